@@ -1,0 +1,137 @@
+/**
+ * Entry storage for the wheels: a struct-of-arrays slab.
+ *
+ * Every timer is a row index into a handful of typed arrays instead of an object, so a pending
+ * timer costs a fixed 20 bytes here (tick 8, next 4, prev 4, generation 4), scheduling allocates
+ * nothing once the arrays have grown, and the garbage collector never has to trace timers.
+ *
+ * Rows are recycled through a free list threaded through `next`. A handle given to users is
+ * `generation * 2^28 + index`; the generation of a row is bumped every time the row is
+ * released, so a handle kept after its timer fired or was cancelled no longer matches and is
+ * inert: it can never cancel a later timer that happens to reuse the row.
+ *
+ * Row states are told apart by `prev`:
+ *   - `prev >= 0`, or `prev < 0` but above DETACHED: linked into a slot list (see slot-lists.ts,
+ *     where a negative `prev` names the slot of a list head);
+ *   - `DETACHED`: allocated but in no slot (between expiry and re-arm, or just allocated);
+ *   - `FREE`: on the free list.
+ */
+
+import { TickwheelRangeError } from '../errors.js';
+
+/** Rows per slab at most: 2^28 (268 million timers), so a handle fits in 2^53. */
+export const INDEX_BITS = 28;
+const INDEX_SPACE = 2 ** INDEX_BITS;
+const INDEX_SCALE = 1 / INDEX_SPACE;
+/** Generations run 1 .. 2^25-1 so that no handle is ever 0 and every handle is a safe integer. */
+const GENERATION_LIMIT = 2 ** (53 - INDEX_BITS);
+
+export const FREE = -0x80000000;
+export const DETACHED = -0x7fffffff;
+/** End of the free list. */
+const NIL = -1;
+
+export class EntryStore {
+  /** Tick at which the row's timer is due. */
+  tick: Float64Array;
+  next: Int32Array;
+  prev: Int32Array;
+  generation: Uint32Array;
+  /** Rows in use (attached to a slot or detached), not counting free ones. */
+  live = 0;
+  private freeHead = NIL;
+  /** Rows ever handed out; rows at or above this index have never been used. */
+  private highWater = 0;
+  private readonly growListeners: Array<(capacity: number) => void> = [];
+
+  constructor(initialCapacity = 1024) {
+    const capacity = Math.max(16, 2 ** Math.ceil(Math.log2(Math.max(1, initialCapacity))));
+    this.tick = new Float64Array(capacity);
+    this.next = new Int32Array(capacity);
+    this.prev = new Int32Array(capacity).fill(FREE);
+    this.generation = new Uint32Array(capacity).fill(1);
+  }
+
+  get capacity(): number {
+    return this.tick.length;
+  }
+
+  /** Calls `listener(newCapacity)` whenever the slab grows, so owners of parallel arrays can follow. */
+  onGrow(listener: (capacity: number) => void): void {
+    this.growListeners.push(listener);
+  }
+
+  /** Takes a free row and returns its index; the row starts DETACHED. */
+  allocate(): number {
+    let index = this.freeHead;
+    if (index !== NIL) {
+      this.freeHead = this.next[index];
+    } else {
+      if (this.highWater === this.tick.length) this.grow();
+      index = this.highWater++;
+    }
+    this.prev[index] = DETACHED;
+    this.live++;
+    return index;
+  }
+
+  /** Returns a row to the free list and invalidates every handle that names it. */
+  release(index: number): void {
+    const next = this.generation[index] + 1;
+    this.generation[index] = next === GENERATION_LIMIT ? 1 : next;
+    this.prev[index] = FREE;
+    this.next[index] = this.freeHead;
+    this.freeHead = index;
+    this.live--;
+  }
+
+  handleOf(index: number): number {
+    return this.generation[index] * INDEX_SPACE + index;
+  }
+
+  /**
+   * The row a handle names, or -1 when the handle is stale, forged or not a handle at all.
+   * Detached rows resolve too: a timer whose callback is running can still be re-armed.
+   */
+  indexOf(handle: number): number {
+    if (typeof handle !== 'number' || !(handle >= 0)) return -1;
+    const generation = Math.floor(handle * INDEX_SCALE);
+    const index = handle - generation * INDEX_SPACE;
+    if (index >= this.highWater || !Number.isInteger(index)) return -1;
+    if (this.generation[index] !== generation || this.prev[index] === FREE) return -1;
+    return index;
+  }
+
+  isLinked(index: number): boolean {
+    const prev = this.prev[index];
+    return prev !== DETACHED && prev !== FREE;
+  }
+
+  /** Approximate bytes held by the slab's arrays. */
+  get bytes(): number {
+    return this.capacity * 20;
+  }
+
+  private grow(): void {
+    const capacity = this.tick.length * 2;
+    if (capacity > INDEX_SPACE) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_CAPACITY',
+        `a wheel holds at most ${INDEX_SPACE} timers; spread them over several wheels`,
+      );
+    }
+    const tick = new Float64Array(capacity);
+    tick.set(this.tick);
+    const next = new Int32Array(capacity);
+    next.set(this.next);
+    const prev = new Int32Array(capacity).fill(FREE);
+    prev.set(this.prev);
+    const generation = new Uint32Array(capacity).fill(1);
+    generation.set(this.generation);
+    this.tick = tick;
+    this.next = next;
+    this.prev = prev;
+    this.generation = generation;
+    for (const listener of this.growListeners) listener(capacity);
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * Hashed timing wheel: Varghese & Lauck's scheme 6, the model of Netty's HashedWheelTimer.
+ *
+ * One wheel of W slots (W a power of two). A row due at tick t lives in slot `t mod W`; rows
+ * further away than one revolution share a slot with nearer ones and wait there for their
+ * round. Netty stores "remaining rounds" per row and decrements it on every visit; here a row
+ * keeps its absolute tick, so its remaining rounds are `floor((t - visit) / W)`, derived rather
+ * than stored. That keeps visits read-only for rows that are not due and lets the wheel skip
+ * empty slots (and whole revolutions of them) using the occupancy bits, where Netty's worker
+ * thread wakes on every tick.
+ *
+ * A visit of slot s at tick v moves the rows with t <= v to a due list, in slot order (which is
+ * insertion order among equal ticks), moves `current` to v + 1, then fires them from there. The due list is a slot like
+ * any other, so a callback may cancel a row that is about to fire, and a batch limit can stop
+ * in the middle of it and resume on the next advance.
+ *
+ * Cost: start and stop are O(1); a visit costs the length of the slot, including rows that are
+ * rounds away. With n rows the average visit reads n / W rows, which is why scheme 6 wants W
+ * of the order of the number of timers, and why scheme 7 (HierarchicalWheel) is the default.
+ */
+
+import { EntryStore } from './entries.js';
+import { TimingWheel, type ExpireCallback } from './wheel.js';
+
+export interface HashedWheelOptions {
+  /** Slots, rounded up to a power of two. Default 512 (Netty's ticksPerWheel). */
+  ticksPerWheel?: number;
+  /** The tick the wheel starts at. Default 0. */
+  startTick?: number;
+  /** Rows to reserve up front; the slab doubles when full. */
+  initialCapacity?: number;
+}
+
+const MAX_TICKS_PER_WHEEL = 2 ** 30;
+
+export class HashedWheel extends TimingWheel {
+  readonly ticksPerWheel: number;
+  private readonly mask: number;
+  /** Code of the due list: the slot after the last wheel slot. */
+  private readonly dueCode: number;
+
+  constructor(options: HashedWheelOptions = {}) {
+    const requested = options.ticksPerWheel ?? 512;
+    if (!Number.isInteger(requested) || requested < 1 || requested > MAX_TICKS_PER_WHEEL) {
+      throw new RangeError(
+        `ticksPerWheel must be an integer from 1 to ${MAX_TICKS_PER_WHEEL}, got ${requested}`,
+      );
+    }
+    const ticksPerWheel = 2 ** Math.ceil(Math.log2(requested));
+    super(new EntryStore(options.initialCapacity), ticksPerWheel + 1, 1, options.startTick ?? 0);
+    this.ticksPerWheel = ticksPerWheel;
+    this.mask = ticksPerWheel - 1;
+    this.dueCode = ticksPerWheel;
+  }
+
+  /** Full revolutions a row still has to wait, as Netty would report it. */
+  remainingRounds(index: number): number {
+    const wait = this.entries.tick[index] - this.currentTick;
+    return wait > 0 ? Math.floor(wait / this.ticksPerWheel) : 0;
+  }
+
+  insert(index: number, tick: number): void {
+    this.entries.tick[index] = tick;
+    const at = tick > this.currentTick ? tick : this.currentTick;
+    this.slots.append(at & this.mask, index);
+    this.linked++;
+  }
+
+  nextExpiration(): number {
+    if (this.linked === 0) return Infinity;
+    // Rows on the due list were collected by a visit that is already behind `current`.
+    if (this.slots.head(this.dueCode) >= 0) return this.currentTick - 1;
+    return this.nextVisit();
+  }
+
+  advance(now: number, onExpire: ExpireCallback, limit = Infinity): number {
+    let fired = 0;
+    while (this.linked > 0) {
+      if (this.slots.head(this.dueCode) < 0) {
+        const visit = this.nextVisit();
+        if (visit > now) break;
+        this.collectDue(visit);
+        // The visited slot is done: rows inserted from now on go to later ticks.
+        this.currentTick = visit + 1;
+      }
+      // Re-read the head each time: onExpire may cancel rows of the due list.
+      for (let index = this.slots.head(this.dueCode); index >= 0;) {
+        if (fired >= limit) return fired;
+        this.remove(index);
+        fired++;
+        onExpire(index);
+        index = this.slots.head(this.dueCode);
+      }
+    }
+    if (now + 1 > this.currentTick) this.currentTick = Math.floor(now) + 1;
+    return fired;
+  }
+
+  /** The tick of the next visit to an occupied slot, at or after `current`. */
+  private nextVisit(): number {
+    const from = this.currentTick & this.mask;
+    let slot = this.slots.nextOccupied(0, from);
+    if (slot < 0 || slot >= this.ticksPerWheel) slot = this.slots.nextOccupied(0, 0);
+    return this.currentTick + ((slot - from) & this.mask);
+  }
+
+  /** Moves the rows of the visited slot whose tick has come to the due list, in slot order. */
+  private collectDue(visit: number): void {
+    const { next, tick } = this.entries;
+    const code = visit & this.mask;
+    for (let index = this.slots.head(code); index >= 0;) {
+      const following = next[index];
+      if (tick[index] <= visit) {
+        this.slots.unlink(index);
+        this.slots.append(this.dueCode, index);
+      }
+      index = following;
+    }
+  }
+}

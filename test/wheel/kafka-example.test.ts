@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import { HierarchicalWheel } from '../../src/wheel/index.js';
+
+describe('HierarchicalWheel, Kafka example (W = 20, tick = 1 ms)', () => {
+  it('places 2, 8, 19 on level 0 and creates overflow levels only for 350 and 450', () => {
+    const wheel = new HierarchicalWheel({ wheelSize: 20 });
+    for (const t of [2, 8, 19]) wheel.add(t);
+    expect(wheel.levels).toBe(1);
+    wheel.add(350);
+    expect(wheel.levels).toBe(2);
+    wheel.add(450);
+    expect(wheel.levels).toBe(3);
+  });
+
+  it('fires each at its tick, cascading 450 at 400 and 440', () => {
+    const wheel = new HierarchicalWheel({ wheelSize: 20 });
+    const due = new Map<number, number>();
+    for (const t of [2, 8, 19, 350, 450]) due.set(wheel.add(t), t);
+    const wakeups: number[] = [];
+    const fired: Array<[number, number]> = [];
+    for (let next = wheel.nextExpiration(); next !== Infinity; next = wheel.nextExpiration()) {
+      wakeups.push(next);
+      wheel.advance(next, (index) => {
+        fired.push([due.get(index)!, next]);
+        wheel.release(index);
+      });
+    }
+    expect(fired).toEqual([
+      [2, 2],
+      [8, 8],
+      [19, 19],
+      [350, 350],
+      [450, 450],
+    ]);
+    expect(wakeups).toEqual([2, 8, 19, 340, 350, 400, 440, 450]);
+  });
+});
