@@ -105,6 +105,7 @@ export class HierarchicalWheel extends TimingWheel {
   advance(now: number, onExpire: ExpireCallback, limit = Infinity): number {
     let fired = 0;
     while (this.linked > 0) {
+      this.cascadeEntered();
       let level = 0;
       let slot = -1;
       for (; level < this.levelCount; level++) {
@@ -114,6 +115,7 @@ export class HierarchicalWheel extends TimingWheel {
       if (slot < 0) break;
       const start = this.slotStart(level, slot);
       if (start > now) break;
+      // Moving to the start of the lowest occupied slot crosses no boundary of a higher level.
       this.currentTick = start;
       const code = this.slots.code(level, slot);
       if (level === 0) {
@@ -129,8 +131,23 @@ export class HierarchicalWheel extends TimingWheel {
         this.cascade(code);
       }
     }
-    if (now + 1 > this.currentTick) this.currentTick = Math.floor(now) + 1;
+    if (now + 1 > this.currentTick) {
+      this.currentTick = Math.floor(now) + 1;
+      this.cascadeEntered();
+    }
     return fired;
+  }
+
+  /**
+   * Restores the invariant after `current` moved forward by more than a slot start: a higher
+   * level's slot that `current` now stands in (its cursor slot) is cascaded at once, from the top
+   * level down, since a cascade from level L can fill the cursor slot of level L - 1.
+   */
+  private cascadeEntered(): void {
+    for (let level = this.levelCount - 1; level > 0; level--) {
+      const code = this.slots.code(level, this.digit(this.currentTick, level));
+      if (this.slots.isOccupied(code)) this.cascade(code);
+    }
   }
 
   /** Re-inserts every row of a slot `current` has just entered; each lands on a finer level. */
