@@ -10,7 +10,9 @@ export type TickwheelErrorCode =
   | 'ERR_TICKWHEEL_MAX_PENDING'
   | 'ERR_TICKWHEEL_CLOSED'
   | 'ERR_TICKWHEEL_TIMER_STOPPED'
-  | 'ERR_TICKWHEEL_CAPACITY';
+  | 'ERR_TICKWHEEL_CAPACITY'
+  | 'ERR_TICKWHEEL_REENTRANT'
+  | 'ERR_TICKWHEEL_ABORTED';
 
 interface CodedError {
   readonly code: TickwheelErrorCode;
@@ -119,4 +121,16 @@ export function describe(value: unknown): string {
     return `${typeof value} ${String(value)}`;
   }
   return typeof value;
+}
+
+/**
+ * Rejection of an aborted `sleep()`: the same name and code as Node's own timers/promises, so
+ * code that checks `err.name === 'AbortError'` works unchanged. `cause` is the signal's reason.
+ */
+export class AbortError extends Error {
+  readonly code = 'ABORT_ERR';
+  constructor(cause?: unknown) {
+    super('The operation was aborted', { cause });
+    this.name = 'AbortError';
+  }
 }

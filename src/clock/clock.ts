@@ -1,0 +1,132 @@
+/**
+ * Clocks: where drivers read the time and how they get woken up.
+ *
+ * A driver registers an alarm with its clock and keeps it set to the time of its next
+ * expiration. The clock calls the alarm's target at or after that time; the target does its
+ * work and answers with its next deadline. One clock serves any number of drivers with one
+ * native timer (SystemClock) or with none at all (ManualClock).
+ */
+
+import { TickwheelTypeError } from '../errors.js';
+
+export interface Clock {
+  /** Monotonic time in milliseconds (fractions allowed). */
+  now(): number;
+}
+
+/** The side of a driver a clock talks to. */
+export interface AlarmTarget {
+  /**
+   * Called at or after the alarm's deadline with the clock's time. Returns the next deadline,
+   * Infinity for none, or a time <= now to be called again as soon as the event loop allows
+   * (how a driver yields between bounded batches of expirations).
+   */
+  onAlarm(now: number): number;
+}
+
+export interface Alarm {
+  /** The time the alarm is set for; Infinity when it is not set. */
+  readonly deadline: number;
+  /** Sets the alarm for `deadline`, replacing any earlier setting. */
+  set(deadline: number): void;
+  clear(): void;
+  /** Removes the alarm from its clock for good. */
+  dispose(): void;
+}
+
+export interface AlarmOptions {
+  /**
+   * Whether a set alarm keeps the Node.js process alive, like a ref'd native timer. Default
+   * true. A cleared alarm never does.
+   */
+  ref?: boolean;
+}
+
+/** A clock that can wake drivers: what TimerWheel and the other drivers need. */
+export interface AlarmClock extends Clock {
+  createAlarm(target: AlarmTarget, options?: AlarmOptions): Alarm;
+}
+
+export function isAlarmClock(clock: unknown): clock is AlarmClock {
+  return (
+    typeof clock === 'object' &&
+    clock !== null &&
+    typeof (clock as AlarmClock).now === 'function' &&
+    typeof (clock as AlarmClock).createAlarm === 'function'
+  );
+}
+
+export function checkAlarmClock(clock: unknown): AlarmClock {
+  if (!isAlarmClock(clock)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      'clock must be a SystemClock, a ManualClock, or an object with now() and createAlarm()',
+    );
+  }
+  return clock;
+}
+
+/** Bookkeeping shared by the clocks: alarms in creation order, each with its deadline. */
+export class AlarmSet {
+  readonly alarms: ClockAlarm[] = [];
+
+  constructor(private readonly changed: () => void) {}
+
+  add(target: AlarmTarget, ref: boolean): ClockAlarm {
+    const alarm = new ClockAlarm(this, target, ref);
+    this.alarms.push(alarm);
+    return alarm;
+  }
+
+  remove(alarm: ClockAlarm): void {
+    const at = this.alarms.indexOf(alarm);
+    if (at >= 0) this.alarms.splice(at, 1);
+    this.changed();
+  }
+
+  notify(): void {
+    this.changed();
+  }
+
+  /** The alarm due first (the earliest created among equals), or undefined when none is set. */
+  earliest(): ClockAlarm | undefined {
+    let best: ClockAlarm | undefined;
+    for (const alarm of this.alarms) {
+      if (alarm.deadline !== Infinity && (best === undefined || alarm.deadline < best.deadline)) {
+        best = alarm;
+      }
+    }
+    return best;
+  }
+
+  /** Whether a set, ref'd alarm exists: what keeps the process alive. */
+  anyRef(): boolean {
+    for (const alarm of this.alarms) if (alarm.ref && alarm.deadline !== Infinity) return true;
+    return false;
+  }
+}
+
+export class ClockAlarm implements Alarm {
+  deadline = Infinity;
+
+  constructor(
+    private readonly owner: AlarmSet,
+    readonly target: AlarmTarget,
+    readonly ref: boolean,
+  ) {}
+
+  set(deadline: number): void {
+    if (deadline === this.deadline) return;
+    this.deadline = deadline;
+    this.owner.notify();
+  }
+
+  clear(): void {
+    this.set(Infinity);
+  }
+
+  dispose(): void {
+    this.deadline = Infinity;
+    this.owner.remove(this);
+  }
+}

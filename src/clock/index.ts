@@ -1,0 +1,11 @@
+export {
+  checkAlarmClock,
+  isAlarmClock,
+  type Alarm,
+  type AlarmClock,
+  type AlarmOptions,
+  type AlarmTarget,
+  type Clock,
+} from './clock.js';
+export { SystemClock, defaultClock } from './system-clock.js';
+export { ManualClock } from './manual-clock.js';

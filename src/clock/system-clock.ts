@@ -1,0 +1,100 @@
+/**
+ * SystemClock: real monotonic time (performance.now()) and one native timer for all the alarms
+ * of all the drivers that share the clock, armed for the earliest of them. Nothing polls: an
+ * idle clock has no timer at all, and a busy one wakes once per distinct deadline.
+ *
+ * Node's timers run on the event loop's cached millisecond time and may wake a fraction of a
+ * millisecond before the monotonic deadline. The clock then waits out the rest with
+ * setImmediate rather than another 1 ms timer; drivers never fire early either way, since they
+ * compare against now() themselves.
+ */
+
+import {
+  AlarmSet,
+  type Alarm,
+  type AlarmClock,
+  type AlarmOptions,
+  type AlarmTarget,
+} from './clock.js';
+
+/** The longest delay Node's setTimeout honours; longer waits are taken in steps. */
+const MAX_NATIVE_DELAY = 2 ** 31 - 1;
+
+export class SystemClock implements AlarmClock {
+  private readonly alarms = new AlarmSet(() => this.rearm());
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private immediate: ReturnType<typeof setImmediate> | undefined;
+  /** What the native timer (or immediate) is armed for; Infinity when nothing is. */
+  private armedFor = Infinity;
+  private firing = false;
+  private readonly onNative = (): void => this.fire();
+
+  now(): number {
+    return performance.now();
+  }
+
+  createAlarm(target: AlarmTarget, options: AlarmOptions = {}): Alarm {
+    return this.alarms.add(target, options.ref ?? true);
+  }
+
+  private fire(): void {
+    this.timer = undefined;
+    this.immediate = undefined;
+    this.armedFor = Infinity;
+    this.firing = true;
+    try {
+      const now = this.now();
+      // A copy: a target may create or dispose alarms while it runs.
+      for (const alarm of this.alarms.alarms.slice()) {
+        if (alarm.deadline > now) continue;
+        alarm.deadline = Infinity;
+        alarm.deadline = alarm.target.onAlarm(now);
+      }
+    } finally {
+      this.firing = false;
+      this.rearm();
+    }
+  }
+
+  private rearm(): void {
+    if (this.firing) return;
+    const first = this.alarms.earliest();
+    if (first === undefined) {
+      this.disarm();
+      return;
+    }
+    // A native timer armed earlier than needed is kept: it wakes, finds nothing due, re-arms.
+    if (first.deadline < this.armedFor) {
+      this.disarm();
+      this.armedFor = first.deadline;
+      const delay = first.deadline - this.now();
+      if (delay < 1) {
+        this.immediate = setImmediate(this.onNative);
+      } else {
+        this.timer = setTimeout(this.onNative, Math.min(Math.ceil(delay), MAX_NATIVE_DELAY));
+      }
+    }
+    const ref = this.alarms.anyRef();
+    const handle = this.timer ?? this.immediate;
+    if (handle !== undefined) {
+      if (ref) handle.ref();
+      else handle.unref();
+    }
+  }
+
+  private disarm(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    if (this.immediate !== undefined) clearImmediate(this.immediate);
+    this.timer = undefined;
+    this.immediate = undefined;
+    this.armedFor = Infinity;
+  }
+}
+
+let shared: SystemClock | undefined;
+
+/** The SystemClock drivers use when no clock is given: one native timer for all of them. */
+export function defaultClock(): SystemClock {
+  shared ??= new SystemClock();
+  return shared;
+}

@@ -1,0 +1,42 @@
+/**
+ * tickwheel: timing-wheel timers for Node.js. The root export holds the timers, the clocks and
+ * the wheels themselves; it has no dependencies and does no I/O.
+ */
+
+export {
+  ManualClock,
+  SystemClock,
+  type Alarm,
+  type AlarmClock,
+  type AlarmOptions,
+  type AlarmTarget,
+  type Clock,
+} from './clock/index.js';
+export {
+  HashedWheelTimer,
+  SystemTimer,
+  TimerTask,
+  TimerWheel,
+  type HashedWheelTimerOptions,
+  type SystemTimerOptions,
+  type Timeout,
+  type TimeoutTask,
+  type TimerHandle,
+  type TimerWheelOptions,
+  type TimerWheelStats,
+} from './timer/index.js';
+export {
+  HashedWheel,
+  HierarchicalWheel,
+  TimingWheel,
+  type ExpireCallback,
+  type HashedWheelOptions,
+  type HierarchicalWheelOptions,
+} from './wheel/index.js';
+export {
+  AbortError,
+  TickwheelRangeError,
+  TickwheelStateError,
+  TickwheelTypeError,
+  type TickwheelErrorCode,
+} from './errors.js';

@@ -1,0 +1,179 @@
+/**
+ * The driver: binds a timing wheel to a clock. It turns delays in milliseconds into ticks,
+ * keeps the clock's alarm set for the wheel's next expiration, runs expirations in bounded
+ * batches, and keeps one failing callback from stopping the others.
+ *
+ * TimerWheel, HashedWheelTimer and SystemTimer are faces over this one driver; each decides
+ * what a row means (a callback, a Netty Timeout, a Kafka TimerTask) through `onExpire`.
+ *
+ * Ticks and time: tick k is clock time `origin + k * resolution`, where `origin` is the clock's
+ * time when the driver was made. A timer due at time d gets the first tick at or after d, and
+ * at least the tick after the current one, so it never fires early and a timer scheduled from a
+ * callback never fires in the same tick (no livelock on zero delays). It fires once the clock
+ * reaches its tick: at most one tick plus the event loop's delay late.
+ */
+
+import {
+  checkAlarmClock,
+  defaultClock,
+  type Alarm,
+  type AlarmClock,
+  type Clock,
+} from '../clock/index.js';
+import { TickwheelRangeError } from '../errors.js';
+import type { EntryStore, TimingWheel } from '../wheel/index.js';
+
+export interface DriverOptions {
+  /** Milliseconds per tick. */
+  resolution: number;
+  /** Default: the shared SystemClock. */
+  clock?: Clock | undefined;
+  /** Expirations per batch before yielding to the event loop. Default 10,000. */
+  maxBatch?: number | undefined;
+  /** When true, pending timers do not keep the process alive. */
+  unref?: boolean | undefined;
+  /** Receives errors thrown by callbacks. Default: a process warning. */
+  onError?: ((err: unknown) => void) | undefined;
+}
+
+export const DEFAULT_MAX_BATCH = 10_000;
+
+export class WheelDriver<W extends TimingWheel = TimingWheel> {
+  readonly clock: AlarmClock;
+  readonly wheel: W;
+  readonly entries: EntryStore;
+  readonly resolution: number;
+  readonly origin: number;
+  private readonly alarm: Alarm;
+  private readonly maxBatch: number;
+  private readonly onError: ((err: unknown) => void) | undefined;
+  private readonly expireSafe: (index: number) => void;
+  /** True while this driver is inside onAlarm: the alarm is then set from its return value. */
+  private running = false;
+  private disposed = false;
+  fired = 0;
+  cancelled = 0;
+  scheduled = 0;
+  errors = 0;
+
+  constructor(wheel: W, options: DriverOptions, onExpire: (index: number) => void) {
+    this.wheel = wheel;
+    this.entries = wheel.entries;
+    this.resolution = options.resolution;
+    this.clock = checkAlarmClock(options.clock ?? defaultClock());
+    this.origin = this.clock.now();
+    this.maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
+    this.onError = options.onError;
+    this.alarm = this.clock.createAlarm(this, { ref: options.unref !== true });
+    this.expireSafe = (index: number) => {
+      try {
+        onExpire(index);
+      } catch (err) {
+        this.report(err);
+      }
+    };
+  }
+
+  /** The tick a timer of `delayMs` from now is due at (see the module comment). */
+  tickAfter(delayMs: number): number {
+    const now = this.clock.now();
+    const deadline = now + delayMs;
+    const resolution = this.resolution;
+    let tick = Math.ceil((deadline - this.origin) / resolution);
+    if (this.origin + tick * resolution < deadline) tick++;
+    const nowTick = this.tickAt(now);
+    if (tick <= nowTick) tick = nowTick + 1;
+    if (tick > Number.MAX_SAFE_INTEGER) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_DELAY',
+        `delay of ${delayMs} ms is beyond what the timer can hold (2^53 ticks of ${resolution} ms)`,
+      );
+    }
+    return tick;
+  }
+
+  /**
+   * The last tick that has begun at clock time `now`. Checked against timeOf() so that the two
+   * conversions agree exactly despite floating-point rounding: tickAt(timeOf(k)) === k.
+   */
+  tickAt(now: number): number {
+    let tick = Math.floor((now - this.origin) / this.resolution);
+    if (this.timeOf(tick + 1) <= now) tick++;
+    else if (this.timeOf(tick) > now) tick--;
+    return tick;
+  }
+
+  /** Clock time of a tick. */
+  timeOf(tick: number): number {
+    return this.origin + tick * this.resolution;
+  }
+
+  /** A new row due `delayMs` from now. */
+  add(delayMs: number): number {
+    const tick = this.tickAfter(delayMs);
+    const index = this.wheel.add(tick);
+    this.scheduled++;
+    this.armFor(tick);
+    return index;
+  }
+
+  /** Re-arms an allocated row (linked or detached) to be due `delayMs` from now. */
+  rearm(index: number, delayMs: number): void {
+    const tick = this.tickAfter(delayMs);
+    if (this.entries.isLinked(index)) this.wheel.reschedule(index, tick);
+    else this.wheel.insert(index, tick);
+    this.armFor(tick);
+  }
+
+  /** Unlinks and frees a linked row. */
+  cancel(index: number): void {
+    this.wheel.remove(index);
+    this.wheel.release(index);
+    this.cancelled++;
+    // An empty driver must not keep the process alive.
+    if (this.wheel.size === 0 && !this.running && !this.disposed) this.alarm.clear();
+  }
+
+  /** Called by the clock: fires what is due, at most one batch, and names the next wake-up. */
+  onAlarm(now: number): number {
+    this.running = true;
+    try {
+      const nowTick = this.tickAt(now);
+      this.fired += this.wheel.advance(nowTick, this.expireSafe, this.maxBatch);
+      const next = this.wheel.nextExpiration();
+      // More is due than one batch took: ask to be called again once I/O has had its turn.
+      if (next <= nowTick) return now;
+      return next === Infinity ? Infinity : this.timeOf(next);
+    } finally {
+      this.running = false;
+    }
+  }
+
+  /** Unlinks every row, hands each to `onEntry` (which must release it), and leaves the clock. */
+  dispose(onEntry: (index: number) => void): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.wheel.drain(onEntry);
+    this.alarm.dispose();
+  }
+
+  report(err: unknown): void {
+    this.errors++;
+    if (this.onError !== undefined) {
+      try {
+        this.onError(err);
+        return;
+      } catch (hookErr) {
+        err = hookErr;
+      }
+    }
+    const warning = err instanceof Error ? err : new Error(`timer callback threw ${String(err)}`);
+    process.emitWarning(warning);
+  }
+
+  private armFor(tick: number): void {
+    if (this.running || this.disposed) return;
+    const time = this.timeOf(tick);
+    if (time < this.alarm.deadline) this.alarm.set(time);
+  }
+}

@@ -1,0 +1,307 @@
+/**
+ * HashedWheelTimer: Netty's `io.netty.util.HashedWheelTimer`, as a thin face over WheelDriver
+ * and a HashedWheel (Varghese & Lauck's scheme 6, Netty's own design).
+ *
+ * What stays as in Netty:
+ *   - `newTimeout(task, delay)` returns a `Timeout` with `cancel()`, `isCancelled()`,
+ *     `isExpired()`; a task is a function or an object with `run(timeout)` (Netty's TimerTask).
+ *   - The timer starts lazily on the first `newTimeout` (or on `start()`), and ticks are counted
+ *     from that moment: tick k is `start + k * tickDuration`.
+ *   - `ticksPerWheel` is rounded up to a power of two; `maxPendingTimeouts` <= 0 means unlimited.
+ *   - `stop()` returns the timeouts that never ran and were not cancelled; a stopped timer
+ *     cannot start again.
+ *   - More than 64 live instances earn one process warning: a HashedWheelTimer is meant to be
+ *     shared (one per process or per kind of timeout), not made per connection.
+ *   - `executor` is Netty's taskExecutor: expired tasks are handed to it instead of run inline.
+ *
+ * What differs: there is no worker thread. Tasks run on the event loop when the clock's alarm
+ * fires, the wheel sleeps through empty ticks instead of waking on each, and a timeout fires
+ * at the first tick boundary at or after its deadline, never before.
+ */
+
+import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
+import {
+  checkCallback,
+  checkDelay,
+  checkOption,
+  TickwheelRangeError,
+  TickwheelStateError,
+  TickwheelTypeError,
+} from '../errors.js';
+import { HashedWheel } from '../wheel/index.js';
+import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
+
+/** Netty's `TimerTask`: what runs when a timeout expires. */
+export interface TimeoutTask {
+  run(timeout: Timeout): void;
+}
+
+/** A task scheduled by `newTimeout`, and the handle to cancel it. */
+export interface Timeout {
+  readonly timer: HashedWheelTimer;
+  readonly task: TimeoutTask | ((timeout: Timeout) => void);
+  /** True once the task has been handed over to run (set before it runs). */
+  isExpired(): boolean;
+  isCancelled(): boolean;
+  /** Cancels the timeout; true only if it was pending (neither expired nor cancelled). */
+  cancel(): boolean;
+}
+
+export interface HashedWheelTimerOptions {
+  /** Milliseconds per tick: timeouts fire at most one tick late. Default 100. */
+  tickDuration?: number;
+  /** Slots of the wheel, rounded up to a power of two. Default 512. */
+  ticksPerWheel?: number;
+  /** Pending timeouts allowed; <= 0 means unlimited. Default -1. */
+  maxPendingTimeouts?: number;
+  /** Default: a SystemClock shared by every driver that is given no clock. */
+  clock?: Clock;
+  /**
+   * Netty's taskExecutor: each expired task is passed to it as `run` (for instance
+   * `setImmediate` or a worker pool's submit). Default: tasks run inline, one after another.
+   */
+  executor?: (run: () => void) => void;
+  /** Errors thrown by tasks (or by the executor). Default: reported as a process warning. */
+  onError?: (err: unknown) => void;
+  /** When true, pending timeouts do not keep the process alive. */
+  unref?: boolean;
+  /** Expirations run per batch before yielding to the event loop. Default 10,000. */
+  maxBatch?: number;
+}
+
+/** Netty's INSTANCE_COUNT_LIMIT: more live timers than this earns a warning. */
+const INSTANCE_COUNT_LIMIT = 64;
+let liveInstances = 0;
+let warnedTooManyInstances = false;
+/** Timers dropped without stop() leave the count when they are collected. */
+const unstoppedInstances = new FinalizationRegistry<null>(() => {
+  liveInstances--;
+});
+
+const PENDING = 0;
+const CANCELLED = 1;
+const EXPIRED = 2;
+
+/** Timer internals that its timeouts reach through a symbol, out of the public surface. */
+const removeTimeout = Symbol('removeTimeout');
+
+class HashedWheelTimeout implements Timeout {
+  /** PENDING, CANCELLED or EXPIRED. */
+  state = PENDING;
+  /** The row handle while the timeout is in the wheel; 0 (never a handle) otherwise. */
+  handle = 0;
+
+  constructor(
+    readonly timer: HashedWheelTimer,
+    readonly task: TimeoutTask | ((timeout: Timeout) => void),
+  ) {}
+
+  isExpired(): boolean {
+    return this.state === EXPIRED;
+  }
+
+  isCancelled(): boolean {
+    return this.state === CANCELLED;
+  }
+
+  cancel(): boolean {
+    if (this.state !== PENDING) return false;
+    this.state = CANCELLED;
+    this.timer[removeTimeout](this);
+    return true;
+  }
+
+  toString(): string {
+    const state = ['pending', 'cancelled', 'expired'][this.state];
+    return `HashedWheelTimeout(${state})`;
+  }
+}
+
+export class HashedWheelTimer {
+  /** Milliseconds per tick. */
+  readonly tickDuration: number;
+  private readonly wheel: HashedWheel;
+  private readonly clock: AlarmClock;
+  private readonly maxPendingTimeouts: number;
+  private readonly executor: ((run: () => void) => void) | undefined;
+  private readonly onError: ((err: unknown) => void) | undefined;
+  private readonly unref: boolean;
+  private readonly maxBatch: number;
+  /** Made by start(): the tick grid begins when the timer starts, as in Netty. */
+  private driver: WheelDriver<HashedWheel> | undefined;
+  /** Per row: the Timeout it belongs to. */
+  private readonly rows: Array<HashedWheelTimeout | undefined> = [];
+  private stopped = false;
+
+  /** HashedWheelTimers made and neither stopped nor garbage-collected. */
+  static get liveInstances(): number {
+    return liveInstances;
+  }
+
+  constructor(options: HashedWheelTimerOptions = {}) {
+    this.tickDuration = checkOption(options.tickDuration ?? 100, 'tickDuration', Number.MIN_VALUE);
+    const ticksPerWheel = checkOption(
+      options.ticksPerWheel ?? 512,
+      'ticksPerWheel',
+      1,
+      2 ** 30,
+      true,
+    );
+    this.maxPendingTimeouts = checkOption(
+      options.maxPendingTimeouts ?? -1,
+      'maxPendingTimeouts',
+      Number.MIN_SAFE_INTEGER,
+      Number.MAX_SAFE_INTEGER,
+      true,
+    );
+    this.maxBatch = checkOption(
+      options.maxBatch ?? DEFAULT_MAX_BATCH,
+      'maxBatch',
+      1,
+      Infinity,
+      true,
+    );
+    if (options.executor !== undefined) checkCallback(options.executor, 'executor');
+    if (options.onError !== undefined) checkCallback(options.onError, 'onError');
+    this.clock = checkAlarmClock(options.clock ?? defaultClock());
+    this.executor = options.executor;
+    this.onError = options.onError;
+    this.unref = options.unref === true;
+    this.wheel = new HashedWheel({ ticksPerWheel });
+
+    unstoppedInstances.register(this, null, this);
+    if (++liveInstances > INSTANCE_COUNT_LIMIT && !warnedTooManyInstances) {
+      warnedTooManyInstances = true;
+      process.emitWarning(
+        `More than ${INSTANCE_COUNT_LIMIT} HashedWheelTimer instances are alive. A ` +
+          'HashedWheelTimer is meant to be shared (one per process or per kind of timeout), not ' +
+          'made per connection or request; reuse one, and stop() those you no longer need.',
+        { type: 'TickwheelWarning', code: 'TICKWHEEL_TOO_MANY_TIMERS' },
+      );
+    }
+  }
+
+  /** Slots of the wheel (the requested number rounded up to a power of two). */
+  get ticksPerWheel(): number {
+    return this.wheel.ticksPerWheel;
+  }
+
+  /** Timeouts waiting to expire (cancelled ones leave at once). */
+  get pendingTimeouts(): number {
+    return this.wheel.size;
+  }
+
+  /** Starts the timer; newTimeout does so itself. Throws once the timer has been stopped. */
+  start(): void {
+    this.checkNotStopped();
+    this.driver ??= new WheelDriver(
+      this.wheel,
+      {
+        resolution: this.tickDuration,
+        clock: this.clock,
+        maxBatch: this.maxBatch,
+        unref: this.unref,
+        onError: this.onError,
+      },
+      (index) => this.expire(index),
+    );
+  }
+
+  /**
+   * Schedules `task` to run once, `delayMs` from now (a negative delay counts as 0), at the
+   * first tick boundary at or after that time.
+   */
+  newTimeout(task: TimeoutTask | ((timeout: Timeout) => void), delayMs: number): Timeout {
+    if (typeof task !== 'function' && typeof (task as TimeoutTask | null)?.run !== 'function') {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_CALLBACK',
+        'task must be a function or an object with a run(timeout) method',
+      );
+    }
+    const delay = checkDelay(delayMs);
+    this.start();
+    const pending = this.wheel.size;
+    if (this.maxPendingTimeouts > 0 && pending >= this.maxPendingTimeouts) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_MAX_PENDING',
+        `Number of pending timeouts (${pending + 1}) is greater than the maximum allowed ` +
+          `(maxPendingTimeouts: ${this.maxPendingTimeouts})`,
+      );
+    }
+    const driver = this.driver as WheelDriver<HashedWheel>;
+    const timeout = new HashedWheelTimeout(this, task);
+    const index = driver.add(delay);
+    this.rows[index] = timeout;
+    timeout.handle = driver.entries.handleOf(index);
+    return timeout;
+  }
+
+  /**
+   * Stops the timer and returns the timeouts that neither ran nor were cancelled, in no
+   * particular order (Netty returns a Set). They will never run; as in Netty they are left
+   * neither expired nor cancelled. Later calls to newTimeout or start throw; a second stop()
+   * returns nothing.
+   */
+  stop(): Timeout[] {
+    if (this.stopped) return [];
+    this.stopped = true;
+    if (unstoppedInstances.unregister(this)) liveInstances--;
+    const unprocessed: Timeout[] = [];
+    this.driver?.dispose((index) => {
+      const timeout = this.rows[index] as HashedWheelTimeout;
+      this.rows[index] = undefined;
+      this.wheel.release(index);
+      timeout.handle = 0;
+      unprocessed.push(timeout);
+    });
+    return unprocessed;
+  }
+
+  /** Takes a cancelled timeout out of the wheel. */
+  [removeTimeout](timeout: HashedWheelTimeout): void {
+    const driver = this.driver;
+    if (driver === undefined) return;
+    const index = driver.entries.indexOf(timeout.handle);
+    if (index >= 0 && driver.entries.isLinked(index)) {
+      this.rows[index] = undefined;
+      driver.cancel(index);
+    }
+    timeout.handle = 0;
+  }
+
+  private expire(index: number): void {
+    const timeout = this.rows[index] as HashedWheelTimeout;
+    this.rows[index] = undefined;
+    this.wheel.release(index);
+    timeout.handle = 0;
+    timeout.state = EXPIRED;
+    if (this.executor === undefined) {
+      runTask(timeout);
+      return;
+    }
+    // Handed over: errors thrown later, on the executor's schedule, still reach onError.
+    const driver = this.driver as WheelDriver<HashedWheel>;
+    this.executor(() => {
+      try {
+        runTask(timeout);
+      } catch (err) {
+        driver.report(err);
+      }
+    });
+  }
+
+  private checkNotStopped(): void {
+    if (this.stopped) {
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_TIMER_STOPPED',
+        'this HashedWheelTimer was stopped and cannot be started again; create a new one',
+      );
+    }
+  }
+}
+
+function runTask(timeout: HashedWheelTimeout): void {
+  const task = timeout.task;
+  if (typeof task === 'function') task(timeout);
+  else task.run(timeout);
+}

@@ -1,0 +1,244 @@
+/**
+ * SystemTimer and TimerTask: Kafka's `org.apache.kafka.server.util.timer` API, as a thin face
+ * over WheelDriver and a HierarchicalWheel (scheme 7, Kafka's TimingWheel with its overflow
+ * wheels). With the defaults (tickMs 1, wheelSize 20) the wheel is Kafka's own: levels spanning
+ * 20 ms, 400 ms, 8 s, ..., created only when a task first needs one (see hierarchical-wheel.ts
+ * for the worked example with tasks at 2, 8, 19, 350 and 450 ms).
+ *
+ * What stays as in Kafka:
+ *   - A task is a subclass of TimerTask with a fixed `delayMs` and a `run()`; `add(task)` runs
+ *     it `delayMs` from now; `task.cancel()` takes it out.
+ *   - A task is pending in at most one timer: adding it again, to this timer or another,
+ *     reschedules it from now.
+ *   - `advanceClock(timeoutMs)` is what a reaper loop awaits; `size` counts pending tasks.
+ *
+ * What differs: Kafka's timer runs only while a reaper thread calls advanceClock, and hands due
+ * tasks to an executor thread. Here the clock drives the wheel: tasks run on the event loop
+ * when due whether or not anyone calls advanceClock, which only reports that they did. A task
+ * never runs early (Kafka's may run up to one tick early), and a task whose delay has already
+ * passed runs on the next tick rather than inside add().
+ */
+
+import type { Clock } from '../clock/index.js';
+import {
+  checkCallback,
+  checkDelay,
+  checkOption,
+  TickwheelStateError,
+  TickwheelTypeError,
+} from '../errors.js';
+import { HierarchicalWheel } from '../wheel/index.js';
+import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
+
+/**
+ * Where a task is pending: its timer and its row handle there. Symbol keys keep this state
+ * apart from the fields of subclasses, which are users' own code.
+ */
+const pendingIn = Symbol('pendingIn');
+const rowHandle = Symbol('rowHandle');
+/** The timer method a task's cancel() calls. */
+const removeTask = Symbol('removeTask');
+
+/** Kafka's TimerTask: subclass it, give the delay to the constructor, implement run(). */
+export abstract class TimerTask {
+  /** Delay from add() to run(), in milliseconds; a negative delay given counts as 0. */
+  readonly delayMs: number;
+  [pendingIn]: SystemTimer | undefined = undefined;
+  [rowHandle] = 0;
+
+  constructor(delayMs: number) {
+    this.delayMs = checkDelay(delayMs);
+  }
+
+  abstract run(): void;
+
+  /** Takes the task out of the timer it is pending in; does nothing otherwise. */
+  cancel(): void {
+    this[pendingIn]?.[removeTask](this);
+  }
+}
+
+export interface SystemTimerOptions {
+  /** Milliseconds per tick of the finest wheel. Default 1. */
+  tickMs?: number;
+  /** Slots per wheel level. Default 20, as in Kafka. */
+  wheelSize?: number;
+  /**
+   * Kafka's start time, accepted for compatibility and otherwise unused: ticks are counted from
+   * the clock's time when the timer is made (tick k is at that time + k * tickMs). To run a
+   * timer in virtual time from a given start, give it `clock: new ManualClock(startMs)`.
+   */
+  startMs?: number;
+  /** Default: a SystemClock shared by every driver that is given no clock. */
+  clock?: Clock;
+  /** Errors thrown by tasks. Default: reported as a process warning. */
+  onError?: (err: unknown) => void;
+  /** When true, pending tasks do not keep the process alive. */
+  unref?: boolean;
+  /** Tasks run per batch before yielding to the event loop. Default 10,000. */
+  maxBatch?: number;
+}
+
+/** A pending advanceClock() call: a row of the wheel too, due when its wait times out. */
+class ClockWaiter {
+  constructor(
+    readonly resolve: (ran: boolean) => void,
+    readonly handle: number,
+  ) {}
+}
+
+export class SystemTimer {
+  private readonly driver: WheelDriver<HierarchicalWheel>;
+  /** Per row: the task, or an advanceClock() call waiting for one. */
+  private readonly rows: Array<TimerTask | ClockWaiter | undefined> = [];
+  /** Pending advanceClock() calls; their rows are in the wheel but not counted by `size`. */
+  private waiters: ClockWaiter[] = [];
+  private closed = false;
+
+  constructor(options: SystemTimerOptions = {}) {
+    const tickMs = checkOption(options.tickMs ?? 1, 'tickMs', Number.MIN_VALUE);
+    const wheelSize = checkOption(options.wheelSize ?? 20, 'wheelSize', 2, 4096, true);
+    const maxBatch = checkOption(
+      options.maxBatch ?? DEFAULT_MAX_BATCH,
+      'maxBatch',
+      1,
+      Infinity,
+      true,
+    );
+    if (options.startMs !== undefined) {
+      checkOption(options.startMs, 'startMs', -Number.MAX_VALUE, Number.MAX_VALUE);
+    }
+    if (options.onError !== undefined) checkCallback(options.onError, 'onError');
+    this.driver = new WheelDriver(
+      new HierarchicalWheel({ wheelSize }),
+      {
+        resolution: tickMs,
+        clock: options.clock,
+        maxBatch,
+        unref: options.unref,
+        onError: options.onError,
+      },
+      (index) => this.expire(index),
+    );
+  }
+
+  /**
+   * Schedules `task.run()` `task.delayMs` from now. A task already pending here or in another
+   * timer is moved: it is rescheduled from now, and runs once.
+   */
+  add(task: TimerTask): void {
+    if (!(task instanceof TimerTask)) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_CALLBACK',
+        'add() takes a TimerTask: a subclass of TimerTask with a run() method',
+      );
+    }
+    this.checkOpen();
+    const holder = task[pendingIn];
+    if (holder === this) {
+      this.driver.rearm(this.driver.entries.indexOf(task[rowHandle]), task.delayMs);
+      return;
+    }
+    holder?.[removeTask](task);
+    const index = this.driver.add(task.delayMs);
+    this.rows[index] = task;
+    task[pendingIn] = this;
+    task[rowHandle] = this.driver.entries.handleOf(index);
+  }
+
+  /**
+   * For Kafka-style reaper loops: waits up to `timeoutMs` (measured on the timer's clock) for a
+   * task to run. Resolves true as soon as one has run, false when the time is up with none.
+   * Only tasks running after the call count; the wait ends at the first tick at or after
+   * `timeoutMs`, like any timer. Tasks that were pending before the call and are due by then
+   * run before the wait times out. Throws once the timer is shut down; waits pending at
+   * shutdown resolve false.
+   */
+  advanceClock(timeoutMs: number): Promise<boolean> {
+    const timeout = checkDelay(timeoutMs, 'timeoutMs');
+    this.checkOpen();
+    return new Promise<boolean>((resolve) => {
+      const index = this.driver.add(timeout);
+      const waiter = new ClockWaiter(resolve, this.driver.entries.handleOf(index));
+      this.rows[index] = waiter;
+      this.waiters.push(waiter);
+    });
+  }
+
+  /** Tasks pending. */
+  get size(): number {
+    return this.driver.wheel.size - this.waiters.length;
+  }
+
+  /** Levels of the hierarchical wheel created so far (overflow wheels are made when needed). */
+  get levels(): number {
+    return this.driver.wheel.levels;
+  }
+
+  /** Cancels every pending task and ends pending waits (false). Adding afterwards throws. */
+  shutdown(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.driver.dispose((index) => {
+      const row = this.rows[index];
+      this.rows[index] = undefined;
+      this.driver.wheel.release(index);
+      if (row instanceof TimerTask) forget(row);
+    });
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const waiter of waiters) waiter.resolve(false);
+  }
+
+  /** Takes a pending task out of the wheel (TimerTask.cancel, or a move to another timer). */
+  [removeTask](task: TimerTask): void {
+    const entries = this.driver.entries;
+    const index = entries.indexOf(task[rowHandle]);
+    if (index >= 0 && entries.isLinked(index)) {
+      this.rows[index] = undefined;
+      this.driver.cancel(index);
+    }
+    forget(task);
+  }
+
+  private expire(index: number): void {
+    const row = this.rows[index];
+    this.rows[index] = undefined;
+    this.driver.wheel.release(index);
+    if (row instanceof TimerTask) {
+      forget(row);
+      if (this.waiters.length > 0) this.wakeWaiters();
+      row.run();
+    } else if (row !== undefined) {
+      this.waiters.splice(this.waiters.indexOf(row), 1);
+      row.resolve(false);
+    }
+  }
+
+  /** A task has run: every pending advanceClock() resolves true and its timeout row goes. */
+  private wakeWaiters(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    const entries = this.driver.entries;
+    for (const waiter of waiters) {
+      const index = entries.indexOf(waiter.handle);
+      this.rows[index] = undefined;
+      this.driver.cancel(index);
+      waiter.resolve(true);
+    }
+  }
+
+  private checkOpen(): void {
+    if (this.closed) {
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_CLOSED',
+        'this SystemTimer is shut down; create a new one to add tasks',
+      );
+    }
+  }
+}
+
+function forget(task: TimerTask): void {
+  task[pendingIn] = undefined;
+  task[rowHandle] = 0;
+}

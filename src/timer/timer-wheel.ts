@@ -1,0 +1,336 @@
+/**
+ * TimerWheel: the idiomatic tickwheel API. Node's timer functions on a hierarchical wheel,
+ * plus a lean path for millions of timers.
+ *
+ * Two ways to schedule, on the same wheel:
+ *
+ *   - `setTimeout(fn, ms, ...args)` / `setInterval`: a callback per timer, like Node's.
+ *   - `schedule(ms, data)` with the wheel-wide `onExpire(data)` option: no closure per timer,
+ *     nothing allocated per timer once the slab has grown. Use it when one kind of timer exists
+ *     in large numbers (a timeout per connection, per request, per cache entry) and `data`
+ *     says which one fired.
+ *
+ * Handles are numbers. They are never 0, and a handle whose timer fired or was cancelled is
+ * inert: it can never cancel a later timer.
+ */
+
+import type { Clock } from '../clock/index.js';
+import {
+  AbortError,
+  checkCallback,
+  checkDelay,
+  checkOption,
+  checkPeriod,
+  TickwheelRangeError,
+  TickwheelStateError,
+  TickwheelTypeError,
+} from '../errors.js';
+import { HierarchicalWheel } from '../wheel/index.js';
+import { WheelDriver } from './driver.js';
+
+export type TimerHandle = number;
+
+export interface TimerWheelOptions<T = unknown> {
+  /** Milliseconds per tick of the finest level. Timers fire at most one tick late. Default 1. */
+  resolution?: number;
+  /** Default: a SystemClock shared by every driver that is given no clock. */
+  clock?: Clock;
+  /** Pending timers allowed; beyond it setTimeout throws a RangeError. Default unlimited. */
+  maxPending?: number;
+  /** Errors thrown by callbacks. Default: reported as a process warning. */
+  onError?: (err: unknown) => void;
+  /** The lean path's callback: `schedule(ms, data)` calls `onExpire(data)` when due. */
+  onExpire?: (data: T) => void;
+  /** Expirations run per batch before yielding to the event loop. Default 10,000. */
+  maxBatch?: number;
+  /** When true, pending timers do not keep the process alive (like `timeout.unref()`). */
+  unref?: boolean;
+  /** Slots per level of the hierarchical wheel. Default 64. */
+  wheelSize?: number;
+  /** Timers to make room for up front. Default 1024; the slab doubles as needed. */
+  initialCapacity?: number;
+}
+
+export interface TimerWheelStats {
+  /** Timers waiting to fire. */
+  pending: number;
+  /** Expirations so far (each run of an interval counts). */
+  fired: number;
+  /** Timers cancelled before they fired. */
+  cancelled: number;
+  /** Timers scheduled so far. */
+  scheduled: number;
+  /** Callbacks that threw. */
+  errors: number;
+  /** Rows the slab holds before it next grows. */
+  capacity: number;
+  /** Levels of the hierarchical wheel created so far. */
+  levels: number;
+  /** Clock time of the wheel's next wake-up, or null when idle. */
+  nextWakeup: number | null;
+}
+
+const INTERVAL = 1;
+const CALLBACK = 2;
+const HAS_ARGS = 4;
+
+type Callback = (...args: unknown[]) => void;
+
+export class TimerWheel<T = unknown> {
+  private readonly driver: WheelDriver<HierarchicalWheel>;
+  private readonly onExpire: ((data: T) => void) | undefined;
+  private readonly maxPending: number;
+  /** Per row: the callback, or the lean path's data. */
+  private readonly targets: unknown[] = [];
+  /** Per row: the delay, kept for refresh() and for intervals. */
+  private delays: Float64Array;
+  /** Per row: INTERVAL | CALLBACK | HAS_ARGS. */
+  private flags: Uint8Array;
+  /** Extra arguments of the rows that have them (few do). */
+  private readonly argsByRow = new Map<number, unknown[]>();
+  private closed = false;
+
+  constructor(options: TimerWheelOptions<T> = {}) {
+    const resolution = checkOption(options.resolution ?? 1, 'resolution', Number.MIN_VALUE);
+    this.maxPending = checkOption(options.maxPending ?? Infinity, 'maxPending', 0, Infinity);
+    const maxBatch = checkOption(options.maxBatch ?? 10_000, 'maxBatch', 1, Infinity, true);
+    const wheelSize = checkOption(options.wheelSize ?? 64, 'wheelSize', 2, 4096, true);
+    const capacity = checkOption(
+      options.initialCapacity ?? 1024,
+      'initialCapacity',
+      1,
+      2 ** 28,
+      true,
+    );
+    if (options.onError !== undefined) checkCallback(options.onError, 'onError');
+    if (options.onExpire !== undefined) checkCallback(options.onExpire, 'onExpire');
+    this.onExpire = options.onExpire;
+    const wheel = new HierarchicalWheel({ wheelSize, initialCapacity: capacity });
+    this.driver = new WheelDriver(
+      wheel,
+      {
+        resolution,
+        clock: options.clock,
+        maxBatch,
+        unref: options.unref,
+        onError: options.onError,
+      },
+      (index) => this.expire(index),
+    );
+    this.delays = new Float64Array(wheel.entries.capacity);
+    this.flags = new Uint8Array(wheel.entries.capacity);
+    wheel.entries.onGrow((size) => {
+      const delays = new Float64Array(size);
+      delays.set(this.delays);
+      this.delays = delays;
+      const flags = new Uint8Array(size);
+      flags.set(this.flags);
+      this.flags = flags;
+    });
+  }
+
+  /** Calls `fn(...args)` once, `delayMs` from now. A negative delay counts as 0. */
+  setTimeout<A extends unknown[]>(
+    fn: (...args: A) => void,
+    delayMs: number,
+    ...args: A
+  ): TimerHandle {
+    checkCallback(fn, 'fn');
+    const delay = checkDelay(delayMs);
+    return this.start(fn as Callback, delay, CALLBACK, args);
+  }
+
+  /** Calls `fn(...args)` every `periodMs`, each run timed from when the previous one fired. */
+  setInterval<A extends unknown[]>(
+    fn: (...args: A) => void,
+    periodMs: number,
+    ...args: A
+  ): TimerHandle {
+    checkCallback(fn, 'fn');
+    const period = checkPeriod(periodMs);
+    return this.start(fn as Callback, period, CALLBACK | INTERVAL, args);
+  }
+
+  /**
+   * The lean path: `onExpire(data)` runs `delayMs` from now. Nothing is allocated per timer;
+   * `data` is stored as given (a number, or a reference to an object you already have).
+   */
+  schedule(delayMs: number, data: T): TimerHandle {
+    if (this.onExpire === undefined) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        'schedule() needs the onExpire option: new TimerWheel({ onExpire: (data) => ... })',
+      );
+    }
+    return this.start(data, checkDelay(delayMs), 0, undefined);
+  }
+
+  /** Cancels a pending timer or interval. True if it was pending; stale handles do nothing. */
+  clearTimeout(handle: TimerHandle): boolean {
+    const index = this.linkedRow(handle);
+    if (index < 0) return false;
+    this.forget(index);
+    this.driver.cancel(index);
+    return true;
+  }
+
+  /** Same as clearTimeout: both kinds of timer share one handle space. */
+  clearInterval(handle: TimerHandle): boolean {
+    return this.clearTimeout(handle);
+  }
+
+  /**
+   * Re-arms a pending timer to fire `delayMs` (default: its own delay) from now, like Node's
+   * `timeout.refresh()`. True if it was pending; a fired or cancelled timer stays gone.
+   */
+  refresh(handle: TimerHandle, delayMs?: number): boolean {
+    this.checkOpen();
+    const index = this.linkedRow(handle);
+    if (index < 0) return false;
+    if (delayMs !== undefined) {
+      const delay =
+        this.flags[index] & INTERVAL ? checkPeriod(delayMs, 'delayMs') : checkDelay(delayMs);
+      this.delays[index] = delay;
+    }
+    this.driver.rearm(index, this.delays[index]);
+    return true;
+  }
+
+  /** Resolves after `delayMs`; rejects with an AbortError when the signal aborts first. */
+  sleep(delayMs: number, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const delay = checkDelay(delayMs);
+    this.checkOpen();
+    const signal = options.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', 'signal must be an AbortSignal');
+    }
+    if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        this.clearTimeout(handle);
+        reject(new AbortError(signal?.reason));
+      };
+      const handle = this.start(
+        () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        },
+        delay,
+        CALLBACK,
+        [],
+      );
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** Whether the handle names a pending timer. */
+  has(handle: TimerHandle): boolean {
+    return this.linkedRow(handle) >= 0;
+  }
+
+  /** Clock time at which a pending timer is due (rounded up to its tick), or undefined. */
+  deadline(handle: TimerHandle): number | undefined {
+    const index = this.linkedRow(handle);
+    return index < 0 ? undefined : this.driver.timeOf(this.driver.entries.tick[index]);
+  }
+
+  /** Pending timers. */
+  get size(): number {
+    return this.driver.wheel.size;
+  }
+
+  stats(): TimerWheelStats {
+    const { driver } = this;
+    const next = this.closed ? Infinity : driver.wheel.nextExpiration();
+    return {
+      pending: driver.wheel.size,
+      fired: driver.fired,
+      cancelled: driver.cancelled,
+      scheduled: driver.scheduled,
+      errors: driver.errors,
+      capacity: driver.entries.capacity,
+      levels: driver.wheel.levels,
+      nextWakeup: next === Infinity ? null : driver.timeOf(next),
+    };
+  }
+
+  /** Cancels every timer and releases the clock. Scheduling afterwards throws. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.driver.dispose((index) => {
+      this.driver.cancelled++;
+      this.forget(index);
+      this.driver.wheel.release(index);
+    });
+  }
+
+  private start(
+    target: unknown,
+    delay: number,
+    flags: number,
+    args: unknown[] | undefined,
+  ): number {
+    this.checkOpen();
+    if (this.driver.wheel.size >= this.maxPending) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_MAX_PENDING',
+        `${this.driver.wheel.size} timers are pending, the maxPending option allows ${this.maxPending}`,
+      );
+    }
+    const index = this.driver.add(delay);
+    this.targets[index] = target;
+    this.delays[index] = delay;
+    if (args !== undefined && args.length > 0) {
+      this.argsByRow.set(index, args);
+      flags |= HAS_ARGS;
+    }
+    this.flags[index] = flags;
+    return this.driver.entries.handleOf(index);
+  }
+
+  private expire(index: number): void {
+    const flags = this.flags[index];
+    const target = this.targets[index];
+    let args: unknown[] | undefined;
+    if (flags & INTERVAL) {
+      // Re-armed before it runs, so clearInterval() inside the callback works.
+      if (flags & HAS_ARGS) args = this.argsByRow.get(index);
+      this.driver.rearm(index, this.delays[index]);
+    } else {
+      if (flags & HAS_ARGS) {
+        args = this.argsByRow.get(index);
+        this.argsByRow.delete(index);
+      }
+      this.targets[index] = undefined;
+      this.driver.wheel.release(index);
+    }
+    if (flags & CALLBACK) {
+      if (args === undefined) (target as Callback)();
+      else (target as Callback)(...args);
+    } else {
+      (this.onExpire as (data: T) => void)(target as T);
+    }
+  }
+
+  /** Drops what a row holds, so the wheel keeps nothing of a timer that is gone. */
+  private forget(index: number): void {
+    this.targets[index] = undefined;
+    if (this.flags[index] & HAS_ARGS) this.argsByRow.delete(index);
+  }
+
+  private linkedRow(handle: TimerHandle): number {
+    const entries = this.driver.entries;
+    const index = entries.indexOf(handle);
+    return index >= 0 && entries.isLinked(index) ? index : -1;
+  }
+
+  private checkOpen(): void {
+    if (this.closed) {
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_CLOSED',
+        'this TimerWheel is closed; create a new one to schedule timers',
+      );
+    }
+  }
+}
