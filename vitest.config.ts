@@ -6,5 +6,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default'],
+    // Memory tests call gc() to measure what is retained.
+    pool: 'forks',
+    poolOptions: { forks: { execArgv: ['--expose-gc'] } },
   },
 });

@@ -81,8 +81,11 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     const resolution = this.resolution;
     let tick = Math.ceil((deadline - this.origin) / resolution);
     if (this.origin + tick * resolution < deadline) tick++;
-    const nowTick = this.tickAt(now);
-    if (tick <= nowTick) tick = nowTick + 1;
+    // Only a delay shorter than a tick can land in the current tick (the common case skips this).
+    if (delayMs < 2 * resolution) {
+      const nowTick = this.tickAt(now);
+      if (tick <= nowTick) tick = nowTick + 1;
+    }
     if (tick > Number.MAX_SAFE_INTEGER) {
       throw new TickwheelRangeError(
         'ERR_TICKWHEEL_INVALID_DELAY',

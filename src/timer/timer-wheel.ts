@@ -80,8 +80,11 @@ export class TimerWheel<T = unknown> {
   private readonly driver: WheelDriver<HierarchicalWheel>;
   private readonly onExpire: ((data: T) => void) | undefined;
   private readonly maxPending: number;
-  /** Per row: the callback, or the lean path's data. */
-  private readonly targets: unknown[] = [];
+  /**
+   * Per row: the callback, or the lean path's data. Sized exactly like the slab (a JS array
+   * left to grow by itself keeps up to half again as many slots).
+   */
+  private targets: unknown[];
   /** Per row: the delay, kept for refresh() and for intervals. */
   private delays: Float64Array;
   /** Per row: INTERVAL | CALLBACK | HAS_ARGS. */
@@ -117,9 +120,13 @@ export class TimerWheel<T = unknown> {
       },
       (index) => this.expire(index),
     );
+    this.targets = new Array<unknown>(wheel.entries.capacity);
     this.delays = new Float64Array(wheel.entries.capacity);
     this.flags = new Uint8Array(wheel.entries.capacity);
     wheel.entries.onGrow((size) => {
+      const targets = new Array<unknown>(size);
+      for (let i = 0; i < this.targets.length; i++) targets[i] = this.targets[i];
+      this.targets = targets;
       const delays = new Float64Array(size);
       delays.set(this.delays);
       this.delays = delays;

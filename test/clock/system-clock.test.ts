@@ -1,0 +1,79 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { SystemClock, TimerWheel } from '../../src/index.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+describe('SystemClock driving real timers', () => {
+  it('fires a few hundred timers, none early, all within generous bounds', async () => {
+    const clock = new SystemClock();
+    const wheel = new TimerWheel({ clock });
+    const lateness: number[] = [];
+    const start = clock.now();
+    await new Promise<void>((resolve) => {
+      let left = 300;
+      for (let i = 0; i < 300; i++) {
+        const delay = (i * 7) % 250;
+        const deadline = start + delay;
+        wheel.setTimeout(() => {
+          lateness.push(clock.now() - deadline);
+          if (--left === 0) resolve();
+        }, delay);
+      }
+    });
+    expect(lateness).toHaveLength(300);
+    expect(Math.min(...lateness)).toBeGreaterThanOrEqual(0);
+    // Generous: a loaded CI machine can stall the event loop; the point is "not wildly late".
+    expect(Math.max(...lateness)).toBeLessThan(1000);
+    wheel.close();
+  });
+
+  it('serves several wheels with one clock', async () => {
+    const clock = new SystemClock();
+    const a = new TimerWheel({ clock });
+    const b = new TimerWheel({ clock, resolution: 5 });
+    const order: string[] = [];
+    await new Promise<void>((resolve) => {
+      a.setTimeout(() => order.push('a30'), 30);
+      b.setTimeout(() => order.push('b10'), 10);
+      a.setTimeout(() => {
+        order.push('a80');
+        resolve();
+      }, 80);
+    });
+    expect(order).toEqual(['b10', 'a30', 'a80']);
+  });
+});
+
+/** Runs a snippet in a fresh Node process and returns how long it took to exit, in ms. */
+function exitTime(body: string): number {
+  const script = `
+    import { TimerWheel } from ${JSON.stringify(root + 'dist/index.js')};
+    const t0 = performance.now();
+    process.on('exit', () => console.log(Math.round(performance.now() - t0)));
+    ${body}
+  `;
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  return Number(out.trim());
+}
+
+describe('Keeping the process alive, like Node timers', () => {
+  it('keeps the process alive while a timer is pending, and lets it exit after', () => {
+    expect(exitTime(`new TimerWheel().setTimeout(() => {}, 300);`)).toBeGreaterThanOrEqual(290);
+  });
+
+  it('does not keep the process alive with unref: true', () => {
+    expect(exitTime(`new TimerWheel({ unref: true }).setTimeout(() => {}, 5000);`)).toBeLessThan(
+      4000,
+    );
+  });
+
+  it('does not keep the process alive once every timer is cancelled', () => {
+    const body = `const w = new TimerWheel(); w.clearTimeout(w.setTimeout(() => {}, 5000));`;
+    expect(exitTime(body)).toBeLessThan(4000);
+  });
+});

@@ -1,0 +1,354 @@
+import { describe, expect, it, vi } from 'vitest';
+import { AbortError, ManualClock, TimerWheel, type TimerHandle } from '../../src/index.js';
+
+function manual(options: ConstructorParameters<typeof TimerWheel>[0] = {}) {
+  const clock = new ManualClock(0);
+  const wheel = new TimerWheel({ clock, ...options });
+  return { clock, wheel };
+}
+
+describe('TimerWheel.setTimeout', () => {
+  it('passes extra arguments to the callback', () => {
+    const { clock, wheel } = manual();
+    const fn = vi.fn();
+    wheel.setTimeout(fn, 5, 'a', 2, { b: true });
+    clock.advance(5);
+    expect(fn).toHaveBeenCalledExactlyOnceWith('a', 2, { b: true });
+  });
+
+  it('never fires before its deadline and fires in the tick that reaches it', () => {
+    const { clock, wheel } = manual({ resolution: 10 });
+    const at: number[] = [];
+    wheel.setTimeout(() => at.push(clock.now()), 25);
+    clock.advance(29);
+    expect(at).toEqual([]);
+    clock.advance(1);
+    expect(at).toEqual([30]);
+  });
+
+  it('fires timers with equal deadlines in the order they were scheduled', () => {
+    const { clock, wheel } = manual();
+    const order: number[] = [];
+    for (let i = 0; i < 100; i++) wheel.setTimeout(() => order.push(i), 1000);
+    clock.advance(1000);
+    expect(order).toEqual([...Array(100).keys()]);
+  });
+
+  it('treats a negative delay as 0: the next tick', () => {
+    const { clock, wheel } = manual();
+    const fn = vi.fn();
+    const handle = wheel.setTimeout(fn, -50);
+    expect(wheel.deadline(handle)).toBe(1);
+    clock.advance(1);
+    expect(fn).toHaveBeenCalledOnce();
+  });
+
+  it('honours delays above 2^31-1 ms instead of firing after 1 ms like Node', () => {
+    const { clock, wheel } = manual();
+    const fn = vi.fn();
+    const delay = 2 ** 31 + 12_345;
+    wheel.setTimeout(fn, delay);
+    clock.advance(delay - 1);
+    expect(fn).not.toHaveBeenCalled();
+    clock.advance(1);
+    expect(fn).toHaveBeenCalledOnce();
+  });
+
+  it('holds a delay of 100 years and fires it on the day', () => {
+    const { clock, wheel } = manual();
+    const century = 100 * 365.25 * 24 * 3600 * 1000;
+    const fn = vi.fn();
+    wheel.setTimeout(fn, century);
+    expect(wheel.stats().levels).toBeGreaterThan(5);
+    clock.advance(century - 1);
+    expect(fn).not.toHaveBeenCalled();
+    clock.advance(1);
+    expect(fn).toHaveBeenCalledOnce();
+  });
+
+  it('rejects NaN, infinite and non-number delays with a coded error', () => {
+    const { wheel } = manual();
+    for (const bad of [NaN, Infinity, -Infinity]) {
+      expect(() => wheel.setTimeout(() => {}, bad)).toThrowError(
+        expect.objectContaining({
+          name: 'TickwheelRangeError',
+          code: 'ERR_TICKWHEEL_INVALID_DELAY',
+        }),
+      );
+    }
+    for (const bad of ['10', null, undefined, {}]) {
+      expect(() => wheel.setTimeout(() => {}, bad as unknown as number)).toThrowError(
+        expect.objectContaining({
+          name: 'TickwheelTypeError',
+          code: 'ERR_TICKWHEEL_INVALID_DELAY',
+        }),
+      );
+    }
+  });
+
+  it('rejects a callback that is not a function', () => {
+    const { wheel } = manual();
+    expect(() => wheel.setTimeout('run' as unknown as () => void, 1)).toThrowError(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_CALLBACK' }),
+    );
+  });
+
+  it('throws a RangeError with a code above maxPending', () => {
+    const { wheel } = manual({ maxPending: 2 });
+    wheel.setTimeout(() => {}, 1);
+    wheel.setTimeout(() => {}, 1);
+    expect(() => wheel.setTimeout(() => {}, 1)).toThrowError(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_MAX_PENDING' }),
+    );
+    expect(wheel.size).toBe(2);
+  });
+
+  it('rejects invalid options', () => {
+    expect(() => new TimerWheel({ resolution: 0 })).toThrowError(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
+    );
+    expect(() => new TimerWheel({ clock: { now: () => 0 } })).toThrowError(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
+    );
+    expect(() => new TimerWheel({ maxBatch: 0 })).toThrowError(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
+    );
+  });
+});
+
+describe('TimerWheel handles', () => {
+  it('returns numbers that are never 0', () => {
+    const { wheel } = manual();
+    const handle = wheel.setTimeout(() => {}, 1);
+    expect(typeof handle).toBe('number');
+    expect(handle).not.toBe(0);
+  });
+
+  it('makes a fired or cancelled handle inert, even when its slot is reused', () => {
+    const { clock, wheel } = manual();
+    const first = wheel.setTimeout(() => {}, 1);
+    clock.advance(1);
+    const fn = vi.fn();
+    const second = wheel.setTimeout(fn, 5);
+    expect(wheel.has(first)).toBe(false);
+    expect(wheel.clearTimeout(first)).toBe(false);
+    expect(wheel.refresh(first)).toBe(false);
+    expect(wheel.has(second)).toBe(true);
+    clock.advance(5);
+    expect(fn).toHaveBeenCalledOnce();
+  });
+
+  it('ignores values that are not handles', () => {
+    const { wheel } = manual();
+    wheel.setTimeout(() => {}, 1);
+    for (const bad of [0, -1, 1.5, NaN, 2 ** 60, '1', null, undefined]) {
+      expect(wheel.clearTimeout(bad as TimerHandle)).toBe(false);
+      expect(wheel.has(bad as TimerHandle)).toBe(false);
+    }
+    expect(wheel.size).toBe(1);
+  });
+
+  it('reports the tick-rounded deadline of a pending timer', () => {
+    const clock = new ManualClock(1000);
+    const wheel = new TimerWheel({ clock, resolution: 10 });
+    const handle = wheel.setTimeout(() => {}, 15);
+    expect(wheel.deadline(handle)).toBe(1020);
+    wheel.clearTimeout(handle);
+    expect(wheel.deadline(handle)).toBeUndefined();
+  });
+});
+
+describe('TimerWheel.refresh', () => {
+  it('re-arms from now with the same delay, like timeout.refresh()', () => {
+    const { clock, wheel } = manual();
+    const fn = vi.fn();
+    const handle = wheel.setTimeout(fn, 100);
+    clock.advance(90);
+    expect(wheel.refresh(handle)).toBe(true);
+    clock.advance(99);
+    expect(fn).not.toHaveBeenCalled();
+    clock.advance(1);
+    expect(fn).toHaveBeenCalledOnce();
+  });
+
+  it('re-arms with a new delay when given one', () => {
+    const { clock, wheel } = manual();
+    const fn = vi.fn();
+    const handle = wheel.setTimeout(fn, 100);
+    wheel.refresh(handle, 10);
+    clock.advance(10);
+    expect(fn).toHaveBeenCalledOnce();
+  });
+
+  it('keeps an idle timeout from firing while activity keeps refreshing it', () => {
+    const { clock, wheel } = manual();
+    const idle = vi.fn();
+    const handle = wheel.setTimeout(idle, 50);
+    for (let i = 0; i < 100; i++) {
+      clock.advance(49);
+      wheel.refresh(handle);
+    }
+    expect(idle).not.toHaveBeenCalled();
+    clock.advance(50);
+    expect(idle).toHaveBeenCalledOnce();
+  });
+});
+
+describe('TimerWheel.setInterval', () => {
+  it('runs every period until cleared, from inside its own callback too', () => {
+    const { clock, wheel } = manual();
+    const at: number[] = [];
+    const handle = wheel.setInterval(() => {
+      at.push(clock.now());
+      if (at.length === 3) wheel.clearInterval(handle);
+    }, 10);
+    clock.advance(100);
+    expect(at).toEqual([10, 20, 30]);
+    expect(wheel.size).toBe(0);
+  });
+
+  it('refuses a period of 0', () => {
+    const { wheel } = manual();
+    expect(() => wheel.setInterval(() => {}, 0)).toThrowError(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_DELAY' }),
+    );
+  });
+});
+
+describe('TimerWheel.sleep', () => {
+  it('resolves after the delay', async () => {
+    const { clock, wheel } = manual();
+    let done = false;
+    const sleeping = wheel.sleep(20).then(() => (done = true));
+    clock.advance(19);
+    await Promise.resolve();
+    expect(done).toBe(false);
+    clock.advance(1);
+    await sleeping;
+    expect(done).toBe(true);
+  });
+
+  it('rejects with an AbortError when the signal aborts, and cancels its timer', async () => {
+    const { wheel } = manual();
+    const controller = new AbortController();
+    const sleeping = wheel.sleep(1000, { signal: controller.signal });
+    expect(wheel.size).toBe(1);
+    controller.abort(new Error('stop'));
+    await expect(sleeping).rejects.toMatchObject({ name: 'AbortError', code: 'ABORT_ERR' });
+    await expect(sleeping).rejects.toBeInstanceOf(AbortError);
+    expect(wheel.size).toBe(0);
+  });
+
+  it('rejects at once for an already aborted signal', async () => {
+    const { wheel } = manual();
+    await expect(wheel.sleep(10, { signal: AbortSignal.abort() })).rejects.toMatchObject({
+      name: 'AbortError',
+    });
+    expect(wheel.size).toBe(0);
+  });
+});
+
+describe('TimerWheel callbacks that throw', () => {
+  it('sends the error to onError and still fires the other timers', () => {
+    const errors: unknown[] = [];
+    const { clock, wheel } = manual({ onError: (err) => errors.push(err) });
+    const after = vi.fn();
+    wheel.setTimeout(() => {
+      throw new Error('boom');
+    }, 5);
+    wheel.setTimeout(after, 5);
+    clock.advance(5);
+    expect(errors).toHaveLength(1);
+    expect(after).toHaveBeenCalledOnce();
+    expect(wheel.stats().errors).toBe(1);
+  });
+
+  it('reports through a process warning when there is no onError', () => {
+    const { clock, wheel } = manual();
+    const emit = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    wheel.setTimeout(() => {
+      throw new Error('unhandled in timer');
+    }, 1);
+    clock.advance(1);
+    expect(emit).toHaveBeenCalledOnce();
+    emit.mockRestore();
+  });
+});
+
+describe('TimerWheel lean path', () => {
+  it('calls the wheel-wide onExpire with the data of each timer', () => {
+    const expired: number[] = [];
+    const { clock, wheel } = manual({ onExpire: (id: number) => expired.push(id) });
+    const handles = [3, 1, 2].map((id) => wheel.schedule(id * 10, id));
+    wheel.clearTimeout(handles[2]);
+    clock.advance(100);
+    expect(expired).toEqual([1, 3]);
+  });
+
+  it('refuses schedule() without onExpire', () => {
+    const { wheel } = manual();
+    expect(() => wheel.schedule(1, 'x')).toThrowError(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
+    );
+  });
+});
+
+describe('TimerWheel batches', () => {
+  it('runs a large expiry in batches of maxBatch, all of them on a ManualClock advance', () => {
+    const { clock, wheel } = manual({ maxBatch: 100 });
+    let count = 0;
+    for (let i = 0; i < 1050; i++) wheel.setTimeout(() => count++, 10);
+    clock.advance(10);
+    expect(count).toBe(1050);
+  });
+
+  it('yields to the event loop between batches on the real clock', async () => {
+    const wheel = new TimerWheel({ maxBatch: 1000 });
+    let fired = 0;
+    let immediateSawPartial = false;
+    for (let i = 0; i < 20_000; i++) wheel.setTimeout(() => fired++, 5);
+    // An I/O-phase callback scheduled while the expiry runs must get a turn before it ends.
+    const probe = () => {
+      if (fired > 0 && fired < 20_000) immediateSawPartial = true;
+      if (fired < 20_000) setImmediate(probe);
+    };
+    setImmediate(probe);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(fired).toBe(20_000);
+    expect(immediateSawPartial).toBe(true);
+    wheel.close();
+  });
+});
+
+describe('TimerWheel.close', () => {
+  it('cancels every timer, and scheduling afterwards throws', () => {
+    const { clock, wheel } = manual();
+    const fn = vi.fn();
+    wheel.setTimeout(fn, 10);
+    wheel.setInterval(fn, 10);
+    wheel.close();
+    expect(wheel.size).toBe(0);
+    clock.advance(100);
+    expect(fn).not.toHaveBeenCalled();
+    expect(() => wheel.setTimeout(fn, 1)).toThrowError(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_CLOSED' }),
+    );
+    expect(clock.nextDeadline()).toBe(Infinity);
+    wheel.close();
+  });
+});
+
+describe('One ManualClock driving several wheels', () => {
+  it('interleaves their timers in time order', () => {
+    const clock = new ManualClock(0);
+    const a = new TimerWheel({ clock });
+    const b = new TimerWheel({ clock, resolution: 5 });
+    const order: string[] = [];
+    a.setTimeout(() => order.push(`a${clock.now()}`), 7);
+    b.setTimeout(() => order.push(`b${clock.now()}`), 3);
+    a.setTimeout(() => order.push(`a${clock.now()}`), 12);
+    b.setTimeout(() => order.push(`b${clock.now()}`), 9);
+    clock.advance(20);
+    expect(order).toEqual(['b5', 'a7', 'b10', 'a12']);
+  });
+});
