@@ -278,7 +278,8 @@ describe('TimerWheel callbacks that throw', () => {
 describe('TimerWheel lean path', () => {
   it('calls the wheel-wide onExpire with the data of each timer', () => {
     const expired: number[] = [];
-    const { clock, wheel } = manual({ onExpire: (id: number) => expired.push(id) });
+    const clock = new ManualClock(0);
+    const wheel = new TimerWheel<number>({ clock, onExpire: (id) => expired.push(id) });
     const handles = [3, 1, 2].map((id) => wheel.schedule(id * 10, id));
     wheel.clearTimeout(handles[2]);
     clock.advance(100);
