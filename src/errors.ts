@@ -11,8 +11,7 @@ export type TickwheelErrorCode =
   | 'ERR_TICKWHEEL_CLOSED'
   | 'ERR_TICKWHEEL_TIMER_STOPPED'
   | 'ERR_TICKWHEEL_CAPACITY'
-  | 'ERR_TICKWHEEL_REENTRANT'
-  | 'ERR_TICKWHEEL_ABORTED';
+  | 'ERR_TICKWHEEL_REENTRANT';
 
 interface CodedError {
   readonly code: TickwheelErrorCode;

@@ -149,10 +149,10 @@ export class SystemTimer {
   /**
    * For Kafka-style reaper loops: waits up to `timeoutMs` (measured on the timer's clock) for a
    * task to run. Resolves true as soon as one has run, false when the time is up with none.
-   * Only tasks running after the call count; the wait ends at the first tick at or after
-   * `timeoutMs`, like any timer. Tasks that were pending before the call and are due by then
-   * run before the wait times out. Throws once the timer is shut down; waits pending at
-   * shutdown resolve false.
+   * Only tasks running after the call count. The wait is a timer like the tasks: it ends at
+   * the first tick at or after `timeoutMs` from now (at least the next tick, so 0 waits one
+   * tick), and a task due in that same tick counts if it was added before the call. Throws
+   * once the timer is shut down; waits pending at shutdown resolve false.
    */
   advanceClock(timeoutMs: number): Promise<boolean> {
     const timeout = checkDelay(timeoutMs, 'timeoutMs');

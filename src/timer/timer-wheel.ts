@@ -91,6 +91,8 @@ export class TimerWheel<T = unknown> {
   private flags: Uint8Array;
   /** Extra arguments of the rows that have them (few do). */
   private readonly argsByRow = new Map<number, unknown[]>();
+  /** Settle functions of pending sleep() promises, so close() can reject them. */
+  private readonly sleepers = new Set<(err?: Error) => void>();
   private closed = false;
 
   constructor(options: TimerWheelOptions<T> = {}) {
@@ -203,7 +205,10 @@ export class TimerWheel<T = unknown> {
     return true;
   }
 
-  /** Resolves after `delayMs`; rejects with an AbortError when the signal aborts first. */
+  /**
+   * Resolves after `delayMs`; rejects with an AbortError when the signal aborts first, and with
+   * ERR_TICKWHEEL_CLOSED when the wheel is closed first.
+   */
   sleep(delayMs: number, options: { signal?: AbortSignal } = {}): Promise<void> {
     const delay = checkDelay(delayMs);
     this.checkOpen();
@@ -213,19 +218,18 @@ export class TimerWheel<T = unknown> {
     }
     if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));
     return new Promise<void>((resolve, reject) => {
+      const settle = (err?: Error) => {
+        this.sleepers.delete(settle);
+        signal?.removeEventListener('abort', onAbort);
+        if (err === undefined) resolve();
+        else reject(err);
+      };
       const onAbort = () => {
         this.clearTimeout(handle);
-        reject(new AbortError(signal?.reason));
+        settle(new AbortError(signal?.reason));
       };
-      const handle = this.start(
-        () => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve();
-        },
-        delay,
-        CALLBACK,
-        [],
-      );
+      const handle = this.start(() => settle(), delay, CALLBACK, []);
+      this.sleepers.add(settle);
       signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
@@ -270,6 +274,11 @@ export class TimerWheel<T = unknown> {
       this.forget(index);
       this.driver.wheel.release(index);
     });
+    for (const settle of [...this.sleepers]) {
+      settle(
+        new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'the TimerWheel was closed during sleep()'),
+      );
+    }
   }
 
   private start(

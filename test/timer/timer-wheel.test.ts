@@ -239,6 +239,13 @@ describe('TimerWheel.sleep', () => {
     expect(wheel.size).toBe(0);
   });
 
+  it('rejects with ERR_TICKWHEEL_CLOSED when the wheel closes first', async () => {
+    const { wheel } = manual();
+    const sleeping = wheel.sleep(1000);
+    wheel.close();
+    await expect(sleeping).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_CLOSED' });
+  });
+
   it('rejects at once for an already aborted signal', async () => {
     const { wheel } = manual();
     await expect(wheel.sleep(10, { signal: AbortSignal.abort() })).rejects.toMatchObject({
