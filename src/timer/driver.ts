@@ -80,7 +80,9 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     const deadline = now + delayMs;
     const resolution = this.resolution;
     let tick = Math.ceil((deadline - this.origin) / resolution);
-    if (this.origin + tick * resolution < deadline) tick++;
+    // The quotient rounds; the tick is defined by the time it begins at, so settle it on that.
+    if (this.timeOf(tick) < deadline) tick++;
+    else if (this.timeOf(tick - 1) >= deadline) tick--;
     // Only a delay shorter than a tick can land in the current tick (the common case skips this).
     if (delayMs < 2 * resolution) {
       const nowTick = this.tickAt(now);
@@ -143,7 +145,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     try {
       const nowTick = this.tickAt(now);
       this.fired += this.wheel.advance(nowTick, this.expireSafe, this.maxBatch);
-      const next = this.wheel.nextExpiration();
+      const next = this.wheel.nextDeadline();
       // More is due than one batch took: ask to be called again once I/O has had its turn.
       if (next <= nowTick) return now;
       return next === Infinity ? Infinity : this.timeOf(next);

@@ -252,7 +252,7 @@ export class TimerWheel<T = unknown> {
 
   stats(): TimerWheelStats {
     const { driver } = this;
-    const next = this.closed ? Infinity : driver.wheel.nextExpiration();
+    const next = this.closed ? Infinity : driver.wheel.nextDeadline();
     return {
       pending: driver.wheel.size,
       fired: driver.fired,

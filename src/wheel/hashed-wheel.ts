@@ -66,7 +66,7 @@ export class HashedWheel extends TimingWheel {
     this.linked++;
   }
 
-  nextExpiration(): number {
+  nextDeadline(): number {
     if (this.linked === 0) return Infinity;
     // Rows on the due list were collected by a visit that is already behind `current`.
     if (this.slots.head(this.dueCode) >= 0) return this.currentTick - 1;

@@ -93,7 +93,7 @@ export class HierarchicalWheel extends TimingWheel {
     this.linked++;
   }
 
-  nextExpiration(): number {
+  nextDeadline(): number {
     if (this.linked === 0) return Infinity;
     for (let level = 0; level < this.levelCount; level++) {
       const slot = this.nextOccupiedSlot(level);

@@ -48,7 +48,7 @@ export abstract class TimingWheel {
    * The tick of the next slot that needs processing: the earliest tick at which `advance` has
    * work to do, which is at or before the earliest due row. Infinity when the wheel is empty.
    */
-  abstract nextExpiration(): number;
+  abstract nextDeadline(): number;
 
   /**
    * Processes every tick up to and including `now`: due rows are unlinked and passed to

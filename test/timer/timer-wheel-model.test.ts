@@ -76,12 +76,17 @@ function run(resolution: number, start: number, ops: Op[]): void {
   let seq = 0;
   let nextId = 0;
 
-  // The documented rule, written plainly.
+  // The documented rule, written plainly: tick k begins at origin + k * resolution; a timer
+  // fires on the first tick that begins at or after its deadline, and never on the tick that
+  // `now` falls in. Ticks are defined by the clock times they begin at, so both searches
+  // compare times, not quotients (which round).
+  const timeOf = (k: number) => origin + k * resolution;
   const tickFor = (now: number, delay: number) => {
     const deadline = now + Math.max(0, delay);
-    let tick = Math.ceil((deadline - origin) / resolution);
-    if (origin + tick * resolution < deadline) tick++;
-    const nowTick = Math.floor((now - origin) / resolution);
+    let tick = Math.floor((deadline - origin) / resolution) - 1;
+    while (timeOf(tick) < deadline) tick++;
+    let nowTick = Math.ceil((now - origin) / resolution) + 1;
+    while (timeOf(nowTick) > now) nowTick--;
     return Math.max(tick, nowTick + 1);
   };
 

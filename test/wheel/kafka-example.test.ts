@@ -18,7 +18,7 @@ describe('HierarchicalWheel, Kafka example (W = 20, tick = 1 ms)', () => {
     for (const t of [2, 8, 19, 350, 450]) due.set(wheel.add(t), t);
     const wakeups: number[] = [];
     const fired: Array<[number, number]> = [];
-    for (let next = wheel.nextExpiration(); next !== Infinity; next = wheel.nextExpiration()) {
+    for (let next = wheel.nextDeadline(); next !== Infinity; next = wheel.nextDeadline()) {
       wakeups.push(next);
       wheel.advance(next, (index) => {
         fired.push([due.get(index)!, next]);

@@ -126,17 +126,17 @@ function check(wheel: TimingWheel, ops: Op[], startTick: number): void {
     expect(entries.live).toBe(pending.length);
     if (pending.length > 0) {
       const earliest = Math.min(...pending.map((row) => row.tick));
-      const next = wheel.nextExpiration();
+      const next = wheel.nextDeadline();
       // The next expiration may be a cascade or a visit before the earliest row; never after it.
       expect(next).toBeLessThanOrEqual(Math.max(earliest, wheel.current));
     } else {
-      expect(wheel.nextExpiration()).toBe(Infinity);
+      expect(wheel.nextDeadline()).toBe(Infinity);
     }
   }
   // Drain everything that is left by stepping from expiration to expiration.
   let guard = 0;
   while (pending.length > 0 && guard++ < 10_000) {
-    const next = wheel.nextExpiration();
+    const next = wheel.nextDeadline();
     expect(Number.isFinite(next)).toBe(true);
     fire(Math.max(next, now), Infinity);
     now = Math.max(next, now);
