@@ -6,6 +6,7 @@
 export {
   ManualClock,
   SystemClock,
+  type SystemClockOptions,
   type Alarm,
   type AlarmClock,
   type AlarmOptions,

@@ -7,5 +7,5 @@ export {
   type AlarmTarget,
   type Clock,
 } from './clock.js';
-export { SystemClock, defaultClock } from './system-clock.js';
+export { SystemClock, defaultClock, type SystemClockOptions } from './system-clock.js';
 export { ManualClock } from './manual-clock.js';

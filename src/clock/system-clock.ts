@@ -20,7 +20,22 @@ import {
 /** The longest delay Node's setTimeout honours; longer waits are taken in steps. */
 const MAX_NATIVE_DELAY = 2 ** 31 - 1;
 
+export interface SystemClockOptions {
+  /**
+   * Report time as Unix epoch milliseconds (`performance.timeOrigin + performance.now()`)
+   * instead of milliseconds since the process started. Still monotonic: it is anchored to the
+   * wall clock once, at process start, and does not follow later wall-clock steps.
+   */
+  epoch?: boolean;
+}
+
 export class SystemClock implements AlarmClock {
+  private readonly offset: number;
+
+  constructor(options: SystemClockOptions = {}) {
+    this.offset = options.epoch === true ? performance.timeOrigin : 0;
+  }
+
   private readonly alarms = new AlarmSet(() => this.rearm());
   private timer: ReturnType<typeof setTimeout> | undefined;
   private immediate: ReturnType<typeof setImmediate> | undefined;
@@ -30,7 +45,7 @@ export class SystemClock implements AlarmClock {
   private readonly onNative = (): void => this.fire();
 
   now(): number {
-    return performance.now();
+    return this.offset + performance.now();
   }
 
   createAlarm(target: AlarmTarget, options: AlarmOptions = {}): Alarm {

@@ -77,7 +77,16 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   /** The tick a timer of `delayMs` from now is due at (see the module comment). */
   tickAfter(delayMs: number): number {
     const now = this.clock.now();
-    const deadline = now + delayMs;
+    return this.tickFor(now, now + delayMs, delayMs);
+  }
+
+  /** The tick a timer due at clock time `deadline` is due at. */
+  tickDueAt(deadline: number): number {
+    const now = this.clock.now();
+    return this.tickFor(now, deadline, deadline - now);
+  }
+
+  private tickFor(now: number, deadline: number, delayMs: number): number {
     const resolution = this.resolution;
     let tick = Math.ceil((deadline - this.origin) / resolution);
     // The quotient rounds; the tick is defined by the time it begins at, so settle it on that.
@@ -85,7 +94,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     else if (this.timeOf(tick - 1) >= deadline) tick--;
     // Only a delay shorter than a tick can land in the current tick (the common case skips this).
     if (delayMs < 2 * resolution) {
-      const nowTick = this.tickAt(now);
+      const nowTick = this.tickContaining(now);
       if (tick <= nowTick) tick = nowTick + 1;
     }
     if (tick > Number.MAX_SAFE_INTEGER) {
@@ -99,9 +108,9 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   /**
    * The last tick that has begun at clock time `now`. Checked against timeOf() so that the two
-   * conversions agree exactly despite floating-point rounding: tickAt(timeOf(k)) === k.
+   * conversions agree exactly despite floating-point rounding: tickContaining(timeOf(k)) === k.
    */
-  tickAt(now: number): number {
+  tickContaining(now: number): number {
     let tick = Math.floor((now - this.origin) / this.resolution);
     if (this.timeOf(tick + 1) <= now) tick++;
     else if (this.timeOf(tick) > now) tick--;
@@ -116,6 +125,15 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   /** A new row due `delayMs` from now. */
   add(delayMs: number): number {
     const tick = this.tickAfter(delayMs);
+    const index = this.wheel.add(tick);
+    this.scheduled++;
+    this.armFor(tick);
+    return index;
+  }
+
+  /** A new row due at clock time `deadline` (a past deadline is due on the next tick). */
+  addAt(deadline: number): number {
+    const tick = this.tickDueAt(deadline);
     const index = this.wheel.add(tick);
     this.scheduled++;
     this.armFor(tick);
@@ -143,7 +161,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   onAlarm(now: number): number {
     this.running = true;
     try {
-      const nowTick = this.tickAt(now);
+      const nowTick = this.tickContaining(now);
       this.fired += this.wheel.advance(nowTick, this.expireSafe, this.maxBatch);
       const next = this.wheel.nextDeadline();
       // More is due than one batch took: ask to be called again once I/O has had its turn.

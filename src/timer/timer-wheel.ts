@@ -165,13 +165,24 @@ export class TimerWheel<T = unknown> {
    * `data` is stored as given (a number, or a reference to an object you already have).
    */
   schedule(delayMs: number, data: T): TimerHandle {
-    if (this.onExpire === undefined) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        'schedule() needs the onExpire option: new TimerWheel({ onExpire: (data) => ... })',
+    this.requireOnExpire('schedule');
+    return this.start(data, checkDelay(delayMs), 0, undefined);
+  }
+
+  /**
+   * The lean path with an absolute due time: `onExpire(data)` runs at clock time `time` (the
+   * clock's own time scale, e.g. epoch ms for `new SystemClock({ epoch: true })`). A time in the
+   * past is due on the next tick.
+   */
+  scheduleAt(time: number, data: T): TimerHandle {
+    this.requireOnExpire('scheduleAt');
+    if (typeof time !== 'number' || !Number.isFinite(time)) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_DELAY',
+        `time must be a finite clock time in milliseconds, got ${String(time)}`,
       );
     }
-    return this.start(data, checkDelay(delayMs), 0, undefined);
+    return this.start(data, Math.max(0, time - this.driver.clock.now()), 0, undefined, time);
   }
 
   /** Cancels a pending timer or interval. True if it was pending; stale handles do nothing. */
@@ -286,6 +297,7 @@ export class TimerWheel<T = unknown> {
     delay: number,
     flags: number,
     args: unknown[] | undefined,
+    at?: number,
   ): number {
     this.checkOpen();
     if (this.driver.wheel.size >= this.maxPending) {
@@ -294,7 +306,7 @@ export class TimerWheel<T = unknown> {
         `${this.driver.wheel.size} timers are pending, the maxPending option allows ${this.maxPending}`,
       );
     }
-    const index = this.driver.add(delay);
+    const index = at === undefined ? this.driver.add(delay) : this.driver.addAt(at);
     this.targets[index] = target;
     this.delays[index] = delay;
     if (args !== undefined && args.length > 0) {
@@ -339,6 +351,15 @@ export class TimerWheel<T = unknown> {
     const entries = this.driver.entries;
     const index = entries.indexOf(handle);
     return index >= 0 && entries.isLinked(index) ? index : -1;
+  }
+
+  private requireOnExpire(method: string): void {
+    if (this.onExpire === undefined) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `${method}() needs the onExpire option: new TimerWheel({ onExpire: (data) => ... })`,
+      );
+    }
   }
 
   private checkOpen(): void {

@@ -360,3 +360,34 @@ describe('One ManualClock driving several wheels', () => {
     expect(order).toEqual(['b5', 'a7', 'b10', 'a12']);
   });
 });
+
+describe('TimerWheel.scheduleAt', () => {
+  it('fires the lean callback at an absolute clock time, in scheduling order for equal times', () => {
+    const clock = new ManualClock(1_000_000);
+    const fired: Array<[string, number]> = [];
+    const wheel = new TimerWheel<string>({
+      clock,
+      onExpire: (name) => fired.push([name, clock.now()]),
+    });
+    wheel.scheduleAt(1_000_500, 'a');
+    clock.advance(100);
+    wheel.scheduleAt(1_000_500, 'b');
+    wheel.scheduleAt(1_000_050, 'past');
+    clock.advance(1000);
+    expect(fired).toEqual([
+      ['past', 1_000_101],
+      ['a', 1_000_500],
+      ['b', 1_000_500],
+    ]);
+  });
+});
+
+describe('SystemClock({ epoch: true })', () => {
+  it('reports Unix epoch milliseconds that never go backwards', async () => {
+    const { SystemClock } = await import('../../src/index.js');
+    const clock = new SystemClock({ epoch: true });
+    const first = clock.now();
+    expect(Math.abs(first - Date.now())).toBeLessThan(1000);
+    expect(clock.now()).toBeGreaterThanOrEqual(first);
+  });
+});
