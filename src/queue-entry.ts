@@ -1,0 +1,49 @@
+/**
+ * `tickwheel/queue`: the durable delay queue, embedded in your process.
+ *
+ *   const queue = await DelayQueue.open({ dir: './data' });
+ *   await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
+ *   queue.consume('emails', async (message) => send(message.payload));
+ */
+
+import { QueueEngine, type DelayQueueOptions } from './queue/index.js';
+import type { Store } from './queue/store.js';
+import { FileStore, type FileStoreOptions } from './store/file-store.js';
+import { MemoryStore } from './store/memory-store.js';
+
+export interface DelayQueueOpenOptions
+  extends DelayQueueOptions, Partial<Omit<FileStoreOptions, 'dir'>> {
+  /** Data directory of the file store. Required unless `store` is given. */
+  dir?: string;
+  /** Another store: `new MemoryStore()` for a queue without durability. */
+  store?: Store;
+}
+
+export class DelayQueue extends QueueEngine {
+  /** Opens (and recovers) a queue on a data directory, or on the store given. */
+  static async open(options: DelayQueueOpenOptions): Promise<DelayQueue> {
+    const store =
+      options.store ??
+      (await FileStore.open({
+        dir: options.dir as string,
+        ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
+        ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
+        ...(options.windowMs === undefined ? {} : { windowMs: options.windowMs }),
+        ...(options.checkpointIntervalMs === undefined
+          ? {}
+          : { checkpointIntervalMs: options.checkpointIntervalMs }),
+      }));
+    try {
+      const queue = new DelayQueue(store, options);
+      await queue.start();
+      return queue;
+    } catch (err) {
+      await store.close().catch(() => undefined);
+      throw err;
+    }
+  }
+}
+
+export { FileStore, MemoryStore, type FileStoreOptions };
+export * from './queue/index.js';
+export type { FsyncPolicy } from './store/log.js';

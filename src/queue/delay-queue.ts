@@ -1,0 +1,720 @@
+/**
+ * The delay queue engine: the near horizon in memory, everything else in the store.
+ *
+ *   schedule ─► store.add (durable) ─► due within the horizon? ─► timer on the wheel
+ *   wheel fires ─► READY in its topic ─► receive: IN FLIGHT, visibility timer on the wheel
+ *   ack ─► store.finish            nack / visibility timeout ─► store.move with backoff
+ *                                  attempts used up ─► store.bury (dead letter)
+ *   every horizonMs / 4: store.loadUntil(now + horizonMs) brings the next slice into memory
+ *
+ * Time is Unix epoch milliseconds from the queue's clock (by default a monotonic clock anchored
+ * to the wall clock at process start). Messages are never delivered before their due time; a
+ * burst due at the same instant is delivered in scheduling order.
+ *
+ * Every operation that changes one message runs under that message's id lock, so concurrent
+ * schedule / cancel / ack calls for one id happen one after another, in call order.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { checkAlarmClock, SystemClock, type Clock } from '../clock/index.js';
+import {
+  TickwheelStateError,
+  TickwheelTypeError,
+  checkCallback,
+  checkOption,
+  describe,
+} from '../errors.js';
+import { TimerWheel } from '../timer/index.js';
+import {
+  checkBackoff,
+  checkId,
+  checkMaxAttempts,
+  checkTopic,
+  decodePayload,
+  dueTime,
+  encodePayload,
+  newMessageId,
+  retryDelay,
+  type MessageState,
+  type MessageStatus,
+  type ScheduleRequest,
+} from './message.js';
+import type { RecoveryReport, Store } from './store.js';
+
+export interface DelayQueueOptions {
+  /** Epoch-millisecond clock. Default: `new SystemClock({ epoch: true })`; a ManualClock in tests. */
+  clock?: Clock;
+  /** How far ahead messages are held in memory. Default 60,000 ms. */
+  horizonMs?: number;
+  /** Largest encoded payload accepted. Default 1 MiB. */
+  maxPayloadBytes?: number;
+  /** Default visibility timeout of a received message. Default 30,000 ms. */
+  visibilityMs?: number;
+  /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
+  maxWaitMs?: number;
+  /** Finished messages whose status get() still reports. Default 10,000. */
+  rememberFinished?: number;
+}
+
+export interface ReceivedMessage {
+  id: string;
+  topic: string;
+  payload: unknown;
+  deliverAt: number;
+  /** Deliveries so far, this one included. */
+  attempts: number;
+  /** Pass to ack() or nack(); valid for this delivery only. */
+  receipt: string;
+}
+
+export interface MessageInfo {
+  id: string;
+  topic: string;
+  status: MessageStatus;
+  deliverAt: number;
+  attempts: number;
+}
+
+export interface ReceiveOptions {
+  /** Messages at most. Default 1, at most 1000. */
+  max?: number;
+  /** Wait up to this long for a message when none is ready. Default 0. */
+  waitMs?: number;
+  /** Redeliver unless acked within this long. Default: the queue's visibilityMs. */
+  visibilityMs?: number;
+}
+
+export interface ConsumeOptions {
+  concurrency?: number;
+  visibilityMs?: number;
+}
+
+export type MessageHandler = (message: ReceivedMessage) => Promise<void> | void;
+
+interface NearMessage extends MessageState {
+  status: 'scheduled' | 'ready' | 'inflight';
+  /** Timer on the wheel: the due timer while scheduled, the visibility timer while in flight. */
+  timer: number;
+  receipt: string | undefined;
+  /** Bumped on every change of state, so stale entries in ready lists are skipped. */
+  version: number;
+}
+
+interface ReadyEntry {
+  message: NearMessage;
+  version: number;
+}
+
+interface Waiter {
+  wake: () => void;
+}
+
+const RECEIPT_BYTES = 12;
+
+/** A FIFO that does not shift arrays. */
+class ReadyList {
+  private items: ReadyEntry[] = [];
+  private head = 0;
+
+  push(entry: ReadyEntry): void {
+    this.items.push(entry);
+  }
+
+  shift(): ReadyEntry | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const entry = this.items[this.head++];
+    if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return entry;
+  }
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+}
+
+export class QueueEngine {
+  protected readonly store: Store;
+  private readonly clock: Clock;
+  private readonly wheel: TimerWheel<NearMessage>;
+  private readonly horizonMs: number;
+  private readonly maxPayloadBytes: number;
+  private readonly visibilityMs: number;
+  private readonly maxWaitMs: number;
+  private readonly rememberFinished: number;
+  private readonly near = new Map<string, NearMessage>();
+  private readonly ready = new Map<string, ReadyList>();
+  private readonly receipts = new Map<string, NearMessage>();
+  private readonly waiters = new Map<string, Set<Waiter>>();
+  private readonly idLocks = new Map<string, Promise<unknown>>();
+  private readonly finished = new Map<string, MessageInfo>();
+  private readonly consumers = new Set<{ close(): Promise<void> }>();
+  private horizonTimer: ReturnType<TimerWheel['setInterval']> | undefined;
+  private loadedUntil = 0;
+  /** Messages handed in while a horizon load runs: they join the wheel after it, in order. */
+  private deferred: NearMessage[] | undefined;
+  private loading: Promise<void> | undefined;
+  private closed = false;
+  private counters = {
+    scheduled: 0,
+    deduplicated: 0,
+    fired: 0,
+    delivered: 0,
+    acked: 0,
+    nacked: 0,
+    expired: 0,
+    dead: 0,
+    cancelled: 0,
+    rescheduled: 0,
+  };
+  private readonly lateness: Float64Array = new Float64Array(4096);
+  private latenessCount = 0;
+  recovery: RecoveryReport | undefined;
+
+  protected constructor(store: Store, options: DelayQueueOptions = {}) {
+    this.store = store;
+    this.clock = options.clock ?? new SystemClock({ epoch: true });
+    checkAlarmClock(this.clock);
+    this.horizonMs = checkOption(options.horizonMs ?? 60_000, 'horizonMs', 10, 86_400_000);
+    this.maxPayloadBytes = checkOption(
+      options.maxPayloadBytes ?? 1024 * 1024,
+      'maxPayloadBytes',
+      0,
+      16 * 1024 * 1024 - 1024,
+      true,
+    );
+    this.visibilityMs = checkOption(options.visibilityMs ?? 30_000, 'visibilityMs', 1, 43_200_000);
+    this.maxWaitMs = checkOption(options.maxWaitMs ?? 60_000, 'maxWaitMs', 0, 3_600_000);
+    this.rememberFinished = checkOption(
+      options.rememberFinished ?? 10_000,
+      'rememberFinished',
+      0,
+      10_000_000,
+      true,
+    );
+    this.wheel = new TimerWheel<NearMessage>({
+      clock: this.clock,
+      unref: true,
+      onExpire: (message) => this.onTimer(message),
+      onError: (err) => process.emitWarning(err as Error),
+    });
+  }
+
+  /** Recovers the store and starts the horizon loader. Called once by open(). */
+  protected async start(): Promise<void> {
+    const horizon = this.store.horizonEnd(this.clock.now() + this.horizonMs);
+    this.loadedUntil = horizon;
+    this.recovery = await this.store.recover(horizon, (message) => this.takeOver(message));
+    this.horizonTimer = this.wheel.setInterval(
+      () => void this.advanceHorizon(),
+      Math.max(5, this.horizonMs / 4),
+    );
+  }
+
+  /** Schedules a message. Resolves once it is durable. */
+  async schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
+    this.checkOpen();
+    if (typeof request !== 'object' || request === null) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `a message must be an object, got ${describe(request)}`,
+      );
+    }
+    const now = this.clock.now();
+    const topic = checkTopic(request.topic);
+    const deliverAt = dueTime(request, now);
+    const maxAttempts = checkMaxAttempts(request.maxAttempts);
+    const backoff = checkBackoff(request.backoff);
+    const { kind, bytes } = encodePayload(request.payload, this.maxPayloadBytes);
+    const message: NearMessage = {
+      id: request.id === undefined ? newMessageId(now) : checkId(request.id),
+      topic,
+      deliverAt,
+      attempts: 0,
+      maxAttempts,
+      backoff,
+      payloadKind: kind,
+      payload: bytes,
+      ref: 0,
+      status: 'scheduled',
+      timer: 0,
+      receipt: undefined,
+      version: 0,
+    };
+    if (request.id === undefined) return this.add(message);
+    return this.withIdLock(message.id, async () => {
+      const existing = this.near.get(message.id) ?? (await this.store.lookup(message.id));
+      if (existing !== undefined && existing.status !== 'dead') {
+        this.counters.deduplicated++;
+        return { id: existing.id, deliverAt: existing.deliverAt };
+      }
+      return this.add(message);
+    });
+  }
+
+  /** Cancels a message that has not been acknowledged. True if it was live. */
+  async cancel(id: string): Promise<boolean> {
+    this.checkOpen();
+    checkId(id);
+    return this.withIdLock(id, async () => {
+      const message = this.near.get(id);
+      if (message !== undefined) {
+        this.forget(message);
+        await this.store.finish(message, 'cancelled');
+        this.remember(message, 'cancelled');
+        this.counters.cancelled++;
+        return true;
+      }
+      const stored = await this.store.lookup(id);
+      if (stored === undefined) return false;
+      await this.store.finish(stored, 'cancelled');
+      this.remember(stored, 'cancelled');
+      this.counters.cancelled++;
+      return true;
+    });
+  }
+
+  /** Moves a message that is scheduled or ready to a new due time. False if in flight or gone. */
+  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
+    this.checkOpen();
+    checkId(id);
+    if (typeof when !== 'object' || when === null) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        'give { delayMs } or { deliverAt }',
+      );
+    }
+    const deliverAt = dueTime(when, this.clock.now(), true);
+    return this.withIdLock(id, async () => {
+      const near = this.near.get(id);
+      const message: MessageState | undefined = near ?? (await this.store.lookup(id));
+      if (message === undefined || (near !== undefined && near.status === 'inflight')) return false;
+      if (near === undefined && (message as { status?: string }).status === 'dead') return false;
+      if (near !== undefined) this.forget(near);
+      message.deliverAt = deliverAt;
+      await this.relocate(message);
+      this.counters.rescheduled++;
+      return true;
+    });
+  }
+
+  /** Current state of a message, or undefined if unknown (or finished long ago). */
+  async get(id: string): Promise<MessageInfo | undefined> {
+    this.checkOpen();
+    checkId(id);
+    const near = this.near.get(id);
+    if (near !== undefined) return info(near, near.status);
+    const stored = await this.store.lookup(id);
+    if (stored !== undefined) return info(stored, stored.status);
+    return this.finished.get(id);
+  }
+
+  /** Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first. */
+  async receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage[]> {
+    this.checkOpen();
+    checkTopic(topic);
+    const max = checkOption(options.max ?? 1, 'max', 1, 1000, true);
+    const waitMs = checkOption(options.waitMs ?? 0, 'waitMs', 0, this.maxWaitMs);
+    const visibilityMs = checkOption(
+      options.visibilityMs ?? this.visibilityMs,
+      'visibilityMs',
+      1,
+      43_200_000,
+    );
+    let taken = this.take(topic, max, visibilityMs);
+    if (taken.length === 0 && waitMs > 0) {
+      await this.waitForReady(topic, waitMs);
+      if (this.closed) return [];
+      taken = this.take(topic, max, visibilityMs);
+    }
+    return Promise.all(taken.map((message) => this.toReceived(message)));
+  }
+
+  /** Acknowledges a delivery: the message is done. False for an unknown or stale receipt. */
+  async ack(receipt: string): Promise<boolean> {
+    this.checkOpen();
+    const message = this.receiptOwner(receipt);
+    if (message === undefined) return false;
+    return this.withIdLock(message.id, async () => {
+      if (this.receiptOwner(receipt) !== message) return false;
+      this.forget(message);
+      await this.store.finish(message, 'acked');
+      this.remember(message, 'acked');
+      this.counters.acked++;
+      return true;
+    });
+  }
+
+  /** Gives a delivery back: redelivered after `delayMs` (default: the message's backoff). */
+  async nack(receipt: string, options: { delayMs?: number } = {}): Promise<boolean> {
+    this.checkOpen();
+    if (options.delayMs !== undefined) checkOption(options.delayMs, 'delayMs', 0, 86_400_000 * 365);
+    const message = this.receiptOwner(receipt);
+    if (message === undefined) return false;
+    return this.withIdLock(message.id, async () => {
+      if (this.receiptOwner(receipt) !== message) return false;
+      this.counters.nacked++;
+      await this.retry(message, options.delayMs);
+      return true;
+    });
+  }
+
+  /** Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws. */
+  consume(
+    topic: string,
+    handler: MessageHandler,
+    options: ConsumeOptions = {},
+  ): { close(): Promise<void> } {
+    this.checkOpen();
+    checkTopic(topic);
+    checkCallback(handler, 'handler');
+    const concurrency = checkOption(options.concurrency ?? 1, 'concurrency', 1, 1000, true);
+    const visibilityMs = options.visibilityMs;
+    let open = true;
+    let active = 0;
+    let slotFreed: (() => void) | undefined;
+    // Keeps the process alive while the consumer runs, like an open server.
+    const keepAlive = setInterval(() => {}, 1 << 30);
+    const run = async (message: ReceivedMessage) => {
+      try {
+        await handler(message);
+        if (!this.closed) await this.ack(message.receipt);
+      } catch (err) {
+        if (!this.closed) await this.nack(message.receipt).catch(() => false);
+        if (!(err instanceof TickwheelStateError)) process.emitWarning(err as Error);
+      } finally {
+        active--;
+        slotFreed?.();
+      }
+    };
+    const loop = (async () => {
+      while (open && !this.closed) {
+        if (active >= concurrency) {
+          await new Promise<void>((resolve) => (slotFreed = resolve));
+          slotFreed = undefined;
+          continue;
+        }
+        let batch: ReceivedMessage[];
+        try {
+          batch = await this.receive(topic, {
+            max: concurrency - active,
+            waitMs: 1000,
+            ...(visibilityMs === undefined ? {} : { visibilityMs }),
+          });
+        } catch {
+          break;
+        }
+        for (const message of batch) {
+          active++;
+          void run(message);
+        }
+      }
+    })();
+    const consumer = {
+      close: async () => {
+        open = false;
+        clearInterval(keepAlive);
+        this.consumers.delete(consumer);
+        this.wakeAll(topic);
+        await loop;
+        while (active > 0) await new Promise<void>((resolve) => (slotFreed = resolve));
+      },
+    };
+    this.consumers.add(consumer);
+    return consumer;
+  }
+
+  /** Dead messages of a topic (those that used up their attempts), oldest first. */
+  async deadLetters(topic: string, limit = 100): Promise<MessageInfo[]> {
+    this.checkOpen();
+    checkTopic(topic);
+    checkOption(limit, 'limit', 1, 10_000, true);
+    const dead = await this.store.dead(topic, limit);
+    return dead.map((message) => info(message, 'dead'));
+  }
+
+  /** Puts a dead message back: due `delayMs` from now (default 0) with its attempts reset. */
+  async requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
+    this.checkOpen();
+    checkId(id);
+    const deliverAt = dueTime({ delayMs: options.delayMs ?? 0 }, this.clock.now());
+    return this.withIdLock(id, async () => {
+      const stored = await this.store.lookup(id);
+      if (stored === undefined || stored.status !== 'dead') return false;
+      stored.deliverAt = deliverAt;
+      stored.attempts = 0;
+      await this.relocate(stored);
+      return true;
+    });
+  }
+
+  async stats(): Promise<Record<string, unknown>> {
+    const byTopic: Record<string, { ready: number; inflight: number; scheduled: number }> = {};
+    const topicOf = (topic: string) => (byTopic[topic] ??= { ready: 0, inflight: 0, scheduled: 0 });
+    for (const message of this.near.values()) topicOf(message.topic)[message.status]++;
+    const samples = this.lateness
+      .slice(0, Math.min(this.latenessCount, this.lateness.length))
+      .sort();
+    const pick = (q: number) =>
+      samples.length === 0 ? null : samples[Math.floor(q * (samples.length - 1))];
+    return {
+      ...this.counters,
+      inMemory: this.near.size,
+      loadedUntil: this.loadedUntil,
+      topics: byTopic,
+      latenessMs: {
+        p50: pick(0.5),
+        p99: pick(0.99),
+        max: samples.length ? samples[samples.length - 1] : null,
+      },
+      timers: this.wheel.stats(),
+      store: this.store.stats(),
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await Promise.all([...this.consumers].map((consumer) => consumer.close()));
+    this.closed = true;
+    await this.settled();
+    for (const topic of this.waiters.keys()) this.wakeAll(topic);
+    await Promise.allSettled([...this.idLocks.values()]);
+    this.wheel.close();
+    await this.store.close();
+  }
+
+  // ---- internals -------------------------------------------------------------------------
+
+  private async add(message: NearMessage): Promise<{ id: string; deliverAt: number }> {
+    const inHorizon = message.deliverAt < this.loadedUntil;
+    await this.store.add(message, inHorizon);
+    this.counters.scheduled++;
+    if (inHorizon) this.takeOver(message);
+    else message.payload = undefined;
+    return { id: message.id, deliverAt: message.deliverAt };
+  }
+
+  /** Records a new due time for a message not in memory (or just taken out of it). */
+  private async relocate(message: MessageState): Promise<void> {
+    const inHorizon = message.deliverAt < this.loadedUntil;
+    await this.store.move(message, inHorizon);
+    if (inHorizon) this.takeOver(message);
+  }
+
+  /** Brings a message into memory as scheduled, with its due timer. */
+  private takeOver(state: MessageState): void {
+    if (this.near.has(state.id)) return;
+    const message = state as NearMessage;
+    message.status = 'scheduled';
+    message.receipt = undefined;
+    message.version = (message.version ?? 0) + 1;
+    this.near.set(message.id, message);
+    if (this.deferred !== undefined) this.deferred.push(message);
+    else message.timer = this.wheel.scheduleAt(message.deliverAt, message);
+  }
+
+  /**
+   * Resolves once background work started so far (bringing the next slice of the horizon into
+   * memory) has finished. Useful with a ManualClock: advance, await settled(), advance(0).
+   */
+  async settled(): Promise<void> {
+    while (this.loading !== undefined) await this.loading;
+  }
+
+  private advanceHorizon(): Promise<void> {
+    if (this.closed || this.loading !== undefined) return this.loading ?? Promise.resolve();
+    this.loading = this.loadHorizon().finally(() => (this.loading = undefined));
+    return this.loading;
+  }
+
+  private async loadHorizon(): Promise<void> {
+    const until = this.store.horizonEnd(this.clock.now() + this.horizonMs);
+    if (until <= this.loadedUntil) return;
+    const deferred: NearMessage[] = [];
+    this.deferred = deferred;
+    const from = this.loadedUntil;
+    this.loadedUntil = until;
+    const loaded: MessageState[] = [];
+    try {
+      await this.store.loadUntil(until, (message) => loaded.push(message));
+    } catch (err) {
+      this.loadedUntil = from;
+      process.emitWarning(err as Error);
+    } finally {
+      this.deferred = undefined;
+    }
+    if (!this.closed) {
+      for (const message of loaded) this.takeOver(message);
+      for (const message of deferred) {
+        if (this.near.get(message.id) === message && message.status === 'scheduled') {
+          message.timer = this.wheel.scheduleAt(message.deliverAt, message);
+        }
+      }
+    }
+  }
+
+  private onTimer(message: NearMessage): void {
+    message.timer = 0;
+    if (this.near.get(message.id) !== message) return;
+    if (message.status === 'scheduled') {
+      this.counters.fired++;
+      const late = this.clock.now() - message.deliverAt;
+      this.lateness[this.latenessCount++ % this.lateness.length] = late;
+      message.status = 'ready';
+      message.version++;
+      let list = this.ready.get(message.topic);
+      if (list === undefined) this.ready.set(message.topic, (list = new ReadyList()));
+      list.push({ message, version: message.version });
+      this.wakeOne(message.topic);
+    } else if (message.status === 'inflight') {
+      this.counters.expired++;
+      const receipt = message.receipt;
+      void this.withIdLock(message.id, async () => {
+        if (receipt === undefined || this.receiptOwner(receipt) !== message) return;
+        await this.retry(message, undefined);
+      }).catch((err: unknown) => process.emitWarning(err as Error));
+    }
+  }
+
+  private take(topic: string, max: number, visibilityMs: number): NearMessage[] {
+    const list = this.ready.get(topic);
+    const taken: NearMessage[] = [];
+    if (list === undefined) return taken;
+    while (taken.length < max) {
+      const entry = list.shift();
+      if (entry === undefined) break;
+      const message = entry.message;
+      if (message.version !== entry.version || message.status !== 'ready') continue;
+      if (this.near.get(message.id) !== message) continue;
+      message.status = 'inflight';
+      message.version++;
+      message.attempts++;
+      message.receipt = `${message.id}~${randomBytes(RECEIPT_BYTES).toString('base64url')}`;
+      this.receipts.set(message.receipt, message);
+      message.timer = this.wheel.schedule(visibilityMs, message);
+      taken.push(message);
+      this.counters.delivered++;
+    }
+    if (list.length === 0) this.ready.delete(topic);
+    return taken;
+  }
+
+  private async toReceived(message: NearMessage): Promise<ReceivedMessage> {
+    const bytes = message.payload ?? (await this.store.payloadOf(message));
+    return {
+      id: message.id,
+      topic: message.topic,
+      payload: decodePayload(message.payloadKind, bytes),
+      deliverAt: message.deliverAt,
+      attempts: message.attempts,
+      receipt: message.receipt as string,
+    };
+  }
+
+  /** A delivery failed: back off and redeliver, or bury when attempts are used up. */
+  private async retry(message: NearMessage, delayMs: number | undefined): Promise<void> {
+    this.forget(message);
+    if (message.attempts >= message.maxAttempts) {
+      await this.store.bury(message);
+      this.counters.dead++;
+      return;
+    }
+    const wait = delayMs ?? retryDelay(message.backoff, message.attempts);
+    message.deliverAt = Math.ceil(this.clock.now() + wait);
+    await this.relocate(message);
+  }
+
+  /** Takes a message out of memory: timers, receipts, ready lists (lazily). */
+  private forget(message: NearMessage): void {
+    if (message.timer !== 0) this.wheel.clearTimeout(message.timer);
+    message.timer = 0;
+    if (message.receipt !== undefined) this.receipts.delete(message.receipt);
+    message.receipt = undefined;
+    message.version++;
+    if (this.near.get(message.id) === message) this.near.delete(message.id);
+  }
+
+  private receiptOwner(receipt: unknown): NearMessage | undefined {
+    if (typeof receipt !== 'string') {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `receipt must be the string receive() returned, got ${describe(receipt)}`,
+      );
+    }
+    const message = this.receipts.get(receipt);
+    return message !== undefined && message.status === 'inflight' && message.receipt === receipt
+      ? message
+      : undefined;
+  }
+
+  private remember(message: MessageState, status: 'acked' | 'cancelled'): void {
+    if (this.rememberFinished === 0) return;
+    this.finished.delete(message.id);
+    this.finished.set(message.id, info(message, status));
+    if (this.finished.size > this.rememberFinished) {
+      this.finished.delete(this.finished.keys().next().value as string);
+    }
+  }
+
+  private waitForReady(topic: string, waitMs: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let set = this.waiters.get(topic);
+      if (set === undefined) this.waiters.set(topic, (set = new Set()));
+      const waiter: Waiter = {
+        wake: () => {
+          this.wheel.clearTimeout(timer);
+          set.delete(waiter);
+          if (set.size === 0 && this.waiters.get(topic) === set) this.waiters.delete(topic);
+          resolve();
+        },
+      };
+      const timer = this.wheel.setTimeout(() => waiter.wake(), waitMs);
+      set.add(waiter);
+    });
+  }
+
+  private wakeOne(topic: string): void {
+    const set = this.waiters.get(topic);
+    if (set === undefined) return;
+    for (const waiter of set) {
+      waiter.wake();
+      return;
+    }
+  }
+
+  private wakeAll(topic: string): void {
+    const set = this.waiters.get(topic);
+    if (set === undefined) return;
+    for (const waiter of [...set]) waiter.wake();
+  }
+
+  /** Runs fn after every earlier operation on the same id has settled. */
+  private withIdLock<R>(id: string, fn: () => Promise<R>): Promise<R> {
+    const previous = this.idLocks.get(id);
+    const next = (previous === undefined ? fn() : previous.then(fn, fn)) as Promise<R>;
+    const settled = next.catch(() => undefined);
+    this.idLocks.set(id, settled);
+    void settled.then(() => {
+      if (this.idLocks.get(id) === settled) this.idLocks.delete(id);
+    });
+    return next;
+  }
+
+  private checkOpen(): void {
+    if (this.closed) {
+      throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed');
+    }
+  }
+}
+
+function info(message: MessageState, status: MessageStatus): MessageInfo {
+  return {
+    id: message.id,
+    topic: message.topic,
+    status,
+    deliverAt: message.deliverAt,
+    attempts: message.attempts,
+  };
+}

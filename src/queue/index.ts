@@ -1,0 +1,11 @@
+export {
+  QueueEngine,
+  type ConsumeOptions,
+  type DelayQueueOptions,
+  type MessageHandler,
+  type MessageInfo,
+  type ReceiveOptions,
+  type ReceivedMessage,
+} from './delay-queue.js';
+export type { Backoff, MessageState, MessageStatus, ScheduleRequest } from './message.js';
+export type { RecoveryReport, Store, StoredMessage } from './store.js';

@@ -1,0 +1,229 @@
+/**
+ * The message model of the delay queue: what a producer sends, how it is checked, how its
+ * payload is encoded, and how retries back off.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { TickwheelRangeError, TickwheelTypeError, describe } from '../errors.js';
+
+export type MessageStatus = 'scheduled' | 'ready' | 'inflight' | 'acked' | 'cancelled' | 'dead';
+
+export interface Backoff {
+  type: 'fixed' | 'exponential';
+  /** Base delay in ms: fixed waits this long; exponential waits delayMs * 2^(attempt-1). */
+  delayMs: number;
+  /** Spread each wait by up to this fraction at random (0..1). Default 0 for fixed, 0.2 for exponential. */
+  jitter?: number;
+  /** Upper bound of one wait. Default one day. */
+  maxDelayMs?: number;
+}
+
+export interface ScheduleRequest {
+  topic: string;
+  payload: unknown;
+  /** Delay from now, in ms. One of delayMs / deliverAt; neither means "now". */
+  delayMs?: number;
+  /** Due time as Unix epoch ms. */
+  deliverAt?: number;
+  /** Dedup key: scheduling the same id while it is pending returns the pending message. */
+  id?: string;
+  /** Deliveries before the message goes to the dead-letter topic. Default 5. */
+  maxAttempts?: number;
+  backoff?: Backoff;
+}
+
+/** Payload kinds on disk: JSON text, or raw bytes given as a Buffer / Uint8Array. */
+export const PAYLOAD_JSON = 0;
+export const PAYLOAD_BYTES = 1;
+
+/** A message as the queue and its store know it. */
+export interface MessageState {
+  id: string;
+  topic: string;
+  deliverAt: number;
+  /** Deliveries so far. */
+  attempts: number;
+  maxAttempts: number;
+  backoff: Backoff | undefined;
+  payloadKind: number;
+  /** The encoded payload, when in memory; stores may drop it and read it back by `ref`. */
+  payload: Uint8Array | undefined;
+  /** The store's own reference to the message's payload (a log position for the file store). */
+  ref: number;
+}
+
+export const TOPIC_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+export const ID_PATTERN = /^[A-Za-z0-9._:@-]{1,200}$/;
+export const DEFAULT_MAX_ATTEMPTS = 5;
+/** Beyond 100 years ahead a due time is refused: it is almost certainly a unit mistake. */
+export const MAX_DELAY_MS = 200 * 365.25 * 24 * 3600 * 1000;
+
+export function checkTopic(topic: unknown): string {
+  if (typeof topic !== 'string' || !TOPIC_PATTERN.test(topic)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_TOPIC',
+      `topic must be 1-128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit; got ${describe(topic)}`,
+    );
+  }
+  return topic;
+}
+
+export function checkId(id: unknown): string {
+  if (typeof id !== 'string' || !ID_PATTERN.test(id)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_ID',
+      `id must be 1-200 characters of letters, digits, '.', '_', ':', '@' or '-'; got ${describe(id)}`,
+    );
+  }
+  return id;
+}
+
+/** Resolves delayMs / deliverAt into a due time (epoch ms), refusing nonsense. */
+export function dueTime(
+  when: { delayMs?: unknown; deliverAt?: unknown },
+  now: number,
+  required = false,
+): number {
+  const { delayMs, deliverAt } = when;
+  if (delayMs !== undefined && deliverAt !== undefined) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      'give either delayMs or deliverAt, not both',
+    );
+  }
+  if (deliverAt !== undefined) {
+    if (typeof deliverAt !== 'number' || !Number.isFinite(deliverAt) || deliverAt < 0) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_DELAY',
+        `deliverAt must be a Unix time in milliseconds, got ${describe(deliverAt)}`,
+      );
+    }
+    if (deliverAt - now > MAX_DELAY_MS) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_DELAY',
+        `deliverAt ${deliverAt} is more than 200 years ahead; is it in seconds or microseconds?`,
+      );
+    }
+    return Math.floor(deliverAt);
+  }
+  if (delayMs !== undefined) {
+    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs)) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_DELAY',
+        `delayMs must be a finite number of milliseconds, got ${describe(delayMs)}`,
+      );
+    }
+    if (delayMs > MAX_DELAY_MS) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_DELAY',
+        `delayMs ${delayMs} is more than 200 years`,
+      );
+    }
+    return Math.ceil(now + Math.max(0, delayMs));
+  }
+  if (required) {
+    throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_MESSAGE', 'give delayMs or deliverAt');
+  }
+  return Math.ceil(now);
+}
+
+export function checkBackoff(backoff: unknown): Backoff | undefined {
+  if (backoff === undefined) return undefined;
+  const b = backoff as Backoff;
+  if (
+    typeof backoff !== 'object' ||
+    backoff === null ||
+    (b.type !== 'fixed' && b.type !== 'exponential') ||
+    typeof b.delayMs !== 'number' ||
+    !Number.isFinite(b.delayMs) ||
+    b.delayMs < 0 ||
+    (b.jitter !== undefined &&
+      (typeof b.jitter !== 'number' || !(b.jitter >= 0 && b.jitter <= 1))) ||
+    (b.maxDelayMs !== undefined &&
+      (typeof b.maxDelayMs !== 'number' || !Number.isFinite(b.maxDelayMs) || b.maxDelayMs < 0))
+  ) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      "backoff must be { type: 'fixed' | 'exponential', delayMs >= 0, jitter?: 0..1, maxDelayMs?: >= 0 }",
+    );
+  }
+  const result: Backoff = { type: b.type, delayMs: b.delayMs };
+  if (b.jitter !== undefined) result.jitter = b.jitter;
+  if (b.maxDelayMs !== undefined) result.maxDelayMs = b.maxDelayMs;
+  return result;
+}
+
+export function checkMaxAttempts(value: unknown): number {
+  if (value === undefined) return DEFAULT_MAX_ATTEMPTS;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 10_000) {
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `maxAttempts must be an integer from 1 to 10000, got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+/** Wait before the next delivery after `attempts` deliveries failed. */
+export function retryDelay(
+  backoff: Backoff | undefined,
+  attempts: number,
+  random = Math.random,
+): number {
+  if (backoff === undefined) return Math.min(1000 * 2 ** Math.max(0, attempts - 1), 3_600_000);
+  const cap = backoff.maxDelayMs ?? 86_400_000;
+  const base =
+    backoff.type === 'fixed' ? backoff.delayMs : backoff.delayMs * 2 ** Math.max(0, attempts - 1);
+  const jitter = backoff.jitter ?? (backoff.type === 'exponential' ? 0.2 : 0);
+  const spread = base * jitter * (random() * 2 - 1);
+  return Math.max(0, Math.min(cap, Math.round(base + spread)));
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export function encodePayload(
+  payload: unknown,
+  maxBytes: number,
+): { kind: number; bytes: Uint8Array } {
+  let kind = PAYLOAD_JSON;
+  let bytes: Uint8Array;
+  if (payload instanceof Uint8Array) {
+    kind = PAYLOAD_BYTES;
+    bytes = payload;
+  } else {
+    let text: string | undefined;
+    try {
+      text = JSON.stringify(payload);
+    } catch (err) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `payload must be JSON-serialisable or bytes: ${(err as Error).message}`,
+      );
+    }
+    if (text === undefined) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `payload must be JSON-serialisable or bytes, got ${describe(payload)}`,
+      );
+    }
+    bytes = encoder.encode(text);
+  }
+  if (bytes.byteLength > maxBytes) {
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE',
+      `payload is ${bytes.byteLength} bytes; the limit (maxPayloadBytes) is ${maxBytes}`,
+    );
+  }
+  return { kind, bytes };
+}
+
+export function decodePayload(kind: number, bytes: Uint8Array): unknown {
+  if (kind === PAYLOAD_BYTES) return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return JSON.parse(decoder.decode(bytes));
+}
+
+/** A fresh message id: sortable by creation time, unique across processes. */
+export function newMessageId(now: number): string {
+  return `${Math.floor(now).toString(36).padStart(9, '0')}-${randomBytes(8).toString('hex')}`;
+}

@@ -1,0 +1,63 @@
+/**
+ * The Store interface: everything the delay queue asks of storage. The queue keeps the near
+ * horizon in memory (messages due soon, ready ones, in-flight ones); the store keeps every live
+ * message durably and hands messages over as their due time comes within the horizon.
+ *
+ * Contract, for every implementation (file log, memory, later Redis):
+ *   - a promise from add / move / finish / bury resolves only once the change is durable by the
+ *     store's own promise (fsync policy for the file store);
+ *   - `loadUntil(t, onDue)` hands over, once each, every live message with deliverAt < t that
+ *     was not handed over before (by recover, an earlier loadUntil, or because the queue added
+ *     or moved it with a due time already inside the horizon), in due-time order and, for equal
+ *     due times, in the order they were scheduled;
+ *   - after a crash, `recover` rebuilds the same set of live messages: nothing whose add, move,
+ *     finish or bury had resolved is lost or undone.
+ */
+
+import type { MessageState, MessageStatus } from './message.js';
+
+export interface StoredMessage extends MessageState {
+  status: Extract<MessageStatus, 'scheduled' | 'dead'>;
+}
+
+export interface RecoveryReport {
+  /** Live messages found (scheduled, ready or in flight before the stop, and dead). */
+  live: number;
+  /** Damaged records skipped. */
+  corrupt: Array<{ where: string; reason: string }>;
+  /** Bytes of a torn last record cut from the log. */
+  truncatedBytes: number;
+  durationMs: number;
+}
+
+export interface Store {
+  /**
+   * The horizon the store will actually cover when asked for `until`: a store that loads whole
+   * time windows rounds up to a window boundary. The queue keeps in memory every message due
+   * before this.
+   */
+  horizonEnd(until: number): number;
+  /**
+   * Rebuilds state after open. Messages with deliverAt < horizon are handed to onDue (they go
+   * into the queue's memory); the rest stay with the store.
+   */
+  recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport>;
+  /** Whether a live (not finished) message has this id, and if so its current state. */
+  lookup(id: string): Promise<StoredMessage | undefined>;
+  /** Records a new message; sets message.ref. `inHorizon`: the queue keeps it in memory. */
+  add(message: MessageState, inHorizon: boolean): Promise<void>;
+  /** Records a new due time and attempt count (reschedule, retry, requeue from dead). */
+  move(message: MessageState, inHorizon: boolean): Promise<void>;
+  /** Records the end of a message: acknowledged or cancelled. */
+  finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void>;
+  /** Records that a message ran out of attempts; it stays listed as dead until requeued or purged. */
+  bury(message: MessageState): Promise<void>;
+  /** Hands over live messages due before `until` (see the contract above). */
+  loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void>;
+  /** The encoded payload of a message whose `payload` is not in memory. */
+  payloadOf(message: MessageState): Promise<Uint8Array>;
+  /** Dead messages of a topic, oldest first. */
+  dead(topic: string, limit: number): Promise<StoredMessage[]>;
+  stats(): Record<string, number>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,277 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/index.js';
+import type { DelayQueue } from '../../src/queue-entry.js';
+import { T0, advance, fileKind, memoryKind, settle, type QueueKind } from './harness.js';
+
+describe.each([
+  ['memory', memoryKind],
+  ['file', fileKind],
+] as const)('DelayQueue (%s store)', (_name, makeKind) => {
+  let kind: QueueKind;
+  let queue: DelayQueue | undefined;
+  let clock: ManualClock;
+
+  async function open(options = {}) {
+    kind ??= makeKind();
+    clock ??= new ManualClock(T0);
+    queue = await kind.open(clock, options);
+    return queue;
+  }
+
+  afterEach(async () => {
+    await queue?.close();
+    queue = undefined;
+    kind?.cleanup();
+    kind = undefined as unknown as QueueKind;
+    clock = undefined as unknown as ManualClock;
+  });
+
+  it('delivers a message at its due time and never before', async () => {
+    const q = await open();
+    const { id, deliverAt } = await q.schedule({
+      topic: 'mail',
+      payload: { to: 'a' },
+      delayMs: 250,
+    });
+    expect(deliverAt).toBe(T0 + 250);
+    await advance(clock, 249, 50, queue);
+    expect(await q.receive('mail')).toEqual([]);
+    expect((await q.get(id))?.status).toBe('scheduled');
+    await advance(clock, 1, 100, queue);
+    const [message] = await q.receive('mail');
+    expect(message).toMatchObject({
+      id,
+      topic: 'mail',
+      payload: { to: 'a' },
+      deliverAt,
+      attempts: 1,
+    });
+    expect((await q.get(id))?.status).toBe('inflight');
+    expect(await q.ack(message.receipt)).toBe(true);
+    expect(await q.ack(message.receipt)).toBe(false);
+    expect((await q.get(id))?.status).toBe('acked');
+  });
+
+  it('delivers equal due times in scheduling order', async () => {
+    const q = await open();
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i++)
+      ids.push((await q.schedule({ topic: 't', payload: i, deliverAt: T0 + 300 })).id);
+    await advance(clock, 300, 100, queue);
+    const received = await q.receive('t', { max: 100 });
+    expect(received.map((m) => m.id)).toEqual(ids);
+    expect(received.map((m) => m.payload)).toEqual([...Array(20).keys()]);
+  });
+
+  it('deduplicates by id while the message is pending', async () => {
+    const q = await open();
+    const first = await q.schedule({ topic: 't', payload: 1, delayMs: 100, id: 'order-1' });
+    const again = await q.schedule({ topic: 't', payload: 2, delayMs: 900, id: 'order-1' });
+    expect(again).toEqual(first);
+    await advance(clock, 100, 100, queue);
+    const received = await q.receive('t', { max: 10 });
+    expect(received.map((m) => m.payload)).toEqual([1]);
+    await q.ack(received[0].receipt);
+    const third = await q.schedule({ topic: 't', payload: 3, delayMs: 10, id: 'order-1' });
+    expect(third.deliverAt).toBe(clock.now() + 10);
+  });
+
+  it('cancels a pending message so it is never delivered', async () => {
+    const q = await open();
+    const near = await q.schedule({ topic: 't', payload: 'near', delayMs: 100 });
+    const far = await q.schedule({ topic: 't', payload: 'far', delayMs: 5000 });
+    expect(await q.cancel(near.id)).toBe(true);
+    expect(await q.cancel(far.id)).toBe(true);
+    expect(await q.cancel(far.id)).toBe(false);
+    await advance(clock, 6000, 500, queue);
+    expect(await q.receive('t')).toEqual([]);
+    expect((await q.get(near.id))?.status).toBe('cancelled');
+  });
+
+  it('reschedules a message, near or beyond the horizon', async () => {
+    const q = await open();
+    const a = await q.schedule({ topic: 't', payload: 'a', delayMs: 100 });
+    const b = await q.schedule({ topic: 't', payload: 'b', delayMs: 8000 });
+    expect(await q.reschedule(a.id, { delayMs: 3000 })).toBe(true);
+    expect(await q.reschedule(b.id, { deliverAt: T0 + 200 })).toBe(true);
+    await advance(clock, 200, 100, queue);
+    expect((await q.receive('t', { max: 5 })).map((m) => m.payload)).toEqual(['b']);
+    await advance(clock, 2900, 500, queue);
+    expect((await q.receive('t', { max: 5 })).map((m) => m.payload)).toEqual(['a']);
+    expect(await q.reschedule('nope', { delayMs: 1 })).toBe(false);
+  });
+
+  it('holds far-future messages outside memory until their time comes near', async () => {
+    const q = await open();
+    for (let i = 0; i < 50; i++)
+      await q.schedule({ topic: 'later', payload: i, delayMs: 60_000 + i });
+    const stats = (await q.stats()) as { inMemory: number };
+    expect(stats.inMemory).toBe(0);
+    await advance(clock, 60_100, 1000, queue);
+    const got = await q.receive('later', { max: 100 });
+    expect(got.map((m) => m.payload)).toEqual([...Array(50).keys()]);
+    for (const m of got) expect(m.deliverAt).toBeLessThanOrEqual(clock.now());
+  });
+
+  it('redelivers a message whose visibility timeout passes, counting attempts', async () => {
+    const q = await open();
+    const { id } = await q.schedule({
+      topic: 't',
+      payload: 'x',
+      backoff: { type: 'fixed', delayMs: 50 },
+    });
+    await advance(clock, 1, 100, queue);
+    const [first] = await q.receive('t', { visibilityMs: 100 });
+    expect(first.attempts).toBe(1);
+    await advance(clock, 100, 100, queue);
+    expect(await q.ack(first.receipt)).toBe(false);
+    await advance(clock, 60, 100, queue);
+    const [second] = await q.receive('t');
+    expect(second.id).toBe(id);
+    expect(second.attempts).toBe(2);
+  });
+
+  it('moves a message to the dead letters after maxAttempts, and requeues it', async () => {
+    const q = await open();
+    const { id } = await q.schedule({
+      topic: 'jobs',
+      payload: 'p',
+      maxAttempts: 2,
+      backoff: { type: 'exponential', delayMs: 10, jitter: 0 },
+    });
+    await advance(clock, 1, 100, queue);
+    const [one] = await q.receive('jobs');
+    expect(await q.nack(one.receipt)).toBe(true);
+    await advance(clock, 10, 100, queue);
+    const [two] = await q.receive('jobs');
+    expect(two.attempts).toBe(2);
+    await q.nack(two.receipt);
+    await settle();
+    expect((await q.get(id))?.status).toBe('dead');
+    expect((await q.deadLetters('jobs')).map((m) => m.id)).toEqual([id]);
+    expect(await q.requeue(id)).toBe(true);
+    await advance(clock, 1, 100, queue);
+    const [again] = await q.receive('jobs');
+    expect(again).toMatchObject({ id, attempts: 1, payload: 'p' });
+    expect(await q.deadLetters('jobs')).toEqual([]);
+  });
+
+  it('nack with a delay redelivers after that delay', async () => {
+    const q = await open();
+    await q.schedule({ topic: 't', payload: 1 });
+    await advance(clock, 1, 100, queue);
+    const [m] = await q.receive('t');
+    await q.nack(m.receipt, { delayMs: 500 });
+    await advance(clock, 499, 100, queue);
+    expect(await q.receive('t')).toEqual([]);
+    await advance(clock, 1, 100, queue);
+    expect(await q.receive('t')).toHaveLength(1);
+  });
+
+  it('long-polls: receive waits for a message to become ready', async () => {
+    const q = await open();
+    await q.schedule({ topic: 't', payload: 'soon', delayMs: 200 });
+    const waiting = q.receive('t', { waitMs: 1000 });
+    await advance(clock, 200, 100, queue);
+    expect((await waiting).map((m) => m.payload)).toEqual(['soon']);
+    const empty = q.receive('t', { waitMs: 300 });
+    await advance(clock, 300, 100, queue);
+    expect(await empty).toEqual([]);
+  });
+
+  it('consume() runs the handler, acks on success and retries on failure', async () => {
+    const q = await open();
+    for (let i = 0; i < 5; i++) {
+      await q.schedule({ topic: 'c', payload: i, backoff: { type: 'fixed', delayMs: 10 } });
+    }
+    const seen: number[] = [];
+    let failedOnce = false;
+    const consumer = q.consume(
+      'c',
+      (m) => {
+        if (m.payload === 3 && !failedOnce) {
+          failedOnce = true;
+          throw new Error('transient');
+        }
+        seen.push(m.payload as number);
+      },
+      { concurrency: 2 },
+    );
+    const originalEmit = process.emitWarning;
+    process.emitWarning = () => {};
+    try {
+      // Real store I/O runs between the virtual-time steps; give it a bounded number of them.
+      for (let step = 0; step < 400 && seen.length < 5; step++) {
+        await advance(clock, 5, 5, queue);
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+    } finally {
+      process.emitWarning = originalEmit;
+    }
+    await consumer.close();
+    expect(seen.sort()).toEqual([0, 1, 2, 3, 4]);
+    const stats = (await q.stats()) as { acked: number; nacked: number };
+    expect(stats.acked).toBe(5);
+    expect(stats.nacked).toBe(1);
+  });
+
+  it('round-trips byte payloads', async () => {
+    const q = await open();
+    await q.schedule({ topic: 'b', payload: new Uint8Array([0, 1, 2, 255]) });
+    await advance(clock, 1, 100, queue);
+    const [m] = await q.receive('b');
+    expect(Buffer.isBuffer(m.payload)).toBe(true);
+    expect([...(m.payload as Buffer)]).toEqual([0, 1, 2, 255]);
+  });
+
+  it('rejects bad input with coded errors', async () => {
+    const q = await open({ maxPayloadBytes: 100 });
+    const bad: Array<[unknown, string]> = [
+      [{ topic: '../etc', payload: 1 }, 'ERR_TICKWHEEL_INVALID_TOPIC'],
+      [{ topic: '', payload: 1 }, 'ERR_TICKWHEEL_INVALID_TOPIC'],
+      [{ topic: 't', payload: 1, id: 'has space' }, 'ERR_TICKWHEEL_INVALID_ID'],
+      [{ topic: 't', payload: 1, delayMs: NaN }, 'ERR_TICKWHEEL_INVALID_DELAY'],
+      [{ topic: 't', payload: 1, delayMs: 1, deliverAt: 5 }, 'ERR_TICKWHEEL_INVALID_MESSAGE'],
+      [{ topic: 't', payload: 1, deliverAt: 1e20 }, 'ERR_TICKWHEEL_INVALID_DELAY'],
+      [{ topic: 't', payload: 'x'.repeat(200) }, 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE'],
+      [{ topic: 't', payload: 10n }, 'ERR_TICKWHEEL_INVALID_MESSAGE'],
+      [{ topic: 't', payload: undefined }, 'ERR_TICKWHEEL_INVALID_MESSAGE'],
+      [{ topic: 't', payload: 1, maxAttempts: 0 }, 'ERR_TICKWHEEL_INVALID_MESSAGE'],
+      [
+        { topic: 't', payload: 1, backoff: { type: 'linear', delayMs: 1 } },
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+      ],
+      [null, 'ERR_TICKWHEEL_INVALID_MESSAGE'],
+    ];
+    for (const [request, code] of bad) {
+      await expect(q.schedule(request as never)).rejects.toMatchObject({ code });
+    }
+    await expect(q.receive('t', { max: 0 })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+    });
+    await expect(q.ack(42 as never)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+    });
+    expect(await q.ack('not-a-receipt')).toBe(false);
+    expect(await q.get('unknown')).toBeUndefined();
+  });
+
+  it('keeps every acknowledged schedule across a close and reopen (file store)', async () => {
+    const q = await open();
+    if (!kind.durable) return;
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i++)
+      ids.push((await q.schedule({ topic: 'r', payload: i, delayMs: 100 + i * 200 })).id);
+    await q.cancel(ids[5]);
+    await advance(clock, 150, 100, queue);
+    const [first] = await q.receive('r');
+    await q.ack(first.receipt);
+    await q.close();
+    queue = await kind.open(clock);
+    await advance(clock, 7000, 500, queue);
+    const got = await queue.receive('r', { max: 100 });
+    expect(got.map((m) => m.payload).sort((a, b) => (a as number) - (b as number))).toEqual(
+      [...Array(30).keys()].filter((i) => i !== 0 && i !== 5),
+    );
+  });
+});

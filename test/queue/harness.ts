@@ -1,0 +1,74 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ManualClock } from '../../src/index.js';
+import { DelayQueue, MemoryStore, type DelayQueueOpenOptions } from '../../src/queue-entry.js';
+
+/** A fixed epoch time so that test runs are repeatable. */
+export const T0 = Date.UTC(2026, 10, 22, 12, 0, 0);
+
+/** Lets pending promise chains (store writes, loads) run. */
+export async function settle(rounds = 3): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+export interface QueueKind {
+  name: string;
+  /** Opens a queue; for the file kind, on the same directory each time within one test. */
+  open(clock: ManualClock, options?: Partial<DelayQueueOpenOptions>): Promise<DelayQueue>;
+  cleanup(): void;
+  durable: boolean;
+}
+
+export function memoryKind(): QueueKind {
+  return {
+    name: 'memory store',
+    durable: false,
+    open: (clock, options = {}) =>
+      DelayQueue.open({ store: new MemoryStore(), clock, horizonMs: 1000, ...options }),
+    cleanup: () => {},
+  };
+}
+
+export function fileKind(): QueueKind {
+  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-queue-'));
+  return {
+    name: 'file store',
+    durable: true,
+    open: (clock, options = {}) =>
+      DelayQueue.open({
+        dir,
+        clock,
+        horizonMs: 1000,
+        windowMs: 500,
+        fsync: 'never',
+        ...options,
+      }),
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/**
+ * Advances a ManualClock in steps, letting the queue's async work (store writes, horizon loads)
+ * finish between them, and firing what a finished load brought in.
+ */
+export async function advance(
+  clock: ManualClock,
+  ms: number,
+  step = 100,
+  queue?: { settled(): Promise<void> },
+): Promise<void> {
+  let left = ms;
+  while (left > 0) {
+    const by = Math.min(step, left);
+    clock.advance(by);
+    left -= by;
+    await settle();
+    if (queue !== undefined) {
+      await queue.settled();
+      clock.advance(0);
+      await settle();
+    }
+  }
+  await settle();
+}
