@@ -223,7 +223,12 @@ export function decodePayload(kind: number, bytes: Uint8Array): unknown {
   return JSON.parse(decoder.decode(bytes));
 }
 
-/** A fresh message id: sortable by creation time, unique across processes. */
+/** Random per process, so ids made by different processes (or restarts) never meet. */
+const idPrefix = randomBytes(6).toString('hex');
+let idCounter = 0;
+
+/** A fresh message id: sortable by creation time, unique across processes, cheap to make. */
 export function newMessageId(now: number): string {
-  return `${Math.floor(now).toString(36).padStart(9, '0')}-${randomBytes(8).toString('hex')}`;
+  idCounter = (idCounter + 1) % Number.MAX_SAFE_INTEGER;
+  return `${Math.floor(now).toString(36).padStart(9, '0')}-${idPrefix}-${idCounter.toString(36)}`;
 }

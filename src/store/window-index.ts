@@ -68,7 +68,14 @@ export class WindowIndex {
     if (list === undefined) this.buffered.set(window, (list = []));
     list.push(deliverAt, position, low, high);
     this.known.add(window);
+    // Written in the background once enough piles up, so the buffer stays small.
+    if (++this.pending >= 16_384) {
+      this.pending = 0;
+      void this.flush().catch((err: unknown) => process.emitWarning(err as Error));
+    }
   }
+
+  private pending = 0;
 
   get bufferedEntries(): number {
     let n = 0;
