@@ -512,7 +512,25 @@ export class QueueEngine {
     message.version = (message.version ?? 0) + 1;
     this.near.set(message.id, message);
     if (this.deferred !== undefined) this.deferred.push(message);
+    else this.arm(message);
+  }
+
+  /** Due already: ready at once. Otherwise a timer for its due time. */
+  private arm(message: NearMessage): void {
+    if (message.deliverAt <= this.clock.now()) this.makeReady(message);
     else message.timer = this.wheel.scheduleAt(message.deliverAt, message);
+  }
+
+  private makeReady(message: NearMessage): void {
+    this.counters.fired++;
+    const late = this.clock.now() - message.deliverAt;
+    this.lateness[this.latenessCount++ % this.lateness.length] = late;
+    message.status = 'ready';
+    message.version++;
+    let list = this.ready.get(message.topic);
+    if (list === undefined) this.ready.set(message.topic, (list = new ReadyList()));
+    list.push({ message, version: message.version });
+    this.wakeOne(message.topic);
   }
 
   /**
@@ -549,7 +567,7 @@ export class QueueEngine {
       for (const message of loaded) this.takeOver(message);
       for (const message of deferred) {
         if (this.near.get(message.id) === message && message.status === 'scheduled') {
-          message.timer = this.wheel.scheduleAt(message.deliverAt, message);
+          this.arm(message);
         }
       }
     }
@@ -559,15 +577,7 @@ export class QueueEngine {
     message.timer = 0;
     if (this.near.get(message.id) !== message) return;
     if (message.status === 'scheduled') {
-      this.counters.fired++;
-      const late = this.clock.now() - message.deliverAt;
-      this.lateness[this.latenessCount++ % this.lateness.length] = late;
-      message.status = 'ready';
-      message.version++;
-      let list = this.ready.get(message.topic);
-      if (list === undefined) this.ready.set(message.topic, (list = new ReadyList()));
-      list.push({ message, version: message.version });
-      this.wakeOne(message.topic);
+      this.makeReady(message);
     } else if (message.status === 'inflight') {
       this.counters.expired++;
       const receipt = message.receipt;
