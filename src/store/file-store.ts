@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { TickwheelTypeError, checkOption } from '../errors.js';
 import type { MessageState } from '../queue/message.js';
 import type { RecoveryReport, Store, StoredMessage } from '../queue/store.js';
-import { IdTable, hashHigh, hashId, hashLow } from './id-table.js';
+import { IdTable, hashHigh, hashId, hashIdBytes, hashLow } from './id-table.js';
 import { lockDirectory, type DirectoryLock } from './lock.js';
 import { MessageLog, type FsyncPolicy } from './log.js';
 import {
@@ -32,12 +32,12 @@ import {
   OUTCOME_ACKED,
   OUTCOME_CANCELLED,
   SCHEDULE,
-  decodeFinish,
   decodeMove,
   decodeSchedule,
   encodeFinish,
   encodeMove,
   encodeSchedule,
+  idSpan,
   recordId,
 } from './records.js';
 import { WindowIndex } from './window-index.js';
@@ -137,6 +137,8 @@ export class FileStore implements Store {
     const started = performance.now();
     const indexedUntil = await this.readCheckpoint();
     this.ids.useAux(true);
+    // Room for about as many messages as the log could hold, so replay does not keep growing it.
+    this.ids.reserve(Math.min(50_000_000, Math.floor(this.log.stats().bytes / 120)));
     const report = await this.log.replay((type, body, position) =>
       this.apply(type, body, position, position >= indexedUntil),
     );
@@ -297,14 +299,17 @@ export class FileStore implements Store {
    * entry (when the message's due time is beyond what is loaded into memory).
    */
   private apply(type: number, body: Buffer, position: number, reindex: boolean): void {
-    const id = recordId(type, body);
-    hashId(id);
+    const [idStart, idLength] = idSpan(type, body);
+    hashIdBytes(body, idStart, idLength);
     const low = hashLow;
     const high = hashHigh;
+    // The id as a string is needed only when an exact-id table is in use (rare): replay of
+    // millions of records makes no strings.
+    const exact = this.collisions.size > 0 || this.deadIds.size > 0;
+    const id = exact ? recordId(type, body) : '';
     if (type === SCHEDULE) {
       const deliverAt = body.readDoubleLE(0);
-      const previous = this.latest(id);
-      if (previous >= 0 && this.deadIds.has(id)) {
+      if (exact && this.deadIds.has(id)) {
         // The same id scheduled again after it died: the dead message is replaced.
         this.release(this.payloadSegmentOfDead(id));
         this.deadIds.delete(id);
@@ -312,34 +317,34 @@ export class FileStore implements Store {
       }
       // A live id is never scheduled again (the queue deduplicates), so a taken slot means
       // another id with the same 64-bit hash: this one is kept apart, by its exact id.
-      if (this.ids.get(low, high) >= 0) {
-        this.collisions.set(id, { position, deliverAt });
-      } else {
-        this.ids.set(low, high, position, deliverAt);
+      if (!this.ids.add(low, high, position, deliverAt)) {
+        this.collisions.set(recordId(type, body), { position, deliverAt });
       }
-      this.segmentLive.set(
-        segmentOf(position),
-        (this.segmentLive.get(segmentOf(position)) ?? 0) + 1,
-      );
+      const segment = segmentOf(position);
+      this.segmentLive.set(segment, (this.segmentLive.get(segment) ?? 0) + 1);
       if (reindex) this.index.append(deliverAt, position, low, high);
       return;
     }
-    if (this.latest(id) < 0) return; // its message finished before this log begins
+    // Its message finished before this log begins: nothing to do.
+    if (!(exact && this.collisions.has(id)) && this.ids.get(low, high) < 0) return;
     if (type === FINISH) {
-      const { payloadPosition } = decodeFinish(body);
+      const payloadPosition = body.readDoubleLE(1);
       this.unlink(id, low, high);
-      this.deadIds.delete(id);
-      this.buriedPayload.delete(id);
+      if (exact) {
+        this.deadIds.delete(id);
+        this.buriedPayload.delete(id);
+      }
       this.release(segmentOf(payloadPosition));
       return;
     }
-    const { deliverAt } = decodeMove(body);
+    const deliverAt = body.readDoubleLE(0);
     this.link(id, low, high, position, deliverAt);
     if (type === BURY) {
-      this.deadIds.set(id, position);
-      this.buriedPayload.set(id, decodeMove(body).payloadPosition);
+      const buried = id === '' ? recordId(type, body) : id;
+      this.deadIds.set(buried, position);
+      this.buriedPayload.set(buried, body.readDoubleLE(10));
     } else {
-      if (this.deadIds.delete(id)) this.buriedPayload.delete(id);
+      if (exact && this.deadIds.delete(id)) this.buriedPayload.delete(id);
       if (reindex) this.index.append(deliverAt, position, low, high);
     }
   }
@@ -361,7 +366,7 @@ export class FileStore implements Store {
   }
 
   private link(id: string, low: number, high: number, position: number, deliverAt: number): void {
-    const collided = this.collisions.get(id);
+    const collided = this.collisions.size === 0 ? undefined : this.collisions.get(id);
     if (collided !== undefined) {
       collided.position = position;
       collided.deliverAt = deliverAt;
@@ -371,7 +376,7 @@ export class FileStore implements Store {
   }
 
   private unlink(id: string, low: number, high: number): void {
-    if (!this.collisions.delete(id)) this.ids.delete(low, high);
+    if (this.collisions.size === 0 || !this.collisions.delete(id)) this.ids.delete(low, high);
   }
 
   private release(segment: number): void {

@@ -34,10 +34,30 @@ export function hashId(id: string): void {
     b = Math.imul(b ^ c, 0x5bd1e995);
     b ^= b >>> 15;
   }
+  finish(a, b, id.length);
+}
+
+/**
+ * The same hash as hashId, computed from the id's bytes as a record stores them (one byte a
+ * character), without making a string: what log replay uses.
+ */
+export function hashIdBytes(bytes: Uint8Array, start: number, length: number): void {
+  let a = 0x811c9dc5;
+  let b = 0x9747b28c;
+  for (let i = start; i < start + length; i++) {
+    const c = bytes[i];
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+    b ^= b >>> 15;
+  }
+  finish(a, b, length);
+}
+
+function finish(a: number, b: number, length: number): void {
   a ^= a >>> 16;
   a = Math.imul(a, 0x85ebca6b);
   a ^= a >>> 13;
-  b ^= id.length;
+  b ^= length;
   b ^= b >>> 16;
   b = Math.imul(b, 0xc2b2ae35);
   b ^= b >>> 16;
@@ -118,6 +138,54 @@ export class IdTable {
         return;
       }
       slot = slot + 1 === mask ? 0 : slot + 1;
+    }
+  }
+
+  /**
+   * Stores a value for a hash that is not in the table yet, in one probe sequence; returns false
+   * (and changes nothing) when the hash is already there.
+   */
+  add(low: number, high: number, value: number, aux = NaN): boolean {
+    if (this.live + this.deleted + 1 > this.low.length * 0.8) this.resize();
+    const capacity = this.low.length;
+    let slot = this.home(low, capacity);
+    let free = -1;
+    while (true) {
+      const l = this.low[slot];
+      const h = this.high[slot];
+      if (l === low && h === high) return false;
+      if (l === EMPTY && h === EMPTY) break;
+      if (free < 0 && l === DELETED && h === DELETED) free = slot;
+      slot = slot + 1 === capacity ? 0 : slot + 1;
+    }
+    if (free >= 0) {
+      slot = free;
+      this.deleted--;
+    }
+    this.low[slot] = low;
+    this.high[slot] = high;
+    this.value[slot] = value;
+    if (this.aux !== undefined) this.aux[slot] = aux;
+    this.live++;
+    return true;
+  }
+
+  /** Makes room for `count` entries at once (avoids repeated growth when the count is known). */
+  reserve(count: number): void {
+    if (count / 0.8 <= this.low.length) return;
+    const old = { low: this.low, high: this.high, value: this.value, aux: this.aux };
+    const capacity = Math.ceil(count / 0.7);
+    this.low = new Uint32Array(capacity);
+    this.high = new Uint32Array(capacity);
+    this.value = new Float64Array(capacity);
+    if (old.aux !== undefined) this.aux = new Float64Array(capacity);
+    this.live = 0;
+    this.deleted = 0;
+    for (let slot = 0; slot < old.low.length; slot++) {
+      const l = old.low[slot];
+      const h = old.high[slot];
+      if ((l === EMPTY && h === EMPTY) || (l === DELETED && h === DELETED)) continue;
+      this.add(l, h, old.value[slot], old.aux === undefined ? NaN : old.aux[slot]);
     }
   }
 

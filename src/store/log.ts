@@ -15,7 +15,7 @@
  *
  * Worked example: type 3 with the body "hi" (68 69) is the 12 bytes
  *
- *     a7 03 02 00 00 00 08 2d 5f 64 68 69       crc32(03 68 69) = 0x645f2d08
+ *     a7 03 02 00 00 00 18 5f 4d 64 68 69       crc32(03 68 69) = 0x644d5f18
  *
  * The length is outside the CRC, so a damaged length shows up as a CRC mismatch over the
  * wrong bytes or as a body that runs past the end of the segment.
@@ -177,7 +177,7 @@ const STAGE_BYTES = 256 * 1024;
 const SPARE_STAGE_LIMIT = 8 * 1024 * 1024;
 const SPARE_STAGES = 2;
 /** Replay reads segments in windows of this size. */
-const SCAN_BYTES = 1024 * 1024;
+const SCAN_BYTES = 4 * 1024 * 1024;
 /** A read() fetches this much at once, so that small records take a single read. */
 const READ_AHEAD_BYTES = 2048;
 /** Read handles kept open for read(), least recently used closed first. */
@@ -274,6 +274,7 @@ export class MessageLog {
   private readonly readers = new Map<number, Reader>();
   private closed = false;
   private closing: Promise<void> | null = null;
+  private replaying = false;
 
   private appendCount = 0;
   private writeCount = 0;
@@ -374,6 +375,15 @@ export class MessageLog {
    */
   append(type: number, body: Uint8Array): { position: number; durable: Promise<void> } {
     if (this.closed) throw closedError('append to');
+    if (this.replaying) {
+      throw new LogError(
+        'ERR_TICKWHEEL_INVALID_STATE',
+        'cannot append while replay() runs: the tail it repairs is where appends continue',
+      );
+    }
+    if (!(body instanceof Uint8Array)) {
+      throw new LogError('ERR_TICKWHEEL_INVALID_RECORD', 'record body must be a Uint8Array');
+    }
     if ((type & 0xff) !== type) {
       throw new LogError(
         'ERR_TICKWHEEL_INVALID_RECORD',
@@ -737,15 +747,20 @@ export class MessageLog {
     const report: ReplayReport = { records: 0, corrupt: [], truncatedBytes: 0, end: 0 };
     const fromSegment = MessageLog.segmentOf(from);
     const segments = this.segmentList.slice();
-    for (let k = 0; k < segments.length; k++) {
-      const segment = segments[k];
-      const last = k === segments.length - 1;
-      // The last segment is always scanned (its tail may need repair); records before `from`
-      // are checked but not delivered.
-      if (segment < fromSegment && !last) continue;
-      const start = segment === fromSegment ? from - segment * SEGMENT_SPAN : 0;
-      const goodEnd = await this.scan(segment, start, from, last, onRecord, report);
-      if (last) this.activeSize = goodEnd;
+    this.replaying = true;
+    try {
+      for (let k = 0; k < segments.length; k++) {
+        const segment = segments[k];
+        const last = k === segments.length - 1;
+        // The last segment is always scanned (its tail may need repair); records before
+        // `from` are checked but not delivered.
+        if (segment < fromSegment && !last) continue;
+        const start = segment === fromSegment ? from - segment * SEGMENT_SPAN : 0;
+        const goodEnd = await this.scan(segment, start, from, last, onRecord, report);
+        if (last) this.activeSize = goodEnd;
+      }
+    } finally {
+      this.replaying = false;
     }
     report.end = this.end;
     return report;

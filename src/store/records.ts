@@ -133,6 +133,13 @@ export function decodeFinish(body: Buffer): FinishRecord {
   };
 }
 
+/** Where the id of any record starts, and its length: [start, length]. */
+export function idSpan(type: number, body: Buffer): [number, number] {
+  if (type === SCHEDULE) return [SCHEDULE_FIXED, body[38]];
+  if (type === FINISH) return [FINISH_FIXED, body[9]];
+  return [MOVE_FIXED, body[18]];
+}
+
 /** The id of any record, without decoding the rest. */
 export function recordId(type: number, body: Buffer): string {
   if (type === SCHEDULE) {
