@@ -18,7 +18,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 function runExample(code: string): string {
   const file = join(dir, `example-${Math.random().toString(36).slice(2)}.mjs`);
   writeFileSync(file, code);
-  return execFileSync(process.execPath, [file], { encoding: 'utf8', timeout: 20_000 });
+  return execFileSync(process.execPath, [file], { encoding: 'utf8', timeout: 20_000, cwd: dir });
 }
 
 describe('README examples', () => {
@@ -27,6 +27,13 @@ describe('README examples', () => {
     expect(out).toMatch(
       /^heartbeat\nheartbeat\n\{[\s\S]*pending: 1,[\s\S]*fired: 3,[\s\S]*\}\nconn-7 idle, closing\n$/,
     );
+  });
+
+  it('the delay queue example schedules, shows the status, and consumes the message', () => {
+    const example = blocks.find((code) => code.includes('DelayQueue.open'));
+    const out = runExample(example!);
+    expect(out).toMatch(/status: 'scheduled'/);
+    expect(out).toMatch(/send \{ to: 'ada@example.com' \}/);
   });
 
   it('the ManualClock example fires at virtual time 250', () => {
