@@ -29,7 +29,8 @@
  * larger than `segmentBytes` on its own; it gets a segment to itself.
  *
  * A record's position is `segment * 2^32 + byte offset in the segment`. With records of 12,
- * 30 and 12 bytes and `segmentBytes` 40, the third record starts segment 2:
+ * 28 and 12 bytes and `segmentBytes` 40, the first two fill segment 1 exactly (12 + 28 = 40)
+ * and the third would pass it, so it starts segment 2:
  *
  *     segment 1:  offset 0  (position 4294967296), offset 12 (position 4294967308)
  *     segment 2:  offset 0  (position 8589934592)
