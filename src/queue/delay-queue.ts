@@ -155,6 +155,12 @@ export class QueueEngine {
   private loadedUntil = 0;
   /** Messages handed in while a horizon load runs: they join the wheel after it, in order. */
   private deferred: NearMessage[] | undefined;
+  /**
+   * Ids cancelled or moved through the store (not in memory) while a horizon load runs. The load
+   * may have read such a message before that change: its copy is stale and must not be taken
+   * over, or a cancelled message would still be delivered (or a moved one at its old time).
+   */
+  private superseded: Set<string> | undefined;
   private loading: Promise<void> | undefined;
   private closed = false;
   private counters = {
@@ -259,18 +265,17 @@ export class QueueEngine {
     this.checkOpen();
     checkId(id);
     return this.withIdLock(id, async () => {
-      const message = this.near.get(id);
-      if (message !== undefined) {
-        this.forget(message);
-        await this.store.finish(message, 'cancelled');
-        this.remember(message, 'cancelled');
-        this.counters.cancelled++;
-        return true;
+      let message: MessageState | undefined = this.near.get(id);
+      if (message === undefined) {
+        const stored = await this.store.lookup(id);
+        // A horizon load may have taken the message into memory while lookup ran.
+        message = this.near.get(id) ?? stored;
+        if (message === undefined) return false;
       }
-      const stored = await this.store.lookup(id);
-      if (stored === undefined) return false;
-      await this.store.finish(stored, 'cancelled');
-      this.remember(stored, 'cancelled');
+      if (this.near.get(id) === message) this.forget(message as NearMessage);
+      else this.superseded?.add(id);
+      await this.store.finish(message, 'cancelled');
+      this.remember(message, 'cancelled');
       this.counters.cancelled++;
       return true;
     });
@@ -288,11 +293,18 @@ export class QueueEngine {
     }
     const deliverAt = dueTime(when, this.clock.now(), true);
     return this.withIdLock(id, async () => {
-      const near = this.near.get(id);
-      const message: MessageState | undefined = near ?? (await this.store.lookup(id));
+      let near = this.near.get(id);
+      let message: MessageState | undefined = near;
+      if (message === undefined) {
+        const stored = await this.store.lookup(id);
+        // A horizon load may have taken the message into memory while lookup ran.
+        near = this.near.get(id);
+        message = near ?? stored;
+      }
       if (message === undefined || (near !== undefined && near.status === 'inflight')) return false;
       if (near === undefined && (message as { status?: string }).status === 'dead') return false;
       if (near !== undefined) this.forget(near);
+      else this.superseded?.add(id);
       message.deliverAt = deliverAt;
       await this.relocate(message);
       this.counters.rescheduled++;
@@ -548,23 +560,27 @@ export class QueueEngine {
   }
 
   private async loadHorizon(): Promise<void> {
-    const until = this.store.horizonEnd(this.clock.now() + this.horizonMs);
-    if (until <= this.loadedUntil) return;
+    const until = Math.max(
+      this.loadedUntil,
+      this.store.horizonEnd(this.clock.now() + this.horizonMs),
+    );
     const deferred: NearMessage[] = [];
     this.deferred = deferred;
-    const from = this.loadedUntil;
+    const superseded = new Set<string>();
+    this.superseded = superseded;
     this.loadedUntil = until;
     const loaded: MessageState[] = [];
     try {
       await this.store.loadUntil(until, (message) => loaded.push(message));
     } catch (err) {
-      this.loadedUntil = from;
+      // What did not load stays with the store, which tries it again on the next tick.
       process.emitWarning(err as Error);
     } finally {
       this.deferred = undefined;
+      this.superseded = undefined;
     }
     if (!this.closed) {
-      for (const message of loaded) this.takeOver(message);
+      for (const message of loaded) if (!superseded.has(message.id)) this.takeOver(message);
       for (const message of deferred) {
         if (this.near.get(message.id) === message && message.status === 'scheduled') {
           this.arm(message);

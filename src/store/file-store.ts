@@ -4,7 +4,8 @@
  *   LOCK               pid of the owning process (see lock.ts)
  *   log/*.seg          the message log: every change of every message, appended (log.ts)
  *   index/<t>.idx      the schedule index, one file per time window (window-index.ts)
- *   checkpoint.json    { indexedUntil }: index entries of all records before it are on disk
+ *   checkpoint.json    { indexedUntil, frontier }: index entries of all records before
+ *                      indexedUntil that were due at or after frontier are on disk
  *
  * Memory per live message beyond the horizon: one IdTable slot (id hash -> position of its
  * latest record), 20-30 bytes. Payloads stay on disk until their message comes near.
@@ -83,6 +84,8 @@ export class FileStore implements Store {
   private checkpointTimer: ReturnType<typeof setInterval> | undefined;
   private checkpointing: Promise<void> | undefined;
   private closed = false;
+  /** Whether recover() got through the whole log; no checkpoint may be written before. */
+  private replayed = false;
 
   private constructor(
     dir: string,
@@ -135,14 +138,25 @@ export class FileStore implements Store {
 
   async recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport> {
     const started = performance.now();
-    const indexedUntil = await this.readCheckpoint();
+    const { indexedUntil, frontier: saved } = await this.readCheckpoint();
+    // Records before the checkpoint got no index entry if they were due before the frontier of
+    // their time. A frontier now earlier than that (a smaller horizonMs than last time, the
+    // clock set back) would leave those between the two frontiers neither handed over below
+    // nor in the index: index them again.
+    const frontier = this.horizonEnd(horizon);
+    const reindex = (type: number, body: Buffer, position: number) =>
+      position >= indexedUntil ||
+      ((type === SCHEDULE || type === MOVE) &&
+        body.readDoubleLE(0) >= frontier &&
+        body.readDoubleLE(0) < saved);
     this.ids.useAux(true);
     // Room for about as many messages as the log could hold, so replay does not keep growing it.
     this.ids.reserve(Math.min(50_000_000, Math.floor(this.log.stats().bytes / 120)));
     const report = await this.log.replay((type, body, position) =>
-      this.apply(type, body, position, position >= indexedUntil),
+      this.apply(type, body, position, reindex(type, body, position)),
     );
-    this.frontier = this.horizonEnd(horizon);
+    this.replayed = true;
+    this.frontier = frontier;
     const due: Array<[number, number]> = [];
     const deadPositions = new Set(this.deadIds.values());
     this.ids.forEach((_low, _high, position, deliverAt) => {
@@ -222,8 +236,9 @@ export class FileStore implements Store {
   }
 
   async loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void> {
-    const frontier = this.horizonEnd(until);
-    if (frontier <= this.frontier) return;
+    // Every window file before the frontier is loaded, not only the newly covered ones: a
+    // window whose load failed earlier is still on disk and is tried again here.
+    const frontier = Math.max(this.frontier, this.horizonEnd(until));
     this.frontier = frontier;
     const deadPositions = new Set(this.deadIds.values());
     const collided = new Set([...this.collisions.values()].map((c) => c.position));
@@ -424,30 +439,39 @@ export class FileStore implements Store {
 
   // ---- checkpoints and retention -------------------------------------------------------
 
-  private async readCheckpoint(): Promise<number> {
+  private async readCheckpoint(): Promise<{ indexedUntil: number; frontier: number }> {
     try {
       const text = await readFile(join(this.dir, 'checkpoint.json'), 'utf8');
-      const value = (JSON.parse(text) as { indexedUntil?: unknown }).indexedUntil;
-      return typeof value === 'number' && value >= 0 ? value : 0;
+      const { indexedUntil, frontier } = JSON.parse(text) as Record<string, unknown>;
+      return {
+        indexedUntil: typeof indexedUntil === 'number' && indexedUntil >= 0 ? indexedUntil : 0,
+        // Unknown (a checkpoint from before it was recorded): assume nothing was indexed.
+        frontier: typeof frontier === 'number' ? frontier : Infinity,
+      };
     } catch {
-      return 0;
+      return { indexedUntil: 0, frontier: Infinity };
     }
   }
 
   /** Syncs the index, records how far it covers the log, and deletes finished segments. */
   checkpoint(): Promise<void> {
+    // After a failed recovery (close() on the way out of a failed open) the tables are partial:
+    // a checkpoint would claim the index covers records never replayed, and retention would
+    // delete segments it knows nothing about.
+    if (!this.replayed) return Promise.resolve();
     this.checkpointing ??= this.writeCheckpoint().finally(() => (this.checkpointing = undefined));
     return this.checkpointing;
   }
 
   private async writeCheckpoint(): Promise<void> {
     const indexedUntil = this.log.end;
+    const frontier = this.frontier;
     await this.log.flush();
     await this.index.sync();
     const file = join(this.dir, 'checkpoint.json');
     const handle = await open(`${file}.tmp`, 'w');
     try {
-      await handle.writeFile(JSON.stringify({ version: 1, indexedUntil }));
+      await handle.writeFile(JSON.stringify({ version: 1, indexedUntil, frontier }));
       await handle.sync();
     } finally {
       await handle.close();
