@@ -41,3 +41,4 @@ export {
   TickwheelTypeError,
   type TickwheelErrorCode,
 } from './errors.js';
+export * from './patterns/index.js';

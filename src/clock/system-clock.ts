@@ -22,9 +22,10 @@ const MAX_NATIVE_DELAY = 2 ** 31 - 1;
 
 export interface SystemClockOptions {
   /**
-   * Report time as Unix epoch milliseconds (`performance.timeOrigin + performance.now()`)
-   * instead of milliseconds since the process started. Still monotonic: it is anchored to the
-   * wall clock once, at process start, and does not follow later wall-clock steps.
+   * Report time as Unix epoch milliseconds instead of milliseconds since the process started.
+   * Still monotonic: it is anchored to the wall clock once, when the clock is made, and does not
+   * follow later wall-clock steps. It never runs ahead of Date.now(), so a deadline given as
+   * epoch ms is never reached before the wall clock reaches it.
    */
   epoch?: boolean;
 }
@@ -33,7 +34,11 @@ export class SystemClock implements AlarmClock {
   private readonly offset: number;
 
   constructor(options: SystemClockOptions = {}) {
-    this.offset = options.epoch === true ? performance.timeOrigin : 0;
+    // Date.now() first, then performance.now(): the clock can then only trail the wall clock
+    // (by under 1 ms), never lead it. Not performance.timeOrigin: in a process started on a busy
+    // machine it can be several ms ahead of Date.now() (18 ms seen), for the process's whole
+    // life, and a delay queue on such a clock delivered messages before their deliverAt.
+    this.offset = options.epoch === true ? Date.now() - performance.now() : 0;
   }
 
   private readonly alarms = new AlarmSet(() => this.rearm());
@@ -89,11 +94,13 @@ export class SystemClock implements AlarmClock {
         this.timer = setTimeout(this.onNative, Math.min(Math.ceil(delay), MAX_NATIVE_DELAY));
       }
     }
-    const ref = this.alarms.anyRef();
-    const handle = this.timer ?? this.immediate;
-    if (handle !== undefined) {
-      if (ref) handle.ref();
-      else handle.unref();
+    // Only the native timer follows the alarms' ref state. An immediate stays ref'd: libuv's
+    // poll phase does not wait for unref'd immediates, so an unref'd one would run only when
+    // some other event wakes the loop (seconds late). It runs on the next turn anyway, so it
+    // cannot hold an idle process open.
+    if (this.timer !== undefined) {
+      if (this.alarms.anyRef()) this.timer.ref();
+      else this.timer.unref();
     }
   }
 

@@ -1,0 +1,108 @@
+/**
+ * Heartbeat: probes connections that have gone quiet and gives up on those that stop answering.
+ *
+ * Built on an IdleTracker with one state, reader-idle, period `intervalMs`. Anything received
+ * from the peer (data or a reply to a heartbeat) counts: call `received(handle)`. When nothing
+ * has come for `intervalMs`, `send(item, 1)` is asked to send a heartbeat; after another quiet
+ * interval that heartbeat counts as missed and heartbeat 2 goes out; and so on. Once
+ * `maxMissed` heartbeats in a row have gone unanswered for a whole interval each, the item is
+ * untracked and `onDead(item)` runs:
+ *
+ *     last read ─ I ─► send #1 ─ I ─► send #2 ─ I ─► send #3 ─ I ─► onDead     (maxMissed 3)
+ *                      (1 missed)     (2 missed)     (3 missed)
+ *
+ * so a peer is given up (maxMissed + 1) × intervalMs after it was last heard from. (Dubbo, whose
+ * default of 3 this follows, closes after 3 × interval of silence, counting the first silent
+ * interval as a miss before any heartbeat was sent.) Any read resets the count.
+ *
+ * This is the "is the peer alive?" half. To keep a peer that never probes from timing you out,
+ * send something on writer-idle with an IdleTracker (see docs/patterns.md).
+ */
+
+import { checkCallback, checkOption } from '../errors.js';
+import { IdleTracker, type IdleHandle } from './idle.js';
+import { isThenable, reportError, type PatternOptions } from './pattern-wheel.js';
+
+export interface HeartbeatOptions<T> extends PatternOptions {
+  /** Quiet time before a heartbeat is sent, and each heartbeat's time to be answered. */
+  intervalMs: number;
+  /**
+   * Unanswered heartbeats before giving up. Default 3 (Dubbo's). 0 sends none: the item is given
+   * up after one quiet interval, a plain read timeout.
+   */
+  maxMissed?: number;
+  /**
+   * Sends heartbeat number `attempt` (1 .. maxMissed) to the item. May return a promise; a throw
+   * or rejection goes to `onError`, and the heartbeat still counts as sent.
+   */
+  send: (item: T, attempt: number) => unknown;
+  /** The item stopped answering and is no longer tracked: close it. */
+  onDead: (item: T) => void;
+}
+
+export class Heartbeat<T = unknown> {
+  private readonly idle: IdleTracker<T>;
+  private readonly maxMissed: number;
+  private readonly send: HeartbeatOptions<T>['send'];
+  private readonly onDead: HeartbeatOptions<T>['onDead'];
+  private readonly report: (err: unknown) => void;
+
+  constructor(options: HeartbeatOptions<T>) {
+    const intervalMs = checkOption(options.intervalMs, 'intervalMs', Number.MIN_VALUE);
+    this.maxMissed = checkOption(options.maxMissed ?? 3, 'maxMissed', 0, 2 ** 31 - 1, true);
+    checkCallback(options.send, 'send');
+    checkCallback(options.onDead, 'onDead');
+    this.send = options.send;
+    this.onDead = options.onDead;
+    // A throw from send or onDead reaches onError through the tracker; a rejection, through here.
+    this.report = (err) => reportError(options.onError, err);
+    this.idle = new IdleTracker<T>({
+      clock: options.clock,
+      resolution: options.resolution,
+      unref: options.unref,
+      onError: options.onError,
+      initialCapacity: options.initialCapacity,
+      readerIdleMs: intervalMs,
+      onIdle: (item, _state, periods, handle) => this.quiet(item, periods, handle),
+    });
+  }
+
+  /** Starts watching `item`; tracking counts as hearing from it. */
+  track(item: T): IdleHandle {
+    return this.idle.track(item);
+  }
+
+  /** Something arrived from the peer: data or a heartbeat reply. False if not tracked. */
+  received(handle: IdleHandle): boolean {
+    return this.idle.read(handle);
+  }
+
+  /** Stops watching (the connection closed for another reason). True if it was tracked. */
+  untrack(handle: IdleHandle): boolean {
+    return this.idle.untrack(handle);
+  }
+
+  has(handle: IdleHandle): boolean {
+    return this.idle.has(handle);
+  }
+
+  get size(): number {
+    return this.idle.size;
+  }
+
+  /** Stops everything, with no heartbeats and no onDead. */
+  close(): void {
+    this.idle.close();
+  }
+
+  /** `periods` quiet intervals have passed since the peer was last heard from. */
+  private quiet(item: T, periods: number, handle: IdleHandle): void {
+    if (periods > this.maxMissed) {
+      this.idle.untrack(handle);
+      this.onDead(item);
+      return;
+    }
+    const sent = this.send(item, periods);
+    if (isThenable(sent)) sent.then(undefined, this.report);
+  }
+}

@@ -1,0 +1,250 @@
+/**
+ * IdleTracker: reader-idle, writer-idle and all-idle detection for many connections, in the
+ * vocabulary of Netty's IdleStateHandler, with one timer per connection.
+ *
+ * ## How activity stays cheap
+ *
+ * `read(handle)` and `write(handle)` only store the clock's time in a typed array; they do not
+ * touch the wheel. Each connection has one timer, armed for the earliest moment one of its
+ * enabled states could become idle. When it fires, the tracker compares that moment with the
+ * stored times: if there was activity meanwhile, nothing is idle yet and the timer is re-armed
+ * for the new earliest moment (the refresh happens once per idle period, however many reads and
+ * writes came in between); if not, the state is idle and `onIdle` runs. Netty's handler works
+ * the same way. A busy connection thus costs a clock read per activity and one timer firing per
+ * period, and an idle one costs one timer firing per period.
+ *
+ * ## Events
+ *
+ * For state s with period P and last activity L (reads for reader-idle, writes for writer-idle,
+ * either for all-idle), an event is due at L + P, L + 2P, L + 3P, ... until activity moves L.
+ * Each comes with `periods`, the number of whole periods since L: 1 for the first (Netty's
+ * `isFirst()`), 2, 3, ... for the repeats. A timer that fires late reports the periods that
+ * passed in one event, so `periods` also says how long the item has been idle.
+ *
+ * Invariant that keeps events from repeating: `checkedAt[row]` is the time of the row's last
+ * check. Every event due at or before it has been reported, so at a check at `now` the state is
+ * reported iff floor((now - L) / P) > floor((checkedAt - L) / P) (the latter counted as 0 when
+ * the activity came after the check).
+ */
+
+import { checkCallback, checkOption, TickwheelRangeError, TickwheelStateError } from '../errors.js';
+import type { Clock } from '../clock/index.js';
+import type { TimerWheel } from '../timer/index.js';
+import { EntryStore } from '../wheel/index.js';
+import { grown, patternWheel, type PatternOptions } from './pattern-wheel.js';
+
+export type IdleState = 'reader-idle' | 'writer-idle' | 'all-idle';
+
+/** Names a tracked item; a positive integer, inert once the item is untracked. */
+export type IdleHandle = number;
+
+export interface IdleTrackerOptions<T> extends PatternOptions {
+  /** Reader-idle after this long without `read()`. 0 or omitted: not detected. */
+  readerIdleMs?: number;
+  /** Writer-idle after this long without `write()`. 0 or omitted: not detected. */
+  writerIdleMs?: number;
+  /** All-idle after this long without either. 0 or omitted: not detected. */
+  allIdleMs?: number;
+  /**
+   * Called for each idle event, in the order reader, writer, all when several are due at once.
+   * `periods` is the number of whole idle periods since the last activity of that kind (1 the
+   * first time). The callback may read, write, untrack or track; what it throws goes to
+   * `onError` and does not stop the tracker.
+   */
+  onIdle: (item: T, state: IdleState, periods: number, handle: IdleHandle) => void;
+}
+
+const READER = 0;
+const WRITER = 1;
+const ALL = 2;
+const STATES: readonly IdleState[] = ['reader-idle', 'writer-idle', 'all-idle'];
+
+export class IdleTracker<T = unknown> {
+  private readonly wheel: TimerWheel<number>;
+  private readonly clock: Clock;
+  private readonly report: (err: unknown) => void;
+  private readonly onIdle: IdleTrackerOptions<T>['onIdle'];
+  /** Per state (READER, WRITER, ALL): its period in ms, 0 when it is not detected. */
+  private readonly periodOf: Float64Array;
+  /** The shortest enabled period: the first timer of a new item. */
+  private readonly firstDelay: number;
+  /** Row allocation and generation-checked handles; the slab's own arrays are not used. */
+  private readonly rows: EntryStore;
+  private items: Array<T | undefined>;
+  private lastRead: Float64Array;
+  private lastWrite: Float64Array;
+  private checkedAt: Float64Array;
+  /** The row's pending timer on the wheel. */
+  private timers: Float64Array;
+  private closed = false;
+
+  constructor(options: IdleTrackerOptions<T>) {
+    checkCallback(options.onIdle, 'onIdle');
+    this.onIdle = options.onIdle;
+    this.periodOf = new Float64Array([
+      checkOption(options.readerIdleMs ?? 0, 'readerIdleMs', 0),
+      checkOption(options.writerIdleMs ?? 0, 'writerIdleMs', 0),
+      checkOption(options.allIdleMs ?? 0, 'allIdleMs', 0),
+    ]);
+    const enabled = [...this.periodOf].filter((period) => period > 0);
+    if (enabled.length === 0) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        'IdleTracker needs at least one of readerIdleMs, writerIdleMs and allIdleMs above 0',
+      );
+    }
+    this.firstDelay = Math.min(...enabled);
+    const { clock, wheel, report } = patternWheel<number>(options, (row) => this.check(row));
+    this.wheel = wheel;
+    this.clock = clock;
+    this.report = report;
+    this.rows = new EntryStore(options.initialCapacity);
+    const capacity = this.rows.capacity;
+    this.items = new Array<T | undefined>(capacity);
+    this.lastRead = new Float64Array(capacity);
+    this.lastWrite = new Float64Array(capacity);
+    this.checkedAt = new Float64Array(capacity);
+    this.timers = new Float64Array(capacity);
+    this.rows.onGrow((size) => {
+      this.items = grown(this.items, size);
+      this.lastRead = grown(this.lastRead, size);
+      this.lastWrite = grown(this.lastWrite, size);
+      this.checkedAt = grown(this.checkedAt, size);
+      this.timers = grown(this.timers, size);
+    });
+  }
+
+  /** Starts tracking `item` (any value: a socket, an id). Tracking counts as activity. */
+  track(item: T): IdleHandle {
+    if (this.closed) {
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_CLOSED',
+        'this IdleTracker is closed; create a new one to track items',
+      );
+    }
+    const row = this.rows.allocate();
+    const now = this.clock.now();
+    this.items[row] = item;
+    this.lastRead[row] = now;
+    this.lastWrite[row] = now;
+    this.checkedAt[row] = now;
+    this.timers[row] = this.wheel.schedule(this.firstDelay, row);
+    return this.rows.handleOf(row);
+  }
+
+  /** Records a read. False (and nothing done) when the handle is not tracked. */
+  read(handle: IdleHandle): boolean {
+    const row = this.rowOf(handle);
+    if (row < 0) return false;
+    this.lastRead[row] = this.clock.now();
+    return true;
+  }
+
+  /** Records a write. False (and nothing done) when the handle is not tracked. */
+  write(handle: IdleHandle): boolean {
+    const row = this.rowOf(handle);
+    if (row < 0) return false;
+    this.lastWrite[row] = this.clock.now();
+    return true;
+  }
+
+  /** Records activity that counts as both a read and a write. */
+  touch(handle: IdleHandle): boolean {
+    const row = this.rowOf(handle);
+    if (row < 0) return false;
+    const now = this.clock.now();
+    this.lastRead[row] = now;
+    this.lastWrite[row] = now;
+    return true;
+  }
+
+  /** Stops tracking. True if the handle was tracked; its handle is inert from now on. */
+  untrack(handle: IdleHandle): boolean {
+    const row = this.rowOf(handle);
+    if (row < 0) return false;
+    this.wheel.clearTimeout(this.timers[row]);
+    this.items[row] = undefined;
+    this.rows.release(row);
+    return true;
+  }
+
+  has(handle: IdleHandle): boolean {
+    return this.rowOf(handle) >= 0;
+  }
+
+  /** The tracked item, or undefined. */
+  item(handle: IdleHandle): T | undefined {
+    const row = this.rowOf(handle);
+    return row < 0 ? undefined : this.items[row];
+  }
+
+  /** Items tracked. */
+  get size(): number {
+    return this.closed ? 0 : this.rows.live;
+  }
+
+  /** Stops tracking everything, with no events. Tracking afterwards throws. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.wheel.close();
+    this.items = [];
+  }
+
+  /** The row's timer fired: report what has become idle, then arm for the next moment. */
+  private check(row: number): void {
+    const handle = this.rows.handleOf(row);
+    const now = this.clock.now();
+    const checked = this.checkedAt[row];
+    this.checkedAt[row] = now;
+    for (let state = READER; state <= ALL; state++) {
+      const period = this.periodOf[state];
+      if (period === 0) continue;
+      // Read afresh for each state: an earlier callback may have read or written.
+      const last = this.lastActivity(row, state);
+      const elapsed = now - last;
+      if (elapsed < period) continue;
+      const periods = wholePeriods(elapsed, period);
+      const reported = checked > last ? wholePeriods(checked - last, period) : 0;
+      if (periods <= reported) continue;
+      try {
+        this.onIdle(this.items[row] as T, STATES[state], periods, handle);
+      } catch (err) {
+        this.report(err);
+      }
+      if (this.rowOf(handle) !== row) return; // untracked, or the tracker closed
+    }
+    this.timers[row] = this.wheel.schedule(this.nextDue(row, now) - now, row);
+  }
+
+  /** The earliest time after `now` at which one of the row's states has an event due. */
+  private nextDue(row: number, now: number): number {
+    let due = Infinity;
+    for (let state = READER; state <= ALL; state++) {
+      const period = this.periodOf[state];
+      if (period === 0) continue;
+      const last = this.lastActivity(row, state);
+      const elapsed = now - last;
+      const next = last + (wholePeriods(elapsed, period) + 1) * period;
+      if (next < due) due = next;
+    }
+    return due;
+  }
+
+  private lastActivity(row: number, state: number): number {
+    if (state === READER) return this.lastRead[row];
+    if (state === WRITER) return this.lastWrite[row];
+    return Math.max(this.lastRead[row], this.lastWrite[row]);
+  }
+
+  private rowOf(handle: IdleHandle): number {
+    return this.closed ? -1 : this.rows.indexOf(handle);
+  }
+}
+
+/** Whole periods in `elapsed`, checked by multiplying back so that rounding never counts early. */
+function wholePeriods(elapsed: number, period: number): number {
+  if (elapsed < period) return 0;
+  const periods = Math.floor(elapsed / period);
+  return periods * period > elapsed ? periods - 1 : periods;
+}

@@ -1,0 +1,23 @@
+/**
+ * What applications build on timers, ready made: idle detection and heartbeats, request
+ * deadlines, lease keep-alive. Each owns a lean TimerWheel and holds millions of items on it.
+ */
+
+export { IdleTracker, type IdleHandle, type IdleState, type IdleTrackerOptions } from './idle.js';
+export { Heartbeat, type HeartbeatOptions } from './heartbeat.js';
+export {
+  DeadlineRegistry,
+  withDeadline,
+  type DeadlineRegistryOptions,
+  type RegisterOptions,
+  type WithDeadlineOptions,
+} from './deadlines.js';
+export {
+  LeaseKeeper,
+  type Lease,
+  type LeaseKeeperOptions,
+  type LeaseOptions,
+  type LeaseState,
+} from './lease.js';
+export { LeaseLostError, TimeoutError } from './errors.js';
+export type { PatternOptions } from './pattern-wheel.js';

@@ -1,0 +1,94 @@
+/**
+ * What every pattern shares: it owns one TimerWheel on the lean path, with one timer per item
+ * and the item's row (or object) as the timer's data, so a million items cost no closure each.
+ *
+ * A pattern owns its wheel instead of borrowing the user's because a wheel has a single
+ * `onExpire`, fixed when it is made. That costs nothing: every wheel on a clock shares the
+ * clock's one native timer. What users choose is the clock (a ManualClock in tests) and the
+ * resolution.
+ */
+
+import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
+import { checkCallback, TickwheelTypeError } from '../errors.js';
+import { TimerWheel } from '../timer/index.js';
+
+export interface PatternOptions {
+  /** Default: the SystemClock shared by every wheel that is given no clock. */
+  clock?: Clock;
+  /** Milliseconds per tick of the pattern's wheel: events are at most this late. Default 1. */
+  resolution?: number;
+  /**
+   * When true, the pattern's pending timers do not keep the process alive (like
+   * `timeout.unref()`). Default false, as for every TimerWheel: a tracked item, an in-flight
+   * request or a held lease keeps it alive until untracked, settled or released.
+   */
+  unref?: boolean;
+  /** Errors thrown by your callbacks. Default: reported as a process warning. */
+  onError?: (err: unknown) => void;
+  /** Items to make room for up front; storage doubles as needed. Default 1024. */
+  initialCapacity?: number;
+}
+
+export interface PatternWheel<T> {
+  readonly clock: AlarmClock;
+  readonly wheel: TimerWheel<T>;
+  readonly report: (err: unknown) => void;
+}
+
+export function patternWheel<T>(
+  options: PatternOptions,
+  onExpire: (data: T) => void,
+): PatternWheel<T> {
+  const clock = checkAlarmClock(options.clock ?? defaultClock());
+  if (options.onError !== undefined) checkCallback(options.onError, 'onError');
+  const report = (err: unknown) => reportError(options.onError, err);
+  const wheel = new TimerWheel<T>({
+    clock,
+    resolution: options.resolution,
+    unref: options.unref,
+    initialCapacity: options.initialCapacity,
+    onError: report,
+    onExpire,
+  });
+  return { clock, wheel, report };
+}
+
+/** Same policy as the wheels: to `onError`, else (or if it throws) a process warning. */
+export function reportError(onError: ((err: unknown) => void) | undefined, err: unknown): void {
+  if (onError !== undefined) {
+    try {
+      onError(err);
+      return;
+    } catch (hookErr) {
+      err = hookErr;
+    }
+  }
+  process.emitWarning(err instanceof Error ? err : new Error(`callback threw ${String(err)}`));
+}
+
+export function checkSignal(signal: unknown): AbortSignal | undefined {
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', 'signal must be an AbortSignal');
+  }
+  return signal;
+}
+
+export function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as PromiseLike<unknown>).then === 'function'
+  );
+}
+
+/** A copy of `array` with room for `size` elements (JS arrays left to grow overshoot by half). */
+export function grown<A extends Float64Array | unknown[]>(array: A, size: number): A {
+  if (array instanceof Float64Array) {
+    const copy = new Float64Array(size);
+    copy.set(array);
+    return copy as A;
+  }
+  const copy = new Array<unknown>(size);
+  for (let i = 0; i < array.length; i++) copy[i] = array[i];
+  return copy as A;
+}

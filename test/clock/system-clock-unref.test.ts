@@ -1,0 +1,33 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+describe('SystemClock with unref: true', () => {
+  // Regression: the clock waits out the last fraction of a millisecond with setImmediate, and an
+  // unref'd immediate does not stop libuv's poll phase from blocking, so every timer after the
+  // first fired only when some other event (here the 2 s keep-alive) woke the loop.
+  it('fires unref’d timers on time while something else keeps the process alive', () => {
+    const script = `
+      import { SystemClock, TimerWheel } from ${JSON.stringify(root + 'dist/index.js')};
+      const clock = new SystemClock({ epoch: true });
+      const late = [];
+      const wheel = new TimerWheel({ clock, unref: true, onExpire: (due) => late.push(clock.now() - due) });
+      // Whole epoch milliseconds, as the delay queue uses: Node's timer then tends to wake a
+      // fraction of a millisecond early, and the clock takes the setImmediate path.
+      const start = Math.ceil(clock.now()) + 100;
+      for (let i = 0; i < 20; i++) wheel.scheduleAt(start + i * 50, start + i * 50);
+      setTimeout(() => console.log(JSON.stringify(late)), 2000);
+    `;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    const late = JSON.parse(out) as number[];
+    expect(late).toHaveLength(20);
+    expect(Math.min(...late)).toBeGreaterThanOrEqual(0);
+    // Generous for a loaded CI machine; the bug made them ~1 s late.
+    expect(Math.max(...late)).toBeLessThan(250);
+  });
+});
