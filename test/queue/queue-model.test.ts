@@ -153,14 +153,18 @@ async function run(makeKind: typeof memoryKind, ops: Op[]): Promise<void> {
 describe('DelayQueue against a reference model', () => {
   it('memory store: same deliveries, in due order, nothing early or lost', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { minLength: 10, maxLength: 60 }), (ops) => run(memoryKind, ops)),
+      fc.asyncProperty(fc.array(opArb, { minLength: 10, maxLength: 60 }), (ops) =>
+        run(memoryKind, ops),
+      ),
       { numRuns: 200 },
     );
   });
 
   it('file store, reopened at random points: same deliveries, nothing lost', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { minLength: 10, maxLength: 40 }), (ops) => run(fileKind, ops)),
+      fc.asyncProperty(fc.array(opArb, { minLength: 10, maxLength: 40 }), (ops) =>
+        run(fileKind, ops),
+      ),
       { numRuns: 60 },
     );
   });
