@@ -1,0 +1,78 @@
+/**
+ * `tickwheel bench`: runs the benchmark suites, which live in the repository (bench/) as npm
+ * scripts `bench:<suite>`. They are not part of the published package, so from an installed
+ * package this says where to get them.
+ */
+
+import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { CliError, type CliIo } from './io.js';
+
+export const SUITES = ['timers', 'queue', 'http'] as const;
+
+/** The package root: two levels up from src/cli or dist/cli. */
+export const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+async function scripts(root: string): Promise<Record<string, string>> {
+  try {
+    const pkg = JSON.parse(await readFile(`${root}package.json`, 'utf8'));
+    return (pkg.scripts ?? {}) as Record<string, string>;
+  } catch {
+    return {};
+  }
+}
+
+function run(root: string, script: string, args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('npm', ['run', script, ...(args.length > 0 ? ['--', ...args] : [])], {
+      cwd: root,
+      stdio: 'inherit',
+      shell: process.platform === 'win32',
+    });
+    child.on('error', reject);
+    child.on('exit', (code, signal) => resolve(code ?? (signal === null ? 1 : 128)));
+  });
+}
+
+export interface BenchOptions {
+  list?: boolean;
+  root?: string;
+}
+
+export async function bench(
+  suites: string[],
+  args: string[],
+  options: BenchOptions,
+  io: CliIo,
+): Promise<void> {
+  const root = options.root ?? PACKAGE_ROOT;
+  const known = await scripts(root);
+  const chosen = suites.length === 0 ? [...SUITES] : suites;
+  for (const suite of chosen) {
+    if (!(SUITES as readonly string[]).includes(suite)) {
+      throw new CliError(`unknown suite ${suite}; the suites are ${SUITES.join(', ')}`);
+    }
+  }
+  if (options.list === true) {
+    for (const suite of SUITES) {
+      const script = known[`bench:${suite}`];
+      io.out(
+        `${suite.padEnd(8)}${script === undefined ? '(not available here)' : `npm run bench:${suite}: ${script}`}\n`,
+      );
+    }
+    return;
+  }
+  const missing = chosen.filter((suite) => known[`bench:${suite}`] === undefined);
+  if (missing.length > 0) {
+    throw new CliError(
+      `no npm script ${missing.map((suite) => `bench:${suite}`).join(', ')} in ${root}package.json; ` +
+        'the benchmarks ship with the tickwheel repository, not the npm package: run this from a clone',
+    );
+  }
+  for (const suite of chosen) {
+    io.err(`tickwheel bench: npm run bench:${suite}\n`);
+    const code = await run(root, `bench:${suite}`, args);
+    if (code !== 0) throw new CliError(`bench:${suite} failed (exit status ${code})`, code);
+  }
+}

@@ -1,0 +1,30 @@
+/** Where the CLI writes: the process's streams, or buffers in tests. */
+
+export interface CliIo {
+  /** Results (JSON) and status lines. */
+  out(text: string): void;
+  /** Errors and warnings. */
+  err(text: string): void;
+  /** The whole of stdin, for payloads given as '-'. */
+  readStdin(): Promise<string>;
+}
+
+export const processIo: CliIo = {
+  out: (text) => void process.stdout.write(text),
+  err: (text) => void process.stderr.write(text),
+  readStdin: async () => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  },
+};
+
+/** Thrown by commands to end with a message and an exit status, without a stack trace. */
+export class CliError extends Error {
+  readonly exitCode: number;
+  constructor(message: string, exitCode = 1) {
+    super(message);
+    this.name = 'CliError';
+    this.exitCode = exitCode;
+  }
+}

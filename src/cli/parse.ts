@@ -1,0 +1,54 @@
+/**
+ * Parsers for command-line values: each returns the value or throws commander's
+ * InvalidArgumentError with a message that says what would be accepted.
+ */
+
+import { InvalidArgumentError } from 'commander';
+
+const UNIT_MS: Readonly<Record<string, number>> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+};
+
+/** "1500", "1500ms", "30s", "5m", "2h", "1.5d" -> milliseconds. */
+export function parseDuration(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
+  if (match === null) {
+    throw new InvalidArgumentError('give a duration such as 1500 (ms), 30s, 5m, 2h or 1d');
+  }
+  return Number(match[1]) * UNIT_MS[match[2] ?? 'ms'];
+}
+
+/** An epoch-ms number or an ISO 8601 time -> epoch ms. */
+export function parseTime(text: string): number {
+  const trimmed = text.trim();
+  const time = /^\d+(?:\.\d+)?$/.test(trimmed) ? Number(trimmed) : Date.parse(trimmed);
+  if (!Number.isFinite(time)) {
+    throw new InvalidArgumentError(
+      'give a time as Unix epoch milliseconds or ISO 8601, such as 2030-01-01T09:00:00Z',
+    );
+  }
+  return time;
+}
+
+export function integerParser(min: number, max: number): (text: string) => number {
+  return (text: string) => {
+    const value = Number(text);
+    if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
+      throw new InvalidArgumentError(`give a whole number from ${min} to ${max}`);
+    }
+    return value;
+  };
+}
+
+/** Payloads from the shell: JSON if it parses as JSON, the text itself otherwise. */
+export function parsePayload(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}

@@ -1,0 +1,383 @@
+/**
+ * TickwheelClient: the embedded DelayQueue API, over HTTP. Same method names, same arguments,
+ * same results: `cancel` resolves false for an unknown id rather than throwing, `get` resolves
+ * undefined, byte payloads come back as Buffers.
+ *
+ *   const queue = new TickwheelClient({ url: 'http://127.0.0.1:7700', token });
+ *   await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
+ *   const consumer = queue.consume('emails', async (message) => send(message.payload), {
+ *     concurrency: 8,
+ *   });
+ */
+
+import { checkOption, TickwheelTypeError, describe } from '../errors.js';
+import type { MessageHandler, MessageInfo, ReceivedMessage } from '../queue/delay-queue.js';
+import type { ScheduleRequest } from '../queue/message.js';
+import { startConsumer, type ClientConsumeOptions, type Consumer } from './consumer.js';
+import { TickwheelHttpError } from './errors.js';
+import {
+  MAX_BATCH,
+  type AckResponse,
+  type BatchResponse,
+  type DeadLettersResponse,
+  type HealthResponse,
+  type NackResponse,
+  type ReceiveResponse,
+  type RescheduleResponse,
+  type ScheduleBody,
+  type ScheduleResult,
+  type WireMessageInfo,
+  type WireReceivedMessage,
+} from './protocol.js';
+import { Transport, type Answer, type Exchange } from './transport.js';
+
+export interface ClientOptions {
+  /** Base URL of the server. Default http://127.0.0.1:7700. */
+  url?: string;
+  /** Bearer token, when the server was started with one. */
+  token?: string;
+  /** Time allowed for one request, in ms; a long poll gets its waitMs on top. Default 10,000. */
+  timeoutMs?: number;
+  /** Retries after a network error, for requests that are safe to repeat. Default 2. */
+  retries?: number;
+  /** Wait before the first retry, doubled for each further one. Default 100 ms. */
+  retryDelayMs?: number;
+  /** The fetch to use (for instance one with your own undici dispatcher). Default: global fetch. */
+  fetch?: typeof globalThis.fetch;
+}
+
+/** Per-call options of every method. */
+export interface CallOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+export const DEFAULT_URL = 'http://127.0.0.1:7700';
+
+/**
+ * A topic or id as a path segment. Only its type is checked here (the server checks the rest):
+ * without this, `cancel(undefined)` would cancel a message whose id is "undefined".
+ */
+function segment(value: unknown, what: 'topic' | 'id'): string {
+  if (typeof value !== 'string' || value === '') {
+    throw new TickwheelTypeError(
+      what === 'topic' ? 'ERR_TICKWHEEL_INVALID_TOPIC' : 'ERR_TICKWHEEL_INVALID_ID',
+      `${what} must be a non-empty string, got ${describe(value)}`,
+    );
+  }
+  return `/${encodeURIComponent(value)}`;
+}
+
+/** The wire form of a message to schedule: bytes travel as base64. */
+function toBody(message: ScheduleRequest): ScheduleBody & { topic: string } {
+  if (typeof message !== 'object' || message === null) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `a message must be an object, got ${describe(message)}`,
+    );
+  }
+  if (!(message.payload instanceof Uint8Array)) return message;
+  const bytes = message.payload;
+  return {
+    ...message,
+    payload: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64'),
+    payloadEncoding: 'base64',
+  };
+}
+
+function fromWire(message: WireReceivedMessage): ReceivedMessage {
+  const { payloadEncoding, ...received } = message;
+  if (payloadEncoding === 'base64' && typeof received.payload === 'string') {
+    received.payload = Buffer.from(received.payload, 'base64');
+  }
+  return received;
+}
+
+function rejects(err: unknown, ...statuses: number[]): boolean {
+  return err instanceof TickwheelHttpError && statuses.includes(err.status);
+}
+
+export class TickwheelClient {
+  readonly url: string;
+  private readonly timeoutMs: number;
+  private readonly transport: Transport;
+  private readonly consumers = new Set<Consumer>();
+
+  constructor(options: ClientOptions = {}) {
+    this.url = options.url ?? DEFAULT_URL;
+    try {
+      new URL(this.url);
+    } catch {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `url must be an absolute URL such as ${DEFAULT_URL}, got ${describe(this.url)}`,
+      );
+    }
+    if (
+      options.token !== undefined &&
+      (typeof options.token !== 'string' || !/^[\x21-\x7e]*$/.test(options.token))
+    ) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        'token must be printable ASCII without spaces (it is sent in the Authorization header)',
+      );
+    }
+    const fetchFn =
+      options.fetch ??
+      (typeof globalThis.fetch === 'function'
+        ? (input: string | URL | Request, init?: RequestInit) => globalThis.fetch(input, init)
+        : undefined);
+    if (typeof fetchFn !== 'function') {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        'no fetch available: use Node 20 or later, or pass options.fetch',
+      );
+    }
+    this.timeoutMs = checkOption(options.timeoutMs ?? 10_000, 'timeoutMs', 1, 2_147_483_647);
+    this.transport = new Transport({
+      url: this.url,
+      token: options.token === '' ? undefined : options.token,
+      timeoutMs: this.timeoutMs,
+      retries: checkOption(options.retries ?? 2, 'retries', 0, 100, true),
+      retryDelayMs: checkOption(options.retryDelayMs ?? 100, 'retryDelayMs', 0, 60_000),
+      fetch: fetchFn,
+    });
+  }
+
+  /** Schedules a message; resolves once the server has made it durable (HTTP 201). */
+  async schedule(message: ScheduleRequest, options: CallOptions = {}): Promise<ScheduleResult> {
+    const { topic, ...body } = toBody(message);
+    const answer = await this.send<ScheduleResult>(options, {
+      method: 'POST',
+      path: `/v1/topics${segment(topic, 'topic')}/messages`,
+      body,
+      idempotent: body.id !== undefined,
+    });
+    return answer.body;
+  }
+
+  /**
+   * Schedules up to 10,000 messages in one request. If some fail (the others are scheduled),
+   * throws a TickwheelHttpError whose body.results tells which.
+   */
+  async scheduleBatch(
+    messages: ScheduleRequest[],
+    options: CallOptions = {},
+  ): Promise<ScheduleResult[]> {
+    if (!Array.isArray(messages) || messages.length === 0 || messages.length > MAX_BATCH) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `scheduleBatch takes an array of 1 to ${MAX_BATCH} messages`,
+      );
+    }
+    const answer = await this.send<BatchResponse>(options, {
+      method: 'POST',
+      path: '/v1/messages:batch',
+      body: { messages: messages.map(toBody) },
+      idempotent: messages.every((message) => message.id !== undefined),
+    });
+    return answer.body.results;
+  }
+
+  /** True if the message was live and is now cancelled; false if unknown or finished. */
+  async cancel(id: string, options: CallOptions = {}): Promise<boolean> {
+    try {
+      await this.send(options, {
+        method: 'DELETE',
+        path: `/v1/messages${segment(id, 'id')}`,
+        idempotent: true,
+      });
+      return true;
+    } catch (err) {
+      if (rejects(err, 404)) return false;
+      throw err;
+    }
+  }
+
+  /** Moves a scheduled or ready message. False if it is unknown, in flight, finished or dead. */
+  async reschedule(
+    id: string,
+    when: { delayMs?: number; deliverAt?: number },
+    options: CallOptions = {},
+  ): Promise<boolean> {
+    try {
+      await this.send<RescheduleResponse>(options, {
+        method: 'PATCH',
+        path: `/v1/messages${segment(id, 'id')}`,
+        body: when,
+        idempotent: when?.delayMs === undefined,
+      });
+      return true;
+    } catch (err) {
+      if (rejects(err, 404, 409)) return false;
+      throw err;
+    }
+  }
+
+  async get(id: string, options: CallOptions = {}): Promise<MessageInfo | undefined> {
+    const answer = await this.send<WireMessageInfo | undefined>(options, {
+      method: 'GET',
+      path: `/v1/messages${segment(id, 'id')}`,
+      idempotent: true,
+      accept: [404],
+    });
+    return answer.status === 404 ? undefined : answer.body;
+  }
+
+  /** Takes up to `max` ready messages, waiting up to `waitMs` (long poll) for the first. */
+  async receive(
+    topic: string,
+    receiveOptions: { max?: number; waitMs?: number; visibilityMs?: number } = {},
+    options: CallOptions = {},
+  ): Promise<ReceivedMessage[]> {
+    const waitMs = typeof receiveOptions.waitMs === 'number' ? receiveOptions.waitMs : 0;
+    const answer = await this.send<ReceiveResponse>(
+      { ...options, timeoutMs: (options.timeoutMs ?? this.timeoutMs) + waitMs },
+      {
+        method: 'POST',
+        path: `/v1/topics${segment(topic, 'topic')}/receive`,
+        body: receiveOptions,
+        idempotent: false,
+      },
+    );
+    return answer.body.messages.map(fromWire);
+  }
+
+  /** Acknowledges a delivery. False for an unknown or stale receipt. */
+  async ack(receipt: string, options: CallOptions = {}): Promise<boolean> {
+    const [acked] = await this.ackMany([receipt], options);
+    return acked === true;
+  }
+
+  /** Acknowledges several deliveries in one request; results[i] is for receipts[i]. */
+  async ackMany(receipts: string[], options: CallOptions = {}): Promise<boolean[]> {
+    const answer = await this.send<AckResponse>(options, {
+      method: 'POST',
+      path: '/v1/ack',
+      body: { receipts },
+      idempotent: false,
+    });
+    return answer.body.results;
+  }
+
+  /** Gives a delivery back, redelivered after `delayMs` (default: the message's backoff). */
+  async nack(
+    receipt: string,
+    nackOptions: { delayMs?: number } = {},
+    options: CallOptions = {},
+  ): Promise<boolean> {
+    const [nacked] = await this.nackMany([receipt], nackOptions, options);
+    return nacked === true;
+  }
+
+  async nackMany(
+    receipts: string[],
+    nackOptions: { delayMs?: number } = {},
+    options: CallOptions = {},
+  ): Promise<boolean[]> {
+    const answer = await this.send<NackResponse>(options, {
+      method: 'POST',
+      path: '/v1/nack',
+      body: { receipts, ...nackOptions },
+      idempotent: false,
+    });
+    return answer.body.results;
+  }
+
+  /** Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws. */
+  consume(
+    topic: string,
+    handler: MessageHandler,
+    consumeOptions: ClientConsumeOptions = {},
+  ): Consumer {
+    if (typeof handler !== 'function') {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_CALLBACK',
+        `handler must be a function, got ${describe(handler)}`,
+      );
+    }
+    segment(topic, 'topic');
+    const concurrency = checkOption(consumeOptions.concurrency ?? 1, 'concurrency', 1, 1000, true);
+    const consumer = startConsumer(
+      {
+        receive: (name, receiveOptions, signal) => this.receive(name, receiveOptions, { signal }),
+        ackMany: (receipts) => this.ackMany(receipts),
+        nack: (receipt) => this.nack(receipt),
+      },
+      topic,
+      handler,
+      consumeOptions,
+      concurrency,
+    );
+    const tracked: Consumer = {
+      close: async () => {
+        this.consumers.delete(tracked);
+        await consumer.close();
+      },
+    };
+    this.consumers.add(tracked);
+    return tracked;
+  }
+
+  /** Dead letters of a topic (messages that used up their attempts), oldest first. */
+  async deadLetters(topic: string, limit = 100, options: CallOptions = {}): Promise<MessageInfo[]> {
+    const answer = await this.send<DeadLettersResponse>(options, {
+      method: 'GET',
+      path: `/v1/topics${segment(topic, 'topic')}/dead?limit=${encodeURIComponent(String(limit))}`,
+      idempotent: true,
+    });
+    return answer.body.messages;
+  }
+
+  /** Puts a dead message back, due `delayMs` from now (default 0). False if it is not dead. */
+  async requeue(
+    id: string,
+    requeueOptions: { delayMs?: number } = {},
+    options: CallOptions = {},
+  ): Promise<boolean> {
+    try {
+      await this.send(options, {
+        method: 'POST',
+        path: `/v1/messages${segment(id, 'id')}/requeue`,
+        body: requeueOptions,
+        idempotent: false,
+      });
+      return true;
+    } catch (err) {
+      if (rejects(err, 404, 409)) return false;
+      throw err;
+    }
+  }
+
+  async stats(options: CallOptions = {}): Promise<Record<string, unknown>> {
+    const answer = await this.send<Record<string, unknown>>(options, {
+      method: 'GET',
+      path: '/v1/stats',
+      idempotent: true,
+    });
+    return answer.body;
+  }
+
+  /** GET /healthz: resolves when the server is up and not shutting down. */
+  async health(options: CallOptions = {}): Promise<HealthResponse> {
+    const answer = await this.send<HealthResponse>(options, {
+      method: 'GET',
+      path: '/healthz',
+      idempotent: true,
+    });
+    return answer.body;
+  }
+
+  /** Stops every consumer this client started, waiting for their handlers and acks. */
+  async close(): Promise<void> {
+    await Promise.all([...this.consumers].map((consumer) => consumer.close()));
+  }
+
+  private send<T>(options: CallOptions, exchange: Exchange): Promise<Answer<T>> {
+    return this.transport.send<T>({
+      ...exchange,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+    });
+  }
+}

@@ -1,0 +1,20 @@
+/**
+ * `tickwheel/client`: the delay queue's API over HTTP, for a `tickwheel serve` server.
+ *
+ *   import { TickwheelClient } from 'tickwheel/client';
+ *
+ *   const queue = new TickwheelClient({ url: 'http://127.0.0.1:7700' });
+ *   const { id } = await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
+ *   queue.consume('emails', async (message) => send(message.payload), { concurrency: 8 });
+ *
+ * No dependencies: it runs on Node's built-in fetch.
+ */
+
+export { DEFAULT_URL, TickwheelClient, type CallOptions, type ClientOptions } from './client.js';
+export type { ClientConsumeOptions, Consumer } from './consumer.js';
+export { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
+export type * from './protocol.js';
+export { MAX_BATCH, MAX_RECEIPT_LENGTH, MAX_RECEIVE } from './protocol.js';
+export type { MessageHandler, MessageInfo, ReceivedMessage } from '../queue/delay-queue.js';
+export type { Backoff, MessageStatus, ScheduleRequest } from '../queue/message.js';
+export { AbortError, TickwheelRangeError, TickwheelTypeError } from '../errors.js';

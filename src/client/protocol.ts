@@ -1,0 +1,164 @@
+/**
+ * The wire format of the tickwheel HTTP API (docs/http-api.md): request bodies, response
+ * bodies and error codes, as the server sends them and the client reads them. Types only, plus
+ * the constants both sides agree on; no runtime dependencies, so the client stays small.
+ */
+
+import type { TickwheelErrorCode } from '../errors.js';
+import type { Backoff, MessageStatus } from '../queue/message.js';
+
+/** Codes of errors that only exist over HTTP; queue errors keep their own codes. */
+export type HttpErrorCode =
+  | 'ERR_TICKWHEEL_INVALID_REQUEST'
+  | 'ERR_TICKWHEEL_UNAUTHORIZED'
+  | 'ERR_TICKWHEEL_NOT_FOUND'
+  | 'ERR_TICKWHEEL_CONFLICT'
+  | 'ERR_TICKWHEEL_BODY_TOO_LARGE'
+  | 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE'
+  | 'ERR_TICKWHEEL_SHUTTING_DOWN'
+  | 'ERR_TICKWHEEL_INTERNAL';
+
+export type WireErrorCode = HttpErrorCode | TickwheelErrorCode;
+
+/** Every error response: a 4xx for anything the caller can fix, 5xx only for the server's own failures. */
+export interface WireError {
+  error: { code: WireErrorCode; message: string };
+}
+
+/**
+ * How a payload travels: 'json' (default) is the JSON value itself; 'base64' is bytes, as a
+ * base64 string, for payloads that are a Buffer / Uint8Array in the embedded API.
+ */
+export type PayloadEncoding = 'json' | 'base64';
+
+/** POST /v1/topics/:topic/messages */
+export interface ScheduleBody {
+  payload: unknown;
+  payloadEncoding?: PayloadEncoding;
+  /** One of delayMs / deliverAt (epoch ms); neither means now. */
+  delayMs?: number;
+  deliverAt?: number;
+  /** Dedup key: the same id while the message is pending returns the pending message. */
+  id?: string;
+  maxAttempts?: number;
+  backoff?: Backoff;
+}
+
+/** 201 of a schedule: the message is as durable as the server's fsync policy promises. */
+export interface ScheduleResult {
+  id: string;
+  deliverAt: number;
+}
+
+/** POST /v1/messages:batch */
+export interface BatchBody {
+  messages: Array<ScheduleBody & { topic: string }>;
+}
+
+/** 201 of a batch: one result per message, in order. */
+export interface BatchResponse {
+  results: ScheduleResult[];
+}
+
+/**
+ * A batch in which some messages failed: the error status of the first failure, and one entry
+ * per message. The ones with an id were scheduled (and are durable); the others were not.
+ */
+export interface BatchErrorResponse extends WireError {
+  results: Array<ScheduleResult | WireError>;
+}
+
+/** GET /v1/messages/:id */
+export interface WireMessageInfo {
+  id: string;
+  topic: string;
+  status: MessageStatus;
+  deliverAt: number;
+  attempts: number;
+}
+
+/** PATCH /v1/messages/:id */
+export interface RescheduleBody {
+  delayMs?: number;
+  deliverAt?: number;
+}
+
+export interface RescheduleResponse {
+  rescheduled: true;
+  deliverAt: number;
+}
+
+export interface CancelResponse {
+  cancelled: true;
+}
+
+/** POST /v1/topics/:topic/receive */
+export interface ReceiveBody {
+  /** Messages at most, 1-1000. Default 1. */
+  max?: number;
+  /** Long-poll: wait up to this long for a message (capped at the server's maxWaitMs). Default 0. */
+  waitMs?: number;
+  /** Redeliver unless acked within this long. Default: the queue's visibilityMs. */
+  visibilityMs?: number;
+}
+
+export interface WireReceivedMessage {
+  id: string;
+  topic: string;
+  payload: unknown;
+  /** Present (as 'base64') only for byte payloads. */
+  payloadEncoding?: PayloadEncoding;
+  deliverAt: number;
+  attempts: number;
+  receipt: string;
+}
+
+export interface ReceiveResponse {
+  messages: WireReceivedMessage[];
+}
+
+/** POST /v1/ack */
+export interface AckBody {
+  receipts: string[];
+}
+
+/** results[i]: whether receipts[i] was a live delivery (false: unknown, stale or already acked). */
+export interface AckResponse {
+  acked: number;
+  results: boolean[];
+}
+
+/** POST /v1/nack */
+export interface NackBody {
+  receipts: string[];
+  /** Redeliver after this long. Default: each message's backoff. */
+  delayMs?: number;
+}
+
+export interface NackResponse {
+  nacked: number;
+  results: boolean[];
+}
+
+/** GET /v1/topics/:topic/dead?limit=100 */
+export interface DeadLettersResponse {
+  messages: WireMessageInfo[];
+}
+
+/** POST /v1/messages/:id/requeue */
+export interface RequeueBody {
+  delayMs?: number;
+}
+
+export interface RequeueResponse {
+  requeued: true;
+}
+
+export interface HealthResponse {
+  status: 'ok';
+}
+
+/** Upper bounds shared by the server's schemas and the client's own checks. */
+export const MAX_BATCH = 10_000;
+export const MAX_RECEIVE = 1000;
+export const MAX_RECEIPT_LENGTH = 512;

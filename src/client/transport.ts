@@ -1,0 +1,148 @@
+/**
+ * One HTTP exchange with the server, on fetch (Node's built-in undici: keep-alive connection
+ * pool). Adds the bearer token, a timeout, JSON in and out, and retries after network errors
+ * where repeating the request is safe:
+ *
+ *   - the request never left (connection refused, host not found): always safe;
+ *   - otherwise only when the caller marks the request idempotent (reads, cancel, a schedule
+ *     with an id, ...): the server may have done it already, and doing it again changes nothing.
+ *
+ * An error answer from the server is never retried: it is the answer.
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AbortError } from '../errors.js';
+import { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
+import type { WireError } from './protocol.js';
+
+export interface TransportOptions {
+  url: string;
+  token: string | undefined;
+  timeoutMs: number;
+  retries: number;
+  retryDelayMs: number;
+  fetch: typeof globalThis.fetch;
+}
+
+export interface Exchange {
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  path: string;
+  body?: unknown;
+  /** Safe to send again after a network error. */
+  idempotent: boolean;
+  /** Statuses returned to the caller instead of thrown (404 for get, ...). */
+  accept?: readonly number[];
+  timeoutMs?: number;
+  signal?: AbortSignal | undefined;
+}
+
+export interface Answer<T> {
+  status: number;
+  body: T;
+}
+
+/** Error codes of a request that cannot have reached the server. */
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN']);
+
+function causeCode(err: unknown): string | undefined {
+  let cause: unknown = err;
+  for (let depth = 0; depth < 4 && typeof cause === 'object' && cause !== null; depth++) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+export class Transport {
+  private readonly base: string;
+  private readonly headers: Record<string, string>;
+  private readonly jsonHeaders: Record<string, string>;
+
+  constructor(private readonly options: TransportOptions) {
+    this.base = options.url.replace(/\/+$/, '');
+    this.headers = {
+      accept: 'application/json',
+      'user-agent': 'tickwheel-client',
+      ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
+    };
+    this.jsonHeaders = { ...this.headers, 'content-type': 'application/json' };
+  }
+
+  async send<T>(exchange: Exchange): Promise<Answer<T>> {
+    const { retries, retryDelayMs } = this.options;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.once<T>(exchange);
+      } catch (err) {
+        if (!(err instanceof TickwheelNetworkError) || attempt >= retries) throw err;
+        const notSent = NOT_SENT.has(causeCode(err.cause) ?? '');
+        if (!notSent && !exchange.idempotent) throw err;
+        await sleep(retryDelayMs * 2 ** attempt, undefined, { signal: exchange.signal }).catch(
+          () => {
+            throw new AbortError(exchange.signal?.reason);
+          },
+        );
+      }
+    }
+  }
+
+  private async once<T>(exchange: Exchange): Promise<Answer<T>> {
+    const timeoutMs = exchange.timeoutMs ?? this.options.timeoutMs;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal =
+      exchange.signal === undefined ? timeout : AbortSignal.any([timeout, exchange.signal]);
+    const init: RequestInit = { method: exchange.method, headers: this.headers, signal };
+    if (exchange.body !== undefined) {
+      init.headers = this.jsonHeaders;
+      init.body = JSON.stringify(exchange.body);
+    }
+    let status: number;
+    let text: string;
+    let type: string;
+    try {
+      const response = await this.options.fetch(this.base + exchange.path, init);
+      status = response.status;
+      type = response.headers.get('content-type') ?? '';
+      text = await response.text();
+    } catch (err) {
+      if (exchange.signal?.aborted) throw new AbortError(exchange.signal.reason);
+      if (timeout.aborted) {
+        throw new TickwheelNetworkError(
+          'ERR_TICKWHEEL_TIMEOUT',
+          `${exchange.method} ${exchange.path}: no answer within ${timeoutMs} ms`,
+          err,
+        );
+      }
+      const code = causeCode(err);
+      throw new TickwheelNetworkError(
+        'ERR_TICKWHEEL_NETWORK',
+        `${exchange.method} ${this.base}${exchange.path} failed: ${code ?? (err as Error).message}`,
+        err,
+      );
+    }
+    const body = parse(text, type);
+    if ((status >= 200 && status < 300) || exchange.accept?.includes(status)) {
+      return { status, body: body as T };
+    }
+    const error = (body as Partial<WireError> | undefined)?.error;
+    if (typeof error?.code === 'string' && typeof error.message === 'string') {
+      throw new TickwheelHttpError(status, error.code, error.message, body);
+    }
+    throw new TickwheelHttpError(
+      status,
+      'ERR_TICKWHEEL_HTTP',
+      `${exchange.method} ${exchange.path}: HTTP ${status} from something that is not a tickwheel server: ${text.slice(0, 200)}`,
+      body ?? text,
+    );
+  }
+}
+
+function parse(text: string, type: string): unknown {
+  if (text === '' || !type.includes('json')) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,166 @@
+/**
+ * Every failure becomes `{ error: { code, message } }` with a status that says whose fault it
+ * is: 4xx for anything the caller can change (bad input, unknown id, wrong token, too big),
+ * 5xx only for the server's own trouble (disk errors, shutting down). Queue errors keep their
+ * `ERR_TICKWHEEL_*` code; the status comes from the table below.
+ */
+
+import type { Socket } from 'node:net';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { HttpErrorCode, WireError, WireErrorCode } from '../client/protocol.js';
+
+/** An error the server raises itself, with the status to answer with. */
+export class HttpError extends Error {
+  readonly statusCode: number;
+  readonly code: WireErrorCode;
+  constructor(statusCode: number, code: WireErrorCode, message: string) {
+    super(message);
+    this.name = 'HttpError';
+    this.statusCode = statusCode;
+    this.code = code;
+  }
+}
+
+export function notFound(message: string): HttpError {
+  return new HttpError(404, 'ERR_TICKWHEEL_NOT_FOUND', message);
+}
+
+export function conflict(message: string): HttpError {
+  return new HttpError(409, 'ERR_TICKWHEEL_CONFLICT', message);
+}
+
+export function invalidRequest(message: string): HttpError {
+  return new HttpError(400, 'ERR_TICKWHEEL_INVALID_REQUEST', message);
+}
+
+/** Status of each queue error code. A code missing here is a bug in the server: 500. */
+const QUEUE_STATUS: Readonly<Record<string, number>> = {
+  ERR_TICKWHEEL_INVALID_DELAY: 400,
+  ERR_TICKWHEEL_INVALID_CALLBACK: 400,
+  ERR_TICKWHEEL_INVALID_OPTION: 400,
+  ERR_TICKWHEEL_INVALID_MESSAGE: 400,
+  ERR_TICKWHEEL_INVALID_TOPIC: 400,
+  ERR_TICKWHEEL_INVALID_ID: 400,
+  ERR_TICKWHEEL_DUPLICATE_ID: 409,
+  ERR_TICKWHEEL_PAYLOAD_TOO_LARGE: 413,
+  ERR_TICKWHEEL_LOCKED: 423,
+  ERR_TICKWHEEL_CLOSED: 503,
+  ERR_TICKWHEEL_MAX_PENDING: 503,
+  ERR_TICKWHEEL_CAPACITY: 503,
+  ERR_TICKWHEEL_TIMEOUT: 503,
+  ERR_TICKWHEEL_IO: 500,
+  ERR_TICKWHEEL_CORRUPT: 500,
+};
+
+/** Fastify's own 4xx errors that deserve a code of their own; the rest are INVALID_REQUEST. */
+const FASTIFY_CODES: Readonly<Record<string, HttpErrorCode>> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: 'ERR_TICKWHEEL_BODY_TOO_LARGE',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
+};
+
+const FASTIFY_MESSAGES: Readonly<Record<string, string>> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: "the request body is larger than the server's body limit",
+  FST_ERR_CTP_INVALID_MEDIA_TYPE:
+    'send request bodies as JSON, with content-type: application/json',
+};
+
+export interface ErrorResponse {
+  statusCode: number;
+  body: WireError;
+}
+
+function response(statusCode: number, code: WireErrorCode, message: string): ErrorResponse {
+  return { statusCode, body: { error: { code, message } } };
+}
+
+/** The status and body for any error thrown while handling a request. */
+export function toErrorResponse(err: unknown): ErrorResponse {
+  if (err instanceof HttpError) return response(err.statusCode, err.code, err.message);
+  const error = (typeof err === 'object' && err !== null ? err : {}) as Partial<FastifyError>;
+  const message = typeof error.message === 'string' ? error.message : String(err);
+  if (error.validation !== undefined) {
+    return response(400, 'ERR_TICKWHEEL_INVALID_REQUEST', message);
+  }
+  const code = typeof error.code === 'string' ? error.code : '';
+  const queueStatus = QUEUE_STATUS[code];
+  if (queueStatus !== undefined) {
+    if (queueStatus >= 500) return response(queueStatus, code as WireErrorCode, serverSide(code));
+    return response(queueStatus, code as WireErrorCode, message);
+  }
+  const status = error.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return response(
+      status,
+      FASTIFY_CODES[code] ?? 'ERR_TICKWHEEL_INVALID_REQUEST',
+      FASTIFY_MESSAGES[code] ?? message,
+    );
+  }
+  return response(500, 'ERR_TICKWHEEL_INTERNAL', 'internal error; the server log has the details');
+}
+
+function serverSide(code: string): string {
+  switch (code) {
+    case 'ERR_TICKWHEEL_CLOSED':
+      return 'the queue is closed: the server is shutting down';
+    case 'ERR_TICKWHEEL_IO':
+    case 'ERR_TICKWHEEL_CORRUPT':
+      return 'the data directory could not be read or written; the server log has the details';
+    default:
+      return 'the queue cannot take this now; retry later';
+  }
+}
+
+/** Fastify's error handler: logs what is the server's fault, answers in the one error format. */
+export function handleError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
+  const { statusCode, body } = toErrorResponse(err);
+  if (statusCode >= 500) request.log.error({ err }, 'request failed');
+  else request.log.debug({ err }, 'request refused');
+  void reply.code(statusCode).send(body);
+}
+
+/** Errors the router raises before a route runs (malformed %-escapes, over-long parameters). */
+export function handleFrameworkError(
+  err: FastifyError,
+  _request: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  const statusCode = err.statusCode !== undefined && err.statusCode < 500 ? err.statusCode : 400;
+  void reply.code(statusCode).send({
+    error: { code: 'ERR_TICKWHEEL_INVALID_REQUEST', message: err.message },
+  } satisfies WireError);
+}
+
+export function handleNotFound(request: FastifyRequest, reply: FastifyReply): void {
+  const path = request.url.length > 200 ? `${request.url.slice(0, 200)}...` : request.url;
+  void reply.code(404).send({
+    error: { code: 'ERR_TICKWHEEL_NOT_FOUND', message: `no route ${request.method} ${path}` },
+  } satisfies WireError);
+}
+
+/**
+ * Requests Node's HTTP parser refuses (malformed request line or headers, oversized headers,
+ * timeouts) never reach Fastify: answer them in the same format and drop the connection.
+ */
+export function handleClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  let status = 400;
+  let reason = 'Bad Request';
+  let message = 'malformed HTTP request';
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    status = 408;
+    reason = 'Request Timeout';
+    message = 'the request took too long to arrive';
+  } else if (err.code === 'HPE_HEADER_OVERFLOW') {
+    status = 431;
+    reason = 'Request Header Fields Too Large';
+    message = 'the request headers are too large';
+  }
+  const body = JSON.stringify({ error: { code: 'ERR_TICKWHEEL_INVALID_REQUEST', message } });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}

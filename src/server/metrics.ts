@@ -1,0 +1,186 @@
+/**
+ * /metrics in Prometheus text format. Two kinds of series:
+ *
+ *   - observed by the server as requests happen: HTTP requests and their duration, and the
+ *     delivery lateness of each message handed out by the receive route (now - deliverAt on its
+ *     first delivery: how late a waiting consumer got it);
+ *   - read from the queue's own counters at scrape time: schedule / fire / ack / nack / dead
+ *     rates, messages in memory by topic and state, live and dead messages in the store, fire
+ *     lateness quantiles and fsync latency.
+ *
+ * Each server has its own registry, so several servers in one process (tests) do not collide.
+ * Units are seconds and bytes, as Prometheus conventions want.
+ */
+
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+type QueueStats = Record<string, unknown>;
+
+/** The queue's counters (stats()) exposed as tickwheel_messages_<name>_total. */
+const QUEUE_COUNTERS: ReadonlyArray<[key: string, help: string]> = [
+  ['scheduled', 'Messages scheduled (deduplicated ones not counted).'],
+  ['deduplicated', 'Schedules that matched a pending message with the same id.'],
+  ['fired', 'Messages that came due and became ready.'],
+  ['delivered', 'Deliveries to consumers (redeliveries included).'],
+  ['acked', 'Messages acknowledged.'],
+  ['nacked', 'Deliveries given back with nack.'],
+  ['expired', 'Deliveries whose visibility timeout ran out before an ack.'],
+  ['dead', 'Messages moved to the dead letters after their last attempt.'],
+  ['cancelled', 'Messages cancelled.'],
+  ['rescheduled', 'Messages moved to a new due time.'],
+];
+
+const STATES = ['scheduled', 'ready', 'inflight'] as const;
+
+function numberOf(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) ? value : 0;
+}
+
+/** A counter that mirrors a monotonic total read elsewhere. */
+class MirroredCounter {
+  private last = 0;
+  constructor(private readonly counter: Counter) {}
+
+  update(total: number): void {
+    if (total > this.last) this.counter.inc(total - this.last);
+    this.last = Math.max(this.last, total);
+  }
+}
+
+export class ServerMetrics {
+  readonly registry = new Registry();
+  private readonly httpRequests: Counter<'method' | 'route' | 'status'>;
+  private readonly httpDuration: Histogram<'method' | 'route'>;
+  private readonly deliveryLateness: Histogram;
+  private readonly queueCounters: Array<[key: string, counter: MirroredCounter]>;
+  private readonly messages: Gauge<'topic' | 'state'>;
+  private readonly inMemory: Gauge;
+  private readonly storeLive: Gauge;
+  private readonly storeDead: Gauge;
+  private readonly logBytes: Gauge;
+  private readonly fsyncs: MirroredCounter;
+  private readonly fsyncSeconds: MirroredCounter;
+  private readonly fsyncMax: Gauge;
+  private readonly fireLateness: Gauge<'quantile'>;
+
+  constructor() {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    this.httpRequests = new Counter({
+      name: 'tickwheel_http_requests_total',
+      help: 'HTTP requests answered, by route pattern and status.',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.httpDuration = new Histogram({
+      name: 'tickwheel_http_request_duration_seconds',
+      help: 'Time from request to response, by route pattern (long polls included).',
+      labelNames: ['method', 'route'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
+      registers,
+    });
+    this.deliveryLateness = new Histogram({
+      name: 'tickwheel_delivery_lateness_seconds',
+      help: 'How long after its due time a message was handed to a consumer (first delivery).',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300],
+      registers,
+    });
+    this.queueCounters = QUEUE_COUNTERS.map(([key, help]) => [
+      key,
+      new MirroredCounter(
+        new Counter({ name: `tickwheel_messages_${key}_total`, help, registers }),
+      ),
+    ]);
+    this.messages = new Gauge({
+      name: 'tickwheel_messages',
+      help: 'Messages in the near horizon (in memory), by topic and state.',
+      labelNames: ['topic', 'state'],
+      registers,
+    });
+    this.inMemory = new Gauge({
+      name: 'tickwheel_messages_in_memory',
+      help: 'Messages held in memory: due within the horizon, ready or in flight.',
+      registers,
+    });
+    this.storeLive = new Gauge({
+      name: 'tickwheel_store_live_messages',
+      help: 'Messages not yet finished (acked or cancelled), all topics, in memory or on disk.',
+      registers,
+    });
+    this.storeDead = new Gauge({
+      name: 'tickwheel_store_dead_messages',
+      help: 'Dead letters waiting to be requeued or cancelled.',
+      registers,
+    });
+    this.logBytes = new Gauge({
+      name: 'tickwheel_store_log_bytes',
+      help: 'Bytes in the message log.',
+      registers,
+    });
+    this.fsyncs = new MirroredCounter(
+      new Counter({ name: 'tickwheel_store_fsyncs_total', help: 'fsyncs of the log.', registers }),
+    );
+    this.fsyncSeconds = new MirroredCounter(
+      new Counter({
+        name: 'tickwheel_store_fsync_seconds_total',
+        help: 'Time spent in fsync of the log; divide by tickwheel_store_fsyncs_total for the mean.',
+        registers,
+      }),
+    );
+    this.fsyncMax = new Gauge({
+      name: 'tickwheel_store_fsync_max_seconds',
+      help: 'Longest fsync of the log since start.',
+      registers,
+    });
+    this.fireLateness = new Gauge({
+      name: 'tickwheel_fire_lateness_seconds',
+      help: 'How late messages became ready after their due time, over the last 4096 (quantiles).',
+      labelNames: ['quantile'],
+      registers,
+    });
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  observeRequest(method: string, route: string, status: number, seconds: number): void {
+    this.httpRequests.inc({ method, route, status });
+    this.httpDuration.observe({ method, route }, seconds);
+  }
+
+  observeDelivery(latenessMs: number): void {
+    this.deliveryLateness.observe(Math.max(0, latenessMs) / 1000);
+  }
+
+  /** Brings the queue-derived series up to date, then renders the whole registry. */
+  async render(stats: QueueStats): Promise<string> {
+    for (const [key, counter] of this.queueCounters) counter.update(numberOf(stats[key]));
+    this.inMemory.set(numberOf(stats.inMemory));
+    this.messages.reset();
+    const topics = (stats.topics ?? {}) as Record<string, Record<string, unknown>>;
+    for (const [topic, counts] of Object.entries(topics)) {
+      for (const state of STATES) this.messages.set({ topic, state }, numberOf(counts[state]));
+    }
+    const store = (stats.store ?? {}) as Record<string, unknown>;
+    this.storeLive.set(numberOf(store.live));
+    this.storeDead.set(numberOf(store.dead));
+    this.logBytes.set(numberOf(store.logBytes));
+    const fsyncs = numberOf(store.fsyncs);
+    this.fsyncs.update(fsyncs);
+    this.fsyncSeconds.update((numberOf(store.fsyncMsAvg) * fsyncs) / 1000);
+    this.fsyncMax.set(numberOf(store.fsyncMsMax) / 1000);
+    const lateness = (stats.latenessMs ?? {}) as Record<string, unknown>;
+    this.fireLateness.reset();
+    for (const [quantile, key] of [
+      ['0.5', 'p50'],
+      ['0.99', 'p99'],
+      ['1', 'max'],
+    ] as const) {
+      if (typeof lateness[key] === 'number') {
+        this.fireLateness.set({ quantile }, Math.max(0, lateness[key]) / 1000);
+      }
+    }
+    return this.registry.metrics();
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * Consumer routes: long-poll receive, ack and nack in batches, and the dead letters of a topic.
+ *
+ * A long poll waits in slices of POLL_SLICE_MS rather than in one queue.receive(waitMs) call,
+ * so that between slices it notices a client that went away or a server that is closing. A
+ * client gone for good before a slice ends cannot be given the message that slice takes; such
+ * deliveries are handed straight back (nack, redelivered at once) rather than left to time out;
+ * the delivery still counts as an attempt, as a visibility timeout would.
+ */
+
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type {
+  AckBody,
+  AckResponse,
+  DeadLettersResponse,
+  NackBody,
+  NackResponse,
+  ReceiveBody,
+  ReceiveResponse,
+  WireReceivedMessage,
+} from '../../client/protocol.js';
+import type { ReceivedMessage } from '../../queue-entry.js';
+import type { ServerContext } from '../context.js';
+import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../schemas.js';
+
+const POLL_SLICE_MS = 500;
+
+/** Epoch ms on the clock the queue uses by default (monotonic, anchored to the wall clock). */
+function epochNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+function clientGone(request: FastifyRequest): boolean {
+  return request.raw.socket?.destroyed === true;
+}
+
+function toWire(message: ReceivedMessage): WireReceivedMessage {
+  const { payload } = message;
+  if (payload instanceof Uint8Array) {
+    return {
+      ...message,
+      payload: Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString(
+        'base64',
+      ),
+      payloadEncoding: 'base64',
+    };
+  }
+  return message;
+}
+
+export function deliveryRoutes(app: FastifyInstance, context: ServerContext): void {
+  const { queue, metrics } = context;
+
+  app.post<{ Params: { topic: string }; Body: ReceiveBody }>(
+    '/topics/:topic/receive',
+    { schema: receiveSchema },
+    async (request): Promise<ReceiveResponse> => {
+      const { topic } = request.params;
+      const { max, waitMs = 0, visibilityMs } = request.body;
+      const options = {
+        ...(max === undefined ? {} : { max }),
+        ...(visibilityMs === undefined ? {} : { visibilityMs }),
+      };
+      const deadline = performance.now() + Math.min(waitMs, context.maxWaitMs);
+      let messages = await queue.receive(topic, options);
+      while (messages.length === 0 && !context.closing && !clientGone(request)) {
+        const left = deadline - performance.now();
+        if (left <= 0) break;
+        messages = await queue.receive(topic, {
+          ...options,
+          waitMs: Math.min(left, POLL_SLICE_MS),
+        });
+      }
+      if (messages.length > 0 && clientGone(request)) {
+        for (const message of messages) {
+          queue.nack(message.receipt, { delayMs: 0 }).catch(() => false);
+        }
+        return { messages: [] };
+      }
+      const now = epochNow();
+      for (const message of messages) {
+        if (message.attempts === 1) metrics.observeDelivery(now - message.deliverAt);
+      }
+      return { messages: messages.map(toWire) };
+    },
+  );
+
+  app.post<{ Body: AckBody }>(
+    '/ack',
+    { schema: ackSchema },
+    async (request): Promise<AckResponse> => {
+      const results = await Promise.all(request.body.receipts.map((r) => queue.ack(r)));
+      return { acked: results.filter(Boolean).length, results };
+    },
+  );
+
+  app.post<{ Body: NackBody }>(
+    '/nack',
+    { schema: nackSchema },
+    async (request): Promise<NackResponse> => {
+      const { receipts, delayMs } = request.body;
+      const options = delayMs === undefined ? {} : { delayMs };
+      const results = await Promise.all(receipts.map((r) => queue.nack(r, options)));
+      return { nacked: results.filter(Boolean).length, results };
+    },
+  );
+
+  app.get<{ Params: { topic: string }; Querystring: { limit?: string } }>(
+    '/topics/:topic/dead',
+    { schema: deadLettersSchema },
+    async (request): Promise<DeadLettersResponse> => {
+      const limit = request.query.limit === undefined ? 100 : Number(request.query.limit);
+      return { messages: await queue.deadLetters(request.params.topic, limit) };
+    },
+  );
+}

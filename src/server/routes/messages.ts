@@ -1,0 +1,180 @@
+/**
+ * Producer routes: schedule (one or a batch), look up, cancel, reschedule, and requeue a dead
+ * letter. A 201 is sent only after the queue's promise resolved, that is once the message is as
+ * durable as the store's fsync policy promises.
+ */
+
+import type { FastifyInstance } from 'fastify';
+import type {
+  BatchBody,
+  BatchErrorResponse,
+  BatchResponse,
+  CancelResponse,
+  RequeueBody,
+  RequeueResponse,
+  RescheduleBody,
+  RescheduleResponse,
+  ScheduleBody,
+  ScheduleResult,
+  WireMessageInfo,
+} from '../../client/protocol.js';
+import type { ScheduleRequest } from '../../queue/message.js';
+import type { ServerContext } from '../context.js';
+import { conflict, invalidRequest, notFound, toErrorResponse } from '../errors.js';
+import {
+  batchSchema,
+  cancelSchema,
+  getSchema,
+  requeueSchema,
+  rescheduleSchema,
+  scheduleSchema,
+} from '../schemas.js';
+
+const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+
+/**
+ * Turns a checked body into what DelayQueue.schedule takes. The body object is reused when it
+ * already has that shape (the common case: JSON payload), so a batch copies nothing.
+ */
+function toScheduleRequest(
+  topic: string,
+  body: ScheduleBody & { topic?: string },
+  where: string,
+): ScheduleRequest {
+  if (body.delayMs !== undefined && body.deliverAt !== undefined) {
+    throw invalidRequest(`${where}: give either delayMs or deliverAt, not both`);
+  }
+  const request = body as ScheduleRequest & ScheduleBody;
+  request.topic = topic;
+  // `delete` makes an object slow to read, so only the rare body with an encoding pays for it.
+  if (body.payloadEncoding === undefined) return request;
+  if (body.payloadEncoding === 'base64') {
+    if (typeof body.payload !== 'string' || !BASE64.test(body.payload)) {
+      throw invalidRequest(
+        `${where}/payload must be a base64 string when payloadEncoding is base64`,
+      );
+    }
+    request.payload = Buffer.from(body.payload, 'base64');
+  }
+  delete request.payloadEncoding;
+  return request;
+}
+
+async function whyMissing(context: ServerContext, id: string): Promise<string> {
+  const info = await context.queue.get(id);
+  return info === undefined
+    ? `no message with id ${id}`
+    : `message ${id} is ${info.status}, not pending`;
+}
+
+export function messageRoutes(app: FastifyInstance, context: ServerContext): void {
+  const { queue } = context;
+
+  app.post<{ Params: { topic: string }; Body: ScheduleBody }>(
+    '/topics/:topic/messages',
+    { schema: scheduleSchema },
+    async (request, reply): Promise<ScheduleResult> => {
+      const message = toScheduleRequest(request.params.topic, request.body, 'body');
+      const result = await queue.schedule(message);
+      void reply.code(201);
+      return result;
+    },
+  );
+
+  app.post<{ Body: BatchBody }>(
+    '/messages::batch',
+    { schema: batchSchema },
+    async (request, reply): Promise<BatchResponse | BatchErrorResponse> => {
+      const items = request.body.messages;
+      // Everything that can be refused without the queue is refused before anything is
+      // scheduled, so a bad batch is all-or-nothing.
+      const messages = items.map((item, i) => toScheduleRequest(item.topic, item, `messages/${i}`));
+      const settled = await Promise.allSettled(messages.map((message) => queue.schedule(message)));
+      let failure: { statusCode: number; message: string; code: string } | undefined;
+      let failed = 0;
+      const results: Array<ScheduleResult | BatchErrorResponse['results'][number]> = [];
+      for (const outcome of settled) {
+        if (outcome.status === 'fulfilled') {
+          results.push(outcome.value);
+          continue;
+        }
+        const { statusCode, body } = toErrorResponse(outcome.reason);
+        failed++;
+        failure ??= { statusCode, ...body.error };
+        if (statusCode >= 500) request.log.error({ err: outcome.reason }, 'batch item failed');
+        results.push(body);
+      }
+      if (failure === undefined) {
+        void reply.code(201);
+        return { results: results as ScheduleResult[] };
+      }
+      void reply.code(failure.statusCode);
+      return {
+        error: {
+          code: failure.code as BatchErrorResponse['error']['code'],
+          message: `${failed} of ${items.length} messages were not scheduled (the first: ${failure.message}); results tells which, the others are scheduled`,
+        },
+        results,
+      };
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/messages/:id',
+    { schema: getSchema },
+    async (request): Promise<WireMessageInfo> => {
+      const info = await queue.get(request.params.id);
+      if (info === undefined) throw notFound(`no message with id ${request.params.id}`);
+      return info;
+    },
+  );
+
+  app.delete<{ Params: { id: string } }>(
+    '/messages/:id',
+    { schema: cancelSchema },
+    async (request): Promise<CancelResponse> => {
+      const { id } = request.params;
+      if (!(await queue.cancel(id))) throw notFound(await whyMissing(context, id));
+      return { cancelled: true };
+    },
+  );
+
+  app.patch<{ Params: { id: string }; Body: RescheduleBody }>(
+    '/messages/:id',
+    { schema: rescheduleSchema },
+    async (request): Promise<RescheduleResponse> => {
+      const { id } = request.params;
+      const when = request.body;
+      if (!(await queue.reschedule(id, when))) {
+        const info = await queue.get(id);
+        if (info?.status === 'inflight') {
+          throw conflict(`message ${id} is in flight; ack or nack it first`);
+        }
+        if (info?.status === 'dead') {
+          throw conflict(`message ${id} is dead; requeue it instead`);
+        }
+        throw notFound(await whyMissing(context, id));
+      }
+      const info = await queue.get(id);
+      const deliverAt = info?.deliverAt ?? when.deliverAt ?? Date.now() + (when.delayMs ?? 0);
+      return { rescheduled: true, deliverAt };
+    },
+  );
+
+  app.post<{ Params: { id: string }; Body: RequeueBody }>(
+    '/messages/:id/requeue',
+    { schema: requeueSchema },
+    async (request): Promise<RequeueResponse> => {
+      const { id } = request.params;
+      const delayMs = request.body.delayMs;
+      if (!(await queue.requeue(id, delayMs === undefined ? {} : { delayMs }))) {
+        const info = await queue.get(id);
+        if (info !== undefined && info.status !== 'dead') {
+          throw conflict(`message ${id} is ${info.status}; only dead letters can be requeued`);
+        }
+        throw notFound(`no dead message with id ${id}`);
+      }
+      return { requeued: true };
+    },
+  );
+}

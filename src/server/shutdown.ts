@@ -1,0 +1,60 @@
+/**
+ * Graceful shutdown on SIGTERM / SIGINT: the first signal closes the server (stop accepting,
+ * finish the requests in flight, flush and close the queue) and then exits 0; a second signal,
+ * or a close that takes longer than `graceMs`, exits at once with status 1.
+ */
+
+export interface Closable {
+  close(): Promise<unknown>;
+}
+
+export interface ShutdownOptions {
+  signals?: NodeJS.Signals[];
+  /** Longest a graceful close may take before the process exits anyway. Default 30,000 ms. */
+  graceMs?: number;
+  /** Progress lines for the operator. Default: stderr. */
+  say?: (line: string) => void;
+  /** Ends the process. Default process.exit. */
+  exit?: (code: number) => void;
+}
+
+/** Installs the signal handlers; returns a function that removes them. */
+export function closeOnSignals(server: Closable, options: ShutdownOptions = {}): () => void {
+  const signals = options.signals ?? ['SIGTERM', 'SIGINT'];
+  const graceMs = options.graceMs ?? 30_000;
+  const say = options.say ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const exit = options.exit ?? ((code: number) => process.exit(code));
+  let closing = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (closing) {
+      say(`tickwheel: ${signal} again, exiting now`);
+      exit(1);
+      return;
+    }
+    closing = true;
+    say(
+      `tickwheel: ${signal}, shutting down (finishing requests in flight; ${signal} again to exit at once)`,
+    );
+    const timer = setTimeout(() => {
+      say(`tickwheel: shutdown took over ${graceMs} ms, exiting now`);
+      exit(1);
+    }, graceMs);
+    timer.unref();
+    server.close().then(
+      () => {
+        clearTimeout(timer);
+        say('tickwheel: stopped');
+        exit(0);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        say(`tickwheel: error while shutting down: ${(err as Error)?.message ?? String(err)}`);
+        exit(1);
+      },
+    );
+  };
+  for (const signal of signals) process.on(signal, onSignal);
+  return () => {
+    for (const signal of signals) process.off(signal, onSignal);
+  };
+}

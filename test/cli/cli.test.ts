@@ -1,0 +1,206 @@
+import { readFileSync } from 'node:fs';
+import type { CommanderError } from 'commander';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { bench } from '../../src/cli/bench.js';
+import type { CliIo } from '../../src/cli/io.js';
+import { parseDuration, parsePayload, parseTime } from '../../src/cli/parse.js';
+import { buildProgram, main } from '../../src/cli/program.js';
+import { DelayQueue, MemoryStore } from '../../src/queue-entry.js';
+import { createServer, type TickwheelServer } from '../../src/server/index.js';
+import { CLI, runCli } from '../server/process.js';
+
+/** The CLI in-process, writing into buffers. */
+function captured(stdin = ''): CliIo & { stdout: () => string; stderr: () => string } {
+  let out = '';
+  let err = '';
+  return {
+    out: (text) => void (out += text),
+    err: (text) => void (err += text),
+    readStdin: async () => stdin,
+    stdout: () => out,
+    stderr: () => err,
+  };
+}
+
+async function run(args: string[], stdin = '') {
+  const io = captured(stdin);
+  const code = await main(['node', 'tickwheel', ...args], io);
+  return { code, stdout: io.stdout(), stderr: io.stderr() };
+}
+
+async function help(args: string[]): Promise<string> {
+  const io = captured();
+  const program = buildProgram(io).exitOverride();
+  for (const command of program.commands) command.exitOverride();
+  const err = (await program
+    .parseAsync(['node', 'tickwheel', ...args, '--help'])
+    .catch((e: unknown) => e)) as CommanderError;
+  expect(err.code).toBe('commander.helpDisplayed');
+  return io.stdout();
+}
+
+describe('--help', () => {
+  it.each([
+    [
+      'serve',
+      [
+        'TICKWHEEL_DIR',
+        'TICKWHEEL_PORT',
+        'TICKWHEEL_HOST',
+        'TICKWHEEL_TOKEN',
+        'TICKWHEEL_FSYNC',
+        'TICKWHEEL_LOG_LEVEL',
+        'TICKWHEEL_BODY_LIMIT',
+      ],
+    ],
+    ['send', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '--delay', '--at', '--id']],
+    ['get', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN']],
+    ['cancel', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN']],
+    ['receive', ['TICKWHEEL_URL', '--ack']],
+    ['stats', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN']],
+    ['bench', ['timers, queue and/or http', '--list']],
+  ])('tickwheel %s --help lists its flags and their variables', async (command, words) => {
+    const text = await help([command]);
+    expect(text).toContain(`Usage: tickwheel ${command}`);
+    for (const word of words) expect(text).toContain(word);
+  });
+
+  it('tickwheel --help lists the commands', async () => {
+    const text = await help([]);
+    for (const command of ['serve', 'send', 'get', 'cancel', 'receive', 'stats', 'bench']) {
+      expect(text).toContain(command);
+    }
+  });
+});
+
+describe('client commands', () => {
+  let queue: DelayQueue;
+  let server: TickwheelServer;
+  let url: string;
+  const saved = { ...process.env };
+
+  beforeEach(async () => {
+    queue = await DelayQueue.open({ store: new MemoryStore() });
+    server = await createServer({ queue, logLevel: 'silent', token: 'cli-token' });
+    await server.listen({ port: 0, host: '127.0.0.1' });
+    url = `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
+    process.env.TICKWHEEL_URL = url;
+    process.env.TICKWHEEL_TOKEN = 'cli-token';
+  });
+
+  afterEach(async () => {
+    process.env = { ...saved };
+    await server.close();
+    await queue.close();
+  });
+
+  it('send schedules JSON, strings and stdin; get shows it; cancel cancels it', async () => {
+    const sent = await run(['send', 'emails', '{"to":"a@b.c"}', '--delay', '5m', '--id', 'm-1']);
+    expect(sent.code).toBe(0);
+    const result = JSON.parse(sent.stdout);
+    expect(result).toMatchObject({ id: 'm-1', due: new Date(result.deliverAt).toISOString() });
+    expect(result.deliverAt - Date.now()).toBeGreaterThan(290_000);
+
+    const got = await run(['get', 'm-1']);
+    expect(JSON.parse(got.stdout)).toMatchObject({
+      id: 'm-1',
+      topic: 'emails',
+      status: 'scheduled',
+    });
+
+    await run(['send', 'emails', 'plain words', '--id', 'm-2', '--delay', '1h']);
+    await run(['send', 'emails', '-', '--id', 'm-3', '--at', '2099-01-01T00:00:00Z'], '{"n":3}');
+    expect((await queue.get('m-3'))?.deliverAt).toBe(Date.parse('2099-01-01T00:00:00Z'));
+
+    const cancelled = await run(['cancel', 'm-1']);
+    expect(cancelled).toMatchObject({ code: 0 });
+    expect(JSON.parse(cancelled.stdout)).toEqual({ cancelled: true });
+    const again = await run(['cancel', 'm-1']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('no pending message with id m-1');
+  });
+
+  it('receive prints ready messages and acks them with --ack', async () => {
+    await run(['send', 'jobs', '{"n":1}']);
+    const received = await run(['receive', 'jobs', '--wait', '2s', '--ack']);
+    expect(received.code).toBe(0);
+    expect(JSON.parse(received.stdout)).toMatchObject([{ topic: 'jobs', payload: { n: 1 } }]);
+    expect((await queue.stats()).acked).toBe(1);
+  });
+
+  it('stats prints the queue statistics', async () => {
+    const stats = await run(['stats']);
+    expect(stats.code).toBe(0);
+    expect(JSON.parse(stats.stdout)).toHaveProperty('scheduled', 0);
+  });
+
+  it('flags win over the environment', async () => {
+    const wrong = await run(['stats', '--token', 'nope']);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('ERR_TICKWHEEL_UNAUTHORIZED');
+    expect(wrong.stderr).toContain('HTTP 401');
+  });
+
+  it('says what went wrong, in one line, with exit status 1', async () => {
+    expect(await run(['get', 'missing'])).toMatchObject({
+      code: 1,
+      stderr: 'tickwheel: no message with id missing\n',
+    });
+    const bad = await run(['send', '../x', '1']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(
+      /^tickwheel: params\/topic must match pattern .*\(ERR_TICKWHEEL_INVALID_REQUEST, HTTP 400\)\n$/,
+    );
+    process.env.TICKWHEEL_URL = 'http://127.0.0.1:1';
+    const down = await run(['stats', '--timeout', '2s']);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toContain('cannot reach the server');
+  });
+});
+
+describe('bench', () => {
+  it('lists the suites and refuses unknown ones', async () => {
+    const io = captured();
+    await bench([], [], { list: true, root: '/nonexistent/' }, io);
+    expect(io.stdout()).toContain('timers');
+    expect(io.stdout()).toContain('(not available here)');
+    await expect(bench(['nope'], [], {}, io)).rejects.toThrow(/unknown suite nope/);
+    await expect(bench(['timers'], [], { root: '/nonexistent/' }, io)).rejects.toThrow(/clone/);
+  });
+});
+
+describe('parsers', () => {
+  it('durations, times and payloads', () => {
+    expect(parseDuration('1500')).toBe(1500);
+    expect(parseDuration('30s')).toBe(30_000);
+    expect(parseDuration('1.5m')).toBe(90_000);
+    expect(parseDuration('2h')).toBe(7_200_000);
+    expect(parseDuration('1d')).toBe(86_400_000);
+    expect(() => parseDuration('-5s')).toThrow(/duration/);
+    expect(() => parseDuration('soon')).toThrow(/duration/);
+    expect(parseTime('1700000000000')).toBe(1_700_000_000_000);
+    expect(parseTime('2030-01-01T09:00:00Z')).toBe(Date.UTC(2030, 0, 1, 9));
+    expect(() => parseTime('tomorrow')).toThrow(/ISO 8601/);
+    expect(parsePayload('{"a":1}')).toEqual({ a: 1 });
+    expect(parsePayload('42')).toBe(42);
+    expect(parsePayload('hello')).toBe('hello');
+  });
+});
+
+describe('the bin', () => {
+  it('is an executable script that prints its version', async () => {
+    expect(readFileSync(CLI, 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+    const version = await runCli(['--version']);
+    expect(version).toMatchObject({ code: 0, stdout: `${pkg.version}\n` });
+  });
+
+  it('refuses bad flags with a usage hint', async () => {
+    const bad = await runCli(['serve', '--port', 'http']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('give a whole number from 0 to 65535');
+    const unknown = await runCli(['send']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("missing required argument 'topic'");
+  });
+});

@@ -1,0 +1,365 @@
+import { createServer as createTcpServer, type Server, type Socket } from 'node:net';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  TickwheelClient,
+  TickwheelHttpError,
+  TickwheelNetworkError,
+  type ReceivedMessage,
+} from '../../src/client/index.js';
+import { AbortError } from '../../src/errors.js';
+import { DelayQueue, MemoryStore } from '../../src/queue-entry.js';
+import { createServer, type TickwheelServer } from '../../src/server/index.js';
+
+let server: TickwheelServer;
+let queue: DelayQueue;
+let url: string;
+const closers: Array<() => Promise<unknown>> = [];
+
+beforeEach(async () => {
+  queue = await DelayQueue.open({ store: new MemoryStore() });
+  server = await createServer({ queue, logLevel: 'silent', maxWaitMs: 2000 });
+  await server.listen({ port: 0, host: '127.0.0.1' });
+  url = `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
+});
+
+afterEach(async () => {
+  await Promise.all(closers.splice(0).map((close) => close()));
+  await server.close();
+  await queue.close();
+});
+
+function client(options: ConstructorParameters<typeof TickwheelClient>[0] = {}): TickwheelClient {
+  const made = new TickwheelClient({ url, ...options });
+  closers.push(() => made.close());
+  return made;
+}
+
+/** A port nothing listens on. */
+async function deadPort(): Promise<number> {
+  const probe: Server = createTcpServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+/** A fetch that counts calls and fails the first `failures` with a network error. */
+function flakyFetch(failures: number, code: string): { fetch: typeof fetch; calls: () => number } {
+  let calls = 0;
+  return {
+    calls: () => calls,
+    fetch: async (input, init) => {
+      calls++;
+      if (calls <= failures) {
+        throw new TypeError('fetch failed', { cause: Object.assign(new Error(code), { code }) });
+      }
+      return fetch(input, init);
+    },
+  };
+}
+
+describe('TickwheelClient mirrors the embedded API', () => {
+  it('schedule, get, reschedule, cancel', async () => {
+    const tw = client();
+    const { id, deliverAt } = await tw.schedule({ topic: 't', payload: { a: 1 }, delayMs: 60_000 });
+    expect(await tw.get(id)).toEqual({
+      id,
+      topic: 't',
+      status: 'scheduled',
+      deliverAt,
+      attempts: 0,
+    });
+    expect(await tw.reschedule(id, { delayMs: 120_000 })).toBe(true);
+    expect((await tw.get(id))?.deliverAt).toBeGreaterThan(deliverAt);
+    expect(await tw.cancel(id)).toBe(true);
+    expect(await tw.cancel(id)).toBe(false);
+    expect(await tw.reschedule(id, { delayMs: 1 })).toBe(false);
+    expect(await tw.get('never-seen')).toBeUndefined();
+  });
+
+  it('deduplicates by id like the embedded queue', async () => {
+    const tw = client();
+    const first = await tw.schedule({ topic: 't', payload: 1, id: 'same', delayMs: 60_000 });
+    const second = await tw.schedule({ topic: 't', payload: 2, id: 'same', delayMs: 5 });
+    expect(second).toEqual(first);
+  });
+
+  it('receive, ack, nack; byte payloads come back as Buffers', async () => {
+    const tw = client();
+    await tw.schedule({ topic: 'r', payload: Buffer.from([1, 2, 3]) });
+    await tw.schedule({ topic: 'r', payload: 'text' });
+    const messages = await tw.receive('r', { max: 10, waitMs: 1000 });
+    const all =
+      messages.length === 2
+        ? messages
+        : [...messages, ...(await tw.receive('r', { waitMs: 1000 }))];
+    expect(all.map((m) => m.payload)).toEqual([Buffer.from([1, 2, 3]), 'text']);
+    expect(await tw.ack(all[0].receipt)).toBe(true);
+    expect(await tw.ack(all[0].receipt)).toBe(false);
+    expect(await tw.nack(all[1].receipt, { delayMs: 0 })).toBe(true);
+    const again = await tw.receive('r', { waitMs: 1000 });
+    expect(again[0]).toMatchObject({ payload: 'text', attempts: 2 });
+    expect(await tw.ackMany([again[0].receipt, 'bogus'])).toEqual([true, false]);
+  });
+
+  it('scheduleBatch returns results in order; dead letters can be listed and requeued', async () => {
+    const tw = client();
+    const results = await tw.scheduleBatch([
+      { topic: 'd', payload: 1, id: 'one', maxAttempts: 1 },
+      { topic: 'd', payload: 2, id: 'two', delayMs: 60_000 },
+    ]);
+    expect(results.map((r) => r.id)).toEqual(['one', 'two']);
+    const [message] = await tw.receive('d', { waitMs: 1000 });
+    expect(await tw.nack(message.receipt)).toBe(true);
+    expect(await tw.deadLetters('d')).toMatchObject([{ id: 'one', status: 'dead' }]);
+    expect(await tw.requeue('one')).toBe(true);
+    expect(await tw.requeue('one')).toBe(false);
+    expect(await tw.requeue('nope')).toBe(false);
+  });
+
+  it('throws TickwheelHttpError with the server code for bad input', async () => {
+    const tw = client();
+    const err = await tw.schedule({ topic: '../etc', payload: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TickwheelHttpError);
+    expect(err).toMatchObject({ status: 400, code: 'ERR_TICKWHEEL_INVALID_REQUEST' });
+    await expect(
+      tw.schedule({ topic: 't', payload: 1, delayMs: 1, deliverAt: 1 }),
+    ).rejects.toMatchObject({ status: 400 });
+    await expect(tw.scheduleBatch([])).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+    });
+  });
+
+  it('a partly failed batch says which messages were scheduled', async () => {
+    await server.close();
+    await queue.close();
+    queue = await DelayQueue.open({ store: new MemoryStore(), maxPayloadBytes: 20 });
+    server = await createServer({ queue, logLevel: 'silent' });
+    await server.listen({ port: 0, host: '127.0.0.1' });
+    url = `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
+    const err = (await client()
+      .scheduleBatch([
+        { topic: 't', payload: 'ok', id: 'ok' },
+        { topic: 't', payload: 'x'.repeat(50), id: 'big' },
+      ])
+      .catch((e: unknown) => e)) as TickwheelHttpError;
+    expect(err.status).toBe(413);
+    expect((err.body as { results: unknown[] }).results[0]).toEqual({
+      id: 'ok',
+      deliverAt: expect.any(Number),
+    });
+  });
+
+  it('sends the token', async () => {
+    await server.close();
+    server = await createServer({ queue, logLevel: 'silent', token: 'abc' });
+    await server.listen({ port: 0, host: '127.0.0.1' });
+    url = `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
+    await expect(client().stats()).rejects.toMatchObject({ status: 401 });
+    expect(await client({ token: 'abc' }).stats()).toHaveProperty('scheduled');
+  });
+
+  it('refuses a missing topic or id instead of sending "undefined"', async () => {
+    const tw = client();
+    await expect(tw.schedule({ payload: 1 } as never)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_TOPIC',
+    });
+    await expect(tw.cancel(undefined as never)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_ID',
+    });
+    await expect(tw.get('')).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_ID' });
+    expect(() => tw.consume(undefined as never, () => {})).toThrow(/topic/);
+    expect((await tw.stats()).scheduled).toBe(0);
+  });
+
+  it('checks its options', () => {
+    expect(() => new TickwheelClient({ url: 'not a url' })).toThrow(/absolute URL/);
+    expect(() => new TickwheelClient({ timeoutMs: 0 })).toThrow(/timeoutMs/);
+    expect(() => new TickwheelClient({ retries: -1 })).toThrow(/retries/);
+    expect(() => new TickwheelClient({ token: 'two words' })).toThrow(/token/);
+    expect(() => client().consume('t', 'nope' as never)).toThrow(/handler/);
+    expect(() => client().consume('t', () => {}, { concurrency: 0 })).toThrow(/concurrency/);
+  });
+});
+
+describe('network errors, timeouts and retries', () => {
+  it('retries a refused connection for any request, then reports a network error', async () => {
+    const port = await deadPort();
+    const started = performance.now();
+    const tw = client({ url: `http://127.0.0.1:${port}`, retries: 2, retryDelayMs: 20 });
+    const err = await tw.schedule({ topic: 't', payload: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TickwheelNetworkError);
+    expect(err).toMatchObject({ code: 'ERR_TICKWHEEL_NETWORK' });
+    expect((err as Error).message).toContain('ECONNREFUSED');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(55); // 20 + 40 ms of backoff
+  });
+
+  it('retries a reset connection only when repeating is safe', async () => {
+    const unsafe = flakyFetch(1, 'ECONNRESET');
+    await expect(
+      client({ fetch: unsafe.fetch, retryDelayMs: 1 }).schedule({ topic: 't', payload: 1 }),
+    ).rejects.toBeInstanceOf(TickwheelNetworkError);
+    expect(unsafe.calls()).toBe(1);
+
+    const withId = flakyFetch(2, 'ECONNRESET');
+    const result = await client({ fetch: withId.fetch, retryDelayMs: 1 }).schedule({
+      topic: 't',
+      payload: 1,
+      id: 'idempotent',
+    });
+    expect(result.id).toBe('idempotent');
+    expect(withId.calls()).toBe(3);
+
+    const read = flakyFetch(1, 'UND_ERR_SOCKET');
+    expect(await client({ fetch: read.fetch, retryDelayMs: 1 }).get('idempotent')).toBeDefined();
+    expect(read.calls()).toBe(2);
+
+    const ack = flakyFetch(1, 'ECONNRESET');
+    await expect(client({ fetch: ack.fetch, retryDelayMs: 1 }).ack('r')).rejects.toBeInstanceOf(
+      TickwheelNetworkError,
+    );
+    expect(ack.calls()).toBe(1);
+  });
+
+  it('never retries an error answer from the server', async () => {
+    let calls = 0;
+    const counting: typeof fetch = (input, init) => {
+      calls++;
+      return fetch(input, init);
+    };
+    await expect(client({ fetch: counting }).stats({ timeoutMs: 1000 })).resolves.toBeDefined();
+    calls = 0;
+    await expect(client({ fetch: counting }).get('a b')).rejects.toMatchObject({ status: 400 });
+    expect(calls).toBe(1);
+  });
+
+  it('times out with ERR_TICKWHEEL_TIMEOUT; a long poll gets its wait on top', async () => {
+    const sockets = new Set<Socket>();
+    const hanging = createTcpServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
+    closers.push(async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => hanging.close(resolve));
+    });
+    const port = (hanging.address() as { port: number }).port;
+    const tw = client({ url: `http://127.0.0.1:${port}`, timeoutMs: 100, retries: 0 });
+    const started = performance.now();
+    await expect(tw.stats()).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_TIMEOUT' });
+    expect(performance.now() - started).toBeLessThan(1000);
+
+    const polling = client({ timeoutMs: 100 });
+    const poll = await polling.receive('quiet', { waitMs: 300 });
+    expect(poll).toEqual([]);
+  });
+
+  it('stops on an abort signal', async () => {
+    const controller = new AbortController();
+    const poll = client().receive('quiet', { waitMs: 1500 }, { signal: controller.signal });
+    setTimeout(() => controller.abort(), 50);
+    await expect(poll).rejects.toBeInstanceOf(AbortError);
+  });
+
+  it('answers from something that is not tickwheel become ERR_TICKWHEEL_HTTP', async () => {
+    const fake: typeof fetch = async () =>
+      new Response('<html>bad gateway</html>', {
+        status: 502,
+        headers: { 'content-type': 'text/html' },
+      });
+    await expect(client({ fetch: fake }).stats()).rejects.toMatchObject({
+      status: 502,
+      code: 'ERR_TICKWHEEL_HTTP',
+    });
+  });
+});
+
+describe('consume', () => {
+  it('runs up to `concurrency` handlers at once and acks each', async () => {
+    const tw = client();
+    const total = 40;
+    await tw.scheduleBatch(Array.from({ length: total }, (_, i) => ({ topic: 'c', payload: i })));
+    let running = 0;
+    let most = 0;
+    const done: number[] = [];
+    await new Promise<void>((resolve) => {
+      tw.consume(
+        'c',
+        async (message) => {
+          running++;
+          most = Math.max(most, running);
+          await new Promise((r) => setTimeout(r, 10));
+          running--;
+          done.push(message.payload as number);
+          if (done.length === total) resolve();
+        },
+        { concurrency: 5, waitMs: 500 },
+      );
+    });
+    await tw.close();
+    expect(most).toBeLessThanOrEqual(5);
+    expect(most).toBeGreaterThan(1);
+    expect(done.sort((a, b) => a - b)).toEqual(Array.from({ length: total }, (_, i) => i));
+    const stats = await tw.stats();
+    expect(stats.acked).toBe(total);
+  });
+
+  it('nacks when the handler throws, reports the error, and gets the message again', async () => {
+    const tw = client();
+    await tw.schedule({
+      topic: 'f',
+      payload: 'x',
+      backoff: { type: 'fixed', delayMs: 10 },
+    });
+    const errors: unknown[] = [];
+    const attempts: number[] = [];
+    await new Promise<void>((resolve) => {
+      tw.consume(
+        'f',
+        (message: ReceivedMessage) => {
+          attempts.push(message.attempts);
+          if (message.attempts === 1) throw new Error('first try fails');
+          resolve();
+        },
+        { waitMs: 500, onError: (err) => errors.push(err) },
+      );
+    });
+    await tw.close();
+    expect(attempts).toEqual([1, 2]);
+    expect(errors).toHaveLength(1);
+    expect((errors[0] as Error).message).toBe('first try fails');
+  });
+
+  it('close() waits for running handlers and their acks', async () => {
+    const tw = client();
+    await tw.schedule({ topic: 'w', payload: 1, id: 'slow' });
+    let finished = false;
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const consumer = tw.consume(
+      'w',
+      async () => {
+        started();
+        await new Promise((r) => setTimeout(r, 100));
+        finished = true;
+      },
+      { waitMs: 500 },
+    );
+    await running;
+    await consumer.close();
+    expect(finished).toBe(true);
+    expect((await tw.get('slow'))?.status).toBe('acked');
+  });
+
+  it('keeps polling through server errors, reporting them', async () => {
+    const port = await deadPort();
+    const errors: unknown[] = [];
+    const tw = client({ url: `http://127.0.0.1:${port}`, retries: 0 });
+    const consumer = tw.consume('x', () => {}, { onError: (err) => errors.push(err) });
+    await new Promise((r) => setTimeout(r, 400));
+    await consumer.close();
+    expect(errors.length).toBeGreaterThanOrEqual(2);
+    expect(errors[0]).toBeInstanceOf(TickwheelNetworkError);
+  });
+});
