@@ -4,8 +4,9 @@
  *   LOCK               pid of the owning process (see lock.ts)
  *   log/*.seg          the message log: every change of every message, appended (log.ts)
  *   index/<t>.idx      the schedule index, one file per time window (window-index.ts)
- *   checkpoint.json    { indexedUntil, frontier }: index entries of all records before
- *                      indexedUntil that were due at or after frontier are on disk
+ *   checkpoint.json    { indexedUntil, frontier, windows }: index entries of all records
+ *                      before indexedUntil that were due at or after frontier are on disk,
+ *                      in index files of (at least) the sizes listed in windows
  *
  * Memory per live message beyond the horizon: one IdTable slot (id hash -> position of its
  * latest record), 20-30 bytes. Payloads stay on disk until their message comes near.
@@ -138,17 +139,29 @@ export class FileStore implements Store {
 
   async recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport> {
     const started = performance.now();
-    const { indexedUntil, frontier: saved } = await this.readCheckpoint();
-    // Records before the checkpoint got no index entry if they were due before the frontier of
-    // their time. A frontier now earlier than that (a smaller horizonMs than last time, the
-    // clock set back) would leave those between the two frontiers neither handed over below
-    // nor in the index: index them again.
+    const checkpoint = await this.readCheckpoint();
     const frontier = this.horizonEnd(horizon);
+    // The index on disk covers the log up to checkpoint.indexedUntil only if nothing removed
+    // entries from it since (a truncated or deleted file: disk trouble, an operator) and the
+    // frontier did not move back (a smaller horizonMs than last time, the clock set back):
+    // records of messages that were due before the old frontier have no entry, and windows
+    // loaded into memory since the checkpoint are deleted. Windows wholly before the frontier
+    // do not matter: recovery hands their messages over from the replay. If in doubt, rebuild
+    // the index from the log, which is the truth.
+    const sizes = this.index.sizes();
+    const trusted =
+      checkpoint.frontier <= frontier &&
+      Object.entries(checkpoint.windows).every(
+        ([window, bytes]) =>
+          Number(window) + this.index.windowMs <= frontier ||
+          (sizes.get(Number(window)) ?? 0) >= bytes,
+      );
+    if (!trusted) for (const window of this.index.windows()) await this.index.delete(window);
+    const indexedUntil = trusted ? checkpoint.indexedUntil : 0;
     const reindex = (type: number, body: Buffer, position: number) =>
-      position >= indexedUntil ||
-      ((type === SCHEDULE || type === MOVE) &&
-        body.readDoubleLE(0) >= frontier &&
-        body.readDoubleLE(0) < saved);
+      position >= indexedUntil &&
+      (type === SCHEDULE || type === MOVE) &&
+      body.readDoubleLE(0) >= frontier;
     this.ids.useAux(true);
     // Room for about as many messages as the log could hold, so replay does not keep growing it.
     this.ids.reserve(Math.min(50_000_000, Math.floor(this.log.stats().bytes / 120)));
@@ -439,17 +452,24 @@ export class FileStore implements Store {
 
   // ---- checkpoints and retention -------------------------------------------------------
 
-  private async readCheckpoint(): Promise<{ indexedUntil: number; frontier: number }> {
+  private async readCheckpoint(): Promise<{
+    indexedUntil: number;
+    frontier: number;
+    windows: Record<string, number>;
+  }> {
     try {
       const text = await readFile(join(this.dir, 'checkpoint.json'), 'utf8');
-      const { indexedUntil, frontier } = JSON.parse(text) as Record<string, unknown>;
+      const { indexedUntil, frontier, windows } = JSON.parse(text) as Record<string, unknown>;
+      if (typeof frontier !== 'number' || typeof windows !== 'object' || windows === null) {
+        throw new Error('a checkpoint without frontier and windows: rebuild the index');
+      }
       return {
         indexedUntil: typeof indexedUntil === 'number' && indexedUntil >= 0 ? indexedUntil : 0,
-        // Unknown (a checkpoint from before it was recorded): assume nothing was indexed.
-        frontier: typeof frontier === 'number' ? frontier : Infinity,
+        frontier,
+        windows: windows as Record<string, number>,
       };
     } catch {
-      return { indexedUntil: 0, frontier: Infinity };
+      return { indexedUntil: 0, frontier: Infinity, windows: {} };
     }
   }
 
@@ -468,10 +488,11 @@ export class FileStore implements Store {
     const frontier = this.frontier;
     await this.log.flush();
     await this.index.sync();
+    const windows = Object.fromEntries(this.index.sizes());
     const file = join(this.dir, 'checkpoint.json');
     const handle = await open(`${file}.tmp`, 'w');
     try {
-      await handle.writeFile(JSON.stringify({ version: 1, indexedUntil, frontier }));
+      await handle.writeFile(JSON.stringify({ version: 1, indexedUntil, frontier, windows }));
       await handle.sync();
     } finally {
       await handle.close();

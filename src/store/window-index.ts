@@ -31,6 +31,8 @@ export class WindowIndex {
   private readonly buffered = new Map<number, number[]>();
   private readonly known = new Set<number>();
   private readonly unsynced = new Set<number>();
+  /** Bytes in each window's file, as written so far (recorded in checkpoints). */
+  private readonly bytes = new Map<number, number>();
   private writing: Promise<void> = Promise.resolve();
 
   private constructor(dir: string, windowMs: number) {
@@ -48,6 +50,7 @@ export class WindowIndex {
         // A torn last entry would misalign every later append: cut it (the log re-creates it).
         const { size } = await stat(join(dir, name));
         if (size % ENTRY_BYTES !== 0) await truncate(join(dir, name), size - (size % ENTRY_BYTES));
+        index.bytes.set(Number(match[1]), size - (size % ENTRY_BYTES));
       } else if (name.endsWith('.tmp')) await rm(join(dir, name), { force: true });
     }
     return index;
@@ -130,10 +133,16 @@ export class WindowIndex {
     return entries;
   }
 
+  /** Window start -> bytes in its file. */
+  sizes(): Map<number, number> {
+    return new Map(this.bytes);
+  }
+
   async delete(window: number): Promise<void> {
     await this.flush();
     this.known.delete(window);
     this.unsynced.delete(window);
+    this.bytes.delete(window);
     await rm(this.file(window), { force: true });
   }
 
@@ -161,6 +170,7 @@ export class WindowIndex {
       } finally {
         await handle.close();
       }
+      this.bytes.set(window, (this.bytes.get(window) ?? 0) + bytes.byteLength);
       this.unsynced.add(window);
     }
   }
