@@ -33,6 +33,7 @@ export {
   type ExpireCallback,
   type HashedWheelOptions,
   type HierarchicalWheelOptions,
+  type WheelSnapshot,
 } from './wheel/index.js';
 export {
   AbortError,

@@ -25,6 +25,7 @@ import {
   describe,
 } from '../errors.js';
 import { TimerWheel } from '../timer/index.js';
+import type { WheelSnapshot } from '../wheel/index.js';
 import {
   checkBackoff,
   checkId,
@@ -484,6 +485,50 @@ export class QueueEngine {
       timers: this.wheel.stats(),
       store: this.store.stats(),
     };
+  }
+
+  /**
+   * Scheduled messages in memory (those due within the horizon) by time until due: counts[i]
+   * holds those due before `edgesMs[i]` from now and not before the previous edge; the last
+   * count holds the rest. Walks the in-memory messages, so callers poll it sparingly.
+   */
+  dueHistogram(edgesMs: readonly number[]): number[] {
+    const counts = new Array<number>(edgesMs.length + 1).fill(0);
+    const now = this.clock.now();
+    for (const message of this.near.values()) {
+      if (message.status !== 'scheduled') continue;
+      const until = message.deliverAt - now;
+      let bucket = 0;
+      while (bucket < edgesMs.length && until >= edgesMs[bucket]) bucket++;
+      counts[bucket]++;
+    }
+    return counts;
+  }
+
+  /**
+   * The start of a live or dead message's payload, for people looking at it: JSON text (or
+   * base64 for bytes) cut to `maxChars`. Undefined when the message is not live or dead.
+   */
+  async payloadPreview(
+    id: string,
+    maxChars = 200,
+  ): Promise<{ preview: string; truncated: boolean } | undefined> {
+    this.checkOpen();
+    checkId(id);
+    const message: MessageState | undefined = this.near.get(id) ?? (await this.store.lookup(id));
+    if (message === undefined) return undefined;
+    const bytes = message.payload ?? (await this.store.payloadOf(message));
+    const payload = decodePayload(message.payloadKind, bytes);
+    const text =
+      payload instanceof Uint8Array
+        ? Buffer.from(payload).toString('base64')
+        : (JSON.stringify(payload) ?? 'undefined');
+    return { preview: text.slice(0, maxChars), truncated: text.length > maxChars };
+  }
+
+  /** The in-memory timer wheel (due and visibility timers), level by level. */
+  wheelSnapshot(maxRows?: number): WheelSnapshot {
+    return this.wheel.wheelSnapshot(maxRows);
   }
 
   async close(): Promise<void> {

@@ -1,7 +1,59 @@
 /**
- * GET /: the dashboard. A placeholder until the dashboard's own issue lands: it says so and
- * links what already exists.
+ * GET / and /assets/*: the web dashboard, built by Vite from dashboard/ into dist/dashboard/
+ * and shipped in the package. The files are read once, when the server starts (a few hundred
+ * KB), and served from memory; nothing is fetched from a CDN. A checkout that has not built the
+ * dashboard gets the placeholder page instead, which links the JSON routes.
  */
+
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { extname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export interface DashboardAsset {
+  body: Buffer;
+  contentType: string;
+}
+
+const CONTENT_TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.json': 'application/json; charset=utf-8',
+  '.map': 'application/json; charset=utf-8',
+  '.woff2': 'font/woff2',
+};
+
+/** dist/server/dashboard.js -> dist/dashboard/ */
+export const DASHBOARD_DIR = fileURLToPath(new URL('../dashboard/', import.meta.url));
+
+/**
+ * The built dashboard as URL path -> file ('/index.html', '/assets/index-3f2a.js', ...), or
+ * undefined when there is no build.
+ */
+export function loadDashboardAssets(dir = DASHBOARD_DIR): Map<string, DashboardAsset> | undefined {
+  const assets = new Map<string, DashboardAsset>();
+  const walk = (folder: string, prefix: string) => {
+    for (const name of readdirSync(folder)) {
+      const path = join(folder, name);
+      if (statSync(path).isDirectory()) walk(path, `${prefix}${name}/`);
+      else {
+        assets.set(`${prefix}${name}`, {
+          body: readFileSync(path),
+          contentType: CONTENT_TYPES[extname(name)] ?? 'application/octet-stream',
+        });
+      }
+    }
+  };
+  try {
+    walk(dir, '/');
+  } catch {
+    return undefined;
+  }
+  return assets.has('/index.html') ? assets : undefined;
+}
 
 export function dashboardPage(version: string, tokenRequired: boolean): string {
   const tokenNote = tokenRequired

@@ -30,6 +30,7 @@ import {
 } from './errors.js';
 import { ServerMetrics } from './metrics.js';
 import { DEFAULT_BODY_LIMIT, DEFAULT_MAX_WAIT_MS, LOG_LEVELS, type LogLevel } from './settings.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { deliveryRoutes } from './routes/deliveries.js';
 import { messageRoutes } from './routes/messages.js';
 import { operationRoutes, statsRoute } from './routes/operations.js';
@@ -179,6 +180,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
         messageRoutes(v1, context);
         deliveryRoutes(v1, context);
         statsRoute(v1, context);
+        dashboardRoutes(v1, context);
       },
       { prefix: '/v1' },
     );

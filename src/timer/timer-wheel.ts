@@ -25,7 +25,7 @@ import {
   TickwheelStateError,
   TickwheelTypeError,
 } from '../errors.js';
-import { HierarchicalWheel } from '../wheel/index.js';
+import { HierarchicalWheel, type WheelSnapshot } from '../wheel/index.js';
 import { WheelDriver } from './driver.js';
 
 export type TimerHandle = number;
@@ -274,6 +274,14 @@ export class TimerWheel<T = unknown> {
       levels: driver.wheel.levels,
       nextWakeup: next === Infinity ? null : driver.timeOf(next),
     };
+  }
+
+  /**
+   * Which slots of each level of the hierarchical wheel hold timers, and where each level's
+   * cursor is (see HierarchicalWheel.snapshot; at most `maxRows` timers are counted).
+   */
+  wheelSnapshot(maxRows?: number): WheelSnapshot {
+    return this.driver.wheel.snapshot(maxRows);
   }
 
   /** Cancels every timer and releases the clock. Scheduling afterwards throws. */

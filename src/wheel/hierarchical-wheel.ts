@@ -55,6 +55,13 @@ export interface HierarchicalWheelOptions {
   initialCapacity?: number;
 }
 
+/** Per level: the cursor (digit_L(current)) and the rows each slot holds. */
+export interface WheelSnapshot {
+  levels: Array<{ cursor: number; slots: number[] }>;
+  /** True when the row budget ran out: later slots show at least 1 when occupied, not a count. */
+  truncated: boolean;
+}
+
 export class HierarchicalWheel extends TimingWheel {
   readonly wheelSize: number;
   /** spans[L] = wheelSize^L: ticks covered by one slot of level L. */
@@ -82,6 +89,36 @@ export class HierarchicalWheel extends TimingWheel {
   /** Levels created so far. */
   get levels(): number {
     return this.levelCount;
+  }
+
+  /**
+   * A read-only picture of the wheel for dashboards: rows per slot and cursor, per level.
+   * Counting walks slot lists, so at most `maxRows` rows are visited; past that budget an
+   * occupied slot counts as 1 and `truncated` is set.
+   */
+  snapshot(maxRows = 100_000): WheelSnapshot {
+    const { next } = this.entries;
+    let budget = maxRows;
+    let truncated = false;
+    const levels: WheelSnapshot['levels'] = [];
+    for (let level = 0; level < this.levelCount; level++) {
+      const slots = new Array<number>(this.wheelSize).fill(0);
+      for (let slot = this.slots.nextOccupied(level, 0); slot >= 0;) {
+        let count = 0;
+        for (let index = this.slots.head(this.slots.code(level, slot)); index >= 0;) {
+          count++;
+          if (--budget <= 0) {
+            truncated = true;
+            break;
+          }
+          index = next[index];
+        }
+        slots[slot] = count;
+        slot = this.slots.nextOccupied(level, slot + 1);
+      }
+      levels.push({ cursor: this.digit(this.currentTick, level), slots });
+    }
+    return { levels, truncated };
   }
 
   insert(index: number, tick: number): void {

@@ -1,4 +1,8 @@
 export { EntryStore, INDEX_BITS } from './entries.js';
 export { TimingWheel, type ExpireCallback } from './wheel.js';
-export { HierarchicalWheel, type HierarchicalWheelOptions } from './hierarchical-wheel.js';
+export {
+  HierarchicalWheel,
+  type HierarchicalWheelOptions,
+  type WheelSnapshot,
+} from './hierarchical-wheel.js';
 export { HashedWheel, type HashedWheelOptions } from './hashed-wheel.js';

@@ -1,0 +1,30 @@
+import { describe, expect, it } from 'vitest';
+import { HierarchicalWheel } from '../../src/wheel/index.js';
+
+describe('HierarchicalWheel.snapshot', () => {
+  it('counts rows per slot and level, with each level cursor', () => {
+    const wheel = new HierarchicalWheel({ wheelSize: 20 });
+    for (const tick of [2, 8, 8, 19, 350, 450]) wheel.add(tick);
+    const { levels, truncated } = wheel.snapshot();
+    expect(truncated).toBe(false);
+    expect(levels).toHaveLength(3);
+    expect(levels.map((level) => level.cursor)).toEqual([0, 0, 0]);
+    expect(levels[0].slots[2]).toBe(1);
+    expect(levels[0].slots[8]).toBe(2);
+    expect(levels[0].slots[19]).toBe(1);
+    expect(levels[1].slots[17]).toBe(1);
+    expect(levels[2].slots[1]).toBe(1);
+    expect(levels.flatMap((level) => level.slots).reduce((a, b) => a + b)).toBe(6);
+  });
+
+  it('moves the cursor as the wheel advances and stops counting past its budget', () => {
+    const wheel = new HierarchicalWheel({ wheelSize: 20 });
+    for (let i = 0; i < 10; i++) wheel.add(345);
+    wheel.advance(341, () => {});
+    const after = wheel.snapshot();
+    expect(after.levels[0].cursor).toBe(2);
+    expect(after.levels[1].cursor).toBe(17);
+    expect(after.levels[0].slots[5]).toBe(10);
+    expect(wheel.snapshot(3)).toMatchObject({ truncated: true });
+  });
+});
