@@ -1,0 +1,137 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// The runner in its --quick mode on tickwheel alone (CI may have no redis-server): checks that
+// every workload runs and the results have their documented shape. No timing is asserted.
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const run = promisify(execFile);
+
+interface Lateness {
+  count: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+interface QueueResults {
+  meta: { date: string; node: string; machine: { cpus: number } };
+  options: { quick: boolean; peers: string[]; throughputN: number; burstN: number };
+  workloads: {
+    throughput: { tickwheel: { n: number; perSecond: number; rounds: number[] }; bullmq?: unknown };
+    burst: Record<string, { label: string; tickwheel: { delivered: number; lateness: Lateness } }>;
+    pending: Array<{
+      n: number;
+      tickwheel: {
+        fill: {
+          memory: { perMessage: { rssBytes: number; heapAndBuffersBytes: number } };
+          diskBytesPerMessage: number;
+        };
+        crash: { ackedBeforeKill: number };
+        recovery: { openMs: number; live: number; lostAcknowledged: number };
+      };
+    }>;
+    steady: { tickwheel: { scheduled: number; delivered: number; lateness: Lateness } };
+  };
+  targets: Array<{ name: string; target: string; value: string; met: boolean }>;
+}
+
+describe('npm run bench:queue -- --quick (tickwheel only)', () => {
+  let out: string;
+  let results: QueueResults;
+  let stdout: string;
+
+  beforeAll(async () => {
+    out = mkdtempSync(join(tmpdir(), 'tickwheel-bench-smoke-'));
+    ({ stdout } = await run(
+      process.execPath,
+      [
+        '--expose-gc',
+        join(root, 'bench/queue/run.mjs'),
+        '--quick',
+        '--peers',
+        'tickwheel',
+        '--out',
+        out,
+        '--data-dir',
+        out,
+      ],
+      { cwd: root, timeout: 170_000, maxBuffer: 16 * 1024 * 1024 },
+    ));
+    results = JSON.parse(readFileSync(join(out, 'queue.json'), 'utf8')) as QueueResults;
+  }, 180_000);
+
+  afterAll(() => rmSync(out, { recursive: true, force: true }));
+
+  it('prints progress and a results table', () => {
+    expect(stdout).toMatch(/throughput tickwheel round 1\/1: start/);
+    expect(stdout).toMatch(/workload\s+metric\s+tickwheel\s+BullMQ/);
+  });
+
+  it('records the run', () => {
+    expect(results.meta.node).toBe(process.versions.node);
+    expect(results.meta.machine.cpus).toBeGreaterThan(0);
+    expect(results.options).toMatchObject({ quick: true, peers: ['tickwheel'] });
+  });
+
+  it('measures durable schedule throughput', () => {
+    const { tickwheel, bullmq } = results.workloads.throughput;
+    expect(tickwheel.n).toBe(results.options.throughputN);
+    expect(tickwheel.perSecond).toBeGreaterThan(0);
+    expect(tickwheel.rounds).toEqual([tickwheel.perSecond]);
+    expect(bullmq).toBeUndefined();
+  });
+
+  it('delivers every message of each burst and summarises lateness', () => {
+    expect(Object.keys(results.workloads.burst).sort()).toEqual(['fromDisk', 'instant', 'spread']);
+    for (const variant of Object.values(results.workloads.burst)) {
+      expect(variant.tickwheel.delivered).toBe(results.options.burstN);
+      expect(variant.tickwheel.lateness.count).toBe(results.options.burstN);
+      for (const key of ['p50Ms', 'p99Ms', 'maxMs'] as const) {
+        expect(typeof variant.tickwheel.lateness[key]).toBe('number');
+      }
+    }
+  });
+
+  it('measures memory per pending message and recovers after SIGKILL without loss', () => {
+    const [row] = results.workloads.pending;
+    expect(row.n).toBeGreaterThan(0);
+    const { fill, crash, recovery } = row.tickwheel;
+    expect(typeof fill.memory.perMessage.rssBytes).toBe('number');
+    expect(typeof fill.memory.perMessage.heapAndBuffersBytes).toBe('number');
+    expect(fill.diskBytesPerMessage).toBeGreaterThan(0);
+    expect(crash.ackedBeforeKill).toBeGreaterThanOrEqual(row.n);
+    expect(recovery.live).toBeGreaterThanOrEqual(crash.ackedBeforeKill);
+    expect(recovery.lostAcknowledged).toBe(0);
+    expect(recovery.openMs).toBeGreaterThan(0);
+  });
+
+  it('runs the steady state and delivers what it scheduled', () => {
+    const { tickwheel } = results.workloads.steady;
+    expect(tickwheel.scheduled).toBeGreaterThan(0);
+    expect(tickwheel.delivered).toBe(tickwheel.scheduled);
+    expect(tickwheel.lateness.count).toBe(tickwheel.delivered);
+  });
+
+  it('evaluates the targets and draws the charts', () => {
+    expect(results.targets.length).toBeGreaterThan(0);
+    for (const target of results.targets) {
+      expect(target).toEqual({
+        name: expect.any(String),
+        target: expect.any(String),
+        value: expect.any(String),
+        met: expect.any(Boolean),
+        ...('note' in target ? { note: expect.any(String) } : {}),
+      });
+    }
+    for (const chart of ['throughput', 'lateness', 'memory', 'recovery']) {
+      expect(readFileSync(join(out, `queue-${chart}.svg`), 'utf8')).toMatch(/^<svg [^>]*>/);
+    }
+    expect(readFileSync(join(out, 'queue.md'), 'utf8')).toMatch(/\| workload \| metric \|/);
+  });
+});
