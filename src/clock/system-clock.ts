@@ -4,9 +4,9 @@
  * idle clock has no timer at all, and a busy one wakes once per distinct deadline.
  *
  * Node's timers run on the event loop's cached millisecond time and may wake a fraction of a
- * millisecond before the monotonic deadline. The clock then waits out the rest with
- * setImmediate rather than another 1 ms timer; drivers never fire early either way, since they
- * compare against now() themselves.
+ * millisecond before the monotonic deadline. The clock then waits out the rest with a 1 ms
+ * timer, or with setImmediate when under a quarter of a millisecond is left; drivers never fire
+ * early either way, since they compare against now() themselves.
  */
 
 import {
@@ -19,6 +19,8 @@ import {
 
 /** The longest delay Node's setTimeout honours; longer waits are taken in steps. */
 const MAX_NATIVE_DELAY = 2 ** 31 - 1;
+/** Below this much time to a deadline the clock waits with setImmediate, above with a timer. */
+const SPIN_MS = 0.25;
 
 export interface SystemClockOptions {
   /**
@@ -88,7 +90,10 @@ export class SystemClock implements AlarmClock {
       this.disarm();
       this.armedFor = first.deadline;
       const delay = first.deadline - this.now();
-      if (delay < 1) {
+      // Due now (or a driver yielding between batches), or a sliver away: the next turn of the
+      // loop. Further away, even under a millisecond, a 1 ms timer: spinning on setImmediate
+      // through the last millisecond before every deadline costs a core under steady load.
+      if (delay < SPIN_MS) {
         this.immediate = setImmediate(this.onNative);
       } else {
         this.timer = setTimeout(this.onNative, Math.min(Math.ceil(delay), MAX_NATIVE_DELAY));
