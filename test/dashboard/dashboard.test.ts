@@ -118,7 +118,10 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
     await expect
       .poll(() => page.getByTestId('message-status').textContent(), { timeout: 15_000 })
       .toBe('scheduled');
-    expect(await page.getByTestId('message').textContent()).toContain('"order":"A-17"');
+    // The payload preview is a second request; it may land after the status.
+    await expect
+      .poll(() => page.getByTestId('message').textContent(), { timeout: 15_000 })
+      .toContain('"order":"A-17"');
 
     await page.fill('input[name=delay-seconds]', '120');
     await page.getByTestId('reschedule').click();
