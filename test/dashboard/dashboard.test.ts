@@ -102,7 +102,9 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
     const sms = page.locator('[data-testid=topics] tr[data-topic=sms] [data-field=scheduled]');
     await expect.poll(() => sms.textContent(), { timeout: 15_000 }).toBe('1');
     // The wheel shows occupied slots, the timeline counts them in the 15-60 s bucket.
-    expect(await page.locator('[data-testid=wheel] .slot[style]').count()).toBeGreaterThan(0);
+    await expect
+      .poll(() => page.locator('[data-testid=wheel] .slot[style]').count(), { timeout: 15_000 })
+      .toBeGreaterThan(0);
     await expect
       .poll(() => page.getByTestId('upcoming').textContent(), { timeout: 15_000 })
       .toContain('15-60 s4');
