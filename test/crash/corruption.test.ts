@@ -16,39 +16,22 @@ import {
 } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import type { DelayQueue } from '../../src/queue-entry.js';
 import { RECORD_HEADER_BYTES } from '../../src/store/log.js';
 import {
   TOPIC,
   consume,
   indexFiles,
   openQueue,
-  removeTempDirs,
+  trackQueues,
   segmentFiles,
   segmentRecords,
   tempDir,
 } from './disk.js';
 
 const N = 40;
-const open: DelayQueue[] = [];
-
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((queue) => queue.close().catch(() => undefined)));
-  removeTempDirs();
-});
-
-async function track(queue: Promise<DelayQueue>): Promise<DelayQueue> {
-  const q = await queue;
-  open.push(q);
-  return q;
-}
-
-async function close(queue: DelayQueue): Promise<void> {
-  open.splice(open.indexOf(queue), 1);
-  await queue.close();
-}
+const { track, close } = trackQueues();
 
 /** A closed data directory holding N messages due 100 ms to 4 s ahead, most beyond the horizon. */
 async function populated(options: { segmentBytes?: number } = {}) {

@@ -14,9 +14,36 @@ import {
 } from '../../src/queue-entry.js';
 import { RECORD_HEADER_BYTES, RECORD_MAGIC } from '../../src/store/log.js';
 import { decodeSchedule, SCHEDULE } from '../../src/store/records.js';
+import { afterEach } from 'vitest';
 import { advance } from '../queue/harness.js';
 
 export const TOPIC = 'disk';
+
+/**
+ * Queues a test file opens: `track(open(...))` registers one, `close(queue)` closes it early;
+ * after each test every queue still open is closed and the temp dirs are removed.
+ */
+export function trackQueues(): {
+  track(queue: Promise<DelayQueue>): Promise<DelayQueue>;
+  close(queue: DelayQueue): Promise<void>;
+} {
+  const open: DelayQueue[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((queue) => queue.close().catch(() => undefined)));
+    removeTempDirs();
+  });
+  return {
+    async track(queue) {
+      const q = await queue;
+      open.push(q);
+      return q;
+    },
+    async close(queue) {
+      open.splice(open.indexOf(queue), 1);
+      await queue.close();
+    },
+  };
+}
 
 const made: string[] = [];
 

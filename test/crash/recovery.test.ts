@@ -7,29 +7,13 @@
 import { cpSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import type { DelayQueue } from '../../src/queue-entry.js';
 import { advance } from '../queue/harness.js';
-import { TOPIC, consume, openQueue, removeTempDirs, segmentFiles, tempDir } from './disk.js';
+import { TOPIC, consume, openQueue, trackQueues, segmentFiles, tempDir } from './disk.js';
 
-const open: DelayQueue[] = [];
-
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((queue) => queue.close().catch(() => undefined)));
-  removeTempDirs();
-});
-
-async function track(queue: Promise<DelayQueue>): Promise<DelayQueue> {
-  const q = await queue;
-  open.push(q);
-  return q;
-}
-
-async function close(queue: DelayQueue): Promise<void> {
-  open.splice(open.indexOf(queue), 1);
-  await queue.close();
-}
+const { track, close } = trackQueues();
 
 /** The file store's internals that the race tests slow down, as a slow disk would. */
 interface StoreInternals {
