@@ -4,29 +4,15 @@
  * schedule, the batch size for a batch).
  */
 
-/** Latencies in ms without an array element per sample: a Float64Array that doubles. */
-export class Latencies {
-  constructor(capacity = 1 << 16) {
-    this.samples = new Float64Array(capacity);
-    this.count = 0;
-  }
+import { LatenessRecorder, percentile } from '../queue/stats.mjs';
 
-  add(ms) {
-    if (this.count === this.samples.length) {
-      const grown = new Float64Array(this.samples.length * 2);
-      grown.set(this.samples);
-      this.samples = grown;
-    }
-    this.samples[this.count++] = ms;
-  }
-
+/** Request latencies in ms: the queue bench's sample buffer, summarised as request latencies. */
+export class Latencies extends LatenessRecorder {
   summary() {
     const sorted = this.samples.slice(0, this.count).sort();
     const at = (p) => {
-      if (sorted.length === 0) return null;
-      const value =
-        sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))];
-      return Math.round(value * 100) / 100;
+      const value = percentile(sorted, p);
+      return value === null ? null : Math.round(value * 100) / 100;
     };
     return {
       requests: sorted.length,
