@@ -101,6 +101,10 @@ interface NearMessage extends MessageState {
   version: number;
 }
 
+interface FinishedMessage extends MessageState {
+  status: 'acked' | 'cancelled';
+}
+
 interface ReadyEntry {
   message: NearMessage;
   version: number;
@@ -151,7 +155,13 @@ export class QueueEngine {
   private readonly receipts = new Map<string, NearMessage>();
   private readonly waiters = new Map<string, Set<Waiter>>();
   private readonly idLocks = new Map<string, Promise<unknown>>();
-  private readonly finished = new Map<string, MessageInfo>();
+  /**
+   * Finished messages get() still reports, in two generations: when the newer one holds
+   * rememberFinished, it becomes the older one and the oldest are dropped in one go. The
+   * message objects themselves are kept (payload dropped), so finishing allocates nothing.
+   */
+  private finished = new Map<string, FinishedMessage>();
+  private finishedBefore = new Map<string, FinishedMessage>();
   private readonly consumers = new Set<{ close(): Promise<void> }>();
   private horizonTimer: ReturnType<TimerWheel['setInterval']> | undefined;
   private loadedUntil = 0;
@@ -224,44 +234,76 @@ export class QueueEngine {
   /** Schedules a message. Resolves once it is durable. */
   async schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
     this.checkOpen();
-    if (typeof request !== 'object' || request === null) {
+    const message = this.prepare(request, this.clock.now(), '');
+    if (request.id === undefined) return this.add(message);
+    return this.addUnique(message);
+  }
+
+  /**
+   * Schedules many messages at once, like `schedule` for each but cheaper: one promise for the
+   * batch, and the records share the store's group commit. Every request is checked before any
+   * is written, so a bad one (the error names its index) schedules nothing. Resolves, in request
+   * order, once all are durable. If the store fails part way (an I/O error), the promise rejects
+   * and any subset may have been scheduled: give ids, and retry, to make that harmless.
+   */
+  async scheduleMany(
+    requests: readonly ScheduleRequest[],
+  ): Promise<Array<{ id: string; deliverAt: number }>> {
+    this.checkOpen();
+    if (!Array.isArray(requests)) {
       throw new TickwheelTypeError(
         'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `a message must be an object, got ${describe(request)}`,
+        `scheduleMany takes an array of messages, got ${describe(requests)}`,
       );
     }
     const now = this.clock.now();
-    const topic = checkTopic(request.topic);
-    const deliverAt = dueTime(request, now);
-    const maxAttempts = checkMaxAttempts(request.maxAttempts);
-    const backoff = checkBackoff(request.backoff);
-    const { kind, bytes } = encodePayload(request.payload, this.maxPayloadBytes);
-    const message: NearMessage = {
-      id: request.id === undefined ? newMessageId(now) : checkId(request.id),
-      topic,
-      deliverAt,
-      attempts: 0,
-      maxAttempts,
-      backoff,
-      payloadKind: kind,
-      payload: bytes,
-      ref: 0,
-      status: 'scheduled',
-      timer: 0,
-      receipt: undefined,
-      version: 0,
-    };
-    if (request.id === undefined) return this.add(message);
-    return this.withIdLock(message.id, async () => {
-      const existing = this.near.get(message.id) ?? (await this.store.lookup(message.id));
-      if (existing !== undefined && existing.status !== 'dead') {
-        this.counters.deduplicated++;
-        return { id: existing.id, deliverAt: existing.deliverAt };
+    const messages = new Array<NearMessage>(requests.length);
+    for (let i = 0; i < requests.length; i++) {
+      messages[i] = this.prepare(requests[i], now, `messages[${i}]: `);
+    }
+    const results = new Array<{ id: string; deliverAt: number }>(messages.length);
+    const unique: Array<Promise<unknown>> = [];
+    const plain: NearMessage[] = [];
+    const adds: Array<Promise<void>> = [];
+    const horizon = this.loadedUntil;
+    for (let i = 0; i < messages.length; i++) {
+      const message = messages[i];
+      if (requests[i].id !== undefined) {
+        unique.push(this.addUnique(message).then((result) => (results[i] = result)));
+        continue;
       }
-      return this.add(message);
-    });
+      results[i] = { id: message.id, deliverAt: message.deliverAt };
+      plain.push(message);
+      adds.push(this.store.add(message, message.deliverAt < horizon));
+    }
+    // The records share group commits: one wait for all of them, not a callback each.
+    let failure: { error: unknown } | undefined;
+    let failed: Set<number> | undefined;
+    try {
+      await Promise.all(adds);
+    } catch (error) {
+      failure = { error };
+      const outcomes = await Promise.allSettled(adds);
+      failed = new Set(
+        outcomes.flatMap((outcome, i) => (outcome.status === 'rejected' ? [i] : [])),
+      );
+    }
+    for (let i = 0; i < plain.length; i++) {
+      if (failed?.has(i)) continue;
+      const message = plain[i];
+      this.counters.scheduled++;
+      // Taken over only now, after the batch is durable, like a single schedule().
+      if (message.deliverAt < horizon) this.takeOver(message);
+      else message.payload = undefined;
+    }
+    try {
+      await Promise.all(unique);
+    } catch (error) {
+      failure ??= { error };
+    }
+    if (failure !== undefined) throw failure.error;
+    return results;
   }
-
   /** Cancels a message that has not been acknowledged. True if it was live. */
   async cancel(id: string): Promise<boolean> {
     this.checkOpen();
@@ -322,7 +364,8 @@ export class QueueEngine {
     if (near !== undefined) return info(near, near.status);
     const stored = await this.store.lookup(id);
     if (stored !== undefined) return info(stored, stored.status);
-    return this.finished.get(id);
+    const done = this.finished.get(id) ?? this.finishedBefore.get(id);
+    return done === undefined ? undefined : info(done, done.status);
   }
 
   /** Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first. */
@@ -343,22 +386,57 @@ export class QueueEngine {
       if (this.closed) return [];
       taken = this.take(topic, max, visibilityMs);
     }
-    return Promise.all(taken.map((message) => this.toReceived(message)));
+    for (const message of taken) {
+      if (message.payload === undefined) {
+        return Promise.all(taken.map((message) => this.toReceived(message)));
+      }
+    }
+    // All payloads in memory (the usual case): no promise per message.
+    return taken.map((message) => received(message, message.payload as Uint8Array));
   }
 
   /** Acknowledges a delivery: the message is done. False for an unknown or stale receipt. */
-  async ack(receipt: string): Promise<boolean> {
-    this.checkOpen();
+  ack(receipt: string): Promise<boolean> {
+    let message: NearMessage | undefined;
+    try {
+      this.checkOpen();
+      message = this.receiptOwner(receipt);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    if (message === undefined) return Promise.resolve(false);
+    // The common case, nothing else running on this id: the change to memory and the store's
+    // tables is synchronous, so no lock is needed, only the wait for durability. Later calls
+    // on the id see the message gone, and their own records land after this one in the log.
+    if (!this.idLocks.has(message.id)) return this.finishAcked(message);
+    const owner = message;
+    return this.withIdLock(owner.id, () =>
+      this.receiptOwner(receipt) === owner ? this.finishAcked(owner) : Promise.resolve(false),
+    );
+  }
+
+  private finishAcked(message: NearMessage): Promise<boolean> {
+    return this.finishQuietly(message).then(() => true);
+  }
+
+  /**
+   * Ends an acknowledged delivery and returns the store's promise as it is: under group commit
+   * every ack of one batch shares it, so a consumer waits once per batch, not once per ack.
+   * (get() reports the message acked from here on; the promise says when that is durable.)
+   */
+  private finishQuietly(message: NearMessage): Promise<unknown> {
+    this.forget(message);
+    const durable = this.store.finish(message, 'acked');
+    this.remember(message, 'acked');
+    this.counters.acked++;
+    return durable;
+  }
+
+  /** ack() for the built-in consumer: the store's promise, no promise of its own. */
+  private ackQuietly(receipt: string): Promise<unknown> {
     const message = this.receiptOwner(receipt);
-    if (message === undefined) return false;
-    return this.withIdLock(message.id, async () => {
-      if (this.receiptOwner(receipt) !== message) return false;
-      this.forget(message);
-      await this.store.finish(message, 'acked');
-      this.remember(message, 'acked');
-      this.counters.acked++;
-      return true;
-    });
+    if (message === undefined || this.idLocks.has(message.id)) return this.ack(receipt);
+    return this.finishQuietly(message);
   }
 
   /** Gives a delivery back: redelivered after `delayMs` (default: the message's backoff). */
@@ -388,36 +466,47 @@ export class QueueEngine {
     const visibilityMs = options.visibilityMs;
     let open = true;
     let active = 0;
-    let acking = 0;
     let slotFreed: (() => void) | undefined;
     // Keeps the process alive while the consumer runs, like an open server.
     const keepAlive = setInterval(() => {}, 1 << 30);
-    const run = async (message: ReceivedMessage) => {
-      let failure: unknown;
-      let failed = false;
-      try {
-        await handler(message);
-      } catch (err) {
-        failed = true;
-        failure = err;
-      }
-      // The slot is free once the handler is done; the ack's fsync need not hold up the next
-      // message (the ack still completes before close() resolves).
-      active--;
-      acking++;
-      slotFreed?.();
-      try {
-        if (this.closed) return;
-        if (!failed) await this.ack(message.receipt);
-        else await this.nack(message.receipt).catch(() => false);
-      } catch {
-        // closed meanwhile: the message is redelivered after its visibility timeout
-      } finally {
-        acking--;
+    // Acks under way, by the promise they wait on: acks of one group commit share one.
+    const acking = new Set<Promise<unknown>>();
+    const track = (wait: Promise<unknown>) => {
+      if (acking.has(wait)) return;
+      acking.add(wait);
+      const done = () => {
+        acking.delete(wait);
         slotFreed?.();
+      };
+      wait.then(done, done);
+    };
+    // The slot is free once the handler is done; the ack's fsync need not hold up the next
+    // message (the ack still completes before close() resolves). No async function per
+    // message: a synchronous handler costs no promise of its own.
+    const settle = (message: ReceivedMessage, failed: boolean, failure: unknown) => {
+      active--;
+      slotFreed?.();
+      // Once closed, the message is redelivered after its visibility timeout.
+      if (!this.closed) {
+        track(failed ? this.nack(message.receipt) : this.ackQuietly(message.receipt));
       }
       if (failed && !(failure instanceof TickwheelStateError))
         process.emitWarning(failure as Error);
+    };
+    const run = (message: ReceivedMessage) => {
+      let result: unknown;
+      try {
+        result = handler(message);
+      } catch (err) {
+        settle(message, true, err);
+        return;
+      }
+      if (isThenable(result)) {
+        result.then(
+          () => settle(message, false, undefined),
+          (err: unknown) => settle(message, true, err),
+        );
+      } else settle(message, false, undefined);
     };
     const loop = (async () => {
       while (open && !this.closed) {
@@ -438,7 +527,7 @@ export class QueueEngine {
         }
         for (const message of batch) {
           active++;
-          void run(message);
+          run(message);
         }
       }
     })();
@@ -449,7 +538,7 @@ export class QueueEngine {
         this.consumers.delete(consumer);
         this.wakeAll(topic);
         await loop;
-        while (active > 0 || acking > 0)
+        while (active > 0 || acking.size > 0)
           await new Promise<void>((resolve) => (slotFreed = resolve));
       },
     };
@@ -561,6 +650,53 @@ export class QueueEngine {
   }
 
   // ---- internals -------------------------------------------------------------------------
+
+  /** Checks a schedule request and builds its message. `where` prefixes error messages. */
+  private prepare(request: ScheduleRequest, now: number, where: string): NearMessage {
+    if (typeof request !== 'object' || request === null) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `${where}a message must be an object, got ${describe(request)}`,
+      );
+    }
+    try {
+      const topic = checkTopic(request.topic);
+      const deliverAt = dueTime(request, now);
+      const maxAttempts = checkMaxAttempts(request.maxAttempts);
+      const backoff = checkBackoff(request.backoff);
+      const { kind, bytes } = encodePayload(request.payload, this.maxPayloadBytes);
+      return {
+        id: request.id === undefined ? newMessageId(now) : checkId(request.id),
+        topic,
+        deliverAt,
+        attempts: 0,
+        maxAttempts,
+        backoff,
+        payloadKind: kind,
+        payload: bytes,
+        ref: 0,
+        status: 'scheduled',
+        timer: 0,
+        receipt: undefined,
+        version: 0,
+      };
+    } catch (err) {
+      if (where !== '' && err instanceof Error) err.message = where + err.message;
+      throw err;
+    }
+  }
+
+  /** Adds a message with a caller-given id, unless that id is pending already (dedup). */
+  private addUnique(message: NearMessage): Promise<{ id: string; deliverAt: number }> {
+    return this.withIdLock(message.id, async () => {
+      const existing = this.near.get(message.id) ?? (await this.store.lookup(message.id));
+      if (existing !== undefined && existing.status !== 'dead') {
+        this.counters.deduplicated++;
+        return { id: existing.id, deliverAt: existing.deliverAt };
+      }
+      return this.add(message);
+    });
+  }
 
   private async add(message: NearMessage): Promise<{ id: string; deliverAt: number }> {
     const inHorizon = message.deliverAt < this.loadedUntil;
@@ -692,15 +828,7 @@ export class QueueEngine {
   }
 
   private async toReceived(message: NearMessage): Promise<ReceivedMessage> {
-    const bytes = message.payload ?? (await this.store.payloadOf(message));
-    return {
-      id: message.id,
-      topic: message.topic,
-      payload: decodePayload(message.payloadKind, bytes),
-      deliverAt: message.deliverAt,
-      attempts: message.attempts,
-      receipt: message.receipt as string,
-    };
+    return received(message, message.payload ?? (await this.store.payloadOf(message)));
   }
 
   /** A delivery failed: back off and redeliver, or bury when attempts are used up. */
@@ -741,14 +869,14 @@ export class QueueEngine {
 
   private remember(message: MessageState, status: 'acked' | 'cancelled'): void {
     if (this.rememberFinished === 0) return;
-    this.finished.delete(message.id);
-    this.finished.set(message.id, info(message, status));
-    // Evicting the oldest one at a time gets slow in V8 after many deletes; drop the older
-    // half in one go instead (amortised O(1) per message).
-    if (this.finished.size > 2 * this.rememberFinished) {
-      const keep = [...this.finished].slice(-this.rememberFinished);
-      this.finished.clear();
-      for (const [id, entry] of keep) this.finished.set(id, entry);
+    const done = message as FinishedMessage;
+    done.status = status;
+    done.payload = undefined;
+    this.finishedBefore.delete(message.id);
+    this.finished.set(message.id, done);
+    if (this.finished.size >= this.rememberFinished) {
+      this.finishedBefore = this.finished;
+      this.finished = new Map();
     }
   }
 
@@ -801,6 +929,25 @@ export class QueueEngine {
       throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed');
     }
   }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
+function received(message: NearMessage, bytes: Uint8Array): ReceivedMessage {
+  return {
+    id: message.id,
+    topic: message.topic,
+    payload: decodePayload(message.payloadKind, bytes),
+    deliverAt: message.deliverAt,
+    attempts: message.attempts,
+    receipt: message.receipt as string,
+  };
 }
 
 function info(message: MessageState, status: MessageStatus): MessageInfo {

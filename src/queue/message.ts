@@ -179,7 +179,6 @@ export function retryDelay(
   return Math.max(0, Math.min(cap, Math.round(base + spread)));
 }
 
-const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 export function encodePayload(
@@ -207,7 +206,8 @@ export function encodePayload(
         `payload must be JSON-serialisable or bytes, got ${describe(payload)}`,
       );
     }
-    bytes = encoder.encode(text);
+    // Buffer.from takes small payloads from Node's shared pool: no ArrayBuffer of their own.
+    bytes = Buffer.from(text, 'utf8');
   }
   if (bytes.byteLength > maxBytes) {
     throw new TickwheelRangeError(
@@ -226,9 +226,16 @@ export function decodePayload(kind: number, bytes: Uint8Array): unknown {
 /** Random per process, so ids made by different processes (or restarts) never meet. */
 const idPrefix = randomBytes(6).toString('hex');
 let idCounter = 0;
+let idMs = -1;
+let idTime = '';
 
 /** A fresh message id: sortable by creation time, unique across processes, cheap to make. */
 export function newMessageId(now: number): string {
   idCounter = (idCounter + 1) % Number.MAX_SAFE_INTEGER;
-  return `${Math.floor(now).toString(36).padStart(9, '0')}-${idPrefix}-${idCounter.toString(36)}`;
+  const ms = Math.floor(now);
+  if (ms !== idMs) {
+    idMs = ms;
+    idTime = `${ms.toString(36).padStart(9, '0')}-${idPrefix}-`;
+  }
+  return idTime + idCounter.toString(36);
 }

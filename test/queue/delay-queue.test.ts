@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/index.js';
+import { ManualClock, TickwheelStateError } from '../../src/index.js';
 import type { DelayQueue } from '../../src/queue-entry.js';
 import { T0, advance, fileKind, memoryKind, settle, type QueueKind } from './harness.js';
 
@@ -213,6 +213,82 @@ describe.each([
     const stats = (await q.stats()) as { acked: number; nacked: number };
     expect(stats.acked).toBe(5);
     expect(stats.nacked).toBe(1);
+  });
+
+  it('scheduleMany: results in request order, dedup by id, due order kept', async () => {
+    const q = await open();
+    const first = await q.schedule({ topic: 'm', payload: 'old', id: 'dup', delayMs: 50 });
+    const results = await q.scheduleMany([
+      { topic: 'm', payload: 0, delayMs: 20 },
+      { topic: 'm', payload: 'new', id: 'dup', delayMs: 5 },
+      { topic: 'm', payload: 2, delayMs: 10 },
+      { topic: 'm', payload: 3, delayMs: 10 },
+      { topic: 'far', payload: 4, delayMs: 3_600_000 },
+    ]);
+    expect(results).toHaveLength(5);
+    expect(results[1]).toEqual(first);
+    expect(results[0].deliverAt).toBe(T0 + 20);
+    expect(new Set(results.map((r) => r.id)).size).toBe(5);
+    expect(results[1].id).toBe('dup');
+    expect((await q.get(results[4].id))?.status).toBe('scheduled');
+    await advance(clock, 60, 100, queue);
+    const got = await q.receive('m', { max: 10 });
+    expect(got.map((m) => m.payload)).toEqual([2, 3, 0, 'old']);
+    expect((await q.stats()) as { scheduled: number }).toMatchObject({ scheduled: 5 });
+  });
+
+  it('scheduleMany checks every request before writing any', async () => {
+    const q = await open();
+    await expect(
+      q.scheduleMany([
+        { topic: 'x', payload: 1, id: 'fine' },
+        { topic: 'x', payload: 2, delayMs: -Infinity },
+      ]),
+    ).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_DELAY',
+      message: expect.stringMatching(/^messages\[1\]: /),
+    });
+    expect(await q.get('fine')).toBeUndefined();
+    await expect(q.scheduleMany('nope' as never)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+    });
+    expect(await q.scheduleMany([])).toEqual([]);
+  });
+
+  it('consume() takes sync, async and throwing handlers; close() waits for their acks', async () => {
+    const q = await open();
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      const { id } = await q.schedule({
+        topic: 'h',
+        payload: i,
+        maxAttempts: 1,
+      });
+      ids.push(id);
+    }
+    const seen: number[] = [];
+    const consumer = q.consume(
+      'h',
+      (m) => {
+        const n = m.payload as number;
+        seen.push(n);
+        if (n % 3 === 0) return; // synchronous
+        if (n % 3 === 1) return new Promise<void>((resolve) => setTimeout(resolve, 1));
+        return Promise.reject(new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'quiet failure'));
+      },
+      { concurrency: 4 },
+    );
+    for (let step = 0; step < 400 && seen.length < 30; step++) {
+      await advance(clock, 1, 5, queue);
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    await consumer.close();
+    expect(seen.sort((a, b) => a - b)).toEqual([...Array(30).keys()]);
+    const statuses = await Promise.all(ids.map(async (id) => (await q.get(id))?.status));
+    // maxAttempts 1: the failed ones are dead at once, the rest acked, all durable by now.
+    expect(statuses.filter((s) => s === 'acked')).toHaveLength(20);
+    expect(statuses.filter((s) => s === 'dead')).toHaveLength(10);
+    expect(statuses.every((s, i) => s === (i % 3 === 2 ? 'dead' : 'acked'))).toBe(true);
   });
 
   it('round-trips byte payloads', async () => {
