@@ -148,6 +148,8 @@ class Model {
       truncatedRecoveries: 0,
       recoveryMsMax: 0,
       recoveredLiveMax: 0,
+      snapshotRecoveries: 0,
+      snapshotsRejected: 0,
     };
     /** Largest deliverAt - Date.now() seen at a delivery (positive = early). */
     this.maxEarlyMs = -Infinity;
@@ -194,6 +196,8 @@ class Model {
           if (truncated > 0) this.counts.truncatedRecoveries++;
           this.counts.recoveryMsMax = Math.max(this.counts.recoveryMsMax, Number(f[5]));
           this.counts.recoveredLiveMax = Math.max(this.counts.recoveredLiveMax, Number(f[1]));
+          if (f[6] === 'used') this.counts.snapshotRecoveries++;
+          else if (f[6]?.startsWith('rejected')) this.counts.snapshotsRejected++;
           break;
         }
         case 'S': {
@@ -748,7 +752,8 @@ async function main() {
       `  cut-short finishes ${c.maybeFinished} (${c.provenLive} later proven not to have happened), ` +
       `torn tails added ${runs.tornTails} (${runs.tornBytes} B), cut at recovery ` +
       `${c.truncatedRecoveries} (${c.truncatedBytes} B), ` +
-      `slowest recovery ${c.recoveryMsMax} ms\n` +
+      `slowest recovery ${c.recoveryMsMax} ms, from a snapshot ${c.snapshotRecoveries} ` +
+      `(${c.snapshotsRejected} snapshots rejected)\n` +
       `  final phase: ${final.required} required, ${final.drained ? 'drained' : 'NOT drained'} ` +
       `in ${final.finalMs} ms; max earliness vs Date.now() ${report.maxEarlyMs} ms\n` +
       `  violations ${model.violationCount}\n`,

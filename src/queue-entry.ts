@@ -32,6 +32,7 @@ export class DelayQueue extends QueueEngine {
         ...(options.checkpointIntervalMs === undefined
           ? {}
           : { checkpointIntervalMs: options.checkpointIntervalMs }),
+        ...(options.snapshotBytes === undefined ? {} : { snapshotBytes: options.snapshotBytes }),
       }));
     try {
       const queue = new DelayQueue(store, options);

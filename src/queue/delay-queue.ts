@@ -99,45 +99,57 @@ interface NearMessage extends MessageState {
   receipt: string | undefined;
   /** Bumped on every change of state, so stale entries in ready lists are skipped. */
   version: number;
+  /** In `near` (cheaper to test than a lookup there). */
+  held: boolean;
+  /** Its slot among the in-flight messages while in flight (named by its receipt), else -1. */
+  slot: number;
 }
 
 interface FinishedMessage extends MessageState {
   status: 'acked' | 'cancelled';
 }
 
-interface ReadyEntry {
-  message: NearMessage;
-  version: number;
-}
-
 interface Waiter {
   wake: () => void;
 }
 
+const HOUR_MS = 3_600_000;
+
 const receiptPrefix = randomBytes(9).toString('base64url');
 let receiptCounter = 0;
 
-/** A FIFO that does not shift arrays. */
+/**
+ * A FIFO of (message, version) pairs in two parallel arrays (no object per entry) that does
+ * not shift arrays: the consumed head is cut off in one go once it is most of the list.
+ */
 class ReadyList {
-  private items: ReadyEntry[] = [];
+  private messages: NearMessage[] = [];
+  private versions: number[] = [];
   private head = 0;
 
-  push(entry: ReadyEntry): void {
-    this.items.push(entry);
+  push(message: NearMessage): void {
+    this.messages.push(message);
+    this.versions.push(message.version);
   }
 
-  shift(): ReadyEntry | undefined {
-    if (this.head >= this.items.length) return undefined;
-    const entry = this.items[this.head++];
-    if (this.head > 1024 && this.head * 2 > this.items.length) {
-      this.items = this.items.slice(this.head);
-      this.head = 0;
+  /** The next message whose version is still the one it was pushed with, if any. */
+  shiftCurrent(): NearMessage | undefined {
+    while (this.head < this.messages.length) {
+      const message = this.messages[this.head];
+      const current = message.version === this.versions[this.head];
+      this.head++;
+      if (this.head > 1024 && this.head * 2 > this.messages.length) {
+        this.messages = this.messages.slice(this.head);
+        this.versions = this.versions.slice(this.head);
+        this.head = 0;
+      }
+      if (current) return message;
     }
-    return entry;
+    return undefined;
   }
 
   get length(): number {
-    return this.items.length - this.head;
+    return this.messages.length - this.head;
   }
 }
 
@@ -151,8 +163,13 @@ export class QueueEngine {
   private readonly maxWaitMs: number;
   private readonly rememberFinished: number;
   private readonly near = new Map<string, NearMessage>();
+  /**
+   * In-flight messages by slot. A receipt names its slot, so ack() finds the message with an
+   * array index instead of a lookup by string; the receipt itself is then compared in full.
+   */
+  private readonly inflight: Array<NearMessage | undefined> = [];
+  private readonly freeSlots: number[] = [];
   private readonly ready = new Map<string, ReadyList>();
-  private readonly receipts = new Map<string, NearMessage>();
   private readonly waiters = new Map<string, Set<Waiter>>();
   private readonly idLocks = new Map<string, Promise<unknown>>();
   /**
@@ -293,7 +310,7 @@ export class QueueEngine {
       const message = plain[i];
       this.counters.scheduled++;
       // Taken over only now, after the batch is durable, like a single schedule().
-      if (message.deliverAt < horizon) this.takeOver(message);
+      if (message.deliverAt < horizon) this.takeOver(message, true);
       else message.payload = undefined;
     }
     try {
@@ -349,8 +366,9 @@ export class QueueEngine {
       if (near === undefined && (message as { status?: string }).status === 'dead') return false;
       if (near !== undefined) this.forget(near);
       else this.superseded?.add(id);
+      const previous = message.deliverAt;
       message.deliverAt = deliverAt;
-      await this.relocate(message);
+      await this.relocate(message, previous);
       this.counters.rescheduled++;
       return true;
     });
@@ -563,17 +581,35 @@ export class QueueEngine {
     return this.withIdLock(id, async () => {
       const stored = await this.store.lookup(id);
       if (stored === undefined || stored.status !== 'dead') return false;
+      const previous = stored.deliverAt;
       stored.deliverAt = deliverAt;
       stored.attempts = 0;
-      await this.relocate(stored);
+      await this.relocate(stored, previous);
       return true;
     });
   }
 
   async stats(): Promise<Record<string, unknown>> {
-    const byTopic: Record<string, { ready: number; inflight: number; scheduled: number }> = {};
-    const topicOf = (topic: string) => (byTopic[topic] ??= { ready: 0, inflight: 0, scheduled: 0 });
-    for (const message of this.near.values()) topicOf(message.topic)[message.status]++;
+    // Per topic: ready and in flight from memory; scheduled and dead from the store's counts,
+    // which cover every live message wherever it is held (memory or disk).
+    const byTopic: Record<
+      string,
+      { scheduled: number; ready: number; inflight: number; dead: number }
+    > = {};
+    const topicOf = (topic: string) =>
+      (byTopic[topic] ??= { scheduled: 0, ready: 0, inflight: 0, dead: 0 });
+    for (const [topic, { pending, dead }] of this.store.counts().topics) {
+      const entry = topicOf(topic);
+      entry.scheduled = pending;
+      entry.dead = dead;
+    }
+    for (const message of this.near.values()) {
+      if (message.status === 'scheduled') continue;
+      const entry = topicOf(message.topic);
+      entry[message.status]++;
+      entry.scheduled--;
+    }
+    for (const entry of Object.values(byTopic)) entry.scheduled = Math.max(0, entry.scheduled);
     const samples = this.lateness
       .slice(0, Math.min(this.latenessCount, this.lateness.length))
       .sort();
@@ -595,19 +631,32 @@ export class QueueEngine {
   }
 
   /**
-   * Scheduled messages in memory (those due within the horizon) by time until due: counts[i]
-   * holds those due before `edgesMs[i]` from now and not before the previous edge; the last
-   * count holds the rest. Walks the in-memory messages, so callers poll it sparingly.
+   * Every scheduled message (not yet due), by time until due: counts[i] holds those due before
+   * `edgesMs[i]` from now and not before the previous edge; the last count holds the rest.
+   * Messages in memory (due within the horizon) count by their exact due time; those still on
+   * disk by the hour they are due in, taken as the start of that hour or the end of the
+   * horizon, whichever is later (their due time is never earlier than that). Walks the
+   * in-memory messages, so callers poll it sparingly.
    */
   dueHistogram(edgesMs: readonly number[]): number[] {
     const counts = new Array<number>(edgesMs.length + 1).fill(0);
     const now = this.clock.now();
-    for (const message of this.near.values()) {
-      if (message.status !== 'scheduled') continue;
-      const until = message.deliverAt - now;
+    const bucketOf = (until: number) => {
       let bucket = 0;
       while (bucket < edgesMs.length && until >= edgesMs[bucket]) bucket++;
-      counts[bucket]++;
+      return bucket;
+    };
+    // The store counts every live message by hour, including those in memory: take those out.
+    const far = new Map(this.store.counts().hours);
+    for (const message of this.near.values()) {
+      const hour = Math.floor(message.deliverAt / HOUR_MS) * HOUR_MS;
+      const left = (far.get(hour) ?? 0) - 1;
+      if (left > 0) far.set(hour, left);
+      else far.delete(hour);
+      if (message.status === 'scheduled') counts[bucketOf(message.deliverAt - now)]++;
+    }
+    for (const [hour, count] of far) {
+      counts[bucketOf(Math.max(hour, this.loadedUntil) - now)] += count;
     }
     return counts;
   }
@@ -679,6 +728,8 @@ export class QueueEngine {
         timer: 0,
         receipt: undefined,
         version: 0,
+        held: false,
+        slot: -1,
       };
     } catch (err) {
       if (where !== '' && err instanceof Error) err.message = where + err.message;
@@ -707,21 +758,27 @@ export class QueueEngine {
     return { id: message.id, deliverAt: message.deliverAt };
   }
 
-  /** Records a new due time for a message not in memory (or just taken out of it). */
-  private async relocate(message: MessageState): Promise<void> {
+  /**
+   * Records a new due time for a message not in memory (or just taken out of it).
+   * `previousDeliverAt`: the due time the store had for it, which its counts move it from.
+   */
+  private async relocate(message: MessageState, previousDeliverAt: number): Promise<void> {
     const inHorizon = message.deliverAt < this.loadedUntil;
-    await this.store.move(message, inHorizon);
+    await this.store.move(message, inHorizon, previousDeliverAt);
     if (inHorizon) this.takeOver(message);
   }
 
   /** Brings a message into memory as scheduled, with its due timer. */
-  private takeOver(state: MessageState): void {
-    if (this.near.has(state.id)) return;
+  private takeOver(state: MessageState, fresh = false): void {
+    // A fresh message (just scheduled, its id new) cannot be there already: no lookup.
+    if (!fresh && this.near.has(state.id)) return;
     const message = state as NearMessage;
     message.status = 'scheduled';
     message.receipt = undefined;
     message.version = (message.version ?? 0) + 1;
+    message.slot = -1;
     this.near.set(message.id, message);
+    message.held = true;
     if (this.deferred !== undefined) this.deferred.push(message);
     else this.arm(message);
   }
@@ -740,7 +797,7 @@ export class QueueEngine {
     message.version++;
     let list = this.ready.get(message.topic);
     if (list === undefined) this.ready.set(message.topic, (list = new ReadyList()));
-    list.push({ message, version: message.version });
+    list.push(message);
     this.wakeOne(message.topic);
   }
 
@@ -790,7 +847,7 @@ export class QueueEngine {
 
   private onTimer(message: NearMessage): void {
     message.timer = 0;
-    if (this.near.get(message.id) !== message) return;
+    if (!message.held) return;
     if (message.status === 'scheduled') {
       this.makeReady(message);
     } else if (message.status === 'inflight') {
@@ -808,17 +865,17 @@ export class QueueEngine {
     const taken: NearMessage[] = [];
     if (list === undefined) return taken;
     while (taken.length < max) {
-      const entry = list.shift();
-      if (entry === undefined) break;
-      const message = entry.message;
-      if (message.version !== entry.version || message.status !== 'ready') continue;
-      if (this.near.get(message.id) !== message) continue;
+      const message = list.shiftCurrent();
+      if (message === undefined) break;
+      if (message.status !== 'ready' || !message.held) continue;
       message.status = 'inflight';
       message.version++;
       message.attempts++;
       // Unguessable per process, unique per delivery, and cheap: no random bytes per receipt.
-      message.receipt = `${message.id}~${receiptPrefix}${(++receiptCounter).toString(36)}`;
-      this.receipts.set(message.receipt, message);
+      const slot = this.freeSlots.pop() ?? this.inflight.length;
+      this.inflight[slot] = message;
+      message.slot = slot;
+      message.receipt = `${receiptPrefix}${slot.toString(36)}.${(++receiptCounter).toString(36)}`;
       message.timer = this.wheel.schedule(visibilityMs, message);
       taken.push(message);
       this.counters.delivered++;
@@ -840,18 +897,26 @@ export class QueueEngine {
       return;
     }
     const wait = delayMs ?? retryDelay(message.backoff, message.attempts);
+    const previous = message.deliverAt;
     message.deliverAt = Math.ceil(this.clock.now() + wait);
-    await this.relocate(message);
+    await this.relocate(message, previous);
   }
 
   /** Takes a message out of memory: timers, receipts, ready lists (lazily). */
   private forget(message: NearMessage): void {
     if (message.timer !== 0) this.wheel.clearTimeout(message.timer);
     message.timer = 0;
-    if (message.receipt !== undefined) this.receipts.delete(message.receipt);
     message.receipt = undefined;
+    if (message.slot >= 0) {
+      this.inflight[message.slot] = undefined;
+      this.freeSlots.push(message.slot);
+      message.slot = -1;
+    }
     message.version++;
-    if (this.near.get(message.id) === message) this.near.delete(message.id);
+    if (message.held) {
+      this.near.delete(message.id);
+      message.held = false;
+    }
   }
 
   private receiptOwner(receipt: unknown): NearMessage | undefined {
@@ -861,7 +926,17 @@ export class QueueEngine {
         `receipt must be the string receive() returned, got ${describe(receipt)}`,
       );
     }
-    const message = this.receipts.get(receipt);
+    // prefix, slot in base 36, '.', counter: read the slot without making strings.
+    let slot = 0;
+    let at = receiptPrefix.length;
+    for (; at < receipt.length; at++) {
+      const c = receipt.charCodeAt(at);
+      if (c === 46) break;
+      const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 122 ? c - 87 : -1;
+      if (digit < 0 || slot > 0x3fffffff) return undefined;
+      slot = slot * 36 + digit;
+    }
+    const message = at < receipt.length ? this.inflight[slot] : undefined;
     return message !== undefined && message.status === 'inflight' && message.receipt === receipt
       ? message
       : undefined;
@@ -872,7 +947,7 @@ export class QueueEngine {
     const done = message as FinishedMessage;
     done.status = status;
     done.payload = undefined;
-    this.finishedBefore.delete(message.id);
+    // A copy in the older generation is shadowed by this one (get() looks here first).
     this.finished.set(message.id, done);
     if (this.finished.size >= this.rememberFinished) {
       this.finishedBefore = this.finished;

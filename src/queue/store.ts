@@ -11,7 +11,9 @@
  *     or moved it with a due time already inside the horizon), in due-time order and, for equal
  *     due times, in the order they were scheduled;
  *   - after a crash, `recover` rebuilds the same set of live messages: nothing whose add, move,
- *     finish or bury had resolved is lost or undone.
+ *     finish or bury had resolved is lost or undone;
+ *   - `counts()` is exact for every change made so far, and after a crash equals what it was for
+ *     every change whose promise had resolved.
  */
 
 import type { MessageState, MessageStatus } from './message.js';
@@ -27,7 +29,28 @@ export interface RecoveryReport {
   corrupt: Array<{ where: string; reason: string }>;
   /** Bytes of a torn last record cut from the log. */
   truncatedBytes: number;
+  /**
+   * Whether recovery started from a snapshot of the store's tables and replayed only the log
+   * after it ('used'), found none ('none'), or found one it could not trust and replayed the
+   * whole log instead ('rejected: <why>').
+   */
+  snapshot: 'used' | 'none' | `rejected: ${string}`;
+  /** Bytes of log read by the replay. */
+  replayedBytes: number;
   durationMs: number;
+}
+
+export interface StoreCounts {
+  /**
+   * Per topic: live messages that are not dead (scheduled, ready or in flight: wherever held),
+   * and dead ones. Topics with neither are absent.
+   */
+  topics: Map<string, { pending: number; dead: number }>;
+  /**
+   * Live, not-dead messages by the hour their deliverAt falls in: hour start (epoch ms, a
+   * multiple of 3,600,000) -> count. Hours with 0 are absent.
+   */
+  hours: Map<number, number>;
 }
 
 export interface Store {
@@ -46,11 +69,18 @@ export interface Store {
   lookup(id: string): Promise<StoredMessage | undefined>;
   /** Records a new message; sets message.ref. `inHorizon`: the queue keeps it in memory. */
   add(message: MessageState, inHorizon: boolean): Promise<void>;
-  /** Records a new due time and attempt count (reschedule, retry, requeue from dead). */
-  move(message: MessageState, inHorizon: boolean): Promise<void>;
-  /** Records the end of a message: acknowledged or cancelled. */
+  /**
+   * Records a new due time and attempt count (reschedule, retry, requeue from dead).
+   * `message.deliverAt` is the new due time; `previousDeliverAt` the one the store has for the
+   * message until now (its latest add, move or bury), which the counts move it from.
+   */
+  move(message: MessageState, inHorizon: boolean, previousDeliverAt: number): Promise<void>;
+  /** Records the end of a message: acknowledged or cancelled. `message.deliverAt` is current. */
   finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void>;
-  /** Records that a message ran out of attempts; it stays listed as dead until requeued or purged. */
+  /**
+   * Records that a message ran out of attempts; it stays listed as dead until requeued or
+   * purged. `message.deliverAt` is current (the due time the store has for it).
+   */
   bury(message: MessageState): Promise<void>;
   /** Hands over live messages due before `until` (see the contract above). */
   loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void>;
@@ -58,6 +88,11 @@ export interface Store {
   payloadOf(message: MessageState): Promise<Uint8Array>;
   /** Dead messages of a topic, oldest first. */
   dead(topic: string, limit: number): Promise<StoredMessage[]>;
+  /**
+   * Counts of live messages per topic and per hour (see StoreCounts): kept up to date with
+   * every change, so this only copies them.
+   */
+  counts(): StoreCounts;
   stats(): Record<string, number>;
   close(): Promise<void>;
 }

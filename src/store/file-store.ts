@@ -2,31 +2,44 @@
  * FileStore: the embedded, durable store. Layout of its directory:
  *
  *   LOCK               pid of the owning process (see lock.ts)
+ *   format.json        { format }: the on-disk format; other formats are refused at open
  *   log/*.seg          the message log: every change of every message, appended (log.ts)
  *   index/<t>.idx      the schedule index, one file per time window (window-index.ts)
  *   checkpoint.json    { indexedUntil, frontier, windows }: index entries of all records
  *                      before indexedUntil that were due at or after frontier are on disk,
  *                      in index files of (at least) the sizes listed in windows
+ *   snapshot.bin       the tables below as of one log position (snapshot.ts), so recovery
+ *                      replays only the log after it
  *
  * Memory per live message beyond the horizon: one IdTable slot (id hash -> position of its
- * latest record), 20-30 bytes. Payloads stay on disk until their message comes near.
+ * latest record), 20-30 bytes. Payloads stay on disk until their message comes near. Counts
+ * per topic and per hour (counts.ts) cost memory per topic and per hour, not per message.
  *
  * Every change goes through `apply`, the same function that replays the log at recovery, so
  * the in-memory tables are by construction what a replay would rebuild.
  *
- * Retention: a segment can go once no live message keeps its payload there and every older
- * segment is gone (prefix deletion). The second rule keeps FINISH records at least as long as
- * the SCHEDULE records they finish, so a replay never resurrects a finished message.
+ * Retention: a segment can go once no live message keeps its payload there, every older
+ * segment is gone (prefix deletion), and the snapshot's position is not in it or before it.
+ * The second rule keeps FINISH records at least as long as the SCHEDULE records they finish,
+ * so a replay never resurrects a finished message; the third keeps the log a snapshot's
+ * recovery replays.
  */
 
-import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { mkdir, open, readFile, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { TickwheelTypeError, checkOption } from '../errors.js';
+import { TickwheelStateError, TickwheelTypeError, checkOption } from '../errors.js';
 import type { MessageState } from '../queue/message.js';
-import type { RecoveryReport, Store, StoredMessage } from '../queue/store.js';
+import type { RecoveryReport, Store, StoreCounts, StoredMessage } from '../queue/store.js';
+import { MessageCounts, TopicNames } from './counts.js';
 import { IdTable, hashHigh, hashId, hashIdBytes, hashLow } from './id-table.js';
 import { lockDirectory, type DirectoryLock } from './lock.js';
-import { MessageLog, type FsyncPolicy } from './log.js';
+import {
+  LogError,
+  MessageLog,
+  RECORD_HEADER_BYTES,
+  SEGMENT_SPAN,
+  type FsyncPolicy,
+} from './log.js';
 import {
   BURY,
   FINISH,
@@ -40,8 +53,21 @@ import {
   encodeMove,
   encodeSchedule,
   idSpan,
+  payloadPositionOf,
+  previousDeliverAt,
+  recordDeliverAt,
   recordId,
+  topicSpan,
 } from './records.js';
+import {
+  SnapshotRejected,
+  readSnapshot,
+  removeSnapshot,
+  removeSnapshotTemp,
+  snapshotsSupported,
+  writeSnapshot,
+  type StoreSnapshot,
+} from './snapshot.js';
 import { WindowIndex } from './window-index.js';
 
 export interface FileStoreOptions {
@@ -54,7 +80,19 @@ export interface FileStoreOptions {
   windowMs?: number;
   /** How often index files are synced and a checkpoint written. Default 5,000 ms. */
   checkpointIntervalMs?: number;
+  /**
+   * A checkpoint also writes a snapshot of the tables once the log has grown by this many
+   * bytes since the last one, or by the last snapshot's size if that is larger; close()
+   * writes one whenever the log grew. Default 64 MiB. Infinity: never (recovery then replays
+   * the whole log).
+   */
+  snapshotBytes?: number;
 }
+
+/** The on-disk format this code writes and reads (format.json). 1: records without topics. */
+export const STORE_FORMAT = 2;
+
+const FORMAT_FILE = 'format.json';
 
 /** Where the latest record of an id whose hash another live id already owns is. */
 interface CollidedId {
@@ -62,10 +100,40 @@ interface CollidedId {
   deliverAt: number;
 }
 
+/** A message that used up its attempts. */
+interface DeadMessage {
+  /** Its BURY record. */
+  position: number;
+  /** Its SCHEDULE record, which keeps its segment. */
+  payloadPosition: number;
+  topic: string;
+}
+
+type SnapshotWhen = 'auto' | 'always' | 'never';
+
 const READ_CONCURRENCY = 64;
+const DEFAULT_SNAPSHOT_BYTES = 64 * 1024 * 1024;
+/**
+ * Loaded index windows kept on disk for the snapshot (see retire) beyond which a checkpoint
+ * writes a snapshot even if the log has not grown much: one file a window adds up when
+ * traffic is low and windows are short.
+ */
+const KEPT_WINDOWS_LIMIT = 1024;
 
 function segmentOf(position: number): number {
-  return Math.floor(position / 4294967296);
+  return Math.floor(position / SEGMENT_SPAN);
+}
+
+function where(position: number): string {
+  return `log segment ${segmentOf(position)} at byte ${position % SEGMENT_SPAN}`;
+}
+
+/** A record that cannot be read back: damaged on disk, or in a part of the log that is gone. */
+function isDamage(err: unknown): err is LogError {
+  return (
+    err instanceof LogError &&
+    (err.code === 'ERR_TICKWHEEL_CORRUPT' || err.code === 'ERR_TICKWHEEL_INVALID_POSITION')
+  );
 }
 
 export class FileStore implements Store {
@@ -74,19 +142,47 @@ export class FileStore implements Store {
   private readonly index: WindowIndex;
   private readonly lock: DirectoryLock;
   private readonly checkpointIntervalMs: number;
+  private readonly snapshotBytes: number;
   private readonly ids = new IdTable();
   private readonly collisions = new Map<string, CollidedId>();
-  /** Dead messages: id -> position of their BURY record. */
-  private readonly deadIds = new Map<string, number>();
+  private readonly deadIds = new Map<string, DeadMessage>();
   /** Live messages whose payload (SCHEDULE record) is in each segment. */
   private readonly segmentLive = new Map<number, number>();
+  private readonly tally = new MessageCounts();
+  private readonly topicNames = new TopicNames();
+  /**
+   * Latest-record positions of the live messages handed to the queue (due before the
+   * frontier): they have no index entry to find them by, so a snapshot lists them.
+   */
+  private near = new Set<number>();
+  /**
+   * Index windows whose entries were handed to the queue but whose files are kept, because
+   * the snapshot on disk (or the one being written) was taken before: recovery from it reads
+   * them again. The next snapshot lets them go.
+   */
+  private readonly loaded = new Set<number>();
   /** Every live message due before this has been handed to the queue. */
   private frontier = -Infinity;
+  /**
+   * While recovery replays the log after a snapshot: the tail records due before the frontier,
+   * flat, four numbers each (deliverAt, position, id hash low, id hash high).
+   */
+  private tailDue: number[] | undefined;
   private checkpointTimer: ReturnType<typeof setInterval> | undefined;
   private checkpointing: Promise<void> | undefined;
   private closed = false;
-  /** Whether recover() got through the whole log; no checkpoint may be written before. */
+  /** Whether recover() got through the log; no checkpoint may be written before. */
   private replayed = false;
+  /** Log position of the snapshot on disk, or -1. */
+  private snapshotPosition = -1;
+  private snapshotting = false;
+  private lastSnapshotBytes = 0;
+  /** Bytes appended to the log that the snapshot on disk does not cover. */
+  private uncoveredBytes = 0;
+  /** uncoveredBytes at which a snapshot is due (Infinity: none will be written). */
+  private snapshotDue = Infinity;
+  private snapshotStats = { written: 0, captureMsMax: 0, writeMsLast: 0 };
+  private damagedSkipped = 0;
 
   private constructor(
     dir: string,
@@ -94,12 +190,14 @@ export class FileStore implements Store {
     index: WindowIndex,
     lock: DirectoryLock,
     checkpointIntervalMs: number,
+    snapshotBytes: number,
   ) {
     this.dir = dir;
     this.log = log;
     this.index = index;
     this.lock = lock;
     this.checkpointIntervalMs = checkpointIntervalMs;
+    this.snapshotBytes = snapshotBytes;
   }
 
   static async open(options: FileStoreOptions): Promise<FileStore> {
@@ -115,16 +213,23 @@ export class FileStore implements Store {
     }
     const windowMs = checkOption(options.windowMs ?? 60_000, 'windowMs', 1, 86_400_000, true);
     const interval = checkOption(options.checkpointIntervalMs ?? 5000, 'checkpointIntervalMs', 10);
+    const snapshotBytes = checkOption(
+      options.snapshotBytes ?? DEFAULT_SNAPSHOT_BYTES,
+      'snapshotBytes',
+      0,
+      Infinity,
+    );
     await mkdir(options.dir, { recursive: true });
     const lock = await lockDirectory(options.dir);
     try {
+      await checkFormat(options.dir);
       const log = await MessageLog.open({
         dir: join(options.dir, 'log'),
         fsync,
         ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
       });
       const index = await WindowIndex.open(join(options.dir, 'index'), windowMs);
-      return new FileStore(options.dir, log, index, lock, interval);
+      return new FileStore(options.dir, log, index, lock, interval, snapshotBytes);
     } catch (err) {
       await lock.release();
       throw err;
@@ -141,52 +246,52 @@ export class FileStore implements Store {
     const started = performance.now();
     const checkpoint = await this.readCheckpoint();
     const frontier = this.horizonEnd(horizon);
-    // The index on disk covers the log up to checkpoint.indexedUntil only if nothing removed
-    // entries from it since (a truncated or deleted file: disk trouble, an operator) and the
-    // frontier did not move back (a smaller horizonMs than last time, the clock set back):
-    // records of messages that were due before the old frontier have no entry, and windows
-    // loaded into memory since the checkpoint are deleted. Windows wholly before the frontier
-    // do not matter: recovery hands their messages over from the replay. If in doubt, rebuild
-    // the index from the log, which is the truth.
-    const sizes = this.index.sizes();
-    const trusted =
-      checkpoint.frontier <= frontier &&
-      Object.entries(checkpoint.windows).every(
-        ([window, bytes]) =>
-          Number(window) + this.index.windowMs <= frontier ||
-          (sizes.get(Number(window)) ?? 0) >= bytes,
-      );
-    if (!trusted) for (const window of this.index.windows()) await this.index.delete(window);
-    const indexedUntil = trusted ? checkpoint.indexedUntil : 0;
-    const reindex = (type: number, body: Buffer, position: number) =>
-      position >= indexedUntil &&
-      (type === SCHEDULE || type === MOVE) &&
-      body.readDoubleLE(0) >= frontier;
-    this.ids.useAux(true);
-    // Room for about as many messages as the log could hold, so replay does not keep growing it.
-    this.ids.reserve(Math.min(50_000_000, Math.floor(this.log.stats().bytes / 120)));
-    const report = await this.log.replay((type, body, position) =>
-      this.apply(type, body, position, reindex(type, body, position)),
-    );
-    this.replayed = true;
     this.frontier = frontier;
-    const due: Array<[number, number]> = [];
-    const deadPositions = new Set(this.deadIds.values());
-    this.ids.forEach((_low, _high, position, deliverAt) => {
-      if (deliverAt < this.frontier && !deadPositions.has(position))
-        due.push([deliverAt, position]);
-    });
-    for (const { position, deliverAt } of this.collisions.values()) {
-      if (deliverAt < this.frontier && !deadPositions.has(position))
-        due.push([deliverAt, position]);
+    let verdict: RecoveryReport['snapshot'] = 'none';
+    let found: { snapshot: StoreSnapshot; bytes: number } | undefined;
+    try {
+      await removeSnapshotTemp(this.dir);
+      found = await readSnapshot(this.dir);
+      const problem = found && this.snapshotProblem(found.snapshot, checkpoint, frontier);
+      if (problem) throw new SnapshotRejected(problem);
+    } catch (err) {
+      found = undefined;
+      verdict = `rejected: ${err instanceof SnapshotRejected ? err.reason : String(err)}`;
     }
-    this.ids.useAux(false);
-    due.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-    for (const message of await this.statesAt(due.map(([, position]) => position))) onDue(message);
+    const corrupt: RecoveryReport['corrupt'] = [];
+    const damaged = (position: number, err: LogError) =>
+      corrupt.push({ where: where(position), reason: err.message });
+    let truncatedBytes: number;
+    let replayedBytes: number;
+    if (found !== undefined) {
+      verdict = 'used';
+      const { snapshot, bytes } = found;
+      found = undefined; // its arrays now belong to the tables
+      const report = await this.replayTail(snapshot, checkpoint.indexedUntil);
+      for (const c of report.corrupt) corrupt.push({ where: where(c.position), reason: c.reason });
+      truncatedBytes = report.truncatedBytes;
+      replayedBytes = this.bytesFrom(snapshot.position);
+      const due = await this.dueAfterSnapshot(frontier);
+      await this.handOver(due, onDue, damaged);
+      this.snapshotPosition = snapshot.position;
+      this.lastSnapshotBytes = bytes;
+      this.uncoveredBytes = replayedBytes;
+      if (this.snapshotBytes === Infinity) await this.dropSnapshot();
+    } else {
+      // The snapshot goes before any index window does: it relies on them.
+      await removeSnapshot(this.dir);
+      const report = await this.replayAll(checkpoint);
+      for (const c of report.corrupt) corrupt.push({ where: where(c.position), reason: c.reason });
+      truncatedBytes = report.truncatedBytes;
+      replayedBytes = this.log.stats().bytes;
+      this.uncoveredBytes = replayedBytes;
+      await this.handOver(this.dueAfterReplay(frontier), onDue, damaged);
+    }
     for (const window of this.index.windows()) {
-      if (window + this.index.windowMs <= this.frontier) await this.index.delete(window);
+      if (window < frontier) await this.retire(window);
     }
-    await this.checkpoint();
+    await this.checkpoint('never');
+    this.updateSnapshotDue();
     this.checkpointTimer = setInterval(
       () => void this.checkpoint().catch(warn),
       this.checkpointIntervalMs,
@@ -194,11 +299,10 @@ export class FileStore implements Store {
     this.checkpointTimer.unref();
     return {
       live: this.ids.size + this.collisions.size,
-      corrupt: report.corrupt.map((c) => ({
-        where: `log segment ${c.segment} at byte ${c.position % 4294967296}`,
-        reason: c.reason,
-      })),
-      truncatedBytes: report.truncatedBytes,
+      corrupt,
+      truncatedBytes,
+      snapshot: verdict,
+      replayedBytes,
       durationMs: performance.now() - started,
     };
   }
@@ -206,46 +310,38 @@ export class FileStore implements Store {
   async lookup(id: string): Promise<StoredMessage | undefined> {
     const position = this.latest(id);
     if (position < 0) return undefined;
-    const [message] = await this.statesAt([position]);
+    const [message] = (await this.statesAt([position])) as MessageState[];
     if (message.id !== id) return undefined; // another id with the same 64-bit hash
     message.payload = undefined;
-    const dead = this.deadIds.get(id) === position;
+    const dead = this.deadIds.get(id)?.position === position;
     return { ...message, status: dead ? 'dead' : 'scheduled' };
   }
 
   async add(message: MessageState, _inHorizon: boolean): Promise<void> {
     const body = encodeSchedule(message, message.payload ?? new Uint8Array(0));
-    const { position, durable } = this.log.append(SCHEDULE, body);
+    const { position, durable } = this.write(SCHEDULE, body, message.deliverAt >= this.frontier);
     message.ref = position;
-    this.apply(SCHEDULE, body, position, message.deliverAt >= this.frontier);
     try {
       await durable;
     } catch (err) {
       // Never acknowledged: take it out again, as if it had not been sent.
-      this.forget(message.id, position);
+      this.forget(message, position);
       throw err;
     }
   }
 
-  async move(message: MessageState, _inHorizon: boolean): Promise<void> {
-    const body = encodeMove(message);
-    const { position, durable } = this.log.append(MOVE, body);
-    this.apply(MOVE, body, position, message.deliverAt >= this.frontier);
-    await durable;
+  async move(message: MessageState, _inHorizon: boolean, previousDeliverAt: number): Promise<void> {
+    const body = encodeMove(message, previousDeliverAt);
+    await this.write(MOVE, body, message.deliverAt >= this.frontier).durable;
   }
 
   async finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void> {
     const body = encodeFinish(message, outcome === 'acked' ? OUTCOME_ACKED : OUTCOME_CANCELLED);
-    const { position, durable } = this.log.append(FINISH, body);
-    this.apply(FINISH, body, position, false);
-    await durable;
+    await this.write(FINISH, body, false).durable;
   }
 
   async bury(message: MessageState): Promise<void> {
-    const body = encodeMove(message);
-    const { position, durable } = this.log.append(BURY, body);
-    this.apply(BURY, body, position, false);
-    await durable;
+    await this.write(BURY, encodeMove(message, message.deliverAt), false).durable;
   }
 
   async loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void> {
@@ -253,25 +349,30 @@ export class FileStore implements Store {
     // window whose load failed earlier is still on disk and is tried again here.
     const frontier = Math.max(this.frontier, this.horizonEnd(until));
     this.frontier = frontier;
-    const deadPositions = new Set(this.deadIds.values());
-    const collided = new Set([...this.collisions.values()].map((c) => c.position));
     for (const window of this.index.windows()) {
       if (window >= frontier) break;
+      if (this.loaded.has(window)) continue;
       const entries = await this.index.read(window);
-      const seen = new Set<number>();
-      const due: Array<[number, number]> = [];
+      // An entry is current if its id's latest record is the one it points at (a dead
+      // message's latest record is its BURY, which no entry points at).
+      const collided = this.collidedPositions();
+      const due = new Map<number, number>();
       for (let i = 0; i < entries.count; i++) {
         const position = entries.position[i];
-        if (seen.has(position) || deadPositions.has(position)) continue;
         const current = this.ids.get(entries.low[i], entries.high[i]);
         if (current !== position && !collided.has(position)) continue; // moved or finished since
-        seen.add(position);
-        due.push([entries.deliverAt[i], position]);
+        due.set(position, entries.deliverAt[i]);
+        this.near.add(position);
       }
-      due.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-      for (const message of await this.statesAt(due.map(([, position]) => position)))
-        onDue(message);
-      await this.index.delete(window);
+      await this.handOver(due, onDue, (position, err) => {
+        this.damagedSkipped++;
+        warn(
+          new Error(
+            `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
+          ),
+        );
+      });
+      await this.retire(window);
     }
   }
 
@@ -282,15 +383,22 @@ export class FileStore implements Store {
   }
 
   async dead(topic: string, limit: number): Promise<StoredMessage[]> {
-    const positions = [...this.deadIds.values()].sort((a, b) => a - b);
+    const positions = [...this.deadIds.values()]
+      .filter((dead) => dead.topic === topic)
+      .map((dead) => dead.position)
+      .sort((a, b) => a - b)
+      .slice(0, limit);
     const found: StoredMessage[] = [];
-    for (const message of await this.statesAt(positions)) {
-      if (message.topic !== topic) continue;
+    for (const message of await this.statesAt(positions, () => this.damagedSkipped++)) {
+      if (message === undefined) continue;
       message.payload = undefined;
       found.push({ ...message, status: 'dead' });
-      if (found.length >= limit) break;
     }
     return found;
+  }
+
+  counts(): StoreCounts {
+    return this.tally.read();
   }
 
   stats(): Record<string, number> {
@@ -305,6 +413,12 @@ export class FileStore implements Store {
       fsyncs: log.fsyncs,
       fsyncMsMax: log.fsyncMsMax,
       fsyncMsAvg: log.fsyncs === 0 ? 0 : log.fsyncMsTotal / log.fsyncs,
+      snapshots: this.snapshotStats.written,
+      snapshotBytes: this.lastSnapshotBytes,
+      snapshotCaptureMsMax: this.snapshotStats.captureMsMax,
+      snapshotWriteMsLast: this.snapshotStats.writeMsLast,
+      uncoveredLogBytes: this.uncoveredBytes,
+      damagedSkipped: this.damagedSkipped,
     };
   }
 
@@ -313,11 +427,36 @@ export class FileStore implements Store {
     this.closed = true;
     if (this.checkpointTimer !== undefined) clearInterval(this.checkpointTimer);
     try {
-      await this.checkpoint();
+      while (this.checkpointing !== undefined) await this.checkpointing.catch(warn);
+      await this.checkpoint('always');
     } finally {
       await this.log.close();
       await this.lock.release();
     }
+  }
+
+  /**
+   * Appends a record and applies it in the same turn, so that the tables are always those of
+   * every record before the log's end (what a snapshot captures). Then, if a snapshot is due,
+   * starts a checkpoint at once rather than at the next periodic one: the log that recovery
+   * replays stays close to the threshold instead of growing a checkpoint interval's worth
+   * beyond it.
+   */
+  private write(type: number, body: Buffer, reindex: boolean) {
+    const appended = this.log.append(type, body);
+    this.apply(type, body, appended.position, reindex);
+    this.uncoveredBytes += RECORD_HEADER_BYTES + body.length;
+    if (this.uncoveredBytes >= this.snapshotDue && !this.checkpointing && !this.closed) {
+      void this.checkpoint().catch(warn);
+    }
+    return appended;
+  }
+
+  private updateSnapshotDue(): void {
+    this.snapshotDue =
+      this.snapshotBytes === Infinity || !snapshotsSupported || this.log.stats().failures > 0
+        ? Infinity
+        : Math.max(this.snapshotBytes, this.lastSnapshotBytes);
   }
 
   // ---- state transitions: the only place the tables change ------------------------------
@@ -335,12 +474,16 @@ export class FileStore implements Store {
     // millions of records makes no strings.
     const exact = this.collisions.size > 0 || this.deadIds.size > 0;
     const id = exact ? recordId(type, body) : '';
+    const [topicStart, topicLength] = topicSpan(type, body);
+    const topic = this.topicNames.name(body, topicStart, topicLength);
     if (type === SCHEDULE) {
       const deliverAt = body.readDoubleLE(0);
-      if (exact && this.deadIds.has(id)) {
+      const replaced = exact ? this.deadIds.get(id) : undefined;
+      if (replaced !== undefined) {
         // The same id scheduled again after it died: the dead message is replaced.
-        this.release(this.payloadSegmentOfDead(id));
+        this.release(segmentOf(replaced.payloadPosition));
         this.deadIds.delete(id);
+        this.tally.finishDead(replaced.topic);
         this.unlink(id, low, high);
       }
       // A live id is never scheduled again (the queue deduplicates), so a taken slot means
@@ -350,40 +493,55 @@ export class FileStore implements Store {
       }
       const segment = segmentOf(position);
       this.segmentLive.set(segment, (this.segmentLive.get(segment) ?? 0) + 1);
-      if (reindex) this.index.append(deliverAt, position, low, high);
+      this.tally.add(topic, deliverAt);
+      this.placed(deliverAt, position, low, high, reindex);
       return;
     }
+    const collided = exact ? this.collisions.get(id) : undefined;
+    const previous = collided !== undefined ? collided.position : this.ids.get(low, high);
     // Its message finished before this log begins: nothing to do.
-    if (!(exact && this.collisions.has(id)) && this.ids.get(low, high) < 0) return;
+    if (previous < 0) return;
+    this.near.delete(previous);
+    const dead = exact ? this.deadIds.get(id) : undefined;
     if (type === FINISH) {
-      const payloadPosition = body.readDoubleLE(1);
       this.unlink(id, low, high);
-      if (exact) {
+      if (dead !== undefined) {
         this.deadIds.delete(id);
-        this.buriedPayload.delete(id);
+        this.tally.finishDead(dead.topic);
+      } else {
+        this.tally.finish(topic, recordDeliverAt(FINISH, body));
       }
-      this.release(segmentOf(payloadPosition));
+      this.release(segmentOf(payloadPositionOf(FINISH, body)));
       return;
     }
     const deliverAt = body.readDoubleLE(0);
     this.link(id, low, high, position, deliverAt);
     if (type === BURY) {
-      const buried = id === '' ? recordId(type, body) : id;
-      this.deadIds.set(buried, position);
-      this.buriedPayload.set(buried, body.readDoubleLE(10));
-    } else {
-      if (exact && this.deadIds.delete(id)) this.buriedPayload.delete(id);
-      if (reindex) this.index.append(deliverAt, position, low, high);
+      if (dead === undefined) this.tally.bury(topic, previousDeliverAt(body));
+      this.deadIds.set(id === '' ? recordId(type, body) : id, {
+        position,
+        payloadPosition: payloadPositionOf(BURY, body),
+        topic,
+      });
+      return;
     }
+    if (dead !== undefined) {
+      this.deadIds.delete(id);
+      this.tally.revive(topic, deliverAt);
+    } else {
+      this.tally.move(previousDeliverAt(body), deliverAt);
+    }
+    this.placed(deliverAt, position, low, high, reindex);
   }
 
-  /** Payload positions of dead messages, so replacing one can release its segment. */
-  private readonly buriedPayload = new Map<string, number>();
-
-  private payloadSegmentOfDead(id: string): number {
-    const position = this.buriedPayload.get(id);
-    this.buriedPayload.delete(id);
-    return position === undefined ? -1 : segmentOf(position);
+  /** A SCHEDULE or MOVE gave its message a due time: where the message is found from now. */
+  private placed(deliverAt: number, position: number, low: number, high: number, reindex: boolean) {
+    if (reindex) this.index.append(deliverAt, position, low, high);
+    // Live, not indexed: due before the frontier, so the queue takes it into memory.
+    else if (this.replayed) this.near.add(position);
+    if (this.tailDue !== undefined && deliverAt < this.frontier) {
+      this.tailDue.push(deliverAt, position, low, high);
+    }
   }
 
   private latest(id: string): number {
@@ -414,21 +572,267 @@ export class FileStore implements Store {
     else this.segmentLive.delete(segment);
   }
 
-  /** Undoes a SCHEDULE whose write failed. */
-  private forget(id: string, position: number): void {
-    if (this.latest(id) !== position) return;
-    hashId(id);
-    this.unlink(id, hashLow, hashHigh);
-    this.release(segmentOf(position));
+  /**
+   * Undoes a SCHEDULE whose write failed, by applying the FINISH that ends it (a record that
+   * is never written).
+   */
+  private forget(message: MessageState, position: number): void {
+    if (this.latest(message.id) !== position) return;
+    this.apply(FINISH, encodeFinish(message, OUTCOME_CANCELLED), position, false);
   }
 
-  /** Reads full message states for record positions, in the order given. */
-  private async statesAt(positions: number[]): Promise<MessageState[]> {
-    const states: MessageState[] = new Array(positions.length);
+  /** Replaces the tables with a snapshot's. */
+  private adopt(snapshot: StoreSnapshot): void {
+    this.ids.adoptArrays(snapshot.ids);
+    for (const [id, position, deliverAt] of snapshot.collisions) {
+      this.collisions.set(id, { position, deliverAt });
+    }
+    for (const [id, position, payloadPosition, topic] of snapshot.dead) {
+      this.deadIds.set(id, { position, payloadPosition, topic });
+    }
+    for (const [segment, live] of snapshot.segmentLive) this.segmentLive.set(segment, live);
+    this.tally.load(snapshot.counts);
+    this.near = new Set(snapshot.near);
+  }
+
+  /** A copy of the tables as they are now, after every record before log.end. */
+  private capture(): StoreSnapshot {
+    return {
+      position: this.log.end,
+      frontier: this.frontier,
+      windowMs: this.index.windowMs,
+      ids: this.ids.copyArrays(),
+      collisions: [...this.collisions].map(([id, c]) => [id, c.position, c.deliverAt]),
+      dead: [...this.deadIds].map(([id, d]) => [id, d.position, d.payloadPosition, d.topic]),
+      segmentLive: [...this.segmentLive],
+      counts: this.tally.entries(),
+      near: Float64Array.from(this.near),
+      loaded: [...this.loaded],
+    };
+  }
+
+  // ---- recovery --------------------------------------------------------------------------
+
+  /** Whole-log replay: every record through apply, due times kept while it runs. */
+  private async replayAll(checkpoint: Checkpoint) {
+    const frontier = this.frontier;
+    // The index on disk covers the log up to checkpoint.indexedUntil only if nothing removed
+    // entries from it since (a truncated or deleted file: disk trouble, an operator) and the
+    // frontier did not move back (a smaller horizonMs than last time, the clock set back):
+    // records of messages that were due before the old frontier have no entry, and windows
+    // loaded into memory since the checkpoint are deleted. Windows wholly before the frontier
+    // do not matter: recovery hands their messages over from the replay. If in doubt, rebuild
+    // the index from the log, which is the truth.
+    const sizes = this.index.sizes();
+    const trusted =
+      checkpoint.frontier <= frontier &&
+      Object.entries(checkpoint.windows).every(
+        ([window, bytes]) =>
+          Number(window) + this.index.windowMs <= frontier ||
+          (sizes.get(Number(window)) ?? 0) >= bytes,
+      );
+    if (!trusted) for (const window of this.index.windows()) await this.index.delete(window);
+    const indexedUntil = trusted ? checkpoint.indexedUntil : 0;
+    this.ids.useAux(true);
+    // Room for about as many messages as the log could hold, so replay does not keep growing it.
+    this.ids.reserve(Math.min(50_000_000, Math.floor(this.log.stats().bytes / 120)));
+    const report = await this.log.replay((type, body, position) =>
+      this.apply(type, body, position, this.reindexes(type, body, position, indexedUntil)),
+    );
+    this.replayed = true;
+    return report;
+  }
+
+  /** Live, not dead, due before the frontier, after a whole-log replay: position -> due. */
+  private dueAfterReplay(frontier: number): Map<number, number> {
+    const due = new Map<number, number>();
+    const deadPositions = new Set<number>();
+    for (const dead of this.deadIds.values()) deadPositions.add(dead.position);
+    this.ids.forEach((_low, _high, position, deliverAt) => {
+      if (deliverAt < frontier && !deadPositions.has(position)) due.set(position, deliverAt);
+    });
+    for (const { position, deliverAt } of this.collisions.values()) {
+      if (deliverAt < frontier && !deadPositions.has(position)) due.set(position, deliverAt);
+    }
+    this.ids.useAux(false);
+    return due;
+  }
+
+  /** Loads a snapshot and replays the log from its position on. */
+  private async replayTail(snapshot: StoreSnapshot, indexedUntil: number) {
+    this.adopt(snapshot);
+    this.tailDue = [];
+    try {
+      const report = await this.log.replay(
+        (type, body, position) =>
+          this.apply(type, body, position, this.reindexes(type, body, position, indexedUntil)),
+        snapshot.position,
+      );
+      this.replayed = true;
+      return report;
+    } catch (err) {
+      this.tailDue = undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * After a snapshot and its tail: what is due before the new frontier comes from three
+   * places, which may overlap (hence a map by position):
+   *   - the messages the queue held when the snapshot was taken (its near positions), less
+   *     those the tail moved or finished;
+   *   - tail records whose message is due before the frontier (tracked while replaying);
+   *   - index windows before the frontier still on disk: every window handed over after the
+   *     snapshot was taken, and any not yet handed over.
+   * Entries that are no longer their message's latest record are dropped here (index and
+   * tail) or once read (near positions).
+   */
+  private async dueAfterSnapshot(frontier: number) {
+    const due = new Map<number, number>();
+    // The snapshot's near positions, less those the tail moved or finished.
+    for (const position of this.near) due.set(position, NaN);
+    this.near = new Set();
+    const tail = this.tailDue ?? [];
+    this.tailDue = undefined;
+    const collided = this.collidedPositions();
+    const current = (low: number, high: number, position: number) =>
+      this.ids.get(low, high) === position || collided.has(position);
+    for (let i = 0; i < tail.length; i += 4) {
+      if (current(tail[i + 2], tail[i + 3], tail[i + 1])) due.set(tail[i + 1], tail[i]);
+    }
+    for (const window of this.index.windows()) {
+      if (window >= frontier) break;
+      const entries = await this.index.read(window);
+      for (let i = 0; i < entries.count; i++) {
+        if (current(entries.low[i], entries.high[i], entries.position[i])) {
+          due.set(entries.position[i], entries.deliverAt[i]);
+        }
+      }
+    }
+    return due;
+  }
+
+  /**
+   * Reads the messages at `due`'s positions and hands those still live and not dead to the
+   * queue in (due time, position) order; they are the queue's from now on.
+   */
+  private async handOver(
+    due: Map<number, number>,
+    onDue: (message: MessageState) => void,
+    damaged: (position: number, err: LogError) => void,
+  ): Promise<void> {
+    const positions = [...due.keys()];
+    const states = await this.statesAt(positions, damaged);
+    const order: Array<[number, number, MessageState]> = [];
+    for (let i = 0; i < positions.length; i++) {
+      const state = states[i];
+      const position = positions[i];
+      if (state === undefined) {
+        this.near.delete(position);
+        continue;
+      }
+      if (this.latest(state.id) !== position || this.deadIds.get(state.id)?.position === position) {
+        this.near.delete(position);
+        continue;
+      }
+      order.push([state.deliverAt, position, state]);
+    }
+    order.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    for (const [, position, state] of order) {
+      this.near.add(position);
+      onDue(state);
+    }
+  }
+
+  private reindexes(type: number, body: Buffer, position: number, indexedUntil: number): boolean {
+    return (
+      position >= indexedUntil &&
+      (type === SCHEDULE || type === MOVE) &&
+      body.readDoubleLE(0) >= this.frontier
+    );
+  }
+
+  /**
+   * Why a snapshot cannot be used with this log, index and checkpoint, or undefined if it can.
+   * It can when the log still holds everything from its position on, and the schedule index
+   * holds every entry it relies on: those of records before its position (the checkpoint must
+   * cover that position, and every window it lists must be whole, except windows the
+   * snapshot's near positions stand in for), with a frontier that did not move back.
+   */
+  private snapshotProblem(
+    snapshot: StoreSnapshot,
+    checkpoint: Checkpoint,
+    frontier: number,
+  ): string | undefined {
+    if (snapshot.windowMs !== this.index.windowMs) {
+      return `written with windowMs ${snapshot.windowMs}, opened with ${this.index.windowMs}`;
+    }
+    const segment = segmentOf(snapshot.position);
+    const size = this.log.segmentSize(segment);
+    if (size === undefined) return `log segment ${segment}, where it continues, is gone`;
+    const offset = snapshot.position - segment * SEGMENT_SPAN;
+    if (offset > size) {
+      return `it continues at byte ${offset} of log segment ${segment}, which has ${size} bytes`;
+    }
+    const segments = this.log.segments();
+    for (let k = segments.indexOf(segment) + 1; k < segments.length; k++) {
+      if (segments[k] !== segments[k - 1] + 1) return `log segment ${segments[k - 1] + 1} is gone`;
+    }
+    if (checkpoint.indexedUntil < snapshot.position) {
+      return 'the checkpoint does not cover it (the schedule index may lack entries)';
+    }
+    if (checkpoint.frontier > frontier || snapshot.frontier > frontier) {
+      return 'the horizon is nearer than when it was written';
+    }
+    const sizes = this.index.sizes();
+    const handedOver = new Set(snapshot.loaded);
+    for (const [window, bytes] of Object.entries(checkpoint.windows)) {
+      if (!handedOver.has(Number(window)) && (sizes.get(Number(window)) ?? 0) < bytes) {
+        return `index window ${window} is shorter than the checkpoint says`;
+      }
+    }
+    return undefined;
+  }
+
+  /** Bytes of the log from a position to its end. */
+  private bytesFrom(position: number): number {
+    const first = segmentOf(position);
+    let bytes = -(position - first * SEGMENT_SPAN);
+    for (const segment of this.log.segments()) {
+      if (segment >= first) bytes += this.log.segmentSize(segment) ?? 0;
+    }
+    return Math.max(0, bytes);
+  }
+
+  private collidedPositions(): Set<number> {
+    const positions = new Set<number>();
+    for (const collided of this.collisions.values()) positions.add(collided.position);
+    return positions;
+  }
+
+  /**
+   * Reads full message states for record positions, in the order given. With `damaged`, a
+   * record that cannot be read back (damaged, or in a part of the log that is gone) is
+   * reported there and left undefined; without, it throws.
+   */
+  private async statesAt(
+    positions: number[],
+    damaged?: (position: number, err: LogError) => void,
+  ): Promise<Array<MessageState | undefined>> {
+    const states: Array<MessageState | undefined> = new Array(positions.length);
+    const read = async (position: number) => {
+      try {
+        return await this.stateAt(position);
+      } catch (err) {
+        if (damaged === undefined || !isDamage(err)) throw err;
+        damaged(position, err);
+        return undefined;
+      }
+    };
     for (let start = 0; start < positions.length; start += READ_CONCURRENCY) {
       const chunk = positions.slice(start, start + READ_CONCURRENCY);
-      const read = await Promise.all(chunk.map((position) => this.stateAt(position)));
-      for (let i = 0; i < read.length; i++) states[start + i] = read[i];
+      const got = await Promise.all(chunk.map(read));
+      for (let i = 0; i < got.length; i++) states[start + i] = got[i];
     }
     return states;
   }
@@ -450,13 +854,9 @@ export class FileStore implements Store {
     };
   }
 
-  // ---- checkpoints and retention -------------------------------------------------------
+  // ---- checkpoints, snapshots and retention ----------------------------------------------
 
-  private async readCheckpoint(): Promise<{
-    indexedUntil: number;
-    frontier: number;
-    windows: Record<string, number>;
-  }> {
+  private async readCheckpoint(): Promise<Checkpoint> {
     try {
       const text = await readFile(join(this.dir, 'checkpoint.json'), 'utf8');
       const { indexedUntil, frontier, windows } = JSON.parse(text) as Record<string, unknown>;
@@ -473,37 +873,186 @@ export class FileStore implements Store {
     }
   }
 
-  /** Syncs the index, records how far it covers the log, and deletes finished segments. */
-  checkpoint(): Promise<void> {
+  /**
+   * Syncs the index, records how far it covers the log, writes a snapshot if the log has grown
+   * enough since the last one (`when`), and deletes finished segments.
+   */
+  checkpoint(when: SnapshotWhen = 'auto'): Promise<void> {
     // After a failed recovery (close() on the way out of a failed open) the tables are partial:
     // a checkpoint would claim the index covers records never replayed, and retention would
     // delete segments it knows nothing about.
     if (!this.replayed) return Promise.resolve();
-    this.checkpointing ??= this.writeCheckpoint().finally(() => (this.checkpointing = undefined));
+    this.checkpointing ??= this.writeCheckpoint(when).finally(
+      () => (this.checkpointing = undefined),
+    );
     return this.checkpointing;
   }
 
-  private async writeCheckpoint(): Promise<void> {
+  private wantsSnapshot(when: SnapshotWhen): boolean {
+    // After a failed write the tables may hold changes the log does not (a failed MOVE or
+    // FINISH is not undone): only the log is to be trusted until the next recovery.
+    this.updateSnapshotDue();
+    if (when === 'never' || this.snapshotDue === Infinity) return false;
+    if (when === 'always') return this.uncoveredBytes > 0;
+    return this.uncoveredBytes >= this.snapshotDue || this.loaded.size > KEPT_WINDOWS_LIMIT;
+  }
+
+  private async writeCheckpoint(when: SnapshotWhen): Promise<void> {
     const indexedUntil = this.log.end;
     const frontier = this.frontier;
-    await this.log.flush();
-    await this.index.sync();
-    const windows = Object.fromEntries(this.index.sizes());
-    const file = join(this.dir, 'checkpoint.json');
-    const handle = await open(`${file}.tmp`, 'w');
-    try {
-      await handle.writeFile(JSON.stringify({ version: 1, indexedUntil, frontier, windows }));
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(`${file}.tmp`, file);
+    // Segments that may go, judged by the tables as they are now: once the flush below has
+    // made every record so far durable, no crash can bring back a message they hold. (Judged
+    // after the flush instead, a FINISH appended meanwhile and lost in a crash could leave a
+    // live message whose payload is gone.) A closed segment never gains live messages.
     const segments = this.log.segments();
+    const finished: number[] = [];
     for (let i = 0; i < segments.length - 1; i++) {
       if ((this.segmentLive.get(segments[i]) ?? 0) > 0) break;
-      await this.log.deleteSegment(segments[i]);
+      finished.push(segments[i]);
+    }
+    // The snapshot is taken in this same turn: its tables are exactly those after every
+    // record before indexedUntil. Copying them is the only pause it causes.
+    let snapshot: StoreSnapshot | undefined;
+    let covered = 0;
+    const capturing = this.wantsSnapshot(when);
+    if (capturing) {
+      const started = performance.now();
+      snapshot = this.capture();
+      covered = this.uncoveredBytes;
+      this.snapshotting = true;
+      const ms = performance.now() - started;
+      this.snapshotStats.captureMsMax = Math.max(this.snapshotStats.captureMsMax, ms);
+    }
+    try {
+      await this.log.flush();
+      await this.index.sync();
+      const windows = Object.fromEntries(this.index.sizes());
+      const file = join(this.dir, 'checkpoint.json');
+      const handle = await open(`${file}.tmp`, 'w');
+      try {
+        await handle.writeFile(JSON.stringify({ version: 1, indexedUntil, frontier, windows }));
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await rename(`${file}.tmp`, file);
+      // The log up to the snapshot's position is durable and the checkpoint covers it: only
+      // now may the snapshot replace the previous one.
+      if (snapshot !== undefined && this.log.stats().failures === 0) {
+        await this.writeSnapshot(snapshot, covered);
+      }
+    } finally {
+      snapshot = undefined;
+      if (capturing) this.snapshotting = false;
+    }
+    const keepFrom = this.snapshotPosition < 0 ? Infinity : segmentOf(this.snapshotPosition);
+    for (const segment of finished) {
+      if (segment >= keepFrom) break;
+      await this.log.deleteSegment(segment);
     }
   }
+
+  /** Writes a captured snapshot; a failure is a warning (the log and the index suffice). */
+  private async writeSnapshot(snapshot: StoreSnapshot, covered: number): Promise<void> {
+    const started = performance.now();
+    let bytes: number;
+    try {
+      bytes = await writeSnapshot(this.dir, snapshot);
+    } catch (err) {
+      warn(err);
+      return;
+    }
+    this.snapshotStats.writeMsLast = performance.now() - started;
+    this.snapshotStats.written++;
+    this.snapshotPosition = snapshot.position;
+    this.lastSnapshotBytes = bytes;
+    this.uncoveredBytes -= covered;
+    this.updateSnapshotDue();
+    for (const window of snapshot.loaded) {
+      this.loaded.delete(window);
+      await this.index.delete(window);
+    }
+  }
+
+  /**
+   * A window whose entries were all handed to the queue: deleted, unless a snapshot taken
+   * before (on disk or being written) still needs it to find those messages after a crash.
+   */
+  private async retire(window: number): Promise<void> {
+    if (this.snapshotPosition >= 0 || this.snapshotting) this.loaded.add(window);
+    else await this.index.delete(window);
+  }
+
+  /** Deletes the snapshot, and the index windows only it needed. */
+  private async dropSnapshot(): Promise<void> {
+    await removeSnapshot(this.dir);
+    this.snapshotPosition = -1;
+    for (const window of this.loaded) await this.index.delete(window);
+    this.loaded.clear();
+  }
+}
+
+interface Checkpoint {
+  indexedUntil: number;
+  frontier: number;
+  windows: Record<string, number>;
+}
+
+/**
+ * Refuses a directory written in another on-disk format, and records the format in a new one.
+ * A directory without format.json but with log records was written by tickwheel before the
+ * format was recorded (format 1), whose records this code would misread.
+ */
+async function checkFormat(dir: string): Promise<void> {
+  const file = join(dir, FORMAT_FILE);
+  let text: string | undefined;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  if (text !== undefined) {
+    let format: unknown;
+    try {
+      format = (JSON.parse(text) as { format?: unknown }).format;
+    } catch {
+      format = undefined;
+    }
+    if (format === STORE_FORMAT) return;
+    throw formatError(dir, `format ${String(format)}`);
+  }
+  if (await hasRecords(join(dir, 'log'))) throw formatError(dir, 'format 1');
+  const handle = await open(`${file}.tmp`, 'w');
+  try {
+    await handle.writeFile(JSON.stringify({ format: STORE_FORMAT }));
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(`${file}.tmp`, file);
+}
+
+async function hasRecords(logDir: string): Promise<boolean> {
+  let names: string[];
+  try {
+    names = await readdir(logDir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+  for (const name of names) {
+    if (/^\d{10}\.seg$/.test(name) && (await stat(join(logDir, name))).size > 0) return true;
+  }
+  return false;
+}
+
+function formatError(dir: string, found: string): TickwheelStateError {
+  return new TickwheelStateError(
+    'ERR_TICKWHEEL_FORMAT',
+    `${dir} holds data in on-disk ${found}; this version of tickwheel reads and writes format ` +
+      `${STORE_FORMAT} only. Drain it with the version that wrote it, or start from an empty ` +
+      'directory',
+  );
 }
 
 function warn(err: unknown): void {

@@ -136,6 +136,8 @@ export interface MessageLogStats {
   fsyncs: number;
   fsyncMsTotal: number;
   fsyncMsMax: number;
+  /** Writes or fsyncs that failed (each rolled the log back; see Failures). */
+  failures: number;
 }
 
 export type LogErrorCode =
@@ -282,6 +284,7 @@ export class MessageLog {
   private fsyncCount = 0;
   private fsyncMsTotal = 0;
   private fsyncMsMax = 0;
+  private failureCount = 0;
 
   private constructor(settings: Settings, segments: number[], sizes: number[]) {
     this.dir = settings.dir;
@@ -365,7 +368,13 @@ export class MessageLog {
       fsyncs: this.fsyncCount,
       fsyncMsTotal: this.fsyncMsTotal,
       fsyncMsMax: this.fsyncMsMax,
+      failures: this.failureCount,
     };
+  }
+
+  /** Bytes in a segment (staged records included), or undefined if it is not in the log. */
+  segmentSize(segment: number): number | undefined {
+    return segment === this.active ? this.activeSize : this.closedSizes.get(segment);
   }
 
   // ---- appending ------------------------------------------------------------------------
@@ -609,6 +618,7 @@ export class MessageLog {
    * last good record, the file is cut there, and then the failed records are rejected.
    */
   private async fail(stage: Stage, step: string, cause: unknown): Promise<void> {
+    this.failureCount++;
     const goodSize = stage.fileOffset + stage.kept;
     const lost = this.queue.splice(0);
     this.filling = null;

@@ -5,7 +5,8 @@
 
 import { DueHeap } from '../queue/due-heap.js';
 import type { MessageState } from '../queue/message.js';
-import type { RecoveryReport, Store, StoredMessage } from '../queue/store.js';
+import type { RecoveryReport, Store, StoreCounts, StoredMessage } from '../queue/store.js';
+import { MessageCounts } from './counts.js';
 
 interface Entry {
   state: MessageState;
@@ -20,13 +21,21 @@ export class MemoryStore implements Store {
   private readonly entries = new Map<string, Entry>();
   private readonly heap = new DueHeap<{ entry: Entry; version: number }>();
   private nextRef = 1;
+  private readonly tally = new MessageCounts();
 
   horizonEnd(until: number): number {
     return until;
   }
 
   async recover(): Promise<RecoveryReport> {
-    return { live: 0, corrupt: [], truncatedBytes: 0, durationMs: 0 };
+    return {
+      live: 0,
+      corrupt: [],
+      truncatedBytes: 0,
+      snapshot: 'none',
+      replayedBytes: 0,
+      durationMs: 0,
+    };
   }
 
   async lookup(id: string): Promise<StoredMessage | undefined> {
@@ -37,6 +46,10 @@ export class MemoryStore implements Store {
 
   async add(message: MessageState, inHorizon: boolean): Promise<void> {
     message.ref = this.nextRef++;
+    // A dead message with the same id is replaced (a live one never is: the queue deduplicates).
+    const replaced = this.entries.get(message.id);
+    if (replaced !== undefined) this.uncount(replaced);
+    this.tally.add(message.topic, message.deliverAt);
     const entry: Entry = {
       state: { ...message },
       status: 'scheduled',
@@ -47,11 +60,17 @@ export class MemoryStore implements Store {
     if (!inHorizon) this.heap.push(message.deliverAt, { entry, version: 0 });
   }
 
+  // The store's own copy says where the message was: `previousDeliverAt` is not needed here.
   async move(message: MessageState, inHorizon: boolean): Promise<void> {
     let entry = this.entries.get(message.id);
     if (entry === undefined) {
       entry = { state: { ...message }, status: 'scheduled', version: 0, handedOver: inHorizon };
       this.entries.set(message.id, entry);
+      this.tally.add(message.topic, message.deliverAt);
+    } else if (entry.status === 'dead') {
+      this.tally.revive(entry.state.topic, message.deliverAt);
+    } else {
+      this.tally.move(entry.state.deliverAt, message.deliverAt);
     }
     entry.state = { ...message, payload: entry.state.payload ?? message.payload };
     entry.status = 'scheduled';
@@ -61,12 +80,16 @@ export class MemoryStore implements Store {
   }
 
   async finish(message: MessageState): Promise<void> {
+    const entry = this.entries.get(message.id);
+    if (entry === undefined) return;
+    this.uncount(entry);
     this.entries.delete(message.id);
   }
 
   async bury(message: MessageState): Promise<void> {
     const entry = this.entries.get(message.id);
     if (entry === undefined) return;
+    if (entry.status !== 'dead') this.tally.bury(entry.state.topic, entry.state.deliverAt);
     entry.state = { ...entry.state, attempts: message.attempts, deliverAt: message.deliverAt };
     entry.status = 'dead';
     entry.version++;
@@ -97,6 +120,15 @@ export class MemoryStore implements Store {
       }
     }
     return dead;
+  }
+
+  counts(): StoreCounts {
+    return this.tally.read();
+  }
+
+  private uncount(entry: Entry): void {
+    if (entry.status === 'dead') this.tally.finishDead(entry.state.topic);
+    else this.tally.finish(entry.state.topic, entry.state.deliverAt);
   }
 
   stats(): Record<string, number> {

@@ -6,8 +6,10 @@
  *   node test/crash/worker.mjs '<json config>'
  *
  * Config: { dir, journal, fsync, cycle, seed, entry?, live?, lanes?, segmentBytes?,
- *           checkpointIntervalMs? }; entry: URL of the queue-entry.js to test (default: the
- *           package's dist/queue-entry.js).
+ *           checkpointIntervalMs?, snapshotBytes? }; entry: URL of the queue-entry.js to test
+ *           (default: the package's dist/queue-entry.js). Without snapshotBytes the worker picks
+ *           one from its seed: mostly small, so that most cycles write snapshots and recover
+ *           from them; sometimes Infinity, so that recovery also meets a snapshot it must drop.
  *
  * The journal is the worker's "acknowledgement record". It is a file opened with O_APPEND and
  * written with fs.writeSync, one line per event, so every line written before the kill is in the
@@ -18,7 +20,8 @@
  * not have happened". Intent lines (c, a) are written just before a cancel or ack is called, so
  * the parent knows which messages may have been finished by an unacknowledged operation.
  *
- *   O <recovered live> <truncatedBytes> <corrupt records> <fsync> <recovery ms>  queue opened
+ *   O <recovered live> <truncatedBytes> <corrupt records> <fsync> <recovery ms> <snapshot>
+ *                                        queue opened; snapshot: used | none | rejected:<why>
  *   S <id> <deliverAt> <hash>                                          schedule resolved
  *   D <id> <deliverAt>                                                 dedup re-schedule resolved
  *   c <id>              C <id> <1|0>                                   cancel called / resolved
@@ -67,6 +70,7 @@ async function main() {
     line(`X ${text}`);
   };
 
+  const snapshotBytes = config.snapshotBytes ?? pick([0, 0, 16 * 1024, 64 * 1024, Infinity]);
   const queue = await DelayQueue.open({
     dir: config.dir,
     fsync: config.fsync,
@@ -74,11 +78,12 @@ async function main() {
     windowMs: WINDOW_MS,
     segmentBytes: config.segmentBytes ?? 256 * 1024,
     checkpointIntervalMs: config.checkpointIntervalMs ?? 200,
+    snapshotBytes,
   });
   const recovery = queue.recovery;
   line(
     `O ${recovery.live} ${recovery.truncatedBytes} ${recovery.corrupt.length} ${config.fsync} ` +
-      `${recovery.durationMs.toFixed(1)}`,
+      `${recovery.durationMs.toFixed(1)} ${recovery.snapshot.replace(/\s+/g, '_')}`,
   );
   for (const damage of recovery.corrupt) {
     fail(`recovery found corruption at ${damage.where}`, { message: damage.reason });

@@ -291,6 +291,37 @@ describe.each([
     expect(statuses.every((s, i) => s === (i % 3 === 2 ? 'dead' : 'acked'))).toBe(true);
   });
 
+  it('stats() counts every topic exactly, near or far; dueHistogram covers the store', async () => {
+    const q = await open();
+    await q.scheduleMany([
+      { topic: 'a', payload: 1, delayMs: 10 },
+      { topic: 'a', payload: 2, delayMs: 10 },
+      { topic: 'a', payload: 3, delayMs: 2 * 3_600_000 },
+      { topic: 'b', payload: 4, delayMs: 3 * 86_400_000, id: 'b-far' },
+      { topic: 'b', payload: 5, delayMs: 10, maxAttempts: 1 },
+    ]);
+    await advance(clock, 10, 50, queue);
+    const [first] = await q.receive('a');
+    const [doomed] = await q.receive('b');
+    expect(await q.nack(doomed.receipt)).toBe(true); // one attempt allowed: dead
+    type Topics = Record<
+      string,
+      { scheduled: number; ready: number; inflight: number; dead: number }
+    >;
+    let topics = ((await q.stats()) as { topics: Topics }).topics;
+    expect(topics.a).toEqual({ scheduled: 1, ready: 1, inflight: 1, dead: 0 });
+    expect(topics.b).toEqual({ scheduled: 1, ready: 0, inflight: 0, dead: 1 });
+    // < 1 min | < 1 h | < 1 day | later: only not-yet-due messages count
+    expect(q.dueHistogram([60_000, 3_600_000, 86_400_000])).toEqual([0, 0, 1, 1]);
+    expect(await q.ack(first.receipt)).toBe(true);
+    expect(await q.reschedule('b-far', { delayMs: 30_000 })).toBe(true);
+    expect(await q.requeue(doomed.id, { delayMs: 5 * 3_600_000 })).toBe(true);
+    topics = ((await q.stats()) as { topics: Topics }).topics;
+    expect(topics.a).toEqual({ scheduled: 1, ready: 1, inflight: 0, dead: 0 });
+    expect(topics.b).toEqual({ scheduled: 2, ready: 0, inflight: 0, dead: 0 });
+    expect(q.dueHistogram([60_000, 3_600_000, 86_400_000])).toEqual([1, 0, 2, 0]);
+  });
+
   it('round-trips byte payloads', async () => {
     const q = await open();
     await q.schedule({ topic: 'b', payload: new Uint8Array([0, 1, 2, 255]) });

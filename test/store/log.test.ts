@@ -289,6 +289,19 @@ describe('appending and reading', () => {
     );
   });
 
+  it('segmentSize() is the size of a segment in the log, staged records included', async () => {
+    const log = await openLog({ dir: await tempDir(), segmentBytes: 1000 });
+    await fill(log, 25, () => 90);
+    log.append(1, Buffer.alloc(40));
+    expect(log.segments()).toEqual([1, 2, 3]);
+    expect([1, 2, 3, 4].map((segment) => log.segmentSize(segment))).toEqual([
+      1000,
+      1000,
+      500 + HEADER + 40,
+      undefined,
+    ]);
+  });
+
   it('copies the body at append, so the caller may reuse its buffer', async () => {
     const log = await openLog({ dir: await tempDir() });
     const body = Buffer.from('original');
@@ -736,6 +749,7 @@ describe('I/O failures', () => {
     }
     expect((await stat(join(dir, segmentFileName(1)))).size).toBe(goodSize);
     expect(log.end).toBe(failed[0].position);
+    expect(log.stats().failures).toBe(1);
     await expect(log.read(failed[0].position)).rejects.toMatchObject({
       code: 'ERR_TICKWHEEL_INVALID_POSITION',
     });
@@ -893,7 +907,7 @@ describe('segments', () => {
     expect(await readdir(dir)).toEqual([segmentFileName(2)]);
   });
 
-  it('stats() counts segments, bytes, appends, writes and fsyncs', async () => {
+  it('stats() counts segments, bytes, appends, writes, fsyncs and failures', async () => {
     const log = await openLog({ dir: await tempDir(), segmentBytes: 1000 });
     expect(log.stats()).toEqual({
       segments: 1,
@@ -903,6 +917,7 @@ describe('segments', () => {
       fsyncs: 0,
       fsyncMsTotal: 0,
       fsyncMsMax: 0,
+      failures: 0,
     });
     await fill(log, 30, () => 90);
     const stats = log.stats();

@@ -1,0 +1,283 @@
+/**
+ * The file store's snapshot: its in-memory tables as they were after every record before one
+ * log position P, so that recovery can load them and replay only the records from P on
+ * instead of the whole log. One file, `snapshot.bin`, replaced whole (written to
+ * `snapshot.bin.tmp`, fsynced, renamed, directory fsynced), so it is always either the old
+ * snapshot or the new one.
+ *
+ * Layout, little-endian (the typed arrays are written as they are in memory, so snapshots are
+ * only written and read on little-endian hosts, which is every host Node supports today but
+ * s390x):
+ *
+ *   magic "TWSNAPSH" (8 bytes) | version u32 | meta length u32 | meta: JSON, ASCII
+ *   zero bytes up to a multiple of 8
+ *   IdTable hash low u32[capacity] | hash high u32[capacity] | value f64[capacity]
+ *   near positions f64[nearCount]
+ *   CRC-32 u32 of every byte before it
+ *
+ * meta holds the small tables: P, the frontier, windowMs, the IdTable's capacity and counts,
+ * colliding ids, dead messages, live messages per segment, the per-topic and per-hour counts,
+ * and the index windows already handed over (see FileStore for what each is for).
+ *
+ * A file that is cut short, longer than its meta says, or fails its CRC is rejected as a whole;
+ * recovery then replays the whole log, which is always possible.
+ */
+
+import { endianness } from 'node:os';
+import { open, rename, rm, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import type { CountEntries } from './counts.js';
+import type { IdTableArrays } from './id-table.js';
+
+export const SNAPSHOT_FILE = 'snapshot.bin';
+export const SNAPSHOT_VERSION = 1;
+
+const MAGIC = Buffer.from('TWSNAPSH', 'latin1');
+const HEADER_BYTES = 16;
+/** Writes and reads go in pieces of this size, so the event loop runs between them. */
+const CHUNK_BYTES = 8 * 1024 * 1024;
+
+/** Typed arrays are written as they are in memory: only where that means little-endian. */
+export const snapshotsSupported = endianness() === 'LE';
+
+export interface StoreSnapshot {
+  /** Log position P: the tables are those after every record before P, and no other. */
+  position: number;
+  /** Every live message due before this had been handed to the queue. */
+  frontier: number;
+  windowMs: number;
+  ids: IdTableArrays;
+  collisions: Array<[id: string, position: number, deliverAt: number]>;
+  dead: Array<[id: string, position: number, payloadPosition: number, topic: string]>;
+  segmentLive: Array<[segment: number, live: number]>;
+  counts: CountEntries;
+  /** Latest-record positions of the live messages the queue held in memory (no index entry). */
+  near: Float64Array;
+  /** Index windows whose entries had all been handed over (their files may still exist). */
+  loaded: number[];
+}
+
+interface Meta {
+  position: number;
+  frontier: number;
+  windowMs: number;
+  capacity: number;
+  live: number;
+  deleted: number;
+  nearCount: number;
+  collisions: StoreSnapshot['collisions'];
+  dead: StoreSnapshot['dead'];
+  segmentLive: StoreSnapshot['segmentLive'];
+  topics: CountEntries['topics'];
+  hours: CountEntries['hours'];
+  loaded: number[];
+}
+
+/** A snapshot file that cannot be used; `reason` says why. */
+export class SnapshotRejected extends Error {
+  constructor(readonly reason: string) {
+    super(`snapshot rejected: ${reason}`);
+    this.name = 'SnapshotRejected';
+  }
+}
+
+function view(array: Uint32Array | Float64Array): Buffer {
+  return Buffer.from(array.buffer, array.byteOffset, array.byteLength);
+}
+
+function padding(metaBytes: number): number {
+  return (8 - ((HEADER_BYTES + metaBytes) % 8)) % 8;
+}
+
+/**
+ * Writes a snapshot; returns its size in bytes. The arrays are written in chunks straight
+ * from memory, so the caller must not change them meanwhile (it passes copies).
+ */
+export async function writeSnapshot(dir: string, snapshot: StoreSnapshot): Promise<number> {
+  const { ids, near } = snapshot;
+  const meta: Meta = {
+    position: snapshot.position,
+    frontier: snapshot.frontier,
+    windowMs: snapshot.windowMs,
+    capacity: ids.low.length,
+    live: ids.live,
+    deleted: ids.deleted,
+    nearCount: near.length,
+    collisions: snapshot.collisions,
+    dead: snapshot.dead,
+    segmentLive: snapshot.segmentLive,
+    topics: snapshot.counts.topics,
+    hours: snapshot.counts.hours,
+    loaded: snapshot.loaded,
+  };
+  const metaBytes = Buffer.from(JSON.stringify(meta), 'latin1');
+  const head = Buffer.alloc(HEADER_BYTES + metaBytes.length + padding(metaBytes.length));
+  MAGIC.copy(head, 0);
+  head.writeUInt32LE(SNAPSHOT_VERSION, 8);
+  head.writeUInt32LE(metaBytes.length, 12);
+  metaBytes.copy(head, HEADER_BYTES);
+
+  const file = join(dir, SNAPSHOT_FILE);
+  const temp = `${file}.tmp`;
+  const handle = await open(temp, 'w');
+  let at = 0;
+  let crc = 0;
+  try {
+    for (const part of [head, view(ids.low), view(ids.high), view(ids.value), view(near)]) {
+      for (let from = 0; from < part.length; from += CHUNK_BYTES) {
+        const chunk = part.subarray(from, Math.min(part.length, from + CHUNK_BYTES));
+        crc = crc32(chunk, crc);
+        await writeFully(handle, chunk, at);
+        at += chunk.length;
+      }
+    }
+    const trailer = Buffer.alloc(4);
+    trailer.writeUInt32LE(crc, 0);
+    await writeFully(handle, trailer, at);
+    at += 4;
+    await handle.sync();
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    await rm(temp, { force: true });
+    throw err;
+  }
+  await handle.close();
+  await rename(temp, file);
+  await syncDirectory(dir);
+  return at;
+}
+
+/**
+ * Reads the snapshot of a directory: undefined if there is none; throws SnapshotRejected if
+ * it is damaged or of another version. Other errors (I/O) are thrown as they are.
+ */
+export async function readSnapshot(
+  dir: string,
+): Promise<{ snapshot: StoreSnapshot; bytes: number } | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await open(join(dir, SNAPSHOT_FILE), 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  try {
+    if (!snapshotsSupported) throw new SnapshotRejected('this host is not little-endian');
+    const { size } = await handle.stat();
+    if (size < HEADER_BYTES + 4) throw new SnapshotRejected(`only ${size} bytes`);
+    const head = Buffer.alloc(HEADER_BYTES);
+    await readFully(handle, head, 0);
+    if (!head.subarray(0, 8).equals(MAGIC)) throw new SnapshotRejected('not a snapshot file');
+    const version = head.readUInt32LE(8);
+    if (version !== SNAPSHOT_VERSION) {
+      throw new SnapshotRejected(
+        `snapshot version ${version}, this tickwheel reads ${SNAPSHOT_VERSION}`,
+      );
+    }
+    const metaLength = head.readUInt32LE(12);
+    if (HEADER_BYTES + metaLength + 4 > size) throw new SnapshotRejected('cut short');
+    const metaBytes = Buffer.alloc(metaLength + padding(metaLength));
+    await readFully(handle, metaBytes, HEADER_BYTES);
+    let meta: Meta;
+    try {
+      meta = JSON.parse(metaBytes.toString('latin1', 0, metaLength)) as Meta;
+    } catch {
+      throw new SnapshotRejected('its table of contents is not readable');
+    }
+    const { capacity, nearCount } = meta;
+    if (!isCount(capacity) || !isCount(nearCount) || capacity < 16) {
+      throw new SnapshotRejected('its table of contents is damaged');
+    }
+    const expected = HEADER_BYTES + metaBytes.length + capacity * 16 + nearCount * 8 + 4;
+    if (size !== expected) {
+      throw new SnapshotRejected(`${size} bytes where its contents need ${expected}`);
+    }
+    const ids: StoreSnapshot['ids'] = {
+      low: new Uint32Array(capacity),
+      high: new Uint32Array(capacity),
+      value: new Float64Array(capacity),
+      live: meta.live,
+      deleted: meta.deleted,
+    };
+    const near = new Float64Array(nearCount);
+    let crc = crc32(metaBytes, crc32(head));
+    let at = HEADER_BYTES + metaBytes.length;
+    for (const part of [view(ids.low), view(ids.high), view(ids.value), view(near)]) {
+      for (let from = 0; from < part.length; from += CHUNK_BYTES) {
+        const chunk = part.subarray(from, Math.min(part.length, from + CHUNK_BYTES));
+        await readFully(handle, chunk, at);
+        crc = crc32(chunk, crc);
+        at += chunk.length;
+      }
+    }
+    const trailer = Buffer.alloc(4);
+    await readFully(handle, trailer, at);
+    if (trailer.readUInt32LE(0) !== crc) throw new SnapshotRejected('CRC mismatch');
+    return {
+      snapshot: {
+        position: meta.position,
+        frontier: meta.frontier,
+        windowMs: meta.windowMs,
+        ids,
+        collisions: meta.collisions,
+        dead: meta.dead,
+        segmentLive: meta.segmentLive,
+        counts: { topics: meta.topics, hours: meta.hours },
+        near,
+        loaded: meta.loaded,
+      },
+      bytes: size,
+    };
+  } finally {
+    await handle.close().catch(() => undefined);
+  }
+}
+
+/** Removes the snapshot. */
+export async function removeSnapshot(dir: string): Promise<void> {
+  await rm(join(dir, SNAPSHOT_FILE), { force: true });
+  await syncDirectory(dir);
+}
+
+/** Removes what a crash while writing a snapshot left: never read, only in the way. */
+export async function removeSnapshotTemp(dir: string): Promise<void> {
+  await rm(join(dir, `${SNAPSHOT_FILE}.tmp`), { force: true });
+}
+
+function isCount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+}
+
+async function writeFully(handle: FileHandle, buffer: Buffer, position: number): Promise<void> {
+  let done = 0;
+  while (done < buffer.length) {
+    const { bytesWritten } = await handle.write(
+      buffer,
+      done,
+      buffer.length - done,
+      position + done,
+    );
+    done += bytesWritten;
+  }
+}
+
+async function readFully(handle: FileHandle, buffer: Buffer, position: number): Promise<void> {
+  let done = 0;
+  while (done < buffer.length) {
+    const { bytesRead } = await handle.read(buffer, done, buffer.length - done, position + done);
+    if (bytesRead === 0) throw new SnapshotRejected('cut short');
+    done += bytesRead;
+  }
+}
+
+async function syncDirectory(dir: string): Promise<void> {
+  // Windows cannot open a directory to fsync it; NTFS journals the entry itself.
+  if (process.platform === 'win32') return;
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
