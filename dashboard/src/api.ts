@@ -10,10 +10,12 @@ export interface DashboardSnapshot {
   version: string;
   uptimeMs: number;
   counters: Record<string, number>;
-  topics: Record<string, { scheduled: number; ready: number; inflight: number }>;
+  /** scheduled: not yet due (in memory or on disk); dead: dead letters. */
+  topics: Record<string, { scheduled: number; ready: number; inflight: number; dead: number }>;
   totals: { inMemory: number; live: number | null; dead: number | null; loadedUntil: number };
   latenessMs: { p50: number | null; p99: number | null; max: number | null };
-  upcoming: Array<{ label: string; count: number }>;
+  /** Scheduled messages by time until due: [fromMs, untilMs) from now; untilMs null = beyond. */
+  upcoming: Array<{ label: string; fromMs: number; untilMs: number | null; count: number }>;
   wheel: { levels: Array<{ cursor: number; slots: number[] }>; truncated: boolean };
 }
 

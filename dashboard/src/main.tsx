@@ -114,16 +114,17 @@ function Counters(props: { snapshot: DashboardSnapshot; history: History }) {
         <thead>
           <tr>
             <th>topic</th>
-            <th>scheduled (in horizon)</th>
-            <th>ready</th>
-            <th>in flight</th>
+            <th class="num">scheduled</th>
+            <th class="num">ready</th>
+            <th class="num">in flight</th>
+            <th class="num">dead</th>
           </tr>
         </thead>
         <tbody>
           {topics.length === 0 ? (
             <tr>
-              <td colSpan={4} class="muted">
-                no messages within the horizon
+              <td colSpan={5} class="muted">
+                no messages yet
               </td>
             </tr>
           ) : (
@@ -139,16 +140,14 @@ function Counters(props: { snapshot: DashboardSnapshot; history: History }) {
                 <td class="num" data-field="inflight">
                   {number(counts.inflight)}
                 </td>
+                <td class={`num${counts.dead > 0 ? ' dead' : ''}`} data-field="dead">
+                  {number(counts.dead)}
+                </td>
               </tr>
             ))
           )}
         </tbody>
       </table>
-      <p class="muted small">
-        Messages due later than the in-memory horizon (loaded until{' '}
-        {when(snapshot.totals.loadedUntil)}) are counted in “live” and in the timeline, not per
-        topic.
-      </p>
     </section>
   );
 }
@@ -162,20 +161,39 @@ function Tile(props: { label: string; value: string; testid?: string }) {
   );
 }
 
+/** Which part of the timeline a bucket belongs to, by where it ends. */
+function timelineGroup(untilMs: number | null): string {
+  if (untilMs === null) return 'beyond';
+  if (untilMs <= 60_000) return 'next minute';
+  if (untilMs <= 3_600_000) return 'next hour';
+  if (untilMs <= 86_400_000) return 'next day';
+  return 'beyond';
+}
+
 function Upcoming(props: { buckets: DashboardSnapshot['upcoming'] }) {
   const max = Math.max(1, ...props.buckets.map((b) => b.count));
   return (
     <section class="card">
       <h2>Upcoming deliveries</h2>
       <div class="histogram" data-testid="upcoming">
-        {props.buckets.map((bucket) => (
-          <div class="bar-row" key={bucket.label}>
-            <span class="bar-label">{bucket.label}</span>
-            <span class="bar" style={{ width: `${(100 * bucket.count) / max}%` }} />
-            <span class="bar-count">{number(bucket.count)}</span>
-          </div>
-        ))}
+        {props.buckets.map((bucket, i) => {
+          const group = timelineGroup(bucket.untilMs);
+          const first = i === 0 || timelineGroup(props.buckets[i - 1].untilMs) !== group;
+          return (
+            <div
+              class={`bar-row${first ? ' group-start' : ''}`}
+              key={bucket.label}
+              data-bucket={bucket.label}
+            >
+              <span class="bar-group">{first ? group : ''}</span>
+              <span class="bar-label">{bucket.label}</span>
+              <span class="bar" style={{ width: `${(100 * bucket.count) / max}%` }} />
+              <span class="bar-count">{number(bucket.count)}</span>
+            </div>
+          );
+        })}
       </div>
+      <p class="muted small">Every scheduled message, by time until it is due.</p>
     </section>
   );
 }

@@ -5,7 +5,7 @@
  *     delivery lateness of each message handed out by the receive route (now - deliverAt on its
  *     first delivery: how late a waiting consumer got it);
  *   - read from the queue's own counters at scrape time: schedule / fire / ack / nack / dead
- *     rates, messages in memory by topic and state, live and dead messages in the store, fire
+ *     rates, live messages by topic and state, live and dead messages in the store, fire
  *     lateness quantiles and fsync latency.
  *
  * Each server has its own registry, so several servers in one process (tests) do not collide.
@@ -30,7 +30,7 @@ const QUEUE_COUNTERS: ReadonlyArray<[key: string, help: string]> = [
   ['rescheduled', 'Messages moved to a new due time.'],
 ];
 
-const STATES = ['scheduled', 'ready', 'inflight'] as const;
+const STATES = ['scheduled', 'ready', 'inflight', 'dead'] as const;
 
 function numberOf(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0;
@@ -93,7 +93,7 @@ export class ServerMetrics {
     ]);
     this.messages = new Gauge({
       name: 'tickwheel_messages',
-      help: 'Messages in the near horizon (in memory), by topic and state.',
+      help: 'Live messages by topic and state (scheduled counts those still on disk too).',
       labelNames: ['topic', 'state'],
       registers,
     });

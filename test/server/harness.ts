@@ -37,36 +37,37 @@ export async function openServer(
     await server.close();
     await queue.close();
   });
-  return {
-    server,
-    queue,
-    async call(method, url, body, headers = {}) {
-      const response = await server.inject({
-        method: method as 'GET',
-        url,
-        headers,
-        ...(body === undefined
-          ? {}
-          : typeof body === 'string'
-            ? { payload: body }
-            : {
-                payload: JSON.stringify(body),
-                headers: { 'content-type': 'application/json', ...headers },
-              }),
-      });
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(response.body);
-      } catch {
-        parsed = undefined;
-      }
-      return {
-        status: response.statusCode,
-        headers: response.headers,
-        body: parsed,
-        text: response.body,
-      };
-    },
+  return { server, queue, call: injector(server) };
+}
+
+/** Requests through the server's inject(), no sockets; the body is parsed when it is JSON. */
+export function injector(server: TickwheelServer): TestServer['call'] {
+  return async (method, url, body, headers = {}) => {
+    const response = await server.inject({
+      method: method as 'GET',
+      url,
+      headers,
+      ...(body === undefined
+        ? {}
+        : typeof body === 'string'
+          ? { payload: body }
+          : {
+              payload: JSON.stringify(body),
+              headers: { 'content-type': 'application/json', ...headers },
+            }),
+    });
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(response.body);
+    } catch {
+      parsed = undefined;
+    }
+    return {
+      status: response.statusCode,
+      headers: response.headers,
+      body: parsed,
+      text: response.body,
+    };
   };
 }
 

@@ -14,22 +14,58 @@ import { notFound } from '../errors.js';
 import { getSchema } from '../schemas.js';
 
 const SNAPSHOT_MS = 1000;
-/** Edges of the due-time histogram, in ms from now. */
-const UPCOMING_EDGES_MS = [1_000, 5_000, 15_000, 60_000, 3_600_000, 86_400_000];
-const UPCOMING_LABELS = ['< 1 s', '1-5 s', '5-15 s', '15-60 s', '1-60 min', '1-24 h', '> 1 day'];
+const SECOND = 1_000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+/**
+ * The timeline of upcoming deliveries: the next minute (split finer, since that is what the
+ * wheel holds), the next hour, the next day, and beyond. The queue places messages beyond its
+ * in-memory horizon by the hour they are due in, so edges of an hour or more are exact to within
+ * an hour and the finer edges are exact for what is in memory.
+ */
+const UPCOMING: ReadonlyArray<{ label: string; untilMs: number | null }> = [
+  { label: '< 1 s', untilMs: SECOND },
+  { label: '1-10 s', untilMs: 10 * SECOND },
+  { label: '10-60 s', untilMs: MINUTE },
+  { label: '1-60 min', untilMs: HOUR },
+  { label: '1-24 h', untilMs: DAY },
+  { label: '> 1 day', untilMs: null },
+];
+const UPCOMING_EDGES_MS = UPCOMING.flatMap((bucket) =>
+  bucket.untilMs === null ? [] : [bucket.untilMs],
+);
 /** Wheel rows counted per snapshot; past it a slot shows 1 (see HierarchicalWheel.snapshot). */
 const WHEEL_ROW_BUDGET = 200_000;
 const PREVIEW_CHARS = 400;
+
+export interface TopicCounts {
+  /** Not yet due, in memory or on disk. */
+  scheduled: number;
+  ready: number;
+  inflight: number;
+  /** Dead letters. */
+  dead: number;
+}
+
+export interface UpcomingBucket {
+  label: string;
+  /** Due at least `fromMs` from now... */
+  fromMs: number;
+  /** ...and less than `untilMs` from now; null for the last bucket. */
+  untilMs: number | null;
+  count: number;
+}
 
 export interface DashboardSnapshot {
   now: number;
   version: string;
   uptimeMs: number;
   counters: Record<string, number>;
-  topics: Record<string, { scheduled: number; ready: number; inflight: number }>;
+  topics: Record<string, TopicCounts>;
   totals: { inMemory: number; live: number | null; dead: number | null; loadedUntil: number };
   latenessMs: { p50: number | null; p99: number | null; max: number | null };
-  upcoming: Array<{ label: string; count: number }>;
+  upcoming: UpcomingBucket[];
   wheel: ReturnType<ServerContext['queue']['wheelSnapshot']>;
 }
 
@@ -52,27 +88,32 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
   const counters: Record<string, number> = {};
   for (const name of COUNTERS) counters[name] = Number(stats[name] ?? 0);
   const store = (stats.store ?? {}) as Record<string, number>;
-  const inMemory = Number(stats.inMemory ?? 0);
-  const near = queue.dueHistogram(UPCOMING_EDGES_MS);
-  // Messages beyond the horizon are not in memory: the store knows how many, not when.
-  const beyond = typeof store.live === 'number' ? Math.max(0, store.live - inMemory) : 0;
+  const topics: Record<string, TopicCounts> = {};
+  // A queue from before per-topic dead counts reports no `dead`.
+  const byTopic = stats.topics as Record<string, Omit<TopicCounts, 'dead'> & { dead?: number }>;
+  for (const [topic, { scheduled, ready, inflight, dead }] of Object.entries(byTopic)) {
+    topics[topic] = { scheduled, ready, inflight, dead: dead ?? 0 };
+  }
+  const due = queue.dueHistogram(UPCOMING_EDGES_MS);
   return {
     now: Date.now(),
     version: context.version,
     uptimeMs: Math.round(performance.now() - context.startedAt),
     counters,
-    topics: stats.topics as DashboardSnapshot['topics'],
+    topics,
     totals: {
-      inMemory,
+      inMemory: Number(stats.inMemory ?? 0),
       live: typeof store.live === 'number' ? store.live : null,
       dead: typeof store.dead === 'number' ? store.dead : null,
       loadedUntil: Number(stats.loadedUntil ?? 0),
     },
     latenessMs: stats.latenessMs as DashboardSnapshot['latenessMs'],
-    upcoming: [
-      ...UPCOMING_LABELS.map((label, i) => ({ label, count: near[i] })),
-      { label: 'beyond horizon', count: beyond },
-    ],
+    upcoming: UPCOMING.map(({ label, untilMs }, i) => ({
+      label,
+      fromMs: i === 0 ? 0 : UPCOMING_EDGES_MS[i - 1],
+      untilMs,
+      count: due[i],
+    })),
     wheel: queue.wheelSnapshot(WHEEL_ROW_BUDGET),
   };
 }

@@ -18,6 +18,7 @@ import type {
   ScheduleResult,
   WireMessageInfo,
 } from '../../client/protocol.js';
+import { TickwheelRangeError, TickwheelTypeError } from '../../errors.js';
 import type { ScheduleRequest } from '../../queue/message.js';
 import type { ServerContext } from '../context.js';
 import { conflict, invalidRequest, notFound, toErrorResponse } from '../errors.js';
@@ -89,6 +90,17 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
       // Everything that can be refused without the queue is refused before anything is
       // scheduled, so a bad batch is all-or-nothing.
       const messages = items.map((item, i) => toScheduleRequest(item.topic, item, `messages/${i}`));
+      try {
+        // The usual case: one call, the records share group commits and one promise.
+        const results = await queue.scheduleMany(messages);
+        void reply.code(201);
+        return { results };
+      } catch (err) {
+        // scheduleMany checks every message before writing any: a refused one means nothing
+        // was written, and the per-message path below says which ones are refused (and
+        // schedules the rest, as a batch always has). Anything else is the store failing.
+        if (!(err instanceof TickwheelTypeError || err instanceof TickwheelRangeError)) throw err;
+      }
       const settled = await Promise.allSettled(messages.map((message) => queue.schedule(message)));
       let failure: { statusCode: number; message: string; code: string } | undefined;
       let failed = 0;
