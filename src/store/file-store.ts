@@ -169,6 +169,8 @@ export class FileStore implements Store {
    */
   private tailDue: number[] | undefined;
   private checkpointTimer: ReturnType<typeof setInterval> | undefined;
+  /** Messages added by each pending write (keyed by its promise), undone if the write fails. */
+  private readonly addsByWrite = new Map<Promise<void>, MessageState[]>();
   private checkpointing: Promise<void> | undefined;
   private closed = false;
   /** Whether recover() got through the log; no checkpoint may be written before. */
@@ -317,31 +319,59 @@ export class FileStore implements Store {
     return { ...message, status: dead ? 'dead' : 'scheduled' };
   }
 
-  async add(message: MessageState, _inHorizon: boolean): Promise<void> {
-    const body = encodeSchedule(message, message.payload ?? new Uint8Array(0));
-    const { position, durable } = this.write(SCHEDULE, body, message.deliverAt >= this.frontier);
-    message.ref = position;
+  // add, move, finish and bury change the tables at once and return the log's own promise:
+  // under group commit every record of one write shares it, so a batch of calls costs one
+  // promise, not one each. A synchronous failure (a closed log) comes back as a rejection.
+
+  add(message: MessageState, _inHorizon: boolean): Promise<void> {
+    let position: number;
+    let durable: Promise<void>;
     try {
-      await durable;
+      const body = encodeSchedule(message, message.payload ?? new Uint8Array(0));
+      ({ position, durable } = this.write(SCHEDULE, body, message.deliverAt >= this.frontier));
     } catch (err) {
-      // Never acknowledged: take it out again, as if it had not been sent.
-      this.forget(message, position);
-      throw err;
+      return Promise.reject(err as Error);
+    }
+    message.ref = position;
+    const pending = this.addsByWrite.get(durable);
+    if (pending !== undefined) pending.push(message);
+    else {
+      const added = [message];
+      this.addsByWrite.set(durable, added);
+      const settled = () => this.addsByWrite.delete(durable);
+      durable.then(settled, () => {
+        settled();
+        // Never acknowledged: take them out again, as if they had not been sent.
+        for (const each of added) this.forget(each, each.ref);
+      });
+    }
+    return durable;
+  }
+
+  move(message: MessageState, _inHorizon: boolean, previousDeliverAt: number): Promise<void> {
+    try {
+      const body = encodeMove(message, previousDeliverAt);
+      return this.write(MOVE, body, message.deliverAt >= this.frontier).durable;
+    } catch (err) {
+      return Promise.reject(err as Error);
     }
   }
 
-  async move(message: MessageState, _inHorizon: boolean, previousDeliverAt: number): Promise<void> {
-    const body = encodeMove(message, previousDeliverAt);
-    await this.write(MOVE, body, message.deliverAt >= this.frontier).durable;
+  finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void> {
+    try {
+      const body = encodeFinish(message, outcome === 'acked' ? OUTCOME_ACKED : OUTCOME_CANCELLED);
+      return this.write(FINISH, body, false).durable;
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
   }
 
-  async finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void> {
-    const body = encodeFinish(message, outcome === 'acked' ? OUTCOME_ACKED : OUTCOME_CANCELLED);
-    await this.write(FINISH, body, false).durable;
-  }
-
-  async bury(message: MessageState): Promise<void> {
-    await this.write(BURY, encodeMove(message, message.deliverAt), false).durable;
+  bury(message: MessageState): Promise<void> {
+    try {
+      return this.write(BURY, encodeMove(message, message.deliverAt), false).durable;
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
   }
 
   async loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void> {
