@@ -46,6 +46,8 @@ const HELP = `Usage: npm run bench:queue -- [options]
   --concurrency <n>      consumer concurrency, both peers (default 1000)
   --batch <n>            messages per producer batch / addBulk (default 1000)
   --lanes <n>            producer batches in flight (default 4)
+  --warmup <count>       messages put through schedule, delivery and ack before the burst
+                         and steady measurements, both peers (default 30000; 0: cold start)
   --quick                a tiny smoke run (seconds, not minutes); numbers mean nothing
   --out <dir>            where queue.json, queue.md and the SVGs go (default bench/results)
   --data-dir <dir>       where data directories are made (default: the OS temp dir)
@@ -100,6 +102,7 @@ export function parseOptions(argv) {
       'data-dir': { type: 'string' },
       profile: { type: 'boolean', default: false },
       from: { type: 'string' },
+      warmup: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -132,6 +135,14 @@ export function parseOptions(argv) {
       values.concurrency === undefined ? 1000 : parseCount('concurrency', values.concurrency),
     batch: values.batch === undefined ? 1000 : parseCount('batch', values.batch),
     lanes: values.lanes === undefined ? 4 : parseCount('lanes', values.lanes),
+    warmup:
+      values.warmup === undefined
+        ? quick
+          ? 500
+          : 30_000
+        : values.warmup === '0'
+          ? 0
+          : parseCount('warmup', values.warmup),
     out: values.out ?? join(ROOT, 'bench', 'results'),
     dataDir: values['data-dir'] ?? tmpdir(),
     profile: values.profile,
@@ -328,6 +339,7 @@ async function burstWorkload(options) {
           spreadMs: variant.spreadMs,
           leadMs: Math.round(variant.lead(peer)),
           concurrency: options.concurrency,
+          warmup: options.warmup,
           ...(variant.queueOptions === undefined ? {} : { queueOptions: variant.queueOptions }),
         },
         `${variant.label} ${peer}`,
@@ -347,6 +359,7 @@ async function steadyWorkload(options) {
       rate: options.rate,
       seconds: options.seconds,
       concurrency: options.concurrency,
+      warmup: options.warmup,
     });
   }
   out.p99Ratio = ratioOf(out.tickwheel?.lateness?.p99Ms, out.bullmq?.lateness?.p99Ms, true);
@@ -765,13 +778,17 @@ function targetRows(targets) {
   ]);
 }
 
-function machineLine(meta) {
+function machineLine(meta, options) {
   const load = meta.loadAverage;
   const loadText =
     load === undefined
       ? 'load average not recorded'
       : `load average ${load.start.toFixed(1)} at start, ${load.end.toFixed(1)} at end`;
-  return `${meta.machine.cpus} x ${meta.machine.cpu}, ${meta.machine.memoryGiB} GiB, ${meta.platform}, Node ${meta.node}, redis-server ${meta.redis ?? '-'}, BullMQ ${meta.bullmq ?? '-'}; ${loadText}.`;
+  const warm =
+    options?.warmup === undefined
+      ? ''
+      : ` Burst and steady cells first put ${formatCount(options.warmup)} messages through schedule, delivery and ack (warm-up, both peers).`;
+  return `${meta.machine.cpus} x ${meta.machine.cpu}, ${meta.machine.memoryGiB} GiB, ${meta.platform}, Node ${meta.node}, redis-server ${meta.redis ?? '-'}, BullMQ ${meta.bullmq ?? '-'}; ${loadText}.${warm}`;
 }
 
 function charts(results) {
@@ -970,6 +987,7 @@ export async function main(argv) {
       concurrency: options.concurrency,
       batch: options.batch,
       lanes: options.lanes,
+      warmup: options.warmup,
     },
     workloads: {},
   };
@@ -991,7 +1009,9 @@ function report(results, out) {
   results.targets = evaluateTargets(results);
   const rows = tableRows(results);
   const targets = targetRows(results.targets);
-  process.stdout.write(`\n${machineLine(results.meta)}\n\n${textTable(TABLE_HEADER, rows)}\n\n`);
+  process.stdout.write(
+    `\n${machineLine(results.meta, results.options)}\n\n${textTable(TABLE_HEADER, rows)}\n\n`,
+  );
   if (targets.length > 0) process.stdout.write(`${textTable(TARGET_HEADER, targets)}\n\n`);
   mkdirSync(out, { recursive: true });
   const written = [];
@@ -1002,7 +1022,7 @@ function report(results, out) {
   write('queue.json', `${JSON.stringify(results, null, 2)}\n`);
   write(
     'queue.md',
-    `# Queue benchmark, ${results.meta.date}\n\n${machineLine(results.meta)}\n\n${markdownTable(TABLE_HEADER, rows)}\n\n${targets.length > 0 ? `${markdownTable(TARGET_HEADER, targets)}\n` : ''}`,
+    `# Queue benchmark, ${results.meta.date}\n\n${machineLine(results.meta, results.options)}\n\n${markdownTable(TABLE_HEADER, rows)}\n\n${targets.length > 0 ? `${markdownTable(TARGET_HEADER, targets)}\n` : ''}`,
   );
   for (const [name, svg] of Object.entries(charts(results))) write(name, svg);
   log(`wrote ${written.join(', ')}`);
