@@ -772,10 +772,13 @@ export class QueueEngine {
   private takeOver(state: MessageState, fresh = false): void {
     // A fresh message (just scheduled, its id new) cannot be there already: no lookup.
     if (!fresh && this.near.has(state.id)) return;
-    const message = state as NearMessage;
+    // A message from the store gets an object of the engine's own shape, all fields set at
+    // once: adding them one by one to the store's object would leave every message loaded
+    // from disk with a different hidden class (slow in every hot path after this).
+    const message = 'held' in state ? (state as NearMessage) : nearMessage(state);
     message.status = 'scheduled';
     message.receipt = undefined;
-    message.version = (message.version ?? 0) + 1;
+    message.version++;
     message.slot = -1;
     this.near.set(message.id, message);
     message.held = true;
@@ -1004,6 +1007,26 @@ export class QueueEngine {
       throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed');
     }
   }
+}
+
+function nearMessage(state: MessageState): NearMessage {
+  return {
+    id: state.id,
+    topic: state.topic,
+    deliverAt: state.deliverAt,
+    attempts: state.attempts,
+    maxAttempts: state.maxAttempts,
+    backoff: state.backoff,
+    payloadKind: state.payloadKind,
+    payload: state.payload,
+    ref: state.ref,
+    status: 'scheduled',
+    timer: 0,
+    receipt: undefined,
+    version: 0,
+    held: false,
+    slot: -1,
+  };
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

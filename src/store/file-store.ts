@@ -111,7 +111,8 @@ interface DeadMessage {
 
 type SnapshotWhen = 'auto' | 'always' | 'never';
 
-const READ_CONCURRENCY = 64;
+/** statesAt: records asked of MessageLog.readMany at once. */
+const STATES_PER_READ = 8192;
 const DEFAULT_SNAPSHOT_BYTES = 64 * 1024 * 1024;
 /**
  * Loaded index windows kept on disk for the snapshot (see retire) beyond which a checkpoint
@@ -845,43 +846,54 @@ export class FileStore implements Store {
    * record that cannot be read back (damaged, or in a part of the log that is gone) is
    * reported there and left undefined; without, it throws.
    */
+  /**
+   * Reads full message states for record positions, in the order given (undefined where a
+   * damaged record was skipped: `damaged` is told; without it, damage throws). Records near
+   * each other on disk share reads (MessageLog.readMany): a window of messages scheduled
+   * together loads in a few large reads, not one read per message.
+   */
   private async statesAt(
     positions: number[],
     damaged?: (position: number, err: LogError) => void,
   ): Promise<Array<MessageState | undefined>> {
     const states: Array<MessageState | undefined> = new Array(positions.length);
-    const read = async (position: number) => {
-      try {
-        return await this.stateAt(position);
-      } catch (err) {
-        if (damaged === undefined || !isDamage(err)) throw err;
-        damaged(position, err);
-        return undefined;
-      }
+    const check = (position: number, result: { type: number; body: Buffer } | LogError) => {
+      if (!(result instanceof LogError)) return result;
+      if (damaged === undefined || !isDamage(result)) throw result;
+      damaged(position, result);
+      return undefined;
     };
-    for (let start = 0; start < positions.length; start += READ_CONCURRENCY) {
-      const chunk = positions.slice(start, start + READ_CONCURRENCY);
-      const got = await Promise.all(chunk.map(read));
-      for (let i = 0; i < got.length; i++) states[start + i] = got[i];
+    const moved: Array<{ at: number; move: ReturnType<typeof decodeMove> }> = [];
+    for (let start = 0; start < positions.length; start += STATES_PER_READ) {
+      const chunk = positions.slice(start, start + STATES_PER_READ);
+      const records = await this.log.readMany(chunk);
+      for (let i = 0; i < chunk.length; i++) {
+        const record = check(chunk[i], records[i]);
+        if (record === undefined) continue;
+        if (record.type === SCHEDULE) {
+          const decoded = decodeSchedule(record.body);
+          states[start + i] = { ...decoded, payload: decoded.payload, ref: chunk[i] };
+        } else moved.push({ at: start + i, move: decodeMove(record.body) });
+      }
+    }
+    // A moved message's latest record points back at its SCHEDULE, which holds the payload.
+    for (let start = 0; start < moved.length; start += STATES_PER_READ) {
+      const chunk = moved.slice(start, start + STATES_PER_READ);
+      const origins = await this.log.readMany(chunk.map(({ move }) => move.payloadPosition));
+      for (let i = 0; i < chunk.length; i++) {
+        const { at, move } = chunk[i];
+        const origin = check(move.payloadPosition, origins[i]);
+        if (origin === undefined) continue;
+        const record = decodeSchedule(origin.body);
+        states[at] = {
+          ...record,
+          deliverAt: move.deliverAt,
+          attempts: move.attempts,
+          ref: move.payloadPosition,
+        };
+      }
     }
     return states;
-  }
-
-  private async stateAt(position: number): Promise<MessageState> {
-    const { type, body } = await this.log.read(position);
-    if (type === SCHEDULE) {
-      const record = decodeSchedule(body);
-      return { ...record, payload: record.payload, ref: position };
-    }
-    const move = decodeMove(body);
-    const origin = await this.log.read(move.payloadPosition);
-    const record = decodeSchedule(origin.body);
-    return {
-      ...record,
-      deliverAt: move.deliverAt,
-      attempts: move.attempts,
-      ref: move.payloadPosition,
-    };
   }
 
   // ---- checkpoints, snapshots and retention ----------------------------------------------

@@ -183,6 +183,12 @@ const SPARE_STAGES = 2;
 const SCAN_BYTES = 4 * 1024 * 1024;
 /** A read() fetches this much at once, so that small records take a single read. */
 const READ_AHEAD_BYTES = 2048;
+/** readMany: one read covers records at most this far apart from its first... */
+const SPAN_READ_BYTES = 1024 * 1024;
+/** ...and gaps between them of at most this much (reading a gap beats another read). */
+const SPAN_GAP_BYTES = 64 * 1024;
+/** readMany: reads in flight at once. */
+const SPAN_READS_IN_FLIGHT = 16;
 /** Read handles kept open for read(), least recently used closed first. */
 const OPEN_READERS = 16;
 
@@ -696,6 +702,100 @@ export class MessageLog {
     }
   }
 
+  /**
+   * Reads many records at once: positions in the same segment that lie close together (as the
+   * records of messages scheduled together do) share one read of the span between them,
+   * instead of one read each. Results come in the order of `positions`; a position that cannot
+   * be read yields the error read() would have thrown for it, in its place.
+   */
+  async readMany(positions: readonly number[]): Promise<Array<ReadResult | LogError>> {
+    if (this.closed) throw closedError('read from');
+    const results = new Array<ReadResult | LogError>(positions.length);
+    const order = positions.map((_, i) => i).sort((a, b) => positions[a] - positions[b]);
+    const single = async (i: number) => {
+      try {
+        results[i] = await this.read(positions[i]);
+      } catch (err) {
+        if (!(err instanceof LogError)) throw err;
+        results[i] = err;
+      }
+    };
+    const spans: Array<{ segment: number; from: number; to: number; members: number[] }> = [];
+    for (const i of order) {
+      const position = positions[i];
+      if (!Number.isSafeInteger(position) || position < 0) {
+        await single(i);
+        continue;
+      }
+      const segment = MessageLog.segmentOf(position);
+      const offset = position - segment * SEGMENT_SPAN;
+      const size = segment === this.active ? this.activeSize : this.closedSizes.get(segment);
+      // Records still staged (not written yet) and unknown positions take the single path.
+      const written =
+        segment === this.active ? Math.min(size ?? 0, this.writtenEnd()) : (size ?? 0);
+      if (size === undefined || offset + HEADER > written) {
+        await single(i);
+        continue;
+      }
+      const last = spans[spans.length - 1];
+      if (
+        last !== undefined &&
+        last.segment === segment &&
+        offset - last.from < SPAN_READ_BYTES &&
+        offset <= last.to + SPAN_GAP_BYTES
+      ) {
+        last.to = Math.min(written, Math.max(last.to, offset + READ_AHEAD_BYTES));
+        last.members.push(i);
+      } else {
+        spans.push({
+          segment,
+          from: offset,
+          to: Math.min(written, offset + READ_AHEAD_BYTES),
+          members: [i],
+        });
+      }
+    }
+    const retry: number[] = [];
+    const readSpan = async (span: (typeof spans)[number]) => {
+      const reader = this.acquireReader(span.segment);
+      let buf: Buffer;
+      try {
+        buf = Buffer.allocUnsafe(span.to - span.from);
+        const got = await readFully(await reader.handle, buf, 0, buf.length, span.from);
+        buf = buf.subarray(0, got);
+      } catch {
+        // Each position on its own, with read()'s precise error.
+        for (const i of span.members) retry.push(i);
+        return;
+      } finally {
+        this.releaseReader(reader);
+      }
+      for (const i of span.members) {
+        const at = positions[i] - span.segment * SEGMENT_SPAN - span.from;
+        const record = recordIn(buf, at);
+        // Longer than what was read, or damaged: read() reads it whole or names the damage.
+        if (record === undefined) retry.push(i);
+        else results[i] = record;
+      }
+    };
+    for (let start = 0; start < spans.length; start += SPAN_READS_IN_FLIGHT) {
+      await Promise.all(spans.slice(start, start + SPAN_READS_IN_FLIGHT).map(readSpan));
+    }
+    for (let start = 0; start < retry.length; start += SPAN_READS_IN_FLIGHT) {
+      await Promise.all(retry.slice(start, start + SPAN_READS_IN_FLIGHT).map(single));
+    }
+    return results;
+  }
+
+  /** Where the active segment's bytes stop being in the file: the first staged byte. */
+  private writtenEnd(): number {
+    let end = this.activeSize;
+    for (const stage of this.queue) {
+      if (stage.segment === this.active) end = Math.min(end, stage.fileOffset);
+    }
+    return end;
+  }
+
   private acquireReader(segment: number): Reader {
     let reader = this.readers.get(segment);
     if (reader !== undefined) {
@@ -1048,6 +1148,21 @@ function decodeStaged(stage: Stage, at: number, position: number): { type: numbe
   if (crc32(body, TYPE_CRC[buf[at + 1]]) !== buf.readUInt32LE(at + 6)) {
     throw corruptRecord(position, 'CRC mismatch');
   }
+  return { type: buf[at + 1], body };
+}
+
+interface ReadResult {
+  type: number;
+  body: Buffer;
+}
+
+/** The whole, CRC-checked record at `at` in `buf`, or undefined if it is not all there or bad. */
+function recordIn(buf: Buffer, at: number): ReadResult | undefined {
+  if (at < 0 || at + HEADER > buf.length || buf[at] !== RECORD_MAGIC) return undefined;
+  const end = at + HEADER + buf.readUInt32LE(at + 2);
+  if (end > buf.length) return undefined;
+  const body = buf.subarray(at + HEADER, end);
+  if (crc32(body, TYPE_CRC[buf[at + 1]]) !== buf.readUInt32LE(at + 6)) return undefined;
   return { type: buf[at + 1], body };
 }
 

@@ -371,6 +371,46 @@ describe('appending and reading', () => {
   });
 });
 
+describe('readMany', () => {
+  it('returns what read() returns for every position, in the order asked, across segments, sizes and staged records', async () => {
+    const dir = await tempDir();
+    const log = await openLog({ dir, segmentBytes: 64 * 1024 });
+    // Small records, records longer than the read-ahead, and some far apart in one segment.
+    const records = await fill(log, 600, (i) => (i % 50 === 0 ? 9000 : (i * 37) % 300));
+    const staged = log.append(7, Buffer.from('not written yet'));
+    const wanted = [...records.map((r) => r.position), staged.position];
+    // Shuffled, with repeats: results follow the order asked.
+    const order = [...wanted.keys()].sort((a, b) => ((a * 7919) % 601) - ((b * 7919) % 601));
+    order.push(0, 0, wanted.length - 1);
+    const got = await log.readMany(order.map((i) => wanted[i]));
+    for (let k = 0; k < order.length; k++) {
+      const expected = await log.read(wanted[order[k]]);
+      expect(got[k]).toEqual(expected);
+    }
+    await staged.durable;
+  });
+
+  it('puts the error for a damaged or missing record in its place; the others are read', async () => {
+    const dir = await tempDir();
+    const log = await openLog({ dir });
+    const records = await fill(log, 50, () => 40);
+    await damage(dir, 1, (bytes) => {
+      bytes[offsetOf(records[20].position) + HEADER + 5] ^= 0x10;
+    });
+    const positions = records.map((r) => r.position);
+    positions.push(records[49].position + 1_000_000, 3); // beyond the segment; not a record
+    const got = await log.readMany(positions);
+    for (let i = 0; i < 50; i++) {
+      if (i === 20) {
+        expect(got[i]).toBeInstanceOf(LogError);
+        expect((got[i] as LogError).code).toBe('ERR_TICKWHEEL_CORRUPT');
+      } else expect(got[i]).toEqual({ type: records[i].type, body: records[i].body });
+    }
+    expect((got[50] as LogError).code).toBe('ERR_TICKWHEEL_INVALID_POSITION');
+    expect(got[51]).toBeInstanceOf(LogError);
+  });
+});
+
 describe('durability policies', () => {
   it("'batch': 1000 concurrent appends complete with far fewer fsyncs than appends", async () => {
     const log = await openLog({ dir: await tempDir(), fsync: 'batch' });
