@@ -450,6 +450,8 @@ export class FileStore implements Store {
       snapshotWriteMsLast: this.snapshotStats.writeMsLast,
       uncoveredLogBytes: this.uncoveredBytes,
       damagedSkipped: this.damagedSkipped,
+      /** 1 while a checkpoint (and maybe a snapshot, with its copy of the tables) is written. */
+      checkpointing: this.checkpointing === undefined ? 0 : 1,
     };
   }
 
