@@ -27,22 +27,12 @@ import { clearInterval, clearTimeout, setInterval, setTimeout } from 'node:timer
 import { setTimeout as sleep } from 'node:timers/promises';
 import { URL, fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { CHROMIUM, CHROMIUM_ARGS } from './chromium.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CLI = join(ROOT, 'dist/cli/main.js');
 const CLIENT = join(ROOT, 'dist/client/index.js');
 const PAGE = join(ROOT, 'dist/dashboard/index.html');
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const VIEWPORT = { width: 1280, height: 1000 };
 
 /** Topics with their share of the traffic. */

@@ -714,23 +714,8 @@ export class QueueEngine {
       const maxAttempts = checkMaxAttempts(request.maxAttempts);
       const backoff = checkBackoff(request.backoff);
       const { kind, bytes } = encodePayload(request.payload, this.maxPayloadBytes);
-      return {
-        id: request.id === undefined ? newMessageId(now) : checkId(request.id),
-        topic,
-        deliverAt,
-        attempts: 0,
-        maxAttempts,
-        backoff,
-        payloadKind: kind,
-        payload: bytes,
-        ref: 0,
-        status: 'scheduled',
-        timer: 0,
-        receipt: undefined,
-        version: 0,
-        held: false,
-        slot: -1,
-      };
+      const id = request.id === undefined ? newMessageId(now) : checkId(request.id);
+      return newNear(id, topic, deliverAt, 0, maxAttempts, backoff, kind, bytes, 0);
     } catch (err) {
       if (where !== '' && err instanceof Error) err.message = where + err.message;
       throw err;
@@ -1009,17 +994,28 @@ export class QueueEngine {
   }
 }
 
-function nearMessage(state: MessageState): NearMessage {
+/** A message of the engine's own shape (one hidden class for all: every field set at once). */
+function newNear(
+  id: string,
+  topic: string,
+  deliverAt: number,
+  attempts: number,
+  maxAttempts: number,
+  backoff: MessageState['backoff'],
+  payloadKind: number,
+  payload: Uint8Array | undefined,
+  ref: number,
+): NearMessage {
   return {
-    id: state.id,
-    topic: state.topic,
-    deliverAt: state.deliverAt,
-    attempts: state.attempts,
-    maxAttempts: state.maxAttempts,
-    backoff: state.backoff,
-    payloadKind: state.payloadKind,
-    payload: state.payload,
-    ref: state.ref,
+    id,
+    topic,
+    deliverAt,
+    attempts,
+    maxAttempts,
+    backoff,
+    payloadKind,
+    payload,
+    ref,
     status: 'scheduled',
     timer: 0,
     receipt: undefined,
@@ -1027,6 +1023,11 @@ function nearMessage(state: MessageState): NearMessage {
     held: false,
     slot: -1,
   };
+}
+
+function nearMessage(state: MessageState): NearMessage {
+  const { id, topic, deliverAt, attempts, maxAttempts, backoff, payloadKind, payload, ref } = state;
+  return newNear(id, topic, deliverAt, attempts, maxAttempts, backoff, payloadKind, payload, ref);
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

@@ -12,9 +12,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/chromium.mjs';
 import { startServer, type ServerProcess } from '../server/process.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'dashboard-test-token';
 const BUILT_PAGE = fileURLToPath(new URL('../../dist/dashboard/index.html', import.meta.url));
 const hasChromium = existsSync(CHROMIUM);
@@ -61,16 +61,7 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
+      args: CHROMIUM_ARGS,
     });
     page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
     page.setDefaultTimeout(15_000);

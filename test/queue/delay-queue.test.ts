@@ -125,6 +125,12 @@ describe.each([
     expect(first.attempts).toBe(1);
     await advance(clock, 100, 100, queue);
     expect(await q.ack(first.receipt)).toBe(false);
+    // The redelivery is written (a real fsync on the file store) before the message is back on
+    // the wheel: wait for that in real time, then let its backoff pass in virtual time.
+    const inMemory = async () => ((await q.stats()) as { inMemory: number }).inMemory;
+    for (let i = 0; i < 500 && (await inMemory()) === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
     await advance(clock, 60, 100, queue);
     const [second] = await q.receive('t');
     expect(second.id).toBe(id);
