@@ -52,7 +52,12 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     `data in ${resolve(options.dir)} (fsync ${options.fsync})` +
       (recovery === undefined
         ? '\n'
-        : `, recovered ${recovery.live} live messages in ${Math.round(recovery.durationMs)} ms\n`),
+        : `, recovered ${recovery.live} live messages in ${Math.round(recovery.durationMs)} ms` +
+          (recovery.snapshot === 'used'
+            ? ` (from a snapshot and ${formatMiB(recovery.replayedBytes)} of log)\n`
+            : recovery.snapshot === 'none'
+              ? '\n'
+              : ` (snapshot ${recovery.snapshot}; replayed the whole log)\n`)),
   );
   if (recovery !== undefined && recovery.corrupt.length > 0) {
     io.err(`warning: skipped ${recovery.corrupt.length} damaged records while recovering\n`);
@@ -74,4 +79,8 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   }
   // Last, so that whoever waits for this line has seen the others.
   io.out(`tickwheel listening on http://${shown}:${address.port}\n`);
+}
+
+function formatMiB(bytes: number): string {
+  return `${(bytes / 1048576).toFixed(1)} MiB`;
 }
