@@ -147,6 +147,12 @@ export class FileStore implements Store {
   private readonly ids = new IdTable();
   private readonly collisions = new Map<string, CollidedId>();
   private readonly deadIds = new Map<string, DeadMessage>();
+  /**
+   * The low hash half of every id put in deadIds or collisions since both were last empty: a
+   * superset of those ids' hashes, so apply() makes an id string (and looks it up by string)
+   * only for records that may be theirs, not for every record while any message is dead.
+   */
+  private readonly exactLows = new Set<number>();
   /** Live messages whose payload (SCHEDULE record) is in each segment. */
   private readonly segmentLive = new Map<number, number>();
   private readonly tally = new MessageCounts();
@@ -505,7 +511,8 @@ export class FileStore implements Store {
     const high = hashHigh;
     // The id as a string is needed only when an exact-id table is in use (rare): replay of
     // millions of records makes no strings.
-    const exact = this.collisions.size > 0 || this.deadIds.size > 0;
+    if (this.collisions.size === 0 && this.deadIds.size === 0) this.exactLows.clear();
+    const exact = this.exactLows.size > 0 && this.exactLows.has(low);
     const id = exact ? recordId(type, body) : '';
     const [topicStart, topicLength] = topicSpan(type, body);
     const topic = this.topicNames.name(body, topicStart, topicLength);
@@ -523,6 +530,7 @@ export class FileStore implements Store {
       // another id with the same 64-bit hash: this one is kept apart, by its exact id.
       if (!this.ids.add(low, high, position, deliverAt)) {
         this.collisions.set(recordId(type, body), { position, deliverAt });
+        this.exactLows.add(low);
       }
       const segment = segmentOf(position);
       this.segmentLive.set(segment, (this.segmentLive.get(segment) ?? 0) + 1);
@@ -551,6 +559,7 @@ export class FileStore implements Store {
     this.link(id, low, high, position, deliverAt);
     if (type === BURY) {
       if (dead === undefined) this.tally.bury(topic, previousDeliverAt(body));
+      this.exactLows.add(low);
       this.deadIds.set(id === '' ? recordId(type, body) : id, {
         position,
         payloadPosition: payloadPositionOf(BURY, body),
@@ -619,9 +628,13 @@ export class FileStore implements Store {
     this.ids.adoptArrays(snapshot.ids);
     for (const [id, position, deliverAt] of snapshot.collisions) {
       this.collisions.set(id, { position, deliverAt });
+      hashId(id);
+      this.exactLows.add(hashLow);
     }
     for (const [id, position, payloadPosition, topic] of snapshot.dead) {
       this.deadIds.set(id, { position, payloadPosition, topic });
+      hashId(id);
+      this.exactLows.add(hashLow);
     }
     for (const [segment, live] of snapshot.segmentLive) this.segmentLive.set(segment, live);
     this.tally.load(snapshot.counts);
