@@ -281,7 +281,10 @@ export class QueueEngine {
     const results = new Array<{ id: string; deliverAt: number }>(messages.length);
     const unique: Array<Promise<unknown>> = [];
     const plain: NearMessage[] = [];
-    const adds: Array<Promise<void>> = [];
+    // Each plain message's promise; records of one group commit share theirs, so the distinct
+    // ones (usually one or two per batch) are what is waited for.
+    const durables: Array<Promise<void>> = [];
+    const distinct: Array<Promise<void>> = [];
     const horizon = this.loadedUntil;
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
@@ -291,22 +294,21 @@ export class QueueEngine {
       }
       results[i] = { id: message.id, deliverAt: message.deliverAt };
       plain.push(message);
-      adds.push(this.store.add(message, message.deliverAt < horizon));
+      const durable = this.store.add(message, message.deliverAt < horizon);
+      durables.push(durable);
+      if (durable !== distinct[distinct.length - 1]) distinct.push(durable);
     }
-    // The records share group commits: one wait for all of them, not a callback each.
     let failure: { error: unknown } | undefined;
-    let failed: Set<number> | undefined;
+    let failed: Set<Promise<void>> | undefined;
     try {
-      await Promise.all(adds);
+      await Promise.all(distinct);
     } catch (error) {
       failure = { error };
-      const outcomes = await Promise.allSettled(adds);
-      failed = new Set(
-        outcomes.flatMap((outcome, i) => (outcome.status === 'rejected' ? [i] : [])),
-      );
+      const outcomes = await Promise.allSettled(distinct);
+      failed = new Set(distinct.filter((_, i) => outcomes[i].status === 'rejected'));
     }
     for (let i = 0; i < plain.length; i++) {
-      if (failed?.has(i)) continue;
+      if (failed?.has(durables[i])) continue;
       const message = plain[i];
       this.counters.scheduled++;
       // Taken over only now, after the batch is durable, like a single schedule().

@@ -31,6 +31,7 @@ import { TickwheelStateError, TickwheelTypeError, checkOption } from '../errors.
 import type { MessageState } from '../queue/message.js';
 import type { RecoveryReport, Store, StoreCounts, StoredMessage } from '../queue/store.js';
 import { MessageCounts, TopicNames } from './counts.js';
+import { readF64 } from './bytes.js';
 import { IdTable, hashHigh, hashId, hashIdBytes, hashLow } from './id-table.js';
 import { lockDirectory, type DirectoryLock } from './lock.js';
 import {
@@ -50,14 +51,20 @@ import {
   decodeMove,
   decodeSchedule,
   encodeFinish,
-  encodeMove,
-  encodeSchedule,
-  idSpan,
+  finishLength,
+  idLength,
+  idStart,
+  moveLength,
   payloadPositionOf,
   previousDeliverAt,
   recordDeliverAt,
   recordId,
-  topicSpan,
+  scheduleLength,
+  topicLength,
+  topicStart,
+  writeFinish,
+  writeMove,
+  writeScheduleHead,
 } from './records.js';
 import {
   SnapshotRejected,
@@ -92,6 +99,7 @@ export interface FileStoreOptions {
 /** The on-disk format this code writes and reads (format.json). 1: records without topics. */
 export const STORE_FORMAT = 2;
 
+const EMPTY_PAYLOAD = new Uint8Array(0);
 const FORMAT_FILE = 'format.json';
 
 /** Where the latest record of an id whose hash another live id already owns is. */
@@ -334,8 +342,19 @@ export class FileStore implements Store {
     let position: number;
     let durable: Promise<void>;
     try {
-      const body = encodeSchedule(message, message.payload ?? new Uint8Array(0));
-      ({ position, durable } = this.write(SCHEDULE, body, message.deliverAt >= this.frontier));
+      const payload = message.payload ?? EMPTY_PAYLOAD;
+      const length = scheduleLength(message, payload.byteLength);
+      // Encoded straight into the log's staging buffer: no buffer of its own, no copy.
+      const buf = this.log.beginRecord(SCHEDULE, length);
+      const at = this.log.bodyAt;
+      const payloadAt = writeScheduleHead(buf, at, message);
+      if (payload.byteLength <= 64) {
+        for (let i = 0; i < payload.byteLength; i++) buf[payloadAt + i] = payload[i];
+      } else {
+        buf.set(payload, payloadAt);
+      }
+      position = this.commit(SCHEDULE, buf, at, length, message.deliverAt >= this.frontier);
+      durable = this.log.lastDurable;
     } catch (err) {
       return Promise.reject(err as Error);
     }
@@ -356,26 +375,45 @@ export class FileStore implements Store {
   }
 
   move(message: MessageState, _inHorizon: boolean, previousDeliverAt: number): Promise<void> {
-    try {
-      const body = encodeMove(message, previousDeliverAt);
-      return this.write(MOVE, body, message.deliverAt >= this.frontier).durable;
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
+    return this.writeMoveRecord(
+      MOVE,
+      message,
+      previousDeliverAt,
+      message.deliverAt >= this.frontier,
+    );
   }
 
   finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void> {
     try {
-      const body = encodeFinish(message, outcome === 'acked' ? OUTCOME_ACKED : OUTCOME_CANCELLED);
-      return this.write(FINISH, body, false).durable;
+      const length = finishLength(message);
+      const buf = this.log.beginRecord(FINISH, length);
+      const at = this.log.bodyAt;
+      writeFinish(buf, at, message, outcome === 'acked' ? OUTCOME_ACKED : OUTCOME_CANCELLED);
+      this.commit(FINISH, buf, at, length, false);
+      return this.log.lastDurable;
     } catch (err) {
       return Promise.reject(err as Error);
     }
   }
 
   bury(message: MessageState): Promise<void> {
+    // Burying does not change the due time: the previous one is the current one.
+    return this.writeMoveRecord(BURY, message, message.deliverAt, false);
+  }
+
+  private writeMoveRecord(
+    type: number,
+    message: MessageState,
+    previousDeliverAt: number,
+    reindex: boolean,
+  ): Promise<void> {
     try {
-      return this.write(BURY, encodeMove(message, message.deliverAt), false).durable;
+      const length = moveLength(message);
+      const buf = this.log.beginRecord(type, length);
+      const at = this.log.bodyAt;
+      writeMove(buf, at, message, previousDeliverAt);
+      this.commit(type, buf, at, length, reindex);
+      return this.log.lastDurable;
     } catch (err) {
       return Promise.reject(err as Error);
     }
@@ -475,20 +513,20 @@ export class FileStore implements Store {
   }
 
   /**
-   * Appends a record and applies it in the same turn, so that the tables are always those of
-   * every record before the log's end (what a snapshot captures). Then, if a snapshot is due,
-   * starts a checkpoint at once rather than at the next periodic one: the log that recovery
-   * replays stays close to the threshold instead of growing a checkpoint interval's worth
-   * beyond it.
+   * Completes a record begun in the log (its body at `buf[at, at + length)`) and applies it in
+   * the same turn, so that the tables are always those of every record before the log's end
+   * (what a snapshot captures). Then, if a snapshot is due, starts a checkpoint at once rather
+   * than at the next periodic one: the log that recovery replays stays close to the threshold
+   * instead of growing a checkpoint interval's worth beyond it. Returns the record's position.
    */
-  private write(type: number, body: Buffer, reindex: boolean) {
-    const appended = this.log.append(type, body);
-    this.apply(type, body, appended.position, reindex);
-    this.uncoveredBytes += RECORD_HEADER_BYTES + body.length;
+  private commit(type: number, buf: Buffer, at: number, length: number, reindex: boolean): number {
+    const position = this.log.endRecord(length);
+    this.apply(type, buf, at, position, reindex);
+    this.uncoveredBytes += RECORD_HEADER_BYTES + length;
     if (this.uncoveredBytes >= this.snapshotDue && !this.checkpointing && !this.closed) {
       void this.checkpoint().catch(warn);
     }
-    return appended;
+    return position;
   }
 
   private updateSnapshotDue(): void {
@@ -501,23 +539,28 @@ export class FileStore implements Store {
   // ---- state transitions: the only place the tables change ------------------------------
 
   /**
-   * Applies one record to the tables, live or in replay. `reindex`: also add a schedule-index
-   * entry (when the message's due time is beyond what is loaded into memory).
+   * Applies one record to the tables, live or in replay; its body is at `body[at...]`.
+   * `reindex`: also add a schedule-index entry (when the message's due time is beyond what is
+   * loaded into memory).
    */
-  private apply(type: number, body: Buffer, position: number, reindex: boolean): void {
-    const [idStart, idLength] = idSpan(type, body);
-    hashIdBytes(body, idStart, idLength);
+  private apply(type: number, body: Buffer, at: number, position: number, reindex: boolean) {
+    hashIdBytes(body, at + idStart(type), idLength(type, body, at));
     const low = hashLow;
     const high = hashHigh;
     // The id as a string is needed only when an exact-id table is in use (rare): replay of
     // millions of records makes no strings.
-    if (this.collisions.size === 0 && this.deadIds.size === 0) this.exactLows.clear();
+    if (this.exactLows.size > 0 && this.collisions.size === 0 && this.deadIds.size === 0) {
+      this.exactLows.clear(); // (clear() is not free even on an empty set: test first)
+    }
     const exact = this.exactLows.size > 0 && this.exactLows.has(low);
-    const id = exact ? recordId(type, body) : '';
-    const [topicStart, topicLength] = topicSpan(type, body);
-    const topic = this.topicNames.name(body, topicStart, topicLength);
+    const id = exact ? recordId(type, body, at) : '';
+    const topic = this.topicNames.name(
+      body,
+      at + topicStart(type, body, at),
+      topicLength(type, body, at),
+    );
     if (type === SCHEDULE) {
-      const deliverAt = body.readDoubleLE(0);
+      const deliverAt = readF64(body, at);
       const replaced = exact ? this.deadIds.get(id) : undefined;
       if (replaced !== undefined) {
         // The same id scheduled again after it died: the dead message is replaced.
@@ -529,7 +572,7 @@ export class FileStore implements Store {
       // A live id is never scheduled again (the queue deduplicates), so a taken slot means
       // another id with the same 64-bit hash: this one is kept apart, by its exact id.
       if (!this.ids.add(low, high, position, deliverAt)) {
-        this.collisions.set(recordId(type, body), { position, deliverAt });
+        this.collisions.set(recordId(type, body, at), { position, deliverAt });
         this.exactLows.add(low);
       }
       const segment = segmentOf(position);
@@ -550,19 +593,19 @@ export class FileStore implements Store {
         this.deadIds.delete(id);
         this.tally.finishDead(dead.topic);
       } else {
-        this.tally.finish(topic, recordDeliverAt(FINISH, body));
+        this.tally.finish(topic, recordDeliverAt(FINISH, body, at));
       }
-      this.release(segmentOf(payloadPositionOf(FINISH, body)));
+      this.release(segmentOf(payloadPositionOf(FINISH, body, at)));
       return;
     }
-    const deliverAt = body.readDoubleLE(0);
+    const deliverAt = readF64(body, at);
     this.link(id, low, high, position, deliverAt);
     if (type === BURY) {
-      if (dead === undefined) this.tally.bury(topic, previousDeliverAt(body));
+      if (dead === undefined) this.tally.bury(topic, previousDeliverAt(body, at));
       this.exactLows.add(low);
-      this.deadIds.set(id === '' ? recordId(type, body) : id, {
+      this.deadIds.set(id === '' ? recordId(type, body, at) : id, {
         position,
-        payloadPosition: payloadPositionOf(BURY, body),
+        payloadPosition: payloadPositionOf(BURY, body, at),
         topic,
       });
       return;
@@ -571,7 +614,7 @@ export class FileStore implements Store {
       this.deadIds.delete(id);
       this.tally.revive(topic, deliverAt);
     } else {
-      this.tally.move(previousDeliverAt(body), deliverAt);
+      this.tally.move(previousDeliverAt(body, at), deliverAt);
     }
     this.placed(deliverAt, position, low, high, reindex);
   }
@@ -620,7 +663,7 @@ export class FileStore implements Store {
    */
   private forget(message: MessageState, position: number): void {
     if (this.latest(message.id) !== position) return;
-    this.apply(FINISH, encodeFinish(message, OUTCOME_CANCELLED), position, false);
+    this.apply(FINISH, encodeFinish(message, OUTCOME_CANCELLED), 0, position, false);
   }
 
   /** Replaces the tables with a snapshot's. */
@@ -683,7 +726,7 @@ export class FileStore implements Store {
     // Room for about as many messages as the log could hold, so replay does not keep growing it.
     this.ids.reserve(Math.min(50_000_000, Math.floor(this.log.stats().bytes / 120)));
     const report = await this.log.replay((type, body, position) =>
-      this.apply(type, body, position, this.reindexes(type, body, position, indexedUntil)),
+      this.apply(type, body, 0, position, this.reindexes(type, body, position, indexedUntil)),
     );
     this.replayed = true;
     return report;
@@ -711,7 +754,7 @@ export class FileStore implements Store {
     try {
       const report = await this.log.replay(
         (type, body, position) =>
-          this.apply(type, body, position, this.reindexes(type, body, position, indexedUntil)),
+          this.apply(type, body, 0, position, this.reindexes(type, body, position, indexedUntil)),
         snapshot.position,
       );
       this.replayed = true;
@@ -794,7 +837,7 @@ export class FileStore implements Store {
     return (
       position >= indexedUntil &&
       (type === SCHEDULE || type === MOVE) &&
-      body.readDoubleLE(0) >= this.frontier
+      readF64(body, 0) >= this.frontier
     );
   }
 

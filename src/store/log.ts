@@ -81,6 +81,8 @@
 import { constants as fsConstants } from 'node:fs';
 import { mkdir, open, readdir, stat, truncate, unlink, type FileHandle } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
+import { writeU32 } from './bytes.js';
+import { crc32Range } from './crc.js';
 
 export type FsyncPolicy = 'always' | 'batch' | 'never';
 
@@ -286,6 +288,13 @@ export class MessageLog {
   private replaying = false;
 
   private appendCount = 0;
+  /** The record between beginRecord() and endRecord(): its type and the room reserved (-1: none). */
+  private recordType = 0;
+  private recordRoom = -1;
+  /** Where the body of the record begun by beginRecord() goes in the staging buffer. */
+  bodyAt = 0;
+  /** The `durable` promise of the latest record appended (shared by its stage under 'batch'). */
+  lastDurable: Promise<void> = Promise.resolve();
   private writeCount = 0;
   private fsyncCount = 0;
   private fsyncMsTotal = 0;
@@ -390,6 +399,22 @@ export class MessageLog {
    * settles as the fsync policy promises. `body` is copied, so the caller may reuse it.
    */
   append(type: number, body: Uint8Array): { position: number; durable: Promise<void> } {
+    if (!(body instanceof Uint8Array)) {
+      throw new LogError('ERR_TICKWHEEL_INVALID_RECORD', 'record body must be a Uint8Array');
+    }
+    const buf = this.beginRecord(type, body.byteLength);
+    buf.set(body, this.bodyAt);
+    const position = this.endRecord(body.byteLength);
+    return { position, durable: this.lastDurable };
+  }
+
+  /**
+   * The allocation-free way to append: reserves room for a body of at most `maxLength` bytes
+   * and returns the staging buffer, in which the caller writes the body from `bodyAt` on, in
+   * the same synchronous step, and then calls endRecord() with its real length. Nothing else
+   * may append in between.
+   */
+  beginRecord(type: number, maxLength: number): Buffer {
     if (this.closed) throw closedError('append to');
     if (this.replaying) {
       throw new LogError(
@@ -397,53 +422,64 @@ export class MessageLog {
         'cannot append while replay() runs: the tail it repairs is where appends continue',
       );
     }
-    if (!(body instanceof Uint8Array)) {
-      throw new LogError('ERR_TICKWHEEL_INVALID_RECORD', 'record body must be a Uint8Array');
-    }
     if ((type & 0xff) !== type) {
       throw new LogError(
         'ERR_TICKWHEEL_INVALID_RECORD',
         `record type must be an integer from 0 to 255, got ${String(type)}`,
       );
     }
-    const length = body.byteLength;
-    if (length > this.maxRecordBytes) {
+    if (maxLength > this.maxRecordBytes) {
       throw new LogError(
         'ERR_TICKWHEEL_RECORD_TOO_LARGE',
-        `record body of ${length} bytes is over maxRecordBytes (${this.maxRecordBytes}); ` +
+        `record body of ${maxLength} bytes is over maxRecordBytes (${this.maxRecordBytes}); ` +
           'store large payloads elsewhere or raise maxRecordBytes',
       );
     }
-    const size = HEADER + length;
+    const size = HEADER + maxLength;
     if (this.activeSize > 0 && this.activeSize + size > this.segmentBytes) this.roll();
-
     const stage = this.filling ?? this.startStage();
     if (stage.len + size > stage.buf.length) this.grow(stage, size);
+    this.recordType = type;
+    this.recordRoom = maxLength;
+    this.bodyAt = stage.len + HEADER;
+    return stage.buf;
+  }
+
+  /** Completes the record begun by beginRecord(); returns its position (see `lastDurable`). */
+  endRecord(length: number): number {
+    const stage = this.filling;
+    if (stage === null || this.recordRoom < 0 || length > this.recordRoom || length < 0) {
+      throw new LogError(
+        'ERR_TICKWHEEL_INVALID_STATE',
+        'endRecord() without a matching beginRecord()',
+      );
+    }
+    this.recordRoom = -1;
     const buf = stage.buf;
     const at = stage.len;
+    const type = this.recordType;
     buf[at] = RECORD_MAGIC;
     buf[at + 1] = type;
-    buf.writeUInt32LE(length, at + 2);
-    buf.writeUInt32LE(crc32(body, TYPE_CRC[type]), at + 6);
-    buf.set(body, at + HEADER);
+    writeU32(buf, at + 2, length);
+    writeU32(buf, at + 6, crc32Range(buf, at + HEADER, at + HEADER + length, TYPE_CRC[type]));
+    const size = HEADER + length;
     stage.len = at + size;
 
     const position = this.activeBase + this.activeSize;
     this.activeSize += size;
     this.appendCount++;
-    let durable: Promise<void>;
     if (stage.waiters !== null) {
       const waiter = new Deferred();
       stage.waiters.push(waiter);
-      durable = waiter.promise;
+      this.lastDurable = waiter.promise;
     } else {
-      durable = (stage.done as Deferred).promise;
+      this.lastDurable = (stage.done as Deferred).promise;
     }
     if (this.draining === null && !this.kickQueued) {
       this.kickQueued = true;
       queueMicrotask(this.kick);
     }
-    return { position, durable };
+    return position;
   }
 
   /** Resolves when everything appended so far is durable; rejects if any of it failed. */

@@ -19,6 +19,7 @@
  */
 
 import type { Backoff, MessageState } from '../queue/message.js';
+import { readF64, writeAscii, writeF64, writeU16 } from './bytes.js';
 
 export const SCHEDULE = 1;
 export const MOVE = 2;
@@ -36,22 +37,34 @@ const SCHEDULE_ID_LENGTH = 38;
 const MOVE_ID_LENGTH = 26;
 const FINISH_ID_LENGTH = 17;
 
-export function encodeSchedule(message: MessageState, payload: Uint8Array): Buffer {
+/** Bytes of a SCHEDULE body. */
+export function scheduleLength(message: MessageState, payloadBytes: number): number {
+  return SCHEDULE_FIXED + message.id.length + message.topic.length + payloadBytes;
+}
+
+/**
+ * Writes a SCHEDULE body at `at`, all but the payload (which goes at the returned offset,
+ * `payloadBytes` long), so that callers can write the payload in place too.
+ */
+export function writeScheduleHead(buf: Uint8Array, at: number, message: MessageState): number {
   const { id, topic, backoff } = message;
-  const body = Buffer.allocUnsafe(SCHEDULE_FIXED + id.length + topic.length + payload.byteLength);
-  let at = body.writeDoubleLE(message.deliverAt, 0);
-  at = body.writeUInt16LE(Math.min(message.attempts, 0xffff), at);
-  at = body.writeUInt16LE(message.maxAttempts, at);
-  at = body.writeUInt8(backoff === undefined ? 0 : backoff.type === 'fixed' ? 1 : 2, at);
-  at = body.writeDoubleLE(backoff?.delayMs ?? 0, at);
-  at = body.writeDoubleLE(backoff?.jitter ?? NaN, at);
-  at = body.writeDoubleLE(backoff?.maxDelayMs ?? NaN, at);
-  at = body.writeUInt8(message.payloadKind, at);
-  at = body.writeUInt8(id.length, at);
-  at = body.writeUInt8(topic.length, at);
-  at += body.write(id, at, 'latin1');
-  at += body.write(topic, at, 'latin1');
-  body.set(payload, at);
+  at = writeF64(buf, at, message.deliverAt);
+  at = writeU16(buf, at, Math.min(message.attempts, 0xffff));
+  at = writeU16(buf, at, message.maxAttempts);
+  buf[at++] = backoff === undefined ? 0 : backoff.type === 'fixed' ? 1 : 2;
+  at = writeF64(buf, at, backoff?.delayMs ?? 0);
+  at = writeF64(buf, at, backoff?.jitter ?? NaN);
+  at = writeF64(buf, at, backoff?.maxDelayMs ?? NaN);
+  buf[at++] = message.payloadKind;
+  buf[at++] = id.length;
+  buf[at++] = topic.length;
+  at = writeAscii(buf, at, id);
+  return writeAscii(buf, at, topic);
+}
+
+export function encodeSchedule(message: MessageState, payload: Uint8Array): Buffer {
+  const body = Buffer.allocUnsafe(scheduleLength(message, payload.byteLength));
+  body.set(payload, writeScheduleHead(body, 0, message));
   return body;
 }
 
@@ -94,17 +107,32 @@ export function decodeSchedule(body: Buffer): ScheduleRecord {
  * MOVE and BURY share a layout. `previousDeliverAt`: the due time of the message's latest
  * record before this one (for BURY, the message's current due time).
  */
-export function encodeMove(message: MessageState, previousDeliverAt: number): Buffer {
+/** Bytes of a MOVE or BURY body. */
+export function moveLength(message: MessageState): number {
+  return MOVE_FIXED + message.id.length + message.topic.length;
+}
+
+/** Writes a MOVE or BURY body at `at`; returns where it ends. */
+export function writeMove(
+  buf: Uint8Array,
+  at: number,
+  message: MessageState,
+  previousDeliverAt: number,
+): number {
   const { id, topic } = message;
-  const body = Buffer.allocUnsafe(MOVE_FIXED + id.length + topic.length);
-  let at = body.writeDoubleLE(message.deliverAt, 0);
-  at = body.writeUInt16LE(Math.min(message.attempts, 0xffff), at);
-  at = body.writeDoubleLE(message.ref, at);
-  at = body.writeDoubleLE(previousDeliverAt, at);
-  at = body.writeUInt8(id.length, at);
-  at = body.writeUInt8(topic.length, at);
-  at += body.write(id, at, 'latin1');
-  body.write(topic, at, 'latin1');
+  at = writeF64(buf, at, message.deliverAt);
+  at = writeU16(buf, at, Math.min(message.attempts, 0xffff));
+  at = writeF64(buf, at, message.ref);
+  at = writeF64(buf, at, previousDeliverAt);
+  buf[at++] = id.length;
+  buf[at++] = topic.length;
+  at = writeAscii(buf, at, id);
+  return writeAscii(buf, at, topic);
+}
+
+export function encodeMove(message: MessageState, previousDeliverAt: number): Buffer {
+  const body = Buffer.allocUnsafe(moveLength(message));
+  writeMove(body, 0, message, previousDeliverAt);
   return body;
 }
 
@@ -130,17 +158,34 @@ export function decodeMove(body: Buffer): MoveRecord {
   };
 }
 
-/** `message.deliverAt` is the due time the message had until now (finishing keeps it). */
-export function encodeFinish(message: MessageState, outcome: number): Buffer {
+/** Bytes of a FINISH body. */
+export function finishLength(message: MessageState): number {
+  return FINISH_FIXED + message.id.length + message.topic.length;
+}
+
+/**
+ * Writes a FINISH body at `at`; returns where it ends. `message.deliverAt` is the due time the
+ * message had until now (finishing keeps it).
+ */
+export function writeFinish(
+  buf: Uint8Array,
+  at: number,
+  message: MessageState,
+  outcome: number,
+): number {
   const { id, topic } = message;
-  const body = Buffer.allocUnsafe(FINISH_FIXED + id.length + topic.length);
-  let at = body.writeUInt8(outcome, 0);
-  at = body.writeDoubleLE(message.ref, at);
-  at = body.writeDoubleLE(message.deliverAt, at);
-  at = body.writeUInt8(id.length, at);
-  at = body.writeUInt8(topic.length, at);
-  at += body.write(id, at, 'latin1');
-  body.write(topic, at, 'latin1');
+  buf[at++] = outcome;
+  at = writeF64(buf, at, message.ref);
+  at = writeF64(buf, at, message.deliverAt);
+  buf[at++] = id.length;
+  buf[at++] = topic.length;
+  at = writeAscii(buf, at, id);
+  return writeAscii(buf, at, topic);
+}
+
+export function encodeFinish(message: MessageState, outcome: number): Buffer {
+  const body = Buffer.allocUnsafe(finishLength(message));
+  writeFinish(body, 0, message, outcome);
   return body;
 }
 
@@ -176,37 +221,55 @@ function idLengthAt(type: number): number {
       : MOVE_ID_LENGTH;
 }
 
-/** Where the id of any record starts, and its length: [start, length]. */
-export function idSpan(type: number, body: Buffer): [number, number] {
-  return [fixedPart(type), body[idLengthAt(type)]];
+// The readers below take the record body at offset `at` of `buf` (0: `buf` is the body), so
+// that a record still in the log's staging buffer is read where it is.
+
+/** Where the id of any record starts (relative to `at`). */
+export function idStart(type: number): number {
+  return fixedPart(type);
 }
 
-/** Where the topic of any record starts, and its length: [start, length]. */
-export function topicSpan(type: number, body: Buffer): [number, number] {
-  const at = idLengthAt(type);
-  return [fixedPart(type) + body[at], body[at + 1]];
+/** The length of the id of any record. */
+export function idLength(type: number, buf: Uint8Array, at = 0): number {
+  return buf[at + idLengthAt(type)];
+}
+
+/** Where the topic of any record starts (relative to `at`), and its length. */
+export function topicStart(type: number, buf: Uint8Array, at = 0): number {
+  return fixedPart(type) + buf[at + idLengthAt(type)];
+}
+
+export function topicLength(type: number, buf: Uint8Array, at = 0): number {
+  return buf[at + idLengthAt(type) + 1];
 }
 
 /** The id of any record, without decoding the rest. */
-export function recordId(type: number, body: Buffer): string {
-  const start = fixedPart(type);
-  return body.toString('latin1', start, start + body[idLengthAt(type)]);
+export function recordId(type: number, buf: Uint8Array, at = 0): string {
+  const start = at + fixedPart(type);
+  return latin1(buf, start, start + buf[at + idLengthAt(type)]);
+}
+
+function latin1(buf: Uint8Array, start: number, end: number): string {
+  const bytes = Buffer.isBuffer(buf)
+    ? buf
+    : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+  return bytes.toString('latin1', start, end);
 }
 
 /**
  * The due time a record leaves its message with (SCHEDULE, MOVE, BURY), or had before it
  * (FINISH).
  */
-export function recordDeliverAt(type: number, body: Buffer): number {
-  return body.readDoubleLE(type === FINISH ? 9 : 0);
+export function recordDeliverAt(type: number, buf: Uint8Array, at = 0): number {
+  return readF64(buf, at + (type === FINISH ? 9 : 0));
 }
 
 /** The due time a MOVE or BURY record moves its message from. */
-export function previousDeliverAt(body: Buffer): number {
-  return body.readDoubleLE(18);
+export function previousDeliverAt(buf: Uint8Array, at = 0): number {
+  return readF64(buf, at + 18);
 }
 
 /** The position of the message's SCHEDULE record, from a MOVE, BURY or FINISH record. */
-export function payloadPositionOf(type: number, body: Buffer): number {
-  return body.readDoubleLE(type === FINISH ? 1 : 10);
+export function payloadPositionOf(type: number, buf: Uint8Array, at = 0): number {
+  return readF64(buf, at + (type === FINISH ? 1 : 10));
 }

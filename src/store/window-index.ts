@@ -14,6 +14,7 @@
 
 import { mkdir, open, readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
+import { writeF64, writeU32 } from './bytes.js';
 
 export const ENTRY_BYTES = 24;
 
@@ -25,10 +26,19 @@ export interface WindowEntries {
   high: Uint32Array;
 }
 
+interface PendingEntries {
+  bytes: Buffer;
+  length: number;
+}
+
 export class WindowIndex {
   private readonly dir: string;
   readonly windowMs: number;
-  private readonly buffered = new Map<number, number[]>();
+  /** Entries not yet written, per window, already in their on-disk form. */
+  private readonly buffered = new Map<number, PendingEntries>();
+  /** The window of the latest append and its buffer (appends tend to repeat a window). */
+  private lastWindow = NaN;
+  private lastPending: PendingEntries | undefined;
   private readonly known = new Set<number>();
   private readonly unsynced = new Set<number>();
   /** Bytes in each window's file, as written so far (recorded in checkpoints). */
@@ -67,10 +77,27 @@ export class WindowIndex {
 
   append(deliverAt: number, position: number, low: number, high: number): void {
     const window = this.windowOf(deliverAt);
-    let list = this.buffered.get(window);
-    if (list === undefined) this.buffered.set(window, (list = []));
-    list.push(deliverAt, position, low, high);
-    this.known.add(window);
+    let pending = this.lastPending;
+    if (window !== this.lastWindow || pending === undefined) {
+      pending = this.buffered.get(window);
+      if (pending === undefined) {
+        pending = { bytes: Buffer.allocUnsafe(ENTRY_BYTES * 4), length: 0 };
+        this.buffered.set(window, pending);
+      }
+      this.known.add(window);
+      this.lastWindow = window;
+      this.lastPending = pending;
+    }
+    if (pending.length + ENTRY_BYTES > pending.bytes.length) {
+      const bigger = Buffer.allocUnsafe(pending.bytes.length * 2);
+      pending.bytes.copy(bigger, 0, 0, pending.length);
+      pending.bytes = bigger;
+    }
+    const bytes = pending.bytes;
+    let at = writeF64(bytes, pending.length, deliverAt);
+    at = writeF64(bytes, at, position);
+    at = writeU32(bytes, at, low);
+    pending.length = writeU32(bytes, at, high);
     // Written in the background once enough piles up, so the buffer stays small.
     if (++this.pending >= 16_384) {
       this.pending = 0;
@@ -82,7 +109,7 @@ export class WindowIndex {
 
   get bufferedEntries(): number {
     let n = 0;
-    for (const list of this.buffered.values()) n += list.length / 4;
+    for (const pending of this.buffered.values()) n += pending.length / ENTRY_BYTES;
     return n;
   }
 
@@ -141,6 +168,7 @@ export class WindowIndex {
   async delete(window: number): Promise<void> {
     await this.flush();
     this.known.delete(window);
+    this.lastWindow = NaN;
     this.unsynced.delete(window);
     this.bytes.delete(window);
     await rm(this.file(window), { force: true });
@@ -154,16 +182,10 @@ export class WindowIndex {
     if (this.buffered.size === 0) return;
     const batches = [...this.buffered];
     this.buffered.clear();
-    for (const [window, list] of batches) {
-      const count = list.length / 4;
-      const bytes = Buffer.allocUnsafe(count * ENTRY_BYTES);
-      for (let i = 0; i < count; i++) {
-        const at = i * ENTRY_BYTES;
-        bytes.writeDoubleLE(list[i * 4], at);
-        bytes.writeDoubleLE(list[i * 4 + 1], at + 8);
-        bytes.writeUInt32LE(list[i * 4 + 2], at + 16);
-        bytes.writeUInt32LE(list[i * 4 + 3], at + 20);
-      }
+    this.lastWindow = NaN;
+    this.lastPending = undefined;
+    for (const [window, pending] of batches) {
+      const bytes = pending.bytes.subarray(0, pending.length);
       const handle = await open(this.file(window), 'a');
       try {
         await handle.write(bytes);

@@ -1,0 +1,65 @@
+/**
+ * Little-endian fixed-width fields in byte arrays, without Buffer's checked helpers: on the
+ * hot paths (a record or an index entry per message) their argument checks cost more than the
+ * writes. Callers keep offsets in bounds themselves.
+ */
+
+const scratch = new Float64Array(1);
+const scratchBytes = new Uint8Array(scratch.buffer);
+const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+/** Byte k of a little-endian double is scratchBytes[Bk] on this machine. */
+const [B0, B1, B2, B3, B4, B5, B6, B7] = littleEndian
+  ? [0, 1, 2, 3, 4, 5, 6, 7]
+  : [7, 6, 5, 4, 3, 2, 1, 0];
+
+/** Writes a double at `at`; returns the offset after it. */
+export function writeF64(buf: Uint8Array, at: number, value: number): number {
+  scratch[0] = value;
+  buf[at] = scratchBytes[B0];
+  buf[at + 1] = scratchBytes[B1];
+  buf[at + 2] = scratchBytes[B2];
+  buf[at + 3] = scratchBytes[B3];
+  buf[at + 4] = scratchBytes[B4];
+  buf[at + 5] = scratchBytes[B5];
+  buf[at + 6] = scratchBytes[B6];
+  buf[at + 7] = scratchBytes[B7];
+  return at + 8;
+}
+
+export function readF64(buf: Uint8Array, at: number): number {
+  scratchBytes[B0] = buf[at];
+  scratchBytes[B1] = buf[at + 1];
+  scratchBytes[B2] = buf[at + 2];
+  scratchBytes[B3] = buf[at + 3];
+  scratchBytes[B4] = buf[at + 4];
+  scratchBytes[B5] = buf[at + 5];
+  scratchBytes[B6] = buf[at + 6];
+  scratchBytes[B7] = buf[at + 7];
+  return scratch[0];
+}
+
+/** Writes an unsigned 32-bit integer at `at`; returns the offset after it. */
+export function writeU32(buf: Uint8Array, at: number, value: number): number {
+  buf[at] = value;
+  buf[at + 1] = value >>> 8;
+  buf[at + 2] = value >>> 16;
+  buf[at + 3] = value >>> 24;
+  return at + 4;
+}
+
+export function readU32(buf: Uint8Array, at: number): number {
+  return (buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16)) + buf[at + 3] * 0x1000000;
+}
+
+/** Writes an unsigned 16-bit integer at `at`; returns the offset after it. */
+export function writeU16(buf: Uint8Array, at: number, value: number): number {
+  buf[at] = value;
+  buf[at + 1] = value >>> 8;
+  return at + 2;
+}
+
+/** ASCII text, one byte a character; returns the offset after it. */
+export function writeAscii(buf: Uint8Array, at: number, text: string): number {
+  for (let i = 0; i < text.length; i++) buf[at + i] = text.charCodeAt(i);
+  return at + text.length;
+}
