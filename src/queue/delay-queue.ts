@@ -34,6 +34,7 @@ import {
   decodePayload,
   dueTime,
   encodePayload,
+  payloadBytes,
   newMessageId,
   retryDelay,
   type MessageState,
@@ -312,8 +313,7 @@ export class QueueEngine {
       const message = plain[i];
       this.counters.scheduled++;
       // Taken over only now, after the batch is durable, like a single schedule().
-      if (message.deliverAt < horizon) this.takeOver(message, true);
-      else message.payload = undefined;
+      this.added(message, message.deliverAt < horizon, true);
     }
     try {
       await Promise.all(unique);
@@ -715,9 +715,11 @@ export class QueueEngine {
       const deliverAt = dueTime(request, now);
       const maxAttempts = checkMaxAttempts(request.maxAttempts);
       const backoff = checkBackoff(request.backoff);
-      const { kind, bytes } = encodePayload(request.payload, this.maxPayloadBytes);
+      const { kind, bytes, text } = encodePayload(request.payload, this.maxPayloadBytes);
       const id = request.id === undefined ? newMessageId(now) : checkId(request.id);
-      return newNear(id, topic, deliverAt, 0, maxAttempts, backoff, kind, bytes, 0);
+      const message = newNear(id, topic, deliverAt, 0, maxAttempts, backoff, kind, bytes, 0);
+      message.payloadText = text;
+      return message;
     } catch (err) {
       if (where !== '' && err instanceof Error) err.message = where + err.message;
       throw err;
@@ -740,9 +742,23 @@ export class QueueEngine {
     const inHorizon = message.deliverAt < this.loadedUntil;
     await this.store.add(message, inHorizon);
     this.counters.scheduled++;
-    if (inHorizon) this.takeOver(message);
-    else message.payload = undefined;
+    this.added(message, inHorizon);
     return { id: message.id, deliverAt: message.deliverAt };
+  }
+
+  /**
+   * A message the store has added: one due within the horizon is taken over with its payload
+   * in memory (as bytes); any other keeps no payload here.
+   */
+  private added(message: NearMessage, inHorizon: boolean, fresh = false): void {
+    if (inHorizon) {
+      message.payload = payloadBytes(message);
+      message.payloadText = undefined;
+      this.takeOver(message, fresh);
+    } else {
+      message.payload = undefined;
+      message.payloadText = undefined;
+    }
   }
 
   /**
@@ -1017,6 +1033,7 @@ function newNear(
     backoff,
     payloadKind,
     payload,
+    payloadText: undefined,
     ref,
     status: 'scheduled',
     timer: 0,

@@ -48,6 +48,12 @@ export interface MessageState {
   payloadKind: number;
   /** The encoded payload, when in memory; stores may drop it and read it back by `ref`. */
   payload: Uint8Array | undefined;
+  /**
+   * A short JSON payload being scheduled, as text not encoded yet (then `payload` is
+   * undefined): the store encodes it where it keeps it (the file store straight into the log
+   * record, with no buffer of its own), and the queue drops it once the message is added.
+   */
+  payloadText?: string | undefined;
   /** The store's own reference to the message's payload (a log position for the file store). */
   ref: number;
 }
@@ -181,41 +187,55 @@ export function retryDelay(
 
 const decoder = new TextDecoder();
 
+/** JSON payloads up to this many characters stay text until the store writes them. */
+const TEXT_PAYLOAD_CHARS = 4096;
+
+/**
+ * Checks and encodes a payload: raw bytes as they are; anything else as JSON, as `bytes`, or
+ * as `text` when short (see MessageState.payloadText).
+ */
 export function encodePayload(
   payload: unknown,
   maxBytes: number,
-): { kind: number; bytes: Uint8Array } {
-  let kind = PAYLOAD_JSON;
-  let bytes: Uint8Array;
+): { kind: number; bytes: Uint8Array | undefined; text: string | undefined } {
   if (payload instanceof Uint8Array) {
-    kind = PAYLOAD_BYTES;
-    bytes = payload;
-  } else {
-    let text: string | undefined;
-    try {
-      text = JSON.stringify(payload);
-    } catch (err) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `payload must be JSON-serialisable or bytes: ${(err as Error).message}`,
-      );
-    }
-    if (text === undefined) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `payload must be JSON-serialisable or bytes, got ${describe(payload)}`,
-      );
-    }
-    // Buffer.from takes small payloads from Node's shared pool: no ArrayBuffer of their own.
-    bytes = Buffer.from(text, 'utf8');
+    checkPayloadSize(payload.byteLength, maxBytes);
+    return { kind: PAYLOAD_BYTES, bytes: payload, text: undefined };
   }
-  if (bytes.byteLength > maxBytes) {
-    throw new TickwheelRangeError(
-      'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE',
-      `payload is ${bytes.byteLength} bytes; the limit (maxPayloadBytes) is ${maxBytes}`,
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(payload);
+  } catch (err) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `payload must be JSON-serialisable or bytes: ${(err as Error).message}`,
     );
   }
-  return { kind, bytes };
+  if (text === undefined) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `payload must be JSON-serialisable or bytes, got ${describe(payload)}`,
+    );
+  }
+  // UTF-8 takes at most 3 bytes per UTF-16 unit (JSON.stringify escapes lone surrogates).
+  if (text.length * 3 > maxBytes) checkPayloadSize(Buffer.byteLength(text, 'utf8'), maxBytes);
+  if (text.length <= TEXT_PAYLOAD_CHARS) return { kind: PAYLOAD_JSON, bytes: undefined, text };
+  return { kind: PAYLOAD_JSON, bytes: Buffer.from(text, 'utf8'), text: undefined };
+}
+
+function checkPayloadSize(bytes: number, maxBytes: number): void {
+  if (bytes > maxBytes) {
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE',
+      `payload is ${bytes} bytes; the limit (maxPayloadBytes) is ${maxBytes}`,
+    );
+  }
+}
+
+/** The payload's bytes, encoding `payloadText` if that is how it is held. */
+export function payloadBytes(message: MessageState): Uint8Array | undefined {
+  if (message.payload !== undefined || message.payloadText === undefined) return message.payload;
+  return Buffer.from(message.payloadText, 'utf8');
 }
 
 export function decodePayload(kind: number, bytes: Uint8Array): unknown {

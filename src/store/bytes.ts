@@ -63,3 +63,17 @@ export function writeAscii(buf: Uint8Array, at: number, text: string): number {
   for (let i = 0; i < text.length; i++) buf[at + i] = text.charCodeAt(i);
   return at + text.length;
 }
+
+/**
+ * Text as UTF-8 at `at`, which must have room for 3 bytes per UTF-16 unit; returns the offset
+ * after it. ASCII (most JSON) is copied here; anything else goes to Buffer's encoder.
+ */
+export function writeUtf8(buf: Buffer, at: number, text: string): number {
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x80) return at + buf.write(text, at, 'utf8');
+    buf[at + i] = c;
+  }
+  return at + n;
+}

@@ -31,7 +31,7 @@ import { TickwheelStateError, TickwheelTypeError, checkOption } from '../errors.
 import type { MessageState } from '../queue/message.js';
 import type { RecoveryReport, Store, StoreCounts, StoredMessage } from '../queue/store.js';
 import { MessageCounts, TopicNames } from './counts.js';
-import { readF64 } from './bytes.js';
+import { readF64, writeUtf8 } from './bytes.js';
 import { IdTable, hashHigh, hashId, hashIdBytes, hashLow } from './id-table.js';
 import { lockDirectory, type DirectoryLock } from './lock.js';
 import {
@@ -342,18 +342,25 @@ export class FileStore implements Store {
     let position: number;
     let durable: Promise<void>;
     try {
+      // Encoded straight into the log's staging buffer: no buffer of its own, no copy. A JSON
+      // payload still held as text is encoded there too (room for its longest UTF-8 form).
+      const text = message.payloadText;
       const payload = message.payload ?? EMPTY_PAYLOAD;
-      const length = scheduleLength(message, payload.byteLength);
-      // Encoded straight into the log's staging buffer: no buffer of its own, no copy.
-      const buf = this.log.beginRecord(SCHEDULE, length);
+      const room = text === undefined ? payload.byteLength : text.length * 3;
+      const buf = this.log.beginRecord(SCHEDULE, scheduleLength(message, room));
       const at = this.log.bodyAt;
       const payloadAt = writeScheduleHead(buf, at, message);
-      if (payload.byteLength <= 64) {
+      let end: number;
+      if (text !== undefined) end = writeUtf8(buf, payloadAt, text);
+      else if (payload.byteLength <= 64) {
         for (let i = 0; i < payload.byteLength; i++) buf[payloadAt + i] = payload[i];
+        end = payloadAt + payload.byteLength;
       } else {
         buf.set(payload, payloadAt);
+        end = payloadAt + payload.byteLength;
       }
-      position = this.commit(SCHEDULE, buf, at, length, message.deliverAt >= this.frontier);
+      const reindex = message.deliverAt >= this.frontier;
+      position = this.commit(SCHEDULE, buf, at, end - at, reindex);
       durable = this.log.lastDurable;
     } catch (err) {
       return Promise.reject(err as Error);

@@ -4,7 +4,7 @@
  */
 
 import { DueHeap } from '../queue/due-heap.js';
-import type { MessageState } from '../queue/message.js';
+import { payloadBytes, type MessageState } from '../queue/message.js';
 import type { RecoveryReport, Store, StoreCounts, StoredMessage } from '../queue/store.js';
 import { MessageCounts } from './counts.js';
 
@@ -51,7 +51,7 @@ export class MemoryStore implements Store {
     if (replaced !== undefined) this.uncount(replaced);
     this.tally.add(message.topic, message.deliverAt);
     const entry: Entry = {
-      state: { ...message },
+      state: { ...message, payload: payloadBytes(message), payloadText: undefined },
       status: 'scheduled',
       version: 0,
       handedOver: inHorizon,

@@ -337,6 +337,50 @@ describe.each([
     expect([...(m.payload as Buffer)]).toEqual([0, 1, 2, 255]);
   });
 
+  it('round-trips JSON payloads in any script and size, near and far, across a reopen', async () => {
+    const q = await open({ maxPayloadBytes: 20_000 });
+    const payloads: unknown[] = [
+      '',
+      0,
+      null,
+      'é',
+      '€ and 😀 and 漢字',
+      { nested: ['ü', { deep: '\u0000\u007f\u0080\u07ff\u0800\uffff' }] },
+      'x'.repeat(5000), // longer than the payloads held as text until written
+      '€'.repeat(6000), // 18,002 bytes: more bytes than characters
+    ];
+    const near = await q.scheduleMany(
+      payloads.map((payload) => ({ topic: 'near', payload, delayMs: 100 })),
+    );
+    const far = await q.scheduleMany(
+      payloads.map((payload) => ({ topic: 'far', payload, delayMs: 86_400_000 })),
+    );
+    expect(near.length + far.length).toBe(2 * payloads.length);
+    for (let i = 0; i < payloads.length; i++) {
+      const preview = await q.payloadPreview(far[i].id, 100_000);
+      expect(preview?.preview).toBe(JSON.stringify(payloads[i]));
+    }
+    await advance(clock, 150, 50, queue);
+    const got = await q.receive('near', { max: 100 });
+    expect(got.map((m) => m.payload)).toEqual(payloads);
+    if (!kind.durable) return;
+    await q.close();
+    queue = await kind.open(clock, { maxPayloadBytes: 20_000 });
+    // Steps shorter than the horizon, so the loader keeps up as it would in real time.
+    await advance(clock, 86_400_000, 1000, queue);
+    const later = await queue.receive('far', { max: 100 });
+    expect(later.map((m) => m.payload)).toEqual(payloads);
+  });
+
+  it('measures the payload limit in UTF-8 bytes, not characters', async () => {
+    const q = await open({ maxPayloadBytes: 100 });
+    // JSON of 32 euro signs: 2 quotes + 96 bytes = 98 bytes; 33 take 101.
+    await expect(q.schedule({ topic: 't', payload: '€'.repeat(32) })).resolves.toBeDefined();
+    await expect(q.schedule({ topic: 't', payload: '€'.repeat(33) })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE',
+    });
+  });
+
   it('rejects bad input with coded errors', async () => {
     const q = await open({ maxPayloadBytes: 100 });
     const bad: Array<[unknown, string]> = [
