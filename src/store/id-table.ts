@@ -4,7 +4,8 @@
  * messages beyond the near horizon, so it is built for size, not generality:
  *
  *   - the key is a 64-bit hash of the id (two independent 32-bit hashes), never the string;
- *   - open addressing with linear probing in three typed arrays (hash low, hash high, value);
+ *   - open addressing with linear probing in one typed array, 16 bytes a slot (hash low, hash
+ *     high, value side by side: one memory access a probe);
  *   - the hash (0, 0) marks an empty slot and (2^32-1, 2^32-1) a deleted one; ids that hash to
  *     either are moved to a neighbouring value, so no per-slot state byte is needed;
  *   - it grows by half when 80% full (so it stays 53-80% full: 20-30 bytes per live id).
@@ -69,19 +70,25 @@ function finish(a: number, b: number, length: number): void {
   hashHigh = high;
 }
 
-/** An IdTable's contents as its three arrays (the file store's snapshot writes them as they are). */
+/**
+ * An IdTable's contents: its slot array as it is (the file store's snapshot writes it as it
+ * is), 16 bytes a slot: hash low u32 | hash high u32 | value f64.
+ */
 export interface IdTableArrays {
-  low: Uint32Array;
-  high: Uint32Array;
-  value: Float64Array;
+  slots: Float64Array;
   live: number;
   deleted: number;
 }
 
 export class IdTable {
-  private low: Uint32Array;
-  private high: Uint32Array;
-  private value: Float64Array;
+  /**
+   * Slot i is slots[2i..2i+1]: its first 8 bytes hold the hash (keys[4i] low, keys[4i+1] high,
+   * a view of the same memory), the next 8 the value. One slot is one cache-line access, where
+   * three parallel arrays took three.
+   */
+  private slots: Float64Array;
+  private keys: Uint32Array;
+  private capacitySlots: number;
   /** A second value per entry, kept only while it is switched on (during recovery). */
   private aux: Float64Array | undefined;
   private live = 0;
@@ -89,9 +96,9 @@ export class IdTable {
 
   constructor(initialCapacity = 1024) {
     const capacity = Math.max(16, Math.ceil(initialCapacity / 0.8));
-    this.low = new Uint32Array(capacity);
-    this.high = new Uint32Array(capacity);
-    this.value = new Float64Array(capacity);
+    this.slots = new Float64Array(capacity * 2);
+    this.keys = new Uint32Array(this.slots.buffer);
+    this.capacitySlots = capacity;
   }
 
   get size(): number {
@@ -99,16 +106,16 @@ export class IdTable {
   }
 
   get capacity(): number {
-    return this.low.length;
+    return this.capacitySlots;
   }
 
   get bytes(): number {
-    return this.low.length * (this.aux === undefined ? 16 : 24);
+    return this.capacitySlots * (this.aux === undefined ? 16 : 24);
   }
 
   /** Switches the second value on (8 more bytes a slot) or off. */
   useAux(on: boolean): void {
-    this.aux = on ? new Float64Array(this.low.length) : undefined;
+    this.aux = on ? new Float64Array(this.capacitySlots) : undefined;
   }
 
   /** The second value stored for a hash, or NaN. */
@@ -120,34 +127,18 @@ export class IdTable {
   /** The value stored for a hash, or -1. */
   get(low: number, high: number): number {
     const slot = this.find(low, high);
-    return slot < 0 ? -1 : this.value[slot];
+    return slot < 0 ? -1 : this.slots[2 * slot + 1];
   }
 
   /** Stores a value (>= 0) for a hash, replacing any earlier one. */
   set(low: number, high: number, value: number, aux = NaN): void {
     const existing = this.find(low, high);
     if (existing >= 0) {
-      this.value[existing] = value;
+      this.slots[2 * existing + 1] = value;
       if (this.aux !== undefined) this.aux[existing] = aux;
       return;
     }
-    if (this.live + this.deleted + 1 > this.low.length * 0.8) this.resize();
-    const mask = this.low.length;
-    let slot = this.home(low, mask);
-    while (true) {
-      const l = this.low[slot];
-      const h = this.high[slot];
-      if ((l === EMPTY && h === EMPTY) || (l === DELETED && h === DELETED)) {
-        if (l === DELETED) this.deleted--;
-        this.low[slot] = low;
-        this.high[slot] = high;
-        this.value[slot] = value;
-        if (this.aux !== undefined) this.aux[slot] = aux;
-        this.live++;
-        return;
-      }
-      slot = slot + 1 === mask ? 0 : slot + 1;
-    }
+    this.add(low, high, value, aux);
   }
 
   /**
@@ -155,13 +146,14 @@ export class IdTable {
    * (and changes nothing) when the hash is already there.
    */
   add(low: number, high: number, value: number, aux = NaN): boolean {
-    if (this.live + this.deleted + 1 > this.low.length * 0.8) this.resize();
-    const capacity = this.low.length;
-    let slot = this.home(low, capacity);
+    if (this.live + this.deleted + 1 > this.capacitySlots * 0.8) this.resize();
+    const keys = this.keys;
+    const capacity = this.capacitySlots;
+    let slot = home(low, capacity);
     let free = -1;
     while (true) {
-      const l = this.low[slot];
-      const h = this.high[slot];
+      const l = keys[4 * slot];
+      const h = keys[4 * slot + 1];
       if (l === low && h === high) return false;
       if (l === EMPTY && h === EMPTY) break;
       if (free < 0 && l === DELETED && h === DELETED) free = slot;
@@ -171,65 +163,42 @@ export class IdTable {
       slot = free;
       this.deleted--;
     }
-    this.low[slot] = low;
-    this.high[slot] = high;
-    this.value[slot] = value;
-    if (this.aux !== undefined) this.aux[slot] = aux;
-    this.live++;
+    this.place(slot, low, high, value, aux);
     return true;
   }
 
   /** Makes room for `count` entries at once (avoids repeated growth when the count is known). */
   reserve(count: number): void {
-    if (count / 0.8 <= this.low.length) return;
-    const old = { low: this.low, high: this.high, value: this.value, aux: this.aux };
-    const capacity = Math.ceil(count / 0.7);
-    this.low = new Uint32Array(capacity);
-    this.high = new Uint32Array(capacity);
-    this.value = new Float64Array(capacity);
-    if (old.aux !== undefined) this.aux = new Float64Array(capacity);
-    this.live = 0;
-    this.deleted = 0;
-    for (let slot = 0; slot < old.low.length; slot++) {
-      const l = old.low[slot];
-      const h = old.high[slot];
-      if ((l === EMPTY && h === EMPTY) || (l === DELETED && h === DELETED)) continue;
-      this.add(l, h, old.value[slot], old.aux === undefined ? NaN : old.aux[slot]);
-    }
+    if (count / 0.8 <= this.capacitySlots) return;
+    this.rehash(Math.ceil(count / 0.7));
   }
 
   /** Removes a hash; true if it was there. */
   delete(low: number, high: number): boolean {
     const slot = this.find(low, high);
     if (slot < 0) return false;
-    this.low[slot] = DELETED;
-    this.high[slot] = DELETED;
-    this.value[slot] = 0;
+    this.keys[4 * slot] = DELETED;
+    this.keys[4 * slot + 1] = DELETED;
+    this.slots[2 * slot + 1] = 0;
     this.live--;
     this.deleted++;
     return true;
   }
 
-  /** A copy of the table's arrays: one memcpy each, no per-entry work. */
+  /** A copy of the table's slots: one memcpy, no per-entry work. */
   copyArrays(): IdTableArrays {
-    return {
-      low: this.low.slice(),
-      high: this.high.slice(),
-      value: this.value.slice(),
-      live: this.live,
-      deleted: this.deleted,
-    };
+    return { slots: this.slots.slice(), live: this.live, deleted: this.deleted };
   }
 
   /** Replaces the contents with arrays from copyArrays() (taken over, not copied). */
   adoptArrays(arrays: IdTableArrays): void {
-    const { low, high, value } = arrays;
-    if (low.length < 16 || high.length !== low.length || value.length !== low.length) {
-      throw new RangeError('IdTable arrays must have one common length of at least 16');
+    const { slots } = arrays;
+    if (slots.length < 32 || slots.length % 2 !== 0) {
+      throw new RangeError('IdTable slots must be an even length of at least 32');
     }
-    this.low = low;
-    this.high = high;
-    this.value = value;
+    this.slots = slots;
+    this.keys = new Uint32Array(slots.buffer, slots.byteOffset, slots.length * 2);
+    this.capacitySlots = slots.length / 2;
     this.aux = undefined;
     this.live = arrays.live;
     this.deleted = arrays.deleted;
@@ -237,49 +206,69 @@ export class IdTable {
 
   /** Calls fn(low, high, value, aux) for every entry. */
   forEach(fn: (low: number, high: number, value: number, aux: number) => void): void {
-    for (let slot = 0; slot < this.low.length; slot++) {
-      const l = this.low[slot];
-      const h = this.high[slot];
+    const { keys, slots, aux } = this;
+    for (let slot = 0; slot < this.capacitySlots; slot++) {
+      const l = keys[4 * slot];
+      const h = keys[4 * slot + 1];
       if ((l === EMPTY && h === EMPTY) || (l === DELETED && h === DELETED)) continue;
-      fn(l, h, this.value[slot], this.aux === undefined ? NaN : this.aux[slot]);
+      fn(l, h, slots[2 * slot + 1], aux === undefined ? NaN : aux[slot]);
     }
   }
 
-  private home(low: number, capacity: number): number {
-    // Multiply-shift maps the hash onto any capacity, not only powers of two.
-    return Math.floor((low / TWO_POW_32) * capacity);
+  private place(slot: number, low: number, high: number, value: number, aux: number): void {
+    this.keys[4 * slot] = low;
+    this.keys[4 * slot + 1] = high;
+    this.slots[2 * slot + 1] = value;
+    if (this.aux !== undefined) this.aux[slot] = aux;
+    this.live++;
   }
 
   private find(low: number, high: number): number {
-    const capacity = this.low.length;
-    let slot = this.home(low, capacity);
+    const keys = this.keys;
+    const capacity = this.capacitySlots;
+    let slot = home(low, capacity);
     while (true) {
-      const l = this.low[slot];
-      const h = this.high[slot];
+      const l = keys[4 * slot];
+      const h = keys[4 * slot + 1];
       if (l === low && h === high) return slot;
       if (l === EMPTY && h === EMPTY) return -1;
       slot = slot + 1 === capacity ? 0 : slot + 1;
     }
   }
 
+  /** Grows by half when more than half full, else only clears out deleted slots. */
   private resize(): void {
-    const oldLow = this.low;
-    const oldHigh = this.high;
-    const oldValue = this.value;
+    const grow = this.live + 1 > this.capacitySlots * 0.5;
+    this.rehash(grow ? Math.ceil(this.capacitySlots * 1.5) : this.capacitySlots);
+  }
+
+  /** Moves every entry into a table of `capacity` slots (entries are distinct: no lookups). */
+  private rehash(capacity: number): void {
+    const oldKeys = this.keys;
+    const oldSlots = this.slots;
     const oldAux = this.aux;
-    const grow = this.live + 1 > oldLow.length * 0.5;
-    const capacity = grow ? Math.ceil(oldLow.length * 1.5) : oldLow.length;
-    this.low = new Uint32Array(capacity);
-    this.high = new Uint32Array(capacity);
-    this.value = new Float64Array(capacity);
+    const oldCapacity = this.capacitySlots;
+    this.slots = new Float64Array(capacity * 2);
+    this.keys = new Uint32Array(this.slots.buffer);
+    this.capacitySlots = capacity;
     if (oldAux !== undefined) this.aux = new Float64Array(capacity);
     this.live = 0;
     this.deleted = 0;
-    for (let slot = 0; slot < oldLow.length; slot++) {
-      const l = oldLow[slot];
-      const h = oldHigh[slot];
+    const keys = this.keys;
+    for (let old = 0; old < oldCapacity; old++) {
+      const l = oldKeys[4 * old];
+      const h = oldKeys[4 * old + 1];
       if ((l === EMPTY && h === EMPTY) || (l === DELETED && h === DELETED)) continue;
-      this.set(l, h, oldValue[slot], oldAux === undefined ? NaN : oldAux[slot]);
+      let slot = home(l, capacity);
+      while (keys[4 * slot] !== EMPTY || keys[4 * slot + 1] !== EMPTY) {
+        slot = slot + 1 === capacity ? 0 : slot + 1;
+      }
+      this.place(slot, l, h, oldSlots[2 * old + 1], oldAux === undefined ? NaN : oldAux[old]);
     }
   }
+}
+
+/** Multiply-shift maps the hash onto any capacity, not only powers of two. */
+function home(low: number, capacity: number): number {
+  return Math.floor((low / TWO_POW_32) * capacity);
 }

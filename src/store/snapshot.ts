@@ -11,7 +11,7 @@
  *
  *   magic "TWSNAPSH" (8 bytes) | version u32 | meta length u32 | meta: JSON, ASCII
  *   zero bytes up to a multiple of 8
- *   IdTable hash low u32[capacity] | hash high u32[capacity] | value f64[capacity]
+ *   IdTable slots, capacity x (hash low u32 | hash high u32 | value f64)
  *   near positions f64[nearCount]
  *   CRC-32 u32 of every byte before it
  *
@@ -31,7 +31,8 @@ import type { CountEntries } from './counts.js';
 import type { IdTableArrays } from './id-table.js';
 
 export const SNAPSHOT_FILE = 'snapshot.bin';
-export const SNAPSHOT_VERSION = 1;
+/** 2: IdTable slots interleaved (version 1 wrote three arrays; such a snapshot is rejected). */
+export const SNAPSHOT_VERSION = 2;
 
 const MAGIC = Buffer.from('TWSNAPSH', 'latin1');
 const HEADER_BYTES = 16;
@@ -100,7 +101,7 @@ export async function writeSnapshot(dir: string, snapshot: StoreSnapshot): Promi
     position: snapshot.position,
     frontier: snapshot.frontier,
     windowMs: snapshot.windowMs,
-    capacity: ids.low.length,
+    capacity: ids.slots.length / 2,
     live: ids.live,
     deleted: ids.deleted,
     nearCount: near.length,
@@ -124,7 +125,7 @@ export async function writeSnapshot(dir: string, snapshot: StoreSnapshot): Promi
   let at = 0;
   let crc = 0;
   try {
-    for (const part of [head, view(ids.low), view(ids.high), view(ids.value), view(near)]) {
+    for (const part of [head, view(ids.slots), view(near)]) {
       for (let from = 0; from < part.length; from += CHUNK_BYTES) {
         const chunk = part.subarray(from, Math.min(part.length, from + CHUNK_BYTES));
         crc = crc32(chunk, crc);
@@ -194,16 +195,14 @@ export async function readSnapshot(
       throw new SnapshotRejected(`${size} bytes where its contents need ${expected}`);
     }
     const ids: StoreSnapshot['ids'] = {
-      low: new Uint32Array(capacity),
-      high: new Uint32Array(capacity),
-      value: new Float64Array(capacity),
+      slots: new Float64Array(capacity * 2),
       live: meta.live,
       deleted: meta.deleted,
     };
     const near = new Float64Array(nearCount);
     let crc = crc32(metaBytes, crc32(head));
     let at = HEADER_BYTES + metaBytes.length;
-    for (const part of [view(ids.low), view(ids.high), view(ids.value), view(near)]) {
+    for (const part of [view(ids.slots), view(near)]) {
       for (let from = 0; from < part.length; from += CHUNK_BYTES) {
         const chunk = part.subarray(from, Math.min(part.length, from + CHUNK_BYTES));
         await readFully(handle, chunk, at);

@@ -21,7 +21,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import type { DelayQueue } from '../../src/queue-entry.js';
 import { FileStore, STORE_FORMAT } from '../../src/store/file-store.js';
-import { SNAPSHOT_FILE } from '../../src/store/snapshot.js';
+import { SNAPSHOT_FILE, SNAPSHOT_VERSION } from '../../src/store/snapshot.js';
 import { advance } from '../queue/harness.js';
 import {
   TOPIC,
@@ -288,14 +288,16 @@ describe('a snapshot that cannot be used: the whole log is replayed, nothing is 
     expect(got.map((message) => message.id)).toEqual([...payloads.keys()]);
   });
 
-  it('another snapshot version', async () => {
+  it.each([1, 99])('another snapshot version (%i)', async (version) => {
     const { dir, clock, payloads } = await populated();
     const file = join(dir, SNAPSHOT_FILE);
     const bytes = readFileSync(file);
-    bytes.writeUInt32LE(99, 8);
+    bytes.writeUInt32LE(version, 8);
     writeFileSync(file, bytes);
     const { recovery, ids } = await deliveredIds(dir, clock, 5000);
-    expect(recovery.snapshot).toBe('rejected: snapshot version 99, this tickwheel reads 1');
+    expect(recovery.snapshot).toBe(
+      `rejected: snapshot version ${version}, this tickwheel reads ${SNAPSHOT_VERSION}`,
+    );
     expect(ids).toEqual([...payloads.keys()]);
   });
 });

@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import { IdTable, hashHigh, hashId, hashLow } from '../../src/store/id-table.js';
+
+/** A small deterministic PRNG, so a failure replays. */
+function random(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 4294967296;
+  };
+}
+
+describe('IdTable against a Map', () => {
+  it('agrees on add, set, get, delete, reserve, copy and adopt over random operations', () => {
+    for (const seed of [1, 2, 3, 4]) {
+      const rand = random(seed);
+      const table = new IdTable(8);
+      const model = new Map<string, number>();
+      // Few distinct low halves, so probe sequences collide, wrap and cross deleted slots.
+      const keyOf = (): [number, number] => [
+        Math.floor(rand() * 64) * 67_108_864 + 1,
+        Math.floor(rand() * 50) + 1,
+      ];
+      for (let step = 0; step < 6000; step++) {
+        const [low, high] = keyOf();
+        const key = `${low}:${high}`;
+        const op = rand();
+        if (op < 0.35) {
+          const value = Math.floor(rand() * 2 ** 40);
+          expect(table.add(low, high, value)).toBe(!model.has(key));
+          if (!model.has(key)) model.set(key, value);
+        } else if (op < 0.5) {
+          const value = Math.floor(rand() * 2 ** 40);
+          table.set(low, high, value);
+          model.set(key, value);
+        } else if (op < 0.75) {
+          expect(table.delete(low, high)).toBe(model.delete(key));
+        } else if (op < 0.995) {
+          expect(table.get(low, high)).toBe(model.get(key) ?? -1);
+        } else if (op < 0.998) {
+          table.reserve(model.size * 2 + 10);
+        } else {
+          const copy = new IdTable();
+          copy.adoptArrays(table.copyArrays());
+          expect(copy.size).toBe(table.size);
+          for (const [k, v] of model) {
+            const [l, h] = k.split(':').map(Number);
+            expect(copy.get(l, h)).toBe(v);
+          }
+        }
+        expect(table.size).toBe(model.size);
+      }
+      const seen = new Map<string, number>();
+      table.forEach((low, high, value) => seen.set(`${low}:${high}`, value));
+      expect(seen).toEqual(model);
+    }
+  });
+
+  it('keeps a second value per entry while it is switched on, across growth', () => {
+    const table = new IdTable(4);
+    table.useAux(true);
+    for (let i = 1; i <= 1000; i++) table.add(i * 4_000_000, i, i * 10, i * 100);
+    for (let i = 1; i <= 1000; i++) {
+      expect(table.get(i * 4_000_000, i)).toBe(i * 10);
+      expect(table.getAux(i * 4_000_000, i)).toBe(i * 100);
+    }
+    table.useAux(false);
+    expect(table.getAux(4_000_000, 1)).toBeNaN();
+    expect(table.bytes).toBe(table.capacity * 16);
+  });
+
+  it('stores ids by their 64-bit hash, never the reserved empty or deleted keys', () => {
+    const table = new IdTable();
+    for (let i = 0; i < 10_000; i++) {
+      hashId(`id-${i}`);
+      expect(hashLow === 0 && hashHigh === 0).toBe(false);
+      expect(hashLow === 0xffffffff && hashHigh === 0xffffffff).toBe(false);
+      expect(table.add(hashLow, hashHigh, i)).toBe(true);
+    }
+    for (let i = 0; i < 10_000; i++) {
+      hashId(`id-${i}`);
+      expect(table.get(hashLow, hashHigh)).toBe(i);
+    }
+    // Between 53% and 80% full after growth: 16 bytes a slot, 20-30 bytes a live id.
+    expect(table.size / table.capacity).toBeGreaterThan(0.5);
+    expect(table.size / table.capacity).toBeLessThanOrEqual(0.8);
+  });
+});
