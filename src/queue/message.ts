@@ -64,13 +64,18 @@ export const DEFAULT_MAX_ATTEMPTS = 5;
 /** Beyond 100 years ahead a due time is refused: it is almost certainly a unit mistake. */
 export const MAX_DELAY_MS = 200 * 365.25 * 24 * 3600 * 1000;
 
+/** The last topic that passed checkTopic: producers tend to repeat theirs. */
+let lastTopic = '';
+
 export function checkTopic(topic: unknown): string {
+  if (topic === lastTopic && topic !== '') return topic;
   if (typeof topic !== 'string' || !TOPIC_PATTERN.test(topic)) {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_TOPIC',
       `topic must be 1-128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit; got ${describe(topic)}`,
     );
   }
+  lastTopic = topic;
   return topic;
 }
 
