@@ -12,7 +12,7 @@ import { FileStore, type FileStoreOptions } from './store/file-store.js';
 import { MemoryStore } from './store/memory-store.js';
 
 export interface DelayQueueOpenOptions
-  extends DelayQueueOptions, Partial<Omit<FileStoreOptions, 'dir'>> {
+  extends DelayQueueOptions, Partial<Omit<FileStoreOptions, 'dir' | 'logIo'>> {
   /** Data directory of the file store. Required unless `store` is given. */
   dir?: string;
   /** Another store: `new MemoryStore()` for a queue without durability. */

@@ -40,6 +40,7 @@ import {
   RECORD_HEADER_BYTES,
   SEGMENT_SPAN,
   type FsyncPolicy,
+  type LogIo,
 } from './log.js';
 import {
   BURY,
@@ -94,6 +95,8 @@ export interface FileStoreOptions {
    * the whole log).
    */
   snapshotBytes?: number;
+  /** @internal Test hook: replaces the log writer's file operations (see MessageLog). */
+  logIo?: Partial<LogIo>;
 }
 
 /** The on-disk format this code writes and reads (format.json). 1: records without topics. */
@@ -244,6 +247,7 @@ export class FileStore implements Store {
         dir: join(options.dir, 'log'),
         fsync,
         ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
+        ...(options.logIo === undefined ? {} : { io: options.logIo }),
       });
       const index = await WindowIndex.open(join(options.dir, 'index'), windowMs);
       return new FileStore(options.dir, log, index, lock, interval, snapshotBytes);
@@ -342,6 +346,7 @@ export class FileStore implements Store {
     let position: number;
     let durable: Promise<void>;
     try {
+      this.checkWritable();
       // Encoded straight into the log's staging buffer: no buffer of its own, no copy. A JSON
       // payload still held as text is encoded there too (room for its longest UTF-8 form).
       const text = message.payloadText;
@@ -392,6 +397,7 @@ export class FileStore implements Store {
 
   finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void> {
     try {
+      this.checkWritable();
       const length = finishLength(message);
       const buf = this.log.beginRecord(FINISH, length);
       const at = this.log.bodyAt;
@@ -415,6 +421,7 @@ export class FileStore implements Store {
     reindex: boolean,
   ): Promise<void> {
     try {
+      this.checkWritable();
       const length = moveLength(message);
       const buf = this.log.beginRecord(type, length);
       const at = this.log.bodyAt;
@@ -501,6 +508,8 @@ export class FileStore implements Store {
       snapshotWriteMsLast: this.snapshotStats.writeMsLast,
       uncoveredLogBytes: this.uncoveredBytes,
       damagedSkipped: this.damagedSkipped,
+      /** 1 once a log write failed: the store takes no more changes until reopened. */
+      stopped: this.log.firstFailure === undefined ? 0 : 1,
       /** 1 while a checkpoint (and maybe a snapshot, with its copy of the tables) is written. */
       checkpointing: this.checkpointing === undefined ? 0 : 1,
     };
@@ -517,6 +526,26 @@ export class FileStore implements Store {
       await this.log.close();
       await this.lock.release();
     }
+  }
+
+  /**
+   * After a failed log write the store takes no more changes (fail-stop): the tables were
+   * changed by records the log then lost (every record of the failed write and those staged
+   * after it), and the log reuses their positions, so the tables are no longer those of the
+   * log. Every change whose promise resolved is on disk; recovery, at the next open, rebuilds
+   * the tables from the log. Checkpoints stop too (retention must not judge segments by such
+   * tables).
+   */
+  private checkWritable(): void {
+    const failure = this.log.firstFailure;
+    if (failure === undefined) return;
+    throw new LogError(
+      'ERR_TICKWHEEL_IO',
+      `the store takes no more changes since a log write failed (${failure.message}). ` +
+        'Everything acknowledged before it is on disk: close the queue and open it again ' +
+        'to recover and continue',
+      { cause: failure },
+    );
   }
 
   /**
@@ -989,6 +1018,8 @@ export class FileStore implements Store {
     // a checkpoint would claim the index covers records never replayed, and retention would
     // delete segments it knows nothing about.
     if (!this.replayed) return Promise.resolve();
+    // After a failed write the tables may hold changes the log does not (see checkWritable).
+    if (this.log.firstFailure !== undefined) return Promise.resolve();
     this.checkpointing ??= this.writeCheckpoint(when).finally(
       () => (this.checkpointing = undefined),
     );

@@ -287,6 +287,8 @@ export class MessageLog {
   private closing: Promise<void> | null = null;
   private replaying = false;
 
+  /** The error of the first write or fsync that failed, if one ever did. */
+  firstFailure: LogError | undefined;
   private appendCount = 0;
   /** The record between beginRecord() and endRecord(): its type and the room reserved (-1: none). */
   private recordType = 0;
@@ -673,6 +675,7 @@ export class MessageLog {
         'will be reused; records acknowledged earlier are intact',
       { cause },
     );
+    this.firstFailure ??= error;
     const writer = this.writer;
     this.writer = null;
     if (writer !== null) await writer.handle.close().catch(ignore);

@@ -1,0 +1,125 @@
+/**
+ * A disk that fails under a running queue (no space left, then I/O errors): every call the
+ * failure touches is rejected with ERR_TICKWHEEL_IO, nothing crashes or hangs, the store takes
+ * no more changes until it is reopened, and after a reopen every acknowledged schedule is
+ * delivered (no earlier than due) unless its cancel or ack was acknowledged.
+ */
+
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/index.js';
+import { DelayQueue } from '../../src/queue-entry.js';
+import { FileStore } from '../../src/store/file-store.js';
+import type { LogIo } from '../../src/store/log.js';
+import { T0, advance, settle } from './harness.js';
+
+function diskError(code: string): Error {
+  return Object.assign(new Error(`${code}: simulated disk failure`), { code });
+}
+
+/** Log file operations that work until `failing` says how they fail. */
+function flakyDisk() {
+  const disk = { failing: undefined as 'write' | 'sync' | undefined };
+  const io: Partial<LogIo> = {
+    async write(handle, buffer, offset, length, position) {
+      if (disk.failing === 'write') throw diskError('ENOSPC');
+      const { bytesWritten } = await handle.write(buffer, offset, length, position);
+      return bytesWritten;
+    },
+    async sync(handle) {
+      if (disk.failing === 'sync') throw diskError('EIO');
+      await handle.datasync();
+    },
+  };
+  return { disk, io };
+}
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+async function openQueue(dir: string, clock: ManualClock, io?: Partial<LogIo>) {
+  const store = await FileStore.open({
+    dir,
+    fsync: 'batch',
+    windowMs: 500,
+    ...(io === undefined ? {} : { logIo: io }),
+  });
+  return DelayQueue.open({ store, clock, horizonMs: 1000 });
+}
+
+/** Settles every promise, returning the rejections' codes (undefined for fulfilled ones). */
+async function outcomes(promises: Array<Promise<unknown>>): Promise<Array<string | undefined>> {
+  const settled = await Promise.allSettled(promises);
+  return settled.map((s) =>
+    s.status === 'fulfilled' ? undefined : String((s.reason as { code?: string }).code),
+  );
+}
+
+describe.each(['write', 'sync'] as const)('a disk whose %s fails under a running queue', (how) => {
+  it('rejects what it touches, stops taking changes, and loses nothing acknowledged', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-disk-'));
+    dirs.push(dir);
+    const clock = new ManualClock(T0);
+    const { disk, io } = flakyDisk();
+    const queue = await openQueue(dir, clock, io);
+
+    // Acknowledged before the failure: near and far schedules, one cancel, one ack.
+    const near = await queue.scheduleMany(
+      Array.from({ length: 50 }, (_, i) => ({ topic: 'near', payload: i, delayMs: 100 + i })),
+    );
+    const far = await queue.scheduleMany(
+      Array.from({ length: 50 }, (_, i) => ({ topic: 'far', payload: i, delayMs: 5000 + i })),
+    );
+    expect(await queue.cancel(far[0].id)).toBe(true);
+    await advance(clock, 200, 50, queue);
+    const [acked, ...inFlight] = await queue.receive('near', { max: 5 });
+    expect(await queue.ack(acked.receipt)).toBe(true);
+
+    disk.failing = how;
+    const touched = await outcomes([
+      queue.schedule({ topic: 'near', payload: 'during', delayMs: 10 }),
+      queue.scheduleMany([{ topic: 'far', payload: 'during', delayMs: 5000 }]),
+      queue.cancel(far[1].id),
+      queue.reschedule(far[2].id, { delayMs: 50_000 }),
+      queue.ack(inFlight[0].receipt),
+      queue.nack(inFlight[1].receipt, { delayMs: 10 }),
+    ]);
+    expect(touched).toEqual(Array(6).fill('ERR_TICKWHEEL_IO'));
+
+    // Healed, the store still takes no changes (its tables may be ahead of the log) and says
+    // what to do; reads keep working.
+    disk.failing = undefined;
+    const after = queue.schedule({ topic: 'near', payload: 'after', delayMs: 10 });
+    await expect(after).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_IO' });
+    await expect(after).rejects.toThrow(/open it again/);
+    expect((await queue.get(far[3].id))?.status).toBe('scheduled');
+    expect(((await queue.stats()) as { store: { stopped: number } }).store.stopped).toBe(1);
+    await queue.close();
+
+    // Reopened on the same data: every acknowledged schedule is delivered exactly when due or
+    // later, except the acknowledged cancel and the acknowledged ack.
+    const reopened = await openQueue(dir, clock);
+    try {
+      await advance(clock, 6000, 100, reopened);
+      await settle();
+      const got = [
+        ...(await reopened.receive('near', { max: 1000 })),
+        ...(await reopened.receive('far', { max: 1000 })),
+      ];
+      for (const message of got) expect(message.deliverAt).toBeLessThanOrEqual(clock.now());
+      const delivered = new Set(got.map((m) => m.id));
+      const expected = [...near, ...far]
+        .map((r) => r.id)
+        .filter((id) => id !== far[0].id && id !== acked.id);
+      expect([...delivered].sort()).toEqual(expected.sort());
+      // Nothing the failure rejected came back as if it had been accepted.
+      expect(got.some((m) => m.payload === 'during' || m.payload === 'after')).toBe(false);
+    } finally {
+      await reopened.close();
+    }
+  });
+});
