@@ -93,6 +93,11 @@ export class IdTable {
   private aux: Float64Array | undefined;
   private live = 0;
   private deleted = 0;
+  /**
+   * A copy being made a piece at a time (see beginCopy): slots below `copied` are in `into`;
+   * slots below it that change meanwhile are listed in `dirty` and copied again at the end.
+   */
+  private copying: { into: Float64Array; copied: number; dirty: number[] } | undefined;
 
   constructor(initialCapacity = 1024) {
     const capacity = Math.max(16, Math.ceil(initialCapacity / 0.8));
@@ -134,6 +139,7 @@ export class IdTable {
   set(low: number, high: number, value: number, aux = NaN): void {
     const existing = this.find(low, high);
     if (existing >= 0) {
+      this.changed(existing);
       this.slots[2 * existing + 1] = value;
       if (this.aux !== undefined) this.aux[existing] = aux;
       return;
@@ -177,12 +183,50 @@ export class IdTable {
   delete(low: number, high: number): boolean {
     const slot = this.find(low, high);
     if (slot < 0) return false;
+    this.changed(slot);
     this.keys[4 * slot] = DELETED;
     this.keys[4 * slot + 1] = DELETED;
     this.slots[2 * slot + 1] = 0;
     this.live--;
     this.deleted++;
     return true;
+  }
+
+  /**
+   * Starts a copy of the table made a piece at a time (copyStep), so that a large table is
+   * copied without one long pause; endCopy() returns the table as it is at that moment.
+   */
+  beginCopy(): void {
+    this.copying = { into: new Float64Array(this.slots.length), copied: 0, dirty: [] };
+  }
+
+  /** Copies up to `count` more slots; true once every slot has been copied once. */
+  copyStep(count: number): boolean {
+    const copying = this.copying;
+    if (copying === undefined) return true;
+    const end = Math.min(this.capacitySlots, copying.copied + count);
+    copying.into.set(this.slots.subarray(2 * copying.copied, 2 * end), 2 * copying.copied);
+    copying.copied = end;
+    return end === this.capacitySlots;
+  }
+
+  /**
+   * Finishes the copy begun by beginCopy(): copies what is left and the slots that changed
+   * since they were copied. Undefined if a rehash voided it (or none was begun).
+   */
+  endCopy(): IdTableArrays | undefined {
+    const copying = this.copying;
+    this.copying = undefined;
+    if (copying === undefined) return undefined;
+    const { into, dirty } = copying;
+    if (copying.copied < this.capacitySlots) {
+      into.set(this.slots.subarray(2 * copying.copied), 2 * copying.copied);
+    }
+    for (const slot of dirty) {
+      into[2 * slot] = this.slots[2 * slot];
+      into[2 * slot + 1] = this.slots[2 * slot + 1];
+    }
+    return { slots: into, live: this.live, deleted: this.deleted };
   }
 
   /** A copy of the table's slots: one memcpy, no per-entry work. */
@@ -196,6 +240,7 @@ export class IdTable {
     if (slots.length < 32 || slots.length % 2 !== 0) {
       throw new RangeError('IdTable slots must be an even length of at least 32');
     }
+    this.voidCopy();
     this.slots = slots;
     this.keys = new Uint32Array(slots.buffer, slots.byteOffset, slots.length * 2);
     this.capacitySlots = slots.length / 2;
@@ -215,7 +260,20 @@ export class IdTable {
     }
   }
 
+  /** Every slot moves (rehash, adopt): a copy in progress is void. */
+  private voidCopy(): void {
+    if (this.copying === undefined) return;
+    this.copying = undefined;
+  }
+
+  /** Notes a change to a slot that a copy in progress has already copied. */
+  private changed(slot: number): void {
+    const copying = this.copying;
+    if (copying !== undefined && slot < copying.copied) copying.dirty.push(slot);
+  }
+
   private place(slot: number, low: number, high: number, value: number, aux: number): void {
+    this.changed(slot);
     this.keys[4 * slot] = low;
     this.keys[4 * slot + 1] = high;
     this.slots[2 * slot + 1] = value;
@@ -244,6 +302,7 @@ export class IdTable {
 
   /** Moves every entry into a table of `capacity` slots (entries are distinct: no lookups). */
   private rehash(capacity: number): void {
+    this.voidCopy();
     const oldKeys = this.keys;
     const oldSlots = this.slots;
     const oldAux = this.aux;

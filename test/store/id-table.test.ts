@@ -60,6 +60,49 @@ describe('IdTable against a Map', () => {
     }
   });
 
+  it('copies itself a piece at a time while it changes: the copy is the table at the end', () => {
+    for (const seed of [5, 6, 7]) {
+      const rand = random(seed);
+      const table = new IdTable(20_000);
+      const keys: Array<[number, number]> = [];
+      for (let i = 0; i < 12_000; i++) {
+        const key: [number, number] = [Math.floor(rand() * 2 ** 32) || 1, i + 1];
+        table.add(key[0], key[1], i);
+        keys.push(key);
+      }
+      table.beginCopy();
+      let done = false;
+      while (!done) {
+        done = table.copyStep(512);
+        // Changes anywhere: in copied slots (copied again at the end) and not yet copied ones.
+        for (let j = 0; j < 20; j++) {
+          const [low, high] = keys[Math.floor(rand() * keys.length)];
+          const op = rand();
+          if (op < 0.4) table.set(low, high, Math.floor(rand() * 2 ** 40));
+          else if (op < 0.7) table.delete(low, high);
+          else table.add(low, high, 7);
+        }
+      }
+      // A change between the last step and the end is in the copy too.
+      table.set(keys[0][0], keys[0][1], 123);
+      const copy = table.endCopy();
+      expect(copy).toBeDefined();
+      expect(copy).toEqual(table.copyArrays());
+    }
+  });
+
+  it('a copy in progress is void once the table grows (its slots all move)', () => {
+    const table = new IdTable(16);
+    for (let i = 1; i <= 10; i++) table.add(i * 100_000_000, i, i);
+    table.beginCopy();
+    table.copyStep(4);
+    for (let i = 11; i <= 100; i++) table.add(i * 10_000_000, i, i);
+    expect(table.endCopy()).toBeUndefined();
+    table.beginCopy();
+    expect(table.copyStep(1_000_000)).toBe(true);
+    expect(table.endCopy()).toEqual(table.copyArrays());
+  });
+
   it('keeps a second value per entry while it is switched on, across growth', () => {
     const table = new IdTable(4);
     table.useAux(true);
