@@ -370,6 +370,7 @@ export class FileStore implements Store {
       position = this.commit(SCHEDULE, buf, at, end - at, reindex);
       durable = this.log.lastDurable;
     } catch (err) {
+      this.log.abortRecord();
       return Promise.reject(err as Error);
     }
     message.ref = position;
@@ -407,6 +408,7 @@ export class FileStore implements Store {
       this.commit(FINISH, buf, at, length, false);
       return this.log.lastDurable;
     } catch (err) {
+      this.log.abortRecord();
       return Promise.reject(err as Error);
     }
   }
@@ -431,6 +433,7 @@ export class FileStore implements Store {
       this.commit(type, buf, at, length, reindex);
       return this.log.lastDurable;
     } catch (err) {
+      this.log.abortRecord();
       return Promise.reject(err as Error);
     }
   }
@@ -1048,6 +1051,12 @@ export class FileStore implements Store {
     if (capturing) {
       this.snapshotting = true;
       await this.copyIdsGradually();
+      // A log write failed meanwhile: the tables are not the log's any more (checkWritable).
+      if (this.log.firstFailure !== undefined) {
+        this.ids.endCopy();
+        this.snapshotting = false;
+        return;
+      }
     }
     // From here to the first await is one turn: the checkpoint's position, the segments that
     // may go and the snapshot's tables are all those after every record before that position.
@@ -1077,6 +1086,9 @@ export class FileStore implements Store {
     }
     try {
       await this.log.flush();
+      // flush() has nothing to wait for once a failed write emptied the log's queue: the
+      // tables judged above may then include records that never reached the disk.
+      if (this.log.firstFailure !== undefined) return;
       await this.index.sync();
       const windows = Object.fromEntries(this.index.sizes());
       const file = join(this.dir, 'checkpoint.json');

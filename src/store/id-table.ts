@@ -222,8 +222,12 @@ export class IdTable {
     if (copying.copied < this.capacitySlots) {
       into.set(this.slots.subarray(2 * copying.copied), 2 * copying.copied);
     }
+    // The hash half goes word by word: as a double it could be a NaN, whose bits a store may
+    // canonicalise.
+    const intoKeys = new Uint32Array(into.buffer, into.byteOffset, into.length * 2);
     for (const slot of dirty) {
-      into[2 * slot] = this.slots[2 * slot];
+      intoKeys[4 * slot] = this.keys[4 * slot];
+      intoKeys[4 * slot + 1] = this.keys[4 * slot + 1];
       into[2 * slot + 1] = this.slots[2 * slot + 1];
     }
     return { slots: into, live: this.live, deleted: this.deleted };

@@ -405,7 +405,12 @@ export class MessageLog {
       throw new LogError('ERR_TICKWHEEL_INVALID_RECORD', 'record body must be a Uint8Array');
     }
     const buf = this.beginRecord(type, body.byteLength);
-    buf.set(body, this.bodyAt);
+    try {
+      buf.set(body, this.bodyAt);
+    } catch (err) {
+      this.abortRecord();
+      throw err;
+    }
     const position = this.endRecord(body.byteLength);
     return { position, durable: this.lastDurable };
   }
@@ -445,6 +450,23 @@ export class MessageLog {
     this.recordRoom = maxLength;
     this.bodyAt = stage.len + HEADER;
     return stage.buf;
+  }
+
+  /**
+   * Gives up the record begun by beginRecord() (its encoder failed): nothing is appended, and
+   * a stage that beginRecord() started for it alone is dropped, so that no empty stage waits
+   * for a write that nothing would start.
+   */
+  abortRecord(): void {
+    if (this.recordRoom < 0) return;
+    this.recordRoom = -1;
+    const stage = this.filling;
+    const waiting = stage !== null && stage.waiters !== null && stage.waiters.length > 0;
+    if (stage !== null && stage.len === 0 && !waiting && this.queue.at(-1) === stage) {
+      this.queue.pop();
+      this.filling = null;
+      this.recycle(stage.buf);
+    }
   }
 
   /** Completes the record begun by beginRecord(); returns its position (see `lastDurable`). */

@@ -5,7 +5,7 @@
  * delivered (no earlier than due) unless its cancel or ack was acknowledged.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -122,4 +122,63 @@ describe.each(['write', 'sync'] as const)('a disk whose %s fails under a running
       await reopened.close();
     }
   });
+});
+
+describe('a write that fails while a checkpoint copies the tables for a snapshot', () => {
+  it('stops the checkpoint: no segment whose messages the log still holds is deleted', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-disk-'));
+    dirs.push(dir);
+    const { disk, io } = flakyDisk();
+    const open = () =>
+      FileStore.open({
+        dir,
+        fsync: 'never',
+        segmentBytes: 1 << 20,
+        logIo: io,
+        checkpointIntervalMs: 3_600_000,
+      });
+    const store = await open();
+    await store.recover(T0, () => {});
+    const message = (id: string) => ({
+      id,
+      topic: 't',
+      deliverAt: T0 + 86_400_000,
+      attempts: 0,
+      maxAttempts: 5,
+      backoff: undefined,
+      payloadKind: 0,
+      payload: undefined,
+      payloadText: '1',
+      ref: 0,
+    });
+    // The victim alone is live in segment 1 (the others there are cancelled, and their
+    // cancels fill it); enough others in later segments that the snapshot's copy of the
+    // IdTable takes several turns of the event loop.
+    const victim = message('victim');
+    await store.add(victim, false);
+    const filler = Array.from({ length: 12_000 }, (_, i) => message(`gone-${i}`));
+    await Promise.all(filler.map((m) => store.add(m, false)));
+    await Promise.all(filler.map((m) => store.finish(m, 'cancelled')));
+    const many = Array.from({ length: 300_000 }, (_, i) => message(`live-${i}`));
+    for (let i = 0; i < many.length; i += 10_000) {
+      await Promise.all(many.slice(i, i + 10_000).map((m) => store.add(m, false)));
+    }
+    expect(existsSync(join(dir, 'log', '0000000001.seg'))).toBe(true);
+
+    const checkpoint = store.checkpoint('always'); // begins copying the IdTable
+    disk.failing = 'write';
+    // Applied to the tables at once (segment 1 then looks empty), lost on the disk.
+    await expect(store.finish(victim, 'cancelled')).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_IO',
+    });
+    await checkpoint;
+    expect(existsSync(join(dir, 'log', '0000000001.seg'))).toBe(true);
+    disk.failing = undefined;
+    await store.close();
+
+    const reopened = await open();
+    await reopened.recover(T0, () => {});
+    expect((await reopened.lookup('victim'))?.status).toBe('scheduled');
+    await reopened.close();
+  }, 60_000);
 });

@@ -489,6 +489,29 @@ describe('durability policies', () => {
     await expect(log.flush()).resolves.toBeUndefined();
   });
 
+  it.each(['batch', 'always', 'never'] as const)(
+    "'%s': a record begun and aborted appends nothing and leaves flush() and close() working",
+    async (fsync) => {
+      const dir = await tempDir();
+      const log = await openLog({ dir, fsync });
+      const first = log.append(1, bytesFor(1, 20));
+      await first.durable;
+      // Aborted on a fresh stage (nothing else staged), and after a record in the same stage.
+      log.beginRecord(1, 50);
+      log.abortRecord();
+      await expect(log.flush()).resolves.toBeUndefined();
+      const second = log.append(2, bytesFor(2, 20));
+      log.beginRecord(1, 50);
+      log.abortRecord();
+      log.abortRecord(); // a second abort is a no-op
+      expect(() => log.endRecord(10)).toThrow(/without a matching beginRecord/);
+      await second.durable;
+      await log.close();
+      const { got } = await replayAll({ dir });
+      expect(got.map((r) => r.position)).toEqual([first.position, second.position]);
+    },
+  );
+
   it('close() flushes; afterwards append throws ERR_TICKWHEEL_CLOSED and other calls reject with it', async () => {
     const dir = await tempDir();
     const log = await openLog({ dir });
