@@ -105,6 +105,8 @@ export const STORE_FORMAT = 2;
 const EMPTY_PAYLOAD = new Uint8Array(0);
 /** A snapshot copies the IdTable this many slots (16 bytes each) per turn of the event loop. */
 const COPY_SLOTS = 256 * 1024;
+/** ...and moves the entries of this many slots of a growth in progress (random writes). */
+const GROW_SLOTS = 32 * 1024;
 const FORMAT_FILE = 'format.json';
 
 /** Where the latest record of an id whose hash another live id already owns is. */
@@ -1116,8 +1118,19 @@ export class FileStore implements Store {
     }
   }
 
-  /** Copies the IdTable in pieces of COPY_SLOTS slots, yielding to the event loop between. */
+  /**
+   * Copies the IdTable in pieces of COPY_SLOTS slots, yielding to the event loop between. A
+   * growth that starts meanwhile voids the copy (endCopy says so).
+   */
   private async copyIdsGradually(): Promise<void> {
+    // A growth of the table still moving entries is finished first, in pieces too.
+    while (true) {
+      const started = performance.now();
+      const done = this.ids.growStep(GROW_SLOTS);
+      this.noteCapturePause(performance.now() - started);
+      if (done) break;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
     this.ids.beginCopy();
     while (true) {
       const started = performance.now();

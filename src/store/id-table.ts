@@ -8,7 +8,8 @@
  *     high, value side by side: one memory access a probe);
  *   - the hash (0, 0) marks an empty slot and (2^32-1, 2^32-1) a deleted one; ids that hash to
  *     either are moved to a neighbouring value, so no per-slot state byte is needed;
- *   - it grows by half when 80% full (so it stays 53-80% full: 20-30 bytes per live id).
+ *   - it grows by half when 80% full (so it stays 53-80% full: 20-30 bytes per live id), moving
+ *     the entries into the bigger table a few per add rather than all at once.
  *
  * Two different ids with the same 64-bit hash are possible in principle (about 3 in 10^6 for a
  * table of 10 million ids). The store resolves them by reading the record the table points at
@@ -80,19 +81,41 @@ export interface IdTableArrays {
   deleted: number;
 }
 
+/** One open-addressing table: slot i is slots[2i..2i+1], keys[4i] / keys[4i+1] its hash. */
+interface Slots {
+  slots: Float64Array;
+  keys: Uint32Array;
+  capacity: number;
+  /** Live entries in this table. */
+  live: number;
+  /** Tombstones (deleted slots) in this table. */
+  deleted: number;
+}
+
+function newSlots(capacity: number): Slots {
+  const slots = new Float64Array(capacity * 2);
+  return { slots, keys: new Uint32Array(slots.buffer), capacity, live: 0, deleted: 0 };
+}
+
+/** Old slots moved into the new table for each entry added while the table grows. */
+const GROW_STEP = 8;
+
 export class IdTable {
   /**
-   * Slot i is slots[2i..2i+1]: its first 8 bytes hold the hash (keys[4i] low, keys[4i+1] high,
-   * a view of the same memory), the next 8 the value. One slot is one cache-line access, where
-   * three parallel arrays took three.
+   * The table. Slot i is slots[2i..2i+1]: its first 8 bytes hold the hash (keys[4i] low,
+   * keys[4i+1] high, a view of the same memory), the next 8 the value. One slot is one
+   * cache-line access, where three parallel arrays took three.
    */
-  private slots: Float64Array;
-  private keys: Uint32Array;
-  private capacitySlots: number;
+  private main: Slots;
+  /**
+   * While the table grows: the previous table, whose entries move into `main` GROW_STEP slots
+   * per add (from `cursor` on; each moved slot becomes a tombstone there, so the probe chains
+   * of the rest stay whole), instead of all at once in one long pause. Every hash is in
+   * exactly one of the two.
+   */
+  private old: (Slots & { cursor: number }) | undefined;
   /** A second value per entry, kept only while it is switched on (during recovery). */
   private aux: Float64Array | undefined;
-  private live = 0;
-  private deleted = 0;
   /**
    * A copy being made a piece at a time (see beginCopy): slots below `copied` are in `into`;
    * slots below it that change meanwhile are listed in `dirty` and copied again at the end.
@@ -100,48 +123,63 @@ export class IdTable {
   private copying: { into: Float64Array; copied: number; dirty: number[] } | undefined;
 
   constructor(initialCapacity = 1024) {
-    const capacity = Math.max(16, Math.ceil(initialCapacity / 0.8));
-    this.slots = new Float64Array(capacity * 2);
-    this.keys = new Uint32Array(this.slots.buffer);
-    this.capacitySlots = capacity;
+    this.main = newSlots(Math.max(16, Math.ceil(initialCapacity / 0.8)));
   }
 
   get size(): number {
-    return this.live;
+    return this.main.live + (this.old?.live ?? 0);
   }
 
   get capacity(): number {
-    return this.capacitySlots;
+    return this.main.capacity;
+  }
+
+  /** True while entries are still moving into a bigger table (see `old`). */
+  get growing(): boolean {
+    return this.old !== undefined;
   }
 
   get bytes(): number {
-    return this.capacitySlots * (this.aux === undefined ? 16 : 24);
+    const slots = this.main.capacity + (this.old?.capacity ?? 0);
+    return slots * 16 + (this.aux === undefined ? 0 : this.main.capacity * 8);
   }
 
   /** Switches the second value on (8 more bytes a slot) or off. */
   useAux(on: boolean): void {
-    this.aux = on ? new Float64Array(this.capacitySlots) : undefined;
+    this.finishGrowing();
+    this.aux = on ? new Float64Array(this.main.capacity) : undefined;
   }
 
   /** The second value stored for a hash, or NaN. */
   getAux(low: number, high: number): number {
-    const slot = this.find(low, high);
-    return slot < 0 || this.aux === undefined ? NaN : this.aux[slot];
+    if (this.aux === undefined) return NaN;
+    const slot = find(this.main, low, high);
+    return slot < 0 ? NaN : this.aux[slot];
   }
 
   /** The value stored for a hash, or -1. */
   get(low: number, high: number): number {
-    const slot = this.find(low, high);
-    return slot < 0 ? -1 : this.slots[2 * slot + 1];
+    const slot = find(this.main, low, high);
+    if (slot >= 0) return this.main.slots[2 * slot + 1];
+    const old = this.old;
+    if (old === undefined) return -1;
+    const oldSlot = find(old, low, high);
+    return oldSlot < 0 ? -1 : old.slots[2 * oldSlot + 1];
   }
 
   /** Stores a value (>= 0) for a hash, replacing any earlier one. */
   set(low: number, high: number, value: number, aux = NaN): void {
-    const existing = this.find(low, high);
-    if (existing >= 0) {
-      this.changed(existing);
-      this.slots[2 * existing + 1] = value;
-      if (this.aux !== undefined) this.aux[existing] = aux;
+    const slot = find(this.main, low, high);
+    if (slot >= 0) {
+      this.changed(slot);
+      this.main.slots[2 * slot + 1] = value;
+      if (this.aux !== undefined) this.aux[slot] = aux;
+      return;
+    }
+    const old = this.old;
+    const oldSlot = old === undefined ? -1 : find(old, low, high);
+    if (old !== undefined && oldSlot >= 0) {
+      old.slots[2 * oldSlot + 1] = value;
       return;
     }
     this.add(low, high, value, aux);
@@ -152,9 +190,15 @@ export class IdTable {
    * (and changes nothing) when the hash is already there.
    */
   add(low: number, high: number, value: number, aux = NaN): boolean {
-    if (this.live + this.deleted + 1 > this.capacitySlots * 0.8) this.resize();
-    const keys = this.keys;
-    const capacity = this.capacitySlots;
+    const old = this.old;
+    if (old !== undefined && find(old, low, high) >= 0) return false;
+    let main = this.main;
+    if (main.live + main.deleted + 1 > main.capacity * 0.8) {
+      this.grow();
+      main = this.main;
+    }
+    const keys = main.keys;
+    const capacity = main.capacity;
     let slot = home(low, capacity);
     let free = -1;
     while (true) {
@@ -167,75 +211,97 @@ export class IdTable {
     }
     if (free >= 0) {
       slot = free;
-      this.deleted--;
+      main.deleted--;
     }
     this.place(slot, low, high, value, aux);
+    if (this.old !== undefined) this.moveOld(GROW_STEP);
     return true;
   }
 
   /** Makes room for `count` entries at once (avoids repeated growth when the count is known). */
   reserve(count: number): void {
-    if (count / 0.8 <= this.capacitySlots) return;
+    this.finishGrowing();
+    if (count / 0.8 <= this.main.capacity) return;
     this.rehash(Math.ceil(count / 0.7));
   }
 
   /** Removes a hash; true if it was there. */
   delete(low: number, high: number): boolean {
-    const slot = this.find(low, high);
-    if (slot < 0) return false;
-    this.changed(slot);
-    this.keys[4 * slot] = DELETED;
-    this.keys[4 * slot + 1] = DELETED;
-    this.slots[2 * slot + 1] = 0;
-    this.live--;
-    this.deleted++;
+    const main = this.main;
+    const slot = find(main, low, high);
+    if (slot >= 0) {
+      this.changed(slot);
+      bury(main, slot);
+      return true;
+    }
+    const old = this.old;
+    if (old === undefined) return false;
+    const oldSlot = find(old, low, high);
+    if (oldSlot < 0) return false;
+    bury(old, oldSlot);
     return true;
   }
 
   /**
+   * Moves up to `count` slots' entries of a growth in progress into the new table (callers
+   * with time to spare finish it sooner than adds alone would); true once none is left.
+   */
+  growStep(count: number): boolean {
+    if (this.old !== undefined) this.moveOld(count);
+    return this.old === undefined;
+  }
+
+  /**
    * Starts a copy of the table made a piece at a time (copyStep), so that a large table is
-   * copied without one long pause; endCopy() returns the table as it is at that moment.
+   * copied without one long pause; endCopy() returns the table as it is at that moment. Any
+   * growth in progress is finished first (callers avoid that pause with growStep).
    */
   beginCopy(): void {
-    this.copying = { into: new Float64Array(this.slots.length), copied: 0, dirty: [] };
+    this.finishGrowing();
+    this.copying = { into: new Float64Array(this.main.slots.length), copied: 0, dirty: [] };
   }
 
   /** Copies up to `count` more slots; true once every slot has been copied once. */
   copyStep(count: number): boolean {
     const copying = this.copying;
     if (copying === undefined) return true;
-    const end = Math.min(this.capacitySlots, copying.copied + count);
-    copying.into.set(this.slots.subarray(2 * copying.copied, 2 * end), 2 * copying.copied);
+    const { slots, capacity } = this.main;
+    const end = Math.min(capacity, copying.copied + count);
+    copying.into.set(slots.subarray(2 * copying.copied, 2 * end), 2 * copying.copied);
     copying.copied = end;
-    return end === this.capacitySlots;
+    return end === capacity;
   }
 
   /**
    * Finishes the copy begun by beginCopy(): copies what is left and the slots that changed
-   * since they were copied. Undefined if a rehash voided it (or none was begun).
+   * since they were copied. Undefined if the table started growing meanwhile (every slot
+   * moves), or if no copy was begun.
    */
   endCopy(): IdTableArrays | undefined {
     const copying = this.copying;
     this.copying = undefined;
     if (copying === undefined) return undefined;
     const { into, dirty } = copying;
-    if (copying.copied < this.capacitySlots) {
-      into.set(this.slots.subarray(2 * copying.copied), 2 * copying.copied);
+    const main = this.main;
+    if (copying.copied < main.capacity) {
+      into.set(main.slots.subarray(2 * copying.copied), 2 * copying.copied);
     }
     // The hash half goes word by word: as a double it could be a NaN, whose bits a store may
     // canonicalise.
     const intoKeys = new Uint32Array(into.buffer, into.byteOffset, into.length * 2);
     for (const slot of dirty) {
-      intoKeys[4 * slot] = this.keys[4 * slot];
-      intoKeys[4 * slot + 1] = this.keys[4 * slot + 1];
-      into[2 * slot + 1] = this.slots[2 * slot + 1];
+      intoKeys[4 * slot] = main.keys[4 * slot];
+      intoKeys[4 * slot + 1] = main.keys[4 * slot + 1];
+      into[2 * slot + 1] = main.slots[2 * slot + 1];
     }
-    return { slots: into, live: this.live, deleted: this.deleted };
+    return { slots: into, live: main.live, deleted: main.deleted };
   }
 
-  /** A copy of the table's slots: one memcpy, no per-entry work. */
+  /** A copy of the table's slots: one memcpy, no per-entry work (any growth finished first). */
   copyArrays(): IdTableArrays {
-    return { slots: this.slots.slice(), live: this.live, deleted: this.deleted };
+    this.finishGrowing();
+    const { slots, live, deleted } = this.main;
+    return { slots: slots.slice(), live, deleted };
   }
 
   /** Replaces the contents with arrays from copyArrays() (taken over, not copied). */
@@ -244,19 +310,20 @@ export class IdTable {
     if (slots.length < 32 || slots.length % 2 !== 0) {
       throw new RangeError('IdTable slots must be an even length of at least 32');
     }
-    this.voidCopy();
-    this.slots = slots;
-    this.keys = new Uint32Array(slots.buffer, slots.byteOffset, slots.length * 2);
-    this.capacitySlots = slots.length / 2;
+    this.copying = undefined;
+    this.old = undefined;
+    const keys = new Uint32Array(slots.buffer, slots.byteOffset, slots.length * 2);
+    const capacity = slots.length / 2;
+    this.main = { slots, keys, capacity, live: arrays.live, deleted: arrays.deleted };
     this.aux = undefined;
-    this.live = arrays.live;
-    this.deleted = arrays.deleted;
   }
 
   /** Calls fn(low, high, value, aux) for every entry. */
   forEach(fn: (low: number, high: number, value: number, aux: number) => void): void {
-    const { keys, slots, aux } = this;
-    for (let slot = 0; slot < this.capacitySlots; slot++) {
+    this.finishGrowing();
+    const { keys, slots, capacity } = this.main;
+    const aux = this.aux;
+    for (let slot = 0; slot < capacity; slot++) {
       const l = keys[4 * slot];
       const h = keys[4 * slot + 1];
       if ((l === EMPTY && h === EMPTY) || (l === DELETED && h === DELETED)) continue;
@@ -264,13 +331,7 @@ export class IdTable {
     }
   }
 
-  /** Every slot moves (rehash, adopt): a copy in progress is void. */
-  private voidCopy(): void {
-    if (this.copying === undefined) return;
-    this.copying = undefined;
-  }
-
-  /** Notes a change to a slot that a copy in progress has already copied. */
+  /** Notes a change to a slot of `main` that a copy in progress has already copied. */
   private changed(slot: number): void {
     const copying = this.copying;
     if (copying !== undefined && slot < copying.copied) copying.dirty.push(slot);
@@ -278,57 +339,102 @@ export class IdTable {
 
   private place(slot: number, low: number, high: number, value: number, aux: number): void {
     this.changed(slot);
-    this.keys[4 * slot] = low;
-    this.keys[4 * slot + 1] = high;
-    this.slots[2 * slot + 1] = value;
+    const main = this.main;
+    main.keys[4 * slot] = low;
+    main.keys[4 * slot + 1] = high;
+    main.slots[2 * slot + 1] = value;
     if (this.aux !== undefined) this.aux[slot] = aux;
-    this.live++;
+    main.live++;
   }
 
-  private find(low: number, high: number): number {
-    const keys = this.keys;
-    const capacity = this.capacitySlots;
+  /**
+   * The table is 80 % full (live and tombstones): a bigger one (by half, when more than half
+   * of it is live; else as big, to clear out tombstones) takes over. Entries move into it
+   * GROW_STEP slots per add: the new table has room for them all and for the adds meanwhile.
+   * While the second value is on (recovery, a batch job) it all moves at once.
+   */
+  private grow(): void {
+    this.finishGrowing();
+    const live = this.main.live;
+    const capacity =
+      live + 1 > this.main.capacity * 0.5
+        ? Math.ceil(this.main.capacity * 1.5)
+        : this.main.capacity;
+    if (this.aux !== undefined) {
+      this.rehash(capacity);
+      return;
+    }
+    this.copying = undefined; // every slot moves: a copy in progress is void
+    this.old = { ...this.main, cursor: 0 };
+    this.main = newSlots(capacity);
+  }
+
+  /** Moves the entries of up to `count` old slots into `main`. */
+  private moveOld(count: number): void {
+    const old = this.old as Slots & { cursor: number };
+    const end = Math.min(old.capacity, old.cursor + count);
+    for (let slot = old.cursor; slot < end; slot++) {
+      const l = old.keys[4 * slot];
+      const h = old.keys[4 * slot + 1];
+      if ((l === EMPTY && h === EMPTY) || (l === DELETED && h === DELETED)) continue;
+      this.insertNew(l, h, old.slots[2 * slot + 1], NaN);
+      bury(old, slot);
+    }
+    old.cursor = end;
+    if (end === old.capacity) this.old = undefined;
+  }
+
+  private finishGrowing(): void {
+    if (this.old !== undefined) this.moveOld(Infinity);
+  }
+
+  /** Inserts a hash known to be in neither table, without looking for it first. */
+  private insertNew(low: number, high: number, value: number, aux: number): void {
+    const { keys, capacity } = this.main;
     let slot = home(low, capacity);
-    while (true) {
-      const l = keys[4 * slot];
-      const h = keys[4 * slot + 1];
-      if (l === low && h === high) return slot;
-      if (l === EMPTY && h === EMPTY) return -1;
+    while (keys[4 * slot] !== EMPTY || keys[4 * slot + 1] !== EMPTY) {
       slot = slot + 1 === capacity ? 0 : slot + 1;
     }
+    this.place(slot, low, high, value, aux);
   }
 
-  /** Grows by half when more than half full, else only clears out deleted slots. */
-  private resize(): void {
-    const grow = this.live + 1 > this.capacitySlots * 0.5;
-    this.rehash(grow ? Math.ceil(this.capacitySlots * 1.5) : this.capacitySlots);
-  }
-
-  /** Moves every entry into a table of `capacity` slots (entries are distinct: no lookups). */
+  /** Moves every entry into a table of `capacity` slots at once (entries are distinct). */
   private rehash(capacity: number): void {
-    this.voidCopy();
-    const oldKeys = this.keys;
-    const oldSlots = this.slots;
+    this.finishGrowing();
+    this.copying = undefined;
+    const previous = this.main;
     const oldAux = this.aux;
-    const oldCapacity = this.capacitySlots;
-    this.slots = new Float64Array(capacity * 2);
-    this.keys = new Uint32Array(this.slots.buffer);
-    this.capacitySlots = capacity;
+    this.main = newSlots(capacity);
     if (oldAux !== undefined) this.aux = new Float64Array(capacity);
-    this.live = 0;
-    this.deleted = 0;
-    const keys = this.keys;
-    for (let old = 0; old < oldCapacity; old++) {
-      const l = oldKeys[4 * old];
-      const h = oldKeys[4 * old + 1];
+    const { keys, slots } = previous;
+    for (let old = 0; old < previous.capacity; old++) {
+      const l = keys[4 * old];
+      const h = keys[4 * old + 1];
       if ((l === EMPTY && h === EMPTY) || (l === DELETED && h === DELETED)) continue;
-      let slot = home(l, capacity);
-      while (keys[4 * slot] !== EMPTY || keys[4 * slot + 1] !== EMPTY) {
-        slot = slot + 1 === capacity ? 0 : slot + 1;
-      }
-      this.place(slot, l, h, oldSlots[2 * old + 1], oldAux === undefined ? NaN : oldAux[old]);
+      this.insertNew(l, h, slots[2 * old + 1], oldAux === undefined ? NaN : oldAux[old]);
     }
   }
+}
+
+function find(table: Slots, low: number, high: number): number {
+  const { keys, capacity } = table;
+  let slot = home(low, capacity);
+  while (true) {
+    const l = keys[4 * slot];
+    const h = keys[4 * slot + 1];
+    if (l === low && h === high) return slot;
+    if (l === EMPTY && h === EMPTY) return -1;
+    slot = slot + 1 === capacity ? 0 : slot + 1;
+  }
+}
+
+/** Turns a live slot into a tombstone. */
+function bury(table: Slots, slot: number): void {
+  table.keys[4 * slot] = DELETED;
+  table.keys[4 * slot + 1] = DELETED;
+  table.slots[2 * slot + 1] = 0;
+  table.live--;
+  table.deleted++;
 }
 
 /** Multiply-shift maps the hash onto any capacity, not only powers of two. */

@@ -98,9 +98,57 @@ describe('IdTable against a Map', () => {
     table.copyStep(4);
     for (let i = 11; i <= 100; i++) table.add(i * 10_000_000, i, i);
     expect(table.endCopy()).toBeUndefined();
+    // beginCopy finishes a growth in progress first, so the copy holds every entry.
     table.beginCopy();
     expect(table.copyStep(1_000_000)).toBe(true);
     expect(table.endCopy()).toEqual(table.copyArrays());
+  });
+
+  it('grows a few entries per add: every operation answers as a Map would meanwhile', () => {
+    const rand = random(11);
+    const table = new IdTable(1000);
+    const model = new Map<string, number>();
+    const keyOf = (): [number, number] => [Math.floor(rand() * 2 ** 32) || 1, 1 + (model.size % 7)];
+    let growths = 0;
+    let wasGrowing = false;
+    const keys: Array<[number, number]> = [];
+    for (let step = 0; step < 30_000; step++) {
+      const op = rand();
+      if (op < 0.6 || keys.length === 0) {
+        const [low, high] = keyOf();
+        const value = step;
+        if (table.add(low, high, value)) {
+          model.set(`${low}:${high}`, value);
+          keys.push([low, high]);
+        }
+      } else {
+        const [low, high] = keys[Math.floor(rand() * keys.length)];
+        const key = `${low}:${high}`;
+        if (op < 0.75) {
+          table.set(low, high, step);
+          model.set(key, step);
+        } else if (op < 0.85) {
+          expect(table.delete(low, high)).toBe(model.delete(key));
+        } else {
+          expect(table.get(low, high)).toBe(model.get(key) ?? -1);
+        }
+      }
+      if (table.growing && !wasGrowing) growths++;
+      wasGrowing = table.growing;
+      expect(table.size).toBe(model.size);
+    }
+    expect(growths).toBeGreaterThan(3);
+    for (const [key, value] of model) {
+      const [low, high] = key.split(':').map(Number);
+      expect(table.get(low, high)).toBe(value);
+    }
+    // growStep finishes a growth on request; a copy begun meanwhile is void once one starts.
+    while (!table.growStep(100));
+    expect(table.growing).toBe(false);
+    table.beginCopy();
+    table.copyStep(10);
+    while (!table.growing) table.add(Math.floor(rand() * 2 ** 32) || 1, 99, 1);
+    expect(table.endCopy()).toBeUndefined();
   });
 
   it('keeps a second value per entry while it is switched on, across growth', () => {
