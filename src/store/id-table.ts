@@ -190,13 +190,14 @@ export class IdTable {
    * (and changes nothing) when the hash is already there.
    */
   add(low: number, high: number, value: number, aux = NaN): boolean {
-    const old = this.old;
-    if (old !== undefined && find(old, low, high) >= 0) return false;
     let main = this.main;
     if (main.live + main.deleted + 1 > main.capacity * 0.8) {
       this.grow();
       main = this.main;
     }
+    // Looked for in the old table only now: a growth begun just above made it the old one.
+    const old = this.old;
+    if (old !== undefined && find(old, low, high) >= 0) return false;
     const keys = main.keys;
     const capacity = main.capacity;
     let slot = home(low, capacity);

@@ -151,6 +151,19 @@ describe('IdTable against a Map', () => {
     expect(table.endCopy()).toBeUndefined();
   });
 
+  it('refuses a hash it holds even when that add is the one that starts a growth', () => {
+    for (let fill = 1; fill <= 40; fill++) {
+      const table = new IdTable(16);
+      for (let i = 1; i <= fill; i++) table.add(i * 97_000_000, i, i);
+      // Whichever add crosses the 80 % mark, an existing hash is still refused.
+      for (let i = 1; i <= fill; i++) expect(table.add(i * 97_000_000, i, 0)).toBe(false);
+      expect(table.size).toBe(fill);
+      table.delete(97_000_000, 1);
+      expect(table.get(97_000_000, 1)).toBe(-1);
+      expect(table.size).toBe(fill - 1);
+    }
+  });
+
   it('keeps a second value per entry while it is switched on, across growth', () => {
     const table = new IdTable(4);
     table.useAux(true);
