@@ -3,6 +3,7 @@
  * Crash harness for the durable delay queue (`tickwheel/queue`, built into dist/).
  *
  *   node scripts/crash.mjs --cycles 1000 [--seed S] [--dir D] [--keep] [--report FILE]
+ *                          [--stop-on-violation]
  *                          [--min-ms 50] [--max-ms 400] [--lanes N] [--quiet]
  *
  * Each cycle spawns test/crash/worker.mjs on the same data directory, lets it schedule, cancel,
@@ -79,6 +80,7 @@ function parseArgs(argv) {
     maxMs: 400,
     lanes: undefined,
     quiet: false,
+    stopOnViolation: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -102,6 +104,7 @@ function parseArgs(argv) {
     else if (arg === '--max-ms') options.maxMs = integer();
     else if (arg === '--lanes') options.lanes = integer();
     else if (arg === '--quiet') options.quiet = true;
+    else if (arg === '--stop-on-violation') options.stopOnViolation = true;
     else if (arg === '--help' || arg === '-h') usage();
     else usage(`unknown argument ${arg}`);
   }
@@ -114,7 +117,8 @@ function usage(problem) {
   if (problem !== undefined) process.stderr.write(`crash: ${problem}\n`);
   process.stderr.write(
     'usage: node scripts/crash.mjs [--cycles N] [--seed S] [--dir D] [--keep] [--report FILE]\n' +
-      '                              [--min-ms MS] [--max-ms MS] [--lanes N] [--quiet]\n',
+      '                              [--min-ms MS] [--max-ms MS] [--lanes N] [--quiet]\n' +
+      '                              [--stop-on-violation]\n',
   );
   process.exit(problem === undefined ? 0 : 2);
 }
@@ -664,7 +668,10 @@ async function main() {
     }
     torn = 0;
     model.fold(cycle, lines);
-    rmSync(journal, { force: true });
+    // --stop-on-violation: the data directory and this cycle's journal stay as the violating
+    // process left them, for a post-mortem.
+    const stopHere = options.stopOnViolation && model.violationCount > violationsBefore;
+    if (!stopHere) rmSync(journal, { force: true });
     if (result.signal === 'SIGKILL' && result.killedAt !== undefined) {
       runs.kills++;
       if (result.readyMs === undefined || result.readyMs > result.killedAt) runs.startupKills++;
@@ -680,7 +687,7 @@ async function main() {
     } else if (result.readyMs === undefined && !duringStartup) {
       model.violation(cycle, 'worker stuck', undefined, 'worker did not open the queue in 30 s');
     }
-    if (random() < 0.2) {
+    if (random() < 0.2 && !stopHere) {
       torn = tearTail(dataDir, random);
       runs.tornTails++;
       runs.tornBytes += torn;
@@ -698,6 +705,17 @@ async function main() {
           ? `; ${model.violationCount - violationsBefore} VIOLATIONS`
           : ''),
     );
+    if (stopHere) {
+      for (const v of model.violations.slice(-(model.violationCount - violationsBefore))) {
+        log(
+          `  ${v.cycle === undefined ? '' : `cycle ${v.cycle} `}${v.kind} ${v.id ?? ''}: ${v.detail}`,
+        );
+      }
+      log(
+        `stopped at the first violation: data in ${dataDir}, journal ${journal} (seed ${options.seed})`,
+      );
+      process.exit(1);
+    }
   }
 
   let final;

@@ -954,6 +954,9 @@ export class QueueEngine {
     if (message.held) {
       this.near.delete(message.id);
       message.held = false;
+      // A horizon load running now may hand over a copy of it read before this change (an
+      // index window read again): that copy is stale and must not be taken over.
+      this.superseded?.add(message.id);
       bump(this.heldHours, Math.floor(message.deliverAt / HOUR_MS), -1);
       const tally = message.tally as HeldTally;
       if (message.status === 'scheduled')

@@ -1162,8 +1162,10 @@ export class FileStore implements Store {
     this.uncoveredBytes -= covered;
     this.updateSnapshotDue();
     for (const window of snapshot.loaded) {
-      this.loaded.delete(window);
+      // Marked loaded until its file is gone from the index: a load running meanwhile must not
+      // read it again and hand over messages the queue took long ago (and may have finished).
       await this.index.delete(window);
+      this.loaded.delete(window);
     }
   }
 
