@@ -1124,17 +1124,16 @@ export class FileStore implements Store {
    */
   private async copyIdsGradually(): Promise<void> {
     // A growth of the table still moving entries is finished first, in pieces too.
-    while (true) {
-      const started = performance.now();
-      const done = this.ids.growStep(GROW_SLOTS);
-      this.noteCapturePause(performance.now() - started);
-      if (done) break;
-      await new Promise((resolve) => setImmediate(resolve));
-    }
+    await this.inPieces(() => this.ids.growStep(GROW_SLOTS));
     this.ids.beginCopy();
+    await this.inPieces(() => this.ids.copyStep(COPY_SLOTS));
+  }
+
+  /** Runs `step` until it says it is done, one call per turn of the event loop. */
+  private async inPieces(step: () => boolean): Promise<void> {
     while (true) {
       const started = performance.now();
-      const done = this.ids.copyStep(COPY_SLOTS);
+      const done = step();
       this.noteCapturePause(performance.now() - started);
       if (done) return;
       await new Promise((resolve) => setImmediate(resolve));

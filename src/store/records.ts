@@ -37,6 +37,14 @@ const SCHEDULE_ID_LENGTH = 38;
 const MOVE_ID_LENGTH = 26;
 const FINISH_ID_LENGTH = 17;
 
+/** The end every record shares: idLength u8 | topicLength u8 | id | topic. */
+function writeIdAndTopic(buf: Uint8Array, at: number, message: MessageState): number {
+  const { id, topic } = message;
+  buf[at] = id.length;
+  buf[at + 1] = topic.length;
+  return writeAscii(buf, writeAscii(buf, at + 2, id), topic);
+}
+
 /** Bytes of a SCHEDULE body. */
 export function scheduleLength(message: MessageState, payloadBytes: number): number {
   return SCHEDULE_FIXED + message.id.length + message.topic.length + payloadBytes;
@@ -47,7 +55,7 @@ export function scheduleLength(message: MessageState, payloadBytes: number): num
  * `payloadBytes` long), so that callers can write the payload in place too.
  */
 export function writeScheduleHead(buf: Uint8Array, at: number, message: MessageState): number {
-  const { id, topic, backoff } = message;
+  const { backoff } = message;
   at = writeF64(buf, at, message.deliverAt);
   at = writeU16(buf, at, Math.min(message.attempts, 0xffff));
   at = writeU16(buf, at, message.maxAttempts);
@@ -56,10 +64,7 @@ export function writeScheduleHead(buf: Uint8Array, at: number, message: MessageS
   at = writeF64(buf, at, backoff?.jitter ?? NaN);
   at = writeF64(buf, at, backoff?.maxDelayMs ?? NaN);
   buf[at++] = message.payloadKind;
-  buf[at++] = id.length;
-  buf[at++] = topic.length;
-  at = writeAscii(buf, at, id);
-  return writeAscii(buf, at, topic);
+  return writeIdAndTopic(buf, at, message);
 }
 
 export function encodeSchedule(message: MessageState, payload: Uint8Array): Buffer {
@@ -119,15 +124,11 @@ export function writeMove(
   message: MessageState,
   previousDeliverAt: number,
 ): number {
-  const { id, topic } = message;
   at = writeF64(buf, at, message.deliverAt);
   at = writeU16(buf, at, Math.min(message.attempts, 0xffff));
   at = writeF64(buf, at, message.ref);
   at = writeF64(buf, at, previousDeliverAt);
-  buf[at++] = id.length;
-  buf[at++] = topic.length;
-  at = writeAscii(buf, at, id);
-  return writeAscii(buf, at, topic);
+  return writeIdAndTopic(buf, at, message);
 }
 
 export function encodeMove(message: MessageState, previousDeliverAt: number): Buffer {
@@ -173,14 +174,10 @@ export function writeFinish(
   message: MessageState,
   outcome: number,
 ): number {
-  const { id, topic } = message;
   buf[at++] = outcome;
   at = writeF64(buf, at, message.ref);
   at = writeF64(buf, at, message.deliverAt);
-  buf[at++] = id.length;
-  buf[at++] = topic.length;
-  at = writeAscii(buf, at, id);
-  return writeAscii(buf, at, topic);
+  return writeIdAndTopic(buf, at, message);
 }
 
 export function encodeFinish(message: MessageState, outcome: number): Buffer {
