@@ -98,7 +98,7 @@ function newSlots(capacity: number): Slots {
 }
 
 /** Old slots moved into the new table for each entry added while the table grows. */
-const GROW_STEP = 8;
+const GROW_STEP = 32;
 
 export class IdTable {
   /**
