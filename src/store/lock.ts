@@ -1,60 +1,89 @@
 /**
- * One process per data directory: a LOCK file holding the owner's pid, created exclusively.
- * A lock left by a process that no longer exists (killed, crashed) is taken over; a lock held
- * by a live process, this one included, is refused with ERR_TICKWHEEL_LOCKED.
+ * One process per data directory, enforced by the kernel.
+ *
+ * The owner holds an exclusive advisory lock on `LOCK` for as long as it has the file open:
+ * an open-file-description lock on Linux (`F_OFD_SETLK`), `flock` on macOS, `LockFileEx` on
+ * Windows (through the `fs-native-extensions` addon, which ships prebuilt binaries). The kernel
+ * drops the lock when the owner closes the file or dies, however it dies, so:
+ *
+ * - a lock can never be taken over while its holder lives, whatever the holder's pid looks like
+ *   from here (containers in other PID namespaces sharing a volume see different pids);
+ * - two processes opening at the same instant cannot both win: taking the lock is one atomic
+ *   system call, not "create, then write a pid";
+ * - a LOCK file left behind by a killed process is simply locked again: no pid is trusted.
+ *
+ * The file is never deleted. Deleting it would let a third process create a fresh LOCK and lock
+ * that while a second one still holds the old, unlinked file. The pid written into it after
+ * locking is for people and error messages only.
  */
 
-import { open, readFile, rm } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { TickwheelStateError } from '../errors.js';
 
+interface NativeLocks {
+  tryLock(fd: number): boolean;
+  unlock(fd: number): void;
+}
+
+let native: NativeLocks | undefined;
+
+function nativeLocks(): NativeLocks {
+  native ??= createRequire(import.meta.url)('fs-native-extensions') as NativeLocks;
+  return native;
+}
+
+/** Files locked by this process: a second open here gets the same clear error. */
 const heldHere = new Set<string>();
 
 export interface DirectoryLock {
   release(): Promise<void>;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-function locked(dir: string, pid: number | string): TickwheelStateError {
+function locked(dir: string, owner: string): TickwheelStateError {
   return new TickwheelStateError(
     'ERR_TICKWHEEL_LOCKED',
-    `${dir} is in use by process ${pid}; one process at a time may open a data directory`,
+    `${dir} is in use by ${owner}; one process at a time may open a data directory`,
   );
+}
+
+async function ownerOf(handle: FileHandle): Promise<string> {
+  const text = await handle.readFile('utf8').catch(() => '');
+  const pid = Number.parseInt(text, 10);
+  return Number.isInteger(pid) && pid > 0 ? `process ${pid}` : 'another process';
 }
 
 export async function lockDirectory(dir: string): Promise<DirectoryLock> {
   const file = join(dir, 'LOCK');
-  if (heldHere.has(file)) throw locked(dir, `${process.pid} (this process)`);
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      const handle = await open(file, 'wx');
-      await handle.writeFile(`${process.pid}\n`);
-      await handle.sync();
-      await handle.close();
-      heldHere.add(file);
-      return {
-        release: async () => {
-          heldHere.delete(file);
-          await rm(file, { force: true });
-        },
-      };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const owner = Number.parseInt(await readFile(file, 'utf8').catch(() => ''), 10);
-      if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && alive(owner)) {
-        throw locked(dir, owner);
-      }
-      // Left by a process that is gone: take it over.
-      await rm(file, { force: true });
+  if (heldHere.has(file)) throw locked(dir, `process ${process.pid} (this process)`);
+  const locks = nativeLocks();
+  // 'a+' creates the file if needed and never truncates a file someone else may hold.
+  const handle = await open(file, 'a+');
+  let held = false;
+  try {
+    if (!locks.tryLock(handle.fd)) throw locked(dir, await ownerOf(handle));
+    held = true;
+    heldHere.add(file);
+    await handle.truncate(0);
+    await handle.write(`${process.pid}\n`, 0);
+    await handle.sync();
+  } catch (err) {
+    if (held) {
+      heldHere.delete(file);
+      locks.unlock(handle.fd);
     }
+    await handle.close();
+    throw err;
   }
-  throw locked(dir, 'unknown');
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      heldHere.delete(file);
+      // Closing the file releases the kernel's lock; the file stays (see above).
+      await handle.close();
+    },
+  };
 }
