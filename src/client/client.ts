@@ -263,7 +263,7 @@ export class TickwheelClient {
   /** Gives a delivery back, redelivered after `delayMs` (default: the message's backoff). */
   async nack(
     receipt: string,
-    nackOptions: { delayMs?: number } = {},
+    nackOptions: { delayMs?: number; reason?: string } = {},
     options: CallOptions = {},
   ): Promise<boolean> {
     const [nacked] = await this.nackMany([receipt], nackOptions, options);
@@ -272,7 +272,7 @@ export class TickwheelClient {
 
   async nackMany(
     receipts: string[],
-    nackOptions: { delayMs?: number } = {},
+    nackOptions: { delayMs?: number; reason?: string } = {},
     options: CallOptions = {},
   ): Promise<boolean[]> {
     const answer = await this.send<NackResponse>(options, {

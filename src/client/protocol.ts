@@ -75,6 +75,8 @@ export interface WireMessageInfo {
   status: MessageStatus;
   deliverAt: number;
   attempts: number;
+  /** Why its latest delivery failed, if one did (kept with a dead letter). */
+  lastError?: string;
 }
 
 /** PATCH /v1/messages/:id */
@@ -100,6 +102,12 @@ export interface ReceiveBody {
   waitMs?: number;
   /** Redeliver unless acked within this long. Default: the queue's visibilityMs. */
   visibilityMs?: number;
+  /**
+   * Payload bytes at most in one answer (as stored; byte payloads grow by a third in base64).
+   * The first message always comes; the rest wait, unused, for the next receive. Default
+   * 8 MiB, at most 64 MiB.
+   */
+  maxBytes?: number;
 }
 
 export interface WireReceivedMessage {
@@ -133,6 +141,8 @@ export interface NackBody {
   receipts: string[];
   /** Redeliver after this long. Default: each message's backoff. */
   delayMs?: number;
+  /** Why the deliveries failed: kept as each message's lastError, with a dead letter too. */
+  reason?: string;
 }
 
 export interface NackResponse {
@@ -161,4 +171,7 @@ export interface HealthResponse {
 /** Upper bounds shared by the server's schemas and the client's own checks. */
 export const MAX_BATCH = 10_000;
 export const MAX_RECEIVE = 1000;
+/** Default and largest `maxBytes` of one receive over HTTP. */
+export const DEFAULT_RECEIVE_BYTES = 8 * 1024 * 1024;
+export const MAX_RECEIVE_BYTES = 64 * 1024 * 1024;
 export const MAX_RECEIPT_LENGTH = 512;

@@ -75,6 +75,15 @@ export interface MessageInfo {
   status: MessageStatus;
   deliverAt: number;
   attempts: number;
+  /** Why its latest delivery failed, if one did (kept with a dead letter). */
+  lastError?: string;
+}
+
+export interface NackOptions {
+  /** Redeliver after this long. Default: the message's backoff. */
+  delayMs?: number;
+  /** Why the delivery failed, kept as the message's lastError (cut to 500 characters). */
+  reason?: string;
 }
 
 export interface ReceiveOptions {
@@ -84,11 +93,38 @@ export interface ReceiveOptions {
   waitMs?: number;
   /** Redeliver unless acked within this long. Default: the queue's visibilityMs. */
   visibilityMs?: number;
+  /**
+   * Payload bytes at most (as stored: UTF-8 JSON or raw bytes), so that a batch of large
+   * messages cannot exhaust memory. The first message is always delivered, however large;
+   * messages that do not fit stay ready for the next receive, with no attempt used. Default
+   * 16 MiB.
+   */
+  maxBytes?: number;
 }
 
+/** Default `maxBytes` of receive(). */
+export const DEFAULT_RECEIVE_BYTES = 16 * 1024 * 1024;
+
 export interface ConsumeOptions {
+  /** Handlers running at once. Default 1, at most 1000. */
   concurrency?: number;
+  /** Redeliver unless the handler is done within this long. Default: the queue's visibilityMs. */
   visibilityMs?: number;
+  /**
+   * Failures of the loop: a handler that threw (the message is nacked and retried with its
+   * backoff), a failed receive, ack or nack. Default: a process warning naming the topic, the
+   * message id and the attempt.
+   */
+  onError?: (err: unknown, context: ConsumeErrorContext) => void;
+}
+
+/** What a consumer's onError is told besides the error. */
+export interface ConsumeErrorContext {
+  topic: string;
+  /** The message involved, if any (none for a failed receive). */
+  id?: string;
+  /** Its delivery attempt, this one included. */
+  attempts?: number;
 }
 
 export type MessageHandler = (message: ReceivedMessage) => Promise<void> | void;
@@ -123,6 +159,8 @@ interface Waiter {
 }
 
 const HOUR_MS = 3_600_000;
+/** Longest failure reason kept with a message. */
+export const MAX_REASON_CHARS = 500;
 
 const receiptPrefix = randomBytes(9).toString('base64url');
 let receiptCounter = 0;
@@ -141,20 +179,39 @@ class ReadyList {
     this.versions.push(message.version);
   }
 
-  /** The next message whose version is still the one it was pushed with, if any. */
-  shiftCurrent(): NearMessage | undefined {
+  /** The next message whose version is still the one it was pushed with, if any; kept. */
+  peekCurrent(): NearMessage | undefined {
     while (this.head < this.messages.length) {
       const message = this.messages[this.head];
-      const current = message.version === this.versions[this.head];
-      this.head++;
-      if (this.head > 1024 && this.head * 2 > this.messages.length) {
-        this.messages = this.messages.slice(this.head);
-        this.versions = this.versions.slice(this.head);
-        this.head = 0;
-      }
-      if (current) return message;
+      if (message.version === this.versions[this.head]) return message;
+      this.dropHead();
     }
     return undefined;
+  }
+
+  /** Removes the head entry. */
+  dropHead(): void {
+    this.head++;
+    if (this.head > 1024 && this.head * 2 > this.messages.length) {
+      this.messages = this.messages.slice(this.head);
+      this.versions = this.versions.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Puts messages back in front, in the order given (into consumed room when there is some). */
+  putBack(messages: NearMessage[]): void {
+    if (this.head < messages.length) {
+      this.messages = [...messages, ...this.messages.slice(this.head)];
+      this.versions = [...messages.map((m) => m.version), ...this.versions.slice(this.head)];
+      this.head = 0;
+      return;
+    }
+    for (let i = messages.length - 1; i >= 0; i--) {
+      this.head--;
+      this.messages[this.head] = messages[i];
+      this.versions[this.head] = messages[i].version;
+    }
   }
 
   get length(): number {
@@ -199,6 +256,14 @@ export class QueueEngine {
   private finished = new Map<string, FinishedMessage>();
   private finishedBefore = new Map<string, FinishedMessage>();
   private readonly consumers = new Set<{ close(): Promise<void> }>();
+  /**
+   * Long polls waiting and consumers running. While there are any, one ref'd native timer keeps
+   * the process alive, as awaiting a `setTimeout` would; the wheel itself is unref'd, so a queue
+   * that only holds scheduled messages never keeps a process from ending, and close() ends every
+   * wait, so a closed queue holds nothing.
+   */
+  private waiting = 0;
+  private keepAlive: ReturnType<typeof setInterval> | undefined;
   private horizonTimer: ReturnType<TimerWheel['setInterval']> | undefined;
   private loadedUntil = 0;
   /** Messages handed in while a horizon load runs: they join the wheel after it, in order. */
@@ -419,19 +484,56 @@ export class QueueEngine {
       1,
       43_200_000,
     );
-    let taken = this.take(topic, max, visibilityMs);
+    const maxBytes = checkOption(
+      options.maxBytes ?? DEFAULT_RECEIVE_BYTES,
+      'maxBytes',
+      1,
+      Number.MAX_SAFE_INTEGER,
+      true,
+    );
+    let taken = this.take(topic, max, visibilityMs, maxBytes);
     if (taken.length === 0 && waitMs > 0) {
       await this.waitForReady(topic, waitMs);
       if (this.closed) return [];
-      taken = this.take(topic, max, visibilityMs);
+      taken = this.take(topic, max, visibilityMs, maxBytes);
     }
     for (const message of taken) {
-      if (message.payload === undefined) {
-        return Promise.all(taken.map((message) => this.toReceived(message)));
-      }
+      if (message.payload === undefined) return this.readTaken(topic, taken, maxBytes);
     }
     // All payloads in memory (the usual case): no promise per message.
     return taken.map((message) => received(message, message.payload as Uint8Array));
+  }
+
+  /**
+   * Reads the payloads of taken messages some of which are not in memory. Those past `maxBytes`
+   * (sizes known only now) and, if a read fails, all of them are handed back unused.
+   */
+  private async readTaken(
+    topic: string,
+    taken: NearMessage[],
+    maxBytes: number,
+  ): Promise<ReceivedMessage[]> {
+    const receipts = taken.map((message) => message.receipt);
+    let payloads: Uint8Array[];
+    try {
+      payloads = await Promise.all(
+        taken.map((message) => message.payload ?? this.store.payloadOf(message)),
+      );
+    } catch (err) {
+      this.handBack(topic, taken, receipts, 0);
+      throw err;
+    }
+    let bytes = 0;
+    let fit = 0;
+    while (fit < taken.length) {
+      bytes += payloads[fit].byteLength;
+      if (fit > 0 && bytes > maxBytes) break;
+      fit++;
+    }
+    this.handBack(topic, taken, receipts, fit);
+    const answer: ReceivedMessage[] = [];
+    for (let i = 0; i < fit; i++) answer.push(received(taken[i], payloads[i]));
+    return answer;
   }
 
   /** Acknowledges a delivery: the message is done. False for an unknown or stale receipt. */
@@ -478,21 +580,33 @@ export class QueueEngine {
     return this.finishQuietly(message);
   }
 
-  /** Gives a delivery back: redelivered after `delayMs` (default: the message's backoff). */
-  async nack(receipt: string, options: { delayMs?: number } = {}): Promise<boolean> {
+  /**
+   * Gives a delivery back: redelivered after `delayMs` (default: the message's backoff), or
+   * dead if it has used up its attempts. `reason` (why it failed) is kept as the message's
+   * `lastError`, with the dead letter too.
+   */
+  async nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
     this.checkOpen();
     if (options.delayMs !== undefined) checkOption(options.delayMs, 'delayMs', 0, 86_400_000 * 365);
+    const reason = options.reason === undefined ? undefined : checkReason(options.reason);
     const message = this.receiptOwner(receipt);
     if (message === undefined) return false;
     return this.withIdLock(message.id, async () => {
       if (this.receiptOwner(receipt) !== message) return false;
       this.counters.nacked++;
+      message.lastError = reason ?? 'nacked';
       await this.retry(message, options.delayMs);
       return true;
     });
   }
 
-  /** Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws. */
+  /**
+   * Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws
+   * (the error's message becomes the delivery's `lastError`, kept with a dead letter). Options
+   * are checked here, at once. The loop never stops on its own: a failed receive, ack or nack
+   * goes to `onError` and the loop carries on after a pause; only close() (of the consumer or
+   * the queue) ends it.
+   */
   consume(
     topic: string,
     handler: MessageHandler,
@@ -501,23 +615,45 @@ export class QueueEngine {
     this.checkOpen();
     checkTopic(topic);
     checkCallback(handler, 'handler');
+    if (typeof options !== 'object' || options === null) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `consume options must be an object, got ${describe(options)}`,
+      );
+    }
     const concurrency = checkOption(options.concurrency ?? 1, 'concurrency', 1, 1000, true);
-    const visibilityMs = options.visibilityMs;
+    const visibilityMs =
+      options.visibilityMs === undefined
+        ? undefined
+        : checkOption(options.visibilityMs, 'visibilityMs', 1, 43_200_000);
+    if (options.onError !== undefined) checkCallback(options.onError, 'onError');
+    const onError = options.onError ?? reportConsumeError;
+    const report = (err: unknown, context: ConsumeErrorContext) => {
+      try {
+        onError(err, context);
+      } catch (thrown) {
+        process.emitWarning(thrown as Error);
+      }
+    };
     let open = true;
     let active = 0;
     let slotFreed: (() => void) | undefined;
-    // Keeps the process alive while the consumer runs, like an open server.
-    const keepAlive = setInterval(() => {}, 1 << 30);
-    // Acks under way, by the promise they wait on: acks of one group commit share one.
-    const acking = new Set<Promise<unknown>>();
-    const track = (wait: Promise<unknown>) => {
-      if (acking.has(wait)) return;
-      acking.add(wait);
+    let pause: { timer: ReturnType<typeof setTimeout>; wake: () => void } | undefined;
+    // A running consumer keeps the process alive, like an open server.
+    this.holdProcess();
+    // Acks and nacks under way, by the promise they wait on: acks of one group commit share one.
+    const settling = new Set<Promise<unknown>>();
+    const track = (wait: Promise<unknown>, message: ReceivedMessage) => {
+      if (settling.has(wait)) return;
+      settling.add(wait);
       const done = () => {
-        acking.delete(wait);
+        settling.delete(wait);
         slotFreed?.();
       };
-      wait.then(done, done);
+      wait.then(done, (err: unknown) => {
+        done();
+        if (!this.closed) report(err, contextOf(topic, message));
+      });
     };
     // The slot is free once the handler is done; the ack's fsync need not hold up the next
     // message (the ack still completes before close() resolves). No async function per
@@ -527,10 +663,14 @@ export class QueueEngine {
       slotFreed?.();
       // Once closed, the message is redelivered after its visibility timeout.
       if (!this.closed) {
-        track(failed ? this.nack(message.receipt) : this.ackQuietly(message.receipt));
+        track(
+          failed
+            ? this.nack(message.receipt, { reason: reasonOf(failure) })
+            : this.ackQuietly(message.receipt),
+          message,
+        );
       }
-      if (failed && !(failure instanceof TickwheelStateError))
-        process.emitWarning(failure as Error);
+      if (failed) report(failure, contextOf(topic, message));
     };
     const run = (message: ReceivedMessage) => {
       let result: unknown;
@@ -547,7 +687,12 @@ export class QueueEngine {
         );
       } else settle(message, false, undefined);
     };
+    const rest = (ms: number) =>
+      new Promise<void>((wake) => {
+        pause = { timer: setTimeout(wake, ms), wake };
+      }).then(() => (pause = undefined));
     const loop = (async () => {
+      let failures = 0;
       while (open && !this.closed) {
         if (active >= concurrency) {
           await new Promise<void>((resolve) => (slotFreed = resolve));
@@ -561,8 +706,13 @@ export class QueueEngine {
             waitMs: 1000,
             ...(visibilityMs === undefined ? {} : { visibilityMs }),
           });
-        } catch {
-          break;
+          failures = 0;
+        } catch (err) {
+          if (!open || this.closed) break;
+          report(err, { topic });
+          // 100 ms, doubling to 5 s while receive keeps failing (a disk read error, say).
+          await rest(Math.min(5000, 100 * 2 ** failures++));
+          continue;
         }
         for (const message of batch) {
           active++;
@@ -570,16 +720,22 @@ export class QueueEngine {
         }
       }
     })();
+    let closing: Promise<void> | undefined;
     const consumer = {
-      close: async () => {
-        open = false;
-        clearInterval(keepAlive);
-        this.consumers.delete(consumer);
-        this.wakeAll(topic);
-        await loop;
-        while (active > 0 || acking.size > 0)
-          await new Promise<void>((resolve) => (slotFreed = resolve));
-      },
+      close: () =>
+        (closing ??= (async () => {
+          open = false;
+          this.releaseProcess();
+          this.consumers.delete(consumer);
+          if (pause !== undefined) {
+            clearTimeout(pause.timer);
+            pause.wake();
+          }
+          this.wakeAll(topic);
+          await loop;
+          while (active > 0 || settling.size > 0)
+            await new Promise<void>((resolve) => (slotFreed = resolve));
+        })()),
     };
     this.consumers.add(consumer);
     return consumer;
@@ -890,19 +1046,31 @@ export class QueueEngine {
       const receipt = message.receipt;
       void this.withIdLock(message.id, async () => {
         if (receipt === undefined || this.receiptOwner(receipt) !== message) return;
+        message.lastError = 'visibility timeout: not acknowledged in time';
         await this.retry(message, undefined);
       }).catch((err: unknown) => process.emitWarning(err as Error));
     }
   }
 
-  private take(topic: string, max: number, visibilityMs: number): NearMessage[] {
+  /**
+   * Takes up to `max` ready messages in flight, stopping before one whose payload (if in memory)
+   * would bring the total past `maxBytes`; the first is always taken.
+   */
+  private take(topic: string, max: number, visibilityMs: number, maxBytes: number): NearMessage[] {
     const list = this.ready.get(topic);
     const taken: NearMessage[] = [];
     if (list === undefined) return taken;
+    let bytes = 0;
     while (taken.length < max) {
-      const message = list.shiftCurrent();
+      const message = list.peekCurrent();
       if (message === undefined) break;
-      if (message.status !== 'ready' || !message.held) continue;
+      if (message.status !== 'ready' || !message.held) {
+        list.dropHead();
+        continue;
+      }
+      bytes += message.payload?.byteLength ?? 0;
+      if (taken.length > 0 && bytes > maxBytes) break;
+      list.dropHead();
       message.status = 'inflight';
       message.version++;
       const tally = message.tally as HeldTally;
@@ -922,8 +1090,41 @@ export class QueueEngine {
     return taken;
   }
 
-  private async toReceived(message: NearMessage): Promise<ReceivedMessage> {
-    return received(message, message.payload ?? (await this.store.payloadOf(message)));
+  /**
+   * Undoes take() for `taken[from..]`, as if those were never received: ready again at the head
+   * of their topic, in their order, the attempt not counted. A message changed meanwhile (its
+   * receipt no longer the one it was taken with) is left as it is.
+   */
+  private handBack(
+    topic: string,
+    taken: NearMessage[],
+    receipts: Array<string | undefined>,
+    from: number,
+  ): void {
+    const back: NearMessage[] = [];
+    for (let i = from; i < taken.length; i++) {
+      const message = taken[i];
+      if (message.receipt !== receipts[i] || message.status !== 'inflight') continue;
+      this.wheel.clearTimeout(message.timer);
+      message.timer = 0;
+      message.receipt = undefined;
+      this.inflight[message.slot] = undefined;
+      this.freeSlots.push(message.slot);
+      message.slot = -1;
+      message.status = 'ready';
+      message.version++;
+      const tally = message.tally as HeldTally;
+      tally.inflight--;
+      tally.ready++;
+      message.attempts--;
+      this.counters.delivered--;
+      back.push(message);
+    }
+    if (back.length === 0) return;
+    let list = this.ready.get(topic);
+    if (list === undefined) this.ready.set(topic, (list = new ReadyList()));
+    list.putBack(back);
+    this.wakeOne(topic);
   }
 
   /** A delivery failed: back off and redeliver, or bury when attempts are used up. */
@@ -1007,10 +1208,12 @@ export class QueueEngine {
     return new Promise<void>((resolve) => {
       let set = this.waiters.get(topic);
       if (set === undefined) this.waiters.set(topic, (set = new Set()));
+      this.holdProcess();
       const waiter: Waiter = {
         wake: () => {
           this.wheel.clearTimeout(timer);
-          set.delete(waiter);
+          if (!set.delete(waiter)) return;
+          this.releaseProcess();
           if (set.size === 0 && this.waiters.get(topic) === set) this.waiters.delete(topic);
           resolve();
         },
@@ -1026,6 +1229,17 @@ export class QueueEngine {
     for (const waiter of set) {
       waiter.wake();
       return;
+    }
+  }
+
+  private holdProcess(): void {
+    if (this.waiting++ === 0) this.keepAlive = setInterval(() => {}, 1 << 30);
+  }
+
+  private releaseProcess(): void {
+    if (--this.waiting === 0) {
+      clearInterval(this.keepAlive);
+      this.keepAlive = undefined;
     }
   }
 
@@ -1077,6 +1291,7 @@ function newNear(
     payload,
     payloadText: undefined,
     ref,
+    lastError: undefined,
     status: 'scheduled',
     timer: 0,
     receipt: undefined,
@@ -1096,7 +1311,45 @@ function bump(counts: Map<number, number>, key: number, by: number): void {
 
 function nearMessage(state: MessageState): NearMessage {
   const { id, topic, deliverAt, attempts, maxAttempts, backoff, payloadKind, payload, ref } = state;
-  return newNear(id, topic, deliverAt, attempts, maxAttempts, backoff, payloadKind, payload, ref);
+  const near = newNear(
+    id,
+    topic,
+    deliverAt,
+    attempts,
+    maxAttempts,
+    backoff,
+    payloadKind,
+    payload,
+    ref,
+  );
+  near.lastError = state.lastError;
+  return near;
+}
+
+function contextOf(topic: string, message: ReceivedMessage): ConsumeErrorContext {
+  return { topic, id: message.id, attempts: message.attempts };
+}
+
+/** The default onError of consume(): a process warning that says where the failure was. */
+function reportConsumeError(err: unknown, context: ConsumeErrorContext): void {
+  const where =
+    context.id === undefined
+      ? `consumer of topic ${context.topic}`
+      : `consumer of topic ${context.topic}, message ${context.id}, attempt ${context.attempts}`;
+  const warning = new Error(`${where}: ${reasonOf(err)}`, { cause: err });
+  warning.name = 'TickwheelConsumerWarning';
+  process.emitWarning(warning);
+}
+
+/** A failure as the short text kept with the message (lastError). */
+export function reasonOf(err: unknown): string {
+  const text =
+    err instanceof Error
+      ? `${err.name}: ${err.message}`
+      : typeof err === 'string'
+        ? err
+        : String(describe(err));
+  return text.length > MAX_REASON_CHARS ? `${text.slice(0, MAX_REASON_CHARS - 1)}…` : text;
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -1119,11 +1372,23 @@ function received(message: NearMessage, bytes: Uint8Array): ReceivedMessage {
 }
 
 function info(message: MessageState, status: MessageStatus): MessageInfo {
-  return {
+  const answer: MessageInfo = {
     id: message.id,
     topic: message.topic,
     status,
     deliverAt: message.deliverAt,
     attempts: message.attempts,
   };
+  if (message.lastError !== undefined) answer.lastError = message.lastError;
+  return answer;
+}
+
+function checkReason(reason: unknown): string {
+  if (typeof reason !== 'string') {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `reason must be a string, got ${describe(reason)}`,
+    );
+  }
+  return reason.length > MAX_REASON_CHARS ? `${reason.slice(0, MAX_REASON_CHARS - 1)}…` : reason;
 }

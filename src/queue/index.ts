@@ -1,9 +1,11 @@
 export {
   QueueEngine,
+  type ConsumeErrorContext,
   type ConsumeOptions,
   type DelayQueueOptions,
   type MessageHandler,
   type MessageInfo,
+  type NackOptions,
   type ReceiveOptions,
   type ReceivedMessage,
 } from './delay-queue.js';

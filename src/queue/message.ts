@@ -56,6 +56,11 @@ export interface MessageState {
   payloadText?: string | undefined;
   /** The store's own reference to the message's payload (a log position for the file store). */
   ref: number;
+  /**
+   * Why its latest delivery failed (a handler's error, a nack's reason, a visibility timeout),
+   * if one did. Kept durably with a dead letter; in memory only for a message being retried.
+   */
+  lastError?: string | undefined;
 }
 
 export const TOPIC_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;

@@ -8,7 +8,12 @@
  * Response schemas on hot routes let Fastify serialise with a compiled function.
  */
 
-import { MAX_BATCH, MAX_RECEIPT_LENGTH, MAX_RECEIVE } from '../client/protocol.js';
+import {
+  MAX_BATCH,
+  MAX_RECEIPT_LENGTH,
+  MAX_RECEIVE,
+  MAX_RECEIVE_BYTES,
+} from '../client/protocol.js';
 import { ID_PATTERN, MAX_DELAY_MS, TOPIC_PATTERN } from '../queue/message.js';
 
 /** Longest visibility timeout and nack delay the queue accepts. */
@@ -64,6 +69,7 @@ const messageInfo = {
     status: { type: 'string' },
     deliverAt: { type: 'number' },
     attempts: { type: 'number' },
+    lastError: { type: 'string' },
   },
 };
 
@@ -152,6 +158,7 @@ export const receiveSchema = {
       max: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE },
       waitMs: { type: 'number', minimum: 0, maximum: MAX_WAIT_MS },
       visibilityMs: { type: 'number', minimum: 1, maximum: MAX_VISIBILITY_MS },
+      maxBytes: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE_BYTES },
     },
   },
   response: {
@@ -204,6 +211,7 @@ export const nackSchema = {
     properties: {
       receipts,
       delayMs: { type: 'number', minimum: 0, maximum: MAX_NACK_DELAY_MS },
+      reason: { type: 'string', maxLength: 10_000 },
     },
   },
   response: {

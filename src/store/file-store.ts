@@ -55,7 +55,7 @@ import {
   finishLength,
   idLength,
   idStart,
-  moveLength,
+  moveWithReasonRoom,
   payloadPositionOf,
   previousDeliverAt,
   recordDeliverAt,
@@ -64,7 +64,7 @@ import {
   topicLength,
   topicStart,
   writeFinish,
-  writeMove,
+  writeMoveWithReason,
   writeScheduleHead,
 } from './records.js';
 import {
@@ -428,11 +428,10 @@ export class FileStore implements Store {
   ): Promise<void> {
     try {
       this.checkWritable();
-      const length = moveLength(message);
-      const buf = this.log.beginRecord(type, length);
+      const buf = this.log.beginRecord(type, moveWithReasonRoom(message));
       const at = this.log.bodyAt;
-      writeMove(buf, at, message, previousDeliverAt);
-      this.commit(type, buf, at, length, reindex);
+      const end = writeMoveWithReason(buf, at, message, previousDeliverAt);
+      this.commit(type, buf, at, end - at, reindex);
       return this.log.lastDurable;
     } catch (err) {
       this.log.abortRecord();
@@ -994,6 +993,7 @@ export class FileStore implements Store {
           deliverAt: move.deliverAt,
           attempts: move.attempts,
           ref: move.payloadPosition,
+          lastError: move.lastError,
         };
       }
     }

@@ -90,7 +90,12 @@ export class MemoryStore implements Store {
     const entry = this.entries.get(message.id);
     if (entry === undefined) return;
     if (entry.status !== 'dead') this.tally.bury(entry.state.topic, entry.state.deliverAt);
-    entry.state = { ...entry.state, attempts: message.attempts, deliverAt: message.deliverAt };
+    entry.state = {
+      ...entry.state,
+      attempts: message.attempts,
+      deliverAt: message.deliverAt,
+      lastError: message.lastError,
+    };
     entry.status = 'dead';
     entry.version++;
   }

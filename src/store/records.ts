@@ -12,6 +12,10 @@
  *             idLength u8 | topicLength u8 | id | topic
  *   BURY      as MOVE (previousDeliverAt = deliverAt: burying does not change the due time)
  *
+ * A MOVE or BURY of a message whose delivery failed ends with reasonLength u16 | reason (UTF-8,
+ * the message's lastError); one without a reason, or written before reasons were kept, ends at
+ * the topic.
+ *
  * A SCHEDULE record holds the payload; the later records of the same message point back at it.
  * MOVE, FINISH and BURY also carry the due time the message had before them and its topic, so
  * that a replay can keep the per-topic and per-hour counts (counts.ts) without reading the
@@ -19,7 +23,7 @@
  */
 
 import type { Backoff, MessageState } from '../queue/message.js';
-import { readF64, writeAscii, writeF64, writeU16 } from './bytes.js';
+import { readF64, writeAscii, writeF64, writeU16, writeUtf8 } from './bytes.js';
 
 export const SCHEDULE = 1;
 export const MOVE = 2;
@@ -131,6 +135,38 @@ export function writeMove(
   return writeIdAndTopic(buf, at, message);
 }
 
+/**
+ * Room for a MOVE or BURY body with the message's lastError after it (MOVE and BURY both may
+ * carry one: a retry's MOVE keeps why the delivery failed), at most 3 UTF-8 bytes a UTF-16 unit.
+ */
+export function moveWithReasonRoom(message: MessageState): number {
+  const reason = reasonText(message);
+  return moveLength(message) + (reason === '' ? 0 : 2 + reason.length * 3);
+}
+
+/** Writes a MOVE or BURY body and its reason, if any, at `at`; returns where it ends. */
+export function writeMoveWithReason(
+  buf: Buffer,
+  at: number,
+  message: MessageState,
+  previousDeliverAt: number,
+): number {
+  const end = writeMove(buf, at, message, previousDeliverAt);
+  const reason = reasonText(message);
+  if (reason === '') return end;
+  const reasonEnd = writeUtf8(buf, end + 2, reason);
+  writeU16(buf, end, reasonEnd - end - 2);
+  return reasonEnd;
+}
+
+/** The queue cuts reasons to a few hundred characters; this bound keeps a u16 length true. */
+const MAX_REASON_UNITS = 0xffff / 3;
+
+function reasonText(message: MessageState): string {
+  const reason = message.lastError ?? '';
+  return reason.length > MAX_REASON_UNITS ? reason.slice(0, MAX_REASON_UNITS) : reason;
+}
+
 export function encodeMove(message: MessageState, previousDeliverAt: number): Buffer {
   const body = Buffer.allocUnsafe(moveLength(message));
   writeMove(body, 0, message, previousDeliverAt);
@@ -144,12 +180,18 @@ export interface MoveRecord {
   previousDeliverAt: number;
   id: string;
   topic: string;
+  /** A BURY's reason, if it has one. */
+  lastError: string | undefined;
 }
 
 export function decodeMove(body: Buffer): MoveRecord {
   const idLength = body.readUInt8(MOVE_ID_LENGTH);
   const topicLength = body.readUInt8(MOVE_ID_LENGTH + 1);
+  const end = MOVE_FIXED + idLength + topicLength;
+  const reasonLength = body.length >= end + 2 ? body.readUInt16LE(end) : 0;
   return {
+    lastError:
+      reasonLength > 0 ? body.toString('utf8', end + 2, end + 2 + reasonLength) : undefined,
     deliverAt: body.readDoubleLE(0),
     attempts: body.readUInt16LE(8),
     payloadPosition: body.readDoubleLE(10),

@@ -19,6 +19,7 @@ import type {
   ReceiveResponse,
   WireReceivedMessage,
 } from '../../client/protocol.js';
+import { DEFAULT_RECEIVE_BYTES } from '../../client/protocol.js';
 import type { ReceivedMessage } from '../../queue-entry.js';
 import type { ServerContext } from '../context.js';
 import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../schemas.js';
@@ -56,8 +57,9 @@ export function deliveryRoutes(app: FastifyInstance, context: ServerContext): vo
     { schema: receiveSchema },
     async (request): Promise<ReceiveResponse> => {
       const { topic } = request.params;
-      const { max, waitMs = 0, visibilityMs } = request.body;
+      const { max, waitMs = 0, visibilityMs, maxBytes = DEFAULT_RECEIVE_BYTES } = request.body;
       const options = {
+        maxBytes,
         ...(max === undefined ? {} : { max }),
         ...(visibilityMs === undefined ? {} : { visibilityMs }),
       };
@@ -98,8 +100,11 @@ export function deliveryRoutes(app: FastifyInstance, context: ServerContext): vo
     '/nack',
     { schema: nackSchema },
     async (request): Promise<NackResponse> => {
-      const { receipts, delayMs } = request.body;
-      const options = delayMs === undefined ? {} : { delayMs };
+      const { receipts, delayMs, reason } = request.body;
+      const options = {
+        ...(delayMs === undefined ? {} : { delayMs }),
+        ...(reason === undefined ? {} : { reason }),
+      };
       const results = await Promise.all(receipts.map((r) => queue.nack(r, options)));
       return { nacked: results.filter(Boolean).length, results };
     },
