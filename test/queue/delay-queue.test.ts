@@ -273,6 +273,7 @@ describe.each([
       ids.push(id);
     }
     const seen: number[] = [];
+    const failed: string[] = [];
     const consumer = q.consume(
       'h',
       (m) => {
@@ -282,7 +283,7 @@ describe.each([
         if (n % 3 === 1) return new Promise<void>((resolve) => setTimeout(resolve, 1));
         return Promise.reject(new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'quiet failure'));
       },
-      { concurrency: 4 },
+      { concurrency: 4, onError: (_err, context) => failed.push(context.id as string) },
     );
     for (let step = 0; step < 400 && seen.length < 30; step++) {
       await advance(clock, 1, 5, queue);
@@ -295,6 +296,7 @@ describe.each([
     expect(statuses.filter((s) => s === 'acked')).toHaveLength(20);
     expect(statuses.filter((s) => s === 'dead')).toHaveLength(10);
     expect(statuses.every((s, i) => s === (i % 3 === 2 ? 'dead' : 'acked'))).toBe(true);
+    expect(failed.sort()).toEqual(ids.filter((_, i) => i % 3 === 2).sort());
   });
 
   it('stats() counts every topic exactly, near or far; dueHistogram covers the store', async () => {

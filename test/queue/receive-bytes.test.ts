@@ -56,7 +56,8 @@ describe.each([
       const rest = await queue.receive(topic, { max: 1000, maxBytes: 100 * MiB });
       expect(rest.map((m) => m.id)).toEqual(ids.slice(2));
       expect(rest.map((m) => m.attempts)).toEqual(ids.slice(2).map(() => 1));
-      for (const message of [...first, ...rest]) expect(await queue.ack(message.receipt)).toBe(true);
+      for (const message of [...first, ...rest])
+        expect(await queue.ack(message.receipt)).toBe(true);
     }
     const stats = (await queue.stats()) as { delivered: number };
     expect(stats.delivered).toBe(10);
