@@ -492,6 +492,52 @@ export class QueueEngine {
     });
   }
 
+  /**
+   * ack() for several deliveries: results[i] is what ack(receipts[i]) would give (a receipt
+   * repeated in the list is true once). Every receipt is checked before any is acknowledged.
+   * Resolves once all are durable (under group commit they share the fsync); if the store
+   * fails, it rejects, and any subset may have been acknowledged.
+   */
+  async ackMany(receipts: readonly string[]): Promise<boolean[]> {
+    this.checkOpen();
+    this.checkReceipts(receipts, 'ackMany');
+    return Promise.all(receipts.map((receipt) => this.ack(receipt)));
+  }
+
+  /** nack() for several deliveries, with the same options for all; results as ackMany. */
+  async nackMany(
+    receipts: readonly string[],
+    options: { delayMs?: number } = {},
+  ): Promise<boolean[]> {
+    this.checkOpen();
+    this.checkReceipts(receipts, 'nackMany');
+    if (typeof options !== 'object' || options === null) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `nackMany options must be an object such as { delayMs: 5000 }, got ${describe(options)}`,
+      );
+    }
+    if (options.delayMs !== undefined) checkOption(options.delayMs, 'delayMs', 0, 86_400_000 * 365);
+    return Promise.all(receipts.map((receipt) => this.nack(receipt, options)));
+  }
+
+  private checkReceipts(receipts: readonly string[], method: string): void {
+    if (!Array.isArray(receipts)) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `${method} takes an array of receipts, got ${describe(receipts)}`,
+      );
+    }
+    for (let i = 0; i < receipts.length; i++) {
+      if (typeof receipts[i] !== 'string') {
+        throw new TickwheelTypeError(
+          'ERR_TICKWHEEL_INVALID_MESSAGE',
+          `receipts[${i}] must be the string receive() returned, got ${describe(receipts[i])}`,
+        );
+      }
+    }
+  }
+
   /** Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws. */
   consume(
     topic: string,
