@@ -190,7 +190,7 @@ try {
 
   let n = 0;
   for (let sent = 0; sent < SEED_MESSAGES; sent += 500) {
-    await client.scheduleBatch(Array.from({ length: 500 }, () => message(n++, seedDelay())));
+    await client.scheduleMany(Array.from({ length: 500 }, () => message(n++, seedDelay())));
   }
   console.log(`scheduled ${SEED_MESSAGES} messages across ${TOPICS.length} topics`);
 
@@ -215,8 +215,8 @@ try {
       {
         concurrency: slow ? 2 : 16,
         waitMs: 2000,
-        onError: (err, failed) => {
-          if (failed === undefined) transportErrors.push(err);
+        onError: (err, context) => {
+          if (context.id === undefined) transportErrors.push(err);
         },
       },
     );
@@ -225,7 +225,7 @@ try {
   trickle = setInterval(() => {
     const count = Math.round((TRICKLE_PER_SECOND / 5) * between(0.6, 1.4));
     const batch = Array.from({ length: count }, () => message(n++, trickleDelay()));
-    client.scheduleBatch(batch).catch(() => {});
+    client.scheduleMany(batch).catch(() => {});
   }, 200);
 
   await page.goto(url);

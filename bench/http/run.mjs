@@ -143,7 +143,7 @@ async function receiveAck(client, server) {
   const batch = Math.min(1000, total);
   for (let sent = 0; sent < total; sent += batch) {
     const size = Math.min(batch, total - sent);
-    await client.scheduleBatch(
+    await client.scheduleMany(
       Array.from({ length: size }, (_, i) => ({ topic, payload: payload(sent + i) })),
     );
   }
@@ -193,7 +193,7 @@ async function main() {
       .then(() => 1);
   const batch = () =>
     client
-      .scheduleBatch(
+      .scheduleMany(
         Array.from({ length: options.batchSize }, () => ({
           topic: 'bench.batch',
           payload: payload(sequence++),

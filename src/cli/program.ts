@@ -4,7 +4,9 @@
  *
  *   tickwheel serve --dir ./data --port 7700 [--host] [--token] [--fsync]
  *   tickwheel send <topic> [payload] [--delay 30s | --at <time>] [--id]
- *   tickwheel get <id> | cancel <id> | receive <topic> | stats
+ *   tickwheel get <id> | cancel <id> | reschedule <id> --delay 5m | --at <time>
+ *   tickwheel receive <topic> | ack <receipt...> | nack <receipt...> [--delay]
+ *   tickwheel dead <topic> [--limit] | requeue <id...> [--delay] | stats
  *   tickwheel bench [timers|queue|http ...]
  */
 
@@ -47,6 +49,31 @@ function clientFor(flags: ClientFlags): TickwheelClient {
 
 function printJson(io: CliIo, value: unknown): void {
   io.out(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Why a reschedule found nothing to move, in the server's words. */
+async function notPending(client: TickwheelClient, id: string): Promise<string> {
+  const info = await client.get(id);
+  if (info === undefined) return `no message with id ${id}`;
+  if (info.status === 'inflight') return `message ${id} is in flight; ack or nack it first`;
+  if (info.status === 'dead') return `message ${id} is dead; requeue it instead`;
+  return `message ${id} is ${info.status}, not pending`;
+}
+
+async function notDead(client: TickwheelClient, id: string): Promise<string> {
+  const info = await client.get(id);
+  return info === undefined
+    ? `no dead message with id ${id}`
+    : `message ${id} is ${info.status}; only dead letters can be requeued`;
+}
+
+/** Ends with status 1 when any receipt was not a live delivery (results are printed first). */
+function failUnlessAll(results: boolean[], receipts: string[]): void {
+  const missed = receipts.filter((_, i) => !results[i]);
+  if (missed.length === 0) return;
+  throw new CliError(
+    `${missed.length} of ${receipts.length} receipts were not live deliveries (unknown, expired, or acked or nacked already): ${missed.join(' ')}`,
+  );
 }
 
 /** The CLI, writing to `io`. Call parseAsync(argv) on it. */
@@ -183,7 +210,7 @@ export function buildProgram(io: CliIo = processIo): Command {
       .option('--wait <duration>', 'wait this long for a message', parseDuration, 0)
       .option(
         '--ack',
-        'acknowledge them once printed (otherwise they come back after the visibility timeout)',
+        'acknowledge them once printed (otherwise: tickwheel ack or nack their receipts, or they come back after the visibility timeout)',
       ),
   ).action(
     async (topic: string, flags: ClientFlags & { max: number; wait: number; ack?: boolean }) => {
@@ -195,6 +222,98 @@ export function buildProgram(io: CliIo = processIo): Command {
       }
     },
   );
+
+  clientOptions(
+    program
+      .command('reschedule')
+      .description('move a scheduled or ready message to a new due time')
+      .argument('<id>')
+      .addOption(
+        new Option('--delay <duration>', 'due this long from now: 1500 (ms), 30s, 5m, 2h, 1d')
+          .argParser(parseDuration)
+          .conflicts('at'),
+      )
+      .addOption(
+        new Option('--at <time>', 'due at this time: ISO 8601 or epoch ms').argParser(parseTime),
+      ),
+  ).action(async (id: string, flags: ClientFlags & { delay?: number; at?: number }) => {
+    if (flags.delay === undefined && flags.at === undefined) {
+      throw new CliError('give the new due time with --delay <duration> or --at <time>');
+    }
+    const client = clientFor(flags);
+    const when = flags.at === undefined ? { delayMs: flags.delay } : { deliverAt: flags.at };
+    if (!(await client.reschedule(id, when))) throw new CliError(await notPending(client, id));
+    const info = await client.get(id);
+    printJson(io, {
+      rescheduled: true,
+      id,
+      ...(info === undefined
+        ? {}
+        : { deliverAt: info.deliverAt, due: new Date(info.deliverAt).toISOString() }),
+    });
+  });
+
+  clientOptions(
+    program
+      .command('ack')
+      .description('acknowledge deliveries: the messages are done')
+      .argument('<receipts...>', 'receipts that receive printed'),
+  ).action(async (receipts: string[], flags: ClientFlags) => {
+    const results = await clientFor(flags).ackMany(receipts);
+    printJson(io, { acked: results.filter(Boolean).length, results });
+    failUnlessAll(results, receipts);
+  });
+
+  clientOptions(
+    program
+      .command('nack')
+      .description("give deliveries back: redelivered after --delay, or each message's backoff")
+      .argument('<receipts...>', 'receipts that receive printed')
+      .option(
+        '--delay <duration>',
+        "redeliver after this long (default: each message's backoff)",
+        parseDuration,
+      ),
+  ).action(async (receipts: string[], flags: ClientFlags & { delay?: number }) => {
+    const results = await clientFor(flags).nackMany(
+      receipts,
+      flags.delay === undefined ? {} : { delayMs: flags.delay },
+    );
+    printJson(io, { nacked: results.filter(Boolean).length, results });
+    failUnlessAll(results, receipts);
+  });
+
+  clientOptions(
+    program
+      .command('dead')
+      .description('list the dead letters of a topic (messages that used up their attempts)')
+      .argument('<topic>')
+      .option('--limit <n>', 'messages at most, oldest first', integerParser(1, 10_000), 100),
+  ).action(async (topic: string, flags: ClientFlags & { limit: number }) => {
+    printJson(io, await clientFor(flags).deadLetters(topic, flags.limit));
+  });
+
+  clientOptions(
+    program
+      .command('requeue')
+      .description('put dead letters back, with their attempts reset')
+      .argument('<ids...>', 'ids of dead messages')
+      .option('--delay <duration>', 'due this long from now (default: at once)', parseDuration),
+  ).action(async (ids: string[], flags: ClientFlags & { delay?: number }) => {
+    const client = clientFor(flags);
+    const options = flags.delay === undefined ? {} : { delayMs: flags.delay };
+    const outcomes = await Promise.allSettled(ids.map((id) => client.requeue(id, options)));
+    const results = outcomes.map((outcome) => outcome.status === 'fulfilled' && outcome.value);
+    printJson(io, { requeued: results.filter(Boolean).length, results });
+    const reasons: string[] = [];
+    for (let i = 0; i < ids.length; i++) {
+      const outcome = outcomes[i];
+      if (outcome.status === 'rejected')
+        reasons.push(`${ids[i]}: ${describeFailure(outcome.reason)}`);
+      else if (!outcome.value) reasons.push(await notDead(client, ids[i]));
+    }
+    if (reasons.length > 0) throw new CliError(reasons.join('; '));
+  });
 
   clientOptions(program.command('stats').description("print the server's queue statistics")).action(
     async (flags: ClientFlags) => {

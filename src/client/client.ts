@@ -10,13 +10,25 @@
  *   });
  */
 
-import { checkOption, TickwheelTypeError, describe } from '../errors.js';
-import type { MessageHandler, MessageInfo, ReceivedMessage } from '../queue/delay-queue.js';
+import { checkOption, describe, TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import type {
+  MessageHandler,
+  MessageInfo,
+  ReceivedMessage,
+  ReceiveOptions,
+} from '../queue/delay-queue.js';
 import type { ScheduleRequest } from '../queue/message.js';
-import { startConsumer, type ClientConsumeOptions, type Consumer } from './consumer.js';
+import {
+  checkConsumeOptions,
+  startConsumer,
+  type ClientConsumeOptions,
+  type Consumer,
+} from './consumer.js';
 import { TickwheelHttpError } from './errors.js';
 import {
   MAX_BATCH,
+  MAX_NACK_DELAY_MS,
+  MAX_RECEIPT_LENGTH,
   type AckResponse,
   type BatchResponse,
   type DeadLettersResponse,
@@ -69,11 +81,11 @@ function segment(value: unknown, what: 'topic' | 'id'): string {
 }
 
 /** The wire form of a message to schedule: bytes travel as base64. */
-function toBody(message: ScheduleRequest): ScheduleBody & { topic: string } {
+function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { topic: string } {
   if (typeof message !== 'object' || message === null) {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `a message must be an object, got ${describe(message)}`,
+      `${where}a message must be an object, got ${describe(message)}`,
     );
   }
   if (!(message.payload instanceof Uint8Array)) return message;
@@ -157,26 +169,52 @@ export class TickwheelClient {
   }
 
   /**
-   * Schedules up to 10,000 messages in one request. If some fail (the others are scheduled),
-   * throws a TickwheelHttpError whose body.results tells which.
+   * Schedules several messages in one request, like DelayQueue.scheduleMany: results[i] is
+   * `{ id, deliverAt }` of messages[i], and the promise resolves once all are durable. An empty
+   * array resolves to [] without a request; more than 10,000 (MAX_BATCH) messages is refused
+   * here (the server takes that many per request, within its body limit).
+   *
+   * Unlike the embedded queue, a message the server's queue refuses (its payload too large, say)
+   * does not stop the others: the call throws a TickwheelHttpError whose `body.results` has
+   * `{ id, deliverAt }` for each message that was scheduled and `{ error }` for each that was not.
+   * Input the server's schema refuses (a malformed topic, an unknown field) schedules nothing.
    */
-  async scheduleBatch(
-    messages: ScheduleRequest[],
+  async scheduleMany(
+    messages: readonly ScheduleRequest[],
     options: CallOptions = {},
   ): Promise<ScheduleResult[]> {
-    if (!Array.isArray(messages) || messages.length === 0 || messages.length > MAX_BATCH) {
+    if (!Array.isArray(messages)) {
       throw new TickwheelTypeError(
         'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `scheduleBatch takes an array of 1 to ${MAX_BATCH} messages`,
+        `scheduleMany takes an array of messages, got ${describe(messages)}`,
       );
     }
+    if (messages.length > MAX_BATCH) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `scheduleMany over HTTP takes at most ${MAX_BATCH} messages a call, got ${messages.length}: split the array`,
+      );
+    }
+    if (messages.length === 0) return [];
+    const body = messages.map((message, i) => toBody(message, `messages[${i}]: `));
     const answer = await this.send<BatchResponse>(options, {
       method: 'POST',
       path: '/v1/messages:batch',
-      body: { messages: messages.map(toBody) },
+      body: { messages: body },
       idempotent: messages.every((message) => message.id !== undefined),
     });
     return answer.body.results;
+  }
+
+  /**
+   * @deprecated Use scheduleMany, which this calls: the same arguments and results (the name
+   * the embedded DelayQueue uses too).
+   */
+  scheduleBatch(
+    messages: readonly ScheduleRequest[],
+    options: CallOptions = {},
+  ): Promise<ScheduleResult[]> {
+    return this.scheduleMany(messages, options);
   }
 
   /** True if the message was live and is now cancelled; false if unknown or finished. */
@@ -227,7 +265,7 @@ export class TickwheelClient {
   /** Takes up to `max` ready messages, waiting up to `waitMs` (long poll) for the first. */
   async receive(
     topic: string,
-    receiveOptions: { max?: number; waitMs?: number; visibilityMs?: number } = {},
+    receiveOptions: ReceiveOptions = {},
     options: CallOptions = {},
   ): Promise<ReceivedMessage[]> {
     const waitMs = typeof receiveOptions.waitMs === 'number' ? receiveOptions.waitMs : 0;
@@ -249,15 +287,12 @@ export class TickwheelClient {
     return acked === true;
   }
 
-  /** Acknowledges several deliveries in one request; results[i] is for receipts[i]. */
-  async ackMany(receipts: string[], options: CallOptions = {}): Promise<boolean[]> {
-    const answer = await this.send<AckResponse>(options, {
-      method: 'POST',
-      path: '/v1/ack',
-      body: { receipts },
-      idempotent: false,
-    });
-    return answer.body.results;
+  /**
+   * Acknowledges several deliveries in one request, like DelayQueue.ackMany: results[i] is for
+   * receipts[i] (false: unknown, stale or already acked). An empty array resolves to [].
+   */
+  async ackMany(receipts: readonly string[], options: CallOptions = {}): Promise<boolean[]> {
+    return this.settleMany('ackMany', receipts, {}, options);
   }
 
   /** Gives a delivery back, redelivered after `delayMs` (default: the message's backoff). */
@@ -270,18 +305,35 @@ export class TickwheelClient {
     return nacked === true;
   }
 
+  /** nack() for several deliveries in one request, like DelayQueue.nackMany; results as ackMany. */
   async nackMany(
-    receipts: string[],
+    receipts: readonly string[],
     nackOptions: { delayMs?: number; reason?: string } = {},
     options: CallOptions = {},
   ): Promise<boolean[]> {
-    const answer = await this.send<NackResponse>(options, {
-      method: 'POST',
-      path: '/v1/nack',
-      body: { receipts, ...nackOptions },
-      idempotent: false,
-    });
-    return answer.body.results;
+    if (typeof nackOptions !== 'object' || nackOptions === null) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `nackMany options must be an object such as { delayMs: 5000 }, got ${describe(nackOptions)}`,
+      );
+    }
+    const { delayMs, reason } = nackOptions;
+    if (delayMs !== undefined) checkOption(delayMs, 'delayMs', 0, MAX_NACK_DELAY_MS);
+    if (reason !== undefined && typeof reason !== 'string') {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `reason must be a string, got ${describe(reason)}`,
+      );
+    }
+    return this.settleMany(
+      'nackMany',
+      receipts,
+      {
+        ...(delayMs === undefined ? {} : { delayMs }),
+        ...(reason === undefined ? {} : { reason }),
+      },
+      options,
+    );
   }
 
   /** Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws. */
@@ -297,17 +349,16 @@ export class TickwheelClient {
       );
     }
     segment(topic, 'topic');
-    const concurrency = checkOption(consumeOptions.concurrency ?? 1, 'concurrency', 1, 1000, true);
+    const checked = checkConsumeOptions(consumeOptions);
     const consumer = startConsumer(
       {
         receive: (name, receiveOptions, signal) => this.receive(name, receiveOptions, { signal }),
         ackMany: (receipts) => this.ackMany(receipts),
-        nack: (receipt) => this.nack(receipt),
+        nack: (receipt, reason) => this.nack(receipt, { reason }),
       },
       topic,
       handler,
-      consumeOptions,
-      concurrency,
+      checked,
     );
     const tracked: Consumer = {
       close: async () => {
@@ -366,6 +417,52 @@ export class TickwheelClient {
       idempotent: true,
     });
     return answer.body;
+  }
+
+  /**
+   * POST /v1/ack or /v1/nack. A receipt no server can know (empty, or longer than any receipt)
+   * is answered false here, as the embedded queue answers it, instead of being sent to be
+   * refused with a 400 along with the rest.
+   */
+  private async settleMany(
+    method: 'ackMany' | 'nackMany',
+    receipts: readonly string[],
+    extra: { delayMs?: number; reason?: string },
+    options: CallOptions,
+  ): Promise<boolean[]> {
+    if (!Array.isArray(receipts)) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `${method} takes an array of receipts, got ${describe(receipts)}`,
+      );
+    }
+    if (receipts.length > MAX_BATCH) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `${method} over HTTP takes at most ${MAX_BATCH} receipts a call, got ${receipts.length}: split the array`,
+      );
+    }
+    const results = new Array<boolean>(receipts.length).fill(false);
+    const sent: number[] = [];
+    for (let i = 0; i < receipts.length; i++) {
+      const receipt: unknown = receipts[i];
+      if (typeof receipt !== 'string') {
+        throw new TickwheelTypeError(
+          'ERR_TICKWHEEL_INVALID_MESSAGE',
+          `receipts[${i}] must be the string receive() returned, got ${describe(receipt)}`,
+        );
+      }
+      if (receipt !== '' && receipt.length <= MAX_RECEIPT_LENGTH) sent.push(i);
+    }
+    if (sent.length === 0) return results;
+    const answer = await this.send<AckResponse | NackResponse>(options, {
+      method: 'POST',
+      path: method === 'ackMany' ? '/v1/ack' : '/v1/nack',
+      body: { receipts: sent.map((i) => receipts[i]), ...extra },
+      idempotent: false,
+    });
+    sent.forEach((at, i) => (results[at] = answer.body.results[i] === true));
+    return results;
   }
 
   /** Stops every consumer this client started, waiting for their handlers and acks. */

@@ -6,17 +6,38 @@
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { MessageHandler, ReceivedMessage } from '../queue/delay-queue.js';
+import { checkCallback, checkOption, describe, TickwheelTypeError } from '../errors.js';
+import type {
+  ConsumeErrorContext,
+  ConsumeOptions,
+  MessageHandler,
+  ReceivedMessage,
+} from '../queue/delay-queue.js';
+import { reasonOf } from '../queue/message.js';
+import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from './protocol.js';
 
-export interface ClientConsumeOptions {
+/** What an error reported to `onError` was about: the same as the embedded consume()'s. */
+export type { ConsumeErrorContext };
+
+/**
+ * The embedded consume()'s options, with the same names, meanings and defaults, plus `waitMs`,
+ * which only the HTTP consumer has.
+ */
+export interface ClientConsumeOptions extends ConsumeOptions {
   /** Handlers running at once. Default 1, at most 1000. */
   concurrency?: number;
-  /** Visibility timeout of each delivery. Default: the server queue's. */
+  /** Visibility timeout of each delivery, 1 ms to 12 h. Default: the server queue's. */
   visibilityMs?: number;
-  /** Long-poll wait of each receive. Default 20,000 ms (the server caps it). */
+  /**
+   * HTTP only: long-poll wait of each receive, 1 ms to 1 h (the server caps it at its
+   * --max-wait). Default 20,000 ms.
+   */
   waitMs?: number;
-  /** Handler and transport errors. Default: a process warning. */
-  onError?: (err: unknown, message?: ReceivedMessage) => void;
+  /**
+   * Errors of the handler (the message is then nacked), of its ack or nack (it comes back after
+   * its visibility timeout) and of receiving (retried with backoff). Default: a process warning.
+   */
+  onError?: (err: unknown, context: ConsumeErrorContext) => void;
 }
 
 export interface Consumer {
@@ -32,7 +53,43 @@ export interface ConsumerTransport {
     signal: AbortSignal,
   ): Promise<ReceivedMessage[]>;
   ackMany(receipts: string[]): Promise<boolean[]>;
-  nack(receipt: string): Promise<boolean>;
+  nack(receipt: string, reason: string): Promise<boolean>;
+}
+
+interface CheckedConsumeOptions {
+  concurrency: number;
+  visibilityMs: number | undefined;
+  waitMs: number;
+  onError: ClientConsumeOptions['onError'];
+}
+
+/**
+ * Checks consume() options at the call, so that a bad one (`visibilityMs: 0`) is a named error
+ * at once rather than a consumer whose every receive the server refuses.
+ */
+export function checkConsumeOptions(options: unknown): CheckedConsumeOptions {
+  if (options === undefined) options = {};
+  if (typeof options !== 'object' || options === null) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `consume options must be an object such as { concurrency: 8 }, got ${describe(options)}`,
+    );
+  }
+  const given = options as ClientConsumeOptions;
+  if (given.onError !== undefined) checkCallback(given.onError, 'onError');
+  return {
+    concurrency: checkOption(given.concurrency ?? 1, 'concurrency', 1, 1000, true),
+    visibilityMs:
+      given.visibilityMs === undefined
+        ? undefined
+        : checkOption(given.visibilityMs, 'visibilityMs', 1, MAX_VISIBILITY_MS),
+    waitMs: checkOption(given.waitMs ?? 20_000, 'waitMs', 1, MAX_WAIT_MS),
+    onError: given.onError,
+  };
+}
+
+function warn(err: unknown): void {
+  process.emitWarning(err instanceof Error ? err : new Error(String(err)));
 }
 
 const MAX_ACK_BATCH = 1000;
@@ -82,13 +139,18 @@ export function startConsumer(
   transport: ConsumerTransport,
   topic: string,
   handler: MessageHandler,
-  options: ClientConsumeOptions,
-  concurrency: number,
+  options: CheckedConsumeOptions,
 ): Consumer {
-  const waitMs = options.waitMs ?? 20_000;
-  const report =
-    options.onError ??
-    ((err: unknown) => process.emitWarning(err instanceof Error ? err : new Error(String(err))));
+  const { concurrency, visibilityMs, waitMs, onError } = options;
+  // An onError that throws must not end the consumer: its error becomes a warning.
+  const report = (err: unknown, context: ConsumeErrorContext) => {
+    if (onError === undefined) return warn(err);
+    try {
+      onError(err, context);
+    } catch (thrown) {
+      warn(thrown);
+    }
+  };
   const acks = new AckBatcher((receipts) => transport.ackMany(receipts));
   const stop = new AbortController();
   let active = 0;
@@ -99,19 +161,21 @@ export function startConsumer(
   };
 
   const run = async (message: ReceivedMessage) => {
+    const context = { topic, id: message.id, attempts: message.attempts };
     try {
       try {
         await handler(message);
       } catch (err) {
-        report(err, message);
-        await transport.nack(message.receipt);
+        report(err, context);
+        // The reason is kept as the message's lastError, with its dead letter too.
+        await transport.nack(message.receipt, reasonOf(err));
         return;
       }
       await acks.ack(message.receipt);
     } catch (err) {
       // The ack or nack did not reach the server: the message comes back after its
       // visibility timeout.
-      report(err, message);
+      report(err, context);
     } finally {
       freeSlot();
     }
@@ -132,14 +196,14 @@ export function startConsumer(
           {
             max: concurrency - active,
             waitMs,
-            ...(options.visibilityMs === undefined ? {} : { visibilityMs: options.visibilityMs }),
+            ...(visibilityMs === undefined ? {} : { visibilityMs }),
           },
           stop.signal,
         );
         failures = 0;
       } catch (err) {
         if (stop.signal.aborted) break;
-        report(err);
+        report(err, { topic });
         const backoff = Math.min(100 * 2 ** failures++, 5000);
         await sleep(backoff, undefined, { signal: stop.signal }).catch(() => undefined);
         continue;

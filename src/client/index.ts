@@ -11,7 +11,7 @@
  */
 
 export { DEFAULT_URL, TickwheelClient, type CallOptions, type ClientOptions } from './client.js';
-export type { ClientConsumeOptions, Consumer } from './consumer.js';
+export type { ClientConsumeOptions, ConsumeErrorContext, Consumer } from './consumer.js';
 export { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
 export type * from './protocol.js';
 export { MAX_BATCH, MAX_RECEIPT_LENGTH, MAX_RECEIVE } from './protocol.js';

@@ -175,3 +175,8 @@ export const MAX_RECEIVE = 1000;
 export const DEFAULT_RECEIVE_BYTES = 8 * 1024 * 1024;
 export const MAX_RECEIVE_BYTES = 64 * 1024 * 1024;
 export const MAX_RECEIPT_LENGTH = 512;
+
+/** The embedded queue's own bounds, which the client checks before sending. */
+export const MAX_VISIBILITY_MS = 43_200_000;
+export const MAX_WAIT_MS = 3_600_000;
+export const MAX_NACK_DELAY_MS = 86_400_000 * 365;

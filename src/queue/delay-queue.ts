@@ -35,6 +35,8 @@ import {
   dueTime,
   encodePayload,
   payloadBytes,
+  reasonOf,
+  MAX_REASON_CHARS,
   newMessageId,
   retryDelay,
   type MessageState,
@@ -159,8 +161,6 @@ interface Waiter {
 }
 
 const HOUR_MS = 3_600_000;
-/** Longest failure reason kept with a message. */
-export const MAX_REASON_CHARS = 500;
 
 const receiptPrefix = randomBytes(9).toString('base64url');
 let receiptCounter = 0;
@@ -598,6 +598,49 @@ export class QueueEngine {
       await this.retry(message, options.delayMs);
       return true;
     });
+  }
+
+  /**
+   * ack() for several deliveries: results[i] is what ack(receipts[i]) would give (a receipt
+   * repeated in the list is true once). Every receipt is checked before any is acknowledged.
+   * Resolves once all are durable (under group commit they share the fsync); if the store
+   * fails, it rejects, and any subset may have been acknowledged.
+   */
+  async ackMany(receipts: readonly string[]): Promise<boolean[]> {
+    this.checkOpen();
+    this.checkReceipts(receipts, 'ackMany');
+    return Promise.all(receipts.map((receipt) => this.ack(receipt)));
+  }
+
+  /** nack() for several deliveries, with the same options for all; results as ackMany. */
+  async nackMany(receipts: readonly string[], options: NackOptions = {}): Promise<boolean[]> {
+    this.checkOpen();
+    this.checkReceipts(receipts, 'nackMany');
+    if (typeof options !== 'object' || options === null) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `nackMany options must be an object such as { delayMs: 5000 }, got ${describe(options)}`,
+      );
+    }
+    if (options.delayMs !== undefined) checkOption(options.delayMs, 'delayMs', 0, 86_400_000 * 365);
+    return Promise.all(receipts.map((receipt) => this.nack(receipt, options)));
+  }
+
+  private checkReceipts(receipts: readonly string[], method: string): void {
+    if (!Array.isArray(receipts)) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `${method} takes an array of receipts, got ${describe(receipts)}`,
+      );
+    }
+    for (let i = 0; i < receipts.length; i++) {
+      if (typeof receipts[i] !== 'string') {
+        throw new TickwheelTypeError(
+          'ERR_TICKWHEEL_INVALID_MESSAGE',
+          `receipts[${i}] must be the string receive() returned, got ${describe(receipts[i])}`,
+        );
+      }
+    }
   }
 
   /**
@@ -1339,17 +1382,6 @@ function reportConsumeError(err: unknown, context: ConsumeErrorContext): void {
   const warning = new Error(`${where}: ${reasonOf(err)}`, { cause: err });
   warning.name = 'TickwheelConsumerWarning';
   process.emitWarning(warning);
-}
-
-/** A failure as the short text kept with the message (lastError). */
-export function reasonOf(err: unknown): string {
-  const text =
-    err instanceof Error
-      ? `${err.name}: ${err.message}`
-      : typeof err === 'string'
-        ? err
-        : String(describe(err));
-  return text.length > MAX_REASON_CHARS ? `${text.slice(0, MAX_REASON_CHARS - 1)}…` : text;
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

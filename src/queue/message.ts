@@ -269,3 +269,17 @@ export function newMessageId(now: number): string {
   }
   return idTime + idCounter.toString(36);
 }
+
+/** Longest failure reason kept with a message (lastError). */
+export const MAX_REASON_CHARS = 500;
+
+/** A failure as the short text kept with the message (lastError). */
+export function reasonOf(err: unknown): string {
+  const text =
+    err instanceof Error
+      ? `${err.name}: ${err.message}`
+      : typeof err === 'string'
+        ? err
+        : String(describe(err));
+  return text.length > MAX_REASON_CHARS ? `${text.slice(0, MAX_REASON_CHARS - 1)}…` : text;
+}

@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { CommanderError } from 'commander';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { bench } from '../../src/cli/bench.js';
@@ -7,7 +9,7 @@ import { parseDuration, parsePayload, parseTime } from '../../src/cli/parse.js';
 import { buildProgram, main } from '../../src/cli/program.js';
 import { DelayQueue, MemoryStore } from '../../src/queue-entry.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
-import { CLI, runCli } from '../server/process.js';
+import { CLI, runCli, startServer, type ServerProcess } from '../server/process.js';
 
 /** The CLI in-process, writing into buffers. */
 function captured(stdin = ''): CliIo & { stdout: () => string; stderr: () => string } {
@@ -58,6 +60,11 @@ describe('--help', () => {
     ['cancel', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN']],
     ['receive', ['TICKWHEEL_URL', '--ack']],
     ['stats', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN']],
+    ['reschedule', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '--delay', '--at']],
+    ['ack', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '<receipts...>']],
+    ['nack', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '<receipts...>', '--delay']],
+    ['dead', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '--limit']],
+    ['requeue', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '<ids...>', '--delay']],
     ['bench', ['timers, queue and/or http', '--list']],
   ])('tickwheel %s --help lists its flags and their variables', async (command, words) => {
     const text = await help([command]);
@@ -67,7 +74,8 @@ describe('--help', () => {
 
   it('tickwheel --help lists the commands', async () => {
     const text = await help([]);
-    for (const command of ['serve', 'send', 'get', 'cancel', 'receive', 'stats', 'bench']) {
+    const commands = ['serve', 'send', 'get', 'cancel', 'reschedule', 'receive', 'ack', 'nack'];
+    for (const command of [...commands, 'dead', 'requeue', 'stats', 'bench']) {
       expect(text).toContain(command);
     }
   });
@@ -128,6 +136,99 @@ describe('client commands', () => {
     expect((await queue.stats()).acked).toBe(1);
   });
 
+  it('reschedule moves a pending message, and says why it cannot', async () => {
+    await run(['send', 'later', '1', '--id', 'r-1', '--delay', '5m']);
+    const moved = await run(['reschedule', 'r-1', '--delay', '1h']);
+    expect(moved.code).toBe(0);
+    const result = JSON.parse(moved.stdout);
+    expect(result).toMatchObject({ rescheduled: true, id: 'r-1' });
+    expect(result.due).toBe(new Date(result.deliverAt).toISOString());
+    expect(result.deliverAt - Date.now()).toBeGreaterThan(3_590_000);
+    expect((await queue.get('r-1'))?.deliverAt).toBe(result.deliverAt);
+
+    const at = await run(['reschedule', 'r-1', '--at', '2099-01-01T00:00:00Z']);
+    expect(JSON.parse(at.stdout).deliverAt).toBe(Date.parse('2099-01-01T00:00:00Z'));
+    expect((await queue.get('r-1'))?.deliverAt).toBe(Date.parse('2099-01-01T00:00:00Z'));
+
+    expect(await run(['reschedule', 'r-1'])).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: 'tickwheel: give the new due time with --delay <duration> or --at <time>\n',
+    });
+    expect(await run(['reschedule', 'nope', '--delay', '1s'])).toMatchObject({
+      code: 1,
+      stderr: 'tickwheel: no message with id nope\n',
+    });
+    await run(['send', 'busy', '1', '--id', 'r-2']);
+    await queue.receive('busy', { waitMs: 1000 });
+    expect(await run(['reschedule', 'r-2', '--delay', '1s'])).toMatchObject({
+      code: 1,
+      stderr: 'tickwheel: message r-2 is in flight; ack or nack it first\n',
+    });
+  });
+
+  it('nack gives deliveries back and ack finishes them; a receipt that is not live fails', async () => {
+    await run(['send', 'work', '1', '--id', 'n-1']);
+    await run(['send', 'work', '2', '--id', 'n-2']);
+    let received: Array<{ id: string; receipt: string }> = [];
+    while (received.length < 2) {
+      const printed = await run(['receive', 'work', '--max', '2', '--wait', '2s']);
+      received = [...received, ...JSON.parse(printed.stdout)];
+    }
+    const [one, two] = received;
+    const nacked = await run(['nack', one.receipt, '--delay', '1h']);
+    expect(nacked.code).toBe(0);
+    expect(JSON.parse(nacked.stdout)).toEqual({ nacked: 1, results: [true] });
+    const info = await queue.get(one.id);
+    expect(info?.status).toBe('scheduled');
+    expect(info!.deliverAt - Date.now()).toBeGreaterThan(3_590_000);
+
+    const stale = await run(['nack', one.receipt]);
+    expect(stale.code).toBe(1);
+    expect(JSON.parse(stale.stdout)).toEqual({ nacked: 0, results: [false] });
+    expect(stale.stderr).toBe(
+      `tickwheel: 1 of 1 receipts were not live deliveries (unknown, expired, or acked or nacked already): ${one.receipt}\n`,
+    );
+
+    const acked = await run(['ack', two.receipt, 'bogus']);
+    expect(acked.code).toBe(1);
+    expect(JSON.parse(acked.stdout)).toEqual({ acked: 1, results: [true, false] });
+    expect(acked.stderr).toContain('1 of 2 receipts were not live deliveries');
+    expect((await queue.get(two.id))?.status).toBe('acked');
+  });
+
+  it('dead lists dead letters; requeue puts them back', async () => {
+    await run(['send', 'jobs', '1', '--id', 'd-1', '--max-attempts', '1']);
+    await run(['send', 'jobs', '2', '--id', 'd-2', '--max-attempts', '1']);
+    let received: Array<{ receipt: string }> = [];
+    while (received.length < 2) {
+      received = [...received, ...(await queue.receive('jobs', { max: 2, waitMs: 1000 }))];
+    }
+    expect(await queue.nackMany(received.map((message) => message.receipt))).toEqual([true, true]);
+
+    const dead = await run(['dead', 'jobs']);
+    expect(dead.code).toBe(0);
+    expect(JSON.parse(dead.stdout)).toMatchObject([
+      { id: 'd-1', topic: 'jobs', status: 'dead', attempts: 1 },
+      { id: 'd-2', topic: 'jobs', status: 'dead', attempts: 1 },
+    ]);
+    expect(JSON.parse((await run(['dead', 'jobs', '--limit', '1'])).stdout)).toHaveLength(1);
+    expect(JSON.parse((await run(['dead', 'empty'])).stdout)).toEqual([]);
+
+    const requeued = await run(['requeue', 'd-1', '--delay', '1h']);
+    expect(requeued).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(requeued.stdout)).toEqual({ requeued: 1, results: [true] });
+    expect(await queue.get('d-1')).toMatchObject({ status: 'scheduled', attempts: 0 });
+
+    const mixed = await run(['requeue', 'd-2', 'd-1', 'nope']);
+    expect(mixed.code).toBe(1);
+    expect(JSON.parse(mixed.stdout)).toEqual({ requeued: 1, results: [true, false, false] });
+    expect(mixed.stderr).toBe(
+      'tickwheel: message d-1 is scheduled; only dead letters can be requeued; no dead message with id nope\n',
+    );
+    expect(JSON.parse((await run(['dead', 'jobs'])).stdout)).toEqual([]);
+  });
+
   it('stats prints the queue statistics', async () => {
     const stats = await run(['stats']);
     expect(stats.code).toBe(0);
@@ -155,6 +256,69 @@ describe('client commands', () => {
     const down = await run(['stats', '--timeout', '2s']);
     expect(down.code).toBe(1);
     expect(down.stderr).toContain('cannot reach the server');
+  });
+});
+
+describe('the built CLI against a tickwheel serve process', () => {
+  let server: ServerProcess | undefined;
+  let dir: string | undefined;
+
+  afterEach(async () => {
+    await server?.kill();
+    server = undefined;
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+    dir = undefined;
+  });
+
+  it('send, receive, nack into the dead letters, dead, requeue, reschedule', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tickwheel-cli-'));
+    server = await startServer(['--dir', dir, '--token', 'e2e-token']);
+    const env = { TICKWHEEL_URL: server.url, TICKWHEEL_TOKEN: 'e2e-token' };
+    const cli = async (...args: string[]) => {
+      const result = await runCli(args, { env });
+      return { ...result, json: result.code === 0 ? JSON.parse(result.stdout) : undefined };
+    };
+
+    expect((await cli('send', 'mail', '{"n":1}', '--id', 'e-1', '--max-attempts', '1')).code).toBe(
+      0,
+    );
+    let received = await cli('receive', 'mail', '--wait', '5s');
+    expect(received.json).toMatchObject([{ id: 'e-1', payload: { n: 1 }, attempts: 1 }]);
+    expect((await cli('nack', received.json[0].receipt)).json).toEqual({
+      nacked: 1,
+      results: [true],
+    });
+    expect((await cli('dead', 'mail', '--limit', '10')).json).toMatchObject([
+      { id: 'e-1', status: 'dead' },
+    ]);
+    expect((await cli('requeue', 'e-1', '--delay', '1h')).json).toEqual({
+      requeued: 1,
+      results: [true],
+    });
+    const moved = await cli('reschedule', 'e-1', '--delay', '0');
+    expect(moved.json).toMatchObject({ rescheduled: true, id: 'e-1' });
+    received = await cli('receive', 'mail', '--wait', '5s');
+    expect(received.json).toMatchObject([{ id: 'e-1', attempts: 1 }]);
+    expect((await cli('ack', received.json[0].receipt)).json).toEqual({
+      acked: 1,
+      results: [true],
+    });
+    expect((await cli('get', 'e-1')).json).toMatchObject({ status: 'acked' });
+  });
+
+  it('refuses bad flags of the new commands with a usage hint and status 1', async () => {
+    const limit = await runCli(['dead', 'mail', '--limit', '0']);
+    expect(limit.code).toBe(1);
+    expect(limit.stderr).toContain('give a whole number from 1 to 10000');
+    const both = await runCli(['reschedule', 'x', '--delay', '1s', '--at', '2030-01-01']);
+    expect(both.code).toBe(1);
+    expect(both.stderr).toMatch(/option '--delay <duration>' cannot be used with option '--at/);
+    const delay = await runCli(['nack', 'r', '--delay', 'soon']);
+    expect(delay.code).toBe(1);
+    expect(delay.stderr).toContain('give a duration');
+    const none = await runCli(['requeue']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain("missing required argument 'ids'");
   });
 });
 

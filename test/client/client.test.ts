@@ -1,6 +1,8 @@
 import { createServer as createTcpServer, type Server, type Socket } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  MAX_BATCH,
+  MAX_RECEIPT_LENGTH,
   TickwheelClient,
   TickwheelHttpError,
   TickwheelNetworkError,
@@ -102,9 +104,9 @@ describe('TickwheelClient mirrors the embedded API', () => {
     expect(await tw.ackMany([again[0].receipt, 'bogus'])).toEqual([true, false]);
   });
 
-  it('scheduleBatch returns results in order; dead letters can be listed and requeued', async () => {
+  it('scheduleMany returns results in order; dead letters can be listed and requeued', async () => {
     const tw = client();
-    const results = await tw.scheduleBatch([
+    const results = await tw.scheduleMany([
       { topic: 'd', payload: 1, id: 'one', maxAttempts: 1 },
       { topic: 'd', payload: 2, id: 'two', delayMs: 60_000 },
     ]);
@@ -125,7 +127,8 @@ describe('TickwheelClient mirrors the embedded API', () => {
     await expect(
       tw.schedule({ topic: 't', payload: 1, delayMs: 1, deliverAt: 1 }),
     ).rejects.toMatchObject({ status: 400 });
-    await expect(tw.scheduleBatch([])).rejects.toMatchObject({
+    await expect(tw.scheduleMany('nope' as never)).rejects.toMatchObject({
+      name: 'TickwheelTypeError',
       code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
     });
   });
@@ -138,7 +141,7 @@ describe('TickwheelClient mirrors the embedded API', () => {
     await server.listen({ port: 0, host: '127.0.0.1' });
     url = `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
     const err = (await client()
-      .scheduleBatch([
+      .scheduleMany([
         { topic: 't', payload: 'ok', id: 'ok' },
         { topic: 't', payload: 'x'.repeat(50), id: 'big' },
       ])
@@ -179,6 +182,234 @@ describe('TickwheelClient mirrors the embedded API', () => {
     expect(() => new TickwheelClient({ token: 'two words' })).toThrow(/token/);
     expect(() => client().consume('t', 'nope' as never)).toThrow(/handler/);
     expect(() => client().consume('t', () => {}, { concurrency: 0 })).toThrow(/concurrency/);
+  });
+});
+
+describe('the names and results of DelayQueue', () => {
+  /** A fetch that counts the requests it sends. */
+  function counting(): { fetch: typeof fetch; calls: () => number } {
+    let calls = 0;
+    return {
+      calls: () => calls,
+      fetch: (input, init) => {
+        calls++;
+        return fetch(input, init);
+      },
+    };
+  }
+
+  it('scheduleMany takes and returns what DelayQueue.scheduleMany does', async () => {
+    const requests = [
+      { topic: 'm', payload: { n: 1 }, id: 'many-1', delayMs: 60_000 },
+      { topic: 'm', payload: Buffer.from([7]), id: 'many-2', deliverAt: Date.now() + 90_000 },
+      { topic: 'm', payload: 'three', delayMs: 30_000 },
+    ];
+    const results = await client().scheduleMany(requests);
+    expect(results).toHaveLength(3);
+    expect(results.map((result) => Object.keys(result).sort())).toEqual(
+      Array(3).fill(['deliverAt', 'id']),
+    );
+    expect(results.map((result) => result.id).slice(0, 2)).toEqual(['many-1', 'many-2']);
+    expect(results[1].deliverAt).toBe(requests[1].deliverAt);
+    for (const result of results) {
+      expect(await queue.get(result.id)).toMatchObject({
+        status: 'scheduled',
+        deliverAt: result.deliverAt,
+      });
+    }
+    const embedded = await DelayQueue.open({ store: new MemoryStore() });
+    closers.push(() => embedded.close());
+    const local = await embedded.scheduleMany(requests.map((r) => ({ ...r, id: `local-${r.id}` })));
+    expect(local.map((result) => Object.keys(result).sort())).toEqual(
+      results.map((result) => Object.keys(result).sort()),
+    );
+  });
+
+  it('scheduleMany: [] resolves to [] with no request; too many or a bad one is a named error', async () => {
+    const { fetch: spy, calls } = counting();
+    const tw = client({ fetch: spy });
+    expect(await tw.scheduleMany([])).toEqual([]);
+    const many = Array.from({ length: MAX_BATCH + 1 }, () => ({ topic: 't', payload: 1 }));
+    await expect(tw.scheduleMany(many)).rejects.toMatchObject({
+      name: 'TickwheelRangeError',
+      code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+    });
+    await expect(tw.scheduleMany([{ topic: 't', payload: 1 }, null as never])).rejects.toThrow(
+      /^messages\[1\]: a message must be an object/,
+    );
+    expect(calls()).toBe(0);
+    // The embedded queue answers the same inputs the same way.
+    expect(await queue.scheduleMany([])).toEqual([]);
+    await expect(queue.scheduleMany([{ topic: 't', payload: 1 }, null as never])).rejects.toThrow(
+      /^messages\[1\]: a message must be an object/,
+    );
+  });
+
+  it('scheduleBatch is a deprecated alias of scheduleMany', async () => {
+    const tw = client();
+    const results = await tw.scheduleBatch([{ topic: 'b', payload: 1, id: 'alias' }]);
+    expect(results).toEqual([{ id: 'alias', deliverAt: expect.any(Number) }]);
+    expect(await tw.scheduleBatch([])).toEqual([]);
+  });
+
+  it('ackMany and nackMany: results[i] for receipts[i], like the embedded queue', async () => {
+    const tw = client();
+    await tw.scheduleMany(
+      Array.from({ length: 4 }, (_, i) => ({ topic: 'k', payload: i, id: `k-${i}` })),
+    );
+    let received: ReceivedMessage[] = [];
+    while (received.length < 4) {
+      received = [...received, ...(await tw.receive('k', { max: 4, waitMs: 1000 }))];
+    }
+    const [a, b, c, d] = received;
+    expect(await tw.ackMany([a.receipt, 'bogus', b.receipt])).toEqual([true, false, true]);
+    expect(await tw.ackMany([a.receipt])).toEqual([false]);
+    const started = Date.now();
+    expect(await tw.nackMany([c.receipt, a.receipt, d.receipt], { delayMs: 60_000 })).toEqual([
+      true,
+      false,
+      true,
+    ]);
+    for (const message of [c, d]) {
+      const info = await tw.get(message.id);
+      expect(info?.status).toBe('scheduled');
+      expect(info!.deliverAt).toBeGreaterThanOrEqual(started + 59_000);
+    }
+    expect(await tw.nackMany([c.receipt])).toEqual([false]);
+  });
+
+  it('ackMany and nackMany check their input as the embedded queue does', async () => {
+    const { fetch: spy, calls } = counting();
+    const tw = client({ fetch: spy });
+    expect(await tw.ackMany([])).toEqual([]);
+    expect(await tw.nackMany([])).toEqual([]);
+    // No server knows these: false, as the embedded queue answers, not a 400 for the batch.
+    const unknowable = ['', 'x'.repeat(MAX_RECEIPT_LENGTH + 1)];
+    expect(await tw.ackMany(unknowable)).toEqual([false, false]);
+    expect(await queue.ackMany(unknowable)).toEqual([false, false]);
+    expect(await tw.nack('')).toBe(false);
+    expect(calls()).toBe(0);
+    expect(await tw.ackMany(['', 'bogus'])).toEqual([false, false]);
+    expect(calls()).toBe(1);
+
+    for (const side of [tw, queue]) {
+      await expect(side.ackMany('r' as never)).rejects.toMatchObject({
+        name: 'TickwheelTypeError',
+        code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+      });
+      await expect(side.nackMany(['r', 5] as never)).rejects.toMatchObject({
+        name: 'TickwheelTypeError',
+        code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+        message: expect.stringContaining('receipts[1]'),
+      });
+      await expect(side.nackMany(['r'], { delayMs: -5 })).rejects.toMatchObject({
+        name: 'TickwheelRangeError',
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      });
+      await expect(side.nackMany(['r'], null as never)).rejects.toMatchObject({
+        name: 'TickwheelTypeError',
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      });
+    }
+    await expect(tw.nack('r', { delayMs: Number.NaN })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+    });
+    expect(calls()).toBe(1);
+  });
+});
+
+describe('consume options', () => {
+  it('refuses a bad option at once with a named error', () => {
+    const tw = client();
+    const cases: Array<[unknown, string, string]> = [
+      [{ visibilityMs: 0 }, 'TickwheelRangeError', 'visibilityMs'],
+      [{ visibilityMs: 43_200_001 }, 'TickwheelRangeError', 'visibilityMs'],
+      [{ visibilityMs: '5s' }, 'TickwheelRangeError', 'visibilityMs'],
+      [{ concurrency: 0 }, 'TickwheelRangeError', 'concurrency'],
+      [{ concurrency: 1.5 }, 'TickwheelRangeError', 'concurrency'],
+      [{ waitMs: 0 }, 'TickwheelRangeError', 'waitMs'],
+      [{ waitMs: Number.POSITIVE_INFINITY }, 'TickwheelRangeError', 'waitMs'],
+      [{ onError: 'log' }, 'TickwheelTypeError', 'onError'],
+      [null, 'TickwheelTypeError', 'consume options'],
+      [5, 'TickwheelTypeError', 'consume options'],
+    ];
+    for (const [options, name, says] of cases) {
+      let thrown: unknown;
+      try {
+        tw.consume('t', () => {}, options as never);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown, JSON.stringify(options)).toMatchObject({
+        name,
+        code: expect.stringMatching(/^ERR_TICKWHEEL_INVALID_(OPTION|CALLBACK)$/),
+        message: expect.stringContaining(says),
+      });
+    }
+  });
+
+  it('onError gets the error and { topic, id, attempts }', async () => {
+    const tw = client();
+    const { id } = await tw.schedule({
+      topic: 'oe',
+      payload: 1,
+      backoff: { type: 'fixed', delayMs: 10 },
+    });
+    const reports: Array<[unknown, unknown]> = [];
+    await new Promise<void>((resolve) => {
+      tw.consume(
+        'oe',
+        (message) => {
+          if (message.attempts === 1) throw new Error('first try fails');
+          resolve();
+        },
+        { waitMs: 500, onError: (err, context) => reports.push([err, context]) },
+      );
+    });
+    await tw.close();
+    expect(reports).toHaveLength(1);
+    expect((reports[0][0] as Error).message).toBe('first try fails');
+    expect(reports[0][1]).toEqual({ topic: 'oe', id, attempts: 1 });
+  });
+
+  it('onError gets { topic } alone when receiving fails, and may throw', async () => {
+    const port = await deadPort();
+    const contexts: unknown[] = [];
+    const tw = client({ url: `http://127.0.0.1:${port}`, retries: 0 });
+    const consumer = tw.consume('down', () => {}, {
+      onError: (_err, context) => {
+        contexts.push(context);
+        if (contexts.length === 1) throw new Error('onError itself fails');
+      },
+    });
+    const warned = new Promise<unknown>((resolve) => process.once('warning', resolve));
+    await new Promise((r) => setTimeout(r, 400));
+    await consumer.close();
+    expect(contexts.length).toBeGreaterThanOrEqual(2);
+    expect(contexts[0]).toEqual({ topic: 'down' });
+    expect(((await warned) as Error).message).toBe('onError itself fails');
+  });
+
+  it('visibilityMs is the visibility timeout of each delivery', async () => {
+    const tw = client();
+    await tw.schedule({ topic: 'vis', payload: 1, id: 'vis-1' });
+    const attempts: number[] = [];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    await new Promise<void>((resolve) => {
+      tw.consume(
+        'vis',
+        async (message) => {
+          attempts.push(message.attempts);
+          if (message.attempts === 1) return held; // holds the first delivery past its timeout
+          resolve();
+        },
+        { concurrency: 2, visibilityMs: 200, waitMs: 500 },
+      );
+    });
+    release();
+    await tw.close();
+    expect(attempts).toEqual([1, 2]);
   });
 });
 
@@ -279,7 +510,7 @@ describe('consume', () => {
   it('runs up to `concurrency` handlers at once and acks each', async () => {
     const tw = client();
     const total = 40;
-    await tw.scheduleBatch(Array.from({ length: total }, (_, i) => ({ topic: 'c', payload: i })));
+    await tw.scheduleMany(Array.from({ length: total }, (_, i) => ({ topic: 'c', payload: i })));
     let running = 0;
     let most = 0;
     const done: number[] = [];

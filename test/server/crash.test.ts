@@ -52,7 +52,7 @@ describe('crash safety over HTTP', () => {
           return { topic: 'crash', payload: { id }, id, delayMs: delay() };
         });
         try {
-          const results = await producer.scheduleBatch(messages);
+          const results = await producer.scheduleMany(messages);
           for (const result of results) acknowledged.add(result.id);
         } catch {
           return;
