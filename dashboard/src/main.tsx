@@ -306,7 +306,7 @@ function App() {
   const [snapshot, setSnapshot] = useState<DashboardSnapshot | undefined>();
   const [history, setHistory] = useState<History>(emptyHistory);
   const [auth, setAuth] = useState<Auth>({ state: 'ok' });
-  /** Counts the token forms shown, so that each new one starts empty. */
+  /** Counts the tokens refused, so that the form starts empty after each. */
   const [asked, setAsked] = useState(0);
   const [trouble, setTrouble] = useState<Trouble | null>(null);
   const [generation, setGeneration] = useState(0);
@@ -321,10 +321,11 @@ function App() {
         state: 'asking',
         error: `That token was not accepted (${err.message}). Enter the token again.`,
       });
+      setAsked((n) => n + 1);
     } else {
-      setAuth({ state: 'asking', error: '' });
+      // Several requests can be refused at once: the first refusal's words stay.
+      setAuth((auth) => (auth.state === 'asking' ? auth : { state: 'asking', error: '' }));
     }
-    setAsked((n) => n + 1);
   }, []);
 
   useEffect(() => {
