@@ -240,16 +240,14 @@ try {
     );
   }
 
-  // Fill the lookup cards too: the dead letters of the topic with the fewest (a short list keeps
-  // the page short), and one of them.
+  // Open a topic and one of its dead letters too: the topic with the fewest dead letters (a
+  // short list keeps the page short), and its first dead letter, with its payload preview.
   const [deadTopic] = [...deadByTopic].sort((a, b) => a[1] - b[1])[0] ?? [];
   if (deadTopic !== undefined) {
-    await page.fill('input[name=dead-topic]', deadTopic);
-    await page.click('input[name=dead-topic] ~ button');
-    const row = page.locator('[data-testid=dead-letters] tr[data-id]').first();
-    await row.waitFor();
-    await page.fill('input[name=message-id]', await row.getAttribute('data-id'));
-    await page.click('input[name=message-id] ~ button');
+    await page.click(`[data-testid=topics] tr[data-topic="${deadTopic}"] td:first-child`);
+    const row = page.locator('[data-testid=dead-letters] li[data-id]').first();
+    await row.locator('.preview').waitFor();
+    await row.locator('button.link').click();
     await page.getByTestId('message-status').waitFor();
   }
   // One more poll after the clicks, so the counters and charts are fresh.

@@ -1,9 +1,15 @@
 /**
  * The dashboard's calls to the server's /v1 routes. The bearer token, when the server needs one,
  * lives in sessionStorage: it is gone when the tab closes and is never put in a URL.
+ *
+ * Every failure is one of three errors, so the page can say what to do about it: Unauthorized
+ * (ask for the token), Unreachable (the server is down or the network is: keep retrying) and
+ * ApiError (the server refused the request: show its message).
  */
 
 const TOKEN_KEY = 'tickwheel.token';
+/** A request the server has not answered in this long counts as the server being unreachable. */
+const TIMEOUT_MS = 15_000;
 
 export interface DashboardSnapshot {
   now: number;
@@ -11,12 +17,19 @@ export interface DashboardSnapshot {
   uptimeMs: number;
   counters: Record<string, number>;
   /** scheduled: not yet due (in memory or on disk); dead: dead letters. */
-  topics: Record<string, { scheduled: number; ready: number; inflight: number; dead: number }>;
+  topics: Record<string, TopicCounts>;
   totals: { inMemory: number; live: number | null; dead: number | null; loadedUntil: number };
   latenessMs: { p50: number | null; p99: number | null; max: number | null };
   /** Scheduled messages by time until due: [fromMs, untilMs) from now; untilMs null = beyond. */
   upcoming: Array<{ label: string; fromMs: number; untilMs: number | null; count: number }>;
   wheel: { levels: Array<{ cursor: number; slots: number[] }>; truncated: boolean };
+}
+
+export interface TopicCounts {
+  scheduled: number;
+  ready: number;
+  inflight: number;
+  dead: number;
 }
 
 export interface MessageInfo {
@@ -25,11 +38,32 @@ export interface MessageInfo {
   status: string;
   deliverAt: number;
   attempts: number;
+  /** Why the last delivery failed, from servers that report it. */
+  lastError?: string;
 }
 
-/** The server said 401: the page asks for a token. */
-export class Unauthorized extends Error {}
+/** The server said 401. */
+export class Unauthorized extends Error {
+  constructor(
+    /** Whether a token went with the request: if so, that token is wrong. */
+    readonly tokenSent: boolean,
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
+/** No answer: the server is down, the network is, or the server hangs. */
+export class Unreachable extends Error {
+  constructor(
+    /** How it failed, when there is more to say than that it did: '' or a few words. */
+    readonly detail = '',
+  ) {
+    super(`cannot reach the tickwheel server${detail === '' ? '' : ` (${detail})`}`);
+  }
+}
+
+/** The server answered with an error: `message` is its own explanation. */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -48,27 +82,63 @@ export function setToken(token: string | null): void {
   else sessionStorage.setItem(TOKEN_KEY, token);
 }
 
+/** The `error.message` of the server's `{error: {code, message}}` body, if the body is one. */
+function serverMessage(body: unknown): string | undefined {
+  if (typeof body !== 'object' || body === null) return undefined;
+  const error = (body as { error?: unknown }).error;
+  if (typeof error !== 'object' || error === null) return undefined;
+  const message = (error as { message?: unknown }).message;
+  return typeof message === 'string' && message !== '' ? message : undefined;
+}
+
 async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = {};
   const token = getToken();
   if (token !== null) headers.authorization = `Bearer ${token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  if (response.status === 401) throw new Unauthorized('this server needs a token');
-  const json = (await response.json().catch(() => ({}))) as {
-    error?: { message?: string };
-  };
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    });
+  } catch (err) {
+    const timedOut = err instanceof DOMException && err.name === 'TimeoutError';
+    throw new Unreachable(timedOut ? `no answer in ${TIMEOUT_MS / 1000} s` : '');
+  }
+  const text = await response.text().catch(() => '');
+  let json: unknown;
+  try {
+    json = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  const message = serverMessage(json);
+  if (response.status === 401) {
+    throw new Unauthorized(token !== null, message ?? 'this server needs a token');
+  }
   if (!response.ok) {
-    throw new ApiError(response.status, json.error?.message ?? `HTTP ${response.status}`);
+    // A proxy in front of a server that is down answers for it, without tickwheel's error body.
+    if (message === undefined && [502, 503, 504].includes(response.status)) {
+      throw new Unreachable(`HTTP ${response.status} ${response.statusText}`.trim());
+    }
+    throw new ApiError(
+      response.status,
+      message ?? `HTTP ${response.status} ${response.statusText}`.trim(),
+    );
+  }
+  if (json === undefined) {
+    throw new ApiError(response.status, `${method} ${path} did not answer with JSON`);
   }
   return json as T;
 }
 
 const enc = encodeURIComponent;
+
+/** Dead letters listed per topic; the topic card says when there are more. */
+export const DEAD_LETTER_LIMIT = 100;
 
 export const api = {
   snapshot: () => call<DashboardSnapshot>('GET', '/v1/dashboard'),
@@ -81,7 +151,10 @@ export const api = {
       delayMs,
     }),
   deadLetters: (topic: string) =>
-    call<{ messages: MessageInfo[] }>('GET', `/v1/topics/${enc(topic)}/dead?limit=100`),
+    call<{ messages: MessageInfo[] }>(
+      'GET',
+      `/v1/topics/${enc(topic)}/dead?limit=${DEAD_LETTER_LIMIT}`,
+    ),
   requeue: (id: string) =>
     call<{ requeued: boolean }>('POST', `/v1/messages/${enc(id)}/requeue`, {}),
 };

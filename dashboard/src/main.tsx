@@ -1,14 +1,18 @@
 /**
  * The tickwheel dashboard: one poll of GET /v1/dashboard every POLL_MS (paused while the tab is
- * hidden), plus on-demand calls for message lookup and dead letters. Rates and the lateness
- * history are computed here from successive snapshots, so the server keeps no history.
+ * hidden), plus on-demand calls for a message, a topic and its dead letters. Rates and the
+ * lateness history are computed here from successive snapshots, so the server keeps no history.
  */
 
 import { render } from 'preact';
 import { useCallback, useEffect, useState } from 'preact/hooks';
-import { api, ApiError, getToken, setToken, Unauthorized } from './api.js';
-import type { DashboardSnapshot, MessageInfo } from './api.js';
+import { api, getToken, setToken, Unauthorized, Unreachable } from './api.js';
+import type { DashboardSnapshot } from './api.js';
 import { LineChart } from './chart.js';
+import { clock, errorText, number, rateText } from './format.js';
+import { MessageCard } from './message.js';
+import { topicProblem } from './names.js';
+import { Tile, TopicCard } from './topic.js';
 import './style.css';
 
 const POLL_MS = 1500;
@@ -55,16 +59,15 @@ function appendHistory(
   };
 }
 
-const number = (n: number | null | undefined) =>
-  n === null || n === undefined ? '–' : n.toLocaleString('en-US');
-const rateText = (n: number | null | undefined) =>
-  n === null || n === undefined
-    ? '–'
-    : `${n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US')}/s`;
-const when = (epochMs: number) =>
-  new Date(epochMs).toISOString().replace('T', ' ').replace('Z', ' UTC');
+/** Where the page stands with the server's token. */
+type Auth =
+  | { state: 'ok' }
+  /** Asking; `error` says why the last token failed, if one did. */
+  | { state: 'asking'; error: string }
+  /** A token was entered; the first poll with it has not answered yet. */
+  | { state: 'checking' };
 
-function TokenForm(props: { onSaved: () => void }) {
+function TokenForm(props: { error: string; checking: boolean; onSubmit: (token: string) => void }) {
   const [value, setValue] = useState('');
   return (
     <form
@@ -72,31 +75,83 @@ function TokenForm(props: { onSaved: () => void }) {
       data-testid="token-form"
       onSubmit={(event) => {
         event.preventDefault();
-        setToken(value.trim());
-        props.onSaved();
+        if (value.trim() !== '') props.onSubmit(value.trim());
       }}
     >
       <h2>This server needs a token</h2>
-      <p>It is kept in this tab only (sessionStorage) and sent as a Bearer header.</p>
-      <input
-        type="password"
-        name="token"
-        placeholder="token"
-        value={value}
-        onInput={(event) => setValue((event.target as HTMLInputElement).value)}
-      />
-      <button type="submit">Use token</button>
+      {props.error !== '' && (
+        <p class="error" data-testid="token-error">
+          {props.error}
+        </p>
+      )}
+      <p>
+        The one given to <code>tickwheel serve --token</code>. It is kept in this tab only
+        (sessionStorage) and sent as a Bearer header.
+      </p>
+      <div class="row">
+        <input
+          type="password"
+          name="token"
+          placeholder="token"
+          autoFocus
+          autoComplete="off"
+          value={value}
+          disabled={props.checking}
+          onInput={(event) => setValue((event.target as HTMLInputElement).value)}
+        />
+        <button type="submit" disabled={props.checking}>
+          {props.checking ? 'Checking…' : 'Use token'}
+        </button>
+      </div>
     </form>
   );
 }
 
-function Counters(props: { snapshot: DashboardSnapshot; history: History }) {
-  const { snapshot, history } = props;
+function Counters(props: {
+  snapshot: DashboardSnapshot;
+  history: History;
+  selected: string | null;
+  onSelect: (topic: string) => void;
+}) {
+  const { snapshot, history, selected } = props;
+  const [name, setName] = useState('');
+  const [note, setNote] = useState('');
   const last = <T,>(values: T[]) => values[values.length - 1];
   const topics = Object.entries(snapshot.topics).sort(([a], [b]) => a.localeCompare(b));
   return (
     <section class="card wide">
-      <h2>Topics</h2>
+      <div class="card-head">
+        <h2>Topics</h2>
+        <form
+          class="row"
+          onSubmit={(event) => {
+            event.preventDefault();
+            const topic = name.trim();
+            const problem = topicProblem(topic);
+            setNote(problem ?? '');
+            if (problem === null) props.onSelect(topic);
+          }}
+        >
+          <input
+            name="topic"
+            list="known-topics"
+            placeholder="topic"
+            value={name}
+            onInput={(event) => setName((event.target as HTMLInputElement).value)}
+          />
+          <datalist id="known-topics">
+            {topics.map(([topic]) => (
+              <option key={topic} value={topic} />
+            ))}
+          </datalist>
+          <button type="submit">Show</button>
+        </form>
+      </div>
+      {note !== '' && (
+        <p class="note invalid" data-testid="topic-note">
+          {note}
+        </p>
+      )}
       <div class="tiles">
         <Tile label="schedule rate" value={rateText(last(history.scheduleRate))} />
         <Tile label="delivery rate" value={rateText(last(history.deliveryRate))} />
@@ -110,7 +165,7 @@ function Counters(props: { snapshot: DashboardSnapshot; history: History }) {
           }
         />
       </div>
-      <table data-testid="topics">
+      <table data-testid="topics" class="topics">
         <thead>
           <tr>
             <th>topic</th>
@@ -129,8 +184,20 @@ function Counters(props: { snapshot: DashboardSnapshot; history: History }) {
             </tr>
           ) : (
             topics.map(([topic, counts]) => (
-              <tr key={topic} data-topic={topic}>
-                <td>{topic}</td>
+              <tr
+                key={topic}
+                data-topic={topic}
+                class={`clickable${topic === selected ? ' selected' : ''}`}
+                onClick={() => {
+                  setNote('');
+                  props.onSelect(topic);
+                }}
+              >
+                <td>
+                  <button class="link" title={`show ${topic}`}>
+                    {topic}
+                  </button>
+                </td>
                 <td class="num" data-field="scheduled">
                   {number(counts.scheduled)}
                 </td>
@@ -148,16 +215,10 @@ function Counters(props: { snapshot: DashboardSnapshot; history: History }) {
           )}
         </tbody>
       </table>
+      {topics.length > 0 && (
+        <p class="muted small">Click a topic for its details and dead letters.</p>
+      )}
     </section>
-  );
-}
-
-function Tile(props: { label: string; value: string; testid?: string }) {
-  return (
-    <div class="tile" data-testid={props.testid}>
-      <div class="value">{props.value}</div>
-      <div class="label">{props.label}</div>
-    </div>
   );
 }
 
@@ -237,201 +298,35 @@ function Wheel(props: { wheel: DashboardSnapshot['wheel'] }) {
   );
 }
 
-function Lookup(props: { onAuth: () => void }) {
-  const [id, setId] = useState('');
-  const [info, setInfo] = useState<MessageInfo | null>(null);
-  const [preview, setPreview] = useState<string | null>(null);
-  const [note, setNote] = useState('');
-  const [delaySeconds, setDelaySeconds] = useState('60');
-
-  const run = async (action: () => Promise<void>) => {
-    try {
-      await action();
-    } catch (err) {
-      if (err instanceof Unauthorized) props.onAuth();
-      setNote(err instanceof Error ? err.message : String(err));
-    }
-  };
-  const load = (target: string) =>
-    run(async () => {
-      setNote('');
-      setPreview(null);
-      try {
-        setInfo(await api.message(target));
-      } catch (err) {
-        setInfo(null);
-        throw err;
-      }
-      const payload = await api.preview(target).catch(() => null);
-      setPreview(payload === null ? null : payload.preview + (payload.truncated ? '…' : ''));
-    });
-
-  return (
-    <section class="card">
-      <h2>Message</h2>
-      <form
-        class="row"
-        onSubmit={(event) => {
-          event.preventDefault();
-          void load(id.trim());
-        }}
-      >
-        <input
-          name="message-id"
-          placeholder="message id"
-          value={id}
-          onInput={(event) => setId((event.target as HTMLInputElement).value)}
-        />
-        <button type="submit">Look up</button>
-      </form>
-      {info !== null && (
-        <div data-testid="message">
-          <dl>
-            <dt>id</dt>
-            <dd>{info.id}</dd>
-            <dt>topic</dt>
-            <dd>{info.topic}</dd>
-            <dt>status</dt>
-            <dd data-testid="message-status">{info.status}</dd>
-            <dt>due</dt>
-            <dd>{when(info.deliverAt)}</dd>
-            <dt>attempts</dt>
-            <dd>{info.attempts}</dd>
-            <dt>payload</dt>
-            <dd>
-              <code class="preview">{preview ?? '–'}</code>
-            </dd>
-          </dl>
-          <div class="row">
-            <button
-              data-testid="cancel"
-              onClick={() =>
-                void run(async () => {
-                  await api.cancel(info.id);
-                  await load(info.id);
-                  setNote('cancelled');
-                })
-              }
-            >
-              Cancel
-            </button>
-            <input
-              class="short"
-              name="delay-seconds"
-              value={delaySeconds}
-              onInput={(event) => setDelaySeconds((event.target as HTMLInputElement).value)}
-            />
-            <button
-              data-testid="reschedule"
-              onClick={() =>
-                void run(async () => {
-                  await api.reschedule(info.id, Math.round(Number(delaySeconds) * 1000));
-                  await load(info.id);
-                  setNote('rescheduled');
-                })
-              }
-            >
-              Reschedule in s
-            </button>
-          </div>
-        </div>
-      )}
-      {note !== '' && (
-        <p class="note" data-testid="message-note">
-          {note}
-        </p>
-      )}
-    </section>
-  );
-}
-
-function DeadLetters(props: { topics: string[]; onAuth: () => void }) {
-  const [topic, setTopic] = useState('');
-  const [messages, setMessages] = useState<MessageInfo[] | null>(null);
-  const [note, setNote] = useState('');
-
-  const load = async (target: string) => {
-    try {
-      setNote('');
-      setMessages((await api.deadLetters(target)).messages);
-    } catch (err) {
-      if (err instanceof Unauthorized) props.onAuth();
-      setNote(err instanceof Error ? err.message : String(err));
-    }
-  };
-  return (
-    <section class="card">
-      <h2>Dead letters</h2>
-      <form
-        class="row"
-        onSubmit={(event) => {
-          event.preventDefault();
-          void load(topic.trim());
-        }}
-      >
-        <input
-          name="dead-topic"
-          list="known-topics"
-          placeholder="topic"
-          value={topic}
-          onInput={(event) => setTopic((event.target as HTMLInputElement).value)}
-        />
-        <datalist id="known-topics">
-          {props.topics.map((name) => (
-            <option key={name} value={name} />
-          ))}
-        </datalist>
-        <button type="submit">Show</button>
-      </form>
-      {messages !== null && (
-        <table data-testid="dead-letters">
-          <tbody>
-            {messages.length === 0 && (
-              <tr>
-                <td class="muted">no dead letters in {topic}</td>
-              </tr>
-            )}
-            {messages.map((message) => (
-              <tr key={message.id} data-id={message.id}>
-                <td class="mono">{message.id}</td>
-                <td class="num">{message.attempts} attempts</td>
-                <td>
-                  <button
-                    data-testid="requeue"
-                    onClick={async () => {
-                      try {
-                        await api.requeue(message.id);
-                        await load(topic.trim());
-                        setNote(`requeued ${message.id}`);
-                      } catch (err) {
-                        setNote(err instanceof Error ? err.message : String(err));
-                      }
-                    }}
-                  >
-                    Requeue
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-      {note !== '' && (
-        <p class="note" data-testid="dead-note">
-          {note}
-        </p>
-      )}
-    </section>
-  );
-}
+/** Why polling stopped working, while it does not. */
+type Trouble =
+  { kind: 'unreachable'; since: number; detail: string } | { kind: 'refused'; message: string };
 
 function App() {
   const [snapshot, setSnapshot] = useState<DashboardSnapshot | undefined>();
   const [history, setHistory] = useState<History>(emptyHistory);
-  const [needsToken, setNeedsToken] = useState(false);
-  const [error, setError] = useState('');
+  const [auth, setAuth] = useState<Auth>({ state: 'ok' });
+  /** Counts the tokens refused, so that the form starts empty after each. */
+  const [asked, setAsked] = useState(0);
+  const [trouble, setTrouble] = useState<Trouble | null>(null);
   const [generation, setGeneration] = useState(0);
-  const askForToken = useCallback(() => setNeedsToken(true), []);
+  const [topic, setTopic] = useState<string | null>(null);
+  const [lookup, setLookup] = useState<{ id: string; n: number } | null>(null);
+
+  const onUnauthorized = useCallback((err: Unauthorized) => {
+    if (err.tokenSent) {
+      // A token the server refuses is of no use, in this tab or after a reload.
+      setToken(null);
+      setAuth({
+        state: 'asking',
+        error: `That token was not accepted (${err.message}). Enter the token again.`,
+      });
+      setAsked((n) => n + 1);
+    } else {
+      // Several requests can be refused at once: the first refusal's words stay.
+      setAuth((auth) => (auth.state === 'asking' ? auth : { state: 'asking', error: '' }));
+    }
+  }, []);
 
   useEffect(() => {
     let stopped = false;
@@ -448,15 +343,23 @@ function App() {
         setHistory((history) => appendHistory(history, previous, next));
         previous = next;
         setSnapshot(next);
-        setError('');
-        setNeedsToken(false);
+        setTrouble(null);
+        setAuth({ state: 'ok' });
       } catch (err) {
         if (stopped) return;
         if (err instanceof Unauthorized) {
-          setNeedsToken(true);
-          return; // Polling resumes when a token is entered.
+          onUnauthorized(err);
+          return; // Polling starts again when a token is entered.
         }
-        setError(err instanceof ApiError || err instanceof Error ? err.message : String(err));
+        if (err instanceof Unreachable) {
+          setTrouble((trouble) => ({
+            kind: 'unreachable',
+            since: trouble?.kind === 'unreachable' ? trouble.since : Date.now(),
+            detail: err.detail,
+          }));
+        } else {
+          setTrouble({ kind: 'refused', message: errorText(err) });
+        }
       }
       if (!stopped) timer = setTimeout(poll, POLL_MS);
     };
@@ -467,40 +370,73 @@ function App() {
     };
   }, [generation]);
 
-  const retry = () => {
-    setNeedsToken(false);
+  const submitToken = (token: string) => {
+    setToken(token);
+    setAuth({ state: 'checking' });
     setGeneration((n) => n + 1);
   };
+
+  let status: string;
+  if (auth.state !== 'ok' && snapshot === undefined) status = 'token needed';
+  else if (trouble?.kind === 'unreachable') status = 'server unreachable';
+  else if (snapshot === undefined) status = 'connecting…';
+  else status = `v${snapshot.version} · up ${Math.round(snapshot.uptimeMs / 1000)} s`;
 
   return (
     <main>
       <header>
         <h1>tickwheel</h1>
-        <span class="muted">
-          {snapshot === undefined
-            ? 'connecting…'
-            : `v${snapshot.version} · up ${Math.round(snapshot.uptimeMs / 1000)} s`}
-        </span>
-        {getToken() !== null && (
+        <span class={trouble?.kind === 'unreachable' ? 'error-text' : 'muted'}>{status}</span>
+        {getToken() !== null && auth.state === 'ok' && (
           <button
             class="link"
             onClick={() => {
               setToken(null);
-              retry();
+              setGeneration((n) => n + 1);
             }}
           >
             forget token
           </button>
         )}
       </header>
-      {needsToken && <TokenForm onSaved={retry} />}
-      {error !== '' && <p class="error">{error}</p>}
+      {auth.state !== 'ok' && (
+        <TokenForm
+          key={asked}
+          error={auth.state === 'asking' ? auth.error : ''}
+          checking={auth.state === 'checking'}
+          onSubmit={submitToken}
+        />
+      )}
+      {trouble?.kind === 'unreachable' && (
+        <p class="error" data-testid="connection-error">
+          Cannot reach the tickwheel server at {location.host} since {clock(trouble.since)}
+          {trouble.detail === '' ? '' : ` (${trouble.detail})`}. Is <code>tickwheel serve</code>{' '}
+          running? Trying again every {POLL_MS / 1000} s
+          {snapshot === undefined ? '' : `; the figures below are from ${clock(snapshot.now)}`}.
+        </p>
+      )}
+      {trouble?.kind === 'refused' && (
+        <p class="error" data-testid="poll-error">
+          The server refused the dashboard's request: {trouble.message}
+        </p>
+      )}
       {snapshot !== undefined && (
-        <div class="grid">
-          <Counters snapshot={snapshot} history={history} />
+        <div class={`grid${trouble !== null ? ' stale' : ''}`}>
+          <Counters snapshot={snapshot} history={history} selected={topic} onSelect={setTopic} />
+          {topic !== null && (
+            <TopicCard
+              topic={topic}
+              counts={snapshot.topics[topic]}
+              onClose={() => setTopic(null)}
+              onLookup={(id) => setLookup((last) => ({ id, n: (last?.n ?? 0) + 1 }))}
+              onUnauthorized={onUnauthorized}
+            />
+          )}
           <LineChart
             title="Rates"
             unit="msg/s"
+            testid="chart-rates"
+            emptyText="no data yet: rates appear from the second poll"
             series={[
               { label: 'scheduled', stroke: '#2563eb' },
               { label: 'delivered', stroke: '#16a34a' },
@@ -511,6 +447,8 @@ function App() {
           <LineChart
             title="Lateness"
             unit="ms"
+            testid="chart-lateness"
+            emptyText="no deliveries yet"
             series={[
               { label: 'p50', stroke: '#0891b2' },
               { label: 'p99', stroke: '#dc2626' },
@@ -519,8 +457,7 @@ function App() {
           />
           <Upcoming buckets={snapshot.upcoming} />
           <Wheel wheel={snapshot.wheel} />
-          <Lookup onAuth={askForToken} />
-          <DeadLetters topics={Object.keys(snapshot.topics)} onAuth={askForToken} />
+          <MessageCard onUnauthorized={onUnauthorized} request={lookup} />
         </div>
       )}
     </main>

@@ -47,6 +47,18 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
     return json;
   }
 
+  /**
+   * Each test after the first starts signed in, whatever the first did: a failure there must
+   * not take the others down with it.
+   */
+  async function signedIn(): Promise<void> {
+    if ((await page.getByTestId('topics').count()) > 0) return;
+    await page.goto(server.url);
+    await page.evaluate(`sessionStorage.setItem('tickwheel.token', ${JSON.stringify(TOKEN)})`);
+    await page.reload();
+    await page.getByTestId('topics').waitFor();
+  }
+
   beforeAll(async () => {
     if (!existsSync(BUILT_PAGE)) {
       // `npm run build` builds the page; a bare `vitest` run after `tsc` alone builds it here.
@@ -73,17 +85,59 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('asks for the token, keeps it in sessionStorage, and shows the topic counters', async () => {
+  it('says a wrong token is wrong and asks again; the right one is kept in sessionStorage', async () => {
+    await page.goto(server.url);
+    const form = page.getByTestId('token-form');
+    await form.waitFor();
+    await page.fill('input[name=token]', 'not-the-token');
+    await page.click('[data-testid=token-form] button');
+    await expect
+      .poll(() => page.getByTestId('token-error').textContent(), { timeout: 15_000 })
+      .toMatch(/not accepted/);
+    // Asked again: the form is there, empty, and the wrong token is not kept.
+    expect(await form.isVisible()).toBe(true);
+    expect(await page.inputValue('input[name=token]')).toBe('');
+    expect(await page.evaluate('sessionStorage.getItem("tickwheel.token")')).toBeNull();
+    expect(await page.locator('header').textContent()).not.toContain('connecting');
+
+    await page.fill('input[name=token]', TOKEN);
+    await page.click('[data-testid=token-form] button');
+    await page.getByTestId('topics').waitFor();
+    expect(await page.evaluate('sessionStorage.getItem("tickwheel.token")')).toBe(TOKEN);
+    await expect.poll(() => form.count(), { timeout: 15_000 }).toBe(0);
+  });
+
+  it('draws the charts of a fresh server over the last minute, with an empty-state note', async () => {
+    await signedIn();
+    for (const name of ['rates', 'lateness']) {
+      const chart = page.getByTestId(`chart-${name}`);
+      // Two polls: the axis has one point, then two.
+      await expect
+        .poll(() => chart.getAttribute('data-points'), { timeout: 15_000 })
+        .toMatch(/^[2-9]|\d\d/);
+      const from = Number(await chart.getAttribute('data-x-from'));
+      const to = Number(await chart.getAttribute('data-x-to'));
+      const now = Date.now();
+      expect(to).toBeGreaterThan(now - 60_000);
+      expect(to).toBeLessThan(now + 60_000);
+      expect(to - from).toBeGreaterThanOrEqual(30_000);
+      expect(to - from).toBeLessThanOrEqual(15 * 60_000);
+      const labels = (await chart.getAttribute('data-x-labels')) ?? '';
+      expect(labels).not.toBe('');
+      // The axis of an empty chart used to span years (2027-2029) around the only point.
+      expect(labels).not.toMatch(/\b(19|20)\d\d\b/);
+    }
+    expect(await page.getByTestId('chart-lateness').locator('.chart-empty').textContent()).toMatch(
+      /no deliveries yet/,
+    );
+  });
+
+  it('shows the topic counters; clicking a topic shows its details', async () => {
+    await signedIn();
     for (let i = 0; i < 3; i++) {
       await api('POST', '/v1/topics/emails/messages', { delayMs: 45_000, payload: { n: i } });
     }
     await api('POST', '/v1/topics/sms/messages', { delayMs: 30_000, payload: 'hello' });
-
-    await page.goto(server.url);
-    await page.getByTestId('token-form').waitFor();
-    await page.fill('input[name=token]', TOKEN);
-    await page.click('[data-testid=token-form] button');
-    expect(await page.evaluate('sessionStorage.getItem("tickwheel.token")')).toBe(TOKEN);
 
     const emails = page.locator(
       '[data-testid=topics] tr[data-topic=emails] [data-field=scheduled]',
@@ -97,9 +151,75 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
       .toBeGreaterThan(0);
     const nearBucket = page.locator('[data-testid=upcoming] [data-bucket="10-60 s"] .bar-count');
     await expect.poll(() => nearBucket.textContent(), { timeout: 15_000 }).toBe('4');
+    // The charts have data now: no empty-state note on the rates.
+    await expect
+      .poll(() => page.getByTestId('chart-rates').locator('.chart-empty').count(), {
+        timeout: 15_000,
+      })
+      .toBe(0);
+
+    await page.click('[data-testid=topics] tr[data-topic=emails] td:first-child');
+    const details = page.getByTestId('topic-details');
+    await details.waitFor();
+    expect(await details.locator('h2').textContent()).toContain('emails');
+    await expect
+      .poll(() => details.locator('[data-field=scheduled] .value').textContent(), {
+        timeout: 15_000,
+      })
+      .toBe('3');
+    expect(await details.locator('[data-field=dead] .value').textContent()).toBe('0');
+    await expect
+      .poll(() => details.getByTestId('dead-letters').textContent(), { timeout: 15_000 })
+      .toContain('no dead letters');
+
+    await page.click('[data-testid=topics] tr[data-topic=sms] td:first-child');
+    await expect
+      .poll(() => details.locator('h2').textContent(), { timeout: 15_000 })
+      .toContain('sms');
+    await expect
+      .poll(() => details.locator('[data-field=scheduled] .value').textContent(), {
+        timeout: 15_000,
+      })
+      .toBe('1');
   });
 
-  it('looks a message up with its payload, reschedules it and cancels it', async () => {
+  it('refuses a bad topic name on the page with a plain message, and opens a good one', async () => {
+    await signedIn();
+    await page.fill('input[name=topic]', 'bad topic!');
+    await page.click('input[name=topic] ~ button');
+    const note = page.getByTestId('topic-note');
+    await expect
+      .poll(() => note.textContent(), { timeout: 15_000 })
+      .toBe(
+        "A topic name is 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit.",
+      );
+    await page.fill('input[name=topic]', 'emails');
+    await page.click('input[name=topic] ~ button');
+    await expect.poll(() => note.count(), { timeout: 15_000 }).toBe(0);
+    await expect
+      .poll(() => page.getByTestId('topic-details').locator('h2').textContent(), {
+        timeout: 15_000,
+      })
+      .toContain('emails');
+  });
+
+  it('shows server errors by their message, and refuses a bad message id on the page', async () => {
+    await signedIn();
+    await page.fill('input[name=message-id]', 'no-such-message');
+    await page.click('input[name=message-id] ~ button');
+    const note = page.getByTestId('message-note');
+    await expect
+      .poll(() => note.textContent(), { timeout: 15_000 })
+      .toBe('no message with id no-such-message');
+    await page.fill('input[name=message-id]', 'a b');
+    await page.click('input[name=message-id] ~ button');
+    await expect
+      .poll(() => note.textContent(), { timeout: 15_000 })
+      .toBe("A message id is 1-200 letters, digits, '.', '_', ':', '@' or '-'.");
+  });
+
+  it('looks a message up with its payload, reschedules it, and cancels it after asking', async () => {
+    await signedIn();
     const { id } = await api('POST', '/v1/topics/orders/messages', {
       delayMs: 50_000,
       payload: { order: 'A-17', total: 42 },
@@ -122,14 +242,31 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
     const rescheduled = await api('GET', `/v1/messages/${id}`);
     expect(rescheduled.deliverAt).toBeGreaterThan(Date.now() + 100_000);
 
+    // Cancel asks first; keeping the message leaves it scheduled.
     await page.getByTestId('cancel').click();
+    const confirm = page.getByTestId('confirm-cancel');
+    await confirm.waitFor();
+    expect(await confirm.textContent()).toContain(id);
+    await confirm.getByTestId('confirm-no').click();
+    await expect.poll(() => confirm.count(), { timeout: 15_000 }).toBe(0);
+    expect((await api('GET', `/v1/messages/${id}`)).status).toBe('scheduled');
+    expect(await page.getByTestId('message-status').textContent()).toBe('scheduled');
+
+    await page.getByTestId('cancel').click();
+    await confirm.getByTestId('confirm-yes').click();
     await expect
       .poll(() => page.getByTestId('message-status').textContent(), { timeout: 15_000 })
       .toBe('cancelled');
     expect((await api('GET', `/v1/messages/${id}`)).status).toBe('cancelled');
+    // Nothing applies to a cancelled message any more.
+    expect(await page.getByTestId('cancel').count()).toBe(0);
+    expect(await page.getByTestId('reschedule').count()).toBe(0);
+    expect(await confirm.count()).toBe(0);
+    expect(await page.getByTestId('message-note').textContent()).toBe('cancelled');
   });
 
-  it('lists the dead letters of a topic and requeues one', async () => {
+  it('lists the dead letters of a topic with their payloads, and requeues one', async () => {
+    await signedIn();
     const { id } = await api('POST', '/v1/topics/billing/messages', {
       delayMs: 0,
       maxAttempts: 1,
@@ -145,10 +282,23 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
     const deadCount = page.locator('[data-testid=topics] tr[data-topic=billing] [data-field=dead]');
     await expect.poll(() => deadCount.textContent(), { timeout: 15_000 }).toBe('1');
 
-    await page.fill('input[name=dead-topic]', 'billing');
-    await page.click('input[name=dead-topic] ~ button');
-    const row = page.locator(`[data-testid=dead-letters] tr[data-id="${id}"]`);
+    // A dead letter can be cancelled or requeued, not rescheduled.
+    await page.fill('input[name=message-id]', id);
+    await page.click('input[name=message-id] ~ button');
+    await expect
+      .poll(() => page.getByTestId('message-status').textContent(), { timeout: 15_000 })
+      .toBe('dead');
+    expect(await page.getByTestId('reschedule').count()).toBe(0);
+    expect(await page.getByTestId('cancel').count()).toBe(1);
+    expect(await page.getByTestId('message').textContent()).toMatch(/reason/);
+
+    await page.click('[data-testid=topics] tr[data-topic=billing] td:first-child');
+    const row = page.locator(`[data-testid=dead-letters] [data-id="${id}"]`);
     await row.waitFor();
+    await expect
+      .poll(() => row.locator('.preview').textContent(), { timeout: 15_000 })
+      .toBe('{"invoice":9}');
+    expect(await row.locator('.reason').textContent()).toMatch(/^reason: /);
     await row.getByTestId('requeue').click();
     await expect
       .poll(() => page.getByTestId('dead-note').textContent(), { timeout: 15_000 })
@@ -159,6 +309,7 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
   });
 
   it('keeps up with a few thousand messages across topics', async () => {
+    await signedIn();
     const topics = ['emails', 'sms', 'orders', 'billing', 'webhooks'];
     for (let batch = 0; batch < 12; batch++) {
       const messages = Array.from({ length: 250 }, (_, i) => ({
@@ -176,5 +327,41 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
     // The messages hours ahead are beyond the in-memory horizon, and on the timeline all the same.
     const hoursAhead = page.locator('[data-testid=upcoming] [data-bucket="1-24 h"] .bar-count');
     await expect.poll(() => hoursAhead.textContent(), { timeout: 15_000 }).toBe('300');
+  });
+
+  it('says the server is unreachable while it is down, and recovers when it is back', async () => {
+    const otherDir = mkdtempSync(join(tmpdir(), 'tickwheel-dashboard-restart-'));
+    const other = await browser.newPage();
+    let second: ServerProcess | undefined;
+    let first: ServerProcess | undefined;
+    try {
+      first = await startServer(['--dir', otherDir]);
+      const port = new URL(first.url).port;
+      await other.goto(first.url);
+      await other.getByTestId('topics').waitFor();
+      expect(await other.locator('header').textContent()).toMatch(/up \d+ s/);
+
+      await first.kill();
+      const banner = other.getByTestId('connection-error');
+      await expect
+        .poll(() => banner.textContent(), { timeout: 15_000 })
+        .toMatch(/cannot reach the tickwheel server/i);
+      expect(await other.locator('header').textContent()).toMatch(/unreachable/);
+
+      second = await startServer(['--dir', otherDir, '--port', port]);
+      await fetch(`${second.url}/v1/topics/after-restart/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ delayMs: 60_000, payload: 1 }),
+      });
+      await expect.poll(() => banner.count(), { timeout: 20_000 }).toBe(0);
+      await other.locator('[data-testid=topics] tr[data-topic=after-restart]').waitFor();
+      expect(await other.locator('header').textContent()).not.toMatch(/unreachable/);
+    } finally {
+      await other.close();
+      await first?.kill();
+      await second?.kill();
+      rmSync(otherDir, { recursive: true, force: true });
+    }
   });
 });

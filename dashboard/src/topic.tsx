@@ -1,0 +1,185 @@
+// The topic card: one topic's counts and its dead letters, with their payloads and why they died.
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { api, DEAD_LETTER_LIMIT, Unauthorized } from './api.js';
+import type { MessageInfo, TopicCounts } from './api.js';
+import { errorText, number, when } from './format.js';
+
+export function Tile(props: { label: string; value: string; testid?: string; field?: string }) {
+  return (
+    <div class="tile" data-testid={props.testid} data-field={props.field}>
+      <div class="value">{props.value}</div>
+      <div class="label">{props.label}</div>
+    </div>
+  );
+}
+
+/** A payload preview as the card shows it: the text, or why there is none. */
+type Preview = { text: string } | { failed: string };
+
+export function TopicCard(props: {
+  topic: string;
+  /** From the latest snapshot; undefined when the topic has no live message nor dead letter. */
+  counts: TopicCounts | undefined;
+  onClose: () => void;
+  onLookup: (id: string) => void;
+  onUnauthorized: (err: Unauthorized) => void;
+}) {
+  const { topic, counts } = props;
+  const [messages, setMessages] = useState<MessageInfo[] | null>(null);
+  const [loadError, setLoadError] = useState('');
+  const [note, setNote] = useState('');
+  /** Previews fetched so far, by id; `previews` is its copy that renders. */
+  const known = useRef(new Map<string, Preview>());
+  const [previews, setPreviews] = useState<ReadonlyMap<string, Preview>>(new Map());
+  /** Only the latest load may fill the list: a click on another topic can overtake one. */
+  const latest = useRef(0);
+  const dead = counts?.dead ?? 0;
+
+  const fail = (err: unknown) => {
+    if (err instanceof Unauthorized) props.onUnauthorized(err);
+    return errorText(err);
+  };
+
+  const load = async () => {
+    const n = ++latest.current;
+    try {
+      const { messages: next } = await api.deadLetters(topic);
+      if (n !== latest.current) return;
+      setMessages(next);
+      setLoadError('');
+    } catch (err) {
+      if (n !== latest.current) return;
+      setLoadError(`Could not list the dead letters: ${fail(err)}`);
+    }
+  };
+
+  useEffect(() => {
+    setMessages(null);
+    setNote('');
+    setLoadError('');
+  }, [topic]);
+
+  // The snapshot's dead count changes when a message dies or is requeued or cancelled: the list
+  // follows it without a poll of its own.
+  useEffect(() => {
+    void load();
+  }, [topic, dead]);
+
+  // Payload previews: one request per dead letter not seen yet, one at a time, so that a long
+  // list does not flood the server. Dead letters keep their payload, so a preview stays valid.
+  useEffect(() => {
+    if (messages === null) return;
+    let stopped = false;
+    // A failed preview is tried again on each load of the list.
+    for (const [id, preview] of known.current) if ('failed' in preview) known.current.delete(id);
+    void (async () => {
+      for (const message of messages) {
+        if (stopped) return;
+        if (known.current.has(message.id)) continue;
+        try {
+          const { preview: text, truncated } = await api.preview(message.id);
+          known.current.set(message.id, { text: text + (truncated ? '…' : '') });
+        } catch (err) {
+          known.current.set(message.id, { failed: fail(err) });
+        }
+        if (stopped) return;
+        setPreviews(new Map(known.current));
+      }
+    })();
+    return () => {
+      stopped = true;
+    };
+  }, [messages]);
+
+  const requeue = async (id: string) => {
+    try {
+      await api.requeue(id);
+      setNote(`requeued ${id}`);
+    } catch (err) {
+      setNote(`Could not requeue ${id}: ${fail(err)}`);
+    }
+    await load();
+  };
+
+  const live = counts === undefined ? 0 : counts.scheduled + counts.ready + counts.inflight;
+  return (
+    <section class="card wide" data-testid="topic-details">
+      <div class="card-head">
+        <h2>
+          Topic <span class="mono">{topic}</span>
+        </h2>
+        <button class="link" aria-label="close the topic" onClick={props.onClose}>
+          close
+        </button>
+      </div>
+      <div class="tiles">
+        <Tile label="scheduled" field="scheduled" value={number(counts?.scheduled ?? 0)} />
+        <Tile label="ready" field="ready" value={number(counts?.ready ?? 0)} />
+        <Tile label="in flight" field="inflight" value={number(counts?.inflight ?? 0)} />
+        <Tile label="live" field="live" value={number(live)} />
+        <Tile label="dead letters" field="dead" value={number(dead)} />
+      </div>
+      {counts === undefined && (
+        <p class="muted">
+          No message of this topic is live, and it has no dead letters. Topics exist as long as they
+          have messages: scheduling one to <span class="mono">{topic}</span> makes it.
+        </p>
+      )}
+      <h3>Dead letters</h3>
+      {loadError !== '' && <p class="error">{loadError}</p>}
+      <div data-testid="dead-letters">
+        {messages === null ? (
+          loadError === '' && <p class="muted">loading…</p>
+        ) : messages.length === 0 ? (
+          <p class="muted">no dead letters in {topic}</p>
+        ) : (
+          <ul class="dead-list" tabIndex={0}>
+            {messages.map((message) => {
+              const preview = previews.get(message.id);
+              return (
+                <li key={message.id} data-id={message.id}>
+                  <div class="row spread">
+                    <button
+                      class="link mono"
+                      title="look this message up"
+                      onClick={() => props.onLookup(message.id)}
+                    >
+                      {message.id}
+                    </button>
+                    <span class="muted small">
+                      {message.attempts} attempt{message.attempts === 1 ? '' : 's'} · last due{' '}
+                      {when(message.deliverAt)}
+                    </span>
+                    <button data-testid="requeue" onClick={() => void requeue(message.id)}>
+                      Requeue
+                    </button>
+                  </div>
+                  <div class={`reason${message.lastError === undefined ? ' muted' : ''}`}>
+                    reason: {message.lastError ?? '—'}
+                  </div>
+                  {preview === undefined ? (
+                    <code class="preview-pending muted">loading the payload…</code>
+                  ) : 'text' in preview ? (
+                    <code class="preview">{preview.text}</code>
+                  ) : (
+                    <code class="preview-pending muted">payload unavailable: {preview.failed}</code>
+                  )}
+                </li>
+              );
+            })}
+          </ul>
+        )}
+        {messages !== null && dead > messages.length && messages.length >= DEAD_LETTER_LIMIT && (
+          <p class="muted small">
+            The first {number(messages.length)} of {number(dead)} dead letters.
+          </p>
+        )}
+      </div>
+      {note !== '' && (
+        <p class="note" data-testid="dead-note">
+          {note}
+        </p>
+      )}
+    </section>
+  );
+}
