@@ -40,6 +40,7 @@ import {
   readFileSync,
   readdirSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -444,6 +445,8 @@ function runWorker(config, plan) {
  */
 function tearTail(dataDir, random) {
   const logDir = join(dataDir, 'log');
+  // A worker killed early in its first start-up may not have made the log's folder yet.
+  if (!existsSync(logDir)) return 0;
   const segments = readdirSync(logDir)
     .filter((name) => /^\d{10}\.seg$/.test(name))
     .sort();
@@ -612,6 +615,10 @@ async function main() {
   const build = join(base, 'dist');
   rmSync(build, { recursive: true, force: true });
   cpSync(dirname(entryPath), build, { recursive: true });
+  // The copy resolves its dependencies (the lock's native addon) from the project's modules.
+  const modules = join(base, 'node_modules');
+  rmSync(modules, { recursive: true, force: true });
+  symlinkSync(join(root, 'node_modules'), modules, 'dir');
   const entry = pathToFileURL(join(build, 'queue-entry.js')).href;
   const { DelayQueue } = await import(entry);
   const random = prng(options.seed);
