@@ -40,6 +40,7 @@ import {
   readFileSync,
   readdirSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -612,6 +613,9 @@ async function main() {
   const build = join(base, 'dist');
   rmSync(build, { recursive: true, force: true });
   cpSync(dirname(entryPath), build, { recursive: true });
+  // The copy imports the package's dependencies (the lock's native addon) from next to it.
+  const modules = join(base, 'node_modules');
+  if (!existsSync(modules)) symlinkSync(join(root, 'node_modules'), modules, 'junction');
   const entry = pathToFileURL(join(build, 'queue-entry.js')).href;
   const { DelayQueue } = await import(entry);
   const random = prng(options.seed);

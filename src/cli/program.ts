@@ -5,6 +5,7 @@
  *   tickwheel serve --dir ./data --port 7700 [--host] [--token] [--fsync]
  *   tickwheel send <topic> [payload] [--delay 30s | --at <time>] [--id]
  *   tickwheel get <id> | cancel <id> | receive <topic> | stats
+ *   tickwheel repair --dir ./data [--yes] [--json]
  *   tickwheel bench [timers|queue|http ...]
  */
 
@@ -17,6 +18,7 @@ import { VERSION } from '../server/version.js';
 import { bench } from './bench.js';
 import { CliError, processIo, type CliIo } from './io.js';
 import { integerParser, parseDuration, parsePayload, parseTime } from './parse.js';
+import { repair, type RepairOptions } from './repair.js';
 import { serve, type ServeOptions } from './serve.js';
 
 interface ClientFlags {
@@ -201,6 +203,16 @@ export function buildProgram(io: CliIo = processIo): Command {
       printJson(io, await clientFor(flags).stats());
     },
   );
+
+  program
+    .command('repair')
+    .description(
+      'say what a damaged data directory has lost (changing nothing); with --yes, drop it so the queue opens again',
+    )
+    .addOption(new Option('--dir <path>', 'data directory').env('TICKWHEEL_DIR').default('./data'))
+    .option('--yes', 'drop the messages that cannot be recovered (keeps every other one)')
+    .option('--json', 'print the report as JSON')
+    .action((flags: RepairOptions) => repair(flags, io));
 
   program
     .command('bench')
