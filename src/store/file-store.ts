@@ -441,8 +441,8 @@ export class FileStore implements Store {
 
   /**
    * Throws TickwheelCorruptError if the replay found damage in bytes that had been made durable
-   * (and no repair accepted it), or `more` is not empty. The store is then left as it was found:
-   * no checkpoint, no snapshot, nothing cut.
+   * (and no repair accepted it), or `more` is not empty. The log and the snapshot are then as
+   * they were found (the replay cut at most a torn tail), and no checkpoint is written.
    */
   private refuseDamage(report: ReplayReport, accepted: StoreDamage[], more: StoreDamage[]): void {
     const damage = [...more];
@@ -1170,6 +1170,7 @@ export class FileStore implements Store {
     this.near.delete(previous);
     const dead = exact ? this.deadIds.get(id) : undefined;
     if (type === FINISH) {
+      this.untraced?.finished.set(low, high, position);
       this.unlink(id, low, high);
       if (dead !== undefined) {
         this.deadIds.delete(id);
@@ -1860,7 +1861,7 @@ class Untraced {
     string,
     { topic: string; payloadPosition: number; position: number }
   >();
-  /** Id hashes finished by such a record. */
+  /** Id hashes finished by a record read (of such a message or any other). */
   readonly finished = new IdTable();
   /** Such finishes at or after the durable position, by the segment of their payload. */
   readonly finishedAfter = new Map<number, number>();
@@ -1889,8 +1890,8 @@ class Untraced {
   changed(type: number, body: Buffer, at: number, position: number, low: number, high: number) {
     const id = recordId(type, body, at);
     if (type === FINISH) {
-      if (this.orphans.delete(id)) return;
       this.finished.set(low, high, position);
+      if (this.orphans.delete(id)) return;
       if (position >= this.durableEnd) {
         const segment = segmentOf(payloadPositionOf(FINISH, body, at));
         this.finishedAfter.set(segment, (this.finishedAfter.get(segment) ?? 0) + 1);
