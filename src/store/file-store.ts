@@ -737,24 +737,24 @@ export class FileStore implements Store {
         }
       }
       await finishAt(stale, (i) => damagedReason(staleFrom[i]));
-      let counted = durable !== undefined && untraced.atDurable !== undefined;
-      for (const segment of new Set(damage.map((d) => d.segment))) {
-        const live = durable?.live.get(segment);
-        if (live === undefined || !counted) {
-          counted = false;
-          continue;
-        }
+      // The last checkpoint counted the live payloads of every segment: a damaged one now
+      // short of messages lost that many; any segment over its count holds messages whose
+      // finish was lost (they came back).
+      const damaged = new Set(damage.map((d) => d.segment));
+      const counted = [...damaged].every((segment) => durable?.live.has(segment) === true);
+      let back = false;
+      for (const [segment, live] of durable?.live ?? []) {
         const traced =
           (untraced.atDurable?.get(segment) ?? 0) + (untraced.finishedAfter.get(segment) ?? 0);
         const lost = live - traced;
         if (lost < 0) {
+          back = true;
           notes.push(
             `${-lost} messages with their payload in log segment ${segment} are live again ` +
               'although they had been finished: the record that finished them cannot be read, ' +
               'and without a snapshot taken after it, which ones cannot be told',
           );
-          counted = false;
-        } else {
+        } else if (damaged.has(segment)) {
           unnamed += Math.max(0, lost - (namedIn.get(segment) ?? 0));
         }
       }
@@ -772,7 +772,7 @@ export class FileStore implements Store {
           (r) =>
             r.whole && segmentOf(r.position) === d.segment && r.position % SEGMENT_SPAN === d.from,
         );
-      exact = counted && damage.every(accounted);
+      exact = counted && !back && damage.every(accounted);
     }
     for (const r of remains) {
       if (named.has(r) || dropped.has(r.id)) continue;
