@@ -396,7 +396,14 @@ export class FileStore implements Store {
       } finally {
         this.lateFinishes = undefined;
       }
-      const gone = rejected === undefined ? [] : this.payloadsGone(rejected.segmentLive, late);
+      // (Segments before the first one the checkpoint needs were all finished by then.)
+      const gone =
+        rejected === undefined
+          ? []
+          : this.payloadsGone(
+              rejected.segmentLive.filter(([segment]) => segment >= (durable?.first ?? 0)),
+              late,
+            );
       this.refuseDamage(report, accepted, gone);
       // Only now: a refused open leaves the snapshot for a repair to compare with. (Windows it
       // relies on that replayAll deleted make the checkpoint reject it, should this crash.)
@@ -1158,12 +1165,14 @@ export class FileStore implements Store {
     const previous = collided !== undefined ? collided.position : this.ids.get(low, high);
     // Its message finished before this log begins: nothing to do (a repair takes note).
     if (previous < 0) {
-      if (this.untraced !== undefined) this.untraced.changed(type, body, at, position, low, high);
-      else if (this.lateFinishes !== undefined && type === FINISH) {
+      if (this.untraced !== undefined) {
+        this.untraced.changed(type, body, at, position, low, high);
+      } else if (this.lateFinishes !== undefined && type === FINISH) {
         const late = this.lateFinishes;
-        const segment = segmentOf(payloadPositionOf(FINISH, body, at));
-        if (position >= late.from)
+        if (position >= late.from) {
+          const segment = segmentOf(payloadPositionOf(FINISH, body, at));
           late.bySegment.set(segment, (late.bySegment.get(segment) ?? 0) + 1);
+        }
       }
       return;
     }
