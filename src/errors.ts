@@ -58,6 +58,36 @@ export class TickwheelStateError extends Error implements CodedError {
   }
 }
 
+/** One damaged stretch of a data directory's message log (see TickwheelCorruptError). */
+export interface StoreDamage {
+  /** The log segment: file `log/<segment, 10 digits>.seg`. */
+  segment: number;
+  /** First damaged byte of the segment file. */
+  from: number;
+  /** Byte after the last damaged one; absent when not known (a missing file of unknown size). */
+  to?: number;
+  /** What is wrong: missing, cut short, a CRC mismatch, ... */
+  reason: string;
+  /** Live messages that had their payload there, when known (from the last checkpoint). */
+  messages?: number;
+}
+
+/**
+ * A data directory whose log is damaged where it had been made durable: a missing segment, a
+ * segment cut short below a recorded durable position, a record that fails its CRC. The queue
+ * will not open it (nothing is changed); `damage` lists what is wrong, and the message says how
+ * to repair it. Also thrown when a damaged record is found later, when it is read.
+ */
+export class TickwheelCorruptError extends Error implements CodedError {
+  readonly code: TickwheelErrorCode = 'ERR_TICKWHEEL_CORRUPT';
+  readonly damage: readonly StoreDamage[];
+  constructor(message: string, damage: readonly StoreDamage[] = [], options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'TickwheelCorruptError';
+    this.damage = damage;
+  }
+}
+
 /**
  * Validates a delay in milliseconds and returns it normalised: negative delays become 0, like
  * Node's `setTimeout`. Anything that is not a finite number is refused; large delays are kept

@@ -37,9 +37,11 @@ export {
 } from './wheel/index.js';
 export {
   AbortError,
+  TickwheelCorruptError,
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,
+  type StoreDamage,
   type TickwheelErrorCode,
 } from './errors.js';
 export * from './patterns/index.js';

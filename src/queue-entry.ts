@@ -33,6 +33,7 @@ export class DelayQueue extends QueueEngine {
           ? {}
           : { checkpointIntervalMs: options.checkpointIntervalMs }),
         ...(options.snapshotBytes === undefined ? {} : { snapshotBytes: options.snapshotBytes }),
+        ...(options.repair === undefined ? {} : { repair: options.repair }),
       }));
     try {
       const queue = new DelayQueue(store, options);

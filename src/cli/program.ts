@@ -7,6 +7,7 @@
  *   tickwheel get <id> | cancel <id> | reschedule <id> --delay 5m | --at <time>
  *   tickwheel receive <topic> | ack <receipt...> | nack <receipt...> [--delay]
  *   tickwheel dead <topic> [--limit] | requeue <id...> [--delay] | stats
+ *   tickwheel repair --dir ./data [--yes] [--json]
  *   tickwheel bench [timers|queue|http ...]
  */
 
@@ -19,6 +20,7 @@ import { VERSION } from '../server/version.js';
 import { bench } from './bench.js';
 import { CliError, processIo, type CliIo } from './io.js';
 import { integerParser, parseDuration, parsePayload, parseTime } from './parse.js';
+import { repair, type RepairOptions } from './repair.js';
 import { serve, type ServeOptions } from './serve.js';
 
 interface ClientFlags {
@@ -320,6 +322,16 @@ export function buildProgram(io: CliIo = processIo): Command {
       printJson(io, await clientFor(flags).stats());
     },
   );
+
+  program
+    .command('repair')
+    .description(
+      'say what a damaged data directory has lost (changing nothing); with --yes, drop it so the queue opens again',
+    )
+    .addOption(new Option('--dir <path>', 'data directory').env('TICKWHEEL_DIR').default('./data'))
+    .option('--yes', 'drop the messages that cannot be recovered (keeps every other one)')
+    .option('--json', 'print the report as JSON')
+    .action((flags: RepairOptions) => repair(flags, io));
 
   program
     .command('bench')

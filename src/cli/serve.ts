@@ -62,6 +62,15 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   if (recovery !== undefined && recovery.corrupt.length > 0) {
     io.err(`warning: skipped ${recovery.corrupt.length} damaged records while recovering\n`);
   }
+  const repaired = recovery?.repair;
+  if (repaired?.applied === true) {
+    io.err(
+      `warning: ${resolve(options.dir)} was repaired at ${repaired.at}: dropped ` +
+        `${repaired.lost} messages that could not be read (${repaired.damage.length} damaged ` +
+        `${repaired.damage.length === 1 ? 'stretch' : 'stretches'} of the log); see ` +
+        `${resolve(options.dir, 'repair.json')}\n`,
+    );
+  }
   if (token === undefined) {
     if (isLoopback(host)) {
       io.out(

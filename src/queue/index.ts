@@ -10,4 +10,4 @@ export {
   type ReceivedMessage,
 } from './delay-queue.js';
 export type { Backoff, MessageState, MessageStatus, ScheduleRequest } from './message.js';
-export type { RecoveryReport, Store, StoreCounts, StoredMessage } from './store.js';
+export type { RecoveryReport, RepairReport, Store, StoreCounts, StoredMessage } from './store.js';

@@ -33,7 +33,11 @@ export function invalidRequest(message: string): HttpError {
   return new HttpError(400, 'ERR_TICKWHEEL_INVALID_REQUEST', message);
 }
 
-/** Status of each queue error code. A code missing here is a bug in the server: 500. */
+/**
+ * Status of each queue and store error code. A code missing here is a bug in the server: 500.
+ * The store's own trouble (the disk, damaged data, an invariant of the log) is a 503: the
+ * request was fine and cannot be served now; the operator has to act (see the server log).
+ */
 const QUEUE_STATUS: Readonly<Record<string, number>> = {
   ERR_TICKWHEEL_INVALID_DELAY: 400,
   ERR_TICKWHEEL_INVALID_CALLBACK: 400,
@@ -43,13 +47,19 @@ const QUEUE_STATUS: Readonly<Record<string, number>> = {
   ERR_TICKWHEEL_INVALID_ID: 400,
   ERR_TICKWHEEL_DUPLICATE_ID: 409,
   ERR_TICKWHEEL_PAYLOAD_TOO_LARGE: 413,
+  ERR_TICKWHEEL_RECORD_TOO_LARGE: 413,
   ERR_TICKWHEEL_LOCKED: 423,
   ERR_TICKWHEEL_CLOSED: 503,
   ERR_TICKWHEEL_MAX_PENDING: 503,
   ERR_TICKWHEEL_CAPACITY: 503,
   ERR_TICKWHEEL_TIMEOUT: 503,
-  ERR_TICKWHEEL_IO: 500,
-  ERR_TICKWHEEL_CORRUPT: 500,
+  ERR_TICKWHEEL_IO: 503,
+  ERR_TICKWHEEL_CORRUPT: 503,
+  ERR_TICKWHEEL_FORMAT: 503,
+  ERR_TICKWHEEL_INVALID_POSITION: 503,
+  ERR_TICKWHEEL_INVALID_RECORD: 503,
+  ERR_TICKWHEEL_INVALID_STATE: 503,
+  ERR_TICKWHEEL_SEGMENT_ACTIVE: 503,
 };
 
 /** Fastify's own 4xx errors that deserve a code of their own; the rest are INVALID_REQUEST. */
@@ -103,8 +113,18 @@ function serverSide(code: string): string {
     case 'ERR_TICKWHEEL_CLOSED':
       return 'the queue is closed: the server is shutting down';
     case 'ERR_TICKWHEEL_IO':
-    case 'ERR_TICKWHEEL_CORRUPT':
       return 'the data directory could not be read or written; the server log has the details';
+    case 'ERR_TICKWHEEL_CORRUPT':
+      return (
+        'data this request needs is damaged on disk: the operator must stop the server and run ' +
+        '`tickwheel repair --dir <data directory>`; the server log has the details'
+      );
+    case 'ERR_TICKWHEEL_FORMAT':
+    case 'ERR_TICKWHEEL_INVALID_POSITION':
+    case 'ERR_TICKWHEEL_INVALID_RECORD':
+    case 'ERR_TICKWHEEL_INVALID_STATE':
+    case 'ERR_TICKWHEEL_SEGMENT_ACTIVE':
+      return 'the store cannot serve this request; the server log has the details';
     default:
       return 'the queue cannot take this now; retry later';
   }

@@ -10,6 +10,13 @@
  *                      in index files of (at least) the sizes listed in windows
  *   snapshot.bin       the tables below as of one log position (snapshot.ts), so recovery
  *                      replays only the log after it
+ *   repair.json        what repairs of a damaged log dropped, and the damaged stretches they
+ *                      accepted as lost (present only after a repair)
+ *
+ * The checkpoint also records the log's durable extent: each segment the log needs and how many
+ * of its bytes were durable (`log`). Recovery holds the log to it: a segment missing or shorter,
+ * or a record failing its CRC inside those bytes, is corruption, not the torn tail of a crash;
+ * the store then refuses to open (TickwheelCorruptError) unless asked to repair.
  *
  * Memory per live message beyond the horizon: one IdTable slot (id hash -> position of its
  * latest record), 20-30 bytes. Payloads stay on disk until their message comes near. Counts
@@ -27,9 +34,21 @@
 
 import { mkdir, open, readFile, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { TickwheelStateError, TickwheelTypeError, checkOption } from '../errors.js';
-import type { MessageState } from '../queue/message.js';
-import type { RecoveryReport, Store, StoreCounts, StoredMessage } from '../queue/store.js';
+import {
+  TickwheelCorruptError,
+  TickwheelStateError,
+  TickwheelTypeError,
+  checkOption,
+  type StoreDamage,
+} from '../errors.js';
+import { checkId, checkTopic, type MessageState } from '../queue/message.js';
+import type {
+  RecoveryReport,
+  RepairReport,
+  Store,
+  StoreCounts,
+  StoredMessage,
+} from '../queue/store.js';
 import { MessageCounts, TopicNames } from './counts.js';
 import { readF64, writeUtf8 } from './bytes.js';
 import { IdTable, hashHigh, hashId, hashIdBytes, hashLow, type IdTableArrays } from './id-table.js';
@@ -38,9 +57,12 @@ import {
   LogError,
   MessageLog,
   RECORD_HEADER_BYTES,
+  RECORD_MAGIC,
   SEGMENT_SPAN,
   type FsyncPolicy,
   type LogIo,
+  type ReplayOptions,
+  type ReplayReport,
 } from './log.js';
 import {
   BURY,
@@ -95,14 +117,28 @@ export interface FileStoreOptions {
    * the whole log).
    */
   snapshotBytes?: number;
+  /**
+   * Open a data directory whose log is damaged where it had been made durable by dropping what
+   * cannot be read, and report exactly what (`recovery.repair`, and `repair.json` in the
+   * directory), instead of refusing with ERR_TICKWHEEL_CORRUPT. See docs/storage.md, Recovery.
+   */
+  repair?: boolean;
   /** @internal Test hook: replaces the log writer's file operations (see MessageLog). */
   logIo?: Partial<LogIo>;
 }
+
+/** 'plan': a repair that changes nothing and only reports (FileStore.planRepair). */
+type OpenMode = 'open' | 'repair' | 'plan';
 
 /** The on-disk format this code writes and reads (format.json). 1: records without topics. */
 export const STORE_FORMAT = 2;
 
 const EMPTY_PAYLOAD = new Uint8Array(0);
+const REPAIR_FILE = 'repair.json';
+/** recovery.repair, when read back at a later open, names at most this many messages. */
+const REPAIR_NAMES_SHOWN = 100;
+/** A repair reads at most this much of a damaged record to name the message it held. */
+const DAMAGED_READ_BYTES = 64 * 1024;
 /** A snapshot copies the IdTable this many slots (16 bytes each) per turn of the event loop. */
 const COPY_SLOTS = 256 * 1024;
 /** ...and moves the entries of this many slots of a growth in progress (random writes). */
@@ -207,6 +243,14 @@ export class FileStore implements Store {
   private snapshotDue = Infinity;
   private snapshotStats = { written: 0, captureMsMax: 0, writeMsLast: 0 };
   private damagedSkipped = 0;
+  private readonly mode: OpenMode;
+  /** While a repair replays the log: what it learns of messages whose schedule it did not read. */
+  private untraced: Untraced | undefined;
+  /**
+   * While the whole log is replayed next to a snapshot that could not be used: finishes, at or
+   * after its position, of messages whose schedule was not read, by the segment of the payload.
+   */
+  private lateFinishes: { from: number; bySegment: Map<number, number> } | undefined;
 
   private constructor(
     dir: string,
@@ -215,6 +259,7 @@ export class FileStore implements Store {
     lock: DirectoryLock,
     checkpointIntervalMs: number,
     snapshotBytes: number,
+    mode: OpenMode,
   ) {
     this.dir = dir;
     this.log = log;
@@ -222,9 +267,28 @@ export class FileStore implements Store {
     this.lock = lock;
     this.checkpointIntervalMs = checkpointIntervalMs;
     this.snapshotBytes = snapshotBytes;
+    this.mode = mode;
   }
 
-  static async open(options: FileStoreOptions): Promise<FileStore> {
+  static open(options: FileStoreOptions): Promise<FileStore> {
+    return FileStore.openAs(options, options?.repair === true ? 'repair' : 'open');
+  }
+
+  /**
+   * What `repair: true` would find and drop in a data directory, changing nothing there (the
+   * dry run of `tickwheel repair`). Holds the directory's lock while it reads the whole log.
+   */
+  static async planRepair(options: Omit<FileStoreOptions, 'repair'>): Promise<RepairReport> {
+    const store = await FileStore.openAs(options, 'plan');
+    try {
+      const recovery = await store.recover(Date.now(), () => {});
+      return recovery.repair as RepairReport;
+    } finally {
+      await store.close();
+    }
+  }
+
+  private static async openAs(options: FileStoreOptions, mode: OpenMode): Promise<FileStore> {
     if (typeof options?.dir !== 'string' || options.dir.length === 0) {
       throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', 'dir must be a directory path');
     }
@@ -254,7 +318,7 @@ export class FileStore implements Store {
         ...(options.logIo === undefined ? {} : { io: options.logIo }),
       });
       const index = await WindowIndex.open(join(options.dir, 'index'), windowMs);
-      return new FileStore(options.dir, log, index, lock, interval, snapshotBytes);
+      return new FileStore(options.dir, log, index, lock, interval, snapshotBytes, mode);
     } catch (err) {
       await lock.release();
       throw err;
@@ -270,30 +334,44 @@ export class FileStore implements Store {
   async recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport> {
     const started = performance.now();
     const checkpoint = await this.readCheckpoint();
+    const repairs = await readRepairs(this.dir);
     const frontier = this.horizonEnd(horizon);
     this.frontier = frontier;
     let verdict: RecoveryReport['snapshot'] = 'none';
+    // The snapshot's tables if its file reads; `usable` if recovery can start from them.
     let found: { snapshot: StoreSnapshot; bytes: number } | undefined;
+    let usable = false;
     try {
-      await removeSnapshotTemp(this.dir);
+      if (this.mode !== 'plan') await removeSnapshotTemp(this.dir);
       found = await readSnapshot(this.dir);
       const problem = found && this.snapshotProblem(found.snapshot, checkpoint, frontier);
       if (problem) throw new SnapshotRejected(problem);
+      usable = found !== undefined;
     } catch (err) {
-      found = undefined;
       verdict = `rejected: ${err instanceof SnapshotRejected ? err.reason : String(err)}`;
     }
+    const durable = durableExtent(checkpoint, found?.snapshot);
+    const accepted = repairs.accepted;
+    // Before anything is read or changed: what the durable extent says must be there.
+    const missing = this.missingOrShort(durable, accepted);
+    const context: RecoveryContext = { started, checkpoint, durable, accepted, missing };
+    if (this.mode !== 'open')
+      return this.recoverWithRepair(context, found?.snapshot, repairs, onDue);
+    if (missing.length > 0) throw corruptionError(this.dir, missing);
+
     const corrupt: RecoveryReport['corrupt'] = [];
     const damaged = (position: number, err: LogError) =>
       corrupt.push({ where: where(position), reason: err.message });
+    const replay: ReplayOptions = durable === undefined ? {} : { durable: durable.bytes };
     let truncatedBytes: number;
     let replayedBytes: number;
-    if (found !== undefined) {
+    if (usable && found !== undefined) {
       verdict = 'used';
       const { snapshot, bytes } = found;
       found = undefined; // its arrays now belong to the tables
-      const report = await this.replayTail(snapshot, checkpoint.indexedUntil);
-      for (const c of report.corrupt) corrupt.push({ where: where(c.position), reason: c.reason });
+      const report = await this.replayTail(snapshot, checkpoint.indexedUntil, replay);
+      this.refuseDamage(report, accepted, this.payloadsGone(this.segmentLive));
+      for (const c of skipped(report, accepted)) corrupt.push(c);
       truncatedBytes = report.truncatedBytes;
       replayedBytes = this.bytesFrom(snapshot.position);
       const due = await this.dueAfterSnapshot(frontier);
@@ -303,17 +381,58 @@ export class FileStore implements Store {
       this.uncoveredBytes = replayedBytes;
       if (this.snapshotBytes === Infinity) await this.dropSnapshot();
     } else {
-      // The snapshot goes before any index window does: it relies on them.
+      // A snapshot that reads but cannot be used still says which segments held live payloads.
+      const rejected = found?.snapshot;
+      found = undefined;
+      const late =
+        rejected === undefined
+          ? undefined
+          : { from: rejected.position, bySegment: new Map<number, number>() };
+      this.lateFinishes = late;
+      const from = (durable?.first ?? 0) * SEGMENT_SPAN;
+      let report: ReplayReport;
+      try {
+        report = await this.replayAll(checkpoint, { from, replay, index: true });
+      } finally {
+        this.lateFinishes = undefined;
+      }
+      // (Segments before the first one the checkpoint needs were all finished by then.)
+      const gone =
+        rejected === undefined
+          ? []
+          : this.payloadsGone(
+              rejected.segmentLive.filter(([segment]) => segment >= (durable?.first ?? 0)),
+              late,
+            );
+      this.refuseDamage(report, accepted, gone);
+      // Only now: a refused open leaves the snapshot for a repair to compare with. (Windows it
+      // relies on that replayAll deleted make the checkpoint reject it, should this crash.)
       await removeSnapshot(this.dir);
-      const report = await this.replayAll(checkpoint);
-      for (const c of report.corrupt) corrupt.push({ where: where(c.position), reason: c.reason });
+      for (const c of skipped(report, accepted)) corrupt.push(c);
       truncatedBytes = report.truncatedBytes;
-      replayedBytes = this.log.stats().bytes;
+      replayedBytes = this.bytesFrom(from);
       this.uncoveredBytes = replayedBytes;
       await this.handOver(this.dueAfterReplay(frontier), onDue, damaged);
     }
+    const last = repairs.reports[repairs.reports.length - 1];
+    return this.recovered(context, {
+      live: 0,
+      corrupt,
+      truncatedBytes,
+      snapshot: verdict,
+      replayedBytes,
+      durationMs: 0,
+      ...(last === undefined ? {} : { repair: shortened(last) }),
+    });
+  }
+
+  /** The end every recovery shares: hands over windows, writes a checkpoint, starts the timer. */
+  private async recovered(
+    context: RecoveryContext,
+    report: RecoveryReport,
+  ): Promise<RecoveryReport> {
     for (const window of this.index.windows()) {
-      if (window < frontier) await this.retire(window);
+      if (window < this.frontier) await this.retire(window);
     }
     await this.checkpoint('never');
     this.updateSnapshotDue();
@@ -322,20 +441,409 @@ export class FileStore implements Store {
       this.checkpointIntervalMs,
     );
     this.checkpointTimer.unref();
-    return {
-      live: this.ids.size + this.collisions.size,
-      corrupt,
-      truncatedBytes,
-      snapshot: verdict,
-      replayedBytes,
-      durationMs: performance.now() - started,
+    report.live = this.ids.size + this.collisions.size;
+    report.durationMs = performance.now() - context.started;
+    return report;
+  }
+
+  /**
+   * Throws TickwheelCorruptError if the replay found damage in bytes that had been made durable
+   * (and no repair accepted it), or `more` is not empty. The log and the snapshot are then as
+   * they were found (the replay cut at most a torn tail), and no checkpoint is written.
+   */
+  private refuseDamage(report: ReplayReport, accepted: StoreDamage[], more: StoreDamage[]): void {
+    const damage = [...more];
+    for (const c of report.corrupt) {
+      if (c.durable && !isAccepted(accepted, c.segment, c.position % SEGMENT_SPAN)) {
+        damage.push(damageOf(c));
+      }
+    }
+    if (damage.length === 0) return;
+    this.replayed = false;
+    throw corruptionError(this.dir, damage);
+  }
+
+  /**
+   * Segments holding the payload of a live message that are not in the log: retention never
+   * deletes such a segment, so they were lost. `live`: live payloads per segment, now (a
+   * snapshot's tables after its tail) or at a snapshot's position, less `finished` since.
+   */
+  private payloadsGone(
+    live: Iterable<[number, number]>,
+    finished?: { bySegment: Map<number, number> },
+  ): StoreDamage[] {
+    const gone: StoreDamage[] = [];
+    for (const [segment, count] of live) {
+      const left = count - (finished?.bySegment.get(segment) ?? 0);
+      if (left > 0 && this.log.segmentSize(segment) === undefined) {
+        gone.push({ segment, from: 0, reason: 'missing', messages: left });
+      }
+    }
+    return gone.sort((a, b) => a.segment - b.segment);
+  }
+
+  /**
+   * What the durable extent (the last checkpoint's, or the snapshot's position) says must be in
+   * the log and is not: segments missing or shorter than recorded, and segments missing between
+   * two that are there (retention only ever deletes the oldest), less what a repair accepted.
+   */
+  private missingOrShort(durable: Durable | undefined, accepted: StoreDamage[]): StoreDamage[] {
+    const damage: StoreDamage[] = [];
+    const listed = new Set<number>();
+    for (const [segment, bytes] of durable?.bytes ?? []) {
+      listed.add(segment);
+      const size = this.log.segmentSize(segment);
+      if (size === undefined) {
+        if (isAccepted(accepted, segment, 0)) continue;
+        const live = durable?.live.get(segment);
+        damage.push({
+          segment,
+          from: 0,
+          to: bytes,
+          reason: 'missing',
+          ...(live === undefined ? {} : { messages: live }),
+        });
+      } else if (size < bytes && !isAccepted(accepted, segment, size)) {
+        damage.push({
+          segment,
+          from: size,
+          to: bytes,
+          reason: `cut short: the file ends at byte ${size}, and ${bytes} bytes of it had been made durable`,
+        });
+      }
+    }
+    const present = this.log.segments();
+    const first = durable?.first ?? present[0];
+    const kept = present.filter((segment) => segment >= first);
+    for (let i = 1; i < kept.length; i++) {
+      for (let segment = kept[i - 1] + 1; segment < kept[i]; segment++) {
+        if (listed.has(segment) || isAccepted(accepted, segment, 0)) continue;
+        damage.push({ segment, from: 0, reason: 'missing' });
+      }
+    }
+    return damage.sort((a, b) => a.segment - b.segment || a.from - b.from);
+  }
+
+  /**
+   * Recovery for `repair: true` and for planRepair: whatever the snapshot, a replay of every
+   * record that can be read, from the first segment the log needs. Then the messages the damage
+   * took are named (or counted); a repair drops them for good, a plan only reports them.
+   */
+  private async recoverWithRepair(
+    context: RecoveryContext,
+    snapshot: StoreSnapshot | undefined,
+    repairs: Repairs,
+    onDue: (message: MessageState) => void,
+  ): Promise<RecoveryReport> {
+    const plan = this.mode === 'plan';
+    const { checkpoint, durable, accepted } = context;
+    const untraced = new Untraced(durable?.end ?? Infinity);
+    this.untraced = untraced;
+    const from = (durable?.first ?? 0) * SEGMENT_SPAN;
+    let report: ReplayReport;
+    try {
+      report = await this.replayAll(checkpoint, {
+        from,
+        replay: {
+          ...(durable === undefined ? {} : { durable: durable.bytes }),
+          readOnly: plan,
+          cutDurable: !plan,
+        },
+        index: !plan,
+      });
+    } finally {
+      this.untraced = undefined;
+    }
+    untraced.capture(this.segmentLive);
+    const found = report.corrupt.filter(
+      (c) => !isAccepted(accepted, c.segment, c.position % SEGMENT_SPAN),
+    );
+    const damage = mergeDamage([...context.missing, ...found.map(damageOf)]);
+    const repair: RepairReport = {
+      at: new Date().toISOString(),
+      applied: false,
+      damage,
+      lost: 0,
+      dropped: [],
+      unnamed: 0,
+      exact: true,
+      notes: [],
     };
+    let finish: MessageState[] = [];
+    if (damage.length > 0) {
+      const lost = await this.lostMessages(damage, accepted, found, untraced, snapshot, durable);
+      repair.dropped = lost.dropped;
+      repair.unnamed = lost.unnamed;
+      repair.lost = lost.dropped.length + lost.unnamed;
+      repair.exact = lost.exact;
+      repair.notes = lost.notes;
+      finish = lost.finish;
+    }
+    const recovery: RecoveryReport = {
+      live: this.ids.size + this.collisions.size - finish.length,
+      corrupt: found.map((c) => ({ where: where(c.position), reason: c.reason })),
+      truncatedBytes: report.truncatedBytes,
+      snapshot: snapshot === undefined ? 'none' : 'rejected: a repair replays the whole log',
+      replayedBytes: this.bytesFrom(from),
+      durationMs: performance.now() - context.started,
+      repair,
+    };
+    if (plan) {
+      this.replayed = false; // close() must write nothing
+      return recovery;
+    }
+    if (damage.length > 0) {
+      // First the records that make the drops durable, then the snapshot goes (its tables
+      // still hold the lost messages), then what was accepted as lost is recorded.
+      await Promise.all(finish.map((message) => this.finish(message, 'cancelled')));
+      await removeSnapshot(this.dir);
+      repair.applied = true;
+      await writeRepairs(this.dir, {
+        accepted: [...accepted, ...damage],
+        reports: [...repairs.reports, repair],
+      });
+    } else {
+      await removeSnapshot(this.dir);
+    }
+    this.uncoveredBytes = recovery.replayedBytes;
+    const damaged = (position: number, err: LogError) =>
+      recovery.corrupt.push({ where: where(position), reason: err.message });
+    await this.handOver(this.dueAfterReplay(this.frontier), onDue, damaged);
+    return this.recovered(context, recovery);
+  }
+
+  /**
+   * The messages that `damage` (new) took: named where their id can be read anywhere, counted
+   * where it cannot, and those whose state in the tables cannot be trusted (to be finished).
+   *
+   *   - a message moved or buried by a readable record whose schedule (the payload) was not
+   *     read: named from that record;
+   *   - with a snapshot taken after the damage, whose tables are the truth up to its position:
+   *     every message whose latest record by the snapshot is unreadable; a readable message
+   *     whose latest change by the snapshot was lost (stale); a message the snapshot says was
+   *     finished that the readable log brings back;
+   *   - without one: the live messages per segment the last checkpoint counted, against those
+   *     the readable log knows of;
+   *   - what is left of a damaged record, when it names a message that the snapshot or an index
+   *     entry confirms.
+   */
+  private async lostMessages(
+    damage: StoreDamage[],
+    accepted: StoreDamage[],
+    found: ReplayReport['corrupt'],
+    untraced: Untraced,
+    snapshot: StoreSnapshot | undefined,
+    durable: Durable | undefined,
+  ) {
+    const unreadable = (position: number) =>
+      isAccepted(damage, segmentOf(position), position % SEGMENT_SPAN) ||
+      isAccepted(accepted, segmentOf(position), position % SEGMENT_SPAN);
+    const dropped = new Map<string, RepairReport['dropped'][number]>();
+    const drop = (id: string, topic: string, reason: string) => {
+      if (!dropped.has(id)) dropped.set(id, { id, topic, reason });
+    };
+    const finish: MessageState[] = [];
+    const notes: string[] = [];
+    const finishing = new Set<number>();
+    const finishAt = async (positions: number[], why: (i: number) => string) => {
+      const states = await this.statesAt(positions, () => {});
+      for (let i = 0; i < states.length; i++) {
+        const state = states[i];
+        if (state === undefined || finishing.has(positions[i])) continue;
+        finishing.add(positions[i]);
+        drop(state.id, state.topic, why(i));
+        finish.push(state);
+      }
+    };
+
+    const orphanHashes = new IdTable();
+    for (const [id, orphan] of untraced.orphans) {
+      drop(
+        id,
+        orphan.topic,
+        `its schedule record, which holds the payload, cannot be read (${where(orphan.payloadPosition)})`,
+      );
+      hashId(id);
+      orphanHashes.set(hashLow, hashHigh, orphan.position);
+    }
+    const remains = await this.damagedRecords(found);
+    const indexed = await this.indexEntriesIn(unreadable);
+    const named = new Set<DamagedRecord>();
+    const kinds = ['', 'schedule', 'reschedule', 'finish', 'dead-letter'];
+    const damagedReason = (r: DamagedRecord) =>
+      `its ${kinds[r.type]} record is damaged (${where(r.position)}: ${r.reason})`;
+    let unnamed = 0;
+    let exact: boolean;
+
+    if (snapshot !== undefined) {
+      const end = snapshot.position;
+      const before = new IdTable();
+      before.adoptArrays(snapshot.ids);
+      const stale: number[] = [];
+      const staleFrom: number[] = [];
+      const gone: Array<{ low: number; high: number; position: number }> = [];
+      before.forEach((low, high, was) => {
+        if (was >= end) return;
+        const now = this.ids.get(low, high);
+        if (now === was || now >= end || now > was) return;
+        if (now >= 0) {
+          stale.push(now);
+          staleFrom.push(was);
+        } else if (
+          unreadable(was) &&
+          untraced.finished.get(low, high) < 0 &&
+          orphanHashes.get(low, high) < 0
+        ) {
+          gone.push({ low, high, position: was });
+        }
+      });
+      const back: number[] = [];
+      this.ids.forEach((low, high, now) => {
+        if (now < end && before.get(low, high) < 0) back.push(now);
+      });
+      const collided = new Map(snapshot.collisions.map(([id, position]) => [id, position]));
+      for (const [id, { position }] of this.collisions) {
+        if (position >= end || collided.has(id)) continue;
+        hashId(id);
+        if (before.get(hashLow, hashHigh) !== position) back.push(position);
+      }
+      await finishAt(stale, (i) => `its latest change cannot be read (${where(staleFrom[i])})`);
+      await finishAt(
+        back,
+        () =>
+          `it had been finished before ${where(end)} (by the snapshot), but the record that finished it cannot be read`,
+      );
+      for (const r of remains) {
+        const at = gone.findIndex(
+          (g) => g.position === r.position && g.low === r.low && g.high === r.high,
+        );
+        if (at < 0) continue;
+        gone.splice(at, 1);
+        drop(r.id, r.topic, damagedReason(r));
+        named.add(r);
+      }
+      unnamed = gone.length;
+      exact = damage.every((d) => endOf(d) <= end);
+    } else {
+      const namedIn = new Map<number, number>();
+      const stale: number[] = [];
+      const staleFrom: DamagedRecord[] = [];
+      for (const r of remains) {
+        const entry = indexed.get(r.position);
+        if (entry === undefined || entry[0] !== r.low || entry[1] !== r.high) continue;
+        const now = this.latest(r.id);
+        if (r.type === SCHEDULE && now < 0) {
+          drop(r.id, r.topic, damagedReason(r));
+          named.add(r);
+          const segment = segmentOf(r.position);
+          namedIn.set(segment, (namedIn.get(segment) ?? 0) + 1);
+        } else if (r.type !== SCHEDULE && now >= 0 && now < r.position) {
+          stale.push(now);
+          staleFrom.push(r);
+          named.add(r);
+        }
+      }
+      await finishAt(stale, (i) => damagedReason(staleFrom[i]));
+      // The last checkpoint counted the live payloads of every segment: a damaged one now
+      // short of messages lost that many; any segment over its count holds messages whose
+      // finish was lost (they came back).
+      const damaged = new Set(damage.map((d) => d.segment));
+      const counted = [...damaged].every((segment) => durable?.live.has(segment) === true);
+      let back = false;
+      for (const [segment, live] of durable?.live ?? []) {
+        const traced =
+          (untraced.atDurable?.get(segment) ?? 0) + (untraced.finishedAfter.get(segment) ?? 0);
+        const lost = live - traced;
+        if (lost < 0) {
+          back = true;
+          notes.push(
+            `${-lost} messages with their payload in log segment ${segment} are live again ` +
+              'although they had been finished: the record that finished them cannot be read, ' +
+              'and without a snapshot taken after it, which ones cannot be told',
+          );
+        } else if (damaged.has(segment)) {
+          unnamed += Math.max(0, lost - (namedIn.get(segment) ?? 0));
+        }
+      }
+      if (!counted) {
+        notes.push(
+          'how many messages had every record in the damaged bytes is not known: no checkpoint ' +
+            'counted the live messages of those segments',
+        );
+      }
+      // A damaged stretch before every readable record, or one that is exactly one record
+      // whose message is named, hid no change of any other message.
+      const accounted = (d: StoreDamage) =>
+        d.segment * SEGMENT_SPAN + d.from < untraced.firstRead ||
+        [...named].some(
+          (r) =>
+            r.whole && segmentOf(r.position) === d.segment && r.position % SEGMENT_SPAN === d.from,
+        );
+      exact = counted && !back && damage.every(accounted);
+    }
+    for (const r of remains) {
+      if (named.has(r) || dropped.has(r.id)) continue;
+      notes.push(
+        `the damaged record at ${where(r.position)} may have been the ${kinds[r.type]} record ` +
+          `of message ${r.id} (topic ${r.topic}), read from the damaged bytes and not confirmed`,
+      );
+    }
+    if (!exact) {
+      notes.push(
+        'the damaged bytes may also have held changes (a cancel, an ack, a reschedule, a retry) ' +
+          'of messages whose earlier records are intact: those keep their last readable state',
+      );
+    }
+    return { dropped: [...dropped.values()], unnamed, exact, notes, finish };
+  }
+
+  /** What is left of each damaged record, where it still names a message and topic. */
+  private async damagedRecords(found: ReplayReport['corrupt']): Promise<DamagedRecord[]> {
+    const remains: DamagedRecord[] = [];
+    for (const c of found) {
+      const raw = await this.log.readRaw(
+        c.segment,
+        c.position % SEGMENT_SPAN,
+        Math.min(c.bytes, DAMAGED_READ_BYTES),
+      );
+      const record = readDamaged(raw);
+      if (record === undefined) continue;
+      hashId(record.id);
+      remains.push({
+        ...record,
+        position: c.position,
+        reason: c.reason,
+        low: hashLow,
+        high: hashHigh,
+        whole: RECORD_HEADER_BYTES + raw.readUInt32LE(2) === c.bytes,
+      });
+    }
+    return remains;
+  }
+
+  /** Index entries that point into unreadable bytes: position -> [hash low, hash high]. */
+  private async indexEntriesIn(unreadable: (position: number) => boolean) {
+    const entries = new Map<number, [number, number]>();
+    for (const window of this.index.windows()) {
+      const read = await this.index.read(window);
+      for (let i = 0; i < read.count; i++) {
+        if (unreadable(read.position[i])) {
+          entries.set(read.position[i], [read.low[i], read.high[i]]);
+        }
+      }
+    }
+    return entries;
   }
 
   async lookup(id: string): Promise<StoredMessage | undefined> {
     const position = this.latest(id);
     if (position < 0) return undefined;
-    const [message] = (await this.statesAt([position])) as MessageState[];
+    let message: MessageState;
+    try {
+      [message] = (await this.statesAt([position])) as MessageState[];
+    } catch (err) {
+      throw this.unreadable(err, `message ${id}`);
+    }
     if (message.id !== id) return undefined; // another id with the same 64-bit hash
     message.payload = undefined;
     const dead = this.deadIds.get(id)?.position === position;
@@ -472,9 +980,35 @@ export class FileStore implements Store {
   }
 
   async payloadOf(message: MessageState): Promise<Uint8Array> {
-    const { type, body } = await this.log.read(message.ref);
-    if (type !== SCHEDULE) throw new Error(`record at ${message.ref} is not a message's payload`);
-    return decodeSchedule(body).payload;
+    let record: { type: number; body: Buffer };
+    try {
+      record = await this.log.read(message.ref);
+    } catch (err) {
+      throw this.unreadable(err, `the payload of message ${message.id}`);
+    }
+    if (record.type !== SCHEDULE) {
+      throw this.unreadable(
+        new LogError('ERR_TICKWHEEL_CORRUPT', `${where(message.ref)} holds no schedule record`),
+        `the payload of message ${message.id}`,
+      );
+    }
+    return decodeSchedule(record.body).payload;
+  }
+
+  /**
+   * A read of a record the tables point at failed because it is damaged or gone (found only
+   * now: behind a snapshot, recovery does not read it): a TickwheelCorruptError that says so
+   * and how to repair. Other errors (I/O, a closed log) are returned as they are.
+   */
+  private unreadable(err: unknown, what: string): unknown {
+    if (!isDamage(err)) return err;
+    return new TickwheelCorruptError(
+      `${what} cannot be read: ${err.message}. The data directory ${this.dir} is damaged: ` +
+        `close the queue and run \`tickwheel repair --dir ${this.dir}\` (see docs/storage.md, ` +
+        'Recovery)',
+      [],
+      { cause: err },
+    );
   }
 
   async dead(topic: string, limit: number): Promise<StoredMessage[]> {
@@ -611,6 +1145,9 @@ export class FileStore implements Store {
         this.tally.finishDead(replaced.topic);
         this.unlink(id, low, high);
       }
+      if (this.untraced !== undefined && this.untraced.orphans.size > 0) {
+        this.untraced.orphans.delete(recordId(type, body, at));
+      }
       // A live id is never scheduled again (the queue deduplicates), so a taken slot means
       // another id with the same 64-bit hash: this one is kept apart, by its exact id.
       if (!this.ids.add(low, high, position, deliverAt)) {
@@ -625,11 +1162,23 @@ export class FileStore implements Store {
     }
     const collided = exact ? this.collisions.get(id) : undefined;
     const previous = collided !== undefined ? collided.position : this.ids.get(low, high);
-    // Its message finished before this log begins: nothing to do.
-    if (previous < 0) return;
+    // Its message finished before this log begins: nothing to do (a repair takes note).
+    if (previous < 0) {
+      if (this.untraced !== undefined) {
+        this.untraced.changed(type, body, at, position, low, high);
+      } else if (this.lateFinishes !== undefined && type === FINISH) {
+        const late = this.lateFinishes;
+        if (position >= late.from) {
+          const segment = segmentOf(payloadPositionOf(FINISH, body, at));
+          late.bySegment.set(segment, (late.bySegment.get(segment) ?? 0) + 1);
+        }
+      }
+      return;
+    }
     this.near.delete(previous);
     const dead = exact ? this.deadIds.get(id) : undefined;
     if (type === FINISH) {
+      this.untraced?.finished.set(low, high, position);
       this.unlink(id, low, high);
       if (dead !== undefined) {
         this.deadIds.delete(id);
@@ -747,8 +1296,15 @@ export class FileStore implements Store {
 
   // ---- recovery --------------------------------------------------------------------------
 
-  /** Whole-log replay: every record through apply, due times kept while it runs. */
-  private async replayAll(checkpoint: Checkpoint) {
+  /**
+   * Whole-log replay, from `from` (the first segment the log needs): every record through
+   * apply, due times kept while it runs. Without `index` (a plan) the schedule index is left
+   * as it is: nothing deleted, nothing added.
+   */
+  private async replayAll(
+    checkpoint: Checkpoint,
+    options: { from: number; replay: ReplayOptions; index: boolean },
+  ) {
     const frontier = this.frontier;
     // The index on disk covers the log up to checkpoint.indexedUntil only if nothing removed
     // entries from it since (a truncated or deleted file: disk trouble, an operator) and the
@@ -765,13 +1321,24 @@ export class FileStore implements Store {
           Number(window) + this.index.windowMs <= frontier ||
           (sizes.get(Number(window)) ?? 0) >= bytes,
       );
-    if (!trusted) for (const window of this.index.windows()) await this.index.delete(window);
-    const indexedUntil = trusted ? checkpoint.indexedUntil : 0;
+    if (!trusted && options.index) {
+      for (const window of this.index.windows()) await this.index.delete(window);
+    }
+    const indexedUntil = !options.index ? Infinity : trusted ? checkpoint.indexedUntil : 0;
     this.ids.useAux(true);
     // Room for about as many messages as the log could hold, so replay does not keep growing it.
     this.ids.reserve(Math.min(50_000_000, Math.floor(this.log.stats().bytes / 120)));
-    const report = await this.log.replay((type, body, position) =>
-      this.apply(type, body, 0, position, this.reindexes(type, body, position, indexedUntil)),
+    const untraced = this.untraced;
+    const report = await this.log.replay(
+      untraced === undefined
+        ? (type, body, position) =>
+            this.apply(type, body, 0, position, this.reindexes(type, body, position, indexedUntil))
+        : (type, body, position) => {
+            untraced.read(position, this.segmentLive);
+            this.apply(type, body, 0, position, this.reindexes(type, body, position, indexedUntil));
+          },
+      options.from,
+      options.replay,
     );
     this.replayed = true;
     return report;
@@ -793,7 +1360,7 @@ export class FileStore implements Store {
   }
 
   /** Loads a snapshot and replays the log from its position on. */
-  private async replayTail(snapshot: StoreSnapshot, indexedUntil: number) {
+  private async replayTail(snapshot: StoreSnapshot, indexedUntil: number, options: ReplayOptions) {
     this.adopt(snapshot);
     this.tailDue = [];
     try {
@@ -801,6 +1368,7 @@ export class FileStore implements Store {
         (type, body, position) =>
           this.apply(type, body, 0, position, this.reindexes(type, body, position, indexedUntil)),
         snapshot.position,
+        options,
       );
       this.replayed = true;
       return report;
@@ -1005,17 +1573,20 @@ export class FileStore implements Store {
   private async readCheckpoint(): Promise<Checkpoint> {
     try {
       const text = await readFile(join(this.dir, 'checkpoint.json'), 'utf8');
-      const { indexedUntil, frontier, windows } = JSON.parse(text) as Record<string, unknown>;
+      const { indexedUntil, frontier, windows, log } = JSON.parse(text) as Record<string, unknown>;
       if (typeof frontier !== 'number' || typeof windows !== 'object' || windows === null) {
         throw new Error('a checkpoint without frontier and windows: rebuild the index');
       }
+      const until = typeof indexedUntil === 'number' && indexedUntil >= 0 ? indexedUntil : 0;
       return {
-        indexedUntil: typeof indexedUntil === 'number' && indexedUntil >= 0 ? indexedUntil : 0,
+        indexedUntil: until,
         frontier,
         windows: windows as Record<string, number>,
+        // Written before tickwheel recorded it, or unreadable: no durable extent to hold to.
+        log: isExtent(log) && until > 0 ? log : undefined,
       };
     } catch {
-      return { indexedUntil: 0, frontier: Infinity, windows: {} };
+      return { indexedUntil: 0, frontier: Infinity, windows: {}, log: undefined };
     }
   }
 
@@ -1074,6 +1645,15 @@ export class FileStore implements Store {
       if ((this.segmentLive.get(segments[i]) ?? 0) > 0) break;
       finished.push(segments[i]);
     }
+    // The log's durable extent once the sync below is done: each segment it still needs (the
+    // finished ones may go), its size and its live payloads. Recovery holds the log to it.
+    const extent: LogExtent = segments
+      .slice(finished.length)
+      .map((segment) => [
+        segment,
+        this.log.segmentSize(segment) ?? 0,
+        this.segmentLive.get(segment) ?? 0,
+      ]);
     let snapshot: StoreSnapshot | undefined;
     let covered = 0;
     if (capturing) {
@@ -1087,7 +1667,8 @@ export class FileStore implements Store {
       this.noteCapturePause(performance.now() - started);
     }
     try {
-      await this.log.flush();
+      // On disk whatever the fsync policy: the checkpoint tells recovery these bytes are durable.
+      await this.log.syncAll();
       // flush() has nothing to wait for once a failed write emptied the log's queue: the
       // tables judged above may then include records that never reached the disk.
       if (this.log.firstFailure !== undefined) return;
@@ -1096,12 +1677,16 @@ export class FileStore implements Store {
       const file = join(this.dir, 'checkpoint.json');
       const handle = await open(`${file}.tmp`, 'w');
       try {
-        await handle.writeFile(JSON.stringify({ version: 1, indexedUntil, frontier, windows }));
+        await handle.writeFile(
+          JSON.stringify({ version: 1, indexedUntil, frontier, windows, log: extent }),
+        );
         await handle.sync();
       } finally {
         await handle.close();
       }
       await rename(`${file}.tmp`, file);
+      // Before any segment is deleted below: an older checkpoint would still list it.
+      await syncDirectory(this.dir);
       // The log up to the snapshot's position is durable and the checkpoint covers it: only
       // now may the snapshot replace the previous one.
       if (snapshot !== undefined && this.log.stats().failures === 0) {
@@ -1190,6 +1775,286 @@ interface Checkpoint {
   indexedUntil: number;
   frontier: number;
   windows: Record<string, number>;
+  /** The log's durable extent (absent in checkpoints of older versions). */
+  log: LogExtent | undefined;
+}
+
+/** [segment, bytes made durable, live payloads] for each segment the log needs, ascending. */
+type LogExtent = Array<[segment: number, bytes: number, live: number]>;
+
+function isExtent(value: unknown): value is LogExtent {
+  if (!Array.isArray(value) || value.length === 0) return false;
+  let previous = 0;
+  for (const entry of value) {
+    if (!Array.isArray(entry) || entry.length !== 3) return false;
+    if (!entry.every((n) => Number.isSafeInteger(n) && (n as number) >= 0)) return false;
+    if ((entry[0] as number) <= previous) return false;
+    previous = entry[0] as number;
+  }
+  return true;
+}
+
+/** What the log is held to at recovery: what the last checkpoint (or the snapshot) made durable. */
+interface Durable {
+  /** Bytes at the start of each segment that were durable. */
+  bytes: Map<number, number>;
+  /** Live payloads per segment then (from the checkpoint only). */
+  live: Map<number, number>;
+  /** The first segment the log needs (every one before held nothing live); absent: unknown. */
+  first?: number;
+  /** The log position before which everything was durable. */
+  end: number;
+}
+
+function durableExtent(
+  checkpoint: Checkpoint,
+  snapshot: StoreSnapshot | undefined,
+): Durable | undefined {
+  let durable: Durable | undefined;
+  if (checkpoint.log !== undefined) {
+    durable = {
+      bytes: new Map(),
+      live: new Map(),
+      first: checkpoint.log[0][0],
+      end: checkpoint.indexedUntil,
+    };
+    for (const [segment, bytes, live] of checkpoint.log) {
+      durable.bytes.set(segment, bytes);
+      durable.live.set(segment, live);
+    }
+  }
+  // A snapshot is written only once the log up to its position is durable.
+  if (snapshot !== undefined) {
+    const segment = segmentOf(snapshot.position);
+    const offset = snapshot.position - segment * SEGMENT_SPAN;
+    if (durable === undefined) {
+      durable = { bytes: new Map([[segment, offset]]), live: new Map(), end: snapshot.position };
+    } else if (segment >= (durable.first ?? 0)) {
+      durable.bytes.set(segment, Math.max(durable.bytes.get(segment) ?? 0, offset));
+      durable.end = Math.max(durable.end, snapshot.position);
+    }
+  }
+  return durable;
+}
+
+interface RecoveryContext {
+  started: number;
+  checkpoint: Checkpoint;
+  durable: Durable | undefined;
+  /** Damage earlier repairs accepted as lost. */
+  accepted: StoreDamage[];
+  /** Segments missing or cut short, by the durable extent. */
+  missing: StoreDamage[];
+}
+
+/** What is left of a damaged record that names its message. */
+interface DamagedRecord {
+  type: number;
+  id: string;
+  topic: string;
+  position: number;
+  reason: string;
+  low: number;
+  high: number;
+  /** The damaged stretch is exactly this one record. */
+  whole: boolean;
+}
+
+/**
+ * What a repair's replay learns of messages whose schedule record it did not read (their
+ * MOVE, BURY and FINISH records name them), and what the tables were at the durable position.
+ */
+class Untraced {
+  /** Moved or buried, and not finished after: live, but their payload cannot be read. */
+  readonly orphans = new Map<
+    string,
+    { topic: string; payloadPosition: number; position: number }
+  >();
+  /** Id hashes finished by a record read (of such a message or any other). */
+  readonly finished = new IdTable();
+  /** Such finishes at or after the durable position, by the segment of their payload. */
+  readonly finishedAfter = new Map<number, number>();
+  /** Live payloads per segment (orphans included) when the replay reached the durable position. */
+  atDurable: Map<number, number> | undefined;
+  /** The first position the replay read. */
+  firstRead = Infinity;
+
+  constructor(private readonly durableEnd: number) {}
+
+  read(position: number, segmentLive: ReadonlyMap<number, number>): void {
+    if (position < this.firstRead) this.firstRead = position;
+    if (position >= this.durableEnd) this.capture(segmentLive);
+  }
+
+  capture(segmentLive: ReadonlyMap<number, number>): void {
+    if (this.atDurable !== undefined) return;
+    const live = new Map(segmentLive);
+    for (const { payloadPosition } of this.orphans.values()) {
+      const segment = segmentOf(payloadPosition);
+      live.set(segment, (live.get(segment) ?? 0) + 1);
+    }
+    this.atDurable = live;
+  }
+
+  changed(type: number, body: Buffer, at: number, position: number, low: number, high: number) {
+    const id = recordId(type, body, at);
+    if (type === FINISH) {
+      this.finished.set(low, high, position);
+      if (this.orphans.delete(id)) return;
+      if (position >= this.durableEnd) {
+        const segment = segmentOf(payloadPositionOf(FINISH, body, at));
+        this.finishedAfter.set(segment, (this.finishedAfter.get(segment) ?? 0) + 1);
+      }
+      return;
+    }
+    const topicAt = at + topicStart(type, body, at);
+    this.orphans.set(id, {
+      topic: body.toString('latin1', topicAt, topicAt + topicLength(type, body, at)),
+      payloadPosition: payloadPositionOf(type, body, at),
+      position,
+    });
+  }
+}
+
+/** The id and topic left in a damaged record, if its header and those fields are intact. */
+function readDamaged(raw: Buffer): { type: number; id: string; topic: string } | undefined {
+  if (raw.length < RECORD_HEADER_BYTES || raw[0] !== RECORD_MAGIC) return undefined;
+  const type = raw[1];
+  if (type !== SCHEDULE && type !== MOVE && type !== FINISH && type !== BURY) return undefined;
+  const body = raw.subarray(RECORD_HEADER_BYTES);
+  if (body.length < idStart(type)) return undefined;
+  const topicAt = topicStart(type, body);
+  const end = topicAt + topicLength(type, body);
+  if (end > body.length) return undefined;
+  const id = recordId(type, body);
+  const topic = body.toString('latin1', topicAt, end);
+  try {
+    checkId(id);
+    checkTopic(topic);
+  } catch {
+    return undefined;
+  }
+  return { type, id, topic };
+}
+
+/** Whether a repair accepted the damage at this byte of a segment as lost. */
+function isAccepted(accepted: readonly StoreDamage[], segment: number, offset: number): boolean {
+  return accepted.some(
+    (d) =>
+      d.segment === segment &&
+      (d.reason === 'missing' || (d.from <= offset && (d.to === undefined || offset < d.to))),
+  );
+}
+
+function damageOf(c: ReplayReport['corrupt'][number]): StoreDamage {
+  const from = c.position % SEGMENT_SPAN;
+  return { segment: c.segment, from, to: from + c.bytes, reason: `damaged: ${c.reason}` };
+}
+
+/** Position after the damage (for a missing segment of unknown size: the end of its span). */
+function endOf(d: StoreDamage): number {
+  return d.to === undefined ? (d.segment + 1) * SEGMENT_SPAN : d.segment * SEGMENT_SPAN + d.to;
+}
+
+/** In order; a damaged end of a segment and its cut-short rest, back to back, are one. */
+function mergeDamage(damage: StoreDamage[]): StoreDamage[] {
+  const sorted = [...damage].sort((a, b) => a.segment - b.segment || a.from - b.from);
+  const merged: StoreDamage[] = [];
+  for (const d of sorted) {
+    const last = merged[merged.length - 1];
+    if (last !== undefined && last.segment === d.segment && last.to === d.from) {
+      const cut = [last, d].find((x) => x.reason.startsWith('cut short'));
+      merged[merged.length - 1] = { ...last, to: d.to, reason: (cut ?? last).reason };
+    } else merged.push({ ...d });
+  }
+  return merged;
+}
+
+/** The replay's skipped records that are news: neither durable (refused) nor accepted. */
+function skipped(report: ReplayReport, accepted: StoreDamage[]): RecoveryReport['corrupt'] {
+  return report.corrupt
+    .filter((c) => !isAccepted(accepted, c.segment, c.position % SEGMENT_SPAN))
+    .map((c) => ({ where: where(c.position), reason: c.reason }));
+}
+
+/** One line for a damaged stretch: which segment, which bytes, what is wrong, what it held. */
+export function describeDamage(d: StoreDamage): string {
+  const bytes = d.to === undefined ? '' : ` (bytes ${d.from} to ${d.to})`;
+  const messages =
+    d.messages === undefined
+      ? ''
+      : `; ${d.messages} live messages had their payload there at the last checkpoint`;
+  return `log segment ${d.segment}${bytes} is ${d.reason}${messages}`;
+}
+
+function corruptionError(dir: string, damage: StoreDamage[]): TickwheelCorruptError {
+  return new TickwheelCorruptError(
+    `${dir} will not be opened: its message log is damaged where it had been made durable ` +
+      `(not the torn tail a crash leaves):\n${damage.map((d) => `  - ${describeDamage(d)}`).join('\n')}\n` +
+      `Nothing was changed. \`tickwheel repair --dir ${dir}\` lists the messages that cannot be ` +
+      `recovered; \`tickwheel repair --dir ${dir} --yes\` (or DelayQueue.open({ dir, repair: ` +
+      'true })) drops them, keeps every other message, and reports what it dropped.',
+    damage,
+  );
+}
+
+interface Repairs {
+  accepted: StoreDamage[];
+  reports: RepairReport[];
+}
+
+async function readRepairs(dir: string): Promise<Repairs> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, REPAIR_FILE), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { accepted: [], reports: [] };
+    throw err;
+  }
+  try {
+    const { accepted, reports } = JSON.parse(text) as Partial<Repairs>;
+    if (Array.isArray(accepted) && Array.isArray(reports)) return { accepted, reports };
+  } catch {
+    // An unreadable file accepts nothing: the damage is refused again, and can be repaired again.
+  }
+  return { accepted: [], reports: [] };
+}
+
+async function writeRepairs(dir: string, repairs: Repairs): Promise<void> {
+  const file = join(dir, REPAIR_FILE);
+  const handle = await open(`${file}.tmp`, 'w');
+  try {
+    await handle.writeFile(`${JSON.stringify({ version: 1, ...repairs }, null, 1)}\n`);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(`${file}.tmp`, file);
+  await syncDirectory(dir);
+}
+
+/** A repair report as later opens show it: the first names, and the count of all. */
+function shortened(report: RepairReport): RepairReport {
+  if (report.dropped.length <= REPAIR_NAMES_SHOWN) return report;
+  return {
+    ...report,
+    dropped: report.dropped.slice(0, REPAIR_NAMES_SHOWN),
+    notes: [
+      ...report.notes,
+      `${report.dropped.length - REPAIR_NAMES_SHOWN} more dropped messages are named in ${REPAIR_FILE}`,
+    ],
+  };
+}
+
+async function syncDirectory(dir: string): Promise<void> {
+  // Windows cannot open a directory to fsync it; NTFS journals the entry itself.
+  if (process.platform === 'win32') return;
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
 }
 
 /**

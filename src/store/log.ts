@@ -74,6 +74,11 @@
  * CRC, and continues from there. Damage that nothing intact follows is a torn tail when it is
  * in the last segment, the remains of a write cut short by a crash: it is truncated and counted
  * in `truncatedBytes`. In a closed segment it is reported as corrupt.
+ *
+ * A crash can only tear bytes that were never made durable. The caller says which bytes were
+ * (`ReplayOptions.durable`: what a checkpoint recorded after `syncAll`); damage that starts
+ * inside them is never a torn tail: it is reported in `corrupt` with `durable: true` and left
+ * as it is, whatever segment it is in, unless the caller repairs (`cutDurable`).
  * Known limit: a body that itself contains a complete, well-formed record could be taken for
  * one while resynchronising inside that damaged record.
  */
@@ -116,12 +121,36 @@ export interface MessageLogOptions {
   io?: Partial<LogIo>;
 }
 
+export interface ReplayOptions {
+  /**
+   * Bytes at the start of each segment known to be durable. Damage that starts there is
+   * corruption, not a torn tail: reported with `durable: true`, never cut (but see cutDurable).
+   */
+  durable?: ReadonlyMap<number, number>;
+  /** Change no file: a torn tail is reported in `truncatedBytes` but not cut. */
+  readOnly?: boolean;
+  /**
+   * Cut durable damage at the end of the last segment too (a repair: those bytes cannot be
+   * read, and appends continue where the good records end). It stays in `corrupt`.
+   */
+  cutDurable?: boolean;
+}
+
 export interface ReplayReport {
   /** Good records delivered to onRecord. */
   records: number;
-  /** Damaged records skipped inside segments; `bytes` is how much was skipped. */
-  corrupt: Array<{ position: number; segment: number; reason: string; bytes: number }>;
-  /** Bytes of a torn tail cut from the last segment. */
+  /**
+   * Damaged records skipped inside segments; `bytes` is how much was skipped; `durable`: the
+   * damage starts in bytes ReplayOptions.durable says were durable.
+   */
+  corrupt: Array<{
+    position: number;
+    segment: number;
+    reason: string;
+    bytes: number;
+    durable: boolean;
+  }>;
+  /** Bytes of a torn tail cut from the last segment (with readOnly: that would be cut). */
   truncatedBytes: number;
   /** Position after the last good record: the next append position. */
   end: number;
@@ -272,6 +301,9 @@ export class MessageLog {
   private activeSize: number;
   /** Segments whose file the writer has yet to create (and whose directory entry to sync). */
   private readonly unborn = new Set<number>();
+  /** 'never': segments written since the last syncAll(), and whether a file was created. */
+  private readonly unsynced = new Set<number>();
+  private unsyncedDirectory = false;
 
   /** Stages in write order; the writer works on the first one. */
   private readonly queue: Stage[] = [];
@@ -360,7 +392,10 @@ export class MessageLog {
         );
       }
     }
-    return new MessageLog(settings, segments, sizes);
+    const log = new MessageLog(settings, segments, sizes);
+    // 'never': the new file's entry is synced by the first syncAll().
+    log.unsyncedDirectory = settings.fsync === 'never' && sizes.length === 1 && sizes[0] === 0;
+    return log;
   }
 
   static segmentOf(position: number): number {
@@ -514,6 +549,42 @@ export class MessageLog {
     return (last.done as Deferred).promise;
   }
 
+  /**
+   * Like flush(), but on disk whatever the fsync policy: under 'never' it also fsyncs every
+   * segment written since the last call, and the log's folder if a segment was created. A
+   * checkpoint calls it before it records sizes that recovery will hold to be durable.
+   */
+  async syncAll(): Promise<void> {
+    await this.flush();
+    if (this.unsynced.size === 0 && !this.unsyncedDirectory) return;
+    const segments = [...this.unsynced];
+    const directory = this.unsyncedDirectory;
+    this.unsynced.clear();
+    this.unsyncedDirectory = false;
+    try {
+      for (const segment of segments) {
+        let handle: FileHandle;
+        try {
+          handle = await open(this.pathOf(segment), 'r+');
+        } catch (error) {
+          // Deleted since (retention): nothing of it needs to last.
+          if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+          throw error;
+        }
+        try {
+          await this.sync(handle);
+        } finally {
+          await handle.close().catch(ignore);
+        }
+      }
+      if (directory) await syncDirectory(this.dir);
+    } catch (error) {
+      for (const segment of segments) this.unsynced.add(segment);
+      if (directory) this.unsyncedDirectory = true;
+      throw ioError('syncing the log for a checkpoint', error);
+    }
+  }
+
   private roll(): void {
     if (this.active >= LAST_SEGMENT) {
       throw new LogError(
@@ -609,6 +680,8 @@ export class MessageLog {
         if (this.policy === 'batch') {
           step = 'fsync of';
           await this.sync(handle);
+        } else {
+          this.unsynced.add(stage.segment);
         }
         stage.kept = stage.len;
         (stage.done as Deferred).resolve();
@@ -636,6 +709,7 @@ export class MessageLog {
     try {
       if (this.unborn.has(stage.segment)) {
         if (this.policy !== 'never') await syncDirectory(this.dir);
+        else this.unsyncedDirectory = true;
         this.unborn.delete(stage.segment);
       }
       const { size } = await handle.stat();
@@ -848,6 +922,28 @@ export class MessageLog {
     return results;
   }
 
+  /**
+   * Up to `length` bytes of a segment's file from `offset`, as they are, unchecked: what is left
+   * of a damaged record, for a repair to name what it held. Empty if the file is not there.
+   */
+  async readRaw(segment: number, offset: number, length: number): Promise<Buffer> {
+    let handle: FileHandle;
+    try {
+      handle = await open(this.pathOf(segment), 'r');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return Buffer.alloc(0);
+      throw ioError(`opening segment ${segmentFileName(segment)}`, error);
+    }
+    try {
+      const buf = Buffer.alloc(length);
+      return buf.subarray(0, await readFully(handle, buf, 0, length, offset));
+    } catch (error) {
+      throw ioError(`reading segment ${segmentFileName(segment)} at byte ${offset}`, error);
+    } finally {
+      await handle.close().catch(ignore);
+    }
+  }
+
   /** Where the active segment's bytes stop being in the file: the first staged byte. */
   private writtenEnd(): number {
     let end = this.activeSize;
@@ -907,6 +1003,7 @@ export class MessageLog {
   async replay(
     onRecord: (type: number, body: Buffer, position: number) => void,
     from = 0,
+    options: ReplayOptions = {},
   ): Promise<ReplayReport> {
     if (this.closed) throw closedError('replay');
     if (this.appendCount > 0) {
@@ -928,7 +1025,7 @@ export class MessageLog {
         // `from` are checked but not delivered.
         if (segment < fromSegment && !last) continue;
         const start = segment === fromSegment ? from - segment * SEGMENT_SPAN : 0;
-        const goodEnd = await this.scan(segment, start, from, last, onRecord, report);
+        const goodEnd = await this.scan(segment, start, from, last, onRecord, report, options);
         if (last) this.activeSize = goodEnd;
       }
     } finally {
@@ -946,13 +1043,16 @@ export class MessageLog {
     last: boolean,
     onRecord: (type: number, body: Buffer, position: number) => void,
     report: ReplayReport,
+    options: ReplayOptions,
   ): Promise<number> {
     const name = segmentFileName(segment);
     const base = segment * SEGMENT_SPAN;
+    const durableBytes = options.durable?.get(segment) ?? 0;
+    const readOnly = options.readOnly === true;
     let handle: FileHandle;
     let size: number;
     try {
-      handle = await open(this.pathOf(segment), last ? 'r+' : 'r');
+      handle = await open(this.pathOf(segment), last && !readOnly ? 'r+' : 'r');
     } catch (error) {
       throw ioError(`opening segment ${name} for replay`, error);
     }
@@ -995,6 +1095,7 @@ export class MessageLog {
             damage = 'CRC mismatch';
           }
         }
+        const durable = offset < durableBytes;
         const next = await resynchronise(window, offset + 1, this.maxRecordBytes);
         if (next >= 0) {
           report.corrupt.push({
@@ -1002,17 +1103,23 @@ export class MessageLog {
             segment,
             reason: damage,
             bytes: next - offset,
+            durable,
           });
           offset = next;
           continue;
         }
-        if (last) {
+        // Only bytes never made durable can be a torn tail, and only at the end of the log.
+        const torn = last && !durable;
+        const cut = last && !readOnly && (torn || options.cutDurable === true);
+        if (cut) {
           try {
             await handle.truncate(offset);
             await handle.datasync();
           } catch (error) {
-            throw ioError(`cutting the torn tail of segment ${name} at byte ${offset}`, error);
+            throw ioError(`cutting the end of segment ${name} at byte ${offset}`, error);
           }
+        }
+        if (torn) {
           report.truncatedBytes += size - offset;
         } else {
           report.corrupt.push({
@@ -1020,9 +1127,12 @@ export class MessageLog {
             segment,
             reason: `${damage}; no intact record follows in this segment`,
             bytes: size - offset,
+            durable,
           });
         }
-        size = offset;
+        // A durable damaged end left in place: appends continue after it, not over it.
+        if (!last || cut || torn) size = offset;
+        else return size;
       }
       return size;
     } finally {

@@ -158,12 +158,13 @@ describe('a failed open', () => {
     expect(segments.length).toBeGreaterThan(2);
     const checkpoint = readFileSync(join(image, 'checkpoint.json'), 'utf8');
 
-    // Recovery fails: something unreadable where the first segment should be.
-    const blocker = join(image, 'log', '0000000000.seg');
+    // Recovery fails: something unreadable where the next segment would be.
+    const next = Number(segments[segments.length - 1].slice(-14, -4)) + 1;
+    const blocker = join(image, 'log', `${String(next).padStart(10, '0')}.seg`);
     mkdirSync(blocker);
     await expect(openQueue(image, clock)).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_IO' });
     expect(readFileSync(join(image, 'checkpoint.json'), 'utf8')).toBe(checkpoint);
-    expect(segmentFiles(image)).toEqual([blocker, ...segments]);
+    expect(segmentFiles(image)).toEqual([...segments, blocker]);
     rmSync(blocker, { recursive: true });
 
     const reopened = await track(openQueue(image, clock));

@@ -239,21 +239,21 @@ describe('a snapshot that cannot be used: the whole log is replayed, nothing is 
     expect(ids).toEqual([...payloads.keys()]);
   });
 
-  it('its position is beyond the end of the log (the log was cut back)', async () => {
-    const { dir, clock, payloads } = await populated();
+  it('its position is beyond the end of the log (the log was cut back): refused as corruption, not rejected', async () => {
+    const { dir, clock } = await populated();
     const [segment] = segmentFiles(dir);
     const records = segmentRecords(segment);
     const last = records[records.length - 1];
     truncateSync(segment, last.offset);
-    payloads.delete(last.id!);
-    const { recovery, ids } = await deliveredIds(dir, clock, 5000);
-    expect(recovery.snapshot).toMatch(
-      /^rejected: it continues at byte \d+ of log segment 1, which has/,
-    );
-    expect(ids).toEqual([...payloads.keys()]);
+    // The snapshot (and the checkpoint) were written once the log up to there was durable.
+    await expect(openQueue(dir, clock)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_CORRUPT',
+      message: expect.stringMatching(/log segment 1 \(bytes \d+ to \d+\) is cut short/),
+    });
+    expect(existsSync(join(dir, SNAPSHOT_FILE))).toBe(true);
   });
 
-  it('the log segment it continues in is gone', async () => {
+  it('the log segment it continues in is gone: refused as corruption', async () => {
     const { dir, clock } = await populated(40, { segmentBytes: 512 });
     const position = snapshotPositionOf(dir);
     const files = segmentFiles(dir);
@@ -261,10 +261,20 @@ describe('a snapshot that cannot be used: the whole log is replayed, nothing is 
       (file) => Number(file.slice(-14, -4)) === Math.floor(position / 2 ** 32),
     );
     rmSync(victim!);
-    const queue = await track(openQueue(dir, clock));
-    expect(queue.recovery!.snapshot).toMatch(
-      /^rejected: log segment \d+, where it continues, is gone/,
-    );
+    await expect(openQueue(dir, clock)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_CORRUPT',
+      message: expect.stringMatching(/is missing/),
+    });
+  });
+
+  it('without a checkpoint, a segment holding live payloads by the snapshot is gone: refused', async () => {
+    const { dir, clock } = await populated(40, { segmentBytes: 512 });
+    rmSync(join(dir, 'checkpoint.json'));
+    rmSync(segmentFiles(dir)[0]);
+    await expect(openQueue(dir, clock)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_CORRUPT',
+      damage: [expect.objectContaining({ segment: 1, reason: 'missing' })],
+    });
   });
 
   it.each([

@@ -69,7 +69,10 @@ describe.each([
       { onError: (err, context) => seen.push({ message: (err as Error).message, context }) },
     );
     open.push(consumer);
-    for (let i = 0; i < 10 && seen.length < 2; i++) await advance(clock, 20, 10, queue);
+    for (let i = 0; i < 500 && seen.length < 2; i++) {
+      await advance(clock, 20, 10, queue);
+      await new Promise((r) => setTimeout(r, 2)); // the nack's write is real I/O
+    }
     await consumer.close();
     await queue.settled();
     expect(seen).toEqual([

@@ -13,6 +13,7 @@ import {
   segmentFileName,
   type LogIo,
   type MessageLogOptions,
+  type ReplayOptions,
   type ReplayReport,
 } from '../../src/store/log.js';
 
@@ -77,12 +78,14 @@ async function fill(
 async function replayAll(
   options: MessageLogOptions,
   from?: number,
+  replayOptions?: ReplayOptions,
 ): Promise<{ log: MessageLog; got: Rec[]; report: ReplayReport }> {
   const log = await openLog(options);
   const got: Rec[] = [];
   const report = await log.replay(
     (type, body, position) => got.push({ type, body, position }),
     from,
+    replayOptions,
   );
   return { log, got, report };
 }
@@ -691,6 +694,109 @@ describe('recovery', () => {
     });
   });
 
+  describe('damage in bytes known to be durable (ReplayOptions.durable)', () => {
+    async function template(count: number) {
+      const dir = await tempDir();
+      const log = await openLog({ dir });
+      const records = await fill(log, count, (i) => 5 + ((i * 29) % 60));
+      await log.close();
+      return { dir, records, bytes: await segmentBytes(dir, 1) };
+    }
+
+    it('a cut below the durable size is not a torn tail: reported as durable, nothing cut', async () => {
+      const { dir, records, bytes } = await template(10);
+      const last = records[9];
+      const cut = offsetOf(last.position) + 4;
+      await writeFile(join(dir, segmentFileName(1)), bytes.subarray(0, cut));
+      const durable = new Map([[1, bytes.length]]);
+      const { log, got, report } = await replayAll({ dir }, 0, { durable });
+      expect(view(got)).toEqual(view(records.slice(0, 9)));
+      expect(report.truncatedBytes).toBe(0);
+      expect(report.corrupt).toEqual([
+        {
+          position: last.position,
+          segment: 1,
+          reason: expect.stringMatching(/header cut short.*no intact record follows/),
+          bytes: 4,
+          durable: true,
+        },
+      ]);
+      await log.close();
+      expect((await stat(join(dir, segmentFileName(1)))).size).toBe(cut);
+    });
+
+    it('a CRC mismatch in the last durable record: reported as durable, not cut; past the durable size it is a torn tail', async () => {
+      const { dir, records, bytes } = await template(8);
+      const last = records[7];
+      const damaged = Buffer.from(bytes);
+      damaged[offsetOf(last.position) + HEADER] ^= 0xff;
+      await writeFile(join(dir, segmentFileName(1)), damaged);
+      const durable = new Map([[1, offsetOf(last.position) + 1]]);
+      const inside = await replayAll({ dir }, 0, { durable });
+      expect(inside.report.corrupt.map((c) => [c.position, c.durable])).toEqual([
+        [last.position, true],
+      ]);
+      expect(inside.report.truncatedBytes).toBe(0);
+      await inside.log.close();
+      expect((await stat(join(dir, segmentFileName(1)))).size).toBe(bytes.length);
+
+      const past = await replayAll({ dir }, 0, {
+        durable: new Map([[1, offsetOf(last.position)]]),
+      });
+      expect(past.report.corrupt).toEqual([]);
+      expect(past.report.truncatedBytes).toBe(sizeOf(last));
+      await past.log.close();
+      expect((await stat(join(dir, segmentFileName(1)))).size).toBe(offsetOf(last.position));
+    });
+
+    it('readOnly reports a torn tail without cutting it; cutDurable cuts durable damage at the end', async () => {
+      const { dir, records, bytes } = await template(6);
+      const last = records[5];
+      const cut = offsetOf(last.position) + HEADER + 1;
+      await writeFile(join(dir, segmentFileName(1)), bytes.subarray(0, cut));
+      const planned = await replayAll({ dir }, 0, { readOnly: true });
+      expect(planned.report.truncatedBytes).toBe(HEADER + 1);
+      await planned.log.close();
+      expect((await stat(join(dir, segmentFileName(1)))).size).toBe(cut);
+
+      const durable = new Map([[1, bytes.length]]);
+      const repaired = await replayAll({ dir }, 0, { durable, cutDurable: true });
+      expect(repaired.report.corrupt.map((c) => [c.position, c.durable])).toEqual([
+        [last.position, true],
+      ]);
+      expect(repaired.report.end).toBe(last.position);
+      await repaired.log.close();
+      expect((await stat(join(dir, segmentFileName(1)))).size).toBe(offsetOf(last.position));
+    });
+
+    it("syncAll() fsyncs under 'never' each segment written since the last call, once", async () => {
+      const dir = await tempDir();
+      const synced: string[] = [];
+      const log = await openLog({
+        dir,
+        fsync: 'never',
+        segmentBytes: 100,
+        io: {
+          sync: async (handle) => {
+            synced.push(String(handle.fd));
+            await handle.datasync();
+          },
+        },
+      });
+      await fill(log, 6, () => 40);
+      expect(log.segments()).toEqual([1, 2, 3]);
+      expect(synced).toEqual([]);
+      await log.syncAll();
+      expect(synced).toHaveLength(3);
+      expect(log.stats().fsyncs).toBe(3);
+      await log.syncAll();
+      expect(synced).toHaveLength(3);
+      await fill(log, 1, () => 40);
+      await log.syncAll();
+      expect(synced).toHaveLength(4);
+    });
+  });
+
   describe('damage inside a segment', () => {
     async function build(options: { segmentBytes?: number; count: number; size: number }) {
       const dir = await tempDir();
@@ -715,6 +821,7 @@ describe('recovery', () => {
             segment: 1,
             reason: expect.any(String),
             bytes: sizeOf(victim),
+            durable: false,
           },
         ]);
         expect(view(got)).toEqual(view(records.filter((r) => r !== victim)));
