@@ -25,11 +25,6 @@ import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../sche
 
 const POLL_SLICE_MS = 500;
 
-/** Epoch ms on the clock the queue uses by default (monotonic, anchored to the wall clock). */
-function epochNow(): number {
-  return performance.timeOrigin + performance.now();
-}
-
 function clientGone(request: FastifyRequest): boolean {
   return request.raw.socket?.destroyed === true;
 }
@@ -49,13 +44,12 @@ function toWire(message: ReceivedMessage): WireReceivedMessage {
 }
 
 export function deliveryRoutes(app: FastifyInstance, context: ServerContext): void {
-  const { queue, metrics } = context;
-
   app.post<{ Params: { topic: string }; Body: ReceiveBody }>(
     '/topics/:topic/receive',
     { schema: receiveSchema },
     async (request): Promise<ReceiveResponse> => {
       const { topic } = request.params;
+      const { queue } = context;
       const { max, waitMs = 0, visibilityMs } = request.body;
       const options = {
         ...(max === undefined ? {} : { max }),
@@ -77,10 +71,6 @@ export function deliveryRoutes(app: FastifyInstance, context: ServerContext): vo
         }
         return { messages: [] };
       }
-      const now = epochNow();
-      for (const message of messages) {
-        if (message.attempts === 1) metrics.observeDelivery(now - message.deliverAt);
-      }
       return { messages: messages.map(toWire) };
     },
   );
@@ -89,6 +79,7 @@ export function deliveryRoutes(app: FastifyInstance, context: ServerContext): vo
     '/ack',
     { schema: ackSchema },
     async (request): Promise<AckResponse> => {
+      const { queue } = context;
       const results = await Promise.all(request.body.receipts.map((r) => queue.ack(r)));
       return { acked: results.filter(Boolean).length, results };
     },
@@ -100,7 +91,7 @@ export function deliveryRoutes(app: FastifyInstance, context: ServerContext): vo
     async (request): Promise<NackResponse> => {
       const { receipts, delayMs } = request.body;
       const options = delayMs === undefined ? {} : { delayMs };
-      const results = await Promise.all(receipts.map((r) => queue.nack(r, options)));
+      const results = await Promise.all(receipts.map((r) => context.queue.nack(r, options)));
       return { nacked: results.filter(Boolean).length, results };
     },
   );
@@ -110,7 +101,7 @@ export function deliveryRoutes(app: FastifyInstance, context: ServerContext): vo
     { schema: deadLettersSchema },
     async (request): Promise<DeadLettersResponse> => {
       const limit = request.query.limit === undefined ? 100 : Number(request.query.limit);
-      return { messages: await queue.deadLetters(request.params.topic, limit) };
+      return { messages: await context.queue.deadLetters(request.params.topic, limit) };
     },
   );
 }
