@@ -1,6 +1,6 @@
 /**
- * The one body parser: `application/json` (with any parameters). Other media types have none,
- * so Fastify answers them with 415.
+ * The one body parser: `application/json` (with any parameters). A body of another media type
+ * is refused with 415, an empty one is taken as no body.
  *
  * - An empty body (or only whitespace) is no body: routes whose fields are all optional take
  *   it as `{}`, the others say which field is missing. Generic clients send
@@ -19,7 +19,7 @@
  */
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { invalidRequest } from './errors.js';
+import { HttpError, invalidRequest } from './errors.js';
 
 /** Text that may spell a risky key (also through \u escapes) or overflow a double. */
 const MAY_NEED_WALK = /__proto__|constructor|\\u|\d{20}|[eE]\+?\d{3}/;
@@ -89,9 +89,28 @@ export function parseJsonBody(text: string): unknown {
   return value;
 }
 
-/** Replaces Fastify's parsers (JSON and text/plain) with the one above. */
+/**
+ * Replaces Fastify's parsers (JSON and text/plain) with the one above, and takes an empty body
+ * of any other type as no body (a route that needs one says what is missing); a non-empty one
+ * of another type is a 415.
+ */
 export function jsonBodies(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    '*',
+    { parseAs: 'string' },
+    (_request: FastifyRequest, body: string | Buffer, done) => {
+      if (body.length === 0) return done(null, undefined);
+      done(
+        new HttpError(
+          415,
+          'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
+          'send request bodies as JSON, with content-type: application/json',
+        ),
+        undefined,
+      );
+    },
+  );
   app.addContentTypeParser(
     'application/json',
     { parseAs: 'string' },

@@ -28,6 +28,16 @@ describe('an empty body with content-type: application/json', () => {
     expect(requeue.body.error.code).toBe('ERR_TICKWHEEL_CONFLICT');
   });
 
+  it('is fine of any type where no body is needed', async () => {
+    const { call, queue } = await openServer();
+    await queue.schedule({ topic: 't', payload: 1, id: 'a', delayMs: 60_000 });
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    expect(await call('DELETE', '/v1/messages/a', '', form)).toMatchObject({ status: 200 });
+    const patch = await call('PATCH', '/v1/messages/a', '', { 'content-type': 'text/plain' });
+    expect(patch.status).toBe(400);
+    expect(patch.body.error.message).toMatch(/delayMs|deliverAt/);
+  });
+
   it('is whitespace-tolerant', async () => {
     const { call } = await openServer();
     expect((await call('POST', '/v1/topics/t/receive', ' \r\n', JSON_TYPE)).status).toBe(200);
