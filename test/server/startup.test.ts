@@ -4,13 +4,13 @@
  * recovered, and a slow-loris client cut at the documented 30 s.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/queue-entry.js';
-import { LISTENING, requireBuiltCli, startServer, type ServerProcess } from './process.js';
+import { LISTENING, requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
 
 const running: ServerProcess[] = [];
 const dirs: string[] = [];
@@ -139,6 +139,23 @@ describe('recovery of a big data directory', () => {
     // The port was open well before the queue: that is the point.
     expect(performance.now() - started).toBeGreaterThan(0);
   }, 120_000);
+});
+
+describe('a recovery that fails', () => {
+  it('exits 1 with the error, after answering 503 meanwhile', async () => {
+    const dir = dataDir();
+    const queue = await DelayQueue.open({ dir, fsync: 'never' });
+    await queue.schedule({ topic: 't', payload: 1, delayMs: 60_000 });
+    await queue.close();
+    // Recovery reads (and replaces) the snapshot: a directory in its place makes it fail.
+    rmSync(join(dir, 'snapshot.bin'), { force: true });
+    mkdirSync(join(dir, 'snapshot.bin'));
+    const result = await runCli(['serve', '--dir', dir, '--port', '0']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(/until the queue is open, http:\/\/127\.0\.0\.1:\d+ answers 503/);
+    expect(result.stdout).not.toMatch(LISTENING);
+    expect(result.stderr).toMatch(/^tickwheel: .*EISDIR/m);
+  });
 });
 
 describe('a slow-loris client', () => {
