@@ -423,7 +423,12 @@ export class QueueEngine {
       const previous = message.deliverAt;
       message.deliverAt = deliverAt;
       if (deliverAt < now) this.lateFrom.set(id, now);
-      await this.relocate(message, previous);
+      try {
+        await this.relocate(message, previous);
+      } catch (err) {
+        this.lateFrom.delete(id);
+        throw err;
+      }
       this.counters.rescheduled++;
       return deliverAt;
     });

@@ -328,7 +328,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
 }
 
 /** The 503 for a request that comes while the queue is opening, or after it failed to. */
-export function notOpen(context: ServerContext, reply: FastifyReply): HttpError {
+function notOpen(context: ServerContext, reply: FastifyReply): HttpError {
   if (context.state === 'failed') {
     const error = context.openError as { code?: unknown; message?: unknown } | undefined;
     const code = typeof error?.code === 'string' && error.code.startsWith('ERR_TICKWHEEL_');
