@@ -33,6 +33,11 @@ interface Step {
   path: string;
 }
 
+/** A path for an error message: a deeply nested one is cut in the middle. */
+function shown(path: string): string {
+  return path.length <= 200 ? path : `${path.slice(0, 100)}...${path.slice(-80)}`;
+}
+
 /** The first problem in a parsed body, as an error message; undefined when there is none. */
 export function unsafeContent(root: unknown): string | undefined {
   const stack: Step[] = [{ value: root, path: 'body' }];
@@ -40,7 +45,7 @@ export function unsafeContent(root: unknown): string | undefined {
     const { value, path } = stack.pop() as Step;
     if (typeof value === 'number') {
       if (!Number.isFinite(value)) {
-        return `${path} is a number too large to be represented (it would become Infinity); send it as a string`;
+        return `${shown(path)} is a number too large to be represented (it would become Infinity); send it as a string`;
       }
       continue;
     }
@@ -51,7 +56,7 @@ export function unsafeContent(root: unknown): string | undefined {
       continue;
     }
     if (hasOwn(value, '__proto__')) {
-      return `${path} has a "__proto__" key, which the server refuses: it can change object prototypes in code that merges it`;
+      return `${shown(path)} has a "__proto__" key, which the server refuses: it can change object prototypes in code that merges it`;
     }
     const ctor = (value as Record<string, unknown>).constructor;
     if (
@@ -60,7 +65,7 @@ export function unsafeContent(root: unknown): string | undefined {
       ctor !== null &&
       hasOwn(ctor, 'prototype')
     ) {
-      return `${path} has a "constructor" key holding "prototype", which the server refuses: it can change object prototypes in code that merges it`;
+      return `${shown(path)} has a "constructor" key holding "prototype", which the server refuses: it can change object prototypes in code that merges it`;
     }
     const keys = Object.keys(value);
     for (let i = keys.length - 1; i >= 0; i--) {

@@ -159,6 +159,16 @@ describe('numbers a double cannot hold', () => {
     expect((await queue.stats()).scheduled).toBe(0);
   });
 
+  it('keeps the error short for a value nested 100,000 deep', async () => {
+    const { call } = await openServer();
+    const depth = 100_000;
+    const body = `{"payload":${'['.repeat(depth)}1e999${']'.repeat(depth)}}`;
+    const res = await call('POST', '/v1/topics/t/messages', body, JSON_TYPE);
+    expect(res.status).toBe(400);
+    expect(res.body.error.message).toMatch(/^body\/payload\/0\/0.*\.\.\..*0 is a number too large/);
+    expect(res.text.length).toBeLessThan(1000);
+  });
+
   it('keeps large but finite numbers as doubles', async () => {
     const { call, queue } = await openServer();
     const res = await call(
