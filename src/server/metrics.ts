@@ -102,6 +102,15 @@ export class ServerMetrics {
   constructor() {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
+    // Gauges named like counters, which `promtool check metrics` rejects; each is the sum of
+    // the labelled gauge of the same name without _total (nodejs_active_handles{type}, ...).
+    for (const name of [
+      'nodejs_active_handles_total',
+      'nodejs_active_requests_total',
+      'nodejs_active_resources_total',
+    ]) {
+      this.registry.removeSingleMetric(name);
+    }
     this.httpRequests = new Counter({
       name: 'tickwheel_http_requests_total',
       help: 'HTTP requests answered, by route pattern and status.',
