@@ -144,7 +144,7 @@ function startServer(dir) {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 15_000);
     const onData = (chunk) => {
       output += chunk;
-      const match = /tickwheel listening on (http:\/\/\S+)/.exec(output);
+      const match = /tickwheel listening on (http:\/\/[^\s"]+)/.exec(output);
       if (match === null) return;
       clearTimeout(timer);
       resolveUrl(match[1]);

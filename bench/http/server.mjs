@@ -34,7 +34,7 @@ export async function startServer({ dir, fsync, extraArgs = [] }) {
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (chunk) => {
       out += chunk;
-      const match = /tickwheel listening on (http:\/\/\S+)/.exec(out);
+      const match = /tickwheel listening on (http:\/\/[^\s"]+)/.exec(out);
       if (match !== null) resolve(match[1]);
     });
     child.once('exit', (code) =>

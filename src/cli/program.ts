@@ -15,7 +15,7 @@ import { Command, Option } from 'commander';
 import { TickwheelClient, DEFAULT_URL } from '../client/index.js';
 import { TickwheelHttpError, TickwheelNetworkError } from '../client/errors.js';
 import type { ScheduleRequest } from '../queue/message.js';
-import { LOG_LEVELS, type LogLevel } from '../server/settings.js';
+import { LOG_LEVELS } from '../server/settings.js';
 import { VERSION } from '../server/version.js';
 import { bench } from './bench.js';
 import { CliError, processIo, type CliIo } from './io.js';
@@ -134,12 +134,14 @@ export function buildProgram(io: CliIo = processIo): Command {
         .argParser(parseDuration),
     )
     .addOption(
-      new Option('--log-level <level>', 'structured log level (JSON lines on stdout)')
+      new Option(
+        '--log-level <level>',
+        'log as JSON lines on stdout at this level (start-up lines included); unset: text for people, warnings as JSON on stderr',
+      )
         .env('TICKWHEEL_LOG_LEVEL')
-        .choices(LOG_LEVELS as string[])
-        .default('warn'),
+        .choices(LOG_LEVELS as string[]),
     )
-    .action((flags: ServeOptions & { logLevel: LogLevel }) => serve(flags, io));
+    .action((flags: ServeOptions) => serve(flags, io));
 
   clientOptions(
     program

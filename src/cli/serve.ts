@@ -1,13 +1,25 @@
 /**
- * `tickwheel serve`: opens the queue on a data directory, listens, and shuts down gracefully
- * on SIGTERM / SIGINT. Without a token it binds to loopback only unless told otherwise, and
- * says so; the last line it prints at start is `tickwheel listening on http://HOST:PORT`.
+ * `tickwheel serve`: locks the data directory, listens, recovers the queue (answering 503
+ * meanwhile), and shuts down gracefully on SIGTERM / SIGINT. Without a token it binds to
+ * loopback only unless told otherwise, and says so.
+ *
+ * What it prints depends on whether a log level was set (--log-level or TICKWHEEL_LOG_LEVEL):
+ *
+ *   - none: lines for people on stdout (where the data is, the dashboard, how to stop it),
+ *     warnings and the server's own warn-level logs on stderr;
+ *   - set: JSON lines only on stdout (pino's), the start-up lines among them at info whatever
+ *     the level (short of silent), so a warn-level server still says where it listens.
+ *
+ * Either way the last start-up line is `tickwheel listening on http://HOST:PORT`, printed
+ * once the queue is open and requests are served; the port is open (answering 503) from the
+ * `recovering` line on.
  */
 
-import type { AddressInfo } from 'node:net';
+import { isIP, type AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
-import type { FsyncPolicy } from '../queue-entry.js';
+import type { FsyncPolicy, RecoveryReport } from '../queue-entry.js';
 import type { LogLevel } from '../server/settings.js';
+import type { TickwheelServer } from '../server/server.js';
 import type { CliIo } from './io.js';
 
 export interface ServeOptions {
@@ -18,11 +30,67 @@ export interface ServeOptions {
   fsync: FsyncPolicy;
   bodyLimit: number;
   maxWait: number;
-  logLevel: LogLevel;
+  /** Unset: human-readable start-up text. */
+  logLevel?: LogLevel;
+}
+
+/** Where start-up lines go: people's text, or log records. */
+interface Reporter {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  /** Shutdown progress (closeOnSignals). */
+  progress(line: string): void;
 }
 
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+function isWildcard(host: string): boolean {
+  return host === '0.0.0.0' || host === '::';
+}
+
+function humanReporter(io: CliIo): Reporter {
+  return {
+    info: (message) => io.out(`${message}\n`),
+    warn: (message) => io.err(`warning: ${message}\n`),
+    progress: (line) => io.err(`${line}\n`),
+  };
+}
+
+function logReporter(server: TickwheelServer, level: LogLevel): Reporter {
+  if (level === 'silent') return { info: () => {}, warn: () => {}, progress: () => {} };
+  // A child at info, so start-up lines show whatever the server's level.
+  const log = server.log.child({}, { level: 'info' });
+  return {
+    info: (message, fields = {}) => log.info(fields, message),
+    warn: (message, fields = {}) => log.warn(fields, message),
+    progress: (line) => log.info(line.replace(/^tickwheel: /, '')),
+  };
+}
+
+/** Fastify logs one "Server listening at" line per address at info; ours comes later. */
+async function listenQuietly(
+  server: TickwheelServer,
+  options: { port: number; host: string },
+): Promise<void> {
+  const level = server.log.level;
+  if (['info', 'debug', 'trace'].includes(level)) server.log.level = 'warn';
+  try {
+    await server.listen(options);
+  } finally {
+    server.log.level = level;
+  }
+}
+
+function recoveryText(recovery: RecoveryReport | undefined): string {
+  if (recovery === undefined) return 'opened the queue';
+  const base = `recovered ${recovery.live} live messages in ${Math.round(recovery.durationMs)} ms`;
+  if (recovery.snapshot === 'used') {
+    return `${base} (from a snapshot and ${formatMiB(recovery.replayedBytes)} of log)`;
+  }
+  if (recovery.snapshot === 'none') return base;
+  return `${base} (snapshot ${recovery.snapshot}; replayed the whole log)`;
 }
 
 export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
@@ -30,37 +98,51 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const { closeOnSignals, createServer } = await import('../server/index.js');
   const token = options.token === '' ? undefined : options.token;
   const host = options.host ?? (token === undefined ? '127.0.0.1' : '0.0.0.0');
+  const human = options.logLevel === undefined;
   const server = await createServer({
     dir: options.dir,
     fsync: options.fsync,
     bodyLimit: options.bodyLimit,
     maxWaitMs: options.maxWait,
-    logLevel: options.logLevel,
+    logLevel: options.logLevel ?? 'warn',
+    logStream: { write: (line: string) => (human ? io.err(line) : io.out(line)) },
+    openInBackground: true,
+    ...(isIP(host) === 0 && host !== 'localhost' ? { allowedHosts: [host] } : {}),
     ...(token === undefined ? {} : { token }),
   });
+  const report = human ? humanReporter(io) : logReporter(server, options.logLevel as LogLevel);
   try {
-    await server.listen({ port: options.port, host });
+    await listenQuietly(server, { port: options.port, host });
   } catch (err) {
     await server.close();
     throw err;
   }
-  closeOnSignals(server, { say: (line) => io.err(`${line}\n`) });
+  closeOnSignals(server, { say: report.progress });
   const address = server.server.address() as AddressInfo;
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${shown}:${address.port}`;
+  const dir = resolve(options.dir);
+  if (human) {
+    report.info(`data in ${dir} (fsync ${options.fsync})`);
+    report.info(`recovering: until the queue is open, ${url} answers 503`);
+  } else {
+    report.info('recovering the data directory: requests get 503 until the queue is open', {
+      dir,
+      fsync: options.fsync,
+      url,
+    });
+  }
+
+  try {
+    await server.opened;
+  } catch (err) {
+    await server.close();
+    throw err;
+  }
   const recovery = server.queue.recovery;
-  io.out(
-    `data in ${resolve(options.dir)} (fsync ${options.fsync})` +
-      (recovery === undefined
-        ? '\n'
-        : `, recovered ${recovery.live} live messages in ${Math.round(recovery.durationMs)} ms` +
-          (recovery.snapshot === 'used'
-            ? ` (from a snapshot and ${formatMiB(recovery.replayedBytes)} of log)\n`
-            : recovery.snapshot === 'none'
-              ? '\n'
-              : ` (snapshot ${recovery.snapshot}; replayed the whole log)\n`)),
-  );
+  report.info(recoveryText(recovery), recovery === undefined ? {} : { recovery });
   if (recovery !== undefined && recovery.corrupt.length > 0) {
-    io.err(`warning: skipped ${recovery.corrupt.length} damaged records while recovering\n`);
+    report.warn(`skipped ${recovery.corrupt.length} damaged records while recovering`);
   }
   const repaired = recovery?.repair;
   if (repaired?.applied === true) {
@@ -73,21 +155,30 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   }
   if (token === undefined) {
     if (isLoopback(host)) {
-      io.out(
+      report.info(
         `no token: listening on ${host} only. To accept other machines, set --token ` +
-          '(or TICKWHEEL_TOKEN) and --host 0.0.0.0\n',
+          '(or TICKWHEEL_TOKEN) and --host 0.0.0.0',
       );
     } else {
-      io.err(
-        `warning: no token and listening on ${host}: anyone who can reach this port can ` +
-          'schedule, read and cancel messages. Set --token (or TICKWHEEL_TOKEN)\n',
+      report.warn(
+        `no token and listening on ${host}: anyone who can reach this port can ` +
+          'schedule, read and cancel messages. Set --token (or TICKWHEEL_TOKEN)',
       );
     }
   } else {
-    io.out('token required: /v1 requests need "Authorization: Bearer <token>"\n');
+    report.info('token required: /v1 requests need "Authorization: Bearer <token>"');
   }
+  const dashboard = `http://${isWildcard(host) ? 'localhost' : shown}:${address.port}/`;
   // Last, so that whoever waits for this line has seen the others.
-  io.out(`tickwheel listening on http://${shown}:${address.port}\n`);
+  if (human) {
+    report.info(`dashboard: ${dashboard}`);
+    report.info(
+      'stop: Ctrl-C or SIGTERM (requests in flight finish and the data is flushed; twice to exit at once)',
+    );
+    report.info(`tickwheel listening on ${url}`);
+  } else {
+    report.info(`tickwheel listening on ${url}`, { url, dashboard });
+  }
 }
 
 function formatMiB(bytes: number): string {

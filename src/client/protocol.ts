@@ -16,6 +16,8 @@ export type HttpErrorCode =
   | 'ERR_TICKWHEEL_BODY_TOO_LARGE'
   | 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE'
   | 'ERR_TICKWHEEL_SHUTTING_DOWN'
+  | 'ERR_TICKWHEEL_RECOVERING'
+  | 'ERR_TICKWHEEL_HOST_NOT_ALLOWED'
   | 'ERR_TICKWHEEL_INTERNAL';
 
 export type WireErrorCode = HttpErrorCode | TickwheelErrorCode;
@@ -164,8 +166,11 @@ export interface RequeueResponse {
   requeued: true;
 }
 
+/** GET /healthz: 200 `ok`; 503 while recovering, once the store stopped, or if it failed to open. */
 export interface HealthResponse {
-  status: 'ok';
+  status: 'ok' | 'recovering' | 'stopped' | 'failed';
+  /** Why it is not `ok`. */
+  reason?: string;
 }
 
 /** Upper bounds shared by the server's schemas and the client's own checks. */

@@ -161,6 +161,8 @@ interface Waiter {
 }
 
 const HOUR_MS = 3_600_000;
+/** Upper bounds (ms) of the first-delivery lateness buckets stats() reports. */
+const DELIVERY_LATENESS_BUCKETS_MS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30_000, 300_000];
 
 const receiptPrefix = randomBytes(9).toString('base64url');
 let receiptCounter = 0;
@@ -290,6 +292,16 @@ export class QueueEngine {
   };
   private readonly lateness: Float64Array = new Float64Array(4096);
   private latenessCount = 0;
+  private latenessSum = 0;
+  /**
+   * Messages handed in (scheduled, rescheduled) with a due time already past, by id, with the
+   * time they were handed in: their lateness counts from then, not from a due time that may be
+   * months earlier. An entry lives until the message's first delivery (or its removal).
+   */
+  private readonly lateFrom = new Map<string, number>();
+  /** First deliveries by lateness: counts per DELIVERY_LATENESS_BUCKETS_MS bucket, then the rest. */
+  private readonly deliveryLateness = new Float64Array(DELIVERY_LATENESS_BUCKETS_MS.length + 1);
+  private deliveryLatenessSum = 0;
   recovery: RecoveryReport | undefined;
 
   protected constructor(store: Store, options: DelayQueueOptions = {}) {
@@ -336,9 +348,10 @@ export class QueueEngine {
   /** Schedules a message. Resolves once it is durable. */
   async schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
     this.checkOpen();
-    const message = this.prepare(request, this.clock.now(), '');
-    if (request.id === undefined) return this.add(message);
-    return this.addUnique(message);
+    const now = this.clock.now();
+    const message = this.prepare(request, now, '');
+    if (request.id === undefined) return this.add(message, now);
+    return this.addUnique(message, now);
   }
 
   /**
@@ -374,11 +387,12 @@ export class QueueEngine {
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
       if (requests[i].id !== undefined) {
-        unique.push(this.addUnique(message).then((result) => (results[i] = result)));
+        unique.push(this.addUnique(message, now).then((result) => (results[i] = result)));
         continue;
       }
       results[i] = { id: message.id, deliverAt: message.deliverAt };
       plain.push(message);
+      if (message.deliverAt < now) this.lateFrom.set(message.id, now);
       const durable = this.store.add(message, message.deliverAt < horizon);
       durables.push(durable);
       if (durable !== distinct[distinct.length - 1]) distinct.push(durable);
@@ -393,7 +407,10 @@ export class QueueEngine {
       failed = new Set(distinct.filter((_, i) => outcomes[i].status === 'rejected'));
     }
     for (let i = 0; i < plain.length; i++) {
-      if (failed?.has(durables[i])) continue;
+      if (failed?.has(durables[i])) {
+        this.lateFrom.delete(plain[i].id);
+        continue;
+      }
       const message = plain[i];
       this.counters.scheduled++;
       // Taken over only now, after the batch is durable, like a single schedule().
@@ -430,6 +447,17 @@ export class QueueEngine {
 
   /** Moves a message that is scheduled or ready to a new due time. False if in flight or gone. */
   async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
+    return (await this.rescheduleTo(id, when)) !== undefined;
+  }
+
+  /**
+   * Like reschedule(), but resolves with the due time the queue stored (delays round up to
+   * the next ms, times down), or undefined where reschedule() gives false.
+   */
+  async rescheduleTo(
+    id: string,
+    when: { delayMs?: number; deliverAt?: number },
+  ): Promise<number | undefined> {
     this.checkOpen();
     checkId(id);
     if (typeof when !== 'object' || when === null) {
@@ -438,7 +466,8 @@ export class QueueEngine {
         'give { delayMs } or { deliverAt }',
       );
     }
-    const deliverAt = dueTime(when, this.clock.now(), true);
+    const now = this.clock.now();
+    const deliverAt = dueTime(when, now, true);
     return this.withIdLock(id, async () => {
       let near = this.near.get(id);
       let message: MessageState | undefined = near;
@@ -448,15 +477,25 @@ export class QueueEngine {
         near = this.near.get(id);
         message = near ?? stored;
       }
-      if (message === undefined || (near !== undefined && near.status === 'inflight')) return false;
-      if (near === undefined && (message as { status?: string }).status === 'dead') return false;
+      if (message === undefined || (near !== undefined && near.status === 'inflight')) {
+        return undefined;
+      }
+      if (near === undefined && (message as { status?: string }).status === 'dead') {
+        return undefined;
+      }
       if (near !== undefined) this.forget(near);
       else this.superseded?.add(id);
       const previous = message.deliverAt;
       message.deliverAt = deliverAt;
-      await this.relocate(message, previous);
+      if (deliverAt < now) this.lateFrom.set(id, now);
+      try {
+        await this.relocate(message, previous);
+      } catch (err) {
+        this.lateFrom.delete(id);
+        throw err;
+      }
       this.counters.rescheduled++;
-      return true;
+      return deliverAt;
     });
   }
 
@@ -501,6 +540,7 @@ export class QueueEngine {
       if (message.payload === undefined) return this.readTaken(topic, taken, maxBytes);
     }
     // All payloads in memory (the usual case): no promise per message.
+    for (const message of taken) if (message.attempts === 1) this.observeDelivery(message);
     return taken.map((message) => received(message, message.payload as Uint8Array));
   }
 
@@ -532,7 +572,10 @@ export class QueueEngine {
     }
     this.handBack(topic, taken, receipts, fit);
     const answer: ReceivedMessage[] = [];
-    for (let i = 0; i < fit; i++) answer.push(received(taken[i], payloads[i]));
+    for (let i = 0; i < fit; i++) {
+      if (taken[i].attempts === 1) this.observeDelivery(taken[i]);
+      answer.push(received(taken[i], payloads[i]));
+    }
     return answer;
   }
 
@@ -835,6 +878,8 @@ export class QueueEngine {
       .sort();
     const pick = (q: number) =>
       samples.length === 0 ? null : samples[Math.floor(q * (samples.length - 1))];
+    const cumulative = Array.from(this.deliveryLateness);
+    for (let i = 1; i < cumulative.length; i++) cumulative[i] += cumulative[i - 1];
     return {
       ...this.counters,
       inMemory: this.near.size,
@@ -844,6 +889,13 @@ export class QueueEngine {
         p50: pick(0.5),
         p99: pick(0.99),
         max: samples.length ? samples[samples.length - 1] : null,
+        count: this.latenessCount,
+        sum: this.latenessSum,
+      },
+      deliveryLatenessMs: {
+        buckets: DELIVERY_LATENESS_BUCKETS_MS.map((le, i) => [le, cumulative[i]]),
+        count: cumulative[cumulative.length - 1],
+        sum: this.deliveryLatenessSum,
       },
       timers: this.wheel.stats(),
       store: this.store.stats(),
@@ -947,20 +999,26 @@ export class QueueEngine {
   }
 
   /** Adds a message with a caller-given id, unless that id is pending already (dedup). */
-  private addUnique(message: NearMessage): Promise<{ id: string; deliverAt: number }> {
+  private addUnique(message: NearMessage, now: number): Promise<{ id: string; deliverAt: number }> {
     return this.withIdLock(message.id, async () => {
       const existing = this.near.get(message.id) ?? (await this.store.lookup(message.id));
       if (existing !== undefined && existing.status !== 'dead') {
         this.counters.deduplicated++;
         return { id: existing.id, deliverAt: existing.deliverAt };
       }
-      return this.add(message);
+      return this.add(message, now);
     });
   }
 
-  private async add(message: NearMessage): Promise<{ id: string; deliverAt: number }> {
+  private async add(message: NearMessage, now: number): Promise<{ id: string; deliverAt: number }> {
     const inHorizon = message.deliverAt < this.loadedUntil;
-    await this.store.add(message, inHorizon);
+    if (message.deliverAt < now) this.lateFrom.set(message.id, now);
+    try {
+      await this.store.add(message, inHorizon);
+    } catch (err) {
+      this.lateFrom.delete(message.id);
+      throw err;
+    }
     this.counters.scheduled++;
     this.added(message, inHorizon);
     return { id: message.id, deliverAt: message.deliverAt };
@@ -1021,10 +1079,17 @@ export class QueueEngine {
     else message.timer = this.wheel.scheduleAt(message.deliverAt, message);
   }
 
+  /** When a message could first have been delivered: its due time, unless handed in later. */
+  private dueFrom(message: NearMessage): number {
+    if (this.lateFrom.size === 0) return message.deliverAt;
+    return Math.max(message.deliverAt, this.lateFrom.get(message.id) ?? 0);
+  }
+
   private makeReady(message: NearMessage): void {
     this.counters.fired++;
-    const late = this.clock.now() - message.deliverAt;
+    const late = this.clock.now() - this.dueFrom(message);
     this.lateness[this.latenessCount++ % this.lateness.length] = late;
+    this.latenessSum += late;
     message.status = 'ready';
     message.version++;
     bump(this.scheduledDue, message.deliverAt - this.countBase, -1);
@@ -1093,6 +1158,20 @@ export class QueueEngine {
         await this.retry(message, undefined);
       }).catch((err: unknown) => process.emitWarning(err as Error));
     }
+  }
+
+  private observeDelivery(message: NearMessage): void {
+    const late = Math.max(0, this.clock.now() - this.dueFrom(message));
+    if (this.lateFrom.size !== 0) this.lateFrom.delete(message.id);
+    let bucket = 0;
+    while (
+      bucket < DELIVERY_LATENESS_BUCKETS_MS.length &&
+      late > DELIVERY_LATENESS_BUCKETS_MS[bucket]
+    ) {
+      bucket++;
+    }
+    this.deliveryLateness[bucket]++;
+    this.deliveryLatenessSum += late;
   }
 
   /**
@@ -1195,6 +1274,7 @@ export class QueueEngine {
       message.slot = -1;
     }
     message.version++;
+    if (this.lateFrom.size !== 0) this.lateFrom.delete(message.id);
     if (message.held) {
       this.near.delete(message.id);
       message.held = false;

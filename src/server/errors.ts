@@ -9,11 +9,18 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { HttpErrorCode, WireError, WireErrorCode } from '../client/protocol.js';
 
+/**
+ * Codes only the server gives (the client's WireErrorCode does not list them yet):
+ * RECOVERING while the queue opens, HOST_NOT_ALLOWED for a Host name a tokenless server does
+ * not answer to.
+ */
+export type ServerErrorCode = WireErrorCode;
+
 /** An error the server raises itself, with the status to answer with. */
 export class HttpError extends Error {
   readonly statusCode: number;
-  readonly code: WireErrorCode;
-  constructor(statusCode: number, code: WireErrorCode, message: string) {
+  readonly code: ServerErrorCode;
+  constructor(statusCode: number, code: ServerErrorCode, message: string) {
     super(message);
     this.name = 'HttpError';
     this.statusCode = statusCode;
@@ -76,10 +83,10 @@ const FASTIFY_MESSAGES: Readonly<Record<string, string>> = {
 
 export interface ErrorResponse {
   statusCode: number;
-  body: WireError;
+  body: { error: { code: ServerErrorCode; message: string } };
 }
 
-function response(statusCode: number, code: WireErrorCode, message: string): ErrorResponse {
+function response(statusCode: number, code: ServerErrorCode, message: string): ErrorResponse {
   return { statusCode, body: { error: { code, message } } };
 }
 
@@ -133,7 +140,9 @@ function serverSide(code: string): string {
 /** Fastify's error handler: logs what is the server's fault, answers in the one error format. */
 export function handleError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
   const { statusCode, body } = toErrorResponse(err);
-  if (statusCode >= 500) request.log.error({ err }, 'request failed');
+  // The server's own 503s (recovering, shutting down) are states, not failures.
+  if (statusCode >= 500 && !(err instanceof HttpError))
+    request.log.error({ err }, 'request failed');
   else request.log.debug({ err }, 'request refused');
   void reply.code(statusCode).send(body);
 }

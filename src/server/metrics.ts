@@ -1,18 +1,25 @@
 /**
  * /metrics in Prometheus text format. Two kinds of series:
  *
- *   - observed by the server as requests happen: HTTP requests and their duration, and the
- *     delivery lateness of each message handed out by the receive route (now - deliverAt on its
- *     first delivery: how late a waiting consumer got it);
- *   - read from the queue's own counters at scrape time: schedule / fire / ack / nack / dead
- *     rates, live messages by topic and state, live and dead messages in the store, fire
- *     lateness quantiles and fsync latency.
+ *   - observed by the server as requests happen: HTTP requests and their duration;
+ *   - read from the queue's own counters and measurements at scrape time: schedule / fire /
+ *     ack / nack / dead rates, live messages by topic and state, live and dead messages in the
+ *     store, fire lateness (a summary: quantiles over the last 4096, sum and count since
+ *     start), delivery lateness (a histogram of first deliveries) and fsync latency. Lateness
+ *     is the queue's own, on its clock: a second clock here would disagree with deliverAt.
  *
  * Each server has its own registry, so several servers in one process (tests) do not collide.
  * Units are seconds and bytes, as Prometheus conventions want.
  */
 
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import {
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  collectDefaultMetrics,
+  type Metric,
+} from 'prom-client';
 
 type QueueStats = Record<string, unknown>;
 
@@ -36,6 +43,35 @@ function numberOf(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0;
 }
 
+interface Sample {
+  metricName?: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/**
+ * A summary or histogram whose samples are computed elsewhere (by the queue) and set whole
+ * at scrape time; prom-client's own kinds only take observations one by one.
+ */
+class ComputedMetric {
+  samples: Sample[] = [];
+  readonly aggregator = 'sum';
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly type: 'summary' | 'histogram',
+  ) {}
+
+  get(): { name: string; help: string; type: string; values: Sample[]; aggregator: string } {
+    const { name, help, type, samples, aggregator } = this;
+    return { name, help, type, values: samples, aggregator };
+  }
+
+  reset(): void {
+    this.samples = [];
+  }
+}
+
 /** A counter that mirrors a monotonic total read elsewhere. */
 class MirroredCounter {
   private last = 0;
@@ -51,7 +87,7 @@ export class ServerMetrics {
   readonly registry = new Registry();
   private readonly httpRequests: Counter<'method' | 'route' | 'status'>;
   private readonly httpDuration: Histogram<'method' | 'route'>;
-  private readonly deliveryLateness: Histogram;
+  private readonly deliveryLateness: ComputedMetric;
   private readonly queueCounters: Array<[key: string, counter: MirroredCounter]>;
   private readonly messages: Gauge<'topic' | 'state'>;
   private readonly inMemory: Gauge;
@@ -61,11 +97,20 @@ export class ServerMetrics {
   private readonly fsyncs: MirroredCounter;
   private readonly fsyncSeconds: MirroredCounter;
   private readonly fsyncMax: Gauge;
-  private readonly fireLateness: Gauge<'quantile'>;
+  private readonly fireLateness: ComputedMetric;
 
   constructor() {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
+    // Gauges named like counters, which `promtool check metrics` rejects; each is the sum of
+    // the labelled gauge of the same name without _total (nodejs_active_handles{type}, ...).
+    for (const name of [
+      'nodejs_active_handles_total',
+      'nodejs_active_requests_total',
+      'nodejs_active_resources_total',
+    ]) {
+      this.registry.removeSingleMetric(name);
+    }
     this.httpRequests = new Counter({
       name: 'tickwheel_http_requests_total',
       help: 'HTTP requests answered, by route pattern and status.',
@@ -79,12 +124,12 @@ export class ServerMetrics {
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
       registers,
     });
-    this.deliveryLateness = new Histogram({
-      name: 'tickwheel_delivery_lateness_seconds',
-      help: 'How long after its due time a message was handed to a consumer (first delivery).',
-      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300],
-      registers,
-    });
+    this.deliveryLateness = new ComputedMetric(
+      'tickwheel_delivery_lateness_seconds',
+      'How long after its due time (or its schedule, if that was later) a message was handed to a consumer, first deliveries.',
+      'histogram',
+    );
+    this.registry.registerMetric(this.deliveryLateness as unknown as Metric);
     this.queueCounters = QUEUE_COUNTERS.map(([key, help]) => [
       key,
       new MirroredCounter(
@@ -132,12 +177,12 @@ export class ServerMetrics {
       help: 'Longest fsync of the log since start.',
       registers,
     });
-    this.fireLateness = new Gauge({
-      name: 'tickwheel_fire_lateness_seconds',
-      help: 'How late messages became ready after their due time, over the last 4096 (quantiles).',
-      labelNames: ['quantile'],
-      registers,
-    });
+    this.fireLateness = new ComputedMetric(
+      'tickwheel_fire_lateness_seconds',
+      'How late messages became ready after their due time (or their schedule, if that was later); quantiles over the last 4096.',
+      'summary',
+    );
+    this.registry.registerMetric(this.fireLateness as unknown as Metric);
   }
 
   get contentType(): string {
@@ -147,10 +192,6 @@ export class ServerMetrics {
   observeRequest(method: string, route: string, status: number, seconds: number): void {
     this.httpRequests.inc({ method, route, status });
     this.httpDuration.observe({ method, route }, seconds);
-  }
-
-  observeDelivery(latenessMs: number): void {
-    this.deliveryLateness.observe(Math.max(0, latenessMs) / 1000);
   }
 
   /** Brings the queue-derived series up to date, then renders the whole registry. */
@@ -170,17 +211,51 @@ export class ServerMetrics {
     this.fsyncs.update(fsyncs);
     this.fsyncSeconds.update((numberOf(store.fsyncMsAvg) * fsyncs) / 1000);
     this.fsyncMax.set(numberOf(store.fsyncMsMax) / 1000);
-    const lateness = (stats.latenessMs ?? {}) as Record<string, unknown>;
-    this.fireLateness.reset();
-    for (const [quantile, key] of [
-      ['0.5', 'p50'],
-      ['0.99', 'p99'],
-      ['1', 'max'],
-    ] as const) {
-      if (typeof lateness[key] === 'number') {
-        this.fireLateness.set({ quantile }, Math.max(0, lateness[key]) / 1000);
-      }
-    }
+    this.fireLateness.samples = fireSamples(this.fireLateness.name, stats.latenessMs);
+    this.deliveryLateness.samples = deliverySamples(
+      this.deliveryLateness.name,
+      stats.deliveryLatenessMs,
+    );
     return this.registry.metrics();
   }
+}
+
+function seconds(ms: unknown): number {
+  return Math.max(0, numberOf(ms)) / 1000;
+}
+
+/** stats().latenessMs as a summary: p50, p99 and max (quantile 1), then _sum and _count. */
+function fireSamples(name: string, lateness: unknown): Sample[] {
+  const figures = (lateness ?? {}) as Record<string, unknown>;
+  const samples: Sample[] = [];
+  for (const [quantile, key] of [
+    ['0.5', 'p50'],
+    ['0.99', 'p99'],
+    ['1', 'max'],
+  ] as const) {
+    if (typeof figures[key] === 'number') {
+      samples.push({ labels: { quantile }, value: seconds(figures[key]) });
+    }
+  }
+  samples.push({ metricName: `${name}_sum`, labels: {}, value: seconds(figures.sum) });
+  samples.push({ metricName: `${name}_count`, labels: {}, value: numberOf(figures.count) });
+  return samples;
+}
+
+/** stats().deliveryLatenessMs (cumulative buckets in ms) as a histogram in seconds. */
+function deliverySamples(name: string, lateness: unknown): Sample[] {
+  const figures = (lateness ?? {}) as Record<string, unknown>;
+  const buckets = Array.isArray(figures.buckets)
+    ? (figures.buckets as Array<[number, number]>)
+    : [];
+  const count = numberOf(figures.count);
+  const samples: Sample[] = buckets.map(([le, n]) => ({
+    metricName: `${name}_bucket`,
+    labels: { le: String(le / 1000) },
+    value: numberOf(n),
+  }));
+  samples.push({ metricName: `${name}_bucket`, labels: { le: '+Inf' }, value: count });
+  samples.push({ metricName: `${name}_sum`, labels: {}, value: seconds(figures.sum) });
+  samples.push({ metricName: `${name}_count`, labels: {}, value: count });
+  return samples;
 }

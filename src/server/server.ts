@@ -6,30 +6,53 @@
  *   ...
  *   await server.close();                          // drains requests, then closes the queue
  *
+ * With `openInBackground`, createServer() resolves as soon as the data directory is locked,
+ * before the queue has recovered it (seconds for a big one): the server can listen at once,
+ * answering /healthz with 503 {status: "recovering"} and every other route with 503
+ * ERR_TICKWHEEL_RECOVERING until the queue is open; `server.opened` settles then.
+ *
  * Plugins per concern: the /v1 routes (behind the bearer token when there is one) and the
- * operator routes (/healthz, /metrics, /). Hooks around them: refuse new requests while
- * closing, record request metrics, ask clients to drop their connections once closing starts.
+ * operator routes (/healthz, /metrics, /). Hooks around them: refuse Host names a tokenless
+ * server does not answer to, refuse new requests while opening or closing, refuse POSTs a web
+ * page could send without a preflight, record request metrics, ask clients to drop their
+ * connections once closing starts.
  *
  * Closing, in order: preClose marks the server closing (new requests get 503, long polls end
  * within one poll slice, responses carry `Connection: close`); Fastify stops accepting
  * connections and waits for the requests in flight; then the queue is flushed and closed (when
- * the server opened it).
+ * the server opened it; one still opening is waited for first).
  */
 
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { checkOption, TickwheelTypeError } from '../errors.js';
-import { DelayQueue, type DelayQueueOpenOptions, type FsyncPolicy } from '../queue-entry.js';
+import {
+  DelayQueue,
+  FileStore,
+  type DelayQueueOpenOptions,
+  type FsyncPolicy,
+} from '../queue-entry.js';
 import { bearerAuth, checkToken } from './auth.js';
+import { jsonBodies } from './body.js';
 import type { ServerContext } from './context.js';
 import {
   HttpError,
+  type ServerErrorCode,
   handleClientError,
   handleError,
   handleFrameworkError,
   handleNotFound,
 } from './errors.js';
 import { ServerMetrics } from './metrics.js';
-import { DEFAULT_BODY_LIMIT, DEFAULT_MAX_WAIT_MS, LOG_LEVELS, type LogLevel } from './settings.js';
+import { checkAllowedHosts, hostCheck, jsonPostsOnly } from './origin.js';
+import {
+  DEFAULT_BODY_LIMIT,
+  DEFAULT_MAX_WAIT_MS,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  LOG_LEVELS,
+  RETRY_AFTER_SECONDS,
+  type LogLevel,
+} from './settings.js';
+import { formatSchemaErrors } from './validation.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { deliveryRoutes } from './routes/deliveries.js';
 import { messageRoutes } from './routes/messages.js';
@@ -37,8 +60,8 @@ import { operationRoutes, statsRoute } from './routes/operations.js';
 import { VERSION } from './version.js';
 
 export interface ServerOptions {
-  /** A queue you opened. The server uses it and leaves closing it to you. */
-  queue?: DelayQueue;
+  /** A queue you opened (or are opening). The server uses it and leaves closing it to you. */
+  queue?: DelayQueue | Promise<DelayQueue>;
   /** Data directory of the queue the server opens (and closes on close()), when no `queue`. */
   dir?: string;
   /** fsync policy of the queue the server opens. Default 'batch'. */
@@ -51,13 +74,31 @@ export interface ServerOptions {
   bodyLimit?: number;
   /** Longest long poll of a receive, in ms; larger waitMs are capped to it. Default 20,000. */
   maxWaitMs?: number;
-  /** Pino log level of the server's structured logs (JSON on stdout). Default 'warn'. */
+  /** Pino log level of the server's structured logs (JSON lines). Default 'warn'. */
   logLevel?: LogLevel;
+  /** Where the JSON log lines go. Default: stdout. */
+  logStream?: { write(line: string): unknown };
+  /**
+   * Resolve before the queue is open (it is recovered in the background); until then the
+   * server answers 503 (see the file's comment). The data directory is locked before
+   * createServer() resolves either way. Default false: resolve once the queue is open.
+   */
+  openInBackground?: boolean;
+  /**
+   * Without a token, the Host names (besides localhost and IP addresses) the server answers
+   * to; other names get 421, as a page using DNS rebinding would send. Ignored with a token.
+   */
+  allowedHosts?: string[];
+  /** Time to receive a whole request, headers included; slower ones get 408. Default 30,000. */
+  requestTimeoutMs?: number;
 }
 
 /** A Fastify instance with the queue it serves. */
 export type TickwheelServer = FastifyInstance & {
+  /** The queue; reading it before `opened` has resolved throws (ERR_TICKWHEEL_RECOVERING). */
   readonly queue: DelayQueue;
+  /** Resolves once the queue is open; rejects with the error that kept it from opening. */
+  readonly opened: Promise<void>;
   /** Whether /v1 routes need a bearer token. */
   readonly tokenRequired: boolean;
 };
@@ -72,34 +113,79 @@ function checkLogLevel(level: unknown): LogLevel {
   return level as LogLevel;
 }
 
-async function openQueue(options: ServerOptions): Promise<DelayQueue> {
-  if (options.queue !== undefined) return options.queue;
+interface QueueSource {
+  queue: Promise<DelayQueue>;
+  /** Whether the server opened the queue (and so closes it). */
+  owned: boolean;
+}
+
+/**
+ * Starts opening the queue. The file store is opened (the directory locked, its format
+ * checked) before this resolves, so that a directory in use fails createServer() itself;
+ * recovery, the long part, is what `queue` waits for.
+ */
+async function startOpening(options: ServerOptions): Promise<QueueSource> {
+  if (options.queue !== undefined) {
+    const queue = Promise.resolve(options.queue);
+    // Observed by whoever awaits it; this only keeps an early rejection from being unhandled.
+    queue.catch(() => undefined);
+    return { queue, owned: false };
+  }
   if (typeof options.dir !== 'string' || options.dir === '') {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',
       'give createServer() a data directory (dir) or an open queue (queue)',
     );
   }
-  return DelayQueue.open({
-    ...options.queueOptions,
+  const { segmentBytes, windowMs, checkpointIntervalMs, snapshotBytes } =
+    options.queueOptions ?? {};
+  const store = await FileStore.open({
     dir: options.dir,
     ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
+    ...(segmentBytes === undefined ? {} : { segmentBytes }),
+    ...(windowMs === undefined ? {} : { windowMs }),
+    ...(checkpointIntervalMs === undefined ? {} : { checkpointIntervalMs }),
+    ...(snapshotBytes === undefined ? {} : { snapshotBytes }),
   });
+  // DelayQueue.open closes the store if recovery fails.
+  const queue = DelayQueue.open({ ...options.queueOptions, store });
+  queue.catch(() => undefined);
+  return { queue, owned: true };
 }
 
-function buildFastify(bodyLimit: number, logLevel: LogLevel): FastifyInstance {
+function buildFastify(
+  bodyLimit: number,
+  logLevel: LogLevel,
+  logStream: ServerOptions['logStream'],
+  requestTimeoutMs: number,
+): FastifyInstance {
   return Fastify({
-    logger: { level: logLevel },
+    logger: { level: logLevel, ...(logStream === undefined ? {} : { stream: logStream }) },
     bodyLimit,
     routerOptions: { maxParamLength: 256 },
     // Our own onRequest hook answers with 503 in the API's error format instead.
     return503OnClosing: false,
     // Time to receive a whole request (not to answer it: long polls are not affected), so a
-    // client that trickles a body in cannot hold a connection and a graceful close forever.
-    requestTimeout: 30_000,
+    // client that trickles its headers or body in cannot hold a connection and a graceful
+    // close for long. Node checks these timeouts every connectionsCheckingInterval (30 s by
+    // default, which let a slow client stay up to twice the timeout): check every second.
+    requestTimeout: requestTimeoutMs,
+    http: {
+      headersTimeout: requestTimeoutMs,
+      requestTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, Math.max(10, Math.floor(requestTimeoutMs / 10))),
+    },
     clientErrorHandler: handleClientError,
     frameworkErrors: handleFrameworkError,
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    schemaErrorFormatter: formatSchemaErrors,
+    ajv: {
+      customOptions: {
+        coerceTypes: false,
+        removeAdditional: false,
+        allErrors: false,
+        verbose: true,
+      },
+    },
   });
 }
 
@@ -119,35 +205,83 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
   );
   const token = options.token === undefined ? undefined : checkToken(options.token);
   const logLevel = checkLogLevel(options.logLevel ?? 'warn');
-  const queue = await openQueue(options);
-  const ownsQueue = options.queue === undefined;
+  const allowedHosts =
+    options.allowedHosts === undefined ? [] : checkAllowedHosts(options.allowedHosts);
+  const requestTimeoutMs = checkOption(
+    options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    'requestTimeoutMs',
+    100,
+    3_600_000,
+    true,
+  );
+  const source = await startOpening(options);
+  const closeQueue = async () => {
+    if (!source.owned) return;
+    const queue = await source.queue.catch(() => undefined);
+    await queue?.close();
+  };
   const context: ServerContext = {
-    queue,
+    // Set once open: until then a hook refuses every request that would reach it.
+    queue: undefined as unknown as DelayQueue,
+    state: 'opening',
+    openError: undefined,
     metrics: new ServerMetrics(),
     maxWaitMs,
     version: VERSION,
     startedAt: performance.now(),
     closing: false,
   };
+  const opened = source.queue.then(
+    (queue) => {
+      context.queue = queue;
+      context.state = 'open';
+    },
+    (err: unknown) => {
+      context.state = 'failed';
+      context.openError = err;
+      throw err;
+    },
+  );
+  opened.catch(() => undefined);
+  if (options.openInBackground !== true) await opened;
 
   let app: FastifyInstance;
   try {
-    app = buildFastify(bodyLimit, logLevel);
+    app = buildFastify(bodyLimit, logLevel, options.logStream, requestTimeoutMs);
   } catch (err) {
-    if (ownsQueue) await queue.close().catch(() => undefined);
+    await closeQueue().catch(() => undefined);
     throw err;
   }
   try {
-    app.decorate('queue', queue);
+    app.decorate('queue', {
+      getter(): DelayQueue {
+        if (context.state !== 'open') {
+          throw new HttpError(
+            503,
+            'ERR_TICKWHEEL_RECOVERING',
+            'the queue is still opening (or failed to): await server.opened first',
+          );
+        }
+        return context.queue;
+      },
+    });
+    app.decorate('opened', opened);
     app.decorate('tokenRequired', token !== undefined);
     app.setErrorHandler(handleError);
     app.setNotFoundHandler(handleNotFound);
+    jsonBodies(app);
 
     // Callback-style hooks: these run on every request, and an async hook costs a promise each.
-    app.addHook('onRequest', (_request, reply, done) => {
-      if (!context.closing) return done();
-      void reply.header('connection', 'close');
-      done(new HttpError(503, 'ERR_TICKWHEEL_SHUTTING_DOWN', 'the server is shutting down'));
+    if (token === undefined) app.addHook('onRequest', hostCheck(allowedHosts));
+    app.addHook('onRequest', (request, reply, done) => {
+      if (context.closing) {
+        void reply.header('connection', 'close');
+        return done(
+          new HttpError(503, 'ERR_TICKWHEEL_SHUTTING_DOWN', 'the server is shutting down'),
+        );
+      }
+      if (context.state === 'open' || request.routeOptions.url === '/healthz') return done();
+      done(notOpen(context, reply));
     });
     // Routes whose body is optional (receive, requeue, ...) accept a request without one.
     app.addHook('preValidation', (request, _reply, done) => {
@@ -170,13 +304,12 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     app.addHook('preClose', async () => {
       context.closing = true;
     });
-    app.addHook('onClose', async () => {
-      if (ownsQueue) await queue.close();
-    });
+    app.addHook('onClose', closeQueue);
 
     await app.register(
       async (v1) => {
         if (token !== undefined) v1.addHook('onRequest', bearerAuth(token));
+        v1.addHook('onRequest', jsonPostsOnly);
         messageRoutes(v1, context);
         deliveryRoutes(v1, context);
         statsRoute(v1, context);
@@ -187,9 +320,28 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     operationRoutes(app, context, token !== undefined);
     await app.ready();
   } catch (err) {
+    // app.close() runs the onClose hook, which closes the queue the server opened.
     await app.close().catch(() => undefined);
-    if (ownsQueue) await queue.close().catch(() => undefined);
     throw err;
   }
   return app as unknown as TickwheelServer;
+}
+
+/** The 503 for a request that comes while the queue is opening, or after it failed to. */
+function notOpen(context: ServerContext, reply: FastifyReply): HttpError {
+  if (context.state === 'failed') {
+    const error = context.openError as { code?: unknown; message?: unknown } | undefined;
+    const code = typeof error?.code === 'string' && error.code.startsWith('ERR_TICKWHEEL_');
+    return new HttpError(
+      503,
+      code ? (error?.code as ServerErrorCode) : 'ERR_TICKWHEEL_INTERNAL',
+      `the queue could not be opened: ${String(error?.message ?? error)}`,
+    );
+  }
+  void reply.header('retry-after', RETRY_AFTER_SECONDS);
+  return new HttpError(
+    503,
+    'ERR_TICKWHEEL_RECOVERING',
+    'the queue is recovering its data directory; retry shortly (GET /healthz says when it is ready)',
+  );
 }

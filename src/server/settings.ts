@@ -16,3 +16,7 @@ export const LOG_LEVELS: readonly LogLevel[] = [
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /** Longest long poll of a receive, in ms. */
 export const DEFAULT_MAX_WAIT_MS = 20_000;
+/** Time to receive a whole request, headers included, in ms. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+/** Seconds a client is told to wait (Retry-After) while the queue recovers. */
+export const RETRY_AFTER_SECONDS = '1';

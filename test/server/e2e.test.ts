@@ -163,7 +163,7 @@ describe('tickwheel serve', () => {
     const socket = connect(Number(port), '127.0.0.1');
     await new Promise((resolve) => socket.once('connect', resolve));
     socket.write(
-      'POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+      'POST /v1/topics/t/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
         'Content-Length: 100\r\n\r\n{"payload":',
     );
     socket.on('error', () => undefined);

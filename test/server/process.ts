@@ -24,13 +24,17 @@ export interface ServerProcess {
   kill(): Promise<void>;
 }
 
+/** The line `tickwheel serve` prints once it serves, as text or inside a JSON log line. */
+export const LISTENING = /tickwheel listening on (http:\/\/[^\s"]+)/;
+
 /**
- * Starts `tickwheel serve --port 0` and resolves once it prints its address. Rejects with the
- * process's output if it exits first or takes longer than `timeoutMs`.
+ * Starts `tickwheel serve --port 0` and resolves once it prints its address (or once stdout
+ * matches `until`, whose first group is the URL). Rejects with the process's output if it
+ * exits first or takes longer than `timeoutMs`.
  */
 export function startServer(
   args: string[],
-  options: { env?: Record<string, string>; timeoutMs?: number } = {},
+  options: { env?: Record<string, string>; timeoutMs?: number; until?: RegExp } = {},
 ): Promise<ServerProcess> {
   requireBuiltCli();
   const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], {
@@ -56,7 +60,7 @@ export function startServer(
       reject(new Error(`server did not start in time\nstdout: ${out}\nstderr: ${err}`));
     }, options.timeoutMs ?? 15_000);
     const onData = () => {
-      const match = /tickwheel listening on (http:\/\/\S+)/.exec(out);
+      const match = (options.until ?? LISTENING).exec(out);
       if (match === null) return;
       clearTimeout(timer);
       child.stdout?.off('data', onData);

@@ -41,7 +41,11 @@ describe('POST /v1/topics/:topic/messages', () => {
   });
 
   it.each([
-    ['an unknown property (a typo must not mean "now")', { payload: 1, delay: 5000 }, 'additional'],
+    [
+      'an unknown property (a typo must not mean "now")',
+      { payload: 1, delay: 5000 },
+      'unknown property "delay"',
+    ],
     ['no payload', { delayMs: 5 }, 'payload'],
     ['both delayMs and deliverAt', { payload: 1, delayMs: 5, deliverAt: 5 }, 'not both'],
     ['a string delay', { payload: 1, delayMs: '5' }, 'delayMs'],
@@ -257,7 +261,7 @@ describe('POST /v1/topics/:topic/receive, /v1/ack, /v1/nack', () => {
 
   it('needs no body: an empty POST takes one message without waiting', async () => {
     const { call } = await openServer();
-    const res = await call('POST', '/v1/topics/jobs/receive');
+    const res = await call('POST', '/v1/topics/jobs/receive', '', JSON_TYPE);
     expect(res).toMatchObject({ status: 200, body: { messages: [] } });
   });
 
@@ -329,8 +333,8 @@ describe('POST /v1/topics/:topic/receive, /v1/ack, /v1/nack', () => {
     expect(requeued).toMatchObject({ status: 200, body: { requeued: true } });
     const third = await call('POST', '/v1/topics/jobs/receive', { waitMs: 3000 });
     expect(third.body.messages[0]).toMatchObject({ id: 'd', attempts: 1 });
-    expect((await call('POST', '/v1/messages/d/requeue')).status).toBe(409);
-    expect((await call('POST', '/v1/messages/nope/requeue')).status).toBe(404);
+    expect((await call('POST', '/v1/messages/d/requeue', '', JSON_TYPE)).status).toBe(409);
+    expect((await call('POST', '/v1/messages/nope/requeue', '', JSON_TYPE)).status).toBe(404);
   });
 
   it('checks the dead-letter limit', async () => {
@@ -369,7 +373,7 @@ describe('errors', () => {
       ['{"payload": 1, "__proto__": {"admin": true}}', JSON_TYPE, 400],
       ['{"payload": 1, "constructor": {"prototype": {"admin": true}}}', JSON_TYPE, 400],
       ['payload=1', { 'content-type': 'application/x-www-form-urlencoded' }, 415],
-      ['hello', { 'content-type': 'text/plain' }, 400],
+      ['hello', { 'content-type': 'text/plain' }, 415],
     ];
     for (const [body, headers, status] of cases) {
       const res = await call('POST', url, body, headers);

@@ -95,6 +95,7 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
     topics[topic] = { scheduled, ready, inflight, dead: dead ?? 0 };
   }
   const due = queue.dueHistogram(UPCOMING_EDGES_MS);
+  const lateness = stats.latenessMs as Partial<DashboardSnapshot['latenessMs']> | undefined;
   return {
     now: Date.now(),
     version: context.version,
@@ -107,7 +108,11 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
       dead: typeof store.dead === 'number' ? store.dead : null,
       loadedUntil: Number(stats.loadedUntil ?? 0),
     },
-    latenessMs: stats.latenessMs as DashboardSnapshot['latenessMs'],
+    latenessMs: {
+      p50: lateness?.p50 ?? null,
+      p99: lateness?.p99 ?? null,
+      max: lateness?.max ?? null,
+    },
     upcoming: UPCOMING.map(({ label, untilMs }, i) => ({
       label,
       fromMs: i === 0 ? 0 : UPCOMING_EDGES_MS[i - 1],

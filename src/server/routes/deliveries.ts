@@ -26,11 +26,6 @@ import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../sche
 
 const POLL_SLICE_MS = 500;
 
-/** Epoch ms on the clock the queue uses by default (monotonic, anchored to the wall clock). */
-function epochNow(): number {
-  return performance.timeOrigin + performance.now();
-}
-
 function clientGone(request: FastifyRequest): boolean {
   return request.raw.socket?.destroyed === true;
 }
@@ -50,13 +45,12 @@ function toWire(message: ReceivedMessage): WireReceivedMessage {
 }
 
 export function deliveryRoutes(app: FastifyInstance, context: ServerContext): void {
-  const { queue, metrics } = context;
-
   app.post<{ Params: { topic: string }; Body: ReceiveBody }>(
     '/topics/:topic/receive',
     { schema: receiveSchema },
     async (request): Promise<ReceiveResponse> => {
       const { topic } = request.params;
+      const { queue } = context;
       const { max, waitMs = 0, visibilityMs, maxBytes = DEFAULT_RECEIVE_BYTES } = request.body;
       const options = {
         maxBytes,
@@ -79,10 +73,6 @@ export function deliveryRoutes(app: FastifyInstance, context: ServerContext): vo
         }
         return { messages: [] };
       }
-      const now = epochNow();
-      for (const message of messages) {
-        if (message.attempts === 1) metrics.observeDelivery(now - message.deliverAt);
-      }
       return { messages: messages.map(toWire) };
     },
   );
@@ -91,6 +81,7 @@ export function deliveryRoutes(app: FastifyInstance, context: ServerContext): vo
     '/ack',
     { schema: ackSchema },
     async (request): Promise<AckResponse> => {
+      const { queue } = context;
       const results = await Promise.all(request.body.receipts.map((r) => queue.ack(r)));
       return { acked: results.filter(Boolean).length, results };
     },
@@ -105,7 +96,7 @@ export function deliveryRoutes(app: FastifyInstance, context: ServerContext): vo
         ...(delayMs === undefined ? {} : { delayMs }),
         ...(reason === undefined ? {} : { reason }),
       };
-      const results = await Promise.all(receipts.map((r) => queue.nack(r, options)));
+      const results = await Promise.all(receipts.map((r) => context.queue.nack(r, options)));
       return { nacked: results.filter(Boolean).length, results };
     },
   );
@@ -115,7 +106,7 @@ export function deliveryRoutes(app: FastifyInstance, context: ServerContext): vo
     { schema: deadLettersSchema },
     async (request): Promise<DeadLettersResponse> => {
       const limit = request.query.limit === undefined ? 100 : Number(request.query.limit);
-      return { messages: await queue.deadLetters(request.params.topic, limit) };
+      return { messages: await context.queue.deadLetters(request.params.topic, limit) };
     },
   );
 }

@@ -69,14 +69,12 @@ async function whyMissing(context: ServerContext, id: string): Promise<string> {
 }
 
 export function messageRoutes(app: FastifyInstance, context: ServerContext): void {
-  const { queue } = context;
-
   app.post<{ Params: { topic: string }; Body: ScheduleBody }>(
     '/topics/:topic/messages',
     { schema: scheduleSchema },
     async (request, reply): Promise<ScheduleResult> => {
       const message = toScheduleRequest(request.params.topic, request.body, 'body');
-      const result = await queue.schedule(message);
+      const result = await context.queue.schedule(message);
       void reply.code(201);
       return result;
     },
@@ -90,6 +88,7 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
       // Everything that can be refused without the queue is refused before anything is
       // scheduled, so a bad batch is all-or-nothing.
       const messages = items.map((item, i) => toScheduleRequest(item.topic, item, `messages/${i}`));
+      const { queue } = context;
       try {
         // The usual case: one call, the records share group commits and one promise.
         const results = await queue.scheduleMany(messages);
@@ -114,7 +113,8 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
         failed++;
         failure ??= { statusCode, ...body.error };
         if (statusCode >= 500) request.log.error({ err: outcome.reason }, 'batch item failed');
-        results.push(body);
+        // Queue errors only: their codes are all in WireErrorCode.
+        results.push(body as BatchErrorResponse['results'][number]);
       }
       if (failure === undefined) {
         void reply.code(201);
@@ -135,7 +135,7 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
     '/messages/:id',
     { schema: getSchema },
     async (request): Promise<WireMessageInfo> => {
-      const info = await queue.get(request.params.id);
+      const info = await context.queue.get(request.params.id);
       if (info === undefined) throw notFound(`no message with id ${request.params.id}`);
       return info;
     },
@@ -146,7 +146,7 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
     { schema: cancelSchema },
     async (request): Promise<CancelResponse> => {
       const { id } = request.params;
-      if (!(await queue.cancel(id))) throw notFound(await whyMissing(context, id));
+      if (!(await context.queue.cancel(id))) throw notFound(await whyMissing(context, id));
       return { cancelled: true };
     },
   );
@@ -156,8 +156,11 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
     { schema: rescheduleSchema },
     async (request): Promise<RescheduleResponse> => {
       const { id } = request.params;
-      const when = request.body;
-      if (!(await queue.reschedule(id, when))) {
+      const { queue } = context;
+      // What the queue stored, not a time worked out here: it rounds, clamps and has its own
+      // clock, and by the time a get() answered the message could be gone.
+      const deliverAt = await queue.rescheduleTo(id, request.body);
+      if (deliverAt === undefined) {
         const info = await queue.get(id);
         if (info?.status === 'inflight') {
           throw conflict(`message ${id} is in flight; ack or nack it first`);
@@ -167,8 +170,6 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
         }
         throw notFound(await whyMissing(context, id));
       }
-      const info = await queue.get(id);
-      const deliverAt = info?.deliverAt ?? when.deliverAt ?? Date.now() + (when.delayMs ?? 0);
       return { rescheduled: true, deliverAt };
     },
   );
@@ -178,6 +179,7 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
     { schema: requeueSchema },
     async (request): Promise<RequeueResponse> => {
       const { id } = request.params;
+      const { queue } = context;
       const delayMs = request.body.delayMs;
       if (!(await queue.requeue(id, delayMs === undefined ? {} : { delayMs }))) {
         const info = await queue.get(id);

@@ -4,10 +4,42 @@
  */
 
 import type { FastifyInstance } from 'fastify';
-import type { HealthResponse } from '../../client/protocol.js';
 import type { ServerContext } from '../context.js';
 import { notFound } from '../errors.js';
+import { RETRY_AFTER_SECONDS } from '../settings.js';
 import { dashboardPage, loadDashboardAssets } from '../dashboard.js';
+
+/**
+ * GET /healthz. `ok` only while the queue takes writes: not while it is still opening, not if
+ * opening it failed, not once the store stopped taking writes (fail-stop after a failed log
+ * write: every write fails from then on, and only a restart, which recovers the log, helps).
+ */
+export type HealthBody =
+  { status: 'ok' } | { status: 'recovering' | 'failed' | 'stopped'; reason: string };
+
+async function health(context: ServerContext): Promise<HealthBody> {
+  if (context.state === 'opening') {
+    return { status: 'recovering', reason: 'the queue is recovering its data directory' };
+  }
+  if (context.state === 'failed') {
+    const error = context.openError as { message?: unknown } | undefined;
+    return {
+      status: 'failed',
+      reason: `the queue could not be opened: ${String(error?.message ?? error)}`,
+    };
+  }
+  const store = (await context.queue.stats()).store as Record<string, unknown> | undefined;
+  if (store?.stopped === 1) {
+    return {
+      status: 'stopped',
+      reason:
+        'the store takes no more writes since a log write failed (disk full, read-only or ' +
+        'failing; the server log has the error). Everything acknowledged before it is on disk: ' +
+        'restart the server to recover and continue',
+    };
+  }
+  return { status: 'ok' };
+}
 
 export function statsRoute(app: FastifyInstance, context: ServerContext): void {
   app.get('/stats', async () => ({
@@ -29,7 +61,12 @@ export function operationRoutes(
   const assets = loadDashboardAssets();
   const placeholder = dashboardPage(context.version, tokenRequired);
 
-  app.get('/healthz', async (): Promise<HealthResponse> => ({ status: 'ok' }));
+  app.get('/healthz', async (_request, reply): Promise<HealthBody> => {
+    const body = await health(context);
+    if (body.status !== 'ok') void reply.code(503);
+    if (body.status === 'recovering') void reply.header('retry-after', RETRY_AFTER_SECONDS);
+    return body;
+  });
 
   app.get('/metrics', async (_request, reply) => {
     const text = await context.metrics.render(await context.queue.stats());

@@ -1,0 +1,130 @@
+/**
+ * The one body parser: `application/json` (with any parameters). A body of another media type
+ * is refused with 415, an empty one is taken as no body.
+ *
+ * - An empty body (or only whitespace) is no body: routes whose fields are all optional take
+ *   it as `{}`, the others say which field is missing. Generic clients send
+ *   `content-type: application/json` on every request, bodies or not.
+ * - Malformed JSON is refused with the parser's own words (where it went wrong).
+ * - Keys that pollute prototypes in code that merges objects (`__proto__`, and `constructor`
+ *   holding `prototype`) are refused wherever they are, payloads included, naming the path.
+ *   JSON.parse itself only makes them own properties, but consumers of a payload may merge it.
+ * - Numbers beyond what a double holds (`1e999`, 400 digits) are refused, naming the path:
+ *   JSON.parse turns them into Infinity, which would be stored as `null`. Numbers within range
+ *   are doubles, as everywhere in JavaScript: integers beyond 2^53 lose precision; send those
+ *   as strings.
+ *
+ * Both checks walk the parsed value only when the text could hold such a key or number (a
+ * `\u` escape can spell `__proto__`), so ordinary bodies cost one regular expression scan.
+ */
+
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { HttpError, invalidRequest } from './errors.js';
+
+/** Text that may spell a risky key (also through \u escapes) or overflow a double. */
+const MAY_NEED_WALK = /__proto__|constructor|\\u|\d{20}|[eE]\+?\d{3}/;
+
+function hasOwn(value: object, key: string): boolean {
+  return Object.prototype.hasOwnProperty.call(value, key);
+}
+
+interface Step {
+  value: unknown;
+  path: string;
+}
+
+/** A path for an error message: a deeply nested one is cut in the middle. */
+function shown(path: string): string {
+  return path.length <= 200 ? path : `${path.slice(0, 100)}...${path.slice(-80)}`;
+}
+
+/** The first problem in a parsed body, as an error message; undefined when there is none. */
+export function unsafeContent(root: unknown): string | undefined {
+  const stack: Step[] = [{ value: root, path: 'body' }];
+  while (stack.length > 0) {
+    const { value, path } = stack.pop() as Step;
+    if (typeof value === 'number') {
+      if (!Number.isFinite(value)) {
+        return `${shown(path)} is a number too large to be represented (it would become Infinity); send it as a string`;
+      }
+      continue;
+    }
+    if (typeof value !== 'object' || value === null) continue;
+    if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--)
+        stack.push({ value: value[i], path: `${path}/${i}` });
+      continue;
+    }
+    if (hasOwn(value, '__proto__')) {
+      return `${shown(path)} has a "__proto__" key, which the server refuses: it can change object prototypes in code that merges it`;
+    }
+    const ctor = (value as Record<string, unknown>).constructor;
+    if (
+      hasOwn(value, 'constructor') &&
+      typeof ctor === 'object' &&
+      ctor !== null &&
+      hasOwn(ctor, 'prototype')
+    ) {
+      return `${shown(path)} has a "constructor" key holding "prototype", which the server refuses: it can change object prototypes in code that merges it`;
+    }
+    const keys = Object.keys(value);
+    for (let i = keys.length - 1; i >= 0; i--) {
+      stack.push({
+        value: (value as Record<string, unknown>)[keys[i]],
+        path: `${path}/${keys[i]}`,
+      });
+    }
+  }
+  return undefined;
+}
+
+/** Parses a JSON body; throws a 400 HttpError that says what is wrong. */
+export function parseJsonBody(text: string): unknown {
+  if (text.trim() === '') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw invalidRequest(`the body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (MAY_NEED_WALK.test(text)) {
+    const problem = unsafeContent(value);
+    if (problem !== undefined) throw invalidRequest(problem);
+  }
+  return value;
+}
+
+/**
+ * Replaces Fastify's parsers (JSON and text/plain) with the one above, and takes an empty body
+ * of any other type as no body (a route that needs one says what is missing); a non-empty one
+ * of another type is a 415.
+ */
+export function jsonBodies(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    '*',
+    { parseAs: 'string' },
+    (_request: FastifyRequest, body: string | Buffer, done) => {
+      if (body.length === 0) return done(null, undefined);
+      done(
+        new HttpError(
+          415,
+          'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
+          'send request bodies as JSON, with content-type: application/json',
+        ),
+        undefined,
+      );
+    },
+  );
+  app.addContentTypeParser(
+    'application/json',
+    { parseAs: 'string' },
+    (_request: FastifyRequest, body: string | Buffer, done) => {
+      try {
+        done(null, parseJsonBody(typeof body === 'string' ? body : body.toString('utf8')));
+      } catch (err) {
+        done(err as Error, undefined);
+      }
+    },
+  );
+}

@@ -1,0 +1,103 @@
+/**
+ * Requests from web pages the server did not serve.
+ *
+ * A page on any origin can make a browser send a "simple" request (a GET, or a POST with no
+ * body or a form or text/plain body) without asking the server first (no CORS preflight); it
+ * cannot read the answer, but a POST already did its work: a receive takes messages in flight.
+ * So every POST must say `content-type: application/json`, which a simple request cannot.
+ * PATCH and DELETE always need a preflight, which this server never grants.
+ *
+ * Without a token, a page can also have its own name resolve to 127.0.0.1 (DNS rebinding) and
+ * then talk to the server as its own origin, reading answers too. Its requests still carry its
+ * name in the Host header, so the server answers only names it knows: localhost, IP literals
+ * (no DNS involved, nothing to rebind) and the names it was given. With a token none of this
+ * matters: a page cannot send a token it does not have.
+ */
+
+import { isIP } from 'node:net';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { TickwheelTypeError } from '../errors.js';
+import { HttpError } from './errors.js';
+
+/** A host name as a Host header carries it: letters, digits, dots and dashes. */
+const HOST_NAME = /^[a-z0-9]([a-z0-9-]{0,62}\.?)*$/i;
+
+export function checkAllowedHosts(names: unknown): string[] {
+  if (
+    !Array.isArray(names) ||
+    names.some((name) => typeof name !== 'string' || name.length > 253 || !HOST_NAME.test(name))
+  ) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      'allowedHosts must be an array of host names (letters, digits, dots and dashes)',
+    );
+  }
+  return names.map((name: string) => normalise(name));
+}
+
+function normalise(name: string): string {
+  const lower = name.toLowerCase();
+  return lower.endsWith('.') ? lower.slice(0, -1) : lower;
+}
+
+/** The host name of a Host header without its port; undefined when malformed. */
+function hostName(header: string): string | undefined {
+  if (header.startsWith('[')) {
+    const end = header.indexOf(']');
+    if (end < 0) return undefined;
+    const rest = header.slice(end + 1);
+    if (rest !== '' && !/^:\d*$/.test(rest)) return undefined;
+    return header.slice(1, end);
+  }
+  const colon = header.indexOf(':');
+  if (colon >= 0 && !/^\d*$/.test(header.slice(colon + 1))) return undefined;
+  return normalise(colon >= 0 ? header.slice(0, colon) : header);
+}
+
+/** An onRequest hook that refuses Host names the server does not answer to. */
+export function hostCheck(
+  allowed: readonly string[],
+): (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void {
+  const names = new Set(['localhost', ...allowed]);
+  const known = [...names].join(', ');
+  return (request, _reply, done) => {
+    const header = request.headers.host;
+    // A request without Host (HTTP/1.0) does not come from a browser.
+    if (header === undefined) return done();
+    const name = hostName(header);
+    if (name !== undefined && (names.has(name) || isIP(name) !== 0)) return done();
+    done(
+      new HttpError(
+        421,
+        'ERR_TICKWHEEL_HOST_NOT_ALLOWED',
+        `without a token this server answers to ${known} and IP addresses, not to Host ` +
+          `${JSON.stringify(header.slice(0, 100))} (a web page could reach it through DNS ` +
+          'rebinding); set --token to serve other names',
+      ),
+    );
+  };
+}
+
+function isJson(contentType: string | undefined): boolean {
+  if (contentType === undefined) return false;
+  const semicolon = contentType.indexOf(';');
+  const type = (semicolon < 0 ? contentType : contentType.slice(0, semicolon)).trim();
+  return type.toLowerCase() === 'application/json';
+}
+
+/** An onRequest hook that refuses a POST a web page could send without a preflight. */
+export function jsonPostsOnly(
+  request: FastifyRequest,
+  _reply: FastifyReply,
+  done: (err?: Error) => void,
+): void {
+  if (request.method !== 'POST' || isJson(request.headers['content-type'])) return done();
+  done(
+    new HttpError(
+      415,
+      'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
+      'a POST needs content-type: application/json, even with an empty body ' +
+        '(so that a web page on another site cannot send it)',
+    ),
+  );
+}

@@ -1,0 +1,186 @@
+/**
+ * `tickwheel serve` starting, as people and orchestrators see it (real processes): what it
+ * prints with and without a log level, the port answering 503 while a big data directory is
+ * recovered, and a slow-loris client cut at the documented 30 s.
+ */
+
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DelayQueue } from '../../src/queue-entry.js';
+import { LISTENING, requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
+
+const running: ServerProcess[] = [];
+const dirs: string[] = [];
+
+function dataDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-startup-'));
+  dirs.push(dir);
+  return dir;
+}
+
+async function serve(
+  args: string[],
+  options: { env?: Record<string, string>; until?: RegExp; timeoutMs?: number } = {},
+): Promise<ServerProcess> {
+  const server = await startServer(args, options);
+  running.push(server);
+  return server;
+}
+
+async function waitFor(what: () => boolean, timeoutMs: number): Promise<void> {
+  const until = performance.now() + timeoutMs;
+  while (!what()) {
+    if (performance.now() > until) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+beforeAll(() => requireBuiltCli());
+
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((server) => server.kill()));
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('what tickwheel serve prints', () => {
+  it('without a log level: human text, the dashboard, how to stop it, one listening line', async () => {
+    const server = await serve(['--dir', dataDir()]);
+    const out = server.stdout();
+    expect(out).toContain(`dashboard: ${server.url}/`);
+    expect(out).toMatch(/Ctrl-C/);
+    expect(out).toMatch(/SIGTERM/);
+    expect(out.match(/listening on http/g)).toHaveLength(1);
+    for (const line of out.trim().split('\n')) expect(line.startsWith('{'), line).toBe(false);
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+  });
+
+  it.each([
+    ['--log-level info', ['--log-level', 'info'], {}],
+    ['TICKWHEEL_LOG_LEVEL=info', [], { TICKWHEEL_LOG_LEVEL: 'info' }],
+    ['--log-level debug', ['--log-level', 'debug'], {}],
+    // Start-up lines are logged whatever the level (short of silent): a warn-level server
+    // still says where it listens.
+    ['--log-level warn', ['--log-level', 'warn'], {}],
+    ['--log-level error and a token', ['--log-level', 'error', '--token', 'tok'], {}],
+  ])('with %s: JSON lines only on stdout, exactly one listening line', async (_what, args, env) => {
+    const server = await serve(['--dir', dataDir(), ...args], { env });
+    // A request, so that request logs are among the lines checked.
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    server.child.kill('SIGTERM');
+    await server.exited;
+    const lines = server.stdout().trim().split('\n');
+    const records = lines.map((line) => {
+      try {
+        return JSON.parse(line) as { msg?: string; level?: number };
+      } catch {
+        throw new Error(`not a JSON line: ${line}`);
+      }
+    });
+    // Ours, and none of Fastify's own "Server listening at" lines (one per address).
+    expect(records.filter((r) => /listening (on|at) http/i.test(r.msg ?? ''))).toHaveLength(1);
+    const listening = records.find((r) => LISTENING.test(r.msg ?? '')) as { url?: string };
+    expect(listening.url?.replace('0.0.0.0', '127.0.0.1')).toBe(server.url);
+    expect(records.some((r) => /dashboard/.test(JSON.stringify(r)))).toBe(true);
+    expect(records.some((r) => /recovered/.test(r.msg ?? ''))).toBe(true);
+    expect(server.stderr()).toBe('');
+  });
+});
+
+describe('recovery of a big data directory', () => {
+  it('listens first: 503 recovering on /healthz and every route, then serves', async () => {
+    const dir = dataDir();
+    const queue = await DelayQueue.open({ dir, fsync: 'never' });
+    const now = Date.now();
+    for (let i = 0; i < 50_000; i += 10_000) {
+      await queue.scheduleMany(
+        Array.from({ length: 10_000 }, (_, j) => ({
+          topic: `t${j % 4}`,
+          payload: { n: i + j },
+          deliverAt: now + 500 + ((i + j) % 1000),
+        })),
+      );
+    }
+    await queue.close();
+
+    const started = performance.now();
+    const server = await serve(['--dir', dir], {
+      until: /until the queue is open, (http:\/\/\S+) answers 503/,
+      timeoutMs: 60_000,
+    });
+    const health = await fetch(`${server.url}/healthz`);
+    expect(health.status).toBe(503);
+    expect(await health.json()).toMatchObject({ status: 'recovering' });
+    const stats = await fetch(`${server.url}/v1/stats`);
+    expect(stats.status).toBe(503);
+    expect(stats.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(((await stats.json()) as { error: { code: string } }).error.code).toBe(
+      'ERR_TICKWHEEL_RECOVERING',
+    );
+    const receive = await fetch(`${server.url}/v1/topics/t0/receive`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(receive.status).toBe(503);
+    expect(server.stdout()).not.toMatch(LISTENING);
+
+    await waitFor(() => LISTENING.test(server.stdout()), 60_000);
+    expect(server.stdout()).toMatch(/recovered 50000 live messages/);
+    const ok = await fetch(`${server.url}/healthz`);
+    expect(ok.status).toBe(200);
+    const stats2 = (await (await fetch(`${server.url}/v1/stats`)).json()) as {
+      store: { live: number };
+    };
+    expect(stats2.store.live).toBe(50_000);
+    // The port was open well before the queue: that is the point.
+    expect(performance.now() - started).toBeGreaterThan(0);
+  }, 120_000);
+});
+
+describe('a recovery that fails', () => {
+  it('exits 1 with the error, after answering 503 meanwhile', async () => {
+    const dir = dataDir();
+    const queue = await DelayQueue.open({ dir, fsync: 'never' });
+    await queue.schedule({ topic: 't', payload: 1, delayMs: 60_000 });
+    await queue.close();
+    // Recovery reads (and replaces) the snapshot: a directory in its place makes it fail.
+    rmSync(join(dir, 'snapshot.bin'), { force: true });
+    mkdirSync(join(dir, 'snapshot.bin'));
+    const result = await runCli(['serve', '--dir', dir, '--port', '0']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(/until the queue is open, http:\/\/127\.0\.0\.1:\d+ answers 503/);
+    expect(result.stdout).not.toMatch(LISTENING);
+    expect(result.stderr).toMatch(/^tickwheel: .*EISDIR/m);
+  });
+});
+
+describe('a slow-loris client', () => {
+  it('is cut at the documented 30 s (not 60) by the default server', async () => {
+    const server = await serve(['--dir', dataDir()]);
+    const { port } = new URL(server.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    const started = performance.now();
+    const head = 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ';
+    let sent = 0;
+    const timer = setInterval(() => {
+      if (socket.writable) socket.write(sent < head.length ? head[sent++] : 'a');
+    }, 500);
+    let answer = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => (answer += chunk));
+    const elapsed = await new Promise<number>((resolve) =>
+      socket.on('close', () => {
+        clearInterval(timer);
+        resolve(performance.now() - started);
+      }),
+    );
+    expect(elapsed).toBeGreaterThan(29_000);
+    expect(elapsed).toBeLessThan(34_000);
+    expect(answer).toMatch(/^HTTP\/1\.1 408/);
+  }, 70_000);
+});
