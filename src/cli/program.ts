@@ -8,12 +8,12 @@
  *   tickwheel bench [timers|queue|http ...]
  */
 
-import { Command, Option } from 'commander';
 import { TickwheelClient, DEFAULT_URL } from '../client/index.js';
 import { TickwheelHttpError, TickwheelNetworkError } from '../client/errors.js';
 import type { ScheduleRequest } from '../queue/message.js';
 import { LOG_LEVELS, type LogLevel } from '../server/settings.js';
 import { VERSION } from '../server/version.js';
+import { runProgram, type CommandSpec, type OptionSpec, type ProgramSpec } from './args.js';
 import { bench } from './bench.js';
 import { CliError, processIo, type CliIo } from './io.js';
 import { integerParser, parseDuration, parsePayload, parseTime } from './parse.js';
@@ -25,17 +25,30 @@ interface ClientFlags {
   timeout: number;
 }
 
-function clientOptions(command: Command): Command {
-  return command
-    .addOption(new Option('--url <url>', 'server URL').env('TICKWHEEL_URL').default(DEFAULT_URL))
-    .addOption(new Option('--token <token>', 'bearer token of the server').env('TICKWHEEL_TOKEN'))
-    .addOption(
-      new Option('--timeout <duration>', 'time allowed for the request')
-        .env('TICKWHEEL_TIMEOUT')
-        .default(10_000, '10s')
-        .argParser(parseDuration),
-    );
-}
+const CLIENT_OPTIONS: readonly OptionSpec[] = [
+  {
+    name: 'url',
+    value: '<url>',
+    description: 'server URL',
+    env: 'TICKWHEEL_URL',
+    default: DEFAULT_URL,
+  },
+  {
+    name: 'token',
+    value: '<token>',
+    description: 'bearer token of the server',
+    env: 'TICKWHEEL_TOKEN',
+  },
+  {
+    name: 'timeout',
+    value: '<duration>',
+    description: 'time allowed for the request',
+    env: 'TICKWHEEL_TIMEOUT',
+    default: 10_000,
+    defaultText: '10s',
+    parse: parseDuration,
+  },
+];
 
 function clientFor(flags: ClientFlags): TickwheelClient {
   return new TickwheelClient({
@@ -49,105 +62,129 @@ function printJson(io: CliIo, value: unknown): void {
   io.out(`${JSON.stringify(value, null, 2)}\n`);
 }
 
-/** The CLI, writing to `io`. Call parseAsync(argv) on it. */
-export function buildProgram(io: CliIo = processIo): Command {
-  const program = new Command('tickwheel')
-    .description('Durable delay queue server and client: schedule messages for later, over HTTP.')
-    .version(VERSION, '-v, --version')
-    .enablePositionalOptions()
-    .showHelpAfterError('(add --help for usage)')
-    .configureOutput({ writeOut: (text) => io.out(text), writeErr: (text) => io.err(text) });
+function serveCommand(io: CliIo): CommandSpec {
+  return {
+    name: 'serve',
+    description: 'run the delay-queue server on a data directory',
+    options: [
+      {
+        name: 'dir',
+        value: '<path>',
+        description: 'data directory (created if missing)',
+        env: 'TICKWHEEL_DIR',
+        default: './data',
+      },
+      {
+        name: 'port',
+        value: '<port>',
+        description: 'TCP port; 0 picks a free one',
+        env: 'TICKWHEEL_PORT',
+        default: 7700,
+        parse: integerParser(0, 65535),
+      },
+      {
+        name: 'host',
+        value: '<address>',
+        description: 'address to bind (default: 127.0.0.1, or 0.0.0.0 when a token is set)',
+        env: 'TICKWHEEL_HOST',
+      },
+      {
+        name: 'token',
+        value: '<token>',
+        description: 'require "Authorization: Bearer <token>" on /v1 routes',
+        env: 'TICKWHEEL_TOKEN',
+      },
+      {
+        name: 'fsync',
+        value: '<policy>',
+        description:
+          'when a 201 is sent: after fsync (batch: group commit; always: one fsync per change) or after the write (never)',
+        env: 'TICKWHEEL_FSYNC',
+        choices: ['batch', 'always', 'never'],
+        default: 'batch',
+      },
+      {
+        name: 'body-limit',
+        value: '<bytes>',
+        description: 'largest request body; larger ones get 413',
+        env: 'TICKWHEEL_BODY_LIMIT',
+        default: 1024 * 1024,
+        defaultText: '1048576 (1 MiB)',
+        parse: integerParser(1024, 1024 ** 3),
+      },
+      {
+        name: 'max-wait',
+        value: '<duration>',
+        description: 'longest long poll of a receive',
+        env: 'TICKWHEEL_MAX_WAIT',
+        default: 20_000,
+        defaultText: '20s',
+        parse: parseDuration,
+      },
+      {
+        name: 'log-level',
+        value: '<level>',
+        description: 'structured log level (JSON lines on stdout)',
+        env: 'TICKWHEEL_LOG_LEVEL',
+        choices: LOG_LEVELS,
+        default: 'warn',
+      },
+    ],
+    run: (_args, flags) => serve(flags as unknown as ServeOptions & { logLevel: LogLevel }, io),
+  };
+}
 
-  program
-    .command('serve')
-    .description('run the delay-queue server on a data directory')
-    .addOption(
-      new Option('--dir <path>', 'data directory (created if missing)')
-        .env('TICKWHEEL_DIR')
-        .default('./data'),
-    )
-    .addOption(
-      new Option('--port <port>', 'TCP port; 0 picks a free one')
-        .env('TICKWHEEL_PORT')
-        .default(7700)
-        .argParser(integerParser(0, 65535)),
-    )
-    .addOption(
-      new Option(
-        '--host <address>',
-        'address to bind (default: 127.0.0.1, or 0.0.0.0 when a token is set)',
-      ).env('TICKWHEEL_HOST'),
-    )
-    .addOption(
-      new Option('--token <token>', 'require "Authorization: Bearer <token>" on /v1 routes').env(
-        'TICKWHEEL_TOKEN',
-      ),
-    )
-    .addOption(
-      new Option(
-        '--fsync <policy>',
-        'when a 201 is sent: after fsync (batch: group commit; always: one fsync per change) or after the write (never)',
-      )
-        .env('TICKWHEEL_FSYNC')
-        .choices(['batch', 'always', 'never'])
-        .default('batch'),
-    )
-    .addOption(
-      new Option('--body-limit <bytes>', 'largest request body; larger ones get 413')
-        .env('TICKWHEEL_BODY_LIMIT')
-        .default(1024 * 1024, '1048576 (1 MiB)')
-        .argParser(integerParser(1024, 1024 ** 3)),
-    )
-    .addOption(
-      new Option('--max-wait <duration>', 'longest long poll of a receive')
-        .env('TICKWHEEL_MAX_WAIT')
-        .default(20_000, '20s')
-        .argParser(parseDuration),
-    )
-    .addOption(
-      new Option('--log-level <level>', 'structured log level (JSON lines on stdout)')
-        .env('TICKWHEEL_LOG_LEVEL')
-        .choices(LOG_LEVELS as string[])
-        .default('warn'),
-    )
-    .action((flags: ServeOptions & { logLevel: LogLevel }) => serve(flags, io));
-
-  clientOptions(
-    program
-      .command('send')
-      .description('schedule a message')
-      .argument('<topic>', 'topic of the message')
-      .argument(
-        '[payload]',
-        "JSON payload; text that is not JSON is sent as a string; '-' reads stdin; default null",
-      )
-      .addOption(
-        new Option('--delay <duration>', 'deliver after this long: 1500 (ms), 30s, 5m, 2h, 1d')
-          .argParser(parseDuration)
-          .conflicts('at'),
-      )
-      .addOption(
-        new Option('--at <time>', 'deliver at this time: ISO 8601 or epoch ms').argParser(
-          parseTime,
-        ),
-      )
-      .option('--id <id>', 'dedup key: sending the same id again while pending changes nothing')
-      .option(
-        '--max-attempts <n>',
-        'deliveries before it becomes a dead letter',
-        integerParser(1, 10_000),
-      ),
-  ).action(
-    async (
-      topic: string,
-      payloadText: string | undefined,
-      flags: ClientFlags & { delay?: number; at?: number; id?: string; maxAttempts?: number },
-    ) => {
+function sendCommand(io: CliIo): CommandSpec {
+  return {
+    name: 'send',
+    description: 'schedule a message',
+    arguments: [
+      { name: 'topic', description: 'topic of the message', required: true },
+      {
+        name: 'payload',
+        description:
+          "JSON payload; text that is not JSON is sent as a string; '-' reads stdin; default null",
+      },
+    ],
+    options: [
+      {
+        name: 'delay',
+        value: '<duration>',
+        description: 'deliver after this long: 1500 (ms), 30s, 5m, 2h, 1d',
+        parse: parseDuration,
+        conflicts: 'at',
+      },
+      {
+        name: 'at',
+        value: '<time>',
+        description: 'deliver at this time: ISO 8601 or epoch ms',
+        parse: parseTime,
+      },
+      {
+        name: 'id',
+        value: '<id>',
+        description: 'dedup key: sending the same id again while pending changes nothing',
+      },
+      {
+        name: 'max-attempts',
+        value: '<n>',
+        description: 'deliveries before it becomes a dead letter',
+        parse: integerParser(1, 10_000),
+      },
+      ...CLIENT_OPTIONS,
+    ],
+    run: async ([topic, payloadText], rawFlags) => {
+      const flags = rawFlags as unknown as ClientFlags & {
+        delay?: number;
+        at?: number;
+        id?: string;
+        maxAttempts?: number;
+      };
       const payload =
         payloadText === undefined
           ? null
-          : parsePayload(payloadText === '-' ? await io.readStdin() : payloadText);
-      const message: ScheduleRequest = { topic, payload };
+          : parsePayload(payloadText === '-' ? await io.readStdin() : (payloadText as string));
+      const message: ScheduleRequest = { topic: topic as string, payload };
       if (flags.delay !== undefined) message.delayMs = flags.delay;
       if (flags.at !== undefined) message.deliverAt = flags.at;
       if (flags.id !== undefined) message.id = flags.id;
@@ -155,73 +192,121 @@ export function buildProgram(io: CliIo = processIo): Command {
       const result = await clientFor(flags).schedule(message);
       printJson(io, { ...result, due: new Date(result.deliverAt).toISOString() });
     },
-  );
+  };
+}
 
-  clientOptions(
-    program.command('get').description('show the state of a message').argument('<id>'),
-  ).action(async (id: string, flags: ClientFlags) => {
-    const info = await clientFor(flags).get(id);
-    if (info === undefined) throw new CliError(`no message with id ${id}`);
-    printJson(io, info);
-  });
-
-  clientOptions(
-    program.command('cancel').description('cancel a pending message').argument('<id>'),
-  ).action(async (id: string, flags: ClientFlags) => {
-    if (!(await clientFor(flags).cancel(id))) {
-      throw new CliError(`no pending message with id ${id}`);
-    }
-    printJson(io, { cancelled: true });
-  });
-
-  clientOptions(
-    program
-      .command('receive')
-      .description('take ready messages of a topic and print them')
-      .argument('<topic>')
-      .option('--max <n>', 'messages at most', integerParser(1, 1000), 1)
-      .option('--wait <duration>', 'wait this long for a message', parseDuration, 0)
-      .option(
-        '--ack',
-        'acknowledge them once printed (otherwise they come back after the visibility timeout)',
-      ),
-  ).action(
-    async (topic: string, flags: ClientFlags & { max: number; wait: number; ack?: boolean }) => {
-      const client = clientFor(flags);
-      const messages = await client.receive(topic, { max: flags.max, waitMs: flags.wait });
-      printJson(io, messages);
-      if (flags.ack === true && messages.length > 0) {
-        await client.ackMany(messages.map((message) => message.receipt));
-      }
+function clientCommands(io: CliIo): CommandSpec[] {
+  return [
+    {
+      name: 'get',
+      description: 'show the state of a message',
+      arguments: [{ name: 'id', required: true }],
+      options: CLIENT_OPTIONS,
+      run: async ([id], flags) => {
+        const info = await clientFor(flags as unknown as ClientFlags).get(id as string);
+        if (info === undefined) throw new CliError(`no message with id ${id as string}`);
+        printJson(io, info);
+      },
     },
-  );
-
-  clientOptions(program.command('stats').description("print the server's queue statistics")).action(
-    async (flags: ClientFlags) => {
-      printJson(io, await clientFor(flags).stats());
+    {
+      name: 'cancel',
+      description: 'cancel a pending message',
+      arguments: [{ name: 'id', required: true }],
+      options: CLIENT_OPTIONS,
+      run: async ([id], flags) => {
+        if (!(await clientFor(flags as unknown as ClientFlags).cancel(id as string))) {
+          throw new CliError(`no pending message with id ${id as string}`);
+        }
+        printJson(io, { cancelled: true });
+      },
     },
-  );
+    {
+      name: 'receive',
+      description: 'take ready messages of a topic and print them',
+      arguments: [{ name: 'topic', required: true }],
+      options: [
+        {
+          name: 'max',
+          value: '<n>',
+          description: 'messages at most',
+          default: 1,
+          parse: integerParser(1, 1000),
+        },
+        {
+          name: 'wait',
+          value: '<duration>',
+          description: 'wait this long for a message',
+          default: 0,
+          parse: parseDuration,
+        },
+        {
+          name: 'ack',
+          description:
+            'acknowledge them once printed (otherwise they come back after the visibility timeout)',
+        },
+        ...CLIENT_OPTIONS,
+      ],
+      run: async ([topic], rawFlags) => {
+        const flags = rawFlags as unknown as ClientFlags & {
+          max: number;
+          wait: number;
+          ack?: boolean;
+        };
+        const client = clientFor(flags);
+        const messages = await client.receive(topic as string, {
+          max: flags.max,
+          waitMs: flags.wait,
+        });
+        printJson(io, messages);
+        if (flags.ack === true && messages.length > 0) {
+          await client.ackMany(messages.map((message) => message.receipt));
+        }
+      },
+    },
+    {
+      name: 'stats',
+      description: "print the server's queue statistics",
+      options: CLIENT_OPTIONS,
+      run: async (_args, flags) => {
+        printJson(io, await clientFor(flags as unknown as ClientFlags).stats());
+      },
+    },
+  ];
+}
 
-  program
-    .command('bench')
-    .description('run the benchmark suites (npm run bench:<suite>) from a clone of the repository')
-    .argument('[suites...]', 'timers, queue and/or http; default all three')
-    .option('--list', 'show the suites and the npm scripts they run')
-    .passThroughOptions()
-    .addHelpText(
-      'after',
-      '\nArguments after -- go to each suite, e.g. tickwheel bench timers -- --quick',
-    )
-    .action(async (_suites: string[], flags: { list?: boolean }, command: Command) => {
+function benchCommand(io: CliIo): CommandSpec {
+  return {
+    name: 'bench',
+    description: 'run the benchmark suites (npm run bench:<suite>) from a clone of the repository',
+    arguments: [
+      {
+        name: 'suites',
+        description: 'timers, queue and/or http; default all three',
+        variadic: true,
+      },
+    ],
+    options: [{ name: 'list', description: 'show the suites and the npm scripts they run' }],
+    passThrough: true,
+    epilog: 'Arguments after -- go to each suite, e.g. tickwheel bench timers -- --quick',
+    run: async ([args], flags) => {
       // Suite names first; from the first option (or --) on, everything goes to the suites.
-      const args = command.args;
-      let split = args.findIndex((arg) => arg.startsWith('-'));
-      if (split === -1) split = args.length;
-      const rest = args.slice(args[split] === '--' ? split + 1 : split);
-      await bench(args.slice(0, split), rest, flags, io);
-    });
+      const words = args as string[];
+      let split = words.findIndex((arg) => arg.startsWith('-'));
+      if (split === -1) split = words.length;
+      const rest = words.slice(words[split] === '--' ? split + 1 : split);
+      await bench(words.slice(0, split), rest, flags as { list?: boolean }, io);
+    },
+  };
+}
 
-  return program;
+/** The CLI's commands, writing to `io`. */
+export function buildProgram(io: CliIo = processIo): ProgramSpec {
+  return {
+    name: 'tickwheel',
+    description: 'Durable delay queue server and client: schedule messages for later, over HTTP.',
+    version: VERSION,
+    commands: [serveCommand(io), sendCommand(io), ...clientCommands(io), benchCommand(io)],
+  };
 }
 
 /** What the user sees when a command fails: one line, no stack trace. */
@@ -238,12 +323,17 @@ export function describeFailure(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** Runs the CLI; resolves with the exit status (a running server keeps the process alive). */
-export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
-  const program = buildProgram(io);
+/**
+ * Runs the CLI on `argv` (process.argv: the executable and the script first); resolves with the
+ * exit status (a running server keeps the process alive).
+ */
+export async function main(
+  argv: string[],
+  io: CliIo = processIo,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number> {
   try {
-    await program.parseAsync(argv);
-    return 0;
+    return await runProgram(buildProgram(io), argv.slice(2), io, env);
   } catch (err) {
     io.err(`tickwheel: ${describeFailure(err)}\n`);
     return err instanceof CliError ? err.exitCode : 1;
