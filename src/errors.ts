@@ -22,7 +22,8 @@ export type TickwheelErrorCode =
   | 'ERR_TICKWHEEL_FORMAT'
   | 'ERR_TICKWHEEL_TIMEOUT'
   | 'ERR_TICKWHEEL_DUPLICATE_ID'
-  | 'ERR_TICKWHEEL_LEASE_LOST';
+  | 'ERR_TICKWHEEL_LEASE_LOST'
+  | 'ERR_TICKWHEEL_MISSING_DEPENDENCY';
 
 interface CodedError {
   readonly code: TickwheelErrorCode;
@@ -85,6 +86,22 @@ export class TickwheelCorruptError extends Error implements CodedError {
     super(message, options);
     this.name = 'TickwheelCorruptError';
     this.damage = damage;
+  }
+}
+
+/**
+ * A package that an optional part of tickwheel needs is not installed. `missing` names the
+ * packages and `install` is the command that installs them.
+ */
+export class TickwheelDependencyError extends Error implements CodedError {
+  readonly code: TickwheelErrorCode = 'ERR_TICKWHEEL_MISSING_DEPENDENCY';
+  readonly missing: readonly string[];
+  readonly install: string;
+  constructor(message: string, missing: readonly string[], install: string) {
+    super(message);
+    this.name = 'TickwheelDependencyError';
+    this.missing = missing;
+    this.install = install;
   }
 }
 

@@ -1,10 +1,11 @@
 /**
  * `tickwheel bench`: runs the benchmark suites, which live in the repository (bench/) as npm
- * scripts `bench:<suite>`. They are not part of the published package, so from an installed
- * package this says where to get them.
+ * scripts `bench:<suite>`. The published package has the scripts in its package.json but not
+ * bench/ nor the build tools they use, so from an installed package this says where to get them.
  */
 
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { CliError, type CliIo } from './io.js';
@@ -13,6 +14,13 @@ export const SUITES = ['timers', 'queue', 'http'] as const;
 
 /** The package root: two levels up from src/cli or dist/cli. */
 export const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+export const REPOSITORY_URL = 'https://github.com/tickwheel/tickwheel';
+
+/** Whether `root` is a clone of the repository: it has the suites and the build's config. */
+function isClone(root: string): boolean {
+  return existsSync(`${root}bench`) && existsSync(`${root}tsconfig.build.json`);
+}
 
 async function scripts(root: string): Promise<Record<string, string>> {
   try {
@@ -47,7 +55,8 @@ export async function bench(
   io: CliIo,
 ): Promise<void> {
   const root = options.root ?? PACKAGE_ROOT;
-  const known = await scripts(root);
+  const clone = isClone(root);
+  const known = clone ? await scripts(root) : {};
   const chosen = suites.length === 0 ? [...SUITES] : suites;
   for (const suite of chosen) {
     if (!(SUITES as readonly string[]).includes(suite)) {
@@ -58,10 +67,17 @@ export async function bench(
     for (const suite of SUITES) {
       const script = known[`bench:${suite}`];
       io.out(
-        `${suite.padEnd(8)}${script === undefined ? '(not available here)' : `npm run bench:${suite}: ${script}`}\n`,
+        `${suite.padEnd(8)}${script === undefined ? '(not available here: needs a clone of the repository)' : `npm run bench:${suite}: ${script}`}\n`,
       );
     }
     return;
+  }
+  if (!clone) {
+    throw new CliError(
+      `the benchmarks ship with the tickwheel repository, not with the npm package (${root} ` +
+        `has no bench/). Run them from a clone: git clone ${REPOSITORY_URL}.git, then in it ` +
+        `npm ci && ${chosen.map((suite) => `npm run bench:${suite}`).join(' && ')}`,
+    );
   }
   const missing = chosen.filter((suite) => known[`bench:${suite}`] === undefined);
   if (missing.length > 0) {

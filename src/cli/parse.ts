@@ -1,9 +1,9 @@
 /**
- * Parsers for command-line values: each returns the value or throws commander's
- * InvalidArgumentError with a message that says what would be accepted.
+ * Parsers for command-line values: each returns the value or throws an InvalidArgumentError
+ * with a message that says what would be accepted.
  */
 
-import { InvalidArgumentError } from 'commander';
+import { InvalidArgumentError } from './args.js';
 
 const UNIT_MS: Readonly<Record<string, number>> = {
   ms: 1,

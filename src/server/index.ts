@@ -8,9 +8,29 @@
  *   closeOnSignals(server); // SIGTERM / SIGINT: drain, flush, close, exit
  *
  * Routes and formats: docs/http-api.md. `tickwheel serve` (the CLI) does the above.
+ *
+ * fastify and prom-client are optional peer dependencies: this module loads without them, and
+ * createServer() rejects with a TickwheelDependencyError that says what to install.
  */
 
-export { createServer, type ServerOptions, type TickwheelServer } from './server.js';
+import { checkServerPeers } from './peers.js';
+import type { ServerOptions, TickwheelServer } from './server.js';
+
+export type { ServerOptions, TickwheelServer };
+
+/**
+ * Opens the queue (or uses `options.queue`) and builds the server; call listen() on it. Rejects
+ * with a TickwheelDependencyError (code ERR_TICKWHEEL_MISSING_DEPENDENCY) when fastify or
+ * prom-client is not installed.
+ */
+export async function createServer(options?: ServerOptions): Promise<TickwheelServer> {
+  checkServerPeers();
+  // Imported only now: a static import would fail to link without the peers, before any check.
+  const { createServer: create } = await import('./server.js');
+  return create(options);
+}
+
+export { TickwheelDependencyError } from '../errors.js';
 export { DEFAULT_BODY_LIMIT, DEFAULT_MAX_WAIT_MS, LOG_LEVELS, type LogLevel } from './settings.js';
 export { closeOnSignals, type Closable, type ShutdownOptions } from './shutdown.js';
 export { toErrorResponse, HttpError } from './errors.js';

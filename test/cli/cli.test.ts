@@ -1,12 +1,11 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CommanderError } from 'commander';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { bench } from '../../src/cli/bench.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { parseDuration, parsePayload, parseTime } from '../../src/cli/parse.js';
-import { buildProgram, main } from '../../src/cli/program.js';
+import { main } from '../../src/cli/program.js';
 import { DelayQueue, MemoryStore } from '../../src/queue-entry.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import { CLI, runCli, startServer, type ServerProcess } from '../server/process.js';
@@ -31,14 +30,9 @@ async function run(args: string[], stdin = '') {
 }
 
 async function help(args: string[]): Promise<string> {
-  const io = captured();
-  const program = buildProgram(io).exitOverride();
-  for (const command of program.commands) command.exitOverride();
-  const err = (await program
-    .parseAsync(['node', 'tickwheel', ...args, '--help'])
-    .catch((e: unknown) => e)) as CommanderError;
-  expect(err.code).toBe('commander.helpDisplayed');
-  return io.stdout();
+  const shown = await run([...args, '--help']);
+  expect(shown).toMatchObject({ code: 0, stderr: '' });
+  return shown.stdout;
 }
 
 describe('--help', () => {
@@ -78,6 +72,52 @@ describe('--help', () => {
     for (const command of [...commands, 'dead', 'requeue', 'stats', 'bench']) {
       expect(text).toContain(command);
     }
+  });
+});
+
+describe('the command line', () => {
+  it('without a command prints the usage on stderr and exits 1', async () => {
+    const none = await run([]);
+    expect(none.code).toBe(1);
+    expect(none.stdout).toBe('');
+    expect(none.stderr).toContain('Usage: tickwheel [options] <command>');
+  });
+
+  it('help <command> is the same as <command> --help', async () => {
+    const viaHelp = await run(['help', 'receive']);
+    expect(viaHelp.code).toBe(0);
+    expect(viaHelp.stdout).toBe(await help(['receive']));
+  });
+
+  it('refuses unknown commands and options, missing and extra arguments, with a usage hint', async () => {
+    const cases: Array<[string[], string]> = [
+      [['sned'], "unknown command 'sned'"],
+      [['--verbose'], "unknown option '--verbose'"],
+      [['stats', '--verbose'], "Unknown option '--verbose'"],
+      [['get'], "missing required argument 'id'"],
+      [['get', 'a', 'b'], 'too many arguments'],
+      [
+        ['send', 't', '--delay', '1s', '--at', '0'],
+        'option --delay cannot be used together with --at',
+      ],
+      [['serve', '--fsync', 'sometimes'], 'option --fsync: give one of batch, always, never'],
+      [['serve', '--dir'], "Option '--dir <value>' argument missing"],
+    ];
+    for (const [args, message] of cases) {
+      const refused = await run(args);
+      expect(refused, args.join(' ')).toMatchObject({ code: 1, stdout: '' });
+      expect(refused.stderr, args.join(' ')).toContain(message);
+      expect(refused.stderr, args.join(' ')).toMatch(/--help shows the usage\)\n$/);
+    }
+  });
+
+  it('checks values from the environment as it checks flags', async () => {
+    const io = captured();
+    const code = await main(['node', 'tickwheel', 'serve'], io, { TICKWHEEL_PORT: 'eighty' });
+    expect(code).toBe(1);
+    expect(io.stderr()).toContain(
+      'environment variable TICKWHEEL_PORT: give a whole number from 0 to 65535 (got "eighty")',
+    );
   });
 });
 
@@ -176,11 +216,12 @@ describe('client commands', () => {
       received = [...received, ...JSON.parse(printed.stdout)];
     }
     const [one, two] = received;
-    const nacked = await run(['nack', one.receipt, '--delay', '1h']);
+    const nacked = await run(['nack', one.receipt, '--delay', '1h', '--reason', 'smtp said 451']);
     expect(nacked.code).toBe(0);
     expect(JSON.parse(nacked.stdout)).toEqual({ nacked: 1, results: [true] });
     const info = await queue.get(one.id);
     expect(info?.status).toBe('scheduled');
+    expect(info?.lastError).toBe('smtp said 451');
     expect(info!.deliverAt - Date.now()).toBeGreaterThan(3_590_000);
 
     const stale = await run(['nack', one.receipt]);
@@ -240,6 +281,11 @@ describe('client commands', () => {
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain('ERR_TICKWHEEL_UNAUTHORIZED');
     expect(wrong.stderr).toContain('HTTP 401');
+  });
+
+  it('the last of a repeated flag wins', async () => {
+    const repeated = await run(['stats', '--token', 'nope', '--token', 'cli-token']);
+    expect(repeated.code).toBe(0);
   });
 
   it('says what went wrong, in one line, with exit status 1', async () => {
@@ -312,7 +358,8 @@ describe('the built CLI against a tickwheel serve process', () => {
     expect(limit.stderr).toContain('give a whole number from 1 to 10000');
     const both = await runCli(['reschedule', 'x', '--delay', '1s', '--at', '2030-01-01']);
     expect(both.code).toBe(1);
-    expect(both.stderr).toMatch(/option '--delay <duration>' cannot be used with option '--at/);
+    expect(both.stderr).toContain('option --delay cannot be used together with --at');
+    expect(both.stderr).toContain('tickwheel reschedule --help shows the usage');
     const delay = await runCli(['nack', 'r', '--delay', 'soon']);
     expect(delay.code).toBe(1);
     expect(delay.stderr).toContain('give a duration');
@@ -327,9 +374,42 @@ describe('bench', () => {
     const io = captured();
     await bench([], [], { list: true, root: '/nonexistent/' }, io);
     expect(io.stdout()).toContain('timers');
-    expect(io.stdout()).toContain('(not available here)');
+    expect(io.stdout()).toContain('(not available here: needs a clone of the repository)');
     await expect(bench(['nope'], [], {}, io)).rejects.toThrow(/unknown suite nope/);
     await expect(bench(['timers'], [], { root: '/nonexistent/' }, io)).rejects.toThrow(/clone/);
+  });
+
+  it('in an installed package (scripts in package.json, no bench/) says it needs a clone', async () => {
+    // What npm installs: the package.json with its bench:* scripts, but neither bench/ nor
+    // the TypeScript build those scripts start with.
+    const root = mkdtempSync(join(tmpdir(), 'tickwheel-installed-'));
+    try {
+      const scripts = { 'bench:timers': 'exit 3', 'bench:queue': 'exit 3', 'bench:http': 'exit 3' };
+      writeFileSync(join(root, 'package.json'), JSON.stringify({ name: 'tickwheel', scripts }));
+      const io = captured();
+      const failure = await bench(['timers'], [], { root: `${root}/` }, io).catch((e) => e);
+      expect(failure).toMatchObject({ name: 'CliError', exitCode: 1 });
+      expect(failure.message).toMatch(
+        /ship with the tickwheel repository, not with the npm package/,
+      );
+      expect(failure.message).toContain('git clone https://github.com/tickwheel/tickwheel.git');
+      expect(failure.message).toContain('npm run bench:timers');
+      expect(io.stderr()).toBe('');
+
+      await bench([], [], { list: true, root: `${root}/` }, io);
+      expect(io.stdout()).toContain(
+        'timers  (not available here: needs a clone of the repository)',
+      );
+
+      // A clone has bench/ and the build's config: there the script runs.
+      mkdirSync(join(root, 'bench'));
+      writeFileSync(join(root, 'tsconfig.build.json'), '{}');
+      await expect(bench(['timers'], [], { root: `${root}/` }, io)).rejects.toThrow(
+        'bench:timers failed (exit status 3)',
+      );
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
 

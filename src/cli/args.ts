@@ -1,0 +1,327 @@
+/**
+ * The command line of `tickwheel`, read with node:util's parseArgs so that the CLI needs no
+ * package outside Node: the client commands work in an install without the server's peers.
+ *
+ * A command declares its arguments and options. An option's value comes from the command line,
+ * else from its environment variable, else from its default; values go through the option's
+ * parser (or its list of choices) wherever they come from, and the last of repeated options
+ * wins. --help is generated from the same declarations.
+ */
+
+import { parseArgs } from 'node:util';
+import { CliError, type CliIo } from './io.js';
+
+export interface OptionSpec {
+  /** Long name without the dashes; `body-limit` arrives as `flags.bodyLimit`. */
+  name: string;
+  /** One letter, for `-v` style. */
+  short?: string;
+  /** How the value is shown in --help, e.g. `<path>`; absent for an option that takes none. */
+  value?: string;
+  description: string;
+  /** Environment variable read when the option is not on the command line. */
+  env?: string;
+  default?: unknown;
+  /** The default as --help shows it, when JSON would not say it well. */
+  defaultText?: string;
+  parse?: (text: string) => unknown;
+  choices?: readonly string[];
+  /** Name of an option that cannot be given together with this one. */
+  conflicts?: string;
+}
+
+export interface ArgumentSpec {
+  name: string;
+  description?: string;
+  required?: boolean;
+  /** Takes every remaining argument; only the last argument can be variadic. */
+  variadic?: boolean;
+}
+
+export type Flags = Record<string, unknown>;
+
+export interface CommandSpec {
+  name: string;
+  description: string;
+  arguments?: readonly ArgumentSpec[];
+  options?: readonly OptionSpec[];
+  /** Help text after the options. */
+  epilog?: string;
+  /**
+   * Options are read only before the first argument; from there on everything, options
+   * included, is an argument (for commands that hand their arguments on to others).
+   */
+  passThrough?: boolean;
+  /** Positional arguments in declaration order (a variadic one as an array), then the flags. */
+  run(args: unknown[], flags: Flags): Promise<void> | void;
+}
+
+export interface ProgramSpec {
+  name: string;
+  description: string;
+  version: string;
+  commands: readonly CommandSpec[];
+}
+
+/** A command line that cannot be run as given; the message says what is wrong with it. */
+export class UsageError extends CliError {
+  constructor(message: string, command?: string) {
+    super(`${message}\n(${command === undefined ? '' : `${command} `}--help shows the usage)`);
+    this.name = 'UsageError';
+  }
+}
+
+/** A parser (or a list of choices) refused a value; thrown by parsers with what is accepted. */
+export class InvalidArgumentError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidArgumentError';
+  }
+}
+
+const HELP: OptionSpec = { name: 'help', short: 'h', description: 'show this help' };
+const VERSION: OptionSpec = { name: 'version', short: 'v', description: 'print the version' };
+
+function camelCase(name: string): string {
+  return name.replace(/-([a-z])/g, (_, letter: string) => letter.toUpperCase());
+}
+
+function flagText(option: OptionSpec): string {
+  const long = `--${option.name}${option.value === undefined ? '' : ` ${option.value}`}`;
+  return option.short === undefined ? long : `-${option.short}, ${long}`;
+}
+
+function argumentText(argument: ArgumentSpec): string {
+  const name = `${argument.name}${argument.variadic === true ? '...' : ''}`;
+  return argument.required === true ? `<${name}>` : `[${name}]`;
+}
+
+function optionHelp(option: OptionSpec): string {
+  const notes: string[] = [];
+  if (option.choices !== undefined) notes.push(`choices: ${option.choices.join(', ')}`);
+  if (option.defaultText !== undefined) notes.push(`default: ${option.defaultText}`);
+  else if (option.default !== undefined) notes.push(`default: ${JSON.stringify(option.default)}`);
+  if (option.env !== undefined) notes.push(`env: ${option.env}`);
+  return notes.length === 0 ? option.description : `${option.description} (${notes.join(', ')})`;
+}
+
+function table(rows: Array<[string, string]>): string {
+  const width = Math.max(...rows.map(([left]) => left.length)) + 2;
+  return rows.map(([left, right]) => `  ${left.padEnd(width)}${right}\n`).join('');
+}
+
+function usageLine(program: ProgramSpec, command: CommandSpec): string {
+  const args = (command.arguments ?? []).map(argumentText);
+  return [`${program.name} ${command.name}`, '[options]', ...args].join(' ');
+}
+
+export function commandHelp(program: ProgramSpec, command: CommandSpec): string {
+  let text = `Usage: ${usageLine(program, command)}\n\n${command.description}\n`;
+  const args = (command.arguments ?? []).filter((argument) => argument.description !== undefined);
+  if (args.length > 0) {
+    text += `\nArguments:\n${table(args.map((argument) => [argument.name, argument.description ?? '']))}`;
+  }
+  const options = [...(command.options ?? []), HELP];
+  text += `\nOptions:\n${table(options.map((option) => [flagText(option), optionHelp(option)]))}`;
+  return command.epilog === undefined ? text : `${text}\n${command.epilog}\n`;
+}
+
+export function programHelp(program: ProgramSpec): string {
+  const commands: Array<[string, string]> = program.commands.map((command) => [
+    [command.name, ...(command.arguments ?? []).map(argumentText)].join(' '),
+    command.description,
+  ]);
+  commands.push(['help [command]', 'show the help of a command']);
+  return (
+    `Usage: ${program.name} [options] <command>\n\n${program.description}\n\n` +
+    `Options:\n${table([VERSION, HELP].map((option) => [flagText(option), option.description]))}\n` +
+    `Commands:\n${table(commands)}`
+  );
+}
+
+function convert(option: OptionSpec, text: string, source: string, command: string): unknown {
+  try {
+    if (option.choices !== undefined && !option.choices.includes(text)) {
+      throw new InvalidArgumentError(`give one of ${option.choices.join(', ')}`);
+    }
+    return option.parse === undefined ? text : option.parse(text);
+  } catch (err) {
+    if (!(err instanceof InvalidArgumentError)) throw err;
+    throw new UsageError(`${source}: ${err.message} (got ${JSON.stringify(text)})`, command);
+  }
+}
+
+/** Splits `--list timers -- --quick` into the leading options and everything after them. */
+function splitLeadingOptions(args: string[], options: readonly OptionSpec[]): number {
+  let index = 0;
+  while (index < args.length) {
+    const arg = args[index];
+    const known = options.some(
+      (option) =>
+        option.value === undefined &&
+        (arg === `--${option.name}` || (option.short !== undefined && arg === `-${option.short}`)),
+    );
+    if (!known) break;
+    index += 1;
+  }
+  return index;
+}
+
+interface Parsed {
+  help: boolean;
+  positionals: string[];
+  flags: Flags;
+}
+
+function parseCommand(
+  program: ProgramSpec,
+  command: CommandSpec,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Parsed {
+  const label = `${program.name} ${command.name}`;
+  const specs = [...(command.options ?? []), HELP];
+  let optionArgs = args;
+  let rest: string[] = [];
+  if (command.passThrough === true) {
+    const split = splitLeadingOptions(args, specs);
+    optionArgs = args.slice(0, split);
+    rest = args.slice(split);
+  }
+
+  let tokens;
+  try {
+    ({ tokens } = parseArgs({
+      args: optionArgs,
+      options: Object.fromEntries(
+        specs.map((option) => [
+          option.name,
+          {
+            type: option.value === undefined ? ('boolean' as const) : ('string' as const),
+            ...(option.short === undefined ? {} : { short: option.short }),
+          },
+        ]),
+      ),
+      allowPositionals: true,
+      strict: true,
+      tokens: true,
+    }));
+  } catch (err) {
+    const error = err as { code?: unknown; message?: unknown };
+    if (typeof error.code === 'string' && error.code.startsWith('ERR_PARSE_ARGS_')) {
+      throw new UsageError(String(error.message).replace(/\s*\n\s*/g, ' '), label);
+    }
+    throw err;
+  }
+
+  const flags: Flags = {};
+  const given = new Set<string>();
+  const positionals: string[] = [];
+  let help = false;
+  for (const token of tokens) {
+    if (token.kind === 'positional') positionals.push(token.value);
+    if (token.kind !== 'option') continue;
+    if (token.name === 'help') {
+      help = true;
+      continue;
+    }
+    const option = specs.find((spec) => spec.name === token.name)!;
+    flags[camelCase(option.name)] =
+      option.value === undefined
+        ? true
+        : convert(option, token.value ?? '', `option --${option.name}`, label);
+    given.add(option.name);
+  }
+  if (help) return { help, positionals, flags };
+
+  for (const option of command.options ?? []) {
+    if (option.conflicts !== undefined && given.has(option.name) && given.has(option.conflicts)) {
+      throw new UsageError(
+        `option --${option.name} cannot be used together with --${option.conflicts}`,
+        label,
+      );
+    }
+  }
+  for (const option of command.options ?? []) {
+    const key = camelCase(option.name);
+    if (given.has(option.name)) continue;
+    const fromEnv = option.env === undefined ? undefined : env[option.env];
+    if (fromEnv !== undefined) {
+      flags[key] = convert(option, fromEnv, `environment variable ${option.env}`, label);
+    } else if (option.default !== undefined) {
+      flags[key] = option.default;
+    }
+  }
+  return { help, positionals: [...positionals, ...rest], flags };
+}
+
+function bindArguments(command: CommandSpec, positionals: string[], label: string): unknown[] {
+  const specs = command.arguments ?? [];
+  const values: unknown[] = [];
+  for (const [index, argument] of specs.entries()) {
+    if (argument.variadic === true) {
+      values.push(positionals.slice(index));
+    } else {
+      values.push(positionals[index]);
+    }
+    if (argument.required === true && positionals[index] === undefined) {
+      throw new UsageError(`missing required argument '${argument.name}'`, label);
+    }
+  }
+  const variadic = specs.at(-1)?.variadic === true;
+  if (!variadic && positionals.length > specs.length) {
+    throw new UsageError(
+      `too many arguments: ${label} takes ${specs.length === 0 ? 'none' : `at most ${specs.length}`}, got ${positionals.length}`,
+      label,
+    );
+  }
+  return values;
+}
+
+/**
+ * Runs the command that `args` (the arguments after the executable) names. Resolves with the
+ * exit status for what it prints itself (help, version); commands report failure by throwing.
+ */
+export async function runProgram(
+  program: ProgramSpec,
+  args: string[],
+  io: CliIo,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number> {
+  const [first, ...rest] = args;
+  if (first === undefined) {
+    io.err(programHelp(program));
+    return 1;
+  }
+  if (first === '-h' || first === '--help') {
+    io.out(programHelp(program));
+    return 0;
+  }
+  if (first === '-v' || first === '--version') {
+    io.out(`${program.version}\n`);
+    return 0;
+  }
+  if (first === 'help') {
+    const target = program.commands.find((command) => command.name === rest[0]);
+    if (rest[0] !== undefined && target === undefined) {
+      throw new UsageError(`unknown command '${rest[0]}'`, program.name);
+    }
+    io.out(target === undefined ? programHelp(program) : commandHelp(program, target));
+    return 0;
+  }
+  const command = program.commands.find((candidate) => candidate.name === first);
+  if (command === undefined) {
+    throw new UsageError(
+      first.startsWith('-') ? `unknown option '${first}'` : `unknown command '${first}'`,
+      program.name,
+    );
+  }
+  const parsed = parseCommand(program, command, rest, env);
+  if (parsed.help) {
+    io.out(commandHelp(program, command));
+    return 0;
+  }
+  const label = `${program.name} ${command.name}`;
+  await command.run(bindArguments(command, parsed.positionals, label), parsed.flags);
+  return 0;
+}

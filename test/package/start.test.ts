@@ -1,0 +1,103 @@
+/**
+ * `npm start` under a supervisor (systemd, Docker, pm2): the supervisor starts npm and stops
+ * it with SIGTERM to npm alone. npm hands the signal to the one process it started, so that
+ * process must be the server itself, not a shell waiting for it.
+ */
+
+import { spawn } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function portInUse(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', () => resolve(true));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(false)));
+  });
+}
+
+const leftovers: number[] = [];
+let copy: string | undefined;
+
+afterAll(() => {
+  for (const pgid of leftovers) if (groupAlive(pgid)) process.kill(-pgid, 'SIGKILL');
+  if (copy !== undefined) rmSync(copy, { recursive: true, force: true });
+});
+
+describe('npm start', () => {
+  it('stops the server when the supervisor sends SIGTERM to npm', async () => {
+    // A copy of the sources, so that the build `npm start` runs does not rewrite the dist/
+    // that other test files are using.
+    copy = mkdtempSync(join(tmpdir(), 'tickwheel-start-'));
+    for (const path of [
+      'package.json',
+      'tsconfig.json',
+      'tsconfig.build.json',
+      'src',
+      'dashboard',
+    ]) {
+      cpSync(join(ROOT, path), join(copy, path), { recursive: true });
+    }
+    symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'), 'dir');
+
+    const env: NodeJS.ProcessEnv = {};
+    for (const [key, value] of Object.entries(process.env)) {
+      if (!key.toLowerCase().startsWith('npm_')) env[key] = value;
+    }
+    // Its own process group, as a supervisor's child has; it lets the test see every process
+    // npm started, and clean up if the server outlives npm.
+    const npm = spawn('npm', ['start', '--', '--dir', join(copy, 'data'), '--port', '0'], {
+      cwd: copy,
+      env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    leftovers.push(npm.pid!);
+    let out = '';
+    npm.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    npm.stderr.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) =>
+      npm.on('exit', (code, signal) => done({ code, signal })),
+    );
+
+    const port = await new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`npm start did not listen:\n${out}`)),
+        150_000,
+      );
+      npm.stdout.on('data', () => {
+        const match = /tickwheel listening on http:\/\/[^:]+:(\d+)/.exec(out);
+        if (match === null) return;
+        clearTimeout(timer);
+        resolve(Number(match[1]));
+      });
+      void exited.then(() => reject(new Error(`npm start exited:\n${out}`)));
+    });
+    expect(await portInUse(port)).toBe(true);
+
+    npm.kill('SIGTERM');
+    const exit = await exited;
+    expect(exit, out).toEqual({ code: 0, signal: null });
+    const deadline = Date.now() + 10_000;
+    while (groupAlive(npm.pid!) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(groupAlive(npm.pid!), `a process npm started is still running:\n${out}`).toBe(false);
+    expect(await portInUse(port)).toBe(false);
+  }, 180_000);
+});

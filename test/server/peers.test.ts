@@ -1,0 +1,49 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { TickwheelDependencyError } from '../../src/errors.js';
+import { checkServerPeers, missingServerPeers, SERVER_PEERS } from '../../src/server/peers.js';
+
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+
+describe("the server's optional peer dependencies", () => {
+  it('are the peerDependencies of package.json, optional, and installed for development', () => {
+    expect(pkg.peerDependencies).toEqual(SERVER_PEERS);
+    for (const name of Object.keys(SERVER_PEERS)) {
+      expect(pkg.peerDependenciesMeta[name]).toEqual({ optional: true });
+      expect(pkg.devDependencies[name]).toBe(SERVER_PEERS[name]);
+      expect(pkg.dependencies[name]).toBeUndefined();
+    }
+  });
+
+  it('are found here, where the repository installs them', () => {
+    expect(missingServerPeers()).toEqual([]);
+    expect(() => checkServerPeers()).not.toThrow();
+  });
+
+  it('when missing, are named with the command that installs them', () => {
+    const missing = missingServerPeers(() => {
+      throw Object.assign(new Error('not found'), { code: 'MODULE_NOT_FOUND' });
+    });
+    expect(missing).toEqual(['fastify', 'prom-client']);
+    const both = (() => {
+      try {
+        checkServerPeers(missing);
+      } catch (err) {
+        return err;
+      }
+    })() as TickwheelDependencyError;
+    expect(both).toBeInstanceOf(TickwheelDependencyError);
+    expect(both).toMatchObject({
+      name: 'TickwheelDependencyError',
+      code: 'ERR_TICKWHEEL_MISSING_DEPENDENCY',
+      missing: ['fastify', 'prom-client'],
+      install: 'npm install fastify@5 prom-client@15',
+    });
+    expect(both.message).toContain('needs fastify and prom-client');
+    expect(both.message).toContain('`npm install fastify@5 prom-client@15`');
+
+    expect(() => checkServerPeers(['prom-client'])).toThrow(
+      /needs prom-client, an optional peer dependency of tickwheel that is not installed: run `npm install prom-client@15`/,
+    );
+  });
+});
