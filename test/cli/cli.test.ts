@@ -217,7 +217,7 @@ describe('client commands', () => {
     }
     const [one, two] = received;
     const nacked = await run(['nack', one.receipt, '--delay', '1h', '--reason', 'smtp said 451']);
-    expect(nacked.code).toBe(0);
+    expect(nacked.code, nacked.stderr).toBe(0);
     expect(JSON.parse(nacked.stdout)).toEqual({ nacked: 1, results: [true] });
     const info = await queue.get(one.id);
     expect(info?.status).toBe('scheduled');
