@@ -8,8 +8,8 @@
  *   - The timer starts lazily on the first `newTimeout` (or on `start()`), and ticks are counted
  *     from that moment: tick k is `start + k * tickDuration`.
  *   - `ticksPerWheel` is rounded up to a power of two; `maxPendingTimeouts` <= 0 means unlimited.
- *   - `stop()` returns the timeouts that never ran and were not cancelled; a stopped timer
- *     cannot start again.
+ *   - `stop()` cancels the timeouts that never ran and were not cancelled, and returns them (as
+ *     Netty does since 4.1.111); a stopped timer cannot start again.
  *   - More than 64 live instances earn one process warning: a HashedWheelTimer is meant to be
  *     shared (one per process or per kind of timeout), not made per connection.
  *   - `executor` is Netty's taskExecutor: expired tasks are handed to it instead of run inline.
@@ -237,10 +237,10 @@ export class HashedWheelTimer {
   }
 
   /**
-   * Stops the timer and returns the timeouts that neither ran nor were cancelled, in no
-   * particular order (Netty returns a Set). They will never run; as in Netty they are left
-   * neither expired nor cancelled. Later calls to newTimeout or start throw; a second stop()
-   * returns nothing.
+   * Stops the timer, cancels the timeouts that neither ran nor were cancelled, and returns them
+   * in no particular order (Netty returns a Set). As in Netty since 4.1.111, each returned
+   * timeout is cancelled: `isCancelled()` is true and `cancel()` returns false. Later calls to
+   * newTimeout or start throw; a second stop() returns nothing.
    */
   stop(): Timeout[] {
     if (this.stopped) return [];
@@ -252,6 +252,7 @@ export class HashedWheelTimer {
       this.rows[index] = undefined;
       this.wheel.release(index);
       timeout.handle = 0;
+      timeout.state = CANCELLED;
       unprocessed.push(timeout);
     });
     return unprocessed;

@@ -328,7 +328,7 @@ describe('HashedWheelTimer limits and stopping', () => {
     expect(t.pendingTimeouts).toBe(5000);
   });
 
-  it('stop() returns the timeouts that neither ran nor were cancelled, and none of them ever runs', () => {
+  it('stop() cancels and returns the timeouts that neither ran nor were cancelled; none of them ever runs', () => {
     const clock = new ManualClock();
     const t = timer({ clock, tickDuration: 10 });
     let ran = 0;
@@ -343,7 +343,8 @@ describe('HashedWheelTimer limits and stopping', () => {
     expect(unprocessed).toHaveLength(2);
     for (const timeout of unprocessed) {
       expect(timeout.isExpired()).toBe(false);
-      expect(timeout.isCancelled()).toBe(false);
+      expect(timeout.isCancelled()).toBe(true);
+      expect(timeout.cancel()).toBe(false);
     }
     expect(t.pendingTimeouts).toBe(0);
     clock.advance(10_000);
@@ -380,6 +381,7 @@ describe('HashedWheelTimer limits and stopping', () => {
     clock.advance(100);
     expect(ran).toEqual(['stopper']);
     expect(new Set(unprocessed)).toEqual(new Set([sameTick, later]));
+    expect(unprocessed.every((timeout) => timeout.isCancelled())).toBe(true);
   });
 
   it('warns once, with code TICKWHEEL_TOO_MANY_TIMERS, when more than 64 instances are alive', async () => {
@@ -433,6 +435,242 @@ describe('HashedWheelTimer bad input', () => {
       name: 'TickwheelTypeError',
       code: 'ERR_TICKWHEEL_INVALID_DELAY',
     });
+    expect(t.pendingTimeouts).toBe(0);
+  });
+});
+
+/**
+ * The cases of Netty's own HashedWheelTimerTest (common/src/test/java/io/netty/util), with
+ * Netty's semantics, on tickwheel's face. Netty's tests wait on a worker thread with latches and
+ * sleeps; here a ManualClock stands in for the waiting, except where the real clock is the point.
+ */
+describe("Netty's HashedWheelTimerTest, ported", () => {
+  it('testScheduleTimeoutShouldNotRunBeforeDelay: a 10 s timeout has not run after 3 s', () => {
+    const clock = new ManualClock();
+    const t = timer({ clock });
+    let ran = false;
+    const timeout = t.newTimeout(() => (ran = true), 10_000);
+    clock.advance(3_000);
+    expect(ran).toBe(false);
+    expect(timeout.isExpired()).toBe(false);
+    clock.advance(6_999);
+    expect(ran).toBe(false);
+  });
+
+  it('testScheduleTimeoutShouldRunAfterDelay: a 2 s timeout has run and expired within 3 s', () => {
+    const clock = new ManualClock();
+    const t = timer({ clock });
+    let ran = false;
+    const timeout = t.newTimeout(() => (ran = true), 2_000);
+    clock.advance(3_000);
+    expect(ran).toBe(true);
+    expect(timeout.isExpired()).toBe(true);
+  });
+
+  it('testStopTimer: stop() returns nothing once every timeout ran, and the pending ones otherwise', () => {
+    const clock = new ManualClock();
+    const processed = timer({ clock });
+    let ran = 0;
+    for (let i = 0; i < 3; i++) processed.newTimeout(() => ran++, 1);
+    clock.advance(100);
+    expect(ran).toBe(3);
+    expect(processed.stop()).toEqual([]);
+
+    const unprocessed = timer({ clock });
+    for (let i = 0; i < 5; i++) unprocessed.newTimeout(() => {}, 5_000);
+    clock.advance(1_000);
+    expect(unprocessed.stop()).toHaveLength(5);
+  });
+
+  it('testStopTimerCancelsPendingTasks: every timeout stop() returns is cancelled', () => {
+    const clock = new ManualClock();
+    const t = timer({ clock });
+    let ran = 0;
+    const made = Array.from({ length: 5 }, () => t.newTimeout(() => ran++, 5_000));
+    clock.advance(1_000);
+    const unprocessed = t.stop();
+    expect(new Set(unprocessed)).toEqual(new Set(made));
+    for (const timeout of unprocessed) {
+      expect(timeout.isCancelled()).toBe(true);
+      expect(timeout.isExpired()).toBe(false);
+      // Netty's Timeout.cancel() is a compare-and-set from the initial state: once only.
+      expect(timeout.cancel()).toBe(false);
+    }
+    clock.advance(10_000);
+    expect(ran).toBe(0);
+  });
+
+  it('testStopTimerCancelsPendingTasks on a SystemClock, from a task of another timer', async () => {
+    const t = timer({ clock: new SystemClock(), tickDuration: 10 });
+    for (let i = 0; i < 5; i++) t.newTimeout(() => {}, 5_000);
+    const stopper = timer({ clock: new SystemClock(), tickDuration: 10 });
+    const unprocessed = await new Promise<Timeout[]>((resolve) => {
+      stopper.newTimeout(() => resolve(t.stop()), 20);
+    });
+    expect(unprocessed).toHaveLength(5);
+    expect(unprocessed.every((timeout) => timeout.isCancelled())).toBe(true);
+  });
+
+  it('testTimerShouldThrowExceptionAfterShutdownForNewTimeouts', () => {
+    const clock = new ManualClock();
+    const t = timer({ clock });
+    let ran = 0;
+    for (let i = 0; i < 3; i++) t.newTimeout(() => ran++, 1);
+    clock.advance(100);
+    expect(ran).toBe(3);
+    t.stop();
+    expect(codeOf(() => t.newTimeout(() => {}, 1))).toEqual({
+      name: 'TickwheelStateError',
+      code: 'ERR_TICKWHEEL_TIMER_STOPPED',
+    });
+  });
+
+  it('testTimerOverflowWheelLength: a task that re-arms itself on a 32-slot wheel keeps running', () => {
+    const clock = new ManualClock();
+    const t = timer({ clock, tickDuration: 100, ticksPerWheel: 32 });
+    const runs: number[] = [];
+    const task = {
+      run() {
+        t.newTimeout(task, 100);
+        runs.push(clock.now());
+      },
+    };
+    t.newTimeout(task, 100);
+    clock.advance(300);
+    expect(runs).toEqual([100, 200, 300]);
+    // 40 more runs take the task around the 32 slots (3.2 s) more than once.
+    clock.advance(4_000);
+    expect(runs).toHaveLength(43);
+    expect(t.stop()).toHaveLength(1);
+  });
+
+  it('testExecutionOnTime: 100,000 timeouts of 125 ms on 200 ms ticks run within [125, 650) ms', () => {
+    const clock = new ManualClock();
+    const t = timer({ clock, tickDuration: 200 });
+    const delays: number[] = [];
+    for (let i = 0; i < 100_000; i++) {
+      const start = clock.now();
+      t.newTimeout(() => delays.push(clock.now() - start), 125);
+    }
+    clock.advance(1_000);
+    expect(delays).toHaveLength(100_000);
+    expect(Math.min(...delays)).toBeGreaterThanOrEqual(125);
+    expect(Math.max(...delays)).toBeLessThan(2 * (200 + 125));
+  });
+
+  it('testExecutionOnTime on a SystemClock: 10,000 timeouts, none before 125 ms', async () => {
+    const t = timer({ clock: new SystemClock(), tickDuration: 200 });
+    const delays: number[] = [];
+    await new Promise<void>((resolve) => {
+      for (let i = 0; i < 10_000; i++) {
+        const start = performance.now();
+        t.newTimeout(() => {
+          if (delays.push(performance.now() - start) === 10_000) resolve();
+        }, 125);
+      }
+    });
+    expect(Math.min(...delays)).toBeGreaterThanOrEqual(125);
+    // Netty's bound is 650 ms; a shared machine gets more room.
+    expect(Math.max(...delays)).toBeLessThan(5_000);
+  });
+
+  it('testExecutionOnTaskExecutor: the executor gets the expired task and runs it', () => {
+    const clock = new ManualClock();
+    let handedOver = 0;
+    let ran = 0;
+    const t = timer({
+      clock,
+      tickDuration: 100,
+      ticksPerWheel: 32,
+      maxPendingTimeouts: 2,
+      executor: (run) => {
+        try {
+          run();
+        } finally {
+          handedOver++;
+        }
+      },
+    });
+    t.newTimeout(() => ran++, 10);
+    clock.advance(100);
+    expect(handedOver).toBe(1);
+    expect(ran).toBe(1);
+  });
+
+  it('testRejectedExecutionExceptionWhenTooManyTimeoutsAreAddedBackToBack', () => {
+    const t = timer({ clock: new ManualClock(), ticksPerWheel: 32, maxPendingTimeouts: 2 });
+    t.newTimeout(() => {}, 5_000);
+    t.newTimeout(() => {}, 5_000);
+    expect(codeOf(() => t.newTimeout(() => {}, 1))).toEqual({
+      name: 'TickwheelRangeError',
+      code: 'ERR_TICKWHEEL_MAX_PENDING',
+    });
+  });
+
+  it('testNewTimeoutShouldStopThrowingRejectedExecutionExceptionWhenExistingTimeoutIsCancelled', () => {
+    const clock = new ManualClock();
+    const t = timer({ clock, tickDuration: 100, ticksPerWheel: 32, maxPendingTimeouts: 2 });
+    t.newTimeout(() => {}, 5_000);
+    const toCancel = t.newTimeout(() => {}, 5_000);
+    expect(toCancel.cancel()).toBe(true);
+    clock.advance(500);
+    let ran = false;
+    t.newTimeout(() => (ran = true), 90);
+    clock.advance(100);
+    expect(ran).toBe(true);
+  });
+
+  it('testNewTimeoutShouldStopThrowingRejectedExecutionExceptionWhenExistingTimeoutIsExecuted', () => {
+    const clock = new ManualClock();
+    const t = timer({ clock, tickDuration: 25, ticksPerWheel: 4, maxPendingTimeouts: 2 });
+    t.newTimeout(() => {}, 5_000);
+    let first = false;
+    t.newTimeout(() => (first = true), 90);
+    clock.advance(100);
+    expect(first).toBe(true);
+    let second = false;
+    t.newTimeout(() => (second = true), 90);
+    clock.advance(100);
+    expect(second).toBe(true);
+  });
+
+  it('reportPendingTimeouts: cancelled and expired timeouts leave the count', () => {
+    const clock = new ManualClock();
+    const t = timer({ clock });
+    const t1 = t.newTimeout(() => {}, 100 * 60_000);
+    const t2 = t.newTimeout(() => {}, 100 * 60_000);
+    t.newTimeout(() => {}, 90);
+    expect(t.pendingTimeouts).toBe(3);
+    t1.cancel();
+    t2.cancel();
+    clock.advance(100);
+    expect(t.pendingTimeouts).toBe(0);
+  });
+
+  it('testOverflow: a timeout as far away as a delay can be never runs and can be cancelled', () => {
+    const clock = new ManualClock();
+    const t = timer({ clock });
+    let ran = false;
+    // Netty takes Long.MAX_VALUE ms and clamps it; tickwheel takes any delay within 2^53 ticks.
+    const timeout = t.newTimeout(() => (ran = true), Number.MAX_SAFE_INTEGER);
+    clock.advance(1_000);
+    expect(ran).toBe(false);
+    expect(timeout.cancel()).toBe(true);
+    expect(t.pendingTimeouts).toBe(0);
+  });
+
+  it('testPendingTimeoutsShouldBeCountedCorrectlyWhenTimeoutCancelledWithinGoalTick', () => {
+    const clock = new ManualClock();
+    const t = timer({ clock });
+    const timeouts: Timeout[] = [];
+    let ran = 0;
+    // 11 timeouts due in the same tick; the first cancels the other ten before they run.
+    t.newTimeout(() => {
+      for (const timeout of timeouts) timeout.cancel();
+    }, 200);
+    for (let i = 0; i < 10; i++) timeouts.push(t.newTimeout(() => ran++, 200));
+    clock.advance(2_000);
+    expect(ran).toBe(0);
     expect(t.pendingTimeouts).toBe(0);
   });
 });
