@@ -93,6 +93,15 @@ export class TimerWheel<T = unknown> {
   private readonly argsByRow = new Map<number, unknown[]>();
   /** Settle functions of pending sleep() promises, so close() can reject them. */
   private readonly sleepers = new Set<(err?: Error) => void>();
+  /** Whether the wheel's own timers leave the process free to end (the `unref` option). */
+  private readonly unref: boolean;
+  /**
+   * Sleeps that keep the process alive on an unref'd wheel: a promise someone awaits must not
+   * be dropped by the process ending under it (Node's `timers/promises` is ref'd by default).
+   * One ref'd native timer stands for all of them.
+   */
+  private refSleeps = 0;
+  private keepAlive: ReturnType<typeof setInterval> | undefined;
   private closed = false;
 
   constructor(options: TimerWheelOptions<T> = {}) {
@@ -111,6 +120,7 @@ export class TimerWheel<T = unknown> {
     if (options.onExpire !== undefined) checkCallback(options.onExpire, 'onExpire');
     this.onExpire = options.onExpire;
     const wheel = new HierarchicalWheel({ wheelSize, initialCapacity: capacity });
+    this.unref = options.unref === true;
     this.driver = new WheelDriver(
       wheel,
       {
@@ -220,7 +230,7 @@ export class TimerWheel<T = unknown> {
    * Resolves after `delayMs`; rejects with an AbortError when the signal aborts first, and with
    * ERR_TICKWHEEL_CLOSED when the wheel is closed first.
    */
-  sleep(delayMs: number, options: { signal?: AbortSignal } = {}): Promise<void> {
+  sleep(delayMs: number, options: { signal?: AbortSignal; ref?: boolean } = {}): Promise<void> {
     const delay = checkDelay(delayMs);
     this.checkOpen();
     const signal = options.signal;
@@ -228,9 +238,15 @@ export class TimerWheel<T = unknown> {
       throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', 'signal must be an AbortSignal');
     }
     if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));
+    // Kept alive unless asked not to, even on an unref'd wheel (see refSleeps).
+    const holds = this.unref && options.ref !== false;
     return new Promise<void>((resolve, reject) => {
       const settle = (err?: Error) => {
-        this.sleepers.delete(settle);
+        if (!this.sleepers.delete(settle)) return;
+        if (holds && --this.refSleeps === 0) {
+          clearInterval(this.keepAlive);
+          this.keepAlive = undefined;
+        }
         signal?.removeEventListener('abort', onAbort);
         if (err === undefined) resolve();
         else reject(err);
@@ -241,6 +257,7 @@ export class TimerWheel<T = unknown> {
       };
       const handle = this.start(() => settle(), delay, CALLBACK, []);
       this.sleepers.add(settle);
+      if (holds && this.refSleeps++ === 0) this.keepAlive = setInterval(() => {}, 1 << 30);
       signal?.addEventListener('abort', onAbort, { once: true });
     });
   }

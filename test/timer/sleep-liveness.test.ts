@@ -1,0 +1,60 @@
+/**
+ * An awaited sleep() keeps a plain `node` process alive, as awaiting Node's own
+ * `timers/promises` setTimeout does, even on a wheel made with `unref: true`; `{ ref: false }`
+ * lets the process end, as `{ ref: false }` does for Node's.
+ */
+
+import { spawnSync } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const entry = pathToFileURL(join(root, 'dist', 'index.js')).href;
+
+function run(body: string): { status: number | null; out: string } {
+  const script = `const { TimerWheel } = await import(${JSON.stringify(entry)});\n${body}`;
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  return { status: child.status, out: child.stdout.trim() };
+}
+
+describe('sleep() and the life of the process', () => {
+  it('keeps the process alive on an unref wheel until it resolves', () => {
+    const { status, out } = run(`
+      const timers = new TimerWheel({ unref: true });
+      await timers.sleep(300);
+      console.log('woke');
+    `);
+    expect(status).toBe(0);
+    expect(out).toBe('woke');
+  });
+
+  it('with { ref: false } lets the process end, like Node (top-level await left unsettled: 13)', () => {
+    const { status, out } = run(`
+      const timers = new TimerWheel({ unref: true });
+      await timers.sleep(300, { ref: false });
+      console.log('woke');
+    `);
+    expect(status).toBe(13);
+    expect(out).toBe('');
+  });
+
+  it('holds nothing once the sleep is over or aborted', () => {
+    const { status, out } = run(`
+      const timers = new TimerWheel({ unref: true });
+      await timers.sleep(50);
+      const controller = new AbortController();
+      const aborted = timers.sleep(60_000, { signal: controller.signal }).catch((e) => e.name);
+      controller.abort();
+      console.log(await aborted);
+      timers.setTimeout(() => console.log('never'), 60_000);
+      const started = Date.now();
+      process.on('exit', () => console.log(Date.now() - started < 5000 ? 'ended' : 'held'));
+    `);
+    expect(status).toBe(0);
+    expect(out).toBe('AbortError\nended');
+  });
+});
