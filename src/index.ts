@@ -38,6 +38,7 @@ export {
 export {
   AbortError,
   TickwheelCorruptError,
+  TickwheelError,
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,
