@@ -99,9 +99,7 @@ export type TickwheelErrorCode =
  * The base of every tickwheel error (see the top of this file for TickwheelTypeError and
  * TickwheelRangeError). Not thrown itself: each subclass has its own `name`.
  */
-export abstract class TickwheelError<
-  C extends TickwheelErrorCode = TickwheelErrorCode,
-> extends Error {
+export class TickwheelError<C extends TickwheelErrorCode = TickwheelErrorCode> extends Error {
   readonly code: C;
   constructor(code: C, message: string, options?: ErrorOptions) {
     super(message, options);
