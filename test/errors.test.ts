@@ -50,13 +50,9 @@ const errors: Array<[string, Error, ErrorConstructor]> = [
   ['InvalidArgumentError', new InvalidArgumentError('m'), Error],
 ];
 
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sourceFiles(path);
-    return entry.name.endsWith('.ts') ? [path] : [];
-  });
-}
+const sourceFiles = readdirSync(SRC, { recursive: true, encoding: 'utf8' })
+  .filter((file) => file.endsWith('.ts'))
+  .map((file) => join(SRC, file));
 
 describe('every error class', () => {
   it.each(errors)('%s is a TickwheelError with a code of the catalogue', (name, error, base) => {
@@ -68,7 +64,7 @@ describe('every error class', () => {
 
   it('is one of the classes above, for each class in src/ named like an error', () => {
     const declared: string[] = [];
-    for (const file of sourceFiles(SRC)) {
+    for (const file of sourceFiles) {
       for (const match of readFileSync(file, 'utf8').matchAll(
         /^(?:export )?(?:abstract )?class (\w+)(?:<[^{]*>)?\s+extends (\w+)/gm,
       )) {
