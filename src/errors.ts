@@ -1,9 +1,26 @@
 /**
- * Errors thrown by tickwheel. Each carries a stable `code` so callers can branch on it without
- * parsing messages, in the style of Node's own `ERR_*` codes.
+ * The error catalogue: every code tickwheel uses, and the base of every error class it throws.
+ *
+ * Every error has `TickwheelError` as its base: `err instanceof TickwheelError` holds for all of
+ * them, and `err.code` is one of `TickwheelErrorCode`, so callers branch on the code without
+ * parsing messages, in the style of Node's own `ERR_*` codes. Codes never change once published;
+ * messages may.
+ *
+ * Two classes cannot inherit from it: TickwheelTypeError and TickwheelRangeError extend Node's
+ * TypeError and RangeError, as they always have, so that `instanceof TypeError` keeps holding.
+ * An object has one prototype chain, so TickwheelError answers `instanceof` itself
+ * (Symbol.hasInstance): true for its subclasses and for those two. Subclasses inherit that
+ * method, and for them it is the ordinary prototype check, so `instanceof LogError` means what
+ * it always meant.
+ *
+ * Each code has an HTTP status in src/protocol/status.ts, a table typed over this union: a code
+ * added here without a status there does not compile.
+ *
+ * Every layer imports this module, the root export included: no I/O, no dependencies.
  */
 
-export type TickwheelErrorCode =
+/** Timers, clocks and wheels (docs/timers.md); also argument checks in every layer. */
+export type TimerErrorCode =
   | 'ERR_TICKWHEEL_INVALID_DELAY'
   | 'ERR_TICKWHEEL_INVALID_CALLBACK'
   | 'ERR_TICKWHEEL_INVALID_OPTION'
@@ -12,25 +29,96 @@ export type TickwheelErrorCode =
   | 'ERR_TICKWHEEL_TIMER_STOPPED'
   | 'ERR_TICKWHEEL_CAPACITY'
   | 'ERR_TICKWHEEL_REENTRANT'
+  // AbortError's: the code of Node's own AbortError, so that checks written for Node's hold.
+  | 'ABORT_ERR';
+
+/** The patterns (docs/patterns.md): deadlines that passed, duplicate request ids, lost leases. */
+export type PatternErrorCode =
+  'ERR_TICKWHEEL_TIMEOUT' | 'ERR_TICKWHEEL_DUPLICATE_ID' | 'ERR_TICKWHEEL_LEASE_LOST';
+
+/** The delay queue refusing a message (docs/http-api.md). */
+export type QueueErrorCode =
   | 'ERR_TICKWHEEL_INVALID_MESSAGE'
   | 'ERR_TICKWHEEL_INVALID_TOPIC'
   | 'ERR_TICKWHEEL_INVALID_ID'
-  | 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE'
+  | 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE';
+
+/** The store and its data directory (docs/storage.md). */
+export type StoreErrorCode =
   | 'ERR_TICKWHEEL_LOCKED'
   | 'ERR_TICKWHEEL_IO'
   | 'ERR_TICKWHEEL_CORRUPT'
   | 'ERR_TICKWHEEL_FORMAT'
-  | 'ERR_TICKWHEEL_TIMEOUT'
-  | 'ERR_TICKWHEEL_DUPLICATE_ID'
-  | 'ERR_TICKWHEEL_LEASE_LOST'
-  | 'ERR_TICKWHEEL_MISSING_DEPENDENCY';
+  | 'ERR_TICKWHEEL_RECORD_TOO_LARGE'
+  // The message log's own invariants (LogError): a caller of the log broke one, a bug.
+  | 'ERR_TICKWHEEL_INVALID_RECORD'
+  | 'ERR_TICKWHEEL_INVALID_POSITION'
+  | 'ERR_TICKWHEEL_SEGMENT_ACTIVE'
+  | 'ERR_TICKWHEEL_INVALID_STATE'
+  // A snapshot file that cannot be used; recovery then replays the log instead.
+  | 'ERR_TICKWHEEL_SNAPSHOT_REJECTED';
 
-interface CodedError {
-  readonly code: TickwheelErrorCode;
+/** Only over HTTP: the server's own answers (docs/http-api.md, Errors). */
+export type HttpErrorCode =
+  | 'ERR_TICKWHEEL_INVALID_REQUEST'
+  | 'ERR_TICKWHEEL_UNAUTHORIZED'
+  | 'ERR_TICKWHEEL_NOT_FOUND'
+  | 'ERR_TICKWHEEL_CONFLICT'
+  | 'ERR_TICKWHEEL_BODY_TOO_LARGE'
+  | 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE'
+  | 'ERR_TICKWHEEL_SHUTTING_DOWN'
+  | 'ERR_TICKWHEEL_RECOVERING'
+  | 'ERR_TICKWHEEL_HOST_NOT_ALLOWED'
+  | 'ERR_TICKWHEEL_INTERNAL';
+
+/**
+ * Only in the client, never sent by a server: no answer came (NETWORK; a request that ran out
+ * of time is ERR_TICKWHEEL_TIMEOUT), or the answer was not a tickwheel error (HTTP).
+ */
+export type ClientErrorCode = 'ERR_TICKWHEEL_HTTP' | 'ERR_TICKWHEEL_NETWORK';
+
+/** Only in the `tickwheel` command: a command that failed, a command line it cannot run. */
+export type CliErrorCode =
+  'ERR_TICKWHEEL_COMMAND_FAILED' | 'ERR_TICKWHEEL_USAGE' | 'ERR_TICKWHEEL_INVALID_ARGUMENT';
+
+/** An optional peer dependency (the server's fastify, prom-client) is not installed. */
+export type PackageErrorCode = 'ERR_TICKWHEEL_MISSING_DEPENDENCY';
+
+/** Every code a tickwheel error can have. */
+export type TickwheelErrorCode =
+  | TimerErrorCode
+  | PatternErrorCode
+  | QueueErrorCode
+  | StoreErrorCode
+  | HttpErrorCode
+  | ClientErrorCode
+  | CliErrorCode
+  | PackageErrorCode;
+
+/**
+ * The base of every tickwheel error (see the top of this file for TickwheelTypeError and
+ * TickwheelRangeError). Not thrown itself: each subclass has its own `name`.
+ */
+export class TickwheelError<C extends TickwheelErrorCode = TickwheelErrorCode> extends Error {
+  readonly code: C;
+  constructor(code: C, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.code = code;
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    const ordinary = Function.prototype[Symbol.hasInstance];
+    if (this !== TickwheelError) return ordinary.call(this, value);
+    return (
+      ordinary.call(TickwheelError, value) ||
+      value instanceof TickwheelTypeError ||
+      value instanceof TickwheelRangeError
+    );
+  }
 }
 
 /** A value of the wrong type: a delay that is not a number, a callback that is not a function. */
-export class TickwheelTypeError extends TypeError implements CodedError {
+export class TickwheelTypeError extends TypeError implements TickwheelError {
   readonly code: TickwheelErrorCode;
   constructor(code: TickwheelErrorCode, message: string) {
     super(message);
@@ -40,7 +128,7 @@ export class TickwheelTypeError extends TypeError implements CodedError {
 }
 
 /** A number out of range: NaN or infinite delays, too many pending timers. */
-export class TickwheelRangeError extends RangeError implements CodedError {
+export class TickwheelRangeError extends RangeError implements TickwheelError {
   readonly code: TickwheelErrorCode;
   constructor(code: TickwheelErrorCode, message: string) {
     super(message);
@@ -50,12 +138,10 @@ export class TickwheelRangeError extends RangeError implements CodedError {
 }
 
 /** An operation on a timer that has been closed, stopped or shut down. */
-export class TickwheelStateError extends Error implements CodedError {
-  readonly code: TickwheelErrorCode;
+export class TickwheelStateError extends TickwheelError {
   constructor(code: TickwheelErrorCode, message: string) {
-    super(message);
+    super(code, message);
     this.name = 'TickwheelStateError';
-    this.code = code;
   }
 }
 
@@ -79,11 +165,10 @@ export interface StoreDamage {
  * will not open it (nothing is changed); `damage` lists what is wrong, and the message says how
  * to repair it. Also thrown when a damaged record is found later, when it is read.
  */
-export class TickwheelCorruptError extends Error implements CodedError {
-  readonly code: TickwheelErrorCode = 'ERR_TICKWHEEL_CORRUPT';
+export class TickwheelCorruptError extends TickwheelError {
   readonly damage: readonly StoreDamage[];
   constructor(message: string, damage: readonly StoreDamage[] = [], options?: { cause?: unknown }) {
-    super(message, options);
+    super('ERR_TICKWHEEL_CORRUPT', message, options);
     this.name = 'TickwheelCorruptError';
     this.damage = damage;
   }
@@ -93,12 +178,11 @@ export class TickwheelCorruptError extends Error implements CodedError {
  * A package that an optional part of tickwheel needs is not installed. `missing` names the
  * packages and `install` is the command that installs them.
  */
-export class TickwheelDependencyError extends Error implements CodedError {
-  readonly code: TickwheelErrorCode = 'ERR_TICKWHEEL_MISSING_DEPENDENCY';
+export class TickwheelDependencyError extends TickwheelError {
   readonly missing: readonly string[];
   readonly install: string;
   constructor(message: string, missing: readonly string[], install: string) {
-    super(message);
+    super('ERR_TICKWHEEL_MISSING_DEPENDENCY', message);
     this.name = 'TickwheelDependencyError';
     this.missing = missing;
     this.install = install;
@@ -184,10 +268,9 @@ export function describe(value: unknown): string {
  * Rejection of an aborted `sleep()`: the same name and code as Node's own timers/promises, so
  * code that checks `err.name === 'AbortError'` works unchanged. `cause` is the signal's reason.
  */
-export class AbortError extends Error {
-  readonly code = 'ABORT_ERR';
+export class AbortError extends TickwheelError<'ABORT_ERR'> {
   constructor(cause?: unknown) {
-    super('The operation was aborted', { cause });
+    super('ABORT_ERR', 'The operation was aborted', { cause });
     this.name = 'AbortError';
   }
 }

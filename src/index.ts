@@ -1,6 +1,7 @@
 /**
- * tickwheel: timing-wheel timers for Node.js. The root export holds the timers, the clocks and
- * the wheels themselves; it has no dependencies and does no I/O.
+ * tickwheel: timing-wheel timers for Node.js. The root export holds the timers, the clocks, the
+ * wheels themselves and the error catalogue (TickwheelError, the base of every error tickwheel
+ * throws, and TickwheelErrorCode); it has no dependencies and does no I/O.
  */
 
 export {
@@ -38,6 +39,7 @@ export {
 export {
   AbortError,
   TickwheelCorruptError,
+  TickwheelError,
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,

@@ -9,6 +9,7 @@
  */
 
 import { parseArgs } from 'node:util';
+import { TickwheelError, type CliErrorCode } from '../errors.js';
 import { CliError, type CliIo } from './io.js';
 
 export interface OptionSpec {
@@ -65,6 +66,7 @@ export interface ProgramSpec {
 
 /** A command line that cannot be run as given; the message says what is wrong with it. */
 export class UsageError extends CliError {
+  override readonly code: CliErrorCode = 'ERR_TICKWHEEL_USAGE';
   constructor(message: string, command?: string) {
     super(`${message}\n(${command === undefined ? '' : `${command} `}--help shows the usage)`);
     this.name = 'UsageError';
@@ -72,9 +74,9 @@ export class UsageError extends CliError {
 }
 
 /** A parser (or a list of choices) refused a value; thrown by parsers with what is accepted. */
-export class InvalidArgumentError extends Error {
+export class InvalidArgumentError extends TickwheelError<'ERR_TICKWHEEL_INVALID_ARGUMENT'> {
   constructor(message: string) {
-    super(message);
+    super('ERR_TICKWHEEL_INVALID_ARGUMENT', message);
     this.name = 'InvalidArgumentError';
   }
 }

@@ -1,5 +1,7 @@
 /** Where the CLI writes: the process's streams, or buffers in tests. */
 
+import { TickwheelError, type CliErrorCode } from '../errors.js';
+
 export interface CliIo {
   /** Results (JSON) and status lines. */
   out(text: string): void;
@@ -20,10 +22,10 @@ export const processIo: CliIo = {
 };
 
 /** Thrown by commands to end with a message and an exit status, without a stack trace. */
-export class CliError extends Error {
+export class CliError extends TickwheelError<CliErrorCode> {
   readonly exitCode: number;
   constructor(message: string, exitCode = 1) {
-    super(message);
+    super('ERR_TICKWHEEL_COMMAND_FAILED', message);
     this.name = 'CliError';
     this.exitCode = exitCode;
   }

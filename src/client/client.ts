@@ -17,6 +17,20 @@ import type {
   ReceivedMessage,
   ReceiveOptions,
 } from '../queue/delay-queue.js';
+import { MAX_BATCH, MAX_NACK_DELAY_MS, MAX_RECEIPT_LENGTH } from '../protocol/limits.js';
+import type {
+  AckResponse,
+  BatchResponse,
+  DeadLettersResponse,
+  HealthResponse,
+  NackResponse,
+  ReceiveResponse,
+  RescheduleResponse,
+  ScheduleBody,
+  ScheduleResult,
+  WireMessageInfo,
+  WireReceivedMessage,
+} from '../protocol/wire.js';
 import type { ScheduleRequest } from '../queue/message.js';
 import {
   checkConsumeOptions,
@@ -25,22 +39,6 @@ import {
   type Consumer,
 } from './consumer.js';
 import { TickwheelHttpError } from './errors.js';
-import {
-  MAX_BATCH,
-  MAX_NACK_DELAY_MS,
-  MAX_RECEIPT_LENGTH,
-  type AckResponse,
-  type BatchResponse,
-  type DeadLettersResponse,
-  type HealthResponse,
-  type NackResponse,
-  type ReceiveResponse,
-  type RescheduleResponse,
-  type ScheduleBody,
-  type ScheduleResult,
-  type WireMessageInfo,
-  type WireReceivedMessage,
-} from './protocol.js';
 import { Transport, type Answer, type Exchange } from './transport.js';
 
 export interface ClientOptions {

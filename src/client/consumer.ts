@@ -14,7 +14,7 @@ import type {
   ReceivedMessage,
 } from '../queue/delay-queue.js';
 import { reasonOf } from '../queue/message.js';
-import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from './protocol.js';
+import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
 
 /** What an error reported to `onError` was about: the same as the embedded consume()'s. */
 export type { ConsumeErrorContext };

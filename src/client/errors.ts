@@ -1,16 +1,17 @@
 /**
  * What a client call can fail with: the server answered with an error (TickwheelHttpError, with
  * the server's code), or no answer came at all (TickwheelNetworkError: refused, reset, timed
- * out). Both carry a `code`, like every tickwheel error.
+ * out). Both are TickwheelErrors with a `code`.
  */
 
-import type { WireErrorCode } from './protocol.js';
+import { TickwheelError } from '../errors.js';
+import type { WireErrorCode } from '../protocol/wire.js';
 
-export class TickwheelHttpError extends Error {
+export class TickwheelHttpError extends TickwheelError<WireErrorCode | 'ERR_TICKWHEEL_HTTP'> {
   /** The HTTP status. */
   readonly status: number;
   /** The server's error code (ERR_TICKWHEEL_*), or ERR_TICKWHEEL_HTTP for a non-tickwheel answer. */
-  readonly code: WireErrorCode | 'ERR_TICKWHEEL_HTTP';
+  declare readonly code: WireErrorCode | 'ERR_TICKWHEEL_HTTP';
   /** The parsed response body (for a failed batch: `{ error, results }`). */
   readonly body: unknown;
 
@@ -20,25 +21,25 @@ export class TickwheelHttpError extends Error {
     message: string,
     body: unknown,
   ) {
-    super(message);
+    super(code, message);
     this.name = 'TickwheelHttpError';
     this.status = status;
-    this.code = code;
     this.body = body;
   }
 }
 
-export class TickwheelNetworkError extends Error {
+export class TickwheelNetworkError extends TickwheelError<
+  'ERR_TICKWHEEL_NETWORK' | 'ERR_TICKWHEEL_TIMEOUT'
+> {
   /** ERR_TICKWHEEL_TIMEOUT when the request ran out of time, ERR_TICKWHEEL_NETWORK otherwise. */
-  readonly code: 'ERR_TICKWHEEL_NETWORK' | 'ERR_TICKWHEEL_TIMEOUT';
+  declare readonly code: 'ERR_TICKWHEEL_NETWORK' | 'ERR_TICKWHEEL_TIMEOUT';
 
   constructor(
     code: 'ERR_TICKWHEEL_NETWORK' | 'ERR_TICKWHEEL_TIMEOUT',
     message: string,
     cause: unknown,
   ) {
-    super(message, { cause });
+    super(code, message, { cause });
     this.name = 'TickwheelNetworkError';
-    this.code = code;
   }
 }

@@ -13,7 +13,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AbortError } from '../errors.js';
 import { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
-import type { WireError } from './protocol.js';
+import type { WireError } from '../protocol/wire.js';
 
 export interface TransportOptions {
   url: string;

@@ -1,20 +1,19 @@
 /**
  * The two outcomes the patterns report as errors: a deadline that passed (TimeoutError) and a
- * lease that is no longer known to be held (LeaseLostError). Both carry a `code`, like every
- * tickwheel error; bad arguments keep using TickwheelTypeError / RangeError / StateError.
+ * lease that is no longer known to be held (LeaseLostError). Both are TickwheelErrors with a
+ * `code`; bad arguments keep using TickwheelTypeError / RangeError / StateError.
  */
 
-import type { TickwheelErrorCode } from '../errors.js';
+import { TickwheelError } from '../errors.js';
 
 /**
  * A deadline passed before the work settled: a registered request, a `withDeadline` promise or
  * a lease renewal. `timeoutMs` is the time that was allowed.
  */
-export class TimeoutError extends Error {
-  readonly code: TickwheelErrorCode = 'ERR_TICKWHEEL_TIMEOUT';
+export class TimeoutError extends TickwheelError {
   readonly timeoutMs: number;
   constructor(message: string, timeoutMs: number) {
-    super(message);
+    super('ERR_TICKWHEEL_TIMEOUT', message);
     this.name = 'TimeoutError';
     this.timeoutMs = timeoutMs;
   }
@@ -40,10 +39,9 @@ export function stackless<E extends Error>(make: () => E): E {
  * A lease can no longer be trusted to be held: a renewal failed, answered `false`, or did not
  * settle in time, or its keeper was closed. `cause` says which.
  */
-export class LeaseLostError extends Error {
-  readonly code: TickwheelErrorCode = 'ERR_TICKWHEEL_LEASE_LOST';
+export class LeaseLostError extends TickwheelError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super('ERR_TICKWHEEL_LEASE_LOST', message, options);
     this.name = 'LeaseLostError';
   }
 }

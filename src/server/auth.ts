@@ -7,7 +7,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { TickwheelTypeError } from '../errors.js';
-import { HttpError } from './errors.js';
+import { httpError } from './errors.js';
 
 /** Tokens travel in a header: printable ASCII without spaces. */
 const TOKEN_PATTERN = /^[\x21-\x7e]+$/;
@@ -35,15 +35,14 @@ export function bearerAuth(
     const header = request.headers.authorization;
     if (typeof header !== 'string' || !/^bearer /i.test(header)) {
       void reply.header('www-authenticate', 'Bearer realm="tickwheel"');
-      throw new HttpError(
-        401,
+      throw httpError(
         'ERR_TICKWHEEL_UNAUTHORIZED',
         'this server needs a token: send "Authorization: Bearer <token>"',
       );
     }
     if (!timingSafeEqual(digest(header.slice(7).trim()), expected)) {
       void reply.header('www-authenticate', 'Bearer realm="tickwheel", error="invalid_token"');
-      throw new HttpError(401, 'ERR_TICKWHEEL_UNAUTHORIZED', 'the bearer token is not valid');
+      throw httpError('ERR_TICKWHEEL_UNAUTHORIZED', 'the bearer token is not valid');
     }
   };
 }

@@ -19,7 +19,7 @@
  */
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { HttpError, invalidRequest } from './errors.js';
+import { httpError, invalidRequest } from './errors.js';
 
 /** Text that may spell a risky key (also through \u escapes) or overflow a double. */
 const MAY_NEED_WALK = /__proto__|constructor|\\u|\d{20}|[eE]\+?\d{3}/;
@@ -107,8 +107,7 @@ export function jsonBodies(app: FastifyInstance): void {
     (_request: FastifyRequest, body: string | Buffer, done) => {
       if (body.length === 0) return done(null, undefined);
       done(
-        new HttpError(
-          415,
+        httpError(
           'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
           'send request bodies as JSON, with content-type: application/json',
         ),

@@ -1,73 +1,42 @@
 /**
  * Every failure becomes `{ error: { code, message } }` with a status that says whose fault it
  * is: 4xx for anything the caller can change (bad input, unknown id, wrong token, too big),
- * 5xx only for the server's own trouble (disk errors, shutting down). Queue errors keep their
- * `ERR_TICKWHEEL_*` code; the status comes from the table below.
+ * 5xx only for the server's own trouble (disk errors, shutting down). Errors keep their
+ * `ERR_TICKWHEEL_*` code; its status comes from the one table of them, src/protocol/status.ts.
  */
 
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import type { HttpErrorCode, WireError, WireErrorCode } from '../client/protocol.js';
-
-/**
- * Codes only the server gives (the client's WireErrorCode does not list them yet):
- * RECOVERING while the queue opens, HOST_NOT_ALLOWED for a Host name a tokenless server does
- * not answer to.
- */
-export type ServerErrorCode = WireErrorCode;
+import { TickwheelError, type HttpErrorCode } from '../errors.js';
+import { HTTP_STATUS, isErrorCode } from '../protocol/status.js';
+import type { WireError, WireErrorCode } from '../protocol/wire.js';
 
 /** An error the server raises itself, with the status to answer with. */
-export class HttpError extends Error {
+export class HttpError extends TickwheelError<WireErrorCode> {
   readonly statusCode: number;
-  readonly code: ServerErrorCode;
-  constructor(statusCode: number, code: ServerErrorCode, message: string) {
-    super(message);
+  constructor(statusCode: number, code: WireErrorCode, message: string) {
+    super(code, message);
     this.name = 'HttpError';
     this.statusCode = statusCode;
-    this.code = code;
   }
 }
 
+/** An HttpError with the status of its code. */
+export function httpError(code: WireErrorCode, message: string): HttpError {
+  return new HttpError(HTTP_STATUS[code], code, message);
+}
+
 export function notFound(message: string): HttpError {
-  return new HttpError(404, 'ERR_TICKWHEEL_NOT_FOUND', message);
+  return httpError('ERR_TICKWHEEL_NOT_FOUND', message);
 }
 
 export function conflict(message: string): HttpError {
-  return new HttpError(409, 'ERR_TICKWHEEL_CONFLICT', message);
+  return httpError('ERR_TICKWHEEL_CONFLICT', message);
 }
 
 export function invalidRequest(message: string): HttpError {
-  return new HttpError(400, 'ERR_TICKWHEEL_INVALID_REQUEST', message);
+  return httpError('ERR_TICKWHEEL_INVALID_REQUEST', message);
 }
-
-/**
- * Status of each queue and store error code. A code missing here is a bug in the server: 500.
- * The store's own trouble (the disk, damaged data, an invariant of the log) is a 503: the
- * request was fine and cannot be served now; the operator has to act (see the server log).
- */
-const QUEUE_STATUS: Readonly<Record<string, number>> = {
-  ERR_TICKWHEEL_INVALID_DELAY: 400,
-  ERR_TICKWHEEL_INVALID_CALLBACK: 400,
-  ERR_TICKWHEEL_INVALID_OPTION: 400,
-  ERR_TICKWHEEL_INVALID_MESSAGE: 400,
-  ERR_TICKWHEEL_INVALID_TOPIC: 400,
-  ERR_TICKWHEEL_INVALID_ID: 400,
-  ERR_TICKWHEEL_DUPLICATE_ID: 409,
-  ERR_TICKWHEEL_PAYLOAD_TOO_LARGE: 413,
-  ERR_TICKWHEEL_RECORD_TOO_LARGE: 413,
-  ERR_TICKWHEEL_LOCKED: 423,
-  ERR_TICKWHEEL_CLOSED: 503,
-  ERR_TICKWHEEL_MAX_PENDING: 503,
-  ERR_TICKWHEEL_CAPACITY: 503,
-  ERR_TICKWHEEL_TIMEOUT: 503,
-  ERR_TICKWHEEL_IO: 503,
-  ERR_TICKWHEEL_CORRUPT: 503,
-  ERR_TICKWHEEL_FORMAT: 503,
-  ERR_TICKWHEEL_INVALID_POSITION: 503,
-  ERR_TICKWHEEL_INVALID_RECORD: 503,
-  ERR_TICKWHEEL_INVALID_STATE: 503,
-  ERR_TICKWHEEL_SEGMENT_ACTIVE: 503,
-};
 
 /** Fastify's own 4xx errors that deserve a code of their own; the rest are INVALID_REQUEST. */
 const FASTIFY_CODES: Readonly<Record<string, HttpErrorCode>> = {
@@ -83,10 +52,10 @@ const FASTIFY_MESSAGES: Readonly<Record<string, string>> = {
 
 export interface ErrorResponse {
   statusCode: number;
-  body: { error: { code: ServerErrorCode; message: string } };
+  body: { error: { code: WireErrorCode; message: string } };
 }
 
-function response(statusCode: number, code: ServerErrorCode, message: string): ErrorResponse {
+function response(statusCode: number, code: WireErrorCode, message: string): ErrorResponse {
   return { statusCode, body: { error: { code, message } } };
 }
 
@@ -99,15 +68,17 @@ export function toErrorResponse(err: unknown): ErrorResponse {
     return response(400, 'ERR_TICKWHEEL_INVALID_REQUEST', message);
   }
   const code = typeof error.code === 'string' ? error.code : '';
-  const queueStatus = QUEUE_STATUS[code];
-  if (queueStatus !== undefined) {
-    if (queueStatus >= 500) return response(queueStatus, code as WireErrorCode, serverSide(code));
-    return response(queueStatus, code as WireErrorCode, message);
+  const status = isErrorCode(code) ? HTTP_STATUS[code] : undefined;
+  // 500 is the status of the codes the server never raises, the client's and the CLI's among
+  // them (so the others are WireErrorCodes): one seen here is a bug, answered as INTERNAL below.
+  if (status !== undefined && status !== 500) {
+    const wire = code as WireErrorCode;
+    return response(status, wire, status >= 500 ? serverSide(wire) : message);
   }
-  const status = error.statusCode;
-  if (typeof status === 'number' && status >= 400 && status < 500) {
+  const fastifyStatus = error.statusCode;
+  if (typeof fastifyStatus === 'number' && fastifyStatus >= 400 && fastifyStatus < 500) {
     return response(
-      status,
+      fastifyStatus,
       FASTIFY_CODES[code] ?? 'ERR_TICKWHEEL_INVALID_REQUEST',
       FASTIFY_MESSAGES[code] ?? message,
     );
@@ -115,7 +86,7 @@ export function toErrorResponse(err: unknown): ErrorResponse {
   return response(500, 'ERR_TICKWHEEL_INTERNAL', 'internal error; the server log has the details');
 }
 
-function serverSide(code: string): string {
+function serverSide(code: WireErrorCode): string {
   switch (code) {
     case 'ERR_TICKWHEEL_CLOSED':
       return 'the queue is closed: the server is shutting down';
@@ -131,6 +102,7 @@ function serverSide(code: string): string {
     case 'ERR_TICKWHEEL_INVALID_RECORD':
     case 'ERR_TICKWHEEL_INVALID_STATE':
     case 'ERR_TICKWHEEL_SEGMENT_ACTIVE':
+    case 'ERR_TICKWHEEL_SNAPSHOT_REJECTED':
       return 'the store cannot serve this request; the server log has the details';
     default:
       return 'the queue cannot take this now; retry later';

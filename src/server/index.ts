@@ -35,4 +35,5 @@ export { DEFAULT_BODY_LIMIT, DEFAULT_MAX_WAIT_MS, LOG_LEVELS, type LogLevel } fr
 export { closeOnSignals, type Closable, type ShutdownOptions } from './shutdown.js';
 export { toErrorResponse, HttpError } from './errors.js';
 export { VERSION } from './version.js';
-export type * from '../client/protocol.js';
+export type * from '../protocol/wire.js';
+export type * from '../protocol/limits.js';

@@ -17,7 +17,7 @@
 import { isIP } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { TickwheelTypeError } from '../errors.js';
-import { HttpError } from './errors.js';
+import { httpError } from './errors.js';
 
 /** A host name as a Host header carries it: letters, digits, dots and dashes. */
 const HOST_NAME = /^[a-z0-9]([a-z0-9-]{0,62}\.?)*$/i;
@@ -67,8 +67,7 @@ export function hostCheck(
     const name = hostName(header);
     if (name !== undefined && (names.has(name) || isIP(name) !== 0)) return done();
     done(
-      new HttpError(
-        421,
+      httpError(
         'ERR_TICKWHEEL_HOST_NOT_ALLOWED',
         `without a token this server answers to ${known} and IP addresses, not to Host ` +
           `${JSON.stringify(header.slice(0, 100))} (a web page could reach it through DNS ` +
@@ -93,8 +92,7 @@ export function jsonPostsOnly(
 ): void {
   if (request.method !== 'POST' || isJson(request.headers['content-type'])) return done();
   done(
-    new HttpError(
-      415,
+    httpError(
       'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
       'a POST needs content-type: application/json, even with an empty body ' +
         '(so that a web page on another site cannot send it)',

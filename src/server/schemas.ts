@@ -10,17 +10,14 @@
 
 import {
   MAX_BATCH,
+  MAX_NACK_DELAY_MS,
   MAX_RECEIPT_LENGTH,
   MAX_RECEIVE,
   MAX_RECEIVE_BYTES,
-} from '../client/protocol.js';
+  MAX_VISIBILITY_MS,
+  MAX_WAIT_MS,
+} from '../protocol/limits.js';
 import { ID_PATTERN, MAX_DELAY_MS, TOPIC_PATTERN } from '../queue/message.js';
-
-/** Longest visibility timeout and nack delay the queue accepts. */
-const MAX_VISIBILITY_MS = 43_200_000;
-const MAX_NACK_DELAY_MS = 86_400_000 * 365;
-/** The longest long-poll the queue itself allows; the server caps it lower (maxWaitMs). */
-const MAX_WAIT_MS = 3_600_000;
 
 const topic = { type: 'string', minLength: 1, maxLength: 128, pattern: TOPIC_PATTERN.source };
 const id = { type: 'string', minLength: 1, maxLength: 200, pattern: ID_PATTERN.source };

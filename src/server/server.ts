@@ -25,6 +25,9 @@
 
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { checkOption, TickwheelTypeError } from '../errors.js';
+import { MAX_WAIT_MS } from '../protocol/limits.js';
+import { isErrorCode } from '../protocol/status.js';
+import type { WireErrorCode } from '../protocol/wire.js';
 import {
   DelayQueue,
   FileStore,
@@ -36,7 +39,7 @@ import { jsonBodies } from './body.js';
 import type { ServerContext } from './context.js';
 import {
   HttpError,
-  type ServerErrorCode,
+  httpError,
   handleClientError,
   handleError,
   handleFrameworkError,
@@ -201,7 +204,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS,
     'maxWaitMs',
     0,
-    3_600_000,
+    MAX_WAIT_MS,
   );
   const token = options.token === undefined ? undefined : checkToken(options.token);
   const logLevel = checkLogLevel(options.logLevel ?? 'warn');
@@ -256,8 +259,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     app.decorate('queue', {
       getter(): DelayQueue {
         if (context.state !== 'open') {
-          throw new HttpError(
-            503,
+          throw httpError(
             'ERR_TICKWHEEL_RECOVERING',
             'the queue is still opening (or failed to): await server.opened first',
           );
@@ -276,9 +278,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     app.addHook('onRequest', (request, reply, done) => {
       if (context.closing) {
         void reply.header('connection', 'close');
-        return done(
-          new HttpError(503, 'ERR_TICKWHEEL_SHUTTING_DOWN', 'the server is shutting down'),
-        );
+        return done(httpError('ERR_TICKWHEEL_SHUTTING_DOWN', 'the server is shutting down'));
       }
       if (context.state === 'open' || request.routeOptions.url === '/healthz') return done();
       done(notOpen(context, reply));
@@ -331,16 +331,15 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
 function notOpen(context: ServerContext, reply: FastifyReply): HttpError {
   if (context.state === 'failed') {
     const error = context.openError as { code?: unknown; message?: unknown } | undefined;
-    const code = typeof error?.code === 'string' && error.code.startsWith('ERR_TICKWHEEL_');
+    // What fails an open is the store's or an option's, never a client's or CLI code.
     return new HttpError(
       503,
-      code ? (error?.code as ServerErrorCode) : 'ERR_TICKWHEEL_INTERNAL',
+      isErrorCode(error?.code) ? (error.code as WireErrorCode) : 'ERR_TICKWHEEL_INTERNAL',
       `the queue could not be opened: ${String(error?.message ?? error)}`,
     );
   }
   void reply.header('retry-after', RETRY_AFTER_SECONDS);
-  return new HttpError(
-    503,
+  return httpError(
     'ERR_TICKWHEEL_RECOVERING',
     'the queue is recovering its data directory; retry shortly (GET /healthz says when it is ready)',
   );

@@ -86,6 +86,7 @@
 import { constants as fsConstants } from 'node:fs';
 import { mkdir, open, readdir, stat, truncate, unlink, type FileHandle } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
+import { TickwheelError } from '../errors.js';
 import { writeU32 } from './bytes.js';
 import { crc32Range } from './crc.js';
 
@@ -171,6 +172,7 @@ export interface MessageLogStats {
   failures: number;
 }
 
+/** The codes LogError can have: a subset of the catalogue's (src/errors.ts). */
 export type LogErrorCode =
   | 'ERR_TICKWHEEL_IO'
   | 'ERR_TICKWHEEL_CORRUPT'
@@ -182,12 +184,10 @@ export type LogErrorCode =
   | 'ERR_TICKWHEEL_SEGMENT_ACTIVE'
   | 'ERR_TICKWHEEL_INVALID_STATE';
 
-export class LogError extends Error {
-  readonly code: LogErrorCode;
+export class LogError extends TickwheelError<LogErrorCode> {
   constructor(code: LogErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super(code, message, options);
     this.name = 'LogError';
-    this.code = code;
   }
 }
 

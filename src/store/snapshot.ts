@@ -27,6 +27,7 @@ import { endianness } from 'node:os';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
+import { TickwheelError } from '../errors.js';
 import type { CountEntries } from './counts.js';
 import type { IdTableArrays } from './id-table.js';
 
@@ -76,9 +77,9 @@ interface Meta {
 }
 
 /** A snapshot file that cannot be used; `reason` says why. */
-export class SnapshotRejected extends Error {
+export class SnapshotRejected extends TickwheelError<'ERR_TICKWHEEL_SNAPSHOT_REJECTED'> {
   constructor(readonly reason: string) {
-    super(`snapshot rejected: ${reason}`);
+    super('ERR_TICKWHEEL_SNAPSHOT_REJECTED', `snapshot rejected: ${reason}`);
     this.name = 'SnapshotRejected';
   }
 }

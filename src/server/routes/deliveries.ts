@@ -18,8 +18,8 @@ import type {
   ReceiveBody,
   ReceiveResponse,
   WireReceivedMessage,
-} from '../../client/protocol.js';
-import { DEFAULT_RECEIVE_BYTES } from '../../client/protocol.js';
+} from '../../protocol/wire.js';
+import { DEFAULT_RECEIVE_BYTES } from '../../protocol/limits.js';
 import type { ReceivedMessage } from '../../queue-entry.js';
 import type { ServerContext } from '../context.js';
 import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../schemas.js';

@@ -16,8 +16,9 @@ import type {
   RescheduleResponse,
   ScheduleBody,
   ScheduleResult,
+  WireErrorCode,
   WireMessageInfo,
-} from '../../client/protocol.js';
+} from '../../protocol/wire.js';
 import { TickwheelRangeError, TickwheelTypeError } from '../../errors.js';
 import type { ScheduleRequest } from '../../queue/message.js';
 import type { ServerContext } from '../context.js';
@@ -101,7 +102,7 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
         if (!(err instanceof TickwheelTypeError || err instanceof TickwheelRangeError)) throw err;
       }
       const settled = await Promise.allSettled(messages.map((message) => queue.schedule(message)));
-      let failure: { statusCode: number; message: string; code: string } | undefined;
+      let failure: { statusCode: number; message: string; code: WireErrorCode } | undefined;
       let failed = 0;
       const results: Array<ScheduleResult | BatchErrorResponse['results'][number]> = [];
       for (const outcome of settled) {
@@ -113,8 +114,7 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
         failed++;
         failure ??= { statusCode, ...body.error };
         if (statusCode >= 500) request.log.error({ err: outcome.reason }, 'batch item failed');
-        // Queue errors only: their codes are all in WireErrorCode.
-        results.push(body as BatchErrorResponse['results'][number]);
+        results.push(body);
       }
       if (failure === undefined) {
         void reply.code(201);
@@ -123,7 +123,7 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
       void reply.code(failure.statusCode);
       return {
         error: {
-          code: failure.code as BatchErrorResponse['error']['code'],
+          code: failure.code,
           message: `${failed} of ${items.length} messages were not scheduled (the first: ${failure.message}); results tells which, the others are scheduled`,
         },
         results,

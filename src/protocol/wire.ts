@@ -1,26 +1,20 @@
 /**
- * The wire format of the tickwheel HTTP API (docs/http-api.md): request bodies, response
- * bodies and error codes, as the server sends them and the client reads them. Types only, plus
- * the constants both sides agree on; no runtime dependencies, so the client stays small.
+ * The wire format of the tickwheel HTTP API (docs/http-api.md): request bodies, response bodies
+ * and error codes, as the server sends them and the client reads them. Types only; the bounds
+ * both sides check are in limits.ts and the status of each error code in status.ts.
  */
 
-import type { TickwheelErrorCode } from '../errors.js';
+import type { ClientErrorCode, CliErrorCode, TickwheelErrorCode } from '../errors.js';
 import type { Backoff, MessageStatus } from '../queue/message.js';
 
-/** Codes of errors that only exist over HTTP; queue errors keep their own codes. */
-export type HttpErrorCode =
-  | 'ERR_TICKWHEEL_INVALID_REQUEST'
-  | 'ERR_TICKWHEEL_UNAUTHORIZED'
-  | 'ERR_TICKWHEEL_NOT_FOUND'
-  | 'ERR_TICKWHEEL_CONFLICT'
-  | 'ERR_TICKWHEEL_BODY_TOO_LARGE'
-  | 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE'
-  | 'ERR_TICKWHEEL_SHUTTING_DOWN'
-  | 'ERR_TICKWHEEL_RECOVERING'
-  | 'ERR_TICKWHEEL_HOST_NOT_ALLOWED'
-  | 'ERR_TICKWHEEL_INTERNAL';
+export type { HttpErrorCode } from '../errors.js';
 
-export type WireErrorCode = HttpErrorCode | TickwheelErrorCode;
+/**
+ * The codes a server can answer with: those of the server's own errors (HttpErrorCode) and of
+ * the queue's and the store's, which keep their code over HTTP. The client's and the CLI's own
+ * codes never come from a server.
+ */
+export type WireErrorCode = Exclude<TickwheelErrorCode, ClientErrorCode | CliErrorCode>;
 
 /** Every error response: a 4xx for anything the caller can fix, 5xx only for the server's own failures. */
 export interface WireError {
@@ -172,16 +166,3 @@ export interface HealthResponse {
   /** Why it is not `ok`. */
   reason?: string;
 }
-
-/** Upper bounds shared by the server's schemas and the client's own checks. */
-export const MAX_BATCH = 10_000;
-export const MAX_RECEIVE = 1000;
-/** Default and largest `maxBytes` of one receive over HTTP. */
-export const DEFAULT_RECEIVE_BYTES = 8 * 1024 * 1024;
-export const MAX_RECEIVE_BYTES = 64 * 1024 * 1024;
-export const MAX_RECEIPT_LENGTH = 512;
-
-/** The embedded queue's own bounds, which the client checks before sending. */
-export const MAX_VISIBILITY_MS = 43_200_000;
-export const MAX_WAIT_MS = 3_600_000;
-export const MAX_NACK_DELAY_MS = 86_400_000 * 365;

@@ -1,0 +1,23 @@
+/**
+ * Bounds of the HTTP API: the server's schemas (src/server/schemas.ts) enforce them and the
+ * client checks them before sending, so that a call the server would refuse fails without a
+ * request (docs/http-api.md, Limits).
+ */
+
+/** Messages in one batch schedule; receipts in one ack or nack. */
+export const MAX_BATCH = 10_000;
+/** Messages in one receive. */
+export const MAX_RECEIVE = 1000;
+/** Default and largest `maxBytes` of one receive over HTTP. */
+export const DEFAULT_RECEIVE_BYTES = 8 * 1024 * 1024;
+export const MAX_RECEIVE_BYTES = 64 * 1024 * 1024;
+export const MAX_RECEIPT_LENGTH = 512;
+
+/**
+ * The embedded queue's own bounds (src/queue/delay-queue.ts checks the same numbers): the
+ * longest visibility timeout, long poll and nack delay. A server caps its long polls lower
+ * (maxWaitMs).
+ */
+export const MAX_VISIBILITY_MS = 43_200_000;
+export const MAX_WAIT_MS = 3_600_000;
+export const MAX_NACK_DELAY_MS = 86_400_000 * 365;

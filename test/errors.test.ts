@@ -1,0 +1,127 @@
+/**
+ * The error catalogue (src/errors.ts): every error class tickwheel has is a TickwheelError with
+ * a code from the catalogue, keeps its name, and keeps TypeError / RangeError as its base where
+ * it had one; instanceof on each subclass is the ordinary check.
+ */
+
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { setTimeout as nodeSleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { CliError } from '../src/cli/io.js';
+import { InvalidArgumentError, UsageError } from '../src/cli/args.js';
+import { TickwheelHttpError, TickwheelNetworkError } from '../src/client/index.js';
+import {
+  AbortError,
+  LeaseLostError,
+  ManualClock,
+  TickwheelCorruptError,
+  TickwheelError,
+  TickwheelRangeError,
+  TickwheelStateError,
+  TickwheelTypeError,
+  TimeoutError,
+  TimerWheel,
+} from '../src/index.js';
+import { TickwheelDependencyError } from '../src/errors.js';
+import { isErrorCode } from '../src/protocol/status.js';
+import { HttpError } from '../src/server/errors.js';
+import { LogError } from '../src/store/log.js';
+import { SnapshotRejected } from '../src/store/snapshot.js';
+
+const SRC = join(import.meta.dirname, '../src');
+
+const errors: Array<[string, Error, ErrorConstructor]> = [
+  ['TickwheelTypeError', new TickwheelTypeError('ERR_TICKWHEEL_INVALID_DELAY', 'm'), TypeError],
+  ['TickwheelRangeError', new TickwheelRangeError('ERR_TICKWHEEL_INVALID_DELAY', 'm'), RangeError],
+  ['TickwheelStateError', new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'm'), Error],
+  ['TickwheelCorruptError', new TickwheelCorruptError('m'), Error],
+  ['TickwheelDependencyError', new TickwheelDependencyError('m', ['fastify'], 'npm i'), Error],
+  ['AbortError', new AbortError(), Error],
+  ['TimeoutError', new TimeoutError('m', 5), Error],
+  ['LeaseLostError', new LeaseLostError('m'), Error],
+  ['LogError', new LogError('ERR_TICKWHEEL_IO', 'm'), Error],
+  ['SnapshotRejected', new SnapshotRejected('why'), Error],
+  ['HttpError', new HttpError(404, 'ERR_TICKWHEEL_NOT_FOUND', 'm'), Error],
+  ['TickwheelHttpError', new TickwheelHttpError(409, 'ERR_TICKWHEEL_CONFLICT', 'm', {}), Error],
+  ['TickwheelNetworkError', new TickwheelNetworkError('ERR_TICKWHEEL_NETWORK', 'm', null), Error],
+  ['CliError', new CliError('m'), Error],
+  ['UsageError', new UsageError('m'), Error],
+  ['InvalidArgumentError', new InvalidArgumentError('m'), Error],
+];
+
+const sourceFiles = readdirSync(SRC, { recursive: true, encoding: 'utf8' })
+  .filter((file) => file.endsWith('.ts'))
+  .map((file) => join(SRC, file));
+
+describe('every error class', () => {
+  it.each(errors)('%s is a TickwheelError with a code of the catalogue', (name, error, base) => {
+    expect(error.name).toBe(name);
+    expect(error).toBeInstanceOf(TickwheelError);
+    expect(error).toBeInstanceOf(base);
+    expect(isErrorCode((error as TickwheelError).code)).toBe(true);
+  });
+
+  it('is one of the classes above, for each class in src/ named like an error', () => {
+    const declared: string[] = [];
+    for (const file of sourceFiles) {
+      for (const match of readFileSync(file, 'utf8').matchAll(
+        /^(?:export )?(?:abstract )?class (\w+)(?:<[^{]*>)?\s+extends (\w+)/gm,
+      )) {
+        const [, name, base] = match as unknown as [string, string, string];
+        if (/Error$|Rejected$/.test(name) || /Error$/.test(base)) {
+          declared.push(`${relative(SRC, file)}: ${name}`);
+        }
+      }
+    }
+    const tested = new Set(['TickwheelError', ...errors.map(([name]) => name)]);
+    expect(declared.filter((entry) => !tested.has(entry.split(': ')[1] as string))).toEqual([]);
+    expect(declared.length).toBe(tested.size);
+  });
+});
+
+describe('instanceof', () => {
+  it('is the ordinary check on every subclass', () => {
+    expect(new LogError('ERR_TICKWHEEL_IO', 'm')).not.toBeInstanceOf(HttpError);
+    expect(new TickwheelTypeError('ERR_TICKWHEEL_INVALID_DELAY', 'm')).not.toBeInstanceOf(
+      TickwheelStateError,
+    );
+    expect(new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'm')).not.toBeInstanceOf(TypeError);
+    expect(new UsageError('m')).toBeInstanceOf(CliError);
+    expect(new CliError('m')).not.toBeInstanceOf(UsageError);
+  });
+
+  it('is false for errors that are not tickwheel errors, even with a tickwheel code', () => {
+    for (const value of [
+      new Error('m'),
+      new TypeError('m'),
+      Object.assign(new Error('m'), { code: 'ERR_TICKWHEEL_IO' }),
+      { code: 'ERR_TICKWHEEL_IO' },
+      null,
+      undefined,
+      'ERR_TICKWHEEL_IO',
+    ]) {
+      expect(value instanceof TickwheelError).toBe(false);
+    }
+  });
+
+  it('holds for errors the timers throw', () => {
+    const timers = new TimerWheel({ clock: new ManualClock() });
+    expect(() => timers.setTimeout(() => {}, Number.NaN)).toThrow(TickwheelError);
+    timers.close();
+    expect(() => timers.sleep(10)).toThrow(TickwheelError);
+  });
+});
+
+describe('AbortError', () => {
+  it("has the name and code of Node's own", async () => {
+    const controller = new AbortController();
+    controller.abort();
+    const node = await nodeSleep(10, undefined, { signal: controller.signal }).catch(
+      (err: unknown) => err as { name: string; code: string },
+    );
+    const ours = new AbortError(controller.signal.reason);
+    expect({ name: ours.name, code: ours.code }).toEqual({ name: node?.name, code: node?.code });
+    expect(ours.cause).toBe(controller.signal.reason);
+  });
+});
