@@ -164,7 +164,11 @@ const HOUR_MS = 3_600_000;
 /** Upper bounds (ms) of the first-delivery lateness buckets stats() reports. */
 const DELIVERY_LATENESS_BUCKETS_MS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30_000, 300_000];
 
-const receiptPrefix = randomBytes(9).toString('base64url');
+/**
+ * Unguessable per process. It starts with a letter: base64url may start with '-', and a receipt
+ * that looks like an option is misread by command lines (`tickwheel ack -x...`).
+ */
+const receiptPrefix = `r${randomBytes(9).toString('base64url')}`;
 let receiptCounter = 0;
 
 /**

@@ -115,3 +115,28 @@ describe.each([
     queue = undefined;
   });
 });
+
+describe('receipts', () => {
+  it('never start with a dash, so no command line takes one for an option', async () => {
+    const script = `
+      const { DelayQueue, MemoryStore } = await import(${JSON.stringify(
+        new URL('../../dist/queue-entry.js', import.meta.url).href,
+      )});
+      const queue = await DelayQueue.open({ store: new MemoryStore() });
+      await queue.schedule({ topic: 't', payload: 1 });
+      await new Promise((r) => setTimeout(r, 5));
+      const [message] = await queue.receive('t');
+      console.log(message.receipt);
+      await queue.close();
+    `;
+    // The prefix is drawn once per process: look at many processes' receipts.
+    const { spawnSync } = await import('node:child_process');
+    for (let i = 0; i < 40; i++) {
+      const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+        encoding: 'utf8',
+      });
+      expect(run.status, run.stderr).toBe(0);
+      expect(run.stdout.trim()).toMatch(/^[A-Za-z0-9]/);
+    }
+  });
+});
