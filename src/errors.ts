@@ -255,6 +255,18 @@ export function checkOption(
   return value;
 }
 
+/** An optional boolean option: undefined is false, anything but a boolean is refused. */
+export function checkFlag(value: unknown, name: string): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${name} must be true or false, got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
 export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (typeof value === 'string') return `the string ${JSON.stringify(value)}`;

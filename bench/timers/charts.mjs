@@ -23,6 +23,7 @@ const COLORS = {
   'timer-wheel': '#e49444',
   netty: '#d1615d',
   'tickwheel-closure': '#5b8cc8',
+  'tickwheel-node-order': '#9ec3e6',
   'tickwheel-lean': '#1f4e8c',
   'tickwheel-hashed': '#7fb0dc',
   'tickwheel-kafka': '#4a9a8f',

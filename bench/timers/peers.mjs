@@ -49,6 +49,33 @@ class DataTask extends TimerTask {
   }
 }
 
+/** tickwheel's closure API as a peer, on a TimerWheel made with `options`. */
+function closurePeer({ id, short, label, describe, options }) {
+  return {
+    id,
+    short,
+    label,
+    family: 'tickwheel',
+    handles: 'number',
+    describe,
+    create({ onExpire }) {
+      const wheel = new TimerWheel(options);
+      const callbackOf = closures(onExpire);
+      return {
+        schedule: (delay) => wheel.setTimeout(noop, delay),
+        cancel: (handle) => wheel.clearTimeout(handle),
+        refresh(handle) {
+          wheel.refresh(handle);
+          return handle;
+        },
+        scheduleData: (delay, i) => wheel.setTimeout(callbackOf(i), delay),
+        rearm: (i, delay) => wheel.setTimeout(callbackOf(i), delay),
+        close: () => wheel.close(),
+      };
+    },
+  };
+}
+
 export const PEERS = [
   {
     id: 'node',
@@ -136,29 +163,21 @@ export const PEERS = [
       };
     },
   },
-  {
+  closurePeer({
     id: 'tickwheel-closure',
     short: 'closure',
     label: 'TimerWheel.setTimeout',
-    family: 'tickwheel',
-    handles: 'number',
     describe: "tickwheel's TimerWheel, closure API: setTimeout(fn, ms), clearTimeout, refresh.",
-    create({ onExpire }) {
-      const wheel = new TimerWheel();
-      const callbackOf = closures(onExpire);
-      return {
-        schedule: (delay) => wheel.setTimeout(noop, delay),
-        cancel: (handle) => wheel.clearTimeout(handle),
-        refresh(handle) {
-          wheel.refresh(handle);
-          return handle;
-        },
-        scheduleData: (delay, i) => wheel.setTimeout(callbackOf(i), delay),
-        rearm: (i, delay) => wheel.setTimeout(callbackOf(i), delay),
-        close: () => wheel.close(),
-      };
-    },
-  },
+    options: {},
+  }),
+  closurePeer({
+    id: 'tickwheel-node-order',
+    short: 'nodeOrder',
+    label: 'TimerWheel.setTimeout, nodeOrder',
+    describe:
+      "tickwheel's closure API with nodeOrder: true (nextTick and microtasks run between callbacks, as in Node).",
+    options: { nodeOrder: true },
+  }),
   {
     id: 'tickwheel-lean',
     short: 'lean',

@@ -47,6 +47,7 @@ export function ratiosOf(metrics) {
 /** Ticks of the tickwheel peers (ms): the lateness targets allow one tick plus a few ms. */
 const TICK_MS = {
   'tickwheel-closure': 1,
+  'tickwheel-node-order': 1,
   'tickwheel-lean': 1,
   'tickwheel-hashed': 100,
   'tickwheel-kafka': 1,

@@ -20,8 +20,13 @@ export interface AlarmTarget {
    * Called at or after the alarm's deadline with the clock's time. Returns the next deadline,
    * Infinity for none, or a time <= now to be called again as soon as the event loop allows
    * (how a driver yields between bounded batches of expirations).
+   *
+   * `atTurnStart` is true when the clock calls from a native timer or immediate callback of its
+   * own, with nothing else of the process on the stack and Node's nextTick and microtask queues
+   * empty, as Node's own timers run. Only then may the target run those queues between its
+   * callbacks (see WheelDriver); called from user code, or from a microtask, it must not.
    */
-  onAlarm(now: number): number;
+  onAlarm(now: number, atTurnStart?: boolean): number;
 }
 
 export interface Alarm {

@@ -2,6 +2,12 @@
  * ManualClock: virtual time for tests and simulations. Time moves only when told to, and
  * `advance` walks it from deadline to deadline, so each callback sees `now()` equal to its own
  * (tick-rounded) deadline and timers scheduled by callbacks within the span fire too, in order.
+ *
+ * `advance` runs the callbacks synchronously, back to back, from wherever it is called: the
+ * process.nextTick and promise callbacks they queue run once it has returned. `advanceAsync`
+ * walks the same way but runs each deadline's callbacks in an event-loop turn of their own (from
+ * setImmediate, as a SystemClock does), so that what each callback queues runs before the next
+ * callback, in Node's order.
  */
 
 import { TickwheelRangeError, TickwheelStateError } from '../errors.js';
@@ -43,30 +49,18 @@ export class ManualClock implements AlarmClock {
 
   /** Moves time forward by `ms`, firing everything that comes due on the way. */
   advance(ms: number): void {
-    if (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms)) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
-        `advance() takes a finite number of milliseconds >= 0, got ${String(ms)}`,
-      );
-    }
-    this.advanceTo(this.time + ms);
+    this.checkSpan(ms, 'advance');
+    this.walk(this.time + ms, 'advance');
   }
 
   /** Moves time forward to `ms`, firing everything that comes due on the way. */
   advanceTo(ms: number): void {
-    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < this.time) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
-        `advanceTo() takes a finite time at or after now (${this.time}), got ${String(ms)}`,
-      );
-    }
-    if (this.advancing) {
-      throw new TickwheelStateError(
-        'ERR_TICKWHEEL_REENTRANT',
-        'ManualClock.advance() was called from a callback it is running; advance from outside',
-      );
-    }
-    this.advancing = true;
+    this.checkTarget(ms, 'advanceTo');
+    this.walk(ms, 'advanceTo');
+  }
+
+  private walk(ms: number, method: string): void {
+    this.enter(method);
     try {
       for (
         let alarm = this.alarms.earliest();
@@ -82,5 +76,89 @@ export class ManualClock implements AlarmClock {
     } finally {
       this.advancing = false;
     }
+  }
+
+  /**
+   * Moves time forward by `ms` like advance(), but runs the callbacks of each deadline in an
+   * event-loop turn of their own, so that the nextTick and promise callbacks each one queues run
+   * before the next one, as with Node's timers. Resolves when the clock stands at the end of the
+   * span. A bad `ms`, or an advance of this clock already running, throws at once.
+   */
+  advanceAsync(ms: number): Promise<void> {
+    this.checkSpan(ms, 'advanceAsync');
+    this.enter('advanceAsync');
+    return this.walkAsync(this.time + ms);
+  }
+
+  /** advanceTo() with the callbacks run as advanceAsync() runs them. */
+  advanceToAsync(ms: number): Promise<void> {
+    this.checkTarget(ms, 'advanceToAsync');
+    this.enter('advanceToAsync');
+    return this.walkAsync(ms);
+  }
+
+  private async walkAsync(to: number): Promise<void> {
+    try {
+      while (await new Promise<boolean>((resolve) => setImmediate(() => this.step(to, resolve)))) {
+        // Each step is a turn of the event loop: what its callbacks queued has run by now.
+      }
+      this.time = to;
+    } finally {
+      this.advancing = false;
+    }
+  }
+
+  /**
+   * One turn of advanceAsync: moves to the earliest deadline within the span and fires every
+   * alarm due then, once each, at the top of an immediate (so `atTurnStart` holds). `more` says
+   * whether there was anything to fire. An error thrown by a nextTick callback between two
+   * timers propagates to Node's uncaughtException, as on a SystemClock; the walk goes on.
+   */
+  private step(to: number, more: (fired: boolean) => void): void {
+    let fired = false;
+    try {
+      const first = this.alarms.earliest();
+      if (first === undefined || first.deadline > to) return;
+      fired = true;
+      if (first.deadline > this.time) this.time = first.deadline;
+      const now = this.time;
+      // A copy: a target may create or dispose alarms while it runs.
+      for (const alarm of this.alarms.alarms.slice()) {
+        if (alarm.deadline > now) continue;
+        alarm.deadline = Infinity;
+        alarm.deadline = alarm.target.onAlarm(now, true);
+      }
+    } finally {
+      more(fired);
+    }
+  }
+
+  private checkSpan(ms: number, method: string): void {
+    if (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms)) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_DELAY',
+        `${method}() takes a finite number of milliseconds >= 0, got ${String(ms)}`,
+      );
+    }
+  }
+
+  private checkTarget(ms: number, method: string): void {
+    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < this.time) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_DELAY',
+        `${method}() takes a finite time at or after now (${this.time}), got ${String(ms)}`,
+      );
+    }
+  }
+
+  private enter(method: string): void {
+    if (this.advancing) {
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_REENTRANT',
+        `ManualClock.${method}() was called while an advance of this clock is running (from ` +
+          'one of its callbacks, or during advanceAsync()); advance from outside, one at a time',
+      );
+    }
+    this.advancing = true;
   }
 }

@@ -70,7 +70,7 @@ export class SystemClock implements AlarmClock {
       for (const alarm of this.alarms.alarms.slice()) {
         if (alarm.deadline > now) continue;
         alarm.deadline = Infinity;
-        alarm.deadline = alarm.target.onAlarm(now);
+        alarm.deadline = alarm.target.onAlarm(now, true);
       }
     } finally {
       this.firing = false;

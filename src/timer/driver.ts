@@ -11,6 +11,13 @@
  * at least the tick after the current one, so it never fires early and a timer scheduled from a
  * callback never fires in the same tick (no livelock on zero delays). It fires once the clock
  * reaches its tick: at most one tick plus the event loop's delay late.
+ *
+ * Between callbacks, as Node does, with the `nodeOrder` option: when the clock calls from the top
+ * of an event-loop turn (see AlarmTarget.onAlarm), the process.nextTick queue and the microtasks
+ * that a callback-style timer queued run before the next expiration, the way Node's timers call
+ * runNextTicks() between two callbacks. Faces ask for it per row (`settleAfter`); the lean path
+ * does not. Without the option, callbacks run back to back: in an expiry storm the queues' run
+ * after every callback costs half again the time per expiration (see docs/timers.md).
  */
 
 import {
@@ -34,9 +41,25 @@ export interface DriverOptions {
   unref?: boolean | undefined;
   /** Receives errors thrown by callbacks. Default: a process warning. */
   onError?: ((err: unknown) => void) | undefined;
+  /** Run the nextTick and microtask queues after each callback-style timer, as Node does. */
+  nodeOrder?: boolean | undefined;
 }
 
 export const DEFAULT_MAX_BATCH = 10_000;
+
+/**
+ * Node's own runNextTicks(): runs the nextTick queue, then the microtasks, until both are empty.
+ * User land reaches it only as the undocumented process._tickCallback (DEP0134, deprecated in
+ * the documentation only). Under --pending-deprecation Node replaces it with a wrapper that
+ * warns, and --throw-deprecation would turn that warning into a throw inside a timer: the
+ * wrapper is not used, and callbacks then run back to back as on the lean path.
+ */
+const runNextTicks: (() => void) | undefined = (() => {
+  const tickCallback = (process as { _tickCallback?: unknown })._tickCallback;
+  return typeof tickCallback === 'function' && tickCallback.name === 'runNextTicks'
+    ? (tickCallback as () => void)
+    : undefined;
+})();
 
 export class WheelDriver<W extends TimingWheel = TimingWheel> {
   readonly clock: AlarmClock;
@@ -47,9 +70,20 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   private readonly alarm: Alarm;
   private readonly maxBatch: number;
   private readonly onError: ((err: unknown) => void) | undefined;
-  private readonly expireSafe: (index: number) => void;
+  private readonly wantsNodeOrder: boolean;
+  private readonly expireSafe: (index: number) => boolean;
   /** True while this driver is inside onAlarm: the alarm is then set from its return value. */
   private running = false;
+  /**
+   * True inside an onAlarm called from the top of an event-loop turn, where runNextTicks
+   * exists: callbacks may then be followed by the nextTick and microtask queues, as in Node.
+   */
+  runQueues = false;
+  /**
+   * Set to `runQueues` by a face just before it runs the code of a callback-style timer: once
+   * that code is done, the ticks and microtasks it queued run before the next expiration.
+   */
+  settleAfter = false;
   private disposed = false;
   fired = 0;
   cancelled = 0;
@@ -64,13 +98,18 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     this.origin = this.clock.now();
     this.maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
     this.onError = options.onError;
+    this.wantsNodeOrder = options.nodeOrder === true;
     this.alarm = this.clock.createAlarm(this, { ref: options.unref !== true });
+    // True ends the wheel's advance right after this row, for onAlarm to run the queues between
+    // two advances: an error thrown by a nextTick callback then unwinds no frame of the wheel.
     this.expireSafe = (index: number) => {
+      this.fired++;
       try {
         onExpire(index);
       } catch (err) {
         this.report(err);
       }
+      return this.settleAfter;
     };
   }
 
@@ -157,19 +196,38 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     if (this.wheel.size === 0 && !this.running && !this.disposed) this.alarm.clear();
   }
 
-  /** Called by the clock: fires what is due, at most one batch, and names the next wake-up. */
-  onAlarm(now: number): number {
+  /**
+   * Called by the clock: fires what is due, at most one batch, and names the next wake-up.
+   * `atTurnStart`: the clock calls from the top of an event-loop turn (see AlarmTarget).
+   */
+  onAlarm(now: number, atTurnStart?: boolean): number {
     this.running = true;
+    this.runQueues = this.wantsNodeOrder && atTurnStart === true && runNextTicks !== undefined;
+    const nowTick = this.tickContaining(now);
+    let completed = false;
     try {
-      const nowTick = this.tickContaining(now);
-      this.fired += this.wheel.advance(nowTick, this.expireSafe, this.maxBatch);
-      const next = this.wheel.nextDeadline();
-      // More is due than one batch took: ask to be called again once I/O has had its turn.
-      if (next <= nowTick) return now;
-      return next === Infinity ? Infinity : this.timeOf(next);
+      let left = this.maxBatch;
+      do {
+        left -= this.wheel.advance(nowTick, this.expireSafe, left);
+        if (!this.settleAfter) break;
+        this.settleAfter = false;
+        // An error thrown by a nextTick callback is not the timer's: it goes on to Node's
+        // uncaughtException, as it would from between two of Node's own timers.
+        (runNextTicks as () => void)();
+      } while (left > 0);
+      completed = true;
     } finally {
       this.running = false;
+      this.runQueues = false;
+      this.settleAfter = false;
+      // A nextTick callback threw between two expirations. The wheel is consistent (as after
+      // a batch cut short), so it carries on from the next turn while the error propagates.
+      if (!completed && !this.disposed) this.alarm.set(now);
     }
+    const next = this.wheel.nextDeadline();
+    // More is due than one batch took: ask to be called again once I/O has had its turn.
+    if (next <= nowTick) return now;
+    return next === Infinity ? Infinity : this.timeOf(next);
   }
 
   /** Unlinks every row, hands each to `onEntry` (which must release it), and leaves the clock. */

@@ -16,13 +16,15 @@
  *
  * What differs: there is no worker thread. Tasks run on the event loop when the clock's alarm
  * fires, the wheel sleeps through empty ticks instead of waking on each, and a timeout fires
- * at the first tick boundary at or after its deadline, never before.
+ * at the first tick boundary at or after its deadline, never before. With `nodeOrder`, as with
+ * Node's timers, the nextTick and promise callbacks a task queues run before the next task.
  */
 
 import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
 import {
   checkCallback,
   checkDelay,
+  checkFlag,
   checkOption,
   TickwheelRangeError,
   TickwheelStateError,
@@ -65,6 +67,13 @@ export interface HashedWheelTimerOptions {
   onError?: (err: unknown) => void;
   /** When true, pending timeouts do not keep the process alive. */
   unref?: boolean;
+  /**
+   * Node's order between callbacks: the process.nextTick and promise callbacks that one
+   * task queues run before the next task, on a clock that calls from the
+   * event loop (a SystemClock, ManualClock.advanceAsync). Default false: callbacks due together
+   * run back to back, which is much cheaper when many expire at once (see docs/timers.md).
+   */
+  nodeOrder?: boolean;
   /** Expirations run per batch before yielding to the event loop. Default 10,000. */
   maxBatch?: number;
 }
@@ -126,6 +135,7 @@ export class HashedWheelTimer {
   private readonly executor: ((run: () => void) => void) | undefined;
   private readonly onError: ((err: unknown) => void) | undefined;
   private readonly unref: boolean;
+  private readonly nodeOrder: boolean;
   private readonly maxBatch: number;
   /** Made by start(): the tick grid begins when the timer starts, as in Netty. */
   private driver: WheelDriver<HashedWheel> | undefined;
@@ -167,6 +177,7 @@ export class HashedWheelTimer {
     this.executor = options.executor;
     this.onError = options.onError;
     this.unref = options.unref === true;
+    this.nodeOrder = checkFlag(options.nodeOrder, 'nodeOrder');
     this.wheel = new HashedWheel({ ticksPerWheel });
 
     unstoppedInstances.register(this, null, this);
@@ -201,6 +212,7 @@ export class HashedWheelTimer {
         clock: this.clock,
         maxBatch: this.maxBatch,
         unref: this.unref,
+        nodeOrder: this.nodeOrder,
         onError: this.onError,
       },
       (index) => this.expire(index),
@@ -276,12 +288,13 @@ export class HashedWheelTimer {
     this.wheel.release(index);
     timeout.handle = 0;
     timeout.state = EXPIRED;
+    const driver = this.driver as WheelDriver<HashedWheel>;
+    driver.settleAfter = driver.runQueues;
     if (this.executor === undefined) {
       runTask(timeout);
       return;
     }
     // Handed over: errors thrown later, on the executor's schedule, still reach onError.
-    const driver = this.driver as WheelDriver<HashedWheel>;
     this.executor(() => {
       try {
         runTask(timeout);

@@ -16,13 +16,15 @@
  * tasks to an executor thread. Here the clock drives the wheel: tasks run on the event loop
  * when due whether or not anyone calls advanceClock, which only reports that they did. A task
  * never runs early (Kafka's may run up to one tick early), and a task whose delay has already
- * passed runs on the next tick rather than inside add().
+ * passed runs on the next tick rather than inside add(). With `nodeOrder`, as with Node's timers,
+ * the nextTick and promise callbacks a task queues run before the next task (see WheelDriver).
  */
 
 import type { Clock } from '../clock/index.js';
 import {
   checkCallback,
   checkDelay,
+  checkFlag,
   checkOption,
   TickwheelStateError,
   TickwheelTypeError,
@@ -75,6 +77,13 @@ export interface SystemTimerOptions {
   onError?: (err: unknown) => void;
   /** When true, pending tasks do not keep the process alive. */
   unref?: boolean;
+  /**
+   * Node's order between callbacks: the process.nextTick and promise callbacks that one
+   * task's run() queues run before the next task, on a clock that calls from the
+   * event loop (a SystemClock, ManualClock.advanceAsync). Default false: callbacks due together
+   * run back to back, which is much cheaper when many expire at once (see docs/timers.md).
+   */
+  nodeOrder?: boolean;
   /** Tasks run per batch before yielding to the event loop. Default 10,000. */
   maxBatch?: number;
 }
@@ -109,6 +118,7 @@ export class SystemTimer {
       checkOption(options.startMs, 'startMs', -Number.MAX_VALUE, Number.MAX_VALUE);
     }
     if (options.onError !== undefined) checkCallback(options.onError, 'onError');
+    const nodeOrder = checkFlag(options.nodeOrder, 'nodeOrder');
     this.driver = new WheelDriver(
       new HierarchicalWheel({ wheelSize }),
       {
@@ -117,6 +127,7 @@ export class SystemTimer {
         maxBatch,
         unref: options.unref,
         onError: options.onError,
+        nodeOrder,
       },
       (index) => this.expire(index),
     );
@@ -205,6 +216,7 @@ export class SystemTimer {
     const row = this.rows[index];
     this.rows[index] = undefined;
     this.driver.wheel.release(index);
+    this.driver.settleAfter = this.driver.runQueues;
     if (row instanceof TimerTask) {
       forget(row);
       if (this.waiters.length > 0) this.wakeWaiters();

@@ -88,7 +88,7 @@ export class HashedWheel extends TimingWheel {
         if (fired >= limit) return fired;
         this.remove(index);
         fired++;
-        onExpire(index);
+        if (onExpire(index) === true) return fired;
         index = this.slots.head(this.dueCode);
       }
     }

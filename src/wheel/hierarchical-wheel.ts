@@ -161,7 +161,7 @@ export class HierarchicalWheel extends TimingWheel {
           if (fired >= limit) return fired;
           this.remove(index);
           fired++;
-          onExpire(index);
+          if (onExpire(index) === true) return fired;
         }
         this.currentTick = start + 1;
       } else {

@@ -17,7 +17,8 @@
 import { DETACHED, type EntryStore } from './entries.js';
 import { SlotTable } from './slots.js';
 
-export type ExpireCallback = (index: number) => void;
+/** Takes a due row; returning true ends the advance right after it, as if `limit` were reached. */
+export type ExpireCallback = (index: number) => boolean | void;
 
 export abstract class TimingWheel {
   readonly entries: EntryStore;
@@ -52,8 +53,9 @@ export abstract class TimingWheel {
 
   /**
    * Processes every tick up to and including `now`: due rows are unlinked and passed to
-   * `onExpire` in due order (equal ticks in insertion order). Stops early after `limit` rows,
-   * leaving the rest for the next call. Returns how many rows expired.
+   * `onExpire` in due order (equal ticks in insertion order). Stops early after `limit` rows, or
+   * right after a row for which `onExpire` returns true, leaving the rest for the next call.
+   * Returns how many rows expired.
    */
   abstract advance(now: number, onExpire: ExpireCallback, limit?: number): number;
 

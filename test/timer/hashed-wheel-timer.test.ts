@@ -6,6 +6,7 @@ import {
   type HashedWheelTimerOptions,
   type Timeout,
 } from '../../src/index.js';
+import { codeOf } from './code-of.js';
 
 /** Timers made by a test, stopped after it so the live-instance count stays honest. */
 const made: HashedWheelTimer[] = [];
@@ -19,15 +20,6 @@ function timer(options: HashedWheelTimerOptions = {}): HashedWheelTimer {
 afterEach(() => {
   for (const t of made.splice(0)) t.stop();
 });
-
-function codeOf(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (err) {
-    return { name: (err as Error).name, code: (err as { code?: unknown }).code };
-  }
-  return 'did not throw';
-}
 
 describe('HashedWheelTimer options', () => {
   it('defaults to a 100 ms tick and 512 slots', () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, SystemClock, SystemTimer, TimerTask } from '../../src/index.js';
+import { codeOf } from './code-of.js';
 
 /** A task that records the clock time of each of its runs. */
 class Probe extends TimerTask {
@@ -17,15 +18,6 @@ class Probe extends TimerTask {
     this.runs.push(this.clock.now());
     this.body();
   }
-}
-
-function codeOf(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (err) {
-    return { name: (err as Error).name, code: (err as { code?: unknown }).code };
-  }
-  return 'did not throw';
 }
 
 /** Lets promise callbacks and immediates run. */
