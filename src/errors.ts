@@ -84,6 +84,9 @@ export type CliErrorCode =
 /** An optional peer dependency (the server's fastify, prom-client) is not installed. */
 export type PackageErrorCode = 'ERR_TICKWHEEL_MISSING_DEPENDENCY';
 
+/** An invariant of tickwheel's own code does not hold (src/assert.ts): a bug, never bad input. */
+export type InternalErrorCode = 'ERR_TICKWHEEL_ASSERTION';
+
 /** Every code a tickwheel error can have. */
 export type TickwheelErrorCode =
   | TimerErrorCode
@@ -93,7 +96,8 @@ export type TickwheelErrorCode =
   | HttpErrorCode
   | ClientErrorCode
   | CliErrorCode
-  | PackageErrorCode;
+  | PackageErrorCode
+  | InternalErrorCode;
 
 /**
  * The base of every tickwheel error (see the top of this file for TickwheelTypeError and

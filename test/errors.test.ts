@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { setTimeout as nodeSleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { TickwheelAssertionError } from '../src/assert.js';
 import { CliError } from '../src/cli/io.js';
 import { InvalidArgumentError, UsageError } from '../src/cli/args.js';
 import { TickwheelHttpError, TickwheelNetworkError } from '../src/client/index.js';
@@ -48,6 +49,7 @@ const errors: Array<[string, Error, ErrorConstructor]> = [
   ['CliError', new CliError('m'), Error],
   ['UsageError', new UsageError('m'), Error],
   ['InvalidArgumentError', new InvalidArgumentError('m'), Error],
+  ['TickwheelAssertionError', new TickwheelAssertionError('m'), Error],
 ];
 
 const sourceFiles = readdirSync(SRC, { recursive: true, encoding: 'utf8' })

@@ -70,6 +70,7 @@ export const HTTP_STATUS: Readonly<Record<TickwheelErrorCode, number>> = {
   ERR_TICKWHEEL_USAGE: 500,
   ERR_TICKWHEEL_INVALID_ARGUMENT: 500,
   ERR_TICKWHEEL_MISSING_DEPENDENCY: 500,
+  ERR_TICKWHEEL_ASSERTION: 500,
 };
 
 /** Whether `code` is in the catalogue (and so in HTTP_STATUS). */

@@ -19,8 +19,9 @@
  * of the order of the number of timers, and why scheme 7 (HierarchicalWheel) is the default.
  */
 
+import { debugAssert } from '../assert.js';
 import { EntryStore } from './entries.js';
-import { TimingWheel, type ExpireCallback } from './wheel.js';
+import { TimingWheel, neverEarly, type ExpireCallback } from './wheel.js';
 
 export interface HashedWheelOptions {
   /** Slots, rounded up to a power of two. Default 512 (Netty's ticksPerWheel). */
@@ -53,12 +54,6 @@ export class HashedWheel extends TimingWheel {
     this.dueCode = ticksPerWheel;
   }
 
-  /** Full revolutions a row still has to wait, as Netty would report it. */
-  remainingRounds(index: number): number {
-    const wait = this.entries.tick[index] - this.currentTick;
-    return wait > 0 ? Math.floor(wait / this.ticksPerWheel) : 0;
-  }
-
   insert(index: number, tick: number): void {
     this.entries.tick[index] = tick;
     const at = tick > this.currentTick ? tick : this.currentTick;
@@ -86,6 +81,7 @@ export class HashedWheel extends TimingWheel {
       // Re-read the head each time: onExpire may cancel rows of the due list.
       for (let index = this.slots.head(this.dueCode); index >= 0;) {
         if (fired >= limit) return fired;
+        debugAssert(this.entries.tick[index] <= now, () => neverEarly(this.entries, index, now));
         this.remove(index);
         fired++;
         if (onExpire(index) === true) return fired;

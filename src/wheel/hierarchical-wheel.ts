@@ -40,8 +40,9 @@
  * where a scheme-6 wheel would have ticked 450 times.
  */
 
+import { debugAssert } from '../assert.js';
 import { EntryStore } from './entries.js';
-import { TimingWheel, type ExpireCallback } from './wheel.js';
+import { TimingWheel, neverEarly, type ExpireCallback } from './wheel.js';
 
 const TWO_POW_32 = 2 ** 32;
 const MAX_TICK = Number.MAX_SAFE_INTEGER;
@@ -159,6 +160,7 @@ export class HierarchicalWheel extends TimingWheel {
         // Re-read the head each time: onExpire may cancel or add rows of this very slot.
         for (let index = this.slots.head(code); index >= 0; index = this.slots.head(code)) {
           if (fired >= limit) return fired;
+          debugAssert(this.entries.tick[index] <= now, () => neverEarly(this.entries, index, now));
           this.remove(index);
           fired++;
           if (onExpire(index) === true) return fired;

@@ -133,12 +133,4 @@ export class SlotTable {
       bits = this.occupied[word];
     }
   }
-
-  /** True when no slot of the group holds a row. */
-  isGroupEmpty(group: number): boolean {
-    const first = (group * this.stride) >>> 5;
-    const end = first + (this.stride >>> 5);
-    for (let word = first; word < end; word++) if (this.occupied[word] !== 0) return false;
-    return true;
-  }
 }
