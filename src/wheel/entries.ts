@@ -11,7 +11,7 @@
  * inert: it can never cancel a later timer that happens to reuse the row.
  *
  * Row states are told apart by `prev`:
- *   - `prev >= 0`, or `prev < 0` but above DETACHED: linked into a slot list (see slot-lists.ts,
+ *   - `prev >= 0`, or `prev < 0` but above DETACHED: linked into a slot list (see slots.ts,
  *     where a negative `prev` names the slot of a list head);
  *   - `DETACHED`: allocated but in no slot (between expiry and re-arm, or just allocated);
  *   - `FREE`: on the free list.
