@@ -1,5 +1,6 @@
 /** Where the CLI writes: the process's streams, or buffers in tests. */
 
+import { TickwheelHttpError, TickwheelNetworkError } from '../client/errors.js';
 import { TickwheelError, type CliErrorCode } from '../errors.js';
 
 export interface CliIo {
@@ -29,4 +30,18 @@ export class CliError extends TickwheelError<CliErrorCode> {
     this.name = 'CliError';
     this.exitCode = exitCode;
   }
+}
+
+/** What the user sees when a command fails: one line, no stack trace. */
+export function describeFailure(err: unknown): string {
+  if (err instanceof CliError) return err.message;
+  if (err instanceof TickwheelHttpError) return `${err.message} (${err.code}, HTTP ${err.status})`;
+  if (err instanceof TickwheelNetworkError) {
+    return `cannot reach the server: ${err.message}`;
+  }
+  const error = err as { code?: unknown; message?: unknown };
+  if (typeof error?.code === 'string' && typeof error.message === 'string') {
+    return `${error.message} (${error.code})`;
+  }
+  return err instanceof Error ? err.message : String(err);
 }

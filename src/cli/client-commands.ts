@@ -1,0 +1,366 @@
+/**
+ * The commands that talk to a running server through the client SDK: send, get, cancel,
+ * reschedule, receive, ack, nack, dead, requeue, stats. Each takes --url, --token and --timeout
+ * (or their environment variables); results print as JSON, failures as one line (program.ts).
+ */
+
+import { TickwheelClient, DEFAULT_URL } from '../client/index.js';
+import type { ScheduleRequest } from '../queue/message.js';
+import type { CommandSpec, OptionSpec } from './args.js';
+import { CliError, describeFailure, type CliIo } from './io.js';
+import { integerParser, parseDuration, parsePayload, parseTime } from './parse.js';
+
+interface ClientFlags {
+  url: string;
+  token?: string;
+  timeout: number;
+}
+
+const CLIENT_OPTIONS: readonly OptionSpec[] = [
+  {
+    name: 'url',
+    value: '<url>',
+    description: 'server URL',
+    env: 'TICKWHEEL_URL',
+    default: DEFAULT_URL,
+  },
+  {
+    name: 'token',
+    value: '<token>',
+    description: 'bearer token of the server',
+    env: 'TICKWHEEL_TOKEN',
+  },
+  {
+    name: 'timeout',
+    value: '<duration>',
+    description: 'time allowed for the request',
+    env: 'TICKWHEEL_TIMEOUT',
+    default: 10_000,
+    defaultText: '10s',
+    parse: parseDuration,
+  },
+];
+
+function clientFor(flags: ClientFlags): TickwheelClient {
+  return new TickwheelClient({
+    url: flags.url,
+    timeoutMs: Math.max(1, flags.timeout),
+    ...(flags.token === undefined || flags.token === '' ? {} : { token: flags.token }),
+  });
+}
+
+function printJson(io: CliIo, value: unknown): void {
+  io.out(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Why a reschedule found nothing to move, in the server's words. */
+async function notPending(client: TickwheelClient, id: string): Promise<string> {
+  const info = await client.get(id);
+  if (info === undefined) return `no message with id ${id}`;
+  if (info.status === 'inflight') return `message ${id} is in flight; ack or nack it first`;
+  if (info.status === 'dead') return `message ${id} is dead; requeue it instead`;
+  return `message ${id} is ${info.status}, not pending`;
+}
+
+async function notDead(client: TickwheelClient, id: string): Promise<string> {
+  const info = await client.get(id);
+  return info === undefined
+    ? `no dead message with id ${id}`
+    : `message ${id} is ${info.status}; only dead letters can be requeued`;
+}
+
+/** Ends with status 1 when any receipt was not a live delivery (results are printed first). */
+function failUnlessAll(results: boolean[], receipts: string[]): void {
+  const missed = receipts.filter((_, i) => !results[i]);
+  if (missed.length === 0) return;
+  throw new CliError(
+    `${missed.length} of ${receipts.length} receipts were not live deliveries (unknown, expired, or acked or nacked already): ${missed.join(' ')}`,
+  );
+}
+
+export function sendCommand(io: CliIo): CommandSpec {
+  return {
+    name: 'send',
+    description: 'schedule a message',
+    arguments: [
+      { name: 'topic', description: 'topic of the message', required: true },
+      {
+        name: 'payload',
+        description:
+          "JSON payload; text that is not JSON is sent as a string; '-' reads stdin; default null",
+      },
+    ],
+    options: [
+      {
+        name: 'delay',
+        value: '<duration>',
+        description: 'deliver after this long: 1500 (ms), 30s, 5m, 2h, 1d',
+        parse: parseDuration,
+        conflicts: 'at',
+      },
+      {
+        name: 'at',
+        value: '<time>',
+        description: 'deliver at this time: ISO 8601 or epoch ms',
+        parse: parseTime,
+      },
+      {
+        name: 'id',
+        value: '<id>',
+        description: 'dedup key: sending the same id again while pending changes nothing',
+      },
+      {
+        name: 'max-attempts',
+        value: '<n>',
+        description: 'deliveries before it becomes a dead letter',
+        parse: integerParser(1, 10_000),
+      },
+      ...CLIENT_OPTIONS,
+    ],
+    run: async ([topic, payloadText], rawFlags) => {
+      const flags = rawFlags as unknown as ClientFlags & {
+        delay?: number;
+        at?: number;
+        id?: string;
+        maxAttempts?: number;
+      };
+      const payload =
+        payloadText === undefined
+          ? null
+          : parsePayload(payloadText === '-' ? await io.readStdin() : (payloadText as string));
+      const message: ScheduleRequest = { topic: topic as string, payload };
+      if (flags.delay !== undefined) message.delayMs = flags.delay;
+      if (flags.at !== undefined) message.deliverAt = flags.at;
+      if (flags.id !== undefined) message.id = flags.id;
+      if (flags.maxAttempts !== undefined) message.maxAttempts = flags.maxAttempts;
+      const result = await clientFor(flags).schedule(message);
+      printJson(io, { ...result, due: new Date(result.deliverAt).toISOString() });
+    },
+  };
+}
+
+export function clientCommands(io: CliIo): CommandSpec[] {
+  return [
+    {
+      name: 'get',
+      description: 'show the state of a message',
+      arguments: [{ name: 'id', required: true }],
+      options: CLIENT_OPTIONS,
+      run: async ([id], flags) => {
+        const info = await clientFor(flags as unknown as ClientFlags).get(id as string);
+        if (info === undefined) throw new CliError(`no message with id ${id as string}`);
+        printJson(io, info);
+      },
+    },
+    {
+      name: 'cancel',
+      description: 'cancel a pending message',
+      arguments: [{ name: 'id', required: true }],
+      options: CLIENT_OPTIONS,
+      run: async ([id], flags) => {
+        if (!(await clientFor(flags as unknown as ClientFlags).cancel(id as string))) {
+          throw new CliError(`no pending message with id ${id as string}`);
+        }
+        printJson(io, { cancelled: true });
+      },
+    },
+    {
+      name: 'receive',
+      description: 'take ready messages of a topic and print them',
+      arguments: [{ name: 'topic', required: true }],
+      options: [
+        {
+          name: 'max',
+          value: '<n>',
+          description: 'messages at most',
+          default: 1,
+          parse: integerParser(1, 1000),
+        },
+        {
+          name: 'wait',
+          value: '<duration>',
+          description: 'wait this long for a message',
+          default: 0,
+          parse: parseDuration,
+        },
+        {
+          name: 'ack',
+          description:
+            'acknowledge them once printed (otherwise: tickwheel ack or nack their receipts, or they come back after the visibility timeout)',
+        },
+        ...CLIENT_OPTIONS,
+      ],
+      run: async ([topic], rawFlags) => {
+        const flags = rawFlags as unknown as ClientFlags & {
+          max: number;
+          wait: number;
+          ack?: boolean;
+        };
+        const client = clientFor(flags);
+        const messages = await client.receive(topic as string, {
+          max: flags.max,
+          waitMs: flags.wait,
+        });
+        printJson(io, messages);
+        if (flags.ack === true && messages.length > 0) {
+          await client.ackMany(messages.map((message) => message.receipt));
+        }
+      },
+    },
+    {
+      name: 'reschedule',
+      description: 'move a scheduled or ready message to a new due time',
+      arguments: [{ name: 'id', required: true }],
+      options: [
+        {
+          name: 'delay',
+          value: '<duration>',
+          description: 'due this long from now: 1500 (ms), 30s, 5m, 2h, 1d',
+          parse: parseDuration,
+          conflicts: 'at',
+        },
+        {
+          name: 'at',
+          value: '<time>',
+          description: 'due at this time: ISO 8601 or epoch ms',
+          parse: parseTime,
+        },
+        ...CLIENT_OPTIONS,
+      ],
+      run: async ([id], rawFlags) => {
+        const flags = rawFlags as unknown as ClientFlags & { delay?: number; at?: number };
+        if (flags.delay === undefined && flags.at === undefined) {
+          throw new CliError('give the new due time with --delay <duration> or --at <time>');
+        }
+        const client = clientFor(flags);
+        const when = flags.at === undefined ? { delayMs: flags.delay } : { deliverAt: flags.at };
+        if (!(await client.reschedule(id as string, when))) {
+          throw new CliError(await notPending(client, id as string));
+        }
+        const info = await client.get(id as string);
+        printJson(io, {
+          rescheduled: true,
+          id,
+          ...(info === undefined
+            ? {}
+            : { deliverAt: info.deliverAt, due: new Date(info.deliverAt).toISOString() }),
+        });
+      },
+    },
+    {
+      name: 'ack',
+      description: 'acknowledge deliveries: the messages are done',
+      arguments: [
+        {
+          name: 'receipts',
+          description: 'receipts that receive printed',
+          required: true,
+          variadic: true,
+        },
+      ],
+      options: CLIENT_OPTIONS,
+      run: async ([receipts], flags) => {
+        const list = receipts as string[];
+        const results = await clientFor(flags as unknown as ClientFlags).ackMany(list);
+        printJson(io, { acked: results.filter(Boolean).length, results });
+        failUnlessAll(results, list);
+      },
+    },
+    {
+      name: 'nack',
+      description: "give deliveries back: redelivered after --delay, or each message's backoff",
+      arguments: [
+        {
+          name: 'receipts',
+          description: 'receipts that receive printed',
+          required: true,
+          variadic: true,
+        },
+      ],
+      options: [
+        {
+          name: 'delay',
+          value: '<duration>',
+          description: "redeliver after this long (default: each message's backoff)",
+          parse: parseDuration,
+        },
+        {
+          name: 'reason',
+          value: '<text>',
+          description: "why the deliveries failed: kept as each message's lastError",
+        },
+        ...CLIENT_OPTIONS,
+      ],
+      run: async ([receipts], rawFlags) => {
+        const flags = rawFlags as unknown as ClientFlags & { delay?: number; reason?: string };
+        const list = receipts as string[];
+        const results = await clientFor(flags).nackMany(list, {
+          ...(flags.delay === undefined ? {} : { delayMs: flags.delay }),
+          ...(flags.reason === undefined ? {} : { reason: flags.reason }),
+        });
+        printJson(io, { nacked: results.filter(Boolean).length, results });
+        failUnlessAll(results, list);
+      },
+    },
+    {
+      name: 'dead',
+      description: 'list the dead letters of a topic (messages that used up their attempts)',
+      arguments: [{ name: 'topic', required: true }],
+      options: [
+        {
+          name: 'limit',
+          value: '<n>',
+          description: 'messages at most, oldest first',
+          default: 100,
+          parse: integerParser(1, 10_000),
+        },
+        ...CLIENT_OPTIONS,
+      ],
+      run: async ([topic], rawFlags) => {
+        const flags = rawFlags as unknown as ClientFlags & { limit: number };
+        printJson(io, await clientFor(flags).deadLetters(topic as string, flags.limit));
+      },
+    },
+    {
+      name: 'requeue',
+      description: 'put dead letters back, with their attempts reset',
+      arguments: [
+        { name: 'ids', description: 'ids of dead messages', required: true, variadic: true },
+      ],
+      options: [
+        {
+          name: 'delay',
+          value: '<duration>',
+          description: 'due this long from now (default: at once)',
+          parse: parseDuration,
+        },
+        ...CLIENT_OPTIONS,
+      ],
+      run: async ([ids], rawFlags) => {
+        const flags = rawFlags as unknown as ClientFlags & { delay?: number };
+        const list = ids as string[];
+        const client = clientFor(flags);
+        const options = flags.delay === undefined ? {} : { delayMs: flags.delay };
+        const outcomes = await Promise.allSettled(list.map((id) => client.requeue(id, options)));
+        const results = outcomes.map((outcome) => outcome.status === 'fulfilled' && outcome.value);
+        printJson(io, { requeued: results.filter(Boolean).length, results });
+        const reasons: string[] = [];
+        for (let i = 0; i < list.length; i++) {
+          const outcome = outcomes[i];
+          if (outcome.status === 'rejected') {
+            reasons.push(`${list[i]}: ${describeFailure(outcome.reason)}`);
+          } else if (!outcome.value) reasons.push(await notDead(client, list[i]));
+        }
+        if (reasons.length > 0) throw new CliError(reasons.join('; '));
+      },
+    },
+    {
+      name: 'stats',
+      description: "print the server's queue statistics",
+      options: CLIENT_OPTIONS,
+      run: async (_args, flags) => {
+        printJson(io, await clientFor(flags as unknown as ClientFlags).stats());
+      },
+    },
+  ];
+}
