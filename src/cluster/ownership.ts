@@ -1,0 +1,308 @@
+/**
+ * Which partitions this node owns: the partition state machine of docs/cluster.md, as pure code.
+ *
+ * No I/O and no clock: the caller feeds in the time, the member list and the answers to the
+ * requests this machine asked for, and carries out the effects it returns. That makes the rules
+ * testable against a model of the lease table (test/cluster/ownership-model.test.ts) and the same
+ * code runs against Valkey.
+ *
+ *     unowned ──acquire granted──► loading ──loaded──► owned ──not ours any more──► releasing ──► unowned
+ *        ▲                            │                  │
+ *        └── lease expired by our clock, renewal refused or failed, a fenced call refused ──┘
+ *
+ * ## Why two nodes never both believe they own a partition
+ *
+ * Valkey grants or renews a lease for `leaseMs` by its own clock, no earlier than it receives
+ * the request. This node counts the lease from the moment it *sent* the request:
+ * `validUntil = sentAt + leaseMs`, which is never later than Valkey's expiry (clocks run at the
+ * same rate; their offsets do not matter, since each side only measures durations). Valkey gives
+ * the lease to another node only after its expiry, so the other node's `validUntil` starts
+ * later still: the intervals in which two nodes may act as owner never overlap, whatever the
+ * network delays. A node that pauses past `validUntil` finds its lease expired the moment it
+ * runs again (`canFire` is false), and whatever it sent before the pause is fenced by Valkey
+ * (the epoch check in the owner-only functions).
+ *
+ * ## Requests
+ *
+ * At most one request per partition is in flight. Each gets a number; an answer whose number
+ * is not the partition's current request is stale and ignored (the partition moved on: it was
+ * dropped, or the request timed out). A request unanswered after `requestTimeoutMs` is
+ * abandoned. An abandoned acquire may still have been granted: that lease then expires unused
+ * after `leaseMs`, which delays the partition, never doubles it.
+ */
+
+import { assert } from '../assert.js';
+import { checkOption } from '../errors.js';
+import { partitionsOf } from './rendezvous.js';
+
+export type Phase = 'unowned' | 'acquiring' | 'loading' | 'owned' | 'releasing';
+
+export type DropReason =
+  | 'expired' // validUntil passed without a renewal
+  | 'refused' // a renewal was refused, or failed
+  | 'fenced' // an owner-only call was refused: someone else has a newer epoch
+  | 'released'; // this node gives the partition up (it no longer wins it, or it is closing)
+
+export type Effect =
+  /** Ask Valkey for the lease; answer with acquired(). */
+  | { kind: 'acquire'; partition: number; request: number }
+  /** Extend the lease of `epoch`; answer with renewed(). */
+  | { kind: 'renew'; partition: number; epoch: number; request: number }
+  /** Free the lease of `epoch`; answer with released(). Only after the `drop` for it. */
+  | { kind: 'release'; partition: number; epoch: number; request: number }
+  /** Fill the wheel with the partition's near horizon; answer with loaded(). */
+  | { kind: 'load'; partition: number; epoch: number }
+  /** Stop acting for the partition at once: forget its timers, fire nothing more of it. */
+  | { kind: 'drop'; partition: number; epoch: number; reason: DropReason };
+
+export interface OwnershipOptions {
+  /** This node's id, as it appears in the member list. */
+  node: string;
+  partitions: number;
+  /** How long Valkey keeps a lease without a renewal. Default 2,000 ms. */
+  leaseMs?: number;
+  /** Time from one renewal's start to the next. Default leaseMs / 4. */
+  renewEveryMs?: number;
+  /** Time a request may take before it is abandoned. Default leaseMs / 4. */
+  requestTimeoutMs?: number;
+  /** Wait after a refused acquire before asking again. Default leaseMs / 8. */
+  retryMs?: number;
+}
+
+const NONE = 0;
+
+interface Slot {
+  phase: Phase;
+  /** The epoch of the lease held (loading, owned, releasing), else 0. */
+  epoch: number;
+  /** Our clock's time until which the lease is surely ours (see the top of the file). */
+  validUntil: number;
+  renewAt: number;
+  /** The request in flight, or NONE. */
+  request: number;
+  sentAt: number;
+  /** No acquire before this time (after a refusal). */
+  retryAt: number;
+  /** Whether this node wins the partition among the members it knows. */
+  wanted: boolean;
+}
+
+export class Ownership {
+  readonly node: string;
+  readonly partitions: number;
+  readonly leaseMs: number;
+  readonly renewEveryMs: number;
+  readonly requestTimeoutMs: number;
+  readonly retryMs: number;
+  private readonly slots: Slot[];
+  private nextRequest = 1;
+  private closing = false;
+
+  constructor(options: OwnershipOptions) {
+    this.node = options.node;
+    this.partitions = checkOption(options.partitions, 'partitions', 1, 65_536, true);
+    this.leaseMs = checkOption(options.leaseMs ?? 2_000, 'leaseMs', 10, 3_600_000);
+    this.renewEveryMs = checkOption(
+      options.renewEveryMs ?? this.leaseMs / 4,
+      'renewEveryMs',
+      1,
+      this.leaseMs / 2,
+    );
+    this.requestTimeoutMs = checkOption(
+      options.requestTimeoutMs ?? this.leaseMs / 4,
+      'requestTimeoutMs',
+      1,
+      this.leaseMs,
+    );
+    this.retryMs = checkOption(options.retryMs ?? this.leaseMs / 8, 'retryMs', 0, this.leaseMs);
+    this.slots = Array.from({ length: this.partitions }, () => ({
+      phase: 'unowned' as Phase,
+      epoch: 0,
+      validUntil: 0,
+      renewAt: 0,
+      request: NONE,
+      sentAt: 0,
+      retryAt: 0,
+      wanted: false,
+    }));
+  }
+
+  /** The live members as this node last saw them (itself included, once it has registered). */
+  setMembers(nodes: readonly string[]): void {
+    const mine = new Set(this.closing ? [] : partitionsOf(this.node, this.partitions, nodes));
+    for (let p = 0; p < this.partitions; p++) this.slots[p].wanted = mine.has(p);
+  }
+
+  /** Gives every partition up: they are released on the next ticks, and none is taken again. */
+  close(): void {
+    this.closing = true;
+    for (const slot of this.slots) slot.wanted = false;
+  }
+
+  /** What is due at `now`: lease expiries, timeouts, acquisitions, renewals, releases. */
+  tick(now: number): Effect[] {
+    const effects: Effect[] = [];
+    for (let p = 0; p < this.partitions; p++) {
+      const slot = this.slots[p];
+      if (slot.request !== NONE && now - slot.sentAt >= this.requestTimeoutMs) {
+        this.abandon(slot);
+      }
+      if (holds(slot.phase) && now >= slot.validUntil) {
+        effects.push(this.drop(p, 'expired'));
+      }
+      if (slot.request !== NONE) continue;
+      switch (slot.phase) {
+        case 'unowned':
+          if (slot.wanted && now >= slot.retryAt) {
+            slot.phase = 'acquiring';
+            effects.push({ kind: 'acquire', partition: p, request: this.send(slot, now) });
+          }
+          break;
+        case 'loading':
+        case 'owned':
+          if (!slot.wanted) {
+            const epoch = slot.epoch;
+            effects.push(this.drop(p, 'released'));
+            slot.phase = 'releasing';
+            slot.epoch = epoch;
+            effects.push({ kind: 'release', partition: p, epoch, request: this.send(slot, now) });
+          } else if (now >= slot.renewAt) {
+            effects.push({
+              kind: 'renew',
+              partition: p,
+              epoch: slot.epoch,
+              request: this.send(slot, now),
+            });
+          }
+          break;
+        default:
+          break;
+      }
+    }
+    return effects;
+  }
+
+  /** The answer to an acquire: the epoch granted, or undefined when refused or failed. */
+  acquired(partition: number, request: number, epoch: number | undefined, now: number): Effect[] {
+    const slot = this.slotOf(partition);
+    if (slot.request !== request || slot.phase !== 'acquiring') return [];
+    slot.request = NONE;
+    const validUntil = slot.sentAt + this.leaseMs;
+    if (epoch === undefined || now >= validUntil || !slot.wanted) {
+      // Granted but no longer wanted (or already too late): left to expire unused, which
+      // delays the partition's next owner by at most one lease, and is rare.
+      slot.phase = 'unowned';
+      slot.retryAt = epoch === undefined ? now + this.retryMs : now;
+      return [];
+    }
+    slot.phase = 'loading';
+    slot.epoch = epoch;
+    slot.validUntil = validUntil;
+    slot.renewAt = slot.sentAt + this.renewEveryMs;
+    return [{ kind: 'load', partition, epoch }];
+  }
+
+  /** The answer to a renewal: true when Valkey extended the lease. */
+  renewed(partition: number, request: number, ok: boolean, now: number): Effect[] {
+    const slot = this.slotOf(partition);
+    if (slot.request !== request || !holds(slot.phase)) return [];
+    slot.request = NONE;
+    if (!ok) return [this.drop(partition, 'refused')];
+    slot.validUntil = slot.sentAt + this.leaseMs;
+    slot.renewAt = slot.sentAt + this.renewEveryMs;
+    if (now >= slot.validUntil) return [this.drop(partition, 'expired')];
+    return [];
+  }
+
+  /** The near horizon of `epoch`'s partition is in the wheel: it may fire. */
+  loaded(partition: number, epoch: number): void {
+    const slot = this.slotOf(partition);
+    if (slot.phase === 'loading' && slot.epoch === epoch) slot.phase = 'owned';
+  }
+
+  /** An owner-only call for `epoch` was refused: someone holds a newer epoch. */
+  fenced(partition: number, epoch: number): Effect[] {
+    const slot = this.slotOf(partition);
+    if (!holds(slot.phase) || slot.epoch !== epoch) return [];
+    return [this.drop(partition, 'fenced')];
+  }
+
+  /** The answer to a release (or its failure: the lease then expires by itself). */
+  released(partition: number, request: number): void {
+    const slot = this.slotOf(partition);
+    if (slot.request !== request || slot.phase !== 'releasing') return;
+    slot.request = NONE;
+    slot.phase = 'unowned';
+    slot.epoch = 0;
+  }
+
+  /** Whether this node may fire the partition's messages now. */
+  canFire(partition: number, now: number): boolean {
+    const slot = this.slotOf(partition);
+    return slot.phase === 'owned' && now < slot.validUntil;
+  }
+
+  /** Whether this node may act as the partition's owner (load or fire) now. */
+  holds(partition: number, now: number): boolean {
+    const slot = this.slotOf(partition);
+    return holds(slot.phase) && now < slot.validUntil;
+  }
+
+  phaseOf(partition: number): Phase {
+    return this.slotOf(partition).phase;
+  }
+
+  epochOf(partition: number): number {
+    return this.slotOf(partition).epoch;
+  }
+
+  /** Partitions in the owned phase. */
+  owned(): number[] {
+    const owned: number[] = [];
+    for (let p = 0; p < this.partitions; p++) if (this.slots[p].phase === 'owned') owned.push(p);
+    return owned;
+  }
+
+  /** True once close() was called and every partition is unowned with nothing in flight. */
+  get closed(): boolean {
+    return this.closing && this.slots.every((s) => s.phase === 'unowned' && s.request === NONE);
+  }
+
+  private send(slot: Slot, now: number): number {
+    slot.request = this.nextRequest++;
+    slot.sentAt = now;
+    return slot.request;
+  }
+
+  private abandon(slot: Slot): void {
+    slot.request = NONE;
+    if (slot.phase === 'acquiring') slot.phase = 'unowned';
+    else if (slot.phase === 'releasing') {
+      // The lease expires by itself if the release was lost.
+      slot.phase = 'unowned';
+      slot.epoch = 0;
+    }
+  }
+
+  private drop(partition: number, reason: DropReason): Effect {
+    const slot = this.slots[partition];
+    const effect: Effect = { kind: 'drop', partition, epoch: slot.epoch, reason };
+    slot.phase = 'unowned';
+    slot.epoch = 0;
+    slot.request = NONE;
+    slot.validUntil = 0;
+    return effect;
+  }
+
+  private slotOf(partition: number): Slot {
+    assert(
+      Number.isInteger(partition) && partition >= 0 && partition < this.partitions,
+      () => `no partition ${partition} (0 .. ${this.partitions - 1})`,
+    );
+    return this.slots[partition];
+  }
+}
+
+function holds(phase: Phase): boolean {
+  return phase === 'loading' || phase === 'owned';
+}

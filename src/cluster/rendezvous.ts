@@ -1,0 +1,72 @@
+/**
+ * Which node should own a partition: rendezvous (highest random weight) hashing.
+ *
+ * Every node scores every (node, partition) pair with the same hash and gives partition p to
+ * the live node with the highest score. All nodes that see the same member list compute the same
+ * assignment, with no coordination, and when a node joins or leaves only the partitions it wins
+ * or loses change hands: about P / N of them, never a reshuffle of the rest.
+ *
+ * The score is a 32-bit FNV-1a hash of the node id, finished with a 32-bit avalanche mix
+ * (murmur3's fmix32) of that hash combined with the partition number: FNV alone spreads
+ * neighbouring partitions of one node poorly. Ties (equal scores) go to the smaller node id,
+ * so the result never depends on the order of the member list.
+ */
+
+/** FNV-1a over the UTF-16 code units of `text`. */
+export function fnv1a(text: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return hash >>> 0;
+}
+
+/** murmur3's 32-bit finaliser: every input bit affects every output bit. */
+export function mix32(value: number): number {
+  let h = value >>> 0;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** The score of `node` for `partition`. */
+export function score(nodeHash: number, partition: number): number {
+  return mix32(nodeHash ^ mix32(partition + 0x9e3779b9));
+}
+
+/** The node that should own `partition` among `nodes`, or undefined when there is none. */
+export function ownerOf(partition: number, nodes: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestScore = -1;
+  for (const node of nodes) {
+    const s = score(fnv1a(node), partition);
+    if (s > bestScore || (s === bestScore && best !== undefined && node < best)) {
+      best = node;
+      bestScore = s;
+    }
+  }
+  return best;
+}
+
+/** The partitions of `0 .. partitions-1` that `node` should own among `nodes`. */
+export function partitionsOf(node: string, partitions: number, nodes: readonly string[]): number[] {
+  const mine: number[] = [];
+  if (!nodes.includes(node)) return mine;
+  const hashes = nodes.map(fnv1a);
+  const own = fnv1a(node);
+  for (let p = 0; p < partitions; p++) {
+    const mineScore = score(own, p);
+    let wins = true;
+    for (let i = 0; i < nodes.length && wins; i++) {
+      if (nodes[i] === node) continue;
+      const other = score(hashes[i], p);
+      if (other > mineScore || (other === mineScore && nodes[i] < node)) wins = false;
+    }
+    if (wins) mine.push(p);
+  }
+  return mine;
+}
