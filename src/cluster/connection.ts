@@ -1,0 +1,108 @@
+/**
+ * The cluster's way to Valkey/Redis: one node-redis client, standalone or Cluster, behind three
+ * calls — a function call routed by its key's slot, the library loaded on every primary, close.
+ *
+ * Why node-redis (`@redis/client`): it is the Redis project's maintained Node client, follows
+ * MOVED/ASK and refreshes its slot map, and speaks Sentinel; ioredis is on best-effort
+ * maintenance and its auto-pipelining misbehaves on Cluster topology changes (docs/cluster.md).
+ *
+ * Whether the server is a Cluster is asked, not configured: the first URL's `INFO cluster`
+ * says `cluster_enabled:1` or not, so the same `--redis` flag serves both.
+ */
+
+import {
+  createClient,
+  createCluster,
+  type RedisClientType,
+  type RedisClusterType,
+} from '@redis/client';
+import { TickwheelStateError } from '../errors.js';
+import { LIBRARY_NAME, LIBRARY_SOURCE, LIBRARY_VERSION } from './library.js';
+
+type Client = RedisClientType;
+type Cluster = RedisClusterType;
+
+export class Valkey {
+  private constructor(
+    private readonly client: Client | undefined,
+    private readonly cluster: Cluster | undefined,
+  ) {}
+
+  /** Connects to a standalone server or to a Cluster through any of its nodes. */
+  static async connect(urls: string | readonly string[]): Promise<Valkey> {
+    const list = typeof urls === 'string' ? [urls] : [...urls];
+    if (list.length === 0) {
+      throw new TickwheelStateError('ERR_TICKWHEEL_INVALID_OPTION', 'redis needs at least one URL');
+    }
+    const probe = createClient({ url: list[0] }) as Client;
+    probe.on('error', () => {});
+    await probe.connect();
+    let clustered: boolean;
+    try {
+      clustered = /cluster_enabled:1/.test(String(await probe.sendCommand(['INFO', 'cluster'])));
+    } catch (err) {
+      await probe.close().catch(() => {});
+      throw err;
+    }
+    if (!clustered) return new Valkey(probe, undefined);
+    await probe.close();
+    const cluster = createCluster({ rootNodes: list.map((url) => ({ url })) }) as Cluster;
+    cluster.on('error', () => {});
+    await cluster.connect();
+    return new Valkey(undefined, cluster);
+  }
+
+  get isCluster(): boolean {
+    return this.cluster !== undefined;
+  }
+
+  /** FCALL `name` with one key (which picks the slot) and string arguments. */
+  fcall(name: string, key: string, args: readonly (string | number)[]): Promise<unknown> {
+    const command = ['FCALL', name, '1', key, ...args.map(String)];
+    if (this.cluster !== undefined) return this.cluster.sendCommand(key, false, command);
+    return (this.client as Client).sendCommand(command);
+  }
+
+  /** A plain command on the node that serves `key`. */
+  command(key: string, args: readonly string[], readonly = false): Promise<unknown> {
+    if (this.cluster !== undefined) return this.cluster.sendCommand(key, readonly, [...args]);
+    return (this.client as Client).sendCommand([...args]);
+  }
+
+  /**
+   * Loads the library on every primary (functions replicate to their replicas), unless a
+   * primary already runs a newer one: then this node is older than the queue and refuses.
+   */
+  async loadLibrary(): Promise<void> {
+    for (const client of await this.primaries()) {
+      let running = 0;
+      try {
+        running = Number(await client.sendCommand(['FCALL_RO', 'tw_version', '0']));
+      } catch {
+        // No library yet (or an older one without tw_version).
+      }
+      if (running > LIBRARY_VERSION) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_FORMAT',
+          `the ${LIBRARY_NAME} functions on the server are version ${running}, newer than this ` +
+            `tickwheel's ${LIBRARY_VERSION}: upgrade this node`,
+        );
+      }
+      await client.sendCommand(['FUNCTION', 'LOAD', 'REPLACE', LIBRARY_SOURCE]);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.cluster !== undefined) await this.cluster.close();
+    else await (this.client as Client).close();
+  }
+
+  private async primaries(): Promise<Client[]> {
+    if (this.cluster === undefined) return [this.client as Client];
+    const clients: Client[] = [];
+    for (const master of this.cluster.masters) {
+      clients.push((await this.cluster.nodeClient(master)) as unknown as Client);
+    }
+    return clients;
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * The lease functions of the tickwheel library (src/cluster/library.ts) on real servers started
+ * by the test: Valkey 8 standalone, Redis 7.0 standalone (Debian's), and a Valkey Cluster of 3
+ * primaries with a replica each. The rules are those the model test assumes of the lease table
+ * (test/cluster/ownership-model.test.ts): one holder at a time by the server's clock, a new epoch
+ * with every grant, renewals and owner-only calls only from the current epoch.
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Valkey } from '../../src/cluster/connection.js';
+import { LIBRARY_SOURCE, LIBRARY_VERSION } from '../../src/cluster/library.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { installed, startCluster, startServer } from '../../scripts/valkey.mjs';
+
+interface Running {
+  urls: string[];
+  stop(): Promise<void>;
+}
+
+const setups: Array<[string, string, () => Promise<Running>]> = [
+  [
+    'Valkey standalone',
+    'valkey-server',
+    async () => {
+      const s = await startServer({ binary: 'valkey-server' });
+      return { urls: [s.url], stop: () => s.stop() };
+    },
+  ],
+  [
+    'Redis 7.0 standalone',
+    'redis-server',
+    async () => {
+      const s = await startServer({ binary: 'redis-server' });
+      return { urls: [s.url], stop: () => s.stop() };
+    },
+  ],
+  [
+    'Valkey Cluster, 3 primaries + 3 replicas',
+    'valkey-server',
+    async () => {
+      const c = await startCluster({ primaries: 3, replicas: 1 });
+      return { urls: c.urls, stop: () => c.stop() };
+    },
+  ],
+];
+
+for (const [name, binary, start] of setups) {
+  describe(`lease functions on ${name}`, () => {
+    if (!installed(binary)) {
+      // Not skipped: a machine without the server cannot show the cluster works.
+      it(`needs ${binary} (.ci/run installs it)`, () => {
+        throw new Error(`${binary} is not installed`);
+      });
+      return;
+    }
+    let servers: Running;
+    let valkey: Valkey;
+
+    beforeAll(async () => {
+      servers = await start();
+      valkey = await Valkey.connect(servers.urls);
+      await valkey.loadLibrary();
+    }, 60_000);
+
+    afterAll(async () => {
+      await valkey?.close();
+      await servers?.stop();
+    });
+
+    const meta = (p: number) => `tw:{leases:${p}}:meta`;
+    const lease = (p: number, ...args: Array<string | number>) =>
+      valkey.fcall('tw_lease', meta(p), args) as Promise<Array<number | string>>;
+    const holds = async (p: number, node: string, epoch: number) =>
+      Number(await valkey.fcall('tw_holds', meta(p), [node, epoch])) === 1;
+
+    it('grants one holder at a time, each grant with a newer epoch', async () => {
+      expect(await lease(0, 'acquire', 'a', 0, 5_000)).toEqual([1, 1]);
+      const refused = await lease(0, 'acquire', 'b', 0, 5_000);
+      expect(refused.slice(0, 3)).toEqual([0, 1, 'a']);
+      expect(Number(refused[3])).toBeGreaterThan(4_000);
+      expect(await holds(0, 'a', 1)).toBe(true);
+      expect(await holds(0, 'b', 1)).toBe(false);
+      // Released, it goes to the next asker at once, with epoch 2.
+      expect(await lease(0, 'release', 'b', 1)).toEqual([0, 1]);
+      expect(await lease(0, 'release', 'a', 1)).toEqual([1, 1]);
+      expect(await holds(0, 'a', 1)).toBe(false);
+      expect(await lease(0, 'acquire', 'b', 0, 5_000)).toEqual([1, 2]);
+    });
+
+    it('renews only the current epoch of the holder, and lets a lease run out by the server clock', async () => {
+      expect(await lease(1, 'acquire', 'a', 0, 300)).toEqual([1, 1]);
+      expect(await lease(1, 'renew', 'a', 1, 300)).toEqual([1, 1]);
+      expect(await lease(1, 'renew', 'a', 0, 300)).toEqual([0, 1]);
+      expect(await lease(1, 'renew', 'b', 1, 300)).toEqual([0, 1]);
+      await sleep(400);
+      expect(await holds(1, 'a', 1)).toBe(false);
+      expect(await lease(1, 'renew', 'a', 1, 300)).toEqual([0, 1]);
+      // Even the old holder gets a new epoch: its earlier calls in flight are fenced.
+      expect(await lease(1, 'acquire', 'a', 0, 300)).toEqual([1, 2]);
+      expect(await holds(1, 'a', 1)).toBe(false);
+      expect(await holds(1, 'a', 2)).toBe(true);
+    });
+
+    it('answers a bad call with an error, not a change', async () => {
+      await expect(lease(2, 'steal', 'a', 0, 100)).rejects.toThrow(/unknown operation/);
+      await expect(lease(2, 'acquire', 'a', 0, 0)).rejects.toThrow(/bad lease time/);
+      expect(await valkey.command(meta(2), ['EXISTS', meta(2)])).toBe(0);
+    });
+
+    it('works for partitions spread over every slot the server has', async () => {
+      const grants = await Promise.all(
+        Array.from({ length: 64 }, (_, p) => lease(100 + p, 'acquire', 'n', 0, 5_000)),
+      );
+      expect(grants.every(([granted, epoch]) => granted === 1 && epoch === 1)).toBe(true);
+    });
+
+    it('refuses to run beside a newer library, and loads over an older one', async () => {
+      const newer = LIBRARY_SOURCE.replace(
+        `local VERSION = ${LIBRARY_VERSION}`,
+        `local VERSION = ${LIBRARY_VERSION + 1}`,
+      );
+      expect(newer).not.toBe(LIBRARY_SOURCE);
+      const other = await Valkey.connect(servers.urls);
+      try {
+        // As a newer tickwheel would: load its library on the primary of one key's slot.
+        await other.command(meta(0), ['FUNCTION', 'LOAD', 'REPLACE', newer]);
+        await expect(valkey.loadLibrary()).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_FORMAT' });
+        await other.command(meta(0), ['FUNCTION', 'LOAD', 'REPLACE', LIBRARY_SOURCE]);
+        await valkey.loadLibrary();
+        expect(Number(await valkey.fcall('tw_version', meta(0), []))).toBe(LIBRARY_VERSION);
+      } finally {
+        await other.close();
+      }
+    });
+  });
+}
