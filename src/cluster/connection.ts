@@ -23,6 +23,8 @@ type Client = RedisClientType;
 type Cluster = RedisClusterType;
 
 export class Valkey {
+  private subscriber: Promise<Client> | undefined;
+
   private constructor(
     private readonly client: Client | undefined,
     private readonly cluster: Cluster | undefined,
@@ -92,7 +94,32 @@ export class Valkey {
     }
   }
 
+  /**
+   * Listens on a sharded channel (SSUBSCRIBE: the channel lives in its slot, like a partition's
+   * keys). Standalone, a second connection does the listening, as subscribers must. Resolves to
+   * the call that stops listening.
+   */
+  async subscribe(
+    channel: string,
+    listener: (message: string) => void,
+  ): Promise<() => Promise<void>> {
+    if (this.cluster !== undefined) {
+      await this.cluster.sSubscribe(channel, listener);
+      const cluster = this.cluster;
+      return () => cluster.sUnsubscribe(channel, listener);
+    }
+    if (this.subscriber === undefined) {
+      const subscriber = (this.client as Client).duplicate();
+      subscriber.on('error', () => {});
+      this.subscriber = subscriber.connect().then(() => subscriber as Client);
+    }
+    const subscriber = await this.subscriber;
+    await subscriber.sSubscribe(channel, listener);
+    return () => subscriber.sUnsubscribe(channel, listener);
+  }
+
   async close(): Promise<void> {
+    if (this.subscriber !== undefined) await (await this.subscriber).close();
     if (this.cluster !== undefined) await this.cluster.close();
     else await (this.client as Client).close();
   }

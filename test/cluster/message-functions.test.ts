@@ -1,0 +1,167 @@
+/**
+ * The message functions of the tickwheel library (tw_schedule, tw_get, tw_cancel) on a real
+ * Valkey: where records go (window or near segment), dedup by id, segments dropped when nothing
+ * points into them, counts, and what a far-future message costs in server memory.
+ */
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Valkey } from '../../src/cluster/connection.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { installed, startServer } from '../../scripts/valkey.mjs';
+
+const WINDOW_MS = 30_000;
+const P = 'tw:{orders:5}:';
+const META = `${P}meta`;
+
+interface Message {
+  id: string;
+  deliverAt: number;
+  topic?: string;
+  record?: string;
+}
+
+function args(messages: Message[]): Array<string | number> {
+  const out: Array<string | number> = [messages.length];
+  for (const m of messages) {
+    out.push(
+      m.id,
+      bucketOf(m.id),
+      String(m.deliverAt),
+      String(Math.floor(m.deliverAt / WINDOW_MS)),
+      m.topic ?? 'invoice',
+      m.record ?? `record of ${m.id}`,
+    );
+  }
+  return out;
+}
+
+function bucketOf(id: string): number {
+  let h = 0;
+  for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) % 1024;
+  return h;
+}
+
+describe.runIf(installed('valkey-server'))('message functions on Valkey', () => {
+  let server: { url: string; stop(): Promise<void> };
+  let valkey: Valkey;
+  const schedule = (messages: Message[]) =>
+    valkey.fcall('tw_schedule', META, args(messages)) as Promise<Array<[number, string]>>;
+  const get = (id: string) => valkey.fcall('tw_get', META, [id, bucketOf(id)]);
+  const cancel = async (id: string) =>
+    Number(await valkey.fcall('tw_cancel', META, [id, bucketOf(id)]));
+  const cmd = (...words: string[]) => valkey.command(META, words);
+  /** Memory the data takes: all of it less the server's own and the functions' engine. */
+  const dataset = async () => {
+    const info = String(await cmd('INFO', 'memory'));
+    return Number(/used_memory_dataset:(\d+)/.exec(info)?.[1]);
+  };
+
+  beforeAll(async () => {
+    server = await startServer({ binary: 'valkey-server' });
+    valkey = await Valkey.connect(server.url);
+    await valkey.loadLibrary();
+  }, 30_000);
+
+  afterAll(async () => {
+    await valkey?.close();
+    await server?.stop();
+  });
+
+  it('appends a far-future message to its window and keeps its state by id', async () => {
+    const deliverAt = 1_900_000_012_345.5;
+    const window = String(Math.floor(deliverAt / WINDOW_MS));
+    expect(await schedule([{ id: 'o-1001', deliverAt }])).toEqual([[1, String(deliverAt)]]);
+    expect(await get('o-1001')).toBe(`S|w${window}|0|${deliverAt}|0|invoice`);
+    expect(await cmd('LRANGE', `${P}s:w${window}`, '0', '-1')).toEqual(['record of o-1001']);
+    expect(await cmd('ZRANGE', `${P}windows`, '0', '-1')).toEqual([window]);
+    expect(await cmd('HGET', `${P}live`, `w${window}`)).toBe('1');
+    expect(await cmd('HGET', `${P}counts`, 'invoice|S')).toBe('1');
+  });
+
+  it('answers a second schedule of a pending id with the first one, changing nothing', async () => {
+    const [[created, due]] = await schedule([{ id: 'o-1001', deliverAt: 5, record: 'other' }]);
+    expect(created).toBe(0);
+    expect(due).toBe('1900000012345.5');
+    expect(await cmd('HGET', `${P}counts`, 'invoice|S')).toBe('1');
+  });
+
+  it('keeps records of one window in schedule order, at their indexes', async () => {
+    const base = 1_900_000_020_000;
+    await schedule([
+      { id: 'a', deliverAt: base + 3, record: 'AAA' },
+      { id: 'b', deliverAt: base + 1, record: 'BB' },
+      { id: 'c', deliverAt: base + 2, record: 'C' },
+    ]);
+    const window = String(Math.floor(base / WINDOW_MS));
+    const records = (await cmd('LRANGE', `${P}s:w${window}`, '0', '-1')) as string[];
+    expect(records.slice(-3)).toEqual(['AAA', 'BB', 'C']);
+    const indexOf = async (id: string) => Number(String(await get(id)).split('|')[2]);
+    expect(await indexOf('b')).toBe((await indexOf('a')) + 1);
+    expect(await indexOf('c')).toBe((await indexOf('b')) + 1);
+    expect(records[await indexOf('b')]).toBe('BB');
+  });
+
+  it('cancels only what is scheduled, and drops a window nobody points into', async () => {
+    const deliverAt = 1_950_000_000_000;
+    const window = String(Math.floor(deliverAt / WINDOW_MS));
+    await schedule([
+      { id: 'x1', deliverAt },
+      { id: 'x2', deliverAt: deliverAt + 1 },
+    ]);
+    expect(await cancel('x1')).toBe(1);
+    expect(await cancel('x1')).toBe(0);
+    expect(await cancel('never-was')).toBe(0);
+    expect(await get('x1')).toBeNull();
+    expect(await cmd('EXISTS', `${P}s:w${window}`)).toBe(1);
+    expect(await cancel('x2')).toBe(1);
+    expect(await cmd('EXISTS', `${P}s:w${window}`)).toBe(0);
+    expect(await cmd('ZSCORE', `${P}windows`, window)).toBeNull();
+    expect(await cmd('HEXISTS', `${P}live`, `w${window}`)).toBe(0);
+  });
+
+  it('sends a message due inside the loaded horizon to the near segment, and says so', async () => {
+    await cmd('HSET', META, 'loadedUntil', '1800000000000', 'near', '7');
+    const heard: string[] = [];
+    const stop = await valkey.subscribe(`${P}ev`, (m) => heard.push(m));
+    try {
+      await schedule([{ id: 'soon', deliverAt: 1_799_999_999_000, record: 'NEAR' }]);
+      expect(await get('soon')).toBe('S|n7|0|1799999999000|0|invoice');
+      expect(await cmd('LRANGE', `${P}s:n7`, '0', '-1')).toEqual(['NEAR']);
+      const until = Date.now() + 2_000;
+      while (heard.length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+      expect(heard).toEqual(['n']);
+      // Cancelling it leaves the current near segment in place: its owner reads it by offset.
+      expect(await cancel('soon')).toBe(1);
+      expect(await cmd('EXISTS', `${P}s:n7`)).toBe(1);
+    } finally {
+      await stop();
+    }
+  });
+
+  it('refuses a malformed call without changing anything', async () => {
+    await expect(valkey.fcall('tw_schedule', META, [2, 'only-one'])).rejects.toThrow(
+      /6 arguments per message/,
+    );
+  });
+
+  it('costs under 250 bytes of server memory per pending far-future message (100 B payload)', async () => {
+    const payload = 'p'.repeat(100);
+    await cmd('FLUSHALL');
+    const before = await dataset();
+    const start = 1_900_000_000_000;
+    const n = 100_000;
+    for (let i = 0; i < n; i += 1_000) {
+      const batch: Message[] = [];
+      for (let j = i; j < i + 1_000; j++) {
+        const id = `order-${String(j).padStart(10, '0')}`;
+        // A 16-byte id and a 100-byte payload in a record as the node encodes it (~150 B).
+        batch.push({ id, deliverAt: start + j * 997, record: `${id}${'h'.repeat(34)}${payload}` });
+      }
+      await schedule(batch);
+    }
+    const after = await dataset();
+    const perMessage = (after - before) / n;
+    console.log(`server memory per far-future message: ${perMessage.toFixed(1)} B`);
+    expect(perMessage).toBeLessThan(250);
+  }, 60_000);
+});
