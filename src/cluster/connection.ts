@@ -11,6 +11,7 @@
  */
 
 import {
+  RESP_TYPES,
   createClient,
   createCluster,
   type RedisClientType,
@@ -20,6 +21,8 @@ import { TickwheelStateError } from '../errors.js';
 import { LIBRARY_NAME, LIBRARY_SOURCE, LIBRARY_VERSION } from './library.js';
 
 type Client = RedisClientType;
+
+const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer } as const;
 type Cluster = RedisClusterType;
 
 export class Valkey {
@@ -59,10 +62,34 @@ export class Valkey {
   }
 
   /** FCALL `name` with one key (which picks the slot) and string arguments. */
-  fcall(name: string, key: string, args: readonly (string | number)[]): Promise<unknown> {
-    const command = ['FCALL', name, '1', key, ...args.map(String)];
+  fcall(name: string, key: string, args: readonly (string | number | Buffer)[]): Promise<unknown> {
+    const command = [
+      'FCALL',
+      name,
+      '1',
+      key,
+      ...args.map((a) => (Buffer.isBuffer(a) ? a : String(a))),
+    ];
     if (this.cluster !== undefined) return this.cluster.sendCommand(key, false, command);
     return (this.client as Client).sendCommand(command);
+  }
+
+  /** fcall(), with every string of the reply as a Buffer: for replies that carry records. */
+  fcallBuffers(
+    name: string,
+    key: string,
+    args: readonly (string | number | Buffer)[],
+  ): Promise<unknown> {
+    const command = [
+      'FCALL',
+      name,
+      '1',
+      key,
+      ...args.map((a) => (Buffer.isBuffer(a) ? a : String(a))),
+    ];
+    const options = { typeMapping: BUFFERS };
+    if (this.cluster !== undefined) return this.cluster.sendCommand(key, false, command, options);
+    return (this.client as Client).sendCommand(command, options);
   }
 
   /** A plain command on the node that serves `key`. */

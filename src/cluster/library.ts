@@ -138,6 +138,26 @@ local function release(prefix, seg)
   end
 end
 
+-- Appends a record where a message due at 'due' belongs: the current near segment when the
+-- owner has loaded that stretch of time, else its window's segment. Returns seg, index, isNear.
+local function place(prefix, loadedUntil, near, due, window, record)
+  local seg
+  local isNear = tonumber(due) < loadedUntil
+  if isNear then
+    seg = near
+  else
+    seg = 'w' .. window
+    redis.call('ZADD', prefix .. 'windows', 'NX', tonumber(window), window)
+  end
+  return seg, append(prefix, seg, record), isNear
+end
+
+-- The partition's loadedUntil and current near segment name.
+local function horizon(meta)
+  local m = redis.call('HMGET', meta, 'loadedUntil', 'near')
+  return tonumber(m[1] or '0') or 0, 'n' .. (m[2] or '0')
+end
+
 local function count(prefix, topic, status, by)
   redis.call('HINCRBY', prefix .. 'counts', topic .. '|' .. status, by)
 end
@@ -163,15 +183,8 @@ local function schedule(keys, args)
     if existing then
       replies[#replies + 1] = {0, read_state(existing).due}
     else
-      local seg
-      if tonumber(due) < loadedUntil then
-        seg = near
-        nearHit = true
-      else
-        seg = 'w' .. window
-        redis.call('ZADD', prefix .. 'windows', 'NX', tonumber(window), window)
-      end
-      local index = append(prefix, seg, record)
+      local seg, index, isNear = place(prefix, loadedUntil, near, due, window, record)
+      if isNear then nearHit = true end
       redis.call('HSET', ids, id, write_state({status = 'S', seg = seg, index = index, due = due,
         attempts = 0, topic = topic}))
       count(prefix, topic, 'S', 1)
@@ -205,6 +218,286 @@ local function cancel(keys, args)
   return 1
 end
 
+-- A record starts idLength u8 | id | bucket u16 | maxAttempts u16 (little-endian); the rest
+-- only nodes read.
+local function record_head(record)
+  local n = string.byte(record, 1)
+  local id = string.sub(record, 2, 1 + n)
+  local b1, b2, m1, m2 = string.byte(record, 2 + n, 5 + n)
+  return id, b1 + 256 * b2, m1 + 256 * m2
+end
+
+-- Records of a segment from an index on, with the state of those that are still their id's
+-- current record: {scanned, {index, status, deliverAt, attempts, record}...}.
+local function read(keys, args)
+  local prefix = prefix_of(keys[1])
+  local seg, from, n = args[1], tonumber(args[2]), tonumber(args[3])
+  local records = redis.call('LRANGE', prefix .. 's:' .. seg, from, from + n - 1)
+  local live = {}
+  for i, record in ipairs(records) do
+    local index = from + i - 1
+    local id, bucket = record_head(record)
+    local text = redis.call('HGET', prefix .. 'id:' .. bucket, id)
+    if text then
+      local st = read_state(text)
+      if st.seg == seg and st.index == index then
+        live[#live + 1] = {index, st.status, st.due, st.attempts, record}
+      end
+    end
+  end
+  return {#records, live}
+end
+
+-- Owner only. Raises loadedUntil (never lowers it): from now on, schedules due before it go to
+-- the near segment, so the windows below it are frozen for the owner to read. With rotate, a
+-- new near segment starts; the old one goes at once if nothing points into it.
+local function load(keys, args)
+  local meta = keys[1]
+  if not holds(meta, args[1], tonumber(args[2])) then return {-1} end
+  local prefix = prefix_of(meta)
+  local m = redis.call('HMGET', meta, 'loadedUntil', 'near')
+  local loadedUntil = math.max(tonumber(m[1] or '0') or 0, tonumber(args[3]))
+  local near = tonumber(m[2] or '0') or 0
+  if args[4] == '1' then
+    local old = 'n' .. string.format('%d', near)
+    near = near + 1
+    if (tonumber(redis.call('HGET', prefix .. 'live', old) or '0') or 0) <= 0 then
+      redis.call('HDEL', prefix .. 'live', old)
+      redis.call('DEL', prefix .. 's:' .. old)
+    end
+  end
+  redis.call('HSET', meta, 'loadedUntil', string.format('%d', loadedUntil),
+    'near', string.format('%d', near))
+  return {1, string.format('%d', loadedUntil), near}
+end
+
+-- Owner only. Scheduled -> ready for each (id, bucket, segment, index) still at that location;
+-- a message due more than skewMs after the server's time is left scheduled and named in the
+-- reply, so that an owner whose clock runs ahead cannot deliver it early.
+-- -> {fired, {early ids}} or {-1} when the caller does not hold the partition.
+local function fire(keys, args)
+  local meta = keys[1]
+  if not holds(meta, args[1], tonumber(args[2])) then return {-1} end
+  local prefix = prefix_of(meta)
+  local latest = now_ms() + tonumber(args[3])
+  local n = tonumber(args[4])
+  local fired, early, topics = 0, {}, {}
+  for i = 0, n - 1 do
+    local at = 5 + 4 * i
+    local id, bucket, seg, index = args[at], args[at + 1], args[at + 2], tonumber(args[at + 3])
+    local ids = prefix .. 'id:' .. bucket
+    local text = redis.call('HGET', ids, id)
+    if text then
+      local st = read_state(text)
+      if st.status == 'S' and st.seg == seg and st.index == index then
+        if tonumber(st.due) > latest then
+          early[#early + 1] = id
+        else
+          st.status = 'R'
+          redis.call('HSET', ids, id, write_state(st))
+          redis.call('RPUSH', prefix .. 'ready:' .. st.topic, bucket .. ':' .. id)
+          count(prefix, st.topic, 'S', -1)
+          count(prefix, st.topic, 'R', 1)
+          topics[st.topic] = true
+          fired = fired + 1
+        end
+      end
+    end
+  end
+  for topic in pairs(topics) do redis.call('SPUBLISH', prefix .. 'ev', 'r ' .. topic) end
+  return {fired, early}
+end
+
+-- Ready -> inflight for up to max messages of a topic, in the order they became ready, with a
+-- visibility deadline by the server's clock; stops before maxBytes of records (but always
+-- takes one). -> {id, attempts, deliverAt, record}...
+local function take(keys, args)
+  local prefix = prefix_of(keys[1])
+  local topic, max = args[1], tonumber(args[2])
+  local visibility, maxBytes = tonumber(args[3]), tonumber(args[4])
+  local list = prefix .. 'ready:' .. topic
+  local now = now_ms()
+  local out, bytes = {}, 0
+  while #out < max do
+    local entry = redis.call('LPOP', list)
+    if not entry then break end
+    local bucket, id = string.match(entry, '^(%d+):(.*)$')
+    local ids = prefix .. 'id:' .. bucket
+    local text = redis.call('HGET', ids, id)
+    if text then
+      local st = read_state(text)
+      if st.status == 'R' then
+        local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
+        if #out > 0 and bytes + #record > maxBytes then
+          redis.call('LPUSH', list, entry)
+          break
+        end
+        bytes = bytes + #record
+        st.status = 'I'
+        st.attempts = st.attempts + 1
+        redis.call('HSET', ids, id, write_state(st))
+        redis.call('ZADD', prefix .. 'inflight', now + visibility, entry)
+        count(prefix, topic, 'R', -1)
+        count(prefix, topic, 'I', 1)
+        out[#out + 1] = {id, st.attempts, st.due, record}
+      end
+    end
+  end
+  if #out > 0 then redis.call('SPUBLISH', prefix .. 'ev', 'i') end
+  return out
+end
+
+-- The inflight delivery (id, bucket, attempt), or nil when it is not (any more).
+local function delivery(prefix, id, bucket, attempt)
+  local ids = prefix .. 'id:' .. bucket
+  local text = redis.call('HGET', ids, id)
+  if not text then return nil end
+  local st = read_state(text)
+  if st.status ~= 'I' or st.attempts ~= attempt then return nil end
+  return st, ids
+end
+
+local function ack(keys, args)
+  local prefix = prefix_of(keys[1])
+  local id, bucket = args[1], args[2]
+  local st, ids = delivery(prefix, id, bucket, tonumber(args[3]))
+  if not st then return 0 end
+  redis.call('HDEL', ids, id)
+  redis.call('ZREM', prefix .. 'inflight', bucket .. ':' .. id)
+  redis.call('HDEL', prefix .. 'reasons', id)
+  count(prefix, st.topic, 'I', -1)
+  release(prefix, st.seg)
+  return 1
+end
+
+-- A delivery failed: scheduled again at due (in its window or the near segment), or dead
+-- once its attempts reach the record's maxAttempts. Returns 'retry' or 'dead'.
+local function fail(meta, prefix, ids, id, bucket, st, due, window, reason)
+  redis.call('ZREM', prefix .. 'inflight', bucket .. ':' .. id)
+  count(prefix, st.topic, 'I', -1)
+  if reason ~= '' then redis.call('HSET', prefix .. 'reasons', id, reason) end
+  local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
+  local _, _, maxAttempts = record_head(record)
+  if st.attempts >= maxAttempts then
+    st.status = 'D'
+    redis.call('HSET', ids, id, write_state(st))
+    redis.call('RPUSH', prefix .. 'dead:' .. st.topic, bucket .. ':' .. id)
+    count(prefix, st.topic, 'D', 1)
+    return 'dead'
+  end
+  local loadedUntil, near = horizon(meta)
+  local seg, index, isNear = place(prefix, loadedUntil, near, due, window, record)
+  release(prefix, st.seg)
+  st.status, st.seg, st.index, st.due = 'S', seg, index, due
+  redis.call('HSET', ids, id, write_state(st))
+  count(prefix, st.topic, 'S', 1)
+  if isNear then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
+  return 'retry'
+end
+
+-- nack(meta; id, bucket, attempt, due, window, reason) -> 'retry' | 'dead' | 0
+local function nack(keys, args)
+  local meta = keys[1]
+  local prefix = prefix_of(meta)
+  local id, bucket = args[1], args[2]
+  local st, ids = delivery(prefix, id, bucket, tonumber(args[3]))
+  if not st then return 0 end
+  return fail(meta, prefix, ids, id, bucket, st, args[4], args[5], args[6] or '')
+end
+
+-- Inflight deliveries whose visibility deadline is at or before upTo, oldest first, for the
+-- owner to work out each retry's due time: -> {bucket, id, attempts, deadline, record}...
+local function overdue(keys, args)
+  local prefix = prefix_of(keys[1])
+  local entries = redis.call('ZRANGEBYSCORE', prefix .. 'inflight', '-inf', args[1],
+    'WITHSCORES', 'LIMIT', 0, tonumber(args[2]))
+  local out = {}
+  for i = 1, #entries, 2 do
+    local bucket, id = string.match(entries[i], '^(%d+):(.*)$')
+    local text = redis.call('HGET', prefix .. 'id:' .. bucket, id)
+    if text then
+      local st = read_state(text)
+      if st.status == 'I' then
+        local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
+        out[#out + 1] = {bucket, id, st.attempts, entries[i + 1], record}
+      end
+    end
+  end
+  return out
+end
+
+-- Owner only: deliveries whose visibility ran out, each (id, bucket, attempt, due, window)
+-- failed as by a nack, if still inflight with that attempt and past its deadline by the
+-- server's clock. -> {retried, dead} or {-1}.
+local function expire(keys, args)
+  local meta = keys[1]
+  if not holds(meta, args[1], tonumber(args[2])) then return {-1} end
+  local prefix = prefix_of(meta)
+  local now = now_ms()
+  local n = tonumber(args[3])
+  local retried, dead = 0, 0
+  for i = 0, n - 1 do
+    local at = 4 + 5 * i
+    local id, bucket = args[at], args[at + 1]
+    local st, ids = delivery(prefix, id, bucket, tonumber(args[at + 2]))
+    local deadline = st and tonumber(redis.call('ZSCORE', prefix .. 'inflight', bucket .. ':' .. id))
+    if st and deadline and deadline <= now then
+      if fail(meta, prefix, ids, id, bucket, st, args[at + 3], args[at + 4],
+          'visibility timeout') == 'dead' then
+        dead = dead + 1
+      else
+        retried = retried + 1
+      end
+    end
+  end
+  return {retried, dead}
+end
+
+-- A scheduled message due at another time: its record copied to where that time belongs.
+-- reschedule(meta; id, bucket, due, window) -> 1 | 0
+local function reschedule(keys, args)
+  local meta = keys[1]
+  local prefix = prefix_of(meta)
+  local id, bucket, due, window = args[1], args[2], args[3], args[4]
+  local ids = prefix .. 'id:' .. bucket
+  local text = redis.call('HGET', ids, id)
+  if not text then return 0 end
+  local st = read_state(text)
+  if st.status ~= 'S' then return 0 end
+  local loadedUntil, near = horizon(meta)
+  local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
+  local wasNear = tonumber(st.due) < loadedUntil
+  local seg, index, isNear = place(prefix, loadedUntil, near, due, window, record)
+  release(prefix, st.seg)
+  st.seg, st.index, st.due = seg, index, due
+  redis.call('HSET', ids, id, write_state(st))
+  if isNear or wasNear then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
+  return 1
+end
+
+-- A dead letter scheduled again, attempts from 0. requeue(meta; id, bucket, due, window)
+local function requeue(keys, args)
+  local meta = keys[1]
+  local prefix = prefix_of(meta)
+  local id, bucket, due, window = args[1], args[2], args[3], args[4]
+  local ids = prefix .. 'id:' .. bucket
+  local text = redis.call('HGET', ids, id)
+  if not text then return 0 end
+  local st = read_state(text)
+  if st.status ~= 'D' then return 0 end
+  redis.call('LREM', prefix .. 'dead:' .. st.topic, 1, bucket .. ':' .. id)
+  count(prefix, st.topic, 'D', -1)
+  local loadedUntil, near = horizon(meta)
+  local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
+  local seg, index, isNear = place(prefix, loadedUntil, near, due, window, record)
+  release(prefix, st.seg)
+  st.status, st.seg, st.index, st.due, st.attempts = 'S', seg, index, due, 0
+  redis.call('HSET', ids, id, write_state(st))
+  count(prefix, st.topic, 'S', 1)
+  if isNear then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
+  return 1
+end
+
 redis.register_function{function_name = 'tw_version', callback = function() return VERSION end,
   flags = {'no-writes'}}
 redis.register_function{function_name = 'tw_lease', callback = lease}
@@ -212,4 +505,14 @@ redis.register_function{function_name = 'tw_holds', callback = fenced_check, fla
 redis.register_function{function_name = 'tw_schedule', callback = schedule}
 redis.register_function{function_name = 'tw_get', callback = get, flags = {'no-writes'}}
 redis.register_function{function_name = 'tw_cancel', callback = cancel}
+redis.register_function{function_name = 'tw_read', callback = read, flags = {'no-writes'}}
+redis.register_function{function_name = 'tw_load', callback = load}
+redis.register_function{function_name = 'tw_fire', callback = fire}
+redis.register_function{function_name = 'tw_take', callback = take}
+redis.register_function{function_name = 'tw_ack', callback = ack}
+redis.register_function{function_name = 'tw_nack', callback = nack}
+redis.register_function{function_name = 'tw_overdue', callback = overdue, flags = {'no-writes'}}
+redis.register_function{function_name = 'tw_expire', callback = expire}
+redis.register_function{function_name = 'tw_reschedule', callback = reschedule}
+redis.register_function{function_name = 'tw_requeue', callback = requeue}
 `;
