@@ -56,7 +56,10 @@ export type StoreErrorCode =
   | 'ERR_TICKWHEEL_SEGMENT_ACTIVE'
   | 'ERR_TICKWHEEL_INVALID_STATE'
   // A snapshot file that cannot be used; recovery then replays the log instead.
-  | 'ERR_TICKWHEEL_SNAPSHOT_REJECTED';
+  | 'ERR_TICKWHEEL_SNAPSHOT_REJECTED'
+  // A cluster write reached the primary but not the replicas (or their disks) its durability
+  // setting asks for, in time: it may or may not survive a failover. Safe to retry by id.
+  | 'ERR_TICKWHEEL_NOT_DURABLE';
 
 /** Only over HTTP: the server's own answers (docs/http-api.md, Errors). */
 export type HttpErrorCode =

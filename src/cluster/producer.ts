@@ -1,0 +1,235 @@
+/**
+ * The producer's side of a cluster node: schedule, cancel, reschedule, get, requeue. Any node
+ * does these directly in Valkey, whoever owns the partition (docs/cluster.md).
+ *
+ * Group commit: schedules made in the same event-loop turn go to Valkey as one `tw_schedule`
+ * call per partition, then one durability wait per partition batch; each caller's promise
+ * resolves only after that wait, so a resolved `schedule` is as durable as `durability` says:
+ *
+ *   'async'       the primary has it;
+ *   'replicated'  WAIT 1: at least one replica has it too;
+ *   'fsynced'     WAITAOF 1 1: fsynced to the AOF of the primary and of at least one replica.
+ *
+ * The wait is sent after the write's reply, never pipelined with it (a WAITAOF sent in the same
+ * flush waits for the replica's once-a-second acknowledgement). A wait that falls short rejects
+ * with ERR_TICKWHEEL_NOT_DURABLE naming the id: the write may survive a failover or not, and
+ * scheduling the same id again is safe (a dedup hit answers as the first call did).
+ */
+
+import { TickwheelStateError, TickwheelTypeError, describe } from '../errors.js';
+import {
+  checkBackoff,
+  checkId,
+  checkMaxAttempts,
+  checkTopic,
+  dueTime,
+  encodePayload,
+  newMessageId,
+  type MessageStatus,
+  type ScheduleRequest,
+} from '../queue/message.js';
+import type { Valkey } from './connection.js';
+import { metaKey } from './keys.js';
+import { encodeRecord, placeOf } from './record.js';
+
+export type Durability = 'async' | 'replicated' | 'fsynced';
+
+export interface ProducerOptions {
+  queue: string;
+  partitions: number;
+  windowMs: number;
+  durability: Durability;
+  /** How long a durability wait may take. Default 5,000 ms. */
+  durabilityTimeoutMs?: number;
+  maxPayloadBytes: number;
+}
+
+export interface ClusterMessageInfo {
+  id: string;
+  topic: string;
+  status: MessageStatus;
+  deliverAt: number;
+  attempts: number;
+}
+
+interface Pending {
+  id: string;
+  bucket: number;
+  deliverAt: number;
+  topic: string;
+  record: Buffer;
+  resolve: (result: { id: string; deliverAt: number }) => void;
+  reject: (err: unknown) => void;
+}
+
+const STATUS: Record<string, MessageStatus> = {
+  S: 'scheduled',
+  R: 'ready',
+  I: 'inflight',
+  D: 'dead',
+};
+
+export class Producer {
+  private readonly batches = new Map<number, Pending[]>();
+  private flushing = false;
+  private readonly waitTimeoutMs: number;
+
+  constructor(
+    private readonly valkey: Valkey,
+    private readonly options: ProducerOptions,
+  ) {
+    this.waitTimeoutMs = options.durabilityTimeoutMs ?? 5_000;
+  }
+
+  schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
+    let pending: Omit<Pending, 'resolve' | 'reject'>;
+    try {
+      pending = this.prepare(request, Date.now());
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const { partition } = placeOf(pending.id, this.options.partitions);
+    return new Promise((resolve, reject) => {
+      let batch = this.batches.get(partition);
+      if (batch === undefined) this.batches.set(partition, (batch = []));
+      batch.push({ ...pending, resolve, reject });
+      if (!this.flushing) {
+        this.flushing = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  async cancel(id: string): Promise<boolean> {
+    const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
+    const meta = metaKey(this.options.queue, partition);
+    const done = Number(await this.valkey.fcall('tw_cancel', meta, [id, bucket])) === 1;
+    if (done) await this.durable(meta, id);
+    return done;
+  }
+
+  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
+    const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
+    const due = dueTime(when, Date.now());
+    const meta = metaKey(this.options.queue, partition);
+    const window = Math.floor(due / this.options.windowMs);
+    const done =
+      Number(await this.valkey.fcall('tw_reschedule', meta, [id, bucket, String(due), window])) ===
+      1;
+    if (done) await this.durable(meta, id);
+    return done;
+  }
+
+  async requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
+    const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
+    const due = dueTime({ delayMs: options.delayMs ?? 0 }, Date.now());
+    const meta = metaKey(this.options.queue, partition);
+    const window = Math.floor(due / this.options.windowMs);
+    const done =
+      Number(await this.valkey.fcall('tw_requeue', meta, [id, bucket, String(due), window])) === 1;
+    if (done) await this.durable(meta, id);
+    return done;
+  }
+
+  async get(id: string): Promise<ClusterMessageInfo | undefined> {
+    const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
+    const state = await this.valkey.fcall('tw_get', metaKey(this.options.queue, partition), [
+      id,
+      bucket,
+    ]);
+    if (typeof state !== 'string') return undefined;
+    const [status, , , due, attempts, topic] = state.split('|');
+    return {
+      id,
+      topic,
+      status: STATUS[status] ?? 'scheduled',
+      deliverAt: Number(due),
+      attempts: Number(attempts),
+    };
+  }
+
+  private prepare(request: ScheduleRequest, now: number): Omit<Pending, 'resolve' | 'reject'> {
+    if (typeof request !== 'object' || request === null) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `a message must be an object, got ${describe(request)}`,
+      );
+    }
+    const topic = checkTopic(request.topic);
+    const deliverAt = dueTime(request, now);
+    const maxAttempts = checkMaxAttempts(request.maxAttempts);
+    const backoff = checkBackoff(request.backoff);
+    const payload = encodePayload(request.payload, this.options.maxPayloadBytes);
+    const id = request.id === undefined ? newMessageId(now) : checkId(request.id);
+    const { bucket } = placeOf(id, this.options.partitions);
+    const bytes = payload.bytes ?? Buffer.from(payload.text ?? '', 'utf8');
+    const record = encodeRecord(
+      { id, topic, maxAttempts, backoff, payloadKind: payload.kind, payload: bytes },
+      bucket,
+    );
+    return { id, bucket, deliverAt, topic, record };
+  }
+
+  private flush(): void {
+    this.flushing = false;
+    const batches = [...this.batches];
+    this.batches.clear();
+    for (const [partition, batch] of batches) void this.write(partition, batch);
+  }
+
+  private async write(partition: number, batch: Pending[]): Promise<void> {
+    const meta = metaKey(this.options.queue, partition);
+    const args: Array<string | number | Buffer> = [batch.length];
+    for (const m of batch) {
+      args.push(
+        m.id,
+        m.bucket,
+        String(m.deliverAt),
+        Math.floor(m.deliverAt / this.options.windowMs),
+        m.topic,
+        m.record,
+      );
+    }
+    try {
+      const replies = (await this.valkey.fcall('tw_schedule', meta, args)) as Array<
+        [number, string]
+      >;
+      await this.durable(meta, batch.length === 1 ? batch[0].id : `${batch.length} messages`);
+      for (let i = 0; i < batch.length; i++) {
+        batch[i].resolve({ id: batch[i].id, deliverAt: Number(replies[i][1]) });
+      }
+    } catch (err) {
+      for (const m of batch) m.reject(err);
+    }
+  }
+
+  /** Waits until the writes sent so far on `meta`'s connection are as durable as asked. */
+  private async durable(meta: string, what: string): Promise<void> {
+    const { durability } = this.options;
+    if (durability === 'async') return;
+    const timeout = String(this.waitTimeoutMs);
+    if (durability === 'replicated') {
+      const replicas = Number(await this.valkey.command(meta, ['WAIT', '1', timeout]));
+      if (replicas >= 1) return;
+      throw notDurable(what, `no replica acknowledged it within ${timeout} ms`);
+    }
+    const [local, replicas] = (await this.valkey.command(meta, [
+      'WAITAOF',
+      '1',
+      '1',
+      timeout,
+    ])) as number[];
+    if (local >= 1 && replicas >= 1) return;
+    throw notDurable(
+      what,
+      `fsynced locally ${local >= 1 ? 'yes' : 'no'}, on replicas ${replicas} of 1, within ${timeout} ms`,
+    );
+  }
+}
+
+function notDurable(what: string, why: string): TickwheelStateError {
+  return new TickwheelStateError(
+    'ERR_TICKWHEEL_NOT_DURABLE',
+    `${what} reached the primary, but ${why}; it may not survive a failover (scheduling the same id again is safe)`,
+  );
+}

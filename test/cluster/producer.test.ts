@@ -1,0 +1,138 @@
+/**
+ * The producer side of a cluster node (src/cluster/producer.ts) on real servers: group commit
+ * (one function call per partition per event-loop turn), dedup, cancel, reschedule, get, bad
+ * input refused before any write, and durability: a resolved schedule under 'replicated' or
+ * 'fsynced' is on the replica when the promise resolves, and one that cannot reach a replica
+ * says ERR_TICKWHEEL_NOT_DURABLE.
+ */
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Valkey } from '../../src/cluster/connection.js';
+import { partitionPrefix } from '../../src/cluster/keys.js';
+import { Producer, type Durability } from '../../src/cluster/producer.js';
+import { placeOf } from '../../src/cluster/record.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { installed, startReplicated } from '../../scripts/valkey.mjs';
+
+const PARTITIONS = 16;
+
+interface Set {
+  primary: { url: string; kill(): Promise<void> };
+  replicas: Array<{ url: string; kill(): Promise<void> }>;
+  stop(): Promise<void>;
+}
+
+describe.runIf(installed('valkey-server'))('cluster producer on Valkey with a replica', () => {
+  let set: Set;
+  let valkey: Valkey;
+  let replica: Valkey;
+  const producer = (durability: Durability, queue = 'orders', durabilityTimeoutMs = 5_000) =>
+    new Producer(valkey, {
+      queue,
+      partitions: PARTITIONS,
+      windowMs: 30_000,
+      durability,
+      durabilityTimeoutMs,
+      maxPayloadBytes: 1 << 20,
+    });
+  const fcalls = async () => {
+    const stats = String(await valkey.command('x', ['INFO', 'commandstats']));
+    return Number(/cmdstat_fcall:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+  };
+
+  beforeAll(async () => {
+    set = await startReplicated({ binary: 'valkey-server', replicas: 1 });
+    valkey = await Valkey.connect(set.primary.url);
+    await valkey.loadLibrary();
+    replica = await Valkey.connect(set.replicas[0].url);
+  }, 60_000);
+
+  afterAll(async () => {
+    await replica?.close().catch(() => {});
+    await valkey?.close();
+    await set?.stop();
+  });
+
+  it.each(['replicated', 'fsynced'] as const)(
+    'with %s, every resolved schedule is already on the replica',
+    async (durability) => {
+      const p = producer(durability, `orders-${durability}`);
+      const before = await fcalls();
+      const results = await Promise.all(
+        Array.from({ length: 1_000 }, (_, i) =>
+          p.schedule({ topic: 'invoice', id: `m-${i}`, payload: { i }, delayMs: 60_000 + i }),
+        ),
+      );
+      // Group commit: one call per partition for the whole turn, not one per message.
+      expect((await fcalls()) - before).toBeLessThanOrEqual(PARTITIONS);
+      for (const [i, { id }] of results.entries()) {
+        const { partition, bucket } = placeOf(id, PARTITIONS);
+        const key = `${partitionPrefix(`orders-${durability}`, partition)}id:${bucket}`;
+        const state = await replica.command(key, ['HGET', key, id], true);
+        expect(String(state)).toMatch(/^S\|w\d+\|\d+\|[\d.]+\|0\|invoice$/);
+        expect(id).toBe(`m-${i}`);
+      }
+    },
+  );
+
+  it('answers a second schedule of a pending id with the first, and cancels and reschedules', async () => {
+    const p = producer('replicated');
+    const first = await p.schedule({ topic: 'invoice', id: 'dup', payload: 1, delayMs: 10_000 });
+    const again = await p.schedule({ topic: 'invoice', id: 'dup', payload: 2, delayMs: 99_000 });
+    expect(again).toEqual(first);
+    expect(await p.get('dup')).toMatchObject({
+      id: 'dup',
+      topic: 'invoice',
+      status: 'scheduled',
+      attempts: 0,
+      deliverAt: first.deliverAt,
+    });
+    const later = Date.now() + 3_600_000;
+    expect(await p.reschedule('dup', { deliverAt: later })).toBe(true);
+    expect((await p.get('dup'))?.deliverAt).toBe(later);
+    expect(await p.cancel('dup')).toBe(true);
+    expect(await p.cancel('dup')).toBe(false);
+    expect(await p.get('dup')).toBeUndefined();
+    expect(await p.reschedule('dup', { delayMs: 5 })).toBe(false);
+  });
+
+  it('makes an id when none is given, unique across calls', async () => {
+    const p = producer('async');
+    const ids = await Promise.all(
+      Array.from({ length: 200 }, () => p.schedule({ topic: 't', payload: null })),
+    );
+    expect(new Set(ids.map((r) => r.id)).size).toBe(200);
+  });
+
+  it('refuses bad input with a named error and writes nothing', async () => {
+    const p = producer('async', 'refusals');
+    const before = await fcalls();
+    await expect(p.schedule({ topic: 'no spaces', payload: 1 })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_TOPIC',
+    });
+    await expect(p.schedule({ topic: 't', payload: 1, delayMs: Number.NaN })).rejects.toMatchObject(
+      { code: 'ERR_TICKWHEEL_INVALID_DELAY' },
+    );
+    await expect(p.schedule({ topic: 't', payload: 'x'.repeat(2 << 20) })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE',
+    });
+    await expect(p.schedule(null as never)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+    });
+    await expect(p.get('bad id!')).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_ID' });
+    expect(await fcalls()).toBe(before);
+  });
+
+  it('says ERR_TICKWHEEL_NOT_DURABLE when no replica acknowledges in time', async () => {
+    await set.replicas[0].kill();
+    const p = producer('replicated', 'orders', 300);
+    await expect(
+      p.schedule({ topic: 'invoice', id: 'lonely', payload: 1, delayMs: 1_000 }),
+    ).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_NOT_DURABLE',
+      message: expect.stringContaining('lonely'),
+    });
+    // The write reached the primary: scheduling the same id again is a dedup hit.
+    expect(await producer('async').get('lonely')).toMatchObject({ status: 'scheduled' });
+  });
+});
