@@ -1,0 +1,278 @@
+/**
+ * What a node does for a partition it owns (docs/cluster.md, "The near horizon"): keeps the
+ * partition's messages due before `loadedUntil` in the node's wheel, fires them when due, and
+ * fails deliveries whose visibility ran out. Every change it makes is an owner-only function
+ * call carrying its epoch; the first one refused means someone else owns the partition now, and
+ * the owner stops (`onFenced`).
+ *
+ * Loading, in this order, so that no message is missed:
+ *   1. tw_load raises loadedUntil to the end of the window containing now + horizon. From then on
+ *      schedules due before it go to the near segment: the windows below it are frozen.
+ *   2. The frozen windows not loaded yet are read (tw_read, in pieces) into the wheel.
+ *   3. The near segments are read from the index this owner has read up to (all of them, from 0,
+ *      on taking the partition over). A notification on the partition's channel, or a poll every
+ *      `pollMs` (notifications can be lost), reads their new tails.
+ * The horizon moves forward one window at a time (`advance`), and the near segment is rotated
+ * now and then so that old ones can go once nothing points into them.
+ *
+ * A wheel entry names one scheduling of one message (id, bucket, segment, index): when it fires,
+ * tw_fire checks that the message is still scheduled there, so cancels and reschedules need no
+ * bookkeeping here beyond dropping what is known to be stale.
+ */
+
+import { retryDelay } from '../queue/message.js';
+import type { TimerHandle, TimerWheel } from '../timer/index.js';
+import type { Valkey } from './connection.js';
+import { metaKey } from './keys.js';
+import { decodeRecord } from './record.js';
+
+export interface Due {
+  owner: PartitionOwner;
+  id: string;
+  bucket: number;
+  seg: string;
+  index: number;
+}
+
+export interface PartitionOwnerOptions {
+  queue: string;
+  partition: number;
+  node: string;
+  epoch: number;
+  windowMs: number;
+  /** How far ahead of now messages are kept in the wheel. */
+  horizonMs: number;
+  /** How far ahead of the server's clock a fire may be (tw_fire's skew bound). */
+  maxClockSkewMs: number;
+  /** Near segments are re-read this often even without a notification. */
+  pollMs: number;
+  /** The node's wheel, on an epoch clock, whose onExpire hands a Due to `fire`. */
+  wheel: TimerWheel<Due>;
+  /** Called once when an owner-only call is refused: the partition is someone else's now. */
+  onFenced: (owner: PartitionOwner) => void;
+  /** Errors of background work (a failed read, a lost connection); the owner carries on. */
+  onError: (err: unknown) => void;
+}
+
+/** Records read per tw_read call. */
+const READ_BATCH = 2_000;
+/** A new near segment this often, so that old ones can go. */
+const ROTATE_EVERY_MS = 60_000;
+
+export class PartitionOwner {
+  readonly partition: number;
+  readonly epoch: number;
+  private readonly meta: string;
+  private readonly timers = new Map<string, TimerHandle>();
+  /** Near segment -> records read so far. */
+  private readonly nearRead = new Map<string, number>();
+  private loadedUntil = 0;
+  private currentNear = '';
+  private lastRotation = Date.now();
+  private stopped = false;
+  private firing: Due[] = [];
+  private fireQueued = false;
+  private readingNear: Promise<void> | undefined;
+  private nearAgain = false;
+  private poll: NodeJS.Timeout | undefined;
+  private expiring = false;
+  fired = 0;
+
+  constructor(
+    private readonly valkey: Valkey,
+    private readonly options: PartitionOwnerOptions,
+  ) {
+    this.partition = options.partition;
+    this.epoch = options.epoch;
+    this.meta = metaKey(options.queue, options.partition);
+  }
+
+  get active(): boolean {
+    return !this.stopped;
+  }
+
+  /** Loads the near horizon; resolves once every message due before loadedUntil is armed. */
+  async start(): Promise<void> {
+    const live = (await this.valkey.command(this.meta, [
+      'HKEYS',
+      `${this.meta.slice(0, -4)}live`,
+    ])) as string[];
+    for (const seg of live) if (seg.startsWith('n')) this.nearRead.set(seg, 0);
+    await this.advance();
+    this.poll = setInterval(() => {
+      this.onNearChanged();
+      this.onInflightChanged();
+    }, this.options.pollMs);
+    this.poll.unref();
+  }
+
+  /** Moves loadedUntil up to the window holding now + horizon, and loads what that froze. */
+  async advance(): Promise<void> {
+    if (this.stopped) return;
+    const { windowMs, horizonMs } = this.options;
+    const want = (Math.floor((Date.now() + horizonMs) / windowMs) + 1) * windowMs;
+    const rotate = Date.now() - this.lastRotation >= ROTATE_EVERY_MS || this.currentNear === '';
+    const previous = this.loadedUntil;
+    const reply = (await this.valkey.fcall('tw_load', this.meta, [
+      this.options.node,
+      this.epoch,
+      want,
+      rotate ? 1 : 0,
+    ])) as Array<number | string>;
+    if (Number(reply[0]) !== 1) return this.fenced();
+    if (rotate) this.lastRotation = Date.now();
+    this.loadedUntil = Number(reply[1]);
+    this.currentNear = `n${reply[2]}`;
+    if (!this.nearRead.has(this.currentNear)) this.nearRead.set(this.currentNear, 0);
+    // Windows frozen by this call (all of them on the first): read them whole.
+    const windows = (await this.valkey.command(this.meta, [
+      'ZRANGEBYSCORE',
+      `${this.meta.slice(0, -4)}windows`,
+      previous === 0 ? '-inf' : String(Math.floor(previous / windowMs)),
+      `(${Math.floor(this.loadedUntil / windowMs)}`,
+    ])) as string[];
+    for (const window of windows) await this.readSegment(`w${window}`, 0);
+    await this.readNear();
+  }
+
+  /** A notification (or the poll): read the near segments' new tails. */
+  onNearChanged(): void {
+    if (this.stopped) return;
+    if (this.readingNear !== undefined) {
+      this.nearAgain = true;
+      return;
+    }
+    this.readingNear = this.readNear()
+      .catch((err) => this.options.onError(err))
+      .finally(() => {
+        this.readingNear = undefined;
+        if (this.nearAgain) {
+          this.nearAgain = false;
+          this.onNearChanged();
+        }
+      });
+  }
+
+  /**
+   * A delivery was taken (or the poll): fail those whose visibility ran out. Deadlines are the
+   * server's; tw_expire checks them by its clock, so a node clock ahead only means a later poll.
+   */
+  onInflightChanged(): void {
+    if (this.stopped || this.expiring) return;
+    this.expiring = true;
+    this.expireOverdue()
+      .catch((err) => this.options.onError(err))
+      .finally(() => (this.expiring = false));
+  }
+
+  private async expireOverdue(): Promise<void> {
+    const rows = (await this.valkey.fcallBuffers('tw_overdue', this.meta, [
+      String(Date.now()),
+      500,
+    ])) as Array<[Buffer, Buffer, number, Buffer, Buffer]>;
+    if (rows.length === 0 || this.stopped) return;
+    const args: Array<string | number> = [this.options.node, this.epoch, rows.length];
+    const now = Date.now();
+    for (const [bucket, id, attempts, , record] of rows) {
+      const { backoff } = decodeRecord(record);
+      const due = now + retryDelay(backoff, Number(attempts));
+      args.push(
+        String(id),
+        String(bucket),
+        Number(attempts),
+        String(due),
+        Math.floor(due / this.options.windowMs),
+      );
+    }
+    const reply = (await this.valkey.fcall('tw_expire', this.meta, args)) as number[];
+    if (Number(reply[0]) === -1) this.fenced();
+  }
+
+  /** The wheel says `due` is due: fire it with the others of this turn. */
+  fire(due: Due): void {
+    this.timers.delete(due.id);
+    if (this.stopped) return;
+    this.firing.push(due);
+    if (!this.fireQueued) {
+      this.fireQueued = true;
+      setImmediate(() => void this.flushFires());
+    }
+  }
+
+  /** Stops at once: forgets every timer; nothing more is sent for this partition. */
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.poll !== undefined) clearInterval(this.poll);
+    for (const handle of this.timers.values()) this.options.wheel.clearTimeout(handle);
+    this.timers.clear();
+    this.firing = [];
+  }
+
+  private async readNear(): Promise<void> {
+    for (const [seg, from] of this.nearRead) await this.readSegment(seg, from);
+  }
+
+  private async readSegment(seg: string, from: number): Promise<void> {
+    let at = from;
+    for (;;) {
+      if (this.stopped) return;
+      const [scanned, live] = (await this.valkey.fcallBuffers('tw_read', this.meta, [
+        seg,
+        at,
+        READ_BATCH,
+      ])) as [number, Array<[number, Buffer, Buffer, number, Buffer]>];
+      for (const [index, status, due, , record] of live) {
+        if (String(status) !== 'S') continue;
+        const { id, bucket } = decodeRecord(record);
+        this.arm({ owner: this, id, bucket, seg, index }, Number(String(due)));
+      }
+      at += Number(scanned);
+      if (this.nearRead.has(seg)) this.nearRead.set(seg, at);
+      if (Number(scanned) < READ_BATCH) return;
+    }
+  }
+
+  private arm(due: Due, deliverAt: number): void {
+    const previous = this.timers.get(due.id);
+    if (previous !== undefined) this.options.wheel.clearTimeout(previous);
+    this.timers.set(due.id, this.options.wheel.scheduleAt(deliverAt, due));
+  }
+
+  private async flushFires(): Promise<void> {
+    this.fireQueued = false;
+    const batch = this.firing;
+    this.firing = [];
+    if (batch.length === 0 || this.stopped) return;
+    const args: Array<string | number> = [
+      this.options.node,
+      this.epoch,
+      this.options.maxClockSkewMs,
+      batch.length,
+    ];
+    for (const d of batch) args.push(d.id, d.bucket, d.seg, d.index);
+    try {
+      const [fired, early] = (await this.valkey.fcall('tw_fire', this.meta, args)) as [
+        number,
+        string[],
+      ];
+      if (Number(fired) === -1) return this.fenced();
+      this.fired += Number(fired);
+      // Due by this node's clock, not yet by the server's: try again a little later.
+      for (const id of early ?? []) {
+        const d = batch.find((x) => x.id === id);
+        if (d !== undefined) this.arm(d, Date.now() + this.options.maxClockSkewMs);
+      }
+    } catch (err) {
+      // Not known to have fired: arm them again shortly (tw_fire skips what did fire).
+      this.options.onError(err);
+      for (const d of batch) this.arm(d, Date.now() + 100);
+    }
+  }
+
+  private fenced(): void {
+    if (this.stopped) return;
+    this.stop();
+    this.options.onFenced(this);
+  }
+}

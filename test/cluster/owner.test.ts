@@ -1,0 +1,196 @@
+/**
+ * A partition's owner (src/cluster/owner.ts) on a real Valkey: messages scheduled before it
+ * starts (read from frozen windows) and after (read from the near segment, on a notification or
+ * the poll) become ready when due, never before; deliveries whose visibility runs out are
+ * retried; and the owner stops the moment its epoch is no longer the current one.
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SystemClock, TimerWheel } from '../../src/index.js';
+import { Valkey } from '../../src/cluster/connection.js';
+import { eventsChannel, metaKey } from '../../src/cluster/keys.js';
+import { PartitionOwner, type Due } from '../../src/cluster/owner.js';
+import { Producer } from '../../src/cluster/producer.js';
+import { placeOf } from '../../src/cluster/record.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { installed, startServer } from '../../scripts/valkey.mjs';
+
+const PARTITIONS = 1;
+const QUEUE = 'owned';
+const META = metaKey(QUEUE, 0);
+
+describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => {
+  let server: { url: string; stop(): Promise<void> };
+  let valkey: Valkey;
+  let producer: Producer;
+  let wheel: TimerWheel<Due>;
+  const owners: PartitionOwner[] = [];
+
+  beforeAll(async () => {
+    server = await startServer({ binary: 'valkey-server' });
+    valkey = await Valkey.connect(server.url);
+    await valkey.loadLibrary();
+    producer = new Producer(valkey, {
+      queue: QUEUE,
+      partitions: PARTITIONS,
+      windowMs: 1_000,
+      durability: 'async',
+      maxPayloadBytes: 1 << 20,
+    });
+    wheel = new TimerWheel<Due>({
+      clock: new SystemClock({ epoch: true }),
+      onExpire: (due) => due.owner.fire(due),
+    });
+  }, 30_000);
+
+  afterAll(async () => {
+    for (const owner of owners) owner.stop();
+    wheel?.close();
+    await valkey?.close();
+    await server?.stop();
+  });
+
+  async function own(node: string, fenced: (o: PartitionOwner) => void = () => {}) {
+    // The previous test's owner is gone: its lease has run out.
+    await valkey.command(META, ['HSET', META, 'leaseUntil', '1']);
+    const [granted, epoch] = (await valkey.fcall('tw_lease', META, [
+      'acquire',
+      node,
+      0,
+      60_000,
+    ])) as number[];
+    expect(granted).toBe(1);
+    const owner = new PartitionOwner(valkey, {
+      queue: QUEUE,
+      partition: 0,
+      node,
+      epoch,
+      windowMs: 1_000,
+      horizonMs: 2_000,
+      maxClockSkewMs: 250,
+      pollMs: 100,
+      wheel,
+      onFenced: fenced,
+      onError: (err) => {
+        throw err;
+      },
+    });
+    owners.push(owner);
+    const stop = await valkey.subscribe(eventsChannel(QUEUE, 0), (m) => {
+      if (m === 'n') owner.onNearChanged();
+      if (m === 'i') owner.onInflightChanged();
+    });
+    await owner.start();
+    return { owner, stop };
+  }
+
+  /** Takes everything ready, every few ms, noting when each id was taken. */
+  async function collect(ids: string[], untilMs: number) {
+    const taken = new Map<string, number>();
+    while (taken.size < ids.length && Date.now() < untilMs) {
+      const rows = (await valkey.fcall('tw_take', META, ['t', 100, 60_000, 1 << 20])) as Array<
+        [string, number, string, string]
+      >;
+      for (const [id] of rows) taken.set(String(id), Date.now());
+      await sleep(5);
+    }
+    return taken;
+  }
+
+  it('makes messages ready when due, never before, whether loaded from a window or the near segment', async () => {
+    const start = Date.now();
+    const before = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        producer.schedule({
+          topic: 't',
+          id: `before-${i}`,
+          payload: i,
+          deliverAt: start + 400 + i * 20,
+        }),
+      ),
+    );
+    // A message due after the horizon: it must wait for its window to be loaded.
+    const far = await producer.schedule({
+      topic: 't',
+      id: 'far',
+      payload: 0,
+      deliverAt: start + 6_000,
+    });
+    const { owner, stop } = await own('node-a');
+    const after = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        producer.schedule({
+          topic: 't',
+          id: `after-${i}`,
+          payload: i,
+          deliverAt: start + 500 + i * 20,
+        }),
+      ),
+    );
+    const all = [...before, ...after];
+    const taken = await collect(
+      all.map((r) => r.id),
+      start + 5_000,
+    );
+    expect(taken.size).toBe(all.length);
+    for (const { id, deliverAt } of all) {
+      const at = taken.get(id) as number;
+      expect(at, `${id} taken early`).toBeGreaterThanOrEqual(deliverAt);
+      expect(at - deliverAt, `${id} late`).toBeLessThan(1_000);
+    }
+    expect((await producer.get('far'))?.status).toBe('scheduled');
+    // The horizon moves on: once the far message's window is near, it fires too.
+    const moving = setInterval(() => void owner.advance(), 200);
+    const farTaken = await collect(['far'], start + 9_000);
+    clearInterval(moving);
+    expect(farTaken.get('far')).toBeGreaterThanOrEqual(far.deliverAt);
+    owner.stop();
+    await stop();
+  }, 20_000);
+
+  it('retries a delivery whose visibility ran out', async () => {
+    const { owner, stop } = await own('node-b');
+    await producer.schedule({
+      topic: 't',
+      id: 'slow',
+      payload: 1,
+      delayMs: 0,
+      backoff: { type: 'fixed', delayMs: 50 },
+    });
+    let first: unknown[] = [];
+    for (let i = 0; i < 100 && first.length === 0; i++) {
+      first = (await valkey.fcall('tw_take', META, ['t', 1, 100, 1 << 20])) as unknown[];
+      await sleep(10);
+    }
+    expect(first).toHaveLength(1);
+    // Visibility 100 ms, back-off 50 ms: it is ready again within a second, attempt 2.
+    let again: Array<[string, number]> = [];
+    for (let i = 0; i < 100 && again.length === 0; i++) {
+      again = (await valkey.fcall('tw_take', META, ['t', 1, 60_000, 1 << 20])) as Array<
+        [string, number]
+      >;
+      await sleep(20);
+    }
+    expect(again.map(([id, attempt]) => [String(id), Number(attempt)])).toEqual([['slow', 2]]);
+    owner.stop();
+    await stop();
+  }, 10_000);
+
+  it('stops at the first refused call once another node holds a newer epoch', async () => {
+    let fenced = 0;
+    const { owner, stop } = await own('node-c', () => fenced++);
+    // Its lease runs out (as if the node had paused) and another node takes the partition.
+    await valkey.command(META, ['HSET', META, 'leaseUntil', '1']);
+    await valkey.fcall('tw_lease', META, ['acquire', 'node-d', 0, 60_000]);
+    const { partition } = placeOf('late', PARTITIONS);
+    expect(partition).toBe(0);
+    await producer.schedule({ topic: 't', id: 'late', payload: 1, delayMs: 50 });
+    await sleep(600);
+    expect(fenced).toBe(1);
+    expect(owner.active).toBe(false);
+    // Nothing fired it: it waits for the new owner.
+    expect((await producer.get('late'))?.status).toBe('scheduled');
+    await stop();
+  });
+});
