@@ -523,6 +523,15 @@ local function heartbeat(keys, args)
   return redis.call('ZRANGE', key, 0, -1)
 end
 
+-- A message's state and current record: record(meta; id, bucket) -> {state, record} | nil
+local function record_of(keys, args)
+  local prefix = prefix_of(keys[1])
+  local text = redis.call('HGET', prefix .. 'id:' .. args[2], args[1])
+  if not text then return nil end
+  local st = read_state(text)
+  return {text, redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)}
+end
+
 redis.register_function{function_name = 'tw_version', callback = function() return VERSION end,
   flags = {'no-writes'}}
 redis.register_function{function_name = 'tw_lease', callback = lease}
@@ -533,6 +542,7 @@ redis.register_function{function_name = 'tw_schedule', callback = schedule}
 redis.register_function{function_name = 'tw_get', callback = get, flags = {'no-writes'}}
 redis.register_function{function_name = 'tw_cancel', callback = cancel}
 redis.register_function{function_name = 'tw_read', callback = read, flags = {'no-writes'}}
+redis.register_function{function_name = 'tw_record', callback = record_of, flags = {'no-writes'}}
 redis.register_function{function_name = 'tw_load', callback = load}
 redis.register_function{function_name = 'tw_fire', callback = fire}
 redis.register_function{function_name = 'tw_take', callback = take}

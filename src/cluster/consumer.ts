@@ -1,0 +1,231 @@
+/**
+ * The consumer's side of a cluster node: receive, ack, nack (docs/cluster.md, "Consumers").
+ * Any node takes from any partition; ready messages of a topic are spread over the partitions'
+ * ready lists.
+ *
+ * Which partitions to ask: a hint per topic of partitions known to have ready messages, fed by
+ * the partitions' channels ("r <topic>" when messages of the topic became ready) and dropped
+ * when a take comes back short. A receive with nothing hinted scans every partition's ready
+ * list length once (so that lost notifications cost a scan, never a message); a long poll waits
+ * for a notification, re-scanning every `scanMs`.
+ *
+ * A receipt names the partition, the attempt and the id: `c<partition>.<attempt>.<id>`, so ack
+ * and nack go straight to the right slot from any node, and a receipt of an earlier delivery of
+ * the same message is refused (its attempt is not the current one).
+ */
+
+import { TickwheelTypeError, checkOption, describe } from '../errors.js';
+import { ID_PATTERN, checkTopic, decodePayload, retryDelay } from '../queue/message.js';
+import type { Valkey } from './connection.js';
+import { metaKey, partitionPrefix } from './keys.js';
+import { decodeRecord, placeOf } from './record.js';
+
+export interface ClusterReceived {
+  id: string;
+  topic: string;
+  payload: unknown;
+  deliverAt: number;
+  attempts: number;
+  receipt: string;
+}
+
+export interface ConsumerOptions {
+  queue: string;
+  partitions: number;
+  windowMs: number;
+  visibilityMs: number;
+  /** A long poll re-scans the ready lists this often. Default 250 ms. */
+  scanMs?: number;
+}
+
+interface Waiter {
+  wake: () => void;
+}
+
+const RECEIPT = /^c(\d+)\.(\d+)\.(.+)$/;
+
+export class Consumer {
+  private readonly hints = new Map<string, Set<number>>();
+  private readonly waiters = new Map<string, Set<Waiter>>();
+  private readonly scanMs: number;
+  private next = 0;
+
+  constructor(
+    private readonly valkey: Valkey,
+    private readonly options: ConsumerOptions,
+  ) {
+    this.scanMs = options.scanMs ?? 250;
+  }
+
+  /** A partition's channel said messages of `topic` became ready. */
+  onReady(partition: number, topic: string): void {
+    let hint = this.hints.get(topic);
+    if (hint === undefined) this.hints.set(topic, (hint = new Set()));
+    hint.add(partition);
+    for (const waiter of this.waiters.get(topic) ?? []) waiter.wake();
+  }
+
+  async receive(
+    topic: string,
+    options: { max?: number; waitMs?: number; visibilityMs?: number; maxBytes?: number } = {},
+  ): Promise<ClusterReceived[]> {
+    checkTopic(topic);
+    const max = checkOption(options.max ?? 1, 'max', 1, 1_000, true);
+    const waitMs = checkOption(options.waitMs ?? 0, 'waitMs', 0, 3_600_000);
+    const visibilityMs = checkOption(
+      options.visibilityMs ?? this.options.visibilityMs,
+      'visibilityMs',
+      1,
+      86_400_000,
+    );
+    const maxBytes = checkOption(options.maxBytes ?? 16 << 20, 'maxBytes', 1);
+    const until = Date.now() + waitMs;
+    let scan = !this.hints.get(topic)?.size;
+    for (;;) {
+      const got = await this.take(topic, max, visibilityMs, maxBytes, scan);
+      if (got.length > 0 || Date.now() >= until) return got;
+      await this.waitFor(topic, Math.min(this.scanMs, until - Date.now()));
+      scan = !this.hints.get(topic)?.size;
+    }
+  }
+
+  async ack(receipt: string): Promise<boolean> {
+    const parsed = this.parseReceipt(receipt);
+    if (parsed === undefined) return false;
+    const { partition, attempt, id } = parsed;
+    const { bucket } = placeOf(id, this.options.partitions);
+    const meta = metaKey(this.options.queue, partition);
+    return Number(await this.valkey.fcall('tw_ack', meta, [id, bucket, attempt])) === 1;
+  }
+
+  async nack(
+    receipt: string,
+    options: { delayMs?: number; reason?: string } = {},
+  ): Promise<boolean> {
+    const parsed = this.parseReceipt(receipt);
+    if (parsed === undefined) return false;
+    const { partition, attempt, id } = parsed;
+    const { bucket } = placeOf(id, this.options.partitions);
+    const meta = metaKey(this.options.queue, partition);
+    let delay = options.delayMs;
+    if (delay === undefined) {
+      const found = (await this.valkey.fcallBuffers('tw_record', meta, [id, bucket])) as
+        [Buffer, Buffer] | null;
+      if (found === null) return false;
+      delay = retryDelay(decodeRecord(found[1]).backoff, attempt);
+    } else {
+      checkOption(delay, 'delayMs', 0);
+    }
+    const due = Date.now() + delay;
+    const reply = await this.valkey.fcall('tw_nack', meta, [
+      id,
+      bucket,
+      attempt,
+      String(due),
+      Math.floor(due / this.options.windowMs),
+      options.reason ?? '',
+    ]);
+    return reply === 'retry' || reply === 'dead';
+  }
+
+  private async take(
+    topic: string,
+    max: number,
+    visibilityMs: number,
+    maxBytes: number,
+    scan: boolean,
+  ): Promise<ClusterReceived[]> {
+    let candidates: number[];
+    if (scan) {
+      candidates = await this.scan(topic);
+    } else {
+      candidates = [...(this.hints.get(topic) ?? [])];
+    }
+    const out: ClusterReceived[] = [];
+    let bytesLeft = maxBytes;
+    // Start at a different partition each time, so that no partition is always last.
+    const start = this.next++ % Math.max(1, candidates.length);
+    for (let k = 0; k < candidates.length && out.length < max && bytesLeft > 0; k++) {
+      const partition = candidates[(start + k) % candidates.length];
+      const want = max - out.length;
+      const rows = (await this.valkey.fcallBuffers(
+        'tw_take',
+        metaKey(this.options.queue, partition),
+        [topic, want, visibilityMs, bytesLeft],
+      )) as Array<[Buffer, number, Buffer, Buffer]>;
+      if (rows.length < want) this.hints.get(topic)?.delete(partition);
+      for (const [idBuf, attempts, due, recordBuf] of rows) {
+        const record = decodeRecord(recordBuf);
+        bytesLeft -= recordBuf.length;
+        const id = String(idBuf);
+        out.push({
+          id,
+          topic,
+          payload: decodePayload(record.payloadKind, record.payload),
+          deliverAt: Number(String(due)),
+          attempts: Number(attempts),
+          receipt: `c${partition}.${attempts}.${id}`,
+        });
+      }
+    }
+    return out;
+  }
+
+  /** The partitions whose ready list for `topic` is not empty, all asked at once. */
+  private async scan(topic: string): Promise<number[]> {
+    const { queue, partitions } = this.options;
+    const lengths = await Promise.all(
+      Array.from({ length: partitions }, (_, p) => {
+        const key = `${partitionPrefix(queue, p)}ready:${topic}`;
+        return this.valkey.command(key, ['LLEN', key], true);
+      }),
+    );
+    const found: number[] = [];
+    lengths.forEach((n, p) => {
+      if (Number(n) > 0) found.push(p);
+    });
+    if (found.length > 0) this.hints.set(topic, new Set(found));
+    return found;
+  }
+
+  private waitFor(topic: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      let set = this.waiters.get(topic);
+      if (set === undefined) this.waiters.set(topic, (set = new Set()));
+      const waiter: Waiter = {
+        wake: () => {
+          clearTimeout(timer);
+          set.delete(waiter);
+          resolve();
+        },
+      };
+      const timer = setTimeout(waiter.wake, Math.max(0, ms));
+      set.add(waiter);
+    });
+  }
+
+  /**
+   * The parts of a receipt; undefined for a string that is not a receipt of this queue (as the
+   * embedded queue answers false for a receipt it does not know).
+   */
+  private parseReceipt(
+    receipt: unknown,
+  ): { partition: number; attempt: number; id: string } | undefined {
+    if (typeof receipt !== 'string') {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `receipt must be the string receive() returned, got ${describe(receipt)}`,
+      );
+    }
+    const match = RECEIPT.exec(receipt);
+    if (match === null || !ID_PATTERN.test(match[3])) return undefined;
+    const partition = Number(match[1]);
+    if (partition >= this.options.partitions) return undefined;
+    return { partition, attempt: Number(match[2]), id: match[3] };
+  }
+
+  /** Wakes every long poll (closing). */
+  wakeAll(): void {
+    for (const set of this.waiters.values()) for (const w of [...set]) w.wake();
+  }
+}

@@ -1,0 +1,402 @@
+/**
+ * A tickwheel cluster node: one process's share of a queue that lives in Valkey/Redis
+ * (docs/cluster.md). It joins the member list, takes the partitions it wins by rendezvous
+ * hashing through leases (Ownership, the pure state machine), runs a PartitionOwner for each
+ * partition it owns, and serves the queue's API from any partition through the Producer and
+ * the Consumer.
+ *
+ * One loop, every `tickMs`: heartbeat when due (the answer is the member list), then whatever the
+ * state machine asks (acquire, renew, release, load, drop). The loop and the wheel are unref'd:
+ * a node keeps its process alive only while a caller waits on it (a long receive), as the
+ * embedded queue does.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { TickwheelStateError, checkOption } from '../errors.js';
+import type { ScheduleRequest } from '../queue/message.js';
+import { SystemClock } from '../clock/index.js';
+import { TimerWheel } from '../timer/index.js';
+import { Valkey } from './connection.js';
+import { Consumer, type ClusterReceived } from './consumer.js';
+import {
+  checkQueueName,
+  configKey,
+  eventsChannel,
+  metaKey,
+  nodesKey,
+  partitionPrefix,
+} from './keys.js';
+import { Ownership, type Effect } from './ownership.js';
+import { PartitionOwner, type Due } from './owner.js';
+import { Producer, type ClusterMessageInfo, type Durability } from './producer.js';
+
+export interface ClusterNodeOptions {
+  /** Valkey/Redis URL(s): one standalone primary, or any nodes of a Cluster. */
+  redis: string | readonly string[];
+  /** The queue's name; several queues can share one Valkey. Default 'default'. */
+  queue?: string;
+  /** Partitions of a new queue (an existing queue keeps its own). Default 64. */
+  partitions?: number;
+  /** Window of a new queue's far-future segments. Default 30,000 ms. */
+  windowMs?: number;
+  /** How far ahead owners keep messages in their wheel. Default 60,000 ms. */
+  horizonMs?: number;
+  durability?: Durability;
+  /** Partition leases. Default 2,000 ms. */
+  leaseMs?: number;
+  visibilityMs?: number;
+  maxPayloadBytes?: number;
+  /** This node's id in the member list. Default: random. */
+  nodeId?: string;
+  maxClockSkewMs?: number;
+  /** Errors of background work; default: a process warning. */
+  onError?: (err: unknown) => void;
+}
+
+const TICK_MS = 100;
+
+export class ClusterNode {
+  readonly nodeId: string;
+  readonly queue: string;
+  private readonly producer: Producer;
+  private readonly consumer: Consumer;
+  private readonly ownership: Ownership;
+  private readonly owners = new Map<number, PartitionOwner>();
+  private readonly wheel: TimerWheel<Due>;
+  private readonly unsubscribes: Array<() => Promise<void>> = [];
+  private loop: NodeJS.Timeout | undefined;
+  private advancing: NodeJS.Timeout | undefined;
+  private nextHeartbeat = 0;
+  private ticking = false;
+  private closed = false;
+  members: string[] = [];
+  leaseChanges = 0;
+
+  private constructor(
+    private readonly valkey: Valkey,
+    private readonly settings: Required<Omit<ClusterNodeOptions, 'redis' | 'onError'>> & {
+      onError: (err: unknown) => void;
+    },
+  ) {
+    this.nodeId = settings.nodeId;
+    this.queue = settings.queue;
+    const common = {
+      queue: settings.queue,
+      partitions: settings.partitions,
+      windowMs: settings.windowMs,
+    };
+    this.producer = new Producer(valkey, {
+      ...common,
+      durability: settings.durability,
+      maxPayloadBytes: settings.maxPayloadBytes,
+    });
+    this.consumer = new Consumer(valkey, { ...common, visibilityMs: settings.visibilityMs });
+    this.ownership = new Ownership({
+      node: settings.nodeId,
+      partitions: settings.partitions,
+      leaseMs: settings.leaseMs,
+    });
+    this.wheel = new TimerWheel<Due>({
+      clock: new SystemClock({ epoch: true }),
+      unref: true,
+      onExpire: (due) => due.owner.fire(due),
+    });
+  }
+
+  static async open(options: ClusterNodeOptions): Promise<ClusterNode> {
+    const queue = checkQueueName(options.queue ?? 'default');
+    const valkey = await Valkey.connect(options.redis);
+    try {
+      await valkey.loadLibrary();
+      const [partitions, windowMs] = (await valkey.fcall('tw_config', configKey(queue), [
+        checkOption(options.partitions ?? 64, 'partitions', 1, 16_384, true),
+        checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000),
+      ])) as string[];
+      const leaseMs = checkOption(options.leaseMs ?? 2_000, 'leaseMs', 100, 60_000);
+      const node = new ClusterNode(valkey, {
+        queue,
+        partitions: Number(partitions),
+        windowMs: Number(windowMs),
+        horizonMs: checkOption(options.horizonMs ?? 60_000, 'horizonMs', 0, 86_400_000),
+        durability: options.durability ?? 'replicated',
+        leaseMs,
+        visibilityMs: checkOption(options.visibilityMs ?? 30_000, 'visibilityMs', 1, 86_400_000),
+        maxPayloadBytes: checkOption(options.maxPayloadBytes ?? 1 << 20, 'maxPayloadBytes', 1),
+        nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
+        maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
+        onError: options.onError ?? ((err) => process.emitWarning(err as Error)),
+      });
+      await node.start();
+      return node;
+    } catch (err) {
+      await valkey.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
+    this.checkOpen();
+    return this.producer.schedule(request);
+  }
+
+  cancel(id: string): Promise<boolean> {
+    this.checkOpen();
+    return this.producer.cancel(id);
+  }
+
+  reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
+    this.checkOpen();
+    return this.producer.reschedule(id, when);
+  }
+
+  get(id: string): Promise<ClusterMessageInfo | undefined> {
+    this.checkOpen();
+    return this.producer.get(id);
+  }
+
+  requeue(id: string, options?: { delayMs?: number }): Promise<boolean> {
+    this.checkOpen();
+    return this.producer.requeue(id, options);
+  }
+
+  receive(
+    topic: string,
+    options?: { max?: number; waitMs?: number; visibilityMs?: number; maxBytes?: number },
+  ): Promise<ClusterReceived[]> {
+    this.checkOpen();
+    return this.consumer.receive(topic, options);
+  }
+
+  ack(receipt: string): Promise<boolean> {
+    this.checkOpen();
+    return this.consumer.ack(receipt);
+  }
+
+  nack(receipt: string, options?: { delayMs?: number; reason?: string }): Promise<boolean> {
+    this.checkOpen();
+    return this.consumer.nack(receipt, options);
+  }
+
+  /** Partitions this node owns now. */
+  ownedPartitions(): number[] {
+    return this.ownership.owned();
+  }
+
+  /** Counts of the whole queue, summed over its partitions, and this node's view of the cluster. */
+  async stats(): Promise<Record<string, unknown>> {
+    this.checkOpen();
+    const { partitions } = this.settings;
+    const all = await Promise.all(
+      Array.from({ length: partitions }, (_, p) => {
+        const key = `${partitionPrefix(this.queue, p)}counts`;
+        return this.valkey.command(key, ['HGETALL', key], true) as Promise<Record<string, string>>;
+      }),
+    );
+    const totals: Record<string, number> = { scheduled: 0, ready: 0, inflight: 0, dead: 0 };
+    const topics: Record<string, Record<string, number>> = {};
+    const names: Record<string, string> = { S: 'scheduled', R: 'ready', I: 'inflight', D: 'dead' };
+    for (const counts of all) {
+      for (const [field, value] of Object.entries(counts ?? {})) {
+        const bar = field.lastIndexOf('|');
+        const topic = field.slice(0, bar);
+        const status = names[field.slice(bar + 1)];
+        if (status === undefined) continue;
+        totals[status] += Number(value);
+        (topics[topic] ??= { scheduled: 0, ready: 0, inflight: 0, dead: 0 })[status] +=
+          Number(value);
+      }
+    }
+    return {
+      ...totals,
+      topics,
+      cluster: {
+        node: this.nodeId,
+        queue: this.queue,
+        partitions,
+        members: [...this.members],
+        owned: this.ownership.owned(),
+        leaseChanges: this.leaseChanges,
+      },
+    };
+  }
+
+  /** Gives its partitions up (so others take them at once), leaves, and disconnects. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.ownership.close();
+    const until = performance.now() + this.settings.leaseMs;
+    while (!this.ownership.closed && performance.now() < until) {
+      await this.tick();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    if (this.loop !== undefined) clearInterval(this.loop);
+    if (this.advancing !== undefined) clearInterval(this.advancing);
+    for (const owner of this.owners.values()) owner.stop();
+    this.owners.clear();
+    this.consumer.wakeAll();
+    await this.valkey.fcall('tw_heartbeat', nodesKey(this.queue), [this.nodeId, 0]).catch(() => {});
+    for (const stop of this.unsubscribes) await stop().catch(() => {});
+    this.wheel.close();
+    await this.valkey.close();
+  }
+
+  private async start(): Promise<void> {
+    for (let p = 0; p < this.settings.partitions; p++) {
+      this.unsubscribes.push(
+        await this.valkey.subscribe(eventsChannel(this.queue, p), (message) =>
+          this.onEvent(p, message),
+        ),
+      );
+    }
+    await this.tick();
+    this.loop = setInterval(() => void this.tick(), TICK_MS);
+    this.loop.unref();
+    this.advancing = setInterval(
+      () => {
+        for (const owner of this.owners.values()) {
+          owner.advance().catch((err) => this.settings.onError(err));
+        }
+      },
+      Math.max(100, this.settings.windowMs / 4),
+    );
+    this.advancing.unref();
+  }
+
+  private onEvent(partition: number, message: string): void {
+    if (message === 'n') this.owners.get(partition)?.onNearChanged();
+    else if (message === 'i') this.owners.get(partition)?.onInflightChanged();
+    else if (message.startsWith('r ')) this.consumer.onReady(partition, message.slice(2));
+  }
+
+  private async tick(): Promise<void> {
+    if (this.ticking) return;
+    this.ticking = true;
+    try {
+      const now = performance.now();
+      if (now >= this.nextHeartbeat && !this.closed) {
+        this.nextHeartbeat = now + this.settings.leaseMs / 4;
+        this.members = (
+          (await this.valkey.fcall('tw_heartbeat', nodesKey(this.queue), [
+            this.nodeId,
+            this.settings.leaseMs,
+          ])) as string[]
+        ).sort();
+        this.ownership.setMembers(this.members);
+      }
+      await this.run(this.ownership.tick(performance.now()));
+    } catch (err) {
+      this.settings.onError(err);
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  /** Carries out what the state machine asks; answers feed back into it. */
+  private async run(effects: Effect[]): Promise<void> {
+    await Promise.all(effects.map((effect) => this.carryOut(effect)));
+  }
+
+  private async carryOut(effect: Effect): Promise<void> {
+    const { partition } = effect;
+    const meta = metaKey(this.queue, partition);
+    const { leaseMs } = this.settings;
+    switch (effect.kind) {
+      case 'acquire': {
+        let epoch: number | undefined;
+        try {
+          const reply = (await this.valkey.fcall('tw_lease', meta, [
+            'acquire',
+            this.nodeId,
+            0,
+            leaseMs,
+          ])) as number[];
+          if (Number(reply[0]) === 1) {
+            // A grant lost in a failover could be handed out twice: act only once replicated.
+            if (this.settings.durability !== 'async') {
+              const replicas = Number(
+                await this.valkey.command(meta, ['WAIT', '1', String(leaseMs / 4)]),
+              );
+              epoch = replicas >= 1 ? Number(reply[1]) : undefined;
+            } else {
+              epoch = Number(reply[1]);
+            }
+          }
+        } catch (err) {
+          this.settings.onError(err);
+        }
+        if (epoch !== undefined) this.leaseChanges++;
+        await this.run(
+          this.ownership.acquired(partition, effect.request, epoch, performance.now()),
+        );
+        return;
+      }
+      case 'renew': {
+        let ok = false;
+        try {
+          const reply = (await this.valkey.fcall('tw_lease', meta, [
+            'renew',
+            this.nodeId,
+            effect.epoch,
+            leaseMs,
+          ])) as number[];
+          ok = Number(reply[0]) === 1;
+        } catch (err) {
+          this.settings.onError(err);
+        }
+        await this.run(this.ownership.renewed(partition, effect.request, ok, performance.now()));
+        return;
+      }
+      case 'release':
+        try {
+          await this.valkey.fcall('tw_lease', meta, ['release', this.nodeId, effect.epoch]);
+        } catch (err) {
+          this.settings.onError(err);
+        }
+        this.ownership.released(partition, effect.request);
+        return;
+      case 'load': {
+        const owner = new PartitionOwner(this.valkey, {
+          queue: this.queue,
+          partition,
+          node: this.nodeId,
+          epoch: effect.epoch,
+          windowMs: this.settings.windowMs,
+          horizonMs: this.settings.horizonMs,
+          maxClockSkewMs: this.settings.maxClockSkewMs,
+          pollMs: 100,
+          wheel: this.wheel,
+          onFenced: (o) => void this.run(this.ownership.fenced(o.partition, o.epoch)),
+          onError: this.settings.onError,
+        });
+        this.owners.get(partition)?.stop();
+        this.owners.set(partition, owner);
+        try {
+          await owner.start();
+          if (owner.active) this.ownership.loaded(partition, effect.epoch);
+        } catch (err) {
+          this.settings.onError(err);
+          owner.stop();
+          await this.run(this.ownership.fenced(partition, effect.epoch));
+        }
+        return;
+      }
+      case 'drop': {
+        const owner = this.owners.get(partition);
+        if (owner !== undefined && owner.epoch === effect.epoch) {
+          owner.stop();
+          this.owners.delete(partition);
+          this.leaseChanges++;
+        }
+        return;
+      }
+    }
+  }
+
+  private checkOpen(): void {
+    if (this.closed) {
+      throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this cluster node is closed');
+    }
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * Cluster nodes (src/cluster/node.ts) over a real Valkey Cluster of 3 primaries + 3 replicas:
+ * the partitions are shared out among the nodes, a message scheduled through one node is
+ * delivered to a consumer of another, on time and never early, and a node that closes hands its
+ * partitions over at once.
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ClusterNode } from '../../src/cluster/node.js';
+import { partitionsOf } from '../../src/cluster/rendezvous.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { installed, startCluster } from '../../scripts/valkey.mjs';
+
+const PARTITIONS = 16;
+
+describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', () => {
+  let cluster: { urls: string[]; stop(): Promise<void> };
+  const nodes: ClusterNode[] = [];
+  const errors: unknown[] = [];
+
+  const open = async (nodeId: string) => {
+    const node = await ClusterNode.open({
+      redis: cluster.urls,
+      queue: 'shop',
+      partitions: PARTITIONS,
+      windowMs: 1_000,
+      horizonMs: 2_000,
+      leaseMs: 1_000,
+      durability: 'replicated',
+      nodeId,
+      onError: (err) => errors.push(err),
+    });
+    nodes.push(node);
+    return node;
+  };
+
+  /** Waits until each live node owns exactly the partitions it wins among the live nodes. */
+  async function settled(live: ClusterNode[], timeoutMs = 8_000) {
+    const until = Date.now() + timeoutMs;
+    const ids = live.map((n) => n.nodeId);
+    const wanted = ids.map((id) => JSON.stringify(partitionsOf(id, PARTITIONS, ids)));
+    for (;;) {
+      const owned = live.map((n) => n.ownedPartitions());
+      if (owned.every((share, i) => JSON.stringify(share) === wanted[i])) return owned;
+      if (Date.now() > until) throw new Error(`partitions not settled: ${JSON.stringify(owned)}`);
+      await sleep(50);
+    }
+  }
+
+  beforeAll(async () => {
+    cluster = await startCluster({ primaries: 3, replicas: 1 });
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const node of nodes) await node.close().catch(() => {});
+    await cluster?.stop();
+  });
+
+  it('shares the partitions out, each to one node', async () => {
+    const [a, b, c] = [await open('node-a'), await open('node-b'), await open('node-c')];
+    const owned = await settled([a, b, c]);
+    for (const share of owned) expect(share.length).toBeGreaterThan(0);
+    expect((await a.stats()).cluster).toMatchObject({
+      members: ['node-a', 'node-b', 'node-c'],
+      partitions: PARTITIONS,
+    });
+  }, 30_000);
+
+  it('delivers what one node scheduled to a consumer of another, when due and never before', async () => {
+    const [a, b] = nodes;
+    const start = Date.now();
+    const sent = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        a.schedule({
+          topic: 'invoice',
+          id: `inv-${i}`,
+          payload: { i },
+          deliverAt: start + 800 + (i % 50) * 20,
+        }),
+      ),
+    );
+    const due = new Map(sent.map((r) => [r.id, r.deliverAt]));
+    const seen = new Map<string, number>();
+    while (seen.size < sent.length && Date.now() < start + 15_000) {
+      const got = await b.receive('invoice', { max: 100, waitMs: 500 });
+      const at = Date.now();
+      for (const m of got) {
+        expect(seen.has(m.id), `${m.id} twice`).toBe(false);
+        seen.set(m.id, at);
+        expect(m.payload).toEqual({ i: Number(m.id.slice(4)) });
+        expect(await b.ack(m.receipt)).toBe(true);
+      }
+    }
+    expect(seen.size).toBe(sent.length);
+    let worst = 0;
+    for (const [id, at] of seen) {
+      const deliverAt = due.get(id) as number;
+      expect(at, `${id} early`).toBeGreaterThanOrEqual(deliverAt);
+      worst = Math.max(worst, at - deliverAt);
+    }
+    expect(worst).toBeLessThan(2_000);
+    expect(await a.get('inv-0')).toBeUndefined();
+    expect((await b.stats()).scheduled).toBe(0);
+  }, 30_000);
+
+  it('retries a nacked delivery on any node, and counts it in stats', async () => {
+    const [a, b, c] = nodes;
+    await a.schedule({ topic: 'mail', id: 'mail-1', payload: 'hi', maxAttempts: 3 });
+    let [first] = await b.receive('mail', { waitMs: 5_000 });
+    expect(first.attempts).toBe(1);
+    expect(await b.nack(first.receipt, { delayMs: 100, reason: 'smtp down' })).toBe(true);
+    expect(await b.ack(first.receipt)).toBe(false);
+    [first] = await c.receive('mail', { waitMs: 5_000 });
+    expect(first).toMatchObject({ id: 'mail-1', attempts: 2 });
+    expect(await c.ack(first.receipt)).toBe(true);
+    expect(await c.ack('c99.1.nope')).toBe(false);
+    await expect(c.ack(42 as never)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+    });
+  }, 20_000);
+
+  it('hands a closing node’s partitions to the others at once', async () => {
+    const [a, b, c] = nodes;
+    const before = Date.now();
+    await c.close();
+    await settled([a, b], 5_000);
+    expect(Date.now() - before).toBeLessThan(5_000);
+    // Still delivering: scheduled on b, received on a.
+    await b.schedule({ topic: 'after', id: 'after-close', payload: 1, delayMs: 50 });
+    const [m] = await a.receive('after', { waitMs: 5_000 });
+    expect(m?.id).toBe('after-close');
+    expect(errors).toEqual([]);
+  }, 20_000);
+});
