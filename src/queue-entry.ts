@@ -48,4 +48,4 @@ export class DelayQueue extends QueueEngine {
 
 export { FileStore, MemoryStore, type FileStoreOptions };
 export * from './queue/index.js';
-export type { FsyncPolicy } from './store/log.js';
+export type { FsyncPolicy } from './store/log/index.js';

@@ -61,9 +61,10 @@ import {
   SEGMENT_SPAN,
   type FsyncPolicy,
   type LogIo,
+  type RecordSlot,
   type ReplayOptions,
   type ReplayReport,
-} from './log.js';
+} from './log/index.js';
 import {
   BURY,
   FINISH,
@@ -857,6 +858,7 @@ export class FileStore implements Store {
   add(message: MessageState, _inHorizon: boolean): Promise<void> {
     let position: number;
     let durable: Promise<void>;
+    let slot: RecordSlot | undefined;
     try {
       this.checkWritable();
       // Encoded straight into the log's staging buffer: no buffer of its own, no copy. A JSON
@@ -864,8 +866,8 @@ export class FileStore implements Store {
       const text = message.payloadText;
       const payload = message.payload ?? EMPTY_PAYLOAD;
       const room = text === undefined ? payload.byteLength : text.length * 3;
-      const buf = this.log.beginRecord(SCHEDULE, scheduleLength(message, room));
-      const at = this.log.bodyAt;
+      slot = this.log.reserve(SCHEDULE, scheduleLength(message, room));
+      const { buf, at } = slot;
       const payloadAt = writeScheduleHead(buf, at, message);
       let end: number;
       if (text !== undefined) end = writeUtf8(buf, payloadAt, text);
@@ -877,10 +879,10 @@ export class FileStore implements Store {
         end = payloadAt + payload.byteLength;
       }
       const reindex = message.deliverAt >= this.frontier;
-      position = this.commit(SCHEDULE, buf, at, end - at, reindex);
-      durable = this.log.lastDurable;
+      position = this.commit(slot, SCHEDULE, end - at, reindex);
+      durable = slot.durable;
     } catch (err) {
-      this.log.abortRecord();
+      slot?.abort();
       return Promise.reject(err as Error);
     }
     message.ref = position;
@@ -909,16 +911,21 @@ export class FileStore implements Store {
   }
 
   finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void> {
+    let slot: RecordSlot | undefined;
     try {
       this.checkWritable();
       const length = finishLength(message);
-      const buf = this.log.beginRecord(FINISH, length);
-      const at = this.log.bodyAt;
-      writeFinish(buf, at, message, outcome === 'acked' ? OUTCOME_ACKED : OUTCOME_CANCELLED);
-      this.commit(FINISH, buf, at, length, false);
-      return this.log.lastDurable;
+      slot = this.log.reserve(FINISH, length);
+      writeFinish(
+        slot.buf,
+        slot.at,
+        message,
+        outcome === 'acked' ? OUTCOME_ACKED : OUTCOME_CANCELLED,
+      );
+      this.commit(slot, FINISH, length, false);
+      return slot.durable;
     } catch (err) {
-      this.log.abortRecord();
+      slot?.abort();
       return Promise.reject(err as Error);
     }
   }
@@ -934,15 +941,15 @@ export class FileStore implements Store {
     previousDeliverAt: number,
     reindex: boolean,
   ): Promise<void> {
+    let slot: RecordSlot | undefined;
     try {
       this.checkWritable();
-      const buf = this.log.beginRecord(type, moveWithReasonRoom(message));
-      const at = this.log.bodyAt;
-      const end = writeMoveWithReason(buf, at, message, previousDeliverAt);
-      this.commit(type, buf, at, end - at, reindex);
-      return this.log.lastDurable;
+      slot = this.log.reserve(type, moveWithReasonRoom(message));
+      const end = writeMoveWithReason(slot.buf, slot.at, message, previousDeliverAt);
+      this.commit(slot, type, end - slot.at, reindex);
+      return slot.durable;
     } catch (err) {
-      this.log.abortRecord();
+      slot?.abort();
       return Promise.reject(err as Error);
     }
   }
@@ -1095,9 +1102,9 @@ export class FileStore implements Store {
    * than at the next periodic one: the log that recovery replays stays close to the threshold
    * instead of growing a checkpoint interval's worth beyond it. Returns the record's position.
    */
-  private commit(type: number, buf: Buffer, at: number, length: number, reindex: boolean): number {
-    const position = this.log.endRecord(length);
-    this.apply(type, buf, at, position, reindex);
+  private commit(slot: RecordSlot, type: number, length: number, reindex: boolean): number {
+    const position = slot.commit(length);
+    this.apply(type, slot.buf, slot.at, position, reindex);
     this.uncoveredBytes += RECORD_HEADER_BYTES + length;
     if (this.uncoveredBytes >= this.snapshotDue && !this.checkpointing && !this.closed) {
       void this.checkpoint().catch(warn);

@@ -23,7 +23,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import { RECORD_HEADER_BYTES } from '../../src/store/log.js';
+import { RECORD_HEADER_BYTES } from '../../src/store/log/index.js';
 import {
   TOPIC,
   consume,

@@ -23,7 +23,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { FileStore } from '../../src/store/file-store.js';
-import { RECORD_HEADER_BYTES, RECORD_MAGIC } from '../../src/store/log.js';
+import { RECORD_HEADER_BYTES, RECORD_MAGIC } from '../../src/store/log/index.js';
 import { MOVE, SCHEDULE, recordId } from '../../src/store/records.js';
 import { TOPIC, consume, openQueue, segmentFiles, tempDir, trackQueues } from './disk.js';
 

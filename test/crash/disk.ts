@@ -12,7 +12,7 @@ import {
   type DelayQueueOpenOptions,
   type ReceivedMessage,
 } from '../../src/queue-entry.js';
-import { RECORD_HEADER_BYTES, RECORD_MAGIC } from '../../src/store/log.js';
+import { RECORD_HEADER_BYTES, RECORD_MAGIC } from '../../src/store/log/index.js';
 import { decodeSchedule, SCHEDULE } from '../../src/store/records.js';
 import { afterEach } from 'vitest';
 import { advance } from '../queue/harness.js';

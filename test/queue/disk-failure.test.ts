@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { DelayQueue } from '../../src/queue-entry.js';
 import { FileStore } from '../../src/store/file-store.js';
-import type { LogIo } from '../../src/store/log.js';
+import type { LogIo } from '../../src/store/log/index.js';
 import { T0, advance, settle } from './harness.js';
 
 function diskError(code: string): Error {

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue, FileStore, MemoryStore } from '../../src/queue-entry.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
-import type { LogIo } from '../../src/store/log.js';
+import type { LogIo } from '../../src/store/log/index.js';
 import { injector } from './harness.js';
 
 const JSON_TYPE = { 'content-type': 'application/json' };

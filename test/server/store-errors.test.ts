@@ -12,8 +12,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/queue-entry.js';
 import { createServer } from '../../src/server/index.js';
 import { toErrorResponse } from '../../src/server/errors.js';
-import type { LogErrorCode } from '../../src/store/log.js';
-import { RECORD_HEADER_BYTES } from '../../src/store/log.js';
+import type { LogErrorCode } from '../../src/store/log/index.js';
+import { RECORD_HEADER_BYTES } from '../../src/store/log/index.js';
 import { injector } from './harness.js';
 
 const dirs: string[] = [];

@@ -15,7 +15,7 @@ import {
   type MessageLogOptions,
   type ReplayOptions,
   type ReplayReport,
-} from '../../src/store/log.js';
+} from '../../src/store/log/index.js';
 
 interface Rec {
   type: number;
@@ -493,21 +493,20 @@ describe('durability policies', () => {
   });
 
   it.each(['batch', 'always', 'never'] as const)(
-    "'%s': a record begun and aborted appends nothing and leaves flush() and close() working",
+    "'%s': a record reserved and aborted appends nothing and leaves flush() and close() working",
     async (fsync) => {
       const dir = await tempDir();
       const log = await openLog({ dir, fsync });
       const first = log.append(1, bytesFor(1, 20));
       await first.durable;
       // Aborted on a fresh stage (nothing else staged), and after a record in the same stage.
-      log.beginRecord(1, 50);
-      log.abortRecord();
+      log.reserve(1, 50).abort();
       await expect(log.flush()).resolves.toBeUndefined();
       const second = log.append(2, bytesFor(2, 20));
-      log.beginRecord(1, 50);
-      log.abortRecord();
-      log.abortRecord(); // a second abort is a no-op
-      expect(() => log.endRecord(10)).toThrow(/without a matching beginRecord/);
+      const slot = log.reserve(1, 50);
+      slot.abort();
+      slot.abort(); // a second abort is a no-op
+      expect(() => slot.commit(10)).toThrow(/without a matching reserve/);
       await second.durable;
       await log.close();
       const { got } = await replayAll({ dir });

@@ -1,0 +1,38 @@
+/** The message log's errors: LogError and the ways the log builds one. */
+
+import { TickwheelError } from '../../errors.js';
+
+/** The codes LogError can have: a subset of the catalogue's (src/errors.ts). */
+export type LogErrorCode =
+  | 'ERR_TICKWHEEL_IO'
+  | 'ERR_TICKWHEEL_CORRUPT'
+  | 'ERR_TICKWHEEL_RECORD_TOO_LARGE'
+  | 'ERR_TICKWHEEL_CLOSED'
+  | 'ERR_TICKWHEEL_INVALID_OPTION'
+  | 'ERR_TICKWHEEL_INVALID_RECORD'
+  | 'ERR_TICKWHEEL_INVALID_POSITION'
+  | 'ERR_TICKWHEEL_SEGMENT_ACTIVE'
+  | 'ERR_TICKWHEEL_INVALID_STATE';
+
+export class LogError extends TickwheelError<LogErrorCode> {
+  constructor(code: LogErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+    this.name = 'LogError';
+  }
+}
+
+export function closedError(what: string): LogError {
+  return new LogError('ERR_TICKWHEEL_CLOSED', `cannot ${what} the message log: it is closed`);
+}
+
+export function ioError(what: string, cause: unknown): LogError {
+  if (cause instanceof LogError) return cause;
+  return new LogError('ERR_TICKWHEEL_IO', `${what} failed: ${describeCause(cause)}`, { cause });
+}
+
+/** The cause's message, with its errno code in front if the message does not already say it. */
+export function describeCause(cause: unknown): string {
+  const message = cause instanceof Error ? cause.message : String(cause);
+  const code = (cause as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && !message.includes(code) ? `${code}: ${message}` : message;
+}

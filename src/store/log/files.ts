@@ -1,0 +1,40 @@
+/** Small file helpers of the message log. */
+
+import { constants as fsConstants } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
+
+export const CREATE_FLAGS = fsConstants.O_RDWR | fsConstants.O_CREAT;
+
+export function ignore(): void {}
+
+/** Reads until `length` bytes or the end of the file; returns how many were read. */
+export async function readFully(
+  handle: FileHandle,
+  buffer: Buffer,
+  offset: number,
+  length: number,
+  position: number,
+): Promise<number> {
+  let done = 0;
+  while (done < length) {
+    const { bytesRead } = await handle.read(buffer, offset + done, length - done, position + done);
+    if (bytesRead === 0) break;
+    done += bytesRead;
+  }
+  return done;
+}
+
+export function closeQuietly(handle: Promise<FileHandle>): void {
+  handle.then((h) => h.close()).catch(ignore);
+}
+
+export async function syncDirectory(path: string): Promise<void> {
+  // Windows cannot open a directory to fsync it; NTFS journals the entry itself.
+  if (process.platform === 'win32') return;
+  const handle = await open(path, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

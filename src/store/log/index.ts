@@ -1,0 +1,10 @@
+/** The message log (message-log.ts) and what its users need of it. */
+
+export { LogError, type LogErrorCode } from './errors.js';
+export { RECORD_HEADER_BYTES, RECORD_MAGIC } from './format.js';
+export { MessageLog, type MessageLogStats } from './message-log.js';
+export type { FsyncPolicy, LogIo, MessageLogOptions } from './options.js';
+export { SEGMENT_SPAN, segmentFileName } from './positions.js';
+export type { ReadResult } from './reader.js';
+export type { ReplayOptions, ReplayReport } from './replay.js';
+export type { RecordSlot } from './writer.js';

@@ -1,0 +1,330 @@
+/**
+ * The message log: an append-only sequence of typed, checksummed records in segment files, the
+ * first durable stop of every change to a delayed message. This facade ties the parts
+ * together; each concern lives in its own file:
+ *
+ *   format.ts     the record format and its one decoder
+ *   positions.ts  segments and positions (segment * 2^32 + offset)
+ *   segments.ts   which segments exist, their sizes, the active one
+ *   writer.ts     appending (reserve → commit), staging, group commit, failures
+ *   reader.ts     reading records back, one or many, and raw bytes
+ *   replay.ts     replaying segments at recovery: damage, resynchronisation, torn tails
+ *   options.ts    options and the file operations the writer uses
+ *   errors.ts     LogError
+ */
+
+import { mkdir, open, readdir, stat, unlink } from 'node:fs/promises';
+import { LogError, closedError, ioError } from './errors.js';
+import { CREATE_FLAGS, syncDirectory, ignore } from './files.js';
+
+import { defaultIo, readOptions, type MessageLogOptions } from './options.js';
+import {
+  LAST_SEGMENT,
+  SEGMENT_FILE,
+  SEGMENT_SPAN,
+  checkPosition,
+  segmentFileName,
+  segmentOf,
+} from './positions.js';
+import { LogReader, type LogView, type ReadResult } from './reader.js';
+import { scanSegment, type OnRecord, type ReplayOptions, type ReplayReport } from './replay.js';
+import { SegmentTable } from './segments.js';
+import { Writer, type RecordSlot, type WriterStats } from './writer.js';
+
+export interface MessageLogStats extends WriterStats {
+  segments: number;
+  /** Bytes in all segments, records still waiting to be written included. */
+  bytes: number;
+}
+
+export class MessageLog implements LogView {
+  readonly dir: string;
+  private readonly maxRecordBytes: number;
+  private readonly table: SegmentTable;
+  private readonly writer: Writer;
+  private readonly reader: LogReader;
+  private closing: Promise<void> | null = null;
+
+  private constructor(
+    settings: ReturnType<typeof readOptions>,
+    segments: number[],
+    sizes: number[],
+  ) {
+    this.dir = settings.dir;
+    this.maxRecordBytes = settings.maxRecordBytes;
+    this.table = new SegmentTable(segments, sizes);
+    this.writer = new Writer(
+      settings.dir,
+      settings.fsync,
+      settings.segmentBytes,
+      settings.maxRecordBytes,
+      { ...defaultIo, ...settings.io },
+      this.table,
+    );
+    this.reader = new LogReader(this);
+  }
+
+  static async open(options: MessageLogOptions): Promise<MessageLog> {
+    const settings = readOptions(options);
+    const { dir } = settings;
+    let segments: number[];
+    let sizes: number[];
+    try {
+      const created = await mkdir(dir, { recursive: true });
+      segments = [];
+      for (const name of await readdir(dir)) {
+        const match = SEGMENT_FILE.exec(name);
+        if (match !== null) segments.push(Number(match[1]));
+      }
+      segments.sort((a, b) => a - b);
+      if (segments.length === 0) {
+        const handle = await open(`${dir}/${segmentFileName(1)}`, CREATE_FLAGS);
+        await handle.close();
+        if (settings.fsync !== 'never') {
+          await syncDirectory(dir);
+          if (created !== undefined) await syncDirectory(`${dir}/..`);
+        }
+        segments.push(1);
+        sizes = [0];
+      } else {
+        sizes = await Promise.all(
+          segments.map(async (segment) => (await stat(`${dir}/${segmentFileName(segment)}`)).size),
+        );
+      }
+    } catch (error) {
+      throw ioError(`opening the message log in ${dir}`, error);
+    }
+    for (let i = 0; i < segments.length; i++) {
+      if (segments[i] > LAST_SEGMENT || sizes[i] >= SEGMENT_SPAN) {
+        throw new LogError(
+          'ERR_TICKWHEEL_CORRUPT',
+          `${dir}/${segmentFileName(segments[i])} is not a segment this log can address ` +
+            `(segment numbers go up to ${LAST_SEGMENT}, sizes below 4 GiB)`,
+        );
+      }
+    }
+    const log = new MessageLog(settings, segments, sizes);
+    // 'never': the new file's entry is synced by the first syncAll().
+    log.table.unsyncedDirectory =
+      settings.fsync === 'never' && sizes.length === 1 && sizes[0] === 0;
+    return log;
+  }
+
+  static segmentOf(position: number): number {
+    return segmentOf(position);
+  }
+
+  get closed(): boolean {
+    return this.writer.closed;
+  }
+
+  /** Next append position. */
+  get end(): number {
+    return this.table.end;
+  }
+
+  /** The error of the first write or fsync that failed, if one ever did. */
+  get firstFailure(): LogError | undefined {
+    return this.writer.firstFailure;
+  }
+
+  segments(): number[] {
+    return this.table.list.slice();
+  }
+
+  stats(): MessageLogStats {
+    return { segments: this.table.list.length, bytes: this.table.bytes, ...this.writer.counts };
+  }
+
+  /** Bytes in a segment (staged records included), or undefined if it is not in the log. */
+  segmentSize(segment: number): number | undefined {
+    return this.table.sizeOf(segment);
+  }
+
+  // ---- appending: see writer.ts ------------------------------------------------------------
+
+  /**
+   * Reserves room for a record of type `type` with a body of at most `maxLength` bytes: write
+   * the body into `slot.buf` from `slot.at`, then `slot.commit(length)` (its position; its
+   * durable promise is then `slot.durable`) or `slot.abort()`, in the same synchronous step.
+   */
+  reserve(type: number, maxLength: number): RecordSlot {
+    return this.writer.reserve(type, maxLength);
+  }
+
+  /**
+   * Appends a record from a body the caller already has (copied, so the caller may reuse it);
+   * `durable` settles as the fsync policy promises.
+   */
+  append(type: number, body: Uint8Array): { position: number; durable: Promise<void> } {
+    if (!(body instanceof Uint8Array)) {
+      throw new LogError('ERR_TICKWHEEL_INVALID_RECORD', 'record body must be a Uint8Array');
+    }
+    const slot = this.writer.reserve(type, body.byteLength);
+    try {
+      slot.buf.set(body, slot.at);
+    } catch (err) {
+      slot.abort();
+      throw err;
+    }
+    const position = slot.commit(body.byteLength);
+    return { position, durable: slot.durable };
+  }
+
+  /** Resolves when everything appended so far is durable; rejects if any of it failed. */
+  flush(): Promise<void> {
+    return this.writer.flush();
+  }
+
+  /**
+   * Like flush(), but on disk whatever the fsync policy: under 'never' it also fsyncs every
+   * segment written since the last call, and the log's folder if a segment was created. A
+   * checkpoint calls it before it records sizes that recovery will hold to be durable.
+   */
+  async syncAll(): Promise<void> {
+    await this.flush();
+    const table = this.table;
+    if (table.unsynced.size === 0 && !table.unsyncedDirectory) return;
+    const segments = [...table.unsynced];
+    const directory = table.unsyncedDirectory;
+    table.unsynced.clear();
+    table.unsyncedDirectory = false;
+    try {
+      for (const segment of segments) {
+        let handle;
+        try {
+          handle = await open(`${this.dir}/${segmentFileName(segment)}`, 'r+');
+        } catch (error) {
+          // Deleted since (retention): nothing of it needs to last.
+          if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+          throw error;
+        }
+        try {
+          await this.writer.sync(handle);
+        } finally {
+          await handle.close().catch(ignore);
+        }
+      }
+      if (directory) await syncDirectory(this.dir);
+    } catch (error) {
+      for (const segment of segments) table.unsynced.add(segment);
+      if (directory) table.unsyncedDirectory = true;
+      throw ioError('syncing the log for a checkpoint', error);
+    }
+  }
+
+  // ---- reading: see reader.ts ---------------------------------------------------------------
+
+  read(position: number): Promise<ReadResult> {
+    return this.reader.read(position);
+  }
+
+  readMany(positions: readonly number[]): Promise<Array<ReadResult | LogError>> {
+    return this.reader.readMany(positions);
+  }
+
+  readRaw(segment: number, offset: number, length: number): Promise<Buffer> {
+    return this.reader.readRaw(segment, offset, length);
+  }
+
+  /** @internal LogView, for the reader. */
+  staged(segment: number, offset: number) {
+    return this.writer.staged(segment, offset);
+  }
+
+  /** @internal LogView, for the reader. */
+  writtenEnd(segment: number): number {
+    return this.writer.writtenEnd(segment);
+  }
+
+  // ---- recovery: see replay.ts --------------------------------------------------------------
+
+  /**
+   * Delivers every good record from `from` (a position; 0 = the start of the oldest segment)
+   * to the end, in order, and repairs the tail so appends continue after the last good
+   * record. Call it once, right after open() and before any append. Bodies are copies, the
+   * caller's to keep. If onRecord throws, replay stops and rejects with that error.
+   */
+  async replay(onRecord: OnRecord, from = 0, options: ReplayOptions = {}): Promise<ReplayReport> {
+    if (this.closed) throw closedError('replay');
+    if (this.writer.counts.appends > 0) {
+      throw new LogError(
+        'ERR_TICKWHEEL_INVALID_STATE',
+        'replay() must run before any append(): it repairs the tail that appends continue from',
+      );
+    }
+    checkPosition(from, 'from');
+    const report: ReplayReport = { records: 0, corrupt: [], truncatedBytes: 0, end: 0 };
+    const fromSegment = segmentOf(from);
+    const segments = this.table.list.slice();
+    this.writer.replaying = true;
+    try {
+      for (let k = 0; k < segments.length; k++) {
+        const segment = segments[k];
+        const last = k === segments.length - 1;
+        // The last segment is always scanned (its tail may need repair); records before
+        // `from` are checked but not delivered.
+        if (segment < fromSegment && !last) continue;
+        const goodEnd = await scanSegment({
+          dir: this.dir,
+          segment,
+          start: segment === fromSegment ? from - segment * SEGMENT_SPAN : 0,
+          deliverFrom: from,
+          last,
+          maxRecordBytes: this.maxRecordBytes,
+          onRecord,
+          report,
+          options,
+        });
+        if (last) this.table.activeSize = goodEnd;
+      }
+    } finally {
+      this.writer.replaying = false;
+    }
+    report.end = this.end;
+    return report;
+  }
+
+  // ---- retention and shutdown ---------------------------------------------------------------
+
+  /**
+   * Deletes a closed segment's file. Records of that segment still being written are waited
+   * for first. Refuses the active segment; deleting a segment that is not there does nothing.
+   */
+  async deleteSegment(segment: number): Promise<void> {
+    for (;;) {
+      if (this.closed) throw closedError('delete a segment of');
+      if (segment === this.table.active) {
+        throw new LogError(
+          'ERR_TICKWHEEL_SEGMENT_ACTIVE',
+          `segment ${segment} is the active segment; only closed segments can be deleted`,
+        );
+      }
+      if (!this.writer.pending(segment)) break;
+      // If that write fails, the segment may become active again, so check again afterwards.
+      await this.writer.idle(segment);
+    }
+    const size = this.table.remove(segment);
+    if (size === undefined) return;
+    this.reader.retire(segment);
+    try {
+      await unlink(`${this.dir}/${segmentFileName(segment)}`);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      this.table.restore(segment, size);
+      throw ioError(`deleting segment ${segmentFileName(segment)}`, error);
+    }
+  }
+
+  /**
+   * Flushes, then closes every file. Later appends throw ERR_TICKWHEEL_CLOSED. Rejects if the
+   * final flush or closing the active segment failed.
+   */
+  close(): Promise<void> {
+    if (this.closing === null) {
+      this.writer.closed = true;
+      this.closing = this.writer.shutdown().finally(() => this.reader.retireAll());
+    }
+    return this.closing;
+  }
+}

@@ -1,0 +1,289 @@
+/**
+ * Reading records back: one record (read), many at once (readMany), raw bytes (readRaw), from
+ * the records still staged for the writer or from the segment files, through a small pool of
+ * read handles (least recently used closed first). Every record is checked with the one
+ * decoder (format.ts) before its body is handed out.
+ */
+
+import { open, type FileHandle } from 'node:fs/promises';
+import { LogError, closedError, ioError } from './errors.js';
+import { closeQuietly, ignore, readFully } from './files.js';
+import {
+  BAD_CRC,
+  NOT_A_RECORD,
+  RECORD_HEADER_BYTES,
+  checkRecord,
+  claimedLength,
+  describeCheck,
+} from './format.js';
+import {
+  SEGMENT_SPAN,
+  checkPosition,
+  corruptRecord,
+  segmentFileName,
+  segmentOf,
+} from './positions.js';
+
+const HEADER = RECORD_HEADER_BYTES;
+/** A read() fetches this much at once, so that small records take a single read. */
+const READ_AHEAD_BYTES = 2048;
+/** readMany: one read covers records at most this far apart from its first... */
+const SPAN_READ_BYTES = 1024 * 1024;
+/** ...and gaps between them of at most this much (reading a gap beats another read). */
+const SPAN_GAP_BYTES = 64 * 1024;
+/** readMany: reads in flight at once. */
+const SPAN_READS_IN_FLIGHT = 16;
+/** Read handles kept open for read(). */
+const OPEN_READERS = 16;
+
+export interface ReadResult {
+  type: number;
+  body: Buffer;
+}
+
+/** What the reader needs to know of the log. */
+export interface LogView {
+  readonly closed: boolean;
+  readonly dir: string;
+  /** Bytes in a segment (staged records included), or undefined if it is not in the log. */
+  segmentSize(segment: number): number | undefined;
+  /** Where a segment's bytes stop being in its file: its first staged byte, or its size. */
+  writtenEnd(segment: number): number;
+  /** The staged bytes holding `offset` of `segment`: a buffer, the offset in it, its end. */
+  staged(segment: number, offset: number): { buf: Buffer; at: number; end: number } | undefined;
+}
+
+/** A read-only handle to one segment, shared by concurrent read() calls. */
+interface Reader {
+  readonly handle: Promise<FileHandle>;
+  users: number;
+  retired: boolean;
+}
+
+export class LogReader {
+  private readonly readers = new Map<number, Reader>();
+
+  constructor(private readonly log: LogView) {}
+
+  /**
+   * Reads the record at `position`, from the staged records or from disk, and verifies its
+   * CRC. The body is the caller's to keep.
+   */
+  async read(position: number): Promise<ReadResult> {
+    if (this.log.closed) throw closedError('read from');
+    checkPosition(position, 'position');
+    const segment = segmentOf(position);
+    const offset = position - segment * SEGMENT_SPAN;
+    const staged = this.log.staged(segment, offset);
+    if (staged !== undefined) {
+      const result = checkRecord(staged.buf, staged.at, staged.end);
+      // A record cut short in the staging buffer is no record start, as for a header.
+      if (result < 0)
+        throw corruptRecord(position, describeCheck(result === BAD_CRC ? BAD_CRC : NOT_A_RECORD));
+      return copyOut(staged.buf, staged.at, result);
+    }
+    const size = this.log.segmentSize(segment);
+    if (size === undefined || offset >= size) {
+      throw new LogError(
+        'ERR_TICKWHEEL_INVALID_POSITION',
+        size === undefined
+          ? `no record at position ${position}: segment ${segment} is not in the log`
+          : `no record at position ${position}: segment ${segment} has ${size} bytes`,
+      );
+    }
+    const reader = this.acquire(segment);
+    try {
+      return await readRecord(await reader.handle, position, offset, size - offset);
+    } catch (error) {
+      if (error instanceof LogError) throw error;
+      throw ioError(`reading position ${position} from segment ${segmentFileName(segment)}`, error);
+    } finally {
+      this.release(reader);
+    }
+  }
+
+  /**
+   * Reads many records at once: positions in the same segment that lie close together (as the
+   * records of messages scheduled together do) share one read of the span between them,
+   * instead of one read each. Results come in the order of `positions`; a position that cannot
+   * be read yields the error read() would have thrown for it, in its place.
+   */
+  async readMany(positions: readonly number[]): Promise<Array<ReadResult | LogError>> {
+    if (this.log.closed) throw closedError('read from');
+    const results = new Array<ReadResult | LogError>(positions.length);
+    const order = positions.map((_, i) => i).sort((a, b) => positions[a] - positions[b]);
+    const single = async (i: number) => {
+      try {
+        results[i] = await this.read(positions[i]);
+      } catch (err) {
+        if (!(err instanceof LogError)) throw err;
+        results[i] = err;
+      }
+    };
+    const spans: Array<{ segment: number; from: number; to: number; members: number[] }> = [];
+    for (const i of order) {
+      const position = positions[i];
+      if (!Number.isSafeInteger(position) || position < 0) {
+        await single(i);
+        continue;
+      }
+      const segment = segmentOf(position);
+      const offset = position - segment * SEGMENT_SPAN;
+      const size = this.log.segmentSize(segment);
+      // Records still staged (not written yet) and unknown positions take the single path.
+      const written = size === undefined ? 0 : this.log.writtenEnd(segment);
+      if (size === undefined || offset + HEADER > written) {
+        await single(i);
+        continue;
+      }
+      const last = spans[spans.length - 1];
+      if (
+        last !== undefined &&
+        last.segment === segment &&
+        offset - last.from < SPAN_READ_BYTES &&
+        offset <= last.to + SPAN_GAP_BYTES
+      ) {
+        last.to = Math.min(written, Math.max(last.to, offset + READ_AHEAD_BYTES));
+        last.members.push(i);
+      } else {
+        spans.push({
+          segment,
+          from: offset,
+          to: Math.min(written, offset + READ_AHEAD_BYTES),
+          members: [i],
+        });
+      }
+    }
+    const retry: number[] = [];
+    const readSpan = async (span: (typeof spans)[number]) => {
+      const reader = this.acquire(span.segment);
+      let buf: Buffer;
+      try {
+        buf = Buffer.allocUnsafe(span.to - span.from);
+        const got = await readFully(await reader.handle, buf, 0, buf.length, span.from);
+        buf = buf.subarray(0, got);
+      } catch {
+        // Each position on its own, with read()'s precise error.
+        for (const i of span.members) retry.push(i);
+        return;
+      } finally {
+        this.release(reader);
+      }
+      for (const i of span.members) {
+        const at = positions[i] - span.segment * SEGMENT_SPAN - span.from;
+        const length = checkRecord(buf, at, buf.length);
+        // Longer than what was read, or damaged: read() reads it whole or names the damage.
+        if (length < 0) retry.push(i);
+        else
+          results[i] = { type: buf[at + 1], body: buf.subarray(at + HEADER, at + HEADER + length) };
+      }
+    };
+    for (let start = 0; start < spans.length; start += SPAN_READS_IN_FLIGHT) {
+      await Promise.all(spans.slice(start, start + SPAN_READS_IN_FLIGHT).map(readSpan));
+    }
+    for (let start = 0; start < retry.length; start += SPAN_READS_IN_FLIGHT) {
+      await Promise.all(retry.slice(start, start + SPAN_READS_IN_FLIGHT).map(single));
+    }
+    return results;
+  }
+
+  /**
+   * Up to `length` bytes of a segment's file from `offset`, as they are, unchecked: what is left
+   * of a damaged record, for a repair to name what it held. Empty if the file is not there.
+   */
+  async readRaw(segment: number, offset: number, length: number): Promise<Buffer> {
+    let handle: FileHandle;
+    try {
+      handle = await open(this.pathOf(segment), 'r');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return Buffer.alloc(0);
+      throw ioError(`opening segment ${segmentFileName(segment)}`, error);
+    }
+    try {
+      const buf = Buffer.alloc(length);
+      return buf.subarray(0, await readFully(handle, buf, 0, length, offset));
+    } catch (error) {
+      throw ioError(`reading segment ${segmentFileName(segment)} at byte ${offset}`, error);
+    } finally {
+      await handle.close().catch(ignore);
+    }
+  }
+
+  /** Closes the segment's read handle once its readers are done (the file is going). */
+  retire(segment: number): void {
+    const reader = this.readers.get(segment);
+    if (reader === undefined) return;
+    this.readers.delete(segment);
+    reader.retired = true;
+    if (reader.users === 0) closeQuietly(reader.handle);
+  }
+
+  retireAll(): void {
+    for (const segment of [...this.readers.keys()]) this.retire(segment);
+  }
+
+  private acquire(segment: number): Reader {
+    let reader = this.readers.get(segment);
+    if (reader !== undefined) {
+      this.readers.delete(segment); // re-insert: the map's order is least recently used first
+    } else {
+      const opened: Reader = { handle: open(this.pathOf(segment), 'r'), users: 0, retired: false };
+      opened.handle.catch(() => {
+        if (this.readers.get(segment) === opened) this.readers.delete(segment);
+      });
+      reader = opened;
+      if (this.readers.size >= OPEN_READERS) this.retireIdle();
+    }
+    this.readers.set(segment, reader);
+    reader.users++;
+    return reader;
+  }
+
+  private release(reader: Reader): void {
+    reader.users--;
+    if (reader.retired && reader.users === 0) closeQuietly(reader.handle);
+  }
+
+  private retireIdle(): void {
+    for (const [segment, reader] of this.readers) {
+      if (reader.users === 0) {
+        this.retire(segment);
+        return;
+      }
+    }
+  }
+
+  private pathOf(segment: number): string {
+    return `${this.log.dir}/${segmentFileName(segment)}`;
+  }
+}
+
+function copyOut(buf: Buffer, at: number, length: number): ReadResult {
+  const body = Buffer.allocUnsafe(length);
+  buf.copy(body, 0, at + HEADER, at + HEADER + length);
+  return { type: buf[at + 1], body };
+}
+
+async function readRecord(
+  handle: FileHandle,
+  position: number,
+  offset: number,
+  available: number,
+): Promise<ReadResult> {
+  const first = Math.min(available, READ_AHEAD_BYTES);
+  let record = Buffer.allocUnsafe(first);
+  let got = await readFully(handle, record, 0, first, offset);
+  if (checkRecord(record, 0, got) === NOT_A_RECORD)
+    throw corruptRecord(position, describeCheck(NOT_A_RECORD));
+  const total = HEADER + claimedLength(record, 0);
+  if (total > available) throw corruptRecord(position, describeCheck(NOT_A_RECORD));
+  if (total > got) {
+    const whole = Buffer.allocUnsafe(total);
+    record.copy(whole, 0, 0, got);
+    got += await readFully(handle, whole, got, total - got, offset + got);
+    record = whole;
+  }
+  const length = checkRecord(record, 0, got);
+  if (length < 0) throw corruptRecord(position, describeCheck(length));
+  return { type: record[1], body: record.subarray(HEADER, HEADER + length) };
+}

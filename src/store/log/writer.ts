@@ -1,0 +1,492 @@
+/**
+ * Appending and writing: records are encoded straight into staging buffers, given their
+ * positions at once, and written by a single writer with at most one write in flight.
+ *
+ * ## Appending
+ *
+ * `reserve(type, maxLength)` hands out the one RecordSlot: its `buf` has room for a body of
+ * `maxLength` bytes from `at` on. The caller writes the body there, in the same synchronous
+ * step, then either `commit(length)` (which returns the record's position, and leaves its
+ * `durable` promise in `slot.durable`) or `abort()`. Nothing else may append in between, and
+ * the slot is the only way to commit: the order is in the types, and nothing is allocated per
+ * record.
+ *
+ * ## Durability and group commit
+ *
+ * With the 'batch' policy every record staged while a write and fsync are in flight goes out in
+ * the next single write and single fsync, and every record in that batch shares one `durable`
+ * promise:
+ *
+ *     t0  append a, b, c                 stage [a b c]
+ *     t1  write [a b c], fsync ...       append d, e -> stage [d e]
+ *     t2  fsync done: a, b, c resolve    write [d e], fsync ...
+ *     t3  fsync done: d, e resolve
+ *
+ * The first write after an idle moment starts one microtask after the first append. So a
+ * burst of appends in a single tick shares one write even when the disk is idle. 'always'
+ * writes and fsyncs each record on its own, in order. 'never' resolves when the write has
+ * reached the OS. That survives a crash of the process but not a power cut.
+ *
+ * ## Failures
+ *
+ * If a write or fsync fails, that record and every record staged after it fail together.
+ * Their positions assumed the failed bytes would be written. The segment is truncated back to
+ * the end of the last good record, the next append takes that position again, and the failed
+ * records' `durable` promises reject with ERR_TICKWHEEL_IO. Records acknowledged earlier are
+ * untouched. A caller that remembered the position of a failed record must forget it, because
+ * that position will be reused.
+ */
+
+import { open, truncate, type FileHandle } from 'node:fs/promises';
+import { LogError, closedError, describeCause, ioError } from './errors.js';
+import { CREATE_FLAGS, ignore, syncDirectory } from './files.js';
+import { RECORD_HEADER_BYTES, writeHeader } from './format.js';
+import type { FsyncPolicy, LogIo } from './options.js';
+import { SEGMENT_SPAN, segmentFileName } from './positions.js';
+import type { SegmentTable } from './segments.js';
+
+const HEADER = RECORD_HEADER_BYTES;
+/** Staging buffers start this big and double when a batch outgrows them. */
+const STAGE_BYTES = 256 * 1024;
+/** Staging buffers up to this size are kept for reuse; larger ones go back to the GC. */
+const SPARE_STAGE_LIMIT = 8 * 1024 * 1024;
+const SPARE_STAGES = 2;
+
+/** A promise with its settle functions at hand. */
+class Deferred {
+  readonly promise: Promise<void>;
+  resolve!: () => void;
+  reject!: (error: LogError) => void;
+  constructor() {
+    this.promise = new Promise<void>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    // Awaiting `durable` is optional: a failure must not also crash the process as an
+    // unhandled rejection. Whoever awaits the promise still sees the rejection.
+    this.promise.catch(ignore);
+  }
+}
+
+/**
+ * Records staged for one write: the bytes of one segment from `fileOffset` on, back to back.
+ * While the stage is the writer's `filling` stage, appends add to it. Once the writer takes it,
+ * its bytes never change again.
+ */
+interface Stage {
+  readonly segment: number;
+  readonly fileOffset: number;
+  buf: Buffer;
+  len: number;
+  /** Bytes from the start of the stage that are durable; the rest is lost if a write fails. */
+  kept: number;
+  /** 'batch' and 'never': one promise for every record of the stage. */
+  readonly done: Deferred | null;
+  /** 'always': one promise per record, settled in order; `settled` of them so far. */
+  readonly waiters: Deferred[] | null;
+  settled: number;
+}
+
+/** A record being appended (see the top of the file). One per writer, reused. */
+export interface RecordSlot {
+  /** The staging buffer: write the body from `at`, at most the reserved length. */
+  readonly buf: Buffer;
+  readonly at: number;
+  /** The `durable` promise of the record committed last. */
+  readonly durable: Promise<void>;
+  /** Completes the record with its real body length; returns its position. */
+  commit(length: number): number;
+  /** Gives the record up (its encoder failed): nothing is appended. */
+  abort(): void;
+}
+
+export interface WriterStats {
+  appends: number;
+  /** Write calls made to segment files. */
+  writes: number;
+  /** fsyncs of segment files (directory syncs after creating a segment are not counted). */
+  fsyncs: number;
+  fsyncMsTotal: number;
+  fsyncMsMax: number;
+  /** Writes or fsyncs that failed (each rolled the log back). */
+  failures: number;
+}
+
+export class Writer {
+  /** Stages in write order; the writer works on the first one. */
+  private readonly queue: Stage[] = [];
+  /** The stage appends go to, if it may still grow. */
+  private filling: Stage | null = null;
+  private readonly spareBuffers: Buffer[] = [];
+  private handle: { segment: number; handle: FileHandle } | null = null;
+  private draining: Promise<void> | null = null;
+  private kickQueued = false;
+  /** The reserved record: its type and room (-1: none). */
+  private recordType = 0;
+  private recordRoom = -1;
+  private readonly slot: RecordSlot & { buf: Buffer; at: number; durable: Promise<void> };
+  /** The error of the first write or fsync that failed, if one ever did. */
+  firstFailure: LogError | undefined;
+  readonly counts: WriterStats = {
+    appends: 0,
+    writes: 0,
+    fsyncs: 0,
+    fsyncMsTotal: 0,
+    fsyncMsMax: 0,
+    failures: 0,
+  };
+  closed = false;
+  /** Set while replay runs: appends would land where replay is repairing. */
+  replaying = false;
+
+  constructor(
+    private readonly dir: string,
+    private readonly policy: FsyncPolicy,
+    private readonly segmentBytes: number,
+    private readonly maxRecordBytes: number,
+    private readonly io: LogIo,
+    private readonly table: SegmentTable,
+  ) {
+    this.slot = {
+      buf: Buffer.alloc(0),
+      at: 0,
+      durable: Promise.resolve(),
+      commit: (length: number) => this.commit(length),
+      abort: () => this.abort(),
+    };
+  }
+
+  /** Reserves room for a record of at most `maxLength` body bytes: see the top of the file. */
+  reserve(type: number, maxLength: number): RecordSlot {
+    if (this.closed) throw closedError('append to');
+    if (this.replaying) {
+      throw new LogError(
+        'ERR_TICKWHEEL_INVALID_STATE',
+        'cannot append while replay() runs: the tail it repairs is where appends continue',
+      );
+    }
+    if ((type & 0xff) !== type) {
+      throw new LogError(
+        'ERR_TICKWHEEL_INVALID_RECORD',
+        `record type must be an integer from 0 to 255, got ${String(type)}`,
+      );
+    }
+    if (maxLength > this.maxRecordBytes) {
+      throw new LogError(
+        'ERR_TICKWHEEL_RECORD_TOO_LARGE',
+        `record body of ${maxLength} bytes is over maxRecordBytes (${this.maxRecordBytes}); ` +
+          'store large payloads elsewhere or raise maxRecordBytes',
+      );
+    }
+    const size = HEADER + maxLength;
+    const table = this.table;
+    if (table.activeSize > 0 && table.activeSize + size > this.segmentBytes) {
+      table.roll();
+      this.filling = null;
+    }
+    const stage = this.filling ?? this.startStage();
+    if (stage.len + size > stage.buf.length) this.grow(stage, size);
+    this.recordType = type;
+    this.recordRoom = maxLength;
+    this.slot.buf = stage.buf;
+    this.slot.at = stage.len + HEADER;
+    return this.slot;
+  }
+
+  private abort(): void {
+    if (this.recordRoom < 0) return;
+    this.recordRoom = -1;
+    // A stage started for this record alone is dropped, so that no empty stage waits for a
+    // write that nothing would start.
+    const stage = this.filling;
+    const waiting = stage !== null && stage.waiters !== null && stage.waiters.length > 0;
+    if (stage !== null && stage.len === 0 && !waiting && this.queue.at(-1) === stage) {
+      this.queue.pop();
+      this.filling = null;
+      this.recycle(stage.buf);
+    }
+  }
+
+  private commit(length: number): number {
+    const stage = this.filling;
+    if (stage === null || this.recordRoom < 0 || length > this.recordRoom || length < 0) {
+      throw new LogError('ERR_TICKWHEEL_INVALID_STATE', 'commit() without a matching reserve()');
+    }
+    this.recordRoom = -1;
+    const at = stage.len;
+    writeHeader(stage.buf, at, this.recordType, length);
+    const size = HEADER + length;
+    stage.len = at + size;
+    const table = this.table;
+    const position = table.activeBase + table.activeSize;
+    table.activeSize += size;
+    this.counts.appends++;
+    if (stage.waiters !== null) {
+      const waiter = new Deferred();
+      stage.waiters.push(waiter);
+      this.slot.durable = waiter.promise;
+    } else {
+      this.slot.durable = (stage.done as Deferred).promise;
+    }
+    if (this.draining === null && !this.kickQueued) {
+      this.kickQueued = true;
+      queueMicrotask(this.kick);
+    }
+    return position;
+  }
+
+  /** Resolves when everything appended so far is durable; rejects if any of it failed. */
+  flush(): Promise<void> {
+    const last = this.queue[this.queue.length - 1];
+    if (last === undefined) return Promise.resolve();
+    if (last.waiters !== null) return last.waiters[last.waiters.length - 1].promise;
+    return (last.done as Deferred).promise;
+  }
+
+  /** The staged bytes holding `offset` of `segment`, for a read of a record not yet written. */
+  staged(segment: number, offset: number): { buf: Buffer; at: number; end: number } | undefined {
+    for (const stage of this.queue) {
+      const local = offset - stage.fileOffset;
+      if (stage.segment === segment && local >= 0 && local < stage.len) {
+        return { buf: stage.buf, at: local, end: stage.len };
+      }
+    }
+    return undefined;
+  }
+
+  /** Where `segment`'s bytes stop being in its file: its first staged byte, or its size. */
+  writtenEnd(segment: number): number {
+    let end = this.table.sizeOf(segment) ?? 0;
+    for (const stage of this.queue) {
+      if (stage.segment === segment) end = Math.min(end, stage.fileOffset);
+    }
+    return end;
+  }
+
+  /** Settles once nothing of `segment` waits to be written (or its write failed). */
+  async idle(segment: number): Promise<void> {
+    for (let i = this.queue.length - 1; i >= 0; i--) {
+      const stage = this.queue[i];
+      if (stage.segment === segment) {
+        await (stage.waiters?.[stage.waiters.length - 1] ?? (stage.done as Deferred)).promise.catch(
+          ignore,
+        );
+        return;
+      }
+    }
+  }
+
+  /** Whether anything of `segment` waits to be written. */
+  pending(segment: number): boolean {
+    return this.queue.some((stage) => stage.segment === segment);
+  }
+
+  /** fsync that counts (writes made durable, for the stats). */
+  async sync(handle: FileHandle): Promise<void> {
+    const started = performance.now();
+    await this.io.sync(handle);
+    const ms = performance.now() - started;
+    this.counts.fsyncs++;
+    this.counts.fsyncMsTotal += ms;
+    if (ms > this.counts.fsyncMsMax) this.counts.fsyncMsMax = ms;
+  }
+
+  /** Flushes and closes the segment being written; rejects with the first failure. */
+  async shutdown(): Promise<void> {
+    let failure: unknown = null;
+    try {
+      await this.flush();
+    } catch (error) {
+      failure = error;
+    }
+    if (this.draining !== null) await this.draining;
+    const current = this.handle;
+    this.handle = null;
+    if (current !== null) {
+      try {
+        await current.handle.close();
+      } catch (error) {
+        failure ??= ioError(`closing segment ${segmentFileName(current.segment)}`, error);
+      }
+    }
+    if (failure !== null) throw failure;
+  }
+
+  private startStage(): Stage {
+    const eachRecord = this.policy === 'always';
+    const stage: Stage = {
+      segment: this.table.active,
+      fileOffset: this.table.activeSize,
+      buf: this.spareBuffers.pop() ?? Buffer.allocUnsafeSlow(STAGE_BYTES),
+      len: 0,
+      kept: 0,
+      done: eachRecord ? null : new Deferred(),
+      waiters: eachRecord ? [] : null,
+      settled: 0,
+    };
+    this.queue.push(stage);
+    this.filling = stage;
+    return stage;
+  }
+
+  private grow(stage: Stage, need: number): void {
+    const bigger = Buffer.allocUnsafeSlow(Math.max(stage.buf.length * 2, stage.len + need));
+    stage.buf.copy(bigger, 0, 0, stage.len);
+    this.recycle(stage.buf);
+    stage.buf = bigger;
+  }
+
+  private recycle(buf: Buffer): void {
+    if (buf.length <= SPARE_STAGE_LIMIT && this.spareBuffers.length < SPARE_STAGES) {
+      this.spareBuffers.push(buf);
+    }
+  }
+
+  private readonly kick = (): void => {
+    this.kickQueued = false;
+    if (this.draining === null && this.queue.length > 0) this.draining = this.drain();
+  };
+
+  /**
+   * Writes stages one at a time until none is left. Never rejects: failures go to fail().
+   * `draining` is cleared in the same synchronous step that finds the queue empty, so an
+   * append either sees a running drain that will take its stage or starts a new one. drain()
+   * always awaits before it can finish, so the kick's assignment happens first.
+   */
+  private async drain(): Promise<void> {
+    try {
+      while (this.queue.length > 0) {
+        const stage = this.queue[0];
+        if (this.filling === stage) this.filling = null;
+        if (await this.writeStage(stage)) {
+          this.queue.shift();
+          this.recycle(stage.buf);
+        }
+      }
+    } finally {
+      this.draining = null;
+    }
+  }
+
+  private async writeStage(stage: Stage): Promise<boolean> {
+    let step = 'opening';
+    try {
+      const handle = await this.handleFor(stage);
+      if (stage.waiters !== null) {
+        while (stage.kept < stage.len) {
+          const end = stage.kept + HEADER + stage.buf.readUInt32LE(stage.kept + 2);
+          step = 'writing to';
+          await this.writeRange(handle, stage, stage.kept, end);
+          step = 'fsync of';
+          await this.sync(handle);
+          stage.kept = end;
+          stage.waiters[stage.settled++].resolve();
+        }
+      } else {
+        step = 'writing to';
+        await this.writeRange(handle, stage, 0, stage.len);
+        if (this.policy === 'batch') {
+          step = 'fsync of';
+          await this.sync(handle);
+        } else {
+          this.table.unsynced.add(stage.segment);
+        }
+        stage.kept = stage.len;
+        (stage.done as Deferred).resolve();
+      }
+      return true;
+    } catch (cause) {
+      await this.fail(stage, step, cause);
+      return false;
+    }
+  }
+
+  /**
+   * The writer's handle for a stage's segment, opened (and created) when the writer moves to
+   * that segment. A freshly opened file is cut to the stage's offset. That clears whatever a
+   * failed write left behind even when the truncation in fail() could not.
+   */
+  private async handleFor(stage: Stage): Promise<FileHandle> {
+    const current = this.handle;
+    if (current !== null && current.segment === stage.segment) return current.handle;
+    if (current !== null) {
+      this.handle = null;
+      await current.handle.close().catch(ignore);
+    }
+    const handle = await open(this.pathOf(stage.segment), CREATE_FLAGS);
+    try {
+      if (this.table.unborn.has(stage.segment)) {
+        if (this.policy !== 'never') await syncDirectory(this.dir);
+        else this.table.unsyncedDirectory = true;
+        this.table.unborn.delete(stage.segment);
+      }
+      const { size } = await handle.stat();
+      if (size > stage.fileOffset) await handle.truncate(stage.fileOffset);
+      if (size < stage.fileOffset) {
+        throw new Error(
+          `the file has ${size} bytes but the log expects ${stage.fileOffset}; ` +
+            'was it truncated by something else?',
+        );
+      }
+    } catch (error) {
+      await handle.close().catch(ignore);
+      throw error;
+    }
+    this.handle = { segment: stage.segment, handle };
+    return handle;
+  }
+
+  private async writeRange(handle: FileHandle, stage: Stage, from: number, to: number) {
+    while (from < to) {
+      const written = await this.io.write(
+        handle,
+        stage.buf,
+        from,
+        to - from,
+        stage.fileOffset + from,
+      );
+      this.counts.writes++;
+      if (!(written > 0)) throw new Error(`write made no progress (${String(written)} bytes)`);
+      from += written;
+    }
+  }
+
+  /**
+   * A write or fsync of `stage` failed. The stage's records from `stage.kept` on fail, and so
+   * does every stage after it. Positions roll back so the next append lands right after the
+   * last good record, the file is cut there, and then the failed records are rejected.
+   */
+  private async fail(stage: Stage, step: string, cause: unknown): Promise<void> {
+    this.counts.failures++;
+    const goodSize = stage.fileOffset + stage.kept;
+    const lost = this.queue.splice(0);
+    this.filling = null;
+    this.table.rollBack(stage.segment, goodSize);
+    const name = segmentFileName(stage.segment);
+    const error = new LogError(
+      'ERR_TICKWHEEL_IO',
+      `${step} segment ${name} failed: ${describeCause(cause)}. Records from position ` +
+        `${stage.segment * SEGMENT_SPAN + goodSize} on were not stored, and their positions ` +
+        'will be reused; records acknowledged earlier are intact',
+      { cause },
+    );
+    this.firstFailure ??= error;
+    const current = this.handle;
+    this.handle = null;
+    if (current !== null) await current.handle.close().catch(ignore);
+    await truncate(this.pathOf(stage.segment), goodSize).catch(ignore);
+    for (const failed of lost) {
+      if (failed.waiters !== null) {
+        for (let i = failed.settled; i < failed.waiters.length; i++)
+          failed.waiters[i].reject(error);
+      } else {
+        (failed.done as Deferred).reject(error);
+      }
+      this.recycle(failed.buf);
+    }
+  }
+
+  private pathOf(segment: number): string {
+    return `${this.dir}/${segmentFileName(segment)}`;
+  }
+}
