@@ -62,7 +62,7 @@ import {
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const workerPath = join(root, 'test', 'crash', 'worker.mjs');
-const entryPath = join(root, 'dist', 'queue-entry.js');
+const entryPath = join(root, 'dist', 'delay-queue.js');
 
 /** How many violations are kept in detail (all are counted). */
 const KEEP_VIOLATIONS = 200;
@@ -619,7 +619,7 @@ async function main() {
   const modules = join(base, 'node_modules');
   rmSync(modules, { recursive: true, force: true });
   symlinkSync(join(root, 'node_modules'), modules, 'dir');
-  const entry = pathToFileURL(join(build, 'queue-entry.js')).href;
+  const entry = pathToFileURL(join(build, 'delay-queue.js')).href;
   const { DelayQueue } = await import(entry);
   const random = prng(options.seed);
   const model = new Model();

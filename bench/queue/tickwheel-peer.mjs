@@ -5,6 +5,7 @@
  * power cut.
  */
 
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { URL, pathToFileURL } from 'node:url';
 import { memorySnapshot, perMessage } from './stats.mjs';
@@ -12,19 +13,25 @@ import { memorySnapshot, perMessage } from './stats.mjs';
 const TOPIC = 'bench';
 
 /**
- * dist/queue-entry.js of this checkout, or of another build given by TICKWHEEL_BENCH_DIST (a
+ * dist/delay-queue.js of this checkout, or of another build given by TICKWHEEL_BENCH_DIST (a
  * dist folder), to compare a change against the same workloads.
  */
 async function loadQueueModule() {
   const entry =
     process.env.TICKWHEEL_BENCH_DIST === undefined
-      ? new URL('../../dist/queue-entry.js', import.meta.url)
-      : pathToFileURL(join(process.env.TICKWHEEL_BENCH_DIST, 'queue-entry.js'));
+      ? new URL('../../dist/delay-queue.js', import.meta.url)
+      : pathToFileURL(queueEntryOf(process.env.TICKWHEEL_BENCH_DIST));
   try {
     return await import(entry.href);
   } catch (err) {
     throw new Error(`cannot load ${entry.pathname}; run npm run build first (${err.message})`);
   }
+}
+
+/** The tickwheel/queue module of a dist folder: older builds named it queue-entry.js. */
+function queueEntryOf(dist) {
+  const entry = join(dist, 'delay-queue.js');
+  return existsSync(entry) ? entry : join(dist, 'queue-entry.js');
 }
 
 /** Epoch milliseconds on the same clock the queue uses by default (monotonic, wall-anchored). */

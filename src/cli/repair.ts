@@ -24,7 +24,7 @@ export async function repair(options: RepairOptions, io: CliIo): Promise<void> {
     throw new CliError(`no data directory at ${dir} (it has no log folder)`);
   }
   // Loaded here, so that the client commands do not load the store.
-  const { DelayQueue, FileStore } = await import('../queue-entry.js');
+  const { DelayQueue, FileStore } = await import('../delay-queue.js');
   const { describeDamage } = await import('../store/file-store.js');
   let report: RepairReport;
   if (options.yes === true) {

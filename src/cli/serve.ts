@@ -17,7 +17,7 @@
 
 import { isIP, type AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
-import type { FsyncPolicy, RecoveryReport } from '../queue-entry.js';
+import type { FsyncPolicy, RecoveryReport } from '../delay-queue.js';
 import type { LogLevel } from '../server/settings.js';
 import type { TickwheelServer } from '../server/server.js';
 import type { CliIo } from './io.js';

@@ -10,13 +10,19 @@
  *   });
  */
 
-import { checkOption, describe, TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import {
+  checkCallback,
+  checkOption,
+  describe,
+  TickwheelRangeError,
+  TickwheelTypeError,
+} from '../errors.js';
 import type {
   MessageHandler,
   MessageInfo,
   ReceivedMessage,
   ReceiveOptions,
-} from '../queue/delay-queue.js';
+} from '../queue/types.js';
 import { MAX_BATCH, MAX_NACK_DELAY_MS, MAX_RECEIPT_LENGTH } from '../protocol/limits.js';
 import type {
   AckResponse,
@@ -32,12 +38,8 @@ import type {
   WireReceivedMessage,
 } from '../protocol/wire.js';
 import type { ScheduleRequest } from '../queue/message.js';
-import {
-  checkConsumeOptions,
-  startConsumer,
-  type ClientConsumeOptions,
-  type Consumer,
-} from './consumer.js';
+import { checkConsumeOptions, Worker } from '../queue/worker.js';
+import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { TickwheelHttpError } from './errors.js';
 import { Transport, type Answer, type Exchange } from './transport.js';
 
@@ -334,34 +336,31 @@ export class TickwheelClient {
     );
   }
 
-  /** Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws. */
+  /**
+   * Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws. The
+   * same Worker as the embedded consume() (src/queue/worker.ts), over HTTP.
+   */
   consume(
     topic: string,
     handler: MessageHandler,
     consumeOptions: ClientConsumeOptions = {},
   ): Consumer {
-    if (typeof handler !== 'function') {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_CALLBACK',
-        `handler must be a function, got ${describe(handler)}`,
-      );
-    }
+    checkCallback(handler, 'handler');
     segment(topic, 'topic');
-    const checked = checkConsumeOptions(consumeOptions);
-    const consumer = startConsumer(
-      {
+    const worker = new Worker(
+      consumerSource({
         receive: (name, receiveOptions, signal) => this.receive(name, receiveOptions, { signal }),
         ackMany: (receipts) => this.ackMany(receipts),
         nack: (receipt, reason) => this.nack(receipt, { reason }),
-      },
+      }),
       topic,
       handler,
-      checked,
+      checkConsumeOptions(consumeOptions),
     );
     const tracked: Consumer = {
       close: async () => {
         this.consumers.delete(tracked);
-        await consumer.close();
+        await worker.close();
       },
     };
     this.consumers.add(tracked);

@@ -16,6 +16,6 @@ export { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
 export type * from '../protocol/wire.js';
 export type * from '../protocol/limits.js';
 export { MAX_BATCH, MAX_RECEIPT_LENGTH, MAX_RECEIVE } from '../protocol/limits.js';
-export type { MessageHandler, MessageInfo, ReceivedMessage } from '../queue/delay-queue.js';
+export type { MessageHandler, MessageInfo, ReceivedMessage } from '../queue/types.js';
 export type { Backoff, MessageStatus, ScheduleRequest } from '../queue/message.js';
 export { AbortError, TickwheelRangeError, TickwheelTypeError } from '../errors.js';

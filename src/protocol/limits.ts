@@ -14,7 +14,7 @@ export const MAX_RECEIVE_BYTES = 64 * 1024 * 1024;
 export const MAX_RECEIPT_LENGTH = 512;
 
 /**
- * The embedded queue's own bounds (src/queue/delay-queue.ts checks the same numbers): the
+ * The embedded queue's own bounds (src/queue/options.ts checks the same numbers): the
  * longest visibility timeout, long poll and nack delay. A server caps its long polls lower
  * (maxWaitMs).
  */

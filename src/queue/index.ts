@@ -1,13 +1,13 @@
-export {
-  QueueEngine,
-  type ConsumeErrorContext,
-  type ConsumeOptions,
-  type DelayQueueOptions,
-  type MessageHandler,
-  type MessageInfo,
-  type NackOptions,
-  type ReceiveOptions,
-  type ReceivedMessage,
-} from './delay-queue.js';
+export { QueueEngine } from './engine.js';
+export type {
+  ConsumeErrorContext,
+  ConsumeOptions,
+  DelayQueueOptions,
+  MessageHandler,
+  MessageInfo,
+  NackOptions,
+  ReceiveOptions,
+  ReceivedMessage,
+} from './types.js';
 export type { Backoff, MessageState, MessageStatus, ScheduleRequest } from './message.js';
 export type { RecoveryReport, RepairReport, Store, StoreCounts, StoredMessage } from './store.js';

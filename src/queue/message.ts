@@ -281,5 +281,10 @@ export function reasonOf(err: unknown): string {
       : typeof err === 'string'
         ? err
         : String(describe(err));
+  return clipReason(text);
+}
+
+/** A reason cut to MAX_REASON_CHARS, its last character an ellipsis when cut. */
+export function clipReason(text: string): string {
   return text.length > MAX_REASON_CHARS ? `${text.slice(0, MAX_REASON_CHARS - 1)}…` : text;
 }

@@ -4,7 +4,7 @@
  * their connections).
  */
 
-import type { DelayQueue } from '../queue-entry.js';
+import type { DelayQueue } from '../delay-queue.js';
 import type { ServerMetrics } from './metrics.js';
 
 export interface ServerContext {

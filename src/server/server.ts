@@ -33,7 +33,7 @@ import {
   FileStore,
   type DelayQueueOpenOptions,
   type FsyncPolicy,
-} from '../queue-entry.js';
+} from '../delay-queue.js';
 import { bearerAuth, checkToken } from './auth.js';
 import { jsonBodies } from './body.js';
 import type { ServerContext } from './context.js';

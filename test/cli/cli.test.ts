@@ -6,7 +6,7 @@ import { bench } from '../../src/cli/bench.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { parseDuration, parsePayload, parseTime } from '../../src/cli/parse.js';
 import { main } from '../../src/cli/program.js';
-import { DelayQueue, MemoryStore } from '../../src/queue-entry.js';
+import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import { CLI, runCli, startServer, type ServerProcess } from '../server/process.js';
 

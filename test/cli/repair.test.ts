@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DelayQueue } from '../../src/queue-entry.js';
+import { DelayQueue } from '../../src/delay-queue.js';
 import { requireBuiltCli, runCli, startServer, type ServerProcess } from '../server/process.js';
 
 const running: ServerProcess[] = [];

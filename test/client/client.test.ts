@@ -9,7 +9,7 @@ import {
   type ReceivedMessage,
 } from '../../src/client/index.js';
 import { AbortError } from '../../src/errors.js';
-import { DelayQueue, MemoryStore } from '../../src/queue-entry.js';
+import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 
 let server: TickwheelServer;
@@ -388,6 +388,33 @@ describe('consume options', () => {
     expect(contexts.length).toBeGreaterThanOrEqual(2);
     expect(contexts[0]).toEqual({ topic: 'down' });
     expect(((await warned) as Error).message).toBe('onError itself fails');
+  });
+
+  it('by default is a process warning naming the topic, the message and the attempt, as embedded', async () => {
+    const tw = client();
+    const { id } = await tw.schedule({ topic: 'dw', payload: 1, maxAttempts: 1 });
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const consumer = tw.consume(
+        'dw',
+        () => {
+          throw new TypeError('no such mailbox');
+        },
+        { waitMs: 500 },
+      );
+      for (let i = 0; i < 100 && warnings.length === 0; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await consumer.close();
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings.map((w) => [w.name, w.message])).toContainEqual([
+      'TickwheelConsumerWarning',
+      `consumer of topic dw, message ${id}, attempt 1: TypeError: no such mailbox`,
+    ]);
   });
 
   it('visibilityMs is the visibility timeout of each delivery', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { TickwheelClient, type ClientConsumeOptions } from '../../src/client/index.js';
-import { DelayQueue, MemoryStore, type ConsumeOptions } from '../../src/queue-entry.js';
+import { DelayQueue, MemoryStore, type ConsumeOptions } from '../../src/delay-queue.js';
 
 /**
  * The operations `tickwheel/client` shares with `tickwheel/queue`: a name added to one side must

@@ -342,7 +342,7 @@ function cut(file: string, bytes: number): void {
 
 describe('the directory lock', () => {
   const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-  const entry = join(root, 'dist', 'queue-entry.js');
+  const entry = join(root, 'dist', 'delay-queue.js');
 
   it('a second open in the same process is refused with ERR_TICKWHEEL_LOCKED', async () => {
     const dir = tempDir();

@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const entry = join(root, 'dist', 'queue-entry.js');
+const entry = join(root, 'dist', 'delay-queue.js');
 const runner = join(root, 'scripts', 'crash.mjs');
 
 interface Report {

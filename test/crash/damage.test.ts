@@ -388,7 +388,7 @@ describe('a byte flipped in durable data of an older segment', () => {
 
 describe('a torn tail past the durable position is still cut silently', () => {
   const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-  const entry = join(root, 'dist', 'queue-entry.js');
+  const entry = join(root, 'dist', 'delay-queue.js');
 
   it.each(['never', 'batch'])(
     "SIGKILLed writer (fsync '%s'), its last record cut: opens, cuts it, delivers the rest",

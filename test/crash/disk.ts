@@ -11,7 +11,7 @@ import {
   DelayQueue,
   type DelayQueueOpenOptions,
   type ReceivedMessage,
-} from '../../src/queue-entry.js';
+} from '../../src/delay-queue.js';
 import { RECORD_HEADER_BYTES, RECORD_MAGIC } from '../../src/store/log/index.js';
 import { decodeSchedule, SCHEDULE } from '../../src/store/records.js';
 import { afterEach } from 'vitest';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import type { DelayQueue } from '../../src/queue-entry.js';
+import type { DelayQueue } from '../../src/delay-queue.js';
 import { advance } from '../queue/harness.js';
 import { TOPIC, consume, openQueue, trackQueues, segmentFiles, tempDir } from './disk.js';
 

@@ -19,7 +19,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import type { DelayQueue } from '../../src/queue-entry.js';
+import type { DelayQueue } from '../../src/delay-queue.js';
 import { FileStore, STORE_FORMAT } from '../../src/store/file-store.js';
 import { SNAPSHOT_FILE, SNAPSHOT_VERSION } from '../../src/store/snapshot.js';
 import { advance } from '../queue/harness.js';
@@ -325,7 +325,7 @@ describe('a crash while a snapshot is being written', () => {
 
   it('SIGKILL at a random moment while snapshots are written back to back: nothing lost', async () => {
     const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-    const entry = join(root, 'dist', 'queue-entry.js');
+    const entry = join(root, 'dist', 'delay-queue.js');
     if (!existsSync(entry)) throw new Error(`${entry} is missing: run \`npm run build\``);
     const dir = tempDir();
     const script = `

@@ -6,8 +6,8 @@
  *   node test/crash/worker.mjs '<json config>'
  *
  * Config: { dir, journal, fsync, cycle, seed, entry?, live?, lanes?, segmentBytes?,
- *           checkpointIntervalMs?, snapshotBytes? }; entry: URL of the queue-entry.js to test
- *           (default: the package's dist/queue-entry.js). Without snapshotBytes the worker picks
+ *           checkpointIntervalMs?, snapshotBytes? }; entry: URL of the delay-queue.js to test
+ *           (default: the package's dist/delay-queue.js). Without snapshotBytes the worker picks
  *           one from its seed: mostly small, so that most cycles write snapshots and recover
  *           from them; sometimes Infinity, so that recovery also meets a snapshot it must drop.
  *
@@ -53,7 +53,7 @@ import {
 async function main() {
   const config = JSON.parse(process.argv[2]);
   const { DelayQueue } = await import(
-    config.entry ?? new URL('../../dist/queue-entry.js', import.meta.url).href
+    config.entry ?? new URL('../../dist/delay-queue.js', import.meta.url).href
   );
   const random = prng(config.seed);
   const pick = (list) => list[Math.floor(random() * list.length)];

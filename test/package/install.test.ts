@@ -221,6 +221,11 @@ describe('the packed package', () => {
     for (const path of ['dist/index.js', 'dist/cli/main.js', 'src/index.ts', 'docs/http-api.md']) {
       expect(tarballFiles).toContain(path);
     }
+    // tickwheel/queue: its composition root, named after the class it exports.
+    for (const path of ['dist/delay-queue.js', 'dist/delay-queue.d.ts', 'src/delay-queue.ts']) {
+      expect(tarballFiles).toContain(path);
+    }
+    expect(tarballFiles.filter((path) => path.includes('queue-entry'))).toEqual([]);
     expect(tarballFiles).toContain('CHANGELOG.md');
     expect(
       tarballFiles.filter((path) => /^(test|bench|deploy|scripts|examples)\//.test(path)),

@@ -5,7 +5,7 @@
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import { DelayQueue, MemoryStore, type ConsumeErrorContext } from '../../src/queue-entry.js';
+import { DelayQueue, MemoryStore, type ConsumeErrorContext } from '../../src/delay-queue.js';
 import type { MessageState } from '../../src/queue/message.js';
 import { T0, advance, fileKind, memoryKind, settle, type QueueKind } from './harness.js';
 
@@ -176,5 +176,65 @@ describe('the default onError', () => {
     expect(warnings.map((w) => w.message)).toContain(
       `consumer of topic mail, message ${id}, attempt 1: TypeError: no such mailbox`,
     );
+  });
+});
+
+describe('an onError that throws', () => {
+  it('becomes a process warning, even a thrown non-Error, and the consumer carries on', async () => {
+    const clock = new ManualClock(T0);
+    const queue = await DelayQueue.open({ store: new MemoryStore(), clock, horizonMs: 1000 });
+    open.push(queue);
+    await queue.schedule({ topic: 'jobs', payload: 'bad', maxAttempts: 1 });
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    const handled: unknown[] = [];
+    try {
+      const consumer = queue.consume(
+        'jobs',
+        (message) => {
+          handled.push(message.payload);
+          if (message.payload === 'bad') throw new Error('handler fails');
+        },
+        {
+          onError: () => {
+            throw 42;
+          },
+        },
+      );
+      open.push(consumer);
+      for (let i = 0; i < 20 && warnings.length === 0; i++) {
+        await advance(clock, 10, 10, queue);
+        await new Promise((r) => setImmediate(r));
+      }
+      await queue.schedule({ topic: 'jobs', payload: 'good' });
+      for (let i = 0; i < 20 && handled.length < 2; i++) {
+        await advance(clock, 10, 10, queue);
+        await new Promise((r) => setImmediate(r));
+      }
+      await consumer.close();
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(handled).toEqual(['bad', 'good']);
+    expect(warnings.map((w) => w.message)).toContain('42');
+  });
+});
+
+describe('closing a consumer', () => {
+  it('does not end another long poll on its topic early', async () => {
+    const clock = new ManualClock(T0);
+    const queue = await DelayQueue.open({ store: new MemoryStore(), clock, horizonMs: 1000 });
+    open.push(queue);
+    const consumer = queue.consume('jobs', () => {});
+    let answered: unknown[] | undefined;
+    const poll = queue.receive('jobs', { waitMs: 5000 }).then((got) => (answered = got));
+    await settle();
+    await consumer.close();
+    await settle();
+    expect(answered).toBeUndefined(); // still waiting: 5 s of the queue's clock have not passed
+    await queue.schedule({ topic: 'jobs', payload: 'late' });
+    await poll;
+    expect(answered).toMatchObject([{ payload: 'late' }]);
   });
 });

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, TickwheelStateError } from '../../src/index.js';
-import type { DelayQueue } from '../../src/queue-entry.js';
+import type { DelayQueue } from '../../src/delay-queue.js';
 import { T0, advance, fileKind, memoryKind, settle, type QueueKind } from './harness.js';
 
 describe.each([

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import { DelayQueue } from '../../src/queue-entry.js';
+import { DelayQueue } from '../../src/delay-queue.js';
 import { FileStore } from '../../src/store/file-store.js';
 import type { LogIo } from '../../src/store/log/index.js';
 import { T0, advance, settle } from './harness.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ManualClock } from '../../src/index.js';
-import { DelayQueue, MemoryStore, type DelayQueueOpenOptions } from '../../src/queue-entry.js';
+import { DelayQueue, MemoryStore, type DelayQueueOpenOptions } from '../../src/delay-queue.js';
 
 /** A fixed epoch time so that test runs are repeatable. */
 export const T0 = Date.UTC(2026, 10, 22, 12, 0, 0);

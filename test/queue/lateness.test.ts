@@ -6,7 +6,7 @@
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import { DelayQueue, MemoryStore } from '../../src/queue-entry.js';
+import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { T0, fileKind, settle } from './harness.js';
 
 const DAY = 86_400_000;

@@ -11,7 +11,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const entry = pathToFileURL(join(root, 'dist', 'queue-entry.js')).href;
+const entry = pathToFileURL(join(root, 'dist', 'delay-queue.js')).href;
 const dirs: string[] = [];
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import type { DelayQueue } from '../../src/queue-entry.js';
+import type { DelayQueue } from '../../src/delay-queue.js';
 import { T0, advance, fileKind, memoryKind, type QueueKind } from './harness.js';
 
 describe.each([
@@ -120,7 +120,7 @@ describe('receipts', () => {
   it('never start with a dash, so no command line takes one for an option', async () => {
     const script = `
       const { DelayQueue, MemoryStore } = await import(${JSON.stringify(
-        new URL('../../dist/queue-entry.js', import.meta.url).href,
+        new URL('../../dist/delay-queue.js', import.meta.url).href,
       )});
       const queue = await DelayQueue.open({ store: new MemoryStore() });
       await queue.schedule({ topic: 't', payload: 1 });

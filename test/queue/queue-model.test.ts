@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import type { DelayQueue } from '../../src/queue-entry.js';
+import type { DelayQueue } from '../../src/delay-queue.js';
 import { T0, advance, fileKind, memoryKind } from './harness.js';
 
 /**

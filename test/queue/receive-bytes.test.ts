@@ -5,7 +5,7 @@
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import type { DelayQueue } from '../../src/queue-entry.js';
+import type { DelayQueue } from '../../src/delay-queue.js';
 import { T0, advance, fileKind, memoryKind, type QueueKind } from './harness.js';
 
 const MiB = 1024 * 1024;

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import type { MessageState } from '../../src/queue/message.js';
-import { DelayQueue, MemoryStore } from '../../src/queue-entry.js';
+import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { T0, advance, settle } from './harness.js';
 
 /** A memory store whose next load also hands over `stale`, then waits for `release`. */

@@ -1,5 +1,5 @@
 import { afterEach } from 'vitest';
-import { DelayQueue, MemoryStore, type DelayQueueOpenOptions } from '../../src/queue-entry.js';
+import { DelayQueue, MemoryStore, type DelayQueueOpenOptions } from '../../src/delay-queue.js';
 import { createServer, type ServerOptions, type TickwheelServer } from '../../src/server/index.js';
 
 export interface Answer {

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DelayQueue, FileStore, MemoryStore } from '../../src/queue-entry.js';
+import { DelayQueue, FileStore, MemoryStore } from '../../src/delay-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import type { LogIo } from '../../src/store/log/index.js';
 import { injector } from './harness.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DelayQueue, MemoryStore } from '../../src/queue-entry.js';
+import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
 import { openServer, sleep } from './harness.js';
 

@@ -9,7 +9,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DelayQueue } from '../../src/queue-entry.js';
+import { DelayQueue } from '../../src/delay-queue.js';
 import { LISTENING, requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
 
 const running: ServerProcess[] = [];

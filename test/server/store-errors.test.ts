@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DelayQueue } from '../../src/queue-entry.js';
+import { DelayQueue } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
 import { toErrorResponse } from '../../src/server/errors.js';
 import type { LogErrorCode } from '../../src/store/log/index.js';

@@ -10,7 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import { DelayQueue, type ReceivedMessage } from '../../src/queue-entry.js';
+import { DelayQueue, type ReceivedMessage } from '../../src/delay-queue.js';
 
 const fixtures = resolve(dirname(fileURLToPath(import.meta.url)), '../fixtures/data-v1');
 const YEAR = 365 * 86_400_000;

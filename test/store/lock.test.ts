@@ -12,7 +12,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const entry = pathToFileURL(join(root, 'dist', 'queue-entry.js')).href;
+const entry = pathToFileURL(join(root, 'dist', 'delay-queue.js')).href;
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
 

@@ -20,7 +20,7 @@ import type {
   WireReceivedMessage,
 } from '../../protocol/wire.js';
 import { DEFAULT_RECEIVE_BYTES } from '../../protocol/limits.js';
-import type { ReceivedMessage } from '../../queue-entry.js';
+import type { ReceivedMessage } from '../../delay-queue.js';
 import type { ServerContext } from '../context.js';
 import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../schemas.js';
 

@@ -4,6 +4,10 @@
  *   const queue = await DelayQueue.open({ dir: './data' });
  *   await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
  *   queue.consume('emails', async (message) => send(message.payload));
+ *
+ * The composition root of the queue: it joins the engine (src/queue, which knows storage only
+ * through its Store interface) to a store (src/store: the file store, or the memory store).
+ * It lives here, above both, because src/queue must never import src/store.
  */
 
 import { QueueEngine, type DelayQueueOptions } from './queue/index.js';

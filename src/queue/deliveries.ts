@@ -1,0 +1,227 @@
+/**
+ * The consumer side of the queue: receive, ack, nack, and what happens when a visibility
+ * timeout runs out. The engine checks arguments and the closed state before calling in.
+ *
+ *   READY ──receive──► IN FLIGHT ──ack──────────────► finished (store.finish, remembered)
+ *                          │──nack / visibility timeout──► retry:
+ *                          │        attempts left: due again after the backoff (or the
+ *                          │        nack's delayMs), moved through the store (horizon.ts)
+ *                          │        attempts used up: dead letter (store.bury)
+ *
+ * A receive takes messages in flight synchronously (near.ts) and answers with no promise per
+ * message when their payloads are in memory; payloads still on disk are read together, and
+ * what does not fit `maxBytes` (sizes known only then) or cannot be read is handed back as if
+ * never received. An ack skips the id lock when nothing else runs on the id, and returns the
+ * store's promise, which a group commit shares between acks. A nack and a visibility timeout
+ * run under the id lock: they await the store.
+ */
+
+import type { Clock } from '../clock/index.js';
+import type { FinishedMemory } from './finished.js';
+import type { Horizon } from './horizon.js';
+import type { QueueInsights } from './insights.js';
+import type { IdLocks } from './locks.js';
+import { decodePayload, retryDelay } from './message.js';
+import type { NearHorizon, NearMessage } from './near.js';
+import type { QueueParts } from './parts.js';
+import type { Store } from './store.js';
+import type { ReceivedMessage } from './types.js';
+import type { Waiters } from './waiters.js';
+
+export class Deliveries {
+  private readonly store: Store;
+  private readonly clock: Clock;
+  private readonly near: NearHorizon;
+  private readonly horizon: Horizon;
+  private readonly waiters: Waiters;
+  private readonly locks: IdLocks;
+  private readonly insights: QueueInsights;
+  private readonly finished: FinishedMemory;
+  private stopped = false;
+
+  constructor(parts: QueueParts) {
+    this.store = parts.store;
+    this.clock = parts.clock;
+    this.near = parts.near;
+    this.horizon = parts.horizon;
+    this.waiters = parts.waiters;
+    this.locks = parts.locks;
+    this.insights = parts.insights;
+    this.finished = parts.finished;
+  }
+
+  /** The queue is closing: a long poll woken from now on answers empty. */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  /**
+   * Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first (a wait
+   * that ends early once `signal` aborts).
+   */
+  async receive(
+    topic: string,
+    max: number,
+    waitMs: number,
+    visibilityMs: number,
+    maxBytes: number,
+    signal: AbortSignal | undefined,
+  ): Promise<ReceivedMessage[]> {
+    let taken = this.near.take(topic, max, visibilityMs, maxBytes);
+    if (taken.length === 0 && waitMs > 0) {
+      await this.waiters.wait(topic, waitMs, signal);
+      if (this.stopped) return [];
+      taken = this.near.take(topic, max, visibilityMs, maxBytes);
+    }
+    for (const message of taken) {
+      if (message.payload === undefined) return this.readTaken(topic, taken, maxBytes);
+    }
+    // All payloads in memory (the usual case): no promise per message.
+    const now = this.clock.now();
+    for (const message of taken) {
+      if (message.attempts === 1) this.insights.deliveredFirst(message, now);
+    }
+    return taken.map((message) => received(message, message.payload as Uint8Array));
+  }
+
+  /**
+   * Reads the payloads of taken messages some of which are not in memory. Those past `maxBytes`
+   * (sizes known only now) and, if a read fails, all of them are handed back unused.
+   */
+  private async readTaken(
+    topic: string,
+    taken: NearMessage[],
+    maxBytes: number,
+  ): Promise<ReceivedMessage[]> {
+    const receipts = taken.map((message) => message.receipt);
+    let payloads: Uint8Array[];
+    try {
+      payloads = await Promise.all(
+        taken.map((message) => message.payload ?? this.store.payloadOf(message)),
+      );
+    } catch (err) {
+      this.near.handBack(topic, taken, receipts, 0);
+      throw err;
+    }
+    let bytes = 0;
+    let fit = 0;
+    while (fit < taken.length) {
+      bytes += payloads[fit].byteLength;
+      if (fit > 0 && bytes > maxBytes) break;
+      fit++;
+    }
+    this.near.handBack(topic, taken, receipts, fit);
+    const now = this.clock.now();
+    const answer: ReceivedMessage[] = [];
+    for (let i = 0; i < fit; i++) {
+      if (taken[i].attempts === 1) this.insights.deliveredFirst(taken[i], now);
+      answer.push(received(taken[i], payloads[i]));
+    }
+    return answer;
+  }
+
+  /** Acknowledges a delivery: the message is done. False for an unknown or stale receipt. */
+  ack(receipt: string): Promise<boolean> {
+    let message: NearMessage | undefined;
+    try {
+      message = this.near.owner(receipt);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    if (message === undefined) return Promise.resolve(false);
+    // Nothing else running on the id (the common case): no lock, only the wait for durability.
+    if (!this.locks.busy(message.id)) return this.finishAcked(message);
+    const owner = message;
+    return this.locks.run(owner.id, () =>
+      this.near.owner(receipt) === owner ? this.finishAcked(owner) : Promise.resolve(false),
+    );
+  }
+
+  private finishAcked(message: NearMessage): Promise<boolean> {
+    return this.finishQuietly(message).then(() => true);
+  }
+
+  /**
+   * Ends an acknowledged delivery and returns the store's promise as it is: under group commit
+   * every ack of one batch shares it, so a consumer waits once per batch, not once per ack.
+   * (get() reports the message acked from here on; the promise says when that is durable.)
+   */
+  private finishQuietly(message: NearMessage): Promise<unknown> {
+    this.near.release(message);
+    const durable = this.store.finish(message, 'acked');
+    this.finished.remember(message, 'acked');
+    this.insights.counters.acked++;
+    return durable;
+  }
+
+  /** ack() for consume(): the store's promise, no promise of its own. */
+  ackQuietly(receipt: string): Promise<unknown> {
+    const message = this.near.owner(receipt);
+    if (message === undefined || this.locks.busy(message.id)) return this.ack(receipt);
+    return this.finishQuietly(message);
+  }
+
+  /**
+   * Gives a delivery back: redelivered after `delayMs` (default: the message's backoff), or
+   * dead if it has used up its attempts. `reason` is kept as the message's `lastError`.
+   */
+  async nack(
+    receipt: string,
+    reason: string | undefined,
+    delayMs: number | undefined,
+  ): Promise<boolean> {
+    const message = this.near.owner(receipt);
+    if (message === undefined) return false;
+    return this.locks.run(message.id, async () => {
+      if (this.near.owner(receipt) !== message) return false;
+      this.insights.counters.nacked++;
+      message.lastError = reason ?? 'nacked';
+      await this.retry(message, delayMs);
+      return true;
+    });
+  }
+
+  /** A message's timer on the wheel: its due time came, or its visibility timeout ran out. */
+  onTimer(message: NearMessage): void {
+    message.timer = 0;
+    if (!message.held) return;
+    if (message.status === 'scheduled') {
+      this.near.fire(message);
+    } else if (message.status === 'inflight') {
+      this.insights.counters.expired++;
+      const receipt = message.receipt;
+      void this.locks
+        .run(message.id, async () => {
+          if (receipt === undefined || this.near.owner(receipt) !== message) return;
+          message.lastError = 'visibility timeout: not acknowledged in time';
+          await this.retry(message, undefined);
+        })
+        .catch((err: unknown) => process.emitWarning(err as Error));
+    }
+  }
+
+  /** A delivery failed: back off and redeliver, or bury when attempts are used up. */
+  private async retry(message: NearMessage, delayMs: number | undefined): Promise<void> {
+    this.near.release(message);
+    if (message.attempts >= message.maxAttempts) {
+      await this.store.bury(message);
+      this.insights.counters.dead++;
+      return;
+    }
+    const wait = delayMs ?? retryDelay(message.backoff, message.attempts);
+    const previous = message.deliverAt;
+    message.deliverAt = Math.ceil(this.clock.now() + wait);
+    await this.horizon.relocate(message, previous);
+  }
+}
+
+function received(message: NearMessage, bytes: Uint8Array): ReceivedMessage {
+  return {
+    id: message.id,
+    topic: message.topic,
+    payload: decodePayload(message.payloadKind, bytes),
+    deliverAt: message.deliverAt,
+    attempts: message.attempts,
+    receipt: message.receipt as string,
+  };
+}

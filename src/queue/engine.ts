@@ -1,0 +1,413 @@
+/**
+ * QueueEngine: the delay queue's operations. The near horizon in memory, everything else in
+ * the store.
+ *
+ *   schedule ─► store.add (durable) ─► due within the horizon? ─► timer on the wheel
+ *   wheel fires ─► READY in its topic ─► receive: IN FLIGHT, visibility timer on the wheel
+ *   ack ─► store.finish            nack / visibility timeout ─► store.move with backoff
+ *                                  attempts used up ─► store.bury (dead letter)
+ *   every horizonMs / 4: store.loadUntil(now + horizonMs) brings the next slice into memory
+ *
+ * Time is Unix epoch milliseconds from the queue's clock (by default a monotonic clock anchored
+ * to the wall clock at process start). Messages are never delivered before their due time; a
+ * burst due at the same instant is delivered in scheduling order.
+ *
+ * Every operation that changes one message runs under that message's id lock (locks.ts), so
+ * concurrent schedule / cancel / ack calls for one id happen one after another, in call order.
+ * ack() skips the lock when nothing else runs on the id: its change to memory and to the
+ * store's tables is synchronous, so later calls on the id see it done.
+ *
+ * This file is the queue's public face: it checks arguments and the closed state, and hands
+ * each operation to the part that owns it, each in its own file:
+ *
+ *   producer.ts    schedule, scheduleMany, cancel, reschedule, requeue
+ *   deliveries.ts  receive, ack, nack, visibility timeouts, retries and dead letters
+ *   worker.ts      consume() (the same Worker as the client's)
+ *   near.ts        the messages held in memory and their states (ready-list.ts, receipts.ts)
+ *   horizon.ts     what is in memory and what stays with the store; loading the next slice
+ *   waiters.ts     long polls and the process keep-alive
+ *   locks.ts       per-id locks          finished.ts   finished ids get() still reports
+ *   insights.ts    counters, stats(), dueHistogram()
+ *   options.ts     options and argument checks (types.ts: the public types)
+ */
+
+import { checkCallback, checkOption, TickwheelStateError } from '../errors.js';
+import { MAX_RECEIVE } from '../protocol/limits.js';
+import { TimerWheel } from '../timer/index.js';
+import type { WheelSnapshot } from '../wheel/index.js';
+import { FinishedMemory } from './finished.js';
+import { Horizon } from './horizon.js';
+import { dueHistogram, QueueInsights } from './insights.js';
+import { IdLocks } from './locks.js';
+import {
+  checkId,
+  checkTopic,
+  decodePayload,
+  type MessageState,
+  type MessageStatus,
+  type ScheduleRequest,
+} from './message.js';
+import { NearHorizon, type NearMessage } from './near.js';
+import {
+  checkNack,
+  checkQueueOptions,
+  checkReceipts,
+  checkVisibility,
+  EMBEDDED_RECEIVE_BYTES,
+  type QueueSettings,
+} from './options.js';
+import { Deliveries } from './deliveries.js';
+import type { QueueParts } from './parts.js';
+import { Producer } from './producer.js';
+import type { RecoveryReport, Store } from './store.js';
+import type {
+  ConsumeOptions,
+  DelayQueueOptions,
+  MessageHandler,
+  MessageInfo,
+  NackOptions,
+  ReceivedMessage,
+  ReceiveOptions,
+} from './types.js';
+import { Waiters } from './waiters.js';
+import { checkConsumeOptions, Worker, type WorkerSource } from './worker.js';
+
+/** The long-poll wait of each receive of the embedded consume(): woken at once when ready. */
+const CONSUME_WAIT_MS = 1000;
+
+export class QueueEngine {
+  protected readonly store: Store;
+  private readonly settings: QueueSettings;
+  private readonly wheel: TimerWheel<NearMessage>;
+  private readonly insights = new QueueInsights();
+  private readonly waiters: Waiters;
+  private readonly near: NearHorizon;
+  private readonly horizon: Horizon;
+  private readonly locks = new IdLocks();
+  private readonly finished: FinishedMemory;
+  private readonly producer: Producer;
+  private readonly deliveries: Deliveries;
+  private readonly consumers = new Set<{ close(): Promise<void> }>();
+  /** What consume()'s workers receive from, ack and nack to. */
+  private readonly source: WorkerSource;
+  private closed = false;
+  recovery: RecoveryReport | undefined;
+
+  protected constructor(store: Store, options: DelayQueueOptions = {}) {
+    this.store = store;
+    this.settings = checkQueueOptions(options);
+    const clock = this.settings.clock;
+    this.wheel = new TimerWheel<NearMessage>({
+      clock,
+      unref: true,
+      onExpire: (message) => this.deliveries.onTimer(message),
+      onError: (err) => process.emitWarning(err as Error),
+    });
+    this.waiters = new Waiters(this.wheel);
+    this.near = new NearHorizon(clock, this.wheel, this.insights, this.waiters);
+    this.horizon = new Horizon(store, clock, this.near, this.settings.horizonMs);
+    this.finished = new FinishedMemory(this.settings.rememberFinished);
+    const parts: QueueParts = {
+      store,
+      clock,
+      settings: this.settings,
+      near: this.near,
+      horizon: this.horizon,
+      waiters: this.waiters,
+      locks: this.locks,
+      insights: this.insights,
+      finished: this.finished,
+    };
+    this.producer = new Producer(parts);
+    this.deliveries = new Deliveries(parts);
+    this.source = {
+      receive: (topic, { max, waitMs, visibilityMs }, signal) =>
+        this.deliveries.receive(
+          topic,
+          max,
+          waitMs,
+          visibilityMs ?? this.settings.visibilityMs,
+          EMBEDDED_RECEIVE_BYTES,
+          signal,
+        ),
+      ack: (receipt) => this.deliveries.ackQuietly(receipt),
+      nack: (receipt, reason) => this.deliveries.nack(receipt, reason, undefined),
+    };
+  }
+
+  /** Recovers the store and starts the horizon loader. Called once by open(). */
+  protected async start(): Promise<void> {
+    this.recovery = await this.horizon.start(this.wheel);
+  }
+
+  // ---- producer ---------------------------------------------------------------------------
+
+  /** Schedules a message. Resolves once it is durable. */
+  schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
+    return this.closed ? rejectClosed() : this.producer.schedule(request);
+  }
+
+  /**
+   * Schedules many messages at once, like `schedule` for each but cheaper: one promise for the
+   * batch, and the records share the store's group commit. Every request is checked before any
+   * is written, so a bad one (the error names its index) schedules nothing. Resolves, in request
+   * order, once all are durable. If the store fails part way (an I/O error), the promise rejects
+   * and any subset may have been scheduled: give ids, and retry, to make that harmless.
+   */
+  scheduleMany(
+    requests: readonly ScheduleRequest[],
+  ): Promise<Array<{ id: string; deliverAt: number }>> {
+    return this.closed ? rejectClosed() : this.producer.scheduleMany(requests);
+  }
+
+  /** Cancels a message that has not been acknowledged. True if it was live. */
+  cancel(id: string): Promise<boolean> {
+    return this.closed ? rejectClosed() : this.producer.cancel(id);
+  }
+
+  /** Moves a message that is scheduled or ready to a new due time. False if in flight or gone. */
+  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
+    return (await this.rescheduleTo(id, when)) !== undefined;
+  }
+
+  /**
+   * Like reschedule(), but resolves with the due time the queue stored (delays round up to
+   * the next ms, times down), or undefined where reschedule() gives false.
+   */
+  rescheduleTo(
+    id: string,
+    when: { delayMs?: number; deliverAt?: number },
+  ): Promise<number | undefined> {
+    return this.closed ? rejectClosed() : this.producer.rescheduleTo(id, when);
+  }
+
+  /** Puts a dead message back: due `delayMs` from now (default 0) with its attempts reset. */
+  requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
+    return this.closed ? rejectClosed() : this.producer.requeue(id, options);
+  }
+
+  /** Current state of a message, or undefined if unknown (or finished long ago). */
+  async get(id: string): Promise<MessageInfo | undefined> {
+    this.checkOpen();
+    checkId(id);
+    const near = this.near.get(id);
+    if (near !== undefined) return info(near, near.status);
+    const stored = await this.store.lookup(id);
+    if (stored !== undefined) return info(stored, stored.status);
+    const done = this.finished.get(id);
+    return done === undefined ? undefined : info(done, done.status);
+  }
+
+  // ---- consumer ---------------------------------------------------------------------------
+
+  /** Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first. */
+  receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage[]> {
+    try {
+      this.checkOpen();
+      checkTopic(topic);
+      return this.deliveries.receive(
+        topic,
+        checkOption(options.max ?? 1, 'max', 1, MAX_RECEIVE, true),
+        checkOption(options.waitMs ?? 0, 'waitMs', 0, this.settings.maxWaitMs),
+        checkVisibility(options.visibilityMs ?? this.settings.visibilityMs),
+        checkOption(
+          options.maxBytes ?? EMBEDDED_RECEIVE_BYTES,
+          'maxBytes',
+          1,
+          Number.MAX_SAFE_INTEGER,
+          true,
+        ),
+        undefined,
+      );
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  }
+
+  /** Acknowledges a delivery: the message is done. False for an unknown or stale receipt. */
+  ack(receipt: string): Promise<boolean> {
+    return this.closed ? rejectClosed() : this.deliveries.ack(receipt);
+  }
+
+  /**
+   * Gives a delivery back: redelivered after `delayMs` (default: the message's backoff), or
+   * dead if it has used up its attempts. `reason` (why it failed) is kept as the message's
+   * `lastError`, with the dead letter too.
+   */
+  nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
+    try {
+      this.checkOpen();
+      return this.deliveries.nack(receipt, checkNack(options), options.delayMs);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  }
+
+  /**
+   * ack() for several deliveries: results[i] is what ack(receipts[i]) would give (a receipt
+   * repeated in the list is true once). Every receipt is checked before any is acknowledged.
+   * Resolves once all are durable (under group commit they share the fsync); if the store
+   * fails, it rejects, and any subset may have been acknowledged.
+   */
+  async ackMany(receipts: readonly string[]): Promise<boolean[]> {
+    this.checkOpen();
+    checkReceipts(receipts, 'ackMany');
+    return Promise.all(receipts.map((receipt) => this.ack(receipt)));
+  }
+
+  /** nack() for several deliveries, with the same options for all; results as ackMany. */
+  async nackMany(receipts: readonly string[], options: NackOptions = {}): Promise<boolean[]> {
+    this.checkOpen();
+    checkReceipts(receipts, 'nackMany');
+    checkNack(options, 'nackMany');
+    return Promise.all(receipts.map((receipt) => this.nack(receipt, options)));
+  }
+
+  /**
+   * Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws
+   * (the error's message becomes the delivery's `lastError`, kept with a dead letter). Options
+   * are checked here, at once. The loop never stops on its own: a failed receive, ack or nack
+   * goes to `onError` and the loop carries on (after a pause, for a receive); only close() (of
+   * the consumer or the queue) ends it. The rules are the Worker's (worker.ts), the same as the
+   * client's consume().
+   */
+  consume(
+    topic: string,
+    handler: MessageHandler,
+    options: ConsumeOptions = {},
+  ): { close(): Promise<void> } {
+    this.checkOpen();
+    checkTopic(topic);
+    checkCallback(handler, 'handler');
+    const worker = new Worker(
+      this.source,
+      topic,
+      handler,
+      checkConsumeOptions(options, CONSUME_WAIT_MS),
+    );
+    // A running consumer keeps the process alive, like an open server.
+    this.waiters.hold();
+    let closing: Promise<void> | undefined;
+    const consumer = {
+      close: () => {
+        if (closing === undefined) {
+          this.waiters.release();
+          this.consumers.delete(consumer);
+          closing = worker.close();
+        }
+        return closing;
+      },
+    };
+    this.consumers.add(consumer);
+    return consumer;
+  }
+
+  /** Dead messages of a topic (those that used up their attempts), oldest first. */
+  async deadLetters(topic: string, limit = 100): Promise<MessageInfo[]> {
+    this.checkOpen();
+    checkTopic(topic);
+    checkOption(limit, 'limit', 1, 10_000, true);
+    const dead = await this.store.dead(topic, limit);
+    return dead.map((message) => info(message, 'dead'));
+  }
+
+  // ---- insights ---------------------------------------------------------------------------
+
+  async stats(): Promise<Record<string, unknown>> {
+    return this.insights.stats({
+      held: this.near,
+      store: this.store,
+      loadedUntil: this.horizon.loadedUntil,
+      timers: this.wheel.stats(),
+    });
+  }
+
+  /**
+   * Every scheduled message (not yet due), by time until due: counts[i] holds those due before
+   * `edgesMs[i]` from now and not before the previous edge; the last count holds the rest.
+   * Messages in memory count by their exact due time, those on disk by their hour (exact to
+   * within an hour). Never a walk over messages.
+   */
+  dueHistogram(edgesMs: readonly number[]): number[] {
+    return dueHistogram(
+      edgesMs,
+      this.settings.clock.now(),
+      this.near,
+      this.store.counts().hours,
+      this.horizon.loadedUntil,
+    );
+  }
+
+  /**
+   * The start of a live or dead message's payload, for people looking at it: JSON text (or
+   * base64 for bytes) cut to `maxChars`. Undefined when the message is not live or dead.
+   */
+  async payloadPreview(
+    id: string,
+    maxChars = 200,
+  ): Promise<{ preview: string; truncated: boolean } | undefined> {
+    this.checkOpen();
+    checkId(id);
+    const message: MessageState | undefined = this.near.get(id) ?? (await this.store.lookup(id));
+    if (message === undefined) return undefined;
+    const bytes = message.payload ?? (await this.store.payloadOf(message));
+    const payload = decodePayload(message.payloadKind, bytes);
+    const text =
+      payload instanceof Uint8Array
+        ? Buffer.from(payload).toString('base64')
+        : (JSON.stringify(payload) ?? 'undefined');
+    return { preview: text.slice(0, maxChars), truncated: text.length > maxChars };
+  }
+
+  /** The in-memory timer wheel (due and visibility timers), level by level. */
+  wheelSnapshot(maxRows?: number): WheelSnapshot {
+    return this.wheel.wheelSnapshot(maxRows);
+  }
+
+  // ---- life cycle -------------------------------------------------------------------------
+
+  /**
+   * Resolves once background work started so far (bringing the next slice of the horizon into
+   * memory) has finished. Useful with a ManualClock: advance, await settled(), advance(0).
+   */
+  async settled(): Promise<void> {
+    await this.horizon.settled();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await Promise.all([...this.consumers].map((consumer) => consumer.close()));
+    this.closed = true;
+    this.deliveries.stop();
+    this.horizon.stop();
+    await this.horizon.settled();
+    this.waiters.wakeAll();
+    await this.locks.settled();
+    this.wheel.close();
+    await this.store.close();
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw closedError();
+  }
+}
+
+function closedError(): TickwheelStateError {
+  return new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed');
+}
+
+function rejectClosed(): Promise<never> {
+  return Promise.reject(closedError());
+}
+
+function info(message: MessageState, status: MessageStatus): MessageInfo {
+  const answer: MessageInfo = {
+    id: message.id,
+    topic: message.topic,
+    status,
+    deliverAt: message.deliverAt,
+    attempts: message.attempts,
+  };
+  if (message.lastError !== undefined) answer.lastError = message.lastError;
+  return answer;
+}

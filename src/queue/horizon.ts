@@ -1,0 +1,97 @@
+/**
+ * The horizon: which messages live in memory and which stay with the store.
+ *
+ *        now                    loadedUntil
+ *   ──────┼──────────────────────────┼──────────────────────────────────────► due time
+ *         │   near: in memory, on    │   far: only in the store (its log and
+ *         │   the wheel (near.ts)    │   index), about 20–30 bytes of RAM each
+ *
+ * Invariant: every live message due before `loadedUntil` is held in memory, or is being handed
+ * over by the load under way; none due at or after it is. So a message added or moved goes to
+ * memory exactly when its due time is before `loadedUntil` (`admits`), and the store is told
+ * which (its `inHorizon` argument).
+ *
+ * Every horizonMs / 4 (at least 5 ms), `loadedUntil` moves to the store's horizonEnd(now +
+ * horizonMs) — never backwards — and store.loadUntil hands over what came inside. One load runs
+ * at a time; while it runs the near horizon defers and supersedes (see near.ts). A load that
+ * fails is reported as a process warning: what did not load stays with the store, which hands
+ * it over on the next tick.
+ */
+
+import type { Clock } from '../clock/index.js';
+import type { TimerWheel } from '../timer/index.js';
+import type { MessageState } from './message.js';
+import type { NearHorizon, NearMessage } from './near.js';
+import type { RecoveryReport, Store } from './store.js';
+
+export class Horizon {
+  private until = 0;
+  private loading: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly near: NearHorizon,
+    private readonly horizonMs: number,
+  ) {}
+
+  /** Due times before this are in memory. */
+  get loadedUntil(): number {
+    return this.until;
+  }
+
+  /** Whether a message due at `deliverAt` belongs in memory. */
+  admits(deliverAt: number): boolean {
+    return deliverAt < this.until;
+  }
+
+  /** Recovers the store, holding what is due within the horizon, and starts the loader. */
+  async start(wheel: TimerWheel<NearMessage>): Promise<RecoveryReport> {
+    this.until = this.store.horizonEnd(this.clock.now() + this.horizonMs);
+    const report = await this.store.recover(this.until, (message) => this.near.hold(message));
+    wheel.setInterval(() => void this.advance(), Math.max(5, this.horizonMs / 4));
+    return report;
+  }
+
+  /**
+   * Records a new due time for a message not in memory (or just taken out of it), and holds it
+   * if that time is within the horizon. `previousDeliverAt`: the due time the store had for it,
+   * which its counts move it from.
+   */
+  async relocate(message: MessageState, previousDeliverAt: number): Promise<void> {
+    const inHorizon = this.admits(message.deliverAt);
+    await this.store.move(message, inHorizon, previousDeliverAt);
+    if (inHorizon) this.near.hold(message);
+  }
+
+  /** Resolves once the load under way, and any started meanwhile, has finished. */
+  async settled(): Promise<void> {
+    while (this.loading !== undefined) await this.loading;
+  }
+
+  /** No load starts after this; one under way finishes without holding what it read. */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  private advance(): Promise<void> {
+    if (this.stopped || this.loading !== undefined) return this.loading ?? Promise.resolve();
+    this.loading = this.load().finally(() => (this.loading = undefined));
+    return this.loading;
+  }
+
+  private async load(): Promise<void> {
+    const until = Math.max(this.until, this.store.horizonEnd(this.clock.now() + this.horizonMs));
+    this.near.beginLoad();
+    this.until = until;
+    const loaded: MessageState[] = [];
+    try {
+      await this.store.loadUntil(until, (message) => loaded.push(message));
+    } catch (err) {
+      process.emitWarning(err as Error);
+    } finally {
+      this.near.endLoad(loaded, !this.stopped);
+    }
+  }
+}

@@ -1,0 +1,196 @@
+/**
+ * What the queue tells about itself: counters, lateness, stats() and dueHistogram() (the
+ * dashboard's timeline), all without walking messages.
+ *
+ * Lateness, measured on the queue's clock from when a message could first have been delivered:
+ * its due time, or the time it was handed in (scheduled or rescheduled) if that due time was
+ * already past, so that a message scheduled for months ago and received at once is not months
+ * late. `lateFrom` keeps those hand-in times, by id, until the message's first delivery or its
+ * removal; it is empty in the usual case, and every lookup is skipped then.
+ *
+ * - fire lateness (due → ready): a ring of the last 4096 samples, for quantiles;
+ * - delivery lateness (due → first hand-over to a consumer): cumulative-ready bucket counts
+ *   with upper bounds DELIVERY_LATENESS_BUCKETS_MS, and a sum (a Prometheus histogram).
+ *
+ * Counts of held messages come from the near horizon (near.ts), which keeps them with every
+ * change of state; counts of the rest come from the store. Combining them:
+ *
+ *   scheduled(topic) = store.pending(topic) − held ready(topic) − held in flight(topic)
+ *   on disk by hour  = store.hours(hour) − held hours(hour)
+ */
+
+import type { TimerWheelStats } from '../timer/index.js';
+import type { MessageState } from './message.js';
+import { HOUR_MS, type HeldCounts } from './near.js';
+import type { Store } from './store.js';
+
+/** Upper bounds (ms) of the first-delivery lateness buckets stats() reports. */
+const DELIVERY_LATENESS_BUCKETS_MS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30_000, 300_000];
+/** Fire lateness samples kept for quantiles. */
+const LATENESS_SAMPLES = 4096;
+
+export interface QueueCounters {
+  scheduled: number;
+  deduplicated: number;
+  fired: number;
+  delivered: number;
+  acked: number;
+  nacked: number;
+  expired: number;
+  dead: number;
+  cancelled: number;
+  rescheduled: number;
+}
+
+/** What stats() reads besides the counters. */
+export interface StatsSources {
+  held: HeldCounts;
+  store: Store;
+  loadedUntil: number;
+  timers: TimerWheelStats;
+}
+
+export class QueueInsights {
+  readonly counters: QueueCounters = {
+    scheduled: 0,
+    deduplicated: 0,
+    fired: 0,
+    delivered: 0,
+    acked: 0,
+    nacked: 0,
+    expired: 0,
+    dead: 0,
+    cancelled: 0,
+    rescheduled: 0,
+  };
+  private readonly lateness = new Float64Array(LATENESS_SAMPLES);
+  private latenessCount = 0;
+  private latenessSum = 0;
+  private readonly lateFrom = new Map<string, number>();
+  /** First deliveries per DELIVERY_LATENESS_BUCKETS_MS bucket (not cumulative), then the rest. */
+  private readonly deliveryLateness = new Float64Array(DELIVERY_LATENESS_BUCKETS_MS.length + 1);
+  private deliveryLatenessSum = 0;
+
+  /** A message handed in at `now` with a due time already past: its lateness counts from now. */
+  handedInLate(id: string, now: number): void {
+    this.lateFrom.set(id, now);
+  }
+
+  /** The message's first delivery or removal: its hand-in time is no longer needed. */
+  forgetLate(id: string): void {
+    if (this.lateFrom.size !== 0) this.lateFrom.delete(id);
+  }
+
+  /** A message came due (ready) at `now`. */
+  fired(message: MessageState, now: number): void {
+    this.counters.fired++;
+    const late = now - this.dueFrom(message);
+    this.lateness[this.latenessCount++ % LATENESS_SAMPLES] = late;
+    this.latenessSum += late;
+  }
+
+  /** A message was handed to a consumer for the first time at `now`. */
+  deliveredFirst(message: MessageState, now: number): void {
+    const late = Math.max(0, now - this.dueFrom(message));
+    this.forgetLate(message.id);
+    let bucket = 0;
+    while (
+      bucket < DELIVERY_LATENESS_BUCKETS_MS.length &&
+      late > DELIVERY_LATENESS_BUCKETS_MS[bucket]
+    ) {
+      bucket++;
+    }
+    this.deliveryLateness[bucket]++;
+    this.deliveryLatenessSum += late;
+  }
+
+  /** When a message could first have been delivered: its due time, unless handed in later. */
+  private dueFrom(message: MessageState): number {
+    if (this.lateFrom.size === 0) return message.deliverAt;
+    return Math.max(message.deliverAt, this.lateFrom.get(message.id) ?? 0);
+  }
+
+  stats({ held, store, loadedUntil, timers }: StatsSources): Record<string, unknown> {
+    // Per topic: ready and in flight from memory; scheduled and dead from the store's counts,
+    // which cover every live message wherever it is held (memory or disk).
+    const byTopic: Record<
+      string,
+      { scheduled: number; ready: number; inflight: number; dead: number }
+    > = {};
+    const topicOf = (topic: string) =>
+      (byTopic[topic] ??= { scheduled: 0, ready: 0, inflight: 0, dead: 0 });
+    for (const [topic, { pending, dead }] of store.counts().topics) {
+      const entry = topicOf(topic);
+      entry.scheduled = pending;
+      entry.dead = dead;
+    }
+    for (const [topic, { ready, inflight }] of held.tallies) {
+      if (ready + inflight === 0) continue;
+      const entry = topicOf(topic);
+      entry.ready = ready;
+      entry.inflight = inflight;
+      entry.scheduled = Math.max(0, entry.scheduled - ready - inflight);
+    }
+    const samples = this.lateness.slice(0, Math.min(this.latenessCount, LATENESS_SAMPLES)).sort();
+    const pick = (q: number) =>
+      samples.length === 0 ? null : samples[Math.floor(q * (samples.length - 1))];
+    const cumulative = Array.from(this.deliveryLateness);
+    for (let i = 1; i < cumulative.length; i++) cumulative[i] += cumulative[i - 1];
+    return {
+      ...this.counters,
+      inMemory: held.size,
+      loadedUntil,
+      topics: byTopic,
+      latenessMs: {
+        p50: pick(0.5),
+        p99: pick(0.99),
+        max: samples.length ? samples[samples.length - 1] : null,
+        count: this.latenessCount,
+        sum: this.latenessSum,
+      },
+      deliveryLatenessMs: {
+        buckets: DELIVERY_LATENESS_BUCKETS_MS.map((le, i) => [le, cumulative[i]]),
+        count: cumulative[cumulative.length - 1],
+        sum: this.deliveryLatenessSum,
+      },
+      timers,
+      store: store.stats(),
+    };
+  }
+}
+
+/**
+ * Every scheduled message (not yet due), by time until due: counts[i] holds those due before
+ * `edgesMs[i]` from `now` and not before the previous edge; the last count holds the rest.
+ * Messages in memory (due before `loadedUntil`) count by their exact due time; those still on
+ * disk by the hour they are due in, taken as the start of that hour or `loadedUntil`, whichever
+ * is later (their due time is never earlier than that). Costs one step per distinct due time in
+ * memory and per hour on disk, never a walk over messages.
+ */
+export function dueHistogram(
+  edgesMs: readonly number[],
+  now: number,
+  held: HeldCounts,
+  storeHours: ReadonlyMap<number, number>,
+  loadedUntil: number,
+): number[] {
+  const counts = new Array<number>(edgesMs.length + 1).fill(0);
+  const bucketOf = (until: number) => {
+    let bucket = 0;
+    while (bucket < edgesMs.length && until >= edgesMs[bucket]) bucket++;
+    return bucket;
+  };
+  // The store counts every live message by hour, including those in memory: take those out.
+  const far = new Map(storeHours);
+  for (const [hourNumber, count] of held.hours) {
+    const hour = hourNumber * HOUR_MS;
+    const left = (far.get(hour) ?? 0) - count;
+    if (left > 0) far.set(hour, left);
+    else far.delete(hour);
+  }
+  // forEach, not for-of: no entry array per distinct due time.
+  const since = held.countBase - now;
+  held.scheduledDue.forEach((count, due) => (counts[bucketOf(since + due)] += count));
+  for (const [hour, count] of far) counts[bucketOf(Math.max(hour, loadedUntil) - now)] += count;
+  return counts;
+}

@@ -1,0 +1,333 @@
+/**
+ * The near horizon: the messages held in memory (due before the horizon's end), each in one of
+ * three states, with its timer on the queue's wheel.
+ *
+ *   hold ─► SCHEDULED ──due timer──► READY ──take──► IN FLIGHT ──visibility timer──► (expired)
+ *                                      ▲                 │
+ *                                      └─── handBack ────┘          release: out of memory,
+ *                                                                   from any state
+ *
+ * A message's `timer` is its due timer while scheduled, its visibility timer while in flight,
+ * 0 otherwise; its `version` is bumped on every change of state, so the entries it left in a
+ * topic's ready list (ready-list.ts) go stale and are skipped. Finishing, retrying and burying
+ * are the engine's (they involve the store); this file only moves messages between states.
+ *
+ * Counts, kept with every change so that stats() and dueHistogram() never walk memory (at a
+ * million held messages a walk took ~100 ms):
+ *   tallies       per topic, held messages ready and in flight;
+ *   hours         all held messages, by the hour of their due time;
+ *   scheduledDue  scheduled ones, by due time in ms from `countBase` (small integer keys).
+ *
+ * Invariants (checked by debugAssert where cheap):
+ *   - `message.held` ⇔ `byId.get(message.id) === message`; a held message has a `tally`;
+ *   - Σ tallies.ready = held messages ready; Σ tallies.inflight = held messages in flight;
+ *   - a message in flight has a receipt slot (receipts.ts); no other message has one.
+ *
+ * Horizon loads (horizon.ts) read the store while the queue keeps running. Two things bridge
+ * that gap: messages held during a load are `deferred` (armed after it, so that they join the
+ * wheel after what the load brings, in due order), and ids changed through the store during a
+ * load are `superseded`: the load may have read them before the change, and a stale copy must
+ * not be taken over, or a cancelled message would still be delivered.
+ */
+
+import { debugAssert } from '../assert.js';
+import type { Clock } from '../clock/index.js';
+import type { TimerWheel } from '../timer/index.js';
+import type { QueueInsights } from './insights.js';
+import type { MessageState } from './message.js';
+import { ReadyList } from './ready-list.js';
+import { Receipts } from './receipts.js';
+import type { Waiters } from './waiters.js';
+
+export const HOUR_MS = 3_600_000;
+
+export interface NearMessage extends MessageState {
+  status: 'scheduled' | 'ready' | 'inflight';
+  /** Timer on the wheel: the due timer while scheduled, the visibility timer while in flight. */
+  timer: number;
+  receipt: string | undefined;
+  /** Bumped on every change of state, so stale entries in ready lists are skipped. */
+  version: number;
+  /** In memory (cheaper to test than a lookup by id). */
+  held: boolean;
+  /** Its receipt slot while in flight, else -1. */
+  slot: number;
+  /** Its topic's counts of held messages, while held. */
+  tally: HeldTally | undefined;
+}
+
+/** Held messages of one topic that are ready or in flight (the rest held are scheduled). */
+export interface HeldTally {
+  ready: number;
+  inflight: number;
+}
+
+/** The counts of held messages, read by stats() and dueHistogram() (insights.ts). */
+export interface HeldCounts {
+  readonly size: number;
+  readonly tallies: ReadonlyMap<string, HeldTally>;
+  readonly hours: ReadonlyMap<number, number>;
+  readonly scheduledDue: ReadonlyMap<number, number>;
+  readonly countBase: number;
+}
+
+export class NearHorizon implements HeldCounts {
+  private readonly byId = new Map<string, NearMessage>();
+  private readonly ready = new Map<string, ReadyList<NearMessage>>();
+  private readonly receipts = new Receipts<NearMessage>();
+  readonly tallies = new Map<string, HeldTally>();
+  readonly hours = new Map<number, number>();
+  readonly scheduledDue = new Map<number, number>();
+  readonly countBase: number;
+  private deferred: NearMessage[] | undefined;
+  private superseded: Set<string> | undefined;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly wheel: TimerWheel<NearMessage>,
+    private readonly insights: QueueInsights,
+    private readonly waiters: Waiters,
+  ) {
+    this.countBase = Math.floor(clock.now());
+  }
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  get(id: string): NearMessage | undefined {
+    return this.byId.get(id);
+  }
+
+  /** The message in flight under this receipt, if any (throws only for a non-string). */
+  owner(receipt: unknown): NearMessage | undefined {
+    return this.receipts.owner(receipt);
+  }
+
+  /**
+   * Brings a message into memory as scheduled, with its due timer (ready at once if due). A
+   * message already held under its id is left as it is. `fresh`: just scheduled with a new id,
+   * so it cannot be held already (no lookup).
+   */
+  hold(state: MessageState, fresh = false): void {
+    if (!fresh && this.byId.has(state.id)) return;
+    // A message from the store gets an object of the queue's own shape, all fields set at once:
+    // adding them one by one to the store's object would leave every message loaded from disk
+    // with a different hidden class (slow in every hot path after this).
+    const message = 'held' in state ? (state as NearMessage) : nearMessage(state);
+    message.status = 'scheduled';
+    message.receipt = undefined;
+    message.version++;
+    message.slot = -1;
+    this.byId.set(message.id, message);
+    message.held = true;
+    let tally = this.tallies.get(message.topic);
+    if (tally === undefined) this.tallies.set(message.topic, (tally = { ready: 0, inflight: 0 }));
+    message.tally = tally;
+    bump(this.hours, Math.floor(message.deliverAt / HOUR_MS), 1);
+    bump(this.scheduledDue, message.deliverAt - this.countBase, 1);
+    if (this.deferred !== undefined) this.deferred.push(message);
+    else this.arm(message);
+  }
+
+  /** Due already: ready at once. Otherwise a timer for its due time. */
+  private arm(message: NearMessage): void {
+    if (message.deliverAt <= this.clock.now()) this.fire(message);
+    else message.timer = this.wheel.scheduleAt(message.deliverAt, message);
+  }
+
+  /** A scheduled message came due: ready in its topic, and one waiter of the topic woken. */
+  fire(message: NearMessage): void {
+    debugAssert(message.held && message.status === 'scheduled', 'fired a message not scheduled');
+    this.insights.fired(message, this.clock.now());
+    message.status = 'ready';
+    message.version++;
+    bump(this.scheduledDue, message.deliverAt - this.countBase, -1);
+    (message.tally as HeldTally).ready++;
+    let list = this.ready.get(message.topic);
+    if (list === undefined) this.ready.set(message.topic, (list = new ReadyList()));
+    list.push(message);
+    this.waiters.wakeOne(message.topic);
+  }
+
+  /**
+   * Takes up to `max` ready messages of a topic in flight, each with a receipt and a visibility
+   * timer, stopping before one whose payload (if in memory) would bring the total past
+   * `maxBytes`; the first is always taken.
+   */
+  take(topic: string, max: number, visibilityMs: number, maxBytes: number): NearMessage[] {
+    const list = this.ready.get(topic);
+    const taken: NearMessage[] = [];
+    if (list === undefined) return taken;
+    let bytes = 0;
+    while (taken.length < max) {
+      const message = list.peekCurrent();
+      if (message === undefined) break;
+      if (message.status !== 'ready' || !message.held) {
+        list.dropHead();
+        continue;
+      }
+      bytes += message.payload?.byteLength ?? 0;
+      if (taken.length > 0 && bytes > maxBytes) break;
+      list.dropHead();
+      message.status = 'inflight';
+      message.version++;
+      const tally = message.tally as HeldTally;
+      tally.ready--;
+      tally.inflight++;
+      message.attempts++;
+      this.receipts.issue(message);
+      message.timer = this.wheel.schedule(visibilityMs, message);
+      taken.push(message);
+    }
+    this.insights.counters.delivered += taken.length;
+    if (list.length === 0) this.ready.delete(topic);
+    return taken;
+  }
+
+  /**
+   * Undoes take() for `taken[from..]`, as if those were never received: ready again at the head
+   * of their topic, in their order, the attempt not counted. A message changed meanwhile (its
+   * receipt no longer the one it was taken with) is left as it is.
+   */
+  handBack(
+    topic: string,
+    taken: readonly NearMessage[],
+    receipts: ReadonlyArray<string | undefined>,
+    from: number,
+  ): void {
+    const back: NearMessage[] = [];
+    for (let i = from; i < taken.length; i++) {
+      const message = taken[i];
+      if (message.receipt !== receipts[i] || message.status !== 'inflight') continue;
+      this.wheel.clearTimeout(message.timer);
+      message.timer = 0;
+      this.receipts.release(message);
+      message.status = 'ready';
+      message.version++;
+      const tally = message.tally as HeldTally;
+      tally.inflight--;
+      tally.ready++;
+      message.attempts--;
+      this.insights.counters.delivered--;
+      back.push(message);
+    }
+    if (back.length === 0) return;
+    let list = this.ready.get(topic);
+    if (list === undefined) this.ready.set(topic, (list = new ReadyList()));
+    list.putBack(back);
+    this.waiters.wakeOne(topic);
+  }
+
+  /**
+   * Takes a message out of memory, whatever its state: its timer, its receipt, its counts (its
+   * ready-list entries go stale). Also ends its lateness tracking.
+   */
+  release(message: NearMessage): void {
+    if (message.timer !== 0) this.wheel.clearTimeout(message.timer);
+    message.timer = 0;
+    this.receipts.release(message);
+    message.version++;
+    this.insights.forgetLate(message.id);
+    if (!message.held) return;
+    this.byId.delete(message.id);
+    message.held = false;
+    // A horizon load running now may hand over a copy of it read before this change (an index
+    // window read again): that copy is stale and must not be taken over.
+    this.superseded?.add(message.id);
+    bump(this.hours, Math.floor(message.deliverAt / HOUR_MS), -1);
+    const tally = message.tally as HeldTally;
+    if (message.status === 'scheduled') {
+      bump(this.scheduledDue, message.deliverAt - this.countBase, -1);
+    } else if (message.status === 'ready') tally.ready--;
+    else tally.inflight--;
+    message.tally = undefined;
+  }
+
+  /** A message not held was changed through the store: a load running now must not take it. */
+  supersede(id: string): void {
+    this.superseded?.add(id);
+  }
+
+  /** A horizon load starts: messages held from now on are armed only at endLoad(). */
+  beginLoad(): void {
+    debugAssert(this.deferred === undefined, 'two horizon loads at once');
+    this.deferred = [];
+    this.superseded = new Set();
+  }
+
+  /**
+   * A horizon load ended: holds what it `loaded` (unless changed meanwhile), then arms the
+   * messages held during the load that are still scheduled. `keep` false (the queue closed)
+   * drops both.
+   */
+  endLoad(loaded: readonly MessageState[], keep: boolean): void {
+    const deferred = this.deferred as NearMessage[];
+    const superseded = this.superseded as Set<string>;
+    this.deferred = undefined;
+    this.superseded = undefined;
+    if (!keep) return;
+    for (const message of loaded) if (!superseded.has(message.id)) this.hold(message);
+    for (const message of deferred) {
+      if (message.held && message.status === 'scheduled') this.arm(message);
+    }
+  }
+}
+
+/** A message of the near horizon's shape (one hidden class for all: every field set at once). */
+export function newNear(
+  id: string,
+  topic: string,
+  deliverAt: number,
+  attempts: number,
+  maxAttempts: number,
+  backoff: MessageState['backoff'],
+  payloadKind: number,
+  payload: Uint8Array | undefined,
+  ref: number,
+): NearMessage {
+  return {
+    id,
+    topic,
+    deliverAt,
+    attempts,
+    maxAttempts,
+    backoff,
+    payloadKind,
+    payload,
+    payloadText: undefined,
+    ref,
+    lastError: undefined,
+    status: 'scheduled',
+    timer: 0,
+    receipt: undefined,
+    version: 0,
+    held: false,
+    slot: -1,
+    tally: undefined,
+  };
+}
+
+function nearMessage(state: MessageState): NearMessage {
+  const { id, topic, deliverAt, attempts, maxAttempts, backoff, payloadKind, payload, ref } = state;
+  const near = newNear(
+    id,
+    topic,
+    deliverAt,
+    attempts,
+    maxAttempts,
+    backoff,
+    payloadKind,
+    payload,
+    ref,
+  );
+  near.lastError = state.lastError;
+  return near;
+}
+
+/** Adds `by` to a count in a map of counts, dropping it at 0. */
+function bump(counts: Map<number, number>, key: number, by: number): void {
+  const count = (counts.get(key) ?? 0) + by;
+  if (count === 0) counts.delete(key);
+  else counts.set(key, count);
+}

@@ -1,0 +1,99 @@
+/**
+ * The queue's options and the arguments of its operations, checked: every bad value is a named
+ * error with a code (`ERR_TICKWHEEL_INVALID_OPTION`, `..._MESSAGE`) that says what to change.
+ *
+ * The bounds the HTTP API shares with the embedded queue (longest visibility timeout, long
+ * poll, nack delay, receive size) come from src/protocol/limits.ts, so the two cannot differ.
+ */
+
+import { checkAlarmClock, SystemClock, type Clock } from '../clock/index.js';
+import { checkOption, describe, TickwheelTypeError } from '../errors.js';
+import { MAX_NACK_DELAY_MS, MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
+import { clipReason } from './message.js';
+import type { DelayQueueOptions, NackOptions } from './types.js';
+
+/**
+ * Default `maxBytes` of the embedded receive(): twice the HTTP default (DEFAULT_RECEIVE_BYTES
+ * in src/protocol/limits.ts), as nothing here is sent over a network.
+ */
+export const EMBEDDED_RECEIVE_BYTES = 16 * 1024 * 1024;
+
+/** Largest `maxPayloadBytes`: a payload with its record's other fields within the message log's largest record (16 MiB). */
+const MAX_PAYLOAD_BYTES = 16 * 1024 * 1024 - 1024;
+
+/** DelayQueueOptions with every default filled in and every value checked. */
+export interface QueueSettings {
+  clock: Clock;
+  horizonMs: number;
+  maxPayloadBytes: number;
+  visibilityMs: number;
+  maxWaitMs: number;
+  rememberFinished: number;
+}
+
+export function checkQueueOptions(options: DelayQueueOptions): QueueSettings {
+  const clock = options.clock ?? new SystemClock({ epoch: true });
+  checkAlarmClock(clock);
+  return {
+    clock,
+    horizonMs: checkOption(options.horizonMs ?? 60_000, 'horizonMs', 10, 86_400_000),
+    maxPayloadBytes: checkOption(
+      options.maxPayloadBytes ?? 1024 * 1024,
+      'maxPayloadBytes',
+      0,
+      MAX_PAYLOAD_BYTES,
+      true,
+    ),
+    visibilityMs: checkVisibility(options.visibilityMs ?? 30_000),
+    maxWaitMs: checkOption(options.maxWaitMs ?? 60_000, 'maxWaitMs', 0, MAX_WAIT_MS),
+    rememberFinished: checkOption(
+      options.rememberFinished ?? 10_000,
+      'rememberFinished',
+      0,
+      10_000_000,
+      true,
+    ),
+  };
+}
+
+export function checkVisibility(visibilityMs: unknown): number {
+  return checkOption(visibilityMs, 'visibilityMs', 1, MAX_VISIBILITY_MS);
+}
+
+/** Checks nack() options; resolves the reason to keep as lastError (undefined: none given). */
+export function checkNack(options: NackOptions, method = 'nack'): string | undefined {
+  if (typeof options !== 'object' || options === null) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${method} options must be an object such as { delayMs: 5000 }, got ${describe(options)}`,
+    );
+  }
+  if (options.delayMs !== undefined) checkOption(options.delayMs, 'delayMs', 0, MAX_NACK_DELAY_MS);
+  const reason: unknown = options.reason;
+  if (reason === undefined) return undefined;
+  if (typeof reason !== 'string') {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `reason must be a string, got ${describe(reason)}`,
+    );
+  }
+  return clipReason(reason);
+}
+
+/** Checks the receipts of ackMany() / nackMany() before any is touched. */
+export function checkReceipts(receipts: readonly string[], method: string): void {
+  if (!Array.isArray(receipts)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `${method} takes an array of receipts, got ${describe(receipts)}`,
+    );
+  }
+  for (let i = 0; i < receipts.length; i++) {
+    if (typeof receipts[i] !== 'string') {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `receipts[${i}] must be the string receive() returned, got ${describe(receipts[i])}`,
+      );
+    }
+  }
+}

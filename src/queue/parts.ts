@@ -1,0 +1,26 @@
+/**
+ * The parts of a queue engine that its producer side (producer.ts) and its consumer side
+ * (deliveries.ts) share: one instance of each per queue, built by the engine (engine.ts).
+ */
+
+import type { Clock } from '../clock/index.js';
+import type { FinishedMemory } from './finished.js';
+import type { Horizon } from './horizon.js';
+import type { QueueInsights } from './insights.js';
+import type { IdLocks } from './locks.js';
+import type { NearHorizon } from './near.js';
+import type { QueueSettings } from './options.js';
+import type { Store } from './store.js';
+import type { Waiters } from './waiters.js';
+
+export interface QueueParts {
+  store: Store;
+  clock: Clock;
+  settings: QueueSettings;
+  near: NearHorizon;
+  horizon: Horizon;
+  waiters: Waiters;
+  locks: IdLocks;
+  insights: QueueInsights;
+  finished: FinishedMemory;
+}

@@ -1,0 +1,275 @@
+/**
+ * The producer side of the queue: schedule, scheduleMany, cancel, reschedule, requeue.
+ *
+ * Every change is durable in the store before memory follows: a message is held (near.ts) only
+ * once its add or move has resolved, and only if its due time is within the horizon
+ * (horizon.ts). A message with a caller-given id is added under that id's lock (locks.ts), so
+ * that dedup ("pending already?") and the add are one step; a message with a fresh id cannot
+ * collide and takes no lock.
+ *
+ * A change through the store to a message that is not held (cancel, reschedule, requeue) is
+ * announced to the near horizon (`supersede`): a horizon load running meanwhile may have read
+ * the message before the change, and must not take that stale copy over.
+ *
+ * The queue's closed state is the engine's: it checks before calling in.
+ */
+
+import type { Clock } from '../clock/index.js';
+import { describe, TickwheelTypeError } from '../errors.js';
+import type { FinishedMemory } from './finished.js';
+import type { Horizon } from './horizon.js';
+import type { QueueInsights } from './insights.js';
+import type { IdLocks } from './locks.js';
+import {
+  checkBackoff,
+  checkId,
+  checkMaxAttempts,
+  checkTopic,
+  dueTime,
+  encodePayload,
+  newMessageId,
+  payloadBytes,
+  type MessageState,
+  type ScheduleRequest,
+} from './message.js';
+import { newNear, type NearHorizon, type NearMessage } from './near.js';
+import type { QueueParts } from './parts.js';
+import type { Store } from './store.js';
+
+type Scheduled = { id: string; deliverAt: number };
+
+export class Producer {
+  private readonly store: Store;
+  private readonly clock: Clock;
+  private readonly near: NearHorizon;
+  private readonly horizon: Horizon;
+  private readonly locks: IdLocks;
+  private readonly insights: QueueInsights;
+  private readonly finished: FinishedMemory;
+  private readonly maxPayloadBytes: number;
+
+  constructor(parts: QueueParts) {
+    this.store = parts.store;
+    this.clock = parts.clock;
+    this.near = parts.near;
+    this.horizon = parts.horizon;
+    this.locks = parts.locks;
+    this.insights = parts.insights;
+    this.finished = parts.finished;
+    this.maxPayloadBytes = parts.settings.maxPayloadBytes;
+  }
+
+  async schedule(request: ScheduleRequest): Promise<Scheduled> {
+    const now = this.clock.now();
+    const message = this.prepare(request, now, '');
+    if (request.id === undefined) return this.add(message, now);
+    return this.addUnique(message, now);
+  }
+
+  async scheduleMany(requests: readonly ScheduleRequest[]): Promise<Scheduled[]> {
+    if (!Array.isArray(requests)) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `scheduleMany takes an array of messages, got ${describe(requests)}`,
+      );
+    }
+    const now = this.clock.now();
+    const messages = new Array<NearMessage>(requests.length);
+    for (let i = 0; i < requests.length; i++) {
+      messages[i] = this.prepare(requests[i], now, `messages[${i}]: `);
+    }
+    const results = new Array<Scheduled>(messages.length);
+    const unique: Array<Promise<unknown>> = [];
+    const plain: NearMessage[] = [];
+    // Each plain message's promise; records of one group commit share theirs, so the distinct
+    // ones (usually one or two per batch) are what is waited for.
+    const durables: Array<Promise<void>> = [];
+    const distinct: Array<Promise<void>> = [];
+    // The horizon may move while the batch is written: each message goes where the store was
+    // told it goes.
+    const loadedUntil = this.horizon.loadedUntil;
+    for (let i = 0; i < messages.length; i++) {
+      const message = messages[i];
+      if (requests[i].id !== undefined) {
+        unique.push(this.addUnique(message, now).then((result) => (results[i] = result)));
+        continue;
+      }
+      results[i] = { id: message.id, deliverAt: message.deliverAt };
+      plain.push(message);
+      if (message.deliverAt < now) this.insights.handedInLate(message.id, now);
+      const durable = this.store.add(message, message.deliverAt < loadedUntil);
+      durables.push(durable);
+      if (durable !== distinct[distinct.length - 1]) distinct.push(durable);
+    }
+    let failure: { error: unknown } | undefined;
+    let failed: Set<Promise<void>> | undefined;
+    try {
+      await Promise.all(distinct);
+    } catch (error) {
+      failure = { error };
+      const outcomes = await Promise.allSettled(distinct);
+      failed = new Set(distinct.filter((_, i) => outcomes[i].status === 'rejected'));
+    }
+    for (let i = 0; i < plain.length; i++) {
+      if (failed?.has(durables[i])) {
+        this.insights.forgetLate(plain[i].id);
+        continue;
+      }
+      this.insights.counters.scheduled++;
+      // Held only now, after the batch is durable, like a single schedule().
+      this.added(plain[i], plain[i].deliverAt < loadedUntil, true);
+    }
+    try {
+      await Promise.all(unique);
+    } catch (error) {
+      failure ??= { error };
+    }
+    if (failure !== undefined) throw failure.error;
+    return results;
+  }
+
+  /** Cancels a live message, wherever it is held. True if it was live. */
+  async cancel(id: string): Promise<boolean> {
+    checkId(id);
+    return this.locks.run(id, async () => {
+      let message: MessageState | undefined = this.near.get(id);
+      if (message === undefined) {
+        const stored = await this.store.lookup(id);
+        // A horizon load may have taken the message into memory while lookup ran.
+        message = this.near.get(id) ?? stored;
+        if (message === undefined) return false;
+      }
+      if (this.near.get(id) === message) this.near.release(message as NearMessage);
+      else this.near.supersede(id);
+      await this.store.finish(message, 'cancelled');
+      this.finished.remember(message, 'cancelled');
+      this.insights.counters.cancelled++;
+      return true;
+    });
+  }
+
+  /** Moves a scheduled or ready message to a new due time; undefined if in flight or gone. */
+  async rescheduleTo(
+    id: string,
+    when: { delayMs?: number; deliverAt?: number },
+  ): Promise<number | undefined> {
+    checkId(id);
+    if (typeof when !== 'object' || when === null) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        'give { delayMs } or { deliverAt }',
+      );
+    }
+    const now = this.clock.now();
+    const deliverAt = dueTime(when, now, true);
+    return this.locks.run(id, async () => {
+      let near = this.near.get(id);
+      let message: MessageState | undefined = near;
+      if (message === undefined) {
+        const stored = await this.store.lookup(id);
+        // A horizon load may have taken the message into memory while lookup ran.
+        near = this.near.get(id);
+        message = near ?? stored;
+      }
+      if (message === undefined || (near !== undefined && near.status === 'inflight')) {
+        return undefined;
+      }
+      if (near === undefined && (message as { status?: string }).status === 'dead') {
+        return undefined;
+      }
+      if (near !== undefined) this.near.release(near);
+      else this.near.supersede(id);
+      const previous = message.deliverAt;
+      message.deliverAt = deliverAt;
+      if (deliverAt < now) this.insights.handedInLate(id, now);
+      try {
+        await this.horizon.relocate(message, previous);
+      } catch (err) {
+        this.insights.forgetLate(id);
+        throw err;
+      }
+      this.insights.counters.rescheduled++;
+      return deliverAt;
+    });
+  }
+
+  /** Puts a dead message back, due `delayMs` from now, attempts reset. False if not dead. */
+  async requeue(id: string, options: { delayMs?: number }): Promise<boolean> {
+    checkId(id);
+    const deliverAt = dueTime({ delayMs: options.delayMs ?? 0 }, this.clock.now());
+    return this.locks.run(id, async () => {
+      const stored = await this.store.lookup(id);
+      if (stored === undefined || stored.status !== 'dead') return false;
+      const previous = stored.deliverAt;
+      stored.deliverAt = deliverAt;
+      stored.attempts = 0;
+      await this.horizon.relocate(stored, previous);
+      return true;
+    });
+  }
+
+  /** Checks a schedule request and builds its message. `where` prefixes error messages. */
+  private prepare(request: ScheduleRequest, now: number, where: string): NearMessage {
+    if (typeof request !== 'object' || request === null) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `${where}a message must be an object, got ${describe(request)}`,
+      );
+    }
+    try {
+      const topic = checkTopic(request.topic);
+      const deliverAt = dueTime(request, now);
+      const maxAttempts = checkMaxAttempts(request.maxAttempts);
+      const backoff = checkBackoff(request.backoff);
+      const { kind, bytes, text } = encodePayload(request.payload, this.maxPayloadBytes);
+      const id = request.id === undefined ? newMessageId(now) : checkId(request.id);
+      const message = newNear(id, topic, deliverAt, 0, maxAttempts, backoff, kind, bytes, 0);
+      message.payloadText = text;
+      return message;
+    } catch (err) {
+      if (where !== '' && err instanceof Error) err.message = where + err.message;
+      throw err;
+    }
+  }
+
+  /** Adds a message with a caller-given id, unless that id is pending already (dedup). */
+  private addUnique(message: NearMessage, now: number): Promise<Scheduled> {
+    return this.locks.run(message.id, async () => {
+      const existing = this.near.get(message.id) ?? (await this.store.lookup(message.id));
+      if (existing !== undefined && existing.status !== 'dead') {
+        this.insights.counters.deduplicated++;
+        return { id: existing.id, deliverAt: existing.deliverAt };
+      }
+      return this.add(message, now);
+    });
+  }
+
+  private async add(message: NearMessage, now: number): Promise<Scheduled> {
+    const inHorizon = this.horizon.admits(message.deliverAt);
+    if (message.deliverAt < now) this.insights.handedInLate(message.id, now);
+    try {
+      await this.store.add(message, inHorizon);
+    } catch (err) {
+      this.insights.forgetLate(message.id);
+      throw err;
+    }
+    this.insights.counters.scheduled++;
+    this.added(message, inHorizon, false);
+    return { id: message.id, deliverAt: message.deliverAt };
+  }
+
+  /**
+   * A message the store has added: one it was told is within the horizon is held with its
+   * payload in memory (as bytes); any other keeps no payload here. `fresh`: its id is new.
+   */
+  private added(message: NearMessage, inHorizon: boolean, fresh: boolean): void {
+    if (inHorizon) {
+      message.payload = payloadBytes(message);
+      message.payloadText = undefined;
+      this.near.hold(message, fresh);
+    } else {
+      message.payload = undefined;
+      message.payloadText = undefined;
+    }
+  }
+}

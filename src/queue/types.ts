@@ -1,0 +1,97 @@
+/**
+ * The delay queue's public option and result types: what `tickwheel/queue` users pass in and
+ * get back. The client (`tickwheel/client`) shares them, so that the embedded and the HTTP API
+ * take and give the same shapes. Types only: importing this module runs no code.
+ */
+
+import type { Clock } from '../clock/index.js';
+import type { MessageStatus } from './message.js';
+
+export interface DelayQueueOptions {
+  /** Epoch-millisecond clock. Default: `new SystemClock({ epoch: true })`; a ManualClock in tests. */
+  clock?: Clock;
+  /** How far ahead messages are held in memory. Default 60,000 ms. */
+  horizonMs?: number;
+  /** Largest encoded payload accepted. Default 1 MiB. */
+  maxPayloadBytes?: number;
+  /** Default visibility timeout of a received message. Default 30,000 ms. */
+  visibilityMs?: number;
+  /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
+  maxWaitMs?: number;
+  /** Finished messages whose status get() still reports. Default 10,000. */
+  rememberFinished?: number;
+}
+
+export interface ReceivedMessage {
+  id: string;
+  topic: string;
+  payload: unknown;
+  deliverAt: number;
+  /** Deliveries so far, this one included. */
+  attempts: number;
+  /** Pass to ack() or nack(); valid for this delivery only. */
+  receipt: string;
+}
+
+export interface MessageInfo {
+  id: string;
+  topic: string;
+  status: MessageStatus;
+  deliverAt: number;
+  attempts: number;
+  /** Why its latest delivery failed, if one did (kept with a dead letter). */
+  lastError?: string;
+}
+
+export interface NackOptions {
+  /** Redeliver after this long. Default: the message's backoff. */
+  delayMs?: number;
+  /** Why the delivery failed, kept as the message's lastError (cut to 500 characters). */
+  reason?: string;
+}
+
+export interface ReceiveOptions {
+  /** Messages at most. Default 1, at most 1000. */
+  max?: number;
+  /** Wait up to this long for a message when none is ready. Default 0. */
+  waitMs?: number;
+  /** Redeliver unless acked within this long. Default: the queue's visibilityMs. */
+  visibilityMs?: number;
+  /**
+   * Payload bytes at most (as stored: UTF-8 JSON or raw bytes), so that a batch of large
+   * messages cannot exhaust memory. The first message is always delivered, however large;
+   * messages that do not fit stay ready for the next receive, with no attempt used. Default
+   * 16 MiB.
+   */
+  maxBytes?: number;
+}
+
+export interface ConsumeOptions {
+  /** Handlers running at once. Default 1, at most 1000. */
+  concurrency?: number;
+  /** Redeliver unless the handler is done within this long. Default: the queue's visibilityMs. */
+  visibilityMs?: number;
+  /**
+   * Failures of the loop: a handler that threw (the message is nacked and retried with its
+   * backoff), a failed receive, ack or nack. Default: a process warning naming the topic, the
+   * message id and the attempt.
+   */
+  onError?: (err: unknown, context: ConsumeErrorContext) => void;
+}
+
+/** What a consumer's onError is told besides the error. */
+export interface ConsumeErrorContext {
+  topic: string;
+  /** The message involved, if any (none for a failed receive). */
+  id?: string;
+  /** Its delivery attempt, this one included. */
+  attempts?: number;
+}
+
+export type MessageHandler = (message: ReceivedMessage) => Promise<void> | void;
+
+/** A running consumer. */
+export interface Consumer {
+  /** Stops receiving at once, then waits for running handlers and their acks and nacks. */
+  close(): Promise<void>;
+}

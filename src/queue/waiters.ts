@@ -1,0 +1,83 @@
+/**
+ * Long polls waiting for a topic's next ready message, and the process keep-alive.
+ *
+ * A waiter is woken by the first of: a message made ready in its topic (`wakeOne`, one waiter
+ * per message, oldest first), its time limit (a timer on the queue's wheel), its AbortSignal,
+ * or the queue closing (`wakeAll`). Waking only resolves the wait: the woken receive takes
+ * whatever is ready then, which may be nothing.
+ *
+ * Keep-alive: the queue's wheel is unref'd, so a queue that only holds scheduled messages never
+ * keeps a process from ending. Long polls waiting and consumers running are different: while
+ * there are any (`hold` / `release`, counted), one ref'd native interval keeps the process
+ * alive, as awaiting a `setTimeout` would. Closing the queue ends every wait and consumer, so a
+ * closed queue holds nothing.
+ *
+ * Invariant: `held` equals the number of waiters plus running consumers, and `keepAlive` is
+ * set exactly while `held > 0`.
+ */
+
+import { debugAssert } from '../assert.js';
+import type { TimerWheel } from '../timer/index.js';
+
+interface Waiter {
+  wake: () => void;
+}
+
+export class Waiters {
+  private readonly byTopic = new Map<string, Set<Waiter>>();
+  private held = 0;
+  private keepAlive: ReturnType<typeof setInterval> | undefined;
+
+  constructor(private readonly timers: Pick<TimerWheel<unknown>, 'setTimeout' | 'clearTimeout'>) {}
+
+  /** Resolves when woken, after `waitMs` at the latest, or at once if `signal` is aborted. */
+  wait(topic: string, waitMs: number, signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      let set = this.byTopic.get(topic);
+      if (set === undefined) this.byTopic.set(topic, (set = new Set()));
+      this.hold();
+      const waiter: Waiter = {
+        wake: () => {
+          this.timers.clearTimeout(timer);
+          signal?.removeEventListener('abort', waiter.wake);
+          if (!set.delete(waiter)) return;
+          this.release();
+          if (set.size === 0 && this.byTopic.get(topic) === set) this.byTopic.delete(topic);
+          resolve();
+        },
+      };
+      const timer = this.timers.setTimeout(waiter.wake, waitMs);
+      signal?.addEventListener('abort', waiter.wake, { once: true });
+      set.add(waiter);
+    });
+  }
+
+  /** Wakes the oldest waiter of a topic, if any. */
+  wakeOne(topic: string): void {
+    const set = this.byTopic.get(topic);
+    if (set === undefined) return;
+    for (const waiter of set) {
+      waiter.wake();
+      return;
+    }
+  }
+
+  /** Wakes every waiter of every topic. */
+  wakeAll(): void {
+    for (const set of [...this.byTopic.values()]) for (const waiter of [...set]) waiter.wake();
+  }
+
+  /** Keeps the process alive until the matching release(). */
+  hold(): void {
+    if (this.held++ === 0) this.keepAlive = setInterval(() => {}, 1 << 30);
+  }
+
+  release(): void {
+    debugAssert(this.held > 0, 'the queue released a keep-alive it did not hold');
+    if (--this.held === 0) {
+      clearInterval(this.keepAlive);
+      this.keepAlive = undefined;
+    }
+  }
+}

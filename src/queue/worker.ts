@@ -1,0 +1,267 @@
+/**
+ * Worker (BullMQ's word): runs a handler over the messages of one topic, taken from a source
+ * that can receive, ack and nack. The embedded queue's consume() and the client's consume()
+ * (over HTTP) are both a Worker over their own source, so they behave the same:
+ *
+ *   receive up to the free slots ─► handler(message) ─► resolved: ack(receipt)
+ *                                                   └─► threw:    nack(receipt, reason)
+ *
+ * - At most `concurrency` handlers run at once. A slot is free as soon as its handler is done:
+ *   the ack or nack need not have landed (an fsync, a request) before the next message starts.
+ * - A handler that throws (or rejects) is reported to onError with `{ topic, id, attempts }`
+ *   and its message is nacked with the error as its reason (kept as the message's lastError),
+ *   so it comes back after its backoff, or becomes a dead letter. A handler that runs past its
+ *   visibility timeout is not stopped: the message is delivered again, and the late ack is a
+ *   no-op.
+ * - A failed ack or nack is reported with its message's context; the message comes back after
+ *   its visibility timeout. Acks that share one promise (one group commit, one HTTP request)
+ *   share one failure, reported once.
+ * - A failed receive is reported with `{ topic }` alone, and the worker rests before the next
+ *   one: 100 ms, doubling with each failure in a row up to 5 s, back to 100 ms after a receive
+ *   that succeeds. The worker never stops on its own: only close() ends it.
+ * - An onError that throws does not end the worker: what it threw becomes a process warning.
+ * - close() stops at once: it aborts a long poll under way and ends a rest, then resolves once
+ *   every running handler is done and every ack and nack they started has settled.
+ *
+ * Cost per message: none of its own beyond the handler's. A synchronous handler makes no
+ * promise; acks are tracked by the promise they wait on, and acks of one group commit share it.
+ *
+ * Imports nothing that does I/O, so the client can use it without pulling in the queue.
+ */
+
+import { checkCallback, checkOption, describe, TickwheelTypeError } from '../errors.js';
+import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
+import { reasonOf } from './message.js';
+import type {
+  ConsumeErrorContext,
+  ConsumeOptions,
+  Consumer,
+  MessageHandler,
+  ReceivedMessage,
+} from './types.js';
+
+/** Handlers running at once, at most. */
+export const MAX_CONCURRENCY = 1000;
+
+/** Where a worker gets its messages from, and sends their outcome to. */
+export interface WorkerSource {
+  /**
+   * Up to `options.max` messages, waiting up to `options.waitMs` for the first. Must end soon
+   * (with messages, none, or an error) once `signal` aborts.
+   */
+  receive(
+    topic: string,
+    options: { max: number; waitMs: number; visibilityMs?: number },
+    signal: AbortSignal,
+  ): Promise<ReceivedMessage[]>;
+  /** May return one promise for several acks (a batch): it is waited on once. */
+  ack(receipt: string): PromiseLike<unknown>;
+  nack(receipt: string, reason: string): PromiseLike<unknown>;
+}
+
+/** consume() options, checked, with their defaults. */
+export interface WorkerSettings {
+  concurrency: number;
+  /** Undefined: the source's own default. */
+  visibilityMs: number | undefined;
+  waitMs: number;
+  onError: (err: unknown, context: ConsumeErrorContext) => void;
+}
+
+/** Default long-poll wait of the client's consume() (its `waitMs` option). */
+export const DEFAULT_CONSUME_WAIT_MS = 20_000;
+
+/**
+ * Checks consume() options when consume is called, so that a bad one (`visibilityMs: 0`) is a
+ * named error at once rather than a worker whose every receive fails. `fixedWaitMs`: the wait
+ * of each receive where it is not an option (the embedded queue, woken as soon as a message is
+ * ready); otherwise `waitMs` is an option, 1 ms to 1 h.
+ */
+export function checkConsumeOptions(options: unknown, fixedWaitMs?: number): WorkerSettings {
+  if (options === undefined) options = {};
+  if (typeof options !== 'object' || options === null) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `consume options must be an object such as { concurrency: 8 }, got ${describe(options)}`,
+    );
+  }
+  const given = options as ConsumeOptions & { waitMs?: unknown };
+  if (given.onError !== undefined) checkCallback(given.onError, 'onError');
+  return {
+    concurrency: checkOption(given.concurrency ?? 1, 'concurrency', 1, MAX_CONCURRENCY, true),
+    visibilityMs:
+      given.visibilityMs === undefined
+        ? undefined
+        : checkOption(given.visibilityMs, 'visibilityMs', 1, MAX_VISIBILITY_MS),
+    waitMs:
+      fixedWaitMs ?? checkOption(given.waitMs ?? DEFAULT_CONSUME_WAIT_MS, 'waitMs', 1, MAX_WAIT_MS),
+    onError: given.onError ?? warnConsumeError,
+  };
+}
+
+/** The rest after `failures` failed receives in a row (0 for the first). */
+export function receiveBackoff(failures: number): number {
+  return Math.min(5000, 100 * 2 ** failures);
+}
+
+export class Worker implements Consumer {
+  private readonly stopping = new AbortController();
+  private active = 0;
+  /** Acks and nacks under way, by the promise they wait on. */
+  private readonly settling = new Set<PromiseLike<unknown>>();
+  /** Wakes whoever waits for a handler or an ack to finish (the loop, or close()). */
+  private freed: (() => void) | undefined;
+  private rest: { timer: ReturnType<typeof setTimeout>; wake: () => void } | undefined;
+  private readonly loop: Promise<void>;
+  private closing: Promise<void> | undefined;
+
+  constructor(
+    private readonly source: WorkerSource,
+    private readonly topic: string,
+    private readonly handler: MessageHandler,
+    private readonly settings: WorkerSettings,
+  ) {
+    this.loop = this.receiveLoop();
+  }
+
+  /** Stops receiving at once; resolves when running handlers and their acks are done. */
+  close(): Promise<void> {
+    return (this.closing ??= this.drain());
+  }
+
+  private async drain(): Promise<void> {
+    this.stopping.abort();
+    this.freed?.();
+    if (this.rest !== undefined) {
+      clearTimeout(this.rest.timer);
+      this.rest.wake();
+    }
+    await this.loop;
+    while (this.active > 0 || this.settling.size > 0) {
+      await new Promise<void>((resolve) => (this.freed = resolve));
+    }
+  }
+
+  private async receiveLoop(): Promise<void> {
+    const { concurrency, visibilityMs, waitMs } = this.settings;
+    const signal = this.stopping.signal;
+    let failures = 0;
+    while (!signal.aborted) {
+      if (this.active >= concurrency) {
+        await new Promise<void>((resolve) => (this.freed = resolve));
+        this.freed = undefined;
+        continue;
+      }
+      const max = concurrency - this.active;
+      let batch: ReceivedMessage[];
+      try {
+        batch = await this.source.receive(
+          this.topic,
+          visibilityMs === undefined ? { max, waitMs } : { max, waitMs, visibilityMs },
+          signal,
+        );
+        failures = 0;
+      } catch (err) {
+        if (signal.aborted) break;
+        this.report(err, { topic: this.topic });
+        await this.pause(receiveBackoff(failures++));
+        continue;
+      }
+      for (const message of batch) {
+        this.active++;
+        this.run(message);
+      }
+    }
+  }
+
+  /** No async function per message: a synchronous handler costs no promise. */
+  private run(message: ReceivedMessage): void {
+    let result: unknown;
+    try {
+      result = this.handler(message);
+    } catch (err) {
+      this.settle(message, true, err);
+      return;
+    }
+    if (isThenable(result)) {
+      result.then(
+        () => this.settle(message, false, undefined),
+        (err: unknown) => this.settle(message, true, err),
+      );
+    } else this.settle(message, false, undefined);
+  }
+
+  private settle(message: ReceivedMessage, failed: boolean, failure: unknown): void {
+    this.active--;
+    this.freed?.();
+    let wait: PromiseLike<unknown>;
+    try {
+      wait = failed
+        ? this.source.nack(message.receipt, reasonOf(failure))
+        : this.source.ack(message.receipt);
+    } catch (err) {
+      wait = Promise.reject(err);
+    }
+    this.track(wait, message);
+    if (failed) this.report(failure, contextOf(this.topic, message));
+  }
+
+  private track(wait: PromiseLike<unknown>, message: ReceivedMessage): void {
+    if (this.settling.has(wait)) return;
+    this.settling.add(wait);
+    wait.then(
+      () => this.untrack(wait),
+      (err: unknown) => {
+        this.untrack(wait);
+        this.report(err, contextOf(this.topic, message));
+      },
+    );
+  }
+
+  private untrack(wait: PromiseLike<unknown>): void {
+    this.settling.delete(wait);
+    this.freed?.();
+  }
+
+  /** Resolves after `ms`, or at once when closed. */
+  private pause(ms: number): Promise<void> {
+    if (this.stopping.signal.aborted) return Promise.resolve();
+    return new Promise<void>((wake) => {
+      this.rest = { timer: setTimeout(wake, ms), wake };
+    }).then(() => {
+      this.rest = undefined;
+    });
+  }
+
+  /** onError, which must not end the worker: what it throws becomes a process warning. */
+  private report(err: unknown, context: ConsumeErrorContext): void {
+    try {
+      this.settings.onError(err, context);
+    } catch (thrown) {
+      process.emitWarning(thrown instanceof Error ? thrown : new Error(String(thrown)));
+    }
+  }
+}
+
+function contextOf(topic: string, message: ReceivedMessage): ConsumeErrorContext {
+  return { topic, id: message.id, attempts: message.attempts };
+}
+
+/** The default onError: a process warning that says where the failure was. */
+function warnConsumeError(err: unknown, context: ConsumeErrorContext): void {
+  const where =
+    context.id === undefined
+      ? `consumer of topic ${context.topic}`
+      : `consumer of topic ${context.topic}, message ${context.id}, attempt ${context.attempts}`;
+  const warning = new Error(`${where}: ${reasonOf(err)}`, { cause: err });
+  warning.name = 'TickwheelConsumerWarning';
+  process.emitWarning(warning);
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}

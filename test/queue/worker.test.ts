@@ -1,0 +1,408 @@
+/**
+ * The Worker that both consume()s run (src/queue/worker.ts), against an in-memory source: its
+ * rules for handlers, failures, back-off, concurrency and close(), with no queue and no server.
+ */
+
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { ConsumeErrorContext, ReceivedMessage } from '../../src/queue/types.js';
+import {
+  checkConsumeOptions,
+  receiveBackoff,
+  Worker,
+  type WorkerSettings,
+  type WorkerSource,
+} from '../../src/queue/worker.js';
+
+function message(n: number, attempts = 1): ReceivedMessage {
+  return { id: `m${n}`, topic: 'jobs', payload: n, deliverAt: 0, attempts, receipt: `r${n}` };
+}
+
+/**
+ * Messages pushed in are received in order; a receive with none waits until some are pushed or
+ * its signal aborts. Receive, ack and nack can be made to fail.
+ */
+class MemorySource implements WorkerSource {
+  private ready: ReceivedMessage[] = [];
+  private waiting: Array<() => void> = [];
+  receives: Array<{ max: number; waitMs: number; visibilityMs?: number }> = [];
+  acked: string[] = [];
+  nacked: Array<[string, string]> = [];
+  /** Receives still to fail. */
+  failReceives = 0;
+  ackWith: (receipt: string) => PromiseLike<unknown> = () => Promise.resolve();
+  nackWith: (receipt: string) => PromiseLike<unknown> = () => Promise.resolve();
+
+  push(...messages: ReceivedMessage[]): void {
+    this.ready.push(...messages);
+    for (const wake of this.waiting.splice(0)) wake();
+  }
+
+  receive(
+    _topic: string,
+    options: { max: number; waitMs: number; visibilityMs?: number },
+    signal: AbortSignal,
+  ): Promise<ReceivedMessage[]> {
+    this.receives.push(options);
+    if (this.failReceives > 0) {
+      this.failReceives--;
+      return Promise.reject(new Error('receive failed'));
+    }
+    if (this.ready.length > 0 || signal.aborted) {
+      return Promise.resolve(this.ready.splice(0, options.max));
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        signal.removeEventListener('abort', done);
+        resolve(this.ready.splice(0, options.max));
+      };
+      this.waiting.push(done);
+      signal.addEventListener('abort', done);
+    });
+  }
+
+  ack(receipt: string): PromiseLike<unknown> {
+    this.acked.push(receipt);
+    return this.ackWith(receipt);
+  }
+
+  nack(receipt: string, reason: string): PromiseLike<unknown> {
+    this.nacked.push([receipt, reason]);
+    return this.nackWith(receipt);
+  }
+}
+
+const errors: Array<[string, ConsumeErrorContext]> = [];
+const workers: Worker[] = [];
+
+function settings(options: Partial<WorkerSettings> = {}): WorkerSettings {
+  return {
+    concurrency: 1,
+    visibilityMs: undefined,
+    waitMs: 1000,
+    onError: (err, context) => errors.push([(err as Error).message, context]),
+    ...options,
+  };
+}
+
+function start(
+  source: WorkerSource,
+  handler: (message: ReceivedMessage) => Promise<void> | void,
+  options: Partial<WorkerSettings> = {},
+): Worker {
+  const worker = new Worker(source, 'jobs', handler, settings(options));
+  workers.push(worker);
+  return worker;
+}
+
+/** Lets promise chains and immediates run. */
+async function turns(n = 5): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void; reject: (err: Error) => void } {
+  let resolve!: () => void;
+  let reject!: (err: Error) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+afterEach(async () => {
+  vi.useRealTimers();
+  await Promise.all(workers.splice(0).map((worker) => worker.close()));
+  errors.length = 0;
+});
+
+describe('Worker', () => {
+  it('acks each message whose handler returns or resolves, in order of completion', async () => {
+    const source = new MemorySource();
+    const handled: unknown[] = [];
+    start(source, async (m) => {
+      handled.push(m.payload);
+      if (m.payload === 2) await turns(1);
+    });
+    start(new MemorySource(), () => {}); // a second worker on another source stays idle
+    source.push(message(1), message(2), message(3));
+    await turns();
+    expect(handled).toEqual([1, 2, 3]);
+    expect(source.acked).toEqual(['r1', 'r2', 'r3']);
+    expect(source.nacked).toEqual([]);
+    expect(errors).toEqual([]);
+  });
+
+  it('passes max (the free slots), waitMs and visibilityMs to receive', async () => {
+    const source = new MemorySource();
+    const gate = deferred();
+    start(source, () => gate.promise, { concurrency: 4, visibilityMs: 500, waitMs: 250 });
+    await turns();
+    source.push(message(1));
+    await turns();
+    expect(source.receives.slice(0, 2)).toEqual([
+      { max: 4, waitMs: 250, visibilityMs: 500 },
+      { max: 3, waitMs: 250, visibilityMs: 500 },
+    ]);
+    gate.resolve();
+  });
+
+  it('nacks a message whose handler throws or rejects, with the error as its reason, and reports it', async () => {
+    const source = new MemorySource();
+    start(source, (m) => {
+      if (m.payload === 1) throw new TypeError('sync failure');
+      return Promise.reject(new Error('async failure'));
+    });
+    source.push(message(1, 3), message(2));
+    await turns();
+    expect(source.nacked).toEqual([
+      ['r1', 'TypeError: sync failure'],
+      ['r2', 'Error: async failure'],
+    ]);
+    expect(source.acked).toEqual([]);
+    expect(errors).toEqual([
+      ['sync failure', { topic: 'jobs', id: 'm1', attempts: 3 }],
+      ['async failure', { topic: 'jobs', id: 'm2', attempts: 1 }],
+    ]);
+  });
+
+  it('runs at most `concurrency` handlers at once, and frees a slot when a handler is done, before its ack lands', async () => {
+    const source = new MemorySource();
+    const ackLands = deferred();
+    source.ackWith = () => ackLands.promise;
+    let running = 0;
+    let most = 0;
+    const gates = [deferred(), deferred(), deferred(), deferred()];
+    start(
+      source,
+      async (m) => {
+        running++;
+        most = Math.max(most, running);
+        await gates[(m.payload as number) - 1].promise;
+        running--;
+      },
+      { concurrency: 2 },
+    );
+    source.push(message(1), message(2), message(3), message(4));
+    await turns();
+    expect(running).toBe(2);
+    gates[0].resolve();
+    await turns();
+    // Message 1's ack has not landed, yet message 3 runs.
+    expect(source.acked).toEqual(['r1']);
+    expect(running).toBe(2);
+    for (const gate of gates) gate.resolve();
+    ackLands.resolve();
+    await turns();
+    expect(most).toBe(2);
+    expect(source.acked).toEqual(['r1', 'r2', 'r3', 'r4']);
+  });
+
+  it('reports a failed ack or nack with its message, once per shared promise, and carries on', async () => {
+    const source = new MemorySource();
+    const batch = Promise.reject(new Error('fsync failed'));
+    batch.catch(() => undefined);
+    source.ackWith = () => batch; // every ack shares one failing group commit
+    source.nackWith = () => Promise.reject(new Error('nack failed'));
+    start(
+      source,
+      (m) => {
+        if (m.payload === 3) throw new Error('handler failed');
+      },
+      { concurrency: 3 },
+    );
+    source.push(message(1), message(2), message(3));
+    await turns();
+    expect(errors).toEqual([
+      ['handler failed', { topic: 'jobs', id: 'm3', attempts: 1 }],
+      ['fsync failed', { topic: 'jobs', id: 'm1', attempts: 1 }],
+      ['nack failed', { topic: 'jobs', id: 'm3', attempts: 1 }],
+    ]);
+    source.ackWith = () => Promise.resolve();
+    source.push(message(4));
+    await turns();
+    expect(source.acked).toEqual(['r1', 'r2', 'r4']);
+  });
+
+  it('reports an ack that throws instead of returning a promise', async () => {
+    const source = new MemorySource();
+    source.ackWith = () => {
+      throw new Error('ack threw');
+    };
+    start(source, () => {});
+    source.push(message(1));
+    await turns();
+    expect(errors).toEqual([['ack threw', { topic: 'jobs', id: 'm1', attempts: 1 }]]);
+  });
+
+  it('backs off after failed receives: 100 ms doubling to 5 s, and from 100 ms again after one succeeds', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const source = new MemorySource();
+    source.failReceives = 8;
+    const started = Date.now();
+    const at: number[] = [];
+    const receive = source.receive.bind(source);
+    source.receive = (topic, options, signal) => {
+      at.push(Date.now() - started);
+      return receive(topic, options, signal);
+    };
+    start(source, () => {});
+    await vi.advanceTimersByTimeAsync(20_000);
+    expect(at).toEqual([0, 100, 300, 700, 1500, 3100, 6300, 11300, 16300]);
+    expect(errors).toHaveLength(8);
+    expect(
+      errors.every(([text, context]) => text === 'receive failed' && context.id === undefined),
+    ).toBe(true);
+    expect(errors[0][1]).toEqual({ topic: 'jobs' });
+    // A receive that succeeds resets the back-off.
+    source.push(message(1));
+    await vi.advanceTimersByTimeAsync(0);
+    source.failReceives = 1;
+    source.push(message(2));
+    const before = at.length;
+    await vi.advanceTimersByTimeAsync(150);
+    expect(at.slice(before).map((t) => t - at[before])).toEqual([0, 100]);
+    expect(receiveBackoff(0)).toBe(100);
+    expect(receiveBackoff(5)).toBe(3200);
+    expect(receiveBackoff(6)).toBe(5000);
+    expect(receiveBackoff(2000)).toBe(5000);
+  });
+
+  it('turns an onError that throws, even a non-Error, into a process warning, and carries on', async () => {
+    const source = new MemorySource();
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      start(
+        source,
+        () => {
+          throw new Error('handler failed');
+        },
+        {
+          onError: () => {
+            throw 42;
+          },
+        },
+      );
+      source.push(message(1));
+      await turns();
+      source.push(message(2));
+      await turns();
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(source.nacked.map(([receipt]) => receipt)).toEqual(['r1', 'r2']);
+    expect(warnings.map((w) => w.message)).toEqual(['42', '42']);
+  });
+
+  it('close() ends a long poll at once and resolves, with nothing running', async () => {
+    const source = new MemorySource();
+    const worker = start(source, () => {});
+    await turns();
+    expect(source.receives).toHaveLength(1); // waiting for messages
+    const t0 = performance.now();
+    await worker.close();
+    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(source.receives).toHaveLength(1);
+  });
+
+  it('close() ends a back-off rest at once', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const source = new MemorySource();
+    source.failReceives = 100;
+    const worker = start(source, () => {});
+    await vi.advanceTimersByTimeAsync(3000); // five failures: resting 1.6 s now, until 3.1 s
+    expect(source.receives).toHaveLength(5);
+    let closed = false;
+    const closing = worker.close().then(() => (closed = true));
+    await turns(); // the fake clock stands still: only close() can end the rest
+    expect(closed).toBe(true);
+    await closing;
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(source.receives).toHaveLength(5); // no receive after close
+  });
+
+  it('close() called from onError during a failed receive ends at once', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const source = new MemorySource();
+    source.failReceives = 1;
+    let closing: Promise<void> | undefined;
+    const worker = start(source, () => {}, {
+      onError: () => {
+        closing = worker.close();
+      },
+    });
+    await turns();
+    let closed = false;
+    void closing?.then(() => (closed = true));
+    await turns(); // the fake clock stands still: the 100 ms rest must not be taken
+    expect(closed).toBe(true);
+    expect(source.receives).toHaveLength(1);
+  });
+
+  it('close() waits for running handlers and for their acks, and receives no more', async () => {
+    const source = new MemorySource();
+    const handler = deferred();
+    const ack = deferred();
+    source.ackWith = () => ack.promise;
+    const worker = start(source, () => handler.promise);
+    source.push(message(1));
+    await turns();
+    let done = false;
+    const closing = worker.close().then(() => (done = true));
+    source.push(message(2));
+    await turns();
+    expect(done).toBe(false);
+    handler.resolve();
+    await turns();
+    expect(source.acked).toEqual(['r1']);
+    expect(done).toBe(false); // its ack has not landed
+    ack.resolve();
+    await closing;
+    expect(source.acked).toEqual(['r1']);
+    expect(worker.close()).toBe(worker.close()); // one close, however often called
+  });
+
+  it('runs the messages of a receive that answers after close(), and waits for them', async () => {
+    const source = new MemorySource();
+    const late = deferred();
+    let answer!: (messages: ReceivedMessage[]) => void;
+    source.receive = () => new Promise((resolve) => (answer = resolve));
+    const handled: unknown[] = [];
+    const worker = start(source, async (m) => {
+      await late.promise;
+      handled.push(m.payload);
+    });
+    await turns();
+    const closing = worker.close();
+    answer([message(7)]); // the receive was already answered when it was aborted
+    await turns();
+    late.resolve();
+    await closing;
+    expect(handled).toEqual([7]);
+    expect(source.acked).toEqual(['r7']);
+  });
+});
+
+describe('checkConsumeOptions', () => {
+  it('fills in the defaults; waitMs is an option only where no wait is fixed', () => {
+    const http = checkConsumeOptions(undefined);
+    expect(http).toMatchObject({ concurrency: 1, visibilityMs: undefined, waitMs: 20_000 });
+    expect(checkConsumeOptions({ waitMs: 5 }).waitMs).toBe(5);
+    expect(checkConsumeOptions({ waitMs: 5 }, 1000).waitMs).toBe(1000);
+    expect(() => checkConsumeOptions({ waitMs: 0 })).toThrow(/waitMs/);
+    expect(() => checkConsumeOptions({ concurrency: 1001 })).toThrow(/concurrency/);
+    expect(() => checkConsumeOptions({ visibilityMs: 43_200_001 })).toThrow(/visibilityMs/);
+  });
+
+  it('defaults onError to a TickwheelConsumerWarning that says where the failure was', async () => {
+    const { onError } = checkConsumeOptions({});
+    const warned = new Promise<Error>((resolve) => process.once('warning', resolve));
+    onError(new Error('disk full'), { topic: 'jobs' });
+    const warning = await warned;
+    expect([warning.name, warning.message]).toEqual([
+      'TickwheelConsumerWarning',
+      'consumer of topic jobs: Error: disk full',
+    ]);
+  });
+});
