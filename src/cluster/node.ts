@@ -13,8 +13,10 @@
 
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { TickwheelStateError, checkOption } from '../errors.js';
-import type { ScheduleRequest } from '../queue/message.js';
+import { TickwheelStateError, checkCallback, checkOption } from '../errors.js';
+import { checkTopic, type ScheduleRequest } from '../queue/message.js';
+import type { ConsumeOptions, MessageHandler } from '../queue/types.js';
+import { Worker, checkConsumeOptions, type WorkerSource } from '../queue/worker.js';
 import { SystemClock } from '../clock/index.js';
 import { TimerWheel } from '../timer/index.js';
 import { Valkey } from './connection.js';
@@ -65,6 +67,7 @@ export class ClusterNode {
   private readonly owners = new Map<number, PartitionOwner>();
   private readonly wheel: TimerWheel<Due>;
   private readonly unsubscribes: Array<() => Promise<void>> = [];
+  private readonly workers = new Set<Worker>();
   private loop: NodeJS.Timeout | undefined;
   private advancing: NodeJS.Timeout | undefined;
   private nextHeartbeat = 0;
@@ -178,6 +181,40 @@ export class ClusterNode {
     return this.consumer.nack(receipt, options);
   }
 
+  /**
+   * Runs `handler` for each message of `topic`, from every partition, with the same Worker
+   * (and so the same rules: concurrency, onError, back-off after failed receives) as the
+   * embedded queue's and the client's consume(). Each receive long-polls up to `waitMs`
+   * (default 1 s). Ends with close() of the consumer or of the node.
+   */
+  consume(
+    topic: string,
+    handler: MessageHandler,
+    options: ConsumeOptions & { waitMs?: number } = {},
+  ): { close(): Promise<void> } {
+    this.checkOpen();
+    checkTopic(topic);
+    checkCallback(handler, 'handler');
+    const settings = checkConsumeOptions({ waitMs: 1_000, ...options });
+    const source: WorkerSource = {
+      receive: (t, { max, waitMs, visibilityMs }) =>
+        this.consumer.receive(
+          t,
+          visibilityMs === undefined ? { max, waitMs } : { max, waitMs, visibilityMs },
+        ),
+      ack: (receipt) => this.consumer.ack(receipt),
+      nack: (receipt, reason) => this.consumer.nack(receipt, { reason }),
+    };
+    const worker = new Worker(source, topic, handler as MessageHandler, settings);
+    this.workers.add(worker);
+    return {
+      close: () => {
+        this.workers.delete(worker);
+        return worker.close();
+      },
+    };
+  }
+
   /** Partitions this node owns now. */
   ownedPartitions(): number[] {
     return this.ownership.owned();
@@ -225,6 +262,9 @@ export class ClusterNode {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.consumer.wakeAll();
+    await Promise.all([...this.workers].map((worker) => worker.close()));
+    this.workers.clear();
     this.ownership.close();
     const until = performance.now() + this.settings.leaseMs;
     while (!this.ownership.closed && performance.now() < until) {

@@ -120,6 +120,44 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
     });
   }, 20_000);
 
+  it('consumes with the same Worker as the embedded queue: each message once, handler failures retried', async () => {
+    const [a, b] = nodes;
+    const seen: string[] = [];
+    const failed = new Set<string>();
+    const errors: unknown[] = [];
+    let consumer: { close(): Promise<void> } | undefined;
+    const all = new Promise<void>((resolve) => {
+      consumer = a.consume(
+        'work',
+        (m) => {
+          // The first delivery of every tenth message fails: it comes back as attempt 2.
+          if (Number(m.id.slice(5)) % 10 === 0 && !failed.has(m.id)) {
+            failed.add(m.id);
+            throw new Error('not yet');
+          }
+          seen.push(m.id);
+          if (seen.length === 50) resolve();
+        },
+        { concurrency: 4, onError: (err) => errors.push(err) },
+      );
+    });
+    await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        b.schedule({
+          topic: 'work',
+          id: `work-${i}`,
+          payload: i,
+          backoff: { type: 'fixed', delayMs: 20 },
+        }),
+      ),
+    );
+    await all;
+    await consumer!.close();
+    expect(new Set(seen).size).toBe(50);
+    expect(failed.size).toBe(5);
+    expect(errors).toHaveLength(5);
+  }, 20_000);
+
   it('hands a closing node’s partitions to the others at once', async () => {
     const [a, b, c] = nodes;
     const before = Date.now();
