@@ -1,4 +1,7 @@
 /**
+ * (Over 500 lines on purpose: Valkey loads a library as one Lua source, and this file is that
+ * source with its contract; split across modules it would only be concatenated back.)
+ *
  * The `tickwheel` Redis Functions library: every change the cluster makes to a partition runs
  * here, atomically in the partition's slot (docs/cluster.md, "Life of a message").
  *
