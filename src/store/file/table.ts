@@ -37,6 +37,7 @@
  * writing them is its business), and what only a recovery needs goes to a ReplayWatcher.
  */
 
+import { debugAssert } from '../../assert.js';
 import type { MessageState } from '../../queue/message.js';
 import { readF64 } from '../bytes.js';
 import { MessageCounts, TopicNames } from '../counts.js';
@@ -318,6 +319,7 @@ export class Tables {
   private release(segment: number): void {
     if (segment < 0) return;
     const live = (this.segmentLive.get(segment) ?? 0) - 1;
+    debugAssert(live >= 0, 'a message was finished whose payload segment counted no live one');
     if (live > 0) this.segmentLive.set(segment, live);
     else this.segmentLive.delete(segment);
   }
