@@ -12,7 +12,7 @@
 
 import { QueueEngine, type DelayQueueOptions } from './queue/index.js';
 import type { Store } from './queue/store.js';
-import { FileStore, type FileStoreOptions } from './store/file-store.js';
+import { FileStore, type FileStoreOptions } from './store/file/file-store.js';
 import { MemoryStore } from './store/memory-store.js';
 
 export interface DelayQueueOpenOptions

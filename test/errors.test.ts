@@ -28,7 +28,7 @@ import { TickwheelDependencyError } from '../src/errors.js';
 import { isErrorCode } from '../src/protocol/status.js';
 import { HttpError } from '../src/server/errors.js';
 import { LogError } from '../src/store/log/index.js';
-import { SnapshotRejected } from '../src/store/snapshot.js';
+import { SnapshotRejected } from '../src/store/file/snapshot.js';
 
 const SRC = join(import.meta.dirname, '../src');
 

@@ -25,7 +25,7 @@ export async function repair(options: RepairOptions, io: CliIo): Promise<void> {
   }
   // Loaded here, so that the client commands do not load the store.
   const { DelayQueue, FileStore } = await import('../delay-queue.js');
-  const { describeDamage } = await import('../store/file-store.js');
+  const { describeDamage } = await import('../store/file/damage.js');
   let report: RepairReport;
   if (options.yes === true) {
     const queue = await DelayQueue.open({ dir, repair: true });

@@ -22,9 +22,9 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import { FileStore } from '../../src/store/file-store.js';
+import { FileStore } from '../../src/store/file/file-store.js';
 import { RECORD_HEADER_BYTES, RECORD_MAGIC } from '../../src/store/log/index.js';
-import { MOVE, SCHEDULE, recordId } from '../../src/store/records.js';
+import { MOVE, SCHEDULE, recordId } from '../../src/store/file/records.js';
 import { TOPIC, consume, openQueue, segmentFiles, tempDir, trackQueues } from './disk.js';
 
 const { track, close } = trackQueues();

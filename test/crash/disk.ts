@@ -13,7 +13,7 @@ import {
   type ReceivedMessage,
 } from '../../src/delay-queue.js';
 import { RECORD_HEADER_BYTES, RECORD_MAGIC } from '../../src/store/log/index.js';
-import { decodeSchedule, SCHEDULE } from '../../src/store/records.js';
+import { decodeSchedule, SCHEDULE } from '../../src/store/file/records.js';
 import { afterEach } from 'vitest';
 import { advance } from '../queue/harness.js';
 

@@ -20,8 +20,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import type { DelayQueue } from '../../src/delay-queue.js';
-import { FileStore, STORE_FORMAT } from '../../src/store/file-store.js';
-import { SNAPSHOT_FILE, SNAPSHOT_VERSION } from '../../src/store/snapshot.js';
+import { FileStore } from '../../src/store/file/file-store.js';
+import { STORE_FORMAT } from '../../src/store/file/layout.js';
+import { SNAPSHOT_FILE, SNAPSHOT_VERSION } from '../../src/store/file/snapshot.js';
 import { advance } from '../queue/harness.js';
 import {
   TOPIC,

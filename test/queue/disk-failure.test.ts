@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { DelayQueue } from '../../src/delay-queue.js';
-import { FileStore } from '../../src/store/file-store.js';
+import { FileStore } from '../../src/store/file/file-store.js';
 import type { LogIo } from '../../src/store/log/index.js';
 import { T0, advance, settle } from './harness.js';
 

@@ -15,10 +15,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { MessageState } from '../../src/queue/message.js';
 import type { RecoveryReport, StoreCounts } from '../../src/queue/store.js';
 import { hourOf } from '../../src/store/counts.js';
-import { FileStore } from '../../src/store/file-store.js';
+import { FileStore } from '../../src/store/file/file-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import { recordId } from '../../src/store/records.js';
-import { SNAPSHOT_FILE } from '../../src/store/snapshot.js';
+import { recordId } from '../../src/store/file/records.js';
+import { SNAPSHOT_FILE } from '../../src/store/file/snapshot.js';
 
 const T0 = Date.UTC(2026, 10, 22, 12, 0, 0);
 const HOUR = 3_600_000;
@@ -270,15 +270,16 @@ class Driver {
       // White box: the store's near positions (what a snapshot would list as held by the
       // queue) are exactly the latest records of the held messages.
       const inside = this.store as unknown as {
-        near: Set<number>;
+        tables: { near: Set<number>; latest(id: string): number };
         log: { read(position: number): Promise<{ type: number; body: Buffer }> };
-        latest(id: string): number;
       };
       const ids: string[] = [];
-      for (const position of inside.near) {
+      for (const position of inside.tables.near) {
         const { type, body } = await inside.log.read(position);
         const id = recordId(type, body);
-        expect(inside.latest(id), `near position ${position} is not ${id}'s latest`).toBe(position);
+        expect(inside.tables.latest(id), `near position ${position} is not ${id}'s latest`).toBe(
+          position,
+        );
         ids.push(id);
       }
       expect(new Set(ids)).toEqual(this.held);

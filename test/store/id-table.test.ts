@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { IdTable, hashHigh, hashId, hashLow } from '../../src/store/id-table.js';
+import {
+  IdHash,
+  IdTable,
+  hashId,
+  hashIdBytes,
+  type IdTableArrays,
+} from '../../src/store/file/id-table.js';
 
 /** A small deterministic PRNG, so a failure replays. */
 function random(seed: number): () => number {
@@ -12,6 +18,18 @@ function random(seed: number): () => number {
     x >>>= 0;
     return x / 4294967296;
   };
+}
+
+/** A whole copy, as a snapshot takes one (any growth in progress is finished first). */
+function copyOf(table: IdTable): IdTableArrays {
+  table.beginCopy();
+  while (!table.copyStep(1 << 20));
+  return table.endCopy()!;
+}
+
+/** Whether entries are still moving into a bigger table (a step of 0 moves none). */
+function growing(table: IdTable): boolean {
+  return !table.growStep(0);
 }
 
 describe('IdTable against a Map', () => {
@@ -45,7 +63,7 @@ describe('IdTable against a Map', () => {
           table.reserve(model.size * 2 + 10);
         } else {
           const copy = new IdTable();
-          copy.adoptArrays(table.copyArrays());
+          copy.adoptArrays(copyOf(table));
           expect(copy.size).toBe(table.size);
           for (const [k, v] of model) {
             const [l, h] = k.split(':').map(Number);
@@ -87,7 +105,7 @@ describe('IdTable against a Map', () => {
       table.set(keys[0][0], keys[0][1], 123);
       const copy = table.endCopy();
       expect(copy).toBeDefined();
-      expect(copy).toEqual(table.copyArrays());
+      expect(copy).toEqual(copyOf(table));
     }
   });
 
@@ -101,7 +119,7 @@ describe('IdTable against a Map', () => {
     // beginCopy finishes a growth in progress first, so the copy holds every entry.
     table.beginCopy();
     expect(table.copyStep(1_000_000)).toBe(true);
-    expect(table.endCopy()).toEqual(table.copyArrays());
+    expect(table.endCopy()).toEqual(copyOf(table));
   });
 
   it('grows a few entries per add: every operation answers as a Map would meanwhile', () => {
@@ -133,8 +151,8 @@ describe('IdTable against a Map', () => {
           expect(table.get(low, high)).toBe(model.get(key) ?? -1);
         }
       }
-      if (table.growing && !wasGrowing) growths++;
-      wasGrowing = table.growing;
+      if (growing(table) && !wasGrowing) growths++;
+      wasGrowing = growing(table);
       expect(table.size).toBe(model.size);
     }
     expect(growths).toBeGreaterThan(3);
@@ -144,10 +162,10 @@ describe('IdTable against a Map', () => {
     }
     // growStep finishes a growth on request; a copy begun meanwhile is void once one starts.
     while (!table.growStep(100));
-    expect(table.growing).toBe(false);
+    expect(growing(table)).toBe(false);
     table.beginCopy();
     table.copyStep(10);
-    while (!table.growing) table.add(Math.floor(rand() * 2 ** 32) || 1, 99, 1);
+    while (!growing(table)) table.add(Math.floor(rand() * 2 ** 32) || 1, 99, 1);
     expect(table.endCopy()).toBeUndefined();
   });
 
@@ -168,29 +186,59 @@ describe('IdTable against a Map', () => {
     const table = new IdTable(4);
     table.useAux(true);
     for (let i = 1; i <= 1000; i++) table.add(i * 4_000_000, i, i * 10, i * 100);
+    const aux = new Map<number, number>();
+    table.forEach((low, high, _value, second) => aux.set(high, second));
     for (let i = 1; i <= 1000; i++) {
       expect(table.get(i * 4_000_000, i)).toBe(i * 10);
-      expect(table.getAux(i * 4_000_000, i)).toBe(i * 100);
+      expect(aux.get(i)).toBe(i * 100);
     }
+    expect(aux.size).toBe(1000);
+    // 16 bytes a slot, and 8 more for the second value while it is on.
+    const withAux = table.bytes;
     table.useAux(false);
-    expect(table.getAux(4_000_000, 1)).toBeNaN();
-    expect(table.bytes).toBe(table.capacity * 16);
+    let seen = 0;
+    table.forEach((_low, _high, _value, second) => {
+      expect(second).toBeNaN();
+      seen++;
+    });
+    expect(seen).toBe(1000);
+    expect(table.bytes).toBe((withAux / 24) * 16);
   });
 
   it('stores ids by their 64-bit hash, never the reserved empty or deleted keys', () => {
     const table = new IdTable();
+    const hash = new IdHash();
     for (let i = 0; i < 10_000; i++) {
-      hashId(`id-${i}`);
-      expect(hashLow === 0 && hashHigh === 0).toBe(false);
-      expect(hashLow === 0xffffffff && hashHigh === 0xffffffff).toBe(false);
-      expect(table.add(hashLow, hashHigh, i)).toBe(true);
+      hashId(`id-${i}`, hash);
+      expect(hash.low === 0 && hash.high === 0).toBe(false);
+      expect(hash.low === 0xffffffff && hash.high === 0xffffffff).toBe(false);
+      expect(table.add(hash.low, hash.high, i)).toBe(true);
     }
     for (let i = 0; i < 10_000; i++) {
-      hashId(`id-${i}`);
-      expect(table.get(hashLow, hashHigh)).toBe(i);
+      hashId(`id-${i}`, hash);
+      expect(table.get(hash.low, hash.high)).toBe(i);
     }
     // Between 53% and 80% full after growth: 16 bytes a slot, 20-30 bytes a live id.
-    expect(table.size / table.capacity).toBeGreaterThan(0.5);
-    expect(table.size / table.capacity).toBeLessThanOrEqual(0.8);
+    while (!table.growStep(1 << 20));
+    const capacity = table.bytes / 16;
+    expect(table.size / capacity).toBeGreaterThan(0.5);
+    expect(table.size / capacity).toBeLessThanOrEqual(0.8);
+  });
+
+  it('hashes an id the same from its string and from its bytes in a record', () => {
+    const fromString = new IdHash();
+    const fromBytes = new IdHash();
+    const record = Buffer.alloc(300);
+    for (const id of ['a', 'order-1', 'x'.repeat(200), 'id-0', 'id-1', 'Zz_9:.-']) {
+      hashId(id, fromString);
+      record.write(id, 7, 'latin1');
+      hashIdBytes(record, 7, id.length, fromBytes);
+      expect([fromBytes.low, fromBytes.high]).toEqual([fromString.low, fromString.high]);
+    }
+    // Two ids that differ in one character differ in both halves.
+    hashId('order-1', fromString);
+    hashId('order-2', fromBytes);
+    expect(fromBytes.low).not.toBe(fromString.low);
+    expect(fromBytes.high).not.toBe(fromString.high);
   });
 });

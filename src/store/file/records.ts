@@ -22,8 +22,8 @@
  * message's earlier records.
  */
 
-import type { Backoff, MessageState } from '../queue/message.js';
-import { readF64, writeAscii, writeF64, writeU16, writeUtf8 } from './bytes.js';
+import type { Backoff, MessageState } from '../../queue/message.js';
+import { readF64, writeAscii, writeF64, writeU16, writeUtf8 } from '../bytes.js';
 
 export const SCHEDULE = 1;
 export const MOVE = 2;

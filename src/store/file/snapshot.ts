@@ -17,7 +17,7 @@
  *
  * meta holds the small tables: P, the frontier, windowMs, the IdTable's capacity and counts,
  * colliding ids, dead messages, live messages per segment, the per-topic and per-hour counts,
- * and the index windows already handed over (see FileStore for what each is for).
+ * and the index windows already handed over (see table.ts and checkpoint.ts for what each is for).
  *
  * A file that is cut short, longer than its meta says, or fails its CRC is rejected as a whole;
  * recovery then replays the whole log, which is always possible.
@@ -27,9 +27,10 @@ import { endianness } from 'node:os';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
-import { TickwheelError } from '../errors.js';
-import type { CountEntries } from './counts.js';
+import { TickwheelError } from '../../errors.js';
+import type { CountEntries } from '../counts.js';
 import type { IdTableArrays } from './id-table.js';
+import { syncDirectory } from './layout.js';
 
 export const SNAPSHOT_FILE = 'snapshot.bin';
 /** 2: IdTable slots interleaved (version 1 wrote three arrays; such a snapshot is rejected). */
@@ -268,16 +269,5 @@ async function readFully(handle: FileHandle, buffer: Buffer, position: number): 
     const { bytesRead } = await handle.read(buffer, done, buffer.length - done, position + done);
     if (bytesRead === 0) throw new SnapshotRejected('cut short');
     done += bytesRead;
-  }
-}
-
-async function syncDirectory(dir: string): Promise<void> {
-  // Windows cannot open a directory to fsync it; NTFS journals the entry itself.
-  if (process.platform === 'win32') return;
-  const handle = await open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }

@@ -20,7 +20,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { TickwheelStateError } from '../errors.js';
+import { TickwheelStateError } from '../../errors.js';
 
 interface NativeLocks {
   tryLock(fd: number): boolean;

@@ -13,19 +13,25 @@
  *
  * Two different ids with the same 64-bit hash are possible in principle (about 3 in 10^6 for a
  * table of 10 million ids). The store resolves them by reading the record the table points at
- * and comparing the id it holds; see FileStore.
+ * and comparing the id it holds; see Tables (table.ts) and FileStore.lookup.
  */
 
 const EMPTY = 0;
 const DELETED = 0xffffffff;
 const TWO_POW_32 = 4294967296;
 
-/** The two halves of the last hash computed (kept in module scope: no allocation per call). */
-export let hashLow = 0;
-export let hashHigh = 0;
+/**
+ * A 64-bit id hash as two unsigned 32-bit halves. The caller owns one and hashId / hashIdBytes
+ * write into it, so hashing allocates nothing (returning a pair would allocate one per call,
+ * on the path every record takes).
+ */
+export class IdHash {
+  low = 0;
+  high = 0;
+}
 
-/** Computes the 64-bit hash of an id into `hashLow` / `hashHigh`. */
-export function hashId(id: string): void {
+/** Computes the 64-bit hash of an id into `into`. */
+export function hashId(id: string, into: IdHash): void {
   // FNV-1a for one half and a multiplicative mix with another seed for the other; each
   // finalised with an avalanche step so that similar ids spread.
   let a = 0x811c9dc5;
@@ -36,14 +42,14 @@ export function hashId(id: string): void {
     b = Math.imul(b ^ c, 0x5bd1e995);
     b ^= b >>> 15;
   }
-  finish(a, b, id.length);
+  finish(a, b, id.length, into);
 }
 
 /**
  * The same hash as hashId, computed from the id's bytes as a record stores them (one byte a
  * character), without making a string: what log replay uses.
  */
-export function hashIdBytes(bytes: Uint8Array, start: number, length: number): void {
+export function hashIdBytes(bytes: Uint8Array, start: number, length: number, into: IdHash): void {
   let a = 0x811c9dc5;
   let b = 0x9747b28c;
   for (let i = start; i < start + length; i++) {
@@ -52,10 +58,10 @@ export function hashIdBytes(bytes: Uint8Array, start: number, length: number): v
     b = Math.imul(b ^ c, 0x5bd1e995);
     b ^= b >>> 15;
   }
-  finish(a, b, length);
+  finish(a, b, length, into);
 }
 
-function finish(a: number, b: number, length: number): void {
+function finish(a: number, b: number, length: number, into: IdHash): void {
   a ^= a >>> 16;
   a = Math.imul(a, 0x85ebca6b);
   a ^= a >>> 13;
@@ -67,8 +73,8 @@ function finish(a: number, b: number, length: number): void {
   let high = b >>> 0;
   if (low === EMPTY && high === EMPTY) high = 1;
   if (low === DELETED && high === DELETED) high = DELETED - 1;
-  hashLow = low;
-  hashHigh = high;
+  into.low = low;
+  into.high = high;
 }
 
 /**
@@ -130,15 +136,6 @@ export class IdTable {
     return this.main.live + (this.old?.live ?? 0);
   }
 
-  get capacity(): number {
-    return this.main.capacity;
-  }
-
-  /** True while entries are still moving into a bigger table (see `old`). */
-  get growing(): boolean {
-    return this.old !== undefined;
-  }
-
   get bytes(): number {
     const slots = this.main.capacity + (this.old?.capacity ?? 0);
     return slots * 16 + (this.aux === undefined ? 0 : this.main.capacity * 8);
@@ -148,13 +145,6 @@ export class IdTable {
   useAux(on: boolean): void {
     this.finishGrowing();
     this.aux = on ? new Float64Array(this.main.capacity) : undefined;
-  }
-
-  /** The second value stored for a hash, or NaN. */
-  getAux(low: number, high: number): number {
-    if (this.aux === undefined) return NaN;
-    const slot = find(this.main, low, high);
-    return slot < 0 ? NaN : this.aux[slot];
   }
 
   /** The value stored for a hash, or -1. */
@@ -298,14 +288,7 @@ export class IdTable {
     return { slots: into, live: main.live, deleted: main.deleted };
   }
 
-  /** A copy of the table's slots: one memcpy, no per-entry work (any growth finished first). */
-  copyArrays(): IdTableArrays {
-    this.finishGrowing();
-    const { slots, live, deleted } = this.main;
-    return { slots: slots.slice(), live, deleted };
-  }
-
-  /** Replaces the contents with arrays from copyArrays() (taken over, not copied). */
+  /** Replaces the contents with arrays from endCopy() (taken over, not copied). */
   adoptArrays(arrays: IdTableArrays): void {
     const { slots } = arrays;
     if (slots.length < 32 || slots.length % 2 !== 0) {

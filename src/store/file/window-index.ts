@@ -14,7 +14,7 @@
 
 import { mkdir, open, readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
-import { writeF64, writeU32 } from './bytes.js';
+import { writeF64, writeU32 } from '../bytes.js';
 
 export const ENTRY_BYTES = 24;
 

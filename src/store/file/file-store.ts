@@ -1,0 +1,488 @@
+/**
+ * FileStore: the embedded, durable store, and the Store interface (src/queue/store.ts) over it.
+ * This class holds the parts together and does what a Store call asks; each concern has its
+ * own module:
+ *
+ *   layout.ts      the data directory: its files, format.json, repair.json
+ *   table.ts       the in-memory tables and `apply`, the one function that changes them
+ *   records.ts     the log records' bodies (the log itself is ../log.ts)
+ *   window-index.ts  the schedule index, one file per time window
+ *   states.ts      messages read back from the log and handed to the queue
+ *   checkpoint.ts  checkpoints, snapshots (snapshot.ts) and retention
+ *   recovery.ts    recovery at open (replay.ts: the replays)
+ *   damage.ts      telling damage from a torn tail; repair.ts: opening a damaged directory
+ *
+ * Memory per live message beyond the horizon: one IdTable slot (id hash -> position of its
+ * latest record), 20-30 bytes. Payloads stay on disk until their message comes near. Counts
+ * per topic and per hour (counts.ts) cost memory per topic and per hour, not per message.
+ *
+ * The horizon has one source of truth, `frontier` (see there).
+ */
+
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { debugAssert } from '../../assert.js';
+import { TickwheelTypeError, checkOption } from '../../errors.js';
+import type { MessageState } from '../../queue/message.js';
+import type {
+  RecoveryReport,
+  RepairReport,
+  Store,
+  StoreCounts,
+  StoredMessage,
+} from '../../queue/store.js';
+import { writeUtf8 } from '../bytes.js';
+import {
+  LogError,
+  MessageLog,
+  RECORD_HEADER_BYTES,
+  type FsyncPolicy,
+  type LogIo,
+  type RecordSlot,
+} from '../log/index.js';
+import { Checkpoints, warn, type SnapshotWhen } from './checkpoint.js';
+import { unreadable } from './damage.js';
+import { INDEX_DIR, LOG_DIR, checkFormat } from './layout.js';
+import { lockDirectory, type DirectoryLock } from './lock.js';
+import { where } from './positions.js';
+import {
+  BURY,
+  FINISH,
+  MOVE,
+  OUTCOME_ACKED,
+  OUTCOME_CANCELLED,
+  SCHEDULE,
+  decodeSchedule,
+  finishLength,
+  moveWithReasonRoom,
+  scheduleLength,
+  writeFinish,
+  writeMoveWithReason,
+  writeScheduleHead,
+} from './records.js';
+import { recover, type OpenMode } from './recovery.js';
+import { handOver, statesAt } from './states.js';
+import { Tables } from './table.js';
+import { WindowIndex } from './window-index.js';
+
+export interface FileStoreOptions {
+  dir: string;
+  /** 'batch' (default): group commit; 'always': one fsync per change; 'never': no fsync. */
+  fsync?: FsyncPolicy;
+  /** Log segment size. Default 64 MiB. */
+  segmentBytes?: number;
+  /** Width of one schedule-index window. Default 60,000 ms. */
+  windowMs?: number;
+  /** How often index files are synced and a checkpoint written. Default 5,000 ms. */
+  checkpointIntervalMs?: number;
+  /**
+   * A checkpoint also writes a snapshot of the tables once the log has grown by this many
+   * bytes since the last one, or by the last snapshot's size if that is larger; close()
+   * writes one whenever the log grew. Default 64 MiB. Infinity: never (recovery then replays
+   * the whole log).
+   */
+  snapshotBytes?: number;
+  /**
+   * Open a data directory whose log is damaged where it had been made durable by dropping what
+   * cannot be read, and report exactly what (`recovery.repair`, and `repair.json` in the
+   * directory), instead of refusing with ERR_TICKWHEEL_CORRUPT. See docs/storage.md, Recovery.
+   */
+  repair?: boolean;
+  /** @internal Test hook: replaces the log writer's file operations (see MessageLog). */
+  logIo?: Partial<LogIo>;
+}
+
+const EMPTY_PAYLOAD = new Uint8Array(0);
+const DEFAULT_SNAPSHOT_BYTES = 64 * 1024 * 1024;
+const HORIZON_DISAGREES =
+  'inHorizon disagrees with the store: it must be deliverAt < the horizon last given to ' +
+  'recover() or loadUntil(), rounded by horizonEnd()';
+
+export class FileStore implements Store {
+  readonly dir: string;
+  private readonly log: MessageLog;
+  private readonly index: WindowIndex;
+  private readonly lock: DirectoryLock;
+  private readonly mode: OpenMode;
+  private readonly tables: Tables;
+  private readonly checkpoints: Checkpoints;
+  /**
+   * The horizon: every live message due before it has been handed to the queue; every other
+   * one the store finds through the schedule index when its window comes before it.
+   *
+   * The one source of truth for it. The queue moves it, and only through recover(horizon) and
+   * loadUntil(until), both rounded up by horizonEnd(); it never moves back while the store is
+   * open. Whether a change gets an index entry follows from it alone (deliverAt >= frontier):
+   * the rule replay follows too (replay.ts), and the one checkpoint.json vouches for. The
+   * `inHorizon` that the queue passes to add and move is the same comparison against the same
+   * horizon (the last one it gave), so it carries nothing new: debug runs assert that it
+   * agrees, and the store goes by the frontier.
+   */
+  private frontier = -Infinity;
+  /** Messages added by each pending write (keyed by its promise), undone if the write fails. */
+  private readonly addsByWrite = new Map<Promise<void>, MessageState[]>();
+  private closed = false;
+  private damagedSkipped = 0;
+
+  private constructor(
+    dir: string,
+    log: MessageLog,
+    index: WindowIndex,
+    lock: DirectoryLock,
+    checkpointIntervalMs: number,
+    snapshotBytes: number,
+    mode: OpenMode,
+  ) {
+    this.dir = dir;
+    this.log = log;
+    this.index = index;
+    this.lock = lock;
+    this.mode = mode;
+    this.tables = new Tables(index);
+    this.checkpoints = new Checkpoints(
+      dir,
+      log,
+      index,
+      this.tables,
+      checkpointIntervalMs,
+      snapshotBytes,
+      () => this.frontier,
+    );
+  }
+
+  static open(options: FileStoreOptions): Promise<FileStore> {
+    return FileStore.openAs(options, options?.repair === true ? 'repair' : 'open');
+  }
+
+  /**
+   * What `repair: true` would find and drop in a data directory, changing nothing there (the
+   * dry run of `tickwheel repair`). Holds the directory's lock while it reads the whole log.
+   */
+  static async planRepair(options: Omit<FileStoreOptions, 'repair'>): Promise<RepairReport> {
+    const store = await FileStore.openAs(options, 'plan');
+    try {
+      const recovery = await store.recover(Date.now(), () => {});
+      return recovery.repair as RepairReport;
+    } finally {
+      await store.close();
+    }
+  }
+
+  private static async openAs(options: FileStoreOptions, mode: OpenMode): Promise<FileStore> {
+    if (typeof options?.dir !== 'string' || options.dir.length === 0) {
+      throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', 'dir must be a directory path');
+    }
+    const fsync = options.fsync ?? 'batch';
+    if (fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `fsync must be 'batch', 'always' or 'never', got ${String(fsync)}`,
+      );
+    }
+    const windowMs = checkOption(options.windowMs ?? 60_000, 'windowMs', 1, 86_400_000, true);
+    const interval = checkOption(options.checkpointIntervalMs ?? 5000, 'checkpointIntervalMs', 10);
+    const snapshotBytes = checkOption(
+      options.snapshotBytes ?? DEFAULT_SNAPSHOT_BYTES,
+      'snapshotBytes',
+      0,
+      Infinity,
+    );
+    await mkdir(options.dir, { recursive: true });
+    const lock = await lockDirectory(options.dir);
+    try {
+      await checkFormat(options.dir);
+      const log = await MessageLog.open({
+        dir: join(options.dir, LOG_DIR),
+        fsync,
+        ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
+        ...(options.logIo === undefined ? {} : { io: options.logIo }),
+      });
+      const index = await WindowIndex.open(join(options.dir, INDEX_DIR), windowMs);
+      return new FileStore(options.dir, log, index, lock, interval, snapshotBytes, mode);
+    } catch (err) {
+      await lock.release();
+      throw err;
+    }
+  }
+
+  /** The first window boundary at or after `until`: the store loads whole windows. */
+  horizonEnd(until: number): number {
+    const window = this.index.windowOf(until);
+    return window === until ? until : window + this.index.windowMs;
+  }
+
+  recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport> {
+    this.frontier = this.horizonEnd(horizon);
+    const parts = {
+      dir: this.dir,
+      log: this.log,
+      index: this.index,
+      tables: this.tables,
+      checkpoints: this.checkpoints,
+      finish: (message: MessageState) => this.finish(message, 'cancelled'),
+    };
+    return recover(parts, this.mode, this.frontier, onDue);
+  }
+
+  async lookup(id: string): Promise<StoredMessage | undefined> {
+    const position = this.tables.latest(id);
+    if (position < 0) return undefined;
+    let message: MessageState;
+    try {
+      [message] = (await statesAt(this.log, [position])) as MessageState[];
+    } catch (err) {
+      throw unreadable(this.dir, err, `message ${id}`);
+    }
+    if (message.id !== id) return undefined; // another id with the same 64-bit hash
+    message.payload = undefined;
+    const dead = this.tables.isDeadAt(id, position);
+    return { ...message, status: dead ? 'dead' : 'scheduled' };
+  }
+
+  // add, move, finish and bury change the tables at once and return the log's own promise:
+  // under group commit every record of one write shares it, so a batch of calls costs one
+  // promise, not one each. A synchronous failure (a closed log) comes back as a rejection.
+  // Whether a change is indexed follows from the frontier (see there), not from `inHorizon`.
+
+  add(message: MessageState, inHorizon: boolean): Promise<void> {
+    debugAssert(inHorizon === message.deliverAt < this.frontier, HORIZON_DISAGREES);
+    let position: number;
+    let durable: Promise<void>;
+    let slot: RecordSlot | undefined;
+    try {
+      this.checkWritable();
+      // Encoded straight into the log's staging buffer: no buffer of its own, no copy. A JSON
+      // payload still held as text is encoded there too (room for its longest UTF-8 form).
+      const text = message.payloadText;
+      const payload = message.payload ?? EMPTY_PAYLOAD;
+      const room = text === undefined ? payload.byteLength : text.length * 3;
+      slot = this.log.reserve(SCHEDULE, scheduleLength(message, room));
+      const { buf, at } = slot;
+      const payloadAt = writeScheduleHead(buf, at, message);
+      let end: number;
+      if (text !== undefined) end = writeUtf8(buf, payloadAt, text);
+      else if (payload.byteLength <= 64) {
+        for (let i = 0; i < payload.byteLength; i++) buf[payloadAt + i] = payload[i];
+        end = payloadAt + payload.byteLength;
+      } else {
+        buf.set(payload, payloadAt);
+        end = payloadAt + payload.byteLength;
+      }
+      const reindex = message.deliverAt >= this.frontier;
+      position = this.commit(slot, SCHEDULE, end - at, reindex);
+      durable = slot.durable;
+    } catch (err) {
+      slot?.abort();
+      return Promise.reject(err as Error);
+    }
+    message.ref = position;
+    const pending = this.addsByWrite.get(durable);
+    if (pending !== undefined) pending.push(message);
+    else {
+      const added = [message];
+      this.addsByWrite.set(durable, added);
+      const settled = () => this.addsByWrite.delete(durable);
+      durable.then(settled, () => {
+        settled();
+        // Never acknowledged: take them out again, as if they had not been sent.
+        for (const each of added) this.tables.forget(each, each.ref);
+      });
+    }
+    return durable;
+  }
+
+  move(message: MessageState, inHorizon: boolean, previousDeliverAt: number): Promise<void> {
+    debugAssert(inHorizon === message.deliverAt < this.frontier, HORIZON_DISAGREES);
+    return this.writeMoveRecord(
+      MOVE,
+      message,
+      previousDeliverAt,
+      message.deliverAt >= this.frontier,
+    );
+  }
+
+  finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void> {
+    let slot: RecordSlot | undefined;
+    try {
+      this.checkWritable();
+      const length = finishLength(message);
+      slot = this.log.reserve(FINISH, length);
+      const outcomeCode = outcome === 'acked' ? OUTCOME_ACKED : OUTCOME_CANCELLED;
+      writeFinish(slot.buf, slot.at, message, outcomeCode);
+      this.commit(slot, FINISH, length, false);
+      return slot.durable;
+    } catch (err) {
+      slot?.abort();
+      return Promise.reject(err as Error);
+    }
+  }
+
+  bury(message: MessageState): Promise<void> {
+    // Burying does not change the due time: the previous one is the current one.
+    return this.writeMoveRecord(BURY, message, message.deliverAt, false);
+  }
+
+  private writeMoveRecord(
+    type: number,
+    message: MessageState,
+    previousDeliverAt: number,
+    reindex: boolean,
+  ): Promise<void> {
+    let slot: RecordSlot | undefined;
+    try {
+      this.checkWritable();
+      slot = this.log.reserve(type, moveWithReasonRoom(message));
+      const end = writeMoveWithReason(slot.buf, slot.at, message, previousDeliverAt);
+      this.commit(slot, type, end - slot.at, reindex);
+      return slot.durable;
+    } catch (err) {
+      slot?.abort();
+      return Promise.reject(err as Error);
+    }
+  }
+
+  async loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void> {
+    // Every window file before the frontier is loaded, not only the newly covered ones: a
+    // window whose load failed earlier is still on disk and is tried again here.
+    const frontier = Math.max(this.frontier, this.horizonEnd(until));
+    this.frontier = frontier;
+    const tables = this.tables;
+    for (const window of this.index.windows()) {
+      if (window >= frontier) break;
+      if (this.checkpoints.wasLoaded(window)) continue;
+      const entries = await this.index.read(window);
+      // An entry is current if its id's latest record is the one it points at (a dead
+      // message's latest record is its BURY, which no entry points at).
+      const collided = tables.collidedPositions();
+      const due = new Map<number, number>();
+      for (let i = 0; i < entries.count; i++) {
+        const position = entries.position[i];
+        if (!tables.isLatest(entries.low[i], entries.high[i], position, collided)) continue;
+        due.set(position, entries.deliverAt[i]);
+        tables.near.add(position);
+      }
+      await handOver(tables, this.log, due, onDue, (position, err) => {
+        this.damagedSkipped++;
+        warn(
+          new Error(
+            `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
+          ),
+        );
+      });
+      await this.checkpoints.retire(window);
+    }
+  }
+
+  async payloadOf(message: MessageState): Promise<Uint8Array> {
+    let record: { type: number; body: Buffer };
+    try {
+      record = await this.log.read(message.ref);
+    } catch (err) {
+      throw unreadable(this.dir, err, `the payload of message ${message.id}`);
+    }
+    if (record.type !== SCHEDULE) {
+      throw unreadable(
+        this.dir,
+        new LogError('ERR_TICKWHEEL_CORRUPT', `${where(message.ref)} holds no schedule record`),
+        `the payload of message ${message.id}`,
+      );
+    }
+    return decodeSchedule(record.body).payload;
+  }
+
+  async dead(topic: string, limit: number): Promise<StoredMessage[]> {
+    const positions = [...this.tables.deadIds.values()]
+      .filter((dead) => dead.topic === topic)
+      .map((dead) => dead.position)
+      .sort((a, b) => a - b)
+      .slice(0, limit);
+    const found: StoredMessage[] = [];
+    for (const message of await statesAt(this.log, positions, () => this.damagedSkipped++)) {
+      if (message === undefined) continue;
+      message.payload = undefined;
+      found.push({ ...message, status: 'dead' });
+    }
+    return found;
+  }
+
+  counts(): StoreCounts {
+    return this.tables.tally.read();
+  }
+
+  stats(): Record<string, number> {
+    const log = this.log.stats();
+    const checkpoints = this.checkpoints.stats();
+    return {
+      live: this.tables.live,
+      dead: this.tables.deadIds.size,
+      idTableBytes: this.tables.ids.bytes,
+      indexWindows: this.index.windows().length,
+      segments: log.segments,
+      logBytes: log.bytes,
+      fsyncs: log.fsyncs,
+      fsyncMsMax: log.fsyncMsMax,
+      fsyncMsAvg: log.fsyncs === 0 ? 0 : log.fsyncMsTotal / log.fsyncs,
+      snapshots: checkpoints.snapshots,
+      snapshotBytes: checkpoints.snapshotBytes,
+      snapshotCaptureMsMax: checkpoints.snapshotCaptureMsMax,
+      snapshotWriteMsLast: checkpoints.snapshotWriteMsLast,
+      uncoveredLogBytes: checkpoints.uncoveredLogBytes,
+      damagedSkipped: this.damagedSkipped,
+      /** 1 once a log write failed: the store takes no more changes until reopened. */
+      stopped: this.log.firstFailure === undefined ? 0 : 1,
+      /** 1 while a checkpoint (and maybe a snapshot, with its copy of the tables) is written. */
+      checkpointing: checkpoints.checkpointing,
+    };
+  }
+
+  /**
+   * Syncs the index, records how far it covers the log, writes a snapshot if the log has grown
+   * enough since the last one (`when`), and deletes finished segments (see checkpoint.ts).
+   */
+  checkpoint(when: SnapshotWhen = 'auto'): Promise<void> {
+    return this.checkpoints.checkpoint(when);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      await this.checkpoints.close();
+    } finally {
+      await this.log.close();
+      await this.lock.release();
+    }
+  }
+
+  /**
+   * After a failed log write the store takes no more changes (fail-stop): the tables were
+   * changed by records the log then lost (every record of the failed write and those staged
+   * after it), and the log reuses their positions, so the tables are no longer those of the
+   * log. Every change whose promise resolved is on disk; recovery, at the next open, rebuilds
+   * the tables from the log. Checkpoints stop too (retention must not judge segments by such
+   * tables).
+   */
+  private checkWritable(): void {
+    const failure = this.log.firstFailure;
+    if (failure === undefined) return;
+    throw new LogError(
+      'ERR_TICKWHEEL_IO',
+      `the store takes no more changes since a log write failed (${failure.message}). ` +
+        'Everything acknowledged before it is on disk: close the queue and open it again ' +
+        'to recover and continue',
+      { cause: failure },
+    );
+  }
+
+  /**
+   * Commits the record reserved in the log (its body at `slot.buf[slot.at, + length)`) and
+   * applies it in the same turn, so that the tables are always those of every record before
+   * the log's end (what a snapshot captures). Returns the record's position.
+   */
+  private commit(slot: RecordSlot, type: number, length: number, reindex: boolean): number {
+    const position = slot.commit(length);
+    this.tables.apply(type, slot.buf, slot.at, position, reindex);
+    this.checkpoints.appended(RECORD_HEADER_BYTES + length);
+    return position;
+  }
+}

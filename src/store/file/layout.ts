@@ -1,0 +1,144 @@
+/**
+ * The file store's data directory:
+ *
+ *   LOCK               pid of the owning process (see lock.ts)
+ *   format.json        { format }: the on-disk format; other formats are refused at open
+ *   log/*.seg          the message log: every change of every message, appended (log.ts)
+ *   index/<t>.idx      the schedule index, one file per time window (window-index.ts)
+ *   checkpoint.json    { indexedUntil, frontier, windows, log }: index entries of all records
+ *                      before indexedUntil that were due at or after frontier are on disk,
+ *                      in index files of (at least) the sizes listed in windows; and the log's
+ *                      durable extent (checkpoint.ts)
+ *   snapshot.bin       the tables (table.ts) as of one log position (snapshot.ts), so recovery
+ *                      replays only the log after it
+ *   repair.json        what repairs of a damaged log dropped, and the damaged stretches they
+ *                      accepted as lost (present only after a repair; repair.ts)
+ *
+ * The log is the truth; everything else can be rebuilt from it (the index, the snapshot) or
+ * says how much of it to trust (the checkpoint, repair.json). Each small file is replaced whole
+ * (written beside, fsynced, renamed), so a crash leaves the old file or the new one, never a mix.
+ *
+ * This module owns the names, the format check, and the reading and writing of format.json and
+ * repair.json.
+ */
+
+import { open, readFile, readdir, rename, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { TickwheelStateError, type StoreDamage } from '../../errors.js';
+import type { RepairReport } from '../../queue/store.js';
+
+/** The on-disk format this code writes and reads (format.json). 1: records without topics. */
+export const STORE_FORMAT = 2;
+
+export const LOG_DIR = 'log';
+export const INDEX_DIR = 'index';
+export const CHECKPOINT_FILE = 'checkpoint.json';
+export const REPAIR_FILE = 'repair.json';
+const FORMAT_FILE = 'format.json';
+
+/**
+ * Refuses a directory written in another on-disk format, and records the format in a new one.
+ * A directory without format.json but with log records was written by tickwheel before the
+ * format was recorded (format 1), whose records this code would misread.
+ */
+export async function checkFormat(dir: string): Promise<void> {
+  const file = join(dir, FORMAT_FILE);
+  let text: string | undefined;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  if (text !== undefined) {
+    let format: unknown;
+    try {
+      format = (JSON.parse(text) as { format?: unknown }).format;
+    } catch {
+      format = undefined;
+    }
+    if (format === STORE_FORMAT) return;
+    throw formatError(dir, `format ${String(format)}`);
+  }
+  if (await hasRecords(join(dir, LOG_DIR))) throw formatError(dir, 'format 1');
+  await replaceFile(file, JSON.stringify({ format: STORE_FORMAT }));
+}
+
+async function hasRecords(logDir: string): Promise<boolean> {
+  let names: string[];
+  try {
+    names = await readdir(logDir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+  for (const name of names) {
+    if (/^\d{10}\.seg$/.test(name) && (await stat(join(logDir, name))).size > 0) return true;
+  }
+  return false;
+}
+
+function formatError(dir: string, found: string): TickwheelStateError {
+  return new TickwheelStateError(
+    'ERR_TICKWHEEL_FORMAT',
+    `${dir} holds data in on-disk ${found}; this version of tickwheel reads and writes format ` +
+      `${STORE_FORMAT} only. Drain it with the version that wrote it, or start from an empty ` +
+      'directory',
+  );
+}
+
+/** What repairs accepted as lost, and their reports, oldest first (repair.json). */
+export interface Repairs {
+  accepted: StoreDamage[];
+  reports: RepairReport[];
+}
+
+export async function readRepairs(dir: string): Promise<Repairs> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, REPAIR_FILE), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { accepted: [], reports: [] };
+    throw err;
+  }
+  try {
+    const { accepted, reports } = JSON.parse(text) as Partial<Repairs>;
+    if (Array.isArray(accepted) && Array.isArray(reports)) return { accepted, reports };
+  } catch {
+    // An unreadable file accepts nothing: the damage is refused again, and can be repaired again.
+  }
+  return { accepted: [], reports: [] };
+}
+
+export async function writeRepairs(dir: string, repairs: Repairs): Promise<void> {
+  await replaceFile(
+    join(dir, REPAIR_FILE),
+    `${JSON.stringify({ version: 1, ...repairs }, null, 1)}\n`,
+  );
+  await syncDirectory(dir);
+}
+
+/**
+ * Replaces a small file whole: written beside it, fsynced, renamed over it. The rename is
+ * durable only once the directory is synced (syncDirectory), which callers do where it matters.
+ */
+export async function replaceFile(file: string, text: string): Promise<void> {
+  const handle = await open(`${file}.tmp`, 'w');
+  try {
+    await handle.writeFile(text);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(`${file}.tmp`, file);
+}
+
+export async function syncDirectory(dir: string): Promise<void> {
+  // Windows cannot open a directory to fsync it; NTFS journals the entry itself.
+  if (process.platform === 'win32') return;
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,241 @@
+/**
+ * Recovery: the tables rebuilt at open, and the messages due before the frontier handed to the
+ * queue.
+ *
+ *   1. Read the last checkpoint, repair.json and the snapshot. Before anything is read from the
+ *      log or changed: the durable extent they give, and what of it is missing (damage.ts).
+ *   2. With `repair` (or a plan): repair.ts takes over.
+ *   3. A snapshot that can be used (snapshotProblem says none): adopt its tables and replay the
+ *      log from its position on. Otherwise replay the whole log, from the first segment it
+ *      needs; a snapshot that reads but cannot be used still says which segments held live
+ *      payloads, so a segment lost with them is found.
+ *   4. Damage in durable bytes (and no repair accepted it) refuses the open: nothing was
+ *      changed but a torn tail cut, and no checkpoint is written.
+ *   5. Hand over what is due before the frontier; retire the index windows before it; write a
+ *      checkpoint; start the periodic ones.
+ */
+
+import type { MessageState } from '../../queue/message.js';
+import type { RecoveryReport } from '../../queue/store.js';
+import type { LogError, ReplayOptions, ReplayReport } from '../log/index.js';
+import { readCheckpoint, type Checkpoint } from './checkpoint.js';
+import {
+  corruptionError,
+  durableExtent,
+  missingOrShort,
+  payloadsGone,
+  refusedDamage,
+  skipped,
+} from './damage.js';
+import { readRepairs } from './layout.js';
+import { offsetOf, positionOf, segmentOf, where } from './positions.js';
+import {
+  recoverWithRepair,
+  shortened,
+  type RecoveryContext,
+  type RecoveryParts,
+} from './repair.js';
+import {
+  LateFinishes,
+  bytesFrom,
+  dueAfterReplay,
+  dueAfterSnapshot,
+  replayAll,
+  replayTail,
+} from './replay.js';
+import {
+  SnapshotRejected,
+  readSnapshot,
+  removeSnapshot,
+  removeSnapshotTemp,
+  type StoreSnapshot,
+} from './snapshot.js';
+import { handOver } from './states.js';
+import { ReplayWatcher } from './table.js';
+
+/** 'plan': a repair that changes nothing and only reports (FileStore.planRepair). */
+export type OpenMode = 'open' | 'repair' | 'plan';
+
+/**
+ * Recovers the store whose parts are given, hands what is due before `frontier` to `onDue`,
+ * and starts its checkpoints (not for a plan).
+ */
+export async function recover(
+  parts: RecoveryParts,
+  mode: OpenMode,
+  frontier: number,
+  onDue: (message: MessageState) => void,
+): Promise<RecoveryReport> {
+  const { dir, log, tables, checkpoints } = parts;
+  const started = performance.now();
+  const checkpoint = await readCheckpoint(dir);
+  const repairs = await readRepairs(dir);
+  let verdict: RecoveryReport['snapshot'] = 'none';
+  // The snapshot's tables if its file reads; `usable` if recovery can start from them.
+  let found: { snapshot: StoreSnapshot; bytes: number } | undefined;
+  let usable = false;
+  try {
+    if (mode !== 'plan') await removeSnapshotTemp(dir);
+    found = await readSnapshot(dir);
+    const problem = found && snapshotProblem(parts, found.snapshot, checkpoint, frontier);
+    if (problem) throw new SnapshotRejected(problem);
+    usable = found !== undefined;
+  } catch (err) {
+    verdict = `rejected: ${err instanceof SnapshotRejected ? err.reason : String(err)}`;
+  }
+  const durable = durableExtent(checkpoint, found?.snapshot);
+  const accepted = repairs.accepted;
+  // Before anything is read or changed: what the durable extent says must be there.
+  const missing = missingOrShort(log, durable, accepted);
+  const context: RecoveryContext = { started, checkpoint, durable, accepted, missing };
+  if (mode !== 'open') {
+    const plan = mode === 'plan';
+    const report = await recoverWithRepair(
+      parts,
+      plan,
+      frontier,
+      context,
+      found?.snapshot,
+      repairs,
+      onDue,
+    );
+    return plan ? report : recovered(parts, frontier, context, report);
+  }
+  if (missing.length > 0) throw corruptionError(dir, missing);
+
+  const corrupt: RecoveryReport['corrupt'] = [];
+  const damaged = (position: number, err: LogError) =>
+    corrupt.push({ where: where(position), reason: err.message });
+  const replay: ReplayOptions = durable === undefined ? {} : { durable: durable.bytes };
+  // Refuses the open (see the invariant in checkpoint.ts: no checkpoint after this).
+  const refuse = (report: ReplayReport, more: Parameters<typeof refusedDamage>[2]) => {
+    const damage = refusedDamage(report, accepted, more);
+    if (damage.length === 0) return;
+    checkpoints.replayed = false;
+    throw corruptionError(dir, damage);
+  };
+  let truncatedBytes: number;
+  let replayedBytes: number;
+  if (usable && found !== undefined) {
+    verdict = 'used';
+    const { snapshot, bytes } = found;
+    found = undefined; // its arrays now belong to the tables
+    const { report, tail } = await replayTail(
+      parts,
+      frontier,
+      snapshot,
+      checkpoint.indexedUntil,
+      replay,
+    );
+    checkpoints.replayed = true;
+    refuse(report, payloadsGone(log, tables.segmentLive));
+    for (const c of skipped(report, accepted)) corrupt.push(c);
+    truncatedBytes = report.truncatedBytes;
+    replayedBytes = bytesFrom(log, snapshot.position);
+    const due = await dueAfterSnapshot(parts, frontier, tail);
+    await handOver(tables, log, due, onDue, damaged);
+    checkpoints.uncoveredBytes = replayedBytes;
+    await checkpoints.usedSnapshot(snapshot.position, bytes);
+  } else {
+    // A snapshot that reads but cannot be used still says which segments held live payloads.
+    const rejected = found?.snapshot;
+    found = undefined;
+    const late = rejected === undefined ? undefined : new LateFinishes(rejected.position);
+    const from = positionOf(durable?.first ?? 0, 0);
+    const report = await replayAll(parts, frontier, checkpoint, {
+      from,
+      replay,
+      index: true,
+      watcher: late ?? new ReplayWatcher(),
+    });
+    checkpoints.replayed = true;
+    // (Segments before the first one the checkpoint needs were all finished by then.)
+    const gone =
+      rejected === undefined
+        ? []
+        : payloadsGone(
+            log,
+            rejected.segmentLive.filter(([segment]) => segment >= (durable?.first ?? 0)),
+            late?.bySegment,
+          );
+    refuse(report, gone);
+    // Only now: a refused open leaves the snapshot for a repair to compare with. (Windows it
+    // relies on that replayAll deleted make the checkpoint reject it, should this crash.)
+    await removeSnapshot(dir);
+    for (const c of skipped(report, accepted)) corrupt.push(c);
+    truncatedBytes = report.truncatedBytes;
+    replayedBytes = bytesFrom(log, from);
+    checkpoints.uncoveredBytes = replayedBytes;
+    await handOver(tables, log, dueAfterReplay(tables, frontier), onDue, damaged);
+  }
+  const last = repairs.reports[repairs.reports.length - 1];
+  return recovered(parts, frontier, context, {
+    live: 0,
+    corrupt,
+    truncatedBytes,
+    snapshot: verdict,
+    replayedBytes,
+    durationMs: 0,
+    ...(last === undefined ? {} : { repair: shortened(last) }),
+  });
+}
+
+/** The end every recovery but a plan shares: retires windows, checkpoints, starts the timer. */
+async function recovered(
+  { index, tables, checkpoints }: RecoveryParts,
+  frontier: number,
+  context: RecoveryContext,
+  report: RecoveryReport,
+): Promise<RecoveryReport> {
+  for (const window of index.windows()) {
+    if (window < frontier) await checkpoints.retire(window);
+  }
+  await checkpoints.checkpoint('never');
+  checkpoints.start();
+  report.live = tables.live;
+  report.durationMs = performance.now() - context.started;
+  return report;
+}
+
+/**
+ * Why a snapshot cannot be used with this log, index and checkpoint, or undefined if it can.
+ * It can when the log still holds everything from its position on, and the schedule index
+ * holds every entry it relies on: those of records before its position (the checkpoint must
+ * cover that position, and every window it lists must be whole, except windows the
+ * snapshot's near positions stand in for), with a frontier that did not move back.
+ */
+function snapshotProblem(
+  { log, index }: RecoveryParts,
+  snapshot: StoreSnapshot,
+  checkpoint: Checkpoint,
+  frontier: number,
+): string | undefined {
+  if (snapshot.windowMs !== index.windowMs) {
+    return `written with windowMs ${snapshot.windowMs}, opened with ${index.windowMs}`;
+  }
+  const segment = segmentOf(snapshot.position);
+  const size = log.segmentSize(segment);
+  if (size === undefined) return `log segment ${segment}, where it continues, is gone`;
+  const offset = offsetOf(snapshot.position);
+  if (offset > size) {
+    return `it continues at byte ${offset} of log segment ${segment}, which has ${size} bytes`;
+  }
+  const segments = log.segments();
+  for (let k = segments.indexOf(segment) + 1; k < segments.length; k++) {
+    if (segments[k] !== segments[k - 1] + 1) return `log segment ${segments[k - 1] + 1} is gone`;
+  }
+  if (checkpoint.indexedUntil < snapshot.position) {
+    return 'the checkpoint does not cover it (the schedule index may lack entries)';
+  }
+  if (checkpoint.frontier > frontier || snapshot.frontier > frontier) {
+    return 'the horizon is nearer than when it was written';
+  }
+  const sizes = index.sizes();
+  const handedOver = new Set(snapshot.loaded);
+  for (const [window, bytes] of Object.entries(checkpoint.windows)) {
+    if (!handedOver.has(Number(window)) && (sizes.get(Number(window)) ?? 0) < bytes) {
+      return `index window ${window} is shorter than the checkpoint says`;
+    }
+  }
+  return undefined;
+}

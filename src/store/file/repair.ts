@@ -1,0 +1,481 @@
+/**
+ * Repair: opening a data directory whose log is damaged where it had been made durable
+ * (`repair: true`), or only saying what that would do (FileStore.planRepair, `tickwheel repair`
+ * without --yes).
+ *
+ * Whatever the snapshot, a repair replays every record that can be read, from the first segment
+ * the log needs. Then it names (or counts) the messages the damage took (lostMessages), and
+ * finishes those whose state in the tables cannot be trusted. A repair applies that: the FINISH
+ * records that make the drops durable first, then the snapshot goes (its tables still hold the
+ * lost messages), then repair.json records the damage as accepted, so later opens do not refuse
+ * it again. A plan changes nothing, not even a torn tail.
+ *
+ * The report (RepairReport) is exact only where the log allows: without a snapshot taken after
+ * the damage, a change recorded only in the damaged bytes (a cancel, an ack, a reschedule) of a
+ * message whose earlier records are intact cannot be known; `exact` and `notes` say so.
+ */
+
+import type { StoreDamage } from '../../errors.js';
+import { checkId, checkTopic, type MessageState } from '../../queue/message.js';
+import type { RecoveryReport, RepairReport } from '../../queue/store.js';
+import {
+  RECORD_HEADER_BYTES,
+  RECORD_MAGIC,
+  type LogError,
+  type ReplayReport,
+} from '../log/index.js';
+import type { Checkpoint, Checkpoints } from './checkpoint.js';
+import { damageOf, endOf, isAcceptedAt, mergeDamage, type Durable } from './damage.js';
+import { IdHash, IdTable, hashId } from './id-table.js';
+import { REPAIR_FILE, writeRepairs, type Repairs } from './layout.js';
+import { offsetOf, positionOf, segmentOf, where } from './positions.js';
+import {
+  BURY,
+  FINISH,
+  MOVE,
+  SCHEDULE,
+  idStart,
+  recordId,
+  topicLength,
+  topicStart,
+} from './records.js';
+import { bytesFrom, dueAfterReplay, replayAll, type ReplayParts } from './replay.js';
+import { removeSnapshot, type StoreSnapshot } from './snapshot.js';
+import { handOver, statesAt } from './states.js';
+import type { Tables } from './table.js';
+import { Untraced } from './untraced.js';
+import type { WindowIndex } from './window-index.js';
+
+/** recovery.repair, when read back at a later open, names at most this many messages. */
+const REPAIR_NAMES_SHOWN = 100;
+/** A repair reads at most this much of a damaged record to name the message it held. */
+const DAMAGED_READ_BYTES = 64 * 1024;
+
+/** What recovery found before reading the log, for the repair to go on from. */
+export interface RecoveryContext {
+  started: number;
+  checkpoint: Checkpoint;
+  durable: Durable | undefined;
+  /** Damage earlier repairs accepted as lost. */
+  accepted: StoreDamage[];
+  /** Segments missing or cut short, by the durable extent. */
+  missing: StoreDamage[];
+}
+
+export interface RecoveryParts extends ReplayParts {
+  readonly dir: string;
+  readonly checkpoints: Checkpoints;
+  /** Records the end of a message (as FileStore.finish does, cancelled). */
+  finish(message: MessageState): Promise<void>;
+}
+
+/**
+ * Recovery for `repair: true` (`plan` false) and for planRepair (`plan` true). A repair hands
+ * over what is due before the frontier; a plan hands over nothing and leaves the store unable
+ * to write a checkpoint (close() must write nothing).
+ */
+export async function recoverWithRepair(
+  parts: RecoveryParts,
+  plan: boolean,
+  frontier: number,
+  context: RecoveryContext,
+  snapshot: StoreSnapshot | undefined,
+  repairs: Repairs,
+  onDue: (message: MessageState) => void,
+): Promise<RecoveryReport> {
+  const { dir, log, tables, checkpoints } = parts;
+  const { checkpoint, durable, accepted } = context;
+  const untraced = new Untraced(durable?.end ?? Infinity, tables.segmentLive);
+  const from = positionOf(durable?.first ?? 0, 0);
+  const report = await replayAll(parts, frontier, checkpoint, {
+    from,
+    replay: {
+      ...(durable === undefined ? {} : { durable: durable.bytes }),
+      readOnly: plan,
+      cutDurable: !plan,
+    },
+    index: !plan,
+    watcher: untraced,
+    onRecord: (position) => untraced.read(position),
+  });
+  checkpoints.replayed = true;
+  untraced.capture();
+  const found = report.corrupt.filter((c) => !isAcceptedAt(accepted, c.position));
+  const damage = mergeDamage([...context.missing, ...found.map(damageOf)]);
+  const repair: RepairReport = {
+    at: new Date().toISOString(),
+    applied: false,
+    damage,
+    lost: 0,
+    dropped: [],
+    unnamed: 0,
+    exact: true,
+    notes: [],
+  };
+  let finish: MessageState[] = [];
+  if (damage.length > 0) {
+    const lost = await lostMessages(parts, damage, accepted, found, untraced, snapshot, durable);
+    repair.dropped = lost.dropped;
+    repair.unnamed = lost.unnamed;
+    repair.lost = lost.dropped.length + lost.unnamed;
+    repair.exact = lost.exact;
+    repair.notes = lost.notes;
+    finish = lost.finish;
+  }
+  const recovery: RecoveryReport = {
+    live: tables.live - finish.length,
+    corrupt: found.map((c) => ({ where: where(c.position), reason: c.reason })),
+    truncatedBytes: report.truncatedBytes,
+    snapshot: snapshot === undefined ? 'none' : 'rejected: a repair replays the whole log',
+    replayedBytes: bytesFrom(log, from),
+    durationMs: performance.now() - context.started,
+    repair,
+  };
+  if (plan) {
+    checkpoints.replayed = false; // close() must write nothing
+    return recovery;
+  }
+  if (damage.length > 0) {
+    // First the records that make the drops durable, then the snapshot goes (its tables
+    // still hold the lost messages), then what was accepted as lost is recorded.
+    await Promise.all(finish.map((message) => parts.finish(message)));
+    await removeSnapshot(dir);
+    repair.applied = true;
+    await writeRepairs(dir, {
+      accepted: [...accepted, ...damage],
+      reports: [...repairs.reports, repair],
+    });
+  } else {
+    await removeSnapshot(dir);
+  }
+  checkpoints.uncoveredBytes = recovery.replayedBytes;
+  const damaged = (position: number, err: LogError) =>
+    recovery.corrupt.push({ where: where(position), reason: err.message });
+  await handOver(tables, log, dueAfterReplay(tables, frontier), onDue, damaged);
+  return recovery;
+}
+
+/** A repair report as later opens show it: the first names, and the count of all. */
+export function shortened(report: RepairReport): RepairReport {
+  if (report.dropped.length <= REPAIR_NAMES_SHOWN) return report;
+  return {
+    ...report,
+    dropped: report.dropped.slice(0, REPAIR_NAMES_SHOWN),
+    notes: [
+      ...report.notes,
+      `${report.dropped.length - REPAIR_NAMES_SHOWN} more dropped messages are named in ${REPAIR_FILE}`,
+    ],
+  };
+}
+
+/** What is left of a damaged record that names its message. */
+interface DamagedRecord {
+  type: number;
+  id: string;
+  topic: string;
+  position: number;
+  reason: string;
+  low: number;
+  high: number;
+  /** The damaged stretch is exactly this one record. */
+  whole: boolean;
+}
+
+const KINDS = ['', 'schedule', 'reschedule', 'finish', 'dead-letter'];
+
+function damagedReason(r: DamagedRecord): string {
+  return `its ${KINDS[r.type]} record is damaged (${where(r.position)}: ${r.reason})`;
+}
+
+/** The messages a repair drops, as it finds them, and those it must finish. */
+class Losses {
+  readonly dropped = new Map<string, RepairReport['dropped'][number]>();
+  readonly finish: MessageState[] = [];
+  readonly notes: string[] = [];
+  /** Damaged records whose message was named. */
+  readonly named = new Set<DamagedRecord>();
+  private readonly finishing = new Set<number>();
+
+  constructor(private readonly parts: RecoveryParts) {}
+
+  drop(id: string, topic: string, reason: string): void {
+    if (!this.dropped.has(id)) this.dropped.set(id, { id, topic, reason });
+  }
+
+  /** Drops, and will finish, the messages whose latest records are at `positions`. */
+  async finishAt(positions: number[], why: (i: number) => string): Promise<void> {
+    const states = await statesAt(this.parts.log, positions, () => {});
+    for (let i = 0; i < states.length; i++) {
+      const state = states[i];
+      if (state === undefined || this.finishing.has(positions[i])) continue;
+      this.finishing.add(positions[i]);
+      this.drop(state.id, state.topic, why(i));
+      this.finish.push(state);
+    }
+  }
+}
+
+/**
+ * The messages that `damage` (new) took: named where their id can be read anywhere, counted
+ * where it cannot, and those whose state in the tables cannot be trusted (to be finished).
+ *
+ *   - a message moved or buried by a readable record whose schedule (the payload) was not
+ *     read: named from that record;
+ *   - with a snapshot taken after the damage, whose tables are the truth up to its position:
+ *     every message whose latest record by the snapshot is unreadable; a readable message
+ *     whose latest change by the snapshot was lost (stale); a message the snapshot says was
+ *     finished that the readable log brings back (lostSinceSnapshot);
+ *   - without one: the live messages per segment the last checkpoint counted, against those
+ *     the readable log knows of (lostByCounts);
+ *   - what is left of a damaged record, when it names a message that the snapshot or an index
+ *     entry confirms.
+ */
+async function lostMessages(
+  parts: RecoveryParts,
+  damage: StoreDamage[],
+  accepted: StoreDamage[],
+  found: ReplayReport['corrupt'],
+  untraced: Untraced,
+  snapshot: StoreSnapshot | undefined,
+  durable: Durable | undefined,
+) {
+  const unreadable = (position: number) =>
+    isAcceptedAt(damage, position) || isAcceptedAt(accepted, position);
+  const losses = new Losses(parts);
+  const hash = new IdHash();
+  const orphanHashes = new IdTable();
+  for (const [id, orphan] of untraced.orphans) {
+    losses.drop(
+      id,
+      orphan.topic,
+      `its schedule record, which holds the payload, cannot be read (${where(orphan.payloadPosition)})`,
+    );
+    hashId(id, hash);
+    orphanHashes.set(hash.low, hash.high, orphan.position);
+  }
+  const remains = await damagedRecords(parts, found);
+  const indexed = await indexEntriesIn(parts.index, unreadable);
+  const { unnamed, exact } =
+    snapshot !== undefined
+      ? await lostSinceSnapshot(parts.tables, losses, snapshot, {
+          damage,
+          remains,
+          unreadable,
+          untraced,
+          orphanHashes,
+        })
+      : await lostByCounts(parts.tables, losses, durable, { damage, remains, indexed, untraced });
+  const { dropped, named, notes } = losses;
+  for (const r of remains) {
+    if (named.has(r) || dropped.has(r.id)) continue;
+    notes.push(
+      `the damaged record at ${where(r.position)} may have been the ${KINDS[r.type]} record ` +
+        `of message ${r.id} (topic ${r.topic}), read from the damaged bytes and not confirmed`,
+    );
+  }
+  if (!exact) {
+    notes.push(
+      'the damaged bytes may also have held changes (a cancel, an ack, a reschedule, a retry) ' +
+        'of messages whose earlier records are intact: those keep their last readable state',
+    );
+  }
+  return { dropped: [...dropped.values()], unnamed, exact, notes, finish: losses.finish };
+}
+
+/** lostMessages with a snapshot: its tables are the truth up to its position. */
+async function lostSinceSnapshot(
+  tables: Tables,
+  losses: Losses,
+  snapshot: StoreSnapshot,
+  found: {
+    damage: StoreDamage[];
+    remains: DamagedRecord[];
+    unreadable: (position: number) => boolean;
+    untraced: Untraced;
+    orphanHashes: IdTable;
+  },
+): Promise<{ unnamed: number; exact: boolean }> {
+  const { damage, remains, unreadable, untraced, orphanHashes } = found;
+  const end = snapshot.position;
+  const before = new IdTable();
+  before.adoptArrays(snapshot.ids);
+  const stale: number[] = [];
+  const staleFrom: number[] = [];
+  const gone: Array<{ low: number; high: number; position: number }> = [];
+  before.forEach((low, high, was) => {
+    if (was >= end) return;
+    const now = tables.ids.get(low, high);
+    if (now === was || now >= end || now > was) return;
+    if (now >= 0) {
+      stale.push(now);
+      staleFrom.push(was);
+    } else if (
+      unreadable(was) &&
+      untraced.finishes.get(low, high) < 0 &&
+      orphanHashes.get(low, high) < 0
+    ) {
+      gone.push({ low, high, position: was });
+    }
+  });
+  const back: number[] = [];
+  tables.ids.forEach((low, high, now) => {
+    if (now < end && before.get(low, high) < 0) back.push(now);
+  });
+  const collided = new Map(snapshot.collisions.map(([id, position]) => [id, position]));
+  const hash = new IdHash();
+  for (const [id, { position }] of tables.collisions) {
+    if (position >= end || collided.has(id)) continue;
+    hashId(id, hash);
+    if (before.get(hash.low, hash.high) !== position) back.push(position);
+  }
+  await losses.finishAt(stale, (i) => `its latest change cannot be read (${where(staleFrom[i])})`);
+  await losses.finishAt(
+    back,
+    () =>
+      `it had been finished before ${where(end)} (by the snapshot), but the record that finished it cannot be read`,
+  );
+  for (const r of remains) {
+    const at = gone.findIndex(
+      (g) => g.position === r.position && g.low === r.low && g.high === r.high,
+    );
+    if (at < 0) continue;
+    gone.splice(at, 1);
+    losses.drop(r.id, r.topic, damagedReason(r));
+    losses.named.add(r);
+  }
+  return { unnamed: gone.length, exact: damage.every((d) => endOf(d) <= end) };
+}
+
+/** lostMessages without a snapshot: the last checkpoint's live counts per segment. */
+async function lostByCounts(
+  tables: Tables,
+  losses: Losses,
+  durable: Durable | undefined,
+  found: {
+    damage: StoreDamage[];
+    remains: DamagedRecord[];
+    indexed: Map<number, [number, number]>;
+    untraced: Untraced;
+  },
+): Promise<{ unnamed: number; exact: boolean }> {
+  const { damage, remains, indexed, untraced } = found;
+  const { named, notes } = losses;
+  const namedIn = new Map<number, number>();
+  const stale: number[] = [];
+  const staleFrom: DamagedRecord[] = [];
+  for (const r of remains) {
+    const entry = indexed.get(r.position);
+    if (entry === undefined || entry[0] !== r.low || entry[1] !== r.high) continue;
+    const now = tables.latest(r.id);
+    if (r.type === SCHEDULE && now < 0) {
+      losses.drop(r.id, r.topic, damagedReason(r));
+      named.add(r);
+      const segment = segmentOf(r.position);
+      namedIn.set(segment, (namedIn.get(segment) ?? 0) + 1);
+    } else if (r.type !== SCHEDULE && now >= 0 && now < r.position) {
+      stale.push(now);
+      staleFrom.push(r);
+      named.add(r);
+    }
+  }
+  await losses.finishAt(stale, (i) => damagedReason(staleFrom[i]));
+  // The last checkpoint counted the live payloads of every segment: a damaged one now
+  // short of messages lost that many; any segment over its count holds messages whose
+  // finish was lost (they came back).
+  const damaged = new Set(damage.map((d) => d.segment));
+  const counted = [...damaged].every((segment) => durable?.live.has(segment) === true);
+  let unnamed = 0;
+  let back = false;
+  for (const [segment, live] of durable?.live ?? []) {
+    const traced =
+      (untraced.atDurable?.get(segment) ?? 0) + (untraced.finishedAfter.get(segment) ?? 0);
+    const lost = live - traced;
+    if (lost < 0) {
+      back = true;
+      notes.push(
+        `${-lost} messages with their payload in log segment ${segment} are live again ` +
+          'although they had been finished: the record that finished them cannot be read, ' +
+          'and without a snapshot taken after it, which ones cannot be told',
+      );
+    } else if (damaged.has(segment)) {
+      unnamed += Math.max(0, lost - (namedIn.get(segment) ?? 0));
+    }
+  }
+  if (!counted) {
+    notes.push(
+      'how many messages had every record in the damaged bytes is not known: no checkpoint ' +
+        'counted the live messages of those segments',
+    );
+  }
+  // A damaged stretch before every readable record, or one that is exactly one record
+  // whose message is named, hid no change of any other message.
+  const accounted = (d: StoreDamage) =>
+    positionOf(d.segment, d.from) < untraced.firstRead ||
+    [...named].some(
+      (r) => r.whole && segmentOf(r.position) === d.segment && offsetOf(r.position) === d.from,
+    );
+  return { unnamed, exact: counted && !back && damage.every(accounted) };
+}
+
+/** What is left of each damaged record, where it still names a message and topic. */
+async function damagedRecords(
+  { log }: RecoveryParts,
+  found: ReplayReport['corrupt'],
+): Promise<DamagedRecord[]> {
+  const remains: DamagedRecord[] = [];
+  const hash = new IdHash();
+  for (const c of found) {
+    const raw = await log.readRaw(
+      c.segment,
+      offsetOf(c.position),
+      Math.min(c.bytes, DAMAGED_READ_BYTES),
+    );
+    const record = readDamaged(raw);
+    if (record === undefined) continue;
+    hashId(record.id, hash);
+    remains.push({
+      ...record,
+      position: c.position,
+      reason: c.reason,
+      low: hash.low,
+      high: hash.high,
+      whole: RECORD_HEADER_BYTES + raw.readUInt32LE(2) === c.bytes,
+    });
+  }
+  return remains;
+}
+
+/** The id and topic left in a damaged record, if its header and those fields are intact. */
+function readDamaged(raw: Buffer): { type: number; id: string; topic: string } | undefined {
+  if (raw.length < RECORD_HEADER_BYTES || raw[0] !== RECORD_MAGIC) return undefined;
+  const type = raw[1];
+  if (type !== SCHEDULE && type !== MOVE && type !== FINISH && type !== BURY) return undefined;
+  const body = raw.subarray(RECORD_HEADER_BYTES);
+  if (body.length < idStart(type)) return undefined;
+  const topicAt = topicStart(type, body);
+  const end = topicAt + topicLength(type, body);
+  if (end > body.length) return undefined;
+  const id = recordId(type, body);
+  const topic = body.toString('latin1', topicAt, end);
+  try {
+    checkId(id);
+    checkTopic(topic);
+  } catch {
+    return undefined;
+  }
+  return { type, id, topic };
+}
+
+/** Index entries that point into unreadable bytes: position -> [hash low, hash high]. */
+async function indexEntriesIn(index: WindowIndex, unreadable: (position: number) => boolean) {
+  const entries = new Map<number, [number, number]>();
+  for (const window of index.windows()) {
+    const read = await index.read(window);
+    for (let i = 0; i < read.count; i++) {
+      if (unreadable(read.position[i])) {
+        entries.set(read.position[i], [read.low[i], read.high[i]]);
+      }
+    }
+  }
+  return entries;
+}

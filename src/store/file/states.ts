@@ -1,0 +1,106 @@
+/**
+ * Messages read back from the log, and handed to the queue.
+ *
+ * A message's state is its SCHEDULE record (id, topic, payload, backoff, ...) with the due time
+ * and attempts of its latest record, which is the SCHEDULE itself or a MOVE or BURY pointing
+ * back at it. The tables know only the latest record's position; everything else is read here.
+ *
+ * Hand-over: a message given to the queue (onDue) is the queue's from then on; the store notes
+ * its latest record in `near` (see table.ts), and hands over only messages that are still live,
+ * not dead, and whose latest record is the one read, in (due time, position) order, which is
+ * the order they were scheduled in for equal due times.
+ */
+
+import type { MessageState } from '../../queue/message.js';
+import { LogError, type MessageLog } from '../log/index.js';
+import { isDamage } from './damage.js';
+import { SCHEDULE, decodeMove, decodeSchedule } from './records.js';
+import type { Tables } from './table.js';
+
+/** Records asked of MessageLog.readMany at once. */
+const STATES_PER_READ = 8192;
+
+/** Told of a record that cannot be read (see isDamage), which is then skipped. */
+export type OnDamaged = (position: number, err: LogError) => void;
+
+/**
+ * Reads full message states for record positions, in the order given (undefined where a
+ * damaged record was skipped: `damaged` is told; without it, damage throws). Records near
+ * each other on disk share reads (MessageLog.readMany): a window of messages scheduled
+ * together loads in a few large reads, not one read per message.
+ */
+export async function statesAt(
+  log: MessageLog,
+  positions: number[],
+  damaged?: OnDamaged,
+): Promise<Array<MessageState | undefined>> {
+  const states: Array<MessageState | undefined> = new Array(positions.length);
+  const check = (position: number, result: { type: number; body: Buffer } | LogError) => {
+    if (!(result instanceof LogError)) return result;
+    if (damaged === undefined || !isDamage(result)) throw result;
+    damaged(position, result);
+    return undefined;
+  };
+  const moved: Array<{ at: number; move: ReturnType<typeof decodeMove> }> = [];
+  for (let start = 0; start < positions.length; start += STATES_PER_READ) {
+    const chunk = positions.slice(start, start + STATES_PER_READ);
+    const records = await log.readMany(chunk);
+    for (let i = 0; i < chunk.length; i++) {
+      const record = check(chunk[i], records[i]);
+      if (record === undefined) continue;
+      if (record.type === SCHEDULE) {
+        const decoded = decodeSchedule(record.body);
+        states[start + i] = { ...decoded, payload: decoded.payload, ref: chunk[i] };
+      } else moved.push({ at: start + i, move: decodeMove(record.body) });
+    }
+  }
+  // A moved message's latest record points back at its SCHEDULE, which holds the payload.
+  for (let start = 0; start < moved.length; start += STATES_PER_READ) {
+    const chunk = moved.slice(start, start + STATES_PER_READ);
+    const origins = await log.readMany(chunk.map(({ move }) => move.payloadPosition));
+    for (let i = 0; i < chunk.length; i++) {
+      const { at, move } = chunk[i];
+      const origin = check(move.payloadPosition, origins[i]);
+      if (origin === undefined) continue;
+      const record = decodeSchedule(origin.body);
+      states[at] = {
+        ...record,
+        deliverAt: move.deliverAt,
+        attempts: move.attempts,
+        ref: move.payloadPosition,
+        lastError: move.lastError,
+      };
+    }
+  }
+  return states;
+}
+
+/**
+ * Reads the messages at `due`'s positions (position -> due time) and hands those still live
+ * and not dead to the queue in (due time, position) order; they are the queue's from now on.
+ */
+export async function handOver(
+  tables: Tables,
+  log: MessageLog,
+  due: Map<number, number>,
+  onDue: (message: MessageState) => void,
+  damaged: OnDamaged,
+): Promise<void> {
+  const positions = [...due.keys()];
+  const states = await statesAt(log, positions, damaged);
+  const order: Array<[number, number, MessageState]> = [];
+  for (let i = 0; i < positions.length; i++) {
+    const state = states[i];
+    const position = positions[i];
+    if (state === undefined || !tables.isPendingAt(state.id, position)) {
+      tables.near.delete(position);
+      continue;
+    }
+    order.push([state.deliverAt, position, state]);
+  }
+  order.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  for (const [, position, state] of order) {
+    tables.near.add(position);
+    onDue(state);
+  }
+}

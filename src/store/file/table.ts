@@ -1,0 +1,326 @@
+/**
+ * The file store's tables: everything it keeps in memory about live messages, and `apply`, the
+ * one function that changes them. A live change (FileStore.add, move, finish, bury) and a
+ * recovery replaying the log both go through `apply`, so the tables are, by construction, what
+ * a replay of the log would rebuild.
+ *
+ *   ids          id hash -> position of the message's latest record (IdTable, 20-30 bytes a
+ *                live message: the only per-message memory for messages beyond the horizon)
+ *   collisions   exact id -> its latest record, for an id whose 64-bit hash another live id
+ *                already holds in `ids`
+ *   deadIds      exact id -> its BURY record, for messages that used up their attempts
+ *   segmentLive  log segment -> live messages whose payload (SCHEDULE record) is in it
+ *   tally        per topic and per hour (counts.ts)
+ *   near         latest-record positions of the live messages the queue holds in memory: they
+ *                have no index entry to find them by, so a snapshot lists them
+ *
+ * A record at position p changes them so (h: its id's hash; seg: segmentOf):
+ *
+ *   SCHEDULE  ids[h] = p (collisions[id] if h is taken), segmentLive[seg(p)] + 1, tally.add;
+ *             a dead message of the same id is finished first; then `placed`
+ *   MOVE      ids[h] = p, tally.move (tally.revive if dead, and no longer dead); then `placed`
+ *   BURY      ids[h] = p, deadIds[id] = p, tally.bury (unless dead already)
+ *   FINISH    ids[h] removed, segmentLive[seg(payload)] - 1, tally.finish (or finishDead)
+ *   placed    with `reindex`: a schedule-index entry (IndexSink); else, live: near + p
+ *
+ * A MOVE, BURY or FINISH of an id not in the tables changes nothing: its message finished
+ * before the log begins. Any record of an id already in them takes its previous position out
+ * of `near`.
+ *
+ * Invariants (checked against a model in test/store/table.test.ts):
+ *   - an id is in `ids` or in `collisions`, never both, exactly while its message is live;
+ *   - a dead id's latest record is its BURY: deadIds[id].position = latest(id);
+ *   - the sum of segmentLive is the number of live messages (ids.size + collisions.size);
+ *   - every position in `near` is the latest record of a live message that is not dead.
+ *
+ * Pure: no I/O, no clock. Index entries go to an IndexSink (the WindowIndex buffers them;
+ * writing them is its business), and what only a recovery needs goes to a ReplayWatcher.
+ */
+
+import { debugAssert } from '../../assert.js';
+import type { MessageState } from '../../queue/message.js';
+import { readF64 } from '../bytes.js';
+import { MessageCounts, TopicNames } from '../counts.js';
+import { IdHash, IdTable, hashId, hashIdBytes, type IdTableArrays } from './id-table.js';
+import { segmentOf } from './positions.js';
+import {
+  BURY,
+  FINISH,
+  OUTCOME_CANCELLED,
+  SCHEDULE,
+  encodeFinish,
+  idLength,
+  idStart,
+  payloadPositionOf,
+  previousDeliverAt,
+  recordDeliverAt,
+  recordId,
+  topicLength,
+  topicStart,
+} from './records.js';
+import type { StoreSnapshot } from './snapshot.js';
+
+/** Where the latest record of an id whose hash another live id owns is. */
+export interface CollidedId {
+  position: number;
+  deliverAt: number;
+}
+
+/** A message that used up its attempts. */
+export interface DeadMessage {
+  /** Its BURY record. */
+  position: number;
+  /** Its SCHEDULE record, which keeps its segment. */
+  payloadPosition: number;
+  topic: string;
+}
+
+/** Where `apply` puts schedule-index entries. */
+export interface IndexSink {
+  append(deliverAt: number, position: number, low: number, high: number): void;
+}
+
+/**
+ * What a recovery's replay learns beyond the tables; this one learns nothing (a whole-log
+ * replay needs no more). Set as Tables.replay only while a replay runs: a live change has
+ * none, which is also what tells `placed` to note near positions.
+ */
+export class ReplayWatcher {
+  /** A SCHEDULE or MOVE that is not indexed gave its message this due time. */
+  placed(_deliverAt: number, _position: number, _low: number, _high: number): void {}
+  /** A SCHEDULE record, its body at `body[at...]`. */
+  scheduled(_body: Buffer, _at: number): void {}
+  /** A FINISH of a message in the tables. */
+  finished(_low: number, _high: number, _position: number): void {}
+  /** A MOVE, BURY or FINISH of a message not in the tables (no SCHEDULE of it was applied). */
+  unknown(
+    _type: number,
+    _body: Buffer,
+    _at: number,
+    _position: number,
+    _low: number,
+    _high: number,
+  ): void {}
+}
+
+/** The tables' part of a snapshot. */
+export type TableSnapshot = Pick<
+  StoreSnapshot,
+  'ids' | 'collisions' | 'dead' | 'segmentLive' | 'counts' | 'near'
+>;
+
+export class Tables {
+  readonly ids = new IdTable();
+  readonly collisions = new Map<string, CollidedId>();
+  readonly deadIds = new Map<string, DeadMessage>();
+  readonly segmentLive = new Map<number, number>();
+  readonly tally = new MessageCounts();
+  near = new Set<number>();
+  /** While a recovery replays the log: told what the tables do not keep. */
+  replay: ReplayWatcher | undefined;
+  /**
+   * The low hash half of every id put in deadIds or collisions since both were last empty: a
+   * superset of those ids' hashes, so apply() makes an id string (and looks it up by string)
+   * only for records that may be theirs, not for every record while any message is dead.
+   */
+  private readonly exactLows = new Set<number>();
+  private readonly topicNames = new TopicNames();
+  /** Reused by every hash computed here: hashing allocates nothing. */
+  private readonly hash = new IdHash();
+
+  constructor(private readonly index: IndexSink) {}
+
+  /** Live messages, dead ones included. */
+  get live(): number {
+    return this.ids.size + this.collisions.size;
+  }
+
+  /**
+   * Applies one record, live or in replay; its body is at `body[at...]`. `reindex`: also add a
+   * schedule-index entry (the message's due time is beyond what is loaded into memory).
+   */
+  apply(type: number, body: Buffer, at: number, position: number, reindex: boolean): void {
+    const hash = this.hash;
+    hashIdBytes(body, at + idStart(type), idLength(type, body, at), hash);
+    const low = hash.low;
+    const high = hash.high;
+    // The id as a string is needed only when an exact-id table is in use (rare): replay of
+    // millions of records makes no strings.
+    if (this.exactLows.size > 0 && this.collisions.size === 0 && this.deadIds.size === 0) {
+      this.exactLows.clear(); // (clear() is not free even on an empty set: test first)
+    }
+    const exact = this.exactLows.size > 0 && this.exactLows.has(low);
+    const id = exact ? recordId(type, body, at) : '';
+    const topic = this.topicNames.name(
+      body,
+      at + topicStart(type, body, at),
+      topicLength(type, body, at),
+    );
+    if (type === SCHEDULE) {
+      const deliverAt = readF64(body, at);
+      const replaced = exact ? this.deadIds.get(id) : undefined;
+      if (replaced !== undefined) {
+        // The same id scheduled again after it died: the dead message is replaced.
+        this.release(segmentOf(replaced.payloadPosition));
+        this.deadIds.delete(id);
+        this.tally.finishDead(replaced.topic);
+        this.unlink(id, low, high);
+      }
+      if (this.replay !== undefined) this.replay.scheduled(body, at);
+      // A live id is never scheduled again (the queue deduplicates), so a taken slot means
+      // another id with the same 64-bit hash: this one is kept apart, by its exact id.
+      if (!this.ids.add(low, high, position, deliverAt)) {
+        this.collisions.set(recordId(type, body, at), { position, deliverAt });
+        this.exactLows.add(low);
+      }
+      const segment = segmentOf(position);
+      this.segmentLive.set(segment, (this.segmentLive.get(segment) ?? 0) + 1);
+      this.tally.add(topic, deliverAt);
+      this.placed(deliverAt, position, low, high, reindex);
+      return;
+    }
+    const collided = exact ? this.collisions.get(id) : undefined;
+    const previous = collided !== undefined ? collided.position : this.ids.get(low, high);
+    if (previous < 0) {
+      this.replay?.unknown(type, body, at, position, low, high);
+      return;
+    }
+    this.near.delete(previous);
+    const dead = exact ? this.deadIds.get(id) : undefined;
+    if (type === FINISH) {
+      this.replay?.finished(low, high, position);
+      this.unlink(id, low, high);
+      if (dead !== undefined) {
+        this.deadIds.delete(id);
+        this.tally.finishDead(dead.topic);
+      } else {
+        this.tally.finish(topic, recordDeliverAt(FINISH, body, at));
+      }
+      this.release(segmentOf(payloadPositionOf(FINISH, body, at)));
+      return;
+    }
+    const deliverAt = readF64(body, at);
+    this.link(id, low, high, position, deliverAt);
+    if (type === BURY) {
+      if (dead === undefined) this.tally.bury(topic, previousDeliverAt(body, at));
+      this.exactLows.add(low);
+      this.deadIds.set(id === '' ? recordId(type, body, at) : id, {
+        position,
+        payloadPosition: payloadPositionOf(BURY, body, at),
+        topic,
+      });
+      return;
+    }
+    if (dead !== undefined) {
+      this.deadIds.delete(id);
+      this.tally.revive(topic, deliverAt);
+    } else {
+      this.tally.move(previousDeliverAt(body, at), deliverAt);
+    }
+    this.placed(deliverAt, position, low, high, reindex);
+  }
+
+  /** Position of the latest record of a live message, or -1. */
+  latest(id: string): number {
+    const collided = this.collisions.get(id);
+    if (collided !== undefined) return collided.position;
+    hashId(id, this.hash);
+    return this.ids.get(this.hash.low, this.hash.high);
+  }
+
+  /** Whether the record at `position` is the BURY of a dead message of this id. */
+  isDeadAt(id: string, position: number): boolean {
+    return this.deadIds.get(id)?.position === position;
+  }
+
+  /** Whether the record at `position` is the latest of a live message of this id, not dead. */
+  isPendingAt(id: string, position: number): boolean {
+    return this.latest(id) === position && !this.isDeadAt(id, position);
+  }
+
+  /**
+   * Whether an index entry (or a replayed record) for (low, high) at `position` is still its
+   * message's latest record; `collided` is collidedPositions(), whose ids the hash does not find.
+   */
+  isLatest(low: number, high: number, position: number, collided: ReadonlySet<number>): boolean {
+    return this.ids.get(low, high) === position || collided.has(position);
+  }
+
+  collidedPositions(): Set<number> {
+    const positions = new Set<number>();
+    for (const collided of this.collisions.values()) positions.add(collided.position);
+    return positions;
+  }
+
+  /**
+   * Undoes a SCHEDULE whose write failed, by applying the FINISH that ends it (a record that
+   * is never written).
+   */
+  forget(message: MessageState, position: number): void {
+    if (this.latest(message.id) !== position) return;
+    this.apply(FINISH, encodeFinish(message, OUTCOME_CANCELLED), 0, position, false);
+  }
+
+  /** Replaces the (empty) tables with a snapshot's; its arrays are taken over, not copied. */
+  adopt(snapshot: StoreSnapshot): void {
+    this.ids.adoptArrays(snapshot.ids);
+    for (const [id, position, deliverAt] of snapshot.collisions) {
+      this.collisions.set(id, { position, deliverAt });
+      hashId(id, this.hash);
+      this.exactLows.add(this.hash.low);
+    }
+    for (const [id, position, payloadPosition, topic] of snapshot.dead) {
+      this.deadIds.set(id, { position, payloadPosition, topic });
+      hashId(id, this.hash);
+      this.exactLows.add(this.hash.low);
+    }
+    for (const [segment, live] of snapshot.segmentLive) this.segmentLive.set(segment, live);
+    this.tally.load(snapshot.counts);
+    this.near = new Set(snapshot.near);
+  }
+
+  /**
+   * A copy of the tables as they are now; `ids` is the IdTable's, copied by the caller (a
+   * piece at a time: see Checkpoints).
+   */
+  capture(ids: IdTableArrays): TableSnapshot {
+    return {
+      ids,
+      collisions: [...this.collisions].map(([id, c]) => [id, c.position, c.deliverAt]),
+      dead: [...this.deadIds].map(([id, d]) => [id, d.position, d.payloadPosition, d.topic]),
+      segmentLive: [...this.segmentLive],
+      counts: this.tally.entries(),
+      near: Float64Array.from(this.near),
+    };
+  }
+
+  /** A SCHEDULE or MOVE gave its message a due time: where the message is found from now. */
+  private placed(deliverAt: number, position: number, low: number, high: number, reindex: boolean) {
+    if (reindex) this.index.append(deliverAt, position, low, high);
+    // Live, not indexed: due before the frontier, so the queue takes it into memory.
+    else if (this.replay === undefined) this.near.add(position);
+    else this.replay.placed(deliverAt, position, low, high);
+  }
+
+  private link(id: string, low: number, high: number, position: number, deliverAt: number): void {
+    const collided = this.collisions.size === 0 ? undefined : this.collisions.get(id);
+    if (collided !== undefined) {
+      collided.position = position;
+      collided.deliverAt = deliverAt;
+    } else {
+      this.ids.set(low, high, position, deliverAt);
+    }
+  }
+
+  private unlink(id: string, low: number, high: number): void {
+    if (this.collisions.size === 0 || !this.collisions.delete(id)) this.ids.delete(low, high);
+  }
+
+  private release(segment: number): void {
+    if (segment < 0) return;
+    const live = (this.segmentLive.get(segment) ?? 0) - 1;
+    debugAssert(live >= 0, 'a message was finished whose payload segment counted no live one');
+    if (live > 0) this.segmentLive.set(segment, live);
+    else this.segmentLive.delete(segment);
+  }
+}
