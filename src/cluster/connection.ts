@@ -63,15 +63,7 @@ export class Valkey {
 
   /** FCALL `name` with one key (which picks the slot) and string arguments. */
   fcall(name: string, key: string, args: readonly (string | number | Buffer)[]): Promise<unknown> {
-    const command = [
-      'FCALL',
-      name,
-      '1',
-      key,
-      ...args.map((a) => (Buffer.isBuffer(a) ? a : String(a))),
-    ];
-    if (this.cluster !== undefined) return this.cluster.sendCommand(key, false, command);
-    return (this.client as Client).sendCommand(command);
+    return this.send(key, fcallCommand(name, key, args));
   }
 
   /** fcall(), with every string of the reply as a Buffer: for replies that carry records. */
@@ -80,14 +72,14 @@ export class Valkey {
     key: string,
     args: readonly (string | number | Buffer)[],
   ): Promise<unknown> {
-    const command = [
-      'FCALL',
-      name,
-      '1',
-      key,
-      ...args.map((a) => (Buffer.isBuffer(a) ? a : String(a))),
-    ];
-    const options = { typeMapping: BUFFERS };
+    return this.send(key, fcallCommand(name, key, args), { typeMapping: BUFFERS });
+  }
+
+  private send(
+    key: string,
+    command: Array<string | Buffer>,
+    options?: { typeMapping: typeof BUFFERS },
+  ): Promise<unknown> {
     if (this.cluster !== undefined) return this.cluster.sendCommand(key, false, command, options);
     return (this.client as Client).sendCommand(command, options);
   }
@@ -159,4 +151,12 @@ export class Valkey {
     }
     return clients;
   }
+}
+
+function fcallCommand(
+  name: string,
+  key: string,
+  args: readonly (string | number | Buffer)[],
+): Array<string | Buffer> {
+  return ['FCALL', name, '1', key, ...args.map((a) => (Buffer.isBuffer(a) ? a : String(a)))];
 }

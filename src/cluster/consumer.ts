@@ -16,18 +16,13 @@
 
 import { TickwheelTypeError, checkOption, describe } from '../errors.js';
 import { ID_PATTERN, checkTopic, decodePayload, retryDelay } from '../queue/message.js';
+import type { ReceivedMessage } from '../queue/types.js';
 import type { Valkey } from './connection.js';
 import { metaKey, partitionPrefix } from './keys.js';
 import { decodeRecord, placeOf } from './record.js';
 
-export interface ClusterReceived {
-  id: string;
-  topic: string;
-  payload: unknown;
-  deliverAt: number;
-  attempts: number;
-  receipt: string;
-}
+/** A delivery, as the embedded queue's receive() gives it. */
+export type ClusterReceived = ReceivedMessage;
 
 export interface ConsumerOptions {
   queue: string;

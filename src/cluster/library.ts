@@ -165,6 +165,29 @@ local function count(prefix, topic, status, by)
   redis.call('HINCRBY', prefix .. 'counts', topic .. '|' .. status, by)
 end
 
+-- The state of an id whose status is 'status', and its bucket's key; nil otherwise.
+local function with_status(prefix, id, bucket, status)
+  local ids = prefix .. 'id:' .. bucket
+  local text = redis.call('HGET', ids, id)
+  if not text then return nil end
+  local st = read_state(text)
+  if st.status ~= status then return nil end
+  return st, ids
+end
+
+-- Copies the message's record to where 'due' belongs and points its state there (not saved:
+-- the caller writes it). Returns whether the owner must hear of it: the old or the new place
+-- is inside the loaded horizon.
+local function relocate(prefix, meta, st, due, window, record)
+  local loadedUntil, near = horizon(meta)
+  record = record or redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
+  local wasNear = tonumber(st.due) < loadedUntil
+  local seg, index, isNear = place(prefix, loadedUntil, near, due, window, record)
+  release(prefix, st.seg)
+  st.seg, st.index, st.due = seg, index, due
+  return isNear or wasNear
+end
+
 local function schedule(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
@@ -205,17 +228,13 @@ end
 local function cancel(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
-  local ids = prefix .. 'id:' .. args[2]
-  local text = redis.call('HGET', ids, args[1])
-  if not text then return 0 end
-  local st = read_state(text)
-  if st.status ~= 'S' then return 0 end
+  local st, ids = with_status(prefix, args[1], args[2], 'S')
+  if not st then return 0 end
   redis.call('HDEL', ids, args[1])
   count(prefix, st.topic, 'S', -1)
   release(prefix, st.seg)
   -- The owner may hold it in its wheel: a near note lets it forget the timer.
-  local m = redis.call('HMGET', meta, 'loadedUntil', 'near')
-  if tonumber(st.due) < (tonumber(m[1] or '0') or 0) then
+  if tonumber(st.due) < horizon(meta) then
     redis.call('SPUBLISH', prefix .. 'ev', 'c ' .. args[1])
   end
   return 1
@@ -352,11 +371,8 @@ end
 
 -- The inflight delivery (id, bucket, attempt), or nil when it is not (any more).
 local function delivery(prefix, id, bucket, attempt)
-  local ids = prefix .. 'id:' .. bucket
-  local text = redis.call('HGET', ids, id)
-  if not text then return nil end
-  local st = read_state(text)
-  if st.status ~= 'I' or st.attempts ~= attempt then return nil end
+  local st, ids = with_status(prefix, id, bucket, 'I')
+  if not st or st.attempts ~= attempt then return nil end
   return st, ids
 end
 
@@ -388,13 +404,11 @@ local function fail(meta, prefix, ids, id, bucket, st, due, window, reason)
     count(prefix, st.topic, 'D', 1)
     return 'dead'
   end
-  local loadedUntil, near = horizon(meta)
-  local seg, index, isNear = place(prefix, loadedUntil, near, due, window, record)
-  release(prefix, st.seg)
-  st.status, st.seg, st.index, st.due = 'S', seg, index, due
+  local tell = relocate(prefix, meta, st, due, window, record)
+  st.status = 'S'
   redis.call('HSET', ids, id, write_state(st))
   count(prefix, st.topic, 'S', 1)
-  if isNear then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
+  if tell then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
   return 'retry'
 end
 
@@ -461,20 +475,11 @@ end
 local function reschedule(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
-  local id, bucket, due, window = args[1], args[2], args[3], args[4]
-  local ids = prefix .. 'id:' .. bucket
-  local text = redis.call('HGET', ids, id)
-  if not text then return 0 end
-  local st = read_state(text)
-  if st.status ~= 'S' then return 0 end
-  local loadedUntil, near = horizon(meta)
-  local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
-  local wasNear = tonumber(st.due) < loadedUntil
-  local seg, index, isNear = place(prefix, loadedUntil, near, due, window, record)
-  release(prefix, st.seg)
-  st.seg, st.index, st.due = seg, index, due
-  redis.call('HSET', ids, id, write_state(st))
-  if isNear or wasNear then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
+  local st, ids = with_status(prefix, args[1], args[2], 'S')
+  if not st then return 0 end
+  local tell = relocate(prefix, meta, st, args[3], args[4])
+  redis.call('HSET', ids, args[1], write_state(st))
+  if tell then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
   return 1
 end
 
@@ -482,22 +487,16 @@ end
 local function requeue(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
-  local id, bucket, due, window = args[1], args[2], args[3], args[4]
-  local ids = prefix .. 'id:' .. bucket
-  local text = redis.call('HGET', ids, id)
-  if not text then return 0 end
-  local st = read_state(text)
-  if st.status ~= 'D' then return 0 end
+  local id, bucket = args[1], args[2]
+  local st, ids = with_status(prefix, id, bucket, 'D')
+  if not st then return 0 end
   redis.call('LREM', prefix .. 'dead:' .. st.topic, 1, bucket .. ':' .. id)
   count(prefix, st.topic, 'D', -1)
-  local loadedUntil, near = horizon(meta)
-  local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
-  local seg, index, isNear = place(prefix, loadedUntil, near, due, window, record)
-  release(prefix, st.seg)
-  st.status, st.seg, st.index, st.due, st.attempts = 'S', seg, index, due, 0
+  local tell = relocate(prefix, meta, st, args[3], args[4])
+  st.status, st.attempts = 'S', 0
   redis.call('HSET', ids, id, write_state(st))
   count(prefix, st.topic, 'S', 1)
-  if isNear then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
+  if tell then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
   return 1
 end
 

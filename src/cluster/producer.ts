@@ -16,15 +16,11 @@
  * scheduling the same id again is safe (a dedup hit answers as the first call did).
  */
 
-import { TickwheelStateError, TickwheelTypeError, describe } from '../errors.js';
+import { TickwheelStateError } from '../errors.js';
 import {
-  checkBackoff,
   checkId,
-  checkMaxAttempts,
-  checkTopic,
+  checkRequest,
   dueTime,
-  encodePayload,
-  newMessageId,
   type MessageStatus,
   type ScheduleRequest,
 } from '../queue/message.js';
@@ -149,18 +145,11 @@ export class Producer {
   }
 
   private prepare(request: ScheduleRequest, now: number): Omit<Pending, 'resolve' | 'reject'> {
-    if (typeof request !== 'object' || request === null) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `a message must be an object, got ${describe(request)}`,
-      );
-    }
-    const topic = checkTopic(request.topic);
-    const deliverAt = dueTime(request, now);
-    const maxAttempts = checkMaxAttempts(request.maxAttempts);
-    const backoff = checkBackoff(request.backoff);
-    const payload = encodePayload(request.payload, this.options.maxPayloadBytes);
-    const id = request.id === undefined ? newMessageId(now) : checkId(request.id);
+    const { id, topic, deliverAt, maxAttempts, backoff, payload } = checkRequest(
+      request,
+      now,
+      this.options.maxPayloadBytes,
+    );
     const { bucket } = placeOf(id, this.options.partitions);
     const bytes = payload.bytes ?? Buffer.from(payload.text ?? '', 'utf8');
     const record = encodeRecord(

@@ -5,7 +5,8 @@
  */
 
 import type { ClientErrorCode, CliErrorCode, TickwheelErrorCode } from '../errors.js';
-import type { Backoff, MessageStatus } from '../queue/message.js';
+import type { Backoff } from '../queue/message.js';
+import type { MessageInfo } from '../queue/types.js';
 
 export type { HttpErrorCode } from '../errors.js';
 
@@ -64,16 +65,8 @@ export interface BatchErrorResponse extends WireError {
   results: Array<ScheduleResult | WireError>;
 }
 
-/** GET /v1/messages/:id */
-export interface WireMessageInfo {
-  id: string;
-  topic: string;
-  status: MessageStatus;
-  deliverAt: number;
-  attempts: number;
-  /** Why its latest delivery failed, if one did (kept with a dead letter). */
-  lastError?: string;
-}
+/** GET /v1/messages/:id: the embedded queue's MessageInfo, as JSON. */
+export type WireMessageInfo = MessageInfo;
 
 /** PATCH /v1/messages/:id */
 export interface RescheduleBody {

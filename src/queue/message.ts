@@ -288,3 +288,46 @@ export function reasonOf(err: unknown): string {
 export function clipReason(text: string): string {
   return text.length > MAX_REASON_CHARS ? `${text.slice(0, MAX_REASON_CHARS - 1)}…` : text;
 }
+
+/** A schedule request, checked, with its payload encoded (see encodePayload). */
+export interface CheckedRequest {
+  id: string;
+  topic: string;
+  deliverAt: number;
+  maxAttempts: number;
+  backoff: Backoff | undefined;
+  payload: { kind: number; bytes: Uint8Array | undefined; text: string | undefined };
+}
+
+/**
+ * Checks a schedule request as every store takes it: topic, due time, attempts, back-off,
+ * payload (at most `maxPayloadBytes`) and id (made when none is given). `where` goes in front
+ * of an error's message (a batch says which of its messages).
+ */
+export function checkRequest(
+  request: unknown,
+  now: number,
+  maxPayloadBytes: number,
+  where = '',
+): CheckedRequest {
+  if (typeof request !== 'object' || request === null) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `${where}a message must be an object, got ${describe(request)}`,
+    );
+  }
+  const given = request as ScheduleRequest;
+  try {
+    return {
+      topic: checkTopic(given.topic),
+      deliverAt: dueTime(given, now),
+      maxAttempts: checkMaxAttempts(given.maxAttempts),
+      backoff: checkBackoff(given.backoff),
+      payload: encodePayload(given.payload, maxPayloadBytes),
+      id: given.id === undefined ? newMessageId(now) : checkId(given.id),
+    };
+  } catch (err) {
+    if (where !== '' && err instanceof Error) err.message = where + err.message;
+    throw err;
+  }
+}

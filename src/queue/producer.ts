@@ -21,13 +21,9 @@ import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
 import type { IdLocks } from './locks.js';
 import {
-  checkBackoff,
   checkId,
-  checkMaxAttempts,
-  checkTopic,
+  checkRequest,
   dueTime,
-  encodePayload,
-  newMessageId,
   payloadBytes,
   type MessageState,
   type ScheduleRequest,
@@ -210,26 +206,25 @@ export class Producer {
 
   /** Checks a schedule request and builds its message. `where` prefixes error messages. */
   private prepare(request: ScheduleRequest, now: number, where: string): NearMessage {
-    if (typeof request !== 'object' || request === null) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `${where}a message must be an object, got ${describe(request)}`,
-      );
-    }
-    try {
-      const topic = checkTopic(request.topic);
-      const deliverAt = dueTime(request, now);
-      const maxAttempts = checkMaxAttempts(request.maxAttempts);
-      const backoff = checkBackoff(request.backoff);
-      const { kind, bytes, text } = encodePayload(request.payload, this.maxPayloadBytes);
-      const id = request.id === undefined ? newMessageId(now) : checkId(request.id);
-      const message = newNear(id, topic, deliverAt, 0, maxAttempts, backoff, kind, bytes, 0);
-      message.payloadText = text;
-      return message;
-    } catch (err) {
-      if (where !== '' && err instanceof Error) err.message = where + err.message;
-      throw err;
-    }
+    const { id, topic, deliverAt, maxAttempts, backoff, payload } = checkRequest(
+      request,
+      now,
+      this.maxPayloadBytes,
+      where,
+    );
+    const message = newNear(
+      id,
+      topic,
+      deliverAt,
+      0,
+      maxAttempts,
+      backoff,
+      payload.kind,
+      payload.bytes,
+      0,
+    );
+    message.payloadText = payload.text;
+    return message;
   }
 
   /** Adds a message with a caller-given id, unless that id is pending already (dedup). */
