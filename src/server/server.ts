@@ -23,6 +23,8 @@
  * the server opened it; one still opening is waited for first).
  */
 
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { checkOption, TickwheelTypeError } from '../errors.js';
 import { MAX_WAIT_MS } from '../protocol/limits.js';
@@ -301,8 +303,10 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
       );
       done();
     });
+    const dropIdle = trackConnections(app);
     app.addHook('preClose', async () => {
       context.closing = true;
+      dropIdle();
     });
     app.addHook('onClose', closeQueue);
 
@@ -343,4 +347,34 @@ function notOpen(context: ServerContext, reply: FastifyReply): HttpError {
     'ERR_TICKWHEEL_RECOVERING',
     'the queue is recovering its data directory; retry shortly (GET /healthz says when it is ready)',
   );
+}
+
+/**
+ * Connections by the requests they are serving, so that a closing server can end at once the
+ * ones serving none: idle keep-alive connections, and connections whose client went away in the
+ * middle of sending a request (an aborted long poll), which Node does not count as idle and
+ * would otherwise hold the close for up to the request timeout. A connection that is serving
+ * a request is ended when its last response is done (responses carry Connection: close once
+ * closing). Returns what preClose calls.
+ */
+function trackConnections(app: FastifyInstance): () => void {
+  const serving = new Map<Socket, number>();
+  let closing = false;
+  app.server.on('connection', (socket: Socket) => {
+    serving.set(socket, 0);
+    socket.once('close', () => serving.delete(socket));
+  });
+  app.server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const socket = request.socket;
+    serving.set(socket, (serving.get(socket) ?? 0) + 1);
+    response.once('close', () => {
+      const left = (serving.get(socket) ?? 1) - 1;
+      serving.set(socket, left);
+      if (closing && left === 0) socket.destroy();
+    });
+  });
+  return () => {
+    closing = true;
+    for (const [socket, requests] of serving) if (requests === 0) socket.destroy();
+  };
 }
