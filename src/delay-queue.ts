@@ -5,11 +5,19 @@
  *   await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
  *   queue.consume('emails', async (message) => send(message.payload));
  *
+ *   // or one node of a queue shared by many, on Valkey/Redis (docs/cluster.md):
+ *   const shared = await DelayQueue.open({ redis: 'redis://10.0.0.5:6379', queue: 'orders' });
+ *
  * The composition root of the queue: it joins the engine (src/queue, which knows storage only
- * through its Store interface) to a store (src/store: the file store, or the memory store).
- * It lives here, above both, because src/queue must never import src/store.
+ * through its Store interface) to a store (src/store: the file store, or the memory store),
+ * or opens a ClusterQueue (src/cluster) when given `redis`. It lives here, above both, because
+ * src/queue must never import src/store. The cluster code (and @redis/client, an optional peer
+ * dependency) is imported only when `redis` is given.
  */
 
+import type { ClusterQueue, ClusterQueueOptions } from './cluster/cluster-queue.js';
+import { checkClusterPeer } from './cluster/peer.js';
+import { TickwheelTypeError } from './errors.js';
 import { QueueEngine, type DelayQueueOptions } from './queue/index.js';
 import type { Store } from './queue/store.js';
 import { FileStore, type FileStoreOptions } from './store/file/file-store.js';
@@ -23,9 +31,39 @@ export interface DelayQueueOpenOptions
   store?: Store;
 }
 
+/** Options of a queue on Valkey/Redis: `redis` and the cluster's settings (docs/cluster.md). */
+export type DelayQueueRedisOptions = ClusterQueueOptions;
+
+/** Options of the embedded queue that mean nothing for a queue on Valkey/Redis. */
+const EMBEDDED_ONLY = [
+  'dir',
+  'store',
+  'clock',
+  'fsync',
+  'segmentBytes',
+  'checkpointIntervalMs',
+  'snapshotBytes',
+  'repair',
+  'rememberFinished',
+] as const;
+
 export class DelayQueue extends QueueEngine {
-  /** Opens (and recovers) a queue on a data directory, or on the store given. */
-  static async open(options: DelayQueueOpenOptions): Promise<DelayQueue> {
+  /**
+   * Opens (and recovers) a queue on a data directory, or on the store given; with `redis`, opens
+   * this process's node of a queue on Valkey/Redis instead (a ClusterQueue: the same API).
+   */
+  static open(options: DelayQueueRedisOptions): Promise<ClusterQueue>;
+  static open(options: DelayQueueOpenOptions): Promise<DelayQueue>;
+  static async open(
+    options: DelayQueueOpenOptions | DelayQueueRedisOptions,
+  ): Promise<DelayQueue | ClusterQueue> {
+    if (typeof options === 'object' && options !== null && 'redis' in options) {
+      return openOnRedis(options);
+    }
+    return DelayQueue.openEmbedded(options as DelayQueueOpenOptions);
+  }
+
+  private static async openEmbedded(options: DelayQueueOpenOptions): Promise<DelayQueue> {
     const store =
       options.store ??
       (await FileStore.open({
@@ -50,6 +88,22 @@ export class DelayQueue extends QueueEngine {
   }
 }
 
+async function openOnRedis(options: DelayQueueRedisOptions): Promise<ClusterQueue> {
+  for (const name of EMBEDDED_ONLY) {
+    if ((options as unknown as Record<string, unknown>)[name] !== undefined) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `${name} is an option of the embedded queue; a queue on Valkey/Redis (redis) does not take it`,
+      );
+    }
+  }
+  checkClusterPeer();
+  const cluster = await import('./cluster/cluster-queue.js');
+  return cluster.ClusterQueue.open(options);
+}
+
 export { FileStore, MemoryStore, type FileStoreOptions };
+export type { ClusterQueue, ClusterQueueOptions };
+export type { Queue } from './queue/api.js';
 export * from './queue/index.js';
 export type { FsyncPolicy } from './store/log/index.js';

@@ -59,7 +59,9 @@ export type StoreErrorCode =
   | 'ERR_TICKWHEEL_SNAPSHOT_REJECTED'
   // A cluster write reached the primary but not the replicas (or their disks) its durability
   // setting asks for, in time: it may or may not survive a failover. Safe to retry by id.
-  | 'ERR_TICKWHEEL_NOT_DURABLE';
+  | 'ERR_TICKWHEEL_NOT_DURABLE'
+  // No Valkey/Redis server of the cluster answered in time (connectTimeoutMs).
+  | 'ERR_TICKWHEEL_UNAVAILABLE';
 
 /** Only over HTTP: the server's own answers (docs/http-api.md, Errors). */
 export type HttpErrorCode =

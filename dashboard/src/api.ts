@@ -23,6 +23,15 @@ export interface DashboardSnapshot {
   /** Scheduled messages by time until due: [fromMs, untilMs) from now; untilMs null = beyond. */
   upcoming: Array<{ label: string; fromMs: number; untilMs: number | null; count: number }>;
   wheel: { levels: Array<{ cursor: number; slots: number[] }>; truncated: boolean };
+  /** Null on one machine; on Valkey/Redis, the nodes and the partitions each owns. */
+  cluster: {
+    node: string;
+    queue: string;
+    partitions: number;
+    durability: string;
+    nodes: Array<{ node: string; partitions: number[]; alive: boolean }>;
+    leaseChanges: number;
+  } | null;
 }
 
 export interface TopicCounts {

@@ -9,6 +9,7 @@ import { useCallback, useEffect, useState } from 'preact/hooks';
 import { api, getToken, setToken, Unauthorized, Unreachable } from './api.js';
 import type { DashboardSnapshot } from './api.js';
 import { LineChart } from './chart.js';
+import { ClusterCard } from './cluster.js';
 import { clock, errorText, number, rateText } from './format.js';
 import { MessageCard } from './message.js';
 import { topicProblem } from './names.js';
@@ -455,6 +456,9 @@ function App() {
             ]}
             data={[history.time, history.p50, history.p99]}
           />
+          {snapshot.cluster !== null && snapshot.cluster !== undefined && (
+            <ClusterCard cluster={snapshot.cluster} />
+          )}
           <Upcoming buckets={snapshot.upcoming} />
           <Wheel wheel={snapshot.wheel} />
           <MessageCard onUnauthorized={onUnauthorized} request={lookup} />

@@ -24,12 +24,13 @@ import { serve, type ServeOptions } from './serve.js';
 function serveCommand(io: CliIo): CommandSpec {
   return {
     name: 'serve',
-    description: 'run the delay-queue server on a data directory',
+    description:
+      'run the delay-queue server on a data directory, or as a node of a queue on Valkey/Redis',
     options: [
       {
         name: 'dir',
         value: '<path>',
-        description: 'data directory (created if missing)',
+        description: 'data directory (created if missing); not used with --redis',
         env: 'TICKWHEEL_DIR',
         default: './data',
       },
@@ -61,6 +62,43 @@ function serveCommand(io: CliIo): CommandSpec {
         env: 'TICKWHEEL_FSYNC',
         choices: ['batch', 'always', 'never'],
         default: 'batch',
+      },
+      {
+        name: 'redis',
+        value: '<urls>',
+        description:
+          'run as a node of a queue on Valkey/Redis instead of on --dir: redis:// URL(s), comma-separated (a standalone primary, or any nodes of a Cluster)',
+        env: 'TICKWHEEL_REDIS',
+      },
+      {
+        name: 'queue',
+        value: '<name>',
+        description: "with --redis: the queue's name (several queues can share one Valkey)",
+        env: 'TICKWHEEL_QUEUE',
+        default: 'default',
+      },
+      {
+        name: 'partitions',
+        value: '<n>',
+        description: 'with --redis: partitions of a new queue (an existing queue keeps its own)',
+        env: 'TICKWHEEL_PARTITIONS',
+        default: 64,
+        parse: integerParser(1, 16_384),
+      },
+      {
+        name: 'durability',
+        value: '<setting>',
+        description:
+          'with --redis: when a 201 is sent: once a replica has it (replicated: WAIT), once the primary and a replica fsynced it (fsynced: WAITAOF), or once the primary has it (async)',
+        env: 'TICKWHEEL_DURABILITY',
+        choices: ['replicated', 'fsynced', 'async'],
+        default: 'replicated',
+      },
+      {
+        name: 'node-id',
+        value: '<id>',
+        description: "with --redis: this node's name among the nodes (default: random)",
+        env: 'TICKWHEEL_NODE_ID',
       },
       {
         name: 'body-limit',

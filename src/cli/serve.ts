@@ -28,6 +28,12 @@ export interface ServeOptions {
   host?: string;
   token?: string;
   fsync: FsyncPolicy;
+  /** Comma-separated Valkey/Redis URLs: a node of a queue there instead of on `dir`. */
+  redis?: string;
+  queue: string;
+  partitions: number;
+  durability: 'replicated' | 'fsynced' | 'async';
+  nodeId?: string;
   bodyLimit: number;
   maxWait: number;
   /** Unset: human-readable start-up text. */
@@ -99,9 +105,21 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const token = options.token === '' ? undefined : options.token;
   const host = options.host ?? (token === undefined ? '127.0.0.1' : '0.0.0.0');
   const human = options.logLevel === undefined;
+  const redis = options.redis === undefined || options.redis === '' ? undefined : options.redis;
+  const where =
+    redis === undefined
+      ? { dir: options.dir, fsync: options.fsync }
+      : {
+          redis: redis.split(',').map((url) => url.trim()),
+          cluster: {
+            queue: options.queue,
+            partitions: options.partitions,
+            durability: options.durability,
+            ...(options.nodeId === undefined ? {} : { nodeId: options.nodeId }),
+          },
+        };
   const server = await createServer({
-    dir: options.dir,
-    fsync: options.fsync,
+    ...where,
     bodyLimit: options.bodyLimit,
     maxWaitMs: options.maxWait,
     logLevel: options.logLevel ?? 'warn',
@@ -122,7 +140,14 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${shown}:${address.port}`;
   const dir = resolve(options.dir);
-  if (human) {
+  if (redis !== undefined) {
+    const fields = { redis: hidePasswords(redis), queue: options.queue, url };
+    report.info(
+      `queue ${options.queue} on ${fields.redis} (durability ${options.durability}); ` +
+        `joining: until it has, ${url} answers 503`,
+      fields,
+    );
+  } else if (human) {
     report.info(`data in ${dir} (fsync ${options.fsync})`);
     report.info(`recovering: until the queue is open, ${url} answers 503`);
   } else {
@@ -140,7 +165,18 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     throw err;
   }
   const recovery = server.queue.recovery;
-  report.info(recoveryText(recovery), recovery === undefined ? {} : { recovery });
+  if (redis !== undefined) {
+    const { cluster } = (await server.queue.stats()) as {
+      cluster: { node: string; members: string[]; partitions: number };
+    };
+    report.info(
+      `joined as node ${cluster.node}: ${cluster.members.length} node(s) share ` +
+        `${cluster.partitions} partitions`,
+      { node: cluster.node, members: cluster.members },
+    );
+  } else {
+    report.info(recoveryText(recovery), recovery === undefined ? {} : { recovery });
+  }
   if (recovery !== undefined && recovery.corrupt.length > 0) {
     report.warn(`skipped ${recovery.corrupt.length} damaged records while recovering`);
   }
@@ -179,6 +215,11 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   } else {
     report.info(`tickwheel listening on ${url}`, { url, dashboard });
   }
+}
+
+/** URLs as they may be printed: `redis://user:secret@host` shows `redis://user:***@host`. */
+function hidePasswords(urls: string): string {
+  return urls.replace(/(\/\/[^:@/]*:)[^@/]*@/g, '$1***@');
 }
 
 function formatMiB(bytes: number): string {

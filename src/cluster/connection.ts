@@ -17,7 +17,7 @@ import {
   type RedisClientType,
   type RedisClusterType,
 } from '@redis/client';
-import { TickwheelStateError } from '../errors.js';
+import { TickwheelStateError, TickwheelTypeError, describe } from '../errors.js';
 import { LIBRARY_NAME, LIBRARY_SOURCE, LIBRARY_VERSION } from './library.js';
 
 type Client = RedisClientType;
@@ -34,26 +34,31 @@ export class Valkey {
   ) {}
 
   /** Connects to a standalone server or to a Cluster through any of its nodes. */
-  static async connect(urls: string | readonly string[]): Promise<Valkey> {
-    const list = typeof urls === 'string' ? [urls] : [...urls];
-    if (list.length === 0) {
-      throw new TickwheelStateError('ERR_TICKWHEEL_INVALID_OPTION', 'redis needs at least one URL');
+  static async connect(
+    urls: string | readonly string[],
+    connectTimeoutMs = 10_000,
+  ): Promise<Valkey> {
+    const list = typeof urls === 'string' ? [urls] : Array.isArray(urls) ? [...urls] : [];
+    if (
+      list.length === 0 ||
+      list.some((url) => typeof url !== 'string' || !/^rediss?:\/\/./.test(url))
+    ) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `redis must be one or more redis:// or rediss:// URLs, got ${describe(urls)}`,
+      );
     }
-    const probe = createClient({ url: list[0] }) as Client;
-    probe.on('error', () => {});
-    await probe.connect();
-    let clustered: boolean;
-    try {
-      clustered = /cluster_enabled:1/.test(String(await probe.sendCommand(['INFO', 'cluster'])));
-    } catch (err) {
-      await probe.close().catch(() => {});
-      throw err;
+    const deadline = Date.now() + connectTimeoutMs;
+    const { url, clustered } = await reachable(list, deadline);
+    if (!clustered) {
+      const client = createClient({ url }) as Client;
+      client.on('error', () => {});
+      await withDeadline(client.connect(), deadline, list, () => client.destroy());
+      return new Valkey(client, undefined);
     }
-    if (!clustered) return new Valkey(probe, undefined);
-    await probe.close();
-    const cluster = createCluster({ rootNodes: list.map((url) => ({ url })) }) as Cluster;
+    const cluster = createCluster({ rootNodes: list.map((root) => ({ url: root })) }) as Cluster;
     cluster.on('error', () => {});
-    await cluster.connect();
+    await withDeadline(cluster.connect(), deadline, list, () => cluster.destroy());
     return new Valkey(undefined, cluster);
   }
 
@@ -151,6 +156,79 @@ export class Valkey {
     }
     return clients;
   }
+}
+
+/**
+ * The first of `urls` that answers, and whether it is a Cluster node; tried in turn, round after
+ * round, until `deadline`. Each try gives up at its first failure (node-redis would otherwise
+ * retry one URL for ever), so that one dead root node does not stop a node from starting.
+ */
+async function reachable(
+  urls: readonly string[],
+  deadline: number,
+): Promise<{ url: string; clustered: boolean }> {
+  let last: unknown;
+  for (;;) {
+    for (const url of urls) {
+      const left = Math.max(100, deadline - Date.now());
+      const probe = createClient({
+        url,
+        socket: { reconnectStrategy: false, connectTimeout: Math.min(left, 2_000) },
+      }) as Client;
+      probe.on('error', () => {});
+      try {
+        await probe.connect();
+        const info = String(await probe.sendCommand(['INFO', 'cluster']));
+        await probe.close();
+        return { url, clustered: /cluster_enabled:1/.test(info) };
+      } catch (err) {
+        last = err;
+        try {
+          probe.destroy();
+        } catch {
+          // Never connected: nothing to destroy.
+        }
+      }
+    }
+    if (Date.now() >= deadline) throw unavailable(urls, last);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+async function withDeadline(
+  connecting: Promise<unknown>,
+  deadline: number,
+  urls: readonly string[],
+  destroy: () => void,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(unavailable(urls, new Error('connecting took too long'))),
+      Math.max(0, deadline - Date.now()),
+    );
+  });
+  try {
+    await Promise.race([connecting, late]);
+  } catch (err) {
+    try {
+      destroy();
+    } catch {
+      // Not connected yet.
+    }
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function unavailable(urls: readonly string[], cause: unknown): TickwheelStateError {
+  const shown = urls.map((url) => url.replace(/(\/\/[^:@/]*:)[^@/]*@/, '$1***@')).join(', ');
+  const why = cause instanceof Error ? cause.message : String(cause);
+  return new TickwheelStateError(
+    'ERR_TICKWHEEL_UNAVAILABLE',
+    `could not reach Valkey/Redis at ${shown}: ${why}`,
+  );
 }
 
 function fcallCommand(

@@ -44,6 +44,7 @@ export class Consumer {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private readonly scanMs: number;
   private next = 0;
+  private closing = false;
 
   constructor(
     private readonly valkey: Valkey,
@@ -80,6 +81,8 @@ export class Consumer {
       const got = await this.take(topic, max, visibilityMs, maxBytes, scan);
       if (got.length > 0 || Date.now() >= until) return got;
       await this.waitFor(topic, Math.min(this.scanMs, until - Date.now()));
+      // Closing: a long poll ends empty, as the embedded queue's does.
+      if (this.closing) return [];
       scan = !this.hints.get(topic)?.size;
     }
   }
@@ -219,7 +222,13 @@ export class Consumer {
     return { partition, attempt: Number(match[2]), id: match[3] };
   }
 
-  /** Wakes every long poll (closing). */
+  /** Ends every long poll, empty, and those started from now on at their first look. */
+  close(): void {
+    this.closing = true;
+    this.wakeAll();
+  }
+
+  /** Wakes every long poll. */
   wakeAll(): void {
     for (const set of this.waiters.values()) for (const w of [...set]) w.wake();
   }

@@ -41,7 +41,8 @@
  *   tw_schedule(meta; n, then n times: id, bucket, deliverAt, window, topic, record)
  *     -> n times: {created 1|0, deliverAt}  (0: a message with that id is pending; its due time)
  *   tw_get(meta; id, bucket) -> state | nil
- *   tw_cancel(meta; id, bucket) -> 1 | 0   (0: no scheduled message with that id)
+ *   tw_cancel(meta; id, bucket) -> 1 | 0   (0: no live message with that id; scheduled, ready,
+ *                                           in flight and dead ones are all cancelled)
  *
  * A message due before the partition's `loadedUntil` goes to the current near segment (the
  * owner has loaded that stretch of time: it reads the near segment's tail), and the partition's
@@ -50,7 +51,7 @@
  */
 
 /** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 1;
+export const LIBRARY_VERSION = 2;
 
 export const LIBRARY_NAME = 'tickwheel';
 
@@ -228,14 +229,25 @@ end
 local function cancel(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
-  local st, ids = with_status(prefix, args[1], args[2], 'S')
-  if not st then return 0 end
-  redis.call('HDEL', ids, args[1])
-  count(prefix, st.topic, 'S', -1)
+  local id, bucket = args[1], args[2]
+  local ids = prefix .. 'id:' .. bucket
+  local text = redis.call('HGET', ids, id)
+  if not text then return 0 end
+  local st = read_state(text)
+  redis.call('HDEL', ids, id)
+  redis.call('HDEL', prefix .. 'reasons', id)
+  count(prefix, st.topic, st.status, -1)
   release(prefix, st.seg)
-  -- The owner may hold it in its wheel: a near note lets it forget the timer.
-  if tonumber(st.due) < horizon(meta) then
-    redis.call('SPUBLISH', prefix .. 'ev', 'c ' .. args[1])
+  if st.status == 'I' then
+    redis.call('ZREM', prefix .. 'inflight', bucket .. ':' .. id)
+  elseif st.status == 'D' then
+    redis.call('LREM', prefix .. 'dead:' .. st.topic, 1, bucket .. ':' .. id)
+  end
+  -- A ready one's entry stays in its ready list: take() skips entries whose state is gone, and
+  -- removing it would cost a walk over the list.
+  if st.status == 'S' and tonumber(st.due) < horizon(meta) then
+    -- The owner may hold it in its wheel: a near note lets it forget the timer.
+    redis.call('SPUBLISH', prefix .. 'ev', 'c ' .. id)
   end
   return 1
 end

@@ -13,22 +13,23 @@
 
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { TickwheelStateError, checkCallback, checkOption } from '../errors.js';
+import {
+  TickwheelStateError,
+  TickwheelTypeError,
+  checkCallback,
+  checkOption,
+  describe,
+} from '../errors.js';
 import { checkTopic, type ScheduleRequest } from '../queue/message.js';
 import type { ConsumeOptions, MessageHandler } from '../queue/types.js';
 import { Worker, checkConsumeOptions, type WorkerSource } from '../queue/worker.js';
 import { SystemClock } from '../clock/index.js';
-import { TimerWheel } from '../timer/index.js';
+import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
+import type { WheelSnapshot } from '../wheel/index.js';
 import { Valkey } from './connection.js';
 import { Consumer, type ClusterReceived } from './consumer.js';
-import {
-  checkQueueName,
-  configKey,
-  eventsChannel,
-  metaKey,
-  nodesKey,
-  partitionPrefix,
-} from './keys.js';
+import { ClusterInspector } from './inspect.js';
+import { checkQueueName, configKey, eventsChannel, metaKey, nodesKey } from './keys.js';
 import { Ownership, type Effect } from './ownership.js';
 import { PartitionOwner, type Due } from './owner.js';
 import { Producer, type ClusterMessageInfo, type Durability } from './producer.js';
@@ -52,11 +53,25 @@ export interface ClusterNodeOptions {
   /** This node's id in the member list. Default: random. */
   nodeId?: string;
   maxClockSkewMs?: number;
+  /** How long open() tries to reach Valkey/Redis before ERR_TICKWHEEL_UNAVAILABLE. Default 10 s. */
+  connectTimeoutMs?: number;
   /** Errors of background work; default: a process warning. */
   onError?: (err: unknown) => void;
 }
 
 const TICK_MS = 100;
+
+const DURABILITIES: readonly Durability[] = ['async', 'replicated', 'fsynced'];
+
+function checkDurability(durability: unknown): Durability {
+  if (!DURABILITIES.includes(durability as Durability)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `durability must be one of ${DURABILITIES.join(', ')}, got ${describe(durability)}`,
+    );
+  }
+  return durability as Durability;
+}
 
 export class ClusterNode {
   readonly nodeId: string;
@@ -73,12 +88,16 @@ export class ClusterNode {
   private nextHeartbeat = 0;
   private ticking = false;
   private closed = false;
+  /** Read-only views of the whole queue (counts, dead letters, owners, ...). */
+  readonly inspector: ClusterInspector;
   members: string[] = [];
   leaseChanges = 0;
 
   private constructor(
     private readonly valkey: Valkey,
-    private readonly settings: Required<Omit<ClusterNodeOptions, 'redis' | 'onError'>> & {
+    private readonly settings: Required<
+      Omit<ClusterNodeOptions, 'redis' | 'onError' | 'connectTimeoutMs'>
+    > & {
       onError: (err: unknown) => void;
     },
   ) {
@@ -95,6 +114,7 @@ export class ClusterNode {
       maxPayloadBytes: settings.maxPayloadBytes,
     });
     this.consumer = new Consumer(valkey, { ...common, visibilityMs: settings.visibilityMs });
+    this.inspector = new ClusterInspector(valkey, settings.queue, settings.partitions);
     this.ownership = new Ownership({
       node: settings.nodeId,
       partitions: settings.partitions,
@@ -109,7 +129,12 @@ export class ClusterNode {
 
   static async open(options: ClusterNodeOptions): Promise<ClusterNode> {
     const queue = checkQueueName(options.queue ?? 'default');
-    const valkey = await Valkey.connect(options.redis);
+    const durability = checkDurability(options.durability ?? 'replicated');
+    if (options.nodeId !== undefined) checkQueueName(options.nodeId, 'nodeId');
+    const valkey = await Valkey.connect(
+      options.redis,
+      checkOption(options.connectTimeoutMs ?? 10_000, 'connectTimeoutMs', 1, 600_000),
+    );
     try {
       await valkey.loadLibrary();
       const [partitions, windowMs] = (await valkey.fcall('tw_config', configKey(queue), [
@@ -122,7 +147,7 @@ export class ClusterNode {
         partitions: Number(partitions),
         windowMs: Number(windowMs),
         horizonMs: checkOption(options.horizonMs ?? 60_000, 'horizonMs', 0, 86_400_000),
-        durability: options.durability ?? 'replicated',
+        durability,
         leaseMs,
         visibilityMs: checkOption(options.visibilityMs ?? 30_000, 'visibilityMs', 1, 86_400_000),
         maxPayloadBytes: checkOption(options.maxPayloadBytes ?? 1 << 20, 'maxPayloadBytes', 1),
@@ -141,6 +166,21 @@ export class ClusterNode {
   schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
     this.checkOpen();
     return this.producer.schedule(request);
+  }
+
+  scheduleMany(
+    requests: readonly ScheduleRequest[],
+  ): Promise<Array<{ id: string; deliverAt: number }>> {
+    this.checkOpen();
+    return this.producer.scheduleMany(requests);
+  }
+
+  rescheduleTo(
+    id: string,
+    when: { delayMs?: number; deliverAt?: number },
+  ): Promise<number | undefined> {
+    this.checkOpen();
+    return this.producer.rescheduleTo(id, when);
   }
 
   cancel(id: string): Promise<boolean> {
@@ -223,34 +263,14 @@ export class ClusterNode {
   /** Counts of the whole queue, summed over its partitions, and this node's view of the cluster. */
   async stats(): Promise<Record<string, unknown>> {
     this.checkOpen();
-    const { partitions } = this.settings;
-    const all = await Promise.all(
-      Array.from({ length: partitions }, (_, p) => {
-        const key = `${partitionPrefix(this.queue, p)}counts`;
-        return this.valkey.command(key, ['HGETALL', key], true) as Promise<Record<string, string>>;
-      }),
-    );
-    const totals: Record<string, number> = { scheduled: 0, ready: 0, inflight: 0, dead: 0 };
-    const topics: Record<string, Record<string, number>> = {};
-    const names: Record<string, string> = { S: 'scheduled', R: 'ready', I: 'inflight', D: 'dead' };
-    for (const counts of all) {
-      for (const [field, value] of Object.entries(counts ?? {})) {
-        const bar = field.lastIndexOf('|');
-        const topic = field.slice(0, bar);
-        const status = names[field.slice(bar + 1)];
-        if (status === undefined) continue;
-        totals[status] += Number(value);
-        (topics[topic] ??= { scheduled: 0, ready: 0, inflight: 0, dead: 0 })[status] +=
-          Number(value);
-      }
-    }
+    const { totals, topics } = await this.inspector.counts();
     return {
       ...totals,
       topics,
       cluster: {
         node: this.nodeId,
         queue: this.queue,
-        partitions,
+        partitions: this.settings.partitions,
         members: [...this.members],
         owned: this.ownership.owned(),
         leaseChanges: this.leaseChanges,
@@ -258,11 +278,33 @@ export class ClusterNode {
     };
   }
 
+  /** This node's timer wheel (the near horizon of the partitions it owns), level by level. */
+  wheelSnapshot(maxRows?: number): WheelSnapshot {
+    return this.wheel.wheelSnapshot(maxRows);
+  }
+
+  /** Timers in this node's wheel. */
+  wheelStats(): TimerWheelStats {
+    return this.wheel.stats();
+  }
+
+  get windowMs(): number {
+    return this.settings.windowMs;
+  }
+
+  get partitions(): number {
+    return this.settings.partitions;
+  }
+
+  get durability(): Durability {
+    return this.settings.durability;
+  }
+
   /** Gives its partitions up (so others take them at once), leaves, and disconnects. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.consumer.wakeAll();
+    this.consumer.close();
     await Promise.all([...this.workers].map((worker) => worker.close()));
     this.workers.clear();
     this.ownership.close();

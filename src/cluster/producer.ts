@@ -16,7 +16,7 @@
  * scheduling the same id again is safe (a dedup hit answers as the first call did).
  */
 
-import { TickwheelStateError } from '../errors.js';
+import { TickwheelStateError, TickwheelTypeError, describe } from '../errors.js';
 import {
   checkId,
   checkRequest,
@@ -46,6 +46,20 @@ export interface ClusterMessageInfo {
   status: MessageStatus;
   deliverAt: number;
   attempts: number;
+  lastError?: string;
+}
+
+/** A message's info from its id state (tw_get's answer); undefined when there is none. */
+export function infoOf(id: string, state: unknown): ClusterMessageInfo | undefined {
+  if (typeof state !== 'string') return undefined;
+  const [status, , , due, attempts, topic] = state.split('|');
+  return {
+    id,
+    topic,
+    status: STATUS[status] ?? 'scheduled',
+    deliverAt: Number(due),
+    attempts: Number(attempts),
+  };
 }
 
 interface Pending {
@@ -57,6 +71,8 @@ interface Pending {
   resolve: (result: { id: string; deliverAt: number }) => void;
   reject: (err: unknown) => void;
 }
+
+type Prepared = Omit<Pending, 'resolve' | 'reject'>;
 
 const STATUS: Record<string, MessageStatus> = {
   S: 'scheduled',
@@ -78,12 +94,42 @@ export class Producer {
   }
 
   schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
-    let pending: Omit<Pending, 'resolve' | 'reject'>;
+    let pending: Prepared;
     try {
-      pending = this.prepare(request, Date.now());
+      pending = this.prepare(request, Date.now(), '');
     } catch (err) {
       return Promise.reject(err);
     }
+    return this.enqueue(pending);
+  }
+
+  /**
+   * schedule() for many: every request is checked first (the error names the index of a bad
+   * one, and nothing is scheduled), then all join the group commit. If a write fails, the
+   * promise rejects and any subset may have been scheduled (give ids to make a retry harmless).
+   */
+  scheduleMany(
+    requests: readonly ScheduleRequest[],
+  ): Promise<Array<{ id: string; deliverAt: number }>> {
+    if (!Array.isArray(requests)) {
+      return Promise.reject(
+        new TickwheelTypeError(
+          'ERR_TICKWHEEL_INVALID_MESSAGE',
+          `scheduleMany takes an array of messages, got ${describe(requests)}`,
+        ),
+      );
+    }
+    const now = Date.now();
+    let prepared: Prepared[];
+    try {
+      prepared = requests.map((request, i) => this.prepare(request, now, `messages[${i}]: `));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return Promise.all(prepared.map((pending) => this.enqueue(pending)));
+  }
+
+  private enqueue(pending: Prepared): Promise<{ id: string; deliverAt: number }> {
     const { partition } = placeOf(pending.id, this.options.partitions);
     return new Promise((resolve, reject) => {
       let batch = this.batches.get(partition);
@@ -104,7 +150,11 @@ export class Producer {
     return done;
   }
 
-  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
+  /** Moves a scheduled or ready message; resolves with the due time stored, or undefined. */
+  async rescheduleTo(
+    id: string,
+    when: { delayMs?: number; deliverAt?: number },
+  ): Promise<number | undefined> {
     const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
     const due = dueTime(when, Date.now());
     const meta = metaKey(this.options.queue, partition);
@@ -112,8 +162,13 @@ export class Producer {
     const done =
       Number(await this.valkey.fcall('tw_reschedule', meta, [id, bucket, String(due), window])) ===
       1;
-    if (done) await this.durable(meta, id);
-    return done;
+    if (!done) return undefined;
+    await this.durable(meta, id);
+    return due;
+  }
+
+  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
+    return (await this.rescheduleTo(id, when)) !== undefined;
   }
 
   async requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
@@ -129,26 +184,18 @@ export class Producer {
 
   async get(id: string): Promise<ClusterMessageInfo | undefined> {
     const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
-    const state = await this.valkey.fcall('tw_get', metaKey(this.options.queue, partition), [
+    return infoOf(
       id,
-      bucket,
-    ]);
-    if (typeof state !== 'string') return undefined;
-    const [status, , , due, attempts, topic] = state.split('|');
-    return {
-      id,
-      topic,
-      status: STATUS[status] ?? 'scheduled',
-      deliverAt: Number(due),
-      attempts: Number(attempts),
-    };
+      await this.valkey.fcall('tw_get', metaKey(this.options.queue, partition), [id, bucket]),
+    );
   }
 
-  private prepare(request: ScheduleRequest, now: number): Omit<Pending, 'resolve' | 'reject'> {
+  private prepare(request: ScheduleRequest, now: number, where: string): Prepared {
     const { id, topic, deliverAt, maxAttempts, backoff, payload } = checkRequest(
       request,
       now,
       this.options.maxPayloadBytes,
+      where,
     );
     const { bucket } = placeOf(id, this.options.partitions);
     const bytes = payload.bytes ?? Buffer.from(payload.text ?? '', 'utf8');

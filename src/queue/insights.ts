@@ -90,7 +90,7 @@ export class QueueInsights {
   }
 
   /** A message was handed to a consumer for the first time at `now`. */
-  deliveredFirst(message: MessageState, now: number): void {
+  deliveredFirst(message: Pick<MessageState, 'id' | 'deliverAt'>, now: number): void {
     const late = Math.max(0, now - this.dueFrom(message));
     this.forgetLate(message.id);
     let bucket = 0;
@@ -105,9 +105,33 @@ export class QueueInsights {
   }
 
   /** When a message could first have been delivered: its due time, unless handed in later. */
-  private dueFrom(message: MessageState): number {
+  private dueFrom(message: Pick<MessageState, 'id' | 'deliverAt'>): number {
     if (this.lateFrom.size === 0) return message.deliverAt;
     return Math.max(message.deliverAt, this.lateFrom.get(message.id) ?? 0);
+  }
+
+  /** The counters and both lateness figures, as stats() reports them. */
+  figures(): Record<string, unknown> {
+    const samples = this.lateness.slice(0, Math.min(this.latenessCount, LATENESS_SAMPLES)).sort();
+    const pick = (q: number) =>
+      samples.length === 0 ? null : samples[Math.floor(q * (samples.length - 1))];
+    const cumulative = Array.from(this.deliveryLateness);
+    for (let i = 1; i < cumulative.length; i++) cumulative[i] += cumulative[i - 1];
+    return {
+      ...this.counters,
+      latenessMs: {
+        p50: pick(0.5),
+        p99: pick(0.99),
+        max: samples.length ? samples[samples.length - 1] : null,
+        count: this.latenessCount,
+        sum: this.latenessSum,
+      },
+      deliveryLatenessMs: {
+        buckets: DELIVERY_LATENESS_BUCKETS_MS.map((le, i) => [le, cumulative[i]]),
+        count: cumulative[cumulative.length - 1],
+        sum: this.deliveryLatenessSum,
+      },
+    };
   }
 
   stats({ held, store, loadedUntil, timers }: StatsSources): Record<string, unknown> {
@@ -131,28 +155,11 @@ export class QueueInsights {
       entry.inflight = inflight;
       entry.scheduled = Math.max(0, entry.scheduled - ready - inflight);
     }
-    const samples = this.lateness.slice(0, Math.min(this.latenessCount, LATENESS_SAMPLES)).sort();
-    const pick = (q: number) =>
-      samples.length === 0 ? null : samples[Math.floor(q * (samples.length - 1))];
-    const cumulative = Array.from(this.deliveryLateness);
-    for (let i = 1; i < cumulative.length; i++) cumulative[i] += cumulative[i - 1];
     return {
-      ...this.counters,
+      ...this.figures(),
       inMemory: held.size,
       loadedUntil,
       topics: byTopic,
-      latenessMs: {
-        p50: pick(0.5),
-        p99: pick(0.99),
-        max: samples.length ? samples[samples.length - 1] : null,
-        count: this.latenessCount,
-        sum: this.latenessSum,
-      },
-      deliveryLatenessMs: {
-        buckets: DELIVERY_LATENESS_BUCKETS_MS.map((le, i) => [le, cumulative[i]]),
-        count: cumulative[cumulative.length - 1],
-        sum: this.deliveryLatenessSum,
-      },
       timers,
       store: store.stats(),
     };

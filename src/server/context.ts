@@ -4,7 +4,7 @@
  * their connections).
  */
 
-import type { DelayQueue } from '../delay-queue.js';
+import type { Queue } from '../queue/api.js';
 import type { ServerMetrics } from './metrics.js';
 
 export interface ServerContext {
@@ -12,7 +12,7 @@ export interface ServerContext {
    * The queue. Set once it is open; a hook refuses every request but /healthz before that, so
    * a route handler may read it as it is (and must read it per request, not once).
    */
-  queue: DelayQueue;
+  queue: Queue;
   /** 'opening' until the queue is open; 'failed' if it could not be opened. */
   state: 'opening' | 'open' | 'failed';
   /** Why it could not be opened, once 'failed'. */

@@ -75,7 +75,7 @@ class ComputedMetric {
 /** A counter that mirrors a monotonic total read elsewhere. */
 class MirroredCounter {
   private last = 0;
-  constructor(private readonly counter: Counter) {}
+  constructor(readonly counter: Counter) {}
 
   update(total: number): void {
     if (total > this.last) this.counter.inc(total - this.last);
@@ -98,6 +98,11 @@ export class ServerMetrics {
   private readonly fsyncSeconds: MirroredCounter;
   private readonly fsyncMax: Gauge;
   private readonly fireLateness: ComputedMetric;
+  private readonly clusterNodes: Gauge;
+  private readonly clusterPartitions: Gauge<'node'>;
+  private readonly clusterOwned: Gauge;
+  private readonly leaseChanges: MirroredCounter;
+  private clusterRegistered = false;
 
   constructor() {
     const registers = [this.registry];
@@ -183,6 +188,58 @@ export class ServerMetrics {
       'summary',
     );
     this.registry.registerMetric(this.fireLateness as unknown as Metric);
+    this.clusterNodes = new Gauge({
+      name: 'tickwheel_cluster_nodes',
+      help: 'Nodes of the queue on Valkey/Redis that heartbeat (absent on one machine).',
+      registers: [],
+    });
+    this.clusterPartitions = new Gauge({
+      name: 'tickwheel_cluster_partitions',
+      help: 'Partitions whose lease each node holds ("(none)": no owner now).',
+      labelNames: ['node'],
+      registers: [],
+    });
+    this.clusterOwned = new Gauge({
+      name: 'tickwheel_cluster_partitions_owned',
+      help: 'Partitions this node owns and fires messages for.',
+      registers: [],
+    });
+    this.leaseChanges = new MirroredCounter(
+      new Counter({
+        name: 'tickwheel_cluster_lease_changes_total',
+        help: 'Partition leases this node took or lost.',
+        registers: [],
+      }),
+    );
+  }
+
+  /** The cluster's series, registered the first time stats() carry a cluster part. */
+  private renderCluster(cluster: unknown): void {
+    if (typeof cluster !== 'object' || cluster === null) return;
+    const c = cluster as {
+      members?: string[];
+      owned?: number[];
+      owners?: Record<string, number[]>;
+      leaseChanges?: number;
+    };
+    if (!this.clusterRegistered) {
+      this.clusterRegistered = true;
+      for (const metric of [
+        this.clusterNodes,
+        this.clusterPartitions,
+        this.clusterOwned,
+        this.leaseChanges.counter,
+      ]) {
+        this.registry.registerMetric(metric as unknown as Metric);
+      }
+    }
+    this.clusterNodes.set(c.members?.length ?? 0);
+    this.clusterOwned.set(c.owned?.length ?? 0);
+    this.clusterPartitions.reset();
+    for (const [node, partitions] of Object.entries(c.owners ?? {})) {
+      this.clusterPartitions.set({ node }, partitions.length);
+    }
+    this.leaseChanges.update(numberOf(c.leaseChanges));
   }
 
   get contentType(): string {
@@ -216,6 +273,7 @@ export class ServerMetrics {
       this.deliveryLateness.name,
       stats.deliveryLatenessMs,
     );
+    this.renderCluster(stats.cluster);
     return this.registry.metrics();
   }
 }

@@ -34,8 +34,10 @@ import {
   DelayQueue,
   FileStore,
   type DelayQueueOpenOptions,
+  type DelayQueueRedisOptions,
   type FsyncPolicy,
 } from '../delay-queue.js';
+import type { Queue } from '../queue/api.js';
 import { bearerAuth, checkToken } from './auth.js';
 import { jsonBodies } from './body.js';
 import type { ServerContext } from './context.js';
@@ -66,9 +68,16 @@ import { VERSION } from './version.js';
 
 export interface ServerOptions {
   /** A queue you opened (or are opening). The server uses it and leaves closing it to you. */
-  queue?: DelayQueue | Promise<DelayQueue>;
+  queue?: Queue | Promise<Queue>;
   /** Data directory of the queue the server opens (and closes on close()), when no `queue`. */
   dir?: string;
+  /**
+   * Instead of `dir`: Valkey/Redis URL(s) of a queue shared by many servers (docs/cluster.md);
+   * the server opens this process's node of it. Cluster settings go in `cluster`.
+   */
+  redis?: string | string[];
+  /** Settings of the node the server opens with `redis` (queue name, partitions, durability). */
+  cluster?: Omit<DelayQueueRedisOptions, 'redis'>;
   /** fsync policy of the queue the server opens. Default 'batch'. */
   fsync?: FsyncPolicy;
   /** Further options for the queue the server opens (horizonMs, visibilityMs, ...). */
@@ -101,7 +110,7 @@ export interface ServerOptions {
 /** A Fastify instance with the queue it serves. */
 export type TickwheelServer = FastifyInstance & {
   /** The queue; reading it before `opened` has resolved throws (ERR_TICKWHEEL_RECOVERING). */
-  readonly queue: DelayQueue;
+  readonly queue: Queue;
   /** Resolves once the queue is open; rejects with the error that kept it from opening. */
   readonly opened: Promise<void>;
   /** Whether /v1 routes need a bearer token. */
@@ -119,7 +128,7 @@ function checkLogLevel(level: unknown): LogLevel {
 }
 
 interface QueueSource {
-  queue: Promise<DelayQueue>;
+  queue: Promise<Queue>;
   /** Whether the server opened the queue (and so closes it). */
   owned: boolean;
 }
@@ -136,10 +145,21 @@ async function startOpening(options: ServerOptions): Promise<QueueSource> {
     queue.catch(() => undefined);
     return { queue, owned: false };
   }
+  if (options.redis !== undefined) {
+    if (options.dir !== undefined) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        'give createServer() a data directory (dir) or Valkey/Redis URLs (redis), not both',
+      );
+    }
+    const queue = DelayQueue.open({ ...options.cluster, redis: options.redis });
+    queue.catch(() => undefined);
+    return { queue, owned: true };
+  }
   if (typeof options.dir !== 'string' || options.dir === '') {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',
-      'give createServer() a data directory (dir) or an open queue (queue)',
+      'give createServer() a data directory (dir), Valkey/Redis URLs (redis) or an open queue (queue)',
     );
   }
   const { segmentBytes, windowMs, checkpointIntervalMs, snapshotBytes } =
@@ -227,7 +247,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
   };
   const context: ServerContext = {
     // Set once open: until then a hook refuses every request that would reach it.
-    queue: undefined as unknown as DelayQueue,
+    queue: undefined as unknown as Queue,
     state: 'opening',
     openError: undefined,
     metrics: new ServerMetrics(),
@@ -259,7 +279,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
   }
   try {
     app.decorate('queue', {
-      getter(): DelayQueue {
+      getter(): Queue {
         if (context.state !== 'open') {
           throw httpError(
             'ERR_TICKWHEEL_RECOVERING',

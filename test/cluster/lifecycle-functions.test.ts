@@ -161,6 +161,59 @@ for (const [name, start] of setups) {
       });
     });
 
+    it('cancels a message whatever its state short of finished: ready, in flight, dead', async () => {
+      const cancel = (m: ReturnType<typeof message>, id: string) =>
+        valkey.fcall('tw_cancel', m.meta, [id, m.bucket]);
+      // Each on its own id; all three are live but not scheduled when cancelled.
+      const ready = message('cancel-ready');
+      const inflight = message('cancel-inflight');
+      const dead = message('cancel-dead', 1);
+      for (const [m, node] of [
+        [ready, 'node-r'],
+        [inflight, 'node-i'],
+        [dead, 'node-d'],
+      ] as const) {
+        const due = Date.now();
+        await m.schedule(due);
+        await m.cmd('HDEL', m.meta, 'owner');
+        const [, epoch] = (await m.lease(node)) as number[];
+        await m.load(node, epoch, (Math.floor(due / WINDOW_MS) + 1) * WINDOW_MS);
+        await sleep(5);
+        const state = await m.state();
+        expect((await m.fire(node, epoch, segOf(state), indexOf(state)))[0]).toBe(1);
+      }
+      expect(String(await ready.state()).startsWith('R|')).toBe(true);
+      expect(await cancel(ready, 'cancel-ready')).toBe(1);
+      expect(await ready.state()).toBeNull();
+
+      const taken = await inflight.take();
+      const ids = taken.map(([id]) => String(id));
+      // The cancelled ready one is skipped by take (its entry stays in the list).
+      expect(ids).not.toContain('cancel-ready');
+      expect(ids).toContain('cancel-inflight');
+      expect(await cancel(inflight, 'cancel-inflight')).toBe(1);
+      expect(await inflight.ack(1)).toBe(0);
+      expect(
+        await inflight.cmd(
+          'ZSCORE',
+          `${inflight.prefix}inflight`,
+          `${inflight.bucket}:cancel-inflight`,
+        ),
+      ).toBeNull();
+
+      if (!ids.includes('cancel-dead')) await dead.take();
+      expect(await dead.nack(1, Date.now(), 'no')).toBe('dead');
+      expect(await cancel(dead, 'cancel-dead')).toBe(1);
+      expect(await dead.cmd('LRANGE', `${dead.prefix}dead:invoice`, '0', '-1')).not.toContain(
+        `${dead.bucket}:cancel-dead`,
+      );
+      expect(await cancel(dead, 'cancel-dead')).toBe(0);
+      for (const m of [ready, inflight, dead]) {
+        const counts = (await m.cmd('HGETALL', `${m.prefix}counts`)) as Record<string, string>;
+        for (const value of Object.values(counts)) expect(Number(value)).toBeGreaterThanOrEqual(0);
+      }
+    });
+
     it('refuses owner-only calls from anyone but the current epoch within its lease', async () => {
       const m = message('order-0002');
       const due = Date.now();

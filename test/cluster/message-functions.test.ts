@@ -101,7 +101,7 @@ describe.runIf(installed('valkey-server'))('message functions on Valkey', () => 
     expect(records[await indexOf('b')]).toBe('BB');
   });
 
-  it('cancels only what is scheduled, and drops a window nobody points into', async () => {
+  it('cancels a scheduled message, and drops a window nobody points into', async () => {
     const deliverAt = 1_950_000_000_000;
     const window = String(Math.floor(deliverAt / WINDOW_MS));
     await schedule([

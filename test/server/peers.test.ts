@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { CLUSTER_PEER, checkClusterPeer } from '../../src/cluster/peer.js';
 import { TickwheelDependencyError } from '../../src/errors.js';
 import { checkServerPeers, missingServerPeers, SERVER_PEERS } from '../../src/server/peers.js';
 
@@ -7,7 +8,13 @@ const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.ur
 
 describe("the server's optional peer dependencies", () => {
   it('are the peerDependencies of package.json, optional, and installed for development', () => {
-    expect(pkg.peerDependencies).toEqual(SERVER_PEERS);
+    // The server's, and the cluster's client.
+    expect(pkg.peerDependencies).toEqual({
+      ...SERVER_PEERS,
+      [CLUSTER_PEER.name]: CLUSTER_PEER.range,
+    });
+    expect(pkg.peerDependenciesMeta[CLUSTER_PEER.name]).toEqual({ optional: true });
+    expect(pkg.devDependencies[CLUSTER_PEER.name]).toBe(CLUSTER_PEER.range);
     for (const name of Object.keys(SERVER_PEERS)) {
       expect(pkg.peerDependenciesMeta[name]).toEqual({ optional: true });
       expect(pkg.devDependencies[name]).toBe(SERVER_PEERS[name]);
@@ -45,5 +52,23 @@ describe("the server's optional peer dependencies", () => {
     expect(() => checkServerPeers(['prom-client'])).toThrow(
       /needs prom-client, an optional peer dependency of tickwheel that is not installed: run `npm install prom-client@15`/,
     );
+  });
+
+  it('for a queue on Valkey/Redis, @redis/client: when missing, named with its install command', () => {
+    expect(() => checkClusterPeer()).not.toThrow();
+    let caught: unknown;
+    try {
+      checkClusterPeer(() => {
+        throw Object.assign(new Error('not found'), { code: 'MODULE_NOT_FOUND' });
+      });
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(TickwheelDependencyError);
+    expect(caught).toMatchObject({
+      code: 'ERR_TICKWHEEL_MISSING_DEPENDENCY',
+      missing: ['@redis/client'],
+      install: 'npm install @redis/client@6',
+    });
   });
 });

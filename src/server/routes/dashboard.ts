@@ -67,6 +67,46 @@ export interface DashboardSnapshot {
   latenessMs: { p50: number | null; p99: number | null; max: number | null };
   upcoming: UpcomingBucket[];
   wheel: ReturnType<ServerContext['queue']['wheelSnapshot']>;
+  /** Null on one machine; on Valkey/Redis, the nodes and who owns which partition. */
+  cluster: DashboardCluster | null;
+}
+
+export interface DashboardCluster {
+  /** The node this server is. */
+  node: string;
+  queue: string;
+  partitions: number;
+  durability: string;
+  /** Nodes that heartbeat, and the partitions each holds a lease on ('(none)': no owner now). */
+  nodes: Array<{ node: string; partitions: number[]; alive: boolean }>;
+  /** Leases this node took or lost since it started. */
+  leaseChanges: number;
+}
+
+/** stats().cluster as the dashboard shows it: one row per node, live ones first. */
+function clusterView(cluster: unknown): DashboardCluster | null {
+  if (typeof cluster !== 'object' || cluster === null) return null;
+  const c = cluster as {
+    node: string;
+    queue: string;
+    partitions: number;
+    durability: string;
+    members: string[];
+    owners: Record<string, number[]>;
+    leaseChanges: number;
+  };
+  const names = new Set([...c.members, ...Object.keys(c.owners)]);
+  const nodes = [...names]
+    .map((node) => ({ node, partitions: c.owners[node] ?? [], alive: c.members.includes(node) }))
+    .sort((a, b) => Number(b.alive) - Number(a.alive) || a.node.localeCompare(b.node));
+  return {
+    node: c.node,
+    queue: c.queue,
+    partitions: c.partitions,
+    durability: c.durability,
+    nodes,
+    leaseChanges: c.leaseChanges,
+  };
 }
 
 const COUNTERS = [
@@ -87,14 +127,15 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
   const stats = await queue.stats();
   const counters: Record<string, number> = {};
   for (const name of COUNTERS) counters[name] = Number(stats[name] ?? 0);
-  const store = (stats.store ?? {}) as Record<string, number>;
+  // The file store reports live and dead messages; a queue on Valkey/Redis its totals.
+  const store = (stats.store ?? liveOf(stats.totals)) as Record<string, number>;
   const topics: Record<string, TopicCounts> = {};
   // A queue from before per-topic dead counts reports no `dead`.
   const byTopic = stats.topics as Record<string, Omit<TopicCounts, 'dead'> & { dead?: number }>;
   for (const [topic, { scheduled, ready, inflight, dead }] of Object.entries(byTopic)) {
     topics[topic] = { scheduled, ready, inflight, dead: dead ?? 0 };
   }
-  const due = queue.dueHistogram(UPCOMING_EDGES_MS);
+  const due = await queue.dueHistogram(UPCOMING_EDGES_MS);
   const lateness = stats.latenessMs as Partial<DashboardSnapshot['latenessMs']> | undefined;
   return {
     now: Date.now(),
@@ -120,7 +161,14 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
       count: due[i],
     })),
     wheel: queue.wheelSnapshot(WHEEL_ROW_BUDGET),
+    cluster: clusterView(stats.cluster),
   };
+}
+
+function liveOf(totals: unknown): Record<string, number> {
+  if (typeof totals !== 'object' || totals === null) return {};
+  const t = totals as Record<string, number>;
+  return { live: t.scheduled + t.ready + t.inflight + t.dead, dead: t.dead };
 }
 
 export function dashboardRoutes(app: FastifyInstance, context: ServerContext): void {

@@ -1,0 +1,288 @@
+/**
+ * ClusterQueue: the delay queue's public API (the `Queue` interface, as QueueEngine serves it
+ * embedded) over a ClusterNode, so that `DelayQueue.open({ redis })`, the server, the CLI and
+ * the dashboard treat a queue on Valkey/Redis as they treat one on a data directory. This file
+ * checks arguments exactly as the embedded queue does (same error codes and messages), keeps
+ * this node's counters and delivery lateness, and hands each call to the node.
+ *
+ * What differs from the embedded queue, and why:
+ *   - Time is the system clock (a `clock` option is refused): nodes and Valkey must agree on it.
+ *   - `get()` of a message acknowledged or cancelled answers undefined at once: the cluster keeps
+ *     no memory of finished messages (rememberFinished does not apply).
+ *   - The counters of stats() count what went through this node (schedules, deliveries, acks,
+ *     nacks, cancels, reschedules); counts per topic are the whole queue's.
+ *   - An open ClusterQueue holds its process open (its Valkey connections do) until close().
+ */
+
+import { checkCallback, checkOption, TickwheelStateError } from '../errors.js';
+import { MAX_RECEIVE } from '../protocol/limits.js';
+import type { Queue } from '../queue/api.js';
+import { QueueInsights } from '../queue/insights.js';
+import { checkId, checkTopic, type ScheduleRequest } from '../queue/message.js';
+import {
+  checkNack,
+  checkReceipts,
+  checkVisibility,
+  EMBEDDED_RECEIVE_BYTES,
+} from '../queue/options.js';
+import type {
+  ConsumeOptions,
+  MessageHandler,
+  MessageInfo,
+  NackOptions,
+  ReceivedMessage,
+  ReceiveOptions,
+} from '../queue/types.js';
+import type { WheelSnapshot } from '../wheel/index.js';
+import { ClusterNode, type ClusterNodeOptions } from './node.js';
+
+export interface ClusterQueueOptions extends ClusterNodeOptions {
+  /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
+  maxWaitMs?: number;
+}
+
+const DEFAULT_MAX_WAIT_MS = 60_000;
+
+export class ClusterQueue implements Queue {
+  /** Nothing is recovered from disk: the state is in Valkey. */
+  readonly recovery = undefined;
+  private readonly insights = new QueueInsights();
+  private readonly consumers = new Set<{ close(): Promise<void> }>();
+  private closed = false;
+
+  private constructor(
+    /** The node under this queue: partitions, members, leases. */
+    readonly node: ClusterNode,
+    private readonly maxWaitMs: number,
+    private readonly visibilityMs: number,
+  ) {}
+
+  static async open(options: ClusterQueueOptions): Promise<ClusterQueue> {
+    const maxWaitMs = checkOption(
+      options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS,
+      'maxWaitMs',
+      0,
+      3_600_000,
+    );
+    const visibilityMs = checkVisibility(options.visibilityMs ?? 30_000);
+    const node = await ClusterNode.open({ ...options, visibilityMs });
+    return new ClusterQueue(node, maxWaitMs, visibilityMs);
+  }
+
+  // ---- producer ---------------------------------------------------------------------------
+
+  async schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
+    this.checkOpen();
+    const result = await this.node.schedule(request);
+    this.insights.counters.scheduled++;
+    return result;
+  }
+
+  async scheduleMany(
+    requests: readonly ScheduleRequest[],
+  ): Promise<Array<{ id: string; deliverAt: number }>> {
+    this.checkOpen();
+    const results = await this.node.scheduleMany(requests);
+    this.insights.counters.scheduled += results.length;
+    return results;
+  }
+
+  async cancel(id: string): Promise<boolean> {
+    this.checkOpen();
+    const done = await this.node.cancel(id);
+    if (done) this.insights.counters.cancelled++;
+    return done;
+  }
+
+  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
+    return (await this.rescheduleTo(id, when)) !== undefined;
+  }
+
+  async rescheduleTo(
+    id: string,
+    when: { delayMs?: number; deliverAt?: number },
+  ): Promise<number | undefined> {
+    this.checkOpen();
+    const due = await this.node.rescheduleTo(id, when);
+    if (due !== undefined) this.insights.counters.rescheduled++;
+    return due;
+  }
+
+  async requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
+    this.checkOpen();
+    return this.node.requeue(id, options);
+  }
+
+  async get(id: string): Promise<MessageInfo | undefined> {
+    this.checkOpen();
+    return this.node.inspector.info(checkId(id));
+  }
+
+  // ---- consumer ---------------------------------------------------------------------------
+
+  async receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage[]> {
+    this.checkOpen();
+    checkTopic(topic);
+    const messages = await this.node.receive(topic, {
+      max: checkOption(options.max ?? 1, 'max', 1, MAX_RECEIVE, true),
+      waitMs: checkOption(options.waitMs ?? 0, 'waitMs', 0, this.maxWaitMs),
+      visibilityMs: checkVisibility(options.visibilityMs ?? this.visibilityMs),
+      maxBytes: checkOption(
+        options.maxBytes ?? EMBEDDED_RECEIVE_BYTES,
+        'maxBytes',
+        1,
+        Number.MAX_SAFE_INTEGER,
+        true,
+      ),
+    });
+    this.delivered(messages);
+    return messages;
+  }
+
+  async ack(receipt: string): Promise<boolean> {
+    this.checkOpen();
+    const done = await this.node.ack(receipt);
+    if (done) this.insights.counters.acked++;
+    return done;
+  }
+
+  async nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
+    this.checkOpen();
+    const reason = checkNack(options);
+    const done = await this.node.nack(receipt, {
+      ...(options.delayMs === undefined ? {} : { delayMs: options.delayMs }),
+      ...(reason === undefined ? {} : { reason }),
+    });
+    if (done) this.insights.counters.nacked++;
+    return done;
+  }
+
+  async ackMany(receipts: readonly string[]): Promise<boolean[]> {
+    this.checkOpen();
+    checkReceipts(receipts, 'ackMany');
+    return Promise.all(receipts.map((receipt) => this.ack(receipt)));
+  }
+
+  async nackMany(receipts: readonly string[], options: NackOptions = {}): Promise<boolean[]> {
+    this.checkOpen();
+    checkReceipts(receipts, 'nackMany');
+    checkNack(options, 'nackMany');
+    return Promise.all(receipts.map((receipt) => this.nack(receipt, options)));
+  }
+
+  consume(
+    topic: string,
+    handler: MessageHandler,
+    options: ConsumeOptions = {},
+  ): { close(): Promise<void> } {
+    this.checkOpen();
+    checkTopic(topic);
+    checkCallback(handler, 'handler');
+    const counted: MessageHandler = (message) => {
+      this.delivered([message]);
+      return handler(message);
+    };
+    const worker = this.node.consume(topic, counted, options);
+    let closing: Promise<void> | undefined;
+    const consumer = {
+      close: () => {
+        if (closing === undefined) {
+          this.consumers.delete(consumer);
+          closing = worker.close();
+        }
+        return closing;
+      },
+    };
+    this.consumers.add(consumer);
+    return consumer;
+  }
+
+  async deadLetters(topic: string, limit = 100): Promise<MessageInfo[]> {
+    this.checkOpen();
+    checkTopic(topic);
+    checkOption(limit, 'limit', 1, 10_000, true);
+    return this.node.inspector.deadLetters(topic, limit);
+  }
+
+  // ---- insights ---------------------------------------------------------------------------
+
+  async stats(): Promise<Record<string, unknown>> {
+    this.checkOpen();
+    const [{ totals, topics }, owners] = await Promise.all([
+      this.node.inspector.counts(),
+      this.node.inspector.owners(),
+    ]);
+    const byNode: Record<string, number[]> = {};
+    owners.forEach((owner, partition) => {
+      (byNode[owner === '' ? '(none)' : owner] ??= []).push(partition);
+    });
+    const timers = this.node.wheelStats();
+    return {
+      ...this.insights.figures(),
+      inMemory: timers.pending,
+      totals,
+      topics,
+      timers,
+      cluster: {
+        node: this.node.nodeId,
+        queue: this.node.queue,
+        partitions: this.node.partitions,
+        durability: this.node.durability,
+        members: [...this.node.members],
+        owned: this.node.ownedPartitions(),
+        owners: byNode,
+        leaseChanges: this.node.leaseChanges,
+      },
+    };
+  }
+
+  dueHistogram(edgesMs: readonly number[]): Promise<number[]> {
+    this.checkOpen();
+    return this.node.inspector.dueHistogram(edgesMs, this.node.windowMs);
+  }
+
+  async payloadPreview(
+    id: string,
+    maxChars = 200,
+  ): Promise<{ preview: string; truncated: boolean } | undefined> {
+    this.checkOpen();
+    const found = await this.node.inspector.payload(checkId(id));
+    if (found === undefined) return undefined;
+    const text =
+      found.value instanceof Uint8Array
+        ? Buffer.from(found.value).toString('base64')
+        : (JSON.stringify(found.value) ?? 'undefined');
+    return { preview: text.slice(0, maxChars), truncated: text.length > maxChars };
+  }
+
+  wheelSnapshot(maxRows?: number): WheelSnapshot {
+    return this.node.wheelSnapshot(maxRows);
+  }
+
+  // ---- life cycle -------------------------------------------------------------------------
+
+  /** Nothing runs in the background that a caller could wait for: resolves at once. */
+  async settled(): Promise<void> {}
+
+  /** Stops this node's consumers, hands its partitions to the other nodes, disconnects. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.consumers].map((consumer) => consumer.close()));
+    await this.node.close();
+  }
+
+  private delivered(messages: readonly ReceivedMessage[]): void {
+    const now = Date.now();
+    this.insights.counters.delivered += messages.length;
+    for (const message of messages) {
+      if (message.attempts === 1) this.insights.deliveredFirst(message, now);
+    }
+  }
+
+  private checkOpen(): void {
+    if (this.closed) {
+      throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed');
+    }
+  }
+}

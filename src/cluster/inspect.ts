@@ -1,0 +1,183 @@
+/**
+ * Read-only views of a cluster queue for people and dashboards: counts per topic, dead letters,
+ * scheduled messages by time until due, payload previews, who owns which partition. Any node
+ * answers them from Valkey alone; none changes anything, and none walks over messages except
+ * dead letters (up to the limit asked).
+ *
+ * Each partition is asked separately (its keys live in its own slot); the asks go out together,
+ * so a view costs one round trip per primary, not per partition, once node-redis has pipelined
+ * them.
+ */
+
+import { decodePayload } from '../queue/message.js';
+import type { MessageInfo } from '../queue/types.js';
+import type { Valkey } from './connection.js';
+import { metaKey, partitionPrefix } from './keys.js';
+import { decodeRecord, placeOf } from './record.js';
+import { infoOf } from './producer.js';
+
+const STATUS_NAMES: Record<string, 'scheduled' | 'ready' | 'inflight' | 'dead'> = {
+  S: 'scheduled',
+  R: 'ready',
+  I: 'inflight',
+  D: 'dead',
+};
+
+export interface TopicCounts {
+  scheduled: number;
+  ready: number;
+  inflight: number;
+  dead: number;
+}
+
+export class ClusterInspector {
+  constructor(
+    private readonly valkey: Valkey,
+    private readonly queue: string,
+    private readonly partitions: number,
+  ) {}
+
+  /** The same read of every partition's key named `suffix`, answers in partition order. */
+  private each(suffix: string, command: (key: string) => string[]): Promise<unknown[]> {
+    return Promise.all(
+      Array.from({ length: this.partitions }, (_, p) => {
+        const key = partitionPrefix(this.queue, p) + suffix;
+        return this.valkey.command(key, command(key), true);
+      }),
+    );
+  }
+
+  /** Live messages of the whole queue per topic and status, and their totals. */
+  async counts(): Promise<{ totals: TopicCounts; topics: Record<string, TopicCounts> }> {
+    const all = (await this.each('counts', (key) => ['HGETALL', key])) as Array<Record<
+      string,
+      string
+    > | null>;
+    const totals: TopicCounts = { scheduled: 0, ready: 0, inflight: 0, dead: 0 };
+    const topics: Record<string, TopicCounts> = {};
+    for (const counts of all) {
+      for (const [field, value] of Object.entries(counts ?? {})) {
+        const bar = field.lastIndexOf('|');
+        const status = STATUS_NAMES[field.slice(bar + 1)];
+        const n = Number(value);
+        if (status === undefined || n === 0) continue;
+        totals[status] += n;
+        (topics[field.slice(0, bar)] ??= { scheduled: 0, ready: 0, inflight: 0, dead: 0 })[
+          status
+        ] += n;
+      }
+    }
+    return { totals, topics };
+  }
+
+  /** Which node holds each partition's lease now ('' for none, or one that ran out). */
+  async owners(): Promise<string[]> {
+    const replies = await Promise.all(
+      Array.from({ length: this.partitions }, (_, p) => {
+        const meta = metaKey(this.queue, p);
+        return this.valkey.command(meta, ['HMGET', meta, 'owner', 'leaseUntil'], true);
+      }),
+    );
+    const now = Date.now();
+    return replies.map((reply) => {
+      const [owner, until] = (reply ?? []) as Array<string | null>;
+      // leaseUntil is by the server's clock; this is for display, where a skew of the
+      // client's clock shows a lease a little longer or shorter, never a wrong owner.
+      return owner && Number(until) > now - 1_000 ? owner : '';
+    });
+  }
+
+  /**
+   * Dead messages of `topic` over every partition, by due time of their last attempt (the
+   * cluster keeps no time of death; within a partition this is also the order they died in),
+   * at most `limit`.
+   */
+  async deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
+    const lists = (await this.each(`dead:${topic}`, (key) => [
+      'LRANGE',
+      key,
+      '0',
+      String(limit - 1),
+    ])) as string[][];
+    const found = await Promise.all(
+      lists.flat().map(async (entry) => {
+        const id = entry.slice(entry.indexOf(':') + 1);
+        return this.info(id);
+      }),
+    );
+    return found
+      .filter((info): info is MessageInfo => info !== undefined && info.status === 'dead')
+      .sort((a, b) => a.deliverAt - b.deliverAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+      .slice(0, limit);
+  }
+
+  /** A message's state with the reason its latest delivery failed, if one did. */
+  async info(id: string): Promise<MessageInfo | undefined> {
+    const { partition, bucket } = placeOf(id, this.partitions);
+    const prefix = partitionPrefix(this.queue, partition);
+    const [state, reason] = await Promise.all([
+      this.valkey.fcall('tw_get', metaKey(this.queue, partition), [id, bucket]),
+      this.valkey.command(`${prefix}reasons`, ['HGET', `${prefix}reasons`, id], true),
+    ]);
+    const info = infoOf(id, state);
+    if (info !== undefined && typeof reason === 'string' && reason !== '') info.lastError = reason;
+    return info;
+  }
+
+  /** The payload of a live or dead message, decoded as receive() would; undefined if none. */
+  async payload(id: string): Promise<{ value: unknown } | undefined> {
+    const { partition, bucket } = placeOf(id, this.partitions);
+    const found = (await this.valkey.fcallBuffers('tw_record', metaKey(this.queue, partition), [
+      id,
+      bucket,
+    ])) as [Buffer, Buffer] | null;
+    if (found === null) return undefined;
+    const record = decodeRecord(found[1]);
+    return { value: decodePayload(record.payloadKind, record.payload) };
+  }
+
+  /**
+   * Scheduled messages by time until due (as QueueEngine.dueHistogram). Those in windows not
+   * loaded by their partition's owner count by their window's start (or now, if later): their
+   * due time is within `windowMs` after it. The rest of a partition's scheduled messages are
+   * due before its loaded horizon (about a minute ahead) and count as due now.
+   */
+  async dueHistogram(edgesMs: readonly number[], windowMs: number): Promise<number[]> {
+    const now = Date.now();
+    const [lives, metas, counts] = await Promise.all([
+      this.each('live', (key) => ['HGETALL', key]),
+      Promise.all(
+        Array.from({ length: this.partitions }, (_, p) => {
+          const meta = metaKey(this.queue, p);
+          return this.valkey.command(meta, ['HGET', meta, 'loadedUntil'], true);
+        }),
+      ),
+      this.each('counts', (key) => ['HGETALL', key]),
+    ]);
+    const histogram = new Array<number>(edgesMs.length + 1).fill(0);
+    const add = (dueIn: number, n: number) => {
+      let i = 0;
+      while (i < edgesMs.length && dueIn >= edgesMs[i]) i++;
+      histogram[i] += n;
+    };
+    for (let p = 0; p < this.partitions; p++) {
+      const loadedUntil = Number(metas[p] ?? 0);
+      let scheduled = 0;
+      for (const [field, value] of Object.entries((counts[p] ?? {}) as Record<string, string>)) {
+        if (field.endsWith('|S')) scheduled += Number(value);
+      }
+      let far = 0;
+      for (const [seg, value] of Object.entries((lives[p] ?? {}) as Record<string, string>)) {
+        if (seg[0] !== 'w') continue;
+        const start = Number(seg.slice(1)) * windowMs;
+        // Windows wholly past the loaded horizon hold only scheduled messages.
+        if (start < loadedUntil) continue;
+        const n = Number(value);
+        far += n;
+        add(Math.max(0, start - now), n);
+      }
+      add(0, Math.max(0, scheduled - far));
+    }
+    return histogram;
+  }
+}

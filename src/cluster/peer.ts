@@ -1,0 +1,29 @@
+/**
+ * @redis/client is an optional peer dependency of tickwheel, as the server's packages are: only
+ * a queue on Valkey/Redis needs it. It is looked up before the cluster code is loaded, so that a
+ * missing one is reported by name with the command that installs it. This module imports
+ * nothing of the cluster's: the embedded queue can load it without @redis/client.
+ */
+
+import { createRequire } from 'node:module';
+import { TickwheelDependencyError } from '../errors.js';
+
+/** The client the cluster speaks through, and the range package.json's peerDependencies give. */
+export const CLUSTER_PEER = { name: '@redis/client', range: '^6.3.1' } as const;
+
+/** Throws a TickwheelDependencyError when `resolve` cannot find @redis/client. */
+export function checkClusterPeer(
+  resolve: (name: string) => unknown = createRequire(import.meta.url).resolve,
+): void {
+  try {
+    resolve(CLUSTER_PEER.name);
+  } catch {
+    const install = `npm install ${CLUSTER_PEER.name}@6`;
+    throw new TickwheelDependencyError(
+      `a queue on Valkey/Redis (the redis option, or serve --redis) needs ${CLUSTER_PEER.name}, ` +
+        `an optional peer dependency of tickwheel that is not installed: run \`${install}\``,
+      [CLUSTER_PEER.name],
+      install,
+    );
+  }
+}

@@ -1,0 +1,73 @@
+/**
+ * `Queue`: the delay queue's public operations, whatever holds the messages. `DelayQueue.open`
+ * gives one on a data directory (the embedded file store, a QueueEngine) or on Valkey/Redis
+ * (`{ redis }`: a ClusterQueue, one node of a queue shared by many). The server, the CLI and
+ * applications that take "a queue" program against this interface, so that both behave the same
+ * to them: same arguments, same results, same error codes.
+ *
+ * Types only: importing this module runs no code.
+ */
+
+import type { WheelSnapshot } from '../wheel/index.js';
+import type { ScheduleRequest } from './message.js';
+import type { RecoveryReport } from './store.js';
+import type {
+  ConsumeOptions,
+  MessageHandler,
+  MessageInfo,
+  NackOptions,
+  ReceivedMessage,
+  ReceiveOptions,
+} from './types.js';
+
+export interface Queue {
+  /** Schedules a message. Resolves once it is durable (as the store's settings define it). */
+  schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }>;
+  /** schedule() for many; every request is checked before any is written. */
+  scheduleMany(
+    requests: readonly ScheduleRequest[],
+  ): Promise<Array<{ id: string; deliverAt: number }>>;
+  /** Cancels a message that has not been acknowledged. True if it was live. */
+  cancel(id: string): Promise<boolean>;
+  /** Moves a message that is scheduled or ready to a new due time. */
+  reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean>;
+  /** reschedule(), resolving with the due time stored, or undefined where it gives false. */
+  rescheduleTo(
+    id: string,
+    when: { delayMs?: number; deliverAt?: number },
+  ): Promise<number | undefined>;
+  /** Puts a dead message back, due `delayMs` from now, its attempts reset. */
+  requeue(id: string, options?: { delayMs?: number }): Promise<boolean>;
+  /** Current state of a message, or undefined if unknown (or finished long ago). */
+  get(id: string): Promise<MessageInfo | undefined>;
+
+  receive(topic: string, options?: ReceiveOptions): Promise<ReceivedMessage[]>;
+  ack(receipt: string): Promise<boolean>;
+  nack(receipt: string, options?: NackOptions): Promise<boolean>;
+  ackMany(receipts: readonly string[]): Promise<boolean[]>;
+  nackMany(receipts: readonly string[], options?: NackOptions): Promise<boolean[]>;
+  consume(
+    topic: string,
+    handler: MessageHandler,
+    options?: ConsumeOptions,
+  ): { close(): Promise<void> };
+  /** Dead messages of a topic, oldest first. */
+  deadLetters(topic: string, limit?: number): Promise<MessageInfo[]>;
+
+  /** Counters and counts; the keys the server's /v1/stats and /metrics read are documented there. */
+  stats(): Promise<Record<string, unknown>>;
+  /** Scheduled messages by time until due (see QueueEngine.dueHistogram). */
+  dueHistogram(edgesMs: readonly number[]): number[] | Promise<number[]>;
+  /** The start of a live or dead message's payload, for people looking at it. */
+  payloadPreview(
+    id: string,
+    maxChars?: number,
+  ): Promise<{ preview: string; truncated: boolean } | undefined>;
+  /** The in-memory timer wheel of this process, level by level. */
+  wheelSnapshot(maxRows?: number): WheelSnapshot;
+  /** What opening found on disk; undefined where nothing is recovered (Valkey/Redis). */
+  readonly recovery: RecoveryReport | undefined;
+  /** Resolves once background work started so far has finished. */
+  settled(): Promise<void>;
+  close(): Promise<void>;
+}
