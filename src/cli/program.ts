@@ -67,7 +67,7 @@ function serveCommand(io: CliIo): CommandSpec {
         name: 'redis',
         value: '<urls>',
         description:
-          'run as a node of a queue on Valkey/Redis instead of on --dir: redis:// URL(s), comma-separated (a standalone primary, or any nodes of a Cluster)',
+          'run as a node of a queue on Valkey/Redis instead of on --dir: redis:// URL(s), comma-separated (a standalone primary, or any nodes of a Cluster), or redis+sentinel://host:port,host:port/name',
         env: 'TICKWHEEL_REDIS',
       },
       {

@@ -110,7 +110,8 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     redis === undefined
       ? { dir: options.dir, fsync: options.fsync }
       : {
-          redis: redis.split(',').map((url) => url.trim()),
+          // Commas separate URLs, and the Sentinels inside one redis+sentinel:// URL.
+          redis: redis.split(/,(?=\s*[a-z+]+:\/\/)/).map((url) => url.trim()),
           cluster: {
             queue: options.queue,
             partitions: options.partitions,

@@ -14,8 +14,10 @@ import {
   RESP_TYPES,
   createClient,
   createCluster,
+  createSentinel,
   type RedisClientType,
   type RedisClusterType,
+  type RedisSentinelType,
 } from '@redis/client';
 import { TickwheelStateError, TickwheelTypeError, describe } from '../errors.js';
 import { LIBRARY_NAME, LIBRARY_SOURCE, LIBRARY_VERSION } from './library.js';
@@ -24,6 +26,46 @@ type Client = RedisClientType;
 
 const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer } as const;
 type Cluster = RedisClusterType;
+// Its defaults: no modules, functions or scripts of its own, RESP 3, no type mapping.
+type Sentinel = RedisSentinelType;
+
+/**
+ * A primary found through Sentinel: `redis+sentinel://[user:password@]host:port[,host:port...]/name`,
+ * the Sentinels' addresses and the name they monitor; user and password are those of the data
+ * nodes. Undefined for any other URL.
+ */
+export function parseSentinelUrl(url: string):
+  | {
+      name: string;
+      sentinels: Array<{ host: string; port: number }>;
+      username?: string;
+      password?: string;
+    }
+  | undefined {
+  const match = /^redis\+sentinel:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/]+)\/([^/?#]+)\/?$/.exec(
+    url,
+  );
+  if (match === null) return undefined;
+  const [, user, password, hosts, name] = match;
+  const sentinels = hosts.split(',').map((hostPort) => {
+    const at = hostPort.lastIndexOf(':');
+    const host = at < 0 ? hostPort : hostPort.slice(0, at);
+    const port = at < 0 ? 26379 : Number(hostPort.slice(at + 1));
+    if (host === '' || !Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `a Sentinel address must be host:port, got ${JSON.stringify(hostPort)} in ${url}`,
+      );
+    }
+    return { host: host.replace(/^\[|\]$/g, ''), port };
+  });
+  return {
+    name: decodeURIComponent(name),
+    sentinels,
+    ...(user ? { username: decodeURIComponent(user) } : {}),
+    ...(password ? { password: decodeURIComponent(password) } : {}),
+  };
+}
 
 export class Valkey {
   private subscriber: Promise<Client> | undefined;
@@ -31,6 +73,7 @@ export class Valkey {
   private constructor(
     private readonly client: Client | undefined,
     private readonly cluster: Cluster | undefined,
+    private readonly sentinel: Sentinel | undefined = undefined,
   ) {}
 
   /** Connects to a standalone server or to a Cluster through any of its nodes. */
@@ -41,14 +84,41 @@ export class Valkey {
     const list = typeof urls === 'string' ? [urls] : Array.isArray(urls) ? [...urls] : [];
     if (
       list.length === 0 ||
-      list.some((url) => typeof url !== 'string' || !/^rediss?:\/\/./.test(url))
+      list.some((url) => typeof url !== 'string' || !/^(rediss?|redis\+sentinel):\/\/./.test(url))
     ) {
       throw new TickwheelTypeError(
         'ERR_TICKWHEEL_INVALID_OPTION',
-        `redis must be one or more redis:// or rediss:// URLs, got ${describe(urls)}`,
+        `redis must be one or more redis:// or rediss:// URLs, or one redis+sentinel:// URL, got ${describe(urls)}`,
       );
     }
     const deadline = Date.now() + connectTimeoutMs;
+    const viaSentinel = parseSentinelUrl(list[0]);
+    if (viaSentinel !== undefined) {
+      if (list.length > 1) {
+        throw new TickwheelTypeError(
+          'ERR_TICKWHEEL_INVALID_OPTION',
+          'a redis+sentinel:// URL names every Sentinel itself (host:port,host:port); give it alone',
+        );
+      }
+      const { name, sentinels, username, password } = viaSentinel;
+      const sentinel = createSentinel({
+        name,
+        sentinelRootNodes: sentinels,
+        // One connection to the primary, so that a WAIT follows the writes it waits for.
+        masterPoolSize: 1,
+        ...(username === undefined && password === undefined
+          ? {}
+          : {
+              nodeClientOptions: {
+                ...(username === undefined ? {} : { username }),
+                ...(password === undefined ? {} : { password }),
+              },
+            }),
+      });
+      sentinel.on('error', () => {});
+      await withDeadline(sentinel.connect(), deadline, list, () => void sentinel.destroy());
+      return new Valkey(undefined, undefined, sentinel);
+    }
     const { url, clustered } = await reachable(list, deadline);
     if (!clustered) {
       const client = createClient({ url }) as Client;
@@ -60,6 +130,11 @@ export class Valkey {
     cluster.on('error', () => {});
     await withDeadline(cluster.connect(), deadline, list, () => cluster.destroy());
     return new Valkey(undefined, cluster);
+  }
+
+  /** Whether the primary is found through Sentinel. */
+  get viaSentinel(): boolean {
+    return this.sentinel !== undefined;
   }
 
   get isCluster(): boolean {
@@ -86,12 +161,15 @@ export class Valkey {
     options?: { typeMapping: typeof BUFFERS },
   ): Promise<unknown> {
     if (this.cluster !== undefined) return this.cluster.sendCommand(key, false, command, options);
+    if (this.sentinel !== undefined) return this.sentinel.sendCommand(false, command, options);
     return (this.client as Client).sendCommand(command, options);
   }
 
   /** A plain command on the node that serves `key`. */
   command(key: string, args: readonly string[], readonly = false): Promise<unknown> {
     if (this.cluster !== undefined) return this.cluster.sendCommand(key, readonly, [...args]);
+    // Sentinel: always the primary (replicas may lag behind what this node just wrote).
+    if (this.sentinel !== undefined) return this.sentinel.sendCommand(false, [...args]);
     return (this.client as Client).sendCommand([...args]);
   }
 
@@ -132,6 +210,14 @@ export class Valkey {
       const cluster = this.cluster;
       return () => cluster.sUnsubscribe(channel, listener);
     }
+    if (this.sentinel !== undefined) {
+      // Its own connection to the primary, moved to the new one after a failover.
+      await this.sentinel.sSubscribe(channel, listener);
+      const sentinel = this.sentinel;
+      return async () => {
+        await sentinel.sUnsubscribe(channel, listener);
+      };
+    }
     if (this.subscriber === undefined) {
       const subscriber = (this.client as Client).duplicate();
       subscriber.on('error', () => {});
@@ -145,10 +231,20 @@ export class Valkey {
   async close(): Promise<void> {
     if (this.subscriber !== undefined) await (await this.subscriber).close();
     if (this.cluster !== undefined) await this.cluster.close();
+    else if (this.sentinel !== undefined) await this.sentinel.close();
     else await (this.client as Client).close();
   }
 
-  private async primaries(): Promise<Client[]> {
+  private async primaries(): Promise<Array<Pick<Client, 'sendCommand'>>> {
+    if (this.sentinel !== undefined) {
+      const sentinel = this.sentinel;
+      return [
+        {
+          sendCommand: ((args: string[]) =>
+            sentinel.sendCommand(false, args)) as Client['sendCommand'],
+        },
+      ];
+    }
     if (this.cluster === undefined) return [this.client as Client];
     const clients: Client[] = [];
     for (const master of this.cluster.masters) {
