@@ -68,47 +68,52 @@ export async function startServer({
   const own = dir === undefined;
   const home = dir ?? mkdtempSync(join(tmpdir(), 'tickwheel-valkey-'));
   const listen = port ?? (await freePort());
-  const child = spawn(
-    binary,
-    [
-      '--port',
-      String(listen),
-      '--bind',
-      '127.0.0.1',
-      '--dir',
-      home,
-      '--save',
-      '',
-      '--protected-mode',
-      'no',
-      ...args,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let output = '';
-  await new Promise((resolve, reject) => {
-    const onData = (chunk) => {
-      output += chunk;
-      if (output.includes(ready)) {
-        child.stdout.off('data', onData);
-        resolve();
-      }
-    };
-    child.stdout.on('data', onData);
-    child.once('exit', (code) =>
-      reject(new Error(`${binary} on port ${listen} exited (${code}): ${output.slice(-2_000)}`)),
-    );
-  });
-  // Keep draining its output so that it never blocks on a full pipe.
-  child.stdout.resume();
-  child.stderr.resume();
-  const exited = once(child, 'exit');
+  const argv = [
+    '--port',
+    String(listen),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    home,
+    '--save',
+    '',
+    '--protected-mode',
+    'no',
+    ...args,
+  ];
+  let child;
+  let exited;
+  const launch = async () => {
+    child = spawn(binary, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const started = child;
+    await new Promise((resolve, reject) => {
+      const onData = (chunk) => {
+        output += chunk;
+        if (output.includes(ready)) {
+          started.stdout.off('data', onData);
+          resolve();
+        }
+      };
+      started.stdout.on('data', onData);
+      started.once('exit', (code) =>
+        reject(new Error(`${binary} on port ${listen} exited (${code}): ${output.slice(-2_000)}`)),
+      );
+    });
+    // Keep draining its output so that it never blocks on a full pipe.
+    started.stdout.resume();
+    started.stderr.resume();
+    exited = once(started, 'exit');
+  };
+  await launch();
   const server = {
     binary,
     port: listen,
     dir: home,
     url: `redis://127.0.0.1:${listen}`,
-    process: child,
+    get process() {
+      return child;
+    },
     get running() {
       return child.exitCode === null && child.signalCode === null;
     },
@@ -121,6 +126,18 @@ export async function startServer({
     },
     kill() {
       return server.stop('SIGKILL');
+    },
+    /** SIGKILL, keeping its data directory (its AOF, its cluster config) for restart(). */
+    async crash() {
+      if (server.running) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+    },
+    /** Starts it again on the same port and directory, after crash(). */
+    async restart() {
+      if (server.running) throw new Error(`${binary} on port ${listen} is running`);
+      await launch();
     },
   };
   return server;

@@ -51,7 +51,7 @@
  */
 
 /** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 2;
+export const LIBRARY_VERSION = 3;
 
 export const LIBRARY_NAME = 'tickwheel';
 
@@ -97,6 +97,14 @@ end
 local function holds(meta, node, epoch)
   local cur = redis.call('HMGET', meta, 'owner', 'epoch', 'leaseUntil')
   return cur[1] == node and tonumber(cur[2]) == epoch and (tonumber(cur[3]) or 0) > now_ms()
+end
+
+-- Every owner-only write counts itself in meta's 'oseq' and answers the count. The owner knows
+-- the last count it saw: a count not above it means writes it saw answered were lost (a
+-- failover to a replica that had not received them), and its view of the partition (what
+-- fired, what it read) is stale: it loads the partition again.
+local function owner_write(meta)
+  return redis.call('HINCRBY', meta, 'oseq', 1)
 end
 
 local function fenced_check(keys, args)
@@ -285,6 +293,7 @@ end
 -- Owner only. Raises loadedUntil (never lowers it): from now on, schedules due before it go to
 -- the near segment, so the windows below it are frozen for the owner to read. With rotate, a
 -- new near segment starts; the old one goes at once if nothing points into it.
+-- -> {1, loadedUntil, near, oseq} or {-1}.
 local function load(keys, args)
   local meta = keys[1]
   if not holds(meta, args[1], tonumber(args[2])) then return {-1} end
@@ -302,13 +311,13 @@ local function load(keys, args)
   end
   redis.call('HSET', meta, 'loadedUntil', string.format('%d', loadedUntil),
     'near', string.format('%d', near))
-  return {1, string.format('%d', loadedUntil), near}
+  return {1, string.format('%d', loadedUntil), near, owner_write(meta)}
 end
 
 -- Owner only. Scheduled -> ready for each (id, bucket, segment, index) still at that location;
 -- a message due more than skewMs after the server's time is left scheduled and named in the
 -- reply, so that an owner whose clock runs ahead cannot deliver it early.
--- -> {fired, {early ids}} or {-1} when the caller does not hold the partition.
+-- -> {fired, {early ids}, oseq} or {-1} when the caller does not hold the partition.
 local function fire(keys, args)
   local meta = keys[1]
   if not holds(meta, args[1], tonumber(args[2])) then return {-1} end
@@ -339,7 +348,7 @@ local function fire(keys, args)
     end
   end
   for topic in pairs(topics) do redis.call('SPUBLISH', prefix .. 'ev', 'r ' .. topic) end
-  return {fired, early}
+  return {fired, early, owner_write(meta)}
 end
 
 -- Ready -> inflight for up to max messages of a topic, in the order they became ready, with a
@@ -457,7 +466,7 @@ end
 
 -- Owner only: deliveries whose visibility ran out, each (id, bucket, attempt, due, window)
 -- failed as by a nack, if still inflight with that attempt and past its deadline by the
--- server's clock. -> {retried, dead} or {-1}.
+-- server's clock. -> {retried, dead, oseq} or {-1}.
 local function expire(keys, args)
   local meta = keys[1]
   if not holds(meta, args[1], tonumber(args[2])) then return {-1} end
@@ -479,7 +488,7 @@ local function expire(keys, args)
       end
     end
   end
-  return {retried, dead}
+  return {retried, dead, owner_write(meta)}
 end
 
 -- A scheduled message due at another time: its record copied to where that time belongs.

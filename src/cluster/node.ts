@@ -92,6 +92,8 @@ export class ClusterNode {
   readonly inspector: ClusterInspector;
   members: string[] = [];
   leaseChanges = 0;
+  /** Partitions loaded again because a failover lost writes their owner had seen. */
+  reloads = 0;
 
   private constructor(
     private readonly valkey: Valkey,
@@ -450,6 +452,12 @@ export class ClusterNode {
           pollMs: 100,
           wheel: this.wheel,
           onFenced: (o) => void this.run(this.ownership.fenced(o.partition, o.epoch)),
+          // Writes it saw were lost in a failover: the same lease, a fresh load.
+          onStale: (o) => {
+            if (this.owners.get(o.partition) !== o || this.closed) return;
+            this.reloads++;
+            void this.carryOut({ kind: 'load', partition: o.partition, epoch: o.epoch });
+          },
           onError: this.settings.onError,
         });
         this.owners.get(partition)?.stop();

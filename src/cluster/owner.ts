@@ -50,6 +50,11 @@ export interface PartitionOwnerOptions {
   wheel: TimerWheel<Due>;
   /** Called once when an owner-only call is refused: the partition is someone else's now. */
   onFenced: (owner: PartitionOwner) => void;
+  /**
+   * Called once when writes this owner saw answered are gone (a failover to a replica that had
+   * not received them): its view is stale, and a new owner must load the partition again.
+   */
+  onStale: (owner: PartitionOwner) => void;
   /** Errors of background work (a failed read, a lost connection); the owner carries on. */
   onError: (err: unknown) => void;
 }
@@ -76,6 +81,8 @@ export class PartitionOwner {
   private nearAgain = false;
   private poll: NodeJS.Timeout | undefined;
   private expiring = false;
+  /** The highest owner-write count (meta's oseq) answered so far. */
+  private seenSeq = 0;
   fired = 0;
 
   constructor(
@@ -120,6 +127,7 @@ export class PartitionOwner {
       rotate ? 1 : 0,
     ])) as Array<number | string>;
     if (Number(reply[0]) !== 1) return this.fenced();
+    if (!this.saw(reply[3])) return;
     if (rotate) this.lastRotation = Date.now();
     this.loadedUntil = Number(reply[1]);
     this.currentNear = `n${reply[2]}`;
@@ -186,6 +194,7 @@ export class PartitionOwner {
     }
     const reply = (await this.valkey.fcall('tw_expire', this.meta, args)) as number[];
     if (Number(reply[0]) === -1) this.fenced();
+    else this.saw(reply[2]);
   }
 
   /** The wheel says `due` is due: fire it with the others of this turn. */
@@ -252,11 +261,13 @@ export class PartitionOwner {
     ];
     for (const d of batch) args.push(d.id, d.bucket, d.seg, d.index);
     try {
-      const [fired, early] = (await this.valkey.fcall('tw_fire', this.meta, args)) as [
+      const [fired, early, seq] = (await this.valkey.fcall('tw_fire', this.meta, args)) as [
         number,
         string[],
+        number,
       ];
       if (Number(fired) === -1) return this.fenced();
+      if (!this.saw(seq)) return;
       this.fired += Number(fired);
       // Due by this node's clock, not yet by the server's: try again a little later.
       for (const id of early ?? []) {
@@ -268,6 +279,22 @@ export class PartitionOwner {
       this.options.onError(err);
       for (const d of batch) this.arm(d, Date.now() + 100);
     }
+  }
+
+  /**
+   * An owner write answered with count `seq`: false (and the owner is stale, stopped) when it
+   * is not above every count seen before, i.e. writes seen answered were lost.
+   */
+  private saw(seq: unknown): boolean {
+    const n = Number(seq);
+    if (n > this.seenSeq) {
+      this.seenSeq = n;
+      return true;
+    }
+    if (this.stopped) return false;
+    this.stop();
+    this.options.onStale(this);
+    return false;
   }
 
   private fenced(): void {

@@ -116,7 +116,7 @@ for (const [name, start] of setups) {
       expect(granted).toBe(1);
       // The owner raises loadedUntil over the window, then reads the frozen window.
       const until = (Math.floor(due / WINDOW_MS) + 1) * WINDOW_MS;
-      expect(await m.load('node-a', epoch, until)).toEqual([1, String(until), 0]);
+      expect((await m.load('node-a', epoch, until)).slice(0, 3)).toEqual([1, String(until), 0]);
       const seg = segOf(await m.state());
       const [scanned, live] = await m.read(seg);
       expect(scanned).toBe(1);
@@ -136,10 +136,10 @@ for (const [name, start] of setups) {
       });
 
       await sleep(10);
-      expect(await m.fire('node-a', epoch, seg, index)).toEqual([1, []]);
+      expect((await m.fire('node-a', epoch, seg, index)).slice(0, 2)).toEqual([1, []]);
       expect(String(await m.state()).startsWith('R|')).toBe(true);
       // A second fire of the same location does nothing: it is ready already.
-      expect(await m.fire('node-a', epoch, seg, index)).toEqual([0, []]);
+      expect((await m.fire('node-a', epoch, seg, index)).slice(0, 2)).toEqual([0, []]);
 
       const taken = await m.take();
       expect(taken).toHaveLength(1);
@@ -276,12 +276,16 @@ for (const [name, start] of setups) {
       await m.fire('node-e', epoch, segOf(state), indexOf(state));
       await m.take(50);
       // Not yet past its deadline: left alone.
-      expect(await m.expire('node-e', epoch, 1, due + 1_000)).toEqual([0, 0]);
+      expect(((await m.expire('node-e', epoch, 1, due + 1_000)) as number[]).slice(0, 2)).toEqual([
+        0, 0,
+      ]);
       await sleep(80);
       const overdue = await m.overdue();
       expect(overdue.map((row) => String(row[1]))).toContain('order-0005');
       expect(await m.expire('node-x', epoch, 1, due + 1_000)).toEqual([-1]);
-      expect(await m.expire('node-e', epoch, 1, due + 1_000)).toEqual([1, 0]);
+      expect(((await m.expire('node-e', epoch, 1, due + 1_000)) as number[]).slice(0, 2)).toEqual([
+        1, 0,
+      ]);
       expect(String(await m.state()).startsWith('S|')).toBe(true);
       expect(await m.cmd('HGET', `${m.prefix}reasons`, 'order-0005')).toBe('visibility timeout');
     });

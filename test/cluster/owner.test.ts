@@ -51,7 +51,11 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     await server?.stop();
   });
 
-  async function own(node: string, fenced: (o: PartitionOwner) => void = () => {}) {
+  async function own(
+    node: string,
+    fenced: (o: PartitionOwner) => void = () => {},
+    stale: (o: PartitionOwner) => void = () => {},
+  ) {
     // The previous test's owner is gone: its lease has run out.
     await valkey.command(META, ['HSET', META, 'leaseUntil', '1']);
     const [granted, epoch] = (await valkey.fcall('tw_lease', META, [
@@ -72,6 +76,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       pollMs: 100,
       wheel,
       onFenced: fenced,
+      onStale: stale,
       onError: (err) => {
         throw err;
       },
@@ -193,4 +198,38 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     expect((await producer.get('late'))?.status).toBe('scheduled');
     await stop();
   });
+
+  it('notices that writes it saw were lost (a failover to a stale replica) and gives way to a fresh load', async () => {
+    let staled = 0;
+    const { owner, stop } = await own(
+      'node-e',
+      () => {},
+      () => staled++,
+    );
+    await producer.schedule({ topic: 't', id: 'lost-fire', payload: 1, delayMs: 100 });
+    // ('late', of the test before, is fired by this owner too.)
+    const taken = await collect(['late', 'lost-fire'], Date.now() + 3_000);
+    expect(taken.has('lost-fire')).toBe(true);
+    // What a failover to a replica that missed the last writes looks like: the message is
+    // scheduled again (its fire and take are gone) and the owner-write count went back.
+    const { bucket } = placeOf('lost-fire', PARTITIONS);
+    const ids = `${META.slice(0, -4)}id:${bucket}`;
+    const state = String(await valkey.command(META, ['HGET', ids, 'lost-fire'])).split('|');
+    state[0] = 'S';
+    state[4] = '0';
+    await valkey.command(META, ['HSET', ids, 'lost-fire', state.join('|')]);
+    await valkey.command(META, ['ZREM', `${META.slice(0, -4)}inflight`, `${bucket}:lost-fire`]);
+    await valkey.command(META, ['HSET', META, 'oseq', '0']);
+    // Its next write (the horizon moving on) shows the count went back: stale.
+    await owner.advance();
+    expect(staled).toBe(1);
+    expect(owner.active).toBe(false);
+    await stop();
+    // A fresh owner of the same lease loads the partition and fires the message again.
+    const fresh = await own('node-f');
+    const again = await collect(['lost-fire'], Date.now() + 3_000);
+    expect(again.has('lost-fire')).toBe(true);
+    fresh.owner.stop();
+    await fresh.stop();
+  }, 15_000);
 });

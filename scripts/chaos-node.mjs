@@ -1,0 +1,110 @@
+/**
+ * One tickwheel node under the chaos harness (scripts/chaos.mjs): a DelayQueue on Valkey that
+ * schedules, sometimes cancels, and consumes, writing a journal line for each operation only
+ * once its promise has resolved. Journal lines are appended with a synchronous write, so a
+ * SIGKILL never loses a line that was written, and no line claims what had not happened.
+ *
+ *   node scripts/chaos-node.mjs <nodeId> <urls comma-separated> <journal file> <seed> <rate/s>
+ *
+ * Lines (times are Date.now() of this process; ids are unique per incarnation):
+ *   S <id> <deliverAt> <payload hash>          schedule resolved
+ *   C <id>                                     cancel resolved true
+ *   D <id> <deliverAt> <payload hash> <attempts> <receivedAt>   handed to the handler
+ *
+ * "stop" on stdin ends producing; consuming goes on until SIGTERM (close, then exit 0).
+ */
+
+import { createHash } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
+import process from 'node:process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DelayQueue } from '../dist/delay-queue.js';
+
+const [nodeId, urls, journal, seedText, rateText] = process.argv.slice(2);
+const MAX_DELAY_MS = 3_000;
+const CANCEL_SHARE = 0.05;
+
+let seed = Number(seedText) >>> 0 || 1;
+/** xorshift32: this node's choices, repeatable for a seed. */
+function random() {
+  seed ^= seed << 13;
+  seed >>>= 0;
+  seed ^= seed >>> 17;
+  seed ^= seed << 5;
+  seed >>>= 0;
+  return seed / 2 ** 32;
+}
+
+const hash = (payload) =>
+  createHash('sha1').update(JSON.stringify(payload)).digest('hex').slice(0, 12);
+const write = (line) => appendFileSync(journal, `${line}\n`);
+
+const queue = await DelayQueue.open({
+  redis: urls.split(','),
+  queue: 'chaos',
+  partitions: 16,
+  windowMs: 1_000,
+  horizonMs: 2_000,
+  leaseMs: 1_000,
+  durability: 'replicated',
+  // A delivery lost with a killed node comes again this soon.
+  visibilityMs: 5_000,
+  nodeId,
+  onError: (err) => process.stderr.write(`${nodeId} background: ${err?.message ?? err}\n`),
+});
+
+const consumer = queue.consume(
+  'chaos',
+  (message) => {
+    write(
+      `D ${message.id} ${message.deliverAt} ${hash(message.payload)} ${message.attempts} ${Date.now()}`,
+    );
+  },
+  {
+    concurrency: 16,
+    onError: (err, context) =>
+      process.stderr.write(`${nodeId} consume ${context.id ?? ''}: ${err?.message ?? err}\n`),
+  },
+);
+
+let producing = true;
+let sequence = 0;
+let failures = 0;
+process.stdin.setEncoding('utf8').on('data', (text) => {
+  if (text.includes('stop')) producing = false;
+});
+process.on('SIGTERM', async () => {
+  producing = false;
+  await consumer.close().catch(() => {});
+  await queue.close().catch(() => {});
+  process.stdout.write(`closed ${failures} failures\n`);
+  process.exit(0);
+});
+
+process.stdout.write('ready\n');
+const rate = Number(rateText) || 100;
+const lanes = 8;
+await Promise.all(
+  Array.from({ length: lanes }, async () => {
+    while (producing) {
+      const id = `${nodeId}-${process.pid}-${sequence++}`;
+      const payload = { id, filler: 'x'.repeat(Math.floor(random() * 200)) };
+      const deliverAt = Date.now() + Math.floor(random() * MAX_DELAY_MS);
+      const cancel = random() < CANCEL_SHARE;
+      try {
+        const result = await queue.schedule({ topic: 'chaos', id, payload, deliverAt });
+        write(`S ${id} ${result.deliverAt} ${hash(payload)}`);
+        // Cancel only what is due well after now: it cannot have been delivered yet.
+        if (cancel && result.deliverAt - Date.now() > 1_000 && (await queue.cancel(id))) {
+          write(`C ${id}`);
+        }
+      } catch (err) {
+        failures++;
+        process.stderr.write(`${nodeId} schedule ${id}: ${err?.message ?? err}\n`);
+        await sleep(100);
+      }
+      await sleep((lanes * 1_000) / rate);
+    }
+  }),
+);
+process.stdout.write('stopped producing\n');

@@ -1,0 +1,387 @@
+#!/usr/bin/env node
+/**
+ * Chaos harness for tickwheel's cluster mode (docs/cluster.md, "Chaos").
+ *
+ *   node scripts/chaos.mjs [--kills 200] [--seed S] [--interval-ms 3000] [--nodes 3]
+ *                          [--rate 100] [--primary-share 0.4] [--report FILE] [--quiet]
+ *
+ * Starts a Valkey Cluster of 3 primaries + 3 replicas (AOF on) and `--nodes` tickwheel nodes
+ * (scripts/chaos-node.mjs, each a DelayQueue on the Cluster that schedules, cancels and
+ * consumes, journaling every operation whose promise resolved). Every `--interval-ms`
+ * (jittered) it SIGKILLs, at random:
+ *
+ *   - a tickwheel node, started again 0.2-1.5 s later under the same node id;
+ *   - or a Valkey primary: its replica is promoted by the Cluster; the killed process is started
+ *     again on its data and rejoins as a replica. The next primary kill waits until every
+ *     shard has a synced replica again (a kill of a primary whose replica is not synced is a
+ *     double failure, which no setting claims to survive).
+ *
+ * After the last kill, producing stops, the nodes drain what is due, and the journals are
+ * checked:
+ *
+ *   - every acknowledged schedule is delivered, unless its cancel was acknowledged;
+ *   - no acknowledged cancel is delivered (cancels are made only while due > 1 s ahead);
+ *   - nothing is delivered before its due time (receivedAt >= deliverAt, one clock);
+ *   - every delivery carries the payload it was scheduled with (hash);
+ *   - duplicates (deliveries after the first) are counted and reported, not violations: the
+ *     queue delivers at least once.
+ *
+ * Exit status: 0 without violations, 1 with violations, 2 if the harness could not run.
+ */
+
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import process from 'node:process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { cli, installed, startCluster } from './valkey.mjs';
+
+const NODE_SCRIPT = fileURLToPath(new globalThis.URL('./chaos-node.mjs', import.meta.url));
+
+function parseArgs(argv) {
+  const options = {
+    kills: 200,
+    seed: (Math.random() * 2 ** 31) >>> 0,
+    intervalMs: 3_000,
+    nodes: 3,
+    rate: 100,
+    primaryShare: 0.4,
+    report: undefined,
+    quiet: false,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${flag} needs a value`);
+      return v;
+    };
+    if (flag === '--kills') options.kills = Number(value());
+    else if (flag === '--seed') options.seed = Number(value()) >>> 0;
+    else if (flag === '--interval-ms') options.intervalMs = Number(value());
+    else if (flag === '--nodes') options.nodes = Number(value());
+    else if (flag === '--rate') options.rate = Number(value());
+    else if (flag === '--primary-share') options.primaryShare = Number(value());
+    else if (flag === '--report') options.report = value();
+    else if (flag === '--quiet') options.quiet = true;
+    else throw new Error(`unknown option ${flag}`);
+  }
+  for (const key of ['kills', 'intervalMs', 'nodes', 'rate']) {
+    if (!Number.isFinite(options[key]) || options[key] < 0) {
+      throw new Error(`--${key} must be a number >= 0`);
+    }
+  }
+  return options;
+}
+
+/** mulberry32: the harness's choices, repeatable for a seed. */
+function prng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+class NodeProcess {
+  constructor(id, urls, dir, seed, rate, say) {
+    Object.assign(this, { id, urls, dir, seed, rate, say });
+    this.incarnation = 0;
+    this.child = undefined;
+  }
+
+  async start() {
+    const journal = join(this.dir, `${this.id}.${this.incarnation++}.log`);
+    const child = spawn(
+      process.execPath,
+      [
+        NODE_SCRIPT,
+        this.id,
+        this.urls.join(','),
+        journal,
+        String(this.seed + this.incarnation),
+        String(this.rate),
+      ],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    this.child = child;
+    this.stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (text) => {
+      this.stderr = (this.stderr + text).slice(-20_000);
+    });
+    await new Promise((resolve, reject) => {
+      let out = '';
+      const timer = setTimeout(
+        () => reject(new Error(`${this.id} did not start: ${this.stderr}`)),
+        30_000,
+      );
+      child.stdout.setEncoding('utf8').on('data', (text) => {
+        out += text;
+        if (out.includes('ready\n')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        reject(new Error(`${this.id} exited (${code ?? signal}) while starting: ${this.stderr}`));
+      });
+    });
+    child.removeAllListeners('exit');
+  }
+
+  get running() {
+    return (
+      this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null
+    );
+  }
+
+  async kill() {
+    if (!this.running) return;
+    const exited = new Promise((resolve) => this.child.once('exit', resolve));
+    this.child.kill('SIGKILL');
+    await exited;
+  }
+
+  stopProducing() {
+    if (this.running) this.child.stdin.write('stop\n');
+  }
+
+  async close() {
+    if (!this.running) return;
+    const exited = new Promise((resolve) => this.child.once('exit', resolve));
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 15_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+/** Every journal line of every incarnation of every node. */
+function readJournals(dir) {
+  const scheduled = new Map();
+  const cancelled = new Set();
+  const deliveries = new Map();
+  for (const file of readdirSync(dir)) {
+    if (!file.endsWith('.log')) continue;
+    for (const line of readFileSync(join(dir, file), 'utf8').split('\n')) {
+      const parts = line.split(' ');
+      if (parts[0] === 'S' && parts.length === 4) {
+        scheduled.set(parts[1], { deliverAt: Number(parts[2]), hash: parts[3] });
+      } else if (parts[0] === 'C' && parts.length === 2) {
+        cancelled.add(parts[1]);
+      } else if (parts[0] === 'D' && parts.length === 6) {
+        const list = deliveries.get(parts[1]) ?? [];
+        list.push({
+          deliverAt: Number(parts[2]),
+          hash: parts[3],
+          attempts: Number(parts[4]),
+          at: Number(parts[5]),
+        });
+        deliveries.set(parts[1], list);
+      }
+      // A torn last line (the kill came mid-write) matches none of the shapes: skipped.
+    }
+  }
+  return { scheduled, cancelled, deliveries };
+}
+
+function check({ scheduled, cancelled, deliveries }) {
+  const violations = [];
+  let duplicates = 0;
+  let maxLateMs = 0;
+  const lateness = [];
+  for (const id of scheduled.keys()) {
+    const got = deliveries.get(id) ?? [];
+    if (cancelled.has(id)) {
+      if (got.length > 0) violations.push(`${id}: cancel was acknowledged, yet delivered`);
+      continue;
+    }
+    if (got.length === 0) violations.push(`${id}: acknowledged schedule never delivered`);
+  }
+  for (const [id, got] of deliveries) {
+    duplicates += got.length - 1;
+    const sent = scheduled.get(id);
+    for (const d of got) {
+      if (d.at < d.deliverAt) violations.push(`${id}: delivered ${d.deliverAt - d.at} ms early`);
+      if (sent === undefined) continue;
+      if (d.hash !== sent.hash) violations.push(`${id}: payload changed`);
+      if (d.at < sent.deliverAt) {
+        violations.push(`${id}: delivered ${sent.deliverAt - d.at} ms before it was scheduled for`);
+      }
+      // A first attempt is due when it was scheduled for; a retry later (its backoff's time).
+      if (d.attempts === 1 ? d.deliverAt !== sent.deliverAt : d.deliverAt < sent.deliverAt) {
+        violations.push(
+          `${id}: attempt ${d.attempts} due ${d.deliverAt}, scheduled for ${sent.deliverAt}`,
+        );
+      }
+    }
+    if (sent === undefined) continue;
+    // Lateness of the first delivery, from the time it was scheduled for.
+    const first = Math.min(...got.map((d) => d.at)) - sent.deliverAt;
+    lateness.push(first);
+    maxLateMs = Math.max(maxLateMs, first);
+  }
+  lateness.sort((a, b) => a - b);
+  const pick = (q) => (lateness.length ? lateness[Math.floor(q * (lateness.length - 1))] : null);
+  return {
+    violations,
+    duplicates,
+    lateness: { p50: pick(0.5), p99: pick(0.99), max: maxLateMs },
+  };
+}
+
+/** Every primary has a replica that is up and synced. */
+function allShardsReplicated(cluster) {
+  const primaries = cluster.primaries();
+  if (primaries.length !== 3) return false;
+  return primaries.every((p) => {
+    const info = cli(p.binary, p.port, 'INFO', 'replication');
+    return /connected_slaves:[1-9]/.test(info) && /slave0:.*state=online/.test(info);
+  });
+}
+
+async function waitFor(condition, ms, what) {
+  const until = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+async function main() {
+  let options;
+  try {
+    options = parseArgs(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`chaos: ${err.message}\n`);
+    return 2;
+  }
+  if (!installed('valkey-server')) {
+    process.stderr.write('chaos: valkey-server is not installed\n');
+    return 2;
+  }
+  const say = options.quiet ? () => {} : (line) => process.stdout.write(`${line}\n`);
+  const random = prng(options.seed);
+  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-chaos-'));
+  say(
+    `chaos: seed ${options.seed}, ${options.kills} kills every ~${options.intervalMs} ms, journals in ${dir}`,
+  );
+  const cluster = await startCluster({ primaries: 3, replicas: 1 });
+  const nodes = Array.from(
+    { length: options.nodes },
+    (_, i) =>
+      new NodeProcess(
+        `chaos-${i}`,
+        cluster.urls,
+        dir,
+        options.seed * 7 + i * 1_000,
+        options.rate,
+        say,
+      ),
+  );
+  const kills = { node: 0, primary: 0 };
+  const failovers = [];
+  const started = Date.now();
+  let failed;
+  try {
+    for (const node of nodes) await node.start();
+    say(`chaos: ${nodes.length} nodes up`);
+    for (let k = 0; k < options.kills; k++) {
+      await sleep(options.intervalMs * (0.5 + random()));
+      const last = k === options.kills - 1;
+      let killPrimary = random() < options.primaryShare;
+      // Each kind at least once when it is asked for at all, whatever the dice said.
+      if (last && kills.primary === 0 && options.primaryShare > 0) killPrimary = true;
+      if (last && kills.node === 0 && options.primaryShare < 1) killPrimary = false;
+      // A primary whose replica is not synced yet is not killed: that would be a double
+      // failure. Wait for the last restarted one to catch up first.
+      if (killPrimary) {
+        await waitFor(
+          () => allShardsReplicated(cluster),
+          60_000,
+          'every shard to have a synced replica',
+        );
+      }
+      if (killPrimary) {
+        const primaries = cluster.primaries();
+        const victim = primaries[Math.floor(random() * primaries.length)];
+        const t0 = Date.now();
+        await victim.crash();
+        kills.primary++;
+        // The Cluster promotes its replica (node timeout 2 s).
+        await waitFor(() => cluster.primaries().length === 3, 30_000, 'a replica to be promoted');
+        const promotedMs = Date.now() - t0;
+        await victim.restart();
+        failovers.push(promotedMs);
+        say(`chaos: kill ${k + 1}: primary :${victim.port}, replica promoted in ${promotedMs} ms`);
+      } else {
+        const victim = nodes[Math.floor(random() * nodes.length)];
+        await victim.kill();
+        kills.node++;
+        say(`chaos: kill ${k + 1}: node ${victim.id}`);
+        await sleep(200 + random() * 1_300);
+        await victim.start();
+      }
+    }
+    say('chaos: kills done; producing stops, draining');
+    for (const node of nodes) node.stopProducing();
+    // Everything is due within 3 s of its schedule; give retries and takeovers time as well.
+    const drainUntil = Date.now() + 60_000;
+    for (;;) {
+      await sleep(1_000);
+      const journals = readJournals(dir);
+      const missing = [...journals.scheduled.keys()].filter(
+        (id) => !journals.cancelled.has(id) && !journals.deliveries.has(id),
+      );
+      if (missing.length === 0 || Date.now() > drainUntil) break;
+    }
+  } catch (err) {
+    failed = err;
+  } finally {
+    for (const node of nodes) await node.close().catch(() => {});
+    await cluster.stop().catch(() => {});
+  }
+  if (failed !== undefined) {
+    process.stderr.write(`chaos: could not run: ${failed.stack ?? failed}\n`);
+    for (const node of nodes) process.stderr.write(`--- ${node.id} stderr ---\n${node.stderr}\n`);
+    return 2;
+  }
+  const journals = readJournals(dir);
+  const result = check(journals);
+  const summary = {
+    seed: options.seed,
+    kills,
+    seconds: Math.round((Date.now() - started) / 1000),
+    scheduled: journals.scheduled.size,
+    cancelled: journals.cancelled.size,
+    delivered: journals.deliveries.size,
+    duplicates: result.duplicates,
+    firstDeliveryLatenessMs: result.lateness,
+    primaryPromotionMs: {
+      max: failovers.length ? Math.max(...failovers) : null,
+      mean: failovers.length
+        ? Math.round(failovers.reduce((a, b) => a + b, 0) / failovers.length)
+        : null,
+    },
+    violations: result.violations.length,
+  };
+  say(`chaos: ${JSON.stringify(summary)}`);
+  for (const line of result.violations.slice(0, 50)) say(`violation: ${line}`);
+  if (options.report !== undefined) {
+    writeFileSync(
+      options.report,
+      `${JSON.stringify({ ...summary, violationList: result.violations.slice(0, 1000) }, null, 2)}\n`,
+    );
+  }
+  if (result.violations.length === 0) rmSync(dir, { recursive: true, force: true });
+  else say(`chaos: journals kept in ${dir}`);
+  return result.violations.length === 0 ? 0 : 1;
+}
+
+process.exitCode = await main();
