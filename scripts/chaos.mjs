@@ -30,7 +30,14 @@
  */
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
@@ -111,8 +118,10 @@ class NodeProcess {
     );
     this.child = child;
     this.stderr = '';
+    const errors = `${journal.slice(0, -4)}.err`;
     child.stderr.setEncoding('utf8').on('data', (text) => {
       this.stderr = (this.stderr + text).slice(-20_000);
+      appendFileSync(errors, text);
     });
     await new Promise((resolve, reject) => {
       let out = '';
@@ -236,6 +245,35 @@ function check({ scheduled, cancelled, deliveries }) {
   };
 }
 
+/**
+ * For each acknowledged schedule never delivered: its state in Valkey now and its partition's
+ * meta (owner, epoch, loadedUntil, near segment, owner-write count), for whoever looks into it.
+ */
+async function postMortem(urls, dir, say) {
+  const journals = readJournals(dir);
+  const missing = [...journals.scheduled.keys()].filter(
+    (id) => !journals.cancelled.has(id) && !journals.deliveries.has(id),
+  );
+  if (missing.length === 0) return;
+  const { Valkey } = await import('../dist/cluster/connection.js');
+  const { placeOf } = await import('../dist/cluster/record.js');
+  const { metaKey } = await import('../dist/cluster/keys.js');
+  const valkey = await Valkey.connect(urls);
+  try {
+    for (const id of missing.slice(0, 20)) {
+      const { partition, bucket } = placeOf(id, 16);
+      const meta = metaKey('chaos', partition);
+      const state = await valkey.fcall('tw_get', meta, [id, bucket]);
+      const info = await valkey.command(meta, ['HGETALL', meta]);
+      const line = `missing ${id} due ${journals.scheduled.get(id).deliverAt}: partition ${partition}, state ${state}, meta ${JSON.stringify(info)}`;
+      say(line);
+      appendFileSync(join(dir, 'events.txt'), `${Date.now()} ${line}\n`);
+    }
+  } finally {
+    await valkey.close();
+  }
+}
+
 /** Every primary has a replica that is up and synced. */
 function allShardsReplicated(cluster) {
   const primaries = cluster.primaries();
@@ -286,6 +324,8 @@ async function main() {
       ),
   );
   const kills = { node: 0, primary: 0 };
+  const events = join(dir, 'events.txt');
+  const note = (line) => appendFileSync(events, `${Date.now()} ${line}\n`);
   const failovers = [];
   const started = Date.now();
   let failed;
@@ -312,21 +352,26 @@ async function main() {
         const primaries = cluster.primaries();
         const victim = primaries[Math.floor(random() * primaries.length)];
         const t0 = Date.now();
+        note(`kill primary :${victim.port}`);
         await victim.crash();
         kills.primary++;
         // The Cluster promotes its replica (node timeout 2 s).
         await waitFor(() => cluster.primaries().length === 3, 30_000, 'a replica to be promoted');
         const promotedMs = Date.now() - t0;
+        note(`promoted after ${promotedMs} ms; restarting :${victim.port}`);
         await victim.restart();
+        note(`restarted :${victim.port}`);
         failovers.push(promotedMs);
         say(`chaos: kill ${k + 1}: primary :${victim.port}, replica promoted in ${promotedMs} ms`);
       } else {
         const victim = nodes[Math.floor(random() * nodes.length)];
+        note(`kill node ${victim.id}`);
         await victim.kill();
         kills.node++;
         say(`chaos: kill ${k + 1}: node ${victim.id}`);
         await sleep(200 + random() * 1_300);
         await victim.start();
+        note(`started node ${victim.id}`);
       }
     }
     say('chaos: kills done; producing stops, draining');
@@ -345,6 +390,8 @@ async function main() {
     failed = err;
   } finally {
     for (const node of nodes) await node.close().catch(() => {});
+    if (failed === undefined)
+      await postMortem(cluster.urls, dir, say).catch((err) => say(`post-mortem failed: ${err}`));
     await cluster.stop().catch(() => {});
   }
   if (failed !== undefined) {

@@ -7,7 +7,8 @@
  * the partitions' channels ("r <topic>" when messages of the topic became ready) and dropped
  * when a take comes back short. A receive with nothing hinted scans every partition's ready
  * list length once (so that lost notifications cost a scan, never a message); a long poll waits
- * for a notification, re-scanning every `scanMs`.
+ * for a notification, re-scanning every `scanMs`; every partition is asked at least every
+ * `rescanMs` even while hints keep coming (notifications can be lost in a failover).
  *
  * A receipt names the partition, the attempt and the id: `c<partition>.<attempt>.<id>`, so ack
  * and nack go straight to the right slot from any node, and a receipt of an earlier delivery of
@@ -29,8 +30,10 @@ export interface ConsumerOptions {
   partitions: number;
   windowMs: number;
   visibilityMs: number;
-  /** A long poll re-scans the ready lists this often. Default 250 ms. */
+  /** A long poll looks again this often. Default 250 ms. */
   scanMs?: number;
+  /** Every partition's ready list is asked at least this often, hints or not. Default 1,000 ms. */
+  rescanMs?: number;
 }
 
 interface Waiter {
@@ -45,12 +48,15 @@ export class Consumer {
   private readonly scanMs: number;
   private next = 0;
   private closing = false;
+  private readonly scannedAt = new Map<string, number>();
+  private readonly rescanMs: number;
 
   constructor(
     private readonly valkey: Valkey,
     private readonly options: ConsumerOptions,
   ) {
     this.scanMs = options.scanMs ?? 250;
+    this.rescanMs = options.rescanMs ?? 1_000;
   }
 
   /** A partition's channel said messages of `topic` became ready. */
@@ -76,14 +82,12 @@ export class Consumer {
     );
     const maxBytes = checkOption(options.maxBytes ?? 16 << 20, 'maxBytes', 1);
     const until = Date.now() + waitMs;
-    let scan = !this.hints.get(topic)?.size;
     for (;;) {
-      const got = await this.take(topic, max, visibilityMs, maxBytes, scan);
+      const got = await this.take(topic, max, visibilityMs, maxBytes, this.shouldScan(topic));
       if (got.length > 0 || Date.now() >= until) return got;
       await this.waitFor(topic, Math.min(this.scanMs, until - Date.now()));
       // Closing: a long poll ends empty, as the embedded queue's does.
       if (this.closing) return [];
-      scan = !this.hints.get(topic)?.size;
     }
   }
 
@@ -167,6 +171,22 @@ export class Consumer {
       }
     }
     return out;
+  }
+
+  /**
+   * Whether to ask every partition rather than the hinted ones: when nothing is hinted, and at
+   * least every `rescanMs` whatever the hints say. Hints come from notifications, which a
+   * failover or a reconnect can lose; under steady load the hinted partitions never run dry,
+   * so without the rescan a partition whose notifications were lost would wait for the load
+   * to stop.
+   */
+  private shouldScan(topic: string): boolean {
+    const now = Date.now();
+    if (this.hints.get(topic)?.size && now - (this.scannedAt.get(topic) ?? 0) < this.rescanMs) {
+      return false;
+    }
+    this.scannedAt.set(topic, now);
+    return true;
   }
 
   /** The partitions whose ready list for `topic` is not empty, all asked at once. */
