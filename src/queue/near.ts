@@ -130,10 +130,19 @@ export class NearHorizon implements HeldCounts {
     else this.arm(message);
   }
 
-  /** Due already: ready at once. Otherwise a timer for its due time. */
+  /**
+   * Due already: ready at once, unless the wheel may still hold a message due no later that has
+   * not fired yet (a timer due at `t` fires before `t` + one tick): then it goes on the wheel
+   * behind that one, which keeps due order (equal due times in the order held). Not due yet: a
+   * timer for its due time.
+   */
   private arm(message: NearMessage): void {
-    if (message.deliverAt <= this.clock.now()) this.fire(message);
-    else message.timer = this.wheel.scheduleAt(message.deliverAt, message);
+    const now = this.clock.now();
+    if (message.deliverAt <= now && this.wheel.nextWakeupAt() > now + this.wheel.resolution) {
+      this.fire(message);
+    } else {
+      message.timer = this.wheel.scheduleAt(message.deliverAt, message);
+    }
   }
 
   /** A scheduled message came due: ready in its topic, and one waiter of the topic woken. */

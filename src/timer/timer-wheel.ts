@@ -308,9 +308,24 @@ export class TimerWheel<T = unknown> {
     return this.driver.wheel.size;
   }
 
+  /** Milliseconds per tick of the finest level. */
+  get resolution(): number {
+    return this.driver.resolution;
+  }
+
+  /**
+   * Clock time of the wheel's next wake-up, Infinity when nothing is pending. No timer fires
+   * before it; a timer due at `t` makes the wheel wake before `t` + one tick. Allocates nothing
+   * (stats().nextWakeup gives the same figure, or null, in an object).
+   */
+  nextWakeupAt(): number {
+    const next = this.closed ? Infinity : this.driver.wheel.nextDeadline();
+    return next === Infinity ? Infinity : this.driver.timeOf(next);
+  }
+
   stats(): TimerWheelStats {
     const { driver } = this;
-    const next = this.closed ? Infinity : driver.wheel.nextDeadline();
+    const next = this.nextWakeupAt();
     return {
       pending: driver.wheel.size,
       fired: driver.fired,
@@ -319,7 +334,7 @@ export class TimerWheel<T = unknown> {
       errors: driver.errors,
       capacity: driver.entries.capacity,
       levels: driver.wheel.levels,
-      nextWakeup: next === Infinity ? null : driver.timeOf(next),
+      nextWakeup: next === Infinity ? null : next,
     };
   }
 

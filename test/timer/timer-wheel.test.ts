@@ -391,3 +391,24 @@ describe('SystemClock({ epoch: true })', () => {
     expect(clock.now()).toBeGreaterThanOrEqual(first);
   });
 });
+
+describe('TimerWheel.nextWakeupAt and resolution', () => {
+  it('name the next wake-up (never after the earliest deadline plus a tick) and the tick', () => {
+    const { clock, wheel } = manual({ resolution: 4 });
+    expect(wheel.resolution).toBe(4);
+    expect(wheel.nextWakeupAt()).toBe(Infinity);
+    const far = wheel.setTimeout(() => {}, 1000);
+    wheel.setTimeout(() => {}, 10);
+    const wake = wheel.nextWakeupAt();
+    expect(wake).toBeGreaterThanOrEqual(10);
+    expect(wake).toBeLessThan(10 + 4);
+    expect(wheel.stats().nextWakeup).toBe(wake);
+    clock.advance(wake);
+    expect(wheel.nextWakeupAt()).toBeGreaterThan(wake);
+    expect(wheel.nextWakeupAt()).toBeLessThan(1000 + 4);
+    wheel.clearTimeout(far);
+    expect(wheel.nextWakeupAt()).toBe(Infinity);
+    wheel.close();
+    expect(wheel.nextWakeupAt()).toBe(Infinity);
+  });
+});
