@@ -8,6 +8,7 @@
  *
  * Lines (times are Date.now() of this process; ids are unique per incarnation):
  *   S <id> <deliverAt> <payload hash>          schedule resolved
+ *   c <id>                                     cancel about to be called
  *   C <id>                                     cancel resolved true
  *   D <id> <deliverAt> <payload hash> <attempts> <receivedAt>   handed to the handler
  *
@@ -94,9 +95,11 @@ await Promise.all(
       try {
         const result = await queue.schedule({ topic: 'chaos', id, payload, deliverAt });
         write(`S ${id} ${result.deliverAt} ${hash(payload)}`);
-        // Cancel only what is due well after now: it cannot have been delivered yet.
-        if (cancel && result.deliverAt - Date.now() > 1_000 && (await queue.cancel(id))) {
-          write(`C ${id}`);
+        // Cancel only what is due well after now: it cannot have been delivered yet. The
+        // attempt is journaled first: a cancel that fails may still have happened.
+        if (cancel && result.deliverAt - Date.now() > 1_000) {
+          write(`c ${id}`);
+          if (await queue.cancel(id)) write(`C ${id}`);
         }
       } catch (err) {
         failures++;

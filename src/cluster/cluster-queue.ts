@@ -259,6 +259,12 @@ export class ClusterQueue implements Queue {
     return this.node.wheelSnapshot(maxRows);
   }
 
+  /** Undefined while Valkey/Redis answers a PING within a second; else what went wrong. */
+  async problem(): Promise<string | undefined> {
+    if (this.closed) return 'the queue is closed';
+    return this.node.ping(1_000);
+  }
+
   // ---- life cycle -------------------------------------------------------------------------
 
   /** Nothing runs in the background that a caller could wait for: resolves at once. */

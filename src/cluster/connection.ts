@@ -70,6 +70,12 @@ export function parseSentinelUrl(url: string):
 export class Valkey {
   private subscriber: Promise<Client> | undefined;
 
+  /** How long calls refused during a failover are retried. */
+  retryBudgetMs = 10_000;
+  /** How long one call may take, waiting for a reconnect included. */
+  commandTimeoutMs = 10_000;
+  private urls: readonly string[] = [];
+
   private constructor(
     private readonly client: Client | undefined,
     private readonly cluster: Cluster | undefined,
@@ -117,19 +123,24 @@ export class Valkey {
       });
       sentinel.on('error', () => {});
       await withDeadline(sentinel.connect(), deadline, list, () => void sentinel.destroy());
-      return new Valkey(undefined, undefined, sentinel);
+      return new Valkey(undefined, undefined, sentinel).withUrls(list);
     }
     const { url, clustered } = await reachable(list, deadline);
     if (!clustered) {
       const client = createClient({ url }) as Client;
       client.on('error', () => {});
       await withDeadline(client.connect(), deadline, list, () => client.destroy());
-      return new Valkey(client, undefined);
+      return new Valkey(client, undefined).withUrls(list);
     }
     const cluster = createCluster({ rootNodes: list.map((root) => ({ url: root })) }) as Cluster;
     cluster.on('error', () => {});
     await withDeadline(cluster.connect(), deadline, list, () => cluster.destroy());
-    return new Valkey(undefined, cluster);
+    return new Valkey(undefined, cluster).withUrls(list);
+  }
+
+  private withUrls(urls: readonly string[]): this {
+    this.urls = urls;
+    return this;
   }
 
   /** Whether the primary is found through Sentinel. */
@@ -159,18 +170,55 @@ export class Valkey {
     key: string,
     command: Array<string | Buffer>,
     options?: { typeMapping: typeof BUFFERS },
+    readonly = false,
   ): Promise<unknown> {
-    if (this.cluster !== undefined) return this.cluster.sendCommand(key, false, command, options);
-    if (this.sentinel !== undefined) return this.sentinel.sendCommand(false, command, options);
-    return (this.client as Client).sendCommand(command, options);
+    // A bound on every call, the time it may wait for a reconnect included: a server that is
+    // down for good must fail calls, not hold them (and their HTTP requests) for ever.
+    const bounded = { ...options, timeout: this.commandTimeoutMs };
+    return this.refusalsRetried(
+      () => {
+        if (this.cluster !== undefined) {
+          return this.cluster.sendCommand(key, readonly, command, bounded);
+        }
+        // Sentinel: always the primary (replicas may lag behind what this node just wrote).
+        if (this.sentinel !== undefined) return this.sentinel.sendCommand(false, command, bounded);
+        return (this.client as Client).sendCommand(command, bounded);
+      },
+      command[0] === 'WAIT' || command[0] === 'WAITAOF',
+    );
   }
 
   /** A plain command on the node that serves `key`. */
   command(key: string, args: readonly string[], readonly = false): Promise<unknown> {
-    if (this.cluster !== undefined) return this.cluster.sendCommand(key, readonly, [...args]);
-    // Sentinel: always the primary (replicas may lag behind what this node just wrote).
-    if (this.sentinel !== undefined) return this.sentinel.sendCommand(false, [...args]);
-    return (this.client as Client).sendCommand([...args]);
+    return this.send(key, [...args], undefined, readonly);
+  }
+
+  /**
+   * Runs `call`, and again while the server refuses it for a moment (a failover in progress:
+   * CLUSTERDOWN, TRYAGAIN, LOADING, MASTERDOWN, READONLY from a primary just demoted), up to
+   * `retryBudgetMs`. A refused command was not carried out, so repeating it is safe whatever it
+   * does. A WAIT is never repeated: on another primary it would count another primary's
+   * replicas. Errors that leave the outcome unknown (a connection lost after the command was
+   * sent) are not retried here; they, and refusals past the budget, reject with
+   * ERR_TICKWHEEL_UNAVAILABLE (the cause attached), which callers may retry where that is safe.
+   */
+  private async refusalsRetried(call: () => Promise<unknown>, once: boolean): Promise<unknown> {
+    const until = Date.now() + this.retryBudgetMs;
+    for (let pause = 50; ; pause = Math.min(pause * 2, 500)) {
+      try {
+        return await call();
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        const refused = REFUSALS.test(message);
+        if (refused && !once && Date.now() + pause < until) {
+          await new Promise((resolve) => setTimeout(resolve, pause));
+          continue;
+        }
+        // Replies of functions (errors a function raised on purpose) pass as they are.
+        if (refused || isConnectionError(err)) throw unavailable(this.urls, err);
+        throw err;
+      }
+    }
   }
 
   /**
@@ -318,13 +366,33 @@ async function withDeadline(
   }
 }
 
+/** Replies by which a server says "not now" during a failover: the command was not run. */
+const REFUSALS = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY)\b/;
+
+/** node-redis's errors for a connection that is down or went down (outcome unknown). */
+function isConnectionError(err: unknown): boolean {
+  // node-redis's TimeoutError (a call past commandTimeoutMs) keeps Error's name and has no
+  // message: its class tells.
+  const name = `${(err as { name?: string } | null)?.name ?? ''} ${(err as object | null)?.constructor?.name ?? ''}`;
+  const code = (err as { code?: string } | null)?.code ?? '';
+  return (
+    /Socket|ClientClosed|ClientOffline|Connection|Reconnect|Timeout/.test(name) ||
+    /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|ENOTCONN)$/.test(code)
+  );
+}
+
 function unavailable(urls: readonly string[], cause: unknown): TickwheelStateError {
   const shown = urls.map((url) => url.replace(/(\/\/[^:@/]*:)[^@/]*@/, '$1***@')).join(', ');
-  const why = cause instanceof Error ? cause.message : String(cause);
-  return new TickwheelStateError(
+  const why =
+    cause instanceof Error
+      ? cause.message || `${cause.constructor.name} (no answer in time)`
+      : String(cause);
+  const error = new TickwheelStateError(
     'ERR_TICKWHEEL_UNAVAILABLE',
     `could not reach Valkey/Redis at ${shown}: ${why}`,
   );
+  (error as Error & { cause?: unknown }).cause = cause;
+  return error;
 }
 
 function fcallCommand(

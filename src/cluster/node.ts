@@ -63,6 +63,22 @@ const TICK_MS = 100;
 
 const DURABILITIES: readonly Durability[] = ['async', 'replicated', 'fsynced'];
 
+/**
+ * The default onError: a process warning, each distinct message at most once per `ms` (an
+ * outage of Valkey fails every background call, ten times a second).
+ */
+function warnOncePer(ms: number): (err: unknown) => void {
+  const last = new Map<string, number>();
+  return (err) => {
+    const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    const now = Date.now();
+    if (now - (last.get(text) ?? -Infinity) < ms) return;
+    if (last.size > 100) last.clear();
+    last.set(text, now);
+    process.emitWarning(err instanceof Error ? err : new Error(text));
+  };
+}
+
 function checkDurability(durability: unknown): Durability {
   if (!DURABILITIES.includes(durability as Durability)) {
     throw new TickwheelTypeError(
@@ -155,7 +171,7 @@ export class ClusterNode {
         maxPayloadBytes: checkOption(options.maxPayloadBytes ?? 1 << 20, 'maxPayloadBytes', 1),
         nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
         maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
-        onError: options.onError ?? ((err) => process.emitWarning(err as Error)),
+        onError: options.onError ?? warnOncePer(10_000),
       });
       await node.start();
       return node;
@@ -255,6 +271,24 @@ export class ClusterNode {
         return worker.close();
       },
     };
+  }
+
+  /** Undefined if Valkey answers a PING (on the queue's config slot) within `ms`; else why not. */
+  async ping(ms: number): Promise<string | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve(`Valkey/Redis did not answer within ${ms} ms`), ms);
+    });
+    try {
+      return await Promise.race([
+        this.valkey.command(configKey(this.queue), ['PING']).then(() => undefined),
+        late,
+      ]);
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Partitions this node owns now. */

@@ -153,9 +153,12 @@ export interface RequeueResponse {
   requeued: true;
 }
 
-/** GET /healthz: 200 `ok`; 503 while recovering, once the store stopped, or if it failed to open. */
+/**
+ * GET /healthz: 200 `ok`; 503 while recovering, once the store stopped, if it failed to open,
+ * or (a queue on Valkey/Redis) while Valkey/Redis does not answer.
+ */
 export interface HealthResponse {
-  status: 'ok' | 'recovering' | 'stopped' | 'failed';
+  status: 'ok' | 'recovering' | 'stopped' | 'failed' | 'unavailable';
   /** Why it is not `ok`. */
   reason?: string;
 }

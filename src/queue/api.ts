@@ -67,6 +67,12 @@ export interface Queue {
   wheelSnapshot(maxRows?: number): WheelSnapshot;
   /** What opening found on disk; undefined where nothing is recovered (Valkey/Redis). */
   readonly recovery: RecoveryReport | undefined;
+  /**
+   * Why the queue cannot serve now, if it cannot (a queue on Valkey/Redis that gets no answer);
+   * undefined when it can. Absent where there is nothing to ask (the embedded queue's own
+   * failures show in stats().store).
+   */
+  problem?(): Promise<string | undefined>;
   /** Resolves once background work started so far has finished. */
   settled(): Promise<void>;
   close(): Promise<void>;

@@ -15,7 +15,8 @@ import { dashboardPage, loadDashboardAssets } from '../dashboard.js';
  * write: every write fails from then on, and only a restart, which recovers the log, helps).
  */
 export type HealthBody =
-  { status: 'ok' } | { status: 'recovering' | 'failed' | 'stopped'; reason: string };
+  | { status: 'ok' }
+  | { status: 'recovering' | 'failed' | 'stopped' | 'unavailable'; reason: string };
 
 async function health(context: ServerContext): Promise<HealthBody> {
   if (context.state === 'opening') {
@@ -28,6 +29,8 @@ async function health(context: ServerContext): Promise<HealthBody> {
       reason: `the queue could not be opened: ${String(error?.message ?? error)}`,
     };
   }
+  const problem = await context.queue.problem?.();
+  if (problem !== undefined) return { status: 'unavailable', reason: problem };
   const store = (await context.queue.stats()).store as Record<string, unknown> | undefined;
   if (store?.stopped === 1) {
     return {
