@@ -310,6 +310,18 @@ export async function startCluster({
       `cluster node ${server.port} to be ok`,
     );
   }
+  // Replicas sync a few seconds after the Cluster forms; until then a WAIT on a primary cannot
+  // be answered (and a replica that never synced is not promoted).
+  if (replicas > 0) {
+    for (const server of servers) {
+      if (cli(binary, server.port, 'ROLE').split('\n')[0] !== 'master') continue;
+      await until(() => {
+        const info = cli(binary, server.port, 'INFO', 'replication');
+        const online = info.match(/state=online/g) ?? [];
+        return online.length >= replicas;
+      }, `the replicas of ${server.port} to sync`);
+    }
+  }
   return {
     servers,
     urls: servers.map((s) => s.url),

@@ -20,6 +20,7 @@ import {
   type RedisSentinelType,
 } from '@redis/client';
 import { TickwheelStateError, TickwheelTypeError, describe } from '../errors.js';
+import { slotOf } from './slot.js';
 import { LIBRARY_NAME, LIBRARY_SOURCE, LIBRARY_VERSION } from './library.js';
 
 type Client = RedisClientType;
@@ -75,6 +76,12 @@ export class Valkey {
   /** How long one call may take, waiting for a reconnect included. */
   commandTimeoutMs = 10_000;
   private urls: readonly string[] = [];
+  private readonly replicaCounts = new Map<
+    string,
+    { at: number; count: number; noneSince: number | undefined }
+  >();
+  /** See pin(). */
+  private pinned = false;
 
   private constructor(
     private readonly client: Client | undefined,
@@ -177,8 +184,17 @@ export class Valkey {
     const bounded = { ...options, timeout: this.commandTimeoutMs };
     return this.refusalsRetried(
       () => {
+        if (this.cluster !== undefined && (this.pinned || ON_THE_PRIMARY.has(String(command[0])))) {
+          return this.onPrimaryOf(this.cluster, key, command, bounded);
+        }
         if (this.cluster !== undefined) {
-          return this.cluster.sendCommand(key, readonly, command, bounded);
+          // node-redis starts the timeout only once the command is queued on a node's
+          // connection; finding that connection can hang on its own (a slot map taken while a
+          // failover was under way), so the bound is kept here too.
+          return withinMs(
+            this.cluster.sendCommand(key, readonly, command, bounded),
+            this.commandTimeoutMs,
+          );
         }
         // Sentinel: always the primary (replicas may lag behind what this node just wrote).
         if (this.sentinel !== undefined) return this.sentinel.sendCommand(false, command, bounded);
@@ -186,6 +202,88 @@ export class Valkey {
       },
       command[0] === 'WAIT' || command[0] === 'WAITAOF',
     );
+  }
+
+  /**
+   * A command for the primary that serves `key`, on the connection that carries that key's
+   * writes. Through the Cluster client's sendCommand, node-redis routes by the command's tips:
+   * it would send WAIT and WAITAOF (request policy all_shards) to every primary and answer the
+   * least count (one primary without a replica then fails every wait, holding every primary's
+   * connection for the whole timeout), and ROLE to any node.
+   */
+  private async onPrimaryOf(
+    cluster: Cluster,
+    key: string,
+    command: Array<string | Buffer>,
+    options: { timeout: number },
+  ): Promise<unknown> {
+    const slots = cluster as unknown as {
+      slots: Array<{ master?: unknown } | undefined>;
+      nodeClient(node: unknown): Promise<Client> | Client;
+    };
+    const shard = slots.slots[slotOf(key)];
+    if (shard?.master === undefined) {
+      const error = new Error(`no primary serves slot ${slotOf(key)} now`);
+      error.name = 'ConnectionError';
+      throw error;
+    }
+    const client = await withinMs(Promise.resolve(slots.nodeClient(shard.master)), options.timeout);
+    try {
+      return await withinMs(client.sendCommand(command, options), options.timeout);
+    } catch (err) {
+      // The slot moved (a failover): the command was not run. A keyed read through the Cluster
+      // client follows the redirection and refreshes the slot map; the caller then retries.
+      if (/^(MOVED|ASK)\b/.test(err instanceof Error ? err.message : '')) {
+        await withinMs(cluster.sendCommand(key, false, ['EXISTS', key]), options.timeout).catch(
+          () => {},
+        );
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * Sends every command of this connection to its key's primary itself, as the durability
+   * waits are: a write and the WAIT after it then always share one connection (through the
+   * Cluster client a write could follow a redirection to another primary than the one the WAIT
+   * then asks). A redirected write is refused and retried once the slot map is fresh. For the
+   * producer's connection, whose writes are followed by waits.
+   */
+  pin(): this {
+    this.pinned = true;
+    return this;
+  }
+
+  /**
+   * Replicas connected to the primary that serves `key` (its ROLE), asked at most once a
+   * second per key. A durability wait on a primary without replicas would block the shared
+   * connection for its whole timeout and then fail anyway; callers ask this first.
+   */
+  async replicasOf(key: string): Promise<number> {
+    return (await this.replicaState(key)).count;
+  }
+
+  /**
+   * How long (ms) the primary that serves `key` has been seen without a replica, by this
+   * node's checks (at most a second apart); 0 while it has one.
+   */
+  async replicalessFor(key: string): Promise<number> {
+    const { noneSince } = await this.replicaState(key);
+    return noneSince === undefined ? 0 : Date.now() - noneSince;
+  }
+
+  private async replicaState(
+    key: string,
+  ): Promise<{ at: number; count: number; noneSince: number | undefined }> {
+    const now = Date.now();
+    const known = this.replicaCounts.get(key);
+    if (known !== undefined && now - known.at < 1_000) return known;
+    const role = (await this.send(key, ['ROLE'])) as unknown[];
+    const count = role[0] === 'master' && Array.isArray(role[2]) ? role[2].length : 0;
+    if (this.replicaCounts.size > 10_000) this.replicaCounts.clear();
+    const state = { at: now, count, noneSince: count > 0 ? undefined : (known?.noneSince ?? now) };
+    this.replicaCounts.set(key, state);
+    return state;
   }
 
   /** A plain command on the node that serves `key`. */
@@ -366,8 +464,25 @@ async function withDeadline(
   }
 }
 
+/** Commands about one server, which must go to the primary of the key's slot itself. */
+const ON_THE_PRIMARY = new Set(['WAIT', 'WAITAOF', 'ROLE']);
+
+/** `call`, or a TimeoutError once `ms` have passed without an answer. */
+function withinMs<T>(call: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new Error(`no answer within ${ms} ms`);
+      error.name = 'TimeoutError';
+      reject(error);
+    }, ms);
+  });
+  return Promise.race([call, late]).finally(() => clearTimeout(timer));
+}
+
 /** Replies by which a server says "not now" during a failover: the command was not run. */
-const REFUSALS = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY)\b/;
+// MOVED and ASK reach here only from a pinned connection (the Cluster client follows them).
+const REFUSALS = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVED|ASK)\b/;
 
 /** node-redis's errors for a connection that is down or went down (outcome unknown). */
 function isConnectionError(err: unknown): boolean {

@@ -102,7 +102,7 @@ export class ClusterNode {
   private loop: NodeJS.Timeout | undefined;
   private advancing: NodeJS.Timeout | undefined;
   private nextHeartbeat = 0;
-  private ticking = false;
+  private heartbeating: Promise<void> | undefined;
   private closed = false;
   /** Read-only views of the whole queue (counts, dead letters, owners, ...). */
   readonly inspector: ClusterInspector;
@@ -113,6 +113,13 @@ export class ClusterNode {
 
   private constructor(
     private readonly valkey: Valkey,
+    /**
+     * The producer's own connections, where its writes and their durability waits go. A WAIT
+     * or WAITAOF holds its connection until replicas answer (a WAITAOF up to the next fsync, a
+     * second with appendfsync everysec): on the connections that renew leases and fire
+     * messages it would hold those up as long. The same as `valkey` with durability 'async'.
+     */
+    private readonly writes: Valkey,
     private readonly settings: Required<
       Omit<ClusterNodeOptions, 'redis' | 'onError' | 'connectTimeoutMs'>
     > & {
@@ -126,7 +133,7 @@ export class ClusterNode {
       partitions: settings.partitions,
       windowMs: settings.windowMs,
     };
-    this.producer = new Producer(valkey, {
+    this.producer = new Producer(writes, {
       ...common,
       durability: settings.durability,
       maxPayloadBytes: settings.maxPayloadBytes,
@@ -149,18 +156,25 @@ export class ClusterNode {
     const queue = checkQueueName(options.queue ?? 'default');
     const durability = checkDurability(options.durability ?? 'replicated');
     if (options.nodeId !== undefined) checkQueueName(options.nodeId, 'nodeId');
-    const valkey = await Valkey.connect(
-      options.redis,
-      checkOption(options.connectTimeoutMs ?? 10_000, 'connectTimeoutMs', 1, 600_000),
+    const connectTimeoutMs = checkOption(
+      options.connectTimeoutMs ?? 10_000,
+      'connectTimeoutMs',
+      1,
+      600_000,
     );
+    const valkey = await Valkey.connect(options.redis, connectTimeoutMs);
+    let writes = valkey;
     try {
+      if (durability !== 'async') {
+        writes = (await Valkey.connect(options.redis, connectTimeoutMs)).pin();
+      }
       await valkey.loadLibrary();
       const [partitions, windowMs] = (await valkey.fcall('tw_config', configKey(queue), [
         checkOption(options.partitions ?? 64, 'partitions', 1, 16_384, true),
         checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000),
       ])) as string[];
       const leaseMs = checkOption(options.leaseMs ?? 2_000, 'leaseMs', 100, 60_000);
-      const node = new ClusterNode(valkey, {
+      const node = new ClusterNode(valkey, writes, {
         queue,
         partitions: Number(partitions),
         windowMs: Number(windowMs),
@@ -177,6 +191,7 @@ export class ClusterNode {
       return node;
     } catch (err) {
       await valkey.close().catch(() => {});
+      if (writes !== valkey) await writes.close().catch(() => {});
       throw err;
     }
   }
@@ -358,6 +373,7 @@ export class ClusterNode {
     for (const stop of this.unsubscribes) await stop().catch(() => {});
     this.wheel.close();
     await this.valkey.close();
+    if (this.writes !== this.valkey) await this.writes.close();
   }
 
   private async start(): Promise<void> {
@@ -388,13 +404,30 @@ export class ClusterNode {
     else if (message.startsWith('r ')) this.consumer.onReady(partition, message.slice(2));
   }
 
+  /**
+   * One round of the lease machine. Requests go out without waiting for earlier ones: at most
+   * one per partition is in flight, and an answer that comes after its timeout is ignored
+   * (ownership.ts), so a partition whose primary is failing over, or a heartbeat stuck there,
+   * holds up no other partition's renewals. Resolves once this round's requests are answered.
+   */
   private async tick(): Promise<void> {
-    if (this.ticking) return;
-    this.ticking = true;
     try {
-      const now = performance.now();
-      if (now >= this.nextHeartbeat && !this.closed) {
-        this.nextHeartbeat = now + this.settings.leaseMs / 4;
+      const beat = this.heartbeat(performance.now());
+      // The first round needs the members: the assignment is computed from them.
+      if (this.members.length === 0) await beat;
+      await this.run(this.ownership.tick(performance.now()));
+    } catch (err) {
+      this.settings.onError(err);
+    }
+  }
+
+  /** Heartbeats every leaseMs / 4, one at a time; the answer is the live members. */
+  private heartbeat(now: number): Promise<void> {
+    if (this.heartbeating !== undefined) return this.heartbeating;
+    if (now < this.nextHeartbeat || this.closed) return Promise.resolve();
+    this.nextHeartbeat = now + this.settings.leaseMs / 4;
+    this.heartbeating = (async () => {
+      try {
         this.members = (
           (await this.valkey.fcall('tw_heartbeat', nodesKey(this.queue), [
             this.nodeId,
@@ -402,13 +435,27 @@ export class ClusterNode {
           ])) as string[]
         ).sort();
         this.ownership.setMembers(this.members);
+      } catch (err) {
+        this.settings.onError(err);
+      } finally {
+        this.heartbeating = undefined;
       }
-      await this.run(this.ownership.tick(performance.now()));
-    } catch (err) {
-      this.settings.onError(err);
-    } finally {
-      this.ticking = false;
-    }
+    })();
+    return this.heartbeating;
+  }
+
+  /**
+   * Whether a lease grant just written on `meta`'s primary will outlive a failure of it: it
+   * reached a replica (WAIT), the copy a failover promotes. A primary with no replica at all
+   * (its replica was promoted and no new one has joined yet) has no failover to fear: the grant
+   * stands at once. (Only a crash and restart of that primary within its fsync interval could
+   * lose it; the lease it names has then run out by the time the primary answers again unless
+   * the restart is quicker than the lease.) Without this, a shard that lost its replica would
+   * leave its partitions unowned, and their messages undelivered, until one came back.
+   */
+  private async grantKept(meta: string, timeoutMs: number): Promise<boolean> {
+    if ((await this.valkey.replicasOf(meta)) === 0) return true;
+    return Number(await this.valkey.command(meta, ['WAIT', '1', String(timeoutMs)])) >= 1;
   }
 
   /** Carries out what the state machine asks; answers feed back into it. */
@@ -433,10 +480,7 @@ export class ClusterNode {
           if (Number(reply[0]) === 1) {
             // A grant lost in a failover could be handed out twice: act only once replicated.
             if (this.settings.durability !== 'async') {
-              const replicas = Number(
-                await this.valkey.command(meta, ['WAIT', '1', String(leaseMs / 4)]),
-              );
-              epoch = replicas >= 1 ? Number(reply[1]) : undefined;
+              epoch = (await this.grantKept(meta, leaseMs / 4)) ? Number(reply[1]) : undefined;
             } else {
               epoch = Number(reply[1]);
             }

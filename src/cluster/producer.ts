@@ -243,6 +243,12 @@ export class Producer {
   private async durable(meta: string, what: string): Promise<void> {
     const { durability } = this.options;
     if (durability === 'async') return;
+    // A primary seen without a replica for a whole wait timeout (its replica was promoted and
+    // none has joined): fail at once rather than hold the connection for the timeout again.
+    // Until then wait as usual: a replica may be syncing (a Cluster just started) or coming back.
+    if ((await this.valkey.replicalessFor(meta)) >= this.waitTimeoutMs) {
+      throw notDurable(what, `its primary has had no replica for ${this.waitTimeoutMs} ms or more`);
+    }
     const timeout = String(this.waitTimeoutMs);
     if (durability === 'replicated') {
       const replicas = Number(await this.valkey.command(meta, ['WAIT', '1', timeout]));
