@@ -243,6 +243,18 @@ export class Valkey {
   }
 
   /**
+   * Which server (its address) takes the writes of `key` now: the primary of its slot on a
+   * Cluster, the one primary otherwise. Writes with the same answer share one connection (see
+   * pin()), so one durability wait after them covers them all.
+   */
+  primaryOf(key: string): string {
+    if (this.cluster === undefined) return 'primary';
+    const slots = (this.cluster as unknown as { slots: Array<{ master?: { address?: string } }> })
+      .slots;
+    return slots[slotOf(key)]?.master?.address ?? `slot ${slotOf(key)}`;
+  }
+
+  /**
    * Sends every command of this connection to its key's primary itself, as the durability
    * waits are: a write and the WAIT after it then always share one connection (through the
    * Cluster client a write could follow a redirection to another primary than the one the WAIT

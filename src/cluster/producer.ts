@@ -85,6 +85,11 @@ export class Producer {
   private readonly batches = new Map<number, Pending[]>();
   private flushing = false;
   private readonly waitTimeoutMs: number;
+  /** Per primary: the last durability wait queued, and the one not sent yet (see sharedWait). */
+  private readonly lanes = new Map<
+    string,
+    { last: Promise<unknown>; unsent?: Promise<unknown> | undefined }
+  >();
 
   constructor(
     private readonly valkey: Valkey,
@@ -239,7 +244,13 @@ export class Producer {
     }
   }
 
-  /** Waits until the writes sent so far on `meta`'s connection are as durable as asked. */
+  /**
+   * Waits until the writes sent so far on `meta`'s connection are as durable as asked. Waits
+   * are shared: the partitions of one primary share its connection, and one WAIT covers every
+   * write whose reply came before it was sent, so a write joins the wait that has not been sent
+   * yet on its primary, or starts one, sent once the one in flight there answers: one wait per
+   * primary and round, not one per partition batch, each of which held the connection.
+   */
   private async durable(meta: string, what: string): Promise<void> {
     const { durability } = this.options;
     if (durability === 'async') return;
@@ -250,22 +261,40 @@ export class Producer {
       throw notDurable(what, `its primary has had no replica for ${this.waitTimeoutMs} ms or more`);
     }
     const timeout = String(this.waitTimeoutMs);
+    const reply = await this.sharedWait(meta);
     if (durability === 'replicated') {
-      const replicas = Number(await this.valkey.command(meta, ['WAIT', '1', timeout]));
-      if (replicas >= 1) return;
+      if (Number(reply) >= 1) return;
       throw notDurable(what, `no replica acknowledged it within ${timeout} ms`);
     }
-    const [local, replicas] = (await this.valkey.command(meta, [
-      'WAITAOF',
-      '1',
-      '1',
-      timeout,
-    ])) as number[];
+    const [local, replicas] = (reply as number[]).map(Number);
     if (local >= 1 && replicas >= 1) return;
     throw notDurable(
       what,
       `fsynced locally ${local >= 1 ? 'yes' : 'no'}, on replicas ${replicas} of 1, within ${timeout} ms`,
     );
+  }
+
+  /** The wait not yet sent on `meta`'s primary, joined, or a new one queued behind the last. */
+  private sharedWait(meta: string): Promise<unknown> {
+    const target = this.valkey.primaryOf(meta);
+    let lane = this.lanes.get(target);
+    if (lane === undefined) this.lanes.set(target, (lane = { last: Promise.resolve() }));
+    if (lane.unsent !== undefined) return lane.unsent;
+    const command =
+      this.options.durability === 'replicated'
+        ? ['WAIT', '1', String(this.waitTimeoutMs)]
+        : ['WAITAOF', '1', '1', String(this.waitTimeoutMs)];
+    const current = lane;
+    const wait: Promise<unknown> = current.last
+      .catch(() => {})
+      .then(() => {
+        // From here on a write must not join: its reply may come after this WAIT is sent.
+        if (current.unsent === wait) current.unsent = undefined;
+        return this.valkey.command(meta, command);
+      });
+    current.unsent = wait;
+    current.last = wait;
+    return wait;
   }
 }
 

@@ -53,6 +53,24 @@ describe.runIf(installed('valkey-server'))('cluster producer on Valkey with a re
     await set?.stop();
   });
 
+  it('shares one durability wait among the partitions of a primary', async () => {
+    const waits = async () => {
+      const stats = String(await valkey.command('x', ['INFO', 'commandstats']));
+      return Number(/cmdstat_waitaof:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+    };
+    const p = producer('fsynced', 'orders-shared');
+    const before = await waits();
+    // Every partition gets messages in one event-loop turn: 16 writes, then waits.
+    await Promise.all(
+      Array.from({ length: 160 }, (_, i) =>
+        p.schedule({ topic: 'invoice', id: `s-${i}`, payload: { i }, delayMs: 60_000 }),
+      ),
+    );
+    // Not one WAITAOF per partition batch (16): a wait covers every write answered before it
+    // was sent, so the first one, and one more for what came meanwhile, at most.
+    expect((await waits()) - before).toBeLessThanOrEqual(2);
+  });
+
   it.each(['replicated', 'fsynced'] as const)(
     'with %s, every resolved schedule is already on the replica',
     async (durability) => {
