@@ -268,7 +268,7 @@ export class Valkey {
 
   /**
    * Replicas connected to the primary that serves `key` (its ROLE), asked at most once a
-   * second per key. A durability wait on a primary without replicas would block the shared
+   * second per primary. A durability wait on a primary without replicas would block the shared
    * connection for its whole timeout and then fail anyway; callers ask this first.
    */
   async replicasOf(key: string): Promise<number> {
@@ -288,13 +288,15 @@ export class Valkey {
     key: string,
   ): Promise<{ at: number; count: number; noneSince: number | undefined }> {
     const now = Date.now();
-    const known = this.replicaCounts.get(key);
+    // Per primary, not per key: the partitions of a primary share its answer.
+    const primary = this.primaryOf(key);
+    const known = this.replicaCounts.get(primary);
     if (known !== undefined && now - known.at < 1_000) return known;
     const role = (await this.send(key, ['ROLE'])) as unknown[];
     const count = role[0] === 'master' && Array.isArray(role[2]) ? role[2].length : 0;
     if (this.replicaCounts.size > 10_000) this.replicaCounts.clear();
     const state = { at: now, count, noneSince: count > 0 ? undefined : (known?.noneSince ?? now) };
-    this.replicaCounts.set(key, state);
+    this.replicaCounts.set(primary, state);
     return state;
   }
 
