@@ -217,17 +217,14 @@ export class Valkey {
     command: Array<string | Buffer>,
     options: { timeout: number },
   ): Promise<unknown> {
-    const slots = cluster as unknown as {
-      slots: Array<{ master?: unknown } | undefined>;
-      nodeClient(node: unknown): Promise<Client> | Client;
-    };
-    const shard = slots.slots[slotOf(key)];
-    if (shard?.master === undefined) {
+    const master = masterOf(cluster, key);
+    if (master === undefined) {
       const error = new Error(`no primary serves slot ${slotOf(key)} now`);
       error.name = 'ConnectionError';
       throw error;
     }
-    const client = await withinMs(Promise.resolve(slots.nodeClient(shard.master)), options.timeout);
+    const nodes = cluster as unknown as { nodeClient(node: unknown): Promise<Client> | Client };
+    const client = await withinMs(Promise.resolve(nodes.nodeClient(master)), options.timeout);
     try {
       return await withinMs(client.sendCommand(command, options), options.timeout);
     } catch (err) {
@@ -249,9 +246,7 @@ export class Valkey {
    */
   primaryOf(key: string): string {
     if (this.cluster === undefined) return 'primary';
-    const slots = (this.cluster as unknown as { slots: Array<{ master?: { address?: string } }> })
-      .slots;
-    return slots[slotOf(key)]?.master?.address ?? `slot ${slotOf(key)}`;
+    return masterOf(this.cluster, key)?.address ?? `slot ${slotOf(key)}`;
   }
 
   /**
@@ -294,7 +289,6 @@ export class Valkey {
     if (known !== undefined && now - known.at < 1_000) return known;
     const role = (await this.send(key, ['ROLE'])) as unknown[];
     const count = role[0] === 'master' && Array.isArray(role[2]) ? role[2].length : 0;
-    if (this.replicaCounts.size > 10_000) this.replicaCounts.clear();
     const state = { at: now, count, noneSince: count > 0 ? undefined : (known?.noneSince ?? now) };
     this.replicaCounts.set(primary, state);
     return state;
@@ -476,6 +470,14 @@ async function withDeadline(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** node-redis's node for the primary of `key`'s slot in its current slot map, if any. */
+function masterOf(cluster: Cluster, key: string): { address?: string } | undefined {
+  const { slots } = cluster as unknown as {
+    slots: Array<{ master?: { address?: string } } | undefined>;
+  };
+  return slots[slotOf(key)]?.master;
 }
 
 /** Commands about one server, which must go to the primary of the key's slot itself. */
