@@ -100,6 +100,7 @@ export class QueueEngine {
     this.wheel = new TimerWheel<NearMessage>({
       clock,
       unref: true,
+      alignTicks: true, // due order across the wheel and near.arm's due-at-once path
       onExpire: (message) => this.deliveries.onTimer(message),
       onError: (err) => process.emitWarning(err as Error),
     });

@@ -131,18 +131,21 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
-   * Due already: ready at once, unless the wheel may still hold a message due no later that has
-   * not fired yet (a timer due at `t` fires before `t` + one tick): then it goes on the wheel
-   * behind that one, which keeps due order (equal due times in the order held). Not due yet: a
-   * timer for its due time.
+   * Due already: ready at once, after whatever the wheel holds that is due by now (its native
+   * timer may not have run yet): due order holds. Not due yet: a timer for its due time. Ticks
+   * begin on whole milliseconds, so a message due by now is on a tick that has begun. Inside a
+   * wheel expiration (the wheel is mid-advance) a due message goes on the wheel's next tick.
    */
   private arm(message: NearMessage): void {
     const now = this.clock.now();
-    if (message.deliverAt <= now && this.wheel.nextWakeupAt() > now + this.wheel.resolution) {
-      this.fire(message);
-    } else {
-      message.timer = this.wheel.scheduleAt(message.deliverAt, message);
+    if (message.deliverAt <= now) {
+      this.wheel.runDue();
+      if (!this.wheel.expiring) {
+        this.fire(message);
+        return;
+      }
     }
+    message.timer = this.wheel.scheduleAt(message.deliverAt, message);
   }
 
   /** A scheduled message came due: ready in its topic, and one waiter of the topic woken. */
@@ -160,11 +163,14 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
-   * Takes up to `max` ready messages of a topic in flight, each with a receipt and a visibility
+   * Takes up to `max` ready messages of a topic in flight (due ones the wheel has not fired yet
+   * included), each with a receipt and a visibility
    * timer, stopping before one whose payload (if in memory) would bring the total past
    * `maxBytes`; the first is always taken.
    */
   take(topic: string, max: number, visibilityMs: number, maxBytes: number): NearMessage[] {
+    // Whatever is due by now is ready first, even if the wheel's native timer has not run yet.
+    this.wheel.runDue();
     const list = this.ready.get(topic);
     const taken: NearMessage[] = [];
     if (list === undefined) return taken;

@@ -43,6 +43,8 @@ export interface DriverOptions {
   onError?: ((err: unknown) => void) | undefined;
   /** Run the nextTick and microtask queues after each callback-style timer, as Node does. */
   nodeOrder?: boolean | undefined;
+  /** Ticks begin on whole multiples of the resolution on the clock, not at construction. */
+  alignTicks?: boolean | undefined;
 }
 
 export const DEFAULT_MAX_BATCH = 10_000;
@@ -74,6 +76,10 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   private readonly expireSafe: (index: number) => boolean;
   /** True while this driver is inside onAlarm: the alarm is then set from its return value. */
   private running = false;
+  /** True while expirations run (inside onAlarm or runDue). */
+  get expiring(): boolean {
+    return this.running;
+  }
   /**
    * True inside an onAlarm called from the top of an event-loop turn, where runNextTicks
    * exists: callbacks may then be followed by the nextTick and microtask queues, as in Node.
@@ -95,7 +101,9 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     this.entries = wheel.entries;
     this.resolution = options.resolution;
     this.clock = checkAlarmClock(options.clock ?? defaultClock());
-    this.origin = this.clock.now();
+    const now = this.clock.now();
+    this.origin =
+      options.alignTicks === true ? Math.floor(now / this.resolution) * this.resolution : now;
     this.maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
     this.onError = options.onError;
     this.wantsNodeOrder = options.nodeOrder === true;
@@ -228,6 +236,30 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     // More is due than one batch took: ask to be called again once I/O has had its turn.
     if (next <= nowTick) return now;
     return next === Infinity ? Infinity : this.timeOf(next);
+  }
+
+  /**
+   * Fires at once, synchronously, every timer whose tick has begun: what the alarm would fire if
+   * it ran now (it runs late while the event loop is busy). No batch limit: what is fired was due
+   * anyway. Does nothing inside an expiration (the wheel is mid-advance) or once disposed.
+   * Returns how many fired.
+   */
+  runDue(): number {
+    if (this.running || this.disposed) return 0;
+    const nowTick = this.tickContaining(this.clock.now());
+    if (this.wheel.nextDeadline() > nowTick) return 0;
+    this.running = true;
+    let fired = 0;
+    try {
+      fired = this.wheel.advance(nowTick, this.expireSafe);
+    } finally {
+      this.running = false;
+      this.settleAfter = false;
+    }
+    // Timers started by those expirations armed nothing (armFor skips while running).
+    const next = this.wheel.nextDeadline();
+    if (next !== Infinity) this.armFor(next);
+    return fired;
   }
 
   /** Unlinks every row, hands each to `onEntry` (which must release it), and leaves the clock. */

@@ -58,6 +58,12 @@ export interface TimerWheelOptions<T = unknown> {
    * run back to back, which is much cheaper when many expire at once (see docs/timers.md).
    */
   nodeOrder?: boolean;
+  /**
+   * Ticks begin on whole multiples of `resolution` on the clock (whole milliseconds by default)
+   * rather than at construction: a timer due at such a time is then due exactly at its tick, so
+   * everything due by now is on a tick that has begun (see runDue()). Default false.
+   */
+  alignTicks?: boolean;
   /** Slots per level of the hierarchical wheel. Default 64. */
   wheelSize?: number;
   /** Timers to make room for up front. Default 1024; the slab doubles as needed. */
@@ -141,6 +147,7 @@ export class TimerWheel<T = unknown> {
     if (options.onError !== undefined) checkCallback(options.onError, 'onError');
     if (options.onExpire !== undefined) checkCallback(options.onExpire, 'onExpire');
     const nodeOrder = checkFlag(options.nodeOrder, 'nodeOrder');
+    const alignTicks = checkFlag(options.alignTicks, 'alignTicks');
     this.onExpire = options.onExpire;
     const wheel = new HierarchicalWheel({ wheelSize, initialCapacity: capacity });
     this.unref = options.unref === true;
@@ -153,6 +160,7 @@ export class TimerWheel<T = unknown> {
         unref: options.unref,
         onError: options.onError,
         nodeOrder,
+        alignTicks,
       },
       (index) => this.expire(index),
     );
@@ -321,6 +329,20 @@ export class TimerWheel<T = unknown> {
   nextWakeupAt(): number {
     const next = this.closed ? Infinity : this.driver.wheel.nextDeadline();
     return next === Infinity ? Infinity : this.driver.timeOf(next);
+  }
+
+  /** True while the wheel runs expirations (so inside an onExpire or a timer's callback). */
+  get expiring(): boolean {
+    return this.driver.expiring;
+  }
+
+  /**
+   * Fires now, synchronously, every timer already due: those whose tick has begun, which the
+   * wheel's native timer would fire on its next run (late while the event loop is busy).
+   * Returns how many fired; 0 when called from inside an expiration.
+   */
+  runDue(): number {
+    return this.closed ? 0 : this.driver.runDue();
   }
 
   stats(): TimerWheelStats {

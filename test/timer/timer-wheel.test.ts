@@ -412,3 +412,78 @@ describe('TimerWheel.nextWakeupAt and resolution', () => {
     expect(wheel.nextWakeupAt()).toBe(Infinity);
   });
 });
+
+/** A clock whose time runs ahead of its alarms by `lag` ms (a busy event loop). */
+class LaggingClock extends ManualClock {
+  lag = 0;
+  override now(): number {
+    return super.now() + this.lag;
+  }
+}
+
+describe('TimerWheel.runDue and alignTicks', () => {
+  it('runDue fires, at once and in order, what is due while the alarm runs late; nothing early', () => {
+    const clock = new LaggingClock(0);
+    const fired: string[] = [];
+    const wheel = new TimerWheel<string>({ clock, onExpire: (name) => fired.push(name) });
+    wheel.schedule(5, 'a');
+    wheel.schedule(5, 'b');
+    wheel.schedule(3, 'c');
+    wheel.schedule(9, 'later');
+    expect(wheel.runDue()).toBe(0); // nothing due at 0
+    clock.lag = 6;
+    expect(wheel.runDue()).toBe(3);
+    expect(fired).toEqual(['c', 'a', 'b']);
+    expect(wheel.size).toBe(1);
+    clock.advance(6); // the late alarm finds nothing more due
+    expect(fired).toEqual(['c', 'a', 'b']);
+    clock.lag = 0;
+    clock.advance(3);
+    expect(fired).toEqual(['c', 'a', 'b', 'later']);
+    wheel.close();
+    expect(wheel.runDue()).toBe(0);
+  });
+
+  it('runDue does nothing inside an expiration, and timers started there still fire', () => {
+    const clock = new LaggingClock(0);
+    const fired: string[] = [];
+    const wheel = new TimerWheel<string>({
+      clock,
+      onExpire: (name) => {
+        fired.push(name);
+        expect(wheel.expiring).toBe(true);
+        expect(wheel.runDue()).toBe(0);
+        if (name === 'a') wheel.schedule(2, 'from-a');
+      },
+    });
+    wheel.schedule(1, 'a');
+    wheel.schedule(1, 'b');
+    clock.lag = 1;
+    expect(wheel.expiring).toBe(false);
+    expect(wheel.runDue()).toBe(2);
+    clock.lag = 0;
+    clock.advance(3);
+    expect(fired).toEqual(['a', 'b', 'from-a']);
+  });
+
+  it('alignTicks starts ticks on whole multiples of the resolution, not at construction', () => {
+    const clock = new ManualClock(10.4);
+    const fired: number[] = [];
+    const aligned = new TimerWheel<number>({
+      clock,
+      resolution: 1,
+      alignTicks: true,
+      onExpire: () => fired.push(clock.now()),
+    });
+    aligned.scheduleAt(12, 0);
+    expect(aligned.nextWakeupAt()).toBe(12);
+    const plain = new TimerWheel<number>({ clock, resolution: 1, onExpire: () => {} });
+    plain.scheduleAt(12, 0);
+    expect(plain.nextWakeupAt()).toBeCloseTo(12.4, 9);
+    clock.advance(1.6);
+    expect(fired).toEqual([12]);
+    expect(() => new TimerWheel({ alignTicks: 'yes' as unknown as boolean })).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
+    );
+  });
+});
