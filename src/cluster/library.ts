@@ -197,6 +197,10 @@ local function relocate(prefix, meta, st, due, window, record)
   return isNear or wasNear
 end
 
+-- Schedules a batch. Writes are grouped: one RPUSH per segment, one count per segment and per
+-- topic, so a batch costs two commands a message (the dedup read and the id state) plus a few
+-- per batch, on the primary and again on each replica and in the AOF. An id twice in one batch
+-- is a dedup hit the second time, as in two calls.
 local function schedule(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
@@ -204,28 +208,67 @@ local function schedule(keys, args)
   if n == nil or #args ~= 1 + 6 * n then
     return redis.error_reply('ERR tw_schedule: expected a count and 6 arguments per message')
   end
-  local m = redis.call('HMGET', meta, 'loadedUntil', 'near')
-  local loadedUntil = tonumber(m[1] or '0') or 0
-  local near = 'n' .. (m[2] or '0')
-  local replies = {}
+  local loadedUntil, near = horizon(meta)
+  local replies, placed = {}, {}
+  local segs, bySeg = {}, {}
+  local topics, byTopic = {}, {}
   local nearHit = false
   for i = 0, n - 1 do
     local at = 2 + 6 * i
     local id, bucket, due, window, topic, record =
       args[at], args[at + 1], args[at + 2], args[at + 3], args[at + 4], args[at + 5]
     local ids = prefix .. 'id:' .. bucket
-    local existing = redis.call('HGET', ids, id)
-    if existing then
-      replies[#replies + 1] = {0, read_state(existing).due}
+    local prior = placed[id]
+    if prior == nil then
+      local existing = redis.call('HGET', ids, id)
+      if existing then prior = read_state(existing).due end
+    end
+    if prior then
+      replies[#replies + 1] = {0, prior}
     else
-      local seg, index, isNear = place(prefix, loadedUntil, near, due, window, record)
-      if isNear then nearHit = true end
-      redis.call('HSET', ids, id, write_state({status = 'S', seg = seg, index = index, due = due,
-        attempts = 0, topic = topic}))
-      count(prefix, topic, 'S', 1)
+      local seg
+      if tonumber(due) < loadedUntil then
+        seg = near
+        nearHit = true
+      else
+        seg = 'w' .. window
+      end
+      local group = bySeg[seg]
+      if group == nil then
+        group = {window = window, records = {}, states = {}}
+        bySeg[seg] = group
+        segs[#segs + 1] = seg
+      end
+      group.records[#group.records + 1] = record
+      group.states[#group.states + 1] = {ids, id, due, topic}
+      placed[id] = due
+      if byTopic[topic] == nil then
+        byTopic[topic] = 0
+        topics[#topics + 1] = topic
+      end
+      byTopic[topic] = byTopic[topic] + 1
       replies[#replies + 1] = {1, due}
     end
   end
+  for _, seg in ipairs(segs) do
+    local group = bySeg[seg]
+    if seg ~= near then
+      redis.call('ZADD', prefix .. 'windows', 'NX', tonumber(group.window), group.window)
+    end
+    local key, records = prefix .. 's:' .. seg, group.records
+    local size = 0
+    -- RPUSH in pieces: unpack() is bounded by the Lua stack.
+    for from = 1, #records, 1000 do
+      size = redis.call('RPUSH', key, unpack(records, from, math.min(from + 999, #records)))
+    end
+    redis.call('HINCRBY', prefix .. 'live', seg, #records)
+    local first = size - #records
+    for k, st in ipairs(group.states) do
+      redis.call('HSET', st[1], st[2], write_state({status = 'S', seg = seg, index = first + k - 1,
+        due = st[3], attempts = 0, topic = st[4]}))
+    end
+  end
+  for _, topic in ipairs(topics) do count(prefix, topic, 'S', byTopic[topic]) end
   if nearHit then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
   return replies
 end

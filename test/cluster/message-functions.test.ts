@@ -101,6 +101,57 @@ describe.runIf(installed('valkey-server'))('message functions on Valkey', () => 
     expect(records[await indexOf('b')]).toBe('BB');
   });
 
+  it('groups a batch by segment and topic: indexes, counts and dedup as one call at a time', async () => {
+    const w1 = 1_990_000_020_000;
+    const w2 = w1 + 3 * WINDOW_MS;
+    const [win1, win2] = [w1, w2].map((t) => String(Math.floor(t / WINDOW_MS)));
+    const countOf = async (topic: string) => Number(await cmd('HGET', `${P}counts`, `${topic}|S`));
+    const before = { mail: await countOf('mail'), sms: await countOf('sms') };
+    const replies = await schedule([
+      { id: 'g1', deliverAt: w1, topic: 'mail', record: 'G1' },
+      { id: 'g2', deliverAt: w2, topic: 'sms', record: 'G2' },
+      { id: 'g1', deliverAt: w2 + 5, topic: 'sms', record: 'again' },
+      { id: 'g3', deliverAt: w1 + 1, topic: 'mail', record: 'G3' },
+      { id: 'g4', deliverAt: w2 + 2, topic: 'mail', record: 'G4' },
+    ]);
+    expect(replies).toEqual([
+      [1, String(w1)],
+      [1, String(w2)],
+      [0, String(w1)],
+      [1, String(w1 + 1)],
+      [1, String(w2 + 2)],
+    ]);
+    expect(await cmd('LRANGE', `${P}s:w${win1}`, '0', '-1')).toEqual(['G1', 'G3']);
+    expect(await cmd('LRANGE', `${P}s:w${win2}`, '0', '-1')).toEqual(['G2', 'G4']);
+    expect(await get('g1')).toBe(`S|w${win1}|0|${w1}|0|mail`);
+    expect(await get('g3')).toBe(`S|w${win1}|1|${w1 + 1}|0|mail`);
+    expect(await get('g2')).toBe(`S|w${win2}|0|${w2}|0|sms`);
+    expect(await get('g4')).toBe(`S|w${win2}|1|${w2 + 2}|0|mail`);
+    expect(await cmd('HMGET', `${P}live`, `w${win1}`, `w${win2}`)).toEqual(['2', '2']);
+    expect(await cmd('ZRANGE', `${P}windows`, win1, win2, 'BYSCORE')).toEqual([win1, win2]);
+    expect(await countOf('mail')).toBe(before.mail + 3);
+    expect(await countOf('sms')).toBe(before.sms + 1);
+    for (const id of ['g1', 'g2', 'g3', 'g4']) expect(await cancel(id)).toBe(1);
+    expect(await cmd('EXISTS', `${P}s:w${win1}`, `${P}s:w${win2}`)).toBe(0);
+  });
+
+  it('takes a batch of 2,500 to one window in one call', async () => {
+    const base = 1_995_000_000_000;
+    const window = String(Math.floor(base / WINDOW_MS));
+    const batch = Array.from({ length: 2_500 }, (_, i) => ({
+      id: `big-${i}`,
+      deliverAt: base + (i % 1000),
+      record: `R${i}`,
+    }));
+    const replies = await schedule(batch);
+    expect(replies.every(([created]) => created === 1)).toBe(true);
+    expect(await cmd('LLEN', `${P}s:w${window}`)).toBe(2_500);
+    expect(await get('big-2499')).toBe(`S|w${window}|2499|${base + 499}|0|invoice`);
+    expect(await cmd('LINDEX', `${P}s:w${window}`, '1234')).toBe('R1234');
+    for (const m of batch) await cancel(m.id);
+    expect(await cmd('EXISTS', `${P}s:w${window}`)).toBe(0);
+  });
+
   it('cancels a scheduled message, and drops a window nobody points into', async () => {
     const deliverAt = 1_950_000_000_000;
     const window = String(Math.floor(deliverAt / WINDOW_MS));
