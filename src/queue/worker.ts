@@ -21,7 +21,9 @@
  *   that succeeds. The worker never stops on its own: only close() ends it.
  * - An onError that throws does not end the worker: what it threw becomes a process warning.
  * - close() stops at once: it aborts a long poll under way and ends a rest, then resolves once
- *   every running handler is done and every ack and nack they started has settled.
+ *   every running handler is done and every ack and nack they started has settled. So a handler
+ *   must not await its own consumer's close() (it would wait for itself): call it without
+ *   awaiting. A close() still waiting for handlers after 10 s says so in a process warning.
  *
  * Cost per message: none of its own beyond the handler's. A synchronous handler makes no
  * promise; acks are tracked by the promise they wait on, and acks of one group commit share it.
@@ -105,6 +107,8 @@ export function receiveBackoff(failures: number): number {
 }
 
 export class Worker implements Consumer {
+  /** How long close() waits for running handlers before it warns (a setting for tests). */
+  static closeWarnAfterMs = 10_000;
   private readonly stopping = new AbortController();
   private active = 0;
   /** Acks and nacks under way, by the promise they wait on. */
@@ -137,9 +141,30 @@ export class Worker implements Consumer {
       this.rest.wake();
     }
     await this.loop;
-    while (this.active > 0 || this.settling.size > 0) {
-      await new Promise<void>((resolve) => (this.freed = resolve));
+    const slow = setTimeout(() => this.warnSlowClose(), Worker.closeWarnAfterMs);
+    slow.unref();
+    try {
+      while (this.active > 0 || this.settling.size > 0) {
+        await new Promise<void>((resolve) => (this.freed = resolve));
+      }
+    } finally {
+      clearTimeout(slow);
     }
+  }
+
+  /** close() is still waiting: most often a handler that awaits close() of its own consumer. */
+  private warnSlowClose(): void {
+    const what =
+      this.active > 0
+        ? `${this.active} running handler${this.active === 1 ? '' : 's'}`
+        : `${this.settling.size} ack${this.settling.size === 1 ? '' : 's'} or nacks`;
+    const warning = new Error(
+      `close() of the consumer of topic ${this.topic} has waited ${Worker.closeWarnAfterMs} ms ` +
+        `for ${what}. A handler that awaits close() of its own consumer never ends: ` +
+        'call close() there without awaiting it.',
+    );
+    warning.name = 'TickwheelConsumerWarning';
+    process.emitWarning(warning);
   }
 
   private async receiveLoop(): Promise<void> {

@@ -363,6 +363,41 @@ describe('Worker', () => {
     expect(worker.close()).toBe(worker.close()); // one close, however often called
   });
 
+  it('warns when close() waits long for a handler, as when the handler awaits that very close()', async () => {
+    const source = new MemorySource();
+    const escape = deferred();
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    const before = Worker.closeWarnAfterMs;
+    Worker.closeWarnAfterMs = 30;
+    try {
+      let worker!: Worker;
+      worker = start(source, async () => {
+        // Awaiting close() alone would never end: close() waits for this handler.
+        await Promise.race([worker.close(), escape.promise]);
+      });
+      source.push(message(1));
+      const until = Date.now() + 5_000;
+      while (warnings.length === 0 && Date.now() < until) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0].name).toBe('TickwheelConsumerWarning');
+      expect(warnings[0].message).toMatch(
+        /close\(\) of the consumer of topic jobs has waited 30 ms for 1 running handler\. A handler that awaits close\(\) of its own consumer never ends/,
+      );
+      escape.resolve();
+      await worker.close();
+      expect(source.acked).toEqual(['r1']);
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      expect(warnings).toHaveLength(1); // once, and not after close() ended
+    } finally {
+      Worker.closeWarnAfterMs = before;
+      process.off('warning', onWarning);
+    }
+  });
+
   it('runs the messages of a receive that answers after close(), and waits for them', async () => {
     const source = new MemorySource();
     const late = deferred();
