@@ -5,12 +5,14 @@
  * ports, a fresh one per peer), in the same run.
  *
  *   npm run bench:cluster [-- --n 50000 --burst 100000 --steady-rate 1000 --steady-seconds 20
- *                             --peers tickwheel,bullmq --out bench/results]
+ *                             --peers tickwheel,bullmq --durabilities async,replicated,fsynced
+ *                             --phases schedule,burst,steady,nodeKill,primaryKill --out bench/results]
  *
- * Phases, per peer:
+ * Phases, per peer (all unless --phases names some):
  *   schedule   N far-future messages (due in a day, 100-byte payload) in batches of 500, four
  *              batches in flight: messages/s, Valkey CPU per message (all six servers), and
- *              Valkey RAM per pending message (used_memory of the primaries). tickwheel once
+ *              Valkey RAM per pending message (used_memory of the primaries, which includes
+ *              replication and AOF buffers, and MEMORY USAGE of the queue's keys). tickwheel once
  *              per durability setting; BullMQ has one (a write is acknowledged by the primary).
  *   burst      B messages due within one second, consumed by one Worker (concurrency 64):
  *              lateness of the first delivery of each, and when the last one came.
@@ -30,6 +32,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { URL, fileURLToPath } from 'node:url';
+import { createClient } from '@redis/client';
 import { cli, installed, startCluster, versionOf } from '../../scripts/valkey.mjs';
 import { redisInfo } from '../queue/redis-server.mjs';
 import { LatenessRecorder, ratio } from '../queue/stats.mjs';
@@ -39,6 +42,8 @@ const CONSUMER = fileURLToPath(new URL('./consumer.mjs', import.meta.url));
 const PAYLOAD = 'x'.repeat(100);
 const DAY_MS = 86_400_000;
 
+const PHASES = ['schedule', 'burst', 'steady', 'nodeKill', 'primaryKill'];
+
 function parseArgs(argv) {
   const options = {
     n: 50_000,
@@ -47,6 +52,7 @@ function parseArgs(argv) {
     steadySeconds: 20,
     peers: ['tickwheel', 'bullmq'],
     durabilities: ['async', 'replicated', 'fsynced'],
+    phases: PHASES,
     out: fileURLToPath(new URL('../results', import.meta.url)),
   };
   const count = (text) => Number(String(text).replace(/_/g, '').replace(/k$/i, '000'));
@@ -63,7 +69,11 @@ function parseArgs(argv) {
     else if (flag === '--steady-seconds') options.steadySeconds = Number(value());
     else if (flag === '--peers') options.peers = value().split(',');
     else if (flag === '--durabilities') options.durabilities = value().split(',');
-    else if (flag === '--out') options.out = value();
+    else if (flag === '--phases') {
+      options.phases = value().split(',');
+      const unknown = options.phases.filter((p) => !PHASES.includes(p));
+      if (unknown.length > 0) throw new Error(`unknown phase ${unknown[0]}: one of ${PHASES}`);
+    } else if (flag === '--out') options.out = value();
     else throw new Error(`unknown option ${flag}`);
   }
   return options;
@@ -89,6 +99,35 @@ const valkeyCpu = (cluster) =>
     ['used_cpu_user', 'used_cpu_sys'],
   );
 const primaryMemory = (cluster) => sum(cluster.primaries(), 'memory', 'used_memory');
+
+/**
+ * Bytes the keys matching `pattern` take on the primaries, by MEMORY USAGE (SAMPLES 0: every
+ * element counted), and how many keys: the records alone, without the server's buffers.
+ */
+async function keysMemory(cluster, pattern) {
+  let bytes = 0;
+  let keys = 0;
+  for (const server of cluster.primaries()) {
+    const client = createClient({ socket: { host: '127.0.0.1', port: server.port } });
+    await client.connect();
+    try {
+      let cursor = '0';
+      do {
+        const reply = await client.sendCommand(['SCAN', cursor, 'MATCH', pattern, 'COUNT', '1000']);
+        cursor = String(reply[0]);
+        const found = reply[1];
+        const sizes = await Promise.all(
+          found.map((key) => client.sendCommand(['MEMORY', 'USAGE', key, 'SAMPLES', '0'])),
+        );
+        for (const size of sizes) bytes += Number(size ?? 0);
+        keys += found.length;
+      } while (cursor !== '0');
+    } finally {
+      await client.close();
+    }
+  }
+  return { bytes, keys };
+}
 const ownCpu = () => {
   const { user, system } = process.cpuUsage();
   return (user + system) / 1e6;
@@ -113,7 +152,7 @@ async function scheduleAll(peer, messages, inFlight = 4) {
   return failed;
 }
 
-async function schedulePhase(cluster, peer, n) {
+async function schedulePhase(cluster, peer, n, pattern) {
   const due = Date.now() + DAY_MS;
   const messages = Array.from({ length: n }, (_, i) => ({ payload: PAYLOAD, due: due + i }));
   const memory = await primaryMemory(cluster);
@@ -126,6 +165,7 @@ async function schedulePhase(cluster, peer, n) {
   await sleep(1_500); // replicas and AOF rewrites catch up before CPU and memory are read
   const valkeySeconds = (await valkeyCpu(cluster)) - cpu;
   const bytes = (await primaryMemory(cluster)) - memory;
+  const held = await keysMemory(cluster, pattern);
   return {
     messages: n,
     failed,
@@ -135,6 +175,8 @@ async function schedulePhase(cluster, peer, n) {
     perValkeyCpuSecond: Math.round(n / valkeySeconds),
     clientCpuSeconds: round(ownSeconds, 2),
     valkeyBytesPerMessage: Math.round(bytes / n),
+    keyBytesPerMessage: Math.round(held.bytes / n),
+    keys: held.keys,
   };
 }
 
@@ -311,52 +353,83 @@ function primaryOfBenchSlot(cluster) {
 async function runPeer(kind, options) {
   const cluster = await startCluster({ primaries: 3, replicas: 1 });
   const result = { peer: kind };
+  const want = (phase) => options.phases.includes(phase);
   try {
-    if (kind === 'tickwheel') {
+    if (want('schedule') && kind === 'tickwheel') {
       result.schedule = {};
       for (const durability of options.durabilities) {
-        const peer = await openPeer(kind, cluster.urls, { durability, queue: `s-${durability}` });
+        const queue = `s-${durability}`;
+        const peer = await openPeer(kind, cluster.urls, { durability, queue });
         say(`tickwheel schedule (${durability})...`);
-        result.schedule[durability] = await schedulePhase(cluster, peer, options.n);
+        const pattern = `tw:{${queue}*`;
+        result.schedule[durability] = await schedulePhase(cluster, peer, options.n, pattern);
         say(`  ${JSON.stringify(result.schedule[durability])}`);
         await peer.close();
       }
-    } else {
+    } else if (want('schedule')) {
       const peer = await openPeer(kind, cluster.urls);
       result.version = peer.version;
       say(`${peer.name} schedule...`);
-      result.schedule = { async: await schedulePhase(cluster, peer, options.n) };
+      result.schedule = { async: await schedulePhase(cluster, peer, options.n, '{bench}*') };
       say(`  ${JSON.stringify(result.schedule.async)}`);
       await peer.close();
     }
+    if (!['burst', 'steady', 'nodeKill', 'primaryKill'].some(want)) return result;
     const durability = kind === 'tickwheel' ? 'replicated' : undefined;
-    const rate = Object.values(result.schedule).at(-1).perSecond;
+    // The burst is scheduled ahead of its due second at the measured rate (or a modest guess).
+    const rate = result.schedule ? Object.values(result.schedule).at(-1).perSecond : 10_000;
     const peer = await openPeer(kind, cluster.urls, { durability, queue: 'live' });
-    say(`${kind} burst of ${options.burst}...`);
-    result.burst = await burstPhase(peer, options.burst, rate);
-    say(`  ${JSON.stringify(result.burst.lateness)}`);
-    say(`${kind} steady ${options.steadyRate}/s...`);
-    result.steady = await steadyPhase(peer, options.steadyRate, options.steadySeconds);
-    say(`  ${JSON.stringify(result.steady.lateness)}`);
+    if (want('burst')) {
+      say(`${kind} burst of ${options.burst}...`);
+      result.burst = await burstPhase(peer, options.burst, rate);
+      say(`  ${JSON.stringify(result.burst.lateness)}`);
+    }
+    if (want('steady')) {
+      say(`${kind} steady ${options.steadyRate}/s...`);
+      result.steady = await steadyPhase(peer, options.steadyRate, options.steadySeconds);
+      say(`  ${JSON.stringify(result.steady.lateness)}`);
+    }
     const killRate = Math.max(20, Math.round(options.steadyRate / 5));
-    say(`${kind} node kill...`);
-    result.nodeKill = await killPhase(kind, cluster, peer, 'live', killRate, async (consumers) => {
-      consumers[0].child.kill('SIGKILL');
-      return { killed: 'a consumer process (a tickwheel node; a BullMQ worker)' };
-    });
-    say(`  ${JSON.stringify(result.nodeKill.latenessDueWithin5sOfKill)}`);
-    say(`${kind} primary kill...`);
-    result.primaryKill = await killPhase(kind, cluster, peer, 'live', killRate, async () => {
-      const primary = primaryOfBenchSlot(cluster);
-      await primary.crash();
-      return { killed: `the Valkey primary serving {bench} (:${primary.port})` };
-    });
-    say(`  ${JSON.stringify(result.primaryKill.latenessDueWithin5sOfKill)}`);
+    if (want('nodeKill')) {
+      say(`${kind} node kill...`);
+      result.nodeKill = await killPhase(
+        kind,
+        cluster,
+        peer,
+        'live',
+        killRate,
+        async (consumers) => {
+          consumers[0].child.kill('SIGKILL');
+          return { killed: 'a consumer process (a tickwheel node; a BullMQ worker)' };
+        },
+      );
+      say(`  ${JSON.stringify(result.nodeKill.latenessDueWithin5sOfKill)}`);
+    }
+    if (want('primaryKill')) {
+      say(`${kind} primary kill...`);
+      result.primaryKill = await killPhase(kind, cluster, peer, 'live', killRate, async () => {
+        const primary = primaryOfBenchSlot(cluster);
+        await primary.crash();
+        return { killed: `the Valkey primary serving {bench} (:${primary.port})` };
+      });
+      say(`  ${JSON.stringify(result.primaryKill.latenessDueWithin5sOfKill)}`);
+    }
     await peer.close().catch(() => {});
   } finally {
     await cluster.stop();
   }
   return result;
+}
+
+/** A ratio with two significant digits, however small (12 ms vs 2,418 ms is 0.005x, not 0). */
+function shown(ours, theirs, lowerIsBetter) {
+  const r =
+    ratio(ours, theirs, lowerIsBetter) === null
+      ? null
+      : lowerIsBetter
+        ? theirs / ours
+        : ours / theirs;
+  return r === null ? '-' : `${Number(r.toPrecision(2))}x`;
 }
 
 function table(results) {
@@ -367,22 +440,29 @@ function table(results) {
     rows.push(
       `| ${what} | ${ours ?? '-'} | ${theirs ?? '-'} | ${
         typeof ours === 'number' && typeof theirs === 'number'
-          ? ratio(ours, theirs, lowerIsBetter)
+          ? shown(ours, theirs, lowerIsBetter)
           : '-'
       } |`,
     );
   rows.push('| | tickwheel | BullMQ | tickwheel vs BullMQ |', '|---|---|---|---|');
   for (const [durability, s] of Object.entries(tw?.schedule ?? {})) {
-    line(`schedules/s, ${durability}`, s.perSecond, bq?.schedule.async.perSecond);
+    const them = bq?.schedule?.async;
+    line(`schedules/s, ${durability}`, s.perSecond, them?.perSecond);
     line(
       `schedules per Valkey CPU-s, ${durability}`,
       s.perValkeyCpuSecond,
-      bq?.schedule.async.perValkeyCpuSecond,
+      them?.perValkeyCpuSecond,
     );
     line(
-      `Valkey bytes per pending message, ${durability}`,
+      `Valkey used_memory per pending message, ${durability}`,
       s.valkeyBytesPerMessage,
-      bq?.schedule.async.valkeyBytesPerMessage,
+      them?.valkeyBytesPerMessage,
+      true,
+    );
+    line(
+      `bytes of the queue's keys per pending message (MEMORY USAGE), ${durability}`,
+      s.keyBytesPerMessage,
+      them?.keyBytesPerMessage,
       true,
     );
   }
@@ -393,8 +473,8 @@ function table(results) {
     for (const q of ['p50Ms', 'p99Ms', 'maxMs']) {
       line(
         `${label} lateness ${q.replace('Ms', '')} (ms)`,
-        tw?.[phase].lateness[q],
-        bq?.[phase].lateness[q],
+        tw?.[phase]?.lateness[q],
+        bq?.[phase]?.lateness[q],
         true,
       );
     }
@@ -405,14 +485,14 @@ function table(results) {
   ]) {
     line(
       `${label}: max lateness, due in the 5 s after (ms)`,
-      tw?.[phase].latenessDueWithin5sOfKill.maxMs,
-      bq?.[phase].latenessDueWithin5sOfKill.maxMs,
+      tw?.[phase]?.latenessDueWithin5sOfKill.maxMs,
+      bq?.[phase]?.latenessDueWithin5sOfKill.maxMs,
       true,
     );
     line(
       `${label}: not delivered within 15 s`,
-      tw?.[phase].notDeliveredIn15s,
-      bq?.[phase].notDeliveredIn15s,
+      tw?.[phase]?.notDeliveredIn15s,
+      bq?.[phase]?.notDeliveredIn15s,
       true,
     );
   }

@@ -372,8 +372,7 @@ describe('Worker', () => {
     const before = Worker.closeWarnAfterMs;
     Worker.closeWarnAfterMs = 30;
     try {
-      let worker!: Worker;
-      worker = start(source, async () => {
+      const worker: Worker = start(source, async () => {
         // Awaiting close() alone would never end: close() waits for this handler.
         await Promise.race([worker.close(), escape.promise]);
       });
