@@ -3,7 +3,8 @@
  * Chaos harness for tickwheel's cluster mode (docs/cluster.md, "Chaos").
  *
  *   node scripts/chaos.mjs [--kills 200] [--seed S] [--interval-ms 3000] [--nodes 3]
- *                          [--rate 100] [--primary-share 0.4] [--report FILE] [--quiet]
+ *                          [--rate 100] [--primary-share 0.4] [--lose-primary]
+ *                          [--report FILE] [--quiet]
  *
  * Starts a Valkey Cluster of 3 primaries + 3 replicas (AOF on) and `--nodes` tickwheel nodes
  * (scripts/chaos-node.mjs, each a DelayQueue on the Cluster that schedules, cancels and
@@ -15,6 +16,11 @@
  *     again on its data and rejoins as a replica. The next primary kill waits until every
  *     shard has a synced replica again (a kill of a primary whose replica is not synced is a
  *     double failure, which no setting claims to survive).
+ *
+ * With --lose-primary, the first primary killed is lost for good (never started again): its
+ * shard runs on the promoted replica alone for the rest of the run, where schedules with
+ * durability 'replicated' are refused (NOT_DURABLE, so not acknowledged) while fires and
+ * deliveries go on. Later primary kills spare that shard (it has no replica to promote).
  *
  * After the last kill, producing stops, the nodes drain what is due, and the journals are
  * checked:
@@ -56,6 +62,7 @@ function parseArgs(argv) {
     nodes: 3,
     rate: 100,
     primaryShare: 0.4,
+    losePrimary: false,
     report: undefined,
     quiet: false,
   };
@@ -72,6 +79,7 @@ function parseArgs(argv) {
     else if (flag === '--nodes') options.nodes = Number(value());
     else if (flag === '--rate') options.rate = Number(value());
     else if (flag === '--primary-share') options.primaryShare = Number(value());
+    else if (flag === '--lose-primary') options.losePrimary = true;
     else if (flag === '--report') options.report = value();
     else if (flag === '--quiet') options.quiet = true;
     else throw new Error(`unknown option ${flag}`);
@@ -282,11 +290,9 @@ async function postMortem(urls, dir, say) {
   }
 }
 
-/** Every primary has a replica that is up and synced. */
-function allShardsReplicated(cluster) {
-  const primaries = cluster.primaries();
-  if (primaries.length !== 3) return false;
-  return primaries.every((p) => {
+/** The primaries that have a replica up and synced. */
+function replicatedPrimaries(cluster) {
+  return cluster.primaries().filter((p) => {
     const info = cli(p.binary, p.port, 'INFO', 'replication');
     return /connected_slaves:[1-9]/.test(info) && /slave0:.*state=online/.test(info);
   });
@@ -332,6 +338,8 @@ async function main() {
       ),
   );
   const kills = { node: 0, primary: 0 };
+  /** Ports of primaries killed and never started again (--lose-primary). */
+  const lost = [];
   const events = join(dir, 'events.txt');
   const note = (line) => appendFileSync(events, `${Date.now()} ${line}\n`);
   const failovers = [];
@@ -349,15 +357,13 @@ async function main() {
       if (last && kills.node === 0 && options.primaryShare < 1) killPrimary = false;
       // A primary whose replica is not synced yet is not killed: that would be a double
       // failure. Wait for the last restarted one to catch up first.
+      // A shard whose primary was lost for good has no replica any more, and is spared.
+      const replicated = () => replicatedPrimaries(cluster).length === 3 - lost.length;
       if (killPrimary) {
-        await waitFor(
-          () => allShardsReplicated(cluster),
-          60_000,
-          'every shard to have a synced replica',
-        );
+        await waitFor(replicated, 60_000, 'every shard to have a synced replica');
       }
       if (killPrimary) {
-        const primaries = cluster.primaries();
+        const primaries = replicatedPrimaries(cluster);
         const victim = primaries[Math.floor(random() * primaries.length)];
         const t0 = Date.now();
         note(`kill primary :${victim.port}`);
@@ -366,10 +372,18 @@ async function main() {
         // The Cluster promotes its replica (node timeout 2 s).
         await waitFor(() => cluster.primaries().length === 3, 30_000, 'a replica to be promoted');
         const promotedMs = Date.now() - t0;
+        failovers.push(promotedMs);
+        if (options.losePrimary && lost.length === 0) {
+          lost.push(victim.port);
+          note(`promoted after ${promotedMs} ms; :${victim.port} lost for good`);
+          say(
+            `chaos: kill ${k + 1}: primary :${victim.port} lost for good, replica promoted in ${promotedMs} ms`,
+          );
+          continue;
+        }
         note(`promoted after ${promotedMs} ms; restarting :${victim.port}`);
         await victim.restart();
         note(`restarted :${victim.port}`);
-        failovers.push(promotedMs);
         say(`chaos: kill ${k + 1}: primary :${victim.port}, replica promoted in ${promotedMs} ms`);
       } else {
         const victim = nodes[Math.floor(random() * nodes.length)];
@@ -424,6 +438,7 @@ async function main() {
         ? Math.round(failovers.reduce((a, b) => a + b, 0) / failovers.length)
         : null,
     },
+    primariesLostForGood: lost.length,
     violations: result.violations.length,
   };
   say(`chaos: ${JSON.stringify(summary)}`);
