@@ -44,7 +44,10 @@ export interface PartitionOwnerOptions {
   horizonMs: number;
   /** How far ahead of the server's clock a fire may be (tw_fire's skew bound). */
   maxClockSkewMs: number;
-  /** Near segments are re-read this often even without a notification. */
+  /**
+   * Near segments are re-read, and overdue deliveries looked for, this often even without a
+   * notification (notifications are lost while a subscription is re-established).
+   */
   pollMs: number;
   /** The node's wheel, on an epoch clock, whose onExpire hands a Due to `fire`. */
   wheel: TimerWheel<Due>;
@@ -61,6 +64,8 @@ export interface PartitionOwnerOptions {
 
 /** Records read per tw_read call. */
 const READ_BATCH = 2_000;
+/** Overdue deliveries expired per tw_expire call. */
+const OVERDUE_BATCH = 500;
 /** A new near segment this often, so that old ones can go. */
 const ROTATE_EVERY_MS = 60_000;
 
@@ -81,6 +86,9 @@ export class PartitionOwner {
   private nearAgain = false;
   private poll: NodeJS.Timeout | undefined;
   private expiring = false;
+  private expireAgain = false;
+  /** Runs when the earliest visibility deadline of the partition passes. */
+  private visibility: NodeJS.Timeout | undefined;
   /** The highest owner-write count (meta's oseq) answered so far. */
   private seenSeq = 0;
   fired = 0;
@@ -162,23 +170,61 @@ export class PartitionOwner {
   }
 
   /**
-   * A delivery was taken (or the poll): fail those whose visibility ran out. Deadlines are the
-   * server's; tw_expire checks them by its clock, so a node clock ahead only means a later poll.
+   * A delivery was taken, the earliest visibility deadline passed, or the poll: fail those
+   * whose visibility ran out, then set a timer for the earliest deadline left. Deadlines are the
+   * server's; tw_expire checks them by its clock, so a node clock ahead only means a retry.
    */
   onInflightChanged(): void {
-    if (this.stopped || this.expiring) return;
+    if (this.stopped) return;
+    if (this.expiring) {
+      this.expireAgain = true;
+      return;
+    }
     this.expiring = true;
     this.expireOverdue()
+      .then(() => this.armVisibility())
       .catch((err) => this.options.onError(err))
-      .finally(() => (this.expiring = false));
+      .finally(() => {
+        this.expiring = false;
+        if (this.expireAgain) {
+          this.expireAgain = false;
+          this.onInflightChanged();
+        }
+      });
+  }
+
+  /** A timer for the partition's earliest visibility deadline, if any delivery is out. */
+  private async armVisibility(): Promise<void> {
+    const first = (await this.valkey.command(this.meta, [
+      'ZRANGE',
+      `${this.meta.slice(0, -4)}inflight`,
+      '0',
+      '0',
+      'WITHSCORES',
+    ])) as Array<[string, number]>; // RESP3: [[member, score]]
+    if (this.visibility !== undefined) clearTimeout(this.visibility);
+    this.visibility = undefined;
+    if (this.stopped || first.length === 0) return;
+    // Past already by this node's clock but not expired by the server's: a clock ahead of the
+    // server's (or a row beyond the batch, which expireAgain covers). Try again shortly.
+    const wait = Number(first[0][1]) - Date.now();
+    this.visibility = setTimeout(
+      () => {
+        this.visibility = undefined;
+        this.onInflightChanged();
+      },
+      wait > 0 ? Math.min(wait + 1, 2 ** 31 - 1) : 25,
+    );
+    this.visibility.unref();
   }
 
   private async expireOverdue(): Promise<void> {
     const rows = (await this.valkey.fcallBuffers('tw_overdue', this.meta, [
       String(Date.now()),
-      500,
+      OVERDUE_BATCH,
     ])) as Array<[Buffer, Buffer, number, Buffer, Buffer]>;
     if (rows.length === 0 || this.stopped) return;
+    if (rows.length === OVERDUE_BATCH) this.expireAgain = true;
     const args: Array<string | number> = [this.options.node, this.epoch, rows.length];
     const now = Date.now();
     for (const [bucket, id, attempts, , record] of rows) {
@@ -213,6 +259,7 @@ export class PartitionOwner {
     if (this.stopped) return;
     this.stopped = true;
     if (this.poll !== undefined) clearInterval(this.poll);
+    if (this.visibility !== undefined) clearTimeout(this.visibility);
     for (const handle of this.timers.values()) this.options.wheel.clearTimeout(handle);
     this.timers.clear();
     this.firing = [];

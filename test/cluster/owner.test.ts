@@ -55,6 +55,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     node: string,
     fenced: (o: PartitionOwner) => void = () => {},
     stale: (o: PartitionOwner) => void = () => {},
+    pollMs = 100,
   ) {
     // The previous test's owner is gone: its lease has run out.
     await valkey.command(META, ['HSET', META, 'leaseUntil', '1']);
@@ -73,7 +74,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       windowMs: 1_000,
       horizonMs: 2_000,
       maxClockSkewMs: 250,
-      pollMs: 100,
+      pollMs,
       wheel,
       onFenced: fenced,
       onStale: stale,
@@ -181,6 +182,38 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     owner.stop();
     await stop();
   }, 10_000);
+
+  it('expires a delivery at its visibility deadline by a timer, with no poll to find it', async () => {
+    // The poll would run only after a minute: the timer for the earliest deadline does it.
+    const { owner, stop } = await own('node-v', undefined, undefined, 60_000);
+    await producer.schedule({
+      topic: 't',
+      id: 'held',
+      payload: 1,
+      delayMs: 0,
+      backoff: { type: 'fixed', delayMs: 0 },
+    });
+    let first: unknown[] = [];
+    for (let i = 0; i < 200 && first.length === 0; i++) {
+      first = (await valkey.fcall('tw_take', META, ['t', 1, 400, 1 << 20])) as unknown[];
+      if (first.length === 0) await sleep(10);
+    }
+    expect(first).toHaveLength(1);
+    const deadline = Date.now() + 400;
+    let again: Array<[string, number]> = [];
+    for (let i = 0; i < 500 && again.length === 0; i++) {
+      again = (await valkey.fcall('tw_take', META, ['t', 1, 60_000, 1 << 20])) as Array<
+        [string, number]
+      >;
+      if (again.length === 0) await sleep(10);
+    }
+    const at = Date.now();
+    expect(again.map(([id, attempt]) => [String(id), Number(attempt)])).toEqual([['held', 2]]);
+    // Not before its visibility ran out (the server's clock and this one, within a few ms).
+    expect(at).toBeGreaterThanOrEqual(deadline - 20);
+    owner.stop();
+    await stop();
+  }, 15_000);
 
   it('stops at the first refused call once another node holds a newer epoch', async () => {
     let fenced = 0;
