@@ -273,8 +273,27 @@ local function schedule(keys, args)
   return replies
 end
 
+-- Finished ids (acked 'A', cancelled 'C') are remembered for get(), in two generations of at
+-- most DONE_CAP each per partition: when the newer one fills up it replaces the older one in
+-- one RENAME. Small enough to stay in Valkey's compact listpack encoding.
+local DONE_CAP = 128
+
+local function remember(prefix, id, st, status)
+  local newer = prefix .. 'done:0'
+  redis.call('HSET', newer, id, write_state({status = status, seg = st.seg, index = st.index,
+    due = st.due, attempts = st.attempts, topic = st.topic}))
+  if redis.call('HLEN', newer) >= DONE_CAP then
+    redis.call('RENAME', newer, prefix .. 'done:1')
+  end
+end
+
+-- A message's state: pending, or else finished a short while ago.
 local function get(keys, args)
-  return redis.call('HGET', prefix_of(keys[1]) .. 'id:' .. args[2], args[1])
+  local prefix = prefix_of(keys[1])
+  local id = args[1]
+  return redis.call('HGET', prefix .. 'id:' .. args[2], id)
+    or redis.call('HGET', prefix .. 'done:0', id)
+    or redis.call('HGET', prefix .. 'done:1', id)
 end
 
 local function cancel(keys, args)
@@ -289,6 +308,7 @@ local function cancel(keys, args)
   redis.call('HDEL', prefix .. 'reasons', id)
   count(prefix, st.topic, st.status, -1)
   release(prefix, st.seg)
+  remember(prefix, id, st, 'C')
   if st.status == 'I' then
     redis.call('ZREM', prefix .. 'inflight', bucket .. ':' .. id)
   elseif st.status == 'D' then
@@ -450,6 +470,7 @@ local function ack(keys, args)
   redis.call('HDEL', prefix .. 'reasons', id)
   count(prefix, st.topic, 'I', -1)
   release(prefix, st.seg)
+  remember(prefix, id, st, 'A')
   return 1
 end
 

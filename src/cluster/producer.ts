@@ -79,6 +79,8 @@ const STATUS: Record<string, MessageStatus> = {
   R: 'ready',
   I: 'inflight',
   D: 'dead',
+  A: 'acked',
+  C: 'cancelled',
 };
 
 export class Producer {
