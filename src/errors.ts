@@ -61,7 +61,10 @@ export type StoreErrorCode =
   // setting asks for, in time: it may or may not survive a failover. Safe to retry by id.
   | 'ERR_TICKWHEEL_NOT_DURABLE'
   // No Valkey/Redis server of the cluster answered in time (connectTimeoutMs).
-  | 'ERR_TICKWHEEL_UNAVAILABLE';
+  | 'ERR_TICKWHEEL_UNAVAILABLE'
+  // A cluster partition's data vanished from the server (restarted without persistence):
+  // reported to onError, never thrown by a call.
+  | 'ERR_TICKWHEEL_DATA_LOST';
 
 /** Only over HTTP: the server's own answers (docs/http-api.md, Errors). */
 export type HttpErrorCode =

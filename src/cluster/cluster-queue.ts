@@ -232,6 +232,7 @@ export class ClusterQueue implements Queue {
         owned: this.node.ownedPartitions(),
         owners: byNode,
         leaseChanges: this.node.leaseChanges,
+        dataLosses: this.node.dataLosses,
       },
     };
   }

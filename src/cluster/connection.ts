@@ -70,6 +70,8 @@ export function parseSentinelUrl(url: string):
 
 export class Valkey {
   private subscriber: Promise<Client> | undefined;
+  /** A loadLibrary() under way because a call found the functions missing. */
+  private reloading: Promise<void> | undefined;
 
   /** How long calls refused during a failover are retried. */
   retryBudgetMs = 10_000;
@@ -310,11 +312,19 @@ export class Valkey {
    */
   private async refusalsRetried(call: () => Promise<unknown>, once: boolean): Promise<unknown> {
     const until = Date.now() + this.retryBudgetMs;
+    let reloaded = false;
     for (let pause = 50; ; pause = Math.min(pause * 2, 500)) {
       try {
         return await call();
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
+        // The server lost the library (restarted without its data, or a replica promoted that
+        // never had it): load it again and repeat the call, which was not carried out.
+        if (!reloaded && NO_FUNCTION.test(message)) {
+          reloaded = true;
+          await (this.reloading ??= this.loadLibrary().finally(() => (this.reloading = undefined)));
+          continue;
+        }
         const refused = REFUSALS.test(message);
         if (refused && !once && Date.now() + pause < until) {
           await new Promise((resolve) => setTimeout(resolve, pause));
@@ -499,6 +509,8 @@ function withinMs<T>(call: Promise<T>, ms: number): Promise<T> {
 /** Replies by which a server says "not now" during a failover: the command was not run. */
 // MOVED and ASK reach here only from a pinned connection (the Cluster client follows them).
 const REFUSALS = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVED|ASK)\b/;
+/** FCALL of a function the server does not have (Valkey and Redis answer alike). */
+const NO_FUNCTION = /^ERR Function not found/i;
 
 /** node-redis's errors for a connection that is down or went down (outcome unknown). */
 function isConnectionError(err: unknown): boolean {

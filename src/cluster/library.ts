@@ -64,30 +64,38 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Leases. Every answer ends with the partition's 'born' (set by the first grant, server time):
+-- it never changes while the partition's data lives, so a node that sees it change knows the
+-- data was lost (a server restarted without it).
 local function lease(keys, args)
   local meta = keys[1]
   local op, node = args[1], args[2]
   local epoch, ttl = tonumber(args[3]), tonumber(args[4])
-  local cur = redis.call('HMGET', meta, 'owner', 'epoch', 'leaseUntil')
+  local cur = redis.call('HMGET', meta, 'owner', 'epoch', 'leaseUntil', 'born')
   local owner = cur[1] or ''
   local current = tonumber(cur[2] or '0') or 0
   local untilMs = tonumber(cur[3] or '0') or 0
+  local born = cur[4] or ''
   local now = now_ms()
   if op == 'acquire' then
     if ttl == nil or ttl <= 0 then return redis.error_reply('ERR tw_lease: bad lease time') end
-    if owner ~= '' and untilMs > now then return {0, current, owner, untilMs - now} end
+    if owner ~= '' and untilMs > now then return {0, current, owner, untilMs - now, born} end
     current = current + 1
-    redis.call('HSET', meta, 'owner', node, 'epoch', current, 'leaseUntil', now + ttl)
-    return {1, current}
+    if born == '' then born = string.format('%d', now) end
+    redis.call('HSET', meta, 'owner', node, 'epoch', current, 'leaseUntil', now + ttl,
+      'born', born)
+    return {1, current, born}
   elseif op == 'renew' then
     if ttl == nil or ttl <= 0 then return redis.error_reply('ERR tw_lease: bad lease time') end
-    if owner ~= node or current ~= epoch or untilMs <= now then return {0, current} end
-    redis.call('HSET', meta, 'leaseUntil', now + ttl)
-    return {1, current}
+    if owner ~= node or current ~= epoch or untilMs <= now then return {0, current, born} end
+    -- (A partition granted by an older library has no 'born' yet.)
+    if born == '' then born = string.format('%d', now) end
+    redis.call('HSET', meta, 'leaseUntil', now + ttl, 'born', born)
+    return {1, current, born}
   elseif op == 'release' then
-    if owner ~= node or current ~= epoch then return {0, current} end
+    if owner ~= node or current ~= epoch then return {0, current, born} end
     redis.call('HSET', meta, 'owner', '', 'leaseUntil', 0)
-    return {1, current}
+    return {1, current, born}
   end
   return redis.error_reply('ERR tw_lease: unknown operation ' .. tostring(op))
 end

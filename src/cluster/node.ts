@@ -117,6 +117,10 @@ export class ClusterNode {
   leaseChanges = 0;
   /** Partitions loaded again because a failover lost writes their owner had seen. */
   reloads = 0;
+  /** Partitions whose data this node saw vanish (their 'born' changed): see noteBorn(). */
+  dataLosses = 0;
+  /** Each partition's 'born' as its lease answers last gave it. */
+  private readonly born = new Map<number, string>();
 
   private constructor(
     private readonly valkey: Valkey,
@@ -470,6 +474,31 @@ export class ClusterNode {
     await Promise.all(effects.map((effect) => this.carryOut(effect)));
   }
 
+  /**
+   * A lease answer's 'born' for `partition` (the server time its data was first made; '' before
+   * any grant). It never changes while the data lives: a change means the partition's keys
+   * were lost, as when a Valkey/Redis without persistence restarts (or a failover goes to a
+   * replica that had nothing), and every message scheduled there went with them. That cannot
+   * be undone here; it is reported (onError, ERR_TICKWHEEL_DATA_LOST, and the dataLosses count
+   * in stats() and /metrics) rather than carried on from silently.
+   */
+  private noteBorn(partition: number, born: unknown): void {
+    if (typeof born !== 'string' || born === '') return;
+    const before = this.born.get(partition);
+    this.born.set(partition, born);
+    if (before === undefined || before === born) return;
+    this.dataLosses++;
+    this.settings.onError(
+      new TickwheelStateError(
+        'ERR_TICKWHEEL_DATA_LOST',
+        `partition ${partition} of queue ${this.queue} was made anew on the server (its data ` +
+          `dates from ${new Date(Number(born)).toISOString()}, not ` +
+          `${new Date(Number(before)).toISOString()}): its messages were lost, as when a ` +
+          'Valkey/Redis without persistence restarts. Enable AOF, and replicas',
+      ),
+    );
+  }
+
   private async carryOut(effect: Effect): Promise<void> {
     const { partition } = effect;
     const meta = metaKey(this.queue, partition);
@@ -483,7 +512,8 @@ export class ClusterNode {
             this.nodeId,
             0,
             leaseMs,
-          ])) as number[];
+          ])) as Array<number | string>;
+          this.noteBorn(partition, Number(reply[0]) === 1 ? reply[2] : reply[4]);
           if (Number(reply[0]) === 1) {
             // A grant lost in a failover could be handed out twice: act only once replicated.
             if (this.settings.durability !== 'async') {
@@ -509,7 +539,8 @@ export class ClusterNode {
             this.nodeId,
             effect.epoch,
             leaseMs,
-          ])) as number[];
+          ])) as Array<number | string>;
+          this.noteBorn(partition, reply[2]);
           ok = Number(reply[0]) === 1;
         } catch (err) {
           this.settings.onError(err);
@@ -519,7 +550,12 @@ export class ClusterNode {
       }
       case 'release':
         try {
-          await this.valkey.fcall('tw_lease', meta, ['release', this.nodeId, effect.epoch]);
+          const reply = (await this.valkey.fcall('tw_lease', meta, [
+            'release',
+            this.nodeId,
+            effect.epoch,
+          ])) as Array<number | string>;
+          this.noteBorn(partition, reply[2]);
         } catch (err) {
           this.settings.onError(err);
         }

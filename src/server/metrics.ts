@@ -102,6 +102,7 @@ export class ServerMetrics {
   private readonly clusterPartitions: Gauge<'node'>;
   private readonly clusterOwned: Gauge;
   private readonly leaseChanges: MirroredCounter;
+  private readonly dataLosses: MirroredCounter;
   private clusterRegistered = false;
 
   constructor() {
@@ -211,6 +212,13 @@ export class ServerMetrics {
         registers: [],
       }),
     );
+    this.dataLosses = new MirroredCounter(
+      new Counter({
+        name: 'tickwheel_cluster_data_losses_total',
+        help: 'Partitions this node saw made anew on the server: their data was lost.',
+        registers: [],
+      }),
+    );
   }
 
   /** The cluster's series, registered the first time stats() carry a cluster part. */
@@ -221,6 +229,7 @@ export class ServerMetrics {
       owned?: number[];
       owners?: Record<string, number[]>;
       leaseChanges?: number;
+      dataLosses?: number;
     };
     if (!this.clusterRegistered) {
       this.clusterRegistered = true;
@@ -229,6 +238,7 @@ export class ServerMetrics {
         this.clusterPartitions,
         this.clusterOwned,
         this.leaseChanges.counter,
+        this.dataLosses.counter,
       ]) {
         this.registry.registerMetric(metric as unknown as Metric);
       }
@@ -240,6 +250,7 @@ export class ServerMetrics {
       this.clusterPartitions.set({ node }, partitions.length);
     }
     this.leaseChanges.update(numberOf(c.leaseChanges));
+    this.dataLosses.update(numberOf(c.dataLosses));
   }
 
   get contentType(): string {

@@ -75,31 +75,51 @@ for (const [name, binary, start] of setups) {
       Number(await valkey.fcall('tw_holds', meta(p), [node, epoch])) === 1;
 
     it('grants one holder at a time, each grant with a newer epoch', async () => {
-      expect(await lease(0, 'acquire', 'a', 0, 5_000)).toEqual([1, 1]);
+      const first = await lease(0, 'acquire', 'a', 0, 5_000);
+      const born = first[2];
+      expect(first).toEqual([1, 1, born]);
       const refused = await lease(0, 'acquire', 'b', 0, 5_000);
       expect(refused.slice(0, 3)).toEqual([0, 1, 'a']);
       expect(Number(refused[3])).toBeGreaterThan(4_000);
+      expect(refused[4]).toBe(born);
       expect(await holds(0, 'a', 1)).toBe(true);
       expect(await holds(0, 'b', 1)).toBe(false);
       // Released, it goes to the next asker at once, with epoch 2.
-      expect(await lease(0, 'release', 'b', 1)).toEqual([0, 1]);
-      expect(await lease(0, 'release', 'a', 1)).toEqual([1, 1]);
+      expect(await lease(0, 'release', 'b', 1)).toEqual([0, 1, born]);
+      expect(await lease(0, 'release', 'a', 1)).toEqual([1, 1, born]);
       expect(await holds(0, 'a', 1)).toBe(false);
-      expect(await lease(0, 'acquire', 'b', 0, 5_000)).toEqual([1, 2]);
+      expect(await lease(0, 'acquire', 'b', 0, 5_000)).toEqual([1, 2, born]);
     });
 
     it('renews only the current epoch of the holder, and lets a lease run out by the server clock', async () => {
-      expect(await lease(1, 'acquire', 'a', 0, 300)).toEqual([1, 1]);
-      expect(await lease(1, 'renew', 'a', 1, 300)).toEqual([1, 1]);
-      expect(await lease(1, 'renew', 'a', 0, 300)).toEqual([0, 1]);
-      expect(await lease(1, 'renew', 'b', 1, 300)).toEqual([0, 1]);
+      const [, , born] = await lease(1, 'acquire', 'a', 0, 300);
+      expect(await lease(1, 'renew', 'a', 1, 300)).toEqual([1, 1, born]);
+      expect(await lease(1, 'renew', 'a', 0, 300)).toEqual([0, 1, born]);
+      expect(await lease(1, 'renew', 'b', 1, 300)).toEqual([0, 1, born]);
       await sleep(400);
       expect(await holds(1, 'a', 1)).toBe(false);
-      expect(await lease(1, 'renew', 'a', 1, 300)).toEqual([0, 1]);
+      expect(await lease(1, 'renew', 'a', 1, 300)).toEqual([0, 1, born]);
       // Even the old holder gets a new epoch: its earlier calls in flight are fenced.
-      expect(await lease(1, 'acquire', 'a', 0, 300)).toEqual([1, 2]);
+      expect(await lease(1, 'acquire', 'a', 0, 300)).toEqual([1, 2, born]);
       expect(await holds(1, 'a', 1)).toBe(false);
       expect(await holds(1, 'a', 2)).toBe(true);
+    });
+
+    it("names when a partition's data was born: the same for its life, new once it was lost", async () => {
+      const [, , born] = await lease(3, 'acquire', 'a', 0, 5_000);
+      expect(String(born)).toMatch(/^\d{13}$/);
+      // What a server restarted without its data looks like to the next lease call.
+      await valkey.command(meta(3), ['DEL', meta(3)]);
+      expect(await lease(3, 'renew', 'a', 1, 5_000)).toEqual([0, 0, '']);
+      await sleep(5);
+      const [granted, epoch, again] = await lease(3, 'acquire', 'a', 0, 5_000);
+      expect([granted, epoch]).toEqual([1, 1]);
+      expect(Number(again)).toBeGreaterThan(Number(born));
+      // A partition granted by an older library gets its 'born' at the next renewal.
+      await valkey.command(meta(3), ['HDEL', meta(3), 'born']);
+      const [renewed, , late] = await lease(3, 'renew', 'a', 1, 5_000);
+      expect(renewed).toBe(1);
+      expect(String(late)).toMatch(/^\d{13}$/);
     });
 
     it('answers a bad call with an error, not a change', async () => {
