@@ -14,11 +14,13 @@
  * nodes' clocks never decide who owns a partition.
  *
  * Lease replies are arrays, `{granted, epoch, ...}` with granted 1 or 0:
- *   tw_lease(meta; 'acquire', node, -, leaseMs) -> {1, epoch} | {0, epoch, owner, msLeft}
- *   tw_lease(meta; 'renew', node, epoch, leaseMs) -> {1, epoch} | {0, epoch}
- *   tw_lease(meta; 'release', node, epoch)        -> {1, epoch} | {0, epoch}
+ *   tw_lease(meta; 'acquire', node, -, leaseMs) -> {1, epoch, born} | {0, epoch, owner, msLeft, born}
+ *   tw_lease(meta; 'renew', node, epoch, leaseMs) -> {1, epoch, born} | {0, epoch, born}
+ *   tw_lease(meta; 'release', node, epoch)        -> {1, epoch, born} | {0, epoch, born}
  * An acquire always brings a new epoch, even to the node that held the lease before: whatever
- * that node's earlier incarnation still has in flight is fenced by it.
+ * that node's earlier incarnation still has in flight is fenced by it. `born` is the server time
+ * of the partition's first grant ('' before it): it changes only if the partition's keys were
+ * lost, which is how nodes notice a server that restarted without its data.
  *
  * ## Messages
  *
@@ -29,7 +31,8 @@
  *
  *   status | segment | index | deliverAt | attempts | topic
  *
- * with status S (scheduled), R (ready), I (inflight) or D (dead). A segment is a list, named
+ * with status S (scheduled), R (ready), I (inflight) or D (dead); finished ones, A (acked) and
+ * C (cancelled), are remembered a while in the partition's done hashes. A segment is a list, named
  * `w<window number>` (the window's start / windowMs) or `n<k>` (near segment k), and a record
  * is found by its index in it: records are only ever appended, so an index never changes. A
  * list, not a string: Valkey grows a string by doubling on APPEND, which cost a third more
@@ -40,7 +43,7 @@
  *
  *   tw_schedule(meta; n, then n times: id, bucket, deliverAt, window, topic, record)
  *     -> n times: {created 1|0, deliverAt}  (0: a message with that id is pending; its due time)
- *   tw_get(meta; id, bucket) -> state | nil
+ *   tw_get(meta; id, bucket) -> state | nil   (a live message's, else a recently finished one's)
  *   tw_cancel(meta; id, bucket) -> 1 | 0   (0: no live message with that id; scheduled, ready,
  *                                           in flight and dead ones are all cancelled)
  *
@@ -51,7 +54,7 @@
  */
 
 /** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 3;
+export const LIBRARY_VERSION = 4;
 
 export const LIBRARY_NAME = 'tickwheel';
 
