@@ -1,8 +1,9 @@
 /**
- * One API, two homes: the same calls, in the same order, on the embedded queue (file store) and
- * on a queue on Valkey (`DelayQueue.open({ redis })`, a primary with one replica), give the same
- * results and, for bad arguments, the same error codes and messages. Real time, short delays: a message is
- * never received before its due time on either.
+ * One API, three homes: the same calls, in the same order, on the embedded queue (file store),
+ * on a queue on Valkey 8 and on one on Redis 7.0 (`DelayQueue.open({ redis })`, each a primary
+ * with one replica; durability 'replicated', so WAIT on both), give the same results and, for
+ * bad arguments, the same error codes and messages. Real time, short delays: a message is
+ * never received before its due time on any.
  */
 
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,21 +16,27 @@ import type { ReceivedMessage } from '../../src/queue/types.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startReplicated } from '../../scripts/valkey.mjs';
 
-type Backend = 'file' | 'valkey';
+type Backend = 'file' | 'valkey' | 'redis7';
 
 describe.runIf(installed('valkey-server'))('the queue API, embedded and on Valkey', () => {
   let valkey: { primary: { url: string }; stop(): Promise<void> };
+  /** Redis 7.0 (Debian's redis-server): functions, but no WAITAOF. */
+  let redis: { primary: { url: string }; stop(): Promise<void> } | undefined;
   const dirs: string[] = [];
   const queues: Queue[] = [];
   let run = 0;
 
   beforeAll(async () => {
     valkey = await startReplicated({ replicas: 1 });
+    if (installed('redis-server')) {
+      redis = await startReplicated({ binary: 'redis-server', replicas: 1 });
+    }
   }, 60_000);
 
   afterAll(async () => {
     for (const queue of queues) await queue.close().catch(() => {});
     await valkey?.stop();
+    await redis?.stop();
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -40,8 +47,11 @@ describe.runIf(installed('valkey-server'))('the queue API, embedded and on Valke
       dirs.push(dir);
       queue = await DelayQueue.open({ dir, fsync: 'never', maxWaitMs: 10_000 });
     } else {
+      const server = backend === 'redis7' ? redis : valkey;
+      if (server === undefined)
+        throw new Error('redis-server is not installed (.ci/run installs it)');
       queue = await DelayQueue.open({
-        redis: valkey.primary.url,
+        redis: server.primary.url,
         queue: `api-${run++}`,
         partitions: 8,
         windowMs: 1_000,
@@ -132,8 +142,9 @@ describe.runIf(installed('valkey-server'))('the queue API, embedded and on Valke
     }
   }, 30_000);
 
-  for (const backend of ['file', 'valkey'] as const) {
-    describe(backend === 'file' ? 'embedded (file store)' : 'on Valkey', () => {
+  const names = { file: 'embedded (file store)', valkey: 'on Valkey', redis7: 'on Redis 7.0' };
+  for (const backend of ['file', 'valkey', 'redis7'] as const) {
+    describe(names[backend], () => {
       it('schedules, dedups by id, delivers on time and never early, in order of due time', async () => {
         const queue = await open(backend);
         const start = Date.now();
