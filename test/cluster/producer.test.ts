@@ -110,7 +110,7 @@ describe.runIf(installed('valkey-server'))('cluster producer on Valkey with a re
     expect((await p.get('dup'))?.deliverAt).toBe(later);
     expect(await p.cancel('dup')).toBe(true);
     expect(await p.cancel('dup')).toBe(false);
-    expect(await p.get('dup')).toBeUndefined();
+    expect(await p.get('dup')).toMatchObject({ status: 'cancelled' });
     expect(await p.reschedule('dup', { delayMs: 5 })).toBe(false);
   });
 
