@@ -21,7 +21,8 @@ import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayQueue } from '../dist/delay-queue.js';
 
-const [nodeId, urls, journal, seedText, rateText] = process.argv.slice(2);
+const [nodeId, urls, journal, seedText, rateText, durability = 'replicated'] =
+  process.argv.slice(2);
 const MAX_DELAY_MS = 3_000;
 const CANCEL_SHARE = 0.05;
 
@@ -47,7 +48,7 @@ const queue = await DelayQueue.open({
   windowMs: 1_000,
   horizonMs: 2_000,
   leaseMs: 1_000,
-  durability: 'replicated',
+  durability,
   // A delivery lost with a killed node comes again this soon.
   visibilityMs: 5_000,
   nodeId,

@@ -4,6 +4,7 @@
  *
  *   node scripts/chaos.mjs [--kills 200] [--seed S] [--interval-ms 3000] [--nodes 3]
  *                          [--rate 100] [--primary-share 0.4] [--lose-primary]
+ *                          [--durability replicated|fsynced|async]
  *                          [--report FILE] [--quiet]
  *
  * Starts a Valkey Cluster of 3 primaries + 3 replicas (AOF on) and `--nodes` tickwheel nodes
@@ -63,6 +64,7 @@ function parseArgs(argv) {
     rate: 100,
     primaryShare: 0.4,
     losePrimary: false,
+    durability: 'replicated',
     report: undefined,
     quiet: false,
   };
@@ -80,6 +82,7 @@ function parseArgs(argv) {
     else if (flag === '--rate') options.rate = Number(value());
     else if (flag === '--primary-share') options.primaryShare = Number(value());
     else if (flag === '--lose-primary') options.losePrimary = true;
+    else if (flag === '--durability') options.durability = value();
     else if (flag === '--report') options.report = value();
     else if (flag === '--quiet') options.quiet = true;
     else throw new Error(`unknown option ${flag}`);
@@ -88,6 +91,9 @@ function parseArgs(argv) {
     if (!Number.isFinite(options[key]) || options[key] < 0) {
       throw new Error(`--${key} must be a number >= 0`);
     }
+  }
+  if (!['async', 'replicated', 'fsynced'].includes(options.durability)) {
+    throw new Error(`--durability must be async, replicated or fsynced, not ${options.durability}`);
   }
   return options;
 }
@@ -105,8 +111,8 @@ function prng(seed) {
 }
 
 class NodeProcess {
-  constructor(id, urls, dir, seed, rate, say) {
-    Object.assign(this, { id, urls, dir, seed, rate, say });
+  constructor(id, urls, dir, seed, rate, durability, say) {
+    Object.assign(this, { id, urls, dir, seed, rate, durability, say });
     this.incarnation = 0;
     this.child = undefined;
   }
@@ -122,6 +128,7 @@ class NodeProcess {
         journal,
         String(this.seed + this.incarnation),
         String(this.rate),
+        this.durability,
       ],
       { stdio: ['pipe', 'pipe', 'pipe'] },
     );
@@ -334,6 +341,7 @@ async function main() {
         dir,
         options.seed * 7 + i * 1_000,
         options.rate,
+        options.durability,
         say,
       ),
   );
@@ -438,6 +446,7 @@ async function main() {
         ? Math.round(failovers.reduce((a, b) => a + b, 0) / failovers.length)
         : null,
     },
+    durability: options.durability,
     primariesLostForGood: lost.length,
     violations: result.violations.length,
   };
