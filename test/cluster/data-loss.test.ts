@@ -8,7 +8,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DelayQueue } from '../../src/delay-queue.js';
+import { DelayQueue, type Queue } from '../../src/delay-queue.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
 
@@ -21,17 +21,17 @@ describe.runIf(installed('valkey-server'))('a queue on a Valkey that restarts em
     restart(): Promise<void>;
     stop(): Promise<void>;
   };
-  let queue: DelayQueue | undefined;
+  let opened: Queue | undefined;
 
   afterAll(async () => {
-    await queue?.close();
+    await opened?.close();
     await valkey?.stop();
   });
 
   it('reports the partitions whose data was lost, and serves again', async () => {
     valkey = await startServer(); // no AOF, no snapshots: a restart starts empty
     const errors: Array<{ code?: string; message: string }> = [];
-    queue = await DelayQueue.open({
+    const queue = await DelayQueue.open({
       redis: valkey.url,
       queue: 'lost',
       partitions: 2,
@@ -39,7 +39,8 @@ describe.runIf(installed('valkey-server'))('a queue on a Valkey that restarts em
       leaseMs: 1_000,
       onError: (err) => errors.push(err as { code?: string; message: string }),
     });
-    const stats = async () => (await queue!.stats()) as unknown as Stats;
+    opened = queue;
+    const stats = async () => (await queue.stats()) as unknown as Stats;
     for (let i = 0; i < 100 && (await stats()).cluster.owned.length < 2; i++) await sleep(100);
     expect((await stats()).cluster.owned).toHaveLength(2);
     await queue.schedule({ topic: 't', id: 'before', payload: 1, delayMs: 60_000 });
