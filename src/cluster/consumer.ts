@@ -6,8 +6,8 @@
  * Which partitions to ask: a hint per topic of partitions known to have ready messages, fed by
  * the partitions' channels ("r <topic>" when messages of the topic became ready) and dropped
  * when a take comes back short. A receive with nothing hinted scans every partition's ready
- * list length once (so that lost notifications cost a scan, never a message); a long poll waits
- * for a notification, re-scanning every `scanMs`; every partition is asked at least every
+ * list length, at most once every `scanMs` (so that lost notifications cost a scan, never a
+ * message); a long poll waits for a notification, re-scanning every `scanMs`; every partition is asked at least every
  * `rescanMs` even while hints keep coming (notifications can be lost in a failover).
  *
  * A receipt names the partition, the attempt and the id: `c<partition>.<attempt>.<id>`, so ack
@@ -85,6 +85,8 @@ export class Consumer {
     for (;;) {
       const got = await this.take(topic, max, visibilityMs, maxBytes, this.shouldScan(topic));
       if (got.length > 0 || Date.now() >= until) return got;
+      // A notification came while the take was under way: take again rather than wait.
+      if (this.hints.get(topic)?.size) continue;
       await this.waitFor(topic, Math.min(this.scanMs, until - Date.now()));
       // Closing: a long poll ends empty, as the embedded queue's does.
       if (this.closing) return [];
@@ -174,17 +176,18 @@ export class Consumer {
   }
 
   /**
-   * Whether to ask every partition rather than the hinted ones: when nothing is hinted, and at
-   * least every `rescanMs` whatever the hints say. Hints come from notifications, which a
+   * Whether to ask every partition rather than the hinted ones: when nothing is hinted (at
+   * most once every `scanMs`), and at least every `rescanMs` whatever the hints say. Hints come from notifications, which a
    * failover or a reconnect can lose; under steady load the hinted partitions never run dry,
    * so without the rescan a partition whose notifications were lost would wait for the load
    * to stop.
    */
   private shouldScan(topic: string): boolean {
     const now = Date.now();
-    if (this.hints.get(topic)?.size && now - (this.scannedAt.get(topic) ?? 0) < this.rescanMs) {
-      return false;
-    }
+    const since = now - (this.scannedAt.get(topic) ?? 0);
+    // With nothing hinted, at most one scan every scanMs: a consumer that receives often (a
+    // Worker frees a slot per message) would otherwise scan every partition each time.
+    if (since < (this.hints.get(topic)?.size ? this.rescanMs : this.scanMs)) return false;
     this.scannedAt.set(topic, now);
     return true;
   }

@@ -460,7 +460,10 @@ local function take(keys, args)
       end
     end
   end
-  if #out > 0 then redis.call('SPUBLISH', prefix .. 'ev', 'i') end
+  -- The owner arms a timer for the new visibility deadline (server time) from this alone.
+  if #out > 0 then
+    redis.call('SPUBLISH', prefix .. 'ev', 'i ' .. string.format('%d', now + visibility))
+  end
   return out
 end
 

@@ -89,6 +89,8 @@ export class PartitionOwner {
   private expireAgain = false;
   /** Runs when the earliest visibility deadline of the partition passes. */
   private visibility: NodeJS.Timeout | undefined;
+  /** When `visibility` runs (server time, as deadlines are), Infinity when not armed. */
+  private visibilityAt = Infinity;
   /** The highest owner-write count (meta's oseq) answered so far. */
   private seenSeq = 0;
   fired = 0;
@@ -193,6 +195,16 @@ export class PartitionOwner {
       });
   }
 
+  /**
+   * Deliveries were taken, visible again at `deadline` (server time, from tw_take's
+   * notification): the visibility timer runs then, unless it runs sooner already. No call.
+   */
+  onTaken(deadline: number): void {
+    if (this.stopped) return;
+    if (!Number.isFinite(deadline)) return this.onInflightChanged();
+    if (deadline < this.visibilityAt) this.setVisibilityTimer(deadline);
+  }
+
   /** A timer for the partition's earliest visibility deadline, if any delivery is out. */
   private async armVisibility(): Promise<void> {
     const first = (await this.valkey.command(this.meta, [
@@ -202,15 +214,23 @@ export class PartitionOwner {
       '0',
       'WITHSCORES',
     ])) as Array<[string, number]>; // RESP3: [[member, score]]
+    this.setVisibilityTimer(first.length === 0 ? Infinity : Number(first[0][1]));
+  }
+
+  /** The visibility timer runs at `at` (Infinity: not at all), replacing the one set before. */
+  private setVisibilityTimer(at: number): void {
     if (this.visibility !== undefined) clearTimeout(this.visibility);
     this.visibility = undefined;
-    if (this.stopped || first.length === 0) return;
+    this.visibilityAt = Infinity;
+    if (this.stopped || at === Infinity) return;
     // Past already by this node's clock but not expired by the server's: a clock ahead of the
     // server's (or a row beyond the batch, which expireAgain covers). Try again shortly.
-    const wait = Number(first[0][1]) - Date.now();
+    const wait = at - Date.now();
+    this.visibilityAt = at;
     this.visibility = setTimeout(
       () => {
         this.visibility = undefined;
+        this.visibilityAt = Infinity;
         this.onInflightChanged();
       },
       wait > 0 ? Math.min(wait + 1, 2 ** 31 - 1) : 25,

@@ -85,7 +85,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     owners.push(owner);
     const stop = await valkey.subscribe(eventsChannel(QUEUE, 0), (m) => {
       if (m === 'n') owner.onNearChanged();
-      if (m === 'i') owner.onInflightChanged();
+      if (m.startsWith('i ')) owner.onTaken(Number(m.slice(2)));
     });
     await owner.start();
     return { owner, stop };
