@@ -51,6 +51,7 @@ import { join } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { parseFlags } from './flags.mjs';
 import { cli, installed, startCluster } from './valkey.mjs';
 
 const NODE_SCRIPT = fileURLToPath(new globalThis.URL('./chaos-node.mjs', import.meta.url));
@@ -68,25 +69,18 @@ function parseArgs(argv) {
     report: undefined,
     quiet: false,
   };
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i];
-    const value = () => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${flag} needs a value`);
-      return v;
-    };
-    if (flag === '--kills') options.kills = Number(value());
-    else if (flag === '--seed') options.seed = Number(value()) >>> 0;
-    else if (flag === '--interval-ms') options.intervalMs = Number(value());
-    else if (flag === '--nodes') options.nodes = Number(value());
-    else if (flag === '--rate') options.rate = Number(value());
-    else if (flag === '--primary-share') options.primaryShare = Number(value());
-    else if (flag === '--lose-primary') options.losePrimary = true;
-    else if (flag === '--durability') options.durability = value();
-    else if (flag === '--report') options.report = value();
-    else if (flag === '--quiet') options.quiet = true;
-    else throw new Error(`unknown option ${flag}`);
-  }
+  parseFlags(argv, {
+    '--kills': (v) => (options.kills = Number(v)),
+    '--seed': (v) => (options.seed = Number(v) >>> 0),
+    '--interval-ms': (v) => (options.intervalMs = Number(v)),
+    '--nodes': (v) => (options.nodes = Number(v)),
+    '--rate': (v) => (options.rate = Number(v)),
+    '--primary-share': (v) => (options.primaryShare = Number(v)),
+    '--lose-primary': () => (options.losePrimary = true),
+    '--durability': (v) => (options.durability = v),
+    '--report': (v) => (options.report = v),
+    '--quiet': () => (options.quiet = true),
+  });
   for (const key of ['kills', 'intervalMs', 'nodes', 'rate']) {
     if (!Number.isFinite(options[key]) || options[key] < 0) {
       throw new Error(`--${key} must be a number >= 0`);

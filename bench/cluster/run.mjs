@@ -33,6 +33,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { URL, fileURLToPath } from 'node:url';
 import { createClient } from '@redis/client';
+import { parseFlags } from '../../scripts/flags.mjs';
 import { cli, installed, startCluster, versionOf } from '../../scripts/valkey.mjs';
 import { redisInfo } from '../queue/redis-server.mjs';
 import { LatenessRecorder, ratio } from '../queue/stats.mjs';
@@ -56,26 +57,20 @@ function parseArgs(argv) {
     out: fileURLToPath(new URL('../results', import.meta.url)),
   };
   const count = (text) => Number(String(text).replace(/_/g, '').replace(/k$/i, '000'));
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i];
-    const value = () => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${flag} needs a value`);
-      return v;
-    };
-    if (flag === '--n') options.n = count(value());
-    else if (flag === '--burst') options.burst = count(value());
-    else if (flag === '--steady-rate') options.steadyRate = count(value());
-    else if (flag === '--steady-seconds') options.steadySeconds = Number(value());
-    else if (flag === '--peers') options.peers = value().split(',');
-    else if (flag === '--durabilities') options.durabilities = value().split(',');
-    else if (flag === '--phases') {
-      options.phases = value().split(',');
+  parseFlags(argv, {
+    '--n': (v) => (options.n = count(v)),
+    '--burst': (v) => (options.burst = count(v)),
+    '--steady-rate': (v) => (options.steadyRate = count(v)),
+    '--steady-seconds': (v) => (options.steadySeconds = Number(v)),
+    '--peers': (v) => (options.peers = v.split(',')),
+    '--durabilities': (v) => (options.durabilities = v.split(',')),
+    '--phases': (v) => {
+      options.phases = v.split(',');
       const unknown = options.phases.filter((p) => !PHASES.includes(p));
       if (unknown.length > 0) throw new Error(`unknown phase ${unknown[0]}: one of ${PHASES}`);
-    } else if (flag === '--out') options.out = value();
-    else throw new Error(`unknown option ${flag}`);
-  }
+    },
+    '--out': (v) => (options.out = v),
+  });
   return options;
 }
 

@@ -495,7 +495,6 @@ function masterOf(cluster: Cluster, key: string): { address?: string } | undefin
 /** Commands about one server, which must go to the primary of the key's slot itself. */
 const ON_THE_PRIMARY = new Set(['WAIT', 'WAITAOF', 'ROLE']);
 
-/** `call`, or a TimeoutError once `ms` have passed without an answer. */
 /**
  * Runs a node-redis command that must answer within `ms`: past that it rejects with a
  * TimeoutError, and the command is aborted (one not written yet is then never sent). Our own
@@ -529,6 +528,7 @@ function timeoutError(ms: number): Error {
   return error;
 }
 
+/** `call`, or a TimeoutError once `ms` have passed without an answer. */
 function withinMs<T>(call: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {

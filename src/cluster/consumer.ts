@@ -7,8 +7,9 @@
  * the partitions' channels ("r <topic>" when messages of the topic became ready) and dropped
  * when a take comes back short. A receive with nothing hinted scans every partition's ready
  * list length, at most once every `scanMs` (so that lost notifications cost a scan, never a
- * message); a long poll waits for a notification, re-scanning every `scanMs`; every partition is asked at least every
- * `rescanMs` even while hints keep coming (notifications can be lost in a failover).
+ * message); a long poll waits for a notification, re-scanning every `scanMs`; every partition
+ * is asked at least every `rescanMs` even while hints keep coming (notifications can be lost in
+ * a failover).
  *
  * A receipt names the partition, the attempt and the id: `c<partition>.<attempt>.<id>`, so ack
  * and nack go straight to the right slot from any node, and a receipt of an earlier delivery of
@@ -177,10 +178,10 @@ export class Consumer {
 
   /**
    * Whether to ask every partition rather than the hinted ones: when nothing is hinted (at
-   * most once every `scanMs`), and at least every `rescanMs` whatever the hints say. Hints come from notifications, which a
-   * failover or a reconnect can lose; under steady load the hinted partitions never run dry,
-   * so without the rescan a partition whose notifications were lost would wait for the load
-   * to stop.
+   * most once every `scanMs`), and at least every `rescanMs` whatever the hints say. Hints
+   * come from notifications, which a failover or a reconnect can lose; under steady load the
+   * hinted partitions never run dry, so without the rescan a partition whose notifications
+   * were lost would wait for the load to stop.
    */
   private shouldScan(topic: string): boolean {
     const now = Date.now();

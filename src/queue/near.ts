@@ -164,9 +164,8 @@ export class NearHorizon implements HeldCounts {
 
   /**
    * Takes up to `max` ready messages of a topic in flight (due ones the wheel has not fired yet
-   * included), each with a receipt and a visibility
-   * timer, stopping before one whose payload (if in memory) would bring the total past
-   * `maxBytes`; the first is always taken.
+   * included), each with a receipt and a visibility timer, stopping before one whose payload
+   * (if in memory) would bring the total past `maxBytes`; the first is always taken.
    */
   take(topic: string, max: number, visibilityMs: number, maxBytes: number): NearMessage[] {
     // Whatever is due by now is ready first, even if the wheel's native timer has not run yet.
