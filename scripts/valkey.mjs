@@ -16,6 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { clearInterval, setInterval } from 'node:timers';
 
 /** Whether `binary` (valkey-server, redis-server) is installed. */
 export function installed(binary) {
@@ -120,7 +121,14 @@ export async function startServer({
     async stop(signal = 'SIGTERM') {
       if (server.running) {
         child.kill(signal);
-        await exited;
+        // A replica whose primary is gone sometimes lets a SIGTERM pass and keeps running
+        // (seen with Valkey 8.0 after a failover); a second one ends it, SIGKILL in the end.
+        let tries = 0;
+        const escalate = setInterval(() => {
+          tries++;
+          if (server.running) child.kill(tries < 3 ? signal : 'SIGKILL');
+        }, 2_000);
+        await exited.finally(() => clearInterval(escalate));
       }
       if (own) rmSync(home, { recursive: true, force: true });
     },

@@ -42,7 +42,8 @@
  * index) names one scheduling of a message: a fire or a receipt made for another is refused.
  *
  *   tw_schedule(meta; n, then n times: id, bucket, deliverAt, window, topic, record)
- *     -> n times: {created 1|0, deliverAt}  (0: a message with that id is pending; its due time)
+ *     -> n when all n were created, else n entries: 1 (created) or the due time of the pending
+ *        message that has that id (not created)
  *   tw_get(meta; id, bucket) -> state | nil   (a live message's, else a recently finished one's)
  *   tw_cancel(meta; id, bucket) -> 1 | 0   (0: no live message with that id; scheduled, ready,
  *                                           in flight and dead ones are all cancelled)
@@ -54,7 +55,7 @@
  */
 
 /** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 4;
+export const LIBRARY_VERSION = 5;
 
 export const LIBRARY_NAME = 'tickwheel';
 
@@ -210,8 +211,10 @@ end
 
 -- Schedules a batch. Writes are grouped: one RPUSH per segment, one count per segment and per
 -- topic, so a batch costs two commands a message (the dedup read and the id state) plus a few
--- per batch, on the primary and again on each replica and in the AOF. An id twice in one batch
--- is a dedup hit the second time, as in two calls.
+-- per segment, on the primary and again on each replica and in the AOF. An id twice in one
+-- batch is a dedup hit the second time, as in two calls. A window's segment and its entry in
+-- 'windows' come and go together (release), so the entry is added only when the RPUSH made
+-- the list. No table per message: groups hold the messages' argument offsets.
 local function schedule(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
@@ -220,67 +223,76 @@ local function schedule(keys, args)
     return redis.error_reply('ERR tw_schedule: expected a count and 6 arguments per message')
   end
   local loadedUntil, near = horizon(meta)
-  local replies, placed = {}, {}
+  local replies, placed, hits = {}, {}, 0
   local segs, bySeg = {}, {}
   local topics, byTopic = {}, {}
   local nearHit = false
   for i = 0, n - 1 do
     local at = 2 + 6 * i
-    local id, bucket, due, window, topic, record =
-      args[at], args[at + 1], args[at + 2], args[at + 3], args[at + 4], args[at + 5]
-    local ids = prefix .. 'id:' .. bucket
+    local id, due = args[at], args[at + 2]
     local prior = placed[id]
     if prior == nil then
-      local existing = redis.call('HGET', ids, id)
+      local existing = redis.call('HGET', prefix .. 'id:' .. args[at + 1], id)
       if existing then prior = read_state(existing).due end
     end
     if prior then
-      replies[#replies + 1] = {0, prior}
+      replies[i + 1] = prior
+      hits = hits + 1
     else
       local seg
       if tonumber(due) < loadedUntil then
         seg = near
         nearHit = true
       else
-        seg = 'w' .. window
+        seg = 'w' .. args[at + 3]
       end
       local group = bySeg[seg]
       if group == nil then
-        group = {window = window, records = {}, states = {}}
+        group = {}
         bySeg[seg] = group
         segs[#segs + 1] = seg
       end
-      group.records[#group.records + 1] = record
-      group.states[#group.states + 1] = {ids, id, due, topic}
+      group[#group + 1] = at
       placed[id] = due
-      if byTopic[topic] == nil then
-        byTopic[topic] = 0
+      local topic = args[at + 4]
+      local c = byTopic[topic]
+      if c == nil then
+        c = 0
         topics[#topics + 1] = topic
       end
-      byTopic[topic] = byTopic[topic] + 1
-      replies[#replies + 1] = {1, due}
+      byTopic[topic] = c + 1
+      replies[i + 1] = 1
     end
   end
+  local records = {}
   for _, seg in ipairs(segs) do
     local group = bySeg[seg]
-    if seg ~= near then
-      redis.call('ZADD', prefix .. 'windows', 'NX', tonumber(group.window), group.window)
-    end
-    local key, records = prefix .. 's:' .. seg, group.records
+    local m = #group
+    for k = 1, m do records[k] = args[group[k] + 5] end
+    local key = prefix .. 's:' .. seg
     local size = 0
     -- RPUSH in pieces: unpack() is bounded by the Lua stack.
-    for from = 1, #records, 1000 do
-      size = redis.call('RPUSH', key, unpack(records, from, math.min(from + 999, #records)))
+    for from = 1, m, 1000 do
+      size = redis.call('RPUSH', key, unpack(records, from, math.min(from + 999, m)))
     end
-    redis.call('HINCRBY', prefix .. 'live', seg, #records)
-    local first = size - #records
-    for k, st in ipairs(group.states) do
-      redis.call('HSET', st[1], st[2], write_state({status = 'S', seg = seg, index = first + k - 1,
-        due = st[3], attempts = 0, topic = st[4]}))
+    if size == m and seg ~= near then
+      local window = args[group[1] + 3]
+      redis.call('ZADD', prefix .. 'windows', 'NX', tonumber(window), window)
+    end
+    redis.call('HINCRBY', prefix .. 'live', seg, m)
+    local first = size - m - 1
+    for k = 1, m do
+      local at = group[k]
+      redis.call('HSET', prefix .. 'id:' .. args[at + 1], args[at],
+        'S|' .. seg .. '|' .. string.format('%d', first + k) .. '|' .. args[at + 2] .. '|0|' ..
+        args[at + 4])
     end
   end
   for _, topic in ipairs(topics) do count(prefix, topic, 'S', byTopic[topic]) end
   if nearHit then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
+  -- A reply of one integer when nothing was a duplicate: a nested array per message cost more
+  -- than the grouped writes.
+  if hits == 0 then return n end
   return replies
 end
 

@@ -234,12 +234,10 @@ export class Producer {
       );
     }
     try {
-      const replies = (await this.valkey.fcall('tw_schedule', meta, args)) as Array<
-        [number, string]
-      >;
+      const reply = await this.valkey.fcall('tw_schedule', meta, args);
       await this.durable(meta, batch.length === 1 ? batch[0].id : `${batch.length} messages`);
       for (let i = 0; i < batch.length; i++) {
-        batch[i].resolve({ id: batch[i].id, deliverAt: Number(replies[i][1]) });
+        batch[i].resolve({ id: batch[i].id, deliverAt: scheduledAt(reply, i, batch[i].deliverAt) });
       }
     } catch (err) {
       for (const m of batch) m.reject(err);
@@ -298,6 +296,16 @@ export class Producer {
     current.last = wait;
     return wait;
   }
+}
+
+/**
+ * The due time of message `i` of a tw_schedule call, from the call's reply (library.ts): `sent`
+ * when it was created, else that of the pending message that already had its id.
+ */
+export function scheduledAt(reply: unknown, i: number, sent: number): number {
+  if (!Array.isArray(reply)) return sent;
+  const entry: unknown = reply[i];
+  return typeof entry === 'number' ? sent : Number(String(entry));
 }
 
 function notDurable(what: string, why: string): TickwheelStateError {

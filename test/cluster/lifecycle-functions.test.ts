@@ -111,7 +111,7 @@ for (const [name, start] of setups) {
       const m = message('order-0001');
       const now = Date.now();
       const due = now + 5; // due now, but in a window the owner has not loaded yet
-      expect(await m.schedule(due)).toEqual([[1, String(due)]]);
+      expect(await m.schedule(due)).toBe(1);
       const [granted, epoch] = (await m.lease('node-a')) as number[];
       expect(granted).toBe(1);
       // The owner raises loadedUntil over the window, then reads the frozen window.
