@@ -21,7 +21,7 @@ import { ID_PATTERN, checkTopic, decodePayload, retryDelay } from '../queue/mess
 import type { ReceivedMessage } from '../queue/types.js';
 import type { Valkey } from './connection.js';
 import { metaKey, partitionPrefix } from './keys.js';
-import { decodeRecord, placeOf } from './record.js';
+import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';
 
 /** A delivery, as the embedded queue's receive() gives it. */
 export type ClusterReceived = ReceivedMessage;
@@ -35,6 +35,11 @@ export interface ConsumerOptions {
   scanMs?: number;
   /** Every partition's ready list is asked at least this often, hints or not. Default 1,000 ms. */
   rescanMs?: number;
+  /**
+   * The largest payload a message of this queue can have (the nodes' maxPayloadBytes): bounds
+   * how many partitions one receive asks at once within its byte budget. Default 1 MiB.
+   */
+  maxPayloadBytes?: number;
 }
 
 interface Waiter {
@@ -51,6 +56,10 @@ export class Consumer {
   private closing = false;
   private readonly scannedAt = new Map<string, number>();
   private readonly rescanMs: number;
+  private readonly largestRecord: number;
+  /** Per topic and partition, the count of notifications when the last one came. */
+  private readonly notices = new Map<string, Map<number, number>>();
+  private noticeCount = 0;
 
   constructor(
     private readonly valkey: Valkey,
@@ -58,6 +67,7 @@ export class Consumer {
   ) {
     this.scanMs = options.scanMs ?? 250;
     this.rescanMs = options.rescanMs ?? 1_000;
+    this.largestRecord = (options.maxPayloadBytes ?? 1 << 20) + MAX_RECORD_OVERHEAD;
   }
 
   /** A partition's channel said messages of `topic` became ready. */
@@ -65,6 +75,9 @@ export class Consumer {
     let hint = this.hints.get(topic);
     if (hint === undefined) this.hints.set(topic, (hint = new Set()));
     hint.add(partition);
+    let notices = this.notices.get(topic);
+    if (notices === undefined) this.notices.set(topic, (notices = new Map()));
+    notices.set(partition, ++this.noticeCount);
     for (const waiter of this.waiters.get(topic) ?? []) waiter.wake();
   }
 
@@ -148,30 +161,57 @@ export class Consumer {
     }
     const out: ClusterReceived[] = [];
     let bytesLeft = maxBytes;
-    // Start at a different partition each time, so that no partition is always last.
+    // Start at a different partition each time, so that no partition is always first.
     const start = this.next++ % Math.max(1, candidates.length);
-    for (let k = 0; k < candidates.length && out.length < max && bytesLeft > 0; k++) {
-      const partition = candidates[(start + k) % candidates.length];
+    let round = candidates.map((_, k) => candidates[(start + k) % candidates.length]);
+    // The hinted partitions are asked at once, each for its share of what is still wanted (one
+    // after another, a partition waited a round trip for each partition before it); those that
+    // gave their whole share may have more and are asked again. Each gets an equal part of the
+    // byte budget, so no more partitions are asked at once than the budget holds largest
+    // records: every partition's first record fits its part, and the total stays within it.
+    while (round.length > 0 && out.length < max && bytesLeft > 0) {
       const want = max - out.length;
-      const rows = (await this.valkey.fcallBuffers(
-        'tw_take',
-        metaKey(this.options.queue, partition),
-        [topic, want, visibilityMs, bytesLeft],
-      )) as Array<[Buffer, number, Buffer, Buffer]>;
-      if (rows.length < want) this.hints.get(topic)?.delete(partition);
-      for (const [idBuf, attempts, due, recordBuf] of rows) {
-        const record = decodeRecord(recordBuf);
-        bytesLeft -= recordBuf.length;
-        const id = String(idBuf);
-        out.push({
-          id,
-          topic,
-          payload: decodePayload(record.payloadKind, record.payload),
-          deliverAt: Number(String(due)),
-          attempts: Number(attempts),
-          receipt: `c${partition}.${attempts}.${id}`,
-        });
-      }
+      const width = Math.max(1, Math.min(want, Math.floor(bytesLeft / this.largestRecord)));
+      const asked = round.slice(0, width);
+      const counts = asked.map(
+        (_, k) => Math.floor(want / asked.length) + (k < want % asked.length ? 1 : 0),
+      );
+      const bytes = asked.length === 1 ? bytesLeft : Math.floor(bytesLeft / asked.length);
+      const sentAt = this.noticeCount;
+      const replies = await Promise.all(
+        asked.map(
+          (partition, k) =>
+            this.valkey.fcallBuffers('tw_take', metaKey(this.options.queue, partition), [
+              topic,
+              counts[k],
+              visibilityMs,
+              bytes,
+            ]) as Promise<Array<[Buffer, number, Buffer, Buffer]>>,
+        ),
+      );
+      round = round.slice(asked.length);
+      replies.forEach((rows, k) => {
+        const partition = asked[k];
+        // A short answer empties the hint, unless a notification came after the ask: what
+        // it announced may have become ready after the take ran.
+        if (rows.length >= counts[k]) round.push(partition);
+        else if ((this.notices.get(topic)?.get(partition) ?? 0) <= sentAt) {
+          this.hints.get(topic)?.delete(partition);
+        }
+        for (const [idBuf, attempts, due, recordBuf] of rows) {
+          const record = decodeRecord(recordBuf);
+          bytesLeft -= recordBuf.length;
+          const id = String(idBuf);
+          out.push({
+            id,
+            topic,
+            payload: decodePayload(record.payloadKind, record.payload),
+            deliverAt: Number(String(due)),
+            attempts: Number(attempts),
+            receipt: `c${partition}.${attempts}.${id}`,
+          });
+        }
+      });
     }
     return out;
   }
@@ -206,7 +246,13 @@ export class Consumer {
     lengths.forEach((n, p) => {
       if (Number(n) > 0) found.push(p);
     });
-    if (found.length > 0) this.hints.set(topic, new Set(found));
+    // Added to the hints, not put in their place: a partition notified while the scan was
+    // under way may have answered 0 before its messages became ready.
+    if (found.length > 0) {
+      let hint = this.hints.get(topic);
+      if (hint === undefined) this.hints.set(topic, (hint = new Set()));
+      for (const p of found) hint.add(p);
+    }
     return found;
   }
 

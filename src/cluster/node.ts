@@ -149,7 +149,11 @@ export class ClusterNode {
       durability: settings.durability,
       maxPayloadBytes: settings.maxPayloadBytes,
     });
-    this.consumer = new Consumer(valkey, { ...common, visibilityMs: settings.visibilityMs });
+    this.consumer = new Consumer(valkey, {
+      ...common,
+      visibilityMs: settings.visibilityMs,
+      maxPayloadBytes: settings.maxPayloadBytes,
+    });
     this.inspector = new ClusterInspector(valkey, settings.queue, settings.partitions);
     this.ownership = new Ownership({
       node: settings.nodeId,

@@ -23,6 +23,9 @@ import { fnv1a, mix32 } from './rendezvous.js';
 
 export const BUCKETS = 1024;
 
+/** The most a record can take besides its payload (id of 200, topic of 128, a full back-off). */
+export const MAX_RECORD_OVERHEAD = 1 + 200 + 2 + 2 + 1 + 3 * 8 + 1 + 1 + 128;
+
 export interface ClusterRecord {
   id: string;
   topic: string;
