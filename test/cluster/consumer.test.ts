@@ -1,7 +1,9 @@
 /**
  * The cluster consumer (src/cluster/consumer.ts) on a real Valkey: a partition whose "ready"
  * notification was lost (as in a failover) is still found while other partitions, hinted by
- * their notifications, never run dry: every partition is asked at least every `rescanMs`.
+ * their notifications, never run dry: every partition is asked at least every `rescanMs`. The
+ * hinted partitions are asked at once, and a notification that comes while a take is under
+ * way keeps its partition hinted.
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -93,4 +95,94 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
     expect(order.indexOf(quiet)).toBeLessThan(busy.length / 2);
     consumer.close();
   }, 30_000);
+
+  /** A ready message at the end of the partition's near segment, with no other ready one left. */
+  async function readyAlone(partition: number, id: string, clear = true): Promise<void> {
+    const prefix = partitionPrefix(QUEUE, partition);
+    if (clear) await valkey.command(`${prefix}ready:t`, ['DEL', `${prefix}ready:t`]);
+    const length = await valkey.command(`${prefix}s:n0`, ['LLEN', `${prefix}s:n0`]);
+    await ready(partition, id, Number(length));
+  }
+
+  /** The tw_take calls the consumer makes, with how many were under way when each was sent. */
+  function watchTakes(after?: (partition: number) => Promise<void>) {
+    const calls: Array<{ partition: number; concurrent: number }> = [];
+    let open = 0;
+    const original = valkey.fcallBuffers.bind(valkey);
+    valkey.fcallBuffers = async (fn: string, key: string, args: Array<string | number>) => {
+      if (fn !== 'tw_take') return original(fn, key, args);
+      const partition = Number(/:(\d+)\}/.exec(key)?.[1]);
+      calls.push({ partition, concurrent: ++open });
+      try {
+        const reply = await original(fn, key, args);
+        await after?.(partition);
+        return reply;
+      } finally {
+        open--;
+      }
+    };
+    return { calls, restore: () => (valkey.fcallBuffers = original) };
+  }
+
+  it('asks the hinted partitions at once, each for its share', async () => {
+    const [a] = idsIn(0, 1, 'share-a');
+    const [b] = idsIn(1, 1, 'share-b');
+    await readyAlone(0, a);
+    await readyAlone(1, b);
+    const consumer = new Consumer(valkey, {
+      queue: QUEUE,
+      partitions: PARTITIONS,
+      windowMs: 1_000,
+      visibilityMs: 60_000,
+      scanMs: 60_000,
+      rescanMs: 60_000,
+    });
+    const watch = watchTakes();
+    try {
+      const got = await consumer.receive('t', { max: 10 });
+      expect(got.map((m) => m.id).sort()).toEqual([a, b].sort());
+      // Both partitions in one round: the second was sent before the first answered.
+      expect(watch.calls.map((c) => c.partition).sort()).toEqual([0, 1]);
+      expect(Math.max(...watch.calls.map((c) => c.concurrent))).toBe(2);
+    } finally {
+      watch.restore();
+      consumer.close();
+    }
+  });
+
+  it('keeps a partition hinted when its notification comes while a take there is under way', async () => {
+    const consumer = new Consumer(valkey, {
+      queue: QUEUE,
+      partitions: PARTITIONS,
+      windowMs: 1_000,
+      visibilityMs: 60_000,
+      scanMs: 60_000,
+      rescanMs: 60_000,
+    });
+    for (const p of [0, 1])
+      await valkey.command(`${partitionPrefix(QUEUE, p)}ready:t`, [
+        'DEL',
+        `${partitionPrefix(QUEUE, p)}ready:t`,
+      ]);
+    // The first receive scans (nothing ready anywhere); no scan again for a minute.
+    expect(await consumer.receive('t')).toEqual([]);
+    const [late] = idsIn(1, 1, 'late');
+    let once = true;
+    const watch = watchTakes(async (partition) => {
+      if (partition !== 1 || !once) return;
+      once = false;
+      // The take found partition 1 empty; then its message became ready and said so.
+      await readyAlone(1, late, false);
+      consumer.onReady(1, 't');
+    });
+    try {
+      consumer.onReady(1, 't');
+      expect(await consumer.receive('t')).toEqual([]);
+      // Without the hint nothing would ask partition 1 before the next scan, a minute away.
+      expect((await consumer.receive('t')).map((m) => m.id)).toEqual([late]);
+    } finally {
+      watch.restore();
+      consumer.close();
+    }
+  });
 });
