@@ -49,13 +49,15 @@
  *                                           in flight and dead ones are all cancelled)
  *
  * A message due before the partition's `loadedUntil` goes to the current near segment (the
- * owner has loaded that stretch of time: it reads the near segment's tail), and the partition's
- * channel says so; one due later goes to the segment of its window, which nobody reads until
- * the owner loads it.
+ * owner has loaded that stretch of time), and the partition's channel says so: tw_schedule's
+ * note is `n <segment> <index of the first> <id> <bucket> <deliverAt> ...`, enough for the owner
+ * to arm them without reading the segment; other changes to the near segment send `n` alone
+ * (read its tail). One due later goes to the segment of its window, which nobody reads until the
+ * owner loads it.
  */
 
 /** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 5;
+export const LIBRARY_VERSION = 6;
 
 export const LIBRARY_NAME = 'tickwheel';
 
@@ -209,6 +211,9 @@ local function relocate(prefix, meta, st, due, window, record)
   return isNear or wasNear
 end
 
+-- The most messages a near segment's note names; for more, the note is 'n' (read the segment).
+local NOTE_MAX = 200
+
 -- Schedules a batch. Writes are grouped: one RPUSH per segment, one count per segment and per
 -- topic, so a batch costs two commands a message (the dedup read and the id state) plus a few
 -- per segment, on the primary and again on each replica and in the AOF. An id twice in one
@@ -226,7 +231,7 @@ local function schedule(keys, args)
   local replies, placed, hits = {}, {}, 0
   local segs, bySeg = {}, {}
   local topics, byTopic = {}, {}
-  local nearHit = false
+  local nearNote = nil
   for i = 0, n - 1 do
     local at = 2 + 6 * i
     local id, due = args[at], args[at + 2]
@@ -242,7 +247,6 @@ local function schedule(keys, args)
       local seg
       if tonumber(due) < loadedUntil then
         seg = near
-        nearHit = true
       else
         seg = 'w' .. args[at + 3]
       end
@@ -280,6 +284,19 @@ local function schedule(keys, args)
       redis.call('ZADD', prefix .. 'windows', 'NX', tonumber(window), window)
     end
     redis.call('HINCRBY', prefix .. 'live', seg, m)
+    if seg == near then
+      -- The owner arms what the note names without reading the segment (owner.ts).
+      if m <= NOTE_MAX then
+        local note = {'n', seg, string.format('%d', size - m)}
+        for k = 1, m do
+          local at = group[k]
+          note[#note + 1] = args[at] .. ' ' .. args[at + 1] .. ' ' .. args[at + 2]
+        end
+        nearNote = table.concat(note, ' ')
+      else
+        nearNote = 'n'
+      end
+    end
     local first = size - m - 1
     for k = 1, m do
       local at = group[k]
@@ -289,7 +306,7 @@ local function schedule(keys, args)
     end
   end
   for _, topic in ipairs(topics) do count(prefix, topic, 'S', byTopic[topic]) end
-  if nearHit then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
+  if nearNote then redis.call('SPUBLISH', prefix .. 'ev', nearNote) end
   -- A reply of one integer when nothing was a duplicate: a nested array per message cost more
   -- than the grouped writes.
   if hits == 0 then return n end

@@ -414,11 +414,8 @@ export class ClusterNode {
   }
 
   private onEvent(partition: number, message: string): void {
-    if (message === 'n') this.owners.get(partition)?.onNearChanged();
-    else if (message.startsWith('i '))
-      this.owners.get(partition)?.onTaken(Number(message.slice(2)));
-    else if (message === 'i') this.owners.get(partition)?.onInflightChanged();
-    else if (message.startsWith('r ')) this.consumer.onReady(partition, message.slice(2));
+    if (message.startsWith('r ')) this.consumer.onReady(partition, message.slice(2));
+    else this.owners.get(partition)?.onEvent(message);
   }
 
   /**

@@ -285,8 +285,48 @@ export class PartitionOwner {
     this.firing = [];
   }
 
+  /** An event of the partition's channel for its owner (library.ts); others are ignored. */
+  onEvent(message: string): void {
+    if (message === 'n') this.onNearChanged();
+    else if (message.startsWith('n ')) this.onNearScheduled(message);
+    else if (message.startsWith('i ')) this.onTaken(Number(message.slice(2)));
+    else if (message === 'i') this.onInflightChanged();
+  }
+
+  /**
+   * tw_schedule's note of what it appended to the near segment (library.ts): when it follows on
+   * from what was read of that segment, its messages are armed with no call; otherwise (a note
+   * lost, a read under way, a segment this owner does not know yet) the tail is read as for "n".
+   */
+  onNearScheduled(note: string): void {
+    if (this.stopped) return;
+    const parts = note.split(' ');
+    const seg = parts[1];
+    let index = Number(parts[2]);
+    if (this.readingNear !== undefined || this.nearRead.get(seg) !== index) {
+      this.onNearChanged();
+      return;
+    }
+    for (let k = 3; k + 2 < parts.length; k += 3) {
+      const due: Due = { owner: this, id: parts[k], bucket: Number(parts[k + 1]), seg, index };
+      this.arm(due, Number(parts[k + 2]));
+      index++;
+    }
+    this.nearRead.set(seg, index);
+  }
+
+  /**
+   * Reads the near segments' tails. A near segment other than the current one gets no appends
+   * once this owner knows of the rotation (tw_load started the new one before it answered): it
+   * is read to its end once more, then no longer (each read once per change and once a second
+   * would otherwise grow by one segment a minute for as long as the partition is owned).
+   */
   private async readNear(): Promise<void> {
-    for (const [seg, from] of this.nearRead) await this.readSegment(seg, from);
+    const current = this.currentNear;
+    for (const [seg, from] of this.nearRead) {
+      await this.readSegment(seg, from);
+      if (current !== '' && seg !== current && !this.stopped) this.nearRead.delete(seg);
+    }
   }
 
   private async readSegment(seg: string, from: number): Promise<void> {

@@ -205,7 +205,8 @@ describe.runIf(installed('valkey-server'))('message functions on Valkey', () => 
       expect(await cmd('LRANGE', `${P}s:n7`, '0', '-1')).toEqual(['NEAR']);
       const until = Date.now() + 2_000;
       while (heard.length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
-      expect(heard).toEqual(['n']);
+      // The note names what was appended: segment, first index, then id, bucket, due.
+      expect(heard).toEqual([`n n7 0 soon ${bucketOf('soon')} 1799999999000`]);
       // Cancelling it leaves the current near segment in place: its owner reads it by offset.
       expect(await cancel('soon')).toBe(1);
       expect(await cmd('EXISTS', `${P}s:n7`)).toBe(1);

@@ -83,10 +83,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       },
     });
     owners.push(owner);
-    const stop = await valkey.subscribe(eventsChannel(QUEUE, 0), (m) => {
-      if (m === 'n') owner.onNearChanged();
-      if (m.startsWith('i ')) owner.onTaken(Number(m.slice(2)));
-    });
+    const stop = await valkey.subscribe(eventsChannel(QUEUE, 0), (m) => owner.onEvent(m));
     await owner.start();
     return { owner, stop };
   }
@@ -265,4 +262,76 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     fresh.owner.stop();
     await fresh.stop();
   }, 15_000);
+
+  /** The segments of the tw_read calls made from now on. */
+  function watchReads() {
+    const segments: string[] = [];
+    const original = valkey.fcallBuffers.bind(valkey);
+    valkey.fcallBuffers = (fn: string, key: string, args: Array<string | number>) => {
+      if (fn === 'tw_read') segments.push(String(args[0]));
+      return original(fn, key, args);
+    };
+    return { segments, restore: () => (valkey.fcallBuffers = original) };
+  }
+
+  it('arms near messages from the note tw_schedule publishes, reading nothing', async () => {
+    // No poll for a minute: only the note can arm them.
+    const { owner, stop } = await own('node-note', undefined, undefined, 60_000);
+    const watch = watchReads();
+    try {
+      const start = Date.now();
+      const scheduled = await producer.scheduleMany(
+        Array.from({ length: 5 }, (_, i) => ({
+          topic: 't',
+          id: `noted-${i}`,
+          payload: i,
+          deliverAt: start + 200 + i,
+        })),
+      );
+      const taken = await collect(
+        scheduled.map((r) => r.id),
+        start + 3_000,
+      );
+      expect(taken.size).toBe(5);
+      for (const { id, deliverAt } of scheduled) {
+        expect(taken.get(id) as number).toBeGreaterThanOrEqual(deliverAt);
+      }
+      expect(watch.segments).toEqual([]);
+    } finally {
+      watch.restore();
+      owner.stop();
+      await stop();
+    }
+  }, 10_000);
+
+  it('reads a near segment rotated out once more, then no longer', async () => {
+    const { owner, stop } = await own('node-rot', undefined, undefined, 60_000);
+    const watch = watchReads();
+    try {
+      const read = async () => {
+        watch.segments.length = 0;
+        owner.onEvent('n');
+        for (let i = 0; i < 100 && watch.segments.length === 0; i++) await sleep(5);
+        await sleep(50);
+        return [...watch.segments].sort();
+      };
+      const before = await read();
+      expect(before).toHaveLength(1);
+      // A new near segment (as every minute): the old one is read to its end once more (by
+      // the load that started the new one), then never again.
+      (owner as unknown as { lastRotation: number }).lastRotation = 0;
+      watch.segments.length = 0;
+      await owner.advance();
+      const rotated = [...watch.segments].sort();
+      expect(rotated).toHaveLength(2);
+      expect(rotated).toContain(before[0]);
+      const next = await read();
+      expect(next).toHaveLength(1);
+      expect(next).not.toContain(before[0]);
+    } finally {
+      watch.restore();
+      owner.stop();
+      await stop();
+    }
+  }, 10_000);
 });
