@@ -43,6 +43,9 @@ export type QueueErrorCode =
   | 'ERR_TICKWHEEL_INVALID_ID'
   | 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE';
 
+/** Idempotent consumers (docs/idempotent.md): another delivery of the key holds its claim. */
+export type IdempotencyErrorCode = 'ERR_TICKWHEEL_IDEMPOTENT_BUSY';
+
 /** The store and its data directory (docs/storage.md). */
 export type StoreErrorCode =
   | 'ERR_TICKWHEEL_LOCKED'
@@ -100,6 +103,7 @@ export type TickwheelErrorCode =
   | TimerErrorCode
   | PatternErrorCode
   | QueueErrorCode
+  | IdempotencyErrorCode
   | StoreErrorCode
   | HttpErrorCode
   | ClientErrorCode

@@ -3,6 +3,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { postgresInstalled } from '../scripts/postgres.mjs';
 
 /**
  * Every examples/*.mjs runs as a user would run it (`node examples/x.mjs`, importing the built
@@ -45,10 +47,21 @@ const expected: Record<string, RegExp[]> = {
     /^worker 2: lease lost: renew\(\) answered false: the lease is no longer held$/,
     /^worker 2: stopped its work$/,
   ],
+  'idempotent-transfers.mjs': [
+    /^t-1: ran$/,
+    /^t-2: ran$/,
+    /^t-3: ran$/,
+    /^t-1 delivered again: t-1: duplicate$/,
+    /^balances: 1=75 2=125$/,
+    /^stats: ran 3, duplicates 1$/,
+  ],
 };
 
 /** Examples that need a program the machine may lack; skipped (with a message) without it. */
-const needs: Record<string, string> = { 'redis-lock.mjs': 'redis-server' };
+const needs: Record<string, string> = {
+  'redis-lock.mjs': 'redis-server',
+  'idempotent-transfers.mjs': 'initdb',
+};
 
 const examples = readdirSync(join(root, 'examples')).filter((name) => name.endsWith('.mjs'));
 
@@ -80,9 +93,11 @@ describe('examples', () => {
   for (const name of examples) {
     const program = needs[name];
     const missing =
-      program !== undefined &&
-      !process.env.REDIS_URL &&
-      spawnSync(program, ['--version']).status !== 0;
+      program === 'initdb'
+        ? !process.env.DATABASE_URL && !postgresInstalled()
+        : program !== undefined &&
+          !process.env.REDIS_URL &&
+          spawnSync(program, ['--version']).status !== 0;
     if (missing) console.warn(`${program} is not installed: skipping examples/${name}`);
 
     it.skipIf(missing)(

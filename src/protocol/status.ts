@@ -53,6 +53,7 @@ export const HTTP_STATUS: Readonly<Record<TickwheelErrorCode, number>> = {
   ERR_TICKWHEEL_NOT_DURABLE: 503,
   ERR_TICKWHEEL_UNAVAILABLE: 503,
   ERR_TICKWHEEL_DATA_LOST: 503,
+  ERR_TICKWHEEL_IDEMPOTENT_BUSY: 409,
 
   // The server's own answers.
   ERR_TICKWHEEL_INVALID_REQUEST: 400,

@@ -1,0 +1,136 @@
+/**
+ * A throwaway PostgreSQL server for tests and examples: a fresh cluster in a temporary directory
+ * on a free loopback port, trust authentication, gone after stop().
+ *
+ *   const pg = await startPostgres();   // pg.url: postgres://tickwheel@127.0.0.1:<port>/postgres
+ *   await pg.stop();
+ *
+ * PostgreSQL refuses to run as root: as root, initdb and postgres run as the `postgres` user that
+ * Debian's package creates (runuser). Nothing here is shipped.
+ */
+
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { clearInterval, setInterval } from 'node:timers';
+import { freePort } from './valkey.mjs';
+
+/** The directory of PostgreSQL's server binaries (Debian: /usr/lib/postgresql/<major>/bin). */
+export function postgresBin() {
+  const root = '/usr/lib/postgresql';
+  if (existsSync(root)) {
+    const majors = readdirSync(root)
+      .filter((v) => /^\d+$/.test(v))
+      .sort((a, b) => Number(b) - Number(a));
+    for (const major of majors) {
+      const bin = join(root, major, 'bin');
+      if (existsSync(join(bin, 'initdb'))) return bin;
+    }
+  }
+  const found = spawnSync('sh', ['-c', 'command -v initdb'], { encoding: 'utf8' }).stdout.trim();
+  return found === '' ? undefined : join(found, '..');
+}
+
+/** Whether a PostgreSQL server can be started here. */
+export function postgresInstalled() {
+  if (postgresBin() === undefined) return false;
+  if (process.getuid?.() !== 0) return true;
+  return spawnSync('id', ['-u', 'postgres']).status === 0;
+}
+
+function asPostgres(binary, args) {
+  if (process.getuid?.() === 0) return ['runuser', ['-u', 'postgres', '--', binary, ...args]];
+  return [binary, args];
+}
+
+export async function startPostgres() {
+  const bin = postgresBin();
+  if (bin === undefined) throw new Error('PostgreSQL is not installed (initdb not found)');
+  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-pg-'));
+  if (process.getuid?.() === 0) {
+    const uid = Number(spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).stdout);
+    const gid = Number(spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).stdout);
+    chownSync(dir, uid, gid);
+  }
+  const data = join(dir, 'data');
+  const [initdb, initArgs] = asPostgres(join(bin, 'initdb'), [
+    '-D',
+    data,
+    '-A',
+    'trust',
+    '-U',
+    'tickwheel',
+    '--no-sync',
+    '-E',
+    'UTF8',
+  ]);
+  const init = spawnSync(initdb, initArgs, { encoding: 'utf8' });
+  if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
+  const port = await freePort();
+  const [postgres, args] = asPostgres(join(bin, 'postgres'), [
+    '-D',
+    data,
+    '-p',
+    String(port),
+    '-k',
+    dir,
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'max_connections=50',
+  ]);
+  const child = spawn(postgres, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = once(child, 'exit');
+  let output = '';
+  await new Promise((resolve, reject) => {
+    const onData = (chunk) => {
+      output += chunk;
+      if (output.includes('ready to accept connections')) resolve();
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('exit', (code) =>
+      reject(new Error(`postgres exited (${code}): ${output.slice(-2_000)}`)),
+    );
+  });
+  child.stdout.resume();
+  child.stderr.resume();
+  return {
+    port,
+    url: `postgres://tickwheel@127.0.0.1:${port}/postgres`,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        // pg_ctl's fast shutdown, waited for: a signal to the runuser in between would not
+        // reach postgres, and a SIGKILL of runuser would leave postgres running.
+        const [pgctl, args] = asPostgres(join(bin, 'pg_ctl'), [
+          'stop',
+          '-D',
+          data,
+          '-m',
+          'fast',
+          '-w',
+        ]);
+        const stopped = spawnSync(pgctl, args, { encoding: 'utf8', timeout: 30_000 });
+        if (stopped.status !== 0) {
+          const [pgctl2, args2] = asPostgres(join(bin, 'pg_ctl'), [
+            'stop',
+            '-D',
+            data,
+            '-m',
+            'immediate',
+            '-w',
+          ]);
+          spawnSync(pgctl2, args2, { timeout: 30_000 });
+        }
+        let tries = 0;
+        const escalate = setInterval(() => {
+          if (++tries >= 5 && child.exitCode === null) child.kill('SIGKILL');
+        }, 2_000);
+        await exited.finally(() => clearInterval(escalate));
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

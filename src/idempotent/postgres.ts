@@ -1,0 +1,191 @@
+/**
+ * The PostgreSQL idempotency store (docs/idempotent.md): a message's key goes into a table in the
+ * same transaction as the handler's own writes, so the effect and the "done" mark commit or
+ * roll back together, whatever is killed when. The table is the user's database's; the pool is
+ * the user's `pg` Pool (anything with the same `connect()` / `query()` / `release()`).
+ *
+ * The life of one delivery:
+ *   BEGIN
+ *   INSERT INTO <table> (key) VALUES ($1) ON CONFLICT (key) DO NOTHING
+ *     0 rows: the key is done (or being done by a transaction that then commits): ROLLBACK,
+ *             'duplicate'. A concurrent delivery of the same key waits here on the row lock
+ *             until the first commits (duplicate) or rolls back (it runs).
+ *   the handler, with this transaction's client: its writes join the transaction
+ *   COMMIT -> 'ran' (the consumer acks after this)
+ */
+
+import { TickwheelStateError, TickwheelTypeError, checkOption, describe } from '../errors.js';
+import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
+
+/** The part of `pg`'s query result used here. */
+export interface PgResult {
+  rowCount: number | null;
+}
+
+/** A client checked out of a pool: `pg`'s PoolClient has these. */
+export interface PgClient {
+  query(text: string, values?: unknown[]): Promise<PgResult>;
+  release(err?: Error | boolean): void;
+}
+
+/** A pool: `pg`'s Pool has these. */
+export interface PgPool {
+  connect(): Promise<PgClient>;
+  query(text: string, values?: unknown[]): Promise<PgResult>;
+}
+
+export interface PostgresIdempotencyOptions {
+  pool: PgPool;
+  /** Table of done keys, created on first use when missing. Default `tickwheel_processed`. */
+  table?: string;
+  /**
+   * How long a done key is kept. Must exceed the longest time a message can be delivered again:
+   * its retries (back-offs and visibility timeouts) and, for dead letters that may be requeued,
+   * how long they are kept. Default 30 days; at least one hour.
+   */
+  retentionMs?: number;
+  /** How often keys past retention are deleted; 0: never (call `purge()`). Default 1 hour. */
+  purgeEveryMs?: number;
+}
+
+const HOUR = 3_600_000;
+/** A table name, optionally with its schema: unquoted identifiers only. */
+const TABLE = /^([a-z_][a-z0-9_]{0,62}\.)?[a-z_][a-z0-9_]{0,62}$/;
+
+/** The SQL that makes the table (what the store runs on first use; for migration tools). */
+export function postgresMigration(table = 'tickwheel_processed'): string {
+  checkTable(table);
+  const index = `${table.replace(/^.*\./, '')}_processed_at`;
+  return [
+    `CREATE TABLE IF NOT EXISTS ${table} (`,
+    '  key text PRIMARY KEY,',
+    '  processed_at timestamptz NOT NULL DEFAULT now()',
+    ');',
+    `CREATE INDEX IF NOT EXISTS ${index} ON ${table} (processed_at);`,
+  ].join('\n');
+}
+
+function checkTable(table: unknown): string {
+  if (typeof table !== 'string' || !TABLE.test(table)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `table must be a lower-case SQL name (schema.table allowed), got ${describe(table)}`,
+    );
+  }
+  return table;
+}
+
+export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgClient }> {
+  private readonly pool: PgPool;
+  private readonly table: string;
+  private readonly retentionMs: number;
+  private readonly counts = emptyStats();
+  private migrated: Promise<void> | undefined;
+  private purger: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(options: PostgresIdempotencyOptions) {
+    const pool = options?.pool;
+    if (
+      pool === null ||
+      typeof pool !== 'object' ||
+      typeof pool.connect !== 'function' ||
+      typeof pool.query !== 'function'
+    ) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `pool must be a pg Pool (connect() and query()), got ${describe(pool)}`,
+      );
+    }
+    this.pool = pool;
+    this.table = checkTable(options.table ?? 'tickwheel_processed');
+    this.retentionMs = checkOption(options.retentionMs ?? 30 * 24 * HOUR, 'retentionMs', HOUR);
+    const every = checkOption(options.purgeEveryMs ?? HOUR, 'purgeEveryMs', 0, 2 ** 31 - 1);
+    if (every > 0) {
+      this.purger = setInterval(() => {
+        this.purge().catch(() => {
+          // The next round tries again; purge() called by hand reports its error.
+        });
+      }, every);
+      this.purger.unref();
+    }
+  }
+
+  /** Creates the table if it is missing (once; `once` calls it first). */
+  migrate(): Promise<void> {
+    this.migrated ??= this.pool
+      .query(postgresMigration(this.table))
+      .then(() => undefined)
+      .catch((err: unknown) => {
+        this.migrated = undefined;
+        throw err;
+      });
+    return this.migrated;
+  }
+
+  async once(key: string, effect: (context: { client: PgClient }) => unknown): Promise<Outcome> {
+    if (this.closed) {
+      throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this idempotency store is closed');
+    }
+    await this.migrate();
+    const client = await this.pool.connect();
+    // Whether a transaction may be open: if so, a failure rolls it back, and a client that
+    // cannot even do that (its connection is gone) is destroyed rather than put back.
+    let open = false;
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      open = true;
+      const inserted = await client.query(
+        `INSERT INTO ${this.table} (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`,
+        [key],
+      );
+      if (inserted.rowCount === 0) {
+        await client.query('ROLLBACK');
+        open = false;
+        this.counts.duplicates++;
+        return 'duplicate';
+      }
+      try {
+        await effect({ client });
+      } catch (err) {
+        this.counts.failed++;
+        throw err;
+      }
+      await client.query('COMMIT');
+      open = false;
+      this.counts.ran++;
+      return 'ran';
+    } catch (err) {
+      if (open) {
+        await client.query('ROLLBACK').catch((failure: unknown) => {
+          broken = failure instanceof Error ? failure : new Error(String(failure));
+        });
+      }
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  /** Deletes keys older than the retention; resolves how many went. */
+  async purge(): Promise<number> {
+    await this.migrate();
+    const result = await this.pool.query(
+      `DELETE FROM ${this.table} WHERE processed_at < now() - make_interval(secs => $1)`,
+      [this.retentionMs / 1000],
+    );
+    const n = result.rowCount ?? 0;
+    this.counts.purged += n;
+    return n;
+  }
+
+  stats(): IdempotencyStats {
+    return { ...this.counts };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.purger !== undefined) clearInterval(this.purger);
+  }
+}

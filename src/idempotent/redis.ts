@@ -1,0 +1,135 @@
+/**
+ * The Valkey/Redis idempotency store (docs/idempotent.md): a key is claimed, with an expiry,
+ * while the handler runs, and marked done after. It cannot make the effect and the mark one
+ * atomic step, so it promises less than the PostgreSQL store:
+ *
+ * - A duplicate that comes after the mark never runs the handler.
+ * - A delivery that comes while another worker holds the claim waits for it (busyWaitMs), then
+ *   fails with ERR_TICKWHEEL_IDEMPOTENT_BUSY (the consumer nacks; the queue retries it later).
+ * - A worker killed after its effect and before the mark leaves only a claim, which expires
+ *   (`claimMs`): the next delivery runs the effect again. So does one whose handler outlives
+ *   its claim (counted in `claimsExpired`). Effects should tolerate a rare repeat.
+ *
+ * One key a message: `SET key <claim> NX PX claimMs GET` claims (the old value says done or
+ * busy), `SET key done PX retentionMs GET` marks (the old value says whether the claim still
+ * held), and a failed handler's claim is deleted if it is still its own.
+ */
+
+import { randomUUID } from 'node:crypto';
+import type { Valkey } from '../cluster/connection.js';
+import { checkClusterPeer } from '../cluster/peer.js';
+import { TickwheelStateError, checkOption } from '../errors.js';
+import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
+
+export interface RedisIdempotencyOptions {
+  /** redis:// or rediss:// URLs (a standalone server, or Cluster nodes), or one redis+sentinel://. */
+  redis: string | readonly string[];
+  /** Prepended to every key. Default `tickwheel:idem:`. */
+  prefix?: string;
+  /** How long a claim holds while the handler runs; longer than the slowest handler. Default 60 s. */
+  claimMs?: number;
+  /** How long a done key is kept (see the PostgreSQL store). Default 30 days; at least 1 hour. */
+  retentionMs?: number;
+  /**
+   * How long a delivery waits for another delivery's claim on its key (to be marked done, let
+   * go, or expire) before failing with ERR_TICKWHEEL_IDEMPOTENT_BUSY. Default 5 s; 0: at once.
+   */
+  busyWaitMs?: number;
+}
+
+const DONE = 'done';
+const HOUR = 3_600_000;
+/** Deletes KEYS[1] if it still holds ARGV[1]: a failed handler lets go of its own claim only. */
+const RELEASE =
+  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+export class RedisIdempotencyStore implements IdempotencyStore<Record<string, never>> {
+  private readonly prefix: string;
+  private readonly claimMs: number;
+  private readonly retentionMs: number;
+  private readonly busyWaitMs: number;
+  private readonly counts = emptyStats();
+
+  private constructor(
+    private readonly valkey: Valkey,
+    options: RedisIdempotencyOptions,
+  ) {
+    this.prefix = options.prefix ?? 'tickwheel:idem:';
+    this.claimMs = checkOption(options.claimMs ?? 60_000, 'claimMs', 1, 2 ** 31 - 1, true);
+    this.retentionMs = checkOption(options.retentionMs ?? 30 * 24 * HOUR, 'retentionMs', HOUR);
+    this.busyWaitMs = checkOption(options.busyWaitMs ?? 5_000, 'busyWaitMs', 0, 2 ** 31 - 1);
+  }
+
+  static async open(options: RedisIdempotencyOptions): Promise<RedisIdempotencyStore> {
+    // Options first: a bad one must not leave a connection open.
+    const probe = { ...options };
+    checkOption(probe.claimMs ?? 60_000, 'claimMs', 1, 2 ** 31 - 1, true);
+    checkOption(probe.retentionMs ?? 30 * 24 * HOUR, 'retentionMs', HOUR);
+    checkOption(probe.busyWaitMs ?? 5_000, 'busyWaitMs', 0, 2 ** 31 - 1);
+    // @redis/client is an optional peer: loaded only here, so the PostgreSQL store needs none.
+    checkClusterPeer();
+    const { Valkey } = await import('../cluster/connection.js');
+    const valkey = await Valkey.connect(options?.redis);
+    return new RedisIdempotencyStore(valkey, options);
+  }
+
+  async once(key: string, effect: (context: Record<string, never>) => unknown): Promise<Outcome> {
+    const at = this.prefix + key;
+    const claim = `claim:${randomUUID()}`;
+    // Another delivery's claim: wait (a little at a time) for it to be marked done, let go of,
+    // or to expire, up to busyWaitMs.
+    const giveUpAt = Date.now() + this.busyWaitMs;
+    for (let pause = 10; ; pause = Math.min(pause * 2, 200)) {
+      const before = await this.valkey.command(at, [
+        'SET',
+        at,
+        claim,
+        'NX',
+        'PX',
+        String(this.claimMs),
+        'GET',
+      ]);
+      if (before === null || before === undefined) break;
+      if (before === DONE) {
+        this.counts.duplicates++;
+        return 'duplicate';
+      }
+      if (Date.now() + pause > giveUpAt) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_IDEMPOTENT_BUSY',
+          `another delivery of ${key} is running (its claim holds for up to ${this.claimMs} ms)`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+    try {
+      await effect({});
+    } catch (err) {
+      this.counts.failed++;
+      await this.valkey.command(at, ['EVAL', RELEASE, '1', at, claim]).catch(() => {
+        // The claim expires by itself.
+      });
+      throw err;
+    }
+    const held = await this.valkey.command(at, [
+      'SET',
+      at,
+      DONE,
+      'PX',
+      String(this.retentionMs),
+      'GET',
+    ]);
+    if (held !== claim) this.counts.claimsExpired++;
+    this.counts.ran++;
+    return 'ran';
+  }
+
+  stats(): IdempotencyStats {
+    return { ...this.counts };
+  }
+
+  /** Closes the store's connection. */
+  async close(): Promise<void> {
+    await this.valkey.close();
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * The PostgreSQL idempotency store (src/idempotent/postgres.ts) on a real PostgreSQL started by
+ * the test: the handler's writes and the done mark commit or roll back together; a duplicate
+ * runs nothing; a concurrent delivery of the same key waits for the first and is a duplicate;
+ * retention deletes old keys; bad options get named errors.
+ */
+
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  PostgresIdempotencyStore,
+  idempotent,
+  messageKey,
+  postgresMigration,
+} from '../../src/idempotent/index.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+
+describe.runIf(postgresInstalled())('the PostgreSQL idempotency store', () => {
+  let server: { url: string; stop(): Promise<void> };
+  let pool: pg.Pool;
+
+  beforeAll(async () => {
+    server = await startPostgres();
+    pool = new pg.Pool({ connectionString: server.url, max: 5 });
+    await pool.query('CREATE TABLE notes (key text, body text)');
+  }, 60_000);
+
+  afterAll(async () => {
+    await pool?.end();
+    await server?.stop();
+  });
+
+  const notes = async (key: string) =>
+    Number((await pool.query('SELECT count(*) FROM notes WHERE key = $1', [key])).rows[0].count);
+
+  it('runs the effect once per message, in the same transaction as the done mark', async () => {
+    const store = new PostgresIdempotencyStore({ pool, table: 'done_a' });
+    let calls = 0;
+    const handler = idempotent(
+      async (message: { id: string; topic: string }, { client }) => {
+        calls++;
+        await client.query('INSERT INTO notes VALUES ($1, $2)', [messageKey(message), 'x']);
+      },
+      { store },
+    );
+    const message = { id: 'm-1', topic: 'mail' };
+    await handler(message);
+    await handler(message);
+    await handler({ ...message });
+    expect(calls).toBe(1);
+    expect(await notes('mail/m-1')).toBe(1);
+    expect(store.stats()).toMatchObject({ ran: 1, duplicates: 2, failed: 0 });
+    // The same id on another topic is another message.
+    await handler({ id: 'm-1', topic: 'sms' });
+    expect(calls).toBe(2);
+    await store.close();
+  });
+
+  it('rolls back the effect and the mark together when the handler throws', async () => {
+    const store = new PostgresIdempotencyStore({ pool, table: 'done_b' });
+    let fail = true;
+    const handler = idempotent(
+      async (message: { id: string; topic: string }, { client }) => {
+        await client.query('INSERT INTO notes VALUES ($1, $2)', [messageKey(message), 'y']);
+        if (fail) throw new Error('the mail server said no');
+      },
+      { store },
+    );
+    await expect(handler({ id: 'm-2', topic: 'mail' })).rejects.toThrow('the mail server said no');
+    expect(await notes('mail/m-2')).toBe(0);
+    expect(
+      (await pool.query('SELECT count(*) FROM done_b WHERE key = $1', ['mail/m-2'])).rows[0].count,
+    ).toBe('0');
+    // The retry runs it: nothing was marked.
+    fail = false;
+    await handler({ id: 'm-2', topic: 'mail' });
+    expect(await notes('mail/m-2')).toBe(1);
+    expect(store.stats()).toMatchObject({ ran: 1, failed: 1, duplicates: 0 });
+    await store.close();
+  });
+
+  it('makes a concurrent delivery of the same key wait for the first, then skip', async () => {
+    const store = new PostgresIdempotencyStore({ pool, table: 'done_c' });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let calls = 0;
+    const handler = idempotent(
+      async (message: { id: string; topic: string }, { client }) => {
+        calls++;
+        await client.query('INSERT INTO notes VALUES ($1, $2)', [messageKey(message), 'z']);
+        await gate;
+      },
+      { store },
+    );
+    const first = handler({ id: 'm-3', topic: 'mail' });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const second = handler({ id: 'm-3', topic: 'mail' });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The second is blocked on the first's uncommitted key.
+    expect(calls).toBe(1);
+    release();
+    await Promise.all([first, second]);
+    expect(calls).toBe(1);
+    expect(await notes('mail/m-3')).toBe(1);
+    expect(store.stats()).toMatchObject({ ran: 1, duplicates: 1 });
+    await store.close();
+  });
+
+  it('deletes keys past retention, and only those', async () => {
+    const store = new PostgresIdempotencyStore({
+      pool,
+      table: 'done_d',
+      retentionMs: 3_600_000,
+      purgeEveryMs: 0,
+    });
+    const handler = idempotent(async () => {}, { store });
+    await handler({ id: 'old', topic: 't' });
+    await handler({ id: 'new', topic: 't' });
+    await pool.query(
+      `UPDATE done_d SET processed_at = now() - interval '2 hours' WHERE key = 't/old'`,
+    );
+    expect(await store.purge()).toBe(1);
+    expect((await pool.query('SELECT key FROM done_d')).rows).toEqual([{ key: 't/new' }]);
+    expect(store.stats().purged).toBe(1);
+    await store.close();
+  });
+
+  it('creates its table with the documented migration, and refuses bad options by name', async () => {
+    expect(postgresMigration('app.processed')).toContain(
+      'CREATE TABLE IF NOT EXISTS app.processed',
+    );
+    expect(() => new PostgresIdempotencyStore({ pool, table: 'x; DROP TABLE notes' })).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
+    );
+    expect(() => new PostgresIdempotencyStore({ pool, retentionMs: 1_000 })).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
+    );
+    expect(() => new PostgresIdempotencyStore({ pool: {} as unknown as pg.Pool })).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
+    );
+    expect(() => idempotent(async () => {}, { store: {} as never })).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
+    );
+    const store = new PostgresIdempotencyStore({ pool, table: 'done_e' });
+    const handler = idempotent(async () => {}, { store, key: () => '' });
+    await expect(handler({ id: 'a', topic: 't' })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+    });
+    await store.close();
+    await expect(store.once('k', () => {})).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_CLOSED' });
+  });
+});
