@@ -48,6 +48,13 @@ interface Waiter {
 
 const RECEIPT = /^c(\d+)\.(\d+)\.(.+)$/;
 
+/**
+ * The fewest messages a partition is asked for when several are asked at once: a Worker with
+ * 64 free slots asked 64 partitions for one each, and under a burst (every partition full) that
+ * was a call a message where one call took 64.
+ */
+const MIN_SHARE = 8;
+
 export class Consumer {
   private readonly hints = new Map<string, Set<number>>();
   private readonly waiters = new Map<string, Set<Waiter>>();
@@ -166,12 +173,16 @@ export class Consumer {
     let round = candidates.map((_, k) => candidates[(start + k) % candidates.length]);
     // The hinted partitions are asked at once, each for its share of what is still wanted (one
     // after another, a partition waited a round trip for each partition before it); those that
-    // gave their whole share may have more and are asked again. Each gets an equal part of the
+    // gave their whole share may have more and are asked again (at most want / MIN_SHARE of them
+    // at once, the rest in the next round). Each gets an equal part of the
     // byte budget, so no more partitions are asked at once than the budget holds largest
     // records: every partition's first record fits its part, and the total stays within it.
     while (round.length > 0 && out.length < max && bytesLeft > 0) {
       const want = max - out.length;
-      const width = Math.max(1, Math.min(want, Math.floor(bytesLeft / this.largestRecord)));
+      const width = Math.max(
+        1,
+        Math.min(Math.ceil(want / MIN_SHARE), Math.floor(bytesLeft / this.largestRecord)),
+      );
       const asked = round.slice(0, width);
       const counts = asked.map(
         (_, k) => Math.floor(want / asked.length) + (k < want % asked.length ? 1 : 0),
