@@ -305,7 +305,16 @@ describe('a timers-only install (npm install tickwheel)', () => {
       () => 'created',
       (err) => [err.name, err.code, err.install].join(' '),
     );
-    console.log(JSON.stringify({ fired, status, unreachable, refused }));
+    // tickwheel/idempotent: the PostgreSQL store needs no package of its own; the Redis store
+    // names its optional peer.
+    const wrapped = typeof idem.idempotent(() => undefined, {
+      store: new idem.PostgresIdempotencyStore({ pool: { connect() {}, query() {} }, purgeEveryMs: 0 }),
+    });
+    const redisStore = await idem.RedisIdempotencyStore.open({ redis: 'redis://127.0.0.1:1' }).then(
+      () => 'opened',
+      (err) => [err.name, err.code, err.install].join(' '),
+    );
+    console.log(JSON.stringify({ fired, status, unreachable, refused, wrapped, redisStore }));
   `;
   const EXPECTED = {
     fired: 1,
@@ -313,6 +322,9 @@ describe('a timers-only install (npm install tickwheel)', () => {
     unreachable: 'TickwheelNetworkError',
     refused:
       'TickwheelDependencyError ERR_TICKWHEEL_MISSING_DEPENDENCY npm install fastify@5 prom-client@15',
+    wrapped: 'function',
+    redisStore:
+      'TickwheelDependencyError ERR_TICKWHEEL_MISSING_DEPENDENCY npm install @redis/client@6',
   };
 
   it('works from a plain ESM script: root, queue, client; tickwheel/server says what to install', async () => {
@@ -322,6 +334,7 @@ describe('a timers-only install (npm install tickwheel)', () => {
        import { DelayQueue } from 'tickwheel/queue';
        import { TickwheelClient } from 'tickwheel/client';
        import * as server from 'tickwheel/server';
+       import * as idem from 'tickwheel/idempotent';
        ${USE}`,
     );
     const result = await run(process.execPath, ['use.mjs', join(work, 'esm-data')], { cwd: app });
@@ -336,6 +349,7 @@ describe('a timers-only install (npm install tickwheel)', () => {
        const { DelayQueue } = require('tickwheel/queue');
        const { TickwheelClient } = require('tickwheel/client');
        const server = require('tickwheel/server');
+       const idem = require('tickwheel/idempotent');
        (async () => {
          ${USE}
          const imported = await import('tickwheel');
@@ -358,6 +372,10 @@ describe('a timers-only install (npm install tickwheel)', () => {
       `import { ManualClock, TimerWheel, type TimerHandle } from 'tickwheel';
        import { DelayQueue, MemoryStore } from 'tickwheel/queue';
        import { TickwheelClient, type MessageInfo } from 'tickwheel/client';
+       import { idempotent, type IdempotencyStats } from 'tickwheel/idempotent';
+       export const stats: IdempotencyStats | undefined = undefined;
+       // @ts-expect-error the store is required
+       idempotent(() => undefined, {});
        const timers = new TimerWheel({ clock: new ManualClock() });
        const handle: TimerHandle = timers.setTimeout(() => undefined, 10);
        timers.clearTimeout(handle);
