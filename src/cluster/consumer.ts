@@ -55,6 +55,17 @@ const RECEIPT = /^c(\d+)\.(\d+)\.(.+)$/;
  */
 const MIN_SHARE = 8;
 
+/** The most acks one tw_ack call carries. */
+const ACK_BATCH = 500;
+
+interface PendingAck {
+  id: string;
+  bucket: number;
+  attempt: number;
+  resolve: (done: boolean) => void;
+  reject: (err: unknown) => void;
+}
+
 export class Consumer {
   private readonly hints = new Map<string, Set<number>>();
   private readonly waiters = new Map<string, Set<Waiter>>();
@@ -67,6 +78,8 @@ export class Consumer {
   /** Per topic and partition, the count of notifications when the last one came. */
   private readonly notices = new Map<string, Map<number, number>>();
   private noticeCount = 0;
+  private readonly acks = new Map<number, PendingAck[]>();
+  private acksQueued = false;
 
   constructor(
     private readonly valkey: Valkey,
@@ -114,13 +127,53 @@ export class Consumer {
     }
   }
 
-  async ack(receipt: string): Promise<boolean> {
-    const parsed = this.parseReceipt(receipt);
-    if (parsed === undefined) return false;
+  /**
+   * Acks made in one turn of the event loop go to each partition as one tw_ack (under a burst a
+   * Worker acks many deliveries of a partition in a turn: one call each cost Valkey a call's
+   * overhead each).
+   */
+  ack(receipt: string): Promise<boolean> {
+    let parsed: ReturnType<Consumer['parseReceipt']>;
+    try {
+      parsed = this.parseReceipt(receipt);
+    } catch (err) {
+      // A bad receipt rejects, as every other call's bad argument does.
+      return Promise.reject(err);
+    }
+    if (parsed === undefined) return Promise.resolve(false);
     const { partition, attempt, id } = parsed;
     const { bucket } = placeOf(id, this.options.partitions);
-    const meta = metaKey(this.options.queue, partition);
-    return Number(await this.valkey.fcall('tw_ack', meta, [id, bucket, attempt])) === 1;
+    return new Promise((resolve, reject) => {
+      let batch = this.acks.get(partition);
+      if (batch === undefined) this.acks.set(partition, (batch = []));
+      batch.push({ id, bucket, attempt, resolve, reject });
+      if (!this.acksQueued) {
+        this.acksQueued = true;
+        setImmediate(() => this.flushAcks());
+      }
+    });
+  }
+
+  private flushAcks(): void {
+    this.acksQueued = false;
+    const batches = [...this.acks];
+    this.acks.clear();
+    for (const [partition, batch] of batches) {
+      for (let from = 0; from < batch.length; from += ACK_BATCH) {
+        void this.sendAcks(partition, batch.slice(from, from + ACK_BATCH));
+      }
+    }
+  }
+
+  private async sendAcks(partition: number, batch: PendingAck[]): Promise<void> {
+    const args: Array<string | number> = [];
+    for (const a of batch) args.push(a.id, a.bucket, a.attempt);
+    try {
+      const reply = await this.valkey.fcall('tw_ack', metaKey(this.options.queue, partition), args);
+      batch.forEach((a, i) => a.resolve(Number(Array.isArray(reply) ? reply[i] : reply) === 1));
+    } catch (err) {
+      for (const a of batch) a.reject(err);
+    }
   }
 
   async nack(

@@ -57,7 +57,7 @@
  */
 
 /** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 6;
+export const LIBRARY_VERSION = 7;
 
 export const LIBRARY_NAME = 'tickwheel';
 
@@ -503,10 +503,8 @@ local function delivery(prefix, id, bucket, attempt)
   return st, ids
 end
 
-local function ack(keys, args)
-  local prefix = prefix_of(keys[1])
-  local id, bucket = args[1], args[2]
-  local st, ids = delivery(prefix, id, bucket, tonumber(args[3]))
+local function ack_one(prefix, id, bucket, attempt)
+  local st, ids = delivery(prefix, id, bucket, attempt)
   if not st then return 0 end
   redis.call('HDEL', ids, id)
   redis.call('ZREM', prefix .. 'inflight', bucket .. ':' .. id)
@@ -515,6 +513,21 @@ local function ack(keys, args)
   release(prefix, st.seg)
   remember(prefix, id, st, 'A')
   return 1
+end
+
+-- ack(meta; id, bucket, attempt [, id, bucket, attempt ...]) -> 1 | 0 for one delivery, an
+-- array of them for several (a consumer's acks of one partition in one turn go together).
+local function ack(keys, args)
+  if #args == 0 or #args % 3 ~= 0 then
+    return redis.error_reply('ERR tw_ack: expected id, bucket, attempt for each delivery')
+  end
+  local prefix = prefix_of(keys[1])
+  if #args == 3 then return ack_one(prefix, args[1], args[2], tonumber(args[3])) end
+  local out = {}
+  for at = 1, #args, 3 do
+    out[#out + 1] = ack_one(prefix, args[at], args[at + 1], tonumber(args[at + 2]))
+  end
+  return out
 end
 
 -- A delivery failed: scheduled again at due (in its window or the near segment), or dead

@@ -185,4 +185,45 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
       consumer.close();
     }
   });
+
+  it('sends the acks of one partition made in one turn as one tw_ack, each answered for itself', async () => {
+    for (const p of [0, 1]) {
+      await valkey.command(`${partitionPrefix(QUEUE, p)}ready:t`, [
+        'DEL',
+        `${partitionPrefix(QUEUE, p)}ready:t`,
+      ]);
+    }
+    const ids = idsIn(0, 3, 'acked');
+    for (const id of ids) await readyAlone(0, id, false);
+    const consumer = new Consumer(valkey, {
+      queue: QUEUE,
+      partitions: PARTITIONS,
+      windowMs: 1_000,
+      visibilityMs: 60_000,
+    });
+    const calls: Array<Array<string | number>> = [];
+    const original = valkey.fcall.bind(valkey);
+    valkey.fcall = (fn: string, key: string, args: readonly (string | number | Buffer)[]) => {
+      if (fn === 'tw_ack') calls.push([...args] as Array<string | number>);
+      return original(fn, key, args);
+    };
+    try {
+      const got = await consumer.receive('t', { max: 3 });
+      expect(got.map((m) => m.id).sort()).toEqual([...ids].sort());
+      // Three acks and one of a receipt whose attempt is not the current one, in one turn.
+      const stale = got[0].receipt.replace(/^c0\.1\./, 'c0.7.');
+      const answers = await Promise.all([
+        ...got.map((m) => consumer.ack(m.receipt)),
+        consumer.ack(stale),
+      ]);
+      expect(answers).toEqual([true, true, true, false]);
+      expect(calls).toHaveLength(1);
+      expect(calls[0]).toHaveLength(12);
+      // Acked: a second ack of the same receipt finds nothing.
+      expect(await consumer.ack(got[1].receipt)).toBe(false);
+    } finally {
+      valkey.fcall = original;
+      consumer.close();
+    }
+  });
 });
