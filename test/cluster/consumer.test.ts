@@ -104,6 +104,17 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
     await ready(partition, id, Number(length));
   }
 
+  /** A consumer that scans only on its first receive (then not for a minute). */
+  const quietConsumer = () =>
+    new Consumer(valkey, {
+      queue: QUEUE,
+      partitions: PARTITIONS,
+      windowMs: 1_000,
+      visibilityMs: 60_000,
+      scanMs: 60_000,
+      rescanMs: 60_000,
+    });
+
   /** The tw_take calls the consumer makes, with how many were under way when each was sent. */
   function watchTakes(after?: (partition: number) => Promise<void>) {
     const calls: Array<{ partition: number; concurrent: number }> = [];
@@ -129,14 +140,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
     const [b] = idsIn(1, 1, 'share-b');
     await readyAlone(0, a);
     await readyAlone(1, b);
-    const consumer = new Consumer(valkey, {
-      queue: QUEUE,
-      partitions: PARTITIONS,
-      windowMs: 1_000,
-      visibilityMs: 60_000,
-      scanMs: 60_000,
-      rescanMs: 60_000,
-    });
+    const consumer = quietConsumer();
     const watch = watchTakes();
     try {
       const got = await consumer.receive('t', { max: 10 });
@@ -151,14 +155,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
   });
 
   it('keeps a partition hinted when its notification comes while a take there is under way', async () => {
-    const consumer = new Consumer(valkey, {
-      queue: QUEUE,
-      partitions: PARTITIONS,
-      windowMs: 1_000,
-      visibilityMs: 60_000,
-      scanMs: 60_000,
-      rescanMs: 60_000,
-    });
+    const consumer = quietConsumer();
     for (const p of [0, 1])
       await valkey.command(`${partitionPrefix(QUEUE, p)}ready:t`, [
         'DEL',
