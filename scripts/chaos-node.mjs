@@ -6,7 +6,8 @@
  *
  *   node scripts/chaos-node.mjs <nodeId> <urls comma-separated> <journal file> <seed> <rate/s>
  *
- * Lines (times are Date.now() of this process; ids are unique per incarnation):
+ * Lines (times are Date.now() of this process; ids are unique per incarnation; every other
+ * message is scheduled without an id and journaled by the located id the cluster made for it):
  *   S <id> <deliverAt> <payload hash>          schedule resolved
  *   c <id>                                     cancel about to be called
  *   C <id>                                     cancel resolved true
@@ -89,12 +90,19 @@ const lanes = 8;
 await Promise.all(
   Array.from({ length: lanes }, async () => {
     while (producing) {
-      const id = `${nodeId}-${process.pid}-${sequence++}`;
+      // Every other message without an id: the cluster makes a located one for it.
+      const n = sequence++;
+      let id = `${nodeId}-${process.pid}-${n}`;
       const payload = { id, filler: 'x'.repeat(Math.floor(random() * 200)) };
       const deliverAt = Date.now() + Math.floor(random() * MAX_DELAY_MS);
       const cancel = random() < CANCEL_SHARE;
       try {
-        const result = await queue.schedule({ topic: 'chaos', id, payload, deliverAt });
+        const result = await queue.schedule(
+          n % 2 === 0
+            ? { topic: 'chaos', id, payload, deliverAt }
+            : { topic: 'chaos', payload, deliverAt },
+        );
+        id = result.id;
         write(`S ${id} ${result.deliverAt} ${hash(payload)}`);
         // Cancel only what is due well after now: it cannot have been delivered yet. The
         // attempt is journaled first: a cancel that fails may still have happened.

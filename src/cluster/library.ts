@@ -42,22 +42,31 @@
  * index) names one scheduling of a message: a fire or a receipt made for another is refused.
  *
  *   tw_schedule(meta; n, then n times: id, bucket, deliverAt, window, topic, record)
- *     -> n when all n were created, else n entries: 1 (created) or the due time of the pending
- *        message that has that id (not created)
+ *     -> n when all n were created with the ids given, else n entries: 1 (created), the due
+ *        time of the pending message that has that id (not created), or, for id '', the
+ *        located id made for it
  *   tw_get(meta; id, bucket) -> state | nil   (a live message's, else a recently finished one's)
  *   tw_cancel(meta; id, bucket) -> 1 | 0   (0: no live message with that id; scheduled, ready,
  *                                           in flight and dead ones are all cancelled)
  *
+ * A message scheduled without an id has a *located* id instead, which tw_schedule makes from
+ * where the record went: `@<partition>.<segment>.<index>.<tag>` (record.ts). While it waits
+ * there it has no id state at all: its state is read from its record (which then carries the
+ * tag, due time and topic) and is "scheduled" unless the bit of its index in the segment's
+ * tombstone bitmap `t:<segment>` is set. The bit is set whenever it leaves that state (fired,
+ * cancelled, moved); from then on its id state lives in its bucket like any other's, and its
+ * record, if copied elsewhere, gets its id written in.
+ *
  * A message due before the partition's `loadedUntil` goes to the current near segment (the
  * owner has loaded that stretch of time), and the partition's channel says so: tw_schedule's
- * note is `n <segment> <index of the first> <id> <bucket> <deliverAt> ...`, enough for the owner
- * to arm them without reading the segment; other changes to the near segment send `n` alone
- * (read its tail). One due later goes to the segment of its window, which nobody reads until the
+ * note is `n <segment> <index of the first> <id> <bucket> <deliverAt> ...` (bucket `-` for a
+ * located id), enough for the owner to arm them without reading the segment; other changes to
+ * the near segment send `n` alone (read its tail). One due later goes to the segment of its window, which nobody reads until the
  * owner loads it.
  */
 
 /** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 7;
+export const LIBRARY_VERSION = 8;
 
 export const LIBRARY_NAME = 'tickwheel';
 
@@ -143,6 +152,89 @@ local function write_state(st)
     string.format('%d', st.attempts), st.topic}, '|')
 end
 
+-- Located ids (record.ts): '@<partition>.<segment>.<index>.<tag>'.
+local LOCATED = '^@(%d+)%.([nw]%-?%d+)%.(%d+)%.([%w_%-]+)$'
+
+local function partition_of(prefix)
+  return string.match(prefix, ':(%d+)}:$')
+end
+
+local function located_id(prefix, seg, index, tag)
+  return '@' .. partition_of(prefix) .. '.' .. seg .. '.' .. string.format('%d', index) .. '.' .. tag
+end
+
+-- A located record's head: tag, deliverAt, maxAttempts, and where maxAttempts starts.
+local function located_head(record)
+  local tagLength = string.byte(record, 2)
+  local dueLength = string.byte(record, 3 + tagLength)
+  local at = 4 + tagLength + dueLength
+  local m1, m2 = string.byte(record, at, at + 1)
+  return string.sub(record, 3, 2 + tagLength), string.sub(record, 4 + tagLength, at - 1),
+    m1 + 256 * m2, at
+end
+
+-- The topic of a record whose maxAttempts starts at 'at' (backoff flags, f64s, payload kind).
+local function topic_at(record, at)
+  local flags = string.byte(record, at + 2)
+  local floats = 0
+  if flags % 4 ~= 0 then floats = 1 + math.floor(flags / 4) % 2 + math.floor(flags / 8) % 2 end
+  at = at + 4 + 8 * floats
+  return string.sub(record, at + 1, at + string.byte(record, at))
+end
+
+-- Whether bit 'index' of a bitmap string (as GET answers it) is set.
+local function bit_set(bits, index)
+  if not bits then return false end
+  local byte = string.byte(bits, math.floor(index / 8) + 1)
+  return byte ~= nil and math.floor(byte / 2 ^ (7 - index % 8)) % 2 == 1
+end
+
+-- The state of a located id still at its birth place, scheduled, with birth = true; nil when it
+-- is not (its tombstone bit is set, or the record there is another's).
+local function birth_state(prefix, id)
+  local p, seg, index, tag = string.match(id, LOCATED)
+  if not p or p ~= partition_of(prefix) then return nil end
+  index = tonumber(index)
+  if redis.call('GETBIT', prefix .. 't:' .. seg, index) == 1 then return nil end
+  local record = redis.call('LINDEX', prefix .. 's:' .. seg, index)
+  if not record or string.byte(record, 1) ~= 0 then return nil end
+  local rtag, due, _, at = located_head(record)
+  if rtag ~= tag then return nil end
+  return {status = 'S', seg = seg, index = index, due = due, attempts = 0,
+    topic = topic_at(record, at), birth = true}
+end
+
+-- The state of an id and its bucket's key; nil (and the key) when it has none.
+local function state_of(prefix, id, bucket)
+  local ids = prefix .. 'id:' .. bucket
+  if string.byte(id, 1) == 64 then
+    local st = birth_state(prefix, id)
+    if st then return st, ids end
+  end
+  local text = redis.call('HGET', ids, id)
+  if not text then return nil, ids end
+  return read_state(text), ids
+end
+
+-- A located message leaves its birth state: its tombstone bit is set (before its segment can
+-- be released, so that the bit never outlives the segment).
+local function leave_birth(prefix, st)
+  if st.birth then
+    redis.call('SETBIT', prefix .. 't:' .. st.seg, st.index, 1)
+    st.birth = nil
+  end
+end
+
+-- A record with its id in it: a located record copied away from its place gets its id and
+-- bucket written in (it can no longer be found by where it is).
+local function with_id(record, id, bucket)
+  if string.byte(record, 1) ~= 0 then return record end
+  local _, _, _, at = located_head(record)
+  local b = tonumber(bucket)
+  return string.char(#id) .. id .. string.char(b % 256, math.floor(b / 256)) ..
+    string.sub(record, at)
+end
+
 -- Appends a record to a segment, counting it live there; returns its index.
 local function append(prefix, seg, record)
   local size = redis.call('RPUSH', prefix .. 's:' .. seg, record)
@@ -157,7 +249,7 @@ local function release(prefix, seg)
   local left = redis.call('HINCRBY', prefix .. 'live', seg, -1)
   if left <= 0 and seg ~= 'n' .. (redis.call('HGET', prefix .. 'meta', 'near') or '0') then
     redis.call('HDEL', prefix .. 'live', seg)
-    redis.call('DEL', prefix .. 's:' .. seg)
+    redis.call('DEL', prefix .. 's:' .. seg, prefix .. 't:' .. seg)
     if string.sub(seg, 1, 1) == 'w' then
       redis.call('ZREM', prefix .. 'windows', string.sub(seg, 2))
     end
@@ -188,22 +280,27 @@ local function count(prefix, topic, status, by)
   redis.call('HINCRBY', prefix .. 'counts', topic .. '|' .. status, by)
 end
 
--- The state of an id whose status is 'status', and its bucket's key; nil otherwise.
+-- The state of an id whose status is 'status', and its bucket's key; nil otherwise. Only a
+-- scheduled one can be a located id's birth state.
 local function with_status(prefix, id, bucket, status)
   local ids = prefix .. 'id:' .. bucket
-  local text = redis.call('HGET', ids, id)
-  if not text then return nil end
-  local st = read_state(text)
-  if st.status ~= status then return nil end
+  local st
+  if status == 'S' then
+    st = state_of(prefix, id, bucket)
+  else
+    local text = redis.call('HGET', ids, id)
+    st = text and read_state(text)
+  end
+  if not st or st.status ~= status then return nil end
   return st, ids
 end
 
 -- Copies the message's record to where 'due' belongs and points its state there (not saved:
--- the caller writes it). Returns whether the owner must hear of it: the old or the new place
--- is inside the loaded horizon.
-local function relocate(prefix, meta, st, due, window, record)
+-- the caller writes it; a located id's birth was left before). Returns whether the owner must
+-- hear of it: the old or the new place is inside the loaded horizon.
+local function relocate(prefix, meta, id, bucket, st, due, window, record)
   local loadedUntil, near = horizon(meta)
-  record = record or redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
+  record = with_id(record or redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index), id, bucket)
   local wasNear = tonumber(st.due) < loadedUntil
   local seg, index, isNear = place(prefix, loadedUntil, near, due, window, record)
   release(prefix, st.seg)
@@ -219,7 +316,9 @@ local NOTE_MAX = 200
 -- per segment, on the primary and again on each replica and in the AOF. An id twice in one
 -- batch is a dedup hit the second time, as in two calls. A window's segment and its entry in
 -- 'windows' come and go together (release), so the entry is added only when the RPUSH made
--- the list. No table per message: groups hold the messages' argument offsets.
+-- the list. No table per message: groups hold the messages' argument offsets. A message with
+-- the id '' gets a located id (its record is a located one): no dedup read and no id state,
+-- one list element in all.
 local function schedule(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
@@ -228,17 +327,20 @@ local function schedule(keys, args)
     return redis.error_reply('ERR tw_schedule: expected a count and 6 arguments per message')
   end
   local loadedUntil, near = horizon(meta)
-  local replies, placed, hits = {}, {}, 0
+  local replies, placed, hits, located = {}, {}, 0, 0
   local segs, bySeg = {}, {}
   local topics, byTopic = {}, {}
   local nearNote = nil
   for i = 0, n - 1 do
     local at = 2 + 6 * i
     local id, due = args[at], args[at + 2]
-    local prior = placed[id]
-    if prior == nil then
-      local existing = redis.call('HGET', prefix .. 'id:' .. args[at + 1], id)
-      if existing then prior = read_state(existing).due end
+    local prior = nil
+    if id ~= '' then
+      prior = placed[id]
+      if prior == nil then
+        local existing = redis.call('HGET', prefix .. 'id:' .. args[at + 1], id)
+        if existing then prior = read_state(existing).due end
+      end
     end
     if prior then
       replies[i + 1] = prior
@@ -257,7 +359,7 @@ local function schedule(keys, args)
         segs[#segs + 1] = seg
       end
       group[#group + 1] = at
-      placed[id] = due
+      if id ~= '' then placed[id] = due end
       local topic = args[at + 4]
       local c = byTopic[topic]
       if c == nil then
@@ -284,6 +386,21 @@ local function schedule(keys, args)
       redis.call('ZADD', prefix .. 'windows', 'NX', tonumber(window), window)
     end
     redis.call('HINCRBY', prefix .. 'live', seg, m)
+    local first = size - m - 1
+    for k = 1, m do
+      local at = group[k]
+      if args[at] == '' then
+        local record = args[at + 5]
+        args[at] = located_id(prefix, seg, first + k, string.sub(record, 3, 2 + string.byte(record, 2)))
+        args[at + 1] = '-'
+        replies[(at - 2) / 6 + 1] = args[at]
+        located = located + 1
+      else
+        redis.call('HSET', prefix .. 'id:' .. args[at + 1], args[at],
+          'S|' .. seg .. '|' .. string.format('%d', first + k) .. '|' .. args[at + 2] .. '|0|' ..
+          args[at + 4])
+      end
+    end
     if seg == near then
       -- The owner arms what the note names without reading the segment (owner.ts).
       if m <= NOTE_MAX then
@@ -297,19 +414,12 @@ local function schedule(keys, args)
         nearNote = 'n'
       end
     end
-    local first = size - m - 1
-    for k = 1, m do
-      local at = group[k]
-      redis.call('HSET', prefix .. 'id:' .. args[at + 1], args[at],
-        'S|' .. seg .. '|' .. string.format('%d', first + k) .. '|' .. args[at + 2] .. '|0|' ..
-        args[at + 4])
-    end
   end
   for _, topic in ipairs(topics) do count(prefix, topic, 'S', byTopic[topic]) end
   if nearNote then redis.call('SPUBLISH', prefix .. 'ev', nearNote) end
-  -- A reply of one integer when nothing was a duplicate: a nested array per message cost more
-  -- than the grouped writes.
-  if hits == 0 then return n end
+  -- A reply of one integer when nothing was a duplicate or located: a nested array per message
+  -- cost more than the grouped writes.
+  if hits == 0 and located == 0 then return n end
   return replies
 end
 
@@ -331,8 +441,9 @@ end
 local function get(keys, args)
   local prefix = prefix_of(keys[1])
   local id = args[1]
-  return redis.call('HGET', prefix .. 'id:' .. args[2], id)
-    or redis.call('HGET', prefix .. 'done:0', id)
+  local st = state_of(prefix, id, args[2])
+  if st then return write_state(st) end
+  return redis.call('HGET', prefix .. 'done:0', id)
     or redis.call('HGET', prefix .. 'done:1', id)
 end
 
@@ -340,12 +451,14 @@ local function cancel(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
   local id, bucket = args[1], args[2]
-  local ids = prefix .. 'id:' .. bucket
-  local text = redis.call('HGET', ids, id)
-  if not text then return 0 end
-  local st = read_state(text)
-  redis.call('HDEL', ids, id)
-  redis.call('HDEL', prefix .. 'reasons', id)
+  local st, ids = state_of(prefix, id, bucket)
+  if not st then return 0 end
+  if st.birth then
+    leave_birth(prefix, st)
+  else
+    redis.call('HDEL', ids, id)
+    redis.call('HDEL', prefix .. 'reasons', id)
+  end
   count(prefix, st.topic, st.status, -1)
   release(prefix, st.seg)
   remember(prefix, id, st, 'C')
@@ -363,30 +476,45 @@ local function cancel(keys, args)
   return 1
 end
 
--- A record starts idLength u8 | id | bucket u16 | maxAttempts u16 (little-endian); the rest
--- only nodes read.
+-- A record starts idLength u8 | id | bucket u16 | maxAttempts u16 (little-endian), or is a
+-- located one (idLength 0, located_head); the rest only nodes read. -> id, bucket, maxAttempts
+-- (id and bucket nil for a located record).
 local function record_head(record)
   local n = string.byte(record, 1)
+  if n == 0 then
+    local _, _, maxAttempts = located_head(record)
+    return nil, nil, maxAttempts
+  end
   local id = string.sub(record, 2, 1 + n)
   local b1, b2, m1, m2 = string.byte(record, 2 + n, 5 + n)
   return id, b1 + 256 * b2, m1 + 256 * m2
 end
 
 -- Records of a segment from an index on, with the state of those that are still their id's
--- current record: {scanned, {index, status, deliverAt, attempts, record}...}.
+-- current record: {scanned, {index, status, deliverAt, attempts, record, id}...}. A located
+-- record whose tombstone bit is clear is scheduled there.
 local function read(keys, args)
   local prefix = prefix_of(keys[1])
   local seg, from, n = args[1], tonumber(args[2]), tonumber(args[3])
   local records = redis.call('LRANGE', prefix .. 's:' .. seg, from, from + n - 1)
   local live = {}
+  local tombs = false
   for i, record in ipairs(records) do
     local index = from + i - 1
     local id, bucket = record_head(record)
-    local text = redis.call('HGET', prefix .. 'id:' .. bucket, id)
-    if text then
-      local st = read_state(text)
-      if st.seg == seg and st.index == index then
-        live[#live + 1] = {index, st.status, st.due, st.attempts, record}
+    if id then
+      local text = redis.call('HGET', prefix .. 'id:' .. bucket, id)
+      if text then
+        local st = read_state(text)
+        if st.seg == seg and st.index == index then
+          live[#live + 1] = {index, st.status, st.due, st.attempts, record, id}
+        end
+      end
+    else
+      if tombs == false then tombs = redis.call('GET', prefix .. 't:' .. seg) end
+      if not bit_set(tombs, index) then
+        local tag, due = located_head(record)
+        live[#live + 1] = {index, 'S', due, 0, record, located_id(prefix, seg, index, tag)}
       end
     end
   end
@@ -409,7 +537,7 @@ local function load(keys, args)
     near = near + 1
     if (tonumber(redis.call('HGET', prefix .. 'live', old) or '0') or 0) <= 0 then
       redis.call('HDEL', prefix .. 'live', old)
-      redis.call('DEL', prefix .. 's:' .. old)
+      redis.call('DEL', prefix .. 's:' .. old, prefix .. 't:' .. old)
     end
   end
   redis.call('HSET', meta, 'loadedUntil', string.format('%d', loadedUntil),
@@ -431,14 +559,13 @@ local function fire(keys, args)
   for i = 0, n - 1 do
     local at = 5 + 4 * i
     local id, bucket, seg, index = args[at], args[at + 1], args[at + 2], tonumber(args[at + 3])
-    local ids = prefix .. 'id:' .. bucket
-    local text = redis.call('HGET', ids, id)
-    if text then
-      local st = read_state(text)
+    local st, ids = state_of(prefix, id, bucket)
+    if st then
       if st.status == 'S' and st.seg == seg and st.index == index then
         if tonumber(st.due) > latest then
           early[#early + 1] = id
         else
+          leave_birth(prefix, st)
           st.status = 'R'
           redis.call('HSET', ids, id, write_state(st))
           redis.call('RPUSH', prefix .. 'ready:' .. st.topic, bucket .. ':' .. id)
@@ -545,7 +672,7 @@ local function fail(meta, prefix, ids, id, bucket, st, due, window, reason)
     count(prefix, st.topic, 'D', 1)
     return 'dead'
   end
-  local tell = relocate(prefix, meta, st, due, window, record)
+  local tell = relocate(prefix, meta, id, bucket, st, due, window, record)
   st.status = 'S'
   redis.call('HSET', ids, id, write_state(st))
   count(prefix, st.topic, 'S', 1)
@@ -618,7 +745,8 @@ local function reschedule(keys, args)
   local prefix = prefix_of(meta)
   local st, ids = with_status(prefix, args[1], args[2], 'S')
   if not st then return 0 end
-  local tell = relocate(prefix, meta, st, args[3], args[4])
+  leave_birth(prefix, st)
+  local tell = relocate(prefix, meta, args[1], args[2], st, args[3], args[4])
   redis.call('HSET', ids, args[1], write_state(st))
   if tell then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
   return 1
@@ -633,7 +761,7 @@ local function requeue(keys, args)
   if not st then return 0 end
   redis.call('LREM', prefix .. 'dead:' .. st.topic, 1, bucket .. ':' .. id)
   count(prefix, st.topic, 'D', -1)
-  local tell = relocate(prefix, meta, st, args[3], args[4])
+  local tell = relocate(prefix, meta, id, bucket, st, args[3], args[4])
   st.status, st.attempts = 'S', 0
   redis.call('HSET', ids, id, write_state(st))
   count(prefix, st.topic, 'S', 1)
@@ -669,10 +797,9 @@ end
 -- A message's state and current record: record(meta; id, bucket) -> {state, record} | nil
 local function record_of(keys, args)
   local prefix = prefix_of(keys[1])
-  local text = redis.call('HGET', prefix .. 'id:' .. args[2], args[1])
-  if not text then return nil end
-  local st = read_state(text)
-  return {text, redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)}
+  local st = state_of(prefix, args[1], args[2])
+  if not st then return nil end
+  return {write_state(st), redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)}
 end
 
 redis.register_function{function_name = 'tw_version', callback = function() return VERSION end,

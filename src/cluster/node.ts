@@ -568,6 +568,7 @@ export class ClusterNode {
         const owner = new PartitionOwner(this.valkey, {
           queue: this.queue,
           partition,
+          partitions: this.settings.partitions,
           node: this.nodeId,
           epoch: effect.epoch,
           windowMs: this.settings.windowMs,

@@ -24,7 +24,7 @@ import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import type { Valkey } from './connection.js';
 import { metaKey } from './keys.js';
-import { decodeRecord } from './record.js';
+import { decodeRecord, placeOf } from './record.js';
 
 export interface Due {
   owner: PartitionOwner;
@@ -37,6 +37,8 @@ export interface Due {
 export interface PartitionOwnerOptions {
   queue: string;
   partition: number;
+  /** The queue's partition count (the bucket of a located id comes from it). */
+  partitions: number;
   node: string;
   epoch: number;
   windowMs: number;
@@ -308,7 +310,9 @@ export class PartitionOwner {
       return;
     }
     for (let k = 3; k + 2 < parts.length; k += 3) {
-      const due: Due = { owner: this, id: parts[k], bucket: Number(parts[k + 1]), seg, index };
+      const id = parts[k];
+      const bucket = parts[k + 1] === '-' ? this.bucketOf(id) : Number(parts[k + 1]);
+      const due: Due = { owner: this, id, bucket, seg, index };
       this.arm(due, Number(parts[k + 2]));
       index++;
     }
@@ -337,16 +341,20 @@ export class PartitionOwner {
         seg,
         at,
         READ_BATCH,
-      ])) as [number, Array<[number, Buffer, Buffer, number, Buffer]>];
-      for (const [index, status, due, , record] of live) {
+      ])) as [number, Array<[number, Buffer, Buffer, number, Buffer, Buffer]>];
+      for (const [index, status, due, , , idBuf] of live) {
         if (String(status) !== 'S') continue;
-        const { id, bucket } = decodeRecord(record);
-        this.arm({ owner: this, id, bucket, seg, index }, Number(String(due)));
+        const id = String(idBuf);
+        this.arm({ owner: this, id, bucket: this.bucketOf(id), seg, index }, Number(String(due)));
       }
       at += Number(scanned);
       if (this.nearRead.has(seg)) this.nearRead.set(seg, at);
       if (Number(scanned) < READ_BATCH) return;
     }
+  }
+
+  private bucketOf(id: string): number {
+    return placeOf(id, this.options.partitions).bucket;
   }
 
   private arm(due: Due, deliverAt: number): void {

@@ -14,7 +14,15 @@
  * flush waits for the replica's once-a-second acknowledgement). A wait that falls short rejects
  * with ERR_TICKWHEEL_NOT_DURABLE naming the id: the write may survive a failover or not, and
  * scheduling the same id again is safe (a dedup hit answers as the first call did).
+ *
+ * A message scheduled without an id gets a located id (record.ts) from tw_schedule: it costs
+ * Valkey one list element rather than an element and an id state. Such messages are not tied
+ * to a partition by their id, so the producer spreads them: LOCATED_RUN at a time to each
+ * partition in turn (whole runs make fewer, larger calls; the turn spreads them over every
+ * primary).
  */
+
+import { randomBytes } from 'node:crypto';
 
 import { TickwheelStateError, TickwheelTypeError, describe } from '../errors.js';
 import {
@@ -26,7 +34,12 @@ import {
 } from '../queue/message.js';
 import type { Valkey } from './connection.js';
 import { metaKey } from './keys.js';
-import { encodeRecord, placeOf } from './record.js';
+import { TAG_LENGTH, encodeRecord, placeOf } from './record.js';
+
+/** Messages without an id given to one partition before the next one's turn. */
+const LOCATED_RUN = 32;
+/** Bytes of randomness a located record's tag takes (base64url: 4 characters per 3 bytes). */
+const TAG_BYTES = (TAG_LENGTH * 3) / 4;
 
 export type Durability = 'async' | 'replicated' | 'fsynced';
 
@@ -63,6 +76,7 @@ export function infoOf(id: string, state: unknown): ClusterMessageInfo | undefin
 }
 
 interface Pending {
+  /** '' until tw_schedule makes a located id for a message scheduled without one. */
   id: string;
   bucket: number;
   deliverAt: number;
@@ -87,6 +101,10 @@ export class Producer {
   private readonly batches = new Map<number, Pending[]>();
   private flushing = false;
   private readonly waitTimeoutMs: number;
+  /** Messages without an id so far: which partition's turn it is (from a random partition). */
+  private located: number;
+  private tags = Buffer.alloc(0);
+  private tagAt = 0;
   /** Per primary: the last durability wait queued, and the one not sent yet (see sharedWait). */
   private readonly lanes = new Map<
     string,
@@ -98,6 +116,7 @@ export class Producer {
     private readonly options: ProducerOptions,
   ) {
     this.waitTimeoutMs = options.durabilityTimeoutMs ?? 5_000;
+    this.located = Math.floor(Math.random() * options.partitions) * LOCATED_RUN;
   }
 
   schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
@@ -137,7 +156,10 @@ export class Producer {
   }
 
   private enqueue(pending: Prepared): Promise<{ id: string; deliverAt: number }> {
-    const { partition } = placeOf(pending.id, this.options.partitions);
+    const partition =
+      pending.id === ''
+        ? Math.floor(this.located++ / LOCATED_RUN) % this.options.partitions
+        : placeOf(pending.id, this.options.partitions).partition;
     return new Promise((resolve, reject) => {
       let batch = this.batches.get(partition);
       if (batch === undefined) this.batches.set(partition, (batch = []));
@@ -198,19 +220,39 @@ export class Producer {
   }
 
   private prepare(request: ScheduleRequest, now: number, where: string): Prepared {
-    const { id, topic, deliverAt, maxAttempts, backoff, payload } = checkRequest(
-      request,
-      now,
-      this.options.maxPayloadBytes,
-      where,
-    );
-    const { bucket } = placeOf(id, this.options.partitions);
+    const checked = checkRequest(request, now, this.options.maxPayloadBytes, where);
+    const { topic, deliverAt, maxAttempts, backoff, payload } = checked;
     const bytes = payload.bytes ?? Buffer.from(payload.text ?? '', 'utf8');
-    const record = encodeRecord(
-      { id, topic, maxAttempts, backoff, payloadKind: payload.kind, payload: bytes },
-      bucket,
-    );
-    return { id, bucket, deliverAt, topic, record };
+    const fields = {
+      id: '',
+      topic,
+      maxAttempts,
+      backoff,
+      payloadKind: payload.kind,
+      payload: bytes,
+    };
+    if (request.id === undefined) {
+      const record = encodeRecord(fields, 0, { tag: this.tag(), deliverAt });
+      return { id: '', bucket: -1, deliverAt, topic, record };
+    }
+    const id = checked.id;
+    if (id.charCodeAt(0) === 64 /* @ */) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_ID',
+        `${where}ids starting with '@' are made by the cluster for messages scheduled without an id; got ${describe(id)}`,
+      );
+    }
+    const { bucket } = placeOf(id, this.options.partitions);
+    return { id, bucket, deliverAt, topic, record: encodeRecord({ ...fields, id }, bucket) };
+  }
+
+  /** A located record's tag: random, from a pool of random bytes filled 1,024 tags at a time. */
+  private tag(): string {
+    if (this.tagAt + TAG_BYTES > this.tags.length) {
+      this.tags = randomBytes(TAG_BYTES * 1024);
+      this.tagAt = 0;
+    }
+    return this.tags.toString('base64url', this.tagAt, (this.tagAt += TAG_BYTES));
   }
 
   private flush(): void {
@@ -226,7 +268,7 @@ export class Producer {
     for (const m of batch) {
       args.push(
         m.id,
-        m.bucket,
+        m.id === '' ? '' : m.bucket,
         String(m.deliverAt),
         Math.floor(m.deliverAt / this.options.windowMs),
         m.topic,
@@ -235,9 +277,10 @@ export class Producer {
     }
     try {
       const reply = await this.valkey.fcall('tw_schedule', meta, args);
-      await this.durable(meta, batch.length === 1 ? batch[0].id : `${batch.length} messages`);
+      const ids = batch.map((m, i) => m.id || locatedIdOf(reply, i));
+      await this.durable(meta, batch.length === 1 ? ids[0] : `${batch.length} messages`);
       for (let i = 0; i < batch.length; i++) {
-        batch[i].resolve({ id: batch[i].id, deliverAt: scheduledAt(reply, i, batch[i].deliverAt) });
+        batch[i].resolve({ id: ids[i], deliverAt: scheduledAt(reply, i, batch[i].deliverAt) });
       }
     } catch (err) {
       for (const m of batch) m.reject(err);
@@ -305,12 +348,27 @@ export class Producer {
 export function scheduledAt(reply: unknown, i: number, sent: number): number {
   if (!Array.isArray(reply)) return sent;
   const entry: unknown = reply[i];
-  return typeof entry === 'number' ? sent : Number(String(entry));
+  if (typeof entry === 'number') return sent;
+  const text = String(entry);
+  return text.startsWith('@') ? sent : Number(text);
+}
+
+/** The located id tw_schedule made for message `i` (sent with the id ''). */
+function locatedIdOf(reply: unknown, i: number): string {
+  const entry: unknown = Array.isArray(reply) ? reply[i] : undefined;
+  const text = entry === undefined ? '' : String(entry);
+  if (!text.startsWith('@')) {
+    throw new TickwheelStateError(
+      'ERR_TICKWHEEL_INVALID_STATE',
+      `tw_schedule answered ${describe(entry)} for a message without an id, not the id it made (is an older tickwheel library loaded?)`,
+    );
+  }
+  return text;
 }
 
 function notDurable(what: string, why: string): TickwheelStateError {
   return new TickwheelStateError(
     'ERR_TICKWHEEL_NOT_DURABLE',
-    `${what} reached the primary, but ${why}; it may not survive a failover (scheduling the same id again is safe)`,
+    `${what} reached the primary, but ${why}; it may not survive a failover (scheduling again with the same id is safe; a message scheduled without an id would be scheduled twice)`,
   );
 }

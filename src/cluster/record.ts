@@ -15,6 +15,18 @@
  * Which partition and bucket an id belongs to comes from one FNV-1a hash of it: partition from
  * the hash modulo the partition count, bucket from the bits above (1,024 buckets, each a small
  * hash that Valkey keeps in its compact encoding while it holds under 128 ids).
+ *
+ * A message scheduled without an id gets a *located* id, made by tw_schedule from where its
+ * record went: `@<partition>.<segment>.<index>.<tag>` (for instance `@12.w29612.4081.Kx3_a9Qb`).
+ * Its record carries no id and needs no id state while it waits at that place, so scheduling it
+ * costs one list element and nothing more (docs/cluster.md, "Located ids"):
+ *
+ *   0 u8 | tagLength u8 | tag | dueLength u8 | deliverAt (decimal) | maxAttempts u16 | backoff
+ *   ... (as above from backoff on)
+ *
+ * The tag (random, from the producer) tells the record from another one that a window segment
+ * made anew holds at the same index. The partition of a located id is the one it names; ids
+ * that users give cannot start with '@' in a cluster.
  */
 
 import { TickwheelCorruptError, TickwheelRangeError } from '../errors.js';
@@ -38,16 +50,48 @@ export interface ClusterRecord {
 /** The partition (of `partitions`) and the id bucket of an id. */
 export function placeOf(id: string, partitions: number): { partition: number; bucket: number } {
   const hash = mix32(fnv1a(id));
-  return { partition: hash % partitions, bucket: Math.floor(hash / partitions) % BUCKETS };
+  const located = parseLocated(id);
+  return {
+    partition:
+      located !== undefined && located.partition < partitions
+        ? located.partition
+        : hash % partitions,
+    bucket: Math.floor(hash / partitions) % BUCKETS,
+  };
 }
+
+const LOCATED = /^@(\d{1,5})\.([nw]-?\d{1,16})\.(\d{1,10})\.([A-Za-z0-9_-]{1,16})$/;
+
+/** The parts of a located id (see above); undefined for any other id. */
+export function parseLocated(
+  id: string,
+): { partition: number; seg: string; index: number; tag: string } | undefined {
+  if (id.charCodeAt(0) !== 64 /* @ */) return undefined;
+  const m = LOCATED.exec(id);
+  if (m === null) return undefined;
+  return { partition: Number(m[1]), seg: m[2], index: Number(m[3]), tag: m[4] };
+}
+
+/** Characters of a located record's tag. */
+export const TAG_LENGTH = 8;
 
 const FIXED = 1;
 const EXPONENTIAL = 2;
 const HAS_JITTER = 4;
 const HAS_MAX_DELAY = 8;
 
-export function encodeRecord(record: ClusterRecord, bucket: number): Buffer {
-  const { id, topic, backoff, payload } = record;
+/**
+ * The record of a message: with its id and bucket, or, when `located` is given, the located
+ * form (no id; the tag and due time instead).
+ */
+export function encodeRecord(
+  record: ClusterRecord,
+  bucket: number,
+  located?: { tag: string; deliverAt: number },
+): Buffer {
+  const { topic, backoff, payload } = record;
+  const due = located === undefined ? '' : String(located.deliverAt);
+  const id = located === undefined ? record.id : '';
   if (id.length > 255 || topic.length > 255) {
     throw new TickwheelRangeError('ERR_TICKWHEEL_INVALID_ID', 'an id or topic longer than 255');
   }
@@ -71,13 +115,23 @@ export function encodeRecord(record: ClusterRecord, bucket: number): Buffer {
       floats++;
     }
   }
+  const head =
+    located === undefined ? 1 + id.length + 2 : 1 + 1 + located.tag.length + 1 + due.length;
   const buf = Buffer.allocUnsafe(
-    1 + id.length + 2 + 2 + 1 + 8 * floats + 1 + 1 + topic.length + payload.byteLength,
+    head + 2 + 1 + 8 * floats + 1 + 1 + topic.length + payload.byteLength,
   );
   let at = 0;
-  buf[at++] = id.length;
-  at += buf.write(id, at, 'latin1');
-  at = buf.writeUInt16LE(bucket, at);
+  if (located === undefined) {
+    buf[at++] = id.length;
+    at += buf.write(id, at, 'latin1');
+    at = buf.writeUInt16LE(bucket, at);
+  } else {
+    buf[at++] = 0;
+    buf[at++] = located.tag.length;
+    at += buf.write(located.tag, at, 'latin1');
+    buf[at++] = due.length;
+    at += buf.write(due, at, 'latin1');
+  }
   at = buf.writeUInt16LE(record.maxAttempts, at);
   buf[at++] = flags;
   if (backoff !== undefined) {
@@ -92,14 +146,30 @@ export function encodeRecord(record: ClusterRecord, bucket: number): Buffer {
   return buf;
 }
 
-export function decodeRecord(buf: Buffer): ClusterRecord & { bucket: number } {
+/**
+ * A record's parts. A located record has no id in it: `id` is '' and `tag` and `deliverAt`
+ * are set (its id is the one its place makes, which the caller knows).
+ */
+export function decodeRecord(
+  buf: Buffer,
+): ClusterRecord & { bucket: number; tag?: string; deliverAt?: number } {
   try {
     let at = 0;
     const idLength = buf[at++];
-    const id = buf.toString('latin1', at, (at += idLength));
-    const bucket = buf.readUInt16LE(at);
-    const maxAttempts = buf.readUInt16LE(at + 2);
-    at += 4;
+    let id = '';
+    let bucket = 0;
+    let located: { tag: string; deliverAt: number } | undefined;
+    if (idLength > 0) {
+      id = buf.toString('latin1', at, (at += idLength));
+      bucket = buf.readUInt16LE(at);
+      at += 2;
+    } else {
+      const tag = buf.toString('latin1', at + 1, (at += 1 + buf[at]));
+      const deliverAt = Number(buf.toString('latin1', at + 1, (at += 1 + buf[at])));
+      located = { tag, deliverAt };
+    }
+    const maxAttempts = buf.readUInt16LE(at);
+    at += 2;
     const flags = buf[at++];
     let backoff: Backoff | undefined;
     if ((flags & 3) !== 0) {
@@ -121,7 +191,16 @@ export function decodeRecord(buf: Buffer): ClusterRecord & { bucket: number } {
     const topicLength = buf[at++];
     const topic = buf.toString('latin1', at, (at += topicLength));
     if (at > buf.length || idLength === undefined) throw new RangeError('short record');
-    return { id, topic, bucket, maxAttempts, backoff, payloadKind, payload: buf.subarray(at) };
+    return {
+      id,
+      topic,
+      bucket,
+      maxAttempts,
+      backoff,
+      payloadKind,
+      payload: buf.subarray(at),
+      ...located,
+    };
   } catch (err) {
     throw new TickwheelCorruptError(`a cluster record cannot be read: ${String(err)}`, [], {
       cause: err,

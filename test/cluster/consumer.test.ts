@@ -7,31 +7,19 @@
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Valkey } from '../../src/cluster/connection.js';
+import { describe, expect, it } from 'vitest';
 import { Consumer } from '../../src/cluster/consumer.js';
 import { partitionPrefix } from '../../src/cluster/keys.js';
 import { encodeRecord, placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
-import { installed, startServer } from '../../scripts/valkey.mjs';
+import { installed } from '../../scripts/valkey.mjs';
+import { withValkey } from './with-valkey.js';
 
 const QUEUE = 'hints';
 const PARTITIONS = 2;
 
 describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
-  let server: { url: string; stop(): Promise<void> };
-  let valkey: Valkey;
-
-  beforeAll(async () => {
-    server = await startServer({ binary: 'valkey-server' });
-    valkey = await Valkey.connect(server.url);
-    await valkey.loadLibrary();
-  }, 30_000);
-
-  afterAll(async () => {
-    await valkey?.close();
-    await server?.stop();
-  });
+  const servers = withValkey();
 
   /** `count` fresh ids that live in `partition`. */
   function idsIn(partition: number, count: number, prefix: string): string[] {
@@ -61,14 +49,14 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
     );
     const at = key('s:n0');
     // node-redis sends a Buffer argument as it is; command() is typed for strings only.
-    await valkey.command(at, ['RPUSH', at, record as unknown as string]);
-    await valkey.command(key(`id:${bucket}`), [
+    await servers.valkey.command(at, ['RPUSH', at, record as unknown as string]);
+    await servers.valkey.command(key(`id:${bucket}`), [
       'HSET',
       key(`id:${bucket}`),
       id,
       `R|n0|${index}|${Date.now()}|0|t`,
     ]);
-    await valkey.command(key('ready:t'), ['RPUSH', key('ready:t'), `${bucket}:${id}`]);
+    await servers.valkey.command(key('ready:t'), ['RPUSH', key('ready:t'), `${bucket}:${id}`]);
   }
 
   it('finds a partition whose notification was lost while hinted ones keep it busy', async () => {
@@ -76,7 +64,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
     const [quiet] = idsIn(1, 1, 'quiet');
     for (let i = 0; i < busy.length; i++) await ready(0, busy[i], i);
     await ready(1, quiet, 0);
-    const consumer = new Consumer(valkey, {
+    const consumer = new Consumer(servers.valkey, {
       queue: QUEUE,
       partitions: PARTITIONS,
       windowMs: 1_000,
@@ -99,14 +87,14 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
   /** A ready message at the end of the partition's near segment, with no other ready one left. */
   async function readyAlone(partition: number, id: string, clear = true): Promise<void> {
     const prefix = partitionPrefix(QUEUE, partition);
-    if (clear) await valkey.command(`${prefix}ready:t`, ['DEL', `${prefix}ready:t`]);
-    const length = await valkey.command(`${prefix}s:n0`, ['LLEN', `${prefix}s:n0`]);
+    if (clear) await servers.valkey.command(`${prefix}ready:t`, ['DEL', `${prefix}ready:t`]);
+    const length = await servers.valkey.command(`${prefix}s:n0`, ['LLEN', `${prefix}s:n0`]);
     await ready(partition, id, Number(length));
   }
 
   /** A consumer that scans only on its first receive (then not for a minute). */
   const quietConsumer = () =>
-    new Consumer(valkey, {
+    new Consumer(servers.valkey, {
       queue: QUEUE,
       partitions: PARTITIONS,
       windowMs: 1_000,
@@ -119,8 +107,8 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
   function watchTakes(after?: (partition: number) => Promise<void>) {
     const calls: Array<{ partition: number; concurrent: number }> = [];
     let open = 0;
-    const original = valkey.fcallBuffers.bind(valkey);
-    valkey.fcallBuffers = async (fn: string, key: string, args: Array<string | number>) => {
+    const original = servers.valkey.fcallBuffers.bind(servers.valkey);
+    servers.valkey.fcallBuffers = async (fn: string, key: string, args: Array<string | number>) => {
       if (fn !== 'tw_take') return original(fn, key, args);
       const partition = Number(/:(\d+)\}/.exec(key)?.[1]);
       calls.push({ partition, concurrent: ++open });
@@ -132,7 +120,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
         open--;
       }
     };
-    return { calls, restore: () => (valkey.fcallBuffers = original) };
+    return { calls, restore: () => (servers.valkey.fcallBuffers = original) };
   }
 
   it('asks the hinted partitions at once, each for its share', async () => {
@@ -157,7 +145,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
   it('keeps a partition hinted when its notification comes while a take there is under way', async () => {
     const consumer = quietConsumer();
     for (const p of [0, 1])
-      await valkey.command(`${partitionPrefix(QUEUE, p)}ready:t`, [
+      await servers.valkey.command(`${partitionPrefix(QUEUE, p)}ready:t`, [
         'DEL',
         `${partitionPrefix(QUEUE, p)}ready:t`,
       ]);
@@ -185,22 +173,26 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
 
   it('sends the acks of one partition made in one turn as one tw_ack, each answered for itself', async () => {
     for (const p of [0, 1]) {
-      await valkey.command(`${partitionPrefix(QUEUE, p)}ready:t`, [
+      await servers.valkey.command(`${partitionPrefix(QUEUE, p)}ready:t`, [
         'DEL',
         `${partitionPrefix(QUEUE, p)}ready:t`,
       ]);
     }
     const ids = idsIn(0, 3, 'acked');
     for (const id of ids) await readyAlone(0, id, false);
-    const consumer = new Consumer(valkey, {
+    const consumer = new Consumer(servers.valkey, {
       queue: QUEUE,
       partitions: PARTITIONS,
       windowMs: 1_000,
       visibilityMs: 60_000,
     });
     const calls: Array<Array<string | number>> = [];
-    const original = valkey.fcall.bind(valkey);
-    valkey.fcall = (fn: string, key: string, args: readonly (string | number | Buffer)[]) => {
+    const original = servers.valkey.fcall.bind(servers.valkey);
+    servers.valkey.fcall = (
+      fn: string,
+      key: string,
+      args: readonly (string | number | Buffer)[],
+    ) => {
       if (fn === 'tw_ack') calls.push([...args] as Array<string | number>);
       return original(fn, key, args);
     };
@@ -219,7 +211,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
       // Acked: a second ack of the same receipt finds nothing.
       expect(await consumer.ack(got[1].receipt)).toBe(false);
     } finally {
-      valkey.fcall = original;
+      servers.valkey.fcall = original;
       consumer.close();
     }
   });

@@ -67,6 +67,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     ])) as number[];
     expect(granted).toBe(1);
     const owner = new PartitionOwner(valkey, {
+      partitions: PARTITIONS,
       queue: QUEUE,
       partition: 0,
       node,

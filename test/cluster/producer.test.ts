@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Valkey } from '../../src/cluster/connection.js';
 import { partitionPrefix } from '../../src/cluster/keys.js';
 import { Producer, type Durability } from '../../src/cluster/producer.js';
-import { placeOf } from '../../src/cluster/record.js';
+import { parseLocated, placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startReplicated } from '../../scripts/valkey.mjs';
 
@@ -120,6 +120,63 @@ describe.runIf(installed('valkey-server'))('cluster producer on Valkey with a re
       Array.from({ length: 200 }, () => p.schedule({ topic: 't', payload: null })),
     );
     expect(new Set(ids.map((r) => r.id)).size).toBe(200);
+  });
+
+  it('gives a message without an id a located id: no id state, spread over the partitions', async () => {
+    const queue = 'located';
+    const p = producer('replicated', queue);
+    const before = await fcalls();
+    const deliverAt = Date.now() + 3_600_000;
+    const results = await p.scheduleMany(
+      Array.from({ length: 320 }, (_, i) => ({ topic: 'invoice', payload: { i }, deliverAt })),
+    );
+    // Runs of 32 to each partition in turn: ten calls, on ten partitions.
+    expect((await fcalls()) - before).toBe(10);
+    const partitions = new Set<number>();
+    for (const { id } of results) {
+      const located = parseLocated(id);
+      expect(located, id).toBeDefined();
+      partitions.add(located!.partition);
+      expect(placeOf(id, PARTITIONS).partition).toBe(located!.partition);
+    }
+    expect(partitions.size).toBe(10);
+    expect(new Set(results.map((r) => r.id)).size).toBe(320);
+    // Nothing but the segments: not one id state was written, on the primary or the replica.
+    for (const server of [valkey, replica]) {
+      for (const partition of partitions) {
+        const prefix = partitionPrefix(queue, partition);
+        const keys = (await server.command(prefix, ['KEYS', `${prefix}id:*`], true)) as string[];
+        expect(keys).toEqual([]);
+      }
+    }
+    // Each is found by its id: get, the payload through a reschedule (its record copied with
+    // its id written in), cancel.
+    const { id } = results[7];
+    expect(await p.get(id)).toMatchObject({ id, topic: 'invoice', status: 'scheduled', deliverAt });
+    expect(await p.reschedule(id, { deliverAt: deliverAt + 1 })).toBe(true);
+    expect(await p.get(id)).toMatchObject({ status: 'scheduled', deliverAt: deliverAt + 1 });
+    expect(await p.cancel(id)).toBe(true);
+    expect(await p.cancel(id)).toBe(false);
+    expect(await p.get(id)).toMatchObject({ status: 'cancelled' });
+    // An id that looks located but names no message is simply not found.
+    const forged = id.replace(/\.[^.]+$/, '.forged');
+    expect(await p.get(forged)).toBeUndefined();
+    expect(await p.cancel(results[8].id.replace(/\.[^.]+$/, '.forged'))).toBe(false);
+    expect(await p.get(results[8].id)).toMatchObject({ status: 'scheduled' });
+  });
+
+  it("refuses a given id that starts with '@' (located ids are the cluster's)", async () => {
+    const p = producer('async', 'refusals');
+    await expect(p.schedule({ topic: 't', id: '@1.w2.3.abc', payload: 1 })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_ID',
+      message: /starting with '@'/,
+    });
+    await expect(
+      p.scheduleMany([
+        { topic: 't', payload: 1 },
+        { topic: 't', id: '@x', payload: 1 },
+      ]),
+    ).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_ID', message: /^messages\[1\]: / });
   });
 
   it('refuses bad input with a named error and writes nothing', async () => {

@@ -1,0 +1,388 @@
+/**
+ * The message functions of one partition against a reference model, on a real Valkey: random
+ * runs of schedule (with ids given, some of them duplicates, and without: located ids), load,
+ * fire, take, ack, nack, cancel, reschedule and requeue. After every step each id's state
+ * (tw_get) is the model's, the partition's counts are the model's, and reading every segment
+ * (tw_read, as an owner loads them) finds exactly the model's scheduled messages with their due
+ * times. At the end, with everything finished, no segment and no tombstone bitmap is left but
+ * the current near segment (docs/cluster.md, "Located ids").
+ */
+
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { metaKey, partitionPrefix } from '../../src/cluster/keys.js';
+import { decodeRecord, encodeRecord, parseLocated, placeOf } from '../../src/cluster/record.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { installed } from '../../scripts/valkey.mjs';
+import { withValkey } from './with-valkey.js';
+
+const QUEUE = 'model';
+const PARTITION = 3;
+const PARTITIONS = 8;
+const WINDOW_MS = 1_000;
+const META = metaKey(QUEUE, PARTITION);
+const P = partitionPrefix(QUEUE, PARTITION);
+const TOPICS = ['mail', 'sms'];
+const NODE = 'model-node';
+
+type Status = 'S' | 'R' | 'I' | 'D';
+
+interface Live {
+  status: Status;
+  due: string;
+  attempts: number;
+  topic: string;
+  payload: string;
+  maxAttempts: number;
+}
+
+/** A small deterministic generator: every run is repeatable from its seed. */
+function prng(seed: number): (n: number) => number {
+  let s = seed >>> 0 || 1;
+  return (n) => {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    return s % n;
+  };
+}
+
+describe.runIf(installed('valkey-server'))('message functions against a model', () => {
+  const servers = withValkey();
+
+  const cmd = (...words: Array<string | number>) => servers.valkey.command(META, words.map(String));
+  const bucketOf = (id: string) => placeOf(id, PARTITIONS).bucket;
+
+  async function run(seed: number): Promise<void> {
+    const rand = prng(seed);
+    await cmd('FLUSHALL');
+    const [granted, epoch] = (await servers.valkey.fcall('tw_lease', META, [
+      'acquire',
+      NODE,
+      0,
+      600_000,
+    ])) as number[];
+    expect(granted).toBe(1);
+    const model = new Map<string, Live>();
+    const finished = new Map<string, 'A' | 'C'>();
+    const ready: Record<string, string[]> = { mail: [], sms: [] };
+    const everId = new Set<string>();
+    // Due times in the past (so that the server's clock never calls a fire early), spread over
+    // a few windows; loadedUntil moves through them.
+    const base = Math.floor((Date.now() - 3_600_000) / WINDOW_MS) * WINDOW_MS;
+    let loadedUntil = base;
+    let payloads = 0;
+    const newDue = () =>
+      String(base + rand(8 * WINDOW_MS) + (rand(10) === 0 ? 0.5 : 0)).replace(/\.0$/, '');
+    const count = (topic: string, status: Status, by: number) => {
+      const key = `${topic}|${status}`;
+      counts.set(key, (counts.get(key) ?? 0) + by);
+    };
+    const counts = new Map<string, number>();
+    const finish = (id: string, how: 'A' | 'C') => {
+      const m = model.get(id)!;
+      count(m.topic, m.status, -1);
+      model.delete(id);
+      finished.set(id, how);
+    };
+    const pick = (status?: Status): string | undefined => {
+      const ids = [...model].filter(([, m]) => status === undefined || m.status === status);
+      return ids.length === 0 ? undefined : ids[rand(ids.length)][0];
+    };
+
+    const steps: Array<() => Promise<void>> = [
+      // schedule a batch: located, given ids (some pending already: dedup), or a mix
+      async () => {
+        const n = 1 + rand(6);
+        const batch = Array.from({ length: n }, () => {
+          const located = rand(5) < 3;
+          const id = located ? '' : `given-${rand(25)}`;
+          const topic = TOPICS[rand(2)];
+          const due = newDue();
+          const payload = `payload-${payloads++}`;
+          const maxAttempts = 1 + rand(3);
+          const fields = {
+            id,
+            topic,
+            maxAttempts,
+            backoff: undefined,
+            payloadKind: 0,
+            payload: Buffer.from(payload),
+          };
+          const record = located
+            ? encodeRecord(fields, 0, { tag: `t${rand(1e6)}`, deliverAt: Number(due) })
+            : encodeRecord(fields, bucketOf(id));
+          return { id, topic, due, payload, maxAttempts, record };
+        });
+        const args: Array<string | number | Buffer> = [n];
+        for (const m of batch) {
+          args.push(
+            m.id,
+            m.id === '' ? '' : bucketOf(m.id),
+            m.due,
+            Math.floor(Number(m.due) / WINDOW_MS),
+            m.topic,
+            m.record,
+          );
+        }
+        const reply = await servers.valkey.fcall('tw_schedule', META, args);
+        const seen = new Map<string, string>();
+        batch.forEach((m, i) => {
+          const entry = Array.isArray(reply) ? String(reply[i]) : '1';
+          if (m.id === '') {
+            expect(entry).toMatch(/^@3\.[nw]\d+\.\d+\./);
+            expect(parseLocated(entry)?.partition).toBe(PARTITION);
+            expect(model.has(entry) || everId.has(entry)).toBe(false);
+            m.id = entry;
+          } else {
+            const prior = seen.get(m.id) ?? model.get(m.id)?.due;
+            if (prior !== undefined) {
+              expect(entry).toBe(prior);
+              return;
+            }
+            expect(entry).toBe('1');
+            seen.set(m.id, m.due);
+          }
+          everId.add(m.id);
+          finished.delete(m.id);
+          model.set(m.id, { ...m, status: 'S', attempts: 0 });
+          count(m.topic, 'S', 1);
+        });
+        if (batch.every((m) => !m.id.startsWith('@')) && seen.size === n) expect(reply).toBe(n);
+      },
+      // the owner loads the next stretch of time (sometimes starting a new near segment)
+      async () => {
+        loadedUntil += rand(3) * WINDOW_MS;
+        const reply = (await servers.valkey.fcall('tw_load', META, [
+          NODE,
+          epoch,
+          loadedUntil,
+          rand(3) === 0 ? '1' : '0',
+        ])) as unknown[];
+        expect(Number(reply[0])).toBe(1);
+      },
+      // the owner fires some of what it finds scheduled in the segments
+      async () => {
+        const found = await readAll();
+        const chosen = found.filter(() => rand(2) === 0);
+        if (chosen.length === 0) return;
+        const args: Array<string | number> = [NODE, epoch, 250, chosen.length];
+        for (const f of chosen) args.push(f.id, bucketOf(f.id), f.seg, f.index);
+        const [fired] = (await servers.valkey.fcall('tw_fire', META, args)) as number[];
+        expect(Number(fired)).toBe(chosen.length);
+        for (const f of chosen) {
+          const m = model.get(f.id)!;
+          count(m.topic, 'S', -1);
+          count(m.topic, 'R', 1);
+          m.status = 'R';
+          ready[m.topic].push(f.id);
+        }
+      },
+      // a consumer takes up to 3 of a topic, in the order they became ready
+      async () => {
+        const topic = TOPICS[rand(2)];
+        const max = 1 + rand(3);
+        const rows = (await servers.valkey.fcallBuffers('tw_take', META, [
+          topic,
+          max,
+          60_000,
+          1 << 20,
+        ])) as Array<[Buffer, number, Buffer, Buffer]>;
+        const expected: string[] = [];
+        while (expected.length < max && ready[topic].length > 0) {
+          const id = ready[topic].shift()!;
+          if (model.get(id)?.status === 'R') expected.push(id);
+        }
+        expect(rows.map((r) => String(r[0]))).toEqual(expected);
+        for (const [idBuf, attempts, due, record] of rows) {
+          const m = model.get(String(idBuf))!;
+          m.status = 'I';
+          m.attempts++;
+          count(topic, 'R', -1);
+          count(topic, 'I', 1);
+          expect(Number(attempts)).toBe(m.attempts);
+          expect(String(due)).toBe(m.due);
+          expect(String(decodeRecord(record).payload)).toBe(m.payload);
+        }
+      },
+      // ack an inflight delivery (and an ack of a stale attempt, which does nothing)
+      async () => {
+        const id = pick('I');
+        if (id === undefined) return;
+        const m = model.get(id)!;
+        expect(await servers.valkey.fcall('tw_ack', META, [id, bucketOf(id), m.attempts + 1])).toBe(
+          0,
+        );
+        expect(await servers.valkey.fcall('tw_ack', META, [id, bucketOf(id), m.attempts])).toBe(1);
+        finish(id, 'A');
+      },
+      // nack an inflight delivery: retried at a new due time, or dead after maxAttempts
+      async () => {
+        const id = pick('I');
+        if (id === undefined) return;
+        const m = model.get(id)!;
+        const due = newDue();
+        const reply = await servers.valkey.fcall('tw_nack', META, [
+          id,
+          bucketOf(id),
+          m.attempts,
+          due,
+          Math.floor(Number(due) / WINDOW_MS),
+          'failed',
+        ]);
+        count(m.topic, 'I', -1);
+        if (m.attempts >= m.maxAttempts) {
+          expect(reply).toBe('dead');
+          m.status = 'D';
+        } else {
+          expect(reply).toBe('retry');
+          m.status = 'S';
+          m.due = due;
+        }
+        count(m.topic, m.status, 1);
+      },
+      // cancel a live message of any status, a finished one, or one that never was
+      async () => {
+        const choice = rand(4);
+        const finishedIds = [...finished.keys()];
+        const id =
+          choice === 0 && finishedIds.length > 0
+            ? finishedIds[rand(finishedIds.length)]
+            : choice === 1
+              ? `@3.w${rand(9)}.${rand(5)}.nothing`
+              : pick();
+        if (id === undefined) return;
+        const done = Number(await servers.valkey.fcall('tw_cancel', META, [id, bucketOf(id)]));
+        expect(done).toBe(model.has(id) ? 1 : 0);
+        if (done === 1) finish(id, 'C');
+      },
+      // reschedule a scheduled message (one of another status is refused)
+      async () => {
+        const id = rand(4) === 0 ? pick() : pick('S');
+        if (id === undefined) return;
+        const m = model.get(id)!;
+        const due = newDue();
+        const done = Number(
+          await servers.valkey.fcall('tw_reschedule', META, [
+            id,
+            bucketOf(id),
+            due,
+            Math.floor(Number(due) / WINDOW_MS),
+          ]),
+        );
+        expect(done).toBe(m.status === 'S' ? 1 : 0);
+        if (done === 1) m.due = due;
+      },
+      // requeue a dead letter
+      async () => {
+        const id = pick('D');
+        if (id === undefined) return;
+        const m = model.get(id)!;
+        const due = newDue();
+        const done = await servers.valkey.fcall('tw_requeue', META, [
+          id,
+          bucketOf(id),
+          due,
+          Math.floor(Number(due) / WINDOW_MS),
+        ]);
+        expect(Number(done)).toBe(1);
+        count(m.topic, 'D', -1);
+        count(m.topic, 'S', 1);
+        m.status = 'S';
+        m.attempts = 0;
+        m.due = due;
+      },
+    ];
+
+    /** Every segment read as an owner would: the scheduled messages found, where. */
+    async function readAll(): Promise<
+      Array<{ id: string; seg: string; index: number; due: string }>
+    > {
+      const keys = (await cmd('KEYS', `${P}s:*`)) as string[];
+      const out: Array<{ id: string; seg: string; index: number; due: string }> = [];
+      for (const key of keys) {
+        const seg = key.slice(P.length + 2);
+        for (let from = 0; ; from += 50) {
+          const [scanned, live] = (await servers.valkey.fcallBuffers('tw_read', META, [
+            seg,
+            from,
+            50,
+          ])) as [number, Array<[number, Buffer, Buffer, number, Buffer, Buffer]>];
+          for (const [index, status, due, , , id] of live) {
+            if (String(status) === 'S') {
+              out.push({ id: String(id), seg, index: Number(index), due: String(due) });
+            }
+          }
+          if (Number(scanned) < 50) break;
+        }
+      }
+      return out;
+    }
+
+    async function check(): Promise<void> {
+      for (const id of everId) {
+        const state = (await servers.valkey.fcall('tw_get', META, [id, bucketOf(id)])) as
+          string | null;
+        const m = model.get(id);
+        if (m === undefined) {
+          // Finished: remembered as acked or cancelled, or already forgotten.
+          if (state !== null) expect(state[0]).toBe(finished.get(id));
+          continue;
+        }
+        expect(state, id).not.toBeNull();
+        const [status, , , due, attempts, topic] = String(state).split('|');
+        expect({ id, status, due, attempts: Number(attempts), topic }).toEqual({
+          id,
+          status: m.status,
+          due: m.due,
+          attempts: m.attempts,
+          topic: m.topic,
+        });
+        const found = (await servers.valkey.fcallBuffers('tw_record', META, [
+          id,
+          bucketOf(id),
+        ])) as [Buffer, Buffer];
+        expect(String(decodeRecord(found[1]).payload)).toBe(m.payload);
+      }
+      const stored = (await cmd('HGETALL', `${P}counts`)) as Record<string, string>;
+      const nonZero = (entries: Array<[string, number]>) =>
+        Object.fromEntries(entries.filter(([, v]) => v !== 0).sort());
+      expect(nonZero(Object.entries(stored).map(([k, v]) => [k, Number(v)]))).toEqual(
+        nonZero([...counts]),
+      );
+      const scheduled = (await readAll()).map((f) => `${f.id} ${f.due}`).sort();
+      const expected = [...model]
+        .filter(([, m]) => m.status === 'S')
+        .map(([id, m]) => `${id} ${m.due}`)
+        .sort();
+      expect(scheduled).toEqual(expected);
+    }
+
+    for (let step = 0; step < 120; step++) {
+      await steps[rand(steps.length)]();
+      await check();
+    }
+    // Finish everything: cancel what is live; then only the current near segment may remain,
+    // and no tombstone bitmap outlives its segment.
+    for (const id of [...model.keys()]) {
+      expect(await servers.valkey.fcall('tw_cancel', META, [id, bucketOf(id)])).toBe(1);
+      finish(id, 'C');
+    }
+    await check();
+    const near = `n${String((await cmd('HGET', META, 'near')) ?? '0')}`;
+    const segments = ((await cmd('KEYS', `${P}s:*`)) as string[]).map((k) => k.slice(P.length + 2));
+    expect(segments.filter((s) => s !== near)).toEqual([]);
+    const tombs = ((await cmd('KEYS', `${P}t:*`)) as string[]).map((k) => k.slice(P.length + 2));
+    expect(tombs.filter((s) => s !== near)).toEqual([]);
+    expect(Number(await cmd('HLEN', `${P}live`)) <= 1).toBe(true);
+  }
+
+  it('agrees with the model over random runs of every message function', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 2 ** 31 - 1 }), (seed) => run(seed)),
+      { numRuns: 25 },
+    );
+  }, 240_000);
+});
