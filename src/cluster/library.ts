@@ -311,116 +311,186 @@ end
 -- The most messages a near segment's note names; for more, the note is 'n' (read the segment).
 local NOTE_MAX = 200
 
--- Schedules a batch. Writes are grouped: one RPUSH per segment, one count per segment and per
--- topic, so a batch costs two commands a message (the dedup read and the id state) plus a few
--- per segment, on the primary and again on each replica and in the AOF. An id twice in one
--- batch is a dedup hit the second time, as in two calls. A window's segment and its entry in
--- 'windows' come and go together (release), so the entry is added only when the RPUSH made
--- the list. No table per message: groups hold the messages' argument offsets. A message with
--- the id '' gets a located id (its record is a located one): no dedup read and no id state,
--- one list element in all.
+-- A located record's due time (text, as the node wrote it) and tag.
+local function located_due_tag(record)
+  local tagLength = string.byte(record, 2)
+  local dueLength = string.byte(record, 3 + tagLength)
+  return string.sub(record, 4 + tagLength, 3 + tagLength + dueLength), string.sub(record, 3, 2 + tagLength)
+end
+
+-- Schedules a batch: a sequence of items, each either a message with an id (6 arguments: id,
+-- bucket, deliverAt, window, topic, record) or a run of located records of one window and
+-- topic ('', window, earliest due, latest due, topic, k, then k records). Writes are grouped:
+-- one RPUSH per segment (records in the order sent), one count per segment and per topic, so a
+-- message with an id costs two commands (the dedup read and the id state) and a located one
+-- none of its own, plus a few per segment, on the primary and again on each replica and in the
+-- AOF. A located run goes to one segment as a whole unless its due times straddle loadedUntil
+-- (then each record by its own), so its records are not even looked at. An id twice in
+-- one batch is a dedup hit the second time, as in two calls. A window's segment and its entry
+-- in 'windows' come and go together (release), so the entry is added only when the RPUSH made
+-- the list. No table per message: segment groups hold argument offsets (negative: a located
+-- record's own offset).
 local function schedule(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
   local n = tonumber(args[1])
-  if n == nil or #args ~= 1 + 6 * n then
-    return redis.error_reply('ERR tw_schedule: expected a count and 6 arguments per message')
-  end
+  if n == nil then return redis.error_reply('ERR tw_schedule: expected a message count') end
   local loadedUntil, near = horizon(meta)
-  local replies, placed, hits, located = {}, {}, 0, 0
+  local replies, placed, hits, explicit = {}, {}, 0, 0
   local segs, bySeg = {}, {}
   local topics, byTopic = {}, {}
-  local nearNote = nil
-  for i = 0, n - 1 do
-    local at = 2 + 6 * i
-    local id, due = args[at], args[at + 2]
-    local prior = nil
+  local runs = {}
+  local at, total = 2, 0
+  local function add(seg, entry)
+    local group = bySeg[seg]
+    if group == nil then
+      group = {}
+      bySeg[seg] = group
+      segs[#segs + 1] = seg
+    end
+    group[#group + 1] = entry
+    return #group
+  end
+  local function tally(topic, k)
+    local c = byTopic[topic]
+    if c == nil then
+      c = 0
+      topics[#topics + 1] = topic
+    end
+    byTopic[topic] = c + k
+  end
+  while at <= #args do
+    local id = args[at]
     if id ~= '' then
-      prior = placed[id]
+      if at + 5 > #args then break end
+      local due = args[at + 2]
+      local prior = placed[id]
       if prior == nil then
         local existing = redis.call('HGET', prefix .. 'id:' .. args[at + 1], id)
         if existing then prior = read_state(existing).due end
       end
-    end
-    if prior then
-      replies[i + 1] = prior
-      hits = hits + 1
-    else
-      local seg
-      if tonumber(due) < loadedUntil then
-        seg = near
+      explicit = explicit + 1
+      if prior then
+        replies[explicit] = prior
+        hits = hits + 1
       else
-        seg = 'w' .. args[at + 3]
+        if tonumber(due) < loadedUntil then add(near, at) else add('w' .. args[at + 3], at) end
+        placed[id] = due
+        tally(args[at + 4], 1)
+        replies[explicit] = 1
       end
-      local group = bySeg[seg]
-      if group == nil then
-        group = {}
-        bySeg[seg] = group
-        segs[#segs + 1] = seg
+      at = at + 6
+      total = total + 1
+    else
+      local window, from, to = args[at + 1], tonumber(args[at + 2]), tonumber(args[at + 3])
+      local k = tonumber(args[at + 5])
+      if k == nil or from == nil or to == nil or at + 5 + k > #args then break end
+      local first, run = at + 6, {}
+      if to < loadedUntil or from >= loadedUntil then
+        local seg = near
+        if from >= loadedUntil then seg = 'w' .. window end
+        run[1] = seg
+        for r = first, first + k - 1 do
+          local pos = add(seg, -r)
+          if r == first then run[2] = pos end
+        end
+      else
+        -- Straddling: the part due before loadedUntil goes near, the rest to the window.
+        local far = 'w' .. window
+        run[1], run[2], run[3], run[4] = near, -1, far, -1
+        for r = first, first + k - 1 do
+          local seg, slot = far, 4
+          if tonumber((located_due_tag(args[r]))) < loadedUntil then seg, slot = near, 2 end
+          local pos = add(seg, -r)
+          if run[slot] == -1 then run[slot] = pos end
+        end
       end
-      group[#group + 1] = at
-      if id ~= '' then placed[id] = due end
-      local topic = args[at + 4]
-      local c = byTopic[topic]
-      if c == nil then
-        c = 0
-        topics[#topics + 1] = topic
-      end
-      byTopic[topic] = c + 1
-      replies[i + 1] = 1
+      runs[#runs + 1] = run
+      tally(args[at + 4], k)
+      at = first + k
+      total = total + k
     end
   end
+  if total ~= n or at ~= #args + 1 then
+    return redis.error_reply('ERR tw_schedule: expected a count, then messages of 6 arguments ' ..
+      'and located runs of 6 plus their records')
+  end
+  local firstOf = {}
+  local nearFirst, nearNote = nil, {}
   local records = {}
   for _, seg in ipairs(segs) do
     local group = bySeg[seg]
     local m = #group
-    for k = 1, m do records[k] = args[group[k] + 5] end
+    for j = 1, m do
+      local e = group[j]
+      if e > 0 then records[j] = args[e + 5] else records[j] = args[-e] end
+    end
     local key = prefix .. 's:' .. seg
     local size = 0
     -- RPUSH in pieces: unpack() is bounded by the Lua stack.
     for from = 1, m, 1000 do
       size = redis.call('RPUSH', key, unpack(records, from, math.min(from + 999, m)))
     end
+    local first = size - m
+    firstOf[seg] = first
     if size == m and seg ~= near then
-      local window = args[group[1] + 3]
-      redis.call('ZADD', prefix .. 'windows', 'NX', tonumber(window), window)
+      redis.call('ZADD', prefix .. 'windows', 'NX', tonumber(string.sub(seg, 2)), string.sub(seg, 2))
     end
     redis.call('HINCRBY', prefix .. 'live', seg, m)
-    local first = size - m - 1
-    for k = 1, m do
-      local at = group[k]
-      if args[at] == '' then
-        local record = args[at + 5]
-        args[at] = located_id(prefix, seg, first + k, string.sub(record, 3, 2 + string.byte(record, 2)))
-        args[at + 1] = '-'
-        replies[(at - 2) / 6 + 1] = args[at]
-        located = located + 1
-      else
-        redis.call('HSET', prefix .. 'id:' .. args[at + 1], args[at],
-          'S|' .. seg .. '|' .. string.format('%d', first + k) .. '|' .. args[at + 2] .. '|0|' ..
-          args[at + 4])
+    for j = 1, m do
+      local e = group[j]
+      if e > 0 then
+        redis.call('HSET', prefix .. 'id:' .. args[e + 1], args[e],
+          'S|' .. seg .. '|' .. string.format('%d', first + j - 1) .. '|' .. args[e + 2] ..
+          '|0|' .. args[e + 4])
       end
     end
     if seg == near then
       -- The owner arms what the note names without reading the segment (owner.ts).
+      nearFirst = first
       if m <= NOTE_MAX then
-        local note = {'n', seg, string.format('%d', size - m)}
-        for k = 1, m do
-          local at = group[k]
-          note[#note + 1] = args[at] .. ' ' .. args[at + 1] .. ' ' .. args[at + 2]
+        for j = 1, m do
+          local e = group[j]
+          if e > 0 then
+            nearNote[j] = args[e] .. ' ' .. args[e + 1] .. ' ' .. args[e + 2]
+          else
+            local due, tag = located_due_tag(args[-e])
+            nearNote[j] = located_id(prefix, seg, first + j - 1, tag) .. ' - ' .. due
+          end
         end
-        nearNote = table.concat(note, ' ')
       else
-        nearNote = 'n'
+        nearNote = nil
       end
     end
   end
   for _, topic in ipairs(topics) do count(prefix, topic, 'S', byTopic[topic]) end
-  if nearNote then redis.call('SPUBLISH', prefix .. 'ev', nearNote) end
-  -- A reply of one integer when nothing was a duplicate or located: a nested array per message
-  -- cost more than the grouped writes.
-  if hits == 0 and located == 0 then return n end
-  return replies
+  if nearFirst then
+    local note = 'n'
+    if nearNote then
+      note = 'n ' .. near .. ' ' .. string.format('%d', nearFirst) .. ' ' .. table.concat(nearNote, ' ')
+    end
+    redis.call('SPUBLISH', prefix .. 'ev', note)
+  end
+  -- A reply of one integer when nothing was a duplicate and nothing located: a nested array
+  -- per message cost more than the grouped writes.
+  local answer = replies
+  if hits == 0 then answer = explicit end
+  if #runs == 0 then return answer end
+  -- Located runs: where each went, {segment, index of its first record} (for a straddling one,
+  -- the near part's then the window's, index -1 for a part with none), and loadedUntil, by
+  -- which the node tells a straddling run's parts apart.
+  local where = {}
+  for _, run in ipairs(runs) do
+    for j = 1, #run, 2 do
+      where[#where + 1] = run[j]
+      if run[j + 1] == -1 then
+        where[#where + 1] = -1
+      else
+        where[#where + 1] = firstOf[run[j]] + run[j + 1] - 1
+      end
+    end
+  end
+  return {answer, string.format('%d', loadedUntil), where}
 end
 
 -- Finished ids (acked 'A', cancelled 'C') are remembered for get(), in two generations of at

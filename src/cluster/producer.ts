@@ -34,10 +34,10 @@ import {
 } from '../queue/message.js';
 import type { Valkey } from './connection.js';
 import { metaKey } from './keys.js';
-import { TAG_LENGTH, encodeRecord, placeOf } from './record.js';
+import { TAG_LENGTH, encodeRecord, locatedId, placeOf } from './record.js';
 
 /** Messages without an id given to one partition before the next one's turn. */
-const LOCATED_RUN = 32;
+const LOCATED_RUN = 128;
 /** Bytes of randomness a located record's tag takes (base64url: 4 characters per 3 bytes). */
 const TAG_BYTES = (TAG_LENGTH * 3) / 4;
 
@@ -76,17 +76,28 @@ export function infoOf(id: string, state: unknown): ClusterMessageInfo | undefin
 }
 
 interface Pending {
-  /** '' until tw_schedule makes a located id for a message scheduled without one. */
+  /** '' until tw_schedule places a message scheduled without an id (its id is then located). */
   id: string;
+  /** A located record's tag ('' for a message with an id). */
+  tag: string;
   bucket: number;
   deliverAt: number;
   topic: string;
   record: Buffer;
-  resolve: (result: { id: string; deliverAt: number }) => void;
-  reject: (err: unknown) => void;
+  /** The call it came in (schedule or scheduleMany), and its place in the call's results. */
+  call: Call | undefined;
+  slot: number;
 }
 
-type Prepared = Omit<Pending, 'resolve' | 'reject'>;
+type Scheduled = { id: string; deliverAt: number };
+
+/** One schedule or scheduleMany call: one promise, settled when all its messages are. */
+interface Call {
+  results: Scheduled[];
+  left: number;
+  resolve: (results: Scheduled[]) => void;
+  reject: (err: unknown) => void;
+}
 
 const STATUS: Record<string, MessageStatus> = {
   S: 'scheduled',
@@ -120,13 +131,13 @@ export class Producer {
   }
 
   schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
-    let pending: Prepared;
+    let pending: Pending;
     try {
       pending = this.prepare(request, Date.now(), '');
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.enqueue(pending);
+    return this.enqueue([pending]).then((results) => results[0]);
   }
 
   /**
@@ -146,24 +157,40 @@ export class Producer {
       );
     }
     const now = Date.now();
-    let prepared: Prepared[];
-    try {
-      prepared = requests.map((request, i) => this.prepare(request, now, `messages[${i}]: `));
-    } catch (err) {
-      return Promise.reject(err);
+    const prepared: Pending[] = new Array(requests.length);
+    for (let i = 0; i < requests.length; i++) {
+      try {
+        prepared[i] = this.prepare(requests[i], now, '');
+      } catch (err) {
+        if (err instanceof Error) err.message = `messages[${i}]: ${err.message}`;
+        return Promise.reject(err);
+      }
     }
-    return Promise.all(prepared.map((pending) => this.enqueue(pending)));
+    if (prepared.length === 0) return Promise.resolve([]);
+    return this.enqueue(prepared);
   }
 
-  private enqueue(pending: Prepared): Promise<{ id: string; deliverAt: number }> {
-    const partition =
-      pending.id === ''
-        ? Math.floor(this.located++ / LOCATED_RUN) % this.options.partitions
-        : placeOf(pending.id, this.options.partitions).partition;
+  /** Puts a call's messages into their partitions' batches for this turn's group commit. */
+  private enqueue(pendings: Pending[]): Promise<Scheduled[]> {
     return new Promise((resolve, reject) => {
-      let batch = this.batches.get(partition);
-      if (batch === undefined) this.batches.set(partition, (batch = []));
-      batch.push({ ...pending, resolve, reject });
+      const call: Call = {
+        results: new Array(pendings.length),
+        left: pendings.length,
+        resolve,
+        reject,
+      };
+      for (let slot = 0; slot < pendings.length; slot++) {
+        const pending = pendings[slot];
+        pending.call = call;
+        pending.slot = slot;
+        const partition =
+          pending.id === ''
+            ? Math.floor(this.located++ / LOCATED_RUN) % this.options.partitions
+            : placeOf(pending.id, this.options.partitions).partition;
+        let batch = this.batches.get(partition);
+        if (batch === undefined) this.batches.set(partition, (batch = []));
+        batch.push(pending);
+      }
       if (!this.flushing) {
         this.flushing = true;
         setImmediate(() => this.flush());
@@ -219,7 +246,7 @@ export class Producer {
     );
   }
 
-  private prepare(request: ScheduleRequest, now: number, where: string): Prepared {
+  private prepare(request: ScheduleRequest, now: number, where: string): Pending {
     const checked = checkRequest(request, now, this.options.maxPayloadBytes, where);
     const { topic, deliverAt, maxAttempts, backoff, payload } = checked;
     const bytes = payload.bytes ?? Buffer.from(payload.text ?? '', 'utf8');
@@ -232,8 +259,9 @@ export class Producer {
       payload: bytes,
     };
     if (request.id === undefined) {
-      const record = encodeRecord(fields, 0, { tag: this.tag(), deliverAt });
-      return { id: '', bucket: -1, deliverAt, topic, record };
+      const tag = this.tag();
+      const record = encodeRecord(fields, 0, { tag, deliverAt });
+      return { id: '', tag, bucket: -1, deliverAt, topic, record, call: undefined, slot: 0 };
     }
     const id = checked.id;
     if (id.charCodeAt(0) === 64 /* @ */) {
@@ -243,7 +271,8 @@ export class Producer {
       );
     }
     const { bucket } = placeOf(id, this.options.partitions);
-    return { id, bucket, deliverAt, topic, record: encodeRecord({ ...fields, id }, bucket) };
+    const record = encodeRecord({ ...fields, id }, bucket);
+    return { id, tag: '', bucket, deliverAt, topic, record, call: undefined, slot: 0 };
   }
 
   /** A located record's tag: random, from a pool of random bytes filled 1,024 tags at a time. */
@@ -264,26 +293,45 @@ export class Producer {
 
   private async write(partition: number, batch: Pending[]): Promise<void> {
     const meta = metaKey(this.options.queue, partition);
+    const { windowMs } = this.options;
     const args: Array<string | number | Buffer> = [batch.length];
-    for (const m of batch) {
-      args.push(
-        m.id,
-        m.id === '' ? '' : m.bucket,
-        String(m.deliverAt),
-        Math.floor(m.deliverAt / this.options.windowMs),
-        m.topic,
-        m.record,
-      );
+    const runs: LocatedRun[] = [];
+    for (let i = 0; i < batch.length;) {
+      const m = batch[i];
+      const window = Math.floor(m.deliverAt / windowMs);
+      if (m.id !== '') {
+        args.push(m.id, m.bucket, String(m.deliverAt), window, m.topic, m.record);
+        i++;
+        continue;
+      }
+      // A run: the messages without ids that follow, of the same window and topic.
+      const run: LocatedRun = { start: i, end: i + 1, min: m.deliverAt, max: m.deliverAt };
+      for (; run.end < batch.length; run.end++) {
+        const next = batch[run.end];
+        if (next.id !== '' || next.topic !== m.topic) break;
+        if (Math.floor(next.deliverAt / windowMs) !== window) break;
+        run.min = Math.min(run.min, next.deliverAt);
+        run.max = Math.max(run.max, next.deliverAt);
+      }
+      args.push('', window, String(run.min), String(run.max), m.topic, run.end - run.start);
+      for (let k = run.start; k < run.end; k++) args.push(batch[k].record);
+      runs.push(run);
+      i = run.end;
     }
     try {
       const reply = await this.valkey.fcall('tw_schedule', meta, args);
-      const ids = batch.map((m, i) => m.id || locatedIdOf(reply, i));
-      await this.durable(meta, batch.length === 1 ? ids[0] : `${batch.length} messages`);
-      for (let i = 0; i < batch.length; i++) {
-        batch[i].resolve({ id: ids[i], deliverAt: scheduledAt(reply, i, batch[i].deliverAt) });
+      const answer = runs.length === 0 ? reply : placeRuns(reply, batch, runs, partition);
+      await this.durable(meta, batch.length === 1 ? batch[0].id : `${batch.length} messages`);
+      let explicit = 0;
+      for (const m of batch) {
+        const deliverAt = m.tag !== '' ? m.deliverAt : scheduledAt(answer, explicit++, m.deliverAt);
+        const call = m.call!;
+        call.results[m.slot] = { id: m.id, deliverAt };
+        if (--call.left === 0) call.resolve(call.results);
       }
     } catch (err) {
-      for (const m of batch) m.reject(err);
+      // (A call whose messages went to several partitions rejects at its first failure.)
+      for (const m of batch) m.call!.reject(err);
     }
   }
 
@@ -348,22 +396,51 @@ export class Producer {
 export function scheduledAt(reply: unknown, i: number, sent: number): number {
   if (!Array.isArray(reply)) return sent;
   const entry: unknown = reply[i];
-  if (typeof entry === 'number') return sent;
-  const text = String(entry);
-  return text.startsWith('@') ? sent : Number(text);
+  return typeof entry === 'number' ? sent : Number(String(entry));
 }
 
-/** The located id tw_schedule made for message `i` (sent with the id ''). */
-function locatedIdOf(reply: unknown, i: number): string {
-  const entry: unknown = Array.isArray(reply) ? reply[i] : undefined;
-  const text = entry === undefined ? '' : String(entry);
-  if (!text.startsWith('@')) {
+/** Messages `start` to `end` of a partition batch, without ids, sent as one located run. */
+export interface LocatedRun {
+  start: number;
+  end: number;
+  min: number;
+  max: number;
+}
+
+/**
+ * Gives each message of the located runs its id from tw_schedule's reply, `{answer for the
+ * messages with ids, loadedUntil, where}` (library.ts), and returns the answer. `where` holds
+ * a segment and the index of the run's first record there for each run, two for a run whose
+ * due times straddle loadedUntil (the part before it went to the near segment).
+ */
+export function placeRuns(
+  reply: unknown,
+  batch: Pending[],
+  runs: readonly LocatedRun[],
+  partition: number,
+): unknown {
+  if (!Array.isArray(reply) || reply.length !== 3 || !Array.isArray(reply[2])) {
     throw new TickwheelStateError(
       'ERR_TICKWHEEL_INVALID_STATE',
-      `tw_schedule answered ${describe(entry)} for a message without an id, not the id it made (is an older tickwheel library loaded?)`,
+      `tw_schedule answered ${describe(reply)}, not where it put the messages without ids`,
     );
   }
-  return text;
+  const loadedUntil = Number(String(reply[1]));
+  const where = (reply[2] as unknown[]).map(String);
+  let w = 0;
+  for (const run of runs) {
+    const straddles = run.min < loadedUntil && run.max >= loadedUntil;
+    const parts = [where.slice(w, w + 2)];
+    if (straddles) parts.push(where.slice(w + 2, w + 4));
+    w += 2 * parts.length;
+    const next = parts.map(([, first]) => Number(first));
+    for (let k = run.start; k < run.end; k++) {
+      const m = batch[k];
+      const part = parts.length === 2 && m.deliverAt >= loadedUntil ? 1 : 0;
+      m.id = locatedId(partition, parts[part][0], next[part]++, m.tag);
+    }
+  }
+  return reply[0];
 }
 
 function notDurable(what: string, why: string): TickwheelStateError {

@@ -72,6 +72,11 @@ export function parseLocated(
   return { partition: Number(m[1]), seg: m[2], index: Number(m[3]), tag: m[4] };
 }
 
+/** The located id of the record at `index` of segment `seg` of `partition` with `tag`. */
+export function locatedId(partition: number, seg: string, index: number, tag: string): string {
+  return `@${partition}.${seg}.${index}.${tag}`;
+}
+
 /** Characters of a located record's tag. */
 export const TAG_LENGTH = 8;
 
