@@ -41,10 +41,12 @@
  * lost to Lua's number formatting; only integers are formatted here. The location (segment and
  * index) names one scheduling of a message: a fire or a receipt made for another is refused.
  *
- *   tw_schedule(meta; n, then n times: id, bucket, deliverAt, window, topic, record)
- *     -> n when all n were created with the ids given, else n entries: 1 (created), the due
- *        time of the pending message that has that id (not created), or, for id '', the
- *        located id made for it
+ *   tw_schedule(meta; n, then items: a message with an id (id, bucket, deliverAt, window,
+ *               topic, record) or a run of k located records ('', window, earliest due,
+ *               latest due, topic, k, then the k records); n messages in all)
+ *     -> for the messages with ids: their count when all were created, else one entry each,
+ *        1 (created) or the due time of the pending message that has that id (not created);
+ *        with located runs, {that answer, loadedUntil, where each run went} (see schedule)
  *   tw_get(meta; id, bucket) -> state | nil   (a live message's, else a recently finished one's)
  *   tw_cancel(meta; id, bucket) -> 1 | 0   (0: no live message with that id; scheduled, ready,
  *                                           in flight and dead ones are all cancelled)
@@ -192,9 +194,11 @@ end
 -- The state of a located id still at its birth place, scheduled, with birth = true; nil when it
 -- is not (its tombstone bit is set, or the record there is another's).
 local function birth_state(prefix, id)
-  local p, seg, index, tag = string.match(id, LOCATED)
+  local p, seg, text, tag = string.match(id, LOCATED)
   if not p or p ~= partition_of(prefix) then return nil end
-  index = tonumber(index)
+  -- Only the id that was made names the message (no '007' for 7; within a bitmap's range).
+  local index = tonumber(text)
+  if index >= 4294967296 or string.format('%d', index) ~= text then return nil end
   if redis.call('GETBIT', prefix .. 't:' .. seg, index) == 1 then return nil end
   local record = redis.call('LINDEX', prefix .. 's:' .. seg, index)
   if not record or string.byte(record, 1) ~= 0 then return nil end
@@ -384,7 +388,10 @@ local function schedule(keys, args)
     else
       local window, from, to = args[at + 1], tonumber(args[at + 2]), tonumber(args[at + 3])
       local k = tonumber(args[at + 5])
-      if k == nil or from == nil or to == nil or at + 5 + k > #args then break end
+      if k == nil or k < 1 or k ~= math.floor(k) or from == nil or to == nil or
+          at + 5 + k > #args then
+        break
+      end
       local first, run = at + 6, {}
       if to < loadedUntil or from >= loadedUntil then
         local seg = near
@@ -568,7 +575,8 @@ local function read(keys, args)
   local seg, from, n = args[1], tonumber(args[2]), tonumber(args[3])
   local records = redis.call('LRANGE', prefix .. 's:' .. seg, from, from + n - 1)
   local live = {}
-  local tombs = false
+  -- The tombstone bits of these records, read once and only if a located record is among them.
+  local tombs, tombsFrom = nil, nil
   for i, record in ipairs(records) do
     local index = from + i - 1
     local id, bucket = record_head(record)
@@ -581,8 +589,12 @@ local function read(keys, args)
         end
       end
     else
-      if tombs == false then tombs = redis.call('GET', prefix .. 't:' .. seg) end
-      if not bit_set(tombs, index) then
+      if tombsFrom == nil then
+        tombsFrom = math.floor(from / 8)
+        tombs = redis.call('GETRANGE', prefix .. 't:' .. seg, tombsFrom,
+          math.floor((from + #records - 1) / 8))
+      end
+      if not bit_set(tombs, index - 8 * tombsFrom) then
         local tag, due = located_head(record)
         live[#live + 1] = {index, 'S', due, 0, record, located_id(prefix, seg, index, tag)}
       end

@@ -60,7 +60,8 @@ export function placeOf(id: string, partitions: number): { partition: number; bu
   };
 }
 
-const LOCATED = /^@(\d{1,5})\.([nw]-?\d{1,16})\.(\d{1,10})\.([A-Za-z0-9_-]{1,16})$/;
+// Numbers as tickwheel writes them: no leading zeros (an id names one message, one way).
+const LOCATED = /^@(0|[1-9]\d{0,4})\.([nw]-?\d{1,16})\.(0|[1-9]\d{0,9})\.([A-Za-z0-9_-]{1,16})$/;
 
 /** The parts of a located id (see above); undefined for any other id. */
 export function parseLocated(

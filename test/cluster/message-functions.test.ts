@@ -209,6 +209,13 @@ describe.runIf(installed('valkey-server'))('message functions on Valkey', () => 
     await expect(servers.valkey.fcall('tw_schedule', META, [2, 'only-one'])).rejects.toThrow(
       /messages of 6 arguments/,
     );
+    // A located run of no record, or of a negative count (which once looped for ever).
+    for (const k of [0, -6, 1.5]) {
+      await expect(
+        servers.valkey.fcall('tw_schedule', META, [0, '', 1, '1000', '1999', 't', k]),
+      ).rejects.toThrow(/located runs/);
+    }
+    expect(await cmd('KEYS', `${P}s:w1`)).toEqual([]);
   });
 
   it('costs under 250 bytes of server memory per pending far-future message (100 B payload)', async () => {

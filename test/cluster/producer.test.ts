@@ -163,6 +163,17 @@ describe.runIf(installed('valkey-server'))('cluster producer on Valkey with a re
     expect(await p.get(forged)).toBeUndefined();
     expect(await p.cancel(results[8].id.replace(/\.[^.]+$/, '.forged'))).toBe(false);
     expect(await p.get(results[8].id)).toMatchObject({ status: 'scheduled' });
+    // Only the id made names the message: not one with a zero in front of its index, which
+    // would otherwise move it under another name; nor an index past any bitmap (not an error).
+    const alias = results[9].id.replace(/\.(\d+)\.([^.]+)$/, '.0$1.$2');
+    expect(alias).not.toBe(results[9].id);
+    expect(await p.get(alias)).toBeUndefined();
+    expect(await p.reschedule(alias, { delayMs: 5 })).toBe(false);
+    expect(await p.cancel(alias)).toBe(false);
+    expect(await p.get(results[9].id)).toMatchObject({ status: 'scheduled', deliverAt });
+    const far = results[9].id.replace(/\.(\d+)\.([^.]+)$/, '.9999999999.$2');
+    expect(await p.get(far)).toBeUndefined();
+    expect(await p.cancel(far)).toBe(false);
   });
 
   it("refuses a given id that starts with '@' (located ids are the cluster's)", async () => {
