@@ -72,6 +72,7 @@ async function scheduleCancel(peerDef, options, delays, progress) {
   const schedule = [];
   const cancel = [];
   const total = options.warmup + options.rounds;
+  let cold = { schedule: undefined, cancel: undefined };
   for (let round = 0; round < total; round++) {
     collect();
     await turn();
@@ -81,6 +82,7 @@ async function scheduleCancel(peerDef, options, delays, progress) {
     cancelAll(peer, handles, n);
     const t2 = performance.now();
     clearHandles(handles);
+    if (round === 0) cold = { schedule: ((t1 - t0) * 1e6) / n, cancel: ((t2 - t1) * 1e6) / n };
     if (round >= options.warmup) {
       schedule.push(((t1 - t0) * 1e6) / n);
       cancel.push(((t2 - t1) * 1e6) / n);
@@ -95,6 +97,9 @@ async function scheduleCancel(peerDef, options, delays, progress) {
     scheduleNs,
     cancelNs,
     scheduleCancelNs: scheduleNs + cancelNs,
+    // Round 0: the first fill of a fresh timer in a fresh process, as a user's first N.
+    scheduleColdNs: cold.schedule,
+    cancelColdNs: cold.cancel,
     scheduleSamples: schedule,
     cancelSamples: cancel,
   };

@@ -68,9 +68,15 @@ export function evaluateTargets(results, metrics, ratios) {
 
   atLeast(
     'lean-schedule-vs-settimeout',
-    'lean schedule vs setTimeout, random delays: >= 20x faster',
+    'lean schedule vs setTimeout, random delays, warm: >= 20x faster',
     ratio('random.schedule', 'tickwheel-lean', 'node'),
     20,
+  );
+  atLeast(
+    'lean-schedule-vs-settimeout-cold',
+    'lean schedule vs setTimeout, random delays, cold: >= 10x faster',
+    ratio('random.scheduleCold', 'tickwheel-lean', 'node'),
+    10,
   );
   atLeast(
     'lean-cancel-vs-settimeout',
@@ -80,15 +86,21 @@ export function evaluateTargets(results, metrics, ratios) {
   );
   atLeast(
     'closure-schedule-vs-settimeout',
-    'closure setTimeout vs setTimeout, random delays: >= 10x faster',
+    'closure setTimeout vs setTimeout, random delays, warm: >= 15x faster',
     ratio('random.schedule', 'tickwheel-closure', 'node'),
+    15,
+  );
+  atLeast(
+    'closure-schedule-vs-settimeout-cold',
+    'closure setTimeout vs setTimeout, random delays, cold: >= 10x faster',
+    ratio('random.scheduleCold', 'tickwheel-closure', 'node'),
     10,
   );
   atLeast(
     'closure-cancel-vs-settimeout',
-    'closure clearTimeout vs clearTimeout, random delays: >= 5x faster',
+    'closure clearTimeout vs clearTimeout, random delays: >= 10x faster',
     ratio('random.cancel', 'tickwheel-closure', 'node'),
-    5,
+    10,
   );
   atMost(
     'lean-memory',

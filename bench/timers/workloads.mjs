@@ -13,7 +13,8 @@ export const WORKLOADS = [
     title: 'schedule then cancel, random delays',
     describe:
       'Schedule N timers with random whole-millisecond delays from 1 s to 10 min, then cancel ' +
-      'them all; median of the measured rounds.',
+      'them all; median of the measured rounds (warm), and the first round alone (cold: a ' +
+      'fresh timer in a fresh process, arrays growing as they fill).',
     metrics: [
       { id: 'random.schedule', label: 'schedule, random delays', unit: 'ns/op', key: 'scheduleNs' },
       { id: 'random.cancel', label: 'cancel, random delays', unit: 'ns/op', key: 'cancelNs' },
@@ -22,6 +23,18 @@ export const WORKLOADS = [
         label: 'schedule + cancel, random delays',
         unit: 'ns/op',
         key: 'scheduleCancelNs',
+      },
+      {
+        id: 'random.scheduleCold',
+        label: 'schedule, random delays, cold (first N of a fresh timer and process)',
+        unit: 'ns/op',
+        key: 'scheduleColdNs',
+      },
+      {
+        id: 'random.cancelCold',
+        label: 'cancel, random delays, cold',
+        unit: 'ns/op',
+        key: 'cancelColdNs',
       },
     ],
   },
