@@ -43,7 +43,7 @@
  *
  *   tw_schedule(meta; n, then items: a message with an id (id, bucket, deliverAt, window,
  *               topic, record) or a run of k located records ('', window, earliest due,
- *               latest due, topic, k, then the k records); n messages in all)
+ *               latest due, topic, k, the k records each after its u32 length); n messages)
  *     -> for the messages with ids: their count when all were created, else one entry each,
  *        1 (created) or the due time of the pending message that has that id (not created);
  *        with located runs, {that answer, loadedUntil, where each run went} (see schedule)
@@ -324,7 +324,9 @@ end
 
 -- Schedules a batch: a sequence of items, each either a message with an id (6 arguments: id,
 -- bucket, deliverAt, window, topic, record) or a run of located records of one window and
--- topic ('', window, earliest due, latest due, topic, k, then k records). Writes are grouped:
+-- topic ('', window, earliest due, latest due, topic, k, then the k records in one argument,
+-- each after its length as u32 little-endian: one argument a run rather than one a message,
+-- which the client writes and the server parses much faster). Writes are grouped:
 -- one RPUSH per segment (records in the order sent), one count per segment and per topic, so a
 -- message with an id costs two commands (the dedup read and the id state) and a located one
 -- none of its own, plus a few per segment, on the primary and again on each replica and in the
@@ -333,7 +335,7 @@ end
 -- one batch is a dedup hit the second time, as in two calls. A window's segment and its entry
 -- in 'windows' come and go together (release), so the entry is added only when the RPUSH made
 -- the list. No table per message: segment groups hold argument offsets (negative: a located
--- record's own offset).
+-- record's place in 'loc').
 local function schedule(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
@@ -343,7 +345,7 @@ local function schedule(keys, args)
   local replies, placed, hits, explicit = {}, {}, 0, 0
   local segs, bySeg = {}, {}
   local topics, byTopic = {}, {}
-  local runs = {}
+  local runs, loc = {}, {}
   local at, total = 2, 0
   local function add(seg, entry)
     local group = bySeg[seg]
@@ -387,40 +389,49 @@ local function schedule(keys, args)
       total = total + 1
     else
       local window, from, to = args[at + 1], tonumber(args[at + 2]), tonumber(args[at + 3])
-      local k = tonumber(args[at + 5])
-      if k == nil or k < 1 or k ~= math.floor(k) or from == nil or to == nil or
-          at + 5 + k > #args then
+      local k, blob = tonumber(args[at + 5]), args[at + 6]
+      if k == nil or k < 1 or k ~= math.floor(k) or from == nil or to == nil or blob == nil then
         break
       end
-      local first, run = at + 6, {}
+      -- The run's records, each after its length (u32 little-endian), in one argument.
+      local firstLoc, pos = #loc + 1, 1
+      for _ = 1, k do
+        local b1, b2, b3, b4 = string.byte(blob, pos, pos + 3)
+        if b4 == nil then break end
+        local size = b1 + 256 * (b2 + 256 * (b3 + 256 * b4))
+        loc[#loc + 1] = string.sub(blob, pos + 4, pos + 3 + size)
+        pos = pos + 4 + size
+      end
+      if #loc - firstLoc + 1 ~= k or pos ~= #blob + 1 then break end
+      local run = {}
       if to < loadedUntil or from >= loadedUntil then
         local seg = near
         if from >= loadedUntil then seg = 'w' .. window end
         run[1] = seg
-        for r = first, first + k - 1 do
-          local pos = add(seg, -r)
-          if r == first then run[2] = pos end
+        for r = firstLoc, firstLoc + k - 1 do
+          local slot = add(seg, -r)
+          if r == firstLoc then run[2] = slot end
         end
       else
         -- Straddling: the part due before loadedUntil goes near, the rest to the window.
         local far = 'w' .. window
         run[1], run[2], run[3], run[4] = near, -1, far, -1
-        for r = first, first + k - 1 do
+        for r = firstLoc, firstLoc + k - 1 do
           local seg, slot = far, 4
-          if tonumber((located_due_tag(args[r]))) < loadedUntil then seg, slot = near, 2 end
-          local pos = add(seg, -r)
-          if run[slot] == -1 then run[slot] = pos end
+          if tonumber((located_due_tag(loc[r]))) < loadedUntil then seg, slot = near, 2 end
+          local place = add(seg, -r)
+          if run[slot] == -1 then run[slot] = place end
         end
       end
       runs[#runs + 1] = run
       tally(args[at + 4], k)
-      at = first + k
+      at = at + 7
       total = total + k
     end
   end
   if total ~= n or at ~= #args + 1 then
     return redis.error_reply('ERR tw_schedule: expected a count, then messages of 6 arguments ' ..
-      'and located runs of 6 plus their records')
+      'and located runs of 7 (the last their k records, each after its length)')
   end
   local firstOf = {}
   local nearFirst, nearNote = nil, {}
@@ -430,7 +441,7 @@ local function schedule(keys, args)
     local m = #group
     for j = 1, m do
       local e = group[j]
-      if e > 0 then records[j] = args[e + 5] else records[j] = args[-e] end
+      if e > 0 then records[j] = args[e + 5] else records[j] = loc[-e] end
     end
     local key = prefix .. 's:' .. seg
     local size = 0
@@ -461,7 +472,7 @@ local function schedule(keys, args)
           if e > 0 then
             nearNote[j] = args[e] .. ' ' .. args[e + 1] .. ' ' .. args[e + 2]
           else
-            local due, tag = located_due_tag(args[-e])
+            local due, tag = located_due_tag(loc[-e])
             nearNote[j] = located_id(prefix, seg, first + j - 1, tag) .. ' - ' .. due
           end
         end

@@ -247,16 +247,15 @@ export class Producer {
   }
 
   private prepare(request: ScheduleRequest, now: number, where: string): Pending {
-    const checked = checkRequest(request, now, this.options.maxPayloadBytes, where);
+    const checked = checkRequest(request, now, this.options.maxPayloadBytes, where, false);
     const { topic, deliverAt, maxAttempts, backoff, payload } = checked;
-    const bytes = payload.bytes ?? Buffer.from(payload.text ?? '', 'utf8');
     const fields = {
       id: '',
       topic,
       maxAttempts,
       backoff,
       payloadKind: payload.kind,
-      payload: bytes,
+      payload: payload.bytes ?? payload.text ?? '',
     };
     if (request.id === undefined) {
       const tag = this.tag();
@@ -314,7 +313,7 @@ export class Producer {
         run.max = Math.max(run.max, next.deliverAt);
       }
       args.push('', window, String(run.min), String(run.max), m.topic, run.end - run.start);
-      for (let k = run.start; k < run.end; k++) args.push(batch[k].record);
+      args.push(runRecords(batch, run));
       runs.push(run);
       i = run.end;
     }
@@ -397,6 +396,26 @@ export function scheduledAt(reply: unknown, i: number, sent: number): number {
   if (!Array.isArray(reply)) return sent;
   const entry: unknown = reply[i];
   return typeof entry === 'number' ? sent : Number(String(entry));
+}
+
+/** A run's records in one buffer, each after its length (u32 little-endian). */
+function runRecords(batch: readonly Pending[], run: LocatedRun): Buffer {
+  const records: Buffer[] = new Array(run.end - run.start);
+  for (let k = run.start; k < run.end; k++) records[k - run.start] = batch[k].record;
+  return packRecords(records);
+}
+
+/** Records in one buffer, each after its length (u32 little-endian), as tw_schedule takes a run. */
+export function packRecords(records: readonly Buffer[]): Buffer {
+  let size = 0;
+  for (const record of records) size += 4 + record.length;
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const record of records) {
+    at = out.writeUInt32LE(record.length, at);
+    at += record.copy(out, at);
+  }
+  return out;
 }
 
 /** Messages `start` to `end` of a partition batch, without ids, sent as one located run. */

@@ -47,6 +47,9 @@ export interface ClusterRecord {
   payload: Uint8Array;
 }
 
+/** A record to encode: its payload as bytes, or as text written in as UTF-8 (no copy). */
+export type RecordFields = Omit<ClusterRecord, 'payload'> & { payload: Uint8Array | string };
+
 /** The partition (of `partitions`) and the id bucket of an id. */
 export function placeOf(id: string, partitions: number): { partition: number; bucket: number } {
   const hash = mix32(fnv1a(id));
@@ -91,7 +94,7 @@ const HAS_MAX_DELAY = 8;
  * form (no id; the tag and due time instead).
  */
 export function encodeRecord(
-  record: ClusterRecord,
+  record: RecordFields,
   bucket: number,
   located?: { tag: string; deliverAt: number },
 ): Buffer {
@@ -123,9 +126,9 @@ export function encodeRecord(
   }
   const head =
     located === undefined ? 1 + id.length + 2 : 1 + 1 + located.tag.length + 1 + due.length;
-  const buf = Buffer.allocUnsafe(
-    head + 2 + 1 + 8 * floats + 1 + 1 + topic.length + payload.byteLength,
-  );
+  const payloadBytes =
+    typeof payload === 'string' ? Buffer.byteLength(payload, 'utf8') : payload.byteLength;
+  const buf = Buffer.allocUnsafe(head + 2 + 1 + 8 * floats + 1 + 1 + topic.length + payloadBytes);
   let at = 0;
   if (located === undefined) {
     buf[at++] = id.length;
@@ -148,7 +151,8 @@ export function encodeRecord(
   buf[at++] = record.payloadKind;
   buf[at++] = topic.length;
   at += buf.write(topic, at, 'latin1');
-  buf.set(payload, at);
+  if (typeof payload === 'string') buf.write(payload, at, 'utf8');
+  else buf.set(payload, at);
   return buf;
 }
 

@@ -301,14 +301,16 @@ export interface CheckedRequest {
 
 /**
  * Checks a schedule request as every store takes it: topic, due time, attempts, back-off,
- * payload (at most `maxPayloadBytes`) and id (made when none is given). `where` goes in front
- * of an error's message (a batch says which of its messages).
+ * payload (at most `maxPayloadBytes`) and id (made when none is given, unless `makeId` is
+ * false: then ''). `where` goes in front of an error's message (a batch says which of its
+ * messages).
  */
 export function checkRequest(
   request: unknown,
   now: number,
   maxPayloadBytes: number,
   where = '',
+  makeId = true,
 ): CheckedRequest {
   if (typeof request !== 'object' || request === null) {
     throw new TickwheelTypeError(
@@ -324,7 +326,8 @@ export function checkRequest(
       maxAttempts: checkMaxAttempts(given.maxAttempts),
       backoff: checkBackoff(given.backoff),
       payload: encodePayload(given.payload, maxPayloadBytes),
-      id: given.id === undefined ? newMessageId(now) : checkId(given.id),
+      // (A caller that gives ids of its own to messages without one says so: makeId false.)
+      id: given.id !== undefined ? checkId(given.id) : makeId ? newMessageId(now) : '',
     };
   } catch (err) {
     if (where !== '' && err instanceof Error) err.message = where + err.message;

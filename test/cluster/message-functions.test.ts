@@ -5,6 +5,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
+import { packRecords } from '../../src/cluster/producer.js';
 import { encodeRecord } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
@@ -210,9 +211,26 @@ describe.runIf(installed('valkey-server'))('message functions on Valkey', () => 
       /messages of 6 arguments/,
     );
     // A located run of no record, or of a negative count (which once looped for ever).
-    for (const k of [0, -6, 1.5]) {
+    const two = packRecords([Buffer.from([0, 1, 65, 1, 49, 1, 0, 0, 0, 1, 116]), Buffer.from('x')]);
+    for (const [k, blob] of [
+      [0, two],
+      [-6, two],
+      [1.5, two],
+      [1, two], // two records where one was said
+      [3, two], // three said, two there
+      [2, two.subarray(0, two.length - 1)], // the last one cut short
+    ] as const) {
       await expect(
-        servers.valkey.fcall('tw_schedule', META, [0, '', 1, '1000', '1999', 't', k]),
+        servers.valkey.fcall('tw_schedule', META, [
+          Math.max(k, 0),
+          '',
+          1,
+          '1000',
+          '1999',
+          't',
+          k,
+          blob,
+        ]),
       ).rejects.toThrow(/located runs/);
     }
     expect(await cmd('KEYS', `${P}s:w1`)).toEqual([]);
@@ -254,7 +272,7 @@ describe.runIf(installed('valkey-server'))('message functions on Valkey', () => 
       const flush = () => {
         if (run.length === 0) return;
         args.push('', window, window * WINDOW_MS, window * WINDOW_MS + WINDOW_MS - 1, 'invoice');
-        args.push(run.length, ...run);
+        args.push(run.length, packRecords(run));
         runs++;
         run = [];
       };

@@ -11,7 +11,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { metaKey, partitionPrefix } from '../../src/cluster/keys.js';
-import { placeRuns, type LocatedRun } from '../../src/cluster/producer.js';
+import { packRecords, placeRuns, type LocatedRun } from '../../src/cluster/producer.js';
 import { decodeRecord, encodeRecord, parseLocated, placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
@@ -156,7 +156,7 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
             batch.push(m);
           }
           args.push('', window, String(run.min), String(run.max), topic, k);
-          for (let j = run.start; j < run.end; j++) args.push(batch[j].record);
+          args.push(packRecords(batch.slice(run.start, run.end).map((m) => m.record)));
           runs.push(run);
         }
         args[0] = batch.length;
