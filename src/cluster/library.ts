@@ -315,13 +315,6 @@ end
 -- The most messages a near segment's note names; for more, the note is 'n' (read the segment).
 local NOTE_MAX = 200
 
--- A located record's due time (text, as the node wrote it) and tag.
-local function located_due_tag(record)
-  local tagLength = string.byte(record, 2)
-  local dueLength = string.byte(record, 3 + tagLength)
-  return string.sub(record, 4 + tagLength, 3 + tagLength + dueLength), string.sub(record, 3, 2 + tagLength)
-end
-
 -- Schedules a batch: a sequence of items, each either a message with an id (6 arguments: id,
 -- bucket, deliverAt, window, topic, record) or a run of located records of one window and
 -- topic ('', window, earliest due, latest due, topic, k, then the k records in one argument,
@@ -418,7 +411,8 @@ local function schedule(keys, args)
         run[1], run[2], run[3], run[4] = near, -1, far, -1
         for r = firstLoc, firstLoc + k - 1 do
           local seg, slot = far, 4
-          if tonumber((located_due_tag(loc[r]))) < loadedUntil then seg, slot = near, 2 end
+          local _, due = located_head(loc[r])
+          if tonumber(due) < loadedUntil then seg, slot = near, 2 end
           local place = add(seg, -r)
           if run[slot] == -1 then run[slot] = place end
         end
@@ -472,7 +466,7 @@ local function schedule(keys, args)
           if e > 0 then
             nearNote[j] = args[e] .. ' ' .. args[e + 1] .. ' ' .. args[e + 2]
           else
-            local due, tag = located_due_tag(loc[-e])
+            local tag, due = located_head(loc[-e])
             nearNote[j] = located_id(prefix, seg, first + j - 1, tag) .. ' - ' .. due
           end
         end

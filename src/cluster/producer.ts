@@ -133,7 +133,7 @@ export class Producer {
   schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
     let pending: Pending;
     try {
-      pending = this.prepare(request, Date.now(), '');
+      pending = this.prepare(request, Date.now());
     } catch (err) {
       return Promise.reject(err);
     }
@@ -160,7 +160,7 @@ export class Producer {
     const prepared: Pending[] = new Array(requests.length);
     for (let i = 0; i < requests.length; i++) {
       try {
-        prepared[i] = this.prepare(requests[i], now, '');
+        prepared[i] = this.prepare(requests[i], now);
       } catch (err) {
         if (err instanceof Error) err.message = `messages[${i}]: ${err.message}`;
         return Promise.reject(err);
@@ -246,8 +246,8 @@ export class Producer {
     );
   }
 
-  private prepare(request: ScheduleRequest, now: number, where: string): Pending {
-    const checked = checkRequest(request, now, this.options.maxPayloadBytes, where, false);
+  private prepare(request: ScheduleRequest, now: number): Pending {
+    const checked = checkRequest(request, now, this.options.maxPayloadBytes, '', false);
     const { topic, deliverAt, maxAttempts, backoff, payload } = checked;
     const fields = {
       id: '',
@@ -266,7 +266,7 @@ export class Producer {
     if (id.charCodeAt(0) === 64 /* @ */) {
       throw new TickwheelTypeError(
         'ERR_TICKWHEEL_INVALID_ID',
-        `${where}ids starting with '@' are made by the cluster for messages scheduled without an id; got ${describe(id)}`,
+        `ids starting with '@' are made by the cluster for messages scheduled without an id; got ${describe(id)}`,
       );
     }
     const { bucket } = placeOf(id, this.options.partitions);

@@ -53,6 +53,8 @@ function prng(seed: number): (n: number) => number {
 describe.runIf(installed('valkey-server'))('message functions against a model', () => {
   const servers = withValkey();
 
+  /** A due time as the functions take it: the time, then its window. */
+  const placeOfDue = (due: string) => [due, Math.floor(Number(due) / WINDOW_MS)] as const;
   const cmd = (...words: Array<string | number>) => servers.valkey.command(META, words.map(String));
   const bucketOf = (id: string) => placeOf(id, PARTITIONS).bucket;
 
@@ -269,8 +271,7 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
           id,
           bucketOf(id),
           m.attempts,
-          due,
-          Math.floor(Number(due) / WINDOW_MS),
+          ...placeOfDue(due),
           'failed',
         ]);
         count(m.topic, 'I', -1);
@@ -306,12 +307,7 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
         const m = model.get(id)!;
         const due = newDue();
         const done = Number(
-          await servers.valkey.fcall('tw_reschedule', META, [
-            id,
-            bucketOf(id),
-            due,
-            Math.floor(Number(due) / WINDOW_MS),
-          ]),
+          await servers.valkey.fcall('tw_reschedule', META, [id, bucketOf(id), ...placeOfDue(due)]),
         );
         expect(done).toBe(m.status === 'S' ? 1 : 0);
         if (done === 1) m.due = due;
@@ -325,8 +321,7 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
         const done = await servers.valkey.fcall('tw_requeue', META, [
           id,
           bucketOf(id),
-          due,
-          Math.floor(Number(due) / WINDOW_MS),
+          ...placeOfDue(due),
         ]);
         expect(Number(done)).toBe(1);
         count(m.topic, 'D', -1);
