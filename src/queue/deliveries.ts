@@ -21,7 +21,7 @@ import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
 import type { IdLocks } from './locks.js';
-import { decodePayload, retryDelay } from './message.js';
+import { decodePayload, heldPayload, retryDelay, storedBytes } from './message.js';
 import type { NearHorizon, NearMessage } from './near.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';
@@ -74,14 +74,17 @@ export class Deliveries {
       taken = this.near.take(topic, max, visibilityMs, maxBytes);
     }
     for (const message of taken) {
-      if (message.payload === undefined) return this.readTaken(topic, taken, maxBytes);
+      if (heldPayload(message) === undefined) return this.readTaken(topic, taken, maxBytes);
     }
     // All payloads in memory (the usual case): no promise per message.
     const now = this.clock.now();
-    for (const message of taken) {
+    const answer = new Array<ReceivedMessage>(taken.length);
+    for (let i = 0; i < taken.length; i++) {
+      const message = taken[i];
       if (message.attempts === 1) this.insights.deliveredFirst(message, now);
+      answer[i] = received(message, heldPayload(message) as Uint8Array | string);
     }
-    return taken.map((message) => received(message, message.payload as Uint8Array));
+    return answer;
   }
 
   /**
@@ -94,10 +97,10 @@ export class Deliveries {
     maxBytes: number,
   ): Promise<ReceivedMessage[]> {
     const receipts = taken.map((message) => message.receipt);
-    let payloads: Uint8Array[];
+    let payloads: Array<Uint8Array | string>;
     try {
       payloads = await Promise.all(
-        taken.map((message) => message.payload ?? this.store.payloadOf(message)),
+        taken.map((message) => heldPayload(message) ?? this.store.payloadOf(message)),
       );
     } catch (err) {
       this.near.handBack(topic, taken, receipts, 0);
@@ -106,7 +109,7 @@ export class Deliveries {
     let bytes = 0;
     let fit = 0;
     while (fit < taken.length) {
-      bytes += payloads[fit].byteLength;
+      bytes += storedBytes(payloads[fit]);
       if (fit > 0 && bytes > maxBytes) break;
       fit++;
     }
@@ -215,11 +218,11 @@ export class Deliveries {
   }
 }
 
-function received(message: NearMessage, bytes: Uint8Array): ReceivedMessage {
+function received(message: NearMessage, held: Uint8Array | string): ReceivedMessage {
   return {
     id: message.id,
     topic: message.topic,
-    payload: decodePayload(message.payloadKind, bytes),
+    payload: decodePayload(message.payloadKind, held),
     deliverAt: message.deliverAt,
     attempts: message.attempts,
     receipt: message.receipt as string,

@@ -43,6 +43,7 @@ import {
   checkId,
   checkTopic,
   decodePayload,
+  heldPayload,
   type MessageState,
   type MessageStatus,
   type ScheduleRequest,
@@ -351,8 +352,8 @@ export class QueueEngine {
     checkId(id);
     const message: MessageState | undefined = this.near.get(id) ?? (await this.store.lookup(id));
     if (message === undefined) return undefined;
-    const bytes = message.payload ?? (await this.store.payloadOf(message));
-    const payload = decodePayload(message.payloadKind, bytes);
+    const held = heldPayload(message) ?? (await this.store.payloadOf(message));
+    const payload = decodePayload(message.payloadKind, held);
     const text =
       payload instanceof Uint8Array
         ? Buffer.from(payload).toString('base64')

@@ -49,9 +49,11 @@ export interface MessageState {
   /** The encoded payload, when in memory; stores may drop it and read it back by `ref`. */
   payload: Uint8Array | undefined;
   /**
-   * A short JSON payload being scheduled, as text not encoded yet (then `payload` is
-   * undefined): the store encodes it where it keeps it (the file store straight into the log
-   * record, with no buffer of its own), and the queue drops it once the message is added.
+   * A short JSON payload as text, not encoded (then `payload` is undefined): the store encodes
+   * it where it keeps it (the file store straight into the log record, with no buffer of its
+   * own). The queue keeps it so while it holds the message in memory, and a receive parses the
+   * text itself: no bytes made at schedule only to be decoded again at receive. The queue drops
+   * it for a message it does not hold.
    */
   payloadText?: string | undefined;
   /** The store's own reference to the message's payload (a log position for the file store). */
@@ -248,9 +250,21 @@ export function payloadBytes(message: MessageState): Uint8Array | undefined {
   return Buffer.from(message.payloadText, 'utf8');
 }
 
-export function decodePayload(kind: number, bytes: Uint8Array): unknown {
-  if (kind === PAYLOAD_BYTES) return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  return JSON.parse(decoder.decode(bytes));
+/** A payload as it is held: its encoded bytes, or (JSON only) its text (see payloadText). */
+export function decodePayload(kind: number, held: Uint8Array | string): unknown {
+  if (typeof held === 'string') return JSON.parse(held);
+  if (kind === PAYLOAD_BYTES) return Buffer.from(held.buffer, held.byteOffset, held.byteLength);
+  return JSON.parse(decoder.decode(held));
+}
+
+/** The payload held in memory, as bytes or text; undefined when it is only in the store. */
+export function heldPayload(message: MessageState): Uint8Array | string | undefined {
+  return message.payload ?? message.payloadText;
+}
+
+/** Bytes of a payload as stored (UTF-8 for text). */
+export function storedBytes(held: Uint8Array | string): number {
+  return typeof held === 'string' ? Buffer.byteLength(held, 'utf8') : held.byteLength;
 }
 
 /** Random per process, so ids made by different processes (or restarts) never meet. */

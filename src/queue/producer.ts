@@ -24,7 +24,6 @@ import {
   checkId,
   checkRequest,
   dueTime,
-  payloadBytes,
   type MessageState,
   type ScheduleRequest,
 } from './message.js';
@@ -255,12 +254,11 @@ export class Producer {
 
   /**
    * A message the store has added: one it was told is within the horizon is held with its
-   * payload in memory (as bytes); any other keeps no payload here. `fresh`: its id is new.
+   * payload in memory (as bytes, or as JSON text when it was scheduled so); any other keeps no
+   * payload here. `fresh`: its id is new.
    */
   private added(message: NearMessage, inHorizon: boolean, fresh: boolean): void {
     if (inHorizon) {
-      message.payload = payloadBytes(message);
-      message.payloadText = undefined;
       this.near.hold(message, fresh);
     } else {
       message.payload = undefined;

@@ -55,6 +55,8 @@ export class Waiters {
 
   /** Wakes the oldest waiter of a topic, if any. */
   wakeOne(topic: string): void {
+    // Called for every message made ready: most often nobody waits (consumers are busy).
+    if (this.byTopic.size === 0) return;
     const set = this.byTopic.get(topic);
     if (set === undefined) return;
     for (const waiter of set) {

@@ -40,3 +40,36 @@ describe('FinishedMemory', () => {
     expect(none.get('a')).toBeUndefined();
   });
 });
+
+describe('FinishedMemory, asked while it fills', () => {
+  it('finds what was finished since the last get, in both generations, the latest finish first', () => {
+    const memory = new FinishedMemory(4);
+    memory.remember(state('a'), 'cancelled');
+    expect(memory.get('a')?.status).toBe('cancelled');
+    expect(memory.get('b')).toBeUndefined();
+    memory.remember(state('b'), 'acked');
+    memory.remember(state('a'), 'acked'); // the same id, finished again
+    expect(memory.get('b')?.status).toBe('acked');
+    expect(memory.get('a')?.status).toBe('acked');
+    memory.remember(state('c'), 'acked'); // the generation is full: it becomes the older one
+    memory.remember(state('d'), 'cancelled');
+    expect(['a', 'b', 'c', 'd'].map((id) => memory.get(id)?.status)).toEqual([
+      'acked',
+      'acked',
+      'acked',
+      'cancelled',
+    ]);
+    for (const id of ['e', 'f', 'g', 'h']) memory.remember(state(id), 'acked');
+    // Two rollovers later, the first generation is gone.
+    expect(memory.get('a')).toBeUndefined();
+    expect(memory.get('d')?.status).toBe('cancelled');
+    expect(memory.get('h')?.status).toBe('acked');
+  });
+
+  it('drops the payload, held as bytes or as text', () => {
+    const memory = new FinishedMemory(10);
+    const message = { ...state('t'), payload: undefined, payloadText: '{"a":1}' };
+    memory.remember(message, 'acked');
+    expect(memory.get('t')).toMatchObject({ payload: undefined, payloadText: undefined });
+  });
+});

@@ -80,4 +80,29 @@ describe.each([
       code: 'ERR_TICKWHEEL_INVALID_OPTION',
     });
   });
+
+  it('counts JSON payloads held as text by their UTF-8 bytes, exactly at the limit', async () => {
+    const kind = makeKind();
+    kinds.push(kind);
+    const clock = new ManualClock(T0);
+    const queue = await kind.open(clock);
+    queues.push(queue);
+    // Each payload is '"ééé…"' : 100 characters of 2 UTF-8 bytes, 202 bytes stored, and 102
+    // UTF-16 units (so neither 1 nor 3 bytes a unit would count it right).
+    const text = 'é'.repeat(100);
+    const ids = (
+      await queue.scheduleMany(
+        Array.from({ length: 10 }, () => ({ topic: 't', payload: text, delayMs: 1 })),
+      )
+    ).map((m) => m.id);
+    await advance(clock, 10, 5, queue);
+    const received: string[] = [];
+    for (const maxBytes of [3 * 202, 3 * 202 - 1, 202, 10_000]) {
+      const batch = await queue.receive('t', { max: 1000, maxBytes });
+      expect(batch.every((m) => m.payload === text)).toBe(true);
+      received.push(...batch.map((m) => m.id));
+      expect(batch.length).toBe(maxBytes === 10_000 ? 10 - 3 - 2 - 1 : Math.floor(maxBytes / 202));
+    }
+    expect(received).toEqual(ids);
+  });
 });

@@ -18,6 +18,7 @@
 import { readF64 } from '../bytes.js';
 import type { MessageLog, ReplayOptions, ReplayReport } from '../log/index.js';
 import type { Checkpoint } from './checkpoint.js';
+import { PositionSet } from './position-set.js';
 import { offsetOf, segmentOf } from './positions.js';
 import { FINISH, MOVE, SCHEDULE, payloadPositionOf } from './records.js';
 import type { StoreSnapshot } from './snapshot.js';
@@ -169,7 +170,7 @@ export async function dueAfterSnapshot(
   const due = new Map<number, number>();
   // The snapshot's near positions, less those the tail moved or finished.
   for (const position of tables.near) due.set(position, NaN);
-  tables.near = new Set();
+  tables.near = new PositionSet();
   const collided = tables.collidedPositions();
   for (let i = 0; i < tail.length; i += 4) {
     if (tables.isLatest(tail[i + 2], tail[i + 3], tail[i + 1], collided)) {

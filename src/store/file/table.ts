@@ -11,7 +11,8 @@
  *   deadIds      exact id -> its BURY record, for messages that used up their attempts
  *   segmentLive  log segment -> live messages whose payload (SCHEDULE record) is in it
  *   tally        per topic and per hour (counts.ts)
- *   near         latest-record positions of the live messages the queue holds in memory: they
+ *   near         latest-record positions of the live messages the queue holds in memory (a
+ *                PositionSet: one add and one delete per message, cheap at any size): they
  *                have no index entry to find them by, so a snapshot lists them
  *
  * A record at position p changes them so (h: its id's hash; seg: segmentOf):
@@ -42,6 +43,7 @@ import type { MessageState } from '../../queue/message.js';
 import { readF64 } from '../bytes.js';
 import { MessageCounts, TopicNames } from '../counts.js';
 import { IdHash, IdTable, hashId, hashIdBytes, type IdTableArrays } from './id-table.js';
+import { PositionSet } from './position-set.js';
 import { segmentOf } from './positions.js';
 import {
   BURY,
@@ -115,7 +117,7 @@ export class Tables {
   readonly deadIds = new Map<string, DeadMessage>();
   readonly segmentLive = new Map<number, number>();
   readonly tally = new MessageCounts();
-  near = new Set<number>();
+  near = new PositionSet();
   /** While a recovery replays the log: told what the tables do not keep. */
   replay: ReplayWatcher | undefined;
   /**
@@ -276,7 +278,7 @@ export class Tables {
     }
     for (const [segment, live] of snapshot.segmentLive) this.segmentLive.set(segment, live);
     this.tally.load(snapshot.counts);
-    this.near = new Set(snapshot.near);
+    this.near = new PositionSet(snapshot.near);
   }
 
   /**
