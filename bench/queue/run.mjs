@@ -31,12 +31,15 @@ const HELP = `Usage: npm run bench:queue -- [options]
   --only <list>          workloads, comma-separated (default: all):
                            throughput  durable schedule throughput
                            burst       100k messages due in the same second (spread over it,
-                                       and all in the same millisecond; tickwheel also from disk)
+                                       and all in the same millisecond; tickwheel also from disk),
+                                       and (tickwheel only) 1M due within one second
                            memory      RAM per far-future pending message  } one fill per size:
                            recovery    recovery after SIGKILL              } both run together
                            steady      20k messages/s scheduled and delivered for 60 s
   --peers <list>         tickwheel,bullmq (default both; BullMQ needs bullmq and redis-server)
   --n <count>            messages for throughput and burst, and the pending size (1e6, 100k, 3M)
+  --burst-large <count>  messages of the large burst, due within 1 s, tickwheel only
+                         (default 1M; 0: leave that cell out)
   --rounds <n>           throughput rounds per peer, alternating peers; median counts (default 3)
   --sizes <list>         pending sizes for memory/recovery (default 1M)
   --large                pending sizes 1M and 10M (tickwheel ~10 min more; BullMQ much more)
@@ -88,6 +91,7 @@ export function parseOptions(argv) {
       only: { type: 'string' },
       peers: { type: 'string' },
       n: { type: 'string' },
+      'burst-large': { type: 'string' },
       rounds: { type: 'string' },
       sizes: { type: 'string' },
       large: { type: 'boolean', default: false },
@@ -123,6 +127,14 @@ export function parseOptions(argv) {
     throughputN: n ?? (quick ? 2_000 : 200_000),
     rounds: values.rounds === undefined ? (quick ? 1 : 3) : parseCount('rounds', values.rounds),
     burstN: n ?? (quick ? 2_000 : 100_000),
+    burstLargeN:
+      values['burst-large'] === undefined
+        ? quick
+          ? 20_000
+          : 1_000_000
+        : values['burst-large'] === '0'
+          ? 0
+          : parseCount('burst-large', values['burst-large']),
     sizes,
     bullmqMaxPending:
       values['bullmq-max-pending'] === undefined
@@ -305,9 +317,11 @@ function burstVariants(options) {
   // Lead time: long enough to schedule all n before the first is due (BullMQ adds ~5x slower);
   // each cell checks it (marginMs, valid).
   const lead = (peer) => (quick ? 1500 : 3000) + n * (peer === 'bullmq' ? 0.15 : 0.04);
-  return [
-    { key: 'spread', label: 'burst (due within 1 s)', spreadMs: 1000, peers: PEERS, lead },
-    { key: 'instant', label: 'burst (due in the same ms)', spreadMs: 0, peers: PEERS, lead },
+  const large = options.burstLargeN;
+  // Issue 16's targets: p99 <= 20 ms for the 100k bursts, <= 50 ms for 1M due within 1 s.
+  const variants = [
+    { key: 'spread', label: 'burst (due within 1 s)', n, spreadMs: 1000, peers: PEERS, lead },
+    { key: 'instant', label: 'burst (due in the same ms)', n, spreadMs: 0, peers: PEERS, lead },
     {
       // With a 60 s horizon the bursts above are in memory when scheduled; here the horizon
       // is short, so the burst goes to the schedule index on disk and the loader brings it back.
@@ -315,25 +329,41 @@ function burstVariants(options) {
       label: 'burst from disk (due within 1 s)',
       spreadMs: 1000,
       peers: ['tickwheel'],
+      n,
       queueOptions: quick
         ? { horizonMs: 1000, windowMs: 250 }
         : { horizonMs: 5000, windowMs: 1000 },
       lead: () => (quick ? 2500 : 12_000) + n * 0.04,
     },
   ];
+  if (large > 0) {
+    variants.push({
+      // tickwheel only: BullMQ adds ~25k jobs/s, so a million would need a lead of minutes
+      // and its drain would say nothing the 100k cells do not.
+      key: 'spreadLarge',
+      label: `burst of ${formatCount(large)} (due within 1 s)`,
+      n: large,
+      spreadMs: 1000,
+      peers: ['tickwheel'],
+      // Scheduling runs at ~300k/s; this allows 100k/s.
+      lead: () => (quick ? 1500 : 3000) + large * 0.01,
+      targetMs: 50,
+    });
+  }
+  return variants;
 }
 
 async function burstWorkload(options) {
   const out = {};
   for (const variant of burstVariants(options)) {
-    out[variant.key] = { label: variant.label };
+    out[variant.key] = { label: variant.label, n: variant.n, targetMs: variant.targetMs ?? 20 };
     for (const peer of variant.peers.filter((p) => options.peers.includes(p))) {
       out[variant.key][peer] = await runPeerCell(
         options,
         'burst',
         peer,
         {
-          n: options.burstN,
+          n: variant.n,
           batch: options.batch,
           lanes: options.lanes,
           spreadMs: variant.spreadMs,
@@ -527,8 +557,10 @@ function evaluateTargets(results) {
   }
   for (const variant of Object.values(burst ?? {})) {
     const p99 = variant.tickwheel?.lateness?.p99Ms;
+    // (Results saved before targets were kept per cell hold the 20 ms of the 100k cells.)
+    const targetMs = variant.targetMs ?? 20;
     if (typeof p99 === 'number') {
-      add(`${variant.label}: p99 lateness`, '<= 20 ms', formatMs(p99), p99 <= 20);
+      add(`${variant.label}: p99 lateness`, `<= ${targetMs} ms`, formatMs(p99), p99 <= targetMs);
     }
   }
   for (const row of pending ?? []) {
@@ -819,7 +851,7 @@ function charts(results) {
     });
   }
   const latenessGroups = [];
-  const latenessOf = (label, cells) => {
+  const latenessOf = (label, cells, targetMs) => {
     for (const [key, name] of [
       ['p50Ms', 'p50'],
       ['p99Ms', 'p99'],
@@ -837,14 +869,16 @@ function charts(results) {
         latenessGroups.push({
           label: `${label} ${name}`,
           bars,
-          ...(name === 'p99' && label.startsWith('burst')
-            ? { target: 20, targetLabel: 'target 20 ms' }
+          ...(name === 'p99' && targetMs !== undefined
+            ? { target: targetMs, targetLabel: `target ${targetMs} ms` }
             : {}),
         });
       }
     }
   };
-  for (const variant of Object.values(burst ?? {})) latenessOf(variant.label, variant);
+  for (const variant of Object.values(burst ?? {})) {
+    latenessOf(variant.label, variant, variant.targetMs ?? 20);
+  }
   if (steady !== undefined) latenessOf(`steady ${formatNumber(results.options.rate)}/s`, steady);
   if (latenessGroups.length > 0) {
     files['queue-lateness.svg'] = barChart({
@@ -981,6 +1015,7 @@ export async function main(argv) {
       throughputN: options.throughputN,
       rounds: options.rounds,
       burstN: options.burstN,
+      burstLargeN: options.burstLargeN,
       sizes: options.sizes,
       rate: options.rate,
       seconds: options.seconds,
