@@ -37,6 +37,8 @@ export interface Receivable {
 export class Receipts<M extends Receivable> {
   private readonly slots: Array<M | undefined> = [];
   private readonly free: number[] = [];
+  /** `prefix slot '.'` of each slot, made once: slots are reused, and toString(36) is not cheap. */
+  private readonly heads: string[] = [];
 
   /** Gives a message going in flight a slot and a fresh receipt (also set on the message). */
   issue(message: M): string {
@@ -44,7 +46,8 @@ export class Receipts<M extends Receivable> {
     const slot = this.free.pop() ?? this.slots.length;
     this.slots[slot] = message;
     message.slot = slot;
-    message.receipt = `${receiptPrefix}${slot.toString(36)}.${(++receiptCounter).toString(36)}`;
+    const head = (this.heads[slot] ??= `${receiptPrefix}${slot.toString(36)}.`);
+    message.receipt = head + (++receiptCounter).toString(36);
     return message.receipt;
   }
 

@@ -11,8 +11,8 @@
  * Open addressing with linear probing; capacity a power of two. A slot holds a position, or
  * EMPTY, or DELETED (a tombstone, so that probe chains stay whole after a delete). The table
  * is rebuilt (twice as large, the same size, or smaller) whenever positions and tombstones
- * together would fill more than 3/4 of it, or the positions fall under 1/8 of a table that
- * grew past its first size; so it stays between 1/8 and 3/4 full, and a burst that went
+ * together would fill more than 3/4 of it, or the positions fall under 1/16 of a table that
+ * grew past its first size; so it stays between 1/16 and 3/4 full, and a burst that went
  * through it leaves no large table behind.
  *
  * Iteration order is the slot order, not insertion order: callers sort what they need sorted.
@@ -82,7 +82,7 @@ export class PositionSet {
     this.slots[slot] = DELETED;
     this.live--;
     this.deleted++;
-    if (this.live * 8 < this.slots.length && this.slots.length > MIN_CAPACITY) {
+    if (this.live * 16 < this.slots.length && this.slots.length > MIN_CAPACITY) {
       this.rebuild(this.live);
     }
     return true;
