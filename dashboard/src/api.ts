@@ -22,7 +22,10 @@ export interface DashboardSnapshot {
   latenessMs: { p50: number | null; p99: number | null; max: number | null };
   /** Scheduled messages by time until due: [fromMs, untilMs) from now; untilMs null = beyond. */
   upcoming: Array<{ label: string; fromMs: number; untilMs: number | null; count: number }>;
-  wheel: { levels: Array<{ cursor: number; slots: number[] }>; truncated: boolean };
+  wheel: {
+    levels: Array<{ cursor: number; slots: number[]; slotsPerCell: number }>;
+    truncated: boolean;
+  };
   /** Null on one machine; on Valkey/Redis, the nodes and the partitions each owns. */
   cluster: {
     node: string;

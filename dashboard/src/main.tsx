@@ -260,6 +260,13 @@ function Upcoming(props: { buckets: DashboardSnapshot['upcoming'] }) {
   );
 }
 
+/** "slot 5", or "slots 320-383" for a cell that sums several slots. */
+function slotRange(cell: number, slotsPerCell: number): string {
+  if (slotsPerCell <= 1) return `slot ${cell}`;
+  const first = cell * slotsPerCell;
+  return `slots ${first}-${first + slotsPerCell - 1}`;
+}
+
 function Wheel(props: { wheel: DashboardSnapshot['wheel'] }) {
   return (
     <section class="card">
@@ -278,7 +285,7 @@ function Wheel(props: { wheel: DashboardSnapshot['wheel'] }) {
                   <span
                     key={slot}
                     class={`slot${slot === level.cursor ? ' cursor' : ''}`}
-                    title={`level ${index}, slot ${slot}: ${count} timer(s)${slot === level.cursor ? ' (cursor)' : ''}`}
+                    title={`level ${index}, ${slotRange(slot, level.slotsPerCell)}: ${count} timer(s)${slot === level.cursor ? ' (cursor)' : ''}`}
                     style={
                       count > 0
                         ? { background: `rgba(37, 99, 235, ${0.25 + (0.75 * count) / max})` }

@@ -144,13 +144,15 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       const nowTick = this.tickContaining(now);
       if (tick <= nowTick) tick = nowTick + 1;
     }
-    if (tick > Number.MAX_SAFE_INTEGER) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
-        `delay of ${delayMs} ms is beyond what the timer can hold (2^53 ticks of ${resolution} ms)`,
-      );
-    }
+    if (tick > Number.MAX_SAFE_INTEGER) this.tooFar(delayMs);
     return tick;
+  }
+
+  private tooFar(delayMs: number): never {
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_INVALID_DELAY',
+      `delay of ${delayMs} ms is beyond what the timer can hold (2^53 ticks of ${this.resolution} ms)`,
+    );
   }
 
   /**

@@ -33,6 +33,7 @@ import {
 } from '../errors.js';
 import { HierarchicalWheel, type WheelSnapshot } from '../wheel/index.js';
 import { WheelDriver } from './driver.js';
+import { RowValues } from './row-values.js';
 
 export type TimerHandle = number;
 
@@ -64,7 +65,11 @@ export interface TimerWheelOptions<T = unknown> {
    * everything due by now is on a tick that has begun (see runDue()). Default false.
    */
   alignTicks?: boolean;
-  /** Slots per level of the hierarchical wheel. Default 64. */
+  /**
+   * Slots per level of the hierarchical wheel. Default 4096: the first level then spans 4.1 s
+   * of 1 ms ticks, so timers due within it never cascade, and longer ones cascade at most once
+   * per level (each level multiplies the span by 4096).
+   */
   wheelSize?: number;
   /** Timers to make room for up front. Default 1024; the slab doubles as needed. */
   initialCapacity?: number;
@@ -108,11 +113,8 @@ export class TimerWheel<T = unknown> {
   private readonly driver: WheelDriver<HierarchicalWheel>;
   private readonly onExpire: ((data: T) => void) | undefined;
   private readonly maxPending: number;
-  /**
-   * Per row: the callback, or the lean path's data. Sized exactly like the slab (a JS array
-   * left to grow by itself keeps up to half again as many slots).
-   */
-  private targets: unknown[];
+  /** Per row: the callback, or the lean path's data. */
+  private readonly targets: RowValues;
   /** Per row: the delay, kept for refresh() and for intervals. */
   private delays: Float64Array;
   /** Per row: INTERVAL | CALLBACK | HAS_ARGS. */
@@ -136,7 +138,7 @@ export class TimerWheel<T = unknown> {
     const resolution = checkOption(options.resolution ?? 1, 'resolution', Number.MIN_VALUE);
     this.maxPending = checkOption(options.maxPending ?? Infinity, 'maxPending', 0, Infinity);
     const maxBatch = checkOption(options.maxBatch ?? 10_000, 'maxBatch', 1, Infinity, true);
-    const wheelSize = checkOption(options.wheelSize ?? 64, 'wheelSize', 2, 4096, true);
+    const wheelSize = checkOption(options.wheelSize ?? 4096, 'wheelSize', 2, 4096, true);
     const capacity = checkOption(
       options.initialCapacity ?? 1024,
       'initialCapacity',
@@ -164,13 +166,11 @@ export class TimerWheel<T = unknown> {
       },
       (index) => this.expire(index),
     );
-    this.targets = new Array<unknown>(wheel.entries.capacity);
+    this.targets = new RowValues(wheel.entries.capacity);
     this.delays = new Float64Array(wheel.entries.capacity);
     this.flags = new Uint8Array(wheel.entries.capacity);
     wheel.entries.onGrow((size) => {
-      const targets = new Array<unknown>(size);
-      for (let i = 0; i < this.targets.length; i++) targets[i] = this.targets[i];
-      this.targets = targets;
+      this.targets.ensure(size);
       const delays = new Float64Array(size);
       delays.set(this.delays);
       this.delays = delays;
@@ -399,7 +399,7 @@ export class TimerWheel<T = unknown> {
       );
     }
     const index = at === undefined ? this.driver.add(delay) : this.driver.addAt(at);
-    this.targets[index] = target;
+    this.targets.set(index, target);
     this.delays[index] = delay;
     if (args !== undefined && args.length > 0) {
       this.argsByRow.set(index, args);
@@ -411,10 +411,10 @@ export class TimerWheel<T = unknown> {
 
   private expire(index: number): void {
     const flags = this.flags[index];
-    const target = this.targets[index];
+    const target = this.targets.get(index);
     const driver = this.driver;
     if ((flags & CALLBACK) === 0) {
-      this.targets[index] = undefined;
+      this.targets.set(index, undefined);
       driver.wheel.release(index);
       (this.onExpire as (data: T) => void)(target as T);
       return;
@@ -433,7 +433,7 @@ export class TimerWheel<T = unknown> {
         args = this.argsByRow.get(index);
         this.argsByRow.delete(index);
       }
-      this.targets[index] = undefined;
+      this.targets.set(index, undefined);
       driver.wheel.release(index);
     }
     driver.settleAfter = driver.runQueues;
@@ -443,7 +443,7 @@ export class TimerWheel<T = unknown> {
 
   /** Drops what a row holds, so the wheel keeps nothing of a timer that is gone. */
   private forget(index: number): void {
-    this.targets[index] = undefined;
+    this.targets.set(index, undefined);
     if (this.flags[index] & HAS_ARGS) this.argsByRow.delete(index);
   }
 

@@ -10,6 +10,12 @@
  * released, so a handle kept after its timer fired or was cancelled no longer matches and is
  * inert: it can never cancel a later timer that happens to reuse the row.
  *
+ * Growing copies the arrays into ones twice the size and writes nothing else: the new half is
+ * left as the allocator's zeroed pages, which the kernel maps only when a row there is first
+ * used. Rows at or above `highWater` have never been used; their `prev` and `generation` are
+ * meaningless (0) and nothing reads them (indexOf refuses such rows), and allocate() gives a
+ * fresh row generation 1.
+ *
  * Row states are told apart by `prev`:
  *   - `prev >= 0`, or `prev < 0` but above DETACHED: linked into a slot list (see slots.ts,
  *     where a negative `prev` names the slot of a list head);
@@ -48,8 +54,8 @@ export class EntryStore {
     const capacity = Math.max(16, 2 ** Math.ceil(Math.log2(Math.max(1, initialCapacity))));
     this.tick = new Float64Array(capacity);
     this.next = new Int32Array(capacity);
-    this.prev = new Int32Array(capacity).fill(FREE);
-    this.generation = new Uint32Array(capacity).fill(1);
+    this.prev = new Int32Array(capacity);
+    this.generation = new Uint32Array(capacity);
   }
 
   get capacity(): number {
@@ -69,6 +75,7 @@ export class EntryStore {
     } else {
       if (this.highWater === this.tick.length) this.grow();
       index = this.highWater++;
+      this.generation[index] = 1;
     }
     this.prev[index] = DETACHED;
     this.live++;
@@ -124,9 +131,9 @@ export class EntryStore {
     tick.set(this.tick);
     const next = new Int32Array(capacity);
     next.set(this.next);
-    const prev = new Int32Array(capacity).fill(FREE);
+    const prev = new Int32Array(capacity);
     prev.set(this.prev);
-    const generation = new Uint32Array(capacity).fill(1);
+    const generation = new Uint32Array(capacity);
     generation.set(this.generation);
     this.tick = tick;
     this.next = next;

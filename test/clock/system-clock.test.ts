@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SystemClock, TimerWheel } from '../../src/index.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -75,5 +75,35 @@ describe('Keeping the process alive, like Node timers', () => {
   it('does not keep the process alive once every timer is cancelled', () => {
     const body = `const w = new TimerWheel(); w.clearTimeout(w.setTimeout(() => {}, 5000));`;
     expect(exitTime(body)).toBeLessThan(4000);
+  });
+});
+
+describe('The performance global', () => {
+  it('is a plain data property holding the same object once a clock exists', () => {
+    const before = performance;
+    new SystemClock();
+    const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'performance');
+    expect(descriptor?.get).toBeUndefined();
+    expect(descriptor?.value).toBe(before);
+    expect(descriptor).toMatchObject({ writable: true, configurable: true });
+  });
+
+  it('still follows fake timers that replace performance, as before', () => {
+    const clock = new SystemClock();
+    vi.useFakeTimers({ toFake: ['performance', 'setTimeout', 'clearTimeout'] });
+    try {
+      const wheel = new TimerWheel({ clock });
+      const fired: number[] = [];
+      wheel.setTimeout(() => fired.push(clock.now()), 5_000);
+      const start = clock.now();
+      vi.advanceTimersByTime(4_000);
+      expect(fired).toEqual([]);
+      vi.advanceTimersByTime(1_100);
+      expect(fired).toHaveLength(1);
+      expect(fired[0] - start).toBeGreaterThanOrEqual(5_000);
+      wheel.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -37,6 +37,8 @@ const UPCOMING_EDGES_MS = UPCOMING.flatMap((bucket) =>
 );
 /** Wheel rows counted per snapshot; past it a slot shows 1 (see HierarchicalWheel.snapshot). */
 const WHEEL_ROW_BUDGET = 200_000;
+/** Cells drawn per level of the wheel at most (see DashboardWheel). */
+const WHEEL_CELLS = 64;
 const PREVIEW_CHARS = 400;
 
 export interface TopicCounts {
@@ -66,9 +68,19 @@ export interface DashboardSnapshot {
   totals: { inMemory: number; live: number | null; dead: number | null; loadedUntil: number };
   latenessMs: { p50: number | null; p99: number | null; max: number | null };
   upcoming: UpcomingBucket[];
-  wheel: ReturnType<ServerContext['queue']['wheelSnapshot']>;
+  wheel: DashboardWheel;
   /** Null on one machine; on Valkey/Redis, the nodes and who owns which partition. */
   cluster: DashboardCluster | null;
+}
+
+/**
+ * The queue's timer wheel as the dashboard draws it: per level, at most WHEEL_CELLS cells, each
+ * the sum of `slotsPerCell` consecutive slots (a level of 4,096 slots is drawn as 64 cells of
+ * 64), and the cell the level's cursor is in.
+ */
+export interface DashboardWheel {
+  levels: Array<{ cursor: number; slots: number[]; slotsPerCell: number }>;
+  truncated: boolean;
 }
 
 export interface DashboardCluster {
@@ -160,9 +172,22 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
       untilMs,
       count: due[i],
     })),
-    wheel: queue.wheelSnapshot(WHEEL_ROW_BUDGET),
+    wheel: foldWheel(queue.wheelSnapshot(WHEEL_ROW_BUDGET)),
     cluster: clusterView(stats.cluster),
   };
+}
+
+function foldWheel(snapshot: ReturnType<ServerContext['queue']['wheelSnapshot']>): DashboardWheel {
+  const levels = snapshot.levels.map(({ cursor, slots }) => {
+    const slotsPerCell = Math.ceil(slots.length / WHEEL_CELLS);
+    if (slotsPerCell === 1) return { cursor, slots, slotsPerCell };
+    const cells = new Array<number>(Math.ceil(slots.length / slotsPerCell)).fill(0);
+    for (let slot = 0; slot < slots.length; slot++) {
+      cells[Math.floor(slot / slotsPerCell)] += slots[slot];
+    }
+    return { cursor: Math.floor(cursor / slotsPerCell), slots: cells, slotsPerCell };
+  });
+  return { levels, truncated: snapshot.truncated };
 }
 
 function liveOf(totals: unknown): Record<string, number> {
