@@ -113,6 +113,11 @@ export class TimerWheel<T = unknown> {
   private readonly driver: WheelDriver<HierarchicalWheel>;
   private readonly onExpire: ((data: T) => void) | undefined;
   private readonly maxPending: number;
+  /**
+   * Timers may be started while fewer than this are pending: maxPending while open, -1 once
+   * closed, so that start() checks both with one comparison.
+   */
+  private admitBelow: number;
   /** Per row: the callback, or the lean path's data. */
   private readonly targets: RowValues;
   /** Per row: the delay, kept for refresh() and for intervals. */
@@ -137,6 +142,7 @@ export class TimerWheel<T = unknown> {
   constructor(options: TimerWheelOptions<T> = {}) {
     const resolution = checkOption(options.resolution ?? 1, 'resolution', Number.MIN_VALUE);
     this.maxPending = checkOption(options.maxPending ?? Infinity, 'maxPending', 0, Infinity);
+    this.admitBelow = this.maxPending;
     const maxBatch = checkOption(options.maxBatch ?? 10_000, 'maxBatch', 1, Infinity, true);
     const wheelSize = checkOption(options.wheelSize ?? 4096, 'wheelSize', 2, 4096, true);
     const capacity = checkOption(
@@ -372,6 +378,7 @@ export class TimerWheel<T = unknown> {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.admitBelow = -1;
     this.driver.dispose((index) => {
       this.driver.cancelled++;
       this.forget(index);
@@ -391,13 +398,7 @@ export class TimerWheel<T = unknown> {
     args: unknown[] | undefined,
     at?: number,
   ): number {
-    this.checkOpen();
-    if (this.driver.wheel.size >= this.maxPending) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_MAX_PENDING',
-        `${this.driver.wheel.size} timers are pending, the maxPending option allows ${this.maxPending}`,
-      );
-    }
+    if (this.driver.wheel.size >= this.admitBelow) this.refuse();
     const index = at === undefined ? this.driver.add(delay) : this.driver.addAt(at);
     this.targets.set(index, target);
     this.delays[index] = delay;
@@ -460,6 +461,15 @@ export class TimerWheel<T = unknown> {
         `${method}() needs the onExpire option: new TimerWheel({ onExpire: (data) => ... })`,
       );
     }
+  }
+
+  /** Why start() may not add a timer: the wheel is closed, or maxPending are pending. */
+  private refuse(): never {
+    this.checkOpen();
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_MAX_PENDING',
+      `${this.driver.wheel.size} timers are pending, the maxPending option allows ${this.maxPending}`,
+    );
   }
 
   private checkOpen(): void {
