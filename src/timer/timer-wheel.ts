@@ -67,8 +67,8 @@ export interface TimerWheelOptions<T = unknown> {
   alignTicks?: boolean;
   /**
    * Slots per level of the hierarchical wheel. Default 4096: the first level then spans 4.1 s
-   * of 1 ms ticks, so timers due within it never cascade, and longer ones cascade at most once
-   * per level (each level multiplies the span by 4096).
+   * of 1 ms ticks. A timer cascades only when its tick is in a later 4096-tick block than the
+   * wheel's current tick (so at most once below 4.1 s), and at most once per level in all.
    */
   wheelSize?: number;
   /** Timers to make room for up front. Default 1024; the slab doubles as needed. */
