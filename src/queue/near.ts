@@ -20,14 +20,15 @@
  *
  * Releasing a message leaves its entry in `byId` (a Map delete by id string cost ~190 ns at
  * 100,000 held messages, the largest single cost of an ack): the entry is stale once the
- * message is not `held`, lookups skip it, and holding the id again overwrites it. Once stale
- * entries outnumber held messages, one sweep on the next macrotask turn drops them all: a new
- * Map with only the held ones (none at all after a burst has drained, which costs nothing).
- * Memory stays bounded by twice the held messages plus those released within one turn.
+ * message is not `held`, lookups skip it, and holding the id again overwrites it. The sweep
+ * deletes stale entries later, on the following event-loop turns, SWEEP_STEP a turn (so it
+ * never pauses the loop for long); when nothing is held any more (a burst has drained) it drops
+ * the whole map at once instead. A burst delivered in one stretch of microtasks thus pays for
+ * no deletes while it runs.
  *
  * Invariants (checked by debugAssert where cheap):
  *   - `message.held` ⇒ `byId.get(message.id) === message`; an entry whose message is not held
- *     is stale, and `stale` counts them; `heldCount` counts the held ones;
+ *     is stale and is in `released` (from `swept` on); `heldCount` counts the held messages;
  *   - a held message has a `tally`;
  *   - Σ tallies.ready = held messages ready; Σ tallies.inflight = held messages in flight;
  *   - a message in flight has a receipt slot (receipts.ts); no other message has one.
@@ -49,6 +50,8 @@ import { Receipts } from './receipts.js';
 import type { Waiters } from './waiters.js';
 
 export const HOUR_MS = 3_600_000;
+/** Stale id entries deleted per event-loop turn (well under a millisecond's work). */
+const SWEEP_STEP = 4096;
 
 export interface NearMessage extends MessageState {
   status: 'scheduled' | 'ready' | 'inflight';
@@ -84,7 +87,9 @@ export class NearHorizon implements HeldCounts {
   /** Held messages by id, and stale entries of released ones (see the top of the file). */
   private byId = new Map<string, NearMessage>();
   private heldCount = 0;
-  private stale = 0;
+  /** Messages released since the sweep last finished; those before `swept` are done. */
+  private released: NearMessage[] = [];
+  private swept = 0;
   private sweepQueued = false;
   private readonly ready = new Map<string, ReadyList<NearMessage>>();
   private readonly receipts = new Receipts<NearMessage>();
@@ -124,13 +129,7 @@ export class NearHorizon implements HeldCounts {
    * so it cannot be held already (no lookup).
    */
   hold(state: MessageState, fresh = false): void {
-    if (!fresh) {
-      const known = this.byId.get(state.id);
-      if (known !== undefined) {
-        if (known.held) return;
-        this.stale--; // overwritten below
-      }
-    }
+    if (!fresh && this.byId.get(state.id)?.held === true) return;
     // A message from the store gets an object of the queue's own shape, all fields set at once:
     // adding them one by one to the store's object would leave every message loaded from disk
     // with a different hidden class (slow in every hot path after this).
@@ -283,7 +282,8 @@ export class NearHorizon implements HeldCounts {
     if (!message.held) return;
     message.held = false;
     this.heldCount--;
-    if (++this.stale > this.heldCount && this.stale >= 1024 && !this.sweepQueued) {
+    this.released.push(message);
+    if (!this.sweepQueued) {
       this.sweepQueued = true;
       setImmediate(this.sweep);
     }
@@ -299,17 +299,28 @@ export class NearHorizon implements HeldCounts {
     message.tally = undefined;
   }
 
-  /** Drops the stale entries of `byId`: keeps only held messages. */
+  /** Deletes the stale entries of `byId`, SWEEP_STEP a turn (see the top of the file). */
   private readonly sweep = (): void => {
     this.sweepQueued = false;
-    const entries = this.byId;
-    this.byId = new Map();
-    this.stale = 0;
-    if (this.heldCount === 0) return;
-    for (const message of entries.values()) {
-      if (message.held) this.byId.set(message.id, message);
+    const released = this.released;
+    if (this.heldCount === 0) {
+      this.byId = new Map();
+    } else {
+      const end = Math.min(released.length, this.swept + SWEEP_STEP);
+      for (let i = this.swept; i < end; i++) {
+        const message = released[i];
+        // Skipped if held again since, or if its id now names another message.
+        if (!message.held && this.byId.get(message.id) === message) this.byId.delete(message.id);
+      }
+      this.swept = end;
+      if (end < released.length) {
+        this.sweepQueued = true;
+        setImmediate(this.sweep);
+        return;
+      }
     }
-    debugAssert(this.byId.size === this.heldCount, 'held messages miscounted');
+    this.released = [];
+    this.swept = 0;
   };
 
   /** A message not held was changed through the store: a load running now must not take it. */

@@ -11,9 +11,10 @@
  * Open addressing with linear probing; capacity a power of two. A slot holds a position, or
  * EMPTY, or DELETED (a tombstone, so that probe chains stay whole after a delete). The table
  * is rebuilt (twice as large, the same size, or smaller) whenever positions and tombstones
- * together would fill more than 3/4 of it, or the positions fall under 1/16 of a table that
- * grew past its first size; so it stays between 1/16 and 3/4 full, and a burst that went
- * through it leaves no large table behind.
+ * together would fill more than 3/4 of it, or the positions fall under 1/64 of a table that
+ * grew past its first size (rarely: a rebuild walks the whole table, a pause of milliseconds
+ * at millions of slots); so it stays between 1/64 and 3/4 full, and a burst that went through
+ * it leaves no large table behind.
  *
  * Iteration order is the slot order, not insertion order: callers sort what they need sorted.
  */
@@ -82,7 +83,7 @@ export class PositionSet {
     this.slots[slot] = DELETED;
     this.live--;
     this.deleted++;
-    if (this.live * 16 < this.slots.length && this.slots.length > MIN_CAPACITY) {
+    if (this.live * 64 < this.slots.length && this.slots.length > MIN_CAPACITY) {
       this.rebuild(this.live);
     }
     return true;
