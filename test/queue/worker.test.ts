@@ -397,6 +397,43 @@ describe('Worker', () => {
     }
   });
 
+  it('takes a turn of the event loop while a backlog drains, so that I/O and timers are served', async () => {
+    const source = new MemorySource();
+    const n = 100_000;
+    for (let i = 1; i <= n; i += 1_000) {
+      source.push(...Array.from({ length: 1_000 }, (_, k) => message(i + k)));
+    }
+    const before = Worker.yieldAfterMs;
+    Worker.yieldAfterMs = 1;
+    try {
+      let handled = 0;
+      let done!: () => void;
+      const drained = new Promise<void>((resolve) => (done = resolve));
+      const worker = start(
+        source,
+        () => {
+          if (++handled === n) done();
+        },
+        { concurrency: 100 },
+      );
+      // Queued behind the first receive: runs only when the loop lets the event loop turn.
+      const seen: number[] = [];
+      const immediate = () => {
+        seen.push(handled);
+        if (handled < n) setImmediate(immediate);
+      };
+      setImmediate(immediate);
+      await drained;
+      await worker.close();
+      expect(source.acked).toHaveLength(n);
+      // Served while the backlog drained, not only once it was done.
+      expect(seen[0]).toBeLessThan(n);
+      expect(seen.filter((count) => count < n).length).toBeGreaterThan(1);
+    } finally {
+      Worker.yieldAfterMs = before;
+    }
+  });
+
   it('runs the messages of a receive that answers after close(), and waits for them', async () => {
     const source = new MemorySource();
     const late = deferred();
