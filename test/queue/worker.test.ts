@@ -3,6 +3,7 @@
  * rules for handlers, failures, back-off, concurrency and close(), with no queue and no server.
  */
 
+import { setImmediate as realSetImmediate } from 'node:timers';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ConsumeErrorContext, ReceivedMessage } from '../../src/queue/types.js';
 import {
@@ -431,6 +432,33 @@ describe('Worker', () => {
       expect(seen.filter((count) => count < n).length).toBeGreaterThan(1);
     } finally {
       Worker.yieldAfterMs = before;
+    }
+  });
+
+  it('delivers and closes under fake timers that replace performance and setImmediate', async () => {
+    // Turns of the real event loop: Node's own setImmediate, which the fakes do not replace.
+    const realTurns = async () => {
+      for (let i = 0; i < 5; i++) await new Promise((resolve) => realSetImmediate(resolve));
+    };
+    vi.useFakeTimers({ toFake: ['performance', 'setImmediate', 'setTimeout', 'clearTimeout'] });
+    try {
+      const source = new MemorySource();
+      const handled: string[] = [];
+      const worker = start(source, (m) => void handled.push(m.id), { concurrency: 1 });
+      source.push(message(1));
+      await realTurns();
+      // Fake time runs on while the consumer waits for its next message.
+      vi.advanceTimersByTime(50);
+      source.push(message(2));
+      await realTurns();
+      expect(handled).toEqual(['m1', 'm2']);
+      let closed = false;
+      void worker.close().then(() => (closed = true));
+      await realTurns();
+      expect(closed).toBe(true);
+      expect(source.acked).toEqual(['r1', 'r2']);
+    } finally {
+      vi.useRealTimers();
     }
   });
 
