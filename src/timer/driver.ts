@@ -50,6 +50,13 @@ export interface DriverOptions {
 export const DEFAULT_MAX_BATCH = 10_000;
 
 /**
+ * Steps that settle a tick computed by a rounded quotient on the tick's own start time. The
+ * quotient is off by at most two below 2^53 ticks; the bound keeps a step that cannot change a
+ * huge tick (beyond 2^53 a float has no room for +1) from looping.
+ */
+const SETTLE_STEPS = 4;
+
+/**
  * Node's own runNextTicks(): runs the nextTick queue, then the microtasks, until both are empty.
  * User land reaches it only as the undocumented process._tickCallback (DEP0134, deprecated in
  * the documentation only). Under --pending-deprecation Node replaces it with a wrapper that
@@ -103,6 +110,12 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     this.entries = wheel.entries;
     this.resolution = options.resolution;
     this.perTick = 1 / options.resolution;
+    if (!Number.isFinite(this.perTick)) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `a tick of ${options.resolution} ms is too short: its inverse is not a finite number`,
+      );
+    }
     this.clock = checkAlarmClock(options.clock ?? defaultClock());
     const now = this.clock.now();
     this.origin =
@@ -141,9 +154,13 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     // A multiplication by the inverse, not a division (several times slower); the quotient
     // only needs to be near, as the next lines settle the tick exactly.
     let tick = Math.ceil((deadline - this.origin) * this.perTick);
-    // The quotient rounds; the tick is defined by the time it begins at, so settle it on that.
-    if (this.timeOf(tick) < deadline) tick++;
-    else if (this.timeOf(tick - 1) >= deadline) tick--;
+    // Past 2^53 (or NaN from an overflow) no tick can hold it; the loops below need a safe one.
+    if (!(tick <= Number.MAX_SAFE_INTEGER)) this.tooFar(delayMs);
+    // The quotient rounds (by two ticks near 2^52 for some resolutions); the tick is defined by
+    // the time it begins at, so settle it on that: the first tick that begins at or after it.
+    // A few steps at most: beyond 2^53 a step may not change the tick, and must not loop.
+    for (let step = 0; step < SETTLE_STEPS && this.timeOf(tick) < deadline; step++) tick++;
+    for (let step = 0; step < SETTLE_STEPS && this.timeOf(tick - 1) >= deadline; step++) tick--;
     // Only a delay shorter than a tick can land in the current tick (the common case skips this).
     if (delayMs < 2 * resolution) {
       const nowTick = this.tickContaining(now);
@@ -166,8 +183,8 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
    */
   tickContaining(now: number): number {
     let tick = Math.floor((now - this.origin) / this.resolution);
-    if (this.timeOf(tick + 1) <= now) tick++;
-    else if (this.timeOf(tick) > now) tick--;
+    for (let step = 0; step < SETTLE_STEPS && this.timeOf(tick + 1) <= now; step++) tick++;
+    for (let step = 0; step < SETTLE_STEPS && this.timeOf(tick) > now; step++) tick--;
     return tick;
   }
 
@@ -178,7 +195,9 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   /** A new row due `delayMs` from now. */
   add(delayMs: number): number {
-    const tick = this.tickAfter(delayMs);
+    const now = this.clock.now();
+    if (this.wheel.size === 0) this.catchUp(now);
+    const tick = this.tickFor(now, now + delayMs, delayMs);
     const index = this.wheel.add(tick);
     this.scheduled++;
     this.armFor(tick);
@@ -187,11 +206,22 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   /** A new row due at clock time `deadline` (a past deadline is due on the next tick). */
   addAt(deadline: number): number {
-    const tick = this.tickDueAt(deadline);
+    const now = this.clock.now();
+    if (this.wheel.size === 0) this.catchUp(now);
+    const tick = this.tickFor(now, deadline, deadline - now);
     const index = this.wheel.add(tick);
     this.scheduled++;
     this.armFor(tick);
     return index;
+  }
+
+  /**
+   * An empty wheel stays at the tick it last processed. Brought up to now before its next timer
+   * goes in, that timer is placed against the present: after an hour idle, a 5 ms timer lands
+   * on the first level instead of a higher one it would have to cascade from.
+   */
+  private catchUp(now: number): void {
+    if (!this.running && !this.disposed) this.wheel.idleTo(this.tickContaining(now));
   }
 
   /** Re-arms an allocated row (linked or detached) to be due `delayMs` from now. */

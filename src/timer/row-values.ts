@@ -16,8 +16,20 @@ export class RowValues {
     this.ensure(capacity);
   }
 
-  /** Makes room for rows 0 .. capacity-1. */
+  /**
+   * Makes room for rows 0 .. capacity-1. The first chunk starts at the slab's own size (a
+   * small wheel does not pay for 4,096 rows) and is copied up to a whole chunk when the slab
+   * outgrows it; every later chunk is a whole one.
+   */
   ensure(capacity: number): void {
+    const first = this.chunks[0];
+    if (first === undefined) {
+      this.chunks.push(new Array<unknown>(Math.min(capacity, CHUNK_SIZE)).fill(undefined));
+    } else if (first.length < CHUNK_SIZE && capacity > first.length) {
+      const grown = new Array<unknown>(Math.min(capacity, CHUNK_SIZE)).fill(undefined);
+      for (let i = 0; i < first.length; i++) grown[i] = first[i];
+      this.chunks[0] = grown;
+    }
     while (this.chunks.length * CHUNK_SIZE < capacity) {
       this.chunks.push(new Array<unknown>(CHUNK_SIZE).fill(undefined));
     }

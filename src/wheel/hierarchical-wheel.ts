@@ -122,6 +122,11 @@ export class HierarchicalWheel extends TimingWheel {
     return { levels, truncated };
   }
 
+  override idleTo(tick: number): void {
+    // Empty, so no slot can hold a row the move would skip, and no level needs cascading.
+    if (this.linked === 0 && tick > this.currentTick) this.currentTick = tick;
+  }
+
   insert(index: number, tick: number): void {
     this.entries.tick[index] = tick;
     const at = tick > this.currentTick ? tick : this.currentTick;

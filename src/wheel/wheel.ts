@@ -47,6 +47,15 @@ export abstract class TimingWheel {
     return this.linked;
   }
 
+  /**
+   * Moves an empty wheel's current tick forward to `tick` (never back), as if every tick up to
+   * it had been processed, which is trivially so when nothing is linked. Does nothing when rows
+   * are linked. Wheels whose slots depend on more than the current tick keep theirs (default).
+   */
+  idleTo(tick: number): void {
+    void tick;
+  }
+
   /** Links a detached row to fire at `tick`. */
   abstract insert(index: number, tick: number): void;
 

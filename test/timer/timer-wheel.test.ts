@@ -488,3 +488,24 @@ describe('TimerWheel.runDue and alignTicks', () => {
     );
   });
 });
+
+describe('TimerWheel after an idle stretch', () => {
+  it('places a short timer against the present on the first level, not a level it must cascade from', () => {
+    const { clock, wheel } = manual();
+    const fired: number[] = [];
+    wheel.setTimeout(() => fired.push(clock.now()), 10);
+    clock.advance(10);
+    // An hour with nothing pending: the wheel's own tick stays where it was.
+    clock.advance(3_600_000);
+    const at = clock.now();
+    wheel.setTimeout(() => fired.push(clock.now()), 5);
+    const levels = wheel.wheelSnapshot().levels;
+    expect(levels[0].slots.reduce((sum, count) => sum + count, 0)).toBe(1);
+    expect(levels.slice(1).every((level) => level.slots.every((count) => count === 0))).toBe(true);
+    clock.advance(4);
+    expect(fired).toHaveLength(1);
+    clock.advance(1);
+    expect(fired).toEqual([10, at + 5]);
+    wheel.close();
+  });
+});

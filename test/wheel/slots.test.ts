@@ -173,3 +173,21 @@ describe('EntryStore', () => {
     expect(entries.live).toBe(40);
   });
 });
+
+describe('EntryStore rows never used', () => {
+  it('refuses forged handles naming rows never handed out, before and after growth', () => {
+    const entries = new EntryStore(16);
+    const first = entries.allocate();
+    expect(entries.indexOf(entries.handleOf(first))).toBe(first);
+    // Row 5 was never used: no generation names it, 0 (its zeroed memory) or 1 (its first).
+    expect(entries.indexOf(5)).toBe(-1);
+    expect(entries.indexOf(2 ** 28 + 5)).toBe(-1);
+    for (let i = 0; i < 20; i++) entries.allocate();
+    expect(entries.capacity).toBe(32);
+    expect(entries.indexOf(2 ** 28 + 25)).toBe(-1);
+    expect(entries.indexOf(25)).toBe(-1);
+    // A row in use has generation 1 from allocate(), not the 0 of zeroed memory.
+    expect(entries.indexOf(2 ** 28 + 20)).toBe(20);
+    expect(entries.indexOf(20)).toBe(-1);
+  });
+});

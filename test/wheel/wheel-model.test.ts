@@ -20,7 +20,8 @@ type Op =
   | { kind: 'cancel'; pick: number }
   | { kind: 'stale'; pick: number }
   | { kind: 'reschedule'; pick: number; delta: number }
-  | { kind: 'advance'; delta: number; limit: number };
+  | { kind: 'advance'; delta: number; limit: number }
+  | { kind: 'idle'; delta: number };
 
 function deltaArb(far: boolean): fc.Arbitrary<number> {
   const near = fc.integer({ min: 0, max: 70 });
@@ -51,6 +52,9 @@ function opsArb(far: boolean): fc.Arbitrary<Op[]> {
         .tuple(delta, fc.oneof(fc.constant(Infinity), fc.integer({ min: 0, max: 4 })))
         .map(([d, limit]) => ({ kind: 'advance' as const, delta: d, limit })),
     },
+    // A driver bringing an empty wheel up to now before its next timer (idleTo); a wheel with
+    // rows must ignore it.
+    { weight: 1, arbitrary: delta.map((d) => ({ kind: 'idle' as const, delta: d })) },
   );
   return fc.array(op, { maxLength: 120 });
 }
@@ -121,6 +125,13 @@ function check(wheel: TimingWheel, ops: Op[], startTick: number): void {
         now = until;
         break;
       }
+      case 'idle': {
+        const current = wheel.current;
+        wheel.idleTo(now + op.delta);
+        if (pending.length > 0) expect(wheel.current).toBe(current);
+        expect(wheel.current).toBeGreaterThanOrEqual(current);
+        break;
+      }
     }
     expect(wheel.size).toBe(pending.length);
     expect(entries.live).toBe(pending.length);
@@ -149,6 +160,11 @@ const wheels: Array<[string, (startTick: number) => TimingWheel, boolean]> = [
   [
     'HierarchicalWheel W=64',
     (startTick) => new HierarchicalWheel({ startTick, initialCapacity: 16 }),
+    true,
+  ],
+  [
+    'HierarchicalWheel W=4096 (TimerWheel)',
+    (startTick) => new HierarchicalWheel({ wheelSize: 4096, startTick, initialCapacity: 16 }),
     true,
   ],
   [
