@@ -9,6 +9,7 @@
  * early either way, since they compare against now() themselves.
  */
 
+import { performance as nodePerformance } from 'node:perf_hooks';
 import {
   AlarmSet,
   type Alarm,
@@ -28,7 +29,8 @@ function settlePerformanceGlobal(): void {
   const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'performance');
   if (descriptor?.get === undefined || descriptor.configurable !== true) return;
   const value: unknown = descriptor.get.call(globalThis);
-  if (value === undefined) return;
+  // Only Node's own object: a getter some environment put there keeps its behaviour.
+  if (value !== nodePerformance) return;
   Object.defineProperty(globalThis, 'performance', {
     value,
     writable: true,
