@@ -21,8 +21,9 @@
  * Releasing a message leaves its entry in `byId` (a Map delete by id string cost ~190 ns at
  * 100,000 held messages, the largest single cost of an ack): the entry is stale once the
  * message is not `held`, lookups skip it, and holding the id again overwrites it. The sweep
- * deletes stale entries later, on the following event-loop turns, SWEEP_STEP a turn (so it
- * never pauses the loop for long); when nothing is held any more (a burst has drained) it drops
+ * deletes stale entries later, on the following event-loop turns, SWEEP_STEP a turn or a 64th
+ * of its backlog if more (so it never pauses the loop for long, and a sustained rate of
+ * releases leaves a backlog of 64 turns' worth, not one that grows); when nothing is held any more (a burst has drained) it drops
  * the whole map at once instead. A burst delivered in one stretch of microtasks thus pays for
  * no deletes while it runs.
  *
@@ -306,7 +307,11 @@ export class NearHorizon implements HeldCounts {
     if (this.heldCount === 0) {
       this.byId = new Map();
     } else {
-      const end = Math.min(released.length, this.swept + SWEEP_STEP);
+      // A 64th of the backlog when that is more: under a sustained rate of releases above
+      // SWEEP_STEP a turn the backlog then settles at 64 turns' worth instead of growing until
+      // nothing is held, and one step stays a small part of any burst.
+      const step = Math.max(SWEEP_STEP, Math.ceil((released.length - this.swept) / 64));
+      const end = Math.min(released.length, this.swept + step);
       for (let i = this.swept; i < end; i++) {
         const message = released[i];
         // Skipped if held again since, or if its id now names another message.
