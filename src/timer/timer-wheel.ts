@@ -66,9 +66,9 @@ export interface TimerWheelOptions<T = unknown> {
    */
   alignTicks?: boolean;
   /**
-   * Slots per level of the hierarchical wheel. Default 4096: the first level then spans 4.1 s
-   * of 1 ms ticks. A timer cascades only when its tick is in a later 4096-tick block than the
-   * wheel's current tick (so at most once below 4.1 s), and at most once per level in all.
+   * Slots per level of the hierarchical wheel. Default 4096: the first level holds the current
+   * and the next block of 4096 ticks, so with 1 ms ticks a timer due within 4.1 s never
+   * cascades, and later ones cascade at most once per level.
    */
   wheelSize?: number;
   /** Timers to make room for up front. Default 1024; the slab doubles as needed. */

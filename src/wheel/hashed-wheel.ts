@@ -19,9 +19,8 @@
  * of the order of the number of timers, and why scheme 7 (HierarchicalWheel) is the default.
  */
 
-import { DEBUG, debugAssert } from '../assert.js';
 import { EntryStore } from './entries.js';
-import { TimingWheel, neverEarly, type ExpireCallback } from './wheel.js';
+import { TimingWheel, type ExpireCallback } from './wheel.js';
 
 export interface HashedWheelOptions {
   /** Slots, rounded up to a power of two. Default 512 (Netty's ticksPerWheel). */
@@ -81,11 +80,7 @@ export class HashedWheel extends TimingWheel {
       // Re-read the head each time: onExpire may cancel rows of the due list.
       for (let index = this.slots.head(this.dueCode); index >= 0;) {
         if (fired >= limit) return fired;
-        // Guarded here, not only inside debugAssert: its argument would read the row's tick, a
-        // cache miss per expiration in a storm, even with the checks off.
-        if (DEBUG) {
-          debugAssert(this.entries.tick[index] <= now, () => neverEarly(this.entries, index, now));
-        }
+        this.checkNotEarly(index, now);
         this.remove(index);
         fired++;
         if (onExpire(index) === true) return fired;

@@ -4,47 +4,55 @@
  *
  * ## The math
  *
- * Write ticks in base W (the wheel size). Level L has W slots, and slot s of level L holds the
- * rows whose tick has digit s at position L. A row goes to the level of the highest digit in
- * which its tick differs from `current`:
+ * Write ticks in base W (the wheel size); a block is W ticks starting at a multiple of W. The
+ * first level holds two blocks, the one `current` is in and the next (`next` is that next
+ * block's start), one slot per tick, as two groups of W slots. A later row goes to level L >= 1,
+ * the highest L at which its digit differs from `next`'s, in the slot of its digit L:
  *
- *     level(t) = the highest L such that digit_L(t) != digit_L(current)      (0 if t == current)
+ *     first level   t in current's block or the next: slot t mod W of that block's group
+ *     level(t)      otherwise the highest L such that digit_L(t) != digit_L(next)
  *
- * so every row of level L shares all digits above L with `current`, and (as t >= current) has a
- * larger digit at L. A slot of level L therefore covers W^L consecutive ticks, all in the
- * future, and the slot of level L whose range `current` enters is processed the moment it does:
- * level 0 rows fire, higher rows cascade, i.e. are inserted again and land on a finer level
- * because `current` now shares their digit L too. A row cascades at most once per level.
+ * so every row of level L shares all digits above L with `next`, and has a larger digit at L.
+ * A slot of level L covers W^L consecutive ticks, all after the first level's two blocks. When
+ * `next` enters such a slot (a block before it begins) the slot is cascaded: its rows are
+ * inserted again and land on a lower level or in the first level's next block. A row moves at
+ * most once per level, and a row due within the next block never moves: with 4096 slots and
+ * 1 ms ticks, nothing due within 4.1 s cascades.
  *
- * Finding the next tick with work: the lowest level with an occupied slot after the cursor
- * (the cursor of level L is digit_L(current)) holds it, because a level's occupied slots all lie
- * beyond the end of the finer level's span. The search reads one 32-bit occupancy word per 32
- * slots. A driver sleeps straight to that tick: an idle wheel costs nothing per tick.
+ * Finding the next work: the first occupied first-level slot from `current` on, or the cascade
+ * of the lowest higher level's first occupied slot after its cursor (digit_L(next)), whichever
+ * comes first (a level's occupied slots all lie beyond the end of the finer level's span). The
+ * search reads one 32-bit occupancy word per 32 slots. A driver sleeps straight to that tick:
+ * an idle wheel costs nothing per tick.
  *
  * Levels are created when a row first needs them (Kafka's overflow wheels), up to what a safe
- * integer tick needs (9 levels for W = 64, 13 for W = 20).
+ * integer tick needs (5 levels for W = 4096, 9 for W = 64, 13 for W = 20).
  *
- * ## Worked example (Kafka's): W = 20, one tick = 1 ms, current = 0
+ * ## Worked example (Kafka's): W = 20, one tick = 1 ms, current = 0, next = 20
  *
- *     add 2, 8, 19   level 0 (they differ from 0 only in digit 0), slots 2, 8, 19
+ *     add 2, 8, 19   the first level, block 0, slots 2, 8, 19
  *     add 350        350 = (0, 17, 10) in base 20: level 1, slot 17, covering 340..359
  *     add 450        450 = (1, 2, 10): level 2 is created, slot 1, covering 400..799
  *
- *     next expiration: level 0 slot 2 -> tick 2. Rows 2, 8, 19 fire at ticks 2, 8, 19.
- *     tick 340: level 1 slot 17 is entered; 350 cascades to level 0 slot 10.   Fires at 350.
- *     tick 400: level 2 slot 1 is entered; 450 = (1, 2, 10) now differs from current
- *               400 = (1, 0, 0) in digit 1: it cascades to level 1 slot 2 (440..459).
- *     tick 440: level 1 slot 2 is entered; 450 cascades to level 0 slot 10.    Fires at 450.
+ *     Rows 2, 8, 19 fire at ticks 2, 8, 19.
+ *     tick 320: next = 340 enters level 1 slot 17; 350 goes to the first level.  Fires at 350.
+ *     tick 380: next = 400 enters level 2 slot 1; 450 = (1, 2, 10) differs from 400 = (1, 0, 0)
+ *               in digit 1: it goes to level 1 slot 2 (440..459).
+ *     tick 420: next = 440 enters level 1 slot 2; 450 goes to the first level.  Fires at 450.
  *
- * Between those ticks a driver sleeps: 8 wake-ups in all (2, 8, 19, 340, 350, 400, 440, 450)
- * where a scheme-6 wheel would have ticked 450 times.
+ * Between those ticks a driver sleeps: 8 wake-ups in all (2, 8, 19, 320, 350, 380, 420, 450)
+ * where a scheme-6 wheel would have ticked 450 times. docs/wheels.md has the whole story.
  */
 
-import { DEBUG, debugAssert } from '../assert.js';
 import { EntryStore } from './entries.js';
-import { TimingWheel, neverEarly, type ExpireCallback } from './wheel.js';
+import { TimingWheel, type ExpireCallback } from './wheel.js';
 
 const TWO_POW_32 = 2 ** 32;
+
+/** Which of the first level's two groups holds a block's ticks. */
+function parity(block: number): number {
+  return block % 2;
+}
 const MAX_TICK = Number.MAX_SAFE_INTEGER;
 
 export interface HierarchicalWheelOptions {
@@ -71,13 +79,18 @@ export class HierarchicalWheel extends TimingWheel {
   private readonly bitsPerLevel: number;
   private readonly maxLevels: number;
   private levelCount = 1;
+  /** Start of the block after the one `current` is in: the higher levels' digits are read
+   * against it (set by moveTo). */
+  private nextStart = 0;
+  /** The first-level group holding the current block's ticks (set by moveTo). */
+  private currentGroup = 0;
 
   constructor(options: HierarchicalWheelOptions = {}) {
     const wheelSize = options.wheelSize ?? 64;
     if (!Number.isInteger(wheelSize) || wheelSize < 2 || wheelSize > 4096) {
       throw new RangeError(`wheelSize must be an integer from 2 to 4096, got ${wheelSize}`);
     }
-    super(new EntryStore(options.initialCapacity), wheelSize, 1, options.startTick ?? 0);
+    super(new EntryStore(options.initialCapacity), wheelSize, 2, options.startTick ?? 0);
     this.wheelSize = wheelSize;
     this.bitsPerLevel = (wheelSize & (wheelSize - 1)) === 0 ? Math.log2(wheelSize) : 0;
     this.spans = [1];
@@ -85,6 +98,7 @@ export class HierarchicalWheel extends TimingWheel {
       this.spans.push(this.spans[this.spans.length - 1] * wheelSize);
     }
     this.maxLevels = this.spans.length - 1;
+    this.moveTo(this.currentTick);
   }
 
   /** Levels created so far. */
@@ -93,114 +107,170 @@ export class HierarchicalWheel extends TimingWheel {
   }
 
   /**
-   * A read-only picture of the wheel for dashboards: rows per slot and cursor, per level.
-   * Counting walks slot lists, so at most `maxRows` rows are visited; past that budget an
-   * occupied slot counts as 1 and `truncated` is set.
+   * A read-only picture of the wheel for dashboards: rows per slot and cursor, per level. The
+   * first level is shown as its two blocks, the current one then the next (2W slots). Counting
+   * walks slot lists, so at most `maxRows` rows are visited; past that budget an occupied slot
+   * counts as 1 and `truncated` is set.
    */
   snapshot(maxRows = 100_000): WheelSnapshot {
     const { next } = this.entries;
     let budget = maxRows;
     let truncated = false;
-    const levels: WheelSnapshot['levels'] = [];
-    for (let level = 0; level < this.levelCount; level++) {
-      const slots = new Array<number>(this.wheelSize).fill(0);
-      for (let slot = this.slots.nextOccupied(level, 0); slot >= 0;) {
-        let count = 0;
-        for (let index = this.slots.head(this.slots.code(level, slot)); index >= 0;) {
-          count++;
+    const count = (group: number, slots: number[], offset: number): void => {
+      for (let slot = this.slots.nextOccupied(group, 0); slot >= 0;) {
+        let rows = 0;
+        for (let index = this.slots.head(this.slots.code(group, slot)); index >= 0;) {
+          rows++;
           if (--budget <= 0) {
             truncated = true;
             break;
           }
           index = next[index];
         }
-        slots[slot] = count;
-        slot = this.slots.nextOccupied(level, slot + 1);
+        slots[offset + slot] = rows;
+        slot = this.slots.nextOccupied(group, slot + 1);
       }
-      levels.push({ cursor: this.digit(this.currentTick, level), slots });
+    };
+    const size = this.wheelSize;
+    const block = this.blockOf(this.currentTick);
+    const first = new Array<number>(2 * size).fill(0);
+    count(parity(block), first, 0);
+    count(parity(block + 1), first, size);
+    const levels: WheelSnapshot['levels'] = [
+      { cursor: this.currentTick - block * size, slots: first },
+    ];
+    const reference = (block + 1) * size;
+    for (let level = 1; level < this.levelCount; level++) {
+      const slots = new Array<number>(size).fill(0);
+      count(level + 1, slots, 0);
+      levels.push({ cursor: this.digit(reference, level), slots });
     }
     return { levels, truncated };
   }
 
   override idleTo(tick: number): void {
     // Empty, so no slot can hold a row the move would skip, and no level needs cascading.
-    if (this.linked === 0 && tick > this.currentTick) this.currentTick = tick;
+    if (this.linked === 0 && tick > this.currentTick) this.moveTo(tick);
   }
 
   insert(index: number, tick: number): void {
     this.entries.tick[index] = tick;
-    const at = tick > this.currentTick ? tick : this.currentTick;
-    const level = this.levelFor(at);
-    if (level >= this.levelCount) this.addLevels(level + 1);
-    this.slots.append(this.slots.code(level, this.digit(at, level)), index);
+    const current = this.currentTick;
+    const at = tick > current ? tick : current;
+    const nextStart = this.nextStart;
+    if (at < nextStart + this.wheelSize) {
+      // The first level: this block or the next, each in its own group. No division here:
+      // the next block's start and the current block's group follow `current` (moveTo).
+      const inNext = at >= nextStart;
+      const group = inNext ? 1 - this.currentGroup : this.currentGroup;
+      const slot = at - (inNext ? nextStart : nextStart - this.wheelSize);
+      this.slots.append(this.slots.code(group, slot), index);
+    } else {
+      const level = this.levelFor(at, nextStart);
+      if (level >= this.levelCount) this.addLevels(level + 1);
+      this.slots.append(this.slots.code(level + 1, this.digit(at, level)), index);
+    }
     this.linked++;
   }
 
   nextDeadline(): number {
     if (this.linked === 0) return Infinity;
-    for (let level = 0; level < this.levelCount; level++) {
-      const slot = this.nextOccupiedSlot(level);
-      if (slot >= 0) return this.slotStart(level, slot);
-    }
-    return Infinity;
+    const first = this.nextFirstLevelTick();
+    const cascade = this.nextCascade();
+    return first < cascade ? first : cascade;
   }
 
   advance(now: number, onExpire: ExpireCallback, limit = Infinity): number {
     let fired = 0;
     while (this.linked > 0) {
       this.cascadeEntered();
-      let level = 0;
-      let slot = -1;
-      for (; level < this.levelCount; level++) {
-        slot = this.nextOccupiedSlot(level);
-        if (slot >= 0) break;
+      const cascade = this.nextCascade();
+      const first = this.nextFirstLevelTick();
+      if (cascade <= first) {
+        // A slot of a higher level comes into the first level's two blocks before (or at the
+        // tick of) the next first-level row: cascaded first, so that rows it brings for a tick
+        // go ahead of rows a callback at that tick adds (insertion order).
+        if (cascade > now) break;
+        this.moveTo(cascade);
+        continue;
       }
-      if (slot < 0) break;
-      const start = this.slotStart(level, slot);
-      if (start > now) break;
-      // Moving to the start of the lowest occupied slot crosses no boundary of a higher level.
-      this.currentTick = start;
-      const code = this.slots.code(level, slot);
-      if (level === 0) {
-        // Re-read the head each time: onExpire may cancel or add rows of this very slot.
-        for (let index = this.slots.head(code); index >= 0; index = this.slots.head(code)) {
-          if (fired >= limit) return fired;
-          // Guarded here, not only inside debugAssert: its argument would read the row's tick, a
-          // cache miss per expiration in a storm, even with the checks off.
-          if (DEBUG) {
-            debugAssert(this.entries.tick[index] <= now, () =>
-              neverEarly(this.entries, index, now),
-            );
-          }
-          this.remove(index);
-          fired++;
-          if (onExpire(index) === true) return fired;
-        }
-        this.currentTick = start + 1;
-      } else {
-        this.cascade(code);
+      if (first > now) break;
+      this.moveTo(first);
+      const block = this.blockOf(first);
+      const code = this.slots.code(parity(block), first - block * this.wheelSize);
+      // Re-read the head each time: onExpire may cancel or add rows of this very slot.
+      for (let index = this.slots.head(code); index >= 0; index = this.slots.head(code)) {
+        if (fired >= limit) return fired;
+        this.checkNotEarly(index, now);
+        this.remove(index);
+        fired++;
+        if (onExpire(index) === true) return fired;
       }
+      this.moveTo(first + 1);
     }
     if (now + 1 > this.currentTick) {
-      this.currentTick = Math.floor(now) + 1;
+      this.moveTo(Math.floor(now) + 1);
       this.cascadeEntered();
     }
     return fired;
   }
 
+  /** Moves `current`, and the block figures that follow it. */
+  private moveTo(tick: number): void {
+    this.currentTick = tick;
+    const block = this.blockOf(tick);
+    this.nextStart = (block + 1) * this.wheelSize;
+    this.currentGroup = parity(block);
+  }
+
+  private blockOf(tick: number): number {
+    return Math.floor(tick / this.wheelSize);
+  }
+
+  /** The tick of the first-level slot with rows, from `current` on: this block, then the next. */
+  private nextFirstLevelTick(): number {
+    const size = this.wheelSize;
+    const block = this.blockOf(this.currentTick);
+    let slot = this.slots.nextOccupied(parity(block), this.currentTick - block * size);
+    if (slot >= 0) return block * size + slot;
+    slot = this.slots.nextOccupied(parity(block + 1), 0);
+    return slot >= 0 ? (block + 1) * size + slot : Infinity;
+  }
+
   /**
-   * Restores the invariant after `current` moved forward by more than a slot start: a higher
-   * level's slot that `current` now stands in (its cursor slot) is cascaded at once, from the top
-   * level down, since a cascade from level L can fill the cursor slot of level L - 1.
+   * When the next occupied slot of a higher level must be cascaded: as `current` enters the
+   * block before the slot begins, since the first level holds two blocks. The lowest level with
+   * such a slot has the earliest (its slots all end before the next slot of the level above).
+   * Infinity when no higher level holds rows.
+   */
+  private nextCascade(): number {
+    const reference = this.nextStart;
+    for (let level = 1; level < this.levelCount; level++) {
+      const slot = this.slots.nextOccupied(level + 1, this.digit(reference, level) + 1);
+      if (slot >= 0) {
+        const blockSpan = this.spans[level + 1];
+        const start = Math.floor(reference / blockSpan) * blockSpan + slot * this.spans[level];
+        return start - this.wheelSize;
+      }
+    }
+    return Infinity;
+  }
+
+  /**
+   * Restores the invariant after `current` moved: the higher levels' digits are taken against
+   * the start of the next block, and a slot that start now stands in (its cursor slot) is
+   * cascaded at once, from the top level down, since a cascade from level L can fill the cursor
+   * slot of level L - 1. Its rows land on a lower level, or in the first level's next block.
    */
   private cascadeEntered(): void {
+    const reference = this.nextStart;
     for (let level = this.levelCount - 1; level > 0; level--) {
-      const code = this.slots.code(level, this.digit(this.currentTick, level));
+      const code = this.slots.code(level + 1, this.digit(reference, level));
       if (this.slots.isOccupied(code)) this.cascade(code);
     }
   }
 
-  /** Re-inserts every row of a slot `current` has just entered; each lands on a finer level. */
+  /** Re-inserts every row of a slot being entered; each lands on a finer level. */
   private cascade(code: number): void {
     const { next, tick } = this.entries;
     let index = this.slots.takeAll(code);
@@ -212,34 +282,21 @@ export class HierarchicalWheel extends TimingWheel {
     }
   }
 
-  /** The cursor of a level is digit_L(current); level 0 includes it, higher levels start after. */
-  private nextOccupiedSlot(level: number): number {
-    const cursor = this.digit(this.currentTick, level);
-    return this.slots.nextOccupied(level, level === 0 ? cursor : cursor + 1);
-  }
-
-  /** First tick of a slot at a level, within the current block of the level above. */
-  private slotStart(level: number, slot: number): number {
-    const blockSpan = this.spans[level + 1];
-    return Math.floor(this.currentTick / blockSpan) * blockSpan + slot * this.spans[level];
-  }
-
   private digit(tick: number, level: number): number {
     const quotient = Math.floor(tick / this.spans[level]);
     return this.bitsPerLevel > 0 ? quotient & (this.wheelSize - 1) : quotient % this.wheelSize;
   }
 
-  /** The highest level at which `tick` and `current` differ in digit. */
-  private levelFor(tick: number): number {
-    const current = this.currentTick;
+  /** The highest level at which `tick` and `reference` differ in digit. */
+  private levelFor(tick: number, reference: number): number {
     if (this.bitsPerLevel > 0) {
       // The highest differing bit, over both 32-bit halves, decides the level.
-      const highDiff = Math.floor(tick / TWO_POW_32) ^ Math.floor(current / TWO_POW_32);
+      const highDiff = Math.floor(tick / TWO_POW_32) ^ Math.floor(reference / TWO_POW_32);
       let bit: number;
       if (highDiff !== 0) {
         bit = 63 - Math.clz32(highDiff);
       } else {
-        const lowDiff = (tick ^ current) >>> 0;
+        const lowDiff = (tick ^ reference) >>> 0;
         if (lowDiff === 0) return 0;
         bit = 31 - Math.clz32(lowDiff);
       }
@@ -247,7 +304,7 @@ export class HierarchicalWheel extends TimingWheel {
     }
     let level = 0;
     while (
-      Math.floor(tick / this.spans[level + 1]) !== Math.floor(current / this.spans[level + 1])
+      Math.floor(tick / this.spans[level + 1]) !== Math.floor(reference / this.spans[level + 1])
     ) {
       level++;
     }
@@ -258,7 +315,8 @@ export class HierarchicalWheel extends TimingWheel {
     if (levels > this.maxLevels) {
       throw new RangeError(`tick ${this.currentTick} is beyond the last tick a wheel can hold`);
     }
-    this.slots.ensureGroups(levels);
+    // Groups 0 and 1 are the first level's two blocks; level L >= 1 is group L + 1.
+    this.slots.ensureGroups(levels + 1);
     this.levelCount = levels;
   }
 }

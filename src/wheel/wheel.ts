@@ -14,6 +14,7 @@
  * the row before it runs user code that may schedule new timers into the same slab.
  */
 
+import { DEBUG, debugAssert } from '../assert.js';
 import { DETACHED, type EntryStore } from './entries.js';
 import { SlotTable } from './slots.js';
 
@@ -54,6 +55,17 @@ export abstract class TimingWheel {
    */
   idleTo(tick: number): void {
     void tick;
+  }
+
+  /**
+   * The "never early" invariant for a row about to fire at tick `now`, checked only with
+   * TICKWHEEL_DEBUG=1. The row's tick is read only then: read for a check that is off, it was a
+   * cache miss per expiration in a storm.
+   */
+  protected checkNotEarly(index: number, now: number): void {
+    if (DEBUG) {
+      debugAssert(this.entries.tick[index] <= now, () => neverEarly(this.entries, index, now));
+    }
   }
 
   /** Links a detached row to fire at `tick`. */

@@ -131,9 +131,12 @@ describe('GET /v1/dashboard', () => {
     expect(body.wheel.levels.length).toBeGreaterThan(0);
     for (const level of body.wheel.levels) {
       expect(level.slots.length).toBeGreaterThan(0);
-      // The queue's wheel has 4,096 slots a level: drawn as 64 cells of 64 slots each.
+      // The queue's wheel has 4,096 slots a level (the first level shows two blocks, 8,192):
+      // drawn as 64 cells of 64 or 128 slots each.
       expect(level.slots.length).toBeLessThanOrEqual(64);
-      expect(level.slotsPerCell * level.slots.length).toBe(4096);
+      expect(level.slotsPerCell * level.slots.length).toBe(
+        level === body.wheel.levels[0] ? 8192 : 4096,
+      );
       expect(level.slots.every((count: unknown) => Number.isInteger(count))).toBe(true);
       expect(level.cursor).toBeGreaterThanOrEqual(0);
       expect(level.cursor).toBeLessThan(level.slots.length);

@@ -12,7 +12,11 @@ describe('HierarchicalWheel, Kafka example (W = 20, tick = 1 ms)', () => {
     expect(wheel.levels).toBe(3);
   });
 
-  it('fires each at its tick, cascading 450 at 400 and 440', () => {
+  // The first level holds two blocks of 20 ticks (the current one and the next), so a slot of a
+  // higher level is cascaded a block before it begins: 350 (level 1, 340..359) at 320, where
+  // it lands in the next block; 450 (level 2, 400..799) at 380 onto level 1 (440..459), and
+  // from there at 420.
+  it('fires each at its tick, cascading 350 at 320 and 450 at 380 and 420', () => {
     const wheel = new HierarchicalWheel({ wheelSize: 20 });
     const due = new Map<number, number>();
     for (const t of [2, 8, 19, 350, 450]) due.set(wheel.add(t), t);
@@ -32,6 +36,6 @@ describe('HierarchicalWheel, Kafka example (W = 20, tick = 1 ms)', () => {
       [350, 350],
       [450, 450],
     ]);
-    expect(wakeups).toEqual([2, 8, 19, 340, 350, 400, 440, 450]);
+    expect(wakeups).toEqual([2, 8, 19, 320, 350, 380, 420, 450]);
   });
 });

@@ -8,7 +8,10 @@ describe('HierarchicalWheel.snapshot', () => {
     const { levels, truncated } = wheel.snapshot();
     expect(truncated).toBe(false);
     expect(levels).toHaveLength(3);
-    expect(levels.map((level) => level.cursor)).toEqual([0, 0, 0]);
+    // The first level shows its two blocks (40 slots); higher levels' cursors are read at the
+    // next block's start, tick 20 = (0, 1, 0) in base 20.
+    expect(levels[0].slots).toHaveLength(40);
+    expect(levels.map((level) => level.cursor)).toEqual([0, 1, 0]);
     expect(levels[0].slots[2]).toBe(1);
     expect(levels[0].slots[8]).toBe(2);
     expect(levels[0].slots[19]).toBe(1);
@@ -22,8 +25,9 @@ describe('HierarchicalWheel.snapshot', () => {
     for (let i = 0; i < 10; i++) wheel.add(345);
     wheel.advance(341, () => {});
     const after = wheel.snapshot();
+    // current 342: block 17 (340..359), cursor 2 in it; the next block starts at 360, digit 18.
     expect(after.levels[0].cursor).toBe(2);
-    expect(after.levels[1].cursor).toBe(17);
+    expect(after.levels[1].cursor).toBe(18);
     expect(after.levels[0].slots[5]).toBe(10);
     expect(wheel.snapshot(3)).toMatchObject({ truncated: true });
   });
