@@ -64,7 +64,11 @@ export interface HierarchicalWheelOptions {
   initialCapacity?: number;
 }
 
-/** Per level: the cursor (digit_L(current)) and the rows each slot holds. */
+/**
+ * Per level: the cursor and the rows each slot holds. The first level has 2W slots (the current
+ * block, then the next) and its cursor is `current`'s place in the first W; a higher level L
+ * has W slots and its cursor is digit_L of the next block's start.
+ */
 export interface WheelSnapshot {
   levels: Array<{ cursor: number; slots: number[] }>;
   /** True when the row budget ran out: later slots show at least 1 when occupied, not a count. */
@@ -79,9 +83,11 @@ export class HierarchicalWheel extends TimingWheel {
   private readonly bitsPerLevel: number;
   private readonly maxLevels: number;
   private levelCount = 1;
-  /** Start of the block after the one `current` is in: the higher levels' digits are read
-   * against it (set by moveTo). */
-  private nextStart = 0;
+  /**
+   * Start of the block `current` is in (set by moveTo). Exact wherever a tick is: the next
+   * block's start, one block on, may not be near 2^53, so slots are taken from this one.
+   */
+  private blockStart = 0;
   /** The first-level group holding the current block's ticks (set by moveTo). */
   private currentGroup = 0;
 
@@ -157,16 +163,16 @@ export class HierarchicalWheel extends TimingWheel {
     this.entries.tick[index] = tick;
     const current = this.currentTick;
     const at = tick > current ? tick : current;
-    const nextStart = this.nextStart;
-    if (at < nextStart + this.wheelSize) {
+    const offset = at - this.blockStart;
+    const size = this.wheelSize;
+    if (offset < 2 * size) {
       // The first level: this block or the next, each in its own group. No division here:
-      // the next block's start and the current block's group follow `current` (moveTo).
-      const inNext = at >= nextStart;
+      // the current block's start and group follow `current` (moveTo).
+      const inNext = offset >= size;
       const group = inNext ? 1 - this.currentGroup : this.currentGroup;
-      const slot = at - (inNext ? nextStart : nextStart - this.wheelSize);
-      this.slots.append(this.slots.code(group, slot), index);
+      this.slots.append(this.slots.code(group, inNext ? offset - size : offset), index);
     } else {
-      const level = this.levelFor(at, nextStart);
+      const level = this.levelFor(at, this.blockStart + size);
       if (level >= this.levelCount) this.addLevels(level + 1);
       this.slots.append(this.slots.code(level + 1, this.digit(at, level)), index);
     }
@@ -219,7 +225,7 @@ export class HierarchicalWheel extends TimingWheel {
   private moveTo(tick: number): void {
     this.currentTick = tick;
     const block = this.blockOf(tick);
-    this.nextStart = (block + 1) * this.wheelSize;
+    this.blockStart = block * this.wheelSize;
     this.currentGroup = parity(block);
   }
 
@@ -244,7 +250,7 @@ export class HierarchicalWheel extends TimingWheel {
    * Infinity when no higher level holds rows.
    */
   private nextCascade(): number {
-    const reference = this.nextStart;
+    const reference = this.blockStart + this.wheelSize;
     for (let level = 1; level < this.levelCount; level++) {
       const slot = this.slots.nextOccupied(level + 1, this.digit(reference, level) + 1);
       if (slot >= 0) {
@@ -263,7 +269,7 @@ export class HierarchicalWheel extends TimingWheel {
    * slot of level L - 1. Its rows land on a lower level, or in the first level's next block.
    */
   private cascadeEntered(): void {
-    const reference = this.nextStart;
+    const reference = this.blockStart + this.wheelSize;
     for (let level = this.levelCount - 1; level > 0; level--) {
       const code = this.slots.code(level + 1, this.digit(reference, level));
       if (this.slots.isOccupied(code)) this.cascade(code);

@@ -32,3 +32,32 @@ describe('HierarchicalWheel.snapshot', () => {
     expect(wheel.snapshot(3)).toMatchObject({ truncated: true });
   });
 });
+
+describe('HierarchicalWheel at the last safe ticks', () => {
+  // The block that crosses 2^53: its end is not representable, so slots must be taken from the
+  // block's start (exact) for sizes that are not powers of two.
+  it.each([3, 5, 6, 7, 10, 12, 64])(
+    'W = %i: fires every row at its tick, never early or lost',
+    (size) => {
+      const max = Number.MAX_SAFE_INTEGER;
+      for (let start = max - 2 * size; start <= max; start++) {
+        for (let tick = start; tick <= max; tick++) {
+          const wheel = new HierarchicalWheel({ wheelSize: size, startTick: start });
+          wheel.add(tick);
+          expect(wheel.nextDeadline()).toBeLessThanOrEqual(tick);
+          const fired: number[] = [];
+          wheel.advance(tick - 1, () => {
+            fired.push(-1);
+          });
+          expect(fired).toEqual([]);
+          wheel.advance(tick, (index) => {
+            fired.push(index);
+            wheel.release(index);
+          });
+          expect(fired).toHaveLength(1);
+          expect(wheel.size).toBe(0);
+        }
+      }
+    },
+  );
+});

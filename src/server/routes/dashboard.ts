@@ -76,7 +76,7 @@ export interface DashboardSnapshot {
 /**
  * The queue's timer wheel as the dashboard draws it: per level, at most WHEEL_CELLS cells, each
  * the sum of `slotsPerCell` consecutive slots (a level of 4,096 slots is drawn as 64 cells of
- * 64), and the cell the level's cursor is in.
+ * 64, the first level's 8,192 as 64 of 128), and the cell the level's cursor is in.
  */
 export interface DashboardWheel {
   levels: Array<{ cursor: number; slots: number[]; slotsPerCell: number }>;
