@@ -22,6 +22,16 @@ afterEach(async () => {
   for (const kind of kinds.splice(0)) kind.cleanup();
 });
 
+/** A queue of this kind on a ManualClock at T0, closed and cleaned up after the test. */
+async function openQueue(makeKind: () => QueueKind) {
+  const kind = makeKind();
+  kinds.push(kind);
+  const clock = new ManualClock(T0);
+  const queue = await kind.open(clock);
+  queues.push(queue);
+  return { clock, queue };
+}
+
 async function receiveAll(queue: DelayQueue, topic: string, n: number) {
   const all = [];
   while (all.length < n) {
@@ -52,11 +62,7 @@ describe.each([
   ['file', fileKind],
 ] as const)('messages leaving memory (%s store)', (_name, makeKind) => {
   it('are found in their state before and after the sweep, and their ids can be used again', async () => {
-    const kind = makeKind();
-    kinds.push(kind);
-    const clock = new ManualClock(T0);
-    const queue = await kind.open(clock);
-    queues.push(queue);
+    const { clock, queue } = await openQueue(makeKind);
     const n = 3000; // enough released messages for a sweep
     const ids = Array.from({ length: n }, (_, i) => `m${i}`);
     const schedule = () =>
@@ -100,11 +106,7 @@ describe.each([
   });
 
   it('sweeps a burst released in one turn over several turns, down to the held messages', async () => {
-    const kind = makeKind();
-    kinds.push(kind);
-    const clock = new ManualClock(T0);
-    const queue = await kind.open(clock);
-    queues.push(queue);
+    const { clock, queue } = await openQueue(makeKind);
     const later = Array.from({ length: 10 }, (_, i) => `later${i}`);
     await queue.scheduleMany(
       later.map((id) => ({ id, topic: 'later', payload: { id }, delayMs: 500 })),
@@ -145,11 +147,7 @@ describe.each([
   });
 
   it('drops the whole id map on the next turn once nothing is held, even mid-sweep', async () => {
-    const kind = makeKind();
-    kinds.push(kind);
-    const clock = new ManualClock(T0);
-    const queue = await kind.open(clock);
-    queues.push(queue);
+    const { clock, queue } = await openQueue(makeKind);
     const first = await deliveredBurst(queue, clock);
     const last = first[BURST - 1];
     const acked = queue.ackMany(first.slice(0, BURST - 1).map((m) => m.receipt));
@@ -179,11 +177,7 @@ describe.each([
 // mid-sweep is only certain with the memory store (the sweep is the same for both).
 describe('ids held again mid-sweep (memory store)', () => {
   it('keeps an id held again while the sweep runs, and delivers it exactly once', async () => {
-    const kind = memoryKind();
-    kinds.push(kind);
-    const clock = new ManualClock(T0);
-    const queue = await kind.open(clock);
-    queues.push(queue);
+    const { clock, queue } = await openQueue(memoryKind);
     await queue.scheduleMany([
       { id: 'keep', topic: 'keep', payload: {}, delayMs: 500 }, // held throughout
       { id: 'r0', topic: 'moved', payload: { r: 0 }, delayMs: 500 },
