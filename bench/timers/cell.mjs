@@ -340,8 +340,12 @@ async function storm(peerDef, options, progress) {
   };
 }
 
+// Below this many timers the garbage collector's own noise (tens of KB between two gc() calls)
+// swamps the figure: a smoke run with 2,000 timers once read -11 B a timer.
+const MEMORY_MIN_N = 100_000;
+
 async function memory(peerDef, options, progress) {
-  const n = options.n;
+  const n = Math.max(options.n, MEMORY_MIN_N);
   const delays = randomDelays(options.seed, n);
   const handles = makeHandles(peerDef.handles, n);
   if (!collect()) throw new Error('the memory workload needs node --expose-gc');
