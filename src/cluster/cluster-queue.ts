@@ -33,6 +33,7 @@ import type {
   ReceivedMessage,
   ReceiveOptions,
 } from '../queue/types.js';
+import type { TopicInfo, TopicSettings, TopicUpdate } from '../queue/topics.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { ClusterNode, type ClusterNodeOptions } from './node.js';
 
@@ -202,6 +203,48 @@ export class ClusterQueue implements Queue {
     checkTopic(topic);
     checkOption(limit, 'limit', 1, 10_000, true);
     return this.node.inspector.deadLetters(topic, limit);
+  }
+
+  // ---- topics -----------------------------------------------------------------------------
+
+  pause(topic: string): Promise<TopicInfo> {
+    return this.configureTopic(topic, { paused: true });
+  }
+
+  resume(topic: string): Promise<TopicInfo> {
+    return this.configureTopic(topic, { paused: false });
+  }
+
+  async configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo> {
+    this.checkOpen();
+    const settings = await this.node.topics.update(topic, update);
+    return this.topicOf(topic, settings, (await this.node.inspector.counts()).topics);
+  }
+
+  async topicInfo(topic: string): Promise<TopicInfo> {
+    this.checkOpen();
+    checkTopic(topic);
+    const counts = (await this.node.inspector.counts()).topics;
+    return this.topicOf(topic, this.node.topics.get(topic), counts);
+  }
+
+  async topicList(): Promise<TopicInfo[]> {
+    this.checkOpen();
+    const counts = (await this.node.inspector.counts()).topics;
+    const names = new Set([...Object.keys(counts), ...this.node.topics.all().keys()]);
+    return [...names]
+      .sort()
+      .map((topic) => this.topicOf(topic, this.node.topics.get(topic), counts));
+  }
+
+  private topicOf(
+    topic: string,
+    settings: TopicSettings,
+    counts: Record<string, { scheduled: number; ready: number; inflight: number; dead: number }>,
+  ): TopicInfo {
+    const of = counts[topic];
+    const pending = of === undefined ? 0 : of.scheduled + of.ready + of.inflight;
+    return { topic, ...settings, pending, dead: of?.dead ?? 0 };
   }
 
   // ---- insights ---------------------------------------------------------------------------

@@ -80,6 +80,8 @@ export class Consumer {
   private noticeCount = 0;
   private readonly acks = new Map<number, PendingAck[]>();
   private acksQueued = false;
+  /** Whether a topic's deliveries are paused (the queue's TopicGate): a woken long poll asks. */
+  paused: (topic: string) => boolean = () => false;
 
   constructor(
     private readonly valkey: Valkey,
@@ -88,6 +90,11 @@ export class Consumer {
     this.scanMs = options.scanMs ?? 250;
     this.rescanMs = options.rescanMs ?? 1_000;
     this.largestRecord = (options.maxPayloadBytes ?? 1 << 20) + MAX_RECORD_OVERHEAD;
+  }
+
+  /** Wakes the long polls on a topic (its settings changed). */
+  wakeTopic(topic: string): void {
+    for (const waiter of [...(this.waiters.get(topic) ?? [])]) waiter.wake();
   }
 
   /** A partition's channel said messages of `topic` became ready. */
@@ -122,8 +129,9 @@ export class Consumer {
       // A notification came while the take was under way: take again rather than wait.
       if (this.hints.get(topic)?.size) continue;
       await this.waitFor(topic, Math.min(this.scanMs, until - Date.now()));
-      // Closing: a long poll ends empty, as the embedded queue's does.
-      if (this.closing) return [];
+      // Closing, or the topic was paused meanwhile: a long poll ends empty, as the embedded
+      // queue's does (the gate waits out the rest of a paused topic's).
+      if (this.closing || this.paused(topic)) return [];
     }
   }
 

@@ -33,6 +33,16 @@ export function configKey(queue: string): string {
   return `tw:{${queue}}:config`;
 }
 
+/** Topics' settings (pause, rate limit): a hash, topic -> JSON. */
+export function topicsKey(queue: string): string {
+  return `tw:{${queue}}:topics`;
+}
+
+/** A rate-limited topic's token bucket (library.ts, tw_tokens). */
+export function tokensKey(queue: string, topic: string): string {
+  return `tw:{${queue}}:tokens:${topic}`;
+}
+
 export function nodesKey(queue: string): string {
   return `tw:{${queue}}:nodes`;
 }

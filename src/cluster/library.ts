@@ -68,7 +68,7 @@
  */
 
 /** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 8;
+export const LIBRARY_VERSION = 9;
 
 export const LIBRARY_NAME = 'tickwheel';
 
@@ -881,6 +881,34 @@ local function heartbeat(keys, args)
   return redis.call('ZRANGE', key, 0, -1)
 end
 
+-- A rate-limited topic's token bucket, shared by every node (src/queue/topics.ts):
+-- tokens(bucket; perSecond, burst, want) -> {granted, retryInMs}: takes up to want whole tokens
+-- (retryInMs: with none granted, the time until the next one); want < 0 gives -want back. A
+-- bucket whose limit changed starts full; one left alone expires once it would be full again.
+local function tokens(keys, args)
+  local key = keys[1]
+  local rate, burst, want = tonumber(args[1]), tonumber(args[2]), tonumber(args[3])
+  local now = now_ms()
+  local saved = redis.call('HMGET', key, 'tokens', 'at', 'rate', 'burst')
+  local level = burst
+  if saved[1] and saved[3] == args[1] and saved[4] == args[2] then
+    level = math.min(burst, tonumber(saved[1]) + math.max(0, now - tonumber(saved[2])) * rate / 1000)
+  end
+  local granted = 0
+  if want < 0 then
+    level = math.min(burst, level - want)
+  else
+    granted = math.min(want, math.floor(level))
+    level = level - granted
+  end
+  redis.call('HSET', key, 'tokens', string.format('%.17g', level), 'at', now, 'rate', args[1],
+    'burst', args[2])
+  redis.call('PEXPIRE', key, math.ceil((burst - level) * 1000 / rate) + 1000)
+  local retry = 0
+  if granted == 0 then retry = math.max(1, math.ceil((1 - level) * 1000 / rate)) end
+  return {granted, retry}
+end
+
 -- A message's state and current record: record(meta; id, bucket) -> {state, record} | nil
 local function record_of(keys, args)
   local prefix = prefix_of(keys[1])
@@ -894,6 +922,7 @@ redis.register_function{function_name = 'tw_version', callback = function() retu
 redis.register_function{function_name = 'tw_lease', callback = lease}
 redis.register_function{function_name = 'tw_config', callback = config}
 redis.register_function{function_name = 'tw_heartbeat', callback = heartbeat}
+redis.register_function{function_name = 'tw_tokens', callback = tokens}
 redis.register_function{function_name = 'tw_holds', callback = fenced_check, flags = {'no-writes'}}
 redis.register_function{function_name = 'tw_schedule', callback = schedule}
 redis.register_function{function_name = 'tw_get', callback = get, flags = {'no-writes'}}

@@ -22,6 +22,13 @@ import {
 } from '../errors.js';
 import { checkTopic, type ScheduleRequest } from '../queue/message.js';
 import type { ConsumeOptions, MessageHandler } from '../queue/types.js';
+import {
+  isDefaultSettings,
+  parseStoredSettings,
+  TopicGate,
+  type RateLimit,
+  type TopicSettings,
+} from '../queue/topics.js';
 import { Worker, checkConsumeOptions, type WorkerSource } from '../queue/worker.js';
 import { SystemClock } from '../clock/index.js';
 import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
@@ -29,7 +36,15 @@ import type { WheelSnapshot } from '../wheel/index.js';
 import { Valkey } from './connection.js';
 import { Consumer, type ClusterReceived } from './consumer.js';
 import { ClusterInspector } from './inspect.js';
-import { checkQueueName, configKey, eventsChannel, metaKey, nodesKey } from './keys.js';
+import {
+  checkQueueName,
+  configKey,
+  eventsChannel,
+  metaKey,
+  nodesKey,
+  tokensKey,
+  topicsKey,
+} from './keys.js';
 import { Ownership, type Effect } from './ownership.js';
 import { PartitionOwner, type Due } from './owner.js';
 import { Producer, type ClusterMessageInfo, type Durability } from './producer.js';
@@ -60,6 +75,20 @@ export interface ClusterNodeOptions {
 }
 
 const TICK_MS = 100;
+
+/** Waits `ms`, or less if `signal` aborts (the gate's waits: paused, out of tokens). */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
 /**
  * An owner's safety net for lost notifications (a subscription being re-established): it
  * re-reads its near segments and looks for overdue deliveries this often. Notifications and
@@ -113,6 +142,13 @@ export class ClusterNode {
   private closed = false;
   /** Read-only views of the whole queue (counts, dead letters, owners, ...). */
   readonly inspector: ClusterInspector;
+  /**
+   * Topics' settings (pause, rate limit), kept in Valkey for every node: a change made here
+   * applies here at once, on other nodes at their next heartbeat (leaseMs / 4). Every receive
+   * of this node goes through it; the token buckets are in Valkey (tw_tokens), one per topic.
+   */
+  readonly topics: TopicGate;
+  private refreshingTopics: Promise<void> | undefined;
   members: string[] = [];
   leaseChanges = 0;
   /** Partitions loaded again because a failover lost writes their owner had seen. */
@@ -155,6 +191,22 @@ export class ClusterNode {
       maxPayloadBytes: settings.maxPayloadBytes,
     });
     this.inspector = new ClusterInspector(valkey, settings.queue, settings.partitions);
+    this.topics = new TopicGate(
+      {
+        load: () => this.readTopicSettings(),
+        save: (topic, value) => this.writeTopicSettings(topic, value),
+      },
+      {
+        take: (topic, limit, want) => this.takeTokens(topic, limit, want),
+        refund: async (topic, limit, count) => {
+          await this.takeTokens(topic, limit, -count);
+        },
+      },
+      Date.now,
+      sleep,
+      (topic) => this.consumer.wakeTopic(topic),
+    );
+    this.consumer.paused = (topic) => this.topics.paused(topic);
     this.ownership = new Ownership({
       node: settings.nodeId,
       partitions: settings.partitions,
@@ -256,7 +308,10 @@ export class ClusterNode {
     options?: { max?: number; waitMs?: number; visibilityMs?: number; maxBytes?: number },
   ): Promise<ClusterReceived[]> {
     this.checkOpen();
-    return this.consumer.receive(topic, options);
+    const { max = 1, waitMs = 0 } = options ?? {};
+    return this.topics.receive(topic, max, waitMs, undefined, (granted, left) =>
+      this.consumer.receive(topic, { ...options, max: granted, waitMs: left }),
+    );
   }
 
   ack(receipt: string): Promise<boolean> {
@@ -285,10 +340,14 @@ export class ClusterNode {
     checkCallback(handler, 'handler');
     const settings = checkConsumeOptions({ waitMs: 1_000, ...options });
     const source: WorkerSource = {
-      receive: (t, { max, waitMs, visibilityMs }) =>
-        this.consumer.receive(
-          t,
-          visibilityMs === undefined ? { max, waitMs } : { max, waitMs, visibilityMs },
+      receive: (t, { max, waitMs, visibilityMs }, signal) =>
+        this.topics.receive(t, max, waitMs, signal, (granted, left) =>
+          this.consumer.receive(
+            t,
+            visibilityMs === undefined
+              ? { max: granted, waitMs: left }
+              : { max: granted, waitMs: left, visibilityMs },
+          ),
         ),
       ack: (receipt) => this.consumer.ack(receipt),
       nack: (receipt, reason) => this.consumer.nack(receipt, { reason }),
@@ -392,6 +451,8 @@ export class ClusterNode {
   }
 
   private async start(): Promise<void> {
+    // Before this node takes anything: a paused topic stays paused on a node that joins.
+    await this.topics.load();
     for (let p = 0; p < this.settings.partitions; p++) {
       this.unsubscribes.push(
         await this.valkey.subscribe(eventsChannel(this.queue, p), (message) =>
@@ -411,6 +472,57 @@ export class ClusterNode {
       Math.max(100, this.settings.windowMs / 4),
     );
     this.advancing.unref();
+  }
+
+  // ---- topics' settings (src/queue/topics.ts) ----------------------------------------------
+
+  private async readTopicSettings(): Promise<Map<string, TopicSettings>> {
+    const stored = (await this.valkey.command(topicsKey(this.queue), [
+      'HGETALL',
+      topicsKey(this.queue),
+    ])) as Record<string, string> | null;
+    const settings = new Map<string, TopicSettings>();
+    for (const [topic, text] of Object.entries(stored ?? {})) {
+      const where = `${topicsKey(this.queue)} field ${JSON.stringify(topic)}`;
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        value = text;
+      }
+      settings.set(topic, parseStoredSettings(value, where));
+    }
+    return settings;
+  }
+
+  private writeTopicSettings(topic: string, settings: TopicSettings): Promise<void> {
+    const key = topicsKey(this.queue);
+    const command = isDefaultSettings(settings)
+      ? ['HDEL', key, topic]
+      : ['HSET', key, topic, JSON.stringify(settings)];
+    return this.producer.writeSetting(key, command, `the settings of topic ${topic}`);
+  }
+
+  private async takeTokens(
+    topic: string,
+    limit: RateLimit,
+    want: number,
+  ): Promise<{ granted: number; retryInMs: number }> {
+    const reply = (await this.valkey.fcall('tw_tokens', tokensKey(this.queue, topic), [
+      String(limit.perSecond),
+      String(limit.burst),
+      String(want),
+    ])) as [number, number];
+    return { granted: Number(reply[0]), retryInMs: Number(reply[1]) };
+  }
+
+  /** Reads the settings again (another node may have changed them), one read at a time. */
+  private refreshTopics(): void {
+    if (this.refreshingTopics !== undefined || this.closed) return;
+    this.refreshingTopics = this.readTopicSettings()
+      .then((settings) => this.topics.replace(settings))
+      .catch((err) => this.settings.onError(err))
+      .finally(() => (this.refreshingTopics = undefined));
   }
 
   private onEvent(partition: number, message: string): void {
@@ -449,6 +561,7 @@ export class ClusterNode {
           ])) as string[]
         ).sort();
         this.ownership.setMembers(this.members);
+        this.refreshTopics();
       } catch (err) {
         this.settings.onError(err);
       } finally {

@@ -335,6 +335,15 @@ export class Producer {
   }
 
   /**
+   * A queue-wide setting (a topic's: topics.ts) written as durably as a message: the command on
+   * the producer's connections, then the durability wait.
+   */
+  async writeSetting(key: string, command: readonly string[], what: string): Promise<void> {
+    await this.valkey.command(key, command);
+    await this.durable(key, what);
+  }
+
+  /**
    * Waits until the writes sent so far on `meta`'s connection are as durable as asked. Waits
    * are shared: the partitions of one primary share its connection, and one WAIT covers every
    * write whose reply came before it was sent, so a write joins the wait that has not been sent

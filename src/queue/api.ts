@@ -11,6 +11,7 @@
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { ScheduleRequest } from './message.js';
 import type { RecoveryReport } from './store.js';
+import type { TopicInfo, TopicUpdate } from './topics.js';
 import type {
   ConsumeOptions,
   MessageHandler,
@@ -53,6 +54,17 @@ export interface Queue {
   ): { close(): Promise<void> };
   /** Dead messages of a topic, oldest first. */
   deadLetters(topic: string, limit?: number): Promise<MessageInfo[]>;
+
+  /** Stops deliveries of a topic until resumed (durable); schedules are still accepted. */
+  pause(topic: string): Promise<TopicInfo>;
+  /** Delivers a paused topic's messages again. */
+  resume(topic: string): Promise<TopicInfo>;
+  /** Changes a topic's settings (paused, rateLimit: src/queue/topics.ts); durable. */
+  configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo>;
+  /** A topic's settings and counts. */
+  topicInfo(topic: string): Promise<TopicInfo>;
+  /** Every topic with messages or settings other than the defaults, by name. */
+  topicList(): Promise<TopicInfo[]>;
 
   /** Counters and counts; the keys the server's /v1/stats and /metrics read are documented there. */
   stats(): Promise<Record<string, unknown>>;

@@ -25,6 +25,7 @@ import { decodePayload, heldPayload, retryDelay, storedBytes } from './message.j
 import type { NearHorizon, NearMessage } from './near.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';
+import type { TopicGate } from './topics.js';
 import type { ReceivedMessage } from './types.js';
 import type { Waiters } from './waiters.js';
 
@@ -37,6 +38,7 @@ export class Deliveries {
   private readonly locks: IdLocks;
   private readonly insights: QueueInsights;
   private readonly finished: FinishedMemory;
+  private readonly topics: TopicGate;
   private stopped = false;
 
   constructor(parts: QueueParts) {
@@ -48,6 +50,7 @@ export class Deliveries {
     this.locks = parts.locks;
     this.insights = parts.insights;
     this.finished = parts.finished;
+    this.topics = parts.topics;
   }
 
   /** The queue is closing: a long poll woken from now on answers empty. */
@@ -70,7 +73,8 @@ export class Deliveries {
     let taken = this.near.take(topic, max, visibilityMs, maxBytes);
     if (taken.length === 0 && waitMs > 0) {
       await this.waiters.wait(topic, waitMs, signal);
-      if (this.stopped) return [];
+      // Closing, or woken because the topic was paused meanwhile (the gate waits out the rest).
+      if (this.stopped || this.topics.paused(topic)) return [];
       taken = this.near.take(topic, max, visibilityMs, maxBytes);
     }
     for (const message of taken) {

@@ -27,6 +27,7 @@
  *   horizon.ts     what is in memory and what stays with the store; loading the next slice
  *   waiters.ts     long polls and the process keep-alive
  *   locks.ts       per-id locks          finished.ts   finished ids get() still reports
+ *   topics.ts      pause, resume, rate limits: every receive goes through its TopicGate
  *   insights.ts    counters, stats(), dueHistogram()
  *   options.ts     options and argument checks (types.ts: the public types)
  */
@@ -61,6 +62,14 @@ import { Deliveries } from './deliveries.js';
 import type { QueueParts } from './parts.js';
 import { Producer } from './producer.js';
 import type { RecoveryReport, Store } from './store.js';
+import {
+  LocalBuckets,
+  storeSettings,
+  TopicGate,
+  type TopicInfo,
+  type TopicSettings,
+  type TopicUpdate,
+} from './topics.js';
 import type {
   ConsumeOptions,
   DelayQueueOptions,
@@ -88,6 +97,7 @@ export class QueueEngine {
   private readonly finished: FinishedMemory;
   private readonly producer: Producer;
   private readonly deliveries: Deliveries;
+  private readonly topics: TopicGate;
   private readonly consumers = new Set<{ close(): Promise<void> }>();
   /** What consume()'s workers receive from, ack and nack to. */
   private readonly source: WorkerSource;
@@ -109,6 +119,14 @@ export class QueueEngine {
     this.near = new NearHorizon(clock, this.wheel, this.insights, this.waiters);
     this.horizon = new Horizon(store, clock, this.near, this.settings.horizonMs);
     this.finished = new FinishedMemory(this.settings.rememberFinished);
+    const now = () => clock.now();
+    this.topics = new TopicGate(
+      storeSettings(store),
+      new LocalBuckets(now),
+      now,
+      (ms, signal) => this.waiters.sleep(ms, signal),
+      (topic) => this.waiters.wakeTopic(topic),
+    );
     const parts: QueueParts = {
       store,
       clock,
@@ -119,18 +137,21 @@ export class QueueEngine {
       locks: this.locks,
       insights: this.insights,
       finished: this.finished,
+      topics: this.topics,
     };
     this.producer = new Producer(parts);
     this.deliveries = new Deliveries(parts);
     this.source = {
       receive: (topic, { max, waitMs, visibilityMs }, signal) =>
-        this.deliveries.receive(
-          topic,
-          max,
-          waitMs,
-          visibilityMs ?? this.settings.visibilityMs,
-          EMBEDDED_RECEIVE_BYTES,
-          signal,
+        this.topics.receive(topic, max, waitMs, signal, (granted, left) =>
+          this.deliveries.receive(
+            topic,
+            granted,
+            left,
+            visibilityMs ?? this.settings.visibilityMs,
+            EMBEDDED_RECEIVE_BYTES,
+            signal,
+          ),
         ),
       ack: (receipt) => this.deliveries.ackQuietly(receipt),
       nack: (receipt, reason) => this.deliveries.nack(receipt, reason, undefined),
@@ -139,6 +160,8 @@ export class QueueEngine {
 
   /** Recovers the store and starts the horizon loader. Called once by open(). */
   protected async start(): Promise<void> {
+    // Before any message is made ready: a paused topic delivers nothing after a restart.
+    await this.topics.load();
     this.recovery = await this.horizon.start(this.wheel);
   }
 
@@ -207,19 +230,18 @@ export class QueueEngine {
     try {
       this.checkOpen();
       checkTopic(topic);
-      return this.deliveries.receive(
-        topic,
-        checkOption(options.max ?? 1, 'max', 1, MAX_RECEIVE, true),
-        checkOption(options.waitMs ?? 0, 'waitMs', 0, this.settings.maxWaitMs),
-        checkVisibility(options.visibilityMs ?? this.settings.visibilityMs),
-        checkOption(
-          options.maxBytes ?? EMBEDDED_RECEIVE_BYTES,
-          'maxBytes',
-          1,
-          Number.MAX_SAFE_INTEGER,
-          true,
-        ),
-        undefined,
+      const max = checkOption(options.max ?? 1, 'max', 1, MAX_RECEIVE, true);
+      const waitMs = checkOption(options.waitMs ?? 0, 'waitMs', 0, this.settings.maxWaitMs);
+      const visibilityMs = checkVisibility(options.visibilityMs ?? this.settings.visibilityMs);
+      const maxBytes = checkOption(
+        options.maxBytes ?? EMBEDDED_RECEIVE_BYTES,
+        'maxBytes',
+        1,
+        Number.MAX_SAFE_INTEGER,
+        true,
+      );
+      return this.topics.receive(topic, max, waitMs, undefined, (granted, left) =>
+        this.deliveries.receive(topic, granted, left, visibilityMs, maxBytes, undefined),
       );
     } catch (err) {
       return Promise.reject(err as Error);
@@ -313,6 +335,49 @@ export class QueueEngine {
     return dead.map((message) => info(message, 'dead'));
   }
 
+  // ---- topics -----------------------------------------------------------------------------
+
+  /** Stops deliveries of a topic (durable): see topics.ts. Schedules are still accepted. */
+  async pause(topic: string): Promise<TopicInfo> {
+    return this.configureTopic(topic, { paused: true });
+  }
+
+  /** Delivers a paused topic's messages again. */
+  async resume(topic: string): Promise<TopicInfo> {
+    return this.configureTopic(topic, { paused: false });
+  }
+
+  /** Changes a topic's settings (paused, rateLimit); resolves once durable. */
+  async configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo> {
+    this.checkOpen();
+    const settings = await this.topics.update(topic, update);
+    return this.topicOf(topic, settings);
+  }
+
+  /** A topic's settings and counts (any topic name: one never used has zero of each). */
+  async topicInfo(topic: string): Promise<TopicInfo> {
+    this.checkOpen();
+    checkTopic(topic);
+    return this.topicOf(topic, this.topics.get(topic));
+  }
+
+  /** Every topic with messages (live or dead) or settings other than the defaults, by name. */
+  async topicList(): Promise<TopicInfo[]> {
+    this.checkOpen();
+    const counts = this.store.counts().topics;
+    const names = new Set([...counts.keys(), ...this.topics.all().keys()]);
+    return [...names].sort().map((topic) => this.topicOf(topic, this.topics.get(topic), counts));
+  }
+
+  private topicOf(
+    topic: string,
+    settings: TopicSettings,
+    all = this.store.counts().topics,
+  ): TopicInfo {
+    const counts = all.get(topic);
+    return { topic, ...settings, pending: counts?.pending ?? 0, dead: counts?.dead ?? 0 };
+  }
+
   // ---- insights ---------------------------------------------------------------------------
 
   async stats(): Promise<Record<string, unknown>> {
@@ -374,6 +439,7 @@ export class QueueEngine {
    */
   async settled(): Promise<void> {
     await this.horizon.settled();
+    await this.topics.settled();
   }
 
   async close(): Promise<void> {

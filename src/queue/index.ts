@@ -11,3 +11,4 @@ export type {
 } from './types.js';
 export type { Backoff, MessageState, MessageStatus, ScheduleRequest } from './message.js';
 export type { RecoveryReport, RepairReport, Store, StoreCounts, StoredMessage } from './store.js';
+export type { RateLimit, TopicInfo, TopicSettings, TopicUpdate } from './topics.js';

@@ -11,6 +11,7 @@ import type { IdLocks } from './locks.js';
 import type { NearHorizon } from './near.js';
 import type { QueueSettings } from './options.js';
 import type { Store } from './store.js';
+import type { TopicGate } from './topics.js';
 import type { Waiters } from './waiters.js';
 
 export interface QueueParts {
@@ -23,4 +24,5 @@ export interface QueueParts {
   locks: IdLocks;
   insights: QueueInsights;
   finished: FinishedMemory;
+  topics: TopicGate;
 }

@@ -18,6 +18,7 @@
 
 import type { StoreDamage } from '../errors.js';
 import type { MessageState, MessageStatus } from './message.js';
+import type { TopicSettings } from './topics.js';
 
 export interface StoredMessage extends MessageState {
   status: Extract<MessageStatus, 'scheduled' | 'dead'>;
@@ -130,6 +131,13 @@ export interface Store {
    * every change, so this only copies them.
    */
   counts(): StoreCounts;
+  /**
+   * Topics' settings (pause, rate limit: topics.ts), those other than the defaults, as last
+   * written. A store that cannot read them back rejects (never answers "not paused" instead).
+   */
+  readTopicSettings(): Promise<Map<string, TopicSettings>>;
+  /** Replaces every topic's settings; resolves once durable. */
+  writeTopicSettings(settings: ReadonlyMap<string, TopicSettings>): Promise<void>;
   stats(): Record<string, number>;
   close(): Promise<void>;
 }

@@ -65,6 +65,34 @@ export class Waiters {
     }
   }
 
+  /** Wakes every waiter of a topic (its settings changed: topics.ts). */
+  wakeTopic(topic: string): void {
+    const set = this.byTopic.get(topic);
+    if (set !== undefined) for (const waiter of [...set]) waiter.wake();
+  }
+
+  /**
+   * Waits `ms` on the queue's wheel, or less if `signal` aborts, keeping the process alive
+   * meanwhile as a long poll does.
+   */
+  sleep(ms: number, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.hold();
+      let ended = false;
+      const done = () => {
+        if (ended) return;
+        ended = true;
+        this.timers.clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        this.release();
+        resolve();
+      };
+      const timer = this.timers.setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
   /** Wakes every waiter of every topic. */
   wakeAll(): void {
     for (const set of [...this.byTopic.values()]) for (const waiter of [...set]) waiter.wake();

@@ -6,6 +6,7 @@
 import { DueHeap } from '../queue/due-heap.js';
 import { payloadBytes, type MessageState } from '../queue/message.js';
 import type { RecoveryReport, Store, StoreCounts, StoredMessage } from '../queue/store.js';
+import type { TopicSettings } from '../queue/topics.js';
 import { MessageCounts } from './counts.js';
 
 interface Entry {
@@ -22,6 +23,15 @@ export class MemoryStore implements Store {
   private readonly heap = new DueHeap<{ entry: Entry; version: number }>();
   private nextRef = 1;
   private readonly tally = new MessageCounts();
+  private topicSettings = new Map<string, TopicSettings>();
+
+  async readTopicSettings(): Promise<Map<string, TopicSettings>> {
+    return new Map(this.topicSettings);
+  }
+
+  async writeTopicSettings(settings: ReadonlyMap<string, TopicSettings>): Promise<void> {
+    this.topicSettings = new Map(settings);
+  }
 
   horizonEnd(until: number): number {
     return until;

@@ -31,6 +31,7 @@ import type {
   StoreCounts,
   StoredMessage,
 } from '../../queue/store.js';
+import type { TopicSettings } from '../../queue/topics.js';
 import { writeUtf8 } from '../bytes.js';
 import {
   LogError,
@@ -42,7 +43,13 @@ import {
 } from '../log/index.js';
 import { Checkpoints, warn, type SnapshotWhen } from './checkpoint.js';
 import { unreadable } from './damage.js';
-import { INDEX_DIR, LOG_DIR, checkFormat } from './layout.js';
+import {
+  INDEX_DIR,
+  LOG_DIR,
+  checkFormat,
+  readTopicSettings,
+  writeTopicSettings,
+} from './layout.js';
 import { lockDirectory, type DirectoryLock } from './lock.js';
 import { where } from './positions.js';
 import {
@@ -403,6 +410,14 @@ export class FileStore implements Store {
       found.push({ ...message, status: 'dead' });
     }
     return found;
+  }
+
+  readTopicSettings(): Promise<Map<string, TopicSettings>> {
+    return readTopicSettings(this.dir);
+  }
+
+  writeTopicSettings(settings: ReadonlyMap<string, TopicSettings>): Promise<void> {
+    return writeTopicSettings(this.dir, settings);
   }
 
   counts(): StoreCounts {

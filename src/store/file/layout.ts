@@ -13,19 +13,22 @@
  *                      replays only the log after it
  *   repair.json        what repairs of a damaged log dropped, and the damaged stretches they
  *                      accepted as lost (present only after a repair; repair.ts)
+ *   topics.json        { version, topics: { <topic>: { paused, rateLimit } } }: topics whose
+ *                      settings are not the defaults (src/queue/topics.ts; absent until one is)
  *
  * The log is the truth; everything else can be rebuilt from it (the index, the snapshot) or
  * says how much of it to trust (the checkpoint, repair.json). Each small file is replaced whole
  * (written beside, fsynced, renamed), so a crash leaves the old file or the new one, never a mix.
  *
- * This module owns the names, the format check, and the reading and writing of format.json and
- * repair.json.
+ * This module owns the names, the format check, and the reading and writing of format.json,
+ * repair.json and topics.json.
  */
 
 import { open, readFile, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { TickwheelStateError, type StoreDamage } from '../../errors.js';
 import type { RepairReport } from '../../queue/store.js';
+import { parseStoredSettings, type TopicSettings } from '../../queue/topics.js';
 
 /** The on-disk format this code writes and reads (format.json). 1: records without topics. */
 export const STORE_FORMAT = 2;
@@ -34,6 +37,7 @@ export const LOG_DIR = 'log';
 export const INDEX_DIR = 'index';
 export const CHECKPOINT_FILE = 'checkpoint.json';
 export const REPAIR_FILE = 'repair.json';
+export const TOPICS_FILE = 'topics.json';
 const FORMAT_FILE = 'format.json';
 
 /**
@@ -114,6 +118,48 @@ export async function writeRepairs(dir: string, repairs: Repairs): Promise<void>
     join(dir, REPAIR_FILE),
     `${JSON.stringify({ version: 1, ...repairs }, null, 1)}\n`,
   );
+  await syncDirectory(dir);
+}
+
+/**
+ * Topics' settings (topics.json). A file that cannot be read is refused with
+ * ERR_TICKWHEEL_CORRUPT rather than read as "nothing paused": a paused topic must not start
+ * delivering because of a damaged file. It is replaced whole on each change, so only damage from
+ * outside makes it unreadable; the error says how to recover.
+ */
+export async function readTopicSettings(dir: string): Promise<Map<string, TopicSettings>> {
+  const file = join(dir, TOPICS_FILE);
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new Map();
+    throw err;
+  }
+  const where = `${file} (fix or delete it: deleting it resumes every paused topic and removes every rate limit)`;
+  let parsed: { topics?: unknown };
+  try {
+    parsed = JSON.parse(text) as { topics?: unknown };
+  } catch (err) {
+    throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: ${(err as Error).message}`);
+  }
+  const topics = parsed?.topics;
+  if (typeof topics !== 'object' || topics === null || Array.isArray(topics)) {
+    throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: no "topics" object`);
+  }
+  const settings = new Map<string, TopicSettings>();
+  for (const [topic, value] of Object.entries(topics as Record<string, unknown>)) {
+    settings.set(topic, parseStoredSettings(value, `${where}, topic ${JSON.stringify(topic)}`));
+  }
+  return settings;
+}
+
+export async function writeTopicSettings(
+  dir: string,
+  settings: ReadonlyMap<string, TopicSettings>,
+): Promise<void> {
+  const topics = Object.fromEntries(settings);
+  await replaceFile(join(dir, TOPICS_FILE), `${JSON.stringify({ version: 1, topics }, null, 1)}\n`);
   await syncDirectory(dir);
 }
 

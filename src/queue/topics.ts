@@ -1,0 +1,399 @@
+/**
+ * Topic controls: pause a topic, or limit how fast its messages are delivered. Both queues (the
+ * embedded one and the one on Valkey/Redis) put every receive through a TopicGate, so consume(),
+ * the HTTP receive and the client all obey them the same way.
+ *
+ *   paused        deliveries stop: receive() answers nothing (a long poll waits until the topic
+ *                 is resumed or its wait ends). Schedules are still accepted, messages still
+ *                 become ready when due, deliveries already in flight are acked or nacked as
+ *                 usual, visibility timeouts still run.
+ *   rateLimit     a token bucket: `perSecond` tokens a second, at most `burst` saved up (default
+ *                 perSecond rounded up, at least 1). A delivery takes one token; a receive takes
+ *                 at most as many messages as there are whole tokens, and with none waits for
+ *                 the next (within its long poll). Tokens a receive took but did not use (fewer
+ *                 messages were ready) are given back.
+ *
+ * Settings are durable: the gate keeps them in a TopicSettingsBackend (the embedded store's
+ * data directory, or Valkey) and applies a change as soon as it is stored. Changing a topic's
+ * settings wakes the receives waiting on it, so a resume or a higher limit takes effect at once,
+ * and a pause stops a long poll from handing out what becomes ready after it.
+ *
+ * Where the tokens are counted is the backend's choice (TokenBuckets): in this process for the
+ * embedded queue (a bucket per topic), in Valkey for a cluster (one bucket per topic for all its
+ * nodes). A topic with default settings costs a receive one Map lookup.
+ */
+
+import { checkFlag, checkOption, describe, TickwheelTypeError } from '../errors.js';
+import { checkTopic } from './message.js';
+import type { Store } from './store.js';
+
+/** Deliveries per second, as a token bucket. */
+export interface RateLimit {
+  /** Tokens added a second: 0.001 (one every 1,000 s) to 1,000,000. */
+  perSecond: number;
+  /** Most tokens saved up, an integer from 1 to 1,000,000. Default ceil(perSecond). */
+  burst: number;
+}
+
+export interface TopicSettings {
+  paused: boolean;
+  rateLimit: RateLimit | null;
+}
+
+/** A change of a topic's settings: what is absent stays as it is; rateLimit null removes it. */
+export interface TopicUpdate {
+  paused?: boolean;
+  rateLimit?: { perSecond: number; burst?: number } | null;
+}
+
+/** A topic's settings with its counts, as topicInfo() and GET /v1/topics/:topic answer. */
+export interface TopicInfo extends TopicSettings {
+  topic: string;
+  /** Live messages that are not dead: scheduled, ready or in flight. */
+  pending: number;
+  dead: number;
+}
+
+export const DEFAULT_TOPIC_SETTINGS: Readonly<TopicSettings> = Object.freeze({
+  paused: false,
+  rateLimit: null,
+});
+
+export const MAX_RATE_PER_SECOND = 1_000_000;
+export const MIN_RATE_PER_SECOND = 0.001;
+export const MAX_BURST = 1_000_000;
+
+/** Checks a TopicUpdate: every bad value is ERR_TICKWHEEL_INVALID_OPTION naming the field. */
+export function checkTopicUpdate(update: unknown): Partial<TopicSettings> {
+  const given = fieldsOf(update, ['paused', 'rateLimit'], 'topic settings', '{ paused: true }');
+  const checked: Partial<TopicSettings> = {};
+  if (given.paused !== undefined) checked.paused = checkFlag(given.paused, 'paused');
+  if (given.rateLimit !== undefined) checked.rateLimit = checkRateLimit(given.rateLimit);
+  return checked;
+}
+
+function checkRateLimit(limit: unknown): RateLimit | null {
+  if (limit === null) return null;
+  const given = fieldsOf(
+    limit,
+    ['perSecond', 'burst'],
+    'rateLimit',
+    '{ perSecond, burst? } or null (no limit)',
+  );
+  const perSecond = checkOption(
+    given.perSecond,
+    'rateLimit.perSecond',
+    MIN_RATE_PER_SECOND,
+    MAX_RATE_PER_SECOND,
+  );
+  const burst =
+    given.burst === undefined
+      ? Math.max(1, Math.ceil(perSecond))
+      : checkOption(given.burst, 'rateLimit.burst', 1, MAX_BURST, true);
+  return { perSecond, burst };
+}
+
+/** An object with only the `allowed` fields (a typo must not pass as "not set"). */
+function fieldsOf(
+  value: unknown,
+  allowed: readonly string[],
+  what: string,
+  example: string,
+): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${what} must be an object such as ${example}, got ${describe(value)}`,
+    );
+  }
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `unknown field ${JSON.stringify(key)} of ${what}: the fields are ${allowed.join(', ')}`,
+      );
+    }
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Settings after an update. */
+export function applyTopicUpdate(
+  settings: TopicSettings,
+  update: Partial<TopicSettings>,
+): TopicSettings {
+  return {
+    paused: update.paused ?? settings.paused,
+    rateLimit: update.rateLimit === undefined ? settings.rateLimit : update.rateLimit,
+  };
+}
+
+export function isDefaultSettings(settings: TopicSettings): boolean {
+  return !settings.paused && settings.rateLimit === null;
+}
+
+/**
+ * Reads stored settings back (a file, a Valkey hash): anything that does not check out is an
+ * error, never silently "not paused".
+ */
+export function parseStoredSettings(value: unknown, where: string): TopicSettings {
+  try {
+    const given = value as { paused?: unknown; rateLimit?: unknown };
+    const update = checkTopicUpdate({ paused: given.paused, rateLimit: given.rateLimit ?? null });
+    return applyTopicUpdate(DEFAULT_TOPIC_SETTINGS, update);
+  } catch (err) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_CORRUPT',
+      `${where}: stored topic settings cannot be read (${(err as Error).message})`,
+    );
+  }
+}
+
+/** Where settings are kept durably. */
+export interface TopicSettingsBackend {
+  /** Every topic with settings other than the defaults. */
+  load(): Promise<Map<string, TopicSettings>>;
+  /** Stores one topic's settings; resolves once durable. Default settings may be removed. */
+  save(topic: string, settings: TopicSettings): Promise<void>;
+}
+
+/** Settings kept by the embedded queue's store (in its data directory, for the file store). */
+export function storeSettings(
+  store: Pick<Store, 'readTopicSettings' | 'writeTopicSettings'>,
+): TopicSettingsBackend {
+  let stored = new Map<string, TopicSettings>();
+  return {
+    async load() {
+      stored = await store.readTopicSettings();
+      return new Map(stored);
+    },
+    async save(topic, settings) {
+      const next = new Map(stored);
+      if (isDefaultSettings(settings)) next.delete(topic);
+      else next.set(topic, settings);
+      await store.writeTopicSettings(next);
+      stored = next;
+    },
+  };
+}
+
+/** Where tokens are counted. */
+export interface TokenBuckets {
+  /**
+   * Takes up to `want` whole tokens from the topic's bucket. `retryInMs`: with none granted, how
+   * long until the next token.
+   */
+  take(
+    topic: string,
+    limit: RateLimit,
+    want: number,
+  ): { granted: number; retryInMs: number } | Promise<{ granted: number; retryInMs: number }>;
+  /** Gives back tokens taken and not used. */
+  refund(topic: string, limit: RateLimit, count: number): void | Promise<void>;
+}
+
+/** Token buckets in this process, on the queue's clock. */
+export class LocalBuckets implements TokenBuckets {
+  private readonly buckets = new Map<string, { tokens: number; at: number; limit: RateLimit }>();
+
+  constructor(private readonly now: () => number) {}
+
+  take(topic: string, limit: RateLimit, want: number): { granted: number; retryInMs: number } {
+    const bucket = this.refill(topic, limit);
+    const granted = Math.min(want, Math.floor(bucket.tokens));
+    bucket.tokens -= granted;
+    const retryInMs =
+      granted > 0 ? 0 : Math.max(1, Math.ceil(((1 - bucket.tokens) * 1000) / limit.perSecond));
+    return { granted, retryInMs };
+  }
+
+  refund(topic: string, limit: RateLimit, count: number): void {
+    const bucket = this.refill(topic, limit);
+    bucket.tokens = Math.min(limit.burst, bucket.tokens + count);
+  }
+
+  private refill(topic: string, limit: RateLimit): { tokens: number; at: number } {
+    const now = this.now();
+    let bucket = this.buckets.get(topic);
+    // A new limit starts a full bucket, as a new topic's does.
+    if (
+      bucket === undefined ||
+      bucket.limit.perSecond !== limit.perSecond ||
+      bucket.limit.burst !== limit.burst
+    ) {
+      bucket = { tokens: limit.burst, at: now, limit };
+      this.buckets.set(topic, bucket);
+      return bucket;
+    }
+    if (now > bucket.at) {
+      bucket.tokens = Math.min(
+        limit.burst,
+        bucket.tokens + ((now - bucket.at) * limit.perSecond) / 1000,
+      );
+      bucket.at = now;
+    }
+    return bucket;
+  }
+}
+
+/** Waits `ms` on the queue's clock, or less if `signal` aborts. */
+export type Sleep = (ms: number, signal: AbortSignal) => Promise<void>;
+
+/**
+ * The receive the gate wraps: the queue's own. Its long poll must end empty, once woken, if the
+ * topic is paused by then (`TopicGate.paused`): the gate wakes it on every change (`onChange`).
+ */
+export type InnerReceive<T> = (max: number, waitMs: number) => Promise<T[]>;
+
+export class TopicGate {
+  private settings = new Map<string, TopicSettings>();
+  /** The gate's own waits (paused, out of tokens) per topic, ended when its settings change. */
+  private readonly watchers = new Map<string, Set<AbortController>>();
+  /** Saves in order: a later change of a topic never lands before an earlier one. */
+  private saving: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly backend: TopicSettingsBackend,
+    private readonly buckets: TokenBuckets,
+    private readonly now: () => number,
+    private readonly sleep: Sleep,
+    /** Wakes the queue's long polls on a topic whose settings changed. */
+    private readonly onChange: (topic: string) => void,
+  ) {}
+
+  /** Reads the stored settings; called once when the queue opens. */
+  async load(): Promise<void> {
+    this.replace(await this.backend.load());
+  }
+
+  /** Every topic whose settings are not the defaults. */
+  all(): Map<string, TopicSettings> {
+    return new Map(this.settings);
+  }
+
+  get(topic: string): TopicSettings {
+    return this.settings.get(topic) ?? DEFAULT_TOPIC_SETTINGS;
+  }
+
+  /** Whether deliveries of the topic are paused: checked by a long poll when woken. */
+  paused(topic: string): boolean {
+    return this.settings.get(topic)?.paused === true;
+  }
+
+  /** Checks, stores and applies a change; resolves with the topic's settings once durable. */
+  update(topic: string, update: TopicUpdate): Promise<TopicSettings> {
+    let checked: Partial<TopicSettings>;
+    try {
+      checkTopic(topic);
+      checked = checkTopicUpdate(update);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    const run = this.saving.then(async () => {
+      const next = applyTopicUpdate(this.get(topic), checked);
+      await this.backend.save(topic, next);
+      this.set(topic, next);
+      return next;
+    });
+    this.saving = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Settings read again from a shared backend (another node may have changed them): topics
+   * whose settings changed wake their waiting receives.
+   */
+  replace(all: Map<string, TopicSettings>): void {
+    for (const topic of [...this.settings.keys()]) {
+      if (!all.has(topic)) this.set(topic, DEFAULT_TOPIC_SETTINGS);
+    }
+    for (const [topic, settings] of all) this.set(topic, settings);
+  }
+
+  private set(topic: string, settings: TopicSettings): void {
+    if (sameSettings(this.get(topic), settings)) return;
+    if (isDefaultSettings(settings)) this.settings.delete(topic);
+    else this.settings.set(topic, settings);
+    for (const controller of this.watchers.get(topic) ?? []) controller.abort();
+    this.onChange(topic);
+  }
+
+  /**
+   * A receive through the gate: paused topics answer nothing (waiting out the long poll unless
+   * resumed), limited ones take tokens first. `receive` is the queue's own.
+   */
+  async receive<T>(
+    topic: string,
+    max: number,
+    waitMs: number,
+    signal: AbortSignal | undefined,
+    receive: InnerReceive<T>,
+  ): Promise<T[]> {
+    const until = waitMs > 0 ? this.now() + waitMs : 0;
+    if (!this.settings.has(topic)) {
+      // The common case, a topic with default settings: one Map lookup. A long poll woken by a
+      // pause under way ends empty, and carries on here.
+      const got = await receive(max, waitMs);
+      if (got.length > 0 || waitMs === 0 || !this.settings.has(topic)) return got;
+    }
+    for (;;) {
+      if (signal?.aborted) return [];
+      const settings = this.get(topic);
+      const left = Math.max(0, until - this.now());
+      if (settings.paused) {
+        if (left === 0) return [];
+        await this.wait(topic, left, signal);
+        continue;
+      }
+      const limit = settings.rateLimit;
+      if (limit === null) {
+        const got = await receive(max, left);
+        if (got.length > 0 || left === 0 || this.now() >= until) return got;
+        continue;
+      }
+      const { granted, retryInMs } = await this.buckets.take(topic, limit, max);
+      if (granted === 0) {
+        if (left === 0) return [];
+        await this.wait(topic, Math.min(left, retryInMs), signal);
+        continue;
+      }
+      let got: T[] = [];
+      try {
+        got = await receive(granted, left);
+      } finally {
+        if (got.length < granted) await this.buckets.refund(topic, limit, granted - got.length);
+      }
+      if (got.length > 0 || left === 0 || this.now() >= until) return got;
+    }
+  }
+
+  /** Waits up to `ms`, less if the topic's settings change or `signal` aborts. */
+  private async wait(topic: string, ms: number, signal: AbortSignal | undefined): Promise<void> {
+    const controller = new AbortController();
+    const onAbort = () => controller.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    let set = this.watchers.get(topic);
+    if (set === undefined) this.watchers.set(topic, (set = new Set()));
+    set.add(controller);
+    try {
+      await this.sleep(ms, controller.signal);
+    } finally {
+      set.delete(controller);
+      if (set.size === 0 && this.watchers.get(topic) === set) this.watchers.delete(topic);
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Resolves once every stored change so far has landed. */
+  async settled(): Promise<void> {
+    await this.saving;
+  }
+}
+
+function sameSettings(a: TopicSettings, b: TopicSettings): boolean {
+  return (
+    a.paused === b.paused &&
+    a.rateLimit?.perSecond === b.rateLimit?.perSecond &&
+    a.rateLimit?.burst === b.rateLimit?.burst
+  );
+}

@@ -1,0 +1,132 @@
+/**
+ * Topic controls on a queue on Valkey (src/queue/topics.ts through src/cluster/node.ts): a
+ * pause made on one node stops deliveries on every node, a rate limit is one token bucket for
+ * all of them (tw_tokens), settings outlive the nodes, and stored settings that cannot be read
+ * stop a node from opening rather than unpausing a topic. Real Valkey, real time: the bounds
+ * checked are the limit's own (never more deliveries than the bucket allows), with slack only
+ * in the direction that cannot hide a broken limit.
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Valkey } from '../../src/cluster/connection.js';
+import { topicsKey } from '../../src/cluster/keys.js';
+import { DelayQueue } from '../../src/delay-queue.js';
+import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { installed, startServer } from '../../scripts/valkey.mjs';
+
+describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
+  let server: { url: string; stop(): Promise<void> };
+  const queues: ClusterQueue[] = [];
+  let run = 0;
+
+  beforeAll(async () => {
+    server = await startServer({ binary: 'valkey-server' });
+  }, 30_000);
+
+  afterAll(async () => {
+    for (const queue of queues) await queue.close().catch(() => {});
+    await server?.stop();
+  });
+
+  async function open(queue: string): Promise<ClusterQueue> {
+    const node = await DelayQueue.open({
+      redis: server.url,
+      queue,
+      partitions: 4,
+      windowMs: 1_000,
+      leaseMs: 1_000,
+      durability: 'async',
+      onError: () => {},
+    });
+    queues.push(node);
+    return node;
+  }
+
+  async function scheduleNow(queue: ClusterQueue, topic: string, n: number): Promise<void> {
+    await queue.scheduleMany(
+      Array.from({ length: n }, (_, i) => ({ topic, payload: i, id: `${topic}-${i}` })),
+    );
+  }
+
+  it('a pause made on one node stops every node; a resume starts them again', async () => {
+    const name = `pause-${run++}`;
+    const a = await open(name);
+    const b = await open(name);
+    expect(await a.pause('jobs')).toMatchObject({ topic: 'jobs', paused: true });
+    // b reads settings again at its next heartbeat (leaseMs / 4).
+    await sleep(600);
+    await scheduleNow(a, 'jobs', 3);
+    expect(await b.receive('jobs', { max: 10, waitMs: 1_500 })).toEqual([]);
+    expect(await a.receive('jobs', { max: 10 })).toEqual([]);
+    expect((await b.topicInfo('jobs')).pending).toBe(3);
+    // A long poll under way on b ends with the messages once a resumes the topic.
+    const polling = b.receive('jobs', { max: 10, waitMs: 8_000 });
+    await sleep(200);
+    await a.resume('jobs');
+    const got = await polling;
+    expect(got.length).toBeGreaterThan(0);
+    expect(got.length + (await b.receive('jobs', { max: 10, waitMs: 2_000 })).length).toBe(3);
+  }, 30_000);
+
+  it('a rate limit is one bucket for all nodes', async () => {
+    const name = `rate-${run++}`;
+    const a = await open(name);
+    const b = await open(name);
+    await a.configureTopic('jobs', { rateLimit: { perSecond: 5, burst: 5 } });
+    await sleep(600);
+    await scheduleNow(a, 'jobs', 60);
+    const delivered: number[] = [];
+    const started = Date.now();
+    const consumers = [a, b].map((node) =>
+      node.consume('jobs', () => void delivered.push(Date.now()), { concurrency: 8 }),
+    );
+    await sleep(2_000);
+    await Promise.all(consumers.map((consumer) => consumer.close()));
+    const elapsedMs = Date.now() - started;
+    // A bucket of 5, refilled at 5 a second: at most 5 + 5 * elapsed seconds, whichever node.
+    expect(delivered.length).toBeLessThanOrEqual(5 + Math.ceil((5 * elapsedMs) / 1000));
+    // And it delivers (the burst at least): the limit is not "nothing".
+    expect(delivered.length).toBeGreaterThanOrEqual(5);
+  }, 30_000);
+
+  it('settings outlive the nodes, and bad ones are refused as on the embedded queue', async () => {
+    const name = `durable-${run++}`;
+    const a = await open(name);
+    await a.pause('jobs');
+    await a.configureTopic('slow', { rateLimit: { perSecond: 0.5 } });
+    await expect(a.configureTopic('jobs', { rateLimit: { perSecond: 0 } })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+    });
+    await expect(a.configureTopic('jobs', { paused: 1 } as never)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+    });
+    await a.close();
+    const b = await open(name);
+    expect(await b.topicList()).toEqual([
+      { topic: 'jobs', paused: true, rateLimit: null, pending: 0, dead: 0 },
+      {
+        topic: 'slow',
+        paused: false,
+        rateLimit: { perSecond: 0.5, burst: 1 },
+        pending: 0,
+        dead: 0,
+      },
+    ]);
+  }, 30_000);
+
+  it('stored settings that cannot be read stop a node from opening', async () => {
+    const name = `corrupt-${run++}`;
+    const a = await open(name);
+    await a.pause('jobs');
+    await a.close();
+    const valkey = await Valkey.connect(server.url);
+    try {
+      await valkey.command(topicsKey(name), ['HSET', topicsKey(name), 'jobs', '{"paused":"x"}']);
+    } finally {
+      await valkey.close();
+    }
+    await expect(open(name)).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_CORRUPT' });
+  }, 30_000);
+});

@@ -1,0 +1,296 @@
+/**
+ * Topic controls on the embedded queue (src/queue/topics.ts): pause and resume, rate limits,
+ * their durability in the data directory, and bad settings refused with named errors. Time is a
+ * ManualClock, so "waits for the next token" is checked exactly, without timing assertions.
+ */
+
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/index.js';
+import type { DelayQueue } from '../../src/delay-queue.js';
+import { LocalBuckets } from '../../src/queue/topics.js';
+import { T0, advance, fileKind, memoryKind, settle, type QueueKind } from './harness.js';
+
+const kinds: QueueKind[] = [];
+const queues: DelayQueue[] = [];
+afterEach(async () => {
+  for (const queue of queues.splice(0)) await queue.close();
+  for (const kind of kinds.splice(0)) kind.cleanup();
+});
+
+async function openQueue(makeKind: () => QueueKind = memoryKind) {
+  const kind = makeKind();
+  kinds.push(kind);
+  const clock = new ManualClock(T0);
+  const queue = await kind.open(clock);
+  queues.push(queue);
+  return { clock, queue, kind };
+}
+
+async function scheduleNow(queue: DelayQueue, topic: string, n: number): Promise<void> {
+  await queue.scheduleMany(
+    Array.from({ length: n }, (_, i) => ({ topic, payload: i, id: `${topic}-${i}` })),
+  );
+}
+
+describe.each([
+  ['memory store', memoryKind],
+  ['file store', fileKind],
+])('topic controls on the %s', (_name, makeKind) => {
+  it('a paused topic delivers nothing, still takes schedules, and delivers once resumed', async () => {
+    const { queue } = await openQueue(makeKind);
+    await scheduleNow(queue, 'jobs', 2);
+    const paused = await queue.pause('jobs');
+    expect(paused).toMatchObject({ topic: 'jobs', paused: true, rateLimit: null, pending: 2 });
+    await scheduleNow(queue, 'more', 1);
+    await queue.schedule({ topic: 'jobs', payload: 'late', id: 'jobs-late' });
+    expect(await queue.receive('jobs', { max: 10 })).toEqual([]);
+    // Other topics are not affected.
+    expect(await queue.receive('more', { max: 10 })).toHaveLength(1);
+    expect((await queue.topicInfo('jobs')).pending).toBe(3);
+    await queue.resume('jobs');
+    const got = await queue.receive('jobs', { max: 10 });
+    expect(got.map((m) => m.id)).toEqual(['jobs-0', 'jobs-1', 'jobs-late']);
+  });
+
+  it('deliveries in flight when paused are still acked and nacked', async () => {
+    const { queue } = await openQueue(makeKind);
+    await scheduleNow(queue, 'jobs', 2);
+    const [a, b] = await queue.receive('jobs', { max: 2 });
+    await queue.pause('jobs');
+    expect(await queue.ack(a.receipt)).toBe(true);
+    expect(await queue.nack(b.receipt, { delayMs: 0 })).toBe(true);
+    expect(await queue.receive('jobs')).toEqual([]);
+    await queue.resume('jobs');
+    expect((await queue.receive('jobs')).map((m) => [m.id, m.attempts])).toEqual([['jobs-1', 2]]);
+  });
+
+  it('a long poll on a paused topic waits, and takes the message once resumed', async () => {
+    const { clock, queue } = await openQueue(makeKind);
+    await queue.pause('jobs');
+    await scheduleNow(queue, 'jobs', 1);
+    let answer: unknown;
+    const polling = queue.receive('jobs', { waitMs: 5_000 }).then((got) => (answer = got));
+    await advance(clock, 1_000, 100, queue);
+    expect(answer).toBeUndefined();
+    await queue.resume('jobs');
+    await settle();
+    expect(answer).toMatchObject([{ id: 'jobs-0' }]);
+    await polling;
+  });
+
+  it('a long poll under way when its topic is paused hands out nothing that becomes ready', async () => {
+    const { clock, queue } = await openQueue(makeKind);
+    let answer: unknown;
+    const polling = queue.receive('jobs', { waitMs: 5_000 }).then((got) => (answer = got));
+    await settle();
+    await queue.pause('jobs');
+    await queue.schedule({ topic: 'jobs', payload: 1, id: 'due-soon', delayMs: 500 });
+    await advance(clock, 1_000, 100, queue);
+    expect(answer).toBeUndefined();
+    await advance(clock, 4_100, 100, queue);
+    expect(answer).toEqual([]);
+    await polling;
+    expect((await queue.topicInfo('jobs')).pending).toBe(1);
+  });
+
+  it('a rate limit hands out whole tokens and waits for the next one', async () => {
+    const { clock, queue } = await openQueue(makeKind);
+    await scheduleNow(queue, 'jobs', 10);
+    const info = await queue.configureTopic('jobs', { rateLimit: { perSecond: 4, burst: 2 } });
+    expect(info.rateLimit).toEqual({ perSecond: 4, burst: 2 });
+    expect(await queue.receive('jobs', { max: 10 })).toHaveLength(2);
+    expect(await queue.receive('jobs', { max: 10 })).toHaveLength(0);
+    await advance(clock, 200, 100, queue);
+    expect(await queue.receive('jobs', { max: 10 })).toHaveLength(0); // 0.8 of a token
+    await advance(clock, 50, 50, queue);
+    expect(await queue.receive('jobs', { max: 10 })).toHaveLength(1);
+    // A long poll waits out the next token (250 ms at 4 a second), not its whole wait.
+    let answer: unknown[] | undefined;
+    const polling = queue
+      .receive('jobs', { max: 10, waitMs: 10_000 })
+      .then((got) => (answer = got));
+    await advance(clock, 200, 50, queue);
+    expect(answer).toBeUndefined();
+    await advance(clock, 100, 50, queue);
+    expect(answer).toHaveLength(1);
+    await polling;
+    // Tokens saved up stop at the burst.
+    await advance(clock, 10_000, 1_000, queue);
+    expect(await queue.receive('jobs', { max: 10 })).toHaveLength(2);
+    // Removing the limit delivers the rest at once.
+    await queue.configureTopic('jobs', { rateLimit: null });
+    expect(await queue.receive('jobs', { max: 10 })).toHaveLength(4);
+  });
+
+  it('tokens taken for messages that were not there are given back', async () => {
+    const { queue } = await openQueue(makeKind);
+    await queue.configureTopic('jobs', { rateLimit: { perSecond: 1, burst: 3 } });
+    await scheduleNow(queue, 'jobs', 1);
+    expect(await queue.receive('jobs', { max: 3 })).toHaveLength(1);
+    await scheduleNow(queue, 'other', 0);
+    await queue.scheduleMany([
+      { topic: 'jobs', payload: 1, id: 'b1' },
+      { topic: 'jobs', payload: 2, id: 'b2' },
+      { topic: 'jobs', payload: 3, id: 'b3' },
+    ]);
+    // Two tokens left (one used above; the other two given back).
+    expect(await queue.receive('jobs', { max: 3 })).toHaveLength(2);
+  });
+
+  it('consume() delivers no faster than the limit', async () => {
+    const { clock, queue } = await openQueue(makeKind);
+    await queue.configureTopic('jobs', { rateLimit: { perSecond: 2, burst: 1 } });
+    await scheduleNow(queue, 'jobs', 5);
+    const times: number[] = [];
+    const consumer = queue.consume('jobs', () => void times.push(clock.now()), {
+      concurrency: 5,
+    });
+    await settle();
+    for (let i = 0; i < 30 && times.length < 5; i++) await advance(clock, 100, 50, queue);
+    await consumer.close();
+    expect(times).toHaveLength(5);
+    for (let i = 1; i < times.length; i++)
+      expect(times[i] - times[i - 1]).toBeGreaterThanOrEqual(500);
+  });
+
+  it('lists topics with messages or settings, with their counts', async () => {
+    const { queue } = await openQueue(makeKind);
+    await scheduleNow(queue, 'b', 2);
+    await queue.pause('c');
+    await queue.configureTopic('a', { rateLimit: { perSecond: 100 } });
+    expect(await queue.topicList()).toEqual([
+      { topic: 'a', paused: false, rateLimit: { perSecond: 100, burst: 100 }, pending: 0, dead: 0 },
+      { topic: 'b', paused: false, rateLimit: null, pending: 2, dead: 0 },
+      { topic: 'c', paused: true, rateLimit: null, pending: 0, dead: 0 },
+    ]);
+    // Back to the defaults, a topic without messages is not listed.
+    await queue.resume('c');
+    expect((await queue.topicList()).map((t) => t.topic)).toEqual(['a', 'b']);
+    expect(await queue.topicInfo('never-used')).toEqual({
+      topic: 'never-used',
+      paused: false,
+      rateLimit: null,
+      pending: 0,
+      dead: 0,
+    });
+  });
+
+  it('refuses bad settings with named errors and changes nothing', async () => {
+    const { queue } = await openQueue(makeKind);
+    const bad: unknown[] = [
+      { paused: 'yes' },
+      { pasued: true },
+      { rateLimit: { perSecond: 0 } },
+      { rateLimit: { perSecond: -1 } },
+      { rateLimit: { perSecond: 2_000_000 } },
+      { rateLimit: { perSecond: 5, burst: 1.5 } },
+      { rateLimit: { perSecond: 5, burst: 0 } },
+      { rateLimit: { perSecond: 5, extra: 1 } },
+      { rateLimit: 5 },
+      null,
+      [],
+    ];
+    for (const update of bad) {
+      await expect(
+        queue.configureTopic('jobs', update as never),
+        JSON.stringify(update),
+      ).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
+    }
+    await expect(queue.pause('bad topic!')).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_TOPIC',
+    });
+    expect(await queue.topicInfo('jobs')).toMatchObject({ paused: false, rateLimit: null });
+  });
+});
+
+describe('topic settings survive a restart (file store)', () => {
+  it('a paused, rate-limited topic is still so after reopening', async () => {
+    const kind = fileKind();
+    kinds.push(kind);
+    const clock = new ManualClock(T0);
+    let queue = await kind.open(clock);
+    await queue.pause('jobs');
+    await queue.configureTopic('slow', { rateLimit: { perSecond: 1, burst: 1 } });
+    await scheduleNow(queue, 'jobs', 1);
+    await scheduleNow(queue, 'slow', 3);
+    await queue.close();
+    queue = await kind.open(clock);
+    queues.push(queue);
+    expect(await queue.receive('jobs')).toEqual([]);
+    expect(await queue.receive('slow', { max: 3 })).toHaveLength(1);
+    expect(await queue.topicInfo('jobs')).toMatchObject({ paused: true, pending: 1 });
+    expect(await queue.topicInfo('slow')).toMatchObject({
+      rateLimit: { perSecond: 1, burst: 1 },
+    });
+  });
+
+  it('a damaged topics.json is refused at open, not read as "nothing paused"', async () => {
+    const kind = fileKind();
+    kinds.push(kind);
+    const clock = new ManualClock(T0);
+    const queue = await kind.open(clock);
+    await queue.pause('jobs');
+    const dir = (queue as unknown as { store: { dir: string } }).store.dir;
+    await queue.close();
+    const file = join(dir, 'topics.json');
+    const text = readFileSync(file, 'utf8');
+    expect(JSON.parse(text).topics.jobs.paused).toBe(true);
+    for (const damaged of [
+      text.slice(0, text.length / 2),
+      text.replace('true', '"maybe"'),
+      '{"version":1}',
+    ]) {
+      writeFileSync(file, damaged);
+      await expect(kind.open(clock)).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_CORRUPT' });
+    }
+    // The error says what to do; deleting or fixing the file lets it open again.
+    writeFileSync(file, text);
+    queues.push(await kind.open(clock));
+  });
+});
+
+describe('LocalBuckets against a reference token bucket', () => {
+  it('grants exactly what a bucket refilled continuously holds, in whole tokens', () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          perSecond: fc.double({ min: 0.001, max: 1_000, noNaN: true }),
+          burst: fc.integer({ min: 1, max: 50 }),
+        }),
+        fc.array(
+          fc.record({
+            dt: fc.integer({ min: 0, max: 5_000 }),
+            want: fc.integer({ min: 1, max: 60 }),
+            refund: fc.integer({ min: 0, max: 60 }),
+          }),
+          { maxLength: 60 },
+        ),
+        (limit, steps) => {
+          let now = 0;
+          const buckets = new LocalBuckets(() => now);
+          let level = limit.burst;
+          let last = 0;
+          for (const { dt, want, refund } of steps) {
+            now += dt;
+            level = Math.min(limit.burst, level + ((now - last) * limit.perSecond) / 1000);
+            last = now;
+            const { granted, retryInMs } = buckets.take('t', limit, want);
+            expect(granted).toBe(Math.min(want, Math.floor(level)));
+            level -= granted;
+            if (granted === 0) {
+              // The next token is there after retryInMs, not before.
+              expect(level + ((retryInMs - 1) * limit.perSecond) / 1000).toBeLessThan(1);
+              expect(level + (retryInMs * limit.perSecond) / 1000).toBeGreaterThanOrEqual(1 - 1e-9);
+            }
+            const back = Math.min(refund, granted);
+            buckets.refund('t', limit, back);
+            level = Math.min(limit.burst, level + back);
+          }
+        },
+      ),
+    );
+  });
+});
