@@ -5,9 +5,13 @@
  */
 
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { TickwheelTypeError } from '../errors.js';
 import { httpError } from './errors.js';
+import { declareErrors } from './schemas.js';
+
+/** The name of the bearer-token security scheme in /openapi.json. */
+export const BEARER_SCHEME = 'bearerAuth';
 
 /** Tokens travel in a header: printable ASCII without spaces. */
 const TOKEN_PATTERN = /^[\x21-\x7e]+$/;
@@ -45,4 +49,15 @@ export function bearerAuth(
       throw httpError('ERR_TICKWHEEL_UNAUTHORIZED', 'the bearer token is not valid');
     }
   };
+}
+
+const mayRefuseToken = declareErrors([401]);
+
+/**
+ * An onRoute hook for the routes behind bearerAuth(): their schemas say that they need the
+ * token and may answer 401, for Fastify's serialiser and /openapi.json.
+ */
+export function requireToken(route: RouteOptions): void {
+  mayRefuseToken(route);
+  route.schema = { ...route.schema, security: [{ [BEARER_SCHEME]: [] }] } as RouteOptions['schema'];
 }

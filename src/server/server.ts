@@ -11,11 +11,12 @@
  * answering /healthz with 503 {status: "recovering"} and every other route with 503
  * ERR_TICKWHEEL_RECOVERING until the queue is open; `server.opened` settles then.
  *
- * Plugins per concern: the /v1 routes (behind the bearer token when there is one) and the
- * operator routes (/healthz, /metrics, /). Hooks around them: refuse Host names a tokenless
- * server does not answer to, refuse new requests while opening or closing, refuse POSTs a web
- * page could send without a preflight, record request metrics, ask clients to drop their
- * connections once closing starts.
+ * Plugins per concern: the /v1 routes (behind the bearer token when there is one), the
+ * operator routes (/healthz, /metrics, /) and GET /openapi.json, the API's description
+ * generated from the routes' schemas (openapi.ts). Hooks around them: refuse Host names a
+ * tokenless server does not answer to, refuse new requests while opening or closing, refuse
+ * POSTs a web page could send without a preflight, record request metrics, ask clients to drop
+ * their connections once closing starts.
  *
  * Closing, in order: preClose marks the server closing (new requests get 503, long polls end
  * within one poll slice, responses carry `Connection: close`); Fastify stops accepting
@@ -38,7 +39,7 @@ import {
   type FsyncPolicy,
 } from '../delay-queue.js';
 import type { Queue } from '../queue/api.js';
-import { bearerAuth, checkToken } from './auth.js';
+import { bearerAuth, checkToken, requireToken } from './auth.js';
 import { jsonBodies } from './body.js';
 import type { ServerContext } from './context.js';
 import {
@@ -50,7 +51,15 @@ import {
   handleNotFound,
 } from './errors.js';
 import { ServerMetrics } from './metrics.js';
+import { OPENAPI_PATH, openApiRoute, recordRoutes } from './openapi.js';
 import { checkAllowedHosts, hostCheck, jsonPostsOnly } from './origin.js';
+import {
+  declareErrors,
+  ERROR_SCHEMA,
+  hasPathParams,
+  readsBody,
+  validatesInput,
+} from './schemas.js';
 import {
   DEFAULT_BODY_LIMIT,
   DEFAULT_MAX_WAIT_MS,
@@ -116,6 +125,9 @@ export type TickwheelServer = FastifyInstance & {
   /** Whether /v1 routes need a bearer token. */
   readonly tokenRequired: boolean;
 };
+
+/** Routes that answer while the queue is still opening: neither needs the queue. */
+const SERVED_WHILE_OPENING: ReadonlySet<string> = new Set(['/healthz', OPENAPI_PATH]);
 
 function checkLogLevel(level: unknown): LogLevel {
   if (!LOG_LEVELS.includes(level as LogLevel)) {
@@ -291,20 +303,37 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     });
     app.decorate('opened', opened);
     app.decorate('tokenRequired', token !== undefined);
+    // Before any route: every route is recorded for /openapi.json, and the onRoute hooks
+    // below add to each route's schema the errors the hooks next to them can answer with.
+    const routes = recordRoutes(app);
+    app.addSchema(ERROR_SCHEMA);
     app.setErrorHandler(handleError);
     app.setNotFoundHandler(handleNotFound);
+    // Any route: a bug (500); malformed or over-long path parameters (400, 414).
+    app.addHook('onRoute', declareErrors([500]));
+    app.addHook('onRoute', declareErrors([400, 414], hasPathParams));
     jsonBodies(app);
+    // The body parser and the body limit (and jsonPostsOnly's 415 on /v1); a request that
+    // does not match the route's schemas.
+    app.addHook('onRoute', declareErrors([400, 413, 415], readsBody));
+    app.addHook('onRoute', declareErrors([400], validatesInput));
 
     // Callback-style hooks: these run on every request, and an async hook costs a promise each.
-    if (token === undefined) app.addHook('onRequest', hostCheck(allowedHosts));
+    if (token === undefined) {
+      app.addHook('onRequest', hostCheck(allowedHosts));
+      app.addHook('onRoute', declareErrors([421]));
+    }
     app.addHook('onRequest', (request, reply, done) => {
       if (context.closing) {
         void reply.header('connection', 'close');
         return done(httpError('ERR_TICKWHEEL_SHUTTING_DOWN', 'the server is shutting down'));
       }
-      if (context.state === 'open' || request.routeOptions.url === '/healthz') return done();
+      if (context.state === 'open' || SERVED_WHILE_OPENING.has(request.routeOptions.url ?? '')) {
+        return done();
+      }
       done(notOpen(context, reply));
     });
+    app.addHook('onRoute', declareErrors([503]));
     // Routes whose body is optional (receive, requeue, ...) accept a request without one.
     app.addHook('preValidation', (request, _reply, done) => {
       if (request.body === undefined) request.body = {};
@@ -332,7 +361,10 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
 
     await app.register(
       async (v1) => {
-        if (token !== undefined) v1.addHook('onRequest', bearerAuth(token));
+        if (token !== undefined) {
+          v1.addHook('onRequest', bearerAuth(token));
+          v1.addHook('onRoute', requireToken);
+        }
         v1.addHook('onRequest', jsonPostsOnly);
         messageRoutes(v1, context);
         deliveryRoutes(v1, context);
@@ -342,6 +374,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
       { prefix: '/v1' },
     );
     operationRoutes(app, context, token !== undefined);
+    openApiRoute(app, routes, VERSION);
     await app.ready();
   } catch (err) {
     // app.close() runs the onClose hook, which closes the queue the server opened.

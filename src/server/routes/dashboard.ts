@@ -11,7 +11,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ServerContext } from '../context.js';
 import { notFound } from '../errors.js';
-import { getSchema } from '../schemas.js';
+import { dashboardSchema, previewSchema } from '../schemas.js';
 
 const SNAPSHOT_MS = 1000;
 const SECOND = 1_000;
@@ -199,7 +199,7 @@ function liveOf(totals: unknown): Record<string, number> {
 export function dashboardRoutes(app: FastifyInstance, context: ServerContext): void {
   let cached: { at: number; snapshot: Promise<DashboardSnapshot> } | undefined;
 
-  app.get('/dashboard', async () => {
+  app.get('/dashboard', { schema: dashboardSchema }, async () => {
     const now = performance.now();
     if (cached === undefined || now - cached.at >= SNAPSHOT_MS) {
       const snapshot = buildSnapshot(context);
@@ -214,7 +214,7 @@ export function dashboardRoutes(app: FastifyInstance, context: ServerContext): v
 
   app.get<{ Params: { id: string } }>(
     '/messages/:id/preview',
-    { schema: { params: getSchema.params } },
+    { schema: previewSchema },
     async (request) => {
       const preview = await context.queue.payloadPreview(request.params.id, PREVIEW_CHARS);
       if (preview === undefined)

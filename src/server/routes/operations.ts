@@ -1,6 +1,7 @@
 /**
  * Operator routes: /v1/stats (behind the token, like all of /v1), and the unauthenticated
  * /healthz, /metrics, / and /assets/* (the dashboard's page; its data comes from /v1).
+ * GET /openapi.json, unauthenticated too, is openapi.ts's.
  */
 
 import type { FastifyInstance } from 'fastify';
@@ -8,6 +9,7 @@ import type { ServerContext } from '../context.js';
 import { notFound } from '../errors.js';
 import { RETRY_AFTER_SECONDS } from '../settings.js';
 import { dashboardPage, loadDashboardAssets } from '../dashboard.js';
+import { dashboardPageSchema, healthSchema, metricsSchema, statsSchema } from '../schemas.js';
 
 /**
  * GET /healthz. `ok` only while the queue takes writes: not while it is still opening, not if
@@ -45,7 +47,7 @@ async function health(context: ServerContext): Promise<HealthBody> {
 }
 
 export function statsRoute(app: FastifyInstance, context: ServerContext): void {
-  app.get('/stats', async () => ({
+  app.get('/stats', { schema: statsSchema }, async () => ({
     ...(await context.queue.stats()),
     recovery: context.queue.recovery ?? null,
     server: {
@@ -64,20 +66,20 @@ export function operationRoutes(
   const assets = loadDashboardAssets();
   const placeholder = dashboardPage(context.version, tokenRequired);
 
-  app.get('/healthz', async (_request, reply): Promise<HealthBody> => {
+  app.get('/healthz', { schema: healthSchema }, async (_request, reply): Promise<HealthBody> => {
     const body = await health(context);
     if (body.status !== 'ok') void reply.code(503);
     if (body.status === 'recovering') void reply.header('retry-after', RETRY_AFTER_SECONDS);
     return body;
   });
 
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', { schema: metricsSchema }, async (_request, reply) => {
     const text = await context.metrics.render(await context.queue.stats());
     void reply.type(context.metrics.contentType);
     return text;
   });
 
-  app.get('/', async (_request, reply) => {
+  app.get('/', { schema: dashboardPageSchema }, async (_request, reply) => {
     const index = assets?.get('/index.html');
     void reply.type('text/html; charset=utf-8');
     if (index === undefined) return placeholder;
@@ -85,12 +87,18 @@ export function operationRoutes(
     return index.body;
   });
 
-  // Vite names assets by content hash, so they can be cached for good.
-  app.get<{ Params: { '*': string } }>('/assets/*', async (request, reply) => {
-    const asset = assets?.get(`/assets/${request.params['*']}`);
-    if (asset === undefined) throw notFound(`no dashboard asset ${request.url}`);
-    void reply.type(asset.contentType);
-    void reply.header('cache-control', 'public, max-age=31536000, immutable');
-    return asset.body;
-  });
+  // Vite names assets by content hash, so they can be cached for good. Left out of
+  // /openapi.json: they are the page's build output, not API, and an OpenAPI path parameter
+  // cannot stand for a wildcard.
+  app.get<{ Params: { '*': string } }>(
+    '/assets/*',
+    { config: { openapi: false } },
+    async (request, reply) => {
+      const asset = assets?.get(`/assets/${request.params['*']}`);
+      if (asset === undefined) throw notFound(`no dashboard asset ${request.url}`);
+      void reply.type(asset.contentType);
+      void reply.header('cache-control', 'public, max-age=31536000, immutable');
+      return asset.body;
+    },
+  );
 }
