@@ -41,7 +41,9 @@ export type QueueErrorCode =
   | 'ERR_TICKWHEEL_INVALID_MESSAGE'
   | 'ERR_TICKWHEEL_INVALID_TOPIC'
   | 'ERR_TICKWHEEL_INVALID_ID'
-  | 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE';
+  | 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE'
+  // A reader of queue events fell too far behind (events.ts): events were lost.
+  | 'ERR_TICKWHEEL_EVENTS_LOST';
 
 /** Idempotent consumers (docs/idempotent.md): another delivery of the key holds its claim. */
 export type IdempotencyErrorCode = 'ERR_TICKWHEEL_IDEMPOTENT_BUSY';

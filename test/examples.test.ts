@@ -47,6 +47,12 @@ const expected: Record<string, RegExp[]> = {
     /^worker 2: lease lost: renew\(\) answered false: the lease is no longer held$/,
     /^worker 2: stopped its work$/,
   ],
+  'topic-controls.mjs': [
+    /^paused: 0 sent in 300 ms, 6 waiting$/,
+    /^after a restart: paused true, at most 10 a second$/,
+    /^resumed: sent 1, 2, 3, 4, 5, 6$/,
+    /^the last one waited for its token$/,
+  ],
   'idempotent-transfers.mjs': [
     /^t-1: ran$/,
     /^t-2: ran$/,

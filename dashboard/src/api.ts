@@ -54,6 +54,15 @@ export interface MessageInfo {
   lastError?: string;
 }
 
+/** A topic's settings and counts (GET /v1/topics/:topic). */
+export interface TopicSettingsInfo {
+  topic: string;
+  paused: boolean;
+  rateLimit: { perSecond: number; burst: number } | null;
+  pending: number;
+  dead: number;
+}
+
 /** The server said 401. */
 export class Unauthorized extends Error {
   constructor(
@@ -167,6 +176,13 @@ export const api = {
       'GET',
       `/v1/topics/${enc(topic)}/dead?limit=${DEAD_LETTER_LIMIT}`,
     ),
+  topic: (topic: string) => call<TopicSettingsInfo>('GET', `/v1/topics/${enc(topic)}`),
+  pause: (topic: string) => call<TopicSettingsInfo>('POST', `/v1/topics/${enc(topic)}/pause`, {}),
+  resume: (topic: string) => call<TopicSettingsInfo>('POST', `/v1/topics/${enc(topic)}/resume`, {}),
+  configureTopic: (
+    topic: string,
+    update: { paused?: boolean; rateLimit?: { perSecond: number } | null },
+  ) => call<TopicSettingsInfo>('PATCH', `/v1/topics/${enc(topic)}`, update),
   requeue: (id: string) =>
     call<{ requeued: boolean }>('POST', `/v1/messages/${enc(id)}/requeue`, {}),
 };

@@ -3,6 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, DEAD_LETTER_LIMIT, Unauthorized } from './api.js';
 import type { MessageInfo, TopicCounts } from './api.js';
 import { errorText, number, when } from './format.js';
+import { TopicSettings } from './topic-settings.js';
 
 export function Tile(props: { label: string; value: string; testid?: string; field?: string }) {
   return (
@@ -119,6 +120,7 @@ export function TopicCard(props: {
         <Tile label="live" field="live" value={number(live)} />
         <Tile label="dead letters" field="dead" value={number(dead)} />
       </div>
+      <TopicSettings topic={topic} onUnauthorized={props.onUnauthorized} />
       {counts === undefined && (
         <p class="muted">
           No message of this topic is live, and it has no dead letters. Topics exist as long as they

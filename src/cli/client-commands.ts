@@ -10,13 +10,13 @@ import type { CommandSpec, OptionSpec } from './args.js';
 import { CliError, describeFailure, type CliIo } from './io.js';
 import { integerParser, parseDuration, parsePayload, parseTime } from './parse.js';
 
-interface ClientFlags {
+export interface ClientFlags {
   url: string;
   token?: string;
   timeout: number;
 }
 
-const CLIENT_OPTIONS: readonly OptionSpec[] = [
+export const CLIENT_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'url',
     value: '<url>',
@@ -41,7 +41,7 @@ const CLIENT_OPTIONS: readonly OptionSpec[] = [
   },
 ];
 
-function clientFor(flags: ClientFlags): TickwheelClient {
+export function clientFor(flags: ClientFlags): TickwheelClient {
   return new TickwheelClient({
     url: flags.url,
     timeoutMs: Math.max(1, flags.timeout),
@@ -49,7 +49,7 @@ function clientFor(flags: ClientFlags): TickwheelClient {
   });
 }
 
-function printJson(io: CliIo, value: unknown): void {
+export function printJson(io: CliIo, value: unknown): void {
   io.out(`${JSON.stringify(value, null, 2)}\n`);
 }
 

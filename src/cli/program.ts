@@ -7,6 +7,7 @@
  *   tickwheel get <id> | cancel <id> | reschedule <id> --delay 5m | --at <time>
  *   tickwheel receive <topic> | ack <receipt...> | nack <receipt...> [--delay]
  *   tickwheel dead <topic> [--limit] | requeue <id...> [--delay] | stats
+ *   tickwheel topics [topic] | pause <topic...> | resume <topic...> | rate-limit <topic> <rate|off>
  *   tickwheel repair --dir ./data [--yes] [--json]
  *   tickwheel bench [timers|queue|http ...]
  */
@@ -16,6 +17,7 @@ import { VERSION } from '../server/version.js';
 import { runProgram, type CommandSpec, type ProgramSpec } from './args.js';
 import { bench } from './bench.js';
 import { clientCommands, sendCommand } from './client-commands.js';
+import { topicCommands } from './topic-commands.js';
 import { CliError, describeFailure, processIo, type CliIo } from './io.js';
 import { integerParser, parseDuration } from './parse.js';
 import { repair, type RepairOptions } from './repair.js';
@@ -189,6 +191,7 @@ export function buildProgram(io: CliIo = processIo): ProgramSpec {
       serveCommand(io),
       sendCommand(io),
       ...clientCommands(io),
+      ...topicCommands(io),
       repairCommand(io),
       benchCommand(io),
     ],

@@ -28,6 +28,9 @@ import type {
   AckResponse,
   BatchResponse,
   DeadLettersResponse,
+  TopicListResponse,
+  TopicUpdateBody,
+  WireTopic,
   HealthResponse,
   NackResponse,
   ReceiveResponse,
@@ -41,7 +44,9 @@ import type { ScheduleRequest } from '../queue/message.js';
 import { checkConsumeOptions, Worker } from '../queue/worker.js';
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { TickwheelHttpError } from './errors.js';
-import { Transport, type Answer, type Exchange } from './transport.js';
+import { streamEvents, type ClientWatchOptions } from './events.js';
+import { Transport, type Answer, type Exchange, type TransportOptions } from './transport.js';
+import { checkWatch, type QueueEvent } from '../queue/events.js';
 
 export interface ClientOptions {
   /** Base URL of the server. Default http://127.0.0.1:7700. */
@@ -113,6 +118,7 @@ export class TickwheelClient {
   readonly url: string;
   private readonly timeoutMs: number;
   private readonly transport: Transport;
+  private readonly transportOptions: TransportOptions;
   private readonly consumers = new Set<Consumer>();
 
   constructor(options: ClientOptions = {}) {
@@ -146,14 +152,15 @@ export class TickwheelClient {
       );
     }
     this.timeoutMs = checkOption(options.timeoutMs ?? 10_000, 'timeoutMs', 1, 2_147_483_647);
-    this.transport = new Transport({
+    this.transportOptions = {
       url: this.url,
       token: options.token === '' ? undefined : options.token,
       timeoutMs: this.timeoutMs,
       retries: checkOption(options.retries ?? 2, 'retries', 0, 100, true),
       retryDelayMs: checkOption(options.retryDelayMs ?? 100, 'retryDelayMs', 0, 60_000),
       fetch: fetchFn,
-    });
+    };
+    this.transport = new Transport(this.transportOptions);
   }
 
   /** Schedules a message; resolves once the server has made it durable (HTTP 201). */
@@ -395,6 +402,71 @@ export class TickwheelClient {
       if (rejects(err, 404, 409)) return false;
       throw err;
     }
+  }
+
+  /** Stops deliveries of a topic until resumed (durable); schedules are still accepted. */
+  pause(topic: string, options: CallOptions = {}): Promise<WireTopic> {
+    return this.topicCall('POST', topic, '/pause', {}, options);
+  }
+
+  /** Delivers a paused topic's messages again. */
+  resume(topic: string, options: CallOptions = {}): Promise<WireTopic> {
+    return this.topicCall('POST', topic, '/resume', {}, options);
+  }
+
+  /**
+   * Changes a topic's settings: `{ paused }`, `{ rateLimit: { perSecond, burst? } }`, or
+   * `{ rateLimit: null }` to remove the limit. Resolves with the topic once durable.
+   */
+  configureTopic(
+    topic: string,
+    update: TopicUpdateBody,
+    options: CallOptions = {},
+  ): Promise<WireTopic> {
+    return this.topicCall('PATCH', topic, '', update, options);
+  }
+
+  /** A topic's settings and counts. */
+  topicInfo(topic: string, options: CallOptions = {}): Promise<WireTopic> {
+    return this.topicCall('GET', topic, '', undefined, options);
+  }
+
+  /** Every topic with messages or settings other than the defaults, by name. */
+  async topicList(options: CallOptions = {}): Promise<WireTopic[]> {
+    const answer = await this.send<TopicListResponse>(options, {
+      method: 'GET',
+      path: '/v1/topics',
+      idempotent: true,
+    });
+    return answer.body.topics;
+  }
+
+  /** A call on one topic; each sets or reads a state, so repeating it is safe. */
+  private async topicCall(
+    method: 'GET' | 'POST' | 'PATCH',
+    topic: string,
+    suffix: string,
+    body: unknown,
+    options: CallOptions,
+  ): Promise<WireTopic> {
+    const answer = await this.send<WireTopic>(options, {
+      method,
+      path: `/v1/topics${segment(topic, 'topic')}${suffix}`,
+      ...(body === undefined ? {} : { body }),
+      idempotent: true,
+    });
+    return answer.body;
+  }
+
+  /**
+   * Message events as they happen (GET /v1/events, Server-Sent Events), as an async iterator:
+   * `for await (const event of client.events({ topic: 'emails', signal })) ...`. Ends when
+   * `signal` aborts or the server closes the stream; throws ERR_TICKWHEEL_EVENTS_LOST if this
+   * reader fell too far behind (see src/client/events.ts).
+   */
+  events(options: ClientWatchOptions = {}): AsyncGenerator<QueueEvent, void, undefined> {
+    checkWatch(options);
+    return streamEvents(this.transportOptions, options);
   }
 
   async stats(options: CallOptions = {}): Promise<Record<string, unknown>> {

@@ -138,6 +138,61 @@ export class Transport {
   }
 }
 
+/**
+ * A GET whose answer is a stream (Server-Sent Events): resolves with the response once its
+ * headers came (within the timeout); the body then flows for as long as the server sends it, or
+ * until `signal` aborts. An error status rejects as send() would.
+ */
+export async function openStream(
+  options: TransportOptions,
+  path: string,
+  signal: AbortSignal | undefined,
+): Promise<Response> {
+  const base = options.url.replace(/\/+$/, '');
+  const headers: Record<string, string> = {
+    accept: 'text/event-stream',
+    'user-agent': 'tickwheel-client',
+    ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
+  };
+  const connecting = new AbortController();
+  const timer = setTimeout(() => connecting.abort(), options.timeoutMs);
+  const both =
+    signal === undefined ? connecting.signal : AbortSignal.any([connecting.signal, signal]);
+  let response: Response;
+  try {
+    response = await options.fetch(base + path, { method: 'GET', headers, signal: both });
+  } catch (err) {
+    if (signal?.aborted) throw new AbortError(signal.reason);
+    if (connecting.signal.aborted) {
+      throw new TickwheelNetworkError(
+        'ERR_TICKWHEEL_TIMEOUT',
+        `GET ${path}: no answer within ${options.timeoutMs} ms`,
+        err,
+      );
+    }
+    throw new TickwheelNetworkError(
+      'ERR_TICKWHEEL_NETWORK',
+      `GET ${base}${path} failed: ${causeCode(err) ?? (err as Error).message}`,
+      err,
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+  if (response.ok) return response;
+  const text = await response.text().catch(() => '');
+  const body = parse(text, response.headers.get('content-type') ?? '');
+  const error = (body as Partial<WireError> | undefined)?.error;
+  if (typeof error?.code === 'string' && typeof error.message === 'string') {
+    throw new TickwheelHttpError(response.status, error.code, error.message, body);
+  }
+  throw new TickwheelHttpError(
+    response.status,
+    'ERR_TICKWHEEL_HTTP',
+    `GET ${path}: HTTP ${response.status} from something that is not a tickwheel server`,
+    body ?? text,
+  );
+}
+
 function parse(text: string, type: string): unknown {
   if (text === '' || !type.includes('json')) return undefined;
   try {

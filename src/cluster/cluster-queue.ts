@@ -35,6 +35,7 @@ import type {
 } from '../queue/types.js';
 import type { TopicInfo, TopicSettings, TopicUpdate } from '../queue/topics.js';
 import type { WheelSnapshot } from '../wheel/index.js';
+import { QueueEvents } from '../queue/events.js';
 import { ClusterNode, type ClusterNodeOptions } from './node.js';
 
 export interface ClusterQueueOptions extends ClusterNodeOptions {
@@ -44,12 +45,23 @@ export interface ClusterQueueOptions extends ClusterNodeOptions {
 
 const DEFAULT_MAX_WAIT_MS = 60_000;
 
+/** Deliveries remembered for their ack's or nack's event (see `outstanding`). */
+const MAX_OUTSTANDING = 100_000;
+
 export class ClusterQueue implements Queue {
   /** Nothing is recovered from disk: the state is in Valkey. */
   readonly recovery = undefined;
   private readonly insights = new QueueInsights();
   private readonly consumers = new Set<{ close(): Promise<void> }>();
   private closed = false;
+  /**
+   * Events of what goes through this node (see docs/cluster.md, "Events"): schedules, deliveries
+   * to its consumers, their acks and nacks. Visibility timeouts and dead letters happen in the
+   * partitions' functions and are not reported here.
+   */
+  readonly events = new QueueEvents(Date.now);
+  /** Deliveries made here while someone listens, by receipt: what an ack's or nack's event says. */
+  private readonly outstanding = new Map<string, ReceivedMessage>();
 
   private constructor(
     /** The node under this queue: partitions, members, leases. */
@@ -67,7 +79,10 @@ export class ClusterQueue implements Queue {
     );
     const visibilityMs = checkVisibility(options.visibilityMs ?? 30_000);
     const node = await ClusterNode.open({ ...options, visibilityMs });
-    return new ClusterQueue(node, maxWaitMs, visibilityMs);
+    const queue = new ClusterQueue(node, maxWaitMs, visibilityMs);
+    node.onSettled = (receipt, acked, done, reason) =>
+      queue.settledDelivery(receipt, acked, done, reason);
+    return queue;
   }
 
   // ---- producer ---------------------------------------------------------------------------
@@ -76,6 +91,7 @@ export class ClusterQueue implements Queue {
     this.checkOpen();
     const result = await this.node.schedule(request);
     this.insights.counters.scheduled++;
+    this.events.record('scheduled', { ...result, topic: request.topic, attempts: 0 });
     return result;
   }
 
@@ -85,6 +101,11 @@ export class ClusterQueue implements Queue {
     this.checkOpen();
     const results = await this.node.scheduleMany(requests);
     this.insights.counters.scheduled += results.length;
+    if (this.events.active) {
+      for (let i = 0; i < results.length; i++) {
+        this.events.record('scheduled', { ...results[i], topic: requests[i].topic, attempts: 0 });
+      }
+    }
     return results;
   }
 
@@ -144,6 +165,7 @@ export class ClusterQueue implements Queue {
     this.checkOpen();
     const done = await this.node.ack(receipt);
     if (done) this.insights.counters.acked++;
+    this.settledDelivery(receipt, true, done);
     return done;
   }
 
@@ -155,6 +177,7 @@ export class ClusterQueue implements Queue {
       ...(reason === undefined ? {} : { reason }),
     });
     if (done) this.insights.counters.nacked++;
+    this.settledDelivery(receipt, false, done, reason);
     return done;
   }
 
@@ -328,6 +351,25 @@ export class ClusterQueue implements Queue {
     for (const message of messages) {
       if (message.attempts === 1) this.insights.deliveredFirst(message, now);
     }
+    if (!this.events.active) return;
+    for (const message of messages) {
+      this.events.record('delivered', message);
+      // Bounded: deliveries never acked nor nacked here (their visibility ran out) age out.
+      if (this.outstanding.size >= MAX_OUTSTANDING) {
+        this.outstanding.delete(this.outstanding.keys().next().value as string);
+      }
+      this.outstanding.set(message.receipt, message);
+    }
+  }
+
+  /** An ack or nack of a delivery made here: its event, if anyone listened when it was made. */
+  private settledDelivery(receipt: string, acked: boolean, done: boolean, reason?: string): void {
+    const message = this.outstanding.get(receipt);
+    if (message === undefined) return;
+    this.outstanding.delete(receipt);
+    if (!done) return;
+    if (acked) this.events.record('acked', message);
+    else this.events.record('failed', message, reason ?? 'nacked');
   }
 
   private checkOpen(): void {

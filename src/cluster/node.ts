@@ -149,6 +149,9 @@ export class ClusterNode {
    */
   readonly topics: TopicGate;
   private refreshingTopics: Promise<void> | undefined;
+  /** Told of each ack and nack consume() makes (the queue's events: ClusterQueue). */
+  onSettled:
+    ((receipt: string, acked: boolean, done: boolean, reason?: string) => void) | undefined;
   members: string[] = [];
   leaseChanges = 0;
   /** Partitions loaded again because a failover lost writes their owner had seen. */
@@ -349,8 +352,16 @@ export class ClusterNode {
               : { max: granted, waitMs: left, visibilityMs },
           ),
         ),
-      ack: (receipt) => this.consumer.ack(receipt),
-      nack: (receipt, reason) => this.consumer.nack(receipt, { reason }),
+      ack: async (receipt) => {
+        const done = await this.consumer.ack(receipt);
+        this.onSettled?.(receipt, true, done);
+        return done;
+      },
+      nack: async (receipt, reason) => {
+        const done = await this.consumer.nack(receipt, { reason });
+        this.onSettled?.(receipt, false, done, reason);
+        return done;
+      },
     };
     const worker = new Worker(source, topic, handler as MessageHandler, settings);
     this.workers.add(worker);

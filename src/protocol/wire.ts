@@ -6,6 +6,7 @@
 
 import type { ClientErrorCode, CliErrorCode, TickwheelErrorCode } from '../errors.js';
 import type { Backoff } from '../queue/message.js';
+import type { TopicInfo, TopicUpdate } from '../queue/topics.js';
 import type { MessageInfo } from '../queue/types.js';
 
 export type { HttpErrorCode } from '../errors.js';
@@ -161,4 +162,14 @@ export interface HealthResponse {
   status: 'ok' | 'recovering' | 'stopped' | 'failed' | 'unavailable';
   /** Why it is not `ok`. */
   reason?: string;
+}
+
+/** A topic's settings and counts (GET /v1/topics/:topic, and the answer of every change). */
+export type WireTopic = TopicInfo;
+
+/** PATCH /v1/topics/:topic: what is absent stays as it is; rateLimit null removes the limit. */
+export type TopicUpdateBody = TopicUpdate;
+
+export interface TopicListResponse {
+  topics: WireTopic[];
 }

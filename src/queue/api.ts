@@ -11,6 +11,7 @@
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { ScheduleRequest } from './message.js';
 import type { RecoveryReport } from './store.js';
+import type { QueueEvents } from './events.js';
 import type { TopicInfo, TopicUpdate } from './topics.js';
 import type {
   ConsumeOptions,
@@ -54,6 +55,12 @@ export interface Queue {
   ): { close(): Promise<void> };
   /** Dead messages of a topic, oldest first. */
   deadLetters(topic: string, limit?: number): Promise<MessageInfo[]>;
+
+  /**
+   * Message events as they happen (src/queue/events.ts). On Valkey/Redis, a node's events are
+   * those of the operations made through it: see docs/cluster.md.
+   */
+  readonly events: QueueEvents;
 
   /** Stops deliveries of a topic until resumed (durable); schedules are still accepted. */
   pause(topic: string): Promise<TopicInfo>;

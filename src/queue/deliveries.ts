@@ -25,6 +25,7 @@ import { decodePayload, heldPayload, retryDelay, storedBytes } from './message.j
 import type { NearHorizon, NearMessage } from './near.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';
+import type { QueueEvents } from './events.js';
 import type { TopicGate } from './topics.js';
 import type { ReceivedMessage } from './types.js';
 import type { Waiters } from './waiters.js';
@@ -39,6 +40,7 @@ export class Deliveries {
   private readonly insights: QueueInsights;
   private readonly finished: FinishedMemory;
   private readonly topics: TopicGate;
+  private readonly events: QueueEvents;
   private stopped = false;
 
   constructor(parts: QueueParts) {
@@ -51,6 +53,7 @@ export class Deliveries {
     this.insights = parts.insights;
     this.finished = parts.finished;
     this.topics = parts.topics;
+    this.events = parts.events;
   }
 
   /** The queue is closing: a long poll woken from now on answers empty. */
@@ -88,6 +91,7 @@ export class Deliveries {
       if (message.attempts === 1) this.insights.deliveredFirst(message, now);
       answer[i] = received(message, heldPayload(message) as Uint8Array | string);
     }
+    if (this.events.active) for (const message of taken) this.events.record('delivered', message);
     return answer;
   }
 
@@ -123,6 +127,7 @@ export class Deliveries {
     for (let i = 0; i < fit; i++) {
       if (taken[i].attempts === 1) this.insights.deliveredFirst(taken[i], now);
       answer.push(received(taken[i], payloads[i]));
+      this.events.record('delivered', taken[i]);
     }
     return answer;
   }
@@ -158,6 +163,19 @@ export class Deliveries {
     const durable = this.store.finish(message, 'acked');
     this.finished.remember(message, 'acked');
     this.insights.counters.acked++;
+    if (this.events.active) {
+      // Once durable, as 'scheduled' is; a failed write is the store's to report.
+      const event = {
+        id: message.id,
+        topic: message.topic,
+        deliverAt: message.deliverAt,
+        attempts: message.attempts,
+      };
+      durable.then(
+        () => this.events.record('acked', event),
+        () => {},
+      );
+    }
     return durable;
   }
 
@@ -213,12 +231,14 @@ export class Deliveries {
     if (message.attempts >= message.maxAttempts) {
       await this.store.bury(message);
       this.insights.counters.dead++;
+      this.events.record('dead', message, message.lastError);
       return;
     }
     const wait = delayMs ?? retryDelay(message.backoff, message.attempts);
     const previous = message.deliverAt;
     message.deliverAt = Math.ceil(this.clock.now() + wait);
     await this.horizon.relocate(message, previous);
+    this.events.record('failed', message, message.lastError);
   }
 }
 

@@ -28,6 +28,7 @@
  *   waiters.ts     long polls and the process keep-alive
  *   locks.ts       per-id locks          finished.ts   finished ids get() still reports
  *   topics.ts      pause, resume, rate limits: every receive goes through its TopicGate
+ *   events.ts      message events (scheduled, delivered, acked, failed, dead, cancelled)
  *   insights.ts    counters, stats(), dueHistogram()
  *   options.ts     options and argument checks (types.ts: the public types)
  */
@@ -36,6 +37,7 @@ import { checkCallback, checkOption, TickwheelStateError } from '../errors.js';
 import { MAX_RECEIVE } from '../protocol/limits.js';
 import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
+import { QueueEvents } from './events.js';
 import { FinishedMemory } from './finished.js';
 import { Horizon } from './horizon.js';
 import { dueHistogram, QueueInsights } from './insights.js';
@@ -98,6 +100,8 @@ export class QueueEngine {
   private readonly producer: Producer;
   private readonly deliveries: Deliveries;
   private readonly topics: TopicGate;
+  /** Message events as they happen (events.ts): an EventEmitter, and watch() for an iterator. */
+  readonly events: QueueEvents;
   private readonly consumers = new Set<{ close(): Promise<void> }>();
   /** What consume()'s workers receive from, ack and nack to. */
   private readonly source: WorkerSource;
@@ -120,6 +124,7 @@ export class QueueEngine {
     this.horizon = new Horizon(store, clock, this.near, this.settings.horizonMs);
     this.finished = new FinishedMemory(this.settings.rememberFinished);
     const now = () => clock.now();
+    this.events = new QueueEvents(now);
     this.topics = new TopicGate(
       storeSettings(store),
       new LocalBuckets(now),
@@ -138,6 +143,7 @@ export class QueueEngine {
       insights: this.insights,
       finished: this.finished,
       topics: this.topics,
+      events: this.events,
     };
     this.producer = new Producer(parts);
     this.deliveries = new Deliveries(parts);

@@ -4,6 +4,7 @@
  */
 
 import type { Clock } from '../clock/index.js';
+import type { QueueEvents } from './events.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
@@ -25,4 +26,5 @@ export interface QueueParts {
   insights: QueueInsights;
   finished: FinishedMemory;
   topics: TopicGate;
+  events: QueueEvents;
 }

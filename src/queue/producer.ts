@@ -28,6 +28,7 @@ import {
   type ScheduleRequest,
 } from './message.js';
 import { newNear, type NearHorizon, type NearMessage } from './near.js';
+import type { QueueEvents } from './events.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';
 
@@ -41,6 +42,7 @@ export class Producer {
   private readonly locks: IdLocks;
   private readonly insights: QueueInsights;
   private readonly finished: FinishedMemory;
+  private readonly events: QueueEvents;
   private readonly maxPayloadBytes: number;
 
   constructor(parts: QueueParts) {
@@ -51,6 +53,7 @@ export class Producer {
     this.locks = parts.locks;
     this.insights = parts.insights;
     this.finished = parts.finished;
+    this.events = parts.events;
     this.maxPayloadBytes = parts.settings.maxPayloadBytes;
   }
 
@@ -111,6 +114,7 @@ export class Producer {
         continue;
       }
       this.insights.counters.scheduled++;
+      this.events.record('scheduled', plain[i]);
       // Held only now, after the batch is durable, like a single schedule().
       this.added(plain[i], plain[i].deliverAt < loadedUntil, true);
     }
@@ -139,6 +143,7 @@ export class Producer {
       await this.store.finish(message, 'cancelled');
       this.finished.remember(message, 'cancelled');
       this.insights.counters.cancelled++;
+      this.events.record('cancelled', message);
       return true;
     });
   }
@@ -248,6 +253,7 @@ export class Producer {
       throw err;
     }
     this.insights.counters.scheduled++;
+    this.events.record('scheduled', message);
     this.added(message, inHorizon, false);
     return { id: message.id, deliverAt: message.deliverAt };
   }

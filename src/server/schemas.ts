@@ -31,6 +31,7 @@ import {
   MAX_WAIT_MS,
 } from '../protocol/limits.js';
 import { ID_PATTERN, MAX_DELAY_MS, TOPIC_PATTERN } from '../queue/message.js';
+import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../queue/topics.js';
 
 const topic = { type: 'string', minLength: 1, maxLength: 128, pattern: TOPIC_PATTERN.source };
 const id = { type: 'string', minLength: 1, maxLength: 200, pattern: ID_PATTERN.source };
@@ -41,6 +42,8 @@ export const API_TAGS = [
   { name: 'deliveries', description: 'Receive (long poll), ack and nack deliveries; dead letters' },
   { name: 'operations', description: 'Stats, health, Prometheus metrics and this document' },
   { name: 'dashboard', description: 'The web dashboard and the JSON it draws' },
+  { name: 'topics', description: "Topics' settings: pause, resume, rate limits; their counts" },
+  { name: 'events', description: 'Message events as Server-Sent Events' },
 ];
 
 // ---- errors -------------------------------------------------------------------------------
@@ -660,6 +663,117 @@ export const dashboardPageSchema = {
     200: {
       description: 'The page (a placeholder in a checkout that has not built the dashboard)',
       content: { 'text/html': { schema: { type: 'string' } } },
+    },
+  },
+};
+
+// ---- topics (src/queue/topics.ts) ---------------------------------------------------------
+
+const rateLimit = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['perSecond'],
+  properties: {
+    perSecond: { type: 'number', minimum: MIN_RATE_PER_SECOND, maximum: MAX_RATE_PER_SECOND },
+    burst: { type: 'integer', minimum: 1, maximum: MAX_BURST },
+  },
+};
+
+const topicInfo = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['topic', 'paused', 'rateLimit', 'pending', 'dead'],
+  properties: {
+    topic: { type: 'string' },
+    paused: { type: 'boolean' },
+    rateLimit: {
+      anyOf: [
+        {
+          type: 'object',
+          additionalProperties: false,
+          required: ['perSecond', 'burst'],
+          properties: { perSecond: { type: 'number' }, burst: { type: 'integer' } },
+        },
+        { type: 'null' },
+      ],
+    },
+    pending: { type: 'integer' },
+    dead: { type: 'integer' },
+  },
+};
+
+export const topicListSchema = {
+  operationId: 'listTopics',
+  summary: 'Topics with messages or settings, with their settings and counts',
+  tags: ['topics'],
+  response: {
+    200: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['topics'],
+      properties: { topics: { type: 'array', items: topicInfo } },
+    },
+  },
+};
+
+export const topicGetSchema = {
+  operationId: 'getTopic',
+  summary: "A topic's settings (paused, rateLimit) and counts",
+  tags: ['topics'],
+  params: topicParams,
+  response: { 200: topicInfo },
+};
+
+export const topicUpdateSchema = {
+  operationId: 'configureTopic',
+  summary: "Change a topic's settings: pause it, limit its delivery rate (durable)",
+  tags: ['topics'],
+  params: topicParams,
+  body: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      paused: { type: 'boolean' },
+      rateLimit: { anyOf: [rateLimit, { type: 'null' }] },
+    },
+  },
+  response: { 200: topicInfo },
+};
+
+export const topicPauseSchema = {
+  operationId: 'pauseTopic',
+  summary: 'Stop deliveries of a topic until resumed (schedules are still accepted)',
+  tags: ['topics'],
+  params: topicParams,
+  response: { 200: topicInfo },
+};
+
+export const topicResumeSchema = {
+  operationId: 'resumeTopic',
+  summary: "Deliver a paused topic's messages again",
+  tags: ['topics'],
+  params: topicParams,
+  response: { 200: topicInfo },
+};
+
+export const eventsSchema = {
+  operationId: 'streamEvents',
+  summary:
+    'Message events as Server-Sent Events (scheduled, delivered, acked, failed, dead, cancelled)',
+  tags: ['events'],
+  querystring: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      topic,
+      types: { type: 'string', minLength: 1, maxLength: 200 },
+    },
+  },
+  response: {
+    200: {
+      description:
+        'A text/event-stream: `event: <type>`, `id: <n>`, `data: <JSON event>`; `event: lost` ends a stream that fell behind',
+      content: { 'text/event-stream': { schema: { type: 'string' } } },
     },
   },
 };

@@ -73,6 +73,8 @@ import { dashboardRoutes } from './routes/dashboard.js';
 import { deliveryRoutes } from './routes/deliveries.js';
 import { messageRoutes } from './routes/messages.js';
 import { operationRoutes, statsRoute } from './routes/operations.js';
+import { topicRoutes } from './routes/topics.js';
+import { eventRoutes } from './routes/events.js';
 import { VERSION } from './version.js';
 
 export interface ServerOptions {
@@ -370,6 +372,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
         deliveryRoutes(v1, context);
         statsRoute(v1, context);
         dashboardRoutes(v1, context);
+        topicRoutes(v1, context);
+        eventRoutes(v1, context);
       },
       { prefix: '/v1' },
     );

@@ -142,6 +142,40 @@ describe('client commands', () => {
     await queue.close();
   });
 
+  it('topics, pause, resume and rate-limit change and show topic settings', async () => {
+    await run(['send', 'mail', '1']);
+    const paused = await run(['pause', 'mail', 'other']);
+    expect(paused.code).toBe(0);
+    expect(JSON.parse(paused.stdout)).toMatchObject([
+      { topic: 'mail', paused: true, pending: 1 },
+      { topic: 'other', paused: true, pending: 0 },
+    ]);
+    expect(JSON.parse((await run(['receive', 'mail'])).stdout)).toEqual([]);
+    const limited = await run(['rate-limit', 'mail', '2.5', '--burst', '4']);
+    expect(JSON.parse(limited.stdout)).toMatchObject({
+      paused: true,
+      rateLimit: { perSecond: 2.5, burst: 4 },
+    });
+    expect(JSON.parse((await run(['resume', 'mail'])).stdout)).toMatchObject({ paused: false });
+    expect(
+      JSON.parse((await run(['topics'])).stdout).map((t: { topic: string }) => t.topic),
+    ).toEqual(['mail', 'other']);
+    expect(JSON.parse((await run(['rate-limit', 'mail', 'off'])).stdout).rateLimit).toBeNull();
+    expect(JSON.parse((await run(['topics', 'mail'])).stdout)).toEqual({
+      topic: 'mail',
+      paused: false,
+      rateLimit: null,
+      pending: 1,
+      dead: 0,
+    });
+    const bad = await run(['rate-limit', 'mail', 'fast']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('rate must be deliveries per second');
+    const tooFast = await run(['rate-limit', 'mail', '5000000']);
+    expect(tooFast.code).toBe(1);
+    expect(tooFast.stderr).toContain('ERR_TICKWHEEL_INVALID_REQUEST');
+  });
+
   it('send schedules JSON, strings and stdin; get shows it; cancel cancels it', async () => {
     const sent = await run(['send', 'emails', '{"to":"a@b.c"}', '--delay', '5m', '--id', 'm-1']);
     expect(sent.code).toBe(0);

@@ -4,7 +4,7 @@
  * all of them (tw_tokens), settings outlive the nodes, and stored settings that cannot be read
  * stop a node from opening rather than unpausing a topic. Real Valkey, real time: the bounds
  * checked are the limit's own (never more deliveries than the bucket allows), with slack only
- * in the direction that cannot hide a broken limit.
+ * in the direction that cannot hide a broken limit. A node's events report its own operations.
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -13,6 +13,7 @@ import { Valkey } from '../../src/cluster/connection.js';
 import { topicsKey } from '../../src/cluster/keys.js';
 import { DelayQueue } from '../../src/delay-queue.js';
 import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
+import type { QueueEvent } from '../../src/queue/events.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
 
@@ -113,6 +114,30 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
         pending: 0,
         dead: 0,
       },
+    ]);
+  }, 30_000);
+
+  it("a node's events: its schedules, its deliveries and their acks and nacks", async () => {
+    const node = await open(`events-${run++}`);
+    const seen: string[] = [];
+    node.events.on('event', (event: QueueEvent) =>
+      seen.push(`${event.type} ${event.id} ${event.topic}`),
+    );
+    await node.schedule({ topic: 'jobs', payload: 1, id: 'e1' });
+    await node.scheduleMany([{ topic: 'jobs', payload: 2, id: 'e2' }]);
+    const [first] = await node.receive('jobs', { waitMs: 5_000 });
+    await node.nack(first.receipt, { delayMs: 60_000, reason: 'later' });
+    const handled: string[] = [];
+    const consumer = node.consume('jobs', (message) => void handled.push(message.id));
+    for (let i = 0; i < 100 && !seen.some((line) => line.startsWith('acked')); i++) await sleep(50);
+    await consumer.close();
+    expect(seen).toEqual([
+      'scheduled e1 jobs',
+      'scheduled e2 jobs',
+      `delivered ${first.id} jobs`,
+      `failed ${first.id} jobs`,
+      `delivered ${handled[0]} jobs`,
+      `acked ${handled[0]} jobs`,
     ]);
   }, 30_000);
 

@@ -313,6 +313,44 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
     await expect.poll(() => deadCount.textContent(), { timeout: 15_000 }).toBe('0');
   });
 
+  it('pauses and resumes a topic, and sets and removes its rate limit', async () => {
+    await signedIn();
+    await api('POST', '/v1/topics/reports/messages', { payload: { n: 1 } });
+    await page.fill('input[name=topic]', 'reports');
+    await page.click('input[name=topic] ~ button');
+    const settings = page.getByTestId('topic-settings');
+    const state = settings.getByTestId('topic-state');
+    await expect.poll(() => state.textContent(), { timeout: 15_000 }).toBe('delivering');
+    await settings.getByTestId('pause').click();
+    await expect.poll(() => state.textContent(), { timeout: 15_000 }).toBe('paused');
+    // The server agrees, and delivers nothing of the topic.
+    expect((await api('GET', '/v1/topics/reports')).paused).toBe(true);
+    expect((await api('POST', '/v1/topics/reports/receive', { max: 1 })).messages).toEqual([]);
+
+    await settings.getByTestId('rate-input').fill('fast');
+    await settings.getByTestId('set-rate').click();
+    await expect
+      .poll(() => settings.getByTestId('settings-note').textContent(), { timeout: 15_000 })
+      .toBe('give deliveries per second, a number above 0');
+    await settings.getByTestId('rate-input').fill('2.5');
+    await settings.getByTestId('set-rate').click();
+    await expect
+      .poll(() => settings.getByTestId('rate-limit').textContent(), { timeout: 15_000 })
+      .toBe('at most 2.5 a second (bursts of 3)');
+    expect((await api('GET', '/v1/topics/reports')).rateLimit).toEqual({
+      perSecond: 2.5,
+      burst: 3,
+    });
+    await settings.getByTestId('remove-rate').click();
+    await expect
+      .poll(() => settings.getByTestId('rate-limit').textContent(), { timeout: 15_000 })
+      .toBe('no rate limit');
+    await settings.getByTestId('resume').click();
+    await expect.poll(() => state.textContent(), { timeout: 15_000 }).toBe('delivering');
+    const received = await api('POST', '/v1/topics/reports/receive', { max: 1, waitMs: 5_000 });
+    expect(received.messages.map((m: { payload: unknown }) => m.payload)).toEqual([{ n: 1 }]);
+  });
+
   it('keeps up with a few thousand messages across topics', async () => {
     await signedIn();
     const topics = ['emails', 'sms', 'orders', 'billing', 'webhooks'];

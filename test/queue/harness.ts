@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterEach } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { DelayQueue, MemoryStore, type DelayQueueOpenOptions } from '../../src/delay-queue.js';
 
@@ -71,4 +72,27 @@ export async function advance(
     }
   }
   await settle();
+}
+
+/**
+ * openQueue() for a test file: a queue of the given kind on a ManualClock at T0, closed (and its
+ * directory removed) after each test.
+ */
+export function useQueues(): (
+  makeKind?: () => QueueKind,
+) => Promise<{ clock: ManualClock; queue: DelayQueue; kind: QueueKind }> {
+  const kinds: QueueKind[] = [];
+  const queues: DelayQueue[] = [];
+  afterEach(async () => {
+    for (const queue of queues.splice(0)) await queue.close();
+    for (const kind of kinds.splice(0)) kind.cleanup();
+  });
+  return async (makeKind = memoryKind) => {
+    const kind = makeKind();
+    kinds.push(kind);
+    const clock = new ManualClock(T0);
+    const queue = await kind.open(clock);
+    queues.push(queue);
+    return { clock, queue, kind };
+  };
 }

@@ -7,30 +7,15 @@
  * the engine's private id map to see that it really shrinks.
  */
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import type { DelayQueue } from '../../src/delay-queue.js';
-import { T0, advance, fileKind, memoryKind, settle, type QueueKind } from './harness.js';
+import { advance, fileKind, memoryKind, settle, useQueues } from './harness.js';
 
 /** Enough releases in one turn that the sweep takes several turns (it deletes 4,096 a turn). */
 const BURST = 10_000;
 
-const kinds: QueueKind[] = [];
-const queues: DelayQueue[] = [];
-afterEach(async () => {
-  for (const queue of queues.splice(0)) await queue.close();
-  for (const kind of kinds.splice(0)) kind.cleanup();
-});
-
-/** A queue of this kind on a ManualClock at T0, closed and cleaned up after the test. */
-async function openQueue(makeKind: () => QueueKind) {
-  const kind = makeKind();
-  kinds.push(kind);
-  const clock = new ManualClock(T0);
-  const queue = await kind.open(clock);
-  queues.push(queue);
-  return { clock, queue };
-}
+const openQueue = useQueues();
 
 async function receiveAll(queue: DelayQueue, topic: string, n: number) {
   const all = [];

@@ -7,27 +7,12 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
 import type { DelayQueue } from '../../src/delay-queue.js';
 import { LocalBuckets } from '../../src/queue/topics.js';
-import { T0, advance, fileKind, memoryKind, settle, type QueueKind } from './harness.js';
+import { advance, fileKind, memoryKind, settle, useQueues } from './harness.js';
 
-const kinds: QueueKind[] = [];
-const queues: DelayQueue[] = [];
-afterEach(async () => {
-  for (const queue of queues.splice(0)) await queue.close();
-  for (const kind of kinds.splice(0)) kind.cleanup();
-});
-
-async function openQueue(makeKind: () => QueueKind = memoryKind) {
-  const kind = makeKind();
-  kinds.push(kind);
-  const clock = new ManualClock(T0);
-  const queue = await kind.open(clock);
-  queues.push(queue);
-  return { clock, queue, kind };
-}
+const openQueue = useQueues();
 
 async function scheduleNow(queue: DelayQueue, topic: string, n: number): Promise<void> {
   await queue.scheduleMany(
@@ -208,30 +193,28 @@ describe.each([
 
 describe('topic settings survive a restart (file store)', () => {
   it('a paused, rate-limited topic is still so after reopening', async () => {
-    const kind = fileKind();
-    kinds.push(kind);
-    const clock = new ManualClock(T0);
-    let queue = await kind.open(clock);
+    const { kind, clock, queue: first } = await openQueue(fileKind);
+    let queue = first;
     await queue.pause('jobs');
     await queue.configureTopic('slow', { rateLimit: { perSecond: 1, burst: 1 } });
     await scheduleNow(queue, 'jobs', 1);
     await scheduleNow(queue, 'slow', 3);
     await queue.close();
     queue = await kind.open(clock);
-    queues.push(queue);
-    expect(await queue.receive('jobs')).toEqual([]);
-    expect(await queue.receive('slow', { max: 3 })).toHaveLength(1);
-    expect(await queue.topicInfo('jobs')).toMatchObject({ paused: true, pending: 1 });
-    expect(await queue.topicInfo('slow')).toMatchObject({
-      rateLimit: { perSecond: 1, burst: 1 },
-    });
+    try {
+      expect(await queue.receive('jobs')).toEqual([]);
+      expect(await queue.receive('slow', { max: 3 })).toHaveLength(1);
+      expect(await queue.topicInfo('jobs')).toMatchObject({ paused: true, pending: 1 });
+      expect(await queue.topicInfo('slow')).toMatchObject({
+        rateLimit: { perSecond: 1, burst: 1 },
+      });
+    } finally {
+      await queue.close();
+    }
   });
 
   it('a damaged topics.json is refused at open, not read as "nothing paused"', async () => {
-    const kind = fileKind();
-    kinds.push(kind);
-    const clock = new ManualClock(T0);
-    const queue = await kind.open(clock);
+    const { kind, clock, queue } = await openQueue(fileKind);
     await queue.pause('jobs');
     const dir = (queue as unknown as { store: { dir: string } }).store.dir;
     await queue.close();
@@ -248,7 +231,7 @@ describe('topic settings survive a restart (file store)', () => {
     }
     // The error says what to do; deleting or fixing the file lets it open again.
     writeFileSync(file, text);
-    queues.push(await kind.open(clock));
+    await (await kind.open(clock)).close();
   });
 });
 

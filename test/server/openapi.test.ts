@@ -134,6 +134,29 @@ function send(port: number, method: string, path: string, call: Call): Promise<A
   });
 }
 
+/** The status, media type and first bytes of a stream that does not end by itself. */
+function firstBytes(port: number, path: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method: 'GET', path }, (res) => {
+      res.once('data', (chunk: Buffer) => {
+        const type = String(res.headers['content-type'] ?? '')
+          .split(';')[0]
+          .trim();
+        resolve({
+          status: res.statusCode ?? 0,
+          type,
+          text: chunk.toString('utf8'),
+          body: undefined,
+        });
+        req.destroy();
+      });
+      res.on('error', () => {});
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 // ---- the document --------------------------------------------------------------------------
 
 function escapePointer(segment: string): string {
@@ -542,6 +565,36 @@ describe('GET /openapi.json', () => {
     res = await server.call('DELETE', message, { params: { id: 'later-1' } });
     expect(res.body).toEqual({ cancelled: true });
     expect((await server.call('DELETE', message, { params: { id: 'later-1' } })).status).toBe(404);
+
+    // Topics: settings and counts.
+    const topicPath = '/v1/topics/{topic}';
+    res = await server.call('POST', `${topicPath}/pause`, { params: { topic: 'jobs' }, body: {} });
+    expect(res.body).toMatchObject({ topic: 'jobs', paused: true });
+    res = await server.call('POST', `${topicPath}/resume`, { params: { topic: 'jobs' }, body: {} });
+    expect(res.body.paused).toBe(false);
+    res = await server.call('PATCH', topicPath, {
+      params: { topic: 'jobs' },
+      body: { rateLimit: { perSecond: 1000 } },
+    });
+    expect(res.body.rateLimit).toEqual({ perSecond: 1000, burst: 1000 });
+    res = await server.call('PATCH', topicPath, {
+      params: { topic: 'jobs' },
+      body: { rateLimit: { perSecond: 0 } },
+    });
+    expect(res.status).toBe(400);
+    res = await server.call('PATCH', topicPath, {
+      params: { topic: 'jobs' },
+      body: { rateLimit: null },
+    });
+    expect(res.body.rateLimit).toBeNull();
+    res = await server.call('GET', topicPath, { params: { topic: 'jobs' } });
+    expect(res.body).toMatchObject({ topic: 'jobs', paused: false });
+    res = await server.call('GET', '/v1/topics');
+    expect(res.body.topics.map((t: { topic: string }) => t.topic)).toContain('jobs');
+    // Events: a stream that never ends on its own; its headers and first bytes are checked.
+    server.check('GET', '/v1/events', await firstBytes(server.port, '/v1/events?topic=jobs'));
+    res = await server.call('GET', '/v1/events', { query: 'types=nope' });
+    expect(res.status).toBe(400);
 
     // The operator routes and the dashboard's.
     res = await server.call('GET', '/v1/stats');

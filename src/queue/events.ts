@@ -1,0 +1,217 @@
+/**
+ * Message events: what happened to each message, as it happens, for dashboards, audit trails,
+ * metrics of one's own, and tests that wait for "acked" rather than poll.
+ *
+ *   queue.events.on('acked', (event) => ...);           // an EventEmitter: one event per type,
+ *   queue.events.on('event', (event) => ...);           // and 'event' for every type
+ *   for await (const event of queue.events.watch({ topic: 'emails', signal })) { ... }
+ *
+ * Types: `scheduled` (durable), `delivered` (handed to a consumer), `acked`, `failed` (a
+ * delivery failed: nacked, the handler threw, or its visibility timeout ran out; the message is
+ * due again at `deliverAt`), `dead` (out of attempts: a dead letter), `cancelled`.
+ *
+ * Events are not stored: a listener sees what happens while it listens. Building an event costs
+ * nothing while nobody listens (`active` is false): the queue checks it before making one.
+ *
+ * watch() buffers events for a reader that is behind, up to `buffer` (default 10,000); a reader
+ * that falls further behind is told so: the iterator throws ERR_TICKWHEEL_EVENTS_LOST rather
+ * than skip events silently. Listeners on the emitter run synchronously, inside the queue's
+ * operations: keep them short, and they must not throw (an error thrown by one is reported as a
+ * process warning, and the queue carries on).
+ */
+
+import { EventEmitter } from 'node:events';
+import { checkOption, describe, TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { checkTopic } from './message.js';
+
+export const EVENT_TYPES = [
+  'scheduled',
+  'delivered',
+  'acked',
+  'failed',
+  'dead',
+  'cancelled',
+] as const;
+
+export type QueueEventType = (typeof EVENT_TYPES)[number];
+
+export interface QueueEvent {
+  type: QueueEventType;
+  id: string;
+  topic: string;
+  /** When it happened: epoch ms on the queue's clock. */
+  at: number;
+  /** The message's due time: for `failed`, when it is due again. */
+  deliverAt: number;
+  /** Deliveries so far. */
+  attempts: number;
+  /** `failed` and `dead`: why the delivery failed. */
+  reason?: string;
+}
+
+export interface WatchOptions {
+  /** Only this topic's events. Default: every topic. */
+  topic?: string;
+  /** Only these types. Default: all. */
+  types?: readonly QueueEventType[];
+  /** Ends the iteration (without an error) when aborted. */
+  signal?: AbortSignal;
+  /** Events kept for a reader that is behind; more and the iterator throws. Default 10,000. */
+  buffer?: number;
+}
+
+/** The fields of an event a queue passes to `emit` (`at` is filled in). */
+export interface EventSource {
+  id: string;
+  topic: string;
+  deliverAt: number;
+  attempts: number;
+}
+
+const NAMES = new Set<string | symbol>([...EVENT_TYPES, 'event']);
+
+export class QueueEvents extends EventEmitter {
+  /** Listeners of the event types and of 'event': the queue makes events only while > 0. */
+  private listening = 0;
+
+  constructor(private readonly now: () => number) {
+    super({ captureRejections: false });
+    this.setMaxListeners(0);
+    this.on('newListener', (name: string | symbol) => {
+      if (NAMES.has(name)) this.listening++;
+    });
+    this.on('removeListener', (name: string | symbol) => {
+      if (NAMES.has(name)) this.listening--;
+    });
+  }
+
+  /** Whether anyone listens. */
+  get active(): boolean {
+    return this.listening > 0;
+  }
+
+  /** Emits one event to the type's listeners and to 'event' listeners. */
+  record(type: QueueEventType, message: EventSource, reason?: string): void {
+    if (!this.active) return;
+    const event: QueueEvent = {
+      type,
+      id: message.id,
+      topic: message.topic,
+      at: this.now(),
+      deliverAt: message.deliverAt,
+      attempts: message.attempts,
+    };
+    if (reason !== undefined) event.reason = reason;
+    try {
+      this.emit(type, event);
+      this.emit('event', event);
+    } catch (err) {
+      process.emitWarning(err as Error);
+    }
+  }
+
+  /** Events as an async iterator (see the module comment). */
+  watch(options: WatchOptions = {}): AsyncIterableIterator<QueueEvent> {
+    const { topic, types, signal } = checkWatch(options);
+    const limit = checkOption(options.buffer ?? 10_000, 'buffer', 1, 10_000_000, true);
+    const buffered: QueueEvent[] = [];
+    let head = 0;
+    let failure: Error | undefined;
+    let ended = false;
+    let wake: (() => void) | undefined;
+    const listener = (event: QueueEvent) => {
+      if (ended || failure !== undefined) return;
+      if (topic !== undefined && event.topic !== topic) return;
+      if (types !== undefined && !types.has(event.type)) return;
+      if (buffered.length - head >= limit) {
+        failure = new TickwheelStateError(
+          'ERR_TICKWHEEL_EVENTS_LOST',
+          `the reader fell more than ${limit} events behind: events were lost; watch again ` +
+            '(and read faster, or give a larger buffer)',
+        );
+      } else buffered.push(event);
+      wake?.();
+    };
+    const stop = () => {
+      if (ended) return;
+      ended = true;
+      this.off('event', listener);
+      signal?.removeEventListener('abort', stop);
+      wake?.();
+    };
+    this.on('event', listener);
+    signal?.addEventListener('abort', stop, { once: true });
+    if (signal?.aborted) stop();
+    const iterator: AsyncIterableIterator<QueueEvent> = {
+      next: async () => {
+        for (;;) {
+          if (head < buffered.length) {
+            const value = buffered[head++];
+            if (head > 1024 && head * 2 > buffered.length) {
+              buffered.splice(0, head);
+              head = 0;
+            }
+            return { value, done: false };
+          }
+          if (failure !== undefined) {
+            const err = failure;
+            stop();
+            throw err;
+          }
+          if (ended) return { value: undefined, done: true };
+          await new Promise<void>((resolve) => (wake = resolve));
+          wake = undefined;
+        }
+      },
+      return: async () => {
+        stop();
+        return { value: undefined, done: true };
+      },
+      [Symbol.asyncIterator]() {
+        return iterator;
+      },
+    };
+    return iterator;
+  }
+}
+
+/** Checks watch()'s options (the client's events() checks the same). */
+export function checkWatch(options: WatchOptions): {
+  topic: string | undefined;
+  types: Set<QueueEventType> | undefined;
+  signal: AbortSignal | undefined;
+} {
+  if (typeof options !== 'object' || options === null) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `watch options must be an object, got ${describe(options)}`,
+    );
+  }
+  const topic = options.topic === undefined ? undefined : checkTopic(options.topic);
+  let types: Set<QueueEventType> | undefined;
+  if (options.types !== undefined) {
+    if (!Array.isArray(options.types) || options.types.length === 0) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `types must be a non-empty array of ${EVENT_TYPES.join(', ')}, got ${describe(options.types)}`,
+      );
+    }
+    for (const type of options.types) {
+      if (!EVENT_TYPES.includes(type)) {
+        throw new TickwheelTypeError(
+          'ERR_TICKWHEEL_INVALID_OPTION',
+          `unknown event type ${describe(type)}: the types are ${EVENT_TYPES.join(', ')}`,
+        );
+      }
+    }
+    types = new Set(options.types);
+  }
+  const signal = options.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `signal must be an AbortSignal, got ${describe(signal)}`,
+    );
+  }
+  return { topic, types, signal };
+}

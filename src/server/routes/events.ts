@@ -1,0 +1,93 @@
+/**
+ * GET /v1/events: the queue's message events (src/queue/events.ts) as Server-Sent Events.
+ *
+ *   event: acked
+ *   id: 17
+ *   data: {"type":"acked","id":"m-1","topic":"emails","at":...,"deliverAt":...,"attempts":1}
+ *
+ * `?topic=` keeps one topic's, `?types=acked,dead` some types'. A comment line every 15 s keeps
+ * proxies from closing a quiet stream. A reader that falls 10,000 events behind gets one
+ * `event: lost` (with the error body) and the stream ends: reconnect. The server closing ends
+ * every stream, so a graceful shutdown does not wait for them.
+ *
+ * Events are not stored: a stream has what happens while it is open (`id` counts the events of
+ * one stream; there is no resuming from Last-Event-ID).
+ */
+
+import { once } from 'node:events';
+import type { FastifyInstance } from 'fastify';
+import { TickwheelError } from '../../errors.js';
+import { EVENT_TYPES, type QueueEventType } from '../../queue/events.js';
+import type { ServerContext } from '../context.js';
+import { invalidRequest } from '../errors.js';
+import { eventsSchema } from '../schemas.js';
+
+const KEEP_ALIVE_MS = 15_000;
+const BUFFER = 10_000;
+
+export function eventRoutes(app: FastifyInstance, context: ServerContext): void {
+  const streams = new Set<() => void>();
+  app.addHook('preClose', async () => {
+    for (const end of [...streams]) end();
+  });
+
+  app.get<{ Querystring: { topic?: string; types?: string } }>(
+    '/events',
+    { schema: eventsSchema },
+    async (request, reply) => {
+      const types = parseTypes(request.query.types);
+      const controller = new AbortController();
+      const events = context.queue.events.watch({
+        ...(request.query.topic === undefined ? {} : { topic: request.query.topic }),
+        ...(types === undefined ? {} : { types }),
+        signal: controller.signal,
+        buffer: BUFFER,
+      });
+      reply.hijack();
+      const raw = reply.raw;
+      raw.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-store',
+        'x-accel-buffering': 'no',
+        connection: 'keep-alive',
+      });
+      raw.write(': tickwheel events\n\n');
+      const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), KEEP_ALIVE_MS);
+      const end = () => controller.abort();
+      streams.add(end);
+      request.raw.on('close', end);
+      let n = 0;
+      try {
+        for await (const event of events) {
+          // Back-pressure: while the socket is full nothing more is written; the events wait in
+          // the iterator's buffer, and a reader that stays behind ends with `lost`.
+          if (!raw.write(`event: ${event.type}\nid: ${++n}\ndata: ${JSON.stringify(event)}\n\n`)) {
+            await Promise.race([once(raw, 'drain'), once(raw, 'close')]);
+          }
+        }
+      } catch (err) {
+        const code = err instanceof TickwheelError ? err.code : 'ERR_TICKWHEEL_EVENTS_LOST';
+        const body = { error: { code, message: (err as Error).message } };
+        raw.write(`event: lost\ndata: ${JSON.stringify(body)}\n\n`);
+      } finally {
+        clearInterval(keepAlive);
+        streams.delete(end);
+        request.raw.off('close', end);
+        raw.end();
+      }
+    },
+  );
+}
+
+function parseTypes(text: string | undefined): QueueEventType[] | undefined {
+  if (text === undefined) return undefined;
+  const types = text.split(',').map((type) => type.trim());
+  for (const type of types) {
+    if (!(EVENT_TYPES as readonly string[]).includes(type)) {
+      throw invalidRequest(
+        `querystring/types: unknown event type ${JSON.stringify(type)}; the types are ${EVENT_TYPES.join(', ')}`,
+      );
+    }
+  }
+  return types as QueueEventType[];
+}

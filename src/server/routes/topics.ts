@@ -1,0 +1,49 @@
+/**
+ * Topic routes: list topics, read one's settings and counts, and change its settings (pause,
+ * resume, rate limit: src/queue/topics.ts). Every change answers once it is durable, with the
+ * topic as it now is.
+ */
+
+import type { FastifyInstance } from 'fastify';
+import type { TopicListResponse, TopicUpdateBody, WireTopic } from '../../protocol/wire.js';
+import type { ServerContext } from '../context.js';
+import {
+  topicGetSchema,
+  topicListSchema,
+  topicPauseSchema,
+  topicResumeSchema,
+  topicUpdateSchema,
+} from '../schemas.js';
+
+type TopicRequest = { Params: { topic: string } };
+
+export function topicRoutes(app: FastifyInstance, context: ServerContext): void {
+  app.get('/topics', { schema: topicListSchema }, async (): Promise<TopicListResponse> => ({
+    topics: await context.queue.topicList(),
+  }));
+
+  app.get<TopicRequest>(
+    '/topics/:topic',
+    { schema: topicGetSchema },
+    (request): Promise<WireTopic> => context.queue.topicInfo(request.params.topic),
+  );
+
+  app.patch<TopicRequest & { Body: TopicUpdateBody }>(
+    '/topics/:topic',
+    { schema: topicUpdateSchema },
+    (request): Promise<WireTopic> =>
+      context.queue.configureTopic(request.params.topic, request.body),
+  );
+
+  app.post<TopicRequest>(
+    '/topics/:topic/pause',
+    { schema: topicPauseSchema },
+    (request): Promise<WireTopic> => context.queue.pause(request.params.topic),
+  );
+
+  app.post<TopicRequest>(
+    '/topics/:topic/resume',
+    { schema: topicResumeSchema },
+    (request): Promise<WireTopic> => context.queue.resume(request.params.topic),
+  );
+}

@@ -1,0 +1,121 @@
+/**
+ * GET /v1/events through the client (`client.events()`): a real server on a socket, Server-Sent
+ * Events over fetch. The stream carries the queue's events as they happen, filtered on the
+ * server; breaking out of the loop or aborting closes the request; the server closing ends the
+ * stream, and does not wait for it; a token server refuses a stream without the token.
+ */
+
+import { afterEach, describe, expect, it } from 'vitest';
+import { TickwheelClient } from '../../src/client/index.js';
+import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
+import type { QueueEvent } from '../../src/queue/events.js';
+import { createServer, type TickwheelServer } from '../../src/server/index.js';
+
+const open: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const close of open.splice(0).reverse()) await close();
+});
+
+async function start(token?: string) {
+  const queue = await DelayQueue.open({ store: new MemoryStore() });
+  const server: TickwheelServer = await createServer({
+    queue,
+    logLevel: 'silent',
+    ...(token === undefined ? {} : { token }),
+  });
+  await server.listen({ port: 0, host: '127.0.0.1' });
+  const url = `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
+  open.push(() => queue.close());
+  open.push(() => server.close());
+  const client = new TickwheelClient({ url, ...(token === undefined ? {} : { token }) });
+  open.push(() => client.close());
+  return { queue, server, client };
+}
+
+/** Waits until the server's queue has a listener (the stream is open). */
+async function listening(queue: DelayQueue): Promise<void> {
+  for (let i = 0; i < 200 && !queue.events.active; i++) await new Promise((r) => setTimeout(r, 10));
+  expect(queue.events.active).toBe(true);
+}
+
+describe('client.events()', () => {
+  it('streams the events of a topic, filtered by type, as they happen', async () => {
+    const { queue, client } = await start();
+    const got: QueueEvent[] = [];
+    const reading = (async () => {
+      for await (const event of client.events({ topic: 'mail', types: ['scheduled', 'acked'] })) {
+        got.push(event);
+        if (event.type === 'acked') break; // closes the request
+      }
+    })();
+    await listening(queue);
+    await client.schedule({ topic: 'other', payload: 0 });
+    const { id } = await client.schedule({ topic: 'mail', payload: { to: 'a@b.c' } });
+    const [message] = await client.receive('mail', { waitMs: 2_000 });
+    await client.ack(message.receipt);
+    await reading;
+    expect(got.map((e) => [e.type, e.id, e.topic])).toEqual([
+      ['scheduled', id, 'mail'],
+      ['acked', id, 'mail'],
+    ]);
+    expect(got[1]).toMatchObject({
+      attempts: 1,
+      at: expect.any(Number),
+      deliverAt: expect.any(Number),
+    });
+    // Breaking out closed the stream on the server too.
+    for (let i = 0; i < 200 && queue.events.active; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(queue.events.active).toBe(false);
+  });
+
+  it('ends when its signal aborts, and when the server closes (without holding the close up)', async () => {
+    const { queue, server, client } = await start();
+    const controller = new AbortController();
+    const aborted = (async () => {
+      const seen = [];
+      for await (const event of client.events({ signal: controller.signal })) seen.push(event);
+      return seen;
+    })();
+    await listening(queue);
+    await queue.schedule({ topic: 't', payload: 1 });
+    await new Promise((r) => setTimeout(r, 50));
+    controller.abort();
+    expect((await aborted).map((e) => e.type)).toEqual(['scheduled']);
+    // The server noticed: its watcher is gone.
+    for (let i = 0; i < 200 && queue.events.active; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(queue.events.active).toBe(false);
+
+    const ended = (async () => {
+      for await (const _ of client.events()) void _;
+      return 'ended';
+    })();
+    await listening(queue);
+    const closing = Date.now();
+    await server.close();
+    expect(await ended).toBe('ended');
+    // Streams are ended at once: the close does not wait for a stream to go away.
+    expect(Date.now() - closing).toBeLessThan(10_000);
+  });
+
+  it('needs the token on a token server, and refuses bad filters with 400', async () => {
+    const { client } = await start('events-token');
+    const anonymous = new TickwheelClient({ url: (client as unknown as { url: string }).url });
+    open.push(() => anonymous.close());
+    await expect(anonymous.events().next()).rejects.toMatchObject({
+      status: 401,
+      code: 'ERR_TICKWHEEL_UNAUTHORIZED',
+    });
+    expect(() => client.events({ types: ['nope' as never] })).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
+    );
+    const raw = await fetch(`${(client as unknown as { url: string }).url}/v1/events?types=nope`, {
+      headers: { authorization: 'Bearer events-token' },
+    });
+    expect(raw.status).toBe(400);
+    expect(((await raw.json()) as { error: { code: string } }).error.code).toBe(
+      'ERR_TICKWHEEL_INVALID_REQUEST',
+    );
+  });
+});

@@ -1,0 +1,171 @@
+/**
+ * Message events of the embedded queue (src/queue/events.ts): every kind, in order, with the
+ * fields they promise; watch() filters and ends; a reader that falls behind is told, not
+ * silently skipped; nothing is built while nobody listens.
+ */
+
+import { describe, expect, it } from 'vitest';
+import type { QueueEvent } from '../../src/queue/events.js';
+import { T0, advance, fileKind, memoryKind, settle, useQueues } from './harness.js';
+
+const openQueue = useQueues();
+
+const brief = (e: QueueEvent) => `${e.type} ${e.id} ${e.attempts}${e.reason ? ` ${e.reason}` : ''}`;
+
+describe.each([
+  ['memory store', memoryKind],
+  ['file store', fileKind],
+])('events on the %s', (_name, makeKind) => {
+  it('reports each step of each message, in order, with its fields', async () => {
+    const { clock, queue } = await openQueue(makeKind);
+    const seen: QueueEvent[] = [];
+    const acked: QueueEvent[] = [];
+    queue.events.on('event', (event: QueueEvent) => seen.push(event));
+    queue.events.on('acked', (event: QueueEvent) => acked.push(event));
+    await queue.schedule({ topic: 't', payload: 1, id: 'a' });
+    await queue.scheduleMany([
+      { topic: 't', payload: 2, id: 'b', maxAttempts: 1 },
+      { topic: 'u', payload: 3, id: 'c', delayMs: 60_000 },
+    ]);
+    const [a, b] = await queue.receive('t', { max: 2 });
+    await queue.ack(a.receipt);
+    await queue.nack(b.receipt, { reason: 'no luck' });
+    await queue.cancel('c');
+    await settle();
+    expect(seen.map(brief)).toEqual([
+      'scheduled a 0',
+      'scheduled b 0',
+      'scheduled c 0',
+      'delivered a 1',
+      'delivered b 1',
+      'acked a 1',
+      'dead b 1 no luck',
+      'cancelled c 0',
+    ]);
+    expect(seen[0]).toEqual({
+      type: 'scheduled',
+      id: 'a',
+      topic: 't',
+      at: T0,
+      deliverAt: T0,
+      attempts: 0,
+    });
+    expect(seen[2]).toMatchObject({ topic: 'u', deliverAt: T0 + 60_000 });
+    expect(acked).toEqual([seen[5]]);
+
+    // A retry: failed, with the due time it comes back at; and a visibility timeout's reason.
+    seen.length = 0;
+    await queue.schedule({
+      topic: 't',
+      payload: 4,
+      id: 'd',
+      backoff: { type: 'fixed', delayMs: 500 },
+    });
+    const [d] = await queue.receive('t', { visibilityMs: 1_000 });
+    await queue.nack(d.receipt, { reason: 'try later' });
+    await advance(clock, 600, 100, queue);
+    await queue.receive('t', { visibilityMs: 1_000 });
+    await advance(clock, 1_100, 100, queue);
+    await settle();
+    expect(seen.map(brief)).toEqual([
+      'scheduled d 0',
+      'delivered d 1',
+      'failed d 1 try later',
+      'delivered d 2',
+      'failed d 2 visibility timeout: not acknowledged in time',
+    ]);
+    expect(seen[2].deliverAt).toBe(seen[2].at + 500);
+  });
+
+  it('watch() filters by topic and type, and ends when its signal aborts', async () => {
+    const { queue } = await openQueue(makeKind);
+    const controller = new AbortController();
+    const got: string[] = [];
+    const reading = (async () => {
+      for await (const event of queue.events.watch({
+        topic: 't',
+        types: ['scheduled', 'acked'],
+        signal: controller.signal,
+      })) {
+        got.push(`${event.type} ${event.id}`);
+      }
+    })();
+    await queue.schedule({ topic: 't', payload: 1, id: 'x' });
+    await queue.schedule({ topic: 'other', payload: 1, id: 'y' });
+    const [x] = await queue.receive('t');
+    await queue.ack(x.receipt);
+    await settle();
+    controller.abort();
+    await reading;
+    expect(got).toEqual(['scheduled x', 'acked x']);
+    // The watcher is gone: nothing listens any more.
+    expect(queue.events.active).toBe(false);
+  });
+
+  it('a reader that falls behind its buffer is told events were lost', async () => {
+    const { queue } = await openQueue(makeKind);
+    const events = queue.events.watch({ buffer: 3 });
+    await queue.scheduleMany(Array.from({ length: 5 }, (_, i) => ({ topic: 't', payload: i })));
+    const read: string[] = [];
+    await expect(
+      (async () => {
+        for await (const event of events) read.push(event.type);
+      })(),
+    ).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_EVENTS_LOST' });
+    // What was buffered is still handed out first.
+    expect(read).toEqual(['scheduled', 'scheduled', 'scheduled']);
+    expect(queue.events.active).toBe(false);
+  });
+});
+
+describe('events cost nothing while nobody listens', () => {
+  it('is inactive without listeners, active with one, inactive again after', async () => {
+    const { queue } = await openQueue(memoryKind);
+    expect(queue.events.active).toBe(false);
+    const listener = () => {};
+    queue.events.on('dead', listener);
+    expect(queue.events.active).toBe(true);
+    queue.events.off('dead', listener);
+    expect(queue.events.active).toBe(false);
+    // Other names (an 'error' listener, say) do not count.
+    queue.events.on('error', listener);
+    expect(queue.events.active).toBe(false);
+  });
+
+  it('refuses bad watch options with named errors', async () => {
+    const { queue } = await openQueue(memoryKind);
+    for (const options of [
+      { topic: 'bad topic!' },
+      { types: [] },
+      { types: ['nope'] },
+      { buffer: 0 },
+      { signal: 'x' },
+    ]) {
+      expect(() => queue.events.watch(options as never), JSON.stringify(options)).toThrow(
+        expect.objectContaining({
+          code: expect.stringMatching(/^ERR_TICKWHEEL_INVALID_(OPTION|TOPIC)$/),
+        }),
+      );
+    }
+  });
+
+  it('a listener that throws does not break the queue', async () => {
+    const { queue } = await openQueue(memoryKind);
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      queue.events.on('scheduled', () => {
+        throw new Error('listener bug');
+      });
+      await expect(queue.schedule({ topic: 't', payload: 1 })).resolves.toMatchObject({
+        id: expect.any(String),
+      });
+      expect(await queue.receive('t')).toHaveLength(1);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.map((w) => w.message)).toContain('listener bug');
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});

@@ -1,0 +1,93 @@
+/**
+ * The topic routes (src/server/routes/topics.ts): list, read, pause, resume and rate-limit a
+ * topic over HTTP, and every bad request answered with a 4xx and a JSON error body.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { openServer } from './harness.js';
+
+describe('topic routes', () => {
+  it('pause and resume a topic; receive answers nothing while paused', async () => {
+    const { call } = await openServer();
+    expect((await call('POST', '/v1/topics/jobs/messages', { payload: 1 })).status).toBe(201);
+    const paused = await call('POST', '/v1/topics/jobs/pause', {});
+    expect(paused.status).toBe(200);
+    expect(paused.body).toEqual({
+      topic: 'jobs',
+      paused: true,
+      rateLimit: null,
+      pending: 1,
+      dead: 0,
+    });
+    // Schedules are still accepted; deliveries stop.
+    expect((await call('POST', '/v1/topics/jobs/messages', { payload: 2 })).status).toBe(201);
+    const none = await call('POST', '/v1/topics/jobs/receive', { max: 10, waitMs: 50 });
+    expect(none.body.messages).toEqual([]);
+    expect((await call('GET', '/v1/topics/jobs')).body).toMatchObject({ paused: true, pending: 2 });
+    expect((await call('POST', '/v1/topics/jobs/resume', {})).body.paused).toBe(false);
+    const got = await call('POST', '/v1/topics/jobs/receive', { max: 10 });
+    expect(got.body.messages.map((m: { payload: unknown }) => m.payload)).toEqual([1, 2]);
+  });
+
+  it('PATCH sets and removes a rate limit; GET /v1/topics lists topics', async () => {
+    const { call } = await openServer();
+    const limited = await call('PATCH', '/v1/topics/slow', { rateLimit: { perSecond: 2 } });
+    expect(limited.status).toBe(200);
+    expect(limited.body.rateLimit).toEqual({ perSecond: 2, burst: 2 });
+    await call('POST', '/v1/topics/other/messages', { payload: 'x' });
+    for (let i = 0; i < 5; i++) await call('POST', '/v1/topics/slow/messages', { payload: i });
+    const first = await call('POST', '/v1/topics/slow/receive', { max: 10 });
+    expect(first.body.messages).toHaveLength(2);
+    const list = await call('GET', '/v1/topics');
+    expect(list.body.topics).toEqual([
+      { topic: 'other', paused: false, rateLimit: null, pending: 1, dead: 0 },
+      { topic: 'slow', paused: false, rateLimit: { perSecond: 2, burst: 2 }, pending: 5, dead: 0 },
+    ]);
+    const removed = await call('PATCH', '/v1/topics/slow', { rateLimit: null });
+    expect(removed.body.rateLimit).toBeNull();
+    expect((await call('POST', '/v1/topics/slow/receive', { max: 10 })).body.messages).toHaveLength(
+      3,
+    );
+  });
+
+  it('answers bad requests with a 4xx and a JSON error, changing nothing', async () => {
+    const { call } = await openServer();
+    const bad: Array<[string, string, unknown, number, string]> = [
+      ['PATCH', '/v1/topics/jobs', { paused: 'yes' }, 400, 'ERR_TICKWHEEL_INVALID_REQUEST'],
+      ['PATCH', '/v1/topics/jobs', { pasued: true }, 400, 'ERR_TICKWHEEL_INVALID_REQUEST'],
+      [
+        'PATCH',
+        '/v1/topics/jobs',
+        { rateLimit: { perSecond: 0 } },
+        400,
+        'ERR_TICKWHEEL_INVALID_REQUEST',
+      ],
+      [
+        'PATCH',
+        '/v1/topics/jobs',
+        { rateLimit: { perSecond: 1, burst: 0.5 } },
+        400,
+        'ERR_TICKWHEEL_INVALID_REQUEST',
+      ],
+      ['PATCH', '/v1/topics/jobs', [], 400, 'ERR_TICKWHEEL_INVALID_REQUEST'],
+      ['PATCH', '/v1/topics/jobs', 'paused=true', 415, 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE'],
+      ['POST', '/v1/topics/jobs/pause', 'x', 415, 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE'],
+      ['POST', '/v1/topics/bad%20topic/pause', {}, 400, 'ERR_TICKWHEEL_INVALID_REQUEST'],
+      ['GET', '/v1/topics/bad%20topic', undefined, 400, 'ERR_TICKWHEEL_INVALID_REQUEST'],
+    ];
+    for (const [method, url, body, status, code] of bad) {
+      const answer = await call(method, url, body);
+      expect([method, url, answer.status, answer.body?.error?.code]).toEqual([
+        method,
+        url,
+        status,
+        code,
+      ]);
+      expect(typeof answer.body.error.message).toBe('string');
+    }
+    expect((await call('GET', '/v1/topics/jobs')).body).toMatchObject({
+      paused: false,
+      rateLimit: null,
+    });
+  });
+});
