@@ -43,7 +43,9 @@ export type QueueErrorCode =
   | 'ERR_TICKWHEEL_INVALID_ID'
   | 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE'
   // A reader of queue events fell too far behind (events.ts): events were lost.
-  | 'ERR_TICKWHEEL_EVENTS_LOST';
+  | 'ERR_TICKWHEEL_EVENTS_LOST'
+  // An operation this kind of queue does not offer (recurring schedules on Valkey/Redis).
+  | 'ERR_TICKWHEEL_UNSUPPORTED';
 
 /** Idempotent consumers (docs/idempotent.md): another delivery of the key holds its claim. */
 export type IdempotencyErrorCode = 'ERR_TICKWHEEL_IDEMPOTENT_BUSY';

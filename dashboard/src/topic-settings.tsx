@@ -17,14 +17,15 @@ export function TopicSettings(props: {
   /** Only the latest answer may show: a click on another topic can overtake one. */
   const latest = useRef(0);
 
-  const run = async (what: string, call: () => Promise<TopicSettingsInfo>) => {
+  /** Runs a call; its note says what it did, unless `quiet` (the first read), or why it failed. */
+  const run = async (what: string, call: () => Promise<TopicSettingsInfo>, quiet = false) => {
     const n = ++latest.current;
     setBusy(true);
     try {
       const next = await call();
       if (n !== latest.current) return;
       setInfo(next);
-      setNote(what);
+      setNote(quiet ? '' : what);
     } catch (err) {
       if (err instanceof Unauthorized) props.onUnauthorized(err);
       if (n === latest.current) setNote(`Could not ${what}: ${errorText(err)}`);
@@ -36,7 +37,7 @@ export function TopicSettings(props: {
   useEffect(() => {
     setInfo(null);
     setNote('');
-    void run('read the settings', () => api.topic(topic)).then(() => setNote(''));
+    void run('read the settings', () => api.topic(topic), true);
   }, [topic]);
 
   const setLimit = (event: Event) => {

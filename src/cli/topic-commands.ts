@@ -77,6 +77,9 @@ export function topicCommands(io: CliIo): CommandSpec[] {
       run: async ([topic, rateText], rawFlags) => {
         const flags = rawFlags as unknown as ClientFlags & { burst?: number };
         const rate = parseRate(rateText as string);
+        if (rate === 'off' && flags.burst !== undefined) {
+          throw new UsageError('--burst goes with a rate, not with off', 'rate-limit');
+        }
         const rateLimit =
           rate === 'off'
             ? null

@@ -119,6 +119,8 @@ export class TickwheelClient {
   private readonly timeoutMs: number;
   private readonly transport: Transport;
   private readonly transportOptions: TransportOptions;
+  /** Open event streams (events()), ended by close(). */
+  private readonly streams = new Set<AbortController>();
   private readonly consumers = new Set<Consumer>();
 
   constructor(options: ClientOptions = {}) {
@@ -466,7 +468,7 @@ export class TickwheelClient {
    */
   events(options: ClientWatchOptions = {}): AsyncGenerator<QueueEvent, void, undefined> {
     checkWatch(options);
-    return streamEvents(this.transportOptions, options);
+    return streamEvents(this.transportOptions, options, this.streams);
   }
 
   async stats(options: CallOptions = {}): Promise<Record<string, unknown>> {
@@ -536,6 +538,7 @@ export class TickwheelClient {
 
   /** Stops every consumer this client started, waiting for their handlers and acks. */
   async close(): Promise<void> {
+    for (const stream of this.streams) stream.abort();
     await Promise.all([...this.consumers].map((consumer) => consumer.close()));
   }
 

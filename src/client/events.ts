@@ -2,7 +2,8 @@
  * The client's side of GET /v1/events: Server-Sent Events read from a fetch body and handed out
  * as an async iterator of QueueEvent, the same objects the embedded `queue.events.watch()` gives.
  *
- * The stream ends when `signal` aborts (the iteration ends without an error), when the server
+ * The stream ends when `signal` aborts or the client is closed (the iteration ends without an
+ * error), when the server
  * closes it (shutting down: the iteration ends), or when the reader fell behind and the server
  * sent `event: lost` (the iteration throws a TickwheelHttpError with the code the server gave,
  * ERR_TICKWHEEL_EVENTS_LOST). Events are not stored: reconnecting gives what happens from then on.
@@ -22,6 +23,8 @@ export interface ClientWatchOptions {
 export async function* streamEvents(
   transport: TransportOptions,
   options: ClientWatchOptions,
+  /** Open streams of the client, so that its close() ends them. */
+  open: Set<AbortController>,
 ): AsyncGenerator<QueueEvent, void, undefined> {
   const query = new URLSearchParams();
   if (options.topic !== undefined) query.set('topic', options.topic);
@@ -29,13 +32,14 @@ export async function* streamEvents(
   const path = `/v1/events${query.size > 0 ? `?${query}` : ''}`;
   // The caller's signal, or ours: a `return()` (break out of the loop) must close the request.
   const own = new AbortController();
+  open.add(own);
   const signal =
     options.signal === undefined ? own.signal : AbortSignal.any([own.signal, options.signal]);
   let response: Response;
   try {
     response = await openStream(transport, path, signal);
   } catch (err) {
-    if (options.signal?.aborted) return;
+    if (signal.aborted) return;
     throw err;
   }
   const body = response.body;
@@ -65,6 +69,7 @@ export async function* streamEvents(
     throw err;
   } finally {
     own.abort();
+    open.delete(own);
   }
 }
 

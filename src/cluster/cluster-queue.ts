@@ -35,7 +35,7 @@ import type {
 } from '../queue/types.js';
 import type { TopicInfo, TopicSettings, TopicUpdate } from '../queue/topics.js';
 import type { WheelSnapshot } from '../wheel/index.js';
-import { QueueEvents } from '../queue/events.js';
+import { QueueEvents, type EventSource } from '../queue/events.js';
 import { ClusterNode, type ClusterNodeOptions } from './node.js';
 
 export interface ClusterQueueOptions extends ClusterNodeOptions {
@@ -44,6 +44,15 @@ export interface ClusterQueueOptions extends ClusterNodeOptions {
 }
 
 const DEFAULT_MAX_WAIT_MS = 60_000;
+
+function unsupported(): Promise<never> {
+  return Promise.reject(
+    new TickwheelStateError(
+      'ERR_TICKWHEEL_UNSUPPORTED',
+      'recurring schedules are not available on a queue on Valkey/Redis yet: run them on an embedded queue (a data directory)',
+    ),
+  );
+}
 
 /** Deliveries remembered for their ack's or nack's event (see `outstanding`). */
 const MAX_OUTSTANDING = 100_000;
@@ -61,7 +70,7 @@ export class ClusterQueue implements Queue {
    */
   readonly events = new QueueEvents(Date.now);
   /** Deliveries made here while someone listens, by receipt: what an ack's or nack's event says. */
-  private readonly outstanding = new Map<string, ReceivedMessage>();
+  private readonly outstanding = new Map<string, EventSource>();
 
   private constructor(
     /** The node under this queue: partitions, members, leases. */
@@ -270,6 +279,28 @@ export class ClusterQueue implements Queue {
     return { topic, ...settings, pending, dead: of?.dead ?? 0 };
   }
 
+  // ---- recurring schedules: not on Valkey/Redis yet ----------------------------------------
+
+  putSchedule(): Promise<never> {
+    return unsupported();
+  }
+
+  updateSchedule(): Promise<never> {
+    return unsupported();
+  }
+
+  getSchedule(): Promise<never> {
+    return unsupported();
+  }
+
+  listSchedules(): Promise<never> {
+    return unsupported();
+  }
+
+  deleteSchedule(): Promise<never> {
+    return unsupported();
+  }
+
   // ---- insights ---------------------------------------------------------------------------
 
   async stats(): Promise<Record<string, unknown>> {
@@ -351,14 +382,18 @@ export class ClusterQueue implements Queue {
     for (const message of messages) {
       if (message.attempts === 1) this.insights.deliveredFirst(message, now);
     }
-    if (!this.events.active) return;
+    if (!this.events.active) {
+      this.outstanding.clear();
+      return;
+    }
     for (const message of messages) {
       this.events.record('delivered', message);
       // Bounded: deliveries never acked nor nacked here (their visibility ran out) age out.
       if (this.outstanding.size >= MAX_OUTSTANDING) {
         this.outstanding.delete(this.outstanding.keys().next().value as string);
       }
-      this.outstanding.set(message.receipt, message);
+      const { id, topic, deliverAt, attempts } = message;
+      this.outstanding.set(message.receipt, { id, topic, deliverAt, attempts });
     }
   }
 

@@ -80,8 +80,11 @@ export class Consumer {
   private noticeCount = 0;
   private readonly acks = new Map<number, PendingAck[]>();
   private acksQueued = false;
-  /** Whether a topic's deliveries are paused (the queue's TopicGate): a woken long poll asks. */
-  paused: (topic: string) => boolean = () => false;
+  /**
+   * How often a topic's settings changed (the queue's TopicGate): a woken long poll that sees it
+   * move ends empty, and the gate looks at the settings again.
+   */
+  generation: (topic: string) => number = () => 0;
 
   constructor(
     private readonly valkey: Valkey,
@@ -123,15 +126,16 @@ export class Consumer {
     );
     const maxBytes = checkOption(options.maxBytes ?? 16 << 20, 'maxBytes', 1);
     const until = Date.now() + waitMs;
+    const generation = this.generation(topic);
     for (;;) {
       const got = await this.take(topic, max, visibilityMs, maxBytes, this.shouldScan(topic));
       if (got.length > 0 || Date.now() >= until) return got;
       // A notification came while the take was under way: take again rather than wait.
       if (this.hints.get(topic)?.size) continue;
       await this.waitFor(topic, Math.min(this.scanMs, until - Date.now()));
-      // Closing, or the topic was paused meanwhile: a long poll ends empty, as the embedded
-      // queue's does (the gate waits out the rest of a paused topic's).
-      if (this.closing || this.paused(topic)) return [];
+      // Closing, or the topic's settings changed meanwhile: a long poll ends empty, as the
+      // embedded queue's does (the gate waits out the rest of it as the settings say).
+      if (this.closing || this.generation(topic) !== generation) return [];
     }
   }
 
@@ -326,6 +330,20 @@ export class Consumer {
       for (const p of found) hint.add(p);
     }
     return found;
+  }
+
+  /** Waits until messages of `topic` may be ready (a notice), `ms`, or `signal` aborts. */
+  async waitReady(topic: string, ms: number, signal: AbortSignal): Promise<void> {
+    if (signal.aborted || this.closing) return;
+    if (this.hints.get(topic)?.size) return;
+    const waiting = this.waitFor(topic, Math.min(ms, this.scanMs));
+    const wake = () => this.wakeTopic(topic);
+    signal.addEventListener('abort', wake, { once: true });
+    try {
+      await waiting;
+    } finally {
+      signal.removeEventListener('abort', wake);
+    }
   }
 
   private waitFor(topic: string, ms: number): Promise<void> {

@@ -68,7 +68,7 @@
  */
 
 /** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 9;
+export const LIBRARY_VERSION = 10;
 
 export const LIBRARY_NAME = 'tickwheel';
 
@@ -883,16 +883,21 @@ end
 
 -- A rate-limited topic's token bucket, shared by every node (src/queue/topics.ts):
 -- tokens(bucket; perSecond, burst, want) -> {granted, retryInMs}: takes up to want whole tokens
--- (retryInMs: with none granted, the time until the next one); want < 0 gives -want back. A
--- bucket whose limit changed starts full; one left alone expires once it would be full again.
+-- (retryInMs: with none granted, the time until the next one); want < 0 gives -want back, unless
+-- the bucket's limit is another one by now (those tokens came from a bucket that is no more). A
+-- new bucket starts full; a changed limit keeps the tokens saved up, at most the new burst. A
+-- bucket left alone expires once it would be full again.
 local function tokens(keys, args)
   local key = keys[1]
   local rate, burst, want = tonumber(args[1]), tonumber(args[2]), tonumber(args[3])
   local now = now_ms()
   local saved = redis.call('HMGET', key, 'tokens', 'at', 'rate', 'burst')
+  local same = saved[3] == args[1] and saved[4] == args[2]
+  if want < 0 and not same then return {0, 0} end
   local level = burst
-  if saved[1] and saved[3] == args[1] and saved[4] == args[2] then
-    level = math.min(burst, tonumber(saved[1]) + math.max(0, now - tonumber(saved[2])) * rate / 1000)
+  if saved[1] then
+    local elapsed = math.max(0, now - tonumber(saved[2]))
+    level = math.min(burst, tonumber(saved[1]) + elapsed * rate / 1000)
   end
   local granted = 0
   if want < 0 then

@@ -149,6 +149,8 @@ export class ClusterNode {
    */
   readonly topics: TopicGate;
   private refreshingTopics: Promise<void> | undefined;
+  /** Changes of topics' settings made by this node (see refreshTopics). */
+  private topicWrites = 0;
   /** Told of each ack and nack consume() makes (the queue's events: ClusterQueue). */
   onSettled:
     ((receipt: string, acked: boolean, done: boolean, reason?: string) => void) | undefined;
@@ -197,7 +199,7 @@ export class ClusterNode {
     this.topics = new TopicGate(
       {
         load: () => this.readTopicSettings(),
-        save: (topic, value) => this.writeTopicSettings(topic, value),
+        save: (topic, value, update) => this.writeTopicSettings(topic, value, update),
       },
       {
         take: (topic, limit, want) => this.takeTokens(topic, limit, want),
@@ -209,7 +211,7 @@ export class ClusterNode {
       sleep,
       (topic) => this.consumer.wakeTopic(topic),
     );
-    this.consumer.paused = (topic) => this.topics.paused(topic);
+    this.consumer.generation = (topic) => this.topics.generation(topic);
     this.ownership = new Ownership({
       node: settings.nodeId,
       partitions: settings.partitions,
@@ -312,9 +314,11 @@ export class ClusterNode {
   ): Promise<ClusterReceived[]> {
     this.checkOpen();
     const { max = 1, waitMs = 0 } = options ?? {};
-    return this.topics.receive(topic, max, waitMs, undefined, (granted, left) =>
-      this.consumer.receive(topic, { ...options, max: granted, waitMs: left }),
-    );
+    return this.topics.receive(topic, max, waitMs, undefined, {
+      receive: (granted, left) =>
+        this.consumer.receive(topic, { ...options, max: granted, waitMs: left }),
+      waitReady: (ms, aborts) => this.consumer.waitReady(topic, ms, aborts),
+    });
   }
 
   ack(receipt: string): Promise<boolean> {
@@ -344,14 +348,16 @@ export class ClusterNode {
     const settings = checkConsumeOptions({ waitMs: 1_000, ...options });
     const source: WorkerSource = {
       receive: (t, { max, waitMs, visibilityMs }, signal) =>
-        this.topics.receive(t, max, waitMs, signal, (granted, left) =>
-          this.consumer.receive(
-            t,
-            visibilityMs === undefined
-              ? { max: granted, waitMs: left }
-              : { max: granted, waitMs: left, visibilityMs },
-          ),
-        ),
+        this.topics.receive(t, max, waitMs, signal, {
+          receive: (granted, left) =>
+            this.consumer.receive(
+              t,
+              visibilityMs === undefined
+                ? { max: granted, waitMs: left }
+                : { max: granted, waitMs: left, visibilityMs },
+            ),
+          waitReady: (ms, aborts) => this.consumer.waitReady(t, ms, aborts),
+        }),
       ack: async (receipt) => {
         const done = await this.consumer.ack(receipt);
         this.onSettled?.(receipt, true, done);
@@ -440,6 +446,8 @@ export class ClusterNode {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Receives waiting in the gate (paused, out of tokens) end empty now.
+    this.topics.close();
     this.consumer.close();
     await Promise.all([...this.workers].map((worker) => worker.close()));
     this.workers.clear();
@@ -487,31 +495,76 @@ export class ClusterNode {
 
   // ---- topics' settings (src/queue/topics.ts) ----------------------------------------------
 
+  /**
+   * The hash holds one field per topic and setting, `<topic>|paused` and `<topic>|rateLimit`
+   * (JSON), so that two nodes changing different settings of a topic at once both land. A field
+   * that is absent is the default; one that cannot be read stops the read (ERR_TICKWHEEL_CORRUPT).
+   */
   private async readTopicSettings(): Promise<Map<string, TopicSettings>> {
-    const stored = (await this.valkey.command(topicsKey(this.queue), [
-      'HGETALL',
-      topicsKey(this.queue),
-    ])) as Record<string, string> | null;
-    const settings = new Map<string, TopicSettings>();
-    for (const [topic, text] of Object.entries(stored ?? {})) {
-      const where = `${topicsKey(this.queue)} field ${JSON.stringify(topic)}`;
+    const key = topicsKey(this.queue);
+    const stored = (await this.valkey.command(key, ['HGETALL', key])) as Record<
+      string,
+      string
+    > | null;
+    const fields = new Map<string, Record<string, unknown>>();
+    for (const [field, text] of Object.entries(stored ?? {})) {
+      const bar = field.lastIndexOf('|');
+      const topic = field.slice(0, bar);
+      const name = field.slice(bar + 1);
       let value: unknown;
       try {
         value = JSON.parse(text);
       } catch {
-        value = text;
+        value = undefined;
       }
-      settings.set(topic, parseStoredSettings(value, where));
+      if (bar < 1 || (name !== 'paused' && name !== 'rateLimit') || value === undefined) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_CORRUPT',
+          `${key} field ${JSON.stringify(field)}: stored topic settings cannot be read (${JSON.stringify(text).slice(0, 100)})`,
+        );
+      }
+      let given = fields.get(topic);
+      if (given === undefined) fields.set(topic, (given = { paused: false, rateLimit: null }));
+      given[name] = value;
+    }
+    const settings = new Map<string, TopicSettings>();
+    for (const [topic, given] of fields) {
+      const where = `${key} topic ${JSON.stringify(topic)}`;
+      try {
+        checkTopic(topic);
+      } catch (err) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_CORRUPT',
+          `${where}: ${(err as Error).message}`,
+        );
+      }
+      const parsed = parseStoredSettings(given, where);
+      if (!isDefaultSettings(parsed)) settings.set(topic, parsed);
     }
     return settings;
   }
 
-  private writeTopicSettings(topic: string, settings: TopicSettings): Promise<void> {
+  private async writeTopicSettings(
+    topic: string,
+    _settings: TopicSettings,
+    update: Partial<TopicSettings>,
+  ): Promise<void> {
     const key = topicsKey(this.queue);
-    const command = isDefaultSettings(settings)
-      ? ['HDEL', key, topic]
-      : ['HSET', key, topic, JSON.stringify(settings)];
-    return this.producer.writeSetting(key, command, `the settings of topic ${topic}`);
+    const set: string[] = [];
+    const cleared: string[] = [];
+    if (update.paused !== undefined) {
+      if (update.paused) set.push(`${topic}|paused`, 'true');
+      else cleared.push(`${topic}|paused`);
+    }
+    if (update.rateLimit !== undefined) {
+      if (update.rateLimit !== null)
+        set.push(`${topic}|rateLimit`, JSON.stringify(update.rateLimit));
+      else cleared.push(`${topic}|rateLimit`);
+    }
+    this.topicWrites++;
+    const what = `the settings of topic ${topic}`;
+    if (set.length > 0) await this.producer.writeSetting(key, ['HSET', key, ...set], what);
+    if (cleared.length > 0) await this.producer.writeSetting(key, ['HDEL', key, ...cleared], what);
   }
 
   private async takeTokens(
@@ -530,8 +583,12 @@ export class ClusterNode {
   /** Reads the settings again (another node may have changed them), one read at a time. */
   private refreshTopics(): void {
     if (this.refreshingTopics !== undefined || this.closed) return;
+    // A read that a change made here overtook would undo it until the next one: dropped.
+    const writes = this.topicWrites;
     this.refreshingTopics = this.readTopicSettings()
-      .then((settings) => this.topics.replace(settings))
+      .then((settings) => {
+        if (this.topicWrites === writes) this.topics.replace(settings);
+      })
       .catch((err) => this.settings.onError(err))
       .finally(() => (this.refreshingTopics = undefined));
   }

@@ -12,6 +12,8 @@ import type { WheelSnapshot } from '../wheel/index.js';
 import type { ScheduleRequest } from './message.js';
 import type { RecoveryReport } from './store.js';
 import type { QueueEvents } from './events.js';
+import type { ScheduleInfo } from './recurring.js';
+import type { RecurringSpec } from './recurring-spec.js';
 import type { TopicInfo, TopicUpdate } from './topics.js';
 import type {
   ConsumeOptions,
@@ -72,6 +74,17 @@ export interface Queue {
   topicInfo(topic: string): Promise<TopicInfo>;
   /** Every topic with messages or settings other than the defaults, by name. */
   topicList(): Promise<TopicInfo[]>;
+
+  /**
+   * Recurring schedules (src/queue/recurring.ts): occurrences of a cron expression or an
+   * interval become messages. Embedded only for now: a queue on Valkey/Redis rejects these with
+   * ERR_TICKWHEEL_UNSUPPORTED.
+   */
+  putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo>;
+  updateSchedule(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined>;
+  getSchedule(name: string): Promise<ScheduleInfo | undefined>;
+  listSchedules(): Promise<ScheduleInfo[]>;
+  deleteSchedule(name: string): Promise<boolean>;
 
   /** Counters and counts; the keys the server's /v1/stats and /metrics read are documented there. */
   stats(): Promise<Record<string, unknown>>;

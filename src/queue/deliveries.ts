@@ -75,9 +75,11 @@ export class Deliveries {
   ): Promise<ReceivedMessage[]> {
     let taken = this.near.take(topic, max, visibilityMs, maxBytes);
     if (taken.length === 0 && waitMs > 0) {
+      const generation = this.topics.generation(topic);
       await this.waiters.wait(topic, waitMs, signal);
-      // Closing, or woken because the topic was paused meanwhile (the gate waits out the rest).
-      if (this.stopped || this.topics.paused(topic)) return [];
+      // Closing, or woken because the topic's settings changed meanwhile (paused, limited): the
+      // gate looks at them again and waits out the rest.
+      if (this.stopped || this.topics.generation(topic) !== generation) return [];
       taken = this.near.take(topic, max, visibilityMs, maxBytes);
     }
     for (const message of taken) {

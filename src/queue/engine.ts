@@ -29,6 +29,7 @@
  *   locks.ts       per-id locks          finished.ts   finished ids get() still reports
  *   topics.ts      pause, resume, rate limits: every receive goes through its TopicGate
  *   events.ts      message events (scheduled, delivered, acked, failed, dead, cancelled)
+ *   recurring.ts   recurring schedules (cron, intervals) whose occurrences become messages
  *   insights.ts    counters, stats(), dueHistogram()
  *   options.ts     options and argument checks (types.ts: the public types)
  */
@@ -38,6 +39,8 @@ import { MAX_RECEIVE } from '../protocol/limits.js';
 import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { QueueEvents } from './events.js';
+import { Scheduler, type ScheduleInfo } from './recurring.js';
+import type { RecurringSpec } from './recurring-spec.js';
 import { FinishedMemory } from './finished.js';
 import { Horizon } from './horizon.js';
 import { dueHistogram, QueueInsights } from './insights.js';
@@ -100,6 +103,7 @@ export class QueueEngine {
   private readonly producer: Producer;
   private readonly deliveries: Deliveries;
   private readonly topics: TopicGate;
+  private readonly recurring: Scheduler;
   /** Message events as they happen (events.ts): an EventEmitter, and watch() for an iterator. */
   readonly events: QueueEvents;
   private readonly consumers = new Set<{ close(): Promise<void> }>();
@@ -147,18 +151,33 @@ export class QueueEngine {
     };
     this.producer = new Producer(parts);
     this.deliveries = new Deliveries(parts);
+    this.recurring = new Scheduler(
+      clock,
+      {
+        schedule: (request) => this.producer.schedule(request),
+        cancel: (id) => this.producer.cancel(id),
+        isLive: async (id) => {
+          const status = (await this.get(id))?.status;
+          return status === 'scheduled' || status === 'ready' || status === 'inflight';
+        },
+      },
+      store,
+      (err) => process.emitWarning(err as Error),
+    );
     this.source = {
       receive: (topic, { max, waitMs, visibilityMs }, signal) =>
-        this.topics.receive(topic, max, waitMs, signal, (granted, left) =>
-          this.deliveries.receive(
-            topic,
-            granted,
-            left,
-            visibilityMs ?? this.settings.visibilityMs,
-            EMBEDDED_RECEIVE_BYTES,
-            signal,
-          ),
-        ),
+        this.topics.receive(topic, max, waitMs, signal, {
+          receive: (granted, left) =>
+            this.deliveries.receive(
+              topic,
+              granted,
+              left,
+              visibilityMs ?? this.settings.visibilityMs,
+              EMBEDDED_RECEIVE_BYTES,
+              signal,
+            ),
+          waitReady: (ms, aborts) => this.waiters.wait(topic, ms, aborts),
+        }),
       ack: (receipt) => this.deliveries.ackQuietly(receipt),
       nack: (receipt, reason) => this.deliveries.nack(receipt, reason, undefined),
     };
@@ -169,6 +188,8 @@ export class QueueEngine {
     // Before any message is made ready: a paused topic delivers nothing after a restart.
     await this.topics.load();
     this.recovery = await this.horizon.start(this.wheel);
+    // Every schedule brought up to date before open() returns: no consumer can receive yet.
+    await this.recurring.start();
   }
 
   // ---- producer ---------------------------------------------------------------------------
@@ -246,9 +267,11 @@ export class QueueEngine {
         Number.MAX_SAFE_INTEGER,
         true,
       );
-      return this.topics.receive(topic, max, waitMs, undefined, (granted, left) =>
-        this.deliveries.receive(topic, granted, left, visibilityMs, maxBytes, undefined),
-      );
+      return this.topics.receive(topic, max, waitMs, undefined, {
+        receive: (granted, left) =>
+          this.deliveries.receive(topic, granted, left, visibilityMs, maxBytes, undefined),
+        waitReady: (ms, aborts) => this.waiters.wait(topic, ms, aborts),
+      });
     } catch (err) {
       return Promise.reject(err as Error);
     }
@@ -384,6 +407,31 @@ export class QueueEngine {
     return { topic, ...settings, pending: counts?.pending ?? 0, dead: counts?.dead ?? 0 };
   }
 
+  // ---- recurring schedules (recurring.ts) ----------------------------------------------------
+
+  /** Creates or replaces a recurring schedule; resolves once it is durable. */
+  putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
+    return this.closed ? rejectClosed() : this.recurring.put(name, spec);
+  }
+
+  /** Changes some fields of a schedule; undefined if there is none by that name. */
+  updateSchedule(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined> {
+    return this.closed ? rejectClosed() : this.recurring.update(name, patch);
+  }
+
+  getSchedule(name: string): Promise<ScheduleInfo | undefined> {
+    return this.closed ? rejectClosed() : this.recurring.get(name);
+  }
+
+  listSchedules(): Promise<ScheduleInfo[]> {
+    return this.closed ? rejectClosed() : this.recurring.list();
+  }
+
+  /** Deletes a schedule (and its occurrence created ahead); false if there is none. */
+  deleteSchedule(name: string): Promise<boolean> {
+    return this.closed ? rejectClosed() : this.recurring.delete(name);
+  }
+
   // ---- insights ---------------------------------------------------------------------------
 
   async stats(): Promise<Record<string, unknown>> {
@@ -446,10 +494,14 @@ export class QueueEngine {
   async settled(): Promise<void> {
     await this.horizon.settled();
     await this.topics.settled();
+    await this.recurring.settled();
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
+    // Receives waiting in the gate (paused, out of tokens) end empty now.
+    this.topics.close();
+    await this.recurring.close();
     await Promise.all([...this.consumers].map((consumer) => consumer.close()));
     this.closed = true;
     this.deliveries.stop();
@@ -458,6 +510,7 @@ export class QueueEngine {
     this.waiters.wakeAll();
     await this.locks.settled();
     this.wheel.close();
+    await this.topics.settled();
     await this.store.close();
   }
 

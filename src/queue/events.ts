@@ -77,12 +77,29 @@ export class QueueEvents extends EventEmitter {
   constructor(private readonly now: () => number) {
     super({ captureRejections: false });
     this.setMaxListeners(0);
+    this.count();
+  }
+
+  /** Keeps `listening` exact: two hooks of this emitter's own, never removed (see below). */
+  private count(): void {
     this.on('newListener', (name: string | symbol) => {
       if (NAMES.has(name)) this.listening++;
     });
     this.on('removeListener', (name: string | symbol) => {
       if (NAMES.has(name)) this.listening--;
     });
+  }
+
+  /** Removes listeners (all, or of `name`), but never the emitter's own two hooks. */
+  override removeAllListeners(name?: string | symbol): this {
+    const names = name === undefined ? this.eventNames() : [name];
+    for (const each of names) {
+      if (each !== 'newListener' && each !== 'removeListener') super.removeAllListeners(each);
+    }
+    let listening = 0;
+    for (const each of NAMES) listening += this.listenerCount(each);
+    this.listening = listening;
+    return this;
   }
 
   /** Whether anyone listens. */
@@ -102,11 +119,18 @@ export class QueueEvents extends EventEmitter {
       attempts: message.attempts,
     };
     if (reason !== undefined) event.reason = reason;
-    try {
-      this.emit(type, event);
-      this.emit('event', event);
-    } catch (err) {
-      process.emitWarning(err as Error);
+    // Each listener on its own: one that throws must not keep the event from the others.
+    this.deliver(type, event);
+    this.deliver('event', event);
+  }
+
+  private deliver(name: string, event: QueueEvent): void {
+    for (const listener of this.rawListeners(name) as Array<(event: QueueEvent) => void>) {
+      try {
+        listener.call(this, event);
+      } catch (err) {
+        process.emitWarning(err as Error);
+      }
     }
   }
 

@@ -18,6 +18,7 @@
 
 import type { StoreDamage } from '../errors.js';
 import type { MessageState, MessageStatus } from './message.js';
+import type { ScheduleRecord } from './recurring.js';
 import type { TopicSettings } from './topics.js';
 
 export interface StoredMessage extends MessageState {
@@ -138,6 +139,10 @@ export interface Store {
   readTopicSettings(): Promise<Map<string, TopicSettings>>;
   /** Replaces every topic's settings; resolves once durable. */
   writeTopicSettings(settings: ReadonlyMap<string, TopicSettings>): Promise<void>;
+  /** Recurring schedules' records (recurring.ts) as last written; rejects if unreadable. */
+  readSchedules(): Promise<ScheduleRecord[]>;
+  /** Writes schedules' records and forgets the `deleted` names; resolves once durable. */
+  writeSchedules(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void>;
   stats(): Record<string, number>;
   close(): Promise<void>;
 }

@@ -23,7 +23,13 @@
  * nodes). A topic with default settings costs a receive one Map lookup.
  */
 
-import { checkFlag, checkOption, describe, TickwheelTypeError } from '../errors.js';
+import {
+  checkFlag,
+  checkOption,
+  describe,
+  TickwheelStateError,
+  TickwheelTypeError,
+} from '../errors.js';
 import { checkTopic } from './message.js';
 import type { Store } from './store.js';
 
@@ -133,16 +139,22 @@ export function isDefaultSettings(settings: TopicSettings): boolean {
 }
 
 /**
- * Reads stored settings back (a file, a Valkey hash): anything that does not check out is an
- * error, never silently "not paused".
+ * Reads stored settings back (a file, a Valkey hash): exactly `{ paused, rateLimit }`, both
+ * present, nothing else. Anything else is ERR_TICKWHEEL_CORRUPT, never silently "not paused".
  */
 export function parseStoredSettings(value: unknown, where: string): TopicSettings {
   try {
-    const given = value as { paused?: unknown; rateLimit?: unknown };
-    const update = checkTopicUpdate({ paused: given.paused, rateLimit: given.rateLimit ?? null });
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      throw new Error(`not an object: ${describe(value)}`);
+    }
+    const given = value as Record<string, unknown>;
+    if (typeof given.paused !== 'boolean' || !('rateLimit' in given)) {
+      throw new Error('paused (true or false) and rateLimit (an object or null) are both needed');
+    }
+    const update = checkTopicUpdate(given);
     return applyTopicUpdate(DEFAULT_TOPIC_SETTINGS, update);
   } catch (err) {
-    throw new TickwheelTypeError(
+    throw new TickwheelStateError(
       'ERR_TICKWHEEL_CORRUPT',
       `${where}: stored topic settings cannot be read (${(err as Error).message})`,
     );
@@ -153,8 +165,11 @@ export function parseStoredSettings(value: unknown, where: string): TopicSetting
 export interface TopicSettingsBackend {
   /** Every topic with settings other than the defaults. */
   load(): Promise<Map<string, TopicSettings>>;
-  /** Stores one topic's settings; resolves once durable. Default settings may be removed. */
-  save(topic: string, settings: TopicSettings): Promise<void>;
+  /**
+   * Stores one topic's settings (`update`: the fields the change gave, for a backend shared by
+   * several writers that applies only those); resolves once durable.
+   */
+  save(topic: string, settings: TopicSettings, update: Partial<TopicSettings>): Promise<void>;
 }
 
 /** Settings kept by the embedded queue's store (in its data directory, for the file store). */
@@ -192,7 +207,11 @@ export interface TokenBuckets {
   refund(topic: string, limit: RateLimit, count: number): void | Promise<void>;
 }
 
-/** Token buckets in this process, on the queue's clock. */
+/**
+ * Token buckets in this process, on the queue's clock. A changed limit keeps the tokens saved up
+ * (at most the new burst); a refund made under another limit than the bucket's is dropped (its
+ * tokens were taken from a bucket that is no more).
+ */
 export class LocalBuckets implements TokenBuckets {
   private readonly buckets = new Map<string, { tokens: number; at: number; limit: RateLimit }>();
 
@@ -208,22 +227,29 @@ export class LocalBuckets implements TokenBuckets {
   }
 
   refund(topic: string, limit: RateLimit, count: number): void {
-    const bucket = this.refill(topic, limit);
+    const bucket = this.buckets.get(topic);
+    if (bucket === undefined || !sameLimit(bucket.limit, limit)) return;
+    this.refill(topic, limit);
     bucket.tokens = Math.min(limit.burst, bucket.tokens + count);
+  }
+
+  /** Forgets a topic's bucket (its limit was removed). */
+  forget(topic: string): void {
+    this.buckets.delete(topic);
   }
 
   private refill(topic: string, limit: RateLimit): { tokens: number; at: number } {
     const now = this.now();
     let bucket = this.buckets.get(topic);
-    // A new limit starts a full bucket, as a new topic's does.
-    if (
-      bucket === undefined ||
-      bucket.limit.perSecond !== limit.perSecond ||
-      bucket.limit.burst !== limit.burst
-    ) {
+    if (bucket === undefined) {
+      // A new bucket starts full, as a new topic's does.
       bucket = { tokens: limit.burst, at: now, limit };
       this.buckets.set(topic, bucket);
       return bucket;
+    }
+    if (!sameLimit(bucket.limit, limit)) {
+      bucket.limit = limit;
+      bucket.tokens = Math.min(bucket.tokens, limit.burst);
     }
     if (now > bucket.at) {
       bucket.tokens = Math.min(
@@ -236,29 +262,43 @@ export class LocalBuckets implements TokenBuckets {
   }
 }
 
+function sameLimit(a: RateLimit | null, b: RateLimit | null): boolean {
+  return a?.perSecond === b?.perSecond && a?.burst === b?.burst;
+}
+
 /** Waits `ms` on the queue's clock, or less if `signal` aborts. */
 export type Sleep = (ms: number, signal: AbortSignal) => Promise<void>;
 
 /**
- * The receive the gate wraps: the queue's own. Its long poll must end empty, once woken, if the
- * topic is paused by then (`TopicGate.paused`): the gate wakes it on every change (`onChange`).
+ * What the gate needs of a queue's receive: `receive` is the queue's own; its long poll must end
+ * empty, once woken, if the topic's settings changed meanwhile (`TopicGate.generation`: the gate
+ * wakes it on every change with `onChange`). `waitReady` waits until a message of the topic may
+ * be ready, or `ms`, or an abort, taking nothing: a limited topic waits so, holding no tokens.
  */
-export type InnerReceive<T> = (max: number, waitMs: number) => Promise<T[]>;
+export interface InnerQueue<T> {
+  receive(max: number, waitMs: number): Promise<T[]>;
+  waitReady(ms: number, signal: AbortSignal): Promise<void>;
+}
 
 export class TopicGate {
   private settings = new Map<string, TopicSettings>();
-  /** The gate's own waits (paused, out of tokens) per topic, ended when its settings change. */
+  /** Bumped per topic on every change of its settings (see InnerQueue). */
+  private readonly generations = new Map<string, number>();
+  /** The gate's own waits per topic, ended when its settings change or the gate closes. */
   private readonly watchers = new Map<string, Set<AbortController>>();
   /** Saves in order: a later change of a topic never lands before an earlier one. */
   private saving: Promise<unknown> = Promise.resolve();
+  private closed = false;
 
   constructor(
     private readonly backend: TopicSettingsBackend,
-    private readonly buckets: TokenBuckets,
+    private readonly buckets: TokenBuckets & { forget?(topic: string): void },
     private readonly now: () => number,
     private readonly sleep: Sleep,
     /** Wakes the queue's long polls on a topic whose settings changed. */
     private readonly onChange: (topic: string) => void,
+    /** Failures that must not fail a receive (giving tokens back). */
+    private readonly onError: (err: unknown) => void = (err) => process.emitWarning(err as Error),
   ) {}
 
   /** Reads the stored settings; called once when the queue opens. */
@@ -275,9 +315,9 @@ export class TopicGate {
     return this.settings.get(topic) ?? DEFAULT_TOPIC_SETTINGS;
   }
 
-  /** Whether deliveries of the topic are paused: checked by a long poll when woken. */
-  paused(topic: string): boolean {
-    return this.settings.get(topic)?.paused === true;
+  /** How many times the topic's settings changed: a long poll that sees it move ends empty. */
+  generation(topic: string): number {
+    return this.generations.get(topic) ?? 0;
   }
 
   /** Checks, stores and applies a change; resolves with the topic's settings once durable. */
@@ -291,7 +331,8 @@ export class TopicGate {
     }
     const run = this.saving.then(async () => {
       const next = applyTopicUpdate(this.get(topic), checked);
-      await this.backend.save(topic, next);
+      if (sameSettings(next, this.get(topic))) return next;
+      await this.backend.save(topic, next, checked);
       this.set(topic, next);
       return next;
     });
@@ -314,61 +355,86 @@ export class TopicGate {
     if (sameSettings(this.get(topic), settings)) return;
     if (isDefaultSettings(settings)) this.settings.delete(topic);
     else this.settings.set(topic, settings);
+    if (settings.rateLimit === null) this.buckets.forget?.(topic);
+    this.generations.set(topic, this.generation(topic) + 1);
     for (const controller of this.watchers.get(topic) ?? []) controller.abort();
     this.onChange(topic);
   }
 
   /**
    * A receive through the gate: paused topics answer nothing (waiting out the long poll unless
-   * resumed), limited ones take tokens first. `receive` is the queue's own.
+   * resumed), limited ones take tokens first and wait for messages holding none.
    */
   async receive<T>(
     topic: string,
     max: number,
     waitMs: number,
     signal: AbortSignal | undefined,
-    receive: InnerReceive<T>,
+    inner: InnerQueue<T>,
   ): Promise<T[]> {
     const until = waitMs > 0 ? this.now() + waitMs : 0;
     if (!this.settings.has(topic)) {
-      // The common case, a topic with default settings: one Map lookup. A long poll woken by a
-      // pause under way ends empty, and carries on here.
-      const got = await receive(max, waitMs);
+      // The common case, a topic with default settings: one Map lookup. A long poll ended by a
+      // change of the topic's settings carries on below.
+      const got = await inner.receive(max, waitMs);
       if (got.length > 0 || waitMs === 0 || !this.settings.has(topic)) return got;
     }
     for (;;) {
-      if (signal?.aborted) return [];
+      if (signal?.aborted || this.closed) return [];
       const settings = this.get(topic);
       const left = Math.max(0, until - this.now());
       if (settings.paused) {
         if (left === 0) return [];
-        await this.wait(topic, left, signal);
+        await this.wait(topic, left, signal, (aborts) => this.sleep(left, aborts));
         continue;
       }
       const limit = settings.rateLimit;
       if (limit === null) {
-        const got = await receive(max, left);
+        const got = await inner.receive(max, left);
         if (got.length > 0 || left === 0 || this.now() >= until) return got;
         continue;
       }
       const { granted, retryInMs } = await this.buckets.take(topic, limit, max);
+      // Paused (or closed) while the tokens were asked for: give them back, look again.
+      if (granted > 0 && (this.closed || this.get(topic).paused)) {
+        await this.refund(topic, limit, granted);
+        continue;
+      }
       if (granted === 0) {
         if (left === 0) return [];
-        await this.wait(topic, Math.min(left, retryInMs), signal);
+        await this.wait(topic, Math.min(left, retryInMs), signal, (aborts) =>
+          this.sleep(Math.min(left, retryInMs), aborts),
+        );
         continue;
       }
       let got: T[] = [];
       try {
-        got = await receive(granted, left);
+        // Only what is ready now: a wait must not hold tokens the bucket would refill meanwhile.
+        got = await inner.receive(granted, 0);
       } finally {
-        if (got.length < granted) await this.buckets.refund(topic, limit, granted - got.length);
+        if (got.length < granted) await this.refund(topic, limit, granted - got.length);
       }
-      if (got.length > 0 || left === 0 || this.now() >= until) return got;
+      if (got.length > 0 || left === 0) return got;
+      await this.wait(topic, left, signal, (aborts) => inner.waitReady(left, aborts));
     }
   }
 
-  /** Waits up to `ms`, less if the topic's settings change or `signal` aborts. */
-  private async wait(topic: string, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  /** Gives tokens back; a failure is reported, never fails the receive (it has messages). */
+  private async refund(topic: string, limit: RateLimit, count: number): Promise<void> {
+    try {
+      await this.buckets.refund(topic, limit, count);
+    } catch (err) {
+      this.onError(err);
+    }
+  }
+
+  /** Runs `waiting` with a signal that aborts on a change of the topic, `signal`, or close. */
+  private async wait(
+    topic: string,
+    _ms: number,
+    signal: AbortSignal | undefined,
+    waiting: (aborts: AbortSignal) => Promise<void>,
+  ): Promise<void> {
     const controller = new AbortController();
     const onAbort = () => controller.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -376,12 +442,18 @@ export class TopicGate {
     if (set === undefined) this.watchers.set(topic, (set = new Set()));
     set.add(controller);
     try {
-      await this.sleep(ms, controller.signal);
+      if (!this.closed && !signal?.aborted) await waiting(controller.signal);
     } finally {
       set.delete(controller);
       if (set.size === 0 && this.watchers.get(topic) === set) this.watchers.delete(topic);
       signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  /** Ends every wait of the gate (they answer empty) and every later receive; once. */
+  close(): void {
+    this.closed = true;
+    for (const set of this.watchers.values()) for (const controller of set) controller.abort();
   }
 
   /** Resolves once every stored change so far has landed. */
@@ -391,9 +463,5 @@ export class TopicGate {
 }
 
 function sameSettings(a: TopicSettings, b: TopicSettings): boolean {
-  return (
-    a.paused === b.paused &&
-    a.rateLimit?.perSecond === b.rateLimit?.perSecond &&
-    a.rateLimit?.burst === b.rateLimit?.burst
-  );
+  return a.paused === b.paused && sameLimit(a.rateLimit, b.rateLimit);
 }

@@ -6,6 +6,7 @@
 import { DueHeap } from '../queue/due-heap.js';
 import { payloadBytes, type MessageState } from '../queue/message.js';
 import type { RecoveryReport, Store, StoreCounts, StoredMessage } from '../queue/store.js';
+import type { ScheduleRecord } from '../queue/recurring.js';
 import type { TopicSettings } from '../queue/topics.js';
 import { MessageCounts } from './counts.js';
 
@@ -24,6 +25,7 @@ export class MemoryStore implements Store {
   private nextRef = 1;
   private readonly tally = new MessageCounts();
   private topicSettings = new Map<string, TopicSettings>();
+  private readonly schedules = new Map<string, ScheduleRecord>();
 
   async readTopicSettings(): Promise<Map<string, TopicSettings>> {
     return new Map(this.topicSettings);
@@ -31,6 +33,18 @@ export class MemoryStore implements Store {
 
   async writeTopicSettings(settings: ReadonlyMap<string, TopicSettings>): Promise<void> {
     this.topicSettings = new Map(settings);
+  }
+
+  async readSchedules(): Promise<ScheduleRecord[]> {
+    return [...this.schedules.values()].map((record) => structuredClone(record));
+  }
+
+  async writeSchedules(
+    records: readonly ScheduleRecord[],
+    deleted: readonly string[],
+  ): Promise<void> {
+    for (const record of records) this.schedules.set(record.name, structuredClone(record));
+    for (const name of deleted) this.schedules.delete(name);
   }
 
   horizonEnd(until: number): number {

@@ -5,6 +5,7 @@
  * stream, and does not wait for it; a token server refuses a stream without the token.
  */
 
+import { request as httpRequest } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
@@ -98,6 +99,34 @@ describe('client.events()', () => {
     // Streams are ended at once: the close does not wait for a stream to go away.
     expect(Date.now() - closing).toBeLessThan(10_000);
   });
+
+  it('a reader that stops reading is cut off: the server still closes promptly', async () => {
+    const { queue, server } = await start();
+    const port = (server.server.address() as { port: number }).port;
+    const stalled = await new Promise<import('node:http').IncomingMessage>((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port, path: '/v1/events' }, (res) => {
+        res.pause(); // reads nothing from here on
+        resolve(res);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    await listening(queue);
+    // Far more than the socket buffers hold, and than the stream's own buffer of 10,000.
+    for (let i = 0; i < 6; i++) {
+      await queue.scheduleMany(
+        Array.from({ length: 5_000 }, (_, j) => ({
+          topic: 'flood',
+          payload: 'x'.repeat(200),
+          id: `f${i}-${j}`,
+        })),
+      );
+    }
+    const closing = Date.now();
+    await server.close();
+    expect(Date.now() - closing).toBeLessThan(10_000);
+    stalled.destroy();
+  }, 60_000);
 
   it('needs the token on a token server, and refuses bad filters with 400', async () => {
     const { client } = await start('events-token');

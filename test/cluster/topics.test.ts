@@ -142,16 +142,48 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
   }, 30_000);
 
   it('stored settings that cannot be read stop a node from opening', async () => {
-    const name = `corrupt-${run++}`;
-    const a = await open(name);
-    await a.pause('jobs');
-    await a.close();
     const valkey = await Valkey.connect(server.url);
     try {
-      await valkey.command(topicsKey(name), ['HSET', topicsKey(name), 'jobs', '{"paused":"x"}']);
+      for (const [field, value] of [
+        ['jobs|paused', '"x"'],
+        ['jobs|paused', 'garbage'],
+        ['jobs|rateLimit', '{"perSecond":0}'],
+        ['jobs|rateLimit', '[]'],
+        ['jobs|colour', 'true'],
+        ['bad topic|paused', 'true'],
+      ]) {
+        const name = `corrupt-${run++}`;
+        await valkey.command(topicsKey(name), ['HSET', topicsKey(name), field, value]);
+        await expect(open(name), `${field} = ${value}`).rejects.toMatchObject({
+          code: 'ERR_TICKWHEEL_CORRUPT',
+        });
+      }
     } finally {
       await valkey.close();
     }
-    await expect(open(name)).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_CORRUPT' });
+  }, 30_000);
+
+  it('two nodes changing different settings of a topic at once both land', async () => {
+    const name = `concurrent-${run++}`;
+    const a = await open(name);
+    const b = await open(name);
+    // b has not seen a's limit when it pauses: each writes only the setting it changes.
+    await Promise.all([a.configureTopic('jobs', { rateLimit: { perSecond: 3 } }), b.pause('jobs')]);
+    const c = await open(name);
+    expect(await c.topicInfo('jobs')).toMatchObject({
+      paused: true,
+      rateLimit: { perSecond: 3, burst: 3 },
+    });
+  }, 30_000);
+
+  it('closing a node ends its receives waiting in the gate at once', async () => {
+    const node = await open(`close-${run++}`);
+    await node.pause('jobs');
+    const waiting = node.receive('jobs', { waitMs: 20_000 });
+    await sleep(100);
+    const started = Date.now();
+    await node.close();
+    expect(await waiting).toEqual([]);
+    expect(Date.now() - started).toBeLessThan(10_000);
   }, 30_000);
 });

@@ -149,6 +149,17 @@ describe('events cost nothing while nobody listens', () => {
     }
   });
 
+  it('removeAllListeners() leaves events working for listeners added later', async () => {
+    const { queue } = await openQueue(memoryKind);
+    queue.events.on('acked', () => {});
+    queue.events.removeAllListeners();
+    expect(queue.events.active).toBe(false);
+    const seen: string[] = [];
+    queue.events.on('scheduled', (e: { id: string }) => seen.push(e.id));
+    await queue.schedule({ topic: 't', payload: 1, id: 'later' });
+    expect(seen).toEqual(['later']);
+  });
+
   it('a listener that throws does not break the queue', async () => {
     const { queue } = await openQueue(memoryKind);
     const warnings: Error[] = [];
@@ -158,12 +169,22 @@ describe('events cost nothing while nobody listens', () => {
       queue.events.on('scheduled', () => {
         throw new Error('listener bug');
       });
+      const watched: string[] = [];
+      const controller = new AbortController();
+      const reading = (async () => {
+        for await (const e of queue.events.watch({ signal: controller.signal }))
+          watched.push(e.type);
+      })();
       await expect(queue.schedule({ topic: 't', payload: 1 })).resolves.toMatchObject({
         id: expect.any(String),
       });
       expect(await queue.receive('t')).toHaveLength(1);
       await new Promise((resolve) => setImmediate(resolve));
       expect(warnings.map((w) => w.message)).toContain('listener bug');
+      // The others still had the event.
+      controller.abort();
+      await reading;
+      expect(watched).toContain('scheduled');
     } finally {
       process.off('warning', onWarning);
     }

@@ -19,6 +19,8 @@ export interface QueueKind {
   open(clock: ManualClock, options?: Partial<DelayQueueOpenOptions>): Promise<DelayQueue>;
   cleanup(): void;
   durable: boolean;
+  /** The data directory of a file kind. */
+  dir?: string;
 }
 
 export function memoryKind(): QueueKind {
@@ -36,6 +38,7 @@ export function fileKind(): QueueKind {
   return {
     name: 'file store',
     durable: true,
+    dir,
     open: (clock, options = {}) =>
       DelayQueue.open({
         dir,

@@ -191,6 +191,56 @@ describe.each([
   });
 });
 
+describe('the gate under close, idle long polls and limit changes', () => {
+  it('a receive waiting in the gate ends empty when the queue closes, holding nothing', async () => {
+    const { queue } = await openQueue(memoryKind);
+    await queue.pause('jobs');
+    await queue.configureTopic('slow', { rateLimit: { perSecond: 0.001, burst: 1 } });
+    await scheduleNow(queue, 'slow', 2);
+    expect(await queue.receive('slow')).toHaveLength(1);
+    const paused = queue.receive('jobs', { waitMs: 30_000 });
+    const noTokens = queue.receive('slow', { waitMs: 30_000 });
+    await settle();
+    await queue.close();
+    expect(await paused).toEqual([]);
+    expect(await noTokens).toEqual([]);
+    // No keep-alive left: a plain script would end here.
+    expect((queue as unknown as { waiters: { held: number } }).waiters.held).toBe(0);
+  });
+
+  it('idle long polls hold no tokens: a burst of 1 delivers 1, however many polls waited', async () => {
+    const { clock, queue } = await openQueue(memoryKind);
+    await queue.configureTopic('jobs', { rateLimit: { perSecond: 1, burst: 1 } });
+    const got: number[] = [];
+    const polls = Array.from({ length: 5 }, () =>
+      queue.receive('jobs', { max: 10, waitMs: 20_000 }).then((m) => got.push(m.length)),
+    );
+    await advance(clock, 10_000, 1_000, queue);
+    await scheduleNow(queue, 'jobs', 5);
+    await settle();
+    expect(got.reduce((a, b) => a + b, 0)).toBe(1);
+    await advance(clock, 999, 333, queue);
+    expect(got.reduce((a, b) => a + b, 0)).toBe(1);
+    await advance(clock, 1, 1, queue);
+    expect(got.reduce((a, b) => a + b, 0)).toBe(2);
+    await advance(clock, 20_000, 1_000, queue);
+    await Promise.all(polls);
+  });
+
+  it('a changed limit keeps what was saved up; refunds of the old limit are dropped', () => {
+    let now = 0;
+    const buckets = new LocalBuckets(() => now);
+    const old = { perSecond: 100, burst: 100 };
+    const next = { perSecond: 1, burst: 1 };
+    expect(buckets.take('t', old, 100).granted).toBe(100);
+    expect(buckets.take('t', next, 5).granted).toBe(0); // empty stays empty
+    buckets.refund('t', old, 5); // taken under the old limit: dropped
+    expect(buckets.take('t', next, 5).granted).toBe(0);
+    now += 1_000;
+    expect(buckets.take('t', next, 5).granted).toBe(1);
+  });
+});
+
 describe('topic settings survive a restart (file store)', () => {
   it('a paused, rate-limited topic is still so after reopening', async () => {
     const { kind, clock, queue: first } = await openQueue(fileKind);
@@ -225,6 +275,11 @@ describe('topic settings survive a restart (file store)', () => {
       text.slice(0, text.length / 2),
       text.replace('true', '"maybe"'),
       '{"version":1}',
+      '{"version":7,"topics":{}}',
+      '{"version":1,"topics":{"jobs":{}}}',
+      '{"version":1,"topics":{"jobs":{"pasued":true,"rateLimit":null}}}',
+      '{"version":1,"topics":{"bad topic":{"paused":true,"rateLimit":null}}}',
+      '{"version":1,"topics":{"jobs":"paused"}}',
     ]) {
       writeFileSync(file, damaged);
       await expect(kind.open(clock)).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_CORRUPT' });

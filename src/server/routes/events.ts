@@ -14,7 +14,6 @@
  * one stream; there is no resuming from Last-Event-ID).
  */
 
-import { once } from 'node:events';
 import type { FastifyInstance } from 'fastify';
 import { TickwheelError } from '../../errors.js';
 import { EVENT_TYPES, type QueueEventType } from '../../queue/events.js';
@@ -62,7 +61,7 @@ export function eventRoutes(app: FastifyInstance, context: ServerContext): void 
           // Back-pressure: while the socket is full nothing more is written; the events wait in
           // the iterator's buffer, and a reader that stays behind ends with `lost`.
           if (!raw.write(`event: ${event.type}\nid: ${++n}\ndata: ${JSON.stringify(event)}\n\n`)) {
-            await Promise.race([once(raw, 'drain'), once(raw, 'close')]);
+            await drained(raw, controller.signal);
           }
         }
       } catch (err) {
@@ -73,10 +72,31 @@ export function eventRoutes(app: FastifyInstance, context: ServerContext): void 
         clearInterval(keepAlive);
         streams.delete(end);
         request.raw.off('close', end);
-        raw.end();
+        // A reader that stopped reading would hold the end (and a shutdown) up: cut it off.
+        if (raw.writableNeedDrain) raw.destroy();
+        else raw.end();
       }
     },
   );
+}
+
+/** Resolves when the socket drains, closes, or `signal` aborts; leaves no listener behind. */
+function drained(
+  raw: NodeJS.WritableStream & { destroyed?: boolean },
+  signal: AbortSignal,
+): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      raw.off('drain', done);
+      raw.off('close', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    if (signal.aborted || raw.destroyed) return resolve();
+    raw.on('drain', done);
+    raw.on('close', done);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 function parseTypes(text: string | undefined): QueueEventType[] | undefined {

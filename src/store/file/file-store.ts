@@ -31,7 +31,9 @@ import type {
   StoreCounts,
   StoredMessage,
 } from '../../queue/store.js';
+import type { ScheduleRecord } from '../../queue/recurring.js';
 import type { TopicSettings } from '../../queue/topics.js';
+import { ScheduleLog } from './schedule-log.js';
 import { writeUtf8 } from '../bytes.js';
 import {
   LogError,
@@ -106,6 +108,8 @@ const HORIZON_DISAGREES =
   'recover() or loadUntil(), rounded by horizonEnd()';
 
 export class FileStore implements Store {
+  /** schedules.log, once the queue read or wrote a recurring schedule. */
+  private scheduleLog: ScheduleLog | undefined;
   readonly dir: string;
   private readonly log: MessageLog;
   private readonly index: WindowIndex;
@@ -412,6 +416,21 @@ export class FileStore implements Store {
     return found;
   }
 
+  async readSchedules(): Promise<ScheduleRecord[]> {
+    const { log, records } = await ScheduleLog.open(this.dir);
+    await this.scheduleLog?.close();
+    this.scheduleLog = log;
+    return records;
+  }
+
+  async writeSchedules(
+    records: readonly ScheduleRecord[],
+    deleted: readonly string[],
+  ): Promise<void> {
+    this.scheduleLog ??= (await ScheduleLog.open(this.dir)).log;
+    await this.scheduleLog.write(records, deleted);
+  }
+
   readTopicSettings(): Promise<Map<string, TopicSettings>> {
     return readTopicSettings(this.dir);
   }
@@ -462,6 +481,7 @@ export class FileStore implements Store {
     if (this.closed) return;
     this.closed = true;
     try {
+      await this.scheduleLog?.close();
       await this.checkpoints.close();
     } finally {
       await this.log.close();

@@ -28,6 +28,7 @@ import { open, readFile, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { TickwheelStateError, type StoreDamage } from '../../errors.js';
 import type { RepairReport } from '../../queue/store.js';
+import { checkTopic } from '../../queue/message.js';
 import { parseStoredSettings, type TopicSettings } from '../../queue/topics.js';
 
 /** The on-disk format this code writes and reads (format.json). 1: records without topics. */
@@ -137,19 +138,28 @@ export async function readTopicSettings(dir: string): Promise<Map<string, TopicS
     throw err;
   }
   const where = `${file} (fix or delete it: deleting it resumes every paused topic and removes every rate limit)`;
-  let parsed: { topics?: unknown };
+  let parsed: { version?: unknown; topics?: unknown };
   try {
-    parsed = JSON.parse(text) as { topics?: unknown };
+    parsed = JSON.parse(text) as { version?: unknown; topics?: unknown };
   } catch (err) {
     throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: ${(err as Error).message}`);
   }
-  const topics = parsed?.topics;
+  if (parsed?.version !== 1) {
+    throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: not version 1`);
+  }
+  const topics = parsed.topics;
   if (typeof topics !== 'object' || topics === null || Array.isArray(topics)) {
     throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: no "topics" object`);
   }
   const settings = new Map<string, TopicSettings>();
   for (const [topic, value] of Object.entries(topics as Record<string, unknown>)) {
-    settings.set(topic, parseStoredSettings(value, `${where}, topic ${JSON.stringify(topic)}`));
+    const at = `${where}, topic ${JSON.stringify(topic)}`;
+    try {
+      checkTopic(topic);
+    } catch (err) {
+      throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${at}: ${(err as Error).message}`);
+    }
+    settings.set(topic, parseStoredSettings(value, at));
   }
   return settings;
 }

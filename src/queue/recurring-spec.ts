@@ -1,0 +1,229 @@
+/**
+ * Recurring schedules' definitions: what a user gives (RecurringSpec), checked into what the
+ * scheduler keeps (ScheduleSpec), and when each occurrence falls (Occurrences).
+ *
+ * Two kinds of recurrence:
+ *   cron     a cron expression (5 fields, or 6 with seconds first) in an IANA time zone (default
+ *            UTC), read by croner. Daylight-saving changes: a wall-clock time the spring-forward
+ *            skips runs once, at the first instant after the gap (02:30 on the day clocks jump
+ *            from 02:00 to 03:00 runs at 03:00); a wall-clock time the fall-back repeats runs
+ *            once, at its first instant. Expressions with a step in the minutes or hours (every 15
+ *            minutes, say) run in real time, so the repeated hour's quarters run in both passes.
+ *   everyMs  a fixed interval, 1 s to 366 days, anchored: occurrences at startAt + k * everyMs
+ *            (k >= 0) when startAt is given, else at createdAt + k * everyMs (k >= 1). No drift.
+ *
+ * croner (https://github.com/hexagon/croner) is the cron library: no dependencies, types
+ * included, time zones through Intl (Node's own ICU data, no tz database to ship), and documented
+ * DST rules (above, the Open Cron Pattern Specification's); it is widely used and kept.
+ */
+
+import { Cron } from 'croner';
+import { checkFlag, checkOption, describe, TickwheelTypeError } from '../errors.js';
+import {
+  checkBackoff,
+  checkMaxAttempts,
+  checkTopic,
+  MAX_DELAY_MS,
+  type Backoff,
+} from './message.js';
+
+/** Schedule names: letters, digits and . _ : - (no @: occurrence ids are `<name>@<time>`). */
+export const SCHEDULE_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+export const MIN_EVERY_MS = 1_000;
+export const MAX_EVERY_MS = 366 * 86_400_000;
+/** Missed occurrences 'all' creates at most, oldest skipped beyond it. */
+export const MAX_CATCH_UP = 1_000;
+/** A payload is kept with the schedule: JSON, at most this many bytes as text. */
+export const MAX_SCHEDULE_PAYLOAD_BYTES = 64 * 1024;
+
+export type CatchUp = 'latest' | 'all' | 'none';
+export type Overlap = 'allow' | 'skip';
+
+/** What a user gives to create or replace a schedule. */
+export interface RecurringSpec {
+  topic: string;
+  /** Each occurrence's message payload (JSON). Default null. */
+  payload?: unknown;
+  /** A cron expression: 5 fields, or 6 with seconds first. One of cron / everyMs. */
+  cron?: string;
+  /** IANA time zone of `cron`. Default 'UTC'. */
+  timezone?: string;
+  /** A fixed interval, 1,000 ms to 366 days. */
+  everyMs?: number;
+  /** No occurrence before this (epoch ms); with everyMs, the first occurrence. */
+  startAt?: number;
+  /** No occurrence after this (epoch ms). */
+  endAt?: number;
+  /** Occurrences missed while the queue was not running: see docs. Default 'latest'. */
+  catchUp?: CatchUp;
+  /** 'skip': no occurrence while the previous one's message is still live. Default 'allow'. */
+  overlap?: Overlap;
+  /** Of each occurrence's message. */
+  maxAttempts?: number;
+  backoff?: Backoff;
+  /** No occurrences while paused (they are skipped, not made up later). */
+  paused?: boolean;
+}
+
+/** A checked spec, every default filled in. */
+export interface ScheduleSpec {
+  topic: string;
+  payload: unknown;
+  cron: string | null;
+  timezone: string | null;
+  everyMs: number | null;
+  startAt: number | null;
+  endAt: number | null;
+  catchUp: CatchUp;
+  overlap: Overlap;
+  maxAttempts: number;
+  backoff: Backoff | null;
+  paused: boolean;
+}
+
+const SPEC_FIELDS = [
+  'topic',
+  'payload',
+  'cron',
+  'timezone',
+  'everyMs',
+  'startAt',
+  'endAt',
+  'catchUp',
+  'overlap',
+  'maxAttempts',
+  'backoff',
+  'paused',
+];
+
+function invalid(message: string): TickwheelTypeError {
+  return new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', message);
+}
+
+export function checkScheduleName(name: unknown): string {
+  if (typeof name !== 'string' || !SCHEDULE_NAME_PATTERN.test(name)) {
+    throw invalid(
+      `a schedule name is 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit; got ${describe(name)}`,
+    );
+  }
+  return name;
+}
+
+/** Checks a RecurringSpec (or a stored ScheduleSpec) into a ScheduleSpec. */
+export function checkSpec(given: unknown): ScheduleSpec {
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
+    throw invalid(`a schedule must be an object such as { topic, cron }, got ${describe(given)}`);
+  }
+  const spec = given as Record<string, unknown>;
+  for (const key of Object.keys(spec)) {
+    if (!SPEC_FIELDS.includes(key)) {
+      throw invalid(
+        `unknown schedule field ${JSON.stringify(key)}: the fields are ${SPEC_FIELDS.join(', ')}`,
+      );
+    }
+  }
+  const cron = spec.cron ?? null;
+  const everyMs = spec.everyMs ?? null;
+  if ((cron === null) === (everyMs === null)) {
+    throw invalid('a schedule needs exactly one of cron and everyMs');
+  }
+  if (cron !== null && (typeof cron !== 'string' || cron.length > 200)) {
+    throw invalid(`cron must be a cron expression (a string), got ${describe(cron)}`);
+  }
+  const timezone = spec.timezone ?? null;
+  if (timezone !== null && cron === null) throw invalid('timezone goes with cron only');
+  if (timezone !== null && (typeof timezone !== 'string' || timezone.length > 100)) {
+    throw invalid(`timezone must be an IANA time zone name, got ${describe(timezone)}`);
+  }
+  const startAt = spec.startAt == null ? null : checkTime(spec.startAt, 'startAt');
+  const endAt = spec.endAt == null ? null : checkTime(spec.endAt, 'endAt');
+  if (startAt !== null && endAt !== null && endAt < startAt) {
+    throw invalid('endAt must not be before startAt');
+  }
+  const payload = spec.payload === undefined ? null : spec.payload;
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(payload);
+  } catch {
+    text = undefined;
+  }
+  if (text === undefined) throw invalid('payload must be a JSON value');
+  if (Buffer.byteLength(text) > MAX_SCHEDULE_PAYLOAD_BYTES) {
+    throw invalid(`payload is over ${MAX_SCHEDULE_PAYLOAD_BYTES} bytes as JSON`);
+  }
+  const checked: ScheduleSpec = {
+    topic: checkTopic(spec.topic),
+    payload: JSON.parse(text) as unknown,
+    cron: cron as string | null,
+    timezone: cron === null ? null : ((timezone as string | null) ?? 'UTC'),
+    everyMs:
+      everyMs === null ? null : checkOption(everyMs, 'everyMs', MIN_EVERY_MS, MAX_EVERY_MS, true),
+    startAt,
+    endAt,
+    catchUp: checkChoice(spec.catchUp ?? 'latest', 'catchUp', ['latest', 'all', 'none']),
+    overlap: checkChoice(spec.overlap ?? 'allow', 'overlap', ['allow', 'skip']),
+    maxAttempts: checkMaxAttempts(spec.maxAttempts),
+    backoff: checkBackoff(spec.backoff ?? undefined) ?? null,
+    paused: checkFlag(spec.paused, 'paused'),
+  };
+  // A cron expression or time zone croner cannot read is refused here, not at its first use.
+  if (checked.cron !== null) occurrencesOf(checked, 0).next(Date.now());
+  return checked;
+}
+
+function checkTime(value: unknown, name: string): number {
+  return checkOption(value, name, 0, Date.now() + MAX_DELAY_MS, true);
+}
+
+function checkChoice<T extends string>(value: unknown, name: string, choices: readonly T[]): T {
+  if (!choices.includes(value as T)) {
+    throw invalid(`${name} must be one of ${choices.join(', ')}, got ${describe(value)}`);
+  }
+  return value as T;
+}
+
+/** When a schedule's occurrences fall. */
+export interface Occurrences {
+  /** The first occurrence strictly after `after` (epoch ms), or null if there is none. */
+  next(after: number): number | null;
+}
+
+/**
+ * The occurrences of a spec; `createdAt` anchors an interval schedule without startAt. Cron
+ * expressions are read once per schedule (a Cron object each).
+ */
+export function occurrencesOf(spec: ScheduleSpec, createdAt: number): Occurrences {
+  const end = spec.endAt ?? Infinity;
+  const start = spec.startAt ?? -Infinity;
+  if (spec.everyMs !== null) {
+    const every = spec.everyMs;
+    const anchor = spec.startAt ?? createdAt + every;
+    return {
+      next(after) {
+        const k = after < anchor ? 0 : Math.floor((after - anchor) / every) + 1;
+        const at = anchor + k * every;
+        return at > end ? null : at;
+      },
+    };
+  }
+  let cron: Cron;
+  try {
+    cron = new Cron(spec.cron as string, { timezone: spec.timezone ?? 'UTC', paused: true });
+    cron.nextRun(new Date(0));
+  } catch (err) {
+    throw invalid(
+      `cron ${JSON.stringify(spec.cron)} in ${spec.timezone}: ${(err as Error).message}`,
+    );
+  }
+  return {
+    next(after) {
+      let from = Math.max(after, start - 1);
+      for (;;) {
+        const at = cron.nextRun(new Date(from))?.getTime();
+        if (at === undefined || at > end) return null;
+        if (at > after) return at;
+        from = at; // croner answers strictly later runs; this only guards against one that is not
+      }
+    },
+  };
+}

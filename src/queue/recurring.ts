@@ -1,0 +1,432 @@
+/**
+ * Recurring schedules: named cron or interval schedules whose occurrences become ordinary
+ * durable messages of the queue (recurring-spec.ts says when occurrences fall).
+ *
+ * Each occurrence's message has the id `<name>@<occurrence epoch ms>`, so a second attempt to
+ * create it while it is pending is the queue's dedup, not a second message. A schedule's record
+ * (its spec and `through`, the latest occurrence handled) is kept by the store, written after
+ * each occurrence's message is durable.
+ *
+ * When occurrences are created:
+ *   overlap 'allow'  one ahead: when an occurrence comes due, the next one's message is created
+ *                    (due at its time). A message is so created long before it can be delivered,
+ *                    and the record says so before then: after a crash between the two, the
+ *                    restart creates it again and the queue's dedup answers with the pending one.
+ *   overlap 'skip'   LEAD_MS before the occurrence, and only if the previous occurrence's message
+ *                    is no longer live (acked, dead or cancelled); otherwise it is skipped.
+ *
+ * A message created later than its occurrence (the process was stalled, or a schedule's first
+ * occurrence is under LEAD_MS away) is due MIN_LEAD_MS after its creation at the earliest, so the
+ * record is durable before it can be delivered. When the queue opens, everything is brought up
+ * to date before open() returns (no consumer can receive yet, so no lead is needed then).
+ *
+ * Missed occurrences (their time passed while the queue was not running, or paused under a
+ * stall) follow the schedule's catchUp: 'latest' creates the most recent one (due at once) and
+ * skips the others, 'all' creates each (the latest MAX_CATCH_UP), 'none' skips them all. A
+ * paused schedule creates nothing; its occurrences meanwhile are skipped, not made up.
+ *
+ * Changing a schedule (put or update) starts it again from the time of the change: the message of
+ * an occurrence created ahead and not yet due is cancelled, and an interval schedule without
+ * startAt counts from then. Deleting one cancels that message too.
+ */
+
+import type { Clock } from '../clock/index.js';
+import { TickwheelStateError } from '../errors.js';
+import { TimerWheel, type TimerHandle } from '../timer/index.js';
+import type { ScheduleRequest } from './message.js';
+import {
+  checkScheduleName,
+  checkSpec,
+  MAX_CATCH_UP,
+  occurrencesOf,
+  type Occurrences,
+  type RecurringSpec,
+  type ScheduleSpec,
+} from './recurring-spec.js';
+
+/** How long before its time an occurrence of an overlap-'skip' schedule is created. */
+export const LEAD_MS = 1_000;
+/** The least time between creating an occurrence's message and its being due, at run time. */
+export const MIN_LEAD_MS = 250;
+/** Steps of a cron schedule scanned for missed occurrences before jumping to the last week. */
+const SCAN_BUDGET = 10_000;
+const LOOKBACK_MS = 7 * 86_400_000;
+/** A failed step is tried again this much later, doubling while it keeps failing. */
+const RETRY_MS = 1_000;
+const MAX_RETRY_MS = 60_000;
+
+/** What the store keeps of a schedule. */
+export interface ScheduleRecord {
+  name: string;
+  spec: ScheduleSpec;
+  createdAt: number;
+  updatedAt: number;
+  /** Where its occurrences are counted from: created or last changed. */
+  anchorAt: number;
+  /** The latest occurrence handled (its message created, or skipped); null before the first. */
+  through: number | null;
+  /** The latest occurrence whose message was created; null before the first. */
+  lastCreated: number | null;
+  created: number;
+  skipped: number;
+}
+
+/** A schedule as get / list answer it. */
+export interface ScheduleInfo extends ScheduleSpec {
+  name: string;
+  createdAt: number;
+  updatedAt: number;
+  /** The latest occurrence whose message was created, or null. */
+  lastAt: number | null;
+  /** The next occurrence, or null (paused, or past endAt). */
+  nextAt: number | null;
+  /** Occurrences created, and skipped (missed, overlapping, or while paused). */
+  created: number;
+  skipped: number;
+}
+
+/** What the scheduler needs of the queue. */
+export interface ScheduleHost {
+  schedule(request: ScheduleRequest): Promise<unknown>;
+  cancel(id: string): Promise<boolean>;
+  /** Whether a message is live: scheduled, ready or in flight. */
+  isLive(id: string): Promise<boolean>;
+}
+
+/** Where the records are kept durably. */
+export interface ScheduleRecords {
+  readSchedules(): Promise<ScheduleRecord[]>;
+  /** Writes records and forgets `deleted` names; resolves once durable. */
+  writeSchedules(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void>;
+}
+
+interface Held {
+  record: ScheduleRecord;
+  occurrences: Occurrences;
+  timer: TimerHandle | undefined;
+  /** Steps failed in a row: the next try waits RETRY_MS doubled this often, up to a minute. */
+  failures: number;
+}
+
+export function occurrenceId(name: string, at: number): string {
+  return `${name}@${at}`;
+}
+
+export class Scheduler {
+  private readonly held = new Map<string, Held>();
+  private readonly wheel: TimerWheel<unknown>;
+  /** Work per schedule, one at a time: timers, changes. */
+  private readonly chains = new Map<string, Promise<unknown>>();
+  private closed = false;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly host: ScheduleHost,
+    private readonly store: ScheduleRecords,
+    private readonly onError: (err: unknown) => void,
+  ) {
+    this.wheel = new TimerWheel({ clock, unref: true, onError });
+  }
+
+  /** Reads the records and brings every schedule up to date; called once when the queue opens. */
+  async start(): Promise<void> {
+    for (const record of await this.store.readSchedules()) {
+      const held: Held = {
+        record,
+        occurrences: occurrencesOf(record.spec, record.anchorAt),
+        timer: undefined,
+        failures: 0,
+      };
+      this.held.set(record.name, held);
+      await this.stepOrRetry(held, true, false);
+    }
+  }
+
+  /** Creates or replaces a schedule; resolves once its record is durable. */
+  async put(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
+    checkScheduleName(name);
+    const checked = checkSpec(spec);
+    return this.serial(name, async () => {
+      const now = this.clock.now();
+      const old = this.held.get(name);
+      if (old !== undefined) await this.stop(old);
+      const record: ScheduleRecord = {
+        name,
+        spec: checked,
+        createdAt: old?.record.createdAt ?? now,
+        updatedAt: now,
+        anchorAt: now,
+        through: null,
+        lastCreated: old?.record.lastCreated ?? null,
+        created: old?.record.created ?? 0,
+        skipped: old?.record.skipped ?? 0,
+      };
+      const held: Held = {
+        record,
+        occurrences: occurrencesOf(checked, now),
+        timer: undefined,
+        failures: 0,
+      };
+      this.held.set(name, held);
+      await this.store.writeSchedules([record], []);
+      await this.stepOrRetry(held, false, true);
+      return this.info(held);
+    });
+  }
+
+  /** Changes some fields of a schedule (the others stay); undefined if there is none. */
+  async update(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined> {
+    checkScheduleName(name);
+    const held = this.held.get(name);
+    if (held === undefined) return undefined;
+    const merged: Record<string, unknown> = { ...givenOf(held.record.spec) };
+    if (typeof patch !== 'object' || patch === null) {
+      // checkSpec words the error.
+      checkSpec(patch);
+    }
+    for (const [key, value] of Object.entries(patch)) merged[key] = value;
+    // Switching between cron and everyMs: the one given wins.
+    if ('cron' in patch && patch.cron != null) delete merged.everyMs;
+    if ('everyMs' in patch && patch.everyMs != null) {
+      delete merged.cron;
+      delete merged.timezone;
+    }
+    for (const key of Object.keys(merged)) if (merged[key] === null) delete merged[key];
+    return this.put(name, merged as unknown as RecurringSpec);
+  }
+
+  async get(name: string): Promise<ScheduleInfo | undefined> {
+    checkScheduleName(name);
+    const held = this.held.get(name);
+    return held === undefined ? undefined : this.info(held);
+  }
+
+  async list(): Promise<ScheduleInfo[]> {
+    return [...this.held.values()]
+      .sort((a, b) => (a.record.name < b.record.name ? -1 : 1))
+      .map((held) => this.info(held));
+  }
+
+  /** Deletes a schedule, cancelling its occurrence created ahead; false if there is none. */
+  async delete(name: string): Promise<boolean> {
+    checkScheduleName(name);
+    return this.serial(name, async () => {
+      const held = this.held.get(name);
+      if (held === undefined) return false;
+      await this.stop(held);
+      this.held.delete(name);
+      await this.store.writeSchedules([], [name]);
+      return true;
+    });
+  }
+
+  /** Resolves once work started so far has finished. */
+  async settled(): Promise<void> {
+    while (this.chains.size > 0) await Promise.all([...this.chains.values()]);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.settled().catch(() => {});
+    this.wheel.close();
+  }
+
+  // ---- the work -----------------------------------------------------------------------------
+
+  /** Runs `work` after the schedule's earlier work. */
+  private serial<T>(name: string, work: () => Promise<T>): Promise<T> {
+    if (this.closed) {
+      return Promise.reject(
+        new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed'),
+      );
+    }
+    const before = this.chains.get(name) ?? Promise.resolve();
+    const run = before.then(work, work);
+    const tail = run.catch(() => undefined);
+    this.chains.set(name, tail);
+    void tail.then(() => {
+      if (this.chains.get(name) === tail) this.chains.delete(name);
+    });
+    return run;
+  }
+
+  /** Cancels the timer and the message of an occurrence created ahead and not yet due. */
+  private async stop(held: Held): Promise<void> {
+    if (held.timer !== undefined) this.wheel.clearTimeout(held.timer);
+    held.timer = undefined;
+    const { record } = held;
+    if (record.lastCreated !== null && record.lastCreated > this.clock.now()) {
+      await this.host.cancel(occurrenceId(record.name, record.lastCreated));
+    }
+  }
+
+  /**
+   * Brings a schedule up to date: missed occurrences by its catchUp, the occurrence due for
+   * creation now (one ahead, or LEAD_MS before for 'skip'), then a timer for the next step.
+   */
+  private async step(held: Held, atOpen: boolean): Promise<void> {
+    const { record, occurrences } = held;
+    held.timer = undefined;
+    if (record.spec.paused || this.closed) return;
+    const now = this.clock.now();
+    const skip = record.spec.overlap === 'skip';
+    // An occurrence created ahead and not due yet: nothing to do before it comes due.
+    if (!skip && record.through !== null && record.through > now) {
+      this.arm(held, record.through);
+      return;
+    }
+    const base = record.through ?? record.anchorAt;
+    const { kept, total } = missedAfter(occurrences, record.spec, base, now);
+    if (total > 0) {
+      const chosen =
+        record.spec.catchUp === 'none'
+          ? []
+          : record.spec.catchUp === 'latest'
+            ? kept.slice(-1)
+            : kept.slice(-MAX_CATCH_UP);
+      record.skipped += total - chosen.length;
+      record.through = kept[kept.length - 1];
+      for (const at of chosen) await this.occur(held, at, atOpen);
+      if (chosen.length === 0) await this.store.writeSchedules([record], []);
+    }
+    const next = occurrences.next(Math.max(record.through ?? base, now));
+    if (next === null) return;
+    if (!skip) {
+      await this.occur(held, next, atOpen);
+      this.arm(held, next);
+    } else if (next - LEAD_MS <= now) {
+      await this.occur(held, next, atOpen);
+      const after = occurrences.next(next);
+      if (after !== null) this.arm(held, after - LEAD_MS);
+    } else {
+      this.arm(held, next - LEAD_MS);
+    }
+  }
+
+  /** Creates an occurrence's message, or skips it ('skip' while the previous one is live). */
+  private async occur(held: Held, at: number, atOpen: boolean): Promise<void> {
+    const { record } = held;
+    const { spec } = record;
+    if (
+      spec.overlap === 'skip' &&
+      record.lastCreated !== null &&
+      (await this.host.isLive(occurrenceId(record.name, record.lastCreated)))
+    ) {
+      record.through = at;
+      record.skipped++;
+      await this.store.writeSchedules([record], []);
+      return;
+    }
+    const deliverAt = atOpen ? at : Math.max(at, Math.ceil(this.clock.now() + MIN_LEAD_MS));
+    await this.host.schedule({
+      topic: spec.topic,
+      payload: spec.payload,
+      id: occurrenceId(record.name, at),
+      deliverAt,
+      maxAttempts: spec.maxAttempts,
+      ...(spec.backoff === null ? {} : { backoff: spec.backoff }),
+    });
+    record.through = at;
+    record.lastCreated = at;
+    record.created++;
+    await this.store.writeSchedules([record], []);
+  }
+
+  private arm(held: Held, at: number): void {
+    if (this.closed) return;
+    const name = held.record.name;
+    const delay = Math.max(0, at - this.clock.now());
+    held.timer = this.wheel.setTimeout(() => {
+      if (this.held.get(name) !== held) return;
+      this.serial(name, () => this.stepOrRetry(held, false, false)).catch(this.onError);
+    }, delay);
+  }
+
+  /**
+   * step(), and if it fails (the store refused a write, say) the same again a second later, so a
+   * schedule never stops for good on a passing failure (doubling the wait while it keeps failing).
+   * `rethrow`: the caller hears of it too.
+   */
+  private async stepOrRetry(held: Held, atOpen: boolean, rethrow: boolean): Promise<void> {
+    try {
+      await this.step(held, atOpen);
+      held.failures = 0;
+    } catch (err) {
+      if (held.timer !== undefined) this.wheel.clearTimeout(held.timer);
+      const wait = Math.min(MAX_RETRY_MS, RETRY_MS * 2 ** held.failures++);
+      this.arm(held, this.clock.now() + wait);
+      if (rethrow) throw err;
+      this.onError(err);
+    }
+  }
+
+  private info(held: Held): ScheduleInfo {
+    const { record, occurrences } = held;
+    const now = this.clock.now();
+    let nextAt: number | null = null;
+    if (!record.spec.paused) {
+      nextAt =
+        record.through !== null && record.through > now && record.lastCreated === record.through
+          ? record.through
+          : occurrences.next(Math.max(record.through ?? record.anchorAt, now - 1));
+    }
+    return {
+      name: record.name,
+      ...record.spec,
+      createdAt: record.createdAt,
+      updatedAt: record.updatedAt,
+      lastAt: record.lastCreated,
+      nextAt,
+      created: record.created,
+      skipped: record.skipped,
+    };
+  }
+}
+
+/**
+ * Occurrences after `base` up to `now`: the latest MAX_CATCH_UP of them (in order) and how many
+ * there are. Interval schedules are counted by arithmetic; cron ones are scanned (after
+ * SCAN_BUDGET steps, the scan jumps to the last week and counts what it jumped over as one).
+ */
+function missedAfter(
+  occurrences: Occurrences,
+  spec: ScheduleSpec,
+  base: number,
+  now: number,
+): { kept: number[]; total: number } {
+  const first = occurrences.next(base);
+  if (first === null || first > now) return { kept: [], total: 0 };
+  if (spec.everyMs !== null) {
+    const every = spec.everyMs;
+    const last = Math.min(
+      first + Math.floor((now - first) / every) * every,
+      spec.endAt ?? Infinity,
+    );
+    const total = Math.floor((last - first) / every) + 1;
+    const count = Math.min(total, MAX_CATCH_UP);
+    return { kept: Array.from({ length: count }, (_, i) => last - (count - 1 - i) * every), total };
+  }
+  const kept: number[] = [];
+  let total = 0;
+  let steps = 0;
+  for (let at: number | null = first; at !== null && at <= now; at = occurrences.next(at)) {
+    if (++steps === SCAN_BUDGET && at < now - LOOKBACK_MS) {
+      total++;
+      at = now - LOOKBACK_MS;
+      continue;
+    }
+    total++;
+    kept.push(at);
+    if (kept.length > MAX_CATCH_UP) kept.shift();
+  }
+  return { kept, total };
+}
+
+/** A stored spec as the fields a user gives (defaults included), for update(). */
+function givenOf(spec: ScheduleSpec): Record<string, unknown> {
+  const given: Record<string, unknown> = { ...spec };
+  if (spec.cron === null) delete given.cron;
+  if (spec.cron === null) delete given.timezone;
+  if (spec.everyMs === null) delete given.everyMs;
+  return given;
+}

@@ -1,0 +1,136 @@
+/**
+ * schedules.log: the records of recurring schedules (src/queue/recurring.ts), one line per
+ * change, appended and fsynced. A line is `<crc32 hex> <json>\n`, the JSON either a record or
+ * `{"deleted":"<name>"}`; the last line for a name wins.
+ *
+ * Reading: a torn last line (a crash during its append: no newline, or a CRC that fails on the
+ * last line) is cut off, as the message log's torn tail is; a line that fails anywhere else is
+ * damage, refused with ERR_TICKWHEEL_CORRUPT naming the file and line, never skipped (a skipped
+ * line could bring a deleted schedule back, or an occurrence twice). When the file holds more
+ * than twice the live records (and over 1,000 lines), it is rewritten with the live ones only
+ * (beside, fsynced, renamed).
+ *
+ * Writing: changes that arrive while an append is under way go out together in the next one
+ * (group commit): one write and one fdatasync for a burst of schedules coming due together.
+ */
+
+import { open, readFile, truncate, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { TickwheelStateError } from '../../errors.js';
+import type { ScheduleRecord } from '../../queue/recurring.js';
+import { crc32Range } from '../crc.js';
+import { replaceFile, syncDirectory } from './layout.js';
+
+export const SCHEDULES_FILE = 'schedules.log';
+
+type Line = ScheduleRecord | { deleted: string };
+
+function encode(line: Line): string {
+  const json = JSON.stringify(line);
+  return `${checksum(json).toString(16).padStart(8, '0')} ${json}\n`;
+}
+
+export class ScheduleLog {
+  private handle: FileHandle | undefined;
+  private pending: string[] = [];
+  private waiting: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
+  private writing = false;
+
+  private constructor(private readonly file: string) {}
+
+  /** Reads the live records (see the module comment), compacting the file when it is mostly old. */
+  static async open(dir: string): Promise<{ log: ScheduleLog; records: ScheduleRecord[] }> {
+    const file = join(dir, SCHEDULES_FILE);
+    const log = new ScheduleLog(file);
+    let text = '';
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    const live = new Map<string, ScheduleRecord>();
+    let lines = 0;
+    let at = 0;
+    while (at < text.length) {
+      const end = text.indexOf('\n', at);
+      const line = end === -1 ? text.slice(at) : text.slice(at, end);
+      const parsed = end === -1 ? undefined : decode(line);
+      if (parsed === undefined) {
+        // Only the last line may be torn; anything after it means damage.
+        if (end === -1 || end === text.length - 1) {
+          await truncate(file, Buffer.byteLength(text.slice(0, at)));
+          break;
+        }
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_CORRUPT',
+          `${file}: line ${lines + 1} is damaged (bad checksum or JSON); the recurring schedules ` +
+            'cannot be read safely. Restore the file from a backup, or remove the damaged line ' +
+            '(that schedule is then as of its previous line, or gone)',
+        );
+      }
+      lines++;
+      if ('deleted' in parsed) live.delete(parsed.deleted);
+      else live.set(parsed.name, parsed);
+      at = end + 1;
+    }
+    const records = [...live.values()];
+    if (lines > 1_000 && lines > 2 * records.length) {
+      await replaceFile(file, records.map(encode).join(''));
+      await syncDirectory(dir);
+    }
+    return { log, records };
+  }
+
+  /** Appends records and deletions; resolves once they are on disk. */
+  write(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void> {
+    for (const record of records) this.pending.push(encode(record));
+    for (const name of deleted) this.pending.push(encode({ deleted: name }));
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ resolve, reject });
+      if (!this.writing) void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    this.writing = true;
+    while (this.waiting.length > 0) {
+      const text = this.pending.join('');
+      const waiting = this.waiting;
+      this.pending = [];
+      this.waiting = [];
+      try {
+        this.handle ??= await open(this.file, 'a');
+        await this.handle.appendFile(text);
+        await this.handle.datasync();
+        for (const waiter of waiting) waiter.resolve();
+      } catch (err) {
+        for (const waiter of waiting) waiter.reject(err);
+      }
+    }
+    this.writing = false;
+  }
+
+  async close(): Promise<void> {
+    while (this.writing) await new Promise((resolve) => setImmediate(resolve));
+    await this.handle?.close();
+    this.handle = undefined;
+  }
+}
+
+function checksum(json: string): number {
+  const bytes = Buffer.from(json);
+  return crc32Range(bytes, 0, bytes.length, 0) >>> 0;
+}
+
+function decode(line: string): Line | undefined {
+  const space = line.indexOf(' ');
+  if (space !== 8) return undefined;
+  const json = line.slice(9);
+  if (parseInt(line.slice(0, 8), 16) !== checksum(json)) return undefined;
+  try {
+    const value = JSON.parse(json) as Line;
+    return typeof value === 'object' && value !== null ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,454 @@
+/**
+ * Recurring schedules (src/queue/recurring.ts): when occurrences fall across daylight-saving
+ * changes in two time zones, and a model test that runs schedules for up to a year of virtual
+ * time on the file store with restarts at random points (some right after an occurrence's
+ * message was written and before the schedule's record was: the crash window) and random
+ * downtimes. The delivered occurrences must be exactly the reference's: every occurrence, minus
+ * the missed ones the catch-up policy skips; none twice, none early.
+ */
+
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/index.js';
+import { DelayQueue } from '../../src/delay-queue.js';
+import { FileStore } from '../../src/store/file/file-store.js';
+import { checkSpec, occurrencesOf, type RecurringSpec } from '../../src/queue/recurring-spec.js';
+import type { Store } from '../../src/queue/store.js';
+import { advance, fileKind, memoryKind, settle, useQueues, type QueueKind } from './harness.js';
+
+const openQueue = useQueues();
+
+/** Local calendar date of an instant in a time zone, as YYYY-MM-DD. */
+function localDate(at: number, timeZone: string): string {
+  return new Intl.DateTimeFormat('en-CA', { timeZone }).format(new Date(at));
+}
+
+function occurrencesBetween(spec: RecurringSpec, createdAt: number, from: number, to: number) {
+  const occurrences = occurrencesOf(checkSpec(spec), createdAt);
+  const all: number[] = [];
+  for (let at = occurrences.next(from); at !== null && at <= to; at = occurrences.next(at)) {
+    all.push(at);
+  }
+  return all;
+}
+
+describe('occurrences across daylight-saving changes', () => {
+  const year = [Date.UTC(2026, 0, 1), Date.UTC(2027, 0, 1)] as const;
+
+  it.each([
+    ['America/New_York', '30 2 * * *'],
+    ['America/New_York', '30 1 * * *'],
+    ['Europe/Berlin', '30 2 * * *'],
+    ['Europe/Berlin', '0 3 * * *'],
+  ])(
+    '%s %s runs once on every local day of a year, spring-forward and fall-back included',
+    (timezone, cron) => {
+      const spec = { topic: 't', cron, timezone };
+      const all = occurrencesBetween(spec, year[0], year[0], year[1]);
+      const perDay = new Map<string, number>();
+      for (const at of all) {
+        const day = localDate(at, timezone);
+        perDay.set(day, (perDay.get(day) ?? 0) + 1);
+      }
+      expect([...perDay.values()].every((n) => n === 1)).toBe(true);
+      expect(perDay.size).toBeGreaterThanOrEqual(364);
+      // Strictly increasing, whole seconds.
+      for (let i = 1; i < all.length; i++) expect(all[i]).toBeGreaterThan(all[i - 1]);
+      expect(all.every((at) => at % 1000 === 0)).toBe(true);
+    },
+  );
+
+  it('a time the spring-forward skips runs once, at the end of the gap; one the fall-back repeats, once', () => {
+    const ny = 'America/New_York';
+    // 2026-03-08: 02:00 EST -> 03:00 EDT. 02:30 does not exist: it runs at 03:00 EDT (07:00Z).
+    expect(
+      occurrencesBetween(
+        { topic: 't', cron: '30 2 * * *', timezone: ny },
+        0,
+        Date.UTC(2026, 2, 8),
+        Date.UTC(2026, 2, 9),
+      ),
+    ).toEqual([Date.UTC(2026, 2, 8, 7, 0)]);
+    // 2026-11-01: 02:00 EDT -> 01:00 EST. 01:30 happens twice: it runs at the first (05:30Z).
+    expect(
+      occurrencesBetween(
+        { topic: 't', cron: '30 1 * * *', timezone: ny },
+        0,
+        Date.UTC(2026, 10, 1),
+        Date.UTC(2026, 10, 2),
+      ),
+    ).toEqual([Date.UTC(2026, 10, 1, 5, 30)]);
+    // Berlin, 2026-10-25: 03:00 CEST -> 02:00 CET; 02:30 runs once (00:30Z, the first).
+    expect(
+      occurrencesBetween(
+        { topic: 't', cron: '30 2 * * *', timezone: 'Europe/Berlin' },
+        0,
+        Date.UTC(2026, 9, 25),
+        Date.UTC(2026, 9, 26),
+      ),
+    ).toEqual([Date.UTC(2026, 9, 25, 0, 30)]);
+  });
+
+  it('interval schedules are anchored: at startAt + k * everyMs, or one interval after creation', () => {
+    expect(occurrencesBetween({ topic: 't', everyMs: 60_000 }, 1_000, 0, 200_000)).toEqual([
+      61_000, 121_000, 181_000,
+    ]);
+    expect(
+      occurrencesBetween(
+        { topic: 't', everyMs: 60_000, startAt: 5_000, endAt: 130_000 },
+        0,
+        0,
+        1e9,
+      ),
+    ).toEqual([5_000, 65_000, 125_000]);
+  });
+});
+
+// ---- the model test --------------------------------------------------------------------------
+
+interface Plan {
+  spec: RecurringSpec;
+  /** Virtual time the run covers. */
+  spanMs: number;
+  /** Restarts: at this offset from the start, down for this long, crashing at the nth record write. */
+  restarts: Array<{ at: number; downMs: number; crashAtWrite: number | null }>;
+}
+
+const SPECS: Array<{
+  spec: Omit<RecurringSpec, 'topic' | 'catchUp'>;
+  spanMs: number;
+  start: number;
+}> = [
+  // Daily 02:30 in New York over a year: both DST days.
+  {
+    spec: { cron: '30 2 * * *', timezone: 'America/New_York' },
+    spanMs: 365 * 86_400_000,
+    start: Date.UTC(2026, 0, 3),
+  },
+  // Every 6 hours in Berlin over 3 months around the spring change.
+  {
+    spec: { cron: '0 */6 * * *', timezone: 'Europe/Berlin' },
+    spanMs: 90 * 86_400_000,
+    start: Date.UTC(2026, 1, 1),
+  },
+  // Every 30 minutes in New York over the fall-back day: the repeated hour's half hours run twice.
+  {
+    spec: { cron: '*/30 * * * *', timezone: 'America/New_York' },
+    spanMs: 3 * 86_400_000,
+    start: Date.UTC(2026, 9, 31),
+  },
+  // An interval of 5 hours.
+  { spec: { everyMs: 5 * 3_600_000 }, spanMs: 60 * 86_400_000, start: Date.UTC(2026, 5, 1) },
+];
+
+/**
+ * What must be delivered: every occurrence from the first after creation to the end, minus, per
+ * downtime (d, u], the missed ones the policy drops. Missed: after the occurrence created ahead
+ * before d (the first one after d), and not after u.
+ */
+function reference(
+  all: number[],
+  downtimes: Array<[number, number]>,
+  catchUp: string,
+): Set<number> {
+  const expected = new Set(all);
+  for (const [d, u] of downtimes) {
+    const ahead = all.find((at) => at > d);
+    if (ahead === undefined) continue;
+    const missed = all.filter((at) => at > ahead && at <= u);
+    const kept =
+      catchUp === 'all' ? missed.slice(-1000) : catchUp === 'latest' ? missed.slice(-1) : [];
+    for (const at of missed) if (!kept.includes(at)) expected.delete(at);
+  }
+  return expected;
+}
+
+/**
+ * A file store whose nth schedule-record write fails, as if the process died just before it:
+ * from then on nothing it does is durable (every write fails), as nothing a dead process does is.
+ */
+function crashingStore(
+  store: FileStore,
+  failAt: number | null,
+  now: () => number,
+): { store: Store; crashed: () => boolean; crashedAt: () => number; arm: () => void } {
+  let writes = 0;
+  let crashed = false;
+  let crashedAt = 0;
+  // Only writes made after open() count: a crash during open is a shorter run, not a new case.
+  let armed = false;
+  const WRITES = new Set(['add', 'move', 'finish', 'bury', 'writeSchedules', 'writeTopicSettings']);
+  const proxy = new Proxy(store, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target) as unknown;
+      if (typeof value !== 'function') return value;
+      const method = (value as (...a: unknown[]) => unknown).bind(target);
+      if (!WRITES.has(String(property))) return method;
+      return (...args: unknown[]) => {
+        if (crashed) return Promise.reject(new Error('the process is gone'));
+        if (armed && property === 'writeSchedules' && failAt !== null && ++writes === failAt) {
+          crashed = true;
+          crashedAt = now();
+          return Promise.reject(new Error('injected crash before the record was written'));
+        }
+        return method(...args);
+      };
+    },
+  });
+  return {
+    store: proxy as unknown as Store,
+    crashed: () => crashed,
+    crashedAt: () => crashedAt,
+    arm: () => void (armed = true),
+  };
+}
+
+describe('recurring schedules against a reference, with restarts and crashes (file store)', () => {
+  const dirs: QueueKind[] = [];
+  afterEach(() => {
+    for (const kind of dirs.splice(0)) kind.cleanup();
+  });
+
+  it('delivers every occurrence once, but for the missed ones its catch-up policy drops', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: SPECS.length - 1 }),
+        fc.constantFrom('latest', 'all', 'none'),
+        fc.array(
+          fc.record({
+            at: fc.double({ min: 0.02, max: 0.95, noNaN: true }),
+            downMs: fc.oneof(fc.constant(0), fc.integer({ min: 60_000, max: 3 * 86_400_000 })),
+            crashAtWrite: fc.option(fc.integer({ min: 1, max: 3 }), { nil: null }),
+          }),
+          { maxLength: 3 },
+        ),
+        async (which, catchUp, restartsGiven) => {
+          const { spec: given, spanMs, start } = SPECS[which];
+          const plan: Plan = {
+            spec: { topic: 'jobs', ...given, catchUp: catchUp as RecurringSpec['catchUp'] },
+            spanMs,
+            restarts: restartsGiven
+              .map((r) => ({ ...r, at: Math.floor(r.at * spanMs) }))
+              .sort((a, b) => a.at - b.at),
+          };
+          await runPlan(plan, start, dirs);
+        },
+      ),
+      { numRuns: Number(process.env.RECURRING_RUNS ?? 24) },
+    );
+  }, 240_000);
+});
+
+async function runPlan(plan: Plan, start: number, dirs: QueueKind[]): Promise<void> {
+  const kind = fileKind();
+  dirs.push(kind);
+  const clock = new ManualClock(start);
+  const end = start + plan.spanMs;
+  const delivered = new Map<string, number>();
+  const early: string[] = [];
+  const downtimes: Array<[number, number]> = [];
+  let writeFailAt: number | null = null;
+
+  const open = async () => {
+    // A day's horizon: the loader wakes every 6 h of virtual time, not every 250 ms of a year.
+    const fileStore = await FileStore.open({
+      dir: dirOf(kind),
+      fsync: 'never',
+      windowMs: 3_600_000,
+    });
+    const crashing = crashingStore(fileStore, writeFailAt, () => clock.now());
+    const queue = await DelayQueue.open({ store: crashing.store, clock, horizonMs: 86_400_000 });
+    crashing.arm();
+    return { queue, crashed: crashing.crashed, crashedAt: crashing.crashedAt };
+  };
+  const drain = async (queue: DelayQueue) => {
+    for (;;) {
+      await queue.settled();
+      clock.advance(0);
+      await settle();
+      const got = await queue.receive('jobs', { max: 1000 });
+      // A crashed process's deliveries never happened (its acks are not durable either).
+      if (got.length === 0 || crashed()) return;
+      for (const message of got) {
+        const at = Number(message.id.split('@')[1]);
+        if (clock.now() < at) early.push(message.id);
+        delivered.set(message.id, (delivered.get(message.id) ?? 0) + 1);
+        await queue.ack(message.receipt);
+      }
+    }
+  };
+
+  let { queue, crashed, crashedAt } = await open();
+  let created = false;
+  try {
+    await queue.putSchedule('s', plan.spec);
+    created = true;
+  } catch {
+    // A crash injected at the first write: see below.
+  }
+  if (!created) throw new Error('the first write cannot crash: crashAtWrite starts with a restart');
+  const createdAt = start;
+  const all = occurrencesBetween(plan.spec, createdAt, createdAt, end);
+  const stops = [...plan.restarts];
+  while (clock.now() < end) {
+    const restart = stops[0];
+    const nextOccurrence = all.find((at) => at > clock.now());
+    const target = Math.min(
+      end,
+      restart?.at !== undefined ? start + restart.at : Infinity,
+      nextOccurrence ?? Infinity,
+    );
+    if (target > clock.now()) await clock.advanceToAsync(target);
+    await advance(clock, 600, 300, queue);
+    await drain(queue);
+    const down = restart !== undefined && clock.now() >= start + restart.at;
+    if (down || crashed()) {
+      await queue.close().catch(() => {});
+      // A crashed process was down from its crash on, whatever the test did with it since.
+      const d = crashed() ? crashedAt() : clock.now();
+      writeFailAt = null;
+      if (down) {
+        stops.shift();
+        clock.advance(restart.downMs);
+        writeFailAt = restart.crashAtWrite;
+      }
+      downtimes.push([d, clock.now()]);
+      ({ queue, crashed, crashedAt } = await open());
+      await drain(queue);
+    }
+  }
+  await advance(clock, 2_000, 500, queue);
+  await drain(queue);
+  await queue.close();
+
+  // A downtime may end past the span: every occurrence due by now counts.
+  const due = occurrencesBetween(plan.spec, createdAt, createdAt, clock.now() - 1_000);
+  const expected = reference(due, downtimes, plan.spec.catchUp as string);
+  const got = new Set([...delivered.keys()].map((id) => Number(id.split('@')[1])));
+  const twice = [...delivered].filter(([, n]) => n > 1).map(([id]) => id);
+  expect({ twice, early }).toEqual({ twice: [], early: [] });
+  const missing = [...expected]
+    .filter((at) => !got.has(at))
+    .map((at) => new Date(at).toISOString());
+  const extra = [...got].filter((at) => !expected.has(at)).map((at) => new Date(at).toISOString());
+  expect({ missing, extra }).toEqual({ missing: [], extra: [] });
+}
+
+function dirOf(kind: QueueKind): string {
+  return kind.dir as string;
+}
+
+// ---- the API --------------------------------------------------------------------------------
+
+describe('the schedule API', () => {
+  it('creates, lists, updates, pauses and deletes; a deleted schedule cancels its ahead message', async () => {
+    const { clock, queue } = await openQueue(memoryKind);
+    const t0 = clock.now();
+    const made = await queue.putSchedule('report', {
+      topic: 'reports',
+      everyMs: 60_000,
+      payload: { kind: 'daily' },
+    });
+    expect(made).toMatchObject({
+      name: 'report',
+      everyMs: 60_000,
+      nextAt: clock.now() + 60_000,
+      created: 1,
+    });
+    expect((await queue.get(`report@${clock.now() + 60_000}`))?.status).toBe('scheduled');
+    // Due at t0 + 60 s: delivered from then on, never before.
+    await advance(clock, 59_999, 10_000, queue);
+    expect(await queue.receive('reports')).toEqual([]);
+    await advance(clock, 2, 1, queue);
+    const [first] = await queue.receive('reports');
+    expect(first).toMatchObject({ id: `report@${t0 + 60_000}`, payload: { kind: 'daily' } });
+    const updated = await queue.updateSchedule('report', { everyMs: 120_000 });
+    expect(updated).toMatchObject({ everyMs: 120_000, nextAt: clock.now() + 120_000 });
+    const paused = await queue.updateSchedule('report', { paused: true });
+    expect(paused).toMatchObject({ paused: true, nextAt: null });
+    // Its ahead message is gone while paused.
+    expect((await queue.get(`report@${clock.now() + 120_000}`))?.status).toBe('cancelled');
+    await queue.updateSchedule('report', { paused: false });
+    expect((await queue.listSchedules()).map((s) => s.name)).toEqual(['report']);
+    const ahead = (await queue.getSchedule('report'))!.nextAt!;
+    expect(await queue.deleteSchedule('report')).toBe(true);
+    expect(await queue.deleteSchedule('report')).toBe(false);
+    expect(await queue.getSchedule('report')).toBeUndefined();
+    expect((await queue.get(`report@${ahead}`))?.status).toBe('cancelled');
+    expect(await queue.updateSchedule('nope', { paused: true })).toBeUndefined();
+  });
+
+  it("overlap 'skip' creates no occurrence while the previous one's message is live", async () => {
+    const { clock, queue } = await openQueue(memoryKind);
+    await queue.putSchedule('sync', { topic: 'sync', everyMs: 10_000, overlap: 'skip' });
+    await advance(clock, 10_000, 1_000, queue);
+    const [running] = await queue.receive('sync', { visibilityMs: 60_000 });
+    expect(running).toBeDefined();
+    // Still running at the next two occurrences: both skipped.
+    await advance(clock, 20_000, 1_000, queue);
+    expect(await queue.receive('sync')).toEqual([]);
+    await queue.ack(running.receipt);
+    await advance(clock, 10_000, 1_000, queue);
+    expect(await queue.receive('sync')).toHaveLength(1);
+    expect(await queue.getSchedule('sync')).toMatchObject({ created: 2, skipped: 2 });
+  });
+
+  it('refuses bad schedules with named errors', async () => {
+    const { queue } = await openQueue(memoryKind);
+    const bad: Array<[string, unknown]> = [
+      ['a', { topic: 't' }],
+      ['a', { topic: 't', cron: '* * * * *', everyMs: 1000 }],
+      ['a', { topic: 't', cron: '61 * * * *' }],
+      ['a', { topic: 't', cron: '* * * * *', timezone: 'Mars/Base' }],
+      ['a', { topic: 't', everyMs: 10 }],
+      ['a', { topic: 't', everyMs: 1000, timezone: 'UTC' }],
+      ['a', { topic: 't', everyMs: 1000, catchUp: 'some' }],
+      ['a', { topic: 't', everyMs: 1000, overlap: 'maybe' }],
+      ['a', { topic: 't', everyMs: 1000, startAt: 10, endAt: 5 }],
+      ['a', { topic: 't', everyMs: 1000, evry: 1 }],
+      ['a', { topic: 't', everyMs: 1000, payload: 'x'.repeat(70_000) }],
+      ['a', { topic: 'bad topic', everyMs: 1000 }],
+      ['bad name', { topic: 't', everyMs: 1000 }],
+      ['has@at', { topic: 't', everyMs: 1000 }],
+      ['a', null],
+    ];
+    for (const [name, spec] of bad) {
+      await expect(
+        queue.putSchedule(name, spec as RecurringSpec),
+        `${name} ${JSON.stringify(spec)?.slice(0, 80)}`,
+      ).rejects.toMatchObject({
+        code: expect.stringMatching(/^ERR_TICKWHEEL_INVALID_(OPTION|TOPIC|MESSAGE)$/),
+      });
+    }
+    expect(await queue.listSchedules()).toEqual([]);
+  });
+});
+
+describe('schedules.log', () => {
+  it('survives a restart, cuts a torn last line, and refuses damage elsewhere', async () => {
+    const { clock, queue, kind } = await openQueue(fileKind);
+    await queue.putSchedule('a', { topic: 't', everyMs: 60_000 });
+    await queue.putSchedule('b', { topic: 't', cron: '0 9 * * 1', timezone: 'Europe/Berlin' });
+    await queue.deleteSchedule('a');
+    await queue.close();
+    const file = join(dirOf(kind), 'schedules.log');
+    const text = readFileSync(file, 'utf8');
+    // A torn append: cut off, the rest read.
+    appendFileSync(file, '0123abcd {"name":"c","sp');
+    let reopened = await kind.open(clock);
+    expect((await reopened.listSchedules()).map((s) => s.name)).toEqual(['b']);
+    await reopened.close();
+    expect(readFileSync(file, 'utf8')).toBe(text);
+    // A damaged line in the middle: refused.
+    const lines = text.split('\n');
+    lines[1] = lines[1].replace('"t"', '"u"');
+    writeFileSync(file, lines.join('\n'));
+    await expect(kind.open(clock)).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_CORRUPT' });
+    writeFileSync(file, text);
+    reopened = await kind.open(clock);
+    expect((await reopened.getSchedule('b'))?.timezone).toBe('Europe/Berlin');
+    await reopened.close();
+  });
+});
