@@ -53,6 +53,12 @@ const expected: Record<string, RegExp[]> = {
     /^resumed: sent 1, 2, 3, 4, 5, 6$/,
     /^the last one waited for its token$/,
   ],
+  'recurring.mjs': [
+    /^nightly-report: next at \d\d:\d\d UTC$/,
+    /^before the restart: 2 heartbeats$/,
+    /^after it: 4 heartbeats, at \+0 ms, \+1000 ms, .*, none twice$/,
+    /^schedules: heartbeat, nightly-report$/,
+  ],
   'idempotent-transfers.mjs': [
     /^t-1: ran$/,
     /^t-2: ran$/,

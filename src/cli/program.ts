@@ -8,6 +8,7 @@
  *   tickwheel receive <topic> | ack <receipt...> | nack <receipt...> [--delay]
  *   tickwheel dead <topic> [--limit] | requeue <id...> [--delay] | stats
  *   tickwheel topics [topic] | pause <topic...> | resume <topic...> | rate-limit <topic> <rate|off>
+ *   tickwheel schedules [name] | schedule <name> --topic t --cron|--every | unschedule <name...>
  *   tickwheel repair --dir ./data [--yes] [--json]
  *   tickwheel bench [timers|queue|http ...]
  */
@@ -17,6 +18,7 @@ import { VERSION } from '../server/version.js';
 import { runProgram, type CommandSpec, type ProgramSpec } from './args.js';
 import { bench } from './bench.js';
 import { clientCommands, sendCommand } from './client-commands.js';
+import { scheduleCommands } from './schedule-commands.js';
 import { topicCommands } from './topic-commands.js';
 import { CliError, describeFailure, processIo, type CliIo } from './io.js';
 import { integerParser, parseDuration } from './parse.js';
@@ -192,6 +194,7 @@ export function buildProgram(io: CliIo = processIo): ProgramSpec {
       sendCommand(io),
       ...clientCommands(io),
       ...topicCommands(io),
+      ...scheduleCommands(io),
       repairCommand(io),
       benchCommand(io),
     ],

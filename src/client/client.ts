@@ -28,6 +28,9 @@ import type {
   AckResponse,
   BatchResponse,
   DeadLettersResponse,
+  ScheduleBodyRecurring,
+  ScheduleListResponse,
+  WireSchedule,
   TopicListResponse,
   TopicUpdateBody,
   WireTopic,
@@ -75,10 +78,14 @@ export const DEFAULT_URL = 'http://127.0.0.1:7700';
  * A topic or id as a path segment. Only its type is checked here (the server checks the rest):
  * without this, `cancel(undefined)` would cancel a message whose id is "undefined".
  */
-function segment(value: unknown, what: 'topic' | 'id'): string {
+function segment(value: unknown, what: 'topic' | 'id' | 'name'): string {
   if (typeof value !== 'string' || value === '') {
     throw new TickwheelTypeError(
-      what === 'topic' ? 'ERR_TICKWHEEL_INVALID_TOPIC' : 'ERR_TICKWHEEL_INVALID_ID',
+      what === 'topic'
+        ? 'ERR_TICKWHEEL_INVALID_TOPIC'
+        : what === 'id'
+          ? 'ERR_TICKWHEEL_INVALID_ID'
+          : 'ERR_TICKWHEEL_INVALID_OPTION',
       `${what} must be a non-empty string, got ${describe(value)}`,
     );
   }
@@ -458,6 +465,78 @@ export class TickwheelClient {
       idempotent: true,
     });
     return answer.body;
+  }
+
+  /** Creates or replaces a recurring schedule (PUT /v1/schedules/:name); resolves once durable. */
+  async putSchedule(
+    name: string,
+    spec: ScheduleBodyRecurring,
+    options: CallOptions = {},
+  ): Promise<WireSchedule> {
+    const answer = await this.send<WireSchedule>(options, {
+      method: 'PUT',
+      path: `/v1/schedules${segment(name, 'name')}`,
+      body: spec,
+      idempotent: true,
+    });
+    return answer.body;
+  }
+
+  /** Changes some fields of a schedule; undefined if there is none by that name. */
+  async updateSchedule(
+    name: string,
+    patch: Partial<ScheduleBodyRecurring>,
+    options: CallOptions = {},
+  ): Promise<WireSchedule | undefined> {
+    return this.unlessMissing(() =>
+      this.send<WireSchedule>(options, {
+        method: 'PATCH',
+        path: `/v1/schedules${segment(name, 'name')}`,
+        body: patch,
+        idempotent: true,
+      }),
+    );
+  }
+
+  async getSchedule(name: string, options: CallOptions = {}): Promise<WireSchedule | undefined> {
+    return this.unlessMissing(() =>
+      this.send<WireSchedule>(options, {
+        method: 'GET',
+        path: `/v1/schedules${segment(name, 'name')}`,
+        idempotent: true,
+      }),
+    );
+  }
+
+  async listSchedules(options: CallOptions = {}): Promise<WireSchedule[]> {
+    const answer = await this.send<ScheduleListResponse>(options, {
+      method: 'GET',
+      path: '/v1/schedules',
+      idempotent: true,
+    });
+    return answer.body.schedules;
+  }
+
+  /** Deletes a schedule; false if there is none by that name. */
+  async deleteSchedule(name: string, options: CallOptions = {}): Promise<boolean> {
+    const answer = await this.unlessMissing(() =>
+      this.send<{ deleted: true }>(options, {
+        method: 'DELETE',
+        path: `/v1/schedules${segment(name, 'name')}`,
+        idempotent: true,
+      }),
+    );
+    return answer !== undefined;
+  }
+
+  /** The answer's body, or undefined for a 404. */
+  private async unlessMissing<T>(call: () => Promise<Answer<T>>): Promise<T | undefined> {
+    try {
+      return (await call()).body;
+    } catch (err) {
+      if (rejects(err, 404)) return undefined;
+      throw err;
+    }
   }
 
   /**

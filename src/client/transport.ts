@@ -25,7 +25,7 @@ export interface TransportOptions {
 }
 
 export interface Exchange {
-  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   path: string;
   body?: unknown;
   /** Safe to send again after a network error. */

@@ -6,6 +6,8 @@
 
 import type { ClientErrorCode, CliErrorCode, TickwheelErrorCode } from '../errors.js';
 import type { Backoff } from '../queue/message.js';
+import type { ScheduleInfo } from '../queue/recurring.js';
+import type { RecurringSpec } from '../queue/recurring-spec.js';
 import type { TopicInfo, TopicUpdate } from '../queue/topics.js';
 import type { MessageInfo } from '../queue/types.js';
 
@@ -172,4 +174,18 @@ export type TopicUpdateBody = TopicUpdate;
 
 export interface TopicListResponse {
   topics: WireTopic[];
+}
+
+/** A recurring schedule as the API answers it (GET, PUT, PATCH /v1/schedules/:name). */
+export type WireSchedule = ScheduleInfo;
+
+/** PUT /v1/schedules/:name; PATCH takes any of its fields. */
+export type ScheduleBodyRecurring = RecurringSpec;
+
+export interface ScheduleListResponse {
+  schedules: WireSchedule[];
+}
+
+export interface ScheduleDeleteResponse {
+  deleted: true;
 }

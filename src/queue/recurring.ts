@@ -147,7 +147,9 @@ export class Scheduler {
     checkScheduleName(name);
     const checked = checkSpec(spec);
     return this.serial(name, async () => {
-      const now = this.clock.now();
+      // Whole milliseconds: occurrences (and the ids made from them) of an interval schedule
+      // count from here.
+      const now = Math.ceil(this.clock.now());
       const old = this.held.get(name);
       if (old !== undefined) await this.stop(old);
       const record: ScheduleRecord = {

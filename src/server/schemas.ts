@@ -32,6 +32,7 @@ import {
 } from '../protocol/limits.js';
 import { ID_PATTERN, MAX_DELAY_MS, TOPIC_PATTERN } from '../queue/message.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../queue/topics.js';
+import { MAX_EVERY_MS, MIN_EVERY_MS, SCHEDULE_NAME_PATTERN } from '../queue/recurring-spec.js';
 
 const topic = { type: 'string', minLength: 1, maxLength: 128, pattern: TOPIC_PATTERN.source };
 const id = { type: 'string', minLength: 1, maxLength: 200, pattern: ID_PATTERN.source };
@@ -44,6 +45,10 @@ export const API_TAGS = [
   { name: 'dashboard', description: 'The web dashboard and the JSON it draws' },
   { name: 'topics', description: "Topics' settings: pause, resume, rate limits; their counts" },
   { name: 'events', description: 'Message events as Server-Sent Events' },
+  {
+    name: 'schedules',
+    description: 'Recurring schedules: cron or intervals, each occurrence a message',
+  },
 ];
 
 // ---- errors -------------------------------------------------------------------------------
@@ -775,5 +780,147 @@ export const eventsSchema = {
         'A text/event-stream: `event: <type>`, `id: <n>`, `data: <JSON event>`; `event: lost` ends a stream that fell behind',
       content: { 'text/event-stream': { schema: { type: 'string' } } },
     },
+  },
+};
+
+// ---- recurring schedules (src/queue/recurring.ts) -----------------------------------------
+
+const scheduleName = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 128,
+  pattern: SCHEDULE_NAME_PATTERN.source,
+};
+
+const scheduleParams = {
+  type: 'object',
+  required: ['name'],
+  properties: { name: scheduleName },
+};
+
+const scheduleFields = {
+  topic,
+  payload: {},
+  cron: { type: 'string', minLength: 1, maxLength: 200 },
+  timezone: { type: 'string', minLength: 1, maxLength: 100 },
+  everyMs: { type: 'integer', minimum: MIN_EVERY_MS, maximum: MAX_EVERY_MS },
+  startAt: { type: 'integer', minimum: 0 },
+  endAt: { type: 'integer', minimum: 0 },
+  catchUp: { enum: ['latest', 'all', 'none'] },
+  overlap: { enum: ['allow', 'skip'] },
+  maxAttempts: { type: 'integer', minimum: 1, maximum: 10_000 },
+  backoff,
+  paused: { type: 'boolean' },
+};
+
+const nullable = (type: string) => ({ type: [type, 'null'] });
+
+const scheduleInfo = {
+  type: 'object',
+  additionalProperties: false,
+  required: [
+    'name',
+    'topic',
+    'payload',
+    'cron',
+    'timezone',
+    'everyMs',
+    'startAt',
+    'endAt',
+    'catchUp',
+    'overlap',
+    'maxAttempts',
+    'backoff',
+    'paused',
+    'createdAt',
+    'updatedAt',
+    'lastAt',
+    'nextAt',
+    'created',
+    'skipped',
+  ],
+  properties: {
+    name: { type: 'string' },
+    topic: { type: 'string' },
+    payload: {},
+    cron: nullable('string'),
+    timezone: nullable('string'),
+    everyMs: nullable('integer'),
+    startAt: nullable('integer'),
+    endAt: nullable('integer'),
+    catchUp: { enum: ['latest', 'all', 'none'] },
+    overlap: { enum: ['allow', 'skip'] },
+    maxAttempts: { type: 'integer' },
+    backoff: { anyOf: [backoff, { type: 'null' }] },
+    paused: { type: 'boolean' },
+    createdAt: { type: 'integer' },
+    updatedAt: { type: 'integer' },
+    lastAt: nullable('integer'),
+    nextAt: nullable('integer'),
+    created: { type: 'integer' },
+    skipped: { type: 'integer' },
+  },
+};
+
+export const scheduleListSchema = {
+  operationId: 'listSchedules',
+  summary: 'Recurring schedules, by name',
+  tags: ['schedules'],
+  response: {
+    200: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['schedules'],
+      properties: { schedules: { type: 'array', items: scheduleInfo } },
+    },
+    501: errorBody,
+  },
+};
+
+export const scheduleGetSchema = {
+  operationId: 'getSchedule',
+  summary: 'A recurring schedule, with its next and last occurrence',
+  tags: ['schedules'],
+  params: scheduleParams,
+  response: { 200: scheduleInfo, 404: errorBody, 501: errorBody },
+};
+
+export const schedulePutSchema = {
+  operationId: 'putSchedule',
+  summary: 'Create or replace a recurring schedule (a cron expression in a time zone, or everyMs)',
+  tags: ['schedules'],
+  params: scheduleParams,
+  body: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['topic'],
+    properties: scheduleFields,
+  },
+  response: { 200: scheduleInfo, 501: errorBody },
+};
+
+export const schedulePatchSchema = {
+  operationId: 'updateSchedule',
+  summary: 'Change some fields of a recurring schedule (paused, cron, everyMs, payload, ...)',
+  tags: ['schedules'],
+  params: scheduleParams,
+  body: { type: 'object', additionalProperties: false, properties: scheduleFields },
+  response: { 200: scheduleInfo, 404: errorBody, 501: errorBody },
+};
+
+export const scheduleDeleteSchema = {
+  operationId: 'deleteSchedule',
+  summary: 'Delete a recurring schedule (and its next occurrence, if created and not yet due)',
+  tags: ['schedules'],
+  params: scheduleParams,
+  response: {
+    200: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['deleted'],
+      properties: { deleted: { type: 'boolean' } },
+    },
+    404: errorBody,
+    501: errorBody,
   },
 };

@@ -75,6 +75,7 @@ import { messageRoutes } from './routes/messages.js';
 import { operationRoutes, statsRoute } from './routes/operations.js';
 import { topicRoutes } from './routes/topics.js';
 import { eventRoutes } from './routes/events.js';
+import { scheduleRoutes } from './routes/schedules.js';
 import { VERSION } from './version.js';
 
 export interface ServerOptions {
@@ -374,6 +375,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
         dashboardRoutes(v1, context);
         topicRoutes(v1, context);
         eventRoutes(v1, context);
+        scheduleRoutes(v1, context);
       },
       { prefix: '/v1' },
     );

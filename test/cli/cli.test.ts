@@ -176,6 +176,72 @@ describe('client commands', () => {
     expect(tooFast.stderr).toContain('ERR_TICKWHEEL_INVALID_REQUEST');
   });
 
+  it('schedule, schedules and unschedule manage recurring schedules', async () => {
+    const made = await run([
+      'schedule',
+      'nightly',
+      '--topic',
+      'reports',
+      '--cron',
+      '30 2 * * *',
+      '--tz',
+      'Europe/Berlin',
+      '--payload',
+      '{"r":1}',
+    ]);
+    expect(made.code).toBe(0);
+    expect(JSON.parse(made.stdout)).toMatchObject({
+      name: 'nightly',
+      topic: 'reports',
+      cron: '30 2 * * *',
+      timezone: 'Europe/Berlin',
+      payload: { r: 1 },
+      created: 1,
+    });
+    const every = await run([
+      'schedule',
+      'tick',
+      '--topic',
+      'ticks',
+      '--every',
+      '1h',
+      '--catch-up',
+      'none',
+    ]);
+    expect(JSON.parse(every.stdout)).toMatchObject({ everyMs: 3_600_000, catchUp: 'none' });
+    const paused = await run(['schedule', 'tick', '--pause']);
+    expect(JSON.parse(paused.stdout)).toMatchObject({ paused: true, nextAt: null });
+    expect(JSON.parse((await run(['schedule', 'tick', '--resume'])).stdout).paused).toBe(false);
+    expect(
+      JSON.parse((await run(['schedules'])).stdout).map((s: { name: string }) => s.name),
+    ).toEqual(['nightly', 'tick']);
+    expect(JSON.parse((await run(['schedules', 'tick'])).stdout).everyMs).toBe(3_600_000);
+    const removed = await run(['unschedule', 'tick', 'nope']);
+    expect(removed.code).toBe(1);
+    expect(JSON.parse(removed.stdout)).toEqual({ deleted: 1, results: [true, false] });
+    expect(removed.stderr).toContain('no schedule named nope');
+    const missing = await run(['schedules', 'tick']);
+    expect(missing.code).toBe(1);
+    const bad = await run(['schedule', 'x', '--topic', 't', '--cron', '99 * * * *']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('cron "99 * * * *" in UTC');
+    const neither = await run(['schedule', 'x']);
+    expect(neither.code).toBe(1);
+    expect(neither.stderr).toContain('give --topic with --cron or --every');
+    const both = await run([
+      'schedule',
+      'x',
+      '--topic',
+      't',
+      '--cron',
+      '* * * * *',
+      '--every',
+      '1m',
+    ]);
+    expect(both.code).toBe(1);
+    expect(both.stderr).toContain('cannot be used together');
+  });
+
   it('send schedules JSON, strings and stdin; get shows it; cancel cancels it', async () => {
     const sent = await run(['send', 'emails', '{"to":"a@b.c"}', '--delay', '5m', '--id', 'm-1']);
     expect(sent.code).toBe(0);

@@ -591,6 +591,39 @@ describe('GET /openapi.json', () => {
     expect(res.body).toMatchObject({ topic: 'jobs', paused: false });
     res = await server.call('GET', '/v1/topics');
     expect(res.body.topics.map((t: { topic: string }) => t.topic)).toContain('jobs');
+    // Recurring schedules.
+    const schedulePath = '/v1/schedules/{name}';
+    res = await server.call('PUT', schedulePath, {
+      params: { name: 'nightly' },
+      body: { topic: 'jobs', cron: '30 2 * * *', timezone: 'Europe/Berlin', payload: { n: 1 } },
+    });
+    expect(res.body).toMatchObject({ name: 'nightly', created: 1 });
+    res = await server.call('PUT', schedulePath, {
+      params: { name: 'nightly' },
+      body: { topic: 'jobs', cron: '99 * * * *' },
+    });
+    expect(res.status).toBe(400);
+    res = await server.call('PATCH', schedulePath, {
+      params: { name: 'nightly' },
+      body: { everyMs: 60_000 },
+    });
+    expect(res.body).toMatchObject({ everyMs: 60_000, cron: null });
+    res = await server.call('PATCH', schedulePath, {
+      params: { name: 'none' },
+      body: { paused: true },
+    });
+    expect(res.status).toBe(404);
+    res = await server.call('GET', schedulePath, { params: { name: 'nightly' } });
+    expect(res.body.lastAt).toEqual(expect.any(Number));
+    expect((await server.call('GET', schedulePath, { params: { name: 'none' } })).status).toBe(404);
+    res = await server.call('GET', '/v1/schedules');
+    expect(res.body.schedules).toHaveLength(1);
+    res = await server.call('DELETE', schedulePath, { params: { name: 'nightly' } });
+    expect(res.body).toEqual({ deleted: true });
+    expect(
+      (await server.call('DELETE', schedulePath, { params: { name: 'nightly' } })).status,
+    ).toBe(404);
+
     // Events: a stream that never ends on its own; its headers and first bytes are checked.
     server.check('GET', '/v1/events', await firstBytes(server.port, '/v1/events?topic=jobs'));
     res = await server.call('GET', '/v1/events', { query: 'types=nope' });

@@ -1,0 +1,157 @@
+/**
+ * The commands on recurring schedules, through the client SDK: schedules (list, or one),
+ * schedule (create or replace, or change with --pause / --resume), unschedule. Each prints the
+ * schedule(s) as the server answers them, as JSON.
+ */
+
+import { UsageError, type CommandSpec } from './args.js';
+import { CLIENT_OPTIONS, clientFor, printJson, type ClientFlags } from './client-commands.js';
+import { CliError, type CliIo } from './io.js';
+import { integerParser, parseDuration, parsePayload, parseTime } from './parse.js';
+
+interface ScheduleFlags extends ClientFlags {
+  topic?: string;
+  cron?: string;
+  tz?: string;
+  every?: number;
+  payload?: string;
+  startAt?: number;
+  endAt?: number;
+  catchUp?: 'latest' | 'all' | 'none';
+  overlap?: 'allow' | 'skip';
+  maxAttempts?: number;
+  pause?: boolean;
+  resume?: boolean;
+}
+
+export function scheduleCommands(io: CliIo): CommandSpec[] {
+  return [
+    {
+      name: 'schedules',
+      description: 'list the recurring schedules with their next occurrence, or show one',
+      arguments: [{ name: 'name', required: false }],
+      options: CLIENT_OPTIONS,
+      run: async ([name], flags) => {
+        const client = clientFor(flags as unknown as ClientFlags);
+        if (name === undefined) {
+          printJson(io, await client.listSchedules());
+          return;
+        }
+        const schedule = await client.getSchedule(name as string);
+        if (schedule === undefined) throw new CliError(`no schedule named ${name as string}`);
+        printJson(io, schedule);
+      },
+    },
+    {
+      name: 'schedule',
+      description:
+        'create or replace a recurring schedule (--topic with --cron or --every), or pause / resume one',
+      arguments: [{ name: 'name', required: true }],
+      options: [
+        { name: 'topic', value: '<topic>', description: 'topic of its messages' },
+        {
+          name: 'cron',
+          value: '<expr>',
+          description: "cron expression, e.g. '30 2 * * *'",
+          conflicts: 'every',
+        },
+        { name: 'tz', value: '<zone>', description: 'IANA time zone of --cron (default UTC)' },
+        {
+          name: 'every',
+          value: '<duration>',
+          description: 'fixed interval, 1s to 366d',
+          parse: parseDuration,
+        },
+        {
+          name: 'payload',
+          value: '<json>',
+          description: 'payload of each occurrence (JSON or text)',
+        },
+        {
+          name: 'start-at',
+          value: '<time>',
+          description: 'no occurrence before',
+          parse: parseTime,
+        },
+        { name: 'end-at', value: '<time>', description: 'no occurrence after', parse: parseTime },
+        {
+          name: 'catch-up',
+          value: '<policy>',
+          description: 'missed occurrences after downtime',
+          choices: ['latest', 'all', 'none'],
+        },
+        {
+          name: 'overlap',
+          value: '<policy>',
+          description: "'skip': none while the previous one is live",
+          choices: ['allow', 'skip'],
+        },
+        {
+          name: 'max-attempts',
+          value: '<n>',
+          description: 'deliveries of each occurrence before it is a dead letter',
+          parse: integerParser(1, 10_000),
+        },
+        {
+          name: 'pause',
+          description: 'pause the schedule (no occurrences until resumed)',
+          conflicts: 'resume',
+        },
+        { name: 'resume', description: 'resume a paused schedule' },
+        ...CLIENT_OPTIONS,
+      ],
+      run: async ([name], rawFlags) => {
+        const flags = rawFlags as unknown as ScheduleFlags;
+        const client = clientFor(flags);
+        const defining =
+          flags.topic !== undefined || flags.cron !== undefined || flags.every !== undefined;
+        if (!defining) {
+          if (!flags.pause && !flags.resume) {
+            throw new UsageError(
+              'give --topic with --cron or --every, or --pause / --resume',
+              'schedule',
+            );
+          }
+          const changed = await client.updateSchedule(name as string, {
+            paused: flags.pause === true,
+          });
+          if (changed === undefined) throw new CliError(`no schedule named ${name as string}`);
+          printJson(io, changed);
+          return;
+        }
+        if (flags.topic === undefined) throw new UsageError('--topic is needed', 'schedule');
+        printJson(
+          io,
+          await client.putSchedule(name as string, {
+            topic: flags.topic,
+            ...(flags.cron === undefined ? {} : { cron: flags.cron }),
+            ...(flags.tz === undefined ? {} : { timezone: flags.tz }),
+            ...(flags.every === undefined ? {} : { everyMs: flags.every }),
+            ...(flags.payload === undefined ? {} : { payload: parsePayload(flags.payload) }),
+            ...(flags.startAt === undefined ? {} : { startAt: flags.startAt }),
+            ...(flags.endAt === undefined ? {} : { endAt: flags.endAt }),
+            ...(flags.catchUp === undefined ? {} : { catchUp: flags.catchUp }),
+            ...(flags.overlap === undefined ? {} : { overlap: flags.overlap }),
+            ...(flags.maxAttempts === undefined ? {} : { maxAttempts: flags.maxAttempts }),
+            ...(flags.pause ? { paused: true } : {}),
+          }),
+        );
+      },
+    },
+    {
+      name: 'unschedule',
+      description: 'delete recurring schedules (and their next occurrence, if not yet due)',
+      arguments: [{ name: 'names', required: true, variadic: true }],
+      options: CLIENT_OPTIONS,
+      run: async ([names], flags) => {
+        const client = clientFor(flags as unknown as ClientFlags);
+        const list = names as string[];
+        const results: boolean[] = [];
+        for (const name of list) results.push(await client.deleteSchedule(name));
+        printJson(io, { deleted: results.filter(Boolean).length, results });
+        const missing = list.filter((_, i) => !results[i]);
+        if (missing.length > 0) throw new CliError(`no schedule named ${missing.join(', ')}`);
+      },
+    },
+  ];
+}

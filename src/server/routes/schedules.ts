@@ -1,0 +1,66 @@
+/**
+ * Recurring schedule routes (src/queue/recurring.ts): create or replace (PUT), change (PATCH),
+ * read, list and delete schedules by name. Every change answers once it is durable, with the
+ * schedule as it now is (its next occurrence, and the last one created).
+ */
+
+import type { FastifyInstance } from 'fastify';
+import type {
+  ScheduleBodyRecurring,
+  ScheduleDeleteResponse,
+  ScheduleListResponse,
+  WireSchedule,
+} from '../../protocol/wire.js';
+import type { ServerContext } from '../context.js';
+import { notFound } from '../errors.js';
+import {
+  scheduleDeleteSchema,
+  scheduleGetSchema,
+  scheduleListSchema,
+  schedulePatchSchema,
+  schedulePutSchema,
+} from '../schemas.js';
+
+type Named = { Params: { name: string } };
+
+export function scheduleRoutes(app: FastifyInstance, context: ServerContext): void {
+  app.get(
+    '/schedules',
+    { schema: scheduleListSchema },
+    async (): Promise<ScheduleListResponse> => ({ schedules: await context.queue.listSchedules() }),
+  );
+
+  app.get<Named>('/schedules/:name', { schema: scheduleGetSchema }, async (request) => {
+    const schedule = await context.queue.getSchedule(request.params.name);
+    if (schedule === undefined) throw notFound(`no schedule named ${request.params.name}`);
+    return schedule satisfies WireSchedule;
+  });
+
+  app.put<Named & { Body: ScheduleBodyRecurring }>(
+    '/schedules/:name',
+    { schema: schedulePutSchema },
+    (request): Promise<WireSchedule> =>
+      context.queue.putSchedule(request.params.name, request.body),
+  );
+
+  app.patch<Named & { Body: Partial<ScheduleBodyRecurring> }>(
+    '/schedules/:name',
+    { schema: schedulePatchSchema },
+    async (request) => {
+      const schedule = await context.queue.updateSchedule(request.params.name, request.body);
+      if (schedule === undefined) throw notFound(`no schedule named ${request.params.name}`);
+      return schedule satisfies WireSchedule;
+    },
+  );
+
+  app.delete<Named>(
+    '/schedules/:name',
+    { schema: scheduleDeleteSchema },
+    async (request): Promise<ScheduleDeleteResponse> => {
+      if (!(await context.queue.deleteSchedule(request.params.name))) {
+        throw notFound(`no schedule named ${request.params.name}`);
+      }
+      return { deleted: true };
+    },
+  );
+}
