@@ -81,7 +81,8 @@ export interface ScheduleSpec {
   paused: boolean;
 }
 
-const SPEC_FIELDS = [
+/** Every field of a spec (and of ScheduleInfo besides its own). */
+export const SPEC_FIELDS = [
   'topic',
   'payload',
   'cron',

@@ -32,7 +32,12 @@ import {
 } from '../protocol/limits.js';
 import { ID_PATTERN, MAX_DELAY_MS, TOPIC_PATTERN } from '../queue/message.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../queue/topics.js';
-import { MAX_EVERY_MS, MIN_EVERY_MS, SCHEDULE_NAME_PATTERN } from '../queue/recurring-spec.js';
+import {
+  MAX_EVERY_MS,
+  MIN_EVERY_MS,
+  SCHEDULE_NAME_PATTERN,
+  SPEC_FIELDS,
+} from '../queue/recurring-spec.js';
 
 const topic = { type: 'string', minLength: 1, maxLength: 128, pattern: TOPIC_PATTERN.source };
 const id = { type: 'string', minLength: 1, maxLength: 200, pattern: ID_PATTERN.source };
@@ -820,18 +825,7 @@ const scheduleInfo = {
   additionalProperties: false,
   required: [
     'name',
-    'topic',
-    'payload',
-    'cron',
-    'timezone',
-    'everyMs',
-    'startAt',
-    'endAt',
-    'catchUp',
-    'overlap',
-    'maxAttempts',
-    'backoff',
-    'paused',
+    ...SPEC_FIELDS,
     'createdAt',
     'updatedAt',
     'lastAt',
