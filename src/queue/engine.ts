@@ -47,6 +47,7 @@ import { dueHistogram, QueueInsights } from './insights.js';
 import { IdLocks } from './locks.js';
 import {
   checkId,
+  checkRequest,
   checkTopic,
   decodePayload,
   heldPayload,
@@ -155,6 +156,9 @@ export class QueueEngine {
       clock,
       {
         schedule: (request) => this.producer.schedule(request),
+        check: (request) => {
+          checkRequest(request, clock.now(), this.settings.maxPayloadBytes, '', false);
+        },
         cancel: (id) => this.producer.cancel(id),
         isLive: async (id) => {
           const status = (await this.get(id))?.status;
@@ -189,7 +193,12 @@ export class QueueEngine {
     await this.topics.load();
     this.recovery = await this.horizon.start(this.wheel);
     // Every schedule brought up to date before open() returns: no consumer can receive yet.
-    await this.recurring.start();
+    try {
+      await this.recurring.start();
+    } catch (err) {
+      await this.recurring.close();
+      throw err;
+    }
   }
 
   // ---- producer ---------------------------------------------------------------------------

@@ -4,11 +4,13 @@
  *
  * Two kinds of recurrence:
  *   cron     a cron expression (5 fields, or 6 with seconds first) in an IANA time zone (default
- *            UTC), read by croner. Daylight-saving changes: a wall-clock time the spring-forward
- *            skips runs once, at the first instant after the gap (02:30 on the day clocks jump
- *            from 02:00 to 03:00 runs at 03:00); a wall-clock time the fall-back repeats runs
- *            once, at its first instant. Expressions with a step in the minutes or hours (every 15
- *            minutes, say) run in real time, so the repeated hour's quarters run in both passes.
+ *            UTC), read by croner. Daylight-saving changes, for a single minute and hour (`30 2
+ *            * * *`): a wall-clock time the spring-forward skips runs once, at the first instant
+ *            after the gap (02:30 on the day clocks jump from 02:00 to 03:00 runs at 03:00); one
+ *            the fall-back repeats runs once, at its first instant. Lists, ranges and steps in
+ *            the minute or hour field are matched against wall-clock time as croner does: in the
+ *            repeated hour they run in both passes, and their times inside a skipped hour do not
+ *            run (docs/http-api.md says so to users).
  *   everyMs  a fixed interval, 1 s to 366 days, anchored: occurrences at startAt + k * everyMs
  *            (k >= 0) when startAt is given, else at createdAt + k * everyMs (k >= 1). No drift.
  *
@@ -131,9 +133,18 @@ export function checkSpec(given: unknown): ScheduleSpec {
   if (cron !== null && (typeof cron !== 'string' || cron.length > 200)) {
     throw invalid(`cron must be a cron expression (a string), got ${describe(cron)}`);
   }
+  const fields = typeof cron === 'string' ? cron.trim().split(/\s+/).length : 0;
+  if (cron !== null && fields !== 5 && fields !== 6) {
+    throw invalid(
+      `cron must have 5 fields (minute hour day month weekday), or 6 with seconds first; ${JSON.stringify(cron)} has ${fields}`,
+    );
+  }
   const timezone = spec.timezone ?? null;
   if (timezone !== null && cron === null) throw invalid('timezone goes with cron only');
-  if (timezone !== null && (typeof timezone !== 'string' || timezone.length > 100)) {
+  if (
+    timezone !== null &&
+    (typeof timezone !== 'string' || timezone.length === 0 || timezone.length > 100)
+  ) {
     throw invalid(`timezone must be an IANA time zone name, got ${describe(timezone)}`);
   }
   const startAt = spec.startAt == null ? null : checkTime(spec.startAt, 'startAt');
@@ -167,8 +178,16 @@ export function checkSpec(given: unknown): ScheduleSpec {
     backoff: checkBackoff(spec.backoff ?? undefined) ?? null,
     paused: checkFlag(spec.paused, 'paused'),
   };
-  // A cron expression or time zone croner cannot read is refused here, not at its first use.
-  if (checked.cron !== null) occurrencesOf(checked, 0).next(Date.now());
+  // A cron expression or time zone croner cannot read, or one that never runs again, is
+  // refused here, not at its first use.
+  if (checked.cron !== null) {
+    const from = Math.max(Date.now(), checked.startAt ?? 0);
+    if (occurrencesOf(checked, 0).next(from) === null) {
+      throw invalid(
+        `cron ${JSON.stringify(checked.cron)} has no occurrence after ${new Date(from).toISOString()}${checked.endAt === null ? '' : ' before endAt'}`,
+      );
+    }
+  }
   return checked;
 }
 

@@ -88,6 +88,8 @@ export interface ScheduleInfo extends ScheduleSpec {
 /** What the scheduler needs of the queue. */
 export interface ScheduleHost {
   schedule(request: ScheduleRequest): Promise<unknown>;
+  /** Throws the queue's own error for a message it would refuse (a payload over its limit). */
+  check(request: ScheduleRequest): void;
   cancel(id: string): Promise<boolean>;
   /** Whether a message is live: scheduled, ready or in flight. */
   isLive(id: string): Promise<boolean>;
@@ -131,9 +133,19 @@ export class Scheduler {
   /** Reads the records and brings every schedule up to date; called once when the queue opens. */
   async start(): Promise<void> {
     for (const record of await this.store.readSchedules()) {
+      let occurrences: Occurrences;
+      try {
+        occurrences = occurrencesOf(record.spec, record.anchorAt);
+      } catch (err) {
+        // Stored once valid (a time zone this platform's data no longer has, say).
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_CORRUPT',
+          `recurring schedule ${record.name} cannot be read back: ${(err as Error).message}`,
+        );
+      }
       const held: Held = {
         record,
-        occurrences: occurrencesOf(record.spec, record.anchorAt),
+        occurrences,
         timer: undefined,
         failures: 0,
       };
@@ -145,56 +157,77 @@ export class Scheduler {
   /** Creates or replaces a schedule; resolves once its record is durable. */
   async put(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
     checkScheduleName(name);
-    const checked = checkSpec(spec);
-    return this.serial(name, async () => {
-      // Whole milliseconds: occurrences (and the ids made from them) of an interval schedule
-      // count from here.
-      const now = Math.ceil(this.clock.now());
-      const old = this.held.get(name);
-      if (old !== undefined) await this.stop(old);
-      const record: ScheduleRecord = {
-        name,
-        spec: checked,
-        createdAt: old?.record.createdAt ?? now,
-        updatedAt: now,
-        anchorAt: now,
-        through: null,
-        lastCreated: old?.record.lastCreated ?? null,
-        created: old?.record.created ?? 0,
-        skipped: old?.record.skipped ?? 0,
-      };
-      const held: Held = {
-        record,
-        occurrences: occurrencesOf(checked, now),
-        timer: undefined,
-        failures: 0,
-      };
-      this.held.set(name, held);
-      await this.store.writeSchedules([record], []);
-      await this.stepOrRetry(held, false, true);
-      return this.info(held);
-    });
+    const checked = this.checked(spec);
+    return this.serial(name, () => this.replace(name, checked));
   }
 
   /** Changes some fields of a schedule (the others stay); undefined if there is none. */
   async update(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined> {
     checkScheduleName(name);
-    const held = this.held.get(name);
-    if (held === undefined) return undefined;
-    const merged: Record<string, unknown> = { ...givenOf(held.record.spec) };
-    if (typeof patch !== 'object' || patch === null) {
-      // checkSpec words the error.
-      checkSpec(patch);
+    if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) {
+      checkSpec(patch); // words the error
     }
-    for (const [key, value] of Object.entries(patch)) merged[key] = value;
-    // Switching between cron and everyMs: the one given wins.
-    if ('cron' in patch && patch.cron != null) delete merged.everyMs;
-    if ('everyMs' in patch && patch.everyMs != null) {
-      delete merged.cron;
-      delete merged.timezone;
-    }
-    for (const key of Object.keys(merged)) if (merged[key] === null) delete merged[key];
-    return this.put(name, merged as unknown as RecurringSpec);
+    // Read, merged and replaced in the schedule's turn: two updates at once both land, and an
+    // update after a delete finds nothing.
+    return this.serial(name, async () => {
+      const held = this.held.get(name);
+      if (held === undefined) return undefined;
+      const merged: Record<string, unknown> = { ...givenOf(held.record.spec) };
+      for (const [key, value] of Object.entries(patch)) merged[key] = value;
+      // Switching between cron and everyMs: the one given wins.
+      if ('cron' in patch && patch.cron != null) delete merged.everyMs;
+      if ('everyMs' in patch && patch.everyMs != null) {
+        delete merged.cron;
+        delete merged.timezone;
+      }
+      for (const key of Object.keys(merged)) if (merged[key] === null) delete merged[key];
+      return this.replace(name, this.checked(merged));
+    });
+  }
+
+  /** A spec checked, and its occurrences' messages checked as the queue will check them. */
+  private checked(spec: unknown): ScheduleSpec {
+    const checked = checkSpec(spec);
+    this.host.check({
+      topic: checked.topic,
+      payload: checked.payload,
+      maxAttempts: checked.maxAttempts,
+      ...(checked.backoff === null ? {} : { backoff: checked.backoff }),
+    });
+    return checked;
+  }
+
+  /**
+   * The new record is written first: if that fails nothing has changed (the old schedule, its
+   * timer and its next occurrence stay). Then the old one's next occurrence is cancelled.
+   */
+  private async replace(name: string, checked: ScheduleSpec): Promise<ScheduleInfo> {
+    // Whole milliseconds: occurrences (and the ids made from them) of an interval schedule
+    // count from here.
+    const now = Math.ceil(this.clock.now());
+    const old = this.held.get(name);
+    const record: ScheduleRecord = {
+      name,
+      spec: checked,
+      createdAt: old?.record.createdAt ?? now,
+      updatedAt: now,
+      anchorAt: now,
+      through: null,
+      lastCreated: old?.record.lastCreated ?? null,
+      created: old?.record.created ?? 0,
+      skipped: old?.record.skipped ?? 0,
+    };
+    const held: Held = {
+      record,
+      occurrences: occurrencesOf(checked, now),
+      timer: undefined,
+      failures: 0,
+    };
+    await this.store.writeSchedules([record], []);
+    if (old !== undefined) await this.stop(old);
+    this.held.set(name, held);
+    await this.stepOrRetry(held, false, true);
+    return this.info(held);
   }
 
   async get(name: string): Promise<ScheduleInfo | undefined> {
@@ -286,10 +319,14 @@ export class Scheduler {
           : record.spec.catchUp === 'latest'
             ? kept.slice(-1)
             : kept.slice(-MAX_CATCH_UP);
-      record.skipped += total - chosen.length;
-      record.through = kept[kept.length - 1];
-      for (const at of chosen) await this.occur(held, at, atOpen);
-      if (chosen.length === 0) await this.store.writeSchedules([record], []);
+      const dropped = total - chosen.length;
+      const last = kept[kept.length - 1];
+      if (chosen.length === 0) {
+        await this.save(held, { through: last, skipped: record.skipped + dropped });
+      } else {
+        record.skipped += dropped;
+        for (const at of chosen) await this.occur(held, at, atOpen);
+      }
     }
     const next = occurrences.next(Math.max(record.through ?? base, now));
     if (next === null) return;
@@ -314,9 +351,7 @@ export class Scheduler {
       record.lastCreated !== null &&
       (await this.host.isLive(occurrenceId(record.name, record.lastCreated)))
     ) {
-      record.through = at;
-      record.skipped++;
-      await this.store.writeSchedules([record], []);
+      await this.save(held, { through: at, skipped: record.skipped + 1 });
       return;
     }
     const deliverAt = atOpen ? at : Math.max(at, Math.ceil(this.clock.now() + MIN_LEAD_MS));
@@ -328,10 +363,18 @@ export class Scheduler {
       maxAttempts: spec.maxAttempts,
       ...(spec.backoff === null ? {} : { backoff: spec.backoff }),
     });
-    record.through = at;
-    record.lastCreated = at;
-    record.created++;
-    await this.store.writeSchedules([record], []);
+    await this.save(held, { through: at, lastCreated: at, created: record.created + 1 });
+  }
+
+  /**
+   * Writes the record with `changes`, and adopts them only once that is durable: a failed write
+   * leaves the record as the store has it, so the retry does the step again (and the queue's
+   * dedup answers an occurrence made before).
+   */
+  private async save(held: Held, changes: Partial<ScheduleRecord>): Promise<void> {
+    const next = { ...held.record, ...changes };
+    await this.store.writeSchedules([next], []);
+    Object.assign(held.record, changes);
   }
 
   private arm(held: Held, at: number): void {
@@ -400,10 +443,9 @@ function missedAfter(
   if (first === null || first > now) return { kept: [], total: 0 };
   if (spec.everyMs !== null) {
     const every = spec.everyMs;
-    const last = Math.min(
-      first + Math.floor((now - first) / every) * every,
-      spec.endAt ?? Infinity,
-    );
+    // On the grid: the last occurrence by now, and by endAt.
+    const last =
+      first + Math.floor((Math.min(now, spec.endAt ?? Infinity) - first) / every) * every;
     const total = Math.floor((last - first) / every) + 1;
     const count = Math.min(total, MAX_CATCH_UP);
     return { kept: Array.from({ length: count }, (_, i) => last - (count - 1 - i) * every), total };
@@ -413,7 +455,9 @@ function missedAfter(
   let steps = 0;
   for (let at: number | null = first; at !== null && at <= now; at = occurrences.next(at)) {
     if (++steps === SCAN_BUDGET && at < now - LOOKBACK_MS) {
+      // What was kept so far is older than the jump: only the last week's may be chosen.
       total++;
+      kept.length = 0;
       at = now - LOOKBACK_MS;
       continue;
     }

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
-import { DelayQueue } from '../../src/delay-queue.js';
+import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { FileStore } from '../../src/store/file/file-store.js';
 import { checkSpec, occurrencesOf, type RecurringSpec } from '../../src/queue/recurring-spec.js';
 import type { Store } from '../../src/queue/store.js';
@@ -423,6 +423,109 @@ describe('the schedule API', () => {
       });
     }
     expect(await queue.listSchedules()).toEqual([]);
+  });
+});
+
+describe('the schedule API under failures and races', () => {
+  it('two updates at once both land; an update racing a delete finds nothing', async () => {
+    const { queue } = await openQueue(memoryKind);
+    await queue.putSchedule('s', { topic: 't', everyMs: 60_000 });
+    await Promise.all([
+      queue.updateSchedule('s', { paused: true }),
+      queue.updateSchedule('s', { payload: { v: 2 } }),
+    ]);
+    expect(await queue.getSchedule('s')).toMatchObject({ paused: true, payload: { v: 2 } });
+    const [deleted, updated] = await Promise.all([
+      queue.deleteSchedule('s'),
+      queue.updateSchedule('s', { paused: false }),
+    ]);
+    expect([deleted, updated]).toEqual([true, undefined]);
+    expect(await queue.getSchedule('s')).toBeUndefined();
+  });
+
+  it('a record write that fails once is written again by the retry', async () => {
+    const store = new MemoryStore();
+    let failNext = false;
+    const flaky = new Proxy(store, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target) as unknown;
+        if (typeof value !== 'function') return value;
+        if (property !== 'writeSchedules') return (value as () => unknown).bind(target);
+        return (...args: Parameters<Store['writeSchedules']>) => {
+          if (failNext) {
+            failNext = false;
+            return Promise.reject(new Error('a passing write failure'));
+          }
+          return target.writeSchedules(...args);
+        };
+      },
+    });
+    const clock = new ManualClock(Date.UTC(2026, 5, 1));
+    const queue = await DelayQueue.open({ store: flaky, clock, horizonMs: 1000 });
+    const warnings: unknown[] = [];
+    const onWarning = (w: unknown) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const t0 = clock.now();
+      await queue.putSchedule('s', { topic: 't', everyMs: 60_000 });
+      failNext = true;
+      await advance(clock, 60_000, 10_000, queue);
+      // The step at t0 + 60 s failed to record the occurrence it made; a second later, it did.
+      await advance(clock, 2_000, 500, queue);
+      const [stored] = await store.readSchedules();
+      expect(stored.lastCreated).toBe(t0 + 120_000);
+      expect((await queue.getSchedule('s'))?.lastAt).toBe(t0 + 120_000);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.length).toBeGreaterThan(0);
+    } finally {
+      process.off('warning', onWarning);
+      await queue.close();
+    }
+  });
+
+  it("interval catch-up with endAt stays on the schedule's grid", async () => {
+    const { clock, queue: first, kind } = await openQueue(fileKind);
+    const t0 = clock.now();
+    await first.putSchedule('s', {
+      topic: 't',
+      everyMs: 60_000,
+      startAt: t0 + 60_000,
+      endAt: t0 + 190_000,
+      catchUp: 'all',
+    });
+    await first.close();
+    clock.advance(600_000);
+    const queue = await kind.open(clock);
+    try {
+      const ids = (await queue.receive('t', { max: 10 })).map(
+        (m) => Number(m.id.split('@')[1]) - t0,
+      );
+      expect(ids).toEqual([60_000, 120_000, 180_000]);
+    } finally {
+      await queue.close();
+    }
+  });
+
+  it('refuses an empty time zone, 7 fields, a cron that never runs, a payload over the limit', async () => {
+    const { queue } = await openQueue(memoryKind);
+    for (const spec of [
+      { topic: 't', cron: '0 9 * * *', timezone: '' },
+      { topic: 't', cron: '0 0 0 1 1 * 2030' },
+      { topic: 't', cron: '0 0 30 2 *' },
+    ]) {
+      await expect(queue.putSchedule('s', spec), JSON.stringify(spec)).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      });
+    }
+    const small = await DelayQueue.open({ store: new MemoryStore(), maxPayloadBytes: 100 });
+    try {
+      await expect(
+        small.putSchedule('big', { topic: 't', everyMs: 1000, payload: 'x'.repeat(200) }),
+      ).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE' });
+      expect(await small.listSchedules()).toEqual([]);
+    } finally {
+      await small.close();
+    }
   });
 });
 

@@ -35,6 +35,10 @@ export class ScheduleLog {
   private pending: string[] = [];
   private waiting: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
   private writing = false;
+  /** Bytes of whole lines in the file: a failed append is cut back to it. */
+  private size = 0;
+  /** Set when a failed append could not be cut back: no write is taken after it. */
+  private broken: Error | undefined;
 
   private constructor(private readonly file: string) {}
 
@@ -74,9 +78,12 @@ export class ScheduleLog {
       at = end + 1;
     }
     const records = [...live.values()];
+    log.size = Buffer.byteLength(text.slice(0, at));
     if (lines > 1_000 && lines > 2 * records.length) {
-      await replaceFile(file, records.map(encode).join(''));
+      const compacted = records.map(encode).join('');
+      await replaceFile(file, compacted);
       await syncDirectory(dir);
+      log.size = Buffer.byteLength(compacted);
     }
     return { log, records };
   }
@@ -99,11 +106,26 @@ export class ScheduleLog {
       this.pending = [];
       this.waiting = [];
       try {
+        if (this.broken !== undefined) throw this.broken;
         this.handle ??= await open(this.file, 'a');
         await this.handle.appendFile(text);
         await this.handle.datasync();
+        this.size += Buffer.byteLength(text);
         for (const waiter of waiting) waiter.resolve();
       } catch (err) {
+        // A part of the lines may have been written (a full disk): cut them off, or a later line
+        // would be glued to a torn one and lost with it at the next open.
+        if (this.broken === undefined) {
+          try {
+            await this.handle?.truncate(this.size);
+            await this.handle?.datasync();
+          } catch (cut) {
+            this.broken = new TickwheelStateError(
+              'ERR_TICKWHEEL_IO',
+              `${this.file}: a failed append could not be cut back (${(cut as Error).message}); restart to recover`,
+            );
+          }
+        }
         for (const waiter of waiting) waiter.reject(err);
       }
     }
