@@ -530,6 +530,27 @@ describe('the schedule API under failures and races', () => {
 });
 
 describe('schedules.log', () => {
+  it('is compacted while running: 3,000 changes of two schedules leave a short file', async () => {
+    const { clock, queue, kind } = await openQueue(fileKind);
+    for (let i = 0; i < 1_500; i++) {
+      await queue.putSchedule('a', { topic: 't', everyMs: 60_000, payload: { i } });
+      await queue.putSchedule('b', { topic: 't', everyMs: 60_000, payload: { '"deleted":': i } });
+    }
+    const file = join(dirOf(kind), 'schedules.log');
+    const lines = readFileSync(file, 'utf8').split('\n').length - 1;
+    expect(lines).toBeLessThanOrEqual(1_001);
+    await queue.close();
+    const reopened = await kind.open(clock);
+    try {
+      expect((await reopened.listSchedules()).map((s) => [s.name, s.payload])).toEqual([
+        ['a', { i: 1_499 }],
+        ['b', { '"deleted":': 1_499 }],
+      ]);
+    } finally {
+      await reopened.close();
+    }
+  });
+
   it('survives a restart, cuts a torn last line, and refuses damage elsewhere', async () => {
     const { clock, queue, kind } = await openQueue(fileKind);
     await queue.putSchedule('a', { topic: 't', everyMs: 60_000 });

@@ -7,8 +7,8 @@
  * last line) is cut off, as the message log's torn tail is; a line that fails anywhere else is
  * damage, refused with ERR_TICKWHEEL_CORRUPT naming the file and line, never skipped (a skipped
  * line could bring a deleted schedule back, or an occurrence twice). When the file holds more
- * than twice the live records (and over 1,000 lines), it is rewritten with the live ones only
- * (beside, fsynced, renamed).
+ * than twice the live records (and over 1,000 lines), at open or after an append, it is
+ * rewritten with the live ones only (beside, fsynced, renamed).
  *
  * Writing: changes that arrive while an append is under way go out together in the next one
  * (group commit): one write and one fdatasync for a burst of schedules coming due together.
@@ -32,7 +32,7 @@ function encode(line: Line): string {
 
 export class ScheduleLog {
   private handle: FileHandle | undefined;
-  private pending: string[] = [];
+  private pending: Array<{ line: string; name: string; deleted: boolean }> = [];
   private waiting: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
   private writing = false;
   /** Bytes of whole lines in the file: a failed append is cut back to it. */
@@ -40,12 +40,19 @@ export class ScheduleLog {
   /** Set when a failed append could not be cut back: no write is taken after it. */
   private broken: Error | undefined;
 
-  private constructor(private readonly file: string) {}
+  /** Lines in the file, and the latest line of each live schedule: for compaction. */
+  private lines = 0;
+  private readonly latest = new Map<string, string>();
+
+  private constructor(
+    private readonly file: string,
+    private readonly dir: string,
+  ) {}
 
   /** Reads the live records (see the module comment), compacting the file when it is mostly old. */
   static async open(dir: string): Promise<{ log: ScheduleLog; records: ScheduleRecord[] }> {
     const file = join(dir, SCHEDULES_FILE);
-    const log = new ScheduleLog(file);
+    const log = new ScheduleLog(file, dir);
     let text = '';
     try {
       text = await readFile(file, 'utf8');
@@ -79,19 +86,35 @@ export class ScheduleLog {
     }
     const records = [...live.values()];
     log.size = Buffer.byteLength(text.slice(0, at));
-    if (lines > 1_000 && lines > 2 * records.length) {
-      const compacted = records.map(encode).join('');
-      await replaceFile(file, compacted);
-      await syncDirectory(dir);
-      log.size = Buffer.byteLength(compacted);
-    }
+    log.lines = lines;
+    for (const record of records) log.latest.set(record.name, encode(record));
+    await log.compactIfMostlyOld();
     return { log, records };
+  }
+
+  /**
+   * Rewrites the file with the live records only, when it holds more than twice as many lines
+   * (and over 1,000): beside, fsynced, renamed, so a crash leaves the old file or the new one.
+   */
+  private async compactIfMostlyOld(): Promise<void> {
+    if (this.lines <= 1_000 || this.lines <= 2 * this.latest.size) return;
+    const compacted = [...this.latest.values()].join('');
+    await this.handle?.close();
+    this.handle = undefined;
+    await replaceFile(this.file, compacted);
+    await syncDirectory(this.dir);
+    this.size = Buffer.byteLength(compacted);
+    this.lines = this.latest.size;
   }
 
   /** Appends records and deletions; resolves once they are on disk. */
   write(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void> {
-    for (const record of records) this.pending.push(encode(record));
-    for (const name of deleted) this.pending.push(encode({ deleted: name }));
+    for (const record of records) {
+      this.pending.push({ line: encode(record), name: record.name, deleted: false });
+    }
+    for (const name of deleted) {
+      this.pending.push({ line: encode({ deleted: name }), name, deleted: true });
+    }
     return new Promise((resolve, reject) => {
       this.waiting.push({ resolve, reject });
       if (!this.writing) void this.flush();
@@ -101,7 +124,9 @@ export class ScheduleLog {
   private async flush(): Promise<void> {
     this.writing = true;
     while (this.waiting.length > 0) {
-      const text = this.pending.join('');
+      const pending = this.pending;
+      let text = '';
+      for (const { line } of pending) text += line;
       const waiting = this.waiting;
       this.pending = [];
       this.waiting = [];
@@ -111,7 +136,15 @@ export class ScheduleLog {
         await this.handle.appendFile(text);
         await this.handle.datasync();
         this.size += Buffer.byteLength(text);
+        this.lines += pending.length;
+        for (const { line, name, deleted } of pending) {
+          if (deleted) this.latest.delete(name);
+          else this.latest.set(name, line);
+        }
         for (const waiter of waiting) waiter.resolve();
+        // While running too: every occurrence appends its schedule's record. A compaction that
+        // fails leaves the old file whole (it is replaced by a rename), to be tried again later.
+        await this.compactIfMostlyOld().catch(() => undefined);
       } catch (err) {
         // A part of the lines may have been written (a full disk): cut them off, or a later line
         // would be glued to a torn one and lost with it at the next open.
