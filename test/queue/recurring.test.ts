@@ -60,36 +60,20 @@ describe('occurrences across daylight-saving changes', () => {
     },
   );
 
-  it('a time the spring-forward skips runs once, at the end of the gap; one the fall-back repeats, once', () => {
-    const ny = 'America/New_York';
+  it.each([
     // 2026-03-08: 02:00 EST -> 03:00 EDT. 02:30 does not exist: it runs at 03:00 EDT (07:00Z).
-    expect(
-      occurrencesBetween(
-        { topic: 't', cron: '30 2 * * *', timezone: ny },
-        0,
-        Date.UTC(2026, 2, 8),
-        Date.UTC(2026, 2, 9),
-      ),
-    ).toEqual([Date.UTC(2026, 2, 8, 7, 0)]);
+    ['America/New_York', '30 2 * * *', Date.UTC(2026, 2, 8), Date.UTC(2026, 2, 8, 7, 0)],
     // 2026-11-01: 02:00 EDT -> 01:00 EST. 01:30 happens twice: it runs at the first (05:30Z).
-    expect(
-      occurrencesBetween(
-        { topic: 't', cron: '30 1 * * *', timezone: ny },
-        0,
-        Date.UTC(2026, 10, 1),
-        Date.UTC(2026, 10, 2),
-      ),
-    ).toEqual([Date.UTC(2026, 10, 1, 5, 30)]);
+    ['America/New_York', '30 1 * * *', Date.UTC(2026, 10, 1), Date.UTC(2026, 10, 1, 5, 30)],
     // Berlin, 2026-10-25: 03:00 CEST -> 02:00 CET; 02:30 runs once (00:30Z, the first).
-    expect(
-      occurrencesBetween(
-        { topic: 't', cron: '30 2 * * *', timezone: 'Europe/Berlin' },
-        0,
-        Date.UTC(2026, 9, 25),
-        Date.UTC(2026, 9, 26),
-      ),
-    ).toEqual([Date.UTC(2026, 9, 25, 0, 30)]);
-  });
+    ['Europe/Berlin', '30 2 * * *', Date.UTC(2026, 9, 25), Date.UTC(2026, 9, 25, 0, 30)],
+  ])(
+    '%s %s on a DST day runs once: a skipped time at the end of the gap, a repeated one at its first pass',
+    (timezone, cron, day, expected) => {
+      const spec = { topic: 't', cron, timezone };
+      expect(occurrencesBetween(spec, 0, day, day + 86_400_000)).toEqual([expected]);
+    },
+  );
 
   it('interval schedules are anchored: at startAt + k * everyMs, or one interval after creation', () => {
     expect(occurrencesBetween({ topic: 't', everyMs: 60_000 }, 1_000, 0, 200_000)).toEqual([
