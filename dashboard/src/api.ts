@@ -63,6 +63,50 @@ export interface TopicSettingsInfo {
   dead: number;
 }
 
+/** A recurring schedule as the server answers it (docs/http-api.md, "Recurring schedules"). */
+export interface ScheduleInfo {
+  name: string;
+  topic: string;
+  payload: unknown;
+  /** Exactly one of cron (with its IANA time zone) and everyMs is set. */
+  cron: string | null;
+  timezone: string | null;
+  everyMs: number | null;
+  startAt: number | null;
+  endAt: number | null;
+  /** Occurrences missed while the queue was not running: the latest, all, or none are made. */
+  catchUp: 'latest' | 'all' | 'none';
+  /** skip: no occurrence while the previous one's message is still live. */
+  overlap: 'allow' | 'skip';
+  maxAttempts: number;
+  backoff: {
+    type: 'fixed' | 'exponential';
+    delayMs: number;
+    jitter?: number;
+    maxDelayMs?: number;
+  } | null;
+  paused: boolean;
+  createdAt: number;
+  updatedAt: number;
+  /** The latest occurrence made a message: with overlap allow, that is the next one, ahead. */
+  lastAt: number | null;
+  /** Null when paused or past endAt. */
+  nextAt: number | null;
+  /** Occurrences made messages, and skipped (missed, overlapping or while paused). */
+  created: number;
+  skipped: number;
+}
+
+/** What PUT /v1/schedules/:name takes: one of cron and everyMs; the server fills in the rest. */
+export interface ScheduleSpec {
+  topic: string;
+  cron?: string;
+  /** With cron only; UTC when left out. */
+  timezone?: string;
+  everyMs?: number;
+  payload?: unknown;
+}
+
 /** The server said 401. */
 export class Unauthorized extends Error {
   constructor(
@@ -185,4 +229,10 @@ export const api = {
   ) => call<TopicSettingsInfo>('PATCH', `/v1/topics/${enc(topic)}`, update),
   requeue: (id: string) =>
     call<{ requeued: boolean }>('POST', `/v1/messages/${enc(id)}/requeue`, {}),
+  /** A queue on Valkey/Redis answers 501: it has no recurring schedules. */
+  schedules: () => call<{ schedules: ScheduleInfo[] }>('GET', '/v1/schedules'),
+  putSchedule: (name: string, spec: ScheduleSpec) =>
+    call<ScheduleInfo>('PUT', `/v1/schedules/${enc(name)}`, spec),
+  deleteSchedule: (name: string) =>
+    call<{ deleted: boolean }>('DELETE', `/v1/schedules/${enc(name)}`),
 };

@@ -1,7 +1,8 @@
 /**
  * The tickwheel dashboard: one poll of GET /v1/dashboard every POLL_MS (paused while the tab is
- * hidden), plus on-demand calls for a message, a topic and its dead letters. Rates and the
- * lateness history are computed here from successive snapshots, so the server keeps no history.
+ * hidden), a slower one of the recurring schedules (schedules.tsx), plus on-demand calls for a
+ * message, a topic and its dead letters. Rates and the lateness history are computed here from
+ * successive snapshots, so the server keeps no history.
  */
 
 import { render } from 'preact';
@@ -13,6 +14,7 @@ import { ClusterCard } from './cluster.js';
 import { clock, errorText, number, rateText } from './format.js';
 import { MessageCard } from './message.js';
 import { topicProblem } from './names.js';
+import { SchedulesCard } from './schedules.js';
 import { Tile, TopicCard } from './topic.js';
 import './style.css';
 
@@ -466,6 +468,7 @@ function App() {
           {snapshot.cluster !== null && snapshot.cluster !== undefined && (
             <ClusterCard cluster={snapshot.cluster} />
           )}
+          <SchedulesCard now={snapshot.now} onUnauthorized={onUnauthorized} />
           <Upcoming buckets={snapshot.upcoming} />
           <Wheel wheel={snapshot.wheel} />
           <MessageCard onUnauthorized={onUnauthorized} request={lookup} />
