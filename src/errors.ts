@@ -47,6 +47,13 @@ export type QueueErrorCode =
   // An operation this kind of queue does not offer (recurring schedules on Valkey/Redis).
   | 'ERR_TICKWHEEL_UNSUPPORTED';
 
+/**
+ * HTTP push delivery (docs/push.md): a push request a receiver refused as unsigned, wrongly
+ * signed or too old (SIGNATURE, raised by `verifyPush`); an attempt to push a message that
+ * failed (FAILED: an answer other than 2xx, a timeout, no connection), kept as its lastError.
+ */
+export type PushErrorCode = 'ERR_TICKWHEEL_PUSH_SIGNATURE' | 'ERR_TICKWHEEL_PUSH_FAILED';
+
 /** Idempotent consumers (docs/idempotent.md): another delivery of the key holds its claim. */
 export type IdempotencyErrorCode = 'ERR_TICKWHEEL_IDEMPOTENT_BUSY';
 
@@ -108,6 +115,7 @@ export type TickwheelErrorCode =
   | PatternErrorCode
   | QueueErrorCode
   | IdempotencyErrorCode
+  | PushErrorCode
   | StoreErrorCode
   | HttpErrorCode
   | ClientErrorCode

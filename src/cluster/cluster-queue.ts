@@ -33,7 +33,13 @@ import type {
   ReceivedMessage,
   ReceiveOptions,
 } from '../queue/types.js';
-import type { TopicInfo, TopicSettings, TopicUpdate } from '../queue/topics.js';
+import {
+  settingsView,
+  type TopicInfo,
+  type TopicSettings,
+  type TopicUpdate,
+} from '../queue/topics.js';
+import { Pushers } from '../queue/push.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { QueueEvents, type EventSource } from '../queue/events.js';
 import { ClusterNode, type ClusterNodeOptions } from './node.js';
@@ -72,12 +78,22 @@ export class ClusterQueue implements Queue {
   /** Deliveries made here while someone listens, by receipt: what an ack's or nack's event says. */
   private readonly outstanding = new Map<string, EventSource>();
 
+  /** Topics with a push target (push.ts): this node pushes their messages too. */
+  private readonly pushers: Pushers;
+
   private constructor(
     /** The node under this queue: partitions, members, leases. */
     readonly node: ClusterNode,
     private readonly maxWaitMs: number,
     private readonly visibilityMs: number,
-  ) {}
+  ) {
+    this.pushers = new Pushers((topic, handler, settings) =>
+      this.consume(topic, handler, settings),
+    );
+    node.topics.listen((topic, settings) => this.pushers.apply(topic, settings.push));
+    for (const [topic, settings] of node.topics.all()) this.pushers.apply(topic, settings.push);
+    this.pushers.start();
+  }
 
   static async open(options: ClusterQueueOptions): Promise<ClusterQueue> {
     const maxWaitMs = checkOption(
@@ -276,7 +292,7 @@ export class ClusterQueue implements Queue {
   ): TopicInfo {
     const of = counts[topic];
     const pending = of === undefined ? 0 : of.scheduled + of.ready + of.inflight;
-    return { topic, ...settings, pending, dead: of?.dead ?? 0 };
+    return { topic, ...settingsView(settings), pending, dead: of?.dead ?? 0 };
   }
 
   // ---- recurring schedules: not on Valkey/Redis yet ----------------------------------------
@@ -317,6 +333,7 @@ export class ClusterQueue implements Queue {
     return {
       ...this.insights.figures(),
       inMemory: timers.pending,
+      push: this.pushers.stats(),
       totals,
       topics,
       timers,
@@ -371,6 +388,7 @@ export class ClusterQueue implements Queue {
   /** Stops this node's consumers, hands its partitions to the other nodes, disconnects. */
   async close(): Promise<void> {
     if (this.closed) return;
+    await this.pushers.close();
     this.closed = true;
     await Promise.all([...this.consumers].map((consumer) => consumer.close()));
     await this.node.close();

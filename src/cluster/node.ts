@@ -98,6 +98,8 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 const OWNER_POLL_MS = 1_000;
 
 const DURABILITIES: readonly Durability[] = ['async', 'replicated', 'fsynced'];
+/** A topic's settings, one field each in the topics hash. */
+const SETTING_FIELDS: readonly string[] = ['paused', 'rateLimit', 'push'];
 
 /**
  * The default onError: a process warning, each distinct message at most once per `ms` (an
@@ -496,8 +498,8 @@ export class ClusterNode {
   // ---- topics' settings (src/queue/topics.ts) ----------------------------------------------
 
   /**
-   * The hash holds one field per topic and setting, `<topic>|paused` and `<topic>|rateLimit`
-   * (JSON), so that two nodes changing different settings of a topic at once both land. A field
+   * The hash holds one field per topic and setting, `<topic>|paused`, `<topic>|rateLimit` and
+   * `<topic>|push` (JSON; push holds the target's secret, as Valkey holds the payloads), so that two nodes changing different settings of a topic at once both land. A field
    * that is absent is the default; one that cannot be read stops the read (ERR_TICKWHEEL_CORRUPT).
    */
   private async readTopicSettings(): Promise<Map<string, TopicSettings>> {
@@ -517,14 +519,16 @@ export class ClusterNode {
       } catch {
         value = undefined;
       }
-      if (bar < 1 || (name !== 'paused' && name !== 'rateLimit') || value === undefined) {
+      if (bar < 1 || !SETTING_FIELDS.includes(name) || value === undefined) {
         throw new TickwheelStateError(
           'ERR_TICKWHEEL_CORRUPT',
           `${key} field ${JSON.stringify(field)}: stored topic settings cannot be read (${JSON.stringify(text).slice(0, 100)})`,
         );
       }
       let given = fields.get(topic);
-      if (given === undefined) fields.set(topic, (given = { paused: false, rateLimit: null }));
+      if (given === undefined) {
+        fields.set(topic, (given = { paused: false, rateLimit: null, push: null }));
+      }
       given[name] = value;
     }
     const settings = new Map<string, TopicSettings>();
@@ -556,10 +560,11 @@ export class ClusterNode {
       if (update.paused) set.push(`${topic}|paused`, 'true');
       else cleared.push(`${topic}|paused`);
     }
-    if (update.rateLimit !== undefined) {
-      if (update.rateLimit !== null)
-        set.push(`${topic}|rateLimit`, JSON.stringify(update.rateLimit));
-      else cleared.push(`${topic}|rateLimit`);
+    for (const name of ['rateLimit', 'push'] as const) {
+      const value = update[name];
+      if (value === undefined) continue;
+      if (value !== null) set.push(`${topic}|${name}`, JSON.stringify(value));
+      else cleared.push(`${topic}|${name}`);
     }
     this.topicWrites++;
     const what = `the settings of topic ${topic}`;

@@ -57,6 +57,11 @@ export const HTTP_STATUS: Readonly<Record<TickwheelErrorCode, number>> = {
   ERR_TICKWHEEL_DATA_LOST: 503,
   ERR_TICKWHEEL_IDEMPOTENT_BUSY: 409,
 
+  // Push delivery: a receiver's refusal (its verifyPush), and a failed attempt (kept as the
+  // message's lastError, never an answer of the server).
+  ERR_TICKWHEEL_PUSH_SIGNATURE: 401,
+  ERR_TICKWHEEL_PUSH_FAILED: 500,
+
   // The server's own answers.
   ERR_TICKWHEEL_INVALID_REQUEST: 400,
   ERR_TICKWHEEL_UNAUTHORIZED: 401,

@@ -28,6 +28,7 @@
  *   waiters.ts     long polls and the process keep-alive
  *   locks.ts       per-id locks          finished.ts   finished ids get() still reports
  *   topics.ts      pause, resume, rate limits: every receive goes through its TopicGate
+ *   push.ts        topics with a push target: their messages sent over HTTP by the queue
  *   events.ts      message events (scheduled, delivered, acked, failed, dead, cancelled)
  *   recurring.ts   recurring schedules (cron, intervals) whose occurrences become messages
  *   insights.ts    counters, stats(), dueHistogram()
@@ -68,8 +69,10 @@ import { Deliveries } from './deliveries.js';
 import type { QueueParts } from './parts.js';
 import { Producer } from './producer.js';
 import type { RecoveryReport, Store } from './store.js';
+import { Pushers } from './push.js';
 import {
   LocalBuckets,
+  settingsView,
   storeSettings,
   TopicGate,
   type TopicInfo,
@@ -105,6 +108,7 @@ export class QueueEngine {
   private readonly deliveries: Deliveries;
   private readonly topics: TopicGate;
   private readonly recurring: Scheduler;
+  private readonly pushers: Pushers;
   /** Message events as they happen (events.ts): an EventEmitter, and watch() for an iterator. */
   readonly events: QueueEvents;
   private readonly consumers = new Set<{ close(): Promise<void> }>();
@@ -185,6 +189,12 @@ export class QueueEngine {
       ack: (receipt) => this.deliveries.ackQuietly(receipt),
       nack: (receipt, reason) => this.deliveries.nack(receipt, reason, undefined),
     };
+    // Pushes run in the background, like the horizon loader: they keep no process alive.
+    this.pushers = new Pushers(
+      (topic, handler, settings) =>
+        new Worker(this.source, topic, handler, { ...settings, waitMs: CONSUME_WAIT_MS }),
+    );
+    this.topics.listen((topic, settings) => this.pushers.apply(topic, settings.push));
   }
 
   /** Recovers the store and starts the horizon loader. Called once by open(). */
@@ -199,6 +209,7 @@ export class QueueEngine {
       await this.recurring.close();
       throw err;
     }
+    this.pushers.start();
   }
 
   // ---- producer ---------------------------------------------------------------------------
@@ -413,7 +424,12 @@ export class QueueEngine {
     all = this.store.counts().topics,
   ): TopicInfo {
     const counts = all.get(topic);
-    return { topic, ...settings, pending: counts?.pending ?? 0, dead: counts?.dead ?? 0 };
+    return {
+      topic,
+      ...settingsView(settings),
+      pending: counts?.pending ?? 0,
+      dead: counts?.dead ?? 0,
+    };
   }
 
   // ---- recurring schedules (recurring.ts) ----------------------------------------------------
@@ -444,12 +460,15 @@ export class QueueEngine {
   // ---- insights ---------------------------------------------------------------------------
 
   async stats(): Promise<Record<string, unknown>> {
-    return this.insights.stats({
-      held: this.near,
-      store: this.store,
-      loadedUntil: this.horizon.loadedUntil,
-      timers: this.wheel.stats(),
-    });
+    return {
+      ...this.insights.stats({
+        held: this.near,
+        store: this.store,
+        loadedUntil: this.horizon.loadedUntil,
+        timers: this.wheel.stats(),
+      }),
+      push: this.pushers.stats(),
+    };
   }
 
   /**
@@ -511,6 +530,7 @@ export class QueueEngine {
     // Receives waiting in the gate (paused, out of tokens) end empty now.
     this.topics.close();
     await this.recurring.close();
+    await this.pushers.close();
     await Promise.all([...this.consumers].map((consumer) => consumer.close()));
     this.closed = true;
     this.deliveries.stop();

@@ -7,6 +7,7 @@
  *                 is resumed or its wait ends). Schedules are still accepted, messages still
  *                 become ready when due, deliveries already in flight are acked or nacked as
  *                 usual, visibility timeouts still run.
+ *   push          an HTTP target the queue sends the topic's messages to itself (push.ts).
  *   rateLimit     a token bucket: `perSecond` tokens a second, at most `burst` saved up (default
  *                 perSecond rounded up, at least 1). A delivery takes one token; a receive takes
  *                 at most as many messages as there are whole tokens, and with none waits for
@@ -31,6 +32,14 @@ import {
   TickwheelTypeError,
 } from '../errors.js';
 import { checkTopic } from './message.js';
+import {
+  checkPushTarget,
+  pushView,
+  samePushTarget,
+  type PushMethod,
+  type PushTarget,
+  type PushTargetView,
+} from './push.js';
 import type { Store } from './store.js';
 
 /** Deliveries per second, as a token bucket. */
@@ -44,17 +53,38 @@ export interface RateLimit {
 export interface TopicSettings {
   paused: boolean;
   rateLimit: RateLimit | null;
+  push: PushTarget | null;
 }
 
-/** A change of a topic's settings: what is absent stays as it is; rateLimit null removes it. */
+/** A push target as given: url and secret, the rest has defaults (push.ts). */
+export interface PushTargetInput {
+  url: string;
+  secret: string;
+  method?: PushMethod;
+  headers?: Record<string, string>;
+  timeoutMs?: number;
+  concurrency?: number;
+}
+
+/**
+ * A change of a topic's settings: what is absent stays as it is; rateLimit null removes the
+ * limit, push null the push target (a push target given replaces the one before, whole).
+ */
 export interface TopicUpdate {
   paused?: boolean;
   rateLimit?: { perSecond: number; burst?: number } | null;
+  push?: PushTargetInput | null;
 }
 
-/** A topic's settings with its counts, as topicInfo() and GET /v1/topics/:topic answer. */
-export interface TopicInfo extends TopicSettings {
+/**
+ * A topic's settings with its counts, as topicInfo() and GET /v1/topics/:topic answer. A push
+ * target shows without its secret and its headers' values.
+ */
+export interface TopicInfo {
   topic: string;
+  paused: boolean;
+  rateLimit: RateLimit | null;
+  push: PushTargetView | null;
   /** Live messages that are not dead: scheduled, ready or in flight. */
   pending: number;
   dead: number;
@@ -63,6 +93,7 @@ export interface TopicInfo extends TopicSettings {
 export const DEFAULT_TOPIC_SETTINGS: Readonly<TopicSettings> = Object.freeze({
   paused: false,
   rateLimit: null,
+  push: null,
 });
 
 export const MAX_RATE_PER_SECOND = 1_000_000;
@@ -71,10 +102,16 @@ export const MAX_BURST = 1_000_000;
 
 /** Checks a TopicUpdate: every bad value is ERR_TICKWHEEL_INVALID_OPTION naming the field. */
 export function checkTopicUpdate(update: unknown): Partial<TopicSettings> {
-  const given = fieldsOf(update, ['paused', 'rateLimit'], 'topic settings', '{ paused: true }');
+  const given = fieldsOf(
+    update,
+    ['paused', 'rateLimit', 'push'],
+    'topic settings',
+    '{ paused: true }',
+  );
   const checked: Partial<TopicSettings> = {};
   if (given.paused !== undefined) checked.paused = checkFlag(given.paused, 'paused');
   if (given.rateLimit !== undefined) checked.rateLimit = checkRateLimit(given.rateLimit);
+  if (given.push !== undefined) checked.push = checkPushTarget(given.push);
   return checked;
 }
 
@@ -131,16 +168,25 @@ export function applyTopicUpdate(
   return {
     paused: update.paused ?? settings.paused,
     rateLimit: update.rateLimit === undefined ? settings.rateLimit : update.rateLimit,
+    push: update.push === undefined ? settings.push : update.push,
   };
 }
 
 export function isDefaultSettings(settings: TopicSettings): boolean {
-  return !settings.paused && settings.rateLimit === null;
+  return !settings.paused && settings.rateLimit === null && settings.push === null;
+}
+
+/** A topic's settings as read back: the push target without its secrets. */
+export function settingsView(
+  settings: TopicSettings,
+): Omit<TopicInfo, 'topic' | 'pending' | 'dead'> {
+  return { paused: settings.paused, rateLimit: settings.rateLimit, push: pushView(settings.push) };
 }
 
 /**
- * Reads stored settings back (a file, a Valkey hash): exactly `{ paused, rateLimit }`, both
- * present, nothing else. Anything else is ERR_TICKWHEEL_CORRUPT, never silently "not paused".
+ * Reads stored settings back (a file, a Valkey hash): `{ paused, rateLimit, push }`, the first
+ * two present (push is absent in what was stored before push targets existed), nothing else.
+ * Anything else is ERR_TICKWHEEL_CORRUPT, never silently "not paused".
  */
 export function parseStoredSettings(value: unknown, where: string): TopicSettings {
   try {
@@ -151,7 +197,7 @@ export function parseStoredSettings(value: unknown, where: string): TopicSetting
     if (typeof given.paused !== 'boolean' || !('rateLimit' in given)) {
       throw new Error('paused (true or false) and rateLimit (an object or null) are both needed');
     }
-    const update = checkTopicUpdate(given);
+    const update = checkTopicUpdate('push' in given ? given : { ...given, push: null });
     return applyTopicUpdate(DEFAULT_TOPIC_SETTINGS, update);
   } catch (err) {
     throw new TickwheelStateError(
@@ -286,6 +332,8 @@ export class TopicGate {
   private readonly generations = new Map<string, number>();
   /** The gate's own waits per topic, ended when its settings change or the gate closes. */
   private readonly watchers = new Map<string, Set<AbortController>>();
+  /** Told of every change of a topic's settings, after it is applied (see listen()). */
+  private readonly listeners: Array<(topic: string, settings: TopicSettings) => void> = [];
   /** Saves in order: a later change of a topic never lands before an earlier one. */
   private saving: Promise<unknown> = Promise.resolve();
   private closed = false;
@@ -313,6 +361,11 @@ export class TopicGate {
 
   get(topic: string): TopicSettings {
     return this.settings.get(topic) ?? DEFAULT_TOPIC_SETTINGS;
+  }
+
+  /** Calls `listener` after each change of a topic's settings (stored here or read again). */
+  listen(listener: (topic: string, settings: TopicSettings) => void): void {
+    this.listeners.push(listener);
   }
 
   /** How many times the topic's settings changed: a long poll that sees it move ends empty. */
@@ -359,6 +412,7 @@ export class TopicGate {
     this.generations.set(topic, this.generation(topic) + 1);
     for (const controller of this.watchers.get(topic) ?? []) controller.abort();
     this.onChange(topic);
+    for (const listener of this.listeners) listener(topic, settings);
   }
 
   /**
@@ -463,5 +517,7 @@ export class TopicGate {
 }
 
 function sameSettings(a: TopicSettings, b: TopicSettings): boolean {
-  return a.paused === b.paused && sameLimit(a.rateLimit, b.rateLimit);
+  return (
+    a.paused === b.paused && sameLimit(a.rateLimit, b.rateLimit) && samePushTarget(a.push, b.push)
+  );
 }

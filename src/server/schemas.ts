@@ -33,6 +33,13 @@ import {
 import { ID_PATTERN, MAX_DELAY_MS, TOPIC_PATTERN } from '../queue/message.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../queue/topics.js';
 import {
+  MAX_PUSH_CONCURRENCY,
+  MAX_PUSH_HEADERS,
+  MAX_PUSH_TIMEOUT_MS,
+  MAX_PUSH_URL_LENGTH,
+  PUSH_METHODS,
+} from '../queue/push.js';
+import {
   MAX_EVERY_MS,
   MIN_EVERY_MS,
   SCHEDULE_NAME_PATTERN,
@@ -689,10 +696,49 @@ const rateLimit = {
   },
 };
 
+/** A push target as given (src/queue/push.ts checks the ranges and the URL). */
+const pushTarget = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['url', 'secret'],
+  properties: {
+    url: { type: 'string', maxLength: MAX_PUSH_URL_LENGTH, description: 'http: or https: URL' },
+    method: { enum: PUSH_METHODS },
+    headers: {
+      type: 'object',
+      maxProperties: MAX_PUSH_HEADERS,
+      additionalProperties: { type: 'string' },
+      description: 'Sent with every request; never read back',
+    },
+    timeoutMs: { type: 'integer', minimum: 1, maximum: MAX_PUSH_TIMEOUT_MS },
+    concurrency: { type: 'integer', minimum: 1, maximum: MAX_PUSH_CONCURRENCY },
+    secret: {
+      type: 'string',
+      minLength: 16,
+      maxLength: 512,
+      description: 'HMAC-SHA256 key of the signatures (docs/push.md); never read back',
+    },
+  },
+};
+
+/** A push target as read back: no secret, the headers' names only. */
+const pushTargetView = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['url', 'method', 'headerNames', 'timeoutMs', 'concurrency'],
+  properties: {
+    url: { type: 'string' },
+    method: { enum: PUSH_METHODS },
+    headerNames: { type: 'array', items: { type: 'string' } },
+    timeoutMs: { type: 'integer' },
+    concurrency: { type: 'integer' },
+  },
+};
+
 const topicInfo = {
   type: 'object',
   additionalProperties: false,
-  required: ['topic', 'paused', 'rateLimit', 'pending', 'dead'],
+  required: ['topic', 'paused', 'rateLimit', 'push', 'pending', 'dead'],
   properties: {
     topic: { type: 'string' },
     paused: { type: 'boolean' },
@@ -707,6 +753,7 @@ const topicInfo = {
         { type: 'null' },
       ],
     },
+    push: { anyOf: [pushTargetView, { type: 'null' }] },
     pending: { type: 'integer' },
     dead: { type: 'integer' },
   },
@@ -728,7 +775,7 @@ export const topicListSchema = {
 
 export const topicGetSchema = {
   operationId: 'getTopic',
-  summary: "A topic's settings (paused, rateLimit) and counts",
+  summary: "A topic's settings (paused, rateLimit, push) and counts",
   tags: ['topics'],
   params: topicParams,
   response: { 200: topicInfo },
@@ -736,7 +783,8 @@ export const topicGetSchema = {
 
 export const topicUpdateSchema = {
   operationId: 'configureTopic',
-  summary: "Change a topic's settings: pause it, limit its delivery rate (durable)",
+  summary:
+    "Change a topic's settings: pause it, limit its delivery rate, push its messages to a URL (durable)",
   tags: ['topics'],
   params: topicParams,
   body: {
@@ -745,6 +793,7 @@ export const topicUpdateSchema = {
     properties: {
       paused: { type: 'boolean' },
       rateLimit: { anyOf: [rateLimit, { type: 'null' }] },
+      push: { anyOf: [pushTarget, { type: 'null' }] },
     },
   },
   response: { 200: topicInfo },

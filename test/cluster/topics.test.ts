@@ -14,6 +14,8 @@ import { topicsKey } from '../../src/cluster/keys.js';
 import { DelayQueue } from '../../src/delay-queue.js';
 import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
 import type { QueueEvent } from '../../src/queue/events.js';
+import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
+import { startReceiver } from '../queue/push-receiver.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
 
@@ -106,16 +108,69 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
     await a.close();
     const b = await open(name);
     expect(await b.topicList()).toEqual([
-      { topic: 'jobs', paused: true, rateLimit: null, pending: 0, dead: 0 },
+      { topic: 'jobs', paused: true, rateLimit: null, push: null, pending: 0, dead: 0 },
       {
         topic: 'slow',
         paused: false,
         rateLimit: { perSecond: 0.5, burst: 1 },
+        push: null,
         pending: 0,
         dead: 0,
       },
     ]);
   }, 30_000);
+
+  it('a push target set on one node is pushed by every node, each message acked', async () => {
+    const name = `push-${run++}`;
+    const target = await startReceiver((_request, index) =>
+      // Every fifth first attempt fails: retried through the backoff, by whichever node.
+      index % 5 === 0 ? { status: 500, body: 'try again' } : { status: 200, delayMs: 5 },
+    );
+    try {
+      const a = await open(name);
+      const b = await open(name);
+      const secret = 'cluster-push-secret-0123456789';
+      await a.configureTopic('hooks', {
+        push: { url: target.url, secret, concurrency: 4, timeoutMs: 2_000 },
+      });
+      // b reads settings again at its next heartbeat and starts pushing too.
+      await sleep(600);
+      expect((await b.topicInfo('hooks')).push).toMatchObject({ url: `${target.url}/` });
+      const ids = Array.from({ length: 40 }, (_, i) => `m${i}`);
+      await a.scheduleMany(
+        ids.map((id, i) => ({
+          topic: 'hooks',
+          id,
+          payload: i,
+          backoff: { type: 'fixed' as const, delayMs: 100 },
+        })),
+      );
+      const start = Date.now();
+      while ((await a.topicInfo('hooks')).pending > 0 && Date.now() - start < 20_000) {
+        await sleep(50);
+      }
+      expect((await a.topicInfo('hooks')).pending).toBe(0);
+      const succeeded = target.requests.filter((_r, index) => index % 5 !== 0);
+      expect(new Set(succeeded.map((r) => r.headers[PUSH_HEADER.id]))).toEqual(new Set(ids));
+      for (const request of target.requests)
+        expect(() => verifyPush(request, { secret })).not.toThrow();
+      // Both nodes pushed (their own counts).
+      const pushedBy = await Promise.all(
+        [a, b].map(async (node) => {
+          const push = (await node.stats()).push as Record<string, { succeeded: number }>;
+          return push.hooks?.succeeded ?? 0;
+        }),
+      );
+      expect(pushedBy[0] + pushedBy[1]).toBe(succeeded.length);
+      expect(pushedBy.every((n) => n > 0)).toBe(true);
+      await b.configureTopic('hooks', { push: null });
+      await sleep(600);
+      await a.schedule({ topic: 'hooks', id: 'pulled', payload: 'x' });
+      expect((await a.receive('hooks', { waitMs: 2_000 })).map((m) => m.id)).toEqual(['pulled']);
+    } finally {
+      await target.close();
+    }
+  }, 40_000);
 
   it("a node's events: its schedules, its deliveries and their acks and nacks", async () => {
     const node = await open(`events-${run++}`);

@@ -147,9 +147,16 @@ describe.each([
     await queue.pause('c');
     await queue.configureTopic('a', { rateLimit: { perSecond: 100 } });
     expect(await queue.topicList()).toEqual([
-      { topic: 'a', paused: false, rateLimit: { perSecond: 100, burst: 100 }, pending: 0, dead: 0 },
-      { topic: 'b', paused: false, rateLimit: null, pending: 2, dead: 0 },
-      { topic: 'c', paused: true, rateLimit: null, pending: 0, dead: 0 },
+      {
+        topic: 'a',
+        paused: false,
+        rateLimit: { perSecond: 100, burst: 100 },
+        push: null,
+        pending: 0,
+        dead: 0,
+      },
+      { topic: 'b', paused: false, rateLimit: null, push: null, pending: 2, dead: 0 },
+      { topic: 'c', paused: true, rateLimit: null, push: null, pending: 0, dead: 0 },
     ]);
     // Back to the defaults, a topic without messages is not listed.
     await queue.resume('c');
@@ -158,6 +165,7 @@ describe.each([
       topic: 'never-used',
       paused: false,
       rateLimit: null,
+      push: null,
       pending: 0,
       dead: 0,
     });

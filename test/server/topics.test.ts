@@ -4,6 +4,8 @@
  */
 
 import { describe, expect, it } from 'vitest';
+import { verifyPush } from '../../src/protocol/push-signature.js';
+import { startReceiver } from '../queue/push-receiver.js';
 import { openServer } from './harness.js';
 
 describe('topic routes', () => {
@@ -16,6 +18,7 @@ describe('topic routes', () => {
       topic: 'jobs',
       paused: true,
       rateLimit: null,
+      push: null,
       pending: 1,
       dead: 0,
     });
@@ -40,8 +43,15 @@ describe('topic routes', () => {
     expect(first.body.messages).toHaveLength(2);
     const list = await call('GET', '/v1/topics');
     expect(list.body.topics).toEqual([
-      { topic: 'other', paused: false, rateLimit: null, pending: 1, dead: 0 },
-      { topic: 'slow', paused: false, rateLimit: { perSecond: 2, burst: 2 }, pending: 5, dead: 0 },
+      { topic: 'other', paused: false, rateLimit: null, push: null, pending: 1, dead: 0 },
+      {
+        topic: 'slow',
+        paused: false,
+        rateLimit: { perSecond: 2, burst: 2 },
+        push: null,
+        pending: 5,
+        dead: 0,
+      },
     ]);
     const removed = await call('PATCH', '/v1/topics/slow', { rateLimit: null });
     expect(removed.body.rateLimit).toBeNull();
@@ -70,6 +80,27 @@ describe('topic routes', () => {
         'ERR_TICKWHEEL_INVALID_REQUEST',
       ],
       ['PATCH', '/v1/topics/jobs', [], 400, 'ERR_TICKWHEEL_INVALID_REQUEST'],
+      [
+        'PATCH',
+        '/v1/topics/jobs',
+        { push: { url: 'http://x/', secret: 'short' } },
+        400,
+        'ERR_TICKWHEEL_INVALID_REQUEST',
+      ],
+      [
+        'PATCH',
+        '/v1/topics/jobs',
+        { push: { url: 'gopher://x/', secret: 'a-secret-of-16-chars' } },
+        400,
+        'ERR_TICKWHEEL_INVALID_OPTION',
+      ],
+      [
+        'PATCH',
+        '/v1/topics/jobs',
+        { push: { url: 'http://x/', secret: 'a-secret-of-16-chars', headers: { Host: 'y' } } },
+        400,
+        'ERR_TICKWHEEL_INVALID_OPTION',
+      ],
       ['PATCH', '/v1/topics/jobs', 'paused=true', 415, 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE'],
       ['POST', '/v1/topics/jobs/pause', 'x', 415, 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE'],
       ['POST', '/v1/topics/bad%20topic/pause', {}, 400, 'ERR_TICKWHEEL_INVALID_REQUEST'],
@@ -88,6 +119,39 @@ describe('topic routes', () => {
     expect((await call('GET', '/v1/topics/jobs')).body).toMatchObject({
       paused: false,
       rateLimit: null,
+      push: null,
     });
+  });
+
+  it('PATCH sets a push target: the server pushes to it, and never shows its secret', async () => {
+    const receiver = await startReceiver(() => ({ status: 200 }));
+    try {
+      const { call } = await openServer();
+      const secret = 'server-test-secret-0123456789';
+      const set = await call('PATCH', '/v1/topics/hooks', {
+        push: { url: receiver.url, secret, headers: { 'X-Env': 'test' }, concurrency: 2 },
+      });
+      expect(set.status).toBe(200);
+      expect(set.body.push).toEqual({
+        url: `${receiver.url}/`,
+        method: 'POST',
+        headerNames: ['x-env'],
+        timeoutMs: 10_000,
+        concurrency: 2,
+      });
+      const listed = await call('GET', '/v1/topics');
+      expect(JSON.stringify(listed.body)).not.toContain(secret);
+      expect(JSON.stringify(listed.body)).not.toContain('test');
+      const scheduled = await call('POST', '/v1/topics/hooks/messages', { payload: { n: 1 } });
+      expect(scheduled.status).toBe(201);
+      await receiver.waitFor(1);
+      const request = receiver.requests[0];
+      expect(request.headers['x-env']).toBe('test');
+      expect(verifyPush(request, { secret })).toMatchObject({ id: scheduled.body.id, attempt: 1 });
+      const removed = await call('PATCH', '/v1/topics/hooks', { push: null });
+      expect(removed.body.push).toBeNull();
+    } finally {
+      await receiver.close();
+    }
   });
 });

@@ -169,7 +169,12 @@ export async function writeTopicSettings(
   settings: ReadonlyMap<string, TopicSettings>,
 ): Promise<void> {
   const topics = Object.fromEntries(settings);
-  await replaceFile(join(dir, TOPICS_FILE), `${JSON.stringify({ version: 1, topics }, null, 1)}\n`);
+  // Readable by its owner only: push targets' secrets and headers are in it.
+  await replaceFile(
+    join(dir, TOPICS_FILE),
+    `${JSON.stringify({ version: 1, topics }, null, 1)}\n`,
+    0o600,
+  );
   await syncDirectory(dir);
 }
 
@@ -177,9 +182,11 @@ export async function writeTopicSettings(
  * Replaces a small file whole: written beside it, fsynced, renamed over it. The rename is
  * durable only once the directory is synced (syncDirectory), which callers do where it matters.
  */
-export async function replaceFile(file: string, text: string): Promise<void> {
-  const handle = await open(`${file}.tmp`, 'w');
+export async function replaceFile(file: string, text: string, mode = 0o666): Promise<void> {
+  const handle = await open(`${file}.tmp`, 'w', mode);
   try {
+    // A file left over from a crash keeps the mode it was made with.
+    if (mode !== 0o666) await handle.chmod(mode);
     await handle.writeFile(text);
     await handle.sync();
   } finally {

@@ -1,0 +1,168 @@
+/**
+ * How a pushed message is signed (docs/push.md), shared by the queue that sends it and the
+ * receivers that check it (`verifyPush` in `tickwheel/client`).
+ *
+ * Each push request carries these headers:
+ *
+ *   tickwheel-id           the message's id (the same id on every attempt: dedup on it)
+ *   tickwheel-topic        its topic
+ *   tickwheel-attempt      1 for the first delivery, 2 for the next, ...
+ *   tickwheel-deliver-at   when it was due, ms since the Unix epoch
+ *   tickwheel-timestamp    when this request was signed, whole seconds since the Unix epoch
+ *   tickwheel-signature    v1=<hex HMAC-SHA256>, possibly several, separated by commas
+ *
+ * Scheme v1: HMAC-SHA256 with the push target's secret (its UTF-8 bytes as the key) over the
+ * UTF-8 bytes of `<timestamp>\n<id>\n<topic>\n` followed by the request body exactly as sent
+ * (ids and topics hold no line breaks). A receiver recomputes it over the raw body (before any
+ * JSON parsing), compares in constant time, and refuses a timestamp too far from its own clock
+ * (5 minutes by default) so that a recorded request cannot be replayed later. The id and topic
+ * are signed so that they can be trusted (for dedup, for routing).
+ *
+ * Imports nothing that does I/O.
+ */
+
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { TickwheelError } from '../errors.js';
+
+export const PUSH_HEADER = Object.freeze({
+  id: 'tickwheel-id',
+  topic: 'tickwheel-topic',
+  attempt: 'tickwheel-attempt',
+  deliverAt: 'tickwheel-deliver-at',
+  timestamp: 'tickwheel-timestamp',
+  signature: 'tickwheel-signature',
+});
+
+/** How far a request's timestamp may be from the receiver's clock, by default: 5 minutes. */
+export const DEFAULT_PUSH_TOLERANCE_SECONDS = 300;
+
+/** A push request failed its check: unsigned, signed with another secret, or too old. */
+export class PushSignatureError extends TickwheelError<'ERR_TICKWHEEL_PUSH_SIGNATURE'> {
+  constructor(message: string) {
+    super('ERR_TICKWHEEL_PUSH_SIGNATURE', message);
+    this.name = 'PushSignatureError';
+  }
+}
+
+/** `v1=<hex>` for a request signed at `timestamp` (seconds). */
+export function signPush(
+  secret: string,
+  timestamp: number,
+  id: string,
+  topic: string,
+  body: Uint8Array | string,
+): string {
+  return `v1=${digest(secret, timestamp, id, topic, body).toString('hex')}`;
+}
+
+function digest(
+  secret: string,
+  timestamp: number,
+  id: string,
+  topic: string,
+  body: Uint8Array | string,
+): Buffer {
+  return createHmac('sha256', secret)
+    .update(`${timestamp}\n${id}\n${topic}\n`)
+    .update(body)
+    .digest();
+}
+
+/** What a verified push request says about its message. */
+export interface PushDelivery {
+  id: string;
+  topic: string;
+  attempt: number;
+  /** When the message was due, ms since the Unix epoch. */
+  deliverAt: number;
+  /** When the request was signed, seconds since the Unix epoch. */
+  timestamp: number;
+}
+
+/** Headers as Node gives them (lower-case names) or as a fetch Request does. */
+export type PushHeaders =
+  { get(name: string): string | null } | Record<string, string | string[] | undefined>;
+
+export interface VerifyPushOptions {
+  /** The push target's secret; several while it is being changed (any one may match). */
+  secret: string | readonly string[];
+  /** Seconds a timestamp may be from `now`; default 300. */
+  toleranceSeconds?: number;
+  /** The receiver's clock, ms since the Unix epoch; default Date.now. */
+  now?: () => number;
+}
+
+/**
+ * Checks a push request: its signature over the raw `body` with one of the secrets, and its
+ * timestamp within tolerance. Returns what its headers say of the message; throws
+ * PushSignatureError (ERR_TICKWHEEL_PUSH_SIGNATURE) otherwise: answer such a request 401.
+ */
+export function verifyPush(
+  request: { headers: PushHeaders; body: Uint8Array | string },
+  options: VerifyPushOptions,
+): PushDelivery {
+  const secrets = typeof options.secret === 'string' ? [options.secret] : options.secret;
+  if (!Array.isArray(secrets) || secrets.length === 0) {
+    throw new TypeError('verifyPush: options.secret must be a string or a non-empty array');
+  }
+  for (const secret of secrets) {
+    if (typeof secret !== 'string' || secret === '') {
+      throw new TypeError('verifyPush: every secret must be a non-empty string');
+    }
+  }
+  const tolerance = options.toleranceSeconds ?? DEFAULT_PUSH_TOLERANCE_SECONDS;
+  if (!(tolerance >= 0)) throw new TypeError('verifyPush: toleranceSeconds must be 0 or more');
+  const read = (name: string) => header(request.headers, name);
+  const id = read(PUSH_HEADER.id);
+  const topic = read(PUSH_HEADER.topic);
+  const stamp = read(PUSH_HEADER.timestamp);
+  const signatures = read(PUSH_HEADER.signature);
+  if (id === undefined || topic === undefined || signatures === undefined || stamp === undefined) {
+    throw new PushSignatureError(
+      `not a signed tickwheel push: the ${[PUSH_HEADER.id, PUSH_HEADER.topic, PUSH_HEADER.timestamp, PUSH_HEADER.signature].join(', ')} headers are all needed`,
+    );
+  }
+  if (!/^\d{1,12}$/.test(stamp)) {
+    throw new PushSignatureError(`${PUSH_HEADER.timestamp} is not whole seconds: ${stamp}`);
+  }
+  const timestamp = Number(stamp);
+  const now = (options.now ?? Date.now)() / 1000;
+  if (Math.abs(now - timestamp) > tolerance) {
+    throw new PushSignatureError(
+      `${PUSH_HEADER.timestamp} ${timestamp} is more than ${tolerance} s from this clock ` +
+        `(${Math.floor(now)}): a replayed request, or a clock that is off`,
+    );
+  }
+  const given = signatures
+    .split(',')
+    .map((part) => part.trim())
+    .filter((part) => part.startsWith('v1='))
+    .map((part) => Buffer.from(part.slice(3), 'hex'));
+  let match = false;
+  for (const secret of secrets) {
+    const expected = digest(secret, timestamp, id, topic, request.body);
+    for (const signature of given) {
+      // Every comparison runs: how many matched must not show in the time taken.
+      if (signature.length === expected.length && timingSafeEqual(signature, expected)) {
+        match = true;
+      }
+    }
+  }
+  if (!match) {
+    throw new PushSignatureError(
+      'the signature does not match the body with any of the secrets given ' +
+        '(was the body changed, parsed and re-serialised, or signed with another secret?)',
+    );
+  }
+  const attempt = Number(read(PUSH_HEADER.attempt) ?? '1');
+  const deliverAt = Number(read(PUSH_HEADER.deliverAt) ?? 'NaN');
+  return { id, topic, attempt, deliverAt, timestamp };
+}
+
+function header(headers: PushHeaders, name: string): string | undefined {
+  if (typeof (headers as { get?: unknown }).get === 'function') {
+    return (headers as { get(name: string): string | null }).get(name) ?? undefined;
+  }
+  const value = (headers as Record<string, string | string[] | undefined>)[name];
+  return Array.isArray(value) ? value.join(',') : value;
+}

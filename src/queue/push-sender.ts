@@ -1,0 +1,215 @@
+/**
+ * One push target's HTTP requests (push.ts): signs a message (src/protocol/push-signature.ts),
+ * sends it, and says whether the receiver took it.
+ *
+ * - The body is the payload: raw bytes as application/octet-stream, anything else as its JSON
+ *   (application/json), exactly the bytes signed.
+ * - 2xx is success. Anything else fails the attempt with a PushError whose message says why
+ *   (`HTTP 500: <the start of the answer>`, `no answer within 2000 ms`, `ECONNREFUSED ...`).
+ * - Redirects: 307 and 308 to the same origin (scheme, host and port) are followed, at most 5,
+ *   sending the same method, body and signature; any other redirect fails the attempt, so a
+ *   receiver cannot send a signed request (and the target's headers) to another host.
+ * - The timeout bounds the whole attempt, redirects and the answer's body included.
+ * - Connections are kept alive and shared by the target's requests (at most its concurrency);
+ *   an idle connection does not keep the process alive. Nothing here blocks the event loop.
+ */
+
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { performance } from 'node:perf_hooks';
+import { PUSH_HEADER, signPush } from '../protocol/push-signature.js';
+import { TickwheelError } from '../errors.js';
+import type { PushTarget } from './push.js';
+import type { ReceivedMessage } from './types.js';
+
+/** A failed push attempt: its message is the delivery's lastError. */
+export class PushError extends TickwheelError<'ERR_TICKWHEEL_PUSH_FAILED'> {
+  constructor(message: string) {
+    super('ERR_TICKWHEEL_PUSH_FAILED', message);
+    this.name = 'PushError';
+  }
+}
+
+/** Same-origin 307/308 redirects followed in one attempt, at most. */
+export const MAX_PUSH_REDIRECTS = 5;
+/** Characters of a failed answer's body kept in the reason. */
+const REASON_BODY_CHARS = 200;
+const USER_AGENT = 'tickwheel-push/1';
+
+type Answer = { status: number; location: string | undefined; text: string };
+
+export class PushSender {
+  private readonly origin: string;
+  private readonly agent: HttpAgent;
+  /** Aborts every request under way (abort()): the queue closes, or the target changed. */
+  private readonly abandon = new AbortController();
+
+  constructor(
+    private readonly target: PushTarget,
+    private readonly wallClock: () => number,
+  ) {
+    const url = new URL(target.url);
+    this.origin = url.origin;
+    const options = {
+      keepAlive: true,
+      maxSockets: target.concurrency,
+      scheduling: 'lifo' as const,
+    };
+    this.agent = url.protocol === 'https:' ? new HttpsAgent(options) : new HttpAgent(options);
+  }
+
+  /** Pushes one delivery: resolves on a 2xx answer, rejects with a PushError otherwise. */
+  async send(message: ReceivedMessage): Promise<void> {
+    const { body, type } = encode(message.payload);
+    const timestamp = Math.floor(this.wallClock() / 1000);
+    const headers: Record<string, string> = {
+      ...this.target.headers,
+      'user-agent': USER_AGENT,
+      'content-length': String(body.byteLength),
+      [PUSH_HEADER.id]: message.id,
+      [PUSH_HEADER.topic]: message.topic,
+      [PUSH_HEADER.attempt]: String(message.attempts),
+      [PUSH_HEADER.deliverAt]: String(message.deliverAt),
+      [PUSH_HEADER.timestamp]: String(timestamp),
+      [PUSH_HEADER.signature]: signPush(
+        this.target.secret,
+        timestamp,
+        message.id,
+        message.topic,
+        body,
+      ),
+    };
+    if (type !== undefined) headers['content-type'] = type;
+    const deadline = performance.now() + this.target.timeoutMs;
+    let url = new URL(this.target.url);
+    for (let redirects = 0; ; redirects++) {
+      const answer = await this.request(url, headers, body, deadline);
+      if (answer.status >= 200 && answer.status < 300) return;
+      if (answer.status < 300 || answer.status >= 400) {
+        const text = answer.text.trim();
+        throw new PushError(`HTTP ${answer.status}${text === '' ? '' : `: ${text}`}`);
+      }
+      url = this.redirect(url, answer, redirects);
+    }
+  }
+
+  /** Where a redirect leads, if it may be followed; a PushError if not. */
+  private redirect(from: URL, answer: Answer, redirects: number): URL {
+    const status = answer.status;
+    if (answer.location === undefined) {
+      throw new PushError(`HTTP ${status} with no Location header`);
+    }
+    let next: URL;
+    try {
+      next = new URL(answer.location, from);
+    } catch {
+      throw new PushError(`HTTP ${status} to a Location that is not a URL`);
+    }
+    if (status !== 307 && status !== 308) {
+      throw new PushError(
+        `HTTP ${status} redirect to ${next.href} not followed: only 307 and 308 to the same origin are (they keep the method and body)`,
+      );
+    }
+    if (next.origin !== this.origin) {
+      throw new PushError(
+        `HTTP ${status} redirect to another origin (${next.origin}) not followed: signed requests go only to ${this.origin}`,
+      );
+    }
+    if (redirects >= MAX_PUSH_REDIRECTS) {
+      throw new PushError(`more than ${MAX_PUSH_REDIRECTS} redirects`);
+    }
+    return next;
+  }
+
+  /** One request; resolves once its answer has ended. */
+  private request(
+    url: URL,
+    headers: Record<string, string>,
+    body: Buffer,
+    deadline: number,
+  ): Promise<Answer> {
+    const left = Math.ceil(deadline - performance.now());
+    if (left <= 0) return Promise.reject(this.timedOut());
+    if (this.abandon.signal.aborted) return Promise.reject(abandoned());
+    return new Promise<Answer>((resolve, reject) => {
+      let failure: PushError | undefined;
+      const fail = (err: PushError) => {
+        failure ??= err;
+        request.destroy();
+      };
+      const onAbandon = () => fail(abandoned());
+      const timer = setTimeout(() => fail(this.timedOut()), left);
+      const done = () => {
+        clearTimeout(timer);
+        this.abandon.signal.removeEventListener('abort', onAbandon);
+      };
+      const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+      const request = send(url, { method: this.target.method, headers, agent: this.agent });
+      this.abandon.signal.addEventListener('abort', onAbandon, { once: true });
+      request.on('error', (err: NodeJS.ErrnoException) => {
+        done();
+        reject(failure ?? new PushError(networkReason(err)));
+      });
+      request.on('response', (response: IncomingMessage) => {
+        const status = response.statusCode ?? 0;
+        const location = response.headers.location;
+        let text = '';
+        const keep = status >= 300;
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => {
+          if (keep && text.length < REASON_BODY_CHARS) text += chunk;
+        });
+        let ended = false;
+        response.on('end', () => {
+          ended = true;
+          done();
+          if (failure !== undefined) reject(failure);
+          else resolve({ status, location, text: text.slice(0, REASON_BODY_CHARS) });
+        });
+        // Closed before its end (the receiver hung up, or fail() above): the attempt failed.
+        response.on('close', () => {
+          if (ended) return;
+          done();
+          reject(failure ?? new PushError(`HTTP ${status}: the answer was cut off`));
+        });
+        response.on('error', () => undefined);
+      });
+      request.end(body);
+    });
+  }
+
+  private timedOut(): PushError {
+    return new PushError(`no answer within ${this.target.timeoutMs} ms`);
+  }
+
+  /** Ends every request under way: their attempts fail (and their messages are nacked). */
+  abort(): void {
+    this.abandon.abort();
+  }
+
+  /** Closes the kept-alive connections. */
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
+function abandoned(): PushError {
+  return new PushError('abandoned: the queue closed or the push target changed');
+}
+
+function networkReason(err: NodeJS.ErrnoException): string {
+  return err.code === undefined ? err.message : `${err.code}: ${err.message}`;
+}
+
+/** The request body of a payload, and its content type. */
+function encode(payload: unknown): { body: Buffer; type: string | undefined } {
+  if (payload instanceof Uint8Array) {
+    return {
+      body: Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength),
+      type: 'application/octet-stream',
+    };
+  }
+  const text = JSON.stringify(payload) as string | undefined;
+  if (text === undefined) return { body: Buffer.alloc(0), type: undefined };
+  return { body: Buffer.from(text, 'utf8'), type: 'application/json' };
+}

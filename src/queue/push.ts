@@ -1,0 +1,347 @@
+/**
+ * HTTP push delivery (docs/push.md): a topic with a push target has its messages sent to a URL
+ * by the queue itself, instead of (or besides) being received by consumers.
+ *
+ *   due message ─► Worker (concurrency = the target's) ─► PushSender: signed HTTP request
+ *                                                          ├─ 2xx            ─► ack
+ *                                                          └─ anything else  ─► nack (reason)
+ *
+ * Each topic with a target runs one Worker (worker.ts) over the queue's own receive, so pushes
+ * obey everything receives obey: pause, rate limits, visibility timeouts, and the message's
+ * backoff and dead-letter rules on a failed attempt (its reason, such as `HTTP 503: busy` or
+ * `no answer within 10000 ms`, kept as the message's lastError). A delivery is visible for
+ * twice the target's timeout plus a second, so a push that is still running is never handed out
+ * again; if the process dies mid-push, the message comes back when that runs out (at least
+ * once: receivers dedup on the tickwheel-id header).
+ *
+ * A target is stored with the topic's other settings (topics.ts) and applied wherever the
+ * queue runs: the embedded queue, or every node of a queue on Valkey/Redis (where the target's
+ * concurrency is per node). Its secret is written, never read back: topicInfo() shows the
+ * target without it (PushTargetView).
+ */
+
+import { checkOption, describe, TickwheelTypeError } from '../errors.js';
+import { reasonOf } from './message.js';
+import { PushError, PushSender } from './push-sender.js';
+
+export { PushError } from './push-sender.js';
+import type { ReceivedMessage } from './types.js';
+import type { WorkerSettings } from './worker.js';
+
+export type PushMethod = 'POST' | 'PUT' | 'PATCH';
+
+/** Where a topic's messages are pushed, as given and stored. */
+export interface PushTarget {
+  /** An http: or https: URL, with no user name or password in it (use headers). */
+  url: string;
+  /** Default POST. */
+  method: PushMethod;
+  /** Sent with every request (such as an Authorization header); never read back. */
+  headers: Record<string, string>;
+  /** An attempt with no full answer within this long fails: 1 ms to 10 min, default 10 s. */
+  timeoutMs: number;
+  /** Requests at once, at most (per node of a cluster): 1 to 1000, default 10. */
+  concurrency: number;
+  /** The HMAC-SHA256 key every request is signed with: 16 to 512 characters. */
+  secret: string;
+}
+
+/** A target as read back: its headers' names only, its secret not at all. */
+export interface PushTargetView {
+  url: string;
+  method: PushMethod;
+  headerNames: string[];
+  timeoutMs: number;
+  concurrency: number;
+}
+
+export const PUSH_METHODS: readonly PushMethod[] = ['POST', 'PUT', 'PATCH'];
+export const DEFAULT_PUSH_TIMEOUT_MS = 10_000;
+export const MAX_PUSH_TIMEOUT_MS = 600_000;
+export const DEFAULT_PUSH_CONCURRENCY = 10;
+export const MAX_PUSH_CONCURRENCY = 1000;
+export const MAX_PUSH_HEADERS = 50;
+export const MAX_PUSH_URL_LENGTH = 2048;
+
+/** Headers tickwheel sets itself, or that HTTP reserves: a target cannot set these. */
+const RESERVED_HEADERS = new Set([
+  'host',
+  'content-length',
+  'content-type',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'upgrade',
+  'te',
+  'trailer',
+  'expect',
+  'proxy-connection',
+]);
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}$/;
+// Visible ASCII, spaces and tabs, and anything past ASCII; no line breaks or other controls.
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\uffff]{0,8192}$/;
+
+const FIELDS = ['url', 'method', 'headers', 'timeoutMs', 'concurrency', 'secret'];
+
+function invalid(message: string): TickwheelTypeError {
+  return new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', message);
+}
+
+/** Checks a push target (null: none); every bad field is ERR_TICKWHEEL_INVALID_OPTION. */
+export function checkPushTarget(value: unknown): PushTarget | null {
+  if (value === null) return null;
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw invalid(
+      `push must be an object such as { url: 'https://example.com/hook', secret: '...' } or null (no push), got ${describe(value)}`,
+    );
+  }
+  const given = value as Record<string, unknown>;
+  for (const key of Object.keys(given)) {
+    if (!FIELDS.includes(key)) {
+      throw invalid(
+        `unknown field ${JSON.stringify(key)} of push: the fields are ${FIELDS.join(', ')}`,
+      );
+    }
+  }
+  return {
+    url: checkUrl(given.url),
+    method: checkMethod(given.method ?? 'POST'),
+    headers: checkHeaders(given.headers ?? {}),
+    timeoutMs: checkOption(
+      given.timeoutMs ?? DEFAULT_PUSH_TIMEOUT_MS,
+      'push.timeoutMs',
+      1,
+      MAX_PUSH_TIMEOUT_MS,
+      true,
+    ),
+    concurrency: checkOption(
+      given.concurrency ?? DEFAULT_PUSH_CONCURRENCY,
+      'push.concurrency',
+      1,
+      MAX_PUSH_CONCURRENCY,
+      true,
+    ),
+    secret: checkSecret(given.secret),
+  };
+}
+
+function checkUrl(value: unknown): string {
+  if (typeof value !== 'string' || value.length > MAX_PUSH_URL_LENGTH) {
+    throw invalid(
+      `push.url must be an http: or https: URL of at most ${MAX_PUSH_URL_LENGTH} characters, got ${describe(value)}`,
+    );
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw invalid(`push.url is not a URL: ${JSON.stringify(value)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw invalid(`push.url must be http: or https:, got ${url.protocol}`);
+  }
+  if (url.username !== '' || url.password !== '') {
+    throw invalid(
+      'push.url must not hold a user name or password (it is shown by topicInfo): send credentials in push.headers, which are never read back',
+    );
+  }
+  return url.href;
+}
+
+function checkMethod(value: unknown): PushMethod {
+  if (!PUSH_METHODS.includes(value as PushMethod)) {
+    throw invalid(`push.method must be one of ${PUSH_METHODS.join(', ')}, got ${describe(value)}`);
+  }
+  return value as PushMethod;
+}
+
+function checkHeaders(value: unknown): Record<string, string> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalid(`push.headers must be an object of names and values, got ${describe(value)}`);
+  }
+  const entries = Object.entries(value as Record<string, unknown>);
+  if (entries.length > MAX_PUSH_HEADERS) {
+    throw invalid(`push.headers: at most ${MAX_PUSH_HEADERS} headers, got ${entries.length}`);
+  }
+  const headers: Record<string, string> = {};
+  for (const [name, text] of entries) {
+    const lower = name.toLowerCase();
+    if (!HEADER_NAME.test(name)) {
+      throw invalid(`push.headers: ${JSON.stringify(name)} is not a header name`);
+    }
+    if (RESERVED_HEADERS.has(lower) || lower.startsWith('tickwheel-')) {
+      throw invalid(
+        `push.headers: ${name} is set by tickwheel or by HTTP itself and cannot be given`,
+      );
+    }
+    if (lower in headers) throw invalid(`push.headers: ${name} is given twice`);
+    if (typeof text !== 'string' || !HEADER_VALUE.test(text)) {
+      throw invalid(
+        `push.headers.${name} must be a string of at most 8192 characters with no line breaks, got ${describe(text)}`,
+      );
+    }
+    headers[lower] = text;
+  }
+  return headers;
+}
+
+function checkSecret(value: unknown): string {
+  if (typeof value !== 'string' || value.length < 16 || value.length > 512) {
+    throw invalid(
+      `push.secret must be a string of 16 to 512 characters (the key requests are signed with; 32 random bytes in hex is a good one), got ${typeof value === 'string' ? `${value.length} characters` : describe(value)}`,
+    );
+  }
+  return value;
+}
+
+export function pushView(target: PushTarget | null): PushTargetView | null {
+  if (target === null) return null;
+  const { url, method, headers, timeoutMs, concurrency } = target;
+  return { url, method, headerNames: Object.keys(headers).sort(), timeoutMs, concurrency };
+}
+
+export function samePushTarget(a: PushTarget | null, b: PushTarget | null): boolean {
+  if (a === null || b === null) return a === b;
+  return (
+    a.url === b.url &&
+    a.method === b.method &&
+    a.timeoutMs === b.timeoutMs &&
+    a.concurrency === b.concurrency &&
+    a.secret === b.secret &&
+    JSON.stringify(Object.entries(a.headers).sort()) ===
+      JSON.stringify(Object.entries(b.headers).sort())
+  );
+}
+
+/** How long a pushed delivery stays invisible: its attempt's timeout, twice, plus a second. */
+export function pushVisibilityMs(target: PushTarget): number {
+  return target.timeoutMs * 2 + 1000;
+}
+
+/** Counts of one topic's pushes since the queue opened (in this process). */
+export interface PushStats {
+  /** Requests under way. */
+  inFlight: number;
+  /** Attempts answered 2xx. */
+  succeeded: number;
+  /** Attempts that failed (their messages nacked). */
+  failed: number;
+  /** Why the latest attempt failed, if one did, and when (ms since the Unix epoch). */
+  lastError?: string;
+  lastErrorAt?: number;
+}
+
+/** Starts a worker over the queue's receive (the engine's, or a cluster node's). */
+export type StartWorker = (
+  topic: string,
+  handler: (message: ReceivedMessage) => Promise<void>,
+  settings: Pick<WorkerSettings, 'concurrency' | 'visibilityMs' | 'onError'>,
+) => { close(): Promise<void> };
+
+interface Pushing {
+  target: PushTarget;
+  sender: PushSender;
+  worker: { close(): Promise<void> };
+  stats: PushStats;
+}
+
+/** The pushes of every topic with a target. */
+export class Pushers {
+  private readonly topics = new Map<string, Pushing>();
+  /** Targets known before start() (read while the queue opens). */
+  private readonly pending = new Map<string, PushTarget>();
+  /** Workers being stopped (a target changed or removed), until they end. */
+  private readonly stopping = new Set<Promise<void>>();
+  private started = false;
+  private closed = false;
+
+  constructor(
+    private readonly startWorker: StartWorker,
+    /** Wall-clock ms since the Unix epoch, for signatures' timestamps (a setting for tests). */
+    private readonly wallClock: () => number = Date.now,
+  ) {}
+
+  /** Applies a topic's target (null: none); before start() only remembers it. */
+  apply(topic: string, target: PushTarget | null): void {
+    if (this.closed) return;
+    if (!this.started) {
+      if (target === null) this.pending.delete(topic);
+      else this.pending.set(topic, target);
+      return;
+    }
+    const current = this.topics.get(topic);
+    if (current !== undefined && target !== null && samePushTarget(current.target, target)) return;
+    if (current !== undefined) {
+      this.topics.delete(topic);
+      this.stop(current);
+    }
+    if (target !== null) this.topics.set(topic, this.begin(topic, target));
+  }
+
+  /** Starts pushing: called once the queue is open. */
+  start(): void {
+    if (this.started || this.closed) return;
+    this.started = true;
+    for (const [topic, target] of this.pending) this.apply(topic, target);
+    this.pending.clear();
+  }
+
+  /** Counts per topic with a target. */
+  stats(): Record<string, PushStats> {
+    const all: Record<string, PushStats> = {};
+    for (const [topic, pushing] of this.topics) all[topic] = { ...pushing.stats };
+    return all;
+  }
+
+  /**
+   * Stops every push: requests under way are abandoned (their messages nacked, so they come
+   * back after their backoff, here or on another node), then the workers end.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const pushing of this.topics.values()) this.stop(pushing);
+    this.topics.clear();
+    while (this.stopping.size > 0) await Promise.all([...this.stopping]);
+  }
+
+  private begin(topic: string, target: PushTarget): Pushing {
+    const sender = new PushSender(target, this.wallClock);
+    const stats: PushStats = { inFlight: 0, succeeded: 0, failed: 0 };
+    const handler = async (message: ReceivedMessage): Promise<void> => {
+      stats.inFlight++;
+      try {
+        await sender.send(message);
+        stats.succeeded++;
+      } catch (err) {
+        stats.failed++;
+        stats.lastError = reasonOf(err);
+        stats.lastErrorAt = this.wallClock();
+        throw err;
+      } finally {
+        stats.inFlight--;
+      }
+    };
+    const worker = this.startWorker(topic, handler, {
+      concurrency: target.concurrency,
+      visibilityMs: pushVisibilityMs(target),
+      // A failed attempt is counted above and kept as its message's lastError: no warning.
+      // Failed receives and acks are the queue's trouble and are warned about.
+      onError: (err) => {
+        if (!(err instanceof PushError)) process.emitWarning(err as Error);
+      },
+    });
+    return { target, sender, worker, stats };
+  }
+
+  private stop(pushing: Pushing): void {
+    pushing.sender.abort();
+    const done = pushing.worker
+      .close()
+      .catch((err: unknown) => process.emitWarning(err as Error))
+      .finally(() => {
+        pushing.sender.close();
+        this.stopping.delete(done);
+      });
+    this.stopping.add(done);
+  }
+}

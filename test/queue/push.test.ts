@@ -1,0 +1,373 @@
+/**
+ * HTTP push delivery on the embedded queue (src/queue/push.ts, push-sender.ts) against a real
+ * HTTP receiver on 127.0.0.1: signed requests, 2xx as ack, failures through the message's
+ * backoff to a dead letter with the reason kept, timeouts, redirects, per-target concurrency,
+ * pause, changes of the target, durability of the setting, and close() with requests under way.
+ * The queue runs on the real clock (HTTP is real); waits are generous and only for outcomes.
+ */
+
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
+import { TickwheelError } from '../../src/errors.js';
+import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
+import { startReceiver, type Receiver } from './push-receiver.js';
+
+const SECRET = 'a-secret-of-some-length-0123456789';
+const opened: Array<{ close(): Promise<void> }> = [];
+const dirs: string[] = [];
+
+afterEach(async () => {
+  while (opened.length > 0) await opened.pop()!.close();
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+async function track<T extends { close(): Promise<void> }>(thing: Promise<T>): Promise<T> {
+  const value = await thing;
+  opened.push(value);
+  return value;
+}
+
+function memoryQueue(): Promise<DelayQueue> {
+  return track(DelayQueue.open({ store: new MemoryStore() }));
+}
+
+function receiver(...args: Parameters<typeof startReceiver>): Promise<Receiver> {
+  return track(startReceiver(...args));
+}
+
+/** Polls `check` until it holds, or fails after `ms`. */
+async function until(check: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`not so after ${ms} ms: ${check.toString()}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+async function statusOf(queue: DelayQueue, id: string): Promise<string | undefined> {
+  return (await queue.get(id))?.status;
+}
+
+describe('push delivery (embedded queue, real receiver)', () => {
+  it('POSTs each due message signed; a 2xx answer acks it', async () => {
+    const target = await receiver();
+    const queue = await memoryQueue();
+    const info = await queue.configureTopic('hooks', {
+      push: { url: `${target.url}/in?x=1`, secret: SECRET, headers: { Authorization: 'Bearer t' } },
+    });
+    // Read back without the secret and the headers' values.
+    expect(info.push).toEqual({
+      url: `${target.url}/in?x=1`,
+      method: 'POST',
+      headerNames: ['authorization'],
+      timeoutMs: 10_000,
+      concurrency: 10,
+    });
+    expect(JSON.stringify(info)).not.toContain(SECRET);
+    expect(JSON.stringify(await queue.topicList())).not.toContain('Bearer');
+    await queue.schedule({ topic: 'hooks', id: 'j1', payload: { n: 1, text: 'héllo' } });
+    await queue.schedule({ topic: 'hooks', id: 'b1', payload: Buffer.from([0, 1, 2, 255]) });
+    await queue.schedule({ topic: 'hooks', id: 'later', payload: 3, delayMs: 150 });
+    await target.waitFor(3);
+    const byId = new Map(target.requests.map((r) => [r.headers[PUSH_HEADER.id], r]));
+    const json = byId.get('j1')!;
+    expect(json.method).toBe('POST');
+    expect(json.path).toBe('/in?x=1');
+    expect(json.headers['content-type']).toBe('application/json');
+    expect(json.headers.authorization).toBe('Bearer t');
+    expect(JSON.parse(json.body.toString('utf8'))).toEqual({ n: 1, text: 'héllo' });
+    expect(json.headers[PUSH_HEADER.attempt]).toBe('1');
+    expect(verifyPush({ headers: json.headers, body: json.body }, { secret: SECRET })).toEqual({
+      id: 'j1',
+      topic: 'hooks',
+      attempt: 1,
+      deliverAt: expect.any(Number) as number,
+      timestamp: expect.any(Number) as number,
+    });
+    const bytes = byId.get('b1')!;
+    expect(bytes.headers['content-type']).toBe('application/octet-stream');
+    expect([...bytes.body]).toEqual([0, 1, 2, 255]);
+    expect(() => verifyPush(bytes, { secret: SECRET })).not.toThrow();
+    // Never early: the delayed one arrived no sooner than it was due.
+    const later = byId.get('later')!;
+    expect(later.at).toBeGreaterThanOrEqual(Number(later.headers[PUSH_HEADER.deliverAt]));
+    await until(async () => (await statusOf(queue, 'later')) === 'acked');
+    expect(await statusOf(queue, 'j1')).toBe('acked');
+    const stats = (await queue.stats()).push as Record<string, { succeeded: number }>;
+    expect(stats.hooks).toMatchObject({ succeeded: 3, failed: 0, inFlight: 0 });
+  });
+
+  it('a failed answer is a failed attempt: backoff, then a dead letter with the reason', async () => {
+    const target = await receiver(() => ({ status: 503, body: 'busy, come back later' }));
+    const queue = await memoryQueue();
+    await queue.configureTopic('hooks', { push: { url: target.url, secret: SECRET } });
+    await queue.schedule({
+      topic: 'hooks',
+      id: 'm',
+      payload: 'x',
+      maxAttempts: 3,
+      backoff: { type: 'fixed', delayMs: 100 },
+    });
+    await until(async () => (await statusOf(queue, 'm')) === 'dead');
+    expect(target.requests.map((r) => r.headers[PUSH_HEADER.attempt])).toEqual(['1', '2', '3']);
+    // The backoff was kept between attempts.
+    for (let i = 1; i < 3; i++) {
+      expect(target.requests[i].at - target.requests[i - 1].at).toBeGreaterThanOrEqual(95);
+    }
+    const [dead] = await queue.deadLetters('hooks');
+    expect(dead).toMatchObject({
+      id: 'm',
+      attempts: 3,
+      lastError: 'PushError: HTTP 503: busy, come back later',
+    });
+    const stats = (await queue.stats()).push as Record<string, Record<string, unknown>>;
+    expect(stats.hooks).toMatchObject({ failed: 3, succeeded: 0 });
+    expect(stats.hooks.lastError).toBe('PushError: HTTP 503: busy, come back later');
+  });
+
+  it('a receiver that does not answer in time fails the attempt; the next one can succeed', async () => {
+    const target = await receiver((_r, index) => (index === 0 ? 'hang' : { status: 204 }));
+    const queue = await memoryQueue();
+    await queue.configureTopic('hooks', {
+      push: { url: target.url, secret: SECRET, timeoutMs: 200 },
+    });
+    await queue.schedule({
+      topic: 'hooks',
+      id: 'm',
+      payload: 'x',
+      backoff: { type: 'fixed', delayMs: 50 },
+    });
+    await until(async () => (await statusOf(queue, 'm')) === 'acked');
+    expect(target.requests).toHaveLength(2);
+    expect(target.requests[1].at - target.requests[0].at).toBeGreaterThanOrEqual(200);
+    // The hung attempt's reason is what a message keeps (seen with one that dies of it).
+    target.behaviour = () => 'hang';
+    await queue.schedule({ topic: 'hooks', id: 'n', payload: 'y', maxAttempts: 1 });
+    await until(async () => (await statusOf(queue, 'n')) === 'dead');
+    const dead = await queue.deadLetters('hooks');
+    expect(dead.map((m) => m.lastError)).toEqual(['PushError: no answer within 200 ms']);
+  });
+
+  it('a receiver that cannot be reached fails the attempt with the network error', async () => {
+    const gone = await startReceiver();
+    const url = gone.url;
+    await gone.close();
+    const queue = await memoryQueue();
+    await queue.configureTopic('hooks', { push: { url, secret: SECRET } });
+    await queue.schedule({ topic: 'hooks', id: 'm', payload: 1, maxAttempts: 1 });
+    await until(async () => (await statusOf(queue, 'm')) === 'dead');
+    const [dead] = await queue.deadLetters('hooks');
+    expect(dead.lastError).toMatch(/^PushError: ECONNREFUSED/);
+  });
+
+  it('follows 307/308 to the same origin only; other redirects fail the attempt', async () => {
+    const elsewhere = await receiver(() => ({ status: 200 }), 'localhost');
+    const target = await receiver((request) => {
+      if (request.path === '/start') return { status: 307, headers: { location: '/moved' } };
+      if (request.path === '/moved') return { status: 200 };
+      if (request.path === '/found') return { status: 302, headers: { location: '/moved' } };
+      if (request.path === '/away') {
+        return { status: 308, headers: { location: `${elsewhere.url}/stolen` } };
+      }
+      return { status: 404 };
+    });
+    const queue = await memoryQueue();
+    const cases = [
+      ['start', 'acked', undefined],
+      ['found', 'dead', /^PushError: HTTP 302 redirect to .*\/moved not followed/],
+      [
+        'away',
+        'dead',
+        /^PushError: HTTP 308 redirect to another origin \(http:\/\/localhost:\d+\) not followed/,
+      ],
+    ] as const;
+    for (const [path, status, reason] of cases) {
+      await queue.configureTopic(path, { push: { url: `${target.url}/${path}`, secret: SECRET } });
+      await queue.schedule({ topic: path, id: path, payload: path, maxAttempts: 1 });
+      await until(async () => (await statusOf(queue, path)) === status);
+      if (reason !== undefined) {
+        expect((await queue.deadLetters(path))[0].lastError).toMatch(reason);
+      }
+    }
+    // The followed redirect sent the same signed body.
+    const moved = target.requests.find((r) => r.path === '/moved')!;
+    expect(moved.headers[PUSH_HEADER.id]).toBe('start');
+    expect(() => verifyPush(moved, { secret: SECRET })).not.toThrow();
+    // Nothing reached the other host.
+    expect(elsewhere.requests).toEqual([]);
+  });
+
+  it('holds at most the target concurrency of requests at once', async () => {
+    const target = await receiver(() => ({ status: 200, delayMs: 40 }));
+    const queue = await memoryQueue();
+    await queue.configureTopic('hooks', {
+      push: { url: target.url, secret: SECRET, concurrency: 3 },
+    });
+    await queue.scheduleMany(
+      Array.from({ length: 24 }, (_, i) => ({ topic: 'hooks', id: `m${i}`, payload: i })),
+    );
+    await target.waitFor(24);
+    await until(async () => (await queue.topicInfo('hooks')).pending === 0);
+    expect(target.maxInFlight()).toBe(3);
+    expect(new Set(target.requests.map((r) => r.headers[PUSH_HEADER.id])).size).toBe(24);
+  });
+
+  it('pause stops pushes; resume, a new target and removing it apply at once', async () => {
+    const first = await receiver();
+    const second = await receiver();
+    const queue = await memoryQueue();
+    await queue.configureTopic('hooks', { push: { url: first.url, secret: SECRET } });
+    await queue.pause('hooks');
+    await queue.schedule({ topic: 'hooks', id: 'a', payload: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(first.requests).toEqual([]);
+    await queue.resume('hooks');
+    await first.waitFor(1);
+    await queue.configureTopic('hooks', {
+      push: { url: second.url, secret: SECRET, method: 'PUT' },
+    });
+    await queue.schedule({ topic: 'hooks', id: 'b', payload: 2 });
+    await second.waitFor(1);
+    expect(second.requests[0]).toMatchObject({ method: 'PUT' });
+    expect(second.requests[0].headers[PUSH_HEADER.id]).toBe('b');
+    await queue.configureTopic('hooks', { push: null });
+    expect((await queue.topicInfo('hooks')).push).toBeNull();
+    await queue.schedule({ topic: 'hooks', id: 'c', payload: 3 });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(first.requests).toHaveLength(1);
+    expect(second.requests).toHaveLength(1);
+    // Not pushed: a consumer can take it.
+    expect((await queue.receive('hooks')).map((m) => m.id)).toEqual(['c']);
+  });
+
+  it('the target is durable; close() with a request under way ends at once and loses nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-push-'));
+    dirs.push(dir);
+    const target = await receiver(() => 'hang');
+    let queue = await DelayQueue.open({ dir });
+    await queue.configureTopic('hooks', {
+      push: { url: target.url, secret: SECRET, timeoutMs: 60_000 },
+    });
+    expect(statSync(join(dir, 'topics.json')).mode & 0o777).toBe(0o600);
+    await queue.schedule({ topic: 'hooks', id: 'm', payload: 'kept' });
+    await target.waitFor(1);
+    const started = Date.now();
+    await queue.close();
+    // Not the request's 60 s timeout.
+    expect(Date.now() - started).toBeLessThan(5_000);
+    target.behaviour = () => ({ status: 200 });
+    queue = await track(DelayQueue.open({ dir }));
+    expect((await queue.topicInfo('hooks')).push?.url).toBe(`${target.url}/`);
+    // The abandoned attempt was nacked: the message comes back after its backoff and is pushed.
+    await until(async () => (await statusOf(queue, 'm')) === 'acked', 15_000);
+    expect(target.requests.map((r) => r.headers[PUSH_HEADER.attempt])).toEqual(['1', '2']);
+    expect(target.requests[1].body.toString()).toBe('"kept"');
+  });
+
+  it('refuses bad targets with named errors and stores nothing', async () => {
+    const queue = await memoryQueue();
+    const bad: Array<[unknown, RegExp]> = [
+      [{ url: 'ftp://x/', secret: SECRET }, /http: or https:/],
+      [{ url: 'not a url', secret: SECRET }, /not a URL/],
+      [{ url: 'http://user:pw@x/', secret: SECRET }, /user name or password/],
+      [{ url: 'http://x/' }, /push.secret must be a string of 16 to 512/],
+      [{ url: 'http://x/', secret: 'short' }, /16 to 512 characters .* got 5 characters/],
+      [{ url: 'http://x/', secret: SECRET, method: 'GET' }, /push.method must be one of/],
+      [{ url: 'http://x/', secret: SECRET, timeoutMs: 0 }, /push.timeoutMs/],
+      [{ url: 'http://x/', secret: SECRET, concurrency: 1.5 }, /push.concurrency/],
+      [{ url: 'http://x/', secret: SECRET, headers: { Host: 'y' } }, /Host is set by/],
+      [{ url: 'http://x/', secret: SECRET, headers: { 'tickwheel-id': 'y' } }, /is set by/],
+      [{ url: 'http://x/', secret: SECRET, headers: { a: 'b\r\nc: d' } }, /no line breaks/],
+      [{ url: 'http://x/', secret: SECRET, headers: { 'a b': 'c' } }, /not a header name/],
+      [{ url: 'http://x/', secret: SECRET, extra: 1 }, /unknown field "extra" of push/],
+      ['http://x/', /push must be an object/],
+    ];
+    for (const [push, message] of bad) {
+      const attempt = queue.configureTopic('hooks', { push } as never);
+      await expect(attempt).rejects.toThrow(message);
+      await expect(attempt).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
+    }
+    expect((await queue.topicInfo('hooks')).push).toBeNull();
+    expect(await queue.topicList()).toEqual([]);
+  });
+});
+
+describe('verifyPush', () => {
+  async function signedRequest() {
+    const target = await receiver();
+    const queue = await memoryQueue();
+    await queue.configureTopic('t', { push: { url: target.url, secret: SECRET } });
+    await queue.schedule({ topic: 't', id: 'i', payload: { a: 1 } });
+    await target.waitFor(1);
+    return target.requests[0];
+  }
+
+  it('accepts the request as sent and refuses it changed, re-signed or replayed', async () => {
+    const request = await signedRequest();
+    const sentAt = Number(request.headers[PUSH_HEADER.timestamp]) * 1000;
+    const clock = { now: () => sentAt + 1000 };
+    expect(verifyPush(request, { secret: SECRET, ...clock }).id).toBe('i');
+    // A secret being changed: either one is accepted.
+    expect(verifyPush(request, { secret: ['another-secret-1234567', SECRET], ...clock }).id).toBe(
+      'i',
+    );
+    // Fetch-style headers.
+    const headers = new Headers(request.headers as Record<string, string>);
+    expect(verifyPush({ headers, body: request.body }, { secret: SECRET, ...clock }).topic).toBe(
+      't',
+    );
+    const refused: Array<
+      [Parameters<typeof verifyPush>[0], Partial<Parameters<typeof verifyPush>[1]>, RegExp]
+    > = [
+      [{ ...request, body: Buffer.from('{"a":2}') }, {}, /does not match/],
+      [{ ...request, body: Buffer.from('{ "a": 1 }') }, {}, /does not match/],
+      [request, { secret: 'another-secret-1234567' }, /does not match/],
+      [
+        { ...request, headers: { ...request.headers, [PUSH_HEADER.id]: 'j' } },
+        {},
+        /does not match/,
+      ],
+      [
+        { ...request, headers: { ...request.headers, [PUSH_HEADER.topic]: 'u' } },
+        {},
+        /does not match/,
+      ],
+      [request, { now: () => sentAt + 301_000 }, /more than 300 s from this clock/],
+      [request, { now: () => sentAt - 301_000 }, /more than 300 s/],
+      [request, { now: () => sentAt + 11_000, toleranceSeconds: 10 }, /more than 10 s/],
+      [
+        { ...request, headers: { ...request.headers, [PUSH_HEADER.signature]: undefined } },
+        {},
+        /headers are all needed/,
+      ],
+      [
+        { ...request, headers: { ...request.headers, [PUSH_HEADER.timestamp]: '1e9' } },
+        {},
+        /not whole seconds/,
+      ],
+      [
+        { ...request, headers: { ...request.headers, [PUSH_HEADER.signature]: 'v0=abc' } },
+        {},
+        /does not match/,
+      ],
+    ];
+    for (const [given, options, message] of refused) {
+      let thrown: unknown;
+      try {
+        verifyPush(given, { secret: SECRET, ...clock, ...options });
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown).toBeInstanceOf(TickwheelError);
+      expect(thrown).toMatchObject({
+        code: 'ERR_TICKWHEEL_PUSH_SIGNATURE',
+        name: 'PushSignatureError',
+      });
+      expect((thrown as Error).message).toMatch(message);
+    }
+    expect(() => verifyPush(request, { secret: [] })).toThrow(TypeError);
+  });
+});
