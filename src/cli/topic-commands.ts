@@ -1,6 +1,6 @@
 /**
  * The commands on topics' settings, through the client SDK: topics (list, or one), pause,
- * resume, rate-limit. Each prints the topic(s) as the server answers them, as JSON.
+ * resume, rate-limit, push. Each prints the topic(s) as the server answers them, as JSON.
  */
 
 import { CLIENT_OPTIONS, clientFor, printJson, type ClientFlags } from './client-commands.js';
@@ -19,6 +19,36 @@ function parseRate(text: string): number | 'off' {
     );
   }
   return value;
+}
+
+/** `--headers '{"Authorization": "Bearer x"}'`: an object of strings. */
+function parseHeaders(text: string): Record<string, string> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    value = undefined;
+  }
+  if (
+    typeof value !== 'object' ||
+    value === null ||
+    Array.isArray(value) ||
+    Object.values(value).some((v) => typeof v !== 'string')
+  ) {
+    throw new UsageError(
+      `--headers must be a JSON object of strings, such as '{"Authorization": "Bearer x"}', got ${text}`,
+      'push',
+    );
+  }
+  return value as Record<string, string>;
+}
+
+interface PushFlags extends ClientFlags {
+  secret?: string;
+  method?: 'POST' | 'PUT' | 'PATCH';
+  headers?: Record<string, string>;
+  pushTimeout?: number;
+  concurrency?: number;
 }
 
 export function topicCommands(io: CliIo): CommandSpec[] {
@@ -85,6 +115,71 @@ export function topicCommands(io: CliIo): CommandSpec[] {
             ? null
             : { perSecond: rate, ...(flags.burst === undefined ? {} : { burst: flags.burst }) };
         printJson(io, await clientFor(flags).configureTopic(topic as string, { rateLimit }));
+      },
+    },
+    {
+      name: 'push',
+      description:
+        "have the server POST a topic's due messages to a URL, signed (docs/push.md), or stop",
+      arguments: [
+        { name: 'topic', required: true },
+        { name: 'url', description: 'an http: or https: URL, or off', required: true },
+      ],
+      options: [
+        {
+          name: 'secret',
+          value: '<text>',
+          env: 'TICKWHEEL_PUSH_SECRET',
+          description: 'the key requests are signed with, 16 to 512 characters',
+        },
+        {
+          name: 'method',
+          value: '<method>',
+          description: 'default POST',
+          choices: ['POST', 'PUT', 'PATCH'],
+        },
+        {
+          name: 'headers',
+          value: '<json>',
+          description: 'headers sent with every request, as a JSON object',
+          parse: parseHeaders,
+        },
+        {
+          name: 'push-timeout',
+          value: '<ms>',
+          description: 'an attempt with no answer within this long fails (default 10000)',
+          parse: integerParser(1, 600_000),
+        },
+        {
+          name: 'concurrency',
+          value: '<n>',
+          description: 'requests at once, at most (default 10)',
+          parse: integerParser(1, 1000),
+        },
+        ...CLIENT_OPTIONS,
+      ],
+      run: async ([topic, url], rawFlags) => {
+        const flags = rawFlags as unknown as PushFlags;
+        const client = clientFor(flags);
+        if ((url as string).trim().toLowerCase() === 'off') {
+          printJson(io, await client.configureTopic(topic as string, { push: null }));
+          return;
+        }
+        if (flags.secret === undefined) {
+          throw new UsageError(
+            'push needs --secret (or TICKWHEEL_PUSH_SECRET): the key its requests are signed with',
+            'push',
+          );
+        }
+        const push = {
+          url: url as string,
+          secret: flags.secret,
+          ...(flags.method === undefined ? {} : { method: flags.method }),
+          ...(flags.headers === undefined ? {} : { headers: flags.headers }),
+          ...(flags.pushTimeout === undefined ? {} : { timeoutMs: flags.pushTimeout }),
+          ...(flags.concurrency === undefined ? {} : { concurrency: flags.concurrency }),
+        };
+        printJson(io, await client.configureTopic(topic as string, { push }));
       },
     },
   ];

@@ -7,6 +7,9 @@
  *   const { id } = await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
  *   queue.consume('emails', async (message) => send(message.payload), { concurrency: 8 });
  *
+ * Receiving pushed messages (docs/push.md): verifyPush checks a request's signature, and
+ * pushListener is a whole node:http listener that does it and calls your handler.
+ *
  * No dependencies: it runs on Node's built-in fetch.
  */
 
@@ -19,3 +22,14 @@ export { MAX_BATCH, MAX_RECEIPT_LENGTH, MAX_RECEIVE } from '../protocol/limits.j
 export type { MessageHandler, MessageInfo, ReceivedMessage } from '../queue/types.js';
 export type { Backoff, MessageStatus, ScheduleRequest } from '../queue/message.js';
 export { AbortError, TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+export {
+  DEFAULT_PUSH_TOLERANCE_SECONDS,
+  PUSH_HEADER,
+  PushSignatureError,
+  signPush,
+  verifyPush,
+  type PushDelivery,
+  type PushHeaders,
+  type VerifyPushOptions,
+} from '../protocol/push-signature.js';
+export { pushListener, type PushedMessage, type PushListenerOptions } from './push-receiver.js';

@@ -11,7 +11,22 @@ export type {
 } from './types.js';
 export type { Backoff, MessageState, MessageStatus, ScheduleRequest } from './message.js';
 export type { RecoveryReport, RepairReport, Store, StoreCounts, StoredMessage } from './store.js';
-export type { RateLimit, TopicInfo, TopicSettings, TopicUpdate } from './topics.js';
+export type {
+  PushTargetInput,
+  RateLimit,
+  TopicInfo,
+  TopicSettings,
+  TopicUpdate,
+} from './topics.js';
+export { PushError } from './push-sender.js';
+export type { PushMethod, PushStats, PushTarget, PushTargetView } from './push.js';
+export { pushListener, type PushedMessage } from '../client/push-receiver.js';
+export {
+  PUSH_HEADER,
+  PushSignatureError,
+  verifyPush,
+  type PushDelivery,
+} from '../protocol/push-signature.js';
 export type { ScheduleInfo } from './recurring.js';
 export type { CatchUp, Overlap, RecurringSpec } from './recurring-spec.js';
 export type { QueueEvent, QueueEventType, QueueEvents, WatchOptions } from './events.js';

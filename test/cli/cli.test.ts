@@ -165,6 +165,7 @@ describe('client commands', () => {
       topic: 'mail',
       paused: false,
       rateLimit: null,
+      push: null,
       pending: 1,
       dead: 0,
     });
@@ -174,6 +175,56 @@ describe('client commands', () => {
     const tooFast = await run(['rate-limit', 'mail', '5000000']);
     expect(tooFast.code).toBe(1);
     expect(tooFast.stderr).toContain('ERR_TICKWHEEL_INVALID_REQUEST');
+  });
+
+  it('push sets and removes a push target; the secret comes from the environment', async () => {
+    const secret = 'cli-push-secret-0123456789';
+    const usage = await run(['push', 'hooks', 'http://127.0.0.1:9/in']);
+    expect(usage.code).toBe(1);
+    expect(usage.stderr).toContain('push needs --secret (or TICKWHEEL_PUSH_SECRET)');
+    const badHeaders = await run([
+      'push',
+      'hooks',
+      'http://x/',
+      '--secret',
+      secret,
+      '--headers',
+      '[1]',
+    ]);
+    expect(badHeaders.stderr).toContain('--headers must be a JSON object of strings');
+    process.env.TICKWHEEL_PUSH_SECRET = secret;
+    try {
+      const set = await run([
+        'push',
+        'hooks',
+        'http://127.0.0.1:9/in',
+        '--method',
+        'PUT',
+        '--headers',
+        '{"Authorization":"Bearer t"}',
+        '--push-timeout',
+        '2500',
+        '--concurrency',
+        '3',
+      ]);
+      expect(set.code).toBe(0);
+      expect(set.stdout).not.toContain(secret);
+      expect(JSON.parse(set.stdout).push).toEqual({
+        url: 'http://127.0.0.1:9/in',
+        method: 'PUT',
+        headerNames: ['authorization'],
+        timeoutMs: 2500,
+        concurrency: 3,
+      });
+    } finally {
+      delete process.env.TICKWHEEL_PUSH_SECRET;
+    }
+    const refused = await run(['push', 'hooks', 'ftp://x/', '--secret', secret]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('ERR_TICKWHEEL_INVALID_OPTION');
+    const off = await run(['push', 'hooks', 'off']);
+    expect(off.code).toBe(0);
+    expect(JSON.parse(off.stdout).push).toBeNull();
   });
 
   it('schedule, schedules and unschedule manage recurring schedules', async () => {

@@ -1,0 +1,149 @@
+/**
+ * The receiving end of HTTP push delivery (docs/push.md), for applications that take pushed
+ * messages with Node's own http server (or anything that hands over Node's request and
+ * response, such as Express):
+ *
+ *   import { createServer } from 'node:http';
+ *   import { pushListener } from 'tickwheel/client';
+ *
+ *   createServer(pushListener({ secret: process.env.PUSH_SECRET }, async (message) => {
+ *     await sendEmail(message.payload);      // resolves: 204, the queue acks it
+ *   })).listen(8080);                        // throws: 500, the queue retries it
+ *
+ * The listener reads the raw body (at most `maxBytes`), checks its signature with verifyPush
+ * (a request that fails is answered 401 and the handler is not called), decodes the payload
+ * (JSON, or the raw bytes as a Buffer), and calls the handler. Its outcome is the answer: 204
+ * when it resolves, 500 with the error's message when it throws. Requests other than the
+ * target's method are answered 405. Every refusal is a JSON body `{ error: { code, message } }`.
+ * Pushes are at least once: dedup on `message.id` where running twice matters.
+ */
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  verifyPush,
+  type PushDelivery,
+  type VerifyPushOptions,
+} from '../protocol/push-signature.js';
+
+/** A pushed message, as the handler gets it. */
+export interface PushedMessage extends PushDelivery {
+  /** The JSON payload decoded, or the raw bytes (a Buffer) of one given as bytes. */
+  payload: unknown;
+}
+
+export interface PushListenerOptions extends VerifyPushOptions {
+  /** Largest body read, in bytes; a larger one is answered 413. Default 16 MiB. */
+  maxBytes?: number;
+  /** Methods accepted; default POST, PUT and PATCH (the methods a push target can use). */
+  methods?: readonly string[];
+}
+
+const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
+
+export function pushListener(
+  options: PushListenerOptions,
+  handler: (message: PushedMessage) => unknown,
+): (request: IncomingMessage, response: ServerResponse) => void {
+  if (typeof handler !== 'function')
+    throw new TypeError('pushListener: handler must be a function');
+  // Checked now: a bad secret is a mistake of the code, not of a request.
+  verifySecrets(options.secret);
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+  const methods = options.methods ?? ['POST', 'PUT', 'PATCH'];
+  return (request, response) => {
+    if (!methods.includes(request.method ?? '')) {
+      response.setHeader('allow', methods.join(', '));
+      refuse(
+        response,
+        405,
+        'ERR_TICKWHEEL_INVALID_REQUEST',
+        `method ${request.method} not accepted`,
+      );
+      request.resume();
+      return;
+    }
+    readBody(request, maxBytes).then(
+      async (body) => {
+        if (body === undefined) {
+          refuse(response, 413, 'ERR_TICKWHEEL_BODY_TOO_LARGE', `body over ${maxBytes} bytes`);
+          return;
+        }
+        let delivery: PushDelivery;
+        try {
+          delivery = verifyPush({ headers: request.headers, body }, options);
+        } catch (err) {
+          const code = (err as { code?: string }).code ?? 'ERR_TICKWHEEL_PUSH_SIGNATURE';
+          refuse(response, 401, code, (err as Error).message);
+          return;
+        }
+        let payload: unknown;
+        try {
+          payload = decode(request.headers['content-type'], body);
+        } catch (err) {
+          refuse(response, 400, 'ERR_TICKWHEEL_INVALID_REQUEST', (err as Error).message);
+          return;
+        }
+        try {
+          await handler({ ...delivery, payload });
+        } catch (err) {
+          refuse(
+            response,
+            500,
+            'ERR_TICKWHEEL_PUSH_FAILED',
+            err instanceof Error ? err.message : String(err),
+          );
+          return;
+        }
+        response.writeHead(204).end();
+      },
+      (err: unknown) => {
+        // The request broke off while its body was read: nobody is left to answer.
+        response.destroy(err as Error);
+      },
+    );
+  };
+}
+
+function verifySecrets(secret: unknown): void {
+  const secrets = typeof secret === 'string' ? [secret] : secret;
+  if (
+    !Array.isArray(secrets) ||
+    secrets.length === 0 ||
+    secrets.some((s) => typeof s !== 'string' || s === '')
+  ) {
+    throw new TypeError('pushListener: options.secret must be a non-empty string or array of them');
+  }
+}
+
+/** The body, or undefined if it is over `maxBytes` (the rest is then not read). */
+function readBody(request: IncomingMessage, maxBytes: number): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        request.removeAllListeners('data');
+        request.resume();
+        resolve(undefined);
+        return;
+      }
+      chunks.push(chunk);
+    });
+    request.on('end', () => resolve(Buffer.concat(chunks)));
+    request.on('error', reject);
+  });
+}
+
+function decode(type: string | undefined, body: Buffer): unknown {
+  if (body.length === 0) return undefined;
+  if (type !== undefined && /^application\/json\b/i.test(type)) {
+    return JSON.parse(body.toString('utf8'));
+  }
+  return body;
+}
+
+function refuse(response: ServerResponse, status: number, code: string, message: string): void {
+  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' });
+  response.end(JSON.stringify({ error: { code, message } }));
+}
