@@ -5,7 +5,7 @@
  * handler runs.
  */
 
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { pushListener, signPush, type PushedMessage } from '../../src/client/index.js';
@@ -17,7 +17,7 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!();
 });
 
-async function listen(listener: Parameters<typeof createServer>[0]): Promise<string> {
+async function listen(listener: RequestListener): Promise<string> {
   const server: Server = createServer(listener);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   cleanups.push(
