@@ -53,6 +53,13 @@ const expected: Record<string, RegExp[]> = {
     /^resumed: sent 1, 2, 3, 4, 5, 6$/,
     /^the last one waited for its token$/,
   ],
+  'push.mjs': [
+    /^target: POST \/hooks\/mail, headers authorization$/,
+    /^first attempt failed: PushError: HTTP 500: .*the mail service is down/,
+    /^pushed welcome-1 to ana@example\.com, attempt [2-9]$/,
+    /^pushed welcome-2 to bo@example\.com, attempt \d$/,
+    /^succeeded 2, failed [1-9]\d*$/,
+  ],
   'recurring.mjs': [
     /^nightly-report: next at \d\d:\d\d UTC$/,
     /^before the restart: 2 heartbeats$/,
