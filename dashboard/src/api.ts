@@ -59,6 +59,14 @@ export interface TopicSettingsInfo {
   topic: string;
   paused: boolean;
   rateLimit: { perSecond: number; burst: number } | null;
+  /** Where the server pushes the topic's messages (docs/push.md): never its secret. */
+  push: {
+    url: string;
+    method: string;
+    headerNames: string[];
+    timeoutMs: number;
+    concurrency: number;
+  } | null;
   pending: number;
   dead: number;
 }
@@ -225,7 +233,11 @@ export const api = {
   resume: (topic: string) => call<TopicSettingsInfo>('POST', `/v1/topics/${enc(topic)}/resume`, {}),
   configureTopic: (
     topic: string,
-    update: { paused?: boolean; rateLimit?: { perSecond: number } | null },
+    update: {
+      paused?: boolean;
+      rateLimit?: { perSecond: number } | null;
+      push?: { url: string; secret: string } | null;
+    },
   ) => call<TopicSettingsInfo>('PATCH', `/v1/topics/${enc(topic)}`, update),
   requeue: (id: string) =>
     call<{ requeued: boolean }>('POST', `/v1/messages/${enc(id)}/requeue`, {}),

@@ -1,5 +1,6 @@
-// A topic's settings on its card: paused or delivering, its rate limit, and the buttons that
-// change them (PATCH / POST /v1/topics/:topic...). Read when the card opens and after each change;
+// A topic's settings on its card: paused or delivering, its rate limit, its push target, and the
+// buttons that change them (PATCH / POST /v1/topics/:topic...). A push target is set with a URL
+// and a secret; the secret is sent once and never shown (the server does not give it back). Read when the card opens and after each change;
 // a change made elsewhere shows at the next open of the card.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, Unauthorized, type TopicSettingsInfo } from './api.js';
@@ -13,6 +14,8 @@ export function TopicSettings(props: {
   const [info, setInfo] = useState<TopicSettingsInfo | null>(null);
   const [note, setNote] = useState('');
   const [rate, setRate] = useState('');
+  const [pushUrl, setPushUrl] = useState('');
+  const [secret, setSecret] = useState('');
   const [busy, setBusy] = useState(false);
   /** Only the latest answer may show: a click on another topic can overtake one. */
   const latest = useRef(0);
@@ -52,7 +55,22 @@ export function TopicSettings(props: {
     );
   };
 
+  const setPush = (event: Event) => {
+    event.preventDefault();
+    if (pushUrl.trim() === '' || secret === '') {
+      setNote('give the URL to push to and the secret to sign with');
+      return;
+    }
+    const url = pushUrl.trim();
+    void run(`push ${topic} to ${url}`, async () => {
+      const next = await api.configureTopic(topic, { push: { url, secret } });
+      setSecret('');
+      return next;
+    });
+  };
+
   const limit = info?.rateLimit;
+  const push = info?.push;
   return (
     <div class="topic-settings" data-testid="topic-settings">
       <div class="row">
@@ -115,6 +133,50 @@ export function TopicSettings(props: {
             Remove limit
           </button>
         )}
+      </form>
+      <div class="row">
+        <span class="muted small" data-testid="push-target">
+          {push === undefined
+            ? ''
+            : push === null
+              ? 'not pushed: consumers receive its messages'
+              : `pushed: ${push.method} ${push.url}, ${number(push.concurrency)} at once, ` +
+                `timeout ${number(push.timeoutMs)} ms` +
+                (push.headerNames.length > 0 ? `, headers ${push.headerNames.join(', ')}` : '')}
+        </span>
+        {push !== null && push !== undefined && (
+          <button
+            type="button"
+            data-testid="remove-push"
+            disabled={busy}
+            onClick={() =>
+              void run(`stop pushing ${topic}`, () => api.configureTopic(topic, { push: null }))
+            }
+          >
+            Stop pushing
+          </button>
+        )}
+      </div>
+      <form class="row" onSubmit={setPush}>
+        <input
+          aria-label="URL to push to"
+          data-testid="push-url"
+          placeholder="https://… to push to"
+          value={pushUrl}
+          onInput={(event) => setPushUrl((event.target as HTMLInputElement).value)}
+        />
+        <input
+          aria-label="signing secret"
+          data-testid="push-secret"
+          type="password"
+          autoComplete="off"
+          placeholder="signing secret (16+ characters)"
+          value={secret}
+          onInput={(event) => setSecret((event.target as HTMLInputElement).value)}
+        />
+        <button type="submit" data-testid="set-push" disabled={busy}>
+          Push
+        </button>
       </form>
       {note !== '' && (
         <p class="note" data-testid="settings-note">

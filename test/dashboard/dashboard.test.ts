@@ -14,6 +14,8 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/chromium.mjs';
 import { startServer, type ServerProcess } from '../server/process.js';
+import { verifyPush } from '../../src/protocol/push-signature.js';
+import { startReceiver } from '../queue/push-receiver.js';
 
 const TOKEN = 'dashboard-test-token';
 const BUILT_PAGE = fileURLToPath(new URL('../../dist/dashboard/index.html', import.meta.url));
@@ -349,6 +351,48 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
     await expect.poll(() => state.textContent(), { timeout: 15_000 }).toBe('delivering');
     const received = await api('POST', '/v1/topics/reports/receive', { max: 1, waitMs: 5_000 });
     expect(received.messages.map((m: { payload: unknown }) => m.payload)).toEqual([{ n: 1 }]);
+  });
+
+  it("sets a topic's push target, shows it without its secret, and removes it", async () => {
+    const receiver = await startReceiver(() => ({ status: 204 }));
+    try {
+      await signedIn();
+      await page.fill('input[name=topic]', 'hooks');
+      await page.click('input[name=topic] ~ button');
+      const settings = page.getByTestId('topic-settings');
+      const target = settings.getByTestId('push-target');
+      await expect
+        .poll(() => target.textContent(), { timeout: 15_000 })
+        .toBe('not pushed: consumers receive its messages');
+      // A secret that is too short: the server's error shows, nothing is set.
+      await settings.getByTestId('push-url').fill(`${receiver.url}/in`);
+      await settings.getByTestId('push-secret').fill('short');
+      await settings.getByTestId('set-push').click();
+      await expect
+        .poll(() => settings.getByTestId('settings-note').textContent(), { timeout: 15_000 })
+        .toMatch(/^Could not push hooks to .*secret/);
+      expect((await api('GET', '/v1/topics/hooks')).push).toBeNull();
+      const secret = 'dashboard-push-secret-0123456789';
+      await settings.getByTestId('push-secret').fill(secret);
+      await settings.getByTestId('set-push').click();
+      await expect
+        .poll(() => target.textContent(), { timeout: 15_000 })
+        .toBe(`pushed: POST ${receiver.url}/in, 10 at once, timeout 10,000 ms`);
+      // The secret left the form and is nowhere on the page.
+      expect(await settings.getByTestId('push-secret').inputValue()).toBe('');
+      expect(await page.content()).not.toContain(secret);
+      // The server pushes the topic's messages to the receiver, signed with that secret.
+      const { id } = await api('POST', '/v1/topics/hooks/messages', { payload: { n: 1 } });
+      await receiver.waitFor(1, 15_000);
+      expect(verifyPush(receiver.requests[0], { secret })).toMatchObject({ id, topic: 'hooks' });
+      await settings.getByTestId('remove-push').click();
+      await expect
+        .poll(() => target.textContent(), { timeout: 15_000 })
+        .toBe('not pushed: consumers receive its messages');
+      expect((await api('GET', '/v1/topics/hooks')).push).toBeNull();
+    } finally {
+      await receiver.close();
+    }
   });
 
   it('keeps up with a few thousand messages across topics', async () => {
