@@ -209,8 +209,49 @@ export interface Occurrences {
 }
 
 /**
+ * croner keeps, per pattern, an array of 10,000 years (80 KB) even where the pattern says "any
+ * year", which five- and six-field expressions always do. Those arrays are all the same and
+ * only read once built: every "any year" pattern shares this one (10,000 cron schedules would
+ * otherwise hold 800 MB). Reaches into croner's parsed pattern; if a later croner keeps it
+ * elsewhere, nothing is shared and nothing breaks.
+ */
+const ANY_YEAR: number[] = Array<number>(10_000).fill(1);
+
+function shareAnyYear(cron: Cron): void {
+  const pattern = (cron as unknown as { _states?: { pattern?: { year?: unknown } } })._states
+    ?.pattern;
+  const years = pattern?.year;
+  if (
+    pattern !== undefined &&
+    Array.isArray(years) &&
+    years.length === ANY_YEAR.length &&
+    years.every((year) => year === 1)
+  ) {
+    pattern.year = ANY_YEAR;
+  }
+}
+
+/** Cron objects by time zone and expression: schedules with the same ones share one. */
+const crons = new Map<string, Cron>();
+const MAX_SHARED_CRONS = 4096;
+
+/** A Cron for an expression in a zone (only ever asked for its next run, never started). */
+function cronOf(expression: string, timezone: string): Cron {
+  const key = `${timezone}\n${expression}`;
+  let cron = crons.get(key);
+  if (cron !== undefined) return cron;
+  cron = new Cron(expression, { timezone, paused: true });
+  cron.nextRun(new Date(0));
+  shareAnyYear(cron);
+  // The oldest entry goes: schedules that hold it keep it; a new one makes another.
+  if (crons.size >= MAX_SHARED_CRONS) crons.delete(crons.keys().next().value as string);
+  crons.set(key, cron);
+  return cron;
+}
+
+/**
  * The occurrences of a spec; `createdAt` anchors an interval schedule without startAt. Cron
- * expressions are read once per schedule (a Cron object each).
+ * expressions are read once (cronOf), and schedules with the same expression and zone share it.
  */
 export function occurrencesOf(spec: ScheduleSpec, createdAt: number): Occurrences {
   const end = spec.endAt ?? Infinity;
@@ -228,8 +269,7 @@ export function occurrencesOf(spec: ScheduleSpec, createdAt: number): Occurrence
   }
   let cron: Cron;
   try {
-    cron = new Cron(spec.cron as string, { timezone: spec.timezone ?? 'UTC', paused: true });
-    cron.nextRun(new Date(0));
+    cron = cronOf(spec.cron as string, spec.timezone ?? 'UTC');
   } catch (err) {
     throw invalid(
       `cron ${JSON.stringify(spec.cron)} in ${spec.timezone}: ${(err as Error).message}`,
