@@ -79,7 +79,8 @@ export class DelayQueue extends QueueEngine {
       }));
     try {
       const queue = new DelayQueue(store, options);
-      await queue.start();
+      // Opened to repair a directory (tickwheel repair): nothing is pushed meanwhile.
+      await queue.start({ push: options.repair !== true });
       return queue;
     } catch (err) {
       await store.close().catch(() => undefined);

@@ -10,8 +10,9 @@
  *     await sendEmail(message.payload);      // resolves: 204, the queue acks it
  *   })).listen(8080);                        // throws: 500, the queue retries it
  *
- * The listener reads the raw body (at most `maxBytes`), checks its signature with verifyPush
- * (a request that fails is answered 401 and the handler is not called), decodes the payload
+ * The listener refuses (401) a request without the push headers or with a stale timestamp
+ * before reading its body, then reads the raw body (at most `maxBytes`), checks its signature
+ * with verifyPush (a request that fails is answered 401 and the handler is not called), decodes the payload
  * (JSON, or the raw bytes as a Buffer), and calls the handler. Its outcome is the answer: 204
  * when it resolves, 500 with the error's message when it throws. Requests other than the
  * target's method are answered 405. Every refusal is a JSON body `{ error: { code, message } }`.
@@ -20,6 +21,8 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
+  DEFAULT_PUSH_TOLERANCE_SECONDS,
+  PUSH_HEADER,
   verifyPush,
   type PushDelivery,
   type VerifyPushOptions,
@@ -62,9 +65,27 @@ export function pushListener(
       request.resume();
       return;
     }
+    if (request.readableEnded) {
+      // A body parser (express.json(), say) read it first: the raw bytes signed are gone.
+      refuse(
+        response,
+        500,
+        'ERR_TICKWHEEL_PUSH_FAILED',
+        'the request body was read before pushListener: mount it before any body parser',
+      );
+      return;
+    }
+    // Unsigned or stale requests are refused before their body is read.
+    const early = checkHeaders(request.headers, options);
+    if (early !== undefined) {
+      response.setHeader('connection', 'close');
+      refuse(response, 401, 'ERR_TICKWHEEL_PUSH_SIGNATURE', early);
+      return;
+    }
     readBody(request, maxBytes).then(
       async (body) => {
         if (body === undefined) {
+          response.setHeader('connection', 'close');
           refuse(response, 413, 'ERR_TICKWHEEL_BODY_TOO_LARGE', `body over ${maxBytes} bytes`);
           return;
         }
@@ -104,6 +125,23 @@ export function pushListener(
   };
 }
 
+/** Why the headers alone show a request is not a current signed push, if they do. */
+function checkHeaders(
+  headers: IncomingMessage['headers'],
+  options: VerifyPushOptions,
+): string | undefined {
+  for (const name of Object.values(PUSH_HEADER)) {
+    if (headers[name] === undefined) return `not a signed tickwheel push: no ${name} header`;
+  }
+  const stamp = Number(headers[PUSH_HEADER.timestamp]);
+  const now = (options.now ?? Date.now)() / 1000;
+  const tolerance = options.toleranceSeconds ?? DEFAULT_PUSH_TOLERANCE_SECONDS;
+  if (!Number.isFinite(stamp) || Math.abs(now - stamp) > tolerance) {
+    return `${PUSH_HEADER.timestamp} is not within ${tolerance} s of this clock`;
+  }
+  return undefined;
+}
+
 function verifySecrets(secret: unknown): void {
   const secrets = typeof secret === 'string' ? [secret] : secret;
   if (
@@ -123,8 +161,9 @@ function readBody(request: IncomingMessage, maxBytes: number): Promise<Buffer | 
     request.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > maxBytes) {
+        // Not read further: the answer goes out and the connection closes.
         request.removeAllListeners('data');
-        request.resume();
+        request.pause();
         resolve(undefined);
         return;
       }

@@ -38,6 +38,14 @@ export function topicsKey(queue: string): string {
   return `tw:{${queue}}:topics`;
 }
 
+/**
+ * Topics' push targets (src/queue/push.ts): a hash, topic -> JSON, apart from the other settings
+ * (nodes of versions before push delivery read topicsKey strictly and would refuse it).
+ */
+export function pushKey(queue: string): string {
+  return `tw:{${queue}}:push`;
+}
+
 /** A rate-limited topic's token bucket (library.ts, tw_tokens). */
 export function tokensKey(queue: string, topic: string): string {
   return `tw:{${queue}}:tokens:${topic}`;

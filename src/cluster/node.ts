@@ -23,7 +23,9 @@ import {
 import { checkTopic, type ScheduleRequest } from '../queue/message.js';
 import type { ConsumeOptions, MessageHandler } from '../queue/types.js';
 import {
+  DEFAULT_TOPIC_SETTINGS,
   isDefaultSettings,
+  parseStoredPush,
   parseStoredSettings,
   TopicGate,
   type RateLimit,
@@ -43,6 +45,7 @@ import {
   metaKey,
   nodesKey,
   tokensKey,
+  pushKey,
   topicsKey,
 } from './keys.js';
 import { Ownership, type Effect } from './ownership.js';
@@ -99,7 +102,7 @@ const OWNER_POLL_MS = 1_000;
 
 const DURABILITIES: readonly Durability[] = ['async', 'replicated', 'fsynced'];
 /** A topic's settings, one field each in the topics hash. */
-const SETTING_FIELDS: readonly string[] = ['paused', 'rateLimit', 'push'];
+const SETTING_FIELDS: readonly string[] = ['paused', 'rateLimit'];
 
 /**
  * The default onError: a process warning, each distinct message at most once per `ms` (an
@@ -498,8 +501,8 @@ export class ClusterNode {
   // ---- topics' settings (src/queue/topics.ts) ----------------------------------------------
 
   /**
-   * The hash holds one field per topic and setting, `<topic>|paused`, `<topic>|rateLimit` and
-   * `<topic>|push` (JSON; push holds the target's secret, as Valkey holds the payloads), so that two nodes changing different settings of a topic at once both land. A field
+   * The hash holds one field per topic and setting, `<topic>|paused` and `<topic>|rateLimit`
+   * (JSON), so that two nodes changing different settings of a topic at once both land. A field
    * that is absent is the default; one that cannot be read stops the read (ERR_TICKWHEEL_CORRUPT).
    */
   private async readTopicSettings(): Promise<Map<string, TopicSettings>> {
@@ -526,9 +529,7 @@ export class ClusterNode {
         );
       }
       let given = fields.get(topic);
-      if (given === undefined) {
-        fields.set(topic, (given = { paused: false, rateLimit: null, push: null }));
-      }
+      if (given === undefined) fields.set(topic, (given = { paused: false, rateLimit: null }));
       given[name] = value;
     }
     const settings = new Map<string, TopicSettings>();
@@ -545,6 +546,27 @@ export class ClusterNode {
       const parsed = parseStoredSettings(given, where);
       if (!isDefaultSettings(parsed)) settings.set(topic, parsed);
     }
+    // Push targets: their own hash (pushKey), topic -> JSON; errors never quote one.
+    const pushes = pushKey(this.queue);
+    const targets = (await this.valkey.command(pushes, ['HGETALL', pushes])) as Record<
+      string,
+      string
+    > | null;
+    for (const [topic, text] of Object.entries(targets ?? {})) {
+      const where = `${pushes} topic ${JSON.stringify(topic)}`;
+      let value: unknown;
+      try {
+        checkTopic(topic);
+        value = JSON.parse(text);
+      } catch (err) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_CORRUPT',
+          `${where}: stored push target cannot be read (${err instanceof SyntaxError ? 'not JSON' : (err as Error).message})`,
+        );
+      }
+      const push = parseStoredPush(value, where);
+      settings.set(topic, { ...(settings.get(topic) ?? DEFAULT_TOPIC_SETTINGS), push });
+    }
     return settings;
   }
 
@@ -560,16 +582,25 @@ export class ClusterNode {
       if (update.paused) set.push(`${topic}|paused`, 'true');
       else cleared.push(`${topic}|paused`);
     }
-    for (const name of ['rateLimit', 'push'] as const) {
-      const value = update[name];
-      if (value === undefined) continue;
-      if (value !== null) set.push(`${topic}|${name}`, JSON.stringify(value));
-      else cleared.push(`${topic}|${name}`);
+    if (update.rateLimit !== undefined) {
+      if (update.rateLimit !== null) {
+        set.push(`${topic}|rateLimit`, JSON.stringify(update.rateLimit));
+      } else cleared.push(`${topic}|rateLimit`);
     }
     this.topicWrites++;
     const what = `the settings of topic ${topic}`;
     if (set.length > 0) await this.producer.writeSetting(key, ['HSET', key, ...set], what);
     if (cleared.length > 0) await this.producer.writeSetting(key, ['HDEL', key, ...cleared], what);
+    if (update.push !== undefined) {
+      const pushes = pushKey(this.queue);
+      await this.producer.writeSetting(
+        pushes,
+        update.push === null
+          ? ['HDEL', pushes, topic]
+          : ['HSET', pushes, topic, JSON.stringify(update.push)],
+        `the push target of topic ${topic}`,
+      );
+    }
   }
 
   private async takeTokens(

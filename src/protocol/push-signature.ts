@@ -12,11 +12,12 @@
  *   tickwheel-signature    v1=<hex HMAC-SHA256>, possibly several, separated by commas
  *
  * Scheme v1: HMAC-SHA256 with the push target's secret (its UTF-8 bytes as the key) over the
- * UTF-8 bytes of `<timestamp>\n<id>\n<topic>\n` followed by the request body exactly as sent
- * (ids and topics hold no line breaks). A receiver recomputes it over the raw body (before any
- * JSON parsing), compares in constant time, and refuses a timestamp too far from its own clock
- * (5 minutes by default) so that a recorded request cannot be replayed later. The id and topic
- * are signed so that they can be trusted (for dedup, for routing).
+ * UTF-8 bytes of `<timestamp>\n<id>\n<topic>\n<attempt>\n<deliver-at>\n` (the header values)
+ * followed by the request body exactly as sent (ids and topics hold no line breaks). A receiver
+ * recomputes it over the raw body (before any JSON parsing), compares in constant time, and
+ * refuses a timestamp too far from its own clock (5 minutes by default) so that a recorded
+ * request cannot be replayed later. Every header it reports is signed, so each can be trusted
+ * (the id for dedup, the topic for routing).
  *
  * Imports nothing that does I/O.
  */
@@ -45,25 +46,32 @@ export class PushSignatureError extends TickwheelError<'ERR_TICKWHEEL_PUSH_SIGNA
 }
 
 /** `v1=<hex>` for a request signed at `timestamp` (seconds). */
+/** What a signature covers besides the timestamp and the body. */
+export interface SignedFields {
+  id: string;
+  topic: string;
+  /** As the header says it: whole numbers in decimal. */
+  attempt: number | string;
+  deliverAt: number | string;
+}
+
 export function signPush(
   secret: string,
   timestamp: number,
-  id: string,
-  topic: string,
+  fields: SignedFields,
   body: Uint8Array | string,
 ): string {
-  return `v1=${digest(secret, timestamp, id, topic, body).toString('hex')}`;
+  return `v1=${digest(secret, timestamp, fields, body).toString('hex')}`;
 }
 
 function digest(
   secret: string,
   timestamp: number,
-  id: string,
-  topic: string,
+  { id, topic, attempt, deliverAt }: SignedFields,
   body: Uint8Array | string,
 ): Buffer {
   return createHmac('sha256', secret)
-    .update(`${timestamp}\n${id}\n${topic}\n`)
+    .update(`${timestamp}\n${id}\n${topic}\n${attempt}\n${deliverAt}\n`)
     .update(body)
     .digest();
 }
@@ -115,11 +123,20 @@ export function verifyPush(
   const read = (name: string) => header(request.headers, name);
   const id = read(PUSH_HEADER.id);
   const topic = read(PUSH_HEADER.topic);
+  const attempt = read(PUSH_HEADER.attempt);
+  const deliverAt = read(PUSH_HEADER.deliverAt);
   const stamp = read(PUSH_HEADER.timestamp);
   const signatures = read(PUSH_HEADER.signature);
-  if (id === undefined || topic === undefined || signatures === undefined || stamp === undefined) {
+  if (
+    id === undefined ||
+    topic === undefined ||
+    attempt === undefined ||
+    deliverAt === undefined ||
+    signatures === undefined ||
+    stamp === undefined
+  ) {
     throw new PushSignatureError(
-      `not a signed tickwheel push: the ${[PUSH_HEADER.id, PUSH_HEADER.topic, PUSH_HEADER.timestamp, PUSH_HEADER.signature].join(', ')} headers are all needed`,
+      `not a signed tickwheel push: the ${Object.values(PUSH_HEADER).join(', ')} headers are all needed`,
     );
   }
   if (!/^\d{1,12}$/.test(stamp)) {
@@ -140,7 +157,7 @@ export function verifyPush(
     .map((part) => Buffer.from(part.slice(3), 'hex'));
   let match = false;
   for (const secret of secrets) {
-    const expected = digest(secret, timestamp, id, topic, request.body);
+    const expected = digest(secret, timestamp, { id, topic, attempt, deliverAt }, request.body);
     for (const signature of given) {
       // Every comparison runs: how many matched must not show in the time taken.
       if (signature.length === expected.length && timingSafeEqual(signature, expected)) {
@@ -154,9 +171,7 @@ export function verifyPush(
         '(was the body changed, parsed and re-serialised, or signed with another secret?)',
     );
   }
-  const attempt = Number(read(PUSH_HEADER.attempt) ?? '1');
-  const deliverAt = Number(read(PUSH_HEADER.deliverAt) ?? 'NaN');
-  return { id, topic, attempt, deliverAt, timestamp };
+  return { id, topic, attempt: Number(attempt), deliverAt: Number(deliverAt), timestamp };
 }
 
 function header(headers: PushHeaders, name: string): string | undefined {

@@ -189,7 +189,8 @@ export class QueueEngine {
       ack: (receipt) => this.deliveries.ackQuietly(receipt),
       nack: (receipt, reason) => this.deliveries.nack(receipt, reason, undefined),
     };
-    // Pushes run in the background, like the horizon loader: they keep no process alive.
+    // A topic with a push target runs a Worker over the queue's receive, as a consumer does:
+    // while it waits for messages it keeps the process alive, until close().
     this.pushers = new Pushers(
       (topic, handler, settings) =>
         new Worker(this.source, topic, handler, { ...settings, waitMs: CONSUME_WAIT_MS }),
@@ -197,8 +198,11 @@ export class QueueEngine {
     this.topics.listen((topic, settings) => this.pushers.apply(topic, settings.push));
   }
 
-  /** Recovers the store and starts the horizon loader. Called once by open(). */
-  protected async start(): Promise<void> {
+  /**
+   * Recovers the store and starts the horizon loader. Called once by open(). `push: false`
+   * starts no pushes (a queue opened only to repair its directory delivers nothing).
+   */
+  protected async start(options: { push?: boolean } = {}): Promise<void> {
     // Before any message is made ready: a paused topic delivers nothing after a restart.
     await this.topics.load();
     this.recovery = await this.horizon.start(this.wheel);
@@ -209,7 +213,7 @@ export class QueueEngine {
       await this.recurring.close();
       throw err;
     }
-    this.pushers.start();
+    if (options.push !== false) this.pushers.start();
   }
 
   // ---- producer ---------------------------------------------------------------------------

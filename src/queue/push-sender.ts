@@ -14,7 +14,12 @@
  *   an idle connection does not keep the process alive. Nothing here blocks the event loop.
  */
 
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import {
+  Agent as HttpAgent,
+  request as httpRequest,
+  type ClientRequest,
+  type IncomingMessage,
+} from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { performance } from 'node:perf_hooks';
 import { PUSH_HEADER, signPush } from '../protocol/push-signature.js';
@@ -41,8 +46,9 @@ type Answer = { status: number; location: string | undefined; text: string };
 export class PushSender {
   private readonly origin: string;
   private readonly agent: HttpAgent;
-  /** Aborts every request under way (abort()): the queue closes, or the target changed. */
-  private readonly abandon = new AbortController();
+  /** Requests under way, each with how to cut it off (abort()). */
+  private readonly underway = new Map<ClientRequest, (err: PushError) => void>();
+  private abandoned = false;
 
   constructor(
     private readonly target: PushTarget,
@@ -61,28 +67,30 @@ export class PushSender {
   /** Pushes one delivery: resolves on a 2xx answer, rejects with a PushError otherwise. */
   async send(message: ReceivedMessage): Promise<void> {
     const { body, type } = encode(message.payload);
-    const timestamp = Math.floor(this.wallClock() / 1000);
+    const signed = {
+      id: message.id,
+      topic: message.topic,
+      attempt: message.attempts,
+      deliverAt: message.deliverAt,
+    };
     const headers: Record<string, string> = {
-      ...this.target.headers,
+      // A target may give its own User-Agent; the rest below is tickwheel's.
       'user-agent': USER_AGENT,
+      ...this.target.headers,
       'content-length': String(body.byteLength),
-      [PUSH_HEADER.id]: message.id,
-      [PUSH_HEADER.topic]: message.topic,
-      [PUSH_HEADER.attempt]: String(message.attempts),
-      [PUSH_HEADER.deliverAt]: String(message.deliverAt),
-      [PUSH_HEADER.timestamp]: String(timestamp),
-      [PUSH_HEADER.signature]: signPush(
-        this.target.secret,
-        timestamp,
-        message.id,
-        message.topic,
-        body,
-      ),
+      [PUSH_HEADER.id]: signed.id,
+      [PUSH_HEADER.topic]: signed.topic,
+      [PUSH_HEADER.attempt]: String(signed.attempt),
+      [PUSH_HEADER.deliverAt]: String(signed.deliverAt),
     };
     if (type !== undefined) headers['content-type'] = type;
     const deadline = performance.now() + this.target.timeoutMs;
     let url = new URL(this.target.url);
     for (let redirects = 0; ; redirects++) {
+      // Signed as sent: a redirect followed late is not refused as old.
+      const timestamp = Math.floor(this.wallClock() / 1000);
+      headers[PUSH_HEADER.timestamp] = String(timestamp);
+      headers[PUSH_HEADER.signature] = signPush(this.target.secret, timestamp, signed, body);
       const answer = await this.request(url, headers, body, deadline);
       if (answer.status >= 200 && answer.status < 300) return;
       if (answer.status < 300 || answer.status >= 400) {
@@ -121,7 +129,10 @@ export class PushSender {
     return next;
   }
 
-  /** One request; resolves once its answer has ended. */
+  /**
+   * One request; resolves once its answer has ended, or, for a failed one, once the start of
+   * its body is read (the rest is not waited for: a receiver may send it slowly or for ever).
+   */
   private request(
     url: URL,
     headers: Record<string, string>,
@@ -130,48 +141,57 @@ export class PushSender {
   ): Promise<Answer> {
     const left = Math.ceil(deadline - performance.now());
     if (left <= 0) return Promise.reject(this.timedOut());
-    if (this.abandon.signal.aborted) return Promise.reject(abandoned());
+    if (this.abandoned) return Promise.reject(abandoned());
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    let request: ClientRequest;
+    try {
+      request = send(url, { method: this.target.method, headers, agent: this.agent });
+    } catch (err) {
+      // Node refused to build it (a header it will not send): the attempt fails, nothing more.
+      return Promise.reject(new PushError(`the request cannot be sent: ${(err as Error).message}`));
+    }
     return new Promise<Answer>((resolve, reject) => {
       let failure: PushError | undefined;
-      const fail = (err: PushError) => {
+      let settled = false;
+      const finish = (answer: Answer | undefined, err?: PushError) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        this.underway.delete(request);
+        if (answer !== undefined) resolve(answer);
+        else reject(err ?? failure ?? new PushError('the request failed'));
+      };
+      const timer = setTimeout(() => {
+        failure ??= this.timedOut();
+        request.destroy();
+      }, left);
+      this.underway.set(request, (err) => {
         failure ??= err;
         request.destroy();
-      };
-      const onAbandon = () => fail(abandoned());
-      const timer = setTimeout(() => fail(this.timedOut()), left);
-      const done = () => {
-        clearTimeout(timer);
-        this.abandon.signal.removeEventListener('abort', onAbandon);
-      };
-      const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
-      const request = send(url, { method: this.target.method, headers, agent: this.agent });
-      this.abandon.signal.addEventListener('abort', onAbandon, { once: true });
+      });
       request.on('error', (err: NodeJS.ErrnoException) => {
-        done();
-        reject(failure ?? new PushError(networkReason(err)));
+        finish(undefined, failure ?? new PushError(networkReason(err)));
       });
       request.on('response', (response: IncomingMessage) => {
         const status = response.statusCode ?? 0;
         const location = response.headers.location;
+        const ok = status >= 200 && status < 300;
         let text = '';
-        const keep = status >= 300;
         response.setEncoding('utf8');
         response.on('data', (chunk: string) => {
-          if (keep && text.length < REASON_BODY_CHARS) text += chunk;
+          if (ok) return;
+          text += chunk;
+          if (text.length >= REASON_BODY_CHARS) {
+            // Enough of a failed answer: the connection is not waited on for the rest.
+            finish({ status, location, text: text.slice(0, REASON_BODY_CHARS) });
+            response.destroy();
+          }
         });
-        let ended = false;
-        response.on('end', () => {
-          ended = true;
-          done();
-          if (failure !== undefined) reject(failure);
-          else resolve({ status, location, text: text.slice(0, REASON_BODY_CHARS) });
-        });
-        // Closed before its end (the receiver hung up, or fail() above): the attempt failed.
-        response.on('close', () => {
-          if (ended) return;
-          done();
-          reject(failure ?? new PushError(`HTTP ${status}: the answer was cut off`));
-        });
+        response.on('end', () => finish({ status, location, text }));
+        // Closed before its end (the receiver hung up, a timeout, an abort): the attempt failed.
+        response.on('close', () =>
+          finish(undefined, failure ?? new PushError(`HTTP ${status}: the answer was cut off`)),
+        );
         response.on('error', () => undefined);
       });
       request.end(body);
@@ -182,9 +202,13 @@ export class PushSender {
     return new PushError(`no answer within ${this.target.timeoutMs} ms`);
   }
 
-  /** Ends every request under way: their attempts fail (and their messages are nacked). */
+  /**
+   * Ends every request under way and refuses later ones: their attempts fail (and their
+   * messages are nacked). Only for what is still running after a grace (Pushers.stop).
+   */
   abort(): void {
-    this.abandon.abort();
+    this.abandoned = true;
+    for (const cut of [...this.underway.values()]) cut(abandoned());
   }
 
   /** Closes the kept-alive connections. */
@@ -194,7 +218,7 @@ export class PushSender {
 }
 
 function abandoned(): PushError {
-  return new PushError('abandoned: the queue closed or the push target changed');
+  return new PushError('abandoned: still running when the queue closed or the push target changed');
 }
 
 function networkReason(err: NodeJS.ErrnoException): string {

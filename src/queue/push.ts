@@ -78,8 +78,8 @@ const RESERVED_HEADERS = new Set([
   'proxy-connection',
 ]);
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}$/;
-// Visible ASCII, spaces and tabs, and anything past ASCII; no line breaks or other controls.
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\uffff]{0,8192}$/;
+// What Node sends: visible ASCII, spaces, tabs and Latin-1; no line breaks or other controls.
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]{0,8192}$/;
 
 const FIELDS = ['url', 'method', 'headers', 'timeoutMs', 'concurrency', 'secret'];
 
@@ -163,7 +163,7 @@ function checkHeaders(value: unknown): Record<string, string> {
   if (entries.length > MAX_PUSH_HEADERS) {
     throw invalid(`push.headers: at most ${MAX_PUSH_HEADERS} headers, got ${entries.length}`);
   }
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const [name, text] of entries) {
     const lower = name.toLowerCase();
     if (!HEADER_NAME.test(name)) {
@@ -174,15 +174,16 @@ function checkHeaders(value: unknown): Record<string, string> {
         `push.headers: ${name} is set by tickwheel or by HTTP itself and cannot be given`,
       );
     }
-    if (lower in headers) throw invalid(`push.headers: ${name} is given twice`);
+    if (Object.hasOwn(headers, lower)) throw invalid(`push.headers: ${name} is given twice`);
+    // The value is not quoted back: headers hold credentials.
     if (typeof text !== 'string' || !HEADER_VALUE.test(text)) {
       throw invalid(
-        `push.headers.${name} must be a string of at most 8192 characters with no line breaks, got ${describe(text)}`,
+        `push.headers.${name} must be a string of at most 8192 Latin-1 characters with no line breaks (its value is not shown here)`,
       );
     }
     headers[lower] = text;
   }
-  return headers;
+  return { ...headers };
 }
 
 function checkSecret(value: unknown): string {
@@ -247,6 +248,8 @@ interface Pushing {
 
 /** The pushes of every topic with a target. */
 export class Pushers {
+  /** How long a stop waits for requests under way before it abandons them (a setting for tests). */
+  static closeGraceMs = 5_000;
   private readonly topics = new Map<string, Pushing>();
   /** Targets known before start() (read while the queue opens). */
   private readonly pending = new Map<string, PushTarget>();
@@ -294,8 +297,10 @@ export class Pushers {
   }
 
   /**
-   * Stops every push: requests under way are abandoned (their messages nacked, so they come
-   * back after their backoff, here or on another node), then the workers end.
+   * Stops every push: no more messages are taken; requests under way may finish for up to
+   * PUSH_CLOSE_GRACE_MS (their answers ack or nack as usual), and those still running then are
+   * abandoned (failed attempts: their messages come back after their backoff, here or on
+   * another node).
    */
   async close(): Promise<void> {
     this.closed = true;
@@ -333,12 +338,18 @@ export class Pushers {
     return { target, sender, worker, stats };
   }
 
+  /**
+   * Stops a topic's worker: it takes no more messages at once, and its requests under way get
+   * a grace to finish before they are abandoned (an abandoned attempt fails, and the receiver
+   * may have done its work: cutting them at once would turn every stop into retries).
+   */
   private stop(pushing: Pushing): void {
-    pushing.sender.abort();
+    const grace = setTimeout(() => pushing.sender.abort(), Pushers.closeGraceMs);
     const done = pushing.worker
       .close()
       .catch((err: unknown) => process.emitWarning(err as Error))
       .finally(() => {
+        clearTimeout(grace);
         pushing.sender.close();
         this.stopping.delete(done);
       });

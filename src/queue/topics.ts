@@ -207,6 +207,22 @@ export function parseStoredSettings(value: unknown, where: string): TopicSetting
   }
 }
 
+/**
+ * Reads a stored push target back: ERR_TICKWHEEL_CORRUPT if it is not one. The error names the
+ * field and the rule, never a stored header value or the secret.
+ */
+export function parseStoredPush(value: unknown, where: string): PushTarget {
+  try {
+    if (value === null) throw new Error('null');
+    return checkPushTarget(value) as PushTarget;
+  } catch (err) {
+    throw new TickwheelStateError(
+      'ERR_TICKWHEEL_CORRUPT',
+      `${where}: stored push target cannot be read (${(err as Error).message})`,
+    );
+  }
+}
+
 /** Where settings are kept durably. */
 export interface TopicSettingsBackend {
   /** Every topic with settings other than the defaults. */

@@ -71,11 +71,14 @@ describe('pushListener', () => {
     );
     const now = Math.floor(Date.now() / 1000);
     const body = '{"a":1}';
+    const fields = { id: 'i', topic: 't', attempt: 1, deliverAt: 1_767_000_000_000 };
     const signed = (secret: string, text = body) => ({
       'tickwheel-id': 'i',
       'tickwheel-topic': 't',
+      'tickwheel-attempt': '1',
+      'tickwheel-deliver-at': '1767000000000',
       'tickwheel-timestamp': String(now),
-      'tickwheel-signature': signPush(secret, now, 'i', 't', text),
+      'tickwheel-signature': signPush(secret, now, fields, text),
       'content-type': 'application/json',
     });
     const cases: Array<[RequestInit, number, string]> = [

@@ -10,7 +10,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Valkey } from '../../src/cluster/connection.js';
-import { topicsKey } from '../../src/cluster/keys.js';
+import { pushKey, topicsKey } from '../../src/cluster/keys.js';
 import { DelayQueue } from '../../src/delay-queue.js';
 import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
 import type { QueueEvent } from '../../src/queue/events.js';
@@ -133,6 +133,22 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
       await a.configureTopic('hooks', {
         push: { url: target.url, secret, concurrency: 4, timeoutMs: 2_000 },
       });
+      // Kept apart from the other settings, which nodes before push delivery read strictly.
+      const valkey = await Valkey.connect(server.url, 5_000);
+      try {
+        const settings = (await valkey.command(topicsKey(name), [
+          'HGETALL',
+          topicsKey(name),
+        ])) as Record<string, string>;
+        expect(Object.keys(settings ?? {})).toEqual([]);
+        const targets = (await valkey.command(pushKey(name), ['HGETALL', pushKey(name)])) as Record<
+          string,
+          string
+        >;
+        expect(Object.keys(targets)).toEqual(['hooks']);
+      } finally {
+        await valkey.close();
+      }
       // b reads settings again at its next heartbeat and starts pushing too.
       await sleep(600);
       expect((await b.topicInfo('hooks')).push).toMatchObject({ url: `${target.url}/` });

@@ -6,13 +6,15 @@
  * The queue runs on the real clock (HTTP is real); waits are generous and only for outcomes.
  */
 
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { TickwheelError } from '../../src/errors.js';
 import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
+import { Pushers } from '../../src/queue/push.js';
+import { PushSender } from '../../src/queue/push-sender.js';
 import { startReceiver, type Receiver } from './push-receiver.js';
 
 const SECRET = 'a-secret-of-some-length-0123456789';
@@ -251,12 +253,21 @@ describe('push delivery (embedded queue, real receiver)', () => {
     await queue.configureTopic('hooks', {
       push: { url: target.url, secret: SECRET, timeoutMs: 60_000 },
     });
-    expect(statSync(join(dir, 'topics.json')).mode & 0o777).toBe(0o600);
+    // The target (and its secret) is in push.json, readable by its owner only; topics.json (read
+    // strictly by versions before push delivery) does not have it.
+    expect(statSync(join(dir, 'push.json')).mode & 0o777).toBe(0o600);
+    expect(readFileSync(join(dir, 'push.json'), 'utf8')).toContain(SECRET);
+    expect(readFileSync(join(dir, 'topics.json'), 'utf8')).not.toContain('push');
     await queue.schedule({ topic: 'hooks', id: 'm', payload: 'kept' });
     await target.waitFor(1);
     const started = Date.now();
-    await queue.close();
-    // Not the request's 60 s timeout.
+    Pushers.closeGraceMs = 200;
+    try {
+      await queue.close();
+    } finally {
+      Pushers.closeGraceMs = 5_000;
+    }
+    // The grace, not the request's 60 s timeout.
     expect(Date.now() - started).toBeLessThan(5_000);
     target.behaviour = () => ({ status: 200 });
     queue = await track(DelayQueue.open({ dir }));
@@ -265,6 +276,83 @@ describe('push delivery (embedded queue, real receiver)', () => {
     await until(async () => (await statusOf(queue, 'm')) === 'acked', 15_000);
     expect(target.requests.map((r) => r.headers[PUSH_HEADER.attempt])).toEqual(['1', '2']);
     expect(target.requests[1].body.toString()).toBe('"kept"');
+  });
+
+  it('a change of target or a close lets requests under way finish: no attempt is lost', async () => {
+    const target = await receiver(() => ({ status: 200, delayMs: 300 }));
+    const queue = await memoryQueue();
+    await queue.configureTopic('hooks', { push: { url: target.url, secret: SECRET } });
+    await queue.schedule({ topic: 'hooks', id: 'a', payload: 1, maxAttempts: 1 });
+    await target.waitFor(1);
+    // Changed while the request runs: it finishes and acks; nothing is pushed twice.
+    await queue.configureTopic('hooks', {
+      push: { url: target.url, secret: 'a-new-secret-0123456789', concurrency: 2 },
+    });
+    await until(async () => (await statusOf(queue, 'a')) === 'acked');
+    await queue.schedule({ topic: 'hooks', id: 'b', payload: 2, maxAttempts: 1 });
+    await target.waitFor(2);
+    // A close with a request under way waits for its answer (within the grace): it is acked.
+    const acked: string[] = [];
+    const failed: string[] = [];
+    queue.events.on('acked', (event: { id: string }) => acked.push(event.id));
+    queue.events.on('failed', (event: { id: string }) => failed.push(event.id));
+    await queue.close();
+    expect(target.requests.map((r) => r.headers[PUSH_HEADER.id])).toEqual(['a', 'b']);
+    expect(target.requests[1].headers[PUSH_HEADER.attempt]).toBe('1');
+    expect(acked).toEqual(['b']);
+    expect(failed).toEqual([]);
+  });
+
+  it('no listener warnings at high concurrency; a target may set its own User-Agent', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      const target = await receiver(() => ({ status: 200, delayMs: 30 }));
+      const queue = await memoryQueue();
+      await queue.configureTopic('hooks', {
+        push: {
+          url: target.url,
+          secret: SECRET,
+          concurrency: 40,
+          headers: { 'User-Agent': 'billing-hooks/2', constructor: 'x' },
+        },
+      });
+      await queue.scheduleMany(
+        Array.from({ length: 80 }, (_, i) => ({ topic: 'hooks', id: `m${i}`, payload: i })),
+      );
+      await target.waitFor(80);
+      await until(async () => (await queue.topicInfo('hooks')).pending === 0);
+      expect(target.maxInFlight()).toBeGreaterThan(10);
+      expect(target.requests[0].headers['user-agent']).toBe('billing-hooks/2');
+      expect(target.requests[0].headers.constructor).toBe('x');
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings).toEqual([]);
+  });
+
+  it('a request Node will not build fails its attempt, and nothing else', async () => {
+    // Past the checks (a target read from an older store, say): no crash, no stray timer.
+    const sender = new PushSender(
+      {
+        url: 'http://127.0.0.1:9/',
+        method: 'POST',
+        headers: { 'x-note': 'price in €' },
+        timeoutMs: 50,
+        concurrency: 1,
+        secret: SECRET,
+      },
+      Date.now,
+    );
+    const message = { id: 'm', topic: 't', payload: 1, deliverAt: 0, attempts: 1, receipt: 'r' };
+    await expect(sender.send(message)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_PUSH_FAILED',
+      message: expect.stringMatching(/^the request cannot be sent/) as string,
+    });
+    // Past the timeout the request would have had: nothing fires.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    sender.close();
   });
 
   it('refuses bad targets with named errors and stores nothing', async () => {
@@ -281,6 +369,8 @@ describe('push delivery (embedded queue, real receiver)', () => {
       [{ url: 'http://x/', secret: SECRET, headers: { Host: 'y' } }, /Host is set by/],
       [{ url: 'http://x/', secret: SECRET, headers: { 'tickwheel-id': 'y' } }, /is set by/],
       [{ url: 'http://x/', secret: SECRET, headers: { a: 'b\r\nc: d' } }, /no line breaks/],
+      // Node sends Latin-1 only; the value is never quoted back (headers hold credentials).
+      [{ url: 'http://x/', secret: SECRET, headers: { a: 'price in €' } }, /^(?!.*€).*Latin-1/],
       [{ url: 'http://x/', secret: SECRET, headers: { 'a b': 'c' } }, /not a header name/],
       [{ url: 'http://x/', secret: SECRET, extra: 1 }, /unknown field "extra" of push/],
       ['http://x/', /push must be an object/],
@@ -332,6 +422,16 @@ describe('verifyPush', () => {
       ],
       [
         { ...request, headers: { ...request.headers, [PUSH_HEADER.topic]: 'u' } },
+        {},
+        /does not match/,
+      ],
+      [
+        { ...request, headers: { ...request.headers, [PUSH_HEADER.attempt]: '9' } },
+        {},
+        /does not match/,
+      ],
+      [
+        { ...request, headers: { ...request.headers, [PUSH_HEADER.deliverAt]: '1' } },
         {},
         /does not match/,
       ],

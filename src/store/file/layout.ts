@@ -29,7 +29,12 @@ import { join } from 'node:path';
 import { TickwheelStateError, type StoreDamage } from '../../errors.js';
 import type { RepairReport } from '../../queue/store.js';
 import { checkTopic } from '../../queue/message.js';
-import { parseStoredSettings, type TopicSettings } from '../../queue/topics.js';
+import {
+  DEFAULT_TOPIC_SETTINGS,
+  parseStoredPush,
+  parseStoredSettings,
+  type TopicSettings,
+} from '../../queue/topics.js';
 
 /** The on-disk format this code writes and reads (format.json). 1: records without topics. */
 export const STORE_FORMAT = 2;
@@ -39,6 +44,8 @@ export const INDEX_DIR = 'index';
 export const CHECKPOINT_FILE = 'checkpoint.json';
 export const REPAIR_FILE = 'repair.json';
 export const TOPICS_FILE = 'topics.json';
+/** Push targets (with their secrets), apart from the other settings: mode 0600. */
+export const PUSH_FILE = 'push.json';
 const FORMAT_FILE = 'format.json';
 
 /**
@@ -123,56 +130,84 @@ export async function writeRepairs(dir: string, repairs: Repairs): Promise<void>
 }
 
 /**
- * Topics' settings (topics.json). A file that cannot be read is refused with
+ * Topics' settings (topics.json, and push targets in push.json). A file that cannot be read is refused with
  * ERR_TICKWHEEL_CORRUPT rather than read as "nothing paused": a paused topic must not start
  * delivering because of a damaged file. It is replaced whole on each change, so only damage from
  * outside makes it unreadable; the error says how to recover.
  */
 export async function readTopicSettings(dir: string): Promise<Map<string, TopicSettings>> {
-  const file = join(dir, TOPICS_FILE);
+  const settings = new Map<string, TopicSettings>();
+  const where = `${join(dir, TOPICS_FILE)} (fix or delete it: deleting it resumes every paused topic and removes every rate limit)`;
+  for (const [topic, value] of await readTopicsFile(join(dir, TOPICS_FILE), where, 'topics')) {
+    settings.set(topic, parseStoredSettings(value, `${where}, topic ${JSON.stringify(topic)}`));
+  }
+  const pushWhere = `${join(dir, PUSH_FILE)} (fix or delete it: deleting it removes every push target)`;
+  for (const [topic, value] of await readTopicsFile(join(dir, PUSH_FILE), pushWhere, 'targets')) {
+    const push = parseStoredPush(value, `${pushWhere}, topic ${JSON.stringify(topic)}`);
+    settings.set(topic, { ...(settings.get(topic) ?? DEFAULT_TOPIC_SETTINGS), push });
+  }
+  return settings;
+}
+
+/** A `{ version: 1, <field>: { topic: value } }` file's entries; none if it is not there. */
+async function readTopicsFile(
+  file: string,
+  where: string,
+  field: string,
+): Promise<Array<[string, unknown]>> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new Map();
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
-  const where = `${file} (fix or delete it: deleting it resumes every paused topic and removes every rate limit)`;
-  let parsed: { version?: unknown; topics?: unknown };
+  let parsed: Record<string, unknown>;
   try {
-    parsed = JSON.parse(text) as { version?: unknown; topics?: unknown };
+    parsed = JSON.parse(text) as Record<string, unknown>;
   } catch (err) {
     throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: ${(err as Error).message}`);
   }
   if (parsed?.version !== 1) {
     throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: not version 1`);
   }
-  const topics = parsed.topics;
+  const topics = parsed[field];
   if (typeof topics !== 'object' || topics === null || Array.isArray(topics)) {
-    throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: no "topics" object`);
+    throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: no "${field}" object`);
   }
-  const settings = new Map<string, TopicSettings>();
-  for (const [topic, value] of Object.entries(topics as Record<string, unknown>)) {
-    const at = `${where}, topic ${JSON.stringify(topic)}`;
+  const entries = Object.entries(topics as Record<string, unknown>);
+  for (const [topic] of entries) {
     try {
       checkTopic(topic);
     } catch (err) {
-      throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${at}: ${(err as Error).message}`);
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_CORRUPT',
+        `${where}, topic ${JSON.stringify(topic)}: ${(err as Error).message}`,
+      );
     }
-    settings.set(topic, parseStoredSettings(value, at));
   }
-  return settings;
+  return entries;
 }
 
+/**
+ * Writes topics.json (pauses, rate limits) and push.json (push targets: kept apart, readable
+ * by the owner only, and unseen by versions before push delivery, which would refuse a field
+ * they do not know).
+ */
 export async function writeTopicSettings(
   dir: string,
   settings: ReadonlyMap<string, TopicSettings>,
 ): Promise<void> {
-  const topics = Object.fromEntries(settings);
-  // Readable by its owner only: push targets' secrets and headers are in it.
+  const topics: Record<string, unknown> = {};
+  const targets: Record<string, unknown> = {};
+  for (const [topic, { paused, rateLimit, push }] of settings) {
+    if (paused || rateLimit !== null) topics[topic] = { paused, rateLimit };
+    if (push !== null) targets[topic] = push;
+  }
+  await replaceFile(join(dir, TOPICS_FILE), `${JSON.stringify({ version: 1, topics }, null, 1)}\n`);
   await replaceFile(
-    join(dir, TOPICS_FILE),
-    `${JSON.stringify({ version: 1, topics }, null, 1)}\n`,
+    join(dir, PUSH_FILE),
+    `${JSON.stringify({ version: 1, targets }, null, 1)}\n`,
     0o600,
   );
   await syncDirectory(dir);
