@@ -311,7 +311,7 @@ export class Scheduler {
       return;
     }
     const base = record.through ?? record.anchorAt;
-    const { kept, total } = missedAfter(occurrences, record.spec, base, now);
+    const { kept, total, next } = missedAfter(occurrences, record.spec, base, now);
     if (total > 0) {
       const chosen =
         record.spec.catchUp === 'none'
@@ -328,7 +328,6 @@ export class Scheduler {
         for (const at of chosen) await this.occur(held, at, atOpen);
       }
     }
-    const next = occurrences.next(Math.max(record.through ?? base, now));
     if (next === null) return;
     if (!skip) {
       await this.occur(held, next, atOpen);
@@ -430,17 +429,22 @@ export class Scheduler {
 
 /**
  * Occurrences after `base` up to `now`: the latest MAX_CATCH_UP of them (in order) and how many
- * there are. Interval schedules are counted by arithmetic; cron ones are scanned (after
- * SCAN_BUDGET steps, the scan jumps to the last week and counts what it jumped over as one).
+ * there are; and `next`, the first occurrence after them and after `now` (null if none). Interval
+ * schedules are counted by arithmetic; cron ones are scanned (after SCAN_BUDGET steps, the scan
+ * jumps to the last week and counts what it jumped over as one).
+ *
+ * `next` is where the scan stopped, not asked for a second time: the occurrence next() answers
+ * after a time t is its answer after every time from t up to that occurrence, and `now` (or
+ * `base`, when later) is one of those.
  */
 function missedAfter(
   occurrences: Occurrences,
   spec: ScheduleSpec,
   base: number,
   now: number,
-): { kept: number[]; total: number } {
+): { kept: number[]; total: number; next: number | null } {
   const first = occurrences.next(base);
-  if (first === null || first > now) return { kept: [], total: 0 };
+  if (first === null || first > now) return { kept: [], total: 0, next: first };
   if (spec.everyMs !== null) {
     const every = spec.everyMs;
     // On the grid: the last occurrence by now, and by endAt.
@@ -448,12 +452,17 @@ function missedAfter(
       first + Math.floor((Math.min(now, spec.endAt ?? Infinity) - first) / every) * every;
     const total = Math.floor((last - first) / every) + 1;
     const count = Math.min(total, MAX_CATCH_UP);
-    return { kept: Array.from({ length: count }, (_, i) => last - (count - 1 - i) * every), total };
+    return {
+      kept: Array.from({ length: count }, (_, i) => last - (count - 1 - i) * every),
+      total,
+      next: occurrences.next(now),
+    };
   }
   const kept: number[] = [];
   let total = 0;
   let steps = 0;
-  for (let at: number | null = first; at !== null && at <= now; at = occurrences.next(at)) {
+  let at: number | null = first;
+  for (; at !== null && at <= now; at = occurrences.next(at)) {
     if (++steps === SCAN_BUDGET && at < now - LOOKBACK_MS) {
       // What was kept so far is older than the jump: only the last week's may be chosen.
       total++;
@@ -465,7 +474,7 @@ function missedAfter(
     kept.push(at);
     if (kept.length > MAX_CATCH_UP) kept.shift();
   }
-  return { kept, total };
+  return { kept, total, next: at };
 }
 
 /** A stored spec as the fields a user gives (defaults included), for update(). */

@@ -9,6 +9,7 @@
 
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Cron } from 'croner';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
@@ -87,6 +88,58 @@ describe('occurrences across daylight-saving changes', () => {
         1e9,
       ),
     ).toEqual([5_000, 65_000, 125_000]);
+  });
+});
+
+describe('occurrences of schedules that share a cron expression and zone', () => {
+  // Around the 2026 fall-back in New York and spring-forward in Berlin: two days either side.
+  const windows = [Date.UTC(2026, 10, 1, 6), Date.UTC(2026, 2, 29, 1)];
+  const span = 2 * 86_400_000;
+
+  it('are what croner answers each question alone, whatever order they are asked in', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(
+          '* * * * *',
+          '*/30 * * * *',
+          '30 1 * * *',
+          '0,30 1-3 * * *',
+          '59 * * * * *',
+        ),
+        fc.constantFrom('America/New_York', 'Europe/Berlin', 'UTC'),
+        fc.constantFrom(...windows),
+        fc.array(
+          fc.record({
+            schedule: fc.integer({ min: 0, max: 2 }),
+            // Far apart, or a few minutes either side of the change.
+            offset: fc.oneof(
+              fc.integer({ min: -span, max: span }),
+              fc.integer({ min: -300_000, max: 300_000 }),
+            ),
+            // Also asked: just before and at the answer (the next step and a later info()).
+            follow: fc.boolean(),
+          }),
+          { minLength: 1, maxLength: 40 },
+        ),
+        (cron, timezone, around, questions) => {
+          const spec = checkSpec({ topic: 't', cron, timezone });
+          const schedules = [0, 1, 2].map(() => occurrencesOf(spec, 0));
+          const alone = new Cron(cron, { timezone, paused: true });
+          const expected = (after: number) => alone.nextRun(new Date(after))?.getTime() ?? null;
+          for (const { schedule, offset, follow } of questions) {
+            const asked = [around + offset];
+            const first = schedules[schedule].next(asked[0]);
+            if (follow && first !== null) asked.push(first - 1, first - 0.5, first);
+            for (const after of asked) {
+              expect(schedules[schedule].next(after), `${cron} ${timezone} after ${after}`).toBe(
+                expected(after),
+              );
+            }
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
   });
 });
 
