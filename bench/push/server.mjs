@@ -1,0 +1,60 @@
+/**
+ * `tickwheel serve` of the build under test (dist.mjs) in its own process, on a fresh data
+ * directory and a free loopback port, fsync 'batch' (the embedded queue's default too), as bench/http/server.mjs starts it for the HTTP
+ * benchmark. Its CPU time is read from /proc (Linux): it is not a process of ours to ask.
+ */
+
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DIST } from './dist.mjs';
+
+export async function startServer({ dir }) {
+  const child = spawn(
+    process.execPath,
+    [
+      join(DIST, 'cli/main.js'),
+      'serve',
+      '--dir',
+      dir,
+      '--port',
+      '0',
+      '--fsync',
+      'batch',
+      '--log-level',
+      'warn',
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const match = /tickwheel listening on (http:\/\/[^\s"]+)/.exec(out);
+      if (match !== null) resolve(match[1]);
+    });
+    child.once('exit', (code) =>
+      reject(new Error(`tickwheel serve exited (${code}) before listening:\n${out}`)),
+    );
+  });
+  return {
+    url,
+    /** CPU seconds (user + system) the server has used so far, or null off Linux. */
+    cpuSeconds() {
+      try {
+        const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+        // utime and stime, fields 14 and 15 of stat, in clock ticks (USER_HZ, 100 on Linux).
+        return (Number(fields[11]) + Number(fields[12])) / 100;
+      } catch {
+        return null;
+      }
+    },
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
