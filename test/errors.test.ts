@@ -28,6 +28,8 @@ import { TickwheelDependencyError } from '../src/errors.js';
 import { isErrorCode } from '../src/protocol/status.js';
 import { HttpError } from '../src/server/errors.js';
 import { LogError } from '../src/store/log/index.js';
+import { PushSignatureError } from '../src/protocol/push-signature.js';
+import { PushError } from '../src/queue/push-sender.js';
 import { SnapshotRejected } from '../src/store/file/snapshot.js';
 
 const SRC = join(import.meta.dirname, '../src');
@@ -50,6 +52,8 @@ const errors: Array<[string, Error, ErrorConstructor]> = [
   ['UsageError', new UsageError('m'), Error],
   ['InvalidArgumentError', new InvalidArgumentError('m'), Error],
   ['TickwheelAssertionError', new TickwheelAssertionError('m'), Error],
+  ['PushError', new PushError('m'), Error],
+  ['PushSignatureError', new PushSignatureError('m'), Error],
 ];
 
 const sourceFiles = readdirSync(SRC, { recursive: true, encoding: 'utf8' })

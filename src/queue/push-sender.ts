@@ -45,6 +45,8 @@ type Answer = { status: number; location: string | undefined; text: string };
 
 export class PushSender {
   private readonly origin: string;
+  /** The target's URL, parsed once (redirects make new ones). */
+  private readonly url: URL;
   private readonly agent: HttpAgent;
   /** Requests under way, each with how to cut it off (abort()). */
   private readonly underway = new Map<ClientRequest, (err: PushError) => void>();
@@ -55,6 +57,7 @@ export class PushSender {
     private readonly wallClock: () => number,
   ) {
     const url = new URL(target.url);
+    this.url = url;
     this.origin = url.origin;
     const options = {
       keepAlive: true,
@@ -85,7 +88,7 @@ export class PushSender {
     };
     if (type !== undefined) headers['content-type'] = type;
     const deadline = performance.now() + this.target.timeoutMs;
-    let url = new URL(this.target.url);
+    let url = this.url;
     for (let redirects = 0; ; redirects++) {
       // Signed as sent: a redirect followed late is not refused as old.
       const timestamp = Math.floor(this.wallClock() / 1000);
@@ -189,9 +192,12 @@ export class PushSender {
         });
         response.on('end', () => finish({ status, location, text }));
         // Closed before its end (the receiver hung up, a timeout, an abort): the attempt failed.
-        response.on('close', () =>
-          finish(undefined, failure ?? new PushError(`HTTP ${status}: the answer was cut off`)),
-        );
+        // (After an end it is nothing: no error is built for every answer.)
+        response.on('close', () => {
+          if (!settled) {
+            finish(undefined, failure ?? new PushError(`HTTP ${status}: the answer was cut off`));
+          }
+        });
         response.on('error', () => undefined);
       });
       request.end(body);
