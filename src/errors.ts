@@ -44,7 +44,8 @@ export type QueueErrorCode =
   | 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE'
   // A reader of queue events fell too far behind (events.ts): events were lost.
   | 'ERR_TICKWHEEL_EVENTS_LOST'
-  // An operation this kind of queue does not offer (recurring schedules on Valkey/Redis).
+  // An operation this kind of queue does not offer (none at present: recurring schedules on
+  // Valkey/Redis answered it before they existed there).
   | 'ERR_TICKWHEEL_UNSUPPORTED';
 
 /**

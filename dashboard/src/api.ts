@@ -241,7 +241,7 @@ export const api = {
   ) => call<TopicSettingsInfo>('PATCH', `/v1/topics/${enc(topic)}`, update),
   requeue: (id: string) =>
     call<{ requeued: boolean }>('POST', `/v1/messages/${enc(id)}/requeue`, {}),
-  /** A queue on Valkey/Redis answers 501: it has no recurring schedules. */
+  /** A server without recurring schedules (an earlier version on Valkey/Redis) answers 501. */
   schedules: () => call<{ schedules: ScheduleInfo[] }>('GET', '/v1/schedules'),
   putSchedule: (name: string, spec: ScheduleSpec) =>
     call<ScheduleInfo>('PUT', `/v1/schedules/${enc(name)}`, spec),

@@ -8,7 +8,8 @@
  * when a shown next occurrence is behind the server's clock (`now`, from the dashboard's poll),
  * the list is read again, at most once every REFRESH_MIN_MS.
  *
- * A queue on Valkey/Redis has no schedules (501): the card says so and stops asking.
+ * A server without recurring schedules (501: one of an earlier version on Valkey/Redis): the card
+ * says so and stops asking.
  */
 
 import { useEffect, useRef, useState } from 'preact/hooks';
@@ -45,7 +46,7 @@ const TIME_ZONE_OPTIONS = (
 type Listing =
   | { state: 'loading' }
   | { state: 'listed'; schedules: ScheduleInfo[] }
-  /** The queue has no schedules (a queue on Valkey/Redis); `reason` is the server's. */
+  /** The server has no schedules (answered 501); `reason` is the server's. */
   | { state: 'unavailable'; reason: string };
 
 /** By name, as the server lists them. */

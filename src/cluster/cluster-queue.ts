@@ -17,6 +17,8 @@
 import { checkCallback, checkOption, TickwheelStateError } from '../errors.js';
 import { MAX_RECEIVE } from '../protocol/limits.js';
 import type { Queue } from '../queue/api.js';
+import type { ScheduleInfo } from '../queue/recurring.js';
+import type { RecurringSpec } from '../queue/recurring-spec.js';
 import { QueueInsights } from '../queue/insights.js';
 import { checkId, checkTopic, type ScheduleRequest } from '../queue/message.js';
 import {
@@ -50,15 +52,6 @@ export interface ClusterQueueOptions extends ClusterNodeOptions {
 }
 
 const DEFAULT_MAX_WAIT_MS = 60_000;
-
-function unsupported(): Promise<never> {
-  return Promise.reject(
-    new TickwheelStateError(
-      'ERR_TICKWHEEL_UNSUPPORTED',
-      'recurring schedules are not available on a queue on Valkey/Redis yet: run them on an embedded queue (a data directory)',
-    ),
-  );
-}
 
 /** Deliveries remembered for their ack's or nack's event (see `outstanding`). */
 const MAX_OUTSTANDING = 100_000;
@@ -105,6 +98,17 @@ export class ClusterQueue implements Queue {
     const visibilityMs = checkVisibility(options.visibilityMs ?? 30_000);
     const node = await ClusterNode.open({ ...options, visibilityMs });
     const queue = new ClusterQueue(node, maxWaitMs, visibilityMs);
+    node.onScheduled = (request) => {
+      queue.insights.counters.scheduled++;
+      if (queue.events.active) {
+        queue.events.record('scheduled', {
+          id: request.id as string,
+          topic: request.topic,
+          deliverAt: request.deliverAt as number,
+          attempts: 0,
+        });
+      }
+    };
     node.onSettled = (receipt, acked, done, reason) =>
       queue.settledDelivery(receipt, acked, done, reason);
     return queue;
@@ -295,26 +299,31 @@ export class ClusterQueue implements Queue {
     return { topic, ...settingsView(settings), pending, dead: of?.dead ?? 0 };
   }
 
-  // ---- recurring schedules: not on Valkey/Redis yet ----------------------------------------
+  // ---- recurring schedules (schedules.ts) --------------------------------------------------
 
-  putSchedule(): Promise<never> {
-    return unsupported();
+  putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
+    this.checkOpen();
+    return this.node.schedules.put(name, spec);
   }
 
-  updateSchedule(): Promise<never> {
-    return unsupported();
+  updateSchedule(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined> {
+    this.checkOpen();
+    return this.node.schedules.update(name, patch);
   }
 
-  getSchedule(): Promise<never> {
-    return unsupported();
+  getSchedule(name: string): Promise<ScheduleInfo | undefined> {
+    this.checkOpen();
+    return this.node.schedules.get(name);
   }
 
-  listSchedules(): Promise<never> {
-    return unsupported();
+  listSchedules(): Promise<ScheduleInfo[]> {
+    this.checkOpen();
+    return this.node.schedules.list();
   }
 
-  deleteSchedule(): Promise<never> {
-    return unsupported();
+  deleteSchedule(name: string): Promise<boolean> {
+    this.checkOpen();
+    return this.node.schedules.delete(name);
   }
 
   // ---- insights ---------------------------------------------------------------------------

@@ -50,6 +50,10 @@
  *   tw_get(meta; id, bucket) -> state | nil   (a live message's, else a recently finished one's)
  *   tw_cancel(meta; id, bucket) -> 1 | 0   (0: no live message with that id; scheduled, ready,
  *                                           in flight and dead ones are all cancelled)
+ *   tw_schedule_once(meta; markMs, then one message with an id as for tw_schedule) -> 1 | 0
+ *     (an occurrence of a recurring schedule: made at most once while its mark lives)
+ *   tw_sched(meta of partition 0; op, name, version, ...) -> recurring schedules' records
+ *     (see its definition below)
  *
  * A message scheduled without an id has a *located* id instead, which tw_schedule makes from
  * where the record went: `@<partition>.<segment>.<index>.<tag>` (record.ts). While it waits
@@ -68,7 +72,7 @@
  */
 
 /** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 10;
+export const LIBRARY_VERSION = 11;
 
 export const LIBRARY_NAME = 'tickwheel';
 
@@ -541,6 +545,8 @@ local function cancel(keys, args)
     redis.call('HDEL', ids, id)
     redis.call('HDEL', prefix .. 'reasons', id)
   end
+  -- A cancelled occurrence of a recurring schedule may be made again (see schedule_once).
+  redis.call('DEL', prefix .. 'once:' .. id)
   count(prefix, st.topic, st.status, -1)
   release(prefix, st.seg)
   remember(prefix, id, st, 'C')
@@ -922,6 +928,50 @@ local function record_of(keys, args)
   return {write_state(st), redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)}
 end
 
+-- An occurrence of a recurring schedule: one message with an id (tw_schedule's arguments for
+-- one) made at most once while its mark 'once:<id>' lives (ttlMs), whatever became of it:
+-- acked, dead or still pending. A cancel removes the mark. -> 1 made | 0 made before
+local function schedule_once(keys, args)
+  local mark = prefix_of(keys[1]) .. 'once:' .. args[2]
+  local ttl = tonumber(args[1])
+  if ttl == nil then return redis.error_reply('ERR tw_schedule_once: expected a ttl') end
+  if redis.call('EXISTS', mark) == 1 then return 0 end
+  redis.call('SET', mark, '1', 'PX', ttl)
+  local reply = schedule(keys, {'1', args[2], args[3], args[4], args[5], args[6], args[7]})
+  -- One message with an id: 1 when created, else {due} of the pending one with that id.
+  if reply == 1 then return 1 end
+  return 0
+end
+
+-- Recurring schedules' records (docs/cluster.md, "Recurring schedules"): a hash 'sched' of
+-- partition 0, name -> '<version>|<record JSON>', and a change count 'schedv' the leader watches.
+--   tw_sched(meta0; 'put', name, version, json)            -> {1, new version} | {0, current}
+--   tw_sched(meta0; 'del', name, version)                  -> {1, 0} | {0, current}
+--   tw_sched(meta0; 'save', name, version, json, node, epoch) -> as put; {-1, 0} if not the
+--                                                              holder of partition 0's lease
+-- 'version' is the one the caller read (0: none): a change made meanwhile is not overwritten.
+-- put and del count a change; save (the leader's own progress) does not.
+local function sched(keys, args)
+  local meta = keys[1]
+  local prefix = prefix_of(meta)
+  local op, name, expect = args[1], args[2], tonumber(args[3])
+  if expect == nil then return redis.error_reply('ERR tw_sched: expected a version') end
+  if op == 'save' and not holds(meta, args[5], tonumber(args[6])) then return {-1, 0} end
+  local current = 0
+  local stored = redis.call('HGET', prefix .. 'sched', name)
+  if stored then current = tonumber(string.match(stored, '^(%d+)|')) or 0 end
+  if current ~= expect then return {0, current} end
+  if op == 'del' then
+    redis.call('HDEL', prefix .. 'sched', name)
+    redis.call('INCR', prefix .. 'schedv')
+    return {1, 0}
+  end
+  local version = current + 1
+  redis.call('HSET', prefix .. 'sched', name, version .. '|' .. args[4])
+  if op == 'put' then redis.call('INCR', prefix .. 'schedv') end
+  return {1, version}
+end
+
 redis.register_function{function_name = 'tw_version', callback = function() return VERSION end,
   flags = {'no-writes'}}
 redis.register_function{function_name = 'tw_lease', callback = lease}
@@ -930,6 +980,8 @@ redis.register_function{function_name = 'tw_heartbeat', callback = heartbeat}
 redis.register_function{function_name = 'tw_tokens', callback = tokens}
 redis.register_function{function_name = 'tw_holds', callback = fenced_check, flags = {'no-writes'}}
 redis.register_function{function_name = 'tw_schedule', callback = schedule}
+redis.register_function{function_name = 'tw_schedule_once', callback = schedule_once}
+redis.register_function{function_name = 'tw_sched', callback = sched}
 redis.register_function{function_name = 'tw_get', callback = get, flags = {'no-writes'}}
 redis.register_function{function_name = 'tw_cancel', callback = cancel}
 redis.register_function{function_name = 'tw_read', callback = read, flags = {'no-writes'}}

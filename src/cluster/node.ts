@@ -20,7 +20,7 @@ import {
   checkOption,
   describe,
 } from '../errors.js';
-import { checkTopic, type ScheduleRequest } from '../queue/message.js';
+import { checkRequest, checkTopic, type ScheduleRequest } from '../queue/message.js';
 import type { ConsumeOptions, MessageHandler } from '../queue/types.js';
 import {
   DEFAULT_TOPIC_SETTINGS,
@@ -51,6 +51,7 @@ import {
 import { Ownership, type Effect } from './ownership.js';
 import { PartitionOwner, type Due } from './owner.js';
 import { Producer, type ClusterMessageInfo, type Durability } from './producer.js';
+import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
 
 export interface ClusterNodeOptions {
   /** Valkey/Redis URL(s): one standalone primary, or any nodes of a Cluster. */
@@ -157,6 +158,10 @@ export class ClusterNode {
   /** Changes of topics' settings made by this node (see refreshTopics). */
   private topicWrites = 0;
   /** Told of each ack and nack consume() makes (the queue's events: ClusterQueue). */
+  /** Recurring schedules (schedules.ts): any node changes them, partition 0's owner runs them. */
+  readonly schedules: ClusterSchedules;
+  /** Told of each occurrence of a recurring schedule this node made (the queue's events). */
+  onScheduled: ((request: ScheduleRequest) => void) | undefined;
   onSettled:
     ((receipt: string, acked: boolean, done: boolean, reason?: string) => void) | undefined;
   members: string[] = [];
@@ -194,6 +199,21 @@ export class ClusterNode {
       ...common,
       durability: settings.durability,
       maxPayloadBytes: settings.maxPayloadBytes,
+    });
+    this.schedules = new ClusterSchedules(valkey, settings.queue, {
+      node: settings.nodeId,
+      onError: (err) => settings.onError(err),
+      schedule: async (request) => {
+        if (await this.producer.scheduleOnce(request, ONCE_MARK_MS)) this.onScheduled?.(request);
+      },
+      check: (request) => {
+        checkRequest(request, Date.now(), settings.maxPayloadBytes, '', false);
+      },
+      cancel: (id) => this.producer.cancel(id),
+      isLive: async (id) => {
+        const status = (await this.producer.get(id))?.status;
+        return status === 'scheduled' || status === 'ready' || status === 'inflight';
+      },
     });
     this.consumer = new Consumer(valkey, {
       ...common,
@@ -296,6 +316,12 @@ export class ClusterNode {
   cancel(id: string): Promise<boolean> {
     this.checkOpen();
     return this.producer.cancel(id);
+  }
+
+  /** A message made at most once while its mark lives (Producer.scheduleOnce). */
+  scheduleOnce(request: ScheduleRequest, markMs: number): Promise<boolean> {
+    this.checkOpen();
+    return this.producer.scheduleOnce(request, markMs);
   }
 
   reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
@@ -453,6 +479,7 @@ export class ClusterNode {
     this.closed = true;
     // Receives waiting in the gate (paused, out of tokens) end empty now.
     this.topics.close();
+    await this.schedules.close();
     this.consumer.close();
     await Promise.all([...this.workers].map((worker) => worker.close()));
     this.workers.clear();
@@ -806,7 +833,11 @@ export class ClusterNode {
         this.owners.set(partition, owner);
         try {
           await owner.start();
-          if (owner.active) this.ownership.loaded(partition, effect.epoch);
+          if (owner.active) {
+            this.ownership.loaded(partition, effect.epoch);
+            // Partition 0's owner leads the recurring schedules (schedules.ts).
+            if (partition === 0) this.schedules.lead(effect.epoch);
+          }
         } catch (err) {
           this.settings.onError(err);
           owner.stop();
@@ -820,6 +851,7 @@ export class ClusterNode {
           owner.stop();
           this.owners.delete(partition);
           this.leaseChanges++;
+          if (partition === 0) this.schedules.unlead();
         }
         return;
       }

@@ -198,6 +198,35 @@ export class Producer {
     });
   }
 
+  /**
+   * One message with an id, made at most once while its mark lives (`markMs`), whatever became
+   * of it since (library.ts, tw_schedule_once): the occurrences of recurring schedules. Resolves
+   * true when it was made now, false when it had been made before; durable either way.
+   */
+  async scheduleOnce(request: ScheduleRequest, markMs: number): Promise<boolean> {
+    const m = this.prepare(request, Date.now());
+    if (m.id === '') {
+      throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_ID', 'scheduleOnce needs an id');
+    }
+    const { partition } = placeOf(m.id, this.options.partitions);
+    const meta = metaKey(this.options.queue, partition);
+    const window = Math.floor(m.deliverAt / this.options.windowMs);
+    const made =
+      Number(
+        await this.valkey.fcall('tw_schedule_once', meta, [
+          String(markMs),
+          m.id,
+          m.bucket,
+          String(m.deliverAt),
+          window,
+          m.topic,
+          m.record,
+        ]),
+      ) === 1;
+    await this.durable(meta, m.id);
+    return made;
+  }
+
   async cancel(id: string): Promise<boolean> {
     const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
     const meta = metaKey(this.options.queue, partition);

@@ -77,8 +77,8 @@ export interface Queue {
 
   /**
    * Recurring schedules (src/queue/recurring.ts): occurrences of a cron expression or an
-   * interval become messages. Embedded only for now: a queue on Valkey/Redis rejects these with
-   * ERR_TICKWHEEL_UNSUPPORTED.
+   * interval become messages. On Valkey/Redis any node changes them and one node runs them
+   * (src/cluster/schedules.ts).
    */
   putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo>;
   updateSchedule(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined>;

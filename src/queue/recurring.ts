@@ -43,6 +43,17 @@ import {
   type RecurringSpec,
   type ScheduleSpec,
 } from './recurring-spec.js';
+import {
+  checkedSpec,
+  infoOf,
+  mergedSpec,
+  occurrenceId,
+  recordFor,
+  type ScheduleInfo,
+  type ScheduleRecord,
+} from './recurring-records.js';
+
+export { occurrenceId, type ScheduleInfo, type ScheduleRecord } from './recurring-records.js';
 
 /** How long before its time an occurrence of an overlap-'skip' schedule is created. */
 export const LEAD_MS = 1_000;
@@ -54,36 +65,6 @@ const LOOKBACK_MS = 7 * 86_400_000;
 /** A failed step is tried again this much later, doubling while it keeps failing. */
 const RETRY_MS = 1_000;
 const MAX_RETRY_MS = 60_000;
-
-/** What the store keeps of a schedule. */
-export interface ScheduleRecord {
-  name: string;
-  spec: ScheduleSpec;
-  createdAt: number;
-  updatedAt: number;
-  /** Where its occurrences are counted from: created or last changed. */
-  anchorAt: number;
-  /** The latest occurrence handled (its message created, or skipped); null before the first. */
-  through: number | null;
-  /** The latest occurrence whose message was created; null before the first. */
-  lastCreated: number | null;
-  created: number;
-  skipped: number;
-}
-
-/** A schedule as get / list answer it. */
-export interface ScheduleInfo extends ScheduleSpec {
-  name: string;
-  createdAt: number;
-  updatedAt: number;
-  /** The latest occurrence whose message was created, or null. */
-  lastAt: number | null;
-  /** The next occurrence, or null (paused, or past endAt). */
-  nextAt: number | null;
-  /** Occurrences created, and skipped (missed, overlapping, or while paused). */
-  created: number;
-  skipped: number;
-}
 
 /** What the scheduler needs of the queue. */
 export interface ScheduleHost {
@@ -108,10 +89,6 @@ interface Held {
   timer: TimerHandle | undefined;
   /** Steps failed in a row: the next try waits RETRY_MS doubled this often, up to a minute. */
   failures: number;
-}
-
-export function occurrenceId(name: string, at: number): string {
-  return `${name}@${at}`;
 }
 
 export class Scheduler {
@@ -172,29 +149,13 @@ export class Scheduler {
     return this.serial(name, async () => {
       const held = this.held.get(name);
       if (held === undefined) return undefined;
-      const merged: Record<string, unknown> = { ...givenOf(held.record.spec) };
-      for (const [key, value] of Object.entries(patch)) merged[key] = value;
-      // Switching between cron and everyMs: the one given wins.
-      if ('cron' in patch && patch.cron != null) delete merged.everyMs;
-      if ('everyMs' in patch && patch.everyMs != null) {
-        delete merged.cron;
-        delete merged.timezone;
-      }
-      for (const key of Object.keys(merged)) if (merged[key] === null) delete merged[key];
-      return this.replace(name, this.checked(merged));
+      return this.replace(name, this.checked(mergedSpec(held.record.spec, patch)));
     });
   }
 
   /** A spec checked, and its occurrences' messages checked as the queue will check them. */
   private checked(spec: unknown): ScheduleSpec {
-    const checked = checkSpec(spec);
-    this.host.check({
-      topic: checked.topic,
-      payload: checked.payload,
-      maxAttempts: checked.maxAttempts,
-      ...(checked.backoff === null ? {} : { backoff: checked.backoff }),
-    });
-    return checked;
+    return checkedSpec(spec, (request) => this.host.check(request));
   }
 
   /**
@@ -202,24 +163,11 @@ export class Scheduler {
    * timer and its next occurrence stay). Then the old one's next occurrence is cancelled.
    */
   private async replace(name: string, checked: ScheduleSpec): Promise<ScheduleInfo> {
-    // Whole milliseconds: occurrences (and the ids made from them) of an interval schedule
-    // count from here.
-    const now = Math.ceil(this.clock.now());
     const old = this.held.get(name);
-    const record: ScheduleRecord = {
-      name,
-      spec: checked,
-      createdAt: old?.record.createdAt ?? now,
-      updatedAt: now,
-      anchorAt: now,
-      through: null,
-      lastCreated: old?.record.lastCreated ?? null,
-      created: old?.record.created ?? 0,
-      skipped: old?.record.skipped ?? 0,
-    };
+    const record = recordFor(name, checked, old?.record, this.clock.now());
     const held: Held = {
       record,
-      occurrences: occurrencesOf(checked, now),
+      occurrences: occurrencesOf(checked, record.anchorAt),
       timer: undefined,
       failures: 0,
     };
@@ -252,6 +200,40 @@ export class Scheduler {
       this.held.delete(name);
       await this.store.writeSchedules([], [name]);
       return true;
+    });
+  }
+
+  /**
+   * A record changed elsewhere (through another node of a cluster: src/cluster/schedules.ts)
+   * replaces the one held, in the schedule's turn, and is brought up to date; undefined: it was
+   * deleted. `adopted` runs in that turn first (so a write of the schedule queued before it
+   * still sees what it saw). A record not stepped since its change (`through` null) whose
+   * `lastCreated` is still ahead names the previous version's occurrence made ahead: cancelled
+   * before the new version makes its own.
+   */
+  adopt(name: string, record: ScheduleRecord | undefined, adopted?: () => void): Promise<void> {
+    return this.serial(name, async () => {
+      adopted?.();
+      const old = this.held.get(name);
+      if (old?.timer !== undefined) this.wheel.clearTimeout(old.timer);
+      this.held.delete(name);
+      if (record === undefined) return;
+      if (
+        record.through === null &&
+        record.lastCreated !== null &&
+        record.lastCreated > this.clock.now()
+      ) {
+        // A failed cancel is reported: the schedule runs on regardless.
+        await this.host.cancel(occurrenceId(name, record.lastCreated)).catch(this.onError);
+      }
+      const held: Held = {
+        record: { ...record },
+        occurrences: occurrencesOf(record.spec, record.anchorAt),
+        timer: undefined,
+        failures: 0,
+      };
+      this.held.set(name, held);
+      await this.stepOrRetry(held, true, false);
     });
   }
 
@@ -405,25 +387,7 @@ export class Scheduler {
   }
 
   private info(held: Held): ScheduleInfo {
-    const { record, occurrences } = held;
-    const now = this.clock.now();
-    let nextAt: number | null = null;
-    if (!record.spec.paused) {
-      nextAt =
-        record.through !== null && record.through > now && record.lastCreated === record.through
-          ? record.through
-          : occurrences.next(Math.max(record.through ?? record.anchorAt, now - 1));
-    }
-    return {
-      name: record.name,
-      ...record.spec,
-      createdAt: record.createdAt,
-      updatedAt: record.updatedAt,
-      lastAt: record.lastCreated,
-      nextAt,
-      created: record.created,
-      skipped: record.skipped,
-    };
+    return infoOf(held.record, this.clock.now(), held.occurrences);
   }
 }
 
@@ -475,13 +439,4 @@ function missedAfter(
     if (kept.length > MAX_CATCH_UP) kept.shift();
   }
   return { kept, total, next: at };
-}
-
-/** A stored spec as the fields a user gives (defaults included), for update(). */
-function givenOf(spec: ScheduleSpec): Record<string, unknown> {
-  const given: Record<string, unknown> = { ...spec };
-  if (spec.cron === null) delete given.cron;
-  if (spec.cron === null) delete given.timezone;
-  if (spec.everyMs === null) delete given.everyMs;
-  return given;
 }

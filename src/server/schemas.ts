@@ -916,7 +916,6 @@ export const scheduleListSchema = {
       required: ['schedules'],
       properties: { schedules: { type: 'array', items: scheduleInfo } },
     },
-    501: errorBody,
   },
 };
 
@@ -925,7 +924,7 @@ export const scheduleGetSchema = {
   summary: 'A recurring schedule, with its next and last occurrence',
   tags: ['schedules'],
   params: scheduleParams,
-  response: { 200: scheduleInfo, 404: errorBody, 501: errorBody },
+  response: { 200: scheduleInfo, 404: errorBody },
 };
 
 export const schedulePutSchema = {
@@ -939,7 +938,7 @@ export const schedulePutSchema = {
     required: ['topic'],
     properties: scheduleFields,
   },
-  response: { 200: scheduleInfo, 501: errorBody },
+  response: { 200: scheduleInfo },
 };
 
 export const schedulePatchSchema = {
@@ -948,7 +947,7 @@ export const schedulePatchSchema = {
   tags: ['schedules'],
   params: scheduleParams,
   body: { type: 'object', additionalProperties: false, properties: scheduleFields },
-  response: { 200: scheduleInfo, 404: errorBody, 501: errorBody },
+  response: { 200: scheduleInfo, 404: errorBody },
 };
 
 export const scheduleDeleteSchema = {
@@ -964,6 +963,5 @@ export const scheduleDeleteSchema = {
       properties: { deleted: { type: 'boolean' } },
     },
     404: errorBody,
-    501: errorBody,
   },
 };

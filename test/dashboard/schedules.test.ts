@@ -1,7 +1,7 @@
 /**
  * The dashboard's schedules card in a real browser (Debian's chromium, playwright-core): against
  * a `tickwheel serve` with a data directory it lists, creates and deletes recurring schedules;
- * against one on Valkey (no schedules there, 501) it says they are not available.
+ * against one on Valkey it shows the schedules any node of the queue made, and deletes them.
  */
 
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -233,7 +233,7 @@ describe.runIf(hasChromium && installed('valkey-server'))(
           '--redis',
           valkey.url,
           '--queue',
-          'no-schedules',
+          'card-schedules',
           '--partitions',
           '2',
           '--durability',
@@ -250,19 +250,26 @@ describe.runIf(hasChromium && installed('valkey-server'))(
       await valkey?.stop();
     });
 
-    it('says schedules are not available on this queue, with no form and no error', async () => {
-      const listed = await fetch(`${server.url}/v1/schedules`);
-      expect(listed.status).toBe(501);
+    it("lists the queue's schedules, made through any node, and deletes one", async () => {
+      const made = await fetch(`${server.url}/v1/schedules/cluster-beat`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ topic: 'beats', everyMs: 3_600_000 }),
+      });
+      expect(made.status).toBe(200);
       await page.goto(server.url);
-      const unavailable = page.getByTestId('schedules-unavailable');
-      await unavailable.waitFor();
-      expect(await unavailable.textContent()).toContain(
-        'Recurring schedules are not available on this queue.',
-      );
       const card = page.getByTestId('schedules');
-      expect(await card.getByTestId('schedule-form').count()).toBe(0);
-      expect(await card.locator('.error').count()).toBe(0);
-      expect(await page.getByTestId('poll-error').count()).toBe(0);
+      const row = card.locator('tr[data-schedule="cluster-beat"]');
+      await row.waitFor({ timeout: 25_000 });
+      expect(await row.locator('[data-field=when]').textContent()).toBe('every 1 h');
+      expect(await page.getByTestId('schedules-unavailable').count()).toBe(0);
+      await row.getByTestId('schedule-delete').click();
+      await card.getByTestId('confirm-delete').getByTestId('confirm-yes').click();
+      await expect.poll(() => row.count(), { timeout: 15_000 }).toBe(0);
+      const listed = (await (await fetch(`${server.url}/v1/schedules`)).json()) as {
+        schedules: unknown[];
+      };
+      expect(listed.schedules).toEqual([]);
     });
   },
 );

@@ -1,0 +1,365 @@
+/**
+ * Recurring schedules on a queue on Valkey/Redis (docs/cluster.md, "Recurring schedules").
+ *
+ *   any node      put / update / delete / get / list: the records in partition 0's slot,
+ *                 `sched` (name -> `<version>|<record JSON>`), each change compared with the
+ *                 version read (tw_sched), so that two changes at once never lose one
+ *   the leader    the node that holds partition 0's lease runs every schedule with the
+ *                 embedded Scheduler (recurring.ts): it watches the change count `schedv` and
+ *                 adopts what changed; its own progress (`through`, counts) is written fenced
+ *                 by its lease epoch and compared with the version it holds
+ *
+ * Each occurrence is made at most once (tw_schedule_once): a mark beside the message, in its
+ * own slot, refuses to make it again for ONCE_MARK_MS whatever became of it. So a leader that
+ * dies between making an occurrence and writing its record, or a stale one that has not noticed
+ * its lease is gone, cannot make it twice: the next leader's attempt finds the mark.
+ *
+ * Occurrences made ahead of a schedule that was changed or deleted are cancelled: by the
+ * leader when it adopts a changed record (one not stepped since its change still names the
+ * previous one's occurrence in `lastCreated`), by the node that deletes one, and by the leader
+ * when its own write finds the record changed under it (the occurrence it just made belongs to
+ * a version that is gone). A cancel removes the mark, so the same time may be made again.
+ */
+
+import { SystemClock } from '../clock/index.js';
+import { TickwheelStateError } from '../errors.js';
+import { Scheduler, type ScheduleHost } from '../queue/recurring.js';
+import {
+  checkedSpec,
+  infoOf,
+  mergedSpec,
+  occurrenceId,
+  recordFor,
+  type ScheduleInfo,
+  type ScheduleRecord,
+} from '../queue/recurring-records.js';
+import { checkScheduleName, type RecurringSpec } from '../queue/recurring-spec.js';
+import type { Valkey } from './connection.js';
+import { metaKey, partitionPrefix } from './keys.js';
+
+/** How long an occurrence's mark keeps it from being made again: past any leader takeover. */
+export const ONCE_MARK_MS = 10 * 60_000;
+/** How often the leader looks for changes made through other nodes. */
+const WATCH_MS = 200;
+/** Changes retried when another change landed between the read and the write. */
+const CHANGE_TRIES = 20;
+
+interface Stored {
+  version: number;
+  record: ScheduleRecord;
+}
+
+/** What the cluster's schedules need of the node. */
+export interface ClusterScheduleHost extends ScheduleHost {
+  /** This node's id (the lease holder's name). */
+  node: string;
+  onError(err: unknown): void;
+}
+
+interface Leader {
+  epoch: number;
+  scheduler: Scheduler;
+  /** The version and last occurrence made of each record, as the leader holds it. */
+  versions: Map<string, { version: number; lastCreated: number | null }>;
+  /** The change count last adopted. */
+  changes: string | null;
+  watch: ReturnType<typeof setInterval>;
+  reconciling: Promise<void> | undefined;
+  /** A reconcile is wanted even if the change count did not move (a write found a conflict). */
+  stale: boolean;
+}
+
+export class ClusterSchedules {
+  private leader: Leader | undefined;
+  /** Leadership changes, one at a time. */
+  private turn: Promise<unknown> = Promise.resolve();
+  private closed = false;
+  private readonly clock = new SystemClock({ epoch: true });
+
+  constructor(
+    private readonly valkey: Valkey,
+    private readonly queue: string,
+    private readonly host: ClusterScheduleHost,
+  ) {}
+
+  private get meta(): string {
+    return metaKey(this.queue, 0);
+  }
+
+  private get key(): string {
+    return `${partitionPrefix(this.queue, 0)}sched`;
+  }
+
+  private get changesKey(): string {
+    return `${partitionPrefix(this.queue, 0)}schedv`;
+  }
+
+  // ---- any node ---------------------------------------------------------------------------
+
+  async put(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
+    checkScheduleName(name);
+    const checked = checkedSpec(spec, this.host.check);
+    const info = await this.change(name, (old) =>
+      recordFor(name, checked, old?.record, this.now()),
+    );
+    return info as ScheduleInfo;
+  }
+
+  async update(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined> {
+    checkScheduleName(name);
+    return this.change(name, (old) => {
+      if (old === undefined) return undefined;
+      const checked = checkedSpec(mergedSpec(old.record.spec, patch), this.host.check);
+      return recordFor(name, checked, old.record, this.now());
+    });
+  }
+
+  async get(name: string): Promise<ScheduleInfo | undefined> {
+    checkScheduleName(name);
+    const stored = await this.read(name);
+    return stored === undefined ? undefined : infoOf(stored.record, this.now());
+  }
+
+  async list(): Promise<ScheduleInfo[]> {
+    const now = this.now();
+    return [...(await this.readAll()).values()]
+      .map((stored) => infoOf(stored.record, now))
+      .sort((a, b) => (a.name < b.name ? -1 : 1));
+  }
+
+  async delete(name: string): Promise<boolean> {
+    checkScheduleName(name);
+    for (let tries = 0; tries < CHANGE_TRIES; tries++) {
+      const old = await this.read(name);
+      if (old === undefined) return false;
+      const [done] = await this.sched(['del', name, String(old.version)]);
+      if (done !== 1) continue;
+      // Its occurrence made ahead goes too (the leader makes no more once it sees the delete).
+      const ahead = old.record.lastCreated;
+      if (ahead !== null && ahead > this.now()) {
+        await this.host.cancel(occurrenceId(name, ahead));
+      }
+      return true;
+    }
+    throw busy(name);
+  }
+
+  /** Writes what `make` builds from the stored record, again if another change landed. */
+  private async change(
+    name: string,
+    make: (old: Stored | undefined) => ScheduleRecord | undefined,
+  ): Promise<ScheduleInfo | undefined> {
+    for (let tries = 0; tries < CHANGE_TRIES; tries++) {
+      const old = await this.read(name);
+      const record = make(old);
+      if (record === undefined) return undefined;
+      const [done] = await this.sched([
+        'put',
+        name,
+        String(old?.version ?? 0),
+        JSON.stringify(record),
+      ]);
+      if (done === 1) return infoOf(record, this.now());
+    }
+    throw busy(name);
+  }
+
+  // ---- the leader ---------------------------------------------------------------------------
+
+  /** This node holds partition 0's lease with `epoch`: it runs the schedules. */
+  lead(epoch: number): void {
+    this.turn = this.turn.then(async () => {
+      if (this.closed || this.leader?.epoch === epoch) return;
+      await this.stopLeading();
+      const leader: Leader = {
+        epoch,
+        scheduler: undefined as unknown as Scheduler,
+        versions: new Map(),
+        changes: null,
+        watch: setInterval(() => this.watch(leader), WATCH_MS),
+        reconciling: undefined,
+        stale: true,
+      };
+      leader.watch.unref();
+      leader.scheduler = new Scheduler(
+        this.clock,
+        this.host,
+        {
+          readSchedules: async () => [],
+          writeSchedules: (records) => this.save(leader, records),
+        },
+        (err) => {
+          // A write that found the record changed: the change is adopted next.
+          if ((err as { code?: string }).code !== 'ERR_TICKWHEEL_CONFLICT') this.host.onError(err);
+        },
+      );
+      this.leader = leader;
+      this.watch(leader);
+    });
+    this.turn.catch((err: unknown) => this.host.onError(err));
+  }
+
+  /** The lease of partition 0 is gone: this node stops running schedules. */
+  unlead(): void {
+    this.turn = this.turn.then(() => this.stopLeading());
+    this.turn.catch((err: unknown) => this.host.onError(err));
+  }
+
+  get leading(): boolean {
+    return this.leader !== undefined;
+  }
+
+  /** Resolves once the leader has adopted every change made so far (for tests). */
+  async settled(): Promise<void> {
+    await this.turn;
+    const leader = this.leader;
+    if (leader === undefined) return;
+    leader.stale = true;
+    this.watch(leader);
+    await leader.reconciling;
+    await leader.scheduler.settled();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.turn.catch(() => undefined);
+    await this.stopLeading();
+  }
+
+  private async stopLeading(): Promise<void> {
+    const leader = this.leader;
+    if (leader === undefined) return;
+    this.leader = undefined;
+    clearInterval(leader.watch);
+    await leader.reconciling?.catch(() => undefined);
+    await leader.scheduler.close();
+  }
+
+  /** Looks for changes (one look at a time); adopts them if the change count moved. */
+  private watch(leader: Leader): void {
+    if (leader.reconciling !== undefined || this.leader !== leader) return;
+    leader.reconciling = this.reconcile(leader)
+      .catch((err: unknown) => {
+        leader.stale = true;
+        this.host.onError(err);
+      })
+      .finally(() => (leader.reconciling = undefined));
+  }
+
+  private async reconcile(leader: Leader): Promise<void> {
+    const changes = (await this.valkey.command(this.changesKey, ['GET', this.changesKey])) as
+      string | null;
+    if (!leader.stale && changes === leader.changes) return;
+    leader.stale = false;
+    const all = await this.readAll();
+    if (this.leader !== leader) return;
+    const adopting: Array<Promise<void>> = [];
+    for (const name of leader.versions.keys()) {
+      if (!all.has(name)) {
+        adopting.push(leader.scheduler.adopt(name, undefined, () => leader.versions.delete(name)));
+      }
+    }
+    for (const [name, stored] of all) {
+      if (leader.versions.get(name)?.version === stored.version) continue;
+      adopting.push(
+        leader.scheduler.adopt(name, stored.record, () =>
+          leader.versions.set(name, {
+            version: stored.version,
+            lastCreated: stored.record.lastCreated,
+          }),
+        ),
+      );
+    }
+    await Promise.all(adopting);
+    leader.changes = changes;
+  }
+
+  /** The leader's own writes: fenced by its lease, compared with the version it holds. */
+  private async save(leader: Leader, records: readonly ScheduleRecord[]): Promise<void> {
+    for (const record of records) {
+      const held = leader.versions.get(record.name);
+      const [done, version] = await this.sched([
+        'save',
+        record.name,
+        String(held?.version ?? 0),
+        JSON.stringify(record),
+        this.host.node,
+        String(leader.epoch),
+      ]);
+      if (done === 1) {
+        leader.versions.set(record.name, { version, lastCreated: record.lastCreated });
+        continue;
+      }
+      // The occurrence just made belongs to a version that is no more (or to a leader that is
+      // no more): it goes, mark and all.
+      const made = record.lastCreated;
+      if (made !== null && made !== held?.lastCreated && made > this.now()) {
+        await this.host.cancel(occurrenceId(record.name, made));
+      }
+      if (done === -1) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_LEASE_LOST',
+          `recurring schedule ${record.name}: this node no longer leads the schedules`,
+        );
+      }
+      leader.stale = true;
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_CONFLICT',
+        `recurring schedule ${record.name} was changed meanwhile`,
+      );
+    }
+  }
+
+  // ---- storage ----------------------------------------------------------------------------
+
+  private async sched(args: string[]): Promise<[number, number]> {
+    const reply = (await this.valkey.fcall('tw_sched', this.meta, args)) as [number, number];
+    return [Number(reply[0]), Number(reply[1])];
+  }
+
+  private async read(name: string): Promise<Stored | undefined> {
+    const text = (await this.valkey.command(this.key, ['HGET', this.key, name])) as string | null;
+    return text === null ? undefined : parseStored(name, text, this.key);
+  }
+
+  private async readAll(): Promise<Map<string, Stored>> {
+    const all = (await this.valkey.command(this.key, ['HGETALL', this.key])) as Record<
+      string,
+      string
+    > | null;
+    const stored = new Map<string, Stored>();
+    for (const [name, text] of Object.entries(all ?? {})) {
+      stored.set(name, parseStored(name, text, this.key));
+    }
+    return stored;
+  }
+
+  private now(): number {
+    return this.clock.now();
+  }
+}
+
+function parseStored(name: string, text: string, key: string): Stored {
+  const bar = text.indexOf('|');
+  const version = Number(text.slice(0, bar));
+  let record: ScheduleRecord | undefined;
+  try {
+    record = JSON.parse(text.slice(bar + 1)) as ScheduleRecord;
+  } catch {
+    record = undefined;
+  }
+  if (bar < 1 || !Number.isInteger(version) || record?.name !== name) {
+    throw new TickwheelStateError(
+      'ERR_TICKWHEEL_CORRUPT',
+      `${key} field ${JSON.stringify(name)}: a recurring schedule's record cannot be read`,
+    );
+  }
+  return { version, record };
+}
+
+function busy(name: string): TickwheelStateError {
+  return new TickwheelStateError(
+    'ERR_TICKWHEEL_CONFLICT',
+    `recurring schedule ${name} kept changing while this change was made: try again`,
+  );
+}

@@ -1,0 +1,143 @@
+/**
+ * A recurring schedule's record (what the store keeps) and its view (ScheduleInfo), as plain
+ * functions: the embedded Scheduler (recurring.ts) and the cluster's schedules
+ * (src/cluster/schedules.ts), where any node changes a record and one node runs it, build and
+ * read them the same way.
+ */
+
+import type { ScheduleRequest } from './message.js';
+import {
+  checkSpec,
+  occurrencesOf,
+  type Occurrences,
+  type RecurringSpec,
+  type ScheduleSpec,
+} from './recurring-spec.js';
+
+/** What the store keeps of a schedule. */
+export interface ScheduleRecord {
+  name: string;
+  spec: ScheduleSpec;
+  createdAt: number;
+  updatedAt: number;
+  /** Where its occurrences are counted from: created or last changed. */
+  anchorAt: number;
+  /** The latest occurrence handled (its message created, or skipped); null before the first. */
+  through: number | null;
+  /** The latest occurrence whose message was created; null before the first. */
+  lastCreated: number | null;
+  created: number;
+  skipped: number;
+}
+
+/** A schedule as get / list answer it. */
+export interface ScheduleInfo extends ScheduleSpec {
+  name: string;
+  createdAt: number;
+  updatedAt: number;
+  /** The latest occurrence whose message was created, or null. */
+  lastAt: number | null;
+  /** The next occurrence, or null (paused, or past endAt). */
+  nextAt: number | null;
+  /** Occurrences created, and skipped (missed, overlapping, or while paused). */
+  created: number;
+  skipped: number;
+}
+
+export function occurrenceId(name: string, at: number): string {
+  return `${name}@${at}`;
+}
+
+/**
+ * A spec checked, and its occurrences' messages checked as the queue will check them (`check`
+ * throws the queue's own error, for a payload over its limit, say).
+ */
+export function checkedSpec(
+  spec: unknown,
+  check: (request: ScheduleRequest) => void,
+): ScheduleSpec {
+  const checked = checkSpec(spec);
+  check({
+    topic: checked.topic,
+    payload: checked.payload,
+    maxAttempts: checked.maxAttempts,
+    ...(checked.backoff === null ? {} : { backoff: checked.backoff }),
+  });
+  return checked;
+}
+
+/**
+ * A stored spec with a patch applied, as the fields a user gives: what the patch names wins,
+ * null removes a field, and switching between cron and everyMs drops the other.
+ */
+export function mergedSpec(
+  spec: ScheduleSpec,
+  patch: Partial<RecurringSpec>,
+): Record<string, unknown> {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) {
+    checkSpec(patch); // words the error
+  }
+  const merged: Record<string, unknown> = { ...spec };
+  if (spec.cron === null) {
+    delete merged.cron;
+    delete merged.timezone;
+  }
+  if (spec.everyMs === null) delete merged.everyMs;
+  for (const [key, value] of Object.entries(patch)) merged[key] = value;
+  if ('cron' in patch && patch.cron != null) delete merged.everyMs;
+  if ('everyMs' in patch && patch.everyMs != null) {
+    delete merged.cron;
+    delete merged.timezone;
+  }
+  for (const key of Object.keys(merged)) if (merged[key] === null) delete merged[key];
+  return merged;
+}
+
+/**
+ * The record of a schedule created or changed at `now` (whole ms: an interval schedule's
+ * occurrences, and the ids made from them, count from here); `old` keeps its history.
+ */
+export function recordFor(
+  name: string,
+  spec: ScheduleSpec,
+  old: ScheduleRecord | undefined,
+  now: number,
+): ScheduleRecord {
+  const at = Math.ceil(now);
+  return {
+    name,
+    spec,
+    createdAt: old?.createdAt ?? at,
+    updatedAt: at,
+    anchorAt: at,
+    through: null,
+    lastCreated: old?.lastCreated ?? null,
+    created: old?.created ?? 0,
+    skipped: old?.skipped ?? 0,
+  };
+}
+
+/** A record as get / list answer it, at `now`. */
+export function infoOf(
+  record: ScheduleRecord,
+  now: number,
+  occurrences: Occurrences = occurrencesOf(record.spec, record.anchorAt),
+): ScheduleInfo {
+  let nextAt: number | null = null;
+  if (!record.spec.paused) {
+    nextAt =
+      record.through !== null && record.through > now && record.lastCreated === record.through
+        ? record.through
+        : occurrences.next(Math.max(record.through ?? record.anchorAt, now - 1));
+  }
+  return {
+    name: record.name,
+    ...record.spec,
+    createdAt: record.createdAt,
+    updatedAt: record.updatedAt,
+    lastAt: record.lastCreated,
+    nextAt,
+    created: record.created,
+    skipped: record.skipped,
+  };
+}

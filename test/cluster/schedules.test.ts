@@ -1,0 +1,237 @@
+/**
+ * Recurring schedules on a queue on Valkey (src/cluster/schedules.ts): any node changes them,
+ * the owner of partition 0 runs them, each occurrence is made once (tw_schedule_once), and a
+ * leader killed with SIGKILL at a random point is replaced without an occurrence made twice or
+ * (with catchUp 'all') missed. Real Valkey, real `tickwheel serve --redis` processes for the
+ * kill; real time, every-second schedules.
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TickwheelClient } from '../../src/client/index.js';
+import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
+import { DelayQueue } from '../../src/delay-queue.js';
+import type { ReceivedMessage } from '../../src/queue/types.js';
+import { startServer as startTickwheel, type ServerProcess } from '../server/process.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { installed, startServer } from '../../scripts/valkey.mjs';
+
+describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () => {
+  let valkey: { url: string; stop(): Promise<void> };
+  const queues: ClusterQueue[] = [];
+  const servers: ServerProcess[] = [];
+  let run = 0;
+
+  beforeAll(async () => {
+    valkey = await startServer({ binary: 'valkey-server' });
+  }, 30_000);
+
+  afterAll(async () => {
+    for (const queue of queues) await queue.close().catch(() => {});
+    for (const server of servers) await server.kill();
+    await valkey?.stop();
+  });
+
+  async function open(queue: string, nodeId?: string): Promise<ClusterQueue> {
+    const node = await DelayQueue.open({
+      redis: valkey.url,
+      queue,
+      partitions: 4,
+      leaseMs: 1_000,
+      durability: 'async',
+      onError: () => {},
+      ...(nodeId === undefined ? {} : { nodeId }),
+    });
+    queues.push(node);
+    return node;
+  }
+
+  /** Waits until one of `nodes` leads the schedules; returns it. */
+  async function leaderOf(nodes: ClusterQueue[], timeoutMs = 10_000): Promise<ClusterQueue> {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const leading = nodes.filter((node) => node.node.schedules.leading);
+      if (leading.length === 1) return leading[0];
+      if (Date.now() > until) throw new Error(`${leading.length} leaders`);
+      await sleep(50);
+    }
+  }
+
+  it('any node puts, reads, changes and deletes; the leader makes each occurrence', async () => {
+    const name = `api-${run++}`;
+    const a = await open(name);
+    const b = await open(name);
+    const leader = await leaderOf([a, b]);
+    const other = leader === a ? b : a;
+    // Made through the node that does not lead: the leader picks it up.
+    const made = await other.putSchedule('tick', {
+      topic: 'ticks',
+      everyMs: 1_000,
+      payload: { v: 1 },
+    });
+    expect(made).toMatchObject({ name: 'tick', topic: 'ticks', everyMs: 1_000, created: 0 });
+    expect(await leader.getSchedule('tick')).toMatchObject({ name: 'tick', payload: { v: 1 } });
+    const got: ReceivedMessage[] = [];
+    while (got.length < 2) {
+      got.push(...(await other.receive('ticks', { max: 10, waitMs: 3_000 })));
+    }
+    for (const message of got) {
+      expect(message.id).toMatch(/^tick@\d+$/);
+      expect(message.payload).toEqual({ v: 1 });
+      expect(Date.now()).toBeGreaterThanOrEqual(message.deliverAt);
+      await other.ack(message.receipt);
+    }
+    expect(Number(got[1].id.split('@')[1]) - Number(got[0].id.split('@')[1])).toBe(1_000);
+    // A change through the leader this time; the next occurrences carry it.
+    await leader.updateSchedule('tick', { payload: { v: 2 } });
+    let changed: ReceivedMessage | undefined;
+    const until = Date.now() + 10_000;
+    while (changed === undefined && Date.now() < until) {
+      for (const message of await other.receive('ticks', { max: 10, waitMs: 2_000 })) {
+        await other.ack(message.receipt);
+        if ((message.payload as { v: number }).v === 2) changed = message;
+      }
+    }
+    expect(changed).toBeDefined();
+    expect((await other.listSchedules()).map((s) => [s.name, s.created > 0])).toEqual([
+      ['tick', true],
+    ]);
+    // Deleted through either node: no occurrence after it (the one made ahead is cancelled).
+    expect(await other.deleteSchedule('tick')).toBe(true);
+    expect(await other.deleteSchedule('tick')).toBe(false);
+    expect(await leader.getSchedule('tick')).toBeUndefined();
+    await sleep(300);
+    const after = await other.receive('ticks', { max: 10, waitMs: 2_500 });
+    expect(after).toEqual([]);
+    // Bad specs are refused as on the embedded queue.
+    await expect(other.putSchedule('bad', { topic: 't', cron: 'nope' })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+    });
+    await expect(other.putSchedule('bad name!', { topic: 't', everyMs: 1_000 })).rejects.toThrow();
+  }, 40_000);
+
+  it('an occurrence is made once while its mark lives, acked or not; a cancel frees it', async () => {
+    const node = await open(`once-${run++}`);
+    const request = { topic: 'o', id: 'sched@1000', payload: 1 };
+    expect(await node.node.scheduleOnce(request, 60_000)).toBe(true);
+    // Pending: not made again (and not a second message).
+    expect(await node.node.scheduleOnce(request, 60_000)).toBe(false);
+    const [message] = await node.receive('o', { waitMs: 2_000 });
+    expect(message.id).toBe('sched@1000');
+    expect(await node.ack(message.receipt)).toBe(true);
+    // Acked, and so no longer pending: a plain schedule would make it again; once does not.
+    expect(await node.node.scheduleOnce(request, 60_000)).toBe(false);
+    expect(await node.receive('o', { waitMs: 300 })).toEqual([]);
+    // A cancelled one may be made again (a changed schedule's time, made anew).
+    expect(
+      await node.node.scheduleOnce({ ...request, id: 'sched@2000', delayMs: 60_000 }, 60_000),
+    ).toBe(true);
+    expect(await node.cancel('sched@2000')).toBe(true);
+    expect(await node.node.scheduleOnce({ ...request, id: 'sched@2000' }, 60_000)).toBe(true);
+    // The mark runs out: then an acked one may be made again.
+    const other = { ...request, id: 'sched@3000' };
+    expect(await node.node.scheduleOnce(other, 50)).toBe(true);
+    const taken: string[] = [];
+    for (let i = 0; i < 10 && !taken.includes('sched@3000'); i++) {
+      for (const m of await node.receive('o', { max: 10, waitMs: 500 })) {
+        taken.push(m.id);
+        await node.ack(m.receipt);
+      }
+    }
+    expect(taken).toContain('sched@3000');
+    await sleep(100);
+    expect(await node.node.scheduleOnce(other, 50)).toBe(true);
+  }, 20_000);
+
+  it('changes made at once through two nodes all land: none is lost', async () => {
+    const name = `race-${run++}`;
+    const a = await open(name);
+    const b = await open(name);
+    await a.putSchedule('s', { topic: 't', everyMs: 60_000, payload: 0 });
+    // Each changes another field, from alternate nodes, all at once: a write that overwrote
+    // one read before another landed would lose that one's field.
+    const changes = [
+      { maxAttempts: 7 },
+      { catchUp: 'none' as const },
+      { overlap: 'skip' as const },
+      { paused: true },
+      { payload: { p: 1 } },
+      { backoff: { type: 'fixed' as const, delayMs: 250 } },
+    ];
+    await Promise.all(changes.map((patch, i) => (i % 2 === 0 ? a : b).updateSchedule('s', patch)));
+    expect(await b.getSchedule('s')).toMatchObject({
+      maxAttempts: 7,
+      catchUp: 'none',
+      overlap: 'skip',
+      paused: true,
+      payload: { p: 1 },
+      backoff: { type: 'fixed', delayMs: 250 },
+    });
+  }, 20_000);
+
+  it('a leader killed with SIGKILL is replaced: no occurrence twice, none missed', async () => {
+    const queue = `kill-${run++}`;
+    const serve = async (node: string) => {
+      const server = await startTickwheel(
+        [
+          '--redis',
+          valkey.url,
+          '--queue',
+          queue,
+          '--partitions',
+          '4',
+          '--node-id',
+          node,
+          '--durability',
+          'async',
+        ],
+        { timeoutMs: 30_000 },
+      );
+      servers.push(server);
+      return server;
+    };
+    const nodes = new Map<string, ServerProcess>();
+    for (const node of ['s-a', 's-b', 's-c']) nodes.set(node, await serve(node));
+    const client = (node: string) => new TickwheelClient({ url: nodes.get(node)!.url });
+    await client('s-a').putSchedule('beat', {
+      topic: 'beats',
+      everyMs: 1_000,
+      catchUp: 'all',
+      payload: 'x',
+    });
+    const received: Array<{ id: string; attempts: number; at: number; deliverAt: number }> = [];
+    const take = async (node: string, ms: number) => {
+      const until = Date.now() + ms;
+      const c = client(node);
+      while (Date.now() < until) {
+        const got = await c.receive('beats', { max: 10, waitMs: 500 });
+        const at = Date.now();
+        for (const m of got) {
+          received.push({ id: m.id, attempts: m.attempts, at, deliverAt: m.deliverAt });
+          await c.ack(m.receipt);
+        }
+      }
+      await c.close();
+    };
+    await take('s-b', 2_500 + Math.floor(Math.random() * 2_000));
+    // The leader is the owner of partition 0.
+    const dashboard = (await (await fetch(`${nodes.get('s-b')!.url}/v1/dashboard`)).json()) as {
+      cluster: { nodes: Array<{ node: string; partitions: number[] }> };
+    };
+    const leader = dashboard.cluster.nodes.find((n) => n.partitions.includes(0))!.node;
+    await nodes.get(leader)!.kill();
+    const survivor = [...nodes.keys()].find((n) => n !== leader)!;
+    await take(survivor, 7_000);
+    await client(survivor).deleteSchedule('beat');
+    const times = received.map((r) => Number(r.id.split('@')[1]));
+    // Each occurrence made once: never a first delivery twice for one id.
+    const firsts = received.filter((r) => r.attempts === 1).map((r) => r.id);
+    expect(new Set(firsts).size).toBe(firsts.length);
+    // None missed: every second from the first to the last (catchUp 'all' after the takeover).
+    const unique = [...new Set(times)].sort((x, y) => x - y);
+    expect(unique.length).toBeGreaterThan(6);
+    for (let i = 1; i < unique.length; i++) expect(unique[i] - unique[i - 1]).toBe(1_000);
+    // None early.
+    for (const r of received) expect(r.at).toBeGreaterThanOrEqual(r.deliverAt);
+  }, 90_000);
+});
