@@ -53,6 +53,12 @@ const expected: Record<string, RegExp[]> = {
     /^resumed: sent 1, 2, 3, 4, 5, 6$/,
     /^the last one waited for its token$/,
   ],
+  'events.mjs': [
+    /^dead letter: order-2 after 2 attempts$/,
+    /^failed order-1 attempt 1 \(Error: payment service said no\)$/,
+    /^order-1: scheduled > delivered > failed > delivered > acked$/,
+    /^order-2: scheduled > delivered > failed > delivered > dead$/,
+  ],
   'push.mjs': [
     /^target: POST \/hooks\/mail, headers authorization$/,
     /^first attempt failed: PushError: HTTP 500: .*the mail service is down/,
