@@ -251,6 +251,8 @@ export class Pushers {
   /** How long a stop waits for requests under way before it abandons them (a setting for tests). */
   static closeGraceMs = 5_000;
   private readonly topics = new Map<string, Pushing>();
+  /** Counts per topic ever pushed here (PushStats). */
+  private readonly counts = new Map<string, PushStats>();
   /** Targets known before start() (read while the queue opens). */
   private readonly pending = new Map<string, PushTarget>();
   /** Workers being stopped (a target changed or removed), until they end. */
@@ -289,10 +291,13 @@ export class Pushers {
     this.pending.clear();
   }
 
-  /** Counts per topic with a target. */
+  /**
+   * Counts per topic pushed since the queue opened (kept across changes of its target, so each
+   * only grows: /metrics reads them as counters).
+   */
   stats(): Record<string, PushStats> {
     const all: Record<string, PushStats> = {};
-    for (const [topic, pushing] of this.topics) all[topic] = { ...pushing.stats };
+    for (const [topic, stats] of this.counts) all[topic] = { ...stats };
     return all;
   }
 
@@ -311,7 +316,9 @@ export class Pushers {
 
   private begin(topic: string, target: PushTarget): Pushing {
     const sender = new PushSender(target, this.wallClock);
-    const stats: PushStats = { inFlight: 0, succeeded: 0, failed: 0 };
+    let stats = this.counts.get(topic);
+    if (stats === undefined)
+      this.counts.set(topic, (stats = { inFlight: 0, succeeded: 0, failed: 0 }));
     const handler = async (message: ReceivedMessage): Promise<void> => {
       stats.inFlight++;
       try {

@@ -103,6 +103,10 @@ export class ServerMetrics {
   private readonly clusterOwned: Gauge;
   private readonly leaseChanges: MirroredCounter;
   private readonly dataLosses: MirroredCounter;
+  private readonly pushRequests: Counter<'topic' | 'outcome'>;
+  private readonly pushInFlight: Gauge<'topic'>;
+  /** The push totals last mirrored, by topic and outcome. */
+  private readonly pushSeen = new Map<string, number>();
   private clusterRegistered = false;
 
   constructor() {
@@ -146,6 +150,18 @@ export class ServerMetrics {
       name: 'tickwheel_messages',
       help: 'Live messages by topic and state (scheduled counts those still on disk too).',
       labelNames: ['topic', 'state'],
+      registers,
+    });
+    this.pushRequests = new Counter({
+      name: 'tickwheel_push_requests_total',
+      help: 'Push attempts by topic and outcome (succeeded: a 2xx answer; failed: anything else).',
+      labelNames: ['topic', 'outcome'],
+      registers,
+    });
+    this.pushInFlight = new Gauge({
+      name: 'tickwheel_push_in_flight',
+      help: 'Push requests under way, by topic.',
+      labelNames: ['topic'],
       registers,
     });
     this.inMemory = new Gauge({
@@ -270,6 +286,18 @@ export class ServerMetrics {
     const topics = (stats.topics ?? {}) as Record<string, Record<string, unknown>>;
     for (const [topic, counts] of Object.entries(topics)) {
       for (const state of STATES) this.messages.set({ topic, state }, numberOf(counts[state]));
+    }
+    this.pushInFlight.reset();
+    const pushes = (stats.push ?? {}) as Record<string, Record<string, unknown>>;
+    for (const [topic, counts] of Object.entries(pushes)) {
+      this.pushInFlight.set({ topic }, numberOf(counts.inFlight));
+      for (const outcome of ['succeeded', 'failed'] as const) {
+        const key = `${topic}\n${outcome}`;
+        const total = numberOf(counts[outcome]);
+        const last = this.pushSeen.get(key) ?? 0;
+        if (total > last) this.pushRequests.inc({ topic, outcome }, total - last);
+        this.pushSeen.set(key, Math.max(last, total));
+      }
     }
     const store = (stats.store ?? {}) as Record<string, unknown>;
     this.storeLive.set(numberOf(store.live));

@@ -8,6 +8,7 @@
 
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/index.js';
+import { startReceiver } from '../queue/push-receiver.js';
 import { openServer } from './harness.js';
 
 interface Family {
@@ -129,6 +130,49 @@ describe('GET /metrics', () => {
     expect(
       delivery?.samples.find((s) => s.name === 'tickwheel_delivery_lateness_seconds_count')?.value,
     ).toBe(got.body.messages.length);
+  });
+
+  it('counts push attempts by topic and outcome, across a change of the target', async () => {
+    let answered = 0;
+    const receiver = await startReceiver(() =>
+      answered++ % 2 === 0 ? { status: 200 } : { status: 500 },
+    );
+    try {
+      const { call } = await openServer();
+      const push = { url: receiver.url, secret: 'metrics-push-secret-0123', concurrency: 1 };
+      await call('PATCH', '/v1/topics/hooks', { push });
+      for (let i = 0; i < 2; i++) {
+        await call('POST', '/v1/topics/hooks/messages', { payload: i, maxAttempts: 1 });
+      }
+      await receiver.waitFor(2);
+      // A new target: the counts go on from where they were.
+      await call('PATCH', '/v1/topics/hooks', { push: { ...push, concurrency: 2 } });
+      for (let i = 0; i < 2; i++) {
+        await call('POST', '/v1/topics/hooks/messages', { payload: i, maxAttempts: 1 });
+      }
+      await receiver.waitFor(4);
+      const count = async (outcome: string) => {
+        const families = parseExposition((await call('GET', '/metrics')).text);
+        const family = families.get('tickwheel_push_requests_total');
+        expect(family?.type).toBe('counter');
+        return family?.samples.find(
+          (s) => s.labels.topic === 'hooks' && s.labels.outcome === outcome,
+        )?.value;
+      };
+      const until = Date.now() + 10_000;
+      while (((await count('succeeded')) ?? 0) + ((await count('failed')) ?? 0) < 4) {
+        if (Date.now() > until) throw new Error('push counts did not reach 4');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(await count('succeeded')).toBe(2);
+      expect(await count('failed')).toBe(2);
+      const families = parseExposition((await call('GET', '/metrics')).text);
+      expect(families.get('tickwheel_push_in_flight')?.samples).toEqual([
+        { name: 'tickwheel_push_in_flight', labels: { topic: 'hooks' }, value: 0 },
+      ]);
+    } finally {
+      await receiver.close();
+    }
   });
 
   it('parses before any message fired (no quantiles yet, _count 0)', async () => {
