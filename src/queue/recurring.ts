@@ -302,7 +302,8 @@ export class Scheduler {
             ? kept.slice(-1)
             : kept.slice(-MAX_CATCH_UP);
       const dropped = total - chosen.length;
-      const last = kept[kept.length - 1];
+      // None kept: the scan jumped to the last week and found nothing there. Handled up to now.
+      const last = kept[kept.length - 1] ?? Math.floor(now);
       if (chosen.length === 0) {
         await this.save(held, { through: last, skipped: record.skipped + dropped });
       } else {

@@ -543,6 +543,32 @@ describe('the schedule API under failures and races', () => {
     }
   });
 
+  it('a long catch-up that finds nothing in the last week is handled once, not again each step', async () => {
+    const { clock, queue: first, kind } = await openQueue(fileKind);
+    // Every minute of January only: down from November to March, the scan of January's 44,640
+    // minutes jumps to the last week, where there are none.
+    await first.putSchedule('january', {
+      topic: 't',
+      cron: '* * * 1 *',
+      timezone: 'UTC',
+      overlap: 'skip',
+    });
+    await first.close();
+    clock.advanceTo(Date.UTC(2027, 2, 1));
+    let queue = await kind.open(clock);
+    const skipped = (await queue.getSchedule('january'))?.skipped;
+    expect(skipped).toBeGreaterThanOrEqual(10_000);
+    await queue.close();
+    queue = await kind.open(clock);
+    try {
+      // Reopened at the same time: nothing missed since, nothing counted twice.
+      expect((await queue.getSchedule('january'))?.skipped).toBe(skipped);
+      expect((await queue.getSchedule('january'))?.nextAt).toBe(Date.UTC(2028, 0, 1));
+    } finally {
+      await queue.close();
+    }
+  });
+
   it('refuses an empty time zone, 7 fields, a cron that never runs, a payload over the limit', async () => {
     const { queue } = await openQueue(memoryKind);
     for (const spec of [
