@@ -301,27 +301,30 @@ export class ClusterQueue implements Queue {
 
   // ---- recurring schedules (schedules.ts) --------------------------------------------------
 
-  putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
+  async putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
     this.checkOpen();
     return this.node.schedules.put(name, spec);
   }
 
-  updateSchedule(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined> {
+  async updateSchedule(
+    name: string,
+    patch: Partial<RecurringSpec>,
+  ): Promise<ScheduleInfo | undefined> {
     this.checkOpen();
     return this.node.schedules.update(name, patch);
   }
 
-  getSchedule(name: string): Promise<ScheduleInfo | undefined> {
+  async getSchedule(name: string): Promise<ScheduleInfo | undefined> {
     this.checkOpen();
     return this.node.schedules.get(name);
   }
 
-  listSchedules(): Promise<ScheduleInfo[]> {
+  async listSchedules(): Promise<ScheduleInfo[]> {
     this.checkOpen();
     return this.node.schedules.list();
   }
 
-  deleteSchedule(name: string): Promise<boolean> {
+  async deleteSchedule(name: string): Promise<boolean> {
     this.checkOpen();
     return this.node.schedules.delete(name);
   }

@@ -936,8 +936,10 @@ local function schedule_once(keys, args)
   local ttl = tonumber(args[1])
   if ttl == nil then return redis.error_reply('ERR tw_schedule_once: expected a ttl') end
   if redis.call('EXISTS', mark) == 1 then return 0 end
-  redis.call('SET', mark, '1', 'PX', ttl)
   local reply = schedule(keys, {'1', args[2], args[3], args[4], args[5], args[6], args[7]})
+  -- An error reply is the caller's to see, and leaves no mark.
+  if type(reply) == 'table' and reply.err then return reply end
+  redis.call('SET', mark, '1', 'PX', ttl)
   -- One message with an id: 1 when created, else {due} of the pending one with that id.
   if reply == 1 then return 1 end
   return 0
@@ -945,6 +947,8 @@ end
 
 -- Recurring schedules' records (docs/cluster.md, "Recurring schedules"): a hash 'sched' of
 -- partition 0, name -> '<version>|<record JSON>', and a change count 'schedv' the leader watches.
+-- Versions come from one counter, 'schedseq': a record deleted and made again never has a
+-- version it had before.
 --   tw_sched(meta0; 'put', name, version, json)            -> {1, new version} | {0, current}
 --   tw_sched(meta0; 'del', name, version)                  -> {1, 0} | {0, current}
 --   tw_sched(meta0; 'save', name, version, json, node, epoch) -> as put; {-1, 0} if not the
@@ -960,13 +964,14 @@ local function sched(keys, args)
   local current = 0
   local stored = redis.call('HGET', prefix .. 'sched', name)
   if stored then current = tonumber(string.match(stored, '^(%d+)|')) or 0 end
-  if current ~= expect then return {0, current} end
+  -- A save is of a record that exists: one deleted meanwhile stays deleted.
+  if current ~= expect or (op == 'save' and current == 0) then return {0, current} end
   if op == 'del' then
     redis.call('HDEL', prefix .. 'sched', name)
     redis.call('INCR', prefix .. 'schedv')
     return {1, 0}
   end
-  local version = current + 1
+  local version = redis.call('INCR', prefix .. 'schedseq')
   redis.call('HSET', prefix .. 'sched', name, version .. '|' .. args[4])
   if op == 'put' then redis.call('INCR', prefix .. 'schedv') end
   return {1, version}

@@ -210,6 +210,10 @@ export class ClusterNode {
         checkRequest(request, Date.now(), settings.maxPayloadBytes, '', false);
       },
       cancel: (id) => this.producer.cancel(id),
+      sched: (args, what) =>
+        this.producer.writeCall('tw_sched', metaKey(settings.queue, 0), args, what),
+      leads: (epoch) =>
+        this.owners.get(0)?.epoch === epoch && this.ownership.canFire(0, performance.now()),
       isLive: async (id) => {
         const status = (await this.producer.get(id))?.status;
         return status === 'scheduled' || status === 'ready' || status === 'inflight';

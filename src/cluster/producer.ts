@@ -367,6 +367,18 @@ export class Producer {
    * A queue-wide setting (a topic's: topics.ts) written as durably as a message: the command on
    * the producer's connections, then the durability wait.
    */
+  /** A function call that changes state outside messages, as durable as writeSetting. */
+  async writeCall(
+    fn: string,
+    key: string,
+    args: ReadonlyArray<string | number>,
+    what: string,
+  ): Promise<unknown> {
+    const reply = await this.valkey.fcall(fn, key, args);
+    await this.durable(key, what);
+    return reply;
+  }
+
   async writeSetting(key: string, command: readonly string[], what: string): Promise<void> {
     await this.valkey.command(key, command);
     await this.durable(key, what);

@@ -33,7 +33,7 @@ import {
   type ScheduleInfo,
   type ScheduleRecord,
 } from '../queue/recurring-records.js';
-import { checkScheduleName, type RecurringSpec } from '../queue/recurring-spec.js';
+import { checkScheduleName, checkSpec, type RecurringSpec } from '../queue/recurring-spec.js';
 import type { Valkey } from './connection.js';
 import { metaKey, partitionPrefix } from './keys.js';
 
@@ -42,7 +42,7 @@ export const ONCE_MARK_MS = 10 * 60_000;
 /** How often the leader looks for changes made through other nodes. */
 const WATCH_MS = 200;
 /** Changes retried when another change landed between the read and the write. */
-const CHANGE_TRIES = 20;
+const CHANGE_TRIES = 50;
 
 interface Stored {
   version: number;
@@ -54,6 +54,10 @@ export interface ClusterScheduleHost extends ScheduleHost {
   /** This node's id (the lease holder's name). */
   node: string;
   onError(err: unknown): void;
+  /** A tw_sched call, made as durable as the node's durability setting asks. */
+  sched(args: readonly string[], what: string): Promise<unknown>;
+  /** Whether this node holds partition 0's lease with `epoch` now, by its own clock. */
+  leads(epoch: number): boolean;
 }
 
 interface Leader {
@@ -75,6 +79,10 @@ export class ClusterSchedules {
   private turn: Promise<unknown> = Promise.resolve();
   private closed = false;
   private readonly clock = new SystemClock({ epoch: true });
+  /** This node's changes of each schedule, one at a time: they do not race each other. */
+  private readonly changes = new Map<string, Promise<unknown>>();
+  /** Records that cannot be read, reported once per stored text. */
+  private readonly unreadable = new Map<string, string>();
 
   constructor(
     private readonly valkey: Valkey,
@@ -107,6 +115,9 @@ export class ClusterSchedules {
 
   async update(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined> {
     checkScheduleName(name);
+    if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) {
+      checkSpec(patch); // words the error, as the embedded queue does
+    }
     return this.change(name, (old) => {
       if (old === undefined) return undefined;
       const checked = checkedSpec(mergedSpec(old.record.spec, patch), this.host.check);
@@ -129,39 +140,57 @@ export class ClusterSchedules {
 
   async delete(name: string): Promise<boolean> {
     checkScheduleName(name);
-    for (let tries = 0; tries < CHANGE_TRIES; tries++) {
-      const old = await this.read(name);
-      if (old === undefined) return false;
-      const [done] = await this.sched(['del', name, String(old.version)]);
-      if (done !== 1) continue;
-      // Its occurrence made ahead goes too (the leader makes no more once it sees the delete).
-      const ahead = old.record.lastCreated;
-      if (ahead !== null && ahead > this.now()) {
-        await this.host.cancel(occurrenceId(name, ahead));
+    return this.serial(name, async () => {
+      for (let tries = 0; tries < CHANGE_TRIES; tries++) {
+        const old = await this.read(name);
+        if (old === undefined) return false;
+        const [done] = await this.sched(['del', name, String(old.version)], name);
+        if (done !== 1) {
+          await pause(tries);
+          continue;
+        }
+        // Its occurrence made ahead goes too (the leader makes no more once it sees the delete).
+        const ahead = old.record.lastCreated;
+        if (ahead !== null && ahead > this.now()) {
+          await this.host.cancel(occurrenceId(name, ahead));
+        }
+        return true;
       }
-      return true;
-    }
-    throw busy(name);
+      throw busy(name);
+    });
   }
 
   /** Writes what `make` builds from the stored record, again if another change landed. */
-  private async change(
+  private change(
     name: string,
     make: (old: Stored | undefined) => ScheduleRecord | undefined,
   ): Promise<ScheduleInfo | undefined> {
-    for (let tries = 0; tries < CHANGE_TRIES; tries++) {
-      const old = await this.read(name);
-      const record = make(old);
-      if (record === undefined) return undefined;
-      const [done] = await this.sched([
-        'put',
-        name,
-        String(old?.version ?? 0),
-        JSON.stringify(record),
-      ]);
-      if (done === 1) return infoOf(record, this.now());
-    }
-    throw busy(name);
+    return this.serial(name, async () => {
+      for (let tries = 0; tries < CHANGE_TRIES; tries++) {
+        const old = await this.read(name);
+        const record = make(old);
+        if (record === undefined) return undefined;
+        const [done] = await this.sched(
+          ['put', name, String(old?.version ?? 0), JSON.stringify(record)],
+          name,
+        );
+        if (done === 1) return infoOf(record, this.now());
+        await pause(tries);
+      }
+      throw busy(name);
+    });
+  }
+
+  /** Runs `work` after this node's earlier changes of the schedule. */
+  private serial<T>(name: string, work: () => Promise<T>): Promise<T> {
+    const before = this.changes.get(name) ?? Promise.resolve();
+    const run = before.then(work, work);
+    const tail = run.catch(() => undefined);
+    this.changes.set(name, tail);
+    void tail.then(() => {
+      if (this.changes.get(name) === tail) this.changes.delete(name);
+    });
+    return run;
   }
 
   // ---- the leader ---------------------------------------------------------------------------
@@ -169,6 +198,7 @@ export class ClusterSchedules {
   /** This node holds partition 0's lease with `epoch`: it runs the schedules. */
   lead(epoch: number): void {
     this.turn = this.turn.then(async () => {
+      if (!this.host.leads(epoch)) return; // dropped before its turn came
       if (this.closed || this.leader?.epoch === epoch) return;
       await this.stopLeading();
       const leader: Leader = {
@@ -183,14 +213,26 @@ export class ClusterSchedules {
       leader.watch.unref();
       leader.scheduler = new Scheduler(
         this.clock,
-        this.host,
+        {
+          ...this.host,
+          // Nothing is made by a leader whose lease ran out by its own clock (Valkey fences its
+          // writes, but not the making of messages in other partitions).
+          schedule: (request) => {
+            if (!this.host.leads(epoch)) return Promise.reject(leaseLost(request.topic));
+            return this.host.schedule(request);
+          },
+        },
         {
           readSchedules: async () => [],
           writeSchedules: (records) => this.save(leader, records),
         },
         (err) => {
-          // A write that found the record changed: the change is adopted next.
-          if ((err as { code?: string }).code !== 'ERR_TICKWHEEL_CONFLICT') this.host.onError(err);
+          // A write that found the record changed (the change is adopted next), or a leader
+          // that is no more (its node unleads it): not worth a warning each time.
+          const code = (err as { code?: string }).code;
+          if (code !== 'ERR_TICKWHEEL_CONFLICT' && code !== 'ERR_TICKWHEEL_LEASE_LOST') {
+            this.host.onError(err);
+          }
         },
       );
       this.leader = leader;
@@ -201,7 +243,8 @@ export class ClusterSchedules {
 
   /** The lease of partition 0 is gone: this node stops running schedules. */
   unlead(): void {
-    this.turn = this.turn.then(() => this.stopLeading());
+    const stop = () => this.stopLeading();
+    this.turn = this.turn.then(stop, stop);
     this.turn.catch((err: unknown) => this.host.onError(err));
   }
 
@@ -278,29 +321,37 @@ export class ClusterSchedules {
   private async save(leader: Leader, records: readonly ScheduleRecord[]): Promise<void> {
     for (const record of records) {
       const held = leader.versions.get(record.name);
-      const [done, version] = await this.sched([
-        'save',
+      const [done, version] = await this.sched(
+        [
+          'save',
+          record.name,
+          String(held?.version ?? 0),
+          JSON.stringify(record),
+          this.host.node,
+          String(leader.epoch),
+        ],
         record.name,
-        String(held?.version ?? 0),
-        JSON.stringify(record),
-        this.host.node,
-        String(leader.epoch),
-      ]);
+      );
       if (done === 1) {
         leader.versions.set(record.name, { version, lastCreated: record.lastCreated });
         continue;
       }
-      // The occurrence just made belongs to a version that is no more (or to a leader that is
-      // no more): it goes, mark and all.
-      const made = record.lastCreated;
-      if (made !== null && made !== held?.lastCreated && made > this.now()) {
-        await this.host.cancel(occurrenceId(record.name, made));
-      }
       if (done === -1) {
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_LEASE_LOST',
-          `recurring schedule ${record.name}: this node no longer leads the schedules`,
-        );
+        // No longer the leader: what it made is the next leader's to record (the once mark
+        // keeps that one from making it again); nothing is cancelled here.
+        throw leaseLost(record.name);
+      }
+      // Changed under it. If a put or a delete did that, an occurrence just made belongs to a
+      // version that is no more: it goes, mark and all. If another leader's progress did, it is
+      // that leader's record too, and nothing goes.
+      const made = record.lastCreated;
+      if (made !== null && made !== held?.lastCreated) {
+        const now = await this.read(record.name).catch(() => null);
+        if (now !== null && (now === undefined || now.record.updatedAt !== record.updatedAt)) {
+          await this.host.cancel(occurrenceId(record.name, made)).catch((err: unknown) => {
+            this.host.onError(err);
+          });
+        }
       }
       leader.stale = true;
       throw new TickwheelStateError(
@@ -312,8 +363,8 @@ export class ClusterSchedules {
 
   // ---- storage ----------------------------------------------------------------------------
 
-  private async sched(args: string[]): Promise<[number, number]> {
-    const reply = (await this.valkey.fcall('tw_sched', this.meta, args)) as [number, number];
+  private async sched(args: string[], name: string): Promise<[number, number]> {
+    const reply = (await this.host.sched(args, `recurring schedule ${name}`)) as [number, number];
     return [Number(reply[0]), Number(reply[1])];
   }
 
@@ -329,7 +380,14 @@ export class ClusterSchedules {
     > | null;
     const stored = new Map<string, Stored>();
     for (const [name, text] of Object.entries(all ?? {})) {
-      stored.set(name, parseStored(name, text, this.key));
+      // One record that cannot be read is reported (once) and left out: the others run.
+      try {
+        stored.set(name, parseStored(name, text, this.key));
+        this.unreadable.delete(name);
+      } catch (err) {
+        if (this.unreadable.get(name) !== text) this.host.onError(err);
+        this.unreadable.set(name, text);
+      }
     }
     return stored;
   }
@@ -355,6 +413,19 @@ function parseStored(name: string, text: string, key: string): Stored {
     );
   }
   return { version, record };
+}
+
+function leaseLost(what: string): TickwheelStateError {
+  return new TickwheelStateError(
+    'ERR_TICKWHEEL_LEASE_LOST',
+    `recurring schedule (${what}): this node no longer leads the schedules`,
+  );
+}
+
+/** A short, growing, jittered wait before trying a change again. */
+function pause(tries: number): Promise<void> {
+  const ms = Math.random() * Math.min(50, 2 + tries * 2);
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function busy(name: string): TickwheelStateError {

@@ -206,18 +206,30 @@ export class Scheduler {
   /**
    * A record changed elsewhere (through another node of a cluster: src/cluster/schedules.ts)
    * replaces the one held, in the schedule's turn, and is brought up to date; undefined: it was
-   * deleted. `adopted` runs in that turn first (so a write of the schedule queued before it
-   * still sees what it saw). A record not stepped since its change (`through` null) whose
-   * `lastCreated` is still ahead names the previous version's occurrence made ahead: cancelled
-   * before the new version makes its own.
+   * deleted. `adopted` runs in that turn, before the record is stepped (writes of the schedule
+   * queued before it still see what they saw). A record not stepped since its change (`through`
+   * null) whose `lastCreated` is still ahead names the previous version's occurrence made
+   * ahead: cancelled before the new version makes its own. A record whose occurrences cannot
+   * be worked out (a time zone this platform no longer has) is reported and not run.
    */
   adopt(name: string, record: ScheduleRecord | undefined, adopted?: () => void): Promise<void> {
     return this.serial(name, async () => {
-      adopted?.();
       const old = this.held.get(name);
       if (old?.timer !== undefined) this.wheel.clearTimeout(old.timer);
       this.held.delete(name);
-      if (record === undefined) return;
+      let occurrences: Occurrences | undefined;
+      try {
+        if (record !== undefined) occurrences = occurrencesOf(record.spec, record.anchorAt);
+      } catch (err) {
+        this.onError(
+          new TickwheelStateError(
+            'ERR_TICKWHEEL_CORRUPT',
+            `recurring schedule ${name} cannot be run: ${(err as Error).message}`,
+          ),
+        );
+      }
+      adopted?.();
+      if (record === undefined || occurrences === undefined) return;
       if (
         record.through === null &&
         record.lastCreated !== null &&
@@ -226,12 +238,7 @@ export class Scheduler {
         // A failed cancel is reported: the schedule runs on regardless.
         await this.host.cancel(occurrenceId(name, record.lastCreated)).catch(this.onError);
       }
-      const held: Held = {
-        record: { ...record },
-        occurrences: occurrencesOf(record.spec, record.anchorAt),
-        timer: undefined,
-        failures: 0,
-      };
+      const held: Held = { record: { ...record }, occurrences, timer: undefined, failures: 0 };
       this.held.set(name, held);
       await this.stepOrRetry(held, true, false);
     });

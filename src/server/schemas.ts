@@ -938,7 +938,8 @@ export const schedulePutSchema = {
     required: ['topic'],
     properties: scheduleFields,
   },
-  response: { 200: scheduleInfo },
+  // 409: on a queue on Valkey/Redis, a change that kept meeting others (docs/cluster.md).
+  response: { 200: scheduleInfo, 409: errorBody },
 };
 
 export const schedulePatchSchema = {
@@ -947,7 +948,7 @@ export const schedulePatchSchema = {
   tags: ['schedules'],
   params: scheduleParams,
   body: { type: 'object', additionalProperties: false, properties: scheduleFields },
-  response: { 200: scheduleInfo, 404: errorBody },
+  response: { 200: scheduleInfo, 404: errorBody, 409: errorBody },
 };
 
 export const scheduleDeleteSchema = {
@@ -963,5 +964,6 @@ export const scheduleDeleteSchema = {
       properties: { deleted: { type: 'boolean' } },
     },
     404: errorBody,
+    409: errorBody,
   },
 };

@@ -10,7 +10,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
 import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
+import { Valkey } from '../../src/cluster/connection.js';
+import { metaKey } from '../../src/cluster/keys.js';
+import { ClusterSchedules, ONCE_MARK_MS } from '../../src/cluster/schedules.js';
 import { DelayQueue } from '../../src/delay-queue.js';
+import type { ScheduleRequest } from '../../src/queue/message.js';
 import type { ReceivedMessage } from '../../src/queue/types.js';
 import { startServer as startTickwheel, type ServerProcess } from '../server/process.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
@@ -168,6 +172,117 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
       backoff: { type: 'fixed', delayMs: 250 },
     });
   }, 20_000);
+
+  it('a delete then a put of the same name: the new schedule runs, not the old', async () => {
+    const name = `reput-${run++}`;
+    const a = await open(name);
+    await leaderOf([a]);
+    const b = await open(name);
+    // Skip overlap: nothing is made before LEAD_MS ahead of the first time.
+    await b.putSchedule('job', { topic: 'old', everyMs: 4_000, overlap: 'skip', payload: 'old' });
+    await a.node.schedules.settled();
+    await b.deleteSchedule('job');
+    await b.putSchedule('job', { topic: 'new', everyMs: 1_000, payload: 'new' });
+    await sleep(2_500);
+    expect((await b.receive('new', { max: 10, waitMs: 1_000 })).length).toBeGreaterThan(0);
+    expect(await b.receive('old', { max: 10, waitMs: 200 })).toEqual([]);
+    expect(await b.getSchedule('job')).toMatchObject({ topic: 'new', everyMs: 1_000 });
+  }, 30_000);
+
+  it('many changes through one node all land; a bad patch is refused as embedded', async () => {
+    const node = await open(`many-${run++}`);
+    await node.putSchedule('s', { topic: 't', everyMs: 60_000, payload: 0 });
+    const results = await Promise.allSettled(
+      Array.from({ length: 30 }, (_, i) => node.updateSchedule('s', { payload: i + 1 })),
+    );
+    expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
+    // One at a time, in the order made: the last one's payload stays.
+    expect((await node.getSchedule('s'))?.payload).toBe(30);
+    await expect(node.updateSchedule('none', null as never)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+    });
+  }, 20_000);
+
+  it('one record that cannot be read is reported once; the other schedules run', async () => {
+    const errors: unknown[] = [];
+    const queue = `corrupt-${run++}`;
+    const node = await DelayQueue.open({
+      redis: valkey.url,
+      queue,
+      partitions: 2,
+      leaseMs: 1_000,
+      durability: 'async',
+      onError: (err) => errors.push(err),
+    });
+    queues.push(node);
+    await leaderOf([node]);
+    const key = `tw:{${queue}:0}:sched`;
+    const raw = await Valkey.connect(valkey.url, 5_000);
+    try {
+      await raw.command(key, ['HSET', key, 'odd', '1|{"name":"odd"']);
+    } finally {
+      await raw.close();
+    }
+    await node.putSchedule('fine', { topic: 't', everyMs: 1_000, payload: 1 });
+    await sleep(2_500);
+    expect((await node.receive('t', { max: 10, waitMs: 1_000 })).length).toBeGreaterThan(0);
+    expect((await node.listSchedules()).map((s) => s.name)).toEqual(['fine']);
+    const corrupt = errors.filter((e) => (e as { code?: string }).code === 'ERR_TICKWHEEL_CORRUPT');
+    expect(corrupt).toHaveLength(1);
+  }, 20_000);
+
+  it('a stale leader (an earlier epoch, its clock not yet run out) cancels nothing', async () => {
+    const queue = `stale-${run++}`;
+    const node = await open(queue);
+    await leaderOf([node]);
+    await node.putSchedule('beat', { topic: 'beats', everyMs: 1_000, payload: 'x' });
+    await sleep(1_200);
+    const inner = node.node as unknown as {
+      valkey: Valkey;
+      nodeId: string;
+      producer: {
+        scheduleOnce(request: ScheduleRequest, ms: number): Promise<boolean>;
+        cancel(id: string): Promise<boolean>;
+        writeCall(fn: string, key: string, args: readonly string[], what: string): Promise<unknown>;
+      };
+    };
+    const meta = metaKey(queue, 0);
+    const epoch = Number(await inner.valkey.command(meta, ['HGET', meta, 'epoch']));
+    const cancelled: string[] = [];
+    // The holder before the current one, still running and believing it leads: whatever it
+    // makes is refused by the once marks, and its writes are fenced.
+    const stale = new ClusterSchedules(inner.valkey, queue, {
+      node: inner.nodeId,
+      onError: () => {},
+      schedule: async (request) => {
+        await inner.producer.scheduleOnce(request, ONCE_MARK_MS);
+      },
+      check: () => {},
+      cancel: async (id) => {
+        cancelled.push(id);
+        return inner.producer.cancel(id);
+      },
+      isLive: async () => false,
+      sched: (args, what) => inner.producer.writeCall('tw_sched', meta, args, what),
+      leads: () => true,
+    });
+    stale.lead(epoch - 1);
+    const received: string[] = [];
+    const until = Date.now() + 4_500;
+    while (Date.now() < until) {
+      for (const m of await node.receive('beats', { max: 10, waitMs: 500 })) {
+        received.push(m.id);
+        await node.ack(m.receipt);
+      }
+    }
+    await stale.close();
+    expect(cancelled).toEqual([]);
+    const times = [...new Set(received.map((id) => Number(id.split('@')[1])))].sort(
+      (x, y) => x - y,
+    );
+    expect(times.length).toBeGreaterThan(3);
+    for (let i = 1; i < times.length; i++) expect(times[i] - times[i - 1]).toBe(1_000);
+  }, 30_000);
 
   it('a leader killed with SIGKILL is replaced: no occurrence twice, none missed', async () => {
     const queue = `kill-${run++}`;
