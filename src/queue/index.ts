@@ -20,7 +20,6 @@ export type {
 } from './topics.js';
 export { PushError } from './push-sender.js';
 export type { PushMethod, PushStats, PushTarget, PushTargetView } from './push.js';
-export { pushListener, type PushedMessage } from '../client/push-receiver.js';
 export {
   PUSH_HEADER,
   PushSignatureError,
