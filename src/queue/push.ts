@@ -303,7 +303,7 @@ export class Pushers {
 
   /**
    * Stops every push: no more messages are taken; requests under way may finish for up to
-   * PUSH_CLOSE_GRACE_MS (their answers ack or nack as usual), and those still running then are
+   * Pushers.closeGraceMs, 5 s (their answers ack or nack as usual), and those still running then are
    * abandoned (failed attempts: their messages come back after their backoff, here or on
    * another node).
    */
@@ -316,9 +316,8 @@ export class Pushers {
 
   private begin(topic: string, target: PushTarget): Pushing {
     const sender = new PushSender(target, this.wallClock);
-    let stats = this.counts.get(topic);
-    if (stats === undefined)
-      this.counts.set(topic, (stats = { inFlight: 0, succeeded: 0, failed: 0 }));
+    const stats = this.counts.get(topic) ?? { inFlight: 0, succeeded: 0, failed: 0 };
+    this.counts.set(topic, stats);
     const handler = async (message: ReceivedMessage): Promise<void> => {
       stats.inFlight++;
       try {
