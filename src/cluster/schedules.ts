@@ -197,7 +197,8 @@ export class ClusterSchedules {
 
   /** This node holds partition 0's lease with `epoch`: it runs the schedules. */
   lead(epoch: number): void {
-    this.turn = this.turn.then(async () => {
+    // After the turn before it, whether that one succeeded or not.
+    const start = async () => {
       if (!this.host.leads(epoch)) return; // dropped before its turn came
       if (this.closed || this.leader?.epoch === epoch) return;
       await this.stopLeading();
@@ -237,7 +238,8 @@ export class ClusterSchedules {
       );
       this.leader = leader;
       this.watch(leader);
-    });
+    };
+    this.turn = this.turn.then(start, start);
     this.turn.catch((err: unknown) => this.host.onError(err));
   }
 
