@@ -236,7 +236,9 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
         const expected: string[] = [];
         while (expected.length < max && ready[topic].length > 0) {
           const id = ready[topic].shift()!;
-          if (model.get(id)?.status === 'R') expected.push(id);
+          // An entry left by a cancelled delivery of the same id is where the server finds the
+          // id ready: it is taken there, once (its later entry then finds it in flight).
+          if (model.get(id)?.status === 'R' && !expected.includes(id)) expected.push(id);
         }
         expect(rows.map((r) => String(r[0]))).toEqual(expected);
         for (const [idBuf, attempts, due, record] of rows) {
