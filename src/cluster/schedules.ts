@@ -23,6 +23,7 @@
 
 import { SystemClock } from '../clock/index.js';
 import { TickwheelStateError } from '../errors.js';
+import { IdLocks } from '../queue/locks.js';
 import { Scheduler, type ScheduleHost } from '../queue/recurring.js';
 import {
   checkedSpec,
@@ -80,7 +81,7 @@ export class ClusterSchedules {
   private closed = false;
   private readonly clock = new SystemClock({ epoch: true });
   /** This node's changes of each schedule, one at a time: they do not race each other. */
-  private readonly changes = new Map<string, Promise<unknown>>();
+  private readonly changes = new IdLocks();
   /** Records that cannot be read, reported once per stored text. */
   private readonly unreadable = new Map<string, string>();
 
@@ -183,14 +184,7 @@ export class ClusterSchedules {
 
   /** Runs `work` after this node's earlier changes of the schedule. */
   private serial<T>(name: string, work: () => Promise<T>): Promise<T> {
-    const before = this.changes.get(name) ?? Promise.resolve();
-    const run = before.then(work, work);
-    const tail = run.catch(() => undefined);
-    this.changes.set(name, tail);
-    void tail.then(() => {
-      if (this.changes.get(name) === tail) this.changes.delete(name);
-    });
-    return run;
+    return this.changes.run(name, work);
   }
 
   // ---- the leader ---------------------------------------------------------------------------

@@ -28,6 +28,11 @@ export class IdLocks {
     return this.tails.has(id);
   }
 
+  /** How many ids have work under way. */
+  get size(): number {
+    return this.tails.size;
+  }
+
   /** Resolves once every operation queued so far has settled. */
   async settled(): Promise<void> {
     await Promise.allSettled([...this.tails.values()]);

@@ -33,6 +33,7 @@
 import type { Clock } from '../clock/index.js';
 import { TickwheelStateError } from '../errors.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
+import { IdLocks } from './locks.js';
 import type { ScheduleRequest } from './message.js';
 import {
   checkScheduleName,
@@ -95,7 +96,7 @@ export class Scheduler {
   private readonly held = new Map<string, Held>();
   private readonly wheel: TimerWheel<unknown>;
   /** Work per schedule, one at a time: timers, changes. */
-  private readonly chains = new Map<string, Promise<unknown>>();
+  private readonly chains = new IdLocks();
   private closed = false;
 
   constructor(
@@ -246,7 +247,7 @@ export class Scheduler {
 
   /** Resolves once work started so far has finished. */
   async settled(): Promise<void> {
-    while (this.chains.size > 0) await Promise.all([...this.chains.values()]);
+    while (this.chains.size > 0) await this.chains.settled();
   }
 
   async close(): Promise<void> {
@@ -264,14 +265,7 @@ export class Scheduler {
         new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed'),
       );
     }
-    const before = this.chains.get(name) ?? Promise.resolve();
-    const run = before.then(work, work);
-    const tail = run.catch(() => undefined);
-    this.chains.set(name, tail);
-    void tail.then(() => {
-      if (this.chains.get(name) === tail) this.chains.delete(name);
-    });
-    return run;
+    return this.chains.run(name, work);
   }
 
   /** Cancels the timer and the message of an occurrence created ahead and not yet due. */
