@@ -18,24 +18,6 @@
  * runNextTicks() between two callbacks. Faces ask for it per row (`settleAfter`); the lean path
  * does not. Without the option, callbacks run back to back: in an expiry storm the queues' run
  * after every callback costs half again the time per expiration (see docs/timers.md).
- *
- * Reading the clock. A timer of `delay` from now needs now, and reading the system clock costs
- * ~50 ns here, half of a whole schedule. When timers come in a burst (four reads in a row
- * within BURST_GAP_MS of each other, on the SystemClock), the next STAMP_REUSES timers are
- * placed against the last reading, the stamp, which may trail their true start by the time the
- * burst has taken so far. So that none fires early, each of them is kept (row, generation,
- * delay) until the clock is next read, at the latest in a microtask queued when the stamp was
- * taken, and always before anything fires (onAlarm, runDue) or is placed against a fresh
- * reading: that reading is at or after every one of their starts, and a timer whose tick begins
- * before `reading + delay` moves to the tick for that (validate()). From the first that moves,
- * the rest of the burst is put in again behind it, so that within a tick the burst's timers
- * stay in the order they were scheduled in.
- * Cost: a tight loop of schedules reads the clock once per STAMP_REUSES timers and checks each
- * once (a few ns); a timer that moves may fire later than one tick by the time from its start
- * to that next reading (the rest of the synchronous run that scheduled it, when it ends
- * scheduling); a turn that schedules up to four timers reads the clock for each, as before.
- * Other clocks (a ManualClock, a test's) are read for every timer: their time moves only when
- * told to, and the check would see a jump made between two schedules as time the burst took.
  */
 
 import {
@@ -45,7 +27,6 @@ import {
   type AlarmClock,
   type Clock,
 } from '../clock/index.js';
-import { SystemClock } from '../clock/system-clock.js';
 import { TickwheelRangeError } from '../errors.js';
 import type { EntryStore, TimingWheel } from '../wheel/index.js';
 
@@ -74,19 +55,6 @@ export const DEFAULT_MAX_BATCH = 10_000;
  * huge tick (beyond 2^53 a float has no room for +1) from looping.
  */
 const SETTLE_STEPS = 4;
-
-/**
- * Timers placed against one reading of the clock while a burst of them is being scheduled (see
- * "Reading the clock" above), before the clock is read again.
- */
-const STAMP_REUSES = 32;
-/** Reads this close together (in ms) count as a burst. */
-const BURST_GAP_MS = 0.05;
-/**
- * Quick reads in a row before a stamp is reused: up to four timers scheduled together are each
- * placed against a reading of their own, and never pay for the microtask.
- */
-const BURST_READS = 3;
 
 /**
  * Node's own runNextTicks(): runs the nextTick queue, then the microtasks, until both are empty.
@@ -136,25 +104,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   cancelled = 0;
   scheduled = 0;
   errors = 0;
-  /** Timers moved by validate() (see the module comment): how often a burst's stamp was stale. */
-  stampMoves = 0;
-  /** The time the last row added was placed against (a reading, or a burst's stamp). */
-  placedAt = 0;
-  /** Whether a burst may place timers against a stamp (the clock is the system clock). */
-  private readonly stamps: boolean;
-  /** The reading timers are placed against while `stampUses` > 0. */
-  private stamp = 0;
-  private stampUses = 0;
-  /** The last reading taken to place a timer, and how many quick ones came in a row. */
-  private lastRead = -Infinity;
-  private quickReads = 0;
-  private closeQueued = false;
-  private readonly closeStamp = (): void => this.endBurst();
-  /** Timers placed against a stamp and not yet checked against a later reading. */
-  private unchecked = 0;
-  private readonly uncheckedRows = new Int32Array(STAMP_REUSES);
-  private readonly uncheckedGenerations = new Uint32Array(STAMP_REUSES);
-  private readonly uncheckedDelays = new Float64Array(STAMP_REUSES);
 
   constructor(wheel: W, options: DriverOptions, onExpire: (index: number) => void) {
     this.wheel = wheel;
@@ -168,7 +117,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       );
     }
     this.clock = checkAlarmClock(options.clock ?? defaultClock());
-    this.stamps = this.clock instanceof SystemClock;
     const now = this.clock.now();
     this.origin =
       options.alignTicks === true ? Math.floor(now / this.resolution) * this.resolution : now;
@@ -191,98 +139,14 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   /** The tick a timer of `delayMs` from now is due at (see the module comment). */
   tickAfter(delayMs: number): number {
-    const now = this.read();
+    const now = this.clock.now();
     return this.tickFor(now, now + delayMs, delayMs);
   }
 
   /** The tick a timer due at clock time `deadline` is due at. */
   tickDueAt(deadline: number): number {
-    const now = this.read();
-    return this.tickFor(now, deadline, deadline - now);
-  }
-
-  /**
-   * Reads the clock. Timers placed against a stamp are checked against the reading first: it is
-   * at or after every one of their starts (see the module comment).
-   */
-  read(): number {
     const now = this.clock.now();
-    if (this.unchecked > 0) this.validate(now);
-    return now;
-  }
-
-  /** Checks the timers placed against a stamp now, before a deadline is read from the wheel. */
-  settle(): void {
-    if (this.unchecked > 0) this.read();
-  }
-
-  /**
-   * The time a new timer is placed against: the stamp while a burst reuses it (the caller then
-   * owes validation a record of the timer, see add()), else a reading, which may start a burst.
-   */
-  private placingTime(): number {
-    if (this.stampUses > 0) {
-      this.stampUses--;
-      return (this.placedAt = this.stamp);
-    }
-    const now = (this.placedAt = this.read());
-    if (!this.stamps || this.running) return now;
-    const gap = now - this.lastRead;
-    this.lastRead = now;
-    // A clock that did not move between two reads is frozen (fake timers): no burst on it.
-    if (!(gap > 0 && gap < BURST_GAP_MS)) {
-      this.quickReads = 0;
-      return now;
-    }
-    if (++this.quickReads >= BURST_READS) {
-      this.stamp = now;
-      this.stampUses = STAMP_REUSES;
-      if (!this.closeQueued) {
-        this.closeQueued = true;
-        queueMicrotask(this.closeStamp);
-      }
-    }
-    return now;
-  }
-
-  /** The synchronous run that scheduled a burst has ended: its last timers are checked. */
-  private endBurst(): void {
-    this.closeQueued = false;
-    this.stampUses = 0;
-    this.quickReads = 0;
-    if (this.unchecked > 0 && !this.disposed) this.read();
-  }
-
-  /**
-   * Checks the timers placed against the stamp against `now`, a reading taken after all of
-   * them started: one whose tick begins before `now + delay` might fire early and moves to the
-   * tick for that. From the first that moves, every later one is put in again (at its own tick
-   * if it need not move), so that none lands ahead of an earlier one in a tick. Cancelled rows
-   * (generation bumped on release) are skipped.
-   */
-  private validate(now: number): void {
-    const count = this.unchecked;
-    this.unchecked = 0;
-    const { generation, tick: ticks } = this.entries;
-    const rows = this.uncheckedRows;
-    let moving = false;
-    for (let i = 0; i < count; i++) {
-      const index = rows[i];
-      if (generation[index] !== this.uncheckedGenerations[i] || !this.entries.isLinked(index)) {
-        continue;
-      }
-      const delayMs = this.uncheckedDelays[i];
-      let tick = ticks[index];
-      if (this.timeOf(tick) < now + delayMs) {
-        tick = this.tickFor(now, now + delayMs, delayMs);
-        this.stampMoves++;
-        moving = true;
-      }
-      if (moving) {
-        this.wheel.reschedule(index, tick);
-        this.armFor(tick);
-      }
-    }
+    return this.tickFor(now, deadline, deadline - now);
   }
 
   private tickFor(now: number, deadline: number, delayMs: number): number {
@@ -331,29 +195,18 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   /** A new row due `delayMs` from now. */
   add(delayMs: number): number {
-    const stamped = this.stampUses > 0;
-    const now = this.placingTime();
+    const now = this.clock.now();
     if (this.wheel.size === 0) this.catchUp(now);
     const tick = this.tickFor(now, now + delayMs, delayMs);
     const index = this.wheel.add(tick);
-    if (stamped) {
-      const at = this.unchecked++;
-      this.uncheckedRows[at] = index;
-      this.uncheckedGenerations[at] = this.entries.generation[index];
-      this.uncheckedDelays[at] = delayMs;
-    }
     this.scheduled++;
     this.armFor(tick);
     return index;
   }
 
-  /**
-   * A new row due at clock time `deadline` (a past deadline is due on the next tick). The time
-   * it is placed against matters only for a deadline in the past or within a tick, and a stamp
-   * trails the true time: such a row is due on the next tick either way, so none is recorded.
-   */
+  /** A new row due at clock time `deadline` (a past deadline is due on the next tick). */
   addAt(deadline: number): number {
-    const now = this.placingTime();
+    const now = this.clock.now();
     if (this.wheel.size === 0) this.catchUp(now);
     const tick = this.tickFor(now, deadline, deadline - now);
     const index = this.wheel.add(tick);
@@ -393,11 +246,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
    * `atTurnStart`: the clock calls from the top of an event-loop turn (see AlarmTarget).
    */
   onAlarm(now: number, atTurnStart?: boolean): number {
-    // Timers placed against a stamp are checked before anything fires, against a reading of
-    // its own: `now` was read before callbacks of other drivers on the clock ran, and those may
-    // have scheduled here since. Nothing placed while this runs uses a stamp.
-    this.stampUses = 0;
-    if (this.unchecked > 0) this.read();
     this.running = true;
     this.runQueues = this.wantsNodeOrder && atTurnStart === true && runNextTicks !== undefined;
     const nowTick = this.tickContaining(now);
@@ -435,7 +283,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
    */
   runDue(): number {
     if (this.running || this.disposed) return 0;
-    const nowTick = this.tickContaining(this.read());
+    const nowTick = this.tickContaining(this.clock.now());
     if (this.wheel.nextDeadline() > nowTick) return 0;
     this.running = true;
     let fired = 0;

@@ -236,7 +236,7 @@ export class TimerWheel<T = unknown> {
         `time must be a finite clock time in milliseconds, got ${String(time)}`,
       );
     }
-    return this.start(data, 0, 0, undefined, time);
+    return this.start(data, Math.max(0, time - this.driver.clock.now()), 0, undefined, time);
   }
 
   /** Cancels a pending timer or interval. True if it was pending; stale handles do nothing. */
@@ -314,9 +314,7 @@ export class TimerWheel<T = unknown> {
   /** Clock time at which a pending timer is due (rounded up to its tick), or undefined. */
   deadline(handle: TimerHandle): number | undefined {
     const index = this.linkedRow(handle);
-    if (index < 0) return undefined;
-    this.driver.settle();
-    return this.driver.timeOf(this.driver.entries.tick[index]);
+    return index < 0 ? undefined : this.driver.timeOf(this.driver.entries.tick[index]);
   }
 
   /** Pending timers. */
@@ -335,9 +333,7 @@ export class TimerWheel<T = unknown> {
    * (stats().nextWakeup gives the same figure, or null, in an object).
    */
   nextWakeupAt(): number {
-    if (this.closed) return Infinity;
-    this.driver.settle();
-    const next = this.driver.wheel.nextDeadline();
+    const next = this.closed ? Infinity : this.driver.wheel.nextDeadline();
     return next === Infinity ? Infinity : this.driver.timeOf(next);
   }
 
@@ -403,13 +399,7 @@ export class TimerWheel<T = unknown> {
     at?: number,
   ): number {
     if (this.driver.wheel.size >= this.admitBelow) this.refuse();
-    let index: number;
-    if (at === undefined) index = this.driver.add(delay);
-    else {
-      index = this.driver.addAt(at);
-      // Kept for refresh(): the delay the due time stood for, from what the row was placed at.
-      delay = Math.max(0, at - this.driver.placedAt);
-    }
+    const index = at === undefined ? this.driver.add(delay) : this.driver.addAt(at);
     this.targets.set(index, target);
     this.delays[index] = delay;
     if (args !== undefined && args.length > 0) {
