@@ -204,9 +204,15 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return index;
   }
 
+  /**
+   * The reading addAt() placed its last row against: what its due time stood for as a delay
+   * (TimerWheel keeps that for refresh()) needs no second reading.
+   */
+  placedAt = NaN;
+
   /** A new row due at clock time `deadline` (a past deadline is due on the next tick). */
   addAt(deadline: number): number {
-    const now = this.clock.now();
+    const now = (this.placedAt = this.clock.now());
     if (this.wheel.size === 0) this.catchUp(now);
     const tick = this.tickFor(now, deadline, deadline - now);
     const index = this.wheel.add(tick);

@@ -236,7 +236,7 @@ export class TimerWheel<T = unknown> {
         `time must be a finite clock time in milliseconds, got ${String(time)}`,
       );
     }
-    return this.start(data, Math.max(0, time - this.driver.clock.now()), 0, undefined, time);
+    return this.start(data, 0, 0, undefined, time);
   }
 
   /** Cancels a pending timer or interval. True if it was pending; stale handles do nothing. */
@@ -399,7 +399,13 @@ export class TimerWheel<T = unknown> {
     at?: number,
   ): number {
     if (this.driver.wheel.size >= this.admitBelow) this.refuse();
-    const index = at === undefined ? this.driver.add(delay) : this.driver.addAt(at);
+    let index: number;
+    if (at === undefined) index = this.driver.add(delay);
+    else {
+      index = this.driver.addAt(at);
+      // Kept for refresh(): the delay the due time stood for, on the reading it was placed at.
+      delay = Math.max(0, at - this.driver.placedAt);
+    }
     this.targets.set(index, target);
     this.delays[index] = delay;
     if (args !== undefined && args.length > 0) {

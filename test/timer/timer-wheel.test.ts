@@ -381,6 +381,18 @@ describe('TimerWheel.scheduleAt', () => {
       ['b', 1_000_500],
     ]);
   });
+
+  it('refreshes with the delay the due time stood for when it was scheduled', () => {
+    const clock = new ManualClock(2_000);
+    const fired: number[] = [];
+    const wheel = new TimerWheel<string>({ clock, onExpire: () => fired.push(clock.now()) });
+    const handle = wheel.scheduleAt(2_300, 'x');
+    clock.advance(100);
+    expect(wheel.refresh(handle)).toBe(true);
+    expect(wheel.deadline(handle)).toBe(2_400);
+    clock.advance(1_000);
+    expect(fired).toEqual([2_400]);
+  });
 });
 
 describe('SystemClock({ epoch: true })', () => {
