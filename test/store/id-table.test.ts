@@ -33,7 +33,7 @@ function growing(table: IdTable): boolean {
 }
 
 describe('IdTable against a Map', () => {
-  it('agrees on add, set, get, delete, reserve, copy and adopt over random operations', () => {
+  it('agrees on add, set, get, delete, remove, reserve, copy and adopt over random operations', () => {
     for (const seed of [1, 2, 3, 4]) {
       const rand = random(seed);
       const table = new IdTable(8);
@@ -55,8 +55,11 @@ describe('IdTable against a Map', () => {
           const value = Math.floor(rand() * 2 ** 40);
           table.set(low, high, value);
           model.set(key, value);
-        } else if (op < 0.75) {
+        } else if (op < 0.65) {
           expect(table.delete(low, high)).toBe(model.delete(key));
+        } else if (op < 0.75) {
+          expect(table.remove(low, high)).toBe(model.get(key) ?? -1);
+          model.delete(key);
         } else if (op < 0.995) {
           expect(table.get(low, high)).toBe(model.get(key) ?? -1);
         } else if (op < 0.998) {
@@ -145,8 +148,11 @@ describe('IdTable against a Map', () => {
         if (op < 0.75) {
           table.set(low, high, step);
           model.set(key, step);
-        } else if (op < 0.85) {
+        } else if (op < 0.8) {
           expect(table.delete(low, high)).toBe(model.delete(key));
+        } else if (op < 0.85) {
+          expect(table.remove(low, high)).toBe(model.get(key) ?? -1);
+          model.delete(key);
         } else {
           expect(table.get(low, high)).toBe(model.get(key) ?? -1);
         }

@@ -216,6 +216,28 @@ export class IdTable {
     this.rehash(Math.ceil(count / 0.7));
   }
 
+  /**
+   * Removes a hash and returns the value it had, or -1 if it was not there: get() and delete()
+   * in one probe sequence (a FINISH does both, and the probe is mostly a cache miss, ~60 ns).
+   */
+  remove(low: number, high: number): number {
+    const main = this.main;
+    const slot = find(main, low, high);
+    if (slot >= 0) {
+      const value = main.slots[2 * slot + 1];
+      this.changed(slot);
+      bury(main, slot);
+      return value;
+    }
+    const old = this.old;
+    if (old === undefined) return -1;
+    const oldSlot = find(old, low, high);
+    if (oldSlot < 0) return -1;
+    const value = old.slots[2 * oldSlot + 1];
+    bury(old, oldSlot);
+    return value;
+  }
+
   /** Removes a hash; true if it was there. */
   delete(low: number, high: number): boolean {
     const main = this.main;

@@ -21,7 +21,8 @@
  *             a dead message of the same id is finished first; then `placed`
  *   MOVE      ids[h] = p, tally.move (tally.revive if dead, and no longer dead); then `placed`
  *   BURY      ids[h] = p, deadIds[id] = p, tally.bury (unless dead already)
- *   FINISH    ids[h] removed, segmentLive[seg(payload)] - 1, tally.finish (or finishDead)
+ *   FINISH    ids[h] removed (collisions[id] if there), segmentLive[seg(payload)] - 1,
+ *             tally.finish (or finishDead)
  *   placed    with `reindex`: a schedule-index entry (IndexSink); else, live: near + p
  *
  * A MOVE, BURY or FINISH of an id not in the tables changes nothing: its message finished
@@ -182,7 +183,13 @@ export class Tables {
       return;
     }
     const collided = exact ? this.collisions.get(id) : undefined;
-    const previous = collided !== undefined ? collided.position : this.ids.get(low, high);
+    // A FINISH takes its id out of `ids` as it looks it up (one probe sequence, not two).
+    const previous =
+      collided !== undefined
+        ? collided.position
+        : type === FINISH
+          ? this.ids.remove(low, high)
+          : this.ids.get(low, high);
     if (previous < 0) {
       this.replay?.unknown(type, body, at, position, low, high);
       return;
@@ -191,7 +198,7 @@ export class Tables {
     const dead = exact ? this.deadIds.get(id) : undefined;
     if (type === FINISH) {
       this.replay?.finished(low, high, position);
-      this.unlink(id, low, high);
+      if (collided !== undefined) this.collisions.delete(id);
       if (dead !== undefined) {
         this.deadIds.delete(id);
         this.tally.finishDead(dead.topic);
