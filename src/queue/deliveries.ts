@@ -22,7 +22,7 @@ import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
 import type { IdLocks } from './locks.js';
 import { decodePayload, heldPayload, retryDelay, storedBytes } from './message.js';
-import type { NearHorizon, NearMessage } from './near.js';
+import { Lease, type NearHorizon, type NearMessage } from './near.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';
 import type { QueueEvents } from './events.js';
@@ -208,23 +208,30 @@ export class Deliveries {
     });
   }
 
-  /** A message's timer on the wheel: its due time came, or its visibility timeout ran out. */
-  onTimer(message: NearMessage): void {
-    message.timer = 0;
-    if (!message.held) return;
-    if (message.status === 'scheduled') {
-      this.near.fire(message);
-    } else if (message.status === 'inflight') {
-      this.insights.counters.expired++;
-      const receipt = message.receipt;
-      void this.locks
-        .run(message.id, async () => {
-          if (receipt === undefined || this.near.owner(receipt) !== message) return;
-          message.lastError = 'visibility timeout: not acknowledged in time';
-          await this.retry(message, undefined);
-        })
-        .catch((err: unknown) => process.emitWarning(err as Error));
+  /**
+   * A timer on the wheel: a message's due time came, or the visibility timeout of the messages
+   * taken together (a lease) ran out.
+   */
+  onTimer(due: NearMessage | Lease): void {
+    if (due instanceof Lease) {
+      for (const message of this.near.expired(due)) this.expire(message);
+      return;
     }
+    due.timer = 0;
+    if (due.held && due.status === 'scheduled') this.near.fire(due);
+  }
+
+  /** A message in flight was not acknowledged in time: retried, or buried. */
+  private expire(message: NearMessage): void {
+    this.insights.counters.expired++;
+    const receipt = message.receipt;
+    void this.locks
+      .run(message.id, async () => {
+        if (receipt === undefined || this.near.owner(receipt) !== message) return;
+        message.lastError = 'visibility timeout: not acknowledged in time';
+        await this.retry(message, undefined);
+      })
+      .catch((err: unknown) => process.emitWarning(err as Error));
   }
 
   /** A delivery failed: back off and redeliver, or bury when attempts are used up. */

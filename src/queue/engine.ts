@@ -56,7 +56,7 @@ import {
   type MessageStatus,
   type ScheduleRequest,
 } from './message.js';
-import { NearHorizon, type NearMessage } from './near.js';
+import { NearHorizon, type Lease, type NearMessage } from './near.js';
 import {
   checkNack,
   checkQueueOptions,
@@ -97,7 +97,7 @@ const CONSUME_WAIT_MS = 1000;
 export class QueueEngine {
   protected readonly store: Store;
   private readonly settings: QueueSettings;
-  private readonly wheel: TimerWheel<NearMessage>;
+  private readonly wheel: TimerWheel<NearMessage | Lease>;
   private readonly insights = new QueueInsights();
   private readonly waiters: Waiters;
   private readonly near: NearHorizon;
@@ -121,11 +121,11 @@ export class QueueEngine {
     this.store = store;
     this.settings = checkQueueOptions(options);
     const clock = this.settings.clock;
-    this.wheel = new TimerWheel<NearMessage>({
+    this.wheel = new TimerWheel<NearMessage | Lease>({
       clock,
       unref: true,
       alignTicks: true, // due order across the wheel and near.arm's due-at-once path
-      onExpire: (message) => this.deliveries.onTimer(message),
+      onExpire: (due) => this.deliveries.onTimer(due),
       onError: (err) => process.emitWarning(err as Error),
     });
     this.waiters = new Waiters(this.wheel);

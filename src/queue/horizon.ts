@@ -21,7 +21,7 @@
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
 import type { MessageState } from './message.js';
-import type { NearHorizon, NearMessage } from './near.js';
+import type { NearHorizon } from './near.js';
 import type { RecoveryReport, Store } from './store.js';
 
 export class Horizon {
@@ -47,7 +47,7 @@ export class Horizon {
   }
 
   /** Recovers the store, holding what is due within the horizon, and starts the loader. */
-  async start(wheel: TimerWheel<NearMessage>): Promise<RecoveryReport> {
+  async start(wheel: Pick<TimerWheel<unknown>, 'setInterval'>): Promise<RecoveryReport> {
     this.until = this.store.horizonEnd(this.clock.now() + this.horizonMs);
     const report = await this.store.recover(this.until, (message) => this.near.hold(message));
     wheel.setInterval(() => void this.advance(), Math.max(5, this.horizonMs / 4));

@@ -137,6 +137,47 @@ describe.each([
     expect(second.attempts).toBe(2);
   });
 
+  it('times out the messages taken together that are still in flight, and only those', async () => {
+    const q = await open();
+    const ids = ['a', 'b', 'c', 'd', 'e'];
+    await q.scheduleMany(
+      ids.map((id) => ({ id, topic: 't', payload: id, backoff: { type: 'fixed', delayMs: 50 } })),
+    );
+    await advance(clock, 1, 100, queue);
+    const taken = await q.receive('t', { max: 10, visibilityMs: 100 });
+    expect(taken.map((m) => m.id)).toEqual(ids);
+    const [a, b, c, d, e] = taken;
+    expect(await q.ack(a.receipt)).toBe(true);
+    expect(await q.cancel(c.id)).toBe(true);
+    expect(await q.nack(e.receipt, { delayMs: 1000 })).toBe(true);
+    await advance(clock, 99, 100, queue);
+    expect(await q.get('b')).toMatchObject({ status: 'inflight' }); // not before its time
+    await advance(clock, 1, 100, queue);
+    expect(await q.ack(b.receipt)).toBe(false);
+    expect(await q.ack(d.receipt)).toBe(false);
+    // Their retries are written (a real fsync on the file store) before they are back on the
+    // wheel: wait for that in real time, then let the backoff pass in virtual time.
+    const retried = async () =>
+      (await q.get('b'))?.status === 'scheduled' && (await q.get('d'))?.status === 'scheduled';
+    for (let i = 0; i < 500 && !(await retried()); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    await advance(clock, 60, 100, queue);
+    const again = await q.receive('t', { max: 10, visibilityMs: 100 });
+    expect(again.map((m) => [m.id, m.attempts])).toEqual([
+      ['b', 2],
+      ['d', 2],
+    ]);
+    expect((await q.get('b'))?.lastError).toMatch(/visibility timeout/);
+    expect(await q.get('a')).toMatchObject({ status: 'acked' });
+    expect(await q.get('c')).toMatchObject({ status: 'cancelled' });
+    expect(await q.get('e')).toMatchObject({ status: 'scheduled', attempts: 1 });
+    // All of a take acked: its timeout never comes.
+    expect(await q.ackMany(again.map((m) => m.receipt))).toEqual([true, true]);
+    await advance(clock, 200, 100, queue);
+    expect(await q.get('b')).toMatchObject({ status: 'acked', attempts: 2 });
+  });
+
   it('moves a message to the dead letters after maxAttempts, and requeues it', async () => {
     const q = await open();
     const { id } = await q.schedule({
