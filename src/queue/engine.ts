@@ -186,7 +186,7 @@ export class QueueEngine {
             ),
           waitReady: (ms, aborts) => this.waiters.wait(topic, ms, aborts),
         }),
-      ack: (receipt) => this.deliveries.ackQuietly(receipt),
+      ack: (receipt, message) => this.deliveries.ackQuietly(receipt, message),
       nack: (receipt, reason) => this.deliveries.nack(receipt, reason, undefined),
     };
     // A topic with a push target runs a Worker over the queue's receive, as a consumer does:

@@ -25,7 +25,8 @@ export class IdLocks {
 
   /** True while an operation queued on `id` has not settled. */
   busy(id: string): boolean {
-    return this.tails.has(id);
+    // (Asked on every ack: an empty map, the usual case, is not hashed into.)
+    return this.tails.size !== 0 && this.tails.has(id);
   }
 
   /** How many ids have work under way. */

@@ -168,9 +168,12 @@ export class NearHorizon implements HeldCounts {
     return message !== undefined || this.moving === undefined ? message : this.moving.from.get(id);
   }
 
-  /** The message in flight under this receipt, if any (throws only for a non-string). */
-  owner(receipt: unknown): NearMessage | undefined {
-    return this.receipts.owner(receipt);
+  /**
+   * The message in flight under this receipt, if any (throws only for a non-string); `slot`, if
+   * known, is where the receipt was issued (see Receipts.ownerAt).
+   */
+  owner(receipt: unknown, slot = -1): NearMessage | undefined {
+    return this.receipts.ownerAt(receipt, slot);
   }
 
   /**

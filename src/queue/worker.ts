@@ -58,8 +58,11 @@ export interface WorkerSource {
     options: { max: number; waitMs: number; visibilityMs?: number },
     signal: AbortSignal,
   ): Promise<ReceivedMessage[]>;
-  /** May return one promise for several acks (a batch): it is waited on once. */
-  ack(receipt: string): PromiseLike<unknown>;
+  /**
+   * May return one promise for several acks (a batch): it is waited on once. `message` is the
+   * delivery the receipt came with, as receive() gave it (a source may find it faster so).
+   */
+  ack(receipt: string, message?: ReceivedMessage): PromiseLike<unknown>;
   nack(receipt: string, reason: string): PromiseLike<unknown>;
 }
 
@@ -124,6 +127,8 @@ export class Worker implements Consumer {
   private active = 0;
   /** Acks and nacks under way, by the promise they wait on. */
   private readonly settling = new Set<PromiseLike<unknown>>();
+  /** The promise track() added last, while it is in `settling`. */
+  private trackedLast: PromiseLike<unknown> | undefined;
   /** Wakes whoever waits for a handler or an ack to finish (the loop, or close()). */
   private freed: (() => void) | undefined;
   private rest: { timer: ReturnType<typeof setTimeout>; wake: () => void } | undefined;
@@ -240,7 +245,7 @@ export class Worker implements Consumer {
     try {
       wait = failed
         ? this.source.nack(message.receipt, reasonOf(failure))
-        : this.source.ack(message.receipt);
+        : this.source.ack(message.receipt, message);
     } catch (err) {
       wait = Promise.reject(err);
     }
@@ -249,7 +254,9 @@ export class Worker implements Consumer {
   }
 
   private track(wait: PromiseLike<unknown>, message: ReceivedMessage): void {
-    if (this.settling.has(wait)) return;
+    // Acks of one group commit share a promise: most often the one tracked last.
+    if (wait === this.trackedLast || this.settling.has(wait)) return;
+    this.trackedLast = wait;
     this.settling.add(wait);
     wait.then(
       () => this.untrack(wait),
@@ -262,6 +269,7 @@ export class Worker implements Consumer {
 
   private untrack(wait: PromiseLike<unknown>): void {
     this.settling.delete(wait);
+    if (this.trackedLast === wait) this.trackedLast = undefined;
     this.freed?.();
   }
 
