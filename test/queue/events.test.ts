@@ -66,6 +66,11 @@ describe.each([
     await advance(clock, 600, 100, queue);
     await queue.receive('t', { visibilityMs: 1_000 });
     await advance(clock, 1_100, 100, queue);
+    // The timed-out retry is written (a real fsync on the file store) before 'failed' is told:
+    // wait for that in real time (a few turns were not always enough on a loaded machine).
+    for (let i = 0; i < 500 && seen.length < 5; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
     await settle();
     expect(seen.map(brief)).toEqual([
       'scheduled d 0',
