@@ -37,6 +37,8 @@ describe('PositionSet', () => {
         expect(set.size).toBe(model.size);
         if (step % 997 === 0) {
           expect(new Set(set)).toEqual(model);
+          expect(new Set(set.toArray())).toEqual(model);
+          expect(set.toArray().length).toBe(model.size);
           for (const each of pool.slice(0, 50)) expect(set.has(each)).toBe(model.has(each));
         }
       }

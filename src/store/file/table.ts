@@ -299,7 +299,7 @@ export class Tables {
       dead: [...this.deadIds].map(([id, d]) => [id, d.position, d.payloadPosition, d.topic]),
       segmentLive: [...this.segmentLive],
       counts: this.tally.entries(),
-      near: Float64Array.from(this.near),
+      near: this.near.toArray(),
     };
   }
 
