@@ -127,9 +127,14 @@ export class Deliveries {
     const now = this.clock.now();
     const answer: ReceivedMessage[] = [];
     for (let i = 0; i < fit; i++) {
-      if (taken[i].attempts === 1) this.insights.deliveredFirst(taken[i], now);
-      answer.push(received(taken[i], payloads[i]));
-      this.events.record('delivered', taken[i]);
+      const message = taken[i];
+      // While its payload was read, the delivery may have ended: its visibility timeout ran out
+      // (and another receive may hold it under a new receipt), or it was cancelled or acked.
+      // Handing it over now would give this caller another delivery's receipt, or none.
+      if (message.receipt !== receipts[i] || message.status !== 'inflight') continue;
+      if (message.attempts === 1) this.insights.deliveredFirst(message, now);
+      answer.push(received(message, payloads[i]));
+      this.events.record('delivered', message);
     }
     return answer;
   }
