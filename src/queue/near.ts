@@ -44,9 +44,10 @@
  *   - a held message has a `tally`;
  *   - Σ tallies.ready = held messages ready; Σ tallies.inflight = held messages in flight;
  *   - a message in flight has a receipt slot (receipts.ts); no other message has one;
- *   - a message has a `lease` exactly while in flight, and is in its lease's `messages`; a
- *     lease's `live` counts its messages in flight, and its timer is pending while that is
- *     above 0 (0 once it fired or was cleared).
+ *   - a message has a `lease` while in flight, and is then in its lease's `messages`; until
+ *     the lease's timer fires, its `live` counts those messages and the timer is pending while
+ *     that is above 0. A lease that fired has `live` 0 and timer 0: its messages (left in
+ *     flight, under their id locks, until their retry moves them) have no lease.
  *
  * Horizon loads (horizon.ts) read the store while the queue keeps running. Two things bridge
  * that gap: messages held during a load are `deferred` (armed after it, so that they join the
@@ -99,8 +100,12 @@ export class Lease {
   /** Messages of it still in flight. */
   live: number;
 
-  /** `messages`: those taken under it, in take order (those that left have another lease). */
-  constructor(readonly messages: readonly NearMessage[]) {
+  /**
+   * `messages`: those taken under it, in take order (those that left have another lease or
+   * none). Compacted once most have left, so that acked messages (and their payloads) are not
+   * kept in memory for as long as one of their take is slow.
+   */
+  constructor(public messages: readonly NearMessage[]) {
     this.live = messages.length;
   }
 }
@@ -168,12 +173,9 @@ export class NearHorizon implements HeldCounts {
     return message !== undefined || this.moving === undefined ? message : this.moving.from.get(id);
   }
 
-  /**
-   * The message in flight under this receipt, if any (throws only for a non-string); `slot`, if
-   * known, is where the receipt was issued (see Receipts.ownerAt).
-   */
-  owner(receipt: unknown, slot = -1): NearMessage | undefined {
-    return this.receipts.ownerAt(receipt, slot);
+  /** The message in flight under this receipt, if any (throws only for a non-string). */
+  owner(receipt: unknown): NearMessage | undefined {
+    return this.receipts.owner(receipt);
   }
 
   /**
@@ -387,9 +389,14 @@ export class NearHorizon implements HeldCounts {
     const lease = message.lease;
     if (lease === undefined) return;
     message.lease = undefined;
-    if (--lease.live === 0 && lease.timer !== 0) {
-      this.wheel.clearTimeout(lease.timer);
-      lease.timer = 0;
+    const live = --lease.live;
+    if (live === 0) {
+      if (lease.timer !== 0) {
+        this.wheel.clearTimeout(lease.timer);
+        lease.timer = 0;
+      }
+    } else if (live * 4 < lease.messages.length && lease.messages.length >= 16) {
+      lease.messages = lease.messages.filter((each) => each.lease === lease);
     }
   }
 

@@ -62,19 +62,6 @@ export class Receipts<M extends Receivable> {
   }
 
   /**
-   * owner(receipt), looked for first in `slot`, where it was issued: the receipt a consumer
-   * acks with is the very string issue() made, so a match there is one comparison of
-   * references, where owner() reads the slot out of the string (and so first copies it into
-   * one flat string, as it was made by concatenation: ~80 ns of an ack's ~130 here).
-   */
-  ownerAt(receipt: unknown, slot: number): M | undefined {
-    const message = slot >= 0 ? this.slots[slot] : undefined;
-    return message !== undefined && message.receipt === receipt && message.status === 'inflight'
-      ? message
-      : this.owner(receipt);
-  }
-
-  /**
    * The message in flight under this receipt, or undefined for a receipt that is stale, unknown
    * or malformed. Only a receipt that is not a string is an error.
    */

@@ -137,6 +137,39 @@ describe.each([
     expect(second.attempts).toBe(2);
   });
 
+  it('hands over plain objects, and times out the last of a large take once most are acked', async () => {
+    const q = await open();
+    const ids = Array.from({ length: 40 }, (_, i) => `m${String(i).padStart(2, '0')}`);
+    await q.scheduleMany(ids.map((id) => ({ id, topic: 't', payload: { id } })));
+    await advance(clock, 1, 100, queue);
+    const taken = await q.receive('t', { max: 40, visibilityMs: 100 });
+    expect(taken.map((m) => m.id)).toEqual(ids);
+    // A plain object, as API.md's ReceivedMessage: equal to a literal, prototype included.
+    const { receipt, deliverAt } = taken[0];
+    expect(taken[0]).toStrictEqual({
+      id: 'm00',
+      topic: 't',
+      payload: { id: 'm00' },
+      deliverAt,
+      attempts: 1,
+      receipt,
+    });
+    // 35 of 40 acked: the take's lease is compacted on the way; the other 5 still time out.
+    for (const message of taken.slice(0, 35)) expect(await q.ack(message.receipt)).toBe(true);
+    await advance(clock, 100, 100, queue);
+    for (const message of taken.slice(35)) expect(await q.ack(message.receipt)).toBe(false);
+    const retried = async () =>
+      (await Promise.all(ids.slice(35).map((id) => q.get(id)))).every(
+        (info) => info?.status === 'scheduled',
+      );
+    for (let i = 0; i < 500 && !(await retried()); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    await advance(clock, 5_000, 100, queue);
+    const again = await q.receive('t', { max: 40 });
+    expect(again.map((m) => [m.id, m.attempts])).toEqual(ids.slice(35).map((id) => [id, 2]));
+  });
+
   it('times out the messages taken together that are still in flight, and only those', async () => {
     const q = await open();
     const ids = ['a', 'b', 'c', 'd', 'e'];

@@ -37,34 +37,6 @@ describe('Receipts', () => {
     expect(receipts.owner(rc2)).toBe(c);
   });
 
-  it('finds an owner by the slot it was issued in as owner() does, whatever slot is given', () => {
-    const receipts = new Receipts<Receivable>();
-    const a = inflight();
-    const b = inflight();
-    const ra = receipts.issue(a);
-    const rb = receipts.issue(b);
-    expect(receipts.ownerAt(ra, a.slot)).toBe(a);
-    // A wrong or unknown slot only costs the lookup by the receipt.
-    expect(receipts.ownerAt(ra, b.slot)).toBe(a);
-    expect(receipts.ownerAt(rb, 99)).toBe(b);
-    expect(receipts.ownerAt(rb, -1)).toBe(b);
-    // A copy of the receipt (an equal string, not the same one) is the same receipt.
-    expect(receipts.ownerAt(ra.split('').join(''), a.slot)).toBe(a);
-    // Stale: released, or delivered again under a new receipt in the same slot.
-    const slot = a.slot;
-    receipts.release(a);
-    expect(receipts.ownerAt(ra, slot)).toBeUndefined();
-    const ra2 = receipts.issue(a);
-    expect(a.slot).toBe(slot);
-    expect(receipts.ownerAt(ra, slot)).toBeUndefined();
-    expect(receipts.ownerAt(ra2, slot)).toBe(a);
-    a.status = 'ready';
-    expect(receipts.ownerAt(ra2, slot)).toBeUndefined();
-    expect(() => receipts.ownerAt(42, slot)).toThrow(
-      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_MESSAGE' }),
-    );
-  });
-
   it('answers undefined for malformed receipts and refuses a receipt that is not a string', () => {
     const receipts = new Receipts<Receivable>();
     const a = inflight();
