@@ -84,7 +84,9 @@ export class QueueInsights {
   /** A message came due (ready) at `now`. */
   fired(message: MessageState, now: number): void {
     this.counters.fired++;
-    const late = now - this.dueFrom(message);
+    // `now` may be a reading shared by the fires of one run (near.ts, fireTime), taken before a
+    // message of that run was handed in: never a negative lateness.
+    const late = Math.max(0, now - this.dueFrom(message));
     this.lateness[this.latenessCount++ % LATENESS_SAMPLES] = late;
     this.latenessSum += late;
   }
