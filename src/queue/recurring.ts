@@ -121,6 +121,7 @@ export class Scheduler {
           `recurring schedule ${record.name} cannot be read back: ${(err as Error).message}`,
         );
       }
+      await this.cancelSuperseded(record);
       const held: Held = {
         record,
         occurrences,
@@ -129,6 +130,23 @@ export class Scheduler {
       };
       this.held.set(record.name, held);
       await this.stepOrRetry(held, true, false);
+    }
+  }
+
+  /**
+   * A record not stepped since its change (`through` null) whose `lastCreated` is still ahead
+   * names the previous version's occurrence made ahead: cancelled before the new version makes
+   * its own. A change cancels it right after writing the record; a process that died between
+   * the two left it pending, and the new version's occurrence at the same time (the same id)
+   * would have been taken for it. A failed cancel is reported: the schedule runs on regardless.
+   */
+  private async cancelSuperseded(record: ScheduleRecord): Promise<void> {
+    if (
+      record.through === null &&
+      record.lastCreated !== null &&
+      record.lastCreated > this.clock.now()
+    ) {
+      await this.host.cancel(occurrenceId(record.name, record.lastCreated)).catch(this.onError);
     }
   }
 
@@ -208,10 +226,9 @@ export class Scheduler {
    * A record changed elsewhere (through another node of a cluster: src/cluster/schedules.ts)
    * replaces the one held, in the schedule's turn, and is brought up to date; undefined: it was
    * deleted. `adopted` runs in that turn, before the record is stepped (writes of the schedule
-   * queued before it still see what they saw). A record not stepped since its change (`through`
-   * null) whose `lastCreated` is still ahead names the previous version's occurrence made
-   * ahead: cancelled before the new version makes its own. A record whose occurrences cannot
-   * be worked out (a time zone this platform no longer has) is reported and not run.
+   * queued before it still see what they saw). The previous version's occurrence made ahead is
+   * cancelled first (cancelSuperseded). A record whose occurrences cannot be worked out (a time
+   * zone this platform no longer has) is reported and not run.
    */
   adopt(name: string, record: ScheduleRecord | undefined, adopted?: () => void): Promise<void> {
     return this.serial(name, async () => {
@@ -231,14 +248,7 @@ export class Scheduler {
       }
       adopted?.();
       if (record === undefined || occurrences === undefined) return;
-      if (
-        record.through === null &&
-        record.lastCreated !== null &&
-        record.lastCreated > this.clock.now()
-      ) {
-        // A failed cancel is reported: the schedule runs on regardless.
-        await this.host.cancel(occurrenceId(name, record.lastCreated)).catch(this.onError);
-      }
+      await this.cancelSuperseded(record);
       const held: Held = { record: { ...record }, occurrences, timer: undefined, failures: 0 };
       this.held.set(name, held);
       await this.stepOrRetry(held, true, false);

@@ -520,6 +520,62 @@ describe('the schedule API under failures and races', () => {
     }
   });
 
+  it('a change whose old occurrence was not yet cancelled when the process died is finished on restart', async () => {
+    // put writes the new record, then cancels the old version's occurrence made ahead. A crash
+    // between the two left that occurrence pending; with the same time as the new version's
+    // first, the new one was taken for it (same id) and the old payload was delivered.
+    const kind = fileKind();
+    try {
+      const clock = new ManualClock(Date.UTC(2026, 5, 1, 0, 0, 30));
+      const fileStore = await FileStore.open({ dir: dirOf(kind), fsync: 'never' });
+      let dead = false;
+      let armed = false;
+      const dying = new Proxy(fileStore, {
+        get(target, property) {
+          const value = Reflect.get(target, property, target) as unknown;
+          if (typeof value !== 'function') return value;
+          const method = (value as (...a: unknown[]) => unknown).bind(target);
+          if (!['add', 'move', 'finish', 'bury', 'writeSchedules'].includes(String(property))) {
+            return method;
+          }
+          return async (...args: unknown[]) => {
+            if (dead) throw new Error('the process is gone');
+            const result = await method(...args);
+            // Dies right after the changed record is durable.
+            if (armed && property === 'writeSchedules') dead = true;
+            return result;
+          };
+        },
+      });
+      let queue = await DelayQueue.open({
+        store: dying as unknown as Store,
+        clock,
+        horizonMs: 1000,
+      });
+      const spec = { topic: 'jobs', cron: '* * * * *', payload: { v: 1 } };
+      await queue.putSchedule('s', spec);
+      const first = Date.UTC(2026, 5, 1, 0, 1, 0);
+      expect((await queue.get(`s@${first}`))?.status).toBe('scheduled');
+      armed = true;
+      await expect(queue.putSchedule('s', { ...spec, payload: { v: 2 } })).rejects.toThrow(
+        'the process is gone',
+      );
+      await queue.close().catch(() => {});
+
+      queue = await kind.open(clock);
+      try {
+        expect(await queue.getSchedule('s')).toMatchObject({ payload: { v: 2 } });
+        await advance(clock, 30_001, 1_000, queue);
+        const got = await queue.receive('jobs', { max: 10 });
+        expect(got.map((m) => [m.id, m.payload])).toEqual([[`s@${first}`, { v: 2 }]]);
+      } finally {
+        await queue.close();
+      }
+    } finally {
+      kind.cleanup();
+    }
+  });
+
   it("interval catch-up with endAt stays on the schedule's grid", async () => {
     const { clock, queue: first, kind } = await openQueue(fileKind);
     const t0 = clock.now();
