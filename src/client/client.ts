@@ -47,7 +47,7 @@ import type { ScheduleRequest } from '../queue/message.js';
 import { checkConsumeOptions, Worker } from '../queue/worker.js';
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { TickwheelHttpError } from './errors.js';
-import { streamEvents, type ClientWatchOptions } from './events.js';
+import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import { Transport, type Answer, type Exchange, type TransportOptions } from './transport.js';
 import { checkWatch, type QueueEvent } from '../queue/events.js';
 
@@ -543,10 +543,12 @@ export class TickwheelClient {
    * Message events as they happen (GET /v1/events, Server-Sent Events), as an async iterator:
    * `for await (const event of client.events({ topic: 'emails', signal })) ...`. Ends when
    * `signal` aborts or the server closes the stream; throws ERR_TICKWHEEL_EVENTS_LOST if this
-   * reader fell too far behind (see src/client/events.ts).
+   * reader fell too far behind, and ERR_TICKWHEEL_TIMEOUT after `idleTimeoutMs` (default 45 s)
+   * without a byte, keep-alives included (see src/client/events.ts).
    */
   events(options: ClientWatchOptions = {}): AsyncGenerator<QueueEvent, void, undefined> {
     checkWatch(options);
+    checkIdleTimeout(options.idleTimeoutMs);
     return streamEvents(this.transportOptions, options, this.streams);
   }
 

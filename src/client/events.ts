@@ -6,18 +6,43 @@
  * error), when the server
  * closes it (shutting down: the iteration ends), or when the reader fell behind and the server
  * sent `event: lost` (the iteration throws a TickwheelHttpError with the code the server gave,
- * ERR_TICKWHEEL_EVENTS_LOST). Events are not stored: reconnecting gives what happens from then on.
+ * ERR_TICKWHEEL_EVENTS_LOST), or when nothing at all came for `idleTimeoutMs`: the server writes a
+ * keep-alive comment every 15 s, so a silent stream means a server or network gone without a
+ * word (no FIN, no RST: a host that lost power, a partition), which TCP alone would notice only
+ * after hours. The iteration then throws a TickwheelNetworkError, ERR_TICKWHEEL_TIMEOUT. Events
+ * are not stored: reconnecting gives what happens from then on.
  */
 
 import type { QueueEvent, QueueEventType } from '../queue/events.js';
 import type { WireErrorCode } from '../protocol/wire.js';
-import { TickwheelHttpError } from './errors.js';
+import { TickwheelTypeError } from '../errors.js';
+import { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
 import { openStream, type TransportOptions } from './transport.js';
 
 export interface ClientWatchOptions {
   topic?: string;
   types?: readonly QueueEventType[];
   signal?: AbortSignal;
+  /**
+   * Longest silence (no event, no keep-alive) before the stream counts as dead and the iteration
+   * throws ERR_TICKWHEEL_TIMEOUT. Default 45,000: three of the server's 15 s keep-alives.
+   * Infinity waits forever.
+   */
+  idleTimeoutMs?: number;
+}
+
+export const DEFAULT_EVENTS_IDLE_MS = 45_000;
+
+/** Checks `idleTimeoutMs` (the rest is checked as the embedded watch() checks it). */
+export function checkIdleTimeout(value: unknown): number {
+  if (value === undefined) return DEFAULT_EVENTS_IDLE_MS;
+  if (typeof value !== 'number' || Number.isNaN(value) || value <= 0) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `idleTimeoutMs must be a positive number of ms (or Infinity), got ${String(value)}`,
+    );
+  }
+  return value;
 }
 
 export async function* streamEvents(
@@ -35,19 +60,38 @@ export async function* streamEvents(
   open.add(own);
   const signal =
     options.signal === undefined ? own.signal : AbortSignal.any([own.signal, options.signal]);
+  const idleMs = checkIdleTimeout(options.idleTimeoutMs);
+  // Aborts the request after a silence; re-armed by every chunk (keep-alives included).
+  const idle = new AbortController();
+  const idleTimer =
+    idleMs === Infinity ? undefined : setTimeout(() => idle.abort(), Math.min(idleMs, 2 ** 31 - 1));
+  const silenceError = (cause: unknown) =>
+    new TickwheelNetworkError(
+      'ERR_TICKWHEEL_TIMEOUT',
+      `GET ${path}: nothing came for ${idleMs} ms, not even a keep-alive: the stream is taken for dead`,
+      cause,
+    );
   let response: Response;
   try {
-    response = await openStream(transport, path, signal);
+    response = await openStream(transport, path, AbortSignal.any([signal, idle.signal]));
   } catch (err) {
+    clearTimeout(idleTimer);
+    open.delete(own);
     if (signal.aborted) return;
+    if (idle.signal.aborted) throw silenceError(err);
     throw err;
   }
   const body = response.body;
-  if (body === null) return;
+  if (body === null) {
+    clearTimeout(idleTimer);
+    open.delete(own);
+    return;
+  }
   const decoder = new TextDecoder();
   let text = '';
   try {
     for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+      idleTimer?.refresh();
       text += decoder.decode(chunk, { stream: true });
       let end: number;
       while ((end = text.indexOf('\n\n')) !== -1) {
@@ -65,9 +109,12 @@ export async function* streamEvents(
       }
     }
   } catch (err) {
-    if (signal.aborted && !(err instanceof TickwheelHttpError)) return;
+    if (err instanceof TickwheelHttpError) throw err;
+    if (signal.aborted) return;
+    if (idle.signal.aborted) throw silenceError(err);
     throw err;
   } finally {
+    clearTimeout(idleTimer);
     own.abort();
     open.delete(own);
   }

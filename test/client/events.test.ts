@@ -5,7 +5,7 @@
  * stream, and does not wait for it; a token server refuses a stream without the token.
  */
 
-import { request as httpRequest } from 'node:http';
+import { createServer as createHttpServer, request as httpRequest } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
@@ -146,5 +146,77 @@ describe('client.events()', () => {
     expect(((await raw.json()) as { error: { code: string } }).error.code).toBe(
       'ERR_TICKWHEEL_INVALID_REQUEST',
     );
+  });
+
+  it('takes a silent stream for dead after idleTimeoutMs; keep-alives keep it open', async () => {
+    // A bare server on a socket: one that goes silent after the headers (a host gone without a
+    // FIN), one that never answers, and one that sends only keep-alives, then an event, then ends.
+    const closed: string[] = [];
+    const server = createHttpServer((req, res) => {
+      req.on('close', () => closed.push(req.url ?? ''));
+      if (req.url?.startsWith('/v1/events?topic=never')) return;
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': tickwheel events\n\n');
+      if (req.url?.startsWith('/v1/events?topic=silent')) return;
+      let beats = 0;
+      const beat = setInterval(() => {
+        if (++beats < 8) {
+          res.write(': keep-alive\n\n');
+          return;
+        }
+        clearInterval(beat);
+        const event = { type: 'acked', id: 'm-1', topic: 'quiet', at: 1 };
+        res.end(`event: acked\nid: 1\ndata: ${JSON.stringify(event)}\n\n`);
+      }, 100);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    open.push(
+      () =>
+        new Promise((resolve) => {
+          server.closeAllConnections();
+          server.close(resolve);
+        }),
+    );
+    const client = new TickwheelClient({
+      url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    });
+    open.push(() => client.close());
+    const drain = async (topic: string) => {
+      const seen: string[] = [];
+      for await (const event of client.events({ topic, idleTimeoutMs: 400 })) seen.push(event.id);
+      return seen;
+    };
+
+    const started = Date.now();
+    await expect(drain('silent')).rejects.toMatchObject({
+      name: 'TickwheelNetworkError',
+      code: 'ERR_TICKWHEEL_TIMEOUT',
+      message: expect.stringMatching(/nothing came for 400 ms/),
+    });
+    await expect(drain('never')).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_TIMEOUT' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(800);
+    // 8 keep-alives 100 ms apart: 800 ms in all, twice the idle timeout, and not taken for dead.
+    expect(await drain('quiet')).toEqual(['m-1']);
+    // The dead streams' requests were closed, not left open.
+    for (let i = 0; i < 100 && closed.length < 3; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(closed.map((url) => url.replace(/^.*topic=/, '')).sort()).toEqual([
+      'never',
+      'quiet',
+      'silent',
+    ]);
+  });
+
+  it('refuses an idleTimeoutMs that is not a positive number', () => {
+    const client = new TickwheelClient({ url: 'http://127.0.0.1:9' });
+    open.push(() => client.close());
+    for (const idleTimeoutMs of [0, -1, Number.NaN, '5' as unknown as number]) {
+      expect(() => client.events({ idleTimeoutMs })).toThrow(
+        expect.objectContaining({
+          name: 'TickwheelTypeError',
+          code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        }),
+      );
+    }
+    expect(() => client.events({ idleTimeoutMs: Infinity })).not.toThrow();
   });
 });
