@@ -45,6 +45,8 @@ import { Pushers } from '../queue/push.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { QueueEvents, type EventSource } from '../queue/events.js';
 import { ClusterNode, type ClusterNodeOptions } from './node.js';
+import { settledBy, type Settled } from './consumer.js';
+import { VISIBILITY_REASON, type ExpiredDelivery } from './owner.js';
 
 export interface ClusterQueueOptions extends ClusterNodeOptions {
   /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
@@ -109,8 +111,8 @@ export class ClusterQueue implements Queue {
         });
       }
     };
-    node.onSettled = (receipt, acked, done, reason) =>
-      queue.settledDelivery(receipt, acked, done, reason);
+    node.onSettled = (receipt, settled, reason) => queue.settledDelivery(receipt, settled, reason);
+    node.onExpired = (message, settled) => queue.expiredDelivery(message, settled);
     return queue;
   }
 
@@ -141,7 +143,14 @@ export class ClusterQueue implements Queue {
   async cancel(id: string): Promise<boolean> {
     this.checkOpen();
     const done = await this.node.cancel(id);
-    if (done) this.insights.counters.cancelled++;
+    if (done) {
+      this.insights.counters.cancelled++;
+      // Read back only while someone listens: the cancelled message's topic and times.
+      if (this.events.active) {
+        const info = await this.node.inspector.info(id).catch(() => undefined);
+        if (info !== undefined) this.events.record('cancelled', info);
+      }
+    }
     return done;
   }
 
@@ -194,20 +203,20 @@ export class ClusterQueue implements Queue {
     this.checkOpen();
     const done = await this.node.ack(receipt);
     if (done) this.insights.counters.acked++;
-    this.settledDelivery(receipt, true, done);
+    this.settledDelivery(receipt, done ? 'acked' : undefined);
     return done;
   }
 
   async nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
     this.checkOpen();
     const reason = checkNack(options);
-    const done = await this.node.nack(receipt, {
+    const outcome = await this.node.nack(receipt, {
       ...(options.delayMs === undefined ? {} : { delayMs: options.delayMs }),
       ...(reason === undefined ? {} : { reason }),
     });
-    if (done) this.insights.counters.nacked++;
-    this.settledDelivery(receipt, false, done, reason);
-    return done;
+    if (outcome !== undefined) this.insights.counters.nacked++;
+    this.settledDelivery(receipt, settledBy(outcome), reason);
+    return outcome !== undefined;
   }
 
   async ackMany(receipts: readonly string[]): Promise<boolean[]> {
@@ -427,14 +436,30 @@ export class ClusterQueue implements Queue {
     }
   }
 
-  /** An ack or nack of a delivery made here: its event, if anyone listened when it was made. */
-  private settledDelivery(receipt: string, acked: boolean, done: boolean, reason?: string): void {
+  /**
+   * An ack or nack made here: a dead letter counted, and the event of a delivery made here
+   * ('acked', 'failed', or 'dead' when that was its last attempt), if anyone listened when it
+   * was made.
+   */
+  private settledDelivery(receipt: string, settled: Settled | undefined, reason?: string): void {
+    if (settled === 'dead') this.insights.counters.dead++;
     const message = this.outstanding.get(receipt);
     if (message === undefined) return;
     this.outstanding.delete(receipt);
-    if (!done) return;
-    if (acked) this.events.record('acked', message);
-    else this.events.record('failed', message, reason ?? 'nacked');
+    if (settled === undefined) return;
+    if (settled === 'acked') this.events.record('acked', message);
+    else this.events.record(settled, message, reason ?? 'nacked');
+  }
+
+  /**
+   * A delivery this node failed as a partition's owner because its visibility ran out (whoever
+   * received it): counted, and reported as 'failed' (due again) or 'dead', as the embedded
+   * queue reports it.
+   */
+  private expiredDelivery(message: ExpiredDelivery, settled: 'failed' | 'dead'): void {
+    this.insights.counters.expired++;
+    if (settled === 'dead') this.insights.counters.dead++;
+    this.events.record(settled, message, VISIBILITY_REASON);
   }
 
   private checkOpen(): void {

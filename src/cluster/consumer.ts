@@ -24,6 +24,17 @@ import { metaKey, partitionPrefix } from './keys.js';
 import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';
 
 /** A delivery, as the embedded queue's receive() gives it. */
+
+/** What a nack did: the delivery is scheduled again, or it was the last attempt. */
+export type NackOutcome = 'retry' | 'dead';
+
+/** How a delivery ended, as the queue's events name it. */
+export type Settled = 'acked' | 'failed' | 'dead';
+
+/** The event of a nack's outcome; undefined when the nack found no delivery still out. */
+export function settledBy(outcome: NackOutcome | undefined): Settled | undefined {
+  return outcome === undefined ? undefined : outcome === 'retry' ? 'failed' : 'dead';
+}
 export type ClusterReceived = ReceivedMessage;
 
 export interface ConsumerOptions {
@@ -188,12 +199,16 @@ export class Consumer {
     }
   }
 
+  /**
+   * Fails a delivery: 'retry' when it is scheduled again, 'dead' when that was its last attempt,
+   * undefined when the receipt names no delivery that is still out.
+   */
   async nack(
     receipt: string,
     options: { delayMs?: number; reason?: string } = {},
-  ): Promise<boolean> {
+  ): Promise<NackOutcome | undefined> {
     const parsed = this.parseReceipt(receipt);
-    if (parsed === undefined) return false;
+    if (parsed === undefined) return undefined;
     const { partition, attempt, id } = parsed;
     const { bucket } = placeOf(id, this.options.partitions);
     const meta = metaKey(this.options.queue, partition);
@@ -201,7 +216,7 @@ export class Consumer {
     if (delay === undefined) {
       const found = (await this.valkey.fcallBuffers('tw_record', meta, [id, bucket])) as
         [Buffer, Buffer] | null;
-      if (found === null) return false;
+      if (found === null) return undefined;
       delay = retryDelay(decodeRecord(found[1]).backoff, attempt);
     } else {
       checkOption(delay, 'delayMs', 0);
@@ -215,7 +230,7 @@ export class Consumer {
       Math.floor(due / this.options.windowMs),
       options.reason ?? '',
     ]);
-    return reply === 'retry' || reply === 'dead';
+    return reply === 'retry' || reply === 'dead' ? reply : undefined;
   }
 
   private async take(

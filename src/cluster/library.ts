@@ -72,7 +72,7 @@
  */
 
 /** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 11;
+export const LIBRARY_VERSION = 12;
 
 export const LIBRARY_NAME = 'tickwheel';
 
@@ -784,7 +784,8 @@ local function nack(keys, args)
 end
 
 -- Inflight deliveries whose visibility deadline is at or before upTo, oldest first, for the
--- owner to work out each retry's due time: -> {bucket, id, attempts, deadline, record}...
+-- owner to work out each retry's due time: -> {bucket, id, attempts, deadline, record, due}...
+-- (due, the time the delivery was for, came last in version 12: earlier callers ignore it)
 local function overdue(keys, args)
   local prefix = prefix_of(keys[1])
   local entries = redis.call('ZRANGEBYSCORE', prefix .. 'inflight', '-inf', args[1],
@@ -797,7 +798,7 @@ local function overdue(keys, args)
       local st = read_state(text)
       if st.status == 'I' then
         local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
-        out[#out + 1] = {bucket, id, st.attempts, entries[i + 1], record}
+        out[#out + 1] = {bucket, id, st.attempts, entries[i + 1], record, st.due}
       end
     end
   end
@@ -806,7 +807,8 @@ end
 
 -- Owner only: deliveries whose visibility ran out, each (id, bucket, attempt, due, window)
 -- failed as by a nack, if still inflight with that attempt and past its deadline by the
--- server's clock. -> {retried, dead, oseq} or {-1}.
+-- server's clock. -> {retried, dead, oseq, outcome...} or {-1}, one outcome per delivery given:
+-- 0 left alone, 1 retried, 2 dead (the outcomes came in version 12: earlier callers ignore them).
 local function expire(keys, args)
   local meta = keys[1]
   if not holds(meta, args[1], tonumber(args[2])) then return {-1} end
@@ -814,21 +816,27 @@ local function expire(keys, args)
   local now = now_ms()
   local n = tonumber(args[3])
   local retried, dead = 0, 0
+  local outcomes = {}
   for i = 0, n - 1 do
     local at = 4 + 5 * i
     local id, bucket = args[at], args[at + 1]
     local st, ids = delivery(prefix, id, bucket, tonumber(args[at + 2]))
     local deadline = st and tonumber(redis.call('ZSCORE', prefix .. 'inflight', bucket .. ':' .. id))
+    outcomes[i + 1] = 0
     if st and deadline and deadline <= now then
       if fail(meta, prefix, ids, id, bucket, st, args[at + 3], args[at + 4],
           'visibility timeout') == 'dead' then
         dead = dead + 1
+        outcomes[i + 1] = 2
       else
         retried = retried + 1
+        outcomes[i + 1] = 1
       end
     end
   end
-  return {retried, dead, owner_write(meta)}
+  local out = {retried, dead, owner_write(meta)}
+  for i = 1, n do out[3 + i] = outcomes[i] end
+  return out
 end
 
 -- A scheduled message due at another time: its record copied to where that time belongs.

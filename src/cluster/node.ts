@@ -36,7 +36,13 @@ import { SystemClock } from '../clock/index.js';
 import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { Valkey } from './connection.js';
-import { Consumer, type ClusterReceived } from './consumer.js';
+import {
+  Consumer,
+  settledBy,
+  type ClusterReceived,
+  type NackOutcome,
+  type Settled,
+} from './consumer.js';
 import { ClusterInspector } from './inspect.js';
 import {
   checkQueueName,
@@ -49,7 +55,7 @@ import {
   topicsKey,
 } from './keys.js';
 import { Ownership, type Effect } from './ownership.js';
-import { PartitionOwner, type Due } from './owner.js';
+import { PartitionOwner, type Due, type ExpiredDelivery } from './owner.js';
 import { Producer, type ClusterMessageInfo, type Durability } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
 
@@ -157,13 +163,17 @@ export class ClusterNode {
   private refreshingTopics: Promise<void> | undefined;
   /** Changes of topics' settings made by this node (see refreshTopics). */
   private topicWrites = 0;
-  /** Told of each ack and nack consume() makes (the queue's events: ClusterQueue). */
   /** Recurring schedules (schedules.ts): any node changes them, partition 0's owner runs them. */
   readonly schedules: ClusterSchedules;
   /** Told of each occurrence of a recurring schedule this node made (the queue's events). */
   onScheduled: ((request: ScheduleRequest) => void) | undefined;
-  onSettled:
-    ((receipt: string, acked: boolean, done: boolean, reason?: string) => void) | undefined;
+  /**
+   * Told of each ack and nack consume() makes (the queue's events: ClusterQueue). `settled` is
+   * undefined when the receipt named no delivery still out.
+   */
+  onSettled: ((receipt: string, settled: Settled | undefined, reason?: string) => void) | undefined;
+  /** Told of each delivery this node failed as owner because its visibility ran out. */
+  onExpired: ((message: ExpiredDelivery, settled: 'failed' | 'dead') => void) | undefined;
   members: string[] = [];
   leaseChanges = 0;
   /** Partitions loaded again because a failover lost writes their owner had seen. */
@@ -361,7 +371,10 @@ export class ClusterNode {
     return this.consumer.ack(receipt);
   }
 
-  nack(receipt: string, options?: { delayMs?: number; reason?: string }): Promise<boolean> {
+  nack(
+    receipt: string,
+    options?: { delayMs?: number; reason?: string },
+  ): Promise<NackOutcome | undefined> {
     this.checkOpen();
     return this.consumer.nack(receipt, options);
   }
@@ -395,13 +408,13 @@ export class ClusterNode {
         }),
       ack: async (receipt) => {
         const done = await this.consumer.ack(receipt);
-        this.onSettled?.(receipt, true, done);
+        this.onSettled?.(receipt, done ? 'acked' : undefined);
         return done;
       },
       nack: async (receipt, reason) => {
-        const done = await this.consumer.nack(receipt, { reason });
-        this.onSettled?.(receipt, false, done, reason);
-        return done;
+        const outcome = await this.consumer.nack(receipt, { reason });
+        this.onSettled?.(receipt, settledBy(outcome), reason);
+        return outcome !== undefined;
       },
     };
     const worker = new Worker(source, topic, handler as MessageHandler, settings);
@@ -832,6 +845,7 @@ export class ClusterNode {
             void this.carryOut({ kind: 'load', partition: o.partition, epoch: o.epoch });
           },
           onError: this.settings.onError,
+          onExpired: (message, settled) => this.onExpired?.(message, settled),
         });
         this.owners.get(partition)?.stop();
         this.owners.set(partition, owner);

@@ -34,6 +34,18 @@ export interface Due {
   index: number;
 }
 
+/** A delivery whose visibility ran out, as the owner failed it. */
+export interface ExpiredDelivery {
+  id: string;
+  topic: string;
+  /** When it is due again ('failed'), or the due time of its last delivery ('dead'). */
+  deliverAt: number;
+  attempts: number;
+}
+
+/** The reason tw_expire stores for a delivery whose visibility ran out. */
+export const VISIBILITY_REASON = 'visibility timeout';
+
 export interface PartitionOwnerOptions {
   queue: string;
   partition: number;
@@ -62,6 +74,8 @@ export interface PartitionOwnerOptions {
   onStale: (owner: PartitionOwner) => void;
   /** Errors of background work (a failed read, a lost connection); the owner carries on. */
   onError: (err: unknown) => void;
+  /** Told of each delivery failed here because its visibility ran out (the queue's events). */
+  onExpired?: ((message: ExpiredDelivery, settled: 'failed' | 'dead') => void) | undefined;
 }
 
 /** Records read per tw_read call. */
@@ -244,14 +258,18 @@ export class PartitionOwner {
     const rows = (await this.valkey.fcallBuffers('tw_overdue', this.meta, [
       String(Date.now()),
       OVERDUE_BATCH,
-    ])) as Array<[Buffer, Buffer, number, Buffer, Buffer]>;
+    ])) as Array<[Buffer, Buffer, number, Buffer, Buffer, Buffer]>;
     if (rows.length === 0 || this.stopped) return;
     if (rows.length === OVERDUE_BATCH) this.expireAgain = true;
     const args: Array<string | number> = [this.options.node, this.epoch, rows.length];
     const now = Date.now();
-    for (const [bucket, id, attempts, , record] of rows) {
-      const { backoff } = decodeRecord(record);
+    const expired: ExpiredDelivery[] = [];
+    const lastDue: number[] = [];
+    for (const [bucket, id, attempts, , record, last] of rows) {
+      const { backoff, topic } = decodeRecord(record);
       const due = now + retryDelay(backoff, Number(attempts));
+      expired.push({ id: String(id), topic, deliverAt: due, attempts: Number(attempts) });
+      lastDue.push(Number(String(last)));
       args.push(
         String(id),
         String(bucket),
@@ -261,8 +279,15 @@ export class PartitionOwner {
       );
     }
     const reply = (await this.valkey.fcall('tw_expire', this.meta, args)) as number[];
-    if (Number(reply[0]) === -1) this.fenced();
-    else this.saw(reply[2]);
+    if (Number(reply[0]) === -1) return this.fenced();
+    if (!this.saw(reply[2]) || this.options.onExpired === undefined) return;
+    for (let i = 0; i < expired.length; i++) {
+      const outcome = Number(reply[3 + i]);
+      if (outcome === 1) this.options.onExpired(expired[i], 'failed');
+      else if (outcome === 2) {
+        this.options.onExpired({ ...expired[i], deliverAt: lastDue[i] }, 'dead');
+      }
+    }
   }
 
   /** The wheel says `due` is due: fire it with the others of this turn. */

@@ -212,6 +212,49 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
     ]);
   }, 30_000);
 
+  it("a node's events: a nack's last attempt is dead; visibility timeouts its owner handles; cancels", async () => {
+    const node = await open(`events-${run++}`);
+    const seen: string[] = [];
+    node.events.on('event', (event: QueueEvent) =>
+      seen.push(
+        `${event.type} ${event.id}${event.reason === undefined ? '' : ` (${event.reason})`}`,
+      ),
+    );
+    const fast = { type: 'fixed', delayMs: 0 } as const;
+    // Nacked on its only attempt: dead, not failed.
+    await node.schedule({ topic: 'last', payload: 1, id: 'n1', maxAttempts: 1 });
+    const [n1] = await node.receive('last', { waitMs: 5_000 });
+    expect(await node.nack(n1.receipt, { reason: 'broken' })).toBe(true);
+    // Never acked: its visibility runs out twice (failed, then dead), found by the owner (this
+    // node owns every partition).
+    await node.schedule({ topic: 'slow', payload: 2, id: 'v1', maxAttempts: 2, backoff: fast });
+    expect(
+      (await node.receive('slow', { waitMs: 5_000, visibilityMs: 300 })).map((m) => m.id),
+    ).toEqual(['v1']);
+    expect(
+      (await node.receive('slow', { waitMs: 8_000, visibilityMs: 300 })).map((m) => m.id),
+    ).toEqual(['v1']);
+    for (let i = 0; i < 200 && !seen.includes('dead v1 (visibility timeout)'); i++) await sleep(50);
+    // Cancelled while scheduled.
+    await node.schedule({ topic: 'later', payload: 3, id: 'c1', delayMs: 60_000 });
+    expect(await node.cancel('c1')).toBe(true);
+    expect(await node.cancel('c1')).toBe(false);
+    expect(seen).toEqual([
+      'scheduled n1',
+      'delivered n1',
+      'dead n1 (broken)',
+      'scheduled v1',
+      'delivered v1',
+      'failed v1 (visibility timeout)',
+      'delivered v1',
+      'dead v1 (visibility timeout)',
+      'scheduled c1',
+      'cancelled c1',
+    ]);
+    expect((await node.get('v1'))?.status).toBe('dead');
+    expect(await node.stats()).toMatchObject({ expired: 2, dead: 2, cancelled: 1 });
+  }, 40_000);
+
   it('stored settings that cannot be read stop a node from opening', async () => {
     const valkey = await Valkey.connect(server.url);
     try {
