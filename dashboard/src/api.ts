@@ -235,7 +235,7 @@ export const api = {
     topic: string,
     update: {
       paused?: boolean;
-      rateLimit?: { perSecond: number } | null;
+      rateLimit?: { perSecond: number; burst?: number } | null;
       push?: { url: string; secret: string } | null;
     },
   ) => call<TopicSettingsInfo>('PATCH', `/v1/topics/${enc(topic)}`, update),

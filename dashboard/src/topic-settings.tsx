@@ -14,6 +14,7 @@ export function TopicSettings(props: {
   const [info, setInfo] = useState<TopicSettingsInfo | null>(null);
   const [note, setNote] = useState('');
   const [rate, setRate] = useState('');
+  const [burst, setBurst] = useState('');
   const [pushUrl, setPushUrl] = useState('');
   const [secret, setSecret] = useState('');
   const [busy, setBusy] = useState(false);
@@ -50,8 +51,16 @@ export function TopicSettings(props: {
       setNote('give deliveries per second, a number above 0');
       return;
     }
+    // Empty: the server's default, one second's worth.
+    const saved = burst.trim() === '' ? undefined : Number(burst);
+    if (saved !== undefined && !(Number.isInteger(saved) && saved >= 1)) {
+      setNote('give the burst as a whole number of deliveries, at least 1, or leave it empty');
+      return;
+    }
     void run(`limit ${topic} to ${number(perSecond)} a second`, () =>
-      api.configureTopic(topic, { rateLimit: { perSecond } }),
+      api.configureTopic(topic, {
+        rateLimit: saved === undefined ? { perSecond } : { perSecond, burst: saved },
+      }),
     );
   };
 
@@ -115,6 +124,14 @@ export function TopicSettings(props: {
           placeholder="deliveries / s"
           value={rate}
           onInput={(event) => setRate((event.target as HTMLInputElement).value)}
+        />
+        <input
+          aria-label="burst: deliveries saved up at most (empty: one second's worth)"
+          data-testid="burst-input"
+          inputMode="numeric"
+          placeholder="burst (optional)"
+          value={burst}
+          onInput={(event) => setBurst((event.target as HTMLInputElement).value)}
         />
         <button type="submit" data-testid="set-rate" disabled={busy}>
           Set limit

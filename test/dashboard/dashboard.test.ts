@@ -343,6 +343,21 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
       perSecond: 2.5,
       burst: 3,
     });
+    // A burst of its own; a burst that is not a whole number of deliveries is refused here.
+    await settings.getByTestId('burst-input').fill('1.5');
+    await settings.getByTestId('set-rate').click();
+    await expect
+      .poll(() => settings.getByTestId('settings-note').textContent(), { timeout: 15_000 })
+      .toBe('give the burst as a whole number of deliveries, at least 1, or leave it empty');
+    await settings.getByTestId('burst-input').fill('40');
+    await settings.getByTestId('set-rate').click();
+    await expect
+      .poll(() => settings.getByTestId('rate-limit').textContent(), { timeout: 15_000 })
+      .toBe('at most 2.5 a second (bursts of 40)');
+    expect((await api('GET', '/v1/topics/reports')).rateLimit).toEqual({
+      perSecond: 2.5,
+      burst: 40,
+    });
     await settings.getByTestId('remove-rate').click();
     await expect
       .poll(() => settings.getByTestId('rate-limit').textContent(), { timeout: 15_000 })
