@@ -181,10 +181,11 @@ export function checkSpec(given: unknown): ScheduleSpec {
   // A cron expression or time zone croner cannot read, or one that never runs again, is
   // refused here, not at its first use.
   if (checked.cron !== null) {
-    const from = Math.max(Date.now(), checked.startAt ?? 0);
+    // next() answers strictly later times: from startAt - 1, an occurrence at startAt counts.
+    const from = Math.max(Date.now(), (checked.startAt ?? 0) - 1);
     if (occurrencesOf(checked, 0).next(from) === null) {
       throw invalid(
-        `cron ${JSON.stringify(checked.cron)} has no occurrence after ${new Date(from).toISOString()}${checked.endAt === null ? '' : ' before endAt'}`,
+        `cron ${JSON.stringify(checked.cron)} has no occurrence at or after ${new Date(from + 1).toISOString()}${checked.endAt === null ? '' : ' up to endAt'}`,
       );
     }
   }

@@ -625,6 +625,28 @@ describe('the schedule API under failures and races', () => {
     }
   });
 
+  it('takes a cron schedule whose one occurrence is at startAt itself', async () => {
+    const { queue } = await openQueue(memoryKind);
+    // The next UTC midnight at least a day away, as startAt and endAt both.
+    const midnight = (Math.floor(Date.now() / 86_400_000) + 2) * 86_400_000;
+    const made = await queue.putSchedule('once', {
+      topic: 't',
+      cron: '0 0 * * *',
+      startAt: midnight,
+      endAt: midnight,
+    });
+    expect(made).toMatchObject({ startAt: midnight, endAt: midnight, nextAt: midnight });
+    // One millisecond later there is none: refused.
+    await expect(
+      queue.putSchedule('never', {
+        topic: 't',
+        cron: '0 0 * * *',
+        startAt: midnight + 1,
+        endAt: midnight + 1,
+      }),
+    ).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
+  });
+
   it('refuses an empty time zone, 7 fields, a cron that never runs, a payload over the limit', async () => {
     const { queue } = await openQueue(memoryKind);
     for (const spec of [
