@@ -61,10 +61,19 @@ export async function* streamEvents(
   const signal =
     options.signal === undefined ? own.signal : AbortSignal.any([own.signal, options.signal]);
   const idleMs = checkIdleTimeout(options.idleTimeoutMs);
-  // Aborts the request after a silence; re-armed by every chunk (keep-alives included).
+  // Aborts the request after a silence; re-armed by every chunk (keep-alives included). Silence
+  // counts only while this side waits for bytes: while the caller handles an event (the
+  // generator paused at a yield), the timer is off, so a slow handler is not taken for a dead
+  // server.
   const idle = new AbortController();
-  const idleTimer =
-    idleMs === Infinity ? undefined : setTimeout(() => idle.abort(), Math.min(idleMs, 2 ** 31 - 1));
+  let idleTimer: ReturnType<typeof setTimeout> | undefined;
+  const listen = () => {
+    clearTimeout(idleTimer);
+    if (idleMs !== Infinity) {
+      idleTimer = setTimeout(() => idle.abort(), Math.min(idleMs, 2 ** 31 - 1));
+    }
+  };
+  listen();
   const silenceError = (cause: unknown) =>
     new TickwheelNetworkError(
       'ERR_TICKWHEEL_TIMEOUT',
@@ -91,7 +100,7 @@ export async function* streamEvents(
   let text = '';
   try {
     for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
-      idleTimer?.refresh();
+      listen();
       text += decoder.decode(chunk, { stream: true });
       let end: number;
       while ((end = text.indexOf('\n\n')) !== -1) {
@@ -105,7 +114,10 @@ export async function* streamEvents(
           };
           throw new TickwheelHttpError(200, error.code, error.message, { error });
         }
-        yield JSON.parse(event.data) as QueueEvent;
+        const parsed = JSON.parse(event.data) as QueueEvent;
+        clearTimeout(idleTimer);
+        yield parsed;
+        listen();
       }
     }
   } catch (err) {

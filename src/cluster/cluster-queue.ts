@@ -65,9 +65,9 @@ export class ClusterQueue implements Queue {
   private readonly consumers = new Set<{ close(): Promise<void> }>();
   private closed = false;
   /**
-   * Events of what goes through this node (see docs/cluster.md, "Events"): schedules, deliveries
-   * to its consumers, their acks and nacks. Visibility timeouts and dead letters happen in the
-   * partitions' functions and are not reported here.
+   * Events of what goes through this node (see docs/cluster.md, "Topic settings and events"):
+   * schedules, deliveries to its consumers, their acks and nacks (dead when the last attempt),
+   * its cancels, and the visibility timeouts of the partitions it owns.
    */
   readonly events = new QueueEvents(Date.now);
   /** Deliveries made here while someone listens, by receipt: what an ack's or nack's event says. */

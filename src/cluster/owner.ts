@@ -20,6 +20,7 @@
  * bookkeeping here beyond dropping what is known to be stale.
  */
 
+import { TickwheelStateError } from '../errors.js';
 import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import type { Valkey } from './connection.js';
@@ -96,6 +97,8 @@ export class PartitionOwner {
   private currentNear = '';
   private lastRotation = Date.now();
   private stopped = false;
+  /** Set once a library without tw_expire's outcomes was reported (see expireOverdue). */
+  private warnedOldLibrary = false;
   private firing: Due[] = [];
   private fireQueued = false;
   private readingNear: Promise<void> | undefined;
@@ -280,7 +283,24 @@ export class PartitionOwner {
     }
     const reply = (await this.valkey.fcall('tw_expire', this.meta, args)) as number[];
     if (Number(reply[0]) === -1) return this.fenced();
-    if (!this.saw(reply[2]) || this.options.onExpired === undefined) return;
+    // Reported even when saw() finds writes lost to a failover: this call's own were applied.
+    this.saw(reply[2]);
+    if (this.options.onExpired === undefined) return;
+    if (reply.length < 3 + expired.length) {
+      // A library older than version 12 loaded again (a server restarted without its data,
+      // say, by an older node): the deliveries were failed, but not said which.
+      if (!this.warnedOldLibrary) {
+        this.warnedOldLibrary = true;
+        this.options.onError(
+          new TickwheelStateError(
+            'ERR_TICKWHEEL_FORMAT',
+            'tw_expire answered without outcomes (a library older than version 12 is loaded): ' +
+              'visibility timeouts are not reported as events; restart the older nodes upgraded',
+          ),
+        );
+      }
+      return;
+    }
     for (let i = 0; i < expired.length; i++) {
       const outcome = Number(reply[3 + i]);
       if (outcome === 1) this.options.onExpired(expired[i], 'failed');

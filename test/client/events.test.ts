@@ -158,15 +158,17 @@ describe('client.events()', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(': tickwheel events\n\n');
       if (req.url?.startsWith('/v1/events?topic=silent')) return;
+      const event = (id: string) =>
+        `event: acked\ndata: ${JSON.stringify({ type: 'acked', id, topic: 't', at: 1 })}\n\n`;
+      if (req.url?.startsWith('/v1/events?topic=slow')) res.write(event('m-0'));
       let beats = 0;
       const beat = setInterval(() => {
-        if (++beats < 8) {
+        if (++beats < 15) {
           res.write(': keep-alive\n\n');
           return;
         }
         clearInterval(beat);
-        const event = { type: 'acked', id: 'm-1', topic: 'quiet', at: 1 };
-        res.end(`event: acked\nid: 1\ndata: ${JSON.stringify(event)}\n\n`);
+        res.end(event('m-1'));
       }, 100);
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -181,9 +183,12 @@ describe('client.events()', () => {
       url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
     });
     open.push(() => client.close());
-    const drain = async (topic: string) => {
+    const drain = async (topic: string, handleMs = 0) => {
       const seen: string[] = [];
-      for await (const event of client.events({ topic, idleTimeoutMs: 400 })) seen.push(event.id);
+      for await (const event of client.events({ topic, idleTimeoutMs: 700 })) {
+        seen.push(event.id);
+        if (handleMs > 0) await new Promise((r) => setTimeout(r, handleMs));
+      }
       return seen;
     };
 
@@ -191,18 +196,22 @@ describe('client.events()', () => {
     await expect(drain('silent')).rejects.toMatchObject({
       name: 'TickwheelNetworkError',
       code: 'ERR_TICKWHEEL_TIMEOUT',
-      message: expect.stringMatching(/nothing came for 400 ms/),
+      message: expect.stringMatching(/nothing came for 700 ms/),
     });
     await expect(drain('never')).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_TIMEOUT' });
-    expect(Date.now() - started).toBeGreaterThanOrEqual(800);
-    // 8 keep-alives 100 ms apart: 800 ms in all, twice the idle timeout, and not taken for dead.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_300);
+    // 15 keep-alives 100 ms apart: 1.5 s in all, twice the idle timeout, and not taken for dead.
     expect(await drain('quiet')).toEqual(['m-1']);
+    // A reader slower than the idle timeout (1 s on each event) is not taken for a dead stream:
+    // silence counts only while it waits for bytes.
+    expect(await drain('slow', 1_000)).toEqual(['m-0', 'm-1']);
     // The dead streams' requests were closed, not left open.
-    for (let i = 0; i < 100 && closed.length < 3; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 100 && closed.length < 4; i++) await new Promise((r) => setTimeout(r, 10));
     expect(closed.map((url) => url.replace(/^.*topic=/, '')).sort()).toEqual([
       'never',
       'quiet',
       'silent',
+      'slow',
     ]);
   });
 

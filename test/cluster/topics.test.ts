@@ -215,11 +215,13 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
   it("a node's events: a nack's last attempt is dead; visibility timeouts its owner handles; cancels", async () => {
     const node = await open(`events-${run++}`);
     const seen: string[] = [];
-    node.events.on('event', (event: QueueEvent) =>
+    const all: QueueEvent[] = [];
+    node.events.on('event', (event: QueueEvent) => {
+      all.push(event);
       seen.push(
-        `${event.type} ${event.id}${event.reason === undefined ? '' : ` (${event.reason})`}`,
-      ),
-    );
+        `${event.type} ${event.id} #${event.attempts}${event.reason === undefined ? '' : ` (${event.reason})`}`,
+      );
+    });
     const fast = { type: 'fixed', delayMs: 0 } as const;
     // Nacked on its only attempt: dead, not failed.
     await node.schedule({ topic: 'last', payload: 1, id: 'n1', maxAttempts: 1 });
@@ -234,23 +236,33 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
     expect(
       (await node.receive('slow', { waitMs: 8_000, visibilityMs: 300 })).map((m) => m.id),
     ).toEqual(['v1']);
-    for (let i = 0; i < 200 && !seen.includes('dead v1 (visibility timeout)'); i++) await sleep(50);
+    for (let i = 0; i < 200 && !seen.includes('dead v1 #2 (visibility timeout)'); i++) {
+      await sleep(50);
+    }
     // Cancelled while scheduled.
     await node.schedule({ topic: 'later', payload: 3, id: 'c1', delayMs: 60_000 });
     expect(await node.cancel('c1')).toBe(true);
     expect(await node.cancel('c1')).toBe(false);
     expect(seen).toEqual([
-      'scheduled n1',
-      'delivered n1',
-      'dead n1 (broken)',
-      'scheduled v1',
-      'delivered v1',
-      'failed v1 (visibility timeout)',
-      'delivered v1',
-      'dead v1 (visibility timeout)',
-      'scheduled c1',
-      'cancelled c1',
+      'scheduled n1 #0',
+      'delivered n1 #1',
+      'dead n1 #1 (broken)',
+      'scheduled v1 #0',
+      'delivered v1 #1',
+      'failed v1 #1 (visibility timeout)',
+      'delivered v1 #2',
+      'dead v1 #2 (visibility timeout)',
+      'scheduled c1 #0',
+      'cancelled c1 #0',
     ]);
+    // 'failed' carries the retry's due time, which the next delivery was for; 'dead' the last
+    // delivery's; 'cancelled' the due time it had.
+    const v1 = all.filter((e) => e.id === 'v1');
+    expect(v1[2].deliverAt).toBeGreaterThanOrEqual(v1[1].deliverAt);
+    expect(v1[3].deliverAt).toBe(v1[2].deliverAt);
+    expect(v1[4].deliverAt).toBe(v1[3].deliverAt);
+    const c1 = all.filter((e) => e.id === 'c1');
+    expect(c1[1].deliverAt).toBe(c1[0].deliverAt);
     expect((await node.get('v1'))?.status).toBe('dead');
     expect(await node.stats()).toMatchObject({ expired: 2, dead: 2, cancelled: 1 });
   }, 40_000);
