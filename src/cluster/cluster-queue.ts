@@ -111,7 +111,12 @@ export class ClusterQueue implements Queue {
         });
       }
     };
-    node.onSettled = (receipt, settled, reason) => queue.settledDelivery(receipt, settled, reason);
+    // consume()'s acks and nacks: counted here, as ack() and nack() count their own.
+    node.onSettled = (receipt, settled, reason) => {
+      if (settled === 'acked') queue.insights.counters.acked++;
+      else if (settled !== undefined) queue.insights.counters.nacked++;
+      queue.settledDelivery(receipt, settled, reason);
+    };
     node.onExpired = (message, settled) => queue.expiredDelivery(message, settled);
     return queue;
   }

@@ -202,6 +202,8 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
     const consumer = node.consume('jobs', (message) => void handled.push(message.id));
     for (let i = 0; i < 100 && !seen.some((line) => line.startsWith('acked')); i++) await sleep(50);
     await consumer.close();
+    // The consumer's ack is counted with the nack made by hand.
+    expect(await node.stats()).toMatchObject({ acked: 1, nacked: 1 });
     expect(seen).toEqual([
       'scheduled e1 jobs',
       'scheduled e2 jobs',
