@@ -215,7 +215,7 @@ export class ClusterQueue implements Queue {
   async nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
     this.checkOpen();
     const reason = checkNack(options);
-    const outcome = await this.node.nack(receipt, {
+    const outcome = await this.node.nackOutcome(receipt, {
       ...(options.delayMs === undefined ? {} : { delayMs: options.delayMs }),
       ...(reason === undefined ? {} : { reason }),
     });

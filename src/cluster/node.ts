@@ -371,7 +371,12 @@ export class ClusterNode {
     return this.consumer.ack(receipt);
   }
 
-  nack(
+  async nack(receipt: string, options?: { delayMs?: number; reason?: string }): Promise<boolean> {
+    return (await this.nackOutcome(receipt, options)) !== undefined;
+  }
+
+  /** nack() saying what became of the delivery: 'retry', 'dead', or undefined (none out). */
+  nackOutcome(
     receipt: string,
     options?: { delayMs?: number; reason?: string },
   ): Promise<NackOutcome | undefined> {
