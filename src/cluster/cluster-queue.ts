@@ -118,6 +118,7 @@ export class ClusterQueue implements Queue {
       queue.settledDelivery(receipt, settled, reason);
     };
     node.onExpired = (message, settled) => queue.expiredDelivery(message, settled);
+    node.onCancelled = (id) => void queue.cancelled(id);
     return queue;
   }
 
@@ -148,14 +149,7 @@ export class ClusterQueue implements Queue {
   async cancel(id: string): Promise<boolean> {
     this.checkOpen();
     const done = await this.node.cancel(id);
-    if (done) {
-      this.insights.counters.cancelled++;
-      // Read back only while someone listens: the cancelled message's topic and times.
-      if (this.events.active) {
-        const info = await this.node.inspector.info(id).catch(() => undefined);
-        if (info !== undefined) this.events.record('cancelled', info);
-      }
-    }
+    if (done) await this.cancelled(id);
     return done;
   }
 
@@ -454,6 +448,18 @@ export class ClusterQueue implements Queue {
     if (settled === undefined) return;
     if (settled === 'acked') this.events.record('acked', message);
     else this.events.record(settled, message, reason ?? 'nacked');
+  }
+
+  /**
+   * A message cancelled through this node (by a caller, or by a recurring schedule changed or
+   * deleted): counted, and its event, read back only while someone listens for the cancelled
+   * message's topic and times.
+   */
+  private async cancelled(id: string): Promise<void> {
+    this.insights.counters.cancelled++;
+    if (!this.events.active) return;
+    const info = await this.node.inspector.info(id).catch(() => undefined);
+    if (info !== undefined) this.events.record('cancelled', info);
   }
 
   /**

@@ -165,6 +165,8 @@ export class ClusterNode {
   private topicWrites = 0;
   /** Recurring schedules (schedules.ts): any node changes them, partition 0's owner runs them. */
   readonly schedules: ClusterSchedules;
+  /** Told of each occurrence made ahead that a recurring schedule cancelled here (events). */
+  onCancelled: ((id: string) => void) | undefined;
   /** Told of each occurrence of a recurring schedule this node made (the queue's events). */
   onScheduled: ((request: ScheduleRequest) => void) | undefined;
   /**
@@ -219,7 +221,11 @@ export class ClusterNode {
       check: (request) => {
         checkRequest(request, Date.now(), settings.maxPayloadBytes, '', false);
       },
-      cancel: (id) => this.producer.cancel(id),
+      cancel: async (id) => {
+        const done = await this.producer.cancel(id);
+        if (done) this.onCancelled?.(id);
+        return done;
+      },
       sched: (args, what) =>
         this.producer.writeCall('tw_sched', metaKey(settings.queue, 0), args, what),
       leads: (epoch) =>

@@ -8,6 +8,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { QueueEvent } from '../../src/queue/events.js';
 import { TickwheelClient } from '../../src/client/index.js';
 import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
 import { Valkey } from '../../src/cluster/connection.js';
@@ -100,8 +101,13 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     expect((await other.listSchedules()).map((s) => [s.name, s.created > 0])).toEqual([
       ['tick', true],
     ]);
-    // Deleted through either node: no occurrence after it (the one made ahead is cancelled).
+    // Deleted through either node: no occurrence after it (the one made ahead is cancelled, and
+    // that node reports the cancel).
+    const cancelled: string[] = [];
+    other.events.on('cancelled', (event: QueueEvent) => cancelled.push(event.id));
     expect(await other.deleteSchedule('tick')).toBe(true);
+    for (let i = 0; i < 100 && cancelled.length === 0; i++) await sleep(20);
+    expect(cancelled).toEqual([expect.stringMatching(/^tick@\d+$/)]);
     expect(await other.deleteSchedule('tick')).toBe(false);
     expect(await leader.getSchedule('tick')).toBeUndefined();
     await sleep(300);
