@@ -14,8 +14,21 @@
  * never received. An ack skips the id lock when nothing else runs on the id, and returns the
  * store's promise, which a group commit shares between acks. A nack and a visibility timeout
  * run under the id lock: they await the store.
+ *
+ * Deliveries first: consume()'s acks (ackQuietly) made while messages wait ready are put off
+ * while consumers keep taking them, and applied once they stop (nothing ready, or no receive
+ * since the last look), in chunks of ACK_CHUNK a turn. An ack made when nothing is ready is
+ * applied at once. Applying an ack (its FINISH record, the
+ * store's tables, the finished memory) costs more than delivering the message; when 100k
+ * messages come due together, doing it first would make every later delivery wait for every
+ * earlier ack. A put-off message stays in flight, as if its handler were still running: get()
+ * says 'inflight', and a nack or a visibility timeout meanwhile wins (the ack is then a no-op,
+ * as a late ack is). An ack waits at most MAX_ACK_DELAY_MS or half its visibility timeout
+ * (Lease.ackBy), and at most MAX_DEFERRED_ACKS wait; close() applies the rest. The promise
+ * consume() waits on is the chunk's: it settles once the chunk's acks are durable.
  */
 
+import { setImmediate as realSetImmediate } from 'node:timers';
 import type { Clock } from '../clock/index.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
@@ -30,6 +43,21 @@ import type { TopicGate } from './topics.js';
 import type { ReceivedMessage } from './types.js';
 import type { Waiters } from './waiters.js';
 
+/** Put-off acks applied in one go (one turn of the event loop, ~1 ms). */
+const ACK_CHUNK = 1024;
+/** Put-off acks at most: more are applied at once. */
+const MAX_DEFERRED_ACKS = 1 << 20;
+
+/** Acks put off together, and the promise consume() waits on for all of them. */
+interface AckChunk {
+  messages: NearMessage[];
+  receipts: string[];
+  /** The earliest Lease.ackBy of its acks. */
+  applyBy: number;
+  done: Promise<unknown>;
+  settle: (applied: Promise<unknown>) => void;
+}
+
 export class Deliveries {
   private readonly store: Store;
   private readonly clock: Clock;
@@ -42,6 +70,20 @@ export class Deliveries {
   private readonly topics: TopicGate;
   private readonly events: QueueEvents;
   private stopped = false;
+  /** Acks put off by ackQuietly, oldest chunk first, and how many. */
+  private readonly deferred: AckChunk[] = [];
+  private deferredCount = 0;
+  private checkQueued = false;
+  /** Receives since the last look at the put-off acks (none: consumers have stopped). */
+  private receives = 0;
+  /**
+   * The last receive's answer and messages, and how many of them were acked in order: an ack
+   * of the next one finds its message with no lookup by id or receipt (consume()'s handlers
+   * mostly end in the order they started).
+   */
+  private lastAnswer: ReceivedMessage[] = [];
+  private lastTaken: NearMessage[] = [];
+  private ackedInOrder = 0;
 
   constructor(parts: QueueParts) {
     this.store = parts.store;
@@ -56,9 +98,10 @@ export class Deliveries {
     this.events = parts.events;
   }
 
-  /** The queue is closing: a long poll woken from now on answers empty. */
+  /** The queue is closing: a long poll woken from now on answers empty; put-off acks apply. */
   stop(): void {
     this.stopped = true;
+    while (this.deferred.length > 0) this.applyChunk();
   }
 
   /**
@@ -94,6 +137,10 @@ export class Deliveries {
       answer[i] = received(message, heldPayload(message) as Uint8Array | string);
     }
     if (this.events.active) for (const message of taken) this.events.record('delivered', message);
+    this.receives++;
+    this.lastAnswer = answer;
+    this.lastTaken = taken;
+    this.ackedInOrder = 0;
     return answer;
   }
 
@@ -191,15 +238,92 @@ export class Deliveries {
    * gave with the receipt, if known: it knows where to find its message.
    */
   ackQuietly(receipt: string, delivery?: ReceivedMessage): Promise<unknown> {
-    // Found by the delivery's id (a string whose hash is cached, the one the message holds)
-    // and checked against the receipt: cheaper than reading the slot out of the receipt.
-    const held = delivery === undefined ? undefined : this.near.get(delivery.id);
-    const message =
-      held !== undefined && held.receipt === receipt && held.status === 'inflight'
-        ? held
-        : this.near.owner(receipt);
+    let message: NearMessage | undefined;
+    const next = this.ackedInOrder;
+    if (delivery !== undefined && this.lastAnswer[next] === delivery) {
+      message = this.lastTaken[next];
+      if (++this.ackedInOrder === this.lastAnswer.length) this.forgetLastReceive();
+    }
+    if (message === undefined || message.receipt !== receipt || message.status !== 'inflight') {
+      message = this.near.owner(receipt);
+    }
     if (message === undefined || this.locks.busy(message.id)) return this.ack(receipt);
-    return this.finishQuietly(message);
+    // Put off only while messages wait ready (a burst being delivered); otherwise at once.
+    if (this.stopped || !this.near.readyWaiting()) return this.finishQuietly(message);
+    return this.deferAck(message, receipt);
+  }
+
+  private forgetLastReceive(): void {
+    this.lastAnswer = [];
+    this.lastTaken = [];
+    this.ackedInOrder = 0;
+  }
+
+  /** Puts off an ack of consume() (see the top of the file). */
+  private deferAck(message: NearMessage, receipt: string): Promise<unknown> {
+    let chunk = this.deferred[this.deferred.length - 1];
+    if (chunk === undefined || chunk.messages.length === ACK_CHUNK) {
+      let settle!: (applied: Promise<unknown>) => void;
+      const done = new Promise<unknown>((resolve) => (settle = resolve));
+      chunk = { messages: [], receipts: [], applyBy: Infinity, done, settle };
+      this.deferred.push(chunk);
+    }
+    chunk.messages.push(message);
+    chunk.receipts.push(receipt);
+    const ackBy = message.lease?.ackBy ?? 0;
+    if (ackBy < chunk.applyBy) chunk.applyBy = ackBy;
+    if (++this.deferredCount >= MAX_DEFERRED_ACKS) this.applyChunk();
+    this.queueAckCheck();
+    return chunk.done;
+  }
+
+  private queueAckCheck(): void {
+    if (this.checkQueued || this.deferred.length === 0) return;
+    this.checkQueued = true;
+    // Node's own setImmediate: fake timers installed by a test must not hold acks back.
+    realSetImmediate(this.checkDeferred);
+  }
+
+  /**
+   * A turn later: while consumers keep taking ready messages, the acks wait (up to their
+   * applyBy); otherwise a chunk is applied, and the rest in the turns after.
+   */
+  private readonly checkDeferred = (): void => {
+    this.checkQueued = false;
+    const delivering = this.receives > 0 && this.near.readyWaiting();
+    this.receives = 0;
+    if (!delivering) this.applyChunk();
+    // Chunks whose time is up, whatever else is going on.
+    const now = this.clock.now();
+    for (let i = 0; i < this.deferred.length;) {
+      if (this.deferred[i].applyBy <= now) this.applyChunk(i);
+      else i++;
+    }
+    this.queueAckCheck();
+  };
+
+  /** Applies a chunk of put-off acks (the oldest by default). */
+  private applyChunk(at = 0): void {
+    const chunk = this.deferred[at];
+    if (chunk === undefined) return;
+    this.deferred.splice(at, 1);
+    this.deferredCount -= chunk.messages.length;
+    const waits: Array<Promise<unknown>> = [];
+    let last: Promise<unknown> | undefined;
+    const { messages, receipts } = chunk;
+    for (let i = 0; i < messages.length; i++) {
+      const message = messages[i];
+      // Its delivery ended meanwhile (a visibility timeout, a nack, a cancel): a late ack.
+      if (message.receipt !== receipts[i] || message.status !== 'inflight') continue;
+      let wait: Promise<unknown>;
+      try {
+        wait = this.locks.busy(message.id) ? this.ack(receipts[i]) : this.finishQuietly(message);
+      } catch (err) {
+        wait = Promise.reject(err as Error);
+      }
+      if (wait !== last) waits.push((last = wait));
+    }
+    chunk.settle(waits.length === 1 ? waits[0] : Promise.all(waits));
   }
 
   /**

@@ -72,6 +72,8 @@ const SWEEP_STEP = 4096;
 const FIRE_READS = 64;
 /** Stale id entries tolerated besides those the held count allows (see the top of the file). */
 const SWEEP_MIN = 4096;
+/** An ack put off by consume() waits at most this long, or half the visibility timeout. */
+export const MAX_ACK_DELAY_MS = 1000;
 
 export interface NearMessage extends MessageState {
   status: 'scheduled' | 'ready' | 'inflight';
@@ -99,6 +101,12 @@ export class Lease {
   timer = 0;
   /** Messages of it still in flight. */
   live: number;
+  /**
+   * When an ack of one of its messages put off by consume() (deliveries.ts) must be applied at
+   * the latest: well before the visibility timeout, so that a put-off ack never lets a handled
+   * message be delivered again.
+   */
+  ackBy = Infinity;
 
   /**
    * `messages`: those taken under it, in take order (those that left have another lease or
@@ -138,7 +146,13 @@ export class NearHorizon implements HeldCounts {
   private readonly receipts = new Receipts<NearMessage>();
   readonly tallies = new Map<string, HeldTally>();
   readonly hours = new Map<number, number>();
-  readonly scheduledDue = new Map<number, number>();
+  private readonly dueCounts = new Map<number, number>();
+  /**
+   * A change of `dueCounts` not made yet: changes of one key in a row add up here first (a
+   * burst fires thousands of messages of one due ms; a Map update each cost ~80 ns).
+   */
+  private dueKey = Number.NaN;
+  private dueDelta = 0;
   readonly countBase: number;
   private deferred: NearMessage[] | undefined;
   private superseded: Set<string> | undefined;
@@ -159,6 +173,26 @@ export class NearHorizon implements HeldCounts {
     return this.heldCount;
   }
 
+  get scheduledDue(): ReadonlyMap<number, number> {
+    this.settleDue();
+    return this.dueCounts;
+  }
+
+  private bumpDue(deliverAt: number, by: number): void {
+    const key = deliverAt - this.countBase;
+    if (key !== this.dueKey) {
+      this.settleDue();
+      this.dueKey = key;
+    }
+    this.dueDelta += by;
+  }
+
+  private settleDue(): void {
+    if (this.dueDelta !== 0) bump(this.dueCounts, this.dueKey, this.dueDelta);
+    this.dueDelta = 0;
+    this.dueKey = Number.NaN;
+  }
+
   get(id: string): NearMessage | undefined {
     const message = this.entry(id);
     return message !== undefined && message.held ? message : undefined;
@@ -171,6 +205,11 @@ export class NearHorizon implements HeldCounts {
   private entry(id: string): NearMessage | undefined {
     const message = this.byId.get(id);
     return message !== undefined || this.moving === undefined ? message : this.moving.from.get(id);
+  }
+
+  /** Some topic has messages ready (or entries of its ready list not yet found stale). */
+  readyWaiting(): boolean {
+    return this.ready.size > 0;
   }
 
   /** The message in flight under this receipt, if any (throws only for a non-string). */
@@ -201,7 +240,7 @@ export class NearHorizon implements HeldCounts {
     if (tally === undefined) this.tallies.set(message.topic, (tally = { ready: 0, inflight: 0 }));
     message.tally = tally;
     bump(this.hours, Math.floor(message.deliverAt / HOUR_MS), 1);
-    bump(this.scheduledDue, message.deliverAt - this.countBase, 1);
+    this.bumpDue(message.deliverAt, 1);
     if (this.deferred !== undefined) this.deferred.push(message);
     else this.arm(message);
   }
@@ -233,7 +272,7 @@ export class NearHorizon implements HeldCounts {
     this.insights.fired(message, now);
     message.status = 'ready';
     message.version++;
-    bump(this.scheduledDue, message.deliverAt - this.countBase, -1);
+    this.bumpDue(message.deliverAt, -1);
     (message.tally as HeldTally).ready++;
     let list = this.ready.get(message.topic);
     if (list === undefined) this.ready.set(message.topic, (list = new ReadyList()));
@@ -313,6 +352,7 @@ export class NearHorizon implements HeldCounts {
       const lease = new Lease(taken);
       for (let i = 0; i < taken.length; i++) taken[i].lease = lease;
       lease.timer = this.wheel.schedule(visibilityMs, lease);
+      lease.ackBy = this.clock.now() + Math.min(MAX_ACK_DELAY_MS, visibilityMs / 2);
     }
     this.insights.counters.delivered += taken.length;
     if (list.length === 0) {
@@ -378,7 +418,7 @@ export class NearHorizon implements HeldCounts {
     bump(this.hours, Math.floor(message.deliverAt / HOUR_MS), -1);
     const tally = message.tally as HeldTally;
     if (message.status === 'scheduled') {
-      bump(this.scheduledDue, message.deliverAt - this.countBase, -1);
+      this.bumpDue(message.deliverAt, -1);
     } else if (message.status === 'ready') tally.ready--;
     else tally.inflight--;
     message.tally = undefined;
