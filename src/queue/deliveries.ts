@@ -51,7 +51,8 @@ const MAX_DEFERRED_ACKS = 1 << 20;
 /** Acks put off together, and the promise consume() waits on for all of them. */
 interface AckChunk {
   messages: NearMessage[];
-  receipts: string[];
+  /** Their receipts' counters when put off: an ack whose delivery ended meanwhile is late. */
+  receipts: number[];
   /** The earliest Lease.ackBy of its acks. */
   applyBy: number;
   done: Promise<unknown>;
@@ -83,6 +84,7 @@ export class Deliveries {
    */
   private lastAnswer: ReceivedMessage[] = [];
   private lastTaken: NearMessage[] = [];
+  private lastReceiptNos: number[] = [];
   private ackedInOrder = 0;
 
   constructor(parts: QueueParts) {
@@ -134,12 +136,17 @@ export class Deliveries {
     for (let i = 0; i < taken.length; i++) {
       const message = taken[i];
       if (message.attempts === 1) this.insights.deliveredFirst(message, now);
-      answer[i] = received(message, heldPayload(message) as Uint8Array | string);
+      answer[i] = received(
+        message,
+        heldPayload(message) as Uint8Array | string,
+        this.near.receiptOf(message),
+      );
     }
     if (this.events.active) for (const message of taken) this.events.record('delivered', message);
     this.receives++;
     this.lastAnswer = answer;
     this.lastTaken = taken;
+    this.lastReceiptNos = taken.map((message) => message.receiptNo);
     this.ackedInOrder = 0;
     return answer;
   }
@@ -153,7 +160,7 @@ export class Deliveries {
     taken: NearMessage[],
     maxBytes: number,
   ): Promise<ReceivedMessage[]> {
-    const receipts = taken.map((message) => message.receipt);
+    const receipts = taken.map((message) => message.receiptNo);
     let payloads: Array<Uint8Array | string>;
     try {
       payloads = await Promise.all(
@@ -178,9 +185,9 @@ export class Deliveries {
       // While its payload was read, the delivery may have ended: its visibility timeout ran out
       // (and another receive may hold it under a new receipt), or it was cancelled or acked.
       // Handing it over now would give this caller another delivery's receipt, or none.
-      if (message.receipt !== receipts[i] || message.status !== 'inflight') continue;
+      if (message.receiptNo !== receipts[i] || message.status !== 'inflight') continue;
       if (message.attempts === 1) this.insights.deliveredFirst(message, now);
-      answer.push(received(message, payloads[i]));
+      answer.push(received(message, payloads[i], this.near.receiptOf(message)));
       this.events.record('delivered', message);
     }
     return answer;
@@ -240,27 +247,34 @@ export class Deliveries {
   ackQuietly(receipt: string, delivery?: ReceivedMessage): Promise<unknown> {
     let message: NearMessage | undefined;
     const next = this.ackedInOrder;
-    if (delivery !== undefined && this.lastAnswer[next] === delivery) {
+    if (
+      delivery !== undefined &&
+      this.lastAnswer[next] === delivery &&
+      delivery.receipt === receipt
+    ) {
       message = this.lastTaken[next];
+      // Still the delivery it was: in flight under the same receipt.
+      if (message.receiptNo !== this.lastReceiptNos[next] || message.status !== 'inflight') {
+        message = undefined;
+      }
       if (++this.ackedInOrder === this.lastAnswer.length) this.forgetLastReceive();
     }
-    if (message === undefined || message.receipt !== receipt || message.status !== 'inflight') {
-      message = this.near.owner(receipt);
-    }
+    message ??= this.near.owner(receipt);
     if (message === undefined || this.locks.busy(message.id)) return this.ack(receipt);
     // Put off only while messages wait ready (a burst being delivered); otherwise at once.
     if (this.stopped || !this.near.readyWaiting()) return this.finishQuietly(message);
-    return this.deferAck(message, receipt);
+    return this.deferAck(message);
   }
 
   private forgetLastReceive(): void {
     this.lastAnswer = [];
     this.lastTaken = [];
+    this.lastReceiptNos = [];
     this.ackedInOrder = 0;
   }
 
   /** Puts off an ack of consume() (see the top of the file). */
-  private deferAck(message: NearMessage, receipt: string): Promise<unknown> {
+  private deferAck(message: NearMessage): Promise<unknown> {
     let chunk = this.deferred[this.deferred.length - 1];
     if (chunk === undefined || chunk.messages.length === ACK_CHUNK) {
       let settle!: (applied: Promise<unknown>) => void;
@@ -269,7 +283,7 @@ export class Deliveries {
       this.deferred.push(chunk);
     }
     chunk.messages.push(message);
-    chunk.receipts.push(receipt);
+    chunk.receipts.push(message.receiptNo);
     const ackBy = message.lease?.ackBy ?? 0;
     if (ackBy < chunk.applyBy) chunk.applyBy = ackBy;
     if (++this.deferredCount >= MAX_DEFERRED_ACKS) this.applyChunk();
@@ -314,10 +328,12 @@ export class Deliveries {
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
       // Its delivery ended meanwhile (a visibility timeout, a nack, a cancel): a late ack.
-      if (message.receipt !== receipts[i] || message.status !== 'inflight') continue;
+      if (message.receiptNo !== receipts[i] || message.status !== 'inflight') continue;
       let wait: Promise<unknown>;
       try {
-        wait = this.locks.busy(message.id) ? this.ack(receipts[i]) : this.finishQuietly(message);
+        wait = this.locks.busy(message.id)
+          ? this.ack(this.near.receiptOf(message))
+          : this.finishQuietly(message);
       } catch (err) {
         wait = Promise.reject(err as Error);
       }
@@ -362,10 +378,13 @@ export class Deliveries {
   /** A message in flight was not acknowledged in time: retried, or buried. */
   private expire(message: NearMessage): void {
     this.insights.counters.expired++;
-    const receipt = message.receipt;
+    const receiptNo = message.receiptNo;
     void this.locks
       .run(message.id, async () => {
-        if (receipt === undefined || this.near.owner(receipt) !== message) return;
+        // Its delivery ended meanwhile (acked, nacked, cancelled, or delivered again).
+        if (receiptNo === 0 || message.receiptNo !== receiptNo || message.status !== 'inflight') {
+          return;
+        }
         message.lastError = 'visibility timeout: not acknowledged in time';
         await this.retry(message, undefined);
       })
@@ -389,13 +408,17 @@ export class Deliveries {
   }
 }
 
-function received(message: NearMessage, held: Uint8Array | string): ReceivedMessage {
+function received(
+  message: NearMessage,
+  held: Uint8Array | string,
+  receipt: string,
+): ReceivedMessage {
   return {
     id: message.id,
     topic: message.topic,
     payload: decodePayload(message.payloadKind, held),
     deliverAt: message.deliverAt,
     attempts: message.attempts,
-    receipt: message.receipt as string,
+    receipt,
   };
 }

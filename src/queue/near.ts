@@ -81,7 +81,8 @@ export interface NearMessage extends MessageState {
   timer: number;
   /** Its visibility timeout while in flight (shared with those taken with it), else undefined. */
   lease: Lease | undefined;
-  receipt: string | undefined;
+  /** Its receipt's counter while in flight (receipts.ts), else 0. */
+  receiptNo: number;
   /** Bumped on every change of state, so stale entries in ready lists are skipped. */
   version: number;
   /** In memory (cheaper to test than a lookup by id). */
@@ -217,6 +218,11 @@ export class NearHorizon implements HeldCounts {
     return this.receipts.owner(receipt);
   }
 
+  /** The receipt of a message in flight. */
+  receiptOf(message: NearMessage): string {
+    return this.receipts.receiptOf(message);
+  }
+
   /**
    * Brings a message into memory as scheduled, with its due timer (ready at once if due). A
    * message already held under its id is left as it is. `fresh`: just scheduled with a new id,
@@ -229,7 +235,7 @@ export class NearHorizon implements HeldCounts {
     // with a different hidden class (slow in every hot path after this).
     const message = 'held' in state ? (state as NearMessage) : nearMessage(state);
     message.status = 'scheduled';
-    message.receipt = undefined;
+    message.receiptNo = 0;
     message.lease = undefined;
     message.version++;
     message.slot = -1;
@@ -371,13 +377,13 @@ export class NearHorizon implements HeldCounts {
   handBack(
     topic: string,
     taken: readonly NearMessage[],
-    receipts: ReadonlyArray<string | undefined>,
+    receipts: readonly number[],
     from: number,
   ): void {
     const back: NearMessage[] = [];
     for (let i = from; i < taken.length; i++) {
       const message = taken[i];
-      if (message.receipt !== receipts[i] || message.status !== 'inflight') continue;
+      if (message.receiptNo !== receipts[i] || message.status !== 'inflight') continue;
       this.leave(message);
       this.receipts.release(message);
       message.status = 'ready';
@@ -564,7 +570,7 @@ export function newNear(
     status: 'scheduled',
     timer: 0,
     lease: undefined,
-    receipt: undefined,
+    receiptNo: 0,
     version: 0,
     held: false,
     slot: -1,

@@ -15,8 +15,13 @@
  * base64url may start with '-' and a receipt that looks like an option is misread by command
  * lines (`tickwheel ack -x...`).
  *
+ * A message keeps only its receipt's counter (`receiptNo`), not the string: the string is made
+ * for the delivery handed out and lives as long as that does. Kept on the message, it outlived
+ * the delivery for as long as the message stayed in flight (an ack put off during a burst), and
+ * a million of them moved into the old generation cost the scavenger ~150 MB of promotion.
+ *
  * Invariants: a message with `slot >= 0` is `slots[slot]`, and its slot is in no free list;
- * `owner(r)` is a message only if it is in flight and its `receipt === r`.
+ * `owner(r)` is a message only if it is in flight and `receiptOf(message) === r`.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -29,31 +34,52 @@ let receiptCounter = 0;
 /** What the table needs of a message. */
 export interface Receivable {
   status: string;
-  receipt: string | undefined;
+  /** Its receipt's counter while in flight, else 0. */
+  receiptNo: number;
   /** Its slot while in flight, else -1. */
   slot: number;
 }
 
+/** Slots whose receipt head is made once and kept. */
+const HEAD_CACHE = 8192;
+
+function headOf(slot: number): string {
+  return `${receiptPrefix}${slot.toString(36)}.`;
+}
+
+/** Counters of at most this many base-36 digits are read exactly (36^10 < 2^53). */
+const MAX_COUNTER_DIGITS = 10;
+
 export class Receipts<M extends Receivable> {
   private readonly slots: Array<M | undefined> = [];
   private readonly free: number[] = [];
-  /** `prefix slot '.'` of each slot, made once: slots are reused, and toString(36) is not cheap. */
+  /**
+   * `prefix slot '.'` of the first HEAD_CACHE slots, made once: slots are reused, and
+   * toString(36) is not cheap. Slots past those (a million messages in flight while acks are put
+   * off in a burst) make theirs each time rather than keep a string per slot for good.
+   */
   private readonly heads: string[] = [];
 
-  /** Gives a message going in flight a slot and a fresh receipt (also set on the message). */
-  issue(message: M): string {
+  /** Gives a message going in flight a slot and a fresh receipt counter. */
+  issue(message: M): void {
     debugAssert(message.slot < 0, 'a message in flight was given a second receipt');
     const slot = this.free.pop() ?? this.slots.length;
     this.slots[slot] = message;
     message.slot = slot;
-    const head = (this.heads[slot] ??= `${receiptPrefix}${slot.toString(36)}.`);
-    message.receipt = head + (++receiptCounter).toString(36);
-    return message.receipt;
+    if (slot < HEAD_CACHE) this.heads[slot] ??= headOf(slot);
+    message.receiptNo = ++receiptCounter;
+  }
+
+  /** The receipt of a message in flight. */
+  receiptOf(message: M): string {
+    debugAssert(message.slot >= 0, 'a receipt was asked of a message not in flight');
+    const slot = message.slot;
+    return (slot < HEAD_CACHE ? this.heads[slot] : headOf(slot)) + message.receiptNo.toString(36);
   }
 
   /** Frees a message's slot, if it has one, and clears its receipt. */
   release(message: M): void {
-    message.receipt = undefined;
+    message.receiptNo = 0;
     if (message.slot < 0) return;
     debugAssert(this.slots[message.slot] === message, 'a receipt slot held another message');
     this.slots[message.slot] = undefined;
@@ -72,19 +98,34 @@ export class Receipts<M extends Receivable> {
         `receipt must be the string receive() returned, got ${describe(receipt)}`,
       );
     }
-    // Reads the slot between the prefix and the '.' without making strings.
-    let slot = 0;
-    let at = receiptPrefix.length;
-    for (; at < receipt.length; at++) {
-      const c = receipt.charCodeAt(at);
-      if (c === 46) break;
-      const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 122 ? c - 87 : -1;
-      if (digit < 0 || slot > 0x3fffffff) return undefined;
-      slot = slot * 36 + digit;
-    }
-    const message = at < receipt.length ? this.slots[slot] : undefined;
-    return message !== undefined && message.status === 'inflight' && message.receipt === receipt
+    // Reads the slot between the prefix and the '.', and the counter after it, without making
+    // strings. Only the form receiptOf() makes is taken: no leading zeros, nothing after.
+    if (!receipt.startsWith(receiptPrefix)) return undefined;
+    const dot = receipt.indexOf('.', receiptPrefix.length);
+    if (dot < 0 || receipt.length - dot - 1 > MAX_COUNTER_DIGITS) return undefined;
+    const slot = base36(receipt, receiptPrefix.length, dot);
+    const counter = base36(receipt, dot + 1, receipt.length);
+    if (slot < 0 || counter <= 0) return undefined;
+    const message = this.slots[slot];
+    return message !== undefined && message.status === 'inflight' && message.receiptNo === counter
       ? message
       : undefined;
   }
+}
+
+/**
+ * The base-36 number (lower-case digits) in `text[from, to)`, or -1 when that is empty, has
+ * another character or a leading zero, or is too long to be a slot or a counter.
+ */
+function base36(text: string, from: number, to: number): number {
+  if (to <= from || to - from > MAX_COUNTER_DIGITS) return -1;
+  if (to - from > 1 && text.charCodeAt(from) === 48) return -1;
+  let value = 0;
+  for (let at = from; at < to; at++) {
+    const c = text.charCodeAt(at);
+    const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 122 ? c - 87 : -1;
+    if (digit < 0) return -1;
+    value = value * 36 + digit;
+  }
+  return value;
 }

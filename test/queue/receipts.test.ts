@@ -2,7 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { Receipts, type Receivable } from '../../src/queue/receipts.js';
 
 function inflight(): Receivable {
-  return { status: 'inflight', receipt: undefined, slot: -1 };
+  return { status: 'inflight', receiptNo: 0, slot: -1 };
+}
+
+/** Issues a receipt and returns it as a delivery carries it. */
+function issue(receipts: Receipts<Receivable>, message: Receivable): string {
+  receipts.issue(message);
+  return receipts.receiptOf(message);
 }
 
 describe('Receipts', () => {
@@ -10,10 +16,12 @@ describe('Receipts', () => {
     const receipts = new Receipts<Receivable>();
     const a = inflight();
     const b = inflight();
-    const ra = receipts.issue(a);
-    const rb = receipts.issue(b);
+    const ra = issue(receipts, a);
+    const rb = issue(receipts, b);
     expect(ra).not.toBe(rb);
-    expect(a.receipt).toBe(ra);
+    // The message keeps the counter only; the string is made for the delivery.
+    expect(a.receiptNo).toBeGreaterThan(0);
+    expect(receipts.receiptOf(a)).toBe(ra);
     expect(receipts.owner(ra)).toBe(a);
     expect(receipts.owner(rb)).toBe(b);
     // Not in flight any more (received state changed): no owner.
@@ -23,15 +31,15 @@ describe('Receipts', () => {
     // Released, its slot reused: the old receipt names the slot but not the new delivery.
     receipts.release(a);
     expect(a.slot).toBe(-1);
-    expect(a.receipt).toBeUndefined();
+    expect(a.receiptNo).toBe(0);
     const c = inflight();
-    const rc = receipts.issue(c);
+    const rc = issue(receipts, c);
     expect(c.slot).toBe(0);
     expect(receipts.owner(ra)).toBeUndefined();
     expect(receipts.owner(rc)).toBe(c);
     // A second delivery of the same message gets a new receipt; the first is stale.
     receipts.release(c);
-    const rc2 = receipts.issue(c);
+    const rc2 = issue(receipts, c);
     expect(rc2).not.toBe(rc);
     expect(receipts.owner(rc)).toBeUndefined();
     expect(receipts.owner(rc2)).toBe(c);
@@ -40,7 +48,7 @@ describe('Receipts', () => {
   it('answers undefined for malformed receipts and refuses a receipt that is not a string', () => {
     const receipts = new Receipts<Receivable>();
     const a = inflight();
-    const ra = receipts.issue(a);
+    const ra = issue(receipts, a);
     for (const bad of [
       '',
       'x',
@@ -49,6 +57,11 @@ describe('Receipts', () => {
       ra.replace('.', ''),
       `${ra}.`,
       'r'.repeat(600),
+      // Same slot and counter written another way, or another process's prefix.
+      ra.replace('.', '.0'),
+      `x${ra.slice(1)}`,
+      `${ra.slice(0, ra.indexOf('.'))}.${'z'.repeat(11)}`,
+      ra.toUpperCase(),
     ]) {
       expect(receipts.owner(bad), bad).toBeUndefined();
     }
