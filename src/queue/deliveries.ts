@@ -15,17 +15,22 @@
  * store's promise, which a group commit shares between acks. A nack and a visibility timeout
  * run under the id lock: they await the store.
  *
- * Deliveries first: consume()'s acks (ackQuietly) made while messages wait ready are put off
- * while consumers keep taking them, and applied once they stop (nothing ready, or no receive
- * since the last look), in chunks of ACK_CHUNK a turn. An ack made when nothing is ready is
- * applied at once. Applying an ack (its FINISH record, the
- * store's tables, the finished memory) costs more than delivering the message; when 100k
- * messages come due together, doing it first would make every later delivery wait for every
- * earlier ack. A put-off message stays in flight, as if its handler were still running: get()
- * says 'inflight', and a nack or a visibility timeout meanwhile wins (the ack is then a no-op,
- * as a late ack is). An ack waits at most MAX_ACK_DELAY_MS or half its visibility timeout
- * (Lease.ackBy), and at most MAX_DEFERRED_ACKS wait; close() applies the rest. The promise
- * consume() waits on is the chunk's: it settles once the chunk's acks are durable.
+ * Deliveries first: consume()'s acks (ackQuietly) made while at least DEFER_MIN_READY messages
+ * of their topic wait ready (a burst being delivered) are put off while consumers keep taking
+ * them, and applied once they stop (that topic has nothing ready, or no receive since the last
+ * look), in chunks of ACK_CHUNK a turn; any other ack is applied at once. Applying an ack (its
+ * FINISH record, the store's tables, the finished memory) costs more than delivering the
+ * message; when 100k messages come due together, doing it first would make every later
+ * delivery wait for every earlier ack. Bounds and semantics:
+ *   - an ack waits at most MAX_ACK_DELAY_MS or half its visibility timeout (Lease.ackBy), and
+ *     put-off acks are applied before any visibility timeout is acted on (onTimer), so a
+ *     handler that succeeded in time is never delivered again while the queue runs;
+ *   - a put-off message is finished first when anything looks it up by id (near.get): get()
+ *     says 'acked', cancel() finds nothing to cancel, schedule() with its id adds a new one;
+ *   - at most MAX_DEFERRED_ACKS wait; close() applies the rest. The promise consume() waits on
+ *     is the chunk's: it settles once the chunk's acks are durable;
+ *   - a crash loses put-off acks, as it loses acks not yet fsynced: those messages are
+ *     delivered again (at least once).
  */
 
 import { setImmediate as realSetImmediate } from 'node:timers';
@@ -35,7 +40,7 @@ import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
 import type { IdLocks } from './locks.js';
 import { decodePayload, heldPayload, retryDelay, storedBytes } from './message.js';
-import { Lease, type NearHorizon, type NearMessage } from './near.js';
+import { Lease, type HeldTally, type NearHorizon, type NearMessage } from './near.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';
 import type { QueueEvents } from './events.js';
@@ -45,6 +50,8 @@ import type { Waiters } from './waiters.js';
 
 /** Put-off acks applied in one go (one turn of the event loop, ~1 ms). */
 const ACK_CHUNK = 1024;
+/** Acks are put off only while at least this many messages of their topic wait ready. */
+const DEFER_MIN_READY = 1024;
 /** Put-off acks at most: more are applied at once. */
 const MAX_DEFERRED_ACKS = 1 << 20;
 
@@ -55,6 +62,10 @@ interface AckChunk {
   receipts: number[];
   /** The earliest Lease.ackBy of its acks. */
   applyBy: number;
+  /** The ready count of the topic of its latest ack. */
+  tally: HeldTally;
+  /** Acks of it applied ahead of it (near.get of their id), whose durability it waits for. */
+  early: Array<Promise<unknown>>;
   done: Promise<unknown>;
   settle: (applied: Promise<unknown>) => void;
 }
@@ -98,6 +109,7 @@ export class Deliveries {
     this.finished = parts.finished;
     this.topics = parts.topics;
     this.events = parts.events;
+    this.near.applyPendingAck = (message) => this.applyOne(message);
   }
 
   /** The queue is closing: a long poll woken from now on answers empty; put-off acks apply. */
@@ -261,9 +273,10 @@ export class Deliveries {
     }
     message ??= this.near.owner(receipt);
     if (message === undefined || this.locks.busy(message.id)) return this.ack(receipt);
-    // Put off only while messages wait ready (a burst being delivered); otherwise at once.
-    if (this.stopped || !this.near.readyWaiting()) return this.finishQuietly(message);
-    return this.deferAck(message);
+    // Put off only while many messages of its topic wait ready (a burst being delivered).
+    const tally = message.tally as HeldTally;
+    if (this.stopped || tally.ready < DEFER_MIN_READY) return this.finishQuietly(message);
+    return this.deferAck(message, tally);
   }
 
   private forgetLastReceive(): void {
@@ -274,16 +287,18 @@ export class Deliveries {
   }
 
   /** Puts off an ack of consume() (see the top of the file). */
-  private deferAck(message: NearMessage): Promise<unknown> {
+  private deferAck(message: NearMessage, tally: HeldTally): Promise<unknown> {
     let chunk = this.deferred[this.deferred.length - 1];
     if (chunk === undefined || chunk.messages.length === ACK_CHUNK) {
       let settle!: (applied: Promise<unknown>) => void;
       const done = new Promise<unknown>((resolve) => (settle = resolve));
-      chunk = { messages: [], receipts: [], applyBy: Infinity, done, settle };
+      chunk = { messages: [], receipts: [], applyBy: Infinity, tally, early: [], done, settle };
       this.deferred.push(chunk);
     }
     chunk.messages.push(message);
     chunk.receipts.push(message.receiptNo);
+    chunk.tally = tally;
+    message.pendingAck = chunk;
     const ackBy = message.lease?.ackBy ?? 0;
     if (ackBy < chunk.applyBy) chunk.applyBy = ackBy;
     if (++this.deferredCount >= MAX_DEFERRED_ACKS) this.applyChunk();
@@ -304,17 +319,34 @@ export class Deliveries {
    */
   private readonly checkDeferred = (): void => {
     this.checkQueued = false;
-    const delivering = this.receives > 0 && this.near.readyWaiting();
+    const latest = this.deferred[this.deferred.length - 1];
+    const delivering = this.receives > 0 && latest !== undefined && latest.tally.ready > 0;
     this.receives = 0;
     if (!delivering) this.applyChunk();
-    // Chunks whose time is up, whatever else is going on.
+    this.applyDue();
+    this.queueAckCheck();
+  };
+
+  /** Applies the chunks whose time is up (Lease.ackBy), whatever else is going on. */
+  private applyDue(): void {
+    if (this.deferred.length === 0) return;
     const now = this.clock.now();
     for (let i = 0; i < this.deferred.length;) {
       if (this.deferred[i].applyBy <= now) this.applyChunk(i);
       else i++;
     }
-    this.queueAckCheck();
-  };
+  }
+
+  /**
+   * A message whose ack is put off is looked up by id (near.get): finished now, its durability
+   * waited for by its chunk.
+   */
+  private applyOne(message: NearMessage): void {
+    const chunk = message.pendingAck as AckChunk;
+    message.pendingAck = undefined;
+    if (message.status !== 'inflight' || !message.held) return;
+    chunk.early.push(this.finishQuietly(message));
+  }
 
   /** Applies a chunk of put-off acks (the oldest by default). */
   private applyChunk(at = 0): void {
@@ -322,11 +354,12 @@ export class Deliveries {
     if (chunk === undefined) return;
     this.deferred.splice(at, 1);
     this.deferredCount -= chunk.messages.length;
-    const waits: Array<Promise<unknown>> = [];
+    const waits: Array<Promise<unknown>> = [...chunk.early];
     let last: Promise<unknown> | undefined;
     const { messages, receipts } = chunk;
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
+      if (message.pendingAck === chunk) message.pendingAck = undefined;
       // Its delivery ended meanwhile (a visibility timeout, a nack, a cancel): a late ack.
       if (message.receiptNo !== receipts[i] || message.status !== 'inflight') continue;
       let wait: Promise<unknown>;
@@ -368,6 +401,9 @@ export class Deliveries {
    */
   onTimer(due: NearMessage | Lease): void {
     if (due instanceof Lease) {
+      // Put-off acks first (their ackBy is before any of their leases' deadlines): a handler
+      // that succeeded in time is never taken for one that did not.
+      this.applyDue();
       for (const message of this.near.expired(due)) this.expire(message);
       return;
     }

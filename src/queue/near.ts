@@ -83,6 +83,11 @@ export interface NearMessage extends MessageState {
   lease: Lease | undefined;
   /** Its receipt's counter while in flight (receipts.ts), else 0. */
   receiptNo: number;
+  /**
+   * In flight with its ack put off by consume() (deliveries.ts: the chunk it waits in), else
+   * undefined: its handler is done, and whoever looks it up by id gets that ack applied first.
+   */
+  pendingAck: object | undefined;
   /** Bumped on every change of state, so stale entries in ready lists are skipped. */
   version: number;
   /** In memory (cheaper to test than a lookup by id). */
@@ -194,10 +199,23 @@ export class NearHorizon implements HeldCounts {
     this.dueKey = Number.NaN;
   }
 
+  /**
+   * The held message of an id. One whose ack consume() put off is finished first (its handler
+   * succeeded): to cancel(), schedule() with its id, get() and the rest it is acked, as it would
+   * be had the ack not waited.
+   */
   get(id: string): NearMessage | undefined {
     const message = this.entry(id);
-    return message !== undefined && message.held ? message : undefined;
+    if (message === undefined || !message.held) return undefined;
+    if (message.pendingAck !== undefined) {
+      this.applyPendingAck(message);
+      if (!message.held) return undefined;
+    }
+    return message;
   }
+
+  /** Applies a message's put-off ack now (set by Deliveries). */
+  applyPendingAck: (message: NearMessage) => void = () => {};
 
   /**
    * The latest entry of an id, stale or not. While a sweep moves entries, one in `byId` is the
@@ -206,11 +224,6 @@ export class NearHorizon implements HeldCounts {
   private entry(id: string): NearMessage | undefined {
     const message = this.byId.get(id);
     return message !== undefined || this.moving === undefined ? message : this.moving.from.get(id);
-  }
-
-  /** Some topic has messages ready (or entries of its ready list not yet found stale). */
-  readyWaiting(): boolean {
-    return this.ready.size > 0;
   }
 
   /** The message in flight under this receipt, if any (throws only for a non-string). */
@@ -409,6 +422,7 @@ export class NearHorizon implements HeldCounts {
   release(message: NearMessage): void {
     if (message.timer !== 0) this.wheel.clearTimeout(message.timer);
     message.timer = 0;
+    message.pendingAck = undefined;
     this.leave(message);
     this.receipts.release(message);
     message.version++;
@@ -571,6 +585,7 @@ export function newNear(
     timer: 0,
     lease: undefined,
     receiptNo: 0,
+    pendingAck: undefined,
     version: 0,
     held: false,
     slot: -1,

@@ -80,4 +80,16 @@ describe('Receipts', () => {
     for (const m of held) receipts.issue(m);
     expect(Math.max(...held.map((m) => m.slot))).toBe(9);
   });
+
+  it('finds every receipt it made past the slots whose heads it caches, also after reuse', () => {
+    const receipts = new Receipts<Receivable>();
+    const held = Array.from({ length: 20_000 }, inflight);
+    const first = held.map((m) => issue(receipts, m));
+    for (let i = 0; i < held.length; i++) expect(receipts.owner(first[i])).toBe(held[i]);
+    for (let i = 0; i < held.length; i += 3) receipts.release(held[i]);
+    const again = Array.from({ length: Math.ceil(held.length / 3) }, inflight);
+    for (const m of again) expect(receipts.owner(issue(receipts, m))).toBe(m);
+    // Released ones' receipts name a reused slot but not its new delivery.
+    for (let i = 0; i < held.length; i += 3) expect(receipts.owner(first[i])).toBeUndefined();
+  });
 });
