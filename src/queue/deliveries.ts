@@ -62,7 +62,8 @@ interface AckChunk {
   receipts: number[];
   /** The earliest Lease.ackBy of its acks. */
   applyBy: number;
-  /** The ready count of the topic of its latest ack. */
+  /** The topic of its latest ack, and that topic's ready count. */
+  topic: string;
   tally: HeldTally;
   /** Acks of it applied ahead of it (near.get of their id), whose durability it waits for. */
   early: Array<Promise<unknown>>;
@@ -86,8 +87,8 @@ export class Deliveries {
   private readonly deferred: AckChunk[] = [];
   private deferredCount = 0;
   private checkQueued = false;
-  /** Receives since the last look at the put-off acks (none: consumers have stopped). */
-  private receives = 0;
+  /** Topics received from since the last look at the put-off acks. */
+  private readonly receivedFrom = new Set<string>();
   /**
    * The last receive's answer and messages, and how many of them were acked in order: an ack
    * of the next one finds its message with no lookup by id or receipt (consume()'s handlers
@@ -155,7 +156,7 @@ export class Deliveries {
       );
     }
     if (this.events.active) for (const message of taken) this.events.record('delivered', message);
-    this.receives++;
+    if (taken.length > 0) this.receivedFrom.add(topic);
     this.lastAnswer = answer;
     this.lastTaken = taken;
     this.lastReceiptNos = taken.map((message) => message.receiptNo);
@@ -292,11 +293,21 @@ export class Deliveries {
     if (chunk === undefined || chunk.messages.length === ACK_CHUNK) {
       let settle!: (applied: Promise<unknown>) => void;
       const done = new Promise<unknown>((resolve) => (settle = resolve));
-      chunk = { messages: [], receipts: [], applyBy: Infinity, tally, early: [], done, settle };
+      chunk = {
+        messages: [],
+        receipts: [],
+        applyBy: Infinity,
+        topic: message.topic,
+        tally,
+        early: [],
+        done,
+        settle,
+      };
       this.deferred.push(chunk);
     }
     chunk.messages.push(message);
     chunk.receipts.push(message.receiptNo);
+    chunk.topic = message.topic;
     chunk.tally = tally;
     message.pendingAck = chunk;
     const ackBy = message.lease?.ackBy ?? 0;
@@ -319,9 +330,12 @@ export class Deliveries {
    */
   private readonly checkDeferred = (): void => {
     this.checkQueued = false;
+    // Still delivering: the latest put-off ack's topic has messages ready and was received from
+    // since the last look (not paused, rate-limited to a trickle, or left by its consumers).
     const latest = this.deferred[this.deferred.length - 1];
-    const delivering = this.receives > 0 && latest !== undefined && latest.tally.ready > 0;
-    this.receives = 0;
+    const delivering =
+      latest !== undefined && latest.tally.ready > 0 && this.receivedFrom.has(latest.topic);
+    this.receivedFrom.clear();
     if (!delivering) this.applyChunk();
     this.applyDue();
     this.queueAckCheck();
@@ -345,7 +359,11 @@ export class Deliveries {
     const chunk = message.pendingAck as AckChunk;
     message.pendingAck = undefined;
     if (message.status !== 'inflight' || !message.held) return;
-    chunk.early.push(this.finishQuietly(message));
+    const applied = this.finishQuietly(message);
+    // Handled once the chunk is applied (its promise waits for this one); until then a failed
+    // write must not count as an unhandled rejection.
+    applied.catch(() => {});
+    chunk.early.push(applied);
   }
 
   /** Applies a chunk of put-off acks (the oldest by default). */

@@ -10,9 +10,10 @@ import { setImmediate as realSetImmediate } from 'node:timers';
 import { performance } from 'node:perf_hooks';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
-import type { ManualClock } from '../../src/index.js';
+import { ManualClock } from '../../src/index.js';
+import type { MessageState } from '../../src/queue/message.js';
 import { Worker } from '../../src/queue/worker.js';
-import { advance, fileKind, settle, useQueues } from './harness.js';
+import { T0, advance, fileKind, settle, useQueues } from './harness.js';
 
 const openQueue = useQueues();
 
@@ -213,5 +214,91 @@ describe('consume() acks while a burst is delivered', () => {
     expect(await ackedNow(queue)).toBeGreaterThan(150);
     expect((await queue.get(first.id))?.status).toBe('acked');
     await consumer.close();
+  });
+
+  it('reports a failed write of an ack applied early through its consumer, never as an unhandled rejection', async () => {
+    class FlakyStore extends MemoryStore {
+      failing = false;
+      override finish(message: MessageState): Promise<void> {
+        if (this.failing) return Promise.reject(new Error('disk gone'));
+        return super.finish(message);
+      }
+    }
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.prependListener('unhandledRejection', onUnhandled);
+    const store = new FlakyStore();
+    const queue = await DelayQueue.open({ store, clock: new ManualClock(T0), horizonMs: 1000 });
+    try {
+      const filler = (count: number) =>
+        Array.from({ length: count }, (_, i) => ({ topic: 'jobs', payload: i }));
+      await queue.scheduleMany(filler(3000));
+      await queue.schedule({ id: 'user-8', topic: 'jobs', payload: 'v1' });
+      await queue.schedule({ id: 'trigger', topic: 'jobs', payload: 'now' });
+      await queue.scheduleMany(filler(3000));
+      let fired = false;
+      const errors: unknown[] = [];
+      const consumer = queue.consume(
+        'jobs',
+        (message) => {
+          if (message.id === 'trigger') {
+            fired = true;
+            // A status look-up (GET /v1/messages/:id) while the disk fails.
+            store.failing = true;
+            queue.get('user-8').catch(() => {});
+            store.failing = false;
+          }
+        },
+        { concurrency: 1000, onError: (err) => errors.push(err) },
+      );
+      while (!fired) await settle(1);
+      await settle(2);
+      await consumer.close();
+      expect(unhandled).toEqual([]);
+      expect(errors.map((err) => (err as Error).message)).toContain('disk gone');
+    } finally {
+      process.removeListener('unhandledRejection', onUnhandled);
+      await queue.close();
+    }
+  });
+});
+
+describe('put-off acks of a topic that stops being delivered', () => {
+  it('are applied while another topic keeps its consumer busy (a paused topic)', async () => {
+    const { queue } = await openQueue();
+    await queue.scheduleMany(Array.from({ length: 3000 }, (_, i) => ({ topic: 'a', payload: i })));
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let startedA = 0;
+    const consumerA = queue.consume(
+      'a',
+      async () => {
+        startedA++;
+        await gate;
+      },
+      { concurrency: 10 },
+    );
+    for (let t = 0; t < 200 && startedA < 10; t++) await settle(1);
+    expect(startedA).toBe(10);
+    await queue.pause('a');
+    const ackedOfA: string[] = [];
+    queue.events.on('acked', (event: { id: string; topic: string }) => {
+      if (event.topic === 'a') ackedOfA.push(event.id);
+    });
+    // A chain on topic b: few ready at a time, its acks are applied at once.
+    await queue.schedule({ topic: 'b', payload: 0 });
+    let chained = 0;
+    const consumerB = queue.consume('b', async (message) => {
+      chained++;
+      await queue.schedule({ topic: 'b', payload: (message.payload as number) + 1 });
+    });
+    release(); // a's 10 handlers end now, with a paused and 2,990 of its messages ready
+    // Turns of the event loop (the chain alone runs in microtasks between them).
+    for (let t = 0; t < 20; t++) await settle(1);
+    expect(chained).toBeGreaterThan(20);
+    // a's handlers succeeded 20 turns ago: their acks are applied (and durable).
+    expect(ackedOfA).toHaveLength(10);
+    await consumerB.close();
+    await consumerA.close();
   });
 });
