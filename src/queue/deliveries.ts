@@ -96,7 +96,6 @@ export class Deliveries {
    */
   private lastAnswer: ReceivedMessage[] = [];
   private lastTaken: NearMessage[] = [];
-  private lastReceiptNos: number[] = [];
   private ackedInOrder = 0;
 
   constructor(parts: QueueParts) {
@@ -159,7 +158,6 @@ export class Deliveries {
     if (taken.length > 0) this.receivedFrom.add(topic);
     this.lastAnswer = answer;
     this.lastTaken = taken;
-    this.lastReceiptNos = taken.map((message) => message.receiptNo);
     this.ackedInOrder = 0;
     return answer;
   }
@@ -266,10 +264,9 @@ export class Deliveries {
       delivery.receipt === receipt
     ) {
       message = this.lastTaken[next];
-      // Still the delivery it was: in flight under the same receipt.
-      if (message.receiptNo !== this.lastReceiptNos[next] || message.status !== 'inflight') {
-        message = undefined;
-      }
+      // Still in flight, so still that delivery: another one would have needed a receive since,
+      // which replaces lastAnswer.
+      if (message.status !== 'inflight') message = undefined;
       if (++this.ackedInOrder === this.lastAnswer.length) this.forgetLastReceive();
     }
     message ??= this.near.owner(receipt);
@@ -283,7 +280,6 @@ export class Deliveries {
   private forgetLastReceive(): void {
     this.lastAnswer = [];
     this.lastTaken = [];
-    this.lastReceiptNos = [];
     this.ackedInOrder = 0;
   }
 
@@ -297,7 +293,7 @@ export class Deliveries {
         messages: [],
         receipts: [],
         applyBy: Infinity,
-        topic: message.topic,
+        topic: '',
         tally,
         early: [],
         done,

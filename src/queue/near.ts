@@ -73,7 +73,7 @@ const FIRE_READS = 64;
 /** Stale id entries tolerated besides those the held count allows (see the top of the file). */
 const SWEEP_MIN = 4096;
 /** An ack put off by consume() waits at most this long, or half the visibility timeout. */
-export const MAX_ACK_DELAY_MS = 1000;
+const MAX_ACK_DELAY_MS = 1000;
 
 export interface NearMessage extends MessageState {
   status: 'scheduled' | 'ready' | 'inflight';
