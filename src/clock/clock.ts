@@ -27,6 +27,12 @@ export interface AlarmTarget {
    * callbacks (see WheelDriver); called from user code, or from a microtask, it must not.
    */
   onAlarm(now: number, atTurnStart?: boolean): number;
+  /**
+   * Places the timers that wait for a clock reading (see `AlarmClock.bindsLate`) on a reading
+   * taken now. A clock whose time moves only when told to calls it on every target before it
+   * moves its time or reads their alarms.
+   */
+  bindPending?(): void;
 }
 
 export interface Alarm {
@@ -50,6 +56,14 @@ export interface AlarmOptions {
 /** A clock that can wake drivers: what TimerWheel and the other drivers need. */
 export interface AlarmClock extends Clock {
   createAlarm(target: AlarmTarget, options?: AlarmOptions): Alarm;
+  /**
+   * True when a driver may start a timer without reading the clock, and bind its delay to a
+   * later reading, taken before the synchronous code that started it has returned to the event
+   * loop: the clock's time moves only with real time (SystemClock), or the clock calls its
+   * targets' `bindPending()` before it moves (ManualClock). Such a timer is never early, as the
+   * reading comes after its start. Any other clock is read on every start.
+   */
+  readonly bindsLate?: boolean;
 }
 
 export function isAlarmClock(clock: unknown): clock is AlarmClock {
@@ -102,6 +116,11 @@ export class AlarmSet {
       }
     }
     return best;
+  }
+
+  /** Asks every target to place its timers that wait for a reading (see AlarmClock.bindsLate). */
+  bindPending(): void {
+    for (const alarm of this.alarms.slice()) alarm.target.bindPending?.();
   }
 
   /** Whether a set, ref'd alarm exists: what keeps the process alive. */

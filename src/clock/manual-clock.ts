@@ -23,6 +23,11 @@ export class ManualClock implements AlarmClock {
   private time: number;
   private readonly alarms = new AlarmSet(() => {});
   private advancing = false;
+  /**
+   * Timers may wait for a later reading (AlarmClock.bindsLate): the clock binds them before its
+   * time moves, so they are placed against the time they were started at.
+   */
+  readonly bindsLate = true;
 
   constructor(startMs = 0) {
     if (typeof startMs !== 'number' || !Number.isFinite(startMs)) {
@@ -44,6 +49,7 @@ export class ManualClock implements AlarmClock {
 
   /** The earliest time any driver on this clock wants to be woken, or Infinity. */
   nextDeadline(): number {
+    this.alarms.bindPending();
     return this.alarms.earliest()?.deadline ?? Infinity;
   }
 
@@ -62,12 +68,12 @@ export class ManualClock implements AlarmClock {
   private walk(ms: number, method: string): void {
     this.enter(method);
     try {
-      for (
-        let alarm = this.alarms.earliest();
-        alarm !== undefined;
-        alarm = this.alarms.earliest()
-      ) {
-        if (alarm.deadline > ms) break;
+      for (;;) {
+        // Timers started so far (also by the callbacks just run, on any wheel of this clock)
+        // are placed at the present time before it moves.
+        this.alarms.bindPending();
+        const alarm = this.alarms.earliest();
+        if (alarm === undefined || alarm.deadline > ms) break;
         if (alarm.deadline > this.time) this.time = alarm.deadline;
         alarm.deadline = Infinity;
         alarm.deadline = alarm.target.onAlarm(this.time);
@@ -117,6 +123,7 @@ export class ManualClock implements AlarmClock {
   private step(to: number, more: (fired: boolean) => void): void {
     let fired = false;
     try {
+      this.alarms.bindPending();
       const first = this.alarms.earliest();
       if (first === undefined || first.deadline > to) return;
       fired = true;

@@ -56,6 +56,14 @@ export interface SystemClockOptions {
 
 export class SystemClock implements AlarmClock {
   private readonly offset: number;
+  /**
+   * Its time moves only with real time, so a timer may wait for a later reading (AlarmClock);
+   * not while fake timers stand in for `performance` (vi/jest.useFakeTimers), whose time jumps
+   * from one synchronous call to the next: a timer started before such a jump is read at once.
+   */
+  get bindsLate(): boolean {
+    return globalThis.performance === nodePerformance;
+  }
 
   constructor(options: SystemClockOptions = {}) {
     settlePerformanceGlobal();

@@ -199,7 +199,7 @@ export class HashedWheelTimer {
 
   /** Timeouts waiting to expire (cancelled ones leave at once). */
   get pendingTimeouts(): number {
-    return this.wheel.size;
+    return this.driver?.size ?? 0;
   }
 
   /** Starts the timer; newTimeout does so itself. Throws once the timer has been stopped. */
@@ -232,7 +232,8 @@ export class HashedWheelTimer {
     }
     const delay = checkDelay(delayMs);
     this.start();
-    const pending = this.wheel.size;
+    const driver = this.driver as WheelDriver<HashedWheel>;
+    const pending = driver.size;
     if (this.maxPendingTimeouts > 0 && pending >= this.maxPendingTimeouts) {
       throw new TickwheelRangeError(
         'ERR_TICKWHEEL_MAX_PENDING',
@@ -240,7 +241,6 @@ export class HashedWheelTimer {
           `(maxPendingTimeouts: ${this.maxPendingTimeouts})`,
       );
     }
-    const driver = this.driver as WheelDriver<HashedWheel>;
     const timeout = new HashedWheelTimeout(this, task);
     const index = driver.add(delay);
     this.rows[index] = timeout;

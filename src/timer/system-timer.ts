@@ -178,11 +178,12 @@ export class SystemTimer {
 
   /** Tasks pending. */
   get size(): number {
-    return this.driver.wheel.size - this.waiters.length;
+    return this.driver.size - this.waiters.length;
   }
 
   /** Levels of the hierarchical wheel created so far (overflow wheels are made when needed). */
   get levels(): number {
+    this.driver.bindPending();
     return this.driver.wheel.levels;
   }
 

@@ -314,12 +314,14 @@ export class TimerWheel<T = unknown> {
   /** Clock time at which a pending timer is due (rounded up to its tick), or undefined. */
   deadline(handle: TimerHandle): number | undefined {
     const index = this.linkedRow(handle);
-    return index < 0 ? undefined : this.driver.timeOf(this.driver.entries.tick[index]);
+    if (index < 0) return undefined;
+    this.driver.bindPending();
+    return this.driver.timeOf(this.driver.entries.tick[index]);
   }
 
   /** Pending timers. */
   get size(): number {
-    return this.driver.wheel.size;
+    return this.driver.size;
   }
 
   /** Milliseconds per tick of the finest level. */
@@ -333,7 +335,9 @@ export class TimerWheel<T = unknown> {
    * (stats().nextWakeup gives the same figure, or null, in an object).
    */
   nextWakeupAt(): number {
-    const next = this.closed ? Infinity : this.driver.wheel.nextDeadline();
+    if (this.closed) return Infinity;
+    this.driver.bindPending();
+    const next = this.driver.wheel.nextDeadline();
     return next === Infinity ? Infinity : this.driver.timeOf(next);
   }
 
@@ -355,7 +359,7 @@ export class TimerWheel<T = unknown> {
     const { driver } = this;
     const next = this.nextWakeupAt();
     return {
-      pending: driver.wheel.size,
+      pending: driver.size,
       fired: driver.fired,
       cancelled: driver.cancelled,
       scheduled: driver.scheduled,
@@ -371,6 +375,7 @@ export class TimerWheel<T = unknown> {
    * cursor is (see HierarchicalWheel.snapshot; at most `maxRows` timers are counted).
    */
   wheelSnapshot(maxRows?: number): WheelSnapshot {
+    this.driver.bindPending();
     return this.driver.wheel.snapshot(maxRows);
   }
 
@@ -398,7 +403,7 @@ export class TimerWheel<T = unknown> {
     args: unknown[] | undefined,
     at?: number,
   ): number {
-    if (this.driver.wheel.size >= this.admitBelow) this.refuse();
+    if (this.driver.size >= this.admitBelow) this.refuse();
     let index: number;
     if (at === undefined) index = this.driver.add(delay);
     else {
@@ -474,7 +479,7 @@ export class TimerWheel<T = unknown> {
     this.checkOpen();
     throw new TickwheelRangeError(
       'ERR_TICKWHEEL_MAX_PENDING',
-      `${this.driver.wheel.size} timers are pending, the maxPending option allows ${this.maxPending}`,
+      `${this.driver.size} timers are pending, the maxPending option allows ${this.maxPending}`,
     );
   }
 

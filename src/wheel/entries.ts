@@ -20,6 +20,7 @@
  *   - `prev >= 0`, or `prev < 0` but above DETACHED: linked into a slot list (see slots.ts,
  *     where a negative `prev` names the slot of a list head);
  *   - `DETACHED`: allocated but in no slot (between expiry and re-arm, or just allocated);
+ *   - `PENDING`: allocated, pending, waiting in a driver for a clock reading (no slot yet);
  *   - `FREE`: on the free list.
  */
 
@@ -34,6 +35,11 @@ const GENERATION_LIMIT = 2 ** (53 - INDEX_BITS);
 
 export const FREE = -0x80000000;
 export const DETACHED = -0x7fffffff;
+/**
+ * Allocated, counted as pending, and in no slot yet: a driver holds it until it reads the clock
+ * (see WheelDriver.add), with the row's delay in `tick`. Only a driver makes and ends this state.
+ */
+export const PENDING = -0x7ffffffe;
 /** End of the free list. */
 const NIL = -1;
 

@@ -26,7 +26,8 @@ type Op =
   | { kind: 'interval'; period: number }
   | { kind: 'clear'; pick: number }
   | { kind: 'refresh'; pick: number; delay: number | undefined }
-  | { kind: 'advance'; ms: number };
+  | { kind: 'advance'; ms: number }
+  | { kind: 'many'; count: number; delay: number };
 
 const delayArb = fc.oneof(
   fc.integer({ min: -5, max: 40 }),
@@ -50,6 +51,13 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
   { weight: 2, arbitrary: fc.nat().map((pick) => ({ kind: 'clear' as const, pick })) },
   {
+    // Enough timers in one go to fill a batch of timers waiting for a clock reading.
+    weight: 1,
+    arbitrary: fc
+      .tuple(fc.integer({ min: 1, max: 600 }), fc.integer({ min: 0, max: 30 }))
+      .map(([count, delay]) => ({ kind: 'many' as const, count, delay })),
+  },
+  {
     weight: 2,
     arbitrary: fc
       .tuple(fc.nat(), fc.option(fc.integer({ min: 0, max: 200 }), { nil: undefined }))
@@ -67,7 +75,12 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
 );
 
-function run(resolution: number, start: number, ops: Op[]): void {
+/**
+ * `checkEach`: read every pending timer's deadline after each operation. Reading a deadline
+ * places the timers that wait for a clock reading; without it they wait until the clock moves
+ * (or a cancel, a refresh, a batch filling up), as in a program that starts many at once.
+ */
+function run(resolution: number, start: number, ops: Op[], checkEach = true): void {
   const clock = new ManualClock(start);
   const wheel = new TimerWheel({ clock, resolution });
   const origin = start;
@@ -171,6 +184,9 @@ function run(resolution: number, start: number, ops: Op[]): void {
       case 'interval':
         schedule(op.period, undefined, true, now);
         break;
+      case 'many':
+        for (let i = 0; i < op.count; i++) schedule(op.delay, undefined, false, now);
+        break;
       case 'clear': {
         if (model.length === 0) break;
         const timer = model[op.pick % model.length];
@@ -201,6 +217,7 @@ function run(resolution: number, start: number, ops: Op[]): void {
       }
     }
     expect(wheel.size).toBe(model.length);
+    if (!checkEach && op.kind !== 'advance') continue;
     for (const timer of model) {
       expect(wheel.deadline(timer.handle)).toBe(origin + timer.tick * resolution);
     }
@@ -226,4 +243,16 @@ describe('TimerWheel on a ManualClock against a reference model', () => {
       );
     });
   }
+
+  it('places timers that wait for a clock reading as if it had been read at their start', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.constant(0), fc.double({ min: 0, max: 1e6, noNaN: true })),
+        fc.constantFrom(1, 0.5, 10),
+        fc.array(opArb, { maxLength: 60 }),
+        (start, resolution, ops) => run(resolution, start, ops, false),
+      ),
+      { numRuns: Number(process.env.TICKWHEEL_PROPERTY_RUNS ?? 1500) },
+    );
+  });
 });

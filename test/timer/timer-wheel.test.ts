@@ -471,6 +471,7 @@ describe('TimerWheel.runDue and alignTicks', () => {
     });
     wheel.schedule(1, 'a');
     wheel.schedule(1, 'b');
+    expect(wheel.runDue()).toBe(0); // reads the clock: 'a' and 'b' are placed at 0
     clock.lag = 1;
     expect(wheel.expiring).toBe(false);
     expect(wheel.runDue()).toBe(2);

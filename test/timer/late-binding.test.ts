@@ -1,0 +1,174 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { BIND_BATCH } from '../../src/timer/driver.js';
+import {
+  HashedWheelTimer,
+  ManualClock,
+  SystemClock,
+  SystemTimer,
+  TimerTask,
+  TimerWheel,
+} from '../../src/index.js';
+
+/**
+ * A timer started with a delay on a SystemClock or ManualClock does not read the clock: it waits
+ * for the next reading (at most BIND_BATCH starts later, or at the end of the synchronous run),
+ * and its delay counts from that reading. These tests hold the rules that make it safe: never
+ * early, order kept, nothing lost, and on a ManualClock exactly the eager placement.
+ */
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+describe('Timers waiting for a clock reading', () => {
+  it('keep their order across batches, with cancels, refreshes and reused rows among them', () => {
+    const clock = new ManualClock(0);
+    const fired: number[] = [];
+    const wheel = new TimerWheel<number>({ clock, onExpire: (n) => fired.push(n) });
+    const count = BIND_BATCH * 3 + 7;
+    const handles: number[] = [];
+    for (let i = 0; i < count; i++) handles.push(wheel.schedule(10, i));
+    expect(wheel.size).toBe(count);
+    // Cancelled while waiting (binds everything first), then its row taken by a new timer.
+    const last = handles[count - 1];
+    expect(wheel.has(last)).toBe(true);
+    expect(wheel.clearTimeout(last)).toBe(true);
+    expect(wheel.has(last)).toBe(false);
+    expect(wheel.clearTimeout(last)).toBe(false);
+    const reused = wheel.schedule(10, 10_000);
+    expect(wheel.has(last)).toBe(false);
+    expect(wheel.has(reused)).toBe(true);
+    // A refresh counts as starting again: timer 3 now comes after the others of its tick.
+    expect(wheel.refresh(handles[3])).toBe(true);
+    expect(wheel.size).toBe(count);
+    clock.advance(9);
+    expect(fired).toEqual([]);
+    clock.advance(1);
+    const expected = [...Array(count - 1).keys()].filter((n) => n !== 3);
+    expect(fired).toEqual([...expected, 10_000, 3]);
+    expect(wheel.size).toBe(0);
+  });
+
+  it('are placed at the time they were started when a ManualClock moves', () => {
+    const clock = new ManualClock(100);
+    const fired: Array<[string, number]> = [];
+    const a = new TimerWheel({ clock });
+    const b = new TimerWheel({ clock, resolution: 5 });
+    // Started from a callback of wheel a, on wheel b, during the advance: b's timer is placed
+    // at 110, before the clock moves on, and fires within the same advance.
+    a.setTimeout(() => {
+      fired.push(['a', clock.now()]);
+      b.setTimeout(() => fired.push(['b', clock.now()]), 12);
+    }, 10);
+    expect(clock.nextDeadline()).toBe(110);
+    clock.advance(100);
+    expect(fired).toEqual([
+      ['a', 110],
+      ['b', 125],
+    ]);
+  });
+
+  it('count for every face: stats, pending counts, deadlines and maxPending', () => {
+    const clock = new ManualClock(0);
+    const wheel = new TimerWheel({ clock, maxPending: 2 });
+    const h = wheel.setTimeout(() => {}, 30);
+    wheel.setTimeout(() => {}, 5);
+    expect(wheel.stats()).toMatchObject({ pending: 2, scheduled: 2, nextWakeup: 5 });
+    expect(wheel.deadline(h)).toBe(30);
+    expect(() => wheel.setTimeout(() => {}, 1)).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_MAX_PENDING' }),
+    );
+
+    const netty = new HashedWheelTimer({ clock, tickDuration: 10 });
+    const timeout = netty.newTimeout(() => {}, 50);
+    expect(netty.pendingTimeouts).toBe(1);
+    expect(timeout.cancel()).toBe(true);
+    expect(netty.pendingTimeouts).toBe(0);
+    netty.stop();
+
+    const kafka = new SystemTimer({ clock });
+    const ran: string[] = [];
+    const task = new (class extends TimerTask {
+      run(): void {
+        ran.push('task');
+      }
+    })(20);
+    kafka.add(task);
+    expect(kafka.size).toBe(1);
+    expect(kafka.levels).toBe(1);
+    clock.advance(20);
+    expect(ran).toEqual(['task']);
+    kafka.shutdown();
+    wheel.close();
+  });
+
+  it('take a delay no tick can hold as an error at the start, not later', () => {
+    const wheel = new TimerWheel({ clock: new ManualClock(0), resolution: 1e-6 });
+    expect(() => wheel.setTimeout(() => {}, 1e10)).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_DELAY' }),
+    );
+    expect(wheel.size).toBe(0);
+    wheel.close();
+  });
+
+  it('count their delay from a reading after their start: never early, late by the rest of the run', async () => {
+    const clock = new SystemClock();
+    const wheel = new TimerWheel({ clock });
+    const started = clock.now();
+    const fired: number[] = [];
+    const done = new Promise<void>((resolve) => {
+      for (let i = 0; i < 3; i++) {
+        wheel.setTimeout(() => {
+          fired.push(clock.now());
+          if (fired.length === 3) resolve();
+        }, 20);
+      }
+    });
+    // Busy for 30 ms in the same synchronous run: the timers are placed at its end.
+    while (clock.now() - started < 30) {
+      // spin
+    }
+    const runEnd = clock.now();
+    expect(wheel.runDue()).toBe(0);
+    await done;
+    for (const at of fired) {
+      expect(at).toBeGreaterThanOrEqual(runEnd + 20);
+      expect(at - (runEnd + 20)).toBeLessThan(1000); // generous: a loaded machine stalls
+    }
+    wheel.close();
+  });
+
+  it('fire in a plain node process: none early, none lost, and the process exits', () => {
+    const script = `
+      import { TimerWheel } from ${JSON.stringify(root + 'dist/index.js')};
+      const n = 5000;
+      let fired = 0, early = 0, maxLate = 0;
+      const wheel = new TimerWheel({ onExpire: (started) => {
+        const late = performance.now() - (started + 25);
+        if (late < 0) early++;
+        if (late > maxLate) maxLate = late;
+        fired++;
+      } });
+      for (let i = 0; i < n; i++) {
+        const started = performance.now();
+        wheel.schedule(25, started);
+        if (i % 1000 === 0) { const t = performance.now(); while (performance.now() - t < 3); }
+      }
+      const h = wheel.schedule(25, 0);
+      wheel.clearTimeout(h);
+      process.on('exit', () => console.log(JSON.stringify({ fired, early, maxLate, size: wheel.size })));
+    `;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    const result = JSON.parse(out.trim()) as {
+      fired: number;
+      early: number;
+      maxLate: number;
+      size: number;
+    };
+    expect(result).toMatchObject({ fired: 5000, early: 0, size: 0 });
+    expect(result.maxLate).toBeLessThan(2000);
+  });
+});
