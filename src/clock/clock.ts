@@ -33,6 +33,11 @@ export interface AlarmTarget {
    * moves its time or reads their alarms.
    */
   bindPending?(): void;
+  /**
+   * The clock's time moved by a step of its own (ManualClock): called after it moved, so that a
+   * target's idea of where the clock stands comes from a fresh reading.
+   */
+  clockMoved?(): void;
 }
 
 export interface Alarm {
@@ -121,6 +126,11 @@ export class AlarmSet {
   /** Asks every target to place its timers that wait for a reading (see AlarmClock.bindsLate). */
   bindPending(): void {
     for (const alarm of this.alarms.slice()) alarm.target.bindPending?.();
+  }
+
+  /** Tells every target that the clock's time moved (see AlarmTarget.clockMoved). */
+  moved(): void {
+    for (const alarm of this.alarms) alarm.target.clockMoved?.();
   }
 
   /** Whether a set, ref'd alarm exists: what keeps the process alive. */

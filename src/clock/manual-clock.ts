@@ -27,7 +27,7 @@ export class ManualClock implements AlarmClock {
    * Timers may wait for a later reading (AlarmClock.bindsLate): the clock binds them before its
    * time moves, so they are placed against the time they were started at.
    */
-  readonly bindsLate = true;
+  readonly bindsLate: boolean = true;
 
   constructor(startMs = 0) {
     if (typeof startMs !== 'number' || !Number.isFinite(startMs)) {
@@ -74,11 +74,11 @@ export class ManualClock implements AlarmClock {
         this.alarms.bindPending();
         const alarm = this.alarms.earliest();
         if (alarm === undefined || alarm.deadline > ms) break;
-        if (alarm.deadline > this.time) this.time = alarm.deadline;
+        if (alarm.deadline > this.time) this.moveTo(alarm.deadline);
         alarm.deadline = Infinity;
         alarm.deadline = alarm.target.onAlarm(this.time);
       }
-      this.time = ms;
+      this.moveTo(ms);
     } finally {
       this.advancing = false;
     }
@@ -108,7 +108,7 @@ export class ManualClock implements AlarmClock {
       while (await new Promise<boolean>((resolve) => setImmediate(() => this.step(to, resolve)))) {
         // Each step is a turn of the event loop: what its callbacks queued has run by now.
       }
-      this.time = to;
+      this.moveTo(to);
     } finally {
       this.advancing = false;
     }
@@ -127,7 +127,7 @@ export class ManualClock implements AlarmClock {
       const first = this.alarms.earliest();
       if (first === undefined || first.deadline > to) return;
       fired = true;
-      if (first.deadline > this.time) this.time = first.deadline;
+      if (first.deadline > this.time) this.moveTo(first.deadline);
       const now = this.time;
       // A copy: a target may create or dispose alarms while it runs.
       for (const alarm of this.alarms.alarms.slice()) {
@@ -138,6 +138,17 @@ export class ManualClock implements AlarmClock {
     } finally {
       more(fired);
     }
+  }
+
+  /**
+   * Moves time: the targets first place the timers started so far at the present time, and hear
+   * afterwards that it moved.
+   */
+  private moveTo(time: number): void {
+    if (time === this.time) return;
+    this.alarms.bindPending();
+    this.time = time;
+    this.alarms.moved();
   }
 
   private checkSpan(ms: number, method: string): void {

@@ -65,6 +65,17 @@ export const BIND_BATCH = 256;
 const LATE_BIND_TICKS = 2 ** 50;
 
 /**
+ * Between a driver's last reading and the next one a SystemClock may have moved on by any time
+ * the process has been up. Late binding is kept to ticks coarse enough that 2^52 of them outlast
+ * a thousand years (ticks of 7.4 us or more): a delay under LATE_BIND_TICKS from the last reading
+ * then always has a tick. A ManualClock tells its targets when it moves (AlarmTarget.clockMoved).
+ */
+const LATE_BIND_SPAN_MS = 1000 * 365.25 * 24 * 3600 * 1000;
+
+/** The microtask that binds pending rows goes through a promise: fake timers replace queueMicrotask. */
+const SETTLED = Promise.resolve();
+
+/**
  * Steps that settle a tick computed by a rounded quotient on the tick's own start time. The
  * quotient is off by at most two below 2^53 ticks; the bound keeps a step that cannot change a
  * huge tick (beyond 2^53 a float has no room for +1) from looping.
@@ -122,8 +133,14 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   private bindQueued = false;
   private readonly bindTask = (): void => {
     this.bindQueued = false;
-    this.bindPending();
+    try {
+      this.bindPending();
+    } catch (err) {
+      this.report(err);
+    }
   };
+  /** Delays may wait for a later reading: the clock allows it and ticks are coarse enough. */
+  private readonly lateBindable: boolean;
   /** Ticks from the origin at the latest reading: how far a late-bound delay may reach. */
   private lastTick = 0;
   fired = 0;
@@ -150,6 +167,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     this.onError = options.onError;
     this.wantsNodeOrder = options.nodeOrder === true;
     this.alarm = this.clock.createAlarm(this, { ref: options.unref !== true });
+    this.lateBindable = 2 ** 52 * this.resolution >= LATE_BIND_SPAN_MS;
     // True ends the wheel's advance right after this row, for onAlarm to run the queues between
     // two advances: an error thrown by a nextTick callback then unwinds no frame of the wheel.
     this.expireSafe = (index: number) => {
@@ -238,6 +256,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   add(delayMs: number): number {
     if (
       this.clock.bindsLate !== true ||
+      !this.lateBindable ||
       !(delayMs * this.perTick + this.lastTick < LATE_BIND_TICKS)
     ) {
       return this.addNow(delayMs);
@@ -253,7 +272,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     if (count + 1 === BIND_BATCH) this.bindPending();
     else if (!this.bindQueued) {
       this.bindQueued = true;
-      queueMicrotask(this.bindTask);
+      void SETTLED.then(this.bindTask);
     }
     return index;
   }
@@ -285,6 +304,14 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
    */
   bindPending(): void {
     if (this.unboundCount > 0) this.read();
+  }
+
+  /**
+   * The clock moved by a step of its own (a ManualClock): the last reading no longer bounds where
+   * it stands, so the next row reads the clock at once (see LATE_BIND_TICKS).
+   */
+  clockMoved(): void {
+    this.lastTick = Infinity;
   }
 
   private bindAt(now: number): void {

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BIND_BATCH } from '../../src/timer/driver.js';
 import {
   HashedWheelTimer,
@@ -111,6 +111,34 @@ describe('Timers waiting for a clock reading', () => {
     wheel.close();
   });
 
+  for (const [resolution, farMs] of [
+    [1, 2 ** 41], // 1 ms ticks: the clock stands 2^53 - 2^40 ticks on
+    [1e-6, 1e7], // 1 ns ticks (too fine to wait for a reading at all)
+  ]) {
+    it(`refuse at the start a delay too far for a wheel whose clock moved on unread (${resolution} ms ticks)`, () => {
+      const clock = new ManualClock(0);
+      const wheel = new TimerWheel({ clock, resolution });
+      // Nothing pending: the wheel reads nothing while the clock moves near the end of its ticks.
+      clock.advance(resolution === 1 ? 2 ** 53 - 2 ** 40 : 9e9);
+      const fired: string[] = [];
+      expect(() => wheel.setTimeout(() => fired.push('far'), farMs)).toThrow(
+        expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_DELAY' }),
+      );
+      const a = wheel.setTimeout(() => fired.push('a'), 5 * resolution);
+      const b = wheel.setTimeout(() => fired.push('b'), 5 * resolution);
+      clock.advance(10 * resolution);
+      expect(wheel.clearTimeout(b)).toBe(false);
+      wheel.setTimeout(() => fired.push('c'), 5 * resolution);
+      clock.advance(10 * resolution);
+      expect({ fired, hasA: wheel.has(a), size: wheel.size }).toEqual({
+        fired: ['a', 'b', 'c'],
+        hasA: false,
+        size: 0,
+      });
+      wheel.close();
+    });
+  }
+
   it('count their delay from a reading after their start: never early, late by the rest of the run', async () => {
     const clock = new SystemClock();
     const wheel = new TimerWheel({ clock });
@@ -136,6 +164,25 @@ describe('Timers waiting for a clock reading', () => {
       expect(at - (runEnd + 20)).toBeLessThan(1000); // generous: a loaded machine stalls
     }
     wheel.close();
+  });
+
+  describe('with fake timers', () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it('are placed when only queueMicrotask is faked', async () => {
+      const realSetTimeout = globalThis.setTimeout;
+      vi.useFakeTimers({ toFake: ['queueMicrotask'] });
+      const wheel = new TimerWheel({ clock: new SystemClock() });
+      let fired = false;
+      wheel.setTimeout(() => {
+        fired = true;
+      }, 10);
+      await new Promise((resolve) => realSetTimeout(resolve, 200));
+      expect({ fired, size: wheel.size }).toEqual({ fired: true, size: 0 });
+      wheel.close();
+    });
   });
 
   it('fire in a plain node process: none early, none lost, and the process exits', () => {
