@@ -6,9 +6,11 @@
  * nothing once the arrays have grown, and the garbage collector never has to trace timers.
  *
  * Rows are recycled through a free list threaded through `next`. A handle given to users is
- * `generation * 2^28 + index`; the generation of a row is bumped every time the row is
- * released, so a handle kept after its timer fired or was cancelled no longer matches and is
- * inert: it can never cancel a later timer that happens to reuse the row.
+ * `generation * 2^28 + index`. A released row is FREE, which no handle resolves to, and its
+ * generation is bumped when it is taken again, so a handle kept after its timer fired or was
+ * cancelled no longer matches and is inert: it can never cancel a later timer that happens to
+ * reuse the row. (Bumped on release, the generation was one more cache line each expiration
+ * touched, in an expiry storm of timers spread over memory in random order.)
  *
  * Growing copies the arrays into ones twice the size and writes nothing else: the new half is
  * left as the allocator's zeroed pages, which the kernel maps only when a row there is first
@@ -78,6 +80,8 @@ export class EntryStore {
     let index = this.freeHead;
     if (index !== NIL) {
       this.freeHead = this.next[index];
+      const generation = this.generation[index] + 1;
+      this.generation[index] = generation === GENERATION_LIMIT ? 1 : generation;
     } else {
       if (this.highWater === this.tick.length) this.grow();
       index = this.highWater++;
@@ -88,10 +92,8 @@ export class EntryStore {
     return index;
   }
 
-  /** Returns a row to the free list and invalidates every handle that names it. */
+  /** Returns a row to the free list and invalidates every handle that names it (see above). */
   release(index: number): void {
-    const next = this.generation[index] + 1;
-    this.generation[index] = next === GENERATION_LIMIT ? 1 : next;
     this.prev[index] = FREE;
     this.next[index] = this.freeHead;
     this.freeHead = index;

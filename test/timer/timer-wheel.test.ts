@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { AbortError, ManualClock, TimerWheel, type TimerHandle } from '../../src/index.js';
 
@@ -521,5 +522,80 @@ describe('TimerWheel after an idle stretch', () => {
     clock.advance(1);
     expect(fired).toEqual([10, at + 5]);
     wheel.close();
+  });
+});
+
+describe('Lean and callback timers on one wheel', () => {
+  // Expirations skip reading a row's flags while no callback timer exists: whichever way the
+  // two kinds come and go, each timer must still fire as its own kind, once.
+  type Op =
+    | { kind: 'lean' | 'callback' | 'interval'; delay: number }
+    | { kind: 'clear'; pick: number }
+    | { kind: 'advance'; ms: number };
+  const opArb: fc.Arbitrary<Op> = fc.oneof(
+    fc
+      .tuple(fc.constantFrom('lean', 'callback', 'interval'), fc.integer({ min: 1, max: 30 }))
+      .map(([kind, delay]) => ({ kind, delay }) as Op),
+    fc.nat().map((pick) => ({ kind: 'clear' as const, pick })),
+    fc.integer({ min: 0, max: 40 }).map((ms) => ({ kind: 'advance' as const, ms })),
+  );
+
+  it('fires each timer as the kind it was started as', () => {
+    fc.assert(
+      fc.property(fc.array(opArb, { maxLength: 80 }), (ops) => {
+        const clock = new ManualClock(0);
+        const viaOnExpire: unknown[] = [];
+        const viaCallback: number[] = [];
+        const wheel = new TimerWheel<number>({ clock, onExpire: (id) => viaOnExpire.push(id) });
+        const kinds: string[] = [];
+        const handles: TimerHandle[] = [];
+        const cleared = new Set<number>();
+        for (const op of ops) {
+          if (op.kind === 'lean') {
+            kinds.push('lean');
+            handles.push(wheel.schedule(op.delay, kinds.length - 1));
+          } else if (op.kind === 'callback' || op.kind === 'interval') {
+            const id = kinds.length;
+            kinds.push(op.kind);
+            let runs = 0;
+            const fn = function (this: TimerHandle) {
+              viaCallback.push(id);
+              if (op.kind === 'interval' && ++runs === 2) wheel.clearInterval(this);
+            };
+            handles.push(
+              op.kind === 'interval'
+                ? wheel.setInterval(fn, op.delay)
+                : wheel.setTimeout(fn, op.delay),
+            );
+          } else if (op.kind === 'clear') {
+            const pending = handles.flatMap((h, id) => (wheel.has(h) ? [id] : []));
+            if (pending.length === 0) continue;
+            const id = pending[op.pick % pending.length];
+            expect(wheel.clearTimeout(handles[id])).toBe(true);
+            cleared.add(id);
+          } else if (op.kind === 'advance') {
+            clock.advance(op.ms);
+          }
+        }
+        clock.advance(1000);
+        expect(wheel.size).toBe(0);
+        for (const value of viaOnExpire) expect(typeof value).toBe('number');
+        const runs = (list: unknown[], id: number) => list.filter((v) => v === id).length;
+        kinds.forEach((kind, id) => {
+          const lean = runs(viaOnExpire, id);
+          const callback = runs(viaCallback, id);
+          if (kind === 'lean') {
+            expect(callback).toBe(0);
+            expect(lean).toBe(cleared.has(id) ? 0 : 1);
+          } else {
+            expect(lean).toBe(0);
+            const wanted = kind === 'interval' ? 2 : 1;
+            if (cleared.has(id)) expect(callback).toBeLessThan(wanted);
+            else expect(callback).toBe(wanted);
+          }
+        });
+      }),
+      { numRuns: Number(process.env.TICKWHEEL_PROPERTY_RUNS ?? 500) },
+    );
   });
 });
