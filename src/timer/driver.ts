@@ -254,27 +254,35 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
    * the rest of the synchronous run it was started in.
    */
   add(delayMs: number): number {
-    if (
-      this.clock.bindsLate !== true ||
-      !this.lateBindable ||
-      !(delayMs * this.perTick + this.lastTick < LATE_BIND_TICKS)
-    ) {
-      return this.addNow(delayMs);
-    }
+    if (!this.mayBindLate(delayMs)) return this.addNow(delayMs);
+    const index = this.entries.allocate();
+    this.scheduled++;
+    this.pend(index, delayMs);
+    return index;
+  }
+
+  /** Whether a row due `delayMs` from now may wait for a later reading (see `add`). */
+  private mayBindLate(delayMs: number): boolean {
+    return (
+      this.clock.bindsLate === true &&
+      this.lateBindable &&
+      delayMs * this.perTick + this.lastTick < LATE_BIND_TICKS
+    );
+  }
+
+  /** Makes a row in no slot wait, PENDING with its delay, for the next reading. */
+  private pend(index: number, delayMs: number): void {
     const entries = this.entries;
-    const index = entries.allocate();
     entries.tick[index] = delayMs;
     entries.prev[index] = PENDING;
     const count = this.unboundCount;
     this.unbound[count] = index;
     this.unboundCount = count + 1;
-    this.scheduled++;
     if (count + 1 === BIND_BATCH) this.bindPending();
     else if (!this.bindQueued) {
       this.bindQueued = true;
       void SETTLED.then(this.bindTask);
     }
-    return index;
   }
 
   private addNow(delayMs: number): number {
@@ -359,8 +367,19 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     if (!this.running && !this.disposed) this.wheel.idleTo(this.tickContaining(now));
   }
 
-  /** Re-arms an allocated row (linked or detached) to be due `delayMs` from now. */
+  /**
+   * Re-arms an allocated row (linked, PENDING or detached) to be due `delayMs` from now. A linked
+   * row leaves its slot and waits for the next reading as a new row does (`add`): a refresh
+   * counts as starting the timer again, and is placed after every row started before it. A
+   * detached row (an interval re-armed as it fires) and a PENDING one read the clock at once.
+   */
   rearm(index: number, delayMs: number): void {
+    const prev = this.entries.prev[index];
+    if (prev !== DETACHED && prev !== PENDING && this.mayBindLate(delayMs)) {
+      this.wheel.remove(index);
+      this.pend(index, delayMs);
+      return;
+    }
     const tick = this.tickAfter(delayMs);
     if (this.entries.isLinked(index)) this.wheel.reschedule(index, tick);
     else this.wheel.insert(index, tick);

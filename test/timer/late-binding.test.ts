@@ -166,6 +166,32 @@ describe('Timers waiting for a clock reading', () => {
     wheel.close();
   });
 
+  it('include a refresh: it waits for a reading as a start does, never early', async () => {
+    const clock = new SystemClock();
+    const wheel = new TimerWheel({ clock });
+    let firedAt = 0;
+    let runEnd = 0;
+    let handle = 0;
+    await new Promise<void>((resolve) => {
+      handle = wheel.setTimeout(() => {
+        firedAt = clock.now();
+        resolve();
+      }, 50);
+      setTimeout(() => {
+        const refreshed = clock.now();
+        expect(wheel.refresh(handle, 20)).toBe(true);
+        while (clock.now() - refreshed < 30) {
+          // spin: the refresh is placed at the end of this run
+        }
+        runEnd = clock.now();
+      }, 10);
+    });
+    expect(runEnd).toBeGreaterThan(0);
+    expect(firedAt).toBeGreaterThanOrEqual(runEnd + 20);
+    expect(wheel.has(handle)).toBe(false);
+    wheel.close();
+  });
+
   describe('with fake timers', () => {
     afterEach(() => {
       vi.useRealTimers();
