@@ -92,7 +92,13 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
     this.ids[row] = id;
     this.timeouts[row] = delay;
     this.rowById.set(id, row);
-    this.timers[row] = this.wheel.schedule(delay, row);
+    try {
+      this.timers[row] = this.wheel.schedule(delay, row);
+    } catch (err) {
+      // A finite timeout no tick of the wheel can hold: nothing stays registered.
+      this.forget(row);
+      throw err;
+    }
     if (signal !== undefined) {
       const listener = () => this.reject(id, new AbortError(signal.reason));
       signal.addEventListener('abort', listener, { once: true });

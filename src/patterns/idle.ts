@@ -128,7 +128,14 @@ export class IdleTracker<T = unknown> {
     this.lastRead[row] = now;
     this.lastWrite[row] = now;
     this.checkedAt[row] = now;
-    this.timers[row] = this.wheel.schedule(this.firstDelay, row);
+    try {
+      this.timers[row] = this.wheel.schedule(this.firstDelay, row);
+    } catch (err) {
+      // An idle time no tick of the wheel can hold from here: nothing stays tracked.
+      this.items[row] = undefined;
+      this.rows.release(row);
+      throw err;
+    }
     return this.rows.handleOf(row);
   }
 

@@ -67,7 +67,7 @@ const LATE_BIND_TICKS = 2 ** 50;
 /**
  * Between a driver's last reading and the next one a SystemClock may have moved on by any time
  * the process has been up. Late binding is kept to ticks coarse enough that 2^52 of them outlast
- * a thousand years (ticks of 7.4 us or more): a delay under LATE_BIND_TICKS from the last reading
+ * a thousand years (ticks of 7.0 us or more): a delay under LATE_BIND_TICKS from the last reading
  * then always has a tick. A ManualClock tells its targets when it moves (AlarmTarget.clockMoved).
  */
 const LATE_BIND_SPAN_MS = 1000 * 365.25 * 24 * 3600 * 1000;

@@ -150,8 +150,9 @@ export class SystemTimer {
       this.driver.rearm(this.driver.entries.indexOf(task[rowHandle]), task.delayMs);
       return;
     }
-    holder?.[removeTask](task);
+    // Added here before it leaves the other timer: a delay this wheel cannot hold throws first.
     const index = this.driver.add(task.delayMs);
+    holder?.[removeTask](task);
     this.rows[index] = task;
     task[pendingIn] = this;
     task[rowHandle] = this.driver.entries.handleOf(index);

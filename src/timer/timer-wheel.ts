@@ -267,12 +267,15 @@ export class TimerWheel<T = unknown> {
     this.checkOpen();
     const index = this.linkedRow(handle);
     if (index < 0) return false;
-    if (delayMs !== undefined) {
-      const delay =
-        this.flags[index] & INTERVAL ? checkPeriod(delayMs, 'delayMs') : checkDelay(delayMs);
-      this.delays[index] = delay;
-    }
-    this.driver.rearm(index, this.delays[index]);
+    const delay =
+      delayMs === undefined
+        ? this.delays[index]
+        : this.flags[index] & INTERVAL
+          ? checkPeriod(delayMs, 'delayMs')
+          : checkDelay(delayMs);
+    // Kept only once re-armed: a delay no tick can hold throws and leaves the timer as it was.
+    this.driver.rearm(index, delay);
+    this.delays[index] = delay;
     return true;
   }
 
@@ -440,10 +443,9 @@ export class TimerWheel<T = unknown> {
     }
     const handle = driver.entries.handleOf(index);
     let args: unknown[] | undefined;
-    if (flags & INTERVAL) {
+    if (flags & INTERVAL && this.rearmInterval(index)) {
       // Re-armed before it runs, so clearInterval() inside the callback works.
       if (flags & HAS_ARGS) args = this.argsByRow.get(index);
-      driver.rearm(index, this.delays[index]);
     } else {
       // Freed before it runs (the row may serve a timer the callback starts). Keeping the row
       // for a refresh() from inside the callback, as Node allows, cost a quarter more per
@@ -459,6 +461,21 @@ export class TimerWheel<T = unknown> {
     driver.settleAfter = driver.runQueues;
     if (args === undefined) callWith(target as Callback, handle);
     else Reflect.apply(target as Callback, handle, args);
+  }
+
+  /**
+   * Re-arms an interval as it fires. False, with the error reported, when its next run is past
+   * the wheel's last tick (a fine resolution near the end of its 2^53 ticks): this run is then
+   * its last, as a timeout's.
+   */
+  private rearmInterval(index: number): boolean {
+    try {
+      this.driver.rearm(index, this.delays[index]);
+      return true;
+    } catch (err) {
+      this.driver.report(err);
+      return false;
+    }
   }
 
   /** Drops what a row holds, so the wheel keeps nothing of a timer that is gone. */

@@ -10,7 +10,8 @@
  * generation is bumped when it is taken again, so a handle kept after its timer fired or was
  * cancelled no longer matches and is inert: it can never cancel a later timer that happens to
  * reuse the row. (Bumped on release, the generation was one more cache line each expiration
- * touched, in an expiry storm of timers spread over memory in random order.)
+ * touched, in an expiry storm of timers spread over memory in random order.) A row whose
+ * generations are all used up (2^25 - 1 timers) is retired rather than started again at 1.
  *
  * Growing copies the arrays into ones twice the size and writes nothing else: the new half is
  * left as the allocator's zeroed pages, which the kernel maps only when a row there is first
@@ -53,6 +54,8 @@ export class EntryStore {
   generation: Uint32Array;
   /** Rows in use (attached to a slot or detached), not counting free ones. */
   live = 0;
+  /** Rows retired after serving every generation (see allocate). */
+  retired = 0;
   private freeHead = NIL;
   /** Rows ever handed out; rows at or above this index have never been used. */
   private highWater = 0;
@@ -78,11 +81,20 @@ export class EntryStore {
   /** Takes a free row and returns its index; the row starts DETACHED. */
   allocate(): number {
     let index = this.freeHead;
-    if (index !== NIL) {
+    while (index !== NIL) {
       this.freeHead = this.next[index];
       const generation = this.generation[index] + 1;
-      this.generation[index] = generation === GENERATION_LIMIT ? 1 : generation;
-    } else {
+      if (generation < GENERATION_LIMIT) {
+        this.generation[index] = generation;
+        break;
+      }
+      // Every generation of this row has named a timer: wrapping around would let a handle kept
+      // from its first one name a new timer. The row is retired (FREE, off the free list), one
+      // row per 2^25 timers it served.
+      this.retired++;
+      index = this.freeHead;
+    }
+    if (index === NIL) {
       if (this.highWater === this.tick.length) this.grow();
       index = this.highWater++;
       this.generation[index] = 1;

@@ -449,3 +449,16 @@ describe('DeadlineRegistry over real loopback RPC', () => {
     server.close();
   });
 });
+
+describe('DeadlineRegistry.register that throws', () => {
+  it('registers nothing when the timeout is finite but past what the wheel can hold', async () => {
+    const calls = new DeadlineRegistry<number>({ clock: new ManualClock(0) });
+    expect(() => calls.register(7, 1e300)).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_DELAY' }),
+    );
+    expect({ has: calls.has(7), size: calls.size }).toEqual({ has: false, size: 0 });
+    const later = calls.register(7, 100); // the id is free
+    calls.close();
+    await expect(later).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_CLOSED' });
+  });
+});

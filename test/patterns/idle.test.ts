@@ -466,3 +466,20 @@ describe('IdleTracker on real sockets', () => {
     server.close();
   });
 });
+
+describe('IdleTracker.track that throws', () => {
+  it('leaves no item tracked', () => {
+    const clock = new ManualClock(0);
+    const idle = new IdleTracker({
+      clock,
+      readerIdleMs: Number.MAX_SAFE_INTEGER,
+      onIdle: () => {},
+    });
+    clock.advance(10);
+    expect(() => idle.track('a')).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_DELAY' }),
+    );
+    expect(idle.size).toBe(0);
+    idle.close();
+  });
+});

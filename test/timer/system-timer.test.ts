@@ -350,3 +350,21 @@ describe('SystemTimer bad input', () => {
     expect(task.runs).toEqual([1030]);
   });
 });
+
+describe('SystemTimer.add moving a task', () => {
+  it('leaves the task where it was when the other timer cannot hold its delay', () => {
+    const clock = new ManualClock(0);
+    const near = new SystemTimer({ clock });
+    const task = new Probe(100, clock);
+    near.add(task);
+    const farClock = new ManualClock(0);
+    const far = new SystemTimer({ clock: farClock });
+    farClock.advance(2 ** 53 - 10); // its ticks count from 0: it stands 10 ticks from the last
+    expect(() => far.add(task)).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_DELAY' }),
+    );
+    expect({ near: near.size, far: far.size }).toEqual({ near: 1, far: 0 });
+    clock.advance(100);
+    expect(task.runs).toEqual([100]);
+  });
+});

@@ -599,3 +599,62 @@ describe('Lean and callback timers on one wheel', () => {
     );
   });
 });
+
+describe('Timers at the edge of the wheel', () => {
+  it('a refresh() that throws leaves the timer as it was', () => {
+    const clock = new ManualClock(0);
+    const errors: unknown[] = [];
+    const wheel = new TimerWheel({ clock, onError: (err) => errors.push(err) });
+    const runs: number[] = [];
+    const interval = wheel.setInterval(() => runs.push(clock.now()), 10);
+    expect(() => wheel.refresh(interval, 2 ** 53)).toThrow(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_DELAY' }),
+    );
+    clock.advance(35);
+    expect({ runs, pending: wheel.has(interval), errors }).toEqual({
+      runs: [10, 20, 30],
+      pending: true,
+      errors: [],
+    });
+    wheel.close();
+    expect(wheel.size).toBe(0);
+  });
+
+  it('an interval whose next run is past the last tick runs once more, reports it, and ends', () => {
+    const clock = new ManualClock(0);
+    const errors: unknown[] = [];
+    const fired: string[] = [];
+    const wheel = new TimerWheel<string>({
+      clock,
+      onError: (err) => errors.push(err),
+      onExpire: (name) => fired.push(name),
+    });
+    clock.advance(2 ** 53 - 200);
+    const runs: number[] = [];
+    const interval = wheel.setInterval(() => runs.push(clock.now()), 150);
+    clock.advance(200);
+    expect(runs).toEqual([2 ** 53 - 50]);
+    expect(errors).toEqual([expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_DELAY' })]);
+    expect(wheel.has(interval)).toBe(false);
+    expect(wheel.size).toBe(0);
+    expect(fired).toEqual([]);
+    wheel.close();
+  });
+
+  it('a row that served every generation is retired: a handle from its first timer never names a later one', () => {
+    const clock = new ManualClock(0);
+    const fired: string[] = [];
+    const wheel = new TimerWheel<string>({ clock, onExpire: (name) => fired.push(name) });
+    const stale = wheel.schedule(10, 'first');
+    expect(wheel.clearTimeout(stale)).toBe(true);
+    // The same row serves every one of these (the free list gives it back each time).
+    // Without retiring, the next timer after these would be the row's generation 1 again.
+    for (let i = 0; i < 2 ** 25 - 2; i++) wheel.clearTimeout(wheel.schedule(10, 'x'));
+    const later = wheel.schedule(10, 'later');
+    expect(later).not.toBe(stale);
+    expect(wheel.clearTimeout(stale)).toBe(false);
+    expect(wheel.has(later)).toBe(true);
+    clock.advance(20);
+    expect(fired).toEqual(['later']);
+  }, 120_000);
+});
