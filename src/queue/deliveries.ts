@@ -57,9 +57,14 @@ const MAX_DEFERRED_ACKS = 1 << 20;
 
 /** Acks put off together, and the promise consume() waits on for all of them. */
 interface AckChunk {
-  messages: NearMessage[];
+  /**
+   * Its first `count` entries are its acks; both arrays are made at ACK_CHUNK entries (grown by
+   * push, the two of them made ~50 bytes of garbage an ack during a burst).
+   */
+  messages: Array<NearMessage | undefined>;
   /** Their receipts' counters when put off: an ack whose delivery ended meanwhile is late. */
-  receipts: number[];
+  receipts: Float64Array;
+  count: number;
   /** The earliest Lease.ackBy of its acks. */
   applyBy: number;
   /** The topic of its latest ack, and that topic's ready count. */
@@ -286,12 +291,13 @@ export class Deliveries {
   /** Puts off an ack of consume() (see the top of the file). */
   private deferAck(message: NearMessage, tally: HeldTally): Promise<unknown> {
     let chunk = this.deferred[this.deferred.length - 1];
-    if (chunk === undefined || chunk.messages.length === ACK_CHUNK) {
+    if (chunk === undefined || chunk.count === ACK_CHUNK) {
       let settle!: (applied: Promise<unknown>) => void;
       const done = new Promise<unknown>((resolve) => (settle = resolve));
       chunk = {
-        messages: [],
-        receipts: [],
+        messages: new Array<NearMessage | undefined>(ACK_CHUNK),
+        receipts: new Float64Array(ACK_CHUNK),
+        count: 0,
         applyBy: Infinity,
         topic: '',
         tally,
@@ -301,8 +307,8 @@ export class Deliveries {
       };
       this.deferred.push(chunk);
     }
-    chunk.messages.push(message);
-    chunk.receipts.push(message.receiptNo);
+    chunk.messages[chunk.count] = message;
+    chunk.receipts[chunk.count++] = message.receiptNo;
     chunk.topic = message.topic;
     chunk.tally = tally;
     message.pendingAck = chunk;
@@ -367,12 +373,12 @@ export class Deliveries {
     const chunk = this.deferred[at];
     if (chunk === undefined) return;
     this.deferred.splice(at, 1);
-    this.deferredCount -= chunk.messages.length;
+    this.deferredCount -= chunk.count;
     const waits: Array<Promise<unknown>> = [...chunk.early];
     let last: Promise<unknown> | undefined;
-    const { messages, receipts } = chunk;
-    for (let i = 0; i < messages.length; i++) {
-      const message = messages[i];
+    const { messages, receipts, count } = chunk;
+    for (let i = 0; i < count; i++) {
+      const message = messages[i] as NearMessage;
       if (message.pendingAck === chunk) message.pendingAck = undefined;
       // Its delivery ended meanwhile (a visibility timeout, a nack, a cancel): a late ack.
       if (message.receiptNo !== receipts[i] || message.status !== 'inflight') continue;

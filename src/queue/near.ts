@@ -66,6 +66,8 @@ import { Receipts } from './receipts.js';
 import type { Waiters } from './waiters.js';
 
 export const HOUR_MS = 3_600_000;
+/** Entries of the largest ready list kept spare once empty (16 bytes each: 1 MB). */
+const SPARE_READY_CAPACITY = 65_536;
 /** Entries of the old id map a sweep moves a turn, at least (well under a millisecond's work). */
 const SWEEP_STEP = 4096;
 /** Fires that share one clock reading, at most (see fireTime). */
@@ -149,6 +151,12 @@ export class NearHorizon implements HeldCounts {
   private moving: { from: Map<string, NearMessage>; next: Iterator<NearMessage> } | undefined;
   private sweepQueued = false;
   private readonly ready = new Map<string, ReadyList<NearMessage>>();
+  /**
+   * The last ready list dropped empty, kept (up to SPARE_READY_CAPACITY entries) for the next
+   * topic that needs one: a consumer that keeps up empties its topic's list again and again,
+   * and each new list grew from 16 entries once more.
+   */
+  private spareReady: ReadyList<NearMessage> | undefined;
   private readonly receipts = new Receipts<NearMessage>();
   readonly tallies = new Map<string, HeldTally>();
   readonly hours = new Map<number, number>();
@@ -294,7 +302,7 @@ export class NearHorizon implements HeldCounts {
     this.bumpDue(message.deliverAt, -1);
     (message.tally as HeldTally).ready++;
     let list = this.ready.get(message.topic);
-    if (list === undefined) this.ready.set(message.topic, (list = new ReadyList()));
+    if (list === undefined) this.ready.set(message.topic, (list = this.newReadyList()));
     list.push(message);
     this.waiters.wakeOne(message.topic);
   }
@@ -325,6 +333,14 @@ export class NearHorizon implements HeldCounts {
    * included), each with a receipt and a visibility timer, stopping before one whose payload
    * (if in memory) would bring the total past `maxBytes`; the first is always taken.
    */
+  /** An empty ready list: the spare one if there is one. */
+  private newReadyList(): ReadyList<NearMessage> {
+    const spare = this.spareReady;
+    if (spare === undefined) return new ReadyList();
+    this.spareReady = undefined;
+    return spare;
+  }
+
   take(topic: string, max: number, visibilityMs: number, maxBytes: number): NearMessage[] {
     // Whatever is due by now is ready first, even if the wheel's native timer has not run yet.
     this.wheel.runDue();
@@ -376,6 +392,7 @@ export class NearHorizon implements HeldCounts {
     this.insights.counters.delivered += taken.length;
     if (list.length === 0) {
       this.ready.delete(topic);
+      if (list.capacity <= SPARE_READY_CAPACITY) this.spareReady = list;
       // The sweep put off while ready messages waited may start now.
       if (this.ready.size === 0 && this.stale > this.heldCount + SWEEP_MIN) this.queueSweep();
     }
@@ -410,7 +427,7 @@ export class NearHorizon implements HeldCounts {
     }
     if (back.length === 0) return;
     let list = this.ready.get(topic);
-    if (list === undefined) this.ready.set(topic, (list = new ReadyList()));
+    if (list === undefined) this.ready.set(topic, (list = this.newReadyList()));
     list.putBack(back);
     this.waiters.wakeOne(topic);
   }

@@ -7,7 +7,8 @@
  * ready list is O(1) wherever it sits, and a list may hold more entries than current messages.
  *
  * Storage: two parallel ring buffers (no object per entry), a power of two in size, doubled
- * when full and never shrunk: a list is dropped whole once empty (near.ts). Pushing and taking
+ * when full and never shrunk: a list is dropped whole once empty (near.ts keeps the last one
+ * dropped, if not too large, for the next list it needs). Pushing and taking
  * allocate nothing in between. (Arrays grown by push and cut by slice cost a burst ~70 bytes of
  * short-lived garbage a message, most of it living long enough to be promoted out of the young
  * generation, so that a million messages due within a second spent a third of their time in
@@ -79,6 +80,11 @@ export class ReadyList<M extends Versioned> {
   /** Entries, stale ones included. */
   get length(): number {
     return this.count;
+  }
+
+  /** Entries it holds before it grows. */
+  get capacity(): number {
+    return this.messages.length;
   }
 
   /** Doubles the buffers until `needed` entries fit; the entries move to the front, in order. */
