@@ -301,10 +301,19 @@ export class NearHorizon implements HeldCounts {
     message.version++;
     this.bumpDue(message.deliverAt, -1);
     (message.tally as HeldTally).ready++;
-    let list = this.ready.get(message.topic);
-    if (list === undefined) this.ready.set(message.topic, (list = this.newReadyList()));
-    list.push(message);
+    this.readyListOf(message.topic).push(message);
     this.waiters.wakeOne(message.topic);
+  }
+
+  /** A topic's ready list, made when it has none (from the spare one if there is one). */
+  private readyListOf(topic: string): ReadyList<NearMessage> {
+    let list = this.ready.get(topic);
+    if (list === undefined) {
+      list = this.spareReady ?? new ReadyList<NearMessage>();
+      this.spareReady = undefined;
+      this.ready.set(topic, list);
+    }
+    return list;
   }
 
   /**
@@ -333,14 +342,6 @@ export class NearHorizon implements HeldCounts {
    * included), each with a receipt and a visibility timer, stopping before one whose payload
    * (if in memory) would bring the total past `maxBytes`; the first is always taken.
    */
-  /** An empty ready list: the spare one if there is one. */
-  private newReadyList(): ReadyList<NearMessage> {
-    const spare = this.spareReady;
-    if (spare === undefined) return new ReadyList();
-    this.spareReady = undefined;
-    return spare;
-  }
-
   take(topic: string, max: number, visibilityMs: number, maxBytes: number): NearMessage[] {
     // Whatever is due by now is ready first, even if the wheel's native timer has not run yet.
     this.wheel.runDue();
@@ -426,9 +427,7 @@ export class NearHorizon implements HeldCounts {
       back.push(message);
     }
     if (back.length === 0) return;
-    let list = this.ready.get(topic);
-    if (list === undefined) this.ready.set(topic, (list = this.newReadyList()));
-    list.putBack(back);
+    this.readyListOf(topic).putBack(back);
     this.waiters.wakeOne(topic);
   }
 
