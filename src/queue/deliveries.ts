@@ -39,7 +39,8 @@ import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
 import type { IdLocks } from './locks.js';
-import { decodePayload, heldPayload, retryDelay, storedBytes } from './message.js';
+import { deliveredPayload } from './decode-ahead.js';
+import { heldPayload, retryDelay, storedBytes } from './message.js';
 import { Lease, type HeldTally, type NearHorizon, type NearMessage } from './near.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';
@@ -472,7 +473,7 @@ function received(
   return {
     id: message.id,
     topic: message.topic,
-    payload: decodePayload(message.payloadKind, held),
+    payload: deliveredPayload(message, held),
     deliverAt: message.deliverAt,
     attempts: message.attempts,
     receipt,

@@ -61,6 +61,7 @@ import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
 import type { QueueInsights } from './insights.js';
 import { heldPayload, storedBytes, type MessageState } from './message.js';
+import { DecodeAhead, UNDECODED } from './decode-ahead.js';
 import { ReadyList } from './ready-list.js';
 import { Receipts } from './receipts.js';
 import type { Waiters } from './waiters.js';
@@ -98,6 +99,8 @@ export interface NearMessage extends MessageState {
   slot: number;
   /** Its topic's counts of held messages, while held. */
   tally: HeldTally | undefined;
+  /** Its payload parsed ahead of a dense burst (decode-ahead.ts), or UNDECODED. */
+  decoded: unknown;
 }
 
 /**
@@ -173,6 +176,8 @@ export class NearHorizon implements HeldCounts {
   /** fireTime(): the reading, and how many more fires may use it. */
   private fireReading = 0;
   private fireReads = 0;
+  /** Payloads of dense bursts parsed before they are due. */
+  private readonly ahead: DecodeAhead;
 
   constructor(
     private readonly clock: Clock,
@@ -181,6 +186,18 @@ export class NearHorizon implements HeldCounts {
     private readonly waiters: Waiters,
   ) {
     this.countBase = Math.floor(clock.now());
+    this.ahead = new DecodeAhead(
+      wheel,
+      () => clock.now(),
+      (deliverAt) => this.scheduledAt(deliverAt),
+      () => this.ready.size > 0,
+    );
+  }
+
+  /** Held messages scheduled for this due time (ms). */
+  private scheduledAt(deliverAt: number): number {
+    this.settleDue();
+    return this.dueCounts.get(deliverAt - this.countBase) ?? 0;
   }
 
   get size(): number {
@@ -288,6 +305,7 @@ export class NearHorizon implements HeldCounts {
       }
     }
     message.timer = this.wheel.scheduleAt(message.deliverAt, message);
+    this.ahead.note(message);
   }
 
   /**
@@ -439,6 +457,7 @@ export class NearHorizon implements HeldCounts {
     if (message.timer !== 0) this.wheel.clearTimeout(message.timer);
     message.timer = 0;
     message.pendingAck = undefined;
+    message.decoded = UNDECODED;
     this.leave(message);
     this.receipts.release(message);
     message.version++;
@@ -606,6 +625,7 @@ export function newNear(
     held: false,
     slot: -1,
     tally: undefined,
+    decoded: UNDECODED,
   };
 }
 
