@@ -6,7 +6,8 @@
  * stale; stale entries are skipped when they reach the head. So taking a message out of a
  * ready list is O(1) wherever it sits, and a list may hold more entries than current messages.
  *
- * Storage: two parallel ring buffers (no object per entry), a power of two in size, doubled
+ * Storage: two parallel ring buffers (no object per entry; the versions in a typed array, which
+ * the garbage collector does not scan and which comes zeroed), a power of two in size, doubled
  * when full and never shrunk: a list is dropped whole once empty (near.ts keeps the last one
  * dropped, if not too large, for the next list it needs). Pushing and taking
  * allocate nothing in between. (Arrays grown by push and cut by slice cost a burst ~70 bytes of
@@ -31,7 +32,7 @@ export class ReadyList<M extends Versioned> {
   private messages: Array<M | undefined> = new Array<M | undefined>(INITIAL_CAPACITY).fill(
     undefined,
   );
-  private versions: number[] = new Array<number>(INITIAL_CAPACITY).fill(0);
+  private versions = new Float64Array(INITIAL_CAPACITY);
   private mask = INITIAL_CAPACITY - 1;
   private head = 0;
   private count = 0;
@@ -92,7 +93,7 @@ export class ReadyList<M extends Versioned> {
     let capacity = this.messages.length * 2;
     while (capacity < needed) capacity *= 2;
     const messages = new Array<M | undefined>(capacity).fill(undefined);
-    const versions = new Array<number>(capacity).fill(0);
+    const versions = new Float64Array(capacity);
     for (let i = 0; i < this.count; i++) {
       const at = (this.head + i) & this.mask;
       messages[i] = this.messages[at];
