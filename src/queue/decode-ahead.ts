@@ -9,27 +9,40 @@
  * dense burst have their payloads parsed ahead, in small steps while the queue is otherwise
  * idle, and a delivery hands over the object parsed for it instead of parsing then.
  *
- * What is decoded ahead:
- *   - held messages with a JSON payload in memory, still scheduled, due in the same millisecond
- *     as at least DENSE_PER_MS other scheduled ones (a trickle of messages is delivered as soon
- *     as it is due anyway: parsing it earlier would only keep the object longer);
- *   - from AHEAD_MS before the start of their second of due time (a bucket: BUCKET_MS), or at
- *     once when they are held later than that; at most MAX_PER_BUCKET of a bucket, so that the
- *     parsed objects waiting in memory stay bounded (~20 MB for small payloads).
+ * What is noted (near.ts calls note() when it gives a held message its due timer): a message
+ * with a JSON payload in memory of at most MAX_PAYLOAD_CHARS, due in a millisecond for which at
+ * least DENSE_PER_MS messages are scheduled by then (so the first DENSE_PER_MS - 1 of a burst
+ * are not: they are delivered first, and parse at delivery as any other message). A trickle of
+ * messages, and a message moved again and again (a debounce), is never noted: nothing is kept
+ * for them. At most MAX_NOTED notes wait at a time; past that, nothing more is noted.
  *
- * Work: a bucket's messages are noted in an array when they are armed (one push each); from
- * the bucket's opening, steps of at most STEP_BUDGET_MS (measured on the real clock, not the
- * queue's) run one per tick of the queue's wheel, so I/O and timers keep their turns, and only
- * while no ready message waits for a consumer: decoding ahead uses idle time, it does not
- * compete with deliveries.
+ * When: notes go into a bucket per second of due time, which opens AHEAD_MS before that second
+ * begins (one timer on the queue's wheel, for the earliest bucket not open yet); a bucket made
+ * later than that is open at once. The notes of open buckets are decoded in steps of at most
+ * STEP_BUDGET_MS of real time (the clock is read after every message of more than 1 KB of text,
+ * and every 64 others), one step per turn of the event loop (Node's setImmediate, not the
+ * global one: fake timers in a test must not stall it), and only while no ready message waits
+ * for a consumer: then the consumers are behind, decoding ahead would take CPU from them only
+ * to keep the parsed objects longer, and steps wait BUSY_RETRY_MS. Buckets whose second has
+ * passed are dropped unprocessed: their messages are due by now.
+ *
+ * Memory: at most MAX_DECODED_CHARS of payload text is held parsed at a time (counted when a
+ * payload is parsed, given back when it is handed to a delivery or its message leaves memory),
+ * besides at most MAX_NOTED notes (8 bytes each, and the message they point to until their
+ * bucket is processed or dropped, even if it left memory meanwhile).
  *
  * Semantics do not change: a message's payload never changes while it is held, a parsed object
  * is handed to one delivery only (the next delivery parses its own), and it is dropped when the
- * message leaves memory. A message noted twice (moved within its second) is decoded once; one
- * that moved to another second, was received, cancelled or released is skipped.
+ * message leaves memory. A message noted twice is decoded once; one that moved to another
+ * second, was received, cancelled or released before its turn is skipped.
  */
 
 import { performance as realClock } from 'node:perf_hooks';
+import {
+  clearTimeout as realClearTimeout,
+  setImmediate as realSetImmediate,
+  setTimeout as realSetTimeout,
+} from 'node:timers';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import { decodePayload, heldPayload, PAYLOAD_JSON, type MessageState } from './message.js';
 
@@ -37,18 +50,17 @@ import { decodePayload, heldPayload, PAYLOAD_JSON, type MessageState } from './m
 const BUCKET_MS = 1000;
 /** A bucket opens this long before its first millisecond. */
 const AHEAD_MS = 1000;
-/** Scheduled messages due in one millisecond, at least, for them to be decoded ahead. */
+/** Scheduled messages due in one millisecond, at least, for the next ones to be noted. */
 export const DENSE_PER_MS = 256;
-/** Messages of one bucket noted for decoding, at most. */
-const MAX_PER_BUCKET = 262_144;
-/** Work of one step, at most (real milliseconds); the clock is read every 64 messages. */
+/** Notes waiting at a time, at most (8 bytes each). */
+const MAX_NOTED = 262_144;
+/** Payload text held parsed ahead at a time, at most (UTF-16 units of the JSON text). */
+export const MAX_DECODED_CHARS = 16 * 1024 * 1024;
+/** Larger payloads are parsed at delivery: one would take a step's whole budget. */
+export const MAX_PAYLOAD_CHARS = 4096;
+/** Work of one step, at most (real milliseconds). */
 const STEP_BUDGET_MS = 0.5;
-
-/**
- * While ready messages wait for consumers, steps wait this long and look again: the consumers
- * are behind, and decoding ahead would take CPU from them only to keep the parsed objects
- * longer (long enough to be promoted out of the young generation: more garbage collection).
- */
+/** While ready messages wait for consumers, steps look again this much later. */
 const BUSY_RETRY_MS = 10;
 
 /** The value of `decoded` when nothing is decoded ahead (a payload may be null or false). */
@@ -64,37 +76,41 @@ export interface AheadMessage extends MessageState {
 
 interface Bucket {
   readonly key: number;
-  /** Noted messages; `next` is the first not looked at yet. */
+  /** Notes; `next` is the first not looked at yet. */
   messages: AheadMessage[];
   next: number;
-  /** Its opening time has come: what is noted is decoded as soon as steps get to it. */
+  /** Its opening time has come: its notes are decoded as soon as steps get to them. */
   open: boolean;
   /** In `work`. */
   queued: boolean;
 }
 
-/** The payload for a delivery: the one decoded ahead (handed over once), or decoded now. */
-export function deliveredPayload(message: AheadMessage, held: Uint8Array | string): unknown {
-  const decoded = message.decoded;
-  if (decoded === UNDECODED) return decodePayload(message.payloadKind, held);
-  message.decoded = UNDECODED;
-  return decoded;
+/** Length of a held payload's text, or of its bytes. */
+function sizeOf(held: Uint8Array | string): number {
+  return typeof held === 'string' ? held.length : held.byteLength;
 }
 
 export class DecodeAhead {
   private readonly buckets = new Map<number, Bucket>();
   /** The bucket noted into last (a burst is scheduled in a row). */
   private last: Bucket | undefined;
-  /** Open buckets with messages not looked at, oldest first. */
+  /** Open buckets with notes not looked at, oldest first. */
   private readonly work: Bucket[] = [];
-  private stepTimer: TimerHandle | undefined;
+  private noted = 0;
+  /** Payload text held parsed ahead now. */
+  private decodedChars = 0;
+  /** The wheel timer that opens the earliest closed bucket, and that bucket's key. */
+  private opener: TimerHandle | undefined;
+  private openerKey = Infinity;
+  private stepQueued = false;
+  private busyTimer: ReturnType<typeof realSetTimeout> | undefined;
 
   /**
-   * `scheduledAt(deliverAt)`: how many held messages are scheduled for that millisecond.
-   * `backlogged()`: ready messages wait for consumers (then no step runs: see BUSY_RETRY_MS).
+   * `scheduledAt(deliverAt)`: how many held messages are scheduled for that millisecond now.
+   * `backlogged()`: ready messages wait for consumers.
    */
   constructor(
-    private readonly wheel: Pick<TimerWheel<unknown>, 'setTimeout'>,
+    private readonly wheel: Pick<TimerWheel<unknown>, 'setTimeout' | 'clearTimeout'>,
     private readonly now: () => number,
     private readonly scheduledAt: (deliverAt: number) => number,
     private readonly backlogged: () => boolean,
@@ -102,84 +118,135 @@ export class DecodeAhead {
 
   /** A held message got its due timer. */
   note(message: AheadMessage): void {
-    if (message.payloadKind !== PAYLOAD_JSON) return;
+    if (message.payloadKind !== PAYLOAD_JSON || this.noted >= MAX_NOTED) return;
+    if (this.scheduledAt(message.deliverAt) < DENSE_PER_MS) return;
+    const held = heldPayload(message);
+    if (held === undefined || sizeOf(held) > MAX_PAYLOAD_CHARS) return;
     const key = Math.floor(message.deliverAt / BUCKET_MS);
     let bucket = this.last;
     if (bucket === undefined || bucket.key !== key) {
       bucket = this.buckets.get(key) ?? this.newBucket(key);
       this.last = bucket;
     }
-    if (bucket.messages.length - bucket.next >= MAX_PER_BUCKET) return;
     bucket.messages.push(message);
+    this.noted++;
     if (bucket.open && !bucket.queued) this.queue(bucket);
+  }
+
+  /** The payload for a delivery: the one decoded ahead (handed over once), or decoded now. */
+  payloadFor(message: AheadMessage, held: Uint8Array | string): unknown {
+    const decoded = message.decoded;
+    if (decoded === UNDECODED) return decodePayload(message.payloadKind, held);
+    message.decoded = UNDECODED;
+    this.decodedChars -= sizeOf(held);
+    return decoded;
+  }
+
+  /** A message leaves memory: what was parsed for it goes. */
+  forget(message: AheadMessage): void {
+    if (message.decoded === UNDECODED) return;
+    message.decoded = UNDECODED;
+    const held = heldPayload(message);
+    if (held !== undefined) this.decodedChars -= sizeOf(held);
+  }
+
+  /** The queue closes: nothing more runs. */
+  stop(): void {
+    if (this.busyTimer !== undefined) realClearTimeout(this.busyTimer);
+    this.busyTimer = undefined;
+    this.buckets.clear();
+    this.work.length = 0;
+    this.noted = 0;
+    this.last = undefined;
   }
 
   private newBucket(key: number): Bucket {
     const now = this.now();
     // Buckets whose second has passed are done with: nothing noted later is due in them. (A
-    // bucket is made at most once a second of due time, and the map holds one per second of
-    // the horizon at most: walking it is cheap.)
-    const past = Math.floor(now / BUCKET_MS);
-    for (const [old, each] of this.buckets) {
-      if (old < past && !each.queued) this.buckets.delete(old);
-    }
+    // bucket is made at most once per second of due time, and there is one per second of the
+    // horizon at most: walking them is cheap.)
+    this.dropPast(now);
     const bucket: Bucket = { key, messages: [], next: 0, open: false, queued: false };
     this.buckets.set(key, bucket);
-    const wait = key * BUCKET_MS - AHEAD_MS - now;
-    if (wait <= 0) bucket.open = true;
-    else this.wheel.setTimeout(() => this.opened(bucket), wait);
+    if (key * BUCKET_MS - AHEAD_MS <= now) bucket.open = true;
+    else if (key < this.openerKey) this.armOpener(key, now);
     return bucket;
   }
 
-  private opened(bucket: Bucket): void {
-    bucket.open = true;
-    if (bucket.next < bucket.messages.length) this.queue(bucket);
+  private armOpener(key: number, now: number): void {
+    if (this.opener !== undefined) this.wheel.clearTimeout(this.opener);
+    this.openerKey = key;
+    this.opener = this.wheel.setTimeout(this.openDue, key * BUCKET_MS - AHEAD_MS - now);
+  }
+
+  /** Opens the buckets whose time has come, and arms the timer for the next one. */
+  private readonly openDue = (): void => {
+    this.opener = undefined;
+    this.openerKey = Infinity;
+    const now = this.now();
+    let nextKey = Infinity;
+    for (const bucket of this.buckets.values()) {
+      if (bucket.open) continue;
+      if (bucket.key * BUCKET_MS - AHEAD_MS <= now) {
+        bucket.open = true;
+        if (bucket.next < bucket.messages.length) this.queue(bucket);
+      } else if (bucket.key < nextKey) nextKey = bucket.key;
+    }
+    if (nextKey !== Infinity) this.armOpener(nextKey, now);
+  };
+
+  private dropPast(now: number): void {
+    const current = Math.floor(now / BUCKET_MS);
+    for (const [key, bucket] of this.buckets) {
+      if (key >= current) continue;
+      this.buckets.delete(key);
+      this.noted -= bucket.messages.length - bucket.next;
+      bucket.messages = [];
+      bucket.next = 0;
+      if (bucket.queued) this.work.splice(this.work.indexOf(bucket), 1);
+      bucket.queued = false;
+      if (bucket === this.last) this.last = undefined;
+    }
   }
 
   private queue(bucket: Bucket): void {
     bucket.queued = true;
     this.work.push(bucket);
-    this.stepTimer ??= this.wheel.setTimeout(this.step, 0);
+    this.queueStep();
   }
 
-  /** Decodes what is worth it for at most STEP_BUDGET_MS, then leaves the rest for a tick. */
+  private queueStep(): void {
+    if (this.stepQueued || this.busyTimer !== undefined) return;
+    this.stepQueued = true;
+    realSetImmediate(this.step);
+  }
+
+  /** Decodes for at most STEP_BUDGET_MS, then leaves the rest for the next turn. */
   private readonly step = (): void => {
-    this.stepTimer = undefined;
+    this.stepQueued = false;
+    if (this.work.length === 0) return;
+    this.dropPast(this.now());
+    if (this.work.length === 0) return;
     if (this.backlogged()) {
-      this.stepTimer = this.wheel.setTimeout(this.step, BUSY_RETRY_MS);
+      this.busyTimer = realSetTimeout(() => {
+        this.busyTimer = undefined;
+        this.queueStep();
+      }, BUSY_RETRY_MS);
+      this.busyTimer.unref();
       return;
     }
     const until = realClock.now() + STEP_BUDGET_MS;
-    let looked = 0;
-    let countMs = Number.NaN;
-    let count = 0;
+    let light = 0;
     while (this.work.length > 0) {
       const bucket = this.work[0];
       const messages = bucket.messages;
       while (bucket.next < messages.length) {
         const message = messages[bucket.next];
         messages[bucket.next++] = undefined as unknown as AheadMessage;
-        if (
-          message.decoded === UNDECODED &&
-          message.held &&
-          message.status === 'scheduled' &&
-          Math.floor(message.deliverAt / BUCKET_MS) === bucket.key
-        ) {
-          if (message.deliverAt !== countMs) {
-            countMs = message.deliverAt;
-            count = this.scheduledAt(countMs);
-          }
-          const held = heldPayload(message);
-          if (count >= DENSE_PER_MS && held !== undefined) {
-            try {
-              message.decoded = decodePayload(message.payloadKind, held);
-            } catch {
-              // Left for the delivery, which reports it as it always would.
-            }
-          }
-        }
-        if ((++looked & 63) === 0 && realClock.now() >= until) {
-          this.stepTimer = this.wheel.setTimeout(this.step, 0);
+        this.noted--;
+        const size = this.decode(message, bucket.key);
+        if ((size > 1024 || (++light & 63) === 0) && realClock.now() >= until) {
+          this.queueStep();
           return;
         }
       }
@@ -189,4 +256,27 @@ export class DecodeAhead {
       this.work.shift();
     }
   };
+
+  /** Parses a noted message's payload if that is still worth it; the text's length, or 0. */
+  private decode(message: AheadMessage, key: number): number {
+    if (
+      message.decoded !== UNDECODED ||
+      !message.held ||
+      message.status !== 'scheduled' ||
+      Math.floor(message.deliverAt / BUCKET_MS) !== key
+    ) {
+      return 0;
+    }
+    const held = heldPayload(message);
+    if (held === undefined) return 0;
+    const size = sizeOf(held);
+    if (this.decodedChars + size > MAX_DECODED_CHARS) return 0;
+    try {
+      message.decoded = decodePayload(message.payloadKind, held);
+    } catch {
+      return size; // left for the delivery, which reports it as it always would
+    }
+    this.decodedChars += size;
+    return size;
+  }
 }

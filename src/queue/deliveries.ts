@@ -39,7 +39,6 @@ import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
 import type { IdLocks } from './locks.js';
-import { deliveredPayload } from './decode-ahead.js';
 import { heldPayload, retryDelay, storedBytes } from './message.js';
 import { Lease, type HeldTally, type NearHorizon, type NearMessage } from './near.js';
 import type { QueueParts } from './parts.js';
@@ -168,9 +167,10 @@ export class Deliveries {
     for (let i = 0; i < n; i++) {
       const message = taken[i];
       if (message.attempts === 1) this.insights.deliveredFirst(message, now);
+      const held = heldPayload(message) as Uint8Array | string;
       answer[i] = received(
         message,
-        heldPayload(message) as Uint8Array | string,
+        this.near.payloadFor(message, held),
         this.near.receiptOf(message),
       );
     }
@@ -218,7 +218,8 @@ export class Deliveries {
       // Handing it over now would give this caller another delivery's receipt, or none.
       if (message.receiptNo !== receipts[i] || message.status !== 'inflight') continue;
       if (message.attempts === 1) this.insights.deliveredFirst(message, now);
-      answer.push(received(message, payloads[i], this.near.receiptOf(message)));
+      const payload = this.near.payloadFor(message, payloads[i]);
+      answer.push(received(message, payload, this.near.receiptOf(message)));
       this.events.record('delivered', message);
     }
     return answer;
@@ -479,15 +480,11 @@ export class Deliveries {
   }
 }
 
-function received(
-  message: NearMessage,
-  held: Uint8Array | string,
-  receipt: string,
-): ReceivedMessage {
+function received(message: NearMessage, payload: unknown, receipt: string): ReceivedMessage {
   return {
     id: message.id,
     topic: message.topic,
-    payload: deliveredPayload(message, held),
+    payload,
     deliverAt: message.deliverAt,
     attempts: message.attempts,
     receipt,

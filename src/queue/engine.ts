@@ -543,6 +543,7 @@ export class QueueEngine {
     this.waiters.wakeAll();
     await this.locks.settled();
     this.wheel.close();
+    this.near.stop();
     await this.topics.settled();
     await this.store.close();
   }

@@ -194,10 +194,20 @@ export class NearHorizon implements HeldCounts {
     );
   }
 
-  /** Held messages scheduled for this due time (ms). */
+  /** Held messages scheduled for this due time (ms), changes not made yet included. */
   private scheduledAt(deliverAt: number): number {
-    this.settleDue();
-    return this.dueCounts.get(deliverAt - this.countBase) ?? 0;
+    const key = deliverAt - this.countBase;
+    return (this.dueCounts.get(key) ?? 0) + (key === this.dueKey ? this.dueDelta : 0);
+  }
+
+  /** The payload for a delivery of a message in flight (parsed ahead, or now). */
+  payloadFor(message: NearMessage, held: Uint8Array | string): unknown {
+    return this.ahead.payloadFor(message, held);
+  }
+
+  /** The queue closes: decoding ahead stops. */
+  stop(): void {
+    this.ahead.stop();
   }
 
   get size(): number {
@@ -457,7 +467,7 @@ export class NearHorizon implements HeldCounts {
     if (message.timer !== 0) this.wheel.clearTimeout(message.timer);
     message.timer = 0;
     message.pendingAck = undefined;
-    message.decoded = UNDECODED;
+    this.ahead.forget(message);
     this.leave(message);
     this.receipts.release(message);
     message.version++;
