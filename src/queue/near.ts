@@ -42,6 +42,7 @@
  *     whose message is not held is stale; `heldCount` counts the held messages, `stale` at
  *     least the stale entries of `byId`;
  *   - a held message has a `tally`;
+ *   - Σ tallies.scheduled = held messages scheduled;
  *   - Σ tallies.ready = held messages ready; Σ tallies.inflight = held messages in flight;
  *   - a message in flight has a receipt slot (receipts.ts); no other message has one;
  *   - a message has a `lease` while in flight, and is then in its lease's `messages`; until
@@ -129,10 +130,12 @@ export class Lease {
   }
 }
 
-/** Held messages of one topic that are ready or in flight (the rest held are scheduled). */
+/** Held messages of one topic: ready, in flight, scheduled. */
 export interface HeldTally {
   ready: number;
   inflight: number;
+  /** Held and scheduled (bounds what a burst of the topic can still make ready). */
+  scheduled: number;
 }
 
 /** The counts of held messages, read by stats() and dueHistogram() (insights.ts). */
@@ -291,8 +294,10 @@ export class NearHorizon implements HeldCounts {
     this.heldCount++;
     message.held = true;
     let tally = this.tallies.get(message.topic);
-    if (tally === undefined) this.tallies.set(message.topic, (tally = { ready: 0, inflight: 0 }));
+    if (tally === undefined)
+      this.tallies.set(message.topic, (tally = { ready: 0, inflight: 0, scheduled: 0 }));
     message.tally = tally;
+    tally.scheduled++;
     bump(this.hours, Math.floor(message.deliverAt / HOUR_MS), 1);
     this.bumpDue(message.deliverAt, 1);
     if (this.deferred !== undefined) this.deferred.push(message);
@@ -328,8 +333,17 @@ export class NearHorizon implements HeldCounts {
     message.status = 'ready';
     message.version++;
     this.bumpDue(message.deliverAt, -1);
-    (message.tally as HeldTally).ready++;
-    this.readyListOf(message.topic).push(message);
+    const tally = message.tally as HeldTally;
+    tally.ready++;
+    tally.scheduled--;
+    const list = this.readyListOf(message.topic);
+    // Full: room for the rest of its millisecond too (a burst fires them next), in one grow
+    // rather than one doubling after another: those still scheduled for that millisecond, and
+    // no more than the topic still has scheduled (a burst over many topics is counted whole).
+    if (list.full) {
+      list.reserve(1 + Math.min(this.scheduledAt(message.deliverAt), tally.scheduled));
+    }
+    list.push(message);
     this.waiters.wakeOne(message.topic);
   }
 
@@ -484,6 +498,7 @@ export class NearHorizon implements HeldCounts {
     const tally = message.tally as HeldTally;
     if (message.status === 'scheduled') {
       this.bumpDue(message.deliverAt, -1);
+      tally.scheduled--;
     } else if (message.status === 'ready') tally.ready--;
     else tally.inflight--;
     message.tally = undefined;

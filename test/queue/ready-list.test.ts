@@ -16,7 +16,8 @@ type Op =
   | { kind: 'push' }
   | { kind: 'change'; pick: number }
   | { kind: 'take'; count: number }
-  | { kind: 'putBack'; count: number };
+  | { kind: 'putBack'; count: number }
+  | { kind: 'reserve'; count: number };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.constant({ kind: 'push' as const }) },
@@ -28,6 +29,12 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 1,
     arbitrary: fc.integer({ min: 1, max: 5 }).map((count) => ({ kind: 'putBack' as const, count })),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .integer({ min: 0, max: 200 })
+      .map((count) => ({ kind: 'reserve' as const, count })),
   },
 );
 
@@ -62,6 +69,11 @@ describe('ReadyList', () => {
             const back = taken.splice(0, step.count);
             list.putBack(back);
             model = [...back, ...model];
+          } else if (step.kind === 'reserve') {
+            // Room made at once: that many pushes from here do not grow the list again.
+            list.reserve(step.count);
+            expect(list.capacity).toBeGreaterThanOrEqual(list.length + step.count);
+            expect(list.full).toBe(list.length === list.capacity);
           }
           expect(list.length).toBeGreaterThanOrEqual(model.length);
         }
