@@ -14,22 +14,23 @@
  * least DENSE_PER_MS messages are scheduled by then (so the first DENSE_PER_MS - 1 of a burst
  * are not: they are delivered first, and parse at delivery as any other message). A trickle of
  * messages, and a message moved again and again (a debounce), is never noted: nothing is kept
- * for them. At most MAX_NOTED notes wait at a time; past that, nothing more is noted.
+ * for them. At most MAX_NOTED notes of one second wait; past that, nothing more of it is noted.
  *
  * When: notes go into a bucket per second of due time, which opens AHEAD_MS before that second
  * begins (one timer on the queue's wheel, for the earliest bucket not open yet); a bucket made
  * later than that is open at once. The notes of open buckets are decoded in steps of at most
  * STEP_BUDGET_MS of real time (the clock is read after every message of more than 1 KB of text,
- * and every 64 others), one step per turn of the event loop (Node's setImmediate, not the
- * global one: fake timers in a test must not stall it), and only while no ready message waits
- * for a consumer: then the consumers are behind, decoding ahead would take CPU from them only
- * to keep the parsed objects longer, and steps wait BUSY_RETRY_MS. Buckets whose second has
- * passed are dropped unprocessed: their messages are due by now.
+ * and every 16 others), one step per turn of the event loop (Node's setImmediate, not the
+ * global one: fake timers in a test must not stall it), and only while consumers are not
+ * behind (near.ts: a take left ready messages of its topic behind within the last 100 ms):
+ * decoding ahead would take CPU from them only to keep the parsed objects longer, so steps
+ * wait BUSY_RETRY_MS. Buckets whose second has passed are dropped unprocessed: their messages
+ * are due by now.
  *
  * Memory: at most MAX_DECODED_CHARS of payload text is held parsed at a time (counted when a
  * payload is parsed, given back when it is handed to a delivery or its message leaves memory),
- * besides at most MAX_NOTED notes (8 bytes each, and the message they point to until their
- * bucket is processed or dropped, even if it left memory meanwhile).
+ * besides the notes (8 bytes each, and the message they point to until their second opens and
+ * is processed, or passes, even if it left memory meanwhile: as if it had stayed until then).
  *
  * Semantics do not change: a message's payload never changes while it is held, a parsed object
  * is handed to one delivery only (the next delivery parses its own), and it is dropped when the
@@ -52,7 +53,7 @@ const BUCKET_MS = 1000;
 const AHEAD_MS = 1000;
 /** Scheduled messages due in one millisecond, at least, for the next ones to be noted. */
 export const DENSE_PER_MS = 256;
-/** Notes waiting at a time, at most (8 bytes each). */
+/** Notes of one second of due time, at most (8 bytes each). */
 const MAX_NOTED = 262_144;
 /** Payload text held parsed ahead at a time, at most (UTF-16 units of the JSON text). */
 export const MAX_DECODED_CHARS = 16 * 1024 * 1024;
@@ -97,6 +98,8 @@ export class DecodeAhead {
   /** Open buckets with notes not looked at, oldest first. */
   private readonly work: Bucket[] = [];
   private noted = 0;
+  /** The second of the clock dropPast() last looked at. */
+  private droppedBefore = -Infinity;
   /** Payload text held parsed ahead now. */
   private decodedChars = 0;
   /** The wheel timer that opens the earliest closed bucket, and that bucket's key. */
@@ -107,7 +110,7 @@ export class DecodeAhead {
 
   /**
    * `scheduledAt(deliverAt)`: how many held messages are scheduled for that millisecond now.
-   * `backlogged()`: ready messages wait for consumers.
+   * `backlogged()`: consumers are behind (ready messages wait for them).
    */
   constructor(
     private readonly wheel: Pick<TimerWheel<unknown>, 'setTimeout' | 'clearTimeout'>,
@@ -118,7 +121,7 @@ export class DecodeAhead {
 
   /** A held message got its due timer. */
   note(message: AheadMessage): void {
-    if (message.payloadKind !== PAYLOAD_JSON || this.noted >= MAX_NOTED) return;
+    if (message.payloadKind !== PAYLOAD_JSON) return;
     if (this.scheduledAt(message.deliverAt) < DENSE_PER_MS) return;
     const held = heldPayload(message);
     if (held === undefined || sizeOf(held) > MAX_PAYLOAD_CHARS) return;
@@ -128,6 +131,7 @@ export class DecodeAhead {
       bucket = this.buckets.get(key) ?? this.newBucket(key);
       this.last = bucket;
     }
+    if (bucket.messages.length - bucket.next >= MAX_NOTED) return;
     bucket.messages.push(message);
     this.noted++;
     if (bucket.open && !bucket.queued) this.queue(bucket);
@@ -195,8 +199,11 @@ export class DecodeAhead {
     if (nextKey !== Infinity) this.armOpener(nextKey, now);
   };
 
+  /** Drops buckets whose second has passed: a walk of them at most once a second. */
   private dropPast(now: number): void {
     const current = Math.floor(now / BUCKET_MS);
+    if (current <= this.droppedBefore) return;
+    this.droppedBefore = current;
     for (const [key, bucket] of this.buckets) {
       if (key >= current) continue;
       this.buckets.delete(key);
@@ -245,7 +252,7 @@ export class DecodeAhead {
         messages[bucket.next++] = undefined as unknown as AheadMessage;
         this.noted--;
         const size = this.decode(message, bucket.key);
-        if ((size > 1024 || (++light & 63) === 0) && realClock.now() >= until) {
+        if ((size > 1024 || (++light & 15) === 0) && realClock.now() >= until) {
           this.queueStep();
           return;
         }

@@ -76,6 +76,12 @@ const SWEEP_STEP = 4096;
 const FIRE_READS = 64;
 /** Stale id entries tolerated besides those the held count allows (see the top of the file). */
 const SWEEP_MIN = 4096;
+/**
+ * Consumers count as behind for this long after a take left ready messages of its topic
+ * behind: meanwhile payloads are not decoded ahead (decode-ahead.ts), which would take CPU
+ * from them. A topic nobody takes from (paused, no consumer) does not count.
+ */
+const BEHIND_MS = 100;
 /** An ack put off by consume() waits at most this long, or half the visibility timeout. */
 const MAX_ACK_DELAY_MS = 1000;
 
@@ -181,6 +187,8 @@ export class NearHorizon implements HeldCounts {
   private fireReads = 0;
   /** Payloads of dense bursts parsed before they are due. */
   private readonly ahead: DecodeAhead;
+  /** When a take last left ready messages of its topic behind (see BEHIND_MS). */
+  private behindAt = -Infinity;
 
   constructor(
     private readonly clock: Clock,
@@ -193,7 +201,7 @@ export class NearHorizon implements HeldCounts {
       wheel,
       () => clock.now(),
       (deliverAt) => this.scheduledAt(deliverAt),
-      () => this.ready.size > 0,
+      () => this.clock.now() - this.behindAt < BEHIND_MS,
     );
   }
 
@@ -430,7 +438,10 @@ export class NearHorizon implements HeldCounts {
       const lease = new Lease(taken);
       for (let i = 0; i < taken.length; i++) taken[i].lease = lease;
       lease.timer = this.wheel.schedule(visibilityMs, lease);
-      lease.ackBy = this.clock.now() + Math.min(MAX_ACK_DELAY_MS, visibilityMs / 2);
+      const now = this.clock.now();
+      lease.ackBy = now + Math.min(MAX_ACK_DELAY_MS, visibilityMs / 2);
+      // Its consumer took what it could and more is ready: consumers are behind.
+      if ((taken[0].tally as HeldTally).ready > 0) this.behindAt = now;
     }
     this.insights.counters.delivered += taken.length;
     if (list.length === 0) {

@@ -9,7 +9,7 @@
  */
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { ManualClock } from '../../src/index.js';
+import { ManualClock } from '../../src/index.js';
 import type { DelayQueue } from '../../src/delay-queue.js';
 import {
   DENSE_PER_MS,
@@ -100,7 +100,8 @@ describe.each([
     const due = T0 + 2000;
     await scheduleBurst(queue, due);
     await advanceTo(clock, queue, due);
-    const { messages } = await receiveCounting(queue, BURST);
+    const { messages, parses: before } = await receiveCounting(queue, BURST);
+    expect(before).toBe(FIRST);
     const first = messages[FIRST + 7];
     (first.payload as { i: number; deep: { n: number } }).deep.n = -1;
     (first.payload as { i: number }).i = -1;
@@ -222,25 +223,110 @@ describe('payloads decoded ahead: bounds', () => {
     expect(aheadOf(queue).decodedChars).toBe(0);
   });
 
-  it('a backlog on another topic keeps nothing noted past its second, and cancelled ones give back their share', async () => {
+  it('consumers behind on a topic hold decoding back; it goes on once they catch up', async () => {
     const { clock, queue } = await openQueue(memoryKind);
-    // One ready message nobody receives: the queue is backlogged throughout.
-    await queue.schedule({ topic: 'nobody', payload: 1, delayMs: 0 });
+    // Ten ready on 'busy', one taken: the take left nine behind.
+    await queue.scheduleMany(Array.from({ length: 10 }, (_, i) => ({ topic: 'busy', payload: i })));
     await advance(clock, 5, 1, queue);
-    for (let round = 0; round < 5; round++) {
-      const due = clock.now() + 1500;
+    expect(await queue.receive('busy', { max: 1 })).toHaveLength(1);
+    const due = clock.now() + 400; // its second is open at once
+    await scheduleBurst(queue, due);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // real time: steps would have run
+    expect(aheadOf(queue).decodedChars).toBe(0);
+    expect(aheadOf(queue).noted).toBe(BURST - FIRST);
+    await advance(clock, 150, 50, queue); // 100 ms without a take leaving messages behind
+    await untilAhead(queue, (ahead) => ahead.noted === 0);
+    expect(aheadOf(queue).decodedChars).toBeGreaterThan(0);
+    await advanceTo(clock, queue, due);
+    expect((await receiveCounting(queue, BURST)).parses).toBe(FIRST);
+  });
+
+  it('ready messages nobody takes (a paused topic, a cancelled one) do not hold decoding back', async () => {
+    const { clock, queue } = await openQueue(memoryKind);
+    await queue.scheduleMany(Array.from({ length: 10 }, (_, i) => ({ topic: 'idle', payload: i })));
+    await queue.schedule({ id: 'gone', topic: 'gone', payload: 0 });
+    await advance(clock, 5, 1, queue);
+    expect(await queue.cancel('gone')).toBe(true); // leaves a stale entry in its ready list
+    await queue.pause('idle');
+    const due = clock.now() + 400;
+    await scheduleBurst(queue, due);
+    await advanceTo(clock, queue, due);
+    expect((await receiveCounting(queue, BURST)).parses).toBe(FIRST);
+  });
+
+  it('a second opens one second before it begins: not parsed before, parsed after', async () => {
+    const clock = new ManualClock(T0);
+    const kind = memoryKind();
+    const queue = await kind.open(clock, { horizonMs: 60_000 });
+    try {
+      const due = T0 + 10_000; // its second opens at T0 + 9 s
+      await scheduleBurst(queue, due);
+      await advanceTo(clock, queue, T0 + 8_900);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(aheadOf(queue).decodedChars).toBe(0);
+      expect(aheadOf(queue).noted).toBe(BURST - FIRST);
+      await advanceTo(clock, queue, T0 + 9_100);
+      await untilAhead(queue, (ahead) => ahead.noted === 0);
+      expect(aheadOf(queue).decodedChars).toBeGreaterThan(0);
+      await advanceTo(clock, queue, due);
+      expect((await receiveCounting(queue, BURST)).parses).toBe(FIRST);
+      expect(aheadOf(queue).decodedChars).toBe(0);
+    } finally {
+      await queue.close();
+    }
+  });
+
+  it('a message parsed ahead whose delivery times out is delivered again with a fresh copy', async () => {
+    const { clock, queue } = await openQueue(memoryKind);
+    const due = T0 + 2000;
+    await scheduleBurst(queue, due);
+    await advanceTo(clock, queue, due);
+    const first = await queue.receive('t', { max: 1000, visibilityMs: 1000 });
+    const mine = first[FIRST + 3];
+    (mine.payload as { i: number }).i = -1;
+    for (const message of first) if (message !== mine) await queue.ack(message.receipt);
+    const rest = await receiveCounting(queue, BURST - first.length);
+    for (const message of rest.messages) await queue.ack(message.receipt);
+    await advance(clock, 1100, 50, queue); // the visibility timeout, then the retry's back-off
+    await advance(clock, 60_000, 1000, queue);
+    const { messages, parses } = await receiveCounting(queue, 1);
+    expect(messages[0].id).toBe(mine.id);
+    expect(messages[0].attempts).toBe(2);
+    expect(messages[0].payload).toEqual(payloadOf(FIRST + 3));
+    expect(parses).toBe(1);
+    expect(aheadOf(queue).decodedChars).toBe(0);
+  });
+
+  it('seconds that pass while consumers are behind are dropped, with their notes', async () => {
+    const { clock, queue } = await openQueue(memoryKind);
+    await queue.scheduleMany(
+      Array.from({ length: 10 }, (_, i) => ({ topic: 'busy', payload: i, maxAttempts: 10_000 })),
+    );
+    await advance(clock, 5, 1, queue);
+    /** Moves the clock in 50 ms steps, a take leaving messages of 'busy' behind at each. */
+    const advanceBehind = async (ms: number) => {
+      for (let left = ms; left > 0; left -= 50) {
+        const [one] = await queue.receive('busy', { max: 1 });
+        await queue.nack(one.receipt, { delayMs: 0 });
+        await advance(clock, 50, 50, queue);
+      }
+    };
+    let parses = 0;
+    for (let round = 0; round < 3; round++) {
+      const due = clock.now() + 900;
       await scheduleBurst(queue, due, `r${round}-`);
       for (let i = 0; i < BURST; i += 2) await queue.cancel(`r${round}-${i}`);
-      await advanceTo(clock, queue, due);
-      const { messages } = await receiveCounting(queue, BURST / 2);
-      for (const message of messages) expect(await queue.ack(message.receipt)).toBe(true);
-      await advance(clock, 1000, 100, queue);
+      await advanceBehind(1000);
+      const got = await receiveCounting(queue, BURST / 2);
+      parses += got.parses;
+      for (const message of got.messages) expect(await queue.ack(message.receipt)).toBe(true);
     }
-    // While backlogged, steps only drop what has passed, every 10 ms.
+    await advanceBehind(1000);
     await untilAhead(queue, (ahead) => ahead.noted === 0 && ahead.buckets.size === 0);
     const ahead = aheadOf(queue);
     expect(ahead.noted).toBe(0);
     expect(ahead.buckets.size).toBe(0);
     expect(ahead.decodedChars).toBe(0);
+    expect(parses).toBe((3 * BURST) / 2); // nothing was parsed ahead while they were behind
   });
 });
