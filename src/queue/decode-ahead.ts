@@ -9,10 +9,10 @@
  * dense burst have their payloads parsed ahead, in small steps while the queue is otherwise
  * idle, and a delivery hands over the object parsed for it instead of parsing then.
  *
- * What is noted (near.ts calls note() when it gives a held message its due timer): a message
- * with a JSON payload in memory of at most MAX_PAYLOAD_CHARS, due in a millisecond for which at
- * least DENSE_PER_MS messages are scheduled by then (so the first DENSE_PER_MS - 1 of a burst
- * are not: they are delivered first, and parse at delivery as any other message). A trickle of
+ * What is noted: near.ts calls note() for a message it puts in a dense millisecond's due group
+ * (from the DENSE_PER_MS-th message scheduled for that millisecond on: the first DENSE_PER_MS -
+ * 1 of a burst are delivered first, and parse at delivery as any other message), and this
+ * keeps those with a JSON payload in memory of at most MAX_PAYLOAD_CHARS. A trickle of
  * messages, and a message moved again and again (a debounce), is never noted: nothing is kept
  * for them. At most MAX_NOTED notes of one second wait; past that, nothing more of it is noted.
  *
@@ -52,7 +52,8 @@ const BUCKET_MS = 1000;
 /** A bucket opens this long before its first millisecond. */
 const AHEAD_MS = 1000;
 /**
- * Scheduled messages due in one millisecond, at least, for the next ones to be noted: a spike
+ * Scheduled messages due in one millisecond, at least, for it to count as dense (near.ts: its
+ * messages from then on share one due timer, and are noted here): a spike
  * the consumers cannot take as it comes. A steady stream (a million due within a second is
  * 1,000 a millisecond) gains nothing: parsed ahead, a third of it lived long enough to be
  * promoted out of the young generation, and that burst got no faster.
@@ -113,21 +114,16 @@ export class DecodeAhead {
   private stepQueued = false;
   private busyTimer: ReturnType<typeof realSetTimeout> | undefined;
 
-  /**
-   * `scheduledAt(deliverAt)`: how many held messages are scheduled for that millisecond now.
-   * `backlogged()`: consumers are behind (ready messages wait for them).
-   */
+  /** `backlogged()`: consumers are behind (ready messages wait for them). */
   constructor(
     private readonly wheel: Pick<TimerWheel<unknown>, 'setTimeout' | 'clearTimeout'>,
     private readonly now: () => number,
-    private readonly scheduledAt: (deliverAt: number) => number,
     private readonly backlogged: () => boolean,
   ) {}
 
-  /** A held message got its due timer. */
+  /** A held message joined a dense millisecond's due group. */
   note(message: AheadMessage): void {
     if (message.payloadKind !== PAYLOAD_JSON) return;
-    if (this.scheduledAt(message.deliverAt) < DENSE_PER_MS) return;
     const held = heldPayload(message);
     if (held === undefined || sizeOf(held) > MAX_PAYLOAD_CHARS) return;
     const key = Math.floor(message.deliverAt / BUCKET_MS);

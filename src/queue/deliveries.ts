@@ -40,7 +40,7 @@ import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
 import type { IdLocks } from './locks.js';
 import { heldPayload, retryDelay, storedBytes } from './message.js';
-import { Lease, type HeldTally, type NearHorizon, type NearMessage } from './near.js';
+import { DueGroup, Lease, type HeldTally, type NearHorizon, type NearMessage } from './near.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';
 import type { QueueEvents } from './events.js';
@@ -435,7 +435,11 @@ export class Deliveries {
    * A timer on the wheel: a message's due time came, or the visibility timeout of the messages
    * taken together (a lease) ran out.
    */
-  onTimer(due: NearMessage | Lease): void {
+  onTimer(due: NearMessage | Lease | DueGroup): void {
+    if (due instanceof DueGroup) {
+      this.near.fireGroup(due);
+      return;
+    }
     if (due instanceof Lease) {
       // Put-off acks first (their ackBy is before any of their leases' deadlines): a handler
       // that succeeded in time is never taken for one that did not.

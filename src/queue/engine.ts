@@ -56,7 +56,7 @@ import {
   type MessageStatus,
   type ScheduleRequest,
 } from './message.js';
-import { NearHorizon, type Lease, type NearMessage } from './near.js';
+import { NearHorizon, type DueGroup, type Lease, type NearMessage } from './near.js';
 import {
   checkNack,
   checkQueueOptions,
@@ -97,7 +97,7 @@ const CONSUME_WAIT_MS = 1000;
 export class QueueEngine {
   protected readonly store: Store;
   private readonly settings: QueueSettings;
-  private readonly wheel: TimerWheel<NearMessage | Lease>;
+  private readonly wheel: TimerWheel<NearMessage | Lease | DueGroup>;
   private readonly insights = new QueueInsights();
   private readonly waiters: Waiters;
   private readonly near: NearHorizon;
@@ -121,7 +121,7 @@ export class QueueEngine {
     this.store = store;
     this.settings = checkQueueOptions(options);
     const clock = this.settings.clock;
-    this.wheel = new TimerWheel<NearMessage | Lease>({
+    this.wheel = new TimerWheel<NearMessage | Lease | DueGroup>({
       clock,
       unref: true,
       alignTicks: true, // due order across the wheel and near.arm's due-at-once path

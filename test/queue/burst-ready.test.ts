@@ -5,8 +5,9 @@
  * topic's list room for all of it. The lists are private: the test reads their capacity.
  */
 
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { DelayQueue } from '../../src/delay-queue.js';
+import { NearHorizon } from '../../src/queue/near.js';
 import { T0, advance, memoryKind, useQueues } from './harness.js';
 
 const openQueue = useQueues();
@@ -59,5 +60,80 @@ describe('a burst made ready at once', () => {
     const got = [];
     while (got.length < n) got.push(...(await queue.receive('t', { max: 1000 })));
     expect(got.map((m) => m.payload)).toEqual(Array.from({ length: n }, (_, i) => i));
+  });
+});
+
+async function pendingTimers(queue: DelayQueue): Promise<number> {
+  return ((await queue.stats()) as { timers: { pending: number } }).timers.pending;
+}
+
+describe('a dense millisecond shares one due timer', () => {
+  const denseFrom = NearHorizon.denseFrom;
+  afterEach(() => {
+    NearHorizon.denseFrom = denseFrom;
+  });
+
+  it('from the 2,048th message of a millisecond on: one timer on the wheel for the rest', async () => {
+    const { clock, queue } = await openQueue(memoryKind);
+    const n = 5000;
+    const due = T0 + 500;
+    const before = await pendingTimers(queue);
+    await queue.scheduleMany(
+      Array.from({ length: n }, (_, i) => ({ topic: 't', payload: i, deliverAt: due })),
+    );
+    // Each of the first 2,047 has its own timer; the 2,048th made the group's.
+    expect((await pendingTimers(queue)) - before).toBe(denseFrom);
+    await advance(clock, 499, 50, queue);
+    expect(await queue.receive('t', { max: 1000 })).toEqual([]); // never early
+    await advance(clock, 1, 1, queue);
+    const got = [];
+    while (got.length < n) got.push(...(await queue.receive('t', { max: 1000 })));
+    expect(got.map((m) => m.payload)).toEqual(Array.from({ length: n }, (_, i) => i));
+  });
+
+  it('a group takes every later message of its millisecond, dense or not any more: scheduling order holds', async () => {
+    NearHorizon.denseFrom = 4;
+    const { clock, queue } = await openQueue(memoryKind);
+    const due = T0 + 300; // inside the horizon: held when scheduled
+    const at = (id: string) => queue.schedule({ id, topic: 't', payload: id, deliverAt: due });
+    for (let i = 0; i < 5; i++) await at(`a${i}`); // a3 makes the group; a4 joins it
+    for (const id of ['a0', 'a1', 'a2']) expect(await queue.cancel(id)).toBe(true);
+    await at('b0'); // 3 scheduled now: not dense, but the group still takes it
+    await at('b1'); // dense again
+    await queue.schedule({ id: 'early', topic: 't', payload: 'early', deliverAt: due - 1 });
+    await queue.schedule({ id: 'late', topic: 't', payload: 'late', deliverAt: due + 1 });
+    await advance(clock, 299, 100, queue);
+    expect((await queue.receive('t', { max: 100 })).map((m) => m.id)).toEqual(['early']);
+    await advance(clock, 2, 1, queue);
+    expect((await queue.receive('t', { max: 100 })).map((m) => m.id)).toEqual([
+      'a3',
+      'a4',
+      'b0',
+      'b1',
+      'late',
+    ]);
+  });
+
+  it('a message of a group cancelled, rescheduled away or back fires as its last change says', async () => {
+    NearHorizon.denseFrom = 3;
+    const { clock, queue } = await openQueue(memoryKind);
+    const due = T0 + 300; // inside the horizon: held when scheduled
+    for (let i = 0; i < 6; i++) {
+      await queue.schedule({ id: `m${i}`, topic: 't', payload: i, deliverAt: due });
+    }
+    expect(await queue.cancel('m3')).toBe(true);
+    expect(await queue.reschedule('m4', { deliverAt: due + 500 })).toBe(true);
+    expect(await queue.reschedule('m2', { deliverAt: due })).toBe(true);
+    await advance(clock, 300, 100, queue);
+    expect((await queue.receive('t', { max: 100 })).map((m) => m.id)).toEqual([
+      'm0',
+      'm1',
+      'm5',
+      'm2',
+    ]);
+    await advance(clock, 499, 100, queue);
+    expect(await queue.receive('t', { max: 100 })).toEqual([]);
+    await advance(clock, 1, 1, queue);
+    expect((await queue.receive('t', { max: 100 })).map((m) => m.id)).toEqual(['m4']);
   });
 });
