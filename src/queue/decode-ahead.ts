@@ -13,8 +13,8 @@
  * (from the DENSE_PER_MS-th message scheduled for that millisecond on: the first DENSE_PER_MS -
  * 1 of a burst are delivered first, and parse at delivery as any other message), and this
  * keeps those with a JSON payload in memory of at most MAX_PAYLOAD_CHARS. A trickle of
- * messages, and a message moved again and again (a debounce), is never noted: nothing is kept
- * for them. At most MAX_NOTED notes of one second wait; past that, nothing more of it is noted.
+ * messages, and a message moved again and again (a debounce), is not noted (unless it is moved
+ * into a dense millisecond each time: then each move is a note, within the cap below). At most MAX_NOTED notes of one second wait; past that, nothing more of it is noted.
  *
  * When: notes go into a bucket per second of due time, which opens AHEAD_MS before that second
  * begins (one timer on the queue's wheel, for the earliest bucket not open yet); a bucket made

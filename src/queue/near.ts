@@ -82,6 +82,8 @@ const SWEEP_MIN = 4096;
  * from them. A topic nobody takes from (paused, no consumer) does not count.
  */
 const BEHIND_MS = 100;
+/** Stale entries a due group tolerates besides as many as its millisecond's live ones. */
+const GROUP_SLACK = 64;
 /** An ack put off by consume() waits at most this long, or half the visibility timeout. */
 const MAX_ACK_DELAY_MS = 1000;
 
@@ -149,6 +151,23 @@ export class DueGroup {
   messages: NearMessage[] = [];
   versions: number[] = [];
   constructor(readonly deliverAt: number) {}
+
+  /**
+   * Drops the entries gone stale, in order. near.ts calls it when the entries reach twice the
+   * messages scheduled for the millisecond (plus GROUP_SLACK), so that messages cancelled or
+   * moved again and again do not pile up in a group until it fires (amortised O(1) a join).
+   */
+  compact(): void {
+    let kept = 0;
+    for (let i = 0; i < this.messages.length; i++) {
+      const message = this.messages[i];
+      if (message.version !== this.versions[i]) continue;
+      this.messages[kept] = message;
+      this.versions[kept++] = this.versions[i];
+    }
+    this.messages.length = kept;
+    this.versions.length = kept;
+  }
 }
 
 /** Held messages of one topic: ready, in flight, scheduled. */
@@ -195,7 +214,14 @@ export class NearHorizon implements HeldCounts {
   private dueKey = Number.NaN;
   private dueDelta = 0;
   readonly countBase: number;
+  /**
+   * Messages held during a horizon load, to arm after it, each with its version when held: one
+   * held, released and held again during the load is in it twice, and only its last entry is
+   * armed (arming both gave it two due timers, the earlier of which fired it early after a
+   * later move).
+   */
   private deferred: NearMessage[] | undefined;
+  private deferredVersions: number[] = [];
   private superseded: Set<string> | undefined;
   /** fireTime(): the reading, and how many more fires may use it. */
   private fireReading = 0;
@@ -326,8 +352,10 @@ export class NearHorizon implements HeldCounts {
     tally.scheduled++;
     bump(this.hours, Math.floor(message.deliverAt / HOUR_MS), 1);
     this.bumpDue(message.deliverAt, 1);
-    if (this.deferred !== undefined) this.deferred.push(message);
-    else this.arm(message);
+    if (this.deferred !== undefined) {
+      this.deferred.push(message);
+      this.deferredVersions.push(message.version);
+    } else this.arm(message);
   }
 
   /**
@@ -361,6 +389,7 @@ export class NearHorizon implements HeldCounts {
       this.groups.set(at, group);
     }
     message.timer = 0;
+    if (group.messages.length >= 2 * this.scheduledAt(at) + GROUP_SLACK) group.compact();
     group.messages.push(message);
     group.versions.push(message.version);
     this.ahead.note(message);
@@ -655,6 +684,7 @@ export class NearHorizon implements HeldCounts {
   beginLoad(): void {
     debugAssert(this.deferred === undefined, 'two horizon loads at once');
     this.deferred = [];
+    this.deferredVersions = [];
     this.superseded = new Set();
   }
 
@@ -665,13 +695,17 @@ export class NearHorizon implements HeldCounts {
    */
   endLoad(loaded: readonly MessageState[], keep: boolean): void {
     const deferred = this.deferred as NearMessage[];
+    const versions = this.deferredVersions;
     const superseded = this.superseded as Set<string>;
     this.deferred = undefined;
+    this.deferredVersions = [];
     this.superseded = undefined;
     if (!keep) return;
     for (const message of loaded) if (!superseded.has(message.id)) this.hold(message);
-    for (const message of deferred) {
-      if (message.held && message.status === 'scheduled') this.arm(message);
+    for (let i = 0; i < deferred.length; i++) {
+      // Unchanged since it was held (a change of state bumps the version): still held, still
+      // scheduled, and this is its last entry.
+      if (deferred[i].version === versions[i]) this.arm(deferred[i]);
     }
   }
 }

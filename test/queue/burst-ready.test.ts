@@ -136,4 +136,21 @@ describe('a dense millisecond shares one due timer', () => {
     await advance(clock, 1, 1, queue);
     expect((await queue.receive('t', { max: 100 })).map((m) => m.id)).toEqual(['m4']);
   });
+
+  it('entries of messages that left a pending group are dropped as it grows: it stays near its live size', async () => {
+    NearHorizon.denseFrom = 4;
+    const { queue } = await openQueue(memoryKind);
+    const due = T0 + 500;
+    for (let i = 0; i < 100; i++)
+      await queue.schedule({ id: `m${i}`, topic: 't', payload: i, deliverAt: due });
+    for (let i = 0; i < 100; i++) expect(await queue.cancel(`m${i}`)).toBe(true);
+    await queue.schedule({ id: 'r', topic: 't', payload: 'r', deliverAt: due });
+    for (let i = 0; i < 1000; i++)
+      expect(await queue.reschedule('r', { deliverAt: due })).toBe(true);
+    const group = (
+      queue as unknown as { near: { groups: Map<number, { messages: unknown[] }> } }
+    ).near.groups.get(due);
+    expect(group).toBeDefined();
+    expect(group?.messages.length).toBeLessThanOrEqual(2 * 1 + 64 + 1);
+  });
 });

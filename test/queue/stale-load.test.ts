@@ -68,3 +68,53 @@ describe.each(['ack', 'cancel', 'reschedule', 'nack'] as const)(
     });
   },
 );
+
+/** A memory store whose loads wait for `open()` while `gated` is set. */
+class GatedLoadStore extends MemoryStore {
+  gated = false;
+  private waiting: (() => void) | undefined;
+  loading = false;
+
+  override async loadUntil(until: number, onDue: (message: MessageState) => void) {
+    this.loading = true;
+    if (this.gated) await new Promise<void>((resolve) => (this.waiting = resolve));
+    try {
+      return await super.loadUntil(until, onDue);
+    } finally {
+      this.loading = false;
+    }
+  }
+
+  open(): void {
+    this.gated = false;
+    this.waiting?.();
+  }
+}
+
+describe('a message held twice while a load runs', () => {
+  it('is armed once after it: moved later again, it is not delivered at its earlier time', async () => {
+    const clock = new ManualClock(T0);
+    const store = new GatedLoadStore();
+    const queue = await DelayQueue.open({ store, clock, horizonMs: 1000 });
+    try {
+      store.gated = true;
+      clock.advance(250); // the horizon's tick starts a load, which waits
+      await settle();
+      expect(store.loading).toBe(true);
+      // Held during the load (armed only after it), then moved: held a second time.
+      await queue.schedule({ id: 'm', topic: 't', payload: 1, deliverAt: T0 + 600 });
+      expect(await queue.reschedule('m', { deliverAt: T0 + 700 })).toBe(true);
+      store.open();
+      await queue.settled();
+      await settle();
+      expect(await queue.reschedule('m', { deliverAt: T0 + 1100 })).toBe(true);
+      await advance(clock, 500, 50, queue); // T0 + 750: past both earlier due times
+      expect(await queue.receive('t', { max: 10 })).toEqual([]);
+      await advance(clock, 350, 50, queue); // T0 + 1100
+      expect((await queue.receive('t', { max: 10 })).map((m) => m.id)).toEqual(['m']);
+    } finally {
+      store.open();
+      await queue.close();
+    }
+  });
+});
