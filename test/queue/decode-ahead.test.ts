@@ -8,6 +8,11 @@
  * received to see which way each payload came.
  */
 
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import type { DelayQueue } from '../../src/delay-queue.js';
@@ -329,5 +334,48 @@ describe('payloads decoded ahead: bounds', () => {
     expect(ahead.buckets.size).toBe(0);
     expect(ahead.decodedChars).toBe(0);
     expect(parses).toBe((3 * BURST) / 2); // nothing was parsed ahead while they were behind
+  });
+});
+
+describe('a dense burst in a plain node process', () => {
+  it('is delivered whole, in order, with its payloads, none early; the process exits', () => {
+    const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+    const entry = pathToFileURL(join(root, 'dist', 'delay-queue.js')).href;
+    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-dense-'));
+    // 5,000 due in one millisecond, 800 ms ahead: parsed ahead from the 2,048th on, one due
+    // timer for those, consumed on the system clock with fsync batching, then closed.
+    const script = `
+      const { DelayQueue } = await import(${JSON.stringify(entry)});
+      const queue = await DelayQueue.open({ dir: ${JSON.stringify(dir)}, fsync: 'batch' });
+      const n = 5000;
+      const due = Math.ceil(Date.now()) + 800;
+      await queue.scheduleMany(Array.from({ length: n }, (_, i) => ({
+        topic: 'jobs', payload: { i, tag: 't' + i }, deliverAt: due,
+      })));
+      const got = [];
+      let early = 0;
+      let done;
+      const all = new Promise((resolve) => (done = resolve));
+      const consumer = queue.consume('jobs', (message) => {
+        if (Date.now() < due) early++;
+        got.push(message.payload);
+        if (got.length === n) done();
+      }, { concurrency: 1000 });
+      await all;
+      await consumer.close();
+      const stats = await queue.stats();
+      await queue.close();
+      const inOrder = got.every((payload, k) => payload.i === k && payload.tag === 't' + k);
+      process.on('exit', () => console.log(JSON.stringify({ n: got.length, inOrder, early, acked: stats.acked })));
+    `;
+    try {
+      const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
+      expect(JSON.parse(out.trim())).toEqual({ n: 5000, inOrder: true, early: 0, acked: 5000 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
