@@ -146,8 +146,6 @@ export class Lease {
  * skipped when the group fires.
  */
 export class DueGroup {
-  /** Its timer on the wheel; 0 once it fired. */
-  timer = 0;
   messages: NearMessage[] = [];
   versions: number[] = [];
   constructor(readonly deliverAt: number) {}
@@ -385,7 +383,7 @@ export class NearHorizon implements HeldCounts {
         return;
       }
       group = new DueGroup(at);
-      group.timer = this.wheel.scheduleAt(at, group);
+      this.wheel.scheduleAt(at, group); // never cleared: it fires, if only to find nothing
       this.groups.set(at, group);
     }
     message.timer = 0;
@@ -397,7 +395,6 @@ export class NearHorizon implements HeldCounts {
 
   /** A dense millisecond came due: its messages that have not changed since they joined fire. */
   fireGroup(group: DueGroup): void {
-    group.timer = 0;
     if (this.groups.get(group.deliverAt) === group) this.groups.delete(group.deliverAt);
     const { messages, versions } = group;
     group.messages = [];

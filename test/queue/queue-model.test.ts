@@ -164,7 +164,8 @@ async function run(makeKind: typeof memoryKind, ops: Op[]): Promise<void> {
   }
 }
 
-describe('DelayQueue against a reference model', () => {
+/** The model's properties: memory store, and file store reopened at random points. */
+function modelProperties(): void {
   it('memory store: same deliveries, in due order, nothing early or lost', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(opArb, { minLength: 10, maxLength: 60 }), (ops) =>
@@ -182,7 +183,9 @@ describe('DelayQueue against a reference model', () => {
       { numRuns: 60 },
     );
   });
-});
+}
+
+describe('DelayQueue against a reference model', modelProperties);
 
 describe('DelayQueue against a reference model, every millisecond dense from 2 messages', () => {
   // Messages of a dense millisecond share one due timer (near.ts, DueGroup) and are decoded
@@ -194,22 +197,5 @@ describe('DelayQueue against a reference model, every millisecond dense from 2 m
   afterAll(() => {
     NearHorizon.denseFrom = denseFrom;
   });
-
-  it('memory store: same deliveries, in due order, nothing early or lost', async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { minLength: 10, maxLength: 60 }), (ops) =>
-        run(memoryKind, ops),
-      ),
-      { numRuns: 200 },
-    );
-  });
-
-  it('file store, reopened at random points: same deliveries, nothing lost', async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { minLength: 10, maxLength: 40 }), (ops) =>
-        run(fileKind, ops),
-      ),
-      { numRuns: 60 },
-    );
-  });
+  modelProperties();
 });
