@@ -148,6 +148,21 @@ export class Deliveries {
   }
 
   /**
+   * receive() of what is ready now, for consume() in this process: no wait, and no promise when
+   * the payloads are in memory. Empty when nothing is ready, or the queue is closing.
+   */
+  receiveNow(
+    topic: string,
+    max: number,
+    visibilityMs: number,
+    maxBytes: number,
+  ): ReceivedMessage[] | Promise<ReceivedMessage[]> {
+    if (this.stopped) return [];
+    const taken = this.near.take(topic, max, visibilityMs, maxBytes);
+    return taken.length === 0 ? [] : this.answer(topic, taken, maxBytes);
+  }
+
+  /**
    * The deliveries of taken messages. A plain function with indexed loops, apart from the async
    * receive(): that runs about once per thousand messages in a burst, too rarely to be optimised,
    * and its loops then made an iterator result per message.

@@ -186,6 +186,16 @@ export class QueueEngine {
             ),
           waitReady: (ms, aborts) => this.waiters.wait(topic, ms, aborts),
         }),
+      // A topic with settings of its own (paused, limited) is received from through its gate.
+      receiveNow: (topic, { max, visibilityMs }) =>
+        this.closed || this.topics.has(topic)
+          ? undefined
+          : this.deliveries.receiveNow(
+              topic,
+              max,
+              visibilityMs ?? this.settings.visibilityMs,
+              EMBEDDED_RECEIVE_BYTES,
+            ),
       ack: (receipt, message) => this.deliveries.ackQuietly(receipt, message),
       nack: (receipt, reason) => this.deliveries.nack(receipt, reason, undefined),
     };

@@ -11,7 +11,10 @@
  * the visibility timeout it shares with the messages taken with it: one timer on the wheel for
  * the whole take (they have the same deadline), cleared once all of them have left flight,
  * instead of a timer started and cancelled for each message (a wheel insert and remove, ~7% of
- * a burst's profile). Its `version` is bumped on every change of state, so the entries it left
+ * a burst's profile). A lease ends at a whole millisecond (the take's time plus the visibility
+ * timeout, rounded up), and later takes whose deadline is the same millisecond join it while its
+ * timer runs: consume() with a low concurrency takes one message at a time, and a lease and a
+ * timer each cost more than the rest of such a take. Its `version` is bumped on every change of state, so the entries it left
  * in a topic's ready list (ready-list.ts) go stale and are skipped. Finishing, retrying and
  * burying are the engine's (they involve the store); this file only moves messages between
  * states.
@@ -119,6 +122,8 @@ export interface NearMessage extends MessageState {
 export class Lease {
   /** Its timer on the wheel; 0 once it fired or was cleared. */
   timer = 0;
+  /** Messages taken under it (take() adds them), in take order. */
+  messages: NearMessage[] = [];
   /** Messages of it still in flight. */
   live: number;
   /**
@@ -129,12 +134,13 @@ export class Lease {
   ackBy = Infinity;
 
   /**
-   * `messages`: those taken under it, in take order (those that left have another lease or
-   * none). Compacted once most have left, so that acked messages (and their payloads) are not
-   * kept in memory for as long as one of their take is slow.
+   * `expiresAt`: its deadline, a whole millisecond on the queue's clock. `messages` holds those
+   * taken under it (those that left have another lease or none); compacted once most have left,
+   * so that acked messages (and their payloads) are not kept in memory for as long as one of
+   * their take is slow.
    */
-  constructor(public messages: readonly NearMessage[]) {
-    this.live = messages.length;
+  constructor(readonly expiresAt: number) {
+    this.live = 0;
   }
 }
 
@@ -195,6 +201,8 @@ export class NearHorizon implements HeldCounts {
   private moving: { from: Map<string, NearMessage>; next: Iterator<NearMessage> } | undefined;
   private sweepQueued = false;
   private readonly ready = new Map<string, ReadyList<NearMessage>>();
+  /** The lease take() made last: a take with the same deadline joins it while it runs. */
+  private lastLease: Lease | undefined;
   /**
    * The last ready list dropped empty, kept (up to SPARE_READY_CAPACITY entries) for the next
    * topic that needs one: a consumer that keeps up empties its topic's list again and again,
@@ -509,11 +517,20 @@ export class NearHorizon implements HeldCounts {
       taken.push(message);
     }
     if (taken.length > 0) {
-      const lease = new Lease(taken);
-      for (let i = 0; i < taken.length; i++) taken[i].lease = lease;
-      lease.timer = this.wheel.schedule(visibilityMs, lease);
       const now = this.clock.now();
-      lease.ackBy = now + Math.min(MAX_ACK_DELAY_MS, visibilityMs / 2);
+      const expiresAt = Math.ceil(now + visibilityMs);
+      let lease = this.lastLease;
+      if (lease === undefined || lease.timer === 0 || lease.expiresAt !== expiresAt) {
+        lease = this.lastLease = new Lease(expiresAt);
+        lease.timer = this.wheel.scheduleAt(expiresAt, lease);
+        lease.ackBy = now + Math.min(MAX_ACK_DELAY_MS, visibilityMs / 2);
+      }
+      const members = lease.messages;
+      for (let i = 0; i < taken.length; i++) {
+        taken[i].lease = lease;
+        members.push(taken[i]);
+      }
+      lease.live += taken.length;
       // Its consumer took what it could and more is ready: consumers are behind.
       if ((taken[0].tally as HeldTally).ready > 0) this.behindAt = now;
     }
@@ -600,6 +617,7 @@ export class NearHorizon implements HeldCounts {
         this.wheel.clearTimeout(lease.timer);
         lease.timer = 0;
       }
+      lease.messages = [];
     } else if (live * 4 < lease.messages.length && lease.messages.length >= 16) {
       lease.messages = lease.messages.filter((each) => each.lease === lease);
     }
@@ -618,6 +636,7 @@ export class NearHorizon implements HeldCounts {
       expired.push(message);
     }
     lease.live = 0;
+    lease.messages = [];
     return expired;
   }
 

@@ -375,6 +375,11 @@ export class TopicGate {
     return new Map(this.settings);
   }
 
+  /** Whether a topic has settings of its own (not the defaults). */
+  has(topic: string): boolean {
+    return this.settings.has(topic);
+  }
+
   get(topic: string): TopicSettings {
     return this.settings.get(topic) ?? DEFAULT_TOPIC_SETTINGS;
   }

@@ -27,6 +27,9 @@
  *
  * Cost per message: none of its own beyond the handler's. A synchronous handler makes no
  * promise; acks are tracked by the promise they wait on, and acks of one group commit share it.
+ * A source in this process (the embedded queue) also answers receiveNow(): what is ready is taken
+ * with no promise, so with a synchronous handler a backlog drains as one loop (a turn of the event
+ * loop every yieldAfterMs), whatever the concurrency; only a receive that must wait is awaited.
  *
  * Imports nothing that does I/O, so the client can use it without pulling in the queue.
  */
@@ -58,6 +61,15 @@ export interface WorkerSource {
     options: { max: number; waitMs: number; visibilityMs?: number },
     signal: AbortSignal,
   ): Promise<ReceivedMessage[]>;
+  /**
+   * Optional, for a source in this process: what is ready now, taken without a wait or a
+   * promise when it can be (an empty array: nothing ready). A promise where some of it must be
+   * read first; undefined where it cannot answer so (the worker then calls receive()).
+   */
+  receiveNow?(
+    topic: string,
+    options: { max: number; visibilityMs?: number },
+  ): ReceivedMessage[] | Promise<ReceivedMessage[]> | undefined;
   /**
    * May return one promise for several acks (a batch): it is waited on once. `message` is the
    * delivery the receipt came with, as receive() gave it (a source may find it faster so).
@@ -202,11 +214,21 @@ export class Worker implements Consumer {
       const max = concurrency - this.active;
       let batch: ReceivedMessage[];
       try {
-        batch = await this.source.receive(
+        // What is ready now, with no promise a receive: a synchronous handler and the next
+        // take then run one after the other in this turn (up to yieldAfterMs).
+        const now = this.source.receiveNow?.(
           this.topic,
-          visibilityMs === undefined ? { max, waitMs } : { max, waitMs, visibilityMs },
-          signal,
+          visibilityMs === undefined ? { max } : { max, visibilityMs },
         );
+        if (now !== undefined && (!Array.isArray(now) || now.length > 0)) {
+          batch = Array.isArray(now) ? now : await now;
+        } else {
+          batch = await this.source.receive(
+            this.topic,
+            visibilityMs === undefined ? { max, waitMs } : { max, waitMs, visibilityMs },
+            signal,
+          );
+        }
         failures = 0;
       } catch (err) {
         if (signal.aborted) break;
@@ -214,9 +236,9 @@ export class Worker implements Consumer {
         await this.pause(receiveBackoff(failures++));
         continue;
       }
-      for (const message of batch) {
+      for (let i = 0; i < batch.length; i++) {
         this.active++;
-        this.run(message);
+        this.run(batch[i]);
       }
     }
   }

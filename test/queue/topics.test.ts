@@ -40,6 +40,23 @@ describe.each([
     expect(got.map((m) => m.id)).toEqual(['jobs-0', 'jobs-1', 'jobs-late']);
   });
 
+  it('consume() on a paused topic delivers nothing until it is resumed, then everything', async () => {
+    const { clock, queue } = await openQueue(makeKind);
+    await queue.pause('jobs');
+    await scheduleNow(queue, 'jobs', 3);
+    const got: string[] = [];
+    const consumer = queue.consume('jobs', (m) => void got.push(m.id), { concurrency: 2 });
+    await advance(clock, 300, 100, queue);
+    // A message made ready later is not handed over either.
+    await queue.schedule({ topic: 'jobs', payload: 'late', id: 'jobs-late', delayMs: 50 });
+    await advance(clock, 300, 100, queue);
+    expect(got).toEqual([]);
+    await queue.resume('jobs');
+    for (let i = 0; i < 20 && got.length < 4; i++) await advance(clock, 100, 50, queue);
+    await consumer.close();
+    expect(got).toEqual(['jobs-0', 'jobs-1', 'jobs-2', 'jobs-late']);
+  });
+
   it('deliveries in flight when paused are still acked and nacked', async () => {
     const { queue } = await openQueue(makeKind);
     await scheduleNow(queue, 'jobs', 2);

@@ -23,7 +23,7 @@ function message(n: number, attempts = 1): ReceivedMessage {
  * its signal aborts. Receive, ack and nack can be made to fail.
  */
 class MemorySource implements WorkerSource {
-  private ready: ReceivedMessage[] = [];
+  protected ready: ReceivedMessage[] = [];
   private waiting: Array<() => void> = [];
   receives: Array<{ max: number; waitMs: number; visibilityMs?: number }> = [];
   acked: string[] = [];
@@ -69,6 +69,26 @@ class MemorySource implements WorkerSource {
   nack(receipt: string, reason: string): PromiseLike<unknown> {
     this.nacked.push([receipt, reason]);
     return this.nackWith(receipt);
+  }
+}
+
+/**
+ * A source in this process: receiveNow() answers with what is ready without a promise, or as
+ * `answer` says (a promise of it, undefined, or a throw).
+ */
+class NowSource extends MemorySource {
+  nowCalls = 0;
+  answer: 'sync' | 'promise' | 'none' | 'throw' = 'sync';
+
+  receiveNow(
+    topic: string,
+    options: { max: number; visibilityMs?: number },
+  ): ReceivedMessage[] | Promise<ReceivedMessage[]> | undefined {
+    this.nowCalls++;
+    if (this.answer === 'none') return undefined;
+    if (this.answer === 'throw') throw new Error('receiveNow failed');
+    const taken = this.ready.splice(0, options.max);
+    return this.answer === 'promise' ? Promise.resolve(taken) : taken;
   }
 }
 
@@ -433,6 +453,57 @@ describe('Worker', () => {
     } finally {
       Worker.yieldAfterMs = before;
     }
+  });
+
+  it("runs what a source's receiveNow() has ready without waiting: a synchronous handler drains it in one go", async () => {
+    const source = new NowSource();
+    source.push(...Array.from({ length: 50 }, (_, i) => message(i + 1)));
+    const handled: unknown[] = [];
+    start(source, (m) => void handled.push(m.payload), { concurrency: 1, visibilityMs: 700 });
+    // All of it before start() returned: no promise between one message and the next.
+    expect(handled).toHaveLength(50);
+    expect(source.receives).toEqual([{ max: 1, waitMs: 1000, visibilityMs: 700 }]);
+    expect(source.nowCalls).toBe(51);
+    // Nothing ready: the long poll, woken by the next message.
+    source.push(message(51), message(52));
+    await turns();
+    expect(handled).toEqual(Array.from({ length: 52 }, (_, i) => i + 1));
+    expect(source.acked).toHaveLength(52);
+  });
+
+  it('awaits a receiveNow() that answers with a promise, and receives when it answers undefined', async () => {
+    const source = new NowSource();
+    source.answer = 'promise';
+    source.push(message(1), message(2));
+    const handled: unknown[] = [];
+    start(source, (m) => void handled.push(m.payload), { concurrency: 2 });
+    expect(handled).toEqual([]);
+    await turns();
+    expect(handled).toEqual([1, 2]);
+    const other = new NowSource();
+    other.answer = 'none';
+    other.push(message(3));
+    const seen: unknown[] = [];
+    start(other, (m) => void seen.push(m.payload), { concurrency: 3 });
+    await turns();
+    expect(seen).toEqual([3]);
+    expect(other.receives[0]).toEqual({ max: 3, waitMs: 1000 });
+  });
+
+  it('treats a receiveNow() that throws as a failed receive: reported, then a rest', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const source = new NowSource();
+    source.answer = 'throw';
+    source.push(message(1));
+    start(source, () => {});
+    await vi.advanceTimersByTimeAsync(0);
+    expect(errors).toEqual([['receiveNow failed', { topic: 'jobs' }]]);
+    expect(source.nowCalls).toBe(1);
+    await vi.advanceTimersByTimeAsync(99);
+    expect(source.nowCalls).toBe(1);
+    source.answer = 'sync';
+    await vi.advanceTimersByTimeAsync(1);
+    expect(source.acked).toEqual(['r1']);
   });
 
   it('delivers and closes under fake timers that replace performance and setImmediate', async () => {
