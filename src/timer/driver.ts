@@ -443,7 +443,12 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
    */
   runDue(): number {
     if (this.running || this.disposed) return 0;
-    const nowTick = this.tickContaining(this.read());
+    const now = this.read();
+    // The alarm is never set later than the next row's tick (armFor lowers it, onAlarm names
+    // it): before it nothing is due, and the wheel's search for its next row (a scan of its
+    // occupancy bits) is skipped. That is most calls: take() of the queue asks before each take.
+    if (now < this.alarm.deadline) return 0;
+    const nowTick = this.tickContaining(now);
     if (this.wheel.nextDeadline() > nowTick) return 0;
     this.running = true;
     let fired = 0;

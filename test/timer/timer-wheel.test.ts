@@ -482,6 +482,89 @@ describe('TimerWheel.runDue and alignTicks', () => {
     expect(fired).toEqual(['a', 'b', 'from-a']);
   });
 
+  it('runDue against a reference: exactly the timers whose tick has begun, in order, whatever the alarm says', () => {
+    type Op =
+      | { kind: 'schedule'; delay: number }
+      | { kind: 'cancel'; pick: number }
+      | { kind: 'lag'; ms: number }
+      | { kind: 'runDue' }
+      | { kind: 'advance'; ms: number };
+    const opArb: fc.Arbitrary<Op> = fc.oneof(
+      {
+        weight: 4,
+        arbitrary: fc
+          .oneof(fc.integer({ min: 0, max: 30 }), fc.double({ min: 0, max: 30, noNaN: true }))
+          .map((delay) => ({ kind: 'schedule' as const, delay })),
+      },
+      { weight: 1, arbitrary: fc.nat().map((pick) => ({ kind: 'cancel' as const, pick })) },
+      {
+        weight: 2,
+        arbitrary: fc
+          .oneof(fc.constant(0), fc.double({ min: 0, max: 20, noNaN: true }))
+          .map((ms) => ({ kind: 'lag' as const, ms })),
+      },
+      { weight: 3, arbitrary: fc.constant({ kind: 'runDue' as const }) },
+      {
+        weight: 2,
+        arbitrary: fc
+          .double({ min: 0, max: 15, noNaN: true })
+          .map((ms) => ({ kind: 'advance' as const, ms })),
+      },
+    );
+    fc.assert(
+      fc.property(fc.array(opArb, { maxLength: 60 }), (ops) => {
+        const clock = new LaggingClock(0);
+        const fired: number[] = [];
+        const wheel = new TimerWheel<number>({ clock, onExpire: (id) => fired.push(id) });
+        // The model: pending timers with the tick they are due at (the first tick that begins
+        // at or after the deadline, and after the tick they were started in), in start order.
+        const pending: Array<{ id: number; tick: number; handle: TimerHandle }> = [];
+        const expected: number[] = [];
+        const fireUpTo = (now: number) => {
+          const nowTick = Math.floor(now);
+          const due = pending.filter((timer) => timer.tick <= nowTick);
+          due.sort((a, b) => a.tick - b.tick || a.id - b.id);
+          for (const timer of due) {
+            expected.push(timer.id);
+            pending.splice(pending.indexOf(timer), 1);
+          }
+        };
+        let next = 0;
+        for (const op of ops) {
+          if (op.kind === 'schedule') {
+            const now = clock.now();
+            const id = next++;
+            const handle = wheel.schedule(op.delay, id);
+            pending.push({
+              id,
+              tick: Math.max(Math.ceil(now + op.delay), Math.floor(now) + 1),
+              handle,
+            });
+          } else if (op.kind === 'cancel') {
+            if (pending.length === 0) continue;
+            const [timer] = pending.splice(op.pick % pending.length, 1);
+            wheel.clearTimeout(timer.handle);
+          } else if (op.kind === 'lag') {
+            // Time the clock's alarms have not seen yet (a busy event loop); never backwards.
+            clock.lag = Math.max(clock.lag, op.ms);
+          } else if (op.kind === 'runDue') {
+            fireUpTo(clock.now());
+            wheel.runDue();
+          } else {
+            // The alarms catch up: the clock's own time reaches the lagged time, and more.
+            const by = clock.lag + op.ms;
+            clock.lag = 0;
+            clock.advance(by);
+            fireUpTo(clock.now());
+          }
+          expect(fired).toEqual(expected);
+        }
+        wheel.close();
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('alignTicks starts ticks on whole multiples of the resolution, not at construction', () => {
     const clock = new ManualClock(10.4);
     const fired: number[] = [];
