@@ -48,7 +48,7 @@
  *   - Σ tallies.scheduled = held messages scheduled;
  *   - Σ tallies.ready = held messages ready; Σ tallies.inflight = held messages in flight;
  *   - a message in flight has a receipt slot (receipts.ts); no other message has one;
- *   - a message has a `lease` while in flight, and is then in its lease's `messages`; until
+ *   - a message has a `lease` while in flight, and is then in its lease's `takes`; until
  *     the lease's timer fires, its `live` counts those messages and the timer is pending while
  *     that is above 0. A lease that fired has `live` 0 and timer 0: its messages (left in
  *     flight, under their id locks, until their retry moves them) have no lease.
@@ -122,10 +122,15 @@ export interface NearMessage extends MessageState {
 export class Lease {
   /** Its timer on the wheel; 0 once it fired or was cleared. */
   timer = 0;
-  /** Messages taken under it (take() adds them), in take order. */
-  messages: NearMessage[] = [];
-  /** Messages of it still in flight. */
-  live: number;
+  /**
+   * The arrays take() returned under it, in take order (kept as they are, not copied into one),
+   * and how many messages they hold. Compacted into one once most have left, so that acked
+   * messages (and their payloads) are not kept in memory for as long as one of them is slow.
+   */
+  takes: NearMessage[][] = [];
+  entries = 0;
+  /** Messages of it still in flight (those that left have another lease or none). */
+  live = 0;
   /**
    * When an ack of one of its messages put off by consume() (deliveries.ts) must be applied at
    * the latest: well before the visibility timeout, so that a put-off ack never lets a handled
@@ -133,14 +138,16 @@ export class Lease {
    */
   ackBy = Infinity;
 
-  /**
-   * `expiresAt`: its deadline, a whole millisecond on the queue's clock. `messages` holds those
-   * taken under it (those that left have another lease or none); compacted once most have left,
-   * so that acked messages (and their payloads) are not kept in memory for as long as one of
-   * their take is slow.
-   */
-  constructor(readonly expiresAt: number) {
-    this.live = 0;
+  /** `expiresAt`: its deadline, a whole millisecond on the queue's clock. */
+  constructor(readonly expiresAt: number) {}
+
+  /** Its messages still under it, in take order. */
+  members(): NearMessage[] {
+    const members: NearMessage[] = [];
+    for (const taken of this.takes) {
+      for (let i = 0; i < taken.length; i++) if (taken[i].lease === this) members.push(taken[i]);
+    }
+    return members;
   }
 }
 
@@ -525,11 +532,9 @@ export class NearHorizon implements HeldCounts {
         lease.timer = this.wheel.scheduleAt(expiresAt, lease);
         lease.ackBy = now + Math.min(MAX_ACK_DELAY_MS, visibilityMs / 2);
       }
-      const members = lease.messages;
-      for (let i = 0; i < taken.length; i++) {
-        taken[i].lease = lease;
-        members.push(taken[i]);
-      }
+      for (let i = 0; i < taken.length; i++) taken[i].lease = lease;
+      lease.takes.push(taken);
+      lease.entries += taken.length;
       lease.live += taken.length;
       // Its consumer took what it could and more is ready: consumers are behind.
       if ((taken[0].tally as HeldTally).ready > 0) this.behindAt = now;
@@ -617,9 +622,11 @@ export class NearHorizon implements HeldCounts {
         this.wheel.clearTimeout(lease.timer);
         lease.timer = 0;
       }
-      lease.messages = [];
-    } else if (live * 4 < lease.messages.length && lease.messages.length >= 16) {
-      lease.messages = lease.messages.filter((each) => each.lease === lease);
+      lease.takes = [];
+      lease.entries = 0;
+    } else if (live * 4 < lease.entries && lease.entries >= 16) {
+      lease.takes = [lease.members()];
+      lease.entries = live;
     }
   }
 
@@ -629,14 +636,11 @@ export class NearHorizon implements HeldCounts {
    */
   expired(lease: Lease): NearMessage[] {
     lease.timer = 0;
-    const expired: NearMessage[] = [];
-    for (const message of lease.messages) {
-      if (message.lease !== lease) continue;
-      message.lease = undefined;
-      expired.push(message);
-    }
+    const expired = lease.members();
+    for (const message of expired) message.lease = undefined;
     lease.live = 0;
-    lease.messages = [];
+    lease.takes = [];
+    lease.entries = 0;
     return expired;
   }
 
