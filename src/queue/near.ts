@@ -485,11 +485,14 @@ export class NearHorizon implements HeldCounts {
     // Whatever is due by now is ready first, even if the wheel's native timer has not run yet.
     this.wheel.runDue();
     const list = this.ready.get(topic);
-    const taken: NearMessage[] = [];
-    if (list === undefined) return taken;
+    if (list === undefined) return [];
+    // Made at its largest possible length and cut to what was taken (stale entries are skipped,
+    // maxBytes may stop it): grown push by push it was copied several times a take.
+    const taken = new Array<NearMessage>(Math.min(max, list.length));
+    let count = 0;
     let bytes = 0;
     let exact = false;
-    while (taken.length < max) {
+    while (count < taken.length) {
       const message = list.peekCurrent();
       if (message === undefined) break;
       if (message.status !== 'ready' || !message.held) {
@@ -508,11 +511,11 @@ export class NearHorizon implements HeldCounts {
       if (!exact && bytes + size > maxBytes) {
         exact = true;
         bytes = 0;
-        for (const each of taken) bytes += heldBytes(each);
+        for (let i = 0; i < count; i++) bytes += heldBytes(taken[i]);
         size = heldBytes(message);
       }
       bytes += size;
-      if (taken.length > 0 && bytes > maxBytes) break;
+      if (count > 0 && bytes > maxBytes) break;
       list.dropHead();
       message.status = 'inflight';
       message.version++;
@@ -521,9 +524,10 @@ export class NearHorizon implements HeldCounts {
       tally.inflight++;
       message.attempts++;
       this.receipts.issue(message);
-      taken.push(message);
+      taken[count++] = message;
     }
-    if (taken.length > 0) {
+    if (count < taken.length) taken.length = count;
+    if (count > 0) {
       const now = this.clock.now();
       const expiresAt = Math.ceil(now + visibilityMs);
       let lease = this.lastLease;

@@ -65,6 +65,7 @@ export interface WorkerSource {
    * Optional, for a source in this process: what is ready now, taken without a wait or a
    * promise when it can be (an empty array: nothing ready). A promise where some of it must be
    * read first; undefined where it cannot answer so (the worker then calls receive()).
+   * `options` is read at once: the worker reuses the object for its next call.
    */
   receiveNow?(
     topic: string,
@@ -146,6 +147,8 @@ export class Worker implements Consumer {
   private rest: { timer: ReturnType<typeof setTimeout>; wake: () => void } | undefined;
   private readonly loop: Promise<void>;
   private closing: Promise<void> | undefined;
+  /** The options receiveNow() is called with (see receiveLoop). */
+  private readonly nowOptions: { max: number; visibilityMs?: number };
 
   constructor(
     private readonly source: WorkerSource,
@@ -153,6 +156,10 @@ export class Worker implements Consumer {
     private readonly handler: MessageHandler,
     private readonly settings: WorkerSettings,
   ) {
+    this.nowOptions =
+      settings.visibilityMs === undefined
+        ? { max: 0 }
+        : { max: 0, visibilityMs: settings.visibilityMs };
     this.loop = this.receiveLoop();
   }
 
@@ -216,10 +223,11 @@ export class Worker implements Consumer {
       try {
         // What is ready now, with no promise a receive: a synchronous handler and the next
         // take then run one after the other in this turn (up to yieldAfterMs).
-        const now = this.source.receiveNow?.(
-          this.topic,
-          visibilityMs === undefined ? { max } : { max, visibilityMs },
-        );
+        let now: ReturnType<NonNullable<WorkerSource['receiveNow']>>;
+        if (this.source.receiveNow !== undefined) {
+          this.nowOptions.max = max;
+          now = this.source.receiveNow(this.topic, this.nowOptions);
+        }
         if (now !== undefined && (!Array.isArray(now) || now.length > 0)) {
           batch = Array.isArray(now) ? now : await now;
         } else {
