@@ -103,9 +103,21 @@ describe('npm run bench:queue -- --quick (tickwheel only)', () => {
 
   it('delivers every message of each burst and summarises lateness', () => {
     const { burst } = results.workloads;
-    expect(Object.keys(burst).sort()).toEqual(['fromDisk', 'instant', 'spread', 'spreadLarge']);
+    expect(Object.keys(burst).sort()).toEqual([
+      'cold',
+      'fromDisk',
+      'instant',
+      'spread',
+      'spreadLarge',
+    ]);
     expect(burst.spreadLarge).toMatchObject({ n: results.options.burstLargeN, targetMs: 50 });
     expect(burst.spread).toMatchObject({ n: results.options.burstN, targetMs: 20 });
+    // The new user's cell: a fifth of the burst, concurrency 1, no warm-up, and no target.
+    expect(burst.cold).toMatchObject({ n: results.options.burstN / 5, targetMs: null });
+    expect(burst.cold.tickwheel.concurrency).toBe(1);
+    expect(results.targets.some((t: { name: string }) => t.name.startsWith('first burst'))).toBe(
+      false,
+    );
     for (const variant of Object.values(burst)) {
       expect(variant.tickwheel.delivered).toBe(variant.n);
       expect(variant.tickwheel.lateness.count).toBe(variant.n);
