@@ -1,0 +1,110 @@
+/**
+ * Bursts due in the same millisecond, one after another in one process: how the first burst of
+ * a process compares with the later ones (bench:queue runs each cell in a fresh process, so it
+ * sees only the first). Embedded queue on a file store (fsync 'batch'), consume() in the same
+ * process, a 30k warm-up spread over half a second as bench:queue's.
+ *
+ *   node --expose-gc bench/queue/rounds.mjs [n=100000] [rounds=6] [concurrency=1000]
+ *
+ * TICKWHEEL_BENCH_DIST=<dist folder> runs another build. Prints one JSON line a burst (lateness
+ * from due to handler, ms; GC pauses during the burst) and a last line with the medians.
+ */
+
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PerformanceObserver } from 'node:perf_hooks';
+import { URL, fileURLToPath } from 'node:url';
+
+const dist =
+  process.env.TICKWHEEL_BENCH_DIST ?? fileURLToPath(new URL('../../dist', import.meta.url));
+const { DelayQueue } = await import(join(dist, 'delay-queue.js'));
+const n = Number(process.argv[2] ?? 100_000);
+const rounds = Number(process.argv[3] ?? 6);
+const concurrency = Number(process.argv[4] ?? 1000);
+const now = () => performance.timeOrigin + performance.now();
+
+const dir = mkdtempSync(join(tmpdir(), 'tickwheel-rounds-'));
+const queue = await DelayQueue.open({ dir, fsync: 'batch' });
+let pauses = [];
+const observer = new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) pauses.push([entry.startTime, entry.duration]);
+});
+observer.observe({ entryTypes: ['gc'] });
+
+/** Schedules `count` messages in batches of 1,000 over 4 lanes, due at dueOf(i). */
+async function scheduleAll(count, dueOf, offset) {
+  let next = 0;
+  const lane = async () => {
+    while (next < count) {
+      const start = next;
+      const size = Math.min(1000, count - start);
+      next += size;
+      const requests = new Array(size);
+      for (let i = 0; i < size; i++) {
+        const k = offset + start + i;
+        const due = dueOf(start + i);
+        requests[i] = { topic: 'bench', payload: { n: k, user: `user-${k}`, due }, deliverAt: due };
+      }
+      await queue.scheduleMany(requests);
+    }
+  };
+  await Promise.all([lane(), lane(), lane(), lane()]);
+}
+
+/** Delivers `count` messages scheduled by `schedule`; resolves with their lateness, sorted. */
+async function burst(count, schedule) {
+  const lateness = new Float64Array(count);
+  let delivered = 0;
+  let done;
+  const all = new Promise((resolve) => (done = resolve));
+  const consumer = queue.consume(
+    'bench',
+    (message) => {
+      lateness[delivered] = now() - message.payload.due;
+      if (++delivered === count) done();
+    },
+    { concurrency },
+  );
+  await schedule();
+  await all;
+  await consumer.close();
+  return lateness.sort();
+}
+
+const warmAt = Math.ceil(now()) + 300;
+await burst(30_000, () => scheduleAll(30_000, (i) => warmAt + (i % 500), 1e9));
+
+const results = [];
+for (let round = 0; round < rounds; round++) {
+  const due = Math.ceil(now()) + 3000 + n * 0.04;
+  let scheduled = 0;
+  const lateness = await burst(n, async () => {
+    await scheduleAll(n, () => due, 0);
+    scheduled = now();
+    pauses = [];
+  });
+  const dueAt = due - performance.timeOrigin;
+  const end = dueAt + lateness[n - 1];
+  const during = pauses.filter(([at]) => at >= dueAt - 1 && at <= end);
+  const result = {
+    round: round + 1,
+    marginMs: Math.round(due - scheduled),
+    p0: +lateness[0].toFixed(1),
+    p50: +lateness[n >> 1].toFixed(1),
+    p99: +lateness[Math.floor(n * 0.99)].toFixed(1),
+    max: +lateness[n - 1].toFixed(1),
+    gcMs: +during.reduce((sum, [, ms]) => sum + ms, 0).toFixed(1),
+    gcPauses: during.length,
+  };
+  results.push(result);
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+observer.disconnect();
+const later = results.slice(1).map((r) => r.p99);
+const median = (values) => [...values].sort((a, b) => a - b)[(values.length - 1) >> 1];
+process.stdout.write(
+  `${JSON.stringify({ n, concurrency, firstP99: results[0].p99, laterP99Median: later.length > 0 ? median(later) : null })}\n`,
+);
+await queue.close();
+rmSync(dir, { recursive: true, force: true });
