@@ -35,8 +35,9 @@ interface QueueResults {
       {
         label: string;
         n: number;
-        targetMs: number;
-        tickwheel: { delivered: number; lateness: Lateness };
+        /** null: a cell with no target. */
+        targetMs: number | null;
+        tickwheel: { delivered: number; lateness: Lateness; concurrency: number };
       }
     >;
     pending: Array<{
