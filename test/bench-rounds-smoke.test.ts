@@ -4,7 +4,8 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
 // bench/queue/rounds.mjs with small bursts, so that its code cannot rot: the shape of its
-// output and that every burst was delivered whole; no timings.
+// output and that every burst was delivered whole and none early; no timings. It runs dist/, as
+// the benches do: `npm run build` first (CI builds before it tests).
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const run = promisify(execFile);
@@ -25,6 +26,7 @@ describe('node bench/queue/rounds.mjs 500 2 10', () => {
       expect(round.round).toBe(i + 1);
       // Scheduled before due, and lateness never negative (never early), in order.
       expect(round.marginMs).toBeGreaterThan(0);
+      expect(round.early).toBe(0);
       expect(round.p0).toBeGreaterThanOrEqual(0);
       expect(round.p50).toBeGreaterThanOrEqual(round.p0 as number);
       expect(round.p99).toBeGreaterThanOrEqual(round.p50 as number);

@@ -7,7 +7,8 @@
  *   node --expose-gc bench/queue/rounds.mjs [n=100000] [rounds=6] [concurrency=1000]
  *
  * TICKWHEEL_BENCH_DIST=<dist folder> runs another build. Prints one JSON line a burst (lateness
- * from due to handler, ms; GC pauses during the burst) and a last line with the medians.
+ * from due to handler, ms; how many were early; GC pauses during the burst) and a last line with
+ * the medians.
  */
 
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -87,9 +88,13 @@ for (let round = 0; round < rounds; round++) {
   const dueAt = due - performance.timeOrigin;
   const end = dueAt + lateness[n - 1];
   const during = pauses.filter(([at]) => at >= dueAt - 1 && at <= end);
+  let early = 0;
+  while (early < n && lateness[early] < 0) early++;
   const result = {
     round: round + 1,
     marginMs: Math.round(due - scheduled),
+    // Delivered before their due time (never, if the queue keeps its word).
+    early,
     p0: +lateness[0].toFixed(1),
     p50: +lateness[n >> 1].toFixed(1),
     p99: +lateness[Math.floor(n * 0.99)].toFixed(1),

@@ -50,6 +50,10 @@ export interface StatsSources {
   timers: TimerWheelStats;
 }
 
+/** Where QueueInsights keeps its sums. */
+const FIRE_SUM = 0;
+const DELIVERY_SUM = 1;
+
 export class QueueInsights {
   readonly counters: QueueCounters = {
     scheduled: 0,
@@ -65,11 +69,16 @@ export class QueueInsights {
   };
   private readonly lateness = new Float64Array(LATENESS_SAMPLES);
   private latenessCount = 0;
-  private latenessSum = 0;
+  /**
+   * The sums of fire lateness and of first-delivery lateness (ms), in a typed array rather than
+   * two fields: a field that starts at 0 and takes a fraction later changes representation, and
+   * V8 then deprecates the object's shape and deoptimises the code compiled for it (at the
+   * first fire of a process, in the middle of its first burst).
+   */
+  private readonly sums = new Float64Array(2);
   private readonly lateFrom = new Map<string, number>();
   /** First deliveries per DELIVERY_LATENESS_BUCKETS_MS bucket (not cumulative), then the rest. */
   private readonly deliveryLateness = new Float64Array(DELIVERY_LATENESS_BUCKETS_MS.length + 1);
-  private deliveryLatenessSum = 0;
 
   /** A message handed in at `now` with a due time already past: its lateness counts from now. */
   handedInLate(id: string, now: number): void {
@@ -88,7 +97,7 @@ export class QueueInsights {
     // message of that run was handed in: never a negative lateness.
     const late = Math.max(0, now - this.dueFrom(message));
     this.lateness[this.latenessCount++ % LATENESS_SAMPLES] = late;
-    this.latenessSum += late;
+    this.sums[FIRE_SUM] += late;
   }
 
   /** A message was handed to a consumer for the first time at `now`. */
@@ -103,7 +112,7 @@ export class QueueInsights {
       bucket++;
     }
     this.deliveryLateness[bucket]++;
-    this.deliveryLatenessSum += late;
+    this.sums[DELIVERY_SUM] += late;
   }
 
   /** When a message could first have been delivered: its due time, unless handed in later. */
@@ -126,12 +135,12 @@ export class QueueInsights {
         p99: pick(0.99),
         max: samples.length ? samples[samples.length - 1] : null,
         count: this.latenessCount,
-        sum: this.latenessSum,
+        sum: this.sums[FIRE_SUM],
       },
       deliveryLatenessMs: {
         buckets: DELIVERY_LATENESS_BUCKETS_MS.map((le, i) => [le, cumulative[i]]),
         count: cumulative[cumulative.length - 1],
-        sum: this.deliveryLatenessSum,
+        sum: this.sums[DELIVERY_SUM],
       },
     };
   }

@@ -75,6 +75,14 @@ export const HOUR_MS = 3_600_000;
 const SPARE_READY_CAPACITY = 65_536;
 /** Entries of the old id map a sweep moves a turn, at least (well under a millisecond's work). */
 const SWEEP_STEP = 4096;
+/**
+ * "No timer", in the fields that hold wheel handles. A handle outgrows a small integer once its
+ * row has been reused a few times (generation * 2^28 + row), and V8 fixes a field's
+ * representation by its first value: a field that started at 0 changed representation at the
+ * first large handle, which deprecated the shape of every message (or lease) and deoptimised the
+ * code compiled for it, in the middle of a run. -0 is not a small integer, and it equals 0.
+ */
+const NO_TIMER = -0;
 /** Fires that share one clock reading, at most (see fireTime). */
 const FIRE_READS = 64;
 /** Stale id entries tolerated besides those the held count allows (see the top of the file). */
@@ -121,7 +129,7 @@ export interface NearMessage extends MessageState {
  */
 export class Lease {
   /** Its timer on the wheel; 0 once it fired or was cleared. */
-  timer = 0;
+  timer = NO_TIMER;
   /**
    * The arrays take() returned under it, in take order (kept as they are, not copied into one),
    * and how many messages they hold. Compacted into one once most have left, so that acked
@@ -141,13 +149,24 @@ export class Lease {
   /** `expiresAt`: its deadline, a whole millisecond on the queue's clock. */
   constructor(readonly expiresAt: number) {}
 
-  /** Its messages still under it, in take order. */
+  /**
+   * Its messages still under it, each once, in the order of their latest take: a message that
+   * left flight (a nack with no delay, a take handed back) and was taken again within the same
+   * millisecond rejoined the same lease, and is in `takes` twice.
+   */
   members(): NearMessage[] {
     const members: NearMessage[] = [];
-    for (const taken of this.takes) {
-      for (let i = 0; i < taken.length; i++) if (taken[i].lease === this) members.push(taken[i]);
+    const seen = new Set<NearMessage>();
+    for (let t = this.takes.length - 1; t >= 0; t--) {
+      const taken = this.takes[t];
+      for (let i = taken.length - 1; i >= 0; i--) {
+        const message = taken[i];
+        if (message.lease !== this || seen.has(message)) continue;
+        seen.add(message);
+        members.push(message);
+      }
     }
-    return members;
+    return members.reverse();
   }
 }
 
@@ -236,8 +255,8 @@ export class NearHorizon implements HeldCounts {
   private deferred: NearMessage[] | undefined;
   private deferredVersions: number[] = [];
   private superseded: Set<string> | undefined;
-  /** fireTime(): the reading, and how many more fires may use it. */
-  private fireReading = 0;
+  /** fireTime(): the reading (a fraction from the start: see NO_TIMER), and how many more fires may use it. */
+  private fireReading = Number.NaN;
   private fireReads = 0;
   /** Payloads of dense bursts parsed before they are due. */
   private readonly ahead: DecodeAhead;
@@ -759,7 +778,7 @@ export function newNear(
     ref,
     lastError: undefined,
     status: 'scheduled',
-    timer: 0,
+    timer: NO_TIMER,
     lease: undefined,
     receiptNo: 0,
     pendingAck: undefined,

@@ -206,6 +206,9 @@ export class Worker implements Consumer {
     const { concurrency, visibilityMs, waitMs } = this.settings;
     const signal = this.stopping.signal;
     let failures = 0;
+    // Nothing runs before consume() has returned its consumer: a handler may use it (to close
+    // it), and what is ready now would otherwise be handled inside the constructor.
+    await undefined;
     let turnStarted = realClock.now();
     while (!signal.aborted) {
       if (realClock.now() - turnStarted >= Worker.yieldAfterMs) {

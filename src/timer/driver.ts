@@ -27,6 +27,7 @@ import {
   type AlarmClock,
   type Clock,
 } from '../clock/index.js';
+import { EXACT_ALARMS } from '../clock/clock.js';
 import { TickwheelRangeError } from '../errors.js';
 import { DETACHED, PENDING } from '../wheel/entries.js';
 import type { EntryStore, TimingWheel } from '../wheel/index.js';
@@ -141,6 +142,8 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   };
   /** Delays may wait for a later reading: the clock allows it and ticks are coarse enough. */
   private readonly lateBindable: boolean;
+  /** The clock's alarms read as set (see EXACT_ALARMS): runDue may trust the alarm. */
+  private readonly exactAlarms: boolean;
   /** Ticks from the origin at the latest reading: how far a late-bound delay may reach. */
   private lastTick = 0;
   fired = 0;
@@ -167,6 +170,8 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     this.onError = options.onError;
     this.wantsNodeOrder = options.nodeOrder === true;
     this.alarm = this.clock.createAlarm(this, { ref: options.unref !== true });
+    this.exactAlarms =
+      (this.clock as Partial<Record<typeof EXACT_ALARMS, boolean>>)[EXACT_ALARMS] === true;
     this.lateBindable = 2 ** 52 * this.resolution >= LATE_BIND_SPAN_MS;
     // True ends the wheel's advance right after this row, for onAlarm to run the queues between
     // two advances: an error thrown by a nextTick callback then unwinds no frame of the wheel.
@@ -444,10 +449,11 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   runDue(): number {
     if (this.running || this.disposed) return 0;
     const now = this.read();
-    // The alarm is never set later than the next row's tick (armFor lowers it, onAlarm names
-    // it): before it nothing is due, and the wheel's search for its next row (a scan of its
-    // occupancy bits) is skipped. That is most calls: take() of the queue asks before each take.
-    if (now < this.alarm.deadline) return 0;
+    // The alarm is never set later than the next row's tick (armFor lowers it, onAlarm and the
+    // end of runDue name it): on a clock whose alarms read as set, a reading before it means
+    // nothing is due, and the wheel's search for its next row (a scan of its occupancy bits) is
+    // skipped. That is most calls: the queue's take() asks before each take.
+    if (this.exactAlarms && now < this.alarm.deadline) return 0;
     const nowTick = this.tickContaining(now);
     if (this.wheel.nextDeadline() > nowTick) return 0;
     this.running = true;
@@ -459,9 +465,11 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       this.running = false;
       this.settleAfter = false;
     }
-    // Timers started by those expirations armed nothing (armFor skips while running).
+    // The alarm is set for the next row: timers started by those expirations armed nothing
+    // (armFor skips while running), and one left set for what has just fired would keep later
+    // calls off the shortcut above until the clock's own wake-up.
     const next = this.wheel.nextDeadline();
-    if (next !== Infinity) this.armFor(next);
+    if (next !== Infinity) this.alarm.set(this.timeOf(next));
     return fired;
   }
 

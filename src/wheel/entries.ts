@@ -126,7 +126,10 @@ export class EntryStore {
     const index = handle - generation * INDEX_SPACE;
     if (index >= this.highWater || !Number.isInteger(index)) return -1;
     if (this.generation[index] !== generation || this.prev[index] === FREE) return -1;
-    return index;
+    // A small integer, as every other row index is (the subtraction above is a float): stored
+    // as the free list's head, a float changed that field's representation and deoptimised the
+    // code compiled for the slab (at the first cancel of a process).
+    return index | 0;
   }
 
   isLinked(index: number): boolean {

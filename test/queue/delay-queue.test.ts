@@ -295,6 +295,31 @@ describe.each([
     expect(stats.nacked).toBe(1);
   });
 
+  it('consume() returns before any handler runs, so a handler can close its own consumer', async () => {
+    const q = await open();
+    for (let i = 0; i < 3; i++) await q.schedule({ topic: 'own', payload: i });
+    await advance(clock, 1, 1, queue);
+    const errors: unknown[] = [];
+    const seen: unknown[] = [];
+    let returned = false;
+    const consumer = q.consume(
+      'own',
+      (m) => {
+        expect(returned).toBe(true);
+        seen.push(m.payload);
+        // The pattern worker.ts documents: close without awaiting, from the handler.
+        if (seen.length === 3) void consumer.close();
+      },
+      { onError: (err) => errors.push(err) },
+    );
+    returned = true;
+    for (let i = 0; i < 50 && seen.length < 3; i++) await settle();
+    await consumer.close();
+    expect(errors).toEqual([]);
+    expect(seen).toEqual([0, 1, 2]);
+    expect((await q.stats()) as { nacked: number }).toMatchObject({ nacked: 0, acked: 3 });
+  });
+
   it('scheduleMany: results in request order, dedup by id, due order kept', async () => {
     const q = await open();
     const first = await q.schedule({ topic: 'm', payload: 'old', id: 'dup', delayMs: 50 });

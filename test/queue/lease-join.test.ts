@@ -103,6 +103,43 @@ describe('leases shared by takes', () => {
     await expectTimeoutIn(clock, queue, b.id, 300);
   });
 
+  it('a message that left its lease and was taken again in the same millisecond times out once, in its latest place', async () => {
+    const { clock, queue } = await openQueue();
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const { id } = await queue.schedule({
+        topic: 't',
+        payload: i,
+        deliverAt: T0,
+        backoff: { type: 'fixed', delayMs: 10 },
+      });
+      ids.push(id);
+    }
+    await settle();
+    clock.advance(0);
+    const [a] = await queue.receive('t', { visibilityMs: 100 });
+    const [b] = await queue.receive('t', { visibilityMs: 100 });
+    // Back at once, and taken again in the same millisecond: it rejoins the lease b holds open.
+    expect(await queue.nack(a.receipt, { delayMs: 0 })).toBe(true);
+    await settle();
+    const [again] = await queue.receive('t', { visibilityMs: 100 });
+    expect([again.id, again.attempts]).toEqual([a.id, 2]);
+    const before = (await queue.stats()) as { expired: number };
+    await expectTimeoutIn(clock, queue, b.id, 100);
+    expect(await inFlight(queue, a.id)).toBe(false);
+    // Two messages timed out, each once.
+    expect(((await queue.stats()) as { expired: number }).expired - before.expired).toBe(2);
+    // Their retries in the order of their latest takes: b, then a.
+    clock.advance(10);
+    await settle();
+    clock.advance(0);
+    const retried = await queue.receive('t', { max: 10 });
+    expect(retried.map((m) => [m.id, m.attempts])).toEqual([
+      [b.id, 2],
+      [a.id, 3],
+    ]);
+  });
+
   it('a take after a lease ran out starts a new one, which runs out in its turn', async () => {
     const { clock, queue } = await openQueue();
     await scheduleReady(queue, 2);

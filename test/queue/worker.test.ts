@@ -78,6 +78,8 @@ class MemorySource implements WorkerSource {
  */
 class NowSource extends MemorySource {
   nowCalls = 0;
+  /** What each receiveNow() was asked, copied (the worker reuses its options object). */
+  nowAsked: Array<{ max: number; visibilityMs?: number }> = [];
   answer: 'sync' | 'promise' | 'none' | 'throw' = 'sync';
 
   receiveNow(
@@ -85,6 +87,7 @@ class NowSource extends MemorySource {
     options: { max: number; visibilityMs?: number },
   ): ReceivedMessage[] | Promise<ReceivedMessage[]> | undefined {
     this.nowCalls++;
+    this.nowAsked.push({ ...options });
     if (this.answer === 'none') return undefined;
     if (this.answer === 'throw') throw new Error('receiveNow failed');
     const taken = this.ready.splice(0, options.max);
@@ -460,10 +463,15 @@ describe('Worker', () => {
     source.push(...Array.from({ length: 50 }, (_, i) => message(i + 1)));
     const handled: unknown[] = [];
     start(source, (m) => void handled.push(m.payload), { concurrency: 1, visibilityMs: 700 });
-    // All of it before start() returned: no promise between one message and the next.
+    // Nothing before start() has returned (a handler may use the consumer it returns)...
+    expect(handled).toEqual([]);
+    expect(source.nowCalls).toBe(0);
+    // ...then all of it in one go, after one await: no promise between a message and the next.
+    await Promise.resolve();
     expect(handled).toHaveLength(50);
     expect(source.receives).toEqual([{ max: 1, waitMs: 1000, visibilityMs: 700 }]);
     expect(source.nowCalls).toBe(51);
+    expect(source.nowAsked[0]).toEqual({ max: 1, visibilityMs: 700 });
     // Nothing ready: the long poll, woken by the next message.
     source.push(message(51), message(52));
     await turns();

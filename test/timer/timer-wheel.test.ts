@@ -460,6 +460,34 @@ describe('TimerWheel.runDue and alignTicks', () => {
     expect(wheel.runDue()).toBe(0);
   });
 
+  it('runDue leaves the alarm set for the next timer, and trusts only the alarms of its own clocks', () => {
+    const clock = new LaggingClock(0);
+    const fired: string[] = [];
+    const wheel = new TimerWheel<string>({ clock, onExpire: (name) => fired.push(name) });
+    wheel.schedule(5, 'a');
+    wheel.schedule(9, 'b');
+    expect(clock.nextDeadline()).toBe(5);
+    clock.lag = 6;
+    expect(wheel.runDue()).toBe(1);
+    // Set for b now, not left at a's time (the clock would wake for nothing).
+    expect(clock.nextDeadline()).toBe(9);
+    wheel.close();
+
+    // A clock of another kind: its alarm's deadline is not trusted to say nothing is due.
+    let time = 0;
+    const other = {
+      now: () => time,
+      createAlarm: () => ({ deadline: Infinity, set() {}, clear() {}, dispose() {} }),
+    };
+    const seen: string[] = [];
+    const wheel2 = new TimerWheel<string>({ clock: other, onExpire: (name) => seen.push(name) });
+    wheel2.schedule(5, 'x');
+    time = 6;
+    expect(wheel2.runDue()).toBe(1);
+    expect(seen).toEqual(['x']);
+    wheel2.close();
+  });
+
   it('runDue does nothing inside an expiration, and timers started there still fire', () => {
     const clock = new LaggingClock(0);
     const fired: string[] = [];

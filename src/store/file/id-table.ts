@@ -96,11 +96,25 @@ interface Slots {
   live: number;
   /** Tombstones (deleted slots) in this table. */
   deleted: number;
+  /** While it is the previous table of a growth: the first slot not moved yet. */
+  cursor: number;
 }
 
+/**
+ * Every table has the same fields from the start (`cursor` too), so the code that probes them
+ * sees one object shape: a table given its cursor only when it became the old one was a second
+ * shape, and the optimised probe deoptimised the first time it met it.
+ */
 function newSlots(capacity: number): Slots {
   const slots = new Float64Array(capacity * 2);
-  return { slots, keys: new Uint32Array(slots.buffer), capacity, live: 0, deleted: 0 };
+  return {
+    slots,
+    keys: new Uint32Array(slots.buffer),
+    capacity,
+    live: 0,
+    deleted: 0,
+    cursor: 0,
+  };
 }
 
 /** Old slots moved into the new table for each entry added while the table grows. */
@@ -119,7 +133,7 @@ export class IdTable {
    * of the rest stay whole), instead of all at once in one long pause. Every hash is in
    * exactly one of the two.
    */
-  private old: (Slots & { cursor: number }) | undefined;
+  private old: Slots | undefined;
   /** A second value per entry, kept only while it is switched on (during recovery). */
   private aux: Float64Array | undefined;
   /**
@@ -320,7 +334,7 @@ export class IdTable {
     this.old = undefined;
     const keys = new Uint32Array(slots.buffer, slots.byteOffset, slots.length * 2);
     const capacity = slots.length / 2;
-    this.main = { slots, keys, capacity, live: arrays.live, deleted: arrays.deleted };
+    this.main = { slots, keys, capacity, live: arrays.live, deleted: arrays.deleted, cursor: 0 };
     this.aux = undefined;
   }
 
@@ -371,13 +385,14 @@ export class IdTable {
       return;
     }
     this.copying = undefined; // every slot moves: a copy in progress is void
-    this.old = { ...this.main, cursor: 0 };
+    this.old = this.main;
+    this.old.cursor = 0;
     this.main = newSlots(capacity);
   }
 
   /** Moves the entries of up to `count` old slots into `main`. */
   private moveOld(count: number): void {
-    const old = this.old as Slots & { cursor: number };
+    const old = this.old as Slots;
     const end = Math.min(old.capacity, old.cursor + count);
     for (let slot = old.cursor; slot < end; slot++) {
       const l = old.keys[4 * slot];
