@@ -75,14 +75,6 @@ export const HOUR_MS = 3_600_000;
 const SPARE_READY_CAPACITY = 65_536;
 /** Entries of the old id map a sweep moves a turn, at least (well under a millisecond's work). */
 const SWEEP_STEP = 4096;
-/**
- * "No timer", in the fields that hold wheel handles. A handle outgrows a small integer once its
- * row has been reused a few times (generation * 2^28 + row), and V8 fixes a field's
- * representation by its first value: a field that started at 0 changed representation at the
- * first large handle, which deprecated the shape of every message (or lease) and deoptimised the
- * code compiled for it, in the middle of a run. -0 is not a small integer, and it equals 0.
- */
-const NO_TIMER = -0;
 /** Fires that share one clock reading, at most (see fireTime). */
 const FIRE_READS = 64;
 /** Stale id entries tolerated besides those the held count allows (see the top of the file). */
@@ -129,7 +121,7 @@ export interface NearMessage extends MessageState {
  */
 export class Lease {
   /** Its timer on the wheel; 0 once it fired or was cleared. */
-  timer = NO_TIMER;
+  timer = 0;
   /**
    * The arrays take() returned under it, in take order (kept as they are, not copied into one),
    * and how many messages they hold. Compacted into one once most have left, so that acked
@@ -255,7 +247,12 @@ export class NearHorizon implements HeldCounts {
   private deferred: NearMessage[] | undefined;
   private deferredVersions: number[] = [];
   private superseded: Set<string> | undefined;
-  /** fireTime(): the reading (a fraction from the start: see NO_TIMER), and how many more fires may use it. */
+  /**
+   * fireTime(): the reading, and how many more fires may use it. The reading starts as a
+   * fraction: a field that starts as a small integer and later takes a fraction changes
+   * representation, and V8 deoptimises the code compiled for the object's old shape (at the
+   * first fire of a process, in its first burst).
+   */
   private fireReading = Number.NaN;
   private fireReads = 0;
   /** Payloads of dense bursts parsed before they are due. */
@@ -778,7 +775,7 @@ export function newNear(
     ref,
     lastError: undefined,
     status: 'scheduled',
-    timer: NO_TIMER,
+    timer: 0,
     lease: undefined,
     receiptNo: 0,
     pendingAck: undefined,
