@@ -27,7 +27,7 @@ import {
   type AlarmClock,
   type Clock,
 } from '../clock/index.js';
-import { EXACT_ALARMS } from '../clock/clock.js';
+import { ClockAlarm, EXACT_ALARMS } from '../clock/clock.js';
 import { TickwheelRangeError } from '../errors.js';
 import { DETACHED, PENDING } from '../wheel/entries.js';
 import type { EntryStore, TimingWheel } from '../wheel/index.js';
@@ -170,8 +170,10 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     this.onError = options.onError;
     this.wantsNodeOrder = options.nodeOrder === true;
     this.alarm = this.clock.createAlarm(this, { ref: options.unref !== true });
+    // A subclass of those clocks that makes alarms of its own is not trusted either.
     this.exactAlarms =
-      (this.clock as Partial<Record<typeof EXACT_ALARMS, boolean>>)[EXACT_ALARMS] === true;
+      (this.clock as Partial<Record<typeof EXACT_ALARMS, boolean>>)[EXACT_ALARMS] === true &&
+      this.alarm instanceof ClockAlarm;
     this.lateBindable = 2 ** 52 * this.resolution >= LATE_BIND_SPAN_MS;
     // True ends the wheel's advance right after this row, for onAlarm to run the queues between
     // two advances: an error thrown by a nextTick callback then unwinds no frame of the wheel.

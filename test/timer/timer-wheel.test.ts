@@ -486,6 +486,23 @@ describe('TimerWheel.runDue and alignTicks', () => {
     expect(wheel2.runDue()).toBe(1);
     expect(seen).toEqual(['x']);
     wheel2.close();
+
+    // Nor a subclass of this package's clocks that makes alarms of its own.
+    class OwnAlarms extends ManualClock {
+      // Its targets are not its AlarmSet's, so it cannot bind their waiting timers: none wait.
+      override readonly bindsLate = false;
+      override createAlarm() {
+        return { deadline: Infinity, set() {}, clear() {}, dispose() {} };
+      }
+    }
+    const own = new OwnAlarms(0);
+    const seen3: string[] = [];
+    const wheel3 = new TimerWheel<string>({ clock: own, onExpire: (name) => seen3.push(name) });
+    wheel3.schedule(5, 'y');
+    own.advance(6); // its alarms never fire: only runDue can
+    expect(wheel3.runDue()).toBe(1);
+    expect(seen3).toEqual(['y']);
+    wheel3.close();
   });
 
   it('runDue does nothing inside an expiration, and timers started there still fire', () => {
