@@ -14,8 +14,8 @@
  * a burst's profile). A lease ends at a whole millisecond (the take's time plus the visibility
  * timeout, rounded up), and later takes whose deadline is the same millisecond join it while its
  * timer runs: consume() with a low concurrency takes one message at a time, and a lease and a
- * timer each cost more than the rest of such a take. Its `version` is bumped on every change of state, so the entries it left
- * in a topic's ready list (ready-list.ts) go stale and are skipped. Finishing, retrying and
+ * timer each cost more than the rest of such a take. Its `version` is bumped on every change of
+ * state, so the entries it left in a topic's ready list (ready-list.ts) go stale and are skipped. Finishing, retrying and
  * burying are the engine's (they involve the store); this file only moves messages between
  * states.
  *

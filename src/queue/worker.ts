@@ -224,7 +224,7 @@ export class Worker implements Consumer {
       const max = concurrency - this.active;
       let batch: ReceivedMessage[];
       try {
-        // What is ready now, with no promise a receive: a synchronous handler and the next
+        // What is ready now, with no promise per receive: a synchronous handler and the next
         // take then run one after the other in this turn (up to yieldAfterMs).
         let now: ReturnType<NonNullable<WorkerSource['receiveNow']>>;
         if (this.source.receiveNow !== undefined) {
