@@ -9,15 +9,6 @@
 
 import { TickwheelTypeError } from '../errors.js';
 
-/**
- * Marks the clocks of this package whose alarms' `deadline` always reads what it was last set to
- * (by the driver, or from its target's onAlarm answer, set in the same synchronous step as the
- * call): a driver may then take a reading before its alarm's deadline to mean that nothing of
- * its own is due (WheelDriver.runDue). Not part of the public interface: another clock is not
- * trusted with it.
- */
-export const EXACT_ALARMS: unique symbol = Symbol('tickwheel.exactAlarms');
-
 export interface Clock {
   /** Monotonic time in milliseconds (fractions allowed). */
   now(): number;
@@ -149,6 +140,12 @@ export class AlarmSet {
   }
 }
 
+/**
+ * The alarm of this package's clocks. Its `deadline` always reads what it was last set to (by its
+ * driver, or from its target's onAlarm answer, set in the same synchronous step as the call), so
+ * a driver may take a reading before it to mean that nothing of its own is due
+ * (WheelDriver.runDue); another clock's alarm is not trusted with that.
+ */
 export class ClockAlarm implements Alarm {
   deadline = Infinity;
 

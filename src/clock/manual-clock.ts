@@ -13,7 +13,6 @@
 import { TickwheelRangeError, TickwheelStateError } from '../errors.js';
 import {
   AlarmSet,
-  EXACT_ALARMS,
   type Alarm,
   type AlarmClock,
   type AlarmOptions,
@@ -29,8 +28,6 @@ export class ManualClock implements AlarmClock {
    * time moves, so they are placed against the time they were started at.
    */
   readonly bindsLate: boolean = true;
-  /** Its alarms read as set (see EXACT_ALARMS). */
-  readonly [EXACT_ALARMS] = true;
 
   constructor(startMs = 0) {
     if (typeof startMs !== 'number' || !Number.isFinite(startMs)) {

@@ -12,7 +12,6 @@
 import { performance as nodePerformance } from 'node:perf_hooks';
 import {
   AlarmSet,
-  EXACT_ALARMS,
   type Alarm,
   type AlarmClock,
   type AlarmOptions,
@@ -57,8 +56,6 @@ export interface SystemClockOptions {
 
 export class SystemClock implements AlarmClock {
   private readonly offset: number;
-  /** Its alarms read as set (see EXACT_ALARMS). */
-  readonly [EXACT_ALARMS] = true;
   /**
    * Its time moves only with real time, so a timer may wait for a later reading (AlarmClock);
    * not while fake timers stand in for `performance` (vi/jest.useFakeTimers), whose time jumps

@@ -27,7 +27,7 @@ import {
   type AlarmClock,
   type Clock,
 } from '../clock/index.js';
-import { ClockAlarm, EXACT_ALARMS } from '../clock/clock.js';
+import { ClockAlarm } from '../clock/clock.js';
 import { TickwheelRangeError } from '../errors.js';
 import { DETACHED, PENDING } from '../wheel/entries.js';
 import type { EntryStore, TimingWheel } from '../wheel/index.js';
@@ -142,7 +142,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   };
   /** Delays may wait for a later reading: the clock allows it and ticks are coarse enough. */
   private readonly lateBindable: boolean;
-  /** The clock's alarms read as set (see EXACT_ALARMS): runDue may trust the alarm. */
+  /** Its alarm is this package's own, which reads as set (see ClockAlarm): runDue trusts it. */
   private readonly exactAlarms: boolean;
   /** Ticks from the origin at the latest reading: how far a late-bound delay may reach. */
   private lastTick = 0;
@@ -170,10 +170,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     this.onError = options.onError;
     this.wantsNodeOrder = options.nodeOrder === true;
     this.alarm = this.clock.createAlarm(this, { ref: options.unref !== true });
-    // A subclass of those clocks that makes alarms of its own is not trusted either.
-    this.exactAlarms =
-      (this.clock as Partial<Record<typeof EXACT_ALARMS, boolean>>)[EXACT_ALARMS] === true &&
-      this.alarm instanceof ClockAlarm;
+    this.exactAlarms = this.alarm instanceof ClockAlarm;
     this.lateBindable = 2 ** 52 * this.resolution >= LATE_BIND_SPAN_MS;
     // True ends the wheel's advance right after this row, for onAlarm to run the queues between
     // two advances: an error thrown by a nextTick callback then unwinds no frame of the wheel.
@@ -452,7 +449,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     if (this.running || this.disposed) return 0;
     const now = this.read();
     // The alarm is never set later than the next row's tick (armFor lowers it, onAlarm and the
-    // end of runDue name it): on a clock whose alarms read as set, a reading before it means
+    // end of runDue name it): when the alarm reads as set, a reading before it means
     // nothing is due, and the wheel's search for its next row (a scan of its occupancy bits) is
     // skipped. That is most calls: the queue's take() asks before each take.
     if (this.exactAlarms && now < this.alarm.deadline) return 0;
