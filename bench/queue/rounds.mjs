@@ -4,11 +4,17 @@
  * sees only the first). Embedded queue on a file store (fsync 'batch'), consume() in the same
  * process, a 30k warm-up spread over half a second as bench:queue's.
  *
- *   node --expose-gc bench/queue/rounds.mjs [n=100000] [rounds=6] [concurrency=1000]
+ *   node --expose-gc bench/queue/rounds.mjs [n=100000] [rounds=6] [concurrency=1000] [mode=consume]
  *
- * TICKWHEEL_BENCH_DIST=<dist folder> runs another build. Prints one JSON line a burst (lateness
- * from due to handler, ms; how many were early; GC pauses during the burst) and a last line with
- * the medians.
+ * Modes, how the burst is taken:
+ * - consume: consume() with a synchronous handler (lateness from due to the handler);
+ * - receive: a pull consumer, receive({ max: concurrency }) in a loop, acking each message as
+ *   it goes without waiting for the acks (lateness from due to receive() returning);
+ * - receive-only: the same, with every ack left until the whole burst was received: the
+ *   queue's delivery path alone (fire, take, delivery objects), with no ack work beside it.
+ *
+ * TICKWHEEL_BENCH_DIST=<dist folder> runs another build. Prints one JSON line a burst (lateness,
+ * ms; how many were early; GC pauses during the burst) and a last line with the medians.
  */
 
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -23,6 +29,10 @@ const { DelayQueue } = await import(join(dist, 'delay-queue.js'));
 const n = Number(process.argv[2] ?? 100_000);
 const rounds = Number(process.argv[3] ?? 6);
 const concurrency = Number(process.argv[4] ?? 1000);
+const mode = process.argv[5] ?? 'consume';
+if (!['consume', 'receive', 'receive-only'].includes(mode)) {
+  throw new Error(`mode must be consume, receive or receive-only, got ${mode}`);
+}
 const now = () => performance.timeOrigin + performance.now();
 
 const dir = mkdtempSync(join(tmpdir(), 'tickwheel-rounds-'));
@@ -54,22 +64,46 @@ async function scheduleAll(count, dueOf, offset) {
 }
 
 /** Delivers `count` messages scheduled by `schedule`; resolves with their lateness, sorted. */
-async function burst(count, schedule) {
+async function burst(count, schedule, how = mode) {
   const lateness = new Float64Array(count);
-  let delivered = 0;
-  let done;
-  const all = new Promise((resolve) => (done = resolve));
-  const consumer = queue.consume(
-    'bench',
-    (message) => {
-      lateness[delivered] = now() - message.payload.due;
-      if (++delivered === count) done();
-    },
-    { concurrency },
-  );
+  if (how === 'consume') {
+    let delivered = 0;
+    let done;
+    const all = new Promise((resolve) => (done = resolve));
+    const consumer = queue.consume(
+      'bench',
+      (message) => {
+        lateness[delivered] = now() - message.payload.due;
+        if (++delivered === count) done();
+      },
+      { concurrency },
+    );
+    await schedule();
+    await all;
+    await consumer.close();
+    return lateness.sort();
+  }
+  // A pull consumer: one loop of receive() calls, waiting (long poll) while nothing is ready.
+  let received = 0;
+  const acks = [];
+  const receipts = [];
+  const pull = async () => {
+    while (received < count) {
+      const batch = await queue.receive('bench', { max: concurrency, waitMs: 60_000 });
+      const t = now();
+      for (let i = 0; i < batch.length; i++) {
+        lateness[received++] = t - batch[i].payload.due;
+        if (how === 'receive') acks.push(queue.ack(batch[i].receipt));
+        else receipts.push(batch[i].receipt);
+      }
+    }
+  };
+  const pulling = pull();
   await schedule();
-  await all;
-  await consumer.close();
+  await pulling;
+  for (const receipt of receipts) acks.push(queue.ack(receipt));
+  const results = await Promise.all(acks);
+  if (results.some((acked) => acked !== true)) throw new Error('an ack found no delivery');
   return lateness.sort();
 }
 
@@ -109,7 +143,7 @@ observer.disconnect();
 const later = results.slice(1).map((r) => r.p99);
 const median = (values) => [...values].sort((a, b) => a - b)[(values.length - 1) >> 1];
 process.stdout.write(
-  `${JSON.stringify({ n, concurrency, firstP99: results[0].p99, laterP99Median: later.length > 0 ? median(later) : null })}\n`,
+  `${JSON.stringify({ n, concurrency, mode, firstP99: results[0].p99, laterP99Median: later.length > 0 ? median(later) : null })}\n`,
 );
 await queue.close();
 rmSync(dir, { recursive: true, force: true });
