@@ -71,8 +71,13 @@
  * owner loads it.
  */
 
-/** Bumped whenever a function changes what it does. */
-export const LIBRARY_VERSION = 12;
+import { VISIBILITY_REASON } from '../queue/message.js';
+
+/**
+ * Bumped whenever a function changes what it does. 13: tw_expire keeps the embedded queue's
+ * reason text for a visibility timeout.
+ */
+export const LIBRARY_VERSION = 13;
 
 export const LIBRARY_NAME = 'tickwheel';
 
@@ -825,7 +830,7 @@ local function expire(keys, args)
     outcomes[i + 1] = 0
     if st and deadline and deadline <= now then
       if fail(meta, prefix, ids, id, bucket, st, args[at + 3], args[at + 4],
-          'visibility timeout') == 'dead' then
+          '${VISIBILITY_REASON}') == 'dead' then
         dead = dead + 1
         outcomes[i + 1] = 2
       else

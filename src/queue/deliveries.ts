@@ -39,7 +39,7 @@ import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
 import type { IdLocks } from './locks.js';
-import { heldPayload, retryDelay, storedBytes } from './message.js';
+import { heldPayload, retryDelay, storedBytes, VISIBILITY_REASON } from './message.js';
 import { DueGroup, Lease, type HeldTally, type NearHorizon, type NearMessage } from './near.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';
@@ -476,7 +476,7 @@ export class Deliveries {
         if (receiptNo === 0 || message.receiptNo !== receiptNo || message.status !== 'inflight') {
           return;
         }
-        message.lastError = 'visibility timeout: not acknowledged in time';
+        message.lastError = VISIBILITY_REASON;
         await this.retry(message, undefined);
       })
       .catch((err: unknown) => process.emitWarning(err as Error));

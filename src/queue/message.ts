@@ -284,6 +284,12 @@ export function newMessageId(now: number): string {
   return idTime + idCounter.toString(36);
 }
 
+/**
+ * The reason kept with a message (lastError) and given with its 'failed' or 'dead' event when
+ * its visibility timeout ran out: the same text embedded and on the cluster.
+ */
+export const VISIBILITY_REASON = 'visibility timeout: not acknowledged in time';
+
 /** Longest failure reason kept with a message (lastError). */
 export const MAX_REASON_CHARS = 500;
 

@@ -289,7 +289,9 @@ for (const [name, start] of setups) {
         1, 0,
       ]);
       expect(String(await m.state()).startsWith('S|')).toBe(true);
-      expect(await m.cmd('HGET', `${m.prefix}reasons`, 'order-0005')).toBe('visibility timeout');
+      expect(await m.cmd('HGET', `${m.prefix}reasons`, 'order-0005')).toBe(
+        'visibility timeout: not acknowledged in time',
+      );
     });
 
     it('reschedules a scheduled message, moving its record, and nothing else', async () => {

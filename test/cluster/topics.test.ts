@@ -238,7 +238,11 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
     expect(
       (await node.receive('slow', { waitMs: 8_000, visibilityMs: 300 })).map((m) => m.id),
     ).toEqual(['v1']);
-    for (let i = 0; i < 200 && !seen.includes('dead v1 #2 (visibility timeout)'); i++) {
+    for (
+      let i = 0;
+      i < 200 && !seen.includes('dead v1 #2 (visibility timeout: not acknowledged in time)');
+      i++
+    ) {
       await sleep(50);
     }
     // Cancelled while scheduled.
@@ -251,9 +255,9 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
       'dead n1 #1 (broken)',
       'scheduled v1 #0',
       'delivered v1 #1',
-      'failed v1 #1 (visibility timeout)',
+      'failed v1 #1 (visibility timeout: not acknowledged in time)',
       'delivered v1 #2',
-      'dead v1 #2 (visibility timeout)',
+      'dead v1 #2 (visibility timeout: not acknowledged in time)',
       'scheduled c1 #0',
       'cancelled c1 #0',
     ]);
