@@ -11,7 +11,7 @@
 import { fork } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
-import { join, relative } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { URL, fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -52,7 +52,11 @@ const HELP = `Usage: npm run bench:queue -- [options]
   --warmup <count>       messages put through schedule, delivery and ack before the burst
                          and steady measurements, both peers (default 30000; 0: cold start)
   --quick                a tiny smoke run (seconds, not minutes); numbers mean nothing
-  --out <dir>            where queue.json, queue.md and the SVGs go (default bench/results)
+  --out <dir>            where queue.json, queue.md and the SVGs go (default bench/results,
+                         where only a full run with both peers and the default settings, or
+                         --large, writes queue.*: any other run writes queue-<workloads>.* there,
+                         queue-custom.* for all workloads with other settings, -quick added for
+                         --quick, so that it never replaces the committed full run)
   --data-dir <dir>       where data directories are made (default: the OS temp dir)
   --profile              write .cpuprofile files of the tickwheel cells to <out>/profiles
   --from <queue.json>    measure nothing: print the table and redraw the charts of a saved run
@@ -156,6 +160,14 @@ export function parseOptions(argv) {
           ? 0
           : parseCount('warmup', values.warmup),
     out: values.out ?? join(ROOT, 'bench', 'results'),
+    outGiven: values.out !== undefined,
+    // Settings that leave the cells as a full run has them.
+    // (A flag left off is in `values` as false.)
+    defaultSettings: Object.entries(values).every(
+      ([key, value]) =>
+        value === false ||
+        ['help', 'out', 'data-dir', 'profile', 'from', 'large', 'peers'].includes(key),
+    ),
     dataDir: values['data-dir'] ?? tmpdir(),
     profile: values.profile,
     from: values.from,
@@ -1005,7 +1017,8 @@ export async function main(argv) {
     return 0;
   }
   if (parsed.from !== undefined) {
-    return report(JSON.parse(readFileSync(parsed.from, 'utf8')), parsed.out);
+    const base = basename(parsed.from).replace(/\.json$/, '');
+    return report(JSON.parse(readFileSync(parsed.from, 'utf8')), parsed.out, base);
   }
   const { peers, notes, bullmqVersion, redisVersion } = availablePeers(parsed);
   const options = { ...parsed, peers };
@@ -1058,11 +1071,27 @@ export async function main(argv) {
     results.workloads.pending = await pendingWorkload(options);
   if (wants('steady')) results.workloads.steady = await steadyWorkload(options);
   results.meta.loadAverage.end = loadavg()[0];
-  return report(results, options.out);
+  return report(results, options.out, resultsBase(options));
 }
 
-/** Prints the table and the targets, and writes queue.json, queue.md and the charts to `out`. */
-function report(results, out) {
+/**
+ * The name of the files a run writes (`<base>.json`, `<base>.md`, the charts with `<base>` for
+ * "queue"): queue for a full run with both peers and the default settings, or wherever --out
+ * says; otherwise a name of its own, so that a partial run never replaces the full one.
+ */
+export function resultsBase(options) {
+  const full =
+    options.defaultSettings &&
+    options.workloads.length === WORKLOADS.length &&
+    PEERS.every((peer) => options.peers.includes(peer));
+  if (options.outGiven || full) return 'queue';
+  const what =
+    options.workloads.length === WORKLOADS.length ? 'custom' : options.workloads.join('+');
+  return `queue-${what}${options.quick ? '-quick' : ''}`;
+}
+
+/** Prints the table and the targets, and writes <base>.json, <base>.md and the charts to `out`. */
+function report(results, out, base = 'queue') {
   results.targets = evaluateTargets(results);
   const rows = tableRows(results);
   const targets = targetRows(results.targets);
@@ -1076,12 +1105,14 @@ function report(results, out) {
     writeFileSync(join(out, name), text);
     written.push(relative(process.cwd(), join(out, name)) || name);
   };
-  write('queue.json', `${JSON.stringify(results, null, 2)}\n`);
+  write(`${base}.json`, `${JSON.stringify(results, null, 2)}\n`);
   write(
-    'queue.md',
+    `${base}.md`,
     `# Queue benchmark, ${results.meta.date}\n\n${machineLine(results.meta, results.options)}\n\n${markdownTable(TABLE_HEADER, rows)}\n\n${targets.length > 0 ? `${markdownTable(TARGET_HEADER, targets)}\n` : ''}`,
   );
-  for (const [name, svg] of Object.entries(charts(results))) write(name, svg);
+  for (const [name, svg] of Object.entries(charts(results))) {
+    write(name.replace(/^queue/, base), svg);
+  }
   log(`wrote ${written.join(', ')}`);
   const failed = JSON.stringify(results.workloads).includes('"error"');
   return failed ? 1 : 0;
