@@ -47,6 +47,7 @@ import { QueueEvents, type EventSource } from '../queue/events.js';
 import { ClusterNode, type ClusterNodeOptions } from './node.js';
 import { settledBy, type Settled } from './consumer.js';
 import { VISIBILITY_REASON, type ExpiredDelivery } from './owner.js';
+import type { CancelledMessage } from './producer.js';
 
 export interface ClusterQueueOptions extends ClusterNodeOptions {
   /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
@@ -118,7 +119,7 @@ export class ClusterQueue implements Queue {
       queue.settledDelivery(receipt, settled, reason);
     };
     node.onExpired = (message, settled) => queue.expiredDelivery(message, settled);
-    node.onCancelled = (id) => void queue.cancelled(id);
+    node.onCancelled = (message) => queue.cancelled(message);
     return queue;
   }
 
@@ -148,9 +149,9 @@ export class ClusterQueue implements Queue {
 
   async cancel(id: string): Promise<boolean> {
     this.checkOpen();
-    const done = await this.node.cancel(id);
-    if (done) await this.cancelled(id);
-    return done;
+    const cancelled = await this.node.cancelGiving(id);
+    if (cancelled !== undefined) this.cancelled(cancelled);
+    return cancelled !== undefined;
   }
 
   async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
@@ -452,14 +453,11 @@ export class ClusterQueue implements Queue {
 
   /**
    * A message cancelled through this node (by a caller, or by a recurring schedule changed or
-   * deleted): counted, and its event, read back only while someone listens for the cancelled
-   * message's topic and times.
+   * deleted): counted, and its event, with the topic and times tw_cancel gave in the same call.
    */
-  private async cancelled(id: string): Promise<void> {
+  private cancelled(message: CancelledMessage): void {
     this.insights.counters.cancelled++;
-    if (!this.events.active) return;
-    const info = await this.node.inspector.info(id).catch(() => undefined);
-    if (info !== undefined) this.events.record('cancelled', info);
+    this.events.record('cancelled', message);
   }
 
   /**

@@ -48,8 +48,9 @@
  *        1 (created) or the due time of the pending message that has that id (not created);
  *        with located runs, {that answer, loadedUntil, where each run went} (see schedule)
  *   tw_get(meta; id, bucket) -> state | nil   (a live message's, else a recently finished one's)
- *   tw_cancel(meta; id, bucket) -> 1 | 0   (0: no live message with that id; scheduled, ready,
- *                                           in flight and dead ones are all cancelled)
+ *   tw_cancel(meta; id, bucket[, 'info']) -> 1 | 0   (0: no live message with that id;
+ *     scheduled, ready, in flight and dead ones are all cancelled); with 'info', 1 is
+ *     {1, topic, due, attempts} of the message cancelled, read in the same call
  *   tw_schedule_once(meta; markMs, then one message with an id as for tw_schedule) -> 1 | 0
  *     (an occurrence of a recurring schedule: made at most once while its mark lives)
  *   tw_sched(meta of partition 0; op, name, version, ...) -> recurring schedules' records
@@ -75,7 +76,7 @@ import { VISIBILITY_REASON } from '../queue/message.js';
 
 /**
  * Bumped whenever a function changes what it does. 13: tw_expire keeps the embedded queue's
- * reason text for a visibility timeout.
+ * reason text for a visibility timeout; tw_cancel tells what it cancelled when asked.
  */
 export const LIBRARY_VERSION = 13;
 
@@ -566,6 +567,7 @@ local function cancel(keys, args)
     -- The owner may hold it in its wheel: a near note lets it forget the timer.
     redis.call('SPUBLISH', prefix .. 'ev', 'c ' .. id)
   end
+  if args[3] == 'info' then return {1, st.topic, st.due, st.attempts} end
   return 1
 end
 

@@ -56,7 +56,12 @@ import {
 } from './keys.js';
 import { Ownership, type Effect } from './ownership.js';
 import { PartitionOwner, type Due, type ExpiredDelivery } from './owner.js';
-import { Producer, type ClusterMessageInfo, type Durability } from './producer.js';
+import {
+  Producer,
+  type CancelledMessage,
+  type ClusterMessageInfo,
+  type Durability,
+} from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
 
 export interface ClusterNodeOptions {
@@ -166,7 +171,7 @@ export class ClusterNode {
   /** Recurring schedules (schedules.ts): any node changes them, partition 0's owner runs them. */
   readonly schedules: ClusterSchedules;
   /** Told of each occurrence made ahead that a recurring schedule cancelled here (events). */
-  onCancelled: ((id: string) => void) | undefined;
+  onCancelled: ((message: CancelledMessage) => void) | undefined;
   /** Told of each occurrence of a recurring schedule this node made (the queue's events). */
   onScheduled: ((request: ScheduleRequest) => void) | undefined;
   /**
@@ -222,9 +227,9 @@ export class ClusterNode {
         checkRequest(request, Date.now(), settings.maxPayloadBytes, '', false);
       },
       cancel: async (id) => {
-        const done = await this.producer.cancel(id);
-        if (done) this.onCancelled?.(id);
-        return done;
+        const cancelled = await this.producer.cancelGiving(id);
+        if (cancelled !== undefined) this.onCancelled?.(cancelled);
+        return cancelled !== undefined;
       },
       sched: (args, what) =>
         this.producer.writeCall('tw_sched', metaKey(settings.queue, 0), args, what),
@@ -336,6 +341,12 @@ export class ClusterNode {
   cancel(id: string): Promise<boolean> {
     this.checkOpen();
     return this.producer.cancel(id);
+  }
+
+  /** cancel(), resolving with what was cancelled (undefined: nothing was). */
+  cancelGiving(id: string): Promise<CancelledMessage | undefined> {
+    this.checkOpen();
+    return this.producer.cancelGiving(id);
   }
 
   /** A message made at most once while its mark lives (Producer.scheduleOnce). */

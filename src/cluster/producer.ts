@@ -53,6 +53,14 @@ export interface ProducerOptions {
   maxPayloadBytes: number;
 }
 
+/** A message tw_cancel cancelled, as it was then. */
+export interface CancelledMessage {
+  id: string;
+  topic: string;
+  deliverAt: number;
+  attempts: number;
+}
+
 export interface ClusterMessageInfo {
   id: string;
   topic: string;
@@ -228,11 +236,21 @@ export class Producer {
   }
 
   async cancel(id: string): Promise<boolean> {
+    return (await this.cancelGiving(id)) !== undefined;
+  }
+
+  /**
+   * Cancels a live message; resolves with what it was (read in the same call, so that a new
+   * message given the same id right after cannot be mistaken for it), or undefined if none.
+   */
+  async cancelGiving(id: string): Promise<CancelledMessage | undefined> {
     const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
     const meta = metaKey(this.options.queue, partition);
-    const done = Number(await this.valkey.fcall('tw_cancel', meta, [id, bucket])) === 1;
-    if (done) await this.durable(meta, id);
-    return done;
+    const reply = await this.valkey.fcall('tw_cancel', meta, [id, bucket, 'info']);
+    if (!Array.isArray(reply)) return undefined;
+    await this.durable(meta, id);
+    const [, topic, due, attempts] = reply as [number, string, string, number];
+    return { id, topic: String(topic), deliverAt: Number(due), attempts: Number(attempts) };
   }
 
   /** Moves a scheduled or ready message; resolves with the due time stored, or undefined. */

@@ -273,6 +273,23 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
     expect(await node.stats()).toMatchObject({ expired: 2, dead: 2, cancelled: 1 });
   }, 40_000);
 
+  it("a cancel's event is of the message it cancelled, not of one given its id right after", async () => {
+    const node = await open(`events-${run++}`);
+    const all: QueueEvent[] = [];
+    node.events.on('event', (event: QueueEvent) => all.push(event));
+    const first = await node.schedule({ topic: 'old', payload: 1, id: 'r1', delayMs: 60_000 });
+    // The new message's schedule goes out right behind the cancel, on the same connection.
+    const cancelling = node.cancel('r1');
+    const second = node.schedule({ topic: 'new', payload: 2, id: 'r1', delayMs: 120_000 });
+    expect(await cancelling).toBe(true);
+    const made = await second;
+    expect(made.deliverAt).toBeGreaterThan(first.deliverAt);
+    expect(all.filter((event) => event.type === 'cancelled')).toEqual([
+      expect.objectContaining({ id: 'r1', topic: 'old', deliverAt: first.deliverAt, attempts: 0 }),
+    ]);
+    expect(await node.get('r1')).toMatchObject({ status: 'scheduled', deliverAt: made.deliverAt });
+  });
+
   it('stored settings that cannot be read stop a node from opening', async () => {
     const valkey = await Valkey.connect(server.url);
     try {
