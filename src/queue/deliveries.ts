@@ -494,8 +494,10 @@ export class Deliveries {
     const wait = delayMs ?? retryDelay(message.backoff, message.attempts);
     const previous = message.deliverAt;
     message.deliverAt = Math.ceil(this.clock.now() + wait);
-    await this.horizon.relocate(message, previous);
+    // Told now, of this attempt: once relocate() has put it back, a receive already waiting may
+    // take it at once (no backoff), and its next delivery must not come before this failure.
     this.events.record('failed', message, message.lastError);
+    await this.horizon.relocate(message, previous);
   }
 }
 
