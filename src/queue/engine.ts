@@ -35,6 +35,7 @@
  *   options.ts     options and argument checks (types.ts: the public types)
  */
 
+import { SystemClock } from '../clock/index.js';
 import { checkCallback, checkOption, TickwheelStateError } from '../errors.js';
 import { MAX_RECEIVE } from '../protocol/limits.js';
 import { TimerWheel } from '../timer/index.js';
@@ -209,12 +210,26 @@ export class QueueEngine {
   }
 
   /**
+   * Tells the insights when the store's data was last written (before any message is made
+   * ready): on this package's system clock only, whose time is the wall clock's, converted by how
+   * long ago that was. (A ManualClock's time has no relation to a file's.)
+   */
+  private async noteLastWrite(): Promise<void> {
+    const clock = this.settings.clock;
+    if (!(clock instanceof SystemClock) || this.store.lastWrittenAt === undefined) return;
+    const written = await this.store.lastWrittenAt();
+    if (written === undefined) return;
+    this.insights.recoveredAfter(clock.now() - Math.max(0, Date.now() - written));
+  }
+
+  /**
    * Recovers the store and starts the horizon loader. Called once by open(). `push: false`
    * starts no pushes (a queue opened only to repair its directory delivers nothing).
    */
   protected async start(options: { push?: boolean } = {}): Promise<void> {
     // Before any message is made ready: a paused topic delivers nothing after a restart.
     await this.topics.load();
+    await this.noteLastWrite();
     this.recovery = await this.horizon.start(this.wheel);
     // Every schedule brought up to date before open() returns: no consumer can receive yet.
     try {

@@ -80,6 +80,22 @@ export class QueueInsights {
   /** First deliveries per DELIVERY_LATENESS_BUCKETS_MS bucket (not cumulative), then the rest. */
   private readonly deliveryLateness = new Float64Array(DELIVERY_LATENESS_BUCKETS_MS.length + 1);
 
+  /**
+   * Lateness counts from no earlier than this (the queue's clock): when a data directory was
+   * last written before this open, for the messages it held then (see recoveredAfter).
+   */
+  private floor = -Infinity;
+
+  /**
+   * The queue opened on data last written at `lastWrite` (its clock). A message already overdue
+   * then is counted from then, not from its due time: when it was handed in is not kept on disk,
+   * and one scheduled for years ago was not years late. One that came due while the queue was
+   * down counts from its due time. Messages handed in from now on are all later than this.
+   */
+  recoveredAfter(lastWrite: number): void {
+    this.floor = lastWrite;
+  }
+
   /** A message handed in at `now` with a due time already past: its lateness counts from now. */
   handedInLate(id: string, now: number): void {
     this.lateFrom.set(id, now);
@@ -117,8 +133,9 @@ export class QueueInsights {
 
   /** When a message could first have been delivered: its due time, unless handed in later. */
   private dueFrom(message: Pick<MessageState, 'id' | 'deliverAt'>): number {
-    if (this.lateFrom.size === 0) return message.deliverAt;
-    return Math.max(message.deliverAt, this.lateFrom.get(message.id) ?? 0);
+    const due = message.deliverAt > this.floor ? message.deliverAt : this.floor;
+    if (this.lateFrom.size === 0) return due;
+    return Math.max(due, this.lateFrom.get(message.id) ?? 0);
   }
 
   /** The counters and both lateness figures, as stats() reports them. */

@@ -104,6 +104,11 @@ export interface Store {
    * into the queue's memory); the rest stay with the store.
    */
   recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport>;
+  /**
+   * Optional, for a store that outlives its process: when its data was last written before this
+   * open (wall-clock epoch ms), read before recover(); undefined when it has no data.
+   */
+  lastWrittenAt?(): Promise<number | undefined>;
   /** Whether a live (not finished) message has this id, and if so its current state. */
   lookup(id: string): Promise<StoredMessage | undefined>;
   /** Records a new message; sets message.ref. `inHorizon`: the queue keeps it in memory. */

@@ -4,6 +4,9 @@
  * that due time was already past. And reschedule can report the due time it stored.
  */
 
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
@@ -92,6 +95,43 @@ describe('lateness', () => {
       expect(stats.deliveryLatenessMs).toMatchObject({ count: 1, sum: 4920 });
     } finally {
       kind.cleanup();
+    }
+  });
+});
+
+async function statsAfterReceiving(queue: DelayQueue) {
+  const [overdue] = await queue.receive('t', { waitMs: 1_000 });
+  const [downtime] = await queue.receive('u', { waitMs: 1_000 });
+  return { overdue, downtime, ...(await queue.stats()) };
+}
+
+describe('lateness after a restart, on the system clock', () => {
+  it('counts a message overdue before the stop from the last write, not from years ago', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-late-'));
+    try {
+      const first = await DelayQueue.open({ dir });
+      const ago = Date.now() - 7 * 365 * DAY;
+      await first.schedule({ topic: 't', payload: 1, deliverAt: ago });
+      // Comes due while the queue is down: that time counts.
+      const soon = Date.now() + 300;
+      await first.schedule({ topic: 'u', payload: 2, deliverAt: soon });
+      await first.close();
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      const second = await DelayQueue.open({ dir });
+      const stats = await statsAfterReceiving(second).finally(() => second.close());
+      const { overdue, downtime } = stats;
+      expect([overdue.deliverAt, downtime.deliverAt]).toEqual([ago, soon]);
+      const fire = stats.latenessMs as { max: number; count: number };
+      expect(fire.count).toBe(2);
+      // From the last write (the schedules, under a second before the reopen), not 7 years;
+      // the other from its due time: at least the 400 ms the queue was down after it.
+      expect(fire.max).toBeGreaterThanOrEqual(400);
+      expect(fire.max).toBeLessThan(60_000);
+      const delivery = stats.deliveryLatenessMs as { count: number; sum: number };
+      expect(delivery.count).toBe(2);
+      expect(delivery.sum).toBeLessThan(120_000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

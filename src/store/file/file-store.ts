@@ -19,7 +19,7 @@
  * The horizon has one source of truth, `frontier` (see there).
  */
 
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
 import { TickwheelTypeError, checkOption } from '../../errors.js';
@@ -220,6 +220,15 @@ export class FileStore implements Store {
   horizonEnd(until: number): number {
     const window = this.index.windowOf(until);
     return window === until ? until : window + this.index.windowMs;
+  }
+
+  /** The modification time of the newest log segment: the last record written. */
+  async lastWrittenAt(): Promise<number | undefined> {
+    const logDir = join(this.dir, LOG_DIR);
+    const segments = (await readdir(logDir)).filter((name) => /^\d{10}\.seg$/.test(name)).sort();
+    if (segments.length === 0) return undefined;
+    const newest = await stat(join(logDir, segments[segments.length - 1]));
+    return newest.size === 0 ? undefined : newest.mtimeMs;
   }
 
   recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport> {
