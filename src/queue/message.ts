@@ -325,6 +325,33 @@ export interface CheckedRequest {
  * false: then ''). `where` goes in front of an error's message (a batch says which of its
  * messages).
  */
+/** The fields a schedule request may have. */
+const REQUEST_FIELDS = new Set([
+  'topic',
+  'payload',
+  'delayMs',
+  'deliverAt',
+  'id',
+  'maxAttempts',
+  'backoff',
+]);
+
+/**
+ * A field a schedule request may not have is refused, as the HTTP API refuses it: `{ delay: 5000
+ * }` (for delayMs) would otherwise be a message due now. (A loop over the keys, not Object.keys:
+ * no array a message.)
+ */
+function checkFields(request: object): void {
+  for (const key in request) {
+    if (!REQUEST_FIELDS.has(key) && Object.hasOwn(request, key)) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `a message has no field ${JSON.stringify(key)} (its fields: ${[...REQUEST_FIELDS].join(', ')})`,
+      );
+    }
+  }
+}
+
 export function checkRequest(
   request: unknown,
   now: number,
@@ -340,6 +367,7 @@ export function checkRequest(
   }
   const given = request as ScheduleRequest;
   try {
+    checkFields(given);
     return {
       topic: checkTopic(given.topic),
       deliverAt: dueTime(given, now),

@@ -514,6 +514,32 @@ describe.each([
     expect(await q.get('unknown')).toBeUndefined();
   });
 
+  it('refuses a field a message does not have, as the HTTP API does (a typo is not a message due now)', async () => {
+    const q = await open();
+    await expect(q.schedule({ topic: 't', payload: 1, delay: 5_000 } as never)).rejects.toThrow(
+      expect.objectContaining({
+        code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+        message: expect.stringContaining('no field "delay"'),
+      }),
+    );
+    await expect(
+      q.scheduleMany([
+        { topic: 't', payload: 1, delayMs: 5_000 },
+        { topic: 't', payload: 2, delayMS: 5_000 } as never,
+      ]),
+    ).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+      message: expect.stringMatching(/^messages\[1\]: a message has no field "delayMS"/),
+    });
+    // Nothing of either call was scheduled; a field inherited from a prototype is not looked at.
+    expect((await q.stats()).scheduled).toBe(0);
+    const request = Object.assign(Object.create({ extra: 1 }) as object, {
+      topic: 't',
+      payload: 3,
+    });
+    expect((await q.schedule(request as never)).id).toEqual(expect.any(String));
+  });
+
   it('keeps every acknowledged schedule across a close and reopen (file store)', async () => {
     const q = await open();
     if (!kind.durable) return;

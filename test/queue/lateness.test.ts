@@ -102,7 +102,8 @@ describe('lateness', () => {
 async function statsAfterReceiving(queue: DelayQueue) {
   const [overdue] = await queue.receive('t', { waitMs: 1_000 });
   const [downtime] = await queue.receive('u', { waitMs: 1_000 });
-  return { overdue, downtime, ...(await queue.stats()) };
+  const stats = (await queue.stats()) as Record<string, unknown>;
+  return { overdue, downtime, stats };
 }
 
 describe('lateness after a restart, on the system clock', () => {
@@ -118,8 +119,9 @@ describe('lateness after a restart, on the system clock', () => {
       await first.close();
       await new Promise((resolve) => setTimeout(resolve, 700));
       const second = await DelayQueue.open({ dir });
-      const stats = await statsAfterReceiving(second).finally(() => second.close());
-      const { overdue, downtime } = stats;
+      const { overdue, downtime, stats } = await statsAfterReceiving(second).finally(() =>
+        second.close(),
+      );
       expect([overdue.deliverAt, downtime.deliverAt]).toEqual([ago, soon]);
       const fire = stats.latenessMs as { max: number; count: number };
       expect(fire.count).toBe(2);
