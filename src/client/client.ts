@@ -254,16 +254,25 @@ export class TickwheelClient {
     when: { delayMs?: number; deliverAt?: number },
     options: CallOptions = {},
   ): Promise<boolean> {
+    return (await this.rescheduleTo(id, when, options)) !== undefined;
+  }
+
+  /** reschedule(), resolving with the due time the server stored, or undefined where it gives false. */
+  async rescheduleTo(
+    id: string,
+    when: { delayMs?: number; deliverAt?: number },
+    options: CallOptions = {},
+  ): Promise<number | undefined> {
     try {
-      await this.send<RescheduleResponse>(options, {
+      const answer = await this.send<RescheduleResponse>(options, {
         method: 'PATCH',
         path: `/v1/messages${segment(id, 'id')}`,
         body: when,
         idempotent: when?.delayMs === undefined,
       });
-      return true;
+      return answer.body.deliverAt;
     } catch (err) {
-      if (rejects(err, 404, 409)) return false;
+      if (rejects(err, 404, 409)) return undefined;
       throw err;
     }
   }

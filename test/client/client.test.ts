@@ -73,9 +73,13 @@ describe('TickwheelClient mirrors the embedded API', () => {
     });
     expect(await tw.reschedule(id, { delayMs: 120_000 })).toBe(true);
     expect((await tw.get(id))?.deliverAt).toBeGreaterThan(deliverAt);
+    const at = Date.now() + 300_000;
+    expect(await tw.rescheduleTo(id, { deliverAt: at + 0.7 })).toBe(at);
+    expect((await tw.get(id))?.deliverAt).toBe(at);
     expect(await tw.cancel(id)).toBe(true);
     expect(await tw.cancel(id)).toBe(false);
     expect(await tw.reschedule(id, { delayMs: 1 })).toBe(false);
+    expect(await tw.rescheduleTo(id, { delayMs: 1 })).toBeUndefined();
     expect(await tw.get('never-seen')).toBeUndefined();
   });
 

@@ -11,6 +11,7 @@ const SHARED = [
   'scheduleMany',
   'cancel',
   'reschedule',
+  'rescheduleTo',
   'get',
   'receive',
   'ack',
