@@ -289,6 +289,19 @@ export function checkOption(
 }
 
 /** An optional boolean option: undefined is false, anything but a boolean is refused. */
+/**
+ * The options argument of a constructor: an object, or undefined for the defaults. (`new
+ * TimerWheel(5)` read no option from the number, and made a wheel with every default.)
+ */
+export function checkOptionsObject(value: unknown, example: string): void {
+  if (value !== undefined && (typeof value !== 'object' || value === null)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `options must be an object such as ${example}, got ${describe(value)}`,
+    );
+  }
+}
+
 export function checkFlag(value: unknown, name: string): boolean {
   if (value === undefined) return false;
   if (typeof value !== 'boolean') {

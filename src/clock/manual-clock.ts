@@ -10,7 +10,7 @@
  * callback, in Node's order.
  */
 
-import { TickwheelRangeError, TickwheelStateError } from '../errors.js';
+import { describe, TickwheelRangeError, TickwheelStateError } from '../errors.js';
 import {
   AlarmSet,
   type Alarm,
@@ -33,7 +33,7 @@ export class ManualClock implements AlarmClock {
     if (typeof startMs !== 'number' || !Number.isFinite(startMs)) {
       throw new TickwheelRangeError(
         'ERR_TICKWHEEL_INVALID_OPTION',
-        `startMs must be a finite number, got ${String(startMs)}`,
+        `startMs must be a finite number, got ${describe(startMs)}`,
       );
     }
     this.time = startMs;

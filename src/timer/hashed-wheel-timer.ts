@@ -29,6 +29,7 @@ import {
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,
+  checkOptionsObject,
 } from '../errors.js';
 import { HashedWheel } from '../wheel/index.js';
 import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
@@ -149,6 +150,7 @@ export class HashedWheelTimer {
   }
 
   constructor(options: HashedWheelTimerOptions = {}) {
+    checkOptionsObject(options, '{ tickDuration: 100 }');
     this.tickDuration = checkOption(options.tickDuration ?? 100, 'tickDuration', Number.MIN_VALUE);
     const ticksPerWheel = checkOption(
       options.ticksPerWheel ?? 512,
@@ -176,7 +178,7 @@ export class HashedWheelTimer {
     this.clock = checkAlarmClock(options.clock ?? defaultClock());
     this.executor = options.executor;
     this.onError = options.onError;
-    this.unref = options.unref === true;
+    this.unref = checkFlag(options.unref, 'unref');
     this.nodeOrder = checkFlag(options.nodeOrder, 'nodeOrder');
     this.wheel = new HashedWheel({ ticksPerWheel });
 

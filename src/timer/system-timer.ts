@@ -28,6 +28,7 @@ import {
   checkOption,
   TickwheelStateError,
   TickwheelTypeError,
+  checkOptionsObject,
 } from '../errors.js';
 import { HierarchicalWheel } from '../wheel/index.js';
 import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
@@ -105,6 +106,8 @@ export class SystemTimer {
   private closed = false;
 
   constructor(options: SystemTimerOptions = {}) {
+    checkOptionsObject(options, '{ tickMs: 1 }');
+    checkFlag(options.unref, 'unref');
     const tickMs = checkOption(options.tickMs ?? 1, 'tickMs', Number.MIN_VALUE);
     const wheelSize = checkOption(options.wheelSize ?? 20, 'wheelSize', 2, 4096, true);
     const maxBatch = checkOption(

@@ -30,6 +30,7 @@ import {
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,
+  checkOptionsObject,
 } from '../errors.js';
 import { HierarchicalWheel, type WheelSnapshot } from '../wheel/index.js';
 import { WheelDriver } from './driver.js';
@@ -146,6 +147,7 @@ export class TimerWheel<T = unknown> {
   private closed = false;
 
   constructor(options: TimerWheelOptions<T> = {}) {
+    checkOptionsObject(options, '{ resolution: 1 }');
     const resolution = checkOption(options.resolution ?? 1, 'resolution', Number.MIN_VALUE);
     this.maxPending = checkOption(options.maxPending ?? Infinity, 'maxPending', 0, Infinity);
     this.admitBelow = this.maxPending;
@@ -164,7 +166,7 @@ export class TimerWheel<T = unknown> {
     const alignTicks = checkFlag(options.alignTicks, 'alignTicks');
     this.onExpire = options.onExpire;
     const wheel = new HierarchicalWheel({ wheelSize, initialCapacity: capacity });
-    this.unref = options.unref === true;
+    this.unref = checkFlag(options.unref, 'unref');
     this.driver = new WheelDriver(
       wheel,
       {

@@ -1,6 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
-import { AbortError, ManualClock, TimerWheel, type TimerHandle } from '../../src/index.js';
+import {
+  AbortError,
+  HashedWheelTimer,
+  ManualClock,
+  SystemTimer,
+  TimerWheel,
+  type TimerHandle,
+} from '../../src/index.js';
 
 function manual(options: ConstructorParameters<typeof TimerWheel>[0] = {}) {
   const clock = new ManualClock(0);
@@ -785,4 +792,40 @@ describe('Timers at the edge of the wheel', () => {
     clock.advance(20);
     expect(fired).toEqual(['later']);
   }, 120_000);
+});
+
+describe('the timer faces refuse options that are not options', () => {
+  const faces: Array<[string, (options: unknown) => unknown]> = [
+    ['TimerWheel', (options) => new TimerWheel(options as never)],
+    ['HashedWheelTimer', (options) => new HashedWheelTimer(options as never)],
+    ['SystemTimer', (options) => new SystemTimer(options as never)],
+  ];
+  it.each(faces)(
+    '%s: a number, a string or null for the options; unref not a boolean',
+    (_name, make) => {
+      for (const options of [5, 'fast', null, true]) {
+        expect(() => make(options)).toThrow(
+          expect.objectContaining({
+            code: 'ERR_TICKWHEEL_INVALID_OPTION',
+            message: expect.stringContaining('options must be an object'),
+          }),
+        );
+      }
+      expect(() => make({ unref: 'yes' })).toThrow(
+        expect.objectContaining({
+          code: 'ERR_TICKWHEEL_INVALID_OPTION',
+          message: 'unref must be true or false, got the string "yes"',
+        }),
+      );
+    },
+  );
+
+  it('a ManualClock says what its start time was', () => {
+    expect(() => new ManualClock('5' as never)).toThrow(
+      expect.objectContaining({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: 'startMs must be a finite number, got the string "5"',
+      }),
+    );
+  });
 });
