@@ -218,9 +218,11 @@ export function encodePayload(
   try {
     text = JSON.stringify(payload);
   } catch (err) {
+    // JSON.stringify runs out of stack on a payload nested some thousands deep.
+    const why = err instanceof RangeError ? 'it is nested too deeply' : (err as Error).message;
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `payload must be JSON-serialisable or bytes: ${(err as Error).message}`,
+      `payload must be JSON-serialisable or bytes: ${why}`,
     );
   }
   if (text === undefined) {

@@ -504,6 +504,12 @@ describe.each([
     for (const [request, code] of bad) {
       await expect(q.schedule(request as never)).rejects.toMatchObject({ code });
     }
+    let deep: unknown = 1;
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    await expect(q.schedule({ topic: 't', payload: deep })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+      message: 'payload must be JSON-serialisable or bytes: it is nested too deeply',
+    });
     await expect(q.receive('t', { max: 0 })).rejects.toMatchObject({
       code: 'ERR_TICKWHEEL_INVALID_OPTION',
     });
