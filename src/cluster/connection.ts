@@ -539,18 +539,23 @@ function withinMs<T>(call: Promise<T>, ms: number): Promise<T> {
 
 /** Replies by which a server says "not now" during a failover: the command was not run. */
 // MOVED and ASK reach here only from a pinned connection (the Cluster client follows them).
-const REFUSALS = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVED|ASK)\b/;
+// A WAIT or WAITAOF sent to a server that is a replica by then is refused so too (seen after a
+// failover whose killed primary came back as a replica: test/cluster/schedule-failover.test.ts).
+const REFUSALS =
+  /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVED|ASK)\b|^ERR WAIT(AOF)? cannot be used with replica/;
 /** FCALL of a function the server does not have (Valkey and Redis answer alike). */
 const NO_FUNCTION = /^ERR Function not found/i;
 
 /** node-redis's errors for a connection that is down or went down (outcome unknown). */
 function isConnectionError(err: unknown): boolean {
   // node-redis's TimeoutError (a call past commandTimeoutMs) keeps Error's name and has no
-  // message: its class tells.
+  // message: its class tells. DisconnectsClientError: the Cluster client dropped the connection
+  // of a node that left its slot map (a primary killed, its replica promoted) with calls still
+  // on it (test/cluster/schedule-failover.test.ts).
   const name = `${(err as { name?: string } | null)?.name ?? ''} ${(err as object | null)?.constructor?.name ?? ''}`;
   const code = (err as { code?: string } | null)?.code ?? '';
   return (
-    /Socket|ClientClosed|ClientOffline|Connection|Reconnect|Timeout/.test(name) ||
+    /Socket|ClientClosed|ClientOffline|DisconnectsClient|Connection|Reconnect|Timeout/.test(name) ||
     /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|ENOTCONN)$/.test(code)
   );
 }
