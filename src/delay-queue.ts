@@ -17,7 +17,7 @@
 
 import type { ClusterQueue, ClusterQueueOptions } from './cluster/cluster-queue.js';
 import { checkClusterPeer } from './cluster/peer.js';
-import { TickwheelTypeError } from './errors.js';
+import { describe, TickwheelTypeError } from './errors.js';
 import { QueueEngine, type DelayQueueOptions } from './queue/index.js';
 import type { Store } from './queue/store.js';
 import { FileStore, type FileStoreOptions } from './store/file/file-store.js';
@@ -27,7 +27,10 @@ export interface DelayQueueOpenOptions
   extends DelayQueueOptions, Partial<Omit<FileStoreOptions, 'dir' | 'logIo'>> {
   /** Data directory of the file store. Required unless `store` is given. */
   dir?: string;
-  /** Another store: `new MemoryStore()` for a queue without durability. */
+  /**
+   * Another store: `new MemoryStore()` for a queue without durability. Anything but an object
+   * with every method of the Store interface is refused (ERR_TICKWHEEL_INVALID_OPTION).
+   */
   store?: Store;
 }
 
@@ -47,6 +50,54 @@ const EMBEDDED_ONLY = [
   'rememberFinished',
 ] as const;
 
+/**
+ * Every method of the Store interface (the type checker holds this list to it): a `store` that
+ * lacks one is refused at open, not with a TypeError from deep inside the queue later.
+ */
+const STORE_METHODS: Record<keyof Store, true> = {
+  horizonEnd: true,
+  recover: true,
+  lookup: true,
+  add: true,
+  move: true,
+  finish: true,
+  bury: true,
+  loadUntil: true,
+  payloadOf: true,
+  dead: true,
+  counts: true,
+  readTopicSettings: true,
+  writeTopicSettings: true,
+  readSchedules: true,
+  writeSchedules: true,
+  stats: true,
+  close: true,
+};
+
+const OPEN_USAGE =
+  "{ dir: './data' } for a queue on a data directory, { store: new MemoryStore() } for one in " +
+  "memory, or { redis: 'redis://host:6379' } for one on Valkey/Redis";
+
+/** Checks the `store` option: an object with every method of a Store (MemoryStore, FileStore). */
+function checkStore(store: unknown): Store {
+  if (typeof store !== 'object' || store === null) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `store must be a Store such as new MemoryStore(), got ${describe(store)}`,
+    );
+  }
+  const missing = Object.keys(STORE_METHODS).filter(
+    (name) => typeof (store as Record<string, unknown>)[name] !== 'function',
+  );
+  if (missing.length > 0) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `store must be a Store such as new MemoryStore(); the object given lacks ${missing.length === 1 ? 'the method' : 'the methods'} ${missing.join(', ')}`,
+    );
+  }
+  return store as Store;
+}
+
 export class DelayQueue extends QueueEngine {
   /**
    * Opens (and recovers) a queue on a data directory, or on the store given; with `redis`, opens
@@ -57,26 +108,39 @@ export class DelayQueue extends QueueEngine {
   static async open(
     options: DelayQueueOpenOptions | DelayQueueRedisOptions,
   ): Promise<DelayQueue | ClusterQueue> {
-    if (typeof options === 'object' && options !== null && 'redis' in options) {
-      return openOnRedis(options);
+    if (typeof options !== 'object' || options === null) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `DelayQueue.open takes options: ${OPEN_USAGE}; got ${describe(options)}`,
+      );
     }
+    if ('redis' in options) return openOnRedis(options);
     return DelayQueue.openEmbedded(options as DelayQueueOpenOptions);
   }
 
   private static async openEmbedded(options: DelayQueueOpenOptions): Promise<DelayQueue> {
+    if (options.store === undefined && options.dir === undefined) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `DelayQueue.open needs dir or store: ${OPEN_USAGE}`,
+      );
+    }
     const store =
-      options.store ??
-      (await FileStore.open({
-        dir: options.dir as string,
-        ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
-        ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
-        ...(options.windowMs === undefined ? {} : { windowMs: options.windowMs }),
-        ...(options.checkpointIntervalMs === undefined
-          ? {}
-          : { checkpointIntervalMs: options.checkpointIntervalMs }),
-        ...(options.snapshotBytes === undefined ? {} : { snapshotBytes: options.snapshotBytes }),
-        ...(options.repair === undefined ? {} : { repair: options.repair }),
-      }));
+      options.store !== undefined
+        ? checkStore(options.store)
+        : await FileStore.open({
+            dir: options.dir as string,
+            ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
+            ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
+            ...(options.windowMs === undefined ? {} : { windowMs: options.windowMs }),
+            ...(options.checkpointIntervalMs === undefined
+              ? {}
+              : { checkpointIntervalMs: options.checkpointIntervalMs }),
+            ...(options.snapshotBytes === undefined
+              ? {}
+              : { snapshotBytes: options.snapshotBytes }),
+            ...(options.repair === undefined ? {} : { repair: options.repair }),
+          });
     try {
       const queue = new DelayQueue(store, options);
       // Opened to repair a directory (tickwheel repair): nothing is pushed meanwhile.

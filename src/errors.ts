@@ -149,8 +149,8 @@ export class TickwheelError<C extends TickwheelErrorCode = TickwheelErrorCode> e
 /** A value of the wrong type: a delay that is not a number, a callback that is not a function. */
 export class TickwheelTypeError extends TypeError implements TickwheelError {
   readonly code: TickwheelErrorCode;
-  constructor(code: TickwheelErrorCode, message: string) {
-    super(message);
+  constructor(code: TickwheelErrorCode, message: string, options?: ErrorOptions) {
+    super(message, options);
     this.name = 'TickwheelTypeError';
     this.code = code;
   }
@@ -159,8 +159,8 @@ export class TickwheelTypeError extends TypeError implements TickwheelError {
 /** A number out of range: NaN or infinite delays, too many pending timers. */
 export class TickwheelRangeError extends RangeError implements TickwheelError {
   readonly code: TickwheelErrorCode;
-  constructor(code: TickwheelErrorCode, message: string) {
-    super(message);
+  constructor(code: TickwheelErrorCode, message: string, options?: ErrorOptions) {
+    super(message, options);
     this.name = 'TickwheelRangeError';
     this.code = code;
   }
@@ -168,8 +168,8 @@ export class TickwheelRangeError extends RangeError implements TickwheelError {
 
 /** An operation on a timer that has been closed, stopped or shut down. */
 export class TickwheelStateError extends TickwheelError {
-  constructor(code: TickwheelErrorCode, message: string) {
-    super(code, message);
+  constructor(code: TickwheelErrorCode, message: string, options?: ErrorOptions) {
+    super(code, message, options);
     this.name = 'TickwheelStateError';
   }
 }

@@ -1,7 +1,8 @@
 /**
  * tickwheel: timing-wheel timers for Node.js. The root export holds the timers, the clocks, the
- * wheels themselves and the error catalogue (TickwheelError, the base of every error tickwheel
- * throws, and TickwheelErrorCode); it has no dependencies and does no I/O.
+ * wheels themselves, the patterns built on them (docs/patterns.md) and the error catalogue
+ * (TickwheelError, the base of every error tickwheel throws, and TickwheelErrorCode); it has no
+ * dependencies and does no I/O.
  */
 
 export {

@@ -14,6 +14,7 @@ import {
   checkCallback,
   checkOption,
   describe,
+  TickwheelError,
   TickwheelRangeError,
   TickwheelTypeError,
 } from '../errors.js';
@@ -43,12 +44,18 @@ import type {
   WireMessageInfo,
   WireReceivedMessage,
 } from '../protocol/wire.js';
-import type { ScheduleRequest } from '../queue/message.js';
+import { checkRequest, dueTime, type ScheduleRequest } from '../queue/message.js';
 import { checkConsumeOptions, Worker } from '../queue/worker.js';
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { TickwheelHttpError } from './errors.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
-import { Transport, type Answer, type Exchange, type TransportOptions } from './transport.js';
+import {
+  messageOf,
+  Transport,
+  type Answer,
+  type Exchange,
+  type TransportOptions,
+} from './transport.js';
 import { checkWatch, type QueueEvent } from '../queue/events.js';
 
 export interface ClientOptions {
@@ -107,6 +114,52 @@ function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { topic: s
     payload: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64'),
     payloadEncoding: 'base64',
   };
+}
+
+/**
+ * The error for a message JSON cannot hold (a payload holding a BigInt or a cycle, say): the one
+ * the embedded queue gives for it (the same check, made here only once JSON.stringify has
+ * failed), or else ERR_TICKWHEEL_INVALID_MESSAGE.
+ */
+function refuseMessage(message: unknown, where: string, err: unknown): Error {
+  try {
+    checkRequest(message, Date.now(), Number.POSITIVE_INFINITY, where, false);
+  } catch (refused) {
+    if (refused instanceof TickwheelError) return refused;
+  }
+  return new TickwheelTypeError(
+    'ERR_TICKWHEEL_INVALID_MESSAGE',
+    `${where}a message must be JSON-serialisable: ${messageOf(err)}`,
+    { cause: err },
+  );
+}
+
+/** The error for a delay (reschedule, requeue) JSON cannot hold: the embedded queue's, as above. */
+function refuseDelay(when: unknown, what: string, err: unknown): Error {
+  try {
+    if (typeof when === 'object' && when !== null) dueTime(when, Date.now());
+  } catch (refused) {
+    if (refused instanceof TickwheelError) return refused;
+  }
+  return refuseOption(what, err);
+}
+
+/** Whether JSON can hold `value`. */
+function sendable(value: unknown): boolean {
+  try {
+    return JSON.stringify(value) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/** The error for options JSON cannot hold (a BigInt, a cycle): ERR_TICKWHEEL_INVALID_OPTION. */
+function refuseOption(what: string, err: unknown): Error {
+  return new TickwheelTypeError(
+    'ERR_TICKWHEEL_INVALID_OPTION',
+    `${what} must be JSON-serialisable: ${messageOf(err)}`,
+    { cause: err },
+  );
 }
 
 function fromWire(message: WireReceivedMessage): ReceivedMessage {
@@ -179,6 +232,7 @@ export class TickwheelClient {
       method: 'POST',
       path: `/v1/topics${segment(topic, 'topic')}/messages`,
       body,
+      refuse: (err) => refuseMessage(message, '', err),
       idempotent: body.id !== undefined,
     });
     return answer.body;
@@ -217,6 +271,12 @@ export class TickwheelClient {
       method: 'POST',
       path: '/v1/messages:batch',
       body: { messages: body },
+      refuse: (err) => {
+        const at = body.findIndex((wire) => !sendable(wire));
+        return at < 0
+          ? refuseOption('messages', err)
+          : refuseMessage(messages[at], `messages[${at}]: `, err);
+      },
       idempotent: messages.every((message) => message.id !== undefined),
     });
     return answer.body.results;
@@ -268,6 +328,7 @@ export class TickwheelClient {
         method: 'PATCH',
         path: `/v1/messages${segment(id, 'id')}`,
         body: when,
+        refuse: (err) => refuseDelay(when, 'when', err),
         idempotent: when?.delayMs === undefined,
       });
       return answer.body.deliverAt;
@@ -300,6 +361,7 @@ export class TickwheelClient {
         method: 'POST',
         path: `/v1/topics${segment(topic, 'topic')}/receive`,
         body: receiveOptions,
+        refuse: (err) => refuseOption('receive options', err),
         idempotent: false,
       },
     );
@@ -413,6 +475,7 @@ export class TickwheelClient {
         method: 'POST',
         path: `/v1/messages${segment(id, 'id')}/requeue`,
         body: requeueOptions,
+        refuse: (err) => refuseDelay(requeueOptions, 'requeue options', err),
         idempotent: false,
       });
       return true;
@@ -471,6 +534,7 @@ export class TickwheelClient {
       method,
       path: `/v1/topics${segment(topic, 'topic')}${suffix}`,
       ...(body === undefined ? {} : { body }),
+      refuse: (err) => refuseOption('the topic update', err),
       idempotent: true,
     });
     return answer.body;
@@ -486,6 +550,7 @@ export class TickwheelClient {
       method: 'PUT',
       path: `/v1/schedules${segment(name, 'name')}`,
       body: spec,
+      refuse: (err) => refuseOption('the schedule', err),
       idempotent: true,
     });
     return answer.body;
@@ -502,6 +567,7 @@ export class TickwheelClient {
         method: 'PATCH',
         path: `/v1/schedules${segment(name, 'name')}`,
         body: patch,
+        refuse: (err) => refuseOption('the schedule update', err),
         idempotent: true,
       }),
     );

@@ -20,10 +20,12 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { checkCallback, checkOption, describe, TickwheelTypeError } from '../errors.js';
 import {
-  DEFAULT_PUSH_TOLERANCE_SECONDS,
+  checkPushOptions,
   PUSH_HEADER,
   verifyPush,
+  type PushCheck,
   type PushDelivery,
   type VerifyPushOptions,
 } from '../protocol/push-signature.js';
@@ -47,12 +49,23 @@ export function pushListener(
   options: PushListenerOptions,
   handler: (message: PushedMessage) => unknown,
 ): (request: IncomingMessage, response: ServerResponse) => void {
-  if (typeof handler !== 'function')
-    throw new TypeError('pushListener: handler must be a function');
-  // Checked now: a bad secret is a mistake of the code, not of a request.
-  verifySecrets(options.secret);
-  const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+  // Checked now: a bad option is a mistake of the code, not of a request.
+  const check = checkPushOptions(options, 'pushListener');
+  checkCallback(handler, 'pushListener: handler');
+  const maxBytes = checkOption(
+    options.maxBytes ?? DEFAULT_MAX_BYTES,
+    'pushListener: options.maxBytes',
+    0,
+    Number.MAX_SAFE_INTEGER,
+    true,
+  );
   const methods = options.methods ?? ['POST', 'PUT', 'PATCH'];
+  if (!Array.isArray(methods) || methods.some((method) => typeof method !== 'string')) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `pushListener: options.methods must be an array of HTTP methods such as ['POST'], got ${describe(methods)}`,
+    );
+  }
   return (request, response) => {
     if (!methods.includes(request.method ?? '')) {
       response.setHeader('allow', methods.join(', '));
@@ -76,7 +89,7 @@ export function pushListener(
       return;
     }
     // Unsigned or stale requests are refused before their body is read.
-    const early = checkHeaders(request.headers, options);
+    const early = checkHeaders(request.headers, check);
     if (early !== undefined) {
       response.setHeader('connection', 'close');
       refuse(response, 401, 'ERR_TICKWHEEL_PUSH_SIGNATURE', early);
@@ -126,31 +139,17 @@ export function pushListener(
 }
 
 /** Why the headers alone show a request is not a current signed push, if they do. */
-function checkHeaders(
-  headers: IncomingMessage['headers'],
-  options: VerifyPushOptions,
-): string | undefined {
+function checkHeaders(headers: IncomingMessage['headers'], check: PushCheck): string | undefined {
   for (const name of Object.values(PUSH_HEADER)) {
     if (headers[name] === undefined) return `not a signed tickwheel push: no ${name} header`;
   }
   const stamp = Number(headers[PUSH_HEADER.timestamp]);
-  const now = (options.now ?? Date.now)() / 1000;
-  const tolerance = options.toleranceSeconds ?? DEFAULT_PUSH_TOLERANCE_SECONDS;
+  const now = check.now() / 1000;
+  const tolerance = check.toleranceSeconds;
   if (!Number.isFinite(stamp) || Math.abs(now - stamp) > tolerance) {
     return `${PUSH_HEADER.timestamp} is not within ${tolerance} s of this clock`;
   }
   return undefined;
-}
-
-function verifySecrets(secret: unknown): void {
-  const secrets = typeof secret === 'string' ? [secret] : secret;
-  if (
-    !Array.isArray(secrets) ||
-    secrets.length === 0 ||
-    secrets.some((s) => typeof s !== 'string' || s === '')
-  ) {
-    throw new TypeError('pushListener: options.secret must be a non-empty string or array of them');
-  }
 }
 
 /** The body, or undefined if it is over `maxBytes` (the rest is then not read). */

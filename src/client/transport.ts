@@ -11,7 +11,7 @@
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AbortError } from '../errors.js';
+import { AbortError, describe, TickwheelTypeError } from '../errors.js';
 import { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
 import type { WireError } from '../protocol/wire.js';
 
@@ -28,6 +28,11 @@ export interface Exchange {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   path: string;
   body?: unknown;
+  /**
+   * The error for a body JSON cannot hold (a BigInt, a cycle, a toJSON that throws), given what
+   * JSON.stringify threw; nothing is sent. Default: ERR_TICKWHEEL_INVALID_OPTION.
+   */
+  refuse?: (err: unknown) => Error;
   /** Safe to send again after a network error. */
   idempotent: boolean;
   /** Statuses returned to the caller instead of thrown (404 for get, ...). */
@@ -71,9 +76,10 @@ export class Transport {
 
   async send<T>(exchange: Exchange): Promise<Answer<T>> {
     const { retries, retryDelayMs } = this.options;
+    const body = exchange.body === undefined ? undefined : toJson(exchange);
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.once<T>(exchange);
+        return await this.once<T>(exchange, body);
       } catch (err) {
         if (!(err instanceof TickwheelNetworkError) || attempt >= retries) throw err;
         const notSent = NOT_SENT.has(causeCode(err.cause) ?? '');
@@ -87,15 +93,15 @@ export class Transport {
     }
   }
 
-  private async once<T>(exchange: Exchange): Promise<Answer<T>> {
+  private async once<T>(exchange: Exchange, body: string | undefined): Promise<Answer<T>> {
     const timeoutMs = exchange.timeoutMs ?? this.options.timeoutMs;
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal =
       exchange.signal === undefined ? timeout : AbortSignal.any([timeout, exchange.signal]);
     const init: RequestInit = { method: exchange.method, headers: this.headers, signal };
-    if (exchange.body !== undefined) {
+    if (body !== undefined) {
       init.headers = this.jsonHeaders;
-      init.body = JSON.stringify(exchange.body);
+      init.body = body;
     }
     let status: number;
     let text: string;
@@ -121,19 +127,19 @@ export class Transport {
         err,
       );
     }
-    const body = parse(text, type);
+    const answer = parse(text, type);
     if ((status >= 200 && status < 300) || exchange.accept?.includes(status)) {
-      return { status, body: body as T };
+      return { status, body: answer as T };
     }
-    const error = (body as Partial<WireError> | undefined)?.error;
+    const error = (answer as Partial<WireError> | undefined)?.error;
     if (typeof error?.code === 'string' && typeof error.message === 'string') {
-      throw new TickwheelHttpError(status, error.code, error.message, body);
+      throw new TickwheelHttpError(status, error.code, error.message, answer);
     }
     throw new TickwheelHttpError(
       status,
       'ERR_TICKWHEEL_HTTP',
       `${exchange.method} ${exchange.path}: HTTP ${status} from something that is not a tickwheel server: ${text.slice(0, 200)}`,
-      body ?? text,
+      answer ?? text,
     );
   }
 }
@@ -191,6 +197,33 @@ export async function openStream(
     `GET ${path}: HTTP ${response.status} from something that is not a tickwheel server`,
     body ?? text,
   );
+}
+
+/** What a thrown value says, for an error message. */
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * An exchange's body as JSON text, made once for all its attempts. A value JSON cannot hold is
+ * refused with a named error (the exchange's own, or ERR_TICKWHEEL_INVALID_OPTION) before
+ * anything is sent, rather than escaping as JSON.stringify's plain TypeError.
+ */
+function toJson(exchange: Exchange): string {
+  try {
+    const text = JSON.stringify(exchange.body) as string | undefined;
+    if (text === undefined) throw new TypeError(`not a JSON value: ${describe(exchange.body)}`);
+    return text;
+  } catch (err) {
+    throw (
+      exchange.refuse?.(err) ??
+      new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `${exchange.method} ${exchange.path}: the request body cannot be sent as JSON: ${messageOf(err)}`,
+        { cause: err },
+      )
+    );
+  }
 }
 
 function parse(text: string, type: string): unknown {

@@ -15,11 +15,24 @@
  * but the promise the caller asked for and its resolve function.
  */
 
-import { AbortError, checkDelay, TickwheelStateError } from '../errors.js';
+import {
+  AbortError,
+  checkDelay,
+  describe,
+  TickwheelStateError,
+  TickwheelTypeError,
+} from '../errors.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { EntryStore } from '../wheel/index.js';
 import { stackless, TimeoutError } from './errors.js';
-import { checkSignal, grown, patternWheel, type PatternOptions } from './pattern-wheel.js';
+import {
+  checkOptionsObject,
+  checkSignal,
+  grown,
+  isThenable,
+  patternWheel,
+  type PatternOptions,
+} from './pattern-wheel.js';
 
 export type DeadlineRegistryOptions = PatternOptions;
 
@@ -49,6 +62,7 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
   private closed = false;
 
   constructor(options: DeadlineRegistryOptions = {}) {
+    checkOptionsObject(options, 'DeadlineRegistry options', '{ clock }');
     const { wheel } = patternWheel<number>(options, (row) => this.expire(row));
     this.wheel = wheel;
     this.rows = new EntryStore(options.initialCapacity);
@@ -76,7 +90,7 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
   register(id: K, timeoutMs: number, options: RegisterOptions = {}): Promise<V> {
     this.checkOpen();
     const delay = checkDelay(timeoutMs, 'timeoutMs');
-    const signal = checkSignal(options.signal);
+    const signal = checkSignal(checkOptionsObject(options, 'register() options').signal);
     if (this.rowById.has(id)) {
       throw new TickwheelStateError(
         'ERR_TICKWHEEL_DUPLICATE_ID',
@@ -208,6 +222,24 @@ export interface WithDeadlineOptions {
 
 let sharedTimers: TimerWheel | undefined;
 
+/** The `timers` option of withDeadline: undefined, or a wheel (anything with its two methods). */
+function checkTimers(timers: unknown): TimerWheel | undefined {
+  if (timers === undefined) return undefined;
+  const wheel = timers as Partial<TimerWheel> | null;
+  if (
+    typeof wheel !== 'object' ||
+    wheel === null ||
+    typeof wheel.setTimeout !== 'function' ||
+    typeof wheel.clearTimeout !== 'function'
+  ) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `timers must be a TimerWheel, got ${describe(timers)}`,
+    );
+  }
+  return timers as TimerWheel;
+}
+
 /**
  * Settles like `work`, unless `ms` pass first: then rejects with a TimeoutError. `work` is a
  * promise, or a function given an AbortSignal that aborts on timeout (its reason is the
@@ -223,10 +255,17 @@ export function withDeadline<V>(
   ms: number,
   options: WithDeadlineOptions = {},
 ): Promise<V> {
+  if (typeof work !== 'function' && !isThenable(work)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_CALLBACK',
+      `work must be a promise, or a function given an AbortSignal, got ${describe(work)}`,
+    );
+  }
   const delay = checkDelay(ms, 'ms');
+  checkOptionsObject(options, 'withDeadline options', '{ signal }');
   const signal = checkSignal(options.signal);
+  const timers = checkTimers(options.timers) ?? (sharedTimers ??= new TimerWheel());
   if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));
-  const timers = options.timers ?? (sharedTimers ??= new TimerWheel());
   const controller = typeof work === 'function' ? new AbortController() : undefined;
   return new Promise<V>((resolve, reject) => {
     let decided = false;

@@ -21,7 +21,12 @@
 
 import { checkCallback, checkOption } from '../errors.js';
 import { IdleTracker, type IdleHandle } from './idle.js';
-import { isThenable, reportError, type PatternOptions } from './pattern-wheel.js';
+import {
+  checkOptionsObject,
+  isThenable,
+  reportError,
+  type PatternOptions,
+} from './pattern-wheel.js';
 
 export interface HeartbeatOptions<T> extends PatternOptions {
   /** Quiet time before a heartbeat is sent, and each heartbeat's time to be answered. */
@@ -48,6 +53,7 @@ export class Heartbeat<T = unknown> {
   private readonly report: (err: unknown) => void;
 
   constructor(options: HeartbeatOptions<T>) {
+    checkOptionsObject(options, 'Heartbeat options', '{ intervalMs: 30_000, send, onDead }');
     const intervalMs = checkOption(options.intervalMs, 'intervalMs', Number.MIN_VALUE);
     this.maxMissed = checkOption(options.maxMissed ?? 3, 'maxMissed', 0, 2 ** 31 - 1, true);
     checkCallback(options.send, 'send');

@@ -31,7 +31,7 @@ import { checkCallback, checkOption, TickwheelRangeError, TickwheelStateError } 
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
 import { EntryStore } from '../wheel/index.js';
-import { grown, patternWheel, type PatternOptions } from './pattern-wheel.js';
+import { checkOptionsObject, grown, patternWheel, type PatternOptions } from './pattern-wheel.js';
 
 export type IdleState = 'reader-idle' | 'writer-idle' | 'all-idle';
 
@@ -79,6 +79,7 @@ export class IdleTracker<T = unknown> {
   private closed = false;
 
   constructor(options: IdleTrackerOptions<T>) {
+    checkOptionsObject(options, 'IdleTracker options', '{ readerIdleMs: 60_000, onIdle }');
     checkCallback(options.onIdle, 'onIdle');
     this.onIdle = options.onIdle;
     this.periodOf = new Float64Array([

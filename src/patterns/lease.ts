@@ -39,7 +39,13 @@ import {
 } from '../errors.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import { LeaseLostError, stackless, TimeoutError } from './errors.js';
-import { checkSignal, isThenable, patternWheel, type PatternOptions } from './pattern-wheel.js';
+import {
+  checkOptionsObject,
+  checkSignal,
+  isThenable,
+  patternWheel,
+  type PatternOptions,
+} from './pattern-wheel.js';
 
 export type LeaseState = 'held' | 'released' | 'lost';
 
@@ -92,6 +98,7 @@ export class LeaseKeeper {
   private closed = false;
 
   constructor(options: LeaseKeeperOptions = {}) {
+    checkOptionsObject(options, 'LeaseKeeper options', '{ clock }');
     const { clock, wheel, report } = patternWheel<KeptLease>(options, (lease) =>
       lease[timerFired](),
     );
@@ -170,6 +177,7 @@ export class Lease<D = unknown> implements KeptLease {
 
   /** Made by LeaseKeeper.hold(), the only way to get a Lease. */
   constructor(host: LeaseHost, options: LeaseOptions<D>) {
+    checkOptionsObject(options, 'hold() options', '{ leaseMs: 30_000, renew }');
     this.leaseMs = checkOption(options.leaseMs, 'leaseMs', Number.MIN_VALUE);
     this.everyMs = checkOption(
       options.renewEveryMs ?? this.leaseMs / 3,

@@ -23,7 +23,13 @@
  */
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { TickwheelError } from '../errors.js';
+import {
+  checkCallback,
+  describe,
+  TickwheelError,
+  TickwheelRangeError,
+  TickwheelTypeError,
+} from '../errors.js';
 
 export const PUSH_HEADER = Object.freeze({
   id: 'tickwheel-id',
@@ -100,26 +106,69 @@ export interface VerifyPushOptions {
   now?: () => number;
 }
 
+/** VerifyPushOptions checked, with their defaults. */
+export interface PushCheck {
+  secrets: readonly string[];
+  toleranceSeconds: number;
+  now: () => number;
+}
+
+/**
+ * Checks the options of verifyPush (and pushListener, `who`): anything but an object, a secret
+ * that is not a non-empty string (or a non-empty array of them), a tolerance that is not a number
+ * of 0 or more, is ERR_TICKWHEEL_INVALID_OPTION; a `now` that is not a function,
+ * ERR_TICKWHEEL_INVALID_CALLBACK. These are mistakes of the receiver's code, not of a request.
+ */
+export function checkPushOptions(options: unknown, who: string): PushCheck {
+  if (typeof options !== 'object' || options === null) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${who}: options must be an object such as { secret }, got ${describe(options)}`,
+    );
+  }
+  const { secret, toleranceSeconds, now } = options as Partial<VerifyPushOptions>;
+  const secrets: unknown = typeof secret === 'string' ? [secret] : secret;
+  if (
+    !Array.isArray(secrets) ||
+    secrets.length === 0 ||
+    secrets.some((one) => typeof one !== 'string' || one === '')
+  ) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${who}: options.secret must be a non-empty string, or a non-empty array of them while a ` +
+        `secret is being changed; got ${!Array.isArray(secrets) ? describe(secret) : secrets.length === 0 ? 'an empty array' : 'an array holding something else'}`,
+    );
+  }
+  const tolerance = toleranceSeconds ?? DEFAULT_PUSH_TOLERANCE_SECONDS;
+  if (typeof tolerance !== 'number' || !(tolerance >= 0)) {
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${who}: options.toleranceSeconds must be a number of 0 or more, got ${describe(tolerance)}`,
+    );
+  }
+  if (now !== undefined) checkCallback(now, `${who}: options.now`);
+  return { secrets: secrets as string[], toleranceSeconds: tolerance, now: now ?? Date.now };
+}
+
 /**
  * Checks a push request: its signature over the raw `body` with one of the secrets, and its
  * timestamp within tolerance. Returns what its headers say of the message; throws
  * PushSignatureError (ERR_TICKWHEEL_PUSH_SIGNATURE) otherwise: answer such a request 401.
+ *
+ * Arguments that cannot be a request or options at all (a request without headers, a body that
+ * is not a string or bytes, such as one already parsed as JSON; no secret) are mistakes of the
+ * receiver's code: a TickwheelTypeError or TickwheelRangeError (checkPushOptions), never a 401.
  */
 export function verifyPush(
   request: { headers: PushHeaders; body: Uint8Array | string },
   options: VerifyPushOptions,
 ): PushDelivery {
-  const secrets = typeof options.secret === 'string' ? [options.secret] : options.secret;
-  if (!Array.isArray(secrets) || secrets.length === 0) {
-    throw new TypeError('verifyPush: options.secret must be a string or a non-empty array');
-  }
-  for (const secret of secrets) {
-    if (typeof secret !== 'string' || secret === '') {
-      throw new TypeError('verifyPush: every secret must be a non-empty string');
-    }
-  }
-  const tolerance = options.toleranceSeconds ?? DEFAULT_PUSH_TOLERANCE_SECONDS;
-  if (!(tolerance >= 0)) throw new TypeError('verifyPush: toleranceSeconds must be 0 or more');
+  const {
+    secrets,
+    toleranceSeconds: tolerance,
+    now: clock,
+  } = checkPushOptions(options, 'verifyPush');
+  checkRequest(request);
   const read = (name: string) => header(request.headers, name);
   const id = read(PUSH_HEADER.id);
   const topic = read(PUSH_HEADER.topic);
@@ -143,7 +192,7 @@ export function verifyPush(
     throw new PushSignatureError(`${PUSH_HEADER.timestamp} is not whole seconds: ${stamp}`);
   }
   const timestamp = Number(stamp);
-  const now = (options.now ?? Date.now)() / 1000;
+  const now = clock() / 1000;
   if (Math.abs(now - timestamp) > tolerance) {
     throw new PushSignatureError(
       `${PUSH_HEADER.timestamp} ${timestamp} is more than ${tolerance} s from this clock ` +
@@ -172,6 +221,27 @@ export function verifyPush(
     );
   }
   return { id, topic, attempt: Number(attempt), deliverAt: Number(deliverAt), timestamp };
+}
+
+function checkRequest(request: unknown): void {
+  if (
+    typeof request !== 'object' ||
+    request === null ||
+    typeof (request as { headers?: unknown }).headers !== 'object' ||
+    (request as { headers?: unknown }).headers === null
+  ) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `verifyPush: request must be { headers, body }, the request's headers and its raw body; got ${describe(request)}${typeof request === 'object' && request !== null ? ' without headers' : ''}`,
+    );
+  }
+  const { body } = request as { body?: unknown };
+  if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `verifyPush: request.body must be the raw body as received (a string or bytes), got ${describe(body)}: a body already parsed (as JSON, say) cannot be checked`,
+    );
+  }
 }
 
 function header(headers: PushHeaders, name: string): string | undefined {

@@ -90,7 +90,10 @@ export interface CancelResponse {
 export interface ReceiveBody {
   /** Messages at most, 1-1000. Default 1. */
   max?: number;
-  /** Long-poll: wait up to this long for a message (capped at the server's maxWaitMs). Default 0. */
+  /**
+   * Long-poll: wait up to this long for a message, 0 to MAX_WAIT_MS (1 h; more is refused); the
+   * server waits no longer than its maxWaitMs, however long this is. Default 0.
+   */
   waitMs?: number;
   /** Redeliver unless acked within this long. Default: the queue's visibilityMs. */
   visibilityMs?: number;

@@ -39,7 +39,11 @@ export interface QueueEvent {
   type: QueueEventType;
   id: string;
   topic: string;
-  /** When it happened: epoch ms on the queue's clock. */
+  /**
+   * When it happened: epoch ms on the queue's clock, not rounded. On the embedded queue's
+   * SystemClock (performance.now() from an epoch offset) it has a fraction of a millisecond; on
+   * Valkey/Redis it is the node's Date.now(), whole milliseconds.
+   */
   at: number;
   /** The message's due time: for `failed`, when it is due again. */
   deliverAt: number;

@@ -68,7 +68,10 @@ export interface MessageState {
 export const TOPIC_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const ID_PATTERN = /^[A-Za-z0-9._:@-]{1,200}$/;
 export const DEFAULT_MAX_ATTEMPTS = 5;
-/** Beyond 100 years ahead a due time is refused: it is almost certainly a unit mistake. */
+/**
+ * Beyond 200 years (of 365.25 days: 6,311,520,000,000 ms) ahead a due time is refused, as a
+ * delayMs or as a deliverAt: it is almost certainly a unit mistake (seconds or microseconds).
+ */
 export const MAX_DELAY_MS = 200 * 365.25 * 24 * 3600 * 1000;
 
 /** The last topic that passed checkTopic: producers tend to repeat theirs. */

@@ -8,7 +8,7 @@ import {
   TickwheelNetworkError,
   type ReceivedMessage,
 } from '../../src/client/index.js';
-import { AbortError } from '../../src/errors.js';
+import { AbortError, TickwheelError } from '../../src/errors.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 
@@ -319,6 +319,81 @@ describe('the names and results of DelayQueue', () => {
       code: 'ERR_TICKWHEEL_INVALID_OPTION',
     });
     expect(calls()).toBe(1);
+  });
+
+  it('refuses a body JSON cannot hold with a named error, as the embedded queue does', async () => {
+    const { fetch: spy, calls } = counting();
+    const tw = client({ fetch: spy });
+    const cycle: Record<string, unknown> = {};
+    cycle.self = cycle;
+    const { id } = await tw.schedule({ topic: 'j', payload: 1, delayMs: 60_000 });
+    const sent = calls();
+
+    // Messages: the code (and message) the embedded queue gives for the same input.
+    const inputs: Array<[string, (side: TickwheelClient | DelayQueue) => Promise<unknown>]> = [
+      ['bigint payload', (side) => side.schedule({ topic: 'j', payload: 1n })],
+      ['nested bigint', (side) => side.schedule({ topic: 'j', payload: { n: [2n] } })],
+      ['cyclic payload', (side) => side.schedule({ topic: 'j', payload: cycle })],
+      ['bigint delay', (side) => side.schedule({ topic: 'j', payload: 1, delayMs: 5n as never })],
+      [
+        'batch',
+        (side) =>
+          side.scheduleMany([
+            { topic: 'j', payload: 1 },
+            { topic: 'j', payload: 1n },
+          ]),
+      ],
+      ['reschedule', (side) => side.reschedule(id, { delayMs: 5n as never })],
+      ['requeue', (side) => side.requeue(id, { delayMs: 5n as never })],
+    ];
+    for (const [what, call] of inputs) {
+      const embedded = await call(queue).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(embedded, what).toBeInstanceOf(TickwheelError);
+      const { name, code, message } = embedded as TickwheelError;
+      await expect(call(tw), what).rejects.toMatchObject({ name, code, message });
+    }
+    await expect(tw.schedule({ topic: 'j', payload: 1n })).rejects.toMatchObject({
+      name: 'TickwheelTypeError',
+      code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+      message: expect.stringContaining('BigInt'),
+    });
+    await expect(
+      tw.scheduleMany([
+        { topic: 'j', payload: 1 },
+        { topic: 'j', payload: cycle },
+      ]),
+    ).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+      message: expect.stringMatching(/^messages\[1\]: payload must be JSON-serialisable/),
+    });
+    // A field the embedded queue does not read is still refused, not sent.
+    await expect(tw.schedule({ topic: 'j', payload: 1, extra: 1n } as never)).rejects.toMatchObject(
+      {
+        name: 'TickwheelTypeError',
+        code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
+      },
+    );
+
+    // Options and settings: ERR_TICKWHEEL_INVALID_OPTION, as the embedded queue's checks give.
+    const options: Array<[string, () => Promise<unknown>]> = [
+      ['receive', () => tw.receive('j', { max: 1n as never })],
+      ['configureTopic', () => tw.configureTopic('j', { rateLimit: { perSecond: 1n as never } })],
+      ['putSchedule', () => tw.putSchedule('s', { topic: 'j', everyMs: 60_000, payload: 1n })],
+      ['updateSchedule', () => tw.updateSchedule('s', { payload: cycle })],
+    ];
+    for (const [what, call] of options) {
+      await expect(call(), what).rejects.toMatchObject({
+        name: 'TickwheelTypeError',
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      });
+    }
+    await expect(
+      queue.putSchedule('s', { topic: 'j', everyMs: 60_000, payload: 1n }),
+    ).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
+    expect(calls()).toBe(sent);
   });
 });
 

@@ -117,4 +117,38 @@ describe('pushListener', () => {
     expect(called).toBe(1);
     expect(() => pushListener({ secret: '' }, () => {})).toThrow(TypeError);
   });
+
+  it('refuses bad options and a missing handler at once with a named error', () => {
+    const handler = () => {};
+    const bad: Array<[unknown, unknown, string, string]> = [
+      [undefined, handler, 'TickwheelTypeError', 'ERR_TICKWHEEL_INVALID_OPTION'],
+      [{}, handler, 'TickwheelTypeError', 'ERR_TICKWHEEL_INVALID_OPTION'],
+      [{ secret: '' }, handler, 'TickwheelTypeError', 'ERR_TICKWHEEL_INVALID_OPTION'],
+      [{ secret: SECRET }, undefined, 'TickwheelTypeError', 'ERR_TICKWHEEL_INVALID_CALLBACK'],
+      [
+        { secret: SECRET, maxBytes: -1 },
+        handler,
+        'TickwheelRangeError',
+        'ERR_TICKWHEEL_INVALID_OPTION',
+      ],
+      [
+        { secret: SECRET, toleranceSeconds: '5' },
+        handler,
+        'TickwheelRangeError',
+        'ERR_TICKWHEEL_INVALID_OPTION',
+      ],
+      [
+        { secret: SECRET, methods: 'POST' },
+        handler,
+        'TickwheelTypeError',
+        'ERR_TICKWHEEL_INVALID_OPTION',
+      ],
+      [{ secret: SECRET, now: 5 }, handler, 'TickwheelTypeError', 'ERR_TICKWHEEL_INVALID_CALLBACK'],
+    ];
+    for (const [options, given, name, code] of bad) {
+      expect(() => pushListener(options as never, given as never)).toThrowError(
+        expect.objectContaining({ name, code, message: expect.stringMatching(/^pushListener: /) }),
+      );
+    }
+  });
 });

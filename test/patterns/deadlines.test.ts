@@ -119,6 +119,28 @@ describe('DeadlineRegistry', () => {
     expect(requests.size).toBe(0);
   });
 
+  it('refuses options that are not an object, to the constructor and to register()', () => {
+    const { requests } = registry();
+    for (const options of [null, 5, 'signal']) {
+      expect(() => new DeadlineRegistry(options as never)).toThrowError(
+        expect.objectContaining({
+          name: 'TickwheelTypeError',
+          code: 'ERR_TICKWHEEL_INVALID_OPTION',
+          message: expect.stringMatching(/^DeadlineRegistry options must be an object/),
+        }),
+      );
+      expect(() => requests.register(1, 5, options as never)).toThrowError(
+        expect.objectContaining({
+          name: 'TickwheelTypeError',
+          code: 'ERR_TICKWHEEL_INVALID_OPTION',
+          message: expect.stringMatching(/^register\(\) options must be an object/),
+        }),
+      );
+    }
+    expect(requests.size).toBe(0);
+    new DeadlineRegistry().close();
+  });
+
   it('rejects with an AbortError when the signal aborts, and forgets its listener once settled', async () => {
     const { requests } = registry();
     const controller = new AbortController();
@@ -345,6 +367,36 @@ describe('withDeadline', () => {
     for (const bad of [NaN, Infinity, 'soon']) {
       expect(() => withDeadline(Promise.resolve(), bad as number)).toThrowError(
         expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_DELAY' }),
+      );
+    }
+  });
+
+  it('refuses work that is neither a promise nor a function, and bad options, synchronously', () => {
+    for (const work of [undefined, null, 5, { then: 1 }]) {
+      expect(() => withDeadline(work as never, 100)).toThrowError(
+        expect.objectContaining({
+          name: 'TickwheelTypeError',
+          code: 'ERR_TICKWHEEL_INVALID_CALLBACK',
+          message: expect.stringMatching(/^work must be a promise, or a function/),
+        }),
+      );
+    }
+    for (const options of [null, 5]) {
+      expect(() => withDeadline(Promise.resolve(1), 100, options as never)).toThrowError(
+        expect.objectContaining({
+          name: 'TickwheelTypeError',
+          code: 'ERR_TICKWHEEL_INVALID_OPTION',
+          message: expect.stringMatching(/^withDeadline options must be an object/),
+        }),
+      );
+    }
+    for (const timers of [{}, null, 5, { setTimeout: () => 1 }]) {
+      expect(() => withDeadline(Promise.resolve(1), 100, { timers: timers as never })).toThrowError(
+        expect.objectContaining({
+          name: 'TickwheelTypeError',
+          code: 'ERR_TICKWHEEL_INVALID_OPTION',
+          message: expect.stringMatching(/^timers must be a TimerWheel/),
+        }),
       );
     }
   });

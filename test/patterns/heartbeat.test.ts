@@ -118,6 +118,18 @@ describe('Heartbeat', () => {
     );
   });
 
+  it('refuses missing options, or options that are not an object, with a coded error', () => {
+    for (const options of [undefined, null, 100]) {
+      expect(() => new Heartbeat(options as never)).toThrowError(
+        expect.objectContaining({
+          name: 'TickwheelTypeError',
+          code: 'ERR_TICKWHEEL_INVALID_OPTION',
+          message: expect.stringMatching(/^Heartbeat options must be an object/),
+        }),
+      );
+    }
+  });
+
   it('untracks and closes quietly', () => {
     const { clock, beats, log } = heartbeat();
     const a = beats.track('a');

@@ -268,6 +268,18 @@ describe('IdleTracker options', () => {
       () => new IdleTracker({ onIdle, allIdleMs: 5, clock: { now: () => 0 } as never }),
     ).toThrowError(expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }));
   });
+
+  it('refuses missing options, or options that are not an object, with a coded error', () => {
+    for (const options of [undefined, null, 100]) {
+      expect(() => new IdleTracker(options as never)).toThrowError(
+        expect.objectContaining({
+          name: 'TickwheelTypeError',
+          code: 'ERR_TICKWHEEL_INVALID_OPTION',
+          message: expect.stringMatching(/^IdleTracker options must be an object/),
+        }),
+      );
+    }
+  });
 });
 
 describe('IdleTracker against a model', () => {

@@ -354,6 +354,29 @@ describe('LeaseKeeper options', () => {
       expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
     );
   });
+
+  it('refuses hold() without options, and keeper options that are not an object', () => {
+    for (const options of [undefined, null, 300]) {
+      expect(() => keeper.hold(options as never)).toThrowError(
+        expect.objectContaining({
+          name: 'TickwheelTypeError',
+          code: 'ERR_TICKWHEEL_INVALID_OPTION',
+          message: expect.stringMatching(/^hold\(\) options must be an object/),
+        }),
+      );
+    }
+    expect(keeper.size).toBe(0);
+    for (const options of [null, 5, 'clock']) {
+      expect(() => new LeaseKeeper(options as never)).toThrowError(
+        expect.objectContaining({
+          name: 'TickwheelTypeError',
+          code: 'ERR_TICKWHEEL_INVALID_OPTION',
+          message: expect.stringMatching(/^LeaseKeeper options must be an object/),
+        }),
+      );
+    }
+    new LeaseKeeper().close();
+  });
 });
 
 describe('LeaseKeeper against a model', () => {

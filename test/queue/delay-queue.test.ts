@@ -1,6 +1,9 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock, TickwheelStateError } from '../../src/index.js';
-import type { DelayQueue } from '../../src/delay-queue.js';
+import { ManualClock, TickwheelError, TickwheelStateError } from '../../src/index.js';
+import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { T0, advance, fileKind, memoryKind, settle, type QueueKind } from './harness.js';
 
 describe.each([
@@ -563,5 +566,66 @@ describe.each([
     expect(got.map((m) => m.payload).sort((a, b) => (a as number) - (b as number))).toEqual(
       [...Array(30).keys()].filter((i) => i !== 0 && i !== 5),
     );
+  });
+});
+
+describe('DelayQueue.open refuses bad options with a named error', () => {
+  const made: string[] = [];
+  afterEach(() => {
+    for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+  function scratch(): string {
+    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-open-'));
+    made.push(dir);
+    return dir;
+  }
+
+  it('no options, or neither dir nor store', async () => {
+    for (const options of [undefined, null, 'data']) {
+      await expect(DelayQueue.open(options as never)).rejects.toMatchObject({
+        name: 'TickwheelTypeError',
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: expect.stringContaining("{ dir: './data' }"),
+      });
+    }
+    await expect(DelayQueue.open({})).rejects.toMatchObject({
+      name: 'TickwheelTypeError',
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      message: expect.stringMatching(/needs dir or store/),
+    });
+  });
+
+  it('a dir that is a file, or runs through one, keeping the system error as its cause', async () => {
+    const file = join(scratch(), 'somefile');
+    writeFileSync(file, 'not a directory');
+    for (const dir of [file, join(file, 'data')]) {
+      const err = await DelayQueue.open({ dir }).then(
+        () => undefined,
+        (failed: unknown) => failed,
+      );
+      expect(err).toBeInstanceOf(TickwheelError);
+      expect(err).toMatchObject({
+        name: 'TickwheelTypeError',
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: expect.stringContaining(`dir must be a directory: ${dir}`),
+        cause: { code: expect.stringMatching(/^(EEXIST|ENOTDIR)$/) },
+      });
+    }
+    expect(readFileSync(file, 'utf8')).toBe('not a directory');
+  });
+
+  it('a store that is not a Store, before it is used', async () => {
+    const dir = join(scratch(), 'unused');
+    for (const store of [{}, null, 5, { close: async () => {} }]) {
+      await expect(DelayQueue.open({ dir, store: store as never })).rejects.toMatchObject({
+        name: 'TickwheelTypeError',
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: expect.stringMatching(/^store must be a Store such as new MemoryStore\(\)/),
+      });
+    }
+    await expect(DelayQueue.open({ store: {} as never })).rejects.toThrow(/lacks the methods/);
+    expect(existsSync(dir)).toBe(false);
+    const queue = await DelayQueue.open({ store: new MemoryStore() });
+    await queue.close();
   });
 });

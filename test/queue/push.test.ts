@@ -470,4 +470,40 @@ describe('verifyPush', () => {
     }
     expect(() => verifyPush(request, { secret: [] })).toThrow(TypeError);
   });
+
+  it('refuses arguments that cannot be a request or its options with a named error, not a 401', () => {
+    const request = { headers: { [PUSH_HEADER.id]: 'i' }, body: '{}' };
+    const bad: Array<[unknown, unknown, string, RegExp]> = [
+      [request, {}, 'ERR_TICKWHEEL_INVALID_OPTION', /^verifyPush: options\.secret must be/],
+      [request, undefined, 'ERR_TICKWHEEL_INVALID_OPTION', /^verifyPush: options must be/],
+      [request, { secret: [''] }, 'ERR_TICKWHEEL_INVALID_OPTION', /options\.secret/],
+      [request, { secret: SECRET, now: 5 }, 'ERR_TICKWHEEL_INVALID_CALLBACK', /options\.now/],
+      [null, { secret: SECRET }, 'ERR_TICKWHEEL_INVALID_OPTION', /^verifyPush: request must be/],
+      [undefined, { secret: SECRET }, 'ERR_TICKWHEEL_INVALID_OPTION', /request must be/],
+      [{ body: '{}' }, { secret: SECRET }, 'ERR_TICKWHEEL_INVALID_OPTION', /without headers/],
+      [
+        { headers: request.headers, body: { parsed: true } },
+        { secret: SECRET },
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        /^verifyPush: request\.body must be the raw body/,
+      ],
+    ];
+    for (const [given, options, code, message] of bad) {
+      let thrown: unknown;
+      try {
+        verifyPush(given as never, options as never);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown, String(message)).toBeInstanceOf(TickwheelError);
+      expect(thrown).toMatchObject({ name: 'TickwheelTypeError', code });
+      expect((thrown as Error).message).toMatch(message);
+    }
+    expect(() => verifyPush(request, { secret: SECRET, toleranceSeconds: NaN })).toThrowError(
+      expect.objectContaining({
+        name: 'TickwheelRangeError',
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      }),
+    );
+  });
 });

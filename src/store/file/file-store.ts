@@ -22,7 +22,7 @@
 import { mkdir, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
-import { TickwheelTypeError, checkOption } from '../../errors.js';
+import { TickwheelStateError, TickwheelTypeError, checkOption, describe } from '../../errors.js';
 import type { MessageState } from '../../queue/message.js';
 import type {
   RecoveryReport,
@@ -36,6 +36,7 @@ import type { TopicSettings } from '../../queue/topics.js';
 import { ScheduleLog } from './schedule-log.js';
 import { writeUtf8 } from '../bytes.js';
 import {
+  describeCause,
   LogError,
   MessageLog,
   RECORD_HEADER_BYTES,
@@ -106,6 +107,32 @@ const DEFAULT_SNAPSHOT_BYTES = 64 * 1024 * 1024;
 const HORIZON_DISAGREES =
   'inHorizon disagrees with the store: it must be deliverAt < the horizon last given to ' +
   'recover() or loadUntil(), rounded by horizonEnd()';
+
+/**
+ * Creates the data directory (and its parents) if it is not there. A path that names a file, or
+ * runs through one, is a bad `dir` (ERR_TICKWHEEL_INVALID_OPTION); any other failure (no
+ * permission, a read-only or full disk) is ERR_TICKWHEEL_IO. Both keep the system's error as
+ * their cause.
+ */
+async function makeDataDirectory(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' || code === 'ENOTDIR') {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `dir must be a directory: ${dir} ${code === 'EEXIST' ? 'exists and is not one' : 'runs through a file'} (${describeCause(err)})`,
+        { cause: err },
+      );
+    }
+    throw new TickwheelStateError(
+      'ERR_TICKWHEEL_IO',
+      `cannot create the data directory ${dir}: ${describeCause(err)}`,
+      { cause: err },
+    );
+  }
+}
 
 export class FileStore implements Store {
   /** schedules.log, once the queue read or wrote a recurring schedule. */
@@ -181,7 +208,10 @@ export class FileStore implements Store {
 
   private static async openAs(options: FileStoreOptions, mode: OpenMode): Promise<FileStore> {
     if (typeof options?.dir !== 'string' || options.dir.length === 0) {
-      throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', 'dir must be a directory path');
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `dir must be a directory path, got ${describe(options?.dir)}`,
+      );
     }
     const fsync = options.fsync ?? 'batch';
     if (fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
@@ -198,7 +228,7 @@ export class FileStore implements Store {
       0,
       Infinity,
     );
-    await mkdir(options.dir, { recursive: true });
+    await makeDataDirectory(options.dir);
     const lock = await lockDirectory(options.dir);
     try {
       await checkFormat(options.dir);
