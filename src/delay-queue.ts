@@ -50,11 +50,15 @@ const EMBEDDED_ONLY = [
   'rememberFinished',
 ] as const;
 
+/** The keys of T that are not optional. */
+type RequiredKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? never : K }[keyof T];
+
 /**
- * Every method of the Store interface (the type checker holds this list to it): a `store` that
- * lacks one is refused at open, not with a TypeError from deep inside the queue later.
+ * Every method of the Store interface but the optional ones (the type checker holds this list
+ * to it): a `store` that lacks one is refused at open, not with a TypeError from deep inside the
+ * queue later.
  */
-const STORE_METHODS: Record<keyof Store, true> = {
+const STORE_METHODS: Record<RequiredKeys<Store>, true> = {
   horizonEnd: true,
   recover: true,
   lookup: true,
