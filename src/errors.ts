@@ -288,7 +288,6 @@ export function checkOption(
   return value;
 }
 
-/** An optional boolean option: undefined is false, anything but a boolean is refused. */
 /**
  * The options argument of a constructor: an object, or undefined for the defaults. (`new
  * TimerWheel(5)` read no option from the number, and made a wheel with every default.)
@@ -302,6 +301,7 @@ export function checkOptionsObject(value: unknown, example: string): void {
   }
 }
 
+/** An optional boolean option: undefined is false, anything but a boolean is refused. */
 export function checkFlag(value: unknown, name: string): boolean {
   if (value === undefined) return false;
   if (typeof value !== 'boolean') {

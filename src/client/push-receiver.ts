@@ -37,7 +37,7 @@ export interface PushedMessage extends PushDelivery {
 }
 
 export interface PushListenerOptions extends VerifyPushOptions {
-  /** Largest body read, in bytes; a larger one is answered 413. Default 16 MiB. */
+  /** Largest body read, in bytes; a larger one is answered 413. Default 16 MiB; Infinity: no limit. */
   maxBytes?: number;
   /** Methods accepted; default POST, PUT and PATCH (the methods a push target can use). */
   methods?: readonly string[];
@@ -52,13 +52,17 @@ export function pushListener(
   // Checked now: a bad option is a mistake of the code, not of a request.
   const check = checkPushOptions(options, 'pushListener');
   checkCallback(handler, 'pushListener: handler');
-  const maxBytes = checkOption(
-    options.maxBytes ?? DEFAULT_MAX_BYTES,
-    'pushListener: options.maxBytes',
-    0,
-    Number.MAX_SAFE_INTEGER,
-    true,
-  );
+  // Infinity: no limit (as before the option was checked).
+  const maxBytes =
+    options.maxBytes === Infinity
+      ? Infinity
+      : checkOption(
+          options.maxBytes ?? DEFAULT_MAX_BYTES,
+          'pushListener: options.maxBytes',
+          0,
+          Number.MAX_SAFE_INTEGER,
+          true,
+        );
   const methods = options.methods ?? ['POST', 'PUT', 'PATCH'];
   if (!Array.isArray(methods) || methods.some((method) => typeof method !== 'string')) {
     throw new TickwheelTypeError(

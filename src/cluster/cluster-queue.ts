@@ -457,7 +457,16 @@ export class ClusterQueue implements Queue {
    */
   private cancelled(message: CancelledMessage): void {
     this.insights.counters.cancelled++;
-    this.events.record('cancelled', message);
+    if (!this.events.active) return;
+    if (message.known) {
+      this.events.record('cancelled', message);
+      return;
+    }
+    // An older library said nothing of what it cancelled: read back, as before version 13.
+    void this.node.inspector
+      .info(message.id)
+      .then((info) => info !== undefined && this.events.record('cancelled', info))
+      .catch(() => {});
   }
 
   /**

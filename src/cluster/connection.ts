@@ -348,8 +348,11 @@ export class Valkey {
       let running = 0;
       try {
         running = Number(await client.sendCommand(['FCALL_RO', 'tw_version', '0']));
-      } catch {
-        // No library yet (or an older one without tw_version).
+      } catch (err) {
+        // No library yet (or an older one without tw_version). Any other failure (a server
+        // still loading, a timeout) must not be taken for that: loading ours over a newer one
+        // would put older functions under the nodes that run the newer.
+        if (!NO_FUNCTION.test(err instanceof Error ? err.message : String(err))) throw err;
       }
       if (running > LIBRARY_VERSION) {
         throw new TickwheelStateError(

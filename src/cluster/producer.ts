@@ -53,13 +53,13 @@ export interface ProducerOptions {
   maxPayloadBytes: number;
 }
 
-/** A message tw_cancel cancelled, as it was then. */
-export interface CancelledMessage {
-  id: string;
-  topic: string;
-  deliverAt: number;
-  attempts: number;
-}
+/**
+ * A message tw_cancel cancelled, as it was then; `known` false where the library (before
+ * version 13) said only that it cancelled it.
+ */
+export type CancelledMessage =
+  | { id: string; known: true; topic: string; deliverAt: number; attempts: number }
+  | { id: string; known: false };
 
 export interface ClusterMessageInfo {
   id: string;
@@ -247,10 +247,19 @@ export class Producer {
     const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
     const meta = metaKey(this.options.queue, partition);
     const reply = await this.valkey.fcall('tw_cancel', meta, [id, bucket, 'info']);
-    if (!Array.isArray(reply)) return undefined;
+    // A library before version 13 (put back by an older node, or a restored backup) ignores
+    // 'info' and answers 1 alone: cancelled, with nothing said about what.
+    if (!Array.isArray(reply) && Number(reply) !== 1) return undefined;
     await this.durable(meta, id);
+    if (!Array.isArray(reply)) return { id, known: false };
     const [, topic, due, attempts] = reply as [number, string, string, number];
-    return { id, topic: String(topic), deliverAt: Number(due), attempts: Number(attempts) };
+    return {
+      id,
+      known: true,
+      topic: String(topic),
+      deliverAt: Number(due),
+      attempts: Number(attempts),
+    };
   }
 
   /** Moves a scheduled or ready message; resolves with the due time stored, or undefined. */

@@ -494,10 +494,11 @@ export class Deliveries {
     const wait = delayMs ?? retryDelay(message.backoff, message.attempts);
     const previous = message.deliverAt;
     message.deliverAt = Math.ceil(this.clock.now() + wait);
-    // Told now, of this attempt: once relocate() has put it back, a receive already waiting may
-    // take it at once (no backoff), and its next delivery must not come before this failure.
-    this.events.record('failed', message, message.lastError);
-    await this.horizon.relocate(message, previous);
+    // Told once the retry is written, and before the message is held again: a receive already
+    // waiting may take it at once (no backoff), and its next delivery must not come first.
+    await this.horizon.relocate(message, previous, () =>
+      this.events.record('failed', message, message.lastError),
+    );
   }
 }
 

@@ -57,11 +57,17 @@ export class Horizon {
   /**
    * Records a new due time for a message not in memory (or just taken out of it), and holds it
    * if that time is within the horizon. `previousDeliverAt`: the due time the store had for it,
-   * which its counts move it from.
+   * which its counts move it from. `written`: called once the store has it, before it is held
+   * (and so before it can be delivered again).
    */
-  async relocate(message: MessageState, previousDeliverAt: number): Promise<void> {
+  async relocate(
+    message: MessageState,
+    previousDeliverAt: number,
+    written?: () => void,
+  ): Promise<void> {
     const inHorizon = this.admits(message.deliverAt);
     await this.store.move(message, inHorizon, previousDeliverAt);
+    written?.();
     if (inHorizon) this.near.hold(message);
   }
 

@@ -324,12 +324,6 @@ export interface CheckedRequest {
   payload: { kind: number; bytes: Uint8Array | undefined; text: string | undefined };
 }
 
-/**
- * Checks a schedule request as every store takes it: topic, due time, attempts, back-off,
- * payload (at most `maxPayloadBytes`) and id (made when none is given, unless `makeId` is
- * false: then ''). `where` goes in front of an error's message (a batch says which of its
- * messages).
- */
 /** The fields a schedule request may have. */
 const REQUEST_FIELDS = new Set([
   'topic',
@@ -357,6 +351,12 @@ function checkFields(request: object): void {
   }
 }
 
+/**
+ * Checks a schedule request as every store takes it: topic, due time, attempts, back-off,
+ * payload (at most `maxPayloadBytes`) and id (made when none is given, unless `makeId` is
+ * false: then ''). `where` goes in front of an error's message (a batch says which of its
+ * messages).
+ */
 export function checkRequest(
   request: unknown,
   now: number,

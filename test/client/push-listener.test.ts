@@ -118,6 +118,10 @@ describe('pushListener', () => {
     expect(() => pushListener({ secret: '' }, () => {})).toThrow(TypeError);
   });
 
+  it('takes maxBytes Infinity for no limit', () => {
+    expect(typeof pushListener({ secret: SECRET, maxBytes: Infinity }, () => {})).toBe('function');
+  });
+
   it('refuses bad options and a missing handler at once with a named error', () => {
     const handler = () => {};
     const bad: Array<[unknown, unknown, string, string]> = [

@@ -5,6 +5,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
+import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { T0, advance, fileKind, memoryKind, settle, useQueues } from './harness.js';
 
@@ -66,6 +67,11 @@ describe.each([
     await advance(clock, 600, 100, queue);
     await queue.receive('t', { visibilityMs: 1_000 });
     await advance(clock, 1_100, 100, queue);
+    // The timed-out retry is written (a real fsync on the file store) before 'failed' is told:
+    // wait for that in real time (a few turns were not always enough on a loaded machine).
+    for (let i = 0; i < 500 && seen.length < 5; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
     await settle();
     expect(seen.map(brief)).toEqual([
       'scheduled d 0',
@@ -157,6 +163,27 @@ describe.each([
     // What was buffered is still handed out first.
     expect(read).toEqual(['scheduled', 'scheduled', 'scheduled']);
     expect(queue.events.active).toBe(false);
+  });
+});
+
+describe('a retry whose write fails', () => {
+  it('is not told as failed (the nack fails instead)', async () => {
+    class FailingMoves extends MemoryStore {
+      override move(): Promise<void> {
+        return Promise.reject(new Error('disk full'));
+      }
+    }
+    const queue = await DelayQueue.open({ store: new FailingMoves() });
+    try {
+      const seen: string[] = [];
+      queue.events.on('event', (event: QueueEvent) => seen.push(brief(event)));
+      await queue.schedule({ topic: 't', payload: 1, id: 'm' });
+      const [m] = await queue.receive('t', { waitMs: 5_000 });
+      await expect(queue.nack(m.receipt, { reason: 'later' })).rejects.toThrow('disk full');
+      expect(seen).toEqual(['scheduled m 0', 'delivered m 1']);
+    } finally {
+      await queue.close();
+    }
   });
 });
 

@@ -252,13 +252,20 @@ export class FileStore implements Store {
     return window === until ? until : window + this.index.windowMs;
   }
 
-  /** The modification time of the newest log segment: the last record written. */
+  /**
+   * The modification time of the newest log segment with a record: the last record written. (A
+   * directory copied without its times, or a segment cut by a repair, gives a later time: the
+   * lateness of messages that came due before it is then counted from it, so under-reported.)
+   */
   async lastWrittenAt(): Promise<number | undefined> {
     const logDir = join(this.dir, LOG_DIR);
     const segments = (await readdir(logDir)).filter((name) => /^\d{10}\.seg$/.test(name)).sort();
-    if (segments.length === 0) return undefined;
-    const newest = await stat(join(logDir, segments[segments.length - 1]));
-    return newest.size === 0 ? undefined : newest.mtimeMs;
+    // The newest segment with a record: one just rolled over to may be empty.
+    for (let i = segments.length - 1; i >= 0; i--) {
+      const segment = await stat(join(logDir, segments[i]));
+      if (segment.size > 0) return segment.mtimeMs;
+    }
+    return undefined;
   }
 
   recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport> {
