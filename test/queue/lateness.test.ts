@@ -4,7 +4,7 @@
  * that due time was already past. And reschedule can report the due time it stored.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -137,6 +137,41 @@ describe('lateness after a restart, on the system clock', () => {
     }
   });
 });
+
+describe('lateness after a restart, the last write', () => {
+  it('is the newest segment with a record: an empty one rolled over to does not count', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-late-'));
+    try {
+      const first = await DelayQueue.open({ dir });
+      await first.schedule({ topic: 't', payload: 1, deliverAt: Date.now() - 7 * 365 * DAY });
+      await first.close();
+      // The record's segment last written an hour ago; a newer segment, empty.
+      const log = join(dir, 'log');
+      const segments = readdirSync(log)
+        .filter((name) => name.endsWith('.seg'))
+        .sort();
+      const newest = segments[segments.length - 1];
+      const hourAgo = new Date(Date.now() - 3_600_000);
+      utimesSync(join(log, newest), hourAgo, hourAgo);
+      const next = String(Number(newest.slice(0, 10)) + 1).padStart(10, '0');
+      writeFileSync(join(log, `${next}.seg`), '');
+      const second = await DelayQueue.open({ dir });
+      const { stats } = await overdueStats(second).finally(() => second.close());
+      const fire = stats.latenessMs as { max: number; count: number };
+      expect(fire.count).toBe(1);
+      expect(fire.max).toBeGreaterThanOrEqual(3_600_000);
+      expect(fire.max).toBeLessThan(3_600_000 + 60_000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+async function overdueStats(queue: DelayQueue) {
+  const [overdue] = await queue.receive('t', { waitMs: 1_000 });
+  const stats = (await queue.stats()) as Record<string, unknown>;
+  return { overdue, stats };
+}
 
 describe('rescheduleTo', () => {
   it('resolves with the due time stored, or undefined where reschedule gives false', async () => {
