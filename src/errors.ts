@@ -289,16 +289,19 @@ export function checkOption(
 }
 
 /**
- * The options argument of a constructor: an object, or undefined for the defaults. (`new
- * TimerWheel(5)` read no option from the number, and made a wheel with every default.)
+ * Checks that an options argument is an object, so that a missing or mistyped one is
+ * ERR_TICKWHEEL_INVALID_OPTION rather than a TypeError from reading a property of it (or, for a
+ * number, a timer with every default: `new TimerWheel(5)`). `what` names the argument, `example`
+ * shows one.
  */
-export function checkOptionsObject(value: unknown, example: string): void {
-  if (value !== undefined && (typeof value !== 'object' || value === null)) {
+export function checkOptionsObject<O>(options: O, what: string, example?: string): O {
+  if (typeof options !== 'object' || options === null) {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',
-      `options must be an object such as ${example}, got ${describe(value)}`,
+      `${what} must be an object${example === undefined ? '' : ` such as ${example}`}, got ${describe(options)}`,
     );
   }
+  return options;
 }
 
 /** An optional boolean option: undefined is false, anything but a boolean is refused. */

@@ -46,7 +46,8 @@ import type { WheelSnapshot } from '../wheel/index.js';
 import { QueueEvents, type EventSource } from '../queue/events.js';
 import { ClusterNode, type ClusterNodeOptions } from './node.js';
 import { settledBy, type Settled } from './consumer.js';
-import { VISIBILITY_REASON, type ExpiredDelivery } from './owner.js';
+import { VISIBILITY_REASON } from '../queue/message.js';
+import type { ExpiredDelivery } from './owner.js';
 import type { CancelledMessage } from './producer.js';
 
 export interface ClusterQueueOptions extends ClusterNodeOptions {

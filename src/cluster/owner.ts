@@ -21,7 +21,7 @@
  */
 
 import { TickwheelStateError } from '../errors.js';
-import { retryDelay, VISIBILITY_REASON } from '../queue/message.js';
+import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import type { Valkey } from './connection.js';
 import { metaKey } from './keys.js';
@@ -43,9 +43,6 @@ export interface ExpiredDelivery {
   deliverAt: number;
   attempts: number;
 }
-
-/** The reason tw_expire stores for a delivery whose visibility ran out (as embedded). */
-export { VISIBILITY_REASON };
 
 export interface PartitionOwnerOptions {
   queue: string;

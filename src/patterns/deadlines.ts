@@ -21,12 +21,12 @@ import {
   describe,
   TickwheelStateError,
   TickwheelTypeError,
+  checkOptionsObject,
 } from '../errors.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { EntryStore } from '../wheel/index.js';
 import { stackless, TimeoutError } from './errors.js';
 import {
-  checkOptionsObject,
   checkSignal,
   grown,
   isThenable,

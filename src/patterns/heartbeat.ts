@@ -19,14 +19,9 @@
  * send something on writer-idle with an IdleTracker (see docs/patterns.md).
  */
 
-import { checkCallback, checkOption } from '../errors.js';
+import { checkCallback, checkOption, checkOptionsObject } from '../errors.js';
 import { IdleTracker, type IdleHandle } from './idle.js';
-import {
-  checkOptionsObject,
-  isThenable,
-  reportError,
-  type PatternOptions,
-} from './pattern-wheel.js';
+import { isThenable, reportError, type PatternOptions } from './pattern-wheel.js';
 
 export interface HeartbeatOptions<T> extends PatternOptions {
   /** Quiet time before a heartbeat is sent, and each heartbeat's time to be answered. */

@@ -27,11 +27,17 @@
  * the activity came after the check).
  */
 
-import { checkCallback, checkOption, TickwheelRangeError, TickwheelStateError } from '../errors.js';
+import {
+  checkCallback,
+  checkOption,
+  TickwheelRangeError,
+  TickwheelStateError,
+  checkOptionsObject,
+} from '../errors.js';
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
 import { EntryStore } from '../wheel/index.js';
-import { checkOptionsObject, grown, patternWheel, type PatternOptions } from './pattern-wheel.js';
+import { grown, patternWheel, type PatternOptions } from './pattern-wheel.js';
 
 export type IdleState = 'reader-idle' | 'writer-idle' | 'all-idle';
 

@@ -36,16 +36,11 @@ import {
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,
+  checkOptionsObject,
 } from '../errors.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import { LeaseLostError, stackless, TimeoutError } from './errors.js';
-import {
-  checkOptionsObject,
-  checkSignal,
-  isThenable,
-  patternWheel,
-  type PatternOptions,
-} from './pattern-wheel.js';
+import { checkSignal, isThenable, patternWheel, type PatternOptions } from './pattern-wheel.js';
 
 export type LeaseState = 'held' | 'released' | 'lost';
 

@@ -9,7 +9,7 @@
  */
 
 import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
-import { checkCallback, describe, TickwheelTypeError } from '../errors.js';
+import { checkCallback, TickwheelTypeError } from '../errors.js';
 import { TimerWheel } from '../timer/index.js';
 
 export interface PatternOptions {
@@ -64,21 +64,6 @@ export function reportError(onError: ((err: unknown) => void) | undefined, err: 
     }
   }
   process.emitWarning(err instanceof Error ? err : new Error(`callback threw ${String(err)}`));
-}
-
-/**
- * Checks that an options argument is an object, so that a missing or mistyped one is
- * ERR_TICKWHEEL_INVALID_OPTION rather than a TypeError from reading a property of it. `what`
- * names the argument, `example` shows one.
- */
-export function checkOptionsObject<O>(options: O, what: string, example?: string): O {
-  if (typeof options !== 'object' || options === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${what} must be an object${example === undefined ? '' : ` such as ${example}`}, got ${describe(options)}`,
-    );
-  }
-  return options;
 }
 
 export function checkSignal(signal: unknown): AbortSignal | undefined {

@@ -150,7 +150,7 @@ export class HashedWheelTimer {
   }
 
   constructor(options: HashedWheelTimerOptions = {}) {
-    checkOptionsObject(options, '{ tickDuration: 100 }');
+    checkOptionsObject(options, 'HashedWheelTimer options', '{ tickDuration: 100 }');
     this.tickDuration = checkOption(options.tickDuration ?? 100, 'tickDuration', Number.MIN_VALUE);
     const ticksPerWheel = checkOption(
       options.ticksPerWheel ?? 512,

@@ -106,7 +106,7 @@ export class SystemTimer {
   private closed = false;
 
   constructor(options: SystemTimerOptions = {}) {
-    checkOptionsObject(options, '{ tickMs: 1 }');
+    checkOptionsObject(options, 'SystemTimer options', '{ tickMs: 1 }');
     checkFlag(options.unref, 'unref');
     const tickMs = checkOption(options.tickMs ?? 1, 'tickMs', Number.MIN_VALUE);
     const wheelSize = checkOption(options.wheelSize ?? 20, 'wheelSize', 2, 4096, true);

@@ -147,7 +147,7 @@ export class TimerWheel<T = unknown> {
   private closed = false;
 
   constructor(options: TimerWheelOptions<T> = {}) {
-    checkOptionsObject(options, '{ resolution: 1 }');
+    checkOptionsObject(options, 'TimerWheel options', '{ resolution: 1 }');
     const resolution = checkOption(options.resolution ?? 1, 'resolution', Number.MIN_VALUE);
     this.maxPending = checkOption(options.maxPending ?? Infinity, 'maxPending', 0, Infinity);
     this.admitBelow = this.maxPending;
