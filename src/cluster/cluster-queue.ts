@@ -20,7 +20,13 @@ import type { Queue } from '../queue/api.js';
 import type { ScheduleInfo } from '../queue/recurring.js';
 import type { RecurringSpec } from '../queue/recurring-spec.js';
 import { QueueInsights } from '../queue/insights.js';
-import { checkId, checkTopic, type ScheduleRequest } from '../queue/message.js';
+import {
+  checkId,
+  checkTopic,
+  payloadPreview,
+  VISIBILITY_REASON,
+  type ScheduleRequest,
+} from '../queue/message.js';
 import {
   checkNack,
   checkReceipts,
@@ -46,7 +52,6 @@ import type { WheelSnapshot } from '../wheel/index.js';
 import { QueueEvents, type EventSource } from '../queue/events.js';
 import { ClusterNode, type ClusterNodeOptions } from './node.js';
 import { settledBy, type Settled } from './consumer.js';
-import { VISIBILITY_REASON } from '../queue/message.js';
 import type { ExpiredDelivery } from './owner.js';
 import type { CancelledMessage } from './producer.js';
 
@@ -385,11 +390,7 @@ export class ClusterQueue implements Queue {
     this.checkOpen();
     const found = await this.node.inspector.payload(checkId(id));
     if (found === undefined) return undefined;
-    const text =
-      found.value instanceof Uint8Array
-        ? Buffer.from(found.value).toString('base64')
-        : (JSON.stringify(found.value) ?? 'undefined');
-    return { preview: text.slice(0, maxChars), truncated: text.length > maxChars };
+    return payloadPreview(found.value, maxChars);
   }
 
   wheelSnapshot(maxRows?: number): WheelSnapshot {

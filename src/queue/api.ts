@@ -100,9 +100,10 @@ export interface Queue {
   /** What opening found on disk; undefined where nothing is recovered (Valkey/Redis). */
   readonly recovery: RecoveryReport | undefined;
   /**
-   * Why the queue cannot serve now, if it cannot (a queue on Valkey/Redis that gets no answer);
-   * undefined when it can. Absent where there is nothing to ask (the embedded queue's own
-   * failures show in stats().store).
+   * Why the queue cannot fully serve now, if it cannot: a queue on Valkey/Redis that gets no
+   * answer; an embedded queue whose due messages cannot be loaded, or whose index or
+   * checkpoint writes fail and are being retried. Undefined when it can. (A failed log write,
+   * which stops the embedded store until a restart, shows in stats().store.stopped.)
    */
   problem?(): Promise<string | undefined>;
   /** Resolves once background work started so far has finished. */

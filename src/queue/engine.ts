@@ -35,7 +35,6 @@
  *   options.ts     options and argument checks (types.ts: the public types)
  */
 
-import { SystemClock } from '../clock/index.js';
 import { checkCallback, checkOption, TickwheelStateError } from '../errors.js';
 import { MAX_RECEIVE } from '../protocol/limits.js';
 import { TimerWheel } from '../timer/index.js';
@@ -53,6 +52,7 @@ import {
   checkTopic,
   decodePayload,
   heldPayload,
+  payloadPreview,
   type MessageState,
   type MessageStatus,
   type ScheduleRequest,
@@ -210,26 +210,14 @@ export class QueueEngine {
   }
 
   /**
-   * Tells the insights when the store's data was last written (before any message is made
-   * ready): on this package's system clock only, whose time is the wall clock's, converted by how
-   * long ago that was. (A ManualClock's time has no relation to a file's.)
-   */
-  private async noteLastWrite(): Promise<void> {
-    const clock = this.settings.clock;
-    if (!(clock instanceof SystemClock) || this.store.lastWrittenAt === undefined) return;
-    const written = await this.store.lastWrittenAt();
-    if (written === undefined) return;
-    this.insights.recoveredAfter(clock.now() - Math.max(0, Date.now() - written));
-  }
-
-  /**
    * Recovers the store and starts the horizon loader. Called once by open(). `push: false`
    * starts no pushes (a queue opened only to repair its directory delivers nothing).
    */
   protected async start(options: { push?: boolean } = {}): Promise<void> {
     // Before any message is made ready: a paused topic delivers nothing after a restart.
     await this.topics.load();
-    await this.noteLastWrite();
+    // Before any message is made ready: lateness after a restart counts from the last write.
+    await this.insights.noteLastWrite(this.settings.clock, this.store);
     this.recovery = await this.horizon.start(this.wheel);
     // Every schedule brought up to date before open() returns: no consumer can receive yet.
     try {
@@ -496,8 +484,23 @@ export class QueueEngine {
         loadedUntil: this.horizon.loadedUntil,
         timers: this.wheel.stats(),
       }),
+      /** 1 while bringing due messages from the store into memory fails (see problem()). */
+      loadFailing: this.horizon.problem() === undefined ? 0 : 1,
       push: this.pushers.stats(),
     };
+  }
+
+  /**
+   * What keeps the queue from working fully now, healing by itself once its cause is gone: due
+   * messages that cannot be loaded, or a store write being retried. Undefined when there is
+   * nothing; GET /healthz answers 503 with it.
+   */
+  async problem(): Promise<string | undefined> {
+    if (this.closed) return 'the queue is closed';
+    const problems = [this.horizon.problem(), this.store.problem?.()].filter(
+      (problem) => problem !== undefined,
+    );
+    return problems.length === 0 ? undefined : problems.join('; ');
   }
 
   /**
@@ -529,12 +532,7 @@ export class QueueEngine {
     const message: MessageState | undefined = this.near.get(id) ?? (await this.store.lookup(id));
     if (message === undefined) return undefined;
     const held = heldPayload(message) ?? (await this.store.payloadOf(message));
-    const payload = decodePayload(message.payloadKind, held);
-    const text =
-      payload instanceof Uint8Array
-        ? Buffer.from(payload).toString('base64')
-        : (JSON.stringify(payload) ?? 'undefined');
-    return { preview: text.slice(0, maxChars), truncated: text.length > maxChars };
+    return payloadPreview(decodePayload(message.payloadKind, held), maxChars);
   }
 
   /** The in-memory timer wheel (due and visibility timers), level by level. */

@@ -14,8 +14,9 @@
  * Every horizonMs / 4 (at least 5 ms), `loadedUntil` moves to the store's horizonEnd(now +
  * horizonMs) — never backwards — and store.loadUntil hands over what came inside. One load runs
  * at a time; while it runs the near horizon defers and supersedes (see near.ts). A load that
- * fails is reported as a process warning: what did not load stays with the store, which hands
- * it over on the next tick.
+ * fails is reported as a process warning, once until a load succeeds or fails differently, and
+ * by problem() while it lasts: what did not load stays with the store, which hands it over on
+ * the next tick.
  */
 
 import type { Clock } from '../clock/index.js';
@@ -28,6 +29,8 @@ export class Horizon {
   private until = 0;
   private loading: Promise<void> | undefined;
   private stopped = false;
+  /** The last load's failure, until a load succeeds. */
+  private failing: { message: string; since: number } | undefined;
 
   constructor(
     private readonly store: Store,
@@ -71,6 +74,13 @@ export class Horizon {
     if (inHorizon) this.near.hold(message);
   }
 
+  /** Why loads fail now, if they do. */
+  problem(): string | undefined {
+    const failing = this.failing;
+    if (failing === undefined) return undefined;
+    return `loading messages due before ${new Date(this.until).toISOString()} fails: ${failing.message} (since ${new Date(failing.since).toISOString()}; retried every tick)`;
+  }
+
   /** Resolves once the load under way, and any started meanwhile, has finished. */
   async settled(): Promise<void> {
     while (this.loading !== undefined) await this.loading;
@@ -94,8 +104,13 @@ export class Horizon {
     const loaded: MessageState[] = [];
     try {
       await this.store.loadUntil(until, (message) => loaded.push(message));
+      this.failing = undefined;
     } catch (err) {
-      process.emitWarning(err as Error);
+      const message = err instanceof Error ? err.message : String(err);
+      if (this.failing?.message !== message) {
+        this.failing = { message, since: Date.now() };
+        process.emitWarning(err as Error);
+      }
     } finally {
       this.near.endLoad(loaded, !this.stopped);
     }

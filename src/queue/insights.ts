@@ -19,6 +19,7 @@
  *   on disk by hour  = store.hours(hour) − held hours(hour)
  */
 
+import { SystemClock, type Clock } from '../clock/index.js';
 import type { TimerWheelStats } from '../timer/index.js';
 import type { MessageState } from './message.js';
 import { HOUR_MS, type HeldCounts } from './near.js';
@@ -94,6 +95,18 @@ export class QueueInsights {
    */
   recoveredAfter(lastWrite: number): void {
     this.floor = lastWrite;
+  }
+
+  /**
+   * Reads when the store's data was last written and notes it (recoveredAfter): on this
+   * package's system clock only, whose time is the wall clock's, converted by how long ago that
+   * was. (A ManualClock's time has no relation to a file's.)
+   */
+  async noteLastWrite(clock: Clock, store: Pick<Store, 'lastWrittenAt'>): Promise<void> {
+    if (!(clock instanceof SystemClock) || store.lastWrittenAt === undefined) return;
+    const written = await store.lastWrittenAt();
+    if (written === undefined) return;
+    this.recoveredAfter(clock.now() - Math.max(0, Date.now() - written));
   }
 
   /** A message handed in at `now` with a due time already past: its lateness counts from now. */

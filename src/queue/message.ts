@@ -263,6 +263,18 @@ export function decodePayload(kind: number, held: Uint8Array | string): unknown 
 }
 
 /** The payload held in memory, as bytes or text; undefined when it is only in the store. */
+/** The start of a decoded payload, for people looking at it: JSON text, or base64 for bytes. */
+export function payloadPreview(
+  payload: unknown,
+  maxChars: number,
+): { preview: string; truncated: boolean } {
+  const text =
+    payload instanceof Uint8Array
+      ? Buffer.from(payload).toString('base64')
+      : (JSON.stringify(payload) ?? 'undefined');
+  return { preview: text.slice(0, maxChars), truncated: text.length > maxChars };
+}
+
 export function heldPayload(message: MessageState): Uint8Array | string | undefined {
   return message.payload ?? message.payloadText;
 }

@@ -149,5 +149,10 @@ export interface Store {
   /** Writes schedules' records and forgets the `deleted` names; resolves once durable. */
   writeSchedules(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void>;
   stats(): Record<string, number>;
+  /**
+   * Optional: a fault the store is retrying by itself (a background write that fails), as a
+   * sentence saying what and since when; undefined while there is none.
+   */
+  problem?(): string | undefined;
   close(): Promise<void>;
 }

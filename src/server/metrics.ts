@@ -93,6 +93,7 @@ export class ServerMetrics {
   private readonly inMemory: Gauge;
   private readonly storeLive: Gauge;
   private readonly storeDead: Gauge;
+  private readonly failing: Gauge;
   private readonly logBytes: Gauge;
   private readonly fsyncs: MirroredCounter;
   private readonly fsyncSeconds: MirroredCounter;
@@ -194,6 +195,12 @@ export class ServerMetrics {
         registers,
       }),
     );
+    this.failing = new Gauge({
+      name: 'tickwheel_store_failing',
+      help: 'Store work that fails now and is retried by itself, by part: load (bringing due messages into memory), index (schedule index writes), checkpoint; 1 while failing. GET /healthz says why.',
+      labelNames: ['part'],
+      registers,
+    });
     this.fsyncMax = new Gauge({
       name: 'tickwheel_store_fsync_max_seconds',
       help: 'Longest fsync of the log since start.',
@@ -307,6 +314,12 @@ export class ServerMetrics {
     this.fsyncs.update(fsyncs);
     this.fsyncSeconds.update((numberOf(store.fsyncMsAvg) * fsyncs) / 1000);
     this.fsyncMax.set(numberOf(store.fsyncMsMax) / 1000);
+    // The embedded queue's parts; a queue on Valkey/Redis has none of them.
+    if (stats.loadFailing !== undefined) {
+      this.failing.set({ part: 'load' }, numberOf(stats.loadFailing));
+      this.failing.set({ part: 'index' }, numberOf(store.indexFailing));
+      this.failing.set({ part: 'checkpoint' }, numberOf(store.checkpointFailing));
+    }
     this.fireLateness.samples = fireSamples(this.fireLateness.name, stats.latenessMs);
     this.deliveryLateness.samples = deliverySamples(
       this.deliveryLateness.name,

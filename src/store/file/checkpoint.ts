@@ -46,6 +46,7 @@ import {
   writeSnapshot,
   type StoreSnapshot,
 } from './snapshot.js';
+import type { StoreFaults } from './faults.js';
 import type { Tables } from './table.js';
 import type { WindowIndex } from './window-index.js';
 
@@ -138,6 +139,8 @@ export class Checkpoints {
     private readonly snapshotBytes: number,
     /** The store's frontier, read when a checkpoint captures the tables (the store owns it). */
     private readonly frontier: () => number,
+    /** Told each checkpoint's outcome: a failing one is retried at the next interval. */
+    private readonly faults: StoreFaults,
   ) {}
 
   /** Whether snapshots are wanted at all (snapshotBytes: Infinity says never). */
@@ -153,7 +156,7 @@ export class Checkpoints {
   /** Once recovery is done: checkpoints from now on, periodically and when a snapshot is due. */
   start(): void {
     this.updateSnapshotDue();
-    this.timer = setInterval(() => void this.checkpoint().catch(warn), this.intervalMs);
+    this.timer = setInterval(() => void this.checkpoint().catch(() => undefined), this.intervalMs);
     this.timer.unref();
   }
 
@@ -165,7 +168,7 @@ export class Checkpoints {
   appended(bytes: number): void {
     this.uncoveredBytes += bytes;
     if (this.uncoveredBytes >= this.snapshotDue && !this.running && !this.closing) {
-      void this.checkpoint().catch(warn);
+      void this.checkpoint().catch(() => undefined); // told through faults
     }
   }
 
@@ -186,7 +189,17 @@ export class Checkpoints {
     if (!this.replayed) return Promise.resolve();
     // After a failed write the tables may hold changes the log does not.
     if (this.log.firstFailure !== undefined) return Promise.resolve();
-    this.running ??= this.write(when).finally(() => (this.running = undefined));
+    this.running ??= this.write(when).then(
+      () => {
+        this.running = undefined;
+        this.faults.ok('checkpoint');
+      },
+      (err: unknown) => {
+        this.running = undefined;
+        this.faults.fail('checkpoint', err);
+        throw err;
+      },
+    );
     return this.running;
   }
 

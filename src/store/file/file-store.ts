@@ -70,6 +70,7 @@ import {
   writeMoveWithReason,
   writeScheduleHead,
 } from './records.js';
+import { StoreFaults } from './faults.js';
 import { recover, type OpenMode } from './recovery.js';
 import { handOver, statesAt } from './states.js';
 import { Tables } from './table.js';
@@ -144,6 +145,7 @@ export class FileStore implements Store {
   private readonly mode: OpenMode;
   private readonly tables: Tables;
   private readonly checkpoints: Checkpoints;
+  private readonly faults: StoreFaults;
   /**
    * The horizon: every live message due before it has been handed to the queue; every other
    * one the store finds through the schedule index when its window comes before it.
@@ -166,12 +168,14 @@ export class FileStore implements Store {
     dir: string,
     log: MessageLog,
     index: WindowIndex,
+    faults: StoreFaults,
     lock: DirectoryLock,
     checkpointIntervalMs: number,
     snapshotBytes: number,
     mode: OpenMode,
   ) {
     this.dir = dir;
+    this.faults = faults;
     this.log = log;
     this.index = index;
     this.lock = lock;
@@ -185,6 +189,7 @@ export class FileStore implements Store {
       checkpointIntervalMs,
       snapshotBytes,
       () => this.frontier,
+      faults,
     );
   }
 
@@ -238,8 +243,12 @@ export class FileStore implements Store {
         ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
         ...(options.logIo === undefined ? {} : { io: options.logIo }),
       });
-      const index = await WindowIndex.open(join(options.dir, INDEX_DIR), windowMs);
-      return new FileStore(options.dir, log, index, lock, interval, snapshotBytes, mode);
+      const faults = new StoreFaults(options.dir);
+      const index = await WindowIndex.open(join(options.dir, INDEX_DIR), windowMs, (err) => {
+        if (err === undefined) faults.ok('index');
+        else faults.fail('index', err);
+      });
+      return new FileStore(options.dir, log, index, faults, lock, interval, snapshotBytes, mode);
     } catch (err) {
       await lock.release();
       throw err;
@@ -489,6 +498,14 @@ export class FileStore implements Store {
     return this.tables.tally.read();
   }
 
+  /**
+   * A background write that fails and is being retried (the schedule index, checkpoints): what
+   * and since when. A failed log write is not one of them: it stops the store (stats().stopped).
+   */
+  problem(): string | undefined {
+    return this.faults.problem();
+  }
+
   stats(): Record<string, number> {
     const log = this.log.stats();
     const checkpoints = this.checkpoints.stats();
@@ -512,6 +529,7 @@ export class FileStore implements Store {
       stopped: this.log.firstFailure === undefined ? 0 : 1,
       /** 1 while a checkpoint (and maybe a snapshot, with its copy of the tables) is written. */
       checkpointing: checkpoints.checkpointing,
+      ...this.faults.stats(),
     };
   }
 
@@ -527,6 +545,7 @@ export class FileStore implements Store {
     if (this.closed) return;
     this.closed = true;
     try {
+      this.index.close();
       await this.scheduleLog?.close();
       await this.checkpoints.close();
     } finally {

@@ -1,0 +1,85 @@
+/**
+ * Faults of the file store's background writes: the schedule index and checkpoints. Neither
+ * stops the store (the log is the truth, and what failed to be written is still held in
+ * memory and retried), but while one lasts the store is not healthy: index entries pile up in
+ * memory, and a log without checkpoints is never trimmed.
+ *
+ * A fault is told once: a process warning (code ERR_TICKWHEEL_IO) when a part starts failing or
+ * fails in another way, and one (code TICKWHEEL_STORE_HEALED) when it works again. problem()
+ * says what is failing, for /healthz; stats() counts it, for stats() and /metrics.
+ */
+
+import { describeCause } from '../log/index.js';
+
+/** The parts of the store whose writes are retried rather than fatal. */
+export type FaultPart = 'index' | 'checkpoint';
+
+const WHAT: Record<FaultPart, string> = {
+  index: 'writing the schedule index',
+  checkpoint: 'writing a checkpoint',
+};
+
+interface Fault {
+  /** The error's system code (EMFILE, ENOSPC, ...) or its message: what makes it distinct. */
+  kind: string;
+  reason: string;
+  /** Epoch ms of the first failure of this run of failures. */
+  since: number;
+  failures: number;
+}
+
+export class StoreFaults {
+  private readonly active = new Map<FaultPart, Fault>();
+  private readonly totals: Record<FaultPart, number> = { index: 0, checkpoint: 0 };
+
+  constructor(private readonly dir: string) {}
+
+  fail(part: FaultPart, err: unknown): void {
+    this.totals[part]++;
+    const kind = (err as NodeJS.ErrnoException | undefined)?.code ?? describeCause(err);
+    const reason = `${WHAT[part]} in ${this.dir} fails: ${describeCause(err)}`;
+    const fault = this.active.get(part);
+    if (fault !== undefined && fault.kind === kind) {
+      fault.failures++;
+      fault.reason = reason;
+      return;
+    }
+    this.active.set(part, { kind, reason, since: Date.now(), failures: 1 });
+    process.emitWarning(`${reason}; retrying until it succeeds`, {
+      type: 'TickwheelWarning',
+      code: 'ERR_TICKWHEEL_IO',
+    });
+  }
+
+  ok(part: FaultPart): void {
+    const fault = this.active.get(part);
+    if (fault === undefined) return;
+    this.active.delete(part);
+    process.emitWarning(
+      `${WHAT[part]} in ${this.dir} works again, after ${fault.failures} failed attempts since ${new Date(fault.since).toISOString()}`,
+      { type: 'TickwheelWarning', code: 'TICKWHEEL_STORE_HEALED' },
+    );
+  }
+
+  /** What is failing now, with what error and since when; undefined when nothing is. */
+  problem(): string | undefined {
+    if (this.active.size === 0) return undefined;
+    return [...this.active.values()]
+      .map(
+        (fault) =>
+          `${fault.reason} (since ${new Date(fault.since).toISOString()}, ${fault.failures} attempts; retrying)`,
+      )
+      .join('; ');
+  }
+
+  stats() {
+    return {
+      /** 1 while writes of the schedule index fail (retried; see problem()). */
+      indexFailing: this.active.has('index') ? 1 : 0,
+      /** 1 while checkpoints fail (retried; see problem()). */
+      checkpointFailing: this.active.has('checkpoint') ? 1 : 0,
+      indexWriteFailures: this.totals.index,
+      checkpointFailures: this.totals.checkpoint,
+    };
+  }
+}

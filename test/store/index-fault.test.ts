@@ -1,0 +1,156 @@
+/**
+ * A server whose disk runs out of inodes while it holds messages due beyond its near horizon:
+ * writes of the schedule index fail. Nothing may be lost or stuck: /healthz and /metrics say
+ * what fails while it lasts, the warning is logged once, and once inodes are free again every
+ * message is delivered, not early, with no restart.
+ *
+ * Run as users run it: a real server in a child process, its data directory on a tmpfs of a
+ * few hundred inodes (mounting needs root, as in CI; the test is skipped where it cannot mount).
+ */
+
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { LISTENING, requireBuiltCli } from '../server/process.js';
+
+const SCRIPT = fileURLToPath(new URL('./fixtures/serve-small-windows.mjs', import.meta.url));
+const TOPIC = 'far';
+const COUNT = 15;
+
+function mountSmallTmpfs(): string | undefined {
+  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-inodes-'));
+  const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64m,nr_inodes=400', 'tmpfs', dir]);
+  if (mounted.status === 0) return dir;
+  rmSync(dir, { recursive: true, force: true });
+  return undefined;
+}
+
+const mount = process.platform === 'linux' ? mountSmallTmpfs() : undefined;
+
+describe.skipIf(mount === undefined)('index writes on a disk without free inodes', () => {
+  let child: ChildProcess;
+  let url: string;
+  let stderr = '';
+
+  beforeAll(async () => {
+    requireBuiltCli();
+    child = spawn(process.execPath, [SCRIPT, join(mount as string, 'data')], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    child.stderr?.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+    child.stdout?.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+    await vi.waitFor(
+      () => {
+        const match = LISTENING.exec(stdout);
+        if (match === null) throw new Error(`not listening yet: ${stdout} ${stderr}`);
+        url = match[1];
+      },
+      { timeout: 20_000, interval: 50 },
+    );
+  });
+
+  afterAll(() => {
+    child?.kill('SIGKILL');
+    if (mount !== undefined) {
+      spawnSync('umount', ['-l', mount]);
+      rmSync(mount, { recursive: true, force: true });
+    }
+  });
+
+  const health = async () => {
+    const response = await fetch(`${url}/healthz`);
+    return { status: response.status, body: (await response.json()) as Record<string, string> };
+  };
+
+  it('reports the fault while it lasts and delivers everything once it clears', async () => {
+    expect((await health()).status).toBe(200);
+
+    // Every free inode taken: no new index file can be created.
+    const fill = join(mount as string, 'fill');
+    mkdirSync(fill);
+    let files = 0;
+    try {
+      while (true) writeFileSync(join(fill, String(files++)), '');
+    } catch (err) {
+      expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
+    }
+
+    // Due 1.5-3 s ahead: beyond the 500 ms horizon, each in a 100 ms index window of its own.
+    const due: Record<string, number> = {};
+    for (let i = 0; i < COUNT; i++) {
+      const response = await fetch(`${url}/v1/topics/${TOPIC}/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ payload: { i }, delayMs: 1500 + i * 100 }),
+      });
+      expect(response.status).toBe(201); // the log needs no new inode: acknowledged
+      const { id, deliverAt } = (await response.json()) as { id: string; deliverAt: number };
+      due[id] = deliverAt;
+    }
+
+    const failing = await vi.waitFor(
+      async () => {
+        const answer = await health();
+        if (answer.status !== 503) throw new Error('still healthy');
+        return answer.body;
+      },
+      { timeout: 20_000, interval: 50 },
+    );
+    expect(failing.status).toBe('unavailable');
+    expect(failing.reason).toMatch(/schedule index.*ENOSPC/);
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    expect(metrics).toMatch(/tickwheel_store_failing\{part="index"\} 1/);
+
+    // The fault lasts past the first message's due time, so its window's load meets it too.
+    const firstDue = Math.min(...Object.values(due));
+    await vi.waitFor(
+      () => {
+        if (Date.now() < firstDue + 300) throw new Error('not yet');
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    rmSync(fill, { recursive: true, force: true });
+
+    const received = new Map<string, number>();
+    await vi.waitFor(
+      async () => {
+        const response = await fetch(`${url}/v1/topics/${TOPIC}/receive`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ max: COUNT, waitMs: 200 }),
+        });
+        const { messages } = (await response.json()) as {
+          messages: Array<{ id: string; receipt: string }>;
+        };
+        for (const message of messages) {
+          received.set(message.id, Date.now());
+          await fetch(`${url}/v1/ack`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ receipt: message.receipt }),
+          });
+        }
+        if (received.size < COUNT) throw new Error(`${received.size} of ${COUNT} received`);
+      },
+      { timeout: 20_000, interval: 0 },
+    );
+    expect([...received.keys()].sort()).toEqual(Object.keys(due).sort());
+    for (const [id, at] of received) expect(at).toBeGreaterThanOrEqual(due[id]);
+
+    await vi.waitFor(
+      async () => {
+        if ((await health()).status !== 200) throw new Error('not healed yet');
+      },
+      { timeout: 20_000, interval: 50 },
+    );
+    const healed = await (await fetch(`${url}/metrics`)).text();
+    expect(healed).toMatch(/tickwheel_store_failing\{part="index"\} 0/);
+    // Told once when it started and once when it healed, not at every retry.
+    expect(stderr.match(/writing the schedule index .* fails/g)).toHaveLength(1);
+    expect(stderr.match(/writing the schedule index .* works again/g)).toHaveLength(1);
+  });
+});
