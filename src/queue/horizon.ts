@@ -30,7 +30,7 @@ export class Horizon {
   private loading: Promise<void> | undefined;
   private stopped = false;
   /** The last load's failure, until a load succeeds. */
-  private failing: { message: string; since: number } | undefined;
+  private failing: { kind: string; message: string; since: number } | undefined;
 
   constructor(
     private readonly store: Store,
@@ -107,10 +107,12 @@ export class Horizon {
       this.failing = undefined;
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      if (this.failing?.message !== message) {
-        this.failing = { message, since: Date.now() };
+      // One fault, told once: the same system error on another file is not a new one.
+      const kind = (err as NodeJS.ErrnoException).code ?? message;
+      if (this.failing?.kind !== kind) {
+        this.failing = { kind, message, since: Date.now() };
         process.emitWarning(err as Error);
-      }
+      } else this.failing.message = message;
     } finally {
       this.near.endLoad(loaded, !this.stopped);
     }
