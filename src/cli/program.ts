@@ -13,6 +13,7 @@
  *   tickwheel bench [timers|queue|http ...]
  */
 
+import { defaultMaxConnections } from '../server/connections.js';
 import { LOG_LEVELS } from '../server/settings.js';
 import { VERSION } from '../server/version.js';
 import { runProgram, type CommandSpec, type ProgramSpec } from './args.js';
@@ -120,6 +121,25 @@ function serveCommand(io: CliIo): CommandSpec {
         env: 'TICKWHEEL_MAX_WAIT',
         default: 20_000,
         defaultText: '20s',
+        parse: parseDuration,
+      },
+      {
+        name: 'max-connections',
+        value: '<n>',
+        description:
+          'most connections open at once; at the cap, the one that has waited longest without sending a whole request is closed to make room',
+        env: 'TICKWHEEL_MAX_CONNECTIONS',
+        defaultText: `${defaultMaxConnections()} here: the file limit (ulimit -n) less a quarter of it (at least 128) kept for the data files, 16 to 4096`,
+        parse: integerParser(1, 1_000_000),
+      },
+      {
+        name: 'connection-timeout',
+        value: '<duration>',
+        description:
+          'time a connection has to send a whole request, from when it opens or its last answer ends; then 408 and closed',
+        env: 'TICKWHEEL_CONNECTION_TIMEOUT',
+        default: 30_000,
+        defaultText: '30s',
         parse: parseDuration,
       },
       {

@@ -36,6 +36,9 @@ export interface ServeOptions {
   nodeId?: string;
   bodyLimit: number;
   maxWait: number;
+  /** Unset: the server's default, from the file limit. */
+  maxConnections?: number;
+  connectionTimeout: number;
   /** Unset: human-readable start-up text. */
   logLevel?: LogLevel;
 }
@@ -123,6 +126,8 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     ...where,
     bodyLimit: options.bodyLimit,
     maxWaitMs: options.maxWait,
+    requestTimeoutMs: Math.round(options.connectionTimeout),
+    ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
     logLevel: options.logLevel ?? 'warn',
     logStream: { write: (line: string) => (human ? io.err(line) : io.out(line)) },
     openInBackground: true,
