@@ -41,6 +41,7 @@ import {
   MessageLog,
   RECORD_HEADER_BYTES,
   systemErrorsAsIo,
+  DATA_DIRECTORY_MODE,
   type FsyncPolicy,
   type LogIo,
   type RecordSlot,
@@ -117,7 +118,7 @@ const HORIZON_DISAGREES =
  */
 async function makeDataDirectory(dir: string): Promise<void> {
   try {
-    await mkdir(dir, { recursive: true });
+    await mkdir(dir, { recursive: true, mode: DATA_DIRECTORY_MODE });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EEXIST' || code === 'ENOTDIR') {

@@ -15,6 +15,7 @@
 import { mkdir, open, readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeF64, writeU32 } from '../bytes.js';
+import { DATA_DIRECTORY_MODE, DATA_FILE_MODE } from '../log/index.js';
 
 export const ENTRY_BYTES = 24;
 
@@ -51,7 +52,7 @@ export class WindowIndex {
   }
 
   static async open(dir: string, windowMs: number): Promise<WindowIndex> {
-    await mkdir(dir, { recursive: true });
+    await mkdir(dir, { recursive: true, mode: DATA_DIRECTORY_MODE });
     const index = new WindowIndex(dir, windowMs);
     for (const name of await readdir(dir)) {
       const match = /^(-?\d+)\.idx$/.exec(name);
@@ -186,7 +187,7 @@ export class WindowIndex {
     this.lastPending = undefined;
     for (const [window, pending] of batches) {
       const bytes = pending.bytes.subarray(0, pending.length);
-      const handle = await open(this.file(window), 'a');
+      const handle = await open(this.file(window), 'a', DATA_FILE_MODE);
       try {
         await handle.write(bytes);
       } finally {
