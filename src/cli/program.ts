@@ -60,6 +60,18 @@ function serveCommand(io: CliIo): CommandSpec {
         env: 'TICKWHEEL_TOKEN',
       },
       {
+        name: 'allowed-hosts',
+        value: '<names>',
+        description:
+          'comma-separated host names the server answers to besides localhost, IP addresses and the --host name; other Host headers get 421 (DNS rebinding), token or not',
+        env: 'TICKWHEEL_ALLOWED_HOSTS',
+        parse: (text: string) =>
+          text
+            .split(',')
+            .map((name) => name.trim())
+            .filter((name) => name !== ''),
+      },
+      {
         name: 'fsync',
         value: '<policy>',
         description:

@@ -27,6 +27,8 @@ export interface ServeOptions {
   port: number;
   host?: string;
   token?: string;
+  /** Host names served besides localhost, IP addresses and `host`. */
+  allowedHosts?: string[];
   fsync: FsyncPolicy;
   /** Comma-separated Valkey/Redis URLs: a node of a queue there instead of on `dir`. */
   redis?: string;
@@ -131,7 +133,10 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     logLevel: options.logLevel ?? 'warn',
     logStream: { write: (line: string) => (human ? io.err(line) : io.out(line)) },
     openInBackground: true,
-    ...(isIP(host) === 0 && host !== 'localhost' ? { allowedHosts: [host] } : {}),
+    allowedHosts: [
+      ...(options.allowedHosts ?? []),
+      ...(isIP(host) === 0 && host !== 'localhost' ? [host] : []),
+    ],
     ...(token === undefined ? {} : { token }),
   });
   const report = human ? humanReporter(io) : logReporter(server, options.logLevel as LogLevel);

@@ -13,8 +13,8 @@
  *
  * Plugins per concern: the /v1 routes (behind the bearer token when there is one), the
  * operator routes (/healthz, /metrics, /) and GET /openapi.json, the API's description
- * generated from the routes' schemas (openapi.ts). Hooks around them: refuse Host names a
- * tokenless server does not answer to, refuse new requests while opening or closing, refuse
+ * generated from the routes' schemas (openapi.ts). Hooks around them: refuse Host names the
+ * server does not answer to, refuse new requests while opening or closing, refuse
  * POSTs a web page could send without a preflight, record request metrics, ask clients to drop
  * their connections once closing starts.
  *
@@ -110,8 +110,8 @@ export interface ServerOptions {
    */
   openInBackground?: boolean;
   /**
-   * Without a token, the Host names (besides localhost and IP addresses) the server answers
-   * to; other names get 421, as a page using DNS rebinding would send. Ignored with a token.
+   * The Host names (besides localhost and IP addresses) the server answers to; other names get
+   * 421, as a page using DNS rebinding would send, token or not (origin.ts).
    */
   allowedHosts?: string[];
   /**
@@ -338,10 +338,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     app.addHook('onRoute', declareErrors([400], validatesInput));
 
     // Callback-style hooks: these run on every request, and an async hook costs a promise each.
-    if (token === undefined) {
-      app.addHook('onRequest', hostCheck(allowedHosts));
-      app.addHook('onRoute', declareErrors([421]));
-    }
+    app.addHook('onRequest', hostCheck(allowedHosts));
+    app.addHook('onRoute', declareErrors([421]));
     app.addHook('onRequest', (request, reply, done) => {
       if (context.closing) {
         void reply.header('connection', 'close');
