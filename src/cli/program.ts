@@ -148,7 +148,7 @@ function serveCommand(io: CliIo): CommandSpec {
         name: 'connection-timeout',
         value: '<duration>',
         description:
-          'time a connection has to send a whole request, from when it opens or its last answer ends; then 408 and closed',
+          'time a connection has to send a whole request, headers and body, from when it opens or the request starts; then 408 and closed',
         env: 'TICKWHEEL_CONNECTION_TIMEOUT',
         default: 30_000,
         defaultText: '30s',

@@ -115,8 +115,8 @@ export interface ServerOptions {
    */
   allowedHosts?: string[];
   /**
-   * Time a connection has to send a whole request, headers and body, from when it opens or
-   * its last response ends; slower ones get 408 and are closed. Default 30,000.
+   * Time a connection has to send a whole request, headers and body, from when it opens or the
+   * request starts; slower ones get 408 and are closed. Default 30,000.
    */
   requestTimeoutMs?: number;
   /**
