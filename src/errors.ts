@@ -316,6 +316,26 @@ export function checkFlag(value: unknown, name: string): boolean {
   return value;
 }
 
+/**
+ * Whether `err` is an error of the operating system as Node reports it (an errno code such as
+ * ENOSPC, EMFILE, EIO or EACCES, with the system call that failed), or has one as its `cause`
+ * (any depth): a fault of the machine, never of the caller or of tickwheel's own code.
+ */
+export function isSystemError(err: unknown): boolean {
+  for (let depth = 0; depth < 8 && typeof err === 'object' && err !== null; depth++) {
+    const { code, errno, syscall, cause } = err as Record<string, unknown>;
+    if (
+      typeof code === 'string' &&
+      /^E[A-Z0-9]+$/.test(code) &&
+      (typeof errno === 'number' || typeof syscall === 'string')
+    ) {
+      return true;
+    }
+    err = cause;
+  }
+  return false;
+}
+
 export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (typeof value === 'string') return `the string ${JSON.stringify(value)}`;

@@ -13,6 +13,7 @@
  *   tickwheel bench [timers|queue|http ...]
  */
 
+import { defaultMaxConnections } from '../server/connections.js';
 import { LOG_LEVELS } from '../server/settings.js';
 import { VERSION } from '../server/version.js';
 import { runProgram, type CommandSpec, type ProgramSpec } from './args.js';
@@ -57,6 +58,18 @@ function serveCommand(io: CliIo): CommandSpec {
         value: '<token>',
         description: 'require "Authorization: Bearer <token>" on /v1 routes',
         env: 'TICKWHEEL_TOKEN',
+      },
+      {
+        name: 'allowed-hosts',
+        value: '<names>',
+        description:
+          'comma-separated host names the server answers to besides localhost, IP addresses and the --host name; other Host headers get 421 (DNS rebinding), token or not',
+        env: 'TICKWHEEL_ALLOWED_HOSTS',
+        parse: (text: string) =>
+          text
+            .split(',')
+            .map((name) => name.trim())
+            .filter((name) => name !== ''),
       },
       {
         name: 'fsync',
@@ -120,6 +133,25 @@ function serveCommand(io: CliIo): CommandSpec {
         env: 'TICKWHEEL_MAX_WAIT',
         default: 20_000,
         defaultText: '20s',
+        parse: parseDuration,
+      },
+      {
+        name: 'max-connections',
+        value: '<n>',
+        description:
+          'most connections open at once; at the cap, the one that has waited longest without sending a whole request is closed to make room',
+        env: 'TICKWHEEL_MAX_CONNECTIONS',
+        defaultText: `${defaultMaxConnections()} here: the file limit (ulimit -n) less a quarter of it (at least 128) kept for the data files, 16 to 4096`,
+        parse: integerParser(1, 1_000_000),
+      },
+      {
+        name: 'connection-timeout',
+        value: '<duration>',
+        description:
+          'time a connection has to send a whole request, headers and body, from when it opens or the request starts; then 408 and closed',
+        env: 'TICKWHEEL_CONNECTION_TIMEOUT',
+        default: 30_000,
+        defaultText: '30s',
         parse: parseDuration,
       },
       {

@@ -27,6 +27,8 @@ export interface ServeOptions {
   port: number;
   host?: string;
   token?: string;
+  /** Host names served besides localhost, IP addresses and `host`. */
+  allowedHosts?: string[];
   fsync: FsyncPolicy;
   /** Comma-separated Valkey/Redis URLs: a node of a queue there instead of on `dir`. */
   redis?: string;
@@ -36,6 +38,9 @@ export interface ServeOptions {
   nodeId?: string;
   bodyLimit: number;
   maxWait: number;
+  /** Unset: the server's default, from the file limit. */
+  maxConnections?: number;
+  connectionTimeout: number;
   /** Unset: human-readable start-up text. */
   logLevel?: LogLevel;
 }
@@ -123,10 +128,15 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     ...where,
     bodyLimit: options.bodyLimit,
     maxWaitMs: options.maxWait,
+    requestTimeoutMs: Math.round(options.connectionTimeout),
+    ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
     logLevel: options.logLevel ?? 'warn',
     logStream: { write: (line: string) => (human ? io.err(line) : io.out(line)) },
     openInBackground: true,
-    ...(isIP(host) === 0 && host !== 'localhost' ? { allowedHosts: [host] } : {}),
+    allowedHosts: [
+      ...(options.allowedHosts ?? []),
+      ...(isIP(host) === 0 && host !== 'localhost' ? [host] : []),
+    ],
     ...(token === undefined ? {} : { token }),
   });
   const report = human ? humanReporter(io) : logReporter(server, options.logLevel as LogLevel);

@@ -7,9 +7,10 @@
 
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { TickwheelError, type HttpErrorCode } from '../errors.js';
+import { isSystemError, TickwheelError, type HttpErrorCode } from '../errors.js';
 import { HTTP_STATUS, isErrorCode } from '../protocol/status.js';
 import type { WireError, WireErrorCode } from '../protocol/wire.js';
+import { RETRY_AFTER_SECONDS } from './settings.js';
 
 /** An error the server raises itself, with the status to answer with. */
 export class HttpError extends TickwheelError<WireErrorCode> {
@@ -83,6 +84,15 @@ export function toErrorResponse(err: unknown): ErrorResponse {
       FASTIFY_MESSAGES[code] ?? message,
     );
   }
+  // A fault of the machine (a full disk, no file descriptors left) that reached here without
+  // being wrapped is still not a bug: the request may succeed once it has passed.
+  if (isSystemError(err)) {
+    return response(
+      503,
+      'ERR_TICKWHEEL_IO',
+      'a read or write of the server failed; retry later (the server log has the details)',
+    );
+  }
   return response(500, 'ERR_TICKWHEEL_INTERNAL', 'internal error; the server log has the details');
 }
 
@@ -109,9 +119,22 @@ function serverSide(code: WireErrorCode): string {
   }
 }
 
+/** 503s whose cause may pass by itself: the answer says when to retry (Retry-After). */
+const PASSING: ReadonlySet<WireErrorCode> = new Set<WireErrorCode>([
+  'ERR_TICKWHEEL_IO',
+  'ERR_TICKWHEEL_UNAVAILABLE',
+  'ERR_TICKWHEEL_CAPACITY',
+  'ERR_TICKWHEEL_MAX_PENDING',
+  'ERR_TICKWHEEL_SHUTTING_DOWN',
+  'ERR_TICKWHEEL_CLOSED',
+]);
+
 /** Fastify's error handler: logs what is the server's fault, answers in the one error format. */
 export function handleError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
   const { statusCode, body } = toErrorResponse(err);
+  if (statusCode === 503 && PASSING.has(body.error.code)) {
+    void reply.header('retry-after', RETRY_AFTER_SECONDS);
+  }
   // The server's own 503s (recovering, shutting down) are states, not failures.
   if (statusCode >= 500 && !(err instanceof HttpError))
     request.log.error({ err }, 'request failed');

@@ -1,7 +1,8 @@
 /**
  * /metrics in Prometheus text format. Two kinds of series:
  *
- *   - observed by the server as requests happen: HTTP requests and their duration;
+ *   - observed by the server as requests happen: HTTP requests and their duration, open
+ *     connections and those closed at the connection cap;
  *   - read from the queue's own counters and measurements at scrape time: schedule / fire /
  *     ack / nack / dead rates, live messages by topic and state, live and dead messages in the
  *     store, fire lateness (a summary: quantiles over the last 4096, sum and count since
@@ -87,6 +88,9 @@ export class ServerMetrics {
   readonly registry = new Registry();
   private readonly httpRequests: Counter<'method' | 'route' | 'status'>;
   private readonly httpDuration: Histogram<'method' | 'route'>;
+  private readonly connectionsClosedAtCap: Counter<'action'>;
+  /** Reads the number of open connections at scrape time; set by the server once listening. */
+  openConnections: () => number = () => 0;
   private readonly deliveryLateness: ComputedMetric;
   private readonly queueCounters: Array<[key: string, counter: MirroredCounter]>;
   private readonly messages: Gauge<'topic' | 'state'>;
@@ -133,6 +137,18 @@ export class ServerMetrics {
       help: 'Time from request to response, by route pattern (long polls included).',
       labelNames: ['method', 'route'],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
+      registers,
+    });
+    const connections: Gauge = new Gauge({
+      name: 'tickwheel_http_connections',
+      help: 'HTTP connections open (at most --max-connections).',
+      registers,
+      collect: () => connections.set(this.openConnections()),
+    });
+    this.connectionsClosedAtCap = new Counter({
+      name: 'tickwheel_http_connections_closed_at_cap_total',
+      help: 'Connections closed at the connection cap: shed (had not sent a whole request) or refused (all others were serving one).',
+      labelNames: ['action'],
       registers,
     });
     this.deliveryLateness = new ComputedMetric(
@@ -283,6 +299,10 @@ export class ServerMetrics {
   observeRequest(method: string, route: string, status: number, seconds: number): void {
     this.httpRequests.inc({ method, route, status });
     this.httpDuration.observe({ method, route }, seconds);
+  }
+
+  closedAtCap(action: 'shed' | 'refused'): void {
+    this.connectionsClosedAtCap.inc({ action });
   }
 
   /** Brings the queue-derived series up to date, then renders the whole registry. */

@@ -7,11 +7,11 @@
  * So every POST must say `content-type: application/json`, which a simple request cannot.
  * PATCH and DELETE always need a preflight, which this server never grants.
  *
- * Without a token, a page can also have its own name resolve to 127.0.0.1 (DNS rebinding) and
- * then talk to the server as its own origin, reading answers too. Its requests still carry its
- * name in the Host header, so the server answers only names it knows: localhost, IP literals
- * (no DNS involved, nothing to rebind) and the names it was given. With a token none of this
- * matters: a page cannot send a token it does not have.
+ * A page can also have its own name resolve to the server's address (DNS rebinding) and then
+ * talk to the server as its own origin, reading answers too. Its requests still carry its name
+ * in the Host header, so the server answers only names it knows: localhost, IP literals (no
+ * DNS involved, nothing to rebind) and the names it was given. A token does not make this
+ * check needless: the routes outside /v1 (/metrics, /healthz, the dashboard's page) need none.
  */
 
 import { isIP } from 'node:net';
@@ -69,9 +69,9 @@ export function hostCheck(
     done(
       httpError(
         'ERR_TICKWHEEL_HOST_NOT_ALLOWED',
-        `without a token this server answers to ${known} and IP addresses, not to Host ` +
+        `this server answers to ${known} and IP addresses, not to Host ` +
           `${JSON.stringify(header.slice(0, 100))} (a web page could reach it through DNS ` +
-          'rebinding); set --token to serve other names',
+          'rebinding); to serve that name, add it to --allowed-hosts (allowedHosts)',
       ),
     );
   };

@@ -13,8 +13,8 @@
  *
  * Plugins per concern: the /v1 routes (behind the bearer token when there is one), the
  * operator routes (/healthz, /metrics, /) and GET /openapi.json, the API's description
- * generated from the routes' schemas (openapi.ts). Hooks around them: refuse Host names a
- * tokenless server does not answer to, refuse new requests while opening or closing, refuse
+ * generated from the routes' schemas (openapi.ts). Hooks around them: refuse Host names the
+ * server does not answer to, refuse new requests while opening or closing, refuse
  * POSTs a web page could send without a preflight, record request metrics, ask clients to drop
  * their connections once closing starts.
  *
@@ -24,8 +24,6 @@
  * the server opened it; one still opening is waited for first).
  */
 
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { checkOption, TickwheelTypeError } from '../errors.js';
 import { MAX_WAIT_MS } from '../protocol/limits.js';
@@ -41,6 +39,7 @@ import {
 import type { Queue } from '../queue/api.js';
 import { bearerAuth, checkToken, requireToken } from './auth.js';
 import { jsonBodies } from './body.js';
+import { defaultMaxConnections, trackConnections } from './connections.js';
 import type { ServerContext } from './context.js';
 import {
   HttpError,
@@ -111,12 +110,22 @@ export interface ServerOptions {
    */
   openInBackground?: boolean;
   /**
-   * Without a token, the Host names (besides localhost and IP addresses) the server answers
-   * to; other names get 421, as a page using DNS rebinding would send. Ignored with a token.
+   * The Host names (besides localhost and IP addresses) the server answers to; other names get
+   * 421, as a page using DNS rebinding would send, token or not (origin.ts).
    */
   allowedHosts?: string[];
-  /** Time to receive a whole request, headers included; slower ones get 408. Default 30,000. */
+  /**
+   * Time a connection has to send a whole request, headers and body, from when it opens or the
+   * request starts; slower ones get 408 and are closed. Default 30,000.
+   */
   requestTimeoutMs?: number;
+  /**
+   * Most connections open at once. At the cap, the connection that has waited longest without
+   * sending a whole request is closed to make room for a new one (src/server/connections.ts).
+   * Default: from the process's file limit, leaving a quarter of it (at least 128) to the
+   * store; between 16 and 4096.
+   */
+  maxConnections?: number;
 }
 
 /** A Fastify instance with the queue it serves. */
@@ -254,6 +263,13 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     3_600_000,
     true,
   );
+  const maxConnections = checkOption(
+    options.maxConnections ?? defaultMaxConnections(),
+    'maxConnections',
+    1,
+    1_000_000,
+    true,
+  );
   const source = await startOpening(options);
   const closeQueue = async () => {
     if (!source.owned) return;
@@ -322,10 +338,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     app.addHook('onRoute', declareErrors([400], validatesInput));
 
     // Callback-style hooks: these run on every request, and an async hook costs a promise each.
-    if (token === undefined) {
-      app.addHook('onRequest', hostCheck(allowedHosts));
-      app.addHook('onRoute', declareErrors([421]));
-    }
+    app.addHook('onRequest', hostCheck(allowedHosts));
+    app.addHook('onRoute', declareErrors([421]));
     app.addHook('onRequest', (request, reply, done) => {
       if (context.closing) {
         void reply.header('connection', 'close');
@@ -355,10 +369,14 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
       );
       done();
     });
-    const dropIdle = trackConnections(app);
+    const connections = trackConnections(app.server, maxConnections, {
+      closedAtCap: (action) => context.metrics.closedAtCap(action),
+      warn: (message) => app.log.warn({ maxConnections }, message),
+    });
+    context.metrics.openConnections = () => connections.open;
     app.addHook('preClose', async () => {
       context.closing = true;
-      dropIdle();
+      connections.closeIdle();
     });
     app.addHook('onClose', closeQueue);
 
@@ -406,34 +424,4 @@ function notOpen(context: ServerContext, reply: FastifyReply): HttpError {
     'ERR_TICKWHEEL_RECOVERING',
     'the queue is recovering its data directory; retry shortly (GET /healthz says when it is ready)',
   );
-}
-
-/**
- * Connections by the requests they are serving, so that a closing server can end at once the
- * ones serving none: idle keep-alive connections, and connections whose client went away in the
- * middle of sending a request (an aborted long poll), which Node does not count as idle and
- * would otherwise hold the close for up to the request timeout. A connection that is serving
- * a request is ended when its last response is done (responses carry Connection: close once
- * closing). Returns what preClose calls.
- */
-function trackConnections(app: FastifyInstance): () => void {
-  const serving = new Map<Socket, number>();
-  let closing = false;
-  app.server.on('connection', (socket: Socket) => {
-    serving.set(socket, 0);
-    socket.once('close', () => serving.delete(socket));
-  });
-  app.server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-    const socket = request.socket;
-    serving.set(socket, (serving.get(socket) ?? 0) + 1);
-    response.once('close', () => {
-      const left = (serving.get(socket) ?? 1) - 1;
-      serving.set(socket, left);
-      if (closing && left === 0) socket.destroy();
-    });
-  });
-  return () => {
-    closing = true;
-    for (const [socket, requests] of serving) if (requests === 0) socket.destroy();
-  };
 }

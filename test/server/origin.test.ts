@@ -2,14 +2,19 @@
  * Requests a web page on another origin can make. Without CORS headers a browser lets a page
  * send a "simple" request (GET, or a POST with no body or a form / text/plain body) anywhere,
  * it just cannot read the answer; so a POST must carry `content-type: application/json`, which
- * no simple request can. And without a token, a page whose name is rebound to 127.0.0.1 (DNS
- * rebinding) reaches the server as its own origin, but its Host header still carries its
- * name: the server answers only Host names it is bound to.
+ * no simple request can. And a page whose name is rebound to 127.0.0.1 (DNS rebinding) reaches
+ * the server as its own origin, but its Host header still carries its name: the server answers
+ * only Host names it knows, with a token too (/metrics and the dashboard's page need none).
  */
 
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createServer } from '../../src/server/index.js';
 import { openServer } from './harness.js';
+import { startServer, type ServerProcess } from './process.js';
 
 const JSON_TYPE = { 'content-type': 'application/json' };
 
@@ -59,7 +64,7 @@ describe('POST needs content-type: application/json', () => {
   });
 });
 
-describe('without a token, the Host header must name the server', () => {
+describe('the Host header must name the server', () => {
   it.each([
     'evil.example',
     'evil.example:7700',
@@ -80,7 +85,7 @@ describe('without a token, the Host header must name the server', () => {
       const res = await call(method, url, body, { host });
       expect(res.status, `${method} ${url}`).toBe(421);
       expect(res.body.error.code).toBe('ERR_TICKWHEEL_HOST_NOT_ALLOWED');
-      expect(res.body.error.message).toContain('--token');
+      expect(res.body.error.message).toContain('--allowed-hosts');
     }
     expect((await queue.stats()).delivered).toBe(0);
   });
@@ -111,11 +116,18 @@ describe('without a token, the Host header must name the server', () => {
     );
   });
 
-  it('serves any Host once a token is required (a rebound page has no token)', async () => {
+  it('refuses a Host it does not know with a token too, even to a request that has it', async () => {
     const { call } = await openServer({ token: 'tok' });
-    const res = await call('GET', '/v1/stats', undefined, {
+    const authorization = 'Bearer tok';
+    for (const url of ['/v1/stats', '/metrics', '/healthz', '/']) {
+      const res = await call('GET', url, undefined, { host: 'evil.example', authorization });
+      expect(res.status, url).toBe(421);
+      expect(res.body.error.code, url).toBe('ERR_TICKWHEEL_HOST_NOT_ALLOWED');
+    }
+    const named = await openServer({ token: 'tok', allowedHosts: ['queue.example.com'] });
+    const res = await named.call('GET', '/v1/stats', undefined, {
       host: 'queue.example.com',
-      authorization: 'Bearer tok',
+      authorization,
     });
     expect(res.status).toBe(200);
   });
@@ -147,5 +159,60 @@ describe('over a real socket', () => {
     const ok = await fetch(url, { method: 'POST', headers: JSON_TYPE });
     expect(ok.status).toBe(200);
     expect(((await ok.json()) as { messages: unknown[] }).messages).toHaveLength(1);
+  });
+});
+
+describe('tickwheel serve with a token', () => {
+  const dirs: string[] = [];
+  const servers: ServerProcess[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((server) => server.kill()));
+    for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** GET with a Host header of our choosing (fetch sets its own). */
+  function get(url: string, host: string): Promise<{ status: number; body: unknown }> {
+    return new Promise((resolve, reject) => {
+      const req = request(url, { headers: { host, authorization: 'Bearer tok' } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => {
+          let body: unknown = text;
+          try {
+            body = JSON.parse(text);
+          } catch {
+            // /metrics answers text
+          }
+          resolve({ status: res.statusCode ?? 0, body });
+        });
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  it('answers a rebound Host with 421 on /metrics and /v1, and serves --allowed-hosts', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-origin-'));
+    dirs.push(dir);
+    const server = await startServer([
+      '--dir',
+      dir,
+      '--token',
+      'tok',
+      '--host',
+      '127.0.0.1',
+      '--allowed-hosts',
+      'queue.internal, tw.example.com',
+    ]);
+    servers.push(server);
+    for (const path of ['/metrics', '/v1/stats']) {
+      const refused = await get(`${server.url}${path}`, 'evil.example:7700');
+      expect(refused.status, path).toBe(421);
+      expect(refused.body, path).toMatchObject({
+        error: { code: 'ERR_TICKWHEEL_HOST_NOT_ALLOWED' },
+      });
+    }
+    expect((await get(`${server.url}/v1/stats`, 'queue.internal:7700')).status).toBe(200);
+    expect((await get(`${server.url}/v1/stats`, 'tw.example.com')).status).toBe(200);
   });
 });

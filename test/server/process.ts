@@ -34,10 +34,21 @@ export const LISTENING = /tickwheel listening on (http:\/\/[^\s"]+)/;
  */
 export function startServer(
   args: string[],
-  options: { env?: Record<string, string>; timeoutMs?: number; until?: RegExp } = {},
+  options: {
+    env?: Record<string, string>;
+    timeoutMs?: number;
+    until?: RegExp;
+    /** Runs the server under `ulimit -n <fdLimit>` (soft and hard), through bash. */
+    fdLimit?: number;
+  } = {},
 ): Promise<ServerProcess> {
   requireBuiltCli();
-  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], {
+  const command = [process.execPath, CLI, 'serve', '--port', '0', ...args];
+  const [file, argv] =
+    options.fdLimit === undefined
+      ? [command[0], command.slice(1)]
+      : ['bash', ['-c', `ulimit -n ${options.fdLimit} && exec "$@"`, 'bash', ...command]];
+  const child = spawn(file, argv, {
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

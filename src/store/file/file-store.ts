@@ -40,6 +40,8 @@ import {
   LogError,
   MessageLog,
   RECORD_HEADER_BYTES,
+  systemErrorsAsIo,
+  DATA_DIRECTORY_MODE,
   type FsyncPolicy,
   type LogIo,
   type RecordSlot,
@@ -117,7 +119,7 @@ const HORIZON_DISAGREES =
  */
 async function makeDataDirectory(dir: string): Promise<void> {
   try {
-    await mkdir(dir, { recursive: true });
+    await mkdir(dir, { recursive: true, mode: DATA_DIRECTORY_MODE });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EEXIST' || code === 'ENOTDIR') {
@@ -471,27 +473,30 @@ export class FileStore implements Store {
     return found;
   }
 
-  async readSchedules(): Promise<ScheduleRecord[]> {
-    const { log, records } = await ScheduleLog.open(this.dir);
-    await this.scheduleLog?.close();
-    this.scheduleLog = log;
-    return records;
+  // Settings and schedules are written on a caller's request: a disk fault there is
+  // ERR_TICKWHEEL_IO (503 over HTTP), like one in the log.
+  readSchedules(): Promise<ScheduleRecord[]> {
+    return systemErrorsAsIo('reading schedules.log', async () => {
+      const { log, records } = await ScheduleLog.open(this.dir);
+      await this.scheduleLog?.close();
+      this.scheduleLog = log;
+      return records;
+    });
   }
 
-  async writeSchedules(
-    records: readonly ScheduleRecord[],
-    deleted: readonly string[],
-  ): Promise<void> {
-    this.scheduleLog ??= (await ScheduleLog.open(this.dir)).log;
-    await this.scheduleLog.write(records, deleted);
+  writeSchedules(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void> {
+    return systemErrorsAsIo('writing schedules.log', async () => {
+      this.scheduleLog ??= (await ScheduleLog.open(this.dir)).log;
+      await this.scheduleLog.write(records, deleted);
+    });
   }
 
   readTopicSettings(): Promise<Map<string, TopicSettings>> {
-    return readTopicSettings(this.dir);
+    return systemErrorsAsIo('reading topic settings', () => readTopicSettings(this.dir));
   }
 
   writeTopicSettings(settings: ReadonlyMap<string, TopicSettings>): Promise<void> {
-    return writeTopicSettings(this.dir, settings);
+    return systemErrorsAsIo('writing topic settings', () => writeTopicSettings(this.dir, settings));
   }
 
   counts(): StoreCounts {

@@ -27,6 +27,7 @@
 import { open, readFile, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { TickwheelStateError, type StoreDamage } from '../../errors.js';
+import { DATA_FILE_MODE } from '../log/index.js';
 import type { RepairReport } from '../../queue/store.js';
 import { checkTopic } from '../../queue/message.js';
 import {
@@ -44,7 +45,7 @@ export const INDEX_DIR = 'index';
 export const CHECKPOINT_FILE = 'checkpoint.json';
 export const REPAIR_FILE = 'repair.json';
 export const TOPICS_FILE = 'topics.json';
-/** Push targets (with their secrets), apart from the other settings: mode 0600. */
+/** Push targets (with their secrets), apart from the other settings. */
 export const PUSH_FILE = 'push.json';
 const FORMAT_FILE = 'format.json';
 
@@ -205,11 +206,7 @@ export async function writeTopicSettings(
     if (push !== null) targets[topic] = push;
   }
   await replaceFile(join(dir, TOPICS_FILE), `${JSON.stringify({ version: 1, topics }, null, 1)}\n`);
-  await replaceFile(
-    join(dir, PUSH_FILE),
-    `${JSON.stringify({ version: 1, targets }, null, 1)}\n`,
-    0o600,
-  );
+  await replaceFile(join(dir, PUSH_FILE), `${JSON.stringify({ version: 1, targets }, null, 1)}\n`);
   await syncDirectory(dir);
 }
 
@@ -217,11 +214,11 @@ export async function writeTopicSettings(
  * Replaces a small file whole: written beside it, fsynced, renamed over it. The rename is
  * durable only once the directory is synced (syncDirectory), which callers do where it matters.
  */
-export async function replaceFile(file: string, text: string, mode = 0o666): Promise<void> {
-  const handle = await open(`${file}.tmp`, 'w', mode);
+export async function replaceFile(file: string, text: string): Promise<void> {
+  const handle = await open(`${file}.tmp`, 'w', DATA_FILE_MODE);
   try {
-    // A file left over from a crash keeps the mode it was made with.
-    if (mode !== 0o666) await handle.chmod(mode);
+    // A file left over from a crash (or made by an older version) keeps the mode it was made with.
+    await handle.chmod(DATA_FILE_MODE);
     await handle.writeFile(text);
     await handle.sync();
   } finally {

@@ -21,6 +21,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { TickwheelStateError } from '../../errors.js';
+import { DATA_FILE_MODE } from '../log/index.js';
 
 interface NativeLocks {
   tryLock(fd: number): boolean;
@@ -59,7 +60,7 @@ export async function lockDirectory(dir: string): Promise<DirectoryLock> {
   if (heldHere.has(file)) throw locked(dir, `process ${process.pid} (this process)`);
   const locks = nativeLocks();
   // 'a+' creates the file if needed and never truncates a file someone else may hold.
-  const handle = await open(file, 'a+');
+  const handle = await open(file, 'a+', DATA_FILE_MODE);
   let held = false;
   try {
     if (!locks.tryLock(handle.fd)) throw locked(dir, await ownerOf(handle));

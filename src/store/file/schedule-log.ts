@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { TickwheelStateError } from '../../errors.js';
 import type { ScheduleRecord } from '../../queue/recurring.js';
 import { crc32Range } from '../crc.js';
+import { DATA_FILE_MODE } from '../log/index.js';
 import { replaceFile, syncDirectory } from './layout.js';
 
 export const SCHEDULES_FILE = 'schedules.log';
@@ -132,7 +133,7 @@ export class ScheduleLog {
       this.waiting = [];
       try {
         if (this.broken !== undefined) throw this.broken;
-        this.handle ??= await open(this.file, 'a');
+        this.handle ??= await open(this.file, 'a', DATA_FILE_MODE);
         await this.handle.appendFile(text);
         await this.handle.datasync();
         this.size += Buffer.byteLength(text);

@@ -30,6 +30,7 @@ import { crc32 } from 'node:zlib';
 import { TickwheelError } from '../../errors.js';
 import type { CountEntries } from '../counts.js';
 import type { IdTableArrays } from './id-table.js';
+import { DATA_FILE_MODE } from '../log/index.js';
 import { syncDirectory } from './layout.js';
 
 export const SNAPSHOT_FILE = 'snapshot.bin';
@@ -123,7 +124,7 @@ export async function writeSnapshot(dir: string, snapshot: StoreSnapshot): Promi
 
   const file = join(dir, SNAPSHOT_FILE);
   const temp = `${file}.tmp`;
-  const handle = await open(temp, 'w');
+  const handle = await open(temp, 'w', DATA_FILE_MODE);
   let at = 0;
   let crc = 0;
   try {

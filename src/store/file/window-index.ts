@@ -19,6 +19,7 @@ import { constants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeF64, writeU32 } from '../bytes.js';
+import { DATA_DIRECTORY_MODE, DATA_FILE_MODE } from '../log/index.js';
 
 export const ENTRY_BYTES = 24;
 
@@ -73,7 +74,7 @@ export class WindowIndex {
     windowMs: number,
     onWrite: (err: unknown) => void = () => undefined,
   ): Promise<WindowIndex> {
-    await mkdir(dir, { recursive: true });
+    await mkdir(dir, { recursive: true, mode: DATA_DIRECTORY_MODE });
     const index = new WindowIndex(dir, windowMs, onWrite);
     for (const name of await readdir(dir)) {
       const match = /^(-?\d+)\.idx$/.exec(name);
@@ -287,7 +288,11 @@ export class WindowIndex {
   }
 
   private async writeAt(window: number, bytes: Buffer): Promise<void> {
-    const handle = await open(this.file(window), constants.O_WRONLY | constants.O_CREAT);
+    const handle = await open(
+      this.file(window),
+      constants.O_WRONLY | constants.O_CREAT,
+      DATA_FILE_MODE,
+    );
     try {
       let done = 0;
       const start = this.bytes.get(window) ?? 0;

@@ -1,6 +1,6 @@
 /** The message log's errors: LogError and the ways the log builds one. */
 
-import { TickwheelError } from '../../errors.js';
+import { isSystemError, TickwheelError } from '../../errors.js';
 
 /** The codes LogError can have: a subset of the catalogue's (src/errors.ts). */
 export type LogErrorCode =
@@ -35,4 +35,17 @@ export function describeCause(cause: unknown): string {
   const message = cause instanceof Error ? cause.message : String(cause);
   const code = (cause as { code?: unknown } | null)?.code;
   return typeof code === 'string' && !message.includes(code) ? `${code}: ${message}` : message;
+}
+
+/**
+ * Runs `operation`; an error of the operating system it fails with (ENOSPC, EMFILE, EISDIR, ...)
+ * becomes ERR_TICKWHEEL_IO, saying `what` failed. tickwheel's own errors pass unchanged.
+ */
+export async function systemErrorsAsIo<T>(what: string, operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (err) {
+    if (err instanceof TickwheelError || !isSystemError(err)) throw err;
+    throw ioError(what, err);
+  }
 }

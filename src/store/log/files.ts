@@ -5,6 +5,14 @@ import { open, type FileHandle } from 'node:fs/promises';
 
 export const CREATE_FLAGS = fsConstants.O_RDWR | fsConstants.O_CREAT;
 
+/**
+ * Modes of what tickwheel creates in a data directory: its owner's alone. The log holds users'
+ * payloads and push.json targets' secrets; anyone else reads them through the queue, not the
+ * files. (The umask can only take bits away, so these hold whatever it is.)
+ */
+export const DATA_FILE_MODE = 0o600;
+export const DATA_DIRECTORY_MODE = 0o700;
+
 export function ignore(): void {}
 
 /** Reads until `length` bytes or the end of the file; returns how many were read. */

@@ -15,7 +15,13 @@
 
 import { mkdir, open, readdir, stat, unlink } from 'node:fs/promises';
 import { LogError, closedError, ioError } from './errors.js';
-import { CREATE_FLAGS, syncDirectory, ignore } from './files.js';
+import {
+  CREATE_FLAGS,
+  DATA_DIRECTORY_MODE,
+  DATA_FILE_MODE,
+  syncDirectory,
+  ignore,
+} from './files.js';
 
 import { defaultIo, readOptions, type MessageLogOptions } from './options.js';
 import {
@@ -70,7 +76,7 @@ export class MessageLog implements LogView {
     let segments: number[];
     let sizes: number[];
     try {
-      const created = await mkdir(dir, { recursive: true });
+      const created = await mkdir(dir, { recursive: true, mode: DATA_DIRECTORY_MODE });
       segments = [];
       for (const name of await readdir(dir)) {
         const match = SEGMENT_FILE.exec(name);
@@ -78,7 +84,7 @@ export class MessageLog implements LogView {
       }
       segments.sort((a, b) => a - b);
       if (segments.length === 0) {
-        const handle = await open(`${dir}/${segmentFileName(1)}`, CREATE_FLAGS);
+        const handle = await open(`${dir}/${segmentFileName(1)}`, CREATE_FLAGS, DATA_FILE_MODE);
         await handle.close();
         if (settings.fsync !== 'never') {
           await syncDirectory(dir);

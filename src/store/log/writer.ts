@@ -39,7 +39,7 @@
 
 import { open, truncate, type FileHandle } from 'node:fs/promises';
 import { LogError, closedError, describeCause, ioError } from './errors.js';
-import { CREATE_FLAGS, ignore, syncDirectory } from './files.js';
+import { CREATE_FLAGS, DATA_FILE_MODE, ignore, syncDirectory } from './files.js';
 import { RECORD_HEADER_BYTES, writeHeader } from './format.js';
 import type { FsyncPolicy, LogIo } from './options.js';
 import { SEGMENT_SPAN, segmentFileName } from './positions.js';
@@ -413,7 +413,7 @@ export class Writer {
       this.handle = null;
       await current.handle.close().catch(ignore);
     }
-    const handle = await open(this.pathOf(stage.segment), CREATE_FLAGS);
+    const handle = await open(this.pathOf(stage.segment), CREATE_FLAGS, DATA_FILE_MODE);
     try {
       if (this.table.unborn.has(stage.segment)) {
         if (this.policy !== 'never') await syncDirectory(this.dir);

@@ -1,0 +1,193 @@
+/**
+ * The server's connections: how many may be open at once, which one goes to make room for a
+ * new one, and which ones a closing server ends at once.
+ *
+ * Every connection holds a file descriptor, and so does every file the store opens. A socket
+ * that never sends a byte is closed by the request timeout (408), but until then nothing in
+ * HTTP stops a client from opening thousands of them; once they have taken the process's last
+ * descriptor, `accept` fails (no one is served, clients that speak included) and so does the
+ * store's next open (a checkpoint, a new segment, topics.json). So the number of connections is
+ * capped below the file limit, leaving room for the store (defaultMaxConnections).
+ *
+ * At the cap, a new connection is let in and the one that has waited longest without a whole
+ * request is closed: one that has sent nothing since it connected or since its last response,
+ * or that is still sending its request. A client that speaks is then served during a flood of
+ * silent sockets, since the flood's own sockets are older than its connection by the time it
+ * is accepted; a connection serving a whole request (a long poll included) is never closed for
+ * room. Only when every open connection is serving a whole request is the new one refused,
+ * with a 503 written straight to the socket.
+ *
+ * Connections wait in `waiting` in the order they started waiting (a Set keeps insertion
+ * order). A connection whose request has arrived whole stays in it until the next search for
+ * room finds it there and drops it: Node says a request is whole (`complete`) but has no event
+ * for it, and each connection is dropped at most once per request, so the search costs O(1)
+ * per connection let in, amortised.
+ */
+
+import { readFileSync } from 'node:fs';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+
+/** File descriptors assumed when the process's limit cannot be read (not Linux). */
+const ASSUMED_FILE_LIMIT = 1024;
+/** Fewest descriptors kept for the store, Node itself and push targets' sockets. */
+const MIN_RESERVED_FILES = 128;
+/** The default cap never exceeds this, however high the file limit: each socket costs memory. */
+const MAX_DEFAULT_CONNECTIONS = 4096;
+/** The default cap never goes below this, however low the file limit. */
+const MIN_DEFAULT_CONNECTIONS = 16;
+/** Least time between two warnings that the cap was reached. */
+const WARN_INTERVAL_MS = 60_000;
+
+/**
+ * The soft limit on open files (RLIMIT_NOFILE) of this process, from /proc/self/limits;
+ * undefined where that file does not exist. Infinity when unlimited. Node raises the soft
+ * limit to the hard one at start-up, so this is the limit the process really has.
+ */
+export function fileLimit(limits = '/proc/self/limits'): number | undefined {
+  let text: string;
+  try {
+    text = readFileSync(limits, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const match = /^Max open files\s+(\S+)/m.exec(text);
+  if (match === null) return undefined;
+  if (match[1] === 'unlimited') return Number.POSITIVE_INFINITY;
+  const soft = Number.parseInt(match[1], 10);
+  return Number.isSafeInteger(soft) && soft > 0 ? soft : undefined;
+}
+
+/**
+ * The default connection cap for a process that may open `files` descriptors: a quarter of
+ * them (at least 128) are left to the store's files (log segments and their readers, index
+ * files, snapshots, the checkpoint, topics.json, LOCK), Node's own and push targets' sockets;
+ * the rest is for connections, between 16 and 4096.
+ */
+export function defaultMaxConnections(files = fileLimit() ?? ASSUMED_FILE_LIMIT): number {
+  if (files === Number.POSITIVE_INFINITY) return MAX_DEFAULT_CONNECTIONS;
+  const reserved = Math.max(MIN_RESERVED_FILES, Math.floor(files / 4));
+  const room = files - reserved;
+  return Math.min(MAX_DEFAULT_CONNECTIONS, Math.max(MIN_DEFAULT_CONNECTIONS, room));
+}
+
+interface Connection {
+  /** Requests received and not yet answered (pipelined ones count each). */
+  requests: number;
+  /** The last request received, while `requests` > 0. */
+  current: IncomingMessage | undefined;
+}
+
+export interface ConnectionEvents {
+  /** A connection was closed to make room (`shed`), or refused because none could be. */
+  closedAtCap(action: 'shed' | 'refused'): void;
+  /** Said at most once a minute while the cap is being reached. */
+  warn(message: string): void;
+}
+
+export interface Connections {
+  /** Connections open now. */
+  readonly open: number;
+  /**
+   * For a closing server: ends the connections serving no request now, and the others as soon
+   * as their last response is done (responses carry Connection: close once closing).
+   */
+  closeIdle(): void;
+}
+
+const REFUSAL_BODY = JSON.stringify({
+  error: {
+    code: 'ERR_TICKWHEEL_CAPACITY',
+    message: 'the server has as many connections as it takes, all serving requests; retry shortly',
+  },
+});
+const REFUSAL =
+  'HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n' +
+  `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(REFUSAL_BODY)}\r\n\r\n` +
+  REFUSAL_BODY;
+
+/** Tracks the server's connections and keeps them at most `maxConnections`. */
+export function trackConnections(
+  server: Server,
+  maxConnections: number,
+  events: ConnectionEvents,
+): Connections {
+  const all = new Map<Socket, Connection>();
+  const waiting = new Set<Socket>();
+  let closing = false;
+  let lastWarning = Number.NEGATIVE_INFINITY;
+  let closedSinceWarning = 0;
+
+  const drop = (socket: Socket, action: 'shed' | 'refused') => {
+    all.delete(socket);
+    waiting.delete(socket);
+    events.closedAtCap(action);
+    closedSinceWarning += 1;
+    const now = performance.now();
+    if (now - lastWarning >= WARN_INTERVAL_MS) {
+      events.warn(
+        `${maxConnections} connections open (the cap, --max-connections): closed ` +
+          `${closedSinceWarning} that had not sent a whole request to make room for new ones`,
+      );
+      lastWarning = now;
+      closedSinceWarning = 0;
+    }
+  };
+
+  /** Closes the connection that has waited longest, or refuses `newcomer` if it is the only one. */
+  const makeRoom = (newcomer: Socket) => {
+    for (const socket of waiting) {
+      if (socket === newcomer) break;
+      const current = all.get(socket)?.current;
+      if (current !== undefined && current.complete) {
+        waiting.delete(socket);
+        continue;
+      }
+      drop(socket, 'shed');
+      socket.destroy();
+      return;
+    }
+    drop(newcomer, 'refused');
+    newcomer.write(REFUSAL, () => newcomer.destroy());
+  };
+
+  server.on('connection', (socket: Socket) => {
+    all.set(socket, { requests: 0, current: undefined });
+    waiting.add(socket);
+    socket.once('close', () => {
+      all.delete(socket);
+      waiting.delete(socket);
+    });
+    if (all.size > maxConnections) makeRoom(socket);
+  });
+
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const socket = request.socket;
+    const connection = all.get(socket);
+    if (connection === undefined) return;
+    connection.requests += 1;
+    connection.current = request;
+    response.once('close', () => {
+      connection.requests -= 1;
+      if (connection.requests > 0) return;
+      connection.current = undefined;
+      if (closing) {
+        socket.destroy();
+        return;
+      }
+      // Waiting again, for its next request: at the back of the line.
+      waiting.delete(socket);
+      if (all.has(socket)) waiting.add(socket);
+    });
+  });
+
+  return {
+    get open() {
+      return all.size;
+    },
+    closeIdle() {
+      closing = true;
+      for (const [socket, { requests }] of all) if (requests === 0) socket.destroy();
+    },
+  };
+}
