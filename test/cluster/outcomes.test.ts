@@ -11,10 +11,15 @@ import { DelayQueue } from '../../src/delay-queue.js';
 import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import { injector } from '../server/harness.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startReplicated } from '../../scripts/valkey.mjs';
 
 describe.runIf(installed('valkey-server'))('a cluster write its replica never acknowledged', () => {
-  let set: Awaited<ReturnType<typeof startReplicated>>;
+  let set: {
+    primary: { url: string };
+    replicas: Array<{ kill(): Promise<void> }>;
+    stop(): Promise<void>;
+  };
   let queue: ClusterQueue;
   let server: TickwheelServer;
   let call: ReturnType<typeof injector>;
