@@ -130,6 +130,11 @@ export type TickwheelErrorCode =
  */
 export class TickwheelError<C extends TickwheelErrorCode = TickwheelErrorCode> extends Error {
   readonly code: C;
+  /**
+   * Set on the failure of a write whose effect is known: 'unknown' (TickwheelOutcomeError), or
+   * 'none' where a store refused a change before writing anything. See WriteOutcome.
+   */
+  declare outcome?: WriteOutcome;
   constructor(code: C, message: string, options?: ErrorOptions) {
     super(message, options);
     this.code = code;
@@ -216,6 +221,119 @@ export class TickwheelDependencyError extends TickwheelError {
     this.missing = missing;
     this.install = install;
   }
+}
+
+/**
+ * What a failed write did (docs/http-api.md, Retries): 'none', nothing; 'unknown', it may have
+ * taken effect, in full (a store never applies part of one message's change).
+ */
+export type WriteOutcome = 'none' | 'unknown';
+
+/**
+ * The codes of failures that can come after a write reached the disk or the server: an fsync
+ * or a directory sync that failed after the write, a cluster write the primary took without
+ * the replicas it waited for, a command sent whose answer never came.
+ */
+const MAYBE_WRITTEN: ReadonlySet<string> = new Set([
+  'ERR_TICKWHEEL_IO',
+  'ERR_TICKWHEEL_NOT_DURABLE',
+  'ERR_TICKWHEEL_UNAVAILABLE',
+  'ERR_TICKWHEEL_TIMEOUT',
+]);
+
+/**
+ * A write that failed after it may have taken effect (see MAYBE_WRITTEN): it may be in force
+ * now, or after a restart or a failover. The code is the failure's own (ERR_TICKWHEEL_IO,
+ * ERR_TICKWHEEL_NOT_DURABLE, ...), `cause` the failure itself.
+ *
+ * `id` names what was written: a message id, a recurring schedule's name, a topic; `ids` the
+ * messages of a batch instead. `retry` is 'same-id' when making the same call again with that
+ * id is safe: it cannot make a second message or schedule (a message id is a dedup key while
+ * the message is pending; schedule and topic changes set a state). It is absent for an id the
+ * caller cannot give (a cluster's own id of a message scheduled without one): look that id up
+ * before scheduling again.
+ *
+ * Any other error of a write call (a refused argument, a closed queue, a read that failed
+ * before the write) is definite: nothing was changed.
+ */
+export class TickwheelOutcomeError extends TickwheelError {
+  declare readonly outcome: 'unknown';
+  readonly id: string | undefined;
+  readonly ids: readonly string[] | undefined;
+  readonly retry: 'same-id' | undefined;
+  constructor(
+    code: TickwheelErrorCode,
+    message: string,
+    subject: { id?: string; ids?: readonly string[]; retry: boolean },
+    options?: ErrorOptions,
+  ) {
+    super(code, message, options);
+    this.name = 'TickwheelOutcomeError';
+    this.outcome = 'unknown';
+    this.id = subject.id;
+    this.ids = subject.ids;
+    this.retry = subject.retry ? 'same-id' : undefined;
+  }
+}
+
+/**
+ * The error a write call throws for `err`: a TickwheelOutcomeError naming `subject` (an id, or
+ * the ids of a batch) when `err` may have come after the write took effect, `err` itself when
+ * it is definite (a refusal, or a store's failure marked outcome 'none'). `retry`: whether the
+ * caller can give the subject again (see TickwheelOutcomeError).
+ */
+export function mayHaveWritten(
+  err: unknown,
+  subject: string | readonly string[],
+  retry = true,
+): unknown {
+  if (err instanceof TickwheelOutcomeError || !isMaybeWritten(err)) return err;
+  return outcomeUnknown(err, subject, retry);
+}
+
+/** Whether a write's failure `err` may have come after the write took effect (see above). */
+export function isMaybeWritten(err: unknown): boolean {
+  if (err instanceof TickwheelOutcomeError) return true;
+  if (!(err instanceof Error) || (err as { outcome?: unknown }).outcome === 'none') return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string') return false;
+  // A system call's own error (ENOSPC, EIO, ...) that no layer wrapped is an I/O failure.
+  return MAYBE_WRITTEN.has(code) || /^E[A-Z0-9]+$/.test(code);
+}
+
+/** A TickwheelOutcomeError for `err`, whatever it is: for failures known to come after a write. */
+export function outcomeUnknown(
+  err: unknown,
+  subject: string | readonly string[] | undefined,
+  retry = true,
+): TickwheelOutcomeError {
+  if (err instanceof TickwheelOutcomeError && subject === undefined) return err;
+  const code = (err as { code?: unknown } | null)?.code;
+  const message = err instanceof Error ? err.message : String(err);
+  const known = typeof code === 'string' && code.startsWith('ERR_TICKWHEEL_');
+  const ids = typeof subject === 'string' || subject === undefined ? undefined : [...subject];
+  const id = typeof subject === 'string' ? subject : undefined;
+  const subjectOf = { id, ids, retry: retry && (id !== undefined || ids !== undefined) };
+  return new TickwheelOutcomeError(
+    known ? (code as TickwheelErrorCode) : 'ERR_TICKWHEEL_IO',
+    `${message} (${outcomeAdvice(subjectOf)})`,
+    subjectOf,
+    { cause: err },
+  );
+}
+
+/** What an error message says of a write whose outcome is unknown, and how to retry it. */
+export function outcomeAdvice(subject: {
+  id?: string | undefined;
+  ids?: readonly string[] | undefined;
+  retry: boolean | 'same-id' | undefined;
+}): string {
+  const { id, ids, retry } = subject;
+  if (id === undefined && ids === undefined) return 'it may have taken effect';
+  const named = id !== undefined ? `id ${id}` : 'the same ids';
+  return retry === true || retry === 'same-id'
+    ? `it may have taken effect: repeating it with ${named} is safe`
+    : `it may have taken effect: look ${named} up before repeating it`;
 }
 
 /**

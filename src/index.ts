@@ -41,10 +41,12 @@ export {
   AbortError,
   TickwheelCorruptError,
   TickwheelError,
+  TickwheelOutcomeError,
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,
   type StoreDamage,
   type TickwheelErrorCode,
+  type WriteOutcome,
 } from './errors.js';
 export * from './patterns/index.js';

@@ -24,7 +24,7 @@ import {
   TimeoutError,
   TimerWheel,
 } from '../src/index.js';
-import { TickwheelDependencyError } from '../src/errors.js';
+import { TickwheelDependencyError, TickwheelOutcomeError } from '../src/errors.js';
 import { isErrorCode } from '../src/protocol/status.js';
 import { HttpError } from '../src/server/errors.js';
 import { LogError } from '../src/store/log/index.js';
@@ -40,6 +40,11 @@ const errors: Array<[string, Error, ErrorConstructor]> = [
   ['TickwheelStateError', new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'm'), Error],
   ['TickwheelCorruptError', new TickwheelCorruptError('m'), Error],
   ['TickwheelDependencyError', new TickwheelDependencyError('m', ['fastify'], 'npm i'), Error],
+  [
+    'TickwheelOutcomeError',
+    new TickwheelOutcomeError('ERR_TICKWHEEL_IO', 'm', { id: 'a', retry: true }),
+    Error,
+  ],
   ['AbortError', new AbortError(), Error],
   ['TimeoutError', new TimeoutError('m', 5), Error],
   ['LeaseLostError', new LeaseLostError('m'), Error],

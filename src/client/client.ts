@@ -14,7 +14,6 @@ import {
   checkCallback,
   checkOption,
   describe,
-  TickwheelError,
   TickwheelRangeError,
   TickwheelTypeError,
 } from '../errors.js';
@@ -39,23 +38,24 @@ import type {
   NackResponse,
   ReceiveResponse,
   RescheduleResponse,
-  ScheduleBody,
   ScheduleResult,
   WireMessageInfo,
-  WireReceivedMessage,
 } from '../protocol/wire.js';
-import { checkRequest, dueTime, type ScheduleRequest } from '../queue/message.js';
+import type { ScheduleRequest } from '../queue/message.js';
 import { checkConsumeOptions, Worker } from '../queue/worker.js';
-import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
-import { TickwheelHttpError } from './errors.js';
-import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import {
-  messageOf,
-  Transport,
-  type Answer,
-  type Exchange,
-  type TransportOptions,
-} from './transport.js';
+  fromWire,
+  refuseDelay,
+  refuseMessage,
+  refuseOption,
+  rejects,
+  segment,
+  sendable,
+  toBody,
+} from './bodies.js';
+import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
+import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
+import { Transport, type Answer, type Exchange, type TransportOptions } from './transport.js';
 import { checkWatch, type QueueEvent } from '../queue/events.js';
 
 export interface ClientOptions {
@@ -80,99 +80,6 @@ export interface CallOptions {
 }
 
 export const DEFAULT_URL = 'http://127.0.0.1:7700';
-
-/**
- * A topic or id as a path segment. Only its type is checked here (the server checks the rest):
- * without this, `cancel(undefined)` would cancel a message whose id is "undefined".
- */
-function segment(value: unknown, what: 'topic' | 'id' | 'name'): string {
-  if (typeof value !== 'string' || value === '') {
-    throw new TickwheelTypeError(
-      what === 'topic'
-        ? 'ERR_TICKWHEEL_INVALID_TOPIC'
-        : what === 'id'
-          ? 'ERR_TICKWHEEL_INVALID_ID'
-          : 'ERR_TICKWHEEL_INVALID_OPTION',
-      `${what} must be a non-empty string, got ${describe(value)}`,
-    );
-  }
-  return `/${encodeURIComponent(value)}`;
-}
-
-/** The wire form of a message to schedule: bytes travel as base64. */
-function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { topic: string } {
-  if (typeof message !== 'object' || message === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `${where}a message must be an object, got ${describe(message)}`,
-    );
-  }
-  if (!(message.payload instanceof Uint8Array)) return message;
-  const bytes = message.payload;
-  return {
-    ...message,
-    payload: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64'),
-    payloadEncoding: 'base64',
-  };
-}
-
-/**
- * The error for a message JSON cannot hold (a payload holding a BigInt or a cycle, say): the one
- * the embedded queue gives for it (the same check, made here only once JSON.stringify has
- * failed), or else ERR_TICKWHEEL_INVALID_MESSAGE.
- */
-function refuseMessage(message: unknown, where: string, err: unknown): Error {
-  try {
-    checkRequest(message, Date.now(), Number.POSITIVE_INFINITY, where, false);
-  } catch (refused) {
-    if (refused instanceof TickwheelError) return refused;
-  }
-  return new TickwheelTypeError(
-    'ERR_TICKWHEEL_INVALID_MESSAGE',
-    `${where}a message must be JSON-serialisable: ${messageOf(err)}`,
-    { cause: err },
-  );
-}
-
-/** The error for a delay (reschedule, requeue) JSON cannot hold: the embedded queue's, as above. */
-function refuseDelay(when: unknown, what: string, err: unknown): Error {
-  try {
-    if (typeof when === 'object' && when !== null) dueTime(when, Date.now());
-  } catch (refused) {
-    if (refused instanceof TickwheelError) return refused;
-  }
-  return refuseOption(what, err);
-}
-
-/** Whether JSON can hold `value`. */
-function sendable(value: unknown): boolean {
-  try {
-    return JSON.stringify(value) !== undefined;
-  } catch {
-    return false;
-  }
-}
-
-/** The error for options JSON cannot hold (a BigInt, a cycle): ERR_TICKWHEEL_INVALID_OPTION. */
-function refuseOption(what: string, err: unknown): Error {
-  return new TickwheelTypeError(
-    'ERR_TICKWHEEL_INVALID_OPTION',
-    `${what} must be JSON-serialisable: ${messageOf(err)}`,
-    { cause: err },
-  );
-}
-
-function fromWire(message: WireReceivedMessage): ReceivedMessage {
-  const { payloadEncoding, ...received } = message;
-  if (payloadEncoding === 'base64' && typeof received.payload === 'string') {
-    received.payload = Buffer.from(received.payload, 'base64');
-  }
-  return received;
-}
-
-function rejects(err: unknown, ...statuses: number[]): boolean {
-  return err instanceof TickwheelHttpError && statuses.includes(err.status);
-}
 
 export class TickwheelClient {
   readonly url: string;
@@ -225,7 +132,11 @@ export class TickwheelClient {
     this.transport = new Transport(this.transportOptions);
   }
 
-  /** Schedules a message; resolves once the server has made it durable (HTTP 201). */
+  /**
+   * Schedules a message; resolves once the server has made it durable (HTTP 201). A message
+   * without an id is sent with one made here, so that the retries after a network error or an
+   * answer whose outcome is unknown cannot schedule it twice.
+   */
   async schedule(message: ScheduleRequest, options: CallOptions = {}): Promise<ScheduleResult> {
     const { topic, ...body } = toBody(message);
     const answer = await this.send<ScheduleResult>(options, {
@@ -233,7 +144,8 @@ export class TickwheelClient {
       path: `/v1/topics${segment(topic, 'topic')}/messages`,
       body,
       refuse: (err) => refuseMessage(message, '', err),
-      idempotent: body.id !== undefined,
+      idempotent: true,
+      subject: body.id,
     });
     return answer.body;
   }
@@ -277,7 +189,8 @@ export class TickwheelClient {
           ? refuseOption('messages', err)
           : refuseMessage(messages[at], `messages[${at}]: `, err);
       },
-      idempotent: messages.every((message) => message.id !== undefined),
+      idempotent: true,
+      subject: body.map((wire) => wire.id as string),
     });
     return answer.body.results;
   }

@@ -4,16 +4,41 @@
  * out). Both are TickwheelErrors with a `code`.
  */
 
-import { TickwheelError } from '../errors.js';
-import type { WireErrorCode } from '../protocol/wire.js';
+import { TickwheelError, type WriteOutcome } from '../errors.js';
+import type { WireErrorCode, WireErrorDetail } from '../protocol/wire.js';
 
-export class TickwheelHttpError extends TickwheelError<WireErrorCode | 'ERR_TICKWHEEL_HTTP'> {
+/**
+ * What a failed call may have written (docs/http-api.md, Retries), as the server said it or,
+ * for a request that got no answer, as the client knows it.
+ */
+export interface CallOutcome {
+  /**
+   * 'none': nothing was changed. 'unknown': the request may have taken effect; `id` or `ids`
+   * name what it may have written. Undefined: a server too old to say.
+   */
+  readonly outcome: WriteOutcome | undefined;
+  /** The message id, schedule name or topic the request may have written. */
+  readonly id: string | undefined;
+  /** For a batch: the ids of the messages it may have written. */
+  readonly ids: readonly string[] | undefined;
+  /** 'same-id': making the same call again with that id (or those ids) is safe. */
+  readonly retry: 'same-id' | undefined;
+}
+
+export class TickwheelHttpError
+  extends TickwheelError<WireErrorCode | 'ERR_TICKWHEEL_HTTP'>
+  implements CallOutcome
+{
   /** The HTTP status. */
   readonly status: number;
   /** The server's error code (ERR_TICKWHEEL_*), or ERR_TICKWHEEL_HTTP for a non-tickwheel answer. */
   declare readonly code: WireErrorCode | 'ERR_TICKWHEEL_HTTP';
   /** The parsed response body (for a failed batch: `{ error, results }`). */
   readonly body: unknown;
+  declare readonly outcome: WriteOutcome | undefined;
+  readonly id: string | undefined;
+  readonly ids: readonly string[] | undefined;
+  readonly retry: 'same-id' | undefined;
 
   constructor(
     status: number,
@@ -25,14 +50,33 @@ export class TickwheelHttpError extends TickwheelError<WireErrorCode | 'ERR_TICK
     this.name = 'TickwheelHttpError';
     this.status = status;
     this.body = body;
+    const error = (body as { error?: Partial<WireErrorDetail> } | undefined)?.error;
+    const outcome = error?.outcome;
+    this.outcome = outcome === 'none' || outcome === 'unknown' ? outcome : undefined;
+    this.id = typeof error?.id === 'string' ? error.id : undefined;
+    this.ids = Array.isArray(error?.ids) ? error.ids.map(String) : undefined;
+    this.retry = error?.retry === 'same-id' ? 'same-id' : undefined;
   }
 }
 
-export class TickwheelNetworkError extends TickwheelError<
-  'ERR_TICKWHEEL_NETWORK' | 'ERR_TICKWHEEL_TIMEOUT'
-> {
+export class TickwheelNetworkError
+  extends TickwheelError<'ERR_TICKWHEEL_NETWORK' | 'ERR_TICKWHEEL_TIMEOUT'>
+  implements CallOutcome
+{
   /** ERR_TICKWHEEL_TIMEOUT when the request ran out of time, ERR_TICKWHEEL_NETWORK otherwise. */
   declare readonly code: 'ERR_TICKWHEEL_NETWORK' | 'ERR_TICKWHEEL_TIMEOUT';
+  /**
+   * 'none' for a request that cannot have reached the server (connection refused, host not
+   * found) or that changes nothing (a GET); 'unknown' for any other: the server may have
+   * carried it out before the answer was lost.
+   */
+  declare outcome: WriteOutcome | undefined;
+  /** The id the request was sent with (a schedule's, which the client makes if none is given). */
+  id: string | undefined;
+  /** The ids a batch was sent with. */
+  ids: readonly string[] | undefined;
+  /** 'same-id' when the call can be made again with that id (a schedule's, or a batch's, ids). */
+  retry: 'same-id' | undefined;
 
   constructor(
     code: 'ERR_TICKWHEEL_NETWORK' | 'ERR_TICKWHEEL_TIMEOUT',
@@ -41,5 +85,8 @@ export class TickwheelNetworkError extends TickwheelError<
   ) {
     super(code, message, { cause });
     this.name = 'TickwheelNetworkError';
+    this.id = undefined;
+    this.ids = undefined;
+    this.retry = undefined;
   }
 }

@@ -15,7 +15,7 @@
 
 export { DEFAULT_URL, TickwheelClient, type CallOptions, type ClientOptions } from './client.js';
 export type { ClientConsumeOptions, ConsumeErrorContext, Consumer } from './consumer.js';
-export { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
+export { TickwheelHttpError, TickwheelNetworkError, type CallOutcome } from './errors.js';
 export type * from '../protocol/wire.js';
 export type * from '../protocol/limits.js';
 export { MAX_BATCH, MAX_RECEIPT_LENGTH, MAX_RECEIVE } from '../protocol/limits.js';

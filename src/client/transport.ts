@@ -7,7 +7,10 @@
  *   - otherwise only when the caller marks the request idempotent (reads, cancel, a schedule
  *     with an id, ...): the server may have done it already, and doing it again changes nothing.
  *
- * An error answer from the server is never retried: it is the answer.
+ * An error answer from the server is the answer, with one exception: an idempotent request
+ * answered with outcome 'unknown' and retry 'same-id' (the server failed after it may have
+ * written, and says repeating the request is safe: docs/http-api.md, Retries) is retried like
+ * a network error. A request that fails for good says what it may have written (CallOutcome).
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -35,6 +38,8 @@ export interface Exchange {
   refuse?: (err: unknown) => Error;
   /** Safe to send again after a network error. */
   idempotent: boolean;
+  /** The id (or a batch's ids) the request writes under, told in its network errors. */
+  subject?: string | readonly string[];
   /** Statuses returned to the caller instead of thrown (404 for get, ...). */
   accept?: readonly number[];
   timeoutMs?: number;
@@ -77,13 +82,27 @@ export class Transport {
   async send<T>(exchange: Exchange): Promise<Answer<T>> {
     const { retries, retryDelayMs } = this.options;
     const body = exchange.body === undefined ? undefined : toJson(exchange);
+    // The first failure whose outcome was unknown: a later attempt refused outright does not
+    // undo what this one may have written, so the call fails with this one.
+    let uncertain: (TickwheelHttpError | TickwheelNetworkError) | undefined;
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.once<T>(exchange, body);
       } catch (err) {
-        if (!(err instanceof TickwheelNetworkError) || attempt >= retries) throw err;
-        const notSent = NOT_SENT.has(causeCode(err.cause) ?? '');
-        if (!notSent && !exchange.idempotent) throw err;
+        let failure: unknown = err;
+        let again = false;
+        if (err instanceof TickwheelHttpError) {
+          again = err.outcome === 'unknown' && err.retry === 'same-id' && exchange.idempotent;
+        } else if (err instanceof TickwheelNetworkError) {
+          const notSent = NOT_SENT.has(causeCode(err.cause) ?? '');
+          again = notSent || exchange.idempotent;
+          failure = told(err, exchange, notSent);
+        }
+        const outcome = (failure as { outcome?: unknown }).outcome;
+        if (outcome === 'unknown') uncertain ??= failure as TickwheelHttpError;
+        if (!again || attempt >= retries) {
+          throw uncertain !== undefined && outcome === 'none' ? uncertain : failure;
+        }
         await sleep(retryDelayMs * 2 ** attempt, undefined, { signal: exchange.signal }).catch(
           () => {
             throw new AbortError(exchange.signal?.reason);
@@ -197,6 +216,17 @@ export async function openStream(
     `GET ${path}: HTTP ${response.status} from something that is not a tickwheel server`,
     body ?? text,
   );
+}
+
+/** A network error that fails a call for good, with what its request may have written. */
+function told(err: TickwheelNetworkError, exchange: Exchange, notSent: boolean) {
+  const reads = exchange.method === 'GET';
+  err.outcome = notSent || reads ? 'none' : 'unknown';
+  if (reads || exchange.subject === undefined) return err;
+  if (typeof exchange.subject === 'string') err.id = exchange.subject;
+  else err.ids = exchange.subject;
+  if (exchange.idempotent) err.retry = 'same-id';
+  return err;
 }
 
 /** What a thrown value says, for an error message. */

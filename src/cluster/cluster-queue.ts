@@ -14,7 +14,7 @@
  *   - An open ClusterQueue holds its process open (its Valkey connections do) until close().
  */
 
-import { checkCallback, checkOption, TickwheelStateError } from '../errors.js';
+import { checkCallback, checkOption, mayHaveWritten, TickwheelStateError } from '../errors.js';
 import { MAX_RECEIVE } from '../protocol/limits.js';
 import type { Queue } from '../queue/api.js';
 import type { ScheduleInfo } from '../queue/recurring.js';
@@ -155,7 +155,7 @@ export class ClusterQueue implements Queue {
 
   async cancel(id: string): Promise<boolean> {
     this.checkOpen();
-    const cancelled = await this.node.cancelGiving(id);
+    const cancelled = await this.node.cancelGiving(id).catch(failed(id));
     if (cancelled !== undefined) this.cancelled(cancelled);
     return cancelled !== undefined;
   }
@@ -169,14 +169,14 @@ export class ClusterQueue implements Queue {
     when: { delayMs?: number; deliverAt?: number },
   ): Promise<number | undefined> {
     this.checkOpen();
-    const due = await this.node.rescheduleTo(id, when);
+    const due = await this.node.rescheduleTo(id, when).catch(failed(id));
     if (due !== undefined) this.insights.counters.rescheduled++;
     return due;
   }
 
   async requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
     this.checkOpen();
-    return this.node.requeue(id, options);
+    return this.node.requeue(id, options).catch(failed(id));
   }
 
   async get(id: string): Promise<MessageInfo | undefined> {
@@ -318,7 +318,7 @@ export class ClusterQueue implements Queue {
 
   async putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
     this.checkOpen();
-    return this.node.schedules.put(name, spec);
+    return this.node.schedules.put(name, spec).catch(failed(name));
   }
 
   async updateSchedule(
@@ -326,7 +326,7 @@ export class ClusterQueue implements Queue {
     patch: Partial<RecurringSpec>,
   ): Promise<ScheduleInfo | undefined> {
     this.checkOpen();
-    return this.node.schedules.update(name, patch);
+    return this.node.schedules.update(name, patch).catch(failed(name));
   }
 
   async getSchedule(name: string): Promise<ScheduleInfo | undefined> {
@@ -341,7 +341,7 @@ export class ClusterQueue implements Queue {
 
   async deleteSchedule(name: string): Promise<boolean> {
     this.checkOpen();
-    return this.node.schedules.delete(name);
+    return this.node.schedules.delete(name).catch(failed(name));
   }
 
   // ---- insights ---------------------------------------------------------------------------
@@ -487,4 +487,14 @@ export class ClusterQueue implements Queue {
       throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed');
     }
   }
+}
+
+/**
+ * The rejection handler of a write about `subject` (a message id, a schedule's name): marks a
+ * failure that may have come after the write reached Valkey (errors.ts, mayHaveWritten).
+ */
+function failed(subject: string): (err: unknown) => never {
+  return (err) => {
+    throw mayHaveWritten(err, subject);
+  };
 }

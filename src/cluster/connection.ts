@@ -333,7 +333,13 @@ export class Valkey {
           continue;
         }
         // Replies of functions (errors a function raised on purpose) pass as they are.
-        if (refused || isConnectionError(err)) throw unavailable(this.urls, err);
+        if (refused || isConnectionError(err)) {
+          const error = unavailable(this.urls, err);
+          // A refused command was not run; a lost connection may have run it (errors.ts,
+          // WriteOutcome). A refused WAIT says nothing of the write it was to wait for.
+          if (refused && !once) error.outcome = 'none';
+          throw error;
+        }
         throw err;
       }
     }

@@ -24,7 +24,13 @@
 
 import { randomBytes } from 'node:crypto';
 
-import { TickwheelStateError, TickwheelTypeError, describe } from '../errors.js';
+import {
+  TickwheelStateError,
+  TickwheelTypeError,
+  describe,
+  isMaybeWritten,
+  outcomeUnknown,
+} from '../errors.js';
 import {
   checkId,
   checkRequest,
@@ -373,8 +379,11 @@ export class Producer {
       runs.push(run);
       i = run.end;
     }
+    // Once tw_schedule answered, the batch is written: any failure after that leaves it so.
+    let written = false;
     try {
       const reply = await this.valkey.fcall('tw_schedule', meta, args);
+      written = true;
       const answer = runs.length === 0 ? reply : placeRuns(reply, batch, runs, partition);
       await this.durable(meta, batch.length === 1 ? batch[0].id : `${batch.length} messages`);
       let explicit = 0;
@@ -386,7 +395,8 @@ export class Producer {
       }
     } catch (err) {
       // (A call whose messages went to several partitions rejects at its first failure.)
-      for (const m of batch) m.call!.reject(err);
+      for (const [call, pendings] of byCall(batch))
+        call.reject(failedWrite(err, pendings, written));
     }
   }
 
@@ -537,6 +547,32 @@ export function placeRuns(
     }
   }
   return reply[0];
+}
+
+/** A partition batch's messages by the call they belong to. */
+function byCall(batch: readonly Pending[]): Map<Call, Pending[]> {
+  const calls = new Map<Call, Pending[]>();
+  for (const m of batch) {
+    const pendings = calls.get(m.call!);
+    if (pendings === undefined) calls.set(m.call!, [m]);
+    else pendings.push(m);
+  }
+  return calls;
+}
+
+/**
+ * A call's error for its messages of a failed partition batch: a TickwheelOutcomeError naming
+ * them where the write may have happened (errors.ts); `written`: tw_schedule had answered. A
+ * message scheduled without an id has the cluster's id once tw_schedule answered ('' before:
+ * then only the outcome is known), and that id cannot be given again: repeating is safe only
+ * when every message had the caller's own id.
+ */
+function failedWrite(err: unknown, pendings: readonly Pending[], written: boolean): unknown {
+  if (!written && !isMaybeWritten(err)) return err;
+  const known = pendings.map((m) => m.id).filter((id) => id !== '');
+  const own = known.length === pendings.length && pendings.every((m) => m.tag === '');
+  const subject = known.length === 0 ? undefined : pendings.length === 1 ? known[0] : known;
+  return outcomeUnknown(err, subject, own);
 }
 
 function notDurable(what: string, why: string): TickwheelStateError {

@@ -4,7 +4,7 @@
  * both sides check are in limits.ts and the status of each error code in status.ts.
  */
 
-import type { ClientErrorCode, CliErrorCode, TickwheelErrorCode } from '../errors.js';
+import type { ClientErrorCode, CliErrorCode, TickwheelErrorCode, WriteOutcome } from '../errors.js';
 import type { Backoff } from '../queue/message.js';
 import type { ScheduleInfo } from '../queue/recurring.js';
 import type { RecurringSpec } from '../queue/recurring-spec.js';
@@ -22,7 +22,23 @@ export type WireErrorCode = Exclude<TickwheelErrorCode, ClientErrorCode | CliErr
 
 /** Every error response: a 4xx for anything the caller can fix, 5xx only for the server's own failures. */
 export interface WireError {
-  error: { code: WireErrorCode; message: string };
+  error: WireErrorDetail;
+}
+
+/**
+ * An error, and whether the request took effect (docs/http-api.md, Retries): `outcome` 'none'
+ * is a definite failure, nothing was changed; 'unknown' means it may have been. With
+ * 'unknown', `id` (or `ids`, for a batch) names what may have been written: a message id, a
+ * schedule's name, a topic; `retry: 'same-id'` says that sending the same request again with
+ * that id is safe (it cannot make a second message).
+ */
+export interface WireErrorDetail {
+  code: WireErrorCode;
+  message: string;
+  outcome: WriteOutcome;
+  id?: string;
+  ids?: string[];
+  retry?: 'same-id';
 }
 
 /**

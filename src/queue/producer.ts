@@ -15,7 +15,14 @@
  */
 
 import type { Clock } from '../clock/index.js';
-import { describe, TickwheelTypeError } from '../errors.js';
+import {
+  describe,
+  isMaybeWritten,
+  mayHaveWritten,
+  outcomeUnknown,
+  TickwheelOutcomeError,
+  TickwheelTypeError,
+} from '../errors.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
@@ -101,6 +108,8 @@ export class Producer {
     }
     let failure: { error: unknown } | undefined;
     let failed: Set<Promise<void>> | undefined;
+    // Messages whose write failed in a way that may have left it written (mayHaveWritten).
+    const unknown: string[] = [];
     try {
       await Promise.all(distinct);
     } catch (error) {
@@ -111,6 +120,7 @@ export class Producer {
     for (let i = 0; i < plain.length; i++) {
       if (failed?.has(durables[i])) {
         this.insights.forgetLate(plain[i].id);
+        if (isMaybeWritten(failure?.error)) unknown.push(plain[i].id);
         continue;
       }
       this.insights.counters.scheduled++;
@@ -118,13 +128,16 @@ export class Producer {
       // Held only now, after the batch is durable, like a single schedule().
       this.added(plain[i], plain[i].deliverAt < loadedUntil, true);
     }
-    try {
-      await Promise.all(unique);
-    } catch (error) {
-      failure ??= { error };
+    for (const outcome of await Promise.allSettled(unique)) {
+      if (outcome.status === 'fulfilled') continue;
+      failure ??= { error: outcome.reason };
+      const error: unknown = outcome.reason;
+      if (error instanceof TickwheelOutcomeError && error.id !== undefined) unknown.push(error.id);
     }
-    if (failure !== undefined) throw failure.error;
-    return results;
+    if (failure === undefined) return results;
+    // One message that may be written makes the whole answer uncertain: say which ones.
+    if (unknown.length > 0) throw outcomeUnknown(failure.error, unknown);
+    throw failure.error;
   }
 
   /** Cancels a live message, wherever it is held. True if it was live. */
@@ -140,7 +153,11 @@ export class Producer {
       }
       if (this.near.get(id) === message) this.near.release(message as NearMessage);
       else this.near.supersede(id);
-      await this.store.finish(message, 'cancelled');
+      try {
+        await this.store.finish(message, 'cancelled');
+      } catch (err) {
+        throw mayHaveWritten(err, id);
+      }
       this.finished.remember(message, 'cancelled');
       this.insights.counters.cancelled++;
       this.events.record('cancelled', message);
@@ -186,7 +203,7 @@ export class Producer {
         await this.horizon.relocate(message, previous);
       } catch (err) {
         this.insights.forgetLate(id);
-        throw err;
+        throw mayHaveWritten(err, id);
       }
       this.insights.counters.rescheduled++;
       return deliverAt;
@@ -203,7 +220,11 @@ export class Producer {
       const previous = stored.deliverAt;
       stored.deliverAt = deliverAt;
       stored.attempts = 0;
-      await this.horizon.relocate(stored, previous);
+      try {
+        await this.horizon.relocate(stored, previous);
+      } catch (err) {
+        throw mayHaveWritten(err, id);
+      }
       return true;
     });
   }
@@ -250,7 +271,7 @@ export class Producer {
       await this.store.add(message, inHorizon);
     } catch (err) {
       this.insights.forgetLate(message.id);
-      throw err;
+      throw mayHaveWritten(err, message.id);
     }
     this.insights.counters.scheduled++;
     this.events.record('scheduled', message);

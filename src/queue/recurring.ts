@@ -31,7 +31,7 @@
  */
 
 import type { Clock } from '../clock/index.js';
-import { TickwheelStateError } from '../errors.js';
+import { mayHaveWritten, outcomeUnknown, TickwheelStateError } from '../errors.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { IdLocks } from './locks.js';
 import type { ScheduleRequest } from './message.js';
@@ -190,10 +190,19 @@ export class Scheduler {
       timer: undefined,
       failures: 0,
     };
-    await this.store.writeSchedules([record], []);
-    if (old !== undefined) await this.stop(old);
-    this.held.set(name, held);
-    await this.stepOrRetry(held, false, true);
+    try {
+      await this.store.writeSchedules([record], []);
+    } catch (err) {
+      throw mayHaveWritten(err, name);
+    }
+    try {
+      if (old !== undefined) await this.stop(old);
+      this.held.set(name, held);
+      await this.stepOrRetry(held, false, true);
+    } catch (err) {
+      // The new record is durable: it is in force after a restart whatever failed here.
+      throw outcomeUnknown(err, name);
+    }
     return this.info(held);
   }
 
@@ -217,7 +226,11 @@ export class Scheduler {
       if (held === undefined) return false;
       await this.stop(held);
       this.held.delete(name);
-      await this.store.writeSchedules([], [name]);
+      try {
+        await this.store.writeSchedules([], [name]);
+      } catch (err) {
+        throw mayHaveWritten(err, name);
+      }
       return true;
     });
   }

@@ -28,6 +28,7 @@ import {
   checkFlag,
   checkOption,
   describe,
+  mayHaveWritten,
   TickwheelStateError,
   TickwheelTypeError,
 } from '../errors.js';
@@ -406,7 +407,11 @@ export class TopicGate {
     const run = this.saving.then(async () => {
       const next = applyTopicUpdate(this.get(topic), checked);
       if (sameSettings(next, this.get(topic))) return next;
-      await this.backend.save(topic, next, checked);
+      try {
+        await this.backend.save(topic, next, checked);
+      } catch (err) {
+        throw mayHaveWritten(err, topic);
+      }
       this.set(topic, next);
       return next;
     });

@@ -1,15 +1,28 @@
 /**
- * Every failure becomes `{ error: { code, message } }` with a status that says whose fault it
- * is: 4xx for anything the caller can change (bad input, unknown id, wrong token, too big),
- * 5xx only for the server's own trouble (disk errors, shutting down). Errors keep their
+ * Every failure becomes `{ error: { code, message, outcome } }` with a status that says whose
+ * fault it is: 4xx for anything the caller can change (bad input, unknown id, wrong token, too
+ * big), 5xx only for the server's own trouble (disk errors, shutting down). Errors keep their
  * `ERR_TICKWHEEL_*` code; its status comes from the one table of them, src/protocol/status.ts.
+ *
+ * `outcome` says whether the request may have taken effect (docs/http-api.md, Retries). The
+ * queue says so where it knows (a TickwheelOutcomeError: 'unknown', with the id written under);
+ * a refusal (4xx, the server's own 503s, a closed queue) is 'none', and so is any failure of a
+ * request that changes nothing (GET, HEAD). Any other 5xx is 'unknown': a failure the queue did
+ * not place may have come after a write, and saying 'none' then would be a lie.
  */
 
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { isSystemError, TickwheelError, type HttpErrorCode } from '../errors.js';
+import {
+  isSystemError,
+  outcomeAdvice,
+  TickwheelError,
+  TickwheelOutcomeError,
+  type HttpErrorCode,
+  type WriteOutcome,
+} from '../errors.js';
 import { HTTP_STATUS, isErrorCode } from '../protocol/status.js';
-import type { WireError, WireErrorCode } from '../protocol/wire.js';
+import type { WireError, WireErrorCode, WireErrorDetail } from '../protocol/wire.js';
 import { RETRY_AFTER_SECONDS } from './settings.js';
 
 /** An error the server raises itself, with the status to answer with. */
@@ -53,15 +66,41 @@ const FASTIFY_MESSAGES: Readonly<Record<string, string>> = {
 
 export interface ErrorResponse {
   statusCode: number;
-  body: { error: { code: WireErrorCode; message: string } };
+  body: { error: WireErrorDetail };
+}
+
+/** Methods whose requests change nothing: their failures have outcome 'none'. */
+const READS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** The status and body for any error thrown while handling a request made with `method`. */
+export function toErrorResponse(err: unknown, method = 'POST'): ErrorResponse {
+  const { statusCode, body } = statusAndBody(err);
+  const error = body.error;
+  if (err instanceof TickwheelOutcomeError && statusCode >= 500) {
+    error.outcome = 'unknown';
+    if (err.id !== undefined) error.id = err.id;
+    if (err.ids !== undefined) error.ids = [...err.ids];
+    if (err.retry !== undefined) error.retry = err.retry;
+    // The 5xx message is the server's own wording: the advice goes after it.
+    error.message = `${error.message} (${outcomeAdvice(err)})`;
+  } else {
+    error.outcome = definite(err, statusCode, method) ? 'none' : 'unknown';
+  }
+  return { statusCode, body };
+}
+
+/** Whether a failure that says nothing of its outcome surely changed nothing. */
+function definite(err: unknown, statusCode: number, method: string): boolean {
+  if (statusCode < 500 || err instanceof HttpError || READS.has(method)) return true;
+  const { code, outcome } = (err ?? {}) as { code?: unknown; outcome?: WriteOutcome };
+  return outcome === 'none' || code === 'ERR_TICKWHEEL_CLOSED';
 }
 
 function response(statusCode: number, code: WireErrorCode, message: string): ErrorResponse {
-  return { statusCode, body: { error: { code, message } } };
+  return { statusCode, body: { error: { code, message, outcome: 'none' } } };
 }
 
-/** The status and body for any error thrown while handling a request. */
-export function toErrorResponse(err: unknown): ErrorResponse {
+function statusAndBody(err: unknown): ErrorResponse {
   if (err instanceof HttpError) return response(err.statusCode, err.code, err.message);
   const error = (typeof err === 'object' && err !== null ? err : {}) as Partial<FastifyError>;
   const message = typeof error.message === 'string' ? error.message : String(err);
@@ -131,7 +170,7 @@ const PASSING: ReadonlySet<WireErrorCode> = new Set<WireErrorCode>([
 
 /** Fastify's error handler: logs what is the server's fault, answers in the one error format. */
 export function handleError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
-  const { statusCode, body } = toErrorResponse(err);
+  const { statusCode, body } = toErrorResponse(err, request.method);
   if (statusCode === 503 && PASSING.has(body.error.code)) {
     void reply.header('retry-after', RETRY_AFTER_SECONDS);
   }
@@ -150,14 +189,18 @@ export function handleFrameworkError(
 ): void {
   const statusCode = err.statusCode !== undefined && err.statusCode < 500 ? err.statusCode : 400;
   void reply.code(statusCode).send({
-    error: { code: 'ERR_TICKWHEEL_INVALID_REQUEST', message: err.message },
+    error: { code: 'ERR_TICKWHEEL_INVALID_REQUEST', message: err.message, outcome: 'none' },
   } satisfies WireError);
 }
 
 export function handleNotFound(request: FastifyRequest, reply: FastifyReply): void {
   const path = request.url.length > 200 ? `${request.url.slice(0, 200)}...` : request.url;
   void reply.code(404).send({
-    error: { code: 'ERR_TICKWHEEL_NOT_FOUND', message: `no route ${request.method} ${path}` },
+    error: {
+      code: 'ERR_TICKWHEEL_NOT_FOUND',
+      message: `no route ${request.method} ${path}`,
+      outcome: 'none',
+    },
   } satisfies WireError);
 }
 
@@ -179,7 +222,9 @@ export function handleClientError(err: NodeJS.ErrnoException, socket: Socket): v
     reason = 'Request Header Fields Too Large';
     message = 'the request headers are too large';
   }
-  const body = JSON.stringify({ error: { code: 'ERR_TICKWHEEL_INVALID_REQUEST', message } });
+  const body = JSON.stringify({
+    error: { code: 'ERR_TICKWHEEL_INVALID_REQUEST', message, outcome: 'none' },
+  });
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json\r\n` +

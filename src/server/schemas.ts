@@ -75,11 +75,34 @@ const errorDetail = {
       description: 'An ERR_TICKWHEEL_* code, stable across versions (docs/http-api.md#errors)',
     },
     message: { type: 'string', description: 'What went wrong and what to change, for people' },
+    outcome: {
+      type: 'string',
+      enum: ['none', 'unknown'],
+      description:
+        "Whether the request took effect: 'none', nothing was changed; 'unknown', it may have " +
+        'been (docs/http-api.md#retries)',
+    },
+    id: {
+      type: 'string',
+      description:
+        "With outcome 'unknown': the message id, schedule name or topic the request may have written",
+    },
+    ids: {
+      type: 'array',
+      items: { type: 'string' },
+      description:
+        "With outcome 'unknown', for a batch: the ids of the messages it may have written",
+    },
+    retry: {
+      type: 'string',
+      enum: ['same-id'],
+      description: 'Present when sending the same request again with that id is safe',
+    },
   },
 };
 
 /**
- * Every error answer (errors.ts): `{ error: { code, message } }`. A shared schema, which
+ * Every error answer (errors.ts): `{ error: { code, message, outcome } }`. A shared schema, which
  * server.ts adds before any route: routes refer to it (errorBody), and /openapi.json has it
  * once, as components/schemas/Error.
  */

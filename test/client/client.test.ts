@@ -533,9 +533,9 @@ describe('network errors, timeouts and retries', () => {
 
   it('retries a reset connection only when repeating is safe', async () => {
     const unsafe = flakyFetch(1, 'ECONNRESET');
-    await expect(
-      client({ fetch: unsafe.fetch, retryDelayMs: 1 }).schedule({ topic: 't', payload: 1 }),
-    ).rejects.toBeInstanceOf(TickwheelNetworkError);
+    const receiving = client({ fetch: unsafe.fetch, retryDelayMs: 1 }).receive('t');
+    await expect(receiving).rejects.toBeInstanceOf(TickwheelNetworkError);
+    await expect(receiving).rejects.toMatchObject({ outcome: 'unknown', id: undefined });
     expect(unsafe.calls()).toBe(1);
 
     const withId = flakyFetch(2, 'ECONNRESET');

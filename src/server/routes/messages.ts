@@ -104,6 +104,9 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
       const settled = await Promise.allSettled(messages.map((message) => queue.schedule(message)));
       let failure: { statusCode: number; message: string; code: WireErrorCode } | undefined;
       let failed = 0;
+      // Messages whose failure may have left them scheduled after all.
+      const unknown: string[] = [];
+      let retry = true;
       const results: Array<ScheduleResult | BatchErrorResponse['results'][number]> = [];
       for (const outcome of settled) {
         if (outcome.status === 'fulfilled') {
@@ -111,6 +114,8 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
           continue;
         }
         const { statusCode, body } = toErrorResponse(outcome.reason);
+        if (body.error.id !== undefined) unknown.push(body.error.id);
+        if (body.error.id !== undefined && body.error.retry === undefined) retry = false;
         failed++;
         failure ??= { statusCode, ...body.error };
         if (statusCode >= 500) request.log.error({ err: outcome.reason }, 'batch item failed');
@@ -125,6 +130,14 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
         error: {
           code: failure.code,
           message: `${failed} of ${items.length} messages were not scheduled (the first: ${failure.message}); results tells which, the others are scheduled`,
+          // Of the messages that failed: those whose outcome is unknown, if any.
+          ...(unknown.length === 0
+            ? { outcome: 'none' as const }
+            : {
+                outcome: 'unknown' as const,
+                ids: unknown,
+                ...(retry ? { retry: 'same-id' as const } : {}),
+              }),
         },
         results,
       };

@@ -570,13 +570,16 @@ export class FileStore implements Store {
   private checkWritable(): void {
     const failure = this.log.firstFailure;
     if (failure === undefined) return;
-    throw new LogError(
+    const refused = new LogError(
       'ERR_TICKWHEEL_IO',
       `the store takes no more changes since a log write failed (${failure.message}). ` +
         'Everything acknowledged before it is on disk: close the queue and open it again ' +
         'to recover and continue',
       { cause: failure },
     );
+    // Refused before anything was written: a definite failure (errors.ts, WriteOutcome).
+    refused.outcome = 'none';
+    throw refused;
   }
 
   /**

@@ -1,0 +1,112 @@
+/**
+ * The wire form of the client's calls: path segments, message bodies (with the id the client
+ * gives a message that has none), and the errors for arguments that cannot be sent.
+ */
+
+import { randomUUID } from 'node:crypto';
+import { describe, TickwheelError, TickwheelTypeError } from '../errors.js';
+import type { ReceivedMessage } from '../queue/types.js';
+import type { ScheduleBody, WireReceivedMessage } from '../protocol/wire.js';
+import { checkRequest, dueTime, type ScheduleRequest } from '../queue/message.js';
+import { TickwheelHttpError } from './errors.js';
+import { messageOf } from './transport.js';
+
+/**
+ * A topic or id as a path segment. Only its type is checked here (the server checks the rest):
+ * without this, `cancel(undefined)` would cancel a message whose id is "undefined".
+ */
+export function segment(value: unknown, what: 'topic' | 'id' | 'name'): string {
+  if (typeof value !== 'string' || value === '') {
+    throw new TickwheelTypeError(
+      what === 'topic'
+        ? 'ERR_TICKWHEEL_INVALID_TOPIC'
+        : what === 'id'
+          ? 'ERR_TICKWHEEL_INVALID_ID'
+          : 'ERR_TICKWHEEL_INVALID_OPTION',
+      `${what} must be a non-empty string, got ${describe(value)}`,
+    );
+  }
+  return `/${encodeURIComponent(value)}`;
+}
+
+/**
+ * The wire form of a message to schedule: bytes travel as base64, and a message without an id
+ * gets one here (a random UUID), so that sending it again, after an answer that never came or
+ * one whose outcome is unknown, finds the first one rather than making a second (the id is a
+ * dedup key while the message is pending: docs/http-api.md, Retries).
+ */
+export function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { topic: string } {
+  if (typeof message !== 'object' || message === null) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `${where}a message must be an object, got ${describe(message)}`,
+    );
+  }
+  const id = message.id ?? randomUUID();
+  if (!(message.payload instanceof Uint8Array)) return { ...message, id };
+  const bytes = message.payload;
+  return {
+    ...message,
+    id,
+    payload: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64'),
+    payloadEncoding: 'base64',
+  };
+}
+
+/**
+ * The error for a message JSON cannot hold (a payload holding a BigInt or a cycle, say): the one
+ * the embedded queue gives for it (the same check, made here only once JSON.stringify has
+ * failed), or else ERR_TICKWHEEL_INVALID_MESSAGE.
+ */
+export function refuseMessage(message: unknown, where: string, err: unknown): Error {
+  try {
+    checkRequest(message, Date.now(), Number.POSITIVE_INFINITY, where, false);
+  } catch (refused) {
+    if (refused instanceof TickwheelError) return refused;
+  }
+  return new TickwheelTypeError(
+    'ERR_TICKWHEEL_INVALID_MESSAGE',
+    `${where}a message must be JSON-serialisable: ${messageOf(err)}`,
+    { cause: err },
+  );
+}
+
+/** The error for a delay (reschedule, requeue) JSON cannot hold: the embedded queue's, as above. */
+export function refuseDelay(when: unknown, what: string, err: unknown): Error {
+  try {
+    if (typeof when === 'object' && when !== null) dueTime(when, Date.now());
+  } catch (refused) {
+    if (refused instanceof TickwheelError) return refused;
+  }
+  return refuseOption(what, err);
+}
+
+/** Whether JSON can hold `value`. */
+export function sendable(value: unknown): boolean {
+  try {
+    return JSON.stringify(value) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/** The error for options JSON cannot hold (a BigInt, a cycle): ERR_TICKWHEEL_INVALID_OPTION. */
+export function refuseOption(what: string, err: unknown): Error {
+  return new TickwheelTypeError(
+    'ERR_TICKWHEEL_INVALID_OPTION',
+    `${what} must be JSON-serialisable: ${messageOf(err)}`,
+    { cause: err },
+  );
+}
+
+export function fromWire(message: WireReceivedMessage): ReceivedMessage {
+  const { payloadEncoding, ...received } = message;
+  if (payloadEncoding === 'base64' && typeof received.payload === 'string') {
+    received.payload = Buffer.from(received.payload, 'base64');
+  }
+  return received;
+}
+
+export function rejects(err: unknown, ...statuses: number[]): boolean {
+  return err instanceof TickwheelHttpError && statuses.includes(err.status);
+}
