@@ -494,8 +494,10 @@ async function pendingTickwheel(options, n) {
     );
     const recovered = await cell.result.finally(() => cell.closed);
     const lostAcknowledged = Math.max(0, acked - recovered.live) + recovered.samplesMissing;
+    // Once recovery re-indexed the log's tail and checkpointed, every entry is in a file.
+    const indexFilesRecovered = readdirSync(join(dir, 'index')).length;
     log(
-      `${label}: recovered ${formatNumber(recovered.live)} in ${formatMs(recovered.openMs)} (process start to open: ${formatMs(processMs)}); acknowledged lost: ${lostAcknowledged}`,
+      `${label}: recovered ${formatNumber(recovered.live)} in ${formatMs(recovered.openMs)} (process start to open: ${formatMs(processMs)}); ${indexFilesRecovered} index files; acknowledged lost: ${lostAcknowledged}`,
     );
     return {
       fill: filled,
@@ -504,6 +506,7 @@ async function pendingTickwheel(options, n) {
         ...recovered,
         processMs: Math.round(processMs),
         lostAcknowledged,
+        indexFiles: indexFilesRecovered,
       },
     };
   } finally {
