@@ -9,7 +9,7 @@
  */
 
 import { fork } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
 import { basename, join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -44,6 +44,8 @@ const HELP = `Usage: npm run bench:queue -- [options]
   --sizes <list>         pending sizes for memory/recovery (default 1M)
   --large                pending sizes 1M and 10M (tickwheel ~10 min more; BullMQ much more)
   --bullmq-max-pending <count>  skip BullMQ memory/recovery above this size (default: no limit)
+  --fill-spread <minutes>  memory/recovery: pending messages due one a minute over this many
+                         minutes, 30 days ahead (default 1: all due at the same time)
   --rate <per s>         steady-state rate (default 20000)
   --seconds <s>          steady-state duration (default 60)
   --concurrency <n>      consumer concurrency, both peers (default 1000)
@@ -100,6 +102,7 @@ export function parseOptions(argv) {
       sizes: { type: 'string' },
       large: { type: 'boolean', default: false },
       'bullmq-max-pending': { type: 'string' },
+      'fill-spread': { type: 'string' },
       rate: { type: 'string' },
       seconds: { type: 'string' },
       concurrency: { type: 'string' },
@@ -140,6 +143,8 @@ export function parseOptions(argv) {
           ? 0
           : parseCount('burst-large', values['burst-large']),
     sizes,
+    fillSpread:
+      values['fill-spread'] === undefined ? 1 : parseCount('fill-spread', values['fill-spread']),
     bullmqMaxPending:
       values['bullmq-max-pending'] === undefined
         ? Infinity
@@ -468,11 +473,15 @@ async function pendingTickwheel(options, n) {
       {
         peer: 'tickwheel',
         workload: 'fill',
-        options: { dir, n, batch: options.batch, lanes: options.lanes },
+        options: { dir, n, batch: options.batch, lanes: options.lanes, spread: options.fillSpread },
       },
       (child) => child.kill('SIGKILL'),
     );
-    log(`${label}: SIGKILLed with ${formatNumber(acked)} acknowledged; recovering`);
+    // Files of the schedule index, as the crash left them: what a spread of due times costs.
+    const indexFiles = readdirSync(join(dir, 'index')).length;
+    log(
+      `${label}: SIGKILLed with ${formatNumber(acked)} acknowledged, ${indexFiles} index files; recovering`,
+    );
     const forkedAt = performance.now();
     let processMs;
     const cell = startCell(
@@ -485,16 +494,19 @@ async function pendingTickwheel(options, n) {
     );
     const recovered = await cell.result.finally(() => cell.closed);
     const lostAcknowledged = Math.max(0, acked - recovered.live) + recovered.samplesMissing;
+    // Once recovery re-indexed the log's tail and checkpointed, every entry is in a file.
+    const indexFilesRecovered = readdirSync(join(dir, 'index')).length;
     log(
-      `${label}: recovered ${formatNumber(recovered.live)} in ${formatMs(recovered.openMs)} (process start to open: ${formatMs(processMs)}); acknowledged lost: ${lostAcknowledged}`,
+      `${label}: recovered ${formatNumber(recovered.live)} in ${formatMs(recovered.openMs)} (process start to open: ${formatMs(processMs)}); ${indexFilesRecovered} index files; acknowledged lost: ${lostAcknowledged}`,
     );
     return {
       fill: filled,
-      crash: { ackedBeforeKill: acked, samples: samples.length },
+      crash: { ackedBeforeKill: acked, samples: samples.length, indexFiles },
       recovery: {
         ...recovered,
         processMs: Math.round(processMs),
         lostAcknowledged,
+        indexFiles: indexFilesRecovered,
       },
     };
   } finally {
@@ -514,7 +526,13 @@ async function pendingBullmq(options, n) {
       {
         peer: 'bullmq',
         workload: 'fill',
-        options: { port: redis.port, n, batch: options.batch, lanes: options.lanes },
+        options: {
+          port: redis.port,
+          n,
+          batch: options.batch,
+          lanes: options.lanes,
+          spread: options.fillSpread,
+        },
       },
       async (child) => {
         await redis.kill();

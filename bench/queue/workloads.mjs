@@ -277,8 +277,10 @@ export async function steady(peer, options, progress) {
  * `send` streams { type: 'acked', count, samples } so the runner knows what was acknowledged.
  */
 export async function fill(peer, options, progress, send) {
-  const { n, batch, lanes } = options;
+  const { n, batch, lanes, spread = 1 } = options;
   const dueAt = Math.floor(peer.now()) + 30 * 86_400_000;
+  // One a minute over `spread` minutes (1: all due at the same time).
+  const dueOf = (i) => dueAt + (i % spread) * 60_000;
   const before = await peer.memoryMark();
   let acked = 0;
   let samples = [];
@@ -302,7 +304,7 @@ export async function fill(peer, options, progress, send) {
     n,
     batch,
     lanes,
-    dueOf: () => dueAt,
+    dueOf,
     onAcked: (count, ids) => {
       onAcked(count, ids);
       report();
@@ -326,7 +328,7 @@ export async function fill(peer, options, progress, send) {
     n: Number.MAX_SAFE_INTEGER,
     batch,
     lanes,
-    dueOf: () => dueAt,
+    dueOf,
     offset: n,
     onAcked,
   });

@@ -25,9 +25,10 @@
  *   3. the snapshot's position is not in it or before it.
  * Rule 2 keeps FINISH records at least as long as the SCHEDULE records they finish, so a replay
  * never resurrects a finished message; rule 3 keeps the log a snapshot's recovery replays.
- * Index windows whose entries were handed to the queue are deleted at once, or, while a
+ * Index files whose entries were handed to the queue are deleted at once, or, while a
  * snapshot taken before the hand-over exists (recovery from it reads them again), kept in
- * `loaded` until the next snapshot.
+ * `loaded` until the next snapshot. One that carried entries on to other files goes only after
+ * a checkpoint that covers those (WindowIndex.sync and dropCarried).
  *
  * Invariant: no checkpoint is written while the tables may differ from the log, that is before
  * recovery got through the log (`replayed`) or after a log write failed (the tables then hold
@@ -125,7 +126,7 @@ export class Checkpoints {
    * the snapshot on disk (or the one being written) was taken before: recovery from it reads
    * them again. The next snapshot lets them go.
    */
-  private readonly loaded = new Set<number>();
+  private readonly loaded = new Set<string>();
   private running: Promise<void> | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
   private closing = false;
@@ -148,9 +149,9 @@ export class Checkpoints {
     return this.snapshotBytes !== Infinity;
   }
 
-  /** Whether an index window was handed over already (its file is only kept for the snapshot). */
-  wasLoaded(window: number): boolean {
-    return this.loaded.has(window);
+  /** Whether an index file was handed over already (it is only kept for the snapshot). */
+  wasLoaded(key: string): boolean {
+    return this.loaded.has(key);
   }
 
   /** Once recovery is done: checkpoints from now on, periodically and when a snapshot is due. */
@@ -207,9 +208,9 @@ export class Checkpoints {
    * A window whose entries were all handed to the queue: deleted, unless a snapshot taken
    * before (on disk or being written) still needs it to find those messages after a crash.
    */
-  async retire(window: number): Promise<void> {
-    if (this.snapshotPosition >= 0 || this.snapshotting) this.loaded.add(window);
-    else await this.index.delete(window);
+  async retire(key: string): Promise<void> {
+    if (this.snapshotPosition >= 0 || this.snapshotting) this.loaded.add(key);
+    else await this.index.delete(key);
   }
 
   /** Recovery started from the snapshot on disk, at `position`, `bytes` long. */
@@ -311,7 +312,7 @@ export class Checkpoints {
       // flush() has nothing to wait for once a failed write emptied the log's queue: the
       // tables judged above may then include records that never reached the disk.
       if (this.log.firstFailure !== undefined) return;
-      await this.index.sync();
+      const carriedFiles = await this.index.sync();
       const windows = Object.fromEntries(this.index.sizes());
       await replaceFile(
         join(this.dir, CHECKPOINT_FILE),
@@ -319,6 +320,8 @@ export class Checkpoints {
       );
       // Before any segment is deleted below: an older checkpoint would still list it.
       await syncDirectory(this.dir);
+      // Index files whose entries were carried to others, which the sync made durable.
+      await this.index.dropCarried(carriedFiles);
       // The log up to the snapshot's position is durable and the checkpoint covers it: only
       // now may the snapshot replace the previous one.
       if (snapshot !== undefined && this.log.stats().failures === 0) {

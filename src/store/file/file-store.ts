@@ -6,7 +6,7 @@
  *   layout.ts      the data directory: its files, format.json, repair.json
  *   table.ts       the in-memory tables and `apply`, the one function that changes them
  *   records.ts     the log records' bodies (the log itself is ../log.ts)
- *   window-index.ts  the schedule index, one file per time window
+ *   window-index.ts  the schedule index (index-files.ts: which file an entry goes to)
  *   states.ts      messages read back from the log and handed to the queue
  *   checkpoint.ts  checkpoints, snapshots (snapshot.ts) and retention
  *   recovery.ts    recovery at open (replay.ts: the replays)
@@ -280,7 +280,7 @@ export class FileStore implements Store {
   }
 
   recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport> {
-    this.frontier = this.horizonEnd(horizon);
+    this.moveFrontier(this.horizonEnd(horizon));
     const parts = {
       dir: this.dir,
       log: this.log,
@@ -410,22 +410,27 @@ export class FileStore implements Store {
   }
 
   async loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void> {
-    // Every window file before the frontier is loaded, not only the newly covered ones: a
-    // window whose load failed earlier is still on disk and is tried again here.
+    // Every index file starting before the frontier is taken, not only the newly covered
+    // ones: a file whose load failed earlier is still on disk and is tried again here.
     const frontier = Math.max(this.frontier, this.horizonEnd(until));
-    this.frontier = frontier;
+    this.moveFrontier(frontier);
     const tables = this.tables;
-    for (const window of this.index.windows()) {
-      if (window >= frontier) break;
-      if (this.checkpoints.wasLoaded(window)) continue;
-      const entries = await this.index.read(window);
+    for (const { key, start } of this.index.files()) {
+      if (start >= frontier) break;
+      if (this.checkpoints.wasLoaded(key)) continue;
       // An entry is current if its id's latest record is the one it points at (a dead
       // message's latest record is its BURY, which no entry points at).
       const collided = tables.collidedPositions();
+      const current = (low: number, high: number, position: number) =>
+        tables.isLatest(low, high, position, collided);
+      const entries = await this.index.take(key, frontier, current);
       const due = new Map<number, number>();
       for (let i = 0; i < entries.count; i++) {
         const position = entries.position[i];
-        if (!tables.isLatest(entries.low[i], entries.high[i], position, collided)) continue;
+        if (!current(entries.low[i], entries.high[i], position)) continue;
+        // A copy of an entry that another file handed over already (a file taken again after
+        // a crash carries its entries again).
+        if (tables.near.has(position)) continue;
         due.set(position, entries.deliverAt[i]);
         tables.near.add(position);
       }
@@ -437,8 +442,14 @@ export class FileStore implements Store {
           ),
         );
       });
-      await this.checkpoints.retire(window);
+      await this.checkpoints.retire(key);
     }
+  }
+
+  /** The one place the frontier moves (see there); the index places entries by it. */
+  private moveFrontier(frontier: number): void {
+    this.frontier = frontier;
+    this.index.advance(frontier);
   }
 
   async payloadOf(message: MessageState): Promise<Uint8Array> {
@@ -518,7 +529,7 @@ export class FileStore implements Store {
       live: this.tables.live,
       dead: this.tables.deadIds.size,
       idTableBytes: this.tables.ids.bytes,
-      indexWindows: this.index.windows().length,
+      indexFiles: this.index.files().length,
       segments: log.segments,
       logBytes: log.bytes,
       fsyncs: log.fsyncs,

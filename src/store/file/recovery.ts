@@ -187,8 +187,17 @@ async function recovered(
   context: RecoveryContext,
   report: RecoveryReport,
 ): Promise<RecoveryReport> {
-  for (const window of index.windows()) {
-    if (window < frontier) await checkpoints.retire(window);
+  // The replay handed over what is due before the frontier; a file that reaches past it still
+  // holds later entries, which go to files nearer their time first.
+  const collided = tables.collidedPositions();
+  for (const { key, start, end } of index.files()) {
+    if (start >= frontier) break;
+    if (end > frontier) {
+      await index.take(key, frontier, (low, high, position) =>
+        tables.isLatest(low, high, position, collided),
+      );
+    }
+    await checkpoints.retire(key);
   }
   await checkpoints.checkpoint('never');
   checkpoints.start();
@@ -232,9 +241,9 @@ function snapshotProblem(
   }
   const sizes = index.sizes();
   const handedOver = new Set(snapshot.loaded);
-  for (const [window, bytes] of Object.entries(checkpoint.windows)) {
-    if (!handedOver.has(Number(window)) && (sizes.get(Number(window)) ?? 0) < bytes) {
-      return `index window ${window} is shorter than the checkpoint says`;
+  for (const [key, bytes] of Object.entries(checkpoint.windows)) {
+    if (!handedOver.has(key) && (sizes.get(key) ?? 0) < bytes) {
+      return `index file ${key} is shorter than the checkpoint says`;
     }
   }
   return undefined;

@@ -469,8 +469,8 @@ function readDamaged(raw: Buffer): { type: number; id: string; topic: string } |
 /** Index entries that point into unreadable bytes: position -> [hash low, hash high]. */
 async function indexEntriesIn(index: WindowIndex, unreadable: (position: number) => boolean) {
   const entries = new Map<number, [number, number]>();
-  for (const window of index.windows()) {
-    const read = await index.read(window);
+  for (const { key } of index.files()) {
+    const read = await index.read(key);
     for (let i = 0; i < read.count; i++) {
       if (unreadable(read.position[i])) {
         entries.set(read.position[i], [read.low[i], read.high[i]]);

@@ -23,6 +23,7 @@ import { offsetOf, segmentOf } from './positions.js';
 import { FINISH, MOVE, SCHEDULE, payloadPositionOf } from './records.js';
 import type { StoreSnapshot } from './snapshot.js';
 import { ReplayWatcher, type Tables } from './table.js';
+import { fileName, parseFileName } from './index-files.js';
 import type { WindowIndex } from './window-index.js';
 
 /** What a replay reads and rebuilds. */
@@ -60,12 +61,12 @@ export async function replayAll(
   const sizes = index.sizes();
   const trusted =
     checkpoint.frontier <= frontier &&
-    Object.entries(checkpoint.windows).every(
-      ([window, bytes]) =>
-        Number(window) + index.windowMs <= frontier || (sizes.get(Number(window)) ?? 0) >= bytes,
-    );
+    Object.entries(checkpoint.windows).every(([key, bytes]) => {
+      const file = parseFileName(fileName(key), index.windowMs);
+      return (file !== undefined && file.end <= frontier) || (sizes.get(key) ?? 0) >= bytes;
+    });
   if (!trusted && options.index) {
-    for (const window of index.windows()) await index.delete(window);
+    for (const { key } of index.files()) await index.delete(key);
   }
   const indexedUntil = !options.index ? Infinity : trusted ? checkpoint.indexedUntil : 0;
   tables.ids.useAux(true);
@@ -157,8 +158,9 @@ export async function replayTail(
  *   - the messages the queue held when the snapshot was taken (its near positions), less
  *     those the tail moved or finished;
  *   - tail records whose message is due before the frontier (tracked while replaying);
- *   - index windows before the frontier still on disk: every window handed over after the
- *     snapshot was taken, and any not yet handed over.
+ *   - index files starting before the frontier still on disk: every file handed over after
+ *     the snapshot was taken, and any not yet handed over (their entries due later are
+ *     carried to files nearer their time).
  * Entries that are no longer their message's latest record are dropped here (index and
  * tail) or once read (near positions).
  */
@@ -177,11 +179,13 @@ export async function dueAfterSnapshot(
       due.set(tail[i + 1], tail[i]);
     }
   }
-  for (const window of index.windows()) {
-    if (window >= frontier) break;
-    const entries = await index.read(window);
+  const current = (low: number, high: number, position: number) =>
+    tables.isLatest(low, high, position, collided);
+  for (const { key, start } of index.files()) {
+    if (start >= frontier) break;
+    const entries = await index.take(key, frontier, current);
     for (let i = 0; i < entries.count; i++) {
-      if (tables.isLatest(entries.low[i], entries.high[i], entries.position[i], collided)) {
+      if (current(entries.low[i], entries.high[i], entries.position[i])) {
         due.set(entries.position[i], entries.deliverAt[i]);
       }
     }

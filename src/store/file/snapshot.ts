@@ -59,7 +59,7 @@ export interface StoreSnapshot {
   /** Latest-record positions of the live messages the queue held in memory (no index entry). */
   near: Float64Array;
   /** Index windows whose entries had all been handed over (their files may still exist). */
-  loaded: number[];
+  loaded: string[];
 }
 
 interface Meta {
@@ -75,7 +75,7 @@ interface Meta {
   segmentLive: StoreSnapshot['segmentLive'];
   topics: CountEntries['topics'];
   hours: CountEntries['hours'];
-  loaded: number[];
+  loaded: string[];
 }
 
 /** A snapshot file that cannot be used; `reason` says why. */
@@ -227,7 +227,7 @@ export async function readSnapshot(
         segmentLive: meta.segmentLive,
         counts: { topics: meta.topics, hours: meta.hours },
         near,
-        loaded: meta.loaded,
+        loaded: meta.loaded.map(String),
       },
       bytes: size,
     };

@@ -1,12 +1,15 @@
 /**
- * The schedule index: one append-only file per time window, `index/<window start>.idx`, each
- * entry 24 bytes: deliverAt f64 | log position f64 | id hash low u32 | id hash high u32.
+ * The schedule index: append-only files under `index/`, each covering a span of time (which
+ * span an entry goes to, and why their number is bounded: index-files.ts), each entry 24
+ * bytes: deliverAt f64 | log position f64 | id hash low u32 | id hash high u32.
  *
  * An entry says "the record at this position scheduled this id for this time". It goes stale
  * when the id's latest record is another one (moved, finished, buried); the reader checks that
- * against the IdTable instead of the index ever being rewritten. Windows are read whole when
- * they come within the horizon and deleted once read: the log, replayed at recovery, is the
- * truth, and the index only saves reading the log to find what is due next.
+ * against the IdTable instead of the index ever being rewritten. A file is taken whole once the
+ * horizon passes its start (take()), and deleted then: the log, replayed at recovery, is the
+ * truth, and the index only saves reading the log to find what is due next. A file whose
+ * entries were partly appended again is deleted only once a checkpoint covers them (sync()
+ * and dropCarried()).
  *
  * Appends are buffered and written by flush(); sync() makes written entries durable (the
  * checkpoint relies on it). A write that fails (no file descriptors, a full disk, no inodes)
@@ -20,6 +23,14 @@ import { mkdir, open, readdir, readFile, rm, stat, truncate } from 'node:fs/prom
 import { join } from 'node:path';
 import { writeF64, writeU32 } from '../bytes.js';
 import { DATA_DIRECTORY_MODE, DATA_FILE_MODE } from '../log/index.js';
+import {
+  byStart,
+  fileFor,
+  fileName,
+  levelFor,
+  parseFileName,
+  type IndexFile,
+} from './index-files.js';
 
 export const ENTRY_BYTES = 24;
 
@@ -44,15 +55,25 @@ interface PendingEntries {
 export class WindowIndex {
   private readonly dir: string;
   readonly windowMs: number;
-  /** Entries not yet written, per window, already in their on-disk form. */
-  private readonly buffered = new Map<number, PendingEntries>();
-  /** The window of the latest append and its buffer (appends tend to repeat a window). */
-  private lastWindow = NaN;
+  /** Entries not yet written, per file key, already in their on-disk form. */
+  private readonly buffered = new Map<string, PendingEntries>();
+  /** The file of the latest append and its buffer (appends tend to repeat a file). */
+  private lastStart = NaN;
+  private lastLevel = NaN;
   private lastPending: PendingEntries | undefined;
-  private readonly known = new Set<number>();
-  private readonly unsynced = new Set<number>();
-  /** Bytes in each window's file, as written so far (recorded in checkpoints). */
-  private readonly bytes = new Map<number, number>();
+  /** Files with entries (on disk or buffered) and not taken yet, by key. */
+  private readonly known = new Map<string, IndexFile>();
+  private readonly unsynced = new Set<string>();
+  /** Bytes in each file, as written so far (recorded in checkpoints). */
+  private readonly bytes = new Map<string, number>();
+  /** Where entries go: files are chosen by how far ahead of it an entry is due. */
+  private frontier = -Infinity;
+  /** Files taken since open: their later entries were appended again already. */
+  private readonly taken = new Set<string>();
+  /** Taken files some of whose entries were appended again: kept until those are durable. */
+  private readonly carried = new Set<string>();
+  /** Taken and deleted files of `carried`, to go once a checkpoint covers what they carried. */
+  private readonly deleteAfterCheckpoint = new Set<string>();
   /** The last write, read or delete queued; never rejected, so one failure blocks no other. */
   private tail: Promise<void> = Promise.resolve();
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
@@ -77,13 +98,13 @@ export class WindowIndex {
     await mkdir(dir, { recursive: true, mode: DATA_DIRECTORY_MODE });
     const index = new WindowIndex(dir, windowMs, onWrite);
     for (const name of await readdir(dir)) {
-      const match = /^(-?\d+)\.idx$/.exec(name);
-      if (match !== null) {
-        index.known.add(Number(match[1]));
+      const file = parseFileName(name, windowMs);
+      if (file !== undefined) {
+        index.known.set(file.key, file);
         // A torn last entry would misalign every later append: cut it (the log re-creates it).
         const { size } = await stat(join(dir, name));
         if (size % ENTRY_BYTES !== 0) await truncate(join(dir, name), size - (size % ENTRY_BYTES));
-        index.bytes.set(Number(match[1]), size - (size % ENTRY_BYTES));
+        index.bytes.set(file.key, size - (size % ENTRY_BYTES));
       } else if (name.endsWith('.tmp')) await rm(join(dir, name), { force: true });
     }
     return index;
@@ -93,22 +114,40 @@ export class WindowIndex {
     return Math.floor(deliverAt / this.windowMs) * this.windowMs;
   }
 
-  /** Window starts that have entries (on disk or buffered), ascending. */
-  windows(): number[] {
-    return [...this.known].sort((a, b) => a - b);
+  /** The horizon moved (it never moves back): entries appended from now on go by it. */
+  advance(frontier: number): void {
+    if (frontier <= this.frontier) return;
+    this.frontier = frontier;
+    this.lastStart = NaN; // the level of a due time depends on the frontier
+  }
+
+  /** Files that have entries (on disk or buffered), in the order the horizon reaches them. */
+  files(): IndexFile[] {
+    return [...this.known.values()].sort(byStart);
+  }
+
+  /** The file of a key, while it has not been taken. */
+  file(key: string): IndexFile | undefined {
+    return this.known.get(key);
   }
 
   append(deliverAt: number, position: number, low: number, high: number): void {
-    const window = this.windowOf(deliverAt);
     let pending = this.lastPending;
-    if (window !== this.lastWindow || pending === undefined) {
-      pending = this.buffered.get(window);
+    const last = this.lastStart;
+    if (
+      pending === undefined ||
+      !(deliverAt >= last && deliverAt < last + this.windowMs * 2 ** this.lastLevel) ||
+      levelFor(deliverAt, this.frontier, this.windowMs) !== this.lastLevel
+    ) {
+      const file = fileFor(deliverAt, this.frontier, this.windowMs);
+      pending = this.buffered.get(file.key);
       if (pending === undefined) {
         pending = { bytes: Buffer.allocUnsafe(ENTRY_BYTES * 4), length: 0 };
-        this.buffered.set(window, pending);
+        this.buffered.set(file.key, pending);
       }
-      this.known.add(window);
-      this.lastWindow = window;
+      if (!this.known.has(file.key)) this.known.set(file.key, file);
+      this.lastStart = file.start;
+      this.lastLevel = file.level;
       this.lastPending = pending;
     }
     if (pending.length + ENTRY_BYTES > pending.bytes.length) {
@@ -154,15 +193,20 @@ export class WindowIndex {
     });
   }
 
-  /** fsyncs every file written since the last sync. */
-  async sync(): Promise<void> {
+  /**
+   * fsyncs every file written since the last sync. Returns the deleted files whose carried
+   * entries this made durable: dropCarried() may remove them once a checkpoint no longer lists
+   * them.
+   */
+  async sync(): Promise<string[]> {
+    const covered = [...this.deleteAfterCheckpoint];
     await this.flush();
-    const windows = [...this.unsynced];
+    const keys = [...this.unsynced];
     this.unsynced.clear();
-    for (let i = 0; i < windows.length; i++) {
-      const window = windows[i];
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i];
       try {
-        const handle = await open(this.file(window), 'r+').catch((err: NodeJS.ErrnoException) => {
+        const handle = await open(this.path(key), 'r+').catch((err: NodeJS.ErrnoException) => {
           if (err.code === 'ENOENT') return undefined; // deleted meanwhile: nothing to sync
           throw err;
         });
@@ -173,11 +217,22 @@ export class WindowIndex {
           await handle.close();
         }
       } catch (err) {
-        for (const unsynced of windows.slice(i)) this.unsynced.add(unsynced);
+        for (const unsynced of keys.slice(i)) this.unsynced.add(unsynced);
         this.onWrite(err);
         throw err;
       }
     }
+    return covered;
+  }
+
+  /** Removes deleted files whose carried entries a checkpoint on disk now covers (see sync). */
+  dropCarried(keys: readonly string[]): Promise<void> {
+    return this.queued(async () => {
+      for (const key of keys) {
+        if (!this.deleteAfterCheckpoint.delete(key)) continue;
+        await rm(this.path(key), { force: true });
+      }
+    });
   }
 
   /** Stops retrying failed writes (the store is closing; recovery rebuilds what is missing). */
@@ -186,19 +241,54 @@ export class WindowIndex {
     clearTimeout(this.retryTimer);
   }
 
-  /** Every entry of a window: on disk and still buffered, in append order. */
-  read(window: number): Promise<WindowEntries> {
-    return this.queued(() => this.readNow(window));
+  /** Every entry of a file: on disk and still buffered, in append order. */
+  read(key: string): Promise<WindowEntries> {
+    return this.queued(() => this.readNow(key));
   }
 
-  private async readNow(window: number): Promise<WindowEntries> {
-    const file = await readFile(this.file(window)).catch((err: NodeJS.ErrnoException) => {
+  /**
+   * A file the horizon has passed (its start is before `frontier`, the horizon): its entries
+   * due before the frontier are returned; those due later and still `current` are appended
+   * again, to files nearer their due time, the first time the file is taken since open (a
+   * file taken again after a crash carries them again: the loader skips what it holds). Delete
+   * the file once its entries are handed over.
+   */
+  async take(
+    key: string,
+    frontier: number,
+    current: (low: number, high: number, position: number) => boolean,
+  ): Promise<WindowEntries> {
+    const entries = await this.read(key);
+    const file = this.known.get(key);
+    if (file === undefined || file.end <= frontier) return entries;
+    const carry = !this.taken.has(key);
+    this.taken.add(key);
+    let due = 0;
+    for (let i = 0; i < entries.count; i++) {
+      const { low, high, position, deliverAt } = entries;
+      if (deliverAt[i] < frontier) {
+        deliverAt[due] = deliverAt[i];
+        position[due] = position[i];
+        low[due] = low[i];
+        high[due] = high[i];
+        due++;
+      } else if (carry && current(low[i], high[i], position[i])) {
+        this.append(deliverAt[i], position[i], low[i], high[i]);
+        this.carried.add(key);
+      }
+    }
+    entries.count = due;
+    return entries;
+  }
+
+  private async readNow(key: string): Promise<WindowEntries> {
+    const file = await readFile(this.path(key)).catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT') return Buffer.alloc(0);
       throw err;
     });
     // Beyond the known size lie only the remains of a failed write, whose entries are buffered.
-    const written = file.subarray(0, Math.min(file.byteLength, this.bytes.get(window) ?? 0));
-    const pending = this.buffered.get(window);
+    const written = file.subarray(0, Math.min(file.byteLength, this.bytes.get(key) ?? 0));
+    const pending = this.buffered.get(key);
     const bytes =
       pending === undefined
         ? written
@@ -221,21 +311,27 @@ export class WindowIndex {
     return entries;
   }
 
-  /** Window start -> bytes in its file. */
-  sizes(): Map<number, number> {
+  /** File key -> bytes in its file. */
+  sizes(): Map<string, number> {
     return new Map(this.bytes);
   }
 
-  /** Deletes a window's file and the entries of it still buffered. */
-  delete(window: number): Promise<void> {
+  /**
+   * Deletes a file and the entries of it still buffered. One that carried entries to other
+   * files stays on disk until a checkpoint covers those (see sync); it is gone from files() and
+   * sizes() at once.
+   */
+  delete(key: string): Promise<void> {
     return this.queued(async () => {
-      this.known.delete(window);
-      this.buffered.delete(window);
-      this.lastWindow = NaN;
+      this.known.delete(key);
+      this.buffered.delete(key);
+      this.lastStart = NaN;
       this.lastPending = undefined;
-      this.unsynced.delete(window);
-      this.bytes.delete(window);
-      await rm(this.file(window), { force: true });
+      this.unsynced.delete(key);
+      this.bytes.delete(key);
+      this.taken.delete(key);
+      if (this.carried.delete(key)) this.deleteAfterCheckpoint.add(key);
+      else await rm(this.path(key), { force: true });
     });
   }
 
@@ -259,8 +355,8 @@ export class WindowIndex {
     this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
   }
 
-  private file(window: number): string {
-    return join(this.dir, `${window}.idx`);
+  private path(key: string): string {
+    return join(this.dir, fileName(key));
   }
 
   /**
@@ -272,30 +368,30 @@ export class WindowIndex {
     if (this.buffered.size === 0) return;
     const batches = [...this.buffered];
     this.buffered.clear();
-    this.lastWindow = NaN;
+    this.lastStart = NaN;
     this.lastPending = undefined;
     for (let i = 0; i < batches.length; i++) {
-      const [window, pending] = batches[i];
+      const [key, pending] = batches[i];
       try {
-        await this.writeAt(window, pending.bytes.subarray(0, pending.length));
+        await this.writeAt(key, pending.bytes.subarray(0, pending.length));
       } catch (err) {
         this.putBack(batches.slice(i));
         throw err;
       }
-      this.bytes.set(window, (this.bytes.get(window) ?? 0) + pending.length);
-      this.unsynced.add(window);
+      this.bytes.set(key, (this.bytes.get(key) ?? 0) + pending.length);
+      this.unsynced.add(key);
     }
   }
 
-  private async writeAt(window: number, bytes: Buffer): Promise<void> {
+  private async writeAt(key: string, bytes: Buffer): Promise<void> {
     const handle = await open(
-      this.file(window),
+      this.path(key),
       constants.O_WRONLY | constants.O_CREAT,
       DATA_FILE_MODE,
     );
     try {
       let done = 0;
-      const start = this.bytes.get(window) ?? 0;
+      const start = this.bytes.get(key) ?? 0;
       while (done < bytes.byteLength) {
         const { bytesWritten } = await handle.write(
           bytes,
@@ -311,9 +407,9 @@ export class WindowIndex {
   }
 
   /** Batches that were not written, back in the buffer ahead of entries appended since. */
-  private putBack(batches: Array<[number, PendingEntries]>): void {
-    for (const [window, failed] of batches) {
-      const newer = this.buffered.get(window);
+  private putBack(batches: Array<[string, PendingEntries]>): void {
+    for (const [key, failed] of batches) {
+      const newer = this.buffered.get(key);
       if (newer !== undefined) {
         const merged = Buffer.allocUnsafe(failed.length + newer.bytes.length);
         failed.bytes.copy(merged, 0, 0, failed.length);
@@ -321,9 +417,9 @@ export class WindowIndex {
         failed.bytes = merged;
         failed.length += newer.length;
       }
-      this.buffered.set(window, failed);
+      this.buffered.set(key, failed);
     }
-    this.lastWindow = NaN;
+    this.lastStart = NaN;
     this.lastPending = undefined;
   }
 }
