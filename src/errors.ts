@@ -55,8 +55,12 @@ export type QueueErrorCode =
  */
 export type PushErrorCode = 'ERR_TICKWHEEL_PUSH_SIGNATURE' | 'ERR_TICKWHEEL_PUSH_FAILED';
 
-/** Idempotent consumers (docs/idempotent.md): another delivery of the key holds its claim. */
-export type IdempotencyErrorCode = 'ERR_TICKWHEEL_IDEMPOTENT_BUSY';
+/**
+ * Idempotent consumers (docs/idempotent.md): another delivery of the key holds its claim (BUSY);
+ * the PostgreSQL transaction of a delivery was rolled back at COMMIT (ROLLED_BACK).
+ */
+export type IdempotencyErrorCode =
+  'ERR_TICKWHEEL_IDEMPOTENT_BUSY' | 'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK';
 
 /** The store and its data directory (docs/storage.md). */
 export type StoreErrorCode =

@@ -31,6 +31,7 @@ import { LogError } from '../src/store/log/index.js';
 import { PushSignatureError } from '../src/protocol/push-signature.js';
 import { PushError } from '../src/queue/push-sender.js';
 import { SnapshotRejected } from '../src/store/file/snapshot.js';
+import { IdempotentRollbackError } from '../src/idempotent/index.js';
 
 const SRC = join(import.meta.dirname, '../src');
 
@@ -54,6 +55,7 @@ const errors: Array<[string, Error, ErrorConstructor]> = [
   ['TickwheelAssertionError', new TickwheelAssertionError('m'), Error],
   ['PushError', new PushError('m'), Error],
   ['PushSignatureError', new PushSignatureError('m'), Error],
+  ['IdempotentRollbackError', new IdempotentRollbackError('t/m'), Error],
 ];
 
 const sourceFiles = readdirSync(SRC, { recursive: true, encoding: 'utf8' })

@@ -56,6 +56,8 @@ export const HTTP_STATUS: Readonly<Record<TickwheelErrorCode, number>> = {
   ERR_TICKWHEEL_UNAVAILABLE: 503,
   ERR_TICKWHEEL_DATA_LOST: 503,
   ERR_TICKWHEEL_IDEMPOTENT_BUSY: 409,
+  // Raised in a consumer's handler, never by the server.
+  ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK: 500,
 
   // Push delivery: a receiver's refusal (its verifyPush), and a failed attempt (kept as the
   // message's lastError, never an answer of the server).
