@@ -51,9 +51,12 @@ export type QueueErrorCode =
 /**
  * HTTP push delivery (docs/push.md): a push request a receiver refused as unsigned, wrongly
  * signed or too old (SIGNATURE, raised by `verifyPush`); an attempt to push a message that
- * failed (FAILED: an answer other than 2xx, a timeout, no connection), kept as its lastError.
+ * failed (FAILED: an answer other than 2xx, a timeout, no connection), kept as its lastError;
+ * a target at an internal address the queue does not allow (NOT_ALLOWED: refused when set,
+ * and the failed attempt's reason when found at connection).
  */
-export type PushErrorCode = 'ERR_TICKWHEEL_PUSH_SIGNATURE' | 'ERR_TICKWHEEL_PUSH_FAILED';
+export type PushErrorCode =
+  'ERR_TICKWHEEL_PUSH_SIGNATURE' | 'ERR_TICKWHEEL_PUSH_FAILED' | 'ERR_TICKWHEEL_PUSH_NOT_ALLOWED';
 
 /**
  * Idempotent consumers (docs/idempotent.md): another delivery of the key holds its claim (BUSY);

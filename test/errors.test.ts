@@ -32,6 +32,7 @@ import { PushSignatureError } from '../src/protocol/push-signature.js';
 import { PushError } from '../src/queue/push-sender.js';
 import { SnapshotRejected } from '../src/store/file/snapshot.js';
 import { IdempotentRollbackError } from '../src/idempotent/index.js';
+import { PushNotAllowedError } from '../src/queue/push-guard.js';
 
 const SRC = join(import.meta.dirname, '../src');
 
@@ -56,6 +57,7 @@ const errors: Array<[string, Error, ErrorConstructor]> = [
   ['PushError', new PushError('m'), Error],
   ['PushSignatureError', new PushSignatureError('m'), Error],
   ['IdempotentRollbackError', new IdempotentRollbackError('t/m'), Error],
+  ['PushNotAllowedError', new PushNotAllowedError('h', '10.0.0.1', 'private'), Error],
 ];
 
 const sourceFiles = readdirSync(SRC, { recursive: true, encoding: 'utf8' })

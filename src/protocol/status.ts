@@ -63,6 +63,8 @@ export const HTTP_STATUS: Readonly<Record<TickwheelErrorCode, number>> = {
   // message's lastError, never an answer of the server).
   ERR_TICKWHEEL_PUSH_SIGNATURE: 401,
   ERR_TICKWHEEL_PUSH_FAILED: 500,
+  // A target the server's --push-allow does not cover: the caller can choose another.
+  ERR_TICKWHEEL_PUSH_NOT_ALLOWED: 403,
 
   // The server's own answers.
   ERR_TICKWHEEL_INVALID_REQUEST: 400,
