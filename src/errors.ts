@@ -68,6 +68,9 @@ export type IdempotencyErrorCode =
 /** The store and its data directory (docs/storage.md). */
 export type StoreErrorCode =
   | 'ERR_TICKWHEEL_LOCKED'
+  // The open queue's LOCK file was deleted or replaced: another process may be writing the
+  // directory, so this one stops.
+  | 'ERR_TICKWHEEL_LOCK_LOST'
   | 'ERR_TICKWHEEL_IO'
   | 'ERR_TICKWHEEL_CORRUPT'
   | 'ERR_TICKWHEEL_FORMAT'

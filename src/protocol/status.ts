@@ -44,6 +44,7 @@ export const HTTP_STATUS: Readonly<Record<TickwheelErrorCode, number>> = {
   // The store: a record too large is the caller's; the rest is the disk, the data or a bug.
   ERR_TICKWHEEL_RECORD_TOO_LARGE: 413,
   ERR_TICKWHEEL_LOCKED: 423,
+  ERR_TICKWHEEL_LOCK_LOST: 503,
   ERR_TICKWHEEL_IO: 503,
   ERR_TICKWHEEL_CORRUPT: 503,
   ERR_TICKWHEEL_FORMAT: 503,

@@ -185,6 +185,7 @@ export class FileStore implements Store {
       checkpointIntervalMs,
       snapshotBytes,
       () => this.frontier,
+      () => lock.check(),
     );
   }
 
@@ -235,6 +236,8 @@ export class FileStore implements Store {
       const log = await MessageLog.open({
         dir: join(options.dir, LOG_DIR),
         fsync,
+        // A new segment is a new file in a directory that may no longer be this process's.
+        beforeNewSegment: () => lock.check(),
         ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
         ...(options.logIo === undefined ? {} : { io: options.logIo }),
       });
@@ -473,6 +476,7 @@ export class FileStore implements Store {
     records: readonly ScheduleRecord[],
     deleted: readonly string[],
   ): Promise<void> {
+    await this.lock.check();
     this.scheduleLog ??= (await ScheduleLog.open(this.dir)).log;
     await this.scheduleLog.write(records, deleted);
   }
@@ -481,8 +485,9 @@ export class FileStore implements Store {
     return readTopicSettings(this.dir);
   }
 
-  writeTopicSettings(settings: ReadonlyMap<string, TopicSettings>): Promise<void> {
-    return writeTopicSettings(this.dir, settings);
+  async writeTopicSettings(settings: ReadonlyMap<string, TopicSettings>): Promise<void> {
+    await this.lock.check();
+    await writeTopicSettings(this.dir, settings);
   }
 
   counts(): StoreCounts {
@@ -544,6 +549,8 @@ export class FileStore implements Store {
    * tables).
    */
   private checkWritable(): void {
+    // Another process may own the directory now (lock.ts): nothing more is written to it.
+    if (this.lock.lost !== undefined) throw this.lock.lost;
     const failure = this.log.firstFailure;
     if (failure === undefined) return;
     throw new LogError(
