@@ -8,7 +8,8 @@
  *   link-local     169.254.0.0/16 (cloud metadata services), fe80::/10
  *   unique-local   fc00::/7, and the old site-local fec0::/10
  *   unspecified    0.0.0.0/8, :: (connecting to them reaches this machine)
- *   IPv4-mapped    ::ffff:a.b.c.d, judged as a.b.c.d
+ *   IPv4 inside IPv6  ::ffff:a.b.c.d (mapped) and 64:ff9b::a.b.c.d (NAT64), judged as a.b.c.d;
+ *                  the deprecated IPv4-compatible ::a.b.c.d, refused whole
  *
  * unless the operator allows it (`push: { allow: [...] }`, `tickwheel serve --push-allow`): an
  * address inside an allowed CIDR block, or a host name given exactly.
@@ -81,6 +82,7 @@ const INTERNAL: ReadonlyArray<[string, string]> = [
   ['192.168.0.0/16', 'private'],
   ['::/128', 'unspecified'],
   ['::1/128', 'loopback'],
+  ['::/96', 'IPv4-compatible'],
   ['fe80::/10', 'link-local'],
   ['fec0::/10', 'site-local'],
   ['fc00::/7', 'unique-local'],
@@ -116,15 +118,17 @@ export function addressBytes(text: string): Bytes | undefined {
   return [...bytes, ...tail];
 }
 
-/** IPv4-mapped IPv6 (::ffff:a.b.c.d) as the IPv4 address it is; others as they are. */
+const NAT64_PREFIX = [0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0];
+const MAPPED_PREFIX = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+
+/**
+ * IPv6 that carries an IPv4 address the connection reaches (IPv4-mapped ::ffff:a.b.c.d, NAT64
+ * 64:ff9b::a.b.c.d) as that IPv4 address; others as they are.
+ */
 function unmapped(bytes: Bytes): Bytes {
-  if (
-    bytes.length === 16 &&
-    bytes.slice(0, 10).every((b) => b === 0) &&
-    bytes[10] === 0xff &&
-    bytes[11] === 0xff
-  ) {
-    return bytes.slice(12);
+  if (bytes.length !== 16) return bytes;
+  for (const prefix of [MAPPED_PREFIX, NAT64_PREFIX]) {
+    if (prefix.every((b, i) => bytes[i] === b)) return bytes.slice(12);
   }
   return bytes;
 }
@@ -163,7 +167,7 @@ export function internalKind(address: string): string | undefined {
   const plain = unmapped(bytes);
   const mapped = plain !== bytes;
   for (const { block, kind } of INTERNAL_BLOCKS) {
-    if (inBlock(plain, block)) return mapped ? `${kind} (IPv4-mapped)` : kind;
+    if (inBlock(plain, block)) return mapped ? `${kind} (IPv4 inside IPv6)` : kind;
   }
   return undefined;
 }
