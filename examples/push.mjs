@@ -27,7 +27,9 @@ const receiver = createServer(
 await new Promise((resolve) => receiver.listen(0, '127.0.0.1', resolve));
 const url = `http://127.0.0.1:${receiver.address().port}/hooks/mail`;
 
-const queue = await DelayQueue.open({ dir });
+// Pushes to loopback and private addresses are refused unless allowed: this receiver is on
+// 127.0.0.1.
+const queue = await DelayQueue.open({ dir, push: { allow: ['127.0.0.1'] } });
 try {
   const topic = await queue.configureTopic('mail', {
     push: { url, secret, headers: { authorization: 'Bearer demo' }, concurrency: 4 },

@@ -51,16 +51,26 @@ export type QueueErrorCode =
 /**
  * HTTP push delivery (docs/push.md): a push request a receiver refused as unsigned, wrongly
  * signed or too old (SIGNATURE, raised by `verifyPush`); an attempt to push a message that
- * failed (FAILED: an answer other than 2xx, a timeout, no connection), kept as its lastError.
+ * failed (FAILED: an answer other than 2xx, a timeout, no connection), kept as its lastError;
+ * a target at an internal address the queue does not allow (NOT_ALLOWED: refused when set,
+ * and the failed attempt's reason when found at connection).
  */
-export type PushErrorCode = 'ERR_TICKWHEEL_PUSH_SIGNATURE' | 'ERR_TICKWHEEL_PUSH_FAILED';
+export type PushErrorCode =
+  'ERR_TICKWHEEL_PUSH_SIGNATURE' | 'ERR_TICKWHEEL_PUSH_FAILED' | 'ERR_TICKWHEEL_PUSH_NOT_ALLOWED';
 
-/** Idempotent consumers (docs/idempotent.md): another delivery of the key holds its claim. */
-export type IdempotencyErrorCode = 'ERR_TICKWHEEL_IDEMPOTENT_BUSY';
+/**
+ * Idempotent consumers (docs/idempotent.md): another delivery of the key holds its claim (BUSY);
+ * the PostgreSQL transaction of a delivery was rolled back at COMMIT (ROLLED_BACK).
+ */
+export type IdempotencyErrorCode =
+  'ERR_TICKWHEEL_IDEMPOTENT_BUSY' | 'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK';
 
 /** The store and its data directory (docs/storage.md). */
 export type StoreErrorCode =
   | 'ERR_TICKWHEEL_LOCKED'
+  // The open queue's LOCK file was deleted or replaced: another process may be writing the
+  // directory, so this one stops.
+  | 'ERR_TICKWHEEL_LOCK_LOST'
   | 'ERR_TICKWHEEL_IO'
   | 'ERR_TICKWHEEL_CORRUPT'
   | 'ERR_TICKWHEEL_FORMAT'

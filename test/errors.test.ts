@@ -31,6 +31,9 @@ import { LogError } from '../src/store/log/index.js';
 import { PushSignatureError } from '../src/protocol/push-signature.js';
 import { PushError } from '../src/queue/push-sender.js';
 import { SnapshotRejected } from '../src/store/file/snapshot.js';
+import { IdempotentRollbackError } from '../src/idempotent/index.js';
+import { PushNotAllowedError } from '../src/queue/push-guard.js';
+import { LockLostError } from '../src/store/file/lock.js';
 
 const SRC = join(import.meta.dirname, '../src');
 
@@ -59,6 +62,9 @@ const errors: Array<[string, Error, ErrorConstructor]> = [
   ['TickwheelAssertionError', new TickwheelAssertionError('m'), Error],
   ['PushError', new PushError('m'), Error],
   ['PushSignatureError', new PushSignatureError('m'), Error],
+  ['IdempotentRollbackError', new IdempotentRollbackError('t/m'), Error],
+  ['PushNotAllowedError', new PushNotAllowedError('h', '10.0.0.1', 'private'), Error],
+  ['LockLostError', new LockLostError('/data', 'was deleted'), Error],
 ];
 
 const sourceFiles = readdirSync(SRC, { recursive: true, encoding: 'utf8' })

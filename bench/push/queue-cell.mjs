@@ -22,7 +22,8 @@ import { scheduleRequests, untilDrained } from './workload.mjs';
 
 const [dir] = process.argv.slice(2);
 const { DelayQueue } = await importDist('delay-queue.js');
-const queue = await DelayQueue.open({ dir });
+// The receivers are on loopback, which pushes reach only when allowed.
+const queue = await DelayQueue.open({ dir, push: { allow: ['127.0.0.1'] } });
 const arrivals = new Arrivals();
 const consumers = [];
 

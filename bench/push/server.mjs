@@ -24,7 +24,12 @@ export async function startServer({ dir }) {
       '--log-level',
       'warn',
     ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
+    // The receivers are on loopback, which pushes reach only when allowed (an environment
+    // variable rather than --push-allow, which a build from before it would refuse).
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, TICKWHEEL_PUSH_ALLOW: '127.0.0.1' },
+    },
   );
   const url = await new Promise((resolve, reject) => {
     let out = '';

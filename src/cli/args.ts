@@ -5,7 +5,8 @@
  * A command declares its arguments and options. An option's value comes from the command line,
  * else from its environment variable, else from its default; values go through the option's
  * parser (or its list of choices) wherever they come from, and the last of repeated options
- * wins. --help is generated from the same declarations.
+ * wins, except for a list option, whose repeats add up. --help is generated from the same
+ * declarations.
  */
 
 import { parseArgs } from 'node:util';
@@ -29,6 +30,8 @@ export interface OptionSpec {
   choices?: readonly string[];
   /** Name of an option that cannot be given together with this one. */
   conflicts?: string;
+  /** Its parser returns an array, and repeats of the option add to it (`--allow a --allow b`). */
+  list?: boolean;
 }
 
 export interface ArgumentSpec {
@@ -228,10 +231,16 @@ function parseCommand(
       continue;
     }
     const option = specs.find((spec) => spec.name === token.name)!;
-    flags[camelCase(option.name)] =
+    const key = camelCase(option.name);
+    const value =
       option.value === undefined
         ? true
         : convert(option, token.value ?? '', `option --${option.name}`, label);
+    const before = flags[key];
+    flags[key] =
+      option.list === true && Array.isArray(before) && Array.isArray(value)
+        ? [...(before as unknown[]), ...(value as unknown[])]
+        : value;
     given.add(option.name);
   }
   if (help) return { help, positionals, flags };

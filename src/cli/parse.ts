@@ -3,6 +3,8 @@
  * with a message that says what would be accepted.
  */
 
+import { TickwheelError } from '../errors.js';
+import { checkAllowEntry } from '../queue/push-guard.js';
 import { InvalidArgumentError } from './args.js';
 
 const UNIT_MS: Readonly<Record<string, number>> = {
@@ -20,6 +22,22 @@ export function parseDuration(text: string): number {
     throw new InvalidArgumentError('give a duration such as 1500 (ms), 30s, 5m, 2h or 1d');
   }
   return Number(match[1]) * UNIT_MS[match[2] ?? 'ms'];
+}
+
+/** "127.0.0.0/8,receiver.internal" -> the entries of a push allow list. */
+export function parsePushAllow(text: string): string[] {
+  const entries = text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  try {
+    return entries.map(checkAllowEntry);
+  } catch (err) {
+    if (!(err instanceof TickwheelError)) throw err;
+    throw new InvalidArgumentError(
+      'give CIDR blocks (10.1.0.0/16, fd00::/8), addresses (127.0.0.1) or host names (receiver.internal), comma-separated',
+    );
+  }
 }
 
 /** An epoch-ms number or an ISO 8601 time -> epoch ms. */

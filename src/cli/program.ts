@@ -22,7 +22,7 @@ import { clientCommands, sendCommand } from './client-commands.js';
 import { scheduleCommands } from './schedule-commands.js';
 import { topicCommands } from './topic-commands.js';
 import { CliError, describeFailure, processIo, type CliIo } from './io.js';
-import { integerParser, parseDuration } from './parse.js';
+import { integerParser, parseDuration, parsePushAllow } from './parse.js';
 import { repair, type RepairOptions } from './repair.js';
 import { serve, type ServeOptions } from './serve.js';
 
@@ -153,6 +153,15 @@ function serveCommand(io: CliIo): CommandSpec {
         default: 30_000,
         defaultText: '30s',
         parse: parseDuration,
+      },
+      {
+        name: 'push-allow',
+        value: '<cidr|host>',
+        description:
+          'internal addresses push targets may reach (loopback, private, link-local and unique-local ones are refused otherwise): CIDR blocks, addresses or host names, comma-separated or repeated',
+        env: 'TICKWHEEL_PUSH_ALLOW',
+        parse: parsePushAllow,
+        list: true,
       },
       {
         name: 'log-level',

@@ -41,6 +41,8 @@ export interface ServeOptions {
   /** Unset: the server's default, from the file limit. */
   maxConnections?: number;
   connectionTimeout: number;
+  /** Internal addresses push targets may reach (the queue's push.allow). */
+  pushAllow?: string[];
   /** Unset: human-readable start-up text. */
   logLevel?: LogLevel;
 }
@@ -111,9 +113,10 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const host = options.host ?? (token === undefined ? '127.0.0.1' : '0.0.0.0');
   const human = options.logLevel === undefined;
   const redis = options.redis === undefined || options.redis === '' ? undefined : options.redis;
+  const push = { allow: options.pushAllow ?? [] };
   const where =
     redis === undefined
-      ? { dir: options.dir, fsync: options.fsync }
+      ? { dir: options.dir, fsync: options.fsync, queueOptions: { push } }
       : {
           // Commas separate URLs, and the Sentinels inside one redis+sentinel:// URL.
           redis: redis.split(/,(?=\s*[a-z+]+:\/\/)/).map((url) => url.trim()),
@@ -121,6 +124,7 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
             queue: options.queue,
             partitions: options.partitions,
             durability: options.durability,
+            push,
             ...(options.nodeId === undefined ? {} : { nodeId: options.nodeId }),
           },
         };

@@ -48,6 +48,7 @@ import {
   type TopicUpdate,
 } from '../queue/topics.js';
 import { Pushers } from '../queue/push.js';
+import { checkPushOptions, type PushOptions } from '../queue/push-guard.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { QueueEvents, type EventSource } from '../queue/events.js';
 import { ClusterNode, type ClusterNodeOptions } from './node.js';
@@ -58,6 +59,8 @@ import type { CancelledMessage } from './producer.js';
 export interface ClusterQueueOptions extends ClusterNodeOptions {
   /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
   maxWaitMs?: number;
+  /** Internal addresses this node's pushes may reach (docs/push.md); default none. */
+  push?: PushOptions;
 }
 
 const DEFAULT_MAX_WAIT_MS = 60_000;
@@ -88,11 +91,13 @@ export class ClusterQueue implements Queue {
     readonly node: ClusterNode,
     private readonly maxWaitMs: number,
     private readonly visibilityMs: number,
+    push: PushOptions,
   ) {
-    this.pushers = new Pushers((topic, handler, settings) =>
-      this.consume(topic, handler, settings),
+    this.pushers = new Pushers(
+      (topic, handler, settings) => this.consume(topic, handler, settings),
+      push,
     );
-    node.topics.listen((topic, settings) => this.pushers.apply(topic, settings.push));
+    this.pushers.follow(node.topics);
     for (const [topic, settings] of node.topics.all()) this.pushers.apply(topic, settings.push);
     this.pushers.start();
   }
@@ -105,8 +110,9 @@ export class ClusterQueue implements Queue {
       3_600_000,
     );
     const visibilityMs = checkVisibility(options.visibilityMs ?? 30_000);
+    const push = checkPushOptions(options.push);
     const node = await ClusterNode.open({ ...options, visibilityMs });
-    const queue = new ClusterQueue(node, maxWaitMs, visibilityMs);
+    const queue = new ClusterQueue(node, maxWaitMs, visibilityMs, push);
     node.onScheduled = (request) => {
       queue.insights.counters.scheduled++;
       if (queue.events.active) {

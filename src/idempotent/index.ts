@@ -4,6 +4,7 @@
 
 export { idempotent, messageKey, type IdempotentOptions } from './idempotent.js';
 export {
+  IdempotentRollbackError,
   PostgresIdempotencyStore,
   postgresMigration,
   type PgClient,

@@ -12,14 +12,29 @@
  *             until the first commits (duplicate) or rolls back (it runs).
  *   the handler, with this transaction's client: its writes join the transaction
  *   COMMIT -> 'ran' (the consumer acks after this)
+ *
+ * A COMMIT does not always commit: after a failed statement the transaction is aborted, and
+ * PostgreSQL answers COMMIT with a rollback (command tag ROLLBACK) instead of an error. A handler
+ * that catches an SQL error and returns gets there; its effect and the done mark are gone, so
+ * the delivery must fail (and be retried), never be acked. `pg` reports the tag of each result;
+ * for a client that reports none (BEGIN's result has no `command`), a read of the key just
+ * before COMMIT tells whether the transaction still stands and still holds the mark.
  */
 
-import { TickwheelStateError, TickwheelTypeError, checkOption, describe } from '../errors.js';
+import {
+  TickwheelError,
+  TickwheelStateError,
+  TickwheelTypeError,
+  checkOption,
+  describe,
+} from '../errors.js';
 import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
 
 /** The part of `pg`'s query result used here. */
 export interface PgResult {
   rowCount: number | null;
+  /** The command tag (`pg` has it): `ROLLBACK` for a COMMIT of an aborted transaction. */
+  command?: string;
 }
 
 /** A client checked out of a pool: `pg`'s PoolClient has these. */
@@ -134,8 +149,9 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
     let open = false;
     let broken: Error | undefined;
     try {
-      await client.query('BEGIN');
+      const begun = await client.query('BEGIN');
       open = true;
+      const tagged = typeof begun.command === 'string';
       const inserted = await client.query(
         `INSERT INTO ${this.table} (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`,
         [key],
@@ -148,12 +164,17 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
       }
       try {
         await effect({ client });
+        if (!tagged) await this.checkStanding(client, key);
       } catch (err) {
         this.counts.failed++;
         throw err;
       }
-      await client.query('COMMIT');
+      const committed = await client.query('COMMIT');
       open = false;
+      if (committed.command === 'ROLLBACK') {
+        this.counts.failed++;
+        throw rolledBack(key);
+      }
       this.counts.ran++;
       return 'ran';
     } catch (err) {
@@ -166,6 +187,20 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
     } finally {
       client.release(broken);
     }
+  }
+
+  /**
+   * For a client without command tags: fails unless the transaction is still open and still
+   * holds the key's mark (not aborted by a failed statement, not rolled back by the handler).
+   */
+  private async checkStanding(client: PgClient, key: string): Promise<void> {
+    let found: PgResult;
+    try {
+      found = await client.query(`SELECT 1 FROM ${this.table} WHERE key = $1`, [key]);
+    } catch (err) {
+      throw rolledBack(key, err);
+    }
+    if (found.rowCount === 0) throw rolledBack(key);
   }
 
   /** Deletes keys older than the retention; resolves how many went. */
@@ -188,4 +223,28 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
     this.closed = true;
     if (this.purger !== undefined) clearInterval(this.purger);
   }
+}
+
+/**
+ * The delivery's transaction did not commit although the handler returned: a statement of it
+ * failed (an error it caught), so PostgreSQL rolled the transaction back at COMMIT.
+ */
+export class IdempotentRollbackError extends TickwheelError<'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK'> {
+  readonly key: string;
+  constructor(key: string, options?: ErrorOptions) {
+    super(
+      'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK',
+      `the transaction of ${JSON.stringify(key)} was rolled back, not committed: a statement in ` +
+        'the handler failed (an SQL error caught inside the transaction still aborts it), so ' +
+        'neither its writes nor the done mark were kept and the delivery is retried. Let the ' +
+        "error reach the handler's caller, or wrap a statement that may fail in a SAVEPOINT.",
+      options,
+    );
+    this.name = 'IdempotentRollbackError';
+    this.key = key;
+  }
+}
+
+function rolledBack(key: string, cause?: unknown): IdempotentRollbackError {
+  return new IdempotentRollbackError(key, cause === undefined ? undefined : { cause });
 }

@@ -44,6 +44,7 @@ export const HTTP_STATUS: Readonly<Record<TickwheelErrorCode, number>> = {
   // The store: a record too large is the caller's; the rest is the disk, the data or a bug.
   ERR_TICKWHEEL_RECORD_TOO_LARGE: 413,
   ERR_TICKWHEEL_LOCKED: 423,
+  ERR_TICKWHEEL_LOCK_LOST: 503,
   ERR_TICKWHEEL_IO: 503,
   ERR_TICKWHEEL_CORRUPT: 503,
   ERR_TICKWHEEL_FORMAT: 503,
@@ -56,11 +57,15 @@ export const HTTP_STATUS: Readonly<Record<TickwheelErrorCode, number>> = {
   ERR_TICKWHEEL_UNAVAILABLE: 503,
   ERR_TICKWHEEL_DATA_LOST: 503,
   ERR_TICKWHEEL_IDEMPOTENT_BUSY: 409,
+  // Raised in a consumer's handler, never by the server.
+  ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK: 500,
 
   // Push delivery: a receiver's refusal (its verifyPush), and a failed attempt (kept as the
   // message's lastError, never an answer of the server).
   ERR_TICKWHEEL_PUSH_SIGNATURE: 401,
   ERR_TICKWHEEL_PUSH_FAILED: 500,
+  // A target the server's --push-allow does not cover: the caller can choose another.
+  ERR_TICKWHEEL_PUSH_NOT_ALLOWED: 403,
 
   // The server's own answers.
   ERR_TICKWHEEL_INVALID_REQUEST: 400,

@@ -205,8 +205,9 @@ export class QueueEngine {
     this.pushers = new Pushers(
       (topic, handler, settings) =>
         new Worker(this.source, topic, handler, { ...settings, waitMs: CONSUME_WAIT_MS }),
+      this.settings.push,
     );
-    this.topics.listen((topic, settings) => this.pushers.apply(topic, settings.push));
+    this.pushers.follow(this.topics);
   }
 
   /**

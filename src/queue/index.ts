@@ -19,6 +19,7 @@ export type {
   TopicUpdate,
 } from './topics.js';
 export { PushError } from './push-sender.js';
+export { PushNotAllowedError, type PushOptions } from './push-guard.js';
 export type { PushMethod, PushStats, PushTarget, PushTargetView } from './push.js';
 export {
   PUSH_HEADER,

@@ -10,6 +10,7 @@ import { checkAlarmClock, SystemClock, type Clock } from '../clock/index.js';
 import { checkOption, describe, TickwheelTypeError } from '../errors.js';
 import { MAX_NACK_DELAY_MS, MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
 import { clipReason } from './message.js';
+import { checkPushOptions, type PushOptions } from './push-guard.js';
 import type { DelayQueueOptions, NackOptions } from './types.js';
 
 /**
@@ -29,6 +30,7 @@ export interface QueueSettings {
   visibilityMs: number;
   maxWaitMs: number;
   rememberFinished: number;
+  push: PushOptions;
 }
 
 export function checkQueueOptions(options: DelayQueueOptions): QueueSettings {
@@ -53,6 +55,7 @@ export function checkQueueOptions(options: DelayQueueOptions): QueueSettings {
       10_000_000,
       true,
     ),
+    push: checkPushOptions(options.push),
   };
 }
 

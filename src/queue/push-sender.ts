@@ -5,7 +5,13 @@
  * - The body is the payload: raw bytes as application/octet-stream, anything else as its JSON
  *   (application/json), exactly the bytes signed.
  * - 2xx is success. Anything else fails the attempt with a PushError whose message says why
- *   (`HTTP 500: <the start of the answer>`, `no answer within 2000 ms`, `ECONNREFUSED ...`).
+ *   (`HTTP 500 Internal Server Error`, `no answer within 2000 ms`, `ECONNREFUSED ...`). A
+ *   failed answer's body is never read: the receiver may be a service inside the network that a
+ *   target was pointed at, and its answer must not come back through lastError, dead letters,
+ *   stats or logs. Even its reason phrase is HTTP's standard one for the status, not the one
+ *   the receiver sent.
+ * - Every connection is checked where it is made (push-guard.ts): an internal address the
+ *   queue does not allow fails the attempt, whatever the target's name resolved to before.
  * - Redirects: 307 and 308 to the same origin (scheme, host and port) are followed, at most 5,
  *   sending the same method, body and signature; any other redirect fails the attempt, so a
  *   receiver cannot send a signed request (and the target's headers) to another host.
@@ -16,6 +22,7 @@
 
 import {
   Agent as HttpAgent,
+  STATUS_CODES,
   request as httpRequest,
   type ClientRequest,
   type IncomingMessage,
@@ -24,6 +31,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { performance } from 'node:perf_hooks';
 import { PUSH_HEADER, signPush } from '../protocol/push-signature.js';
 import { TickwheelError } from '../errors.js';
+import type { PushGuard } from './push-guard.js';
 import type { PushTarget } from './push.js';
 import type { ReceivedMessage } from './types.js';
 
@@ -37,11 +45,9 @@ export class PushError extends TickwheelError<'ERR_TICKWHEEL_PUSH_FAILED'> {
 
 /** Same-origin 307/308 redirects followed in one attempt, at most. */
 export const MAX_PUSH_REDIRECTS = 5;
-/** Characters of a failed answer's body kept in the reason. */
-const REASON_BODY_CHARS = 200;
 const USER_AGENT = 'tickwheel-push/1';
 
-type Answer = { status: number; location: string | undefined; text: string };
+type Answer = { status: number; location: string | undefined };
 
 export class PushSender {
   private readonly origin: string;
@@ -55,6 +61,7 @@ export class PushSender {
   constructor(
     private readonly target: PushTarget,
     private readonly wallClock: () => number,
+    private readonly guard: PushGuard,
   ) {
     const url = new URL(target.url);
     this.url = url;
@@ -63,6 +70,7 @@ export class PushSender {
       keepAlive: true,
       maxSockets: target.concurrency,
       scheduling: 'lifo' as const,
+      lookup: guard.lookup,
     };
     this.agent = url.protocol === 'https:' ? new HttpsAgent(options) : new HttpAgent(options);
   }
@@ -96,10 +104,8 @@ export class PushSender {
       headers[PUSH_HEADER.signature] = signPush(this.target.secret, timestamp, signed, body);
       const answer = await this.request(url, headers, body, deadline);
       if (answer.status >= 200 && answer.status < 300) return;
-      if (answer.status < 300 || answer.status >= 400) {
-        const text = answer.text.trim();
-        throw new PushError(`HTTP ${answer.status}${text === '' ? '' : `: ${text}`}`);
-      }
+      if (answer.status < 300 || answer.status >= 400)
+        throw new PushError(statusLine(answer.status));
       url = this.redirect(url, answer, redirects);
     }
   }
@@ -108,22 +114,22 @@ export class PushSender {
   private redirect(from: URL, answer: Answer, redirects: number): URL {
     const status = answer.status;
     if (answer.location === undefined) {
-      throw new PushError(`HTTP ${status} with no Location header`);
+      throw new PushError(`${statusLine(status)} with no Location header`);
     }
     let next: URL;
     try {
       next = new URL(answer.location, from);
     } catch {
-      throw new PushError(`HTTP ${status} to a Location that is not a URL`);
+      throw new PushError(`${statusLine(status)} to a Location that is not a URL`);
     }
     if (status !== 307 && status !== 308) {
       throw new PushError(
-        `HTTP ${status} redirect to ${next.href} not followed: only 307 and 308 to the same origin are (they keep the method and body)`,
+        `${statusLine(status)}: redirect not followed: only 307 and 308 to the same origin are (they keep the method and body)`,
       );
     }
     if (next.origin !== this.origin) {
       throw new PushError(
-        `HTTP ${status} redirect to another origin (${next.origin}) not followed: signed requests go only to ${this.origin}`,
+        `${statusLine(status)}: redirect to another origin not followed: signed requests go only to ${this.origin}`,
       );
     }
     if (redirects >= MAX_PUSH_REDIRECTS) {
@@ -133,8 +139,8 @@ export class PushSender {
   }
 
   /**
-   * One request; resolves once its answer has ended, or, for a failed one, once the start of
-   * its body is read (the rest is not waited for: a receiver may send it slowly or for ever).
+   * One request; resolves once a 2xx answer has ended, or at once with any other answer's
+   * status (its body is not read: see the top of this file).
    */
   private request(
     url: URL,
@@ -145,6 +151,12 @@ export class PushSender {
     const left = Math.ceil(deadline - performance.now());
     if (left <= 0) return Promise.reject(this.timedOut());
     if (this.abandoned) return Promise.reject(abandoned());
+    try {
+      // Node connects to a literal address without a lookup: checked here instead.
+      this.guard.checkLiteral(url.hostname);
+    } catch (err) {
+      return Promise.reject(new PushError(networkReason(err as NodeJS.ErrnoException)));
+    }
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     let request: ClientRequest;
     try {
@@ -178,27 +190,26 @@ export class PushSender {
       request.on('response', (response: IncomingMessage) => {
         const status = response.statusCode ?? 0;
         const location = response.headers.location;
-        const ok = status >= 200 && status < 300;
-        let text = '';
-        response.setEncoding('utf8');
-        response.on('data', (chunk: string) => {
-          if (ok) return;
-          text += chunk;
-          if (text.length >= REASON_BODY_CHARS) {
-            // Enough of a failed answer: the connection is not waited on for the rest.
-            finish({ status, location, text: text.slice(0, REASON_BODY_CHARS) });
-            response.destroy();
-          }
-        });
-        response.on('end', () => finish({ status, location, text }));
+        response.on('error', () => undefined);
+        if (status < 200 || status >= 300) {
+          // Not read, and the connection not waited on for it.
+          finish({ status, location });
+          response.destroy();
+          return;
+        }
+        // Read to its end (and dropped), so the connection can be used again.
+        response.resume();
+        response.on('end', () => finish({ status, location }));
         // Closed before its end (the receiver hung up, a timeout, an abort): the attempt failed.
         // (After an end it is nothing: no error is built for every answer.)
         response.on('close', () => {
           if (!settled) {
-            finish(undefined, failure ?? new PushError(`HTTP ${status}: the answer was cut off`));
+            finish(
+              undefined,
+              failure ?? new PushError(`${statusLine(status)}: the answer was cut off`),
+            );
           }
         });
-        response.on('error', () => undefined);
       });
       request.end(body);
     });
@@ -225,6 +236,12 @@ export class PushSender {
 
 function abandoned(): PushError {
   return new PushError('abandoned: still running when the queue closed or the push target changed');
+}
+
+/** `HTTP 503 Service Unavailable`: the status and HTTP's own reason phrase for it. */
+function statusLine(status: number): string {
+  const phrase = STATUS_CODES[status];
+  return phrase === undefined ? `HTTP ${status}` : `HTTP ${status} ${phrase}`;
 }
 
 function networkReason(err: NodeJS.ErrnoException): string {

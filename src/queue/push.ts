@@ -8,8 +8,9 @@
  *
  * Each topic with a target runs one Worker (worker.ts) over the queue's own receive, so pushes
  * obey everything receives obey: pause, rate limits, visibility timeouts, and the message's
- * backoff and dead-letter rules on a failed attempt (its reason, such as `HTTP 503: busy` or
- * `no answer within 10000 ms`, kept as the message's lastError). A delivery is visible for
+ * backoff and dead-letter rules on a failed attempt (its reason, such as `HTTP 503 Service
+ * Unavailable` or `no answer within 10000 ms`, kept as the message's lastError; never the
+ * answer's body). A delivery is visible for
  * twice the target's timeout plus a second, so a push that is still running is never handed out
  * again; if the process dies mid-push, the message comes back when that runs out (at least
  * once: receivers dedup on the tickwheel-id header).
@@ -18,13 +19,19 @@
  * queue runs: the embedded queue, or every node of a queue on Valkey/Redis (where the target's
  * concurrency is per node). Its secret is written, never read back: topicInfo() shows the
  * target without it (PushTargetView).
+ *
+ * Where a target may point is the queue's to say, not the caller's: internal addresses are
+ * refused unless the queue's options allow them (push-guard.ts), when a target is set and at
+ * every connection.
  */
 
 import { checkOption, describe, TickwheelTypeError } from '../errors.js';
 import { reasonOf } from './message.js';
+import { PushGuard, type PushOptions } from './push-guard.js';
 import { PushError, PushSender } from './push-sender.js';
 
 export { PushError } from './push-sender.js';
+import type { TopicGate } from './topics.js';
 import type { ReceivedMessage } from './types.js';
 import type { WorkerSettings } from './worker.js';
 
@@ -259,12 +266,27 @@ export class Pushers {
   private readonly stopping = new Set<Promise<void>>();
   private started = false;
   private closed = false;
+  /** Where pushes may connect (the queue's `push.allow`). */
+  readonly guard: PushGuard;
 
   constructor(
     private readonly startWorker: StartWorker,
+    /** The queue's push options: where pushes may connect. */
+    options: PushOptions,
     /** Wall-clock ms since the Unix epoch, for signatures' timestamps (a setting for tests). */
     private readonly wallClock: () => number = Date.now,
-  ) {}
+  ) {
+    this.guard = new PushGuard(options);
+  }
+
+  /**
+   * Follows a queue's topic settings: a target is vetted by the guard before it is stored, and
+   * applied once it is.
+   */
+  follow(topics: TopicGate): void {
+    topics.vetPush = (target) => this.guard.checkTarget(target.url);
+    topics.listen((topic, settings) => this.apply(topic, settings.push));
+  }
 
   /** Applies a topic's target (null: none); before start() only remembers it. */
   apply(topic: string, target: PushTarget | null): void {
@@ -315,7 +337,7 @@ export class Pushers {
   }
 
   private begin(topic: string, target: PushTarget): Pushing {
-    const sender = new PushSender(target, this.wallClock);
+    const sender = new PushSender(target, this.wallClock, this.guard);
     const stats = this.counts.get(topic) ?? { inFlight: 0, succeeded: 0, failed: 0 };
     this.counts.set(topic, stats);
     const handler = async (message: ReceivedMessage): Promise<void> => {

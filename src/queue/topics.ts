@@ -351,6 +351,11 @@ export class TopicGate {
   private readonly watchers = new Map<string, Set<AbortController>>();
   /** Told of every change of a topic's settings, after it is applied (see listen()). */
   private readonly listeners: Array<(topic: string, settings: TopicSettings) => void> = [];
+  /**
+   * Checks a push target as it is set, beyond its form: where it may point (the queue's
+   * PushGuard). Rejects to refuse the change.
+   */
+  vetPush: (target: PushTarget) => Promise<void> = async () => {};
   /** Saves in order: a later change of a topic never lands before an earlier one. */
   private saving: Promise<unknown> = Promise.resolve();
   private closed = false;
@@ -404,7 +409,11 @@ export class TopicGate {
     } catch (err) {
       return Promise.reject(err as Error);
     }
+    // Started at once, awaited in turn: the saves keep the order of the calls.
+    const vetted = checked.push ? this.vetPush(checked.push) : undefined;
+    vetted?.catch(() => undefined);
     const run = this.saving.then(async () => {
+      await vetted;
       const next = applyTopicUpdate(this.get(topic), checked);
       if (sameSettings(next, this.get(topic))) return next;
       try {

@@ -6,6 +6,7 @@
 
 import type { Clock } from '../clock/index.js';
 import type { MessageStatus } from './message.js';
+import type { PushOptions } from './push-guard.js';
 
 export interface DelayQueueOptions {
   /** Epoch-millisecond clock. Default: `new SystemClock({ epoch: true })`; a ManualClock in tests. */
@@ -20,6 +21,12 @@ export interface DelayQueueOptions {
   maxWaitMs?: number;
   /** Finished messages whose status get() still reports. Default 10,000. */
   rememberFinished?: number;
+  /**
+   * Pushes (docs/push.md): `allow` lists the internal addresses (CIDR blocks, addresses, host
+   * names) push targets may reach; every other loopback, private, link-local or unique-local
+   * address is refused. Default: none allowed.
+   */
+  push?: PushOptions;
 }
 
 export interface ReceivedMessage {

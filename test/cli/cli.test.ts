@@ -102,6 +102,7 @@ describe('the command line', () => {
       ],
       [['serve', '--fsync', 'sometimes'], 'option --fsync: give one of batch, always, never'],
       [['serve', '--dir'], "Option '--dir <value>' argument missing"],
+      [['serve', '--push-allow', '10.0.0.0/40'], 'option --push-allow: give CIDR blocks'],
     ];
     for (const [args, message] of cases) {
       const refused = await run(args);
@@ -128,7 +129,7 @@ describe('client commands', () => {
   const saved = { ...process.env };
 
   beforeEach(async () => {
-    queue = await DelayQueue.open({ store: new MemoryStore() });
+    queue = await DelayQueue.open({ store: new MemoryStore(), push: { allow: ['127.0.0.1'] } });
     server = await createServer({ queue, logLevel: 'silent', token: 'cli-token' });
     await server.listen({ port: 0, host: '127.0.0.1' });
     url = `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
@@ -222,6 +223,11 @@ describe('client commands', () => {
     const refused = await run(['push', 'hooks', 'ftp://x/', '--secret', secret]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('ERR_TICKWHEEL_INVALID_OPTION');
+    // A private address the server was not told to allow.
+    const internal = await run(['push', 'hooks', 'http://10.0.0.1/in', '--secret', secret]);
+    expect(internal.code).toBe(1);
+    expect(internal.stderr).toContain('ERR_TICKWHEEL_PUSH_NOT_ALLOWED');
+    expect(internal.stderr).toContain('--push-allow');
     const off = await run(['push', 'hooks', 'off']);
     expect(off.code).toBe(0);
     expect(JSON.parse(off.stdout).push).toBeNull();

@@ -40,7 +40,11 @@ describe('pushListener', () => {
         got.push(message);
       }),
     );
-    const queue = await DelayQueue.open({ store: new MemoryStore() });
+    // The listener is on loopback, which pushes reach only when allowed.
+    const queue = await DelayQueue.open({
+      store: new MemoryStore(),
+      push: { allow: ['127.0.0.1'] },
+    });
     cleanups.push(() => queue.close());
     await queue.configureTopic('in', { push: { url, secret: SECRET } });
     await queue.schedule({ topic: 'in', id: 'json', payload: { a: [1, 2] } });

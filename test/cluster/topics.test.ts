@@ -42,6 +42,8 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
       windowMs: 1_000,
       leaseMs: 1_000,
       durability: 'async',
+      // The test's push receivers are on loopback.
+      push: { allow: ['127.0.0.1'] },
       onError: () => {},
     });
     queues.push(node);

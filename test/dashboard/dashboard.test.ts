@@ -71,7 +71,7 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
       });
     }
     dir = mkdtempSync(join(tmpdir(), 'tickwheel-dashboard-'));
-    server = await startServer(['--dir', dir, '--token', TOKEN]);
+    server = await startServer(['--dir', dir, '--token', TOKEN, '--push-allow', '127.0.0.1']);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,

@@ -2,13 +2,16 @@
  * The PostgreSQL idempotency store (src/idempotent/postgres.ts) on a real PostgreSQL started by
  * the test: the handler's writes and the done mark commit or roll back together; a duplicate
  * runs nothing; a concurrent delivery of the same key waits for the first and is a duplicate;
- * retention deletes old keys; bad options get named errors.
+ * retention deletes old keys; bad options get named errors; a transaction that PostgreSQL rolls
+ * back at COMMIT (a handler caught an SQL error inside it) is a failed delivery, never 'ran'.
  */
 
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   PostgresIdempotencyStore,
+  type PgClient,
+  type PgPool,
   idempotent,
   messageKey,
   postgresMigration,
@@ -106,6 +109,56 @@ describe.runIf(postgresInstalled())('the PostgreSQL idempotency store', () => {
     expect(store.stats()).toMatchObject({ ran: 1, duplicates: 1 });
     await store.close();
   });
+
+  /** A pool like `pg`'s whose results carry no command tag (rows and rowCount only). */
+  const tagless = (inner: pg.Pool): PgPool => {
+    const strip = ({ rowCount, rows }: pg.QueryResult) => ({ rowCount, rows });
+    return {
+      query: async (text, values) => strip(await inner.query(text, values)),
+      connect: async () => {
+        const client = await inner.connect();
+        const wrapped: PgClient = {
+          query: async (text, values) => strip(await client.query(text, values)),
+          release: (err) => client.release(err),
+        };
+        return wrapped;
+      },
+    };
+  };
+
+  it.each([
+    ['a pg Pool', 'done_f', () => pool as PgPool],
+    ['a pool whose results have no command tag', 'done_g', () => tagless(pool)],
+  ])(
+    'fails the delivery when COMMIT rolls back a transaction the handler left aborted (%s)',
+    async (_, table, poolOf) => {
+      const store = new PostgresIdempotencyStore({ pool: poolOf(), table });
+      let careless = true;
+      const handler = idempotent(
+        async (message: { id: string; topic: string }, { client }) => {
+          await client.query('INSERT INTO notes VALUES ($1, $2)', [messageKey(message), 'r']);
+          if (careless) {
+            // An error caught and dropped: the transaction is aborted all the same.
+            await client.query('SELECT 1 / 0').catch(() => {});
+          }
+        },
+        { store },
+      );
+      const message = { id: 'm-rb', topic: table };
+      await expect(handler(message)).rejects.toMatchObject({
+        name: 'IdempotentRollbackError',
+        code: 'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK',
+      });
+      expect(await notes(`${table}/m-rb`)).toBe(0);
+      expect(store.stats()).toMatchObject({ ran: 0, failed: 1 });
+      // Nothing was marked done, so the retry runs the effect.
+      careless = false;
+      await handler(message);
+      expect(await notes(`${table}/m-rb`)).toBe(1);
+      expect(store.stats()).toMatchObject({ ran: 1, failed: 1, duplicates: 0 });
+      await store.close();
+    },
+  );
 
   it('deletes keys past retention, and only those', async () => {
     const store = new PostgresIdempotencyStore({

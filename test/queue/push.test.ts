@@ -15,6 +15,7 @@ import { TickwheelError } from '../../src/errors.js';
 import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
 import { Pushers } from '../../src/queue/push.js';
 import { PushSender } from '../../src/queue/push-sender.js';
+import { PushGuard } from '../../src/queue/push-guard.js';
 import { startReceiver, type Receiver } from './push-receiver.js';
 
 const SECRET = 'a-secret-of-some-length-0123456789';
@@ -32,8 +33,11 @@ async function track<T extends { close(): Promise<void> }>(thing: Promise<T>): P
   return value;
 }
 
+/** The receivers of these tests are on loopback, which a queue allows only when told to. */
+const LOOPBACK = { allow: ['127.0.0.0/8'] };
+
 function memoryQueue(): Promise<DelayQueue> {
-  return track(DelayQueue.open({ store: new MemoryStore() }));
+  return track(DelayQueue.open({ store: new MemoryStore(), push: LOOPBACK }));
 }
 
 function receiver(...args: Parameters<typeof startReceiver>): Promise<Receiver> {
@@ -123,11 +127,11 @@ describe('push delivery (embedded queue, real receiver)', () => {
     expect(dead).toMatchObject({
       id: 'm',
       attempts: 3,
-      lastError: 'PushError: HTTP 503: busy, come back later',
+      lastError: 'PushError: HTTP 503 Service Unavailable',
     });
     const stats = (await queue.stats()).push as Record<string, Record<string, unknown>>;
     expect(stats.hooks).toMatchObject({ failed: 3, succeeded: 0 });
-    expect(stats.hooks.lastError).toBe('PushError: HTTP 503: busy, come back later');
+    expect(stats.hooks.lastError).toBe('PushError: HTTP 503 Service Unavailable');
   });
 
   it('a receiver that does not answer in time fails the attempt; the next one can succeed', async () => {
@@ -179,12 +183,8 @@ describe('push delivery (embedded queue, real receiver)', () => {
     const queue = await memoryQueue();
     const cases = [
       ['start', 'acked', undefined],
-      ['found', 'dead', /^PushError: HTTP 302 redirect to .*\/moved not followed/],
-      [
-        'away',
-        'dead',
-        /^PushError: HTTP 308 redirect to another origin \(http:\/\/localhost:\d+\) not followed/,
-      ],
+      ['found', 'dead', /^PushError: HTTP 302 Found: redirect not followed/],
+      ['away', 'dead', /^PushError: HTTP 308 Permanent Redirect: redirect to another origin not/],
     ] as const;
     for (const [path, status, reason] of cases) {
       await queue.configureTopic(path, { push: { url: `${target.url}/${path}`, secret: SECRET } });
@@ -249,7 +249,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tickwheel-push-'));
     dirs.push(dir);
     const target = await receiver(() => 'hang');
-    let queue = await DelayQueue.open({ dir });
+    let queue = await DelayQueue.open({ dir, push: LOOPBACK });
     await queue.configureTopic('hooks', {
       push: { url: target.url, secret: SECRET, timeoutMs: 60_000 },
     });
@@ -270,7 +270,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
     // The grace, not the request's 60 s timeout.
     expect(Date.now() - started).toBeLessThan(5_000);
     target.behaviour = () => ({ status: 200 });
-    queue = await track(DelayQueue.open({ dir }));
+    queue = await track(DelayQueue.open({ dir, push: LOOPBACK }));
     expect((await queue.topicInfo('hooks')).push?.url).toBe(`${target.url}/`);
     // The abandoned attempt was nacked: the message comes back after its backoff and is pushed.
     await until(async () => (await statusOf(queue, 'm')) === 'acked', 15_000);
@@ -344,6 +344,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
         secret: SECRET,
       },
       Date.now,
+      new PushGuard(LOOPBACK),
     );
     const message = { id: 'm', topic: 't', payload: 1, deliverAt: 0, attempts: 1, receipt: 'r' };
     await expect(sender.send(message)).rejects.toMatchObject({

@@ -367,6 +367,7 @@ describe('GET /v1/messages/:id/preview', () => {
       error: {
         code: 'ERR_TICKWHEEL_NOT_FOUND',
         message: expect.stringContaining('never-scheduled'),
+        outcome: 'none',
       },
     });
 

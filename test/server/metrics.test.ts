@@ -138,7 +138,7 @@ describe('GET /metrics', () => {
       answered++ % 2 === 0 ? { status: 200 } : { status: 500 },
     );
     try {
-      const { call } = await openServer();
+      const { call } = await openServer({}, { push: { allow: ['127.0.0.1'] } });
       const push = { url: receiver.url, secret: 'metrics-push-secret-0123', concurrency: 1 };
       await call('PATCH', '/v1/topics/hooks', { push });
       for (let i = 0; i < 2; i++) {

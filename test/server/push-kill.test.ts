@@ -39,7 +39,14 @@ describe('push delivery across a SIGKILL of the server', () => {
       answered.add(id);
       return { status: 200, delayMs: 5 };
     });
-    const first = await startServer(['--dir', dir, '--fsync', 'batch']);
+    const first = await startServer([
+      '--dir',
+      dir,
+      '--fsync',
+      'batch',
+      '--push-allow',
+      '127.0.0.1',
+    ]);
     servers.push(first);
     const client = new TickwheelClient({ url: first.url, retries: 0, timeoutMs: 5000 });
     await client.configureTopic('hooks', {
@@ -68,7 +75,14 @@ describe('push delivery across a SIGKILL of the server', () => {
     const before = answered.size;
     expect(before).toBeLessThan(MESSAGES);
 
-    const second = await startServer(['--dir', dir, '--fsync', 'batch']);
+    const second = await startServer([
+      '--dir',
+      dir,
+      '--fsync',
+      'batch',
+      '--push-allow',
+      '127.0.0.1',
+    ]);
     servers.push(second);
     const after = new TickwheelClient({ url: second.url });
     // The target outlived the crash; the pushes resume by themselves.

@@ -36,6 +36,7 @@ describe('status of every error the store can throw', () => {
     ERR_TICKWHEEL_INVALID_STATE: 503,
     ERR_TICKWHEEL_FORMAT: 503,
     ERR_TICKWHEEL_LOCKED: 423,
+    ERR_TICKWHEEL_LOCK_LOST: 503,
   };
   it.each(Object.entries(codes))('%s: %i', (code, status) => {
     const { statusCode, body } = toErrorResponse(Object.assign(new Error('boom'), { code }));

@@ -126,7 +126,7 @@ describe('topic routes', () => {
   it('PATCH sets a push target: the server pushes to it, and never shows its secret', async () => {
     const receiver = await startReceiver(() => ({ status: 200 }));
     try {
-      const { call } = await openServer();
+      const { call } = await openServer({}, { push: { allow: ['127.0.0.1'] } });
       const secret = 'server-test-secret-0123456789';
       const set = await call('PATCH', '/v1/topics/hooks', {
         push: { url: receiver.url, secret, headers: { 'X-Env': 'test' }, concurrency: 2 },

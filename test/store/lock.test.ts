@@ -1,15 +1,18 @@
 /**
  * The data-directory lock, tried the way users hit it: separate processes racing to open one
- * directory, a second server in another PID namespace (containers sharing a volume), and a
- * LOCK file naming a pid that now belongs to an unrelated process.
+ * directory, a second server in another PID namespace (containers sharing a volume), a LOCK
+ * file naming a pid that now belongs to an unrelated process, and a LOCK deleted under an open
+ * queue while a second process opens the directory.
  */
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { DelayQueue } from '../../src/delay-queue.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const entry = pathToFileURL(join(root, 'dist', 'delay-queue.js')).href;
@@ -138,5 +141,129 @@ describe('the data-directory lock across processes', () => {
     expect(await openNow(dir)).toBe('OPEN');
     expect(existsSync(join(dir, 'LOCK'))).toBe(true);
     expect(await openNow(dir)).toBe('OPEN');
+  });
+});
+
+/**
+ * A queue process driven over stdin: opens `dir` with `options`, schedules `first` if given,
+ * prints OPEN, then runs `schedule <id> <bytes>` and `close` commands, printing what became of
+ * each. Process warnings are printed as `WARNING <code>`.
+ */
+const DRIVEN = `
+  import { createInterface } from 'node:readline';
+  const { DelayQueue } = await import(${JSON.stringify(entry)});
+  const [dir, options, first] = process.argv.slice(2);
+  process.on('warning', (warning) => console.log('WARNING ' + (warning.code ?? warning.name)));
+  const queue = await DelayQueue.open({ dir, ...JSON.parse(options) });
+  const schedule = (id, bytes) =>
+    queue.schedule({ topic: 't', id, payload: 'x'.repeat(Number(bytes)), delayMs: 3_600_000 });
+  if (first !== undefined) await schedule(...first.split(':'));
+  console.log('OPEN');
+  for await (const line of createInterface({ input: process.stdin })) {
+    const [command, id, bytes] = line.split(' ');
+    if (command === 'schedule') {
+      await schedule(id, bytes).then(
+        () => console.log('SCHEDULED ' + id),
+        (err) => console.log('REFUSED ' + id + ' ' + err.code),
+      );
+    } else if (command === 'close') {
+      await queue.close();
+      console.log('CLOSED');
+      process.exit(0);
+    }
+  }
+`;
+
+interface Driven {
+  send(line: string): void;
+  /** Resolves with the first line of output that `match` accepts. */
+  line(match: RegExp): Promise<string>;
+  child: ChildProcess;
+}
+
+function drive(dir: string, options: object, first?: string): Driven {
+  const script = join(tempDir(), 'driven.mjs');
+  writeFileSync(script, DRIVEN);
+  const args = [script, dir, JSON.stringify(options)];
+  const child = spawn(process.execPath, first === undefined ? args : [...args, first], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  const lines: string[] = [];
+  const waiting: Array<{ match: RegExp; done: (line: string) => void }> = [];
+  let err = '';
+  child.stderr!.on('data', (chunk) => (err += String(chunk)));
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    lines.push(line);
+    for (const wait of [...waiting]) {
+      if (wait.match.test(line)) {
+        waiting.splice(waiting.indexOf(wait), 1);
+        wait.done(line);
+      }
+    }
+  });
+  return {
+    child,
+    send: (line) => child.stdin!.write(`${line}\n`),
+    line: (match) =>
+      new Promise((done, fail) => {
+        const seen = lines.find((line) => match.test(line));
+        if (seen !== undefined) return done(seen);
+        waiting.push({ match, done });
+        child.once('exit', (code) =>
+          fail(new Error(`exited (${code}) before ${match}: ${lines.join('\n')}\n${err}`)),
+        );
+      }),
+  };
+}
+
+async function statuses(dir: string, ids: string[]): Promise<Array<string | undefined>> {
+  const queue = await DelayQueue.open({ dir });
+  try {
+    return await Promise.all(ids.map(async (id) => (await queue.get(id))?.status));
+  } finally {
+    await queue.close();
+  }
+}
+
+describe('a LOCK file deleted under an open queue', () => {
+  it('is noticed at the next checkpoint: the queue stops, warns, and loses nothing acknowledged', async () => {
+    const dir = tempDir();
+    const a = drive(dir, { checkpointIntervalMs: 200 }, 'a1:1');
+    await a.line(/^OPEN$/);
+    rmSync(join(dir, 'LOCK'));
+    // The second process finds no lock held and opens the directory.
+    const b = drive(dir, {}, 'b1:1');
+    await b.line(/^OPEN$/);
+    expect(await a.line(/^WARNING /)).toBe('WARNING ERR_TICKWHEEL_LOCK_LOST');
+    a.send('schedule a2 1');
+    expect(await a.line(/ a2\b/)).toBe('REFUSED a2 ERR_TICKWHEEL_LOCK_LOST');
+    a.send('close');
+    await a.line(/^CLOSED$/);
+    b.send('close');
+    await b.line(/^CLOSED$/);
+    expect(await statuses(dir, ['a1', 'b1', 'a2'])).toEqual(['scheduled', 'scheduled', undefined]);
+  });
+
+  it('is noticed before a new log segment: the write that needs it fails, and so do later ones', async () => {
+    const dir = tempDir();
+    // No checkpoint in the test's time: the roll is what notices.
+    const options = { segmentBytes: 1024, checkpointIntervalMs: 3_600_000 };
+    const a = drive(dir, options, 'a1:600');
+    await a.line(/^OPEN$/);
+    rmSync(join(dir, 'LOCK'));
+    const b = drive(dir, {});
+    await b.line(/^OPEN$/);
+    a.send('schedule a2 600');
+    expect(await a.line(/ a2\b/)).toBe('REFUSED a2 ERR_TICKWHEEL_LOCK_LOST');
+    expect(await a.line(/^WARNING /)).toBe('WARNING ERR_TICKWHEEL_LOCK_LOST');
+    a.send('schedule a3 1');
+    expect(await a.line(/ a3\b/)).toBe('REFUSED a3 ERR_TICKWHEEL_LOCK_LOST');
+    expect(existsSync(join(dir, 'log', '0000000002.seg'))).toBe(false);
+    b.child.kill('SIGKILL');
+    await new Promise((done) => b.child.on('exit', done));
+    a.send('close');
+    await a.line(/^CLOSED$/);
+    expect(await statuses(dir, ['a1', 'a2', 'a3'])).toEqual(['scheduled', undefined, undefined]);
   });
 });

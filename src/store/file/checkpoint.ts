@@ -49,6 +49,7 @@ import {
 } from './snapshot.js';
 import type { StoreFaults } from './faults.js';
 import type { Tables } from './table.js';
+import { LockLostError } from './lock.js';
 import type { WindowIndex } from './window-index.js';
 
 export interface Checkpoint {
@@ -130,6 +131,8 @@ export class Checkpoints {
   private running: Promise<void> | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
   private closing = false;
+  /** Set once the directory is found to be no longer this process's: checkpoints stop. */
+  private ownerLost = false;
 
   constructor(
     private readonly dir: string,
@@ -142,6 +145,11 @@ export class Checkpoints {
     private readonly frontier: () => number,
     /** Told each checkpoint's outcome: a failing one is retried at the next interval. */
     private readonly faults: StoreFaults,
+    /**
+     * Rejects with LockLostError once the directory's LOCK is not the file this process locked
+     * (lock.ts): from then on no checkpoint writes or deletes anything.
+     */
+    private readonly checkOwner: () => Promise<void> = async () => {},
   ) {}
 
   /** Whether snapshots are wanted at all (snapshotBytes: Infinity says never). */
@@ -190,6 +198,8 @@ export class Checkpoints {
     if (!this.replayed) return Promise.resolve();
     // After a failed write the tables may hold changes the log does not.
     if (this.log.firstFailure !== undefined) return Promise.resolve();
+    // Another process may own the directory now (lock.ts).
+    if (this.ownerLost) return Promise.resolve();
     this.running ??= this.write(when).then(
       () => {
         this.running = undefined;
@@ -312,6 +322,9 @@ export class Checkpoints {
       // flush() has nothing to wait for once a failed write emptied the log's queue: the
       // tables judged above may then include records that never reached the disk.
       if (this.log.firstFailure !== undefined) return;
+      // Before the first change to the directory: another process may own it now. (Its loss
+      // is told by the lock once, as a warning; the checkpoint just stops.)
+      if (!(await this.ownsDirectory())) return;
       const carriedFiles = await this.index.sync();
       const windows = Object.fromEntries(this.index.sizes());
       await replaceFile(
@@ -335,6 +348,17 @@ export class Checkpoints {
     for (const segment of finished) {
       if (segment >= keepFrom) break;
       await this.log.deleteSegment(segment);
+    }
+  }
+
+  private async ownsDirectory(): Promise<boolean> {
+    try {
+      await this.checkOwner();
+      return true;
+    } catch (err) {
+      if (!(err instanceof LockLostError)) throw err;
+      this.ownerLost = true;
+      return false;
     }
   }
 

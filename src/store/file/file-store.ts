@@ -19,10 +19,10 @@
  * The horizon has one source of truth, `frontier` (see there).
  */
 
-import { mkdir, readdir, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
-import { TickwheelStateError, TickwheelTypeError, checkOption, describe } from '../../errors.js';
+import { TickwheelTypeError, checkOption, describe } from '../../errors.js';
 import type { MessageState } from '../../queue/message.js';
 import type {
   RecoveryReport,
@@ -36,12 +36,10 @@ import type { TopicSettings } from '../../queue/topics.js';
 import { ScheduleLog } from './schedule-log.js';
 import { writeUtf8 } from '../bytes.js';
 import {
-  describeCause,
   LogError,
   MessageLog,
   RECORD_HEADER_BYTES,
   systemErrorsAsIo,
-  DATA_DIRECTORY_MODE,
   type FsyncPolicy,
   type LogIo,
   type RecordSlot,
@@ -51,6 +49,7 @@ import { unreadable } from './damage.js';
 import {
   INDEX_DIR,
   LOG_DIR,
+  makeDataDirectory,
   checkFormat,
   readTopicSettings,
   writeTopicSettings,
@@ -111,32 +110,6 @@ const HORIZON_DISAGREES =
   'inHorizon disagrees with the store: it must be deliverAt < the horizon last given to ' +
   'recover() or loadUntil(), rounded by horizonEnd()';
 
-/**
- * Creates the data directory (and its parents) if it is not there. A path that names a file, or
- * runs through one, is a bad `dir` (ERR_TICKWHEEL_INVALID_OPTION); any other failure (no
- * permission, a read-only or full disk) is ERR_TICKWHEEL_IO. Both keep the system's error as
- * their cause.
- */
-async function makeDataDirectory(dir: string): Promise<void> {
-  try {
-    await mkdir(dir, { recursive: true, mode: DATA_DIRECTORY_MODE });
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST' || code === 'ENOTDIR') {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `dir must be a directory: ${dir} ${code === 'EEXIST' ? 'exists and is not one' : 'runs through a file'} (${describeCause(err)})`,
-        { cause: err },
-      );
-    }
-    throw new TickwheelStateError(
-      'ERR_TICKWHEEL_IO',
-      `cannot create the data directory ${dir}: ${describeCause(err)}`,
-      { cause: err },
-    );
-  }
-}
-
 export class FileStore implements Store {
   /** schedules.log, once the queue read or wrote a recurring schedule. */
   private scheduleLog: ScheduleLog | undefined;
@@ -192,6 +165,7 @@ export class FileStore implements Store {
       snapshotBytes,
       () => this.frontier,
       faults,
+      () => lock.check(),
     );
   }
 
@@ -242,6 +216,8 @@ export class FileStore implements Store {
       const log = await MessageLog.open({
         dir: join(options.dir, LOG_DIR),
         fsync,
+        // A new segment is a new file in a directory that may no longer be this process's.
+        beforeNewSegment: () => lock.check(),
         ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
         ...(options.logIo === undefined ? {} : { io: options.logIo }),
       });
@@ -497,6 +473,7 @@ export class FileStore implements Store {
 
   writeSchedules(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void> {
     return systemErrorsAsIo('writing schedules.log', async () => {
+      await this.lock.check();
       this.scheduleLog ??= (await ScheduleLog.open(this.dir)).log;
       await this.scheduleLog.write(records, deleted);
     });
@@ -507,7 +484,10 @@ export class FileStore implements Store {
   }
 
   writeTopicSettings(settings: ReadonlyMap<string, TopicSettings>): Promise<void> {
-    return systemErrorsAsIo('writing topic settings', () => writeTopicSettings(this.dir, settings));
+    return systemErrorsAsIo('writing topic settings', async () => {
+      await this.lock.check();
+      await writeTopicSettings(this.dir, settings);
+    });
   }
 
   counts(): StoreCounts {
@@ -516,9 +496,13 @@ export class FileStore implements Store {
 
   /**
    * A background write that fails and is being retried (the schedule index, checkpoints): what
-   * and since when. A failed log write is not one of them: it stops the store (stats().stopped).
+   * and since when; or the directory's lock, lost. A failed log write is not one of them: it
+   * stops the store (stats().stopped).
    */
   problem(): string | undefined {
+    // Not a fault that passes: another process may own the directory (lock.ts).
+    const lost = this.lock.lost;
+    if (lost !== undefined) return `${lost.message}; restart the queue`;
     return this.faults.problem();
   }
 
@@ -579,6 +563,8 @@ export class FileStore implements Store {
    * tables).
    */
   private checkWritable(): void {
+    // Another process may own the directory now (lock.ts): nothing more is written to it.
+    if (this.lock.lost !== undefined) throw this.lock.lost;
     const failure = this.log.firstFailure;
     if (failure === undefined) return;
     const refused = new LogError(

@@ -24,10 +24,10 @@
  * repair.json and topics.json.
  */
 
-import { open, readFile, readdir, rename, stat } from 'node:fs/promises';
+import { mkdir, open, readFile, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { TickwheelStateError, type StoreDamage } from '../../errors.js';
-import { DATA_FILE_MODE } from '../log/index.js';
+import { TickwheelStateError, TickwheelTypeError, type StoreDamage } from '../../errors.js';
+import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, describeCause } from '../log/index.js';
 import type { RepairReport } from '../../queue/store.js';
 import { checkTopic } from '../../queue/message.js';
 import {
@@ -48,6 +48,32 @@ export const TOPICS_FILE = 'topics.json';
 /** Push targets (with their secrets), apart from the other settings. */
 export const PUSH_FILE = 'push.json';
 const FORMAT_FILE = 'format.json';
+
+/**
+ * Creates the data directory (and its parents) if it is not there. A path that names a file, or
+ * runs through one, is a bad `dir` (ERR_TICKWHEEL_INVALID_OPTION); any other failure (no
+ * permission, a read-only or full disk) is ERR_TICKWHEEL_IO. Both keep the system's error as
+ * their cause.
+ */
+export async function makeDataDirectory(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true, mode: DATA_DIRECTORY_MODE });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' || code === 'ENOTDIR') {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `dir must be a directory: ${dir} ${code === 'EEXIST' ? 'exists and is not one' : 'runs through a file'} (${describeCause(err)})`,
+        { cause: err },
+      );
+    }
+    throw new TickwheelStateError(
+      'ERR_TICKWHEEL_IO',
+      `cannot create the data directory ${dir}: ${describeCause(err)}`,
+      { cause: err },
+    );
+  }
+}
 
 /**
  * Refuses a directory written in another on-disk format, and records the format in a new one.

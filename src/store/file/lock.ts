@@ -15,13 +15,19 @@
  * The file is never deleted. Deleting it would let a third process create a fresh LOCK and lock
  * that while a second one still holds the old, unlinked file. The pid written into it after
  * locking is for people and error messages only.
+ *
+ * Someone may delete it all the same (a cleanup script, a person who takes it for a stale pid
+ * file). The holder then still holds its lock, on a file no longer in the directory, and the
+ * next process to open the directory creates and locks a new LOCK: two writers. So the holder
+ * checks that the path still names the very file it locked (device and inode, `check()`), at
+ * each checkpoint and before each new log segment, and stops (LockLostError) once it does not.
  */
 
-import { open, type FileHandle } from 'node:fs/promises';
+import { open, stat, type FileHandle } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { TickwheelStateError } from '../../errors.js';
-import { DATA_FILE_MODE } from '../log/index.js';
+import { DATA_FILE_MODE, LogError } from '../log/index.js';
 
 interface NativeLocks {
   tryLock(fd: number): boolean;
@@ -40,6 +46,31 @@ const heldHere = new Set<string>();
 
 export interface DirectoryLock {
   release(): Promise<void>;
+  /**
+   * Rejects with LockLostError if `LOCK` is gone or is another file than the one locked, and
+   * from then on (the loss is told once, as a process warning). An error that keeps it from
+   * telling (the stat itself failing) is not a loss: it resolves, and the next check tells.
+   */
+  check(): Promise<void>;
+  /** The loss found by check(), if one was. */
+  readonly lost: LockLostError | undefined;
+}
+
+/**
+ * The data directory's LOCK file was deleted or replaced while the queue had it open: another
+ * process may have opened the directory since, so this one takes no more changes.
+ */
+export class LockLostError extends LogError {
+  constructor(dir: string, what: string) {
+    super(
+      'ERR_TICKWHEEL_LOCK_LOST',
+      `${join(dir, 'LOCK')} ${what} while this process had the directory open, so another ` +
+        'process may be writing it now: this queue takes no more changes. What it acknowledged ' +
+        'is on disk. Stop every process using the directory, then open it again from one; ' +
+        'never delete LOCK (the kernel frees it when its holder exits)',
+    );
+    this.name = 'LockLostError';
+  }
 }
 
 function locked(dir: string, owner: string): TickwheelStateError {
@@ -62,6 +93,7 @@ export async function lockDirectory(dir: string): Promise<DirectoryLock> {
   // 'a+' creates the file if needed and never truncates a file someone else may hold.
   const handle = await open(file, 'a+', DATA_FILE_MODE);
   let held = false;
+  let identity: { dev: number; ino: number };
   try {
     if (!locks.tryLock(handle.fd)) throw locked(dir, await ownerOf(handle));
     held = true;
@@ -69,6 +101,7 @@ export async function lockDirectory(dir: string): Promise<DirectoryLock> {
     await handle.truncate(0);
     await handle.write(`${process.pid}\n`, 0);
     await handle.sync();
+    identity = await handle.stat();
   } catch (err) {
     if (held) {
       heldHere.delete(file);
@@ -78,7 +111,30 @@ export async function lockDirectory(dir: string): Promise<DirectoryLock> {
     throw err;
   }
   let released = false;
+  let lost: LockLostError | undefined;
+  const lose = (what: string): never => {
+    lost = new LockLostError(dir, what);
+    process.emitWarning(lost);
+    throw lost;
+  };
   return {
+    get lost() {
+      return lost;
+    },
+    check: async () => {
+      if (lost !== undefined) throw lost;
+      let now;
+      try {
+        now = await stat(file);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT' || code === 'ENOTDIR') lose('was deleted');
+        return;
+      }
+      if (lost === undefined && (now.dev !== identity.dev || now.ino !== identity.ino)) {
+        lose('was replaced by another file');
+      }
+    },
     release: async () => {
       if (released) return;
       released = true;

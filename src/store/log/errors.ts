@@ -12,7 +12,9 @@ export type LogErrorCode =
   | 'ERR_TICKWHEEL_INVALID_RECORD'
   | 'ERR_TICKWHEEL_INVALID_POSITION'
   | 'ERR_TICKWHEEL_SEGMENT_ACTIVE'
-  | 'ERR_TICKWHEEL_INVALID_STATE';
+  | 'ERR_TICKWHEEL_INVALID_STATE'
+  // The file store's data directory is no longer its own (file/lock.ts).
+  | 'ERR_TICKWHEEL_LOCK_LOST';
 
 export class LogError extends TickwheelError<LogErrorCode> {
   constructor(code: LogErrorCode, message: string, options?: { cause?: unknown }) {

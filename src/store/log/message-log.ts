@@ -66,6 +66,7 @@ export class MessageLog implements LogView {
       settings.maxRecordBytes,
       { ...defaultIo, ...settings.io },
       this.table,
+      settings.beforeNewSegment,
     );
     this.reader = new LogReader(this);
   }

@@ -33,6 +33,12 @@ export interface MessageLogOptions {
   maxRecordBytes?: number;
   /** @internal Test hook: replaces the writer's file operations. */
   io?: Partial<LogIo>;
+  /**
+   * Called before the writer creates a new segment file (a roll). A rejection fails that write
+   * as an I/O error would, with the rejection's code if it is a LogError: the file store checks
+   * here that the directory is still its own.
+   */
+  beforeNewSegment?: () => Promise<void>;
 }
 
 export interface Settings {
@@ -41,6 +47,7 @@ export interface Settings {
   segmentBytes: number;
   maxRecordBytes: number;
   io: Partial<LogIo> | undefined;
+  beforeNewSegment: (() => Promise<void>) | undefined;
 }
 
 const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
@@ -86,6 +93,7 @@ export function readOptions(options: MessageLogOptions): Settings {
       RECORD_BYTES_LIMIT,
     ),
     io: options.io,
+    beforeNewSegment: options.beforeNewSegment,
   };
 }
 

@@ -146,6 +146,7 @@ export class Writer {
     private readonly maxRecordBytes: number,
     private readonly io: LogIo,
     private readonly table: SegmentTable,
+    private readonly beforeNewSegment: (() => Promise<void>) | undefined,
   ) {
     this.slot = {
       buf: Buffer.alloc(0),
@@ -413,6 +414,7 @@ export class Writer {
       this.handle = null;
       await current.handle.close().catch(ignore);
     }
+    if (this.table.unborn.has(stage.segment)) await this.beforeNewSegment?.();
     const handle = await open(this.pathOf(stage.segment), CREATE_FLAGS, DATA_FILE_MODE);
     try {
       if (this.table.unborn.has(stage.segment)) {
@@ -464,7 +466,7 @@ export class Writer {
     this.table.rollBack(stage.segment, goodSize);
     const name = segmentFileName(stage.segment);
     const error = new LogError(
-      'ERR_TICKWHEEL_IO',
+      cause instanceof LogError ? cause.code : 'ERR_TICKWHEEL_IO',
       `${step} segment ${name} failed: ${describeCause(cause)}. Records from position ` +
         `${stage.segment * SEGMENT_SPAN + goodSize} on were not stored, and their positions ` +
         'will be reused; records acknowledged earlier are intact',
