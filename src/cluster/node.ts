@@ -13,13 +13,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import {
-  TickwheelStateError,
-  TickwheelTypeError,
-  checkCallback,
-  checkOption,
-  describe,
-} from '../errors.js';
+import { TickwheelStateError, checkCallback, checkOption } from '../errors.js';
 import { checkRequest, checkTopic, type ScheduleRequest } from '../queue/message.js';
 import type { ConsumeOptions, MessageHandler } from '../queue/types.js';
 import {
@@ -63,6 +57,8 @@ import {
   type Durability,
 } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
+import { checkDurability, chooseDurability, type DurabilityOption } from './durability.js';
+import { untilReachable } from './reach.js';
 
 export interface ClusterNodeOptions {
   /** Valkey/Redis URL(s): one standalone primary, or any nodes of a Cluster. */
@@ -75,7 +71,11 @@ export interface ClusterNodeOptions {
   windowMs?: number;
   /** How far ahead owners keep messages in their wheel. Default 60,000 ms. */
   horizonMs?: number;
-  durability?: Durability;
+  /**
+   * When a write is acknowledged (durability.ts). Default 'auto': 'replicated' where the
+   * primaries have replicas, 'async' where none has, decided when the node opens.
+   */
+  durability?: DurabilityOption;
   /** Partition leases. Default 2,000 ms. */
   leaseMs?: number;
   visibilityMs?: number;
@@ -83,7 +83,10 @@ export interface ClusterNodeOptions {
   /** This node's id in the member list. Default: random. */
   nodeId?: string;
   maxClockSkewMs?: number;
-  /** How long open() tries to reach Valkey/Redis before ERR_TICKWHEEL_UNAVAILABLE. Default 10 s. */
+  /**
+   * How long open() keeps trying to reach Valkey/Redis (down, restarting, loading its data)
+   * before ERR_TICKWHEEL_UNAVAILABLE. Default 10 s.
+   */
   connectTimeoutMs?: number;
   /** Errors of background work; default: a process warning. */
   onError?: (err: unknown) => void;
@@ -112,7 +115,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
  */
 const OWNER_POLL_MS = 1_000;
 
-const DURABILITIES: readonly Durability[] = ['async', 'replicated', 'fsynced'];
 /** A topic's settings, one field each in the topics hash. */
 const SETTING_FIELDS: readonly string[] = ['paused', 'rateLimit'];
 
@@ -130,16 +132,6 @@ function warnOncePer(ms: number): (err: unknown) => void {
     last.set(text, now);
     process.emitWarning(err instanceof Error ? err : new Error(text));
   };
-}
-
-function checkDurability(durability: unknown): Durability {
-  if (!DURABILITIES.includes(durability as Durability)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `durability must be one of ${DURABILITIES.join(', ')}, got ${describe(durability)}`,
-    );
-  }
-  return durability as Durability;
 }
 
 export class ClusterNode {
@@ -200,9 +192,14 @@ export class ClusterNode {
      */
     private readonly writes: Valkey,
     private readonly settings: Required<
-      Omit<ClusterNodeOptions, 'redis' | 'onError' | 'connectTimeoutMs'>
+      Omit<ClusterNodeOptions, 'redis' | 'onError' | 'connectTimeoutMs' | 'durability'>
     > & {
       onError: (err: unknown) => void;
+      /** The durability kept, as chosen at open (durability.ts). */
+      durability: Durability;
+      durabilityOption: DurabilityOption;
+      /** Why that one, in words for a log. */
+      durabilityReason: string;
     },
   ) {
     this.nodeId = settings.nodeId;
@@ -274,9 +271,14 @@ export class ClusterNode {
     });
   }
 
+  /**
+   * Opens a node. A server that is not there (down, restarting, loading, failing over) is
+   * tried again and again (reach.ts) until `connectTimeoutMs`, then ERR_TICKWHEEL_UNAVAILABLE;
+   * the durability is decided once reached (durability.ts).
+   */
   static async open(options: ClusterNodeOptions): Promise<ClusterNode> {
     const queue = checkQueueName(options.queue ?? 'default');
-    const durability = checkDurability(options.durability ?? 'replicated');
+    const asked = checkDurability(options.durability ?? 'auto');
     if (options.nodeId !== undefined) checkQueueName(options.nodeId, 'nodeId');
     const connectTimeoutMs = checkOption(
       options.connectTimeoutMs ?? 10_000,
@@ -284,38 +286,53 @@ export class ClusterNode {
       1,
       600_000,
     );
-    const valkey = await Valkey.connect(options.redis, connectTimeoutMs);
-    let writes = valkey;
-    try {
-      if (durability !== 'async') {
-        writes = (await Valkey.connect(options.redis, connectTimeoutMs)).pin();
+    const settings = {
+      queue,
+      partitions: checkOption(options.partitions ?? 64, 'partitions', 1, 16_384, true),
+      windowMs: checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000),
+      horizonMs: checkOption(options.horizonMs ?? 60_000, 'horizonMs', 0, 86_400_000),
+      leaseMs: checkOption(options.leaseMs ?? 2_000, 'leaseMs', 100, 60_000),
+      visibilityMs: checkOption(options.visibilityMs ?? 30_000, 'visibilityMs', 1, 86_400_000),
+      maxPayloadBytes: checkOption(options.maxPayloadBytes ?? 1 << 20, 'maxPayloadBytes', 1),
+      nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
+      maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
+      onError: options.onError ?? warnOncePer(10_000),
+    };
+    const urls = Array.isArray(options.redis) ? [...options.redis] : [String(options.redis)];
+    return untilReachable(urls, connectTimeoutMs, async (leftMs) => {
+      const valkey = await Valkey.connect(options.redis, leftMs);
+      // Calls made while opening are bounded by the time left, so that the whole open is.
+      valkey.limitCalls(leftMs);
+      let writes = valkey;
+      let node: ClusterNode | undefined;
+      try {
+        const { durability, reason } = chooseDurability(asked, await valkey.replicasPerPrimary());
+        if (durability !== 'async') {
+          writes = (await Valkey.connect(options.redis, leftMs)).pin();
+        }
+        await valkey.loadLibrary();
+        const [partitions, windowMs] = (await valkey.fcall('tw_config', configKey(queue), [
+          settings.partitions,
+          settings.windowMs,
+        ])) as string[];
+        node = new ClusterNode(valkey, writes, {
+          ...settings,
+          partitions: Number(partitions),
+          windowMs: Number(windowMs),
+          durability,
+          durabilityOption: asked,
+          durabilityReason: reason,
+        });
+        await node.start();
+        valkey.limitCalls(undefined);
+        return node;
+      } catch (err) {
+        node?.wheel.close();
+        valkey.destroy();
+        if (writes !== valkey) writes.destroy();
+        throw err;
       }
-      await valkey.loadLibrary();
-      const [partitions, windowMs] = (await valkey.fcall('tw_config', configKey(queue), [
-        checkOption(options.partitions ?? 64, 'partitions', 1, 16_384, true),
-        checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000),
-      ])) as string[];
-      const leaseMs = checkOption(options.leaseMs ?? 2_000, 'leaseMs', 100, 60_000);
-      const node = new ClusterNode(valkey, writes, {
-        queue,
-        partitions: Number(partitions),
-        windowMs: Number(windowMs),
-        horizonMs: checkOption(options.horizonMs ?? 60_000, 'horizonMs', 0, 86_400_000),
-        durability,
-        leaseMs,
-        visibilityMs: checkOption(options.visibilityMs ?? 30_000, 'visibilityMs', 1, 86_400_000),
-        maxPayloadBytes: checkOption(options.maxPayloadBytes ?? 1 << 20, 'maxPayloadBytes', 1),
-        nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
-        maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
-        onError: options.onError ?? warnOncePer(10_000),
-      });
-      await node.start();
-      return node;
-    } catch (err) {
-      await valkey.close().catch(() => {});
-      if (writes !== valkey) await writes.close().catch(() => {});
-      throw err;
-    }
+    });
   }
 
   schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
@@ -483,6 +500,8 @@ export class ClusterNode {
         node: this.nodeId,
         queue: this.queue,
         partitions: this.settings.partitions,
+        durability: this.settings.durability,
+        durabilityOption: this.settings.durabilityOption,
         members: [...this.members],
         owned: this.ownership.owned(),
         leaseChanges: this.leaseChanges,
@@ -508,8 +527,19 @@ export class ClusterNode {
     return this.settings.partitions;
   }
 
+  /** The durability this node keeps: its option, or what 'auto' chose at open. */
   get durability(): Durability {
     return this.settings.durability;
+  }
+
+  /** The durability option it was opened with ('auto' unless one was given). */
+  get durabilityOption(): DurabilityOption {
+    return this.settings.durabilityOption;
+  }
+
+  /** Why it keeps that durability: 'as set', or what 'auto' found. */
+  get durabilityReason(): string {
+    return this.settings.durabilityReason;
   }
 
   /** Gives its partitions up (so others take them at once), leaves, and disconnects. */
