@@ -10,9 +10,9 @@
 import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
-import { DelayQueue } from '../../src/delay-queue.js';
+import { DelayQueue, TickwheelNoReplicaError } from '../../src/delay-queue.js';
 import type { Queue } from '../../src/queue/api.js';
-import { chooseDurability, TickwheelNoReplicaError } from '../../src/cluster/durability.js';
+import { chooseDurability } from '../../src/cluster/durability.js';
 import { CLI, startServer, type ServerProcess } from '../server/process.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startReplicated, startServer as startValkey } from '../../scripts/valkey.mjs';
