@@ -16,15 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { TickwheelStateError, checkCallback, checkOption } from '../errors.js';
 import { checkRequest, checkTopic, type ScheduleRequest } from '../queue/message.js';
 import type { ConsumeOptions, MessageHandler } from '../queue/types.js';
-import {
-  DEFAULT_TOPIC_SETTINGS,
-  isDefaultSettings,
-  parseStoredPush,
-  parseStoredSettings,
-  TopicGate,
-  type RateLimit,
-  type TopicSettings,
-} from '../queue/topics.js';
+import { TopicGate } from '../queue/topics.js';
 import { Worker, checkConsumeOptions, type WorkerSource } from '../queue/worker.js';
 import { SystemClock } from '../clock/index.js';
 import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
@@ -38,16 +30,7 @@ import {
   type Settled,
 } from './consumer.js';
 import { ClusterInspector } from './inspect.js';
-import {
-  checkQueueName,
-  configKey,
-  eventsChannel,
-  metaKey,
-  nodesKey,
-  tokensKey,
-  pushKey,
-  topicsKey,
-} from './keys.js';
+import { checkQueueName, configKey, eventsChannel, metaKey, nodesKey } from './keys.js';
 import { Ownership, type Effect } from './ownership.js';
 import { PartitionOwner, type Due, type ExpiredDelivery } from './owner.js';
 import {
@@ -57,6 +40,7 @@ import {
   type Durability,
 } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
+import { ClusterTopicStore } from './topic-store.js';
 import { checkDurability, chooseDurability, type DurabilityOption } from './durability.js';
 import { untilReachable } from './reach.js';
 
@@ -115,9 +99,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
  */
 const OWNER_POLL_MS = 1_000;
 
-/** A topic's settings, one field each in the topics hash. */
-const SETTING_FIELDS: readonly string[] = ['paused', 'rateLimit'];
-
 /**
  * The default onError: a process warning, each distinct message at most once per `ms` (an
  * outage of Valkey fails every background call, ten times a second).
@@ -158,6 +139,8 @@ export class ClusterNode {
    */
   readonly topics: TopicGate;
   private refreshingTopics: Promise<void> | undefined;
+  /** Where the topics' settings are kept in Valkey/Redis. */
+  private readonly topicStore: ClusterTopicStore;
   /** Changes of topics' settings made by this node (see refreshTopics). */
   private topicWrites = 0;
   /** Recurring schedules (schedules.ts): any node changes them, partition 0's owner runs them. */
@@ -243,15 +226,19 @@ export class ClusterNode {
       maxPayloadBytes: settings.maxPayloadBytes,
     });
     this.inspector = new ClusterInspector(valkey, settings.queue, settings.partitions);
+    const stored = (this.topicStore = new ClusterTopicStore(valkey, this.producer, settings.queue));
     this.topics = new TopicGate(
       {
-        load: () => this.readTopicSettings(),
-        save: (topic, value, update) => this.writeTopicSettings(topic, value, update),
+        load: () => stored.read(),
+        save: (topic, value, update) => {
+          this.topicWrites++;
+          return stored.write(topic, value, update);
+        },
       },
       {
-        take: (topic, limit, want) => this.takeTokens(topic, limit, want),
+        take: (topic, limit, want) => stored.takeTokens(topic, limit, want),
         refund: async (topic, limit, count) => {
-          await this.takeTokens(topic, limit, -count);
+          await stored.takeTokens(topic, limit, -count);
         },
       },
       Date.now,
@@ -594,130 +581,13 @@ export class ClusterNode {
     this.advancing.unref();
   }
 
-  // ---- topics' settings (src/queue/topics.ts) ----------------------------------------------
-
-  /**
-   * The hash holds one field per topic and setting, `<topic>|paused` and `<topic>|rateLimit`
-   * (JSON), so that two nodes changing different settings of a topic at once both land. A field
-   * that is absent is the default; one that cannot be read stops the read (ERR_TICKWHEEL_CORRUPT).
-   */
-  private async readTopicSettings(): Promise<Map<string, TopicSettings>> {
-    const key = topicsKey(this.queue);
-    const stored = (await this.valkey.command(key, ['HGETALL', key])) as Record<
-      string,
-      string
-    > | null;
-    const fields = new Map<string, Record<string, unknown>>();
-    for (const [field, text] of Object.entries(stored ?? {})) {
-      const bar = field.lastIndexOf('|');
-      const topic = field.slice(0, bar);
-      const name = field.slice(bar + 1);
-      let value: unknown;
-      try {
-        value = JSON.parse(text);
-      } catch {
-        value = undefined;
-      }
-      if (bar < 1 || !SETTING_FIELDS.includes(name) || value === undefined) {
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_CORRUPT',
-          `${key} field ${JSON.stringify(field)}: stored topic settings cannot be read (${JSON.stringify(text).slice(0, 100)})`,
-        );
-      }
-      let given = fields.get(topic);
-      if (given === undefined) fields.set(topic, (given = { paused: false, rateLimit: null }));
-      given[name] = value;
-    }
-    const settings = new Map<string, TopicSettings>();
-    for (const [topic, given] of fields) {
-      const where = `${key} topic ${JSON.stringify(topic)}`;
-      try {
-        checkTopic(topic);
-      } catch (err) {
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_CORRUPT',
-          `${where}: ${(err as Error).message}`,
-        );
-      }
-      const parsed = parseStoredSettings(given, where);
-      if (!isDefaultSettings(parsed)) settings.set(topic, parsed);
-    }
-    // Push targets: their own hash (pushKey), topic -> JSON; errors never quote one.
-    const pushes = pushKey(this.queue);
-    const targets = (await this.valkey.command(pushes, ['HGETALL', pushes])) as Record<
-      string,
-      string
-    > | null;
-    for (const [topic, text] of Object.entries(targets ?? {})) {
-      const where = `${pushes} topic ${JSON.stringify(topic)}`;
-      let value: unknown;
-      try {
-        checkTopic(topic);
-        value = JSON.parse(text);
-      } catch (err) {
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_CORRUPT',
-          `${where}: stored push target cannot be read (${err instanceof SyntaxError ? 'not JSON' : (err as Error).message})`,
-        );
-      }
-      const push = parseStoredPush(value, where);
-      settings.set(topic, { ...(settings.get(topic) ?? DEFAULT_TOPIC_SETTINGS), push });
-    }
-    return settings;
-  }
-
-  private async writeTopicSettings(
-    topic: string,
-    _settings: TopicSettings,
-    update: Partial<TopicSettings>,
-  ): Promise<void> {
-    const key = topicsKey(this.queue);
-    const set: string[] = [];
-    const cleared: string[] = [];
-    if (update.paused !== undefined) {
-      if (update.paused) set.push(`${topic}|paused`, 'true');
-      else cleared.push(`${topic}|paused`);
-    }
-    if (update.rateLimit !== undefined) {
-      if (update.rateLimit !== null) {
-        set.push(`${topic}|rateLimit`, JSON.stringify(update.rateLimit));
-      } else cleared.push(`${topic}|rateLimit`);
-    }
-    this.topicWrites++;
-    const what = `the settings of topic ${topic}`;
-    if (set.length > 0) await this.producer.writeSetting(key, ['HSET', key, ...set], what);
-    if (cleared.length > 0) await this.producer.writeSetting(key, ['HDEL', key, ...cleared], what);
-    if (update.push !== undefined) {
-      const pushes = pushKey(this.queue);
-      await this.producer.writeSetting(
-        pushes,
-        update.push === null
-          ? ['HDEL', pushes, topic]
-          : ['HSET', pushes, topic, JSON.stringify(update.push)],
-        `the push target of topic ${topic}`,
-      );
-    }
-  }
-
-  private async takeTokens(
-    topic: string,
-    limit: RateLimit,
-    want: number,
-  ): Promise<{ granted: number; retryInMs: number }> {
-    const reply = (await this.valkey.fcall('tw_tokens', tokensKey(this.queue, topic), [
-      String(limit.perSecond),
-      String(limit.burst),
-      String(want),
-    ])) as [number, number];
-    return { granted: Number(reply[0]), retryInMs: Number(reply[1]) };
-  }
-
   /** Reads the settings again (another node may have changed them), one read at a time. */
   private refreshTopics(): void {
     if (this.refreshingTopics !== undefined || this.closed) return;
     // A read that a change made here overtook would undo it until the next one: dropped.
     const writes = this.topicWrites;
-    this.refreshingTopics = this.readTopicSettings()
+    this.refreshingTopics = this.topicStore
+      .read()
       .then((settings) => {
         if (this.topicWrites === writes) this.topics.replace(settings);
       })
