@@ -4,7 +4,7 @@
  *   LOCK               pid of the owning process (see lock.ts)
  *   format.json        { format }: the on-disk format; other formats are refused at open
  *   log/*.seg          the message log: every change of every message, appended (log.ts)
- *   index/<t>.idx      the schedule index, one file per time window (window-index.ts)
+ *   index/*.idx        the schedule index, files of 2^L windows (index-files.ts)
  *   checkpoint.json    { indexedUntil, frontier, windows, log }: index entries of all records
  *                      before indexedUntil that were due at or after frontier are on disk,
  *                      in index files of (at least) the sizes listed in windows; and the log's
