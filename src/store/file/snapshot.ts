@@ -30,7 +30,7 @@ import { crc32 } from 'node:zlib';
 import { TickwheelError } from '../../errors.js';
 import type { CountEntries } from '../counts.js';
 import type { IdTableArrays } from './id-table.js';
-import { DATA_FILE_MODE } from '../log/index.js';
+import { DATA_FILE_MODE, writeFully } from '../log/index.js';
 import { syncDirectory } from './layout.js';
 
 export const SNAPSHOT_FILE = 'snapshot.bin';
@@ -249,19 +249,6 @@ export async function removeSnapshotTemp(dir: string): Promise<void> {
 
 function isCount(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
-}
-
-async function writeFully(handle: FileHandle, buffer: Buffer, position: number): Promise<void> {
-  let done = 0;
-  while (done < buffer.length) {
-    const { bytesWritten } = await handle.write(
-      buffer,
-      done,
-      buffer.length - done,
-      position + done,
-    );
-    done += bytesWritten;
-  }
 }
 
 async function readFully(handle: FileHandle, buffer: Buffer, position: number): Promise<void> {

@@ -22,7 +22,7 @@ import { constants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeF64, writeU32 } from '../bytes.js';
-import { DATA_DIRECTORY_MODE, DATA_FILE_MODE } from '../log/index.js';
+import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, writeFully } from '../log/index.js';
 import {
   byStart,
   fileFor,
@@ -390,17 +390,7 @@ export class WindowIndex {
       DATA_FILE_MODE,
     );
     try {
-      let done = 0;
-      const start = this.bytes.get(key) ?? 0;
-      while (done < bytes.byteLength) {
-        const { bytesWritten } = await handle.write(
-          bytes,
-          done,
-          bytes.byteLength - done,
-          start + done,
-        );
-        done += bytesWritten;
-      }
+      await writeFully(handle, bytes, this.bytes.get(key) ?? 0);
     } finally {
       await handle.close();
     }

@@ -32,6 +32,24 @@ export async function readFully(
   return done;
 }
 
+/** Writes all of `buffer` at `position` (a write may take only part of it). */
+export async function writeFully(
+  handle: FileHandle,
+  buffer: Buffer,
+  position: number,
+): Promise<void> {
+  let done = 0;
+  while (done < buffer.length) {
+    const { bytesWritten } = await handle.write(
+      buffer,
+      done,
+      buffer.length - done,
+      position + done,
+    );
+    done += bytesWritten;
+  }
+}
+
 export function closeQuietly(handle: Promise<FileHandle>): void {
   handle.then((h) => h.close()).catch(ignore);
 }
