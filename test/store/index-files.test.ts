@@ -37,6 +37,15 @@ describe('index files', () => {
     );
   });
 
+  it('never makes a span longer than what is ahead, where log2 rounds up', () => {
+    for (let k = 40; k <= 52; k++) {
+      const ahead = 2 ** k - 1; // Math.log2 gives k for these from k = 49 on
+      const file = fileFor(ahead, 0, 1);
+      expect(file.end - file.start).toBeLessThanOrEqual(ahead);
+      expect(file.start).toBeGreaterThanOrEqual(0);
+    }
+  });
+
   it('keeps at most three files a level alive, however due times are spread', () => {
     fc.assert(
       fc.property(

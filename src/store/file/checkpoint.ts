@@ -326,10 +326,19 @@ export class Checkpoints {
       // is told by the lock once, as a warning; the checkpoint just stops.)
       if (!(await this.ownsDirectory())) return;
       const carriedFiles = await this.index.sync();
+      // Read with the files' sizes, in one turn: a load during the syncs above moved the
+      // frontier and deleted the files it took, and a later frontier vouches for less.
+      const indexedFrontier = this.frontier();
       const windows = Object.fromEntries(this.index.sizes());
       await replaceFile(
         join(this.dir, CHECKPOINT_FILE),
-        JSON.stringify({ version: 1, indexedUntil, frontier, windows, log: extent }),
+        JSON.stringify({
+          version: 1,
+          indexedUntil,
+          frontier: indexedFrontier,
+          windows,
+          log: extent,
+        }),
       );
       // Before any segment is deleted below: an older checkpoint would still list it.
       await syncDirectory(this.dir);

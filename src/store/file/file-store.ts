@@ -410,14 +410,20 @@ export class FileStore implements Store {
         due.set(position, entries.deliverAt[i]);
         tables.near.add(position);
       }
-      await handOver(tables, this.log, due, onDue, (position, err) => {
-        this.damagedSkipped++;
-        warn(
-          new Error(
-            `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
-          ),
-        );
-      });
+      try {
+        await handOver(tables, this.log, due, onDue, (position, err) => {
+          this.damagedSkipped++;
+          warn(
+            new Error(
+              `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
+            ),
+          );
+        });
+      } catch (err) {
+        // Nothing was handed over (the log read failed): the next load must find them again.
+        for (const position of due.keys()) tables.near.delete(position);
+        throw err;
+      }
       await this.checkpoints.retire(key);
     }
   }

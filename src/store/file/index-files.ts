@@ -66,7 +66,10 @@ function fileAt(start: number, level: number, windowMs: number): IndexFile {
 /** The level of the file an entry due at `deliverAt` goes to while the frontier is `frontier`. */
 export function levelFor(deliverAt: number, frontier: number, windowMs: number): number {
   const ahead = Number.isFinite(frontier) ? Math.floor((deliverAt - frontier) / windowMs) : 0;
-  return ahead < 2 ? 0 : Math.min(MAX_LEVEL, Math.floor(Math.log2(ahead)));
+  if (ahead < 2) return 0;
+  const level = Math.min(MAX_LEVEL, Math.floor(Math.log2(ahead)));
+  // log2 rounds up just below a large power of two: the span must not exceed what is ahead.
+  return 2 ** level > ahead ? level - 1 : level;
 }
 
 /** The file an entry due at `deliverAt` goes to while the frontier is `frontier`. */

@@ -79,6 +79,8 @@ export class WindowIndex {
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private retryMs = RETRY_FIRST_MS;
   private closed = false;
+  /** Whether the last sync() failed to fsync a file. */
+  private syncFailing = false;
 
   private constructor(
     dir: string,
@@ -189,7 +191,8 @@ export class WindowIndex {
         throw err;
       }
       this.retryMs = RETRY_FIRST_MS;
-      this.onWrite(undefined);
+      // Healed only once an fsync that failed has succeeded too (sync()).
+      if (!this.syncFailing) this.onWrite(undefined);
     });
   }
 
@@ -218,9 +221,14 @@ export class WindowIndex {
         }
       } catch (err) {
         for (const unsynced of keys.slice(i)) this.unsynced.add(unsynced);
+        this.syncFailing = true;
         this.onWrite(err);
         throw err;
       }
+    }
+    if (this.syncFailing) {
+      this.syncFailing = false;
+      this.onWrite(undefined);
     }
     return covered;
   }
