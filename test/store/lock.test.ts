@@ -166,6 +166,8 @@ const DRIVEN = `
         () => console.log('SCHEDULED ' + id),
         (err) => console.log('REFUSED ' + id + ' ' + err.code),
       );
+    } else if (command === 'problem') {
+      console.log('PROBLEM ' + (await queue.problem()));
     } else if (command === 'close') {
       await queue.close();
       console.log('CLOSED');
@@ -238,6 +240,9 @@ describe('a LOCK file deleted under an open queue', () => {
     expect(await a.line(/^WARNING /)).toBe('WARNING ERR_TICKWHEEL_LOCK_LOST');
     a.send('schedule a2 1');
     expect(await a.line(/ a2\b/)).toBe('REFUSED a2 ERR_TICKWHEEL_LOCK_LOST');
+    // What /healthz answers 503 with.
+    a.send('problem');
+    expect(await a.line(/^PROBLEM /)).toMatch(/LOCK.*restart the queue/);
     a.send('close');
     await a.line(/^CLOSED$/);
     b.send('close');
