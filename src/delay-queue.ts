@@ -48,6 +48,7 @@ const EMBEDDED_ONLY = [
   'snapshotBytes',
   'repair',
   'rememberFinished',
+  'payloadMemoryBytes',
 ] as const;
 
 /** The keys of T that are not optional. */

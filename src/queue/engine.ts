@@ -130,7 +130,10 @@ export class QueueEngine {
       onError: (err) => process.emitWarning(err as Error),
     });
     this.waiters = new Waiters(this.wheel);
-    this.near = new NearHorizon(clock, this.wheel, this.insights, this.waiters);
+    // Only a store that reads payloads back can hold messages without theirs.
+    const payloadLimit = store.usePayloadBudget ? this.settings.payloadMemoryBytes : Infinity;
+    this.near = new NearHorizon(clock, this.wheel, this.insights, this.waiters, payloadLimit);
+    store.usePayloadBudget?.(this.near.payloads);
     this.horizon = new Horizon(store, clock, this.near, this.settings.horizonMs);
     this.finished = new FinishedMemory(this.settings.rememberFinished);
     const now = () => clock.now();
@@ -491,11 +494,7 @@ export class QueueEngine {
     };
   }
 
-  /**
-   * What keeps the queue from working fully now, healing by itself once its cause is gone: due
-   * messages that cannot be loaded, or a store write being retried. Undefined when there is
-   * nothing; GET /healthz answers 503 with it.
-   */
+  /** What keeps the queue from working fully now (QueueApi.problem); GET /healthz says it. */
   async problem(): Promise<string | undefined> {
     if (this.closed) return 'the queue is closed';
     const problems = [this.horizon.problem(), this.store.problem?.()].filter(

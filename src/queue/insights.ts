@@ -199,6 +199,7 @@ export class QueueInsights {
     return {
       ...this.figures(),
       inMemory: held.size,
+      payloadMemory: { heldBytes: held.payloads.held, limitBytes: held.payloads.limit },
       loadedUntil,
       topics: byTopic,
       timers,

@@ -65,6 +65,7 @@ import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
 import type { QueueInsights } from './insights.js';
 import { heldPayload, storedBytes, type MessageState } from './message.js';
+import { PayloadBudget } from './payload-budget.js';
 import { DecodeAhead, DENSE_PER_MS, UNDECODED } from './decode-ahead.js';
 import { ReadyList } from './ready-list.js';
 import { Receipts } from './receipts.js';
@@ -113,6 +114,8 @@ export interface NearMessage extends MessageState {
   tally: HeldTally | undefined;
   /** Its payload parsed ahead of a dense burst (decode-ahead.ts), or UNDECODED. */
   decoded: unknown;
+  /** The payload bytes it counts against the payload budget while held (payload-budget.ts). */
+  budgeted: number;
 }
 
 /**
@@ -207,11 +210,14 @@ export interface HeldCounts {
   readonly hours: ReadonlyMap<number, number>;
   readonly scheduledDue: ReadonlyMap<number, number>;
   readonly countBase: number;
+  /** Payload bytes held against their budget. */
+  readonly payloads: PayloadBudget;
 }
 
 export class NearHorizon implements HeldCounts {
   /** Held messages by id, and stale entries of released ones (see the top of the file). */
   private byId = new Map<string, NearMessage>();
+  readonly payloads: PayloadBudget;
   private heldCount = 0;
   /** Releases since `byId` was started: at least its stale entries. */
   private stale = 0;
@@ -269,7 +275,10 @@ export class NearHorizon implements HeldCounts {
     private readonly wheel: TimerWheel<NearMessage | Lease | DueGroup>,
     private readonly insights: QueueInsights,
     private readonly waiters: Waiters,
+    /** Payload bytes held in memory at most (PayloadBudget). */
+    payloadLimit: number,
   ) {
+    this.payloads = new PayloadBudget(payloadLimit);
     this.countBase = Math.floor(clock.now());
     this.ahead = new DecodeAhead(
       wheel,
@@ -371,6 +380,7 @@ export class NearHorizon implements HeldCounts {
     message.lease = undefined;
     message.version++;
     message.slot = -1;
+    message.budgeted = this.payloads.admit(message);
     this.byId.set(message.id, message);
     this.heldCount++;
     message.held = true;
@@ -615,6 +625,8 @@ export class NearHorizon implements HeldCounts {
     this.insights.forgetLate(message.id);
     if (!message.held) return;
     message.held = false;
+    this.payloads.free(message.budgeted);
+    message.budgeted = 0;
     this.heldCount--;
     this.stale++;
     if (this.heldCount === 0 || this.sweepDue()) this.queueSweep();
@@ -784,6 +796,7 @@ export function newNear(
     slot: -1,
     tally: undefined,
     decoded: UNDECODED,
+    budgeted: 0,
   };
 }
 

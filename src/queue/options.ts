@@ -22,6 +22,9 @@ export const EMBEDDED_RECEIVE_BYTES = 16 * 1024 * 1024;
 /** Largest `maxPayloadBytes`: a payload with its record's other fields within the message log's largest record (16 MiB). */
 const MAX_PAYLOAD_BYTES = 16 * 1024 * 1024 - 1024;
 
+/** Payload bytes the embedded queue holds in memory by default: a 512 MB container's share. */
+export const DEFAULT_PAYLOAD_MEMORY_BYTES = 64 * 1024 * 1024;
+
 /** DelayQueueOptions with every default filled in and every value checked. */
 export interface QueueSettings {
   clock: Clock;
@@ -30,6 +33,7 @@ export interface QueueSettings {
   visibilityMs: number;
   maxWaitMs: number;
   rememberFinished: number;
+  payloadMemoryBytes: number;
   push: PushOptions;
 }
 
@@ -54,6 +58,12 @@ export function checkQueueOptions(options: DelayQueueOptions): QueueSettings {
       0,
       10_000_000,
       true,
+    ),
+    payloadMemoryBytes: checkOption(
+      options.payloadMemoryBytes ?? DEFAULT_PAYLOAD_MEMORY_BYTES,
+      'payloadMemoryBytes',
+      0,
+      Infinity,
     ),
     push: checkPushOptions(options.push),
   };

@@ -16,6 +16,7 @@
  *     every change whose promise had resolved.
  */
 
+import type { PayloadBudget } from './payload-budget.js';
 import type { StoreDamage } from '../errors.js';
 import type { MessageState, MessageStatus } from './message.js';
 import type { ScheduleRecord } from './recurring.js';
@@ -149,6 +150,12 @@ export interface Store {
   /** Writes schedules' records and forgets the `deleted` names; resolves once durable. */
   writeSchedules(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void>;
   stats(): Record<string, number>;
+  /**
+   * Optional, for a store that can read a held message's payload back at any time (payloadOf):
+   * the budget of payload bytes the queue holds, which the store keeps to when it hands
+   * messages over, reading no more payloads into memory than fit.
+   */
+  usePayloadBudget?(budget: PayloadBudget): void;
   /**
    * Optional: a fault the store is retrying by itself (a background write that fails), as a
    * sentence saying what and since when; undefined while there is none.

@@ -13,6 +13,11 @@ export interface DelayQueueOptions {
   clock?: Clock;
   /** How far ahead messages are held in memory. Default 60,000 ms. */
   horizonMs?: number;
+  /**
+   * Payload bytes held in memory at most (the file store). Messages due or ready beyond it keep
+   * only their place in the log, and their payload is read back when received. Default 64 MiB.
+   */
+  payloadMemoryBytes?: number;
   /** Largest encoded payload accepted. Default 1 MiB. */
   maxPayloadBytes?: number;
   /** Default visibility timeout of a received message. Default 30,000 ms. */

@@ -24,6 +24,7 @@ import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
 import { TickwheelTypeError, checkOption, describe } from '../../errors.js';
 import type { MessageState } from '../../queue/message.js';
+import type { PayloadBudget } from '../../queue/payload-budget.js';
 import type {
   RecoveryReport,
   RepairReport,
@@ -73,7 +74,8 @@ import {
 } from './records.js';
 import { StoreFaults } from './faults.js';
 import { recover, type OpenMode } from './recovery.js';
-import { handOver, statesAt } from './states.js';
+import { loadIndexFiles } from './load.js';
+import { statesAt } from './states.js';
 import { Tables } from './table.js';
 import { WindowIndex } from './window-index.js';
 
@@ -138,6 +140,7 @@ export class FileStore implements Store {
   private readonly addsByWrite = new Map<Promise<void>, MessageState[]>();
   private closed = false;
   private damagedSkipped = 0;
+  private payloadBudget: PayloadBudget | undefined;
 
   private constructor(
     dir: string,
@@ -264,8 +267,13 @@ export class FileStore implements Store {
       tables: this.tables,
       checkpoints: this.checkpoints,
       finish: (message: MessageState) => this.finish(message, 'cancelled'),
+      budget: this.payloadBudget,
     };
     return recover(parts, this.mode, this.frontier, onDue);
+  }
+
+  usePayloadBudget(budget: PayloadBudget): void {
+    this.payloadBudget = budget;
   }
 
   async lookup(id: string): Promise<StoredMessage | undefined> {
@@ -386,46 +394,24 @@ export class FileStore implements Store {
   }
 
   async loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void> {
-    // Every index file starting before the frontier is taken, not only the newly covered
-    // ones: a file whose load failed earlier is still on disk and is tried again here.
     const frontier = Math.max(this.frontier, this.horizonEnd(until));
     this.moveFrontier(frontier);
-    const tables = this.tables;
-    for (const { key, start } of this.index.files()) {
-      if (start >= frontier) break;
-      if (this.checkpoints.wasLoaded(key)) continue;
-      // An entry is current if its id's latest record is the one it points at (a dead
-      // message's latest record is its BURY, which no entry points at).
-      const collided = tables.collidedPositions();
-      const current = (low: number, high: number, position: number) =>
-        tables.isLatest(low, high, position, collided);
-      const entries = await this.index.take(key, frontier, current);
-      const due = new Map<number, number>();
-      for (let i = 0; i < entries.count; i++) {
-        const position = entries.position[i];
-        if (!current(entries.low[i], entries.high[i], position)) continue;
-        // A copy of an entry that another file handed over already (a file taken again after
-        // a crash carries its entries again).
-        if (tables.near.has(position)) continue;
-        due.set(position, entries.deliverAt[i]);
-        tables.near.add(position);
-      }
-      try {
-        await handOver(tables, this.log, due, onDue, (position, err) => {
-          this.damagedSkipped++;
-          warn(
-            new Error(
-              `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
-            ),
-          );
-        });
-      } catch (err) {
-        // Nothing was handed over (the log read failed): the next load must find them again.
-        for (const position of due.keys()) tables.near.delete(position);
-        throw err;
-      }
-      await this.checkpoints.retire(key);
-    }
+    const parts = { log: this.log, index: this.index, tables: this.tables };
+    await loadIndexFiles(
+      parts,
+      this.checkpoints,
+      frontier,
+      onDue,
+      this.payloadBudget,
+      (position, err) => {
+        this.damagedSkipped++;
+        warn(
+          new Error(
+            `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
+          ),
+        );
+      },
+    );
   }
 
   /** The one place the frontier moves (see there); the index places entries by it. */

@@ -133,7 +133,7 @@ export async function recover(
     truncatedBytes = report.truncatedBytes;
     replayedBytes = bytesFrom(log, snapshot.position);
     const due = await dueAfterSnapshot(parts, frontier, tail);
-    await handOver(tables, log, due, onDue, damaged);
+    await handOver(tables, log, due, onDue, damaged, parts.budget);
     checkpoints.uncoveredBytes = replayedBytes;
     await checkpoints.usedSnapshot(snapshot.position, bytes);
   } else {
@@ -166,7 +166,7 @@ export async function recover(
     truncatedBytes = report.truncatedBytes;
     replayedBytes = bytesFrom(log, from);
     checkpoints.uncoveredBytes = replayedBytes;
-    await handOver(tables, log, dueAfterReplay(tables, frontier), onDue, damaged);
+    await handOver(tables, log, dueAfterReplay(tables, frontier), onDue, damaged, parts.budget);
   }
   const last = repairs.reports[repairs.reports.length - 1];
   return recovered(parts, frontier, context, {

@@ -17,6 +17,7 @@
 
 import type { StoreDamage } from '../../errors.js';
 import { checkId, checkTopic, type MessageState } from '../../queue/message.js';
+import type { PayloadBudget } from '../../queue/payload-budget.js';
 import type { RecoveryReport, RepairReport } from '../../queue/store.js';
 import {
   RECORD_HEADER_BYTES,
@@ -67,6 +68,8 @@ export interface RecoveryParts extends ReplayParts {
   readonly checkpoints: Checkpoints;
   /** Records the end of a message (as FileStore.finish does, cancelled). */
   finish(message: MessageState): Promise<void>;
+  /** The payload bytes the queue holds at most: payloads read beyond it are not kept. */
+  readonly budget?: PayloadBudget | undefined;
 }
 
 /**
@@ -151,7 +154,7 @@ export async function recoverWithRepair(
   checkpoints.uncoveredBytes = recovery.replayedBytes;
   const damaged = (position: number, err: LogError) =>
     recovery.corrupt.push({ where: where(position), reason: err.message });
-  await handOver(tables, log, dueAfterReplay(tables, frontier), onDue, damaged);
+  await handOver(tables, log, dueAfterReplay(tables, frontier), onDue, damaged, parts.budget);
   return recovery;
 }
 

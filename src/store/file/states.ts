@@ -12,13 +12,17 @@
  */
 
 import type { MessageState } from '../../queue/message.js';
+import type { PayloadBudget } from '../../queue/payload-budget.js';
 import { LogError, type MessageLog } from '../log/index.js';
 import { isDamage } from './damage.js';
 import { SCHEDULE, decodeMove, decodeSchedule } from './records.js';
 import type { Tables } from './table.js';
 
-/** Records asked of MessageLog.readMany at once. */
+/** Records asked of MessageLog.readMany at once, at most... */
 const STATES_PER_READ = 8192;
+/** ...and at first, until the records' size is known: a read holds about READ_BYTES. */
+const FIRST_READ = 64;
+const READ_BYTES = 16 * 1024 * 1024;
 
 /** Told of a record that cannot be read (see isDamage), which is then skipped. */
 export type OnDamaged = (position: number, err: LogError) => void;
@@ -33,6 +37,7 @@ export async function statesAt(
   log: MessageLog,
   positions: number[],
   damaged?: OnDamaged,
+  budget?: PayloadBudget,
 ): Promise<Array<MessageState | undefined>> {
   const states: Array<MessageState | undefined> = new Array(positions.length);
   const check = (position: number, result: { type: number; body: Buffer } | LogError) => {
@@ -42,37 +47,63 @@ export async function statesAt(
     return undefined;
   };
   const moved: Array<{ at: number; move: ReturnType<typeof decodeMove> }> = [];
-  for (let start = 0; start < positions.length; start += STATES_PER_READ) {
-    const chunk = positions.slice(start, start + STATES_PER_READ);
+  // Payloads beyond the budget are not kept: the queue reads them back when it delivers.
+  let admitted = 0;
+  const kept = (payload: Uint8Array) => {
+    if (budget === undefined || budget.fits(admitted + payload.byteLength)) {
+      admitted += payload.byteLength;
+      return payload;
+    }
+    return undefined;
+  };
+  let perRead = FIRST_READ;
+  for (let start = 0; start < positions.length;) {
+    const chunk = positions.slice(start, start + perRead);
     const records = await log.readMany(chunk);
+    let bytes = 0;
     for (let i = 0; i < chunk.length; i++) {
       const record = check(chunk[i], records[i]);
       if (record === undefined) continue;
+      bytes += record.body.byteLength;
       if (record.type === SCHEDULE) {
         const decoded = decodeSchedule(record.body);
-        states[start + i] = { ...decoded, payload: decoded.payload, ref: chunk[i] };
+        states[start + i] = { ...decoded, payload: kept(decoded.payload), ref: chunk[i] };
       } else moved.push({ at: start + i, move: decodeMove(record.body) });
     }
+    start += chunk.length;
+    perRead = readSize(chunk.length, bytes);
   }
   // A moved message's latest record points back at its SCHEDULE, which holds the payload.
-  for (let start = 0; start < moved.length; start += STATES_PER_READ) {
-    const chunk = moved.slice(start, start + STATES_PER_READ);
+  perRead = FIRST_READ;
+  for (let start = 0; start < moved.length;) {
+    const chunk = moved.slice(start, start + perRead);
     const origins = await log.readMany(chunk.map(({ move }) => move.payloadPosition));
+    let bytes = 0;
     for (let i = 0; i < chunk.length; i++) {
       const { at, move } = chunk[i];
       const origin = check(move.payloadPosition, origins[i]);
       if (origin === undefined) continue;
+      bytes += origin.body.byteLength;
       const record = decodeSchedule(origin.body);
       states[at] = {
         ...record,
+        payload: kept(record.payload),
         deliverAt: move.deliverAt,
         attempts: move.attempts,
         ref: move.payloadPosition,
         lastError: move.lastError,
       };
     }
+    start += chunk.length;
+    perRead = readSize(chunk.length, bytes);
   }
   return states;
+}
+
+/** Records for the next read: about READ_BYTES of them, judged by the last read. */
+function readSize(records: number, bytes: number): number {
+  const each = Math.max(1, bytes / Math.max(1, records));
+  return Math.max(1, Math.min(STATES_PER_READ, Math.floor(READ_BYTES / each)));
 }
 
 /**
@@ -85,9 +116,10 @@ export async function handOver(
   due: Map<number, number>,
   onDue: (message: MessageState) => void,
   damaged: OnDamaged,
+  budget?: PayloadBudget,
 ): Promise<void> {
   const positions = [...due.keys()];
-  const states = await statesAt(log, positions, damaged);
+  const states = await statesAt(log, positions, damaged, budget);
   const order: Array<[number, number, MessageState]> = [];
   for (let i = 0; i < positions.length; i++) {
     const state = states[i];

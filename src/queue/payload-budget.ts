@@ -1,0 +1,43 @@
+/**
+ * The bytes of payloads the near horizon holds in memory, against a budget
+ * (DelayQueueOptions.payloadMemoryBytes). A message that comes into memory beyond it keeps only
+ * its place in the store, which reads its payload back when it is received: a backlog of large
+ * payloads with no consumer costs the store's disk, not the process's memory, before and after
+ * a restart.
+ */
+
+import { heldPayload, type MessageState } from './message.js';
+
+export class PayloadBudget {
+  /** Bytes of payloads counted in now. */
+  held = 0;
+
+  constructor(readonly limit: number) {}
+
+  /** Whether `bytes` more would fit now (nothing is counted). */
+  fits(bytes: number): boolean {
+    return this.held + bytes <= this.limit;
+  }
+
+  /**
+   * A message comes into memory: its payload is counted in if it fits, else dropped (the store
+   * has it). Returns the bytes counted, to give back with free().
+   */
+  admit(message: MessageState): number {
+    const held = heldPayload(message);
+    if (held === undefined) return 0;
+    // Text by its length (1 or 2 bytes a unit in V8): measuring UTF-8 would cost each message.
+    const bytes = typeof held === 'string' ? held.length : held.byteLength;
+    if (this.fits(bytes)) {
+      this.held += bytes;
+      return bytes;
+    }
+    message.payload = undefined;
+    message.payloadText = undefined;
+    return 0;
+  }
+
+  free(bytes: number): void {
+    this.held -= bytes;
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * A backlog of large payloads with no consumer: the queue holds at most its payload budget in
+ * memory, when scheduled and after a restart, and reads the rest back from its log when they
+ * are received. Run as users run it: child processes on one data directory.
+ */
+
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, expect, it } from 'vitest';
+import { requireBuiltCli } from '../server/process.js';
+
+const SCRIPT = fileURLToPath(new URL('./fixtures/large-backlog.mjs', import.meta.url));
+const MIB = 1024 * 1024;
+const COUNT = 200;
+const BUDGET = 16 * MIB;
+const scratch = mkdtempSync(join(tmpdir(), 'tickwheel-budget-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+interface Report {
+  held: number;
+  rssBytes: number;
+  received: number;
+  intact: number;
+}
+
+function run(dir: string, budget: number, mode: string): Promise<Report> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ['--expose-gc', SCRIPT, dir, String(budget), String(COUNT), mode],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (text: string) => (out += text));
+    child.stderr.setEncoding('utf8').on('data', (text: string) => (err += text));
+    child.on('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out) as Report) : reject(new Error(`exit ${code}: ${err}`)),
+    );
+  });
+}
+
+it('holds at most its payload budget of a 200 MiB backlog, and reads the rest back when received', async () => {
+  requireBuiltCli();
+  const dir = join(scratch, 'data');
+  const filled = await run(dir, BUDGET, 'fill');
+  expect(filled.held).toBeLessThanOrEqual(BUDGET);
+  expect(filled.held).toBeGreaterThan(0);
+
+  // Recovery keeps to the budget too; without one it holds every payload (200 MiB) again.
+  const recovered = await run(dir, BUDGET, 'hold');
+  expect(recovered.held).toBeLessThanOrEqual(BUDGET);
+  const unbounded = await run(dir, Infinity, 'hold');
+  expect(unbounded.held).toBe(COUNT * MIB);
+  expect(recovered.rssBytes + 64 * MIB).toBeLessThan(unbounded.rssBytes);
+
+  const drained = await run(dir, BUDGET, 'drain');
+  expect(drained).toMatchObject({ received: COUNT, intact: COUNT });
+});
