@@ -23,7 +23,7 @@ export const EMBEDDED_RECEIVE_BYTES = 16 * 1024 * 1024;
 const MAX_PAYLOAD_BYTES = 16 * 1024 * 1024 - 1024;
 
 /** Payload bytes the embedded queue holds in memory by default: a 512 MB container's share. */
-export const DEFAULT_PAYLOAD_MEMORY_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_PAYLOAD_MEMORY_BYTES = 128 * 1024 * 1024;
 
 /** DelayQueueOptions with every default filled in and every value checked. */
 export interface QueueSettings {

@@ -15,7 +15,7 @@ export interface DelayQueueOptions {
   horizonMs?: number;
   /**
    * Payload bytes held in memory at most (the file store). Messages due or ready beyond it keep
-   * only their place in the log, and their payload is read back when received. Default 64 MiB.
+   * only their place in the log, and their payload is read back when received. Default 128 MiB.
    */
   payloadMemoryBytes?: number;
   /** Largest encoded payload accepted. Default 1 MiB. */
