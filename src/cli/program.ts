@@ -137,6 +137,16 @@ function serveCommand(io: CliIo): CommandSpec {
         parse: integerParser(1024, 1024 ** 3),
       },
       {
+        name: 'payload-memory',
+        value: '<MiB>',
+        description:
+          'payload bytes the embedded queue holds in memory, in MiB; beyond it payloads are read back from the log when received',
+        env: 'TICKWHEEL_PAYLOAD_MEMORY',
+        default: 128,
+        defaultText: '128',
+        parse: integerParser(0, 1_048_576),
+      },
+      {
         name: 'max-wait',
         value: '<duration>',
         description: 'longest long poll of a receive',

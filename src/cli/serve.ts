@@ -43,6 +43,8 @@ export interface ServeOptions {
   /** Unset: the server's default, from the file limit. */
   maxConnections?: number;
   connectionTimeout: number;
+  /** MiB of payloads the embedded queue holds in memory. */
+  payloadMemory: number;
   /** Internal addresses push targets may reach (the queue's push.allow). */
   pushAllow?: string[];
   /** Unset: human-readable start-up text. */
@@ -118,7 +120,11 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const push = { allow: options.pushAllow ?? [] };
   const where =
     redis === undefined
-      ? { dir: options.dir, fsync: options.fsync, queueOptions: { push } }
+      ? {
+          dir: options.dir,
+          fsync: options.fsync,
+          queueOptions: { push, payloadMemoryBytes: options.payloadMemory * 1024 * 1024 },
+        }
       : {
           // Commas separate URLs, and the Sentinels inside one redis+sentinel:// URL.
           redis: redis.split(/,(?=\s*[a-z+]+:\/\/)/).map((url) => url.trim()),

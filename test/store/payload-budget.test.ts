@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, expect, it } from 'vitest';
-import { requireBuiltCli } from '../server/process.js';
+import { requireBuiltCli, startServer } from '../server/process.js';
 
 const SCRIPT = fileURLToPath(new URL('./fixtures/large-backlog.mjs', import.meta.url));
 const MIB = 1024 * 1024;
@@ -59,4 +59,18 @@ it('holds at most its payload budget of a 200 MiB backlog, and reads the rest ba
 
   const drained = await run(dir, BUDGET, 'drain');
   expect(drained).toMatchObject({ received: COUNT, intact: COUNT });
+});
+
+it('tickwheel serve takes the budget in MiB (--payload-memory), 128 by default', async () => {
+  const stats = async (args: string[]) => {
+    const server = await startServer(['--dir', join(scratch, `serve-${args.length}`), ...args]);
+    try {
+      const response = await fetch(`${server.url}/v1/stats`);
+      return ((await response.json()) as { payloadMemory: { limitBytes: number } }).payloadMemory;
+    } finally {
+      await server.kill();
+    }
+  };
+  expect((await stats([])).limitBytes).toBe(128 * MIB);
+  expect((await stats(['--payload-memory', '16'])).limitBytes).toBe(16 * MIB);
 });
