@@ -34,9 +34,7 @@ export interface ServeOptions {
   redis?: string;
   queue: string;
   partitions: number;
-  durability: 'auto' | 'replicated' | 'fsynced' | 'async';
-  /** With `redis`: how long to keep trying to reach it at start (ms). */
-  connectTimeout: number;
+  durability: 'replicated' | 'fsynced' | 'async';
   nodeId?: string;
   bodyLimit: number;
   maxWait: number;
@@ -133,7 +131,6 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
             partitions: options.partitions,
             durability: options.durability,
             push,
-            connectTimeoutMs: options.connectTimeout,
             ...(options.nodeId === undefined ? {} : { nodeId: options.nodeId }),
           },
         };
@@ -191,24 +188,12 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const recovery = server.queue.recovery;
   if (redis !== undefined) {
     const { cluster } = (await server.queue.stats()) as {
-      cluster: {
-        node: string;
-        members: string[];
-        partitions: number;
-        durability: string;
-        durabilityReason: string;
-      };
+      cluster: { node: string; members: string[]; partitions: number };
     };
     report.info(
       `joined as node ${cluster.node}: ${cluster.members.length} node(s) share ` +
-        `${cluster.partitions} partitions; durability ${cluster.durability} ` +
-        `(${cluster.durabilityReason})`,
-      {
-        node: cluster.node,
-        members: cluster.members,
-        durability: cluster.durability,
-        durabilityReason: cluster.durabilityReason,
-      },
+        `${cluster.partitions} partitions`,
+      { node: cluster.node, members: cluster.members },
     );
   } else {
     report.info(recoveryText(recovery), recovery === undefined ? {} : { recovery });

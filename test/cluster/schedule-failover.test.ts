@@ -154,8 +154,7 @@ describe.runIf(installed('valkey-server'))(
         queue: QUEUE,
         partitions: PARTITIONS,
         nodeId,
-        // WAIT 1 after each change ('auto', the default, would choose it here too).
-        durability: 'replicated',
+        // durability: the default, 'replicated' (WAIT 1 after each change).
         onError: (err) => errors.push(err),
       });
       queues.push(queue);
