@@ -1,4 +1,9 @@
 /**
+ * Loads of the horizon that meet a fault or a checkpoint.
+ *
+ * A load whose log read fails is retried by the horizon on its next tick: the retry must hand
+ * its messages over.
+ *
  * A checkpoint reads the frontier before it syncs the index and lists its files. A load
  * that runs meanwhile (during the log's fsync) takes index files and deletes them (or, when it
  * carried entries, marks them to go after this very checkpoint), so the checkpoint says
@@ -15,7 +20,7 @@ import type { MessageState } from '../../src/queue/message.js';
 import { FileStore } from '../../src/store/file/file-store.js';
 
 const T0 = Date.UTC(2026, 10, 22, 12, 0, 0);
-const scratch = mkdtempSync(join(tmpdir(), 'tickwheel-checkpoint-frontier-'));
+const scratch = mkdtempSync(join(tmpdir(), 'tickwheel-load-faults-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 function message(id: string, deliverAt: number): MessageState {
@@ -78,3 +83,30 @@ for (const carried of [false, true]) {
     }
   });
 }
+
+it('hands a message over on the retry of a load whose log read failed', async () => {
+  const store = await FileStore.open({
+    dir: join(scratch, 'retry'),
+    fsync: 'never',
+    windowMs: 500,
+  });
+  try {
+    await store.recover(T0 + 1000, () => undefined);
+    await store.add(message('m', T0 + 10_000), false);
+    // One failing read of the log (EIO), as a flaky disk or EMFILE would give.
+    const log = (store as unknown as { log: { readMany: (...a: unknown[]) => unknown } }).log;
+    const readMany = log.readMany.bind(log);
+    log.readMany = () => {
+      log.readMany = readMany;
+      return Promise.reject(Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' }));
+    };
+    const handed: string[] = [];
+    await expect(store.loadUntil(T0 + 20_000, (m) => handed.push(m.id))).rejects.toThrow('EIO');
+    expect(handed).toEqual([]);
+    // The horizon retries on its next tick (horizon.ts: "hands it over on the next tick").
+    await store.loadUntil(T0 + 20_000, (m) => handed.push(m.id));
+    expect(handed).toEqual(['m']);
+  } finally {
+    await store.close();
+  }
+});
