@@ -154,7 +154,8 @@ describe.runIf(installed('valkey-server'))(
         queue: QUEUE,
         partitions: PARTITIONS,
         nodeId,
-        // durability: the default, 'replicated' (WAIT 1 after each change).
+        // WAIT 1 after each change ('auto', the default, would choose it here too).
+        durability: 'replicated',
         onError: (err) => errors.push(err),
       });
       queues.push(queue);
