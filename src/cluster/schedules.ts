@@ -253,6 +253,8 @@ export class ClusterSchedules {
     await this.turn;
     const leader = this.leader;
     if (leader === undefined) return;
+    // A look under way may have read the records before this call: one more after it.
+    await leader.reconciling;
     leader.stale = true;
     this.watch(leader);
     await leader.reconciling;

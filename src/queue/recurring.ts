@@ -241,7 +241,8 @@ export class Scheduler {
    * deleted. `adopted` runs in that turn, before the record is stepped (writes of the schedule
    * queued before it still see what they saw). The previous version's occurrence made ahead is
    * cancelled first (cancelSuperseded). A record whose occurrences cannot be worked out (a time
-   * zone this platform no longer has) is reported and not run.
+   * zone this platform no longer has) is reported and not run. A deleted one's occurrence made
+   * ahead is cancelled.
    */
   adopt(name: string, record: ScheduleRecord | undefined, adopted?: () => void): Promise<void> {
     return this.serial(name, async () => {
@@ -260,7 +261,13 @@ export class Scheduler {
         );
       }
       adopted?.();
-      if (record === undefined || occurrences === undefined) return;
+      if (record === undefined) {
+        // Deleted elsewhere. Its occurrence made ahead goes too: the node that deleted it may
+        // have failed after its write (a durability wait that failed) or died before its cancel.
+        if (old !== undefined) await this.stop(old).catch(this.onError);
+        return;
+      }
+      if (occurrences === undefined) return;
       await this.cancelSuperseded(record);
       const held: Held = { record: { ...record }, occurrences, timer: undefined, failures: 0 };
       this.held.set(name, held);

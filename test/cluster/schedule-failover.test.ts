@@ -129,6 +129,8 @@ interface NameLog {
   failed?: { op: string; state: State; code: string | undefined; error: unknown };
   /** Answers that contradict the acknowledged state (an update or delete finding nothing). */
   surprises: string[];
+  /** Each change made: op, when it started and settled (ms from the start), how it ended. */
+  history: string[];
 }
 
 interface Call {
@@ -206,6 +208,7 @@ describe.runIf(installed('valkey-server'))(
             name: `r${round}w${w}n${i}`,
             acked: { exists: false },
             surprises: [],
+            history: [],
           };
           logs.push(log);
           const steps = 1 + Math.floor(Math.random() * 4);
@@ -243,8 +246,10 @@ describe.runIf(installed('valkey-server'))(
                 }
               }
               calls.push({ op, round, ms: Date.now() - t0, at: Date.now(), ok: true });
+              log.history.push(`${op}#${n} ${t0 - started}..${Date.now() - started} ok`);
             } catch (err) {
               const code = (err as { code?: string }).code;
+              log.history.push(`${op}#${n} ${t0 - started}..${Date.now() - started} ${code}`);
               calls.push({ op, round, ms: Date.now() - t0, at: Date.now(), ok: false, code });
               log.failed = { op, state: intended, code, error: err };
               break; // its outcome is unknown: the name is left alone from here on
@@ -402,8 +407,16 @@ describe.runIf(installed('valkey-server'))(
         const schedule = stored.get(name);
         for (const { at, payload } of list) {
           if (at < quiet) continue;
-          if (schedule === undefined) wrong.push(`${name}@${at}: its schedule is deleted`);
-          else if (JSON.stringify(schedule.payload) !== JSON.stringify(payload)) {
+          if (schedule === undefined) {
+            const history = logs.find((log) => log.name === name)?.history ?? [];
+            wrong.push(
+              `${name}@${at - started}: its schedule is deleted (quiet ${quiet - started}; ` +
+                `changes ${history.join(', ')}; errors ${errors
+                  .filter((err) => String((err as Error)?.message).includes(name))
+                  .map((err) => `${(err as { code?: string }).code} ${(err as Error).message}`)
+                  .join(' | ')})`,
+            );
+          } else if (JSON.stringify(schedule.payload) !== JSON.stringify(payload)) {
             wrong.push(
               `${name}@${at}: payload ${JSON.stringify(payload)}, stored ${JSON.stringify(schedule.payload)}`,
             );
