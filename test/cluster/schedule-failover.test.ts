@@ -403,22 +403,24 @@ describe.runIf(installed('valkey-server'))(
       ).catch(() => {});
       expect(missing()).toEqual([]);
       const wrong: string[] = [];
+      /** A name's changes and the background errors that name it, for a failure's message. */
+      const story = (name: string) =>
+        `quiet ${quiet - started}; changes ${(
+          logs.find((log) => log.name === name)?.history ?? []
+        ).join(', ')}; errors ${errors
+          .filter((err) => String((err as Error)?.message).includes(name))
+          .map((err) => `${(err as { code?: string }).code} ${(err as Error).message}`)
+          .join(' | ')}`;
       for (const [name, list] of delivered) {
         const schedule = stored.get(name);
         for (const { at, payload } of list) {
           if (at < quiet) continue;
           if (schedule === undefined) {
-            const history = logs.find((log) => log.name === name)?.history ?? [];
-            wrong.push(
-              `${name}@${at - started}: its schedule is deleted (quiet ${quiet - started}; ` +
-                `changes ${history.join(', ')}; errors ${errors
-                  .filter((err) => String((err as Error)?.message).includes(name))
-                  .map((err) => `${(err as { code?: string }).code} ${(err as Error).message}`)
-                  .join(' | ')})`,
-            );
+            wrong.push(`${name}@${at - started}: its schedule is deleted (${story(name)})`);
           } else if (JSON.stringify(schedule.payload) !== JSON.stringify(payload)) {
             wrong.push(
-              `${name}@${at}: payload ${JSON.stringify(payload)}, stored ${JSON.stringify(schedule.payload)}`,
+              `${name}@${at - started}: payload ${JSON.stringify(payload)}, stored ` +
+                `${JSON.stringify(schedule.payload)} (${story(name)})`,
             );
           }
         }
