@@ -56,6 +56,17 @@ import { cli, installed, startCluster } from './valkey.mjs';
 
 const NODE_SCRIPT = fileURLToPath(new globalThis.URL('./chaos-node.mjs', import.meta.url));
 
+const USAGE = `usage: node scripts/chaos.mjs [--kills 200] [--seed S] [--interval-ms 3000] [--nodes 3]
+                              [--rate 100] [--primary-share 0.4] [--lose-primary]
+                              [--durability replicated|fsynced|async]
+                              [--report FILE] [--quiet] [--help]
+
+Starts a Valkey Cluster of 3 primaries + 3 replicas and --nodes tickwheel nodes under load,
+SIGKILLs nodes and primaries at random every --interval-ms, then checks that every
+acknowledged schedule was delivered, none early, payloads intact (docs/cluster.md, "Chaos").
+Exit status: 0 without violations, 1 with violations, 2 if the harness could not run.
+`;
+
 function parseArgs(argv) {
   const options = {
     kills: 200,
@@ -68,8 +79,11 @@ function parseArgs(argv) {
     durability: 'replicated',
     report: undefined,
     quiet: false,
+    help: false,
   };
   parseFlags(argv, {
+    '--help': () => (options.help = true),
+    '-h': () => (options.help = true),
     '--kills': (v) => (options.kills = Number(v)),
     '--seed': (v) => (options.seed = Number(v) >>> 0),
     '--interval-ms': (v) => (options.intervalMs = Number(v)),
@@ -312,8 +326,12 @@ async function main() {
   try {
     options = parseArgs(process.argv.slice(2));
   } catch (err) {
-    process.stderr.write(`chaos: ${err.message}\n`);
+    process.stderr.write(`chaos: ${err.message}\n${USAGE}`);
     return 2;
+  }
+  if (options.help) {
+    process.stdout.write(USAGE);
+    return 0;
   }
   if (!installed('valkey-server')) {
     process.stderr.write('chaos: valkey-server is not installed\n');

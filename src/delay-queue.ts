@@ -174,6 +174,8 @@ async function openOnRedis(options: DelayQueueRedisOptions): Promise<ClusterQueu
 
 export { FileStore, MemoryStore, type FileStoreOptions };
 export type { ClusterQueue, ClusterQueueOptions };
+// No I/O and no @redis/client behind it: the error of a cluster node refused at open.
+export { TickwheelNoReplicaError, type DurabilityOption } from './cluster/durability.js';
 export type { Queue } from './queue/api.js';
 export * from './queue/index.js';
 export type { FsyncPolicy } from './store/log/index.js';

@@ -87,6 +87,9 @@ export type StoreErrorCode =
   | 'ERR_TICKWHEEL_NOT_DURABLE'
   // No Valkey/Redis server of the cluster answered in time (connectTimeoutMs).
   | 'ERR_TICKWHEEL_UNAVAILABLE'
+  // A cluster node asked for durability 'replicated' or 'fsynced' where no primary has a
+  // replica: refused when it opens.
+  | 'ERR_TICKWHEEL_NO_REPLICA'
   // A cluster partition's data vanished from the server (restarted without persistence):
   // reported to onError, never thrown by a call.
   | 'ERR_TICKWHEEL_DATA_LOST';

@@ -34,6 +34,7 @@ import { SnapshotRejected } from '../src/store/file/snapshot.js';
 import { IdempotentRollbackError } from '../src/idempotent/index.js';
 import { PushNotAllowedError } from '../src/queue/push-guard.js';
 import { LockLostError } from '../src/store/file/lock.js';
+import { TickwheelNoReplicaError } from '../src/cluster/durability.js';
 
 const SRC = join(import.meta.dirname, '../src');
 
@@ -65,6 +66,7 @@ const errors: Array<[string, Error, ErrorConstructor]> = [
   ['IdempotentRollbackError', new IdempotentRollbackError('t/m'), Error],
   ['PushNotAllowedError', new PushNotAllowedError('h', '10.0.0.1', 'private'), Error],
   ['LockLostError', new LockLostError('/data', 'was deleted'), Error],
+  ['TickwheelNoReplicaError', new TickwheelNoReplicaError('replicated', ['127.0.0.1:6379']), Error],
 ];
 
 const sourceFiles = readdirSync(SRC, { recursive: true, encoding: 'utf8' })

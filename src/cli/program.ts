@@ -106,10 +106,20 @@ function serveCommand(io: CliIo): CommandSpec {
         name: 'durability',
         value: '<setting>',
         description:
-          'with --redis: when a 201 is sent: once a replica has it (replicated: WAIT), once the primary and a replica fsynced it (fsynced: WAITAOF), or once the primary has it (async)',
+          'with --redis: when a 201 is sent: once a replica has it (replicated: WAIT), once the primary and a replica fsynced it (fsynced: WAITAOF), or once the primary has it (async); auto: replicated if the primaries have replicas, else async, decided at start (replicated and fsynced are refused at start where no primary has a replica)',
         env: 'TICKWHEEL_DURABILITY',
-        choices: ['replicated', 'fsynced', 'async'],
-        default: 'replicated',
+        choices: ['auto', 'replicated', 'fsynced', 'async'],
+        default: 'auto',
+      },
+      {
+        name: 'connect-timeout',
+        value: '<duration>',
+        description:
+          'with --redis: how long to keep trying to reach Valkey/Redis at start (down, restarting, loading its data) before giving up with ERR_TICKWHEEL_UNAVAILABLE',
+        env: 'TICKWHEEL_CONNECT_TIMEOUT',
+        default: 10_000,
+        defaultText: '10s',
+        parse: parseDuration,
       },
       {
         name: 'node-id',

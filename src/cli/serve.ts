@@ -34,7 +34,9 @@ export interface ServeOptions {
   redis?: string;
   queue: string;
   partitions: number;
-  durability: 'replicated' | 'fsynced' | 'async';
+  durability: 'auto' | 'replicated' | 'fsynced' | 'async';
+  /** With `redis`: how long to keep trying to reach it at start (ms). */
+  connectTimeout: number;
   nodeId?: string;
   bodyLimit: number;
   maxWait: number;
@@ -131,6 +133,7 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
             partitions: options.partitions,
             durability: options.durability,
             push,
+            connectTimeoutMs: options.connectTimeout,
             ...(options.nodeId === undefined ? {} : { nodeId: options.nodeId }),
           },
         };
@@ -188,12 +191,24 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const recovery = server.queue.recovery;
   if (redis !== undefined) {
     const { cluster } = (await server.queue.stats()) as {
-      cluster: { node: string; members: string[]; partitions: number };
+      cluster: {
+        node: string;
+        members: string[];
+        partitions: number;
+        durability: string;
+        durabilityReason: string;
+      };
     };
     report.info(
       `joined as node ${cluster.node}: ${cluster.members.length} node(s) share ` +
-        `${cluster.partitions} partitions`,
-      { node: cluster.node, members: cluster.members },
+        `${cluster.partitions} partitions; durability ${cluster.durability} ` +
+        `(${cluster.durabilityReason})`,
+      {
+        node: cluster.node,
+        members: cluster.members,
+        durability: cluster.durability,
+        durabilityReason: cluster.durabilityReason,
+      },
     );
   } else {
     report.info(recoveryText(recovery), recovery === undefined ? {} : { recovery });

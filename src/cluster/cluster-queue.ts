@@ -375,6 +375,8 @@ export class ClusterQueue implements Queue {
         queue: this.node.queue,
         partitions: this.node.partitions,
         durability: this.node.durability,
+        durabilityOption: this.node.durabilityOption,
+        durabilityReason: this.node.durabilityReason,
         members: [...this.node.members],
         owned: this.node.ownedPartitions(),
         owners: byNode,

@@ -22,6 +22,17 @@ import {
 import { TickwheelStateError, TickwheelTypeError, describe } from '../errors.js';
 import { slotOf } from './slot.js';
 import { LIBRARY_NAME, LIBRARY_SOURCE, LIBRARY_VERSION } from './library.js';
+import type { PrimaryReplicas } from './durability.js';
+import {
+  NO_FUNCTION,
+  REFUSALS,
+  hidePassword,
+  isConnectionError,
+  unavailable,
+  withDeadline,
+  within,
+  withinMs,
+} from './reach.js';
 
 type Client = RedisClientType;
 
@@ -68,15 +79,21 @@ export function parseSentinelUrl(url: string):
   };
 }
 
+/** How long calls refused during a failover are retried, by default. */
+const RETRY_BUDGET_MS = 10_000;
+/** How long one call may take by default, waiting for a reconnect included. */
+const COMMAND_TIMEOUT_MS = 10_000;
+
 export class Valkey {
   private subscriber: Promise<Client> | undefined;
+  private subscriberClient: Client | undefined;
   /** A loadLibrary() under way because a call found the functions missing. */
   private reloading: Promise<void> | undefined;
 
   /** How long calls refused during a failover are retried. */
-  retryBudgetMs = 10_000;
+  retryBudgetMs = RETRY_BUDGET_MS;
   /** How long one call may take, waiting for a reconnect included. */
-  commandTimeoutMs = 10_000;
+  commandTimeoutMs = COMMAND_TIMEOUT_MS;
   private urls: readonly string[] = [];
   private readonly replicaCounts = new Map<
     string,
@@ -145,6 +162,15 @@ export class Valkey {
     cluster.on('error', () => {});
     await withDeadline(cluster.connect(), deadline, list, () => cluster.destroy());
     return new Valkey(undefined, cluster).withUrls(list);
+  }
+
+  /**
+   * Bounds every call, refusals retried included, by `ms` too (a node that opens: what is left
+   * of its connectTimeoutMs), or by the defaults alone again (undefined).
+   */
+  limitCalls(ms: number | undefined): void {
+    this.commandTimeoutMs = Math.min(COMMAND_TIMEOUT_MS, ms ?? Infinity);
+    this.retryBudgetMs = Math.min(RETRY_BUDGET_MS, ms ?? Infinity);
   }
 
   private withUrls(urls: readonly string[]): this {
@@ -350,10 +376,10 @@ export class Valkey {
    * primary already runs a newer one: then this node is older than the queue and refuses.
    */
   async loadLibrary(): Promise<void> {
-    for (const client of await this.primaries()) {
+    for (const primary of await this.primaries()) {
       let running = 0;
       try {
-        running = Number(await client.sendCommand(['FCALL_RO', 'tw_version', '0']));
+        running = Number(await primary.send(['FCALL_RO', 'tw_version', '0']));
       } catch (err) {
         // No library yet (or an older one without tw_version). Any other failure (a server
         // still loading, a timeout) must not be taken for that: loading ours over a newer one
@@ -367,8 +393,19 @@ export class Valkey {
             `tickwheel's ${LIBRARY_VERSION}: upgrade this node`,
         );
       }
-      await client.sendCommand(['FUNCTION', 'LOAD', 'REPLACE', LIBRARY_SOURCE]);
+      await primary.send(['FUNCTION', 'LOAD', 'REPLACE', LIBRARY_SOURCE]);
     }
+  }
+
+  /** Replicas connected to each primary now (`connected_slaves` of INFO replication). */
+  async replicasPerPrimary(): Promise<PrimaryReplicas[]> {
+    const counts: PrimaryReplicas[] = [];
+    for (const { name, send } of await this.primaries()) {
+      const info = String(await send(['INFO', 'replication']));
+      const connected = /^connected_slaves:(\d+)/m.exec(info);
+      counts.push({ primary: name, replicas: connected === null ? 0 : Number(connected[1]) });
+    }
+    return counts;
   }
 
   /**
@@ -377,6 +414,18 @@ export class Valkey {
    * the call that stops listening.
    */
   async subscribe(
+    channel: string,
+    listener: (message: string) => void,
+  ): Promise<() => Promise<void>> {
+    try {
+      return await withinMs(this.listen(channel, listener), this.commandTimeoutMs);
+    } catch (err) {
+      if (isConnectionError(err)) throw unavailable(this.urls, err);
+      throw err;
+    }
+  }
+
+  private async listen(
     channel: string,
     listener: (message: string) => void,
   ): Promise<() => Promise<void>> {
@@ -396,11 +445,26 @@ export class Valkey {
     if (this.subscriber === undefined) {
       const subscriber = (this.client as Client).duplicate();
       subscriber.on('error', () => {});
+      this.subscriberClient = subscriber;
       this.subscriber = subscriber.connect().then(() => subscriber as Client);
     }
     const subscriber = await this.subscriber;
     await subscriber.sSubscribe(channel, listener);
     return () => subscriber.sUnsubscribe(channel, listener);
+  }
+
+  /**
+   * Drops every connection at once, failing what is in flight: for a node that could not open,
+   * whose connections may still be trying to reach a server that is not there.
+   */
+  destroy(): void {
+    for (const connection of [this.subscriberClient, this.client, this.cluster, this.sentinel]) {
+      try {
+        connection?.destroy();
+      } catch {
+        // Never connected, or already gone.
+      }
+    }
   }
 
   async close(): Promise<void> {
@@ -410,22 +474,46 @@ export class Valkey {
     else await (this.client as Client).close();
   }
 
-  private async primaries(): Promise<Array<Pick<Client, 'sendCommand'>>> {
+  /**
+   * Every primary, by name, with a call on it that is bounded (commandTimeoutMs) and fails
+   * ERR_TICKWHEEL_UNAVAILABLE when the server is not there (a function's own errors pass).
+   */
+  private async primaries(): Promise<
+    Array<{ name: string; send(args: string[]): Promise<unknown> }>
+  > {
+    const ms = this.commandTimeoutMs;
+    const bounded = (name: string, client: Pick<Client, 'sendCommand'>) => ({
+      name,
+      send: async (args: string[]) => {
+        try {
+          return await within(ms, (o) => client.sendCommand(args, o));
+        } catch (err) {
+          const message = err instanceof Error ? err.message : '';
+          if (isConnectionError(err) || REFUSALS.test(message)) throw unavailable(this.urls, err);
+          throw err;
+        }
+      },
+    });
+    const shown = hidePassword(this.urls[0] ?? '');
     if (this.sentinel !== undefined) {
       const sentinel = this.sentinel;
-      return [
-        {
-          sendCommand: ((args: string[]) =>
-            sentinel.sendCommand(false, args)) as Client['sendCommand'],
-        },
-      ];
+      const viaSentinel = {
+        sendCommand: ((args: string[], o: object) =>
+          sentinel.sendCommand(false, args, o)) as Client['sendCommand'],
+      };
+      return [bounded(`the primary of ${shown}`, viaSentinel)];
     }
-    if (this.cluster === undefined) return [this.client as Client];
-    const clients: Client[] = [];
+    if (this.cluster === undefined) return [bounded(shown, this.client as Client)];
+    const found = [];
     for (const master of this.cluster.masters) {
-      clients.push((await this.cluster.nodeClient(master)) as unknown as Client);
+      const client = await withinMs(Promise.resolve(this.cluster.nodeClient(master)), ms).catch(
+        (err: unknown) => {
+          throw unavailable(this.urls, err);
+        },
+      );
+      found.push(bounded(master.address, client as unknown as Client));
     }
-    return clients;
+    return found;
   }
 }
 
@@ -448,10 +536,14 @@ async function reachable(
       }) as Client;
       probe.on('error', () => {});
       try {
-        await probe.connect();
-        const info = String(await probe.sendCommand(['INFO', 'cluster']));
+        // Bounded as a whole: a server that accepts connections but does not answer (stopped,
+        // or stalled) holds the handshake, which connectTimeout does not cover.
+        const info = await withinMs(
+          probe.connect().then(() => probe.sendCommand(['INFO', 'cluster'])),
+          Math.min(left, 2_000),
+        );
         await probe.close();
-        return { url, clustered: /cluster_enabled:1/.test(info) };
+        return { url, clustered: /cluster_enabled:1/.test(String(info)) };
       } catch (err) {
         last = err;
         try {
@@ -466,33 +558,6 @@ async function reachable(
   }
 }
 
-async function withDeadline(
-  connecting: Promise<unknown>,
-  deadline: number,
-  urls: readonly string[],
-  destroy: () => void,
-): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(unavailable(urls, new Error('connecting took too long'))),
-      Math.max(0, deadline - Date.now()),
-    );
-  });
-  try {
-    await Promise.race([connecting, late]);
-  } catch (err) {
-    try {
-      destroy();
-    } catch {
-      // Not connected yet.
-    }
-    throw err;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** node-redis's node for the primary of `key`'s slot in its current slot map, if any. */
 function masterOf(cluster: Cluster, key: string): { address?: string } | undefined {
   const { slots } = cluster as unknown as {
@@ -503,85 +568,6 @@ function masterOf(cluster: Cluster, key: string): { address?: string } | undefin
 
 /** Commands about one server, which must go to the primary of the key's slot itself. */
 const ON_THE_PRIMARY = new Set(['WAIT', 'WAITAOF', 'ROLE']);
-
-/**
- * Runs a node-redis command that must answer within `ms`: past that it rejects with a
- * TimeoutError, and the command is aborted (one not written yet is then never sent). Our own
- * timer rather than node-redis's `timeout` option, which makes an AbortSignal.timeout per
- * command whose timer and listeners live the whole timeout whatever the answer: with a 10 s
- * bound that was tens of KB of old-space garbage per message under steady load, and a 20-30 ms
- * mark-compact pause every two seconds.
- */
-function within<T>(
-  ms: number,
-  run: (options: { abortSignal: AbortSignal; typeMapping?: typeof BUFFERS }) => Promise<T>,
-  options?: { typeMapping: typeof BUFFERS },
-): Promise<T> {
-  const controller = new AbortController();
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      // The timeout first: the race settles with it, not with the abort's own rejection.
-      reject(timeoutError(ms));
-      controller.abort();
-    }, ms);
-  });
-  return Promise.race([run({ ...options, abortSignal: controller.signal }), late]).finally(() =>
-    clearTimeout(timer),
-  );
-}
-
-function timeoutError(ms: number): Error {
-  const error = new Error(`no answer within ${ms} ms`);
-  error.name = 'TimeoutError';
-  return error;
-}
-
-/** `call`, or a TimeoutError once `ms` have passed without an answer. */
-function withinMs<T>(call: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(timeoutError(ms)), ms);
-  });
-  return Promise.race([call, late]).finally(() => clearTimeout(timer));
-}
-
-/** Replies by which a server says "not now" during a failover: the command was not run. */
-// MOVED and ASK reach here only from a pinned connection (the Cluster client follows them).
-// A WAIT or WAITAOF sent to a server that is a replica by then is refused so too (seen after a
-// failover whose killed primary came back as a replica: test/cluster/schedule-failover.test.ts).
-const REFUSALS =
-  /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVED|ASK)\b|^ERR WAIT(AOF)? cannot be used with replica/;
-/** FCALL of a function the server does not have (Valkey and Redis answer alike). */
-const NO_FUNCTION = /^ERR Function not found/i;
-
-/** node-redis's errors for a connection that is down or went down (outcome unknown). */
-function isConnectionError(err: unknown): boolean {
-  // node-redis's TimeoutError (a call past commandTimeoutMs) keeps Error's name and has no
-  // message: its class tells. DisconnectsClientError: the Cluster client dropped the connection
-  // of a node that left its slot map (a primary killed, its replica promoted) with calls still
-  // on it (test/cluster/schedule-failover.test.ts).
-  const name = `${(err as { name?: string } | null)?.name ?? ''} ${(err as object | null)?.constructor?.name ?? ''}`;
-  const code = (err as { code?: string } | null)?.code ?? '';
-  return (
-    /Socket|ClientClosed|ClientOffline|DisconnectsClient|Connection|Reconnect|Timeout/.test(name) ||
-    /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|ENOTCONN)$/.test(code)
-  );
-}
-
-function unavailable(urls: readonly string[], cause: unknown): TickwheelStateError {
-  const shown = urls.map((url) => url.replace(/(\/\/[^:@/]*:)[^@/]*@/, '$1***@')).join(', ');
-  const why =
-    cause instanceof Error
-      ? cause.message || `${cause.constructor.name} (no answer in time)`
-      : String(cause);
-  const error = new TickwheelStateError(
-    'ERR_TICKWHEEL_UNAVAILABLE',
-    `could not reach Valkey/Redis at ${shown}: ${why}`,
-  );
-  (error as Error & { cause?: unknown }).cause = cause;
-  return error;
-}
 
 function fcallCommand(
   name: string,

@@ -13,24 +13,10 @@
 
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import {
-  TickwheelStateError,
-  TickwheelTypeError,
-  checkCallback,
-  checkOption,
-  describe,
-} from '../errors.js';
+import { TickwheelStateError, checkCallback, checkOption } from '../errors.js';
 import { checkRequest, checkTopic, type ScheduleRequest } from '../queue/message.js';
 import type { ConsumeOptions, MessageHandler } from '../queue/types.js';
-import {
-  DEFAULT_TOPIC_SETTINGS,
-  isDefaultSettings,
-  parseStoredPush,
-  parseStoredSettings,
-  TopicGate,
-  type RateLimit,
-  type TopicSettings,
-} from '../queue/topics.js';
+import { TopicGate } from '../queue/topics.js';
 import { Worker, checkConsumeOptions, type WorkerSource } from '../queue/worker.js';
 import { SystemClock } from '../clock/index.js';
 import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
@@ -44,16 +30,7 @@ import {
   type Settled,
 } from './consumer.js';
 import { ClusterInspector } from './inspect.js';
-import {
-  checkQueueName,
-  configKey,
-  eventsChannel,
-  metaKey,
-  nodesKey,
-  tokensKey,
-  pushKey,
-  topicsKey,
-} from './keys.js';
+import { checkQueueName, configKey, eventsChannel, metaKey, nodesKey } from './keys.js';
 import { Ownership, type Effect } from './ownership.js';
 import { PartitionOwner, type Due, type ExpiredDelivery } from './owner.js';
 import {
@@ -63,6 +40,9 @@ import {
   type Durability,
 } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
+import { ClusterTopicStore } from './topic-store.js';
+import { checkDurability, chooseDurability, type DurabilityOption } from './durability.js';
+import { untilReachable } from './reach.js';
 
 export interface ClusterNodeOptions {
   /** Valkey/Redis URL(s): one standalone primary, or any nodes of a Cluster. */
@@ -75,7 +55,11 @@ export interface ClusterNodeOptions {
   windowMs?: number;
   /** How far ahead owners keep messages in their wheel. Default 60,000 ms. */
   horizonMs?: number;
-  durability?: Durability;
+  /**
+   * When a write is acknowledged (durability.ts). Default 'auto': 'replicated' where the
+   * primaries have replicas, 'async' where none has, decided when the node opens.
+   */
+  durability?: DurabilityOption;
   /** Partition leases. Default 2,000 ms. */
   leaseMs?: number;
   visibilityMs?: number;
@@ -83,7 +67,10 @@ export interface ClusterNodeOptions {
   /** This node's id in the member list. Default: random. */
   nodeId?: string;
   maxClockSkewMs?: number;
-  /** How long open() tries to reach Valkey/Redis before ERR_TICKWHEEL_UNAVAILABLE. Default 10 s. */
+  /**
+   * How long open() keeps trying to reach Valkey/Redis (down, restarting, loading its data)
+   * before ERR_TICKWHEEL_UNAVAILABLE. Default 10 s.
+   */
   connectTimeoutMs?: number;
   /** Errors of background work; default: a process warning. */
   onError?: (err: unknown) => void;
@@ -112,10 +99,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
  */
 const OWNER_POLL_MS = 1_000;
 
-const DURABILITIES: readonly Durability[] = ['async', 'replicated', 'fsynced'];
-/** A topic's settings, one field each in the topics hash. */
-const SETTING_FIELDS: readonly string[] = ['paused', 'rateLimit'];
-
 /**
  * The default onError: a process warning, each distinct message at most once per `ms` (an
  * outage of Valkey fails every background call, ten times a second).
@@ -130,16 +113,6 @@ function warnOncePer(ms: number): (err: unknown) => void {
     last.set(text, now);
     process.emitWarning(err instanceof Error ? err : new Error(text));
   };
-}
-
-function checkDurability(durability: unknown): Durability {
-  if (!DURABILITIES.includes(durability as Durability)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `durability must be one of ${DURABILITIES.join(', ')}, got ${describe(durability)}`,
-    );
-  }
-  return durability as Durability;
 }
 
 export class ClusterNode {
@@ -166,6 +139,8 @@ export class ClusterNode {
    */
   readonly topics: TopicGate;
   private refreshingTopics: Promise<void> | undefined;
+  /** Where the topics' settings are kept in Valkey/Redis. */
+  private readonly topicStore: ClusterTopicStore;
   /** Changes of topics' settings made by this node (see refreshTopics). */
   private topicWrites = 0;
   /** Recurring schedules (schedules.ts): any node changes them, partition 0's owner runs them. */
@@ -200,9 +175,14 @@ export class ClusterNode {
      */
     private readonly writes: Valkey,
     private readonly settings: Required<
-      Omit<ClusterNodeOptions, 'redis' | 'onError' | 'connectTimeoutMs'>
+      Omit<ClusterNodeOptions, 'redis' | 'onError' | 'connectTimeoutMs' | 'durability'>
     > & {
       onError: (err: unknown) => void;
+      /** The durability kept, as chosen at open (durability.ts). */
+      durability: Durability;
+      durabilityOption: DurabilityOption;
+      /** Why that one, in words for a log. */
+      durabilityReason: string;
     },
   ) {
     this.nodeId = settings.nodeId;
@@ -246,15 +226,19 @@ export class ClusterNode {
       maxPayloadBytes: settings.maxPayloadBytes,
     });
     this.inspector = new ClusterInspector(valkey, settings.queue, settings.partitions);
+    const stored = (this.topicStore = new ClusterTopicStore(valkey, this.producer, settings.queue));
     this.topics = new TopicGate(
       {
-        load: () => this.readTopicSettings(),
-        save: (topic, value, update) => this.writeTopicSettings(topic, value, update),
+        load: () => stored.read(),
+        save: (topic, value, update) => {
+          this.topicWrites++;
+          return stored.write(topic, value, update);
+        },
       },
       {
-        take: (topic, limit, want) => this.takeTokens(topic, limit, want),
+        take: (topic, limit, want) => stored.takeTokens(topic, limit, want),
         refund: async (topic, limit, count) => {
-          await this.takeTokens(topic, limit, -count);
+          await stored.takeTokens(topic, limit, -count);
         },
       },
       Date.now,
@@ -274,9 +258,14 @@ export class ClusterNode {
     });
   }
 
+  /**
+   * Opens a node. A server that is not there (down, restarting, loading, failing over) is
+   * tried again and again (reach.ts) until `connectTimeoutMs`, then ERR_TICKWHEEL_UNAVAILABLE;
+   * the durability is decided once reached (durability.ts).
+   */
   static async open(options: ClusterNodeOptions): Promise<ClusterNode> {
     const queue = checkQueueName(options.queue ?? 'default');
-    const durability = checkDurability(options.durability ?? 'replicated');
+    const asked = checkDurability(options.durability ?? 'auto');
     if (options.nodeId !== undefined) checkQueueName(options.nodeId, 'nodeId');
     const connectTimeoutMs = checkOption(
       options.connectTimeoutMs ?? 10_000,
@@ -284,38 +273,53 @@ export class ClusterNode {
       1,
       600_000,
     );
-    const valkey = await Valkey.connect(options.redis, connectTimeoutMs);
-    let writes = valkey;
-    try {
-      if (durability !== 'async') {
-        writes = (await Valkey.connect(options.redis, connectTimeoutMs)).pin();
+    const settings = {
+      queue,
+      partitions: checkOption(options.partitions ?? 64, 'partitions', 1, 16_384, true),
+      windowMs: checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000),
+      horizonMs: checkOption(options.horizonMs ?? 60_000, 'horizonMs', 0, 86_400_000),
+      leaseMs: checkOption(options.leaseMs ?? 2_000, 'leaseMs', 100, 60_000),
+      visibilityMs: checkOption(options.visibilityMs ?? 30_000, 'visibilityMs', 1, 86_400_000),
+      maxPayloadBytes: checkOption(options.maxPayloadBytes ?? 1 << 20, 'maxPayloadBytes', 1),
+      nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
+      maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
+      onError: options.onError ?? warnOncePer(10_000),
+    };
+    const urls = Array.isArray(options.redis) ? [...options.redis] : [String(options.redis)];
+    return untilReachable(urls, connectTimeoutMs, async (leftMs) => {
+      const valkey = await Valkey.connect(options.redis, leftMs);
+      // Calls made while opening are bounded by the time left, so that the whole open is.
+      valkey.limitCalls(leftMs);
+      let writes = valkey;
+      let node: ClusterNode | undefined;
+      try {
+        const { durability, reason } = chooseDurability(asked, await valkey.replicasPerPrimary());
+        if (durability !== 'async') {
+          writes = (await Valkey.connect(options.redis, leftMs)).pin();
+        }
+        await valkey.loadLibrary();
+        const [partitions, windowMs] = (await valkey.fcall('tw_config', configKey(queue), [
+          settings.partitions,
+          settings.windowMs,
+        ])) as string[];
+        node = new ClusterNode(valkey, writes, {
+          ...settings,
+          partitions: Number(partitions),
+          windowMs: Number(windowMs),
+          durability,
+          durabilityOption: asked,
+          durabilityReason: reason,
+        });
+        await node.start();
+        valkey.limitCalls(undefined);
+        return node;
+      } catch (err) {
+        node?.wheel.close();
+        valkey.destroy();
+        if (writes !== valkey) writes.destroy();
+        throw err;
       }
-      await valkey.loadLibrary();
-      const [partitions, windowMs] = (await valkey.fcall('tw_config', configKey(queue), [
-        checkOption(options.partitions ?? 64, 'partitions', 1, 16_384, true),
-        checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000),
-      ])) as string[];
-      const leaseMs = checkOption(options.leaseMs ?? 2_000, 'leaseMs', 100, 60_000);
-      const node = new ClusterNode(valkey, writes, {
-        queue,
-        partitions: Number(partitions),
-        windowMs: Number(windowMs),
-        horizonMs: checkOption(options.horizonMs ?? 60_000, 'horizonMs', 0, 86_400_000),
-        durability,
-        leaseMs,
-        visibilityMs: checkOption(options.visibilityMs ?? 30_000, 'visibilityMs', 1, 86_400_000),
-        maxPayloadBytes: checkOption(options.maxPayloadBytes ?? 1 << 20, 'maxPayloadBytes', 1),
-        nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
-        maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
-        onError: options.onError ?? warnOncePer(10_000),
-      });
-      await node.start();
-      return node;
-    } catch (err) {
-      await valkey.close().catch(() => {});
-      if (writes !== valkey) await writes.close().catch(() => {});
-      throw err;
-    }
+    });
   }
 
   schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
@@ -483,6 +487,8 @@ export class ClusterNode {
         node: this.nodeId,
         queue: this.queue,
         partitions: this.settings.partitions,
+        durability: this.settings.durability,
+        durabilityOption: this.settings.durabilityOption,
         members: [...this.members],
         owned: this.ownership.owned(),
         leaseChanges: this.leaseChanges,
@@ -508,8 +514,19 @@ export class ClusterNode {
     return this.settings.partitions;
   }
 
+  /** The durability this node keeps: its option, or what 'auto' chose at open. */
   get durability(): Durability {
     return this.settings.durability;
+  }
+
+  /** The durability option it was opened with ('auto' unless one was given). */
+  get durabilityOption(): DurabilityOption {
+    return this.settings.durabilityOption;
+  }
+
+  /** Why it keeps that durability: 'as set', or what 'auto' found. */
+  get durabilityReason(): string {
+    return this.settings.durabilityReason;
   }
 
   /** Gives its partitions up (so others take them at once), leaves, and disconnects. */
@@ -564,130 +581,13 @@ export class ClusterNode {
     this.advancing.unref();
   }
 
-  // ---- topics' settings (src/queue/topics.ts) ----------------------------------------------
-
-  /**
-   * The hash holds one field per topic and setting, `<topic>|paused` and `<topic>|rateLimit`
-   * (JSON), so that two nodes changing different settings of a topic at once both land. A field
-   * that is absent is the default; one that cannot be read stops the read (ERR_TICKWHEEL_CORRUPT).
-   */
-  private async readTopicSettings(): Promise<Map<string, TopicSettings>> {
-    const key = topicsKey(this.queue);
-    const stored = (await this.valkey.command(key, ['HGETALL', key])) as Record<
-      string,
-      string
-    > | null;
-    const fields = new Map<string, Record<string, unknown>>();
-    for (const [field, text] of Object.entries(stored ?? {})) {
-      const bar = field.lastIndexOf('|');
-      const topic = field.slice(0, bar);
-      const name = field.slice(bar + 1);
-      let value: unknown;
-      try {
-        value = JSON.parse(text);
-      } catch {
-        value = undefined;
-      }
-      if (bar < 1 || !SETTING_FIELDS.includes(name) || value === undefined) {
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_CORRUPT',
-          `${key} field ${JSON.stringify(field)}: stored topic settings cannot be read (${JSON.stringify(text).slice(0, 100)})`,
-        );
-      }
-      let given = fields.get(topic);
-      if (given === undefined) fields.set(topic, (given = { paused: false, rateLimit: null }));
-      given[name] = value;
-    }
-    const settings = new Map<string, TopicSettings>();
-    for (const [topic, given] of fields) {
-      const where = `${key} topic ${JSON.stringify(topic)}`;
-      try {
-        checkTopic(topic);
-      } catch (err) {
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_CORRUPT',
-          `${where}: ${(err as Error).message}`,
-        );
-      }
-      const parsed = parseStoredSettings(given, where);
-      if (!isDefaultSettings(parsed)) settings.set(topic, parsed);
-    }
-    // Push targets: their own hash (pushKey), topic -> JSON; errors never quote one.
-    const pushes = pushKey(this.queue);
-    const targets = (await this.valkey.command(pushes, ['HGETALL', pushes])) as Record<
-      string,
-      string
-    > | null;
-    for (const [topic, text] of Object.entries(targets ?? {})) {
-      const where = `${pushes} topic ${JSON.stringify(topic)}`;
-      let value: unknown;
-      try {
-        checkTopic(topic);
-        value = JSON.parse(text);
-      } catch (err) {
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_CORRUPT',
-          `${where}: stored push target cannot be read (${err instanceof SyntaxError ? 'not JSON' : (err as Error).message})`,
-        );
-      }
-      const push = parseStoredPush(value, where);
-      settings.set(topic, { ...(settings.get(topic) ?? DEFAULT_TOPIC_SETTINGS), push });
-    }
-    return settings;
-  }
-
-  private async writeTopicSettings(
-    topic: string,
-    _settings: TopicSettings,
-    update: Partial<TopicSettings>,
-  ): Promise<void> {
-    const key = topicsKey(this.queue);
-    const set: string[] = [];
-    const cleared: string[] = [];
-    if (update.paused !== undefined) {
-      if (update.paused) set.push(`${topic}|paused`, 'true');
-      else cleared.push(`${topic}|paused`);
-    }
-    if (update.rateLimit !== undefined) {
-      if (update.rateLimit !== null) {
-        set.push(`${topic}|rateLimit`, JSON.stringify(update.rateLimit));
-      } else cleared.push(`${topic}|rateLimit`);
-    }
-    this.topicWrites++;
-    const what = `the settings of topic ${topic}`;
-    if (set.length > 0) await this.producer.writeSetting(key, ['HSET', key, ...set], what);
-    if (cleared.length > 0) await this.producer.writeSetting(key, ['HDEL', key, ...cleared], what);
-    if (update.push !== undefined) {
-      const pushes = pushKey(this.queue);
-      await this.producer.writeSetting(
-        pushes,
-        update.push === null
-          ? ['HDEL', pushes, topic]
-          : ['HSET', pushes, topic, JSON.stringify(update.push)],
-        `the push target of topic ${topic}`,
-      );
-    }
-  }
-
-  private async takeTokens(
-    topic: string,
-    limit: RateLimit,
-    want: number,
-  ): Promise<{ granted: number; retryInMs: number }> {
-    const reply = (await this.valkey.fcall('tw_tokens', tokensKey(this.queue, topic), [
-      String(limit.perSecond),
-      String(limit.burst),
-      String(want),
-    ])) as [number, number];
-    return { granted: Number(reply[0]), retryInMs: Number(reply[1]) };
-  }
-
   /** Reads the settings again (another node may have changed them), one read at a time. */
   private refreshTopics(): void {
     if (this.refreshingTopics !== undefined || this.closed) return;
     // A read that a change made here overtook would undo it until the next one: dropped.
     const writes = this.topicWrites;
-    this.refreshingTopics = this.readTopicSettings()
+    this.refreshingTopics = this.topicStore
+      .read()
       .then((settings) => {
         if (this.topicWrites === writes) this.topics.replace(settings);
       })

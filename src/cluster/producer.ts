@@ -578,6 +578,6 @@ function failedWrite(err: unknown, pendings: readonly Pending[], written: boolea
 function notDurable(what: string, why: string): TickwheelStateError {
   return new TickwheelStateError(
     'ERR_TICKWHEEL_NOT_DURABLE',
-    `${what} reached the primary, but ${why}; it may not survive a failover (scheduling again with the same id is safe; a message scheduled without an id would be scheduled twice). A server with no replica at all (one for development) needs durability: 'async' (serve --durability async)`,
+    `${what} reached the primary, but ${why}; it may not survive a failover (scheduling again with the same id is safe; a message scheduled without an id would be scheduled twice). A primary that has lost its replica needs one again; on servers with no replica at all, durability 'auto' (the default) is 'async'`,
   );
 }

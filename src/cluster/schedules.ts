@@ -145,16 +145,28 @@ export class ClusterSchedules {
       for (let tries = 0; tries < CHANGE_TRIES; tries++) {
         const old = await this.read(name);
         if (old === undefined) return false;
-        const [done] = await this.sched(['del', name, String(old.version)], name);
+        // Its occurrence made ahead goes too (the leader makes no more once it sees the delete),
+        // also when the delete reached the primary and its durability wait failed.
+        const cancelAhead = async () => {
+          const ahead = old.record.lastCreated;
+          if (ahead !== null && ahead > this.now()) {
+            await this.host.cancel(occurrenceId(name, ahead));
+          }
+        };
+        let done: number;
+        try {
+          [done] = await this.sched(['del', name, String(old.version)], name);
+        } catch (err) {
+          if ((err as { code?: string }).code === 'ERR_TICKWHEEL_NOT_DURABLE') {
+            await cancelAhead().catch((cancelFailed: unknown) => this.host.onError(cancelFailed));
+          }
+          throw err;
+        }
         if (done !== 1) {
           await pause(tries);
           continue;
         }
-        // Its occurrence made ahead goes too (the leader makes no more once it sees the delete).
-        const ahead = old.record.lastCreated;
-        if (ahead !== null && ahead > this.now()) {
-          await this.host.cancel(occurrenceId(name, ahead));
-        }
+        await cancelAhead();
         return true;
       }
       throw busy(name);
@@ -253,6 +265,8 @@ export class ClusterSchedules {
     await this.turn;
     const leader = this.leader;
     if (leader === undefined) return;
+    // A look under way may have read the records before this call: one more after it.
+    await leader.reconciling;
     leader.stale = true;
     this.watch(leader);
     await leader.reconciling;

@@ -55,6 +55,7 @@ export const HTTP_STATUS: Readonly<Record<TickwheelErrorCode, number>> = {
   ERR_TICKWHEEL_SNAPSHOT_REJECTED: 503,
   ERR_TICKWHEEL_NOT_DURABLE: 503,
   ERR_TICKWHEEL_UNAVAILABLE: 503,
+  ERR_TICKWHEEL_NO_REPLICA: 503,
   ERR_TICKWHEEL_DATA_LOST: 503,
   ERR_TICKWHEEL_IDEMPOTENT_BUSY: 409,
   // Raised in a consumer's handler, never by the server.

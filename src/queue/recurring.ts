@@ -90,6 +90,11 @@ interface Held {
   timer: TimerHandle | undefined;
   /** Steps failed in a row: the next try waits RETRY_MS doubled this often, up to a minute. */
   failures: number;
+  /**
+   * An occurrence whose message may exist while the record does not say so yet (its record
+   * write failed, or has not been made): cancelled with the version that made it.
+   */
+  unsaved: number | null;
 }
 
 export class Scheduler {
@@ -127,6 +132,7 @@ export class Scheduler {
         occurrences,
         timer: undefined,
         failures: 0,
+        unsaved: null,
       };
       this.held.set(record.name, held);
       await this.stepOrRetry(held, true, false);
@@ -189,6 +195,7 @@ export class Scheduler {
       occurrences: occurrencesOf(checked, record.anchorAt),
       timer: undefined,
       failures: 0,
+      unsaved: null,
     };
     try {
       await this.store.writeSchedules([record], []);
@@ -241,7 +248,8 @@ export class Scheduler {
    * deleted. `adopted` runs in that turn, before the record is stepped (writes of the schedule
    * queued before it still see what they saw). The previous version's occurrence made ahead is
    * cancelled first (cancelSuperseded). A record whose occurrences cannot be worked out (a time
-   * zone this platform no longer has) is reported and not run.
+   * zone this platform no longer has) is reported and not run. A deleted one's occurrence made
+   * ahead is cancelled.
    */
   adopt(name: string, record: ScheduleRecord | undefined, adopted?: () => void): Promise<void> {
     return this.serial(name, async () => {
@@ -260,9 +268,33 @@ export class Scheduler {
         );
       }
       adopted?.();
-      if (record === undefined || occurrences === undefined) return;
+      if (record === undefined) {
+        // Deleted elsewhere. Its occurrence made ahead goes too: the node that deleted it may
+        // have failed after its write (a durability wait that failed) or died before its cancel.
+        if (old !== undefined) await this.stop(old).catch(this.onError);
+        return;
+      }
+      // Changed elsewhere: an occurrence the old version made and never recorded is not named
+      // by the new record's lastCreated, so cancelSuperseded cannot find it. (A record changed
+      // by progress alone, another leader's, keeps updatedAt: then it is that version's own.)
+      const orphan = old?.unsaved ?? null;
+      if (
+        orphan !== null &&
+        orphan > this.clock.now() &&
+        orphan !== record.lastCreated &&
+        record.updatedAt !== old?.record.updatedAt
+      ) {
+        await this.host.cancel(occurrenceId(name, orphan)).catch(this.onError);
+      }
+      if (occurrences === undefined) return;
       await this.cancelSuperseded(record);
-      const held: Held = { record: { ...record }, occurrences, timer: undefined, failures: 0 };
+      const held: Held = {
+        record: { ...record },
+        occurrences,
+        timer: undefined,
+        failures: 0,
+        unsaved: null,
+      };
       this.held.set(name, held);
       await this.stepOrRetry(held, true, false);
     });
@@ -295,9 +327,13 @@ export class Scheduler {
   private async stop(held: Held): Promise<void> {
     if (held.timer !== undefined) this.wheel.clearTimeout(held.timer);
     held.timer = undefined;
-    const { record } = held;
-    if (record.lastCreated !== null && record.lastCreated > this.clock.now()) {
+    const { record, unsaved } = held;
+    const now = this.clock.now();
+    if (record.lastCreated !== null && record.lastCreated > now) {
       await this.host.cancel(occurrenceId(record.name, record.lastCreated));
+    }
+    if (unsaved !== null && unsaved > now && unsaved !== record.lastCreated) {
+      await this.host.cancel(occurrenceId(record.name, unsaved));
     }
   }
 
@@ -361,6 +397,7 @@ export class Scheduler {
       return;
     }
     const deliverAt = atOpen ? at : Math.max(at, Math.ceil(this.clock.now() + MIN_LEAD_MS));
+    held.unsaved = at;
     await this.host.schedule({
       topic: spec.topic,
       payload: spec.payload,
@@ -370,6 +407,7 @@ export class Scheduler {
       ...(spec.backoff === null ? {} : { backoff: spec.backoff }),
     });
     await this.save(held, { through: at, lastCreated: at, created: record.created + 1 });
+    held.unsaved = null;
   }
 
   /**

@@ -6,6 +6,7 @@
  * intact. The seed is random per run and printed, so that a failure can be replayed.
  */
 
+import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
@@ -13,6 +14,28 @@ import { installed } from '../../scripts/valkey.mjs';
 import { runHarness } from '../harness.js';
 
 const HARNESS = fileURLToPath(new URL('../../scripts/chaos.mjs', import.meta.url));
+
+describe('the chaos harness, asked for help', () => {
+  it('prints its usage and exits 0, running nothing', () => {
+    const run = spawnSync(process.execPath, [HARNESS, '--help'], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(run.status).toBe(0);
+    expect(run.stdout).toMatch(/^usage: node scripts\/chaos\.mjs \[--kills 200\]/);
+    expect(run.stdout).toMatch(/--durability replicated\|fsynced\|async/);
+    expect(run.stdout).not.toMatch(/chaos: seed/);
+  });
+
+  it('says what is wrong with a bad flag, with the usage, and exits 2', () => {
+    const run = spawnSync(process.execPath, [HARNESS, '--kils', '3'], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toMatch(/^chaos: unknown option --kils\nusage:/);
+  });
+});
 
 describe.runIf(installed('valkey-server'))('the chaos harness, short run', () => {
   it('kills nodes and primaries at random, and finds every acknowledged message delivered', async () => {

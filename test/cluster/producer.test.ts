@@ -217,7 +217,7 @@ describe.runIf(installed('valkey-server'))('cluster producer on Valkey with a re
     ).rejects.toMatchObject({
       code: 'ERR_TICKWHEEL_NOT_DURABLE',
       // The id, and what a server with no replica at all needs.
-      message: expect.stringMatching(/^lonely reached the primary.*durability: 'async'/),
+      message: expect.stringMatching(/^lonely reached the primary.*durability 'auto'/),
     });
     // The write reached the primary: scheduling the same id again is a dedup hit.
     expect(await producer('async').get('lonely')).toMatchObject({ status: 'scheduled' });

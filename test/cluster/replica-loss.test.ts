@@ -1,5 +1,5 @@
 /**
- * A queue with durability 'replicated' (the default) through a primary failover that leaves a
+ * A queue with durability 'replicated' (what the default, 'auto', chooses there) through a primary failover that leaves a
  * shard without a replica (the killed primary is not started again): a real 3 + 3 Valkey
  * Cluster, one primary SIGKILLed, its replica promoted.
  *
@@ -53,6 +53,7 @@ describe.runIf(installed('valkey-server'))('a replicated queue through a primary
       queue: 'failover',
       partitions: PARTITIONS,
       leaseMs: 1_000,
+      durability: 'replicated',
       onError: () => {},
     });
     valkey = await Valkey.connect(cluster.urls);

@@ -129,6 +129,8 @@ interface NameLog {
   failed?: { op: string; state: State; code: string | undefined; error: unknown };
   /** Answers that contradict the acknowledged state (an update or delete finding nothing). */
   surprises: string[];
+  /** Each change made: op, when it started and settled (ms from the start), how it ended. */
+  history: string[];
 }
 
 interface Call {
@@ -154,7 +156,8 @@ describe.runIf(installed('valkey-server'))(
         queue: QUEUE,
         partitions: PARTITIONS,
         nodeId,
-        // durability: the default, 'replicated' (WAIT 1 after each change).
+        // WAIT 1 after each change ('auto', the default, would choose it here too).
+        durability: 'replicated',
         onError: (err) => errors.push(err),
       });
       queues.push(queue);
@@ -205,6 +208,7 @@ describe.runIf(installed('valkey-server'))(
             name: `r${round}w${w}n${i}`,
             acked: { exists: false },
             surprises: [],
+            history: [],
           };
           logs.push(log);
           const steps = 1 + Math.floor(Math.random() * 4);
@@ -242,8 +246,10 @@ describe.runIf(installed('valkey-server'))(
                 }
               }
               calls.push({ op, round, ms: Date.now() - t0, at: Date.now(), ok: true });
+              log.history.push(`${op}#${n} ${t0 - started}..${Date.now() - started} ok`);
             } catch (err) {
               const code = (err as { code?: string }).code;
+              log.history.push(`${op}#${n} ${t0 - started}..${Date.now() - started} ${code}`);
               calls.push({ op, round, ms: Date.now() - t0, at: Date.now(), ok: false, code });
               log.failed = { op, state: intended, code, error: err };
               break; // its outcome is unknown: the name is left alone from here on
@@ -397,14 +403,24 @@ describe.runIf(installed('valkey-server'))(
       ).catch(() => {});
       expect(missing()).toEqual([]);
       const wrong: string[] = [];
+      /** A name's changes and the background errors that name it, for a failure's message. */
+      const story = (name: string) =>
+        `quiet ${quiet - started}; changes ${(
+          logs.find((log) => log.name === name)?.history ?? []
+        ).join(', ')}; errors ${errors
+          .filter((err) => String((err as Error)?.message).includes(name))
+          .map((err) => `${(err as { code?: string }).code} ${(err as Error).message}`)
+          .join(' | ')}`;
       for (const [name, list] of delivered) {
         const schedule = stored.get(name);
         for (const { at, payload } of list) {
           if (at < quiet) continue;
-          if (schedule === undefined) wrong.push(`${name}@${at}: its schedule is deleted`);
-          else if (JSON.stringify(schedule.payload) !== JSON.stringify(payload)) {
+          if (schedule === undefined) {
+            wrong.push(`${name}@${at - started}: its schedule is deleted (${story(name)})`);
+          } else if (JSON.stringify(schedule.payload) !== JSON.stringify(payload)) {
             wrong.push(
-              `${name}@${at}: payload ${JSON.stringify(payload)}, stored ${JSON.stringify(schedule.payload)}`,
+              `${name}@${at - started}: payload ${JSON.stringify(payload)}, stored ` +
+                `${JSON.stringify(schedule.payload)} (${story(name)})`,
             );
           }
         }

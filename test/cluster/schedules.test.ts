@@ -195,6 +195,34 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     expect(await b.getSchedule('job')).toMatchObject({ topic: 'new', everyMs: 1_000 });
   }, 30_000);
 
+  it('a delete whose node never cancelled the occurrence made ahead: the leader cancels it', async () => {
+    const queue = `orphan-${run++}`;
+    const node = await open(queue);
+    await leaderOf([node]);
+    await node.putSchedule('job', { topic: 't', everyMs: 60_000, payload: 'p' });
+    await node.node.schedules.settled();
+    const ahead = (await node.getSchedule('job'))?.lastAt;
+    expect(ahead).toBeGreaterThan(Date.now());
+    const occurrence = `job@${ahead}`;
+    expect((await node.get(occurrence))?.status).toBe('scheduled');
+    // The record deleted as a node's delete writes it, and nothing more: that node's durability
+    // wait failed after the write, or it died before its cancel.
+    const key = `tw:{${queue}:0}:sched`;
+    const raw = await Valkey.connect(valkey.url, 5_000);
+    try {
+      const stored = String(await raw.command(key, ['HGET', key, 'job']));
+      const version = stored.slice(0, stored.indexOf('|'));
+      expect(await raw.fcall('tw_sched', metaKey(queue, 0), ['del', 'job', version])).toEqual([
+        1, 0,
+      ]);
+    } finally {
+      await raw.close();
+    }
+    await node.node.schedules.settled();
+    expect(await node.getSchedule('job')).toBeUndefined();
+    expect((await node.get(occurrence))?.status).toBe('cancelled');
+  }, 20_000);
+
   it('many changes through one node all land; a bad patch is refused as embedded', async () => {
     const node = await open(`many-${run++}`);
     await node.putSchedule('s', { topic: 't', everyMs: 60_000, payload: 0 });

@@ -520,6 +520,47 @@ describe('the schedule API under failures and races', () => {
     }
   });
 
+  it('an occurrence made whose record write failed goes with a delete before the retry', async () => {
+    const store = new MemoryStore();
+    let failNext = false;
+    const flaky = new Proxy(store, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target) as unknown;
+        if (typeof value !== 'function') return value;
+        if (property !== 'writeSchedules') return (value as () => unknown).bind(target);
+        return (...args: Parameters<Store['writeSchedules']>) => {
+          if (failNext) {
+            failNext = false;
+            return Promise.reject(new Error('a passing write failure'));
+          }
+          return target.writeSchedules(...args);
+        };
+      },
+    });
+    const clock = new ManualClock(Date.UTC(2026, 5, 1));
+    const queue = await DelayQueue.open({ store: flaky, clock, horizonMs: 1000 });
+    const onWarning = () => {};
+    process.on('warning', onWarning);
+    try {
+      const t0 = clock.now();
+      await queue.putSchedule('s', { topic: 't', everyMs: 60_000 });
+      failNext = true;
+      // The step at t0 + 60 s makes the occurrence at t0 + 120 s; its record write fails.
+      await advance(clock, 60_000, 10_000, queue);
+      const orphan = `s@${t0 + 120_000}`;
+      expect((await queue.get(orphan))?.status).toBe('scheduled');
+      expect(await queue.deleteSchedule('s')).toBe(true);
+      expect((await queue.get(orphan))?.status).toBe('cancelled');
+      await advance(clock, 120_000, 10_000, queue);
+      // The occurrence due at t0 + 60 s came before the delete; nothing after it.
+      const received = await queue.receive('t', { max: 10 });
+      expect(received.map((m) => m.id)).toEqual([`s@${t0 + 60_000}`]);
+    } finally {
+      process.off('warning', onWarning);
+      await queue.close();
+    }
+  });
+
   it('a change whose old occurrence was not yet cancelled when the process died is finished on restart', async () => {
     // put writes the new record, then cancels the old version's occurrence made ahead. A crash
     // between the two left that occurrence pending; with the same time as the new version's

@@ -1,0 +1,148 @@
+/**
+ * Where a queue on Valkey/Redis keeps its topics' settings (src/queue/topics.ts): pause and rate
+ * limit in the `topics` hash, push targets in the `push` hash, and the rate limits' token
+ * buckets (tw_tokens, one per topic for all nodes). Every node reads them at start and at each
+ * heartbeat; a change is written as durably as a message (Producer.writeSetting).
+ */
+
+import { TickwheelStateError } from '../errors.js';
+import { checkTopic } from '../queue/message.js';
+import {
+  DEFAULT_TOPIC_SETTINGS,
+  isDefaultSettings,
+  parseStoredPush,
+  parseStoredSettings,
+  type RateLimit,
+  type TopicSettings,
+} from '../queue/topics.js';
+import type { Valkey } from './connection.js';
+import { pushKey, tokensKey, topicsKey } from './keys.js';
+import type { Producer } from './producer.js';
+
+/** A topic's settings, one field each in the topics hash. */
+const SETTING_FIELDS: readonly string[] = ['paused', 'rateLimit'];
+
+export class ClusterTopicStore {
+  constructor(
+    private readonly valkey: Valkey,
+    private readonly producer: Producer,
+    private readonly queue: string,
+  ) {}
+
+  /**
+   * The hash holds one field per topic and setting, `<topic>|paused` and `<topic>|rateLimit`
+   * (JSON), so that two nodes changing different settings of a topic at once both land. A field
+   * that is absent is the default; one that cannot be read stops the read (ERR_TICKWHEEL_CORRUPT).
+   */
+  async read(): Promise<Map<string, TopicSettings>> {
+    const key = topicsKey(this.queue);
+    const stored = (await this.valkey.command(key, ['HGETALL', key])) as Record<
+      string,
+      string
+    > | null;
+    const fields = new Map<string, Record<string, unknown>>();
+    for (const [field, text] of Object.entries(stored ?? {})) {
+      const bar = field.lastIndexOf('|');
+      const topic = field.slice(0, bar);
+      const name = field.slice(bar + 1);
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        value = undefined;
+      }
+      if (bar < 1 || !SETTING_FIELDS.includes(name) || value === undefined) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_CORRUPT',
+          `${key} field ${JSON.stringify(field)}: stored topic settings cannot be read (${JSON.stringify(text).slice(0, 100)})`,
+        );
+      }
+      let given = fields.get(topic);
+      if (given === undefined) fields.set(topic, (given = { paused: false, rateLimit: null }));
+      given[name] = value;
+    }
+    const settings = new Map<string, TopicSettings>();
+    for (const [topic, given] of fields) {
+      const where = `${key} topic ${JSON.stringify(topic)}`;
+      try {
+        checkTopic(topic);
+      } catch (err) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_CORRUPT',
+          `${where}: ${(err as Error).message}`,
+        );
+      }
+      const parsed = parseStoredSettings(given, where);
+      if (!isDefaultSettings(parsed)) settings.set(topic, parsed);
+    }
+    // Push targets: their own hash (pushKey), topic -> JSON; errors never quote one.
+    const pushes = pushKey(this.queue);
+    const targets = (await this.valkey.command(pushes, ['HGETALL', pushes])) as Record<
+      string,
+      string
+    > | null;
+    for (const [topic, text] of Object.entries(targets ?? {})) {
+      const where = `${pushes} topic ${JSON.stringify(topic)}`;
+      let value: unknown;
+      try {
+        checkTopic(topic);
+        value = JSON.parse(text);
+      } catch (err) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_CORRUPT',
+          `${where}: stored push target cannot be read (${err instanceof SyntaxError ? 'not JSON' : (err as Error).message})`,
+        );
+      }
+      const push = parseStoredPush(value, where);
+      settings.set(topic, { ...(settings.get(topic) ?? DEFAULT_TOPIC_SETTINGS), push });
+    }
+    return settings;
+  }
+
+  /** Writes the fields `update` changes (absent ones stay); resolves once durable. */
+  async write(
+    topic: string,
+    _settings: TopicSettings,
+    update: Partial<TopicSettings>,
+  ): Promise<void> {
+    const key = topicsKey(this.queue);
+    const set: string[] = [];
+    const cleared: string[] = [];
+    if (update.paused !== undefined) {
+      if (update.paused) set.push(`${topic}|paused`, 'true');
+      else cleared.push(`${topic}|paused`);
+    }
+    if (update.rateLimit !== undefined) {
+      if (update.rateLimit !== null) {
+        set.push(`${topic}|rateLimit`, JSON.stringify(update.rateLimit));
+      } else cleared.push(`${topic}|rateLimit`);
+    }
+    const what = `the settings of topic ${topic}`;
+    if (set.length > 0) await this.producer.writeSetting(key, ['HSET', key, ...set], what);
+    if (cleared.length > 0) await this.producer.writeSetting(key, ['HDEL', key, ...cleared], what);
+    if (update.push !== undefined) {
+      const pushes = pushKey(this.queue);
+      await this.producer.writeSetting(
+        pushes,
+        update.push === null
+          ? ['HDEL', pushes, topic]
+          : ['HSET', pushes, topic, JSON.stringify(update.push)],
+        `the push target of topic ${topic}`,
+      );
+    }
+  }
+
+  /** Takes up to `want` tokens of the topic's bucket (a negative `want` gives them back). */
+  async takeTokens(
+    topic: string,
+    limit: RateLimit,
+    want: number,
+  ): Promise<{ granted: number; retryInMs: number }> {
+    const reply = (await this.valkey.fcall('tw_tokens', tokensKey(this.queue, topic), [
+      String(limit.perSecond),
+      String(limit.burst),
+      String(want),
+    ])) as [number, number];
+    return { granted: Number(reply[0]), retryInMs: Number(reply[1]) };
+  }
+}
