@@ -152,6 +152,7 @@ let tarballFiles: string[];
 let installOutput: string;
 /** The command the missing-peer error names, e.g. `npm install fastify@5 prom-client@15`. */
 let peerInstall: string;
+let peersInstallOutput: string;
 
 beforeAll(async () => {
   if (!existsSync(join(ROOT, 'dist', 'index.js'))) {
@@ -483,8 +484,16 @@ describe('after installing the peers the error names', () => {
   beforeAll(async () => {
     expect(peerInstall, 'the serve case finds the command').toBeDefined();
     const [, , ...specs] = peerInstall.split(' ');
-    must(await run('npm', ['install', ...specs, ...NPM_FLAGS], { cwd: app }), peerInstall);
+    const install = must(
+      await run('npm', ['install', ...specs, ...NPM_FLAGS], { cwd: app }),
+      peerInstall,
+    );
+    peersInstallOutput = install.stdout + install.stderr;
   }, 240_000);
+
+  it('installs with no engine warning on the promised Node (test/package/engines.test.ts)', () => {
+    expect(peersInstallOutput).not.toMatch(/EBADENGINE|ERESOLVE/);
+  });
 
   it('tickwheel serve serves /healthz and the client commands, and stops on SIGTERM', async () => {
     const port = await freePort();
