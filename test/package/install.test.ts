@@ -228,6 +228,8 @@ describe('the packed package', () => {
     }
     expect(tarballFiles.filter((path) => path.includes('queue-entry'))).toEqual([]);
     expect(tarballFiles).toContain('CHANGELOG.md');
+    // What the incremental build of `npm start` keeps in dist/ stays out of the package.
+    expect(tarballFiles.filter((path) => /tsbuildinfo|build-inputs/.test(path))).toEqual([]);
     expect(
       tarballFiles.filter((path) => /^(test|bench|deploy|scripts|examples)\//.test(path)),
     ).toEqual([]);
