@@ -316,7 +316,7 @@ describe('a timers-only install (npm install tickwheel)', () => {
     });
     const redisStore = await idem.RedisIdempotencyStore.open({ redis: 'redis://127.0.0.1:1' }).then(
       () => 'opened',
-      (err) => [err.name, err.code, err.install].join(' '),
+      (err) => [err.name, err.code, err.install, err.message.split(' needs ')[0]].join(' '),
     );
     console.log(JSON.stringify({ fired, status, unreachable, refused, wrapped, redisStore }));
   `;
@@ -327,8 +327,9 @@ describe('a timers-only install (npm install tickwheel)', () => {
     refused:
       'TickwheelDependencyError ERR_TICKWHEEL_MISSING_DEPENDENCY npm install fastify@5 prom-client@15',
     wrapped: 'function',
+    // Named as what the user opened: the idempotency store, not a queue on Valkey/Redis.
     redisStore:
-      'TickwheelDependencyError ERR_TICKWHEEL_MISSING_DEPENDENCY npm install @redis/client@6',
+      'TickwheelDependencyError ERR_TICKWHEEL_MISSING_DEPENDENCY npm install @redis/client@6 RedisIdempotencyStore (tickwheel/idempotent)',
   };
 
   it('works from a plain ESM script: root, queue, client; tickwheel/server says what to install', async () => {
