@@ -1,6 +1,6 @@
 /**
  * @redis/client is an optional peer dependency of tickwheel, as the server's packages are: only
- * a queue on Valkey/Redis needs it. It is looked up before the cluster code is loaded, so that a
+ * a queue on Valkey/Redis and the Redis idempotency store need it. It is looked up before the cluster code is loaded, so that a
  * missing one is reported by name with the command that installs it. This module imports
  * nothing of the cluster's: the embedded queue can load it without @redis/client.
  */
@@ -11,8 +11,16 @@ import { TickwheelDependencyError } from '../errors.js';
 /** The client the cluster speaks through, and the range package.json's peerDependencies give. */
 export const CLUSTER_PEER = { name: '@redis/client', range: '^6.3.1' } as const;
 
-/** Throws a TickwheelDependencyError when `resolve` cannot find @redis/client. */
+/** What needs @redis/client, as the missing-dependency message names it. */
+export const REDIS_QUEUE = 'a queue on Valkey/Redis (the redis option, or serve --redis)';
+export const REDIS_IDEMPOTENCY_STORE = 'RedisIdempotencyStore (tickwheel/idempotent)';
+
+/**
+ * Throws a TickwheelDependencyError when `resolve` cannot find @redis/client; its message says
+ * that `needs` (what the user asked for) needs it.
+ */
 export function checkClusterPeer(
+  needs: string = REDIS_QUEUE,
   resolve: (name: string) => unknown = createRequire(import.meta.url).resolve,
 ): void {
   try {
@@ -20,7 +28,7 @@ export function checkClusterPeer(
   } catch {
     const install = `npm install ${CLUSTER_PEER.name}@6`;
     throw new TickwheelDependencyError(
-      `a queue on Valkey/Redis (the redis option, or serve --redis) needs ${CLUSTER_PEER.name}, ` +
+      `${needs} needs ${CLUSTER_PEER.name}, ` +
         `an optional peer dependency of tickwheel that is not installed: run \`${install}\``,
       [CLUSTER_PEER.name],
       install,

@@ -17,7 +17,7 @@
 
 import { randomUUID } from 'node:crypto';
 import type { Valkey } from '../cluster/connection.js';
-import { checkClusterPeer } from '../cluster/peer.js';
+import { REDIS_IDEMPOTENCY_STORE, checkClusterPeer } from '../cluster/peer.js';
 import { TickwheelStateError, checkOption } from '../errors.js';
 import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
 
@@ -67,7 +67,7 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
     checkOption(probe.retentionMs ?? 30 * 24 * HOUR, 'retentionMs', HOUR);
     checkOption(probe.busyWaitMs ?? 5_000, 'busyWaitMs', 0, 2 ** 31 - 1);
     // @redis/client is an optional peer: loaded only here, so the PostgreSQL store needs none.
-    checkClusterPeer();
+    checkClusterPeer(REDIS_IDEMPOTENCY_STORE);
     const { Valkey } = await import('../cluster/connection.js');
     const valkey = await Valkey.connect(options?.redis);
     return new RedisIdempotencyStore(valkey, options);

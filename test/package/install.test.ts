@@ -152,6 +152,7 @@ let tarballFiles: string[];
 let installOutput: string;
 /** The command the missing-peer error names, e.g. `npm install fastify@5 prom-client@15`. */
 let peerInstall: string;
+let peersInstallOutput: string;
 
 beforeAll(async () => {
   if (!existsSync(join(ROOT, 'dist', 'index.js'))) {
@@ -227,6 +228,8 @@ describe('the packed package', () => {
     }
     expect(tarballFiles.filter((path) => path.includes('queue-entry'))).toEqual([]);
     expect(tarballFiles).toContain('CHANGELOG.md');
+    // What the incremental build of `npm start` keeps in dist/ stays out of the package.
+    expect(tarballFiles.filter((path) => /tsbuildinfo|build-inputs/.test(path))).toEqual([]);
     expect(
       tarballFiles.filter((path) => /^(test|bench|deploy|scripts|examples)\//.test(path)),
     ).toEqual([]);
@@ -313,7 +316,7 @@ describe('a timers-only install (npm install tickwheel)', () => {
     });
     const redisStore = await idem.RedisIdempotencyStore.open({ redis: 'redis://127.0.0.1:1' }).then(
       () => 'opened',
-      (err) => [err.name, err.code, err.install].join(' '),
+      (err) => [err.name, err.code, err.install, err.message.split(' needs ')[0]].join(' '),
     );
     console.log(JSON.stringify({ fired, status, unreachable, refused, wrapped, redisStore }));
   `;
@@ -324,8 +327,9 @@ describe('a timers-only install (npm install tickwheel)', () => {
     refused:
       'TickwheelDependencyError ERR_TICKWHEEL_MISSING_DEPENDENCY npm install fastify@5 prom-client@15',
     wrapped: 'function',
+    // Named as what the user opened: the idempotency store, not a queue on Valkey/Redis.
     redisStore:
-      'TickwheelDependencyError ERR_TICKWHEEL_MISSING_DEPENDENCY npm install @redis/client@6',
+      'TickwheelDependencyError ERR_TICKWHEEL_MISSING_DEPENDENCY npm install @redis/client@6 RedisIdempotencyStore (tickwheel/idempotent)',
   };
 
   it('works from a plain ESM script: root, queue, client; tickwheel/server says what to install', async () => {
@@ -483,8 +487,16 @@ describe('after installing the peers the error names', () => {
   beforeAll(async () => {
     expect(peerInstall, 'the serve case finds the command').toBeDefined();
     const [, , ...specs] = peerInstall.split(' ');
-    must(await run('npm', ['install', ...specs, ...NPM_FLAGS], { cwd: app }), peerInstall);
+    const install = must(
+      await run('npm', ['install', ...specs, ...NPM_FLAGS], { cwd: app }),
+      peerInstall,
+    );
+    peersInstallOutput = install.stdout + install.stderr;
   }, 240_000);
+
+  it('installs with no engine warning on the promised Node (test/package/engines.test.ts)', () => {
+    expect(peersInstallOutput).not.toMatch(/EBADENGINE|ERESOLVE/);
+  });
 
   it('tickwheel serve serves /healthz and the client commands, and stops on SIGTERM', async () => {
     const port = await freePort();

@@ -1,11 +1,12 @@
 /**
  * `npm start` under a supervisor (systemd, Docker, pm2): the supervisor starts npm and stops
  * it with SIGTERM to npm alone. npm hands the signal to the one process it started, so that
- * process must be the server itself, not a shell waiting for it.
+ * process must be the server itself, not a shell waiting for it. A start on a built checkout
+ * builds nothing (scripts/build-inputs.mjs).
  */
 
 import { spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,65 +40,89 @@ afterAll(() => {
   if (copy !== undefined) rmSync(copy, { recursive: true, force: true });
 });
 
+function copySources(): string {
+  // A copy of the sources, so that the build `npm start` runs does not rewrite the dist/
+  // that other test files are using.
+  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-start-'));
+  for (const path of [
+    'package.json',
+    'package-lock.json',
+    'tsconfig.json',
+    'tsconfig.build.json',
+    'scripts',
+    'src',
+    'dashboard',
+  ]) {
+    cpSync(join(ROOT, path), join(dir, path), { recursive: true });
+  }
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  return dir;
+}
+
+/** Runs `npm start` in `dir` until it listens, stops it as a supervisor would, returns its output. */
+async function startAndStop(dir: string): Promise<string> {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!key.toLowerCase().startsWith('npm_')) env[key] = value;
+  }
+  // Its own process group, as a supervisor's child has; it lets the test see every process
+  // npm started, and clean up if the server outlives npm.
+  const npm = spawn('npm', ['start', '--', '--dir', join(dir, 'data'), '--port', '0'], {
+    cwd: dir,
+    env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  leftovers.push(npm.pid!);
+  let out = '';
+  npm.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  npm.stderr.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) =>
+    npm.on('exit', (code, signal) => done({ code, signal })),
+  );
+
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`npm start did not listen:\n${out}`)), 150_000);
+    npm.stdout.on('data', () => {
+      const match = /tickwheel listening on http:\/\/[^:]+:(\d+)/.exec(out);
+      if (match === null) return;
+      clearTimeout(timer);
+      resolve(Number(match[1]));
+    });
+    void exited.then(() => reject(new Error(`npm start exited:\n${out}`)));
+  });
+  expect(await portInUse(port)).toBe(true);
+
+  npm.kill('SIGTERM');
+  const exit = await exited;
+  expect(exit, out).toEqual({ code: 0, signal: null });
+  const deadline = Date.now() + 10_000;
+  while (groupAlive(npm.pid!) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  expect(groupAlive(npm.pid!), `a process npm started is still running:\n${out}`).toBe(false);
+  expect(await portInUse(port)).toBe(false);
+  return out;
+}
+
 describe('npm start', () => {
-  it('stops the server when the supervisor sends SIGTERM to npm', async () => {
-    // A copy of the sources, so that the build `npm start` runs does not rewrite the dist/
-    // that other test files are using.
-    copy = mkdtempSync(join(tmpdir(), 'tickwheel-start-'));
-    for (const path of [
-      'package.json',
-      'tsconfig.json',
-      'tsconfig.build.json',
-      'src',
-      'dashboard',
-    ]) {
-      cpSync(join(ROOT, path), join(copy, path), { recursive: true });
-    }
-    symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'), 'dir');
-
-    const env: NodeJS.ProcessEnv = {};
-    for (const [key, value] of Object.entries(process.env)) {
-      if (!key.toLowerCase().startsWith('npm_')) env[key] = value;
-    }
-    // Its own process group, as a supervisor's child has; it lets the test see every process
-    // npm started, and clean up if the server outlives npm.
-    const npm = spawn('npm', ['start', '--', '--dir', join(copy, 'data'), '--port', '0'], {
-      cwd: copy,
-      env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    leftovers.push(npm.pid!);
-    let out = '';
-    npm.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-    npm.stderr.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) =>
-      npm.on('exit', (code, signal) => done({ code, signal })),
-    );
-
-    const port = await new Promise<number>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`npm start did not listen:\n${out}`)),
-        150_000,
-      );
-      npm.stdout.on('data', () => {
-        const match = /tickwheel listening on http:\/\/[^:]+:(\d+)/.exec(out);
-        if (match === null) return;
-        clearTimeout(timer);
-        resolve(Number(match[1]));
-      });
-      void exited.then(() => reject(new Error(`npm start exited:\n${out}`)));
-    });
-    expect(await portInUse(port)).toBe(true);
-
-    npm.kill('SIGTERM');
-    const exit = await exited;
-    expect(exit, out).toEqual({ code: 0, signal: null });
-    const deadline = Date.now() + 10_000;
-    while (groupAlive(npm.pid!) && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    expect(groupAlive(npm.pid!), `a process npm started is still running:\n${out}`).toBe(false);
-    expect(await portInUse(port)).toBe(false);
+  it('builds a fresh checkout, and stops the server when the supervisor sends SIGTERM to npm', async () => {
+    copy = copySources();
+    const first = await startAndStop(copy);
+    expect(first).toContain('building tsc and dashboard');
   }, 180_000);
+
+  it('starts a built checkout without building anything', async () => {
+    expect(copy, 'the first start built the copy').toBeDefined();
+    const second = await startAndStop(copy!);
+    expect(second).toContain('dist/ is current: nothing to build');
+    expect(second).not.toMatch(/building|vite|tsc -p/);
+  }, 60_000);
+
+  it('builds only the dashboard when only the dashboard changed', async () => {
+    expect(copy, 'the first start built the copy').toBeDefined();
+    appendFileSync(join(copy!, 'dashboard', 'index.html'), '\n');
+    const third = await startAndStop(copy!);
+    expect(third).toContain('building dashboard (inputs changed');
+  }, 120_000);
 });

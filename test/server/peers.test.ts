@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CLUSTER_PEER, checkClusterPeer } from '../../src/cluster/peer.js';
+import { CLUSTER_PEER, REDIS_IDEMPOTENCY_STORE, checkClusterPeer } from '../../src/cluster/peer.js';
 import { TickwheelDependencyError } from '../../src/errors.js';
 import { checkServerPeers, missingServerPeers, SERVER_PEERS } from '../../src/server/peers.js';
 
@@ -8,11 +8,14 @@ const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.ur
 
 describe("the server's optional peer dependencies", () => {
   it('are the peerDependencies of package.json, optional, and installed for development', () => {
-    // The server's, and the cluster's client.
+    // The server's, the cluster's client, and a bound on fastify's light-my-request, whose 6.8
+    // needs Node 22 (an engine warning on Node 20: test/package/engines.test.ts).
     expect(pkg.peerDependencies).toEqual({
       ...SERVER_PEERS,
       [CLUSTER_PEER.name]: CLUSTER_PEER.range,
+      'light-my-request': '>=6.0.0 <6.8.0',
     });
+    expect(pkg.peerDependenciesMeta['light-my-request']).toEqual({ optional: true });
     expect(pkg.peerDependenciesMeta[CLUSTER_PEER.name]).toEqual({ optional: true });
     expect(pkg.devDependencies[CLUSTER_PEER.name]).toBe(CLUSTER_PEER.range);
     for (const name of Object.keys(SERVER_PEERS)) {
@@ -58,7 +61,7 @@ describe("the server's optional peer dependencies", () => {
     expect(() => checkClusterPeer()).not.toThrow();
     let caught: unknown;
     try {
-      checkClusterPeer(() => {
+      checkClusterPeer(undefined, () => {
         throw Object.assign(new Error('not found'), { code: 'MODULE_NOT_FOUND' });
       });
     } catch (err) {
@@ -70,5 +73,7 @@ describe("the server's optional peer dependencies", () => {
       missing: ['@redis/client'],
       install: 'npm install @redis/client@6',
     });
+    expect((caught as Error).message).toMatch(/^a queue on Valkey\/Redis \(the redis option/);
+    expect(() => checkClusterPeer(REDIS_IDEMPOTENCY_STORE, () => undefined)).not.toThrow();
   });
 });
