@@ -7,9 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { URL, fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { PAYLOAD_DEFAULTS, parseBytes, parsePayloadKind } from './payload-memory.mjs';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-export const WORKLOADS = ['throughput', 'burst', 'memory', 'recovery', 'steady'];
+export const WORKLOADS = ['throughput', 'burst', 'memory', 'recovery', 'steady', 'payload-memory'];
 export const PEERS = ['tickwheel', 'bullmq'];
 
 export const HELP = `Usage: npm run bench:queue -- [options]
@@ -23,6 +24,9 @@ export const HELP = `Usage: npm run bench:queue -- [options]
                            memory      RAM per far-future pending message  } one fill per size:
                            recovery    recovery after SIGKILL              } both run together
                            steady      20k messages/s scheduled and delivered for 60 s
+                           payload-memory  RSS against a backlog of 1 MiB payloads due now,
+                                       no consumer: filled, SIGKILLed, recovered, drained
+                                       (tickwheel only; writes 2 GiB, under a minute)
   --peers <list>         tickwheel,bullmq (default both; BullMQ needs bullmq and redis-server)
   --n <count>            messages for throughput and burst, and the pending size (1e6, 100k, 3M)
   --burst-large <count>  messages of the large burst, due within 1 s, tickwheel only
@@ -38,6 +42,12 @@ export const HELP = `Usage: npm run bench:queue -- [options]
   --concurrency <n>      consumer concurrency, both peers (default 1000)
   --batch <n>            messages per producer batch / addBulk (default 1000)
   --lanes <n>            producer batches in flight (default 4)
+  --payload-backlogs <list>  payload-memory: the backlog sizes sampled, in MiB or with a unit
+                         (default 128,512,1GiB,2GiB; --quick 8,16)
+  --payload-size <size>  payload-memory: bytes of each payload (default 1MiB)
+  --payload-kind <kind>  payload-memory: bytes (a Uint8Array, default) or json (an object
+                         holding a string of that size, as the HTTP API carries)
+  --payload-memory <MiB> payload-memory: the queue's payloadMemoryBytes (default: the build's)
   --warmup <count>       messages put through schedule, delivery and ack before the burst
                          and steady measurements, both peers (default 30000; 0: cold start)
   --quick                a tiny smoke run (seconds, not minutes); numbers mean nothing
@@ -90,6 +100,10 @@ export function parseOptions(argv) {
       large: { type: 'boolean', default: false },
       'bullmq-max-pending': { type: 'string' },
       'fill-spread': { type: 'string' },
+      'payload-backlogs': { type: 'string' },
+      'payload-size': { type: 'string' },
+      'payload-memory': { type: 'string' },
+      'payload-kind': { type: 'string' },
       rate: { type: 'string' },
       seconds: { type: 'string' },
       concurrency: { type: 'string' },
@@ -130,6 +144,24 @@ export function parseOptions(argv) {
           ? 0
           : parseCount('burst-large', values['burst-large']),
     sizes,
+    backlogs:
+      values['payload-backlogs'] === undefined
+        ? quick
+          ? PAYLOAD_DEFAULTS.quickBacklogs
+          : PAYLOAD_DEFAULTS.backlogs
+        : String(values['payload-backlogs'])
+            .split(',')
+            .map((size) => parseBytes('payload-backlogs', size))
+            .sort((a, b) => a - b),
+    payloadBytes:
+      values['payload-size'] === undefined
+        ? PAYLOAD_DEFAULTS.payloadBytes
+        : parseBytes('payload-size', values['payload-size']),
+    payloadKind: parsePayloadKind(values['payload-kind'] ?? 'bytes'),
+    payloadMemory:
+      values['payload-memory'] === undefined
+        ? undefined
+        : parseBytes('payload-memory', values['payload-memory']),
     fillSpread:
       values['fill-spread'] === undefined ? 1 : parseCount('fill-spread', values['fill-spread']),
     bullmqMaxPending:
@@ -172,12 +204,12 @@ export function parseOptions(argv) {
  * says; otherwise a name of its own, so that a partial run never replaces the full one.
  */
 export function resultsBase(options) {
-  const full =
-    options.defaultSettings &&
+  const allWorkloads =
     options.workloads.length === WORKLOADS.length &&
-    PEERS.every((peer) => options.peers.includes(peer));
+    WORKLOADS.every((workload) => options.workloads.includes(workload));
+  const full =
+    options.defaultSettings && allWorkloads && PEERS.every((peer) => options.peers.includes(peer));
   if (options.outGiven || full) return 'queue';
-  const what =
-    options.workloads.length === WORKLOADS.length ? 'custom' : options.workloads.join('+');
+  const what = allWorkloads ? 'custom' : options.workloads.join('+');
   return `queue-${what}${options.quick ? '-quick' : ''}`;
 }

@@ -8,6 +8,7 @@ import { join, relative } from 'node:path';
 import { log } from './cells.mjs';
 import { barChart } from './charts.mjs';
 import { PEERS } from './options.mjs';
+import { payloadMemoryRows } from './payload-memory.mjs';
 import { formatBytes, formatCount, formatMs, formatNumber, ratio as ratioOf } from './stats.mjs';
 
 function evaluateTargets(results) {
@@ -245,6 +246,7 @@ function tableRows(results) {
       null,
     );
   }
+  rows.push(...payloadMemoryRows(results.workloads.payloadMemory));
   return rows;
 }
 
@@ -284,11 +286,13 @@ function machineLine(meta, options) {
     load === undefined
       ? 'load average not recorded'
       : `load average ${load.start.toFixed(1)} at start, ${load.end.toFixed(1)} at end`;
+  // (Runs saved before options.workloads was kept had burst and steady cells.)
+  const warmed = options?.workloads?.some((w) => w === 'burst' || w === 'steady') ?? true;
   const warm =
-    options?.warmup === undefined
+    options?.warmup === undefined || !warmed
       ? ''
       : ` Burst and steady cells first put ${formatCount(options.warmup)} messages through schedule, delivery and ack (warm-up, both peers).`;
-  return `${meta.machine.cpus} x ${meta.machine.cpu}, ${meta.machine.memoryGiB} GiB, ${meta.platform}, Node ${meta.node}, redis-server ${meta.redis ?? '-'}, BullMQ ${meta.bullmq ?? '-'}; ${loadText}.${warm}`;
+  return `${meta.machine.cpus} x ${meta.machine.cpu}, ${meta.machine.memoryGiB} GiB, ${meta.platform}, Node ${meta.node}, redis-server ${meta.redis ?? '-'}, BullMQ ${meta.bullmq ?? '-'}; ${loadText}.${warm}${meta.dist ? ` tickwheel from ${meta.dist}.` : ''}`;
 }
 
 function charts(results) {

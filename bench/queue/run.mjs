@@ -24,6 +24,7 @@ import {
   startCell,
 } from './cells.mjs';
 import { HELP, PEERS, ROOT, parseOptions, resultsBase } from './options.mjs';
+import { payloadMemoryWorkload } from './payload-memory.mjs';
 import { redisServerVersion, startRedis } from './redis-server.mjs';
 import { report } from './report.mjs';
 import { formatCount, formatMs, formatNumber, ratio as ratioOf } from './stats.mjs';
@@ -374,6 +375,8 @@ export async function main(argv) {
       loadAverage: { start: loadavg()[0] },
       redis: redisVersion ?? null,
       bullmq: bullmqVersion ?? null,
+      // The tickwheel build measured, when it is not this checkout's dist/.
+      dist: process.env.TICKWHEEL_BENCH_DIST ?? null,
       notes,
     },
     options: {
@@ -391,6 +394,14 @@ export async function main(argv) {
       batch: options.batch,
       lanes: options.lanes,
       warmup: options.warmup,
+      ...(options.workloads.includes('payload-memory')
+        ? {
+            backlogs: options.backlogs,
+            payloadBytes: options.payloadBytes,
+            payloadKind: options.payloadKind,
+            payloadMemory: options.payloadMemory ?? null,
+          }
+        : {}),
     },
     workloads: {},
   };
@@ -403,6 +414,11 @@ export async function main(argv) {
   if (wants('memory') || wants('recovery'))
     results.workloads.pending = await pendingWorkload(options);
   if (wants('steady')) results.workloads.steady = await steadyWorkload(options);
+  if (wants('payload-memory')) {
+    results.workloads.payloadMemory = options.peers.includes('tickwheel')
+      ? await payloadMemoryWorkload(options)
+      : { skipped: 'tickwheel only' };
+  }
   results.meta.loadAverage.end = loadavg()[0];
   return report(results, options.out, resultsBase(options));
 }
