@@ -81,6 +81,19 @@ function intact(kind, payload, bytes) {
   return payload[4] === i % 251 && payload[bytes - 1] === i % 251;
 }
 
+/**
+ * Schedules payloads first .. first + count - 1, due now: ready at once, and no consumer takes
+ * them. A function of its own, so that no variable of the fill's loop still holds the last
+ * batch's payloads when memory is sampled (a suspended async function can keep them).
+ */
+async function scheduleBatch(queue, kind, first, count, payloadBytes) {
+  const requests = new Array(count);
+  for (let k = 0; k < count; k++) {
+    requests[k] = { topic: PAYLOAD_TOPIC, payload: payloadOf(kind, first + k, payloadBytes) };
+  }
+  await queue.scheduleMany(requests);
+}
+
 export async function payloadFill(peer, options, progress, send) {
   const { backlogs, payloadBytes, payloadKind, batch } = options;
   const queue = peer.queue;
@@ -92,15 +105,7 @@ export async function payloadFill(peer, options, progress, send) {
     resetPeakRss();
     while (messages * payloadBytes < backlog) {
       const count = Math.min(batch, Math.ceil(backlog / payloadBytes) - messages);
-      const requests = new Array(count);
-      for (let k = 0; k < count; k++) {
-        // Due now: ready at once, and no consumer takes them.
-        requests[k] = {
-          topic: PAYLOAD_TOPIC,
-          payload: payloadOf(payloadKind, messages + k, payloadBytes),
-        };
-      }
-      await queue.scheduleMany(requests);
+      await scheduleBatch(queue, payloadKind, messages, count, payloadBytes);
       messages += count;
     }
     const taken = await sample(queue, {
