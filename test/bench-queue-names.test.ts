@@ -22,6 +22,7 @@ describe('bench:queue result file names', () => {
   it('a run of some workloads writes files named after them', () => {
     expect(baseOf(['--only', 'burst'])).toBe('queue-burst');
     expect(baseOf(['--only', 'burst,steady', '--quick'])).toBe('queue-burst+steady-quick');
+    expect(baseOf(['--only', 'payload-memory'])).toBe('queue-payload-memory');
   });
 
   it('all workloads with other settings, or one peer, write queue-custom.*', () => {
@@ -34,5 +35,17 @@ describe('bench:queue result file names', () => {
 
   it('--out names the place: queue.* there, whatever the run', () => {
     expect(baseOf(['--only', 'burst', '--out', '/tmp/x'])).toBe('queue');
+  });
+
+  it('payload-memory sizes are MiB unless a unit says otherwise', () => {
+    const options = parseOptions([
+      '--payload-backlogs',
+      '1GiB,128,512MiB',
+      '--payload-size',
+      '256KiB',
+    ]) as { backlogs: number[]; payloadBytes: number };
+    expect(options.backlogs).toEqual([128, 512, 1024].map((mib) => mib * 2 ** 20));
+    expect(options.payloadBytes).toBe(256 * 1024);
+    expect(() => parseOptions(['--payload-size', '0'])).toThrow(/--payload-size/);
   });
 });

@@ -19,6 +19,15 @@ interface Lateness {
   maxMs: number;
 }
 
+interface MemorySample {
+  rss: number;
+  peakRss: number | null;
+  heapUsed: number;
+  arrayBuffers: number;
+  heldPayloadBytes: number | null;
+  payloadLimitBytes: number | null;
+}
+
 interface QueueResults {
   meta: { date: string; node: string; machine: { cpus: number } };
   options: {
@@ -27,6 +36,7 @@ interface QueueResults {
     throughputN: number;
     burstN: number;
     burstLargeN: number;
+    backlogs: number[];
   };
   workloads: {
     throughput: { tickwheel: { n: number; perSecond: number; rounds: number[] }; bullmq?: unknown };
@@ -52,6 +62,13 @@ interface QueueResults {
       };
     }>;
     steady: { tickwheel: { scheduled: number; delivered: number; lateness: Lateness } };
+    payloadMemory: {
+      payloadBytes: number;
+      messages: number;
+      fill: Array<MemorySample & { backlogBytes: number; messages: number }>;
+      recovered: MemorySample & { openMs: number; live: number };
+      drained: MemorySample & { received: number; intact: number };
+    };
   };
   targets: Array<{ name: string; target: string; value: string; met: boolean }>;
 }
@@ -146,6 +163,22 @@ describe('npm run bench:queue -- --quick (tickwheel only)', () => {
     expect(tickwheel.scheduled).toBeGreaterThan(0);
     expect(tickwheel.delivered).toBe(tickwheel.scheduled);
     expect(tickwheel.lateness.count).toBe(tickwheel.delivered);
+  });
+
+  it('samples RSS against a backlog of large payloads, after SIGKILL and recovery, and drained', () => {
+    const { payloadBytes, messages, fill, recovered, drained } = results.workloads.payloadMemory;
+    // The empty queue first, then one sample per backlog size, each once it was reached.
+    expect(fill.map((sample) => sample.backlogBytes)).toEqual([0, ...results.options.backlogs]);
+    expect(messages * payloadBytes).toBe(results.options.backlogs.at(-1));
+    for (const sample of [...fill, recovered, drained]) {
+      expect(sample.rss).toBeGreaterThan(0);
+      expect(sample.heapUsed).toBeGreaterThan(0);
+      expect(sample.heldPayloadBytes).toBeLessThanOrEqual(sample.payloadLimitBytes as number);
+    }
+    expect(recovered.live).toBe(messages);
+    expect(recovered.openMs).toBeGreaterThan(0);
+    expect(drained).toMatchObject({ received: messages, intact: messages, heldPayloadBytes: 0 });
+    expect(stdout).toMatch(/payload-memory\s+after SIGKILL: recovery/);
   });
 
   it('evaluates the targets and draws the charts', () => {

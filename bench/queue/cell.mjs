@@ -8,7 +8,10 @@
  * finishes: the runner kills it.
  */
 
+import { payloadFill, payloadRecover } from './payload-memory-cell.mjs';
 import * as workloads from './workloads.mjs';
+
+const CELL_WORKLOADS = { ...workloads, payloadFill, payloadRecover };
 
 async function peerModule(peer) {
   if (peer === 'tickwheel') return import('./tickwheel-peer.mjs');
@@ -26,7 +29,7 @@ async function run({ peer: peerName, workload, options }) {
   const notify = (message) => void send(message);
   if (workload === 'recover') return module.recoverPeer(options, notify);
   if (workload === 'verify') return module.verifyPeer(options);
-  const run = workloads[workload];
+  const run = CELL_WORKLOADS[workload];
   if (typeof run !== 'function') throw new Error(`unknown workload ${workload}`);
   const peer = await module.openPeer(options);
   try {
