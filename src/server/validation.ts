@@ -7,11 +7,12 @@
  */
 
 import type { FastifySchemaValidationError } from 'fastify';
+import { ID_PATTERN, TOPIC_PATTERN } from '../queue/message.js';
 import { closest } from '../spelling.js';
 
 interface VerboseError extends FastifySchemaValidationError {
   data?: unknown;
-  parentSchema?: { properties?: Record<string, unknown> };
+  parentSchema?: { properties?: Record<string, unknown>; pattern?: string };
 }
 
 function quote(name: string): string {
@@ -41,8 +42,21 @@ function describeError(error: VerboseError, dataVar: string): string {
     }
     return `${where} is missing the required property ${quote(String(error.params.missingProperty))}`;
   }
+  const rule = NAME_RULES.get(error.parentSchema?.pattern ?? '');
+  if (rule !== undefined && ['pattern', 'maxLength', 'minLength'].includes(error.keyword)) {
+    return `${where} must be ${rule}; got ${quote(String(error.data))}`;
+  }
   return `${where} ${error.message ?? 'is not valid'}`;
 }
+
+/** Names the API refuses by a pattern, said in words rather than as the regular expression. */
+const NAME_RULES = new Map([
+  [
+    TOPIC_PATTERN.source,
+    "1-128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit",
+  ],
+  [ID_PATTERN.source, "1-200 characters of letters, digits, '.', '_', ':', '@' or '-'"],
+]);
 
 /** Fastify's schemaErrorFormatter. */
 export function formatSchemaErrors(errors: FastifySchemaValidationError[], dataVar: string): Error {
