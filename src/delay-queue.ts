@@ -17,7 +17,7 @@
 
 import type { ClusterQueue, ClusterQueueOptions } from './cluster/cluster-queue.js';
 import { checkClusterPeer } from './cluster/peer.js';
-import { describe, TickwheelTypeError } from './errors.js';
+import { checkKnownOptions, describe, optionNames, TickwheelTypeError } from './errors.js';
 import { QueueEngine, type DelayQueueOptions } from './queue/index.js';
 import type { Store } from './queue/store.js';
 import { FileStore, type FileStoreOptions } from './store/file/file-store.js';
@@ -50,6 +50,45 @@ const EMBEDDED_ONLY = [
   'rememberFinished',
   'payloadMemoryBytes',
 ] as const;
+
+/** Every option of an embedded queue. */
+const OPEN_OPTIONS = optionNames<DelayQueueOpenOptions>({
+  dir: true,
+  store: true,
+  clock: true,
+  horizonMs: true,
+  payloadMemoryBytes: true,
+  maxPayloadBytes: true,
+  visibilityMs: true,
+  maxWaitMs: true,
+  rememberFinished: true,
+  push: true,
+  fsync: true,
+  segmentBytes: true,
+  windowMs: true,
+  checkpointIntervalMs: true,
+  snapshotBytes: true,
+  repair: true,
+});
+
+/** Every option of a queue on Valkey/Redis. */
+const REDIS_OPTIONS = optionNames<DelayQueueRedisOptions>({
+  redis: true,
+  queue: true,
+  partitions: true,
+  windowMs: true,
+  horizonMs: true,
+  durability: true,
+  leaseMs: true,
+  visibilityMs: true,
+  maxPayloadBytes: true,
+  nodeId: true,
+  maxClockSkewMs: true,
+  connectTimeoutMs: true,
+  onError: true,
+  maxWaitMs: true,
+  push: true,
+});
 
 /** The keys of T that are not optional. */
 type RequiredKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? never : K }[keyof T];
@@ -124,6 +163,7 @@ export class DelayQueue extends QueueEngine {
   }
 
   private static async openEmbedded(options: DelayQueueOpenOptions): Promise<DelayQueue> {
+    checkKnownOptions(options, OPEN_OPTIONS, 'DelayQueue.open');
     if (options.store === undefined && options.dir === undefined) {
       throw new TickwheelTypeError(
         'ERR_TICKWHEEL_INVALID_OPTION',
@@ -167,6 +207,7 @@ async function openOnRedis(options: DelayQueueRedisOptions): Promise<ClusterQueu
       );
     }
   }
+  checkKnownOptions(options, REDIS_OPTIONS, 'DelayQueue.open on Valkey/Redis');
   checkClusterPeer();
   const cluster = await import('./cluster/cluster-queue.js');
   return cluster.ClusterQueue.open(options);

@@ -19,6 +19,8 @@
  * Every layer imports this module, the root export included: no I/O, no dependencies.
  */
 
+import { closest } from './spelling.js';
+
 /** Timers, clocks and wheels (docs/timers.md); also argument checks in every layer. */
 export type TimerErrorCode =
   | 'ERR_TICKWHEEL_INVALID_DELAY'
@@ -485,4 +487,27 @@ export class AbortError extends TickwheelError<'ABORT_ERR'> {
     super('ABORT_ERR', 'The operation was aborted', { cause });
     this.name = 'AbortError';
   }
+}
+
+/**
+ * Refuses an option `known` does not name, so that a misspelled one (`concurency`) is an error
+ * rather than a default silently kept. `known` comes from optionNames(), which the type checker
+ * holds to the options' type.
+ */
+export function checkKnownOptions(options: object, known: readonly string[], what: string): void {
+  for (const name of Object.keys(options)) {
+    if (known.includes(name)) continue;
+    const guess = closest(name, known);
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${what} has no option ${JSON.stringify(name.slice(0, 64))}` +
+        (guess === undefined ? '' : ` (did you mean ${JSON.stringify(guess)}?)`) +
+        `; the options are ${known.join(', ')}`,
+    );
+  }
+}
+
+/** The option names of an options type: every key of T, no other (the type checker sees to it). */
+export function optionNames<T>(names: Record<keyof T, true>): readonly string[] {
+  return Object.keys(names);
 }

@@ -11,6 +11,7 @@
 
 import { parseArgs } from 'node:util';
 import { TickwheelError, type CliErrorCode } from '../errors.js';
+import { closest } from '../spelling.js';
 import { CliError, type CliIo } from './io.js';
 
 export interface OptionSpec {
@@ -30,6 +31,8 @@ export interface OptionSpec {
   choices?: readonly string[];
   /** Name of an option that cannot be given together with this one. */
   conflicts?: string;
+  /** Name of an option without which this one means nothing (given or from its environment). */
+  requires?: string;
   /** Its parser returns an array, and repeats of the option add to it (`--allow a --allow b`). */
   list?: boolean;
 }
@@ -156,6 +159,39 @@ function convert(option: OptionSpec, text: string, source: string, command: stri
   }
 }
 
+/**
+ * parseArgs' refusal in the CLI's words: an unknown option with the closest known one
+ * (`--prot`: did you mean --port?), and a value that starts with a dash (`--delay -5s`), which
+ * parseArgs takes for another option, named as what it is.
+ */
+function parseFailure(
+  code: string,
+  message: string,
+  args: readonly string[],
+  specs: readonly OptionSpec[],
+): string {
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const name = /'(-{1,2}[^']*)'/.exec(message)?.[1] ?? '';
+    const guess = name.startsWith('--')
+      ? closest(
+          name.slice(2).split('=')[0],
+          specs.map((spec) => spec.name),
+        )
+      : undefined;
+    return `unknown option '${name}'` + (guess === undefined ? '' : ` (did you mean --${guess}?)`);
+  }
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    const at = args.findIndex(
+      (arg, i) => arg.startsWith('--') && args[i + 1]?.startsWith('-') === true,
+    );
+    if (at !== -1 && /^-\d/.test(args[at + 1])) {
+      return `option ${args[at]} got ${args[at + 1]}: a negative value is not accepted here`;
+    }
+    if (at !== -1) return `option ${args[at]} needs a value`;
+  }
+  return message.replace(/\s*\n\s*/g, ' ');
+}
+
 /** Splits `--list timers -- --quick` into the leading options and everything after them. */
 function splitLeadingOptions(args: string[], options: readonly OptionSpec[]): number {
   let index = 0;
@@ -214,7 +250,10 @@ function parseCommand(
   } catch (err) {
     const error = err as { code?: unknown; message?: unknown };
     if (typeof error.code === 'string' && error.code.startsWith('ERR_PARSE_ARGS_')) {
-      throw new UsageError(String(error.message).replace(/\s*\n\s*/g, ' '), label);
+      throw new UsageError(
+        parseFailure(error.code, String(error.message), optionArgs, specs),
+        label,
+      );
     }
     throw err;
   }
@@ -245,8 +284,21 @@ function parseCommand(
   }
   if (help) return { help, positionals, flags };
 
+  const present = (name: string) => {
+    const spec = specs.find((candidate) => candidate.name === name);
+    return given.has(name) || (spec?.env !== undefined && env[spec.env] !== undefined);
+  };
   for (const option of command.options ?? []) {
-    if (option.conflicts !== undefined && given.has(option.name) && given.has(option.conflicts)) {
+    if (option.requires !== undefined && present(option.name) && !present(option.requires)) {
+      const where = given.has(option.name)
+        ? `option --${option.name}`
+        : `${option.env} (--${option.name})`;
+      throw new UsageError(
+        `${where} is used only with --${option.requires}: give --${option.requires} too, or leave it out`,
+        label,
+      );
+    }
+    if (option.conflicts !== undefined && given.has(option.name) && present(option.conflicts)) {
       throw new UsageError(
         `option --${option.name} cannot be used together with --${option.conflicts}`,
         label,

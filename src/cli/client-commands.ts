@@ -8,7 +8,13 @@ import { TickwheelClient, DEFAULT_URL } from '../client/index.js';
 import type { ScheduleRequest } from '../queue/message.js';
 import type { CommandSpec, OptionSpec } from './args.js';
 import { CliError, describeFailure, type CliIo } from './io.js';
-import { integerParser, parseDuration, parsePayload, parseTime } from './parse.js';
+import {
+  integerParser,
+  parseDuration,
+  parsePayload,
+  parsePositiveDuration,
+  parseTime,
+} from './parse.js';
 
 export interface ClientFlags {
   url: string;
@@ -37,7 +43,7 @@ export const CLIENT_OPTIONS: readonly OptionSpec[] = [
     env: 'TICKWHEEL_TIMEOUT',
     default: 10_000,
     defaultText: '10s',
-    parse: parseDuration,
+    parse: parsePositiveDuration,
   },
 ];
 
@@ -158,8 +164,15 @@ export function clientCommands(io: CliIo): CommandSpec[] {
       arguments: [{ name: 'id', required: true }],
       options: CLIENT_OPTIONS,
       run: async ([id], flags) => {
-        if (!(await clientFor(flags as unknown as ClientFlags).cancel(id as string))) {
-          throw new CliError(`no pending message with id ${id as string}`);
+        const client = clientFor(flags as unknown as ClientFlags);
+        if (!(await client.cancel(id as string))) {
+          // The server's reason: what became of it, if it still knows.
+          const info = await client.get(id as string);
+          throw new CliError(
+            info === undefined
+              ? `no message with id ${id as string} (never scheduled, or finished long enough ago to be forgotten)`
+              : `message ${id as string} is ${info.status}: only a pending message can be cancelled`,
+          );
         }
         printJson(io, { cancelled: true });
       },

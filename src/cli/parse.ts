@@ -24,6 +24,13 @@ export function parseDuration(text: string): number {
   return Number(match[1]) * UNIT_MS[match[2] ?? 'ms'];
 }
 
+/** A duration above zero: a time allowed for something. */
+export function parsePositiveDuration(text: string): number {
+  const ms = parseDuration(text);
+  if (ms <= 0) throw new InvalidArgumentError('give a duration above 0, such as 500ms, 10s or 1m');
+  return ms;
+}
+
 /** "127.0.0.0/8,receiver.internal" -> the entries of a push allow list. */
 export function parsePushAllow(text: string): string[] {
   const entries = text

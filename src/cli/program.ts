@@ -38,6 +38,7 @@ function serveCommand(io: CliIo): CommandSpec {
         description: 'data directory (created if missing); not used with --redis',
         env: 'TICKWHEEL_DIR',
         default: './data',
+        conflicts: 'redis',
       },
       {
         name: 'port',
@@ -89,6 +90,7 @@ function serveCommand(io: CliIo): CommandSpec {
       },
       {
         name: 'queue',
+        requires: 'redis',
         value: '<name>',
         description: "with --redis: the queue's name (several queues can share one Valkey)",
         env: 'TICKWHEEL_QUEUE',
@@ -96,6 +98,7 @@ function serveCommand(io: CliIo): CommandSpec {
       },
       {
         name: 'partitions',
+        requires: 'redis',
         value: '<n>',
         description: 'with --redis: partitions of a new queue (an existing queue keeps its own)',
         env: 'TICKWHEEL_PARTITIONS',
@@ -104,6 +107,7 @@ function serveCommand(io: CliIo): CommandSpec {
       },
       {
         name: 'durability',
+        requires: 'redis',
         value: '<setting>',
         description:
           'with --redis: when a 201 is sent: once a replica has it (replicated: WAIT), once the primary and a replica fsynced it (fsynced: WAITAOF), or once the primary has it (async); auto: replicated if the primaries have replicas, else async, decided at start (replicated and fsynced are refused at start where no primary has a replica)',
@@ -113,6 +117,7 @@ function serveCommand(io: CliIo): CommandSpec {
       },
       {
         name: 'connect-timeout',
+        requires: 'redis',
         value: '<duration>',
         description:
           'with --redis: how long to keep trying to reach Valkey/Redis at start (down, restarting, loading its data) before giving up with ERR_TICKWHEEL_UNAVAILABLE',
@@ -123,6 +128,7 @@ function serveCommand(io: CliIo): CommandSpec {
       },
       {
         name: 'node-id',
+        requires: 'redis',
         value: '<id>',
         description: "with --redis: this node's name among the nodes (default: random)",
         env: 'TICKWHEEL_NODE_ID',

@@ -16,6 +16,8 @@ import {
   describe,
   TickwheelRangeError,
   TickwheelTypeError,
+  checkKnownOptions,
+  optionNames,
 } from '../errors.js';
 import type {
   MessageHandler,
@@ -81,6 +83,15 @@ export interface CallOptions {
 
 export const DEFAULT_URL = 'http://127.0.0.1:7700';
 
+const CLIENT_OPTIONS = optionNames<ClientOptions>({
+  url: true,
+  token: true,
+  timeoutMs: true,
+  retries: true,
+  retryDelayMs: true,
+  fetch: true,
+});
+
 export class TickwheelClient {
   readonly url: string;
   private readonly timeoutMs: number;
@@ -91,6 +102,7 @@ export class TickwheelClient {
   private readonly consumers = new Set<Consumer>();
 
   constructor(options: ClientOptions = {}) {
+    checkKnownOptions(options, CLIENT_OPTIONS, 'new TickwheelClient()');
     this.url = options.url ?? DEFAULT_URL;
     try {
       new URL(this.url);

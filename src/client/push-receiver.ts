@@ -20,7 +20,14 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { checkCallback, checkOption, describe, TickwheelTypeError } from '../errors.js';
+import {
+  checkCallback,
+  checkOption,
+  describe,
+  TickwheelTypeError,
+  checkKnownOptions,
+  optionNames,
+} from '../errors.js';
 import {
   checkPushOptions,
   PUSH_HEADER,
@@ -45,12 +52,21 @@ export interface PushListenerOptions extends VerifyPushOptions {
 
 const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
 
+const LISTENER_OPTIONS = optionNames<PushListenerOptions>({
+  secret: true,
+  toleranceSeconds: true,
+  now: true,
+  maxBytes: true,
+  methods: true,
+});
+
 export function pushListener(
   options: PushListenerOptions,
   handler: (message: PushedMessage) => unknown,
 ): (request: IncomingMessage, response: ServerResponse) => void {
   // Checked now: a bad option is a mistake of the code, not of a request.
   const check = checkPushOptions(options, 'pushListener');
+  checkKnownOptions(options, LISTENER_OPTIONS, 'pushListener()');
   checkCallback(handler, 'pushListener: handler');
   // Infinity: no limit (as before the option was checked).
   const maxBytes =

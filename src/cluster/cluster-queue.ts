@@ -15,10 +15,10 @@
  */
 
 import { checkCallback, checkOption, mayHaveWritten, TickwheelStateError } from '../errors.js';
-import { MAX_RECEIVE } from '../protocol/limits.js';
 import type { Queue } from '../queue/api.js';
 import type { ScheduleInfo } from '../queue/recurring.js';
 import type { RecurringSpec } from '../queue/recurring-spec.js';
+import { checkConsumeOptions } from '../queue/worker.js';
 import { QueueInsights } from '../queue/insights.js';
 import {
   checkId,
@@ -30,8 +30,8 @@ import {
 import {
   checkNack,
   checkReceipts,
+  checkReceiveOptions,
   checkVisibility,
-  EMBEDDED_RECEIVE_BYTES,
 } from '../queue/options.js';
 import type {
   ConsumeOptions,
@@ -195,18 +195,10 @@ export class ClusterQueue implements Queue {
   async receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage[]> {
     this.checkOpen();
     checkTopic(topic);
-    const messages = await this.node.receive(topic, {
-      max: checkOption(options.max ?? 1, 'max', 1, MAX_RECEIVE, true),
-      waitMs: checkOption(options.waitMs ?? 0, 'waitMs', 0, this.maxWaitMs),
-      visibilityMs: checkVisibility(options.visibilityMs ?? this.visibilityMs),
-      maxBytes: checkOption(
-        options.maxBytes ?? EMBEDDED_RECEIVE_BYTES,
-        'maxBytes',
-        1,
-        Number.MAX_SAFE_INTEGER,
-        true,
-      ),
-    });
+    const messages = await this.node.receive(
+      topic,
+      checkReceiveOptions(options, { maxWaitMs: this.maxWaitMs, visibilityMs: this.visibilityMs }),
+    );
     this.delivered(messages);
     return messages;
   }
@@ -252,6 +244,8 @@ export class ClusterQueue implements Queue {
     this.checkOpen();
     checkTopic(topic);
     checkCallback(handler, 'handler');
+    // As the embedded queue checks them: its wait is the node's own, not an option.
+    checkConsumeOptions(options, 1_000);
     const counted: MessageHandler = (message) => {
       this.delivered([message]);
       return handler(message);

@@ -18,7 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Valkey } from '../cluster/connection.js';
 import { REDIS_IDEMPOTENCY_STORE, checkClusterPeer } from '../cluster/peer.js';
-import { TickwheelStateError, checkOption } from '../errors.js';
+import { TickwheelStateError, checkOption, checkKnownOptions, optionNames } from '../errors.js';
 import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
 
 export interface RedisIdempotencyOptions {
@@ -43,6 +43,14 @@ const HOUR = 3_600_000;
 const RELEASE =
   "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
+const REDIS_STORE_OPTIONS = optionNames<RedisIdempotencyOptions>({
+  redis: true,
+  prefix: true,
+  claimMs: true,
+  retentionMs: true,
+  busyWaitMs: true,
+});
+
 export class RedisIdempotencyStore implements IdempotencyStore<Record<string, never>> {
   private readonly prefix: string;
   private readonly claimMs: number;
@@ -63,6 +71,7 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
   static async open(options: RedisIdempotencyOptions): Promise<RedisIdempotencyStore> {
     // Options first: a bad one must not leave a connection open.
     const probe = { ...options };
+    checkKnownOptions(probe, REDIS_STORE_OPTIONS, 'RedisIdempotencyStore.open()');
     checkOption(probe.claimMs ?? 60_000, 'claimMs', 1, 2 ** 31 - 1, true);
     checkOption(probe.retentionMs ?? 30 * 24 * HOUR, 'retentionMs', HOUR);
     checkOption(probe.busyWaitMs ?? 5_000, 'busyWaitMs', 0, 2 ** 31 - 1);

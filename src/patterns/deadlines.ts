@@ -22,6 +22,8 @@ import {
   TickwheelStateError,
   TickwheelTypeError,
   checkOptionsObject,
+  checkKnownOptions,
+  optionNames,
 } from '../errors.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { EntryStore } from '../wheel/index.js';
@@ -43,6 +45,19 @@ export interface RegisterOptions {
 
 type Settle = (value: unknown) => void;
 
+const REGISTRY_OPTIONS = optionNames<DeadlineRegistryOptions>({
+  clock: true,
+  resolution: true,
+  unref: true,
+  onError: true,
+  initialCapacity: true,
+});
+
+const WITH_DEADLINE_OPTIONS = optionNames<WithDeadlineOptions>({
+  signal: true,
+  timers: true,
+});
+
 export class DeadlineRegistry<K = string | number, V = unknown> {
   private readonly wheel: TimerWheel<number>;
   private readonly rows: EntryStore;
@@ -63,6 +78,7 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
 
   constructor(options: DeadlineRegistryOptions = {}) {
     checkOptionsObject(options, 'DeadlineRegistry options', '{ clock }');
+    checkKnownOptions(options, REGISTRY_OPTIONS, 'new DeadlineRegistry()');
     const { wheel } = patternWheel<number>(options, (row) => this.expire(row));
     this.wheel = wheel;
     this.rows = new EntryStore(options.initialCapacity);
@@ -263,6 +279,7 @@ export function withDeadline<V>(
   }
   const delay = checkDelay(ms, 'ms');
   checkOptionsObject(options, 'withDeadline options', '{ signal }');
+  checkKnownOptions(options, WITH_DEADLINE_OPTIONS, 'withDeadline()');
   const signal = checkSignal(options.signal);
   const timers = checkTimers(options.timers) ?? (sharedTimers ??= new TimerWheel());
   if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));

@@ -19,7 +19,13 @@
  * send something on writer-idle with an IdleTracker (see docs/patterns.md).
  */
 
-import { checkCallback, checkOption, checkOptionsObject } from '../errors.js';
+import {
+  checkCallback,
+  checkOption,
+  checkOptionsObject,
+  checkKnownOptions,
+  optionNames,
+} from '../errors.js';
 import { IdleTracker, type IdleHandle } from './idle.js';
 import { isThenable, reportError, type PatternOptions } from './pattern-wheel.js';
 
@@ -40,6 +46,18 @@ export interface HeartbeatOptions<T> extends PatternOptions {
   onDead: (item: T) => void;
 }
 
+const HEARTBEAT_OPTIONS = optionNames<HeartbeatOptions<unknown>>({
+  clock: true,
+  resolution: true,
+  unref: true,
+  onError: true,
+  initialCapacity: true,
+  intervalMs: true,
+  maxMissed: true,
+  send: true,
+  onDead: true,
+});
+
 export class Heartbeat<T = unknown> {
   private readonly idle: IdleTracker<T>;
   private readonly maxMissed: number;
@@ -49,6 +67,7 @@ export class Heartbeat<T = unknown> {
 
   constructor(options: HeartbeatOptions<T>) {
     checkOptionsObject(options, 'Heartbeat options', '{ intervalMs: 30_000, send, onDead }');
+    checkKnownOptions(options, HEARTBEAT_OPTIONS, 'new Heartbeat()');
     const intervalMs = checkOption(options.intervalMs, 'intervalMs', Number.MIN_VALUE);
     this.maxMissed = checkOption(options.maxMissed ?? 3, 'maxMissed', 0, 2 ** 31 - 1, true);
     checkCallback(options.send, 'send');

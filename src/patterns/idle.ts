@@ -33,6 +33,8 @@ import {
   TickwheelRangeError,
   TickwheelStateError,
   checkOptionsObject,
+  checkKnownOptions,
+  optionNames,
 } from '../errors.js';
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
@@ -65,6 +67,18 @@ const WRITER = 1;
 const ALL = 2;
 const STATES: readonly IdleState[] = ['reader-idle', 'writer-idle', 'all-idle'];
 
+const IDLE_OPTIONS = optionNames<IdleTrackerOptions<unknown>>({
+  clock: true,
+  resolution: true,
+  unref: true,
+  onError: true,
+  initialCapacity: true,
+  readerIdleMs: true,
+  writerIdleMs: true,
+  allIdleMs: true,
+  onIdle: true,
+});
+
 export class IdleTracker<T = unknown> {
   private readonly wheel: TimerWheel<number>;
   private readonly clock: Clock;
@@ -86,6 +100,7 @@ export class IdleTracker<T = unknown> {
 
   constructor(options: IdleTrackerOptions<T>) {
     checkOptionsObject(options, 'IdleTracker options', '{ readerIdleMs: 60_000, onIdle }');
+    checkKnownOptions(options, IDLE_OPTIONS, 'new IdleTracker()');
     checkCallback(options.onIdle, 'onIdle');
     this.onIdle = options.onIdle;
     this.periodOf = new Float64Array([

@@ -37,6 +37,8 @@ import {
   TickwheelStateError,
   TickwheelTypeError,
   checkOptionsObject,
+  checkKnownOptions,
+  optionNames,
 } from '../errors.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import { LeaseLostError, stackless, TimeoutError } from './errors.js';
@@ -87,6 +89,25 @@ interface LeaseHost {
   ended(lease: KeptLease): void;
 }
 
+const KEEPER_OPTIONS = optionNames<LeaseKeeperOptions>({
+  clock: true,
+  resolution: true,
+  unref: true,
+  onError: true,
+  initialCapacity: true,
+});
+
+const HOLD_OPTIONS = optionNames<LeaseOptions>({
+  leaseMs: true,
+  renewEveryMs: true,
+  renewTimeoutMs: true,
+  renew: true,
+  release: true,
+  onLost: true,
+  signal: true,
+  data: true,
+});
+
 export class LeaseKeeper {
   private readonly host: LeaseHost;
   private readonly held = new Set<KeptLease>();
@@ -94,6 +115,7 @@ export class LeaseKeeper {
 
   constructor(options: LeaseKeeperOptions = {}) {
     checkOptionsObject(options, 'LeaseKeeper options', '{ clock }');
+    checkKnownOptions(options, KEEPER_OPTIONS, 'new LeaseKeeper()');
     const { clock, wheel, report } = patternWheel<KeptLease>(options, (lease) =>
       lease[timerFired](),
     );
@@ -173,6 +195,7 @@ export class Lease<D = unknown> implements KeptLease {
   /** Made by LeaseKeeper.hold(), the only way to get a Lease. */
   constructor(host: LeaseHost, options: LeaseOptions<D>) {
     checkOptionsObject(options, 'hold() options', '{ leaseMs: 30_000, renew }');
+    checkKnownOptions(options, HOLD_OPTIONS, 'hold()');
     this.leaseMs = checkOption(options.leaseMs, 'leaseMs', Number.MIN_VALUE);
     this.everyMs = checkOption(
       options.renewEveryMs ?? this.leaseMs / 3,

@@ -36,7 +36,6 @@
  */
 
 import { checkCallback, checkOption, TickwheelStateError } from '../errors.js';
-import { MAX_RECEIVE } from '../protocol/limits.js';
 import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { QueueEvents } from './events.js';
@@ -62,7 +61,7 @@ import {
   checkNack,
   checkQueueOptions,
   checkReceipts,
-  checkVisibility,
+  checkReceiveOptions,
   EMBEDDED_RECEIVE_BYTES,
   type QueueSettings,
 } from './options.js';
@@ -298,16 +297,7 @@ export class QueueEngine {
     try {
       this.checkOpen();
       checkTopic(topic);
-      const max = checkOption(options.max ?? 1, 'max', 1, MAX_RECEIVE, true);
-      const waitMs = checkOption(options.waitMs ?? 0, 'waitMs', 0, this.settings.maxWaitMs);
-      const visibilityMs = checkVisibility(options.visibilityMs ?? this.settings.visibilityMs);
-      const maxBytes = checkOption(
-        options.maxBytes ?? EMBEDDED_RECEIVE_BYTES,
-        'maxBytes',
-        1,
-        Number.MAX_SAFE_INTEGER,
-        true,
-      );
+      const { max, waitMs, visibilityMs, maxBytes } = checkReceiveOptions(options, this.settings);
       return this.topics.receive(topic, max, waitMs, undefined, {
         receive: (granted, left) =>
           this.deliveries.receive(topic, granted, left, visibilityMs, maxBytes, undefined),

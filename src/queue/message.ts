@@ -74,6 +74,9 @@ export const DEFAULT_MAX_ATTEMPTS = 5;
  */
 export const MAX_DELAY_MS = 200 * 365.25 * 24 * 3600 * 1000;
 
+/** 2001-09-09T01:46:40Z: a deliverAt below it, against a wall clock, is taken for seconds. */
+const EARLIEST_DELIVER_AT = 1e12;
+
 /** The last topic that passed checkTopic: producers tend to repeat theirs. */
 let lastTopic = '';
 
@@ -117,6 +120,14 @@ export function dueTime(
       throw new TickwheelRangeError(
         'ERR_TICKWHEEL_INVALID_DELAY',
         `deliverAt must be a Unix time in milliseconds, got ${describe(deliverAt)}`,
+      );
+    }
+    // A due time before 2001-09-09 against a wall clock is a Unix time in seconds, 1,000 times
+    // too small, which would be delivered at once. (A ManualClock may start anywhere.)
+    if (deliverAt < EARLIEST_DELIVER_AT && now >= EARLIEST_DELIVER_AT) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_DELAY',
+        `deliverAt ${deliverAt} is before 2001-09-09: it looks like seconds; deliverAt is a Unix time in milliseconds (${deliverAt * 1000} if it was seconds)`,
       );
     }
     if (deliverAt - now > MAX_DELAY_MS) {

@@ -7,11 +7,23 @@
  */
 
 import { checkAlarmClock, SystemClock, type Clock } from '../clock/index.js';
-import { checkOption, describe, TickwheelTypeError } from '../errors.js';
-import { MAX_NACK_DELAY_MS, MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
+import {
+  checkKnownOptions,
+  checkOption,
+  checkOptionsObject,
+  describe,
+  optionNames,
+  TickwheelTypeError,
+} from '../errors.js';
+import {
+  MAX_NACK_DELAY_MS,
+  MAX_RECEIVE,
+  MAX_VISIBILITY_MS,
+  MAX_WAIT_MS,
+} from '../protocol/limits.js';
 import { clipReason } from './message.js';
 import { checkPushOptions, type PushOptions } from './push-guard.js';
-import type { DelayQueueOptions, NackOptions } from './types.js';
+import type { DelayQueueOptions, NackOptions, ReceiveOptions } from './types.js';
 
 /**
  * Default `maxBytes` of the embedded receive(): twice the HTTP default (DEFAULT_RECEIVE_BYTES
@@ -69,9 +81,39 @@ export function checkQueueOptions(options: DelayQueueOptions): QueueSettings {
   };
 }
 
+const RECEIVE_OPTIONS = optionNames<ReceiveOptions>({
+  max: true,
+  waitMs: true,
+  visibilityMs: true,
+  maxBytes: true,
+});
+
+/** receive() options checked, with the queue's defaults filled in. */
+export function checkReceiveOptions(
+  options: ReceiveOptions,
+  defaults: { maxWaitMs: number; visibilityMs: number },
+): Required<ReceiveOptions> {
+  checkOptionsObject(options, 'receive options', '{ max: 10, waitMs: 5_000 }');
+  checkKnownOptions(options, RECEIVE_OPTIONS, 'receive()');
+  return {
+    max: checkOption(options.max ?? 1, 'max', 1, MAX_RECEIVE, true),
+    waitMs: checkOption(options.waitMs ?? 0, 'waitMs', 0, defaults.maxWaitMs),
+    visibilityMs: checkVisibility(options.visibilityMs ?? defaults.visibilityMs),
+    maxBytes: checkOption(
+      options.maxBytes ?? EMBEDDED_RECEIVE_BYTES,
+      'maxBytes',
+      1,
+      Number.MAX_SAFE_INTEGER,
+      true,
+    ),
+  };
+}
+
 export function checkVisibility(visibilityMs: unknown): number {
   return checkOption(visibilityMs, 'visibilityMs', 1, MAX_VISIBILITY_MS);
 }
+
+const NACK_OPTIONS = optionNames<NackOptions>({ delayMs: true, reason: true });
 
 /** Checks nack() options; resolves the reason to keep as lastError (undefined: none given). */
 export function checkNack(options: NackOptions, method = 'nack'): string | undefined {
@@ -81,6 +123,7 @@ export function checkNack(options: NackOptions, method = 'nack'): string | undef
       `${method} options must be an object such as { delayMs: 5000 }, got ${describe(options)}`,
     );
   }
+  checkKnownOptions(options, NACK_OPTIONS, `${method}()`);
   if (options.delayMs !== undefined) checkOption(options.delayMs, 'delayMs', 0, MAX_NACK_DELAY_MS);
   const reason: unknown = options.reason;
   if (reason === undefined) return undefined;

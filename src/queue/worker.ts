@@ -36,7 +36,14 @@
 
 import { performance as realClock } from 'node:perf_hooks';
 import { setImmediate as realSetImmediate } from 'node:timers';
-import { checkCallback, checkOption, describe, TickwheelTypeError } from '../errors.js';
+import {
+  checkCallback,
+  checkKnownOptions,
+  checkOption,
+  describe,
+  optionNames,
+  TickwheelTypeError,
+} from '../errors.js';
 import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
 import { reasonOf } from './message.js';
 import type {
@@ -88,6 +95,12 @@ export interface WorkerSettings {
   onError: (err: unknown, context: ConsumeErrorContext) => void;
 }
 
+const CONSUME_OPTIONS = optionNames<ConsumeOptions>({
+  concurrency: true,
+  visibilityMs: true,
+  onError: true,
+});
+
 /** Default long-poll wait of the client's consume() (its `waitMs` option). */
 export const DEFAULT_CONSUME_WAIT_MS = 20_000;
 
@@ -106,6 +119,11 @@ export function checkConsumeOptions(options: unknown, fixedWaitMs?: number): Wor
     );
   }
   const given = options as ConsumeOptions & { waitMs?: unknown };
+  checkKnownOptions(
+    given,
+    fixedWaitMs === undefined ? [...CONSUME_OPTIONS, 'waitMs'] : CONSUME_OPTIONS,
+    'consume()',
+  );
   if (given.onError !== undefined) checkCallback(given.onError, 'onError');
   return {
     concurrency: checkOption(given.concurrency ?? 1, 'concurrency', 1, MAX_CONCURRENCY, true),

@@ -25,11 +25,13 @@ import {
   checkCallback,
   checkDelay,
   checkFlag,
+  checkKnownOptions,
   checkOption,
+  checkOptionsObject,
+  optionNames,
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,
-  checkOptionsObject,
 } from '../errors.js';
 import { HashedWheel } from '../wheel/index.js';
 import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
@@ -127,6 +129,18 @@ class HashedWheelTimeout implements Timeout {
   }
 }
 
+const HASHED_WHEEL_OPTIONS = optionNames<HashedWheelTimerOptions>({
+  tickDuration: true,
+  ticksPerWheel: true,
+  maxPendingTimeouts: true,
+  clock: true,
+  executor: true,
+  onError: true,
+  unref: true,
+  nodeOrder: true,
+  maxBatch: true,
+});
+
 export class HashedWheelTimer {
   /** Milliseconds per tick. */
   readonly tickDuration: number;
@@ -151,6 +165,7 @@ export class HashedWheelTimer {
 
   constructor(options: HashedWheelTimerOptions = {}) {
     checkOptionsObject(options, 'HashedWheelTimer options', '{ tickDuration: 100 }');
+    checkKnownOptions(options, HASHED_WHEEL_OPTIONS, 'new HashedWheelTimer()');
     this.tickDuration = checkOption(options.tickDuration ?? 100, 'tickDuration', Number.MIN_VALUE);
     const ticksPerWheel = checkOption(
       options.ticksPerWheel ?? 512,

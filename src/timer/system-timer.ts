@@ -25,10 +25,12 @@ import {
   checkCallback,
   checkDelay,
   checkFlag,
+  checkKnownOptions,
   checkOption,
+  checkOptionsObject,
+  optionNames,
   TickwheelStateError,
   TickwheelTypeError,
-  checkOptionsObject,
 } from '../errors.js';
 import { HierarchicalWheel } from '../wheel/index.js';
 import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
@@ -97,6 +99,17 @@ class ClockWaiter {
   ) {}
 }
 
+const SYSTEM_TIMER_OPTIONS = optionNames<SystemTimerOptions>({
+  tickMs: true,
+  wheelSize: true,
+  startMs: true,
+  clock: true,
+  onError: true,
+  unref: true,
+  nodeOrder: true,
+  maxBatch: true,
+});
+
 export class SystemTimer {
   private readonly driver: WheelDriver<HierarchicalWheel>;
   /** Per row: the task, or an advanceClock() call waiting for one. */
@@ -107,6 +120,7 @@ export class SystemTimer {
 
   constructor(options: SystemTimerOptions = {}) {
     checkOptionsObject(options, 'SystemTimer options', '{ tickMs: 1 }');
+    checkKnownOptions(options, SYSTEM_TIMER_OPTIONS, 'new SystemTimer()');
     checkFlag(options.unref, 'unref');
     const tickMs = checkOption(options.tickMs ?? 1, 'tickMs', Number.MIN_VALUE);
     const wheelSize = checkOption(options.wheelSize ?? 20, 'wheelSize', 2, 4096, true);

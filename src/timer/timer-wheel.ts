@@ -25,12 +25,14 @@ import {
   checkCallback,
   checkDelay,
   checkFlag,
+  checkKnownOptions,
   checkOption,
+  checkOptionsObject,
   checkPeriod,
+  optionNames,
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,
-  checkOptionsObject,
 } from '../errors.js';
 import { HierarchicalWheel, type WheelSnapshot } from '../wheel/index.js';
 import { WheelDriver } from './driver.js';
@@ -110,6 +112,20 @@ const callWith = Function.prototype.call.bind(Function.prototype.call) as (
   thisArg: TimerHandle,
 ) => void;
 
+const TIMER_WHEEL_OPTIONS = optionNames<TimerWheelOptions<unknown>>({
+  resolution: true,
+  clock: true,
+  maxPending: true,
+  onError: true,
+  onExpire: true,
+  maxBatch: true,
+  unref: true,
+  nodeOrder: true,
+  alignTicks: true,
+  wheelSize: true,
+  initialCapacity: true,
+});
+
 export class TimerWheel<T = unknown> {
   private readonly driver: WheelDriver<HierarchicalWheel>;
   private readonly onExpire: ((data: T) => void) | undefined;
@@ -148,6 +164,7 @@ export class TimerWheel<T = unknown> {
 
   constructor(options: TimerWheelOptions<T> = {}) {
     checkOptionsObject(options, 'TimerWheel options', '{ resolution: 1 }');
+    checkKnownOptions(options, TIMER_WHEEL_OPTIONS, 'new TimerWheel()');
     const resolution = checkOption(options.resolution ?? 1, 'resolution', Number.MIN_VALUE);
     this.maxPending = checkOption(options.maxPending ?? Infinity, 'maxPending', 0, Infinity);
     this.admitBelow = this.maxPending;

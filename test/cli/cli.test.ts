@@ -93,7 +93,16 @@ describe('the command line', () => {
     const cases: Array<[string[], string]> = [
       [['sned'], "unknown command 'sned'"],
       [['--verbose'], "unknown option '--verbose'"],
-      [['stats', '--verbose'], "Unknown option '--verbose'"],
+      [['stats', '--verbose'], "unknown option '--verbose'"],
+      [['serve', '--prot', '7000'], "unknown option '--prot' (did you mean --port?)"],
+      [['send', 't', '1', '--delay', '-5s'], 'option --delay got -5s: a negative value'],
+      [['send', 't', '1', '--timeout', '0'], 'option --timeout: give a duration above 0'],
+      [
+        ['serve', '--dir', '/tmp/d', '--redis', 'redis://127.0.0.1:1'],
+        'option --dir cannot be used together with --redis',
+      ],
+      [['serve', '--partitions', '4'], 'option --partitions is used only with --redis'],
+      [['serve', '--durability', 'async'], 'option --durability is used only with --redis'],
       [['get'], "missing required argument 'id'"],
       [['get', 'a', 'b'], 'too many arguments'],
       [
@@ -322,7 +331,11 @@ describe('client commands', () => {
     expect(JSON.parse(cancelled.stdout)).toEqual({ cancelled: true });
     const again = await run(['cancel', 'm-1']);
     expect(again.code).toBe(1);
-    expect(again.stderr).toContain('no pending message with id m-1');
+    expect(again.stderr).toContain(
+      'message m-1 is cancelled: only a pending message can be cancelled',
+    );
+    const unknown = await run(['cancel', 'never-sent']);
+    expect(unknown.stderr).toContain('no message with id never-sent (never scheduled');
   });
 
   it('receive prints ready messages and acks them with --ack', async () => {
@@ -453,7 +466,7 @@ describe('client commands', () => {
     const bad = await run(['send', '../x', '1']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(
-      /^tickwheel: params\/topic must match pattern .*\(ERR_TICKWHEEL_INVALID_REQUEST, HTTP 400\)\n$/,
+      /^tickwheel: params\/topic must be 1-128 characters of letters, digits, .*; got "\.\.\/x" \(ERR_TICKWHEEL_INVALID_REQUEST, HTTP 400\)\n$/,
     );
     process.env.TICKWHEEL_URL = 'http://127.0.0.1:1';
     const down = await run(['stats', '--timeout', '2s']);

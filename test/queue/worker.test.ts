@@ -567,7 +567,11 @@ describe('checkConsumeOptions', () => {
     const http = checkConsumeOptions(undefined);
     expect(http).toMatchObject({ concurrency: 1, visibilityMs: undefined, waitMs: 20_000 });
     expect(checkConsumeOptions({ waitMs: 5 }).waitMs).toBe(5);
-    expect(checkConsumeOptions({ waitMs: 5 }, 1000).waitMs).toBe(1000);
+    expect(checkConsumeOptions({}, 1000).waitMs).toBe(1000);
+    expect(() => checkConsumeOptions({ waitMs: 5 }, 1000)).toThrow(/no option "waitMs"/);
+    expect(() => checkConsumeOptions({ concurency: 4 })).toThrow(
+      /no option "concurency" \(did you mean "concurrency"\?\)/,
+    );
     expect(() => checkConsumeOptions({ waitMs: 0 })).toThrow(/waitMs/);
     expect(() => checkConsumeOptions({ concurrency: 1001 })).toThrow(/concurrency/);
     expect(() => checkConsumeOptions({ visibilityMs: 43_200_001 })).toThrow(/visibilityMs/);

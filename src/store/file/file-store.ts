@@ -22,7 +22,13 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
-import { TickwheelTypeError, checkOption, describe } from '../../errors.js';
+import {
+  TickwheelTypeError,
+  checkOption,
+  describe,
+  checkKnownOptions,
+  optionNames,
+} from '../../errors.js';
 import type { MessageState } from '../../queue/message.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
 import type {
@@ -112,6 +118,17 @@ const HORIZON_DISAGREES =
   'inHorizon disagrees with the store: it must be deliverAt < the horizon last given to ' +
   'recover() or loadUntil(), rounded by horizonEnd()';
 
+const FILE_STORE_OPTIONS = optionNames<FileStoreOptions>({
+  dir: true,
+  fsync: true,
+  segmentBytes: true,
+  windowMs: true,
+  checkpointIntervalMs: true,
+  snapshotBytes: true,
+  repair: true,
+  logIo: true,
+});
+
 export class FileStore implements Store {
   /** schedules.log, once the queue read or wrote a recurring schedule. */
   private scheduleLog: ScheduleLog | undefined;
@@ -197,6 +214,7 @@ export class FileStore implements Store {
         `dir must be a directory path, got ${describe(options?.dir)}`,
       );
     }
+    checkKnownOptions(options, FILE_STORE_OPTIONS, 'FileStore.open()');
     const fsync = options.fsync ?? 'batch';
     if (fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
       throw new TickwheelTypeError(

@@ -1,0 +1,143 @@
+/**
+ * Every options object of the public API refuses a name it does not know, with
+ * ERR_TICKWHEEL_INVALID_OPTION and the closest known name: a misspelled option must never be a
+ * default silently kept. And a deliverAt in seconds is refused, not delivered at once.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { TickwheelClient } from '../src/client/index.js';
+import { pushListener } from '../src/client/push-receiver.js';
+import { DelayQueue, MemoryStore } from '../src/delay-queue.js';
+import { FileStore } from '../src/store/file/file-store.js';
+import { HashedWheelTimer, SystemTimer, TimerWheel } from '../src/index.js';
+import {
+  DeadlineRegistry,
+  Heartbeat,
+  IdleTracker,
+  LeaseKeeper,
+  withDeadline,
+} from '../src/patterns/index.js';
+import { RedisIdempotencyStore } from '../src/idempotent/redis.js';
+
+function refused(run: () => unknown, name: string, guess?: string): Promise<void> {
+  const check = (err: unknown) => {
+    expect(err).toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
+    const message = (err as Error).message;
+    expect(message).toContain(`no option "${name}"`);
+    if (guess !== undefined) expect(message).toContain(`did you mean "${guess}"?`);
+  };
+  try {
+    const result = run();
+    if (result instanceof Promise) {
+      return result.then(
+        () => expect.fail(`${name} was accepted`),
+        (err: unknown) => check(err),
+      );
+    }
+  } catch (err) {
+    check(err);
+    return Promise.resolve();
+  }
+  return Promise.reject(new Error(`${name} was accepted`));
+}
+
+describe('unknown options', () => {
+  it('are refused by the queue, its receive, consume and nack', async () => {
+    await refused(
+      () => DelayQueue.open({ store: new MemoryStore(), horizonMS: 5 } as never),
+      'horizonMS',
+      'horizonMs',
+    );
+    await refused(
+      () => DelayQueue.open({ redis: 'redis://127.0.0.1:1', partitons: 4 } as never),
+      'partitons',
+      'partitions',
+    );
+    const queue = await DelayQueue.open({ store: new MemoryStore() });
+    try {
+      await refused(() => queue.receive('t', { wait: 10 } as never), 'wait', 'waitMs');
+      await refused(
+        () => queue.consume('t', () => {}, { concurency: 4 } as never),
+        'concurency',
+        'concurrency',
+      );
+      await queue.schedule({ topic: 't', payload: 1 });
+      const [message] = await queue.receive('t', { waitMs: 5_000 });
+      await refused(() => queue.nack(message.receipt, { delay: 5 } as never), 'delay', 'delayMs');
+    } finally {
+      await queue.close();
+    }
+  });
+
+  it('are refused by the timers and the patterns', async () => {
+    await refused(() => new TimerWheel({ resoluton: 1 } as never), 'resoluton', 'resolution');
+    await refused(
+      () => new HashedWheelTimer({ tickDurration: 10 } as never),
+      'tickDurration',
+      'tickDuration',
+    );
+    await refused(() => new SystemTimer({ tickMS: 1 } as never), 'tickMS', 'tickMs');
+    await refused(() => new DeadlineRegistry({ clok: undefined } as never), 'clok', 'clock');
+    await refused(
+      () => new Heartbeat({ intervalMs: 1000, send() {}, onDead() {}, maxMised: 2 } as never),
+      'maxMised',
+      'maxMissed',
+    );
+    await refused(
+      () => new IdleTracker({ readerIdleMs: 5, onIdle() {}, unrf: true } as never),
+      'unrf',
+      'unref',
+    );
+    const keeper = new LeaseKeeper();
+    try {
+      await refused(
+        () => keeper.hold({ leaseMs: 1000, renew: () => true, renewEvery: 5 } as never),
+        'renewEvery',
+        'renewEveryMs',
+      );
+    } finally {
+      keeper.close();
+    }
+    await refused(
+      () => withDeadline(Promise.resolve(1), 100, { signl: undefined } as never),
+      'signl',
+      'signal',
+    );
+  });
+
+  it('are refused by the client, the push listener and the stores', async () => {
+    await refused(() => new TickwheelClient({ tokn: 'x' } as never), 'tokn', 'token');
+    await refused(
+      () => pushListener({ secret: 's', maxByte: 5 } as never, () => {}),
+      'maxByte',
+      'maxBytes',
+    );
+    await refused(
+      () => FileStore.open({ dir: '/tmp/never-made', fsyc: 'batch' } as never),
+      'fsyc',
+      'fsync',
+    );
+    await refused(
+      () => RedisIdempotencyStore.open({ redis: 'redis://127.0.0.1:1', claimMS: 5 } as never),
+      'claimMS',
+      'claimMs',
+    );
+  });
+});
+
+describe('deliverAt', () => {
+  it('in seconds is refused against a wall clock, with the milliseconds it may have meant', async () => {
+    const queue = await DelayQueue.open({ store: new MemoryStore() });
+    try {
+      await expect(
+        queue.schedule({ topic: 't', payload: 1, deliverAt: 1_767_225_600 }),
+      ).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_INVALID_DELAY',
+        message: expect.stringMatching(/looks like seconds.*1767225600000/),
+      });
+      await queue.schedule({ topic: 't', payload: 1, deliverAt: Date.now() + 60_000 });
+    } finally {
+      await queue.close();
+    }
+  });
+});
