@@ -87,10 +87,11 @@ export interface StoreCounts {
    */
   topics: Map<string, { pending: number; dead: number }>;
   /**
-   * Live, not-dead messages by the hour their deliverAt falls in: hour start (epoch ms, a
-   * multiple of 3,600,000) -> count. Hours with 0 are absent.
+   * Live, not-dead messages by the minute their deliverAt falls in: minute number
+   * (floor(deliverAt / 60,000)) -> count. Minutes with 0 are absent. It may be the store's own
+   * map (not a copy): read it before the store changes again.
    */
-  hours: Map<number, number>;
+  minutes: ReadonlyMap<number, number>;
 }
 
 export interface Store {
@@ -134,7 +135,7 @@ export interface Store {
   /** Dead messages of a topic, oldest first. */
   dead(topic: string, limit: number): Promise<StoredMessage[]>;
   /**
-   * Counts of live messages per topic and per hour (see StoreCounts): kept up to date with
+   * Counts of live messages per topic and per minute (see StoreCounts): kept up to date with
    * every change, so this only copies them.
    */
   counts(): StoreCounts;

@@ -14,7 +14,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { MessageState } from '../../src/queue/message.js';
 import type { RecoveryReport, StoreCounts } from '../../src/queue/store.js';
-import { hourOf } from '../../src/store/counts.js';
+import { minuteNumber } from '../../src/store/counts.js';
 import { FileStore } from '../../src/store/file/file-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { recordId } from '../../src/store/file/records.js';
@@ -96,7 +96,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 );
 
 function modelCounts(model: Map<string, ModelMessage>): StoreCounts {
-  const counts: StoreCounts = { topics: new Map(), hours: new Map() };
+  const counts = {
+    topics: new Map<string, { pending: number; dead: number }>(),
+    minutes: new Map<number, number>(),
+  };
   for (const { state, dead } of model.values()) {
     let topic = counts.topics.get(state.topic);
     if (topic === undefined) counts.topics.set(state.topic, (topic = { pending: 0, dead: 0 }));
@@ -104,8 +107,8 @@ function modelCounts(model: Map<string, ModelMessage>): StoreCounts {
       topic.dead++;
     } else {
       topic.pending++;
-      const hour = hourOf(state.deliverAt);
-      counts.hours.set(hour, (counts.hours.get(hour) ?? 0) + 1);
+      const minute = minuteNumber(state.deliverAt);
+      counts.minutes.set(minute, (counts.minutes.get(minute) ?? 0) + 1);
     }
   }
   return counts;
@@ -114,7 +117,7 @@ function modelCounts(model: Map<string, ModelMessage>): StoreCounts {
 function sorted(counts: StoreCounts) {
   return {
     topics: [...counts.topics].sort((a, b) => a[0].localeCompare(b[0])),
-    hours: [...counts.hours].sort((a, b) => a[0] - b[0]),
+    minutes: [...counts.minutes].sort((a, b) => a[0] - b[0]),
   };
 }
 
