@@ -15,7 +15,7 @@ import { clock, errorText, number, rateText } from './format.js';
 import { MessageCard } from './message.js';
 import { topicProblem } from './names.js';
 import { SchedulesCard } from './schedules.js';
-import { Tile, TopicCard } from './topic.js';
+import { LIVE_MEANING, liveCount, Tile, TopicCard } from './topic.js';
 import './style.css';
 
 const POLL_MS = 1500;
@@ -159,7 +159,12 @@ function Counters(props: {
         <Tile label="schedule rate" value={rateText(last(history.scheduleRate))} />
         <Tile label="delivery rate" value={rateText(last(history.deliveryRate))} />
         <Tile label="ack rate" value={rateText(last(history.ackRate))} />
-        <Tile label="live (all topics)" value={number(snapshot.totals.live)} testid="total-live" />
+        <Tile
+          label="live (all topics)"
+          value={number(Object.values(snapshot.topics).reduce((sum, c) => sum + liveCount(c), 0))}
+          testid="total-live"
+          title={LIVE_MEANING}
+        />
         <Tile label="dead (all topics)" value={number(snapshot.totals.dead)} testid="total-dead" />
         <Tile
           label="lateness p99"
