@@ -88,10 +88,9 @@ export interface StoreCounts {
   topics: Map<string, { pending: number; dead: number }>;
   /**
    * Live, not-dead messages by the minute their deliverAt falls in: minute number
-   * (floor(deliverAt / 60,000)) -> count. Minutes with 0 are absent. It may be the store's own
-   * map (not a copy): read it before the store changes again.
+   * (floor(deliverAt / 60,000)) -> count. Minutes with 0 are absent.
    */
-  minutes: ReadonlyMap<number, number>;
+  minutes: Map<number, number>;
 }
 
 export interface Store {
@@ -139,6 +138,11 @@ export interface Store {
    * every change, so this only copies them.
    */
   counts(): StoreCounts;
+  /**
+   * Optional: StoreCounts.minutes without the copy (the dashboard's timeline reads it every
+   * second): the store's own map, to be read before the store changes again.
+   */
+  dueMinutes?(): ReadonlyMap<number, number>;
   /**
    * Topics' settings (pause, rate limit: topics.ts), those other than the defaults, as last
    * written. A store that cannot read them back rejects (never answers "not paused" instead).

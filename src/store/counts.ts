@@ -91,14 +91,19 @@ export class MessageCounts {
     this.drop(topic, count);
   }
 
-  /**
-   * The counts: topics copied; minutes the map itself, not copied (a dashboard reads it every
-   * second, and it may hold many entries), to be read before the next change.
-   */
+  /** Copies of the counts. */
   read(): StoreCounts {
     const topics = new Map<string, TopicCount>();
     for (const [topic, { pending, dead }] of this.topics) topics.set(topic, { pending, dead });
-    return { topics, minutes: this.minutes };
+    return { topics, minutes: new Map(this.minutes) };
+  }
+
+  /**
+   * The minutes' map itself, not a copy (a dashboard reads it every second, and it may hold
+   * many entries): to be read before the next change.
+   */
+  dueMinutes(): ReadonlyMap<number, number> {
+    return this.minutes;
   }
 
   entries(): CountEntries {

@@ -486,6 +486,10 @@ export class FileStore implements Store {
     return this.tables.tally.read();
   }
 
+  dueMinutes(): ReadonlyMap<number, number> {
+    return this.tables.tally.dueMinutes();
+  }
+
   /**
    * A background write that fails and is being retried (the schedule index, checkpoints): what
    * and since when; or the directory's lock, lost. A failed log write is not one of them: it
