@@ -506,7 +506,7 @@ export class QueueEngine {
   /** Scheduled messages by time until due, exact for the edges returned (see insights.ts). */
   dueTimeline(edgesMs: readonly number[]): DueTimeline {
     const { clock } = this.settings;
-    const minutes = this.store.dueMinutes?.() ?? this.store.counts().minutes;
+    const minutes = this.store.dueMinutes?.() ?? new Map<number, number>();
     return dueTimeline(edgesMs, clock.now(), this.near, minutes, this.horizon.loadedUntil);
   }
 

@@ -86,11 +86,6 @@ export interface StoreCounts {
    * and dead ones. Topics with neither are absent.
    */
   topics: Map<string, { pending: number; dead: number }>;
-  /**
-   * Live, not-dead messages by the minute their deliverAt falls in: minute number
-   * (floor(deliverAt / 60,000)) -> count. Minutes with 0 are absent.
-   */
-  minutes: Map<number, number>;
 }
 
 export interface Store {
@@ -139,8 +134,11 @@ export interface Store {
    */
   counts(): StoreCounts;
   /**
-   * Optional: StoreCounts.minutes without the copy (the dashboard's timeline reads it every
-   * second): the store's own map, to be read before the store changes again.
+   * Optional: live, not-dead messages by the minute their deliverAt falls in: minute number
+   * (floor(deliverAt / 60,000)) -> count, minutes with 0 absent, kept up to date like counts().
+   * The store's own map, not a copy (the dashboard's timeline reads it every second, and it may
+   * hold an entry per pending message): read it before the store changes again. Without it the
+   * timeline counts only what the queue holds in memory.
    */
   dueMinutes?(): ReadonlyMap<number, number>;
   /**

@@ -95,13 +95,10 @@ export class MessageCounts {
   read(): StoreCounts {
     const topics = new Map<string, TopicCount>();
     for (const [topic, { pending, dead }] of this.topics) topics.set(topic, { pending, dead });
-    return { topics, minutes: new Map(this.minutes) };
+    return { topics };
   }
 
-  /**
-   * The minutes' map itself, not a copy (a dashboard reads it every second, and it may hold
-   * many entries): to be read before the next change.
-   */
+  /** The minutes' map itself, not a copy (see Store.dueMinutes). */
   dueMinutes(): ReadonlyMap<number, number> {
     return this.minutes;
   }

@@ -103,7 +103,8 @@ class Writer {
 }
 
 function counts(tables: Tables) {
-  const { topics, minutes } = tables.tally.read();
+  const { topics } = tables.tally.read();
+  const minutes = tables.tally.dueMinutes();
   return {
     topics: [...topics].sort((a, b) => a[0].localeCompare(b[0])),
     minutes: [...minutes].sort((a, b) => a[0] - b[0]),
