@@ -15,7 +15,7 @@ import { clock, errorText, number, rateText } from './format.js';
 import { MessageCard } from './message.js';
 import { topicProblem } from './names.js';
 import { SchedulesCard } from './schedules.js';
-import { Tile, TopicCard } from './topic.js';
+import { LIVE_MEANING, liveCount, Tile, TopicCard } from './topic.js';
 import './style.css';
 
 const POLL_MS = 1500;
@@ -159,7 +159,12 @@ function Counters(props: {
         <Tile label="schedule rate" value={rateText(last(history.scheduleRate))} />
         <Tile label="delivery rate" value={rateText(last(history.deliveryRate))} />
         <Tile label="ack rate" value={rateText(last(history.ackRate))} />
-        <Tile label="live (all topics)" value={number(snapshot.totals.live)} testid="total-live" />
+        <Tile
+          label="live (all topics)"
+          value={number(Object.values(snapshot.topics).reduce((sum, c) => sum + liveCount(c), 0))}
+          testid="total-live"
+          title={LIVE_MEANING}
+        />
         <Tile label="dead (all topics)" value={number(snapshot.totals.dead)} testid="total-dead" />
         <Tile
           label="lateness p99"
@@ -234,6 +239,21 @@ function timelineGroup(untilMs: number | null): string {
   return 'beyond';
 }
 
+/** "59.2 s", "59 min 40 s", "23 h 59 min": a time until due, to a tenth of a second at most. */
+function dueIn(ms: number): string {
+  if (ms < 120_000) return `${Number((ms / 1000).toFixed(1))} s`;
+  if (ms < 7_200_000) return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
+  return `${Math.floor(ms / 3_600_000)} h ${Math.round((ms % 3_600_000) / 60_000)} min`;
+}
+
+/** "due in 10 s to less than 59.2 s": the range a bucket was counted over. */
+function bucketRange(bucket: DashboardSnapshot['upcoming'][number]): string {
+  const from = dueIn(bucket.fromMs);
+  if (bucket.untilMs === null) return `due in ${from} or more`;
+  const until = dueIn(bucket.untilMs);
+  return bucket.fromMs === 0 ? `due in less than ${until}` : `due in ${from} to less than ${until}`;
+}
+
 function Upcoming(props: { buckets: DashboardSnapshot['upcoming'] }) {
   const max = Math.max(1, ...props.buckets.map((b) => b.count));
   return (
@@ -248,6 +268,7 @@ function Upcoming(props: { buckets: DashboardSnapshot['upcoming'] }) {
               class={`bar-row${first ? ' group-start' : ''}`}
               key={bucket.label}
               data-bucket={bucket.label}
+              title={bucketRange(bucket)}
             >
               <span class="bar-group">{first ? group : ''}</span>
               <span class="bar-label">{bucket.label}</span>
@@ -257,7 +278,10 @@ function Upcoming(props: { buckets: DashboardSnapshot['upcoming'] }) {
           );
         })}
       </div>
-      <p class="muted small">Every scheduled message, by time until it is due.</p>
+      <p class="muted small">
+        Every scheduled message, by time until it is due. Past the in-memory horizon an edge is the
+        whole minute at or before it (hover a bar for its exact range).
+      </p>
     </section>
   );
 }

@@ -3,15 +3,34 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, DEAD_LETTER_LIMIT, Unauthorized } from './api.js';
 import type { MessageInfo, TopicCounts } from './api.js';
 import { errorText, number, when } from './format.js';
+import { useHiddenBelow } from './scroll.js';
 import { TopicSettings } from './topic-settings.js';
 
-export function Tile(props: { label: string; value: string; testid?: string; field?: string }) {
+export function Tile(props: {
+  label: string;
+  value: string;
+  testid?: string;
+  field?: string;
+  /** What the figure counts, shown on hover. */
+  title?: string;
+}) {
   return (
-    <div class="tile" data-testid={props.testid} data-field={props.field}>
+    <div class="tile" data-testid={props.testid} data-field={props.field} title={props.title}>
       <div class="value">{props.value}</div>
       <div class="label">{props.label}</div>
     </div>
   );
+}
+
+/**
+ * "Live", wherever the page says it: messages scheduled, ready or in flight. Dead letters are
+ * counted apart (the store's own `totals.live` includes them, so the page does not show it).
+ */
+export const LIVE_MEANING =
+  'live: scheduled, ready or in flight (not yet acknowledged or cancelled; dead letters not included)';
+
+export function liveCount(counts: TopicCounts | undefined): number {
+  return counts === undefined ? 0 : counts.scheduled + counts.ready + counts.inflight;
 }
 
 /** A payload preview as the card shows it: the text, or why there is none. */
@@ -35,6 +54,8 @@ export function TopicCard(props: {
   /** Only the latest load may fill the list: a click on another topic can overtake one. */
   const latest = useRef(0);
   const dead = counts?.dead ?? 0;
+  const list = useRef<HTMLUListElement | null>(null);
+  const below = useHiddenBelow(list, [messages, previews]);
 
   const fail = (err: unknown) => {
     if (err instanceof Unauthorized) props.onUnauthorized(err);
@@ -102,7 +123,6 @@ export function TopicCard(props: {
     await load();
   };
 
-  const live = counts === undefined ? 0 : counts.scheduled + counts.ready + counts.inflight;
   return (
     <section class="card wide" data-testid="topic-details">
       <div class="card-head">
@@ -117,7 +137,7 @@ export function TopicCard(props: {
         <Tile label="scheduled" field="scheduled" value={number(counts?.scheduled ?? 0)} />
         <Tile label="ready" field="ready" value={number(counts?.ready ?? 0)} />
         <Tile label="in flight" field="inflight" value={number(counts?.inflight ?? 0)} />
-        <Tile label="live" field="live" value={number(live)} />
+        <Tile label="live" field="live" value={number(liveCount(counts))} title={LIVE_MEANING} />
         <Tile label="dead letters" field="dead" value={number(dead)} />
       </div>
       <TopicSettings topic={topic} onUnauthorized={props.onUnauthorized} />
@@ -135,45 +155,52 @@ export function TopicCard(props: {
         ) : messages.length === 0 ? (
           <p class="muted">no dead letters in {topic}</p>
         ) : (
-          <ul class="dead-list" tabIndex={0}>
-            {messages.map((message) => {
-              const preview = previews.get(message.id);
-              return (
-                <li key={message.id} data-id={message.id}>
-                  <div class="row spread">
-                    <button
-                      class="link mono"
-                      title="look this message up"
-                      onClick={() => props.onLookup(message.id)}
-                    >
-                      {message.id}
-                    </button>
-                    <span class="muted small">
-                      {message.attempts} attempt{message.attempts === 1 ? '' : 's'} · last due{' '}
-                      {when(message.deliverAt)}
-                    </span>
-                    <button data-testid="requeue" onClick={() => void requeue(message.id)}>
-                      Requeue
-                    </button>
-                  </div>
-                  <div class={`reason${message.lastError === undefined ? ' muted' : ''}`}>
-                    reason: {message.lastError ?? '—'}
-                  </div>
-                  {preview === undefined ? (
-                    <code class="preview-pending muted">loading the payload…</code>
-                  ) : 'text' in preview ? (
-                    <code class="preview">{preview.text}</code>
-                  ) : (
-                    <code class="preview-pending muted">payload unavailable: {preview.failed}</code>
-                  )}
-                </li>
-              );
-            })}
-          </ul>
+          <DeadCount shown={messages.length} dead={dead} below={below} />
         )}
-        {messages !== null && dead > messages.length && messages.length >= DEAD_LETTER_LIMIT && (
-          <p class="muted small">
-            The first {number(messages.length)} of {number(dead)} dead letters.
+        {messages !== null && messages.length > 0 && (
+          <div class={`dead-scroll${below > 0 ? ' more' : ''}`}>
+            <ul class="dead-list" tabIndex={0} ref={list} aria-label={`dead letters of ${topic}`}>
+              {messages.map((message) => {
+                const preview = previews.get(message.id);
+                return (
+                  <li key={message.id} data-id={message.id}>
+                    <div class="row spread">
+                      <button
+                        class="link mono"
+                        title="look this message up"
+                        onClick={() => props.onLookup(message.id)}
+                      >
+                        {message.id}
+                      </button>
+                      <span class="muted small">
+                        {message.attempts} attempt{message.attempts === 1 ? '' : 's'} · last due{' '}
+                        {when(message.deliverAt)}
+                      </span>
+                      <button data-testid="requeue" onClick={() => void requeue(message.id)}>
+                        Requeue
+                      </button>
+                    </div>
+                    <div class={`reason${message.lastError === undefined ? ' muted' : ''}`}>
+                      reason: {message.lastError ?? '—'}
+                    </div>
+                    {preview === undefined ? (
+                      <code class="preview-pending muted">loading the payload…</code>
+                    ) : 'text' in preview ? (
+                      <code class="preview">{preview.text}</code>
+                    ) : (
+                      <code class="preview-pending muted">
+                        payload unavailable: {preview.failed}
+                      </code>
+                    )}
+                  </li>
+                );
+              })}
+            </ul>
+          </div>
+        )}
+        {below > 0 && (
+          <p class="dead-more small" data-testid="dead-more">
+            ↓ {number(below)} more below: scroll the list
           </p>
         )}
       </div>
@@ -183,5 +210,22 @@ export function TopicCard(props: {
         </p>
       )}
     </section>
+  );
+}
+
+/**
+ * "showing 12 of 12 dead letters · the list scrolls": how many the list holds, of how many the
+ * topic has (it lists the first DEAD_LETTER_LIMIT).
+ */
+function DeadCount(props: { shown: number; dead: number; below: number }) {
+  const { shown, below } = props;
+  const dead = Math.max(props.dead, shown);
+  const first = shown < dead && shown >= DEAD_LETTER_LIMIT ? 'the first ' : '';
+  return (
+    <p class="muted small" data-testid="dead-count">
+      showing {first}
+      {number(shown)} of {number(dead)} dead letter{dead === 1 ? '' : 's'}
+      {below > 0 ? ' · the list scrolls' : ''}
+    </p>
   );
 }

@@ -19,7 +19,7 @@ import type { Queue } from '../queue/api.js';
 import type { ScheduleInfo } from '../queue/recurring.js';
 import type { RecurringSpec } from '../queue/recurring-spec.js';
 import { checkConsumeOptions } from '../queue/worker.js';
-import { QueueInsights } from '../queue/insights.js';
+import { QueueInsights, type DueTimeline } from '../queue/insights.js';
 import {
   checkId,
   checkTopic,
@@ -383,6 +383,11 @@ export class ClusterQueue implements Queue {
   dueHistogram(edgesMs: readonly number[]): Promise<number[]> {
     this.checkOpen();
     return this.node.inspector.dueHistogram(edgesMs, this.node.windowMs);
+  }
+
+  /** dueHistogram with the edges as asked (see ClusterInspector.dueHistogram for its grain). */
+  async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
+    return { edgesMs: [...edgesMs], counts: await this.dueHistogram(edgesMs) };
   }
 
   async payloadPreview(

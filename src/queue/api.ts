@@ -10,6 +10,7 @@
 
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { ScheduleRequest } from './message.js';
+import type { DueTimeline } from './insights.js';
 import type { RecoveryReport } from './store.js';
 import type { QueueEvents } from './events.js';
 import type { ScheduleInfo } from './recurring.js';
@@ -90,6 +91,8 @@ export interface Queue {
   stats(): Promise<Record<string, unknown>>;
   /** Scheduled messages by time until due (see QueueEngine.dueHistogram). */
   dueHistogram(edgesMs: readonly number[]): number[] | Promise<number[]>;
+  /** The same counts and the edges they are exact for (see dueTimeline in insights.ts). */
+  dueTimeline(edgesMs: readonly number[]): DueTimeline | Promise<DueTimeline>;
   /** The start of a live or dead message's payload, for people looking at it. */
   payloadPreview(
     id: string,

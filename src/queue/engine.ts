@@ -31,7 +31,7 @@
  *   push.ts        topics with a push target: their messages sent over HTTP by the queue
  *   events.ts      message events (scheduled, delivered, acked, failed, dead, cancelled)
  *   recurring.ts   recurring schedules (cron, intervals) whose occurrences become messages
- *   insights.ts    counters, stats(), dueHistogram()
+ *   insights.ts    counters, stats(), dueTimeline()
  *   options.ts     options and argument checks (types.ts: the public types)
  */
 
@@ -43,7 +43,7 @@ import { Scheduler, type ScheduleInfo } from './recurring.js';
 import type { RecurringSpec } from './recurring-spec.js';
 import { FinishedMemory } from './finished.js';
 import { Horizon } from './horizon.js';
-import { dueHistogram, QueueInsights } from './insights.js';
+import { dueTimeline, QueueInsights, type DueTimeline } from './insights.js';
 import { IdLocks } from './locks.js';
 import {
   checkId,
@@ -493,20 +493,16 @@ export class QueueEngine {
     return problems.length === 0 ? undefined : problems.join('; ');
   }
 
-  /**
-   * Every scheduled message (not yet due), by time until due: counts[i] holds those due before
-   * `edgesMs[i]` from now and not before the previous edge; the last count holds the rest.
-   * Messages in memory count by their exact due time, those on disk by their hour (exact to
-   * within an hour). Never a walk over messages.
-   */
+  /** Scheduled messages by time until due, exact for the edges returned (see insights.ts). */
+  dueTimeline(edgesMs: readonly number[]): DueTimeline {
+    const { clock } = this.settings;
+    const minutes = this.store.dueMinutes?.() ?? new Map<number, number>();
+    return dueTimeline(edgesMs, clock.now(), this.near, minutes, this.horizon.loadedUntil);
+  }
+
+  /** dueTimeline(edgesMs).counts: edges past the in-memory horizon are whole minutes. */
   dueHistogram(edgesMs: readonly number[]): number[] {
-    return dueHistogram(
-      edgesMs,
-      this.settings.clock.now(),
-      this.near,
-      this.store.counts().hours,
-      this.horizon.loadedUntil,
-    );
+    return this.dueTimeline(edgesMs).counts;
   }
 
   /**

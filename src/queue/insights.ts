@@ -16,13 +16,13 @@
  * change of state; counts of the rest come from the store. Combining them:
  *
  *   scheduled(topic) = store.pending(topic) − held ready(topic) − held in flight(topic)
- *   on disk by hour  = store.hours(hour) − held hours(hour)
+ *   on disk by minute  = store.minutes(minute) − held minutes(minute)
  */
 
 import { SystemClock, type Clock } from '../clock/index.js';
 import type { TimerWheelStats } from '../timer/index.js';
 import type { MessageState } from './message.js';
-import { HOUR_MS, type HeldCounts } from './near.js';
+import { MINUTE_MS, type HeldCounts } from './near.js';
 import type { Store } from './store.js';
 
 /** Upper bounds (ms) of the first-delivery lateness buckets stats() reports. */
@@ -208,38 +208,57 @@ export class QueueInsights {
   }
 }
 
+/** Scheduled messages by time until due, and the edges they were counted at (dueTimeline). */
+export interface DueTimeline {
+  /**
+   * Each edge asked for, or, for one past the in-memory horizon, the whole minute at or before
+   * it (never before the horizon): what is on disk is counted by the minute it is due in.
+   */
+  edgesMs: number[];
+  /** counts[i]: due before edgesMs[i] from now and not before the previous edge; last: the rest. */
+  counts: number[];
+}
+
 /**
- * Every scheduled message (not yet due), by time until due: counts[i] holds those due before
- * `edgesMs[i]` from `now` and not before the previous edge; the last count holds the rest.
+ * Every scheduled message (not yet due), by time until due, exact for the edges it returns.
  * Messages in memory (due before `loadedUntil`) count by their exact due time; those still on
- * disk by the hour they are due in, taken as the start of that hour or `loadedUntil`, whichever
- * is later (their due time is never earlier than that). Costs one step per distinct due time in
- * memory and per hour on disk, never a walk over messages.
+ * disk by the minute they are due in, taken as the start of that minute or `loadedUntil`,
+ * whichever is later (their due time is never earlier). An edge at or before `loadedUntil` is
+ * kept as it is: every message on disk is due at or after it. One past it is moved back to a
+ * whole minute (or to `loadedUntil`), so that no minute on disk straddles it and every message
+ * falls on the side its due time says. Costs one step per distinct due time in memory and per
+ * minute on disk, never a walk over messages.
+ *
+ * Worked example: now 12:00:20, loadedUntil 12:02:00, edges 60 s and 1 h. The 60 s edge
+ * (12:01:20) is in memory and stays; the 1 h edge (13:00:20) becomes 13:00:00, i.e. 3,580,000
+ * ms. A message on disk due 13:00:10 counts in the last bucket, as its minute, 13:00, does.
  */
-export function dueHistogram(
+export function dueTimeline(
   edgesMs: readonly number[],
   now: number,
   held: HeldCounts,
-  storeHours: ReadonlyMap<number, number>,
+  storeMinutes: ReadonlyMap<number, number>,
   loadedUntil: number,
-): number[] {
-  const counts = new Array<number>(edgesMs.length + 1).fill(0);
+): DueTimeline {
+  const edges = edgesMs.map((edge) => {
+    const at = now + edge;
+    if (at <= loadedUntil) return edge;
+    return Math.max(loadedUntil, Math.floor(at / MINUTE_MS) * MINUTE_MS) - now;
+  });
+  const counts = new Array<number>(edges.length + 1).fill(0);
   const bucketOf = (until: number) => {
     let bucket = 0;
-    while (bucket < edgesMs.length && until >= edgesMs[bucket]) bucket++;
+    while (bucket < edges.length && until >= edges[bucket]) bucket++;
     return bucket;
   };
-  // The store counts every live message by hour, including those in memory: take those out.
-  const far = new Map(storeHours);
-  for (const [hourNumber, count] of held.hours) {
-    const hour = hourNumber * HOUR_MS;
-    const left = (far.get(hour) ?? 0) - count;
-    if (left > 0) far.set(hour, left);
-    else far.delete(hour);
-  }
-  // forEach, not for-of: no entry array per distinct due time.
+  // forEach, not for-of: no entry array per distinct due time or minute.
   const since = held.countBase - now;
   held.scheduledDue.forEach((count, due) => (counts[bucketOf(since + due)] += count));
-  for (const [hour, count] of far) counts[bucketOf(Math.max(hour, loadedUntil) - now)] += count;
-  return counts;
+  // The store counts every live message, including those in memory: take those out.
+  const heldMinutes = held.minutes;
+  storeMinutes.forEach((count, minute) => {
+    const far = count - (heldMinutes.get(minute) ?? 0);
+    if (far > 0) counts[bucketOf(Math.max(minute * MINUTE_MS, loadedUntil) - now)] += far;
+  });
+  return { edgesMs: edges, counts };
 }

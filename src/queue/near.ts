@@ -22,7 +22,7 @@
  * Counts, kept with every change so that stats() and dueHistogram() never walk memory (at a
  * million held messages a walk took ~100 ms):
  *   tallies       per topic, held messages ready and in flight;
- *   hours         all held messages, by the hour of their due time;
+ *   minutes       all held messages, by the minute of their due time (as the store counts);
  *   scheduledDue  scheduled ones, by due time in ms from `countBase` (small integer keys).
  *
  * Releasing a message leaves its entry in `byId` (a Map delete by id string cost ~190 ns at
@@ -71,7 +71,7 @@ import { ReadyList } from './ready-list.js';
 import { Receipts } from './receipts.js';
 import type { Waiters } from './waiters.js';
 
-export const HOUR_MS = 3_600_000;
+export const MINUTE_MS = 60_000;
 /** Entries of the largest ready list kept spare once empty (16 bytes each: 1 MB). */
 const SPARE_READY_CAPACITY = 65_536;
 /** Entries of the old id map a sweep moves a turn, at least (well under a millisecond's work). */
@@ -207,7 +207,8 @@ export interface HeldTally {
 export interface HeldCounts {
   readonly size: number;
   readonly tallies: ReadonlyMap<string, HeldTally>;
-  readonly hours: ReadonlyMap<number, number>;
+  /** Minute number (floor(deliverAt / MINUTE_MS)) -> held messages due in it. */
+  readonly minutes: ReadonlyMap<number, number>;
   readonly scheduledDue: ReadonlyMap<number, number>;
   readonly countBase: number;
   /** Payload bytes held against their budget. */
@@ -235,7 +236,7 @@ export class NearHorizon implements HeldCounts {
   private spareReady: ReadyList<NearMessage> | undefined;
   private readonly receipts = new Receipts<NearMessage>();
   readonly tallies = new Map<string, HeldTally>();
-  readonly hours = new Map<number, number>();
+  readonly minutes = new Map<number, number>();
   private readonly dueCounts = new Map<number, number>();
   /**
    * A change of `dueCounts` not made yet: changes of one key in a row add up here first (a
@@ -389,7 +390,7 @@ export class NearHorizon implements HeldCounts {
       this.tallies.set(message.topic, (tally = { ready: 0, inflight: 0, scheduled: 0 }));
     message.tally = tally;
     tally.scheduled++;
-    bump(this.hours, Math.floor(message.deliverAt / HOUR_MS), 1);
+    bump(this.minutes, Math.floor(message.deliverAt / MINUTE_MS), 1);
     this.bumpDue(message.deliverAt, 1);
     if (this.deferred !== undefined) {
       this.deferred.push(message);
@@ -633,7 +634,7 @@ export class NearHorizon implements HeldCounts {
     // A horizon load running now may hand over a copy of it read before this change (an index
     // window read again): that copy is stale and must not be taken over.
     this.superseded?.add(message.id);
-    bump(this.hours, Math.floor(message.deliverAt / HOUR_MS), -1);
+    bump(this.minutes, Math.floor(message.deliverAt / MINUTE_MS), -1);
     const tally = message.tally as HeldTally;
     if (message.status === 'scheduled') {
       this.bumpDue(message.deliverAt, -1);

@@ -86,11 +86,6 @@ export interface StoreCounts {
    * and dead ones. Topics with neither are absent.
    */
   topics: Map<string, { pending: number; dead: number }>;
-  /**
-   * Live, not-dead messages by the hour their deliverAt falls in: hour start (epoch ms, a
-   * multiple of 3,600,000) -> count. Hours with 0 are absent.
-   */
-  hours: Map<number, number>;
 }
 
 export interface Store {
@@ -134,10 +129,18 @@ export interface Store {
   /** Dead messages of a topic, oldest first. */
   dead(topic: string, limit: number): Promise<StoredMessage[]>;
   /**
-   * Counts of live messages per topic and per hour (see StoreCounts): kept up to date with
+   * Counts of live messages per topic and per minute (see StoreCounts): kept up to date with
    * every change, so this only copies them.
    */
   counts(): StoreCounts;
+  /**
+   * Optional: live, not-dead messages by the minute their deliverAt falls in: minute number
+   * (floor(deliverAt / 60,000)) -> count, minutes with 0 absent, kept up to date like counts().
+   * The store's own map, not a copy (the dashboard's timeline reads it every second, and it may
+   * hold an entry per pending message): read it before the store changes again. Without it the
+   * timeline counts only what the queue holds in memory.
+   */
+  dueMinutes?(): ReadonlyMap<number, number>;
   /**
    * Topics' settings (pause, rate limit: topics.ts), those other than the defaults, as last
    * written. A store that cannot read them back rejects (never answers "not paused" instead).

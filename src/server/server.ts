@@ -138,8 +138,12 @@ export type TickwheelServer = FastifyInstance & {
   readonly tokenRequired: boolean;
 };
 
-/** Routes that answer while the queue is still opening: neither needs the queue. */
-const SERVED_WHILE_OPENING: ReadonlySet<string> = new Set(['/healthz', OPENAPI_PATH]);
+/** Routes that answer while the queue is still opening: none needs the queue. */
+const SERVED_WHILE_OPENING: ReadonlySet<string> = new Set([
+  '/healthz',
+  OPENAPI_PATH,
+  '/favicon.ico',
+]);
 
 function checkLogLevel(level: unknown): LogLevel {
   if (!LOG_LEVELS.includes(level as LogLevel)) {

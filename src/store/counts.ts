@@ -1,26 +1,34 @@
 /**
  * Exact counts of live messages, kept by both stores for dashboards: per topic, how many are
  * pending (scheduled, ready or in flight: wherever they are held) and how many are dead; and
- * the pending ones by the hour their due time falls in. Every change of a message is one O(1)
- * update here, so reading them never scans messages.
+ * the pending ones by the minute their due time falls in (the dashboard's timeline adds those
+ * up, so that its edges beyond the in-memory horizon are exact to the minute). Every change of
+ * a message is one O(1) update here, so reading them never scans messages. The minutes cost
+ * one map entry per minute in which something is due: at most one per pending message.
  *
- * Transitions (`hour` = the due time rounded down to a multiple of 3,600,000 ms):
+ * Transitions (`minute` = the due time in whole minutes since the epoch, rounded down):
  *
- *   add      pending +1, hours[hour(deliverAt)] +1
- *   move     hours[hour(previous)] -1, hours[hour(deliverAt)] +1
- *   bury     pending -1, dead +1, hours[hour(deliverAt)] -1
- *   revive   dead -1, pending +1, hours[hour(deliverAt)] +1   (a requeue: a move of a dead one)
- *   finish   pending -1 and hours[hour(deliverAt)] -1, or dead -1
+ *   add      pending +1, minutes[minute(deliverAt)] +1
+ *   move     minutes[minute(previous)] -1, minutes[minute(deliverAt)] +1
+ *   bury     pending -1, dead +1, minutes[minute(deliverAt)] -1
+ *   revive   dead -1, pending +1, minutes[minute(deliverAt)] +1   (a requeue: a move of a dead one)
+ *   finish   pending -1 and minutes[minute(deliverAt)] -1, or dead -1
  *
- * A topic with nothing pending or dead and an hour with nothing due are dropped from the maps.
+ * A topic with nothing pending or dead and a minute with nothing due are dropped from the maps.
  */
 
 import type { StoreCounts } from '../queue/store.js';
 
 export const HOUR_MS = 3_600_000;
+export const MINUTE_MS = 60_000;
 
 export function hourOf(deliverAt: number): number {
   return Math.floor(deliverAt / HOUR_MS) * HOUR_MS;
+}
+
+/** Minutes are kept by number (small integers, which Maps handle fastest), not by start time. */
+export function minuteNumber(deliverAt: number): number {
+  return Math.floor(deliverAt / MINUTE_MS);
 }
 
 interface TopicCount {
@@ -28,54 +36,53 @@ interface TopicCount {
   dead: number;
 }
 
-/** The counts as plain arrays, for the file store's snapshot. */
+/**
+ * The counts as plain arrays, for the file store's snapshot: minutes and hours by their start
+ * (epoch ms). The hours add the minutes up; they are written for readers that know only them.
+ */
 export interface CountEntries {
   topics: Array<[topic: string, pending: number, dead: number]>;
+  minutes: Array<[minute: number, count: number]>;
   hours: Array<[hour: number, count: number]>;
-}
-
-/** Hours are kept by number (small integers, which Maps handle fastest), not by start time. */
-function hourNumber(deliverAt: number): number {
-  return Math.floor(deliverAt / HOUR_MS);
 }
 
 export class MessageCounts {
   private readonly topics = new Map<string, TopicCount>();
-  /** Hour number (deliverAt / HOUR_MS, rounded down) -> pending messages due in it. */
-  private readonly hours = new Map<number, number>();
+  /** Minute number (minuteNumber(deliverAt)) -> pending messages due in it. */
+  private readonly minutes = new Map<number, number>();
 
   add(topic: string, deliverAt: number): void {
     this.topic(topic).pending++;
-    this.hour(hourNumber(deliverAt), 1);
+    this.minute(minuteNumber(deliverAt), 1);
   }
 
   move(previousDeliverAt: number, deliverAt: number): void {
-    const from = hourNumber(previousDeliverAt);
-    const to = hourNumber(deliverAt);
+    const from = minuteNumber(previousDeliverAt);
+    const to = minuteNumber(deliverAt);
     if (from === to) return;
-    this.hour(from, -1);
-    this.hour(to, 1);
+    this.minute(from, -1);
+    this.minute(to, 1);
   }
 
   bury(topic: string, deliverAt: number): void {
     const count = this.topic(topic);
     count.pending--;
     count.dead++;
-    this.hour(hourNumber(deliverAt), -1);
+    this.minute(minuteNumber(deliverAt), -1);
   }
 
   revive(topic: string, deliverAt: number): void {
     const count = this.topic(topic);
     count.dead--;
     count.pending++;
-    this.hour(hourNumber(deliverAt), 1);
+    this.minute(minuteNumber(deliverAt), 1);
   }
 
   finish(topic: string, deliverAt: number): void {
     const count = this.topic(topic);
     count.pending--;
     this.drop(topic, count);
-    this.hour(hourNumber(deliverAt), -1);
+    this.minute(minuteNumber(deliverAt), -1);
   }
 
   finishDead(topic: string): void {
@@ -88,24 +95,33 @@ export class MessageCounts {
   read(): StoreCounts {
     const topics = new Map<string, TopicCount>();
     for (const [topic, { pending, dead }] of this.topics) topics.set(topic, { pending, dead });
-    const hours = new Map<number, number>();
-    for (const [hour, count] of this.hours) hours.set(hour * HOUR_MS, count);
-    return { topics, hours };
+    return { topics };
+  }
+
+  /** The minutes' map itself, not a copy (see Store.dueMinutes). */
+  dueMinutes(): ReadonlyMap<number, number> {
+    return this.minutes;
   }
 
   entries(): CountEntries {
+    const hours = new Map<number, number>();
+    for (const [minute, count] of this.minutes) {
+      const hour = hourOf(minute * MINUTE_MS);
+      hours.set(hour, (hours.get(hour) ?? 0) + count);
+    }
     return {
       topics: [...this.topics].map(([topic, { pending, dead }]) => [topic, pending, dead]),
-      hours: [...this.hours].map(([hour, count]) => [hour * HOUR_MS, count]),
+      minutes: [...this.minutes].map(([minute, count]) => [minute * MINUTE_MS, count]),
+      hours: [...hours],
     };
   }
 
   /** Replaces the counts with those of a snapshot. */
-  load(entries: CountEntries): void {
+  load(entries: Pick<CountEntries, 'topics' | 'minutes'>): void {
     this.topics.clear();
-    this.hours.clear();
+    this.minutes.clear();
     for (const [topic, pending, dead] of entries.topics) this.topics.set(topic, { pending, dead });
-    for (const [hour, count] of entries.hours) this.hours.set(hourNumber(hour), count);
+    for (const [minute, count] of entries.minutes) this.minutes.set(minuteNumber(minute), count);
   }
 
   private topic(topic: string): TopicCount {
@@ -118,10 +134,10 @@ export class MessageCounts {
     if (count.pending === 0 && count.dead === 0) this.topics.delete(topic);
   }
 
-  private hour(hour: number, by: number): void {
-    const count = (this.hours.get(hour) ?? 0) + by;
-    if (count === 0) this.hours.delete(hour);
-    else this.hours.set(hour, count);
+  private minute(minute: number, by: number): void {
+    const count = (this.minutes.get(minute) ?? 0) + by;
+    if (count === 0) this.minutes.delete(minute);
+    else this.minutes.set(minute, count);
   }
 }
 

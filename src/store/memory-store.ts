@@ -155,6 +155,10 @@ export class MemoryStore implements Store {
     return this.tally.read();
   }
 
+  dueMinutes(): ReadonlyMap<number, number> {
+    return this.tally.dueMinutes();
+  }
+
   private uncount(entry: Entry): void {
     if (entry.status === 'dead') this.tally.finishDead(entry.state.topic);
     else this.tally.finish(entry.state.topic, entry.state.deliverAt);

@@ -294,8 +294,9 @@ describe('GET /openapi.json', () => {
     const { port, routes } = await startServer({ dir: tempDir(), fsync: 'never' });
     const { doc } = await DescribedServer.of(port);
     const left = routes.filter((route) => !describable(routes).includes(route));
-    // The only route left out on purpose: its files are the page's build, not API.
+    // The only routes left out on purpose: the page's build and its icon, not API.
     expect(left.filter((r) => r.method !== 'HEAD').map((r) => `${r.method} ${r.url}`)).toEqual([
+      'GET /favicon.ico',
       'GET /assets/*',
     ]);
     const operationIds = new Set<string>();

@@ -7,8 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { MessageState } from '../../src/queue/message.js';
-import type { StoreCounts } from '../../src/queue/store.js';
-import { hourOf } from '../../src/store/counts.js';
+import { minuteNumber } from '../../src/store/counts.js';
 import { IdHash, hashId } from '../../src/store/file/id-table.js';
 import { positionOf, segmentOf } from '../../src/store/file/positions.js';
 import {
@@ -104,10 +103,11 @@ class Writer {
 }
 
 function counts(tables: Tables) {
-  const { topics, hours } = tables.tally.read();
+  const { topics } = tables.tally.read();
+  const minutes = tables.tally.dueMinutes();
   return {
     topics: [...topics].sort((a, b) => a[0].localeCompare(b[0])),
-    hours: [...hours].sort((a, b) => a[0] - b[0]),
+    minutes: [...minutes].sort((a, b) => a[0] - b[0]),
   };
 }
 
@@ -135,9 +135,9 @@ describe('Tables: one record at a time', () => {
         ['mail', { pending: 1, dead: 0 }],
         ['sms', { pending: 1, dead: 0 }],
       ],
-      hours: [
-        [hourOf(T0), 1],
-        [hourOf(T0 + 2 * HOUR), 1],
+      minutes: [
+        [minuteNumber(T0), 1],
+        [minuteNumber(T0 + 2 * HOUR), 1],
       ],
     });
     expect(tables.isPendingAt('a', p1)).toBe(true);
@@ -152,7 +152,7 @@ describe('Tables: one record at a time', () => {
     expect(tables.latest('a')).toBe(20);
     expect(tables.near.size).toBe(0);
     expect(w.entries.list).toEqual([[T0 + 3 * HOUR, 20, ...hashOf('a')]]);
-    expect(counts(tables).hours).toEqual([[hourOf(T0 + 3 * HOUR), 1]]);
+    expect(counts(tables).minutes).toEqual([[minuteNumber(T0 + 3 * HOUR), 1]]);
     // The payload stays where the SCHEDULE is.
     expect([...tables.segmentLive]).toEqual([[0, 1]]);
   });
@@ -165,14 +165,14 @@ describe('Tables: one record at a time', () => {
     expect(tables.isDeadAt('a', positionOf(1, 50))).toBe(true);
     expect(tables.isPendingAt('a', positionOf(1, 50))).toBe(false);
     expect(tables.near.size).toBe(0);
-    expect(counts(tables)).toEqual({ topics: [['mail', { pending: 0, dead: 1 }]], hours: [] });
+    expect(counts(tables)).toEqual({ topics: [['mail', { pending: 0, dead: 1 }]], minutes: [] });
 
     w.move(MOVE, 'a', 'mail', T0 + HOUR, T0, positionOf(1, 0), positionOf(1, 90));
     expect(tables.isDeadAt('a', positionOf(1, 90))).toBe(false);
     expect(tables.deadIds.size).toBe(0);
     expect(counts(tables)).toEqual({
       topics: [['mail', { pending: 1, dead: 0 }]],
-      hours: [[hourOf(T0 + HOUR), 1]],
+      minutes: [[minuteNumber(T0 + HOUR), 1]],
     });
 
     w.move(BURY, 'a', 'mail', T0 + HOUR, T0 + HOUR, positionOf(1, 0), positionOf(2, 0));
@@ -184,7 +184,7 @@ describe('Tables: one record at a time', () => {
     expect([...tables.segmentLive]).toEqual([[2, 1]]);
     expect(counts(tables)).toEqual({
       topics: [['sms', { pending: 1, dead: 0 }]],
-      hours: [[hourOf(T0 + 2 * HOUR), 1]],
+      minutes: [[minuteNumber(T0 + 2 * HOUR), 1]],
     });
   });
 
@@ -201,7 +201,7 @@ describe('Tables: one record at a time', () => {
     expect(tables.segmentLive.size).toBe(0);
     expect(tables.live).toBe(0);
     expect(tables.near.size).toBe(0);
-    expect(counts(tables)).toEqual({ topics: [], hours: [] });
+    expect(counts(tables)).toEqual({ topics: [], minutes: [] });
   });
 
   it('a record of an id not in the tables changes nothing, and a replay watcher hears of it', () => {
@@ -225,7 +225,7 @@ describe('Tables: one record at a time', () => {
     w.move(MOVE, 'gone', 'mail', T0, T0, 1, 5);
     w.finish('gone', 'mail', T0, 1, 6);
     expect(w.tables.live).toBe(0);
-    expect(counts(w.tables)).toEqual({ topics: [], hours: [] });
+    expect(counts(w.tables)).toEqual({ topics: [], minutes: [] });
     w.schedule('a', 'mail', T0 + 9, 7);
     w.schedule('b', 'mail', T0 + 9, 8, true);
     w.finish('a', 'mail', T0 + 9, 7, 9);
@@ -255,7 +255,7 @@ describe('Tables: one record at a time', () => {
     expect([...tables.segmentLive]).toEqual([[0, 1]]);
     expect(counts(tables)).toEqual({
       topics: [['mail', { pending: 1, dead: 0 }]],
-      hours: [[hourOf(T0), 1]],
+      minutes: [[minuteNumber(T0), 1]],
     });
   });
 
@@ -278,7 +278,7 @@ describe('Tables: one record at a time', () => {
       collisions: [['twin', 50, T0 + 5]],
       dead: [],
       segmentLive: [[0, 2]],
-      counts: { topics: [['mail', 2, 0]], hours: [[hourOf(T0), 2]] },
+      counts: { topics: [['mail', 2, 0]], minutes: [[T0, 2]], hours: [[T0, 2]] },
       near: Float64Array.from([50]),
       loaded: [],
     });
@@ -358,20 +358,23 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 );
 
 function modelCounts(model: Map<string, Modelled>) {
-  const result: StoreCounts = { topics: new Map(), hours: new Map() };
+  const result = {
+    topics: new Map<string, { pending: number; dead: number }>(),
+    minutes: new Map<number, number>(),
+  };
   for (const m of model.values()) {
     const topic = result.topics.get(m.topic) ?? { pending: 0, dead: 0 };
     result.topics.set(m.topic, topic);
     if (m.dead) topic.dead++;
     else {
       topic.pending++;
-      const hour = hourOf(m.deliverAt);
-      result.hours.set(hour, (result.hours.get(hour) ?? 0) + 1);
+      const minute = minuteNumber(m.deliverAt);
+      result.minutes.set(minute, (result.minutes.get(minute) ?? 0) + 1);
     }
   }
   return {
     topics: [...result.topics].sort((a, b) => a[0].localeCompare(b[0])),
-    hours: [...result.hours].sort((a, b) => a[0] - b[0]),
+    minutes: [...result.minutes].sort((a, b) => a[0] - b[0]),
   };
 }
 

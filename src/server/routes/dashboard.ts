@@ -20,9 +20,10 @@ const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 /**
  * The timeline of upcoming deliveries: the next minute (split finer, since that is what the
- * wheel holds), the next hour, the next day, and beyond. The queue places messages beyond its
- * in-memory horizon by the hour they are due in, so edges of an hour or more are exact to within
- * an hour and the finer edges are exact for what is in memory.
+ * wheel holds), the next hour, the next day, and beyond. The queue counts messages beyond its
+ * in-memory horizon by the minute they are due in, so an edge past that horizon is moved back
+ * to a whole minute; each bucket says the edges it was counted at (fromMs, untilMs), and its
+ * count is exact for them.
  */
 const UPCOMING: ReadonlyArray<{ label: string; untilMs: number | null }> = [
   { label: '< 1 s', untilMs: SECOND },
@@ -147,7 +148,7 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
   for (const [topic, { scheduled, ready, inflight, dead }] of Object.entries(byTopic)) {
     topics[topic] = { scheduled, ready, inflight, dead: dead ?? 0 };
   }
-  const due = await queue.dueHistogram(UPCOMING_EDGES_MS);
+  const due = await queue.dueTimeline(UPCOMING_EDGES_MS);
   const lateness = stats.latenessMs as Partial<DashboardSnapshot['latenessMs']> | undefined;
   return {
     now: Date.now(),
@@ -166,11 +167,11 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
       p99: lateness?.p99 ?? null,
       max: lateness?.max ?? null,
     },
-    upcoming: UPCOMING.map(({ label, untilMs }, i) => ({
+    upcoming: UPCOMING.map(({ label }, i) => ({
       label,
-      fromMs: i === 0 ? 0 : UPCOMING_EDGES_MS[i - 1],
-      untilMs,
-      count: due[i],
+      fromMs: i === 0 ? 0 : due.edgesMs[i - 1],
+      untilMs: i < due.edgesMs.length ? due.edgesMs[i] : null,
+      count: due.counts[i],
     })),
     wheel: foldWheel(queue.wheelSnapshot(WHEEL_ROW_BUDGET)),
     cluster: clusterView(stats.cluster),

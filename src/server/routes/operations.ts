@@ -1,6 +1,7 @@
 /**
  * Operator routes: /v1/stats (behind the token, like all of /v1), and the unauthenticated
- * /healthz, /metrics, / and /assets/* (the dashboard's page; its data comes from /v1).
+ * /healthz, /metrics, /, /assets/* and /favicon.ico (the dashboard's page; its data comes from
+ * /v1).
  * GET /openapi.json, unauthenticated too, is openapi.ts's.
  */
 
@@ -9,6 +10,7 @@ import type { ServerContext } from '../context.js';
 import { notFound } from '../errors.js';
 import { RETRY_AFTER_SECONDS } from '../settings.js';
 import { dashboardPage, loadDashboardAssets } from '../dashboard.js';
+import { favicon } from '../favicon.js';
 import { dashboardPageSchema, healthSchema, metricsSchema, statsSchema } from '../schemas.js';
 
 /**
@@ -65,6 +67,7 @@ export function operationRoutes(
 ): void {
   const assets = loadDashboardAssets();
   const placeholder = dashboardPage(context.version, tokenRequired);
+  const icon = favicon();
 
   app.get('/healthz', { schema: healthSchema }, async (_request, reply): Promise<HealthBody> => {
     const body = await health(context);
@@ -85,6 +88,13 @@ export function operationRoutes(
     if (index === undefined) return placeholder;
     void reply.header('cache-control', 'no-cache');
     return index.body;
+  });
+
+  // Browsers ask for it on their own; left out of /openapi.json like the assets.
+  app.get('/favicon.ico', { config: { openapi: false } }, async (_request, reply) => {
+    void reply.type('image/x-icon');
+    void reply.header('cache-control', 'public, max-age=86400');
+    return icon;
   });
 
   // Vite names assets by content hash, so they can be cached for good. Left out of

@@ -14,7 +14,7 @@
  *
  * Memory per live message beyond the horizon: one IdTable slot (id hash -> position of its
  * latest record), 20-30 bytes. Payloads stay on disk until their message comes near. Counts
- * per topic and per hour (counts.ts) cost memory per topic and per hour, not per message.
+ * per topic and per minute (counts.ts) cost memory per topic and per minute something is due in.
  *
  * The horizon has one source of truth, `frontier` (see there).
  */
@@ -502,6 +502,10 @@ export class FileStore implements Store {
 
   counts(): StoreCounts {
     return this.tables.tally.read();
+  }
+
+  dueMinutes(): ReadonlyMap<number, number> {
+    return this.tables.tally.dueMinutes();
   }
 
   /**

@@ -74,6 +74,8 @@ interface Meta {
   dead: StoreSnapshot['dead'];
   segmentLive: StoreSnapshot['segmentLive'];
   topics: CountEntries['topics'];
+  /** Absent from snapshots of versions that counted by the hour only. */
+  minutes?: CountEntries['minutes'];
   hours: CountEntries['hours'];
   loaded: string[];
 }
@@ -112,6 +114,7 @@ export async function writeSnapshot(dir: string, snapshot: StoreSnapshot): Promi
     dead: snapshot.dead,
     segmentLive: snapshot.segmentLive,
     topics: snapshot.counts.topics,
+    minutes: snapshot.counts.minutes,
     hours: snapshot.counts.hours,
     loaded: snapshot.loaded,
   };
@@ -189,10 +192,12 @@ export async function readSnapshot(
     } catch {
       throw new SnapshotRejected('its table of contents is not readable');
     }
-    const { capacity, nearCount } = meta;
+    const { capacity, nearCount, minutes } = meta;
     if (!isCount(capacity) || !isCount(nearCount) || capacity < 16) {
       throw new SnapshotRejected('its table of contents is damaged');
     }
+    // Minutes cannot be told from hours: the log, replayed whole, counts them again.
+    if (minutes === undefined) throw new SnapshotRejected('it counts due times by the hour only');
     const expected = HEADER_BYTES + metaBytes.length + capacity * 16 + nearCount * 8 + 4;
     if (size !== expected) {
       throw new SnapshotRejected(`${size} bytes where its contents need ${expected}`);
@@ -225,7 +230,7 @@ export async function readSnapshot(
         collisions: meta.collisions,
         dead: meta.dead,
         segmentLive: meta.segmentLive,
-        counts: { topics: meta.topics, hours: meta.hours },
+        counts: { topics: meta.topics, minutes, hours: meta.hours },
         near,
         loaded: meta.loaded.map(String),
       },

@@ -10,7 +10,7 @@
  *                already holds in `ids`
  *   deadIds      exact id -> its BURY record, for messages that used up their attempts
  *   segmentLive  log segment -> live messages whose payload (SCHEDULE record) is in it
- *   tally        per topic and per hour (counts.ts)
+ *   tally        per topic and per minute (counts.ts)
  *   near         latest-record positions of the live messages the queue holds in memory (a
  *                PositionSet: one add and one delete per message, cheap at any size): they
  *                have no index entry to find them by, so a snapshot lists them
