@@ -16,8 +16,6 @@ import {
   describe,
   TickwheelRangeError,
   TickwheelTypeError,
-  checkKnownOptions,
-  optionNames,
 } from '../errors.js';
 import type {
   MessageHandler,
@@ -58,39 +56,10 @@ import {
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import { Transport, type Answer, type Exchange, type TransportOptions } from './transport.js';
+import { checkClientOptions, type CallOptions, type ClientOptions } from './options.js';
+
+export { DEFAULT_URL, type CallOptions, type ClientOptions } from './options.js';
 import { checkWatch, type QueueEvent } from '../queue/events.js';
-
-export interface ClientOptions {
-  /** Base URL of the server. Default http://127.0.0.1:7700. */
-  url?: string;
-  /** Bearer token, when the server was started with one. */
-  token?: string;
-  /** Time allowed for one request, in ms; a long poll gets its waitMs on top. Default 10,000. */
-  timeoutMs?: number;
-  /** Retries after a network error, for requests that are safe to repeat. Default 2. */
-  retries?: number;
-  /** Wait before the first retry, doubled for each further one. Default 100 ms. */
-  retryDelayMs?: number;
-  /** The fetch to use (for instance one with your own undici dispatcher). Default: global fetch. */
-  fetch?: typeof globalThis.fetch;
-}
-
-/** Per-call options of every method. */
-export interface CallOptions {
-  signal?: AbortSignal;
-  timeoutMs?: number;
-}
-
-export const DEFAULT_URL = 'http://127.0.0.1:7700';
-
-const CLIENT_OPTIONS = optionNames<ClientOptions>({
-  url: true,
-  token: true,
-  timeoutMs: true,
-  retries: true,
-  retryDelayMs: true,
-  fetch: true,
-});
 
 export class TickwheelClient {
   readonly url: string;
@@ -102,45 +71,9 @@ export class TickwheelClient {
   private readonly consumers = new Set<Consumer>();
 
   constructor(options: ClientOptions = {}) {
-    checkKnownOptions(options, CLIENT_OPTIONS, 'new TickwheelClient()');
-    this.url = options.url ?? DEFAULT_URL;
-    try {
-      new URL(this.url);
-    } catch {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `url must be an absolute URL such as ${DEFAULT_URL}, got ${describe(this.url)}`,
-      );
-    }
-    if (
-      options.token !== undefined &&
-      (typeof options.token !== 'string' || !/^[\x21-\x7e]*$/.test(options.token))
-    ) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        'token must be printable ASCII without spaces (it is sent in the Authorization header)',
-      );
-    }
-    const fetchFn =
-      options.fetch ??
-      (typeof globalThis.fetch === 'function'
-        ? (input: string | URL | Request, init?: RequestInit) => globalThis.fetch(input, init)
-        : undefined);
-    if (typeof fetchFn !== 'function') {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        'no fetch available: use Node 20 or later, or pass options.fetch',
-      );
-    }
-    this.timeoutMs = checkOption(options.timeoutMs ?? 10_000, 'timeoutMs', 1, 2_147_483_647);
-    this.transportOptions = {
-      url: this.url,
-      token: options.token === '' ? undefined : options.token,
-      timeoutMs: this.timeoutMs,
-      retries: checkOption(options.retries ?? 2, 'retries', 0, 100, true),
-      retryDelayMs: checkOption(options.retryDelayMs ?? 100, 'retryDelayMs', 0, 60_000),
-      fetch: fetchFn,
-    };
+    this.transportOptions = checkClientOptions(options);
+    this.url = this.transportOptions.url;
+    this.timeoutMs = this.transportOptions.timeoutMs;
     this.transport = new Transport(this.transportOptions);
   }
 

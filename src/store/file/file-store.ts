@@ -22,13 +22,6 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
-import {
-  TickwheelTypeError,
-  checkOption,
-  describe,
-  checkKnownOptions,
-  optionNames,
-} from '../../errors.js';
 import type { MessageState } from '../../queue/message.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
 import type {
@@ -47,8 +40,6 @@ import {
   MessageLog,
   RECORD_HEADER_BYTES,
   systemErrorsAsIo,
-  type FsyncPolicy,
-  type LogIo,
   type RecordSlot,
 } from '../log/index.js';
 import { Checkpoints, warn, type SnapshotWhen } from './checkpoint.js';
@@ -84,50 +75,14 @@ import { loadIndexFiles } from './load.js';
 import { statesAt } from './states.js';
 import { Tables } from './table.js';
 import { WindowIndex } from './window-index.js';
+import { checkFileStoreOptions, type FileStoreOptions } from './options.js';
 
-export interface FileStoreOptions {
-  dir: string;
-  /** 'batch' (default): group commit; 'always': one fsync per change; 'never': no fsync. */
-  fsync?: FsyncPolicy;
-  /** Log segment size. Default 64 MiB. */
-  segmentBytes?: number;
-  /** Width of one schedule-index window. Default 60,000 ms. */
-  windowMs?: number;
-  /** How often index files are synced and a checkpoint written. Default 5,000 ms. */
-  checkpointIntervalMs?: number;
-  /**
-   * A checkpoint also writes a snapshot of the tables once the log has grown by this many
-   * bytes since the last one, or by the last snapshot's size if that is larger; close()
-   * writes one whenever the log grew. Default 64 MiB. Infinity: never (recovery then replays
-   * the whole log).
-   */
-  snapshotBytes?: number;
-  /**
-   * Open a data directory whose log is damaged where it had been made durable by dropping what
-   * cannot be read, and report exactly what (`recovery.repair`, and `repair.json` in the
-   * directory), instead of refusing with ERR_TICKWHEEL_CORRUPT. See docs/storage.md, Recovery.
-   */
-  repair?: boolean;
-  /** @internal Test hook: replaces the log writer's file operations (see MessageLog). */
-  logIo?: Partial<LogIo>;
-}
+export type { FileStoreOptions };
 
 const EMPTY_PAYLOAD = new Uint8Array(0);
-const DEFAULT_SNAPSHOT_BYTES = 64 * 1024 * 1024;
 const HORIZON_DISAGREES =
   'inHorizon disagrees with the store: it must be deliverAt < the horizon last given to ' +
   'recover() or loadUntil(), rounded by horizonEnd()';
-
-const FILE_STORE_OPTIONS = optionNames<FileStoreOptions>({
-  dir: true,
-  fsync: true,
-  segmentBytes: true,
-  windowMs: true,
-  checkpointIntervalMs: true,
-  snapshotBytes: true,
-  repair: true,
-  logIo: true,
-});
 
 export class FileStore implements Store {
   /** schedules.log, once the queue read or wrote a recurring schedule. */
@@ -208,28 +163,7 @@ export class FileStore implements Store {
   }
 
   private static async openAs(options: FileStoreOptions, mode: OpenMode): Promise<FileStore> {
-    if (typeof options?.dir !== 'string' || options.dir.length === 0) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `dir must be a directory path, got ${describe(options?.dir)}`,
-      );
-    }
-    checkKnownOptions(options, FILE_STORE_OPTIONS, 'FileStore.open()');
-    const fsync = options.fsync ?? 'batch';
-    if (fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `fsync must be 'batch', 'always' or 'never', got ${String(fsync)}`,
-      );
-    }
-    const windowMs = checkOption(options.windowMs ?? 60_000, 'windowMs', 1, 86_400_000, true);
-    const interval = checkOption(options.checkpointIntervalMs ?? 5000, 'checkpointIntervalMs', 10);
-    const snapshotBytes = checkOption(
-      options.snapshotBytes ?? DEFAULT_SNAPSHOT_BYTES,
-      'snapshotBytes',
-      0,
-      Infinity,
-    );
+    const { fsync, windowMs, interval, snapshotBytes } = checkFileStoreOptions(options);
     await makeDataDirectory(options.dir);
     const lock = await lockDirectory(options.dir);
     try {

@@ -1,0 +1,84 @@
+/**
+ * The file store's options, checked: every bad value is ERR_TICKWHEEL_INVALID_OPTION with what
+ * to change, and an option the store does not know is refused with the closest one it does.
+ */
+
+import {
+  checkKnownOptions,
+  checkOption,
+  describe,
+  optionNames,
+  TickwheelTypeError,
+} from '../../errors.js';
+import type { FsyncPolicy, LogIo } from '../log/index.js';
+
+export interface FileStoreOptions {
+  dir: string;
+  /** 'batch' (default): group commit; 'always': one fsync per change; 'never': no fsync. */
+  fsync?: FsyncPolicy;
+  /** Log segment size. Default 64 MiB. */
+  segmentBytes?: number;
+  /** Width of one schedule-index window. Default 60,000 ms. */
+  windowMs?: number;
+  /** How often index files are synced and a checkpoint written. Default 5,000 ms. */
+  checkpointIntervalMs?: number;
+  /**
+   * A checkpoint also writes a snapshot of the tables once the log has grown by this many
+   * bytes since the last one, or by the last snapshot's size if that is larger; close()
+   * writes one whenever the log grew. Default 64 MiB. Infinity: never (recovery then replays
+   * the whole log).
+   */
+  snapshotBytes?: number;
+  /**
+   * Open a data directory whose log is damaged where it had been made durable by dropping what
+   * cannot be read, and report exactly what (`recovery.repair`, and `repair.json` in the
+   * directory), instead of refusing with ERR_TICKWHEEL_CORRUPT. See docs/storage.md, Recovery.
+   */
+  repair?: boolean;
+  /** @internal Test hook: replaces the log writer's file operations (see MessageLog). */
+  logIo?: Partial<LogIo>;
+}
+
+const DEFAULT_SNAPSHOT_BYTES = 64 * 1024 * 1024;
+
+const FILE_STORE_OPTIONS = optionNames<FileStoreOptions>({
+  dir: true,
+  fsync: true,
+  segmentBytes: true,
+  windowMs: true,
+  checkpointIntervalMs: true,
+  snapshotBytes: true,
+  repair: true,
+  logIo: true,
+});
+
+export function checkFileStoreOptions(options: FileStoreOptions): {
+  fsync: FsyncPolicy;
+  windowMs: number;
+  interval: number;
+  snapshotBytes: number;
+} {
+  if (typeof options?.dir !== 'string' || options.dir.length === 0) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `dir must be a directory path, got ${describe(options?.dir)}`,
+    );
+  }
+  checkKnownOptions(options, FILE_STORE_OPTIONS, 'FileStore.open()');
+  const fsync = options.fsync ?? 'batch';
+  if (fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `fsync must be 'batch', 'always' or 'never', got ${String(fsync)}`,
+    );
+  }
+  const windowMs = checkOption(options.windowMs ?? 60_000, 'windowMs', 1, 86_400_000, true);
+  const interval = checkOption(options.checkpointIntervalMs ?? 5000, 'checkpointIntervalMs', 10);
+  const snapshotBytes = checkOption(
+    options.snapshotBytes ?? DEFAULT_SNAPSHOT_BYTES,
+    'snapshotBytes',
+    0,
+    Infinity,
+  );
+  return { fsync, windowMs, interval, snapshotBytes };
+}
