@@ -40,4 +40,3 @@ export function closest(name: string, known: readonly string[]): string | undefi
   const allowed = name.length <= 4 ? 1 : 2;
   return bestDistance <= allowed ? best : undefined;
 }
-
