@@ -122,6 +122,15 @@ export interface Store {
    * purged. `message.deliverAt` is current (the due time the store has for it).
    */
   bury(message: MessageState): Promise<void>;
+  /**
+   * Optional: `messages[0, count)` were just handed to a consumer, each with `attempts` already
+   * counting this delivery. A store that outlives its process records it so that a delivery
+   * the process never got to end (a crash in the handler) still counts: at recovery such a
+   * message comes back with its attempts, or is buried if that was its last allowed one.
+   * Synchronous and not waited for: the record may reach the disk with the store's next
+   * write, so a crash just after a hand-out may lose its count.
+   */
+  handOut?(messages: readonly MessageState[], count: number): void;
   /** Hands over live messages due before `until` (see the contract above). */
   loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void>;
   /** The encoded payload of a message whose `payload` is not in memory. */

@@ -10,6 +10,7 @@
  *   states.ts      messages read back from the log and handed to the queue
  *   checkpoint.ts  checkpoints, snapshots (snapshot.ts) and retention
  *   recovery.ts    recovery at open (replay.ts: the replays)
+ *   handouts.ts    deliveries counted as they are handed out, and those a stop cut short
  *   damage.ts      telling damage from a torn tail; repair.ts: opening a damaged directory
  *
  * Memory per live message beyond the horizon: one IdTable slot (id hash -> position of its
@@ -19,7 +20,6 @@
  * The horizon has one source of truth, `frontier` (see there).
  */
 
-import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
 import type { MessageState } from '../../queue/message.js';
@@ -47,8 +47,9 @@ import { unreadable } from './damage.js';
 import {
   INDEX_DIR,
   LOG_DIR,
-  makeDataDirectory,
   checkFormat,
+  lastLogWrite,
+  makeDataDirectory,
   readTopicSettings,
   writeTopicSettings,
 } from './layout.js';
@@ -57,6 +58,7 @@ import { where } from './positions.js';
 import {
   BURY,
   FINISH,
+  HANDOUT,
   MOVE,
   OUTCOME_ACKED,
   OUTCOME_CANCELLED,
@@ -194,20 +196,9 @@ export class FileStore implements Store {
     return window === until ? until : window + this.index.windowMs;
   }
 
-  /**
-   * The modification time of the newest log segment with a record: the last record written. (A
-   * directory copied without its times, or a segment cut by a repair, gives a later time: the
-   * lateness of messages that came due before it is then counted from it, so under-reported.)
-   */
-  async lastWrittenAt(): Promise<number | undefined> {
-    const logDir = join(this.dir, LOG_DIR);
-    const segments = (await readdir(logDir)).filter((name) => /^\d{10}\.seg$/.test(name)).sort();
-    // The newest segment with a record: one just rolled over to may be empty.
-    for (let i = segments.length - 1; i >= 0; i--) {
-      const segment = await stat(join(logDir, segments[i]));
-      if (segment.size > 0) return segment.mtimeMs;
-    }
-    return undefined;
+  /** When the log was last written (layout.ts, lastLogWrite). */
+  lastWrittenAt(): Promise<number | undefined> {
+    return lastLogWrite(this.dir);
   }
 
   recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport> {
@@ -220,6 +211,7 @@ export class FileStore implements Store {
       checkpoints: this.checkpoints,
       finish: (message: MessageState) => this.finish(message, 'cancelled'),
       budget: this.payloadBudget,
+      bury: (message: MessageState) => this.bury(message),
     };
     return recover(parts, this.mode, this.frontier, onDue);
   }
@@ -326,23 +318,59 @@ export class FileStore implements Store {
     return this.writeMoveRecord(BURY, message, message.deliverAt, false);
   }
 
+  /**
+   * Records that messages were handed to consumers, `messages[0, count)`, their attempts
+   * counting these deliveries: a HANDOUT record each, staged for the next group commit and not
+   * waited for (see handouts.ts). A record that cannot be staged (the store is stopped or
+   * closed) is skipped: the delivery goes on, only its count is not kept.
+   */
+  handOut(messages: readonly MessageState[], count: number): void {
+    if (this.closed || this.log.firstFailure !== undefined) return;
+    for (let i = 0; i < count; i++) {
+      const message = messages[i];
+      try {
+        this.stageMoveRecord(
+          HANDOUT,
+          message,
+          message.deliverAt,
+          message.deliverAt >= this.frontier,
+        );
+      } catch {
+        return;
+      }
+    }
+  }
+
   private writeMoveRecord(
     type: number,
     message: MessageState,
     previousDeliverAt: number,
     reindex: boolean,
   ): Promise<void> {
-    let slot: RecordSlot | undefined;
     try {
       this.checkWritable();
-      slot = this.log.reserve(type, moveWithReasonRoom(message));
-      const end = writeMoveWithReason(slot.buf, slot.at, message, previousDeliverAt);
-      this.commit(slot, type, end - slot.at, reindex);
-      return slot.durable;
+      return this.stageMoveRecord(type, message, previousDeliverAt, reindex);
     } catch (err) {
-      slot?.abort();
       return Promise.reject(err as Error);
     }
+  }
+
+  /** Appends a MOVE, BURY or HANDOUT record; returns its durable promise, throws if it cannot. */
+  private stageMoveRecord(
+    type: number,
+    message: MessageState,
+    previousDeliverAt: number,
+    reindex: boolean,
+  ): Promise<void> {
+    const slot = this.log.reserve(type, moveWithReasonRoom(message));
+    try {
+      const end = writeMoveWithReason(slot.buf, slot.at, message, previousDeliverAt);
+      this.commit(slot, type, end - slot.at, reindex);
+    } catch (err) {
+      slot.abort();
+      throw err;
+    }
+    return slot.durable;
   }
 
   async loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void> {

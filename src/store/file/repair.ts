@@ -42,6 +42,7 @@ import {
 } from './records.js';
 import { bytesFrom, dueAfterReplay, replayAll, type ReplayParts } from './replay.js';
 import { removeSnapshot, type StoreSnapshot } from './snapshot.js';
+import { endStoppedDelivery } from './handouts.js';
 import { handOver, statesAt } from './states.js';
 import type { Tables } from './table.js';
 import { Untraced } from './untraced.js';
@@ -70,6 +71,8 @@ export interface RecoveryParts extends ReplayParts {
   finish(message: MessageState): Promise<void>;
   /** The payload bytes the queue holds at most: payloads read beyond it are not kept. */
   readonly budget?: PayloadBudget | undefined;
+  /** Records that a message ran out of attempts (as FileStore.bury does). */
+  bury(message: MessageState): Promise<void>;
 }
 
 /**
@@ -154,7 +157,15 @@ export async function recoverWithRepair(
   checkpoints.uncoveredBytes = recovery.replayedBytes;
   const damaged = (position: number, err: LogError) =>
     recovery.corrupt.push({ where: where(position), reason: err.message });
-  await handOver(tables, log, dueAfterReplay(tables, frontier), onDue, damaged, parts.budget);
+  await handOver(
+    tables,
+    log,
+    dueAfterReplay(tables, frontier),
+    onDue,
+    damaged,
+    parts.budget,
+    (message) => endStoppedDelivery(message, parts.bury),
+  );
   return recovery;
 }
 

@@ -27,6 +27,9 @@
  * writes and fsyncs each record on its own, in order. 'never' resolves when the write has
  * reached the OS. That survives a crash of the process but not a power cut.
  *
+ * If the process exits (process.exit, an uncaught exception) with records staged, they are
+ * written then, synchronously (exit-write.ts).
+ *
  * ## Failures
  *
  * If a write or fsync fails, that record and every record staged after it fail together.
@@ -41,6 +44,7 @@ import { open, truncate, type FileHandle } from 'node:fs/promises';
 import { LogError, closedError, describeCause, ioError } from './errors.js';
 import { CREATE_FLAGS, DATA_FILE_MODE, ignore, syncDirectory } from './files.js';
 import { RECORD_HEADER_BYTES, writeHeader } from './format.js';
+import { forgetAtExit, writeAtExit, writeRangeSync, type StagedWrites } from './exit-write.js';
 import type { FsyncPolicy, LogIo } from './options.js';
 import { SEGMENT_SPAN, segmentFileName } from './positions.js';
 import type { SegmentTable } from './segments.js';
@@ -112,7 +116,7 @@ export interface WriterStats {
   failures: number;
 }
 
-export class Writer {
+export class Writer implements StagedWrites {
   /** Stages in write order; the writer works on the first one. */
   private readonly queue: Stage[] = [];
   /** The stage appends go to, if it may still grow. */
@@ -155,6 +159,32 @@ export class Writer {
       commit: (length: number) => this.commit(length),
       abort: () => this.abort(),
     };
+    writeAtExit(this);
+  }
+
+  /**
+   * Writes every staged byte not yet known written, at its place, synchronously: only as the
+   * process exits (exit-write.ts). Bytes a write in flight is writing too are the same bytes.
+   */
+  writeStagedSync(): void {
+    if (this.firstFailure !== undefined) return;
+    for (const stage of this.queue) {
+      if (stage.kept >= stage.len) continue;
+      const current = this.handle;
+      const fd =
+        current !== null && current.segment === stage.segment ? current.handle.fd : undefined;
+      const path = this.pathOf(stage.segment);
+      writeRangeSync(
+        fd,
+        path,
+        CREATE_FLAGS,
+        DATA_FILE_MODE,
+        stage.buf,
+        stage.kept,
+        stage.len,
+        stage.fileOffset,
+      );
+    }
   }
 
   /** Reserves room for a record of at most `maxLength` body bytes: see the top of the file. */
@@ -310,6 +340,7 @@ export class Writer {
         failure ??= ioError(`closing segment ${segmentFileName(current.segment)}`, error);
       }
     }
+    forgetAtExit(this);
     if (failure !== null) throw failure;
   }
 
