@@ -8,13 +8,13 @@
  *                          │        nack's delayMs), moved through the store (horizon.ts)
  *                          │        attempts used up: dead letter (store.bury)
  *
- * A receive takes messages in flight synchronously (near.ts), tells the store they were handed
- * out (store.handOut: their attempts count even if the process dies before the delivery ends),
- * and answers with no promise per message when their payloads are in memory; payloads still on disk are read together, and
- * what does not fit `maxBytes` (sizes known only then) or cannot be read is handed back as if
- * never received. An ack skips the id lock when nothing else runs on the id, and returns the
- * store's promise, which a group commit shares between acks. A nack and a visibility timeout
- * run under the id lock: they await the store.
+ * A receive takes messages in flight synchronously (near.ts), tells the store they were handed out
+ * (store.handOut: their attempts count even if the process dies before the delivery ends), and
+ * answers with no promise per message when their payloads are in memory; payloads still on disk
+ * are read together, and what does not fit `maxBytes` (sizes known only then) or cannot be read is
+ * handed back as if never received. An ack skips the id lock when nothing else runs on the id, and
+ * returns the store's promise, which a group commit shares between acks. A nack and a visibility
+ * timeout run under the id lock: they await the store.
  *
  * Deliveries first: consume()'s acks (ackQuietly) made while at least DEFER_MIN_READY messages
  * of their topic wait ready (a burst being delivered) are put off while consumers keep taking

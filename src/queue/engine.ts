@@ -133,6 +133,7 @@ export class QueueEngine {
     const payloadLimit = store.usePayloadBudget ? this.settings.payloadMemoryBytes : Infinity;
     this.near = new NearHorizon(clock, this.wheel, this.insights, this.waiters, payloadLimit);
     store.usePayloadBudget?.(this.near.payloads);
+    store.useInFlight?.(() => this.near.inFlight());
     this.horizon = new Horizon(store, clock, this.near, this.settings.horizonMs);
     this.finished = new FinishedMemory(this.settings.rememberFinished);
     const now = () => clock.now();

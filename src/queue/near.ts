@@ -365,6 +365,11 @@ export class NearHorizon implements HeldCounts {
     return this.receipts.receiptOf(message);
   }
 
+  /** The messages in flight now, in no particular order. */
+  inFlight(): NearMessage[] {
+    return this.receipts.holders();
+  }
+
   /**
    * Brings a message into memory as scheduled, with its due timer (ready at once if due). A
    * message already held under its id is left as it is. `fresh`: just scheduled with a new id,
@@ -786,6 +791,7 @@ export function newNear(
     payload,
     payloadText: undefined,
     ref,
+    handOutRef: Number.NaN, // a double from the start (see MessageState.handOutRef)
     lastError: undefined,
     status: 'scheduled',
     timer: 0,

@@ -131,6 +131,12 @@ export interface Store {
    * write, so a crash just after a hand-out may lose its count.
    */
   handOut?(messages: readonly MessageState[], count: number): void;
+  /**
+   * Optional, for a store that records hand-outs: how to list the messages the queue has in
+   * flight now (each handed out, through handOut, unless its delivery is just starting). The
+   * store may ask while it runs, to keep their hand-outs in a copy of its state it writes.
+   */
+  useInFlight?(inFlight: () => readonly MessageState[]): void;
   /** Hands over live messages due before `until` (see the contract above). */
   loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void>;
   /** The encoded payload of a message whose `payload` is not in memory. */

@@ -54,11 +54,11 @@ import {
   writeTopicSettings,
 } from './layout.js';
 import { lockDirectory, type DirectoryLock } from './lock.js';
+import { applyHandOuts, stageHandOuts } from './handouts.js';
 import { where } from './positions.js';
 import {
   BURY,
   FINISH,
-  HANDOUT,
   MOVE,
   OUTCOME_ACKED,
   OUTCOME_CANCELLED,
@@ -320,25 +320,16 @@ export class FileStore implements Store {
 
   /**
    * Records that messages were handed to consumers, `messages[0, count)`, their attempts
-   * counting these deliveries: a HANDOUT record each, staged for the next group commit and not
-   * waited for (see handouts.ts). A record that cannot be staged (the store is stopped or
-   * closed) is skipped: the delivery goes on, only its count is not kept.
+   * counting these deliveries: a HANDOUT record each, not waited for and not applied to the
+   * tables until a snapshot needs it (see handouts.ts).
    */
   handOut(messages: readonly MessageState[], count: number): void {
-    if (this.closed || this.log.firstFailure !== undefined) return;
-    for (let i = 0; i < count; i++) {
-      const message = messages[i];
-      try {
-        this.stageMoveRecord(
-          HANDOUT,
-          message,
-          message.deliverAt,
-          message.deliverAt >= this.frontier,
-        );
-      } catch {
-        return;
-      }
-    }
+    if (this.closed || this.lock.lost !== undefined || this.log.firstFailure !== undefined) return;
+    this.checkpoints.appended(stageHandOuts(this.log, messages, count));
+  }
+
+  useInFlight(inFlight: () => readonly MessageState[]): void {
+    this.checkpoints.beforeCapture = () => applyHandOuts(this.tables, inFlight(), this.frontier);
   }
 
   private writeMoveRecord(
@@ -347,30 +338,17 @@ export class FileStore implements Store {
     previousDeliverAt: number,
     reindex: boolean,
   ): Promise<void> {
+    let slot: RecordSlot | undefined;
     try {
       this.checkWritable();
-      return this.stageMoveRecord(type, message, previousDeliverAt, reindex);
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
-  }
-
-  /** Appends a MOVE, BURY or HANDOUT record; returns its durable promise, throws if it cannot. */
-  private stageMoveRecord(
-    type: number,
-    message: MessageState,
-    previousDeliverAt: number,
-    reindex: boolean,
-  ): Promise<void> {
-    const slot = this.log.reserve(type, moveWithReasonRoom(message));
-    try {
+      slot = this.log.reserve(type, moveWithReasonRoom(message));
       const end = writeMoveWithReason(slot.buf, slot.at, message, previousDeliverAt);
       this.commit(slot, type, end - slot.at, reindex);
+      return slot.durable;
     } catch (err) {
-      slot.abort();
-      throw err;
+      slot?.abort();
+      return Promise.reject(err as Error);
     }
-    return slot.durable;
   }
 
   async loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void> {
@@ -558,7 +536,8 @@ export class FileStore implements Store {
   /**
    * Commits the record reserved in the log (its body at `slot.buf[slot.at, + length)`) and
    * applies it in the same turn, so that the tables are always those of every record before
-   * the log's end (what a snapshot captures). Returns the record's position.
+   * the log's end (what a snapshot captures; hand-outs aside: handouts.ts). Returns the
+   * record's position.
    */
   private commit(slot: RecordSlot, type: number, length: number, reindex: boolean): number {
     const position = slot.commit(length);

@@ -12,15 +12,16 @@
  *             idLength u8 | topicLength u8 | id | topic
  *   BURY      as MOVE (previousDeliverAt = deliverAt: burying does not change the due time)
  *   HANDOUT   as MOVE (previousDeliverAt = deliverAt), written when the message is handed to a
- *             consumer: its attempts count that delivery (see handouts.ts)
+ *             consumer: its attempts count that delivery (see handouts.ts); no reason
  *
- * A MOVE, BURY or HANDOUT of a message whose delivery failed ends with reasonLength u16 |
- * reason (UTF-8, the message's lastError); one without a reason, or written before reasons were
- * kept, ends at the topic.
+ * A MOVE or BURY of a message whose delivery failed ends with reasonLength u16 | reason (UTF-8,
+ * the message's lastError); one without a reason, or written before reasons were kept, ends at
+ * the topic. A HANDOUT has none: if it is a message's latest record, the stop that followed
+ * it is the reason.
  *
  * A SCHEDULE record holds the payload; the later records of the same message point back at it.
- * MOVE, FINISH, BURY and HANDOUT also carry the due time the message had before them and its topic, so
- * that a replay can keep the per-topic and per-hour counts (counts.ts) without reading the
+ * MOVE, FINISH, BURY and HANDOUT also carry the due time the message had before them and its
+ * topic, so that a replay can keep the per-topic and per-hour counts (counts.ts) without reading the
  * message's earlier records.
  */
 
@@ -139,15 +140,15 @@ export function writeMove(
 }
 
 /**
- * Room for a MOVE, BURY or HANDOUT body with the message's lastError after it (each may
- * carry one: a retry's MOVE keeps why the delivery failed), at most 3 UTF-8 bytes a UTF-16 unit.
+ * Room for a MOVE or BURY body with the message's lastError after it (both may carry one: a
+ * retry's MOVE keeps why the delivery failed), at most 3 UTF-8 bytes a UTF-16 unit.
  */
 export function moveWithReasonRoom(message: MessageState): number {
   const reason = reasonText(message);
   return moveLength(message) + (reason === '' ? 0 : 2 + reason.length * 3);
 }
 
-/** Writes a MOVE, BURY or HANDOUT body and its reason, if any; returns where it ends. */
+/** Writes a MOVE or BURY body and its reason, if any, at `at`; returns where it ends. */
 export function writeMoveWithReason(
   buf: Buffer,
   at: number,

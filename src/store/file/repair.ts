@@ -33,6 +33,7 @@ import { offsetOf, positionOf, segmentOf, where } from './positions.js';
 import {
   BURY,
   FINISH,
+  HANDOUT,
   MOVE,
   SCHEDULE,
   idStart,
@@ -195,7 +196,7 @@ interface DamagedRecord {
   whole: boolean;
 }
 
-const KINDS = ['', 'schedule', 'reschedule', 'finish', 'dead-letter'];
+const KINDS = ['', 'schedule', 'reschedule', 'finish', 'dead-letter', 'hand-out'];
 
 function damagedReason(r: DamagedRecord): string {
   return `its ${KINDS[r.type]} record is damaged (${where(r.position)}: ${r.reason})`;
@@ -463,7 +464,9 @@ async function damagedRecords(
 function readDamaged(raw: Buffer): { type: number; id: string; topic: string } | undefined {
   if (raw.length < RECORD_HEADER_BYTES || raw[0] !== RECORD_MAGIC) return undefined;
   const type = raw[1];
-  if (type !== SCHEDULE && type !== MOVE && type !== FINISH && type !== BURY) return undefined;
+  if (type !== SCHEDULE && type !== MOVE && type !== FINISH && type !== BURY && type !== HANDOUT) {
+    return undefined;
+  }
   const body = raw.subarray(RECORD_HEADER_BYTES);
   if (body.length < idStart(type)) return undefined;
   const topicAt = topicStart(type, body);

@@ -2,7 +2,9 @@
  * The file store's tables: everything it keeps in memory about live messages, and `apply`, the
  * one function that changes them. A live change (FileStore.add, move, finish, bury) and a
  * recovery replaying the log both go through `apply`, so the tables are, by construction, what
- * a replay of the log would rebuild.
+ * a replay of the log would rebuild; but for the HANDOUT records of messages still in flight,
+ * which are applied only before a snapshot (handouts.ts): until then such a message's latest
+ * position here is its record before the hand-out.
  *
  *   ids          id hash -> position of the message's latest record (IdTable, 20-30 bytes a
  *                live message: the only per-message memory for messages beyond the horizon)
