@@ -118,6 +118,12 @@ export interface NearMessage extends MessageState {
   budgeted: number;
 }
 
+/** Whether a message the queue holds is being delivered: in flight, its handler not done. */
+export function delivering(message: MessageState): boolean {
+  const near = message as NearMessage;
+  return near.status === 'inflight' && near.pendingAck === undefined;
+}
+
 /**
  * The visibility timeout of the messages one take() put in flight: one timer on the wheel for
  * all of them. What the wheel holds is a NearMessage (a due timer) or a Lease.

@@ -15,7 +15,8 @@ import type { DelayQueue } from '../../src/delay-queue.js';
 import type { FileStore } from '../../src/store/file/file-store.js';
 import { SNAPSHOT_FILE } from '../../src/store/file/snapshot.js';
 import { advance } from '../queue/harness.js';
-import { TOPIC, openQueue, tempDir, trackQueues } from './disk.js';
+import { BURY, FINISH, HANDOUT, SCHEDULE } from '../../src/store/file/records.js';
+import { TOPIC, openQueue, segmentFiles, segmentRecords, tempDir, trackQueues } from './disk.js';
 
 const { track, close } = trackQueues();
 
@@ -70,6 +71,41 @@ const ops: fc.Arbitrary<Op[]> = fc.array(
   { minLength: 1, maxLength: 25 },
 );
 
+/** The types of the records in a data directory's log, in order. */
+function recordTypes(dir: string): number[] {
+  return segmentFiles(dir).flatMap((file) => segmentRecords(file).map((record) => record.type));
+}
+
+describe('HANDOUT records ride the next write', () => {
+  it('a delivery still in progress at the next write gets one; one acked or nacked before it gets none', async () => {
+    const dir = tempDir();
+    const clock = new ManualClock(Date.now());
+    const queue = await track(openQueue(dir, clock));
+    for (const id of ['acked', 'nacked', 'working']) {
+      await queue.schedule({ topic: TOPIC, id, payload: id, maxAttempts: 1 });
+    }
+    const taken = await queue.receive(TOPIC, { max: 3 });
+    expect(taken.map((message) => message.id)).toEqual(['acked', 'nacked', 'working']);
+    // Ended before anything was written: their FINISH and BURY are their latest records.
+    const ack = queue.ack(taken[0].receipt);
+    const nack = queue.nack(taken[1].receipt, { reason: 'no' });
+    await Promise.all([ack, nack]);
+    await storeOf(queue).checkpoint('never');
+    expect(recordTypes(dir)).toEqual([SCHEDULE, SCHEDULE, SCHEDULE, FINISH, BURY, HANDOUT]);
+    const { image } = await crashImages(dir, queue);
+    const after = await recovered(image, clock.now(), ['acked', 'nacked', 'working']);
+    expect(after.states).toEqual({
+      acked: 'gone',
+      nacked: { status: 'dead', attempts: 1, lastError: 'no' },
+      working: {
+        status: 'dead',
+        attempts: 1,
+        lastError: expect.stringMatching(/process stopped .* during delivery 1 of 1/),
+      },
+    });
+  });
+});
+
 describe('deliveries counted across a snapshot', () => {
   it('a message handed out before a snapshot and never acked: its delivery counts after a crash', async () => {
     const dir = tempDir();
@@ -79,7 +115,9 @@ describe('deliveries counted across a snapshot', () => {
     await queue.schedule({ topic: TOPIC, id: 'first-try', payload: 2, maxAttempts: 3 });
     const taken = await queue.receive(TOPIC, { max: 2 });
     expect(taken.map((message) => message.attempts)).toEqual([1, 1]);
-    // The snapshot's position is after both hand-outs: its recovery does not replay them.
+    // Their HANDOUT records are written (a checkpoint flushes the log), then a snapshot is taken
+    // after them: its recovery does not replay them.
+    await storeOf(queue).checkpoint('never');
     await storeOf(queue).checkpoint('always');
     const { image, plain } = await crashImages(dir, queue);
     const ids = ['last-try', 'first-try'];

@@ -29,6 +29,7 @@ import type {
   RepairReport,
   Store,
   StoreCounts,
+  StoreDeliveries,
   StoredMessage,
 } from '../../queue/store.js';
 import type { ScheduleRecord } from '../../queue/recurring.js';
@@ -54,7 +55,7 @@ import {
   writeTopicSettings,
 } from './layout.js';
 import { lockDirectory, type DirectoryLock } from './lock.js';
-import { applyHandOuts, stageHandOuts } from './handouts.js';
+import { HandOuts } from './handouts.js';
 import { where } from './positions.js';
 import {
   BURY,
@@ -115,6 +116,7 @@ export class FileStore implements Store {
   private closed = false;
   private damagedSkipped = 0;
   private payloadBudget: PayloadBudget | undefined;
+  private readonly handOuts: HandOuts;
 
   private constructor(
     dir: string,
@@ -143,6 +145,12 @@ export class FileStore implements Store {
       () => this.frontier,
       faults,
       () => lock.check(),
+    );
+    const parts = { log, tables: this.tables, checkpoints: this.checkpoints };
+    this.handOuts = new HandOuts(
+      parts,
+      () => this.frontier,
+      () => this.appending(),
     );
   }
 
@@ -318,18 +326,17 @@ export class FileStore implements Store {
     return this.writeMoveRecord(BURY, message, message.deliverAt, false);
   }
 
-  /**
-   * Records that messages were handed to consumers, `messages[0, count)`, their attempts
-   * counting these deliveries: a HANDOUT record each, not waited for and not applied to the
-   * tables until a snapshot needs it (see handouts.ts).
-   */
+  /** Deliveries whose attempts count from now: HANDOUT records (handouts.ts). */
   handOut(messages: readonly MessageState[], count: number): void {
-    if (this.closed || this.lock.lost !== undefined || this.log.firstFailure !== undefined) return;
-    this.checkpoints.appended(stageHandOuts(this.log, messages, count));
+    if (this.appending()) this.handOuts.note(messages, count);
   }
 
-  useInFlight(inFlight: () => readonly MessageState[]): void {
-    this.checkpoints.beforeCapture = () => applyHandOuts(this.tables, inFlight(), this.frontier);
+  useDeliveries(deliveries: StoreDeliveries): void {
+    this.handOuts.deliveries = deliveries;
+  }
+
+  private appending(): boolean {
+    return !this.closed && this.lock.lost === undefined && this.log.firstFailure === undefined;
   }
 
   private writeMoveRecord(

@@ -31,6 +31,9 @@
  * next write another record starts, or LATER_MS after it was committed if none does. Records
  * nobody waits for (a delivery's hand-out, store/file/handouts.ts) so ride the group commit of
  * those that are waited for, instead of putting a write and an fsync of their own ahead of them.
+ * Such records may even be appended only then: `beforeWrite` is called just before staged
+ * records are taken to be written (and by flush(), and at exit), and `writeLater()` asks for
+ * a write within LATER_MS even with nothing staged, so that it runs.
  *
  * If the process exits (process.exit, an uncaught exception) with records staged, they are
  * written then, synchronously (exit-write.ts).
@@ -141,6 +144,9 @@ export class Writer implements StagedWrites {
   private kickQueued = false;
   /** Writes records committed with commitLater that nothing else has written (LATER_MS). */
   private laterTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Appends what is to go out with the next write: see the top of the file. */
+  beforeWrite: (() => void) | undefined;
+  private preparing = false;
   /** The reserved record: its type and room (-1: none). */
   private recordType = 0;
   private recordRoom = -1;
@@ -185,6 +191,7 @@ export class Writer implements StagedWrites {
    */
   writeStagedSync(): void {
     if (this.firstFailure !== undefined) return;
+    this.prepare();
     for (const stage of this.queue) {
       if (stage.kept >= stage.len) continue;
       const current = this.handle;
@@ -282,18 +289,36 @@ export class Writer implements StagedWrites {
         this.kickQueued = true;
         queueMicrotask(this.kick);
       }
-    } else if (this.laterTimer === undefined) {
-      this.laterTimer = setTimeout(this.hurry, LATER_MS);
-      // Not a reason to keep the process alive: at exit, staged records are written anyway.
-      this.laterTimer.unref();
+    } else {
+      this.writeLater();
     }
     return position;
+  }
+
+  /** Asks for a write within LATER_MS, even if nothing is staged now (see beforeWrite). */
+  writeLater(): void {
+    if (this.laterTimer !== undefined || this.closed) return;
+    this.laterTimer = setTimeout(this.hurry, LATER_MS);
+    // Not a reason to keep the process alive: at exit, staged records are written anyway.
+    this.laterTimer.unref();
+  }
+
+  /** Lets beforeWrite append what is to go out now (never into itself). */
+  private prepare(): void {
+    if (this.beforeWrite === undefined || this.preparing) return;
+    this.preparing = true;
+    try {
+      this.beforeWrite();
+    } finally {
+      this.preparing = false;
+    }
   }
 
   /** Has every staged record written now, those committed with commitLater too. */
   private readonly hurry = (): void => {
     if (this.laterTimer !== undefined) clearTimeout(this.laterTimer);
     this.laterTimer = undefined;
+    this.prepare();
     if (this.queue.length === 0) return;
     for (const stage of this.queue) stage.urgent = true;
     if (this.draining === null && !this.kickQueued) {
@@ -436,6 +461,7 @@ export class Writer implements StagedWrites {
         // Stages of commitLater records only wait for a write another record starts (or for
         // `hurry`); the queue is a few stages long.
         if (!this.queue.some((waiting) => waiting.urgent)) break;
+        this.prepare();
         const stage = this.queue[0];
         if (this.filling === stage) this.filling = null;
         if (await this.writeStage(stage)) {
