@@ -8,12 +8,13 @@
  *                          │        nack's delayMs), moved through the store (horizon.ts)
  *                          │        attempts used up: dead letter (store.bury)
  *
- * A receive takes messages in flight synchronously (near.ts) and answers with no promise per
- * message when their payloads are in memory; payloads still on disk are read together, and
- * what does not fit `maxBytes` (sizes known only then) or cannot be read is handed back as if
- * never received. An ack skips the id lock when nothing else runs on the id, and returns the
- * store's promise, which a group commit shares between acks. A nack and a visibility timeout
- * run under the id lock: they await the store.
+ * A receive takes messages in flight synchronously (near.ts), tells the store they were handed out
+ * (store.handOut: their attempts count even if the process dies before the delivery ends), and
+ * answers with no promise per message when their payloads are in memory; payloads still on disk
+ * are read together, and what does not fit `maxBytes` (sizes known only then) or cannot be read is
+ * handed back as if never received. An ack skips the id lock when nothing else runs on the id, and
+ * returns the store's promise, which a group commit shares between acks. A nack and a visibility
+ * timeout run under the id lock: they await the store.
  *
  * Deliveries first: consume()'s acks (ackQuietly) made while at least DEFER_MIN_READY messages
  * of their topic wait ready (a burst being delivered) are put off while consumers keep taking
@@ -189,6 +190,7 @@ export class Deliveries {
         this.near.receiptOf(message),
       );
     }
+    this.store.handOut?.(taken, n);
     if (this.events.active) for (let i = 0; i < n; i++) this.events.record('delivered', taken[i]);
     if (n > 0) this.receivedFrom.add(topic);
     this.lastAnswer = answer;
@@ -226,6 +228,7 @@ export class Deliveries {
     this.near.handBack(topic, taken, receipts, fit);
     const now = this.clock.now();
     const answer: ReceivedMessage[] = [];
+    const handed: NearMessage[] = [];
     for (let i = 0; i < fit; i++) {
       const message = taken[i];
       // While its payload was read, the delivery may have ended: its visibility timeout ran out
@@ -235,8 +238,10 @@ export class Deliveries {
       if (message.attempts === 1) this.insights.deliveredFirst(message, now);
       const payload = this.near.payloadFor(message, payloads[i]);
       answer.push(received(message, payload, this.near.receiptOf(message)));
+      handed.push(message);
       this.events.record('delivered', message);
     }
+    this.store.handOut?.(handed, handed.length);
     return answer;
   }
 

@@ -56,7 +56,7 @@ import {
   type MessageStatus,
   type ScheduleRequest,
 } from './message.js';
-import { NearHorizon, type DueGroup, type Lease, type NearMessage } from './near.js';
+import { NearHorizon, delivering, type DueGroup, type Lease, type NearMessage } from './near.js';
 import {
   checkNack,
   checkQueueOptions,
@@ -133,6 +133,7 @@ export class QueueEngine {
     const payloadLimit = store.usePayloadBudget ? this.settings.payloadMemoryBytes : Infinity;
     this.near = new NearHorizon(clock, this.wheel, this.insights, this.waiters, payloadLimit);
     store.usePayloadBudget?.(this.near.payloads);
+    store.useDeliveries?.({ delivering, inFlight: () => this.near.inFlight() });
     this.horizon = new Horizon(store, clock, this.near, this.settings.horizonMs);
     this.finished = new FinishedMemory(this.settings.rememberFinished);
     const now = () => clock.now();

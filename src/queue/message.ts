@@ -59,6 +59,13 @@ export interface MessageState {
   /** The store's own reference to the message's payload (a log position for the file store). */
   ref: number;
   /**
+   * The store's own reference to the record of the message's current delivery, set by
+   * Store.handOut when it keeps one (the file store: its HANDOUT record's log position), else
+   * NaN or absent. NaN rather than -1: a field that starts as a small integer and then holds a
+   * larger number changes the hidden class of the messages (every hot path reading them slows).
+   */
+  handOutRef?: number;
+  /**
    * Why its latest delivery failed (a handler's error, a nack's reason, a visibility timeout),
    * if one did. Kept durably with a dead letter; in memory only for a message being retried.
    */

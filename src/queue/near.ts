@@ -118,6 +118,12 @@ export interface NearMessage extends MessageState {
   budgeted: number;
 }
 
+/** Whether a message the queue holds is being delivered: in flight, its handler not done. */
+export function delivering(message: MessageState): boolean {
+  const near = message as NearMessage;
+  return near.status === 'inflight' && near.pendingAck === undefined;
+}
+
 /**
  * The visibility timeout of the messages one take() put in flight: one timer on the wheel for
  * all of them. What the wheel holds is a NearMessage (a due timer) or a Lease.
@@ -363,6 +369,11 @@ export class NearHorizon implements HeldCounts {
   /** The receipt of a message in flight. */
   receiptOf(message: NearMessage): string {
     return this.receipts.receiptOf(message);
+  }
+
+  /** The messages in flight now, in no particular order. */
+  inFlight(): NearMessage[] {
+    return this.receipts.holders();
   }
 
   /**
@@ -786,6 +797,7 @@ export function newNear(
     payload,
     payloadText: undefined,
     ref,
+    handOutRef: Number.NaN, // a double from the start (see MessageState.handOutRef)
     lastError: undefined,
     status: 'scheduled',
     timer: 0,

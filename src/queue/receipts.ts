@@ -77,6 +77,13 @@ export class Receipts<M extends Receivable> {
     return (slot < HEAD_CACHE ? this.heads[slot] : headOf(slot)) + message.receiptNo.toString(36);
   }
 
+  /** The messages that hold a slot (those in flight). */
+  holders(): M[] {
+    const held: M[] = [];
+    for (const message of this.slots) if (message !== undefined) held.push(message);
+    return held;
+  }
+
   /** Frees a message's slot, if it has one, and clears its receipt. */
   release(message: M): void {
     message.receiptNo = 0;

@@ -88,6 +88,12 @@ export interface StoreCounts {
   topics: Map<string, { pending: number; dead: number }>;
 }
 
+/** What the queue tells a store of its deliveries (Store.useDeliveries). */
+export interface StoreDeliveries {
+  delivering(message: MessageState): boolean;
+  inFlight(): readonly MessageState[];
+}
+
 export interface Store {
   /**
    * The horizon the store will actually cover when asked for `until`: a store that loads whole
@@ -122,6 +128,24 @@ export interface Store {
    * purged. `message.deliverAt` is current (the due time the store has for it).
    */
   bury(message: MessageState): Promise<void>;
+  /**
+   * Optional: `messages[0, count)` were just handed to a consumer, each with `attempts` already
+   * counting this delivery. A store that outlives its process records it so that a delivery
+   * the process never got to end (a crash in the handler) still counts: at recovery such a
+   * message comes back with its attempts, or is buried if that was its last allowed one.
+   * Synchronous and not waited for: the record may reach the disk with the store's next
+   * write (and need not, for a delivery that ended before it: see useDeliveries), so a crash
+   * just after a hand-out may lose its count.
+   */
+  handOut?(messages: readonly MessageState[], count: number): void;
+  /**
+   * Optional, for a store that records hand-outs: what the queue knows of its deliveries, which
+   * the store may ask at any time. `delivering(message)`: a delivery handed out (handOut) is
+   * still in progress, its handler not done (a message acked, nacked or timed out since, or
+   * whose handler returned and whose ack is only put off, is not); `inFlight()`: the messages
+   * in flight now.
+   */
+  useDeliveries?(deliveries: StoreDeliveries): void;
   /** Hands over live messages due before `until` (see the contract above). */
   loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void>;
   /** The encoded payload of a message whose `payload` is not in memory. */

@@ -477,6 +477,39 @@ describe('durability policies', () => {
     expect(view(got)).toEqual(view(records));
   });
 
+  it("'batch': a record committed later starts no write: it goes out with the next record committed, by itself soon after, or with flush()", async () => {
+    const dir = await tempDir();
+    const log = await openLog({ dir, fsync: 'batch' });
+    await log.append(1, bytesFor(0, 20)).durable;
+    const later = (seed: number) => {
+      const slot = log.reserve(5, 20);
+      bytesFor(seed, 20).copy(slot.buf, slot.at);
+      return offsetOf(slot.commitLater(20)) + HEADER + 20;
+    };
+    const fileSize = async () => (await stat(join(dir, segmentFileName(1)))).size;
+    // Rides the next write another record starts: one write and one fsync for both.
+    const first = later(1);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(log.stats().writes).toBe(1);
+    await log.append(1, bytesFor(2, 20)).durable;
+    expect(log.stats()).toMatchObject({ writes: 2, fsyncs: 2 });
+    expect(await fileSize()).toBeGreaterThanOrEqual(first);
+    // Nothing else comes: it is written by itself.
+    const second = later(3);
+    for (let tries = 0; log.stats().fsyncs < 3; tries++) {
+      expect(tries).toBeLessThan(1000);
+      await delay(5);
+    }
+    expect(await fileSize()).toBe(second);
+    // flush() does not wait for that.
+    const third = later(4);
+    await log.flush();
+    expect(await fileSize()).toBe(third);
+    await log.close();
+    const { got } = await replayAll({ dir });
+    expect(got.map((record) => record.type)).toEqual([1, 5, 1, 5, 5]);
+  });
+
   it('flush() resolves only once everything appended before it is durable', async () => {
     const log = await openLog({
       dir: await tempDir(),

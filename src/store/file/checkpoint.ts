@@ -133,6 +133,11 @@ export class Checkpoints {
   private closing = false;
   /** Set once the directory is found to be no longer this process's: checkpoints stop. */
   private ownerLost = false;
+  /**
+   * Brings the tables up to date with what the store does not apply as it happens (the
+   * hand-outs of messages in flight: handouts.ts), just before a snapshot captures them.
+   */
+  beforeCapture: () => void = () => {};
 
   constructor(
     private readonly dir: string,
@@ -276,6 +281,8 @@ export class Checkpoints {
     }
     // From here to the first await is one turn: the checkpoint's position, the segments that
     // may go and the snapshot's tables are all those after every record before that position.
+    // (Before endCopy: a slot the catch-up changes is copied again.)
+    if (capturing) this.beforeCapture();
     const indexedUntil = this.log.end;
     const frontier = this.frontier();
     const segmentLive = this.tables.segmentLive;

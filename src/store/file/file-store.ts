@@ -10,6 +10,7 @@
  *   states.ts      messages read back from the log and handed to the queue
  *   checkpoint.ts  checkpoints, snapshots (snapshot.ts) and retention
  *   recovery.ts    recovery at open (replay.ts: the replays)
+ *   handouts.ts    deliveries counted as they are handed out, and those a stop cut short
  *   damage.ts      telling damage from a torn tail; repair.ts: opening a damaged directory
  *
  * Memory per live message beyond the horizon: one IdTable slot (id hash -> position of its
@@ -19,7 +20,6 @@
  * The horizon has one source of truth, `frontier` (see there).
  */
 
-import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
 import type { MessageState } from '../../queue/message.js';
@@ -29,6 +29,7 @@ import type {
   RepairReport,
   Store,
   StoreCounts,
+  StoreDeliveries,
   StoredMessage,
 } from '../../queue/store.js';
 import type { ScheduleRecord } from '../../queue/recurring.js';
@@ -47,12 +48,14 @@ import { unreadable } from './damage.js';
 import {
   INDEX_DIR,
   LOG_DIR,
-  makeDataDirectory,
   checkFormat,
+  lastLogWrite,
+  makeDataDirectory,
   readTopicSettings,
   writeTopicSettings,
 } from './layout.js';
 import { lockDirectory, type DirectoryLock } from './lock.js';
+import { HandOuts } from './handouts.js';
 import { where } from './positions.js';
 import {
   BURY,
@@ -113,6 +116,7 @@ export class FileStore implements Store {
   private closed = false;
   private damagedSkipped = 0;
   private payloadBudget: PayloadBudget | undefined;
+  private readonly handOuts: HandOuts;
 
   private constructor(
     dir: string,
@@ -141,6 +145,12 @@ export class FileStore implements Store {
       () => this.frontier,
       faults,
       () => lock.check(),
+    );
+    const parts = { log, tables: this.tables, checkpoints: this.checkpoints };
+    this.handOuts = new HandOuts(
+      parts,
+      () => this.frontier,
+      () => this.appending(),
     );
   }
 
@@ -194,20 +204,9 @@ export class FileStore implements Store {
     return window === until ? until : window + this.index.windowMs;
   }
 
-  /**
-   * The modification time of the newest log segment with a record: the last record written. (A
-   * directory copied without its times, or a segment cut by a repair, gives a later time: the
-   * lateness of messages that came due before it is then counted from it, so under-reported.)
-   */
-  async lastWrittenAt(): Promise<number | undefined> {
-    const logDir = join(this.dir, LOG_DIR);
-    const segments = (await readdir(logDir)).filter((name) => /^\d{10}\.seg$/.test(name)).sort();
-    // The newest segment with a record: one just rolled over to may be empty.
-    for (let i = segments.length - 1; i >= 0; i--) {
-      const segment = await stat(join(logDir, segments[i]));
-      if (segment.size > 0) return segment.mtimeMs;
-    }
-    return undefined;
+  /** When the log was last written (layout.ts, lastLogWrite). */
+  lastWrittenAt(): Promise<number | undefined> {
+    return lastLogWrite(this.dir);
   }
 
   recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport> {
@@ -220,6 +219,7 @@ export class FileStore implements Store {
       checkpoints: this.checkpoints,
       finish: (message: MessageState) => this.finish(message, 'cancelled'),
       budget: this.payloadBudget,
+      bury: (message: MessageState) => this.bury(message),
     };
     return recover(parts, this.mode, this.frontier, onDue);
   }
@@ -324,6 +324,19 @@ export class FileStore implements Store {
   bury(message: MessageState): Promise<void> {
     // Burying does not change the due time: the previous one is the current one.
     return this.writeMoveRecord(BURY, message, message.deliverAt, false);
+  }
+
+  /** Deliveries whose attempts count from now: HANDOUT records (handouts.ts). */
+  handOut(messages: readonly MessageState[], count: number): void {
+    if (this.appending()) this.handOuts.note(messages, count);
+  }
+
+  useDeliveries(deliveries: StoreDeliveries): void {
+    this.handOuts.deliveries = deliveries;
+  }
+
+  private appending(): boolean {
+    return !this.closed && this.lock.lost === undefined && this.log.firstFailure === undefined;
   }
 
   private writeMoveRecord(
@@ -530,7 +543,8 @@ export class FileStore implements Store {
   /**
    * Commits the record reserved in the log (its body at `slot.buf[slot.at, + length)`) and
    * applies it in the same turn, so that the tables are always those of every record before
-   * the log's end (what a snapshot captures). Returns the record's position.
+   * the log's end (what a snapshot captures; hand-outs aside: handouts.ts). Returns the
+   * record's position.
    */
   private commit(slot: RecordSlot, type: number, length: number, reindex: boolean): number {
     const position = slot.commit(length);

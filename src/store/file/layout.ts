@@ -20,8 +20,8 @@
  * says how much of it to trust (the checkpoint, repair.json). Each small file is replaced whole
  * (written beside, fsynced, renamed), so a crash leaves the old file or the new one, never a mix.
  *
- * This module owns the names, the format check, and the reading and writing of format.json,
- * repair.json and topics.json.
+ * This module owns the names, the directory's creation, the format check, and the reading and
+ * writing of format.json, repair.json and topics.json.
  */
 
 import { mkdir, open, readFile, readdir, rename, stat } from 'node:fs/promises';
@@ -262,4 +262,20 @@ export async function syncDirectory(dir: string): Promise<void> {
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * The modification time of the newest log segment with a record: the last record written. (A
+ * directory copied without its times, or a segment cut by a repair, gives a later time: the
+ * lateness of messages that came due before it is then counted from it, so under-reported.)
+ */
+export async function lastLogWrite(dir: string): Promise<number | undefined> {
+  const logDir = join(dir, LOG_DIR);
+  const segments = (await readdir(logDir)).filter((name) => /^\d{10}\.seg$/.test(name)).sort();
+  // The newest segment with a record: one just rolled over to may be empty.
+  for (let i = segments.length - 1; i >= 0; i--) {
+    const segment = await stat(join(logDir, segments[i]));
+    if (segment.size > 0) return segment.mtimeMs;
+  }
+  return undefined;
 }

@@ -11,14 +11,17 @@
  *   FINISH    outcome u8 (1 acked, 2 cancelled) | payloadPosition f64 | deliverAt f64 |
  *             idLength u8 | topicLength u8 | id | topic
  *   BURY      as MOVE (previousDeliverAt = deliverAt: burying does not change the due time)
+ *   HANDOUT   as MOVE (previousDeliverAt = deliverAt), written when the message is handed to a
+ *             consumer: its attempts count that delivery (see handouts.ts); no reason
  *
  * A MOVE or BURY of a message whose delivery failed ends with reasonLength u16 | reason (UTF-8,
  * the message's lastError); one without a reason, or written before reasons were kept, ends at
- * the topic.
+ * the topic. A HANDOUT has none: if it is a message's latest record, the stop that followed
+ * it is the reason.
  *
  * A SCHEDULE record holds the payload; the later records of the same message point back at it.
- * MOVE, FINISH and BURY also carry the due time the message had before them and its topic, so
- * that a replay can keep the per-topic and per-hour counts (counts.ts) without reading the
+ * MOVE, FINISH, BURY and HANDOUT also carry the due time the message had before them and its
+ * topic, so that a replay can keep the per-topic and per-hour counts (counts.ts) without reading the
  * message's earlier records.
  */
 
@@ -29,6 +32,7 @@ export const SCHEDULE = 1;
 export const MOVE = 2;
 export const FINISH = 3;
 export const BURY = 4;
+export const HANDOUT = 5;
 
 export const OUTCOME_ACKED = 1;
 export const OUTCOME_CANCELLED = 2;
@@ -113,15 +117,15 @@ export function decodeSchedule(body: Buffer): ScheduleRecord {
 }
 
 /**
- * MOVE and BURY share a layout. `previousDeliverAt`: the due time of the message's latest
- * record before this one (for BURY, the message's current due time).
+ * MOVE, BURY and HANDOUT share a layout. `previousDeliverAt`: the due time of the message's
+ * latest record before this one (for BURY and HANDOUT, the message's current due time).
  */
-/** Bytes of a MOVE or BURY body. */
+/** Bytes of a MOVE, BURY or HANDOUT body. */
 export function moveLength(message: MessageState): number {
   return MOVE_FIXED + message.id.length + message.topic.length;
 }
 
-/** Writes a MOVE or BURY body at `at`; returns where it ends. */
+/** Writes a MOVE, BURY or HANDOUT body at `at`; returns where it ends. */
 export function writeMove(
   buf: Uint8Array,
   at: number,
@@ -136,8 +140,8 @@ export function writeMove(
 }
 
 /**
- * Room for a MOVE or BURY body with the message's lastError after it (MOVE and BURY both may
- * carry one: a retry's MOVE keeps why the delivery failed), at most 3 UTF-8 bytes a UTF-16 unit.
+ * Room for a MOVE or BURY body with the message's lastError after it (both may carry one: a
+ * retry's MOVE keeps why the delivery failed), at most 3 UTF-8 bytes a UTF-16 unit.
  */
 export function moveWithReasonRoom(message: MessageState): number {
   const reason = reasonText(message);
@@ -180,7 +184,7 @@ export interface MoveRecord {
   previousDeliverAt: number;
   id: string;
   topic: string;
-  /** A BURY's reason, if it has one. */
+  /** The message's lastError, if the record has one. */
   lastError: string | undefined;
 }
 
@@ -303,7 +307,7 @@ export function recordDeliverAt(type: number, buf: Uint8Array, at = 0): number {
   return readF64(buf, at + (type === FINISH ? 9 : 0));
 }
 
-/** The due time a MOVE or BURY record moves its message from. */
+/** The due time a MOVE, BURY or HANDOUT record moves its message from. */
 export function previousDeliverAt(buf: Uint8Array, at = 0): number {
   return readF64(buf, at + 18);
 }

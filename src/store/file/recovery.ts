@@ -11,7 +11,8 @@
  *      payloads, so a segment lost with them is found.
  *   4. Damage in durable bytes (and no repair accepted it) refuses the open: nothing was
  *      changed but a torn tail cut, and no checkpoint is written.
- *   5. Hand over what is due before the frontier; retire the index windows before it; write a
+ *   5. Hand over what is due before the frontier, but bury a message whose last allowed
+ *      delivery the stop cut short (handouts.ts); retire the index windows before it; write a
  *      checkpoint; start the periodic ones.
  */
 
@@ -50,6 +51,7 @@ import {
   removeSnapshotTemp,
   type StoreSnapshot,
 } from './snapshot.js';
+import { endStoppedDelivery } from './handouts.js';
 import { handOver } from './states.js';
 import { ReplayWatcher } from './table.js';
 
@@ -106,6 +108,7 @@ export async function recover(
   const corrupt: RecoveryReport['corrupt'] = [];
   const damaged = (position: number, err: LogError) =>
     corrupt.push({ where: where(position), reason: err.message });
+  const stopped = (message: MessageState) => endStoppedDelivery(message, parts.bury);
   const replay: ReplayOptions = durable === undefined ? {} : { durable: durable.bytes };
   // Refuses the open (see the invariant in checkpoint.ts: no checkpoint after this).
   const refuse = (report: ReplayReport, more: Parameters<typeof refusedDamage>[2]) => {
@@ -133,7 +136,7 @@ export async function recover(
     truncatedBytes = report.truncatedBytes;
     replayedBytes = bytesFrom(log, snapshot.position);
     const due = await dueAfterSnapshot(parts, frontier, tail);
-    await handOver(tables, log, due, onDue, damaged, parts.budget);
+    await handOver(tables, log, due, onDue, damaged, parts.budget, stopped);
     checkpoints.uncoveredBytes = replayedBytes;
     await checkpoints.usedSnapshot(snapshot.position, bytes);
   } else {
@@ -166,7 +169,15 @@ export async function recover(
     truncatedBytes = report.truncatedBytes;
     replayedBytes = bytesFrom(log, from);
     checkpoints.uncoveredBytes = replayedBytes;
-    await handOver(tables, log, dueAfterReplay(tables, frontier), onDue, damaged, parts.budget);
+    await handOver(
+      tables,
+      log,
+      dueAfterReplay(tables, frontier),
+      onDue,
+      damaged,
+      parts.budget,
+      stopped,
+    );
   }
   const last = repairs.reports[repairs.reports.length - 1];
   return recovered(parts, frontier, context, {

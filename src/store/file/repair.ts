@@ -33,6 +33,7 @@ import { offsetOf, positionOf, segmentOf, where } from './positions.js';
 import {
   BURY,
   FINISH,
+  HANDOUT,
   MOVE,
   SCHEDULE,
   idStart,
@@ -42,6 +43,7 @@ import {
 } from './records.js';
 import { bytesFrom, dueAfterReplay, replayAll, type ReplayParts } from './replay.js';
 import { removeSnapshot, type StoreSnapshot } from './snapshot.js';
+import { endStoppedDelivery } from './handouts.js';
 import { handOver, statesAt } from './states.js';
 import type { Tables } from './table.js';
 import { Untraced } from './untraced.js';
@@ -70,6 +72,8 @@ export interface RecoveryParts extends ReplayParts {
   finish(message: MessageState): Promise<void>;
   /** The payload bytes the queue holds at most: payloads read beyond it are not kept. */
   readonly budget?: PayloadBudget | undefined;
+  /** Records that a message ran out of attempts (as FileStore.bury does). */
+  bury(message: MessageState): Promise<void>;
 }
 
 /**
@@ -154,7 +158,15 @@ export async function recoverWithRepair(
   checkpoints.uncoveredBytes = recovery.replayedBytes;
   const damaged = (position: number, err: LogError) =>
     recovery.corrupt.push({ where: where(position), reason: err.message });
-  await handOver(tables, log, dueAfterReplay(tables, frontier), onDue, damaged, parts.budget);
+  await handOver(
+    tables,
+    log,
+    dueAfterReplay(tables, frontier),
+    onDue,
+    damaged,
+    parts.budget,
+    (message) => endStoppedDelivery(message, parts.bury),
+  );
   return recovery;
 }
 
@@ -184,7 +196,7 @@ interface DamagedRecord {
   whole: boolean;
 }
 
-const KINDS = ['', 'schedule', 'reschedule', 'finish', 'dead-letter'];
+const KINDS = ['', 'schedule', 'reschedule', 'finish', 'dead-letter', 'hand-out'];
 
 function damagedReason(r: DamagedRecord): string {
   return `its ${KINDS[r.type]} record is damaged (${where(r.position)}: ${r.reason})`;
@@ -452,7 +464,9 @@ async function damagedRecords(
 function readDamaged(raw: Buffer): { type: number; id: string; topic: string } | undefined {
   if (raw.length < RECORD_HEADER_BYTES || raw[0] !== RECORD_MAGIC) return undefined;
   const type = raw[1];
-  if (type !== SCHEDULE && type !== MOVE && type !== FINISH && type !== BURY) return undefined;
+  if (type !== SCHEDULE && type !== MOVE && type !== FINISH && type !== BURY && type !== HANDOUT) {
+    return undefined;
+  }
   const body = raw.subarray(RECORD_HEADER_BYTES);
   if (body.length < idStart(type)) return undefined;
   const topicAt = topicStart(type, body);

@@ -8,7 +8,7 @@
  *   tail        a snapshot's tables, then the records from its position on; what is due comes
  *               from the snapshot's near positions, the tail, and the index (dueAfterSnapshot)
  *
- * Re-indexing: a replayed SCHEDULE or MOVE gets an index entry when its message is due at or
+ * Re-indexing: a replayed SCHEDULE, MOVE or HANDOUT gets an index entry when its message is due at or
  * after the frontier and its record is at or after `indexedUntil`, the position before which
  * the last checkpoint vouches that the index on disk has every such entry. That is the rule
  * live changes follow too (FileStore.add, move), so a replay and the live store index the same
@@ -20,7 +20,7 @@ import type { MessageLog, ReplayOptions, ReplayReport } from '../log/index.js';
 import type { Checkpoint } from './checkpoint.js';
 import { PositionSet } from './position-set.js';
 import { offsetOf, segmentOf } from './positions.js';
-import { FINISH, MOVE, SCHEDULE, payloadPositionOf } from './records.js';
+import { FINISH, HANDOUT, MOVE, SCHEDULE, payloadPositionOf } from './records.js';
 import type { StoreSnapshot } from './snapshot.js';
 import { ReplayWatcher, type Tables } from './table.js';
 import { fileName, parseFileName } from './index-files.js';
@@ -243,6 +243,8 @@ function reindexes(
   frontier: number,
 ): boolean {
   return (
-    position >= indexedUntil && (type === SCHEDULE || type === MOVE) && readF64(body, 0) >= frontier
+    position >= indexedUntil &&
+    (type === SCHEDULE || type === MOVE || type === HANDOUT) &&
+    readF64(body, 0) >= frontier
   );
 }

@@ -2,8 +2,8 @@
  * Messages read back from the log, and handed to the queue.
  *
  * A message's state is its SCHEDULE record (id, topic, payload, backoff, ...) with the due time
- * and attempts of its latest record, which is the SCHEDULE itself or a MOVE or BURY pointing
- * back at it. The tables know only the latest record's position; everything else is read here.
+ * and attempts of its latest record, which is the SCHEDULE itself or a MOVE, HANDOUT or BURY
+ * pointing back at it. The tables know only the latest record's position; everything else is read here.
  *
  * Hand-over: a message given to the queue (onDue) is the queue's from then on; the store notes
  * its latest record in `near` (see table.ts), and hands over only messages that are still live,
@@ -15,7 +15,7 @@ import type { MessageState } from '../../queue/message.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
 import { LogError, type MessageLog } from '../log/index.js';
 import { isDamage } from './damage.js';
-import { SCHEDULE, decodeMove, decodeSchedule } from './records.js';
+import { HANDOUT, SCHEDULE, decodeMove, decodeSchedule } from './records.js';
 import type { Tables } from './table.js';
 
 /** Records asked of MessageLog.readMany at once, at most... */
@@ -31,13 +31,15 @@ export type OnDamaged = (position: number, err: LogError) => void;
  * Reads full message states for record positions, in the order given (undefined where a
  * damaged record was skipped: `damaged` is told; without it, damage throws). Records near
  * each other on disk share reads (MessageLog.readMany): a window of messages scheduled
- * together loads in a few large reads, not one read per message.
+ * together loads in a few large reads, not one read per message. `handedOut` gets the indexes
+ * (into `positions`) of the records that are HANDOUTs.
  */
 export async function statesAt(
   log: MessageLog,
   positions: number[],
   damaged?: OnDamaged,
   budget?: PayloadBudget,
+  handedOut?: Set<number>,
 ): Promise<Array<MessageState | undefined>> {
   const states: Array<MessageState | undefined> = new Array(positions.length);
   const check = (position: number, result: { type: number; body: Buffer } | LogError) => {
@@ -68,7 +70,10 @@ export async function statesAt(
       if (record.type === SCHEDULE) {
         const decoded = decodeSchedule(record.body);
         states[start + i] = { ...decoded, payload: kept(decoded.payload), ref: chunk[i] };
-      } else moved.push({ at: start + i, move: decodeMove(record.body) });
+      } else {
+        moved.push({ at: start + i, move: decodeMove(record.body) });
+        if (record.type === HANDOUT) handedOut?.add(start + i);
+      }
     }
     start += chunk.length;
     perRead = readSize(chunk.length, bytes);
@@ -109,6 +114,9 @@ function readSize(records: number, bytes: number): number {
 /**
  * Reads the messages at `due`'s positions (position -> due time) and hands those still live
  * and not dead to the queue in (due time, position) order; they are the queue's from now on.
+ * `stopped` (at recovery) is shown each message whose latest record is a HANDOUT first, and
+ * keeps it (a promise, settled once it is dealt with) or leaves it to be handed over
+ * (undefined): see handouts.ts.
  */
 export async function handOver(
   tables: Tables,
@@ -117,10 +125,12 @@ export async function handOver(
   onDue: (message: MessageState) => void,
   damaged: OnDamaged,
   budget?: PayloadBudget,
+  stopped?: (message: MessageState) => Promise<void> | undefined,
 ): Promise<void> {
   const positions = [...due.keys()];
-  const states = await statesAt(log, positions, damaged, budget);
-  const order: Array<[number, number, MessageState]> = [];
+  const handedOut = stopped === undefined ? undefined : new Set<number>();
+  const states = await statesAt(log, positions, damaged, budget, handedOut);
+  const order: Array<[number, number, MessageState, number]> = [];
   for (let i = 0; i < positions.length; i++) {
     const state = states[i];
     const position = positions[i];
@@ -128,11 +138,18 @@ export async function handOver(
       tables.near.delete(position);
       continue;
     }
-    order.push([state.deliverAt, position, state]);
+    order.push([state.deliverAt, position, state, i]);
   }
   order.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-  for (const [, position, state] of order) {
+  const kept: Array<Promise<void>> = [];
+  for (const [, position, state, i] of order) {
+    const keeping = handedOut?.has(i) === true ? stopped?.(state) : undefined;
+    if (keeping !== undefined) {
+      kept.push(keeping);
+      continue;
+    }
     tables.near.add(position);
     onDue(state);
   }
+  await Promise.all(kept);
 }

@@ -2,7 +2,9 @@
  * The file store's tables: everything it keeps in memory about live messages, and `apply`, the
  * one function that changes them. A live change (FileStore.add, move, finish, bury) and a
  * recovery replaying the log both go through `apply`, so the tables are, by construction, what
- * a replay of the log would rebuild.
+ * a replay of the log would rebuild; but for the HANDOUT records of messages still in flight,
+ * which are applied only before a snapshot (handouts.ts): until then such a message's latest
+ * position here is its record before the hand-out.
  *
  *   ids          id hash -> position of the message's latest record (IdTable, 20-30 bytes a
  *                live message: the only per-message memory for messages beyond the horizon)
@@ -20,12 +22,13 @@
  *   SCHEDULE  ids[h] = p (collisions[id] if h is taken), segmentLive[seg(p)] + 1, tally.add;
  *             a dead message of the same id is finished first; then `placed`
  *   MOVE      ids[h] = p, tally.move (tally.revive if dead, and no longer dead); then `placed`
+ *   HANDOUT   as MOVE (its due time is the one the message had: tally.move changes nothing)
  *   BURY      ids[h] = p, deadIds[id] = p, tally.bury (unless dead already)
  *   FINISH    ids[h] removed (collisions[id] if there), segmentLive[seg(payload)] - 1,
  *             tally.finish (or finishDead)
  *   placed    with `reindex`: a schedule-index entry (IndexSink); else, live: near + p
  *
- * A MOVE, BURY or FINISH of an id not in the tables changes nothing: its message finished
+ * A MOVE, HANDOUT, BURY or FINISH of an id not in the tables changes nothing: its message finished
  * before the log begins. Any record of an id already in them takes its previous position out
  * of `near`.
  *
@@ -89,13 +92,13 @@ export interface IndexSink {
  * none, which is also what tells `placed` to note near positions.
  */
 export class ReplayWatcher {
-  /** A SCHEDULE or MOVE that is not indexed gave its message this due time. */
+  /** A SCHEDULE, MOVE or HANDOUT that is not indexed gave its message this due time. */
   placed(_deliverAt: number, _position: number, _low: number, _high: number): void {}
   /** A SCHEDULE record, its body at `body[at...]`. */
   scheduled(_body: Buffer, _at: number): void {}
   /** A FINISH of a message in the tables. */
   finished(_low: number, _high: number, _position: number): void {}
-  /** A MOVE, BURY or FINISH of a message not in the tables (no SCHEDULE of it was applied). */
+  /** A record other than SCHEDULE of a message not in the tables (none of its SCHEDULE). */
   unknown(
     _type: number,
     _body: Buffer,
@@ -303,7 +306,7 @@ export class Tables {
     };
   }
 
-  /** A SCHEDULE or MOVE gave its message a due time: where the message is found from now. */
+  /** A SCHEDULE, MOVE or HANDOUT placed its message: where the message is found from now. */
   private placed(deliverAt: number, position: number, low: number, high: number, reindex: boolean) {
     if (reindex) this.index.append(deliverAt, position, low, high);
     // Live, not indexed: due before the frontier, so the queue takes it into memory.

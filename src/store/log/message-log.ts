@@ -178,6 +178,19 @@ export class MessageLog implements LogView {
     return { position, durable: slot.durable };
   }
 
+  /**
+   * Called just before staged records are taken to be written (and by flush(), and as the
+   * process exits): the last moment to append records meant to ride that write (writer.ts).
+   */
+  set beforeWrite(hook: (() => void) | undefined) {
+    this.writer.beforeWrite = hook;
+  }
+
+  /** Asks for a write within LATER_MS even if nothing is staged now (writer.ts). */
+  writeLater(): void {
+    this.writer.writeLater();
+  }
+
   /** Resolves when everything appended so far is durable; rejects if any of it failed. */
   flush(): Promise<void> {
     return this.writer.flush();

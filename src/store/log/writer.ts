@@ -27,6 +27,17 @@
  * writes and fsyncs each record on its own, in order. 'never' resolves when the write has
  * reached the OS. That survives a crash of the process but not a power cut.
  *
+ * A record committed with `commitLater` starts no write of its own: it goes out with the
+ * next write another record starts, or LATER_MS after it was committed if none does. Records
+ * nobody waits for (a delivery's hand-out, store/file/handouts.ts) so ride the group commit of
+ * those that are waited for, instead of putting a write and an fsync of their own ahead of them.
+ * Such records may even be appended only then: `beforeWrite` is called just before staged
+ * records are taken to be written (and by flush(), and at exit), and `writeLater()` asks for
+ * a write within LATER_MS even with nothing staged, so that it runs.
+ *
+ * If the process exits (process.exit, an uncaught exception) with records staged, they are
+ * written then, synchronously (exit-write.ts).
+ *
  * ## Failures
  *
  * If a write or fsync fails, that record and every record staged after it fail together.
@@ -41,6 +52,7 @@ import { open, truncate, type FileHandle } from 'node:fs/promises';
 import { LogError, closedError, describeCause, ioError } from './errors.js';
 import { CREATE_FLAGS, DATA_FILE_MODE, ignore, syncDirectory } from './files.js';
 import { RECORD_HEADER_BYTES, writeHeader } from './format.js';
+import { forgetAtExit, writeAtExit, writeRangeSync, type StagedWrites } from './exit-write.js';
 import type { FsyncPolicy, LogIo } from './options.js';
 import { SEGMENT_SPAN, segmentFileName } from './positions.js';
 import type { SegmentTable } from './segments.js';
@@ -51,6 +63,11 @@ const STAGE_BYTES = 256 * 1024;
 /** Staging buffers up to this size are kept for reuse; larger ones go back to the GC. */
 const SPARE_STAGE_LIMIT = 8 * 1024 * 1024;
 const SPARE_STAGES = 2;
+/**
+ * A record committed with commitLater is written at the latest this long after (unless a
+ * write fails): it bounds what a SIGKILL can take of such records once committed.
+ */
+export const LATER_MS = 10;
 
 /** A promise with its settle functions at hand. */
 class Deferred {
@@ -85,6 +102,8 @@ interface Stage {
   /** 'always': one promise per record, settled in order; `settled` of them so far. */
   readonly waiters: Deferred[] | null;
   settled: number;
+  /** It holds a record committed with `commit`, or LATER_MS passed: it is to be written now. */
+  urgent: boolean;
 }
 
 /** A record being appended (see the top of the file). One per writer, reused. */
@@ -96,6 +115,8 @@ export interface RecordSlot {
   readonly durable: Promise<void>;
   /** Completes the record with its real body length; returns its position. */
   commit(length: number): number;
+  /** As commit, but starts no write: see the top of the file. */
+  commitLater(length: number): number;
   /** Gives the record up (its encoder failed): nothing is appended. */
   abort(): void;
 }
@@ -112,7 +133,7 @@ export interface WriterStats {
   failures: number;
 }
 
-export class Writer {
+export class Writer implements StagedWrites {
   /** Stages in write order; the writer works on the first one. */
   private readonly queue: Stage[] = [];
   /** The stage appends go to, if it may still grow. */
@@ -121,6 +142,11 @@ export class Writer {
   private handle: { segment: number; handle: FileHandle } | null = null;
   private draining: Promise<void> | null = null;
   private kickQueued = false;
+  /** Writes records committed with commitLater that nothing else has written (LATER_MS). */
+  private laterTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Appends what is to go out with the next write: see the top of the file. */
+  beforeWrite: (() => void) | undefined;
+  private preparing = false;
   /** The reserved record: its type and room (-1: none). */
   private recordType = 0;
   private recordRoom = -1;
@@ -152,9 +178,37 @@ export class Writer {
       buf: Buffer.alloc(0),
       at: 0,
       durable: Promise.resolve(),
-      commit: (length: number) => this.commit(length),
+      commit: (length: number) => this.commit(length, true),
+      commitLater: (length: number) => this.commit(length, false),
       abort: () => this.abort(),
     };
+    writeAtExit(this);
+  }
+
+  /**
+   * Writes every staged byte not yet known written, at its place, synchronously: only as the
+   * process exits (exit-write.ts). Bytes a write in flight is writing too are the same bytes.
+   */
+  writeStagedSync(): void {
+    if (this.firstFailure !== undefined) return;
+    this.prepare();
+    for (const stage of this.queue) {
+      if (stage.kept >= stage.len) continue;
+      const current = this.handle;
+      const fd =
+        current !== null && current.segment === stage.segment ? current.handle.fd : undefined;
+      const path = this.pathOf(stage.segment);
+      writeRangeSync(
+        fd,
+        path,
+        CREATE_FLAGS,
+        DATA_FILE_MODE,
+        stage.buf,
+        stage.kept,
+        stage.len,
+        stage.fileOffset,
+      );
+    }
   }
 
   /** Reserves room for a record of at most `maxLength` body bytes: see the top of the file. */
@@ -208,7 +262,7 @@ export class Writer {
     }
   }
 
-  private commit(length: number): number {
+  private commit(length: number, urgent: boolean): number {
     const stage = this.filling;
     if (stage === null || this.recordRoom < 0 || length > this.recordRoom || length < 0) {
       throw new LogError('ERR_TICKWHEEL_INVALID_STATE', 'commit() without a matching reserve()');
@@ -229,15 +283,53 @@ export class Writer {
     } else {
       this.slot.durable = (stage.done as Deferred).promise;
     }
-    if (this.draining === null && !this.kickQueued) {
-      this.kickQueued = true;
-      queueMicrotask(this.kick);
+    if (urgent) {
+      stage.urgent = true;
+      if (this.draining === null && !this.kickQueued) {
+        this.kickQueued = true;
+        queueMicrotask(this.kick);
+      }
+    } else {
+      this.writeLater();
     }
     return position;
   }
 
+  /** Asks for a write within LATER_MS, even if nothing is staged now (see beforeWrite). */
+  writeLater(): void {
+    if (this.laterTimer !== undefined || this.closed) return;
+    this.laterTimer = setTimeout(this.hurry, LATER_MS);
+    // Not a reason to keep the process alive: at exit, staged records are written anyway.
+    this.laterTimer.unref();
+  }
+
+  /** Lets beforeWrite append what is to go out now (never into itself). */
+  private prepare(): void {
+    if (this.beforeWrite === undefined || this.preparing) return;
+    this.preparing = true;
+    try {
+      this.beforeWrite();
+    } finally {
+      this.preparing = false;
+    }
+  }
+
+  /** Has every staged record written now, those committed with commitLater too. */
+  private readonly hurry = (): void => {
+    if (this.laterTimer !== undefined) clearTimeout(this.laterTimer);
+    this.laterTimer = undefined;
+    this.prepare();
+    if (this.queue.length === 0) return;
+    for (const stage of this.queue) stage.urgent = true;
+    if (this.draining === null && !this.kickQueued) {
+      this.kickQueued = true;
+      queueMicrotask(this.kick);
+    }
+  };
+
   /** Resolves when everything appended so far is durable; rejects if any of it failed. */
   flush(): Promise<void> {
+    this.hurry();
     const last = this.queue[this.queue.length - 1];
     if (last === undefined) return Promise.resolve();
     if (last.waiters !== null) return last.waiters[last.waiters.length - 1].promise;
@@ -266,6 +358,7 @@ export class Writer {
 
   /** Settles once nothing of `segment` waits to be written (or its write failed). */
   async idle(segment: number): Promise<void> {
+    if (this.pending(segment)) this.hurry();
     for (let i = this.queue.length - 1; i >= 0; i--) {
       const stage = this.queue[i];
       if (stage.segment === segment) {
@@ -310,6 +403,9 @@ export class Writer {
         failure ??= ioError(`closing segment ${segmentFileName(current.segment)}`, error);
       }
     }
+    if (this.laterTimer !== undefined) clearTimeout(this.laterTimer);
+    this.laterTimer = undefined;
+    forgetAtExit(this);
     if (failure !== null) throw failure;
   }
 
@@ -324,6 +420,7 @@ export class Writer {
       done: eachRecord ? null : new Deferred(),
       waiters: eachRecord ? [] : null,
       settled: 0,
+      urgent: false,
     };
     this.queue.push(stage);
     this.filling = stage;
@@ -345,18 +442,26 @@ export class Writer {
 
   private readonly kick = (): void => {
     this.kickQueued = false;
-    if (this.draining === null && this.queue.length > 0) this.draining = this.drain();
+    if (this.draining === null && this.queue.some((stage) => stage.urgent)) {
+      this.draining = this.drain();
+    }
   };
 
   /**
-   * Writes stages one at a time until none is left. Never rejects: failures go to fail().
-   * `draining` is cleared in the same synchronous step that finds the queue empty, so an
-   * append either sees a running drain that will take its stage or starts a new one. drain()
-   * always awaits before it can finish, so the kick's assignment happens first.
+   * Writes stages one at a time until none is left that is to be written now. Never rejects:
+   * failures go to fail(). `draining` is cleared in the same synchronous step that finds no
+   * such stage, so an append either sees a running drain that will take its stage or starts a
+   * new one (or, committed later, leaves it to the next one). A drain starts only with an
+   * urgent stage queued, so it awaits before it can finish, and the kick's assignment happens
+   * first.
    */
   private async drain(): Promise<void> {
     try {
       while (this.queue.length > 0) {
+        // Stages of commitLater records only wait for a write another record starts (or for
+        // `hurry`); the queue is a few stages long.
+        if (!this.queue.some((waiting) => waiting.urgent)) break;
+        this.prepare();
         const stage = this.queue[0];
         if (this.filling === stage) this.filling = null;
         if (await this.writeStage(stage)) {

@@ -1,0 +1,69 @@
+/**
+ * Records staged but not yet written when the process exits through process.exit() or an
+ * uncaught exception are written then, synchronously, by every open log's writer. Group commit
+ * leaves the records of the current turn in memory for up to a write and an fsync; a handler
+ * that ends the process at once (a poison message that calls process.exit, or throws where
+ * nothing catches it) would otherwise take them along, a delivery's hand-out record
+ * (store/file/handouts.ts) among them. Written, not fsynced: they survive the process, not a
+ * power cut. A SIGKILL, an out-of-memory abort or a native crash runs no code: what they cut
+ * short is only what group commit had not yet written.
+ */
+
+import { closeSync, openSync, writeSync } from 'node:fs';
+
+/** A log writer that can write what it has staged, synchronously. */
+export interface StagedWrites {
+  writeStagedSync(): void;
+}
+
+const writers = new Set<StagedWrites>();
+let listening = false;
+
+function writeAll(): void {
+  for (const writer of writers) {
+    try {
+      writer.writeStagedSync();
+    } catch {
+      // The process is going down: what cannot be written is lost as a crash would lose it.
+    }
+  }
+}
+
+/** Has `writer`'s staged records written if the process exits (until forgotten). */
+export function writeAtExit(writer: StagedWrites): void {
+  if (!listening) {
+    listening = true;
+    process.on('exit', writeAll);
+    // Runs before an uncaught exception (or unhandled rejection) ends the process, and changes
+    // nothing about how it is handled.
+    process.on('uncaughtExceptionMonitor', writeAll);
+  }
+  writers.add(writer);
+}
+
+export function forgetAtExit(writer: StagedWrites): void {
+  writers.delete(writer);
+}
+
+/** Writes `buf[from, to)` at `fileOffset + from` of the file open as `fd`, or of `path`. */
+export function writeRangeSync(
+  fd: number | undefined,
+  path: string,
+  flags: number,
+  mode: number,
+  buf: Buffer,
+  from: number,
+  to: number,
+  fileOffset: number,
+): void {
+  const file = fd ?? openSync(path, flags, mode);
+  try {
+    while (from < to) {
+      const written = writeSync(file, buf, from, to - from, fileOffset + from);
+      if (!(written > 0)) return;
+      from += written;
+    }
+  } finally {
+    if (fd === undefined) closeSync(file);
+  }
+}
