@@ -8,7 +8,7 @@
  * What differs from the embedded queue, and why:
  *   - Time is the system clock (a `clock` option is refused): nodes and Valkey must agree on it.
  *   - Finished messages (acknowledged, cancelled) are remembered for get() per partition, the
- *     latest 128 to 256 of each (library.ts, `remember`); rememberFinished does not apply.
+ *     latest 128 to 256 of each (lua/messages.ts, `remember`); rememberFinished does not apply.
  *   - The counters of stats() count what went through this node (schedules, deliveries, acks,
  *     nacks, cancels, reschedules); counts per topic are the whole queue's.
  *   - An open ClusterQueue holds its process open (its Valkey connections do) until close().
@@ -51,7 +51,8 @@ import { Pushers } from '../queue/push.js';
 import { checkPushOptions, type PushOptions } from '../queue/push-guard.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { QueueEvents, type EventSource } from '../queue/events.js';
-import { ClusterNode, type ClusterNodeOptions } from './node.js';
+import { ClusterNode } from './node.js';
+import type { ClusterNodeOptions } from './node-options.js';
 import { settledBy, type Settled } from './consumer.js';
 import type { ExpiredDelivery } from './owner.js';
 import type { CancelledMessage } from './producer.js';

@@ -46,7 +46,7 @@ export function pushKey(queue: string): string {
   return `tw:{${queue}}:push`;
 }
 
-/** A rate-limited topic's token bucket (library.ts, tw_tokens). */
+/** A rate-limited topic's token bucket (lua/tokens.ts, tw_tokens). */
 export function tokensKey(queue: string, topic: string): string {
   return `tw:{${queue}}:tokens:${topic}`;
 }

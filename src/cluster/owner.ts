@@ -329,7 +329,7 @@ export class PartitionOwner {
     this.firing = [];
   }
 
-  /** An event of the partition's channel for its owner (library.ts); others are ignored. */
+  /** An event of the partition's channel for its owner (lua/messages.ts); others are ignored. */
   onEvent(message: string): void {
     if (message === 'n') this.onNearChanged();
     else if (message.startsWith('n ')) this.onNearScheduled(message);
@@ -338,9 +338,10 @@ export class PartitionOwner {
   }
 
   /**
-   * tw_schedule's note of what it appended to the near segment (library.ts): when it follows on
-   * from what was read of that segment, its messages are armed with no call; otherwise (a note
-   * lost, a read under way, a segment this owner does not know yet) the tail is read as for "n".
+   * tw_schedule's note of what it appended to the near segment (lua/messages.ts): when it
+   * follows on from what was read of that segment, its messages are armed with no call;
+   * otherwise (a note lost, a read under way, a segment this owner does not know yet) the tail
+   * is read as for "n".
    */
   onNearScheduled(note: string): void {
     if (this.stopped) return;

@@ -214,8 +214,8 @@ export class Producer {
 
   /**
    * One message with an id, made at most once while its mark lives (`markMs`), whatever became
-   * of it since (library.ts, tw_schedule_once): the occurrences of recurring schedules. Resolves
-   * true when it was made now, false when it had been made before; durable either way.
+   * of it since (lua/recurring.ts, tw_schedule_once): the occurrences of recurring schedules.
+   * Resolves true when it was made now, false when it had been made before; durable either way.
    */
   async scheduleOnce(request: ScheduleRequest, markMs: number): Promise<boolean> {
     const m = this.prepare(request, Date.now());
@@ -476,8 +476,8 @@ export class Producer {
 }
 
 /**
- * The due time of message `i` of a tw_schedule call, from the call's reply (library.ts): `sent`
- * when it was created, else that of the pending message that already had its id.
+ * The due time of message `i` of a tw_schedule call, from the call's reply (lua/messages.ts):
+ * `sent` when it was created, else that of the pending message that already had its id.
  */
 export function scheduledAt(reply: unknown, i: number, sent: number): number {
   if (!Array.isArray(reply)) return sent;
@@ -515,7 +515,7 @@ export interface LocatedRun {
 
 /**
  * Gives each message of the located runs its id from tw_schedule's reply, `{answer for the
- * messages with ids, loadedUntil, where}` (library.ts), and returns the answer. `where` holds
+ * messages with ids, loadedUntil, where}` (lua/messages.ts), and returns the answer. `where` holds
  * a segment and the index of the run's first record there for each run, two for a run whose
  * due times straddle loadedUntil (the part before it went to the near segment).
  */

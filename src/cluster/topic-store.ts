@@ -2,7 +2,8 @@
  * Where a queue on Valkey/Redis keeps its topics' settings (src/queue/topics.ts): pause and rate
  * limit in the `topics` hash, push targets in the `push` hash, and the rate limits' token
  * buckets (tw_tokens, one per topic for all nodes). Every node reads them at start and at each
- * heartbeat; a change is written as durably as a message (Producer.writeSetting).
+ * heartbeat; a change is written as durably as a message (Producer.writeSetting). A node's
+ * TopicGate works over them (ClusterTopics).
  */
 
 import { TickwheelStateError } from '../errors.js';
@@ -12,6 +13,7 @@ import {
   isDefaultSettings,
   parseStoredPush,
   parseStoredSettings,
+  TopicGate,
   type RateLimit,
   type TopicSettings,
 } from '../queue/topics.js';
@@ -144,5 +146,72 @@ export class ClusterTopicStore {
       String(want),
     ])) as [number, number];
     return { granted: Number(reply[0]), retryInMs: Number(reply[1]) };
+  }
+}
+
+/** Waits `ms`, or less if `signal` aborts (the gate's waits: paused, out of tokens). */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * A node's topic gate (src/queue/topics.ts) over the settings kept in Valkey/Redis: a change
+ * made on this node applies here at once, on other nodes when they refresh() (at each
+ * heartbeat, leaseMs / 4). Every receive of the node goes through the gate; the token buckets
+ * are in Valkey (tw_tokens), one per topic for all nodes.
+ */
+export class ClusterTopics {
+  readonly gate: TopicGate;
+  private refreshing: Promise<void> | undefined;
+  /** Changes of topics' settings made by this node (see refresh). */
+  private writes = 0;
+
+  constructor(
+    private readonly store: ClusterTopicStore,
+    /** Wakes the node's long polls on a topic whose settings changed. */
+    wake: (topic: string) => void,
+    private readonly onError: (err: unknown) => void,
+  ) {
+    this.gate = new TopicGate(
+      {
+        load: () => store.read(),
+        save: (topic, value, update) => {
+          this.writes++;
+          return store.write(topic, value, update);
+        },
+      },
+      {
+        take: (topic, limit, want) => store.takeTokens(topic, limit, want),
+        refund: async (topic, limit, count) => {
+          await store.takeTokens(topic, limit, -count);
+        },
+      },
+      Date.now,
+      sleep,
+      wake,
+    );
+  }
+
+  /** Reads the settings again (another node may have changed them), one read at a time. */
+  refresh(): void {
+    if (this.refreshing !== undefined) return;
+    // A read that a change made here overtook would undo it until the next one: dropped.
+    const writes = this.writes;
+    this.refreshing = this.store
+      .read()
+      .then((settings) => {
+        if (this.writes === writes) this.gate.replace(settings);
+      })
+      .catch((err) => this.onError(err))
+      .finally(() => (this.refreshing = undefined));
   }
 }

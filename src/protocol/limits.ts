@@ -1,5 +1,5 @@
 /**
- * Bounds of the HTTP API: the server's schemas (src/server/schemas.ts) enforce them and the
+ * Bounds of the HTTP API: the server's schemas (src/server/schemas/) enforce them and the
  * client checks them before sending, so that a call the server would refuse fails without a
  * request (docs/http-api.md, Limits).
  */

@@ -8,7 +8,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { TickwheelTypeError } from '../errors.js';
 import { httpError } from './errors.js';
-import { declareErrors } from './schemas.js';
+import { declareErrors } from './schemas/common.js';
 
 /** The name of the bearer-token security scheme in /openapi.json. */
 export const BEARER_SCHEME = 'bearerAuth';

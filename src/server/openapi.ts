@@ -15,7 +15,7 @@
  *
  * The errors a route gives because of what is around it (token, Host check, body parser,
  * opening and closing) are in its schema too: they are added where those hooks are installed
- * (schemas.ts, declareErrors). A route left out of the document says so itself, with
+ * (schemas/common.ts, declareErrors). A route left out of the document says so itself, with
  * `config: { openapi: false }`; the HEAD route Fastify adds for each GET is left out as well
  * (it answers as the GET, without a body).
  *
@@ -30,7 +30,8 @@ import { STATUS_CODES } from 'node:http';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { assert } from '../assert.js';
 import { BEARER_SCHEME } from './auth.js';
-import { API_TAGS, openApiSchema } from './schemas.js';
+import { API_TAGS } from './schemas/common.js';
+import { openApiSchema } from './schemas/status.js';
 
 export const OPENAPI_PATH = '/openapi.json';
 

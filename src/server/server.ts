@@ -58,7 +58,7 @@ import {
   hasPathParams,
   readsBody,
   validatesInput,
-} from './schemas.js';
+} from './schemas/common.js';
 import {
   DEFAULT_BODY_LIMIT,
   DEFAULT_MAX_WAIT_MS,

@@ -11,7 +11,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ServerContext } from '../context.js';
 import { notFound } from '../errors.js';
-import { dashboardSchema, previewSchema } from '../schemas.js';
+import { dashboardSchema, previewSchema } from '../schemas/status.js';
 
 const SNAPSHOT_MS = 1000;
 const SECOND = 1_000;

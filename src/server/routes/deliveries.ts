@@ -22,7 +22,7 @@ import type {
 import { DEFAULT_RECEIVE_BYTES } from '../../protocol/limits.js';
 import type { ReceivedMessage } from '../../delay-queue.js';
 import type { ServerContext } from '../context.js';
-import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../schemas.js';
+import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../schemas/messages.js';
 
 const POLL_SLICE_MS = 500;
 

@@ -19,7 +19,7 @@ import { TickwheelError } from '../../errors.js';
 import { EVENT_TYPES, type QueueEventType } from '../../queue/events.js';
 import type { ServerContext } from '../context.js';
 import { invalidRequest } from '../errors.js';
-import { eventsSchema } from '../schemas.js';
+import { eventsSchema } from '../schemas/topics.js';
 
 const KEEP_ALIVE_MS = 15_000;
 const BUFFER = 10_000;

@@ -30,7 +30,7 @@ import {
   requeueSchema,
   rescheduleSchema,
   scheduleSchema,
-} from '../schemas.js';
+} from '../schemas/messages.js';
 
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 

@@ -11,7 +11,12 @@ import { notFound } from '../errors.js';
 import { RETRY_AFTER_SECONDS } from '../settings.js';
 import { dashboardPage, loadDashboardAssets } from '../dashboard.js';
 import { favicon } from '../favicon.js';
-import { dashboardPageSchema, healthSchema, metricsSchema, statsSchema } from '../schemas.js';
+import {
+  dashboardPageSchema,
+  healthSchema,
+  metricsSchema,
+  statsSchema,
+} from '../schemas/status.js';
 
 /**
  * GET /healthz. `ok` only while the queue takes writes: not while it is still opening, not if

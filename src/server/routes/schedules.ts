@@ -19,7 +19,7 @@ import {
   scheduleListSchema,
   schedulePatchSchema,
   schedulePutSchema,
-} from '../schemas.js';
+} from '../schemas/schedules.js';
 
 type Named = { Params: { name: string } };
 

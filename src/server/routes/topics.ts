@@ -13,7 +13,7 @@ import {
   topicPauseSchema,
   topicResumeSchema,
   topicUpdateSchema,
-} from '../schemas.js';
+} from '../schemas/topics.js';
 
 type TopicRequest = { Params: { topic: string } };
 

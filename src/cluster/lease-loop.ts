@@ -1,0 +1,325 @@
+/**
+ * A cluster node's share of the partitions: it keeps the node in the member list, takes the
+ * partitions it wins by rendezvous hashing through leases (Ownership, the pure state machine),
+ * and runs a PartitionOwner for each partition it owns, on the node's timer wheel.
+ *
+ * One loop, every `tickMs`: heartbeat when due (the answer is the member list), then whatever the
+ * state machine asks (acquire, renew, release, load, drop). The loop is unref'd: a node keeps
+ * its process alive only while a caller waits on it (a long receive), as the embedded queue
+ * does.
+ */
+
+import { performance } from 'node:perf_hooks';
+import { TickwheelStateError } from '../errors.js';
+import type { TimerWheel } from '../timer/index.js';
+import type { Valkey } from './connection.js';
+import { metaKey, nodesKey } from './keys.js';
+import type { NodeSettings } from './node-options.js';
+import { Ownership, type Effect } from './ownership.js';
+import { PartitionOwner, type Due, type ExpiredDelivery } from './owner.js';
+import type { ClusterSchedules } from './schedules.js';
+
+const TICK_MS = 100;
+
+/**
+ * An owner's safety net for lost notifications (a subscription being re-established): it
+ * re-reads its near segments and looks for overdue deliveries this often. Notifications and
+ * the visibility timer do the work; at 100 ms the poll alone was ~3,200 commands a second for
+ * an idle node with 64 partitions.
+ */
+const OWNER_POLL_MS = 1_000;
+
+/** What the lease loop tells the node, and asks of it. */
+export interface LeaseLoopHooks {
+  /** Whether the node is closing: no heartbeat starts, no partition is loaded again. */
+  isClosed(): boolean;
+  /** After each heartbeat that answered (another node may have changed topics' settings). */
+  onMembers(): void;
+  /** Partition 0's owner leads the recurring schedules (schedules.ts). */
+  schedules: Pick<ClusterSchedules, 'lead' | 'unlead'>;
+  /** Each delivery failed here as owner because its visibility ran out. */
+  onExpired(message: ExpiredDelivery, settled: 'failed' | 'dead'): void;
+}
+
+export class LeaseLoop {
+  private readonly ownership: Ownership;
+  private readonly owners = new Map<number, PartitionOwner>();
+  private loop: NodeJS.Timeout | undefined;
+  private advancing: NodeJS.Timeout | undefined;
+  private nextHeartbeat = 0;
+  private heartbeating: Promise<void> | undefined;
+  members: string[] = [];
+  leaseChanges = 0;
+  /** Partitions loaded again because a failover lost writes their owner had seen. */
+  reloads = 0;
+  /** Partitions whose data this node saw vanish (their 'born' changed): see noteBorn(). */
+  dataLosses = 0;
+  /** Each partition's 'born' as its lease answers last gave it. */
+  private readonly born = new Map<number, string>();
+
+  constructor(
+    private readonly valkey: Valkey,
+    private readonly settings: NodeSettings,
+    private readonly wheel: TimerWheel<Due>,
+    private readonly hooks: LeaseLoopHooks,
+  ) {
+    this.ownership = new Ownership({
+      node: settings.nodeId,
+      partitions: settings.partitions,
+      leaseMs: settings.leaseMs,
+    });
+  }
+
+  /** Runs a first round (which waits for the members), then one every TICK_MS. */
+  async start(): Promise<void> {
+    await this.tick();
+    this.loop = setInterval(() => void this.tick(), TICK_MS);
+    this.loop.unref();
+    this.advancing = setInterval(
+      () => {
+        for (const owner of this.owners.values()) {
+          owner.advance().catch((err) => this.settings.onError(err));
+        }
+      },
+      Math.max(100, this.settings.windowMs / 4),
+    );
+    this.advancing.unref();
+  }
+
+  /**
+   * Gives the partitions up (so others take them at once), waiting a lease time at most, then
+   * stops the loop and the owners.
+   */
+  async release(): Promise<void> {
+    this.ownership.close();
+    const until = performance.now() + this.settings.leaseMs;
+    while (!this.ownership.closed && performance.now() < until) {
+      await this.tick();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    if (this.loop !== undefined) clearInterval(this.loop);
+    if (this.advancing !== undefined) clearInterval(this.advancing);
+    for (const owner of this.owners.values()) owner.stop();
+    this.owners.clear();
+  }
+
+  /** Leaves the member list (a heartbeat with ttl 0); on failure, the entry lapses by itself. */
+  async leave(): Promise<void> {
+    await this.valkey
+      .fcall('tw_heartbeat', nodesKey(this.settings.queue), [this.settings.nodeId, 0])
+      .catch(() => {});
+  }
+
+  /** Partitions this node owns now. */
+  owned(): number[] {
+    return this.ownership.owned();
+  }
+
+  /** Whether this node owns partition 0 under `epoch` and may act on it now (schedules.ts). */
+  leads(epoch: number): boolean {
+    return this.owners.get(0)?.epoch === epoch && this.ownership.canFire(0, performance.now());
+  }
+
+  /** An event of a partition's channel, for its owner if this node has one. */
+  onOwnerEvent(partition: number, message: string): void {
+    this.owners.get(partition)?.onEvent(message);
+  }
+
+  /**
+   * One round of the lease machine. Requests go out without waiting for earlier ones: at most
+   * one per partition is in flight, and an answer that comes after its timeout is ignored
+   * (ownership.ts), so a partition whose primary is failing over, or a heartbeat stuck there,
+   * holds up no other partition's renewals. Resolves once this round's requests are answered.
+   */
+  private async tick(): Promise<void> {
+    try {
+      const beat = this.heartbeat(performance.now());
+      // The first round needs the members: the assignment is computed from them.
+      if (this.members.length === 0) await beat;
+      await this.run(this.ownership.tick(performance.now()));
+    } catch (err) {
+      this.settings.onError(err);
+    }
+  }
+
+  /** Heartbeats every leaseMs / 4, one at a time; the answer is the live members. */
+  private heartbeat(now: number): Promise<void> {
+    if (this.heartbeating !== undefined) return this.heartbeating;
+    if (now < this.nextHeartbeat || this.hooks.isClosed()) return Promise.resolve();
+    this.nextHeartbeat = now + this.settings.leaseMs / 4;
+    this.heartbeating = (async () => {
+      try {
+        this.members = (
+          (await this.valkey.fcall('tw_heartbeat', nodesKey(this.settings.queue), [
+            this.settings.nodeId,
+            this.settings.leaseMs,
+          ])) as string[]
+        ).sort();
+        this.ownership.setMembers(this.members);
+        this.hooks.onMembers();
+      } catch (err) {
+        this.settings.onError(err);
+      } finally {
+        this.heartbeating = undefined;
+      }
+    })();
+    return this.heartbeating;
+  }
+
+  /**
+   * Whether a lease grant just written on `meta`'s primary will outlive a failure of it: it
+   * reached a replica (WAIT), the copy a failover promotes. A primary with no replica at all
+   * (its replica was promoted and no new one has joined yet) has no failover to fear: the grant
+   * stands at once. (Only a crash and restart of that primary within its fsync interval could
+   * lose it; the lease it names has then run out by the time the primary answers again unless
+   * the restart is quicker than the lease.) Without this, a shard that lost its replica would
+   * leave its partitions unowned, and their messages undelivered, until one came back.
+   */
+  private async grantKept(meta: string, timeoutMs: number): Promise<boolean> {
+    if ((await this.valkey.replicasOf(meta)) === 0) return true;
+    return Number(await this.valkey.command(meta, ['WAIT', '1', String(timeoutMs)])) >= 1;
+  }
+
+  /** Carries out what the state machine asks; answers feed back into it. */
+  private async run(effects: Effect[]): Promise<void> {
+    await Promise.all(effects.map((effect) => this.carryOut(effect)));
+  }
+
+  /**
+   * A lease answer's 'born' for `partition` (the server time its data was first made; '' before
+   * any grant). It never changes while the data lives: a change means the partition's keys
+   * were lost, as when a Valkey/Redis without persistence restarts (or a failover goes to a
+   * replica that had nothing), and every message scheduled there went with them. That cannot
+   * be undone here; it is reported (onError, ERR_TICKWHEEL_DATA_LOST, and the dataLosses count
+   * in stats() and /metrics) rather than carried on from silently.
+   */
+  private noteBorn(partition: number, born: unknown): void {
+    if (typeof born !== 'string' || born === '') return;
+    const before = this.born.get(partition);
+    this.born.set(partition, born);
+    if (before === undefined || before === born) return;
+    this.dataLosses++;
+    this.settings.onError(
+      new TickwheelStateError(
+        'ERR_TICKWHEEL_DATA_LOST',
+        `partition ${partition} of queue ${this.settings.queue} was made anew on the server ` +
+          `(its data dates from ${new Date(Number(born)).toISOString()}, not ` +
+          `${new Date(Number(before)).toISOString()}): its messages were lost, as when a ` +
+          'Valkey/Redis without persistence restarts. Enable AOF, and replicas',
+      ),
+    );
+  }
+
+  private async carryOut(effect: Effect): Promise<void> {
+    const { partition } = effect;
+    const meta = metaKey(this.settings.queue, partition);
+    const { leaseMs } = this.settings;
+    switch (effect.kind) {
+      case 'acquire': {
+        let epoch: number | undefined;
+        try {
+          const reply = (await this.valkey.fcall('tw_lease', meta, [
+            'acquire',
+            this.settings.nodeId,
+            0,
+            leaseMs,
+          ])) as Array<number | string>;
+          this.noteBorn(partition, Number(reply[0]) === 1 ? reply[2] : reply[4]);
+          if (Number(reply[0]) === 1) {
+            // A grant lost in a failover could be handed out twice: act only once replicated.
+            if (this.settings.durability !== 'async') {
+              epoch = (await this.grantKept(meta, leaseMs / 4)) ? Number(reply[1]) : undefined;
+            } else {
+              epoch = Number(reply[1]);
+            }
+          }
+        } catch (err) {
+          this.settings.onError(err);
+        }
+        if (epoch !== undefined) this.leaseChanges++;
+        await this.run(
+          this.ownership.acquired(partition, effect.request, epoch, performance.now()),
+        );
+        return;
+      }
+      case 'renew': {
+        let ok = false;
+        try {
+          const reply = (await this.valkey.fcall('tw_lease', meta, [
+            'renew',
+            this.settings.nodeId,
+            effect.epoch,
+            leaseMs,
+          ])) as Array<number | string>;
+          this.noteBorn(partition, reply[2]);
+          ok = Number(reply[0]) === 1;
+        } catch (err) {
+          this.settings.onError(err);
+        }
+        await this.run(this.ownership.renewed(partition, effect.request, ok, performance.now()));
+        return;
+      }
+      case 'release':
+        try {
+          const reply = (await this.valkey.fcall('tw_lease', meta, [
+            'release',
+            this.settings.nodeId,
+            effect.epoch,
+          ])) as Array<number | string>;
+          this.noteBorn(partition, reply[2]);
+        } catch (err) {
+          this.settings.onError(err);
+        }
+        this.ownership.released(partition, effect.request);
+        return;
+      case 'load': {
+        const owner = new PartitionOwner(this.valkey, {
+          queue: this.settings.queue,
+          partition,
+          partitions: this.settings.partitions,
+          node: this.settings.nodeId,
+          epoch: effect.epoch,
+          windowMs: this.settings.windowMs,
+          horizonMs: this.settings.horizonMs,
+          maxClockSkewMs: this.settings.maxClockSkewMs,
+          pollMs: OWNER_POLL_MS,
+          wheel: this.wheel,
+          onFenced: (o) => void this.run(this.ownership.fenced(o.partition, o.epoch)),
+          // Writes it saw were lost in a failover: the same lease, a fresh load.
+          onStale: (o) => {
+            if (this.owners.get(o.partition) !== o || this.hooks.isClosed()) return;
+            this.reloads++;
+            void this.carryOut({ kind: 'load', partition: o.partition, epoch: o.epoch });
+          },
+          onError: this.settings.onError,
+          onExpired: (message, settled) => this.hooks.onExpired(message, settled),
+        });
+        this.owners.get(partition)?.stop();
+        this.owners.set(partition, owner);
+        try {
+          await owner.start();
+          if (owner.active) {
+            this.ownership.loaded(partition, effect.epoch);
+            // Partition 0's owner leads the recurring schedules (schedules.ts).
+            if (partition === 0) this.hooks.schedules.lead(effect.epoch);
+          }
+        } catch (err) {
+          this.settings.onError(err);
+          owner.stop();
+          await this.run(this.ownership.fenced(partition, effect.epoch));
+        }
+        return;
+      }
+      case 'drop': {
+        const owner = this.owners.get(partition);
+        if (owner !== undefined && owner.epoch === effect.epoch) {
+          owner.stop();
+          this.owners.delete(partition);
+          this.leaseChanges++;
+          if (partition === 0) this.hooks.schedules.unlead();
+        }
+        return;
+      }
+    }
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * A cluster node's options (ClusterNode.open), their defaults and bounds, and the settings a
+ * node runs with once they are checked.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { checkOption } from '../errors.js';
+import { checkQueueName } from './keys.js';
+import type { Durability } from './producer.js';
+import { checkDurability, type DurabilityOption } from './durability.js';
+
+export interface ClusterNodeOptions {
+  /** Valkey/Redis URL(s): one standalone primary, or any nodes of a Cluster. */
+  redis: string | readonly string[];
+  /** The queue's name; several queues can share one Valkey. Default 'default'. */
+  queue?: string;
+  /** Partitions of a new queue (an existing queue keeps its own). Default 64. */
+  partitions?: number;
+  /** Window of a new queue's far-future segments. Default 30,000 ms. */
+  windowMs?: number;
+  /** How far ahead owners keep messages in their wheel. Default 60,000 ms. */
+  horizonMs?: number;
+  /**
+   * When a write is acknowledged (durability.ts). Default 'auto': 'replicated' where the
+   * primaries have replicas, 'async' where none has, decided when the node opens.
+   */
+  durability?: DurabilityOption;
+  /** Partition leases. Default 2,000 ms. */
+  leaseMs?: number;
+  visibilityMs?: number;
+  maxPayloadBytes?: number;
+  /** This node's id in the member list. Default: random. */
+  nodeId?: string;
+  maxClockSkewMs?: number;
+  /**
+   * How long open() keeps trying to reach Valkey/Redis (down, restarting, loading its data)
+   * before ERR_TICKWHEEL_UNAVAILABLE. Default 10 s.
+   */
+  connectTimeoutMs?: number;
+  /** Errors of background work; default: a process warning. */
+  onError?: (err: unknown) => void;
+}
+
+/** The options checked, with their defaults; the durability is decided at open. */
+export type CheckedNodeOptions = Required<
+  Omit<ClusterNodeOptions, 'redis' | 'onError' | 'connectTimeoutMs' | 'durability'>
+> & { onError: (err: unknown) => void };
+
+/** What a node runs with: its checked options, and the durability chosen when it opened. */
+export type NodeSettings = CheckedNodeOptions & {
+  /** The durability kept, as chosen at open (durability.ts). */
+  durability: Durability;
+  durabilityOption: DurabilityOption;
+  /** Why that one, in words for a log. */
+  durabilityReason: string;
+};
+
+/**
+ * Checks a node's options (ERR_TICKWHEEL_INVALID_OPTION names the first one out of bounds) and
+ * fills in the defaults.
+ */
+export function checkNodeOptions(options: ClusterNodeOptions): {
+  settings: CheckedNodeOptions;
+  /** The durability asked for ('auto' unless one was given). */
+  asked: DurabilityOption;
+  connectTimeoutMs: number;
+} {
+  const queue = checkQueueName(options.queue ?? 'default');
+  const asked = checkDurability(options.durability ?? 'auto');
+  if (options.nodeId !== undefined) checkQueueName(options.nodeId, 'nodeId');
+  const connectTimeoutMs = checkOption(
+    options.connectTimeoutMs ?? 10_000,
+    'connectTimeoutMs',
+    1,
+    600_000,
+  );
+  const settings = {
+    queue,
+    partitions: checkOption(options.partitions ?? 64, 'partitions', 1, 16_384, true),
+    windowMs: checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000),
+    horizonMs: checkOption(options.horizonMs ?? 60_000, 'horizonMs', 0, 86_400_000),
+    leaseMs: checkOption(options.leaseMs ?? 2_000, 'leaseMs', 100, 60_000),
+    visibilityMs: checkOption(options.visibilityMs ?? 30_000, 'visibilityMs', 1, 86_400_000),
+    maxPayloadBytes: checkOption(options.maxPayloadBytes ?? 1 << 20, 'maxPayloadBytes', 1),
+    nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
+    maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
+    onError: options.onError ?? warnOncePer(10_000),
+  };
+  return { settings, asked, connectTimeoutMs };
+}
+
+/**
+ * The default onError: a process warning, each distinct message at most once per `ms` (an
+ * outage of Valkey fails every background call, ten times a second).
+ */
+function warnOncePer(ms: number): (err: unknown) => void {
+  const last = new Map<string, number>();
+  return (err) => {
+    const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    const now = Date.now();
+    if (now - (last.get(text) ?? -Infinity) < ms) return;
+    if (last.size > 100) last.clear();
+    last.set(text, now);
+    process.emitWarning(err instanceof Error ? err : new Error(text));
+  };
+}

@@ -1,0 +1,163 @@
+/**
+ * JSON Schemas of the routes: the shapes every group shares (names, ids, route parameters,
+ * retry backoff), the error answer, and the hooks' helpers that add the errors from around a
+ * route. Each group's routes have their schemas beside this module (messages, status, topics,
+ * schedules).
+ *
+ * Input is checked strictly: no type coercion, no unknown properties (a typo such as `delay`
+ * for `delayMs` must not silently mean "deliver now"), and bounds on every string, number and
+ * array, so that nothing a caller sends can make the server do unbounded work. The queue checks
+ * the same things again; these schemas exist to answer early, with the path of the offending
+ * field, and to bound work before it starts.
+ *
+ * Every route also has a response schema for each status it answers with, errors included.
+ * Fastify serialises with them (a compiled function per status), and GET /openapi.json is
+ * generated from them (openapi.ts): they are the one description of what the server returns.
+ * Fastify drops a property a response schema does not list, so each lists every property its
+ * route sends, and content that is open by design (stats) says `additionalProperties: true`.
+ * The annotations `operationId`, `summary`, `description` and `tags` are for the document;
+ * Fastify ignores them.
+ *
+ * The error answers that come from around a route (the token, the Host check, the body
+ * parser, the server opening or closing) are added to every route's schema where the hook
+ * that gives them is installed (server.ts, with declareErrors() below); a route lists in its
+ * own schema the errors of its own handler.
+ */
+
+import type { RouteOptions } from 'fastify';
+
+import { ID_PATTERN, MAX_DELAY_MS, TOPIC_PATTERN } from '../../queue/message.js';
+
+export const topic = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 128,
+  pattern: TOPIC_PATTERN.source,
+};
+export const id = { type: 'string', minLength: 1, maxLength: 200, pattern: ID_PATTERN.source };
+
+/** The groups of /openapi.json, in the order it lists them. */
+export const API_TAGS = [
+  { name: 'messages', description: 'Schedule, look up, cancel, reschedule and requeue messages' },
+  { name: 'deliveries', description: 'Receive (long poll), ack and nack deliveries; dead letters' },
+  { name: 'operations', description: 'Stats, health, Prometheus metrics and this document' },
+  { name: 'dashboard', description: 'The web dashboard and the JSON it draws' },
+  { name: 'topics', description: "Topics' settings: pause, resume, rate limits; their counts" },
+  { name: 'events', description: 'Message events as Server-Sent Events' },
+  {
+    name: 'schedules',
+    description: 'Recurring schedules: cron or intervals, each occurrence a message',
+  },
+];
+
+export const errorDetail = {
+  type: 'object',
+  required: ['code', 'message'],
+  properties: {
+    code: {
+      type: 'string',
+      pattern: '^[A-Z][A-Z0-9_]*$',
+      description: 'An ERR_TICKWHEEL_* code, stable across versions (docs/http-api.md#errors)',
+    },
+    message: { type: 'string', description: 'What went wrong and what to change, for people' },
+    outcome: {
+      type: 'string',
+      enum: ['none', 'unknown'],
+      description:
+        "Whether the request took effect: 'none', nothing was changed; 'unknown', it may have " +
+        'been (docs/http-api.md#retries)',
+    },
+    id: {
+      type: 'string',
+      description:
+        "With outcome 'unknown': the message id, schedule name or topic the request may have written",
+    },
+    ids: {
+      type: 'array',
+      items: { type: 'string' },
+      description:
+        "With outcome 'unknown', for a batch: the ids of the messages it may have written",
+    },
+    retry: {
+      type: 'string',
+      enum: ['same-id'],
+      description: 'Present when sending the same request again with that id is safe',
+    },
+  },
+};
+
+/**
+ * Every error answer (errors.ts): `{ error: { code, message, outcome } }`. A shared schema, which
+ * server.ts adds before any route: routes refer to it (errorBody), and /openapi.json has it
+ * once, as components/schemas/Error.
+ */
+export const ERROR_SCHEMA = {
+  $id: 'Error',
+  type: 'object',
+  required: ['error'],
+  properties: { error: errorDetail },
+};
+
+export const errorBody = { $ref: 'Error#' };
+
+/**
+ * Error answers a route gives besides its own, because of something around it: a hook, the
+ * body parser, the router. An onRoute hook that adds `errorBody` for `statuses` to the routes
+ * `applies` picks (all by default); a status the route's schema already has keeps its own.
+ * The route's schema is replaced, not changed: schemas are shared between routes.
+ */
+export function declareErrors(
+  statuses: readonly number[],
+  applies: (route: RouteOptions) => boolean = () => true,
+): (route: RouteOptions) => void {
+  return (route) => {
+    if (!applies(route)) return;
+    const declared = Object.fromEntries(statuses.map((status) => [status, errorBody]));
+    const schema = route.schema ?? {};
+    route.schema = { ...schema, response: { ...declared, ...(schema.response as object) } };
+  };
+}
+
+/** Whether Fastify reads a body for the route's method(s), and so may refuse it. */
+export function readsBody(route: RouteOptions): boolean {
+  const methods = Array.isArray(route.method) ? route.method : [route.method];
+  return methods.some((method) => !['GET', 'HEAD', 'TRACE'].includes(method));
+}
+
+/** Whether the route validates any input (a 400 when it does not match). */
+export function validatesInput(route: RouteOptions): boolean {
+  const schema = route.schema ?? {};
+  return ['params', 'querystring', 'body', 'headers'].some(
+    (part) => (schema as Record<string, unknown>)[part] !== undefined,
+  );
+}
+
+/** Whether the route's path has parameters: a malformed or over-long one is refused. */
+export function hasPathParams(route: RouteOptions): boolean {
+  const url = route.url.replace(/::/g, '');
+  return url.includes(':') || url.includes('*');
+}
+
+export const backoff = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['type', 'delayMs'],
+  properties: {
+    type: { enum: ['fixed', 'exponential'] },
+    delayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
+    jitter: { type: 'number', minimum: 0, maximum: 1 },
+    maxDelayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
+  },
+};
+
+export const topicParams = {
+  type: 'object',
+  required: ['topic'],
+  properties: { topic },
+};
+
+export const idParams = {
+  type: 'object',
+  required: ['id'],
+  properties: { id },
+};

@@ -1,0 +1,284 @@
+/**
+ * JSON Schemas of the message and delivery routes (routes/messages.ts, routes/deliveries.ts):
+ * schedule, batch, get, cancel, reschedule, requeue; receive, ack, nack, dead letters.
+ */
+
+import {
+  MAX_BATCH,
+  MAX_NACK_DELAY_MS,
+  MAX_RECEIPT_LENGTH,
+  MAX_RECEIVE,
+  MAX_RECEIVE_BYTES,
+  MAX_VISIBILITY_MS,
+  MAX_WAIT_MS,
+} from '../../protocol/limits.js';
+import { MAX_DELAY_MS } from '../../queue/message.js';
+import { backoff, errorBody, errorDetail, id, idParams, topic, topicParams } from './common.js';
+
+const messageProperties = {
+  payload: {},
+  payloadEncoding: { enum: ['json', 'base64'] },
+  delayMs: { type: 'number', maximum: MAX_DELAY_MS },
+  deliverAt: { type: 'number', minimum: 0 },
+  id,
+  maxAttempts: { type: 'integer', minimum: 1, maximum: 10_000 },
+  backoff,
+};
+
+const message = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['payload'],
+  properties: messageProperties,
+};
+
+const scheduleResult = {
+  type: 'object',
+  required: ['id', 'deliverAt'],
+  properties: { id: { type: 'string' }, deliverAt: { type: 'number' } },
+};
+
+const messageInfo = {
+  type: 'object',
+  required: ['id', 'topic', 'status', 'deliverAt', 'attempts'],
+  properties: {
+    id: { type: 'string' },
+    topic: { type: 'string' },
+    status: {
+      type: 'string',
+      enum: ['scheduled', 'ready', 'inflight', 'acked', 'cancelled', 'dead'],
+    },
+    deliverAt: { type: 'number' },
+    attempts: { type: 'number' },
+    lastError: { type: 'string' },
+  },
+};
+
+const receipts = {
+  type: 'array',
+  minItems: 1,
+  maxItems: MAX_BATCH,
+  items: { type: 'string', minLength: 1, maxLength: MAX_RECEIPT_LENGTH },
+};
+
+const results = { type: 'array', items: { type: 'boolean' } };
+
+/** `{ <flag>: true }`, the answer of an operation that has nothing else to say. */
+function done(flag: string, extra: Record<string, unknown> = {}) {
+  return {
+    type: 'object',
+    required: [flag, ...Object.keys(extra)],
+    properties: { [flag]: { type: 'boolean', const: true }, ...extra },
+  };
+}
+
+export const scheduleSchema = {
+  operationId: 'schedule',
+  summary: 'Schedule a message',
+  description: 'Answers once the message is as durable as the fsync policy of the server promises.',
+  tags: ['messages'],
+  params: topicParams,
+  body: message,
+  response: { 201: scheduleResult, 413: errorBody },
+};
+
+/**
+ * A batch some of whose messages the queue refused: the status of the first refusal, and one
+ * entry per message (the others are scheduled). A batch refused whole has no `results`.
+ */
+const batchErrorBody = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: errorDetail,
+    results: { type: 'array', items: { anyOf: [scheduleResult, errorBody] } },
+  },
+};
+
+export const batchSchema = {
+  operationId: 'scheduleMany',
+  summary: 'Schedule a batch of messages',
+  tags: ['messages'],
+  body: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['messages'],
+    properties: {
+      messages: {
+        type: 'array',
+        minItems: 1,
+        maxItems: MAX_BATCH,
+        items: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['topic', 'payload'],
+          properties: { topic, ...messageProperties },
+        },
+      },
+    },
+  },
+  response: {
+    201: {
+      type: 'object',
+      required: ['results'],
+      properties: { results: { type: 'array', items: scheduleResult } },
+    },
+    400: batchErrorBody,
+    409: batchErrorBody,
+    413: batchErrorBody,
+    500: batchErrorBody,
+    503: batchErrorBody,
+  },
+};
+
+export const getSchema = {
+  operationId: 'getMessage',
+  summary: 'Look up a message',
+  tags: ['messages'],
+  params: idParams,
+  response: { 200: messageInfo, 404: errorBody },
+};
+
+export const cancelSchema = {
+  operationId: 'cancel',
+  summary: 'Cancel a message that is not finished',
+  tags: ['messages'],
+  params: idParams,
+  response: { 200: done('cancelled'), 404: errorBody },
+};
+
+export const rescheduleSchema = {
+  operationId: 'reschedule',
+  summary: 'Move a scheduled or ready message to a new due time',
+  tags: ['messages'],
+  params: idParams,
+  body: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      delayMs: messageProperties.delayMs,
+      deliverAt: messageProperties.deliverAt,
+    },
+  },
+  response: {
+    200: done('rescheduled', { deliverAt: { type: 'number' } }),
+    404: errorBody,
+    409: errorBody,
+  },
+};
+
+export const receiveSchema = {
+  operationId: 'receive',
+  summary: 'Receive ready messages of a topic (long poll)',
+  tags: ['deliveries'],
+  params: topicParams,
+  body: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      max: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE },
+      waitMs: { type: 'number', minimum: 0, maximum: MAX_WAIT_MS },
+      visibilityMs: { type: 'number', minimum: 1, maximum: MAX_VISIBILITY_MS },
+      maxBytes: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE_BYTES },
+    },
+  },
+  response: {
+    200: {
+      type: 'object',
+      required: ['messages'],
+      properties: {
+        messages: {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['id', 'topic', 'payload', 'deliverAt', 'attempts', 'receipt'],
+            properties: {
+              id: { type: 'string' },
+              topic: { type: 'string' },
+              payload: {},
+              payloadEncoding: { type: 'string' },
+              deliverAt: { type: 'number' },
+              attempts: { type: 'number' },
+              receipt: { type: 'string' },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+export const ackSchema = {
+  operationId: 'ack',
+  summary: 'Acknowledge deliveries',
+  tags: ['deliveries'],
+  body: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['receipts'],
+    properties: { receipts },
+  },
+  response: {
+    200: {
+      type: 'object',
+      required: ['acked', 'results'],
+      properties: { acked: { type: 'number' }, results },
+    },
+  },
+};
+
+export const nackSchema = {
+  operationId: 'nack',
+  summary: 'Give deliveries back for redelivery',
+  tags: ['deliveries'],
+  body: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['receipts'],
+    properties: {
+      receipts,
+      delayMs: { type: 'number', minimum: 0, maximum: MAX_NACK_DELAY_MS },
+      reason: { type: 'string', maxLength: 10_000 },
+    },
+  },
+  response: {
+    200: {
+      type: 'object',
+      required: ['nacked', 'results'],
+      properties: { nacked: { type: 'number' }, results },
+    },
+  },
+};
+
+export const deadLettersSchema = {
+  operationId: 'deadLetters',
+  summary: 'List the dead letters of a topic, oldest first',
+  tags: ['deliveries'],
+  params: topicParams,
+  querystring: {
+    type: 'object',
+    additionalProperties: false,
+    // A string, since query values are not coerced: 1 to 10000.
+    properties: { limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,3}|10000)$' } },
+  },
+  response: {
+    200: {
+      type: 'object',
+      required: ['messages'],
+      properties: { messages: { type: 'array', items: messageInfo } },
+    },
+  },
+};
+
+export const requeueSchema = {
+  operationId: 'requeue',
+  summary: 'Put a dead letter back in the queue',
+  tags: ['messages'],
+  params: idParams,
+  body: {
+    type: 'object',
+    additionalProperties: false,
+    properties: { delayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS } },
+  },
+  response: { 200: done('requeued'), 404: errorBody, 409: errorBody },
+};

@@ -1,0 +1,140 @@
+/**
+ * JSON Schemas of the recurring schedule routes (routes/schedules.ts, src/queue/recurring.ts).
+ */
+
+import {
+  MAX_EVERY_MS,
+  MIN_EVERY_MS,
+  SCHEDULE_NAME_PATTERN,
+  SPEC_FIELDS,
+} from '../../queue/recurring-spec.js';
+import { backoff, errorBody, topic } from './common.js';
+
+const scheduleName = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 128,
+  pattern: SCHEDULE_NAME_PATTERN.source,
+};
+
+const scheduleParams = {
+  type: 'object',
+  required: ['name'],
+  properties: { name: scheduleName },
+};
+
+const scheduleFields = {
+  topic,
+  payload: {},
+  cron: { type: 'string', minLength: 1, maxLength: 200 },
+  timezone: { type: 'string', minLength: 1, maxLength: 100 },
+  everyMs: { type: 'integer', minimum: MIN_EVERY_MS, maximum: MAX_EVERY_MS },
+  startAt: { type: 'integer', minimum: 0 },
+  endAt: { type: 'integer', minimum: 0 },
+  catchUp: { enum: ['latest', 'all', 'none'] },
+  overlap: { enum: ['allow', 'skip'] },
+  maxAttempts: { type: 'integer', minimum: 1, maximum: 10_000 },
+  backoff,
+  paused: { type: 'boolean' },
+};
+
+const nullable = (type: string) => ({ type: [type, 'null'] });
+
+const scheduleInfo = {
+  type: 'object',
+  additionalProperties: false,
+  required: [
+    'name',
+    ...SPEC_FIELDS,
+    'createdAt',
+    'updatedAt',
+    'lastAt',
+    'nextAt',
+    'created',
+    'skipped',
+  ],
+  properties: {
+    name: { type: 'string' },
+    topic: { type: 'string' },
+    payload: {},
+    cron: nullable('string'),
+    timezone: nullable('string'),
+    everyMs: nullable('integer'),
+    startAt: nullable('integer'),
+    endAt: nullable('integer'),
+    catchUp: { enum: ['latest', 'all', 'none'] },
+    overlap: { enum: ['allow', 'skip'] },
+    maxAttempts: { type: 'integer' },
+    backoff: { anyOf: [backoff, { type: 'null' }] },
+    paused: { type: 'boolean' },
+    createdAt: { type: 'integer' },
+    updatedAt: { type: 'integer' },
+    lastAt: nullable('integer'),
+    nextAt: nullable('integer'),
+    created: { type: 'integer' },
+    skipped: { type: 'integer' },
+  },
+};
+
+export const scheduleListSchema = {
+  operationId: 'listSchedules',
+  summary: 'Recurring schedules, by name',
+  tags: ['schedules'],
+  response: {
+    200: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['schedules'],
+      properties: { schedules: { type: 'array', items: scheduleInfo } },
+    },
+  },
+};
+
+export const scheduleGetSchema = {
+  operationId: 'getSchedule',
+  summary: 'A recurring schedule, with its next and last occurrence',
+  tags: ['schedules'],
+  params: scheduleParams,
+  response: { 200: scheduleInfo, 404: errorBody },
+};
+
+export const schedulePutSchema = {
+  operationId: 'putSchedule',
+  summary: 'Create or replace a recurring schedule (a cron expression in a time zone, or everyMs)',
+  tags: ['schedules'],
+  params: scheduleParams,
+  body: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['topic'],
+    properties: scheduleFields,
+  },
+  // 409: on a queue on Valkey/Redis, a change that kept meeting others (docs/cluster.md).
+  response: { 200: scheduleInfo, 409: errorBody },
+};
+
+export const schedulePatchSchema = {
+  operationId: 'updateSchedule',
+  summary: 'Change some fields of a recurring schedule (paused, cron, everyMs, payload, ...)',
+  tags: ['schedules'],
+  params: scheduleParams,
+  body: { type: 'object', additionalProperties: false, properties: scheduleFields },
+  response: { 200: scheduleInfo, 404: errorBody, 409: errorBody },
+};
+
+export const scheduleDeleteSchema = {
+  operationId: 'deleteSchedule',
+  summary: 'Delete a recurring schedule (and its next occurrence, if created and not yet due)',
+  tags: ['schedules'],
+  params: scheduleParams,
+  response: {
+    200: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['deleted'],
+      properties: { deleted: { type: 'boolean' } },
+    },
+    404: errorBody,
+    409: errorBody,
+  },
+};

@@ -1,0 +1,262 @@
+/**
+ * JSON Schemas of the operations and dashboard routes (routes/operations.ts,
+ * routes/dashboard.ts, openapi.ts): stats, health, metrics, this document, the dashboard.
+ */
+
+import { errorBody, idParams } from './common.js';
+
+const nullableNumber = { type: ['number', 'null'] };
+/** An object whose content is open: the properties listed, and whatever else the queue adds. */
+const open = { type: 'object', additionalProperties: true };
+const counter = { type: 'number' };
+
+/**
+ * The queue's stats() plus the server's figures. Open at every level: stats() differs between
+ * a queue on one machine and one on Valkey/Redis, and grows new figures.
+ */
+export const statsSchema = {
+  operationId: 'stats',
+  summary: 'Counters, messages by topic, lateness, store and server figures',
+  tags: ['operations'],
+  response: {
+    200: {
+      ...open,
+      required: ['topics', 'recovery', 'server'],
+      properties: {
+        scheduled: counter,
+        deduplicated: counter,
+        fired: counter,
+        delivered: counter,
+        acked: counter,
+        nacked: counter,
+        expired: counter,
+        dead: counter,
+        cancelled: counter,
+        rescheduled: counter,
+        latenessMs: {
+          ...open,
+          description:
+            'Fire lateness (due to ready): the last 4096 messages; count, sum since start',
+          properties: { p50: nullableNumber, p99: nullableNumber, max: nullableNumber },
+        },
+        deliveryLatenessMs: {
+          ...open,
+          description: 'First-delivery lateness: cumulative [upper bound ms, count] buckets',
+        },
+        inMemory: counter,
+        loadedUntil: counter,
+        topics: {
+          type: 'object',
+          description: 'Live messages of each topic by state',
+          additionalProperties: open,
+        },
+        timers: open,
+        store: { ...open, description: 'Figures of the store (one machine)' },
+        totals: { ...open, description: 'Messages by state (a queue on Valkey/Redis)' },
+        cluster: { ...open, description: 'The cluster as this node sees it (Valkey/Redis)' },
+        recovery: {
+          type: ['object', 'null'],
+          additionalProperties: true,
+          description: 'What the last start recovered from the data directory',
+        },
+        server: {
+          type: 'object',
+          required: ['version', 'uptimeMs', 'maxWaitMs'],
+          properties: {
+            version: { type: 'string' },
+            uptimeMs: { type: 'number' },
+            maxWaitMs: { type: 'number' },
+          },
+        },
+      },
+    },
+  },
+};
+
+const healthNotOk = {
+  type: 'object',
+  required: ['status', 'reason'],
+  properties: {
+    status: { type: 'string', enum: ['recovering', 'failed', 'stopped', 'unavailable'] },
+    reason: { type: 'string' },
+  },
+};
+
+export const healthSchema = {
+  operationId: 'health',
+  summary: 'Whether the server takes writes',
+  tags: ['operations'],
+  response: {
+    200: {
+      description: 'The queue takes writes',
+      type: 'object',
+      required: ['status'],
+      properties: { status: { type: 'string', const: 'ok' } },
+    },
+    503: {
+      description: 'Recovering, stopped, failed to open, Valkey/Redis not answering; or closing',
+      anyOf: [healthNotOk, errorBody],
+    },
+  },
+};
+
+export const metricsSchema = {
+  operationId: 'metrics',
+  summary: 'The figures of the queue and the server, for Prometheus',
+  tags: ['operations'],
+  response: {
+    200: {
+      description: 'Prometheus text format (version=0.0.4)',
+      content: { 'text/plain': { schema: { type: 'string' } } },
+    },
+  },
+};
+
+export const openApiSchema = {
+  operationId: 'openApi',
+  summary: 'This document: OpenAPI 3.1, generated from the schemas of the routes',
+  tags: ['operations'],
+  response: {
+    200: {
+      description: 'An OpenAPI 3.1 document',
+      ...open,
+      required: ['openapi', 'info', 'paths'],
+      properties: { openapi: { type: 'string' }, info: open, paths: open },
+    },
+  },
+};
+
+const topicCounts = {
+  type: 'object',
+  required: ['scheduled', 'ready', 'inflight', 'dead'],
+  properties: { scheduled: counter, ready: counter, inflight: counter, dead: counter },
+};
+
+/** DashboardSnapshot (dashboard routes): everything the page draws, in one answer. */
+export const dashboardSchema = {
+  operationId: 'dashboard',
+  summary: 'One snapshot of what the dashboard draws (built at most once a second)',
+  tags: ['dashboard'],
+  response: {
+    200: {
+      type: 'object',
+      required: [
+        'now',
+        'version',
+        'uptimeMs',
+        'counters',
+        'topics',
+        'totals',
+        'latenessMs',
+        'upcoming',
+        'wheel',
+        'cluster',
+      ],
+      properties: {
+        now: { type: 'number' },
+        version: { type: 'string' },
+        uptimeMs: { type: 'number' },
+        counters: { type: 'object', additionalProperties: counter },
+        topics: { type: 'object', additionalProperties: topicCounts },
+        totals: {
+          type: 'object',
+          required: ['inMemory', 'live', 'dead', 'loadedUntil'],
+          properties: {
+            inMemory: counter,
+            live: nullableNumber,
+            dead: nullableNumber,
+            loadedUntil: { type: 'number' },
+          },
+        },
+        latenessMs: {
+          type: 'object',
+          required: ['p50', 'p99', 'max'],
+          properties: { p50: nullableNumber, p99: nullableNumber, max: nullableNumber },
+        },
+        upcoming: {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['label', 'fromMs', 'untilMs', 'count'],
+            properties: {
+              label: { type: 'string' },
+              fromMs: { type: 'number' },
+              untilMs: nullableNumber,
+              count: counter,
+            },
+          },
+        },
+        wheel: {
+          type: 'object',
+          required: ['levels', 'truncated'],
+          properties: {
+            levels: {
+              type: 'array',
+              items: {
+                type: 'object',
+                required: ['cursor', 'slots', 'slotsPerCell'],
+                properties: {
+                  cursor: { type: 'number' },
+                  slots: { type: 'array', items: counter },
+                  slotsPerCell: { type: 'number' },
+                },
+              },
+            },
+            truncated: { type: 'boolean' },
+          },
+        },
+        cluster: {
+          description: 'Null on one machine; on Valkey/Redis, the nodes and their partitions',
+          type: ['object', 'null'],
+          required: ['node', 'queue', 'partitions', 'durability', 'nodes', 'leaseChanges'],
+          properties: {
+            node: { type: 'string' },
+            queue: { type: 'string' },
+            partitions: { type: 'number' },
+            durability: { type: 'string' },
+            nodes: {
+              type: 'array',
+              items: {
+                type: 'object',
+                required: ['node', 'partitions', 'alive'],
+                properties: {
+                  node: { type: 'string' },
+                  partitions: { type: 'array', items: { type: 'number' } },
+                  alive: { type: 'boolean' },
+                },
+              },
+            },
+            leaseChanges: counter,
+          },
+        },
+      },
+    },
+  },
+};
+
+export const previewSchema = {
+  operationId: 'payloadPreview',
+  summary: 'The start of the payload of a live or dead message, for people',
+  tags: ['dashboard'],
+  params: idParams,
+  response: {
+    200: {
+      type: 'object',
+      required: ['preview', 'truncated'],
+      properties: { preview: { type: 'string' }, truncated: { type: 'boolean' } },
+    },
+    404: errorBody,
+  },
+};
+
+export const dashboardPageSchema = {
+  operationId: 'dashboardPage',
+  summary: 'The web dashboard',
+  tags: ['dashboard'],
+  response: {
+    200: {
+      description: 'The page (a placeholder in a checkout that has not built the dashboard)',
+      content: { 'text/html': { schema: { type: 'string' } } },
+    },
+  },
+};

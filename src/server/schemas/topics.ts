@@ -1,0 +1,166 @@
+/**
+ * JSON Schemas of the topic routes (routes/topics.ts, src/queue/topics.ts): a topic's
+ * controls, pause and resume, rate limit and push target; and the event stream
+ * (routes/events.ts).
+ */
+
+import {
+  MAX_PUSH_CONCURRENCY,
+  MAX_PUSH_HEADERS,
+  MAX_PUSH_TIMEOUT_MS,
+  MAX_PUSH_URL_LENGTH,
+  PUSH_METHODS,
+} from '../../queue/push.js';
+import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../../queue/topics.js';
+import { topic, topicParams } from './common.js';
+
+const rateLimit = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['perSecond'],
+  properties: {
+    perSecond: { type: 'number', minimum: MIN_RATE_PER_SECOND, maximum: MAX_RATE_PER_SECOND },
+    burst: { type: 'integer', minimum: 1, maximum: MAX_BURST },
+  },
+};
+
+/** A push target as given (src/queue/push.ts checks the ranges and the URL). */
+const pushTarget = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['url', 'secret'],
+  properties: {
+    url: { type: 'string', maxLength: MAX_PUSH_URL_LENGTH, description: 'http: or https: URL' },
+    method: { enum: PUSH_METHODS },
+    headers: {
+      type: 'object',
+      maxProperties: MAX_PUSH_HEADERS,
+      additionalProperties: { type: 'string' },
+      description: 'Sent with every request; never read back',
+    },
+    timeoutMs: { type: 'integer', minimum: 1, maximum: MAX_PUSH_TIMEOUT_MS },
+    concurrency: { type: 'integer', minimum: 1, maximum: MAX_PUSH_CONCURRENCY },
+    secret: {
+      type: 'string',
+      minLength: 16,
+      maxLength: 512,
+      description: 'HMAC-SHA256 key of the signatures (docs/push.md); never read back',
+    },
+  },
+};
+
+/** A push target as read back: no secret, the headers' names only. */
+const pushTargetView = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['url', 'method', 'headerNames', 'timeoutMs', 'concurrency'],
+  properties: {
+    url: { type: 'string' },
+    method: { enum: PUSH_METHODS },
+    headerNames: { type: 'array', items: { type: 'string' } },
+    timeoutMs: { type: 'integer' },
+    concurrency: { type: 'integer' },
+  },
+};
+
+const topicInfo = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['topic', 'paused', 'rateLimit', 'push', 'pending', 'dead'],
+  properties: {
+    topic: { type: 'string' },
+    paused: { type: 'boolean' },
+    rateLimit: {
+      anyOf: [
+        {
+          type: 'object',
+          additionalProperties: false,
+          required: ['perSecond', 'burst'],
+          properties: { perSecond: { type: 'number' }, burst: { type: 'integer' } },
+        },
+        { type: 'null' },
+      ],
+    },
+    push: { anyOf: [pushTargetView, { type: 'null' }] },
+    pending: { type: 'integer' },
+    dead: { type: 'integer' },
+  },
+};
+
+export const topicListSchema = {
+  operationId: 'listTopics',
+  summary: 'Topics with messages or settings, with their settings and counts',
+  tags: ['topics'],
+  response: {
+    200: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['topics'],
+      properties: { topics: { type: 'array', items: topicInfo } },
+    },
+  },
+};
+
+export const topicGetSchema = {
+  operationId: 'getTopic',
+  summary: "A topic's settings (paused, rateLimit, push) and counts",
+  tags: ['topics'],
+  params: topicParams,
+  response: { 200: topicInfo },
+};
+
+export const topicUpdateSchema = {
+  operationId: 'configureTopic',
+  summary:
+    "Change a topic's settings: pause it, limit its delivery rate, push its messages to a URL (durable)",
+  tags: ['topics'],
+  params: topicParams,
+  body: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      paused: { type: 'boolean' },
+      rateLimit: { anyOf: [rateLimit, { type: 'null' }] },
+      push: { anyOf: [pushTarget, { type: 'null' }] },
+    },
+  },
+  response: { 200: topicInfo },
+};
+
+export const topicPauseSchema = {
+  operationId: 'pauseTopic',
+  summary: 'Stop deliveries of a topic until resumed (schedules are still accepted)',
+  tags: ['topics'],
+  params: topicParams,
+  response: { 200: topicInfo },
+};
+
+export const topicResumeSchema = {
+  operationId: 'resumeTopic',
+  summary: "Deliver a paused topic's messages again",
+  tags: ['topics'],
+  params: topicParams,
+  response: { 200: topicInfo },
+};
+
+export const eventsSchema = {
+  operationId: 'streamEvents',
+  summary:
+    'Message events as Server-Sent Events (scheduled, delivered, acked, failed, dead, cancelled)',
+  tags: ['events'],
+  querystring: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      topic,
+      types: { type: 'string', minLength: 1, maxLength: 200 },
+    },
+  },
+  response: {
+    200: {
+      description:
+        'A text/event-stream: `event: <type>`, `id: <n>`, `data: <JSON event>`; `event: lost` ends a stream that fell behind',
+      content: { 'text/event-stream': { schema: { type: 'string' } } },
+    },
+  },
+};
