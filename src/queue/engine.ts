@@ -56,7 +56,8 @@ import {
   type MessageStatus,
   type ScheduleRequest,
 } from './message.js';
-import { NearHorizon, delivering, type DueGroup, type Lease, type NearMessage } from './near.js';
+import { delivering, type DueGroup, type Lease, type NearMessage } from './near-message.js';
+import { NearHorizon } from './near.js';
 import {
   checkNack,
   checkQueueOptions,

@@ -22,7 +22,7 @@
 import { SystemClock, type Clock } from '../clock/index.js';
 import type { TimerWheelStats } from '../timer/index.js';
 import type { MessageState } from './message.js';
-import { MINUTE_MS, type HeldCounts } from './near.js';
+import { MINUTE_MS, type HeldCounts } from './near-message.js';
 import type { Store } from './store.js';
 
 /** Upper bounds (ms) of the first-delivery lateness buckets stats() reports. */

@@ -25,25 +25,12 @@
  *   minutes       all held messages, by the minute of their due time (as the store counts);
  *   scheduledDue  scheduled ones, by due time in ms from `countBase` (small integer keys).
  *
- * Releasing a message leaves its entry in `byId` (a Map delete by id string cost ~190 ns at
- * 100,000 held messages, the largest single cost of an ack): the entry is stale once the
- * message is not `held`, lookups skip it, and holding the id again overwrites it. Stale entries
- * are not deleted one by one (deletes cost the same ~190 ns later, in the middle of a burst:
- * 8% of its profile); instead the sweep moves the held messages into a new map and drops the
- * old one whole. It starts once the stale entries outnumber the held messages (plus
- * SWEEP_MIN), or twice over while ready messages wait (a burst is being delivered: the sweep
- * waits for it to pass), and moves a bounded step a turn (SWEEP_STEP entries or a 64th of the
- * old map), looking in both maps meanwhile. Walking a map costs ~20 ns an entry and a set ~150
- * ns, so a move costs ~40-100 ns per stale entry instead of ~190, and stale entries stay at
- * most twice the held messages (plus SWEEP_MIN). When nothing is held any more (a burst has
- * drained) both maps are dropped at once: a burst delivered and acked before the sweep starts
- * pays for nothing at all.
+ * Held messages are found by id in `ids` (held-ids.ts), whose stale entries are swept away in
+ * bounded steps rather than deleted one by one.
  *
  * Invariants (checked by debugAssert where cheap):
- *   - `message.held` ⇒ `byId.get(message.id) === message`, or, while a sweep moves them,
- *     `byId` has no entry for the id and `moving.from.get(message.id) === message`; an entry
- *     whose message is not held is stale; `heldCount` counts the held messages, `stale` at
- *     least the stale entries of `byId`;
+ *   - `message.held` ⇒ `ids.entry(message.id) === message`; `ids.count` counts the held
+ *     messages;
  *   - a held message has a `tally`;
  *   - Σ tallies.scheduled = held messages scheduled;
  *   - Σ tallies.ready = held messages ready; Σ tallies.inflight = held messages in flight;
@@ -64,22 +51,28 @@ import { debugAssert } from '../assert.js';
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
 import type { QueueInsights } from './insights.js';
-import { heldPayload, storedBytes, type MessageState } from './message.js';
+import { storedBytes, type MessageState } from './message.js';
 import { PayloadBudget } from './payload-budget.js';
-import { DecodeAhead, DENSE_PER_MS, UNDECODED } from './decode-ahead.js';
+import { DecodeAhead, DENSE_PER_MS } from './decode-ahead.js';
+import {
+  DueGroup,
+  Lease,
+  MINUTE_MS,
+  heldBytes,
+  nearMessage,
+  type HeldCounts,
+  type HeldTally,
+  type NearMessage,
+} from './near-message.js';
+import { HeldIds } from './held-ids.js';
 import { ReadyList } from './ready-list.js';
 import { Receipts } from './receipts.js';
 import type { Waiters } from './waiters.js';
 
-export const MINUTE_MS = 60_000;
 /** Entries of the largest ready list kept spare once empty (16 bytes each: 1 MB). */
 const SPARE_READY_CAPACITY = 65_536;
-/** Entries of the old id map a sweep moves a turn, at least (well under a millisecond's work). */
-const SWEEP_STEP = 4096;
 /** Fires that share one clock reading, at most (see fireTime). */
 const FIRE_READS = 64;
-/** Stale id entries tolerated besides those the held count allows (see the top of the file). */
-const SWEEP_MIN = 4096;
 /**
  * Consumers count as behind for this long after a take left ready messages of its topic
  * behind: meanwhile payloads are not decoded ahead (decode-ahead.ts), which would take CPU
@@ -91,147 +84,11 @@ const GROUP_SLACK = 64;
 /** An ack put off by consume() waits at most this long, or half the visibility timeout. */
 const MAX_ACK_DELAY_MS = 1000;
 
-export interface NearMessage extends MessageState {
-  status: 'scheduled' | 'ready' | 'inflight';
-  /** Its due timer on the wheel while scheduled, else 0. */
-  timer: number;
-  /** Its visibility timeout while in flight (shared with those taken with it), else undefined. */
-  lease: Lease | undefined;
-  /** Its receipt's counter while in flight (receipts.ts), else 0. */
-  receiptNo: number;
-  /**
-   * In flight with its ack put off by consume() (deliveries.ts: the chunk it waits in), else
-   * undefined: its handler is done, and whoever looks it up by id gets that ack applied first.
-   */
-  pendingAck: object | undefined;
-  /** Bumped on every change of state, so stale entries in ready lists are skipped. */
-  version: number;
-  /** In memory (cheaper to test than a lookup by id). */
-  held: boolean;
-  /** Its receipt slot while in flight, else -1. */
-  slot: number;
-  /** Its topic's counts of held messages, while held. */
-  tally: HeldTally | undefined;
-  /** Its payload parsed ahead of a dense burst (decode-ahead.ts), or UNDECODED. */
-  decoded: unknown;
-  /** The payload bytes it counts against the payload budget while held (payload-budget.ts). */
-  budgeted: number;
-}
-
-/** Whether a message the queue holds is being delivered: in flight, its handler not done. */
-export function delivering(message: MessageState): boolean {
-  const near = message as NearMessage;
-  return near.status === 'inflight' && near.pendingAck === undefined;
-}
-
-/**
- * The visibility timeout of the messages one take() put in flight: one timer on the wheel for
- * all of them. What the wheel holds is a NearMessage (a due timer) or a Lease.
- */
-export class Lease {
-  /** Its timer on the wheel; 0 once it fired or was cleared. */
-  timer = 0;
-  /**
-   * The arrays take() returned under it, in take order (kept as they are, not copied into one),
-   * and how many messages they hold. Compacted into one once most have left, so that acked
-   * messages (and their payloads) are not kept in memory for as long as one of them is slow.
-   */
-  takes: NearMessage[][] = [];
-  entries = 0;
-  /** Messages of it still in flight (those that left have another lease or none). */
-  live = 0;
-  /**
-   * When an ack of one of its messages put off by consume() (deliveries.ts) must be applied at
-   * the latest: well before the visibility timeout, so that a put-off ack never lets a handled
-   * message be delivered again.
-   */
-  ackBy = Infinity;
-
-  /** `expiresAt`: its deadline, a whole millisecond on the queue's clock. */
-  constructor(readonly expiresAt: number) {}
-
-  /**
-   * Its messages still under it, each once, in the order of their latest take: a message that
-   * left flight (a nack with no delay, a take handed back) and was taken again within the same
-   * millisecond rejoined the same lease, and is in `takes` twice.
-   */
-  members(): NearMessage[] {
-    const members: NearMessage[] = [];
-    const seen = new Set<NearMessage>();
-    for (let t = this.takes.length - 1; t >= 0; t--) {
-      const taken = this.takes[t];
-      for (let i = taken.length - 1; i >= 0; i--) {
-        const message = taken[i];
-        if (message.lease !== this || seen.has(message)) continue;
-        seen.add(message);
-        members.push(message);
-      }
-    }
-    return members.reverse();
-  }
-}
-
-/**
- * The messages of a dense millisecond (DENSE_PER_MS or more scheduled for it), each with the
- * version it had when it joined: one timer on the wheel for all of them instead of one each
- * (the wheel's insert and expiry, ~100 ns a message of a burst, and a row each in its memory).
- * An entry whose message changed since (received, cancelled, moved: its version is bumped) is
- * skipped when the group fires.
- */
-export class DueGroup {
-  messages: NearMessage[] = [];
-  versions: number[] = [];
-  constructor(readonly deliverAt: number) {}
-
-  /**
-   * Drops the entries gone stale, in order. near.ts calls it when the entries reach twice the
-   * messages scheduled for the millisecond (plus GROUP_SLACK), so that messages cancelled or
-   * moved again and again do not pile up in a group until it fires (amortised O(1) a join).
-   */
-  compact(): void {
-    let kept = 0;
-    for (let i = 0; i < this.messages.length; i++) {
-      const message = this.messages[i];
-      if (message.version !== this.versions[i]) continue;
-      this.messages[kept] = message;
-      this.versions[kept++] = this.versions[i];
-    }
-    this.messages.length = kept;
-    this.versions.length = kept;
-  }
-}
-
-/** Held messages of one topic: ready, in flight, scheduled. */
-export interface HeldTally {
-  ready: number;
-  inflight: number;
-  /** Held and scheduled (bounds what a burst of the topic can still make ready). */
-  scheduled: number;
-}
-
-/** The counts of held messages, read by stats() and dueHistogram() (insights.ts). */
-export interface HeldCounts {
-  readonly size: number;
-  readonly tallies: ReadonlyMap<string, HeldTally>;
-  /** Minute number (floor(deliverAt / MINUTE_MS)) -> held messages due in it. */
-  readonly minutes: ReadonlyMap<number, number>;
-  readonly scheduledDue: ReadonlyMap<number, number>;
-  readonly countBase: number;
-  /** Payload bytes held against their budget. */
-  readonly payloads: PayloadBudget;
-}
-
 export class NearHorizon implements HeldCounts {
-  /** Held messages by id, and stale entries of released ones (see the top of the file). */
-  private byId = new Map<string, NearMessage>();
   readonly payloads: PayloadBudget;
-  private heldCount = 0;
-  /** Releases since `byId` was started: at least its stale entries. */
-  private stale = 0;
-  /** While a sweep runs: the previous id map, whose held messages move into `byId`. */
-  private moving: { from: Map<string, NearMessage>; next: Iterator<NearMessage> } | undefined;
-  private sweepQueued = false;
   private readonly ready = new Map<string, ReadyList<NearMessage>>();
+  /** Held messages by id (and stale entries of released ones, swept in steps). */
+  private readonly ids = new HeldIds(() => this.ready.size > 0);
   /** The lease take() made last: a take with the same deadline joins it while it runs. */
   private lastLease: Lease | undefined;
   /**
@@ -311,7 +168,7 @@ export class NearHorizon implements HeldCounts {
   }
 
   get size(): number {
-    return this.heldCount;
+    return this.ids.count;
   }
 
   get scheduledDue(): ReadonlyMap<number, number> {
@@ -340,7 +197,7 @@ export class NearHorizon implements HeldCounts {
    * be had the ack not waited.
    */
   get(id: string): NearMessage | undefined {
-    const message = this.entry(id);
+    const message = this.ids.entry(id);
     if (message === undefined || !message.held) return undefined;
     if (message.pendingAck !== undefined) {
       this.applyPendingAck(message);
@@ -351,15 +208,6 @@ export class NearHorizon implements HeldCounts {
 
   /** Applies a message's put-off ack now (set by Deliveries). */
   applyPendingAck: (message: NearMessage) => void = () => {};
-
-  /**
-   * The latest entry of an id, stale or not. While a sweep moves entries, one in `byId` is the
-   * later: a message held again, or another of the same id, is always put there.
-   */
-  private entry(id: string): NearMessage | undefined {
-    const message = this.byId.get(id);
-    return message !== undefined || this.moving === undefined ? message : this.moving.from.get(id);
-  }
 
   /** The message in flight under this receipt, if any (throws only for a non-string). */
   owner(receipt: unknown): NearMessage | undefined {
@@ -382,7 +230,7 @@ export class NearHorizon implements HeldCounts {
    * so it cannot be held already (no lookup).
    */
   hold(state: MessageState, fresh = false): void {
-    if (!fresh && this.entry(state.id)?.held === true) return;
+    if (!fresh && this.ids.entry(state.id)?.held === true) return;
     // A message from the store gets an object of the queue's own shape, all fields set at once:
     // adding them one by one to the store's object would leave every message loaded from disk
     // with a different hidden class (slow in every hot path after this).
@@ -393,8 +241,7 @@ export class NearHorizon implements HeldCounts {
     message.version++;
     message.slot = -1;
     message.budgeted = this.payloads.admit(message);
-    this.byId.set(message.id, message);
-    this.heldCount++;
+    this.ids.add(message);
     message.held = true;
     let tally = this.tallies.get(message.topic);
     if (tally === undefined)
@@ -586,7 +433,7 @@ export class NearHorizon implements HeldCounts {
       this.ready.delete(topic);
       if (list.capacity <= SPARE_READY_CAPACITY) this.spareReady = list;
       // The sweep put off while ready messages waited may start now.
-      if (this.ready.size === 0 && this.stale > this.heldCount + SWEEP_MIN) this.queueSweep();
+      if (this.ready.size === 0) this.ids.readyDrained();
     }
     return taken;
   }
@@ -639,9 +486,7 @@ export class NearHorizon implements HeldCounts {
     message.held = false;
     this.payloads.free(message.budgeted);
     message.budgeted = 0;
-    this.heldCount--;
-    this.stale++;
-    if (this.heldCount === 0 || this.sweepDue()) this.queueSweep();
+    this.ids.released();
     // A horizon load running now may hand over a copy of it read before this change (an index
     // window read again): that copy is stale and must not be taken over.
     this.superseded?.add(message.id);
@@ -688,57 +533,6 @@ export class NearHorizon implements HeldCounts {
     return expired;
   }
 
-  /**
-   * Whether the stale entries of `byId` are enough for a sweep to start: more than the held
-   * messages, or twice that while ready messages wait (see the top of the file).
-   */
-  private sweepDue(): boolean {
-    if (this.moving !== undefined) return false;
-    const over = this.stale - SWEEP_MIN;
-    return over > this.heldCount && (this.ready.size === 0 || over > 2 * this.heldCount);
-  }
-
-  private queueSweep(): void {
-    if (this.sweepQueued) return;
-    this.sweepQueued = true;
-    setImmediate(this.sweep);
-  }
-
-  /**
-   * Drops the id maps when nothing is held; else starts or carries on moving the held messages
-   * into a new map, a step a turn (see the top of the file).
-   */
-  private readonly sweep = (): void => {
-    this.sweepQueued = false;
-    if (this.heldCount === 0) {
-      this.byId = new Map();
-      this.moving = undefined;
-      this.stale = 0;
-      return;
-    }
-    let moving = this.moving;
-    if (moving === undefined) {
-      if (!this.sweepDue()) return; // held again meanwhile
-      moving = this.moving = { from: this.byId, next: this.byId.values() };
-      this.byId = new Map();
-      this.stale = 0;
-    }
-    const { from, next } = moving;
-    const step = Math.max(SWEEP_STEP, Math.ceil(from.size / 64));
-    for (let i = 0; i < step; i++) {
-      const entry = next.next();
-      if (entry.done === true) {
-        this.moving = undefined;
-        return;
-      }
-      const message = entry.value;
-      // A held message in the old map is its id's latest (entry()): byId has none of the id,
-      // or has this message, held again since the sweep began.
-      if (message.held) this.byId.set(message.id, message);
-    }
-    this.queueSweep();
-  };
-
   /** A message not held was changed through the store: a load running now must not take it. */
   supersede(id: string): void {
     this.superseded?.add(id);
@@ -772,68 +566,6 @@ export class NearHorizon implements HeldCounts {
       if (deferred[i].version === versions[i]) this.arm(deferred[i]);
     }
   }
-}
-
-/** A message of the near horizon's shape (one hidden class for all: every field set at once). */
-export function newNear(
-  id: string,
-  topic: string,
-  deliverAt: number,
-  attempts: number,
-  maxAttempts: number,
-  backoff: MessageState['backoff'],
-  payloadKind: number,
-  payload: Uint8Array | undefined,
-  ref: number,
-): NearMessage {
-  return {
-    id,
-    topic,
-    deliverAt,
-    attempts,
-    maxAttempts,
-    backoff,
-    payloadKind,
-    payload,
-    payloadText: undefined,
-    ref,
-    handOutRef: Number.NaN, // a double from the start (see MessageState.handOutRef)
-    lastError: undefined,
-    status: 'scheduled',
-    timer: 0,
-    lease: undefined,
-    receiptNo: 0,
-    pendingAck: undefined,
-    version: 0,
-    held: false,
-    slot: -1,
-    tally: undefined,
-    decoded: UNDECODED,
-    budgeted: 0,
-  };
-}
-
-function nearMessage(state: MessageState): NearMessage {
-  const { id, topic, deliverAt, attempts, maxAttempts, backoff, payloadKind, payload, ref } = state;
-  const near = newNear(
-    id,
-    topic,
-    deliverAt,
-    attempts,
-    maxAttempts,
-    backoff,
-    payloadKind,
-    payload,
-    ref,
-  );
-  near.lastError = state.lastError;
-  return near;
-}
-
-/** Bytes of a message's payload held in memory, as stored (0 when it is only in the store). */
-function heldBytes(message: NearMessage): number {
-  const held = heldPayload(message);
-  return held === undefined ? 0 : storedBytes(held);
 }
 
 /** Adds `by` to a count in a map of counts, dropping it at 0. */

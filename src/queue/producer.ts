@@ -34,7 +34,8 @@ import {
   type MessageState,
   type ScheduleRequest,
 } from './message.js';
-import { newNear, type NearHorizon, type NearMessage } from './near.js';
+import { newNear, type NearMessage } from './near-message.js';
+import type { NearHorizon } from './near.js';
 import type { QueueEvents } from './events.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';

@@ -34,7 +34,7 @@ interface NearIds {
 }
 
 function nearIds(queue: DelayQueue): NearIds {
-  return (queue as unknown as { near: NearIds }).near;
+  return (queue as unknown as { near: { ids: NearIds } }).near.ids;
 }
 
 /**

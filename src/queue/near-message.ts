@@ -1,0 +1,204 @@
+/**
+ * A message of the near horizon (near.ts) and what it hangs on: the shared visibility timeout
+ * of one take (Lease), the one timer of a dense millisecond (DueGroup), and the counts of held
+ * messages that stats() and dueHistogram() read. Every NearMessage is made by newNear(), so
+ * that all have one hidden class.
+ */
+
+import { heldPayload, storedBytes, type MessageState } from './message.js';
+import type { PayloadBudget } from './payload-budget.js';
+import { UNDECODED } from './decode-ahead.js';
+
+export const MINUTE_MS = 60_000;
+
+export interface NearMessage extends MessageState {
+  status: 'scheduled' | 'ready' | 'inflight';
+  /** Its due timer on the wheel while scheduled, else 0. */
+  timer: number;
+  /** Its visibility timeout while in flight (shared with those taken with it), else undefined. */
+  lease: Lease | undefined;
+  /** Its receipt's counter while in flight (receipts.ts), else 0. */
+  receiptNo: number;
+  /**
+   * In flight with its ack put off by consume() (deliveries.ts: the chunk it waits in), else
+   * undefined: its handler is done, and whoever looks it up by id gets that ack applied first.
+   */
+  pendingAck: object | undefined;
+  /** Bumped on every change of state, so stale entries in ready lists are skipped. */
+  version: number;
+  /** In memory (cheaper to test than a lookup by id). */
+  held: boolean;
+  /** Its receipt slot while in flight, else -1. */
+  slot: number;
+  /** Its topic's counts of held messages, while held. */
+  tally: HeldTally | undefined;
+  /** Its payload parsed ahead of a dense burst (decode-ahead.ts), or UNDECODED. */
+  decoded: unknown;
+  /** The payload bytes it counts against the payload budget while held (payload-budget.ts). */
+  budgeted: number;
+}
+
+/** Whether a message the queue holds is being delivered: in flight, its handler not done. */
+export function delivering(message: MessageState): boolean {
+  const near = message as NearMessage;
+  return near.status === 'inflight' && near.pendingAck === undefined;
+}
+
+/**
+ * The visibility timeout of the messages one take() put in flight: one timer on the wheel for
+ * all of them. What the wheel holds is a NearMessage (a due timer) or a Lease.
+ */
+export class Lease {
+  /** Its timer on the wheel; 0 once it fired or was cleared. */
+  timer = 0;
+  /**
+   * The arrays take() returned under it, in take order (kept as they are, not copied into one),
+   * and how many messages they hold. Compacted into one once most have left, so that acked
+   * messages (and their payloads) are not kept in memory for as long as one of them is slow.
+   */
+  takes: NearMessage[][] = [];
+  entries = 0;
+  /** Messages of it still in flight (those that left have another lease or none). */
+  live = 0;
+  /**
+   * When an ack of one of its messages put off by consume() (deliveries.ts) must be applied at
+   * the latest: well before the visibility timeout, so that a put-off ack never lets a handled
+   * message be delivered again.
+   */
+  ackBy = Infinity;
+
+  /** `expiresAt`: its deadline, a whole millisecond on the queue's clock. */
+  constructor(readonly expiresAt: number) {}
+
+  /**
+   * Its messages still under it, each once, in the order of their latest take: a message that
+   * left flight (a nack with no delay, a take handed back) and was taken again within the same
+   * millisecond rejoined the same lease, and is in `takes` twice.
+   */
+  members(): NearMessage[] {
+    const members: NearMessage[] = [];
+    const seen = new Set<NearMessage>();
+    for (let t = this.takes.length - 1; t >= 0; t--) {
+      const taken = this.takes[t];
+      for (let i = taken.length - 1; i >= 0; i--) {
+        const message = taken[i];
+        if (message.lease !== this || seen.has(message)) continue;
+        seen.add(message);
+        members.push(message);
+      }
+    }
+    return members.reverse();
+  }
+}
+
+/**
+ * The messages of a dense millisecond (DENSE_PER_MS or more scheduled for it), each with the
+ * version it had when it joined: one timer on the wheel for all of them instead of one each
+ * (the wheel's insert and expiry, ~100 ns a message of a burst, and a row each in its memory).
+ * An entry whose message changed since (received, cancelled, moved: its version is bumped) is
+ * skipped when the group fires.
+ */
+export class DueGroup {
+  messages: NearMessage[] = [];
+  versions: number[] = [];
+  constructor(readonly deliverAt: number) {}
+
+  /**
+   * Drops the entries gone stale, in order. near.ts calls it when the entries reach twice the
+   * messages scheduled for the millisecond (plus GROUP_SLACK), so that messages cancelled or
+   * moved again and again do not pile up in a group until it fires (amortised O(1) a join).
+   */
+  compact(): void {
+    let kept = 0;
+    for (let i = 0; i < this.messages.length; i++) {
+      const message = this.messages[i];
+      if (message.version !== this.versions[i]) continue;
+      this.messages[kept] = message;
+      this.versions[kept++] = this.versions[i];
+    }
+    this.messages.length = kept;
+    this.versions.length = kept;
+  }
+}
+
+/** Held messages of one topic: ready, in flight, scheduled. */
+export interface HeldTally {
+  ready: number;
+  inflight: number;
+  /** Held and scheduled (bounds what a burst of the topic can still make ready). */
+  scheduled: number;
+}
+
+/** The counts of held messages, read by stats() and dueHistogram() (insights.ts). */
+export interface HeldCounts {
+  readonly size: number;
+  readonly tallies: ReadonlyMap<string, HeldTally>;
+  /** Minute number (floor(deliverAt / MINUTE_MS)) -> held messages due in it. */
+  readonly minutes: ReadonlyMap<number, number>;
+  readonly scheduledDue: ReadonlyMap<number, number>;
+  readonly countBase: number;
+  /** Payload bytes held against their budget. */
+  readonly payloads: PayloadBudget;
+}
+
+/** A message of the near horizon's shape (one hidden class for all: every field set at once). */
+export function newNear(
+  id: string,
+  topic: string,
+  deliverAt: number,
+  attempts: number,
+  maxAttempts: number,
+  backoff: MessageState['backoff'],
+  payloadKind: number,
+  payload: Uint8Array | undefined,
+  ref: number,
+): NearMessage {
+  return {
+    id,
+    topic,
+    deliverAt,
+    attempts,
+    maxAttempts,
+    backoff,
+    payloadKind,
+    payload,
+    payloadText: undefined,
+    ref,
+    handOutRef: Number.NaN, // a double from the start (see MessageState.handOutRef)
+    lastError: undefined,
+    status: 'scheduled',
+    timer: 0,
+    lease: undefined,
+    receiptNo: 0,
+    pendingAck: undefined,
+    version: 0,
+    held: false,
+    slot: -1,
+    tally: undefined,
+    decoded: UNDECODED,
+    budgeted: 0,
+  };
+}
+
+export function nearMessage(state: MessageState): NearMessage {
+  const { id, topic, deliverAt, attempts, maxAttempts, backoff, payloadKind, payload, ref } = state;
+  const near = newNear(
+    id,
+    topic,
+    deliverAt,
+    attempts,
+    maxAttempts,
+    backoff,
+    payloadKind,
+    payload,
+    ref,
+  );
+  near.lastError = state.lastError;
+  return near;
+}
+
+/** Bytes of a message's payload held in memory, as stored (0 when it is only in the store). */
+export function heldBytes(message: NearMessage): number {
+  const held = heldPayload(message);
+  return held === undefined ? 0 : storedBytes(held);
+}
