@@ -58,6 +58,8 @@ import { SEGMENT_SPAN, segmentFileName } from './positions.js';
 import type { SegmentTable } from './segments.js';
 
 const HEADER = RECORD_HEADER_BYTES;
+/** What the record slot holds once its stage's buffer is let go. */
+const NO_BUFFER = Buffer.alloc(0);
 /** Staging buffers start this big and double when a batch outgrows them. */
 const STAGE_BYTES = 256 * 1024;
 /** Staging buffers up to this size are kept for reuse; larger ones go back to the GC. */
@@ -175,7 +177,7 @@ export class Writer implements StagedWrites {
     private readonly beforeNewSegment: (() => Promise<void>) | undefined,
   ) {
     this.slot = {
-      buf: Buffer.alloc(0),
+      buf: NO_BUFFER,
       at: 0,
       durable: Promise.resolve(),
       commit: (length: number) => this.commit(length, true),
@@ -435,6 +437,9 @@ export class Writer implements StagedWrites {
   }
 
   private recycle(buf: Buffer): void {
+    // The record slot lets go of it too: it would keep a large buffer, which is not kept for
+    // reuse, from the GC until the next reserve().
+    if (this.slot.buf === buf) this.slot.buf = NO_BUFFER;
     if (buf.length <= SPARE_STAGE_LIMIT && this.spareBuffers.length < SPARE_STAGES) {
       this.spareBuffers.push(buf);
     }
