@@ -10,7 +10,8 @@
  *   - Finished messages (acknowledged, cancelled) are remembered for get() per partition, the
  *     latest 128 to 256 of each (lua/messages.ts, `remember`); rememberFinished does not apply.
  *   - The counters of stats() count what went through this node (schedules, deliveries, acks,
- *     nacks, cancels, reschedules); counts per topic are the whole queue's.
+ *     nacks, cancels, reschedules) and what it fired as an owner; counts per topic are the
+ *     whole queue's.
  *   - An open ClusterQueue holds its process open (its Valkey connections do) until close().
  */
 
@@ -75,6 +76,8 @@ export class ClusterQueue implements Queue {
   private readonly insights = new QueueInsights();
   private readonly consumers = new Set<{ close(): Promise<void> }>();
   private closed = false;
+  /** Occurrences of recurring schedules this node made (scheduled besides the producer's). */
+  private occurrences = 0;
   /**
    * Events of what goes through this node (see docs/cluster.md, "Topic settings and events"):
    * schedules, deliveries to its consumers, their acks and nacks (dead when the last attempt),
@@ -115,7 +118,7 @@ export class ClusterQueue implements Queue {
     const node = await ClusterNode.open({ ...options, visibilityMs });
     const queue = new ClusterQueue(node, maxWaitMs, visibilityMs, push);
     node.onScheduled = (request) => {
-      queue.insights.counters.scheduled++;
+      queue.occurrences++;
       if (queue.events.active) {
         queue.events.record('scheduled', {
           id: request.id as string,
@@ -132,6 +135,7 @@ export class ClusterQueue implements Queue {
       queue.settledDelivery(receipt, settled, reason);
     };
     node.onExpired = (message, settled) => queue.expiredDelivery(message, settled);
+    node.onFired = (count) => (queue.insights.counters.fired += count);
     node.onCancelled = (message) => queue.cancelled(message);
     return queue;
   }
@@ -141,7 +145,6 @@ export class ClusterQueue implements Queue {
   async schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
     this.checkOpen();
     const result = await this.node.schedule(request);
-    this.insights.counters.scheduled++;
     this.events.record('scheduled', { ...result, topic: request.topic, attempts: 0 });
     return result;
   }
@@ -151,7 +154,6 @@ export class ClusterQueue implements Queue {
   ): Promise<Array<{ id: string; deliverAt: number }>> {
     this.checkOpen();
     const results = await this.node.scheduleMany(requests);
-    this.insights.counters.scheduled += results.length;
     if (this.events.active) {
       for (let i = 0; i < results.length; i++) {
         this.events.record('scheduled', { ...results[i], topic: requests[i].topic, attempts: 0 });
@@ -358,6 +360,9 @@ export class ClusterQueue implements Queue {
       (byNode[owner === '' ? '(none)' : owner] ??= []).push(partition);
     });
     const timers = this.node.wheelStats();
+    const { created, deduplicated } = this.node.scheduleCounts;
+    this.insights.counters.scheduled = this.occurrences + created;
+    this.insights.counters.deduplicated = deduplicated;
     return {
       ...this.insights.figures(),
       inMemory: timers.pending,

@@ -39,6 +39,8 @@ export interface LeaseLoopHooks {
   schedules: Pick<ClusterSchedules, 'lead' | 'unlead'>;
   /** Each delivery failed here as owner because its visibility ran out. */
   onExpired(message: ExpiredDelivery, settled: 'failed' | 'dead'): void;
+  /** Messages made ready here as owner, by each tw_fire. */
+  onFired(count: number): void;
 }
 
 export class LeaseLoop {
@@ -293,6 +295,7 @@ export class LeaseLoop {
           },
           onError: this.settings.onError,
           onExpired: (message, settled) => this.hooks.onExpired(message, settled),
+          onFired: (count) => this.hooks.onFired(count),
         });
         this.owners.get(partition)?.stop();
         this.owners.set(partition, owner);

@@ -74,6 +74,8 @@ export class ClusterNode {
   onSettled: ((receipt: string, settled: Settled | undefined, reason?: string) => void) | undefined;
   /** Told of each delivery this node failed as owner because its visibility ran out. */
   onExpired: ((message: ExpiredDelivery, settled: 'failed' | 'dead') => void) | undefined;
+  /** Told how many messages this node made ready as a partition's owner (stats()' `fired`). */
+  onFired: ((count: number) => void) | undefined;
 
   private constructor(
     private readonly valkey: Valkey,
@@ -145,6 +147,7 @@ export class ClusterNode {
       },
       schedules: this.schedules,
       onExpired: (message, settled) => this.onExpired?.(message, settled),
+      onFired: (count) => this.onFired?.(count),
     });
   }
 
@@ -154,6 +157,11 @@ export class ClusterNode {
   }
 
   /** Leases this node was granted or gave up. */
+  /** schedule() and scheduleMany() messages created here, and those deduplicated by their id. */
+  get scheduleCounts(): { readonly created: number; readonly deduplicated: number } {
+    return this.producer.counts;
+  }
+
   get leaseChanges(): number {
     return this.leases.leaseChanges;
   }

@@ -74,6 +74,8 @@ export interface PartitionOwnerOptions {
   onError: (err: unknown) => void;
   /** Told of each delivery failed here because its visibility ran out (the queue's events). */
   onExpired?: ((message: ExpiredDelivery, settled: 'failed' | 'dead') => void) | undefined;
+  /** Told how many messages each tw_fire made ready (stats()' `fired`). */
+  onFired?: ((count: number) => void) | undefined;
 }
 
 /** Records read per tw_read call. */
@@ -109,7 +111,6 @@ export class PartitionOwner {
   private visibilityAt = Infinity;
   /** The highest owner-write count (meta's oseq) answered so far. */
   private seenSeq = 0;
-  fired = 0;
 
   constructor(
     private readonly valkey: Valkey,
@@ -426,7 +427,7 @@ export class PartitionOwner {
       ];
       if (Number(fired) === -1) return this.fenced();
       if (!this.saw(seq)) return;
-      this.fired += Number(fired);
+      if (Number(fired) > 0) this.options.onFired?.(Number(fired));
       // Due by this node's clock, not yet by the server's: try again a little later.
       for (const id of early ?? []) {
         const d = batch.find((x) => x.id === id);

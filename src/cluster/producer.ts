@@ -35,6 +35,7 @@ import {
   checkId,
   checkRequest,
   dueTime,
+  rescheduleTime,
   type MessageStatus,
   type ScheduleRequest,
 } from '../queue/message.js';
@@ -123,6 +124,8 @@ const STATUS: Record<string, MessageStatus> = {
 };
 
 export class Producer {
+  /** Messages of schedule() and scheduleMany() created, and those whose id was pending already. */
+  readonly counts = { created: 0, deduplicated: 0 };
   private readonly batches = new Map<number, Pending[]>();
   private flushing = false;
   private readonly waitTimeoutMs: number;
@@ -274,7 +277,7 @@ export class Producer {
     when: { delayMs?: number; deliverAt?: number },
   ): Promise<number | undefined> {
     const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
-    const due = dueTime(when, Date.now());
+    const due = rescheduleTime(when, Date.now());
     const meta = metaKey(this.options.queue, partition);
     const window = Math.floor(due / this.options.windowMs);
     const done =
@@ -388,9 +391,11 @@ export class Producer {
       await this.durable(meta, batch.length === 1 ? batch[0].id : `${batch.length} messages`);
       let explicit = 0;
       for (const m of batch) {
-        const deliverAt = m.tag !== '' ? m.deliverAt : scheduledAt(answer, explicit++, m.deliverAt);
+        const existing = m.tag !== '' ? undefined : existingDue(answer, explicit++);
+        if (existing === undefined) this.counts.created++;
+        else this.counts.deduplicated++;
         const call = m.call!;
-        call.results[m.slot] = { id: m.id, deliverAt };
+        call.results[m.slot] = { id: m.id, deliverAt: existing ?? m.deliverAt };
         if (--call.left === 0) call.resolve(call.results);
       }
     } catch (err) {
@@ -476,13 +481,13 @@ export class Producer {
 }
 
 /**
- * The due time of message `i` of a tw_schedule call, from the call's reply (lua/messages.ts):
- * `sent` when it was created, else that of the pending message that already had its id.
+ * Message `i` of a tw_schedule call, from the call's reply (lua/messages.ts): undefined when it
+ * was created, else the due time of the pending message that already had its id.
  */
-export function scheduledAt(reply: unknown, i: number, sent: number): number {
-  if (!Array.isArray(reply)) return sent;
+function existingDue(reply: unknown, i: number): number | undefined {
+  if (!Array.isArray(reply)) return undefined;
   const entry: unknown = reply[i];
-  return typeof entry === 'number' ? sent : Number(String(entry));
+  return typeof entry === 'number' ? undefined : Number(String(entry));
 }
 
 /** A run's records in one buffer, each after its length (u32 little-endian). */

@@ -166,6 +166,20 @@ export function dueTime(
   return Math.ceil(now);
 }
 
+/**
+ * The new due time of a reschedule: `when` must be an object giving delayMs or deliverAt
+ * (an empty one, or a bare number, would silently mean "now").
+ */
+export function rescheduleTime(when: unknown, now: number): number {
+  if (typeof when !== 'object' || when === null) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `give { delayMs } or { deliverAt }, got ${describe(when)}`,
+    );
+  }
+  return dueTime(when, now, true);
+}
+
 export function checkBackoff(backoff: unknown): Backoff | undefined {
   if (backoff === undefined) return undefined;
   const b = backoff as Backoff;

@@ -31,6 +31,7 @@ import {
   checkId,
   checkRequest,
   dueTime,
+  rescheduleTime,
   type MessageState,
   type ScheduleRequest,
 } from './message.js';
@@ -172,14 +173,8 @@ export class Producer {
     when: { delayMs?: number; deliverAt?: number },
   ): Promise<number | undefined> {
     checkId(id);
-    if (typeof when !== 'object' || when === null) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        'give { delayMs } or { deliverAt }',
-      );
-    }
     const now = this.clock.now();
-    const deliverAt = dueTime(when, now, true);
+    const deliverAt = rescheduleTime(when, now);
     return this.locks.run(id, async () => {
       let near = this.near.get(id);
       let message: MessageState | undefined = near;
