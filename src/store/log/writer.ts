@@ -56,9 +56,15 @@ import { forgetAtExit, writeAtExit, writeRangeSync, type StagedWrites } from './
 import type { FsyncPolicy, LogIo } from './options.js';
 import { SEGMENT_SPAN, segmentFileName } from './positions.js';
 import type { SegmentTable } from './segments.js';
+import { Deferred, type RecordSlot, type Stage, type WriterStats } from './stage.js';
+
+export type { RecordSlot, WriterStats };
 
 const HEADER = RECORD_HEADER_BYTES;
-/** What the record slot holds once its stage's buffer is let go. */
+/**
+ * What the record slot holds once its stage's buffer is let go (recycle): a large one, not kept
+ * for reuse, must not wait for the next reserve() to go back to the GC.
+ */
 const NO_BUFFER = Buffer.alloc(0);
 /** Staging buffers start this big and double when a batch outgrows them. */
 const STAGE_BYTES = 256 * 1024;
@@ -70,70 +76,6 @@ const SPARE_STAGES = 2;
  * write fails): it bounds what a SIGKILL can take of such records once committed.
  */
 export const LATER_MS = 10;
-
-/** A promise with its settle functions at hand. */
-class Deferred {
-  readonly promise: Promise<void>;
-  resolve!: () => void;
-  reject!: (error: LogError) => void;
-  constructor() {
-    this.promise = new Promise<void>((resolve, reject) => {
-      this.resolve = resolve;
-      this.reject = reject;
-    });
-    // Awaiting `durable` is optional: a failure must not also crash the process as an
-    // unhandled rejection. Whoever awaits the promise still sees the rejection.
-    this.promise.catch(ignore);
-  }
-}
-
-/**
- * Records staged for one write: the bytes of one segment from `fileOffset` on, back to back.
- * While the stage is the writer's `filling` stage, appends add to it. Once the writer takes it,
- * its bytes never change again.
- */
-interface Stage {
-  readonly segment: number;
-  readonly fileOffset: number;
-  buf: Buffer;
-  len: number;
-  /** Bytes from the start of the stage that are durable; the rest is lost if a write fails. */
-  kept: number;
-  /** 'batch' and 'never': one promise for every record of the stage. */
-  readonly done: Deferred | null;
-  /** 'always': one promise per record, settled in order; `settled` of them so far. */
-  readonly waiters: Deferred[] | null;
-  settled: number;
-  /** It holds a record committed with `commit`, or LATER_MS passed: it is to be written now. */
-  urgent: boolean;
-}
-
-/** A record being appended (see the top of the file). One per writer, reused. */
-export interface RecordSlot {
-  /** The staging buffer: write the body from `at`, at most the reserved length. */
-  readonly buf: Buffer;
-  readonly at: number;
-  /** The `durable` promise of the record committed last. */
-  readonly durable: Promise<void>;
-  /** Completes the record with its real body length; returns its position. */
-  commit(length: number): number;
-  /** As commit, but starts no write: see the top of the file. */
-  commitLater(length: number): number;
-  /** Gives the record up (its encoder failed): nothing is appended. */
-  abort(): void;
-}
-
-export interface WriterStats {
-  appends: number;
-  /** Write calls made to segment files. */
-  writes: number;
-  /** fsyncs of segment files (directory syncs after creating a segment are not counted). */
-  fsyncs: number;
-  fsyncMsTotal: number;
-  fsyncMsMax: number;
-  /** Writes or fsyncs that failed (each rolled the log back). */
-  failures: number;
-}
 
 export class Writer implements StagedWrites {
   /** Stages in write order; the writer works on the first one. */
@@ -437,8 +379,6 @@ export class Writer implements StagedWrites {
   }
 
   private recycle(buf: Buffer): void {
-    // The record slot lets go of it too: it would keep a large buffer, which is not kept for
-    // reuse, from the GC until the next reserve().
     if (this.slot.buf === buf) this.slot.buf = NO_BUFFER;
     if (buf.length <= SPARE_STAGE_LIMIT && this.spareBuffers.length < SPARE_STAGES) {
       this.spareBuffers.push(buf);

@@ -1,0 +1,71 @@
+/**
+ * The writer's units (writer.ts): a stage of records staged for one write, the one record slot
+ * appends go through, the promise a record's durability is told by, and the writer's counts.
+ */
+
+import type { LogError } from './errors.js';
+import { ignore } from './files.js';
+
+/** A promise with its settle functions at hand. */
+export class Deferred {
+  readonly promise: Promise<void>;
+  resolve!: () => void;
+  reject!: (error: LogError) => void;
+  constructor() {
+    this.promise = new Promise<void>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    // Awaiting `durable` is optional: a failure must not also crash the process as an
+    // unhandled rejection. Whoever awaits the promise still sees the rejection.
+    this.promise.catch(ignore);
+  }
+}
+
+/**
+ * Records staged for one write: the bytes of one segment from `fileOffset` on, back to back.
+ * While the stage is the writer's `filling` stage, appends add to it. Once the writer takes it,
+ * its bytes never change again.
+ */
+export interface Stage {
+  readonly segment: number;
+  readonly fileOffset: number;
+  buf: Buffer;
+  len: number;
+  /** Bytes from the start of the stage that are durable; the rest is lost if a write fails. */
+  kept: number;
+  /** 'batch' and 'never': one promise for every record of the stage. */
+  readonly done: Deferred | null;
+  /** 'always': one promise per record, settled in order; `settled` of them so far. */
+  readonly waiters: Deferred[] | null;
+  settled: number;
+  /** It holds a record committed with `commit`, or LATER_MS passed: it is to be written now. */
+  urgent: boolean;
+}
+
+/** A record being appended (see the top of the file). One per writer, reused. */
+export interface RecordSlot {
+  /** The staging buffer: write the body from `at`, at most the reserved length. */
+  readonly buf: Buffer;
+  readonly at: number;
+  /** The `durable` promise of the record committed last. */
+  readonly durable: Promise<void>;
+  /** Completes the record with its real body length; returns its position. */
+  commit(length: number): number;
+  /** As commit, but starts no write: see the top of the file. */
+  commitLater(length: number): number;
+  /** Gives the record up (its encoder failed): nothing is appended. */
+  abort(): void;
+}
+
+export interface WriterStats {
+  appends: number;
+  /** Write calls made to segment files. */
+  writes: number;
+  /** fsyncs of segment files (directory syncs after creating a segment are not counted). */
+  fsyncs: number;
+  fsyncMsTotal: number;
+  fsyncMsMax: number;
+  /** Writes or fsyncs that failed (each rolled the log back). */
+  failures: number;
+}
