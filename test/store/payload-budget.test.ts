@@ -22,6 +22,7 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 interface Report {
   held: number;
   rssBytes: number;
+  peakRssBytes: number;
   received: number;
   intact: number;
 }
@@ -55,7 +56,11 @@ it('holds at most its payload budget of a 200 MiB backlog, and reads the rest ba
   expect(recovered.held).toBeLessThanOrEqual(BUDGET);
   const unbounded = await run(dir, Infinity, 'hold');
   expect(unbounded.held).toBe(COUNT * MIB);
-  expect(recovered.rssBytes + 64 * MIB).toBeLessThan(unbounded.rssBytes);
+  // The peak RSS of the recovery, not the RSS after it: recovery reads the log in pieces of
+  // about 16 MiB, and what V8 has not collected of them yet (up to its 64 MiB of external
+  // memory before a GC) is in the peak of either run alike. Seen: 198-208 MB against 271 MB;
+  // with the reads unbounded, 322 MB.
+  expect(recovered.peakRssBytes + 32 * MIB).toBeLessThan(unbounded.peakRssBytes);
 
   const drained = await run(dir, BUDGET, 'drain');
   expect(drained).toMatchObject({ received: COUNT, intact: COUNT });
