@@ -463,6 +463,27 @@ describe('the schedule API', () => {
   });
 });
 
+/** A memory store whose next schedule record write fails once, when asked. */
+function flakyScheduleWrites() {
+  const store = new MemoryStore();
+  let failNext = false;
+  const flaky = new Proxy(store, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target) as unknown;
+      if (typeof value !== 'function') return value;
+      if (property !== 'writeSchedules') return (value as () => unknown).bind(target);
+      return (...args: Parameters<Store['writeSchedules']>) => {
+        if (failNext) {
+          failNext = false;
+          return Promise.reject(new Error('a passing write failure'));
+        }
+        return target.writeSchedules(...args);
+      };
+    },
+  });
+  return { store, flaky, failNextWrite: () => (failNext = true) };
+}
+
 describe('the schedule API under failures and races', () => {
   it('two updates at once both land; an update racing a delete finds nothing', async () => {
     const { queue } = await openQueue(memoryKind);
@@ -481,22 +502,7 @@ describe('the schedule API under failures and races', () => {
   });
 
   it('a record write that fails once is written again by the retry', async () => {
-    const store = new MemoryStore();
-    let failNext = false;
-    const flaky = new Proxy(store, {
-      get(target, property) {
-        const value = Reflect.get(target, property, target) as unknown;
-        if (typeof value !== 'function') return value;
-        if (property !== 'writeSchedules') return (value as () => unknown).bind(target);
-        return (...args: Parameters<Store['writeSchedules']>) => {
-          if (failNext) {
-            failNext = false;
-            return Promise.reject(new Error('a passing write failure'));
-          }
-          return target.writeSchedules(...args);
-        };
-      },
-    });
+    const { store, flaky, failNextWrite } = flakyScheduleWrites();
     const clock = new ManualClock(Date.UTC(2026, 5, 1));
     const queue = await DelayQueue.open({ store: flaky, clock, horizonMs: 1000 });
     const warnings: unknown[] = [];
@@ -505,7 +511,7 @@ describe('the schedule API under failures and races', () => {
     try {
       const t0 = clock.now();
       await queue.putSchedule('s', { topic: 't', everyMs: 60_000 });
-      failNext = true;
+      failNextWrite();
       await advance(clock, 60_000, 10_000, queue);
       // The step at t0 + 60 s failed to record the occurrence it made; a second later, it did.
       await advance(clock, 2_000, 500, queue);
@@ -521,22 +527,7 @@ describe('the schedule API under failures and races', () => {
   });
 
   it('an occurrence made whose record write failed goes with a delete before the retry', async () => {
-    const store = new MemoryStore();
-    let failNext = false;
-    const flaky = new Proxy(store, {
-      get(target, property) {
-        const value = Reflect.get(target, property, target) as unknown;
-        if (typeof value !== 'function') return value;
-        if (property !== 'writeSchedules') return (value as () => unknown).bind(target);
-        return (...args: Parameters<Store['writeSchedules']>) => {
-          if (failNext) {
-            failNext = false;
-            return Promise.reject(new Error('a passing write failure'));
-          }
-          return target.writeSchedules(...args);
-        };
-      },
-    });
+    const { flaky, failNextWrite } = flakyScheduleWrites();
     const clock = new ManualClock(Date.UTC(2026, 5, 1));
     const queue = await DelayQueue.open({ store: flaky, clock, horizonMs: 1000 });
     const onWarning = () => {};
@@ -544,7 +535,7 @@ describe('the schedule API under failures and races', () => {
     try {
       const t0 = clock.now();
       await queue.putSchedule('s', { topic: 't', everyMs: 60_000 });
-      failNext = true;
+      failNextWrite();
       // The step at t0 + 60 s makes the occurrence at t0 + 120 s; its record write fails.
       await advance(clock, 60_000, 10_000, queue);
       const orphan = `s@${t0 + 120_000}`;
