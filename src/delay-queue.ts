@@ -8,18 +8,22 @@
  *   // or one node of a queue shared by many, on Valkey/Redis (docs/cluster.md):
  *   const shared = await DelayQueue.open({ redis: 'redis://10.0.0.5:6379', queue: 'orders' });
  *
- * The composition root of the queue: it joins the engine (src/queue, which knows storage only
- * through its Store interface) to a store (src/store: the file store, or the memory store),
- * or opens a ClusterQueue (src/cluster) when given `redis`. It lives here, above both, because
- * src/queue must never import src/store. The cluster code (and @redis/client, an optional peer
+ * The composition root of the queue: the checked facade (src/queue/checked-queue.ts) over a
+ * backend (src/queue/backend.ts): the embedded engine (src/queue/engine.ts) on a store
+ * (src/store: the file store, or the memory store), or a node of a queue on Valkey/Redis
+ * (src/cluster) when given `redis`. It lives here, above them all, because src/queue must never
+ * import src/store nor src/cluster. The cluster code (and @redis/client, an optional peer
  * dependency) is imported only when `redis` is given.
  */
 
-import type { ClusterQueue, ClusterQueueOptions } from './cluster/cluster-queue.js';
+import type { ClusterQueueOptions } from './cluster/backend.js';
 import { checkClusterPeer } from './cluster/peer.js';
 import { checkKnownOptions, describe, optionNames, TickwheelTypeError } from './errors.js';
-import { QueueEngine, type DelayQueueOptions } from './queue/index.js';
+import { CheckedQueue } from './queue/checked-queue.js';
+import { QueueEngine } from './queue/engine.js';
+import { checkEmbeddedOptions, checkQueueOptions } from './queue/options.js';
 import type { Store } from './queue/store.js';
+import type { DelayQueueOptions } from './queue/types.js';
 import { FileStore, type FileStoreOptions } from './store/file/file-store.js';
 import { MemoryStore } from './store/memory-store.js';
 
@@ -142,23 +146,23 @@ function checkStore(store: unknown): Store {
   return store as Store;
 }
 
-export class DelayQueue extends QueueEngine {
+/**
+ * A delay queue: on a data directory (the embedded file store), on a store given, or a node of
+ * a queue on Valkey/Redis. The same operations, arguments and errors on each (api.ts, `Queue`).
+ */
+export class DelayQueue extends CheckedQueue {
   /**
    * Opens (and recovers) a queue on a data directory, or on the store given; with `redis`, opens
-   * this process's node of a queue on Valkey/Redis instead (a ClusterQueue: the same API).
+   * this process's node of a queue on Valkey/Redis instead (docs/cluster.md).
    */
-  static open(options: DelayQueueRedisOptions): Promise<ClusterQueue>;
-  static open(options: DelayQueueOpenOptions): Promise<DelayQueue>;
-  static async open(
-    options: DelayQueueOpenOptions | DelayQueueRedisOptions,
-  ): Promise<DelayQueue | ClusterQueue> {
+  static async open(options: DelayQueueOpenOptions | DelayQueueRedisOptions): Promise<DelayQueue> {
     if (typeof options !== 'object' || options === null) {
       throw new TickwheelTypeError(
         'ERR_TICKWHEEL_INVALID_OPTION',
         `DelayQueue.open takes options: ${OPEN_USAGE}; got ${describe(options)}`,
       );
     }
-    if ('redis' in options) return openOnRedis(options);
+    if ('redis' in options) return DelayQueue.openOnRedis(options);
     return DelayQueue.openEmbedded(options as DelayQueueOpenOptions);
   }
 
@@ -170,6 +174,7 @@ export class DelayQueue extends QueueEngine {
         `DelayQueue.open needs dir or store: ${OPEN_USAGE}`,
       );
     }
+    const settings = checkEmbeddedOptions(options);
     const store =
       options.store !== undefined
         ? checkStore(options.store)
@@ -187,34 +192,35 @@ export class DelayQueue extends QueueEngine {
             ...(options.repair === undefined ? {} : { repair: options.repair }),
           });
     try {
-      const queue = new DelayQueue(store, options);
+      const engine = new QueueEngine(store, settings);
       // Opened to repair a directory (tickwheel repair): nothing is pushed meanwhile.
-      await queue.start({ push: options.repair !== true });
-      return queue;
+      await engine.start({ push: options.repair !== true });
+      return new DelayQueue(engine, settings);
     } catch (err) {
       await store.close().catch(() => undefined);
       throw err;
     }
   }
-}
 
-async function openOnRedis(options: DelayQueueRedisOptions): Promise<ClusterQueue> {
-  for (const name of EMBEDDED_ONLY) {
-    if ((options as unknown as Record<string, unknown>)[name] !== undefined) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `${name} is an option of the embedded queue; a queue on Valkey/Redis (redis) does not take it`,
-      );
+  private static async openOnRedis(options: DelayQueueRedisOptions): Promise<DelayQueue> {
+    for (const name of EMBEDDED_ONLY) {
+      if ((options as unknown as Record<string, unknown>)[name] !== undefined) {
+        throw new TickwheelTypeError(
+          'ERR_TICKWHEEL_INVALID_OPTION',
+          `${name} is an option of the embedded queue; a queue on Valkey/Redis (redis) does not take it`,
+        );
+      }
     }
+    checkKnownOptions(options, REDIS_OPTIONS, 'DelayQueue.open on Valkey/Redis');
+    const limits = checkQueueOptions(options);
+    checkClusterPeer();
+    const cluster = await import('./cluster/backend.js');
+    return new DelayQueue(await cluster.ClusterBackend.open(options, limits), limits);
   }
-  checkKnownOptions(options, REDIS_OPTIONS, 'DelayQueue.open on Valkey/Redis');
-  checkClusterPeer();
-  const cluster = await import('./cluster/cluster-queue.js');
-  return cluster.ClusterQueue.open(options);
 }
 
 export { FileStore, MemoryStore, type FileStoreOptions };
-export type { ClusterQueue, ClusterQueueOptions };
+export type { ClusterQueueOptions };
 // No I/O and no @redis/client behind it: the error of a cluster node refused at open.
 export { TickwheelNoReplicaError, type DurabilityOption } from './cluster/durability.js';
 export type { Queue } from './queue/api.js';

@@ -9,11 +9,10 @@
  * waits on it (a long receive), as the embedded queue does.
  */
 
-import { TickwheelStateError, checkCallback } from '../errors.js';
-import { checkRequest, checkTopic, type ScheduleRequest } from '../queue/message.js';
-import type { ConsumeOptions, MessageHandler } from '../queue/types.js';
+import { TickwheelStateError } from '../errors.js';
+import type { CheckedRequest, ScheduleRequest } from '../queue/message.js';
 import type { TopicGate } from '../queue/topics.js';
-import { Worker, checkConsumeOptions, type WorkerSource } from '../queue/worker.js';
+import type { WorkerSource } from '../queue/worker.js';
 import { SystemClock } from '../clock/index.js';
 import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
@@ -49,7 +48,6 @@ export class ClusterNode {
   private readonly leases: LeaseLoop;
   private readonly wheel: TimerWheel<Due>;
   private readonly unsubscribes: Array<() => Promise<void>> = [];
-  private readonly workers = new Set<Worker>();
   private closed = false;
   /** Read-only views of the whole queue (counts, dead letters, owners, ...). */
   readonly inspector: ClusterInspector;
@@ -68,7 +66,7 @@ export class ClusterNode {
   /** Told of each occurrence of a recurring schedule this node made (the queue's events). */
   onScheduled: ((request: ScheduleRequest) => void) | undefined;
   /**
-   * Told of each ack and nack consume() makes (the queue's events: ClusterQueue). `settled` is
+   * Told of each ack and nack consume() makes (the queue's events: ClusterBackend). `settled` is
    * undefined when the receipt named no delivery still out.
    */
   onSettled: ((receipt: string, settled: Settled | undefined, reason?: string) => void) | undefined;
@@ -105,9 +103,6 @@ export class ClusterNode {
       onError: (err) => settings.onError(err),
       schedule: async (request) => {
         if (await this.producer.scheduleOnce(request, ONCE_MARK_MS)) this.onScheduled?.(request);
-      },
-      check: (request) => {
-        checkRequest(request, Date.now(), settings.maxPayloadBytes, '', false);
       },
       cancel: async (id) => {
         const cancelled = await this.producer.cancelGiving(id);
@@ -216,24 +211,21 @@ export class ClusterNode {
     });
   }
 
-  schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
+  schedule(request: CheckedRequest): Promise<{ id: string; deliverAt: number }> {
     this.checkOpen();
     return this.producer.schedule(request);
   }
 
   scheduleMany(
-    requests: readonly ScheduleRequest[],
+    requests: readonly CheckedRequest[],
   ): Promise<Array<{ id: string; deliverAt: number }>> {
     this.checkOpen();
     return this.producer.scheduleMany(requests);
   }
 
-  rescheduleTo(
-    id: string,
-    when: { delayMs?: number; deliverAt?: number },
-  ): Promise<number | undefined> {
+  rescheduleTo(id: string, deliverAt: number): Promise<number | undefined> {
     this.checkOpen();
-    return this.producer.rescheduleTo(id, when);
+    return this.producer.rescheduleTo(id, deliverAt);
   }
 
   cancel(id: string): Promise<boolean> {
@@ -253,19 +245,14 @@ export class ClusterNode {
     return this.producer.scheduleOnce(request, markMs);
   }
 
-  reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
-    this.checkOpen();
-    return this.producer.reschedule(id, when);
-  }
-
   get(id: string): Promise<ClusterMessageInfo | undefined> {
     this.checkOpen();
     return this.producer.get(id);
   }
 
-  requeue(id: string, options?: { delayMs?: number }): Promise<boolean> {
+  requeue(id: string, deliverAt: number): Promise<boolean> {
     this.checkOpen();
-    return this.producer.requeue(id, options);
+    return this.producer.requeue(id, deliverAt);
   }
 
   receive(
@@ -300,21 +287,11 @@ export class ClusterNode {
   }
 
   /**
-   * Runs `handler` for each message of `topic`, from every partition, with the same Worker
-   * (and so the same rules: concurrency, onError, back-off after failed receives) as the
-   * embedded queue's and the client's consume(). Each receive long-polls up to `waitMs`
-   * (default 1 s). Ends with close() of the consumer or of the node.
+   * What a Worker (consume(), pushes) receives from and settles to: every partition of a topic,
+   * through the topic's gate; its acks and nacks told to onSettled.
    */
-  consume(
-    topic: string,
-    handler: MessageHandler,
-    options: ConsumeOptions & { waitMs?: number } = {},
-  ): { close(): Promise<void> } {
-    this.checkOpen();
-    checkTopic(topic);
-    checkCallback(handler, 'handler');
-    const settings = checkConsumeOptions({ waitMs: 1_000, ...options });
-    const source: WorkerSource = {
+  workerSource(): WorkerSource {
+    return {
       receive: (t, { max, waitMs, visibilityMs }, signal) =>
         this.topics.receive(t, max, waitMs, signal, {
           receive: (granted, left) =>
@@ -335,14 +312,6 @@ export class ClusterNode {
         const outcome = await this.consumer.nack(receipt, { reason });
         this.onSettled?.(receipt, settledBy(outcome), reason);
         return outcome !== undefined;
-      },
-    };
-    const worker = new Worker(source, topic, handler as MessageHandler, settings);
-    this.workers.add(worker);
-    return {
-      close: () => {
-        this.workers.delete(worker);
-        return worker.close();
       },
     };
   }
@@ -430,8 +399,6 @@ export class ClusterNode {
     this.topics.close();
     await this.schedules.close();
     this.consumer.close();
-    await Promise.all([...this.workers].map((worker) => worker.close()));
-    this.workers.clear();
     await this.leases.release();
     this.consumer.wakeAll();
     await this.leases.leave();

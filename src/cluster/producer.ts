@@ -32,10 +32,8 @@ import {
   outcomeUnknown,
 } from '../errors.js';
 import {
-  checkId,
   checkRequest,
-  dueTime,
-  rescheduleTime,
+  type CheckedRequest,
   type MessageStatus,
   type ScheduleRequest,
 } from '../queue/message.js';
@@ -104,7 +102,8 @@ interface Pending {
   slot: number;
 }
 
-type Scheduled = { id: string; deliverAt: number };
+/** What a schedule gave; `deduplicated` (its id was pending) is told to the queue, not the caller. */
+type Scheduled = { id: string; deliverAt: number; deduplicated?: true };
 
 /** One schedule or scheduleMany call: one promise, settled when all its messages are. */
 interface Call {
@@ -147,44 +146,19 @@ export class Producer {
     this.located = Math.floor(Math.random() * options.partitions) * LOCATED_RUN;
   }
 
-  schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
-    let pending: Pending;
-    try {
-      pending = this.prepare(request, Date.now());
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return this.enqueue([pending]).then((results) => results[0]);
+  /** A checked request (an id of '': the message is located, its id made by Valkey). */
+  schedule(request: CheckedRequest): Promise<{ id: string; deliverAt: number }> {
+    return this.enqueue([this.prepare(request)]).then((results) => results[0]);
   }
 
   /**
-   * schedule() for many: every request is checked first (the error names the index of a bad
-   * one, and nothing is scheduled), then all join the group commit. If a write fails, the
-   * promise rejects and any subset may have been scheduled (give ids to make a retry harmless).
+   * schedule() for many: all join the group commit. If a write fails, the promise rejects and
+   * any subset may have been scheduled (give ids to make a retry harmless).
    */
   scheduleMany(
-    requests: readonly ScheduleRequest[],
+    requests: readonly CheckedRequest[],
   ): Promise<Array<{ id: string; deliverAt: number }>> {
-    if (!Array.isArray(requests)) {
-      return Promise.reject(
-        new TickwheelTypeError(
-          'ERR_TICKWHEEL_INVALID_MESSAGE',
-          `scheduleMany takes an array of messages, got ${describe(requests)}`,
-        ),
-      );
-    }
-    const now = Date.now();
-    const prepared: Pending[] = new Array(requests.length);
-    for (let i = 0; i < requests.length; i++) {
-      try {
-        prepared[i] = this.prepare(requests[i], now);
-      } catch (err) {
-        if (err instanceof Error) err.message = `messages[${i}]: ${err.message}`;
-        return Promise.reject(err);
-      }
-    }
-    if (prepared.length === 0) return Promise.resolve([]);
-    return this.enqueue(prepared);
+    return this.enqueue(requests.map((request) => this.prepare(request)));
   }
 
   /** Puts a call's messages into their partitions' batches for this turn's group commit. */
@@ -221,7 +195,9 @@ export class Producer {
    * Resolves true when it was made now, false when it had been made before; durable either way.
    */
   async scheduleOnce(request: ScheduleRequest, markMs: number): Promise<boolean> {
-    const m = this.prepare(request, Date.now());
+    const m = this.prepare(
+      checkRequest(request, Date.now(), this.options.maxPayloadBytes, '', false),
+    );
     if (m.id === '') {
       throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_ID', 'scheduleOnce needs an id');
     }
@@ -253,7 +229,7 @@ export class Producer {
    * message given the same id right after cannot be mistaken for it), or undefined if none.
    */
   async cancelGiving(id: string): Promise<CancelledMessage | undefined> {
-    const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
+    const { partition, bucket } = placeOf(id, this.options.partitions);
     const meta = metaKey(this.options.queue, partition);
     const reply = await this.valkey.fcall('tw_cancel', meta, [id, bucket, 'info']);
     // A library before version 13 (put back by an older node, or a restored backup) ignores
@@ -272,12 +248,8 @@ export class Producer {
   }
 
   /** Moves a scheduled or ready message; resolves with the due time stored, or undefined. */
-  async rescheduleTo(
-    id: string,
-    when: { delayMs?: number; deliverAt?: number },
-  ): Promise<number | undefined> {
-    const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
-    const due = rescheduleTime(when, Date.now());
+  async rescheduleTo(id: string, due: number): Promise<number | undefined> {
+    const { partition, bucket } = placeOf(id, this.options.partitions);
     const meta = metaKey(this.options.queue, partition);
     const window = Math.floor(due / this.options.windowMs);
     const done =
@@ -288,13 +260,9 @@ export class Producer {
     return due;
   }
 
-  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
-    return (await this.rescheduleTo(id, when)) !== undefined;
-  }
-
-  async requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
-    const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
-    const due = dueTime({ delayMs: options.delayMs ?? 0 }, Date.now());
+  /** A dead message due again at `due`, its attempts reset; false if it is not dead. */
+  async requeue(id: string, due: number): Promise<boolean> {
+    const { partition, bucket } = placeOf(id, this.options.partitions);
     const meta = metaKey(this.options.queue, partition);
     const window = Math.floor(due / this.options.windowMs);
     const done =
@@ -304,15 +272,15 @@ export class Producer {
   }
 
   async get(id: string): Promise<ClusterMessageInfo | undefined> {
-    const { partition, bucket } = placeOf(checkId(id), this.options.partitions);
+    const { partition, bucket } = placeOf(id, this.options.partitions);
     return infoOf(
       id,
       await this.valkey.fcall('tw_get', metaKey(this.options.queue, partition), [id, bucket]),
     );
   }
 
-  private prepare(request: ScheduleRequest, now: number): Pending {
-    const checked = checkRequest(request, now, this.options.maxPayloadBytes, '', false);
+  /** A checked request's record (ids starting with '@' are refused by the queue: located ids). */
+  private prepare(checked: CheckedRequest): Pending {
     const { topic, deliverAt, maxAttempts, backoff, payload } = checked;
     const fields = {
       id: '',
@@ -322,18 +290,12 @@ export class Producer {
       payloadKind: payload.kind,
       payload: payload.bytes ?? payload.text ?? '',
     };
-    if (request.id === undefined) {
+    if (checked.id === '') {
       const tag = this.tag();
       const record = encodeRecord(fields, 0, { tag, deliverAt });
       return { id: '', tag, bucket: -1, deliverAt, topic, record, call: undefined, slot: 0 };
     }
     const id = checked.id;
-    if (id.charCodeAt(0) === 64 /* @ */) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_ID',
-        `ids starting with '@' are made by the cluster for messages scheduled without an id; got ${describe(id)}`,
-      );
-    }
     const { bucket } = placeOf(id, this.options.partitions);
     const record = encodeRecord({ ...fields, id }, bucket);
     return { id, tag: '', bucket, deliverAt, topic, record, call: undefined, slot: 0 };
@@ -395,7 +357,10 @@ export class Producer {
         if (existing === undefined) this.counts.created++;
         else this.counts.deduplicated++;
         const call = m.call!;
-        call.results[m.slot] = { id: m.id, deliverAt: existing ?? m.deliverAt };
+        call.results[m.slot] =
+          existing === undefined
+            ? { id: m.id, deliverAt: m.deliverAt }
+            : { id: m.id, deliverAt: existing, deduplicated: true };
         if (--call.left === 0) call.resolve(call.results);
       }
     } catch (err) {

@@ -26,15 +26,13 @@ import { TickwheelStateError } from '../errors.js';
 import { IdLocks } from '../queue/locks.js';
 import { Scheduler, type ScheduleHost } from '../queue/recurring.js';
 import {
-  checkedSpec,
   infoOf,
-  mergedSpec,
   occurrenceId,
   recordFor,
   type ScheduleInfo,
   type ScheduleRecord,
 } from '../queue/recurring-records.js';
-import { checkScheduleName, checkSpec, type RecurringSpec } from '../queue/recurring-spec.js';
+import type { ScheduleSpec } from '../queue/recurring-spec.js';
 import type { Valkey } from './connection.js';
 import { metaKey, partitionPrefix } from './keys.js';
 
@@ -105,29 +103,25 @@ export class ClusterSchedules {
 
   // ---- any node ---------------------------------------------------------------------------
 
-  async put(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
-    checkScheduleName(name);
-    const checked = checkedSpec(spec, this.host.check);
-    const info = await this.change(name, (old) =>
-      recordFor(name, checked, old?.record, this.now()),
-    );
+  /** `spec` checked by the queue (checkedSpec). */
+  async put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
+    const info = await this.change(name, (old) => recordFor(name, spec, old?.record, this.now()));
     return info as ScheduleInfo;
   }
 
-  async update(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined> {
-    checkScheduleName(name);
-    if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) {
-      checkSpec(patch); // words the error, as the embedded queue does
-    }
-    return this.change(name, (old) => {
-      if (old === undefined) return undefined;
-      const checked = checkedSpec(mergedSpec(old.record.spec, patch), this.host.check);
-      return recordFor(name, checked, old.record, this.now());
-    });
+  /** `change` gives the new spec from the stored one, checked (or throws). */
+  async update(
+    name: string,
+    change: (spec: ScheduleSpec) => ScheduleSpec,
+  ): Promise<ScheduleInfo | undefined> {
+    return this.change(name, (old) =>
+      old === undefined
+        ? undefined
+        : recordFor(name, change(old.record.spec), old.record, this.now()),
+    );
   }
 
   async get(name: string): Promise<ScheduleInfo | undefined> {
-    checkScheduleName(name);
     const stored = await this.read(name);
     return stored === undefined ? undefined : infoOf(stored.record, this.now());
   }
@@ -140,7 +134,6 @@ export class ClusterSchedules {
   }
 
   async delete(name: string): Promise<boolean> {
-    checkScheduleName(name);
     return this.serial(name, async () => {
       for (let tries = 0; tries < CHANGE_TRIES; tries++) {
         const old = await this.read(name);

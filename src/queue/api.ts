@@ -1,7 +1,8 @@
 /**
  * `Queue`: the delay queue's public operations, whatever holds the messages. `DelayQueue.open`
- * gives one on a data directory (the embedded file store, a QueueEngine) or on Valkey/Redis
- * (`{ redis }`: a ClusterQueue, one node of a queue shared by many). The server, the CLI and
+ * gives one on a data directory (the embedded engine on the file store) or on Valkey/Redis
+ * (`{ redis }`: one node of a queue shared by many); both are the checked facade
+ * (checked-queue.ts) over a backend (backend.ts). The server, the CLI and
  * applications that take "a queue" program against this interface, so that both behave the same
  * to them: same arguments, same results, same error codes.
  *
@@ -89,10 +90,10 @@ export interface Queue {
 
   /** Counters and counts; the keys the server's /v1/stats and /metrics read are documented there. */
   stats(): Promise<Record<string, unknown>>;
-  /** Scheduled messages by time until due (see QueueEngine.dueHistogram). */
-  dueHistogram(edgesMs: readonly number[]): number[] | Promise<number[]>;
+  /** Scheduled messages by time until due: dueTimeline(edgesMs).counts. */
+  dueHistogram(edgesMs: readonly number[]): Promise<number[]>;
   /** The same counts and the edges they are exact for (see dueTimeline in insights.ts). */
-  dueTimeline(edgesMs: readonly number[]): DueTimeline | Promise<DueTimeline>;
+  dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline>;
   /** The start of a live or dead message's payload, for people looking at it. */
   payloadPreview(
     id: string,
@@ -108,7 +109,7 @@ export interface Queue {
    * checkpoint writes fail and are being retried. Undefined when it can. (A failed log write,
    * which stops the embedded store until a restart, shows in stats().store.stopped.)
    */
-  problem?(): Promise<string | undefined>;
+  problem(): Promise<string | undefined>;
   /** Resolves once background work started so far has finished. */
   settled(): Promise<void>;
   close(): Promise<void>;

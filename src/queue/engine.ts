@@ -17,12 +17,13 @@
  * ack() skips the lock when nothing else runs on the id: its change to memory and to the
  * store's tables is synchronous, so later calls on the id see it done.
  *
- * This file is the queue's public face: it checks arguments and the closed state, and hands
- * each operation to the part that owns it, each in its own file:
+ * The embedded backend (backend.ts): the facade (checked-queue.ts) has checked every argument
+ * and the closed state before a call arrives. This file hands each operation to the part that
+ * owns it, each in its own file:
  *
  *   producer.ts    schedule, scheduleMany, cancel, reschedule, requeue
  *   deliveries.ts  receive, ack, nack, visibility timeouts, retries and dead letters
- *   worker.ts      consume() (the same Worker as the client's)
+ *   worker.ts      the Worker of consume() and of pushes (the same as the client's)
  *   near.ts        the messages held in memory and their states (ready-list.ts, receipts.ts)
  *   horizon.ts     what is in memory and what stays with the store; loading the next slice
  *   waiters.ts     long polls and the process keep-alive
@@ -32,71 +33,45 @@
  *   events.ts      message events (scheduled, delivered, acked, failed, dead, cancelled)
  *   recurring.ts   recurring schedules (cron, intervals) whose occurrences become messages
  *   insights.ts    counters, stats(), dueTimeline()
- *   options.ts     options and argument checks (types.ts: the public types)
+ *   options.ts     options checked (types.ts: the public types)
  */
 
-import { checkCallback, checkOption, TickwheelStateError } from '../errors.js';
 import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
+import type { QueueBackend, ReceiveLimits, Scheduled, TopicCounts } from './backend.js';
 import { QueueEvents } from './events.js';
 import { Scheduler, type ScheduleInfo } from './recurring.js';
-import type { RecurringSpec } from './recurring-spec.js';
+import type { ScheduleSpec } from './recurring-spec.js';
 import { FinishedMemory } from './finished.js';
 import { Horizon } from './horizon.js';
 import { dueTimeline, QueueInsights, type DueTimeline } from './insights.js';
 import { IdLocks } from './locks.js';
 import {
-  checkId,
   checkRequest,
-  checkTopic,
   decodePayload,
   heldPayload,
-  payloadPreview,
+  type CheckedRequest,
   type MessageState,
   type MessageStatus,
-  type ScheduleRequest,
 } from './message.js';
 import { delivering, type DueGroup, type Lease, type NearMessage } from './near-message.js';
 import { NearHorizon } from './near.js';
-import {
-  checkNack,
-  checkQueueOptions,
-  checkReceipts,
-  checkReceiveOptions,
-  EMBEDDED_RECEIVE_BYTES,
-  type QueueSettings,
-} from './options.js';
+import { EMBEDDED_RECEIVE_BYTES, type QueueSettings } from './options.js';
 import { Deliveries } from './deliveries.js';
 import type { QueueParts } from './parts.js';
 import { Producer } from './producer.js';
 import type { RecoveryReport, Store } from './store.js';
 import { Pushers } from './push.js';
-import {
-  LocalBuckets,
-  settingsView,
-  storeSettings,
-  TopicGate,
-  type TopicInfo,
-  type TopicSettings,
-  type TopicUpdate,
-} from './topics.js';
-import type {
-  ConsumeOptions,
-  DelayQueueOptions,
-  MessageHandler,
-  MessageInfo,
-  NackOptions,
-  ReceivedMessage,
-  ReceiveOptions,
-} from './types.js';
+import { LocalBuckets, storeSettings, TopicGate, type TopicSettings } from './topics.js';
+import type { MessageInfo, ReceivedMessage } from './types.js';
 import { Waiters } from './waiters.js';
-import { checkConsumeOptions, Worker, type WorkerSource } from './worker.js';
+import { Worker, type WorkerSource } from './worker.js';
 
 /** The long-poll wait of each receive of the embedded consume(): woken at once when ready. */
 const CONSUME_WAIT_MS = 1000;
 
-export class QueueEngine {
-  protected readonly store: Store;
+export class QueueEngine implements QueueBackend {
+  readonly store: Store;
   private readonly settings: QueueSettings;
   private readonly wheel: TimerWheel<NearMessage | Lease | DueGroup>;
   private readonly insights = new QueueInsights();
@@ -112,15 +87,16 @@ export class QueueEngine {
   private readonly pushers: Pushers;
   /** Message events as they happen (events.ts): an EventEmitter, and watch() for an iterator. */
   readonly events: QueueEvents;
-  private readonly consumers = new Set<{ close(): Promise<void> }>();
   /** What consume()'s workers receive from, ack and nack to. */
-  private readonly source: WorkerSource;
+  readonly source: WorkerSource;
+  readonly consumeWaitMs = CONSUME_WAIT_MS;
   private closed = false;
   recovery: RecoveryReport | undefined;
 
-  protected constructor(store: Store, options: DelayQueueOptions = {}) {
+  /** `settings`: checkEmbeddedOptions's (options.ts). Started by start(). */
+  constructor(store: Store, settings: QueueSettings) {
     this.store = store;
-    this.settings = checkQueueOptions(options);
+    this.settings = settings;
     const clock = this.settings.clock;
     this.wheel = new TimerWheel<NearMessage | Lease | DueGroup>({
       clock,
@@ -164,10 +140,10 @@ export class QueueEngine {
     this.recurring = new Scheduler(
       clock,
       {
-        schedule: (request) => this.producer.schedule(request),
-        check: (request) => {
-          checkRequest(request, clock.now(), this.settings.maxPayloadBytes, '', false);
-        },
+        schedule: (request) =>
+          this.producer.schedule(
+            checkRequest(request, clock.now(), this.settings.maxPayloadBytes, '', false),
+          ),
         cancel: (id) => this.producer.cancel(id),
         isLive: async (id) => {
           const status = (await this.get(id))?.status;
@@ -218,7 +194,7 @@ export class QueueEngine {
    * Recovers the store and starts the horizon loader. Called once by open(). `push: false`
    * starts no pushes (a queue opened only to repair its directory delivers nothing).
    */
-  protected async start(options: { push?: boolean } = {}): Promise<void> {
+  async start(options: { push?: boolean } = {}): Promise<void> {
     // Before any message is made ready: a paused topic delivers nothing after a restart.
     await this.topics.load();
     // Before any message is made ready: lateness after a restart counts from the last write.
@@ -234,56 +210,34 @@ export class QueueEngine {
     if (options.push !== false) this.pushers.start();
   }
 
-  // ---- producer ---------------------------------------------------------------------------
+  // ---- producer (arguments checked by the facade: checked-queue.ts) ----------------------
 
-  /** Schedules a message. Resolves once it is durable. */
-  schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
-    return this.closed ? rejectClosed() : this.producer.schedule(request);
+  now(): number {
+    return this.settings.clock.now();
   }
 
-  /**
-   * Schedules many messages at once, like `schedule` for each but cheaper: one promise for the
-   * batch, and the records share the store's group commit. Every request is checked before any
-   * is written, so a bad one (the error names its index) schedules nothing. Resolves, in request
-   * order, once all are durable. If the store fails part way (an I/O error), the promise rejects
-   * and any subset may have been scheduled: give ids, and retry, to make that harmless.
-   */
-  scheduleMany(
-    requests: readonly ScheduleRequest[],
-  ): Promise<Array<{ id: string; deliverAt: number }>> {
-    return this.closed ? rejectClosed() : this.producer.scheduleMany(requests);
+  schedule(message: CheckedRequest): Promise<Scheduled> {
+    return this.producer.schedule(message);
   }
 
-  /** Cancels a message that has not been acknowledged. True if it was live. */
+  /** The records share the store's group commit: one promise for the batch. */
+  scheduleMany(messages: readonly CheckedRequest[]): Promise<Scheduled[]> {
+    return this.producer.scheduleMany(messages);
+  }
+
   cancel(id: string): Promise<boolean> {
-    return this.closed ? rejectClosed() : this.producer.cancel(id);
+    return this.producer.cancel(id);
   }
 
-  /** Moves a message that is scheduled or ready to a new due time. False if in flight or gone. */
-  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
-    return (await this.rescheduleTo(id, when)) !== undefined;
+  moveTo(id: string, deliverAt: number): Promise<number | undefined> {
+    return this.producer.rescheduleTo(id, deliverAt);
   }
 
-  /**
-   * Like reschedule(), but resolves with the due time the queue stored (delays round up to
-   * the next ms, times down), or undefined where reschedule() gives false.
-   */
-  rescheduleTo(
-    id: string,
-    when: { delayMs?: number; deliverAt?: number },
-  ): Promise<number | undefined> {
-    return this.closed ? rejectClosed() : this.producer.rescheduleTo(id, when);
+  requeue(id: string, deliverAt: number): Promise<boolean> {
+    return this.producer.requeue(id, deliverAt);
   }
 
-  /** Puts a dead message back: due `delayMs` from now (default 0) with its attempts reset. */
-  requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
-    return this.closed ? rejectClosed() : this.producer.requeue(id, options);
-  }
-
-  /** Current state of a message, or undefined if unknown (or finished long ago). */
   async get(id: string): Promise<MessageInfo | undefined> {
-    this.checkOpen();
-    checkId(id);
     const near = this.near.get(id);
     if (near !== undefined) return info(near, near.status);
     const stored = await this.store.lookup(id);
@@ -292,182 +246,88 @@ export class QueueEngine {
     return done === undefined ? undefined : info(done, done.status);
   }
 
+  async payload(id: string): Promise<{ value: unknown } | undefined> {
+    const message: MessageState | undefined = this.near.get(id) ?? (await this.store.lookup(id));
+    if (message === undefined) return undefined;
+    const held = heldPayload(message) ?? (await this.store.payloadOf(message));
+    return { value: decodePayload(message.payloadKind, held) };
+  }
+
   // ---- consumer ---------------------------------------------------------------------------
 
-  /** Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first. */
-  receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage[]> {
-    try {
-      this.checkOpen();
-      checkTopic(topic);
-      const { max, waitMs, visibilityMs, maxBytes } = checkReceiveOptions(options, this.settings);
-      return this.topics.receive(topic, max, waitMs, undefined, {
-        receive: (granted, left) =>
-          this.deliveries.receive(topic, granted, left, visibilityMs, maxBytes, undefined),
-        waitReady: (ms, aborts) => this.waiters.wait(topic, ms, aborts),
-      });
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
+  receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]> {
+    const { max, waitMs, visibilityMs, maxBytes } = limits;
+    return this.topics.receive(topic, max, waitMs, undefined, {
+      receive: (granted, left) =>
+        this.deliveries.receive(topic, granted, left, visibilityMs, maxBytes, undefined),
+      waitReady: (ms, aborts) => this.waiters.wait(topic, ms, aborts),
+    });
   }
 
-  /** Acknowledges a delivery: the message is done. False for an unknown or stale receipt. */
   ack(receipt: string): Promise<boolean> {
-    return this.closed ? rejectClosed() : this.deliveries.ack(receipt);
+    return this.deliveries.ack(receipt);
   }
 
-  /**
-   * Gives a delivery back: redelivered after `delayMs` (default: the message's backoff), or
-   * dead if it has used up its attempts. `reason` (why it failed) is kept as the message's
-   * `lastError`, with the dead letter too.
-   */
-  nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
-    try {
-      this.checkOpen();
-      return this.deliveries.nack(receipt, checkNack(options), options.delayMs);
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
+  nack(receipt: string, reason: string | undefined, delayMs: number | undefined): Promise<boolean> {
+    return this.deliveries.nack(receipt, reason, delayMs);
   }
 
-  /**
-   * ack() for several deliveries: results[i] is what ack(receipts[i]) would give (a receipt
-   * repeated in the list is true once). Every receipt is checked before any is acknowledged.
-   * Resolves once all are durable (under group commit they share the fsync); if the store
-   * fails, it rejects, and any subset may have been acknowledged.
-   */
-  async ackMany(receipts: readonly string[]): Promise<boolean[]> {
-    this.checkOpen();
-    checkReceipts(receipts, 'ackMany');
-    return Promise.all(receipts.map((receipt) => this.ack(receipt)));
-  }
-
-  /** nack() for several deliveries, with the same options for all; results as ackMany. */
-  async nackMany(receipts: readonly string[], options: NackOptions = {}): Promise<boolean[]> {
-    this.checkOpen();
-    checkReceipts(receipts, 'nackMany');
-    checkNack(options, 'nackMany');
-    return Promise.all(receipts.map((receipt) => this.nack(receipt, options)));
-  }
-
-  /**
-   * Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws
-   * (the error's message becomes the delivery's `lastError`, kept with a dead letter). Options
-   * are checked here, at once. The loop never stops on its own: a failed receive, ack or nack
-   * goes to `onError` and the loop carries on (after a pause, for a receive); only close() (of
-   * the consumer or the queue) ends it. The rules are the Worker's (worker.ts), the same as the
-   * client's consume().
-   */
-  consume(
-    topic: string,
-    handler: MessageHandler,
-    options: ConsumeOptions = {},
-  ): { close(): Promise<void> } {
-    this.checkOpen();
-    checkTopic(topic);
-    checkCallback(handler, 'handler');
-    const worker = new Worker(
-      this.source,
-      topic,
-      handler,
-      checkConsumeOptions(options, CONSUME_WAIT_MS),
-    );
-    // A running consumer keeps the process alive, like an open server.
+  /** A running consumer keeps the process alive, like an open server. */
+  holdConsumer(): () => void {
     this.waiters.hold();
-    let closing: Promise<void> | undefined;
-    const consumer = {
-      close: () => {
-        if (closing === undefined) {
-          this.waiters.release();
-          this.consumers.delete(consumer);
-          closing = worker.close();
-        }
-        return closing;
-      },
+    let held = true;
+    return () => {
+      if (held) this.waiters.release();
+      held = false;
     };
-    this.consumers.add(consumer);
-    return consumer;
   }
 
-  /** Dead messages of a topic (those that used up their attempts), oldest first. */
-  async deadLetters(topic: string, limit = 100): Promise<MessageInfo[]> {
-    this.checkOpen();
-    checkTopic(topic);
-    checkOption(limit, 'limit', 1, 10_000, true);
+  async deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
     const dead = await this.store.dead(topic, limit);
     return dead.map((message) => info(message, 'dead'));
   }
 
   // ---- topics -----------------------------------------------------------------------------
 
-  /** Stops deliveries of a topic (durable): see topics.ts. Schedules are still accepted. */
-  async pause(topic: string): Promise<TopicInfo> {
-    return this.configureTopic(topic, { paused: true });
+  updateTopic(topic: string, update: Partial<TopicSettings>): Promise<TopicSettings> {
+    return this.topics.update(topic, update);
   }
 
-  /** Delivers a paused topic's messages again. */
-  async resume(topic: string): Promise<TopicInfo> {
-    return this.configureTopic(topic, { paused: false });
+  topicSettings(topic: string): TopicSettings {
+    return this.topics.get(topic);
   }
 
-  /** Changes a topic's settings (paused, rateLimit); resolves once durable. */
-  async configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo> {
-    this.checkOpen();
-    const settings = await this.topics.update(topic, update);
-    return this.topicOf(topic, settings);
+  topicsWithSettings(): Iterable<string> {
+    return this.topics.all().keys();
   }
 
-  /** A topic's settings and counts (any topic name: one never used has zero of each). */
-  async topicInfo(topic: string): Promise<TopicInfo> {
-    this.checkOpen();
-    checkTopic(topic);
-    return this.topicOf(topic, this.topics.get(topic));
-  }
-
-  /** Every topic with messages (live or dead) or settings other than the defaults, by name. */
-  async topicList(): Promise<TopicInfo[]> {
-    this.checkOpen();
-    const counts = this.store.counts().topics;
-    const names = new Set([...counts.keys(), ...this.topics.all().keys()]);
-    return [...names].sort().map((topic) => this.topicOf(topic, this.topics.get(topic), counts));
-  }
-
-  private topicOf(
-    topic: string,
-    settings: TopicSettings,
-    all = this.store.counts().topics,
-  ): TopicInfo {
-    const counts = all.get(topic);
-    return {
-      topic,
-      ...settingsView(settings),
-      pending: counts?.pending ?? 0,
-      dead: counts?.dead ?? 0,
-    };
+  async topicCounts(): Promise<Map<string, TopicCounts>> {
+    return this.store.counts().topics;
   }
 
   // ---- recurring schedules (recurring.ts) ----------------------------------------------------
 
-  /** Creates or replaces a recurring schedule; resolves once it is durable. */
-  putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
-    return this.closed ? rejectClosed() : this.recurring.put(name, spec);
+  putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
+    return this.recurring.put(name, spec);
   }
 
-  /** Changes some fields of a schedule; undefined if there is none by that name. */
-  updateSchedule(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined> {
-    return this.closed ? rejectClosed() : this.recurring.update(name, patch);
+  updateSchedule(
+    name: string,
+    change: (spec: ScheduleSpec) => ScheduleSpec,
+  ): Promise<ScheduleInfo | undefined> {
+    return this.recurring.update(name, change);
   }
 
   getSchedule(name: string): Promise<ScheduleInfo | undefined> {
-    return this.closed ? rejectClosed() : this.recurring.get(name);
+    return this.recurring.get(name);
   }
 
   listSchedules(): Promise<ScheduleInfo[]> {
-    return this.closed ? rejectClosed() : this.recurring.list();
+    return this.recurring.list();
   }
 
-  /** Deletes a schedule (and its occurrence created ahead); false if there is none. */
   deleteSchedule(name: string): Promise<boolean> {
-    return this.closed ? rejectClosed() : this.recurring.delete(name);
+    return this.recurring.delete(name);
   }
 
   // ---- insights ---------------------------------------------------------------------------
@@ -486,9 +346,8 @@ export class QueueEngine {
     };
   }
 
-  /** What keeps the queue from working fully now (QueueApi.problem); GET /healthz says it. */
+  /** Due messages that cannot be loaded; index or checkpoint writes failing. */
   async problem(): Promise<string | undefined> {
-    if (this.closed) return 'the queue is closed';
     const problems = [this.horizon.problem(), this.store.problem?.()].filter(
       (problem) => problem !== undefined,
     );
@@ -496,31 +355,10 @@ export class QueueEngine {
   }
 
   /** Scheduled messages by time until due, exact for the edges returned (see insights.ts). */
-  dueTimeline(edgesMs: readonly number[]): DueTimeline {
+  async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
     const { clock } = this.settings;
     const minutes = this.store.dueMinutes?.() ?? new Map<number, number>();
     return dueTimeline(edgesMs, clock.now(), this.near, minutes, this.horizon.loadedUntil);
-  }
-
-  /** dueTimeline(edgesMs).counts: edges past the in-memory horizon are whole minutes. */
-  dueHistogram(edgesMs: readonly number[]): number[] {
-    return this.dueTimeline(edgesMs).counts;
-  }
-
-  /**
-   * The start of a live or dead message's payload, for people looking at it: JSON text (or
-   * base64 for bytes) cut to `maxChars`. Undefined when the message is not live or dead.
-   */
-  async payloadPreview(
-    id: string,
-    maxChars = 200,
-  ): Promise<{ preview: string; truncated: boolean } | undefined> {
-    this.checkOpen();
-    checkId(id);
-    const message: MessageState | undefined = this.near.get(id) ?? (await this.store.lookup(id));
-    if (message === undefined) return undefined;
-    const held = heldPayload(message) ?? (await this.store.payloadOf(message));
-    return payloadPreview(decodePayload(message.payloadKind, held), maxChars);
   }
 
   /** The in-memory timer wheel (due and visibility timers), level by level. */
@@ -546,7 +384,6 @@ export class QueueEngine {
     this.topics.close();
     await this.recurring.close();
     await this.pushers.close();
-    await Promise.all([...this.consumers].map((consumer) => consumer.close()));
     this.closed = true;
     this.deliveries.stop();
     this.horizon.stop();
@@ -558,18 +395,6 @@ export class QueueEngine {
     await this.topics.settled();
     await this.store.close();
   }
-
-  private checkOpen(): void {
-    if (this.closed) throw closedError();
-  }
-}
-
-function closedError(): TickwheelStateError {
-  return new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed');
-}
-
-function rejectClosed(): Promise<never> {
-  return Promise.reject(closedError());
 }
 
 function info(message: MessageState, status: MessageStatus): MessageInfo {

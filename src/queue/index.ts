@@ -1,8 +1,8 @@
-export { QueueEngine } from './engine.js';
 export type {
   ConsumeErrorContext,
   ConsumeOptions,
   DelayQueueOptions,
+  QueueOptions,
   MessageHandler,
   MessageInfo,
   NackOptions,

@@ -23,7 +23,7 @@ import {
 } from '../protocol/limits.js';
 import { clipReason } from './message.js';
 import { checkPushOptions, type PushOptions } from './push-guard.js';
-import type { DelayQueueOptions, NackOptions, ReceiveOptions } from './types.js';
+import type { DelayQueueOptions, NackOptions, QueueOptions, ReceiveOptions } from './types.js';
 
 /**
  * Default `maxBytes` of the embedded receive(): twice the HTTP default (DEFAULT_RECEIVE_BYTES
@@ -37,23 +37,25 @@ const MAX_PAYLOAD_BYTES = 16 * 1024 * 1024 - 1024;
 /** Payload bytes the embedded queue holds in memory by default: a 512 MB container's share. */
 export const DEFAULT_PAYLOAD_MEMORY_BYTES = 128 * 1024 * 1024;
 
-/** DelayQueueOptions with every default filled in and every value checked. */
-export interface QueueSettings {
-  clock: Clock;
+/** The options every backend takes, checked, with their defaults filled in. */
+export interface QueueLimits {
   horizonMs: number;
   maxPayloadBytes: number;
   visibilityMs: number;
   maxWaitMs: number;
-  rememberFinished: number;
-  payloadMemoryBytes: number;
   push: PushOptions;
 }
 
-export function checkQueueOptions(options: DelayQueueOptions): QueueSettings {
-  const clock = options.clock ?? new SystemClock({ epoch: true });
-  checkAlarmClock(clock);
+/** The options of the embedded queue, checked, with their defaults filled in. */
+export interface QueueSettings extends QueueLimits {
+  clock: Clock;
+  rememberFinished: number;
+  payloadMemoryBytes: number;
+}
+
+/** The options every backend shares, checked once for all (the same bounds everywhere). */
+export function checkQueueOptions(options: QueueOptions): QueueLimits {
   return {
-    clock,
     horizonMs: checkOption(options.horizonMs ?? 60_000, 'horizonMs', 10, 86_400_000),
     maxPayloadBytes: checkOption(
       options.maxPayloadBytes ?? 1024 * 1024,
@@ -64,6 +66,17 @@ export function checkQueueOptions(options: DelayQueueOptions): QueueSettings {
     ),
     visibilityMs: checkVisibility(options.visibilityMs ?? 30_000),
     maxWaitMs: checkOption(options.maxWaitMs ?? 60_000, 'maxWaitMs', 0, MAX_WAIT_MS),
+    push: checkPushOptions(options.push),
+  };
+}
+
+/** The embedded queue's options: the shared ones and its own. */
+export function checkEmbeddedOptions(options: DelayQueueOptions): QueueSettings {
+  const clock = options.clock ?? new SystemClock({ epoch: true });
+  checkAlarmClock(clock);
+  return {
+    ...checkQueueOptions(options),
+    clock,
     rememberFinished: checkOption(
       options.rememberFinished ?? 10_000,
       'rememberFinished',
@@ -77,7 +90,6 @@ export function checkQueueOptions(options: DelayQueueOptions): QueueSettings {
       0,
       Infinity,
     ),
-    push: checkPushOptions(options.push),
   };
 }
 

@@ -16,25 +16,16 @@
 
 import type { Clock } from '../clock/index.js';
 import {
-  describe,
   isMaybeWritten,
   mayHaveWritten,
   outcomeUnknown,
   TickwheelOutcomeError,
-  TickwheelTypeError,
 } from '../errors.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
 import type { IdLocks } from './locks.js';
-import {
-  checkId,
-  checkRequest,
-  dueTime,
-  rescheduleTime,
-  type MessageState,
-  type ScheduleRequest,
-} from './message.js';
+import { newMessageId, type CheckedRequest, type MessageState } from './message.js';
 import { newNear, type NearMessage } from './near-message.js';
 import type { NearHorizon } from './near.js';
 import type { QueueEvents } from './events.js';
@@ -66,25 +57,18 @@ export class Producer {
     this.maxPayloadBytes = parts.settings.maxPayloadBytes;
   }
 
-  async schedule(request: ScheduleRequest): Promise<Scheduled> {
+  /** A checked request (an id of '': one is made here; otherwise dedup by id). */
+  async schedule(request: CheckedRequest): Promise<Scheduled> {
     const now = this.clock.now();
-    const message = this.prepare(request, now, '');
-    if (request.id === undefined) return this.add(message, now);
+    const message = this.prepare(request, now);
+    if (request.id === '') return this.add(message, now);
     return this.addUnique(message, now);
   }
 
-  async scheduleMany(requests: readonly ScheduleRequest[]): Promise<Scheduled[]> {
-    if (!Array.isArray(requests)) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `scheduleMany takes an array of messages, got ${describe(requests)}`,
-      );
-    }
+  async scheduleMany(requests: readonly CheckedRequest[]): Promise<Scheduled[]> {
     const now = this.clock.now();
     const messages = new Array<NearMessage>(requests.length);
-    for (let i = 0; i < requests.length; i++) {
-      messages[i] = this.prepare(requests[i], now, `messages[${i}]: `);
-    }
+    for (let i = 0; i < requests.length; i++) messages[i] = this.prepare(requests[i], now);
     const results = new Array<Scheduled>(messages.length);
     const unique: Array<Promise<unknown>> = [];
     const plain: NearMessage[] = [];
@@ -97,7 +81,7 @@ export class Producer {
     const loadedUntil = this.horizon.loadedUntil;
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
-      if (requests[i].id !== undefined) {
+      if (requests[i].id !== '') {
         unique.push(this.addUnique(message, now).then((result) => (results[i] = result)));
         continue;
       }
@@ -144,7 +128,6 @@ export class Producer {
 
   /** Cancels a live message, wherever it is held. True if it was live. */
   async cancel(id: string): Promise<boolean> {
-    checkId(id);
     return this.locks.run(id, async () => {
       let message: MessageState | undefined = this.near.get(id);
       if (message === undefined) {
@@ -168,13 +151,8 @@ export class Producer {
   }
 
   /** Moves a scheduled or ready message to a new due time; undefined if in flight or gone. */
-  async rescheduleTo(
-    id: string,
-    when: { delayMs?: number; deliverAt?: number },
-  ): Promise<number | undefined> {
-    checkId(id);
+  async rescheduleTo(id: string, deliverAt: number): Promise<number | undefined> {
     const now = this.clock.now();
-    const deliverAt = rescheduleTime(when, now);
     return this.locks.run(id, async () => {
       let near = this.near.get(id);
       let message: MessageState | undefined = near;
@@ -206,10 +184,8 @@ export class Producer {
     });
   }
 
-  /** Puts a dead message back, due `delayMs` from now, attempts reset. False if not dead. */
-  async requeue(id: string, options: { delayMs?: number }): Promise<boolean> {
-    checkId(id);
-    const deliverAt = dueTime({ delayMs: options.delayMs ?? 0 }, this.clock.now());
+  /** Puts a dead message back, due at `deliverAt`, attempts reset. False if not dead. */
+  async requeue(id: string, deliverAt: number): Promise<boolean> {
     return this.locks.run(id, async () => {
       const stored = await this.store.lookup(id);
       if (stored === undefined || stored.status !== 'dead') return false;
@@ -225,16 +201,11 @@ export class Producer {
     });
   }
 
-  /** Checks a schedule request and builds its message. `where` prefixes error messages. */
-  private prepare(request: ScheduleRequest, now: number, where: string): NearMessage {
-    const { id, topic, deliverAt, maxAttempts, backoff, payload } = checkRequest(
-      request,
-      now,
-      this.maxPayloadBytes,
-      where,
-    );
+  /** A checked request's message. */
+  private prepare(request: CheckedRequest, now: number): NearMessage {
+    const { id, topic, deliverAt, maxAttempts, backoff, payload } = request;
     const message = newNear(
-      id,
+      id === '' ? newMessageId(now) : id,
       topic,
       deliverAt,
       0,

@@ -36,18 +36,13 @@ import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { IdLocks } from './locks.js';
 import type { ScheduleRequest } from './message.js';
 import {
-  checkScheduleName,
-  checkSpec,
   MAX_CATCH_UP,
   occurrencesOf,
   type Occurrences,
-  type RecurringSpec,
   type ScheduleSpec,
 } from './recurring-spec.js';
 import {
-  checkedSpec,
   infoOf,
-  mergedSpec,
   occurrenceId,
   recordFor,
   type ScheduleInfo,
@@ -70,8 +65,6 @@ const MAX_RETRY_MS = 60_000;
 /** What the scheduler needs of the queue. */
 export interface ScheduleHost {
   schedule(request: ScheduleRequest): Promise<unknown>;
-  /** Throws the queue's own error for a message it would refuse (a payload over its limit). */
-  check(request: ScheduleRequest): void;
   cancel(id: string): Promise<boolean>;
   /** Whether a message is live: scheduled, ready or in flight. */
   isLive(id: string): Promise<boolean>;
@@ -157,30 +150,23 @@ export class Scheduler {
   }
 
   /** Creates or replaces a schedule; resolves once its record is durable. */
-  async put(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
-    checkScheduleName(name);
-    const checked = this.checked(spec);
-    return this.serial(name, () => this.replace(name, checked));
+  /** `spec` checked by the queue (checkedSpec), as `change` checks what it gives. */
+  async put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
+    return this.serial(name, () => this.replace(name, spec));
   }
 
-  /** Changes some fields of a schedule (the others stay); undefined if there is none. */
-  async update(name: string, patch: Partial<RecurringSpec>): Promise<ScheduleInfo | undefined> {
-    checkScheduleName(name);
-    if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) {
-      checkSpec(patch); // words the error
-    }
-    // Read, merged and replaced in the schedule's turn: two updates at once both land, and an
+  /** Changes a schedule: `change` gives its new spec from the current one; undefined if none. */
+  async update(
+    name: string,
+    change: (spec: ScheduleSpec) => ScheduleSpec,
+  ): Promise<ScheduleInfo | undefined> {
+    // Read, changed and replaced in the schedule's turn: two updates at once both land, and an
     // update after a delete finds nothing.
     return this.serial(name, async () => {
       const held = this.held.get(name);
       if (held === undefined) return undefined;
-      return this.replace(name, this.checked(mergedSpec(held.record.spec, patch)));
+      return this.replace(name, change(held.record.spec));
     });
-  }
-
-  /** A spec checked, and its occurrences' messages checked as the queue will check them. */
-  private checked(spec: unknown): ScheduleSpec {
-    return checkedSpec(spec, (request) => this.host.check(request));
   }
 
   /**
@@ -214,7 +200,6 @@ export class Scheduler {
   }
 
   async get(name: string): Promise<ScheduleInfo | undefined> {
-    checkScheduleName(name);
     const held = this.held.get(name);
     return held === undefined ? undefined : this.info(held);
   }
@@ -227,7 +212,6 @@ export class Scheduler {
 
   /** Deletes a schedule, cancelling its occurrence created ahead; false if there is none. */
   async delete(name: string): Promise<boolean> {
-    checkScheduleName(name);
     return this.serial(name, async () => {
       const held = this.held.get(name);
       if (held === undefined) return false;

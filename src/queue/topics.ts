@@ -32,7 +32,6 @@ import {
   TickwheelStateError,
   TickwheelTypeError,
 } from '../errors.js';
-import { checkTopic } from './message.js';
 import {
   checkPushTarget,
   pushView,
@@ -400,15 +399,11 @@ export class TopicGate {
     return this.generations.get(topic) ?? 0;
   }
 
-  /** Checks, stores and applies a change; resolves with the topic's settings once durable. */
-  update(topic: string, update: TopicUpdate): Promise<TopicSettings> {
-    let checked: Partial<TopicSettings>;
-    try {
-      checkTopic(topic);
-      checked = checkTopicUpdate(update);
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
+  /**
+   * Stores and applies a change (checkTopicUpdate's); resolves with the topic's settings once
+   * durable.
+   */
+  update(topic: string, checked: Partial<TopicSettings>): Promise<TopicSettings> {
     // Started at once, awaited in turn: the saves keep the order of the calls.
     const vetted = checked.push ? this.vetPush(checked.push) : undefined;
     vetted?.catch(() => undefined);

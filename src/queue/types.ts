@@ -8,30 +8,35 @@ import type { Clock } from '../clock/index.js';
 import type { MessageStatus } from './message.js';
 import type { PushOptions } from './push-guard.js';
 
-export interface DelayQueueOptions {
-  /** Epoch-millisecond clock. Default: `new SystemClock({ epoch: true })`; a ManualClock in tests. */
-  clock?: Clock;
+/** The options of a queue on any backend. */
+export interface QueueOptions {
   /** How far ahead messages are held in memory. Default 60,000 ms. */
   horizonMs?: number;
-  /**
-   * Payload bytes held in memory at most (the file store). Messages due or ready beyond it keep
-   * only their place in the log, and their payload is read back when received. Default 128 MiB.
-   */
-  payloadMemoryBytes?: number;
   /** Largest encoded payload accepted. Default 1 MiB. */
   maxPayloadBytes?: number;
   /** Default visibility timeout of a received message. Default 30,000 ms. */
   visibilityMs?: number;
   /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
   maxWaitMs?: number;
-  /** Finished messages whose status get() still reports. Default 10,000. */
-  rememberFinished?: number;
   /**
    * Pushes (docs/push.md): `allow` lists the internal addresses (CIDR blocks, addresses, host
    * names) push targets may reach; every other loopback, private, link-local or unique-local
    * address is refused. Default: none allowed.
    */
   push?: PushOptions;
+}
+
+/** The options of the embedded queue. */
+export interface DelayQueueOptions extends QueueOptions {
+  /** Epoch-millisecond clock. Default: `new SystemClock({ epoch: true })`; a ManualClock in tests. */
+  clock?: Clock;
+  /**
+   * Payload bytes held in memory at most (the file store). Messages due or ready beyond it keep
+   * only their place in the log, and their payload is read back when received. Default 128 MiB.
+   */
+  payloadMemoryBytes?: number;
+  /** Finished messages whose status get() still reports. Default 10,000. */
+  rememberFinished?: number;
 }
 
 export interface ReceivedMessage {

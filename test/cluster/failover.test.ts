@@ -12,13 +12,14 @@ import { ClusterNode } from '../../src/cluster/node.js';
 import { placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
+import { checking, type Checking } from './checking.js';
 
 const PARTITIONS = 16;
 const FIXTURE = join(import.meta.dirname, 'fixtures/node.mjs');
 
 describe.runIf(installed('valkey-server'))('a cluster node killed with SIGKILL', () => {
   let cluster: { urls: string[]; stop(): Promise<void> };
-  let survivor: ClusterNode;
+  let survivor: Checking<ClusterNode>;
   const children: ChildProcess[] = [];
   const errors: unknown[] = [];
 
@@ -60,17 +61,19 @@ describe.runIf(installed('valkey-server'))('a cluster node killed with SIGKILL',
 
   it('resumes the killed node’s partitions within 3 s, losing nothing, delivering nothing early', async () => {
     const victim = await spawnNode('victim');
-    survivor = await ClusterNode.open({
-      redis: cluster.urls,
-      queue: 'failover',
-      partitions: PARTITIONS,
-      windowMs: 1_000,
-      horizonMs: 2_000,
-      leaseMs: 1_000,
-      durability: 'replicated',
-      nodeId: 'survivor',
-      onError: (err) => errors.push(err),
-    });
+    survivor = checking(
+      await ClusterNode.open({
+        redis: cluster.urls,
+        queue: 'failover',
+        partitions: PARTITIONS,
+        windowMs: 1_000,
+        horizonMs: 2_000,
+        leaseMs: 1_000,
+        durability: 'replicated',
+        nodeId: 'survivor',
+        onError: (err) => errors.push(err),
+      }),
+    );
     // Wait until the victim owns some partitions.
     const until = Date.now() + 10_000;
     while (victim.owned().length === 0 && Date.now() < until) await sleep(50);

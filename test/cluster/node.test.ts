@@ -11,32 +11,36 @@ import { ClusterNode } from '../../src/cluster/node.js';
 import { partitionsOf } from '../../src/cluster/rendezvous.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
+import { checking, type Checking } from './checking.js';
+import { checkConsumeOptions, Worker } from '../../src/queue/worker.js';
 
 const PARTITIONS = 16;
 
 describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', () => {
   let cluster: { urls: string[]; stop(): Promise<void> };
-  const nodes: ClusterNode[] = [];
+  const nodes: Array<Checking<ClusterNode>> = [];
   const errors: unknown[] = [];
 
   const open = async (nodeId: string) => {
-    const node = await ClusterNode.open({
-      redis: cluster.urls,
-      queue: 'shop',
-      partitions: PARTITIONS,
-      windowMs: 1_000,
-      horizonMs: 2_000,
-      leaseMs: 1_000,
-      durability: 'replicated',
-      nodeId,
-      onError: (err) => errors.push(err),
-    });
+    const node = checking(
+      await ClusterNode.open({
+        redis: cluster.urls,
+        queue: 'shop',
+        partitions: PARTITIONS,
+        windowMs: 1_000,
+        horizonMs: 2_000,
+        leaseMs: 1_000,
+        durability: 'replicated',
+        nodeId,
+        onError: (err) => errors.push(err),
+      }),
+    );
     nodes.push(node);
     return node;
   };
 
   /** Waits until each live node owns exactly the partitions it wins among the live nodes. */
-  async function settled(live: ClusterNode[], timeoutMs = 8_000) {
+  async function settled(live: Array<Checking<ClusterNode>>, timeoutMs = 8_000) {
     const until = Date.now() + timeoutMs;
     const ids = live.map((n) => n.nodeId);
     const wanted = ids.map((id) => JSON.stringify(partitionsOf(id, PARTITIONS, ids)));
@@ -127,7 +131,8 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
     const errors: unknown[] = [];
     let consumer: { close(): Promise<void> } | undefined;
     const all = new Promise<void>((resolve) => {
-      consumer = a.consume(
+      consumer = new Worker(
+        a.workerSource(),
         'work',
         (m) => {
           // The first delivery of every tenth message fails: it comes back as attempt 2.
@@ -138,7 +143,11 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
           seen.push(m.id);
           if (seen.length === 50) resolve();
         },
-        { concurrency: 4, onError: (err) => errors.push(err) },
+        checkConsumeOptions({
+          concurrency: 4,
+          waitMs: 1_000,
+          onError: (err: unknown) => errors.push(err),
+        }),
       );
     });
     await Promise.all(

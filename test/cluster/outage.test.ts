@@ -36,9 +36,9 @@ describe.runIf(installed('valkey-server'))('a server on Valkey through an outage
     // Short bounds, so that the test sees them.
     const node = (
       server.queue as unknown as {
-        node: { valkey: { commandTimeoutMs: number; retryBudgetMs: number } };
+        backend: { node: { valkey: { commandTimeoutMs: number; retryBudgetMs: number } } };
       }
-    ).node;
+    ).backend.node;
     node.valkey.commandTimeoutMs = 2_000;
     node.valkey.retryBudgetMs = 2_000;
   }, 30_000);

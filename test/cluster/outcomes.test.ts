@@ -8,7 +8,6 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
-import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import { injector } from '../server/harness.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
@@ -20,7 +19,7 @@ describe.runIf(installed('valkey-server'))('a cluster write its replica never ac
     replicas: Array<{ kill(): Promise<void> }>;
     stop(): Promise<void>;
   };
-  let queue: ClusterQueue;
+  let queue: DelayQueue;
   let server: TickwheelServer;
   let call: ReturnType<typeof injector>;
 

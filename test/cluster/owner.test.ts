@@ -15,6 +15,7 @@ import { Producer } from '../../src/cluster/producer.js';
 import { placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
+import { checking, type Checking } from './checking.js';
 
 const PARTITIONS = 1;
 const QUEUE = 'owned';
@@ -23,7 +24,7 @@ const META = metaKey(QUEUE, 0);
 describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => {
   let server: { url: string; stop(): Promise<void> };
   let valkey: Valkey;
-  let producer: Producer;
+  let producer: Checking<Producer>;
   let wheel: TimerWheel<Due>;
   const owners: PartitionOwner[] = [];
 
@@ -31,13 +32,15 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     server = await startServer({ binary: 'valkey-server' });
     valkey = await Valkey.connect(server.url);
     await valkey.loadLibrary();
-    producer = new Producer(valkey, {
-      queue: QUEUE,
-      partitions: PARTITIONS,
-      windowMs: 1_000,
-      durability: 'async',
-      maxPayloadBytes: 1 << 20,
-    });
+    producer = checking(
+      new Producer(valkey, {
+        queue: QUEUE,
+        partitions: PARTITIONS,
+        windowMs: 1_000,
+        durability: 'async',
+        maxPayloadBytes: 1 << 20,
+      }),
+    );
     wheel = new TimerWheel<Due>({
       clock: new SystemClock({ epoch: true }),
       onExpire: (due) => due.owner.fire(due),

@@ -33,10 +33,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { createClient } from '@redis/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
 import { metaKey } from '../../src/cluster/keys.js';
 import { slotOf } from '../../src/cluster/slot.js';
 import { DelayQueue } from '../../src/delay-queue.js';
+import { nodeOf } from './checking.js';
 import type { ScheduleInfo } from '../../src/queue/recurring-records.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
@@ -147,10 +147,10 @@ describe.runIf(installed('valkey-server'))(
   'recurring schedule changes through a primary failover',
   () => {
     let cluster: { servers: Server[]; urls: string[]; stop(): Promise<void> };
-    const queues: ClusterQueue[] = [];
+    const queues: DelayQueue[] = [];
     const errors: unknown[] = [];
 
-    const open = async (nodeId: string): Promise<ClusterQueue> => {
+    const open = async (nodeId: string): Promise<DelayQueue> => {
       const queue = await DelayQueue.open({
         redis: cluster.urls,
         queue: QUEUE,
@@ -382,9 +382,9 @@ describe.runIf(installed('valkey-server'))(
       let quiet = 0;
       await waitFor(
         async () => {
-          const leaders = [a, b].filter((q) => q.node.schedules.leading);
+          const leaders = [a, b].filter((q) => nodeOf(q).schedules.leading);
           if (leaders.length !== 1) return false;
-          await leaders[0].node.schedules.settled();
+          await nodeOf(leaders[0]).schedules.settled();
           quiet = Date.now();
           return true;
         },

@@ -10,11 +10,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { TickwheelClient } from '../../src/client/index.js';
-import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
 import { Valkey } from '../../src/cluster/connection.js';
 import { metaKey } from '../../src/cluster/keys.js';
 import { ClusterSchedules, ONCE_MARK_MS } from '../../src/cluster/schedules.js';
 import { DelayQueue } from '../../src/delay-queue.js';
+import { nodeOf } from './checking.js';
 import type { ScheduleRequest } from '../../src/queue/message.js';
 import type { ReceivedMessage } from '../../src/queue/types.js';
 import { startServer as startTickwheel, type ServerProcess } from '../server/process.js';
@@ -23,7 +23,7 @@ import { installed, startServer } from '../../scripts/valkey.mjs';
 
 describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () => {
   let valkey: { url: string; stop(): Promise<void> };
-  const queues: ClusterQueue[] = [];
+  const queues: DelayQueue[] = [];
   const servers: ServerProcess[] = [];
   let run = 0;
 
@@ -37,7 +37,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     await valkey?.stop();
   });
 
-  async function open(queue: string, nodeId?: string): Promise<ClusterQueue> {
+  async function open(queue: string, nodeId?: string): Promise<DelayQueue> {
     const node = await DelayQueue.open({
       redis: valkey.url,
       queue,
@@ -52,10 +52,10 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
   }
 
   /** Waits until one of `nodes` leads the schedules; returns it. */
-  async function leaderOf(nodes: ClusterQueue[], timeoutMs = 10_000): Promise<ClusterQueue> {
+  async function leaderOf(nodes: DelayQueue[], timeoutMs = 10_000): Promise<DelayQueue> {
     const until = Date.now() + timeoutMs;
     for (;;) {
-      const leading = nodes.filter((node) => node.node.schedules.leading);
+      const leading = nodes.filter((node) => nodeOf(node).schedules.leading);
       if (leading.length === 1) return leading[0];
       if (Date.now() > until) throw new Error(`${leading.length} leaders`);
       await sleep(50);
@@ -123,24 +123,24 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
   it('an occurrence is made once while its mark lives, acked or not; a cancel frees it', async () => {
     const node = await open(`once-${run++}`);
     const request = { topic: 'o', id: 'sched@1000', payload: 1 };
-    expect(await node.node.scheduleOnce(request, 60_000)).toBe(true);
+    expect(await nodeOf(node).scheduleOnce(request, 60_000)).toBe(true);
     // Pending: not made again (and not a second message).
-    expect(await node.node.scheduleOnce(request, 60_000)).toBe(false);
+    expect(await nodeOf(node).scheduleOnce(request, 60_000)).toBe(false);
     const [message] = await node.receive('o', { waitMs: 2_000 });
     expect(message.id).toBe('sched@1000');
     expect(await node.ack(message.receipt)).toBe(true);
     // Acked, and so no longer pending: a plain schedule would make it again; once does not.
-    expect(await node.node.scheduleOnce(request, 60_000)).toBe(false);
+    expect(await nodeOf(node).scheduleOnce(request, 60_000)).toBe(false);
     expect(await node.receive('o', { waitMs: 300 })).toEqual([]);
     // A cancelled one may be made again (a changed schedule's time, made anew).
     expect(
-      await node.node.scheduleOnce({ ...request, id: 'sched@2000', delayMs: 60_000 }, 60_000),
+      await nodeOf(node).scheduleOnce({ ...request, id: 'sched@2000', delayMs: 60_000 }, 60_000),
     ).toBe(true);
     expect(await node.cancel('sched@2000')).toBe(true);
-    expect(await node.node.scheduleOnce({ ...request, id: 'sched@2000' }, 60_000)).toBe(true);
+    expect(await nodeOf(node).scheduleOnce({ ...request, id: 'sched@2000' }, 60_000)).toBe(true);
     // The mark runs out: then an acked one may be made again.
     const other = { ...request, id: 'sched@3000' };
-    expect(await node.node.scheduleOnce(other, 50)).toBe(true);
+    expect(await nodeOf(node).scheduleOnce(other, 50)).toBe(true);
     const taken: string[] = [];
     for (let i = 0; i < 10 && !taken.includes('sched@3000'); i++) {
       for (const m of await node.receive('o', { max: 10, waitMs: 500 })) {
@@ -150,7 +150,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     }
     expect(taken).toContain('sched@3000');
     await sleep(100);
-    expect(await node.node.scheduleOnce(other, 50)).toBe(true);
+    expect(await nodeOf(node).scheduleOnce(other, 50)).toBe(true);
   }, 20_000);
 
   it('changes made at once through two nodes all land: none is lost', async () => {
@@ -186,7 +186,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     const b = await open(name);
     // Skip overlap: nothing is made before LEAD_MS ahead of the first time.
     await b.putSchedule('job', { topic: 'old', everyMs: 4_000, overlap: 'skip', payload: 'old' });
-    await a.node.schedules.settled();
+    await nodeOf(a).schedules.settled();
     await b.deleteSchedule('job');
     await b.putSchedule('job', { topic: 'new', everyMs: 1_000, payload: 'new' });
     await sleep(2_500);
@@ -200,7 +200,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     const node = await open(queue);
     await leaderOf([node]);
     await node.putSchedule('job', { topic: 't', everyMs: 60_000, payload: 'p' });
-    await node.node.schedules.settled();
+    await nodeOf(node).schedules.settled();
     const ahead = (await node.getSchedule('job'))?.lastAt;
     expect(ahead).toBeGreaterThan(Date.now());
     const occurrence = `job@${ahead}`;
@@ -218,7 +218,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     } finally {
       await raw.close();
     }
-    await node.node.schedules.settled();
+    await nodeOf(node).schedules.settled();
     expect(await node.getSchedule('job')).toBeUndefined();
     expect((await node.get(occurrence))?.status).toBe('cancelled');
   }, 20_000);
@@ -271,7 +271,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     await leaderOf([node]);
     await node.putSchedule('beat', { topic: 'beats', everyMs: 1_000, payload: 'x' });
     await sleep(1_200);
-    const inner = node.node as unknown as {
+    const inner = nodeOf(node) as unknown as {
       valkey: Valkey;
       nodeId: string;
       producer: {
@@ -291,7 +291,6 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
       schedule: async (request) => {
         await inner.producer.scheduleOnce(request, ONCE_MARK_MS);
       },
-      check: () => {},
       cancel: async (id) => {
         cancelled.push(id);
         return inner.producer.cancel(id);

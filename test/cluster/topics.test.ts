@@ -13,7 +13,6 @@ import { Valkey } from '../../src/cluster/connection.js';
 import { pushKey, topicsKey } from '../../src/cluster/keys.js';
 import { LIBRARY_SOURCE } from '../../src/cluster/library.js';
 import { DelayQueue } from '../../src/delay-queue.js';
-import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
 import { startReceiver } from '../queue/push-receiver.js';
@@ -22,7 +21,7 @@ import { installed, startServer } from '../../scripts/valkey.mjs';
 
 describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
   let server: { url: string; stop(): Promise<void> };
-  const queues: ClusterQueue[] = [];
+  const queues: DelayQueue[] = [];
   let run = 0;
 
   beforeAll(async () => {
@@ -34,7 +33,7 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
     await server?.stop();
   });
 
-  async function open(queue: string): Promise<ClusterQueue> {
+  async function open(queue: string): Promise<DelayQueue> {
     const node = await DelayQueue.open({
       redis: server.url,
       queue,
@@ -50,7 +49,7 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
     return node;
   }
 
-  async function scheduleNow(queue: ClusterQueue, topic: string, n: number): Promise<void> {
+  async function scheduleNow(queue: DelayQueue, topic: string, n: number): Promise<void> {
     await queue.scheduleMany(
       Array.from({ length: n }, (_, i) => ({ topic, payload: i, id: `${topic}-${i}` })),
     );

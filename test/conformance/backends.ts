@@ -1,40 +1,88 @@
 /**
  * The backends the conformance suite runs on: each opens a fresh `Queue` (a new memory store,
- * a new data directory, a new queue name on one standalone Valkey). A backend whose server is
- * not installed is left out of the list.
+ * a new data directory, a new queue name on a standalone Valkey, on a Valkey Cluster of three
+ * primaries, on a Redis 7 primary with a replica and durability 'replicated'). A backend whose
+ * server is not installed is left out of the list; the servers start once per test file, on
+ * the first open() that needs them.
  */
 
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import type { Queue } from '../../src/queue/api.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
-import { installed, startServer } from '../../scripts/valkey.mjs';
+import { installed, startCluster, startReplicated, startServer } from '../../scripts/valkey.mjs';
+
+export type BackendName = 'memory' | 'file' | 'valkey' | 'valkey-cluster' | 'redis7';
 
 export interface Backend {
-  readonly name: 'memory' | 'file' | 'valkey';
+  readonly name: BackendName;
   /** A new, empty queue; closed (and its files removed) by closeAll(). */
   open(): Promise<Queue>;
 }
 
+interface Server {
+  urls: string[];
+  stop(): Promise<void>;
+}
+
 const hasValkey = installed('valkey-server') as boolean;
-let valkey: { url: string; stop(): Promise<void> } | undefined;
+const hasRedis = installed('redis-server') as boolean;
+/** Servers started, by backend: each once per test file, when first needed. */
+const servers = new Map<BackendName, Promise<Server>>();
 const opened: Queue[] = [];
 const dirs: string[] = [];
 let queues = 0;
 
-/** Starts what the backends need (a Valkey) before the file's tests, and stops it after. */
+/** Stops the servers the file's tests started, after them. */
 export function useBackends(): void {
-  beforeAll(async () => {
-    if (hasValkey) valkey = await startServer({ binary: 'valkey-server' });
-  }, 30_000);
   afterAll(async () => {
     await closeAll();
-    await valkey?.stop();
-  });
+    for (const server of servers.values()) await (await server).stop();
+    servers.clear();
+  }, 60_000);
+}
+
+function serverFor(name: BackendName): Promise<Server> {
+  let server = servers.get(name);
+  if (server === undefined) {
+    server = startFor(name);
+    servers.set(name, server);
+  }
+  return server;
+}
+
+async function startFor(name: BackendName): Promise<Server> {
+  if (name === 'valkey-cluster') {
+    const cluster = await startCluster({ primaries: 3, replicas: 0 });
+    return { urls: cluster.urls, stop: () => cluster.stop() };
+  }
+  if (name === 'redis7') {
+    const set = await startReplicated({ binary: 'redis-server', replicas: 1 });
+    return { urls: [set.primary.url], stop: () => set.stop() };
+  }
+  const server = await startServer({ binary: 'valkey-server' });
+  return { urls: [server.url], stop: () => server.stop() };
+}
+
+/** A queue on the server of `name`, under a queue name of its own. */
+async function openShared(name: BackendName): Promise<Queue> {
+  const { urls } = await serverFor(name);
+  return track(
+    await DelayQueue.open({
+      redis: urls.length === 1 ? urls[0] : urls,
+      queue: `conformance-${process.pid}-${queues++}`,
+      partitions: 4,
+      windowMs: 1_000,
+      horizonMs: 2_000,
+      leaseMs: 1_000,
+      durability: name === 'redis7' ? 'replicated' : 'async',
+      onError: () => {},
+    }),
+  );
 }
 
 export async function closeAll(): Promise<void> {
@@ -60,20 +108,14 @@ const all: Backend[] = [
       return track(await DelayQueue.open({ dir }));
     },
   },
-  {
-    name: 'valkey',
-    open: async () =>
-      track(
-        await DelayQueue.open({
-          redis: valkey!.url,
-          queue: `conformance-${process.pid}-${queues++}`,
-          partitions: 2,
-          leaseMs: 1_000,
-          durability: 'async',
-          onError: () => {},
-        }),
-      ),
-  },
+  { name: 'valkey', open: () => openShared('valkey') },
+  { name: 'valkey-cluster', open: () => openShared('valkey-cluster') },
+  { name: 'redis7', open: () => openShared('redis7') },
 ];
 
-export const backends: Backend[] = all.filter((backend) => backend.name !== 'valkey' || hasValkey);
+export const backends: Backend[] = all.filter(
+  (backend) =>
+    backend.name === 'memory' ||
+    backend.name === 'file' ||
+    (backend.name === 'redis7' ? hasRedis : hasValkey),
+);

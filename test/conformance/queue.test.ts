@@ -1,7 +1,7 @@
 /**
- * The `Queue` contract (src/queue/api.ts), one specification run on every backend: the
- * embedded queue on a memory store and on a data directory, and the queue on a standalone
- * Valkey. Whatever holds the messages, a call with bad arguments is refused with the same
+ * The `Queue` contract (src/queue/api.ts), one specification run on every backend
+ * (backends.ts): the embedded queue on a memory store and on a data directory, and the queue on
+ * a standalone Valkey, on a Valkey Cluster and on Redis 7 (behaviour.test.ts has the rest). Whatever holds the messages, a call with bad arguments is refused with the same
  * error code, and stats() counts the same sequence of operations the same way. A difference
  * that has a reason is in docs/cluster.md ("Differences from the embedded queue") and asserted
  * here as such.
@@ -102,6 +102,22 @@ const refused: Array<[string, Call, string]> = [
   ['rescheduleTo: null', (q) => anyQueue(q).rescheduleTo('x', null), MESSAGE],
   ['requeue: bad id', (q) => q.requeue('a b'), ID],
   ['requeue: NaN delay', (q) => q.requeue('x', { delayMs: NaN }), DELAY],
+  ['requeue: options null', (q) => anyQueue(q).requeue('x', null), OPTION],
+  ['requeue: unknown option', (q) => anyQueue(q).requeue('x', { delay: 5 }), OPTION],
+  [
+    'schedule: payload over 1 MiB',
+    (q) => q.schedule({ topic: 't', payload: 'x'.repeat(2 << 20) }),
+    'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE',
+  ],
+  ['payloadPreview: maxChars 0', (q) => q.payloadPreview('x', 0), OPTION],
+  ['dueTimeline: not an array', (q) => anyQueue(q).dueTimeline(5), OPTION],
+  ['dueTimeline: a negative edge', (q) => q.dueTimeline([-1]), OPTION],
+  ['receive: max 1001', (q) => q.receive('t', { max: 1001 }), OPTION],
+  ['receive: unknown option', (q) => anyQueue(q).receive('t', { wait: 5 }), OPTION],
+  ['consume: concurrency 0', (q) => q.consume('t', () => {}, { concurrency: 0 }), OPTION],
+  ['getSchedule: bad name', (q) => q.getSchedule('a b'), OPTION],
+  ['deleteSchedule: bad name', (q) => q.deleteSchedule('a b'), OPTION],
+  ['updateSchedule: patch null', (q) => anyQueue(q).updateSchedule('n', null), OPTION],
   ['payloadPreview: bad id', (q) => q.payloadPreview('a b'), ID],
   ['receive: bad topic', (q) => q.receive('no spaces'), TOPIC],
   ['receive: max 0', (q) => q.receive('t', { max: 0 }), OPTION],

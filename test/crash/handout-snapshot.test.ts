@@ -21,7 +21,7 @@ import { TOPIC, openQueue, segmentFiles, segmentRecords, tempDir, trackQueues } 
 const { track, close } = trackQueues();
 
 function storeOf(queue: DelayQueue): FileStore {
-  return (queue as unknown as { store: FileStore }).store;
+  return (queue as unknown as { backend: { store: FileStore } }).backend.store;
 }
 
 /** The directory as a crash would leave it, once with its snapshot and once without. */

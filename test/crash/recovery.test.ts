@@ -22,7 +22,7 @@ interface StoreInternals {
 }
 
 function internals(queue: DelayQueue): StoreInternals {
-  return (queue as unknown as { store: StoreInternals }).store;
+  return (queue as unknown as { backend: { store: StoreInternals } }).backend.store;
 }
 
 /**

@@ -39,11 +39,11 @@ const { track, close } = trackQueues();
 
 /** Makes the store write a checkpoint with a snapshot now. */
 function snapshotNow(queue: DelayQueue): Promise<void> {
-  return (queue as unknown as { store: FileStore }).store.checkpoint('always');
+  return (queue as unknown as { backend: { store: FileStore } }).backend.store.checkpoint('always');
 }
 
 function storeOf(queue: DelayQueue): FileStore {
-  return (queue as unknown as { store: FileStore }).store;
+  return (queue as unknown as { backend: { store: FileStore } }).backend.store;
 }
 
 /** A data directory with `n` messages due 100 ms apart from 100 ms on, closed (a snapshot). */

@@ -14,8 +14,10 @@ const openQueue = useQueues();
 
 function readyLists(queue: DelayQueue): Map<string, { capacity: number; length: number }> {
   return (
-    queue as unknown as { near: { ready: Map<string, { capacity: number; length: number }> } }
-  ).near.ready;
+    queue as unknown as {
+      backend: { near: { ready: Map<string, { capacity: number; length: number }> } };
+    }
+  ).backend.near.ready;
 }
 
 describe('a burst made ready at once', () => {
@@ -148,8 +150,8 @@ describe('a dense millisecond shares one due timer', () => {
     for (let i = 0; i < 1000; i++)
       expect(await queue.reschedule('r', { deliverAt: due })).toBe(true);
     const group = (
-      queue as unknown as { near: { groups: Map<number, { messages: unknown[] }> } }
-    ).near.groups.get(due);
+      queue as unknown as { backend: { near: { groups: Map<number, { messages: unknown[] }> } } }
+    ).backend.near.groups.get(due);
     expect(group).toBeDefined();
     expect(group?.messages.length).toBeLessThanOrEqual(2 * 1 + 64 + 1);
   });

@@ -193,16 +193,18 @@ async function untilAhead(queue: DelayQueue, done: (ahead: ReturnType<typeof ahe
 function aheadOf(queue: DelayQueue) {
   return (
     queue as unknown as {
-      near: {
-        ahead: {
-          noted: number;
-          decodedChars: number;
-          buckets: Map<number, unknown>;
-          work: unknown[];
+      backend: {
+        near: {
+          ahead: {
+            noted: number;
+            decodedChars: number;
+            buckets: Map<number, unknown>;
+            work: unknown[];
+          };
         };
       };
     }
-  ).near.ahead;
+  ).backend.near.ahead;
 }
 
 describe('payloads decoded ahead: bounds', () => {

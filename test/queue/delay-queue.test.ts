@@ -422,14 +422,14 @@ describe.each([
     expect(topics.a).toEqual({ scheduled: 1, ready: 1, inflight: 1, dead: 0 });
     expect(topics.b).toEqual({ scheduled: 1, ready: 0, inflight: 0, dead: 1 });
     // < 1 min | < 1 h | < 1 day | later: only not-yet-due messages count
-    expect(q.dueHistogram([60_000, 3_600_000, 86_400_000])).toEqual([0, 0, 1, 1]);
+    expect(await q.dueHistogram([60_000, 3_600_000, 86_400_000])).toEqual([0, 0, 1, 1]);
     expect(await q.ack(first.receipt)).toBe(true);
     expect(await q.reschedule('b-far', { delayMs: 30_000 })).toBe(true);
     expect(await q.requeue(doomed.id, { delayMs: 5 * 3_600_000 })).toBe(true);
     topics = ((await q.stats()) as { topics: Topics }).topics;
     expect(topics.a).toEqual({ scheduled: 1, ready: 1, inflight: 0, dead: 0 });
     expect(topics.b).toEqual({ scheduled: 2, ready: 0, inflight: 0, dead: 0 });
-    expect(q.dueHistogram([60_000, 3_600_000, 86_400_000])).toEqual([1, 0, 2, 0]);
+    expect(await q.dueHistogram([60_000, 3_600_000, 86_400_000])).toEqual([1, 0, 2, 0]);
   });
 
   it('round-trips byte payloads', async () => {

@@ -34,7 +34,7 @@ interface NearIds {
 }
 
 function nearIds(queue: DelayQueue): NearIds {
-  return (queue as unknown as { near: { ids: NearIds } }).near.ids;
+  return (queue as unknown as { backend: { near: { ids: NearIds } } }).backend.near.ids;
 }
 
 /**

@@ -155,7 +155,7 @@ async function run(makeKind: typeof memoryKind, ops: Op[]): Promise<void> {
       const t = topics.t ?? { scheduled: 0, ready: 0, inflight: 0 };
       expect(t.scheduled + t.ready + t.inflight).toBe(model.size);
       expect(t.inflight).toBe(0); // every receive acks or nacks at once
-      const histogram = queue.dueHistogram([1000, 60_000]);
+      const histogram = await queue.dueHistogram([1000, 60_000]);
       expect(histogram.reduce((a, b) => a + b, 0)).toBe(t.scheduled);
     }
   } finally {

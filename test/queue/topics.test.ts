@@ -230,7 +230,9 @@ describe('the gate under close, idle long polls and limit changes', () => {
     expect(await paused).toEqual([]);
     expect(await noTokens).toEqual([]);
     // No keep-alive left: a plain script would end here.
-    expect((queue as unknown as { waiters: { held: number } }).waiters.held).toBe(0);
+    expect(
+      (queue as unknown as { backend: { waiters: { held: number } } }).backend.waiters.held,
+    ).toBe(0);
   });
 
   it('idle long polls hold no tokens: a burst of 1 delivers 1, however many polls waited', async () => {
@@ -291,7 +293,7 @@ describe('topic settings survive a restart (file store)', () => {
   it('a damaged topics.json is refused at open, not read as "nothing paused"', async () => {
     const { kind, clock, queue } = await openQueue(fileKind);
     await queue.pause('jobs');
-    const dir = (queue as unknown as { store: { dir: string } }).store.dir;
+    const dir = (queue as unknown as { backend: { store: { dir: string } } }).backend.store.dir;
     await queue.close();
     const file = join(dir, 'topics.json');
     const text = readFileSync(file, 'utf8');

@@ -195,7 +195,7 @@ describe('the minute counts of the file store', () => {
     const edges = [MINUTE, HOUR, DAY];
     let queue = await DelayQueue.open(options);
     await queue.scheduleMany(due.map((deliverAt, i) => ({ topic: 't', payload: i, deliverAt })));
-    const before = queue.dueTimeline(edges);
+    const before = await queue.dueTimeline(edges);
     // 10 s before the day's edge is after the whole minute it is taken at (20 s before it).
     expect(before).toEqual({
       edgesMs: [MINUTE, HOUR - 20_000, DAY - 20_000],
@@ -204,7 +204,7 @@ describe('the minute counts of the file store', () => {
     await queue.close();
     queue = await DelayQueue.open(options);
     expect(queue.recovery?.snapshot).toBe('used');
-    expect(queue.dueTimeline(edges)).toEqual(before);
+    expect(await queue.dueTimeline(edges)).toEqual(before);
     await queue.close();
   });
 });

@@ -1,9 +1,9 @@
 /**
- * ClusterQueue: the delay queue's public API (the `Queue` interface, as QueueEngine serves it
- * embedded) over a ClusterNode, so that `DelayQueue.open({ redis })`, the server, the CLI and
- * the dashboard treat a queue on Valkey/Redis as they treat one on a data directory. This file
- * checks arguments exactly as the embedded queue does (same error codes and messages), keeps
- * this node's counters and delivery lateness, and hands each call to the node.
+ * ClusterBackend: the queue's backend (src/queue/backend.ts) over a ClusterNode, so that
+ * `DelayQueue.open({ redis })`, the server, the CLI and the dashboard treat a queue on
+ * Valkey/Redis as they treat one on a data directory: the facade (src/queue/checked-queue.ts)
+ * checks every argument for both. This file keeps this node's counters, delivery lateness and
+ * events, and hands each call to the node.
  *
  * What differs from the embedded queue, and why:
  *   - Time is the system clock (a `clock` option is refused): nodes and Valkey must agree on it.
@@ -12,44 +12,20 @@
  *   - The counters of stats() count what went through this node (schedules, deliveries, acks,
  *     nacks, cancels, reschedules) and what it fired as an owner; counts per topic are the
  *     whole queue's.
- *   - An open ClusterQueue holds its process open (its Valkey connections do) until close().
+ *   - An open queue on Valkey/Redis holds its process open (its connections do) until close().
  */
 
-import { checkCallback, checkOption, mayHaveWritten, TickwheelStateError } from '../errors.js';
-import type { Queue } from '../queue/api.js';
+import { mayHaveWritten } from '../errors.js';
+import type { QueueBackend, ReceiveLimits, Scheduled, TopicCounts } from '../queue/backend.js';
 import type { ScheduleInfo } from '../queue/recurring.js';
-import type { RecurringSpec } from '../queue/recurring-spec.js';
-import { checkConsumeOptions } from '../queue/worker.js';
+import type { ScheduleSpec } from '../queue/recurring-spec.js';
 import { QueueInsights, type DueTimeline } from '../queue/insights.js';
-import {
-  checkId,
-  checkTopic,
-  payloadPreview,
-  VISIBILITY_REASON,
-  type ScheduleRequest,
-} from '../queue/message.js';
-import {
-  checkNack,
-  checkReceipts,
-  checkReceiveOptions,
-  checkVisibility,
-} from '../queue/options.js';
-import type {
-  ConsumeOptions,
-  MessageHandler,
-  MessageInfo,
-  NackOptions,
-  ReceivedMessage,
-  ReceiveOptions,
-} from '../queue/types.js';
-import {
-  settingsView,
-  type TopicInfo,
-  type TopicSettings,
-  type TopicUpdate,
-} from '../queue/topics.js';
+import { VISIBILITY_REASON, type CheckedRequest } from '../queue/message.js';
+import type { QueueLimits } from '../queue/options.js';
+import type { MessageInfo, ReceivedMessage } from '../queue/types.js';
+import type { TopicSettings } from '../queue/topics.js';
 import { Pushers } from '../queue/push.js';
-import { checkPushOptions, type PushOptions } from '../queue/push-guard.js';
+import { Worker, type WorkerSource } from '../queue/worker.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { QueueEvents, type EventSource } from '../queue/events.js';
 import { ClusterNode } from './node.js';
@@ -58,24 +34,25 @@ import { settledBy, type Settled } from './consumer.js';
 import type { ExpiredDelivery } from './owner.js';
 import type { CancelledMessage } from './producer.js';
 
+/** The options of a queue on Valkey/Redis: the node's, and the ones every backend takes. */
 export interface ClusterQueueOptions extends ClusterNodeOptions {
   /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
   maxWaitMs?: number;
   /** Internal addresses this node's pushes may reach (docs/push.md); default none. */
-  push?: PushOptions;
+  push?: QueueLimits['push'];
 }
 
-const DEFAULT_MAX_WAIT_MS = 60_000;
+/** Each receive of consume() waits up to this long (woken when a message is ready). */
+const CONSUME_WAIT_MS = 1_000;
 
 /** Deliveries remembered for their ack's or nack's event (see `outstanding`). */
 const MAX_OUTSTANDING = 100_000;
 
-export class ClusterQueue implements Queue {
+export class ClusterBackend implements QueueBackend {
   /** Nothing is recovered from disk: the state is in Valkey. */
   readonly recovery = undefined;
+  readonly consumeWaitMs = CONSUME_WAIT_MS;
   private readonly insights = new QueueInsights();
-  private readonly consumers = new Set<{ close(): Promise<void> }>();
-  private closed = false;
   /** Occurrences of recurring schedules this node made (scheduled besides the producer's). */
   private occurrences = 0;
   /**
@@ -86,19 +63,28 @@ export class ClusterQueue implements Queue {
   readonly events = new QueueEvents(Date.now);
   /** Deliveries made here while someone listens, by receipt: what an ack's or nack's event says. */
   private readonly outstanding = new Map<string, EventSource>();
-
+  /** What consume()'s workers and the pushes receive from: counted as receive() counts. */
+  readonly source: WorkerSource;
   /** Topics with a push target (push.ts): this node pushes their messages too. */
   private readonly pushers: Pushers;
 
   private constructor(
     /** The node under this queue: partitions, members, leases. */
     readonly node: ClusterNode,
-    private readonly maxWaitMs: number,
-    private readonly visibilityMs: number,
-    push: PushOptions,
+    push: QueueLimits['push'],
   ) {
+    const source = node.workerSource();
+    this.source = {
+      ...source,
+      receive: async (topic, options, signal) => {
+        const messages = await source.receive(topic, options, signal);
+        this.delivered(messages);
+        return messages;
+      },
+    };
     this.pushers = new Pushers(
-      (topic, handler, settings) => this.consume(topic, handler, settings),
+      (topic, handler, settings) =>
+        new Worker(this.source, topic, handler, { ...settings, waitMs: CONSUME_WAIT_MS }),
       push,
     );
     this.pushers.follow(node.topics);
@@ -106,17 +92,15 @@ export class ClusterQueue implements Queue {
     this.pushers.start();
   }
 
-  static async open(options: ClusterQueueOptions): Promise<ClusterQueue> {
-    const maxWaitMs = checkOption(
-      options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS,
-      'maxWaitMs',
-      0,
-      3_600_000,
-    );
-    const visibilityMs = checkVisibility(options.visibilityMs ?? 30_000);
-    const push = checkPushOptions(options.push);
-    const node = await ClusterNode.open({ ...options, visibilityMs });
-    const queue = new ClusterQueue(node, maxWaitMs, visibilityMs, push);
+  /** Opens this process's node; `limits` checked by the queue (checkQueueOptions). */
+  static async open(options: ClusterNodeOptions, limits: QueueLimits): Promise<ClusterBackend> {
+    const node = await ClusterNode.open({
+      ...options,
+      horizonMs: limits.horizonMs,
+      visibilityMs: limits.visibilityMs,
+      maxPayloadBytes: limits.maxPayloadBytes,
+    });
+    const queue = new ClusterBackend(node, limits.push);
     node.onScheduled = (request) => {
       queue.occurrences++;
       if (queue.events.active) {
@@ -140,85 +124,78 @@ export class ClusterQueue implements Queue {
     return queue;
   }
 
-  // ---- producer ---------------------------------------------------------------------------
-
-  async schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }> {
-    this.checkOpen();
-    const result = await this.node.schedule(request);
-    this.events.record('scheduled', { ...result, topic: request.topic, attempts: 0 });
-    return result;
+  now(): number {
+    return Date.now();
   }
 
-  async scheduleMany(
-    requests: readonly ScheduleRequest[],
-  ): Promise<Array<{ id: string; deliverAt: number }>> {
-    this.checkOpen();
+  // ---- producer ---------------------------------------------------------------------------
+
+  async schedule(request: CheckedRequest): Promise<Scheduled> {
+    return this.made(request, await this.node.schedule(request));
+  }
+
+  async scheduleMany(requests: readonly CheckedRequest[]): Promise<Scheduled[]> {
     const results = await this.node.scheduleMany(requests);
-    if (this.events.active) {
-      for (let i = 0; i < results.length; i++) {
-        this.events.record('scheduled', { ...results[i], topic: requests[i].topic, attempts: 0 });
-      }
-    }
+    for (let i = 0; i < results.length; i++) results[i] = this.made(requests[i], results[i]);
     return results;
   }
 
+  /** A schedule's answer to the caller; its event unless its id was pending (deduplicated). */
+  private made(request: CheckedRequest, result: Scheduled & { deduplicated?: true }): Scheduled {
+    if (result.deduplicated) return { id: result.id, deliverAt: result.deliverAt };
+    if (this.events.active) {
+      this.events.record('scheduled', { ...result, topic: request.topic, attempts: 0 });
+    }
+    return result;
+  }
+
   async cancel(id: string): Promise<boolean> {
-    this.checkOpen();
     const cancelled = await this.node.cancelGiving(id).catch(failed(id));
     if (cancelled !== undefined) this.cancelled(cancelled);
     return cancelled !== undefined;
   }
 
-  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
-    return (await this.rescheduleTo(id, when)) !== undefined;
-  }
-
-  async rescheduleTo(
-    id: string,
-    when: { delayMs?: number; deliverAt?: number },
-  ): Promise<number | undefined> {
-    this.checkOpen();
-    const due = await this.node.rescheduleTo(id, when).catch(failed(id));
+  async moveTo(id: string, deliverAt: number): Promise<number | undefined> {
+    const due = await this.node.rescheduleTo(id, deliverAt).catch(failed(id));
     if (due !== undefined) this.insights.counters.rescheduled++;
     return due;
   }
 
-  async requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
-    this.checkOpen();
-    return this.node.requeue(id, options).catch(failed(id));
+  requeue(id: string, deliverAt: number): Promise<boolean> {
+    return this.node.requeue(id, deliverAt).catch(failed(id));
   }
 
-  async get(id: string): Promise<MessageInfo | undefined> {
-    this.checkOpen();
-    return this.node.inspector.info(checkId(id));
+  get(id: string): Promise<MessageInfo | undefined> {
+    return this.node.inspector.info(id);
+  }
+
+  async payload(id: string): Promise<{ value: unknown } | undefined> {
+    const found = await this.node.inspector.payload(id);
+    return found === undefined ? undefined : { value: found.value };
   }
 
   // ---- consumer ---------------------------------------------------------------------------
 
-  async receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage[]> {
-    this.checkOpen();
-    checkTopic(topic);
-    const messages = await this.node.receive(
-      topic,
-      checkReceiveOptions(options, { maxWaitMs: this.maxWaitMs, visibilityMs: this.visibilityMs }),
-    );
+  async receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]> {
+    const messages = await this.node.receive(topic, limits);
     this.delivered(messages);
     return messages;
   }
 
   async ack(receipt: string): Promise<boolean> {
-    this.checkOpen();
     const done = await this.node.ack(receipt);
     if (done) this.insights.counters.acked++;
     this.settledDelivery(receipt, done ? 'acked' : undefined);
     return done;
   }
 
-  async nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
-    this.checkOpen();
-    const reason = checkNack(options);
+  async nack(
+    receipt: string,
+    reason: string | undefined,
+    delayMs: number | undefined,
+  ): Promise<boolean> {
     const outcome = await this.node.nackOutcome(receipt, {
-      ...(options.delayMs === undefined ? {} : { delayMs: options.delayMs }),
+      ...(delayMs === undefined ? {} : { delayMs }),
       ...(reason === undefined ? {} : { reason }),
     });
     if (outcome !== undefined) this.insights.counters.nacked++;
@@ -226,131 +203,61 @@ export class ClusterQueue implements Queue {
     return outcome !== undefined;
   }
 
-  async ackMany(receipts: readonly string[]): Promise<boolean[]> {
-    this.checkOpen();
-    checkReceipts(receipts, 'ackMany');
-    return Promise.all(receipts.map((receipt) => this.ack(receipt)));
-  }
-
-  async nackMany(receipts: readonly string[], options: NackOptions = {}): Promise<boolean[]> {
-    this.checkOpen();
-    checkReceipts(receipts, 'nackMany');
-    checkNack(options, 'nackMany');
-    return Promise.all(receipts.map((receipt) => this.nack(receipt, options)));
-  }
-
-  consume(
-    topic: string,
-    handler: MessageHandler,
-    options: ConsumeOptions = {},
-  ): { close(): Promise<void> } {
-    this.checkOpen();
-    checkTopic(topic);
-    checkCallback(handler, 'handler');
-    // As the embedded queue checks them: its wait is the node's own, not an option.
-    checkConsumeOptions(options, 1_000);
-    const counted: MessageHandler = (message) => {
-      this.delivered([message]);
-      return handler(message);
-    };
-    const worker = this.node.consume(topic, counted, options);
-    let closing: Promise<void> | undefined;
-    const consumer = {
-      close: () => {
-        if (closing === undefined) {
-          this.consumers.delete(consumer);
-          closing = worker.close();
-        }
-        return closing;
-      },
-    };
-    this.consumers.add(consumer);
-    return consumer;
-  }
-
-  async deadLetters(topic: string, limit = 100): Promise<MessageInfo[]> {
-    this.checkOpen();
-    checkTopic(topic);
-    checkOption(limit, 'limit', 1, 10_000, true);
+  deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
     return this.node.inspector.deadLetters(topic, limit);
   }
 
   // ---- topics -----------------------------------------------------------------------------
 
-  pause(topic: string): Promise<TopicInfo> {
-    return this.configureTopic(topic, { paused: true });
+  updateTopic(topic: string, update: Partial<TopicSettings>): Promise<TopicSettings> {
+    return this.node.topics.update(topic, update);
   }
 
-  resume(topic: string): Promise<TopicInfo> {
-    return this.configureTopic(topic, { paused: false });
+  topicSettings(topic: string): TopicSettings {
+    return this.node.topics.get(topic);
   }
 
-  async configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo> {
-    this.checkOpen();
-    const settings = await this.node.topics.update(topic, update);
-    return this.topicOf(topic, settings, (await this.node.inspector.counts()).topics);
+  topicsWithSettings(): Iterable<string> {
+    return this.node.topics.all().keys();
   }
 
-  async topicInfo(topic: string): Promise<TopicInfo> {
-    this.checkOpen();
-    checkTopic(topic);
-    const counts = (await this.node.inspector.counts()).topics;
-    return this.topicOf(topic, this.node.topics.get(topic), counts);
-  }
-
-  async topicList(): Promise<TopicInfo[]> {
-    this.checkOpen();
-    const counts = (await this.node.inspector.counts()).topics;
-    const names = new Set([...Object.keys(counts), ...this.node.topics.all().keys()]);
-    return [...names]
-      .sort()
-      .map((topic) => this.topicOf(topic, this.node.topics.get(topic), counts));
-  }
-
-  private topicOf(
-    topic: string,
-    settings: TopicSettings,
-    counts: Record<string, { scheduled: number; ready: number; inflight: number; dead: number }>,
-  ): TopicInfo {
-    const of = counts[topic];
-    const pending = of === undefined ? 0 : of.scheduled + of.ready + of.inflight;
-    return { topic, ...settingsView(settings), pending, dead: of?.dead ?? 0 };
+  async topicCounts(): Promise<Map<string, TopicCounts>> {
+    const { topics } = await this.node.inspector.counts();
+    const counts = new Map<string, TopicCounts>();
+    for (const [topic, of] of Object.entries(topics)) {
+      counts.set(topic, { pending: of.scheduled + of.ready + of.inflight, dead: of.dead });
+    }
+    return counts;
   }
 
   // ---- recurring schedules (schedules.ts) --------------------------------------------------
 
-  async putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
-    this.checkOpen();
+  putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
     return this.node.schedules.put(name, spec).catch(failed(name));
   }
 
-  async updateSchedule(
+  updateSchedule(
     name: string,
-    patch: Partial<RecurringSpec>,
+    change: (spec: ScheduleSpec) => ScheduleSpec,
   ): Promise<ScheduleInfo | undefined> {
-    this.checkOpen();
-    return this.node.schedules.update(name, patch).catch(failed(name));
+    return this.node.schedules.update(name, change).catch(failed(name));
   }
 
-  async getSchedule(name: string): Promise<ScheduleInfo | undefined> {
-    this.checkOpen();
+  getSchedule(name: string): Promise<ScheduleInfo | undefined> {
     return this.node.schedules.get(name);
   }
 
-  async listSchedules(): Promise<ScheduleInfo[]> {
-    this.checkOpen();
+  listSchedules(): Promise<ScheduleInfo[]> {
     return this.node.schedules.list();
   }
 
-  async deleteSchedule(name: string): Promise<boolean> {
-    this.checkOpen();
+  deleteSchedule(name: string): Promise<boolean> {
     return this.node.schedules.delete(name).catch(failed(name));
   }
 
   // ---- insights ---------------------------------------------------------------------------
 
   async stats(): Promise<Record<string, unknown>> {
-    this.checkOpen();
     const [{ totals, topics }, owners] = await Promise.all([
       this.node.inspector.counts(),
       this.node.inspector.owners(),
@@ -386,24 +293,10 @@ export class ClusterQueue implements Queue {
     };
   }
 
-  dueHistogram(edgesMs: readonly number[]): Promise<number[]> {
-    this.checkOpen();
-    return this.node.inspector.dueHistogram(edgesMs, this.node.windowMs);
-  }
-
-  /** dueHistogram with the edges as asked (see ClusterInspector.dueHistogram for its grain). */
+  /** Counts by the edges as asked (see ClusterInspector.dueHistogram for their grain). */
   async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
-    return { edgesMs: [...edgesMs], counts: await this.dueHistogram(edgesMs) };
-  }
-
-  async payloadPreview(
-    id: string,
-    maxChars = 200,
-  ): Promise<{ preview: string; truncated: boolean } | undefined> {
-    this.checkOpen();
-    const found = await this.node.inspector.payload(checkId(id));
-    if (found === undefined) return undefined;
-    return payloadPreview(found.value, maxChars);
+    const counts = await this.node.inspector.dueHistogram(edgesMs, this.node.windowMs);
+    return { edgesMs: [...edgesMs], counts };
   }
 
   wheelSnapshot(maxRows?: number): WheelSnapshot {
@@ -411,8 +304,7 @@ export class ClusterQueue implements Queue {
   }
 
   /** Undefined while Valkey/Redis answers a PING within a second; else what went wrong. */
-  async problem(): Promise<string | undefined> {
-    if (this.closed) return 'the queue is closed';
+  problem(): Promise<string | undefined> {
     return this.node.ping(1_000);
   }
 
@@ -421,12 +313,9 @@ export class ClusterQueue implements Queue {
   /** Nothing runs in the background that a caller could wait for: resolves at once. */
   async settled(): Promise<void> {}
 
-  /** Stops this node's consumers, hands its partitions to the other nodes, disconnects. */
+  /** Stops the pushes, hands this node's partitions to the other nodes, disconnects. */
   async close(): Promise<void> {
-    if (this.closed) return;
     await this.pushers.close();
-    this.closed = true;
-    await Promise.all([...this.consumers].map((consumer) => consumer.close()));
     await this.node.close();
   }
 
@@ -493,12 +382,6 @@ export class ClusterQueue implements Queue {
     this.insights.counters.expired++;
     if (settled === 'dead') this.insights.counters.dead++;
     this.events.record(settled, message, VISIBILITY_REASON);
-  }
-
-  private checkOpen(): void {
-    if (this.closed) {
-      throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed');
-    }
   }
 }
 

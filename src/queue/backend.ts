@@ -1,0 +1,120 @@
+/**
+ * The backend contract: what holds a queue's messages behind the checked facade (queue.ts,
+ * `DelayQueue`). The embedded engine (engine.ts, over a Store) and the Valkey/Redis node
+ * (src/cluster/backend.ts) implement it; docs/architecture.md says how to write another.
+ *
+ * The facade has checked every argument before a call arrives here (names, ids, times,
+ * payload sizes, options: one set of rules for every backend) and calls nothing once closed.
+ * A backend checks no argument of its own; it keeps these promises:
+ *
+ *   - Never early: a message is handed out no sooner than its `deliverAt` by the backend's
+ *     clock (`now()`); messages due at the same instant go out in scheduling order where one
+ *     process schedules them.
+ *   - At least once: a message leaves only by ack, cancel, or burial as a dead letter after its
+ *     last attempt; a delivery not acknowledged within its visibility timeout is due again.
+ *   - Durable when resolved: a schedule, cancel, move, ack or nack resolves once it survives
+ *     what the backend promises to survive (a crash of the process; of a primary where it
+ *     replicates). A write that may have happened before it failed rejects with a
+ *     TickwheelOutcomeError (errors.ts, mayHaveWritten), never as if nothing happened.
+ *   - Fenced where shared: where several processes serve one queue, only the owner of a
+ *     message's part hands it out, and an owner that lost its lease changes nothing.
+ *
+ * Types only: importing this module runs no code.
+ */
+
+import type { WheelSnapshot } from '../wheel/index.js';
+import type { QueueEvents } from './events.js';
+import type { DueTimeline } from './insights.js';
+import type { CheckedRequest } from './message.js';
+import type { ScheduleInfo } from './recurring.js';
+import type { ScheduleSpec } from './recurring-spec.js';
+import type { RecoveryReport } from './store.js';
+import type { TopicSettings } from './topics.js';
+import type { MessageInfo, ReceivedMessage } from './types.js';
+import type { WorkerSource } from './worker.js';
+
+export interface Scheduled {
+  id: string;
+  deliverAt: number;
+}
+
+/** Counts of a topic's messages: pending (scheduled, ready or in flight) and dead. */
+export interface TopicCounts {
+  pending: number;
+  dead: number;
+}
+
+/** receive() options, checked, with the queue's defaults filled in. */
+export interface ReceiveLimits {
+  max: number;
+  waitMs: number;
+  visibilityMs: number;
+  maxBytes: number;
+}
+
+export interface QueueBackend {
+  /** The backend's time, Unix epoch milliseconds: due times are computed from it. */
+  now(): number;
+  /** Each receive of consume() waits up to this long (a backend wakes it early when it can). */
+  readonly consumeWaitMs: number;
+  /** Message events of what this backend does (events.ts). */
+  readonly events: QueueEvents;
+  /** What opening found on disk; undefined where nothing is recovered. */
+  readonly recovery: RecoveryReport | undefined;
+
+  /** Adds a message. `message.id === ''`: the backend makes one; otherwise dedup by id. */
+  schedule(message: CheckedRequest): Promise<Scheduled>;
+  /** schedule() for many, in order; any subset may be written when it rejects. */
+  scheduleMany(messages: readonly CheckedRequest[]): Promise<Scheduled[]>;
+  /** Finishes a live message as cancelled; false when it was not live. */
+  cancel(id: string): Promise<boolean>;
+  /** Moves a scheduled or ready message; the due time stored, or undefined (in flight, gone). */
+  moveTo(id: string, deliverAt: number): Promise<number | undefined>;
+  /** A dead message due again at `deliverAt` with its attempts reset; false if not dead. */
+  requeue(id: string, deliverAt: number): Promise<boolean>;
+  get(id: string): Promise<MessageInfo | undefined>;
+  /** A live or dead message's payload, decoded; undefined when it is neither. */
+  payload(id: string): Promise<{ value: unknown } | undefined>;
+
+  receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]>;
+  ack(receipt: string): Promise<boolean>;
+  /** `reason` is clipped already; `delayMs` undefined: the message's backoff. */
+  nack(receipt: string, reason: string | undefined, delayMs: number | undefined): Promise<boolean>;
+  /** What consume()'s workers receive from and settle to. */
+  readonly source: WorkerSource;
+  /** A consumer started: returns what to call when it stops (the embedded queue holds the process). */
+  holdConsumer?(): () => void;
+  /** Dead messages of a topic, oldest first. */
+  deadLetters(topic: string, limit: number): Promise<MessageInfo[]>;
+
+  /** Stores and applies a checked change of a topic's settings; resolves once durable. */
+  updateTopic(topic: string, update: Partial<TopicSettings>): Promise<TopicSettings>;
+  topicSettings(topic: string): TopicSettings;
+  /** Topics whose settings are not the defaults. */
+  topicsWithSettings(): Iterable<string>;
+  /** Counts per topic with messages (live or dead). */
+  topicCounts(): Promise<Map<string, TopicCounts>>;
+
+  /** Recurring schedules: a checked spec, stored durably; see recurring.ts. */
+  putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo>;
+  /**
+   * Changes a stored schedule: `change` takes its spec and gives the new one, checked (or
+   * throws); run in the schedule's turn, so that two updates at once both land.
+   */
+  updateSchedule(
+    name: string,
+    change: (spec: ScheduleSpec) => ScheduleSpec,
+  ): Promise<ScheduleInfo | undefined>;
+  getSchedule(name: string): Promise<ScheduleInfo | undefined>;
+  listSchedules(): Promise<ScheduleInfo[]>;
+  deleteSchedule(name: string): Promise<boolean>;
+
+  stats(): Promise<Record<string, unknown>>;
+  dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline>;
+  wheelSnapshot(maxRows?: number): WheelSnapshot;
+  /** Why the backend cannot fully serve now, if it cannot. */
+  problem(): Promise<string | undefined>;
+  settled(): Promise<void>;
+  /** Stops everything and releases what it holds; called once, after the facade's consumers stopped. */
+  close(): Promise<void>;
+}

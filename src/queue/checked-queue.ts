@@ -1,0 +1,428 @@
+/**
+ * CheckedQueue: the `Queue` (api.ts) over any backend (backend.ts). Every argument is checked
+ * here, once, with the same rules and error codes whatever holds the messages; the closed
+ * state, consume()'s workers and the views built from a backend's parts (topic info, payload
+ * previews) are here too. `DelayQueue` (src/delay-queue.ts) is this class with `open()`.
+ */
+
+import {
+  checkCallback,
+  checkKnownOptions,
+  checkOption,
+  checkOptionsObject,
+  describe,
+  TickwheelStateError,
+  TickwheelTypeError,
+} from '../errors.js';
+import type { WheelSnapshot } from '../wheel/index.js';
+import type { Queue } from './api.js';
+import type { QueueBackend, Scheduled, TopicCounts } from './backend.js';
+import type { QueueEvents } from './events.js';
+import type { DueTimeline } from './insights.js';
+import {
+  checkId,
+  checkRequest,
+  checkTopic,
+  dueTime,
+  payloadPreview,
+  rescheduleTime,
+  type CheckedRequest,
+  type ScheduleRequest,
+} from './message.js';
+import { checkNack, checkReceipts, checkReceiveOptions, type QueueLimits } from './options.js';
+import { checkedSpec, mergedSpec, type ScheduleInfo } from './recurring-records.js';
+import {
+  checkScheduleName,
+  checkSpec,
+  type RecurringSpec,
+  type ScheduleSpec,
+} from './recurring-spec.js';
+import type { RecoveryReport } from './store.js';
+import {
+  checkTopicUpdate,
+  settingsView,
+  type TopicInfo,
+  type TopicSettings,
+  type TopicUpdate,
+} from './topics.js';
+import type {
+  ConsumeOptions,
+  MessageHandler,
+  MessageInfo,
+  NackOptions,
+  ReceivedMessage,
+  ReceiveOptions,
+} from './types.js';
+import { checkConsumeOptions, Worker } from './worker.js';
+
+/** Longest `edgesMs` list of dueTimeline(). */
+const MAX_EDGES = 1_000;
+
+export class CheckedQueue implements Queue {
+  private readonly consumers = new Set<{ close(): Promise<void> }>();
+  private closed = false;
+  private closing: Promise<void> | undefined;
+
+  protected constructor(
+    /** What holds the messages: the embedded engine, or a node of a queue on Valkey/Redis. */
+    protected readonly backend: QueueBackend,
+    private readonly limits: QueueLimits,
+  ) {}
+
+  /** Message events as they happen (events.ts): an EventEmitter, and watch() for an iterator. */
+  get events(): QueueEvents {
+    return this.backend.events;
+  }
+
+  /** What opening found on disk; undefined where nothing is recovered (Valkey/Redis). */
+  get recovery(): RecoveryReport | undefined {
+    return this.backend.recovery;
+  }
+
+  // ---- producer ---------------------------------------------------------------------------
+
+  /** Schedules a message. Resolves once it is durable. */
+  schedule(request: ScheduleRequest): Promise<Scheduled> {
+    try {
+      this.checkOpen();
+      return this.backend.schedule(this.checked(request, this.backend.now(), ''));
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  }
+
+  /**
+   * Schedules many messages at once, like `schedule` for each but cheaper. Every request is
+   * checked before any is written, so a bad one (the error names its index) schedules nothing.
+   * If the backend fails part way, the promise rejects and any subset may have been scheduled:
+   * give ids, and retry, to make that harmless.
+   */
+  scheduleMany(requests: readonly ScheduleRequest[]): Promise<Scheduled[]> {
+    try {
+      this.checkOpen();
+      if (!Array.isArray(requests)) {
+        throw new TickwheelTypeError(
+          'ERR_TICKWHEEL_INVALID_MESSAGE',
+          `scheduleMany takes an array of messages, got ${describe(requests)}`,
+        );
+      }
+      const now = this.backend.now();
+      const checked = new Array<CheckedRequest>(requests.length);
+      for (let i = 0; i < requests.length; i++) {
+        checked[i] = this.checked(requests[i], now, `messages[${i}]: `);
+      }
+      return checked.length === 0 ? Promise.resolve([]) : this.backend.scheduleMany(checked);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  }
+
+  /** Cancels a message that has not been acknowledged. True if it was live. */
+  async cancel(id: string): Promise<boolean> {
+    this.checkOpen();
+    return this.backend.cancel(checkId(id));
+  }
+
+  /** Moves a message that is scheduled or ready to a new due time. False if in flight or gone. */
+  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
+    return (await this.rescheduleTo(id, when)) !== undefined;
+  }
+
+  /**
+   * Like reschedule(), but resolves with the due time stored (delays round up to the next ms,
+   * times down), or undefined where reschedule() gives false.
+   */
+  async rescheduleTo(
+    id: string,
+    when: { delayMs?: number; deliverAt?: number },
+  ): Promise<number | undefined> {
+    this.checkOpen();
+    checkId(id);
+    return this.backend.moveTo(id, rescheduleTime(when, this.backend.now()));
+  }
+
+  /** Puts a dead message back: due `delayMs` from now (default 0) with its attempts reset. */
+  async requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
+    this.checkOpen();
+    checkId(id);
+    checkOptionsObject(options, 'requeue options', '{ delayMs: 1000 }');
+    checkKnownOptions(options, ['delayMs'], 'requeue()');
+    const deliverAt = dueTime({ delayMs: options.delayMs ?? 0 }, this.backend.now());
+    return this.backend.requeue(id, deliverAt);
+  }
+
+  /** Current state of a message, or undefined if unknown (or finished long ago). */
+  async get(id: string): Promise<MessageInfo | undefined> {
+    this.checkOpen();
+    return this.backend.get(checkId(id));
+  }
+
+  // ---- consumer ---------------------------------------------------------------------------
+
+  /** Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first. */
+  async receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage[]> {
+    this.checkOpen();
+    checkTopic(topic);
+    return this.backend.receive(topic, checkReceiveOptions(options, this.limits));
+  }
+
+  /** Acknowledges a delivery: the message is done. False for an unknown or stale receipt. */
+  async ack(receipt: string): Promise<boolean> {
+    this.checkOpen();
+    return this.backend.ack(receipt);
+  }
+
+  /**
+   * Gives a delivery back: redelivered after `delayMs` (default: the message's backoff), or
+   * dead if it has used up its attempts. `reason` is kept as the message's `lastError`.
+   */
+  async nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
+    this.checkOpen();
+    return this.backend.nack(receipt, checkNack(options), options.delayMs);
+  }
+
+  /**
+   * ack() for several deliveries: results[i] is what ack(receipts[i]) would give. Every receipt
+   * is checked before any is acknowledged; if the backend fails, it rejects, and any subset may
+   * have been acknowledged.
+   */
+  async ackMany(receipts: readonly string[]): Promise<boolean[]> {
+    this.checkOpen();
+    checkReceipts(receipts, 'ackMany');
+    return Promise.all(receipts.map((receipt) => this.backend.ack(receipt)));
+  }
+
+  /** nack() for several deliveries, with the same options for all; results as ackMany. */
+  async nackMany(receipts: readonly string[], options: NackOptions = {}): Promise<boolean[]> {
+    this.checkOpen();
+    checkReceipts(receipts, 'nackMany');
+    const reason = checkNack(options, 'nackMany');
+    return Promise.all(
+      receipts.map((receipt) => this.backend.nack(receipt, reason, options.delayMs)),
+    );
+  }
+
+  /**
+   * Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws
+   * (the error's message becomes the delivery's `lastError`). The loop never stops on its own:
+   * a failed receive, ack or nack goes to `onError` and the loop carries on; only close() (of
+   * the consumer or the queue) ends it. The rules are the Worker's (worker.ts), the same as the
+   * client's consume().
+   */
+  consume(
+    topic: string,
+    handler: MessageHandler,
+    options: ConsumeOptions = {},
+  ): { close(): Promise<void> } {
+    this.checkOpen();
+    checkTopic(topic);
+    checkCallback(handler, 'handler');
+    const settings = checkConsumeOptions(options, this.backend.consumeWaitMs);
+    const worker = new Worker(this.backend.source, topic, handler, settings);
+    const release = this.backend.holdConsumer?.();
+    let closing: Promise<void> | undefined;
+    const consumer = {
+      close: () => {
+        if (closing === undefined) {
+          release?.();
+          this.consumers.delete(consumer);
+          closing = worker.close();
+        }
+        return closing;
+      },
+    };
+    this.consumers.add(consumer);
+    return consumer;
+  }
+
+  /** Dead messages of a topic (those that used up their attempts), oldest first. */
+  async deadLetters(topic: string, limit = 100): Promise<MessageInfo[]> {
+    this.checkOpen();
+    checkTopic(topic);
+    checkOption(limit, 'limit', 1, 10_000, true);
+    return this.backend.deadLetters(topic, limit);
+  }
+
+  // ---- topics -----------------------------------------------------------------------------
+
+  /** Stops deliveries of a topic (durable): see topics.ts. Schedules are still accepted. */
+  pause(topic: string): Promise<TopicInfo> {
+    return this.configureTopic(topic, { paused: true });
+  }
+
+  /** Delivers a paused topic's messages again. */
+  resume(topic: string): Promise<TopicInfo> {
+    return this.configureTopic(topic, { paused: false });
+  }
+
+  /** Changes a topic's settings (paused, rateLimit, push); resolves once durable. */
+  async configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo> {
+    this.checkOpen();
+    checkTopic(topic);
+    const settings = await this.backend.updateTopic(topic, checkTopicUpdate(update));
+    return topicOf(topic, settings, await this.backend.topicCounts());
+  }
+
+  /** A topic's settings and counts (any topic name: one never used has zero of each). */
+  async topicInfo(topic: string): Promise<TopicInfo> {
+    this.checkOpen();
+    checkTopic(topic);
+    const counts = await this.backend.topicCounts();
+    return topicOf(topic, this.backend.topicSettings(topic), counts);
+  }
+
+  /** Every topic with messages (live or dead) or settings other than the defaults, by name. */
+  async topicList(): Promise<TopicInfo[]> {
+    this.checkOpen();
+    const counts = await this.backend.topicCounts();
+    const names = new Set([...counts.keys(), ...this.backend.topicsWithSettings()]);
+    return [...names]
+      .sort()
+      .map((topic) => topicOf(topic, this.backend.topicSettings(topic), counts));
+  }
+
+  // ---- recurring schedules (recurring.ts) ----------------------------------------------------
+
+  /** Creates or replaces a recurring schedule; resolves once it is durable. */
+  async putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
+    this.checkOpen();
+    checkScheduleName(name);
+    return this.backend.putSchedule(name, this.checkedSpec(spec));
+  }
+
+  /** Changes some fields of a schedule (the others stay); undefined if there is none. */
+  async updateSchedule(
+    name: string,
+    patch: Partial<RecurringSpec>,
+  ): Promise<ScheduleInfo | undefined> {
+    this.checkOpen();
+    checkScheduleName(name);
+    if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) {
+      checkSpec(patch); // words the error
+    }
+    return this.backend.updateSchedule(name, (spec) => this.checkedSpec(mergedSpec(spec, patch)));
+  }
+
+  async getSchedule(name: string): Promise<ScheduleInfo | undefined> {
+    this.checkOpen();
+    return this.backend.getSchedule(checkScheduleName(name));
+  }
+
+  async listSchedules(): Promise<ScheduleInfo[]> {
+    this.checkOpen();
+    return this.backend.listSchedules();
+  }
+
+  /** Deletes a schedule (and its occurrence created ahead); false if there is none. */
+  async deleteSchedule(name: string): Promise<boolean> {
+    this.checkOpen();
+    return this.backend.deleteSchedule(checkScheduleName(name));
+  }
+
+  // ---- insights ---------------------------------------------------------------------------
+
+  /** Counters and counts (docs/metrics.md lists them). */
+  async stats(): Promise<Record<string, unknown>> {
+    this.checkOpen();
+    return this.backend.stats();
+  }
+
+  /** What keeps the queue from working fully now; GET /healthz says it. */
+  async problem(): Promise<string | undefined> {
+    return this.closed ? 'the queue is closed' : this.backend.problem();
+  }
+
+  /** Scheduled messages by time until due, and the edges they are exact for (insights.ts). */
+  async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
+    this.checkOpen();
+    return this.backend.dueTimeline(checkEdges(edgesMs));
+  }
+
+  /** dueTimeline(edgesMs).counts. */
+  async dueHistogram(edgesMs: readonly number[]): Promise<number[]> {
+    return (await this.dueTimeline(edgesMs)).counts;
+  }
+
+  /**
+   * The start of a live or dead message's payload, for people looking at it: JSON text (or
+   * base64 for bytes) cut to `maxChars`. Undefined when the message is not live or dead.
+   */
+  async payloadPreview(
+    id: string,
+    maxChars = 200,
+  ): Promise<{ preview: string; truncated: boolean } | undefined> {
+    this.checkOpen();
+    checkId(id);
+    checkOption(maxChars, 'maxChars', 1, 1_000_000, true);
+    const found = await this.backend.payload(id);
+    return found === undefined ? undefined : payloadPreview(found.value, maxChars);
+  }
+
+  /** The in-memory timer wheel of this process (due and visibility timers), level by level. */
+  wheelSnapshot(maxRows?: number): WheelSnapshot {
+    return this.backend.wheelSnapshot(maxRows);
+  }
+
+  // ---- life cycle -------------------------------------------------------------------------
+
+  /** Resolves once background work started so far (loading, settings, schedules) has finished. */
+  settled(): Promise<void> {
+    return this.backend.settled();
+  }
+
+  /** Stops the consumers (their handlers finish), then the backend. Later calls are refused. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await Promise.all([...this.consumers].map((consumer) => consumer.close()));
+      this.closed = true;
+      await this.backend.close();
+    })();
+    return this.closing;
+  }
+
+  private checkOpen(): void {
+    if (this.closed) {
+      throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed');
+    }
+  }
+
+  /** A schedule request checked; ids starting with '@' are the queue's own (one rule for all). */
+  private checked(request: ScheduleRequest, now: number, where: string): CheckedRequest {
+    const checked = checkRequest(request, now, this.limits.maxPayloadBytes, where, false);
+    if (checked.id.charCodeAt(0) === 64 /* @ */) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_ID',
+        `${where}ids starting with '@' are made by the queue for messages scheduled without an id; got ${describe(checked.id)}`,
+      );
+    }
+    return checked;
+  }
+
+  /** A recurring schedule's spec checked, its occurrences' messages as schedule() checks them. */
+  private checkedSpec(spec: unknown): ScheduleSpec {
+    return checkedSpec(spec, (request) => {
+      checkRequest(request, this.backend.now(), this.limits.maxPayloadBytes, '', false);
+    });
+  }
+}
+
+function topicOf(
+  topic: string,
+  settings: TopicSettings,
+  counts: ReadonlyMap<string, TopicCounts>,
+): TopicInfo {
+  const of = counts.get(topic);
+  return { topic, ...settingsView(settings), pending: of?.pending ?? 0, dead: of?.dead ?? 0 };
+}
+
+/** dueTimeline()'s edges: an array of up to MAX_EDGES finite numbers of milliseconds. */
+function checkEdges(edgesMs: readonly number[]): readonly number[] {
+  if (!Array.isArray(edgesMs) || edgesMs.length > MAX_EDGES) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `edgesMs must be an array of at most ${MAX_EDGES} numbers of milliseconds, got ${describe(edgesMs)}`,
+    );
+  }
+  for (const edge of edgesMs) checkOption(edge, 'edgesMs[]', 0, Number.MAX_SAFE_INTEGER);
+  return edgesMs;
+}
