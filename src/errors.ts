@@ -19,9 +19,7 @@
  * Every layer imports this module, the root export included: no I/O, no dependencies.
  */
 
-import { closest } from './spelling.js';
-
-/** Timers, clocks and wheels (docs/timers.md); also argument checks in every layer. */
+/** Timers, clocks and wheels (docs/timers.md); also every layer's argument checks (validate.ts). */
 export type TimerErrorCode =
   | 'ERR_TICKWHEEL_INVALID_DELAY'
   | 'ERR_TICKWHEEL_INVALID_CALLBACK'
@@ -352,104 +350,6 @@ export function outcomeAdvice(subject: {
 }
 
 /**
- * Validates a delay in milliseconds and returns it normalised: negative delays become 0, like
- * Node's `setTimeout`. Anything that is not a finite number is refused; large delays are kept
- * as they are (Node's own timers turn anything above 2^31-1 ms into 1 ms).
- */
-export function checkDelay(delayMs: unknown, what = 'delayMs'): number {
-  // The common case in a few bytecodes, so that it inlines into every schedule path:
-  // x - x is 0 only for a finite number.
-  if (typeof delayMs === 'number' && delayMs - delayMs === 0) return delayMs > 0 ? delayMs : 0;
-  return badDelay(delayMs, what);
-}
-
-function badDelay(delayMs: unknown, what: string): never {
-  if (typeof delayMs !== 'number') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_DELAY',
-      `${what} must be a number of milliseconds, got ${describe(delayMs)}`,
-    );
-  }
-  throw new TickwheelRangeError(
-    'ERR_TICKWHEEL_INVALID_DELAY',
-    `${what} must be a finite number of milliseconds, got ${delayMs}`,
-  );
-}
-
-/** Validates an interval period: a finite number above 0. */
-export function checkPeriod(periodMs: unknown, what = 'periodMs'): number {
-  const period = checkDelay(periodMs, what);
-  if (period <= 0) {
-    throw new TickwheelRangeError(
-      'ERR_TICKWHEEL_INVALID_DELAY',
-      `${what} must be above 0 ms, got ${String(periodMs)}`,
-    );
-  }
-  return period;
-}
-
-export function checkCallback(fn: unknown, what = 'callback'): void {
-  if (typeof fn !== 'function') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_CALLBACK',
-      `${what} must be a function, got ${describe(fn)}`,
-    );
-  }
-}
-
-/** Validates a numeric option: an integer (when asked) within [min, max]. */
-export function checkOption(
-  value: unknown,
-  name: string,
-  min: number,
-  max = Number.MAX_SAFE_INTEGER,
-  integer = false,
-): number {
-  if (
-    typeof value !== 'number' ||
-    Number.isNaN(value) ||
-    value < min ||
-    value > max ||
-    (integer && !Number.isInteger(value))
-  ) {
-    const kind = integer ? 'an integer' : 'a number';
-    throw new TickwheelRangeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${name} must be ${kind} from ${min} to ${max}, got ${describe(value)}`,
-    );
-  }
-  return value;
-}
-
-/**
- * Checks that an options argument is an object, so that a missing or mistyped one is
- * ERR_TICKWHEEL_INVALID_OPTION rather than a TypeError from reading a property of it (or, for a
- * number, a timer with every default: `new TimerWheel(5)`). `what` names the argument, `example`
- * shows one.
- */
-export function checkOptionsObject<O>(options: O, what: string, example?: string): O {
-  if (typeof options !== 'object' || options === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${what} must be an object${example === undefined ? '' : ` such as ${example}`}, got ${describe(options)}`,
-    );
-  }
-  return options;
-}
-
-/** An optional boolean option: undefined is false, anything but a boolean is refused. */
-export function checkFlag(value: unknown, name: string): boolean {
-  if (value === undefined) return false;
-  if (typeof value !== 'boolean') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${name} must be true or false, got ${describe(value)}`,
-    );
-  }
-  return value;
-}
-
-/**
  * Whether `err` is an error of the operating system as Node reports it (an errno code such as
  * ENOSPC, EMFILE, EIO or EACCES, with the system call that failed), or has one as its `cause`
  * (any depth): a fault of the machine, never of the caller or of tickwheel's own code.
@@ -469,15 +369,6 @@ export function isSystemError(err: unknown): boolean {
   return false;
 }
 
-export function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'string') return `the string ${JSON.stringify(value)}`;
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
-    return `${typeof value} ${String(value)}`;
-  }
-  return typeof value;
-}
-
 /**
  * Rejection of an aborted `sleep()`: the same name and code as Node's own timers/promises, so
  * code that checks `err.name === 'AbortError'` works unchanged. `cause` is the signal's reason.
@@ -487,27 +378,4 @@ export class AbortError extends TickwheelError<'ABORT_ERR'> {
     super('ABORT_ERR', 'The operation was aborted', { cause });
     this.name = 'AbortError';
   }
-}
-
-/**
- * Refuses an option `known` does not name, so that a misspelled one (`concurency`) is an error
- * rather than a default silently kept. `known` comes from optionNames(), which the type checker
- * holds to the options' type.
- */
-export function checkKnownOptions(options: object, known: readonly string[], what: string): void {
-  for (const name of Object.keys(options)) {
-    if (known.includes(name)) continue;
-    const guess = closest(name, known);
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${what} has no option ${JSON.stringify(name.slice(0, 64))}` +
-        (guess === undefined ? '' : ` (did you mean ${JSON.stringify(guess)}?)`) +
-        `; the options are ${known.join(', ')}`,
-    );
-  }
-}
-
-/** The option names of an options type: every key of T, no other (the type checker sees to it). */
-export function optionNames<T>(names: Record<keyof T, true>): readonly string[] {
-  return Object.keys(names);
 }

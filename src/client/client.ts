@@ -10,13 +10,8 @@
  *   });
  */
 
-import {
-  checkCallback,
-  checkOption,
-  describe,
-  TickwheelRangeError,
-  TickwheelTypeError,
-} from '../errors.js';
+import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import { checkCallback, checkOption, describe } from '../validate.js';
 import type {
   MessageHandler,
   MessageInfo,

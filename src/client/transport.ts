@@ -14,7 +14,8 @@
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AbortError, describe, TickwheelTypeError } from '../errors.js';
+import { AbortError, TickwheelTypeError } from '../errors.js';
+import { describe } from '../validate.js';
 import { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
 import type { WireError } from '../protocol/wire.js';
 

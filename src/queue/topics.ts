@@ -24,14 +24,8 @@
  * nodes). A topic with default settings costs a receive one Map lookup.
  */
 
-import {
-  checkFlag,
-  checkOption,
-  describe,
-  mayHaveWritten,
-  TickwheelStateError,
-  TickwheelTypeError,
-} from '../errors.js';
+import { mayHaveWritten, TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { checkFlag, checkOption, describe } from '../validate.js';
 import { checkTopic } from './message.js';
 import {
   checkPushTarget,
