@@ -184,11 +184,35 @@ export class TickwheelRangeError extends RangeError implements TickwheelError {
   }
 }
 
-/** An operation on a timer that has been closed, stopped or shut down. */
+/** A call the object's current state does not allow: closed, stopped, shut down, ... */
 export class TickwheelStateError extends TickwheelError {
   constructor(code: TickwheelErrorCode, message: string, options?: ErrorOptions) {
     super(code, message, options);
     this.name = 'TickwheelStateError';
+  }
+}
+
+/** The codes of TickwheelUnavailableError. */
+export type UnavailableErrorCode =
+  | 'ERR_TICKWHEEL_IO'
+  | 'ERR_TICKWHEEL_LOCKED'
+  | 'ERR_TICKWHEEL_LOCK_LOST'
+  | 'ERR_TICKWHEEL_UNAVAILABLE'
+  | 'ERR_TICKWHEEL_NOT_DURABLE'
+  | 'ERR_TICKWHEEL_DATA_LOST';
+
+/**
+ * What the queue stands on failed or is not there: a read or write of the disk (IO), a data
+ * directory another process holds (LOCKED) or took over (LOCK_LOST), a Valkey/Redis server that
+ * does not answer (UNAVAILABLE), did not replicate a write in time (NOT_DURABLE) or lost a
+ * partition's data (DATA_LOST). Never the caller's mistake: retry, or let the operator act on
+ * what the message says. (A server without the replica a durability setting needs is
+ * TickwheelNoReplicaError.)
+ */
+export class TickwheelUnavailableError extends TickwheelError<UnavailableErrorCode> {
+  constructor(code: UnavailableErrorCode, message: string, options?: ErrorOptions) {
+    super(code, message, options);
+    this.name = 'TickwheelUnavailableError';
   }
 }
 
@@ -212,7 +236,7 @@ export interface StoreDamage {
  * will not open it (nothing is changed); `damage` lists what is wrong, and the message says how
  * to repair it. Also thrown when a damaged record is found later, when it is read.
  */
-export class TickwheelCorruptError extends TickwheelError {
+export class TickwheelCorruptError extends TickwheelError<'ERR_TICKWHEEL_CORRUPT'> {
   readonly damage: readonly StoreDamage[];
   constructor(message: string, damage: readonly StoreDamage[] = [], options?: { cause?: unknown }) {
     super('ERR_TICKWHEEL_CORRUPT', message, options);

@@ -21,6 +21,7 @@ import {
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,
+  TickwheelUnavailableError,
   TimeoutError,
   TimerWheel,
 } from '../src/index.js';
@@ -52,7 +53,8 @@ const errors: Array<[string, Error, ErrorConstructor]> = [
   ['AbortError', new AbortError(), Error],
   ['TimeoutError', new TimeoutError('m', 5), Error],
   ['LeaseLostError', new LeaseLostError('m'), Error],
-  ['LogError', new LogError('ERR_TICKWHEEL_IO', 'm'), Error],
+  ['LogError', new LogError('ERR_TICKWHEEL_INVALID_POSITION', 'm'), Error],
+  ['TickwheelUnavailableError', new TickwheelUnavailableError('ERR_TICKWHEEL_IO', 'm'), Error],
   ['SnapshotRejected', new SnapshotRejected('why'), Error],
   ['HttpError', new HttpError(404, 'ERR_TICKWHEEL_NOT_FOUND', 'm'), Error],
   ['TickwheelHttpError', new TickwheelHttpError(409, 'ERR_TICKWHEEL_CONFLICT', 'm', {}), Error],
@@ -101,7 +103,7 @@ describe('every error class', () => {
 
 describe('instanceof', () => {
   it('is the ordinary check on every subclass', () => {
-    expect(new LogError('ERR_TICKWHEEL_IO', 'm')).not.toBeInstanceOf(HttpError);
+    expect(new LogError('ERR_TICKWHEEL_INVALID_POSITION', 'm')).not.toBeInstanceOf(HttpError);
     expect(new TickwheelTypeError('ERR_TICKWHEEL_INVALID_DELAY', 'm')).not.toBeInstanceOf(
       TickwheelStateError,
     );

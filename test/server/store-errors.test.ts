@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
 import { toErrorResponse } from '../../src/server/errors.js';
-import type { LogErrorCode } from '../../src/store/log/index.js';
+import type { LogFailure } from '../../src/store/log/index.js';
 import { RECORD_HEADER_BYTES } from '../../src/store/log/index.js';
 import { injector } from './harness.js';
 
@@ -24,7 +24,7 @@ afterEach(async () => {
 });
 
 describe('status of every error the store can throw', () => {
-  const codes: Record<LogErrorCode | 'ERR_TICKWHEEL_FORMAT' | 'ERR_TICKWHEEL_LOCKED', number> = {
+  const codes: Record<LogFailure['code'] | 'ERR_TICKWHEEL_FORMAT', number> = {
     ERR_TICKWHEEL_IO: 503,
     ERR_TICKWHEEL_CORRUPT: 503,
     ERR_TICKWHEEL_RECORD_TOO_LARGE: 413,
@@ -37,6 +37,9 @@ describe('status of every error the store can throw', () => {
     ERR_TICKWHEEL_FORMAT: 503,
     ERR_TICKWHEEL_LOCKED: 423,
     ERR_TICKWHEEL_LOCK_LOST: 503,
+    ERR_TICKWHEEL_UNAVAILABLE: 503,
+    ERR_TICKWHEEL_NOT_DURABLE: 503,
+    ERR_TICKWHEEL_DATA_LOST: 503,
   };
   it.each(Object.entries(codes))('%s: %i', (code, status) => {
     const { statusCode, body } = toErrorResponse(Object.assign(new Error('boom'), { code }));

@@ -26,7 +26,13 @@
 
 import { mkdir, open, readFile, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { TickwheelStateError, TickwheelTypeError, type StoreDamage } from '../../errors.js';
+import {
+  TickwheelCorruptError,
+  TickwheelStateError,
+  TickwheelTypeError,
+  TickwheelUnavailableError,
+  type StoreDamage,
+} from '../../errors.js';
 import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, describeCause } from '../log/index.js';
 import type { RepairReport } from '../../queue/store.js';
 import { checkTopic } from '../../queue/message.js';
@@ -67,7 +73,7 @@ export async function makeDataDirectory(dir: string): Promise<void> {
         { cause: err },
       );
     }
-    throw new TickwheelStateError(
+    throw new TickwheelUnavailableError(
       'ERR_TICKWHEEL_IO',
       `cannot create the data directory ${dir}: ${describeCause(err)}`,
       { cause: err },
@@ -193,22 +199,21 @@ async function readTopicsFile(
   try {
     parsed = JSON.parse(text) as Record<string, unknown>;
   } catch (err) {
-    throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: ${(err as Error).message}`);
+    throw new TickwheelCorruptError(`${where}: ${(err as Error).message}`);
   }
   if (parsed?.version !== 1) {
-    throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: not version 1`);
+    throw new TickwheelCorruptError(`${where}: not version 1`);
   }
   const topics = parsed[field];
   if (typeof topics !== 'object' || topics === null || Array.isArray(topics)) {
-    throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: no "${field}" object`);
+    throw new TickwheelCorruptError(`${where}: no "${field}" object`);
   }
   const entries = Object.entries(topics as Record<string, unknown>);
   for (const [topic] of entries) {
     try {
       checkTopic(topic);
     } catch (err) {
-      throw new TickwheelStateError(
-        'ERR_TICKWHEEL_CORRUPT',
+      throw new TickwheelCorruptError(
         `${where}, topic ${JSON.stringify(topic)}: ${(err as Error).message}`,
       );
     }

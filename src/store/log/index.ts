@@ -1,6 +1,13 @@
 /** The message log (message-log.ts) and what its users need of it. */
 
-export { LogError, describeCause, systemErrorsAsIo, type LogErrorCode } from './errors.js';
+export {
+  LogError,
+  describeCause,
+  isLogFailure,
+  systemErrorsAsIo,
+  type LogErrorCode,
+  type LogFailure,
+} from './errors.js';
 export { DATA_DIRECTORY_MODE, DATA_FILE_MODE, writeFully } from './files.js';
 export { RECORD_HEADER_BYTES, RECORD_MAGIC } from './format.js';
 export { MessageLog, type MessageLogStats } from './message-log.js';

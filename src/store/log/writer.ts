@@ -49,7 +49,15 @@
  */
 
 import { open, truncate, type FileHandle } from 'node:fs/promises';
-import { LogError, closedError, describeCause, ioError } from './errors.js';
+import {
+  LogError,
+  closedError,
+  describeCause,
+  ioError,
+  isLogFailure,
+  logFailure,
+  type LogFailure,
+} from './errors.js';
 import { CREATE_FLAGS, DATA_FILE_MODE, ignore, syncDirectory } from './files.js';
 import { RECORD_HEADER_BYTES, writeHeader } from './format.js';
 import { forgetAtExit, writeAtExit, writeRangeSync, type StagedWrites } from './exit-write.js';
@@ -96,7 +104,7 @@ export class Writer implements StagedWrites {
   private recordRoom = -1;
   private readonly slot: RecordSlot & { buf: Buffer; at: number; durable: Promise<void> };
   /** The error of the first write or fsync that failed, if one ever did. */
-  firstFailure: LogError | undefined;
+  firstFailure: LogFailure | undefined;
   readonly counts: WriterStats = {
     appends: 0,
     writes: 0,
@@ -515,8 +523,8 @@ export class Writer implements StagedWrites {
     this.filling = null;
     this.table.rollBack(stage.segment, goodSize);
     const name = segmentFileName(stage.segment);
-    const error = new LogError(
-      cause instanceof LogError ? cause.code : 'ERR_TICKWHEEL_IO',
+    const error = logFailure(
+      isLogFailure(cause) ? cause.code : 'ERR_TICKWHEEL_IO',
       `${step} segment ${name} failed: ${describeCause(cause)}. Records from position ` +
         `${stage.segment * SEGMENT_SPAN + goodSize} on were not stored, and their positions ` +
         'will be reused; records acknowledged earlier are intact',
