@@ -49,6 +49,7 @@
  */
 
 import { open, truncate, type FileHandle } from 'node:fs/promises';
+import { TickwheelUnavailableError } from '../../errors.js';
 import {
   LogError,
   closedError,
@@ -483,7 +484,8 @@ export class Writer implements StagedWrites {
       const { size } = await handle.stat();
       if (size > stage.fileOffset) await handle.truncate(stage.fileOffset);
       if (size < stage.fileOffset) {
-        throw new Error(
+        throw new TickwheelUnavailableError(
+          'ERR_TICKWHEEL_IO',
           `the file has ${size} bytes but the log expects ${stage.fileOffset}; ` +
             'was it truncated by something else?',
         );
@@ -506,7 +508,12 @@ export class Writer implements StagedWrites {
         stage.fileOffset + from,
       );
       this.counts.writes++;
-      if (!(written > 0)) throw new Error(`write made no progress (${String(written)} bytes)`);
+      if (!(written > 0)) {
+        throw new TickwheelUnavailableError(
+          'ERR_TICKWHEEL_IO',
+          `write made no progress (${String(written)} bytes)`,
+        );
+      }
       from += written;
     }
   }
