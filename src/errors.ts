@@ -43,10 +43,7 @@ export type QueueErrorCode =
   | 'ERR_TICKWHEEL_INVALID_ID'
   | 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE'
   // A reader of queue events fell too far behind (events.ts): events were lost.
-  | 'ERR_TICKWHEEL_EVENTS_LOST'
-  // An operation this kind of queue does not offer (none at present: recurring schedules on
-  // Valkey/Redis answered it before they existed there).
-  | 'ERR_TICKWHEEL_UNSUPPORTED';
+  | 'ERR_TICKWHEEL_EVENTS_LOST';
 
 /**
  * HTTP push delivery (docs/push.md): a push request a receiver refused as unsigned, wrongly

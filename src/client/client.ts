@@ -135,17 +135,6 @@ export class TickwheelClient {
     return answer.body.results;
   }
 
-  /**
-   * @deprecated Use scheduleMany, which this calls: the same arguments and results (the name
-   * the embedded DelayQueue uses too).
-   */
-  scheduleBatch(
-    messages: readonly ScheduleRequest[],
-    options: CallOptions = {},
-  ): Promise<ScheduleResult[]> {
-    return this.scheduleMany(messages, options);
-  }
-
   /** True if the message was live and is now cancelled; false if unknown or finished. */
   async cancel(id: string, options: CallOptions = {}): Promise<boolean> {
     try {
