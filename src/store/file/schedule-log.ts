@@ -22,7 +22,7 @@ import { crc32Range } from '../crc.js';
 import { DATA_FILE_MODE } from '../log/index.js';
 import { replaceFile, syncDirectory } from './layout.js';
 
-export const SCHEDULES_FILE = 'schedules.log';
+const SCHEDULES_FILE = 'schedules.log';
 
 type Line = ScheduleRecord | { deleted: string };
 

@@ -84,7 +84,7 @@ const SPARE_STAGES = 2;
  * A record committed with commitLater is written at the latest this long after (unless a
  * write fails): it bounds what a SIGKILL can take of such records once committed.
  */
-export const LATER_MS = 10;
+const LATER_MS = 10;
 
 export class Writer implements StagedWrites {
   /** Stages in write order; the writer works on the first one. */
