@@ -7,11 +7,11 @@
  * messages may.
  *
  * Two classes cannot inherit from it: TickwheelTypeError and TickwheelRangeError extend Node's
- * TypeError and RangeError, as they always have, so that `instanceof TypeError` keeps holding.
+ * TypeError and RangeError, so that `instanceof TypeError` and `instanceof RangeError` hold.
  * An object has one prototype chain, so TickwheelError answers `instanceof` itself
  * (Symbol.hasInstance): true for its subclasses and for those two. Subclasses inherit that
- * method, and for them it is the ordinary prototype check, so `instanceof LogError` means what
- * it always meant.
+ * method, and for them it is the ordinary prototype check: `instanceof LogError` is true for
+ * LogErrors only.
  *
  * Each code has an HTTP status in src/protocol/status.ts, a table typed over this union: a code
  * added here without a status there does not compile.

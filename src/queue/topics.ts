@@ -180,7 +180,7 @@ export function settingsView(
 
 /**
  * Reads stored settings back (a file, a Valkey hash): `{ paused, rateLimit, push }`, the first
- * two present (push is absent in what was stored before push targets existed), nothing else.
+ * two present (an absent push is none), nothing else.
  * Anything else is ERR_TICKWHEEL_CORRUPT, never silently "not paused".
  */
 export function parseStoredSettings(value: unknown, where: string): TopicSettings {

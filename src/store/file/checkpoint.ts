@@ -56,7 +56,7 @@ export interface Checkpoint {
   indexedUntil: number;
   frontier: number;
   windows: Record<string, number>;
-  /** The log's durable extent (absent in checkpoints of older versions). */
+  /** The log's durable extent (absent when the checkpoint does not hold a valid one). */
   log: LogExtent | undefined;
 }
 
@@ -91,7 +91,7 @@ export async function readCheckpoint(dir: string): Promise<Checkpoint> {
       indexedUntil: until,
       frontier,
       windows: windows as Record<string, number>,
-      // Written before tickwheel recorded it, or unreadable: no durable extent to hold to.
+      // Absent or unreadable: no durable extent to hold to.
       log: isExtent(log) && until > 0 ? log : undefined,
     };
   } catch {

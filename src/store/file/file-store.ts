@@ -5,7 +5,7 @@
  *
  *   layout.ts      the data directory: its files, format.json, repair.json
  *   table.ts       the in-memory tables and `apply`, the one function that changes them
- *   records.ts     the log records' bodies (the log itself is ../log.ts)
+ *   records.ts     the log records' bodies (the log itself is ../log/message-log.ts)
  *   window-index.ts  the schedule index (index-files.ts: which file an entry goes to)
  *   states.ts      messages read back from the log and handed to the queue
  *   checkpoint.ts  checkpoints, snapshots (snapshot.ts) and retention
