@@ -11,6 +11,12 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
+import {
+  TickwheelCorruptError,
+  TickwheelUnavailableError,
+  type UnavailableErrorCode,
+} from '../../src/errors.js';
+import { HTTP_STATUS } from '../../src/protocol/status.js';
 import { toErrorResponse } from '../../src/server/errors.js';
 import type { LogFailure } from '../../src/store/log/index.js';
 import { RECORD_HEADER_BYTES } from '../../src/store/log/index.js';
@@ -45,6 +51,29 @@ describe('status of every error the store can throw', () => {
     const { statusCode, body } = toErrorResponse(Object.assign(new Error('boom'), { code }));
     expect(statusCode).toBe(status);
     expect(body.error.code).toBe(code);
+  });
+});
+
+describe("the classes of the store's failures", () => {
+  const unavailable: UnavailableErrorCode[] = [
+    'ERR_TICKWHEEL_IO',
+    'ERR_TICKWHEEL_LOCKED',
+    'ERR_TICKWHEEL_LOCK_LOST',
+    'ERR_TICKWHEEL_UNAVAILABLE',
+    'ERR_TICKWHEEL_NOT_DURABLE',
+    'ERR_TICKWHEEL_DATA_LOST',
+  ];
+  it.each(unavailable)('TickwheelUnavailableError %s answers the status of its code', (code) => {
+    const { statusCode, body } = toErrorResponse(new TickwheelUnavailableError(code, 'm'));
+    expect(statusCode).toBe(HTTP_STATUS[code]);
+    expect(body.error.code).toBe(code);
+  });
+
+  it('TickwheelCorruptError answers 503 ERR_TICKWHEEL_CORRUPT, saying to repair', () => {
+    const { statusCode, body } = toErrorResponse(new TickwheelCorruptError('m'));
+    expect(statusCode).toBe(503);
+    expect(body.error).toMatchObject({ code: 'ERR_TICKWHEEL_CORRUPT' });
+    expect(body.error.message).toContain('tickwheel repair');
   });
 });
 
