@@ -17,7 +17,8 @@
 
 import type { ClusterQueue, ClusterQueueOptions } from './cluster/cluster-queue.js';
 import { checkClusterPeer } from './cluster/peer.js';
-import { checkKnownOptions, describe, optionNames, TickwheelTypeError } from './errors.js';
+import { TickwheelTypeError } from './errors.js';
+import { checkKnownOptions, describe, optionNames } from './validate.js';
 import { QueueEngine, type DelayQueueOptions } from './queue/index.js';
 import type { Store } from './queue/store.js';
 import { FileStore, type FileStoreOptions } from './store/file/file-store.js';

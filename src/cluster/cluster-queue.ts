@@ -15,7 +15,8 @@
  *   - An open ClusterQueue holds its process open (its Valkey connections do) until close().
  */
 
-import { checkCallback, checkOption, mayHaveWritten, TickwheelStateError } from '../errors.js';
+import { mayHaveWritten, TickwheelStateError } from '../errors.js';
+import { checkCallback, checkOption } from '../validate.js';
 import type { Queue } from '../queue/api.js';
 import type { ScheduleInfo } from '../queue/recurring.js';
 import type { RecurringSpec } from '../queue/recurring-spec.js';

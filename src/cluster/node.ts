@@ -9,7 +9,8 @@
  * waits on it (a long receive), as the embedded queue does.
  */
 
-import { TickwheelStateError, checkCallback } from '../errors.js';
+import { TickwheelStateError } from '../errors.js';
+import { checkCallback } from '../validate.js';
 import { checkRequest, checkTopic, type ScheduleRequest } from '../queue/message.js';
 import type { ConsumeOptions, MessageHandler } from '../queue/types.js';
 import type { TopicGate } from '../queue/topics.js';

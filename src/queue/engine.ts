@@ -35,7 +35,8 @@
  *   options.ts     options and argument checks (types.ts: the public types)
  */
 
-import { checkCallback, checkOption, TickwheelStateError } from '../errors.js';
+import { TickwheelStateError } from '../errors.js';
+import { checkCallback, checkOption } from '../validate.js';
 import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { QueueEvents } from './events.js';

@@ -16,13 +16,13 @@
 
 import type { Clock } from '../clock/index.js';
 import {
-  describe,
   isMaybeWritten,
   mayHaveWritten,
   outcomeUnknown,
   TickwheelOutcomeError,
   TickwheelTypeError,
 } from '../errors.js';
+import { describe } from '../validate.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './insights.js';
