@@ -18,7 +18,8 @@
 
 import type { ClusterQueueOptions } from './cluster/backend.js';
 import { checkClusterPeer } from './cluster/peer.js';
-import { checkKnownOptions, describe, optionNames, TickwheelTypeError } from './errors.js';
+import { TickwheelTypeError } from './errors.js';
+import { checkKnownOptions, describe, optionNames } from './validate.js';
 import { CheckedQueue } from './queue/checked-queue.js';
 import { QueueEngine } from './queue/engine.js';
 import { checkEmbeddedOptions, checkQueueOptions } from './queue/options.js';

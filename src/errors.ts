@@ -7,11 +7,11 @@
  * messages may.
  *
  * Two classes cannot inherit from it: TickwheelTypeError and TickwheelRangeError extend Node's
- * TypeError and RangeError, as they always have, so that `instanceof TypeError` keeps holding.
+ * TypeError and RangeError, so that `instanceof TypeError` and `instanceof RangeError` hold.
  * An object has one prototype chain, so TickwheelError answers `instanceof` itself
  * (Symbol.hasInstance): true for its subclasses and for those two. Subclasses inherit that
- * method, and for them it is the ordinary prototype check, so `instanceof LogError` means what
- * it always meant.
+ * method, and for them it is the ordinary prototype check: `instanceof LogError` is true for
+ * LogErrors only.
  *
  * Each code has an HTTP status in src/protocol/status.ts, a table typed over this union: a code
  * added here without a status there does not compile.
@@ -19,9 +19,7 @@
  * Every layer imports this module, the root export included: no I/O, no dependencies.
  */
 
-import { closest } from './spelling.js';
-
-/** Timers, clocks and wheels (docs/timers.md); also argument checks in every layer. */
+/** Timers, clocks and wheels (docs/timers.md); also every layer's argument checks (validate.ts). */
 export type TimerErrorCode =
   | 'ERR_TICKWHEEL_INVALID_DELAY'
   | 'ERR_TICKWHEEL_INVALID_CALLBACK'
@@ -45,10 +43,7 @@ export type QueueErrorCode =
   | 'ERR_TICKWHEEL_INVALID_ID'
   | 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE'
   // A reader of queue events fell too far behind (events.ts): events were lost.
-  | 'ERR_TICKWHEEL_EVENTS_LOST'
-  // An operation this kind of queue does not offer (none at present: recurring schedules on
-  // Valkey/Redis answered it before they existed there).
-  | 'ERR_TICKWHEEL_UNSUPPORTED';
+  | 'ERR_TICKWHEEL_EVENTS_LOST';
 
 /**
  * HTTP push delivery (docs/push.md): a push request a receiver refused as unsigned, wrongly
@@ -186,11 +181,35 @@ export class TickwheelRangeError extends RangeError implements TickwheelError {
   }
 }
 
-/** An operation on a timer that has been closed, stopped or shut down. */
+/** A call the object's current state does not allow: closed, stopped, shut down, ... */
 export class TickwheelStateError extends TickwheelError {
   constructor(code: TickwheelErrorCode, message: string, options?: ErrorOptions) {
     super(code, message, options);
     this.name = 'TickwheelStateError';
+  }
+}
+
+/** The codes of TickwheelUnavailableError. */
+export type UnavailableErrorCode =
+  | 'ERR_TICKWHEEL_IO'
+  | 'ERR_TICKWHEEL_LOCKED'
+  | 'ERR_TICKWHEEL_LOCK_LOST'
+  | 'ERR_TICKWHEEL_UNAVAILABLE'
+  | 'ERR_TICKWHEEL_NOT_DURABLE'
+  | 'ERR_TICKWHEEL_DATA_LOST';
+
+/**
+ * What the queue stands on failed or is not there: a read or write of the disk (IO), a data
+ * directory another process holds (LOCKED) or took over (LOCK_LOST), a Valkey/Redis server that
+ * does not answer (UNAVAILABLE), did not replicate a write in time (NOT_DURABLE) or lost a
+ * partition's data (DATA_LOST). Never the caller's mistake: retry, or let the operator act on
+ * what the message says. (A server without the replica a durability setting needs is
+ * TickwheelNoReplicaError.)
+ */
+export class TickwheelUnavailableError extends TickwheelError<UnavailableErrorCode> {
+  constructor(code: UnavailableErrorCode, message: string, options?: ErrorOptions) {
+    super(code, message, options);
+    this.name = 'TickwheelUnavailableError';
   }
 }
 
@@ -214,7 +233,7 @@ export interface StoreDamage {
  * will not open it (nothing is changed); `damage` lists what is wrong, and the message says how
  * to repair it. Also thrown when a damaged record is found later, when it is read.
  */
-export class TickwheelCorruptError extends TickwheelError {
+export class TickwheelCorruptError extends TickwheelError<'ERR_TICKWHEEL_CORRUPT'> {
   readonly damage: readonly StoreDamage[];
   constructor(message: string, damage: readonly StoreDamage[] = [], options?: { cause?: unknown }) {
     super('ERR_TICKWHEEL_CORRUPT', message, options);
@@ -352,104 +371,6 @@ export function outcomeAdvice(subject: {
 }
 
 /**
- * Validates a delay in milliseconds and returns it normalised: negative delays become 0, like
- * Node's `setTimeout`. Anything that is not a finite number is refused; large delays are kept
- * as they are (Node's own timers turn anything above 2^31-1 ms into 1 ms).
- */
-export function checkDelay(delayMs: unknown, what = 'delayMs'): number {
-  // The common case in a few bytecodes, so that it inlines into every schedule path:
-  // x - x is 0 only for a finite number.
-  if (typeof delayMs === 'number' && delayMs - delayMs === 0) return delayMs > 0 ? delayMs : 0;
-  return badDelay(delayMs, what);
-}
-
-function badDelay(delayMs: unknown, what: string): never {
-  if (typeof delayMs !== 'number') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_DELAY',
-      `${what} must be a number of milliseconds, got ${describe(delayMs)}`,
-    );
-  }
-  throw new TickwheelRangeError(
-    'ERR_TICKWHEEL_INVALID_DELAY',
-    `${what} must be a finite number of milliseconds, got ${delayMs}`,
-  );
-}
-
-/** Validates an interval period: a finite number above 0. */
-export function checkPeriod(periodMs: unknown, what = 'periodMs'): number {
-  const period = checkDelay(periodMs, what);
-  if (period <= 0) {
-    throw new TickwheelRangeError(
-      'ERR_TICKWHEEL_INVALID_DELAY',
-      `${what} must be above 0 ms, got ${String(periodMs)}`,
-    );
-  }
-  return period;
-}
-
-export function checkCallback(fn: unknown, what = 'callback'): void {
-  if (typeof fn !== 'function') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_CALLBACK',
-      `${what} must be a function, got ${describe(fn)}`,
-    );
-  }
-}
-
-/** Validates a numeric option: an integer (when asked) within [min, max]. */
-export function checkOption(
-  value: unknown,
-  name: string,
-  min: number,
-  max = Number.MAX_SAFE_INTEGER,
-  integer = false,
-): number {
-  if (
-    typeof value !== 'number' ||
-    Number.isNaN(value) ||
-    value < min ||
-    value > max ||
-    (integer && !Number.isInteger(value))
-  ) {
-    const kind = integer ? 'an integer' : 'a number';
-    throw new TickwheelRangeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${name} must be ${kind} from ${min} to ${max}, got ${describe(value)}`,
-    );
-  }
-  return value;
-}
-
-/**
- * Checks that an options argument is an object, so that a missing or mistyped one is
- * ERR_TICKWHEEL_INVALID_OPTION rather than a TypeError from reading a property of it (or, for a
- * number, a timer with every default: `new TimerWheel(5)`). `what` names the argument, `example`
- * shows one.
- */
-export function checkOptionsObject<O>(options: O, what: string, example?: string): O {
-  if (typeof options !== 'object' || options === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${what} must be an object${example === undefined ? '' : ` such as ${example}`}, got ${describe(options)}`,
-    );
-  }
-  return options;
-}
-
-/** An optional boolean option: undefined is false, anything but a boolean is refused. */
-export function checkFlag(value: unknown, name: string): boolean {
-  if (value === undefined) return false;
-  if (typeof value !== 'boolean') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${name} must be true or false, got ${describe(value)}`,
-    );
-  }
-  return value;
-}
-
-/**
  * Whether `err` is an error of the operating system as Node reports it (an errno code such as
  * ENOSPC, EMFILE, EIO or EACCES, with the system call that failed), or has one as its `cause`
  * (any depth): a fault of the machine, never of the caller or of tickwheel's own code.
@@ -469,15 +390,6 @@ export function isSystemError(err: unknown): boolean {
   return false;
 }
 
-export function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'string') return `the string ${JSON.stringify(value)}`;
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
-    return `${typeof value} ${String(value)}`;
-  }
-  return typeof value;
-}
-
 /**
  * Rejection of an aborted `sleep()`: the same name and code as Node's own timers/promises, so
  * code that checks `err.name === 'AbortError'` works unchanged. `cause` is the signal's reason.
@@ -487,27 +399,4 @@ export class AbortError extends TickwheelError<'ABORT_ERR'> {
     super('ABORT_ERR', 'The operation was aborted', { cause });
     this.name = 'AbortError';
   }
-}
-
-/**
- * Refuses an option `known` does not name, so that a misspelled one (`concurency`) is an error
- * rather than a default silently kept. `known` comes from optionNames(), which the type checker
- * holds to the options' type.
- */
-export function checkKnownOptions(options: object, known: readonly string[], what: string): void {
-  for (const name of Object.keys(options)) {
-    if (known.includes(name)) continue;
-    const guess = closest(name, known);
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${what} has no option ${JSON.stringify(name.slice(0, 64))}` +
-        (guess === undefined ? '' : ` (did you mean ${JSON.stringify(guess)}?)`) +
-        `; the options are ${known.join(', ')}`,
-    );
-  }
-}
-
-/** The option names of an options type: every key of T, no other (the type checker sees to it). */
-export function optionNames<T>(names: Record<keyof T, true>): readonly string[] {
-  return Object.keys(names);
 }

@@ -45,8 +45,10 @@ export {
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,
+  TickwheelUnavailableError,
   type StoreDamage,
   type TickwheelErrorCode,
+  type UnavailableErrorCode,
   type WriteOutcome,
 } from './errors.js';
 export * from './patterns/index.js';

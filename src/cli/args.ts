@@ -123,7 +123,7 @@ function usageLine(program: ProgramSpec, command: CommandSpec): string {
   return [`${program.name} ${command.name}`, '[options]', ...args].join(' ');
 }
 
-export function commandHelp(program: ProgramSpec, command: CommandSpec): string {
+function commandHelp(program: ProgramSpec, command: CommandSpec): string {
   let text = `Usage: ${usageLine(program, command)}\n\n${command.description}\n`;
   const args = (command.arguments ?? []).filter((argument) => argument.description !== undefined);
   if (args.length > 0) {
@@ -134,7 +134,7 @@ export function commandHelp(program: ProgramSpec, command: CommandSpec): string 
   return command.epilog === undefined ? text : `${text}\n${command.epilog}\n`;
 }
 
-export function programHelp(program: ProgramSpec): string {
+function programHelp(program: ProgramSpec): string {
   const commands: Array<[string, string]> = program.commands.map((command) => [
     [command.name, ...(command.arguments ?? []).map(argumentText)].join(' '),
     command.description,

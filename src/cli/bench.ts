@@ -10,12 +10,12 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { CliError, type CliIo } from './io.js';
 
-export const SUITES = ['timers', 'queue', 'http'] as const;
+const SUITES = ['timers', 'queue', 'http'] as const;
 
 /** The package root: two levels up from src/cli or dist/cli. */
-export const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-export const REPOSITORY_URL = 'https://github.com/tickwheel/tickwheel';
+const REPOSITORY_URL = 'https://github.com/tickwheel/tickwheel';
 
 /** Whether `root` is a clone of the repository: it has the suites and the build's config. */
 function isClone(root: string): boolean {

@@ -251,7 +251,7 @@ function benchCommand(io: CliIo): CommandSpec {
 }
 
 /** The CLI's commands, writing to `io`. */
-export function buildProgram(io: CliIo = processIo): ProgramSpec {
+function buildProgram(io: CliIo = processIo): ProgramSpec {
   return {
     name: 'tickwheel',
     description: 'Durable delay queue server and client: schedule messages for later, over HTTP.',

@@ -4,7 +4,8 @@
  */
 
 import { randomUUID } from 'node:crypto';
-import { describe, TickwheelError, TickwheelTypeError } from '../errors.js';
+import { TickwheelError, TickwheelTypeError } from '../errors.js';
+import { describe } from '../validate.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { ScheduleBody, WireReceivedMessage } from '../protocol/wire.js';
 import { checkRequest, dueTime, type ScheduleRequest } from '../queue/message.js';

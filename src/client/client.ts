@@ -10,13 +10,8 @@
  *   });
  */
 
-import {
-  checkCallback,
-  checkOption,
-  describe,
-  TickwheelRangeError,
-  TickwheelTypeError,
-} from '../errors.js';
+import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import { checkCallback, checkOption, describe } from '../validate.js';
 import type {
   MessageHandler,
   MessageInfo,
@@ -138,17 +133,6 @@ export class TickwheelClient {
       subject: body.map((wire) => wire.id as string),
     });
     return answer.body.results;
-  }
-
-  /**
-   * @deprecated Use scheduleMany, which this calls: the same arguments and results (the name
-   * the embedded DelayQueue uses too).
-   */
-  scheduleBatch(
-    messages: readonly ScheduleRequest[],
-    options: CallOptions = {},
-  ): Promise<ScheduleResult[]> {
-    return this.scheduleMany(messages, options);
   }
 
   /** True if the message was live and is now cancelled; false if unknown or finished. */

@@ -14,7 +14,7 @@ import type { WireErrorCode, WireErrorDetail } from '../protocol/wire.js';
 export interface CallOutcome {
   /**
    * 'none': nothing was changed. 'unknown': the request may have taken effect; `id` or `ids`
-   * name what it may have written. Undefined: a server too old to say.
+   * name what it may have written. Undefined: the answer did not say (not a tickwheel server's).
    */
   readonly outcome: WriteOutcome | undefined;
   /** The message id, schedule name or topic the request may have written. */

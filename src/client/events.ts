@@ -31,7 +31,7 @@ export interface ClientWatchOptions {
   idleTimeoutMs?: number;
 }
 
-export const DEFAULT_EVENTS_IDLE_MS = 45_000;
+const DEFAULT_EVENTS_IDLE_MS = 45_000;
 
 /** Checks `idleTimeoutMs` (the rest is checked as the embedded watch() checks it). */
 export function checkIdleTimeout(value: unknown): number {

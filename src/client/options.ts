@@ -3,13 +3,8 @@
  * client does not know is ERR_TICKWHEEL_INVALID_OPTION with what to change.
  */
 
-import {
-  checkKnownOptions,
-  checkOption,
-  describe,
-  optionNames,
-  TickwheelTypeError,
-} from '../errors.js';
+import { TickwheelTypeError } from '../errors.js';
+import { checkKnownOptions, checkOption, describe, optionNames } from '../validate.js';
 import type { TransportOptions } from './transport.js';
 
 export interface ClientOptions {

@@ -20,14 +20,14 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { TickwheelTypeError } from '../errors.js';
 import {
   checkCallback,
   checkOption,
   describe,
-  TickwheelTypeError,
   checkKnownOptions,
   optionNames,
-} from '../errors.js';
+} from '../validate.js';
 import {
   checkPushOptions,
   PUSH_HEADER,

@@ -14,7 +14,8 @@
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AbortError, describe, TickwheelTypeError } from '../errors.js';
+import { AbortError, TickwheelTypeError } from '../errors.js';
+import { describe } from '../validate.js';
 import { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
 import type { WireError } from '../protocol/wire.js';
 
@@ -240,20 +241,22 @@ export function messageOf(err: unknown): string {
  * anything is sent, rather than escaping as JSON.stringify's plain TypeError.
  */
 function toJson(exchange: Exchange): string {
+  let failure: unknown;
   try {
     const text = JSON.stringify(exchange.body) as string | undefined;
-    if (text === undefined) throw new TypeError(`not a JSON value: ${describe(exchange.body)}`);
-    return text;
+    if (text !== undefined) return text;
+    failure = `not a JSON value: ${describe(exchange.body)}`;
   } catch (err) {
-    throw (
-      exchange.refuse?.(err) ??
-      new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `${exchange.method} ${exchange.path}: the request body cannot be sent as JSON: ${messageOf(err)}`,
-        { cause: err },
-      )
-    );
+    failure = err;
   }
+  throw (
+    exchange.refuse?.(failure) ??
+    new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${exchange.method} ${exchange.path}: the request body cannot be sent as JSON: ${messageOf(failure)}`,
+      { cause: failure },
+    )
+  );
 }
 
 function parse(text: string, type: string): unknown {

@@ -1,6 +1,5 @@
 export {
   checkAlarmClock,
-  isAlarmClock,
   type Alarm,
   type AlarmClock,
   type AlarmOptions,

@@ -10,7 +10,8 @@
  * callback, in Node's order.
  */
 
-import { describe, TickwheelRangeError, TickwheelStateError } from '../errors.js';
+import { TickwheelRangeError, TickwheelStateError } from '../errors.js';
+import { describe } from '../validate.js';
 import {
   AlarmSet,
   type Alarm,

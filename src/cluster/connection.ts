@@ -19,7 +19,8 @@ import {
   type RedisClusterType,
   type RedisSentinelType,
 } from '@redis/client';
-import { TickwheelStateError, TickwheelTypeError, describe } from '../errors.js';
+import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { describe } from '../validate.js';
 import { slotOf } from './slot.js';
 import { LIBRARY_NAME, LIBRARY_SOURCE, LIBRARY_VERSION } from './library.js';
 import type { PrimaryReplicas } from './durability.js';

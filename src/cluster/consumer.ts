@@ -16,7 +16,8 @@
  * the same message is refused (its attempt is not the current one).
  */
 
-import { TickwheelTypeError, checkOption, describe } from '../errors.js';
+import { TickwheelTypeError } from '../errors.js';
+import { checkOption, describe } from '../validate.js';
 import { ID_PATTERN, checkTopic, decodePayload, retryDelay } from '../queue/message.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { Valkey } from './connection.js';

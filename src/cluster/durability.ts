@@ -21,7 +21,8 @@
  * one 'async' (its writes fail NOT_DURABLE instead of being acknowledged less durably).
  */
 
-import { TickwheelError, TickwheelTypeError, describe } from '../errors.js';
+import { TickwheelError, TickwheelTypeError } from '../errors.js';
+import { describe } from '../validate.js';
 import type { Durability } from './producer.js';
 
 /** The `durability` option: a setting, or 'auto' (the default) to choose by the replicas. */

@@ -4,7 +4,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { checkOption } from '../errors.js';
+import { checkOption } from '../validate.js';
 import { checkQueueName } from './keys.js';
 import type { Durability } from './producer.js';
 import { checkDurability, type DurabilityOption } from './durability.js';

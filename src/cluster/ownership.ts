@@ -32,7 +32,7 @@
  */
 
 import { assert } from '../assert.js';
-import { checkOption } from '../errors.js';
+import { checkOption } from '../validate.js';
 import { partitionsOf } from './rendezvous.js';
 
 export type Phase = 'unowned' | 'acquiring' | 'loading' | 'owned' | 'releasing';

@@ -27,10 +27,10 @@ import { randomBytes } from 'node:crypto';
 import {
   TickwheelStateError,
   TickwheelTypeError,
-  describe,
   isMaybeWritten,
   outcomeUnknown,
 } from '../errors.js';
+import { describe } from '../validate.js';
 import {
   checkRequest,
   type CheckedRequest,

@@ -4,7 +4,8 @@
  * shape `(message) => ...`: the embedded queue's `consume`, the client's `consume`, a Worker.
  */
 
-import { TickwheelTypeError, checkCallback, describe } from '../errors.js';
+import { TickwheelTypeError } from '../errors.js';
+import { checkCallback, describe } from '../validate.js';
 import type { IdempotencyStore, KeyedMessage, Outcome } from './types.js';
 
 export interface IdempotentOptions<M extends KeyedMessage, Context> {

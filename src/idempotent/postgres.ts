@@ -21,13 +21,8 @@
  * before COMMIT tells whether the transaction still stands and still holds the mark.
  */
 
-import {
-  TickwheelError,
-  TickwheelStateError,
-  TickwheelTypeError,
-  checkOption,
-  describe,
-} from '../errors.js';
+import { TickwheelError, TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { checkOption, describe } from '../validate.js';
 import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
 
 /** The part of `pg`'s query result used here. */

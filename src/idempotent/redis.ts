@@ -18,7 +18,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Valkey } from '../cluster/connection.js';
 import { REDIS_IDEMPOTENCY_STORE, checkClusterPeer } from '../cluster/peer.js';
-import { TickwheelStateError, checkOption, checkKnownOptions, optionNames } from '../errors.js';
+import { TickwheelStateError } from '../errors.js';
+import { checkOption, checkKnownOptions, optionNames } from '../validate.js';
 import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
 
 export interface RedisIdempotencyOptions {

@@ -15,16 +15,14 @@
  * but the promise the caller asked for and its resolve function.
  */
 
+import { AbortError, TickwheelStateError, TickwheelTypeError } from '../errors.js';
 import {
-  AbortError,
   checkDelay,
   describe,
-  TickwheelStateError,
-  TickwheelTypeError,
   checkOptionsObject,
   checkKnownOptions,
   optionNames,
-} from '../errors.js';
+} from '../validate.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { EntryStore } from '../wheel/index.js';
 import { stackless, TimeoutError } from './errors.js';

@@ -25,7 +25,7 @@ import {
   checkOptionsObject,
   checkKnownOptions,
   optionNames,
-} from '../errors.js';
+} from '../validate.js';
 import { IdleTracker, type IdleHandle } from './idle.js';
 import { isThenable, reportError, type PatternOptions } from './pattern-wheel.js';
 

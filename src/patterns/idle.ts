@@ -27,15 +27,14 @@
  * the activity came after the check).
  */
 
+import { TickwheelRangeError, TickwheelStateError } from '../errors.js';
 import {
   checkCallback,
   checkOption,
-  TickwheelRangeError,
-  TickwheelStateError,
   checkOptionsObject,
   checkKnownOptions,
   optionNames,
-} from '../errors.js';
+} from '../validate.js';
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
 import { EntryStore } from '../wheel/index.js';

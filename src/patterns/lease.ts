@@ -29,17 +29,15 @@
  * either for the next renewal or, while one is in flight, for its deadline.
  */
 
+import { TickwheelRangeError, TickwheelStateError, TickwheelTypeError } from '../errors.js';
 import {
   checkCallback,
   checkOption,
   describe,
-  TickwheelRangeError,
-  TickwheelStateError,
-  TickwheelTypeError,
   checkOptionsObject,
   checkKnownOptions,
   optionNames,
-} from '../errors.js';
+} from '../validate.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import { LeaseLostError, stackless, TimeoutError } from './errors.js';
 import { checkSignal, isThenable, patternWheel, type PatternOptions } from './pattern-wheel.js';

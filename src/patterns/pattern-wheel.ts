@@ -9,7 +9,8 @@
  */
 
 import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
-import { checkCallback, TickwheelTypeError } from '../errors.js';
+import { TickwheelTypeError } from '../errors.js';
+import { checkCallback } from '../validate.js';
 import { TimerWheel } from '../timer/index.js';
 
 export interface PatternOptions {

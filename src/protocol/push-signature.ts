@@ -23,13 +23,8 @@
  */
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import {
-  checkCallback,
-  describe,
-  TickwheelError,
-  TickwheelRangeError,
-  TickwheelTypeError,
-} from '../errors.js';
+import { TickwheelError, TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import { checkCallback, describe } from '../validate.js';
 
 export const PUSH_HEADER = Object.freeze({
   id: 'tickwheel-id',

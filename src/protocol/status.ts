@@ -39,7 +39,6 @@ export const HTTP_STATUS: Readonly<Record<TickwheelErrorCode, number>> = {
   ERR_TICKWHEEL_INVALID_ID: 400,
   ERR_TICKWHEEL_PAYLOAD_TOO_LARGE: 413,
   ERR_TICKWHEEL_EVENTS_LOST: 503,
-  ERR_TICKWHEEL_UNSUPPORTED: 501,
 
   // The store: a record too large is the caller's; the rest is the disk, the data or a bug.
   ERR_TICKWHEEL_RECORD_TOO_LARGE: 413,

@@ -5,15 +5,14 @@
  * previews) are here too. `DelayQueue` (src/delay-queue.ts) is this class with `open()`.
  */
 
+import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
 import {
   checkCallback,
   checkKnownOptions,
   checkOption,
   checkOptionsObject,
   describe,
-  TickwheelStateError,
-  TickwheelTypeError,
-} from '../errors.js';
+} from '../validate.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { Queue } from './api.js';
 import type { QueueBackend, Scheduled, TopicCounts } from './backend.js';

@@ -21,7 +21,8 @@
  */
 
 import { EventEmitter } from 'node:events';
-import { checkOption, describe, TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { checkOption, describe } from '../validate.js';
 import { checkTopic } from './message.js';
 
 export const EVENT_TYPES = [

@@ -4,7 +4,8 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { TickwheelRangeError, TickwheelTypeError, describe } from '../errors.js';
+import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import { describe } from '../validate.js';
 
 export type MessageStatus = 'scheduled' | 'ready' | 'inflight' | 'acked' | 'cancelled' | 'dead';
 

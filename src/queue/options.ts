@@ -7,14 +7,14 @@
  */
 
 import { checkAlarmClock, SystemClock, type Clock } from '../clock/index.js';
+import { TickwheelTypeError } from '../errors.js';
 import {
   checkKnownOptions,
   checkOption,
   checkOptionsObject,
   describe,
   optionNames,
-  TickwheelTypeError,
-} from '../errors.js';
+} from '../validate.js';
 import {
   MAX_NACK_DELAY_MS,
   MAX_RECEIVE,

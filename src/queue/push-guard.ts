@@ -24,7 +24,8 @@
 
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
-import { describe, TickwheelError, TickwheelTypeError } from '../errors.js';
+import { TickwheelError, TickwheelTypeError } from '../errors.js';
+import { describe } from '../validate.js';
 
 /** The push options of a queue. */
 export interface PushOptions {

@@ -25,7 +25,8 @@
  * every connection.
  */
 
-import { checkOption, describe, TickwheelTypeError } from '../errors.js';
+import { TickwheelTypeError } from '../errors.js';
+import { checkOption, describe } from '../validate.js';
 import { reasonOf } from './message.js';
 import { PushGuard, type PushOptions } from './push-guard.js';
 import { PushError, PushSender } from './push-sender.js';

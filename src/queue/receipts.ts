@@ -26,7 +26,8 @@
 
 import { randomBytes } from 'node:crypto';
 import { debugAssert } from '../assert.js';
-import { describe, TickwheelTypeError } from '../errors.js';
+import { TickwheelTypeError } from '../errors.js';
+import { describe } from '../validate.js';
 
 const receiptPrefix = `r${randomBytes(9).toString('base64url')}`;
 let receiptCounter = 0;

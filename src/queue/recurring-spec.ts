@@ -20,7 +20,8 @@
  */
 
 import { Cron } from 'croner';
-import { checkFlag, checkOption, describe, TickwheelTypeError } from '../errors.js';
+import { TickwheelTypeError } from '../errors.js';
+import { checkFlag, checkOption, describe } from '../validate.js';
 import {
   checkBackoff,
   checkMaxAttempts,

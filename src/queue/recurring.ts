@@ -31,7 +31,12 @@
  */
 
 import type { Clock } from '../clock/index.js';
-import { mayHaveWritten, outcomeUnknown, TickwheelStateError } from '../errors.js';
+import {
+  mayHaveWritten,
+  outcomeUnknown,
+  TickwheelCorruptError,
+  TickwheelStateError,
+} from '../errors.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { IdLocks } from './locks.js';
 import type { ScheduleRequest } from './message.js';
@@ -114,8 +119,7 @@ export class Scheduler {
         occurrences = occurrencesOf(record.spec, record.anchorAt);
       } catch (err) {
         // Stored once valid (a time zone this platform's data no longer has, say).
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_CORRUPT',
+        throw new TickwheelCorruptError(
           `recurring schedule ${record.name} cannot be read back: ${(err as Error).message}`,
         );
       }
@@ -245,8 +249,7 @@ export class Scheduler {
         if (record !== undefined) occurrences = occurrencesOf(record.spec, record.anchorAt);
       } catch (err) {
         this.onError(
-          new TickwheelStateError(
-            'ERR_TICKWHEEL_CORRUPT',
+          new TickwheelCorruptError(
             `recurring schedule ${name} cannot be run: ${(err as Error).message}`,
           ),
         );

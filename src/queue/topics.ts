@@ -24,14 +24,8 @@
  * nodes). A topic with default settings costs a receive one Map lookup.
  */
 
-import {
-  checkFlag,
-  checkOption,
-  describe,
-  mayHaveWritten,
-  TickwheelStateError,
-  TickwheelTypeError,
-} from '../errors.js';
+import { mayHaveWritten, TickwheelCorruptError, TickwheelTypeError } from '../errors.js';
+import { checkFlag, checkOption, describe } from '../validate.js';
 import {
   checkPushTarget,
   pushView,
@@ -185,25 +179,24 @@ export function settingsView(
 
 /**
  * Reads stored settings back (a file, a Valkey hash): `{ paused, rateLimit, push }`, the first
- * two present (push is absent in what was stored before push targets existed), nothing else.
+ * two present (an absent push is none), nothing else.
  * Anything else is ERR_TICKWHEEL_CORRUPT, never silently "not paused".
  */
 export function parseStoredSettings(value: unknown, where: string): TopicSettings {
+  const unreadable = (reason: string) =>
+    new TickwheelCorruptError(`${where}: stored topic settings cannot be read (${reason})`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw unreadable(`not an object: ${describe(value)}`);
+  }
+  const given = value as Record<string, unknown>;
+  if (typeof given.paused !== 'boolean' || !('rateLimit' in given)) {
+    throw unreadable('paused (true or false) and rateLimit (an object or null) are both needed');
+  }
   try {
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-      throw new Error(`not an object: ${describe(value)}`);
-    }
-    const given = value as Record<string, unknown>;
-    if (typeof given.paused !== 'boolean' || !('rateLimit' in given)) {
-      throw new Error('paused (true or false) and rateLimit (an object or null) are both needed');
-    }
     const update = checkTopicUpdate('push' in given ? given : { ...given, push: null });
     return applyTopicUpdate(DEFAULT_TOPIC_SETTINGS, update);
   } catch (err) {
-    throw new TickwheelStateError(
-      'ERR_TICKWHEEL_CORRUPT',
-      `${where}: stored topic settings cannot be read (${(err as Error).message})`,
-    );
+    throw unreadable((err as Error).message);
   }
 }
 
@@ -212,14 +205,13 @@ export function parseStoredSettings(value: unknown, where: string): TopicSetting
  * field and the rule, never a stored header value or the secret.
  */
 export function parseStoredPush(value: unknown, where: string): PushTarget {
+  const unreadable = (reason: string) =>
+    new TickwheelCorruptError(`${where}: stored push target cannot be read (${reason})`);
+  if (value === null) throw unreadable('null');
   try {
-    if (value === null) throw new Error('null');
     return checkPushTarget(value) as PushTarget;
   } catch (err) {
-    throw new TickwheelStateError(
-      'ERR_TICKWHEEL_CORRUPT',
-      `${where}: stored push target cannot be read (${(err as Error).message})`,
-    );
+    throw unreadable((err as Error).message);
   }
 }
 

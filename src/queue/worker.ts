@@ -36,14 +36,14 @@
 
 import { performance as realClock } from 'node:perf_hooks';
 import { setImmediate as realSetImmediate } from 'node:timers';
+import { TickwheelTypeError } from '../errors.js';
 import {
   checkCallback,
   checkKnownOptions,
   checkOption,
   describe,
   optionNames,
-  TickwheelTypeError,
-} from '../errors.js';
+} from '../validate.js';
 import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
 import { reasonOf } from './message.js';
 import type {

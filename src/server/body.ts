@@ -39,7 +39,7 @@ function shown(path: string): string {
 }
 
 /** The first problem in a parsed body, as an error message; undefined when there is none. */
-export function unsafeContent(root: unknown): string | undefined {
+function unsafeContent(root: unknown): string | undefined {
   const stack: Step[] = [{ value: root, path: 'body' }];
   while (stack.length > 0) {
     const { value, path } = stack.pop() as Step;
@@ -79,7 +79,7 @@ export function unsafeContent(root: unknown): string | undefined {
 }
 
 /** Parses a JSON body; throws a 400 HttpError that says what is wrong. */
-export function parseJsonBody(text: string): unknown {
+function parseJsonBody(text: string): unknown {
   if (text.trim() === '') return undefined;
   let value: unknown;
   try {

@@ -27,7 +27,7 @@ const CONTENT_TYPES: Record<string, string> = {
 };
 
 /** dist/server/dashboard.js -> dist/dashboard/ */
-export const DASHBOARD_DIR = fileURLToPath(new URL('../dashboard/', import.meta.url));
+const DASHBOARD_DIR = fileURLToPath(new URL('../dashboard/', import.meta.url));
 
 /**
  * The built dashboard as URL path -> file ('/index.html', '/assets/index-3f2a.js', ...), or

@@ -151,7 +151,7 @@ function methodsOf(route: RouteOptions): string[] {
  * `:id(^\\d+)`, is dropped: the params schema has the pattern), and `::` a literal colon
  * (`/messages::batch` is `/messages:batch`).
  */
-export function openApiPath(url: string): string {
+function openApiPath(url: string): string {
   assert(
     !url.includes('*'),
     `route ${url} has a wildcard, which OpenAPI cannot describe: describe it with named ` +
@@ -331,7 +331,7 @@ class Components {
  * by `reference`. Keywords under `properties` and the like are property names, not keywords,
  * and are kept as they are.
  */
-export function toSchema2020(schema: unknown, reference: (ref: string) => string): unknown {
+function toSchema2020(schema: unknown, reference: (ref: string) => string): unknown {
   if (Array.isArray(schema)) return schema.map((item) => toSchema2020(item, reference));
   if (typeof schema !== 'object' || schema === null) return schema;
   const source = schema as Schema;

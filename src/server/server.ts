@@ -25,7 +25,8 @@
  */
 
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
-import { checkOption, TickwheelTypeError } from '../errors.js';
+import { TickwheelTypeError } from '../errors.js';
+import { checkOption } from '../validate.js';
 import { MAX_WAIT_MS } from '../protocol/limits.js';
 import { isErrorCode } from '../protocol/status.js';
 import type { WireErrorCode } from '../protocol/wire.js';

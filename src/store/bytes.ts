@@ -47,10 +47,6 @@ export function writeU32(buf: Uint8Array, at: number, value: number): number {
   return at + 4;
 }
 
-export function readU32(buf: Uint8Array, at: number): number {
-  return (buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16)) + buf[at + 3] * 0x1000000;
-}
-
 /** Writes an unsigned 16-bit integer at `at`; returns the offset after it. */
 export function writeU16(buf: Uint8Array, at: number, value: number): number {
   buf[at] = value;

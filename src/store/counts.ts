@@ -19,10 +19,10 @@
 
 import type { StoreCounts } from '../queue/store.js';
 
-export const HOUR_MS = 3_600_000;
-export const MINUTE_MS = 60_000;
+const HOUR_MS = 3_600_000;
+const MINUTE_MS = 60_000;
 
-export function hourOf(deliverAt: number): number {
+function hourOf(deliverAt: number): number {
   return Math.floor(deliverAt / HOUR_MS) * HOUR_MS;
 }
 

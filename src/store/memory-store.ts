@@ -3,6 +3,7 @@
  * delay queue with no disk at all. Everything is lost when the process ends.
  */
 
+import { assert } from '../assert.js';
 import { DueHeap } from '../queue/due-heap.js';
 import { payloadBytes, type MessageState } from '../queue/message.js';
 import type { RecoveryReport, Store, StoreCounts, StoredMessage } from '../queue/store.js';
@@ -136,7 +137,7 @@ export class MemoryStore implements Store {
 
   async payloadOf(message: MessageState): Promise<Uint8Array> {
     const payload = this.entries.get(message.id)?.state.payload;
-    if (payload === undefined) throw new Error(`no payload kept for message ${message.id}`);
+    assert(payload !== undefined, () => `the memory store holds no message ${message.id}`);
     return payload;
   }
 

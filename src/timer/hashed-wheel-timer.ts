@@ -21,6 +21,7 @@
  */
 
 import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
+import { TickwheelRangeError, TickwheelStateError, TickwheelTypeError } from '../errors.js';
 import {
   checkCallback,
   checkDelay,
@@ -29,10 +30,7 @@ import {
   checkOption,
   checkOptionsObject,
   optionNames,
-  TickwheelRangeError,
-  TickwheelStateError,
-  TickwheelTypeError,
-} from '../errors.js';
+} from '../validate.js';
 import { HashedWheel } from '../wheel/index.js';
 import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
 

@@ -1,4 +1,3 @@
-export { WheelDriver, DEFAULT_MAX_BATCH, type DriverOptions } from './driver.js';
 export {
   TimerWheel,
   type TimerHandle,

@@ -21,6 +21,7 @@
  */
 
 import type { Clock } from '../clock/index.js';
+import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
 import {
   checkCallback,
   checkDelay,
@@ -29,9 +30,7 @@ import {
   checkOption,
   checkOptionsObject,
   optionNames,
-  TickwheelStateError,
-  TickwheelTypeError,
-} from '../errors.js';
+} from '../validate.js';
 import { HierarchicalWheel } from '../wheel/index.js';
 import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
 

@@ -22,6 +22,11 @@
 import type { Clock } from '../clock/index.js';
 import {
   AbortError,
+  TickwheelRangeError,
+  TickwheelStateError,
+  TickwheelTypeError,
+} from '../errors.js';
+import {
   checkCallback,
   checkDelay,
   checkFlag,
@@ -30,10 +35,7 @@ import {
   checkOptionsObject,
   checkPeriod,
   optionNames,
-  TickwheelRangeError,
-  TickwheelStateError,
-  TickwheelTypeError,
-} from '../errors.js';
+} from '../validate.js';
 import { HierarchicalWheel, type WheelSnapshot } from '../wheel/index.js';
 import { WheelDriver } from './driver.js';
 import { RowValues } from './row-values.js';

@@ -19,6 +19,7 @@
  * of the order of the number of timers, and why scheme 7 (HierarchicalWheel) is the default.
  */
 
+import { TickwheelRangeError } from '../errors.js';
 import { EntryStore } from './entries.js';
 import { TimingWheel, type ExpireCallback } from './wheel.js';
 
@@ -42,7 +43,8 @@ export class HashedWheel extends TimingWheel {
   constructor(options: HashedWheelOptions = {}) {
     const requested = options.ticksPerWheel ?? 512;
     if (!Number.isInteger(requested) || requested < 1 || requested > MAX_TICKS_PER_WHEEL) {
-      throw new RangeError(
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
         `ticksPerWheel must be an integer from 1 to ${MAX_TICKS_PER_WHEEL}, got ${requested}`,
       );
     }

@@ -44,6 +44,7 @@
  * where a scheme-6 wheel would have ticked 450 times. docs/wheels.md has the whole story.
  */
 
+import { TickwheelRangeError } from '../errors.js';
 import { EntryStore } from './entries.js';
 import { TimingWheel, type ExpireCallback } from './wheel.js';
 
@@ -94,7 +95,10 @@ export class HierarchicalWheel extends TimingWheel {
   constructor(options: HierarchicalWheelOptions = {}) {
     const wheelSize = options.wheelSize ?? 64;
     if (!Number.isInteger(wheelSize) || wheelSize < 2 || wheelSize > 4096) {
-      throw new RangeError(`wheelSize must be an integer from 2 to 4096, got ${wheelSize}`);
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `wheelSize must be an integer from 2 to 4096, got ${wheelSize}`,
+      );
     }
     super(new EntryStore(options.initialCapacity), wheelSize, 2, options.startTick ?? 0);
     this.wheelSize = wheelSize;
@@ -173,7 +177,7 @@ export class HierarchicalWheel extends TimingWheel {
       this.slots.append(this.slots.code(group, inNext ? offset - size : offset), index);
     } else {
       const level = this.levelFor(at, this.blockStart + size);
-      if (level >= this.levelCount) this.addLevels(level + 1);
+      if (level >= this.levelCount) this.addLevels(level + 1, at);
       this.slots.append(this.slots.code(level + 1, this.digit(at, level)), index);
     }
     this.linked++;
@@ -317,9 +321,12 @@ export class HierarchicalWheel extends TimingWheel {
     return level;
   }
 
-  private addLevels(levels: number): void {
+  private addLevels(levels: number, tick: number): void {
     if (levels > this.maxLevels) {
-      throw new RangeError(`tick ${this.currentTick} is beyond the last tick a wheel can hold`);
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_DELAY',
+        `tick ${tick} is beyond the last tick a wheel can hold (${MAX_TICK})`,
+      );
     }
     // Groups 0 and 1 are the first level's two blocks; level L >= 1 is group L + 1.
     this.slots.ensureGroups(levels + 1);

@@ -19,7 +19,7 @@ import { DETACHED, type EntryStore } from './entries.js';
 import { SlotTable } from './slots.js';
 
 /** The message of the "never early" invariant's debugAssert in both wheels' advance(). */
-export function neverEarly(entries: EntryStore, index: number, now: number): string {
+function neverEarly(entries: EntryStore, index: number, now: number): string {
   return `row ${index} due at tick ${entries.tick[index]} expired early, at tick ${now}`;
 }
 

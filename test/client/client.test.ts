@@ -249,13 +249,6 @@ describe('the names and results of DelayQueue', () => {
     );
   });
 
-  it('scheduleBatch is a deprecated alias of scheduleMany', async () => {
-    const tw = client();
-    const results = await tw.scheduleBatch([{ topic: 'b', payload: 1, id: 'alias' }]);
-    expect(results).toEqual([{ id: 'alias', deliverAt: expect.any(Number) }]);
-    expect(await tw.scheduleBatch([])).toEqual([]);
-  });
-
   it('ackMany and nackMany: results[i] for receipts[i], like the embedded queue', async () => {
     const tw = client();
     await tw.scheduleMany(

@@ -53,11 +53,6 @@ describe('the client mirrors the embedded queue', () => {
     expect(clientMethod.length, name).toBe(queueMethod.length);
   });
 
-  it('the old client name scheduleBatch remains, deprecated, beside scheduleMany', () => {
-    expect(client.has('scheduleBatch')).toBe(true);
-    expect(embedded.has('scheduleBatch')).toBe(false);
-  });
-
   it('resolves to the same results (checked by the type checker)', () => {
     type Result<T extends Record<Shared, unknown>, K extends Shared> = T[K] extends (
       ...args: never[]

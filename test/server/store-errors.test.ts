@@ -11,8 +11,14 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
+import {
+  TickwheelCorruptError,
+  TickwheelUnavailableError,
+  type UnavailableErrorCode,
+} from '../../src/errors.js';
+import { HTTP_STATUS } from '../../src/protocol/status.js';
 import { toErrorResponse } from '../../src/server/errors.js';
-import type { LogErrorCode } from '../../src/store/log/index.js';
+import type { LogFailure } from '../../src/store/log/index.js';
 import { RECORD_HEADER_BYTES } from '../../src/store/log/index.js';
 import { injector } from './harness.js';
 
@@ -24,7 +30,7 @@ afterEach(async () => {
 });
 
 describe('status of every error the store can throw', () => {
-  const codes: Record<LogErrorCode | 'ERR_TICKWHEEL_FORMAT' | 'ERR_TICKWHEEL_LOCKED', number> = {
+  const codes: Record<LogFailure['code'] | 'ERR_TICKWHEEL_FORMAT', number> = {
     ERR_TICKWHEEL_IO: 503,
     ERR_TICKWHEEL_CORRUPT: 503,
     ERR_TICKWHEEL_RECORD_TOO_LARGE: 413,
@@ -37,11 +43,37 @@ describe('status of every error the store can throw', () => {
     ERR_TICKWHEEL_FORMAT: 503,
     ERR_TICKWHEEL_LOCKED: 423,
     ERR_TICKWHEEL_LOCK_LOST: 503,
+    ERR_TICKWHEEL_UNAVAILABLE: 503,
+    ERR_TICKWHEEL_NOT_DURABLE: 503,
+    ERR_TICKWHEEL_DATA_LOST: 503,
   };
   it.each(Object.entries(codes))('%s: %i', (code, status) => {
     const { statusCode, body } = toErrorResponse(Object.assign(new Error('boom'), { code }));
     expect(statusCode).toBe(status);
     expect(body.error.code).toBe(code);
+  });
+});
+
+describe("the classes of the store's failures", () => {
+  const unavailable: UnavailableErrorCode[] = [
+    'ERR_TICKWHEEL_IO',
+    'ERR_TICKWHEEL_LOCKED',
+    'ERR_TICKWHEEL_LOCK_LOST',
+    'ERR_TICKWHEEL_UNAVAILABLE',
+    'ERR_TICKWHEEL_NOT_DURABLE',
+    'ERR_TICKWHEEL_DATA_LOST',
+  ];
+  it.each(unavailable)('TickwheelUnavailableError %s answers the status of its code', (code) => {
+    const { statusCode, body } = toErrorResponse(new TickwheelUnavailableError(code, 'm'));
+    expect(statusCode).toBe(HTTP_STATUS[code]);
+    expect(body.error.code).toBe(code);
+  });
+
+  it('TickwheelCorruptError answers 503 ERR_TICKWHEEL_CORRUPT, saying to repair', () => {
+    const { statusCode, body } = toErrorResponse(new TickwheelCorruptError('m'));
+    expect(statusCode).toBe(503);
+    expect(body.error).toMatchObject({ code: 'ERR_TICKWHEEL_CORRUPT' });
+    expect(body.error.message).toContain('tickwheel repair');
   });
 });
 

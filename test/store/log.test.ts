@@ -6,11 +6,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import {
+  TickwheelCorruptError,
+  TickwheelUnavailableError,
+  type TickwheelErrorCode,
+} from '../../src/errors.js';
+import {
   LogError,
   MessageLog,
   RECORD_HEADER_BYTES as HEADER,
   SEGMENT_SPAN,
   segmentFileName,
+  type LogFailure,
   type LogIo,
   type MessageLogOptions,
   type ReplayOptions,
@@ -121,24 +127,37 @@ async function damage(dir: string, segment: number, change: (bytes: Buffer) => B
   await writeFile(file, change(bytes) ?? bytes);
 }
 
-async function rejection(promise: Promise<unknown>): Promise<LogError> {
+/** The one class each code of the log's errors has: damage, the disk, or the log's own rules. */
+function classOf(code: TickwheelErrorCode): new (...args: never[]) => Error {
+  if (code === 'ERR_TICKWHEEL_CORRUPT') return TickwheelCorruptError;
+  if (code === 'ERR_TICKWHEEL_IO' || code === 'ERR_TICKWHEEL_LOCK_LOST') {
+    return TickwheelUnavailableError;
+  }
+  return LogError;
+}
+
+function logFailure(error: unknown): LogFailure {
+  const code = (error as { code: TickwheelErrorCode }).code;
+  expect(error).toBeInstanceOf(classOf(code));
+  return error as LogFailure;
+}
+
+async function rejection(promise: Promise<unknown>): Promise<LogFailure> {
   try {
     await promise;
   } catch (error) {
-    expect(error).toBeInstanceOf(LogError);
-    return error as LogError;
+    return logFailure(error);
   }
   throw new Error('expected a rejection');
 }
 
-function thrown(fn: () => unknown): LogError {
+function thrown(fn: () => unknown): LogFailure {
   try {
     fn();
   } catch (error) {
-    expect(error).toBeInstanceOf(LogError);
-    return error as LogError;
+    return logFailure(error);
   }
-  throw new Error('expected a LogError');
+  throw new Error('expected a throw');
 }
 
 function enospc(): Error {
@@ -405,11 +424,12 @@ describe('readMany', () => {
     const got = await log.readMany(positions);
     for (let i = 0; i < 50; i++) {
       if (i === 20) {
-        expect(got[i]).toBeInstanceOf(LogError);
-        expect((got[i] as LogError).code).toBe('ERR_TICKWHEEL_CORRUPT');
+        expect(got[i]).toBeInstanceOf(TickwheelCorruptError);
+        expect((got[i] as LogFailure).code).toBe('ERR_TICKWHEEL_CORRUPT');
       } else expect(got[i]).toEqual({ type: records[i].type, body: records[i].body });
     }
-    expect((got[50] as LogError).code).toBe('ERR_TICKWHEEL_INVALID_POSITION');
+    expect(got[50]).toBeInstanceOf(LogError);
+    expect((got[50] as LogFailure).code).toBe('ERR_TICKWHEEL_INVALID_POSITION');
     expect(got[51]).toBeInstanceOf(LogError);
   });
 });

@@ -18,8 +18,10 @@ import {
   OUTCOME_CANCELLED,
   SCHEDULE,
   encodeFinish,
-  encodeMove,
-  encodeSchedule,
+  moveLength,
+  scheduleLength,
+  writeMove,
+  writeScheduleHead,
 } from '../../src/store/file/records.js';
 import { ReplayWatcher, Tables } from '../../src/store/file/table.js';
 
@@ -61,6 +63,20 @@ function hashOf(id: string): [number, number] {
   const hash = new IdHash();
   hashId(id, hash);
   return [hash.low, hash.high];
+}
+
+/** A SCHEDULE body, as the file store writes one into the log's buffer. */
+function encodeSchedule(message: MessageState, payload: Uint8Array): Buffer {
+  const body = Buffer.allocUnsafe(scheduleLength(message, payload.byteLength));
+  body.set(payload, writeScheduleHead(body, 0, message));
+  return body;
+}
+
+/** A MOVE (or BURY) body. */
+function encodeMove(message: MessageState, previousDeliverAt: number): Buffer {
+  const body = Buffer.allocUnsafe(moveLength(message));
+  writeMove(body, 0, message, previousDeliverAt);
+  return body;
 }
 
 /** Drives one Tables with records the way FileStore writes them. */

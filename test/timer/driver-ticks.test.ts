@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, TimerWheel } from '../../src/index.js';
-import { WheelDriver } from '../../src/timer/index.js';
+import { WheelDriver } from '../../src/timer/driver.js';
 import { HierarchicalWheel } from '../../src/wheel/index.js';
 import { codeOf } from './code-of.js';
 

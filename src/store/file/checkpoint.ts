@@ -56,7 +56,7 @@ export interface Checkpoint {
   indexedUntil: number;
   frontier: number;
   windows: Record<string, number>;
-  /** The log's durable extent (absent in checkpoints of older versions). */
+  /** The log's durable extent (absent when the checkpoint does not hold a valid one). */
   log: LogExtent | undefined;
 }
 
@@ -79,22 +79,23 @@ const KEPT_WINDOWS_LIMIT = 1024;
 
 /** The last checkpoint; one that cannot be read is none (recovery rebuilds the index). */
 export async function readCheckpoint(dir: string): Promise<Checkpoint> {
+  const none: Checkpoint = { indexedUntil: 0, frontier: Infinity, windows: {}, log: undefined };
   try {
     const text = await readFile(join(dir, CHECKPOINT_FILE), 'utf8');
     const { indexedUntil, frontier, windows, log } = JSON.parse(text) as Record<string, unknown>;
     if (typeof frontier !== 'number' || typeof windows !== 'object' || windows === null) {
-      throw new Error('a checkpoint without frontier and windows: rebuild the index');
+      return none;
     }
     const until = typeof indexedUntil === 'number' && indexedUntil >= 0 ? indexedUntil : 0;
     return {
       indexedUntil: until,
       frontier,
       windows: windows as Record<string, number>,
-      // Written before tickwheel recorded it, or unreadable: no durable extent to hold to.
+      // Absent or unreadable: no durable extent to hold to.
       log: isExtent(log) && until > 0 ? log : undefined,
     };
   } catch {
-    return { indexedUntil: 0, frontier: Infinity, windows: {}, log: undefined };
+    return none;
   }
 }
 

@@ -21,7 +21,7 @@
 
 import { TickwheelCorruptError, type StoreDamage } from '../../errors.js';
 import type { RecoveryReport } from '../../queue/store.js';
-import { LogError, type MessageLog, type ReplayReport } from '../log/index.js';
+import { LogError, type LogFailure, type MessageLog, type ReplayReport } from '../log/index.js';
 import type { Checkpoint } from './checkpoint.js';
 import { offsetOf, positionOf, segmentOf, where } from './positions.js';
 import type { StoreSnapshot } from './snapshot.js';
@@ -227,10 +227,10 @@ export function corruptionError(dir: string, damage: StoreDamage[]): TickwheelCo
 }
 
 /** A record that cannot be read back: damaged on disk, or in a part of the log that is gone. */
-export function isDamage(err: unknown): err is LogError {
+export function isDamage(err: unknown): err is LogFailure {
   return (
-    err instanceof LogError &&
-    (err.code === 'ERR_TICKWHEEL_CORRUPT' || err.code === 'ERR_TICKWHEEL_INVALID_POSITION')
+    err instanceof TickwheelCorruptError ||
+    (err instanceof LogError && err.code === 'ERR_TICKWHEEL_INVALID_POSITION')
   );
 }
 

@@ -5,7 +5,7 @@
  *
  *   layout.ts      the data directory: its files, format.json, repair.json
  *   table.ts       the in-memory tables and `apply`, the one function that changes them
- *   records.ts     the log records' bodies (the log itself is ../log.ts)
+ *   records.ts     the log records' bodies (the log itself is ../log/message-log.ts)
  *   window-index.ts  the schedule index (index-files.ts: which file an entry goes to)
  *   states.ts      messages read back from the log and handed to the queue
  *   checkpoint.ts  checkpoints, snapshots (snapshot.ts) and retention
@@ -22,6 +22,7 @@
 
 import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
+import { TickwheelCorruptError, TickwheelUnavailableError } from '../../errors.js';
 import type { MessageState } from '../../queue/message.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
 import type {
@@ -37,7 +38,6 @@ import type { TopicSettings } from '../../queue/topics.js';
 import { ScheduleLog } from './schedule-log.js';
 import { writeUtf8 } from '../bytes.js';
 import {
-  LogError,
   MessageLog,
   RECORD_HEADER_BYTES,
   systemErrorsAsIo,
@@ -395,7 +395,7 @@ export class FileStore implements Store {
     if (record.type !== SCHEDULE) {
       throw unreadable(
         this.dir,
-        new LogError('ERR_TICKWHEEL_CORRUPT', `${where(message.ref)} holds no schedule record`),
+        new TickwheelCorruptError(`${where(message.ref)} holds no schedule record`),
         `the payload of message ${message.id}`,
       );
     }
@@ -528,7 +528,7 @@ export class FileStore implements Store {
     if (this.lock.lost !== undefined) throw this.lock.lost;
     const failure = this.log.firstFailure;
     if (failure === undefined) return;
-    const refused = new LogError(
+    const refused = new TickwheelUnavailableError(
       'ERR_TICKWHEEL_IO',
       `the store takes no more changes since a log write failed (${failure.message}). ` +
         'Everything acknowledged before it is on disk: close the queue and open it again ' +

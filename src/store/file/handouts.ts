@@ -150,11 +150,7 @@ function writeHandOut(log: MessageLog, message: MessageState): number {
  * delivery ended since (its ack, retry or burial is newer, or it is finished) is left alone.
  * `frontier`: the store's, which tells whether a record is indexed (FileStore.move's rule).
  */
-export function applyHandOuts(
-  tables: Tables,
-  inFlight: readonly MessageState[],
-  frontier: number,
-): void {
+function applyHandOuts(tables: Tables, inFlight: readonly MessageState[], frontier: number): void {
   let body: Buffer | undefined;
   for (const message of inFlight) {
     const position = message.handOutRef ?? Number.NaN;
@@ -169,7 +165,7 @@ export function applyHandOuts(
 }
 
 /** Why a delivery ended without an ack, nack or timeout: the process stopped under it. */
-export function stoppedReason(message: MessageState): string {
+function stoppedReason(message: MessageState): string {
   return (
     `the process stopped (exit, crash or restart) during delivery ${message.attempts} of ` +
     `${message.maxAttempts}, before an ack or nack`

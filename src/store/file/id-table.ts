@@ -16,6 +16,8 @@
  * and comparing the id it holds; see Tables (table.ts) and FileStore.lookup.
  */
 
+import { assert } from '../../assert.js';
+
 const EMPTY = 0;
 const DELETED = 0xffffffff;
 const TWO_POW_32 = 4294967296;
@@ -327,9 +329,11 @@ export class IdTable {
   /** Replaces the contents with arrays from endCopy() (taken over, not copied). */
   adoptArrays(arrays: IdTableArrays): void {
     const { slots } = arrays;
-    if (slots.length < 32 || slots.length % 2 !== 0) {
-      throw new RangeError('IdTable slots must be an even length of at least 32');
-    }
+    // A snapshot's table has at least 16 slots (snapshot.ts refuses fewer).
+    assert(
+      slots.length >= 32 && slots.length % 2 === 0,
+      () => `IdTable slots must be an even length of at least 32, got ${slots.length}`,
+    );
     this.copying = undefined;
     this.old = undefined;
     const keys = new Uint32Array(slots.buffer, slots.byteOffset, slots.length * 2);

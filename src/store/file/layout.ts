@@ -3,7 +3,7 @@
  *
  *   LOCK               pid of the owning process (see lock.ts)
  *   format.json        { format }: the on-disk format; other formats are refused at open
- *   log/*.seg          the message log: every change of every message, appended (log.ts)
+ *   log/*.seg          the message log: every change of every message, appended (../log/)
  *   index/*.idx        the schedule index, files of 2^L windows (index-files.ts)
  *   checkpoint.json    { indexedUntil, frontier, windows, log }: index entries of all records
  *                      before indexedUntil that were due at or after frontier are on disk,
@@ -26,7 +26,13 @@
 
 import { mkdir, open, readFile, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { TickwheelStateError, TickwheelTypeError, type StoreDamage } from '../../errors.js';
+import {
+  TickwheelCorruptError,
+  TickwheelStateError,
+  TickwheelTypeError,
+  TickwheelUnavailableError,
+  type StoreDamage,
+} from '../../errors.js';
 import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, describeCause } from '../log/index.js';
 import type { RepairReport } from '../../queue/store.js';
 import { checkTopic } from '../../queue/message.js';
@@ -44,9 +50,9 @@ export const LOG_DIR = 'log';
 export const INDEX_DIR = 'index';
 export const CHECKPOINT_FILE = 'checkpoint.json';
 export const REPAIR_FILE = 'repair.json';
-export const TOPICS_FILE = 'topics.json';
+const TOPICS_FILE = 'topics.json';
 /** Push targets (with their secrets), apart from the other settings. */
-export const PUSH_FILE = 'push.json';
+const PUSH_FILE = 'push.json';
 const FORMAT_FILE = 'format.json';
 
 /**
@@ -67,7 +73,7 @@ export async function makeDataDirectory(dir: string): Promise<void> {
         { cause: err },
       );
     }
-    throw new TickwheelStateError(
+    throw new TickwheelUnavailableError(
       'ERR_TICKWHEEL_IO',
       `cannot create the data directory ${dir}: ${describeCause(err)}`,
       { cause: err },
@@ -77,8 +83,8 @@ export async function makeDataDirectory(dir: string): Promise<void> {
 
 /**
  * Refuses a directory written in another on-disk format, and records the format in a new one.
- * A directory without format.json but with log records was written by tickwheel before the
- * format was recorded (format 1), whose records this code would misread.
+ * A directory without format.json but with log records is of no format this code knows: its
+ * records would be misread.
  */
 export async function checkFormat(dir: string): Promise<void> {
   const file = join(dir, FORMAT_FILE);
@@ -193,22 +199,21 @@ async function readTopicsFile(
   try {
     parsed = JSON.parse(text) as Record<string, unknown>;
   } catch (err) {
-    throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: ${(err as Error).message}`);
+    throw new TickwheelCorruptError(`${where}: ${(err as Error).message}`);
   }
   if (parsed?.version !== 1) {
-    throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: not version 1`);
+    throw new TickwheelCorruptError(`${where}: not version 1`);
   }
   const topics = parsed[field];
   if (typeof topics !== 'object' || topics === null || Array.isArray(topics)) {
-    throw new TickwheelStateError('ERR_TICKWHEEL_CORRUPT', `${where}: no "${field}" object`);
+    throw new TickwheelCorruptError(`${where}: no "${field}" object`);
   }
   const entries = Object.entries(topics as Record<string, unknown>);
   for (const [topic] of entries) {
     try {
       checkTopic(topic);
     } catch (err) {
-      throw new TickwheelStateError(
-        'ERR_TICKWHEEL_CORRUPT',
+      throw new TickwheelCorruptError(
         `${where}, topic ${JSON.stringify(topic)}: ${(err as Error).message}`,
       );
     }
@@ -218,8 +223,7 @@ async function readTopicsFile(
 
 /**
  * Writes topics.json (pauses, rate limits) and push.json (push targets: kept apart, readable
- * by the owner only, and unseen by versions before push delivery, which would refuse a field
- * they do not know).
+ * by the owner only, so that topics.json holds no secret).
  */
 export async function writeTopicSettings(
   dir: string,
@@ -243,7 +247,7 @@ export async function writeTopicSettings(
 export async function replaceFile(file: string, text: string): Promise<void> {
   const handle = await open(`${file}.tmp`, 'w', DATA_FILE_MODE);
   try {
-    // A file left over from a crash (or made by an older version) keeps the mode it was made with.
+    // A file left over from a crash (or copied in) keeps the mode it was made with.
     await handle.chmod(DATA_FILE_MODE);
     await handle.writeFile(text);
     await handle.sync();

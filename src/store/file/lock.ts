@@ -26,8 +26,8 @@
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { TickwheelStateError } from '../../errors.js';
-import { DATA_FILE_MODE, LogError } from '../log/index.js';
+import { TickwheelUnavailableError } from '../../errors.js';
+import { DATA_FILE_MODE } from '../log/index.js';
 
 interface NativeLocks {
   tryLock(fd: number): boolean;
@@ -60,7 +60,7 @@ export interface DirectoryLock {
  * The data directory's LOCK file was deleted or replaced while the queue had it open: another
  * process may have opened the directory since, so this one takes no more changes.
  */
-export class LockLostError extends LogError {
+export class LockLostError extends TickwheelUnavailableError {
   constructor(dir: string, what: string) {
     super(
       'ERR_TICKWHEEL_LOCK_LOST',
@@ -73,8 +73,8 @@ export class LockLostError extends LogError {
   }
 }
 
-function locked(dir: string, owner: string): TickwheelStateError {
-  return new TickwheelStateError(
+function locked(dir: string, owner: string): TickwheelUnavailableError {
+  return new TickwheelUnavailableError(
     'ERR_TICKWHEEL_LOCKED',
     `${dir} is in use by ${owner}; one process at a time may open a data directory`,
   );

@@ -3,13 +3,8 @@
  * to change, and an option the store does not know is refused with the closest one it does.
  */
 
-import {
-  checkKnownOptions,
-  checkOption,
-  describe,
-  optionNames,
-  TickwheelTypeError,
-} from '../../errors.js';
+import { TickwheelTypeError } from '../../errors.js';
+import { checkKnownOptions, checkOption, describe, optionNames } from '../../validate.js';
 import type { FsyncPolicy, LogIo } from '../log/index.js';
 
 export interface FileStoreOptions {

@@ -1,7 +1,7 @@
 /**
  * Bodies of the file store's log records (the log adds magic, type, length and CRC around
- * them; see log.ts). All little-endian; ids and topics are ASCII (their patterns allow nothing
- * else), so one byte per character.
+ * them; see ../log/format.ts). All little-endian; ids and topics are ASCII (their patterns
+ * allow nothing else), so one byte per character.
  *
  *   SCHEDULE  deliverAt f64 | attempts u16 | maxAttempts u16 | backoff u8 (0 none, 1 fixed,
  *             2 exponential) | backoffDelay f64 | jitter f64 (NaN: unset) | maxDelay f64
@@ -73,12 +73,6 @@ export function writeScheduleHead(buf: Uint8Array, at: number, message: MessageS
   at = writeF64(buf, at, backoff?.maxDelayMs ?? NaN);
   buf[at++] = message.payloadKind;
   return writeIdAndTopic(buf, at, message);
-}
-
-export function encodeSchedule(message: MessageState, payload: Uint8Array): Buffer {
-  const body = Buffer.allocUnsafe(scheduleLength(message, payload.byteLength));
-  body.set(payload, writeScheduleHead(body, 0, message));
-  return body;
 }
 
 export interface ScheduleRecord {
@@ -171,12 +165,6 @@ function reasonText(message: MessageState): string {
   return reason.length > MAX_REASON_UNITS ? reason.slice(0, MAX_REASON_UNITS) : reason;
 }
 
-export function encodeMove(message: MessageState, previousDeliverAt: number): Buffer {
-  const body = Buffer.allocUnsafe(moveLength(message));
-  writeMove(body, 0, message, previousDeliverAt);
-  return body;
-}
-
 export interface MoveRecord {
   deliverAt: number;
   attempts: number;
@@ -230,26 +218,6 @@ export function encodeFinish(message: MessageState, outcome: number): Buffer {
   const body = Buffer.allocUnsafe(finishLength(message));
   writeFinish(body, 0, message, outcome);
   return body;
-}
-
-export interface FinishRecord {
-  outcome: number;
-  payloadPosition: number;
-  deliverAt: number;
-  id: string;
-  topic: string;
-}
-
-export function decodeFinish(body: Buffer): FinishRecord {
-  const idLength = body.readUInt8(FINISH_ID_LENGTH);
-  const topicLength = body.readUInt8(FINISH_ID_LENGTH + 1);
-  return {
-    outcome: body.readUInt8(0),
-    payloadPosition: body.readDoubleLE(1),
-    deliverAt: body.readDoubleLE(9),
-    id: body.toString('latin1', FINISH_FIXED, FINISH_FIXED + idLength),
-    topic: body.toString('latin1', FINISH_FIXED + idLength, FINISH_FIXED + idLength + topicLength),
-  };
 }
 
 function fixedPart(type: number): number {

@@ -18,7 +18,7 @@
 
 import type { MessageState } from '../../queue/message.js';
 import type { RecoveryReport } from '../../queue/store.js';
-import type { LogError, ReplayOptions, ReplayReport } from '../log/index.js';
+import type { LogFailure, ReplayOptions, ReplayReport } from '../log/index.js';
 import { readCheckpoint, type Checkpoint } from './checkpoint.js';
 import {
   corruptionError,
@@ -106,7 +106,7 @@ export async function recover(
   if (missing.length > 0) throw corruptionError(dir, missing);
 
   const corrupt: RecoveryReport['corrupt'] = [];
-  const damaged = (position: number, err: LogError) =>
+  const damaged = (position: number, err: LogFailure) =>
     corrupt.push({ where: where(position), reason: err.message });
   const stopped = (message: MessageState) => endStoppedDelivery(message, parts.bury);
   const replay: ReplayOptions = durable === undefined ? {} : { durable: durable.bytes };

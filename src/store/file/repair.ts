@@ -22,7 +22,7 @@ import type { RecoveryReport, RepairReport } from '../../queue/store.js';
 import {
   RECORD_HEADER_BYTES,
   RECORD_MAGIC,
-  type LogError,
+  type LogFailure,
   type ReplayReport,
 } from '../log/index.js';
 import type { Checkpoint, Checkpoints } from './checkpoint.js';
@@ -156,7 +156,7 @@ export async function recoverWithRepair(
     await removeSnapshot(dir);
   }
   checkpoints.uncoveredBytes = recovery.replayedBytes;
-  const damaged = (position: number, err: LogError) =>
+  const damaged = (position: number, err: LogFailure) =>
     recovery.corrupt.push({ where: where(position), reason: err.message });
   await handOver(
     tables,

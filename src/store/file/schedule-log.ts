@@ -16,13 +16,13 @@
 
 import { open, readFile, truncate, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import { TickwheelStateError } from '../../errors.js';
+import { TickwheelCorruptError, TickwheelUnavailableError } from '../../errors.js';
 import type { ScheduleRecord } from '../../queue/recurring.js';
 import { crc32Range } from '../crc.js';
 import { DATA_FILE_MODE } from '../log/index.js';
 import { replaceFile, syncDirectory } from './layout.js';
 
-export const SCHEDULES_FILE = 'schedules.log';
+const SCHEDULES_FILE = 'schedules.log';
 
 type Line = ScheduleRecord | { deleted: string };
 
@@ -73,8 +73,7 @@ export class ScheduleLog {
           await truncate(file, Buffer.byteLength(text.slice(0, at)));
           break;
         }
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_CORRUPT',
+        throw new TickwheelCorruptError(
           `${file}: line ${lines + 1} is damaged (bad checksum or JSON); the recurring schedules ` +
             'cannot be read safely. Restore the file from a backup, or remove the damaged line ' +
             '(that schedule is then as of its previous line, or gone)',
@@ -154,7 +153,7 @@ export class ScheduleLog {
             await this.handle?.truncate(this.size);
             await this.handle?.datasync();
           } catch (cut) {
-            this.broken = new TickwheelStateError(
+            this.broken = new TickwheelUnavailableError(
               'ERR_TICKWHEEL_IO',
               `${this.file}: a failed append could not be cut back (${(cut as Error).message}); restart to recover`,
             );

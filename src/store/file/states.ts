@@ -13,7 +13,7 @@
 
 import type { MessageState } from '../../queue/message.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
-import { LogError, type MessageLog } from '../log/index.js';
+import { isLogFailure, type LogFailure, type MessageLog } from '../log/index.js';
 import { isDamage } from './damage.js';
 import { HANDOUT, SCHEDULE, decodeMove, decodeSchedule } from './records.js';
 import type { Tables } from './table.js';
@@ -25,7 +25,7 @@ const FIRST_READ = 64;
 const READ_BYTES = 16 * 1024 * 1024;
 
 /** Told of a record that cannot be read (see isDamage), which is then skipped. */
-export type OnDamaged = (position: number, err: LogError) => void;
+export type OnDamaged = (position: number, err: LogFailure) => void;
 
 /**
  * Reads full message states for record positions, in the order given (undefined where a
@@ -42,8 +42,8 @@ export async function statesAt(
   handedOut?: Set<number>,
 ): Promise<Array<MessageState | undefined>> {
   const states: Array<MessageState | undefined> = new Array(positions.length);
-  const check = (position: number, result: { type: number; body: Buffer } | LogError) => {
-    if (!(result instanceof LogError)) return result;
+  const check = (position: number, result: { type: number; body: Buffer } | LogFailure) => {
+    if (!isLogFailure(result)) return result;
     if (damaged === undefined || !isDamage(result)) throw result;
     damaged(position, result);
     return undefined;

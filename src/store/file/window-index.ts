@@ -32,7 +32,7 @@ import {
   type IndexFile,
 } from './index-files.js';
 
-export const ENTRY_BYTES = 24;
+const ENTRY_BYTES = 24;
 
 /** The pause before the first retry of a failed write, doubled after each failure... */
 const RETRY_FIRST_MS = 50;

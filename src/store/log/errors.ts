@@ -1,20 +1,26 @@
-/** The message log's errors: LogError and the ways the log builds one. */
+/**
+ * The message log's errors. Its own invariants, broken by a caller (a position that is no
+ * record, a commit without a reserve, ...), are LogErrors; a record damaged on disk is a
+ * TickwheelCorruptError, and a failed read or write of a file a TickwheelUnavailableError
+ * (ERR_TICKWHEEL_IO), as everywhere in tickwheel. LogFailure is any of the three.
+ */
 
-import { isSystemError, TickwheelError } from '../../errors.js';
+import {
+  isSystemError,
+  TickwheelCorruptError,
+  TickwheelError,
+  TickwheelUnavailableError,
+} from '../../errors.js';
 
 /** The codes LogError can have: a subset of the catalogue's (src/errors.ts). */
 export type LogErrorCode =
-  | 'ERR_TICKWHEEL_IO'
-  | 'ERR_TICKWHEEL_CORRUPT'
   | 'ERR_TICKWHEEL_RECORD_TOO_LARGE'
   | 'ERR_TICKWHEEL_CLOSED'
   | 'ERR_TICKWHEEL_INVALID_OPTION'
   | 'ERR_TICKWHEEL_INVALID_RECORD'
   | 'ERR_TICKWHEEL_INVALID_POSITION'
   | 'ERR_TICKWHEEL_SEGMENT_ACTIVE'
-  | 'ERR_TICKWHEEL_INVALID_STATE'
-  // The file store's data directory is no longer its own (file/lock.ts).
-  | 'ERR_TICKWHEEL_LOCK_LOST';
+  | 'ERR_TICKWHEEL_INVALID_STATE';
 
 export class LogError extends TickwheelError<LogErrorCode> {
   constructor(code: LogErrorCode, message: string, options?: { cause?: unknown }) {
@@ -23,13 +29,55 @@ export class LogError extends TickwheelError<LogErrorCode> {
   }
 }
 
+/** Any error the message log raises itself (see the top of this file). */
+export type LogFailure = LogError | TickwheelCorruptError | TickwheelUnavailableError;
+
+export function isLogFailure(err: unknown): err is LogFailure {
+  return (
+    err instanceof LogError ||
+    err instanceof TickwheelCorruptError ||
+    err instanceof TickwheelUnavailableError
+  );
+}
+
+/** A LogFailure of the class its code belongs to, for a failure that keeps another's code. */
+export function logFailure(
+  code: LogFailure['code'],
+  message: string,
+  options?: { cause?: unknown },
+): LogFailure {
+  if (code === 'ERR_TICKWHEEL_CORRUPT') return new TickwheelCorruptError(message, [], options);
+  if (isLogErrorCode(code)) return new LogError(code, message, options);
+  return new TickwheelUnavailableError(code, message, options);
+}
+
+const LOG_ERROR_CODES: ReadonlySet<string> = new Set<LogErrorCode>([
+  'ERR_TICKWHEEL_RECORD_TOO_LARGE',
+  'ERR_TICKWHEEL_CLOSED',
+  'ERR_TICKWHEEL_INVALID_OPTION',
+  'ERR_TICKWHEEL_INVALID_RECORD',
+  'ERR_TICKWHEEL_INVALID_POSITION',
+  'ERR_TICKWHEEL_SEGMENT_ACTIVE',
+  'ERR_TICKWHEEL_INVALID_STATE',
+]);
+
+function isLogErrorCode(code: string): code is LogErrorCode {
+  return LOG_ERROR_CODES.has(code);
+}
+
 export function closedError(what: string): LogError {
   return new LogError('ERR_TICKWHEEL_CLOSED', `cannot ${what} the message log: it is closed`);
 }
 
-export function ioError(what: string, cause: unknown): LogError {
-  if (cause instanceof LogError) return cause;
-  return new LogError('ERR_TICKWHEEL_IO', `${what} failed: ${describeCause(cause)}`, { cause });
+export function ioError(what: string, cause: unknown): LogFailure {
+  if (isLogFailure(cause)) return cause;
+  return new TickwheelUnavailableError(
+    'ERR_TICKWHEEL_IO',
+    `${what} failed: ${describeCause(cause)}`,
+    {
+      cause,
+    },
+  );
 }
 
 /** The cause's message, with its errno code in front if the message does not already say it. */

@@ -10,11 +10,12 @@
  *   reader.ts     reading records back, one or many, and raw bytes
  *   replay.ts     replaying segments at recovery: damage, resynchronisation, torn tails
  *   options.ts    options and the file operations the writer uses
- *   errors.ts     LogError
+ *   errors.ts     LogError, LogFailure
  */
 
 import { mkdir, open, readdir, stat, unlink } from 'node:fs/promises';
-import { LogError, closedError, ioError } from './errors.js';
+import { TickwheelCorruptError } from '../../errors.js';
+import { LogError, closedError, ioError, type LogFailure } from './errors.js';
 import {
   CREATE_FLAGS,
   DATA_DIRECTORY_MODE,
@@ -103,8 +104,7 @@ export class MessageLog implements LogView {
     }
     for (let i = 0; i < segments.length; i++) {
       if (segments[i] > LAST_SEGMENT || sizes[i] >= SEGMENT_SPAN) {
-        throw new LogError(
-          'ERR_TICKWHEEL_CORRUPT',
+        throw new TickwheelCorruptError(
           `${dir}/${segmentFileName(segments[i])} is not a segment this log can address ` +
             `(segment numbers go up to ${LAST_SEGMENT}, sizes below 4 GiB)`,
         );
@@ -131,7 +131,7 @@ export class MessageLog implements LogView {
   }
 
   /** The error of the first write or fsync that failed, if one ever did. */
-  get firstFailure(): LogError | undefined {
+  get firstFailure(): LogFailure | undefined {
     return this.writer.firstFailure;
   }
 
@@ -239,7 +239,7 @@ export class MessageLog implements LogView {
     return this.reader.read(position);
   }
 
-  readMany(positions: readonly number[]): Promise<Array<ReadResult | LogError>> {
+  readMany(positions: readonly number[]): Promise<Array<ReadResult | LogFailure>> {
     return this.reader.readMany(positions);
   }
 

@@ -19,6 +19,7 @@
  * size are capped (options.ts) so that offsets stay below 2^32.
  */
 
+import { TickwheelCorruptError } from '../../errors.js';
 import { LogError } from './errors.js';
 
 /** Positions are `segment * SEGMENT_SPAN + offset`. */
@@ -43,9 +44,8 @@ export function checkPosition(position: number, name: string): void {
   }
 }
 
-export function corruptRecord(position: number, reason: string): LogError {
-  return new LogError(
-    'ERR_TICKWHEEL_CORRUPT',
+export function corruptRecord(position: number, reason: string): TickwheelCorruptError {
+  return new TickwheelCorruptError(
     `record at position ${position} (segment ${segmentOf(position)}, byte ` +
       `${position % SEGMENT_SPAN}) is damaged: ${reason}`,
   );

@@ -6,7 +6,7 @@
  */
 
 import { open, type FileHandle } from 'node:fs/promises';
-import { LogError, closedError, ioError } from './errors.js';
+import { LogError, closedError, ioError, isLogFailure, type LogFailure } from './errors.js';
 import { closeQuietly, ignore, readFully } from './files.js';
 import {
   BAD_CRC,
@@ -95,7 +95,7 @@ export class LogReader {
     try {
       return await readRecord(await reader.handle, position, offset, size - offset);
     } catch (error) {
-      if (error instanceof LogError) throw error;
+      if (isLogFailure(error)) throw error;
       throw ioError(`reading position ${position} from segment ${segmentFileName(segment)}`, error);
     } finally {
       this.release(reader);
@@ -108,15 +108,15 @@ export class LogReader {
    * instead of one read each. Results come in the order of `positions`; a position that cannot
    * be read yields the error read() would have thrown for it, in its place.
    */
-  async readMany(positions: readonly number[]): Promise<Array<ReadResult | LogError>> {
+  async readMany(positions: readonly number[]): Promise<Array<ReadResult | LogFailure>> {
     if (this.log.closed) throw closedError('read from');
-    const results = new Array<ReadResult | LogError>(positions.length);
+    const results = new Array<ReadResult | LogFailure>(positions.length);
     const order = positions.map((_, i) => i).sort((a, b) => positions[a] - positions[b]);
     const single = async (i: number) => {
       try {
         results[i] = await this.read(positions[i]);
       } catch (err) {
-        if (!(err instanceof LogError)) throw err;
+        if (!isLogFailure(err)) throw err;
         results[i] = err;
       }
     };

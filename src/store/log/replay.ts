@@ -18,7 +18,8 @@
  */
 
 import { open, type FileHandle } from 'node:fs/promises';
-import { LogError, ioError } from './errors.js';
+import { TickwheelUnavailableError } from '../../errors.js';
+import { ioError } from './errors.js';
 import { ignore, readFully } from './files.js';
 import { RECORD_HEADER_BYTES, RECORD_MAGIC, checkRecord, claimedLength } from './format.js';
 import { SEGMENT_SPAN, segmentFileName } from './positions.js';
@@ -222,7 +223,7 @@ class ScanWindow {
     this.base = offset;
     this.len = kept + got;
     if (this.len < length) {
-      throw new LogError(
+      throw new TickwheelUnavailableError(
         'ERR_TICKWHEEL_IO',
         `segment ${this.name} shrank while it was being replayed; is another process using the log?`,
       );

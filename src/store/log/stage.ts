@@ -3,14 +3,14 @@
  * appends go through, the promise a record's durability is told by, and the writer's counts.
  */
 
-import type { LogError } from './errors.js';
+import type { LogFailure } from './errors.js';
 import { ignore } from './files.js';
 
 /** A promise with its settle functions at hand. */
 export class Deferred {
   readonly promise: Promise<void>;
   resolve!: () => void;
-  reject!: (error: LogError) => void;
+  reject!: (error: LogFailure) => void;
   constructor() {
     this.promise = new Promise<void>((resolve, reject) => {
       this.resolve = resolve;

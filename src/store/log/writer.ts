@@ -49,7 +49,16 @@
  */
 
 import { open, truncate, type FileHandle } from 'node:fs/promises';
-import { LogError, closedError, describeCause, ioError } from './errors.js';
+import { TickwheelUnavailableError } from '../../errors.js';
+import {
+  LogError,
+  closedError,
+  describeCause,
+  ioError,
+  isLogFailure,
+  logFailure,
+  type LogFailure,
+} from './errors.js';
 import { CREATE_FLAGS, DATA_FILE_MODE, ignore, syncDirectory } from './files.js';
 import { RECORD_HEADER_BYTES, writeHeader } from './format.js';
 import { forgetAtExit, writeAtExit, writeRangeSync, type StagedWrites } from './exit-write.js';
@@ -75,7 +84,7 @@ const SPARE_STAGES = 2;
  * A record committed with commitLater is written at the latest this long after (unless a
  * write fails): it bounds what a SIGKILL can take of such records once committed.
  */
-export const LATER_MS = 10;
+const LATER_MS = 10;
 
 export class Writer implements StagedWrites {
   /** Stages in write order; the writer works on the first one. */
@@ -96,7 +105,7 @@ export class Writer implements StagedWrites {
   private recordRoom = -1;
   private readonly slot: RecordSlot & { buf: Buffer; at: number; durable: Promise<void> };
   /** The error of the first write or fsync that failed, if one ever did. */
-  firstFailure: LogError | undefined;
+  firstFailure: LogFailure | undefined;
   readonly counts: WriterStats = {
     appends: 0,
     writes: 0,
@@ -475,7 +484,8 @@ export class Writer implements StagedWrites {
       const { size } = await handle.stat();
       if (size > stage.fileOffset) await handle.truncate(stage.fileOffset);
       if (size < stage.fileOffset) {
-        throw new Error(
+        throw new TickwheelUnavailableError(
+          'ERR_TICKWHEEL_IO',
           `the file has ${size} bytes but the log expects ${stage.fileOffset}; ` +
             'was it truncated by something else?',
         );
@@ -498,7 +508,12 @@ export class Writer implements StagedWrites {
         stage.fileOffset + from,
       );
       this.counts.writes++;
-      if (!(written > 0)) throw new Error(`write made no progress (${String(written)} bytes)`);
+      if (!(written > 0)) {
+        throw new TickwheelUnavailableError(
+          'ERR_TICKWHEEL_IO',
+          `write made no progress (${String(written)} bytes)`,
+        );
+      }
       from += written;
     }
   }
@@ -515,8 +530,8 @@ export class Writer implements StagedWrites {
     this.filling = null;
     this.table.rollBack(stage.segment, goodSize);
     const name = segmentFileName(stage.segment);
-    const error = new LogError(
-      cause instanceof LogError ? cause.code : 'ERR_TICKWHEEL_IO',
+    const error = logFailure(
+      isLogFailure(cause) ? cause.code : 'ERR_TICKWHEEL_IO',
       `${step} segment ${name} failed: ${describeCause(cause)}. Records from position ` +
         `${stage.segment * SEGMENT_SPAN + goodSize} on were not stored, and their positions ` +
         'will be reused; records acknowledged earlier are intact',

@@ -1,0 +1,142 @@
+/**
+ * The argument checks of every layer: delays, periods, callbacks, numeric and boolean options,
+ * options objects and their names. Each refuses a bad value with a TickwheelTypeError or
+ * TickwheelRangeError whose code names what was wrong (src/errors.ts), and a message that says
+ * what to pass instead.
+ *
+ * Every layer imports this module, the root export included: no I/O, no dependencies.
+ */
+
+import { TickwheelRangeError, TickwheelTypeError } from './errors.js';
+import { closest } from './spelling.js';
+
+/**
+ * Validates a delay in milliseconds and returns it normalised: negative delays become 0, like
+ * Node's `setTimeout`. Anything that is not a finite number is refused; large delays are kept
+ * as they are (Node's own timers turn anything above 2^31-1 ms into 1 ms).
+ */
+export function checkDelay(delayMs: unknown, what = 'delayMs'): number {
+  // The common case in a few bytecodes, so that it inlines into every schedule path:
+  // x - x is 0 only for a finite number.
+  if (typeof delayMs === 'number' && delayMs - delayMs === 0) return delayMs > 0 ? delayMs : 0;
+  return badDelay(delayMs, what);
+}
+
+function badDelay(delayMs: unknown, what: string): never {
+  if (typeof delayMs !== 'number') {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_DELAY',
+      `${what} must be a number of milliseconds, got ${describe(delayMs)}`,
+    );
+  }
+  throw new TickwheelRangeError(
+    'ERR_TICKWHEEL_INVALID_DELAY',
+    `${what} must be a finite number of milliseconds, got ${delayMs}`,
+  );
+}
+
+/** Validates an interval period: a finite number above 0. */
+export function checkPeriod(periodMs: unknown, what = 'periodMs'): number {
+  const period = checkDelay(periodMs, what);
+  if (period <= 0) {
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_INVALID_DELAY',
+      `${what} must be above 0 ms, got ${String(periodMs)}`,
+    );
+  }
+  return period;
+}
+
+export function checkCallback(fn: unknown, what = 'callback'): void {
+  if (typeof fn !== 'function') {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_CALLBACK',
+      `${what} must be a function, got ${describe(fn)}`,
+    );
+  }
+}
+
+/** Validates a numeric option: an integer (when asked) within [min, max]. */
+export function checkOption(
+  value: unknown,
+  name: string,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+  integer = false,
+): number {
+  if (
+    typeof value !== 'number' ||
+    Number.isNaN(value) ||
+    value < min ||
+    value > max ||
+    (integer && !Number.isInteger(value))
+  ) {
+    const kind = integer ? 'an integer' : 'a number';
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${name} must be ${kind} from ${min} to ${max}, got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Checks that an options argument is an object, so that a missing or mistyped one is
+ * ERR_TICKWHEEL_INVALID_OPTION rather than a TypeError from reading a property of it (or, for a
+ * number, a timer with every default: `new TimerWheel(5)`). `what` names the argument, `example`
+ * shows one.
+ */
+export function checkOptionsObject<O>(options: O, what: string, example?: string): O {
+  if (typeof options !== 'object' || options === null) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${what} must be an object${example === undefined ? '' : ` such as ${example}`}, got ${describe(options)}`,
+    );
+  }
+  return options;
+}
+
+/** An optional boolean option: undefined is false, anything but a boolean is refused. */
+export function checkFlag(value: unknown, name: string): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${name} must be true or false, got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+/** A value as an error message names it: its type, and the value itself for a primitive. */
+export function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'string') return `the string ${JSON.stringify(value)}`;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
+    return `${typeof value} ${String(value)}`;
+  }
+  return typeof value;
+}
+
+/**
+ * Refuses an option `known` does not name, so that a misspelled one (`concurency`) is an error
+ * rather than a default silently kept. `known` comes from optionNames(), which the type checker
+ * holds to the options' type.
+ */
+export function checkKnownOptions(options: object, known: readonly string[], what: string): void {
+  for (const name of Object.keys(options)) {
+    if (known.includes(name)) continue;
+    const guess = closest(name, known);
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${what} has no option ${JSON.stringify(name.slice(0, 64))}` +
+        (guess === undefined ? '' : ` (did you mean ${JSON.stringify(guess)}?)`) +
+        `; the options are ${known.join(', ')}`,
+    );
+  }
+}
+
+/** The option names of an options type: every key of T, no other (the type checker sees to it). */
+export function optionNames<T>(names: Record<keyof T, true>): readonly string[] {
+  return Object.keys(names);
+}
