@@ -194,9 +194,9 @@ export class DelayQueue extends CheckedQueue {
           });
     try {
       const engine = new QueueEngine(store, settings);
+      await engine.start();
       // Opened to repair a directory (tickwheel repair): nothing is pushed meanwhile.
-      await engine.start({ push: options.repair !== true });
-      return new DelayQueue(engine, settings);
+      return new DelayQueue(engine, settings, options.repair !== true);
     } catch (err) {
       await store.close().catch(() => undefined);
       throw err;

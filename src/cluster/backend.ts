@@ -23,9 +23,8 @@ import { QueueInsights, type DueTimeline } from '../queue/insights.js';
 import { VISIBILITY_REASON, type CheckedRequest } from '../queue/message.js';
 import type { QueueLimits } from '../queue/options.js';
 import type { MessageInfo, ReceivedMessage } from '../queue/types.js';
-import type { TopicSettings } from '../queue/topics.js';
-import { Pushers } from '../queue/push.js';
-import { Worker, type WorkerSource } from '../queue/worker.js';
+import type { TopicGate } from '../queue/topics.js';
+import type { WorkerSource } from '../queue/worker.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { QueueEvents, type EventSource } from '../queue/events.js';
 import { ClusterNode } from './node.js';
@@ -65,13 +64,9 @@ export class ClusterBackend implements QueueBackend {
   private readonly outstanding = new Map<string, EventSource>();
   /** What consume()'s workers and the pushes receive from: counted as receive() counts. */
   readonly source: WorkerSource;
-  /** Topics with a push target (push.ts): this node pushes their messages too. */
-  private readonly pushers: Pushers;
-
   private constructor(
     /** The node under this queue: partitions, members, leases. */
     readonly node: ClusterNode,
-    push: QueueLimits['push'],
   ) {
     const source = node.workerSource();
     this.source = {
@@ -82,14 +77,11 @@ export class ClusterBackend implements QueueBackend {
         return messages;
       },
     };
-    this.pushers = new Pushers(
-      (topic, handler, settings) =>
-        new Worker(this.source, topic, handler, { ...settings, waitMs: CONSUME_WAIT_MS }),
-      push,
-    );
-    this.pushers.follow(node.topics);
-    for (const [topic, settings] of node.topics.all()) this.pushers.apply(topic, settings.push);
-    this.pushers.start();
+  }
+
+  /** The topic gate of this node, over the settings kept in Valkey/Redis (topic-store.ts). */
+  get topics(): TopicGate {
+    return this.node.topics;
   }
 
   /** Opens this process's node; `limits` checked by the queue (checkQueueOptions). */
@@ -100,7 +92,7 @@ export class ClusterBackend implements QueueBackend {
       visibilityMs: limits.visibilityMs,
       maxPayloadBytes: limits.maxPayloadBytes,
     });
-    const queue = new ClusterBackend(node, limits.push);
+    const queue = new ClusterBackend(node);
     node.onScheduled = (request) => {
       queue.occurrences++;
       if (queue.events.active) {
@@ -207,19 +199,7 @@ export class ClusterBackend implements QueueBackend {
     return this.node.inspector.deadLetters(topic, limit);
   }
 
-  // ---- topics -----------------------------------------------------------------------------
-
-  updateTopic(topic: string, update: Partial<TopicSettings>): Promise<TopicSettings> {
-    return this.node.topics.update(topic, update);
-  }
-
-  topicSettings(topic: string): TopicSettings {
-    return this.node.topics.get(topic);
-  }
-
-  topicsWithSettings(): Iterable<string> {
-    return this.node.topics.all().keys();
-  }
+  // ---- topics ----------------------------------------------------------------------------
 
   async topicCounts(): Promise<Map<string, TopicCounts>> {
     const { topics } = await this.node.inspector.counts();
@@ -273,7 +253,6 @@ export class ClusterBackend implements QueueBackend {
     return {
       ...this.insights.figures(),
       inMemory: timers.pending,
-      push: this.pushers.stats(),
       totals,
       topics,
       timers,
@@ -313,10 +292,9 @@ export class ClusterBackend implements QueueBackend {
   /** Nothing runs in the background that a caller could wait for: resolves at once. */
   async settled(): Promise<void> {}
 
-  /** Stops the pushes, hands this node's partitions to the other nodes, disconnects. */
-  async close(): Promise<void> {
-    await this.pushers.close();
-    await this.node.close();
+  /** Hands this node's partitions to the other nodes, disconnects. */
+  close(): Promise<void> {
+    return this.node.close();
   }
 
   private delivered(messages: readonly ReceivedMessage[]): void {

@@ -29,7 +29,7 @@ import type { CheckedRequest } from './message.js';
 import type { ScheduleInfo } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
 import type { RecoveryReport } from './store.js';
-import type { TopicSettings } from './topics.js';
+import type { TopicGate } from './topics.js';
 import type { MessageInfo, ReceivedMessage } from './types.js';
 import type { WorkerSource } from './worker.js';
 
@@ -80,18 +80,18 @@ export interface QueueBackend {
   ack(receipt: string): Promise<boolean>;
   /** `reason` is clipped already; `delayMs` undefined: the message's backoff. */
   nack(receipt: string, reason: string | undefined, delayMs: number | undefined): Promise<boolean>;
-  /** What consume()'s workers receive from and settle to. */
+  /** What consume()'s workers and the pushes receive from and settle to. */
   readonly source: WorkerSource;
   /** A consumer started: returns what to call when it stops (the embedded queue holds the process). */
   holdConsumer?(): () => void;
   /** Dead messages of a topic, oldest first. */
   deadLetters(topic: string, limit: number): Promise<MessageInfo[]>;
 
-  /** Stores and applies a checked change of a topic's settings; resolves once durable. */
-  updateTopic(topic: string, update: Partial<TopicSettings>): Promise<TopicSettings>;
-  topicSettings(topic: string): TopicSettings;
-  /** Topics whose settings are not the defaults. */
-  topicsWithSettings(): Iterable<string>;
+  /**
+   * The topic gate (topics.ts) over the backend's settings storage and token buckets: every
+   * receive of the backend goes through it; the facade changes settings and pushes through it.
+   */
+  readonly topics: TopicGate;
   /** Counts per topic with messages (live or dead). */
   topicCounts(): Promise<Map<string, TopicCounts>>;
 

@@ -52,6 +52,7 @@ import type {
   ReceivedMessage,
   ReceiveOptions,
 } from './types.js';
+import { Pushers } from './push.js';
 import { checkConsumeOptions, Worker } from './worker.js';
 
 /** Longest `edgesMs` list of dueTimeline(). */
@@ -59,14 +60,28 @@ const MAX_EDGES = 1_000;
 
 export class CheckedQueue implements Queue {
   private readonly consumers = new Set<{ close(): Promise<void> }>();
+  /** Topics with a push target (push.ts): their messages sent over HTTP by a Worker each. */
+  private readonly pushers: Pushers;
   private closed = false;
   private closing: Promise<void> | undefined;
 
+  /** `push: false` starts no pushes (a queue opened only to repair its directory). */
   protected constructor(
     /** What holds the messages: the embedded engine, or a node of a queue on Valkey/Redis. */
     protected readonly backend: QueueBackend,
     private readonly limits: QueueLimits,
-  ) {}
+    push = true,
+  ) {
+    const { source, topics, consumeWaitMs } = backend;
+    this.pushers = new Pushers(
+      (topic, handler, settings) =>
+        new Worker(source, topic, handler, { ...settings, waitMs: consumeWaitMs }),
+      limits.push,
+    );
+    this.pushers.follow(topics);
+    for (const [topic, settings] of topics.all()) this.pushers.apply(topic, settings.push);
+    if (push) this.pushers.start();
+  }
 
   /** Message events as they happen (events.ts): an EventEmitter, and watch() for an iterator. */
   get events(): QueueEvents {
@@ -258,7 +273,7 @@ export class CheckedQueue implements Queue {
   async configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo> {
     this.checkOpen();
     checkTopic(topic);
-    const settings = await this.backend.updateTopic(topic, checkTopicUpdate(update));
+    const settings = await this.backend.topics.update(topic, checkTopicUpdate(update));
     return topicOf(topic, settings, await this.backend.topicCounts());
   }
 
@@ -267,17 +282,16 @@ export class CheckedQueue implements Queue {
     this.checkOpen();
     checkTopic(topic);
     const counts = await this.backend.topicCounts();
-    return topicOf(topic, this.backend.topicSettings(topic), counts);
+    return topicOf(topic, this.backend.topics.get(topic), counts);
   }
 
   /** Every topic with messages (live or dead) or settings other than the defaults, by name. */
   async topicList(): Promise<TopicInfo[]> {
     this.checkOpen();
     const counts = await this.backend.topicCounts();
-    const names = new Set([...counts.keys(), ...this.backend.topicsWithSettings()]);
-    return [...names]
-      .sort()
-      .map((topic) => topicOf(topic, this.backend.topicSettings(topic), counts));
+    const { topics } = this.backend;
+    const names = new Set([...counts.keys(), ...topics.all().keys()]);
+    return [...names].sort().map((topic) => topicOf(topic, topics.get(topic), counts));
   }
 
   // ---- recurring schedules (recurring.ts) ----------------------------------------------------
@@ -323,7 +337,7 @@ export class CheckedQueue implements Queue {
   /** Counters and counts (docs/metrics.md lists them). */
   async stats(): Promise<Record<string, unknown>> {
     this.checkOpen();
-    return this.backend.stats();
+    return { ...(await this.backend.stats()), push: this.pushers.stats() };
   }
 
   /** What keeps the queue from working fully now; GET /healthz says it. */
@@ -369,9 +383,13 @@ export class CheckedQueue implements Queue {
     return this.backend.settled();
   }
 
-  /** Stops the consumers (their handlers finish), then the backend. Later calls are refused. */
+  /**
+   * Stops the pushes and the consumers (their handlers finish), then the backend. Later calls
+   * are refused.
+   */
   close(): Promise<void> {
     this.closing ??= (async () => {
+      await this.pushers.close();
       await Promise.all([...this.consumers].map((consumer) => consumer.close()));
       this.closed = true;
       await this.backend.close();

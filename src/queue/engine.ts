@@ -29,7 +29,6 @@
  *   waiters.ts     long polls and the process keep-alive
  *   locks.ts       per-id locks          finished.ts   finished ids get() still reports
  *   topics.ts      pause, resume, rate limits: every receive goes through its TopicGate
- *   push.ts        topics with a push target: their messages sent over HTTP by the queue
  *   events.ts      message events (scheduled, delivered, acked, failed, dead, cancelled)
  *   recurring.ts   recurring schedules (cron, intervals) whose occurrences become messages
  *   insights.ts    counters, stats(), dueTimeline()
@@ -61,11 +60,10 @@ import { Deliveries } from './deliveries.js';
 import type { QueueParts } from './parts.js';
 import { Producer } from './producer.js';
 import type { RecoveryReport, Store } from './store.js';
-import { Pushers } from './push.js';
-import { LocalBuckets, storeSettings, TopicGate, type TopicSettings } from './topics.js';
+import { LocalBuckets, storeSettings, TopicGate } from './topics.js';
 import type { MessageInfo, ReceivedMessage } from './types.js';
 import { Waiters } from './waiters.js';
-import { Worker, type WorkerSource } from './worker.js';
+import type { WorkerSource } from './worker.js';
 
 /** The long-poll wait of each receive of the embedded consume(): woken at once when ready. */
 const CONSUME_WAIT_MS = 1000;
@@ -82,9 +80,9 @@ export class QueueEngine implements QueueBackend {
   private readonly finished: FinishedMemory;
   private readonly producer: Producer;
   private readonly deliveries: Deliveries;
-  private readonly topics: TopicGate;
+  /** Topic settings and rate limits: every receive goes through the gate (topics.ts). */
+  readonly topics: TopicGate;
   private readonly recurring: Scheduler;
-  private readonly pushers: Pushers;
   /** Message events as they happen (events.ts): an EventEmitter, and watch() for an iterator. */
   readonly events: QueueEvents;
   /** What consume()'s workers receive from, ack and nack to. */
@@ -180,21 +178,10 @@ export class QueueEngine implements QueueBackend {
       ack: (receipt, message) => this.deliveries.ackQuietly(receipt, message),
       nack: (receipt, reason) => this.deliveries.nack(receipt, reason, undefined),
     };
-    // A topic with a push target runs a Worker over the queue's receive, as a consumer does:
-    // while it waits for messages it keeps the process alive, until close().
-    this.pushers = new Pushers(
-      (topic, handler, settings) =>
-        new Worker(this.source, topic, handler, { ...settings, waitMs: CONSUME_WAIT_MS }),
-      this.settings.push,
-    );
-    this.pushers.follow(this.topics);
   }
 
-  /**
-   * Recovers the store and starts the horizon loader. Called once by open(). `push: false`
-   * starts no pushes (a queue opened only to repair its directory delivers nothing).
-   */
-  async start(options: { push?: boolean } = {}): Promise<void> {
+  /** Recovers the store and starts the horizon loader. Called once by open(). */
+  async start(): Promise<void> {
     // Before any message is made ready: a paused topic delivers nothing after a restart.
     await this.topics.load();
     // Before any message is made ready: lateness after a restart counts from the last write.
@@ -207,7 +194,6 @@ export class QueueEngine implements QueueBackend {
       await this.recurring.close();
       throw err;
     }
-    if (options.push !== false) this.pushers.start();
   }
 
   // ---- producer (arguments checked by the facade: checked-queue.ts) ----------------------
@@ -287,20 +273,6 @@ export class QueueEngine implements QueueBackend {
     return dead.map((message) => info(message, 'dead'));
   }
 
-  // ---- topics -----------------------------------------------------------------------------
-
-  updateTopic(topic: string, update: Partial<TopicSettings>): Promise<TopicSettings> {
-    return this.topics.update(topic, update);
-  }
-
-  topicSettings(topic: string): TopicSettings {
-    return this.topics.get(topic);
-  }
-
-  topicsWithSettings(): Iterable<string> {
-    return this.topics.all().keys();
-  }
-
   async topicCounts(): Promise<Map<string, TopicCounts>> {
     return this.store.counts().topics;
   }
@@ -342,7 +314,6 @@ export class QueueEngine implements QueueBackend {
       }),
       /** 1 while bringing due messages from the store into memory fails (see problem()). */
       loadFailing: this.horizon.problem() === undefined ? 0 : 1,
-      push: this.pushers.stats(),
     };
   }
 
@@ -383,7 +354,6 @@ export class QueueEngine implements QueueBackend {
     // Receives waiting in the gate (paused, out of tokens) end empty now.
     this.topics.close();
     await this.recurring.close();
-    await this.pushers.close();
     this.closed = true;
     this.deliveries.stop();
     this.horizon.stop();
