@@ -23,7 +23,7 @@
 
 import { SystemClock } from '../clock/index.js';
 import { TickwheelStateError } from '../errors.js';
-import { IdLocks } from '../queue/locks.js';
+import { Turns } from '../queue/turns.js';
 import { Scheduler, type ScheduleHost } from '../queue/recurring.js';
 import {
   infoOf,
@@ -79,7 +79,7 @@ export class ClusterSchedules {
   private closed = false;
   private readonly clock = new SystemClock({ epoch: true });
   /** This node's changes of each schedule, one at a time: they do not race each other. */
-  private readonly changes = new IdLocks();
+  private readonly changes = new Turns();
   /** Records that cannot be read, reported once per stored text. */
   private readonly unreadable = new Map<string, string>();
 

@@ -5,11 +5,14 @@
  */
 
 import type { ClientErrorCode, CliErrorCode, TickwheelErrorCode, WriteOutcome } from '../errors.js';
-import type { Backoff } from '../queue/message.js';
-import type { ScheduleInfo } from '../queue/recurring.js';
-import type { RecurringSpec } from '../queue/recurring-spec.js';
-import type { TopicInfo, TopicUpdate } from '../queue/topics.js';
-import type { MessageInfo } from '../queue/types.js';
+import type {
+  Backoff,
+  MessageInfo,
+  RecurringSpec,
+  ScheduleInfo,
+  TopicInfo,
+  TopicUpdate,
+} from './model.js';
 
 export type { HttpErrorCode } from '../errors.js';
 

@@ -11,13 +11,13 @@
 
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { ScheduleRequest } from './message.js';
-import type { DueTimeline } from './insights.js';
 import type { RecoveryReport } from './store.js';
 import type { QueueEvents } from './events.js';
 import type { ScheduleInfo } from './recurring.js';
 import type { RecurringSpec } from './recurring-spec.js';
 import type { TopicInfo, TopicUpdate } from './topics.js';
 import type {
+  DueTimeline,
   ConsumeOptions,
   MessageHandler,
   MessageInfo,

@@ -24,13 +24,12 @@
 
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { QueueEvents } from './events.js';
-import type { DueTimeline } from './insights.js';
 import type { CheckedRequest } from './message.js';
 import type { ScheduleInfo } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
 import type { RecoveryReport } from './store.js';
 import type { TopicGate } from './topics.js';
-import type { MessageInfo, ReceivedMessage } from './types.js';
+import type { DueTimeline, MessageInfo, ReceivedMessage } from './types.js';
 import type { WorkerSource } from './worker.js';
 
 export interface Scheduled {

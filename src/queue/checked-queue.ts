@@ -17,7 +17,6 @@ import type { WheelSnapshot } from '../wheel/index.js';
 import type { Queue } from './api.js';
 import type { QueueBackend, Scheduled, TopicCounts } from './backend.js';
 import type { QueueEvents } from './events.js';
-import type { DueTimeline } from './insights.js';
 import {
   checkId,
   checkRequest,
@@ -45,6 +44,7 @@ import {
   type TopicUpdate,
 } from './topics.js';
 import type {
+  DueTimeline,
   ConsumeOptions,
   MessageHandler,
   MessageInfo,

@@ -38,7 +38,7 @@ import { setImmediate as realSetImmediate } from 'node:timers';
 import type { Clock } from '../clock/index.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
-import type { QueueInsights } from './insights.js';
+import type { QueueInsights } from './counters.js';
 import type { IdLocks } from './locks.js';
 import { heldPayload, retryDelay, storedBytes, VISIBILITY_REASON } from './message.js';
 import { DueGroup, Lease, type HeldTally, type NearMessage } from './near-message.js';

@@ -43,7 +43,8 @@ import { Scheduler, type ScheduleInfo } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
 import { FinishedMemory } from './finished.js';
 import { Horizon } from './horizon.js';
-import { dueTimeline, QueueInsights, type DueTimeline } from './insights.js';
+import { QueueInsights } from './counters.js';
+import { dueTimeline, embeddedStats, noteLastWrite } from './insights.js';
 import { IdLocks } from './locks.js';
 import {
   checkRequest,
@@ -61,7 +62,7 @@ import type { QueueParts } from './parts.js';
 import { Producer } from './producer.js';
 import type { RecoveryReport, Store } from './store.js';
 import { LocalBuckets, storeSettings, TopicGate } from './topics.js';
-import type { MessageInfo, ReceivedMessage } from './types.js';
+import type { DueTimeline, MessageInfo, ReceivedMessage } from './types.js';
 import { Waiters } from './waiters.js';
 import type { WorkerSource } from './worker.js';
 
@@ -185,7 +186,7 @@ export class QueueEngine implements QueueBackend {
     // Before any message is made ready: a paused topic delivers nothing after a restart.
     await this.topics.load();
     // Before any message is made ready: lateness after a restart counts from the last write.
-    await this.insights.noteLastWrite(this.settings.clock, this.store);
+    await noteLastWrite(this.insights, this.settings.clock, this.store);
     this.recovery = await this.horizon.start(this.wheel);
     // Every schedule brought up to date before open() returns: no consumer can receive yet.
     try {
@@ -306,7 +307,7 @@ export class QueueEngine implements QueueBackend {
 
   async stats(): Promise<Record<string, unknown>> {
     return {
-      ...this.insights.stats({
+      ...embeddedStats(this.insights, {
         held: this.near,
         store: this.store,
         loadedUntil: this.horizon.loadedUntil,

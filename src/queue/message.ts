@@ -6,18 +6,9 @@
 import { randomBytes } from 'node:crypto';
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
 import { describe } from '../validate.js';
+import type { Backoff } from '../protocol/model.js';
 
-export type MessageStatus = 'scheduled' | 'ready' | 'inflight' | 'acked' | 'cancelled' | 'dead';
-
-export interface Backoff {
-  type: 'fixed' | 'exponential';
-  /** Base delay in ms: fixed waits this long; exponential waits delayMs * 2^(attempt-1). */
-  delayMs: number;
-  /** Spread each wait by up to this fraction at random (0..1). Default 0 for fixed, 0.2 for exponential. */
-  jitter?: number;
-  /** Upper bound of one wait. Default one day. */
-  maxDelayMs?: number;
-}
+export type { MessageStatus, Backoff } from '../protocol/model.js';
 
 export interface ScheduleRequest {
   topic: string;

@@ -50,7 +50,7 @@
 import { debugAssert } from '../assert.js';
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
-import type { QueueInsights } from './insights.js';
+import type { QueueInsights } from './counters.js';
 import { storedBytes, type MessageState } from './message.js';
 import { PayloadBudget } from './payload-budget.js';
 import { DecodeAhead, DENSE_PER_MS } from './decode-ahead.js';

@@ -7,7 +7,7 @@ import type { Clock } from '../clock/index.js';
 import type { QueueEvents } from './events.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
-import type { QueueInsights } from './insights.js';
+import type { QueueInsights } from './counters.js';
 import type { IdLocks } from './locks.js';
 import type { NearHorizon } from './near.js';
 import type { QueueSettings } from './options.js';

@@ -23,7 +23,7 @@ import {
 } from '../errors.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
-import type { QueueInsights } from './insights.js';
+import type { QueueInsights } from './counters.js';
 import type { IdLocks } from './locks.js';
 import { newMessageId, type CheckedRequest, type MessageState } from './message.js';
 import { newNear, type NearMessage } from './near-message.js';

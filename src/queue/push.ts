@@ -35,8 +35,9 @@ export { PushError } from './push-sender.js';
 import type { TopicGate } from './topics.js';
 import type { ReceivedMessage } from './types.js';
 import type { WorkerSettings } from './worker.js';
+import type { PushMethod, PushTargetView } from '../protocol/model.js';
 
-export type PushMethod = 'POST' | 'PUT' | 'PATCH';
+export type { PushMethod, PushTargetView } from '../protocol/model.js';
 
 /** Where a topic's messages are pushed, as given and stored. */
 export interface PushTarget {
@@ -52,15 +53,6 @@ export interface PushTarget {
   concurrency: number;
   /** The HMAC-SHA256 key every request is signed with: 16 to 512 characters. */
   secret: string;
-}
-
-/** A target as read back: its headers' names only, its secret not at all. */
-export interface PushTargetView {
-  url: string;
-  method: PushMethod;
-  headerNames: string[];
-  timeoutMs: number;
-  concurrency: number;
 }
 
 export const PUSH_METHODS: readonly PushMethod[] = ['POST', 'PUT', 'PATCH'];

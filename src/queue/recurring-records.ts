@@ -13,6 +13,9 @@ import {
   type RecurringSpec,
   type ScheduleSpec,
 } from './recurring-spec.js';
+import type { ScheduleInfo } from '../protocol/model.js';
+
+export type { ScheduleInfo } from '../protocol/model.js';
 
 /** What the store keeps of a schedule. */
 export interface ScheduleRecord {
@@ -26,20 +29,6 @@ export interface ScheduleRecord {
   through: number | null;
   /** The latest occurrence whose message was created; null before the first. */
   lastCreated: number | null;
-  created: number;
-  skipped: number;
-}
-
-/** A schedule as get / list answer it. */
-export interface ScheduleInfo extends ScheduleSpec {
-  name: string;
-  createdAt: number;
-  updatedAt: number;
-  /** The latest occurrence whose message was created, or null. */
-  lastAt: number | null;
-  /** The next occurrence, or null (paused, or past endAt). */
-  nextAt: number | null;
-  /** Occurrences created, and skipped (missed, overlapping, or while paused). */
   created: number;
   skipped: number;
 }

@@ -22,13 +22,10 @@
 import { Cron } from 'croner';
 import { TickwheelTypeError } from '../errors.js';
 import { checkFlag, checkOption, describe } from '../validate.js';
-import {
-  checkBackoff,
-  checkMaxAttempts,
-  checkTopic,
-  MAX_DELAY_MS,
-  type Backoff,
-} from './message.js';
+import { checkBackoff, checkMaxAttempts, checkTopic, MAX_DELAY_MS } from './message.js';
+import type { ScheduleSpec } from '../protocol/model.js';
+
+export type { CatchUp, Overlap, RecurringSpec, ScheduleSpec } from '../protocol/model.js';
 
 /** Schedule names: letters, digits and . _ : - (no @: occurrence ids are `<name>@<time>`). */
 export const SCHEDULE_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -38,51 +35,6 @@ export const MAX_EVERY_MS = 366 * 86_400_000;
 export const MAX_CATCH_UP = 1_000;
 /** A payload is kept with the schedule: JSON, at most this many bytes as text. */
 export const MAX_SCHEDULE_PAYLOAD_BYTES = 64 * 1024;
-
-export type CatchUp = 'latest' | 'all' | 'none';
-export type Overlap = 'allow' | 'skip';
-
-/** What a user gives to create or replace a schedule. */
-export interface RecurringSpec {
-  topic: string;
-  /** Each occurrence's message payload (JSON). Default null. */
-  payload?: unknown;
-  /** A cron expression: 5 fields, or 6 with seconds first. One of cron / everyMs. */
-  cron?: string;
-  /** IANA time zone of `cron`. Default 'UTC'. */
-  timezone?: string;
-  /** A fixed interval, 1,000 ms to 366 days. */
-  everyMs?: number;
-  /** No occurrence before this (epoch ms); with everyMs, the first occurrence. */
-  startAt?: number;
-  /** No occurrence after this (epoch ms). */
-  endAt?: number;
-  /** Occurrences missed while the queue was not running: see docs. Default 'latest'. */
-  catchUp?: CatchUp;
-  /** 'skip': no occurrence while the previous one's message is still live. Default 'allow'. */
-  overlap?: Overlap;
-  /** Of each occurrence's message. */
-  maxAttempts?: number;
-  backoff?: Backoff;
-  /** No occurrences while paused (they are skipped, not made up later). */
-  paused?: boolean;
-}
-
-/** A checked spec, every default filled in. */
-export interface ScheduleSpec {
-  topic: string;
-  payload: unknown;
-  cron: string | null;
-  timezone: string | null;
-  everyMs: number | null;
-  startAt: number | null;
-  endAt: number | null;
-  catchUp: CatchUp;
-  overlap: Overlap;
-  maxAttempts: number;
-  backoff: Backoff | null;
-  paused: boolean;
-}
 
 /** Every field of a spec (and of ScheduleInfo besides its own). */
 export const SPEC_FIELDS = [

@@ -38,7 +38,7 @@ import {
   TickwheelStateError,
 } from '../errors.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
-import { IdLocks } from './locks.js';
+import { Turns } from './turns.js';
 import type { ScheduleRequest } from './message.js';
 import {
   MAX_CATCH_UP,
@@ -99,7 +99,7 @@ export class Scheduler {
   private readonly held = new Map<string, Held>();
   private readonly wheel: TimerWheel<unknown>;
   /** Work per schedule, one at a time: timers, changes. */
-  private readonly chains = new IdLocks();
+  private readonly chains = new Turns();
   private closed = false;
 
   constructor(

@@ -26,62 +26,16 @@
 
 import { mayHaveWritten, TickwheelCorruptError, TickwheelTypeError } from '../errors.js';
 import { checkFlag, checkOption, describe } from '../validate.js';
-import {
-  checkPushTarget,
-  pushView,
-  samePushTarget,
-  type PushMethod,
-  type PushTarget,
-  type PushTargetView,
-} from './push.js';
+import { checkPushTarget, pushView, samePushTarget, type PushTarget } from './push.js';
 import type { Store } from './store.js';
+import type { RateLimit, TopicInfo } from '../protocol/model.js';
 
-/** Deliveries per second, as a token bucket. */
-export interface RateLimit {
-  /** Tokens added a second: 0.001 (one every 1,000 s) to 1,000,000. */
-  perSecond: number;
-  /** Most tokens saved up, an integer from 1 to 1,000,000. Default ceil(perSecond). */
-  burst: number;
-}
+export type { RateLimit, PushTargetInput, TopicUpdate, TopicInfo } from '../protocol/model.js';
 
 export interface TopicSettings {
   paused: boolean;
   rateLimit: RateLimit | null;
   push: PushTarget | null;
-}
-
-/** A push target as given: url and secret, the rest has defaults (push.ts). */
-export interface PushTargetInput {
-  url: string;
-  secret: string;
-  method?: PushMethod;
-  headers?: Record<string, string>;
-  timeoutMs?: number;
-  concurrency?: number;
-}
-
-/**
- * A change of a topic's settings: what is absent stays as it is; rateLimit null removes the
- * limit, push null the push target (a push target given replaces the one before, whole).
- */
-export interface TopicUpdate {
-  paused?: boolean;
-  rateLimit?: { perSecond: number; burst?: number } | null;
-  push?: PushTargetInput | null;
-}
-
-/**
- * A topic's settings with its counts, as topicInfo() and GET /v1/topics/:topic answer. A push
- * target shows without its secret and its headers' values.
- */
-export interface TopicInfo {
-  topic: string;
-  paused: boolean;
-  rateLimit: RateLimit | null;
-  push: PushTargetView | null;
-  /** Live messages that are not dead: scheduled, ready or in flight. */
-  pending: number;
-  dead: number;
 }
 
 export const DEFAULT_TOPIC_SETTINGS: Readonly<TopicSettings> = Object.freeze({

@@ -5,8 +5,9 @@
  */
 
 import type { Clock } from '../clock/index.js';
-import type { MessageStatus } from './message.js';
 import type { PushOptions } from './push-guard.js';
+
+export type { MessageInfo } from '../protocol/model.js';
 
 /** The options of a queue on any backend. */
 export interface QueueOptions {
@@ -48,16 +49,6 @@ export interface ReceivedMessage {
   attempts: number;
   /** Pass to ack() or nack(); valid for this delivery only. */
   receipt: string;
-}
-
-export interface MessageInfo {
-  id: string;
-  topic: string;
-  status: MessageStatus;
-  deliverAt: number;
-  attempts: number;
-  /** Why its latest delivery failed, if one did (kept with a dead letter). */
-  lastError?: string;
 }
 
 export interface NackOptions {
@@ -111,4 +102,15 @@ export type MessageHandler = (message: ReceivedMessage) => Promise<void> | void;
 export interface Consumer {
   /** Stops receiving at once, then waits for running handlers and their acks and nacks. */
   close(): Promise<void>;
+}
+
+/** Scheduled messages by time until due, and the edges they were counted at (dueTimeline). */
+export interface DueTimeline {
+  /**
+   * Each edge asked for, or, for one past the in-memory horizon, the whole minute at or before
+   * it (never before the horizon): what is on disk is counted by the minute it is due in.
+   */
+  edgesMs: number[];
+  /** counts[i]: due before edgesMs[i] from now and not before the previous edge; last: the rest. */
+  counts: number[];
 }
