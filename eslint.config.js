@@ -1,6 +1,173 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/*
+ * The layers of src/ (docs/architecture.md): a folder imports only from the ones below it.
+ * Each entry: the files, and the imports they may not make (as they are written: relative
+ * paths ending in .js). Within src/queue, the shared domain imports none of the embedded
+ * engine's files, and no backend leans on another's.
+ */
+const above = (...folders) =>
+  folders.map((folder) => (folder === 'delay-queue' ? '**/delay-queue.js' : `**/${folder}/**`));
+const EMBEDDED = [
+  'engine',
+  'near',
+  'horizon',
+  'deliveries',
+  'producer',
+  'parts',
+  'ready-list',
+  'waiters',
+  'receipts',
+  'finished',
+  'decode-ahead',
+  'locks',
+  'due-heap',
+  'insights',
+];
+const embedded = (prefix) => EMBEDDED.map((name) => `${prefix}${name}.js`);
+const LAYERS = [
+  [
+    'src/wheel/**',
+    above(
+      'clock',
+      'timer',
+      'patterns',
+      'protocol',
+      'queue',
+      'store',
+      'cluster',
+      'server',
+      'client',
+      'cli',
+      'idempotent',
+      'delay-queue',
+    ),
+  ],
+  [
+    'src/clock/**',
+    above(
+      'timer',
+      'patterns',
+      'protocol',
+      'queue',
+      'store',
+      'cluster',
+      'server',
+      'client',
+      'cli',
+      'idempotent',
+      'delay-queue',
+    ),
+  ],
+  [
+    'src/timer/**',
+    above(
+      'patterns',
+      'protocol',
+      'queue',
+      'store',
+      'cluster',
+      'server',
+      'client',
+      'cli',
+      'idempotent',
+      'delay-queue',
+    ),
+  ],
+  [
+    'src/patterns/**',
+    above(
+      'protocol',
+      'queue',
+      'store',
+      'cluster',
+      'server',
+      'client',
+      'cli',
+      'idempotent',
+      'delay-queue',
+    ),
+  ],
+  [
+    'src/protocol/**',
+    above('queue', 'store', 'cluster', 'server', 'client', 'cli', 'idempotent', 'delay-queue'),
+  ],
+  [
+    'src/queue/**',
+    above('store', 'cluster', 'server', 'client', 'cli', 'idempotent', 'delay-queue'),
+  ],
+  ['src/store/**', above('cluster', 'server', 'client', 'cli', 'idempotent', 'delay-queue')],
+  [
+    'src/cluster/**',
+    [...above('store', 'server', 'client', 'cli', 'delay-queue'), ...embedded('**/queue/')],
+  ],
+  ['src/server/**', above('client', 'cli')],
+  [
+    'src/client/**',
+    [...above('server', 'cli', 'store', 'cluster', 'delay-queue'), ...embedded('**/queue/')],
+  ],
+];
+const DOMAIN = [
+  'api',
+  'backend',
+  'checked-queue',
+  'counters',
+  'events',
+  'index',
+  'message',
+  'options',
+  'push',
+  'push-guard',
+  'push-sender',
+  'recurring',
+  'recurring-records',
+  'recurring-spec',
+  'store',
+  'topics',
+  'turns',
+  'types',
+  'worker',
+].map((name) => `src/queue/${name}.ts`);
+const layerRules = [
+  ...LAYERS.map(([files, group]) => ({
+    files: [files],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group, message: 'layers only point down (docs/architecture.md)' }] },
+      ],
+    },
+  })),
+  {
+    files: DOMAIN,
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: [
+                ...above(
+                  'store',
+                  'cluster',
+                  'server',
+                  'client',
+                  'cli',
+                  'idempotent',
+                  'delay-queue',
+                ),
+                ...embedded('./'),
+              ],
+              message: 'the shared domain knows no backend (docs/architecture.md)',
+            },
+          ],
+        },
+      ],
+    },
+  },
+];
+
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'coverage/', 'bench/results/'] },
   js.configs.recommended,
@@ -31,4 +198,5 @@ export default tseslint.config(
       'no-constant-condition': ['error', { checkLoops: false }],
     },
   },
+  ...layerRules,
 );
