@@ -16,6 +16,7 @@ import {
   type ReplayOptions,
   type ReplayReport,
 } from '../../src/store/log/index.js';
+import { seededBytes } from '../support/random.mjs';
 
 interface Rec {
   type: number;
@@ -43,21 +44,6 @@ async function openLog(options: MessageLogOptions): Promise<MessageLog> {
   return log;
 }
 
-/** Deterministic pseudo-random bytes (xorshift32), so failures reproduce. */
-function bytesFor(seed: number, length: number): Buffer {
-  const out = Buffer.allocUnsafe(length);
-  let x = Math.imul(seed + 1, 2654435761) >>> 0 || 1;
-  for (let i = 0; i < length; i++) {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    out[i] = x & 0xff;
-  }
-  return out;
-}
-
 /** Appends `count` records (types and sizes varying with the index) and flushes. */
 async function fill(
   log: MessageLog,
@@ -68,7 +54,7 @@ async function fill(
   const records: Rec[] = [];
   for (let i = 0; i < count; i++) {
     const type = (seed + i) % 256;
-    const body = bytesFor(seed + i, sizeOf(i));
+    const body = seededBytes(seed + i, sizeOf(i));
     records.push({ type, body, position: log.append(type, body).position });
   }
   await log.flush();
@@ -262,7 +248,7 @@ describe('appending and reading', () => {
     const log = await openLog(options);
     const records: Rec[] = [];
     for (let i = 0; i < 1000; i++) {
-      const body = bytesFor(i, (i * 71) % 500);
+      const body = seededBytes(i, (i * 71) % 500);
       records.push({ type: i % 7, body, position: log.append(i % 7, body).position });
     }
     const pick = (n: number) => records[(n * 7919) % records.length];
@@ -418,7 +404,7 @@ describe('durability policies', () => {
   it("'batch': 1000 concurrent appends complete with far fewer fsyncs than appends", async () => {
     const log = await openLog({ dir: await tempDir(), fsync: 'batch' });
     const pending = [];
-    for (let i = 0; i < 1000; i++) pending.push(log.append(1, bytesFor(i, 100)).durable);
+    for (let i = 0; i < 1000; i++) pending.push(log.append(1, seededBytes(i, 100)).durable);
     await Promise.all(pending);
     const stats = log.stats();
     expect(stats.appends).toBe(1000);
@@ -438,7 +424,7 @@ describe('durability policies', () => {
     const checks: Promise<void>[] = [];
     for (let wave = 0; wave < 20; wave++) {
       for (let i = 0; i < 50; i++) {
-        const { position, durable } = log.append(1, bytesFor(i, 60));
+        const { position, durable } = log.append(1, seededBytes(i, 60));
         const recordEnd = offsetOf(position) + HEADER + 60;
         checks.push(durable.then(() => expect(syncedUpTo).toBeGreaterThanOrEqual(recordEnd)));
       }
@@ -457,7 +443,7 @@ describe('durability policies', () => {
     const order: number[] = [];
     const pending = [];
     for (let i = 0; i < 200; i++) {
-      pending.push(log.append(1, bytesFor(i, 50)).durable.then(() => order.push(i)));
+      pending.push(log.append(1, seededBytes(i, 50)).durable.then(() => order.push(i)));
     }
     await Promise.all(pending);
     expect(order).toEqual([...Array(200).keys()]);
@@ -480,10 +466,10 @@ describe('durability policies', () => {
   it("'batch': a record committed later starts no write: it goes out with the next record committed, by itself soon after, or with flush()", async () => {
     const dir = await tempDir();
     const log = await openLog({ dir, fsync: 'batch' });
-    await log.append(1, bytesFor(0, 20)).durable;
+    await log.append(1, seededBytes(0, 20)).durable;
     const later = (seed: number) => {
       const slot = log.reserve(5, 20);
-      bytesFor(seed, 20).copy(slot.buf, slot.at);
+      seededBytes(seed, 20).copy(slot.buf, slot.at);
       return offsetOf(slot.commitLater(20)) + HEADER + 20;
     };
     const fileSize = async () => (await stat(join(dir, segmentFileName(1)))).size;
@@ -491,7 +477,7 @@ describe('durability policies', () => {
     const first = later(1);
     await new Promise((resolve) => setImmediate(resolve));
     expect(log.stats().writes).toBe(1);
-    await log.append(1, bytesFor(2, 20)).durable;
+    await log.append(1, seededBytes(2, 20)).durable;
     expect(log.stats()).toMatchObject({ writes: 2, fsyncs: 2 });
     expect(await fileSize()).toBeGreaterThanOrEqual(first);
     // Nothing else comes: it is written by itself.
@@ -517,7 +503,7 @@ describe('durability policies', () => {
     });
     let durableCount = 0;
     for (let i = 0; i < 100; i++) {
-      void log.append(1, bytesFor(i, 10)).durable.then(() => durableCount++);
+      void log.append(1, seededBytes(i, 10)).durable.then(() => durableCount++);
       if (i % 25 === 0) await delay(4);
     }
     await log.flush();
@@ -530,12 +516,12 @@ describe('durability policies', () => {
     async (fsync) => {
       const dir = await tempDir();
       const log = await openLog({ dir, fsync });
-      const first = log.append(1, bytesFor(1, 20));
+      const first = log.append(1, seededBytes(1, 20));
       await first.durable;
       // Aborted on a fresh stage (nothing else staged), and after a record in the same stage.
       log.reserve(1, 50).abort();
       await expect(log.flush()).resolves.toBeUndefined();
-      const second = log.append(2, bytesFor(2, 20));
+      const second = log.append(2, seededBytes(2, 20));
       const slot = log.reserve(1, 50);
       slot.abort();
       slot.abort(); // a second abort is a no-op
@@ -552,7 +538,7 @@ describe('durability policies', () => {
     const log = await openLog({ dir });
     const records: Rec[] = [];
     for (let i = 0; i < 10; i++) {
-      const body = bytesFor(i, 30);
+      const body = seededBytes(i, 30);
       records.push({ type: 2, body, position: log.append(2, body).position });
     }
     await log.close();
@@ -942,7 +928,7 @@ describe('I/O failures', () => {
 
     control.armed = true;
     const failed = [];
-    for (let i = 0; i < 5; i++) failed.push(log.append(7, bytesFor(100 + i, 80)));
+    for (let i = 0; i < 5; i++) failed.push(log.append(7, seededBytes(100 + i, 80)));
     for (const { durable } of failed) {
       const error = await rejection(durable);
       expect(error.code).toBe('ERR_TICKWHEEL_IO');
@@ -983,10 +969,10 @@ describe('I/O failures', () => {
     const log = await openLog({ dir, segmentBytes: 400, io: { sync } });
     const before = await fill(log, 5, () => 30);
     failNext = true;
-    const inFlight = log.append(1, bytesFor(1, 30));
+    const inFlight = log.append(1, seededBytes(1, 30));
     await syncing;
     const staged = [];
-    for (let i = 0; i < 20; i++) staged.push(log.append(1, bytesFor(i, 30))); // rolls a segment
+    for (let i = 0; i < 20; i++) staged.push(log.append(1, seededBytes(i, 30))); // rolls a segment
     expect(log.segments().length).toBeGreaterThan(1);
     release();
     for (const { durable } of [inFlight, ...staged]) {
@@ -1013,7 +999,7 @@ describe('I/O failures', () => {
     };
     const log = await openLog({ dir, fsync: 'always', io: { write } });
     const appended = [];
-    for (let i = 0; i < 6; i++) appended.push(log.append(1, bytesFor(i, 25)));
+    for (let i = 0; i < 6; i++) appended.push(log.append(1, seededBytes(i, 25)));
     const outcomes = await Promise.allSettled(appended.map((a) => a.durable));
     expect(outcomes.map((o) => o.status)).toEqual([
       'fulfilled',
@@ -1057,7 +1043,7 @@ describe('I/O failures', () => {
     const { control, write } = faultyWrite();
     const log = await openLog({ dir: await tempDir(), io: { write } });
     control.armed = true;
-    for (let i = 0; i < 10; i++) log.append(1, bytesFor(i, 10)); // durable ignored
+    for (let i = 0; i < 10; i++) log.append(1, seededBytes(i, 10)); // durable ignored
     expect((await rejection(log.flush())).code).toBe('ERR_TICKWHEEL_IO');
     await delay(5); // an unhandled rejection would fail the test run here
     await log.append(1, Buffer.from('fine')).durable;
