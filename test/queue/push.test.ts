@@ -6,8 +6,7 @@
  * The queue runs on the real clock (HTTP is real); waits are generous and only for outcomes.
  */
 
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
@@ -17,14 +16,14 @@ import { Pushers } from '../../src/queue/push.js';
 import { PushSender } from '../../src/queue/push-sender.js';
 import { PushGuard } from '../../src/queue/push-guard.js';
 import { startReceiver, type Receiver } from './push-receiver.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('push');
 
 const SECRET = 'a-secret-of-some-length-0123456789';
 const opened: Array<{ close(): Promise<void> }> = [];
-const dirs: string[] = [];
-
 afterEach(async () => {
   while (opened.length > 0) await opened.pop()!.close();
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 async function track<T extends { close(): Promise<void> }>(thing: Promise<T>): Promise<T> {
@@ -246,8 +245,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
   });
 
   it('the target is durable; close() with a request under way ends at once and loses nothing', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-push-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const target = await receiver(() => 'hang');
     let queue = await DelayQueue.open({ dir, push: LOOPBACK });
     await queue.configureTopic('hooks', {

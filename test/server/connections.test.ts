@@ -5,18 +5,17 @@
  */
 
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { defaultMaxConnections, fileLimit } from '../../src/server/connections.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import { startServer, type ServerProcess } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
 
-const dirs: string[] = [];
+const tempDir = useTempDirs('connections');
+
 const servers: ServerProcess[] = [];
 const sockets: Socket[] = [];
 const closers: Array<() => Promise<void>> = [];
@@ -25,14 +24,7 @@ afterEach(async () => {
   for (const socket of sockets.splice(0)) socket.destroy();
   await Promise.all(closers.splice(0).map((close) => close()));
   await Promise.all(servers.splice(0).map((server) => server.kill()));
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-connections-'));
-  dirs.push(dir);
-  return dir;
-}
 
 /** Opens a TCP connection that never sends a byte; resolves once it is connected. */
 function silentSocket(port: number): Promise<Socket> {

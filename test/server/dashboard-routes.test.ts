@@ -3,13 +3,13 @@
  * GET /v1/dashboard and GET /v1/messages/:id/preview.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { DelayQueue } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
 import { injector, openServer, sleep, type TestServer } from './harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('dashboard-routes');
 
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
@@ -25,12 +25,9 @@ afterEach(async () => {
 
 /** A server on the file store in a fresh directory (fsync 'never': nothing here is a crash). */
 async function openFileServer(): Promise<TestServer> {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-dashboard-routes-'));
+  const dir = tempDir();
   const server = await createServer({ dir, fsync: 'never', logLevel: 'silent' });
-  fileServers.push(async () => {
-    await server.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  fileServers.push(() => server.close());
   return { server, queue: server.queue as DelayQueue, call: injector(server) };
 }
 

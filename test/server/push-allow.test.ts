@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../queue/push-receiver.js';
 import { requireBuiltCli, startServer, type ServerProcess } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('push-allow');
 
 /**
  * `tickwheel serve` and internal push targets, as an operator runs it: a real server process
@@ -14,18 +14,15 @@ import { requireBuiltCli, startServer, type ServerProcess } from './process.js';
 
 const LEAK = 'internal-admin-token-77e1a0';
 const SECRET = 'serve-push-secret-0123456789';
-const dirs: string[] = [];
 const running: Array<{ kill?(): Promise<void>; close?(): Promise<void> }> = [];
 
 beforeAll(() => requireBuiltCli());
 afterEach(async () => {
   for (const thing of running.splice(0)) await (thing.kill ?? thing.close)?.call(thing);
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 async function serve(...flags: string[]): Promise<ServerProcess> {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-push-allow-'));
-  dirs.push(dir);
+  const dir = tempDir();
   const server = await startServer(['--dir', dir, ...flags]);
   running.push(server);
   return server;

@@ -4,23 +4,17 @@
  * recovered, and a slow-loris client cut at the documented 30 s.
  */
 
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { LISTENING, requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const dataDir = useTempDirs('startup');
 
 const running: ServerProcess[] = [];
-const dirs: string[] = [];
-
-function dataDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-startup-'));
-  dirs.push(dir);
-  return dir;
-}
-
 async function serve(
   args: string[],
   options: { env?: Record<string, string>; until?: RegExp; timeoutMs?: number } = {},
@@ -42,7 +36,6 @@ beforeAll(() => requireBuiltCli());
 
 afterEach(async () => {
   await Promise.all(running.splice(0).map((server) => server.kill()));
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('what tickwheel serve prints', () => {
