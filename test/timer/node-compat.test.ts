@@ -5,11 +5,10 @@
  * says under "Differences from Node").
  */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   HashedWheelTimer,
   ManualClock,
@@ -20,6 +19,9 @@ import {
   type TimerHandle,
 } from '../../src/index.js';
 import { codeOf } from './code-of.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('node-order');
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -62,15 +64,13 @@ function until(done: () => boolean, ms = 5_000): Promise<void> {
 describe('Order of timer callbacks and the nextTick and promise callbacks they queue', () => {
   // The scenarios run as users run them: `node node-order.mjs <impl> <scenario>` in a child
   // process, importing the built package by name, on the real clock.
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-node-order-'));
+  const dir = tempDir();
   mkdirSync(join(dir, 'node_modules'));
   symlinkSync(root, join(dir, 'node_modules', 'tickwheel'), 'dir');
   copyFileSync(
     fileURLToPath(new URL('./fixtures/node-order.mjs', import.meta.url)),
     join(dir, 'node-order.mjs'),
   );
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
   function run(impl: string, scenario: string, nodeFlags: string[] = []): string[] {
     const out = execFileSync(process.execPath, [...nodeFlags, 'node-order.mjs', impl, scenario], {
       cwd: dir,
