@@ -1,8 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { readFile, readdir, stat, writeFile } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import {
@@ -17,6 +16,7 @@ import {
   type ReplayReport,
 } from '../../src/store/log/index.js';
 import { seededBytes } from '../support/random.mjs';
+import { useTempDirs } from '../support/temp-dir.js';
 
 interface Rec {
   type: number;
@@ -24,19 +24,12 @@ interface Rec {
   position: number;
 }
 
-const dirs: string[] = [];
+const tempDir = useTempDirs('log');
 const logs: MessageLog[] = [];
 
 afterEach(async () => {
   await Promise.all(logs.splice(0).map((log) => log.close().catch(() => {})));
-  await Promise.all(dirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
 });
-
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'tickwheel-log-'));
-  dirs.push(dir);
-  return dir;
-}
 
 async function openLog(options: MessageLogOptions): Promise<MessageLog> {
   const log = await MessageLog.open(options);
@@ -147,7 +140,7 @@ const realWrite: LogIo['write'] = async (handle, buffer, offset, length, positio
 
 describe('record format', () => {
   it('writes exactly the documented bytes: magic, type, length, CRC of type + body, body', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir });
     const { position } = log.append(3, Buffer.from('hi'));
     await log.flush();
@@ -158,7 +151,7 @@ describe('record format', () => {
   });
 
   it('creates its folder, parents included', async () => {
-    const dir = join(await tempDir(), 'data', 'log');
+    const dir = join(tempDir(), 'data', 'log');
     const log = await openLog({ dir });
     expect(log.segments()).toEqual([1]);
     expect(log.end).toBe(SEGMENT_SPAN);
@@ -166,7 +159,7 @@ describe('record format', () => {
   });
 
   it('validates its options with ERR_TICKWHEEL_INVALID_OPTION', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     for (const bad of [
       { dir: '' },
       { dir, fsync: 'sometimes' as never },
@@ -183,7 +176,7 @@ describe('record format', () => {
 
 describe('appending and reading', () => {
   it('round-trips many records across several segments, in order', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, segmentBytes: 4096 });
     const records = await fill(log, 2000);
     expect(log.segments().length).toBeGreaterThan(10);
@@ -200,7 +193,7 @@ describe('appending and reading', () => {
   });
 
   it('assigns increasing positions; segmentOf names the segment file holding each record', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const segmentBytesOption = 1000;
     const log = await openLog({ dir, segmentBytes: segmentBytesOption });
     const records = await fill(log, 300, (i) => (i * 53) % 300);
@@ -223,7 +216,7 @@ describe('appending and reading', () => {
   });
 
   it('rolls over only when the next record would pass segmentBytes; an oversized record gets a segment of its own', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, segmentBytes: 100 });
     const a = log.append(1, Buffer.alloc(30)).position; // 40 bytes
     const b = log.append(1, Buffer.alloc(50)).position; // 60 bytes: exactly 100
@@ -243,7 +236,7 @@ describe('appending and reading', () => {
   });
 
   it('read() returns any record by position: staged, in flight, or on disk after a reopen', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const options = { dir, segmentBytes: 8192 };
     const log = await openLog(options);
     const records: Rec[] = [];
@@ -279,7 +272,7 @@ describe('appending and reading', () => {
   });
 
   it('segmentSize() is the size of a segment in the log, staged records included', async () => {
-    const log = await openLog({ dir: await tempDir(), segmentBytes: 1000 });
+    const log = await openLog({ dir: tempDir(), segmentBytes: 1000 });
     await fill(log, 25, () => 90);
     log.append(1, Buffer.alloc(40));
     expect(log.segments()).toEqual([1, 2, 3]);
@@ -292,7 +285,7 @@ describe('appending and reading', () => {
   });
 
   it('copies the body at append, so the caller may reuse its buffer', async () => {
-    const log = await openLog({ dir: await tempDir() });
+    const log = await openLog({ dir: tempDir() });
     const body = Buffer.from('original');
     const { position } = log.append(9, body);
     body.write('CHANGED!');
@@ -302,7 +295,7 @@ describe('appending and reading', () => {
   });
 
   it('handles records larger than the replay read window', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir });
     const records = await fill(log, 5, (i) => [3 << 20, 10, (1 << 20) + 7, 0, 2 << 20][i]);
     expect((await log.read(records[2].position)).body.equals(records[2].body)).toBe(true);
@@ -313,7 +306,7 @@ describe('appending and reading', () => {
   });
 
   it('refuses bodies over maxRecordBytes with ERR_TICKWHEEL_RECORD_TOO_LARGE', async () => {
-    const log = await openLog({ dir: await tempDir(), maxRecordBytes: 100 });
+    const log = await openLog({ dir: tempDir(), maxRecordBytes: 100 });
     expect(thrown(() => log.append(1, new Uint8Array(101))).code).toBe(
       'ERR_TICKWHEEL_RECORD_TOO_LARGE',
     );
@@ -323,7 +316,7 @@ describe('appending and reading', () => {
   });
 
   it('refuses record types outside 0..255 and bodies that are not bytes (ERR_TICKWHEEL_INVALID_RECORD)', async () => {
-    const log = await openLog({ dir: await tempDir() });
+    const log = await openLog({ dir: tempDir() });
     for (const type of [-1, 256, 1.5, Number.NaN]) {
       expect(thrown(() => log.append(type, new Uint8Array(1))).code).toBe(
         'ERR_TICKWHEEL_INVALID_RECORD',
@@ -336,7 +329,7 @@ describe('appending and reading', () => {
   });
 
   it('read() refuses positions that hold no record', async () => {
-    const log = await openLog({ dir: await tempDir() });
+    const log = await openLog({ dir: tempDir() });
     const [record] = await fill(log, 3, () => 20);
     expect((await rejection(log.read(record.position + 1))).code).toBe('ERR_TICKWHEEL_CORRUPT');
     expect((await rejection(log.read(log.end))).code).toBe('ERR_TICKWHEEL_INVALID_POSITION');
@@ -347,7 +340,7 @@ describe('appending and reading', () => {
   });
 
   it('read() verifies the CRC: a damaged record on disk rejects with ERR_TICKWHEEL_CORRUPT', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir });
     const records = await fill(log, 3, () => 40);
     await damage(dir, 1, (bytes) => {
@@ -362,7 +355,7 @@ describe('appending and reading', () => {
 
 describe('readMany', () => {
   it('returns what read() returns for every position, in the order asked, across segments, sizes and staged records', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, segmentBytes: 64 * 1024 });
     // Small records, records longer than the read-ahead, and some far apart in one segment.
     const records = await fill(log, 600, (i) => (i % 50 === 0 ? 9000 : (i * 37) % 300));
@@ -380,7 +373,7 @@ describe('readMany', () => {
   });
 
   it('puts the error for a damaged or missing record in its place; the others are read', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir });
     const records = await fill(log, 50, () => 40);
     await damage(dir, 1, (bytes) => {
@@ -402,7 +395,7 @@ describe('readMany', () => {
 
 describe('durability policies', () => {
   it("'batch': 1000 concurrent appends complete with far fewer fsyncs than appends", async () => {
-    const log = await openLog({ dir: await tempDir(), fsync: 'batch' });
+    const log = await openLog({ dir: tempDir(), fsync: 'batch' });
     const pending = [];
     for (let i = 0; i < 1000; i++) pending.push(log.append(1, seededBytes(i, 100)).durable);
     await Promise.all(pending);
@@ -420,7 +413,7 @@ describe('durability policies', () => {
       await handle.datasync();
       syncedUpTo = size;
     };
-    const log = await openLog({ dir: await tempDir(), fsync: 'batch', io: { sync: slowSync } });
+    const log = await openLog({ dir: tempDir(), fsync: 'batch', io: { sync: slowSync } });
     const checks: Promise<void>[] = [];
     for (let wave = 0; wave < 20; wave++) {
       for (let i = 0; i < 50; i++) {
@@ -439,7 +432,7 @@ describe('durability policies', () => {
   });
 
   it("'always': one write and one fsync per record, acknowledged in order", async () => {
-    const log = await openLog({ dir: await tempDir(), fsync: 'always', segmentBytes: 2000 });
+    const log = await openLog({ dir: tempDir(), fsync: 'always', segmentBytes: 2000 });
     const order: number[] = [];
     const pending = [];
     for (let i = 0; i < 200; i++) {
@@ -454,7 +447,7 @@ describe('durability policies', () => {
   });
 
   it("'never': no fsync; resolved once written, and a reopened log has everything", async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, fsync: 'never', segmentBytes: 3000 });
     const records = await fill(log, 500);
     expect(log.stats().fsyncs).toBe(0);
@@ -464,7 +457,7 @@ describe('durability policies', () => {
   });
 
   it("'batch': a record committed later starts no write: it goes out with the next record committed, by itself soon after, or with flush()", async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, fsync: 'batch' });
     await log.append(1, seededBytes(0, 20)).durable;
     const later = (seed: number) => {
@@ -498,7 +491,7 @@ describe('durability policies', () => {
 
   it('flush() resolves only once everything appended before it is durable', async () => {
     const log = await openLog({
-      dir: await tempDir(),
+      dir: tempDir(),
       io: { sync: slowSync(10) },
     });
     let durableCount = 0;
@@ -514,7 +507,7 @@ describe('durability policies', () => {
   it.each(['batch', 'always', 'never'] as const)(
     "'%s': a record reserved and aborted appends nothing and leaves flush() and close() working",
     async (fsync) => {
-      const dir = await tempDir();
+      const dir = tempDir();
       const log = await openLog({ dir, fsync });
       const first = log.append(1, seededBytes(1, 20));
       await first.durable;
@@ -534,7 +527,7 @@ describe('durability policies', () => {
   );
 
   it('close() flushes; afterwards append throws ERR_TICKWHEEL_CLOSED and other calls reject with it', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir });
     const records: Rec[] = [];
     for (let i = 0; i < 10; i++) {
@@ -554,7 +547,7 @@ describe('durability policies', () => {
 
 describe('recovery', () => {
   it('reopen + replay returns every record in order, and appends continue after the last', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const options = { dir, segmentBytes: 5000 };
     const writer = await openLog(options);
     const first = await fill(writer, 400);
@@ -569,7 +562,7 @@ describe('recovery', () => {
   });
 
   it('replay(from) delivers the records from that position on', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const options = { dir, segmentBytes: 2000 };
     const writer = await openLog(options);
     const records = await fill(writer, 200);
@@ -586,13 +579,13 @@ describe('recovery', () => {
   });
 
   it('refuses replay after an append (ERR_TICKWHEEL_INVALID_STATE)', async () => {
-    const log = await openLog({ dir: await tempDir() });
+    const log = await openLog({ dir: tempDir() });
     log.append(1, new Uint8Array(1));
     expect((await rejection(log.replay(() => {}))).code).toBe('ERR_TICKWHEEL_INVALID_STATE');
   });
 
   it('refuses appends from inside a replay callback (ERR_TICKWHEEL_INVALID_STATE)', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const writer = await openLog({ dir });
     await fill(writer, 3);
     await writer.close();
@@ -604,7 +597,7 @@ describe('recovery', () => {
   });
 
   it('rejects a replay whose callback throws, with that error', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const writer = await openLog({ dir });
     await fill(writer, 3);
     await writer.close();
@@ -619,7 +612,7 @@ describe('recovery', () => {
 
   describe('torn tail', () => {
     async function template(count: number) {
-      const dir = await tempDir();
+      const dir = tempDir();
       const log = await openLog({ dir });
       const records = await fill(log, count, (i) => 5 + ((i * 29) % 60));
       await log.close();
@@ -628,7 +621,7 @@ describe('recovery', () => {
 
     /** A fresh log folder whose single segment holds `bytes`. */
     async function logWith(bytes: Buffer): Promise<string> {
-      const dir = await tempDir();
+      const dir = tempDir();
       await writeFile(join(dir, segmentFileName(1)), bytes);
       return dir;
     }
@@ -714,7 +707,7 @@ describe('recovery', () => {
 
   describe('damage in bytes known to be durable (ReplayOptions.durable)', () => {
     async function template(count: number) {
-      const dir = await tempDir();
+      const dir = tempDir();
       const log = await openLog({ dir });
       const records = await fill(log, count, (i) => 5 + ((i * 29) % 60));
       await log.close();
@@ -788,7 +781,7 @@ describe('recovery', () => {
     });
 
     it("syncAll() fsyncs under 'never' each segment written since the last call, once", async () => {
-      const dir = await tempDir();
+      const dir = tempDir();
       const synced: string[] = [];
       const log = await openLog({
         dir,
@@ -817,7 +810,7 @@ describe('recovery', () => {
 
   describe('damage inside a segment', () => {
     async function build(options: { segmentBytes?: number; count: number; size: number }) {
-      const dir = await tempDir();
+      const dir = tempDir();
       const log = await openLog({ dir, segmentBytes: options.segmentBytes });
       const records = await fill(log, options.count, () => options.size);
       await log.close();
@@ -920,7 +913,7 @@ describe('I/O failures', () => {
   }
 
   it('a failed write rejects the affected records with ERR_TICKWHEEL_IO, cuts the segment back, and later appends work', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const { control, write } = faultyWrite();
     const log = await openLog({ dir, io: { write } });
     const before = await fill(log, 10, () => 50);
@@ -952,7 +945,7 @@ describe('I/O failures', () => {
   });
 
   it('a failed fsync rejects its batch and every record staged behind it; earlier records are kept', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     // The failing fsync waits at a gate, so the test can stage records behind it.
     let failNext = false;
     let entered!: () => void;
@@ -990,7 +983,7 @@ describe('I/O failures', () => {
   });
 
   it("'always': records acknowledged before a failure stay; the failed one and those behind it reject", async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     let writes = 0;
     const write: LogIo['write'] = async (handle, buffer, offset, length, position) => {
       if (++writes !== 4) return realWrite(handle, buffer, offset, length, position);
@@ -1020,7 +1013,7 @@ describe('I/O failures', () => {
   });
 
   it('an invalidated file handle is reported as ERR_TICKWHEEL_IO and the log reopens the segment', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     let sabotage = false;
     const write: LogIo['write'] = async (handle: FileHandle, buffer, offset, length, position) => {
       if (sabotage) {
@@ -1041,7 +1034,7 @@ describe('I/O failures', () => {
 
   it('a failure nobody awaits does not crash the process; flush() reports it', async () => {
     const { control, write } = faultyWrite();
-    const log = await openLog({ dir: await tempDir(), io: { write } });
+    const log = await openLog({ dir: tempDir(), io: { write } });
     control.armed = true;
     for (let i = 0; i < 10; i++) log.append(1, seededBytes(i, 10)); // durable ignored
     expect((await rejection(log.flush())).code).toBe('ERR_TICKWHEEL_IO');
@@ -1052,7 +1045,7 @@ describe('I/O failures', () => {
 
 describe('segments', () => {
   it('deleteSegment refuses the active segment with ERR_TICKWHEEL_SEGMENT_ACTIVE', async () => {
-    const log = await openLog({ dir: await tempDir(), segmentBytes: 100 });
+    const log = await openLog({ dir: tempDir(), segmentBytes: 100 });
     await fill(log, 10, () => 40);
     const active = log.segments().at(-1)!;
     expect((await rejection(log.deleteSegment(active))).code).toBe('ERR_TICKWHEEL_SEGMENT_ACTIVE');
@@ -1060,7 +1053,7 @@ describe('segments', () => {
   });
 
   it('deleteSegment removes a closed segment: its file, its records and its bytes', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, segmentBytes: 200 });
     const records = await fill(log, 20, () => 40);
     const segments = log.segments();
@@ -1081,7 +1074,7 @@ describe('segments', () => {
   });
 
   it('deleteSegment waits for records of that segment still being written', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({
       dir,
       segmentBytes: 100,
@@ -1096,7 +1089,7 @@ describe('segments', () => {
   });
 
   it('stats() counts segments, bytes, appends, writes, fsyncs and failures', async () => {
-    const log = await openLog({ dir: await tempDir(), segmentBytes: 1000 });
+    const log = await openLog({ dir: tempDir(), segmentBytes: 1000 });
     expect(log.stats()).toEqual({
       segments: 1,
       bytes: 0,
