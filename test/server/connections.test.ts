@@ -13,6 +13,7 @@ import { defaultMaxConnections, fileLimit } from '../../src/server/connections.j
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import { startServer, type ServerProcess } from './process.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('connections');
 
@@ -68,10 +69,6 @@ describe('tickwheel serve under a flood of silent connections', () => {
     expect(Number(shed?.[1])).toBeGreaterThan(0);
   }, 60_000);
 });
-
-async function waitFor(what: () => boolean): Promise<void> {
-  while (!what()) await new Promise((resolve) => setTimeout(resolve, 5));
-}
 
 /** A server with a cap of `maxConnections`, and the number of connections it has accepted. */
 async function cappedServer(maxConnections: number) {

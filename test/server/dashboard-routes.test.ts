@@ -8,6 +8,7 @@ import type { DelayQueue } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
 import { injector, openServer, sleep, type TestServer } from './harness.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('dashboard-routes');
 
@@ -35,19 +36,6 @@ const stores: Array<[string, () => Promise<TestServer>]> = [
   ['the memory store', () => openServer()],
   ['the file store', openFileServer],
 ];
-
-/** Polls until `check` passes (it throws until then), for at most `timeoutMs`. */
-async function eventually(check: () => Promise<void>, timeoutMs = 3000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (performance.now() > deadline) throw err;
-      await sleep(10);
-    }
-  }
-}
 
 /** Bucket label -> count, from a snapshot's timeline. */
 function timeline(body: { upcoming: Array<{ label: string; count: number }> }) {
@@ -214,9 +202,9 @@ describe('GET /v1/dashboard', () => {
       await killOne(call, 'sms', 'doomed-3');
       await call('POST', '/v1/topics/jobs/messages', { payload: 'now-1' });
       await call('POST', '/v1/topics/jobs/messages', { payload: 'now-2' });
-      await eventually(async () => {
+      await waitFor(async () => {
         const stats = (await queue.stats()) as { topics: Record<string, { ready: number }> };
-        expect(stats.topics.jobs.ready).toBe(2);
+        return stats.topics.jobs.ready === 2;
       });
       const taken = await call('POST', '/v1/topics/jobs/receive', { max: 1 });
       expect(taken.body.messages).toHaveLength(1);

@@ -2,6 +2,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../queue/push-receiver.js';
 import { requireBuiltCli, startServer, type ServerProcess } from './process.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('push-allow');
 
@@ -44,15 +45,6 @@ async function call(server: ServerProcess, method: string, path: string, body?: 
   return { status: response.status, text: await response.text() };
 }
 
-/** Polls `check` until it holds, or fails after `ms`. */
-async function until(check: () => Promise<boolean>, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`not so after ${ms} ms: ${check.toString()}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 describe('tickwheel serve --push-allow', () => {
   it('refuses a loopback target by default, with the option to allow it', async () => {
     const receiver = await leakyReceiver();
@@ -86,8 +78,9 @@ describe('tickwheel serve --push-allow', () => {
       backoff: { type: 'fixed', delayMs: 10 },
     });
     expect(made.status).toBe(201);
-    await until(
+    await waitFor(
       async () => JSON.parse((await call(server, 'GET', '/v1/messages/m')).text).status === 'dead',
+      { timeoutMs: 15_000 },
     );
     expect(receiver.requests).toHaveLength(2);
     const message = await call(server, 'GET', '/v1/messages/m');

@@ -11,6 +11,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { LISTENING, requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const dataDir = useTempDirs('startup');
 
@@ -22,14 +23,6 @@ async function serve(
   const server = await startServer(args, options);
   running.push(server);
   return server;
-}
-
-async function waitFor(what: () => boolean, timeoutMs: number): Promise<void> {
-  const until = performance.now() + timeoutMs;
-  while (!what()) {
-    if (performance.now() > until) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 beforeAll(() => requireBuiltCli());
@@ -121,7 +114,7 @@ describe('recovery of a big data directory', () => {
     expect(receive.status).toBe(503);
     expect(server.stdout()).not.toMatch(LISTENING);
 
-    await waitFor(() => LISTENING.test(server.stdout()), 60_000);
+    await waitFor(() => LISTENING.test(server.stdout()), { timeoutMs: 60_000 });
     expect(server.stdout()).toMatch(/recovered 50000 live messages/);
     const ok = await fetch(`${server.url}/healthz`);
     expect(ok.status).toBe(200);
