@@ -11,6 +11,7 @@ import { TickwheelClient } from '../../src/client/index.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
+import { waitFor } from '../support/wait-for.js';
 
 const open: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -73,14 +74,14 @@ describe('client.events()', () => {
   it('ends when its signal aborts, and when the server closes (without holding the close up)', async () => {
     const { queue, server, client } = await start();
     const controller = new AbortController();
+    const seen: QueueEvent[] = [];
     const aborted = (async () => {
-      const seen = [];
       for await (const event of client.events({ signal: controller.signal })) seen.push(event);
       return seen;
     })();
     await listening(queue);
     await queue.schedule({ topic: 't', payload: 1 });
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => seen.length > 0);
     controller.abort();
     expect((await aborted).map((e) => e.type)).toEqual(['scheduled']);
     // The server noticed: its watcher is gone.

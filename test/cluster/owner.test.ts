@@ -15,6 +15,7 @@ import { Producer } from '../../src/cluster/producer.js';
 import { placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
+import { waitFor } from '../support/wait-for.js';
 
 const PARTITIONS = 1;
 const QUEUE = 'owned';
@@ -222,8 +223,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     const { partition } = placeOf('late', PARTITIONS);
     expect(partition).toBe(0);
     await producer.schedule({ topic: 't', id: 'late', payload: 1, delayMs: 50 });
-    await sleep(600);
-    expect(fenced).toBe(1);
+    await waitFor(() => fenced === 1);
     expect(owner.active).toBe(false);
     // Nothing fired it: it waits for the new owner.
     expect((await producer.get('late'))?.status).toBe('scheduled');

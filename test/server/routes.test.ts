@@ -109,7 +109,6 @@ describe('POST /v1/topics/:topic/messages', () => {
     expect(Buffer.isBuffer(embedded.payload)).toBe(true);
     expect(embedded.payload).toEqual(bytes);
     await queue.nack(embedded.receipt, { delayMs: 0 });
-    await sleep(5);
     const res = await call('POST', '/v1/topics/bin/receive', { waitMs: 500 });
     expect(res.body.messages[0]).toMatchObject({
       payload: bytes.toString('base64'),
