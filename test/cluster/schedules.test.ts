@@ -106,7 +106,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     const cancelled: string[] = [];
     other.events.on('cancelled', (event: QueueEvent) => cancelled.push(event.id));
     expect(await other.deleteSchedule('tick')).toBe(true);
-    for (let i = 0; i < 100 && cancelled.length === 0; i++) await sleep(20);
+    await waitFor(() => cancelled.length > 0);
     expect(cancelled).toEqual([expect.stringMatching(/^tick@\d+$/)]);
     expect(await other.deleteSchedule('tick')).toBe(false);
     expect(await leader.getSchedule('tick')).toBeUndefined();
