@@ -12,6 +12,7 @@ import { ClusterNode } from '../../src/cluster/node.js';
 import { placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
+import { waitFor } from '../support/wait-for.js';
 
 const PARTITIONS = 16;
 const FIXTURE = join(import.meta.dirname, 'fixtures/node.mjs');
@@ -72,8 +73,7 @@ describe.runIf(installed('valkey-server'))('a cluster node killed with SIGKILL',
       onError: (err) => errors.push(err),
     });
     // Wait until the victim owns some partitions.
-    const until = Date.now() + 10_000;
-    while (victim.owned().length === 0 && Date.now() < until) await sleep(50);
+    await waitFor(() => victim.owned().length > 0);
     const victimsPartitions = new Set(victim.owned());
     expect(victimsPartitions.size).toBeGreaterThan(0);
 
