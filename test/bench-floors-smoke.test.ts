@@ -1,10 +1,12 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTempDirs } from './support/temp-dir.js';
+
+const tempDir = useTempDirs('bench-floors-smoke');
 
 // bench/floors.mjs with N = 2,000 and one round, so that its code cannot rot. Only the shape of
 // the results and how the targets are derived from them are checked: no timings.
@@ -41,7 +43,7 @@ describe('npm run bench:floors -- --n 2000 --rounds 1', () => {
   let stdout: string;
 
   beforeAll(async () => {
-    out = mkdtempSync(join(tmpdir(), 'tickwheel-bench-floors-smoke-'));
+    out = tempDir();
     ({ stdout } = await run(
       process.execPath,
       [join(root, 'bench/floors.mjs'), '--n', '2000', '--rounds', '1', '--out', out],
@@ -49,8 +51,6 @@ describe('npm run bench:floors -- --n 2000 --rounds 1', () => {
     ));
     floors = JSON.parse(readFileSync(join(out, 'floors.json'), 'utf8')) as Floors;
   }, 55_000);
-
-  afterAll(() => rmSync(out, { recursive: true, force: true }));
 
   it('measures every cost as a positive number of ns', () => {
     expect(floors.schema).toBe('tickwheel-bench-floors/1');

@@ -1,10 +1,12 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTempDirs } from './support/temp-dir.js';
+
+const tempDir = useTempDirs('bench-push-smoke');
 
 // The push benchmark in its --quick mode (300 messages a cell, one round) at two
 // concurrencies: checks that every cell runs, that every message reaches its receiving end,
@@ -86,7 +88,7 @@ describe('npm run bench:push -- --quick', () => {
   let stdout: string;
 
   beforeAll(async () => {
-    out = mkdtempSync(join(tmpdir(), 'tickwheel-bench-push-smoke-'));
+    out = tempDir();
     ({ stdout } = await run(
       process.execPath,
       [
@@ -103,8 +105,6 @@ describe('npm run bench:push -- --quick', () => {
     ));
     results = JSON.parse(readFileSync(join(out, 'push.json'), 'utf8')) as PushResults;
   }, 55_000);
-
-  afterAll(() => rmSync(out, { recursive: true, force: true }));
 
   it('prints a line per cell and the tables', () => {
     expect(stdout).toMatch(/embedded push-listener c=10\s+round 1\/1\s+\d+\/s/);

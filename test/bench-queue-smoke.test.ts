@@ -1,10 +1,12 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTempDirs } from './support/temp-dir.js';
+
+const tempDir = useTempDirs('bench-smoke');
 
 // The runner in its --quick mode on tickwheel alone (CI may have no redis-server): checks that
 // every workload runs and the results have their documented shape. No timing is asserted.
@@ -79,7 +81,7 @@ describe('npm run bench:queue -- --quick (tickwheel only)', () => {
   let stdout: string;
 
   beforeAll(async () => {
-    out = mkdtempSync(join(tmpdir(), 'tickwheel-bench-smoke-'));
+    out = tempDir();
     ({ stdout } = await run(
       process.execPath,
       [
@@ -97,8 +99,6 @@ describe('npm run bench:queue -- --quick (tickwheel only)', () => {
     ));
     results = JSON.parse(readFileSync(join(out, 'queue.json'), 'utf8')) as QueueResults;
   }, 180_000);
-
-  afterAll(() => rmSync(out, { recursive: true, force: true }));
 
   it('prints progress and a results table', () => {
     expect(stdout).toMatch(/throughput tickwheel round 1\/1: start/);

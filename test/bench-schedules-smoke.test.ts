@@ -1,10 +1,12 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTempDirs } from './support/temp-dir.js';
+
+const tempDir = useTempDirs('bench-schedules-smoke');
 
 // The schedules benchmark in its --quick mode (200 schedules, 2 s idle windows, firing every
 // second) on tickwheel alone (CI may have no redis-server), so its code cannot rot. Only the
@@ -69,7 +71,7 @@ describe('npm run bench:schedules -- --quick (tickwheel only)', () => {
   let stdout: string;
 
   beforeAll(async () => {
-    out = mkdtempSync(join(tmpdir(), 'tickwheel-bench-schedules-smoke-'));
+    out = tempDir();
     ({ stdout } = await run(
       process.execPath,
       [
@@ -87,8 +89,6 @@ describe('npm run bench:schedules -- --quick (tickwheel only)', () => {
     ));
     results = JSON.parse(readFileSync(join(out, 'schedules.json'), 'utf8')) as SchedulesResults;
   }, 55_000);
-
-  afterAll(() => rmSync(out, { recursive: true, force: true }));
 
   it('prints progress and a table with a BullMQ column', () => {
     expect(stdout).toMatch(/armed tickwheel: start/);

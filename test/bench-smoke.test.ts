@@ -1,18 +1,19 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDirs } from './support/temp-dir.js';
+
+const tempDir = useTempDirs('bench');
 
 /**
  * The timer benchmark with tiny N on the JavaScript peers, so its code cannot rot. Only the
  * shape of the results and values that must hold on any machine are checked: no timings.
  */
 const root = fileURLToPath(new URL('..', import.meta.url));
-const out = mkdtempSync(join(tmpdir(), 'tickwheel-bench-'));
-afterAll(() => rmSync(out, { recursive: true, force: true }));
+const out = tempDir();
 
 const JS_PEERS = [
   'node',

@@ -1,27 +1,20 @@
 import { execFileSync } from 'node:child_process';
-import {
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDirs } from './support/temp-dir.js';
+
+const tempDir = useTempDirs('readme');
 
 /** The README's examples run against the built package, so they cannot rot. */
 const root = fileURLToPath(new URL('..', import.meta.url));
 const blocks = [
   ...readFileSync(join(root, 'README.md'), 'utf8').matchAll(/```js\n([\s\S]*?)```/g),
 ].map((match) => match[1]);
-const dir = mkdtempSync(join(tmpdir(), 'tickwheel-readme-'));
+const dir = tempDir();
 mkdirSync(join(dir, 'node_modules'));
 symlinkSync(root, join(dir, 'node_modules', 'tickwheel'), 'dir');
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function runExample(code: string): string {
   const file = join(dir, `example-${Math.random().toString(36).slice(2)}.mjs`);

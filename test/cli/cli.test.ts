@@ -1,5 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { bench } from '../../src/cli/bench.js';
@@ -9,6 +8,9 @@ import { main } from '../../src/cli/program.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import { CLI, runCli, startServer, type ServerProcess } from '../server/process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('cli');
 
 /** The CLI in-process, writing into buffers. */
 function captured(stdin = ''): CliIo & { stdout: () => string; stderr: () => string } {
@@ -482,12 +484,11 @@ describe('the built CLI against a tickwheel serve process', () => {
   afterEach(async () => {
     await server?.kill();
     server = undefined;
-    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
     dir = undefined;
   });
 
   it('send, receive, nack into the dead letters, dead, requeue, reschedule', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'tickwheel-cli-'));
+    dir = tempDir();
     server = await startServer(['--dir', dir, '--token', 'e2e-token']);
     const env = { TICKWHEEL_URL: server.url, TICKWHEEL_TOKEN: 'e2e-token' };
     const cli = async (...args: string[]) => {
@@ -552,34 +553,26 @@ describe('bench', () => {
   it('in an installed package (scripts in package.json, no bench/) says it needs a clone', async () => {
     // What npm installs: the package.json with its bench:* scripts, but neither bench/ nor
     // the TypeScript build those scripts start with.
-    const root = mkdtempSync(join(tmpdir(), 'tickwheel-installed-'));
-    try {
-      const scripts = { 'bench:timers': 'exit 3', 'bench:queue': 'exit 3', 'bench:http': 'exit 3' };
-      writeFileSync(join(root, 'package.json'), JSON.stringify({ name: 'tickwheel', scripts }));
-      const io = captured();
-      const failure = await bench(['timers'], [], { root: `${root}/` }, io).catch((e) => e);
-      expect(failure).toMatchObject({ name: 'CliError', exitCode: 1 });
-      expect(failure.message).toMatch(
-        /ship with the tickwheel repository, not with the npm package/,
-      );
-      expect(failure.message).toContain('git clone https://github.com/tickwheel/tickwheel.git');
-      expect(failure.message).toContain('npm run bench:timers');
-      expect(io.stderr()).toBe('');
+    const root = tempDir('installed');
+    const scripts = { 'bench:timers': 'exit 3', 'bench:queue': 'exit 3', 'bench:http': 'exit 3' };
+    writeFileSync(join(root, 'package.json'), JSON.stringify({ name: 'tickwheel', scripts }));
+    const io = captured();
+    const failure = await bench(['timers'], [], { root: `${root}/` }, io).catch((e) => e);
+    expect(failure).toMatchObject({ name: 'CliError', exitCode: 1 });
+    expect(failure.message).toMatch(/ship with the tickwheel repository, not with the npm package/);
+    expect(failure.message).toContain('git clone https://github.com/tickwheel/tickwheel.git');
+    expect(failure.message).toContain('npm run bench:timers');
+    expect(io.stderr()).toBe('');
 
-      await bench([], [], { list: true, root: `${root}/` }, io);
-      expect(io.stdout()).toContain(
-        'timers  (not available here: needs a clone of the repository)',
-      );
+    await bench([], [], { list: true, root: `${root}/` }, io);
+    expect(io.stdout()).toContain('timers  (not available here: needs a clone of the repository)');
 
-      // A clone has bench/ and the build's config: there the script runs.
-      mkdirSync(join(root, 'bench'));
-      writeFileSync(join(root, 'tsconfig.build.json'), '{}');
-      await expect(bench(['timers'], [], { root: `${root}/` }, io)).rejects.toThrow(
-        'bench:timers failed (exit status 3)',
-      );
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
+    // A clone has bench/ and the build's config: there the script runs.
+    mkdirSync(join(root, 'bench'));
+    writeFileSync(join(root, 'tsconfig.build.json'), '{}');
+    await expect(bench(['timers'], [], { root: `${root}/` }, io)).rejects.toThrow(
+      'bench:timers failed (exit status 3)',
+    );
   });
 });
 

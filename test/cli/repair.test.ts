@@ -5,21 +5,21 @@
  * the lost ids. The built CLI in child processes, a real server over a socket.
  */
 
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { requireBuiltCli, runCli, startServer, type ServerProcess } from '../server/process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('repair');
 
 const running: ServerProcess[] = [];
-const dirs: string[] = [];
-
 beforeAll(() => requireBuiltCli());
 
 afterEach(async () => {
   await Promise.all(running.splice(0).map((server) => server.kill()));
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 function fingerprint(dir: string): Record<string, string> {
@@ -37,8 +37,7 @@ function fingerprint(dir: string): Record<string, string> {
 
 /** 40 messages due in an hour, in segments of 1 KiB; m1 rescheduled and m2 cancelled later. */
 async function populated() {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-repair-'));
-  dirs.push(dir);
+  const dir = tempDir();
   const queue = await DelayQueue.open({ dir, segmentBytes: 1024, fsync: 'never' });
   const hour = 3_600_000;
   for (let i = 0; i < 20; i++) {

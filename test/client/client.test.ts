@@ -11,6 +11,7 @@ import {
 import { AbortError, TickwheelError } from '../../src/errors.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
+import { sleep, waitFor } from '../support/wait-for.js';
 
 let server: TickwheelServer;
 let queue: DelayQueue;
@@ -455,9 +456,8 @@ describe('consume options', () => {
       },
     });
     const warned = new Promise<unknown>((resolve) => process.once('warning', resolve));
-    await new Promise((r) => setTimeout(r, 400));
+    await waitFor(() => contexts.length >= 2);
     await consumer.close();
-    expect(contexts.length).toBeGreaterThanOrEqual(2);
     expect(contexts[0]).toEqual({ topic: 'down' });
     expect(((await warned) as Error).message).toBe('onError itself fails');
   });
@@ -476,9 +476,7 @@ describe('consume options', () => {
         },
         { waitMs: 500 },
       );
-      for (let i = 0; i < 100 && warnings.length === 0; i++) {
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      await waitFor(() => warnings.some((w) => w.name === 'TickwheelConsumerWarning'));
       await consumer.close();
     } finally {
       process.off('warning', onWarning);
@@ -619,7 +617,8 @@ describe('consume', () => {
         async (message) => {
           running++;
           most = Math.max(most, running);
-          await new Promise((r) => setTimeout(r, 10));
+          // Holds the handler, so that handlers overlap.
+          await sleep(10);
           running--;
           done.push(message.payload as number);
           if (done.length === total) resolve();
@@ -671,7 +670,8 @@ describe('consume', () => {
       'w',
       async () => {
         started();
-        await new Promise((r) => setTimeout(r, 100));
+        // A handler still running when close() is called.
+        await sleep(100);
         finished = true;
       },
       { waitMs: 500 },
@@ -687,9 +687,8 @@ describe('consume', () => {
     const errors: unknown[] = [];
     const tw = client({ url: `http://127.0.0.1:${port}`, retries: 0 });
     const consumer = tw.consume('x', () => {}, { onError: (err) => errors.push(err) });
-    await new Promise((r) => setTimeout(r, 400));
+    await waitFor(() => errors.length >= 2);
     await consumer.close();
-    expect(errors.length).toBeGreaterThanOrEqual(2);
     expect(errors[0]).toBeInstanceOf(TickwheelNetworkError);
   });
 });

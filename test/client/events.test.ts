@@ -11,6 +11,7 @@ import { TickwheelClient } from '../../src/client/index.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
+import { waitFor } from '../support/wait-for.js';
 
 const open: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -35,8 +36,7 @@ async function start(token?: string) {
 
 /** Waits until the server's queue has a listener (the stream is open). */
 async function listening(queue: DelayQueue): Promise<void> {
-  for (let i = 0; i < 200 && !queue.events.active; i++) await new Promise((r) => setTimeout(r, 10));
-  expect(queue.events.active).toBe(true);
+  await waitFor(() => queue.events.active);
 }
 
 describe('client.events()', () => {
@@ -65,28 +65,24 @@ describe('client.events()', () => {
       deliverAt: expect.any(Number),
     });
     // Breaking out closed the stream on the server too.
-    for (let i = 0; i < 200 && queue.events.active; i++)
-      await new Promise((r) => setTimeout(r, 10));
-    expect(queue.events.active).toBe(false);
+    await waitFor(() => !queue.events.active);
   });
 
   it('ends when its signal aborts, and when the server closes (without holding the close up)', async () => {
     const { queue, server, client } = await start();
     const controller = new AbortController();
+    const seen: QueueEvent[] = [];
     const aborted = (async () => {
-      const seen = [];
       for await (const event of client.events({ signal: controller.signal })) seen.push(event);
       return seen;
     })();
     await listening(queue);
     await queue.schedule({ topic: 't', payload: 1 });
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => seen.length > 0);
     controller.abort();
     expect((await aborted).map((e) => e.type)).toEqual(['scheduled']);
     // The server noticed: its watcher is gone.
-    for (let i = 0; i < 200 && queue.events.active; i++)
-      await new Promise((r) => setTimeout(r, 10));
-    expect(queue.events.active).toBe(false);
+    await waitFor(() => !queue.events.active);
 
     const ended = (async () => {
       for await (const _ of client.events()) void _;
@@ -206,7 +202,7 @@ describe('client.events()', () => {
     // silence counts only while it waits for bytes.
     expect(await drain('slow', 1_000)).toEqual(['m-0', 'm-1']);
     // The dead streams' requests were closed, not left open.
-    for (let i = 0; i < 100 && closed.length < 4; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => closed.length >= 4);
     expect(closed.map((url) => url.replace(/^.*topic=/, '')).sort()).toEqual([
       'never',
       'quiet',

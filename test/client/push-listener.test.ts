@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { pushListener, signPush, type PushedMessage } from '../../src/client/index.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
+import { waitFor } from '../support/wait-for.js';
 
 const SECRET = 'listener-test-secret-0123456789';
 const cleanups: Array<() => Promise<void>> = [];
@@ -55,20 +56,14 @@ describe('pushListener', () => {
       payload: 'x',
       backoff: { type: 'fixed', delayMs: 20 },
     });
-    const end = Date.now() + 10_000;
-    while (got.length < 3 && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => got.length >= 3);
     const byId = new Map(got.map((m) => [m.id, m]));
     expect(byId.get('json')).toMatchObject({ topic: 'in', attempt: 1, payload: { a: [1, 2] } });
     expect(Buffer.isBuffer(byId.get('bytes')?.payload)).toBe(true);
     expect((byId.get('bytes')?.payload as Buffer).toString()).toBe('raw\u0000');
     expect(byId.get('flaky')).toMatchObject({ attempt: 2, payload: 'x' });
     // The listener has the message before its answer reaches the queue, which acks on it.
-    let flaky = await queue.get('flaky');
-    while (flaky?.status !== 'acked' && Date.now() < end) {
-      await new Promise((r) => setTimeout(r, 10));
-      flaky = await queue.get('flaky');
-    }
-    expect(flaky?.status).toBe('acked');
+    await waitFor(async () => (await queue.get('flaky'))?.status === 'acked');
   });
 
   it('refuses what is not a signed push before the handler runs', async () => {

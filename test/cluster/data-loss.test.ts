@@ -6,11 +6,11 @@
  * server lost, and serves again.
  */
 
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DelayQueue, type Queue } from '../../src/delay-queue.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
+import { waitFor } from '../support/wait-for.js';
 
 type Stats = { cluster: { owned: number[]; dataLosses: number } };
 
@@ -41,8 +41,7 @@ describe.runIf(installed('valkey-server'))('a queue on a Valkey that restarts em
     });
     opened = queue;
     const stats = async () => (await queue.stats()) as unknown as Stats;
-    for (let i = 0; i < 100 && (await stats()).cluster.owned.length < 2; i++) await sleep(100);
-    expect((await stats()).cluster.owned).toHaveLength(2);
+    await waitFor(async () => (await stats()).cluster.owned.length === 2);
     await queue.schedule({ topic: 't', id: 'before', payload: 1, delayMs: 60_000 });
     expect(await queue.get('before')).toMatchObject({ status: 'scheduled' });
     expect((await stats()).cluster.dataLosses).toBe(0);
@@ -51,7 +50,7 @@ describe.runIf(installed('valkey-server'))('a queue on a Valkey that restarts em
     await valkey.restart();
 
     const lost = () => errors.filter((e) => e.code === 'ERR_TICKWHEEL_DATA_LOST');
-    for (let i = 0; i < 150 && lost().length < 2; i++) await sleep(100);
+    await waitFor(() => lost().length >= 2, { timeoutMs: 15_000 });
     expect(lost()).toHaveLength(2); // each partition once
     expect(lost()[0].message).toMatch(/partition \d of queue lost was made anew on the server/);
     expect((await stats()).cluster.dataLosses).toBe(2);

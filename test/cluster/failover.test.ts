@@ -13,6 +13,7 @@ import { placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
 import { checking, type Checking } from './checking.js';
+import { waitFor } from '../support/wait-for.js';
 
 const PARTITIONS = 16;
 const FIXTURE = join(import.meta.dirname, 'fixtures/node.mjs');
@@ -75,8 +76,7 @@ describe.runIf(installed('valkey-server'))('a cluster node killed with SIGKILL',
       }),
     );
     // Wait until the victim owns some partitions.
-    const until = Date.now() + 10_000;
-    while (victim.owned().length === 0 && Date.now() < until) await sleep(50);
+    await waitFor(() => victim.owned().length > 0);
     const victimsPartitions = new Set(victim.owned());
     expect(victimsPartitions.size).toBeGreaterThan(0);
 

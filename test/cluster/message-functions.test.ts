@@ -10,6 +10,7 @@ import { encodeRecord } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
 import { withValkey } from './with-valkey.js';
+import { waitFor } from '../support/wait-for.js';
 
 const WINDOW_MS = 30_000;
 const P = 'tw:{orders:5}:';
@@ -194,8 +195,7 @@ describe.runIf(installed('valkey-server'))('message functions on Valkey', () => 
       await schedule([{ id: 'soon', deliverAt: 1_799_999_999_000, record: 'NEAR' }]);
       expect(await get('soon')).toBe('S|n7|0|1799999999000|0|invoice');
       expect(await cmd('LRANGE', `${P}s:n7`, '0', '-1')).toEqual(['NEAR']);
-      const until = Date.now() + 2_000;
-      while (heard.length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+      await waitFor(() => heard.length > 0);
       // The note names what was appended: segment, first index, then id, bucket, due.
       expect(heard).toEqual([`n n7 0 soon ${bucketOf('soon')} 1799999999000`]);
       // Cancelling it leaves the current near segment in place: its owner reads it by offset.

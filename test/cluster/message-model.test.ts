@@ -15,6 +15,7 @@ import { packRecords, placeRuns, type LocatedRun } from '../../src/cluster/produ
 import { decodeRecord, encodeRecord, parseLocated, placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
+import { seededInt } from '../support/random.mjs';
 import { withValkey } from './with-valkey.js';
 
 const QUEUE = 'model';
@@ -37,19 +38,6 @@ interface Live {
   maxAttempts: number;
 }
 
-/** A small deterministic generator: every run is repeatable from its seed. */
-function prng(seed: number): (n: number) => number {
-  let s = seed >>> 0 || 1;
-  return (n) => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s % n;
-  };
-}
-
 describe.runIf(installed('valkey-server'))('message functions against a model', () => {
   const servers = withValkey();
 
@@ -62,7 +50,7 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
   const covered = { straddled: 0, nearLocated: 0 };
 
   async function run(seed: number): Promise<void> {
-    const rand = prng(seed);
+    const rand = seededInt(seed);
     await cmd('FLUSHALL');
     const [granted, epoch] = (await servers.valkey.fcall('tw_lease', META, [
       'acquire',

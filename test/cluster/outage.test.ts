@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
+import { waitFor } from '../support/wait-for.js';
 
 describe.runIf(installed('valkey-server'))('a server on Valkey through an outage', () => {
   let valkey: {
@@ -70,13 +71,9 @@ describe.runIf(installed('valkey-server'))('a server on Valkey through an outage
     expect(Date.now() - started).toBeLessThan(15_000);
 
     await valkey.restart();
-    let back = await call('GET', '/healthz');
-    const until = Date.now() + 20_000;
-    while (back.status !== 200 && Date.now() < until) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      back = await call('GET', '/healthz');
-    }
-    expect(back.status).toBe(200);
+    await waitFor(async () => (await call('GET', '/healthz')).status === 200, {
+      timeoutMs: 20_000,
+    });
     const info = await call('GET', '/v1/messages/bill-1');
     expect(info.status).toBe(200);
     expect(info.body).toMatchObject({ id: 'bill-1', status: 'scheduled' });

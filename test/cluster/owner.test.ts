@@ -16,6 +16,7 @@ import { placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
 import { checking, type Checking } from './checking.js';
+import { waitFor } from '../support/wait-for.js';
 
 const PARTITIONS = 1;
 const QUEUE = 'owned';
@@ -92,6 +93,14 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     return { owner, stop };
   }
 
+  /** One ready message of topic t, taken for `visibilityMs`; undefined when none is ready. */
+  async function takeOne(visibilityMs: number): Promise<Array<[string, number]> | undefined> {
+    const rows = (await valkey.fcall('tw_take', META, ['t', 1, visibilityMs, 1 << 20])) as Array<
+      [string, number]
+    >;
+    return rows.length > 0 ? rows : undefined;
+  }
+
   /** Takes everything ready, every few ms, noting when each id was taken. */
   async function collect(ids: string[], untilMs: number) {
     const taken = new Map<string, number>();
@@ -165,20 +174,9 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       delayMs: 0,
       backoff: { type: 'fixed', delayMs: 50 },
     });
-    let first: unknown[] = [];
-    for (let i = 0; i < 100 && first.length === 0; i++) {
-      first = (await valkey.fcall('tw_take', META, ['t', 1, 100, 1 << 20])) as unknown[];
-      await sleep(10);
-    }
-    expect(first).toHaveLength(1);
-    // Visibility 100 ms, back-off 50 ms: it is ready again within a second, attempt 2.
-    let again: Array<[string, number]> = [];
-    for (let i = 0; i < 100 && again.length === 0; i++) {
-      again = (await valkey.fcall('tw_take', META, ['t', 1, 60_000, 1 << 20])) as Array<
-        [string, number]
-      >;
-      await sleep(20);
-    }
+    expect(await waitFor(() => takeOne(100))).toHaveLength(1);
+    // Visibility 100 ms, back-off 50 ms: it is ready again, attempt 2.
+    const again = await waitFor(() => takeOne(60_000));
     expect(again.map(([id, attempt]) => [String(id), Number(attempt)])).toEqual([['slow', 2]]);
     owner.stop();
     await stop();
@@ -194,20 +192,9 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       delayMs: 0,
       backoff: { type: 'fixed', delayMs: 0 },
     });
-    let first: unknown[] = [];
-    for (let i = 0; i < 200 && first.length === 0; i++) {
-      first = (await valkey.fcall('tw_take', META, ['t', 1, 400, 1 << 20])) as unknown[];
-      if (first.length === 0) await sleep(10);
-    }
-    expect(first).toHaveLength(1);
+    expect(await waitFor(() => takeOne(400))).toHaveLength(1);
     const deadline = Date.now() + 400;
-    let again: Array<[string, number]> = [];
-    for (let i = 0; i < 500 && again.length === 0; i++) {
-      again = (await valkey.fcall('tw_take', META, ['t', 1, 60_000, 1 << 20])) as Array<
-        [string, number]
-      >;
-      if (again.length === 0) await sleep(10);
-    }
+    const again = await waitFor(() => takeOne(60_000));
     const at = Date.now();
     expect(again.map(([id, attempt]) => [String(id), Number(attempt)])).toEqual([['held', 2]]);
     // Not before its visibility ran out (the server's clock and this one, within a few ms).
@@ -225,8 +212,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     const { partition } = placeOf('late', PARTITIONS);
     expect(partition).toBe(0);
     await producer.schedule({ topic: 't', id: 'late', payload: 1, delayMs: 50 });
-    await sleep(600);
-    expect(fenced).toBe(1);
+    await waitFor(() => fenced === 1);
     expect(owner.active).toBe(false);
     // Nothing fired it: it waits for the new owner.
     expect((await producer.get('late'))?.status).toBe('scheduled');

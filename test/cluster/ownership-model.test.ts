@@ -14,17 +14,7 @@
 import { describe, expect, it } from 'vitest';
 import { Ownership, type Effect } from '../../src/cluster/ownership.js';
 import { ownerOf } from '../../src/cluster/rendezvous.js';
-
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from '../support/random.mjs';
 
 const PARTITIONS = 12;
 const LEASE_MS = 2_000;

@@ -21,6 +21,7 @@ import { metaKey } from '../../src/cluster/keys.js';
 import { placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { cli, installed, startCluster } from '../../scripts/valkey.mjs';
+import { waitFor } from '../support/wait-for.js';
 
 interface Server {
   port: number;
@@ -133,9 +134,7 @@ describe.runIf(installed('valkey-server'))('a replicated queue through a primary
 
     // Everything acknowledged is delivered, on every shard, the promoted one included.
     const wanted = [...before.map((b) => b.id), ...ok.map((o) => o.id)];
-    const until = Date.now() + 30_000;
-    while (wanted.some((id) => !delivered.has(id)) && Date.now() < until) await sleep(200);
-    expect(wanted.filter((id) => !delivered.has(id))).toEqual([]);
+    await waitFor(() => wanted.every((id) => delivered.has(id)), { timeoutMs: 30_000 });
     await consumer.close();
   }, 90_000);
 });

@@ -6,7 +6,6 @@
  * kill; real time, every-second schedules.
  */
 
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { TickwheelClient } from '../../src/client/index.js';
@@ -20,6 +19,7 @@ import type { ReceivedMessage } from '../../src/queue/types.js';
 import { startServer as startTickwheel, type ServerProcess } from '../server/process.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
+import { sleep, waitFor } from '../support/wait-for.js';
 
 describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () => {
   let valkey: { url: string; stop(): Promise<void> };
@@ -106,7 +106,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     const cancelled: string[] = [];
     other.events.on('cancelled', (event: QueueEvent) => cancelled.push(event.id));
     expect(await other.deleteSchedule('tick')).toBe(true);
-    for (let i = 0; i < 100 && cancelled.length === 0; i++) await sleep(20);
+    await waitFor(() => cancelled.length > 0);
     expect(cancelled).toEqual([expect.stringMatching(/^tick@\d+$/)]);
     expect(await other.deleteSchedule('tick')).toBe(false);
     expect(await leader.getSchedule('tick')).toBeUndefined();
@@ -189,9 +189,11 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     await nodeOf(a).schedules.settled();
     await b.deleteSchedule('job');
     await b.putSchedule('job', { topic: 'new', everyMs: 1_000, payload: 'new' });
-    await sleep(2_500);
-    expect((await b.receive('new', { max: 10, waitMs: 1_000 })).length).toBeGreaterThan(0);
-    expect(await b.receive('old', { max: 10, waitMs: 200 })).toEqual([]);
+    await waitFor(async () => (await b.receive('new', { max: 10, waitMs: 1_000 })).length > 0, {
+      timeoutMs: 15_000,
+    });
+    // A window in which the old schedule, had it lived on, would have made its first one.
+    expect(await b.receive('old', { max: 10, waitMs: 2_500 })).toEqual([]);
     expect(await b.getSchedule('job')).toMatchObject({ topic: 'new', everyMs: 1_000 });
   }, 30_000);
 
@@ -258,8 +260,9 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
       await raw.close();
     }
     await node.putSchedule('fine', { topic: 't', everyMs: 1_000, payload: 1 });
-    await sleep(2_500);
-    expect((await node.receive('t', { max: 10, waitMs: 1_000 })).length).toBeGreaterThan(0);
+    await waitFor(async () => (await node.receive('t', { max: 10, waitMs: 1_000 })).length > 0, {
+      timeoutMs: 15_000,
+    });
     expect((await node.listSchedules()).map((s) => s.name)).toEqual(['fine']);
     const corrupt = errors.filter((e) => (e as { code?: string }).code === 'ERR_TICKWHEEL_CORRUPT');
     expect(corrupt).toHaveLength(1);

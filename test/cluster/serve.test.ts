@@ -8,8 +8,7 @@
  */
 
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +16,9 @@ import { TickwheelClient } from '../../src/client/index.js';
 import { startServer, type ServerProcess } from '../server/process.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('redis-script');
 
 const PARTITIONS = 12;
 const DIST = new URL('../../dist/delay-queue.js', import.meta.url).href;
@@ -154,31 +156,27 @@ describe.runIf(installed('valkey-server'))('tickwheel serve --redis on a Valkey 
   }, 60_000);
 
   it('lets a plain node script open a queue on Valkey, use it, close it and exit', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-redis-script-'));
-    try {
-      const script = join(dir, 'script.mjs');
-      writeFileSync(
-        script,
-        `import { DelayQueue } from ${JSON.stringify(DIST)};
+    const dir = tempDir();
+    const script = join(dir, 'script.mjs');
+    writeFileSync(
+      script,
+      `import { DelayQueue } from ${JSON.stringify(DIST)};
 const queue = await DelayQueue.open({ redis: ${JSON.stringify(cluster.urls)}, queue: 'script', partitions: 4 });
 const { id, deliverAt } = await queue.schedule({ topic: 'ping', payload: 'hello', delayMs: 300 });
 const [message] = await queue.receive('ping', { waitMs: 10000 });
 console.log(JSON.stringify({ same: message.id === id, early: Date.now() < deliverAt, payload: message.payload, acked: await queue.ack(message.receipt) }));
 await queue.close();
 `,
-      );
-      const result = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 30_000 });
-      expect(result.stderr).toBe('');
-      expect(result.status).toBe(0);
-      expect(JSON.parse(result.stdout)).toEqual({
-        same: true,
-        early: false,
-        payload: 'hello',
-        acked: true,
-      });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    );
+    const result = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 30_000 });
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({
+      same: true,
+      early: false,
+      payload: 'hello',
+      acked: true,
+    });
   }, 40_000);
 
   it('refuses bad cluster flags with a clear message and a non-zero exit', () => {

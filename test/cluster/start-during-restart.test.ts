@@ -13,6 +13,7 @@ import { TickwheelClient } from '../../src/client/index.js';
 import { runCli, startServer, type ServerProcess } from '../server/process.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer as startValkey } from '../../scripts/valkey.mjs';
+import { waitFor } from '../support/wait-for.js';
 
 interface ValkeyProcess {
   url: string;
@@ -88,11 +89,10 @@ describe.runIf(installed('valkey-server'))('a node started while Valkey is not t
     const health = await fetch(`${server.url}/healthz`);
     expect(health.status).toBe(503);
     await v.restart();
-    const until = Date.now() + 30_000;
-    while (!/tickwheel listening on/.test(server.stdout())) {
-      if (Date.now() > until) throw new Error(`never came up: ${server.stderr()}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await waitFor(() => /tickwheel listening on/.test(server!.stdout()), {
+      timeoutMs: 30_000,
+      what: 'the server coming up',
+    });
     await servesAt(server.url);
   }, 60_000);
 

@@ -40,14 +40,5 @@ export function verifyPayload(payload) {
   return { ok: false, hash: '-' };
 }
 
-/** mulberry32: a small seeded PRNG, so a cycle's choices can be replayed from its seed. */
-export function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded generator, so a cycle's choices can be replayed from its seed. */
+export { seededRandom as prng } from '../support/random.mjs';

@@ -3,8 +3,7 @@
  * of log segments (see src/store/log.ts), and consuming a queue driven by a ManualClock.
  */
 
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ManualClock } from '../../src/index.js';
 import {
@@ -16,12 +15,13 @@ import { RECORD_HEADER_BYTES, RECORD_MAGIC } from '../../src/store/log/index.js'
 import { decodeSchedule, SCHEDULE } from '../../src/store/file/records.js';
 import { afterEach } from 'vitest';
 import { advance } from '../queue/harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
 
 export const TOPIC = 'disk';
 
 /**
  * Queues a test file opens: `track(open(...))` registers one, `close(queue)` closes it early;
- * after each test every queue still open is closed and the temp dirs are removed.
+ * after each test every queue still open is closed (before its temp dirs are removed).
  */
 export function trackQueues(): {
   track(queue: Promise<DelayQueue>): Promise<DelayQueue>;
@@ -30,7 +30,6 @@ export function trackQueues(): {
   const open: DelayQueue[] = [];
   afterEach(async () => {
     await Promise.all(open.splice(0).map((queue) => queue.close().catch(() => undefined)));
-    removeTempDirs();
   });
   return {
     async track(queue) {
@@ -45,17 +44,8 @@ export function trackQueues(): {
   };
 }
 
-const made: string[] = [];
-
-export function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-disk-'));
-  made.push(dir);
-  return dir;
-}
-
-export function removeTempDirs(): void {
-  for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
-}
+/** A scratch directory, removed after its test (or after the file's last test). */
+export const tempDir = useTempDirs('disk');
 
 export function openQueue(
   dir: string,

@@ -6,20 +6,17 @@
  */
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('poison');
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const built = join(root, 'dist', 'delay-queue.js');
 const script = join(root, 'test', 'crash', 'poison-consumer.mjs');
-const dirs: string[] = [];
-afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
 interface Run {
   code: number | null;
   signal: NodeJS.Signals | null;
@@ -48,8 +45,7 @@ function run(dir: string, mode: 'exit' | 'kill', schedule: boolean): Promise<Run
 /** Restarts the consumer until a run ends by itself (at most `limit` runs). */
 async function untilDone(mode: 'exit' | 'kill', limit: number): Promise<Run[]> {
   if (!existsSync(built)) throw new Error(`${built} is missing: run \`npm run build\``);
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-poison-'));
-  dirs.push(dir);
+  const dir = tempDir();
   const runs: Run[] = [];
   while (runs.length < limit) {
     const last = await run(dir, mode, runs.length === 0);

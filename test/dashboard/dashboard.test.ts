@@ -6,9 +6,7 @@
  * docs/dashboard.png comes from scripts/dashboard-screenshot.mjs (the dashboard under load).
  */
 
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +14,9 @@ import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/chromium.mjs';
 import { startServer, type ServerProcess } from '../server/process.js';
 import { verifyPush } from '../../src/protocol/push-signature.js';
 import { startReceiver } from '../queue/push-receiver.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('dashboard');
 
 const TOKEN = 'dashboard-test-token';
 const BUILT_PAGE = fileURLToPath(new URL('../../dist/dashboard/index.html', import.meta.url));
@@ -70,7 +71,7 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
         logLevel: 'warn',
       });
     }
-    dir = mkdtempSync(join(tmpdir(), 'tickwheel-dashboard-'));
+    dir = tempDir();
     server = await startServer(['--dir', dir, '--token', TOKEN, '--push-allow', '127.0.0.1']);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -84,7 +85,6 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
   afterAll(async () => {
     await browser?.close();
     await server?.kill();
-    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
   it('says a wrong token is wrong and asks again; the right one is kept in sessionStorage', async () => {
@@ -432,7 +432,7 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
   });
 
   it('says the server is unreachable while it is down, and recovers when it is back', async () => {
-    const otherDir = mkdtempSync(join(tmpdir(), 'tickwheel-dashboard-restart-'));
+    const otherDir = tempDir('dashboard-restart');
     const other = await browser.newPage();
     let second: ServerProcess | undefined;
     let first: ServerProcess | undefined;
@@ -463,7 +463,6 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
       await other.close();
       await first?.kill();
       await second?.kill();
-      rmSync(otherDir, { recursive: true, force: true });
     }
   });
 });

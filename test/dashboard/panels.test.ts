@@ -5,14 +5,15 @@
  * /usr/bin/chromium is missing.
  */
 
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/chromium.mjs';
 import { startServer, type ServerProcess } from '../server/process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('dashboard-panels');
 
 const TOKEN = 'dashboard-panels-token';
 const BUILT_PAGE = fileURLToPath(new URL('../../dist/dashboard/index.html', import.meta.url));
@@ -87,7 +88,7 @@ describe.skipIf(!hasChromium)('the dashboard panels in a browser', () => {
         logLevel: 'warn',
       });
     }
-    dir = mkdtempSync(join(tmpdir(), 'tickwheel-dashboard-panels-'));
+    dir = tempDir();
     server = await startServer(['--dir', dir, '--token', TOKEN]);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -105,7 +106,6 @@ describe.skipIf(!hasChromium)('the dashboard panels in a browser', () => {
   afterAll(async () => {
     await browser?.close();
     await server?.kill();
-    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
   it('serves /favicon.ico, an icon the browser draws, without a token', async () => {

@@ -4,9 +4,7 @@
  * against one on Valkey it shows the schedules any node of the queue made, and deletes them.
  */
 
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +12,9 @@ import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/chromium.mjs';
 import { startServer, type ServerProcess } from '../server/process.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer as startValkey } from '../../scripts/valkey.mjs';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('dashboard-schedules');
 
 const BUILT_PAGE = fileURLToPath(new URL('../../dist/dashboard/index.html', import.meta.url));
 const hasChromium = existsSync(CHROMIUM);
@@ -89,7 +90,7 @@ describe.skipIf(!hasChromium)('the schedules card of a server with a data direct
 
   beforeAll(async () => {
     await builtPage();
-    dir = mkdtempSync(join(tmpdir(), 'tickwheel-dashboard-schedules-'));
+    dir = tempDir();
     server = await startServer(['--dir', dir]);
     ({ browser, page } = await launch());
     await page.goto(server.url);
@@ -99,7 +100,6 @@ describe.skipIf(!hasChromium)('the schedules card of a server with a data direct
   afterAll(async () => {
     await browser?.close();
     await server?.kill();
-    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
   it('creates a cron schedule through the form and lists it with its next time in its zone', async () => {

@@ -13,6 +13,7 @@ import { PostgresIdempotencyStore, idempotent } from '../../src/idempotent/index
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+import { waitFor } from '../support/wait-for.js';
 
 describe.runIf(postgresInstalled())('idempotent() with the client SDK', () => {
   let postgres: { url: string; stop(): Promise<void> };
@@ -54,10 +55,7 @@ describe.runIf(postgresInstalled())('idempotent() with the client SDK', () => {
     const consumer = client.consume('mail', handler, { concurrency: 2, visibilityMs: 200 });
     try {
       await client.schedule({ topic: 'mail', id: 'welcome-7', payload: 'hi', delayMs: 0 });
-      const until = Date.now() + 10_000;
-      while (store.stats().duplicates + store.stats().ran < 2 && Date.now() < until) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      await waitFor(() => store.stats().duplicates + store.stats().ran >= 2);
       // Delivered twice; the second waited on the first's key, then found it done.
       expect(store.stats()).toMatchObject({ ran: 1, duplicates: 1 });
       expect(attempts).toEqual([1]);

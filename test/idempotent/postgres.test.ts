@@ -18,6 +18,7 @@ import {
 } from '../../src/idempotent/index.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+import { sleep, waitFor } from '../support/wait-for.js';
 
 describe.runIf(postgresInstalled())('the PostgreSQL idempotency store', () => {
   let server: { url: string; stop(): Promise<void> };
@@ -97,10 +98,10 @@ describe.runIf(postgresInstalled())('the PostgreSQL idempotency store', () => {
       { store },
     );
     const first = handler({ id: 'm-3', topic: 'mail' });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await waitFor(() => calls === 1);
     const second = handler({ id: 'm-3', topic: 'mail' });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    // The second is blocked on the first's uncommitted key.
+    // A window for the second to run, were it not blocked on the first's uncommitted key.
+    await sleep(100);
     expect(calls).toBe(1);
     release();
     await Promise.all([first, second]);

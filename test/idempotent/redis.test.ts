@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisIdempotencyStore, idempotent } from '../../src/idempotent/index.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
+import { sleep, waitFor } from '../support/wait-for.js';
 
 const binary = installed('valkey-server') ? 'valkey-server' : 'redis-server';
 
@@ -22,8 +23,6 @@ describe.runIf(installed(binary))('the Redis idempotency store', () => {
   afterAll(async () => {
     await server?.stop();
   });
-
-  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
   it('runs once, refuses a concurrent delivery as busy, and skips what is done', async () => {
     const store = await RedisIdempotencyStore.open({
@@ -42,7 +41,7 @@ describe.runIf(installed(binary))('the Redis idempotency store', () => {
       { store },
     );
     const first = handler({ id: 'm-1', topic: 'mail' });
-    await sleep(50);
+    await waitFor(() => calls === 1);
     await expect(handler({ id: 'm-1', topic: 'mail' })).rejects.toMatchObject({
       code: 'ERR_TICKWHEEL_IDEMPOTENT_BUSY',
     });
@@ -137,12 +136,16 @@ describe.runIf(installed(binary))('the Redis idempotency store', () => {
     };
     // Marked done while the second waits: the second is a duplicate.
     const running = first.once('k1', effect);
-    await sleep(20);
+    await waitFor(() => calls === 1);
     expect(await second.once('k1', effect)).toBe('duplicate');
     expect(await running).toBe('ran');
     // A claim that is never marked (its worker died): the second runs once it expires.
-    void first.once('k2', () => new Promise(() => {}));
-    await sleep(20);
+    let claimed = false;
+    void first.once('k2', () => {
+      claimed = true;
+      return new Promise(() => {});
+    });
+    await waitFor(() => claimed);
     const started = Date.now();
     expect(await second.once('k2', effect)).toBe('ran');
     expect(Date.now() - started).toBeGreaterThanOrEqual(200);

@@ -4,11 +4,13 @@
  * the same layout; test/package/start.test.ts runs `npm start` itself twice.
  */
 
-import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { staleParts, writeStamp } from '../../scripts/build-inputs.mjs';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('build-inputs');
 
 let root: string;
 
@@ -18,7 +20,7 @@ function write(path: string, text: string): void {
 }
 
 beforeEach(() => {
-  root = mkdtempSync(join(tmpdir(), 'tickwheel-build-inputs-'));
+  root = tempDir();
   write('package.json', '{"name":"x"}');
   write('package-lock.json', '{}');
   write('tsconfig.json', '{}');
@@ -31,8 +33,6 @@ beforeEach(() => {
   write('dist/cli/main.js', 'console.log(1);');
   write('dist/dashboard/index.html', '<html></html>');
 });
-
-afterEach(() => rmSync(root, { recursive: true, force: true }));
 
 describe('which parts of dist/ are stale', () => {
   it('both, with no record of a build', () => {

@@ -6,13 +6,15 @@
  */
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { writeFileSync } from 'node:fs';
 import { createServer as createNetServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('package');
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -158,7 +160,7 @@ beforeAll(async () => {
   if (!existsSync(join(ROOT, 'dist', 'index.js'))) {
     throw new Error('dist/ is missing: run `npm run build` first (`npm test` does it in pretest)');
   }
-  work = mkdtempSync(join(tmpdir(), 'tickwheel-package-'));
+  work = tempDir();
   // --ignore-scripts: prepack would rebuild dist/ under the other test files that use it.
   const packed = must(
     await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], {
@@ -191,7 +193,6 @@ afterAll(() => {
   for (const child of started) {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
-  if (work !== undefined) rmSync(work, { recursive: true, force: true });
 });
 
 function installedPackages(): string[] {

@@ -6,12 +6,14 @@
  */
 
 import { spawn } from 'node:child_process';
-import { appendFileSync, cpSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { appendFileSync, cpSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('start');
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -37,13 +39,12 @@ let copy: string | undefined;
 
 afterAll(() => {
   for (const pgid of leftovers) if (groupAlive(pgid)) process.kill(-pgid, 'SIGKILL');
-  if (copy !== undefined) rmSync(copy, { recursive: true, force: true });
 });
 
 function copySources(): string {
   // A copy of the sources, so that the build `npm start` runs does not rewrite the dist/
   // that other test files are using.
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-start-'));
+  const dir = tempDir();
   for (const path of [
     'package.json',
     'package-lock.json',
@@ -106,9 +107,13 @@ async function startAndStop(dir: string): Promise<string> {
 }
 
 describe('npm start', () => {
-  it('builds a fresh checkout, and stops the server when the supervisor sends SIGTERM to npm', async () => {
+  // One copy for the three starts, each on what the one before left.
+  beforeAll(() => {
     copy = copySources();
-    const first = await startAndStop(copy);
+  });
+
+  it('builds a fresh checkout, and stops the server when the supervisor sends SIGTERM to npm', async () => {
+    const first = await startAndStop(copy!);
     expect(first).toContain('building tsc and dashboard');
   }, 180_000);
 

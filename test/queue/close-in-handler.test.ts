@@ -7,10 +7,10 @@
  */
 
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('close-in-handler');
 
 const dist = new URL('../../dist/delay-queue.js', import.meta.url).href;
 
@@ -23,7 +23,7 @@ function run(script: string, dir: string) {
 
 describe('queue.close() from inside a handler', () => {
   it('ends cleanly: handled messages acked, the rest pending, nothing reported', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tw-close-in-handler-'));
+    const dir = tempDir();
     const first = run(
       `
       const { DelayQueue } = await import(${JSON.stringify(dist)});

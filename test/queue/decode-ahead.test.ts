@@ -9,8 +9,6 @@
  */
 
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -22,6 +20,9 @@ import {
   MAX_PAYLOAD_CHARS,
 } from '../../src/queue/decode-ahead.js';
 import { T0, advance, fileKind, memoryKind, useQueues } from './harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('dense');
 
 const openQueue = useQueues();
 
@@ -343,7 +344,7 @@ describe('a dense burst in a plain node process', () => {
   it('is delivered whole, in order, with its payloads, none early; the process exits', () => {
     const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
     const entry = pathToFileURL(join(root, 'dist', 'delay-queue.js')).href;
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-dense-'));
+    const dir = tempDir();
     // 5,000 due in one millisecond, 800 ms ahead: parsed ahead from the 2,048th on, one due
     // timer for those, consumed on the system clock with fsync batching, then closed.
     const script = `
@@ -370,14 +371,10 @@ describe('a dense burst in a plain node process', () => {
       const inOrder = got.every((payload, k) => payload.i === k && payload.tag === 't' + k);
       process.on('exit', () => console.log(JSON.stringify({ n: got.length, inOrder, early, acked: stats.acked })));
     `;
-    try {
-      const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
-        encoding: 'utf8',
-        timeout: 30_000,
-      });
-      expect(JSON.parse(out.trim())).toEqual({ n: 5000, inOrder: true, early: 0, acked: 5000 });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(JSON.parse(out.trim())).toEqual({ n: 5000, inOrder: true, early: 0, acked: 5000 });
   });
 });

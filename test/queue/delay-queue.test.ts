@@ -1,10 +1,10 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, TickwheelError, TickwheelStateError } from '../../src/index.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { T0, advance, fileKind, memoryKind, settle, type QueueKind } from './harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
 
 describe.each([
   ['memory', memoryKind],
@@ -570,15 +570,7 @@ describe.each([
 });
 
 describe('DelayQueue.open refuses bad options with a named error', () => {
-  const made: string[] = [];
-  afterEach(() => {
-    for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
-  });
-  function scratch(): string {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-open-'));
-    made.push(dir);
-    return dir;
-  }
+  const scratch = useTempDirs('open');
 
   it('no options, or neither dir nor store', async () => {
     for (const options of [undefined, null, 'data']) {

@@ -5,15 +5,17 @@
  * delivered (no earlier than due) unless its cancel or ack was acknowledged.
  */
 
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { FileStore } from '../../src/store/file/file-store.js';
 import type { LogIo } from '../../src/store/log/index.js';
 import { T0, advance, settle } from './harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('disk');
 
 function diskError(code: string): Error {
   return Object.assign(new Error(`${code}: simulated disk failure`), { code });
@@ -36,11 +38,6 @@ function flakyDisk() {
   return { disk, io };
 }
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
-
 async function openQueue(dir: string, clock: ManualClock, io?: Partial<LogIo>) {
   const store = await FileStore.open({
     dir,
@@ -61,8 +58,7 @@ async function outcomes(promises: Array<Promise<unknown>>): Promise<Array<string
 
 describe.each(['write', 'sync'] as const)('a disk whose %s fails under a running queue', (how) => {
   it('rejects what it touches, stops taking changes, and loses nothing acknowledged', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-disk-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const clock = new ManualClock(T0);
     const { disk, io } = flakyDisk();
     const queue = await openQueue(dir, clock, io);
@@ -126,8 +122,7 @@ describe.each(['write', 'sync'] as const)('a disk whose %s fails under a running
 
 describe('a write that fails while a checkpoint copies the tables for a snapshot', () => {
   it('stops the checkpoint: no segment whose messages the log still holds is deleted', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-disk-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const { disk, io } = flakyDisk();
     const open = () =>
       FileStore.open({

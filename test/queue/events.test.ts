@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { T0, advance, fileKind, memoryKind, settle, useQueues } from './harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 const openQueue = useQueues();
 
@@ -69,9 +70,7 @@ describe.each([
     await advance(clock, 1_100, 100, queue);
     // The timed-out retry is written (a real fsync on the file store) before 'failed' is told:
     // wait for that in real time (a few turns were not always enough on a loaded machine).
-    for (let i = 0; i < 500 && seen.length < 5; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
+    await waitFor(() => seen.length >= 5);
     await settle();
     expect(seen.map(brief)).toEqual([
       'scheduled d 0',

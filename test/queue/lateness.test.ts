@@ -4,13 +4,15 @@
  * that due time was already past. And reschedule can report the due time it stored.
  */
 
-import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { T0, fileKind, settle } from './harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('late');
 
 const DAY = 86_400_000;
 const queues: DelayQueue[] = [];
@@ -108,62 +110,54 @@ async function statsAfterReceiving(queue: DelayQueue) {
 
 describe('lateness after a restart, on the system clock', () => {
   it('counts a message overdue before the stop from the last write, not from years ago', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-late-'));
-    try {
-      const first = await DelayQueue.open({ dir });
-      const ago = Date.now() - 7 * 365 * DAY;
-      await first.schedule({ topic: 't', payload: 1, deliverAt: ago });
-      // Comes due while the queue is down: that time counts.
-      const soon = Date.now() + 300;
-      await first.schedule({ topic: 'u', payload: 2, deliverAt: soon });
-      await first.close();
-      await new Promise((resolve) => setTimeout(resolve, 700));
-      const second = await DelayQueue.open({ dir });
-      const { overdue, downtime, stats } = await statsAfterReceiving(second).finally(() =>
-        second.close(),
-      );
-      expect([overdue.deliverAt, downtime.deliverAt]).toEqual([ago, soon]);
-      const fire = stats.latenessMs as { max: number; count: number };
-      expect(fire.count).toBe(2);
-      // From the last write (the schedules, under a second before the reopen), not 7 years;
-      // the other from its due time: at least the 400 ms the queue was down after it.
-      expect(fire.max).toBeGreaterThanOrEqual(400);
-      expect(fire.max).toBeLessThan(60_000);
-      const delivery = stats.deliveryLatenessMs as { count: number; sum: number };
-      expect(delivery.count).toBe(2);
-      expect(delivery.sum).toBeLessThan(120_000);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const dir = tempDir();
+    const first = await DelayQueue.open({ dir });
+    const ago = Date.now() - 7 * 365 * DAY;
+    await first.schedule({ topic: 't', payload: 1, deliverAt: ago });
+    // Comes due while the queue is down: that time counts.
+    const soon = Date.now() + 300;
+    await first.schedule({ topic: 'u', payload: 2, deliverAt: soon });
+    await first.close();
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    const second = await DelayQueue.open({ dir });
+    const { overdue, downtime, stats } = await statsAfterReceiving(second).finally(() =>
+      second.close(),
+    );
+    expect([overdue.deliverAt, downtime.deliverAt]).toEqual([ago, soon]);
+    const fire = stats.latenessMs as { max: number; count: number };
+    expect(fire.count).toBe(2);
+    // From the last write (the schedules, under a second before the reopen), not 7 years;
+    // the other from its due time: at least the 400 ms the queue was down after it.
+    expect(fire.max).toBeGreaterThanOrEqual(400);
+    expect(fire.max).toBeLessThan(60_000);
+    const delivery = stats.deliveryLatenessMs as { count: number; sum: number };
+    expect(delivery.count).toBe(2);
+    expect(delivery.sum).toBeLessThan(120_000);
   });
 });
 
 describe('lateness after a restart, the last write', () => {
   it('is the newest segment with a record: an empty one rolled over to does not count', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-late-'));
-    try {
-      const first = await DelayQueue.open({ dir });
-      await first.schedule({ topic: 't', payload: 1, deliverAt: Date.now() - 7 * 365 * DAY });
-      await first.close();
-      // The record's segment last written an hour ago; a newer segment, empty.
-      const log = join(dir, 'log');
-      const segments = readdirSync(log)
-        .filter((name) => name.endsWith('.seg'))
-        .sort();
-      const newest = segments[segments.length - 1];
-      const hourAgo = new Date(Date.now() - 3_600_000);
-      utimesSync(join(log, newest), hourAgo, hourAgo);
-      const next = String(Number(newest.slice(0, 10)) + 1).padStart(10, '0');
-      writeFileSync(join(log, `${next}.seg`), '');
-      const second = await DelayQueue.open({ dir });
-      const { stats } = await overdueStats(second).finally(() => second.close());
-      const fire = stats.latenessMs as { max: number; count: number };
-      expect(fire.count).toBe(1);
-      expect(fire.max).toBeGreaterThanOrEqual(3_600_000);
-      expect(fire.max).toBeLessThan(3_600_000 + 60_000);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const dir = tempDir();
+    const first = await DelayQueue.open({ dir });
+    await first.schedule({ topic: 't', payload: 1, deliverAt: Date.now() - 7 * 365 * DAY });
+    await first.close();
+    // The record's segment last written an hour ago; a newer segment, empty.
+    const log = join(dir, 'log');
+    const segments = readdirSync(log)
+      .filter((name) => name.endsWith('.seg'))
+      .sort();
+    const newest = segments[segments.length - 1];
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    utimesSync(join(log, newest), hourAgo, hourAgo);
+    const next = String(Number(newest.slice(0, 10)) + 1).padStart(10, '0');
+    writeFileSync(join(log, `${next}.seg`), '');
+    const second = await DelayQueue.open({ dir });
+    const { stats } = await overdueStats(second).finally(() => second.close());
+    const fire = stats.latenessMs as { max: number; count: number };
+    expect(fire.count).toBe(1);
+    expect(fire.max).toBeGreaterThanOrEqual(3_600_000);
+    expect(fire.max).toBeLessThan(3_600_000 + 60_000);
   });
 });
 

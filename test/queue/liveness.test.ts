@@ -4,23 +4,18 @@
  */
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('live');
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const entry = pathToFileURL(join(root, 'dist', 'delay-queue.js')).href;
-const dirs: string[] = [];
-afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
 /** Runs `body` in a fresh `node` process with `queue` open; resolves with its output and exit. */
 function worker(body: string): Promise<{ code: number | null; out: string[]; ms: number }> {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-live-'));
-  dirs.push(dir);
+  const dir = tempDir();
   const script = `
     const { DelayQueue } = await import(${JSON.stringify(entry)});
     const queue = await DelayQueue.open({ dir: ${JSON.stringify(dir)} });

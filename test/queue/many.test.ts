@@ -124,8 +124,7 @@ describe('receipts', () => {
       )});
       const queue = await DelayQueue.open({ store: new MemoryStore() });
       await queue.schedule({ topic: 't', payload: 1 });
-      await new Promise((r) => setTimeout(r, 5));
-      const [message] = await queue.receive('t');
+      const [message] = await queue.receive('t', { waitMs: 10000 });
       console.log(message.receipt);
       await queue.close();
     `;

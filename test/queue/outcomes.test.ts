@@ -6,9 +6,6 @@
  * goes through to the file store and then reports an I/O error, as a failed fsync would.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { DelayQueue } from '../../src/delay-queue.js';
@@ -17,12 +14,13 @@ import { FileStore } from '../../src/store/file/file-store.js';
 import type { LogIo } from '../../src/store/log/index.js';
 import { failingAfterWrite } from './failing-store.js';
 import { T0, advance } from './harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
 
-const dirs: string[] = [];
+const tempDir = useTempDirs('outcomes');
+
 const open: DelayQueue[] = [];
 afterEach(async () => {
   await Promise.all(open.splice(0).map((queue) => queue.close().catch(() => {})));
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 async function openQueue(dir: string, clock: ManualClock, io?: Partial<LogIo>) {
@@ -36,12 +34,6 @@ async function openQueue(dir: string, clock: ManualClock, io?: Partial<LogIo>) {
   const queue = await DelayQueue.open({ store: failing.store, clock, horizonMs: 1000 });
   open.push(queue);
   return { queue, fault: failing.fault };
-}
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-outcomes-'));
-  dirs.push(dir);
-  return dir;
 }
 
 async function deliveries(queue: DelayQueue, clock: ManualClock, topic: string) {

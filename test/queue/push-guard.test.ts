@@ -17,6 +17,7 @@ import {
 } from '../../src/queue/push-guard.js';
 import { PushSender } from '../../src/queue/push-sender.js';
 import { startReceiver, type Receiver } from './push-receiver.js';
+import { waitFor } from '../support/wait-for.js';
 
 const SECRET = 'a-secret-of-some-length-0123456789';
 /** What the receiver's answers hold: it must never come back out of the queue. */
@@ -37,15 +38,6 @@ function leakyReceiver(status: number): Promise<Receiver> {
   return track(
     startReceiver(() => ({ status, body: `{"token":"${LEAK}","note":"internal service"}` })),
   );
-}
-
-/** Polls `check` until it holds, or fails after `ms`. */
-async function until(check: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`not so after ${ms} ms: ${check.toString()}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 const message = { id: 'm', topic: 't', payload: 1, deliverAt: 0, attempts: 1, receipt: 'r' };
@@ -95,7 +87,7 @@ describe('push targets at internal addresses', () => {
     );
     await queue.configureTopic('hooks', { push: { url: receiver.url, secret: SECRET } });
     await queue.schedule({ topic: 'hooks', id: 'a', payload: 1 });
-    await until(async () => (await queue.get('a'))?.status === 'acked');
+    await waitFor(async () => (await queue.get('a'))?.status === 'acked');
     expect(receiver.requests).toHaveLength(1);
   });
 
@@ -116,7 +108,7 @@ describe('push targets at internal addresses', () => {
         maxAttempts: 2,
         backoff: { type: 'fixed', delayMs: 10 },
       });
-      await until(async () => (await queue.get('m'))?.status === 'dead');
+      await waitFor(async () => (await queue.get('m'))?.status === 'dead');
     } finally {
       process.off('warning', onWarning);
     }

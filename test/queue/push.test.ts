@@ -6,8 +6,7 @@
  * The queue runs on the real clock (HTTP is real); waits are generous and only for outcomes.
  */
 
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
@@ -17,14 +16,15 @@ import { Pushers } from '../../src/queue/push.js';
 import { PushSender } from '../../src/queue/push-sender.js';
 import { PushGuard } from '../../src/queue/push-guard.js';
 import { startReceiver, type Receiver } from './push-receiver.js';
+import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
+
+const tempDir = useTempDirs('push');
 
 const SECRET = 'a-secret-of-some-length-0123456789';
 const opened: Array<{ close(): Promise<void> }> = [];
-const dirs: string[] = [];
-
 afterEach(async () => {
   while (opened.length > 0) await opened.pop()!.close();
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 async function track<T extends { close(): Promise<void> }>(thing: Promise<T>): Promise<T> {
@@ -42,15 +42,6 @@ function memoryQueue(): Promise<DelayQueue> {
 
 function receiver(...args: Parameters<typeof startReceiver>): Promise<Receiver> {
   return track(startReceiver(...args));
-}
-
-/** Polls `check` until it holds, or fails after `ms`. */
-async function until(check: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`not so after ${ms} ms: ${check.toString()}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 async function statusOf(queue: DelayQueue, id: string): Promise<string | undefined> {
@@ -100,7 +91,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
     // Never early: the delayed one arrived no sooner than it was due.
     const later = byId.get('later')!;
     expect(later.at).toBeGreaterThanOrEqual(Number(later.headers[PUSH_HEADER.deliverAt]));
-    await until(async () => (await statusOf(queue, 'later')) === 'acked');
+    await waitFor(async () => (await statusOf(queue, 'later')) === 'acked');
     expect(await statusOf(queue, 'j1')).toBe('acked');
     const stats = (await queue.stats()).push as Record<string, { succeeded: number }>;
     expect(stats.hooks).toMatchObject({ succeeded: 3, failed: 0, inFlight: 0 });
@@ -117,7 +108,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
       maxAttempts: 3,
       backoff: { type: 'fixed', delayMs: 100 },
     });
-    await until(async () => (await statusOf(queue, 'm')) === 'dead');
+    await waitFor(async () => (await statusOf(queue, 'm')) === 'dead');
     expect(target.requests.map((r) => r.headers[PUSH_HEADER.attempt])).toEqual(['1', '2', '3']);
     // The backoff was kept between attempts.
     for (let i = 1; i < 3; i++) {
@@ -146,13 +137,13 @@ describe('push delivery (embedded queue, real receiver)', () => {
       payload: 'x',
       backoff: { type: 'fixed', delayMs: 50 },
     });
-    await until(async () => (await statusOf(queue, 'm')) === 'acked');
+    await waitFor(async () => (await statusOf(queue, 'm')) === 'acked');
     expect(target.requests).toHaveLength(2);
     expect(target.requests[1].at - target.requests[0].at).toBeGreaterThanOrEqual(200);
     // The hung attempt's reason is what a message keeps (seen with one that dies of it).
     target.behaviour = () => 'hang';
     await queue.schedule({ topic: 'hooks', id: 'n', payload: 'y', maxAttempts: 1 });
-    await until(async () => (await statusOf(queue, 'n')) === 'dead');
+    await waitFor(async () => (await statusOf(queue, 'n')) === 'dead');
     const dead = await queue.deadLetters('hooks');
     expect(dead.map((m) => m.lastError)).toEqual(['PushError: no answer within 200 ms']);
   });
@@ -164,7 +155,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
     const queue = await memoryQueue();
     await queue.configureTopic('hooks', { push: { url, secret: SECRET } });
     await queue.schedule({ topic: 'hooks', id: 'm', payload: 1, maxAttempts: 1 });
-    await until(async () => (await statusOf(queue, 'm')) === 'dead');
+    await waitFor(async () => (await statusOf(queue, 'm')) === 'dead');
     const [dead] = await queue.deadLetters('hooks');
     expect(dead.lastError).toMatch(/^PushError: ECONNREFUSED/);
   });
@@ -189,7 +180,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
     for (const [path, status, reason] of cases) {
       await queue.configureTopic(path, { push: { url: `${target.url}/${path}`, secret: SECRET } });
       await queue.schedule({ topic: path, id: path, payload: path, maxAttempts: 1 });
-      await until(async () => (await statusOf(queue, path)) === status);
+      await waitFor(async () => (await statusOf(queue, path)) === status);
       if (reason !== undefined) {
         expect((await queue.deadLetters(path))[0].lastError).toMatch(reason);
       }
@@ -212,7 +203,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
       Array.from({ length: 24 }, (_, i) => ({ topic: 'hooks', id: `m${i}`, payload: i })),
     );
     await target.waitFor(24);
-    await until(async () => (await queue.topicInfo('hooks')).pending === 0);
+    await waitFor(async () => (await queue.topicInfo('hooks')).pending === 0);
     expect(target.maxInFlight()).toBe(3);
     expect(new Set(target.requests.map((r) => r.headers[PUSH_HEADER.id])).size).toBe(24);
   });
@@ -246,8 +237,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
   });
 
   it('the target is durable; close() with a request under way ends at once and loses nothing', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-push-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const target = await receiver(() => 'hang');
     let queue = await DelayQueue.open({ dir, push: LOOPBACK });
     await queue.configureTopic('hooks', {
@@ -273,7 +263,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
     queue = await track(DelayQueue.open({ dir, push: LOOPBACK }));
     expect((await queue.topicInfo('hooks')).push?.url).toBe(`${target.url}/`);
     // The abandoned attempt was nacked: the message comes back after its backoff and is pushed.
-    await until(async () => (await statusOf(queue, 'm')) === 'acked', 15_000);
+    await waitFor(async () => (await statusOf(queue, 'm')) === 'acked', { timeoutMs: 15_000 });
     expect(target.requests.map((r) => r.headers[PUSH_HEADER.attempt])).toEqual(['1', '2']);
     expect(target.requests[1].body.toString()).toBe('"kept"');
   });
@@ -288,7 +278,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
     await queue.configureTopic('hooks', {
       push: { url: target.url, secret: 'a-new-secret-0123456789', concurrency: 2 },
     });
-    await until(async () => (await statusOf(queue, 'a')) === 'acked');
+    await waitFor(async () => (await statusOf(queue, 'a')) === 'acked');
     await queue.schedule({ topic: 'hooks', id: 'b', payload: 2, maxAttempts: 1 });
     await target.waitFor(2);
     // A close with a request under way waits for its answer (within the grace): it is acked.
@@ -322,7 +312,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
         Array.from({ length: 80 }, (_, i) => ({ topic: 'hooks', id: `m${i}`, payload: i })),
       );
       await target.waitFor(80);
-      await until(async () => (await queue.topicInfo('hooks')).pending === 0);
+      await waitFor(async () => (await queue.topicInfo('hooks')).pending === 0);
       expect(target.maxInFlight()).toBeGreaterThan(10);
       expect(target.requests[0].headers['user-agent']).toBe('billing-hooks/2');
       expect(target.requests[0].headers.constructor).toBe('x');

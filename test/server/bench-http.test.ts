@@ -1,20 +1,21 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { requireBuiltCli } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('bench-http');
 
 /**
  * npm run bench:http with --quick, so its code cannot rot. Only the shape of the report is
  * checked, never the numbers: they depend on the machine.
  */
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const out = mkdtempSync(join(tmpdir(), 'tickwheel-bench-http-'));
+const out = tempDir();
 beforeAll(() => requireBuiltCli());
-afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 describe('bench/http', () => {
   it('runs every phase and writes its report', async () => {

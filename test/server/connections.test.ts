@@ -5,18 +5,18 @@
  */
 
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { defaultMaxConnections, fileLimit } from '../../src/server/connections.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import { startServer, type ServerProcess } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
-const dirs: string[] = [];
+const tempDir = useTempDirs('connections');
+
 const servers: ServerProcess[] = [];
 const sockets: Socket[] = [];
 const closers: Array<() => Promise<void>> = [];
@@ -25,14 +25,7 @@ afterEach(async () => {
   for (const socket of sockets.splice(0)) socket.destroy();
   await Promise.all(closers.splice(0).map((close) => close()));
   await Promise.all(servers.splice(0).map((server) => server.kill()));
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-connections-'));
-  dirs.push(dir);
-  return dir;
-}
 
 /** Opens a TCP connection that never sends a byte; resolves once it is connected. */
 function silentSocket(port: number): Promise<Socket> {
@@ -76,10 +69,6 @@ describe('tickwheel serve under a flood of silent connections', () => {
     expect(Number(shed?.[1])).toBeGreaterThan(0);
   }, 60_000);
 });
-
-async function waitFor(what: () => boolean): Promise<void> {
-  while (!what()) await new Promise((resolve) => setTimeout(resolve, 5));
-}
 
 /** A server with a cap of `maxConnections`, and the number of connections it has accepted. */
 async function cappedServer(maxConnections: number) {

@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
 import { requireBuiltCli, startServer, type ServerProcess } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('crash');
 
 /**
  * A 201 means durable: SIGKILL a real server while clients schedule as fast as they can,
@@ -15,12 +15,11 @@ const SINGLE_PRODUCERS = 24;
 const BATCH_PRODUCERS = 2;
 const BATCH_SIZE = 50;
 
-const dir = mkdtempSync(join(tmpdir(), 'tickwheel-crash-'));
+const dir = tempDir();
 const servers: ServerProcess[] = [];
 beforeAll(() => requireBuiltCli());
 afterAll(async () => {
   await Promise.all(servers.map((server) => server.kill()));
-  rmSync(dir, { recursive: true, force: true });
 });
 
 describe('crash safety over HTTP', () => {

@@ -3,13 +3,14 @@
  * GET /v1/dashboard and GET /v1/messages/:id/preview.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { DelayQueue } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
 import { injector, openServer, sleep, type TestServer } from './harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
+
+const tempDir = useTempDirs('dashboard-routes');
 
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
@@ -25,12 +26,9 @@ afterEach(async () => {
 
 /** A server on the file store in a fresh directory (fsync 'never': nothing here is a crash). */
 async function openFileServer(): Promise<TestServer> {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-dashboard-routes-'));
+  const dir = tempDir();
   const server = await createServer({ dir, fsync: 'never', logLevel: 'silent' });
-  fileServers.push(async () => {
-    await server.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  fileServers.push(() => server.close());
   return { server, queue: server.queue as DelayQueue, call: injector(server) };
 }
 
@@ -38,19 +36,6 @@ const stores: Array<[string, () => Promise<TestServer>]> = [
   ['the memory store', () => openServer()],
   ['the file store', openFileServer],
 ];
-
-/** Polls until `check` passes (it throws until then), for at most `timeoutMs`. */
-async function eventually(check: () => Promise<void>, timeoutMs = 3000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (performance.now() > deadline) throw err;
-      await sleep(10);
-    }
-  }
-}
 
 /** Bucket label -> count, from a snapshot's timeline. */
 function timeline(body: { upcoming: Array<{ label: string; count: number }> }) {
@@ -217,9 +202,9 @@ describe('GET /v1/dashboard', () => {
       await killOne(call, 'sms', 'doomed-3');
       await call('POST', '/v1/topics/jobs/messages', { payload: 'now-1' });
       await call('POST', '/v1/topics/jobs/messages', { payload: 'now-2' });
-      await eventually(async () => {
+      await waitFor(async () => {
         const stats = (await queue.stats()) as { topics: Record<string, { ready: number }> };
-        expect(stats.topics.jobs.ready).toBe(2);
+        return stats.topics.jobs.ready === 2;
       });
       const taken = await call('POST', '/v1/topics/jobs/receive', { max: 1 });
       expect(taken.body.messages).toHaveLength(1);

@@ -6,15 +6,15 @@
  * the edge (what is on disk is counted by the minute), or the horizon if that is later.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { DelayQueue, MemoryStore, type DelayQueueOpenOptions } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
 import { T0, advance } from '../queue/harness.js';
 import { injector } from './harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('timeline');
 
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
@@ -80,7 +80,7 @@ async function openTimeline(store: 'memory' | 'file'): Promise<{
   const options: DelayQueueOpenOptions = { clock, horizonMs: MINUTE };
   let dir: string | undefined;
   if (store === 'file') {
-    dir = mkdtempSync(join(tmpdir(), 'tickwheel-timeline-'));
+    dir = tempDir();
     Object.assign(options, { dir, fsync: 'never', windowMs: MINUTE });
   } else options.store = new MemoryStore();
   const queue = await DelayQueue.open(options);
@@ -88,7 +88,6 @@ async function openTimeline(store: 'memory' | 'file'): Promise<{
   cleanups.push(async () => {
     await server.close();
     await queue.close();
-    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
   const call = injector(server);
   return {
@@ -185,8 +184,7 @@ describe.each(['memory', 'file'] as const)('the upcoming timeline on the %s stor
 
 describe('the minute counts of the file store', () => {
   it('survive a restart, from the snapshot or the log', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-timeline-restart-'));
-    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const dir = tempDir('timeline-restart');
     const clock = new ManualClock(T0 + 20_000);
     const options = { dir, clock, fsync: 'never' as const, horizonMs: MINUTE, windowMs: MINUTE };
     const due = [HOUR - 30_000, HOUR + 30_000, DAY - 10_000, DAY + 10_000].map(

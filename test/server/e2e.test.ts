@@ -1,22 +1,14 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TickwheelClient, TickwheelHttpError } from '../../src/client/index.js';
 import { requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const dataDir = useTempDirs('e2e');
 
 /** `tickwheel serve` as a real process, over real sockets. */
 
 const running: ServerProcess[] = [];
-const dirs: string[] = [];
-
-function dataDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-e2e-'));
-  dirs.push(dir);
-  return dir;
-}
-
 async function serve(args: string[], env?: Record<string, string>): Promise<ServerProcess> {
   const server = await startServer(args, env === undefined ? {} : { env });
   running.push(server);
@@ -27,7 +19,6 @@ beforeAll(() => requireBuiltCli());
 
 afterEach(async () => {
   await Promise.all(running.splice(0).map((server) => server.kill()));
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('tickwheel serve', () => {

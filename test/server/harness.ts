@@ -71,6 +71,4 @@ export function injector(server: TickwheelServer): TestServer['call'] {
   };
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
+export { sleep } from '../support/wait-for.js';

@@ -5,14 +5,14 @@
  * every other route answers 503 ERR_TICKWHEEL_RECOVERING with Retry-After.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue, FileStore, MemoryStore } from '../../src/delay-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import type { LogIo } from '../../src/store/log/index.js';
 import { injector } from './harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const dataDir = useTempDirs('health');
 
 const JSON_TYPE = { 'content-type': 'application/json' };
 
@@ -20,12 +20,6 @@ const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-function dataDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-health-'));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
 
 function track(server: TickwheelServer): TickwheelServer {
   cleanups.push(() => server.close().then(() => undefined));

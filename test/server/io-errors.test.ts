@@ -6,28 +6,22 @@
  */
 
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { toErrorResponse } from '../../src/server/errors.js';
 import { startServer, type ServerProcess } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
 
-const dirs: string[] = [];
+const tempDir = useTempDirs('io-errors');
+
 const mounts: string[] = [];
 const servers: ServerProcess[] = [];
 
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => server.kill()));
   for (const mount of mounts.splice(0)) execFileSync('umount', [mount]);
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-io-errors-'));
-  dirs.push(dir);
-  return dir;
-}
 
 async function serve(dir: string): Promise<ServerProcess> {
   const server = await startServer(['--dir', dir]);

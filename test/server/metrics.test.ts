@@ -10,6 +10,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { startReceiver } from '../queue/push-receiver.js';
 import { openServer } from './harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 interface Family {
   type: string;
@@ -159,11 +160,9 @@ describe('GET /metrics', () => {
           (s) => s.labels.topic === 'hooks' && s.labels.outcome === outcome,
         )?.value;
       };
-      const until = Date.now() + 10_000;
-      while (((await count('succeeded')) ?? 0) + ((await count('failed')) ?? 0) < 4) {
-        if (Date.now() > until) throw new Error('push counts did not reach 4');
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      await waitFor(
+        async () => ((await count('succeeded')) ?? 0) + ((await count('failed')) ?? 0) >= 4,
+      );
       expect(await count('succeeded')).toBe(2);
       expect(await count('failed')).toBe(2);
       const families = parseExposition((await call('GET', '/metrics')).text);

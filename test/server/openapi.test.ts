@@ -12,10 +12,8 @@
  */
 
 import diagnostics from 'node:diagnostics_channel';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import type { FastifyInstance, RouteOptions } from 'fastify';
@@ -25,6 +23,9 @@ import type { Queue } from '../../src/queue/api.js';
 import { createServer, type ServerOptions } from '../../src/server/index.js';
 import { openApiDocument, recordRoutes } from '../../src/server/openapi.js';
 import type { TickwheelServer } from '../../src/server/server.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('openapi');
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- the document is read as plain JSON */
 type Json = any;
@@ -94,12 +95,6 @@ async function startServer(
     })),
   );
   return { server, routes, port };
-}
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-openapi-'));
-  cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
-  return dir;
 }
 
 /** One request over a socket (node:http, which unlike fetch lets a test set Host). */

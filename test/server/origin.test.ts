@@ -7,14 +7,14 @@
  * only Host names it knows, with a token too (/metrics and the dashboard's page need none).
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createServer } from '../../src/server/index.js';
 import { openServer } from './harness.js';
 import { startServer, type ServerProcess } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('origin');
 
 const JSON_TYPE = { 'content-type': 'application/json' };
 
@@ -163,11 +163,9 @@ describe('over a real socket', () => {
 });
 
 describe('tickwheel serve with a token', () => {
-  const dirs: string[] = [];
   const servers: ServerProcess[] = [];
   afterEach(async () => {
     await Promise.all(servers.splice(0).map((server) => server.kill()));
-    for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
   });
 
   /** GET with a Host header of our choosing (fetch sets its own). */
@@ -192,8 +190,7 @@ describe('tickwheel serve with a token', () => {
   }
 
   it('answers a rebound Host with 421 on /metrics and /v1, and serves --allowed-hosts', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-origin-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const server = await startServer([
       '--dir',
       dir,

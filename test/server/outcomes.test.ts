@@ -6,9 +6,6 @@
  * message instead of making a second: one delivery.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { TickwheelClient, TickwheelHttpError } from '../../src/client/index.js';
@@ -17,6 +14,9 @@ import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import { FileStore } from '../../src/store/file/file-store.js';
 import { failingAfterWrite } from '../queue/failing-store.js';
 import { T0, advance } from '../queue/harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('outcomes-http');
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -25,8 +25,7 @@ afterEach(async () => {
 
 /** A server on a file store whose next `add` is written and then reported failed. */
 async function serve() {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-outcomes-http-'));
-  closers.push(async () => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir();
   const clock = new ManualClock(T0);
   const store = await FileStore.open({ dir, fsync: 'batch', windowMs: 500 });
   const { store: failing, fault } = failingAfterWrite(store);

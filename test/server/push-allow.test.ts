@@ -1,9 +1,10 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../queue/push-receiver.js';
 import { requireBuiltCli, startServer, type ServerProcess } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
+
+const tempDir = useTempDirs('push-allow');
 
 /**
  * `tickwheel serve` and internal push targets, as an operator runs it: a real server process
@@ -14,18 +15,15 @@ import { requireBuiltCli, startServer, type ServerProcess } from './process.js';
 
 const LEAK = 'internal-admin-token-77e1a0';
 const SECRET = 'serve-push-secret-0123456789';
-const dirs: string[] = [];
 const running: Array<{ kill?(): Promise<void>; close?(): Promise<void> }> = [];
 
 beforeAll(() => requireBuiltCli());
 afterEach(async () => {
   for (const thing of running.splice(0)) await (thing.kill ?? thing.close)?.call(thing);
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 async function serve(...flags: string[]): Promise<ServerProcess> {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-push-allow-'));
-  dirs.push(dir);
+  const dir = tempDir();
   const server = await startServer(['--dir', dir, ...flags]);
   running.push(server);
   return server;
@@ -45,15 +43,6 @@ async function call(server: ServerProcess, method: string, path: string, body?: 
       : { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } }),
   });
   return { status: response.status, text: await response.text() };
-}
-
-/** Polls `check` until it holds, or fails after `ms`. */
-async function until(check: () => Promise<boolean>, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`not so after ${ms} ms: ${check.toString()}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 describe('tickwheel serve --push-allow', () => {
@@ -89,8 +78,9 @@ describe('tickwheel serve --push-allow', () => {
       backoff: { type: 'fixed', delayMs: 10 },
     });
     expect(made.status).toBe(201);
-    await until(
+    await waitFor(
       async () => JSON.parse((await call(server, 'GET', '/v1/messages/m')).text).status === 'dead',
+      { timeoutMs: 15_000 },
     );
     expect(receiver.requests).toHaveLength(2);
     const message = await call(server, 'GET', '/v1/messages/m');

@@ -1,11 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
 import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
 import { startReceiver, type Receiver } from '../queue/push-receiver.js';
 import { requireBuiltCli, startServer, type ServerProcess } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('push-kill');
 
 /**
  * Push delivery is at least once across a crash: a real `tickwheel serve` pushes to a real
@@ -17,14 +17,13 @@ import { requireBuiltCli, startServer, type ServerProcess } from './process.js';
 
 const MESSAGES = 80;
 const SECRET = 'kill-test-secret-0123456789';
-const dir = mkdtempSync(join(tmpdir(), 'tickwheel-push-kill-'));
+const dir = tempDir();
 const servers: ServerProcess[] = [];
 let receiver: Receiver | undefined;
 beforeAll(() => requireBuiltCli());
 afterAll(async () => {
   await Promise.all(servers.map((server) => server.kill()));
   await receiver?.close();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 describe('push delivery across a SIGKILL of the server', () => {

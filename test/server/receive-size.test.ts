@@ -5,6 +5,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { openServer } from './harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 describe('POST /v1/topics/:topic/receive with large payloads', () => {
   it('answers what fits in maxBytes (default 8 MiB) and leaves the rest ready, unused', async () => {
@@ -14,7 +15,7 @@ describe('POST /v1/topics/:topic/receive with large payloads', () => {
     for (let i = 0; i < 30; i++) {
       ids.push((await queue.schedule({ topic: 'big', payload, delayMs: 0 })).id);
     }
-    await new Promise((r) => setTimeout(r, 20));
+    await waitFor(async () => (await queue.get(ids[ids.length - 1]))?.status === 'ready');
 
     const first = await call('POST', '/v1/topics/big/receive', { max: 1000 });
     expect(first.status).toBe(200);
@@ -37,7 +38,7 @@ describe('POST /v1/nack with a reason', () => {
   it('keeps the reason as the message lastError, shown with its dead letter', async () => {
     const { call, queue } = await openServer();
     const { id } = await queue.schedule({ topic: 'jobs', payload: 1, maxAttempts: 1 });
-    await new Promise((r) => setTimeout(r, 20));
+    await waitFor(async () => (await queue.get(id))?.status === 'ready');
     const received = await call('POST', '/v1/topics/jobs/receive', {});
     const receipt = received.body.messages[0].receipt as string;
     const nacked = await call('POST', '/v1/nack', { receipts: [receipt], reason: 'card declined' });

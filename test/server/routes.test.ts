@@ -1,10 +1,10 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
 import { openServer, sleep } from './harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('server');
 
 const JSON_TYPE = { 'content-type': 'application/json' };
 
@@ -109,7 +109,6 @@ describe('POST /v1/topics/:topic/messages', () => {
     expect(Buffer.isBuffer(embedded.payload)).toBe(true);
     expect(embedded.payload).toEqual(bytes);
     await queue.nack(embedded.receipt, { delayMs: 0 });
-    await sleep(5);
     const res = await call('POST', '/v1/topics/bin/receive', { waitMs: 500 });
     expect(res.body.messages[0]).toMatchObject({
       payload: bytes.toString('base64'),
@@ -413,19 +412,15 @@ describe('errors', () => {
   });
 
   it('answers 423 when the data directory is locked by another server', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-server-'));
-    try {
-      const first = await createServer({ dir, fsync: 'never', logLevel: 'silent' });
-      await expect(createServer({ dir, logLevel: 'silent' })).rejects.toMatchObject({
-        code: 'ERR_TICKWHEEL_LOCKED',
-      });
-      await first.close();
-      // Closing the server closed the queue it opened: the directory is free again.
-      const second = await createServer({ dir, logLevel: 'silent' });
-      await second.close();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const dir = tempDir();
+    const first = await createServer({ dir, fsync: 'never', logLevel: 'silent' });
+    await expect(createServer({ dir, logLevel: 'silent' })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_LOCKED',
+    });
+    await first.close();
+    // Closing the server closed the queue it opened: the directory is free again.
+    const second = await createServer({ dir, logLevel: 'silent' });
+    await second.close();
   });
 
   it('checks its options', async () => {
@@ -501,28 +496,24 @@ describe('operations', () => {
 
 describe('close()', () => {
   it('ends a long poll early, then closes the queue it opened', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-server-'));
-    try {
-      const server = await createServer({ dir, fsync: 'never', logLevel: 'silent' });
-      await server.listen({ port: 0, host: '127.0.0.1' });
-      const { port } = server.server.address() as { port: number };
-      const started = performance.now();
-      const poll = fetch(`http://127.0.0.1:${port}/v1/topics/t/receive`, {
-        method: 'POST',
-        headers: JSON_TYPE,
-        body: JSON.stringify({ waitMs: 15_000 }),
-      });
-      await sleep(100);
-      await server.close();
-      const res = await poll;
-      expect(res.status).toBe(200);
-      expect(await res.json()).toEqual({ messages: [] });
-      expect(performance.now() - started).toBeLessThan(3000);
-      await expect(server.queue.schedule({ topic: 't', payload: 1 })).rejects.toMatchObject({
-        code: 'ERR_TICKWHEEL_CLOSED',
-      });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const dir = tempDir();
+    const server = await createServer({ dir, fsync: 'never', logLevel: 'silent' });
+    await server.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = server.server.address() as { port: number };
+    const started = performance.now();
+    const poll = fetch(`http://127.0.0.1:${port}/v1/topics/t/receive`, {
+      method: 'POST',
+      headers: JSON_TYPE,
+      body: JSON.stringify({ waitMs: 15_000 }),
+    });
+    await sleep(100);
+    await server.close();
+    const res = await poll;
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ messages: [] });
+    expect(performance.now() - started).toBeLessThan(3000);
+    await expect(server.queue.schedule({ topic: 't', payload: 1 })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_CLOSED',
+    });
   });
 });

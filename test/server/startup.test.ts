@@ -4,23 +4,18 @@
  * recovered, and a slow-loris client cut at the documented 30 s.
  */
 
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { LISTENING, requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
+
+const dataDir = useTempDirs('startup');
 
 const running: ServerProcess[] = [];
-const dirs: string[] = [];
-
-function dataDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-startup-'));
-  dirs.push(dir);
-  return dir;
-}
-
 async function serve(
   args: string[],
   options: { env?: Record<string, string>; until?: RegExp; timeoutMs?: number } = {},
@@ -30,19 +25,10 @@ async function serve(
   return server;
 }
 
-async function waitFor(what: () => boolean, timeoutMs: number): Promise<void> {
-  const until = performance.now() + timeoutMs;
-  while (!what()) {
-    if (performance.now() > until) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 beforeAll(() => requireBuiltCli());
 
 afterEach(async () => {
   await Promise.all(running.splice(0).map((server) => server.kill()));
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('what tickwheel serve prints', () => {
@@ -128,7 +114,7 @@ describe('recovery of a big data directory', () => {
     expect(receive.status).toBe(503);
     expect(server.stdout()).not.toMatch(LISTENING);
 
-    await waitFor(() => LISTENING.test(server.stdout()), 60_000);
+    await waitFor(() => LISTENING.test(server.stdout()), { timeoutMs: 60_000 });
     expect(server.stdout()).toMatch(/recovered 50000 live messages/);
     const ok = await fetch(`${server.url}/healthz`);
     expect(ok.status).toBe(200);

@@ -5,8 +5,7 @@
  * that reads it.
  */
 
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
@@ -21,12 +20,13 @@ import { toErrorResponse } from '../../src/server/errors.js';
 import type { LogFailure } from '../../src/store/log/index.js';
 import { RECORD_HEADER_BYTES } from '../../src/store/log/index.js';
 import { injector } from './harness.js';
+import { useTempDirs } from '../support/temp-dir.js';
 
-const dirs: string[] = [];
+const tempDir = useTempDirs('store-errors');
+
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
   await Promise.all(closers.splice(0).map((close) => close()));
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('status of every error the store can throw', () => {
@@ -79,8 +79,7 @@ describe("the classes of the store's failures", () => {
 
 describe('a message whose record is damaged on disk', () => {
   it('answers 503 ERR_TICKWHEEL_CORRUPT on get, cancel, reschedule and preview; the others work', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-store-errors-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const writer = await DelayQueue.open({ dir, fsync: 'never' });
     for (const id of ['a', 'b', 'c']) {
       await writer.schedule({ topic: 't', id, payload: { id }, delayMs: 3_600_000 });

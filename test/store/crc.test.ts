@@ -1,15 +1,11 @@
 import { crc32 } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { crc32Range } from '../../src/store/crc.js';
+import { seededBytes } from '../support/random.mjs';
 
 describe('crc32Range', () => {
   it('equals zlib crc32 of the same range for every length 0-400, any offset and seed', () => {
-    const buf = Buffer.alloc(1024);
-    let x = 12345;
-    for (let i = 0; i < buf.length; i++) {
-      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
-      buf[i] = x >>> 24;
-    }
+    const buf = seededBytes(12345, 1024);
     for (let length = 0; length <= 400; length++) {
       const start = (length * 37) % 600;
       const seed = length % 3 === 0 ? 0 : Math.imul(length, 0x9e3779b9) >>> 0;

@@ -4,16 +4,13 @@
  * lets through otherwise.
  */
 
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
+import { useTempDirs } from '../support/temp-dir.js';
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
+const tempDir = useTempDirs('modes');
 
 /** Every path under `dir` (itself included) with its permission bits, as `path: 0o...`. */
 function modes(dir: string, root = dir): Record<string, string> {
@@ -32,8 +29,7 @@ describe('a data directory', () => {
   it.skipIf(process.platform === 'win32')(
     'is created 0700, and every file in it 0600',
     async () => {
-      const parent = mkdtempSync(join(tmpdir(), 'tickwheel-modes-'));
-      dirs.push(parent);
+      const parent = tempDir();
       const dir = join(parent, 'data');
       const previous = process.umask(0o022); // the usual one, which would leave files 0644
       try {

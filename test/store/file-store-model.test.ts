@@ -7,11 +7,10 @@
  * the snapshot must give the same state as a whole-log replay of the same directory.
  */
 
-import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { MessageState } from '../../src/queue/message.js';
 import type { RecoveryReport, StoreCounts } from '../../src/queue/store.js';
 import { minuteNumber } from '../../src/store/counts.js';
@@ -19,6 +18,9 @@ import { FileStore } from '../../src/store/file/file-store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { recordId } from '../../src/store/file/records.js';
 import { SNAPSHOT_FILE } from '../../src/store/file/snapshot.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('store-model');
 
 const T0 = Date.UTC(2026, 10, 22, 12, 0, 0);
 const HOUR = 3_600_000;
@@ -26,9 +28,8 @@ const HORIZON_MS = 2000;
 const WINDOW_MS = 500;
 const TOPICS = ['mail', 'sms', 'push'];
 
-const scratch = mkdtempSync(join(tmpdir(), 'tickwheel-store-model-'));
+const scratch = tempDir();
 let dirs = 0;
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 function newDir(): string {
   return join(scratch, `d${dirs++}`);

@@ -4,13 +4,15 @@
  * that version left it, with its payload, and is delivered no earlier than it was due.
  */
 
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { DelayQueue, type ReceivedMessage } from '../../src/delay-queue.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('compat');
 
 const fixtures = resolve(dirname(fileURLToPath(import.meta.url)), '../fixtures/data-v1');
 const YEAR = 365 * 86_400_000;
@@ -30,16 +32,13 @@ interface Expected {
   >;
 }
 
-const dirs: string[] = [];
 const queues: DelayQueue[] = [];
 afterEach(async () => {
   for (const queue of queues.splice(0)) await queue.close();
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 async function openCopy(variant: string, at: number): Promise<DelayQueue> {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-compat-'));
-  dirs.push(dir);
+  const dir = tempDir();
   cpSync(join(fixtures, variant), dir, { recursive: true });
   const queue = await DelayQueue.open({ dir, clock: new ManualClock(at), horizonMs: 1000 });
   queues.push(queue);

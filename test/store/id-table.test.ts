@@ -6,19 +6,7 @@ import {
   hashIdBytes,
   type IdTableArrays,
 } from '../../src/store/file/id-table.js';
-
-/** A small deterministic PRNG, so a failure replays. */
-function random(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 4294967296;
-  };
-}
+import { seededRandom as random } from '../support/random.mjs';
 
 /** A whole copy, as a snapshot takes one (any growth in progress is finished first). */
 function copyOf(table: IdTable): IdTableArrays {

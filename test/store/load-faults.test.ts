@@ -12,16 +12,17 @@
  * then, when checkpoint.frontier is beyond the new frontier) trusts that index and never
  * delivers the message.
  */
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { MessageState } from '../../src/queue/message.js';
 import { FileStore } from '../../src/store/file/file-store.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('load-faults');
 
 const T0 = Date.UTC(2026, 10, 22, 12, 0, 0);
-const scratch = mkdtempSync(join(tmpdir(), 'tickwheel-load-faults-'));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const scratch = tempDir();
 
 function message(id: string, deliverAt: number): MessageState {
   return {

@@ -6,29 +6,23 @@
  */
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('lock');
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const entry = pathToFileURL(join(root, 'dist', 'delay-queue.js')).href;
-const dirs: string[] = [];
 const children: ChildProcess[] = [];
 
 afterAll(() => {
   for (const child of children) child.kill('SIGKILL');
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-lock-'));
-  dirs.push(dir);
-  return dir;
-}
 
 /**
  * A plain `node` process that waits for `go` (a file appearing, so racers start together),

@@ -1,8 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { readFile, readdir, stat, writeFile } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import {
@@ -22,6 +21,8 @@ import {
   type ReplayOptions,
   type ReplayReport,
 } from '../../src/store/log/index.js';
+import { seededBytes } from '../support/random.mjs';
+import { useTempDirs } from '../support/temp-dir.js';
 
 interface Rec {
   type: number;
@@ -29,39 +30,17 @@ interface Rec {
   position: number;
 }
 
-const dirs: string[] = [];
+const tempDir = useTempDirs('log');
 const logs: MessageLog[] = [];
 
 afterEach(async () => {
   await Promise.all(logs.splice(0).map((log) => log.close().catch(() => {})));
-  await Promise.all(dirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
 });
-
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'tickwheel-log-'));
-  dirs.push(dir);
-  return dir;
-}
 
 async function openLog(options: MessageLogOptions): Promise<MessageLog> {
   const log = await MessageLog.open(options);
   logs.push(log);
   return log;
-}
-
-/** Deterministic pseudo-random bytes (xorshift32), so failures reproduce. */
-function bytesFor(seed: number, length: number): Buffer {
-  const out = Buffer.allocUnsafe(length);
-  let x = Math.imul(seed + 1, 2654435761) >>> 0 || 1;
-  for (let i = 0; i < length; i++) {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    out[i] = x & 0xff;
-  }
-  return out;
 }
 
 /** Appends `count` records (types and sizes varying with the index) and flushes. */
@@ -74,7 +53,7 @@ async function fill(
   const records: Rec[] = [];
   for (let i = 0; i < count; i++) {
     const type = (seed + i) % 256;
-    const body = bytesFor(seed + i, sizeOf(i));
+    const body = seededBytes(seed + i, sizeOf(i));
     records.push({ type, body, position: log.append(type, body).position });
   }
   await log.flush();
@@ -180,7 +159,7 @@ const realWrite: LogIo['write'] = async (handle, buffer, offset, length, positio
 
 describe('record format', () => {
   it('writes exactly the documented bytes: magic, type, length, CRC of type + body, body', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir });
     const { position } = log.append(3, Buffer.from('hi'));
     await log.flush();
@@ -191,7 +170,7 @@ describe('record format', () => {
   });
 
   it('creates its folder, parents included', async () => {
-    const dir = join(await tempDir(), 'data', 'log');
+    const dir = join(tempDir(), 'data', 'log');
     const log = await openLog({ dir });
     expect(log.segments()).toEqual([1]);
     expect(log.end).toBe(SEGMENT_SPAN);
@@ -199,7 +178,7 @@ describe('record format', () => {
   });
 
   it('validates its options with ERR_TICKWHEEL_INVALID_OPTION', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     for (const bad of [
       { dir: '' },
       { dir, fsync: 'sometimes' as never },
@@ -216,7 +195,7 @@ describe('record format', () => {
 
 describe('appending and reading', () => {
   it('round-trips many records across several segments, in order', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, segmentBytes: 4096 });
     const records = await fill(log, 2000);
     expect(log.segments().length).toBeGreaterThan(10);
@@ -233,7 +212,7 @@ describe('appending and reading', () => {
   });
 
   it('assigns increasing positions; segmentOf names the segment file holding each record', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const segmentBytesOption = 1000;
     const log = await openLog({ dir, segmentBytes: segmentBytesOption });
     const records = await fill(log, 300, (i) => (i * 53) % 300);
@@ -256,7 +235,7 @@ describe('appending and reading', () => {
   });
 
   it('rolls over only when the next record would pass segmentBytes; an oversized record gets a segment of its own', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, segmentBytes: 100 });
     const a = log.append(1, Buffer.alloc(30)).position; // 40 bytes
     const b = log.append(1, Buffer.alloc(50)).position; // 60 bytes: exactly 100
@@ -276,12 +255,12 @@ describe('appending and reading', () => {
   });
 
   it('read() returns any record by position: staged, in flight, or on disk after a reopen', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const options = { dir, segmentBytes: 8192 };
     const log = await openLog(options);
     const records: Rec[] = [];
     for (let i = 0; i < 1000; i++) {
-      const body = bytesFor(i, (i * 71) % 500);
+      const body = seededBytes(i, (i * 71) % 500);
       records.push({ type: i % 7, body, position: log.append(i % 7, body).position });
     }
     const pick = (n: number) => records[(n * 7919) % records.length];
@@ -312,7 +291,7 @@ describe('appending and reading', () => {
   });
 
   it('segmentSize() is the size of a segment in the log, staged records included', async () => {
-    const log = await openLog({ dir: await tempDir(), segmentBytes: 1000 });
+    const log = await openLog({ dir: tempDir(), segmentBytes: 1000 });
     await fill(log, 25, () => 90);
     log.append(1, Buffer.alloc(40));
     expect(log.segments()).toEqual([1, 2, 3]);
@@ -325,7 +304,7 @@ describe('appending and reading', () => {
   });
 
   it('copies the body at append, so the caller may reuse its buffer', async () => {
-    const log = await openLog({ dir: await tempDir() });
+    const log = await openLog({ dir: tempDir() });
     const body = Buffer.from('original');
     const { position } = log.append(9, body);
     body.write('CHANGED!');
@@ -335,7 +314,7 @@ describe('appending and reading', () => {
   });
 
   it('handles records larger than the replay read window', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir });
     const records = await fill(log, 5, (i) => [3 << 20, 10, (1 << 20) + 7, 0, 2 << 20][i]);
     expect((await log.read(records[2].position)).body.equals(records[2].body)).toBe(true);
@@ -346,7 +325,7 @@ describe('appending and reading', () => {
   });
 
   it('refuses bodies over maxRecordBytes with ERR_TICKWHEEL_RECORD_TOO_LARGE', async () => {
-    const log = await openLog({ dir: await tempDir(), maxRecordBytes: 100 });
+    const log = await openLog({ dir: tempDir(), maxRecordBytes: 100 });
     expect(thrown(() => log.append(1, new Uint8Array(101))).code).toBe(
       'ERR_TICKWHEEL_RECORD_TOO_LARGE',
     );
@@ -356,7 +335,7 @@ describe('appending and reading', () => {
   });
 
   it('refuses record types outside 0..255 and bodies that are not bytes (ERR_TICKWHEEL_INVALID_RECORD)', async () => {
-    const log = await openLog({ dir: await tempDir() });
+    const log = await openLog({ dir: tempDir() });
     for (const type of [-1, 256, 1.5, Number.NaN]) {
       expect(thrown(() => log.append(type, new Uint8Array(1))).code).toBe(
         'ERR_TICKWHEEL_INVALID_RECORD',
@@ -369,7 +348,7 @@ describe('appending and reading', () => {
   });
 
   it('read() refuses positions that hold no record', async () => {
-    const log = await openLog({ dir: await tempDir() });
+    const log = await openLog({ dir: tempDir() });
     const [record] = await fill(log, 3, () => 20);
     expect((await rejection(log.read(record.position + 1))).code).toBe('ERR_TICKWHEEL_CORRUPT');
     expect((await rejection(log.read(log.end))).code).toBe('ERR_TICKWHEEL_INVALID_POSITION');
@@ -380,7 +359,7 @@ describe('appending and reading', () => {
   });
 
   it('read() verifies the CRC: a damaged record on disk rejects with ERR_TICKWHEEL_CORRUPT', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir });
     const records = await fill(log, 3, () => 40);
     await damage(dir, 1, (bytes) => {
@@ -395,7 +374,7 @@ describe('appending and reading', () => {
 
 describe('readMany', () => {
   it('returns what read() returns for every position, in the order asked, across segments, sizes and staged records', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, segmentBytes: 64 * 1024 });
     // Small records, records longer than the read-ahead, and some far apart in one segment.
     const records = await fill(log, 600, (i) => (i % 50 === 0 ? 9000 : (i * 37) % 300));
@@ -413,7 +392,7 @@ describe('readMany', () => {
   });
 
   it('puts the error for a damaged or missing record in its place; the others are read', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir });
     const records = await fill(log, 50, () => 40);
     await damage(dir, 1, (bytes) => {
@@ -436,9 +415,9 @@ describe('readMany', () => {
 
 describe('durability policies', () => {
   it("'batch': 1000 concurrent appends complete with far fewer fsyncs than appends", async () => {
-    const log = await openLog({ dir: await tempDir(), fsync: 'batch' });
+    const log = await openLog({ dir: tempDir(), fsync: 'batch' });
     const pending = [];
-    for (let i = 0; i < 1000; i++) pending.push(log.append(1, bytesFor(i, 100)).durable);
+    for (let i = 0; i < 1000; i++) pending.push(log.append(1, seededBytes(i, 100)).durable);
     await Promise.all(pending);
     const stats = log.stats();
     expect(stats.appends).toBe(1000);
@@ -454,11 +433,11 @@ describe('durability policies', () => {
       await handle.datasync();
       syncedUpTo = size;
     };
-    const log = await openLog({ dir: await tempDir(), fsync: 'batch', io: { sync: slowSync } });
+    const log = await openLog({ dir: tempDir(), fsync: 'batch', io: { sync: slowSync } });
     const checks: Promise<void>[] = [];
     for (let wave = 0; wave < 20; wave++) {
       for (let i = 0; i < 50; i++) {
-        const { position, durable } = log.append(1, bytesFor(i, 60));
+        const { position, durable } = log.append(1, seededBytes(i, 60));
         const recordEnd = offsetOf(position) + HEADER + 60;
         checks.push(durable.then(() => expect(syncedUpTo).toBeGreaterThanOrEqual(recordEnd)));
       }
@@ -473,11 +452,11 @@ describe('durability policies', () => {
   });
 
   it("'always': one write and one fsync per record, acknowledged in order", async () => {
-    const log = await openLog({ dir: await tempDir(), fsync: 'always', segmentBytes: 2000 });
+    const log = await openLog({ dir: tempDir(), fsync: 'always', segmentBytes: 2000 });
     const order: number[] = [];
     const pending = [];
     for (let i = 0; i < 200; i++) {
-      pending.push(log.append(1, bytesFor(i, 50)).durable.then(() => order.push(i)));
+      pending.push(log.append(1, seededBytes(i, 50)).durable.then(() => order.push(i)));
     }
     await Promise.all(pending);
     expect(order).toEqual([...Array(200).keys()]);
@@ -488,7 +467,7 @@ describe('durability policies', () => {
   });
 
   it("'never': no fsync; resolved once written, and a reopened log has everything", async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, fsync: 'never', segmentBytes: 3000 });
     const records = await fill(log, 500);
     expect(log.stats().fsyncs).toBe(0);
@@ -498,12 +477,12 @@ describe('durability policies', () => {
   });
 
   it("'batch': a record committed later starts no write: it goes out with the next record committed, by itself soon after, or with flush()", async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, fsync: 'batch' });
-    await log.append(1, bytesFor(0, 20)).durable;
+    await log.append(1, seededBytes(0, 20)).durable;
     const later = (seed: number) => {
       const slot = log.reserve(5, 20);
-      bytesFor(seed, 20).copy(slot.buf, slot.at);
+      seededBytes(seed, 20).copy(slot.buf, slot.at);
       return offsetOf(slot.commitLater(20)) + HEADER + 20;
     };
     const fileSize = async () => (await stat(join(dir, segmentFileName(1)))).size;
@@ -511,7 +490,7 @@ describe('durability policies', () => {
     const first = later(1);
     await new Promise((resolve) => setImmediate(resolve));
     expect(log.stats().writes).toBe(1);
-    await log.append(1, bytesFor(2, 20)).durable;
+    await log.append(1, seededBytes(2, 20)).durable;
     expect(log.stats()).toMatchObject({ writes: 2, fsyncs: 2 });
     expect(await fileSize()).toBeGreaterThanOrEqual(first);
     // Nothing else comes: it is written by itself.
@@ -532,12 +511,12 @@ describe('durability policies', () => {
 
   it('flush() resolves only once everything appended before it is durable', async () => {
     const log = await openLog({
-      dir: await tempDir(),
+      dir: tempDir(),
       io: { sync: slowSync(10) },
     });
     let durableCount = 0;
     for (let i = 0; i < 100; i++) {
-      void log.append(1, bytesFor(i, 10)).durable.then(() => durableCount++);
+      void log.append(1, seededBytes(i, 10)).durable.then(() => durableCount++);
       if (i % 25 === 0) await delay(4);
     }
     await log.flush();
@@ -548,14 +527,14 @@ describe('durability policies', () => {
   it.each(['batch', 'always', 'never'] as const)(
     "'%s': a record reserved and aborted appends nothing and leaves flush() and close() working",
     async (fsync) => {
-      const dir = await tempDir();
+      const dir = tempDir();
       const log = await openLog({ dir, fsync });
-      const first = log.append(1, bytesFor(1, 20));
+      const first = log.append(1, seededBytes(1, 20));
       await first.durable;
       // Aborted on a fresh stage (nothing else staged), and after a record in the same stage.
       log.reserve(1, 50).abort();
       await expect(log.flush()).resolves.toBeUndefined();
-      const second = log.append(2, bytesFor(2, 20));
+      const second = log.append(2, seededBytes(2, 20));
       const slot = log.reserve(1, 50);
       slot.abort();
       slot.abort(); // a second abort is a no-op
@@ -568,11 +547,11 @@ describe('durability policies', () => {
   );
 
   it('close() flushes; afterwards append throws ERR_TICKWHEEL_CLOSED and other calls reject with it', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir });
     const records: Rec[] = [];
     for (let i = 0; i < 10; i++) {
-      const body = bytesFor(i, 30);
+      const body = seededBytes(i, 30);
       records.push({ type: 2, body, position: log.append(2, body).position });
     }
     await log.close();
@@ -588,7 +567,7 @@ describe('durability policies', () => {
 
 describe('recovery', () => {
   it('reopen + replay returns every record in order, and appends continue after the last', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const options = { dir, segmentBytes: 5000 };
     const writer = await openLog(options);
     const first = await fill(writer, 400);
@@ -603,7 +582,7 @@ describe('recovery', () => {
   });
 
   it('replay(from) delivers the records from that position on', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const options = { dir, segmentBytes: 2000 };
     const writer = await openLog(options);
     const records = await fill(writer, 200);
@@ -620,13 +599,13 @@ describe('recovery', () => {
   });
 
   it('refuses replay after an append (ERR_TICKWHEEL_INVALID_STATE)', async () => {
-    const log = await openLog({ dir: await tempDir() });
+    const log = await openLog({ dir: tempDir() });
     log.append(1, new Uint8Array(1));
     expect((await rejection(log.replay(() => {}))).code).toBe('ERR_TICKWHEEL_INVALID_STATE');
   });
 
   it('refuses appends from inside a replay callback (ERR_TICKWHEEL_INVALID_STATE)', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const writer = await openLog({ dir });
     await fill(writer, 3);
     await writer.close();
@@ -638,7 +617,7 @@ describe('recovery', () => {
   });
 
   it('rejects a replay whose callback throws, with that error', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const writer = await openLog({ dir });
     await fill(writer, 3);
     await writer.close();
@@ -653,7 +632,7 @@ describe('recovery', () => {
 
   describe('torn tail', () => {
     async function template(count: number) {
-      const dir = await tempDir();
+      const dir = tempDir();
       const log = await openLog({ dir });
       const records = await fill(log, count, (i) => 5 + ((i * 29) % 60));
       await log.close();
@@ -662,7 +641,7 @@ describe('recovery', () => {
 
     /** A fresh log folder whose single segment holds `bytes`. */
     async function logWith(bytes: Buffer): Promise<string> {
-      const dir = await tempDir();
+      const dir = tempDir();
       await writeFile(join(dir, segmentFileName(1)), bytes);
       return dir;
     }
@@ -748,7 +727,7 @@ describe('recovery', () => {
 
   describe('damage in bytes known to be durable (ReplayOptions.durable)', () => {
     async function template(count: number) {
-      const dir = await tempDir();
+      const dir = tempDir();
       const log = await openLog({ dir });
       const records = await fill(log, count, (i) => 5 + ((i * 29) % 60));
       await log.close();
@@ -822,7 +801,7 @@ describe('recovery', () => {
     });
 
     it("syncAll() fsyncs under 'never' each segment written since the last call, once", async () => {
-      const dir = await tempDir();
+      const dir = tempDir();
       const synced: string[] = [];
       const log = await openLog({
         dir,
@@ -851,7 +830,7 @@ describe('recovery', () => {
 
   describe('damage inside a segment', () => {
     async function build(options: { segmentBytes?: number; count: number; size: number }) {
-      const dir = await tempDir();
+      const dir = tempDir();
       const log = await openLog({ dir, segmentBytes: options.segmentBytes });
       const records = await fill(log, options.count, () => options.size);
       await log.close();
@@ -954,7 +933,7 @@ describe('I/O failures', () => {
   }
 
   it('a failed write rejects the affected records with ERR_TICKWHEEL_IO, cuts the segment back, and later appends work', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const { control, write } = faultyWrite();
     const log = await openLog({ dir, io: { write } });
     const before = await fill(log, 10, () => 50);
@@ -962,7 +941,7 @@ describe('I/O failures', () => {
 
     control.armed = true;
     const failed = [];
-    for (let i = 0; i < 5; i++) failed.push(log.append(7, bytesFor(100 + i, 80)));
+    for (let i = 0; i < 5; i++) failed.push(log.append(7, seededBytes(100 + i, 80)));
     for (const { durable } of failed) {
       const error = await rejection(durable);
       expect(error.code).toBe('ERR_TICKWHEEL_IO');
@@ -986,7 +965,7 @@ describe('I/O failures', () => {
   });
 
   it('a failed fsync rejects its batch and every record staged behind it; earlier records are kept', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     // The failing fsync waits at a gate, so the test can stage records behind it.
     let failNext = false;
     let entered!: () => void;
@@ -1003,10 +982,10 @@ describe('I/O failures', () => {
     const log = await openLog({ dir, segmentBytes: 400, io: { sync } });
     const before = await fill(log, 5, () => 30);
     failNext = true;
-    const inFlight = log.append(1, bytesFor(1, 30));
+    const inFlight = log.append(1, seededBytes(1, 30));
     await syncing;
     const staged = [];
-    for (let i = 0; i < 20; i++) staged.push(log.append(1, bytesFor(i, 30))); // rolls a segment
+    for (let i = 0; i < 20; i++) staged.push(log.append(1, seededBytes(i, 30))); // rolls a segment
     expect(log.segments().length).toBeGreaterThan(1);
     release();
     for (const { durable } of [inFlight, ...staged]) {
@@ -1024,7 +1003,7 @@ describe('I/O failures', () => {
   });
 
   it("'always': records acknowledged before a failure stay; the failed one and those behind it reject", async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     let writes = 0;
     const write: LogIo['write'] = async (handle, buffer, offset, length, position) => {
       if (++writes !== 4) return realWrite(handle, buffer, offset, length, position);
@@ -1033,7 +1012,7 @@ describe('I/O failures', () => {
     };
     const log = await openLog({ dir, fsync: 'always', io: { write } });
     const appended = [];
-    for (let i = 0; i < 6; i++) appended.push(log.append(1, bytesFor(i, 25)));
+    for (let i = 0; i < 6; i++) appended.push(log.append(1, seededBytes(i, 25)));
     const outcomes = await Promise.allSettled(appended.map((a) => a.durable));
     expect(outcomes.map((o) => o.status)).toEqual([
       'fulfilled',
@@ -1054,7 +1033,7 @@ describe('I/O failures', () => {
   });
 
   it('an invalidated file handle is reported as ERR_TICKWHEEL_IO and the log reopens the segment', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     let sabotage = false;
     const write: LogIo['write'] = async (handle: FileHandle, buffer, offset, length, position) => {
       if (sabotage) {
@@ -1075,9 +1054,9 @@ describe('I/O failures', () => {
 
   it('a failure nobody awaits does not crash the process; flush() reports it', async () => {
     const { control, write } = faultyWrite();
-    const log = await openLog({ dir: await tempDir(), io: { write } });
+    const log = await openLog({ dir: tempDir(), io: { write } });
     control.armed = true;
-    for (let i = 0; i < 10; i++) log.append(1, bytesFor(i, 10)); // durable ignored
+    for (let i = 0; i < 10; i++) log.append(1, seededBytes(i, 10)); // durable ignored
     expect((await rejection(log.flush())).code).toBe('ERR_TICKWHEEL_IO');
     await delay(5); // an unhandled rejection would fail the test run here
     await log.append(1, Buffer.from('fine')).durable;
@@ -1086,7 +1065,7 @@ describe('I/O failures', () => {
 
 describe('segments', () => {
   it('deleteSegment refuses the active segment with ERR_TICKWHEEL_SEGMENT_ACTIVE', async () => {
-    const log = await openLog({ dir: await tempDir(), segmentBytes: 100 });
+    const log = await openLog({ dir: tempDir(), segmentBytes: 100 });
     await fill(log, 10, () => 40);
     const active = log.segments().at(-1)!;
     expect((await rejection(log.deleteSegment(active))).code).toBe('ERR_TICKWHEEL_SEGMENT_ACTIVE');
@@ -1094,7 +1073,7 @@ describe('segments', () => {
   });
 
   it('deleteSegment removes a closed segment: its file, its records and its bytes', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({ dir, segmentBytes: 200 });
     const records = await fill(log, 20, () => 40);
     const segments = log.segments();
@@ -1115,7 +1094,7 @@ describe('segments', () => {
   });
 
   it('deleteSegment waits for records of that segment still being written', async () => {
-    const dir = await tempDir();
+    const dir = tempDir();
     const log = await openLog({
       dir,
       segmentBytes: 100,
@@ -1130,7 +1109,7 @@ describe('segments', () => {
   });
 
   it('stats() counts segments, bytes, appends, writes, fsyncs and failures', async () => {
-    const log = await openLog({ dir: await tempDir(), segmentBytes: 1000 });
+    const log = await openLog({ dir: tempDir(), segmentBytes: 1000 });
     expect(log.stats()).toEqual({
       segments: 1,
       bytes: 0,

@@ -5,19 +5,19 @@
  */
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { requireBuiltCli, startServer } from '../server/process.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('budget');
 
 const SCRIPT = fileURLToPath(new URL('./fixtures/large-backlog.mjs', import.meta.url));
 const MIB = 1024 * 1024;
 const COUNT = 200;
 const BUDGET = 16 * MIB;
-const scratch = mkdtempSync(join(tmpdir(), 'tickwheel-budget-'));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const scratch = tempDir();
 
 interface Report {
   held: number;

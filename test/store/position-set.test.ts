@@ -1,17 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { PositionSet } from '../../src/store/file/position-set.js';
 import { positionOf } from '../../src/store/file/positions.js';
-
-/** A small deterministic generator (xorshift), so that a failure can be replayed. */
-function random(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from '../support/random.mjs';
 
 describe('PositionSet', () => {
   it('agrees with a Set<number> on random adds and deletes of log positions', () => {

@@ -3,14 +3,15 @@
  * by a write that succeeds after it, only by an fsync that does.
  */
 
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { WindowIndex } from '../../src/store/file/window-index.js';
+import { useTempDirs } from '../support/temp-dir.js';
 
-const scratch = mkdtempSync(join(tmpdir(), 'tickwheel-index-faults-'));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const tempDir = useTempDirs('index-faults');
+
+const scratch = tempDir();
 
 it('stays failing while an fsync fails, though writes succeed, and heals with the fsync', async () => {
   const dir = join(scratch, 'index');

@@ -5,11 +5,10 @@
  * says under "Differences from Node").
  */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   HashedWheelTimer,
   ManualClock,
@@ -20,6 +19,10 @@ import {
   type TimerHandle,
 } from '../../src/index.js';
 import { codeOf } from './code-of.js';
+import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
+
+const tempDir = useTempDirs('node-order');
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -46,31 +49,16 @@ function busyWait(ms: number): void {
   }
 }
 
-/** Resolves once `done()` is true, checking every few milliseconds; rejects after `ms`. */
-function until(done: () => boolean, ms = 5_000): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    const check = () => {
-      if (done()) resolve();
-      else if (performance.now() - started > ms) reject(new Error(`not done after ${ms} ms`));
-      else setTimeout(check, 2);
-    };
-    check();
-  });
-}
-
 describe('Order of timer callbacks and the nextTick and promise callbacks they queue', () => {
   // The scenarios run as users run them: `node node-order.mjs <impl> <scenario>` in a child
   // process, importing the built package by name, on the real clock.
-  const dir = mkdtempSync(join(tmpdir(), 'tickwheel-node-order-'));
+  const dir = tempDir();
   mkdirSync(join(dir, 'node_modules'));
   symlinkSync(root, join(dir, 'node_modules', 'tickwheel'), 'dir');
   copyFileSync(
     fileURLToPath(new URL('./fixtures/node-order.mjs', import.meta.url)),
     join(dir, 'node-order.mjs'),
   );
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
   function run(impl: string, scenario: string, nodeFlags: string[] = []): string[] {
     const out = execFileSync(process.execPath, [...nodeFlags, 'node-order.mjs', impl, scenario], {
       cwd: dir,
@@ -156,7 +144,7 @@ describe('Order of timer callbacks and the nextTick and promise callbacks they q
   async function nodeOrder(): Promise<string[]> {
     const log = scenario((fn, ms) => setTimeout(fn, ms));
     busyWait(10);
-    await until(() => log.includes('immediate'));
+    await waitFor(() => log.includes('immediate'));
     return log;
   }
 
@@ -168,7 +156,7 @@ describe('Order of timer callbacks and the nextTick and promise callbacks they q
     const log = scenario((fn, ms) => wheel.setTimeout(fn, ms));
     await clock.advanceAsync(10);
     expect(clock.now()).toBe(10);
-    await until(() => log.includes('immediate'));
+    await waitFor(() => log.includes('immediate'));
     expect(log).toEqual(expected);
   });
 
@@ -178,7 +166,7 @@ describe('Order of timer callbacks and the nextTick and promise callbacks they q
     clock.advance(10);
     expect(log).toEqual(['first', 'second', 'third']);
     // What they queued runs once the advance has returned (here, after this test's microtask).
-    await until(() => log.includes('immediate'));
+    await waitFor(() => log.includes('immediate'));
     expect(log).toHaveLength(10);
   });
 
@@ -187,7 +175,7 @@ describe('Order of timer callbacks and the nextTick and promise callbacks they q
     const wheel = new TimerWheel({ clock: new SystemClock(), nodeOrder: true });
     const log = scenario((fn, ms) => wheel.setTimeout(fn, ms));
     busyWait(10);
-    await until(() => log.includes('immediate'));
+    await waitFor(() => log.includes('immediate'));
     expect(log).toEqual(expected);
     wheel.close();
   });
@@ -222,7 +210,7 @@ describe('Order of timer callbacks and the nextTick and promise callbacks they q
     wheel.schedule(5, 'a');
     wheel.schedule(5, 'b');
     busyWait(10);
-    await until(() => log.length === 4);
+    await waitFor(() => log.length === 4);
     expect(log).toEqual(['a', 'b', 'nextTick of a', 'nextTick of b']);
     wheel.close();
   });
@@ -454,7 +442,7 @@ describe("Node's test/parallel/test-timers-*.js, ported", () => {
     const wheel = new TimerWheel({ clock: new SystemClock() });
     const order: number[] = [];
     for (let i = 0; i < 50; i++) wheel.setTimeout(() => order.push(i), 10);
-    await until(() => order.length === 50);
+    await waitFor(() => order.length === 50);
     expect(order).toEqual([...Array(50).keys()]);
     wheel.close();
   });
@@ -473,7 +461,7 @@ describe("Node's test/parallel/test-timers-*.js, ported", () => {
     const t3 = wheel.setTimeout(() => ran.push('t3'), 1);
     wheel.setTimeout(() => ran.push('t4'), 1);
     busyWait(5);
-    await until(() => ran.includes('t4'));
+    await waitFor(() => ran.includes('t4'));
     expect(ran).toEqual(['t1', 't4']);
     wheel.close();
   });
@@ -585,7 +573,7 @@ describe("Node's test/parallel/test-timers-*.js, ported", () => {
         busyWait(delay + 2);
         process.nextTick(() => (seenInNextTick = nestedCalled));
       }, delay);
-      await until(() => nestedCalled);
+      await waitFor(() => nestedCalled);
       expect(seenInNextTick).toBe(false);
       wheel.close();
     },
@@ -617,7 +605,7 @@ describe("Node's test/parallel/test-timers-*.js, ported", () => {
       setAt = performance.now();
       wheel.setTimeout(() => (firedAt = performance.now()), TIMEOUT);
     }, TIMEOUT);
-    await until(() => firedAt > 0);
+    await waitFor(() => firedAt > 0);
     // Never early; Node's bound for the lateness is half the timeout, a shared machine needs more.
     expect(firedAt - setAt).toBeGreaterThanOrEqual(TIMEOUT);
     expect(firedAt - setAt).toBeLessThan(TIMEOUT + 1_000);

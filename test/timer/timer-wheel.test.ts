@@ -8,6 +8,7 @@ import {
   TimerWheel,
   type TimerHandle,
 } from '../../src/index.js';
+import { waitFor } from '../support/wait-for.js';
 
 function manual(options: ConstructorParameters<typeof TimerWheel>[0] = {}) {
   const clock = new ManualClock(0);
@@ -330,8 +331,7 @@ describe('TimerWheel batches', () => {
       if (fired < 20_000) setImmediate(probe);
     };
     setImmediate(probe);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(fired).toBe(20_000);
+    await waitFor(() => fired === 20_000);
     expect(immediateSawPartial).toBe(true);
     wheel.close();
   });

@@ -7,18 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { DETACHED, EntryStore, FREE, INDEX_BITS } from '../../src/wheel/entries.js';
 import { SlotTable } from '../../src/wheel/slots.js';
-
-/** A small seeded generator (mulberry32): the same sequence on every run. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from '../support/random.mjs';
 
 /** Rows of a slot in list order, following `next` until the end marker. */
 function rowsOf(slots: SlotTable, entries: EntryStore, code: number): number[] {
