@@ -22,7 +22,7 @@ import {
 import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
 import { describe } from '../validate.js';
 import { slotOf } from './slot.js';
-import { LIBRARY_NAME, LIBRARY_SOURCE, LIBRARY_VERSION } from './library.js';
+import { LIBRARY_NAME, LIBRARY_VERSION, inLibraryFiles, librarySource } from './library.js';
 import type { PrimaryReplicas } from './durability.js';
 import {
   NO_FUNCTION,
@@ -382,9 +382,9 @@ export class Valkey {
       try {
         running = Number(await primary.send(['FCALL_RO', 'tw_version', '0']));
       } catch (err) {
-        // No library yet (or an older one without tw_version). Any other failure (a server
-        // still loading, a timeout) must not be taken for that: loading ours over a newer one
-        // would put older functions under the nodes that run the newer.
+        // No library yet. Any other failure (a server still loading, a timeout) must not be
+        // taken for that: loading ours over a newer one would put older functions under the
+        // nodes that run the newer.
         if (!NO_FUNCTION.test(err instanceof Error ? err.message : String(err))) throw err;
       }
       if (running > LIBRARY_VERSION) {
@@ -394,7 +394,11 @@ export class Valkey {
             `tickwheel's ${LIBRARY_VERSION}: upgrade this node`,
         );
       }
-      await primary.send(['FUNCTION', 'LOAD', 'REPLACE', LIBRARY_SOURCE]);
+      await primary.send(['FUNCTION', 'LOAD', 'REPLACE', librarySource()]).catch((err: unknown) => {
+        // A load refused names a line of the joined source: tell its file's line instead.
+        if (err instanceof Error) err.message = inLibraryFiles(err.message);
+        throw err;
+      });
     }
   }
 

@@ -13,6 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { TickwheelStateError } from '../errors.js';
 import type { TimerWheel } from '../timer/index.js';
 import type { Valkey } from './connection.js';
+import * as tw from './functions.js';
 import { metaKey, nodesKey } from './keys.js';
 import type { NodeSettings } from './node-options.js';
 import { Ownership, type Effect } from './ownership.js';
@@ -107,8 +108,8 @@ export class LeaseLoop {
 
   /** Leaves the member list (a heartbeat with ttl 0); on failure, the entry lapses by itself. */
   async leave(): Promise<void> {
-    await this.valkey
-      .fcall('tw_heartbeat', nodesKey(this.settings.queue), [this.settings.nodeId, 0])
+    await tw
+      .heartbeat(this.valkey, nodesKey(this.settings.queue), this.settings.nodeId, 0)
       .catch(() => {});
   }
 
@@ -151,12 +152,8 @@ export class LeaseLoop {
     this.nextHeartbeat = now + this.settings.leaseMs / 4;
     this.heartbeating = (async () => {
       try {
-        this.members = (
-          (await this.valkey.fcall('tw_heartbeat', nodesKey(this.settings.queue), [
-            this.settings.nodeId,
-            this.settings.leaseMs,
-          ])) as string[]
-        ).sort();
+        const { queue, nodeId, leaseMs } = this.settings;
+        this.members = await tw.heartbeat(this.valkey, nodesKey(queue), nodeId, leaseMs);
         this.ownership.setMembers(this.members);
         this.hooks.onMembers();
       } catch (err) {
@@ -195,8 +192,8 @@ export class LeaseLoop {
    * be undone here; it is reported (onError, ERR_TICKWHEEL_DATA_LOST, and the dataLosses count
    * in stats() and /metrics) rather than carried on from silently.
    */
-  private noteBorn(partition: number, born: unknown): void {
-    if (typeof born !== 'string' || born === '') return;
+  private noteBorn(partition: number, born: string): void {
+    if (born === '') return;
     const before = this.born.get(partition);
     this.born.set(partition, born);
     if (before === undefined || before === born) return;
@@ -215,25 +212,18 @@ export class LeaseLoop {
   private async carryOut(effect: Effect): Promise<void> {
     const { partition } = effect;
     const meta = metaKey(this.settings.queue, partition);
-    const { leaseMs } = this.settings;
+    const { leaseMs, nodeId: node } = this.settings;
     switch (effect.kind) {
       case 'acquire': {
         let epoch: number | undefined;
         try {
-          const reply = (await this.valkey.fcall('tw_lease', meta, [
-            'acquire',
-            this.settings.nodeId,
-            0,
-            leaseMs,
-          ])) as Array<number | string>;
-          this.noteBorn(partition, Number(reply[0]) === 1 ? reply[2] : reply[4]);
-          if (Number(reply[0]) === 1) {
-            // A grant lost in a failover could be handed out twice: act only once replicated.
-            if (this.settings.durability !== 'async') {
-              epoch = (await this.grantKept(meta, leaseMs / 4)) ? Number(reply[1]) : undefined;
-            } else {
-              epoch = Number(reply[1]);
-            }
+          const answer = await tw.lease(this.valkey, meta, 'acquire', { node, epoch: 0 }, leaseMs);
+          this.noteBorn(partition, answer.born);
+          // A grant lost in a failover could be handed out twice: act only once replicated.
+          if (answer.granted) {
+            const kept =
+              this.settings.durability === 'async' || (await this.grantKept(meta, leaseMs / 4));
+            epoch = kept ? answer.epoch : undefined;
           }
         } catch (err) {
           this.settings.onError(err);
@@ -247,14 +237,15 @@ export class LeaseLoop {
       case 'renew': {
         let ok = false;
         try {
-          const reply = (await this.valkey.fcall('tw_lease', meta, [
+          const answer = await tw.lease(
+            this.valkey,
+            meta,
             'renew',
-            this.settings.nodeId,
-            effect.epoch,
+            { node, epoch: effect.epoch },
             leaseMs,
-          ])) as Array<number | string>;
-          this.noteBorn(partition, reply[2]);
-          ok = Number(reply[0]) === 1;
+          );
+          this.noteBorn(partition, answer.born);
+          ok = answer.granted;
         } catch (err) {
           this.settings.onError(err);
         }
@@ -263,12 +254,11 @@ export class LeaseLoop {
       }
       case 'release':
         try {
-          const reply = (await this.valkey.fcall('tw_lease', meta, [
-            'release',
-            this.settings.nodeId,
-            effect.epoch,
-          ])) as Array<number | string>;
-          this.noteBorn(partition, reply[2]);
+          const answer = await tw.lease(this.valkey, meta, 'release', {
+            node,
+            epoch: effect.epoch,
+          });
+          this.noteBorn(partition, answer.born);
         } catch (err) {
           this.settings.onError(err);
         }

@@ -27,16 +27,12 @@ import {
   type Settled,
 } from './consumer.js';
 import { ClusterInspector } from './inspect.js';
-import { configKey, eventsChannel, metaKey } from './keys.js';
+import * as tw from './functions.js';
+import { configKey, eventsChannel } from './keys.js';
 import { LeaseLoop } from './lease-loop.js';
 import { checkNodeOptions, type ClusterNodeOptions, type NodeSettings } from './node-options.js';
 import type { Due, ExpiredDelivery } from './owner.js';
-import {
-  Producer,
-  type CancelledMessage,
-  type ClusterMessageInfo,
-  type Durability,
-} from './producer.js';
+import { Producer, type CancelledMessage, type Durability } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
 import { ClusterTopicStore, ClusterTopics } from './topic-store.js';
 import { chooseDurability, type DurabilityOption } from './durability.js';
@@ -115,8 +111,7 @@ export class ClusterNode {
         if (cancelled !== undefined) this.onCancelled?.(cancelled);
         return cancelled !== undefined;
       },
-      sched: (args, what) =>
-        this.producer.writeCall('tw_sched', metaKey(settings.queue, 0), args, what),
+      sched: (change, what) => this.producer.sched(change, what),
       leads: (epoch) => this.leases.leads(epoch),
       isLive: async (id) => {
         const status = (await this.producer.get(id))?.status;
@@ -193,14 +188,15 @@ export class ClusterNode {
           writes = (await Valkey.connect(options.redis, leftMs)).pin();
         }
         await valkey.loadLibrary();
-        const [partitions, windowMs] = (await valkey.fcall('tw_config', configKey(queue), [
+        const stored = await tw.config(
+          valkey,
+          configKey(queue),
           settings.partitions,
           settings.windowMs,
-        ])) as string[];
+        );
         node = new ClusterNode(valkey, writes, {
           ...settings,
-          partitions: Number(partitions),
-          windowMs: Number(windowMs),
+          ...stored,
           durability,
           durabilityOption: asked,
           durabilityReason: reason,
@@ -237,11 +233,6 @@ export class ClusterNode {
     return this.producer.rescheduleTo(id, when);
   }
 
-  cancel(id: string): Promise<boolean> {
-    this.checkOpen();
-    return this.producer.cancel(id);
-  }
-
   /** cancel(), resolving with what was cancelled (undefined: nothing was). */
   cancelGiving(id: string): Promise<CancelledMessage | undefined> {
     this.checkOpen();
@@ -254,12 +245,7 @@ export class ClusterNode {
     return this.producer.scheduleOnce(request, markMs);
   }
 
-  reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
-    this.checkOpen();
-    return this.producer.reschedule(id, when);
-  }
-
-  get(id: string): Promise<ClusterMessageInfo | undefined> {
+  get(id: string): Promise<tw.ClusterMessageInfo | undefined> {
     this.checkOpen();
     return this.producer.get(id);
   }

@@ -18,6 +18,7 @@ import {
   type TopicSettings,
 } from '../queue/topics.js';
 import type { Valkey } from './connection.js';
+import * as tw from './functions.js';
 import { pushKey, tokensKey, topicsKey } from './keys.js';
 import type { Producer } from './producer.js';
 
@@ -140,12 +141,7 @@ export class ClusterTopicStore {
     limit: RateLimit,
     want: number,
   ): Promise<{ granted: number; retryInMs: number }> {
-    const reply = (await this.valkey.fcall('tw_tokens', tokensKey(this.queue, topic), [
-      String(limit.perSecond),
-      String(limit.burst),
-      String(want),
-    ])) as [number, number];
-    return { granted: Number(reply[0]), retryInMs: Number(reply[1]) };
+    return tw.tokens(this.valkey, tokensKey(this.queue, topic), limit, want);
   }
 }
 

@@ -11,6 +11,7 @@ import type { QueueEvent } from '../../src/queue/events.js';
 import { TickwheelClient } from '../../src/client/index.js';
 import type { ClusterQueue } from '../../src/cluster/cluster-queue.js';
 import { Valkey } from '../../src/cluster/connection.js';
+import type { SchedAnswer, SchedChange } from '../../src/cluster/functions.js';
 import { metaKey } from '../../src/cluster/keys.js';
 import { ClusterSchedules, ONCE_MARK_MS } from '../../src/cluster/schedules.js';
 import { DelayQueue } from '../../src/delay-queue.js';
@@ -280,7 +281,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
       producer: {
         scheduleOnce(request: ScheduleRequest, ms: number): Promise<boolean>;
         cancel(id: string): Promise<boolean>;
-        writeCall(fn: string, key: string, args: readonly string[], what: string): Promise<unknown>;
+        sched(change: SchedChange, what: string): Promise<SchedAnswer>;
       };
     };
     const meta = metaKey(queue, 0);
@@ -300,7 +301,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
         return inner.producer.cancel(id);
       },
       isLive: async () => false,
-      sched: (args, what) => inner.producer.writeCall('tw_sched', meta, args, what),
+      sched: (change, what) => inner.producer.sched(change, what),
       leads: () => true,
     });
     stale.lead(epoch - 1);
