@@ -256,17 +256,9 @@ export class Consumer {
       );
       const bytes = asked.length === 1 ? bytesLeft : Math.floor(bytesLeft / asked.length);
       const sentAt = this.noticeCount;
+      const meta = (partition: number) => metaKey(this.options.queue, partition);
       const replies = await Promise.all(
-        asked.map((partition, k) =>
-          tw.take(
-            this.valkey,
-            metaKey(this.options.queue, partition),
-            topic,
-            counts[k],
-            visibilityMs,
-            bytes,
-          ),
-        ),
+        asked.map((p, k) => tw.take(this.valkey, meta(p), topic, counts[k], visibilityMs, bytes)),
       );
       round = round.slice(asked.length);
       replies.forEach((rows, k) => {

@@ -9,6 +9,7 @@
 import { TickwheelStateError, describe } from '../errors.js';
 import type { MessageStatus } from '../queue/message.js';
 import type { RateLimit } from '../queue/topics.js';
+import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from './connection.js';
 import { metaKey } from './keys.js';
 import { inLibraryFiles } from './library.js';
@@ -17,11 +18,7 @@ import { placeOf } from './record.js';
 type Arg = string | number | Buffer;
 
 /** A message by its id, in its partition. */
-export interface MessageAt {
-  meta: string;
-  id: string;
-  bucket: number;
-}
+export type MessageAt = { meta: string; id: string; bucket: number };
 
 /** Where the message `id` of a queue of `partitions` lives. */
 export function messageAt(queue: string, partitions: number, id: string): MessageAt {
@@ -30,23 +27,13 @@ export function messageAt(queue: string, partitions: number, id: string): Messag
 }
 
 /** A delivery of a message, named by its attempt (as a receipt names it). */
-export interface Delivery {
-  id: string;
-  bucket: number;
-  attempt: number;
-}
+export type Delivery = { id: string; bucket: number; attempt: number };
 
 /** A delivery failed: scheduled again at `due` (in `window`), or dead. */
-export interface Retry extends Delivery {
-  due: number;
-  window: number;
-}
+export type Retry = Delivery & { due: number; window: number };
 
 /** The caller of an owner-only function: a node, under the epoch of its lease. */
-export interface Owner {
-  node: string;
-  epoch: number;
-}
+export type Owner = { node: string; epoch: number };
 
 /** A message with an id to schedule (its window: floor(deliverAt / windowMs)). */
 export interface ToSchedule {
@@ -59,8 +46,7 @@ export interface ToSchedule {
 
 async function call<T>(valkey: Valkey, fn: string, key: string, args: Arg[], buffers = false) {
   try {
-    const reply = buffers ? valkey.fcallBuffers(fn, key, args) : valkey.fcall(fn, key, args);
-    return (await reply) as T;
+    return (await valkey.fcall(fn, key, args, buffers)) as T;
   } catch (err) {
     // A Lua error names a line of the joined library: tell its file's line instead.
     if (err instanceof Error) err.message = inLibraryFiles(err.message);
@@ -196,32 +182,17 @@ export async function scheduleOnce(
   return (await call(valkey, 'tw_schedule_once', meta, args)) === 1;
 }
 
-export interface ClusterMessageInfo {
-  id: string;
-  topic: string;
-  status: MessageStatus;
-  deliverAt: number;
-  attempts: number;
-  lastError?: string;
-}
-
-const STATUS: Record<string, MessageStatus> = {
-  S: 'scheduled',
-  R: 'ready',
-  I: 'inflight',
-  D: 'dead',
-  A: 'acked',
-  C: 'cancelled',
-};
+/** Each status, by its letter in a state (lua/states.lua): S R I D A C. */
+const STATUS: MessageStatus[] = ['scheduled', 'ready', 'inflight', 'dead', 'acked', 'cancelled'];
 
 /** tw_get: a live message's state, or a recently finished one's. */
-export async function get(valkey: Valkey, m: MessageAt): Promise<ClusterMessageInfo | undefined> {
+export async function get(valkey: Valkey, m: MessageAt): Promise<MessageInfo | undefined> {
   const state = await call(valkey, 'tw_get', m.meta, [m.id, m.bucket]);
   if (typeof state !== 'string') return undefined;
   // status | segment | index | deliverAt | attempts | topic (lua/states.lua)
   const [status, , , due, attempts, topic] = state.split('|');
-  const { id } = m;
-  return { id, topic, status: STATUS[status], deliverAt: Number(due), attempts: Number(attempts) };
+  const info = { id: m.id, topic, status: STATUS['SRIDAC'.indexOf(status)] };
+  return { ...info, deliverAt: Number(due), attempts: Number(attempts) };
 }
 
 /** tw_record: a live or dead message's record. */
@@ -258,11 +229,7 @@ export type SchedChange =
  * `done`, with the new version (0: deleted); else `version` is the current one (changed
  * meanwhile), or `fenced` (a save by a node that no longer holds partition 0).
  */
-export interface SchedAnswer {
-  done: boolean;
-  fenced: boolean;
-  version: number;
-}
+export type SchedAnswer = { done: boolean; fenced: boolean; version: number };
 
 /** tw_sched, on partition 0's meta: the recurring schedules' records. */
 export async function sched(valkey: Valkey, meta: string, change: SchedChange) {
@@ -298,29 +265,14 @@ export async function load(valkey: Valkey, meta: string, by: Owner, to: number, 
 }
 
 /** One scheduling of a message: where its record is. */
-export interface Placed {
-  id: string;
-  bucket: number;
-  seg: string;
-  index: number;
-}
+export type Placed = { id: string; bucket: number; seg: string; index: number };
 
 /** tw_fire: scheduled -> ready where still so; `early`: due after server time + `skewMs`. */
-export async function fire(
-  valkey: Valkey,
-  meta: string,
-  by: Owner,
-  skewMs: number,
-  dues: Placed[],
-) {
-  const args: Arg[] = [by.node, by.epoch, skewMs, dues.length];
-  for (const d of dues) args.push(d.id, d.bucket, d.seg, d.index);
-  const [fired, early, seq] = await call<[number, unknown[], number]>(
-    valkey,
-    'tw_fire',
-    meta,
-    args,
-  );
+export async function fire(valkey: Valkey, meta: string, by: Owner, skewMs: number, at: Placed[]) {
+  const args: Arg[] = [by.node, by.epoch, skewMs, at.length];
+  for (const d of at) args.push(d.id, d.bucket, d.seg, d.index);
+  type Reply = [number, unknown[], number];
+  const [fired, early, seq] = await call<Reply>(valkey, 'tw_fire', meta, args);
   if (Number(fired) === -1) return undefined;
   return { fired: Number(fired), early: early.map(str), seq: Number(seq) };
 }
@@ -336,14 +288,9 @@ export async function take(
   visibilityMs: number,
   maxBytes: number,
 ) {
+  type Row = [Buffer, number, Buffer, Buffer];
   const args = [topic, max, visibilityMs, maxBytes];
-  const rows = await call<Array<[Buffer, number, Buffer, Buffer]>>(
-    valkey,
-    'tw_take',
-    meta,
-    args,
-    true,
-  );
+  const rows = await call<Row[]>(valkey, 'tw_take', meta, args, true);
   return rows.map(([id, attempts, due, record]) => ({
     id: str(id),
     attempts: Number(attempts),

@@ -237,13 +237,8 @@ export class LeaseLoop {
       case 'renew': {
         let ok = false;
         try {
-          const answer = await tw.lease(
-            this.valkey,
-            meta,
-            'renew',
-            { node, epoch: effect.epoch },
-            leaseMs,
-          );
+          const by = { node, epoch: effect.epoch };
+          const answer = await tw.lease(this.valkey, meta, 'renew', by, leaseMs);
           this.noteBorn(partition, answer.born);
           ok = answer.granted;
         } catch (err) {
@@ -254,11 +249,8 @@ export class LeaseLoop {
       }
       case 'release':
         try {
-          const answer = await tw.lease(this.valkey, meta, 'release', {
-            node,
-            epoch: effect.epoch,
-          });
-          this.noteBorn(partition, answer.born);
+          const by = { node, epoch: effect.epoch };
+          this.noteBorn(partition, (await tw.lease(this.valkey, meta, 'release', by)).born);
         } catch (err) {
           this.settings.onError(err);
         }

@@ -30,16 +30,8 @@ export const LIBRARY_VERSION = 1;
 export const LIBRARY_NAME = 'tickwheel';
 
 /** The files of lua/, in the order they are joined. */
-export const LIBRARY_FILES = [
-  'leases',
-  'states',
-  'messages',
-  'loading',
-  'deliveries',
-  'membership',
-  'tokens',
-  'recurring',
-] as const;
+const ORDER = 'leases states messages loading deliveries membership tokens recurring';
+export const LIBRARY_FILES = ORDER.split(' ');
 
 let joined: { source: string; starts: number[] } | undefined;
 

@@ -245,11 +245,6 @@ export class ClusterNode {
     return this.producer.scheduleOnce(request, markMs);
   }
 
-  get(id: string): Promise<tw.ClusterMessageInfo | undefined> {
-    this.checkOpen();
-    return this.producer.get(id);
-  }
-
   requeue(id: string, options?: { delayMs?: number }): Promise<boolean> {
     this.checkOpen();
     return this.producer.requeue(id, options);
@@ -271,10 +266,6 @@ export class ClusterNode {
   ack(receipt: string): Promise<boolean> {
     this.checkOpen();
     return this.consumer.ack(receipt);
-  }
-
-  async nack(receipt: string, options?: { delayMs?: number; reason?: string }): Promise<boolean> {
-    return (await this.nackOutcome(receipt, options)) !== undefined;
   }
 
   /** nack() saying what became of the delivery: 'retry', 'dead', or undefined (none out). */
@@ -355,26 +346,6 @@ export class ClusterNode {
   /** Partitions this node owns now. */
   ownedPartitions(): number[] {
     return this.leases.owned();
-  }
-
-  /** Counts of the whole queue, summed over its partitions, and this node's view of the cluster. */
-  async stats(): Promise<Record<string, unknown>> {
-    this.checkOpen();
-    const { totals, topics } = await this.inspector.counts();
-    return {
-      ...totals,
-      topics,
-      cluster: {
-        node: this.nodeId,
-        queue: this.queue,
-        partitions: this.settings.partitions,
-        durability: this.settings.durability,
-        durabilityOption: this.settings.durabilityOption,
-        members: [...this.members],
-        owned: this.leases.owned(),
-        leaseChanges: this.leaseChanges,
-      },
-    };
   }
 
   /** This node's timer wheel (the near horizon of the partitions it owns), level by level. */

@@ -372,21 +372,16 @@ export class PartitionOwner {
     const batch = this.firing;
     this.firing = [];
     if (batch.length === 0 || this.stopped) return;
+    const skewMs = this.options.maxClockSkewMs;
     try {
-      const done = await tw.fire(
-        this.valkey,
-        this.meta,
-        this.self,
-        this.options.maxClockSkewMs,
-        batch,
-      );
+      const done = await tw.fire(this.valkey, this.meta, this.self, skewMs, batch);
       if (done === undefined) return this.fenced();
       if (!this.saw(done.seq)) return;
       if (done.fired > 0) this.options.onFired?.(done.fired);
       // Due by this node's clock, not yet by the server's: try again a little later.
       for (const id of done.early) {
         const d = batch.find((x) => x.id === id);
-        if (d !== undefined) this.arm(d, Date.now() + this.options.maxClockSkewMs);
+        if (d !== undefined) this.arm(d, Date.now() + skewMs);
       }
     } catch (err) {
       // Not known to have fired: arm them again shortly (tw_fire skips what did fire).

@@ -38,6 +38,7 @@ import {
   rescheduleTime,
   type ScheduleRequest,
 } from '../queue/message.js';
+import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from './connection.js';
 import * as tw from './functions.js';
 import { metaKey } from './keys.js';
@@ -197,10 +198,6 @@ export class Producer {
     return made;
   }
 
-  async cancel(id: string): Promise<boolean> {
-    return (await this.cancelGiving(id)) !== undefined;
-  }
-
   /**
    * Cancels a live message; resolves with what it was (read in the same call, so that a new
    * message given the same id right after cannot be mistaken for it), or undefined if none.
@@ -225,10 +222,6 @@ export class Producer {
     return due;
   }
 
-  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
-    return (await this.rescheduleTo(id, when)) !== undefined;
-  }
-
   async requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
     const at = this.at(checkId(id));
     const due = dueTime({ delayMs: options.delayMs ?? 0 }, Date.now());
@@ -237,7 +230,7 @@ export class Producer {
     return done;
   }
 
-  async get(id: string): Promise<tw.ClusterMessageInfo | undefined> {
+  async get(id: string): Promise<MessageInfo | undefined> {
     return tw.get(this.valkey, this.at(checkId(id)));
   }
 

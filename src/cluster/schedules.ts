@@ -37,7 +37,7 @@ import {
 import { checkScheduleName, checkSpec, type RecurringSpec } from '../queue/recurring-spec.js';
 import type { Valkey } from './connection.js';
 import type { SchedAnswer, SchedChange } from './functions.js';
-import { metaKey, partitionPrefix } from './keys.js';
+import { partitionPrefix } from './keys.js';
 
 /** How long an occurrence's mark keeps it from being made again: past any leader takeover. */
 export const ONCE_MARK_MS = 10 * 60_000;
@@ -91,10 +91,6 @@ export class ClusterSchedules {
     private readonly queue: string,
     private readonly host: ClusterScheduleHost,
   ) {}
-
-  private get meta(): string {
-    return metaKey(this.queue, 0);
-  }
 
   private get key(): string {
     return `${partitionPrefix(this.queue, 0)}sched`;

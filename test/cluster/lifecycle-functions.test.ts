@@ -79,13 +79,13 @@ for (const [name, start] of setups) {
         load: (node: string, epoch: number, until: number, rotate = 0) =>
           call('tw_load', [node, epoch, until, rotate]) as Promise<Array<number | string>>,
         read: (seg: string) =>
-          valkey.fcallBuffers('tw_read', meta, [seg, 0, 100]) as Promise<[number, unknown[][]]>,
+          valkey.fcall('tw_read', meta, [seg, 0, 100], true) as Promise<[number, unknown[][]]>,
         fire: (node: string, epoch: number, seg: string, index: number, skewMs = 250) =>
           call('tw_fire', [node, epoch, skewMs, 1, id, bucket, seg, index]) as Promise<
             [number, string[]]
           >,
         take: (visibilityMs = 30_000) =>
-          valkey.fcallBuffers('tw_take', meta, ['invoice', 10, visibilityMs, 1 << 20]) as Promise<
+          valkey.fcall('tw_take', meta, ['invoice', 10, visibilityMs, 1 << 20], true) as Promise<
             Array<[Buffer, number, Buffer, Buffer]>
           >,
         ack: (attempt: number) => call('tw_ack', [id, bucket, attempt]),
@@ -97,7 +97,7 @@ for (const [name, start] of setups) {
         expire: (node: string, epoch: number, attempt: number, due: number) =>
           call('tw_expire', [node, epoch, 1, id, bucket, attempt, String(due), windowOf(due)]),
         overdue: () =>
-          valkey.fcallBuffers('tw_overdue', meta, [String(Date.now() + 60_000), 10]) as Promise<
+          valkey.fcall('tw_overdue', meta, [String(Date.now() + 60_000), 10], true) as Promise<
             unknown[][]
           >,
         cmd: (...words: string[]) => valkey.command(meta, words),

@@ -212,12 +212,12 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
       async () => {
         const topic = TOPICS[rand(2)];
         const max = 1 + rand(3);
-        const rows = (await servers.valkey.fcallBuffers('tw_take', META, [
-          topic,
-          max,
-          60_000,
-          1 << 20,
-        ])) as Array<[Buffer, number, Buffer, Buffer]>;
+        const rows = (await servers.valkey.fcall(
+          'tw_take',
+          META,
+          [topic, max, 60_000, 1 << 20],
+          true,
+        )) as Array<[Buffer, number, Buffer, Buffer]>;
         const expected: string[] = [];
         while (expected.length < max && ready[topic].length > 0) {
           const id = ready[topic].shift()!;
@@ -331,11 +331,12 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
       for (const key of keys) {
         const seg = key.slice(P.length + 2);
         for (let from = 0; ; from += 50) {
-          const [scanned, live] = (await servers.valkey.fcallBuffers('tw_read', META, [
-            seg,
-            from,
-            50,
-          ])) as [number, Array<[number, Buffer, Buffer, number, Buffer, Buffer]>];
+          const [scanned, live] = (await servers.valkey.fcall(
+            'tw_read',
+            META,
+            [seg, from, 50],
+            true,
+          )) as [number, Array<[number, Buffer, Buffer, number, Buffer, Buffer]>];
           for (const [index, status, due, , , id] of live) {
             if (String(status) === 'S') {
               out.push({ id: String(id), seg, index: Number(index), due: String(due) });
@@ -366,10 +367,10 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
           attempts: m.attempts,
           topic: m.topic,
         });
-        const found = (await servers.valkey.fcallBuffers('tw_record', META, [
-          id,
-          bucketOf(id),
-        ])) as [Buffer, Buffer];
+        const found = (await servers.valkey.fcall('tw_record', META, [id, bucketOf(id)], true)) as [
+          Buffer,
+          Buffer,
+        ];
         expect(String(decodeRecord(found[1]).payload)).toBe(m.payload);
       }
       const stored = (await cmd('HGETALL', `${P}counts`)) as Record<string, string>;
