@@ -35,7 +35,6 @@ export type Settled = 'acked' | 'failed' | 'dead';
 export function settledBy(outcome: NackOutcome | undefined): Settled | undefined {
   return outcome === undefined ? undefined : outcome === 'retry' ? 'failed' : 'dead';
 }
-export type ClusterReceived = ReceivedMessage;
 
 export interface ConsumerOptions {
   queue: string;
@@ -122,7 +121,7 @@ export class Consumer {
   async receive(
     topic: string,
     options: { max?: number; waitMs?: number; visibilityMs?: number; maxBytes?: number } = {},
-  ): Promise<ClusterReceived[]> {
+  ): Promise<ReceivedMessage[]> {
     checkTopic(topic);
     const max = checkOption(options.max ?? 1, 'max', 1, 1_000, true);
     const waitMs = checkOption(options.waitMs ?? 0, 'waitMs', 0, 3_600_000);
@@ -226,14 +225,14 @@ export class Consumer {
     visibilityMs: number,
     maxBytes: number,
     scan: boolean,
-  ): Promise<ClusterReceived[]> {
+  ): Promise<ReceivedMessage[]> {
     let candidates: number[];
     if (scan) {
       candidates = await this.scan(topic);
     } else {
       candidates = [...(this.hints.get(topic) ?? [])];
     }
-    const out: ClusterReceived[] = [];
+    const out: ReceivedMessage[] = [];
     let bytesLeft = maxBytes;
     // Start at a different partition each time, so that no partition is always first.
     const start = this.next++ % Math.max(1, candidates.length);

@@ -17,8 +17,11 @@ import { placeOf } from './record.js';
 
 type Arg = string | number | Buffer;
 
+/** A message's id and its id bucket in its partition (record.ts, placeOf). */
+export type Id = { id: string; bucket: number };
+
 /** A message by its id, in its partition. */
-export type MessageAt = { meta: string; id: string; bucket: number };
+export type MessageAt = Id & { meta: string };
 
 /** Where the message `id` of a queue of `partitions` lives. */
 export function messageAt(queue: string, partitions: number, id: string): MessageAt {
@@ -27,7 +30,7 @@ export function messageAt(queue: string, partitions: number, id: string): Messag
 }
 
 /** A delivery of a message, named by its attempt (as a receipt names it). */
-export type Delivery = { id: string; bucket: number; attempt: number };
+export type Delivery = Id & { attempt: number };
 
 /** A delivery failed: scheduled again at `due` (in `window`), or dead. */
 export type Retry = Delivery & { due: number; window: number };
@@ -36,13 +39,7 @@ export type Retry = Delivery & { due: number; window: number };
 export type Owner = { node: string; epoch: number };
 
 /** A message with an id to schedule (its window: floor(deliverAt / windowMs)). */
-export interface ToSchedule {
-  id: string;
-  bucket: number;
-  deliverAt: number;
-  topic: string;
-  record: Buffer;
-}
+export type ToSchedule = Id & { deliverAt: number; topic: string; record: Buffer };
 
 async function call<T>(valkey: Valkey, fn: string, key: string, args: Arg[], buffers = false) {
   try {
@@ -71,11 +68,6 @@ export async function lease(valkey: Valkey, meta: string, op: LeaseOp, by: Owner
   // A refused acquire names the holder and its time left before `born`.
   const born = str(op === 'acquire' && !granted ? reply[4] : reply[2]);
   return { granted, epoch: Number(reply[1]), born };
-}
-
-/** tw_holds: whether `by` holds the partition's lease now, by the server's clock. */
-export async function holds(valkey: Valkey, meta: string, by: Owner): Promise<boolean> {
-  return (await call(valkey, 'tw_holds', meta, [by.node, by.epoch])) === 1;
 }
 
 /** tw_config: the queue's fixed settings, as the first node wrote them. */
@@ -265,7 +257,7 @@ export async function load(valkey: Valkey, meta: string, by: Owner, to: number, 
 }
 
 /** One scheduling of a message: where its record is. */
-export type Placed = { id: string; bucket: number; seg: string; index: number };
+export type Placed = Id & { seg: string; index: number };
 
 /** tw_fire: scheduled -> ready where still so; `early`: due after server time + `skewMs`. */
 export async function fire(valkey: Valkey, meta: string, by: Owner, skewMs: number, at: Placed[]) {

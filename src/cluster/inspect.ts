@@ -16,12 +16,9 @@ import * as tw from './functions.js';
 import { metaKey, partitionPrefix } from './keys.js';
 import { decodeRecord } from './record.js';
 
-const STATUS_NAMES: Record<string, 'scheduled' | 'ready' | 'inflight' | 'dead'> = {
-  S: 'scheduled',
-  R: 'ready',
-  I: 'inflight',
-  D: 'dead',
-};
+/** Live statuses, by their letters in the partitions' counts (lua/states.lua). */
+const STATUSES: Record<string, Status> = { S: 'scheduled', R: 'ready', I: 'inflight', D: 'dead' };
+type Status = keyof TopicCounts;
 
 export interface TopicCounts {
   scheduled: number;
@@ -58,7 +55,7 @@ export class ClusterInspector {
     for (const counts of all) {
       for (const [field, value] of Object.entries(counts ?? {})) {
         const bar = field.lastIndexOf('|');
-        const status = STATUS_NAMES[field.slice(bar + 1)];
+        const status = STATUSES[field.slice(bar + 1)];
         const n = Number(value);
         if (status === undefined || n === 0) continue;
         totals[status] += n;

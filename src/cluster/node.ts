@@ -12,20 +12,14 @@
 import { TickwheelStateError } from '../errors.js';
 import { checkCallback } from '../validate.js';
 import { checkRequest, checkTopic, type ScheduleRequest } from '../queue/message.js';
-import type { ConsumeOptions, MessageHandler } from '../queue/types.js';
+import type { ConsumeOptions, MessageHandler, ReceivedMessage } from '../queue/types.js';
 import type { TopicGate } from '../queue/topics.js';
 import { Worker, checkConsumeOptions, type WorkerSource } from '../queue/worker.js';
 import { SystemClock } from '../clock/index.js';
 import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { Valkey } from './connection.js';
-import {
-  Consumer,
-  settledBy,
-  type ClusterReceived,
-  type NackOutcome,
-  type Settled,
-} from './consumer.js';
+import { Consumer, settledBy, type NackOutcome, type Settled } from './consumer.js';
 import { ClusterInspector } from './inspect.js';
 import * as tw from './functions.js';
 import { configKey, eventsChannel } from './keys.js';
@@ -188,12 +182,8 @@ export class ClusterNode {
           writes = (await Valkey.connect(options.redis, leftMs)).pin();
         }
         await valkey.loadLibrary();
-        const stored = await tw.config(
-          valkey,
-          configKey(queue),
-          settings.partitions,
-          settings.windowMs,
-        );
+        const { partitions, windowMs } = settings;
+        const stored = await tw.config(valkey, configKey(queue), partitions, windowMs);
         node = new ClusterNode(valkey, writes, {
           ...settings,
           ...stored,
@@ -239,12 +229,6 @@ export class ClusterNode {
     return this.producer.cancelGiving(id);
   }
 
-  /** A message made at most once while its mark lives (Producer.scheduleOnce). */
-  scheduleOnce(request: ScheduleRequest, markMs: number): Promise<boolean> {
-    this.checkOpen();
-    return this.producer.scheduleOnce(request, markMs);
-  }
-
   requeue(id: string, options?: { delayMs?: number }): Promise<boolean> {
     this.checkOpen();
     return this.producer.requeue(id, options);
@@ -253,7 +237,7 @@ export class ClusterNode {
   receive(
     topic: string,
     options?: { max?: number; waitMs?: number; visibilityMs?: number; maxBytes?: number },
-  ): Promise<ClusterReceived[]> {
+  ): Promise<ReceivedMessage[]> {
     this.checkOpen();
     const { max = 1, waitMs = 0 } = options ?? {};
     return this.topics.receive(topic, max, waitMs, undefined, {

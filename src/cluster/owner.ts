@@ -85,8 +85,6 @@ export class PartitionOwner {
   readonly partition: number;
   readonly epoch: number;
   private readonly meta: string;
-  /** Who calls the owner-only functions: this node under its epoch. */
-  private readonly self: { node: string; epoch: number };
   private readonly timers = new Map<string, TimerHandle>();
   /** Near segment -> records read so far. */
   private readonly nearRead = new Map<string, number>();
@@ -115,7 +113,6 @@ export class PartitionOwner {
     this.partition = options.partition;
     this.epoch = options.epoch;
     this.meta = metaKey(options.queue, options.partition);
-    this.self = { node: options.node, epoch: options.epoch };
   }
 
   get active(): boolean {
@@ -144,7 +141,7 @@ export class PartitionOwner {
     const want = (Math.floor((Date.now() + horizonMs) / windowMs) + 1) * windowMs;
     const rotate = Date.now() - this.lastRotation >= ROTATE_EVERY_MS || this.currentNear === '';
     const previous = this.loadedUntil;
-    const loaded = await tw.load(this.valkey, this.meta, this.self, want, rotate);
+    const loaded = await tw.load(this.valkey, this.meta, this.options, want, rotate);
     if (loaded === undefined) return this.fenced();
     if (!this.saw(loaded.seq)) return;
     if (rotate) this.lastRotation = Date.now();
@@ -258,7 +255,7 @@ export class PartitionOwner {
       const window = Math.floor(due / this.options.windowMs);
       return { id, bucket, attempt: attempts, due, window, topic };
     });
-    const expired = await tw.expire(this.valkey, this.meta, this.self, retries);
+    const expired = await tw.expire(this.valkey, this.meta, this.options, retries);
     if (expired === undefined) return this.fenced();
     // Reported even when saw() finds writes lost to a failover: this call's own were applied.
     this.saw(expired.seq);
@@ -374,7 +371,7 @@ export class PartitionOwner {
     if (batch.length === 0 || this.stopped) return;
     const skewMs = this.options.maxClockSkewMs;
     try {
-      const done = await tw.fire(this.valkey, this.meta, this.self, skewMs, batch);
+      const done = await tw.fire(this.valkey, this.meta, this.options, skewMs, batch);
       if (done === undefined) return this.fenced();
       if (!this.saw(done.seq)) return;
       if (done.fired > 0) this.options.onFired?.(done.fired);

@@ -1,5 +1,5 @@
 /**
- * A message as the cluster stores it in a segment (see lua/states.ts): the parts that never change
+ * A message as the cluster stores it in a segment (see lua/states.lua): the parts that never change
  * while the message lives. Its status, due time and attempts are in its id's state instead.
  *
  *   idLength u8 | id | bucket u16 | maxAttempts u16 | backoff u8 | [delayMs f64]

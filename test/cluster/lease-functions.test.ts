@@ -1,5 +1,5 @@
 /**
- * The lease functions of the tickwheel library (src/cluster/library.ts) on real servers started
+ * The lease functions of the tickwheel library (src/cluster/lua/leases.lua) on real servers started
  * by the test: Valkey 8 standalone, Redis 7.0 standalone (Debian's), and a Valkey Cluster of 3
  * primaries with a replica each. The rules are those the model test assumes of the lease table
  * (test/cluster/ownership-model.test.ts): one holder at a time by the server's clock, a new epoch
@@ -72,8 +72,9 @@ for (const [name, binary, start] of setups) {
     const meta = (p: number) => `tw:{leases:${p}}:meta`;
     const lease = (p: number, ...args: Array<string | number>) =>
       valkey.fcall('tw_lease', meta(p), args) as Promise<Array<number | string>>;
+    /** Whether an owner-only call of `node` under `epoch` goes through (none to expire). */
     const holds = async (p: number, node: string, epoch: number) =>
-      tw.holds(valkey, meta(p), { node, epoch });
+      (await tw.expire(valkey, meta(p), { node, epoch }, [])) !== undefined;
 
     it('grants one holder at a time, each grant with a newer epoch', async () => {
       const first = await lease(0, 'acquire', 'a', 0, 5_000);

@@ -6,7 +6,6 @@
 --   tw_lease(meta; 'acquire', node, -, leaseMs) -> {1, epoch, born} | {0, epoch, owner, msLeft, born}
 --   tw_lease(meta; 'renew', node, epoch, leaseMs) -> {1, epoch, born} | {0, epoch, born}
 --   tw_lease(meta; 'release', node, epoch)        -> {1, epoch, born} | {0, epoch, born}
---   tw_holds(meta; node, epoch) -> 1 | 0
 -- An acquire always brings a new epoch, even to the node that held the lease before: whatever
 -- that node's earlier incarnation still has in flight is fenced by it. born is the server time
 -- of the partition's first grant ('' before it): it changes only if the partition's keys were
@@ -66,10 +65,4 @@ local function owner_write(meta)
   return redis.call('HINCRBY', meta, 'oseq', 1)
 end
 
-local function fenced_check(keys, args)
-  if holds(keys[1], args[1], tonumber(args[2])) then return 1 end
-  return 0
-end
-
 redis.register_function{function_name = 'tw_lease', callback = lease}
-redis.register_function{function_name = 'tw_holds', callback = fenced_check, flags = {'no-writes'}}
