@@ -6,7 +6,8 @@
  * caller no longer holds the partition's lease under its epoch.
  */
 
-import { TickwheelStateError, describe } from '../errors.js';
+import { TickwheelStateError } from '../errors.js';
+import { describe } from '../validate.js';
 import type { MessageStatus } from '../queue/message.js';
 import type { RateLimit } from '../queue/topics.js';
 import type { MessageInfo } from '../queue/types.js';
