@@ -55,8 +55,6 @@ async function call<T>(valkey: Valkey, fn: string, key: string, args: Arg[], buf
 const str = (value: unknown): string => String(value ?? '');
 const num = (value: unknown): number => Number(String(value));
 
-// ---- leases, members, tokens --------------------------------------------------------------
-
 type LeaseOp = 'acquire' | 'renew' | 'release';
 
 /**
@@ -88,8 +86,6 @@ export async function tokens(valkey: Valkey, key: string, limit: RateLimit, want
   const [granted, retryInMs] = await call<number[]>(valkey, 'tw_tokens', key, args);
   return { granted: Number(granted), retryInMs: Number(retryInMs) };
 }
-
-// ---- messages by id -----------------------------------------------------------------------
 
 /** tw_schedule's arguments, built message by message. */
 export class ScheduleBatch {
@@ -233,8 +229,6 @@ export async function sched(valkey: Valkey, meta: string, change: SchedChange) {
   return { done: done === 1, fenced: done === -1, version };
 }
 
-// ---- the owner's side ---------------------------------------------------------------------
-
 /** tw_read: up to `max` records of a segment from `from`, those still current as `live`. */
 export async function read(valkey: Valkey, meta: string, seg: string, from: number, max: number) {
   type Row = [number, Buffer, Buffer, number, Buffer, Buffer];
@@ -269,8 +263,6 @@ export async function fire(valkey: Valkey, meta: string, by: Owner, skewMs: numb
   if (Number(fired) === -1) return undefined;
   return { fired: Number(fired), early: early.map(str), seq: Number(seq) };
 }
-
-// ---- deliveries ---------------------------------------------------------------------------
 
 /** tw_take: up to `max` ready messages of `topic` in flight, within `maxBytes` of records. */
 export async function take(
