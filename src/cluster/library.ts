@@ -18,6 +18,9 @@
  */
 
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+import { TickwheelStateError } from '../errors.js';
 
 import { VISIBILITY_REASON } from '../queue/message.js';
 
@@ -44,7 +47,13 @@ function join(): { source: string; starts: number[] } {
   const starts = [1];
   for (const name of LIBRARY_FILES) {
     starts.push(starts[starts.length - 1] + parts[parts.length - 1].split('\n').length);
-    parts.push(readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8'));
+    const file = new URL(`./lua/${name}.lua`, import.meta.url);
+    try {
+      parts.push(readFileSync(file, 'utf8'));
+    } catch (cause) {
+      const message = `the cluster's Lua ${fileURLToPath(file)} cannot be read: reinstall tickwheel`;
+      throw new TickwheelStateError('ERR_TICKWHEEL_FORMAT', message, { cause });
+    }
   }
   return { source: parts.join('\n'), starts };
 }
@@ -59,6 +68,7 @@ export function librarySource(): string {
  * each line of the joined source it names (`user_function:123`) told as its file's line.
  */
 export function inLibraryFiles(message: string): string {
+  if (!message.includes('user_function:')) return message;
   const { starts } = (joined ??= join());
   return message.replace(/user_function:(\d+)/g, (whole, text: string) => {
     const line = Number(text);

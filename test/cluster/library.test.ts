@@ -4,8 +4,11 @@
  * name the file and line to look at, not a line of the joined source.
  */
 
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as tw from '../../src/cluster/functions.js';
 import { metaKey } from '../../src/cluster/keys.js';
@@ -17,7 +20,10 @@ import {
 } from '../../src/cluster/library.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
+import { useTempDirs } from '../support/temp-dir.js';
 import { withValkey } from './with-valkey.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /**
  * The code of each library version (its lines less blank and comment-only ones, hashed). A node
@@ -63,6 +69,28 @@ describe('the tickwheel library', () => {
     }
     // The header (name, version) is no file's.
     expect(inLibraryFiles('user_function:3: x')).toBe('user_function:3: x');
+  });
+});
+
+describe('the tickwheel library as built', () => {
+  const tempDir = useTempDirs('library');
+
+  it('refuses with ERR_TICKWHEEL_FORMAT, naming the file, when a build lacks one of its Lua files', () => {
+    const copy = tempDir();
+    cpSync(join(ROOT, 'dist'), join(copy, 'dist'), { recursive: true });
+    writeFileSync(join(copy, 'package.json'), '{"type":"module"}');
+    rmSync(join(copy, 'dist', 'cluster', 'lua', 'tokens.lua'));
+    const library = pathToFileURL(join(copy, 'dist', 'cluster', 'library.js')).href;
+    const script = `import(${JSON.stringify(library)}).then((m) => m.librarySource()).then(
+      () => console.log('loaded'),
+      (err) => console.log(err.code, err.message),
+    );`;
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+    });
+    expect(run.stdout).toMatch(
+      /^ERR_TICKWHEEL_FORMAT the cluster's Lua .*tokens\.lua cannot be read/,
+    );
   });
 });
 
