@@ -61,7 +61,7 @@ export interface ProducerOptions {
   maxPayloadBytes: number;
 }
 
-/** A message tw_cancel cancelled, as it was then (`known`: always, by the library's answer). */
+/** A message tw_cancel cancelled, as it was then (`known` is always true). */
 export type CancelledMessage =
   | { id: string; known: true; topic: string; deliverAt: number; attempts: number }
   | { id: string; known: false };
