@@ -9,7 +9,8 @@
  *
  *   node scripts/build-inputs.mjs stamp   records the inputs of a build that just finished
  *   node scripts/build-inputs.mjs build   builds the stale parts only (tsc incrementally, with
- *                                         its build info in dist/), then records the stamp
+ *                                         its build info in dist/, and the cluster's Lua copied
+ *                                         beside it: scripts/lua.mjs), then records the stamp
  */
 
 import { spawnSync } from 'node:child_process';
@@ -17,6 +18,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+import { copyLua } from './lua.mjs';
 
 export const STAMP = 'dist/.build-inputs.json';
 
@@ -110,6 +113,7 @@ function buildStale(root) {
   console.log(`building ${stale.join(' and ')} (inputs changed since the last build)`);
   if (stale.includes('tsc')) {
     run(root, 'node_modules/typescript/bin/tsc', ['-p', 'tsconfig.build.json']);
+    copyLua(root);
   }
   if (stale.includes('dashboard')) {
     run(root, 'node_modules/vite/bin/vite.js', [

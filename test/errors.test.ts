@@ -158,20 +158,6 @@ const CLASS_OF_CODE: Readonly<Record<string, string>> = {
   ERR_TICKWHEEL_DATA_LOST: 'TickwheelUnavailableError',
 };
 
-/**
- * Sites in src/cluster/ that raise one of those codes with another class, or a plain error:
- * each entry is to go when its site moves to the class above (the test fails on an entry
- * that no longer matches, so that the list only shrinks).
- */
-const CLUSTER_EXCEPTIONS: readonly string[] = [
-  'cluster/lease-loop.ts: TickwheelStateError ERR_TICKWHEEL_DATA_LOST',
-  'cluster/producer.ts: TickwheelStateError ERR_TICKWHEEL_NOT_DURABLE',
-  'cluster/reach.ts: TickwheelStateError ERR_TICKWHEEL_UNAVAILABLE',
-  'cluster/record.ts: throw new RangeError',
-  'cluster/schedules.ts: TickwheelStateError ERR_TICKWHEEL_CORRUPT',
-  'cluster/topic-store.ts: TickwheelStateError ERR_TICKWHEEL_CORRUPT',
-];
-
 /** `throw new Error(`, `reject(new RangeError(`, ...: an error without a code. */
 const PLAIN = /(?:throw|reject\()\s*new (Error|TypeError|RangeError)\(/g;
 /** `new SomeError('ERR_TICKWHEEL_...'`: a class given a code. */
@@ -194,7 +180,7 @@ describe('every error src/ throws', () => {
 
   it('has a code: none is a plain Error, TypeError or RangeError', () => {
     const plain = findings(PLAIN, (match) => `throw new ${match[1]}`);
-    expect(plain.filter((found) => !CLUSTER_EXCEPTIONS.includes(found))).toEqual([]);
+    expect(plain).toEqual([]);
   });
 
   it('has the one class of its kind: corrupt data, or the disk or a server failing', () => {
@@ -202,14 +188,6 @@ describe('every error src/ throws', () => {
       const [, klass, code] = /: (\w+) (\w+)$/.exec(found) as unknown as [string, string, string];
       return code in CLASS_OF_CODE && CLASS_OF_CODE[code] !== klass;
     });
-    expect(misplaced.filter((found) => !CLUSTER_EXCEPTIONS.includes(found))).toEqual([]);
-  });
-
-  it('lists in CLUSTER_EXCEPTIONS only sites that still need it', () => {
-    const all = [
-      ...findings(PLAIN, (match) => `throw new ${match[1]}`),
-      ...findings(CODED, (match) => `${match[1]} ${match[2]}`),
-    ];
-    expect(CLUSTER_EXCEPTIONS.filter((entry) => !all.includes(entry))).toEqual([]);
+    expect(misplaced).toEqual([]);
   });
 });

@@ -8,7 +8,7 @@
  * What differs from the embedded queue, and why:
  *   - Time is the system clock (a `clock` option is refused): nodes and Valkey must agree on it.
  *   - Finished messages (acknowledged, cancelled) are remembered for get() per partition, the
- *     latest 128 to 256 of each (lua/messages.ts, `remember`); rememberFinished does not apply.
+ *     latest 128 to 256 of each (lua/messages.lua, `remember`); rememberFinished does not apply.
  *   - The counters of stats() count what went through this node (schedules, deliveries, acks,
  *     nacks, cancels, reschedules) and what it fired as an owner; counts per topic are the
  *     whole queue's.
@@ -339,16 +339,7 @@ export class ClusterBackend implements QueueBackend {
    */
   private cancelled(message: CancelledMessage): void {
     this.insights.counters.cancelled++;
-    if (!this.events.active) return;
-    if (message.known) {
-      this.events.record('cancelled', message);
-      return;
-    }
-    // An older library said nothing of what it cancelled: read back, as before version 13.
-    void this.node.inspector
-      .info(message.id)
-      .then((info) => info !== undefined && this.events.record('cancelled', info))
-      .catch(() => {});
+    this.events.record('cancelled', message);
   }
 
   /**

@@ -22,7 +22,7 @@ import {
 import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
 import { describe } from '../validate.js';
 import { slotOf } from './slot.js';
-import { LIBRARY_NAME, LIBRARY_SOURCE, LIBRARY_VERSION } from './library.js';
+import { LIBRARY_NAME, LIBRARY_VERSION, inLibraryFiles, librarySource } from './library.js';
 import type { PrimaryReplicas } from './durability.js';
 import {
   NO_FUNCTION,
@@ -38,6 +38,7 @@ import {
 type Client = RedisClientType;
 
 const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer } as const;
+const BUFFERED = { typeMapping: BUFFERS };
 type Cluster = RedisClusterType;
 // Its defaults: no modules, functions or scripts of its own, RESP 3, no type mapping.
 type Sentinel = RedisSentinelType;
@@ -188,18 +189,13 @@ export class Valkey {
     return this.cluster !== undefined;
   }
 
-  /** FCALL `name` with one key (which picks the slot) and string arguments. */
-  fcall(name: string, key: string, args: readonly (string | number | Buffer)[]): Promise<unknown> {
-    return this.send(key, fcallCommand(name, key, args));
-  }
-
-  /** fcall(), with every string of the reply as a Buffer: for replies that carry records. */
-  fcallBuffers(
-    name: string,
-    key: string,
-    args: readonly (string | number | Buffer)[],
-  ): Promise<unknown> {
-    return this.send(key, fcallCommand(name, key, args), { typeMapping: BUFFERS });
+  /**
+   * FCALL `name` with one key (which picks the slot); with `buffers`, every string of the reply
+   * is a Buffer (for replies that carry records).
+   */
+  fcall(name: string, key: string, args: ReadonlyArray<string | number | Buffer>, buffers = false) {
+    const strings = args.map((a) => (Buffer.isBuffer(a) ? a : String(a)));
+    return this.send(key, ['FCALL', name, '1', key, ...strings], buffers ? BUFFERED : undefined);
   }
 
   private send(
@@ -382,9 +378,9 @@ export class Valkey {
       try {
         running = Number(await primary.send(['FCALL_RO', 'tw_version', '0']));
       } catch (err) {
-        // No library yet (or an older one without tw_version). Any other failure (a server
-        // still loading, a timeout) must not be taken for that: loading ours over a newer one
-        // would put older functions under the nodes that run the newer.
+        // No library yet. Any other failure (a server still loading, a timeout) must not be
+        // taken for that: loading ours over a newer one would put older functions under the
+        // nodes that run the newer.
         if (!NO_FUNCTION.test(err instanceof Error ? err.message : String(err))) throw err;
       }
       if (running > LIBRARY_VERSION) {
@@ -394,7 +390,11 @@ export class Valkey {
             `tickwheel's ${LIBRARY_VERSION}: upgrade this node`,
         );
       }
-      await primary.send(['FUNCTION', 'LOAD', 'REPLACE', LIBRARY_SOURCE]);
+      await primary.send(['FUNCTION', 'LOAD', 'REPLACE', librarySource()]).catch((err: unknown) => {
+        // A load refused names a line of the joined source: tell its file's line instead.
+        if (err instanceof Error) err.message = inLibraryFiles(err.message);
+        throw err;
+      });
     }
   }
 
@@ -569,11 +569,3 @@ function masterOf(cluster: Cluster, key: string): { address?: string } | undefin
 
 /** Commands about one server, which must go to the primary of the key's slot itself. */
 const ON_THE_PRIMARY = new Set(['WAIT', 'WAITAOF', 'ROLE']);
-
-function fcallCommand(
-  name: string,
-  key: string,
-  args: readonly (string | number | Buffer)[],
-): Array<string | Buffer> {
-  return ['FCALL', name, '1', key, ...args.map((a) => (Buffer.isBuffer(a) ? a : String(a)))];
-}

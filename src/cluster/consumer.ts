@@ -21,10 +21,9 @@ import { checkOption, describe } from '../validate.js';
 import { ID_PATTERN, checkTopic, decodePayload, retryDelay } from '../queue/message.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { Valkey } from './connection.js';
+import * as tw from './functions.js';
 import { metaKey, partitionPrefix } from './keys.js';
 import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';
-
-/** A delivery, as the embedded queue's receive() gives it. */
 
 /** What a nack did: the delivery is scheduled again, or it was the last attempt. */
 export type NackOutcome = 'retry' | 'dead';
@@ -36,7 +35,6 @@ export type Settled = 'acked' | 'failed' | 'dead';
 export function settledBy(outcome: NackOutcome | undefined): Settled | undefined {
   return outcome === undefined ? undefined : outcome === 'retry' ? 'failed' : 'dead';
 }
-export type ClusterReceived = ReceivedMessage;
 
 export interface ConsumerOptions {
   queue: string;
@@ -70,10 +68,7 @@ const MIN_SHARE = 8;
 /** The most acks one tw_ack call carries. */
 const ACK_BATCH = 500;
 
-interface PendingAck {
-  id: string;
-  bucket: number;
-  attempt: number;
+interface PendingAck extends tw.Delivery {
   resolve: (done: boolean) => void;
   reject: (err: unknown) => void;
 }
@@ -126,7 +121,7 @@ export class Consumer {
   async receive(
     topic: string,
     options: { max?: number; waitMs?: number; visibilityMs?: number; maxBytes?: number } = {},
-  ): Promise<ClusterReceived[]> {
+  ): Promise<ReceivedMessage[]> {
     checkTopic(topic);
     const max = checkOption(options.max ?? 1, 'max', 1, 1_000, true);
     const waitMs = checkOption(options.waitMs ?? 0, 'waitMs', 0, 3_600_000);
@@ -190,11 +185,9 @@ export class Consumer {
   }
 
   private async sendAcks(partition: number, batch: PendingAck[]): Promise<void> {
-    const args: Array<string | number> = [];
-    for (const a of batch) args.push(a.id, a.bucket, a.attempt);
     try {
-      const reply = await this.valkey.fcall('tw_ack', metaKey(this.options.queue, partition), args);
-      batch.forEach((a, i) => a.resolve(Number(Array.isArray(reply) ? reply[i] : reply) === 1));
+      const done = await tw.ack(this.valkey, metaKey(this.options.queue, partition), batch);
+      batch.forEach((a, i) => a.resolve(done[i]));
     } catch (err) {
       for (const a of batch) a.reject(err);
     }
@@ -215,23 +208,15 @@ export class Consumer {
     const meta = metaKey(this.options.queue, partition);
     let delay = options.delayMs;
     if (delay === undefined) {
-      const found = (await this.valkey.fcallBuffers('tw_record', meta, [id, bucket])) as
-        [Buffer, Buffer] | null;
-      if (found === null) return undefined;
-      delay = retryDelay(decodeRecord(found[1]).backoff, attempt);
+      const record = await tw.record(this.valkey, { meta, id, bucket });
+      if (record === undefined) return undefined;
+      delay = retryDelay(decodeRecord(record).backoff, attempt);
     } else {
       checkOption(delay, 'delayMs', 0);
     }
     const due = Date.now() + delay;
-    const reply = await this.valkey.fcall('tw_nack', meta, [
-      id,
-      bucket,
-      attempt,
-      String(due),
-      Math.floor(due / this.options.windowMs),
-      options.reason ?? '',
-    ]);
-    return reply === 'retry' || reply === 'dead' ? reply : undefined;
+    const window = Math.floor(due / this.options.windowMs);
+    return tw.nack(this.valkey, meta, { id, bucket, attempt, due, window }, options.reason ?? '');
   }
 
   private async take(
@@ -240,14 +225,14 @@ export class Consumer {
     visibilityMs: number,
     maxBytes: number,
     scan: boolean,
-  ): Promise<ClusterReceived[]> {
+  ): Promise<ReceivedMessage[]> {
     let candidates: number[];
     if (scan) {
       candidates = await this.scan(topic);
     } else {
       candidates = [...(this.hints.get(topic) ?? [])];
     }
-    const out: ClusterReceived[] = [];
+    const out: ReceivedMessage[] = [];
     let bytesLeft = maxBytes;
     // Start at a different partition each time, so that no partition is always first.
     const start = this.next++ % Math.max(1, candidates.length);
@@ -270,16 +255,9 @@ export class Consumer {
       );
       const bytes = asked.length === 1 ? bytesLeft : Math.floor(bytesLeft / asked.length);
       const sentAt = this.noticeCount;
+      const meta = (partition: number) => metaKey(this.options.queue, partition);
       const replies = await Promise.all(
-        asked.map(
-          (partition, k) =>
-            this.valkey.fcallBuffers('tw_take', metaKey(this.options.queue, partition), [
-              topic,
-              counts[k],
-              visibilityMs,
-              bytes,
-            ]) as Promise<Array<[Buffer, number, Buffer, Buffer]>>,
-        ),
+        asked.map((p, k) => tw.take(this.valkey, meta(p), topic, counts[k], visibilityMs, bytes)),
       );
       round = round.slice(asked.length);
       replies.forEach((rows, k) => {
@@ -290,16 +268,15 @@ export class Consumer {
         else if ((this.notices.get(topic)?.get(partition) ?? 0) <= sentAt) {
           this.hints.get(topic)?.delete(partition);
         }
-        for (const [idBuf, attempts, due, recordBuf] of rows) {
-          const record = decodeRecord(recordBuf);
-          bytesLeft -= recordBuf.length;
-          const id = String(idBuf);
+        for (const { id, attempts, deliverAt, record } of rows) {
+          const { payloadKind, payload } = decodeRecord(record);
+          bytesLeft -= record.length;
           out.push({
             id,
             topic,
-            payload: decodePayload(record.payloadKind, record.payload),
-            deliverAt: Number(String(due)),
-            attempts: Number(attempts),
+            payload: decodePayload(payloadKind, payload),
+            deliverAt,
+            attempts,
             receipt: `c${partition}.${attempts}.${id}`,
           });
         }

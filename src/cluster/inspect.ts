@@ -12,16 +12,13 @@
 import { decodePayload } from '../queue/message.js';
 import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from './connection.js';
+import * as tw from './functions.js';
 import { metaKey, partitionPrefix } from './keys.js';
-import { decodeRecord, placeOf } from './record.js';
-import { infoOf } from './producer.js';
+import { decodeRecord } from './record.js';
 
-const STATUS_NAMES: Record<string, 'scheduled' | 'ready' | 'inflight' | 'dead'> = {
-  S: 'scheduled',
-  R: 'ready',
-  I: 'inflight',
-  D: 'dead',
-};
+/** Live statuses, by their letters in the partitions' counts (lua/states.lua). */
+const STATUSES: Record<string, Status> = { S: 'scheduled', R: 'ready', I: 'inflight', D: 'dead' };
+type Status = keyof TopicCounts;
 
 export interface TopicCounts {
   scheduled: number;
@@ -58,7 +55,7 @@ export class ClusterInspector {
     for (const counts of all) {
       for (const [field, value] of Object.entries(counts ?? {})) {
         const bar = field.lastIndexOf('|');
-        const status = STATUS_NAMES[field.slice(bar + 1)];
+        const status = STATUSES[field.slice(bar + 1)];
         const n = Number(value);
         if (status === undefined || n === 0) continue;
         totals[status] += n;
@@ -113,26 +110,21 @@ export class ClusterInspector {
 
   /** A message's state with the reason its latest delivery failed, if one did. */
   async info(id: string): Promise<MessageInfo | undefined> {
-    const { partition, bucket } = placeOf(id, this.partitions);
-    const prefix = partitionPrefix(this.queue, partition);
-    const [state, reason] = await Promise.all([
-      this.valkey.fcall('tw_get', metaKey(this.queue, partition), [id, bucket]),
+    const at = tw.messageAt(this.queue, this.partitions, id);
+    const prefix = at.meta.slice(0, -4);
+    const [info, reason] = await Promise.all([
+      tw.get(this.valkey, at),
       this.valkey.command(`${prefix}reasons`, ['HGET', `${prefix}reasons`, id], true),
     ]);
-    const info = infoOf(id, state);
     if (info !== undefined && typeof reason === 'string' && reason !== '') info.lastError = reason;
     return info;
   }
 
   /** The payload of a live or dead message, decoded as receive() would; undefined if none. */
   async payload(id: string): Promise<{ value: unknown } | undefined> {
-    const { partition, bucket } = placeOf(id, this.partitions);
-    const found = (await this.valkey.fcallBuffers('tw_record', metaKey(this.queue, partition), [
-      id,
-      bucket,
-    ])) as [Buffer, Buffer] | null;
-    if (found === null) return undefined;
-    const record = decodeRecord(found[1]);
+    const found = await tw.record(this.valkey, tw.messageAt(this.queue, this.partitions, id));
+    if (found === undefined) return undefined;
+    const record = decodeRecord(found);
     return { value: decodePayload(record.payloadKind, record.payload) };
   }
 

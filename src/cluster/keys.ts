@@ -40,13 +40,13 @@ export function topicsKey(queue: string): string {
 
 /**
  * Topics' push targets (src/queue/push.ts): a hash, topic -> JSON, apart from the other settings
- * (nodes of versions before push delivery read topicsKey strictly and would refuse it).
+ * (an error about a stored setting quotes it; one about a push target never does: secrets).
  */
 export function pushKey(queue: string): string {
   return `tw:{${queue}}:push`;
 }
 
-/** A rate-limited topic's token bucket (lua/tokens.ts, tw_tokens). */
+/** A rate-limited topic's token bucket (lua/tokens.lua, tw_tokens). */
 export function tokensKey(queue: string, topic: string): string {
   return `tw:{${queue}}:tokens:${topic}`;
 }

@@ -10,9 +10,10 @@
  */
 
 import { performance } from 'node:perf_hooks';
-import { TickwheelStateError } from '../errors.js';
+import { TickwheelUnavailableError } from '../errors.js';
 import type { TimerWheel } from '../timer/index.js';
 import type { Valkey } from './connection.js';
+import * as tw from './functions.js';
 import { metaKey, nodesKey } from './keys.js';
 import type { NodeSettings } from './node-options.js';
 import { Ownership, type Effect } from './ownership.js';
@@ -107,8 +108,8 @@ export class LeaseLoop {
 
   /** Leaves the member list (a heartbeat with ttl 0); on failure, the entry lapses by itself. */
   async leave(): Promise<void> {
-    await this.valkey
-      .fcall('tw_heartbeat', nodesKey(this.settings.queue), [this.settings.nodeId, 0])
+    await tw
+      .heartbeat(this.valkey, nodesKey(this.settings.queue), this.settings.nodeId, 0)
       .catch(() => {});
   }
 
@@ -151,12 +152,8 @@ export class LeaseLoop {
     this.nextHeartbeat = now + this.settings.leaseMs / 4;
     this.heartbeating = (async () => {
       try {
-        this.members = (
-          (await this.valkey.fcall('tw_heartbeat', nodesKey(this.settings.queue), [
-            this.settings.nodeId,
-            this.settings.leaseMs,
-          ])) as string[]
-        ).sort();
+        const { queue, nodeId, leaseMs } = this.settings;
+        this.members = await tw.heartbeat(this.valkey, nodesKey(queue), nodeId, leaseMs);
         this.ownership.setMembers(this.members);
         this.hooks.onMembers();
       } catch (err) {
@@ -195,14 +192,14 @@ export class LeaseLoop {
    * be undone here; it is reported (onError, ERR_TICKWHEEL_DATA_LOST, and the dataLosses count
    * in stats() and /metrics) rather than carried on from silently.
    */
-  private noteBorn(partition: number, born: unknown): void {
-    if (typeof born !== 'string' || born === '') return;
+  private noteBorn(partition: number, born: string): void {
+    if (born === '') return;
     const before = this.born.get(partition);
     this.born.set(partition, born);
     if (before === undefined || before === born) return;
     this.dataLosses++;
     this.settings.onError(
-      new TickwheelStateError(
+      new TickwheelUnavailableError(
         'ERR_TICKWHEEL_DATA_LOST',
         `partition ${partition} of queue ${this.settings.queue} was made anew on the server ` +
           `(its data dates from ${new Date(Number(born)).toISOString()}, not ` +
@@ -215,25 +212,18 @@ export class LeaseLoop {
   private async carryOut(effect: Effect): Promise<void> {
     const { partition } = effect;
     const meta = metaKey(this.settings.queue, partition);
-    const { leaseMs } = this.settings;
+    const { leaseMs, nodeId: node } = this.settings;
     switch (effect.kind) {
       case 'acquire': {
         let epoch: number | undefined;
         try {
-          const reply = (await this.valkey.fcall('tw_lease', meta, [
-            'acquire',
-            this.settings.nodeId,
-            0,
-            leaseMs,
-          ])) as Array<number | string>;
-          this.noteBorn(partition, Number(reply[0]) === 1 ? reply[2] : reply[4]);
-          if (Number(reply[0]) === 1) {
-            // A grant lost in a failover could be handed out twice: act only once replicated.
-            if (this.settings.durability !== 'async') {
-              epoch = (await this.grantKept(meta, leaseMs / 4)) ? Number(reply[1]) : undefined;
-            } else {
-              epoch = Number(reply[1]);
-            }
+          const answer = await tw.lease(this.valkey, meta, 'acquire', { node, epoch: 0 }, leaseMs);
+          this.noteBorn(partition, answer.born);
+          // A grant lost in a failover could be handed out twice: act only once replicated.
+          if (answer.granted) {
+            const kept =
+              this.settings.durability === 'async' || (await this.grantKept(meta, leaseMs / 4));
+            epoch = kept ? answer.epoch : undefined;
           }
         } catch (err) {
           this.settings.onError(err);
@@ -247,14 +237,10 @@ export class LeaseLoop {
       case 'renew': {
         let ok = false;
         try {
-          const reply = (await this.valkey.fcall('tw_lease', meta, [
-            'renew',
-            this.settings.nodeId,
-            effect.epoch,
-            leaseMs,
-          ])) as Array<number | string>;
-          this.noteBorn(partition, reply[2]);
-          ok = Number(reply[0]) === 1;
+          const by = { node, epoch: effect.epoch };
+          const answer = await tw.lease(this.valkey, meta, 'renew', by, leaseMs);
+          this.noteBorn(partition, answer.born);
+          ok = answer.granted;
         } catch (err) {
           this.settings.onError(err);
         }
@@ -263,12 +249,8 @@ export class LeaseLoop {
       }
       case 'release':
         try {
-          const reply = (await this.valkey.fcall('tw_lease', meta, [
-            'release',
-            this.settings.nodeId,
-            effect.epoch,
-          ])) as Array<number | string>;
-          this.noteBorn(partition, reply[2]);
+          const by = { node, epoch: effect.epoch };
+          this.noteBorn(partition, (await tw.lease(this.valkey, meta, 'release', by)).born);
         } catch (err) {
           this.settings.onError(err);
         }

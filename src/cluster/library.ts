@@ -1,6 +1,7 @@
 /**
  * The `tickwheel` Redis Functions library: every change the cluster makes to a partition runs
- * here, atomically in the partition's slot (docs/cluster.md, "Life of a message").
+ * there, atomically in the partition's slot (docs/cluster.md, "Life of a message"). Its Lua is
+ * in lua/*.lua; functions.ts calls it.
  *
  * Functions rather than EVALSHA: a library is replicated and persisted with the data, so a
  * promoted replica has it; the script cache is neither, and answers NOSCRIPT after a failover.
@@ -10,64 +11,70 @@
  * Time inside functions is the server's (TIME): leases expire by the server's clock only, so
  * nodes' clocks never decide who owns a partition.
  *
- * Valkey loads a library as one Lua chunk, so the fragments in lua/ (one concern each, their
- * functions' contracts beside them) are joined here into one source: a fragment's `local`
- * functions are seen by the fragments after it, which is why their order is fixed.
+ * Valkey loads a library as one Lua chunk, so the files (one concern each, their functions'
+ * contracts beside them) are joined into one source after a header: a file's `local` functions
+ * are seen by the files after it, which is why LIBRARY_FILES has an order. They are read from
+ * lua/ beside this module: in src/, and in dist/, where the build copies them (scripts/lua.mjs).
  */
 
-import { DELIVERIES } from './lua/deliveries.js';
-import { LEASES, MEMBERSHIP } from './lua/leases.js';
-import { LOADING } from './lua/loading.js';
-import { MESSAGES, MOVES, RECORD } from './lua/messages.js';
-import { RECURRING } from './lua/recurring.js';
-import { STATES } from './lua/states.js';
-import { TOKENS } from './lua/tokens.js';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+import { TickwheelStateError } from '../errors.js';
+
+import { VISIBILITY_REASON } from '../queue/message.js';
 
 /**
- * Bumped whenever a function changes what it does. 13: tw_expire keeps the embedded queue's
- * reason text for a visibility timeout; tw_cancel tells what it cancelled when asked.
+ * Bumped whenever the library's code changes: test/cluster/library.test.ts keeps a hash of each
+ * version's code and fails when the code changes under the same version.
  */
-export const LIBRARY_VERSION = 13;
+export const LIBRARY_VERSION = 1;
 
 export const LIBRARY_NAME = 'tickwheel';
 
-const REGISTRATIONS = `
-redis.register_function{function_name = 'tw_version', callback = function() return VERSION end,
-  flags = {'no-writes'}}
-redis.register_function{function_name = 'tw_lease', callback = lease}
-redis.register_function{function_name = 'tw_config', callback = config}
-redis.register_function{function_name = 'tw_heartbeat', callback = heartbeat}
-redis.register_function{function_name = 'tw_tokens', callback = tokens}
-redis.register_function{function_name = 'tw_holds', callback = fenced_check, flags = {'no-writes'}}
-redis.register_function{function_name = 'tw_schedule', callback = schedule}
-redis.register_function{function_name = 'tw_schedule_once', callback = schedule_once}
-redis.register_function{function_name = 'tw_sched', callback = sched}
-redis.register_function{function_name = 'tw_get', callback = get, flags = {'no-writes'}}
-redis.register_function{function_name = 'tw_cancel', callback = cancel}
-redis.register_function{function_name = 'tw_read', callback = read, flags = {'no-writes'}}
-redis.register_function{function_name = 'tw_record', callback = record_of, flags = {'no-writes'}}
-redis.register_function{function_name = 'tw_load', callback = load}
-redis.register_function{function_name = 'tw_fire', callback = fire}
-redis.register_function{function_name = 'tw_take', callback = take}
-redis.register_function{function_name = 'tw_ack', callback = ack}
-redis.register_function{function_name = 'tw_nack', callback = nack}
-redis.register_function{function_name = 'tw_overdue', callback = overdue, flags = {'no-writes'}}
-redis.register_function{function_name = 'tw_expire', callback = expire}
-redis.register_function{function_name = 'tw_reschedule', callback = reschedule}
-redis.register_function{function_name = 'tw_requeue', callback = requeue}
-`;
+/** The files of lua/, in the order they are joined. */
+const ORDER = 'leases states messages loading deliveries membership tokens recurring';
+export const LIBRARY_FILES = ORDER.split(' ');
 
-export const LIBRARY_SOURCE = [
-  `#!lua name=${LIBRARY_NAME}\n\nlocal VERSION = ${LIBRARY_VERSION}\n`,
-  LEASES,
-  STATES,
-  MESSAGES,
-  LOADING,
-  DELIVERIES,
-  MOVES,
-  MEMBERSHIP,
-  TOKENS,
-  RECORD,
-  RECURRING,
-  REGISTRATIONS,
-].join('');
+let joined: { source: string; starts: number[] } | undefined;
+
+function join(): { source: string; starts: number[] } {
+  const parts = [
+    `#!lua name=${LIBRARY_NAME}\n\nlocal VERSION = ${LIBRARY_VERSION}\n` +
+      `local VISIBILITY_REASON = ${JSON.stringify(VISIBILITY_REASON)}\n`,
+  ];
+  // The line of the joined source each file starts at (the header's is 1).
+  const starts = [1];
+  for (const name of LIBRARY_FILES) {
+    starts.push(starts[starts.length - 1] + parts[parts.length - 1].split('\n').length);
+    const file = new URL(`./lua/${name}.lua`, import.meta.url);
+    try {
+      parts.push(readFileSync(file, 'utf8'));
+    } catch (cause) {
+      const message = `the cluster's Lua ${fileURLToPath(file)} cannot be read: reinstall tickwheel`;
+      throw new TickwheelStateError('ERR_TICKWHEEL_FORMAT', message, { cause });
+    }
+  }
+  return { source: parts.join('\n'), starts };
+}
+
+/** The library's source, as FUNCTION LOAD takes it: the header, then the files. */
+export function librarySource(): string {
+  return (joined ??= join()).source;
+}
+
+/**
+ * A message of Valkey's about the library (a load refused, a function's run-time error) with
+ * each line of the joined source it names (`user_function:123`) told as its file's line.
+ */
+export function inLibraryFiles(message: string): string {
+  if (!message.includes('user_function:')) return message;
+  const { starts } = (joined ??= join());
+  return message.replace(/user_function:(\d+)/g, (whole, text: string) => {
+    const line = Number(text);
+    let file = starts.length - 1;
+    while (file > 0 && starts[file] > line) file--;
+    if (file === 0) return whole;
+    return `src/cluster/lua/${LIBRARY_FILES[file - 1]}.lua:${line - starts[file] + 1}`;
+  });
+}

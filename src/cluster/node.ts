@@ -11,30 +11,21 @@
 
 import { TickwheelStateError } from '../errors.js';
 import type { CheckedRequest, ScheduleRequest } from '../queue/message.js';
+import type { ReceivedMessage } from '../queue/types.js';
 import type { TopicGate } from '../queue/topics.js';
 import type { WorkerSource } from '../queue/worker.js';
 import { SystemClock } from '../clock/index.js';
 import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { Valkey } from './connection.js';
-import {
-  Consumer,
-  settledBy,
-  type ClusterReceived,
-  type NackOutcome,
-  type Settled,
-} from './consumer.js';
+import { Consumer, settledBy, type NackOutcome, type Settled } from './consumer.js';
 import { ClusterInspector } from './inspect.js';
-import { configKey, eventsChannel, metaKey } from './keys.js';
+import * as tw from './functions.js';
+import { configKey, eventsChannel } from './keys.js';
 import { LeaseLoop } from './lease-loop.js';
 import { checkNodeOptions, type ClusterNodeOptions, type NodeSettings } from './node-options.js';
 import type { Due, ExpiredDelivery } from './owner.js';
-import {
-  Producer,
-  type CancelledMessage,
-  type ClusterMessageInfo,
-  type Durability,
-} from './producer.js';
+import { Producer, type CancelledMessage, type Durability } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
 import { ClusterTopicStore, ClusterTopics } from './topic-store.js';
 import { chooseDurability, type DurabilityOption } from './durability.js';
@@ -109,8 +100,7 @@ export class ClusterNode {
         if (cancelled !== undefined) this.onCancelled?.(cancelled);
         return cancelled !== undefined;
       },
-      sched: (args, what) =>
-        this.producer.writeCall('tw_sched', metaKey(settings.queue, 0), args, what),
+      sched: (change, what) => this.producer.sched(change, what),
       leads: (epoch) => this.leases.leads(epoch),
       isLive: async (id) => {
         const status = (await this.producer.get(id))?.status;
@@ -187,14 +177,11 @@ export class ClusterNode {
           writes = (await Valkey.connect(options.redis, leftMs)).pin();
         }
         await valkey.loadLibrary();
-        const [partitions, windowMs] = (await valkey.fcall('tw_config', configKey(queue), [
-          settings.partitions,
-          settings.windowMs,
-        ])) as string[];
+        const { partitions, windowMs } = settings;
+        const stored = await tw.config(valkey, configKey(queue), partitions, windowMs);
         node = new ClusterNode(valkey, writes, {
           ...settings,
-          partitions: Number(partitions),
-          windowMs: Number(windowMs),
+          ...stored,
           durability,
           durabilityOption: asked,
           durabilityReason: reason,
@@ -228,26 +215,10 @@ export class ClusterNode {
     return this.producer.rescheduleTo(id, deliverAt);
   }
 
-  cancel(id: string): Promise<boolean> {
-    this.checkOpen();
-    return this.producer.cancel(id);
-  }
-
   /** cancel(), resolving with what was cancelled (undefined: nothing was). */
   cancelGiving(id: string): Promise<CancelledMessage | undefined> {
     this.checkOpen();
     return this.producer.cancelGiving(id);
-  }
-
-  /** A message made at most once while its mark lives (Producer.scheduleOnce). */
-  scheduleOnce(request: ScheduleRequest, markMs: number): Promise<boolean> {
-    this.checkOpen();
-    return this.producer.scheduleOnce(request, markMs);
-  }
-
-  get(id: string): Promise<ClusterMessageInfo | undefined> {
-    this.checkOpen();
-    return this.producer.get(id);
   }
 
   requeue(id: string, deliverAt: number): Promise<boolean> {
@@ -258,7 +229,7 @@ export class ClusterNode {
   receive(
     topic: string,
     options?: { max?: number; waitMs?: number; visibilityMs?: number; maxBytes?: number },
-  ): Promise<ClusterReceived[]> {
+  ): Promise<ReceivedMessage[]> {
     this.checkOpen();
     const { max = 1, waitMs = 0 } = options ?? {};
     return this.topics.receive(topic, max, waitMs, undefined, {
@@ -271,10 +242,6 @@ export class ClusterNode {
   ack(receipt: string): Promise<boolean> {
     this.checkOpen();
     return this.consumer.ack(receipt);
-  }
-
-  async nack(receipt: string, options?: { delayMs?: number; reason?: string }): Promise<boolean> {
-    return (await this.nackOutcome(receipt, options)) !== undefined;
   }
 
   /** nack() saying what became of the delivery: 'retry', 'dead', or undefined (none out). */
@@ -337,26 +304,6 @@ export class ClusterNode {
   /** Partitions this node owns now. */
   ownedPartitions(): number[] {
     return this.leases.owned();
-  }
-
-  /** Counts of the whole queue, summed over its partitions, and this node's view of the cluster. */
-  async stats(): Promise<Record<string, unknown>> {
-    this.checkOpen();
-    const { totals, topics } = await this.inspector.counts();
-    return {
-      ...totals,
-      topics,
-      cluster: {
-        node: this.nodeId,
-        queue: this.queue,
-        partitions: this.settings.partitions,
-        durability: this.settings.durability,
-        durabilityOption: this.settings.durabilityOption,
-        members: [...this.members],
-        owned: this.leases.owned(),
-        leaseChanges: this.leaseChanges,
-      },
-    };
   }
 
   /** This node's timer wheel (the near horizon of the partitions it owns), level by level. */

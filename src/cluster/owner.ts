@@ -20,19 +20,15 @@
  * bookkeeping here beyond dropping what is known to be stale.
  */
 
-import { TickwheelStateError } from '../errors.js';
 import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import type { Valkey } from './connection.js';
+import * as tw from './functions.js';
 import { metaKey } from './keys.js';
 import { decodeRecord, placeOf } from './record.js';
 
-export interface Due {
+export interface Due extends tw.Placed {
   owner: PartitionOwner;
-  id: string;
-  bucket: number;
-  seg: string;
-  index: number;
 }
 
 /** A delivery whose visibility ran out, as the owner failed it. */
@@ -96,8 +92,6 @@ export class PartitionOwner {
   private currentNear = '';
   private lastRotation = Date.now();
   private stopped = false;
-  /** Set once a library without tw_expire's outcomes was reported (see expireOverdue). */
-  private warnedOldLibrary = false;
   private firing: Due[] = [];
   private fireQueued = false;
   private readingNear: Promise<void> | undefined;
@@ -147,17 +141,12 @@ export class PartitionOwner {
     const want = (Math.floor((Date.now() + horizonMs) / windowMs) + 1) * windowMs;
     const rotate = Date.now() - this.lastRotation >= ROTATE_EVERY_MS || this.currentNear === '';
     const previous = this.loadedUntil;
-    const reply = (await this.valkey.fcall('tw_load', this.meta, [
-      this.options.node,
-      this.epoch,
-      want,
-      rotate ? 1 : 0,
-    ])) as Array<number | string>;
-    if (Number(reply[0]) !== 1) return this.fenced();
-    if (!this.saw(reply[3])) return;
+    const loaded = await tw.load(this.valkey, this.meta, this.options, want, rotate);
+    if (loaded === undefined) return this.fenced();
+    if (!this.saw(loaded.seq)) return;
     if (rotate) this.lastRotation = Date.now();
-    this.loadedUntil = Number(reply[1]);
-    this.currentNear = `n${reply[2]}`;
+    this.loadedUntil = loaded.loadedUntil;
+    this.currentNear = loaded.near;
     if (!this.nearRead.has(this.currentNear)) this.nearRead.set(this.currentNear, 0);
     // Windows frozen by this call (all of them on the first): read them whole.
     const windows = (await this.valkey.command(this.meta, [
@@ -256,56 +245,29 @@ export class PartitionOwner {
   }
 
   private async expireOverdue(): Promise<void> {
-    const rows = (await this.valkey.fcallBuffers('tw_overdue', this.meta, [
-      String(Date.now()),
-      OVERDUE_BATCH,
-    ])) as Array<[Buffer, Buffer, number, Buffer, Buffer, Buffer]>;
+    const rows = await tw.overdue(this.valkey, this.meta, Date.now(), OVERDUE_BATCH);
     if (rows.length === 0 || this.stopped) return;
     if (rows.length === OVERDUE_BATCH) this.expireAgain = true;
-    const args: Array<string | number> = [this.options.node, this.epoch, rows.length];
     const now = Date.now();
-    const expired: ExpiredDelivery[] = [];
-    const lastDue: number[] = [];
-    for (const [bucket, id, attempts, , record, last] of rows) {
+    const retries = rows.map(({ id, bucket, attempts, record }) => {
       const { backoff, topic } = decodeRecord(record);
-      const due = now + retryDelay(backoff, Number(attempts));
-      expired.push({ id: String(id), topic, deliverAt: due, attempts: Number(attempts) });
-      lastDue.push(Number(String(last)));
-      args.push(
-        String(id),
-        String(bucket),
-        Number(attempts),
-        String(due),
-        Math.floor(due / this.options.windowMs),
-      );
-    }
-    const reply = (await this.valkey.fcall('tw_expire', this.meta, args)) as number[];
-    if (Number(reply[0]) === -1) return this.fenced();
+      const due = now + retryDelay(backoff, attempts);
+      const window = Math.floor(due / this.options.windowMs);
+      return { id, bucket, attempt: attempts, due, window, topic };
+    });
+    const expired = await tw.expire(this.valkey, this.meta, this.options, retries);
+    if (expired === undefined) return this.fenced();
     // Reported even when saw() finds writes lost to a failover: this call's own were applied.
-    this.saw(reply[2]);
-    if (this.options.onExpired === undefined) return;
-    if (reply.length < 3 + expired.length) {
-      // A library older than version 12 loaded again (a server restarted without its data,
-      // say, by an older node): the deliveries were failed, but not said which.
-      if (!this.warnedOldLibrary) {
-        this.warnedOldLibrary = true;
-        this.options.onError(
-          new TickwheelStateError(
-            'ERR_TICKWHEEL_FORMAT',
-            'tw_expire answered without outcomes (a library older than version 12 is loaded): ' +
-              'visibility timeouts are not reported as events; restart the older nodes upgraded',
-          ),
-        );
+    this.saw(expired.seq);
+    expired.outcomes.forEach((outcome, i) => {
+      const { id, topic, attempt, due } = retries[i];
+      const message = { id, topic, attempts: attempt };
+      if (outcome === 'retried') this.options.onExpired?.({ ...message, deliverAt: due }, 'failed');
+      else if (outcome === 'dead') {
+        // A dead letter's deliverAt is the due time of its last delivery.
+        this.options.onExpired?.({ ...message, deliverAt: rows[i].deliverAt }, 'dead');
       }
-      return;
-    }
-    for (let i = 0; i < expired.length; i++) {
-      const outcome = Number(reply[3 + i]);
-      if (outcome === 1) this.options.onExpired(expired[i], 'failed');
-      else if (outcome === 2) {
-        this.options.onExpired({ ...expired[i], deliverAt: lastDue[i] }, 'dead');
-      }
-    }
+    });
   }
 
   /** The wheel says `due` is due: fire it with the others of this turn. */
@@ -330,7 +292,7 @@ export class PartitionOwner {
     this.firing = [];
   }
 
-  /** An event of the partition's channel for its owner (lua/messages.ts); others are ignored. */
+  /** An event of the partition's channel for its owner (lua/messages.lua); others are ignored. */
   onEvent(message: string): void {
     if (message === 'n') this.onNearChanged();
     else if (message.startsWith('n ')) this.onNearScheduled(message);
@@ -339,7 +301,7 @@ export class PartitionOwner {
   }
 
   /**
-   * tw_schedule's note of what it appended to the near segment (lua/messages.ts): when it
+   * tw_schedule's note of what it appended to the near segment (lua/messages.lua): when it
    * follows on from what was read of that segment, its messages are armed with no call;
    * otherwise (a note lost, a read under way, a segment this owner does not know yet) the tail
    * is read as for "n".
@@ -381,19 +343,14 @@ export class PartitionOwner {
     let at = from;
     for (;;) {
       if (this.stopped) return;
-      const [scanned, live] = (await this.valkey.fcallBuffers('tw_read', this.meta, [
-        seg,
-        at,
-        READ_BATCH,
-      ])) as [number, Array<[number, Buffer, Buffer, number, Buffer, Buffer]>];
-      for (const [index, status, due, , , idBuf] of live) {
-        if (String(status) !== 'S') continue;
-        const id = String(idBuf);
-        this.arm({ owner: this, id, bucket: this.bucketOf(id), seg, index }, Number(String(due)));
+      const { scanned, live } = await tw.read(this.valkey, this.meta, seg, at, READ_BATCH);
+      for (const { index, status, deliverAt, id } of live) {
+        if (status !== 'S') continue;
+        this.arm({ owner: this, id, bucket: this.bucketOf(id), seg, index }, deliverAt);
       }
-      at += Number(scanned);
+      at += scanned;
       if (this.nearRead.has(seg)) this.nearRead.set(seg, at);
-      if (Number(scanned) < READ_BATCH) return;
+      if (scanned < READ_BATCH) return;
     }
   }
 
@@ -412,26 +369,16 @@ export class PartitionOwner {
     const batch = this.firing;
     this.firing = [];
     if (batch.length === 0 || this.stopped) return;
-    const args: Array<string | number> = [
-      this.options.node,
-      this.epoch,
-      this.options.maxClockSkewMs,
-      batch.length,
-    ];
-    for (const d of batch) args.push(d.id, d.bucket, d.seg, d.index);
+    const skewMs = this.options.maxClockSkewMs;
     try {
-      const [fired, early, seq] = (await this.valkey.fcall('tw_fire', this.meta, args)) as [
-        number,
-        string[],
-        number,
-      ];
-      if (Number(fired) === -1) return this.fenced();
-      if (!this.saw(seq)) return;
-      if (Number(fired) > 0) this.options.onFired?.(Number(fired));
+      const done = await tw.fire(this.valkey, this.meta, this.options, skewMs, batch);
+      if (done === undefined) return this.fenced();
+      if (!this.saw(done.seq)) return;
+      if (done.fired > 0) this.options.onFired?.(done.fired);
       // Due by this node's clock, not yet by the server's: try again a little later.
-      for (const id of early ?? []) {
+      for (const id of done.early) {
         const d = batch.find((x) => x.id === id);
-        if (d !== undefined) this.arm(d, Date.now() + this.options.maxClockSkewMs);
+        if (d !== undefined) this.arm(d, Date.now() + skewMs);
       }
     } catch (err) {
       // Not known to have fired: arm them again shortly (tw_fire skips what did fire).
@@ -444,10 +391,9 @@ export class PartitionOwner {
    * An owner write answered with count `seq`: false (and the owner is stale, stopped) when it
    * is not above every count seen before, i.e. writes seen answered were lost.
    */
-  private saw(seq: unknown): boolean {
-    const n = Number(seq);
-    if (n > this.seenSeq) {
-      this.seenSeq = n;
+  private saw(seq: number): boolean {
+    if (seq > this.seenSeq) {
+      this.seenSeq = seq;
       return true;
     }
     if (this.stopped) return false;

@@ -25,19 +25,15 @@
 import { randomBytes } from 'node:crypto';
 
 import {
-  TickwheelStateError,
   TickwheelTypeError,
+  TickwheelUnavailableError,
   isMaybeWritten,
   outcomeUnknown,
 } from '../errors.js';
-import { describe } from '../validate.js';
-import {
-  checkRequest,
-  type CheckedRequest,
-  type MessageStatus,
-  type ScheduleRequest,
-} from '../queue/message.js';
+import { checkRequest, type CheckedRequest, type ScheduleRequest } from '../queue/message.js';
+import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from './connection.js';
+import * as tw from './functions.js';
 import { metaKey } from './keys.js';
 import { TAG_LENGTH, encodeRecord, locatedId, placeOf } from './record.js';
 
@@ -58,35 +54,8 @@ export interface ProducerOptions {
   maxPayloadBytes: number;
 }
 
-/**
- * A message tw_cancel cancelled, as it was then; `known` false where the library (before
- * version 13) said only that it cancelled it.
- */
-export type CancelledMessage =
-  | { id: string; known: true; topic: string; deliverAt: number; attempts: number }
-  | { id: string; known: false };
-
-export interface ClusterMessageInfo {
-  id: string;
-  topic: string;
-  status: MessageStatus;
-  deliverAt: number;
-  attempts: number;
-  lastError?: string;
-}
-
-/** A message's info from its id state (tw_get's answer); undefined when there is none. */
-export function infoOf(id: string, state: unknown): ClusterMessageInfo | undefined {
-  if (typeof state !== 'string') return undefined;
-  const [status, , , due, attempts, topic] = state.split('|');
-  return {
-    id,
-    topic,
-    status: STATUS[status] ?? 'scheduled',
-    deliverAt: Number(due),
-    attempts: Number(attempts),
-  };
-}
+/** A message tw_cancel cancelled, as it was then. */
+export type CancelledMessage = { id: string; topic: string; deliverAt: number; attempts: number };
 
 interface Pending {
   /** '' until tw_schedule places a message scheduled without an id (its id is then located). */
@@ -112,15 +81,6 @@ interface Call {
   resolve: (results: Scheduled[]) => void;
   reject: (err: unknown) => void;
 }
-
-const STATUS: Record<string, MessageStatus> = {
-  S: 'scheduled',
-  R: 'ready',
-  I: 'inflight',
-  D: 'dead',
-  A: 'acked',
-  C: 'cancelled',
-};
 
 export class Producer {
   /** Messages of schedule() and scheduleMany() created, and those whose id was pending already. */
@@ -191,7 +151,7 @@ export class Producer {
 
   /**
    * One message with an id, made at most once while its mark lives (`markMs`), whatever became
-   * of it since (lua/recurring.ts, tw_schedule_once): the occurrences of recurring schedules.
+   * of it since (lua/recurring.lua, tw_schedule_once): the occurrences of recurring schedules.
    * Resolves true when it was made now, false when it had been made before; durable either way.
    */
   async scheduleOnce(request: ScheduleRequest, markMs: number): Promise<boolean> {
@@ -201,27 +161,10 @@ export class Producer {
     if (m.id === '') {
       throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_ID', 'scheduleOnce needs an id');
     }
-    const { partition } = placeOf(m.id, this.options.partitions);
-    const meta = metaKey(this.options.queue, partition);
-    const window = Math.floor(m.deliverAt / this.options.windowMs);
-    const made =
-      Number(
-        await this.valkey.fcall('tw_schedule_once', meta, [
-          String(markMs),
-          m.id,
-          m.bucket,
-          String(m.deliverAt),
-          window,
-          m.topic,
-          m.record,
-        ]),
-      ) === 1;
+    const { meta } = this.at(m.id);
+    const made = await tw.scheduleOnce(this.valkey, meta, markMs, m, this.windowOf(m.deliverAt));
     await this.durable(meta, m.id);
     return made;
-  }
-
-  async cancel(id: string): Promise<boolean> {
-    return (await this.cancelGiving(id)) !== undefined;
   }
 
   /**
@@ -229,54 +172,39 @@ export class Producer {
    * message given the same id right after cannot be mistaken for it), or undefined if none.
    */
   async cancelGiving(id: string): Promise<CancelledMessage | undefined> {
-    const { partition, bucket } = placeOf(id, this.options.partitions);
-    const meta = metaKey(this.options.queue, partition);
-    const reply = await this.valkey.fcall('tw_cancel', meta, [id, bucket, 'info']);
-    // A library before version 13 (put back by an older node, or a restored backup) ignores
-    // 'info' and answers 1 alone: cancelled, with nothing said about what.
-    if (!Array.isArray(reply) && Number(reply) !== 1) return undefined;
-    await this.durable(meta, id);
-    if (!Array.isArray(reply)) return { id, known: false };
-    const [, topic, due, attempts] = reply as [number, string, string, number];
-    return {
-      id,
-      known: true,
-      topic: String(topic),
-      deliverAt: Number(due),
-      attempts: Number(attempts),
-    };
+    const at = this.at(id);
+    const cancelled = await tw.cancel(this.valkey, at);
+    if (cancelled === undefined) return undefined;
+    await this.durable(at.meta, id);
+    return { id, ...cancelled };
   }
 
   /** Moves a scheduled or ready message; resolves with the due time stored, or undefined. */
   async rescheduleTo(id: string, due: number): Promise<number | undefined> {
-    const { partition, bucket } = placeOf(id, this.options.partitions);
-    const meta = metaKey(this.options.queue, partition);
-    const window = Math.floor(due / this.options.windowMs);
-    const done =
-      Number(await this.valkey.fcall('tw_reschedule', meta, [id, bucket, String(due), window])) ===
-      1;
-    if (!done) return undefined;
-    await this.durable(meta, id);
+    const at = this.at(id);
+    if (!(await tw.reschedule(this.valkey, at, due, this.windowOf(due)))) return undefined;
+    await this.durable(at.meta, id);
     return due;
   }
 
   /** A dead message due again at `due`, its attempts reset; false if it is not dead. */
   async requeue(id: string, due: number): Promise<boolean> {
-    const { partition, bucket } = placeOf(id, this.options.partitions);
-    const meta = metaKey(this.options.queue, partition);
-    const window = Math.floor(due / this.options.windowMs);
-    const done =
-      Number(await this.valkey.fcall('tw_requeue', meta, [id, bucket, String(due), window])) === 1;
-    if (done) await this.durable(meta, id);
+    const at = this.at(id);
+    const done = await tw.requeue(this.valkey, at, due, this.windowOf(due));
+    if (done) await this.durable(at.meta, id);
     return done;
   }
 
-  async get(id: string): Promise<ClusterMessageInfo | undefined> {
-    const { partition, bucket } = placeOf(id, this.options.partitions);
-    return infoOf(
-      id,
-      await this.valkey.fcall('tw_get', metaKey(this.options.queue, partition), [id, bucket]),
-    );
+  async get(id: string): Promise<MessageInfo | undefined> {
+    return tw.get(this.valkey, this.at(id));
+  }
+
+  private at(id: string): tw.MessageAt {
+    return tw.messageAt(this.options.queue, this.options.partitions, id);
+  }
+
+  private windowOf(due: number): number {
+    return Math.floor(due / this.options.windowMs);
   }
 
   /** A checked request's record (ids starting with '@' are refused by the queue: located ids). */
@@ -320,13 +248,13 @@ export class Producer {
   private async write(partition: number, batch: Pending[]): Promise<void> {
     const meta = metaKey(this.options.queue, partition);
     const { windowMs } = this.options;
-    const args: Array<string | number | Buffer> = [batch.length];
+    const args = new tw.ScheduleBatch();
     const runs: LocatedRun[] = [];
     for (let i = 0; i < batch.length;) {
       const m = batch[i];
       const window = Math.floor(m.deliverAt / windowMs);
       if (m.id !== '') {
-        args.push(m.id, m.bucket, String(m.deliverAt), window, m.topic, m.record);
+        args.message(m, window);
         i++;
         continue;
       }
@@ -339,21 +267,21 @@ export class Producer {
         run.min = Math.min(run.min, next.deliverAt);
         run.max = Math.max(run.max, next.deliverAt);
       }
-      args.push('', window, String(run.min), String(run.max), m.topic, run.end - run.start);
-      args.push(runRecords(batch, run));
+      const records = batch.slice(run.start, run.end).map((r) => r.record);
+      args.run(window, run.min, run.max, m.topic, records);
       runs.push(run);
       i = run.end;
     }
     // Once tw_schedule answered, the batch is written: any failure after that leaves it so.
     let written = false;
     try {
-      const reply = await this.valkey.fcall('tw_schedule', meta, args);
+      const answer = await tw.schedule(this.valkey, meta, args);
       written = true;
-      const answer = runs.length === 0 ? reply : placeRuns(reply, batch, runs, partition);
+      if (runs.length > 0) placeRuns(answer, batch, runs, partition);
       await this.durable(meta, batch.length === 1 ? batch[0].id : `${batch.length} messages`);
       let explicit = 0;
       for (const m of batch) {
-        const existing = m.tag !== '' ? undefined : existingDue(answer, explicit++);
+        const existing = m.tag !== '' ? undefined : answer.existing[explicit++];
         if (existing === undefined) this.counts.created++;
         else this.counts.deduplicated++;
         const call = m.call!;
@@ -370,22 +298,18 @@ export class Producer {
     }
   }
 
+  /** A change of recurring schedules' records (tw_sched), as durable as a message. */
+  async sched(change: tw.SchedChange, what: string): Promise<tw.SchedAnswer> {
+    const meta = metaKey(this.options.queue, 0);
+    const answer = await tw.sched(this.valkey, meta, change);
+    await this.durable(meta, what);
+    return answer;
+  }
+
   /**
    * A queue-wide setting (a topic's: topics.ts) written as durably as a message: the command on
    * the producer's connections, then the durability wait.
    */
-  /** A function call that changes state outside messages, as durable as writeSetting. */
-  async writeCall(
-    fn: string,
-    key: string,
-    args: ReadonlyArray<string | number>,
-    what: string,
-  ): Promise<unknown> {
-    const reply = await this.valkey.fcall(fn, key, args);
-    await this.durable(key, what);
-    return reply;
-  }
-
   async writeSetting(key: string, command: readonly string[], what: string): Promise<void> {
     await this.valkey.command(key, command);
     await this.durable(key, what);
@@ -445,36 +369,6 @@ export class Producer {
   }
 }
 
-/**
- * Message `i` of a tw_schedule call, from the call's reply (lua/messages.ts): undefined when it
- * was created, else the due time of the pending message that already had its id.
- */
-function existingDue(reply: unknown, i: number): number | undefined {
-  if (!Array.isArray(reply)) return undefined;
-  const entry: unknown = reply[i];
-  return typeof entry === 'number' ? undefined : Number(String(entry));
-}
-
-/** A run's records in one buffer, each after its length (u32 little-endian). */
-function runRecords(batch: readonly Pending[], run: LocatedRun): Buffer {
-  const records: Buffer[] = new Array(run.end - run.start);
-  for (let k = run.start; k < run.end; k++) records[k - run.start] = batch[k].record;
-  return packRecords(records);
-}
-
-/** Records in one buffer, each after its length (u32 little-endian), as tw_schedule takes a run. */
-export function packRecords(records: readonly Buffer[]): Buffer {
-  let size = 0;
-  for (const record of records) size += 4 + record.length;
-  const out = Buffer.allocUnsafe(size);
-  let at = 0;
-  for (const record of records) {
-    at = out.writeUInt32LE(record.length, at);
-    at += record.copy(out, at);
-  }
-  return out;
-}
-
 /** Messages `start` to `end` of a partition batch, without ids, sent as one located run. */
 export interface LocatedRun {
   start: number;
@@ -484,39 +378,29 @@ export interface LocatedRun {
 }
 
 /**
- * Gives each message of the located runs its id from tw_schedule's reply, `{answer for the
- * messages with ids, loadedUntil, where}` (lua/messages.ts), and returns the answer. `where` holds
- * a segment and the index of the run's first record there for each run, two for a run whose
- * due times straddle loadedUntil (the part before it went to the near segment).
+ * Gives each message of the located runs its id from where tw_schedule put them: a segment and
+ * the index of the run's first record there for each run, two for a run whose due times
+ * straddle loadedUntil (the part before it went to the near segment).
  */
 export function placeRuns(
-  reply: unknown,
+  answer: Pick<tw.ScheduleAnswer, 'loadedUntil' | 'where'>,
   batch: Pending[],
   runs: readonly LocatedRun[],
   partition: number,
-): unknown {
-  if (!Array.isArray(reply) || reply.length !== 3 || !Array.isArray(reply[2])) {
-    throw new TickwheelStateError(
-      'ERR_TICKWHEEL_INVALID_STATE',
-      `tw_schedule answered ${describe(reply)}, not where it put the messages without ids`,
-    );
-  }
-  const loadedUntil = Number(String(reply[1]));
-  const where = (reply[2] as unknown[]).map(String);
+): void {
+  const { loadedUntil, where } = answer;
   let w = 0;
   for (const run of runs) {
     const straddles = run.min < loadedUntil && run.max >= loadedUntil;
-    const parts = [where.slice(w, w + 2)];
-    if (straddles) parts.push(where.slice(w + 2, w + 4));
-    w += 2 * parts.length;
-    const next = parts.map(([, first]) => Number(first));
+    const parts = where.slice(w, w + (straddles ? 2 : 1));
+    w += parts.length;
+    const next = parts.map(({ first }) => first);
     for (let k = run.start; k < run.end; k++) {
       const m = batch[k];
       const part = parts.length === 2 && m.deliverAt >= loadedUntil ? 1 : 0;
-      m.id = locatedId(partition, parts[part][0], next[part]++, m.tag);
+      m.id = locatedId(partition, parts[part].segment, next[part]++, m.tag);
     }
   }
-  return reply[0];
 }
 
 /** A partition batch's messages by the call they belong to. */
@@ -545,8 +429,8 @@ function failedWrite(err: unknown, pendings: readonly Pending[], written: boolea
   return outcomeUnknown(err, subject, own);
 }
 
-function notDurable(what: string, why: string): TickwheelStateError {
-  return new TickwheelStateError(
+function notDurable(what: string, why: string): TickwheelUnavailableError {
+  return new TickwheelUnavailableError(
     'ERR_TICKWHEEL_NOT_DURABLE',
     `${what} reached the primary, but ${why}; it may not survive a failover (scheduling again with the same id is safe; a message scheduled without an id would be scheduled twice). A primary that has lost its replica needs one again; on servers with no replica at all, durability 'auto' (the default) is 'async'`,
   );

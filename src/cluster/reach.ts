@@ -9,7 +9,7 @@
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TickwheelStateError } from '../errors.js';
+import { TickwheelUnavailableError } from '../errors.js';
 
 /** Replies by which a server says "not now" during a failover: the command was not run. */
 // MOVED and ASK reach here only from a pinned connection (the Cluster client follows them).
@@ -49,13 +49,13 @@ export function unavailable(
   urls: readonly string[],
   cause: unknown,
   after = '',
-): TickwheelStateError {
+): TickwheelUnavailableError {
   const shown = urls.map(hidePassword).join(', ');
   const why =
     cause instanceof Error
       ? cause.message || `${cause.constructor.name} (no answer in time)`
       : String(cause);
-  const error = new TickwheelStateError(
+  const error = new TickwheelUnavailableError(
     'ERR_TICKWHEEL_UNAVAILABLE',
     `could not reach Valkey/Redis at ${shown}${after}: ${why}`,
   );

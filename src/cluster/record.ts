@@ -1,5 +1,5 @@
 /**
- * A message as the cluster stores it in a segment (see lua/states.ts): the parts that never change
+ * A message as the cluster stores it in a segment (see lua/states.lua): the parts that never change
  * while the message lives. Its status, due time and attempts are in its id's state instead.
  *
  *   idLength u8 | id | bucket u16 | maxAttempts u16 | backoff u8 | [delayMs f64]
@@ -200,7 +200,8 @@ export function decodeRecord(
     const payloadKind = buf[at++];
     const topicLength = buf[at++];
     const topic = buf.toString('latin1', at, (at += topicLength));
-    if (at > buf.length || idLength === undefined) throw new RangeError('short record');
+    if (at > buf.length || idLength === undefined)
+      throw new TickwheelCorruptError('a cluster record ends before its fields do');
     return {
       id,
       topic,

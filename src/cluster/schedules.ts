@@ -22,7 +22,7 @@
  */
 
 import { SystemClock } from '../clock/index.js';
-import { TickwheelStateError } from '../errors.js';
+import { TickwheelCorruptError, TickwheelStateError } from '../errors.js';
 import { Turns } from '../queue/turns.js';
 import { Scheduler, type ScheduleHost } from '../queue/recurring.js';
 import {
@@ -34,7 +34,8 @@ import {
 } from '../queue/recurring-records.js';
 import type { ScheduleSpec } from '../queue/recurring-spec.js';
 import type { Valkey } from './connection.js';
-import { metaKey, partitionPrefix } from './keys.js';
+import type { SchedAnswer, SchedChange } from './functions.js';
+import { partitionPrefix } from './keys.js';
 
 /** How long an occurrence's mark keeps it from being made again: past any leader takeover. */
 export const ONCE_MARK_MS = 10 * 60_000;
@@ -54,7 +55,7 @@ export interface ClusterScheduleHost extends ScheduleHost {
   node: string;
   onError(err: unknown): void;
   /** A tw_sched call, made as durable as the node's durability setting asks. */
-  sched(args: readonly string[], what: string): Promise<unknown>;
+  sched(change: SchedChange, what: string): Promise<SchedAnswer>;
   /** Whether this node holds partition 0's lease with `epoch` now, by its own clock. */
   leads(epoch: number): boolean;
 }
@@ -88,10 +89,6 @@ export class ClusterSchedules {
     private readonly queue: string,
     private readonly host: ClusterScheduleHost,
   ) {}
-
-  private get meta(): string {
-    return metaKey(this.queue, 0);
-  }
 
   private get key(): string {
     return `${partitionPrefix(this.queue, 0)}sched`;
@@ -146,16 +143,16 @@ export class ClusterSchedules {
             await this.host.cancel(occurrenceId(name, ahead));
           }
         };
-        let done: number;
+        let done: boolean;
         try {
-          [done] = await this.sched(['del', name, String(old.version)], name);
+          ({ done } = await this.sched({ op: 'del', name, version: old.version }));
         } catch (err) {
           if ((err as { code?: string }).code === 'ERR_TICKWHEEL_NOT_DURABLE') {
             await cancelAhead().catch((cancelFailed: unknown) => this.host.onError(cancelFailed));
           }
           throw err;
         }
-        if (done !== 1) {
+        if (!done) {
           await pause(tries);
           continue;
         }
@@ -176,11 +173,14 @@ export class ClusterSchedules {
         const old = await this.read(name);
         const record = make(old);
         if (record === undefined) return undefined;
-        const [done] = await this.sched(
-          ['put', name, String(old?.version ?? 0), JSON.stringify(record)],
+        const version = old?.version ?? 0;
+        const { done } = await this.sched({
+          op: 'put',
           name,
-        );
-        if (done === 1) return infoOf(record, this.now());
+          version,
+          record: JSON.stringify(record),
+        });
+        if (done) return infoOf(record, this.now());
         await pause(tries);
       }
       throw busy(name);
@@ -324,22 +324,18 @@ export class ClusterSchedules {
   private async save(leader: Leader, records: readonly ScheduleRecord[]): Promise<void> {
     for (const record of records) {
       const held = leader.versions.get(record.name);
-      const [done, version] = await this.sched(
-        [
-          'save',
-          record.name,
-          String(held?.version ?? 0),
-          JSON.stringify(record),
-          this.host.node,
-          String(leader.epoch),
-        ],
-        record.name,
-      );
-      if (done === 1) {
+      const { done, fenced, version } = await this.sched({
+        op: 'save',
+        name: record.name,
+        version: held?.version ?? 0,
+        record: JSON.stringify(record),
+        by: { node: this.host.node, epoch: leader.epoch },
+      });
+      if (done) {
         leader.versions.set(record.name, { version, lastCreated: record.lastCreated });
         continue;
       }
-      if (done === -1) {
+      if (fenced) {
         // No longer the leader: what it made is the next leader's to record (the once mark
         // keeps that one from making it again); nothing is cancelled here.
         throw leaseLost(record.name);
@@ -366,9 +362,8 @@ export class ClusterSchedules {
 
   // ---- storage ----------------------------------------------------------------------------
 
-  private async sched(args: string[], name: string): Promise<[number, number]> {
-    const reply = (await this.host.sched(args, `recurring schedule ${name}`)) as [number, number];
-    return [Number(reply[0]), Number(reply[1])];
+  private sched(change: SchedChange): Promise<SchedAnswer> {
+    return this.host.sched(change, `recurring schedule ${change.name}`);
   }
 
   private async read(name: string): Promise<Stored | undefined> {
@@ -410,8 +405,7 @@ function parseStored(name: string, text: string, key: string): Stored {
     record = undefined;
   }
   if (bar < 1 || !Number.isInteger(version) || record?.name !== name) {
-    throw new TickwheelStateError(
-      'ERR_TICKWHEEL_CORRUPT',
+    throw new TickwheelCorruptError(
       `${key} field ${JSON.stringify(name)}: a recurring schedule's record cannot be read`,
     );
   }

@@ -6,7 +6,7 @@
  * TopicGate works over them (ClusterTopics).
  */
 
-import { TickwheelStateError } from '../errors.js';
+import { TickwheelCorruptError } from '../errors.js';
 import { checkTopic } from '../queue/message.js';
 import {
   DEFAULT_TOPIC_SETTINGS,
@@ -18,6 +18,7 @@ import {
   type TopicSettings,
 } from '../queue/topics.js';
 import type { Valkey } from './connection.js';
+import * as tw from './functions.js';
 import { pushKey, tokensKey, topicsKey } from './keys.js';
 import type { Producer } from './producer.js';
 
@@ -54,8 +55,7 @@ export class ClusterTopicStore {
         value = undefined;
       }
       if (bar < 1 || !SETTING_FIELDS.includes(name) || value === undefined) {
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_CORRUPT',
+        throw new TickwheelCorruptError(
           `${key} field ${JSON.stringify(field)}: stored topic settings cannot be read (${JSON.stringify(text).slice(0, 100)})`,
         );
       }
@@ -69,10 +69,7 @@ export class ClusterTopicStore {
       try {
         checkTopic(topic);
       } catch (err) {
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_CORRUPT',
-          `${where}: ${(err as Error).message}`,
-        );
+        throw new TickwheelCorruptError(`${where}: ${(err as Error).message}`);
       }
       const parsed = parseStoredSettings(given, where);
       if (!isDefaultSettings(parsed)) settings.set(topic, parsed);
@@ -90,8 +87,7 @@ export class ClusterTopicStore {
         checkTopic(topic);
         value = JSON.parse(text);
       } catch (err) {
-        throw new TickwheelStateError(
-          'ERR_TICKWHEEL_CORRUPT',
+        throw new TickwheelCorruptError(
           `${where}: stored push target cannot be read (${err instanceof SyntaxError ? 'not JSON' : (err as Error).message})`,
         );
       }
@@ -140,12 +136,7 @@ export class ClusterTopicStore {
     limit: RateLimit,
     want: number,
   ): Promise<{ granted: number; retryInMs: number }> {
-    const reply = (await this.valkey.fcall('tw_tokens', tokensKey(this.queue, topic), [
-      String(limit.perSecond),
-      String(limit.burst),
-      String(want),
-    ])) as [number, number];
-    return { granted: Number(reply[0]), retryInMs: Number(reply[1]) };
+    return tw.tokens(this.valkey, tokensKey(this.queue, topic), limit, want);
   }
 }
 

@@ -107,20 +107,20 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
   function watchTakes(after?: (partition: number) => Promise<void>) {
     const calls: Array<{ partition: number; concurrent: number }> = [];
     let open = 0;
-    const original = servers.valkey.fcallBuffers.bind(servers.valkey);
-    servers.valkey.fcallBuffers = async (fn: string, key: string, args: Array<string | number>) => {
-      if (fn !== 'tw_take') return original(fn, key, args);
+    const original = servers.valkey.fcall.bind(servers.valkey);
+    servers.valkey.fcall = async (fn, key, args, buffers) => {
+      if (fn !== 'tw_take') return original(fn, key, args, buffers);
       const partition = Number(/:(\d+)\}/.exec(key)?.[1]);
       calls.push({ partition, concurrent: ++open });
       try {
-        const reply = await original(fn, key, args);
+        const reply = await original(fn, key, args, buffers);
         await after?.(partition);
         return reply;
       } finally {
         open--;
       }
     };
-    return { calls, restore: () => (servers.valkey.fcallBuffers = original) };
+    return { calls, restore: () => (servers.valkey.fcall = original) };
   }
 
   it('asks the hinted partitions at once, each for its share', async () => {
@@ -188,13 +188,9 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
     });
     const calls: Array<Array<string | number>> = [];
     const original = servers.valkey.fcall.bind(servers.valkey);
-    servers.valkey.fcall = (
-      fn: string,
-      key: string,
-      args: readonly (string | number | Buffer)[],
-    ) => {
+    servers.valkey.fcall = (fn, key, args, buffers) => {
       if (fn === 'tw_ack') calls.push([...args] as Array<string | number>);
-      return original(fn, key, args);
+      return original(fn, key, args, buffers);
     };
     try {
       const got = await consumer.receive('t', { max: 3 });

@@ -5,7 +5,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { packRecords } from '../../src/cluster/producer.js';
+import { packRecords } from '../../src/cluster/functions.js';
 import { encodeRecord } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
@@ -59,8 +59,9 @@ describe.runIf(installed('valkey-server'))('message functions on Valkey', () => 
     });
   };
   const get = (id: string) => servers.valkey.fcall('tw_get', META, [id, bucketOf(id)]);
+  /** 1 when cancelled (tw_cancel then tells what it was), 0 when there was nothing to. */
   const cancel = async (id: string) =>
-    Number(await servers.valkey.fcall('tw_cancel', META, [id, bucketOf(id)]));
+    (await servers.valkey.fcall('tw_cancel', META, [id, bucketOf(id)])) === 0 ? 0 : 1;
   const cmd = (...words: string[]) => servers.valkey.command(META, words);
   /** Memory the data takes: all of it less the server's own and the functions' engine. */
   const dataset = async () => {

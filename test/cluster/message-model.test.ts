@@ -11,7 +11,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { metaKey, partitionPrefix } from '../../src/cluster/keys.js';
-import { packRecords, placeRuns, type LocatedRun } from '../../src/cluster/producer.js';
+import * as tw from '../../src/cluster/functions.js';
+import { placeRuns, type LocatedRun } from '../../src/cluster/producer.js';
 import { decodeRecord, encodeRecord, parseLocated, placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
@@ -121,13 +122,13 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
         };
         const batch: Sent[] = [];
         const runs: LocatedRun[] = [];
-        const args: Array<string | number | Buffer> = [0];
+        const sent = new tw.ScheduleBatch();
         for (let items = 1 + rand(4); items > 0; items--) {
           const topic = TOPICS[rand(2)];
           if (rand(5) < 2) {
             const m = make(`given-${rand(25)}`, topic, newDue());
             const window = Math.floor(m.deliverAt / WINDOW_MS);
-            args.push(m.id, bucketOf(m.id), m.due, window, topic, m.record);
+            sent.message({ ...m, bucket: bucketOf(m.id) }, window);
             batch.push(m);
             continue;
           }
@@ -145,16 +146,14 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
             run.max = Math.max(run.max, m.deliverAt);
             batch.push(m);
           }
-          args.push('', window, String(run.min), String(run.max), topic, k);
-          args.push(packRecords(batch.slice(run.start, run.end).map((m) => m.record)));
+          const records = batch.slice(run.start, run.end).map((m) => m.record);
+          sent.run(window, run.min, run.max, topic, records);
           runs.push(run);
         }
-        args[0] = batch.length;
-        const reply = await servers.valkey.fcall('tw_schedule', META, args);
-        const answer =
-          runs.length === 0 ? reply : placeRuns(reply, batch as never, runs, PARTITION);
+        const answer = await tw.schedule(servers.valkey, META, sent);
         if (runs.length > 0) {
-          const until = Number((reply as unknown[])[1]);
+          placeRuns(answer, batch as never, runs, PARTITION);
+          const until = answer.loadedUntil;
           covered.straddled += runs.filter((r) => r.min < until && r.max >= until).length;
           covered.nearLocated += batch.filter((m) => m.tag !== '' && m.deliverAt < until).length;
         }
@@ -165,14 +164,13 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
             expect(parseLocated(m.id)).toMatchObject({ partition: PARTITION, tag: m.tag });
             expect(everId.has(m.id)).toBe(false);
           } else {
-            const entry = Array.isArray(answer) ? String(answer[explicit]) : '1';
-            explicit++;
+            const existing = answer.existing[explicit++];
             const prior = seen.get(m.id) ?? model.get(m.id)?.due;
             if (prior !== undefined) {
-              expect(entry).toBe(prior);
+              expect(String(existing)).toBe(prior);
               continue;
             }
-            expect(entry).toBe('1');
+            expect(existing).toBeUndefined();
             seen.set(m.id, m.due);
           }
           everId.add(m.id);
@@ -180,7 +178,6 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
           model.set(m.id, { ...m, status: 'S', attempts: 0 });
           count(m.topic, 'S', 1);
         }
-        if (!Array.isArray(answer)) expect(answer).toBe(explicit);
       },
       // the owner loads the next stretch of time (sometimes starting a new near segment)
       async () => {
@@ -215,12 +212,12 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
       async () => {
         const topic = TOPICS[rand(2)];
         const max = 1 + rand(3);
-        const rows = (await servers.valkey.fcallBuffers('tw_take', META, [
-          topic,
-          max,
-          60_000,
-          1 << 20,
-        ])) as Array<[Buffer, number, Buffer, Buffer]>;
+        const rows = (await servers.valkey.fcall(
+          'tw_take',
+          META,
+          [topic, max, 60_000, 1 << 20],
+          true,
+        )) as Array<[Buffer, number, Buffer, Buffer]>;
         const expected: string[] = [];
         while (expected.length < max && ready[topic].length > 0) {
           const id = ready[topic].shift()!;
@@ -245,10 +242,10 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
         const id = pick('I');
         if (id === undefined) return;
         const m = model.get(id)!;
-        expect(await servers.valkey.fcall('tw_ack', META, [id, bucketOf(id), m.attempts + 1])).toBe(
-          0,
-        );
-        expect(await servers.valkey.fcall('tw_ack', META, [id, bucketOf(id), m.attempts])).toBe(1);
+        const ack = (attempt: number) =>
+          tw.ack(servers.valkey, META, [{ id, bucket: bucketOf(id), attempt }]);
+        expect(await ack(m.attempts + 1)).toEqual([false]);
+        expect(await ack(m.attempts)).toEqual([true]);
         finish(id, 'A');
       },
       // nack an inflight delivery: retried at a new due time, or dead after maxAttempts
@@ -286,9 +283,12 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
               ? `@3.w${rand(9)}.${rand(5)}.nothing`
               : pick();
         if (id === undefined) return;
-        const done = Number(await servers.valkey.fcall('tw_cancel', META, [id, bucketOf(id)]));
-        expect(done).toBe(model.has(id) ? 1 : 0);
-        if (done === 1) finish(id, 'C');
+        const cancelled = await tw.cancel(servers.valkey, { meta: META, id, bucket: bucketOf(id) });
+        const m = model.get(id);
+        expect(cancelled).toEqual(
+          m && { topic: m.topic, deliverAt: Number(m.due), attempts: m.attempts },
+        );
+        if (cancelled !== undefined) finish(id, 'C');
       },
       // reschedule a scheduled message (one of another status is refused)
       async () => {
@@ -331,11 +331,12 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
       for (const key of keys) {
         const seg = key.slice(P.length + 2);
         for (let from = 0; ; from += 50) {
-          const [scanned, live] = (await servers.valkey.fcallBuffers('tw_read', META, [
-            seg,
-            from,
-            50,
-          ])) as [number, Array<[number, Buffer, Buffer, number, Buffer, Buffer]>];
+          const [scanned, live] = (await servers.valkey.fcall(
+            'tw_read',
+            META,
+            [seg, from, 50],
+            true,
+          )) as [number, Array<[number, Buffer, Buffer, number, Buffer, Buffer]>];
           for (const [index, status, due, , , id] of live) {
             if (String(status) === 'S') {
               out.push({ id: String(id), seg, index: Number(index), due: String(due) });
@@ -366,10 +367,10 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
           attempts: m.attempts,
           topic: m.topic,
         });
-        const found = (await servers.valkey.fcallBuffers('tw_record', META, [
-          id,
-          bucketOf(id),
-        ])) as [Buffer, Buffer];
+        const found = (await servers.valkey.fcall('tw_record', META, [id, bucketOf(id)], true)) as [
+          Buffer,
+          Buffer,
+        ];
         expect(String(decodeRecord(found[1]).payload)).toBe(m.payload);
       }
       const stored = (await cmd('HGETALL', `${P}counts`)) as Record<string, string>;
@@ -393,7 +394,9 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
     // Finish everything: cancel what is live; then only the current near segment may remain,
     // and no tombstone bitmap outlives its segment.
     for (const id of [...model.keys()]) {
-      expect(await servers.valkey.fcall('tw_cancel', META, [id, bucketOf(id)])).toBe(1);
+      expect(
+        await tw.cancel(servers.valkey, { meta: META, id, bucket: bucketOf(id) }),
+      ).toBeDefined();
       finish(id, 'C');
     }
     await check();

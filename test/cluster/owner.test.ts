@@ -256,12 +256,12 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
   /** The segments of the tw_read calls made from now on. */
   function watchReads() {
     const segments: string[] = [];
-    const original = valkey.fcallBuffers.bind(valkey);
-    valkey.fcallBuffers = (fn: string, key: string, args: Array<string | number>) => {
+    const original = valkey.fcall.bind(valkey);
+    valkey.fcall = (fn, key, args, buffers) => {
       if (fn === 'tw_read') segments.push(String(args[0]));
-      return original(fn, key, args);
+      return original(fn, key, args, buffers);
     };
-    return { segments, restore: () => (valkey.fcallBuffers = original) };
+    return { segments, restore: () => (valkey.fcall = original) };
   }
 
   it('arms near messages from the note tw_schedule publishes, reading nothing', async () => {

@@ -10,7 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { TickwheelClient } from '../../src/client/index.js';
 import { Valkey } from '../../src/cluster/connection.js';
+import type { SchedAnswer, SchedChange } from '../../src/cluster/functions.js';
 import { metaKey } from '../../src/cluster/keys.js';
+import type { Producer } from '../../src/cluster/producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from '../../src/cluster/schedules.js';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { nodeOf } from './checking.js';
@@ -49,6 +51,12 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     });
     queues.push(node);
     return node;
+  }
+
+  /** An occurrence as the leader makes one: made at most once while its mark lives. */
+  function scheduleOnce(node: DelayQueue, request: ScheduleRequest, markMs: number) {
+    const { producer } = nodeOf(node) as unknown as { producer: Producer };
+    return producer.scheduleOnce(request, markMs);
   }
 
   /** Waits until one of `nodes` leads the schedules; returns it. */
@@ -123,24 +131,24 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
   it('an occurrence is made once while its mark lives, acked or not; a cancel frees it', async () => {
     const node = await open(`once-${run++}`);
     const request = { topic: 'o', id: 'sched@1000', payload: 1 };
-    expect(await nodeOf(node).scheduleOnce(request, 60_000)).toBe(true);
+    expect(await scheduleOnce(node, request, 60_000)).toBe(true);
     // Pending: not made again (and not a second message).
-    expect(await nodeOf(node).scheduleOnce(request, 60_000)).toBe(false);
+    expect(await scheduleOnce(node, request, 60_000)).toBe(false);
     const [message] = await node.receive('o', { waitMs: 2_000 });
     expect(message.id).toBe('sched@1000');
     expect(await node.ack(message.receipt)).toBe(true);
     // Acked, and so no longer pending: a plain schedule would make it again; once does not.
-    expect(await nodeOf(node).scheduleOnce(request, 60_000)).toBe(false);
+    expect(await scheduleOnce(node, request, 60_000)).toBe(false);
     expect(await node.receive('o', { waitMs: 300 })).toEqual([]);
     // A cancelled one may be made again (a changed schedule's time, made anew).
     expect(
-      await nodeOf(node).scheduleOnce({ ...request, id: 'sched@2000', delayMs: 60_000 }, 60_000),
+      await scheduleOnce(node, { ...request, id: 'sched@2000', delayMs: 60_000 }, 60_000),
     ).toBe(true);
     expect(await node.cancel('sched@2000')).toBe(true);
-    expect(await nodeOf(node).scheduleOnce({ ...request, id: 'sched@2000' }, 60_000)).toBe(true);
+    expect(await scheduleOnce(node, { ...request, id: 'sched@2000' }, 60_000)).toBe(true);
     // The mark runs out: then an acked one may be made again.
     const other = { ...request, id: 'sched@3000' };
-    expect(await nodeOf(node).scheduleOnce(other, 50)).toBe(true);
+    expect(await scheduleOnce(node, other, 50)).toBe(true);
     const taken: string[] = [];
     for (let i = 0; i < 10 && !taken.includes('sched@3000'); i++) {
       for (const m of await node.receive('o', { max: 10, waitMs: 500 })) {
@@ -150,7 +158,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     }
     expect(taken).toContain('sched@3000');
     await sleep(100);
-    expect(await nodeOf(node).scheduleOnce(other, 50)).toBe(true);
+    expect(await scheduleOnce(node, other, 50)).toBe(true);
   }, 20_000);
 
   it('changes made at once through two nodes all land: none is lost', async () => {
@@ -279,8 +287,8 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
       nodeId: string;
       producer: {
         scheduleOnce(request: ScheduleRequest, ms: number): Promise<boolean>;
-        cancel(id: string): Promise<boolean>;
-        writeCall(fn: string, key: string, args: readonly string[], what: string): Promise<unknown>;
+        cancelGiving(id: string): Promise<unknown>;
+        sched(change: SchedChange, what: string): Promise<SchedAnswer>;
       };
     };
     const meta = metaKey(queue, 0);
@@ -296,10 +304,10 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
       },
       cancel: async (id) => {
         cancelled.push(id);
-        return inner.producer.cancel(id);
+        return (await inner.producer.cancelGiving(id)) !== undefined;
       },
       isLive: async () => false,
-      sched: (args, what) => inner.producer.writeCall('tw_sched', meta, args, what),
+      sched: (change, what) => inner.producer.sched(change, what),
       leads: () => true,
     });
     stale.lead(epoch - 1);

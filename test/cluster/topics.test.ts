@@ -10,7 +10,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Valkey } from '../../src/cluster/connection.js';
 import { pushKey, topicsKey } from '../../src/cluster/keys.js';
-import { LIBRARY_SOURCE } from '../../src/cluster/library.js';
 import { DelayQueue } from '../../src/delay-queue.js';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
@@ -282,38 +281,6 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
       expect.objectContaining({ id: 'r1', topic: 'old', deliverAt: first.deliverAt, attempts: 0 }),
     ]);
     expect(await node.get('r1')).toMatchObject({ status: 'scheduled', deliverAt: made.deliverAt });
-  });
-
-  it('a cancel on a server whose library predates version 13 (it says only that it cancelled) counts and is told', async () => {
-    const node = await open(`events-${run++}`);
-    const all: QueueEvent[] = [];
-    node.events.on('event', (event: QueueEvent) => all.push(event));
-    const { deliverAt } = await node.schedule({
-      topic: 'old',
-      payload: 1,
-      id: 'o1',
-      delayMs: 60_000,
-    });
-    // The functions as before version 13: tw_cancel ignores 'info' and answers 1.
-    const older = LIBRARY_SOURCE.replace(
-      "if args[3] == 'info' then return {1, st.topic, st.due, st.attempts} end",
-      '',
-    );
-    expect(older).not.toBe(LIBRARY_SOURCE);
-    const valkey = await Valkey.connect(server.url);
-    try {
-      await valkey.command('x', ['FUNCTION', 'LOAD', 'REPLACE', older]);
-      expect(await node.cancel('o1')).toBe(true);
-      expect(await node.cancel('o1')).toBe(false);
-      await waitFor(() => all.some((e) => e.type === 'cancelled'));
-      expect(all.filter((event) => event.type === 'cancelled')).toEqual([
-        expect.objectContaining({ id: 'o1', topic: 'old', deliverAt }),
-      ]);
-      expect(await node.stats()).toMatchObject({ cancelled: 1 });
-    } finally {
-      await valkey.command('x', ['FUNCTION', 'LOAD', 'REPLACE', LIBRARY_SOURCE]);
-      await valkey.close();
-    }
   });
 
   it('stored settings that cannot be read stop a node from opening', async () => {

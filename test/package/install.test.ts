@@ -10,8 +10,9 @@ import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { writeFileSync } from 'node:fs';
 import { createServer as createNetServer } from 'node:net';
 import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LIBRARY_FILES, librarySource } from '../../src/cluster/library.js';
 import { useTempDirs } from '../support/temp-dir.js';
 
 const tempDir = useTempDirs('package');
@@ -244,6 +245,18 @@ describe('the packed package', () => {
         expect(existsSync(target), `${relative(installed, map)} -> ${source}`).toBe(true);
       }
     }
+  });
+
+  it("ships the cluster's Lua beside its compiled library, which reads it from there", async () => {
+    for (const name of LIBRARY_FILES)
+      expect(tarballFiles).toContain(`dist/cluster/lua/${name}.lua`);
+    const library = pathToFileURL(join(installed, 'dist', 'cluster', 'library.js')).href;
+    writeFileSync(
+      join(app, 'library.mjs'),
+      `import { librarySource } from ${JSON.stringify(library)};\nprocess.stdout.write(librarySource());\n`,
+    );
+    const printed = must(await run(process.execPath, ['library.mjs'], { cwd: app }), 'library.mjs');
+    expect(printed.stdout).toBe(librarySource());
   });
 
   it('says who it is and where it lives, and which Node it needs', () => {

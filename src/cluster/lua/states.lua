@@ -1,34 +1,32 @@
-/**
- * Lua of the tickwheel library (library.ts): a partition's message states and segments, the
- * helpers every message function uses.
- *
- * Keys of a partition share the prefix `tw:{q:p}:` (one slot); functions get the partition's
- * `meta` key and build the others from its prefix. A message is an immutable *record* (bytes the
- * node encodes: id, topic, payload, retry settings), appended to a *segment*, and a *state* in
- * its id bucket, a short string:
- *
- *   status | segment | index | deliverAt | attempts | topic
- *
- * with status S (scheduled), R (ready), I (inflight) or D (dead); finished ones, A (acked) and
- * C (cancelled), are remembered a while in the partition's done hashes. A segment is a list, named
- * `w<window number>` (the window's start / windowMs) or `n<k>` (near segment k), and a record
- * is found by its index in it: records are only ever appended, so an index never changes. A
- * list, not a string: Valkey grows a string by doubling on APPEND, which cost a third more
- * memory per message than the records themselves; a list packs its elements into 8 KB nodes.
- * Numbers the node sent (deliverAt) are kept as the node wrote them, so that no precision is
- * lost to Lua's number formatting; only integers are formatted here. The location (segment and
- * index) names one scheduling of a message: a fire or a receipt made for another is refused.
- *
- * A message scheduled without an id has a *located* id instead, which tw_schedule makes from
- * where the record went: `@<partition>.<segment>.<index>.<tag>` (record.ts). While it waits
- * there it has no id state at all: its state is read from its record (which then carries the
- * tag, due time and topic) and is "scheduled" unless the bit of its index in the segment's
- * tombstone bitmap `t:<segment>` is set. The bit is set whenever it leaves that state (fired,
- * cancelled, moved); from then on its id state lives in its bucket like any other's, and its
- * record, if copied elsewhere, gets its id written in.
- */
+-- The tickwheel library (library.ts): a partition's message states and segments, the helpers
+-- every message function uses.
+--
+-- Keys of a partition share the prefix 'tw:{q:p}:' (one slot); functions get the partition's
+-- meta key and build the others from its prefix. A message is an immutable record (bytes the
+-- node encodes: id, topic, payload, retry settings), appended to a segment, and a state in its
+-- id bucket, a short string:
+--
+--   status | segment | index | deliverAt | attempts | topic
+--
+-- with status S (scheduled), R (ready), I (inflight) or D (dead); finished ones, A (acked) and
+-- C (cancelled), are remembered a while in the partition's done hashes. A segment is a list,
+-- named 'w<window number>' (the window's start / windowMs) or 'n<k>' (near segment k), and a
+-- record is found by its index in it: records are only ever appended, so an index never
+-- changes. A list, not a string: Valkey grows a string by doubling on APPEND, which cost a third
+-- more memory per message than the records themselves; a list packs its elements into 8 KB
+-- nodes. Numbers the node sent (deliverAt) are kept as the node wrote them, so that no
+-- precision is lost to Lua's number formatting; only integers are formatted here. The location
+-- (segment and index) names one scheduling of a message: a fire or a receipt made for another
+-- is refused.
+--
+-- A message scheduled without an id has a located id instead, which tw_schedule makes from
+-- where the record went: '@<partition>.<segment>.<index>.<tag>' (record.ts). While it waits
+-- there it has no id state at all: its state is read from its record (which then carries the
+-- tag, due time and topic) and is "scheduled" unless the bit of its index in the segment's
+-- tombstone bitmap 't:<segment>' is set. The bit is set whenever it leaves that state (fired,
+-- cancelled, moved); from then on its id state lives in its bucket like any other's, and its
+-- record, if copied elsewhere, gets its id written in.
 
-export const STATES = `
 local function prefix_of(meta)
   return string.sub(meta, 1, -5)
 end
@@ -203,4 +201,3 @@ local function relocate(prefix, meta, id, bucket, st, due, window, record)
   st.seg, st.index, st.due = seg, index, due
   return isNear or wasNear
 end
-`;

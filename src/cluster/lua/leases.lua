@@ -1,19 +1,16 @@
-/**
- * Lua of the tickwheel library (library.ts): partition leases, the fencing check of every
- * owner-only function, and node membership. LEASES comes first in the library: every other
- * fragment uses its now_ms, holds and owner_write.
- *
- * Lease replies are arrays, `{granted, epoch, ...}` with granted 1 or 0:
- *   tw_lease(meta; 'acquire', node, -, leaseMs) -> {1, epoch, born} | {0, epoch, owner, msLeft, born}
- *   tw_lease(meta; 'renew', node, epoch, leaseMs) -> {1, epoch, born} | {0, epoch, born}
- *   tw_lease(meta; 'release', node, epoch)        -> {1, epoch, born} | {0, epoch, born}
- * An acquire always brings a new epoch, even to the node that held the lease before: whatever
- * that node's earlier incarnation still has in flight is fenced by it. `born` is the server time
- * of the partition's first grant ('' before it): it changes only if the partition's keys were
- * lost, which is how nodes notice a server that restarted without its data.
- */
+-- The tickwheel library (library.ts): partition leases, and the fencing check of every
+-- owner-only function. It comes first in the library: every other file uses its now_ms, holds
+-- and owner_write.
+--
+-- Lease replies are arrays, {granted, epoch, ...} with granted 1 or 0:
+--   tw_lease(meta; 'acquire', node, -, leaseMs) -> {1, epoch, born} | {0, epoch, owner, msLeft, born}
+--   tw_lease(meta; 'renew', node, epoch, leaseMs) -> {1, epoch, born} | {0, epoch, born}
+--   tw_lease(meta; 'release', node, epoch)        -> {1, epoch, born} | {0, epoch, born}
+-- An acquire always brings a new epoch, even to the node that held the lease before: whatever
+-- that node's earlier incarnation still has in flight is fenced by it. born is the server time
+-- of the partition's first grant ('' before it): it changes only if the partition's keys were
+-- lost, which is how nodes notice a server that restarted without its data.
 
-export const LEASES = `
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -43,9 +40,7 @@ local function lease(keys, args)
   elseif op == 'renew' then
     if ttl == nil or ttl <= 0 then return redis.error_reply('ERR tw_lease: bad lease time') end
     if owner ~= node or current ~= epoch or untilMs <= now then return {0, current, born} end
-    -- (A partition granted by an older library has no 'born' yet.)
-    if born == '' then born = string.format('%d', now) end
-    redis.call('HSET', meta, 'leaseUntil', now + ttl, 'born', born)
+    redis.call('HSET', meta, 'leaseUntil', now + ttl)
     return {1, current, born}
   elseif op == 'release' then
     if owner ~= node or current ~= epoch then return {0, current, born} end
@@ -70,35 +65,4 @@ local function owner_write(meta)
   return redis.call('HINCRBY', meta, 'oseq', 1)
 end
 
-local function fenced_check(keys, args)
-  if holds(keys[1], args[1], tonumber(args[2])) then return 1 end
-  return 0
-end
-`;
-
-export const MEMBERSHIP = `
--- The queue's fixed settings, written by the first node and read by every later one:
--- config(config; partitions, windowMs) -> {partitions, windowMs} as stored.
-local function config(keys, args)
-  local key = keys[1]
-  redis.call('HSETNX', key, 'partitions', args[1])
-  redis.call('HSETNX', key, 'windowMs', args[2])
-  redis.call('HSETNX', key, 'library', VERSION)
-  return redis.call('HMGET', key, 'partitions', 'windowMs')
-end
-
--- A node's heartbeat: heartbeat(nodes; node, ttlMs) keeps the node listed until ttlMs from
--- now by the server's clock (ttlMs 0: it leaves), drops the lapsed, and answers the members.
-local function heartbeat(keys, args)
-  local key = keys[1]
-  local now = now_ms()
-  local ttl = tonumber(args[2])
-  if ttl > 0 then
-    redis.call('ZADD', key, now + ttl, args[1])
-  else
-    redis.call('ZREM', key, args[1])
-  end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  return redis.call('ZRANGE', key, 0, -1)
-end
-`;
+redis.register_function{function_name = 'tw_lease', callback = lease}

@@ -1,9 +1,6 @@
-/**
- * Lua of the tickwheel library (library.ts): the partition owner's side of scheduled messages:
- * reading segments, raising the loaded horizon, and firing what is due.
- */
+-- The tickwheel library (library.ts): the partition owner's side of scheduled messages:
+-- reading segments, raising the loaded horizon, and firing what is due.
 
-export const LOADING = `
 -- A record starts idLength u8 | id | bucket u16 | maxAttempts u16 (little-endian), or is a
 -- located one (idLength 0, located_head); the rest only nodes read. -> id, bucket, maxAttempts
 -- (id and bucket nil for a located record).
@@ -113,4 +110,7 @@ local function fire(keys, args)
   for topic in pairs(topics) do redis.call('SPUBLISH', prefix .. 'ev', 'r ' .. topic) end
   return {fired, early, owner_write(meta)}
 end
-`;
+
+redis.register_function{function_name = 'tw_read', callback = read, flags = {'no-writes'}}
+redis.register_function{function_name = 'tw_load', callback = load}
+redis.register_function{function_name = 'tw_fire', callback = fire}

@@ -1,27 +1,23 @@
-/**
- * Lua of the tickwheel library (library.ts): a message by its id, as producers and the queue's
- * users change it: schedule, get, cancel, reschedule, requeue, and its record.
- *
- *   tw_schedule(meta; n, then items: a message with an id (id, bucket, deliverAt, window,
- *               topic, record) or a run of k located records ('', window, earliest due,
- *               latest due, topic, k, the k records each after its u32 length); n messages)
- *     -> for the messages with ids: their count when all were created, else one entry each,
- *        1 (created) or the due time of the pending message that has that id (not created);
- *        with located runs, {that answer, loadedUntil, where each run went} (see schedule)
- *   tw_get(meta; id, bucket) -> state | nil   (a live message's, else a recently finished one's)
- *   tw_cancel(meta; id, bucket[, 'info']) -> 1 | 0   (0: no live message with that id;
- *     scheduled, ready, in flight and dead ones are all cancelled); with 'info', 1 is
- *     {1, topic, due, attempts} of the message cancelled, read in the same call
- *
- * A message due before the partition's `loadedUntil` goes to the current near segment (the
- * owner has loaded that stretch of time), and the partition's channel says so: tw_schedule's
- * note is `n <segment> <index of the first> <id> <bucket> <deliverAt> ...` (bucket `-` for a
- * located id), enough for the owner to arm them without reading the segment; other changes to
- * the near segment send `n` alone (read its tail). One due later goes to the segment of its
- * window, which nobody reads until the owner loads it.
- */
+-- The tickwheel library (library.ts): a message by its id, as producers and the queue's users
+-- change it: schedule, get, cancel, reschedule, requeue, and its record.
+--
+--   tw_schedule(meta; n, then items: a message with an id (id, bucket, deliverAt, window,
+--               topic, record) or a run of k located records ('', window, earliest due,
+--               latest due, topic, k, the k records each after its u32 length); n messages)
+--     -> for the messages with ids: their count when all were created, else one entry each,
+--        1 (created) or the due time of the pending message that has that id (not created);
+--        with located runs, {that answer, loadedUntil, where each run went} (see schedule)
+--   tw_get(meta; id, bucket) -> state | nil   (a live message's, else a recently finished one's)
+--   tw_cancel(meta; id, bucket) -> {1, topic, due, attempts} of the message cancelled | 0 (no
+--     live message with that id; scheduled, ready, in flight and dead ones are all cancelled)
+--
+-- A message due before the partition's loadedUntil goes to the current near segment (the owner
+-- has loaded that stretch of time), and the partition's channel says so: tw_schedule's note is
+-- 'n <segment> <index of the first> <id> <bucket> <deliverAt> ...' (bucket '-' for a located
+-- id), enough for the owner to arm them without reading the segment; other changes to the near
+-- segment send 'n' alone (read its tail). One due later goes to the segment of its window,
+-- which nobody reads until the owner loads it.
 
-export const MESSAGES = `
 -- The most messages a near segment's note names; for more, the note is 'n' (read the segment).
 local NOTE_MAX = 200
 
@@ -267,12 +263,9 @@ local function cancel(keys, args)
     -- The owner may hold it in its wheel: a near note lets it forget the timer.
     redis.call('SPUBLISH', prefix .. 'ev', 'c ' .. id)
   end
-  if args[3] == 'info' then return {1, st.topic, st.due, st.attempts} end
-  return 1
+  return {1, st.topic, st.due, st.attempts}
 end
-`;
 
-export const MOVES = `
 -- A scheduled message due at another time: its record copied to where that time belongs.
 -- reschedule(meta; id, bucket, due, window) -> 1 | 0
 local function reschedule(keys, args)
@@ -303,9 +296,7 @@ local function requeue(keys, args)
   if tell then redis.call('SPUBLISH', prefix .. 'ev', 'n') end
   return 1
 end
-`;
 
-export const RECORD = `
 -- A message's state and current record: record(meta; id, bucket) -> {state, record} | nil
 local function record_of(keys, args)
   local prefix = prefix_of(keys[1])
@@ -313,4 +304,10 @@ local function record_of(keys, args)
   if not st then return nil end
   return {write_state(st), redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)}
 end
-`;
+
+redis.register_function{function_name = 'tw_schedule', callback = schedule}
+redis.register_function{function_name = 'tw_get', callback = get, flags = {'no-writes'}}
+redis.register_function{function_name = 'tw_cancel', callback = cancel}
+redis.register_function{function_name = 'tw_reschedule', callback = reschedule}
+redis.register_function{function_name = 'tw_requeue', callback = requeue}
+redis.register_function{function_name = 'tw_record', callback = record_of, flags = {'no-writes'}}

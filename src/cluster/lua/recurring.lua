@@ -1,14 +1,11 @@
-/**
- * Lua of the tickwheel library (library.ts): recurring schedules: their records, and each
- * occurrence made at most once.
- *
- *   tw_schedule_once(meta; markMs, then one message with an id as for tw_schedule) -> 1 | 0
- *     (an occurrence of a recurring schedule: made at most once while its mark lives)
- *   tw_sched(meta of partition 0; op, name, version, ...) -> recurring schedules' records
- *     (see its definition below)
- */
+-- The tickwheel library (library.ts): recurring schedules: their records, and each occurrence
+-- made at most once.
+--
+--   tw_schedule_once(meta; markMs, then one message with an id as for tw_schedule) -> 1 | 0
+--     (an occurrence of a recurring schedule: made at most once while its mark lives)
+--   tw_sched(meta of partition 0; op, name, version, ...) -> recurring schedules' records
+--     (see its definition below)
 
-export const RECURRING = `
 -- An occurrence of a recurring schedule: one message with an id (tw_schedule's arguments for
 -- one) made at most once while its mark 'once:<id>' lives (ttlMs), whatever became of it:
 -- acked, dead or still pending. A cancel removes the mark. -> 1 made | 0 made before
@@ -57,4 +54,6 @@ local function sched(keys, args)
   if op == 'put' then redis.call('INCR', prefix .. 'schedv') end
   return {1, version}
 end
-`;
+
+redis.register_function{function_name = 'tw_schedule_once', callback = schedule_once}
+redis.register_function{function_name = 'tw_sched', callback = sched}

@@ -1,6 +1,5 @@
-/** Lua of the tickwheel library (library.ts): rate-limited topics' shared token buckets. */
+-- The tickwheel library (library.ts): rate-limited topics' shared token buckets.
 
-export const TOKENS = `
 -- A rate-limited topic's token bucket, shared by every node (src/queue/topics.ts):
 -- tokens(bucket; perSecond, burst, want) -> {granted, retryInMs}: takes up to want whole tokens
 -- (retryInMs: with none granted, the time until the next one); want < 0 gives -want back, unless
@@ -33,4 +32,5 @@ local function tokens(keys, args)
   if granted == 0 then retry = math.max(1, math.ceil((1 - level) * 1000 / rate)) end
   return {granted, retry}
 end
-`;
+
+redis.register_function{function_name = 'tw_tokens', callback = tokens}

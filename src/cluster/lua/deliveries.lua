@@ -1,11 +1,6 @@
-/**
- * Lua of the tickwheel library (library.ts) for deliveries: ready messages taken in flight, acked,
- * nacked, and expired when their visibility runs out.
- */
+-- The tickwheel library (library.ts): deliveries: ready messages taken in flight, acked,
+-- nacked, and expired when their visibility runs out.
 
-import { VISIBILITY_REASON } from '../../queue/message.js';
-
-export const DELIVERIES = `
 -- Ready -> inflight for up to max messages of a topic, in the order they became ready, with a
 -- visibility deadline by the server's clock; stops before maxBytes of records (but always
 -- takes one). -> {id, attempts, deliverAt, record}...
@@ -67,14 +62,13 @@ local function ack_one(prefix, id, bucket, attempt)
   return 1
 end
 
--- ack(meta; id, bucket, attempt [, id, bucket, attempt ...]) -> 1 | 0 for one delivery, an
--- array of them for several (a consumer's acks of one partition in one turn go together).
+-- ack(meta; id, bucket, attempt [, id, bucket, attempt ...]) -> {1 | 0 for each delivery} (a
+-- consumer's acks of one partition in one turn go together).
 local function ack(keys, args)
   if #args == 0 or #args % 3 ~= 0 then
     return redis.error_reply('ERR tw_ack: expected id, bucket, attempt for each delivery')
   end
   local prefix = prefix_of(keys[1])
-  if #args == 3 then return ack_one(prefix, args[1], args[2], tonumber(args[3])) end
   local out = {}
   for at = 1, #args, 3 do
     out[#out + 1] = ack_one(prefix, args[at], args[at + 1], tonumber(args[at + 2]))
@@ -117,7 +111,7 @@ end
 
 -- Inflight deliveries whose visibility deadline is at or before upTo, oldest first, for the
 -- owner to work out each retry's due time: -> {bucket, id, attempts, deadline, record, due}...
--- (due, the time the delivery was for, came last in version 12: earlier callers ignore it)
+-- (due: the time the delivery was for)
 local function overdue(keys, args)
   local prefix = prefix_of(keys[1])
   local entries = redis.call('ZRANGEBYSCORE', prefix .. 'inflight', '-inf', args[1],
@@ -140,7 +134,7 @@ end
 -- Owner only: deliveries whose visibility ran out, each (id, bucket, attempt, due, window)
 -- failed as by a nack, if still inflight with that attempt and past its deadline by the
 -- server's clock. -> {retried, dead, oseq, outcome...} or {-1}, one outcome per delivery given:
--- 0 left alone, 1 retried, 2 dead (the outcomes came in version 12: earlier callers ignore them).
+-- 0 left alone, 1 retried, 2 dead.
 local function expire(keys, args)
   local meta = keys[1]
   if not holds(meta, args[1], tonumber(args[2])) then return {-1} end
@@ -156,8 +150,9 @@ local function expire(keys, args)
     local deadline = st and tonumber(redis.call('ZSCORE', prefix .. 'inflight', bucket .. ':' .. id))
     outcomes[i + 1] = 0
     if st and deadline and deadline <= now then
+      -- VISIBILITY_REASON: the embedded queue's text (queue/message.ts), in the library's header.
       if fail(meta, prefix, ids, id, bucket, st, args[at + 3], args[at + 4],
-          '${VISIBILITY_REASON}') == 'dead' then
+          VISIBILITY_REASON) == 'dead' then
         dead = dead + 1
         outcomes[i + 1] = 2
       else
@@ -170,4 +165,9 @@ local function expire(keys, args)
   for i = 1, n do out[3 + i] = outcomes[i] end
   return out
 end
-`;
+
+redis.register_function{function_name = 'tw_take', callback = take}
+redis.register_function{function_name = 'tw_ack', callback = ack}
+redis.register_function{function_name = 'tw_nack', callback = nack}
+redis.register_function{function_name = 'tw_overdue', callback = overdue, flags = {'no-writes'}}
+redis.register_function{function_name = 'tw_expire', callback = expire}

@@ -1,0 +1,326 @@
+/**
+ * One typed call per function of the tickwheel library (library.ts; each function's contract is
+ * beside it in lua/*.lua): its arguments, and its reply read into named fields, so that nothing
+ * else calls a function or reads a reply by position. `meta` is a partition's meta key
+ * (keys.ts): it picks the slot. Owner-only calls (load, fire, expire) answer undefined when the
+ * caller no longer holds the partition's lease under its epoch.
+ */
+
+import { TickwheelStateError } from '../errors.js';
+import { describe } from '../validate.js';
+import type { MessageStatus } from '../queue/message.js';
+import type { RateLimit } from '../queue/topics.js';
+import type { MessageInfo } from '../queue/types.js';
+import type { Valkey } from './connection.js';
+import { metaKey } from './keys.js';
+import { inLibraryFiles } from './library.js';
+import { placeOf } from './record.js';
+
+type Arg = string | number | Buffer;
+
+/** A message's id and its id bucket in its partition (record.ts, placeOf). */
+export type Id = { id: string; bucket: number };
+
+/** A message by its id, in its partition. */
+export type MessageAt = Id & { meta: string };
+
+/** Where the message `id` of a queue of `partitions` lives. */
+export function messageAt(queue: string, partitions: number, id: string): MessageAt {
+  const { partition, bucket } = placeOf(id, partitions);
+  return { meta: metaKey(queue, partition), id, bucket };
+}
+
+/** A delivery of a message, named by its attempt (as a receipt names it). */
+export type Delivery = Id & { attempt: number };
+
+/** A delivery failed: scheduled again at `due` (in `window`), or dead. */
+export type Retry = Delivery & { due: number; window: number };
+
+/** The caller of an owner-only function: a node, under the epoch of its lease. */
+export type Owner = { node: string; epoch: number };
+
+/** A message with an id to schedule (its window: floor(deliverAt / windowMs)). */
+export type ToSchedule = Id & { deliverAt: number; topic: string; record: Buffer };
+
+async function call<T>(valkey: Valkey, fn: string, key: string, args: Arg[], buffers = false) {
+  try {
+    return (await valkey.fcall(fn, key, args, buffers)) as T;
+  } catch (err) {
+    // A Lua error names a line of the joined library: tell its file's line instead.
+    if (err instanceof Error) err.message = inLibraryFiles(err.message);
+    throw err;
+  }
+}
+
+const str = (value: unknown): string => String(value ?? '');
+const num = (value: unknown): number => Number(String(value));
+
+type LeaseOp = 'acquire' | 'renew' | 'release';
+
+/**
+ * tw_lease: acquire (a new epoch, whatever `epoch` says), renew or release. `born`: server time
+ * of the partition's first grant ('' before any); a change means its data was lost.
+ */
+export async function lease(valkey: Valkey, meta: string, op: LeaseOp, by: Owner, leaseMs = 0) {
+  const reply = await call<unknown[]>(valkey, 'tw_lease', meta, [op, by.node, by.epoch, leaseMs]);
+  const granted = Number(reply[0]) === 1;
+  // A refused acquire names the holder and its time left before `born`.
+  const born = str(op === 'acquire' && !granted ? reply[4] : reply[2]);
+  return { granted, epoch: Number(reply[1]), born };
+}
+
+/** tw_config: the queue's fixed settings, as the first node wrote them. */
+export async function config(valkey: Valkey, key: string, partitions: number, windowMs: number) {
+  const [stored, window] = await call<unknown[]>(valkey, 'tw_config', key, [partitions, windowMs]);
+  return { partitions: num(stored), windowMs: num(window) };
+}
+
+/** tw_heartbeat: `node` a member for `ttlMs` more (0: it leaves); the members, sorted. */
+export async function heartbeat(valkey: Valkey, key: string, node: string, ttlMs: number) {
+  return (await call<unknown[]>(valkey, 'tw_heartbeat', key, [node, ttlMs])).map(str).sort();
+}
+
+/** tw_tokens: up to `want` tokens of a topic's bucket (`want` < 0 gives them back). */
+export async function tokens(valkey: Valkey, key: string, limit: RateLimit, want: number) {
+  const args = [String(limit.perSecond), String(limit.burst), String(want)];
+  const [granted, retryInMs] = await call<number[]>(valkey, 'tw_tokens', key, args);
+  return { granted: Number(granted), retryInMs: Number(retryInMs) };
+}
+
+/** tw_schedule's arguments, built message by message. */
+export class ScheduleBatch {
+  readonly args: Arg[] = [0];
+  /** Runs of messages without ids: the reply then says where they went. */
+  runs = 0;
+
+  /** A message with an id. */
+  message(m: ToSchedule, window: number): void {
+    this.args.push(m.id, m.bucket, String(m.deliverAt), window, m.topic, m.record);
+    this.args[0] = (this.args[0] as number) + 1;
+  }
+
+  /** Messages without ids of one window and topic, due from `earliest` to `latest`. */
+  run(window: number, earliest: number, latest: number, topic: string, records: Buffer[]): void {
+    this.args.push('', window, String(earliest), String(latest), topic, records.length);
+    this.args.push(packRecords(records));
+    this.args[0] = (this.args[0] as number) + records.length;
+    this.runs++;
+  }
+}
+
+/** Records in one buffer, each after its length (u32 little-endian), as tw_schedule takes a run. */
+export function packRecords(records: readonly Buffer[]): Buffer {
+  let size = 0;
+  for (const record of records) size += 4 + record.length;
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const record of records) {
+    at = out.writeUInt32LE(record.length, at);
+    at += record.copy(out, at);
+  }
+  return out;
+}
+
+export interface ScheduleAnswer {
+  /** Per message with an id: undefined if created, else the due time of the one pending. */
+  existing: ReadonlyArray<number | undefined>;
+  /** With runs: the partition's loadedUntil, by which a straddling run's parts are told apart. */
+  loadedUntil: number;
+  /** Per run, its segment and first index; two for a straddling run (near first; -1: none). */
+  where: Array<{ segment: string; first: number }>;
+}
+
+/** tw_schedule: a partition's batch. */
+export async function schedule(
+  valkey: Valkey,
+  meta: string,
+  batch: ScheduleBatch,
+): Promise<ScheduleAnswer> {
+  let answer = await call<unknown>(valkey, 'tw_schedule', meta, batch.args);
+  let loadedUntil = 0;
+  const where: ScheduleAnswer['where'] = [];
+  if (batch.runs > 0) {
+    const [ids, until, places] = Array.isArray(answer) ? answer : [];
+    if (!Array.isArray(places)) {
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_INVALID_STATE',
+        `tw_schedule answered ${describe(answer)}, not where it put the messages without ids`,
+      );
+    }
+    [answer, loadedUntil] = [ids, num(until)];
+    for (let i = 0; i < places.length; i += 2) {
+      where.push({ segment: str(places[i]), first: num(places[i + 1]) });
+    }
+  }
+  // One integer when every message with an id was created.
+  const existing = Array.isArray(answer)
+    ? answer.map((entry: unknown) => (typeof entry === 'number' ? undefined : num(entry)))
+    : [];
+  return { existing, loadedUntil, where };
+}
+
+/** tw_schedule_once: true when made now, false when made before (its mark lives `markMs`). */
+export async function scheduleOnce(
+  valkey: Valkey,
+  meta: string,
+  markMs: number,
+  m: ToSchedule,
+  window: number,
+) {
+  const args = [String(markMs), m.id, m.bucket, String(m.deliverAt), window, m.topic, m.record];
+  return (await call(valkey, 'tw_schedule_once', meta, args)) === 1;
+}
+
+/** Each status, by its letter in a state (lua/states.lua): S R I D A C. */
+const STATUS: MessageStatus[] = ['scheduled', 'ready', 'inflight', 'dead', 'acked', 'cancelled'];
+
+/** tw_get: a live message's state, or a recently finished one's. */
+export async function get(valkey: Valkey, m: MessageAt): Promise<MessageInfo | undefined> {
+  const state = await call(valkey, 'tw_get', m.meta, [m.id, m.bucket]);
+  if (typeof state !== 'string') return undefined;
+  // status | segment | index | deliverAt | attempts | topic (lua/states.lua)
+  const [status, , , due, attempts, topic] = state.split('|');
+  const info = { id: m.id, topic, status: STATUS['SRIDAC'.indexOf(status)] };
+  return { ...info, deliverAt: Number(due), attempts: Number(attempts) };
+}
+
+/** tw_record: a live or dead message's record. */
+export async function record(valkey: Valkey, m: MessageAt): Promise<Buffer | undefined> {
+  const found = await call<Buffer[] | null>(valkey, 'tw_record', m.meta, [m.id, m.bucket], true);
+  return found?.[1];
+}
+
+/** tw_cancel: what the message was when cancelled (read in the same call). */
+export async function cancel(valkey: Valkey, m: MessageAt) {
+  const reply = await call<unknown>(valkey, 'tw_cancel', m.meta, [m.id, m.bucket]);
+  if (!Array.isArray(reply)) return undefined;
+  return { topic: str(reply[1]), deliverAt: num(reply[2]), attempts: Number(reply[3]) };
+}
+
+/** tw_reschedule: a scheduled message due at `due` instead. */
+export async function reschedule(valkey: Valkey, m: MessageAt, due: number, window: number) {
+  const args = [m.id, m.bucket, String(due), window];
+  return (await call(valkey, 'tw_reschedule', m.meta, args)) === 1;
+}
+
+/** tw_requeue: a dead letter scheduled again at `due`, attempts from 0. */
+export async function requeue(valkey: Valkey, m: MessageAt, due: number, window: number) {
+  return (await call(valkey, 'tw_requeue', m.meta, [m.id, m.bucket, String(due), window])) === 1;
+}
+
+/** A change of a recurring schedule's record, made only if its version is still `version`. */
+export type SchedChange =
+  | { op: 'put'; name: string; version: number; record: string }
+  | { op: 'del'; name: string; version: number }
+  | { op: 'save'; name: string; version: number; record: string; by: Owner };
+
+/**
+ * `done`, with the new version (0: deleted); else `version` is the current one (changed
+ * meanwhile), or `fenced` (a save by a node that no longer holds partition 0).
+ */
+export type SchedAnswer = { done: boolean; fenced: boolean; version: number };
+
+/** tw_sched, on partition 0's meta: the recurring schedules' records. */
+export async function sched(valkey: Valkey, meta: string, change: SchedChange) {
+  const args = [change.op, change.name, String(change.version)];
+  if (change.op !== 'del') args.push(change.record);
+  if (change.op === 'save') args.push(change.by.node, String(change.by.epoch));
+  const [done, version] = (await call<unknown[]>(valkey, 'tw_sched', meta, args)).map(Number);
+  return { done: done === 1, fenced: done === -1, version };
+}
+
+/** tw_read: up to `max` records of a segment from `from`, those still current as `live`. */
+export async function read(valkey: Valkey, meta: string, seg: string, from: number, max: number) {
+  type Row = [number, Buffer, Buffer, number, Buffer, Buffer];
+  const args = [seg, from, max];
+  const [scanned, rows] = await call<[number, Row[]]>(valkey, 'tw_read', meta, args, true);
+  const live = rows.map(([index, status, due, , , id]) => ({
+    index: Number(index),
+    status: str(status),
+    deliverAt: num(due),
+    id: str(id),
+  }));
+  return { scanned: Number(scanned), live };
+}
+
+/** tw_load: loadedUntil raised to at least `to`; with `rotate`, a new near segment. */
+export async function load(valkey: Valkey, meta: string, by: Owner, to: number, rotate: boolean) {
+  const args = [by.node, by.epoch, to, rotate ? 1 : 0];
+  const reply = await call<unknown[]>(valkey, 'tw_load', meta, args);
+  if (Number(reply[0]) !== 1) return undefined;
+  return { loadedUntil: num(reply[1]), near: `n${str(reply[2])}`, seq: Number(reply[3]) };
+}
+
+/** One scheduling of a message: where its record is. */
+export type Placed = Id & { seg: string; index: number };
+
+/** tw_fire: scheduled -> ready where still so; `early`: due after server time + `skewMs`. */
+export async function fire(valkey: Valkey, meta: string, by: Owner, skewMs: number, at: Placed[]) {
+  const args: Arg[] = [by.node, by.epoch, skewMs, at.length];
+  for (const d of at) args.push(d.id, d.bucket, d.seg, d.index);
+  type Reply = [number, unknown[], number];
+  const [fired, early, seq] = await call<Reply>(valkey, 'tw_fire', meta, args);
+  if (Number(fired) === -1) return undefined;
+  return { fired: Number(fired), early: early.map(str), seq: Number(seq) };
+}
+
+/** tw_take: up to `max` ready messages of `topic` in flight, within `maxBytes` of records. */
+export async function take(
+  valkey: Valkey,
+  meta: string,
+  topic: string,
+  max: number,
+  visibilityMs: number,
+  maxBytes: number,
+) {
+  type Row = [Buffer, number, Buffer, Buffer];
+  const args = [topic, max, visibilityMs, maxBytes];
+  const rows = await call<Row[]>(valkey, 'tw_take', meta, args, true);
+  return rows.map(([id, attempts, due, record]) => ({
+    id: str(id),
+    attempts: Number(attempts),
+    deliverAt: num(due),
+    record,
+  }));
+}
+
+/** tw_ack: for each delivery, whether it was still out (and is now done). */
+export async function ack(valkey: Valkey, meta: string, deliveries: readonly Delivery[]) {
+  const args: Arg[] = [];
+  for (const d of deliveries) args.push(d.id, d.bucket, d.attempt);
+  return (await call<unknown[]>(valkey, 'tw_ack', meta, args)).map((done) => done === 1);
+}
+
+/** tw_nack: a delivery failed: 'retry' (due again at `due`), 'dead', or undefined (not out). */
+export async function nack(valkey: Valkey, meta: string, d: Retry, reason: string) {
+  const args = [d.id, d.bucket, d.attempt, String(d.due), d.window, reason];
+  const reply = await call(valkey, 'tw_nack', meta, args);
+  return reply === 'retry' || reply === 'dead' ? reply : undefined;
+}
+
+/** tw_overdue: up to `max` deliveries whose visibility ran out by `upTo`, oldest first. */
+export async function overdue(valkey: Valkey, meta: string, upTo: number, max: number) {
+  type Row = [Buffer, Buffer, number, Buffer, Buffer, Buffer];
+  const rows = await call<Row[]>(valkey, 'tw_overdue', meta, [String(upTo), max], true);
+  // deliverAt: the time the delivery was for.
+  return rows.map(([bucket, id, attempts, , record, due]) => ({
+    id: str(id),
+    bucket: num(bucket),
+    attempts: Number(attempts),
+    record,
+    deliverAt: num(due),
+  }));
+}
+
+/** tw_expire: deliveries past their visibility failed as by a nack, due again at `due`. */
+export async function expire(valkey: Valkey, meta: string, by: Owner, deliveries: Retry[]) {
+  const args: Arg[] = [by.node, by.epoch, deliveries.length];
+  for (const d of deliveries) args.push(d.id, d.bucket, d.attempt, String(d.due), d.window);
+  const reply = (await call<unknown[]>(valkey, 'tw_expire', meta, args)).map(Number);
+  if (reply[0] === -1) return undefined;
+  // Per delivery: left alone (not out with that attempt, or not past its deadline), or not.
+  const outcomes = reply
+    .slice(3)
+    .map((o): 'left' | 'retried' | 'dead' => (o === 1 ? 'retried' : o === 2 ? 'dead' : 'left'));
+  return { seq: reply[2], outcomes };
+}
