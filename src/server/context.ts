@@ -25,3 +25,8 @@ export interface ServerContext {
   /** Set once close() has begun. */
   closing: boolean;
 }
+
+/** The options of every route group's plugin. */
+export interface RouteGroupOptions {
+  context: ServerContext;
+}
