@@ -16,6 +16,7 @@ import type {
   RescheduleResponse,
   ScheduleBody,
   ScheduleResult,
+  WireError,
   WireErrorCode,
   WireMessageInfo,
 } from '../../protocol/wire.js';
@@ -107,7 +108,7 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
       // Messages whose failure may have left them scheduled after all.
       const unknown: string[] = [];
       let retry = true;
-      const results: Array<ScheduleResult | BatchErrorResponse['results'][number]> = [];
+      const results: Array<ScheduleResult | WireError> = [];
       for (const outcome of settled) {
         if (outcome.status === 'fulfilled') {
           results.push(outcome.value);

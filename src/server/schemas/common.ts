@@ -27,14 +27,32 @@
 import type { RouteOptions } from 'fastify';
 
 import { ID_PATTERN, MAX_DELAY_MS, TOPIC_PATTERN } from '../../queue/message.js';
+import { SCHEDULE_NAME_PATTERN } from '../../queue/recurring-spec.js';
 
-export const topic = {
+/** A name in a path: a topic, a schedule. */
+function pathName<Pattern extends string>(pattern: Pattern) {
+  return { type: 'string', minLength: 1, maxLength: 128, pattern } as const;
+}
+
+export const topic = pathName(TOPIC_PATTERN.source);
+export const scheduleName = pathName(SCHEDULE_NAME_PATTERN.source);
+export const id = {
   type: 'string',
   minLength: 1,
-  maxLength: 128,
-  pattern: TOPIC_PATTERN.source,
-};
-export const id = { type: 'string', minLength: 1, maxLength: 200, pattern: ID_PATTERN.source };
+  maxLength: 200,
+  pattern: ID_PATTERN.source,
+} as const;
+
+/** Any JSON value. */
+export const payload = {} as const;
+
+/** Deliveries of a message at most; the queue checks the same range (queue/message.ts). */
+export const maxAttempts = { type: 'integer', minimum: 1, maximum: 10_000 } as const;
+
+/** A value of `type`, or null. */
+export function nullable<Type extends string>(type: Type) {
+  return { type: [type, 'null'] } as const;
+}
 
 /** The groups of /openapi.json, in the order it lists them. */
 export const API_TAGS = [
@@ -52,7 +70,7 @@ export const API_TAGS = [
 
 export const errorDetail = {
   type: 'object',
-  required: ['code', 'message'],
+  required: ['code', 'message', 'outcome'],
   properties: {
     code: {
       type: 'string',
@@ -84,7 +102,7 @@ export const errorDetail = {
       description: 'Present when sending the same request again with that id is safe',
     },
   },
-};
+} as const;
 
 /**
  * Every error answer (errors.ts): `{ error: { code, message, outcome } }`. A shared schema, which
@@ -96,9 +114,9 @@ export const ERROR_SCHEMA = {
   type: 'object',
   required: ['error'],
   properties: { error: errorDetail },
-};
+} as const;
 
-export const errorBody = { $ref: 'Error#' };
+export const errorBody = { $ref: 'Error#' } as const;
 
 /**
  * Error answers a route gives besides its own, because of something around it: a hook, the
@@ -148,16 +166,32 @@ export const backoff = {
     jitter: { type: 'number', minimum: 0, maximum: 1 },
     maxDelayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
   },
-};
+} as const;
 
-export const topicParams = {
-  type: 'object',
-  required: ['topic'],
-  properties: { topic },
-};
+/** The parameters of a path with one, `:name`. */
+function pathParams<Name extends string, Schema extends object>(name: Name, schema: Schema) {
+  return {
+    type: 'object',
+    required: [name],
+    properties: { [name]: schema } as { [key in Name]: Schema },
+  } as const;
+}
 
-export const idParams = {
-  type: 'object',
-  required: ['id'],
-  properties: { id },
-};
+export const topicParams = pathParams('topic', topic);
+export const idParams = pathParams('id', id);
+export const scheduleParams = pathParams('name', scheduleName);
+
+/** `{ <flag>: true }`, the answer of an operation that has nothing else to say. */
+export function done<const Flag extends string, const Extra extends object = object>(
+  flag: Flag,
+  extra: Extra = {} as Extra,
+) {
+  return {
+    type: 'object',
+    required: [flag, ...(Object.keys(extra) as Array<keyof Extra & string>)],
+    properties: {
+      [flag]: { type: 'boolean', const: true },
+      ...extra,
+    } as { [key in Flag]: { type: 'boolean'; const: true } } & Extra,
+  } as const;
+}
