@@ -181,6 +181,22 @@ export const topicParams = pathParams('topic', topic);
 export const idParams = pathParams('id', id);
 export const scheduleParams = pathParams('name', scheduleName);
 
+/** An answer that is a list, `{ <key>: [items] }`; when `closed`, with nothing else in it. */
+export function listOf<const Key extends string, const Items extends object>(
+  key: Key,
+  items: Items,
+  closed = false,
+) {
+  return {
+    type: 'object',
+    ...(closed ? { additionalProperties: false } : {}),
+    required: [key],
+    properties: { [key]: { type: 'array', items } } as {
+      [k in Key]: { type: 'array'; items: Items };
+    },
+  } as const;
+}
+
 /** `{ <flag>: true }`, the answer of an operation that has nothing else to say. */
 export function done<const Flag extends string, const Extra extends object = object>(
   flag: Flag,

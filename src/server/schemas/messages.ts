@@ -20,6 +20,7 @@ import {
   errorDetail,
   id,
   idParams,
+  listOf,
   maxAttempts,
   payload,
   topic,
@@ -147,11 +148,7 @@ export const batchSchema = {
     },
   },
   response: {
-    201: {
-      type: 'object',
-      required: ['results'],
-      properties: { results: { type: 'array', items: scheduleResult } },
-    },
+    201: listOf('results', scheduleResult),
     400: batchErrorBody,
     409: batchErrorBody,
     413: batchErrorBody,
@@ -212,16 +209,7 @@ export const receiveSchema = {
     },
   },
   response: {
-    200: {
-      type: 'object',
-      required: ['messages'],
-      properties: {
-        messages: {
-          type: 'array',
-          items: receivedMessage,
-        },
-      },
-    },
+    200: listOf('messages', receivedMessage),
   },
 } as const;
 
@@ -279,11 +267,7 @@ export const deadLettersSchema = {
     properties: { limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,3}|10000)$' } },
   },
   response: {
-    200: {
-      type: 'object',
-      required: ['messages'],
-      properties: { messages: { type: 'array', items: messageInfo } },
-    },
+    200: listOf('messages', messageInfo),
   },
 } as const;
 

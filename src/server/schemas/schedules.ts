@@ -7,6 +7,7 @@ import {
   backoff,
   done,
   errorBody,
+  listOf,
   maxAttempts,
   nullable,
   payload,
@@ -73,12 +74,7 @@ export const scheduleListSchema = {
   summary: 'Recurring schedules, by name',
   tags: ['schedules'],
   response: {
-    200: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['schedules'],
-      properties: { schedules: { type: 'array', items: scheduleInfo } },
-    },
+    200: listOf('schedules', scheduleInfo, true),
   },
 } as const;
 

@@ -12,7 +12,7 @@ import {
   PUSH_METHODS,
 } from '../../queue/push.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../../queue/topics.js';
-import { topic, topicParams } from './common.js';
+import { listOf, topic, topicParams } from './common.js';
 
 const pushMethod = { enum: PUSH_METHODS } as const;
 
@@ -94,12 +94,7 @@ export const topicListSchema = {
   summary: 'Topics with messages or settings, with their settings and counts',
   tags: ['topics'],
   response: {
-    200: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['topics'],
-      properties: { topics: { type: 'array', items: topicInfo } },
-    },
+    200: listOf('topics', topicInfo, true),
   },
 } as const;
 
