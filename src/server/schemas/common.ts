@@ -20,7 +20,7 @@
  *
  * The error answers that come from around a route (the token, the Host check, the body
  * parser, the server opening or closing) are added to every route's schema where the hook
- * that gives them is installed (server.ts, with declareErrors() below); a route lists in its
+ * that gives them is installed (plugins/, with declareErrors() below); a route lists in its
  * own schema the errors of its own handler.
  */
 
@@ -105,9 +105,9 @@ export const errorDetail = {
 } as const;
 
 /**
- * Every error answer (errors.ts): `{ error: { code, message, outcome } }`. A shared schema, which
- * server.ts adds before any route: routes refer to it (errorBody), and /openapi.json has it
- * once, as components/schemas/Error.
+ * Every error answer (errors.ts): `{ error: { code, message, outcome } }`. A shared schema,
+ * which plugins/conventions.ts adds before any route: routes refer to it (errorBody), and
+ * /openapi.json has it once, as components/schemas/Error.
  */
 export const ERROR_SCHEMA = {
   $id: 'Error',
