@@ -81,10 +81,11 @@ export interface BatchResponse {
 
 /**
  * A batch in which some messages failed: the error status of the first failure, and one entry
- * per message. The ones with an id were scheduled (and are durable); the others were not.
+ * per message. The ones with an id were scheduled (and are durable); the others were not. A
+ * batch refused whole (a body that does not match the schema, say) has no `results`.
  */
 export interface BatchErrorResponse extends WireError {
-  results: Array<ScheduleResult | WireError>;
+  results?: Array<ScheduleResult | WireError>;
 }
 
 /** GET /v1/messages/:id: the embedded queue's MessageInfo, as JSON. */

@@ -9,8 +9,9 @@ import type { ServerMetrics } from './metrics.js';
 
 export interface ServerContext {
   /**
-   * The queue. Set once it is open; a hook refuses every request but /healthz before that, so
-   * a route handler may read it as it is (and must read it per request, not once).
+   * The queue. Set once it is open; the lifecycle plugin refuses every request but /healthz
+   * before that, so a route handler may read it as it is (and must read it per request, not
+   * once).
    */
   queue: Queue;
   /** 'opening' until the queue is open; 'failed' if it could not be opened. */
@@ -24,4 +25,9 @@ export interface ServerContext {
   readonly startedAt: number;
   /** Set once close() has begun. */
   closing: boolean;
+}
+
+/** The options of every route group's plugin. */
+export interface RouteGroupOptions {
+  context: ServerContext;
 }

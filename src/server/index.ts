@@ -14,7 +14,8 @@
  */
 
 import { checkServerPeers } from './peers.js';
-import type { ServerOptions, TickwheelServer } from './server.js';
+import type { ServerOptions } from './options.js';
+import type { TickwheelServer } from './server.js';
 
 export type { ServerOptions, TickwheelServer };
 

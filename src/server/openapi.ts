@@ -27,7 +27,7 @@
  */
 
 import { STATUS_CODES } from 'node:http';
-import type { FastifyInstance, RouteOptions } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, RouteOptions } from 'fastify';
 import { assert } from '../assert.js';
 import { BEARER_SCHEME } from './auth.js';
 import { API_TAGS } from './schemas/common.js';
@@ -65,11 +65,10 @@ export function recordRoutes(app: FastifyInstance): RecordedRoute[] {
 }
 
 /** Registers GET /openapi.json, describing `routes` (the server's, by recordRoutes). */
-export function openApiRoute(
-  app: FastifyInstance,
-  routes: readonly RecordedRoute[],
-  version: string,
-): void {
+export const openApiRoute: FastifyPluginAsync<{
+  routes: readonly RecordedRoute[];
+  version: string;
+}> = async (app, { routes, version }) => {
   let text: string | undefined;
   app.get(OPENAPI_PATH, { schema: openApiSchema }, async (_request, reply) => {
     text ??= JSON.stringify(openApiDocument(routes, version));
@@ -77,7 +76,7 @@ export function openApiRoute(
     // A string is sent as it is: Fastify serialises only objects.
     return text;
   });
-}
+};
 
 // ---- the document -------------------------------------------------------------------------
 

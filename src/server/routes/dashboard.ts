@@ -8,8 +8,8 @@
  * between two polls), so the server keeps no history.
  */
 
-import type { FastifyInstance } from 'fastify';
-import type { ServerContext } from '../context.js';
+import type { FastifyPluginAsync } from 'fastify';
+import type { RouteGroupOptions, ServerContext } from '../context.js';
 import { notFound } from '../errors.js';
 import { dashboardSchema, previewSchema } from '../schemas/status.js';
 
@@ -197,7 +197,7 @@ function liveOf(totals: unknown): Record<string, number> {
   return { live: t.scheduled + t.ready + t.inflight + t.dead, dead: t.dead };
 }
 
-export function dashboardRoutes(app: FastifyInstance, context: ServerContext): void {
+export const dashboardRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
   let cached: { at: number; snapshot: Promise<DashboardSnapshot> } | undefined;
 
   app.get('/dashboard', { schema: dashboardSchema }, async () => {
@@ -223,4 +223,4 @@ export function dashboardRoutes(app: FastifyInstance, context: ServerContext): v
       return preview;
     },
   );
-}
+};

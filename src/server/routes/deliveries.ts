@@ -8,7 +8,7 @@
  * the delivery still counts as an attempt, as a visibility timeout would.
  */
 
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type {
   AckBody,
   AckResponse,
@@ -21,7 +21,7 @@ import type {
 } from '../../protocol/wire.js';
 import { DEFAULT_RECEIVE_BYTES } from '../../protocol/limits.js';
 import type { ReceivedMessage } from '../../delay-queue.js';
-import type { ServerContext } from '../context.js';
+import type { RouteGroupOptions } from '../context.js';
 import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../schemas/messages.js';
 
 const POLL_SLICE_MS = 500;
@@ -44,7 +44,7 @@ function toWire(message: ReceivedMessage): WireReceivedMessage {
   return message;
 }
 
-export function deliveryRoutes(app: FastifyInstance, context: ServerContext): void {
+export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
   app.post<{ Params: { topic: string }; Body: ReceiveBody }>(
     '/topics/:topic/receive',
     { schema: receiveSchema },
@@ -109,4 +109,4 @@ export function deliveryRoutes(app: FastifyInstance, context: ServerContext): vo
       return { messages: await context.queue.deadLetters(request.params.topic, limit) };
     },
   );
-}
+};

@@ -14,17 +14,17 @@
  * one stream; there is no resuming from Last-Event-ID).
  */
 
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import { TickwheelError } from '../../errors.js';
 import { EVENT_TYPES, type QueueEventType } from '../../queue/events.js';
-import type { ServerContext } from '../context.js';
+import type { RouteGroupOptions } from '../context.js';
 import { invalidRequest } from '../errors.js';
 import { eventsSchema } from '../schemas/topics.js';
 
 const KEEP_ALIVE_MS = 15_000;
 const BUFFER = 10_000;
 
-export function eventRoutes(app: FastifyInstance, context: ServerContext): void {
+export const eventRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
   const streams = new Set<() => void>();
   app.addHook('preClose', async () => {
     for (const end of [...streams]) end();
@@ -78,7 +78,7 @@ export function eventRoutes(app: FastifyInstance, context: ServerContext): void 
       }
     },
   );
-}
+};
 
 /** Resolves when the socket drains, closes, or `signal` aborts; leaves no listener behind. */
 function drained(

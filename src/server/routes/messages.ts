@@ -4,7 +4,7 @@
  * durable as the store's fsync policy promises.
  */
 
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type {
   BatchBody,
   BatchErrorResponse,
@@ -16,12 +16,13 @@ import type {
   RescheduleResponse,
   ScheduleBody,
   ScheduleResult,
+  WireError,
   WireErrorCode,
   WireMessageInfo,
 } from '../../protocol/wire.js';
 import { TickwheelRangeError, TickwheelTypeError } from '../../errors.js';
 import type { ScheduleRequest } from '../../queue/message.js';
-import type { ServerContext } from '../context.js';
+import type { RouteGroupOptions, ServerContext } from '../context.js';
 import { conflict, invalidRequest, notFound, toErrorResponse } from '../errors.js';
 import {
   batchSchema,
@@ -69,7 +70,7 @@ async function whyMissing(context: ServerContext, id: string): Promise<string> {
     : `message ${id} is ${info.status}, not pending`;
 }
 
-export function messageRoutes(app: FastifyInstance, context: ServerContext): void {
+export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
   app.post<{ Params: { topic: string }; Body: ScheduleBody }>(
     '/topics/:topic/messages',
     { schema: scheduleSchema },
@@ -107,7 +108,7 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
       // Messages whose failure may have left them scheduled after all.
       const unknown: string[] = [];
       let retry = true;
-      const results: Array<ScheduleResult | BatchErrorResponse['results'][number]> = [];
+      const results: Array<ScheduleResult | WireError> = [];
       for (const outcome of settled) {
         if (outcome.status === 'fulfilled') {
           results.push(outcome.value);
@@ -204,4 +205,4 @@ export function messageRoutes(app: FastifyInstance, context: ServerContext): voi
       return { requeued: true };
     },
   );
-}
+};

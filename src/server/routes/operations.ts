@@ -5,8 +5,8 @@
  * GET /openapi.json, unauthenticated too, is openapi.ts's.
  */
 
-import type { FastifyInstance } from 'fastify';
-import type { ServerContext } from '../context.js';
+import type { FastifyPluginAsync } from 'fastify';
+import type { RouteGroupOptions, ServerContext } from '../context.js';
 import { notFound } from '../errors.js';
 import { RETRY_AFTER_SECONDS } from '../settings.js';
 import { dashboardPage, loadDashboardAssets } from '../dashboard.js';
@@ -53,7 +53,7 @@ async function health(context: ServerContext): Promise<HealthBody> {
   return { status: 'ok' };
 }
 
-export function statsRoute(app: FastifyInstance, context: ServerContext): void {
+export const statsRoute: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
   app.get('/stats', { schema: statsSchema }, async () => ({
     ...(await context.queue.stats()),
     recovery: context.queue.recovery ?? null,
@@ -63,13 +63,11 @@ export function statsRoute(app: FastifyInstance, context: ServerContext): void {
       maxWaitMs: context.maxWaitMs,
     },
   }));
-}
+};
 
-export function operationRoutes(
-  app: FastifyInstance,
-  context: ServerContext,
-  tokenRequired: boolean,
-): void {
+export const operationRoutes: FastifyPluginAsync<
+  RouteGroupOptions & { tokenRequired: boolean }
+> = async (app, { context, tokenRequired }) => {
   const assets = loadDashboardAssets();
   const placeholder = dashboardPage(context.version, tokenRequired);
   const icon = favicon();
@@ -116,4 +114,4 @@ export function operationRoutes(
       return asset.body;
     },
   );
-}
+};

@@ -4,14 +4,14 @@
  * schedule as it now is (its next occurrence, and the last one created).
  */
 
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type {
   ScheduleBodyRecurring,
   ScheduleDeleteResponse,
   ScheduleListResponse,
   WireSchedule,
 } from '../../protocol/wire.js';
-import type { ServerContext } from '../context.js';
+import type { RouteGroupOptions } from '../context.js';
 import { notFound } from '../errors.js';
 import {
   scheduleDeleteSchema,
@@ -23,7 +23,7 @@ import {
 
 type Named = { Params: { name: string } };
 
-export function scheduleRoutes(app: FastifyInstance, context: ServerContext): void {
+export const scheduleRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
   app.get(
     '/schedules',
     { schema: scheduleListSchema },
@@ -63,4 +63,4 @@ export function scheduleRoutes(app: FastifyInstance, context: ServerContext): vo
       return { deleted: true };
     },
   );
-}
+};

@@ -4,9 +4,9 @@
  * topic as it now is.
  */
 
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { TopicListResponse, TopicUpdateBody, WireTopic } from '../../protocol/wire.js';
-import type { ServerContext } from '../context.js';
+import type { RouteGroupOptions } from '../context.js';
 import {
   topicGetSchema,
   topicListSchema,
@@ -17,7 +17,7 @@ import {
 
 type TopicRequest = { Params: { topic: string } };
 
-export function topicRoutes(app: FastifyInstance, context: ServerContext): void {
+export const topicRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
   app.get('/topics', { schema: topicListSchema }, async (): Promise<TopicListResponse> => ({
     topics: await context.queue.topicList(),
   }));
@@ -46,4 +46,4 @@ export function topicRoutes(app: FastifyInstance, context: ServerContext): void 
     { schema: topicResumeSchema },
     (request): Promise<WireTopic> => context.queue.resume(request.params.topic),
   );
-}
+};

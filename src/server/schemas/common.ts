@@ -20,21 +20,39 @@
  *
  * The error answers that come from around a route (the token, the Host check, the body
  * parser, the server opening or closing) are added to every route's schema where the hook
- * that gives them is installed (server.ts, with declareErrors() below); a route lists in its
+ * that gives them is installed (plugins/, with declareErrors() below); a route lists in its
  * own schema the errors of its own handler.
  */
 
 import type { RouteOptions } from 'fastify';
 
 import { ID_PATTERN, MAX_DELAY_MS, TOPIC_PATTERN } from '../../queue/message.js';
+import { SCHEDULE_NAME_PATTERN } from '../../queue/recurring-spec.js';
 
-export const topic = {
+/** A name in a path: a topic, a schedule. */
+function pathName<Pattern extends string>(pattern: Pattern) {
+  return { type: 'string', minLength: 1, maxLength: 128, pattern } as const;
+}
+
+export const topic = pathName(TOPIC_PATTERN.source);
+export const scheduleName = pathName(SCHEDULE_NAME_PATTERN.source);
+export const id = {
   type: 'string',
   minLength: 1,
-  maxLength: 128,
-  pattern: TOPIC_PATTERN.source,
-};
-export const id = { type: 'string', minLength: 1, maxLength: 200, pattern: ID_PATTERN.source };
+  maxLength: 200,
+  pattern: ID_PATTERN.source,
+} as const;
+
+/** Any JSON value. */
+export const payload = {} as const;
+
+/** Deliveries of a message at most; the queue checks the same range (queue/message.ts). */
+export const maxAttempts = { type: 'integer', minimum: 1, maximum: 10_000 } as const;
+
+/** A value of `type`, or null. */
+export function nullable<Type extends string>(type: Type) {
+  return { type: [type, 'null'] } as const;
+}
 
 /** The groups of /openapi.json, in the order it lists them. */
 export const API_TAGS = [
@@ -52,7 +70,7 @@ export const API_TAGS = [
 
 export const errorDetail = {
   type: 'object',
-  required: ['code', 'message'],
+  required: ['code', 'message', 'outcome'],
   properties: {
     code: {
       type: 'string',
@@ -84,21 +102,21 @@ export const errorDetail = {
       description: 'Present when sending the same request again with that id is safe',
     },
   },
-};
+} as const;
 
 /**
- * Every error answer (errors.ts): `{ error: { code, message, outcome } }`. A shared schema, which
- * server.ts adds before any route: routes refer to it (errorBody), and /openapi.json has it
- * once, as components/schemas/Error.
+ * Every error answer (errors.ts): `{ error: { code, message, outcome } }`. A shared schema,
+ * which plugins/conventions.ts adds before any route: routes refer to it (errorBody), and
+ * /openapi.json has it once, as components/schemas/Error.
  */
 export const ERROR_SCHEMA = {
   $id: 'Error',
   type: 'object',
   required: ['error'],
   properties: { error: errorDetail },
-};
+} as const;
 
-export const errorBody = { $ref: 'Error#' };
+export const errorBody = { $ref: 'Error#' } as const;
 
 /**
  * Error answers a route gives besides its own, because of something around it: a hook, the
@@ -148,16 +166,48 @@ export const backoff = {
     jitter: { type: 'number', minimum: 0, maximum: 1 },
     maxDelayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
   },
-};
+} as const;
 
-export const topicParams = {
-  type: 'object',
-  required: ['topic'],
-  properties: { topic },
-};
+/** The parameters of a path with one, `:name`. */
+function pathParams<Name extends string, Schema extends object>(name: Name, schema: Schema) {
+  return {
+    type: 'object',
+    required: [name],
+    properties: { [name]: schema } as { [key in Name]: Schema },
+  } as const;
+}
 
-export const idParams = {
-  type: 'object',
-  required: ['id'],
-  properties: { id },
-};
+export const topicParams = pathParams('topic', topic);
+export const idParams = pathParams('id', id);
+export const scheduleParams = pathParams('name', scheduleName);
+
+/** An answer that is a list, `{ <key>: [items] }`; when `closed`, with nothing else in it. */
+export function listOf<const Key extends string, const Items extends object>(
+  key: Key,
+  items: Items,
+  closed = false,
+) {
+  return {
+    type: 'object',
+    ...(closed ? { additionalProperties: false } : {}),
+    required: [key],
+    properties: { [key]: { type: 'array', items } } as {
+      [k in Key]: { type: 'array'; items: Items };
+    },
+  } as const;
+}
+
+/** `{ <flag>: true }`, the answer of an operation that has nothing else to say. */
+export function done<const Flag extends string, const Extra extends object = object>(
+  flag: Flag,
+  extra: Extra = {} as Extra,
+) {
+  return {
+    type: 'object',
+    required: [flag, ...(Object.keys(extra) as Array<keyof Extra & string>)],
+    properties: {
+      [flag]: { type: 'boolean', const: true },
+      ...extra,
+    } as { [key in Flag]: { type: 'boolean'; const: true } } & Extra,
+  } as const;
+}

@@ -13,64 +13,94 @@ import {
   MAX_WAIT_MS,
 } from '../../protocol/limits.js';
 import { MAX_DELAY_MS } from '../../queue/message.js';
-import { backoff, errorBody, errorDetail, id, idParams, topic, topicParams } from './common.js';
+import {
+  backoff,
+  done,
+  errorBody,
+  errorDetail,
+  id,
+  idParams,
+  listOf,
+  maxAttempts,
+  payload,
+  topic,
+  topicParams,
+} from './common.js';
+
+const payloadEncoding = { enum: ['json', 'base64'] } as const;
 
 const messageProperties = {
-  payload: {},
-  payloadEncoding: { enum: ['json', 'base64'] },
+  payload,
+  payloadEncoding,
   delayMs: { type: 'number', maximum: MAX_DELAY_MS },
   deliverAt: { type: 'number', minimum: 0 },
   id,
-  maxAttempts: { type: 'integer', minimum: 1, maximum: 10_000 },
+  maxAttempts,
   backoff,
-};
+} as const;
 
 const message = {
   type: 'object',
   additionalProperties: false,
   required: ['payload'],
   properties: messageProperties,
-};
+} as const;
 
 const scheduleResult = {
   type: 'object',
   required: ['id', 'deliverAt'],
   properties: { id: { type: 'string' }, deliverAt: { type: 'number' } },
-};
+} as const;
+
+/**
+ * What every answer about a message says of it. Fastify writes the properties in the order
+ * the schema lists them, so each answer lists these in its own order.
+ */
+const messageFields = {
+  id: { type: 'string' },
+  topic: { type: 'string' },
+  deliverAt: { type: 'number' },
+  attempts: { type: 'number' },
+} as const;
 
 const messageInfo = {
   type: 'object',
   required: ['id', 'topic', 'status', 'deliverAt', 'attempts'],
   properties: {
-    id: { type: 'string' },
-    topic: { type: 'string' },
+    id: messageFields.id,
+    topic: messageFields.topic,
     status: {
       type: 'string',
       enum: ['scheduled', 'ready', 'inflight', 'acked', 'cancelled', 'dead'],
     },
-    deliverAt: { type: 'number' },
-    attempts: { type: 'number' },
+    deliverAt: messageFields.deliverAt,
+    attempts: messageFields.attempts,
     lastError: { type: 'string' },
   },
-};
+} as const;
+
+const receivedMessage = {
+  type: 'object',
+  required: ['id', 'topic', 'payload', 'deliverAt', 'attempts', 'receipt'],
+  properties: {
+    id: messageFields.id,
+    topic: messageFields.topic,
+    payload,
+    payloadEncoding,
+    deliverAt: messageFields.deliverAt,
+    attempts: messageFields.attempts,
+    receipt: { type: 'string' },
+  },
+} as const;
 
 const receipts = {
   type: 'array',
   minItems: 1,
   maxItems: MAX_BATCH,
   items: { type: 'string', minLength: 1, maxLength: MAX_RECEIPT_LENGTH },
-};
+} as const;
 
-const results = { type: 'array', items: { type: 'boolean' } };
-
-/** `{ <flag>: true }`, the answer of an operation that has nothing else to say. */
-function done(flag: string, extra: Record<string, unknown> = {}) {
-  return {
-    type: 'object',
-    required: [flag, ...Object.keys(extra)],
-    properties: { [flag]: { type: 'boolean', const: true }, ...extra },
-  };
-}
+const results = { type: 'array', items: { type: 'boolean' } } as const;
 
 export const scheduleSchema = {
   operationId: 'schedule',
@@ -80,7 +110,7 @@ export const scheduleSchema = {
   params: topicParams,
   body: message,
   response: { 201: scheduleResult, 413: errorBody },
-};
+} as const;
 
 /**
  * A batch some of whose messages the queue refused: the status of the first refusal, and one
@@ -93,7 +123,7 @@ const batchErrorBody = {
     error: errorDetail,
     results: { type: 'array', items: { anyOf: [scheduleResult, errorBody] } },
   },
-};
+} as const;
 
 export const batchSchema = {
   operationId: 'scheduleMany',
@@ -118,18 +148,14 @@ export const batchSchema = {
     },
   },
   response: {
-    201: {
-      type: 'object',
-      required: ['results'],
-      properties: { results: { type: 'array', items: scheduleResult } },
-    },
+    201: listOf('results', scheduleResult),
     400: batchErrorBody,
     409: batchErrorBody,
     413: batchErrorBody,
     500: batchErrorBody,
     503: batchErrorBody,
   },
-};
+} as const;
 
 export const getSchema = {
   operationId: 'getMessage',
@@ -137,7 +163,7 @@ export const getSchema = {
   tags: ['messages'],
   params: idParams,
   response: { 200: messageInfo, 404: errorBody },
-};
+} as const;
 
 export const cancelSchema = {
   operationId: 'cancel',
@@ -145,7 +171,7 @@ export const cancelSchema = {
   tags: ['messages'],
   params: idParams,
   response: { 200: done('cancelled'), 404: errorBody },
-};
+} as const;
 
 export const rescheduleSchema = {
   operationId: 'reschedule',
@@ -165,7 +191,7 @@ export const rescheduleSchema = {
     404: errorBody,
     409: errorBody,
   },
-};
+} as const;
 
 export const receiveSchema = {
   operationId: 'receive',
@@ -183,30 +209,9 @@ export const receiveSchema = {
     },
   },
   response: {
-    200: {
-      type: 'object',
-      required: ['messages'],
-      properties: {
-        messages: {
-          type: 'array',
-          items: {
-            type: 'object',
-            required: ['id', 'topic', 'payload', 'deliverAt', 'attempts', 'receipt'],
-            properties: {
-              id: { type: 'string' },
-              topic: { type: 'string' },
-              payload: {},
-              payloadEncoding: { type: 'string' },
-              deliverAt: { type: 'number' },
-              attempts: { type: 'number' },
-              receipt: { type: 'string' },
-            },
-          },
-        },
-      },
-    },
+    200: listOf('messages', receivedMessage),
   },
-};
+} as const;
 
 export const ackSchema = {
   operationId: 'ack',
@@ -225,7 +230,7 @@ export const ackSchema = {
       properties: { acked: { type: 'number' }, results },
     },
   },
-};
+} as const;
 
 export const nackSchema = {
   operationId: 'nack',
@@ -248,7 +253,7 @@ export const nackSchema = {
       properties: { nacked: { type: 'number' }, results },
     },
   },
-};
+} as const;
 
 export const deadLettersSchema = {
   operationId: 'deadLetters',
@@ -262,13 +267,9 @@ export const deadLettersSchema = {
     properties: { limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,3}|10000)$' } },
   },
   response: {
-    200: {
-      type: 'object',
-      required: ['messages'],
-      properties: { messages: { type: 'array', items: messageInfo } },
-    },
+    200: listOf('messages', messageInfo),
   },
-};
+} as const;
 
 export const requeueSchema = {
   operationId: 'requeue',
@@ -281,4 +282,4 @@ export const requeueSchema = {
     properties: { delayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS } },
   },
   response: { 200: done('requeued'), 404: errorBody, 409: errorBody },
-};
+} as const;

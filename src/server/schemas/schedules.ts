@@ -2,43 +2,36 @@
  * JSON Schemas of the recurring schedule routes (routes/schedules.ts, src/queue/recurring.ts).
  */
 
+import { MAX_EVERY_MS, MIN_EVERY_MS, SPEC_FIELDS } from '../../queue/recurring-spec.js';
 import {
-  MAX_EVERY_MS,
-  MIN_EVERY_MS,
-  SCHEDULE_NAME_PATTERN,
-  SPEC_FIELDS,
-} from '../../queue/recurring-spec.js';
-import { backoff, errorBody, topic } from './common.js';
+  backoff,
+  done,
+  errorBody,
+  listOf,
+  maxAttempts,
+  nullable,
+  payload,
+  scheduleParams,
+  topic,
+} from './common.js';
 
-const scheduleName = {
-  type: 'string',
-  minLength: 1,
-  maxLength: 128,
-  pattern: SCHEDULE_NAME_PATTERN.source,
-};
-
-const scheduleParams = {
-  type: 'object',
-  required: ['name'],
-  properties: { name: scheduleName },
-};
+const catchUp = { enum: ['latest', 'all', 'none'] } as const;
+const overlap = { enum: ['allow', 'skip'] } as const;
 
 const scheduleFields = {
   topic,
-  payload: {},
+  payload,
   cron: { type: 'string', minLength: 1, maxLength: 200 },
   timezone: { type: 'string', minLength: 1, maxLength: 100 },
   everyMs: { type: 'integer', minimum: MIN_EVERY_MS, maximum: MAX_EVERY_MS },
   startAt: { type: 'integer', minimum: 0 },
   endAt: { type: 'integer', minimum: 0 },
-  catchUp: { enum: ['latest', 'all', 'none'] },
-  overlap: { enum: ['allow', 'skip'] },
-  maxAttempts: { type: 'integer', minimum: 1, maximum: 10_000 },
+  catchUp,
+  overlap,
+  maxAttempts,
   backoff,
   paused: { type: 'boolean' },
-};
-
-const nullable = (type: string) => ({ type: [type, 'null'] });
+} as const;
 
 const scheduleInfo = {
   type: 'object',
@@ -56,14 +49,14 @@ const scheduleInfo = {
   properties: {
     name: { type: 'string' },
     topic: { type: 'string' },
-    payload: {},
+    payload,
     cron: nullable('string'),
     timezone: nullable('string'),
     everyMs: nullable('integer'),
     startAt: nullable('integer'),
     endAt: nullable('integer'),
-    catchUp: { enum: ['latest', 'all', 'none'] },
-    overlap: { enum: ['allow', 'skip'] },
+    catchUp,
+    overlap,
     maxAttempts: { type: 'integer' },
     backoff: { anyOf: [backoff, { type: 'null' }] },
     paused: { type: 'boolean' },
@@ -74,21 +67,16 @@ const scheduleInfo = {
     created: { type: 'integer' },
     skipped: { type: 'integer' },
   },
-};
+} as const;
 
 export const scheduleListSchema = {
   operationId: 'listSchedules',
   summary: 'Recurring schedules, by name',
   tags: ['schedules'],
   response: {
-    200: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['schedules'],
-      properties: { schedules: { type: 'array', items: scheduleInfo } },
-    },
+    200: listOf('schedules', scheduleInfo, true),
   },
-};
+} as const;
 
 export const scheduleGetSchema = {
   operationId: 'getSchedule',
@@ -96,7 +84,7 @@ export const scheduleGetSchema = {
   tags: ['schedules'],
   params: scheduleParams,
   response: { 200: scheduleInfo, 404: errorBody },
-};
+} as const;
 
 export const schedulePutSchema = {
   operationId: 'putSchedule',
@@ -111,7 +99,7 @@ export const schedulePutSchema = {
   },
   // 409: on a queue on Valkey/Redis, a change that kept meeting others (docs/cluster.md).
   response: { 200: scheduleInfo, 409: errorBody },
-};
+} as const;
 
 export const schedulePatchSchema = {
   operationId: 'updateSchedule',
@@ -120,7 +108,7 @@ export const schedulePatchSchema = {
   params: scheduleParams,
   body: { type: 'object', additionalProperties: false, properties: scheduleFields },
   response: { 200: scheduleInfo, 404: errorBody, 409: errorBody },
-};
+} as const;
 
 export const scheduleDeleteSchema = {
   operationId: 'deleteSchedule',
@@ -128,13 +116,8 @@ export const scheduleDeleteSchema = {
   tags: ['schedules'],
   params: scheduleParams,
   response: {
-    200: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['deleted'],
-      properties: { deleted: { type: 'boolean' } },
-    },
+    200: done('deleted'),
     404: errorBody,
     409: errorBody,
   },
-};
+} as const;

@@ -3,12 +3,14 @@
  * routes/dashboard.ts, openapi.ts): stats, health, metrics, this document, the dashboard.
  */
 
-import { errorBody, idParams } from './common.js';
+import { errorBody, idParams, nullable } from './common.js';
 
-const nullableNumber = { type: ['number', 'null'] };
+const nullableNumber = nullable('number');
 /** An object whose content is open: the properties listed, and whatever else the queue adds. */
-const open = { type: 'object', additionalProperties: true };
-const counter = { type: 'number' };
+const open = { type: 'object', additionalProperties: true } as const;
+const counter = { type: 'number' } as const;
+/** Fire lateness, in ms: null before any message fired. */
+const lateness = { p50: nullableNumber, p99: nullableNumber, max: nullableNumber } as const;
 
 /**
  * The queue's stats() plus the server's figures. Open at every level: stats() differs between
@@ -37,7 +39,7 @@ export const statsSchema = {
           ...open,
           description:
             'Fire lateness (due to ready): the last 4096 messages; count, sum since start',
-          properties: { p50: nullableNumber, p99: nullableNumber, max: nullableNumber },
+          properties: lateness,
         },
         deliveryLatenessMs: {
           ...open,
@@ -71,7 +73,7 @@ export const statsSchema = {
       },
     },
   },
-};
+} as const;
 
 const healthNotOk = {
   type: 'object',
@@ -80,7 +82,7 @@ const healthNotOk = {
     status: { type: 'string', enum: ['recovering', 'failed', 'stopped', 'unavailable'] },
     reason: { type: 'string' },
   },
-};
+} as const;
 
 export const healthSchema = {
   operationId: 'health',
@@ -98,7 +100,7 @@ export const healthSchema = {
       anyOf: [healthNotOk, errorBody],
     },
   },
-};
+} as const;
 
 export const metricsSchema = {
   operationId: 'metrics',
@@ -110,7 +112,7 @@ export const metricsSchema = {
       content: { 'text/plain': { schema: { type: 'string' } } },
     },
   },
-};
+} as const;
 
 export const openApiSchema = {
   operationId: 'openApi',
@@ -124,13 +126,13 @@ export const openApiSchema = {
       properties: { openapi: { type: 'string' }, info: open, paths: open },
     },
   },
-};
+} as const;
 
 const topicCounts = {
   type: 'object',
   required: ['scheduled', 'ready', 'inflight', 'dead'],
   properties: { scheduled: counter, ready: counter, inflight: counter, dead: counter },
-};
+} as const;
 
 /** DashboardSnapshot (dashboard routes): everything the page draws, in one answer. */
 export const dashboardSchema = {
@@ -171,7 +173,7 @@ export const dashboardSchema = {
         latenessMs: {
           type: 'object',
           required: ['p50', 'p99', 'max'],
-          properties: { p50: nullableNumber, p99: nullableNumber, max: nullableNumber },
+          properties: lateness,
         },
         upcoming: {
           type: 'array',
@@ -232,7 +234,7 @@ export const dashboardSchema = {
       },
     },
   },
-};
+} as const;
 
 export const previewSchema = {
   operationId: 'payloadPreview',
@@ -247,7 +249,7 @@ export const previewSchema = {
     },
     404: errorBody,
   },
-};
+} as const;
 
 export const dashboardPageSchema = {
   operationId: 'dashboardPage',
@@ -259,4 +261,4 @@ export const dashboardPageSchema = {
       content: { 'text/html': { schema: { type: 'string' } } },
     },
   },
-};
+} as const;

@@ -12,7 +12,9 @@ import {
   PUSH_METHODS,
 } from '../../queue/push.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../../queue/topics.js';
-import { topic, topicParams } from './common.js';
+import { listOf, topic, topicParams } from './common.js';
+
+const pushMethod = { enum: PUSH_METHODS } as const;
 
 const rateLimit = {
   type: 'object',
@@ -22,7 +24,7 @@ const rateLimit = {
     perSecond: { type: 'number', minimum: MIN_RATE_PER_SECOND, maximum: MAX_RATE_PER_SECOND },
     burst: { type: 'integer', minimum: 1, maximum: MAX_BURST },
   },
-};
+} as const;
 
 /** A push target as given (src/queue/push.ts checks the ranges and the URL). */
 const pushTarget = {
@@ -31,7 +33,7 @@ const pushTarget = {
   required: ['url', 'secret'],
   properties: {
     url: { type: 'string', maxLength: MAX_PUSH_URL_LENGTH, description: 'http: or https: URL' },
-    method: { enum: PUSH_METHODS },
+    method: pushMethod,
     headers: {
       type: 'object',
       maxProperties: MAX_PUSH_HEADERS,
@@ -47,7 +49,7 @@ const pushTarget = {
       description: 'HMAC-SHA256 key of the signatures (docs/push.md); never read back',
     },
   },
-};
+} as const;
 
 /** A push target as read back: no secret, the headers' names only. */
 const pushTargetView = {
@@ -56,12 +58,12 @@ const pushTargetView = {
   required: ['url', 'method', 'headerNames', 'timeoutMs', 'concurrency'],
   properties: {
     url: { type: 'string' },
-    method: { enum: PUSH_METHODS },
+    method: pushMethod,
     headerNames: { type: 'array', items: { type: 'string' } },
     timeoutMs: { type: 'integer' },
     concurrency: { type: 'integer' },
   },
-};
+} as const;
 
 const topicInfo = {
   type: 'object',
@@ -85,21 +87,16 @@ const topicInfo = {
     pending: { type: 'integer' },
     dead: { type: 'integer' },
   },
-};
+} as const;
 
 export const topicListSchema = {
   operationId: 'listTopics',
   summary: 'Topics with messages or settings, with their settings and counts',
   tags: ['topics'],
   response: {
-    200: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['topics'],
-      properties: { topics: { type: 'array', items: topicInfo } },
-    },
+    200: listOf('topics', topicInfo, true),
   },
-};
+} as const;
 
 export const topicGetSchema = {
   operationId: 'getTopic',
@@ -107,7 +104,7 @@ export const topicGetSchema = {
   tags: ['topics'],
   params: topicParams,
   response: { 200: topicInfo },
-};
+} as const;
 
 export const topicUpdateSchema = {
   operationId: 'configureTopic',
@@ -125,7 +122,7 @@ export const topicUpdateSchema = {
     },
   },
   response: { 200: topicInfo },
-};
+} as const;
 
 export const topicPauseSchema = {
   operationId: 'pauseTopic',
@@ -133,7 +130,7 @@ export const topicPauseSchema = {
   tags: ['topics'],
   params: topicParams,
   response: { 200: topicInfo },
-};
+} as const;
 
 export const topicResumeSchema = {
   operationId: 'resumeTopic',
@@ -141,7 +138,7 @@ export const topicResumeSchema = {
   tags: ['topics'],
   params: topicParams,
   response: { 200: topicInfo },
-};
+} as const;
 
 export const eventsSchema = {
   operationId: 'streamEvents',
@@ -163,4 +160,4 @@ export const eventsSchema = {
       content: { 'text/event-stream': { schema: { type: 'string' } } },
     },
   },
-};
+} as const;

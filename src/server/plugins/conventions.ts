@@ -1,0 +1,37 @@
+/**
+ * The API's conventions, for every route: errors answered in one format (errors.ts, the
+ * shared Error schema), JSON bodies only (body.ts), an absent optional body read as `{}`, and
+ * in each route's schema the errors that come from around its handler: a bug (500), a
+ * malformed or over-long path parameter (400, 414), a refused body (400, 413, 415), input that
+ * does not match the route's schemas (400).
+ *
+ * Registered first, so that every route is declared with these errors.
+ */
+
+import { jsonBodies } from '../body.js';
+import { handleError, handleNotFound } from '../errors.js';
+import {
+  declareErrors,
+  ERROR_SCHEMA,
+  hasPathParams,
+  readsBody,
+  validatesInput,
+} from '../schemas/common.js';
+import { unencapsulated } from './unencapsulated.js';
+
+export const apiConventions = unencapsulated('tickwheel-conventions', async (app) => {
+  app.addSchema(ERROR_SCHEMA);
+  app.setErrorHandler(handleError);
+  app.setNotFoundHandler(handleNotFound);
+  app.addHook('onRoute', declareErrors([500]));
+  app.addHook('onRoute', declareErrors([400, 414], hasPathParams));
+  jsonBodies(app);
+  // jsonPostsOnly's 415 on /v1 is one of these too.
+  app.addHook('onRoute', declareErrors([400, 413, 415], readsBody));
+  app.addHook('onRoute', declareErrors([400], validatesInput));
+  // Routes whose body is optional (receive, requeue, ...) accept a request without one.
+  app.addHook('preValidation', (request, _reply, done) => {
+    if (request.body === undefined) request.body = {};
+    done();
+  });
+});

@@ -1,0 +1,187 @@
+/**
+ * The server's lifecycle: the queue it serves, from opening to closing.
+ *
+ * Opening: startOpening() opens the queue (or takes the one given) and watchOpening() follows
+ * it into the context. Until it is open, every request but those in SERVED_WHILE_OPENING gets
+ * 503: ERR_TICKWHEEL_RECOVERING with Retry-After while it recovers, the open's own error once
+ * it failed. `server.queue` throws until then, and `server.opened` settles when it is open.
+ *
+ * Closing, in order: preClose marks the server closing (new requests get 503, long polls end
+ * within one poll slice, responses carry `Connection: close`, idle connections are closed);
+ * Fastify stops accepting connections and waits for the requests in flight; then onClose
+ * flushes and closes the queue when the server opened it (one still opening is waited for
+ * first).
+ *
+ * The connection cap (connections.ts) is here too: it holds for the server's whole life, and
+ * closing asks it to drop connections as their last request ends.
+ */
+
+import type { FastifyReply } from 'fastify';
+import { TickwheelTypeError } from '../../errors.js';
+import { isErrorCode } from '../../protocol/status.js';
+import type { WireErrorCode } from '../../protocol/wire.js';
+import { DelayQueue, FileStore } from '../../delay-queue.js';
+import type { Queue } from '../../queue/api.js';
+import { trackConnections } from '../connections.js';
+import type { ServerContext } from '../context.js';
+import { HttpError, httpError } from '../errors.js';
+import { OPENAPI_PATH } from '../openapi.js';
+import { declareErrors } from '../schemas/common.js';
+import type { ServerOptions } from '../options.js';
+import { RETRY_AFTER_SECONDS } from '../settings.js';
+import { unencapsulated } from './unencapsulated.js';
+
+/** Routes that answer while the queue is still opening: none needs the queue. */
+const SERVED_WHILE_OPENING: ReadonlySet<string> = new Set([
+  '/healthz',
+  OPENAPI_PATH,
+  '/favicon.ico',
+]);
+
+export interface QueueSource {
+  queue: Promise<Queue>;
+  /** Whether the server opened the queue (and so closes it). */
+  owned: boolean;
+}
+
+/**
+ * Starts opening the queue. The file store is opened (the directory locked, its format
+ * checked) before this resolves, so that a directory in use fails createServer() itself;
+ * recovery, the long part, is what `queue` waits for.
+ */
+export async function startOpening(options: ServerOptions): Promise<QueueSource> {
+  if (options.queue !== undefined) {
+    const queue = Promise.resolve(options.queue);
+    // Observed by whoever awaits it; this only keeps an early rejection from being unhandled.
+    queue.catch(() => undefined);
+    return { queue, owned: false };
+  }
+  if (options.redis !== undefined) {
+    if (options.dir !== undefined) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        'give createServer() a data directory (dir) or Valkey/Redis URLs (redis), not both',
+      );
+    }
+    const queue = DelayQueue.open({ ...options.cluster, redis: options.redis });
+    queue.catch(() => undefined);
+    return { queue, owned: true };
+  }
+  if (typeof options.dir !== 'string' || options.dir === '') {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      'give createServer() a data directory (dir), Valkey/Redis URLs (redis) or an open queue (queue)',
+    );
+  }
+  const { segmentBytes, windowMs, checkpointIntervalMs, snapshotBytes } =
+    options.queueOptions ?? {};
+  const store = await FileStore.open({
+    dir: options.dir,
+    ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
+    ...(segmentBytes === undefined ? {} : { segmentBytes }),
+    ...(windowMs === undefined ? {} : { windowMs }),
+    ...(checkpointIntervalMs === undefined ? {} : { checkpointIntervalMs }),
+    ...(snapshotBytes === undefined ? {} : { snapshotBytes }),
+  });
+  // DelayQueue.open closes the store if recovery fails.
+  const queue = DelayQueue.open({ ...options.queueOptions, store });
+  queue.catch(() => undefined);
+  return { queue, owned: true };
+}
+
+/** Closes the queue if the server opened it, once it is open (or failed to). */
+export async function closeQueue(source: QueueSource): Promise<void> {
+  if (!source.owned) return;
+  const queue = await source.queue.catch(() => undefined);
+  await queue?.close();
+}
+
+/**
+ * Moves `context` to 'open' or 'failed' when the queue settles. The promise returned is
+ * `server.opened`: it rejects with the error that kept the queue from opening.
+ */
+export function watchOpening(source: QueueSource, context: ServerContext): Promise<void> {
+  const opened = source.queue.then(
+    (queue) => {
+      context.queue = queue;
+      context.state = 'open';
+    },
+    (err: unknown) => {
+      context.state = 'failed';
+      context.openError = err;
+      throw err;
+    },
+  );
+  opened.catch(() => undefined);
+  return opened;
+}
+
+export interface LifecycleOptions {
+  context: ServerContext;
+  source: QueueSource;
+  opened: Promise<void>;
+  maxConnections: number;
+}
+
+export const lifecycle = unencapsulated<LifecycleOptions>(
+  'tickwheel-lifecycle',
+  async (app, { context, source, opened, maxConnections }) => {
+    app.decorate('queue', {
+      getter(): Queue {
+        if (context.state !== 'open') {
+          throw httpError(
+            'ERR_TICKWHEEL_RECOVERING',
+            'the queue is still opening (or failed to): await server.opened first',
+          );
+        }
+        return context.queue;
+      },
+    });
+    app.decorate('opened', opened);
+
+    app.addHook('onRequest', (request, reply, done) => {
+      if (context.closing) {
+        void reply.header('connection', 'close');
+        return done(httpError('ERR_TICKWHEEL_SHUTTING_DOWN', 'the server is shutting down'));
+      }
+      if (context.state === 'open' || SERVED_WHILE_OPENING.has(request.routeOptions.url ?? '')) {
+        return done();
+      }
+      done(notOpen(context, reply));
+    });
+    app.addHook('onRoute', declareErrors([503]));
+    app.addHook('onSend', (_request, reply, payload, done) => {
+      if (context.closing) void reply.header('connection', 'close');
+      done(null, payload);
+    });
+
+    const connections = trackConnections(app.server, maxConnections, {
+      closedAtCap: (action) => context.metrics.closedAtCap(action),
+      warn: (message) => app.log.warn({ maxConnections }, message),
+    });
+    context.metrics.openConnections = () => connections.open;
+    app.addHook('preClose', async () => {
+      context.closing = true;
+      connections.closeIdle();
+    });
+    app.addHook('onClose', () => closeQueue(source));
+  },
+);
+
+/** The 503 for a request that comes while the queue is opening, or after it failed to. */
+function notOpen(context: ServerContext, reply: FastifyReply): HttpError {
+  if (context.state === 'failed') {
+    const error = context.openError as { code?: unknown; message?: unknown } | undefined;
+    // What fails an open is the store's or an option's, never a client's or CLI code.
+    return new HttpError(
+      503,
+      isErrorCode(error?.code) ? (error.code as WireErrorCode) : 'ERR_TICKWHEEL_INTERNAL',
+      `the queue could not be opened: ${String(error?.message ?? error)}`,
+    );
+  }
+  void reply.header('retry-after', RETRY_AFTER_SECONDS);
+  return httpError(
+    'ERR_TICKWHEEL_RECOVERING',
+    'the queue is recovering its data directory; retry shortly (GET /healthz says when it is ready)',
+  );
+}

@@ -1,0 +1,23 @@
+/**
+ * Request metrics: every answer, by method, route and status, with its duration
+ * (ServerMetrics, served by GET /metrics). Open connections and those closed at the cap are
+ * counted where connections are tracked (lifecycle.ts).
+ */
+
+import type { ServerMetrics } from '../metrics.js';
+import { unencapsulated } from './unencapsulated.js';
+
+export const requestMetrics = unencapsulated<{ metrics: ServerMetrics }>(
+  'tickwheel-request-metrics',
+  async (app, { metrics }) => {
+    app.addHook('onResponse', (request, reply, done) => {
+      metrics.observeRequest(
+        request.method,
+        request.routeOptions.url ?? 'unmatched',
+        reply.statusCode,
+        reply.elapsedTime / 1000,
+      );
+      done();
+    });
+  },
+);
