@@ -340,7 +340,7 @@ describe('a crash while a snapshot is being written', () => {
       process.stdout.write('ready\\n');
       for (let i = 0; ; i++) {
         await queue.schedule({ topic: 'snap', payload: { i }, delayMs: 3600000 });
-        await queue.store.checkpoint('always');
+        await queue.backend.store.checkpoint('always');
       }
     `;
     const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
