@@ -22,6 +22,7 @@ import { TickwheelTypeError } from './errors.js';
 import { checkKnownOptions, describe, optionNames } from './validate.js';
 import { CheckedQueue } from './queue/checked-queue.js';
 import { QueueEngine } from './queue/engine.js';
+import { QueueReport } from './queue/report.js';
 import { checkEmbeddedOptions, checkQueueOptions } from './queue/options.js';
 import type { Store } from './queue/store.js';
 import type { DelayQueueOptions } from './queue/types.js';
@@ -193,10 +194,11 @@ export class DelayQueue extends CheckedQueue {
             ...(options.repair === undefined ? {} : { repair: options.repair }),
           });
     try {
-      const engine = new QueueEngine(store, settings);
+      const report = new QueueReport(() => settings.clock.now());
+      const engine = new QueueEngine(store, settings, report);
       await engine.start();
       // Opened to repair a directory (tickwheel repair): nothing is pushed meanwhile.
-      return new DelayQueue(engine, settings, options.repair !== true);
+      return new DelayQueue(engine, settings, report, options.repair !== true);
     } catch (err) {
       await store.close().catch(() => undefined);
       throw err;
@@ -216,7 +218,12 @@ export class DelayQueue extends CheckedQueue {
     const limits = checkQueueOptions(options);
     checkClusterPeer();
     const cluster = await import('./cluster/backend.js');
-    return new DelayQueue(await cluster.ClusterBackend.open(options, limits), limits);
+    const report = new QueueReport(Date.now);
+    return new DelayQueue(
+      await cluster.ClusterBackend.open(options, limits, report),
+      limits,
+      report,
+    );
   }
 }
 

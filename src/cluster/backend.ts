@@ -2,8 +2,8 @@
  * ClusterBackend: the queue's backend (src/queue/backend.ts) over a ClusterNode, so that
  * `DelayQueue.open({ redis })`, the server, the CLI and the dashboard treat a queue on
  * Valkey/Redis as they treat one on a data directory: the facade (src/queue/checked-queue.ts)
- * checks every argument for both. This file keeps this node's counters, delivery lateness and
- * events, and hands each call to the node.
+ * checks every argument for both. This file tells the facade's report (src/queue/report.ts)
+ * what happened through this node, and hands each call to the node.
  *
  * What differs from the embedded queue, and why:
  *   - Time is the system clock (a `clock` option is refused): nodes and Valkey must agree on it.
@@ -19,19 +19,18 @@ import { mayHaveWritten } from '../errors.js';
 import type { QueueBackend, ReceiveLimits, Scheduled, TopicCounts } from '../queue/backend.js';
 import type { ScheduleInfo } from '../queue/recurring.js';
 import type { ScheduleSpec } from '../queue/recurring-spec.js';
-import { QueueInsights } from '../queue/counters.js';
 import { VISIBILITY_REASON, type CheckedRequest } from '../queue/message.js';
 import type { QueueLimits } from '../queue/options.js';
 import type { DueTimeline, MessageInfo, ReceivedMessage } from '../queue/types.js';
 import type { TopicGate } from '../queue/topics.js';
 import type { WorkerSource } from '../queue/worker.js';
 import type { WheelSnapshot } from '../wheel/index.js';
-import { QueueEvents, type EventSource } from '../queue/events.js';
+import type { EventSource } from '../queue/events.js';
+import type { QueueReport } from '../queue/report.js';
 import { ClusterNode } from './node.js';
 import type { ClusterNodeOptions } from './node-options.js';
 import { settledBy, type Settled } from './consumer.js';
 import type { ExpiredDelivery } from './owner.js';
-import type { CancelledMessage } from './producer.js';
 
 /** The options of a queue on Valkey/Redis: the node's, and the ones every backend takes. */
 export interface ClusterQueueOptions extends ClusterNodeOptions {
@@ -51,31 +50,29 @@ export class ClusterBackend implements QueueBackend {
   /** Nothing is recovered from disk: the state is in Valkey. */
   readonly recovery = undefined;
   readonly consumeWaitMs = CONSUME_WAIT_MS;
-  private readonly insights = new QueueInsights();
-  /** Occurrences of recurring schedules this node made (scheduled besides the producer's). */
-  private occurrences = 0;
-  /**
-   * Events of what goes through this node (see docs/cluster.md, "Topic settings and events"):
-   * schedules, deliveries to its consumers, their acks and nacks (dead when the last attempt),
-   * its cancels, and the visibility timeouts of the partitions it owns.
-   */
-  readonly events = new QueueEvents(Date.now);
   /** Deliveries made here while someone listens, by receipt: what an ack's or nack's event says. */
   private readonly outstanding = new Map<string, EventSource>();
   /** What consume()'s workers and the pushes receive from: counted as receive() counts. */
   readonly source: WorkerSource;
+  /**
+   * Told what goes through this node (see docs/cluster.md, "Topic settings and events"):
+   * schedules, deliveries to its consumers, their acks and nacks (dead when the last attempt),
+   * its cancels, and the visibility timeouts and fires of the partitions it owns.
+   */
   private constructor(
     /** The node under this queue: partitions, members, leases. */
     readonly node: ClusterNode,
+    private readonly report: QueueReport,
   ) {
     const source = node.workerSource();
     this.source = {
-      ...source,
       receive: async (topic, options, signal) => {
         const messages = await source.receive(topic, options, signal);
         this.delivered(messages);
         return messages;
       },
+      ack: (receipt) => this.ack(receipt),
+      nack: (receipt, reason) => this.nack(receipt, reason, undefined),
     };
   }
 
@@ -85,34 +82,28 @@ export class ClusterBackend implements QueueBackend {
   }
 
   /** Opens this process's node; `limits` checked by the queue (checkQueueOptions). */
-  static async open(options: ClusterNodeOptions, limits: QueueLimits): Promise<ClusterBackend> {
+  static async open(
+    options: ClusterNodeOptions,
+    limits: QueueLimits,
+    report: QueueReport,
+  ): Promise<ClusterBackend> {
     const node = await ClusterNode.open({
       ...options,
       horizonMs: limits.horizonMs,
       visibilityMs: limits.visibilityMs,
       maxPayloadBytes: limits.maxPayloadBytes,
     });
-    const queue = new ClusterBackend(node);
-    node.onScheduled = (request) => {
-      queue.occurrences++;
-      if (queue.events.active) {
-        queue.events.record('scheduled', {
-          id: request.id as string,
-          topic: request.topic,
-          deliverAt: request.deliverAt as number,
-          attempts: 0,
-        });
-      }
-    };
-    // consume()'s acks and nacks: counted here, as ack() and nack() count their own.
-    node.onSettled = (receipt, settled, reason) => {
-      if (settled === 'acked') queue.insights.counters.acked++;
-      else if (settled !== undefined) queue.insights.counters.nacked++;
-      queue.settledDelivery(receipt, settled, reason);
-    };
+    const queue = new ClusterBackend(node, report);
+    node.onScheduled = (request) =>
+      report.scheduled({
+        id: request.id as string,
+        topic: request.topic,
+        deliverAt: request.deliverAt as number,
+        attempts: 0,
+      });
     node.onExpired = (message, settled) => queue.expiredDelivery(message, settled);
-    node.onFired = (count) => (queue.insights.counters.fired += count);
-    node.onCancelled = (message) => queue.cancelled(message);
+    node.onFired = (count) => report.firedMany(count);
+    node.onCancelled = (message) => report.cancelled(message);
     return queue;
   }
 
@@ -134,22 +125,23 @@ export class ClusterBackend implements QueueBackend {
 
   /** A schedule's answer to the caller; its event unless its id was pending (deduplicated). */
   private made(request: CheckedRequest, result: Scheduled & { deduplicated?: true }): Scheduled {
-    if (result.deduplicated) return { id: result.id, deliverAt: result.deliverAt };
-    if (this.events.active) {
-      this.events.record('scheduled', { ...result, topic: request.topic, attempts: 0 });
+    if (result.deduplicated) {
+      this.report.deduplicated();
+      return { id: result.id, deliverAt: result.deliverAt };
     }
+    this.report.scheduled({ ...result, topic: request.topic, attempts: 0 });
     return result;
   }
 
   async cancel(id: string): Promise<boolean> {
     const cancelled = await this.node.cancelGiving(id).catch(failed(id));
-    if (cancelled !== undefined) this.cancelled(cancelled);
+    if (cancelled !== undefined) this.report.cancelled(cancelled);
     return cancelled !== undefined;
   }
 
   async moveTo(id: string, deliverAt: number): Promise<number | undefined> {
     const due = await this.node.rescheduleTo(id, deliverAt).catch(failed(id));
-    if (due !== undefined) this.insights.counters.rescheduled++;
+    if (due !== undefined) this.report.rescheduled();
     return due;
   }
 
@@ -176,7 +168,6 @@ export class ClusterBackend implements QueueBackend {
 
   async ack(receipt: string): Promise<boolean> {
     const done = await this.node.ack(receipt);
-    if (done) this.insights.counters.acked++;
     this.settledDelivery(receipt, done ? 'acked' : undefined);
     return done;
   }
@@ -190,7 +181,6 @@ export class ClusterBackend implements QueueBackend {
       ...(delayMs === undefined ? {} : { delayMs }),
       ...(reason === undefined ? {} : { reason }),
     });
-    if (outcome !== undefined) this.insights.counters.nacked++;
     this.settledDelivery(receipt, settledBy(outcome), reason);
     return outcome !== undefined;
   }
@@ -247,11 +237,7 @@ export class ClusterBackend implements QueueBackend {
       (byNode[owner === '' ? '(none)' : owner] ??= []).push(partition);
     });
     const timers = this.node.wheelStats();
-    const { created, deduplicated } = this.node.scheduleCounts;
-    this.insights.counters.scheduled = this.occurrences + created;
-    this.insights.counters.deduplicated = deduplicated;
     return {
-      ...this.insights.figures(),
       inMemory: timers.pending,
       totals,
       topics,
@@ -298,17 +284,12 @@ export class ClusterBackend implements QueueBackend {
   }
 
   private delivered(messages: readonly ReceivedMessage[]): void {
-    const now = Date.now();
-    this.insights.counters.delivered += messages.length;
-    for (const message of messages) {
-      if (message.attempts === 1) this.insights.deliveredFirst(message, now);
-    }
-    if (!this.events.active) {
+    this.report.delivered(messages, Date.now());
+    if (!this.report.events.active) {
       this.outstanding.clear();
       return;
     }
     for (const message of messages) {
-      this.events.record('delivered', message);
       // Bounded: deliveries never acked nor nacked here (their visibility ran out) age out.
       if (this.outstanding.size >= MAX_OUTSTANDING) {
         this.outstanding.delete(this.outstanding.keys().next().value as string);
@@ -319,27 +300,20 @@ export class ClusterBackend implements QueueBackend {
   }
 
   /**
-   * An ack or nack made here: a dead letter counted, and the event of a delivery made here
-   * ('acked', 'failed', or 'dead' when that was its last attempt), if anyone listened when it
-   * was made.
+   * An ack or nack made here (undefined: the receipt named no delivery still out): counted,
+   * with the event of a delivery made here ('acked', 'failed', or 'dead' when that was its last
+   * attempt), if anyone listened when it was made.
    */
   private settledDelivery(receipt: string, settled: Settled | undefined, reason?: string): void {
-    if (settled === 'dead') this.insights.counters.dead++;
     const message = this.outstanding.get(receipt);
-    if (message === undefined) return;
     this.outstanding.delete(receipt);
     if (settled === undefined) return;
-    if (settled === 'acked') this.events.record('acked', message);
-    else this.events.record(settled, message, reason ?? 'nacked');
-  }
-
-  /**
-   * A message cancelled through this node (by a caller, or by a recurring schedule changed or
-   * deleted): counted, and its event, with the topic and times tw_cancel gave in the same call.
-   */
-  private cancelled(message: CancelledMessage): void {
-    this.insights.counters.cancelled++;
-    this.events.record('cancelled', message);
+    if (settled === 'acked') {
+      this.report.acked(message);
+      return;
+    }
+    this.report.nacked();
+    this.settle(message, settled, reason ?? 'nacked');
   }
 
   /**
@@ -348,9 +322,17 @@ export class ClusterBackend implements QueueBackend {
    * queue reports it.
    */
   private expiredDelivery(message: ExpiredDelivery, settled: 'failed' | 'dead'): void {
-    this.insights.counters.expired++;
-    if (settled === 'dead') this.insights.counters.dead++;
-    this.events.record(settled, message, VISIBILITY_REASON);
+    this.report.expired();
+    this.settle(message, settled, VISIBILITY_REASON);
+  }
+
+  private settle(
+    message: EventSource | undefined,
+    settled: 'failed' | 'dead',
+    reason: string,
+  ): void {
+    if (settled === 'dead') this.report.dead(message, reason);
+    else this.report.failed(message, reason);
   }
 }
 

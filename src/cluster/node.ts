@@ -18,7 +18,7 @@ import { SystemClock } from '../clock/index.js';
 import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { Valkey } from './connection.js';
-import { Consumer, settledBy, type NackOutcome, type Settled } from './consumer.js';
+import { Consumer, type NackOutcome } from './consumer.js';
 import { ClusterInspector } from './inspect.js';
 import * as tw from './functions.js';
 import { configKey, eventsChannel } from './keys.js';
@@ -56,11 +56,6 @@ export class ClusterNode {
   onCancelled: ((message: CancelledMessage) => void) | undefined;
   /** Told of each occurrence of a recurring schedule this node made (the queue's events). */
   onScheduled: ((request: ScheduleRequest) => void) | undefined;
-  /**
-   * Told of each ack and nack consume() makes (the queue's events: ClusterBackend). `settled` is
-   * undefined when the receipt named no delivery still out.
-   */
-  onSettled: ((receipt: string, settled: Settled | undefined, reason?: string) => void) | undefined;
   /** Told of each delivery this node failed as owner because its visibility ran out. */
   onExpired: ((message: ExpiredDelivery, settled: 'failed' | 'dead') => void) | undefined;
   /** Told how many messages this node made ready as a partition's owner (stats()' `fired`). */
@@ -142,11 +137,6 @@ export class ClusterNode {
   }
 
   /** Leases this node was granted or gave up. */
-  /** schedule() and scheduleMany() messages created here, and those deduplicated by their id. */
-  get scheduleCounts(): { readonly created: number; readonly deduplicated: number } {
-    return this.producer.counts;
-  }
-
   get leaseChanges(): number {
     return this.leases.leaseChanges;
   }
@@ -255,7 +245,7 @@ export class ClusterNode {
 
   /**
    * What a Worker (consume(), pushes) receives from and settles to: every partition of a topic,
-   * through the topic's gate; its acks and nacks told to onSettled.
+   * through the topic's gate.
    */
   workerSource(): WorkerSource {
     return {
@@ -270,16 +260,9 @@ export class ClusterNode {
             ),
           waitReady: (ms, aborts) => this.consumer.waitReady(t, ms, aborts),
         }),
-      ack: async (receipt) => {
-        const done = await this.consumer.ack(receipt);
-        this.onSettled?.(receipt, done ? 'acked' : undefined);
-        return done;
-      },
-      nack: async (receipt, reason) => {
-        const outcome = await this.consumer.nack(receipt, { reason });
-        this.onSettled?.(receipt, settledBy(outcome), reason);
-        return outcome !== undefined;
-      },
+      ack: (receipt) => this.consumer.ack(receipt),
+      nack: async (receipt, reason) =>
+        (await this.consumer.nack(receipt, { reason })) !== undefined,
     };
   }
 

@@ -83,8 +83,6 @@ interface Call {
 }
 
 export class Producer {
-  /** Messages of schedule() and scheduleMany() created, and those whose id was pending already. */
-  readonly counts = { created: 0, deduplicated: 0 };
   private readonly batches = new Map<number, Pending[]>();
   private flushing = false;
   private readonly waitTimeoutMs: number;
@@ -282,8 +280,6 @@ export class Producer {
       let explicit = 0;
       for (const m of batch) {
         const existing = m.tag !== '' ? undefined : answer.existing[explicit++];
-        if (existing === undefined) this.counts.created++;
-        else this.counts.deduplicated++;
         const call = m.call!;
         call.results[m.slot] =
           existing === undefined

@@ -19,11 +19,15 @@
  *   - Fenced where shared: where several processes serve one queue, only the owner of a
  *     message's part hands it out, and an owner that lost its lease changes nothing.
  *
+ * A backend keeps no counters and emits no events of its own: it tells the facade's
+ * QueueReport (report.ts), given when it is made, what happened (a message scheduled, fired,
+ * delivered, acked, nacked, expired, dead, cancelled, rescheduled), and the report counts, measures
+ * lateness and emits the events the same way for every backend.
+ *
  * Types only: importing this module runs no code.
  */
 
 import type { WheelSnapshot } from '../wheel/index.js';
-import type { QueueEvents } from './events.js';
 import type { CheckedRequest } from './message.js';
 import type { ScheduleInfo } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
@@ -56,8 +60,6 @@ export interface QueueBackend {
   now(): number;
   /** Each receive of consume() waits up to this long (a backend wakes it early when it can). */
   readonly consumeWaitMs: number;
-  /** Message events of what this backend does (events.ts). */
-  readonly events: QueueEvents;
   /** What opening found on disk; undefined where nothing is recovered. */
   readonly recovery: RecoveryReport | undefined;
 
@@ -108,6 +110,7 @@ export interface QueueBackend {
   listSchedules(): Promise<ScheduleInfo[]>;
   deleteSchedule(name: string): Promise<boolean>;
 
+  /** What the backend holds where (counts, memory, its storage); the report adds the counters. */
   stats(): Promise<Record<string, unknown>>;
   dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline>;
   wheelSnapshot(maxRows?: number): WheelSnapshot;

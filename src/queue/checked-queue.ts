@@ -17,6 +17,7 @@ import type { WheelSnapshot } from '../wheel/index.js';
 import type { Queue } from './api.js';
 import type { QueueBackend, Scheduled, TopicCounts } from './backend.js';
 import type { QueueEvents } from './events.js';
+import type { QueueReport } from './report.js';
 import {
   checkId,
   checkRequest,
@@ -70,6 +71,8 @@ export class CheckedQueue implements Queue {
     /** What holds the messages: the embedded engine, or a node of a queue on Valkey/Redis. */
     protected readonly backend: QueueBackend,
     private readonly limits: QueueLimits,
+    /** What the backend was told to tell what happens: counters, lateness, events (report.ts). */
+    private readonly report: QueueReport,
     push = true,
   ) {
     const { source, topics, consumeWaitMs } = backend;
@@ -85,7 +88,7 @@ export class CheckedQueue implements Queue {
 
   /** Message events as they happen (events.ts): an EventEmitter, and watch() for an iterator. */
   get events(): QueueEvents {
-    return this.backend.events;
+    return this.report.events;
   }
 
   /** What opening found on disk; undefined where nothing is recovered (Valkey/Redis). */
@@ -337,7 +340,11 @@ export class CheckedQueue implements Queue {
   /** Counters and counts (docs/metrics.md lists them). */
   async stats(): Promise<Record<string, unknown>> {
     this.checkOpen();
-    return { ...(await this.backend.stats()), push: this.pushers.stats() };
+    return {
+      ...this.report.figures(),
+      ...(await this.backend.stats()),
+      push: this.pushers.stats(),
+    };
   }
 
   /** What keeps the queue from working fully now; GET /healthz says it. */

@@ -38,14 +38,13 @@ import { setImmediate as realSetImmediate } from 'node:timers';
 import type { Clock } from '../clock/index.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
-import type { QueueInsights } from './counters.js';
 import type { IdLocks } from './locks.js';
 import { heldPayload, retryDelay, storedBytes, VISIBILITY_REASON } from './message.js';
 import { DueGroup, Lease, type HeldTally, type NearMessage } from './near-message.js';
 import type { NearHorizon } from './near.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';
-import type { QueueEvents } from './events.js';
+import type { QueueReport } from './report.js';
 import type { TopicGate } from './topics.js';
 import type { ReceivedMessage } from './types.js';
 import type { Waiters } from './waiters.js';
@@ -85,10 +84,9 @@ export class Deliveries {
   private readonly horizon: Horizon;
   private readonly waiters: Waiters;
   private readonly locks: IdLocks;
-  private readonly insights: QueueInsights;
+  private readonly report: QueueReport;
   private readonly finished: FinishedMemory;
   private readonly topics: TopicGate;
-  private readonly events: QueueEvents;
   private stopped = false;
   /** Acks put off by ackQuietly, oldest chunk first, and how many. */
   private readonly deferred: AckChunk[] = [];
@@ -112,10 +110,9 @@ export class Deliveries {
     this.horizon = parts.horizon;
     this.waiters = parts.waiters;
     this.locks = parts.locks;
-    this.insights = parts.insights;
+    this.report = parts.report;
     this.finished = parts.finished;
     this.topics = parts.topics;
-    this.events = parts.events;
     this.near.applyPendingAck = (message) => this.applyOne(message);
   }
 
@@ -183,7 +180,6 @@ export class Deliveries {
     const answer = new Array<ReceivedMessage>(n);
     for (let i = 0; i < n; i++) {
       const message = taken[i];
-      if (message.attempts === 1) this.insights.deliveredFirst(message, now);
       const held = heldPayload(message) as Uint8Array | string;
       answer[i] = received(
         message,
@@ -192,7 +188,7 @@ export class Deliveries {
       );
     }
     this.store.handOut?.(taken, n);
-    if (this.events.active) for (let i = 0; i < n; i++) this.events.record('delivered', taken[i]);
+    this.report.delivered(taken, now);
     if (n > 0) this.receivedFrom.add(topic);
     this.lastAnswer = answer;
     this.lastTaken = taken;
@@ -236,12 +232,11 @@ export class Deliveries {
       // (and another receive may hold it under a new receipt), or it was cancelled or acked.
       // Handing it over now would give this caller another delivery's receipt, or none.
       if (message.receiptNo !== receipts[i] || message.status !== 'inflight') continue;
-      if (message.attempts === 1) this.insights.deliveredFirst(message, now);
       const payload = this.near.payloadFor(message, payloads[i]);
       answer.push(received(message, payload, this.near.receiptOf(message)));
       handed.push(message);
-      this.events.record('delivered', message);
     }
+    this.report.delivered(handed, now);
     this.store.handOut?.(handed, handed.length);
     return answer;
   }
@@ -276,20 +271,8 @@ export class Deliveries {
     this.near.release(message);
     const durable = this.store.finish(message, 'acked');
     this.finished.remember(message, 'acked');
-    this.insights.counters.acked++;
-    if (this.events.active) {
-      // Once durable, as 'scheduled' is; a failed write is the store's to report.
-      const event = {
-        id: message.id,
-        topic: message.topic,
-        deliverAt: message.deliverAt,
-        attempts: message.attempts,
-      };
-      durable.then(
-        () => this.events.record('acked', event),
-        () => {},
-      );
-    }
+    // Its event once durable, as 'scheduled' is; a failed write is the store's to report.
+    this.report.acked(message, durable);
     return durable;
   }
 
@@ -445,7 +428,7 @@ export class Deliveries {
     if (message === undefined) return false;
     return this.locks.run(message.id, async () => {
       if (this.near.owner(receipt) !== message) return false;
-      this.insights.counters.nacked++;
+      this.report.nacked();
       message.lastError = reason ?? 'nacked';
       await this.retry(message, delayMs);
       return true;
@@ -474,7 +457,7 @@ export class Deliveries {
 
   /** A message in flight was not acknowledged in time: retried, or buried. */
   private expire(message: NearMessage): void {
-    this.insights.counters.expired++;
+    this.report.expired();
     const receiptNo = message.receiptNo;
     void this.locks
       .run(message.id, async () => {
@@ -493,8 +476,7 @@ export class Deliveries {
     this.near.release(message);
     if (message.attempts >= message.maxAttempts) {
       await this.store.bury(message);
-      this.insights.counters.dead++;
-      this.events.record('dead', message, message.lastError);
+      this.report.dead(message, message.lastError);
       return;
     }
     const wait = delayMs ?? retryDelay(message.backoff, message.attempts);
@@ -503,7 +485,7 @@ export class Deliveries {
     // Told once the retry is written, and before the message is held again: a receive already
     // waiting may take it at once (no backoff), and its next delivery must not come first.
     await this.horizon.relocate(message, previous, () =>
-      this.events.record('failed', message, message.lastError),
+      this.report.failed(message, message.lastError),
     );
   }
 }

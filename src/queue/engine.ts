@@ -29,21 +29,19 @@
  *   waiters.ts     long polls and the process keep-alive
  *   locks.ts       per-id locks          finished.ts   finished ids get() still reports
  *   topics.ts      pause, resume, rate limits: every receive goes through its TopicGate
- *   events.ts      message events (scheduled, delivered, acked, failed, dead, cancelled)
+ *   report.ts      counters, lateness and events: the facade's, told what happens here
  *   recurring.ts   recurring schedules (cron, intervals) whose occurrences become messages
- *   insights.ts    counters, stats(), dueTimeline()
+ *   insights.ts    stats(), dueTimeline()
  *   options.ts     options checked (types.ts: the public types)
  */
 
 import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { QueueBackend, ReceiveLimits, Scheduled, TopicCounts } from './backend.js';
-import { QueueEvents } from './events.js';
 import { Scheduler, type ScheduleInfo } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
 import { FinishedMemory } from './finished.js';
 import { Horizon } from './horizon.js';
-import { QueueInsights } from './counters.js';
 import { dueTimeline, embeddedStats, noteLastWrite } from './insights.js';
 import { IdLocks } from './locks.js';
 import {
@@ -59,6 +57,7 @@ import { NearHorizon } from './near.js';
 import { EMBEDDED_RECEIVE_BYTES, type QueueSettings } from './options.js';
 import { Deliveries } from './deliveries.js';
 import type { QueueParts } from './parts.js';
+import type { QueueReport } from './report.js';
 import { Producer } from './producer.js';
 import type { RecoveryReport, Store } from './store.js';
 import { LocalBuckets, storeSettings, TopicGate } from './topics.js';
@@ -73,7 +72,6 @@ export class QueueEngine implements QueueBackend {
   readonly store: Store;
   private readonly settings: QueueSettings;
   private readonly wheel: TimerWheel<NearMessage | Lease | DueGroup>;
-  private readonly insights = new QueueInsights();
   private readonly waiters: Waiters;
   private readonly near: NearHorizon;
   private readonly horizon: Horizon;
@@ -84,16 +82,21 @@ export class QueueEngine implements QueueBackend {
   /** Topic settings and rate limits: every receive goes through the gate (topics.ts). */
   readonly topics: TopicGate;
   private readonly recurring: Scheduler;
-  /** Message events as they happen (events.ts): an EventEmitter, and watch() for an iterator. */
-  readonly events: QueueEvents;
   /** What consume()'s workers receive from, ack and nack to. */
   readonly source: WorkerSource;
   readonly consumeWaitMs = CONSUME_WAIT_MS;
   private closed = false;
   recovery: RecoveryReport | undefined;
 
-  /** `settings`: checkEmbeddedOptions's (options.ts). Started by start(). */
-  constructor(store: Store, settings: QueueSettings) {
+  /**
+   * `settings`: checkEmbeddedOptions's (options.ts); `report`: the facade's, told what happens
+   * (report.ts). Started by start().
+   */
+  constructor(
+    store: Store,
+    settings: QueueSettings,
+    private readonly report: QueueReport,
+  ) {
     this.store = store;
     this.settings = settings;
     const clock = this.settings.clock;
@@ -107,13 +110,12 @@ export class QueueEngine implements QueueBackend {
     this.waiters = new Waiters(this.wheel);
     // Only a store that reads payloads back can hold messages without theirs.
     const payloadLimit = store.usePayloadBudget ? this.settings.payloadMemoryBytes : Infinity;
-    this.near = new NearHorizon(clock, this.wheel, this.insights, this.waiters, payloadLimit);
+    this.near = new NearHorizon(clock, this.wheel, report, this.waiters, payloadLimit);
     store.usePayloadBudget?.(this.near.payloads);
     store.useDeliveries?.({ delivering, inFlight: () => this.near.inFlight() });
     this.horizon = new Horizon(store, clock, this.near, this.settings.horizonMs);
     this.finished = new FinishedMemory(this.settings.rememberFinished);
     const now = () => clock.now();
-    this.events = new QueueEvents(now);
     this.topics = new TopicGate(
       storeSettings(store),
       new LocalBuckets(now),
@@ -129,10 +131,9 @@ export class QueueEngine implements QueueBackend {
       horizon: this.horizon,
       waiters: this.waiters,
       locks: this.locks,
-      insights: this.insights,
+      report,
       finished: this.finished,
       topics: this.topics,
-      events: this.events,
     };
     this.producer = new Producer(parts);
     this.deliveries = new Deliveries(parts);
@@ -186,7 +187,7 @@ export class QueueEngine implements QueueBackend {
     // Before any message is made ready: a paused topic delivers nothing after a restart.
     await this.topics.load();
     // Before any message is made ready: lateness after a restart counts from the last write.
-    await noteLastWrite(this.insights, this.settings.clock, this.store);
+    await noteLastWrite(this.report, this.settings.clock, this.store);
     this.recovery = await this.horizon.start(this.wheel);
     // Every schedule brought up to date before open() returns: no consumer can receive yet.
     try {
@@ -307,7 +308,7 @@ export class QueueEngine implements QueueBackend {
 
   async stats(): Promise<Record<string, unknown>> {
     return {
-      ...embeddedStats(this.insights, {
+      ...embeddedStats({
         held: this.near,
         store: this.store,
         loadedUntil: this.horizon.loadedUntil,

@@ -1,5 +1,5 @@
 /**
- * What the embedded queue tells about itself besides its counters (counters.ts): stats() and
+ * What the embedded queue tells about itself besides its counters (report.ts): stats() and
  * dueTimeline() (the dashboard's timeline), all without walking messages.
  *
  * Counts of held messages come from the near horizon (near.ts), which keeps them with every
@@ -11,7 +11,7 @@
 
 import { SystemClock, type Clock } from '../clock/index.js';
 import type { TimerWheelStats } from '../timer/index.js';
-import type { QueueInsights } from './counters.js';
+import type { QueueReport } from './report.js';
 import { MINUTE_MS, type HeldCounts } from './near-message.js';
 import type { Store } from './store.js';
 import type { DueTimeline } from './types.js';
@@ -25,26 +25,28 @@ export interface StatsSources {
 }
 
 /**
- * Reads when the store's data was last written and tells `insights` (recoveredAfter): on this
+ * Reads when the store's data was last written and tells `report` (recoveredAfter): on this
  * package's system clock only, whose time is the wall clock's, converted by how long ago that
  * was. (A ManualClock's time has no relation to a file's.)
  */
 export async function noteLastWrite(
-  insights: QueueInsights,
+  report: QueueReport,
   clock: Clock,
   store: Pick<Store, 'lastWrittenAt'>,
 ): Promise<void> {
   if (!(clock instanceof SystemClock) || store.lastWrittenAt === undefined) return;
   const written = await store.lastWrittenAt();
   if (written === undefined) return;
-  insights.recoveredAfter(clock.now() - Math.max(0, Date.now() - written));
+  report.recoveredAfter(clock.now() - Math.max(0, Date.now() - written));
 }
 
-/** stats() of the embedded queue: the counters and figures, and what is held where. */
-export function embeddedStats(
-  insights: QueueInsights,
-  { held, store, loadedUntil, timers }: StatsSources,
-): Record<string, unknown> {
+/** stats() of the embedded queue besides the report's counters: what is held where. */
+export function embeddedStats({
+  held,
+  store,
+  loadedUntil,
+  timers,
+}: StatsSources): Record<string, unknown> {
   // Per topic: ready and in flight from memory; scheduled and dead from the store's counts,
   // which cover every live message wherever it is held (memory or disk).
   const byTopic: Record<
@@ -66,7 +68,6 @@ export function embeddedStats(
     entry.scheduled = Math.max(0, entry.scheduled - ready - inflight);
   }
   return {
-    ...insights.figures(),
     inMemory: held.size,
     payloadMemory: { heldBytes: held.payloads.held, limitBytes: held.payloads.limit },
     loadedUntil,

@@ -50,7 +50,7 @@
 import { debugAssert } from '../assert.js';
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
-import type { QueueInsights } from './counters.js';
+import type { QueueReport } from './report.js';
 import { storedBytes, type MessageState } from './message.js';
 import { PayloadBudget } from './payload-budget.js';
 import { DecodeAhead, DENSE_PER_MS } from './decode-ahead.js';
@@ -137,7 +137,7 @@ export class NearHorizon implements HeldCounts {
   constructor(
     private readonly clock: Clock,
     private readonly wheel: TimerWheel<NearMessage | Lease | DueGroup>,
-    private readonly insights: QueueInsights,
+    private readonly report: QueueReport,
     private readonly waiters: Waiters,
     /** Payload bytes held in memory at most (PayloadBudget). */
     payloadLimit: number,
@@ -311,7 +311,7 @@ export class NearHorizon implements HeldCounts {
    */
   fire(message: NearMessage, now = this.fireTime(message)): void {
     debugAssert(message.held && message.status === 'scheduled', 'fired a message not scheduled');
-    this.insights.fired(message, now);
+    this.report.fired(message, now);
     message.status = 'ready';
     message.version++;
     this.bumpDue(message.deliverAt, -1);
@@ -428,7 +428,6 @@ export class NearHorizon implements HeldCounts {
       // Its consumer took what it could and more is ready: consumers are behind.
       if ((taken[0].tally as HeldTally).ready > 0) this.behindAt = now;
     }
-    this.insights.counters.delivered += taken.length;
     if (list.length === 0) {
       this.ready.delete(topic);
       if (list.capacity <= SPARE_READY_CAPACITY) this.spareReady = list;
@@ -461,7 +460,6 @@ export class NearHorizon implements HeldCounts {
       tally.inflight--;
       tally.ready++;
       message.attempts--;
-      this.insights.counters.delivered--;
       back.push(message);
     }
     if (back.length === 0) return;
@@ -481,7 +479,7 @@ export class NearHorizon implements HeldCounts {
     this.leave(message);
     this.receipts.release(message);
     message.version++;
-    this.insights.forgetLate(message.id);
+    this.report.forgetLate(message.id);
     if (!message.held) return;
     message.held = false;
     this.payloads.free(message.budgeted);

@@ -4,10 +4,9 @@
  */
 
 import type { Clock } from '../clock/index.js';
-import type { QueueEvents } from './events.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
-import type { QueueInsights } from './counters.js';
+import type { QueueReport } from './report.js';
 import type { IdLocks } from './locks.js';
 import type { NearHorizon } from './near.js';
 import type { QueueSettings } from './options.js';
@@ -23,8 +22,7 @@ export interface QueueParts {
   horizon: Horizon;
   waiters: Waiters;
   locks: IdLocks;
-  insights: QueueInsights;
+  report: QueueReport;
   finished: FinishedMemory;
   topics: TopicGate;
-  events: QueueEvents;
 }

@@ -23,12 +23,11 @@ import {
 } from '../errors.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
-import type { QueueInsights } from './counters.js';
 import type { IdLocks } from './locks.js';
 import { newMessageId, type CheckedRequest, type MessageState } from './message.js';
 import { newNear, type NearMessage } from './near-message.js';
 import type { NearHorizon } from './near.js';
-import type { QueueEvents } from './events.js';
+import type { QueueReport } from './report.js';
 import type { QueueParts } from './parts.js';
 import type { Store } from './store.js';
 
@@ -40,9 +39,8 @@ export class Producer {
   private readonly near: NearHorizon;
   private readonly horizon: Horizon;
   private readonly locks: IdLocks;
-  private readonly insights: QueueInsights;
+  private readonly report: QueueReport;
   private readonly finished: FinishedMemory;
-  private readonly events: QueueEvents;
   private readonly maxPayloadBytes: number;
 
   constructor(parts: QueueParts) {
@@ -51,9 +49,8 @@ export class Producer {
     this.near = parts.near;
     this.horizon = parts.horizon;
     this.locks = parts.locks;
-    this.insights = parts.insights;
+    this.report = parts.report;
     this.finished = parts.finished;
-    this.events = parts.events;
     this.maxPayloadBytes = parts.settings.maxPayloadBytes;
   }
 
@@ -87,7 +84,7 @@ export class Producer {
       }
       results[i] = { id: message.id, deliverAt: message.deliverAt };
       plain.push(message);
-      if (message.deliverAt < now) this.insights.handedInLate(message.id, now);
+      if (message.deliverAt < now) this.report.handedInLate(message.id, now);
       const durable = this.store.add(message, message.deliverAt < loadedUntil);
       durables.push(durable);
       if (durable !== distinct[distinct.length - 1]) distinct.push(durable);
@@ -105,12 +102,11 @@ export class Producer {
     }
     for (let i = 0; i < plain.length; i++) {
       if (failed?.has(durables[i])) {
-        this.insights.forgetLate(plain[i].id);
+        this.report.forgetLate(plain[i].id);
         if (isMaybeWritten(failure?.error)) unknown.push(plain[i].id);
         continue;
       }
-      this.insights.counters.scheduled++;
-      this.events.record('scheduled', plain[i]);
+      this.report.scheduled(plain[i]);
       // Held only now, after the batch is durable, like a single schedule().
       this.added(plain[i], plain[i].deliverAt < loadedUntil, true);
     }
@@ -144,8 +140,7 @@ export class Producer {
         throw mayHaveWritten(err, id);
       }
       this.finished.remember(message, 'cancelled');
-      this.insights.counters.cancelled++;
-      this.events.record('cancelled', message);
+      this.report.cancelled(message);
       return true;
     });
   }
@@ -172,14 +167,14 @@ export class Producer {
       else this.near.supersede(id);
       const previous = message.deliverAt;
       message.deliverAt = deliverAt;
-      if (deliverAt < now) this.insights.handedInLate(id, now);
+      if (deliverAt < now) this.report.handedInLate(id, now);
       try {
         await this.horizon.relocate(message, previous);
       } catch (err) {
-        this.insights.forgetLate(id);
+        this.report.forgetLate(id);
         throw mayHaveWritten(err, id);
       }
-      this.insights.counters.rescheduled++;
+      this.report.rescheduled();
       return deliverAt;
     });
   }
@@ -224,7 +219,7 @@ export class Producer {
     return this.locks.run(message.id, async () => {
       const existing = this.near.get(message.id) ?? (await this.store.lookup(message.id));
       if (existing !== undefined && existing.status !== 'dead') {
-        this.insights.counters.deduplicated++;
+        this.report.deduplicated();
         return { id: existing.id, deliverAt: existing.deliverAt };
       }
       return this.add(message, now);
@@ -233,15 +228,14 @@ export class Producer {
 
   private async add(message: NearMessage, now: number): Promise<Scheduled> {
     const inHorizon = this.horizon.admits(message.deliverAt);
-    if (message.deliverAt < now) this.insights.handedInLate(message.id, now);
+    if (message.deliverAt < now) this.report.handedInLate(message.id, now);
     try {
       await this.store.add(message, inHorizon);
     } catch (err) {
-      this.insights.forgetLate(message.id);
+      this.report.forgetLate(message.id);
       throw mayHaveWritten(err, message.id);
     }
-    this.insights.counters.scheduled++;
-    this.events.record('scheduled', message);
+    this.report.scheduled(message);
     this.added(message, inHorizon, false);
     return { id: message.id, deliverAt: message.deliverAt };
   }

@@ -1,6 +1,9 @@
 /**
- * A queue's counters and lateness figures, kept by every backend the same way (what stats()
- * reports of them is the same keys everywhere; docs/metrics.md).
+ * QueueReport: what a queue tells about what happened to its messages, the same way on every
+ * backend. The facade (checked-queue.ts) makes one per queue and gives it to its backend; the
+ * backend calls one method per happening (scheduled, fired, delivered, acked, ...), and the
+ * report turns each into its counter, its lateness figure and its event (events.ts). stats()
+ * reports the counters and figures under the same keys everywhere (docs/metrics.md).
  *
  * Lateness, measured on the queue's clock from when a message could first have been delivered:
  * its due time, or the time it was handed in (scheduled or rescheduled) if that due time was
@@ -13,7 +16,7 @@
  *   with upper bounds DELIVERY_LATENESS_BUCKETS_MS, and a sum (a Prometheus histogram).
  */
 
-import type { MessageState } from './message.js';
+import { QueueEvents, type EventSource } from './events.js';
 
 /** Upper bounds (ms) of the first-delivery lateness buckets stats() reports. */
 const DELIVERY_LATENESS_BUCKETS_MS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30_000, 300_000];
@@ -33,11 +36,13 @@ export interface QueueCounters {
   rescheduled: number;
 }
 
-/** Where QueueInsights keeps its sums. */
+/** Where QueueReport keeps its sums. */
 const FIRE_SUM = 0;
 const DELIVERY_SUM = 1;
 
-export class QueueInsights {
+export class QueueReport {
+  /** Message events as they happen: an EventEmitter, and watch() for an iterator. */
+  readonly events: QueueEvents;
   readonly counters: QueueCounters = {
     scheduled: 0,
     deduplicated: 0,
@@ -69,6 +74,11 @@ export class QueueInsights {
    */
   private floor = -Infinity;
 
+  /** `now`: the queue's clock, the time of its events. */
+  constructor(now: () => number) {
+    this.events = new QueueEvents(now);
+  }
+
   /**
    * The queue opened on data last written at `lastWrite` (its clock). A message already overdue
    * then is counted from then, not from its due time: when it was handed in is not kept on disk,
@@ -90,7 +100,7 @@ export class QueueInsights {
   }
 
   /** A message came due (ready) at `now`. */
-  fired(message: MessageState, now: number): void {
+  fired(message: Pick<EventSource, 'id' | 'deliverAt'>, now: number): void {
     this.counters.fired++;
     // `now` may be a reading shared by the fires of one run (near.ts, fireTime), taken before a
     // message of that run was handed in: never a negative lateness.
@@ -99,8 +109,88 @@ export class QueueInsights {
     this.sums[FIRE_SUM] += late;
   }
 
+  /** `count` messages came due at once (a backend that fires in bulk: no lateness of each). */
+  firedMany(count: number): void {
+    this.counters.fired += count;
+  }
+
+  /** Messages handed to a consumer at `now`: `n` of them (all when undefined). */
+  delivered(messages: readonly EventSource[], now: number, n = messages.length): void {
+    this.counters.delivered += n;
+    for (let i = 0; i < n; i++) {
+      if (messages[i].attempts === 1) this.deliveredFirst(messages[i], now);
+    }
+    if (this.events.active)
+      for (let i = 0; i < n; i++) this.events.record('delivered', messages[i]);
+  }
+
+  /** Deliveries taken but handed back unused (their attempt not counted). */
+  undelivered(count: number): void {
+    this.counters.delivered -= count;
+  }
+
+  /** A message was scheduled (durably); its event. */
+  scheduled(message: EventSource): void {
+    this.counters.scheduled++;
+    this.events.record('scheduled', message);
+  }
+
+  /** A schedule whose id was pending already: nothing written, no event. */
+  deduplicated(): void {
+    this.counters.deduplicated++;
+  }
+
+  cancelled(message: EventSource): void {
+    this.counters.cancelled++;
+    this.events.record('cancelled', message);
+  }
+
+  rescheduled(): void {
+    this.counters.rescheduled++;
+  }
+
+  /**
+   * A delivery was acknowledged. Its event once `durable` resolves, if given (an ack whose
+   * write failed is the backend's to report, not an event). Here and below, a message
+   * undefined (a backend that knows a delivery by its receipt only) is counted, with no event.
+   */
+  acked(message: EventSource | undefined, durable?: Promise<unknown>): void {
+    this.counters.acked++;
+    if (message === undefined || !this.events.active) return;
+    if (durable === undefined) {
+      this.events.record('acked', message);
+      return;
+    }
+    const { id, topic, deliverAt, attempts } = message;
+    durable.then(
+      () => this.events.record('acked', { id, topic, deliverAt, attempts }),
+      () => {},
+    );
+  }
+
+  /** A delivery was given back by its consumer; what became of it is told by failed() or dead(). */
+  nacked(): void {
+    this.counters.nacked++;
+  }
+
+  /** A delivery's visibility ran out; what became of it is told by failed() or dead(). */
+  expired(): void {
+    this.counters.expired++;
+  }
+
+  /** A failed delivery is due again (its new due time in `message`). */
+  failed(message: EventSource | undefined, reason: string | undefined): void {
+    if (message !== undefined) this.events.record('failed', message, reason);
+  }
+
+  /** A failed delivery used up its attempts: a dead letter. */
+  dead(message: EventSource | undefined, reason: string | undefined): void {
+    this.counters.dead++;
+    if (message !== undefined) this.events.record('dead', message, reason);
+  }
+
   /** A message was handed to a consumer for the first time at `now`. */
-  deliveredFirst(message: Pick<MessageState, 'id' | 'deliverAt'>, now: number): void {
+  private deliveredFirst(message: Pick<EventSource, 'id' | 'deliverAt'>, now: number): void {
     const late = Math.max(0, now - this.dueFrom(message));
     this.forgetLate(message.id);
     let bucket = 0;
@@ -115,7 +205,7 @@ export class QueueInsights {
   }
 
   /** When a message could first have been delivered: its due time, unless handed in later. */
-  private dueFrom(message: Pick<MessageState, 'id' | 'deliverAt'>): number {
+  private dueFrom(message: Pick<EventSource, 'id' | 'deliverAt'>): number {
     const due = message.deliverAt > this.floor ? message.deliverAt : this.floor;
     if (this.lateFrom.size === 0) return due;
     return Math.max(due, this.lateFrom.get(message.id) ?? 0);

@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import type { QueueEvent } from '../../src/queue/events.js';
+import { QueueReport } from '../../src/queue/report.js';
+
+const message = (id: string, attempts = 1) => ({ id, topic: 't', deliverAt: 100, attempts });
+
+function listened(): { report: QueueReport; seen: string[] } {
+  const report = new QueueReport(() => 1_000);
+  const seen: string[] = [];
+  report.events.on('event', (event: QueueEvent) =>
+    seen.push(`${event.type} ${event.id}${event.reason === undefined ? '' : ` ${event.reason}`}`),
+  );
+  return { report, seen };
+}
+
+describe('QueueReport: one counter and one event per happening, for every backend', () => {
+  it('counts and emits each happening once', async () => {
+    const { report, seen } = listened();
+    report.scheduled(message('a', 0));
+    report.deduplicated();
+    report.fired(message('a'), 150);
+    report.delivered([message('a'), message('b', 2)], 160);
+    report.undelivered(1);
+    report.acked(message('a'));
+    report.nacked();
+    report.failed(message('b', 2), 'boom');
+    report.expired();
+    report.dead(message('c', 3), 'visibility timeout');
+    report.cancelled(message('d', 0));
+    report.rescheduled();
+    report.firedMany(2);
+    expect(seen).toEqual([
+      'scheduled a',
+      'delivered a',
+      'delivered b',
+      'acked a',
+      'failed b boom',
+      'dead c visibility timeout',
+      'cancelled d',
+    ]);
+    const figures = report.figures();
+    expect(figures).toMatchObject({
+      scheduled: 1,
+      deduplicated: 1,
+      fired: 3,
+      delivered: 1,
+      acked: 1,
+      nacked: 1,
+      expired: 1,
+      dead: 1,
+      cancelled: 1,
+      rescheduled: 1,
+      latenessMs: { count: 1, p50: 50, max: 50 },
+    });
+    // Only the first attempt counts for first-delivery lateness: a, 60 ms late.
+    expect(figures.deliveryLatenessMs).toMatchObject({ count: 1, sum: 60 });
+  });
+
+  it("emits an ack's event once its write is durable, and none when the write failed", async () => {
+    const { report, seen } = listened();
+    let durable!: () => void;
+    report.acked(message('a'), new Promise<void>((resolve) => (durable = resolve)));
+    report.acked(message('b'), Promise.reject(new Error('disk full')));
+    expect(seen).toEqual([]);
+    durable();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(seen).toEqual(['acked a']);
+    expect(report.figures()).toMatchObject({ acked: 2 });
+  });
+
+  it('counts a delivery known by its receipt only, with no event', () => {
+    const { report, seen } = listened();
+    report.acked(undefined);
+    report.dead(undefined, 'nacked');
+    report.failed(undefined, 'nacked');
+    expect(seen).toEqual([]);
+    expect(report.figures()).toMatchObject({ acked: 1, dead: 1 });
+  });
+
+  it('makes no event objects while nobody listens, but counts', () => {
+    const report = new QueueReport(() => 0);
+    report.delivered([message('a')], 5);
+    report.scheduled(message('b', 0));
+    expect(report.events.active).toBe(false);
+    expect(report.figures()).toMatchObject({ delivered: 1, scheduled: 1 });
+  });
+});
