@@ -64,13 +64,9 @@ export class ClusterBackend implements QueueBackend {
     readonly node: ClusterNode,
     private readonly report: QueueReport,
   ) {
-    const source = node.workerSource();
     this.source = {
-      receive: async (topic, options, signal) => {
-        const messages = await source.receive(topic, options, signal);
-        this.delivered(messages);
-        return messages;
-      },
+      receive: (topic, { max, waitMs, visibilityMs }, signal) =>
+        this.take(topic, max, waitMs, signal, visibilityMs === undefined ? {} : { visibilityMs }),
       ack: (receipt) => this.ack(receipt),
       nack: (receipt, reason) => this.nack(receipt, reason, undefined),
     };
@@ -114,11 +110,11 @@ export class ClusterBackend implements QueueBackend {
   // ---- producer ---------------------------------------------------------------------------
 
   async schedule(request: CheckedRequest): Promise<Scheduled> {
-    return this.made(request, await this.node.schedule(request));
+    return this.made(request, await this.node.producer.schedule(request));
   }
 
   async scheduleMany(requests: readonly CheckedRequest[]): Promise<Scheduled[]> {
-    const results = await this.node.scheduleMany(requests);
+    const results = await this.node.producer.scheduleMany(requests);
     for (let i = 0; i < results.length; i++) results[i] = this.made(requests[i], results[i]);
     return results;
   }
@@ -134,19 +130,19 @@ export class ClusterBackend implements QueueBackend {
   }
 
   async cancel(id: string): Promise<boolean> {
-    const cancelled = await this.node.cancelGiving(id).catch(failed(id));
+    const cancelled = await this.node.producer.cancelGiving(id).catch(failed(id));
     if (cancelled !== undefined) this.report.cancelled(cancelled);
     return cancelled !== undefined;
   }
 
   async moveTo(id: string, deliverAt: number): Promise<number | undefined> {
-    const due = await this.node.rescheduleTo(id, deliverAt).catch(failed(id));
+    const due = await this.node.producer.rescheduleTo(id, deliverAt).catch(failed(id));
     if (due !== undefined) this.report.rescheduled();
     return due;
   }
 
   requeue(id: string, deliverAt: number): Promise<boolean> {
-    return this.node.requeue(id, deliverAt).catch(failed(id));
+    return this.node.producer.requeue(id, deliverAt).catch(failed(id));
   }
 
   get(id: string): Promise<MessageInfo | undefined> {
@@ -160,14 +156,31 @@ export class ClusterBackend implements QueueBackend {
 
   // ---- consumer ---------------------------------------------------------------------------
 
-  async receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]> {
-    const messages = await this.node.receive(topic, limits);
+  receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]> {
+    const { max, waitMs, visibilityMs, maxBytes } = limits;
+    return this.take(topic, max, waitMs, undefined, { visibilityMs, maxBytes });
+  }
+
+  /** Receives through the topic's gate from every partition of the topic; told to the report. */
+  private async take(
+    topic: string,
+    max: number,
+    waitMs: number,
+    signal: AbortSignal | undefined,
+    limits: { visibilityMs?: number; maxBytes?: number },
+  ): Promise<ReceivedMessage[]> {
+    const { topics, consumer } = this.node;
+    const messages = await topics.receive(topic, max, waitMs, signal, {
+      receive: (granted, left) =>
+        consumer.receive(topic, { ...limits, max: granted, waitMs: left }),
+      waitReady: (ms, aborts) => consumer.waitReady(topic, ms, aborts),
+    });
     this.delivered(messages);
     return messages;
   }
 
   async ack(receipt: string): Promise<boolean> {
-    const done = await this.node.ack(receipt);
+    const done = await this.node.consumer.ack(receipt);
     this.settledDelivery(receipt, done ? 'acked' : undefined);
     return done;
   }
@@ -177,7 +190,7 @@ export class ClusterBackend implements QueueBackend {
     reason: string | undefined,
     delayMs: number | undefined,
   ): Promise<boolean> {
-    const outcome = await this.node.nackOutcome(receipt, {
+    const outcome = await this.node.consumer.nack(receipt, {
       ...(delayMs === undefined ? {} : { delayMs }),
       ...(reason === undefined ? {} : { reason }),
     });
@@ -237,6 +250,7 @@ export class ClusterBackend implements QueueBackend {
       (byNode[owner === '' ? '(none)' : owner] ??= []).push(partition);
     });
     const timers = this.node.wheelStats();
+    const { settings } = this.node;
     return {
       inMemory: timers.pending,
       totals,
@@ -245,10 +259,10 @@ export class ClusterBackend implements QueueBackend {
       cluster: {
         node: this.node.nodeId,
         queue: this.node.queue,
-        partitions: this.node.partitions,
-        durability: this.node.durability,
-        durabilityOption: this.node.durabilityOption,
-        durabilityReason: this.node.durabilityReason,
+        partitions: settings.partitions,
+        durability: settings.durability,
+        durabilityOption: settings.durabilityOption,
+        durabilityReason: settings.durabilityReason,
         members: [...this.node.members],
         owned: this.node.ownedPartitions(),
         owners: byNode,
@@ -260,7 +274,7 @@ export class ClusterBackend implements QueueBackend {
 
   /** Counts by the edges as asked (see ClusterInspector.dueHistogram for their grain). */
   async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
-    const counts = await this.node.inspector.dueHistogram(edgesMs, this.node.windowMs);
+    const counts = await this.node.inspector.dueHistogram(edgesMs, this.node.settings.windowMs);
     return { edgesMs: [...edgesMs], counts };
   }
 

@@ -1,41 +1,40 @@
 /**
  * A tickwheel cluster node: one process's share of a queue that lives in Valkey/Redis
  * (docs/cluster.md). Its LeaseLoop (lease-loop.ts) keeps it in the member list and runs a
- * PartitionOwner for each partition it wins; the node serves the queue's API from any
- * partition through the Producer and the Consumer, with the topics' settings (ClusterTopics)
- * and the recurring schedules (ClusterSchedules) every node shares.
+ * PartitionOwner for each partition it wins. The queue's backend (backend.ts) serves the API
+ * from any partition through the node's Producer and Consumer, with the topics' settings
+ * (ClusterTopics) and the recurring schedules (ClusterSchedules) every node shares.
  *
  * The wheel is unref'd, as is the loop: a node keeps its process alive only while a caller
  * waits on it (a long receive), as the embedded queue does.
  */
 
-import { TickwheelStateError } from '../errors.js';
-import type { CheckedRequest, ScheduleRequest } from '../queue/message.js';
-import type { ReceivedMessage } from '../queue/types.js';
+import type { ScheduleRequest } from '../queue/message.js';
 import type { TopicGate } from '../queue/topics.js';
-import type { WorkerSource } from '../queue/worker.js';
 import { SystemClock } from '../clock/index.js';
 import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { Valkey } from './connection.js';
-import { Consumer, type NackOutcome } from './consumer.js';
+import { Consumer } from './consumer.js';
 import { ClusterInspector } from './inspect.js';
 import * as tw from './functions.js';
 import { configKey, eventsChannel } from './keys.js';
 import { LeaseLoop } from './lease-loop.js';
 import { checkNodeOptions, type ClusterNodeOptions, type NodeSettings } from './node-options.js';
 import type { Due, ExpiredDelivery } from './owner.js';
-import { Producer, type CancelledMessage, type Durability } from './producer.js';
+import { Producer, type CancelledMessage } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
 import { ClusterTopicStore, ClusterTopics } from './topic-store.js';
-import { chooseDurability, type DurabilityOption } from './durability.js';
+import { chooseDurability } from './durability.js';
 import { untilReachable } from './reach.js';
 
 export class ClusterNode {
   readonly nodeId: string;
   readonly queue: string;
-  private readonly producer: Producer;
-  private readonly consumer: Consumer;
+  /** Writes: schedule, cancel, reschedule, requeue (on the node's write connections). */
+  readonly producer: Producer;
+  /** Receives, acks and nacks, from every partition of a topic. */
+  readonly consumer: Consumer;
   private readonly leases: LeaseLoop;
   private readonly wheel: TimerWheel<Due>;
   private readonly unsubscribes: Array<() => Promise<void>> = [];
@@ -70,7 +69,8 @@ export class ClusterNode {
      * messages it would hold those up as long. The same as `valkey` with durability 'async'.
      */
     private readonly writes: Valkey,
-    private readonly settings: NodeSettings,
+    /** The options checked, with the durability chosen and the partitions and window stored. */
+    readonly settings: NodeSettings,
   ) {
     this.nodeId = settings.nodeId;
     this.queue = settings.queue;
@@ -188,84 +188,6 @@ export class ClusterNode {
     });
   }
 
-  schedule(request: CheckedRequest): Promise<{ id: string; deliverAt: number }> {
-    this.checkOpen();
-    return this.producer.schedule(request);
-  }
-
-  scheduleMany(
-    requests: readonly CheckedRequest[],
-  ): Promise<Array<{ id: string; deliverAt: number }>> {
-    this.checkOpen();
-    return this.producer.scheduleMany(requests);
-  }
-
-  rescheduleTo(id: string, deliverAt: number): Promise<number | undefined> {
-    this.checkOpen();
-    return this.producer.rescheduleTo(id, deliverAt);
-  }
-
-  /** cancel(), resolving with what was cancelled (undefined: nothing was). */
-  cancelGiving(id: string): Promise<CancelledMessage | undefined> {
-    this.checkOpen();
-    return this.producer.cancelGiving(id);
-  }
-
-  requeue(id: string, deliverAt: number): Promise<boolean> {
-    this.checkOpen();
-    return this.producer.requeue(id, deliverAt);
-  }
-
-  receive(
-    topic: string,
-    options?: { max?: number; waitMs?: number; visibilityMs?: number; maxBytes?: number },
-  ): Promise<ReceivedMessage[]> {
-    this.checkOpen();
-    const { max = 1, waitMs = 0 } = options ?? {};
-    return this.topics.receive(topic, max, waitMs, undefined, {
-      receive: (granted, left) =>
-        this.consumer.receive(topic, { ...options, max: granted, waitMs: left }),
-      waitReady: (ms, aborts) => this.consumer.waitReady(topic, ms, aborts),
-    });
-  }
-
-  ack(receipt: string): Promise<boolean> {
-    this.checkOpen();
-    return this.consumer.ack(receipt);
-  }
-
-  /** nack() saying what became of the delivery: 'retry', 'dead', or undefined (none out). */
-  nackOutcome(
-    receipt: string,
-    options?: { delayMs?: number; reason?: string },
-  ): Promise<NackOutcome | undefined> {
-    this.checkOpen();
-    return this.consumer.nack(receipt, options);
-  }
-
-  /**
-   * What a Worker (consume(), pushes) receives from and settles to: every partition of a topic,
-   * through the topic's gate.
-   */
-  workerSource(): WorkerSource {
-    return {
-      receive: (t, { max, waitMs, visibilityMs }, signal) =>
-        this.topics.receive(t, max, waitMs, signal, {
-          receive: (granted, left) =>
-            this.consumer.receive(
-              t,
-              visibilityMs === undefined
-                ? { max: granted, waitMs: left }
-                : { max: granted, waitMs: left, visibilityMs },
-            ),
-          waitReady: (ms, aborts) => this.consumer.waitReady(t, ms, aborts),
-        }),
-      ack: (receipt) => this.consumer.ack(receipt),
-      nack: async (receipt, reason) =>
-        (await this.consumer.nack(receipt, { reason })) !== undefined,
-    };
-  }
-
   /** Undefined if Valkey answers a PING (on the queue's config slot) within `ms`; else why not. */
   async ping(ms: number): Promise<string | undefined> {
     let timer: NodeJS.Timeout | undefined;
@@ -299,28 +221,6 @@ export class ClusterNode {
     return this.wheel.stats();
   }
 
-  get windowMs(): number {
-    return this.settings.windowMs;
-  }
-
-  get partitions(): number {
-    return this.settings.partitions;
-  }
-
-  /** The durability this node keeps: its option, or what 'auto' chose at open. */
-  get durability(): Durability {
-    return this.settings.durability;
-  }
-
-  /** The durability option it was opened with ('auto' unless one was given). */
-  get durabilityOption(): DurabilityOption {
-    return this.settings.durabilityOption;
-  }
-
-  /** Why it keeps that durability: 'as set', or what 'auto' found. */
-  get durabilityReason(): string {
-    return this.settings.durabilityReason;
-  }
   /** Gives its partitions up (so others take them at once), leaves, and disconnects. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -354,11 +254,5 @@ export class ClusterNode {
   private onEvent(partition: number, message: string): void {
     if (message.startsWith('r ')) this.consumer.onReady(partition, message.slice(2));
     else this.leases.onOwnerEvent(partition, message);
-  }
-
-  private checkOpen(): void {
-    if (this.closed) {
-      throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this cluster node is closed');
-    }
   }
 }

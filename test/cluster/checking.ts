@@ -1,5 +1,5 @@
 /**
- * The cluster's parts (Producer, ClusterNode) take requests the queue has checked already
+ * The cluster's Producer takes requests the queue has checked already
  * (src/queue/checked-queue.ts). Tests that drive a part directly check theirs here, as the
  * queue would: `checking(part)` is the part with schedule(), scheduleMany() and reschedule()
  * taking what a user gives.

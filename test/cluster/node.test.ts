@@ -1,5 +1,6 @@
 /**
- * Cluster nodes (src/cluster/node.ts) over a real Valkey Cluster of 3 primaries + 3 replicas:
+ * Cluster nodes (src/cluster/node.ts, each under a DelayQueue) over a real Valkey Cluster of 3
+ * primaries + 3 replicas:
  * the partitions are shared out among the nodes, a message scheduled through one node is
  * delivered to a consumer of another, on time and never early, and a node that closes hands its
  * partitions over at once.
@@ -7,45 +8,42 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ClusterNode } from '../../src/cluster/node.js';
+import { DelayQueue } from '../../src/delay-queue.js';
 import { partitionsOf } from '../../src/cluster/rendezvous.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
-import { checking, type Checking } from './checking.js';
-import { checkConsumeOptions, Worker } from '../../src/queue/worker.js';
+import { nodeOf } from './checking.js';
 
 const PARTITIONS = 16;
 
 describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', () => {
   let cluster: { urls: string[]; stop(): Promise<void> };
-  const nodes: Array<Checking<ClusterNode>> = [];
+  const nodes: DelayQueue[] = [];
   const errors: unknown[] = [];
 
   const open = async (nodeId: string) => {
-    const node = checking(
-      await ClusterNode.open({
-        redis: cluster.urls,
-        queue: 'shop',
-        partitions: PARTITIONS,
-        windowMs: 1_000,
-        horizonMs: 2_000,
-        leaseMs: 1_000,
-        durability: 'replicated',
-        nodeId,
-        onError: (err) => errors.push(err),
-      }),
-    );
+    const node = await DelayQueue.open({
+      redis: cluster.urls,
+      queue: 'shop',
+      partitions: PARTITIONS,
+      windowMs: 1_000,
+      horizonMs: 2_000,
+      leaseMs: 1_000,
+      durability: 'replicated',
+      nodeId,
+      onError: (err) => errors.push(err),
+    });
     nodes.push(node);
     return node;
   };
 
   /** Waits until each live node owns exactly the partitions it wins among the live nodes. */
-  async function settled(live: Array<Checking<ClusterNode>>, timeoutMs = 8_000) {
+  async function settled(live: DelayQueue[], timeoutMs = 8_000) {
     const until = Date.now() + timeoutMs;
-    const ids = live.map((n) => n.nodeId);
+    const ids = live.map((n) => nodeOf(n).nodeId);
     const wanted = ids.map((id) => JSON.stringify(partitionsOf(id, PARTITIONS, ids)));
     for (;;) {
-      const owned = live.map((n) => n.ownedPartitions());
+      const owned = live.map((n) => nodeOf(n).ownedPartitions());
       if (owned.every((share, i) => JSON.stringify(share) === wanted[i])) return owned;
       if (Date.now() > until) throw new Error(`partitions not settled: ${JSON.stringify(owned)}`);
       await sleep(50);
@@ -65,7 +63,7 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
     const [a, b, c] = [await open('node-a'), await open('node-b'), await open('node-c')];
     const owned = await settled([a, b, c]);
     for (const share of owned) expect(share.length).toBeGreaterThan(0);
-    expect({ members: a.members, partitions: a.partitions }).toEqual({
+    expect({ members: nodeOf(a).members, partitions: nodeOf(a).settings.partitions }).toEqual({
       members: ['node-a', 'node-b', 'node-c'],
       partitions: PARTITIONS,
     });
@@ -104,12 +102,12 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
       worst = Math.max(worst, at - deliverAt);
     }
     expect(worst).toBeLessThan(2_000);
-    expect(await a.inspector.info('inv-0')).toMatchObject({
+    expect(await a.get('inv-0')).toMatchObject({
       id: 'inv-0',
       status: 'acked',
       attempts: 1,
     });
-    expect((await b.inspector.counts()).totals.scheduled).toBe(0);
+    expect((await nodeOf(b).inspector.counts()).totals.scheduled).toBe(0);
   }, 30_000);
 
   it('retries a nacked delivery on any node', async () => {
@@ -117,7 +115,8 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
     await a.schedule({ topic: 'mail', id: 'mail-1', payload: 'hi', maxAttempts: 3 });
     let [first] = await b.receive('mail', { waitMs: 5_000 });
     expect(first.attempts).toBe(1);
-    expect(await b.nackOutcome(first.receipt, { delayMs: 100, reason: 'smtp down' })).toBe('retry');
+    expect(await b.nack(first.receipt, { delayMs: 100, reason: 'smtp down' })).toBe(true);
+    expect(await c.get('mail-1')).toMatchObject({ lastError: 'smtp down', attempts: 1 });
     expect(await b.ack(first.receipt)).toBe(false);
     [first] = await c.receive('mail', { waitMs: 5_000 });
     expect(first).toMatchObject({ id: 'mail-1', attempts: 2 });
@@ -135,8 +134,7 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
     const errors: unknown[] = [];
     let consumer: { close(): Promise<void> } | undefined;
     const all = new Promise<void>((resolve) => {
-      consumer = new Worker(
-        a.workerSource(),
+      consumer = a.consume(
         'work',
         (m) => {
           // The first delivery of every tenth message fails: it comes back as attempt 2.
@@ -147,11 +145,7 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
           seen.push(m.id);
           if (seen.length === 50) resolve();
         },
-        checkConsumeOptions({
-          concurrency: 4,
-          waitMs: 1_000,
-          onError: (err: unknown) => errors.push(err),
-        }),
+        { concurrency: 4, onError: (err: unknown) => errors.push(err) },
       );
     });
     await Promise.all(
