@@ -171,6 +171,16 @@ function serveCommand(io: CliIo): CommandSpec {
         parse: integerParser(1, 1_000_000),
       },
       {
+        name: 'metrics-topics',
+        value: '<n>',
+        description:
+          'topics with a topic label of their own in /metrics (the first seen); the rest are summed under topic="_other"',
+        env: 'TICKWHEEL_METRICS_TOPICS',
+        default: 100,
+        defaultText: '100',
+        parse: integerParser(1, 10_000),
+      },
+      {
         name: 'connection-timeout',
         value: '<duration>',
         description:

@@ -43,6 +43,7 @@ export interface ServeOptions {
   /** Unset: the server's default, from the file limit. */
   maxConnections?: number;
   connectionTimeout: number;
+  metricsTopics: number;
   /** MiB of payloads the embedded queue holds in memory. */
   payloadMemory: number;
   /** Internal addresses push targets may reach (the queue's push.allow). */
@@ -143,6 +144,7 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     maxWaitMs: options.maxWait,
     requestTimeoutMs: Math.round(options.connectionTimeout),
     ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
+    metricsTopics: options.metricsTopics,
     logLevel: options.logLevel ?? 'warn',
     logStream: { write: (line: string) => (human ? io.err(line) : io.out(line)) },
     openInBackground: true,

@@ -9,6 +9,10 @@
  *     start), delivery lateness (a histogram of first deliveries) and fsync latency. Lateness
  *     is the queue's own, on its clock: a second clock here would disagree with deliverAt.
  *
+ * Topic labels are bounded: the first `topics` topics seen since start have a label of their
+ * own, later ones are summed under topic="_other" (OTHER_TOPIC), so that clients that invent
+ * topic names cannot grow the number of series without bound.
+ *
  * Each server has its own registry, so several servers in one process (tests) do not collide.
  * Units are seconds and bytes, as Prometheus conventions want.
  */
@@ -39,6 +43,9 @@ const QUEUE_COUNTERS: ReadonlyArray<[key: string, help: string]> = [
 ];
 
 const STATES = ['scheduled', 'ready', 'inflight', 'dead'] as const;
+
+/** The `topic` label of the topics past the cap. */
+export const OTHER_TOPIC = '_other';
 
 function numberOf(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0;
@@ -113,8 +120,10 @@ export class ServerMetrics {
   /** The push totals last mirrored, by topic and outcome. */
   private readonly pushSeen = new Map<string, number>();
   private clusterRegistered = false;
+  /** Topics with a label of their own, in the order first seen; at most `topics`. */
+  private readonly labelled = new Set<string>();
 
-  constructor() {
+  constructor(private readonly topics = 100) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
     // Gauges named like counters, which `promtool check metrics` rejects; each is the sum of
@@ -305,21 +314,35 @@ export class ServerMetrics {
     this.connectionsClosedAtCap.inc({ action });
   }
 
+  /** A topic's label: its name if it has one of its own (or may take one), else OTHER_TOPIC. */
+  private label(topic: string): string {
+    if (this.labelled.has(topic)) return topic;
+    if (this.labelled.size >= this.topics) return OTHER_TOPIC;
+    this.labelled.add(topic);
+    return topic;
+  }
+
   /** Brings the queue-derived series up to date, then renders the whole registry. */
   async render(stats: QueueStats): Promise<string> {
     for (const [key, counter] of this.queueCounters) counter.update(numberOf(stats[key]));
     this.inMemory.set(numberOf(stats.inMemory));
     this.messages.reset();
     const topics = (stats.topics ?? {}) as Record<string, Record<string, unknown>>;
-    for (const [topic, counts] of Object.entries(topics)) {
-      for (const state of STATES) this.messages.set({ topic, state }, numberOf(counts[state]));
+    for (const [name, counts] of Object.entries(topics)) {
+      const topic = this.label(name);
+      for (const state of STATES) this.messages.inc({ topic, state }, numberOf(counts[state]));
     }
     this.pushInFlight.reset();
     const pushes = (stats.push ?? {}) as Record<string, Record<string, unknown>>;
-    for (const [topic, counts] of Object.entries(pushes)) {
-      this.pushInFlight.set({ topic }, numberOf(counts.inFlight));
+    // Totals of topics no longer pushed are forgotten: one pushed again counts from its new start.
+    for (const key of this.pushSeen.keys()) {
+      if (pushes[key.slice(0, key.indexOf('\n'))] === undefined) this.pushSeen.delete(key);
+    }
+    for (const [name, counts] of Object.entries(pushes)) {
+      const topic = this.label(name);
+      this.pushInFlight.inc({ topic }, numberOf(counts.inFlight));
       for (const outcome of ['succeeded', 'failed'] as const) {
-        const key = `${topic}\n${outcome}`;
+        const key = `${name}\n${outcome}`;
         const total = numberOf(counts[outcome]);
         const last = this.pushSeen.get(key) ?? 0;
         if (total > last) this.pushRequests.inc({ topic, outcome }, total - last);

@@ -14,6 +14,7 @@ import { checkAllowedHosts } from './origin.js';
 import {
   DEFAULT_BODY_LIMIT,
   DEFAULT_MAX_WAIT_MS,
+  DEFAULT_METRICS_TOPICS,
   DEFAULT_REQUEST_TIMEOUT_MS,
   LOG_LEVELS,
   type LogLevel,
@@ -68,6 +69,12 @@ export interface ServerOptions {
    * store; between 16 and 4096.
    */
   maxConnections?: number;
+  /**
+   * Topics that get a `topic` label of their own in /metrics: the first this many seen since
+   * start; the series of later ones are summed under `topic="_other"`, so clients inventing
+   * topic names cannot grow the metrics without bound. Default 100, 1 to 10,000.
+   */
+  metricsTopics?: number;
 }
 
 /** The server's own options, checked, with their defaults. */
@@ -79,6 +86,7 @@ export interface ServerSettings {
   allowedHosts: string[];
   requestTimeoutMs: number;
   maxConnections: number;
+  metricsTopics: number;
 }
 
 export function checkServerOptions(options: ServerOptions): ServerSettings {
@@ -106,6 +114,13 @@ export function checkServerOptions(options: ServerOptions): ServerSettings {
       'maxConnections',
       1,
       1_000_000,
+      true,
+    ),
+    metricsTopics: checkOption(
+      options.metricsTopics ?? DEFAULT_METRICS_TOPICS,
+      'metricsTopics',
+      1,
+      10_000,
       true,
     ),
   };

@@ -107,15 +107,23 @@ function buildFastify(
 }
 
 export async function createServer(options: ServerOptions = {}): Promise<TickwheelServer> {
-  const { bodyLimit, maxWaitMs, token, logLevel, allowedHosts, requestTimeoutMs, maxConnections } =
-    checkServerOptions(options);
+  const {
+    bodyLimit,
+    maxWaitMs,
+    token,
+    logLevel,
+    allowedHosts,
+    requestTimeoutMs,
+    maxConnections,
+    metricsTopics,
+  } = checkServerOptions(options);
   const source = await startOpening(options);
   const context: ServerContext = {
     // Set once open: until then the lifecycle refuses every request that would reach it.
     queue: undefined as unknown as Queue,
     state: 'opening',
     openError: undefined,
-    metrics: new ServerMetrics(),
+    metrics: new ServerMetrics(metricsTopics),
     maxWaitMs,
     version: VERSION,
     startedAt: performance.now(),

@@ -16,6 +16,8 @@ export const LOG_LEVELS: readonly LogLevel[] = [
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /** Longest long poll of a receive, in ms. */
 export const DEFAULT_MAX_WAIT_MS = 20_000;
+/** Topics with a `topic` label of their own in /metrics; the rest are summed as "_other". */
+export const DEFAULT_METRICS_TOPICS = 100;
 /** Time to receive a whole request, headers included, in ms. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 /** Seconds a client is told to wait (Retry-After) while the queue recovers. */

@@ -174,6 +174,39 @@ describe('GET /metrics', () => {
     }
   });
 
+  it('labels the first metricsTopics topics and sums the rest under topic="_other"', async () => {
+    const { call } = await openServer({ metricsTopics: 2 });
+    const scheduled = async (topic: string, count: number) => {
+      for (let i = 0; i < count; i++) {
+        await call('POST', `/v1/topics/${topic}/messages`, { payload: i, delayMs: 60_000 });
+      }
+    };
+    await scheduled('a', 1);
+    await scheduled('b', 2);
+    // Seen at this scrape: a and b take the two labels.
+    const first = parseExposition((await call('GET', '/metrics')).text);
+    const scheduledOf = (families: Map<string, Family>) =>
+      Object.fromEntries(
+        (families.get('tickwheel_messages')?.samples ?? [])
+          .filter((s) => s.labels.state === 'scheduled')
+          .map((s) => [s.labels.topic, s.value]),
+      );
+    expect(scheduledOf(first)).toEqual({ a: 1, b: 2 });
+    // Many more topics: all summed under one label, and a and b keep theirs.
+    for (let t = 0; t < 50; t++) await scheduled(`invented-${t}`, 1);
+    await scheduled('c', 3);
+    const second = parseExposition((await call('GET', '/metrics')).text);
+    expect(scheduledOf(second)).toEqual({ a: 1, b: 2, _other: 53 });
+    const labels = new Set(second.get('tickwheel_messages')?.samples.map((s) => s.labels.topic));
+    expect([...labels].sort()).toEqual(['_other', 'a', 'b']);
+  });
+
+  it('refuses a metricsTopics out of bounds', async () => {
+    await expect(openServer({ metricsTopics: 0 })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+    });
+  });
+
   it('parses before any message fired (no quantiles yet, _count 0)', async () => {
     const { call } = await openServer();
     const fire = parseExposition((await call('GET', '/metrics')).text).get(
