@@ -34,6 +34,7 @@ import type {
   ReceiveResponse,
   RescheduleResponse,
   ScheduleResult,
+  StatsResponse,
   WireMessageInfo,
 } from '../protocol/wire.js';
 import type { ScheduleRequest } from '../queue/message.js';
@@ -469,8 +470,9 @@ export class TickwheelClient {
     return streamEvents(this.transportOptions, options, this.streams);
   }
 
-  async stats(options: CallOptions = {}): Promise<Record<string, unknown>> {
-    const answer = await this.send<Record<string, unknown>>(options, {
+  /** GET /v1/stats: the server queue's stats() (a QueueStats), its recovery and the server's figures. */
+  async stats(options: CallOptions = {}): Promise<StatsResponse> {
+    const answer = await this.send<StatsResponse>(options, {
       method: 'GET',
       path: '/v1/stats',
       idempotent: true,

@@ -9,6 +9,7 @@
  * Types only: importing this module runs no code.
  */
 
+import type { QueueStats } from '../protocol/model.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { ScheduleRequest } from './message.js';
 import type { RecoveryReport } from './store.js';
@@ -89,7 +90,7 @@ export interface Queue {
   deleteSchedule(name: string): Promise<boolean>;
 
   /** Counters and counts; the keys the server's /v1/stats and /metrics read are documented there. */
-  stats(): Promise<Record<string, unknown>>;
+  stats(): Promise<QueueStats>;
   /** Scheduled messages by time until due: dueTimeline(edgesMs).counts. */
   dueHistogram(edgesMs: readonly number[]): Promise<number[]>;
   /** The same counts and the edges they are exact for (see dueTimeline in insights.ts). */

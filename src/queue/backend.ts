@@ -22,6 +22,7 @@
  * Types only: importing this module runs no code.
  */
 
+import type { QueueStats } from '../protocol/model.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { QueueEvents } from './events.js';
 import type { CheckedRequest } from './message.js';
@@ -31,6 +32,9 @@ import type { RecoveryReport } from './store.js';
 import type { TopicGate } from './topics.js';
 import type { DueTimeline, MessageInfo, ReceivedMessage } from './types.js';
 import type { WorkerSource } from './worker.js';
+
+/** stats() of a backend: the facade adds `push`. */
+export type BackendStats = Omit<QueueStats, 'push'>;
 
 export interface Scheduled {
   id: string;
@@ -108,7 +112,7 @@ export interface QueueBackend {
   listSchedules(): Promise<ScheduleInfo[]>;
   deleteSchedule(name: string): Promise<boolean>;
 
-  stats(): Promise<Record<string, unknown>>;
+  stats(): Promise<BackendStats>;
   dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline>;
   wheelSnapshot(maxRows?: number): WheelSnapshot;
   /** Why the backend cannot fully serve now, if it cannot. */

@@ -13,6 +13,7 @@ import {
   checkOptionsObject,
   describe,
 } from '../validate.js';
+import type { QueueStats } from '../protocol/model.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { Queue } from './api.js';
 import type { QueueBackend, Scheduled, TopicCounts } from './backend.js';
@@ -335,7 +336,7 @@ export class CheckedQueue implements Queue {
   // ---- insights ---------------------------------------------------------------------------
 
   /** Counters and counts (docs/metrics.md lists them). */
-  async stats(): Promise<Record<string, unknown>> {
+  async stats(): Promise<QueueStats> {
     this.checkOpen();
     return { ...(await this.backend.stats()), push: this.pushers.stats() };
   }
