@@ -224,6 +224,6 @@ export { FileStore, MemoryStore, type FileStoreOptions };
 export type { ClusterQueueOptions };
 // No I/O and no @redis/client behind it: the error of a cluster node refused at open.
 export { TickwheelNoReplicaError, type DurabilityOption } from './cluster/durability.js';
-export type { Queue } from './queue/api.js';
+export type { Queue, QueueOperations } from './queue/api.js';
 export * from './queue/index.js';
 export type { FsyncPolicy } from './store/log/index.js';

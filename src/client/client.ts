@@ -11,6 +11,7 @@
  */
 
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import type { QueueOperations } from '../queue/api.js';
 import { checkCallback, checkOption, describe } from '../validate.js';
 import type {
   MessageHandler,
@@ -57,7 +58,7 @@ import { checkClientOptions, type CallOptions, type ClientOptions } from './opti
 export { DEFAULT_URL, type CallOptions, type ClientOptions } from './options.js';
 import { checkWatch, type QueueEvent } from '../queue/events.js';
 
-export class TickwheelClient {
+export class TickwheelClient implements QueueOperations {
   readonly url: string;
   private readonly timeoutMs: number;
   private readonly transport: Transport;

@@ -33,6 +33,7 @@ export type {
 } from '../protocol/model.js';
 export { MAX_BATCH, MAX_RECEIPT_LENGTH, MAX_RECEIVE } from '../protocol/limits.js';
 export type { MessageHandler, MessageInfo, ReceivedMessage } from '../queue/types.js';
+export type { QueueOperations } from '../queue/api.js';
 export type { Backoff, MessageStatus, ScheduleRequest } from '../queue/message.js';
 export { AbortError, TickwheelRangeError, TickwheelTypeError } from '../errors.js';
 export {

@@ -27,7 +27,14 @@ import type {
   ReceiveOptions,
 } from './types.js';
 
-export interface Queue {
+/**
+ * The operations `tickwheel/client` shares with the queue: the same names, leading arguments and
+ * results, so that code written against this interface runs embedded or over HTTP. The client
+ * implements it (src/client/client.ts), each method taking one more optional argument at the
+ * end (CallOptions: signal, timeoutMs), its consume() one more option (`waitMs`), and its
+ * stats() resolving with the server's figures too (StatsResponse, a QueueStats).
+ */
+export interface QueueOperations {
   /** Schedules a message. Resolves once it is durable (as the store's settings define it). */
   schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }>;
   /** schedule() for many; every request is checked before any is written. */
@@ -61,6 +68,13 @@ export interface Queue {
   /** Dead messages of a topic, oldest first. */
   deadLetters(topic: string, limit?: number): Promise<MessageInfo[]>;
 
+  /** Counters and counts (QueueStats: the parts one backend has are optional). */
+  stats(): Promise<QueueStats>;
+  close(): Promise<void>;
+}
+
+/** Every operation of the delay queue: those the client shares, and the ones only a queue has. */
+export interface Queue extends QueueOperations {
   /**
    * Message events as they happen (src/queue/events.ts). On Valkey/Redis, a node's events are
    * those of the operations made through it: see docs/cluster.md.
@@ -89,8 +103,6 @@ export interface Queue {
   listSchedules(): Promise<ScheduleInfo[]>;
   deleteSchedule(name: string): Promise<boolean>;
 
-  /** Counters and counts; the keys the server's /v1/stats and /metrics read are documented there. */
-  stats(): Promise<QueueStats>;
   /** Scheduled messages by time until due: dueTimeline(edgesMs).counts. */
   dueHistogram(edgesMs: readonly number[]): Promise<number[]>;
   /** The same counts and the edges they are exact for (see dueTimeline in insights.ts). */
@@ -113,5 +125,4 @@ export interface Queue {
   problem(): Promise<string | undefined>;
   /** Resolves once background work started so far has finished. */
   settled(): Promise<void>;
-  close(): Promise<void>;
 }
