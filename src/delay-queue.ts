@@ -151,23 +151,26 @@ function checkStore(store: unknown): Store {
  * A delay queue: on a data directory (the embedded file store), on a store given, or a node of
  * a queue on Valkey/Redis. The same operations, arguments and errors on each (api.ts, `Queue`).
  */
-export class DelayQueue extends CheckedQueue {
+export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
   /**
    * Opens (and recovers) a queue on a data directory, or on the store given; with `redis`, opens
-   * this process's node of a queue on Valkey/Redis instead (docs/cluster.md).
+   * this process's node of a queue on Valkey/Redis instead (docs/cluster.md). `P` types the
+   * payloads (`DelayQueue.open<Order>(...)`; unknown by default): see CheckedQueue.
    */
-  static async open(options: DelayQueueOpenOptions | DelayQueueRedisOptions): Promise<DelayQueue> {
+  static async open<P = unknown>(
+    options: DelayQueueOpenOptions | DelayQueueRedisOptions,
+  ): Promise<DelayQueue<P>> {
     if (typeof options !== 'object' || options === null) {
       throw new TickwheelTypeError(
         'ERR_TICKWHEEL_INVALID_OPTION',
         `DelayQueue.open takes options: ${OPEN_USAGE}; got ${describe(options)}`,
       );
     }
-    if ('redis' in options) return DelayQueue.openOnRedis(options);
-    return DelayQueue.openEmbedded(options as DelayQueueOpenOptions);
+    if ('redis' in options) return DelayQueue.openOnRedis<P>(options);
+    return DelayQueue.openEmbedded<P>(options as DelayQueueOpenOptions);
   }
 
-  private static async openEmbedded(options: DelayQueueOpenOptions): Promise<DelayQueue> {
+  private static async openEmbedded<P>(options: DelayQueueOpenOptions): Promise<DelayQueue<P>> {
     checkKnownOptions(options, OPEN_OPTIONS, 'DelayQueue.open');
     if (options.store === undefined && options.dir === undefined) {
       throw new TickwheelTypeError(
@@ -196,14 +199,14 @@ export class DelayQueue extends CheckedQueue {
       const engine = new QueueEngine(store, settings);
       await engine.start();
       // Opened to repair a directory (tickwheel repair): nothing is pushed meanwhile.
-      return new DelayQueue(engine, settings, options.repair !== true);
+      return new DelayQueue<P>(engine, settings, options.repair !== true);
     } catch (err) {
       await store.close().catch(() => undefined);
       throw err;
     }
   }
 
-  private static async openOnRedis(options: DelayQueueRedisOptions): Promise<DelayQueue> {
+  private static async openOnRedis<P>(options: DelayQueueRedisOptions): Promise<DelayQueue<P>> {
     for (const name of EMBEDDED_ONLY) {
       if ((options as unknown as Record<string, unknown>)[name] !== undefined) {
         throw new TickwheelTypeError(
@@ -216,7 +219,7 @@ export class DelayQueue extends CheckedQueue {
     const limits = checkQueueOptions(options);
     checkClusterPeer();
     const cluster = await import('./cluster/backend.js');
-    return new DelayQueue(await cluster.ClusterBackend.open(options, limits), limits);
+    return new DelayQueue<P>(await cluster.ClusterBackend.open(options, limits), limits);
   }
 }
 

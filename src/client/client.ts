@@ -58,7 +58,12 @@ import { checkClientOptions, type CallOptions, type ClientOptions } from './opti
 export { DEFAULT_URL, type CallOptions, type ClientOptions } from './options.js';
 import { checkWatch, type QueueEvent } from '../queue/events.js';
 
-export class TickwheelClient implements QueueOperations {
+/**
+ * `Payload` types the payloads of the messages scheduled and received (unknown by default):
+ * `new TickwheelClient<Order>(...)`. It is the caller's promise, not checked when a message
+ * arrives; the server knows no payload types.
+ */
+export class TickwheelClient<Payload = unknown> implements QueueOperations<Payload> {
   readonly url: string;
   private readonly timeoutMs: number;
   private readonly transport: Transport;
@@ -79,7 +84,10 @@ export class TickwheelClient implements QueueOperations {
    * without an id is sent with one made here, so that the retries after a network error or an
    * answer whose outcome is unknown cannot schedule it twice.
    */
-  async schedule(message: ScheduleRequest, options: CallOptions = {}): Promise<ScheduleResult> {
+  async schedule(
+    message: ScheduleRequest<Payload>,
+    options: CallOptions = {},
+  ): Promise<ScheduleResult> {
     const { topic, ...body } = toBody(message);
     const answer = await this.send<ScheduleResult>(options, {
       method: 'POST',
@@ -104,7 +112,7 @@ export class TickwheelClient implements QueueOperations {
    * Input the server's schema refuses (a malformed topic, an unknown field) schedules nothing.
    */
   async scheduleMany(
-    messages: readonly ScheduleRequest[],
+    messages: readonly ScheduleRequest<Payload>[],
     options: CallOptions = {},
   ): Promise<ScheduleResult[]> {
     if (!Array.isArray(messages)) {
@@ -197,7 +205,7 @@ export class TickwheelClient implements QueueOperations {
     topic: string,
     receiveOptions: ReceiveOptions = {},
     options: CallOptions = {},
-  ): Promise<ReceivedMessage[]> {
+  ): Promise<ReceivedMessage<Payload>[]> {
     const waitMs = typeof receiveOptions.waitMs === 'number' ? receiveOptions.waitMs : 0;
     const answer = await this.send<ReceiveResponse>(
       { ...options, timeoutMs: (options.timeoutMs ?? this.timeoutMs) + waitMs },
@@ -209,7 +217,7 @@ export class TickwheelClient implements QueueOperations {
         idempotent: false,
       },
     );
-    return answer.body.messages.map(fromWire);
+    return answer.body.messages.map(fromWire) as ReceivedMessage<Payload>[];
   }
 
   /** Acknowledges a delivery. False for an unknown or stale receipt. */
@@ -273,7 +281,7 @@ export class TickwheelClient implements QueueOperations {
    */
   consume(
     topic: string,
-    handler: MessageHandler,
+    handler: MessageHandler<Payload>,
     consumeOptions: ClientConsumeOptions = {},
   ): Consumer {
     checkCallback(handler, 'handler');
@@ -285,7 +293,7 @@ export class TickwheelClient implements QueueOperations {
         nack: (receipt, reason) => this.nack(receipt, { reason }),
       }),
       topic,
-      handler,
+      handler as MessageHandler,
       checkConsumeOptions(consumeOptions),
     );
     const tracked: Consumer = {

@@ -29,17 +29,18 @@ import type {
 
 /**
  * The operations `tickwheel/client` shares with the queue: the same names, leading arguments and
- * results, so that code written against this interface runs embedded or over HTTP. The client
+ * results, so that code written against this interface runs embedded or over HTTP. `Payload`
+ * is the type of the messages' payloads (unknown unless the queue or client is typed with one). The client
  * implements it (src/client/client.ts), each method taking one more optional argument at the
  * end (CallOptions: signal, timeoutMs), its consume() one more option (`waitMs`), and its
  * stats() resolving with the server's figures too (StatsResponse, a QueueStats).
  */
-export interface QueueOperations {
+export interface QueueOperations<Payload = unknown> {
   /** Schedules a message. Resolves once it is durable (as the store's settings define it). */
-  schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }>;
+  schedule(request: ScheduleRequest<Payload>): Promise<{ id: string; deliverAt: number }>;
   /** schedule() for many; every request is checked before any is written. */
   scheduleMany(
-    requests: readonly ScheduleRequest[],
+    requests: readonly ScheduleRequest<Payload>[],
   ): Promise<Array<{ id: string; deliverAt: number }>>;
   /** Cancels a message that has not been acknowledged. True if it was live. */
   cancel(id: string): Promise<boolean>;
@@ -55,14 +56,14 @@ export interface QueueOperations {
   /** Current state of a message, or undefined if unknown (or finished long ago). */
   get(id: string): Promise<MessageInfo | undefined>;
 
-  receive(topic: string, options?: ReceiveOptions): Promise<ReceivedMessage[]>;
+  receive(topic: string, options?: ReceiveOptions): Promise<ReceivedMessage<Payload>[]>;
   ack(receipt: string): Promise<boolean>;
   nack(receipt: string, options?: NackOptions): Promise<boolean>;
   ackMany(receipts: readonly string[]): Promise<boolean[]>;
   nackMany(receipts: readonly string[], options?: NackOptions): Promise<boolean[]>;
   consume(
     topic: string,
-    handler: MessageHandler,
+    handler: MessageHandler<Payload>,
     options?: ConsumeOptions,
   ): { close(): Promise<void> };
   /** Dead messages of a topic, oldest first. */
@@ -74,7 +75,7 @@ export interface QueueOperations {
 }
 
 /** Every operation of the delay queue: those the client shares, and the ones only a queue has. */
-export interface Queue extends QueueOperations {
+export interface Queue<Payload = unknown> extends QueueOperations<Payload> {
   /**
    * Message events as they happen (src/queue/events.ts). On Valkey/Redis, a node's events are
    * those of the operations made through it: see docs/cluster.md.

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   TickwheelClient,
@@ -5,6 +6,7 @@ import {
   type QueueOperations,
 } from '../../src/client/index.js';
 import { DelayQueue, MemoryStore, type ConsumeOptions, type Queue } from '../../src/delay-queue.js';
+import { typeErrors } from '../support/type-errors.js';
 
 /**
  * The operations `tickwheel/client` shares with `tickwheel/queue`: the QueueOperations
@@ -34,6 +36,9 @@ type Shared = (typeof SHARED)[number];
 
 describe('the client mirrors the embedded queue', () => {
   it('both implement QueueOperations, which holds every shared operation (the type checker)', () => {
+    // The assertions below are types: compiling this file (and the sources it imports, where
+    // `implements` holds) is the test.
+    expect(typeErrors(fileURLToPath(import.meta.url))).toEqual([]);
     expectTypeOf<keyof QueueOperations>().toEqualTypeOf<Shared>();
     expectTypeOf<TickwheelClient>().toExtend<QueueOperations>();
     expectTypeOf<DelayQueue>().toExtend<Queue>();
