@@ -152,23 +152,26 @@ function checkStore(store: unknown): Store {
  * A delay queue: on a data directory (the embedded file store), on a store given, or a node of
  * a queue on Valkey/Redis. The same operations, arguments and errors on each (api.ts, `Queue`).
  */
-export class DelayQueue extends CheckedQueue {
+export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
   /**
    * Opens (and recovers) a queue on a data directory, or on the store given; with `redis`, opens
-   * this process's node of a queue on Valkey/Redis instead (docs/cluster.md).
+   * this process's node of a queue on Valkey/Redis instead (docs/cluster.md). `P` types the
+   * payloads (`DelayQueue.open<Order>(...)`; unknown by default): see CheckedQueue.
    */
-  static async open(options: DelayQueueOpenOptions | DelayQueueRedisOptions): Promise<DelayQueue> {
+  static async open<P = unknown>(
+    options: DelayQueueOpenOptions | DelayQueueRedisOptions,
+  ): Promise<DelayQueue<P>> {
     if (typeof options !== 'object' || options === null) {
       throw new TickwheelTypeError(
         'ERR_TICKWHEEL_INVALID_OPTION',
         `DelayQueue.open takes options: ${OPEN_USAGE}; got ${describe(options)}`,
       );
     }
-    if ('redis' in options) return DelayQueue.openOnRedis(options);
-    return DelayQueue.openEmbedded(options as DelayQueueOpenOptions);
+    if ('redis' in options) return DelayQueue.openOnRedis<P>(options);
+    return DelayQueue.openEmbedded<P>(options as DelayQueueOpenOptions);
   }
 
-  private static async openEmbedded(options: DelayQueueOpenOptions): Promise<DelayQueue> {
+  private static async openEmbedded<P>(options: DelayQueueOpenOptions): Promise<DelayQueue<P>> {
     checkKnownOptions(options, OPEN_OPTIONS, 'DelayQueue.open');
     if (options.store === undefined && options.dir === undefined) {
       throw new TickwheelTypeError(
@@ -198,14 +201,14 @@ export class DelayQueue extends CheckedQueue {
       const engine = new QueueEngine(store, settings, report);
       await engine.start();
       // Opened to repair a directory (tickwheel repair): nothing is pushed meanwhile.
-      return new DelayQueue(engine, settings, report, options.repair !== true);
+      return new DelayQueue<P>(engine, settings, report, options.repair !== true);
     } catch (err) {
       await store.close().catch(() => undefined);
       throw err;
     }
   }
 
-  private static async openOnRedis(options: DelayQueueRedisOptions): Promise<DelayQueue> {
+  private static async openOnRedis<P>(options: DelayQueueRedisOptions): Promise<DelayQueue<P>> {
     for (const name of EMBEDDED_ONLY) {
       if ((options as unknown as Record<string, unknown>)[name] !== undefined) {
         throw new TickwheelTypeError(
@@ -219,7 +222,7 @@ export class DelayQueue extends CheckedQueue {
     checkClusterPeer();
     const cluster = await import('./cluster/backend.js');
     const report = new QueueReport(Date.now);
-    return new DelayQueue(
+    return new DelayQueue<P>(
       await cluster.ClusterBackend.open(options, limits, report),
       limits,
       report,
@@ -231,6 +234,6 @@ export { FileStore, MemoryStore, type FileStoreOptions };
 export type { ClusterQueueOptions };
 // No I/O and no @redis/client behind it: the error of a cluster node refused at open.
 export { TickwheelNoReplicaError, type DurabilityOption } from './cluster/durability.js';
-export type { Queue } from './queue/api.js';
+export type { Queue, QueueOperations } from './queue/api.js';
 export * from './queue/index.js';
 export type { FsyncPolicy } from './store/log/index.js';

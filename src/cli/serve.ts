@@ -191,16 +191,8 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     throw err;
   }
   const recovery = server.queue.recovery;
-  if (redis !== undefined) {
-    const { cluster } = (await server.queue.stats()) as {
-      cluster: {
-        node: string;
-        members: string[];
-        partitions: number;
-        durability: string;
-        durabilityReason: string;
-      };
-    };
+  const { cluster } = redis === undefined ? {} : await server.queue.stats();
+  if (cluster !== undefined) {
     report.info(
       `joined as node ${cluster.node}: ${cluster.members.length} node(s) share ` +
         `${cluster.partitions} partitions; durability ${cluster.durability} ` +

@@ -11,6 +11,7 @@
  */
 
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import type { QueueOperations } from '../queue/api.js';
 import { checkCallback, checkOption, describe } from '../validate.js';
 import type {
   MessageHandler,
@@ -34,6 +35,7 @@ import type {
   ReceiveResponse,
   RescheduleResponse,
   ScheduleResult,
+  StatsResponse,
   WireMessageInfo,
 } from '../protocol/wire.js';
 import type { ScheduleRequest } from '../queue/message.js';
@@ -56,7 +58,12 @@ import { checkClientOptions, type CallOptions, type ClientOptions } from './opti
 export { DEFAULT_URL, type CallOptions, type ClientOptions } from './options.js';
 import { checkWatch, type QueueEvent } from '../queue/events.js';
 
-export class TickwheelClient {
+/**
+ * `Payload` types the payloads of the messages scheduled and received (unknown by default):
+ * `new TickwheelClient<Order>(...)`. It is the caller's promise, not checked when a message
+ * arrives; the server knows no payload types.
+ */
+export class TickwheelClient<Payload = unknown> implements QueueOperations<Payload> {
   readonly url: string;
   private readonly timeoutMs: number;
   private readonly transport: Transport;
@@ -77,7 +84,10 @@ export class TickwheelClient {
    * without an id is sent with one made here, so that the retries after a network error or an
    * answer whose outcome is unknown cannot schedule it twice.
    */
-  async schedule(message: ScheduleRequest, options: CallOptions = {}): Promise<ScheduleResult> {
+  async schedule(
+    message: ScheduleRequest<Payload>,
+    options: CallOptions = {},
+  ): Promise<ScheduleResult> {
     const { topic, ...body } = toBody(message);
     const answer = await this.send<ScheduleResult>(options, {
       method: 'POST',
@@ -102,7 +112,7 @@ export class TickwheelClient {
    * Input the server's schema refuses (a malformed topic, an unknown field) schedules nothing.
    */
   async scheduleMany(
-    messages: readonly ScheduleRequest[],
+    messages: readonly ScheduleRequest<Payload>[],
     options: CallOptions = {},
   ): Promise<ScheduleResult[]> {
     if (!Array.isArray(messages)) {
@@ -195,7 +205,7 @@ export class TickwheelClient {
     topic: string,
     receiveOptions: ReceiveOptions = {},
     options: CallOptions = {},
-  ): Promise<ReceivedMessage[]> {
+  ): Promise<ReceivedMessage<Payload>[]> {
     const waitMs = typeof receiveOptions.waitMs === 'number' ? receiveOptions.waitMs : 0;
     const answer = await this.send<ReceiveResponse>(
       { ...options, timeoutMs: (options.timeoutMs ?? this.timeoutMs) + waitMs },
@@ -207,7 +217,7 @@ export class TickwheelClient {
         idempotent: false,
       },
     );
-    return answer.body.messages.map(fromWire);
+    return answer.body.messages.map(fromWire) as ReceivedMessage<Payload>[];
   }
 
   /** Acknowledges a delivery. False for an unknown or stale receipt. */
@@ -271,7 +281,7 @@ export class TickwheelClient {
    */
   consume(
     topic: string,
-    handler: MessageHandler,
+    handler: MessageHandler<Payload>,
     consumeOptions: ClientConsumeOptions = {},
   ): Consumer {
     checkCallback(handler, 'handler');
@@ -283,7 +293,7 @@ export class TickwheelClient {
         nack: (receipt, reason) => this.nack(receipt, { reason }),
       }),
       topic,
-      handler,
+      handler as MessageHandler,
       checkConsumeOptions(consumeOptions),
     );
     const tracked: Consumer = {
@@ -469,8 +479,9 @@ export class TickwheelClient {
     return streamEvents(this.transportOptions, options, this.streams);
   }
 
-  async stats(options: CallOptions = {}): Promise<Record<string, unknown>> {
-    const answer = await this.send<Record<string, unknown>>(options, {
+  /** GET /v1/stats: the server queue's stats() (a QueueStats), its recovery and the server's figures. */
+  async stats(options: CallOptions = {}): Promise<StatsResponse> {
+    const answer = await this.send<StatsResponse>(options, {
       method: 'GET',
       path: '/v1/stats',
       idempotent: true,

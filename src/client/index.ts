@@ -18,8 +18,22 @@ export type { ClientConsumeOptions, ConsumeErrorContext, Consumer } from './cons
 export { TickwheelHttpError, TickwheelNetworkError, type CallOutcome } from './errors.js';
 export type * from '../protocol/wire.js';
 export type * from '../protocol/limits.js';
+export type {
+  ClusterDurability,
+  ClusterStats,
+  DeliveryLateness,
+  FireLateness,
+  PushStats,
+  QueueCounters,
+  QueueStats,
+  RecoveryReport,
+  RepairReport,
+  StoreStats,
+  TopicStateCounts,
+} from '../protocol/model.js';
 export { MAX_BATCH, MAX_RECEIPT_LENGTH, MAX_RECEIVE } from '../protocol/limits.js';
 export type { MessageHandler, MessageInfo, ReceivedMessage } from '../queue/types.js';
+export type { QueueOperations } from '../queue/api.js';
 export type { Backoff, MessageStatus, ScheduleRequest } from '../queue/message.js';
 export { AbortError, TickwheelRangeError, TickwheelTypeError } from '../errors.js';
 export {

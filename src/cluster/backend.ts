@@ -16,7 +16,13 @@
  */
 
 import { mayHaveWritten } from '../errors.js';
-import type { QueueBackend, ReceiveLimits, Scheduled, TopicCounts } from '../queue/backend.js';
+import type {
+  BackendStats,
+  QueueBackend,
+  ReceiveLimits,
+  Scheduled,
+  TopicCounts,
+} from '../queue/backend.js';
 import type { ScheduleInfo } from '../queue/recurring.js';
 import type { ScheduleSpec } from '../queue/recurring-spec.js';
 import { VISIBILITY_REASON, type CheckedRequest } from '../queue/message.js';
@@ -240,7 +246,7 @@ export class ClusterBackend implements QueueBackend {
 
   // ---- insights ---------------------------------------------------------------------------
 
-  async stats(): Promise<Record<string, unknown>> {
+  async stats(): Promise<BackendStats> {
     const [{ totals, topics }, owners] = await Promise.all([
       this.node.inspector.counts(),
       this.node.inspector.owners(),

@@ -9,6 +9,7 @@
  * them.
  */
 
+import type { TopicStateCounts } from '../protocol/model.js';
 import { decodePayload } from '../queue/message.js';
 import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from './connection.js';
@@ -20,12 +21,7 @@ import { decodeRecord } from './record.js';
 const STATUSES: Record<string, Status> = { S: 'scheduled', R: 'ready', I: 'inflight', D: 'dead' };
 type Status = keyof TopicCounts;
 
-export interface TopicCounts {
-  scheduled: number;
-  ready: number;
-  inflight: number;
-  dead: number;
-}
+export type TopicCounts = TopicStateCounts;
 
 export class ClusterInspector {
   constructor(

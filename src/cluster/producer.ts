@@ -31,6 +31,7 @@ import {
   outcomeUnknown,
 } from '../errors.js';
 import { checkRequest, type CheckedRequest, type ScheduleRequest } from '../queue/message.js';
+import type { ClusterDurability } from '../protocol/model.js';
 import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from './connection.js';
 import * as tw from './functions.js';
@@ -42,7 +43,7 @@ const LOCATED_RUN = 128;
 /** Bytes of randomness a located record's tag takes (base64url: 4 characters per 3 bytes). */
 const TAG_BYTES = (TAG_LENGTH * 3) / 4;
 
-export type Durability = 'async' | 'replicated' | 'fsynced';
+export type Durability = ClusterDurability;
 
 export interface ProducerOptions {
   queue: string;

@@ -6,6 +6,9 @@
  * Types only: importing this module runs no code.
  */
 
+import type { StoreDamage } from '../errors.js';
+import type { TimerWheelStats } from '../timer/index.js';
+
 export type MessageStatus = 'scheduled' | 'ready' | 'inflight' | 'acked' | 'cancelled' | 'dead';
 
 export interface Backoff {
@@ -139,4 +142,223 @@ export interface TopicInfo {
   /** Live messages that are not dead: scheduled, ready or in flight. */
   pending: number;
   dead: number;
+}
+
+/**
+ * What went through the queue since it opened (on Valkey/Redis: through this node, and what it
+ * fired as a partition's owner). Monotonic; /metrics exposes each as a counter.
+ */
+export interface QueueCounters {
+  /** Messages scheduled (deduplicated ones not counted). */
+  scheduled: number;
+  /** Schedules that matched a pending message with the same id. */
+  deduplicated: number;
+  /** Messages that came due and became ready. */
+  fired: number;
+  /** Deliveries to consumers (redeliveries included). */
+  delivered: number;
+  acked: number;
+  nacked: number;
+  /** Deliveries whose visibility timeout ran out before an ack. */
+  expired: number;
+  /** Messages moved to the dead letters after their last attempt. */
+  dead: number;
+  cancelled: number;
+  rescheduled: number;
+}
+
+/** Fire lateness (due → ready), in ms: quantiles of the last 4096 fires; null before any. */
+export interface FireLateness {
+  p50: number | null;
+  p99: number | null;
+  max: number | null;
+  /** Fires since the queue opened, and the sum of their lateness. */
+  count: number;
+  sum: number;
+}
+
+/** First-delivery lateness (due → first hand-over to a consumer), in ms, as a histogram. */
+export interface DeliveryLateness {
+  /** Cumulative: [upper bound in ms, first deliveries at most that late]. */
+  buckets: Array<[upperBoundMs: number, count: number]>;
+  count: number;
+  sum: number;
+}
+
+/** Live messages of a topic by state. */
+export interface TopicStateCounts {
+  /** Not yet due, in memory or on disk. */
+  scheduled: number;
+  ready: number;
+  inflight: number;
+  /** Dead letters. */
+  dead: number;
+}
+
+/** Counts of one topic's pushes since the queue opened (in this process). */
+export interface PushStats {
+  /** Requests under way. */
+  inFlight: number;
+  /** Attempts answered 2xx. */
+  succeeded: number;
+  /** Attempts that failed (their messages nacked). */
+  failed: number;
+  /** Why the latest attempt failed, if one did, and when (ms since the Unix epoch). */
+  lastError?: string;
+  lastErrorAt?: number;
+}
+
+/**
+ * The figures of the embedded queue's store. The file store has every one listed (the memory
+ * store only `live` and `waiting`); a store of your own reports whatever numbers it has.
+ */
+export interface StoreStats {
+  /** Messages not finished: scheduled, ready, in flight or dead. */
+  live?: number;
+  /** Dead letters. */
+  dead?: number;
+  /** Bytes of the id table, of the message log, and the log's segment and index files. */
+  idTableBytes?: number;
+  logBytes?: number;
+  segments?: number;
+  indexFiles?: number;
+  /** fsyncs of the log, and their longest and mean duration in ms. */
+  fsyncs?: number;
+  fsyncMsMax?: number;
+  fsyncMsAvg?: number;
+  snapshots?: number;
+  snapshotBytes?: number;
+  snapshotCaptureMsMax?: number;
+  snapshotWriteMsLast?: number;
+  /** Log bytes written since the last checkpoint. */
+  uncoveredLogBytes?: number;
+  /** Damaged records skipped when read. */
+  damagedSkipped?: number;
+  /** 1 once a log write failed: the store takes no more changes until reopened. */
+  stopped?: number;
+  /** 1 while a checkpoint is written. */
+  checkpointing?: number;
+  /** 1 while writes of the schedule index fail (retried), and those failures so far. */
+  indexFailing?: number;
+  indexWriteFailures?: number;
+  /** 1 while checkpoints fail (retried), and those failures so far. */
+  checkpointFailing?: number;
+  checkpointFailures?: number;
+  /** The memory store: messages waiting for their due time. */
+  waiting?: number;
+  [figure: string]: number | undefined;
+}
+
+/** Durability of a node's writes on Valkey/Redis (docs/cluster.md, "Durability settings"). */
+export type ClusterDurability = 'async' | 'replicated' | 'fsynced';
+
+/** A queue on Valkey/Redis as this node sees it. */
+export interface ClusterStats {
+  node: string;
+  queue: string;
+  partitions: number;
+  durability: ClusterDurability;
+  /** The option the node was opened with ('auto': chosen by the replicas found). */
+  durabilityOption: ClusterDurability | 'auto';
+  /** Why it keeps that durability: 'as set', or what 'auto' found. */
+  durabilityReason: string;
+  /** Nodes that heartbeat, as the last heartbeat answered. */
+  members: string[];
+  /** Partitions this node owns. */
+  owned: number[];
+  /** Partitions by the node whose lease holds them ('(none)': no owner now). */
+  owners: Record<string, number[]>;
+  /** Partition leases this node took or lost. */
+  leaseChanges: number;
+  /** Partitions this node saw made anew on the server: their data was lost. */
+  dataLosses: number;
+}
+
+/**
+ * stats() of a queue, embedded or on Valkey/Redis, and the body of GET /v1/stats (which adds
+ * `recovery` and `server`). Parts only one backend has are optional: `store`, `loadedUntil`,
+ * `payloadMemory` and `loadFailing` are the embedded queue's; `totals` and `cluster` a queue on
+ * Valkey/Redis's.
+ */
+export interface QueueStats extends QueueCounters {
+  latenessMs: FireLateness;
+  deliveryLatenessMs: DeliveryLateness;
+  /** Messages held in this process's memory (due within the horizon, ready or in flight). */
+  inMemory: number;
+  /** Live messages by topic and state: the whole queue's. */
+  topics: Record<string, TopicStateCounts>;
+  /** The in-memory timer wheel of this process. */
+  timers: TimerWheelStats;
+  /** Pushes by topic (docs/push.md), of this process. */
+  push: Record<string, PushStats>;
+  /** Embedded: messages due before this time (epoch ms) are in memory, the rest on disk. */
+  loadedUntil?: number;
+  /**
+   * Embedded: payload bytes held in memory, and the budget (payloadMemoryBytes; Infinity, null
+   * over HTTP, for a store that cannot read payloads back).
+   */
+  payloadMemory?: { heldBytes: number; limitBytes: number };
+  /** Embedded: 1 while bringing due messages from the store into memory fails. */
+  loadFailing?: number;
+  /** Embedded: the store's figures. */
+  store?: StoreStats;
+  /** Valkey/Redis: live messages of the whole queue by state. */
+  totals?: TopicStateCounts;
+  /** Valkey/Redis: the cluster as this node sees it. */
+  cluster?: ClusterStats;
+}
+
+/** What opening an embedded queue found on disk (GET /v1/stats: `recovery`). */
+export interface RecoveryReport {
+  /** Live messages found (scheduled, ready or in flight before the stop, and dead). */
+  live: number;
+  /** Damaged records skipped. */
+  corrupt: Array<{ where: string; reason: string }>;
+  /** Bytes of a torn last record cut from the log. */
+  truncatedBytes: number;
+  /**
+   * Whether recovery started from a snapshot of the store's tables and replayed only the log
+   * after it ('used'), found none ('none'), or found one it could not trust and replayed the
+   * whole log instead ('rejected: <why>').
+   */
+  snapshot: 'used' | 'none' | `rejected: ${string}`;
+  /** Bytes of log read by the replay. */
+  replayedBytes: number;
+  durationMs: number;
+  /**
+   * The repair this open made (`repair: true`), or else the last one made on this data
+   * directory (its full report is kept in `repair.json` there).
+   */
+  repair?: RepairReport;
+}
+
+/**
+ * What a repair of a damaged data directory found and dropped (or, planned but not applied,
+ * would drop): see docs/storage.md, Recovery.
+ */
+export interface RepairReport {
+  /** When it was made (or planned), ISO 8601. */
+  at: string;
+  /** False for a plan (`tickwheel repair` without --yes): nothing was changed. */
+  applied: boolean;
+  /** The damaged stretches of the log; empty if there were none (nothing to repair). */
+  damage: StoreDamage[];
+  /** Every message that cannot be recovered: those in `dropped` and the `unnamed` ones. */
+  lost: number;
+  /**
+   * Messages that cannot be recovered, by id: not delivered, not counted, "not found". A report
+   * read back at a later open names the first 100; `repair.json` names them all.
+   */
+  dropped: Array<{ id: string; topic: string; reason: string }>;
+  /** Messages that cannot be recovered whose ids were only in the damaged bytes. */
+  unnamed: number;
+  /**
+   * Whether `dropped` and `unnamed` are every message the damage touched. Without a snapshot
+   * taken after the damaged bytes, a change recorded there (a cancel, an ack, a reschedule) of a
+   * message whose earlier records are intact cannot be known: such a message keeps its last
+   * readable state. `notes` says where.
+   */
+  exact: boolean;
+  /** What else the repair found or could not know, in words. */
+  notes: string[];
 }

@@ -8,6 +8,8 @@ import type { ClientErrorCode, CliErrorCode, TickwheelErrorCode, WriteOutcome } 
 import type {
   Backoff,
   MessageInfo,
+  QueueStats,
+  RecoveryReport,
   RecurringSpec,
   ScheduleInfo,
   TopicInfo,
@@ -187,6 +189,13 @@ export interface HealthResponse {
   status: 'ok' | 'recovering' | 'stopped' | 'failed' | 'unavailable';
   /** Why it is not `ok`. */
   reason?: string;
+}
+
+/** GET /v1/stats: the queue's stats() and the server's own figures. */
+export interface StatsResponse extends QueueStats {
+  /** What the last start recovered from the data directory; null on Valkey/Redis. */
+  recovery: RecoveryReport | null;
+  server: { version: string; uptimeMs: number; maxWaitMs: number };
 }
 
 /** A topic's settings and counts (GET /v1/topics/:topic, and the answer of every change). */

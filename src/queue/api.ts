@@ -9,6 +9,7 @@
  * Types only: importing this module runs no code.
  */
 
+import type { QueueStats } from '../protocol/model.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { ScheduleRequest } from './message.js';
 import type { RecoveryReport } from './store.js';
@@ -26,12 +27,20 @@ import type {
   ReceiveOptions,
 } from './types.js';
 
-export interface Queue {
+/**
+ * The operations `tickwheel/client` shares with the queue: the same names, leading arguments and
+ * results, so that code written against this interface runs embedded or over HTTP. `Payload`
+ * is the type of the messages' payloads (unknown unless the queue or client is typed with one). The client
+ * implements it (src/client/client.ts), each method taking one more optional argument at the
+ * end (CallOptions: signal, timeoutMs), its consume() one more option (`waitMs`), and its
+ * stats() resolving with the server's figures too (StatsResponse, a QueueStats).
+ */
+export interface QueueOperations<Payload = unknown> {
   /** Schedules a message. Resolves once it is durable (as the store's settings define it). */
-  schedule(request: ScheduleRequest): Promise<{ id: string; deliverAt: number }>;
+  schedule(request: ScheduleRequest<Payload>): Promise<{ id: string; deliverAt: number }>;
   /** schedule() for many; every request is checked before any is written. */
   scheduleMany(
-    requests: readonly ScheduleRequest[],
+    requests: readonly ScheduleRequest<Payload>[],
   ): Promise<Array<{ id: string; deliverAt: number }>>;
   /** Cancels a message that has not been acknowledged. True if it was live. */
   cancel(id: string): Promise<boolean>;
@@ -47,19 +56,26 @@ export interface Queue {
   /** Current state of a message, or undefined if unknown (or finished long ago). */
   get(id: string): Promise<MessageInfo | undefined>;
 
-  receive(topic: string, options?: ReceiveOptions): Promise<ReceivedMessage[]>;
+  receive(topic: string, options?: ReceiveOptions): Promise<ReceivedMessage<Payload>[]>;
   ack(receipt: string): Promise<boolean>;
   nack(receipt: string, options?: NackOptions): Promise<boolean>;
   ackMany(receipts: readonly string[]): Promise<boolean[]>;
   nackMany(receipts: readonly string[], options?: NackOptions): Promise<boolean[]>;
   consume(
     topic: string,
-    handler: MessageHandler,
+    handler: MessageHandler<Payload>,
     options?: ConsumeOptions,
   ): { close(): Promise<void> };
   /** Dead messages of a topic, oldest first. */
   deadLetters(topic: string, limit?: number): Promise<MessageInfo[]>;
 
+  /** Counters and counts (QueueStats: the parts one backend has are optional). */
+  stats(): Promise<QueueStats>;
+  close(): Promise<void>;
+}
+
+/** Every operation of the delay queue: those the client shares, and the ones only a queue has. */
+export interface Queue<Payload = unknown> extends QueueOperations<Payload> {
   /**
    * Message events as they happen (src/queue/events.ts). On Valkey/Redis, a node's events are
    * those of the operations made through it: see docs/cluster.md.
@@ -88,8 +104,6 @@ export interface Queue {
   listSchedules(): Promise<ScheduleInfo[]>;
   deleteSchedule(name: string): Promise<boolean>;
 
-  /** Counters and counts; the keys the server's /v1/stats and /metrics read are documented there. */
-  stats(): Promise<Record<string, unknown>>;
   /** Scheduled messages by time until due: dueTimeline(edgesMs).counts. */
   dueHistogram(edgesMs: readonly number[]): Promise<number[]>;
   /** The same counts and the edges they are exact for (see dueTimeline in insights.ts). */
@@ -112,5 +126,4 @@ export interface Queue {
   problem(): Promise<string | undefined>;
   /** Resolves once background work started so far has finished. */
   settled(): Promise<void>;
-  close(): Promise<void>;
 }

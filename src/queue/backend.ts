@@ -27,6 +27,7 @@
  * Types only: importing this module runs no code.
  */
 
+import type { QueueCounters, QueueStats } from '../protocol/model.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { CheckedRequest } from './message.js';
 import type { ScheduleInfo } from './recurring.js';
@@ -35,6 +36,12 @@ import type { RecoveryReport } from './store.js';
 import type { TopicGate } from './topics.js';
 import type { DueTimeline, MessageInfo, ReceivedMessage } from './types.js';
 import type { WorkerSource } from './worker.js';
+
+/** stats() of a backend: the facade adds the report's counters and figures, and `push`. */
+export type BackendStats = Omit<
+  QueueStats,
+  'push' | 'latenessMs' | 'deliveryLatenessMs' | keyof QueueCounters
+>;
 
 export interface Scheduled {
   id: string;
@@ -111,7 +118,7 @@ export interface QueueBackend {
   deleteSchedule(name: string): Promise<boolean>;
 
   /** What the backend holds where (counts, memory, its storage); the report adds the counters. */
-  stats(): Promise<Record<string, unknown>>;
+  stats(): Promise<BackendStats>;
   dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline>;
   wheelSnapshot(maxRows?: number): WheelSnapshot;
   /** Why the backend cannot fully serve now, if it cannot. */

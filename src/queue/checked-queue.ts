@@ -13,6 +13,7 @@ import {
   checkOptionsObject,
   describe,
 } from '../validate.js';
+import type { QueueStats } from '../protocol/model.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { Queue } from './api.js';
 import type { QueueBackend, Scheduled, TopicCounts } from './backend.js';
@@ -59,7 +60,11 @@ import { checkConsumeOptions, Worker } from './worker.js';
 /** Longest `edgesMs` list of dueTimeline(). */
 const MAX_EDGES = 1_000;
 
-export class CheckedQueue implements Queue {
+/**
+ * `Payload` types the payloads of the messages scheduled and received (unknown by default): the
+ * caller's promise, as in BullMQ, not checked at run time; the backend knows none.
+ */
+export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
   private readonly consumers = new Set<{ close(): Promise<void> }>();
   /** Topics with a push target (push.ts): their messages sent over HTTP by a Worker each. */
   private readonly pushers: Pushers;
@@ -99,7 +104,7 @@ export class CheckedQueue implements Queue {
   // ---- producer ---------------------------------------------------------------------------
 
   /** Schedules a message. Resolves once it is durable. */
-  schedule(request: ScheduleRequest): Promise<Scheduled> {
+  schedule(request: ScheduleRequest<Payload>): Promise<Scheduled> {
     try {
       this.checkOpen();
       return this.backend.schedule(this.checked(request, this.backend.now(), ''));
@@ -114,7 +119,7 @@ export class CheckedQueue implements Queue {
    * If the backend fails part way, the promise rejects and any subset may have been scheduled:
    * give ids, and retry, to make that harmless.
    */
-  scheduleMany(requests: readonly ScheduleRequest[]): Promise<Scheduled[]> {
+  scheduleMany(requests: readonly ScheduleRequest<Payload>[]): Promise<Scheduled[]> {
     try {
       this.checkOpen();
       if (!Array.isArray(requests)) {
@@ -177,10 +182,11 @@ export class CheckedQueue implements Queue {
   // ---- consumer ---------------------------------------------------------------------------
 
   /** Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first. */
-  async receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage[]> {
+  async receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage<Payload>[]> {
     this.checkOpen();
     checkTopic(topic);
-    return this.backend.receive(topic, checkReceiveOptions(options, this.limits));
+    const received = this.backend.receive(topic, checkReceiveOptions(options, this.limits));
+    return received as Promise<ReceivedMessage<Payload>[]>;
   }
 
   /** Acknowledges a delivery: the message is done. False for an unknown or stale receipt. */
@@ -228,14 +234,14 @@ export class CheckedQueue implements Queue {
    */
   consume(
     topic: string,
-    handler: MessageHandler,
+    handler: MessageHandler<Payload>,
     options: ConsumeOptions = {},
   ): { close(): Promise<void> } {
     this.checkOpen();
     checkTopic(topic);
     checkCallback(handler, 'handler');
     const settings = checkConsumeOptions(options, this.backend.consumeWaitMs);
-    const worker = new Worker(this.backend.source, topic, handler, settings);
+    const worker = new Worker(this.backend.source, topic, handler as MessageHandler, settings);
     const release = this.backend.holdConsumer?.();
     let closing: Promise<void> | undefined;
     const consumer = {
@@ -338,7 +344,7 @@ export class CheckedQueue implements Queue {
   // ---- insights ---------------------------------------------------------------------------
 
   /** Counters and counts (docs/metrics.md lists them). */
-  async stats(): Promise<Record<string, unknown>> {
+  async stats(): Promise<QueueStats> {
     this.checkOpen();
     return {
       ...this.report.figures(),

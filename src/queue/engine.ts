@@ -37,7 +37,13 @@
 
 import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
-import type { QueueBackend, ReceiveLimits, Scheduled, TopicCounts } from './backend.js';
+import type {
+  BackendStats,
+  QueueBackend,
+  ReceiveLimits,
+  Scheduled,
+  TopicCounts,
+} from './backend.js';
 import { Scheduler, type ScheduleInfo } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
 import { FinishedMemory } from './finished.js';
@@ -306,7 +312,7 @@ export class QueueEngine implements QueueBackend {
 
   // ---- insights ---------------------------------------------------------------------------
 
-  async stats(): Promise<Record<string, unknown>> {
+  async stats(): Promise<BackendStats> {
     return {
       ...embeddedStats({
         held: this.near,

@@ -21,6 +21,16 @@ export type {
 export { PushError } from './push-sender.js';
 export { PushNotAllowedError, type PushOptions } from './push-guard.js';
 export type { PushMethod, PushStats, PushTarget, PushTargetView } from './push.js';
+export type {
+  ClusterDurability,
+  ClusterStats,
+  DeliveryLateness,
+  FireLateness,
+  QueueCounters,
+  QueueStats,
+  StoreStats,
+  TopicStateCounts,
+} from '../protocol/model.js';
 export {
   PUSH_HEADER,
   PushSignatureError,

@@ -11,6 +11,7 @@
 
 import { SystemClock, type Clock } from '../clock/index.js';
 import type { TimerWheelStats } from '../timer/index.js';
+import type { BackendStats } from './backend.js';
 import type { QueueReport } from './report.js';
 import { MINUTE_MS, type HeldCounts } from './near-message.js';
 import type { Store } from './store.js';
@@ -41,12 +42,7 @@ export async function noteLastWrite(
 }
 
 /** stats() of the embedded queue besides the report's counters: what is held where. */
-export function embeddedStats({
-  held,
-  store,
-  loadedUntil,
-  timers,
-}: StatsSources): Record<string, unknown> {
+export function embeddedStats({ held, store, loadedUntil, timers }: StatsSources): BackendStats {
   // Per topic: ready and in flight from memory; scheduled and dead from the store's counts,
   // which cover every live message wherever it is held (memory or disk).
   const byTopic: Record<

@@ -10,9 +10,13 @@ import type { Backoff } from '../protocol/model.js';
 
 export type { MessageStatus, Backoff } from '../protocol/model.js';
 
-export interface ScheduleRequest {
+/**
+ * A message to schedule. `Payload` is the type of its payload (any JSON value, or bytes as a
+ * Buffer / Uint8Array), as the queue or the client is typed: `DelayQueue.open<Order>(...)`.
+ */
+export interface ScheduleRequest<Payload = unknown> {
   topic: string;
-  payload: unknown;
+  payload: Payload;
   /** Delay from now, in ms. One of delayMs / deliverAt; neither means "now". */
   delayMs?: number;
   /** Due time as Unix epoch ms. */

@@ -35,9 +35,9 @@ export { PushError } from './push-sender.js';
 import type { TopicGate } from './topics.js';
 import type { ReceivedMessage } from './types.js';
 import type { WorkerSettings } from './worker.js';
-import type { PushMethod, PushTargetView } from '../protocol/model.js';
+import type { PushMethod, PushStats, PushTargetView } from '../protocol/model.js';
 
-export type { PushMethod, PushTargetView } from '../protocol/model.js';
+export type { PushMethod, PushStats, PushTargetView } from '../protocol/model.js';
 
 /** Where a topic's messages are pushed, as given and stored. */
 export interface PushTarget {
@@ -217,19 +217,6 @@ export function samePushTarget(a: PushTarget | null, b: PushTarget | null): bool
 /** How long a pushed delivery stays invisible: its attempt's timeout, twice, plus a second. */
 export function pushVisibilityMs(target: PushTarget): number {
   return target.timeoutMs * 2 + 1000;
-}
-
-/** Counts of one topic's pushes since the queue opened (in this process). */
-export interface PushStats {
-  /** Requests under way. */
-  inFlight: number;
-  /** Attempts answered 2xx. */
-  succeeded: number;
-  /** Attempts that failed (their messages nacked). */
-  failed: number;
-  /** Why the latest attempt failed, if one did, and when (ms since the Unix epoch). */
-  lastError?: string;
-  lastErrorAt?: number;
 }
 
 /** Starts a worker over the queue's receive (the engine's, or a cluster node's). */

@@ -16,25 +16,15 @@
  *   with upper bounds DELIVERY_LATENESS_BUCKETS_MS, and a sum (a Prometheus histogram).
  */
 
+import type { DeliveryLateness, FireLateness, QueueCounters } from '../protocol/model.js';
 import { QueueEvents, type EventSource } from './events.js';
+
+export type { QueueCounters } from '../protocol/model.js';
 
 /** Upper bounds (ms) of the first-delivery lateness buckets stats() reports. */
 const DELIVERY_LATENESS_BUCKETS_MS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30_000, 300_000];
 /** Fire lateness samples kept for quantiles. */
 const LATENESS_SAMPLES = 4096;
-
-export interface QueueCounters {
-  scheduled: number;
-  deduplicated: number;
-  fired: number;
-  delivered: number;
-  acked: number;
-  nacked: number;
-  expired: number;
-  dead: number;
-  cancelled: number;
-  rescheduled: number;
-}
 
 /** Where QueueReport keeps its sums. */
 const FIRE_SUM = 0;
@@ -212,7 +202,10 @@ export class QueueReport {
   }
 
   /** The counters and both lateness figures, as stats() reports them. */
-  figures(): Record<string, unknown> {
+  figures(): QueueCounters & {
+    latenessMs: FireLateness;
+    deliveryLatenessMs: DeliveryLateness;
+  } {
     const samples = this.lateness.slice(0, Math.min(this.latenessCount, LATENESS_SAMPLES)).sort();
     const pick = (q: number) =>
       samples.length === 0 ? null : samples[Math.floor(q * (samples.length - 1))];
@@ -228,7 +221,7 @@ export class QueueReport {
         sum: this.sums[FIRE_SUM],
       },
       deliveryLatenessMs: {
-        buckets: DELIVERY_LATENESS_BUCKETS_MS.map((le, i) => [le, cumulative[i]]),
+        buckets: DELIVERY_LATENESS_BUCKETS_MS.map((le, i): [number, number] => [le, cumulative[i]]),
         count: cumulative[cumulative.length - 1],
         sum: this.sums[DELIVERY_SUM],
       },

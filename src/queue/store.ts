@@ -16,68 +16,16 @@
  *     every change whose promise had resolved.
  */
 
+import type { RecoveryReport, StoreStats } from '../protocol/model.js';
 import type { PayloadBudget } from './payload-budget.js';
-import type { StoreDamage } from '../errors.js';
 import type { MessageState, MessageStatus } from './message.js';
 import type { ScheduleRecord } from './recurring.js';
 import type { TopicSettings } from './topics.js';
 
+export type { RecoveryReport, RepairReport, StoreStats } from '../protocol/model.js';
+
 export interface StoredMessage extends MessageState {
   status: Extract<MessageStatus, 'scheduled' | 'dead'>;
-}
-
-export interface RecoveryReport {
-  /** Live messages found (scheduled, ready or in flight before the stop, and dead). */
-  live: number;
-  /** Damaged records skipped. */
-  corrupt: Array<{ where: string; reason: string }>;
-  /** Bytes of a torn last record cut from the log. */
-  truncatedBytes: number;
-  /**
-   * Whether recovery started from a snapshot of the store's tables and replayed only the log
-   * after it ('used'), found none ('none'), or found one it could not trust and replayed the
-   * whole log instead ('rejected: <why>').
-   */
-  snapshot: 'used' | 'none' | `rejected: ${string}`;
-  /** Bytes of log read by the replay. */
-  replayedBytes: number;
-  durationMs: number;
-  /**
-   * The repair this open made (`repair: true`), or else the last one made on this data
-   * directory (its full report is kept in `repair.json` there).
-   */
-  repair?: RepairReport;
-}
-
-/**
- * What a repair of a damaged data directory found and dropped (or, planned but not applied,
- * would drop): see docs/storage.md, Recovery.
- */
-export interface RepairReport {
-  /** When it was made (or planned), ISO 8601. */
-  at: string;
-  /** False for a plan (`tickwheel repair` without --yes): nothing was changed. */
-  applied: boolean;
-  /** The damaged stretches of the log; empty if there were none (nothing to repair). */
-  damage: StoreDamage[];
-  /** Every message that cannot be recovered: those in `dropped` and the `unnamed` ones. */
-  lost: number;
-  /**
-   * Messages that cannot be recovered, by id: not delivered, not counted, "not found". A report
-   * read back at a later open names the first 100; `repair.json` names them all.
-   */
-  dropped: Array<{ id: string; topic: string; reason: string }>;
-  /** Messages that cannot be recovered whose ids were only in the damaged bytes. */
-  unnamed: number;
-  /**
-   * Whether `dropped` and `unnamed` are every message the damage touched. Without a snapshot
-   * taken after the damaged bytes, a change recorded there (a cancel, an ack, a reschedule) of a
-   * message whose earlier records are intact cannot be known: such a message keeps its last
-   * readable state. `notes` says where.
-   */
-  exact: boolean;
-  /** What else the repair found or could not know, in words. */
-  notes: string[];
 }
 
 export interface StoreCounts {
@@ -176,7 +124,7 @@ export interface Store {
   readSchedules(): Promise<ScheduleRecord[]>;
   /** Writes schedules' records and forgets the `deleted` names; resolves once durable. */
   writeSchedules(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void>;
-  stats(): Record<string, number>;
+  stats(): StoreStats;
   /**
    * Optional, for a store that can read a held message's payload back at any time (payloadOf):
    * the budget of payload bytes the queue holds, which the store keeps to when it hands

@@ -40,10 +40,15 @@ export interface DelayQueueOptions extends QueueOptions {
   rememberFinished?: number;
 }
 
-export interface ReceivedMessage {
+/**
+ * A delivery of a message. `Payload` is what the queue is typed with (`DelayQueue<Payload>`,
+ * `TickwheelClient<Payload>`): a promise made by the code that typed it, not checked when the
+ * message is received (JSON payloads come back as parsed, byte payloads as Buffers).
+ */
+export interface ReceivedMessage<Payload = unknown> {
   id: string;
   topic: string;
-  payload: unknown;
+  payload: Payload;
   deliverAt: number;
   /** Deliveries so far, this one included. */
   attempts: number;
@@ -96,7 +101,9 @@ export interface ConsumeErrorContext {
   attempts?: number;
 }
 
-export type MessageHandler = (message: ReceivedMessage) => Promise<void> | void;
+export type MessageHandler<Payload = unknown> = (
+  message: ReceivedMessage<Payload>,
+) => Promise<void> | void;
 
 /** A running consumer. */
 export interface Consumer {

@@ -25,11 +25,16 @@ import {
   collectDefaultMetrics,
   type Metric,
 } from 'prom-client';
-
-type QueueStats = Record<string, unknown>;
+import type {
+  ClusterStats,
+  DeliveryLateness,
+  FireLateness,
+  QueueCounters,
+  QueueStats,
+} from '../protocol/model.js';
 
 /** The queue's counters (stats()) exposed as tickwheel_messages_<name>_total. */
-const QUEUE_COUNTERS: ReadonlyArray<[key: string, help: string]> = [
+const QUEUE_COUNTERS: ReadonlyArray<[key: keyof QueueCounters, help: string]> = [
   ['scheduled', 'Messages scheduled (deduplicated ones not counted).'],
   ['deduplicated', 'Schedules that matched a pending message with the same id.'],
   ['fired', 'Messages that came due and became ready.'],
@@ -99,7 +104,7 @@ export class ServerMetrics {
   /** Reads the number of open connections at scrape time; set by the server once listening. */
   openConnections: () => number = () => 0;
   private readonly deliveryLateness: ComputedMetric;
-  private readonly queueCounters: Array<[key: string, counter: MirroredCounter]>;
+  private readonly queueCounters: Array<[key: keyof QueueCounters, counter: MirroredCounter]>;
   private readonly messages: Gauge<'topic' | 'state'>;
   private readonly inMemory: Gauge;
   private readonly storeLive: Gauge;
@@ -270,15 +275,8 @@ export class ServerMetrics {
   }
 
   /** The cluster's series, registered the first time stats() carry a cluster part. */
-  private renderCluster(cluster: unknown): void {
-    if (typeof cluster !== 'object' || cluster === null) return;
-    const c = cluster as {
-      members?: string[];
-      owned?: number[];
-      owners?: Record<string, number[]>;
-      leaseChanges?: number;
-      dataLosses?: number;
-    };
+  private renderCluster(cluster: ClusterStats | undefined): void {
+    if (cluster === undefined) return;
     if (!this.clusterRegistered) {
       this.clusterRegistered = true;
       for (const metric of [
@@ -291,14 +289,14 @@ export class ServerMetrics {
         this.registry.registerMetric(metric as unknown as Metric);
       }
     }
-    this.clusterNodes.set(c.members?.length ?? 0);
-    this.clusterOwned.set(c.owned?.length ?? 0);
+    this.clusterNodes.set(cluster.members.length);
+    this.clusterOwned.set(cluster.owned.length);
     this.clusterPartitions.reset();
-    for (const [node, partitions] of Object.entries(c.owners ?? {})) {
+    for (const [node, partitions] of Object.entries(cluster.owners)) {
       this.clusterPartitions.set({ node }, partitions.length);
     }
-    this.leaseChanges.update(numberOf(c.leaseChanges));
-    this.dataLosses.update(numberOf(c.dataLosses));
+    this.leaseChanges.update(numberOf(cluster.leaseChanges));
+    this.dataLosses.update(numberOf(cluster.dataLosses));
   }
 
   get contentType(): string {
@@ -327,13 +325,12 @@ export class ServerMetrics {
     for (const [key, counter] of this.queueCounters) counter.update(numberOf(stats[key]));
     this.inMemory.set(numberOf(stats.inMemory));
     this.messages.reset();
-    const topics = (stats.topics ?? {}) as Record<string, Record<string, unknown>>;
-    for (const [name, counts] of Object.entries(topics)) {
+    for (const [name, counts] of Object.entries(stats.topics)) {
       const topic = this.label(name);
       for (const state of STATES) this.messages.inc({ topic, state }, numberOf(counts[state]));
     }
     this.pushInFlight.reset();
-    const pushes = (stats.push ?? {}) as Record<string, Record<string, unknown>>;
+    const pushes = stats.push;
     // Totals of topics no longer pushed are forgotten: one pushed again counts from its new start.
     for (const key of this.pushSeen.keys()) {
       if (pushes[key.slice(0, key.indexOf('\n'))] === undefined) this.pushSeen.delete(key);
@@ -349,7 +346,7 @@ export class ServerMetrics {
         this.pushSeen.set(key, Math.max(last, total));
       }
     }
-    const store = (stats.store ?? {}) as Record<string, unknown>;
+    const store = stats.store ?? {};
     this.storeLive.set(numberOf(store.live));
     this.storeDead.set(numberOf(store.dead));
     this.logBytes.set(numberOf(store.logBytes));
@@ -373,22 +370,20 @@ export class ServerMetrics {
   }
 }
 
-function seconds(ms: unknown): number {
+function seconds(ms: number | undefined): number {
   return Math.max(0, numberOf(ms)) / 1000;
 }
 
 /** stats().latenessMs as a summary: p50, p99 and max (quantile 1), then _sum and _count. */
-function fireSamples(name: string, lateness: unknown): Sample[] {
-  const figures = (lateness ?? {}) as Record<string, unknown>;
+function fireSamples(name: string, figures: FireLateness): Sample[] {
   const samples: Sample[] = [];
   for (const [quantile, key] of [
     ['0.5', 'p50'],
     ['0.99', 'p99'],
     ['1', 'max'],
   ] as const) {
-    if (typeof figures[key] === 'number') {
-      samples.push({ labels: { quantile }, value: seconds(figures[key]) });
-    }
+    const value = figures[key];
+    if (value !== null) samples.push({ labels: { quantile }, value: seconds(value) });
   }
   samples.push({ metricName: `${name}_sum`, labels: {}, value: seconds(figures.sum) });
   samples.push({ metricName: `${name}_count`, labels: {}, value: numberOf(figures.count) });
@@ -396,13 +391,9 @@ function fireSamples(name: string, lateness: unknown): Sample[] {
 }
 
 /** stats().deliveryLatenessMs (cumulative buckets in ms) as a histogram in seconds. */
-function deliverySamples(name: string, lateness: unknown): Sample[] {
-  const figures = (lateness ?? {}) as Record<string, unknown>;
-  const buckets = Array.isArray(figures.buckets)
-    ? (figures.buckets as Array<[number, number]>)
-    : [];
+function deliverySamples(name: string, figures: DeliveryLateness): Sample[] {
   const count = numberOf(figures.count);
-  const samples: Sample[] = buckets.map(([le, n]) => ({
+  const samples: Sample[] = figures.buckets.map(([le, n]) => ({
     metricName: `${name}_bucket`,
     labels: { le: String(le / 1000) },
     value: numberOf(n),

@@ -6,7 +6,13 @@
 import { assert } from '../assert.js';
 import { DueHeap } from '../queue/due-heap.js';
 import { payloadBytes, type MessageState } from '../queue/message.js';
-import type { RecoveryReport, Store, StoreCounts, StoredMessage } from '../queue/store.js';
+import type {
+  RecoveryReport,
+  Store,
+  StoreCounts,
+  StoredMessage,
+  StoreStats,
+} from '../queue/store.js';
 import type { ScheduleRecord } from '../queue/recurring.js';
 import type { TopicSettings } from '../queue/topics.js';
 import { MessageCounts } from './counts.js';
@@ -165,7 +171,7 @@ export class MemoryStore implements Store {
     else this.tally.finish(entry.state.topic, entry.state.deliverAt);
   }
 
-  stats(): Record<string, number> {
+  stats(): StoreStats {
     return { live: this.entries.size, waiting: this.heap.size };
   }
 

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
+import type { StatsResponse } from '../../src/protocol/wire.js';
 import { requireBuiltCli, runCli, startServer, type ServerProcess } from '../server/process.js';
 import { useTempDirs } from '../support/temp-dir.js';
 
@@ -135,9 +136,7 @@ describe('tickwheel repair', () => {
     }
     const kept = await fetch(`${server.url}/v1/messages/m30`);
     expect(kept.status).toBe(200);
-    const stats = (await (await fetch(`${server.url}/v1/stats`)).json()) as {
-      topics: Record<string, { scheduled: number }>;
-    };
+    const stats = (await (await fetch(`${server.url}/v1/stats`)).json()) as StatsResponse;
     expect(stats.topics.jobs.scheduled).toBe(39 - lost.length);
   }, 60_000);
 

@@ -1,10 +1,17 @@
+import { fileURLToPath } from 'node:url';
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import { TickwheelClient, type ClientConsumeOptions } from '../../src/client/index.js';
-import { DelayQueue, MemoryStore, type ConsumeOptions } from '../../src/delay-queue.js';
+import {
+  TickwheelClient,
+  type ClientConsumeOptions,
+  type QueueOperations,
+} from '../../src/client/index.js';
+import { DelayQueue, MemoryStore, type ConsumeOptions, type Queue } from '../../src/delay-queue.js';
+import { typeErrors } from '../support/type-errors.js';
 
 /**
- * The operations `tickwheel/client` shares with `tickwheel/queue`: a name added to one side must
- * be added to the other (and here), so the two cannot drift apart.
+ * The operations `tickwheel/client` shares with `tickwheel/queue`: the QueueOperations
+ * interface, which `Queue` extends and `TickwheelClient` implements, so that a method missing
+ * or different on either side does not compile. This list is what the interface must hold.
  */
 const SHARED = [
   'schedule',
@@ -27,59 +34,26 @@ const SHARED = [
 
 type Shared = (typeof SHARED)[number];
 
-/** Public methods of a prototype chain, up to Object.prototype. */
-function methods(prototype: object): Set<string> {
-  const names = new Set<string>();
-  for (let p = prototype; p !== Object.prototype; p = Object.getPrototypeOf(p) as object) {
-    for (const name of Object.getOwnPropertyNames(p)) {
-      const descriptor = Object.getOwnPropertyDescriptor(p, name);
-      if (name !== 'constructor' && typeof descriptor?.value === 'function') names.add(name);
-    }
-  }
-  return names;
-}
-
 describe('the client mirrors the embedded queue', () => {
-  const embedded = methods(DelayQueue.prototype);
-  const client = methods(TickwheelClient.prototype);
+  it('both implement QueueOperations, which holds every shared operation (the type checker)', () => {
+    // The assertions below are types: compiling this file (and the sources it imports, where
+    // `implements` holds) is the test.
+    expect(typeErrors(fileURLToPath(import.meta.url))).toEqual([]);
+    expectTypeOf<keyof QueueOperations>().toEqualTypeOf<Shared>();
+    expectTypeOf<TickwheelClient>().toExtend<QueueOperations>();
+    expectTypeOf<DelayQueue>().toExtend<Queue>();
+    expectTypeOf<Queue>().toExtend<QueueOperations>();
+    // Every embedded consume option is a client consume option, with a type the client accepts.
+    expectTypeOf<ConsumeOptions>().toExtend<ClientConsumeOptions>();
+  });
 
-  it.each(SHARED)('both have %s, taking the same leading arguments', (name) => {
-    expect(embedded.has(name), `DelayQueue.${name}`).toBe(true);
-    expect(client.has(name), `TickwheelClient.${name}`).toBe(true);
-    // Function.length counts the arguments before the first optional one: the client adds only
-    // an optional CallOptions at the end, so the counts agree.
+  it.each(SHARED)('both take the same leading arguments of %s', (name) => {
+    // The type checker lets a method require an argument its interface makes optional:
+    // Function.length (the arguments before the first one with a default) must agree, as the
+    // client adds only an optional CallOptions at the end.
     const queueMethod = DelayQueue.prototype[name] as (...args: unknown[]) => unknown;
     const clientMethod = TickwheelClient.prototype[name] as (...args: unknown[]) => unknown;
     expect(clientMethod.length, name).toBe(queueMethod.length);
-  });
-
-  it('resolves to the same results (checked by the type checker)', () => {
-    type Result<T extends Record<Shared, unknown>, K extends Shared> = T[K] extends (
-      ...args: never[]
-    ) => infer R
-      ? Awaited<R>
-      : never;
-    expectTypeOf<Result<TickwheelClient, 'scheduleMany'>>().toEqualTypeOf<
-      Result<DelayQueue, 'scheduleMany'>
-    >();
-    expectTypeOf<Result<TickwheelClient, 'ackMany'>>().toEqualTypeOf<
-      Result<DelayQueue, 'ackMany'>
-    >();
-    expectTypeOf<Result<TickwheelClient, 'nackMany'>>().toEqualTypeOf<
-      Result<DelayQueue, 'nackMany'>
-    >();
-    expectTypeOf<Result<TickwheelClient, 'receive'>>().toEqualTypeOf<
-      Result<DelayQueue, 'receive'>
-    >();
-    expectTypeOf<Result<TickwheelClient, 'get'>>().toEqualTypeOf<Result<DelayQueue, 'get'>>();
-    expectTypeOf<Parameters<TickwheelClient['scheduleMany']>[0]>().toEqualTypeOf<
-      Parameters<DelayQueue['scheduleMany']>[0]
-    >();
-    expectTypeOf<Parameters<TickwheelClient['nackMany']>[1]>().toEqualTypeOf<
-      Parameters<DelayQueue['nackMany']>[1]
-    >();
-    // Every embedded consume option is a client consume option, with a type the client accepts.
-    expectTypeOf<ConsumeOptions>().toExtend<ClientConsumeOptions>();
   });
 
   it('refuses the same bad consume options with the same errors', async () => {

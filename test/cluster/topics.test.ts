@@ -172,7 +172,7 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
       // Both nodes pushed (their own counts).
       const pushedBy = await Promise.all(
         [a, b].map(async (node) => {
-          const push = (await node.stats()).push as Record<string, { succeeded: number }>;
+          const push = (await node.stats()).push;
           return push.hooks?.succeeded ?? 0;
         }),
       );

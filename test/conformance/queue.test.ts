@@ -223,17 +223,19 @@ describe.each(backends)('Queue contract on $name', (backend) => {
     expect(await queue.get('b')).toMatchObject({ status: 'dead', lastError: 'no' });
     const stats = await queue.stats();
     const counters = Object.fromEntries(
-      [
-        'scheduled',
-        'deduplicated',
-        'fired',
-        'delivered',
-        'acked',
-        'nacked',
-        'dead',
-        'cancelled',
-        'rescheduled',
-      ].map((key) => [key, stats[key]]),
+      (
+        [
+          'scheduled',
+          'deduplicated',
+          'fired',
+          'delivered',
+          'acked',
+          'nacked',
+          'dead',
+          'cancelled',
+          'rescheduled',
+        ] as const
+      ).map((key) => [key, stats[key]]),
     );
     expect(counters).toEqual({
       scheduled: 3,

@@ -184,7 +184,7 @@ async function repairAndCheck(
     expect(await queue.cancel(id)).toBe(false);
     expect(await queue.reschedule(id, { delayMs: 10 })).toBe(false);
   }
-  const stats = (await queue.stats()) as { topics: Record<string, { scheduled: number }> };
+  const stats = await queue.stats();
   expect(stats.topics[TOPIC].scheduled).toBe(expected.size - lost.size);
   expect(queue.recovery!.live).toBe(expected.size - lost.size);
 

@@ -9,7 +9,7 @@
 import { setImmediate as realSetImmediate } from 'node:timers';
 import { performance } from 'node:perf_hooks';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
+import { DelayQueue, MemoryStore, type QueueStats } from '../../src/delay-queue.js';
 import { ManualClock } from '../../src/index.js';
 import type { MessageState } from '../../src/queue/message.js';
 import { Worker } from '../../src/queue/worker.js';
@@ -18,7 +18,7 @@ import { T0, advance, fileKind, settle, useQueues } from './harness.js';
 const openQueue = useQueues();
 
 async function ackedNow(queue: DelayQueue): Promise<number> {
-  return (await queue.stats()).acked as number;
+  return (await queue.stats()).acked;
 }
 
 /** 3000 messages ready, a consumer that takes one a turn (its handler ends the next turn). */
@@ -59,7 +59,7 @@ describe('consume() acks while a burst is delivered', () => {
     const ids = Array.from({ length: n }, (_, i) => `m${i}`);
     await queue.scheduleMany(ids.map((id) => ({ id, topic: 'jobs', payload: id, delayMs: 10 })));
     let delivered = 0;
-    let statsAtTheEnd: Promise<Record<string, unknown>> | undefined;
+    let statsAtTheEnd: Promise<QueueStats> | undefined;
     let allDelivered!: () => void;
     const done = new Promise<void>((resolve) => (allDelivered = resolve));
     const seen = new Set<string>();
@@ -91,7 +91,7 @@ describe('consume() acks while a burst is delivered', () => {
     try {
       await advance(clock, 60_000, 5000, reopened);
       expect(await reopened.receive('jobs', { max: 10 })).toEqual([]);
-      expect(((await reopened.stats()).store as { live: number }).live).toBe(0);
+      expect((await reopened.stats()).store?.live).toBe(0);
     } finally {
       await reopened.close();
     }
@@ -137,7 +137,7 @@ describe('consume() acks while a burst is delivered', () => {
     await queue.schedule({ id: 'user-8', topic: 'jobs', payload: 'v1' });
     await queue.schedule({ id: 'trigger', topic: 'jobs', payload: 'now' });
     await queue.scheduleMany(filler(3000));
-    let atTrigger: Promise<[Record<string, unknown>, unknown, boolean, unknown]> | undefined;
+    let atTrigger: Promise<[QueueStats, unknown, boolean, unknown]> | undefined;
     let handled = 0;
     let done!: () => void;
     const all = new Promise<void>((resolve) => (done = resolve));

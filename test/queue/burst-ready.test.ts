@@ -66,7 +66,7 @@ describe('a burst made ready at once', () => {
 });
 
 async function pendingTimers(queue: DelayQueue): Promise<number> {
-  return ((await queue.stats()) as { timers: { pending: number } }).timers.pending;
+  return (await queue.stats()).timers.pending;
 }
 
 describe('a dense millisecond shares one due timer', () => {

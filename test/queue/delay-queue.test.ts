@@ -108,7 +108,7 @@ describe.each([
     const q = await open();
     for (let i = 0; i < 50; i++)
       await q.schedule({ topic: 'later', payload: i, delayMs: 60_000 + i });
-    const stats = (await q.stats()) as { inMemory: number };
+    const stats = await q.stats();
     expect(stats.inMemory).toBe(0);
     await advance(clock, 60_100, 1000, queue);
     const got = await q.receive('later', { max: 100 });
@@ -130,7 +130,7 @@ describe.each([
     expect(await q.ack(first.receipt)).toBe(false);
     // The redelivery is written (a real fsync on the file store) before the message is back on
     // the wheel: wait for that in real time, then let its backoff pass in virtual time.
-    const inMemory = async () => ((await q.stats()) as { inMemory: number }).inMemory;
+    const inMemory = async () => (await q.stats()).inMemory;
     for (let i = 0; i < 500 && (await inMemory()) === 0; i++) {
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
@@ -293,7 +293,7 @@ describe.each([
     }
     await consumer.close();
     expect(seen.sort()).toEqual([0, 1, 2, 3, 4]);
-    const stats = (await q.stats()) as { acked: number; nacked: number };
+    const stats = await q.stats();
     expect(stats.acked).toBe(5);
     expect(stats.nacked).toBe(1);
   });
@@ -320,7 +320,7 @@ describe.each([
     await consumer.close();
     expect(errors).toEqual([]);
     expect(seen).toEqual([0, 1, 2]);
-    expect((await q.stats()) as { nacked: number }).toMatchObject({ nacked: 0, acked: 3 });
+    expect(await q.stats()).toMatchObject({ nacked: 0, acked: 3 });
   });
 
   it('scheduleMany: results in request order, dedup by id, due order kept', async () => {
@@ -342,7 +342,7 @@ describe.each([
     await advance(clock, 60, 100, queue);
     const got = await q.receive('m', { max: 10 });
     expect(got.map((m) => m.payload)).toEqual([2, 3, 0, 'old']);
-    expect((await q.stats()) as { scheduled: number }).toMatchObject({ scheduled: 5 });
+    expect(await q.stats()).toMatchObject({ scheduled: 5 });
   });
 
   it('scheduleMany checks every request before writing any', async () => {
@@ -414,11 +414,7 @@ describe.each([
     const [first] = await q.receive('a');
     const [doomed] = await q.receive('b');
     expect(await q.nack(doomed.receipt)).toBe(true); // one attempt allowed: dead
-    type Topics = Record<
-      string,
-      { scheduled: number; ready: number; inflight: number; dead: number }
-    >;
-    let topics = ((await q.stats()) as { topics: Topics }).topics;
+    let topics = (await q.stats()).topics;
     expect(topics.a).toEqual({ scheduled: 1, ready: 1, inflight: 1, dead: 0 });
     expect(topics.b).toEqual({ scheduled: 1, ready: 0, inflight: 0, dead: 1 });
     // < 1 min | < 1 h | < 1 day | later: only not-yet-due messages count
@@ -426,7 +422,7 @@ describe.each([
     expect(await q.ack(first.receipt)).toBe(true);
     expect(await q.reschedule('b-far', { delayMs: 30_000 })).toBe(true);
     expect(await q.requeue(doomed.id, { delayMs: 5 * 3_600_000 })).toBe(true);
-    topics = ((await q.stats()) as { topics: Topics }).topics;
+    topics = (await q.stats()).topics;
     expect(topics.a).toEqual({ scheduled: 1, ready: 1, inflight: 0, dead: 0 });
     expect(topics.b).toEqual({ scheduled: 2, ready: 0, inflight: 0, dead: 0 });
     expect(await q.dueHistogram([60_000, 3_600_000, 86_400_000])).toEqual([1, 0, 2, 0]);

@@ -53,7 +53,7 @@ describe('lateness', () => {
     clock.advance(4);
     await queue.receive('t');
     const stats = await queue.stats();
-    expect((stats.latenessMs as { max: number }).max).toBe(0);
+    expect(stats.latenessMs.max).toBe(0);
     expect(stats.deliveryLatenessMs).toMatchObject({ count: 1, sum: 4 });
   });
 
@@ -67,11 +67,7 @@ describe('lateness', () => {
     await settle();
     clock.advance(500);
     await queue.receive('t');
-    const delivery = (await queue.stats()).deliveryLatenessMs as {
-      count: number;
-      sum: number;
-      buckets: Array<[number, number]>;
-    };
+    const delivery = (await queue.stats()).deliveryLatenessMs;
     expect(delivery.count).toBe(1);
     expect(delivery.sum).toBe(2);
     expect(delivery.buckets.find(([le]) => le === 1)?.[1]).toBe(0);
@@ -104,7 +100,7 @@ describe('lateness', () => {
 async function statsAfterReceiving(queue: DelayQueue) {
   const [overdue] = await queue.receive('t', { waitMs: 1_000 });
   const [downtime] = await queue.receive('u', { waitMs: 1_000 });
-  const stats = (await queue.stats()) as Record<string, unknown>;
+  const stats = await queue.stats();
   return { overdue, downtime, stats };
 }
 
@@ -124,13 +120,13 @@ describe('lateness after a restart, on the system clock', () => {
       second.close(),
     );
     expect([overdue.deliverAt, downtime.deliverAt]).toEqual([ago, soon]);
-    const fire = stats.latenessMs as { max: number; count: number };
+    const fire = stats.latenessMs;
     expect(fire.count).toBe(2);
     // From the last write (the schedules, under a second before the reopen), not 7 years;
     // the other from its due time: at least the 400 ms the queue was down after it.
     expect(fire.max).toBeGreaterThanOrEqual(400);
     expect(fire.max).toBeLessThan(60_000);
-    const delivery = stats.deliveryLatenessMs as { count: number; sum: number };
+    const delivery = stats.deliveryLatenessMs;
     expect(delivery.count).toBe(2);
     expect(delivery.sum).toBeLessThan(120_000);
   });
@@ -154,7 +150,7 @@ describe('lateness after a restart, the last write', () => {
     writeFileSync(join(log, `${next}.seg`), '');
     const second = await DelayQueue.open({ dir });
     const { stats } = await overdueStats(second).finally(() => second.close());
-    const fire = stats.latenessMs as { max: number; count: number };
+    const fire = stats.latenessMs;
     expect(fire.count).toBe(1);
     expect(fire.max).toBeGreaterThanOrEqual(3_600_000);
     expect(fire.max).toBeLessThan(3_600_000 + 60_000);
@@ -163,7 +159,7 @@ describe('lateness after a restart, the last write', () => {
 
 async function overdueStats(queue: DelayQueue) {
   const [overdue] = await queue.receive('t', { waitMs: 1_000 });
-  const stats = (await queue.stats()) as Record<string, unknown>;
+  const stats = await queue.stats();
   return { overdue, stats };
 }
 

@@ -12,7 +12,7 @@ import { T0, settle, useQueues } from './harness.js';
 const openQueue = useQueues();
 
 async function pendingTimers(queue: DelayQueue): Promise<number> {
-  const stats = (await queue.stats()) as { timers: { pending: number } };
+  const stats = await queue.stats();
   return stats.timers.pending;
 }
 
@@ -124,11 +124,11 @@ describe('leases shared by takes', () => {
     await settle();
     const [again] = await queue.receive('t', { visibilityMs: 100 });
     expect([again.id, again.attempts]).toEqual([a.id, 2]);
-    const before = (await queue.stats()) as { expired: number };
+    const before = await queue.stats();
     await expectTimeoutIn(clock, queue, b.id, 100);
     expect(await inFlight(queue, a.id)).toBe(false);
     // Two messages timed out, each once.
-    expect(((await queue.stats()) as { expired: number }).expired - before.expired).toBe(2);
+    expect((await queue.stats()).expired - before.expired).toBe(2);
     // Their retries in the order of their latest takes: b, then a.
     clock.advance(10);
     await settle();

@@ -86,7 +86,7 @@ describe.each([
     for (const message of first.slice(n - 500, n - 100)) {
       expect(await queue.ack(message.receipt)).toBe(true);
     }
-    expect(((await queue.stats()) as { inMemory: number }).inMemory).toBe(0);
+    expect((await queue.stats()).inMemory).toBe(0);
 
     // The same ids again: new messages, delivered once more, first attempt.
     const again = await schedule();
@@ -100,7 +100,7 @@ describe.each([
     expect(await queue.receive('t', { max: 1000 })).toEqual([]);
     for (const message of second) expect(await queue.ack(message.receipt)).toBe(true);
     await settle();
-    expect(((await queue.stats()) as { inMemory: number }).inMemory).toBe(0);
+    expect((await queue.stats()).inMemory).toBe(0);
     expect(await queue.get(`m${n - 1}`)).toMatchObject({ status: 'acked' });
   });
 
@@ -128,7 +128,7 @@ describe.each([
     await settle(5);
     expect(nearIds(queue).moving).toBeUndefined();
     expect([...idMap(queue).keys()].sort()).toEqual(held);
-    expect(((await queue.stats()) as { inMemory: number }).inMemory).toBe(held.length);
+    expect((await queue.stats()).inMemory).toBe(held.length);
 
     // Every held message is still found by id, in its state.
     for (const message of kept) {

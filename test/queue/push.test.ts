@@ -93,7 +93,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
     expect(later.at).toBeGreaterThanOrEqual(Number(later.headers[PUSH_HEADER.deliverAt]));
     await waitFor(async () => (await statusOf(queue, 'later')) === 'acked');
     expect(await statusOf(queue, 'j1')).toBe('acked');
-    const stats = (await queue.stats()).push as Record<string, { succeeded: number }>;
+    const stats = (await queue.stats()).push;
     expect(stats.hooks).toMatchObject({ succeeded: 3, failed: 0, inFlight: 0 });
   });
 
@@ -120,7 +120,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
       attempts: 3,
       lastError: 'PushError: HTTP 503 Service Unavailable',
     });
-    const stats = (await queue.stats()).push as Record<string, Record<string, unknown>>;
+    const stats = (await queue.stats()).push;
     expect(stats.hooks).toMatchObject({ failed: 3, succeeded: 0 });
     expect(stats.hooks.lastError).toBe('PushError: HTTP 503 Service Unavailable');
   });

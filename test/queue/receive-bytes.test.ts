@@ -59,7 +59,7 @@ describe.each([
       for (const message of [...first, ...rest])
         expect(await queue.ack(message.receipt)).toBe(true);
     }
-    const stats = (await queue.stats()) as { delivered: number };
+    const stats = await queue.stats();
     expect(stats.delivered).toBe(10);
   });
 

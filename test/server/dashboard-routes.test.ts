@@ -203,7 +203,7 @@ describe('GET /v1/dashboard', () => {
       await call('POST', '/v1/topics/jobs/messages', { payload: 'now-1' });
       await call('POST', '/v1/topics/jobs/messages', { payload: 'now-2' });
       await waitFor(async () => {
-        const stats = (await queue.stats()) as { topics: Record<string, { ready: number }> };
+        const stats = await queue.stats();
         return stats.topics.jobs.ready === 2;
       });
       const taken = await call('POST', '/v1/topics/jobs/receive', { max: 1 });

@@ -9,6 +9,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
+import type { StatsResponse } from '../../src/protocol/wire.js';
 import { LISTENING, requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
 import { useTempDirs } from '../support/temp-dir.js';
 import { waitFor } from '../support/wait-for.js';
@@ -118,10 +119,8 @@ describe('recovery of a big data directory', () => {
     expect(server.stdout()).toMatch(/recovered 50000 live messages/);
     const ok = await fetch(`${server.url}/healthz`);
     expect(ok.status).toBe(200);
-    const stats2 = (await (await fetch(`${server.url}/v1/stats`)).json()) as {
-      store: { live: number };
-    };
-    expect(stats2.store.live).toBe(50_000);
+    const stats2 = (await (await fetch(`${server.url}/v1/stats`)).json()) as StatsResponse;
+    expect(stats2.store?.live).toBe(50_000);
     // The port was open well before the queue: that is the point.
     expect(performance.now() - started).toBeGreaterThan(0);
   }, 120_000);

@@ -31,6 +31,7 @@ import type {
   ScheduleDeleteResponse,
   ScheduleListResponse,
   ScheduleResult,
+  StatsResponse,
   TopicListResponse,
   TopicUpdateBody,
   WireError,
@@ -109,6 +110,22 @@ type Check<
   Wire extends (Same<FromSchema<Schema>, Wire> extends true ? unknown : 'differs from its schema'),
 > = Wire;
 
+type RequiredKeysOf<T> = { [K in keyof T]-?: object extends Pick<T, K> ? never : K }[keyof T];
+
+/**
+ * For a schema left open (GET /v1/stats: a store of one's own may report figures of its own):
+ * compiles only when `Schema` lists exactly the fields of `Wire`, required where `Wire`
+ * requires them. The fields' own shapes are the type's.
+ */
+type CheckFields<
+  Schema,
+  Wire extends (Same<keyof PropertiesOf<Schema>, keyof Wire> extends true
+    ? Same<RequiredOf<Schema>, RequiredKeysOf<Wire>> extends true
+      ? unknown
+      : 'requires other fields than its schema'
+    : 'has other fields than its schema'),
+> = Wire;
+
 type Response<S, Status extends number> = S extends { response: infer R }
   ? Status extends keyof R
     ? R[Status]
@@ -165,4 +182,5 @@ export type Checks = [
     HealthBody | WireError
   >,
   Check<Response<typeof status.dashboardSchema, 200>, DashboardSnapshot>,
+  CheckFields<Response<typeof status.statsSchema, 200>, StatsResponse>,
 ];

@@ -9,6 +9,12 @@
  */
 
 import type { FastifyPluginAsync } from 'fastify';
+import type {
+  ClusterStats,
+  QueueCounters,
+  StoreStats,
+  TopicStateCounts,
+} from '../../protocol/model.js';
 import type { RouteGroupOptions, ServerContext } from '../context.js';
 import { notFound } from '../errors.js';
 import { dashboardSchema, previewSchema } from '../schemas/status.js';
@@ -42,14 +48,7 @@ const WHEEL_ROW_BUDGET = 200_000;
 const WHEEL_CELLS = 64;
 const PREVIEW_CHARS = 400;
 
-export interface TopicCounts {
-  /** Not yet due, in memory or on disk. */
-  scheduled: number;
-  ready: number;
-  inflight: number;
-  /** Dead letters. */
-  dead: number;
-}
+export type TopicCounts = TopicStateCounts;
 
 export interface UpcomingBucket {
   label: string;
@@ -97,17 +96,8 @@ export interface DashboardCluster {
 }
 
 /** stats().cluster as the dashboard shows it: one row per node, live ones first. */
-function clusterView(cluster: unknown): DashboardCluster | null {
-  if (typeof cluster !== 'object' || cluster === null) return null;
-  const c = cluster as {
-    node: string;
-    queue: string;
-    partitions: number;
-    durability: string;
-    members: string[];
-    owners: Record<string, number[]>;
-    leaseChanges: number;
-  };
+function clusterView(c: ClusterStats | undefined): DashboardCluster | null {
+  if (c === undefined) return null;
   const names = new Set([...c.members, ...Object.keys(c.owners)]);
   const nodes = [...names]
     .map((node) => ({ node, partitions: c.owners[node] ?? [], alive: c.members.includes(node) }))
@@ -122,7 +112,7 @@ function clusterView(cluster: unknown): DashboardCluster | null {
   };
 }
 
-const COUNTERS = [
+const COUNTERS: ReadonlyArray<keyof QueueCounters> = [
   'scheduled',
   'deduplicated',
   'fired',
@@ -139,17 +129,15 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
   const { queue } = context;
   const stats = await queue.stats();
   const counters: Record<string, number> = {};
-  for (const name of COUNTERS) counters[name] = Number(stats[name] ?? 0);
+  for (const name of COUNTERS) counters[name] = stats[name];
   // The file store reports live and dead messages; a queue on Valkey/Redis its totals.
-  const store = (stats.store ?? liveOf(stats.totals)) as Record<string, number>;
+  const store = stats.store ?? liveOf(stats.totals);
   const topics: Record<string, TopicCounts> = {};
-  // A queue from before per-topic dead counts reports no `dead`.
-  const byTopic = stats.topics as Record<string, Omit<TopicCounts, 'dead'> & { dead?: number }>;
-  for (const [topic, { scheduled, ready, inflight, dead }] of Object.entries(byTopic)) {
-    topics[topic] = { scheduled, ready, inflight, dead: dead ?? 0 };
+  for (const [topic, { scheduled, ready, inflight, dead }] of Object.entries(stats.topics)) {
+    topics[topic] = { scheduled, ready, inflight, dead };
   }
   const due = await queue.dueTimeline(UPCOMING_EDGES_MS);
-  const lateness = stats.latenessMs as Partial<DashboardSnapshot['latenessMs']> | undefined;
+  const lateness = stats.latenessMs;
   return {
     now: Date.now(),
     version: context.version,
@@ -157,16 +145,12 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
     counters,
     topics,
     totals: {
-      inMemory: Number(stats.inMemory ?? 0),
-      live: typeof store.live === 'number' ? store.live : null,
-      dead: typeof store.dead === 'number' ? store.dead : null,
-      loadedUntil: Number(stats.loadedUntil ?? 0),
+      inMemory: stats.inMemory,
+      live: store.live ?? null,
+      dead: store.dead ?? null,
+      loadedUntil: stats.loadedUntil ?? 0,
     },
-    latenessMs: {
-      p50: lateness?.p50 ?? null,
-      p99: lateness?.p99 ?? null,
-      max: lateness?.max ?? null,
-    },
+    latenessMs: { p50: lateness.p50, p99: lateness.p99, max: lateness.max },
     upcoming: UPCOMING.map(({ label }, i) => ({
       label,
       fromMs: i === 0 ? 0 : due.edgesMs[i - 1],
@@ -191,9 +175,8 @@ function foldWheel(snapshot: ReturnType<ServerContext['queue']['wheelSnapshot']>
   return { levels, truncated: snapshot.truncated };
 }
 
-function liveOf(totals: unknown): Record<string, number> {
-  if (typeof totals !== 'object' || totals === null) return {};
-  const t = totals as Record<string, number>;
+function liveOf(t: TopicStateCounts | undefined): StoreStats {
+  if (t === undefined) return {};
   return { live: t.scheduled + t.ready + t.inflight + t.dead, dead: t.dead };
 }
 

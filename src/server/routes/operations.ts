@@ -6,6 +6,7 @@
  */
 
 import type { FastifyPluginAsync } from 'fastify';
+import type { StatsResponse } from '../../protocol/wire.js';
 import type { RouteGroupOptions, ServerContext } from '../context.js';
 import { notFound } from '../errors.js';
 import { RETRY_AFTER_SECONDS } from '../settings.js';
@@ -40,7 +41,7 @@ async function health(context: ServerContext): Promise<HealthBody> {
   }
   const problem = await context.queue.problem?.();
   if (problem !== undefined) return { status: 'unavailable', reason: problem };
-  const store = (await context.queue.stats()).store as Record<string, unknown> | undefined;
+  const { store } = await context.queue.stats();
   if (store?.stopped === 1) {
     return {
       status: 'stopped',
@@ -54,7 +55,7 @@ async function health(context: ServerContext): Promise<HealthBody> {
 }
 
 export const statsRoute: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
-  app.get('/stats', { schema: statsSchema }, async () => ({
+  app.get('/stats', { schema: statsSchema }, async (): Promise<StatsResponse> => ({
     ...(await context.queue.stats()),
     recovery: context.queue.recovery ?? null,
     server: {

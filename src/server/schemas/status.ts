@@ -13,8 +13,11 @@ const counter = { type: 'number' } as const;
 const lateness = { p50: nullableNumber, p99: nullableNumber, max: nullableNumber } as const;
 
 /**
- * The queue's stats() plus the server's figures. Open at every level: stats() differs between
- * a queue on one machine and one on Valkey/Redis, and grows new figures.
+ * The queue's stats() (QueueStats, src/protocol/model.ts) plus the server's figures: the
+ * StatsResponse type, whose fields test/server/wire-schemas.types.ts holds this to. Open at
+ * every level, so that a figure a store of one's own reports is sent too; `store`, `loadedUntil`,
+ * `payloadMemory` and `loadFailing` are the embedded queue's, `totals` and `cluster` those of a
+ * queue on Valkey/Redis.
  */
 export const statsSchema = {
   operationId: 'stats',
@@ -23,7 +26,26 @@ export const statsSchema = {
   response: {
     200: {
       ...open,
-      required: ['topics', 'recovery', 'server'],
+      required: [
+        'scheduled',
+        'deduplicated',
+        'fired',
+        'delivered',
+        'acked',
+        'nacked',
+        'expired',
+        'dead',
+        'cancelled',
+        'rescheduled',
+        'latenessMs',
+        'deliveryLatenessMs',
+        'inMemory',
+        'topics',
+        'timers',
+        'push',
+        'recovery',
+        'server',
+      ],
       properties: {
         scheduled: counter,
         deduplicated: counter,
@@ -52,7 +74,13 @@ export const statsSchema = {
           description: 'Live messages of each topic by state',
           additionalProperties: open,
         },
-        timers: open,
+        timers: { ...open, description: "The in-memory timer wheel's figures" },
+        push: { ...open, description: 'Pushes by topic, of this process' },
+        payloadMemory: {
+          ...open,
+          description: 'Payload bytes held in memory, and the budget (one machine)',
+        },
+        loadFailing: { ...counter, description: '1 while due messages cannot be loaded' },
         store: { ...open, description: 'Figures of the store (one machine)' },
         totals: { ...open, description: 'Messages by state (a queue on Valkey/Redis)' },
         cluster: { ...open, description: 'The cluster as this node sees it (Valkey/Redis)' },

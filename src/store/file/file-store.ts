@@ -32,6 +32,7 @@ import type {
   StoreCounts,
   StoreDeliveries,
   StoredMessage,
+  StoreStats,
 } from '../../queue/store.js';
 import type { ScheduleRecord } from '../../queue/recurring.js';
 import type { TopicSettings } from '../../queue/topics.js';
@@ -467,7 +468,7 @@ export class FileStore implements Store {
     return this.faults.problem();
   }
 
-  stats(): Record<string, number> {
+  stats(): StoreStats {
     const log = this.log.stats();
     const checkpoints = this.checkpoints.stats();
     return {
