@@ -148,6 +148,20 @@ export interface TopicInfo {
  * What went through the queue since it opened (on Valkey/Redis: through this node, and what it
  * fired as a partition's owner). Monotonic; /metrics exposes each as a counter.
  */
+/** The names of QueueCounters, in the order stats(), /metrics and the dashboard list them. */
+export const COUNTER_NAMES = [
+  'scheduled',
+  'deduplicated',
+  'fired',
+  'delivered',
+  'acked',
+  'nacked',
+  'expired',
+  'dead',
+  'cancelled',
+  'rescheduled',
+] as const satisfies ReadonlyArray<keyof QueueCounters>;
+
 export interface QueueCounters {
   /** Messages scheduled (deduplicated ones not counted). */
   scheduled: number;

@@ -9,11 +9,11 @@
  */
 
 import type { FastifyPluginAsync } from 'fastify';
-import type {
-  ClusterStats,
-  QueueCounters,
-  StoreStats,
-  TopicStateCounts,
+import {
+  COUNTER_NAMES,
+  type ClusterStats,
+  type StoreStats,
+  type TopicStateCounts,
 } from '../../protocol/model.js';
 import type { RouteGroupOptions, ServerContext } from '../context.js';
 import { notFound } from '../errors.js';
@@ -112,24 +112,11 @@ function clusterView(c: ClusterStats | undefined): DashboardCluster | null {
   };
 }
 
-const COUNTERS: ReadonlyArray<keyof QueueCounters> = [
-  'scheduled',
-  'deduplicated',
-  'fired',
-  'delivered',
-  'acked',
-  'nacked',
-  'expired',
-  'dead',
-  'cancelled',
-  'rescheduled',
-];
-
 async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot> {
   const { queue } = context;
   const stats = await queue.stats();
   const counters: Record<string, number> = {};
-  for (const name of COUNTERS) counters[name] = stats[name];
+  for (const name of COUNTER_NAMES) counters[name] = stats[name];
   // The file store reports live and dead messages; a queue on Valkey/Redis its totals.
   const store = stats.store ?? liveOf(stats.totals);
   const topics: Record<string, TopicCounts> = {};
