@@ -189,6 +189,18 @@ export class TickwheelStateError extends TickwheelError {
   }
 }
 
+/**
+ * Refuses a call on an object that was closed (or stopped: `code`) with a TickwheelStateError;
+ * `message` names the object and says what to do instead.
+ */
+export function checkOpen(
+  closed: boolean,
+  message: string,
+  code: 'ERR_TICKWHEEL_CLOSED' | 'ERR_TICKWHEEL_TIMER_STOPPED' = 'ERR_TICKWHEEL_CLOSED',
+): void {
+  if (closed) throw new TickwheelStateError(code, message);
+}
+
 /** The codes of TickwheelUnavailableError. */
 export type UnavailableErrorCode =
   | 'ERR_TICKWHEEL_IO'

@@ -15,19 +15,20 @@
  * but the promise the caller asked for and its resolve function.
  */
 
-import { AbortError, TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { AbortError, TickwheelStateError, TickwheelTypeError, checkOpen } from '../errors.js';
 import {
   checkDelay,
   describe,
   checkOptionsObject,
   checkKnownOptions,
+  checkSignal,
   optionNames,
 } from '../validate.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { EntryStore } from '../wheel/index.js';
 import { stackless, TimeoutError } from './errors.js';
 import {
-  checkSignal,
+  PATTERN_OPTIONS,
   grown,
   isThenable,
   patternWheel,
@@ -43,13 +44,7 @@ export interface RegisterOptions {
 
 type Settle = (value: unknown) => void;
 
-const REGISTRY_OPTIONS = optionNames<DeadlineRegistryOptions>({
-  clock: true,
-  resolution: true,
-  unref: true,
-  onError: true,
-  initialCapacity: true,
-});
+const REGISTRY_OPTIONS = optionNames<DeadlineRegistryOptions>(PATTERN_OPTIONS);
 
 const WITH_DEADLINE_OPTIONS = optionNames<WithDeadlineOptions>({
   signal: true,
@@ -102,7 +97,10 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
    * A signal that has already aborted gives a rejected promise and registers nothing.
    */
   register(id: K, timeoutMs: number, options: RegisterOptions = {}): Promise<V> {
-    this.checkOpen();
+    checkOpen(
+      this.closed,
+      'this DeadlineRegistry is closed; create a new one to register requests',
+    );
     const delay = checkDelay(timeoutMs, 'timeoutMs');
     const signal = checkSignal(checkOptionsObject(options, 'register() options').signal);
     if (this.rowById.has(id)) {
@@ -210,15 +208,6 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
       this.aborts.delete(row);
     }
     this.rows.release(row);
-  }
-
-  private checkOpen(): void {
-    if (this.closed) {
-      throw new TickwheelStateError(
-        'ERR_TICKWHEEL_CLOSED',
-        'this DeadlineRegistry is closed; create a new one to register requests',
-      );
-    }
   }
 }
 

@@ -26,7 +26,7 @@ import type { Horizon } from './horizon.js';
 import type { QueueInsights } from './counters.js';
 import type { IdLocks } from './locks.js';
 import { newMessageId, type CheckedRequest, type MessageState } from './message.js';
-import { newNear, type NearMessage } from './near-message.js';
+import { nearMessage, type NearMessage } from './near-message.js';
 import type { NearHorizon } from './near.js';
 import type { QueueEvents } from './events.js';
 import type { QueueParts } from './parts.js';
@@ -204,17 +204,17 @@ export class Producer {
   /** A checked request's message. */
   private prepare(request: CheckedRequest, now: number): NearMessage {
     const { id, topic, deliverAt, maxAttempts, backoff, payload } = request;
-    const message = newNear(
-      id === '' ? newMessageId(now) : id,
+    const message = nearMessage({
+      id: id === '' ? newMessageId(now) : id,
       topic,
       deliverAt,
-      0,
+      attempts: 0,
       maxAttempts,
       backoff,
-      payload.kind,
-      payload.bytes,
-      0,
-    );
+      payloadKind: payload.kind,
+      payload: payload.bytes,
+      ref: 0,
+    });
     message.payloadText = payload.text;
     return message;
   }

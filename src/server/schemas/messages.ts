@@ -100,7 +100,19 @@ const receipts = {
   items: { type: 'string', minLength: 1, maxLength: MAX_RECEIPT_LENGTH },
 } as const;
 
-const results = { type: 'array', items: { type: 'boolean' } } as const;
+/** The answer of ack and nack: how many receipts were live deliveries, and which (in order). */
+function receiptResults<const Count extends string>(count: Count) {
+  return {
+    type: 'object',
+    required: [count, 'results'],
+    properties: {
+      [count]: { type: 'number' },
+      results: { type: 'array', items: { type: 'boolean' } },
+    } as {
+      [key in Count]: { type: 'number' };
+    } & { results: { type: 'array'; items: { type: 'boolean' } } },
+  } as const;
+}
 
 export const scheduleSchema = {
   operationId: 'schedule',
@@ -223,13 +235,7 @@ export const ackSchema = {
     required: ['receipts'],
     properties: { receipts },
   },
-  response: {
-    200: {
-      type: 'object',
-      required: ['acked', 'results'],
-      properties: { acked: { type: 'number' }, results },
-    },
-  },
+  response: { 200: receiptResults('acked') },
 } as const;
 
 export const nackSchema = {
@@ -246,13 +252,7 @@ export const nackSchema = {
       reason: { type: 'string', maxLength: 10_000 },
     },
   },
-  response: {
-    200: {
-      type: 'object',
-      required: ['nacked', 'results'],
-      properties: { nacked: { type: 'number' }, results },
-    },
-  },
+  response: { 200: receiptResults('nacked') },
 } as const;
 
 export const deadLettersSchema = {

@@ -89,6 +89,9 @@ const topicInfo = {
   },
 } as const;
 
+/** A route on one topic that answers with the topic as it is after the call. */
+const onTopic = { params: topicParams, response: { 200: topicInfo } } as const;
+
 export const topicListSchema = {
   operationId: 'listTopics',
   summary: 'Topics with messages or settings, with their settings and counts',
@@ -102,8 +105,7 @@ export const topicGetSchema = {
   operationId: 'getTopic',
   summary: "A topic's settings (paused, rateLimit, push) and counts",
   tags: ['topics'],
-  params: topicParams,
-  response: { 200: topicInfo },
+  ...onTopic,
 } as const;
 
 export const topicUpdateSchema = {
@@ -111,7 +113,7 @@ export const topicUpdateSchema = {
   summary:
     "Change a topic's settings: pause it, limit its delivery rate, push its messages to a URL (durable)",
   tags: ['topics'],
-  params: topicParams,
+  ...onTopic,
   body: {
     type: 'object',
     additionalProperties: false,
@@ -121,23 +123,20 @@ export const topicUpdateSchema = {
       push: { anyOf: [pushTarget, { type: 'null' }] },
     },
   },
-  response: { 200: topicInfo },
 } as const;
 
 export const topicPauseSchema = {
   operationId: 'pauseTopic',
   summary: 'Stop deliveries of a topic until resumed (schedules are still accepted)',
   tags: ['topics'],
-  params: topicParams,
-  response: { 200: topicInfo },
+  ...onTopic,
 } as const;
 
 export const topicResumeSchema = {
   operationId: 'resumeTopic',
   summary: "Deliver a paused topic's messages again",
   tags: ['topics'],
-  params: topicParams,
-  response: { 200: topicInfo },
+  ...onTopic,
 } as const;
 
 export const eventsSchema = {
