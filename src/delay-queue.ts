@@ -17,7 +17,7 @@
  */
 
 import type { ClusterQueueOptions } from './cluster/backend.js';
-import { checkClusterPeer } from './cluster/peer.js';
+import { checkClusterPeer } from './valkey/peer.js';
 import { TickwheelTypeError } from './errors.js';
 import { checkKnownOptions, describe, optionNames } from './validate.js';
 import { CheckedQueue } from './queue/checked-queue.js';

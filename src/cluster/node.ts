@@ -17,7 +17,7 @@ import type { WorkerSource } from '../queue/worker.js';
 import { SystemClock } from '../clock/index.js';
 import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
-import { Valkey } from './connection.js';
+import { ClusterValkey as Valkey } from './connection.js';
 import { Consumer, settledBy, type NackOutcome, type Settled } from './consumer.js';
 import { ClusterInspector } from './inspect.js';
 import * as tw from './functions.js';
@@ -29,7 +29,7 @@ import { Producer, type CancelledMessage, type Durability } from './producer.js'
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
 import { ClusterTopicStore, ClusterTopics } from './topic-store.js';
 import { chooseDurability, type DurabilityOption } from './durability.js';
-import { untilReachable } from './reach.js';
+import { untilReachable } from '../valkey/reach.js';
 
 export class ClusterNode {
   readonly nodeId: string;
