@@ -16,13 +16,13 @@ import {
   parseTime,
 } from './parse.js';
 
-export interface ClientFlags {
+interface ClientFlags {
   url: string;
   token?: string;
   timeout: number;
 }
 
-export const CLIENT_OPTIONS: readonly OptionSpec[] = [
+const CLIENT_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'url',
     value: '<url>',

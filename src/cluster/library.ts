@@ -30,7 +30,7 @@ import type { FunctionLibrary } from '../valkey/connection.js';
  */
 export const LIBRARY_VERSION = 1;
 
-export const LIBRARY_NAME = 'tickwheel';
+const LIBRARY_NAME = 'tickwheel';
 
 /** The files of lua/, in the order they are joined. */
 const ORDER = 'leases states messages loading deliveries membership tokens recurring';

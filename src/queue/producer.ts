@@ -43,7 +43,6 @@ export class Producer {
   private readonly insights: QueueInsights;
   private readonly finished: FinishedMemory;
   private readonly events: QueueEvents;
-  private readonly maxPayloadBytes: number;
 
   constructor(parts: QueueParts) {
     this.store = parts.store;
@@ -54,7 +53,6 @@ export class Producer {
     this.insights = parts.insights;
     this.finished = parts.finished;
     this.events = parts.events;
-    this.maxPayloadBytes = parts.settings.maxPayloadBytes;
   }
 
   /** A checked request (an id of '': one is made here; otherwise dedup by id). */

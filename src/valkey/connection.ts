@@ -218,15 +218,6 @@ export class Valkey {
     return this;
   }
 
-  /** Whether the primary is found through Sentinel. */
-  get viaSentinel(): boolean {
-    return this.sentinel !== undefined;
-  }
-
-  get isCluster(): boolean {
-    return this.cluster !== undefined;
-  }
-
   /**
    * FCALL `name` with one key (which picks the slot); with `buffers`, every string of the reply
    * is a Buffer (for replies that carry records).

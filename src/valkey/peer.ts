@@ -13,7 +13,7 @@ import { TickwheelDependencyError } from '../errors.js';
 export const CLUSTER_PEER = { name: '@redis/client', range: '^6.3.1' } as const;
 
 /** What needs @redis/client, as the missing-dependency message names it. */
-export const REDIS_QUEUE = 'a queue on Valkey/Redis (the redis option, or serve --redis)';
+const REDIS_QUEUE = 'a queue on Valkey/Redis (the redis option, or serve --redis)';
 export const REDIS_IDEMPOTENCY_STORE = 'RedisIdempotencyStore (tickwheel/idempotent)';
 
 /**

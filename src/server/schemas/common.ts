@@ -35,7 +35,7 @@ function pathName<Pattern extends string>(pattern: Pattern) {
 }
 
 export const topic = pathName(TOPIC_PATTERN.source);
-export const scheduleName = pathName(SCHEDULE_NAME_PATTERN.source);
+const scheduleName = pathName(SCHEDULE_NAME_PATTERN.source);
 export const id = {
   type: 'string',
   minLength: 1,
