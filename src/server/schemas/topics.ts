@@ -12,7 +12,7 @@ import {
   PUSH_METHODS,
 } from '../../queue/push.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../../queue/topics.js';
-import { listOf, topic, topicParams } from './common.js';
+import { listOf, object, topic, topicParams } from './common.js';
 
 const pushMethod = { enum: PUSH_METHODS } as const;
 
@@ -53,40 +53,31 @@ const pushTarget = {
 
 /** A push target as read back: no secret, the headers' names only. */
 const pushTargetView = {
-  type: 'object',
   additionalProperties: false,
-  required: ['url', 'method', 'headerNames', 'timeoutMs', 'concurrency'],
-  properties: {
+  ...object({
     url: { type: 'string' },
     method: pushMethod,
     headerNames: { type: 'array', items: { type: 'string' } },
     timeoutMs: { type: 'integer' },
     concurrency: { type: 'integer' },
-  },
+  }),
+} as const;
+
+const rateLimitView = {
+  additionalProperties: false,
+  ...object({ perSecond: { type: 'number' }, burst: { type: 'integer' } }),
 } as const;
 
 const topicInfo = {
-  type: 'object',
   additionalProperties: false,
-  required: ['topic', 'paused', 'rateLimit', 'push', 'pending', 'dead'],
-  properties: {
+  ...object({
     topic: { type: 'string' },
     paused: { type: 'boolean' },
-    rateLimit: {
-      anyOf: [
-        {
-          type: 'object',
-          additionalProperties: false,
-          required: ['perSecond', 'burst'],
-          properties: { perSecond: { type: 'number' }, burst: { type: 'integer' } },
-        },
-        { type: 'null' },
-      ],
-    },
+    rateLimit: { anyOf: [rateLimitView, { type: 'null' }] },
     push: { anyOf: [pushTargetView, { type: 'null' }] },
     pending: { type: 'integer' },
     dead: { type: 'integer' },
-  },
+  }),
 } as const;
 
 /** A route on one topic that answers with the topic as it is after the call. */
