@@ -135,24 +135,16 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
 
   /** Fulfils request `id` with `value`. False if it is not in flight (answered, timed out). */
   resolve(id: K, value: V): boolean {
-    const row = this.rowById.get(id);
-    if (row === undefined) return false;
-    const resolve = this.resolvers[row] as Settle;
-    this.wheel.clearTimeout(this.timers[row]);
-    this.forget(row);
-    resolve(value);
-    return true;
+    const settle = this.take(id);
+    settle?.(value);
+    return settle !== undefined;
   }
 
   /** Rejects request `id` with `reason`. False if it is not in flight. */
   reject(id: K, reason: unknown): boolean {
-    const row = this.rowById.get(id);
-    if (row === undefined) return false;
-    const resolve = this.resolvers[row] as Settle;
-    this.wheel.clearTimeout(this.timers[row]);
-    this.forget(row);
-    resolve(Promise.reject(reason));
-    return true;
+    const settle = this.take(id);
+    settle?.(Promise.reject(reason));
+    return settle !== undefined;
   }
 
   /** Whether request `id` is in flight. */
@@ -195,6 +187,16 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
     const error = stackless(() => new TimeoutError(message, timeoutMs));
     this.forget(row);
     resolve(Promise.reject(error));
+  }
+
+  /** Takes request `id` out of flight, its timer cleared: its resolve function, if it was in. */
+  private take(id: K): Settle | undefined {
+    const row = this.rowById.get(id);
+    if (row === undefined) return undefined;
+    const settle = this.resolvers[row] as Settle;
+    this.wheel.clearTimeout(this.timers[row]);
+    this.forget(row);
+    return settle;
   }
 
   /** Drops every trace of the row's request; its timer is already gone or cleared. */

@@ -38,8 +38,8 @@
 
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { MessageLog } from '../log/index.js';
-import { CHECKPOINT_FILE, replaceFile, syncDirectory } from './layout.js';
+import { syncDirectory, type MessageLog } from '../log/index.js';
+import { CHECKPOINT_FILE, replaceFile } from './layout.js';
 import { segmentOf } from './positions.js';
 import {
   removeSnapshot,
