@@ -22,8 +22,8 @@ import {
 } from '@redis/client';
 import { assert } from '../assert.js';
 import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
-import { describe } from '../validate.js';
 import { slotOf } from './slot.js';
+import { checkRedisUrls, parseSentinelUrl } from './urls.js';
 import {
   NO_FUNCTION,
   REFUSALS,
@@ -42,44 +42,6 @@ const BUFFERED = { typeMapping: BUFFERS };
 type Cluster = RedisClusterType;
 // Its defaults: no modules, functions or scripts of its own, RESP 3, no type mapping.
 type Sentinel = RedisSentinelType;
-
-/**
- * A primary found through Sentinel: `redis+sentinel://[user:password@]host:port[,host:port...]/name`,
- * the Sentinels' addresses and the name they monitor; user and password are those of the data
- * nodes. Undefined for any other URL.
- */
-export function parseSentinelUrl(url: string):
-  | {
-      name: string;
-      sentinels: Array<{ host: string; port: number }>;
-      username?: string;
-      password?: string;
-    }
-  | undefined {
-  const match = /^redis\+sentinel:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/]+)\/([^/?#]+)\/?$/.exec(
-    url,
-  );
-  if (match === null) return undefined;
-  const [, user, password, hosts, name] = match;
-  const sentinels = hosts.split(',').map((hostPort) => {
-    const at = hostPort.lastIndexOf(':');
-    const host = at < 0 ? hostPort : hostPort.slice(0, at);
-    const port = at < 0 ? 26379 : Number(hostPort.slice(at + 1));
-    if (host === '' || !Number.isInteger(port) || port < 1 || port > 65535) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `a Sentinel address must be host:port, got ${JSON.stringify(hostPort)} in ${url}`,
-      );
-    }
-    return { host: host.replace(/^\[|\]$/g, ''), port };
-  });
-  return {
-    name: decodeURIComponent(name),
-    sentinels,
-    ...(user ? { username: decodeURIComponent(user) } : {}),
-    ...(password ? { password: decodeURIComponent(password) } : {}),
-  };
-}
 
 /** A Redis Functions library (FUNCTION LOAD) that a connection loads on every primary. */
 export interface FunctionLibrary {
@@ -153,16 +115,7 @@ export class Valkey {
     urls: string | readonly string[],
     connectTimeoutMs = 10_000,
   ): Promise<V> {
-    const list = typeof urls === 'string' ? [urls] : Array.isArray(urls) ? [...urls] : [];
-    if (
-      list.length === 0 ||
-      list.some((url) => typeof url !== 'string' || !/^(rediss?|redis\+sentinel):\/\/./.test(url))
-    ) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `redis must be one or more redis:// or rediss:// URLs, or one redis+sentinel:// URL, got ${describe(urls)}`,
-      );
-    }
+    const list = checkRedisUrls(urls);
     const deadline = Date.now() + connectTimeoutMs;
     const viaSentinel = parseSentinelUrl(list[0]);
     if (viaSentinel !== undefined) {
