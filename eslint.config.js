@@ -36,6 +36,7 @@ const LAYERS = [
       'protocol',
       'queue',
       'store',
+      'valkey',
       'cluster',
       'server',
       'client',
@@ -52,6 +53,7 @@ const LAYERS = [
       'protocol',
       'queue',
       'store',
+      'valkey',
       'cluster',
       'server',
       'client',
@@ -67,6 +69,7 @@ const LAYERS = [
       'protocol',
       'queue',
       'store',
+      'valkey',
       'cluster',
       'server',
       'client',
@@ -81,6 +84,7 @@ const LAYERS = [
       'protocol',
       'queue',
       'store',
+      'valkey',
       'cluster',
       'server',
       'client',
@@ -91,21 +95,57 @@ const LAYERS = [
   ],
   [
     'src/protocol/**',
-    above('queue', 'store', 'cluster', 'server', 'client', 'cli', 'idempotent', 'delay-queue'),
+    above(
+      'queue',
+      'store',
+      'valkey',
+      'cluster',
+      'server',
+      'client',
+      'cli',
+      'idempotent',
+      'delay-queue',
+    ),
   ],
   [
     'src/queue/**',
-    above('store', 'cluster', 'server', 'client', 'cli', 'idempotent', 'delay-queue'),
+    above('store', 'valkey', 'cluster', 'server', 'client', 'cli', 'idempotent', 'delay-queue'),
   ],
-  ['src/store/**', above('cluster', 'server', 'client', 'cli', 'idempotent', 'delay-queue')],
+  [
+    'src/store/**',
+    above('valkey', 'cluster', 'server', 'client', 'cli', 'idempotent', 'delay-queue'),
+  ],
+  // The connection to Valkey/Redis, shared by the cluster and the Redis idempotency store.
+  [
+    'src/valkey/**',
+    above(
+      'patterns',
+      'protocol',
+      'queue',
+      'store',
+      'cluster',
+      'server',
+      'client',
+      'cli',
+      'idempotent',
+      'delay-queue',
+    ),
+  ],
   [
     'src/cluster/**',
     [...above('store', 'server', 'client', 'cli', 'delay-queue'), ...embedded('**/queue/')],
   ],
+  [
+    'src/idempotent/**',
+    above('queue', 'store', 'cluster', 'server', 'client', 'cli', 'delay-queue'),
+  ],
   ['src/server/**', above('client', 'cli')],
   [
     'src/client/**',
-    [...above('server', 'cli', 'store', 'cluster', 'delay-queue'), ...embedded('**/queue/')],
+    [
+      ...above('server', 'cli', 'store', 'valkey', 'cluster', 'delay-queue'),
+      ...embedded('**/queue/'),
+    ],
   ],
 ];
 const DOMAIN = [
@@ -150,6 +190,7 @@ const layerRules = [
               group: [
                 ...above(
                   'store',
+                  'valkey',
                   'cluster',
                   'server',
                   'client',

@@ -286,7 +286,7 @@ async function postMortem(urls, dir, say) {
     (id) => !journals.cancelTried.has(id) && !journals.deliveries.has(id),
   );
   if (missing.length === 0) return;
-  const { Valkey } = await import('../dist/cluster/connection.js');
+  const { Valkey } = await import('../dist/valkey/connection.js');
   const { placeOf } = await import('../dist/cluster/record.js');
   const { metaKey } = await import('../dist/cluster/keys.js');
   const valkey = await Valkey.connect(urls);

@@ -17,7 +17,7 @@
  */
 
 import type { ClusterQueueOptions } from './cluster/backend.js';
-import { checkClusterPeer } from './cluster/peer.js';
+import { checkClusterPeer } from './valkey/peer.js';
 import { TickwheelTypeError } from './errors.js';
 import { checkKnownOptions, describe, optionNames } from './validate.js';
 import { CheckedQueue } from './queue/checked-queue.js';
@@ -27,6 +27,7 @@ import { checkEmbeddedOptions, checkQueueOptions } from './queue/options.js';
 import type { Store } from './queue/store.js';
 import type { DelayQueueOptions } from './queue/types.js';
 import { FileStore, type FileStoreOptions } from './store/file/file-store.js';
+import { FILE_STORE_OPTIONS } from './store/file/options.js';
 import { MemoryStore } from './store/memory-store.js';
 
 export interface DelayQueueOpenOptions
@@ -59,7 +60,7 @@ const EMBEDDED_ONLY = [
 
 /** Every option of an embedded queue. */
 const OPEN_OPTIONS = optionNames<DelayQueueOpenOptions>({
-  dir: true,
+  ...FILE_STORE_OPTIONS,
   store: true,
   clock: true,
   horizonMs: true,
@@ -69,12 +70,6 @@ const OPEN_OPTIONS = optionNames<DelayQueueOpenOptions>({
   maxWaitMs: true,
   rememberFinished: true,
   push: true,
-  fsync: true,
-  segmentBytes: true,
-  windowMs: true,
-  checkpointIntervalMs: true,
-  snapshotBytes: true,
-  repair: true,
 });
 
 /** Every option of a queue on Valkey/Redis. */

@@ -20,7 +20,7 @@
  */
 
 /** Timers, clocks and wheels (docs/timers.md); also every layer's argument checks (validate.ts). */
-export type TimerErrorCode =
+type TimerErrorCode =
   | 'ERR_TICKWHEEL_INVALID_DELAY'
   | 'ERR_TICKWHEEL_INVALID_CALLBACK'
   | 'ERR_TICKWHEEL_INVALID_OPTION'
@@ -33,11 +33,11 @@ export type TimerErrorCode =
   | 'ABORT_ERR';
 
 /** The patterns (docs/patterns.md): deadlines that passed, duplicate request ids, lost leases. */
-export type PatternErrorCode =
+type PatternErrorCode =
   'ERR_TICKWHEEL_TIMEOUT' | 'ERR_TICKWHEEL_DUPLICATE_ID' | 'ERR_TICKWHEEL_LEASE_LOST';
 
 /** The delay queue refusing a message (docs/http-api.md). */
-export type QueueErrorCode =
+type QueueErrorCode =
   | 'ERR_TICKWHEEL_INVALID_MESSAGE'
   | 'ERR_TICKWHEEL_INVALID_TOPIC'
   | 'ERR_TICKWHEEL_INVALID_ID'
@@ -52,18 +52,18 @@ export type QueueErrorCode =
  * a target at an internal address the queue does not allow (NOT_ALLOWED: refused when set,
  * and the failed attempt's reason when found at connection).
  */
-export type PushErrorCode =
+type PushErrorCode =
   'ERR_TICKWHEEL_PUSH_SIGNATURE' | 'ERR_TICKWHEEL_PUSH_FAILED' | 'ERR_TICKWHEEL_PUSH_NOT_ALLOWED';
 
 /**
  * Idempotent consumers (docs/idempotent.md): another delivery of the key holds its claim (BUSY);
  * the PostgreSQL transaction of a delivery was rolled back at COMMIT (ROLLED_BACK).
  */
-export type IdempotencyErrorCode =
+type IdempotencyErrorCode =
   'ERR_TICKWHEEL_IDEMPOTENT_BUSY' | 'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK';
 
 /** The store and its data directory (docs/storage.md). */
-export type StoreErrorCode =
+type StoreErrorCode =
   | 'ERR_TICKWHEEL_LOCKED'
   // The open queue's LOCK file was deleted or replaced: another process may be writing the
   // directory, so this one stops.
@@ -115,10 +115,10 @@ export type CliErrorCode =
   'ERR_TICKWHEEL_COMMAND_FAILED' | 'ERR_TICKWHEEL_USAGE' | 'ERR_TICKWHEEL_INVALID_ARGUMENT';
 
 /** An optional peer dependency (the server's fastify, prom-client) is not installed. */
-export type PackageErrorCode = 'ERR_TICKWHEEL_MISSING_DEPENDENCY';
+type PackageErrorCode = 'ERR_TICKWHEEL_MISSING_DEPENDENCY';
 
 /** An invariant of tickwheel's own code does not hold (src/assert.ts): a bug, never bad input. */
-export type InternalErrorCode = 'ERR_TICKWHEEL_ASSERTION';
+type InternalErrorCode = 'ERR_TICKWHEEL_ASSERTION';
 
 /** Every code a tickwheel error can have. */
 export type TickwheelErrorCode =
@@ -187,6 +187,18 @@ export class TickwheelStateError extends TickwheelError {
     super(code, message, options);
     this.name = 'TickwheelStateError';
   }
+}
+
+/**
+ * Refuses a call on an object that was closed (or stopped: `code`) with a TickwheelStateError;
+ * `message` names the object and says what to do instead.
+ */
+export function checkOpen(
+  closed: boolean,
+  message: string,
+  code: 'ERR_TICKWHEEL_CLOSED' | 'ERR_TICKWHEEL_TIMER_STOPPED' = 'ERR_TICKWHEEL_CLOSED',
+): void {
+  if (closed) throw new TickwheelStateError(code, message);
 }
 
 /** The codes of TickwheelUnavailableError. */

@@ -108,6 +108,14 @@ export function checkFlag(value: unknown, name: string): boolean {
   return value;
 }
 
+/** An optional `signal` option: undefined, or an AbortSignal. */
+export function checkSignal(signal: unknown): AbortSignal | undefined {
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', 'signal must be an AbortSignal');
+  }
+  return signal;
+}
+
 /** A value as an error message names it: its type, and the value itself for a primitive. */
 export function describe(value: unknown): string {
   if (value === null) return 'null';

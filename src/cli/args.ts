@@ -37,7 +37,7 @@ export interface OptionSpec {
   list?: boolean;
 }
 
-export interface ArgumentSpec {
+interface ArgumentSpec {
   name: string;
   description?: string;
   required?: boolean;
@@ -45,7 +45,7 @@ export interface ArgumentSpec {
   variadic?: boolean;
 }
 
-export type Flags = Record<string, unknown>;
+type Flags = Record<string, unknown>;
 
 export interface CommandSpec {
   name: string;

@@ -16,13 +16,13 @@ import {
   parseTime,
 } from './parse.js';
 
-export interface ClientFlags {
+interface ClientFlags {
   url: string;
   token?: string;
   timeout: number;
 }
 
-export const CLIENT_OPTIONS: readonly OptionSpec[] = [
+const CLIENT_OPTIONS: readonly OptionSpec[] = [
   {
     name: 'url',
     value: '<url>',
@@ -47,7 +47,7 @@ export const CLIENT_OPTIONS: readonly OptionSpec[] = [
   },
 ];
 
-export function clientFor(flags: ClientFlags): TickwheelClient {
+function clientFor(flags: ClientFlags): TickwheelClient {
   return new TickwheelClient({
     url: flags.url,
     timeoutMs: Math.max(1, flags.timeout),
@@ -57,6 +57,28 @@ export function clientFor(flags: ClientFlags): TickwheelClient {
 
 export function printJson(io: CliIo, value: unknown): void {
   io.out(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** A command that talks to a server: `run` is given a client for the command line's flags. */
+export interface ClientCommandSpec<F> extends Omit<CommandSpec, 'run'> {
+  run(args: unknown[], client: TickwheelClient, flags: ClientFlags & F): Promise<unknown>;
+}
+
+/**
+ * The command of `spec`: it takes the client options after its own, and prints what its `run`
+ * returns as JSON (nothing when that is undefined: a command that prints before it goes on).
+ */
+export function clientCommand<F = object>(io: CliIo, spec: ClientCommandSpec<F>): CommandSpec {
+  const { run, options = [], ...command } = spec;
+  return {
+    ...command,
+    options: [...options, ...CLIENT_OPTIONS],
+    run: async (args, flags) => {
+      const clientFlags = flags as unknown as ClientFlags & F;
+      const answer = await run(args, clientFor(clientFlags), clientFlags);
+      if (answer !== undefined) printJson(io, answer);
+    },
+  };
 }
 
 /** Why a reschedule found nothing to move, in the server's words. */
@@ -85,7 +107,7 @@ function failUnlessAll(results: boolean[], receipts: string[]): void {
 }
 
 export function sendCommand(io: CliIo): CommandSpec {
-  return {
+  return clientCommand<{ delay?: number; at?: number; id?: string; maxAttempts?: number }>(io, {
     name: 'send',
     description: 'schedule a message',
     arguments: [
@@ -121,15 +143,8 @@ export function sendCommand(io: CliIo): CommandSpec {
         description: 'deliveries before it becomes a dead letter',
         parse: integerParser(1, 10_000),
       },
-      ...CLIENT_OPTIONS,
     ],
-    run: async ([topic, payloadText], rawFlags) => {
-      const flags = rawFlags as unknown as ClientFlags & {
-        delay?: number;
-        at?: number;
-        id?: string;
-        maxAttempts?: number;
-      };
+    run: async ([topic, payloadText], client, flags) => {
       const payload =
         payloadText === undefined
           ? null
@@ -139,32 +154,29 @@ export function sendCommand(io: CliIo): CommandSpec {
       if (flags.at !== undefined) message.deliverAt = flags.at;
       if (flags.id !== undefined) message.id = flags.id;
       if (flags.maxAttempts !== undefined) message.maxAttempts = flags.maxAttempts;
-      const result = await clientFor(flags).schedule(message);
-      printJson(io, { ...result, due: new Date(result.deliverAt).toISOString() });
+      const result = await client.schedule(message);
+      return { ...result, due: new Date(result.deliverAt).toISOString() };
     },
-  };
+  });
 }
 
 export function clientCommands(io: CliIo): CommandSpec[] {
   return [
-    {
+    clientCommand(io, {
       name: 'get',
       description: 'show the state of a message',
       arguments: [{ name: 'id', required: true }],
-      options: CLIENT_OPTIONS,
-      run: async ([id], flags) => {
-        const info = await clientFor(flags as unknown as ClientFlags).get(id as string);
+      run: async ([id], client) => {
+        const info = await client.get(id as string);
         if (info === undefined) throw new CliError(`no message with id ${id as string}`);
-        printJson(io, info);
+        return info;
       },
-    },
-    {
+    }),
+    clientCommand(io, {
       name: 'cancel',
       description: 'cancel a pending message',
       arguments: [{ name: 'id', required: true }],
-      options: CLIENT_OPTIONS,
-      run: async ([id], flags) => {
-        const client = clientFor(flags as unknown as ClientFlags);
+      run: async ([id], client) => {
         if (!(await client.cancel(id as string))) {
           // The server's reason: what became of it, if it still knows.
           const info = await client.get(id as string);
@@ -174,10 +186,10 @@ export function clientCommands(io: CliIo): CommandSpec[] {
               : `message ${id as string} is ${info.status}: only a pending message can be cancelled`,
           );
         }
-        printJson(io, { cancelled: true });
+        return { cancelled: true };
       },
-    },
-    {
+    }),
+    clientCommand<{ max: number; wait: number; ack?: boolean }>(io, {
       name: 'receive',
       description: 'take ready messages of a topic and print them',
       arguments: [{ name: 'topic', required: true }],
@@ -201,15 +213,8 @@ export function clientCommands(io: CliIo): CommandSpec[] {
           description:
             'acknowledge them once printed (otherwise: tickwheel ack or nack their receipts, or they come back after the visibility timeout)',
         },
-        ...CLIENT_OPTIONS,
       ],
-      run: async ([topic], rawFlags) => {
-        const flags = rawFlags as unknown as ClientFlags & {
-          max: number;
-          wait: number;
-          ack?: boolean;
-        };
-        const client = clientFor(flags);
+      run: async ([topic], client, flags) => {
         const messages = await client.receive(topic as string, {
           max: flags.max,
           waitMs: flags.wait,
@@ -219,8 +224,8 @@ export function clientCommands(io: CliIo): CommandSpec[] {
           await client.ackMany(messages.map((message) => message.receipt));
         }
       },
-    },
-    {
+    }),
+    clientCommand<{ delay?: number; at?: number }>(io, {
       name: 'reschedule',
       description: 'move a scheduled or ready message to a new due time',
       arguments: [{ name: 'id', required: true }],
@@ -238,29 +243,26 @@ export function clientCommands(io: CliIo): CommandSpec[] {
           description: 'due at this time: ISO 8601 or epoch ms',
           parse: parseTime,
         },
-        ...CLIENT_OPTIONS,
       ],
-      run: async ([id], rawFlags) => {
-        const flags = rawFlags as unknown as ClientFlags & { delay?: number; at?: number };
+      run: async ([id], client, flags) => {
         if (flags.delay === undefined && flags.at === undefined) {
           throw new CliError('give the new due time with --delay <duration> or --at <time>');
         }
-        const client = clientFor(flags);
         const when = flags.at === undefined ? { delayMs: flags.delay } : { deliverAt: flags.at };
         if (!(await client.reschedule(id as string, when))) {
           throw new CliError(await notPending(client, id as string));
         }
         const info = await client.get(id as string);
-        printJson(io, {
+        return {
           rescheduled: true,
           id,
           ...(info === undefined
             ? {}
             : { deliverAt: info.deliverAt, due: new Date(info.deliverAt).toISOString() }),
-        });
+        };
       },
-    },
-    {
+    }),
+    clientCommand(io, {
       name: 'ack',
       description: 'acknowledge deliveries: the messages are done',
       arguments: [
@@ -271,15 +273,14 @@ export function clientCommands(io: CliIo): CommandSpec[] {
           variadic: true,
         },
       ],
-      options: CLIENT_OPTIONS,
-      run: async ([receipts], flags) => {
+      run: async ([receipts], client) => {
         const list = receipts as string[];
-        const results = await clientFor(flags as unknown as ClientFlags).ackMany(list);
+        const results = await client.ackMany(list);
         printJson(io, { acked: results.filter(Boolean).length, results });
         failUnlessAll(results, list);
       },
-    },
-    {
+    }),
+    clientCommand<{ delay?: number; reason?: string }>(io, {
       name: 'nack',
       description: "give deliveries back: redelivered after --delay, or each message's backoff",
       arguments: [
@@ -302,20 +303,18 @@ export function clientCommands(io: CliIo): CommandSpec[] {
           value: '<text>',
           description: "why the deliveries failed: kept as each message's lastError",
         },
-        ...CLIENT_OPTIONS,
       ],
-      run: async ([receipts], rawFlags) => {
-        const flags = rawFlags as unknown as ClientFlags & { delay?: number; reason?: string };
+      run: async ([receipts], client, flags) => {
         const list = receipts as string[];
-        const results = await clientFor(flags).nackMany(list, {
+        const results = await client.nackMany(list, {
           ...(flags.delay === undefined ? {} : { delayMs: flags.delay }),
           ...(flags.reason === undefined ? {} : { reason: flags.reason }),
         });
         printJson(io, { nacked: results.filter(Boolean).length, results });
         failUnlessAll(results, list);
       },
-    },
-    {
+    }),
+    clientCommand<{ limit: number }>(io, {
       name: 'dead',
       description: 'list the dead letters of a topic (messages that used up their attempts)',
       arguments: [{ name: 'topic', required: true }],
@@ -327,14 +326,10 @@ export function clientCommands(io: CliIo): CommandSpec[] {
           default: 100,
           parse: integerParser(1, 10_000),
         },
-        ...CLIENT_OPTIONS,
       ],
-      run: async ([topic], rawFlags) => {
-        const flags = rawFlags as unknown as ClientFlags & { limit: number };
-        printJson(io, await clientFor(flags).deadLetters(topic as string, flags.limit));
-      },
-    },
-    {
+      run: ([topic], client, flags) => client.deadLetters(topic as string, flags.limit),
+    }),
+    clientCommand<{ delay?: number }>(io, {
       name: 'requeue',
       description: 'put dead letters back, with their attempts reset',
       arguments: [
@@ -347,12 +342,9 @@ export function clientCommands(io: CliIo): CommandSpec[] {
           description: 'due this long from now (default: at once)',
           parse: parseDuration,
         },
-        ...CLIENT_OPTIONS,
       ],
-      run: async ([ids], rawFlags) => {
-        const flags = rawFlags as unknown as ClientFlags & { delay?: number };
+      run: async ([ids], client, flags) => {
         const list = ids as string[];
-        const client = clientFor(flags);
         const options = flags.delay === undefined ? {} : { delayMs: flags.delay };
         const outcomes = await Promise.allSettled(list.map((id) => client.requeue(id, options)));
         const results = outcomes.map((outcome) => outcome.status === 'fulfilled' && outcome.value);
@@ -366,14 +358,11 @@ export function clientCommands(io: CliIo): CommandSpec[] {
         }
         if (reasons.length > 0) throw new CliError(reasons.join('; '));
       },
-    },
-    {
+    }),
+    clientCommand(io, {
       name: 'stats',
       description: "print the server's queue statistics",
-      options: CLIENT_OPTIONS,
-      run: async (_args, flags) => {
-        printJson(io, await clientFor(flags as unknown as ClientFlags).stats());
-      },
-    },
+      run: (_args, client) => client.stats(),
+    }),
   ];
 }

@@ -5,11 +5,11 @@
  */
 
 import { UsageError, type CommandSpec } from './args.js';
-import { CLIENT_OPTIONS, clientFor, printJson, type ClientFlags } from './client-commands.js';
+import { clientCommand, printJson } from './client-commands.js';
 import { CliError, type CliIo } from './io.js';
 import { integerParser, parseDuration, parsePayload, parseTime } from './parse.js';
 
-interface ScheduleFlags extends ClientFlags {
+interface ScheduleFlags {
   topic?: string;
   cron?: string;
   tz?: string;
@@ -26,23 +26,18 @@ interface ScheduleFlags extends ClientFlags {
 
 export function scheduleCommands(io: CliIo): CommandSpec[] {
   return [
-    {
+    clientCommand(io, {
       name: 'schedules',
       description: 'list the recurring schedules with their next occurrence, or show one',
       arguments: [{ name: 'name', required: false }],
-      options: CLIENT_OPTIONS,
-      run: async ([name], flags) => {
-        const client = clientFor(flags as unknown as ClientFlags);
-        if (name === undefined) {
-          printJson(io, await client.listSchedules());
-          return;
-        }
+      run: async ([name], client) => {
+        if (name === undefined) return client.listSchedules();
         const schedule = await client.getSchedule(name as string);
         if (schedule === undefined) throw new CliError(`no schedule named ${name as string}`);
-        printJson(io, schedule);
+        return schedule;
       },
-    },
-    {
+    }),
+    clientCommand<ScheduleFlags>(io, {
       name: 'schedule',
       description:
         'create or replace a recurring schedule (--topic with --cron or --every), or pause / resume one',
@@ -98,11 +93,8 @@ export function scheduleCommands(io: CliIo): CommandSpec[] {
           conflicts: 'resume',
         },
         { name: 'resume', description: 'resume a paused schedule' },
-        ...CLIENT_OPTIONS,
       ],
-      run: async ([name], rawFlags) => {
-        const flags = rawFlags as unknown as ScheduleFlags;
-        const client = clientFor(flags);
+      run: async ([name], client, flags) => {
         const defining =
           flags.topic !== undefined || flags.cron !== undefined || flags.every !== undefined;
         if (!defining) {
@@ -116,35 +108,29 @@ export function scheduleCommands(io: CliIo): CommandSpec[] {
             paused: flags.pause === true,
           });
           if (changed === undefined) throw new CliError(`no schedule named ${name as string}`);
-          printJson(io, changed);
-          return;
+          return changed;
         }
         if (flags.topic === undefined) throw new UsageError('--topic is needed', 'schedule');
-        printJson(
-          io,
-          await client.putSchedule(name as string, {
-            topic: flags.topic,
-            ...(flags.cron === undefined ? {} : { cron: flags.cron }),
-            ...(flags.tz === undefined ? {} : { timezone: flags.tz }),
-            ...(flags.every === undefined ? {} : { everyMs: flags.every }),
-            ...(flags.payload === undefined ? {} : { payload: parsePayload(flags.payload) }),
-            ...(flags.startAt === undefined ? {} : { startAt: flags.startAt }),
-            ...(flags.endAt === undefined ? {} : { endAt: flags.endAt }),
-            ...(flags.catchUp === undefined ? {} : { catchUp: flags.catchUp }),
-            ...(flags.overlap === undefined ? {} : { overlap: flags.overlap }),
-            ...(flags.maxAttempts === undefined ? {} : { maxAttempts: flags.maxAttempts }),
-            ...(flags.pause ? { paused: true } : {}),
-          }),
-        );
+        return client.putSchedule(name as string, {
+          topic: flags.topic,
+          ...(flags.cron === undefined ? {} : { cron: flags.cron }),
+          ...(flags.tz === undefined ? {} : { timezone: flags.tz }),
+          ...(flags.every === undefined ? {} : { everyMs: flags.every }),
+          ...(flags.payload === undefined ? {} : { payload: parsePayload(flags.payload) }),
+          ...(flags.startAt === undefined ? {} : { startAt: flags.startAt }),
+          ...(flags.endAt === undefined ? {} : { endAt: flags.endAt }),
+          ...(flags.catchUp === undefined ? {} : { catchUp: flags.catchUp }),
+          ...(flags.overlap === undefined ? {} : { overlap: flags.overlap }),
+          ...(flags.maxAttempts === undefined ? {} : { maxAttempts: flags.maxAttempts }),
+          ...(flags.pause ? { paused: true } : {}),
+        });
       },
-    },
-    {
+    }),
+    clientCommand(io, {
       name: 'unschedule',
       description: 'delete recurring schedules (and their next occurrence, if not yet due)',
       arguments: [{ name: 'names', required: true, variadic: true }],
-      options: CLIENT_OPTIONS,
-      run: async ([names], flags) => {
-        const client = clientFor(flags as unknown as ClientFlags);
+      run: async ([names], client) => {
         const list = names as string[];
         const results: boolean[] = [];
         for (const name of list) results.push(await client.deleteSchedule(name));
@@ -152,6 +138,6 @@ export function scheduleCommands(io: CliIo): CommandSpec[] {
         const missing = list.filter((_, i) => !results[i]);
         if (missing.length > 0) throw new CliError(`no schedule named ${missing.join(', ')}`);
       },
-    },
+    }),
   ];
 }

@@ -3,7 +3,7 @@
  * resume, rate-limit, push. Each prints the topic(s) as the server answers them, as JSON.
  */
 
-import { CLIENT_OPTIONS, clientFor, printJson, type ClientFlags } from './client-commands.js';
+import { clientCommand } from './client-commands.js';
 import { UsageError, type CommandSpec } from './args.js';
 import type { CliIo } from './io.js';
 import { integerParser } from './parse.js';
@@ -43,7 +43,7 @@ function parseHeaders(text: string): Record<string, string> {
   return value as Record<string, string>;
 }
 
-interface PushFlags extends ClientFlags {
+interface PushFlags {
   secret?: string;
   method?: 'POST' | 'PUT' | 'PATCH';
   headers?: Record<string, string>;
@@ -52,39 +52,32 @@ interface PushFlags extends ClientFlags {
 }
 
 export function topicCommands(io: CliIo): CommandSpec[] {
-  const onTopics = (name: string, description: string, verb: 'pause' | 'resume'): CommandSpec => ({
-    name,
-    description,
-    arguments: [{ name: 'topics', required: true, variadic: true }],
-    options: CLIENT_OPTIONS,
-    run: async ([topics], flags) => {
-      const client = clientFor(flags as unknown as ClientFlags);
-      const answers = [];
-      for (const topic of topics as string[]) answers.push(await client[verb](topic));
-      printJson(io, answers.length === 1 ? answers[0] : answers);
-    },
-  });
+  const onTopics = (name: string, description: string, verb: 'pause' | 'resume') =>
+    clientCommand(io, {
+      name,
+      description,
+      arguments: [{ name: 'topics', required: true, variadic: true }],
+      run: async ([topics], client) => {
+        const answers = [];
+        for (const topic of topics as string[]) answers.push(await client[verb](topic));
+        return answers.length === 1 ? answers[0] : answers;
+      },
+    });
   return [
-    {
+    clientCommand(io, {
       name: 'topics',
       description: 'list topics with their settings (paused, rate limit) and counts, or show one',
       arguments: [{ name: 'topic', required: false }],
-      options: CLIENT_OPTIONS,
-      run: async ([topic], flags) => {
-        const client = clientFor(flags as unknown as ClientFlags);
-        printJson(
-          io,
-          topic === undefined ? await client.topicList() : await client.topicInfo(topic as string),
-        );
-      },
-    },
+      run: ([topic], client) =>
+        topic === undefined ? client.topicList() : client.topicInfo(topic as string),
+    }),
     onTopics(
       'pause',
       'stop deliveries of topics until resumed (schedules are still accepted)',
       'pause',
     ),
     onTopics('resume', "deliver paused topics' messages again", 'resume'),
-    {
+    clientCommand<{ burst?: number }>(io, {
       name: 'rate-limit',
       description: "limit a topic's deliveries per second (a token bucket), or remove the limit",
       arguments: [
@@ -102,10 +95,8 @@ export function topicCommands(io: CliIo): CommandSpec[] {
           description: 'deliveries saved up at most (default: the rate, rounded up)',
           parse: integerParser(1, 1_000_000),
         },
-        ...CLIENT_OPTIONS,
       ],
-      run: async ([topic, rateText], rawFlags) => {
-        const flags = rawFlags as unknown as ClientFlags & { burst?: number };
+      run: async ([topic, rateText], client, flags) => {
         const rate = parseRate(rateText as string);
         if (rate === 'off' && flags.burst !== undefined) {
           throw new UsageError('--burst goes with a rate, not with off', 'rate-limit');
@@ -114,10 +105,10 @@ export function topicCommands(io: CliIo): CommandSpec[] {
           rate === 'off'
             ? null
             : { perSecond: rate, ...(flags.burst === undefined ? {} : { burst: flags.burst }) };
-        printJson(io, await clientFor(flags).configureTopic(topic as string, { rateLimit }));
+        return client.configureTopic(topic as string, { rateLimit });
       },
-    },
-    {
+    }),
+    clientCommand<PushFlags>(io, {
       name: 'push',
       description:
         "have the server POST a topic's due messages to a URL, signed (docs/push.md), or stop",
@@ -156,14 +147,10 @@ export function topicCommands(io: CliIo): CommandSpec[] {
           description: 'requests at once, at most (default 10)',
           parse: integerParser(1, 1000),
         },
-        ...CLIENT_OPTIONS,
       ],
-      run: async ([topic, url], rawFlags) => {
-        const flags = rawFlags as unknown as PushFlags;
-        const client = clientFor(flags);
+      run: async ([topic, url], client, flags) => {
         if ((url as string).trim().toLowerCase() === 'off') {
-          printJson(io, await client.configureTopic(topic as string, { push: null }));
-          return;
+          return client.configureTopic(topic as string, { push: null });
         }
         if (flags.secret === undefined) {
           throw new UsageError(
@@ -179,8 +166,8 @@ export function topicCommands(io: CliIo): CommandSpec[] {
           ...(flags.pushTimeout === undefined ? {} : { timeoutMs: flags.pushTimeout }),
           ...(flags.concurrency === undefined ? {} : { concurrency: flags.concurrency }),
         };
-        printJson(io, await client.configureTopic(topic as string, { push }));
+        return client.configureTopic(topic as string, { push });
       },
-    },
+    }),
   ];
 }

@@ -71,7 +71,7 @@ export interface AlarmClock extends Clock {
   readonly bindsLate?: boolean;
 }
 
-export function isAlarmClock(clock: unknown): clock is AlarmClock {
+function isAlarmClock(clock: unknown): clock is AlarmClock {
   return (
     typeof clock === 'object' &&
     clock !== null &&

@@ -20,7 +20,7 @@ import { TickwheelTypeError } from '../errors.js';
 import { checkOption, describe } from '../validate.js';
 import { ID_PATTERN, checkTopic, decodePayload, retryDelay } from '../queue/message.js';
 import type { ReceivedMessage } from '../queue/types.js';
-import type { Valkey } from './connection.js';
+import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey, partitionPrefix } from './keys.js';
 import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';

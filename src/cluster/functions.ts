@@ -11,7 +11,7 @@ import { describe } from '../validate.js';
 import type { MessageStatus } from '../queue/message.js';
 import type { RateLimit } from '../queue/topics.js';
 import type { MessageInfo } from '../queue/types.js';
-import type { Valkey } from './connection.js';
+import type { Valkey } from '../valkey/connection.js';
 import { metaKey } from './keys.js';
 import { inLibraryFiles } from './library.js';
 import { placeOf } from './record.js';

@@ -12,7 +12,7 @@
 import type { TopicStateCounts } from '../protocol/model.js';
 import { decodePayload } from '../queue/message.js';
 import type { MessageInfo } from '../queue/types.js';
-import type { Valkey } from './connection.js';
+import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey, partitionPrefix } from './keys.js';
 import { decodeRecord } from './record.js';

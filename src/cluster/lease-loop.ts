@@ -12,7 +12,7 @@
 import { performance } from 'node:perf_hooks';
 import { TickwheelUnavailableError } from '../errors.js';
 import type { TimerWheel } from '../timer/index.js';
-import type { Valkey } from './connection.js';
+import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey, nodesKey } from './keys.js';
 import type { NodeSettings } from './node-options.js';

@@ -21,8 +21,8 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import { TickwheelStateError } from '../errors.js';
-
 import { VISIBILITY_REASON } from '../queue/message.js';
+import type { FunctionLibrary } from '../valkey/connection.js';
 
 /**
  * Bumped whenever the library's code changes: test/cluster/library.test.ts keeps a hash of each
@@ -30,7 +30,7 @@ import { VISIBILITY_REASON } from '../queue/message.js';
  */
 export const LIBRARY_VERSION = 1;
 
-export const LIBRARY_NAME = 'tickwheel';
+const LIBRARY_NAME = 'tickwheel';
 
 /** The files of lua/, in the order they are joined. */
 const ORDER = 'leases states messages loading deliveries membership tokens recurring';
@@ -78,3 +78,12 @@ export function inLibraryFiles(message: string): string {
     return `src/cluster/lua/${LIBRARY_FILES[file - 1]}.lua:${line - starts[file] + 1}`;
   });
 }
+
+/** The library as a connection loads it (src/cluster/connection.ts). */
+export const LIBRARY: FunctionLibrary = {
+  name: LIBRARY_NAME,
+  version: LIBRARY_VERSION,
+  versionFunction: 'tw_version',
+  source: librarySource,
+  where: inLibraryFiles,
+};

@@ -14,7 +14,7 @@ import type { TopicGate } from '../queue/topics.js';
 import { SystemClock } from '../clock/index.js';
 import { TimerWheel, type TimerWheelStats } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
-import { Valkey } from './connection.js';
+import { ClusterValkey } from './connection.js';
 import { Consumer } from './consumer.js';
 import { ClusterInspector } from './inspect.js';
 import * as tw from './functions.js';
@@ -26,7 +26,7 @@ import { Producer, type CancelledMessage } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
 import { ClusterTopicStore, ClusterTopics } from './topic-store.js';
 import { chooseDurability } from './durability.js';
-import { untilReachable } from './reach.js';
+import { untilReachable } from '../valkey/reach.js';
 
 export class ClusterNode {
   readonly nodeId: string;
@@ -61,14 +61,14 @@ export class ClusterNode {
   onFired: ((count: number) => void) | undefined;
 
   private constructor(
-    private readonly valkey: Valkey,
+    private readonly valkey: ClusterValkey,
     /**
      * The producer's own connections, where its writes and their durability waits go. A WAIT
      * or WAITAOF holds its connection until replicas answer (a WAITAOF up to the next fsync, a
      * second with appendfsync everysec): on the connections that renew leases and fire
      * messages it would hold those up as long. The same as `valkey` with durability 'async'.
      */
-    private readonly writes: Valkey,
+    private readonly writes: ClusterValkey,
     /** The options checked, with the durability chosen and the partitions and window stored. */
     readonly settings: NodeSettings,
   ) {
@@ -156,7 +156,7 @@ export class ClusterNode {
     const { queue } = settings;
     const urls = Array.isArray(options.redis) ? [...options.redis] : [String(options.redis)];
     return untilReachable(urls, connectTimeoutMs, async (leftMs) => {
-      const valkey = await Valkey.connect(options.redis, leftMs);
+      const valkey = await ClusterValkey.connect(options.redis, leftMs);
       // Calls made while opening are bounded by the time left, so that the whole open is.
       valkey.limitCalls(leftMs);
       let writes = valkey;
@@ -164,7 +164,7 @@ export class ClusterNode {
       try {
         const { durability, reason } = chooseDurability(asked, await valkey.replicasPerPrimary());
         if (durability !== 'async') {
-          writes = (await Valkey.connect(options.redis, leftMs)).pin();
+          writes = (await ClusterValkey.connect(options.redis, leftMs)).pin();
         }
         await valkey.loadLibrary();
         const { partitions, windowMs } = settings;

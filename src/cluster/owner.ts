@@ -22,7 +22,7 @@
 
 import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
-import type { Valkey } from './connection.js';
+import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey } from './keys.js';
 import { decodeRecord, placeOf } from './record.js';

@@ -33,7 +33,7 @@ import {
 import { checkRequest, type CheckedRequest, type ScheduleRequest } from '../queue/message.js';
 import type { ClusterDurability } from '../protocol/model.js';
 import type { MessageInfo } from '../queue/types.js';
-import type { Valkey } from './connection.js';
+import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey } from './keys.js';
 import { TAG_LENGTH, encodeRecord, locatedId, placeOf } from './record.js';

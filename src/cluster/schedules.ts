@@ -33,7 +33,7 @@ import {
   type ScheduleRecord,
 } from '../queue/recurring-records.js';
 import type { ScheduleSpec } from '../queue/recurring-spec.js';
-import type { Valkey } from './connection.js';
+import type { Valkey } from '../valkey/connection.js';
 import type { SchedAnswer, SchedChange } from './functions.js';
 import { partitionPrefix } from './keys.js';
 

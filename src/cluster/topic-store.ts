@@ -17,7 +17,7 @@ import {
   type RateLimit,
   type TopicSettings,
 } from '../queue/topics.js';
-import type { Valkey } from './connection.js';
+import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { pushKey, tokensKey, topicsKey } from './keys.js';
 import type { Producer } from './producer.js';

@@ -21,7 +21,7 @@
  * before COMMIT tells whether the transaction still stands and still holds the mark.
  */
 
-import { TickwheelError, TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { TickwheelError, TickwheelTypeError, checkOpen } from '../errors.js';
 import { checkOption, describe } from '../validate.js';
 import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
 
@@ -134,9 +134,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
   }
 
   async once(key: string, effect: (context: { client: PgClient }) => unknown): Promise<Outcome> {
-    if (this.closed) {
-      throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this idempotency store is closed');
-    }
+    checkOpen(this.closed, 'this idempotency store is closed');
     await this.migrate();
     const client = await this.pool.connect();
     // Whether a transaction may be open: if so, a failure rolls it back, and a client that

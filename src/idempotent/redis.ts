@@ -16,8 +16,8 @@
  */
 
 import { randomUUID } from 'node:crypto';
-import type { Valkey } from '../cluster/connection.js';
-import { REDIS_IDEMPOTENCY_STORE, checkClusterPeer } from '../cluster/peer.js';
+import type { Valkey } from '../valkey/connection.js';
+import { REDIS_IDEMPOTENCY_STORE, checkClusterPeer } from '../valkey/peer.js';
 import { TickwheelStateError } from '../errors.js';
 import { checkOption, checkKnownOptions, optionNames } from '../validate.js';
 import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
@@ -78,7 +78,7 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
     checkOption(probe.busyWaitMs ?? 5_000, 'busyWaitMs', 0, 2 ** 31 - 1);
     // @redis/client is an optional peer: loaded only here, so the PostgreSQL store needs none.
     checkClusterPeer(REDIS_IDEMPOTENCY_STORE);
-    const { Valkey } = await import('../cluster/connection.js');
+    const { Valkey } = await import('../valkey/connection.js');
     const valkey = await Valkey.connect(options?.redis);
     return new RedisIdempotencyStore(valkey, options);
   }

@@ -15,19 +15,20 @@
  * but the promise the caller asked for and its resolve function.
  */
 
-import { AbortError, TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { AbortError, TickwheelStateError, TickwheelTypeError, checkOpen } from '../errors.js';
 import {
   checkDelay,
   describe,
   checkOptionsObject,
   checkKnownOptions,
+  checkSignal,
   optionNames,
 } from '../validate.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { EntryStore } from '../wheel/index.js';
 import { stackless, TimeoutError } from './errors.js';
 import {
-  checkSignal,
+  PATTERN_OPTIONS,
   grown,
   isThenable,
   patternWheel,
@@ -43,13 +44,7 @@ export interface RegisterOptions {
 
 type Settle = (value: unknown) => void;
 
-const REGISTRY_OPTIONS = optionNames<DeadlineRegistryOptions>({
-  clock: true,
-  resolution: true,
-  unref: true,
-  onError: true,
-  initialCapacity: true,
-});
+const REGISTRY_OPTIONS = optionNames<DeadlineRegistryOptions>(PATTERN_OPTIONS);
 
 const WITH_DEADLINE_OPTIONS = optionNames<WithDeadlineOptions>({
   signal: true,
@@ -102,7 +97,10 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
    * A signal that has already aborted gives a rejected promise and registers nothing.
    */
   register(id: K, timeoutMs: number, options: RegisterOptions = {}): Promise<V> {
-    this.checkOpen();
+    checkOpen(
+      this.closed,
+      'this DeadlineRegistry is closed; create a new one to register requests',
+    );
     const delay = checkDelay(timeoutMs, 'timeoutMs');
     const signal = checkSignal(checkOptionsObject(options, 'register() options').signal);
     if (this.rowById.has(id)) {
@@ -137,24 +135,16 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
 
   /** Fulfils request `id` with `value`. False if it is not in flight (answered, timed out). */
   resolve(id: K, value: V): boolean {
-    const row = this.rowById.get(id);
-    if (row === undefined) return false;
-    const resolve = this.resolvers[row] as Settle;
-    this.wheel.clearTimeout(this.timers[row]);
-    this.forget(row);
-    resolve(value);
-    return true;
+    const settle = this.take(id);
+    settle?.(value);
+    return settle !== undefined;
   }
 
   /** Rejects request `id` with `reason`. False if it is not in flight. */
   reject(id: K, reason: unknown): boolean {
-    const row = this.rowById.get(id);
-    if (row === undefined) return false;
-    const resolve = this.resolvers[row] as Settle;
-    this.wheel.clearTimeout(this.timers[row]);
-    this.forget(row);
-    resolve(Promise.reject(reason));
-    return true;
+    const settle = this.take(id);
+    settle?.(Promise.reject(reason));
+    return settle !== undefined;
   }
 
   /** Whether request `id` is in flight. */
@@ -199,6 +189,16 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
     resolve(Promise.reject(error));
   }
 
+  /** Takes request `id` out of flight, its timer cleared: its resolve function, if it was in. */
+  private take(id: K): Settle | undefined {
+    const row = this.rowById.get(id);
+    if (row === undefined) return undefined;
+    const settle = this.resolvers[row] as Settle;
+    this.wheel.clearTimeout(this.timers[row]);
+    this.forget(row);
+    return settle;
+  }
+
   /** Drops every trace of the row's request; its timer is already gone or cleared. */
   private forget(row: number): void {
     this.rowById.delete(this.ids[row] as K);
@@ -210,15 +210,6 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
       this.aborts.delete(row);
     }
     this.rows.release(row);
-  }
-
-  private checkOpen(): void {
-    if (this.closed) {
-      throw new TickwheelStateError(
-        'ERR_TICKWHEEL_CLOSED',
-        'this DeadlineRegistry is closed; create a new one to register requests',
-      );
-    }
   }
 }
 

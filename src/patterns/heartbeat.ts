@@ -27,7 +27,7 @@ import {
   optionNames,
 } from '../validate.js';
 import { IdleTracker, type IdleHandle } from './idle.js';
-import { isThenable, reportError, type PatternOptions } from './pattern-wheel.js';
+import { PATTERN_OPTIONS, isThenable, reportError, type PatternOptions } from './pattern-wheel.js';
 
 export interface HeartbeatOptions<T> extends PatternOptions {
   /** Quiet time before a heartbeat is sent, and each heartbeat's time to be answered. */
@@ -47,11 +47,7 @@ export interface HeartbeatOptions<T> extends PatternOptions {
 }
 
 const HEARTBEAT_OPTIONS = optionNames<HeartbeatOptions<unknown>>({
-  clock: true,
-  resolution: true,
-  unref: true,
-  onError: true,
-  initialCapacity: true,
+  ...PATTERN_OPTIONS,
   intervalMs: true,
   maxMissed: true,
   send: true,

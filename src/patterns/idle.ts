@@ -27,7 +27,7 @@
  * the activity came after the check).
  */
 
-import { TickwheelRangeError, TickwheelStateError } from '../errors.js';
+import { TickwheelRangeError, checkOpen } from '../errors.js';
 import {
   checkCallback,
   checkOption,
@@ -38,7 +38,7 @@ import {
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
 import { EntryStore } from '../wheel/index.js';
-import { grown, patternWheel, type PatternOptions } from './pattern-wheel.js';
+import { PATTERN_OPTIONS, grown, patternWheel, type PatternOptions } from './pattern-wheel.js';
 
 export type IdleState = 'reader-idle' | 'writer-idle' | 'all-idle';
 
@@ -67,11 +67,7 @@ const ALL = 2;
 const STATES: readonly IdleState[] = ['reader-idle', 'writer-idle', 'all-idle'];
 
 const IDLE_OPTIONS = optionNames<IdleTrackerOptions<unknown>>({
-  clock: true,
-  resolution: true,
-  unref: true,
-  onError: true,
-  initialCapacity: true,
+  ...PATTERN_OPTIONS,
   readerIdleMs: true,
   writerIdleMs: true,
   allIdleMs: true,
@@ -137,12 +133,7 @@ export class IdleTracker<T = unknown> {
 
   /** Starts tracking `item` (any value: a socket, an id). Tracking counts as activity. */
   track(item: T): IdleHandle {
-    if (this.closed) {
-      throw new TickwheelStateError(
-        'ERR_TICKWHEEL_CLOSED',
-        'this IdleTracker is closed; create a new one to track items',
-      );
-    }
+    checkOpen(this.closed, 'this IdleTracker is closed; create a new one to track items');
     const row = this.rows.allocate();
     const now = this.clock.now();
     this.items[row] = item;

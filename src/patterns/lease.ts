@@ -29,18 +29,24 @@
  * either for the next renewal or, while one is in flight, for its deadline.
  */
 
-import { TickwheelRangeError, TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import {
+  TickwheelRangeError,
+  TickwheelStateError,
+  TickwheelTypeError,
+  checkOpen,
+} from '../errors.js';
 import {
   checkCallback,
   checkOption,
   describe,
   checkOptionsObject,
   checkKnownOptions,
+  checkSignal,
   optionNames,
 } from '../validate.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import { LeaseLostError, stackless, TimeoutError } from './errors.js';
-import { checkSignal, isThenable, patternWheel, type PatternOptions } from './pattern-wheel.js';
+import { PATTERN_OPTIONS, isThenable, patternWheel, type PatternOptions } from './pattern-wheel.js';
 
 export type LeaseState = 'held' | 'released' | 'lost';
 
@@ -87,13 +93,7 @@ interface LeaseHost {
   ended(lease: KeptLease): void;
 }
 
-const KEEPER_OPTIONS = optionNames<LeaseKeeperOptions>({
-  clock: true,
-  resolution: true,
-  unref: true,
-  onError: true,
-  initialCapacity: true,
-});
+const KEEPER_OPTIONS = optionNames<LeaseKeeperOptions>(PATTERN_OPTIONS);
 
 const HOLD_OPTIONS = optionNames<LeaseOptions>({
   leaseMs: true,
@@ -132,12 +132,7 @@ export class LeaseKeeper {
    * that is released at once.
    */
   hold<D = unknown>(options: LeaseOptions<D>): Lease<D> {
-    if (this.closed) {
-      throw new TickwheelStateError(
-        'ERR_TICKWHEEL_CLOSED',
-        'this LeaseKeeper is closed; create a new one to hold leases',
-      );
-    }
+    checkOpen(this.closed, 'this LeaseKeeper is closed; create a new one to hold leases');
     const lease = new Lease<D>(this.host, options);
     if (lease.state === 'held') this.held.add(lease);
     return lease;

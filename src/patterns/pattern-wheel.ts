@@ -9,7 +9,6 @@
  */
 
 import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
-import { TickwheelTypeError } from '../errors.js';
 import { checkCallback } from '../validate.js';
 import { TimerWheel } from '../timer/index.js';
 
@@ -29,6 +28,15 @@ export interface PatternOptions {
   /** Items to make room for up front; storage doubles as needed. Default 1024. */
   initialCapacity?: number;
 }
+
+/** The options every pattern takes, for its list of known options (checkKnownOptions). */
+export const PATTERN_OPTIONS = {
+  clock: true,
+  resolution: true,
+  unref: true,
+  onError: true,
+  initialCapacity: true,
+} as const satisfies Record<keyof PatternOptions, true>;
 
 export interface PatternWheel<T> {
   readonly clock: AlarmClock;
@@ -65,13 +73,6 @@ export function reportError(onError: ((err: unknown) => void) | undefined, err: 
     }
   }
   process.emitWarning(err instanceof Error ? err : new Error(`callback threw ${String(err)}`));
-}
-
-export function checkSignal(signal: unknown): AbortSignal | undefined {
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', 'signal must be an AbortSignal');
-  }
-  return signal;
 }
 
 export function isThenable(value: unknown): value is PromiseLike<unknown> {

@@ -141,31 +141,24 @@ export interface HeldCounts {
   readonly payloads: PayloadBudget;
 }
 
-/** A message of the near horizon's shape (one hidden class for all: every field set at once). */
-export function newNear(
-  id: string,
-  topic: string,
-  deliverAt: number,
-  attempts: number,
-  maxAttempts: number,
-  backoff: MessageState['backoff'],
-  payloadKind: number,
-  payload: Uint8Array | undefined,
-  ref: number,
-): NearMessage {
+/**
+ * The message `state` in the near horizon's shape (one hidden class for all: every field set at
+ * once). Its payload text is not kept: the queue keeps text only for a message it schedules.
+ */
+export function nearMessage(state: MessageState): NearMessage {
   return {
-    id,
-    topic,
-    deliverAt,
-    attempts,
-    maxAttempts,
-    backoff,
-    payloadKind,
-    payload,
+    id: state.id,
+    topic: state.topic,
+    deliverAt: state.deliverAt,
+    attempts: state.attempts,
+    maxAttempts: state.maxAttempts,
+    backoff: state.backoff,
+    payloadKind: state.payloadKind,
+    payload: state.payload,
     payloadText: undefined,
-    ref,
+    ref: state.ref,
     handOutRef: Number.NaN, // a double from the start (see MessageState.handOutRef)
-    lastError: undefined,
+    lastError: state.lastError,
     status: 'scheduled',
     timer: 0,
     lease: undefined,
@@ -178,23 +171,6 @@ export function newNear(
     decoded: UNDECODED,
     budgeted: 0,
   };
-}
-
-export function nearMessage(state: MessageState): NearMessage {
-  const { id, topic, deliverAt, attempts, maxAttempts, backoff, payloadKind, payload, ref } = state;
-  const near = newNear(
-    id,
-    topic,
-    deliverAt,
-    attempts,
-    maxAttempts,
-    backoff,
-    payloadKind,
-    payload,
-    ref,
-  );
-  near.lastError = state.lastError;
-  return near;
 }
 
 /** Bytes of a message's payload held in memory, as stored (0 when it is only in the store). */

@@ -25,7 +25,7 @@ import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
 import type { IdLocks } from './locks.js';
 import { newMessageId, type CheckedRequest, type MessageState } from './message.js';
-import { newNear, type NearMessage } from './near-message.js';
+import { nearMessage, type NearMessage } from './near-message.js';
 import type { NearHorizon } from './near.js';
 import type { QueueReport } from './report.js';
 import type { QueueParts } from './parts.js';
@@ -41,7 +41,6 @@ export class Producer {
   private readonly locks: IdLocks;
   private readonly report: QueueReport;
   private readonly finished: FinishedMemory;
-  private readonly maxPayloadBytes: number;
 
   constructor(parts: QueueParts) {
     this.store = parts.store;
@@ -51,7 +50,6 @@ export class Producer {
     this.locks = parts.locks;
     this.report = parts.report;
     this.finished = parts.finished;
-    this.maxPayloadBytes = parts.settings.maxPayloadBytes;
   }
 
   /** A checked request (an id of '': one is made here; otherwise dedup by id). */
@@ -199,17 +197,17 @@ export class Producer {
   /** A checked request's message. */
   private prepare(request: CheckedRequest, now: number): NearMessage {
     const { id, topic, deliverAt, maxAttempts, backoff, payload } = request;
-    const message = newNear(
-      id === '' ? newMessageId(now) : id,
+    const message = nearMessage({
+      id: id === '' ? newMessageId(now) : id,
       topic,
       deliverAt,
-      0,
+      attempts: 0,
       maxAttempts,
       backoff,
-      payload.kind,
-      payload.bytes,
-      0,
-    );
+      payloadKind: payload.kind,
+      payload: payload.bytes,
+      ref: 0,
+    });
     message.payloadText = payload.text;
     return message;
   }

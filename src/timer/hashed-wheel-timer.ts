@@ -21,7 +21,7 @@
  */
 
 import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
-import { TickwheelRangeError, TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { TickwheelRangeError, TickwheelTypeError, checkOpen } from '../errors.js';
 import {
   checkCallback,
   checkDelay,
@@ -33,6 +33,8 @@ import {
 } from '../validate.js';
 import { HashedWheel } from '../wheel/index.js';
 import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
+
+const STOPPED = 'this HashedWheelTimer was stopped and cannot be started again; create a new one';
 
 /** Netty's `TimerTask`: what runs when a timeout expires. */
 export interface TimeoutTask {
@@ -219,7 +221,7 @@ export class HashedWheelTimer {
 
   /** Starts the timer; newTimeout does so itself. Throws once the timer has been stopped. */
   start(): void {
-    this.checkNotStopped();
+    checkOpen(this.stopped, STOPPED, 'ERR_TICKWHEEL_TIMER_STOPPED');
     this.driver ??= new WheelDriver(
       this.wheel,
       {
@@ -317,15 +319,6 @@ export class HashedWheelTimer {
         driver.report(err);
       }
     });
-  }
-
-  private checkNotStopped(): void {
-    if (this.stopped) {
-      throw new TickwheelStateError(
-        'ERR_TICKWHEEL_TIMER_STOPPED',
-        'this HashedWheelTimer was stopped and cannot be started again; create a new one',
-      );
-    }
   }
 }
 

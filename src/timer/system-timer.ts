@@ -21,7 +21,7 @@
  */
 
 import type { Clock } from '../clock/index.js';
-import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { TickwheelTypeError, checkOpen } from '../errors.js';
 import {
   checkCallback,
   checkDelay,
@@ -33,6 +33,8 @@ import {
 } from '../validate.js';
 import { HierarchicalWheel } from '../wheel/index.js';
 import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
+
+const CLOSED = 'this SystemTimer is shut down; create a new one to add tasks';
 
 /**
  * Where a task is pending: its timer and its row handle there. Symbol keys keep this state
@@ -160,7 +162,7 @@ export class SystemTimer {
         'add() takes a TimerTask: a subclass of TimerTask with a run() method',
       );
     }
-    this.checkOpen();
+    checkOpen(this.closed, CLOSED);
     const holder = task[pendingIn];
     if (holder === this) {
       this.driver.rearm(this.driver.entries.indexOf(task[rowHandle]), task.delayMs);
@@ -184,7 +186,7 @@ export class SystemTimer {
    */
   advanceClock(timeoutMs: number): Promise<boolean> {
     const timeout = checkDelay(timeoutMs, 'timeoutMs');
-    this.checkOpen();
+    checkOpen(this.closed, CLOSED);
     return new Promise<boolean>((resolve) => {
       const index = this.driver.add(timeout);
       const waiter = new ClockWaiter(resolve, this.driver.entries.handleOf(index));
@@ -255,15 +257,6 @@ export class SystemTimer {
       this.rows[index] = undefined;
       this.driver.cancel(index);
       waiter.resolve(true);
-    }
-  }
-
-  private checkOpen(): void {
-    if (this.closed) {
-      throw new TickwheelStateError(
-        'ERR_TICKWHEEL_CLOSED',
-        'this SystemTimer is shut down; create a new one to add tasks',
-      );
     }
   }
 }

@@ -25,6 +25,7 @@ import {
   TickwheelRangeError,
   TickwheelStateError,
   TickwheelTypeError,
+  checkOpen,
 } from '../errors.js';
 import {
   checkCallback,
@@ -34,11 +35,14 @@ import {
   checkOption,
   checkOptionsObject,
   checkPeriod,
+  checkSignal,
   optionNames,
 } from '../validate.js';
 import { HierarchicalWheel, type WheelSnapshot } from '../wheel/index.js';
 import { WheelDriver } from './driver.js';
 import { RowValues } from './row-values.js';
+
+const CLOSED = 'this TimerWheel is closed; create a new one to schedule timers';
 
 export type TimerHandle = number;
 
@@ -285,7 +289,7 @@ export class TimerWheel<T = unknown> {
    * `timeout.refresh()`. True if it was pending; a fired or cancelled timer stays gone.
    */
   refresh(handle: TimerHandle, delayMs?: number): boolean {
-    this.checkOpen();
+    checkOpen(this.closed, CLOSED);
     const index = this.linkedRow(handle);
     if (index < 0) return false;
     const delay =
@@ -306,11 +310,8 @@ export class TimerWheel<T = unknown> {
    */
   sleep(delayMs: number, options: { signal?: AbortSignal; ref?: boolean } = {}): Promise<void> {
     const delay = checkDelay(delayMs);
-    this.checkOpen();
-    const signal = options.signal;
-    if (signal !== undefined && !(signal instanceof AbortSignal)) {
-      throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', 'signal must be an AbortSignal');
-    }
+    checkOpen(this.closed, CLOSED);
+    const signal = checkSignal(options.signal);
     if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));
     // Kept alive unless asked not to, even on an unref'd wheel (see refSleeps).
     const holds = this.unref && options.ref !== false;
@@ -524,20 +525,11 @@ export class TimerWheel<T = unknown> {
 
   /** Why start() may not add a timer: the wheel is closed, or maxPending are pending. */
   private refuse(): never {
-    this.checkOpen();
+    checkOpen(this.closed, CLOSED);
     throw new TickwheelRangeError(
       'ERR_TICKWHEEL_MAX_PENDING',
       `${this.driver.size} timers are pending, the maxPending option allows ${this.maxPending}`,
     );
-  }
-
-  private checkOpen(): void {
-    if (this.closed) {
-      throw new TickwheelStateError(
-        'ERR_TICKWHEEL_CLOSED',
-        'this TimerWheel is closed; create a new one to schedule timers',
-      );
-    }
   }
 }
 

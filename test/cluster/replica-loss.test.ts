@@ -16,7 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import type { Queue } from '../../src/queue/api.js';
-import { Valkey } from '../../src/cluster/connection.js';
+import { Valkey } from '../../src/valkey/connection.js';
 import { metaKey } from '../../src/cluster/keys.js';
 import { placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.

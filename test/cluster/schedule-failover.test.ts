@@ -24,7 +24,7 @@
  *
  * It found two failover errors that reached callers as node-redis's own, without a code (a
  * DisconnectsClientError; a WAIT answered "cannot be used with replica instances"): both are
- * ERR_TICKWHEEL_UNAVAILABLE now (src/cluster/connection.ts). With the durability wait after
+ * ERR_TICKWHEEL_UNAVAILABLE now (src/valkey/connection.ts). With the durability wait after
  * tw_sched taken out, round 2 loses acknowledged changes (in 2 runs of 3): the test sees that.
  */
 
@@ -34,7 +34,7 @@ import { promisify } from 'node:util';
 import { createClient } from '@redis/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metaKey } from '../../src/cluster/keys.js';
-import { slotOf } from '../../src/cluster/slot.js';
+import { slotOf } from '../../src/valkey/slot.js';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { nodeOf } from './checking.js';
 import type { ScheduleInfo } from '../../src/queue/recurring-records.js';

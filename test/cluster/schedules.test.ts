@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { TickwheelClient } from '../../src/client/index.js';
-import { Valkey } from '../../src/cluster/connection.js';
+import { Valkey } from '../../src/valkey/connection.js';
 import type { SchedAnswer, SchedChange } from '../../src/cluster/functions.js';
 import { metaKey } from '../../src/cluster/keys.js';
 import type { Producer } from '../../src/cluster/producer.js';

@@ -8,7 +8,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSentinelUrl } from '../../src/cluster/connection.js';
+import { parseSentinelUrl } from '../../src/valkey/urls.js';
 import { DelayQueue, type Queue } from '../../src/delay-queue.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startSentinel } from '../../scripts/valkey.mjs';

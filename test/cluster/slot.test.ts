@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { crc16, slotOf } from '../../src/cluster/slot.js';
+import { crc16, slotOf } from '../../src/valkey/slot.js';
 
 describe('slotOf', () => {
   it('computes CRC16/XMODEM as the Cluster specification does', () => {

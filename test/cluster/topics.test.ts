@@ -8,7 +8,7 @@
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Valkey } from '../../src/cluster/connection.js';
+import { Valkey } from '../../src/valkey/connection.js';
 import { pushKey, topicsKey } from '../../src/cluster/keys.js';
 import { DelayQueue } from '../../src/delay-queue.js';
 import type { QueueEvent } from '../../src/queue/events.js';

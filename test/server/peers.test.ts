@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CLUSTER_PEER, REDIS_IDEMPOTENCY_STORE, checkClusterPeer } from '../../src/cluster/peer.js';
+import { CLUSTER_PEER, REDIS_IDEMPOTENCY_STORE, checkClusterPeer } from '../../src/valkey/peer.js';
 import { TickwheelDependencyError } from '../../src/errors.js';
 import { checkServerPeers, missingServerPeers, SERVER_PEERS } from '../../src/server/peers.js';
 

@@ -35,7 +35,7 @@ function pathName<Pattern extends string>(pattern: Pattern) {
 }
 
 export const topic = pathName(TOPIC_PATTERN.source);
-export const scheduleName = pathName(SCHEDULE_NAME_PATTERN.source);
+const scheduleName = pathName(SCHEDULE_NAME_PATTERN.source);
 export const id = {
   type: 'string',
   minLength: 1,
@@ -180,6 +180,22 @@ function pathParams<Name extends string, Schema extends object>(name: Name, sche
 export const topicParams = pathParams('topic', topic);
 export const idParams = pathParams('id', id);
 export const scheduleParams = pathParams('name', scheduleName);
+
+/**
+ * An object of `properties`, each of them required but those `optional` names: the required
+ * list is made from the properties, so that the two cannot drift apart.
+ */
+export function object<const P extends object, const O extends keyof P & string = never>(
+  properties: P,
+  ...optional: O[]
+) {
+  const required = Object.keys(properties).filter((key) => !optional.includes(key as O));
+  return {
+    type: 'object',
+    required: required as Array<Exclude<keyof P & string, O>>,
+    properties,
+  } as const;
+}
 
 /** An answer that is a list, `{ <key>: [items] }`; when `closed`, with nothing else in it. */
 export function listOf<const Key extends string, const Items extends object>(

@@ -22,6 +22,7 @@ import {
   idParams,
   listOf,
   maxAttempts,
+  object,
   payload,
   topic,
   topicParams,
@@ -46,11 +47,7 @@ const message = {
   properties: messageProperties,
 } as const;
 
-const scheduleResult = {
-  type: 'object',
-  required: ['id', 'deliverAt'],
-  properties: { id: { type: 'string' }, deliverAt: { type: 'number' } },
-} as const;
+const scheduleResult = object({ id: { type: 'string' }, deliverAt: { type: 'number' } });
 
 /**
  * What every answer about a message says of it. Fastify writes the properties in the order
@@ -63,10 +60,8 @@ const messageFields = {
   attempts: { type: 'number' },
 } as const;
 
-const messageInfo = {
-  type: 'object',
-  required: ['id', 'topic', 'status', 'deliverAt', 'attempts'],
-  properties: {
+const messageInfo = object(
+  {
     id: messageFields.id,
     topic: messageFields.topic,
     status: {
@@ -77,12 +72,11 @@ const messageInfo = {
     attempts: messageFields.attempts,
     lastError: { type: 'string' },
   },
-} as const;
+  'lastError',
+);
 
-const receivedMessage = {
-  type: 'object',
-  required: ['id', 'topic', 'payload', 'deliverAt', 'attempts', 'receipt'],
-  properties: {
+const receivedMessage = object(
+  {
     id: messageFields.id,
     topic: messageFields.topic,
     payload,
@@ -91,7 +85,8 @@ const receivedMessage = {
     attempts: messageFields.attempts,
     receipt: { type: 'string' },
   },
-} as const;
+  'payloadEncoding',
+);
 
 const receipts = {
   type: 'array',
@@ -100,7 +95,12 @@ const receipts = {
   items: { type: 'string', minLength: 1, maxLength: MAX_RECEIPT_LENGTH },
 } as const;
 
-const results = { type: 'array', items: { type: 'boolean' } } as const;
+/** The answer of ack and nack: how many receipts were live deliveries, and which (in order). */
+function receiptResults<const Count extends string>(count: Count) {
+  const counted = { [count]: { type: 'number' } } as { [key in Count]: { type: 'number' } };
+  const results = { type: 'array', items: { type: 'boolean' } } as const;
+  return object({ ...counted, results });
+}
 
 export const scheduleSchema = {
   operationId: 'schedule',
@@ -223,13 +223,7 @@ export const ackSchema = {
     required: ['receipts'],
     properties: { receipts },
   },
-  response: {
-    200: {
-      type: 'object',
-      required: ['acked', 'results'],
-      properties: { acked: { type: 'number' }, results },
-    },
-  },
+  response: { 200: receiptResults('acked') },
 } as const;
 
 export const nackSchema = {
@@ -246,13 +240,7 @@ export const nackSchema = {
       reason: { type: 'string', maxLength: 10_000 },
     },
   },
-  response: {
-    200: {
-      type: 'object',
-      required: ['nacked', 'results'],
-      properties: { nacked: { type: 'number' }, results },
-    },
-  },
+  response: { 200: receiptResults('nacked') },
 } as const;
 
 export const deadLettersSchema = {

@@ -2,7 +2,7 @@
  * JSON Schemas of the recurring schedule routes (routes/schedules.ts, src/queue/recurring.ts).
  */
 
-import { MAX_EVERY_MS, MIN_EVERY_MS, SPEC_FIELDS } from '../../queue/recurring-spec.js';
+import { MAX_EVERY_MS, MIN_EVERY_MS } from '../../queue/recurring-spec.js';
 import {
   backoff,
   done,
@@ -10,6 +10,7 @@ import {
   listOf,
   maxAttempts,
   nullable,
+  object,
   payload,
   scheduleParams,
   topic,
@@ -34,19 +35,8 @@ const scheduleFields = {
 } as const;
 
 const scheduleInfo = {
-  type: 'object',
   additionalProperties: false,
-  required: [
-    'name',
-    ...SPEC_FIELDS,
-    'createdAt',
-    'updatedAt',
-    'lastAt',
-    'nextAt',
-    'created',
-    'skipped',
-  ],
-  properties: {
+  ...object({
     name: { type: 'string' },
     topic: { type: 'string' },
     payload,
@@ -66,7 +56,7 @@ const scheduleInfo = {
     nextAt: nullable('integer'),
     created: { type: 'integer' },
     skipped: { type: 'integer' },
-  },
+  }),
 } as const;
 
 export const scheduleListSchema = {

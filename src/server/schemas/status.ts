@@ -3,7 +3,7 @@
  * routes/dashboard.ts, openapi.ts): stats, health, metrics, this document, the dashboard.
  */
 
-import { errorBody, idParams, nullable } from './common.js';
+import { errorBody, idParams, nullable, object } from './common.js';
 
 const nullableNumber = nullable('number');
 /** An object whose content is open: the properties listed, and whatever else the queue adds. */
@@ -89,28 +89,20 @@ export const statsSchema = {
           additionalProperties: true,
           description: 'What the last start recovered from the data directory',
         },
-        server: {
-          type: 'object',
-          required: ['version', 'uptimeMs', 'maxWaitMs'],
-          properties: {
-            version: { type: 'string' },
-            uptimeMs: { type: 'number' },
-            maxWaitMs: { type: 'number' },
-          },
-        },
+        server: object({
+          version: { type: 'string' },
+          uptimeMs: { type: 'number' },
+          maxWaitMs: { type: 'number' },
+        }),
       },
     },
   },
 } as const;
 
-const healthNotOk = {
-  type: 'object',
-  required: ['status', 'reason'],
-  properties: {
-    status: { type: 'string', enum: ['recovering', 'failed', 'stopped', 'unavailable'] },
-    reason: { type: 'string' },
-  },
-} as const;
+const healthNotOk = object({
+  status: { type: 'string', enum: ['recovering', 'failed', 'stopped', 'unavailable'] },
+  reason: { type: 'string' },
+});
 
 export const healthSchema = {
   operationId: 'health',
@@ -119,9 +111,7 @@ export const healthSchema = {
   response: {
     200: {
       description: 'The queue takes writes',
-      type: 'object',
-      required: ['status'],
-      properties: { status: { type: 'string', const: 'ok' } },
+      ...object({ status: { type: 'string', const: 'ok' } }),
     },
     503: {
       description: 'Recovering, stopped, failed to open, Valkey/Redis not answering; or closing',
@@ -156,11 +146,12 @@ export const openApiSchema = {
   },
 } as const;
 
-const topicCounts = {
-  type: 'object',
-  required: ['scheduled', 'ready', 'inflight', 'dead'],
-  properties: { scheduled: counter, ready: counter, inflight: counter, dead: counter },
-} as const;
+const topicCounts = object({
+  scheduled: counter,
+  ready: counter,
+  inflight: counter,
+  dead: counter,
+});
 
 /** DashboardSnapshot (dashboard routes): everything the page draws, in one answer. */
 export const dashboardSchema = {
@@ -168,99 +159,59 @@ export const dashboardSchema = {
   summary: 'One snapshot of what the dashboard draws (built at most once a second)',
   tags: ['dashboard'],
   response: {
-    200: {
-      type: 'object',
-      required: [
-        'now',
-        'version',
-        'uptimeMs',
-        'counters',
-        'topics',
-        'totals',
-        'latenessMs',
-        'upcoming',
-        'wheel',
-        'cluster',
-      ],
-      properties: {
-        now: { type: 'number' },
-        version: { type: 'string' },
-        uptimeMs: { type: 'number' },
-        counters: { type: 'object', additionalProperties: counter },
-        topics: { type: 'object', additionalProperties: topicCounts },
-        totals: {
-          type: 'object',
-          required: ['inMemory', 'live', 'dead', 'loadedUntil'],
-          properties: {
-            inMemory: counter,
-            live: nullableNumber,
-            dead: nullableNumber,
-            loadedUntil: { type: 'number' },
-          },
-        },
-        latenessMs: {
-          type: 'object',
-          required: ['p50', 'p99', 'max'],
-          properties: lateness,
-        },
-        upcoming: {
-          type: 'array',
-          items: {
-            type: 'object',
-            required: ['label', 'fromMs', 'untilMs', 'count'],
-            properties: {
-              label: { type: 'string' },
-              fromMs: { type: 'number' },
-              untilMs: nullableNumber,
-              count: counter,
-            },
-          },
-        },
-        wheel: {
-          type: 'object',
-          required: ['levels', 'truncated'],
-          properties: {
-            levels: {
-              type: 'array',
-              items: {
-                type: 'object',
-                required: ['cursor', 'slots', 'slotsPerCell'],
-                properties: {
-                  cursor: { type: 'number' },
-                  slots: { type: 'array', items: counter },
-                  slotsPerCell: { type: 'number' },
-                },
-              },
-            },
-            truncated: { type: 'boolean' },
-          },
-        },
-        cluster: {
-          description: 'Null on one machine; on Valkey/Redis, the nodes and their partitions',
-          type: ['object', 'null'],
-          required: ['node', 'queue', 'partitions', 'durability', 'nodes', 'leaseChanges'],
-          properties: {
-            node: { type: 'string' },
-            queue: { type: 'string' },
-            partitions: { type: 'number' },
-            durability: { type: 'string' },
-            nodes: {
-              type: 'array',
-              items: {
-                type: 'object',
-                required: ['node', 'partitions', 'alive'],
-                properties: {
-                  node: { type: 'string' },
-                  partitions: { type: 'array', items: { type: 'number' } },
-                  alive: { type: 'boolean' },
-                },
-              },
-            },
-            leaseChanges: counter,
-          },
-        },
+    200: object({
+      now: { type: 'number' },
+      version: { type: 'string' },
+      uptimeMs: { type: 'number' },
+      counters: { type: 'object', additionalProperties: counter },
+      topics: { type: 'object', additionalProperties: topicCounts },
+      totals: object({
+        inMemory: counter,
+        live: nullableNumber,
+        dead: nullableNumber,
+        loadedUntil: { type: 'number' },
+      }),
+      latenessMs: object(lateness),
+      upcoming: {
+        type: 'array',
+        items: object({
+          label: { type: 'string' },
+          fromMs: { type: 'number' },
+          untilMs: nullableNumber,
+          count: counter,
+        }),
       },
-    },
+      wheel: object({
+        levels: {
+          type: 'array',
+          items: object({
+            cursor: { type: 'number' },
+            slots: { type: 'array', items: counter },
+            slotsPerCell: { type: 'number' },
+          }),
+        },
+        truncated: { type: 'boolean' },
+      }),
+      cluster: {
+        description: 'Null on one machine; on Valkey/Redis, the nodes and their partitions',
+        ...object({
+          node: { type: 'string' },
+          queue: { type: 'string' },
+          partitions: { type: 'number' },
+          durability: { type: 'string' },
+          nodes: {
+            type: 'array',
+            items: object({
+              node: { type: 'string' },
+              partitions: { type: 'array', items: { type: 'number' } },
+              alive: { type: 'boolean' },
+            }),
+          },
+          leaseChanges: counter,
+        }),
+        type: ['object', 'null'],
+      },
+    }),
   },
 } as const;
 
@@ -270,11 +221,7 @@ export const previewSchema = {
   tags: ['dashboard'],
   params: idParams,
   response: {
-    200: {
-      type: 'object',
-      required: ['preview', 'truncated'],
-      properties: { preview: { type: 'string' }, truncated: { type: 'boolean' } },
-    },
+    200: object({ preview: { type: 'string' }, truncated: { type: 'boolean' } }),
     404: errorBody,
   },
 } as const;

@@ -12,7 +12,7 @@ import {
   PUSH_METHODS,
 } from '../../queue/push.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../../queue/topics.js';
-import { listOf, topic, topicParams } from './common.js';
+import { listOf, object, topic, topicParams } from './common.js';
 
 const pushMethod = { enum: PUSH_METHODS } as const;
 
@@ -53,41 +53,35 @@ const pushTarget = {
 
 /** A push target as read back: no secret, the headers' names only. */
 const pushTargetView = {
-  type: 'object',
   additionalProperties: false,
-  required: ['url', 'method', 'headerNames', 'timeoutMs', 'concurrency'],
-  properties: {
+  ...object({
     url: { type: 'string' },
     method: pushMethod,
     headerNames: { type: 'array', items: { type: 'string' } },
     timeoutMs: { type: 'integer' },
     concurrency: { type: 'integer' },
-  },
+  }),
+} as const;
+
+const rateLimitView = {
+  additionalProperties: false,
+  ...object({ perSecond: { type: 'number' }, burst: { type: 'integer' } }),
 } as const;
 
 const topicInfo = {
-  type: 'object',
   additionalProperties: false,
-  required: ['topic', 'paused', 'rateLimit', 'push', 'pending', 'dead'],
-  properties: {
+  ...object({
     topic: { type: 'string' },
     paused: { type: 'boolean' },
-    rateLimit: {
-      anyOf: [
-        {
-          type: 'object',
-          additionalProperties: false,
-          required: ['perSecond', 'burst'],
-          properties: { perSecond: { type: 'number' }, burst: { type: 'integer' } },
-        },
-        { type: 'null' },
-      ],
-    },
+    rateLimit: { anyOf: [rateLimitView, { type: 'null' }] },
     push: { anyOf: [pushTargetView, { type: 'null' }] },
     pending: { type: 'integer' },
     dead: { type: 'integer' },
-  },
+  }),
 } as const;
+
+/** A route on one topic that answers with the topic as it is after the call. */
+const onTopic = { params: topicParams, response: { 200: topicInfo } } as const;
 
 export const topicListSchema = {
   operationId: 'listTopics',
@@ -102,8 +96,7 @@ export const topicGetSchema = {
   operationId: 'getTopic',
   summary: "A topic's settings (paused, rateLimit, push) and counts",
   tags: ['topics'],
-  params: topicParams,
-  response: { 200: topicInfo },
+  ...onTopic,
 } as const;
 
 export const topicUpdateSchema = {
@@ -111,7 +104,7 @@ export const topicUpdateSchema = {
   summary:
     "Change a topic's settings: pause it, limit its delivery rate, push its messages to a URL (durable)",
   tags: ['topics'],
-  params: topicParams,
+  ...onTopic,
   body: {
     type: 'object',
     additionalProperties: false,
@@ -121,23 +114,20 @@ export const topicUpdateSchema = {
       push: { anyOf: [pushTarget, { type: 'null' }] },
     },
   },
-  response: { 200: topicInfo },
 } as const;
 
 export const topicPauseSchema = {
   operationId: 'pauseTopic',
   summary: 'Stop deliveries of a topic until resumed (schedules are still accepted)',
   tags: ['topics'],
-  params: topicParams,
-  response: { 200: topicInfo },
+  ...onTopic,
 } as const;
 
 export const topicResumeSchema = {
   operationId: 'resumeTopic',
   summary: "Deliver a paused topic's messages again",
   tags: ['topics'],
-  params: topicParams,
-  response: { 200: topicInfo },
+  ...onTopic,
 } as const;
 
 export const eventsSchema = {

@@ -38,8 +38,8 @@
 
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { MessageLog } from '../log/index.js';
-import { CHECKPOINT_FILE, replaceFile, syncDirectory } from './layout.js';
+import { syncDirectory, type MessageLog } from '../log/index.js';
+import { CHECKPOINT_FILE, replaceFile } from './layout.js';
 import { segmentOf } from './positions.js';
 import {
   removeSnapshot,
@@ -61,7 +61,7 @@ export interface Checkpoint {
 }
 
 /** [segment, bytes made durable, live payloads] for each segment the log needs, ascending. */
-export type LogExtent = Array<[segment: number, bytes: number, live: number]>;
+type LogExtent = Array<[segment: number, bytes: number, live: number]>;
 
 /** 'auto': a snapshot if one is due; 'always': if the log grew since the last; 'never'. */
 export type SnapshotWhen = 'auto' | 'always' | 'never';

@@ -157,11 +157,7 @@ export function refusedDamage(
 }
 
 /** Whether a repair accepted the damage at this byte of a segment as lost. */
-export function isAccepted(
-  accepted: readonly StoreDamage[],
-  segment: number,
-  offset: number,
-): boolean {
+function isAccepted(accepted: readonly StoreDamage[], segment: number, offset: number): boolean {
   return accepted.some(
     (d) =>
       d.segment === segment &&

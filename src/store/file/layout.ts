@@ -33,7 +33,7 @@ import {
   TickwheelUnavailableError,
   type StoreDamage,
 } from '../../errors.js';
-import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, describeCause } from '../log/index.js';
+import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, describeCause, syncDirectory } from '../log/index.js';
 import type { RepairReport } from '../../queue/store.js';
 import { checkTopic } from '../../queue/message.js';
 import {
@@ -255,17 +255,6 @@ export async function replaceFile(file: string, text: string): Promise<void> {
     await handle.close();
   }
   await rename(`${file}.tmp`, file);
-}
-
-export async function syncDirectory(dir: string): Promise<void> {
-  // Windows cannot open a directory to fsync it; NTFS journals the entry itself.
-  if (process.platform === 'win32') return;
-  const handle = await open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
 }
 
 /**

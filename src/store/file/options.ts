@@ -36,7 +36,8 @@ export interface FileStoreOptions {
 
 const DEFAULT_SNAPSHOT_BYTES = 64 * 1024 * 1024;
 
-const FILE_STORE_OPTIONS = optionNames<FileStoreOptions>({
+/** The options of a file store that DelayQueue.open() takes as its own: all but the test hook. */
+export const FILE_STORE_OPTIONS = {
   dir: true,
   fsync: true,
   segmentBytes: true,
@@ -44,8 +45,9 @@ const FILE_STORE_OPTIONS = optionNames<FileStoreOptions>({
   checkpointIntervalMs: true,
   snapshotBytes: true,
   repair: true,
-  logIo: true,
-});
+} as const satisfies Record<Exclude<keyof FileStoreOptions, 'logIo'>, true>;
+
+const KNOWN_OPTIONS = optionNames<FileStoreOptions>({ ...FILE_STORE_OPTIONS, logIo: true });
 
 export function checkFileStoreOptions(options: FileStoreOptions): {
   fsync: FsyncPolicy;
@@ -59,7 +61,7 @@ export function checkFileStoreOptions(options: FileStoreOptions): {
       `dir must be a directory path, got ${describe(options?.dir)}`,
     );
   }
-  checkKnownOptions(options, FILE_STORE_OPTIONS, 'FileStore.open()');
+  checkKnownOptions(options, KNOWN_OPTIONS, 'FileStore.open()');
   const fsync = options.fsync ?? 'batch';
   if (fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
     throw new TickwheelTypeError(

@@ -18,7 +18,7 @@
 
 import type { MessageState } from '../../queue/message.js';
 import type { RecoveryReport } from '../../queue/store.js';
-import type { LogFailure, ReplayOptions, ReplayReport } from '../log/index.js';
+import type { ReplayOptions, ReplayReport } from '../log/index.js';
 import { readCheckpoint, type Checkpoint } from './checkpoint.js';
 import {
   corruptionError,
@@ -29,8 +29,9 @@ import {
   skipped,
 } from './damage.js';
 import { readRepairs } from './layout.js';
-import { offsetOf, positionOf, segmentOf, where } from './positions.js';
+import { offsetOf, positionOf, segmentOf } from './positions.js';
 import {
+  handOverRecovered,
   recoverWithRepair,
   shortened,
   type RecoveryContext,
@@ -51,8 +52,6 @@ import {
   removeSnapshotTemp,
   type StoreSnapshot,
 } from './snapshot.js';
-import { endStoppedDelivery } from './handouts.js';
-import { handOver } from './states.js';
 import { ReplayWatcher } from './table.js';
 
 /** 'plan': a repair that changes nothing and only reports (FileStore.planRepair). */
@@ -106,9 +105,6 @@ export async function recover(
   if (missing.length > 0) throw corruptionError(dir, missing);
 
   const corrupt: RecoveryReport['corrupt'] = [];
-  const damaged = (position: number, err: LogFailure) =>
-    corrupt.push({ where: where(position), reason: err.message });
-  const stopped = (message: MessageState) => endStoppedDelivery(message, parts.bury);
   const replay: ReplayOptions = durable === undefined ? {} : { durable: durable.bytes };
   // Refuses the open (see the invariant in checkpoint.ts: no checkpoint after this).
   const refuse = (report: ReplayReport, more: Parameters<typeof refusedDamage>[2]) => {
@@ -136,7 +132,7 @@ export async function recover(
     truncatedBytes = report.truncatedBytes;
     replayedBytes = bytesFrom(log, snapshot.position);
     const due = await dueAfterSnapshot(parts, frontier, tail);
-    await handOver(tables, log, due, onDue, damaged, parts.budget, stopped);
+    await handOverRecovered(parts, due, onDue, corrupt);
     checkpoints.uncoveredBytes = replayedBytes;
     await checkpoints.usedSnapshot(snapshot.position, bytes);
   } else {
@@ -169,15 +165,7 @@ export async function recover(
     truncatedBytes = report.truncatedBytes;
     replayedBytes = bytesFrom(log, from);
     checkpoints.uncoveredBytes = replayedBytes;
-    await handOver(
-      tables,
-      log,
-      dueAfterReplay(tables, frontier),
-      onDue,
-      damaged,
-      parts.budget,
-      stopped,
-    );
+    await handOverRecovered(parts, dueAfterReplay(tables, frontier), onDue, corrupt);
   }
   const last = repairs.reports[repairs.reports.length - 1];
   return recovered(parts, frontier, context, {

@@ -156,18 +156,25 @@ export async function recoverWithRepair(
     await removeSnapshot(dir);
   }
   checkpoints.uncoveredBytes = recovery.replayedBytes;
-  const damaged = (position: number, err: LogFailure) =>
-    recovery.corrupt.push({ where: where(position), reason: err.message });
-  await handOver(
-    tables,
-    log,
-    dueAfterReplay(tables, frontier),
-    onDue,
-    damaged,
-    parts.budget,
-    (message) => endStoppedDelivery(message, parts.bury),
-  );
+  await handOverRecovered(parts, dueAfterReplay(tables, frontier), onDue, recovery.corrupt);
   return recovery;
+}
+
+/**
+ * Hands the messages due before the frontier (`due`: position -> due time) to the queue at the
+ * end of a recovery: a message whose last delivery the stop cut short is dealt with first
+ * (handouts.ts), and a record that cannot be read is added to `corrupt`.
+ */
+export function handOverRecovered(
+  parts: RecoveryParts,
+  due: Map<number, number>,
+  onDue: (message: MessageState) => void,
+  corrupt: RecoveryReport['corrupt'],
+): Promise<void> {
+  const damaged = (position: number, err: LogFailure) =>
+    corrupt.push({ where: where(position), reason: err.message });
+  const stopped = (message: MessageState) => endStoppedDelivery(message, parts.bury);
+  return handOver(parts.tables, parts.log, due, onDue, damaged, parts.budget, stopped);
 }
 
 /** A repair report as later opens show it: the first names, and the count of all. */

@@ -19,8 +19,8 @@ import { join } from 'node:path';
 import { TickwheelCorruptError, TickwheelUnavailableError } from '../../errors.js';
 import type { ScheduleRecord } from '../../queue/recurring.js';
 import { crc32Range } from '../crc.js';
-import { DATA_FILE_MODE } from '../log/index.js';
-import { replaceFile, syncDirectory } from './layout.js';
+import { DATA_FILE_MODE, syncDirectory } from '../log/index.js';
+import { replaceFile } from './layout.js';
 
 const SCHEDULES_FILE = 'schedules.log';
 

@@ -30,8 +30,7 @@ import { crc32 } from 'node:zlib';
 import { TickwheelError } from '../../errors.js';
 import type { CountEntries } from '../counts.js';
 import type { IdTableArrays } from './id-table.js';
-import { DATA_FILE_MODE, writeFully } from '../log/index.js';
-import { syncDirectory } from './layout.js';
+import { DATA_FILE_MODE, syncDirectory, writeFully } from '../log/index.js';
 
 export const SNAPSHOT_FILE = 'snapshot.bin';
 /** 2: IdTable slots interleaved (version 1 wrote three arrays; such a snapshot is rejected). */

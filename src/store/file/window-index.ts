@@ -171,12 +171,6 @@ export class WindowIndex {
 
   private pending = 0;
 
-  get bufferedEntries(): number {
-    let n = 0;
-    for (const pending of this.buffered.values()) n += pending.length / ENTRY_BYTES;
-    return n;
-  }
-
   /**
    * Writes buffered entries to their files. Rejects if a write fails; the entries stay
    * buffered and a retry is scheduled.

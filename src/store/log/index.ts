@@ -7,7 +7,7 @@ export {
   systemErrorsAsIo,
   type LogFailure,
 } from './errors.js';
-export { DATA_DIRECTORY_MODE, DATA_FILE_MODE, writeFully } from './files.js';
+export { DATA_DIRECTORY_MODE, DATA_FILE_MODE, syncDirectory, writeFully } from './files.js';
 export { RECORD_HEADER_BYTES, RECORD_MAGIC } from './format.js';
 export { MessageLog } from './message-log.js';
 export type { FsyncPolicy, LogIo, MessageLogOptions } from './options.js';

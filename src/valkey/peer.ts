@@ -1,8 +1,9 @@
 /**
  * @redis/client is an optional peer dependency of tickwheel, as the server's packages are: only
- * a queue on Valkey/Redis and the Redis idempotency store need it. It is looked up before the cluster code is loaded, so that a
- * missing one is reported by name with the command that installs it. This module imports
- * nothing of the cluster's: the embedded queue can load it without @redis/client.
+ * a queue on Valkey/Redis and the Redis idempotency store need it. It is looked up before the
+ * connection (connection.ts) is loaded, so that a missing one is reported by name with the
+ * command that installs it. This module imports nothing that needs it: the embedded queue can
+ * load it without @redis/client.
  */
 
 import { createRequire } from 'node:module';
@@ -12,7 +13,7 @@ import { TickwheelDependencyError } from '../errors.js';
 export const CLUSTER_PEER = { name: '@redis/client', range: '^6.3.1' } as const;
 
 /** What needs @redis/client, as the missing-dependency message names it. */
-export const REDIS_QUEUE = 'a queue on Valkey/Redis (the redis option, or serve --redis)';
+const REDIS_QUEUE = 'a queue on Valkey/Redis (the redis option, or serve --redis)';
 export const REDIS_IDEMPOTENCY_STORE = 'RedisIdempotencyStore (tickwheel/idempotent)';
 
 /**

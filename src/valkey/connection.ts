@@ -1,0 +1,556 @@
+/**
+ * The way to Valkey/Redis, for the cluster and the Redis idempotency store: one node-redis
+ * client, standalone, Cluster or through Sentinel, behind a few calls — a command or a function
+ * call routed by its key's slot, a Functions library loaded on every primary, close.
+ *
+ * Why node-redis (`@redis/client`): it is the Redis project's maintained Node client, follows
+ * MOVED/ASK and refreshes its slot map, and speaks Sentinel; ioredis is on best-effort
+ * maintenance and its auto-pipelining misbehaves on Cluster topology changes (docs/cluster.md).
+ *
+ * Whether the server is a Cluster is asked, not configured: the first URL's `INFO cluster`
+ * says `cluster_enabled:1` or not, so the same `--redis` flag serves both.
+ */
+
+import {
+  RESP_TYPES,
+  createClient,
+  createCluster,
+  createSentinel,
+  type RedisClientType,
+  type RedisClusterType,
+  type RedisSentinelType,
+} from '@redis/client';
+import { assert } from '../assert.js';
+import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { slotOf } from './slot.js';
+import { checkRedisUrls, parseSentinelUrl } from './urls.js';
+import {
+  NO_FUNCTION,
+  REFUSALS,
+  hidePassword,
+  isConnectionError,
+  unavailable,
+  withDeadline,
+  within,
+  withinMs,
+} from './reach.js';
+
+type Client = RedisClientType;
+
+const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer } as const;
+const BUFFERED = { typeMapping: BUFFERS };
+type Cluster = RedisClusterType;
+// Its defaults: no modules, functions or scripts of its own, RESP 3, no type mapping.
+type Sentinel = RedisSentinelType;
+
+/** A Redis Functions library (FUNCTION LOAD) that a connection loads on every primary. */
+export interface FunctionLibrary {
+  readonly name: string;
+  readonly version: number;
+  /** A read-only function of the library, without keys, that answers its version. */
+  readonly versionFunction: string;
+  /** The source FUNCTION LOAD takes. */
+  source(): string;
+  /** A server's message about the library, with each line of the source it names made clearer. */
+  where(message: string): string;
+}
+
+/** The node-redis client of a connection: one of these, as connect() found the server. */
+interface Connections {
+  client?: Client;
+  cluster?: Cluster;
+  sentinel?: Sentinel;
+}
+
+/** How long calls refused during a failover are retried, by default. */
+const RETRY_BUDGET_MS = 10_000;
+/** How long one call may take by default, waiting for a reconnect included. */
+const COMMAND_TIMEOUT_MS = 10_000;
+
+export class Valkey {
+  private subscriber: Promise<Client> | undefined;
+  private subscriberClient: Client | undefined;
+  /** A loadLibrary() under way because a call found the functions missing. */
+  private reloading: Promise<void> | undefined;
+  /**
+   * The library loadLibrary() loads, and loads again on a server found without it: none
+   * here (a connection that calls no functions); the cluster's connection names its own.
+   */
+  protected readonly library: FunctionLibrary | undefined = undefined;
+  private readonly client: Client | undefined;
+  private readonly cluster: Cluster | undefined;
+  private readonly sentinel: Sentinel | undefined;
+
+  /** How long calls refused during a failover are retried. */
+  retryBudgetMs = RETRY_BUDGET_MS;
+  /** How long one call may take, waiting for a reconnect included. */
+  commandTimeoutMs = COMMAND_TIMEOUT_MS;
+  private urls: readonly string[] = [];
+  private readonly replicaCounts = new Map<
+    string,
+    { at: number; count: number; noneSince: number | undefined }
+  >();
+  /** See pin(). */
+  private pinned = false;
+
+  /**
+   * Made by connect(), with the client it opened (Connections). Typed `object` here so that the
+   * declarations of this module name no type of @redis/client, an optional peer dependency:
+   * an install without it must still type-check.
+   */
+  constructor(connections: object) {
+    ({
+      client: this.client,
+      cluster: this.cluster,
+      sentinel: this.sentinel,
+    } = connections as Connections);
+  }
+
+  /**
+   * Connects to a standalone server, to a Cluster through any of its nodes, or to the primary
+   * Sentinel names; an instance of the class it is called on.
+   */
+  static async connect<V extends Valkey>(
+    this: new (connections: object) => V,
+    urls: string | readonly string[],
+    connectTimeoutMs = 10_000,
+  ): Promise<V> {
+    const list = checkRedisUrls(urls);
+    const deadline = Date.now() + connectTimeoutMs;
+    const viaSentinel = parseSentinelUrl(list[0]);
+    if (viaSentinel !== undefined) {
+      if (list.length > 1) {
+        throw new TickwheelTypeError(
+          'ERR_TICKWHEEL_INVALID_OPTION',
+          'a redis+sentinel:// URL names every Sentinel itself (host:port,host:port); give it alone',
+        );
+      }
+      const { name, sentinels, username, password } = viaSentinel;
+      const sentinel = createSentinel({
+        name,
+        sentinelRootNodes: sentinels,
+        // One connection to the primary, so that a WAIT follows the writes it waits for.
+        masterPoolSize: 1,
+        ...(username === undefined && password === undefined
+          ? {}
+          : {
+              nodeClientOptions: {
+                ...(username === undefined ? {} : { username }),
+                ...(password === undefined ? {} : { password }),
+              },
+            }),
+      });
+      sentinel.on('error', () => {});
+      await withDeadline(sentinel.connect(), deadline, list, () => void sentinel.destroy());
+      return new this({ sentinel }).withUrls(list);
+    }
+    const { url, clustered } = await reachable(list, deadline);
+    if (!clustered) {
+      const client = createClient({ url }) as Client;
+      client.on('error', () => {});
+      await withDeadline(client.connect(), deadline, list, () => client.destroy());
+      return new this({ client }).withUrls(list);
+    }
+    const cluster = createCluster({ rootNodes: list.map((root) => ({ url: root })) }) as Cluster;
+    cluster.on('error', () => {});
+    await withDeadline(cluster.connect(), deadline, list, () => cluster.destroy());
+    return new this({ cluster }).withUrls(list);
+  }
+
+  /**
+   * Bounds every call, refusals retried included, by `ms` too (a node that opens: what is left
+   * of its connectTimeoutMs), or by the defaults alone again (undefined).
+   */
+  limitCalls(ms: number | undefined): void {
+    this.commandTimeoutMs = Math.min(COMMAND_TIMEOUT_MS, ms ?? Infinity);
+    this.retryBudgetMs = Math.min(RETRY_BUDGET_MS, ms ?? Infinity);
+  }
+
+  private withUrls(urls: readonly string[]): this {
+    this.urls = urls;
+    return this;
+  }
+
+  /**
+   * FCALL `name` with one key (which picks the slot); with `buffers`, every string of the reply
+   * is a Buffer (for replies that carry records).
+   */
+  fcall(name: string, key: string, args: ReadonlyArray<string | number | Buffer>, buffers = false) {
+    const strings = args.map((a) => (Buffer.isBuffer(a) ? a : String(a)));
+    return this.send(key, ['FCALL', name, '1', key, ...strings], buffers ? BUFFERED : undefined);
+  }
+
+  private send(
+    key: string,
+    command: Array<string | Buffer>,
+    options?: { typeMapping: typeof BUFFERS },
+    readonly = false,
+  ): Promise<unknown> {
+    // A bound on every call, the time it may wait for a reconnect included: a server that is
+    // down for good must fail calls, not hold them (and their HTTP requests) for ever.
+    const ms = this.commandTimeoutMs;
+    return this.refusalsRetried(
+      () => {
+        if (this.cluster !== undefined && (this.pinned || ON_THE_PRIMARY.has(String(command[0])))) {
+          return this.onPrimaryOf(this.cluster, key, command, ms, options);
+        }
+        // Through the Cluster client the bound covers finding the node's connection too, which
+        // can hang on its own (a slot map taken while a failover was under way).
+        const cluster = this.cluster;
+        if (cluster !== undefined) {
+          return within(ms, (o) => cluster.sendCommand(key, readonly, command, o), options);
+        }
+        // Sentinel: always the primary (replicas may lag behind what this node just wrote).
+        const sentinel = this.sentinel;
+        if (sentinel !== undefined) {
+          return within(ms, (o) => sentinel.sendCommand(false, command, o), options);
+        }
+        const client = this.client as Client;
+        return within(ms, (o) => client.sendCommand(command, o), options);
+      },
+      command[0] === 'WAIT' || command[0] === 'WAITAOF',
+    );
+  }
+
+  /**
+   * A command for the primary that serves `key`, on the connection that carries that key's
+   * writes. Through the Cluster client's sendCommand, node-redis routes by the command's tips:
+   * it would send WAIT and WAITAOF (request policy all_shards) to every primary and answer the
+   * least count (one primary without a replica then fails every wait, holding every primary's
+   * connection for the whole timeout), and ROLE to any node.
+   */
+  private async onPrimaryOf(
+    cluster: Cluster,
+    key: string,
+    command: Array<string | Buffer>,
+    ms: number,
+    options?: { typeMapping: typeof BUFFERS },
+  ): Promise<unknown> {
+    const master = masterOf(cluster, key);
+    if (master === undefined) {
+      const error = new Error(`no primary serves slot ${slotOf(key)} now`);
+      error.name = 'ConnectionError';
+      throw error;
+    }
+    const nodes = cluster as unknown as { nodeClient(node: unknown): Promise<Client> | Client };
+    const client = await withinMs(Promise.resolve(nodes.nodeClient(master)), ms);
+    try {
+      return await within(ms, (o) => client.sendCommand(command, o), options);
+    } catch (err) {
+      // The slot moved (a failover): the command was not run. A keyed read through the Cluster
+      // client follows the redirection and refreshes the slot map; the caller then retries.
+      if (/^(MOVED|ASK)\b/.test(err instanceof Error ? err.message : '')) {
+        await within(ms, (o) => cluster.sendCommand(key, false, ['EXISTS', key], o)).catch(
+          () => {},
+        );
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * Which server (its address) takes the writes of `key` now: the primary of its slot on a
+   * Cluster, the one primary otherwise. Writes with the same answer share one connection (see
+   * pin()), so one durability wait after them covers them all.
+   */
+  primaryOf(key: string): string {
+    if (this.cluster === undefined) return 'primary';
+    return masterOf(this.cluster, key)?.address ?? `slot ${slotOf(key)}`;
+  }
+
+  /**
+   * Sends every command of this connection to its key's primary itself, as the durability
+   * waits are: a write and the WAIT after it then always share one connection (through the
+   * Cluster client a write could follow a redirection to another primary than the one the WAIT
+   * then asks). A redirected write is refused and retried once the slot map is fresh. For the
+   * producer's connection, whose writes are followed by waits.
+   */
+  pin(): this {
+    this.pinned = true;
+    return this;
+  }
+
+  /**
+   * Replicas connected to the primary that serves `key` (its ROLE), asked at most once a
+   * second per primary. A durability wait on a primary without replicas would block the shared
+   * connection for its whole timeout and then fail anyway; callers ask this first.
+   */
+  async replicasOf(key: string): Promise<number> {
+    return (await this.replicaState(key)).count;
+  }
+
+  /**
+   * How long (ms) the primary that serves `key` has been seen without a replica, by this
+   * node's checks (at most a second apart); 0 while it has one.
+   */
+  async replicalessFor(key: string): Promise<number> {
+    const { noneSince } = await this.replicaState(key);
+    return noneSince === undefined ? 0 : Date.now() - noneSince;
+  }
+
+  private async replicaState(
+    key: string,
+  ): Promise<{ at: number; count: number; noneSince: number | undefined }> {
+    const now = Date.now();
+    // Per primary, not per key: the partitions of a primary share its answer.
+    const primary = this.primaryOf(key);
+    const known = this.replicaCounts.get(primary);
+    if (known !== undefined && now - known.at < 1_000) return known;
+    const role = (await this.send(key, ['ROLE'])) as unknown[];
+    const count = role[0] === 'master' && Array.isArray(role[2]) ? role[2].length : 0;
+    const state = { at: now, count, noneSince: count > 0 ? undefined : (known?.noneSince ?? now) };
+    this.replicaCounts.set(primary, state);
+    return state;
+  }
+
+  /** A plain command on the node that serves `key`. */
+  command(key: string, args: readonly string[], readonly = false): Promise<unknown> {
+    return this.send(key, [...args], undefined, readonly);
+  }
+
+  /**
+   * Runs `call`, and again while the server refuses it for a moment (a failover in progress:
+   * CLUSTERDOWN, TRYAGAIN, LOADING, MASTERDOWN, READONLY from a primary just demoted), up to
+   * `retryBudgetMs`. A refused command was not carried out, so repeating it is safe whatever it
+   * does. A WAIT is never repeated: on another primary it would count another primary's
+   * replicas. Errors that leave the outcome unknown (a connection lost after the command was
+   * sent) are not retried here; they, and refusals past the budget, reject with
+   * ERR_TICKWHEEL_UNAVAILABLE (the cause attached), which callers may retry where that is safe.
+   */
+  private async refusalsRetried(call: () => Promise<unknown>, once: boolean): Promise<unknown> {
+    const until = Date.now() + this.retryBudgetMs;
+    let reloaded = false;
+    for (let pause = 50; ; pause = Math.min(pause * 2, 500)) {
+      try {
+        return await call();
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        // The server lost the library (restarted without its data, or a replica promoted that
+        // never had it): load it again and repeat the call, which was not carried out.
+        if (!reloaded && this.library !== undefined && NO_FUNCTION.test(message)) {
+          reloaded = true;
+          await (this.reloading ??= this.loadLibrary().finally(() => (this.reloading = undefined)));
+          continue;
+        }
+        const refused = REFUSALS.test(message);
+        if (refused && !once && Date.now() + pause < until) {
+          await new Promise((resolve) => setTimeout(resolve, pause));
+          continue;
+        }
+        // Replies of functions (errors a function raised on purpose) pass as they are.
+        if (refused || isConnectionError(err)) {
+          const error = unavailable(this.urls, err);
+          // A refused command was not run; a lost connection may have run it (errors.ts,
+          // WriteOutcome). A refused WAIT says nothing of the write it was to wait for.
+          if (refused && !once) error.outcome = 'none';
+          throw error;
+        }
+        throw err;
+      }
+    }
+  }
+
+  /**
+   * Loads the library on every primary (functions replicate to their replicas), unless a
+   * primary already runs a newer one: then this node is older than the queue and refuses.
+   */
+  async loadLibrary(): Promise<void> {
+    const library = this.library;
+    assert(library !== undefined, 'loadLibrary() on a connection that has no functions library');
+    for (const primary of await this.primaries()) {
+      let running = 0;
+      try {
+        running = Number(await primary.send(['FCALL_RO', library.versionFunction, '0']));
+      } catch (err) {
+        // No library yet. Any other failure (a server still loading, a timeout) must not be
+        // taken for that: loading ours over a newer one would put older functions under the
+        // nodes that run the newer.
+        if (!NO_FUNCTION.test(err instanceof Error ? err.message : String(err))) throw err;
+      }
+      if (running > library.version) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_FORMAT',
+          `the ${library.name} functions on the server are version ${running}, newer than this ` +
+            `tickwheel's ${library.version}: upgrade this node`,
+        );
+      }
+      await primary
+        .send(['FUNCTION', 'LOAD', 'REPLACE', library.source()])
+        .catch((err: unknown) => {
+          if (err instanceof Error) err.message = library.where(err.message);
+          throw err;
+        });
+    }
+  }
+
+  /** Replicas connected to each primary now (`connected_slaves` of INFO replication). */
+  async replicasPerPrimary(): Promise<Array<{ primary: string; replicas: number }>> {
+    const counts: Array<{ primary: string; replicas: number }> = [];
+    for (const { name, send } of await this.primaries()) {
+      const info = String(await send(['INFO', 'replication']));
+      const connected = /^connected_slaves:(\d+)/m.exec(info);
+      counts.push({ primary: name, replicas: connected === null ? 0 : Number(connected[1]) });
+    }
+    return counts;
+  }
+
+  /**
+   * Listens on a sharded channel (SSUBSCRIBE: the channel lives in its slot, like a partition's
+   * keys). Standalone, a second connection does the listening, as subscribers must. Resolves to
+   * the call that stops listening.
+   */
+  async subscribe(
+    channel: string,
+    listener: (message: string) => void,
+  ): Promise<() => Promise<void>> {
+    try {
+      return await withinMs(this.listen(channel, listener), this.commandTimeoutMs);
+    } catch (err) {
+      if (isConnectionError(err)) throw unavailable(this.urls, err);
+      throw err;
+    }
+  }
+
+  private async listen(
+    channel: string,
+    listener: (message: string) => void,
+  ): Promise<() => Promise<void>> {
+    if (this.cluster !== undefined) {
+      await this.cluster.sSubscribe(channel, listener);
+      const cluster = this.cluster;
+      return () => cluster.sUnsubscribe(channel, listener);
+    }
+    if (this.sentinel !== undefined) {
+      // Its own connection to the primary, moved to the new one after a failover.
+      await this.sentinel.sSubscribe(channel, listener);
+      const sentinel = this.sentinel;
+      return async () => {
+        await sentinel.sUnsubscribe(channel, listener);
+      };
+    }
+    if (this.subscriber === undefined) {
+      const subscriber = (this.client as Client).duplicate();
+      subscriber.on('error', () => {});
+      this.subscriberClient = subscriber;
+      this.subscriber = subscriber.connect().then(() => subscriber as Client);
+    }
+    const subscriber = await this.subscriber;
+    await subscriber.sSubscribe(channel, listener);
+    return () => subscriber.sUnsubscribe(channel, listener);
+  }
+
+  /**
+   * Drops every connection at once, failing what is in flight: for a node that could not open,
+   * whose connections may still be trying to reach a server that is not there.
+   */
+  destroy(): void {
+    for (const connection of [this.subscriberClient, this.client, this.cluster, this.sentinel]) {
+      try {
+        connection?.destroy();
+      } catch {
+        // Never connected, or already gone.
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.subscriber !== undefined) await (await this.subscriber).close();
+    if (this.cluster !== undefined) await this.cluster.close();
+    else if (this.sentinel !== undefined) await this.sentinel.close();
+    else await (this.client as Client).close();
+  }
+
+  /**
+   * Every primary, by name, with a call on it that is bounded (commandTimeoutMs) and fails
+   * ERR_TICKWHEEL_UNAVAILABLE when the server is not there (a function's own errors pass).
+   */
+  private async primaries(): Promise<
+    Array<{ name: string; send(args: string[]): Promise<unknown> }>
+  > {
+    const ms = this.commandTimeoutMs;
+    const bounded = (name: string, client: Pick<Client, 'sendCommand'>) => ({
+      name,
+      send: async (args: string[]) => {
+        try {
+          return await within(ms, (o) => client.sendCommand(args, o));
+        } catch (err) {
+          const message = err instanceof Error ? err.message : '';
+          if (isConnectionError(err) || REFUSALS.test(message)) throw unavailable(this.urls, err);
+          throw err;
+        }
+      },
+    });
+    const shown = hidePassword(this.urls[0] ?? '');
+    if (this.sentinel !== undefined) {
+      const sentinel = this.sentinel;
+      const viaSentinel = {
+        sendCommand: ((args: string[], o: object) =>
+          sentinel.sendCommand(false, args, o)) as Client['sendCommand'],
+      };
+      return [bounded(`the primary of ${shown}`, viaSentinel)];
+    }
+    if (this.cluster === undefined) return [bounded(shown, this.client as Client)];
+    const found = [];
+    for (const master of this.cluster.masters) {
+      const client = await withinMs(Promise.resolve(this.cluster.nodeClient(master)), ms).catch(
+        (err: unknown) => {
+          throw unavailable(this.urls, err);
+        },
+      );
+      found.push(bounded(master.address, client as unknown as Client));
+    }
+    return found;
+  }
+}
+
+/**
+ * The first of `urls` that answers, and whether it is a Cluster node; tried in turn, round after
+ * round, until `deadline`. Each try gives up at its first failure (node-redis would otherwise
+ * retry one URL for ever), so that one dead root node does not stop a node from starting.
+ */
+async function reachable(
+  urls: readonly string[],
+  deadline: number,
+): Promise<{ url: string; clustered: boolean }> {
+  let last: unknown;
+  for (;;) {
+    for (const url of urls) {
+      const left = Math.max(100, deadline - Date.now());
+      const probe = createClient({
+        url,
+        socket: { reconnectStrategy: false, connectTimeout: Math.min(left, 2_000) },
+      }) as Client;
+      probe.on('error', () => {});
+      try {
+        // Bounded as a whole: a server that accepts connections but does not answer (stopped,
+        // or stalled) holds the handshake, which connectTimeout does not cover.
+        const info = await withinMs(
+          probe.connect().then(() => probe.sendCommand(['INFO', 'cluster'])),
+          Math.min(left, 2_000),
+        );
+        await probe.close();
+        return { url, clustered: /cluster_enabled:1/.test(String(info)) };
+      } catch (err) {
+        last = err;
+        try {
+          probe.destroy();
+        } catch {
+          // Never connected: nothing to destroy.
+        }
+      }
+    }
+    if (Date.now() >= deadline) throw unavailable(urls, last);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/** node-redis's node for the primary of `key`'s slot in its current slot map, if any. */
+function masterOf(cluster: Cluster, key: string): { address?: string } | undefined {
+  const { slots } = cluster as unknown as {
+    slots: Array<{ master?: { address?: string } } | undefined>;
+  };
+  return slots[slotOf(key)]?.master;
+}
+
+/** Commands about one server, which must go to the primary of the key's slot itself. */
+const ON_THE_PRIMARY = new Set(['WAIT', 'WAITAOF', 'ROLE']);
