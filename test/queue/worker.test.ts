@@ -388,6 +388,7 @@ describe('Worker', () => {
   });
 
   it('warns when close() waits long for a handler, as when the handler awaits that very close()', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     const source = new MemorySource();
     const escape = deferred();
     const warnings: Error[] = [];
@@ -401,10 +402,10 @@ describe('Worker', () => {
         await Promise.race([worker.close(), escape.promise]);
       });
       source.push(message(1));
-      const until = Date.now() + 5_000;
-      while (warnings.length === 0 && Date.now() < until) {
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      await vi.advanceTimersByTimeAsync(29);
+      expect(warnings).toEqual([]);
+      await vi.advanceTimersByTimeAsync(1);
+      await turns(); // a warning is emitted on the next tick
       expect(warnings).toHaveLength(1);
       expect(warnings[0].name).toBe('TickwheelConsumerWarning');
       expect(warnings[0].message).toMatch(
@@ -413,7 +414,7 @@ describe('Worker', () => {
       escape.resolve();
       await worker.close();
       expect(source.acked).toEqual(['r1']);
-      await new Promise((resolve) => setTimeout(resolve, 60));
+      await vi.advanceTimersByTimeAsync(10_000);
       expect(warnings).toHaveLength(1); // once, and not after close() ended
     } finally {
       Worker.closeWarnAfterMs = before;
