@@ -5,7 +5,6 @@
  * partitions over at once.
  */
 
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterNode } from '../../src/cluster/node.js';
 import { partitionsOf } from '../../src/cluster/rendezvous.js';
@@ -13,6 +12,7 @@ import { partitionsOf } from '../../src/cluster/rendezvous.js';
 import { installed, startCluster } from '../../scripts/valkey.mjs';
 import { checking, type Checking } from './checking.js';
 import { checkConsumeOptions, Worker } from '../../src/queue/worker.js';
+import { waitFor } from '../support/wait-for.js';
 
 const PARTITIONS = 16;
 
@@ -41,15 +41,16 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
 
   /** Waits until each live node owns exactly the partitions it wins among the live nodes. */
   async function settled(live: Array<Checking<ClusterNode>>, timeoutMs = 8_000) {
-    const until = Date.now() + timeoutMs;
     const ids = live.map((n) => n.nodeId);
     const wanted = ids.map((id) => JSON.stringify(partitionsOf(id, PARTITIONS, ids)));
-    for (;;) {
-      const owned = live.map((n) => n.ownedPartitions());
-      if (owned.every((share, i) => JSON.stringify(share) === wanted[i])) return owned;
-      if (Date.now() > until) throw new Error(`partitions not settled: ${JSON.stringify(owned)}`);
-      await sleep(50);
-    }
+    return waitFor(
+      () => {
+        const owned = live.map((n) => n.ownedPartitions());
+        if (owned.every((share, i) => JSON.stringify(share) === wanted[i])) return owned;
+        throw new Error(`partitions not settled: ${JSON.stringify(owned)}`);
+      },
+      { timeoutMs, intervalMs: 50 },
+    );
   }
 
   beforeAll(async () => {
