@@ -21,22 +21,15 @@ import { appendFileSync } from 'node:fs';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayQueue } from '../dist/delay-queue.js';
+import { seededRandom } from '../test/support/random.mjs';
 
 const [nodeId, urls, journal, seedText, rateText, durability = 'replicated'] =
   process.argv.slice(2);
 const MAX_DELAY_MS = 3_000;
 const CANCEL_SHARE = 0.05;
 
-let seed = Number(seedText) >>> 0 || 1;
-/** xorshift32: this node's choices, repeatable for a seed. */
-function random() {
-  seed ^= seed << 13;
-  seed >>>= 0;
-  seed ^= seed >>> 17;
-  seed ^= seed << 5;
-  seed >>>= 0;
-  return seed / 2 ** 32;
-}
+/** This node's choices, repeatable for a seed. */
+const random = seededRandom(Number(seedText));
 
 const hash = (payload) =>
   createHash('sha1').update(JSON.stringify(payload)).digest('hex').slice(0, 12);

@@ -51,6 +51,7 @@ import { join } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { seededRandom } from '../test/support/random.mjs';
 import { parseFlags } from './flags.mjs';
 import { cli, installed, startCluster } from './valkey.mjs';
 
@@ -104,18 +105,6 @@ function parseArgs(argv) {
     throw new Error(`--durability must be async, replicated or fsynced, not ${options.durability}`);
   }
   return options;
-}
-
-/** mulberry32: the harness's choices, repeatable for a seed. */
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 class NodeProcess {
@@ -338,7 +327,7 @@ async function main() {
     return 2;
   }
   const say = options.quiet ? () => {} : (line) => process.stdout.write(`${line}\n`);
-  const random = prng(options.seed);
+  const random = seededRandom(options.seed);
   const dir = mkdtempSync(join(tmpdir(), 'tickwheel-chaos-'));
   say(
     `chaos: seed ${options.seed}, ${options.kills} kills every ~${options.intervalMs} ms, journals in ${dir}`,

@@ -27,6 +27,7 @@ import { clearInterval, clearTimeout, setInterval, setTimeout } from 'node:timer
 import { setTimeout as sleep } from 'node:timers/promises';
 import { URL, fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { seededRandom } from '../test/support/random.mjs';
 import { CHROMIUM, CHROMIUM_ARGS } from './chromium.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -85,18 +86,8 @@ if (!existsSync(CHROMIUM)) {
 const { TickwheelClient } = await import(CLIENT);
 const { chromium } = await import('playwright-core');
 
-/** A small deterministic generator, so every run draws the same picture. */
-function prng(seed) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const random = prng(7700);
+// The same picture on every run.
+const random = seededRandom(7700);
 const between = (low, high) => low + random() * (high - low);
 
 function pickTopic() {

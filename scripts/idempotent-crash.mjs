@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { URL, fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { seededRandom } from '../test/support/random.mjs';
 import { parseFlags } from './flags.mjs';
 import { startPostgres } from './postgres.mjs';
 import { installed, startServer } from './valkey.mjs';
@@ -47,15 +48,8 @@ parseFlags(process.argv.slice(2), {
 });
 if (!(options.store in POINTS)) throw new Error(`--store must be postgres or redis`);
 
-/** mulberry32: a seeded generator, so that a run can be repeated. */
-let state = options.seed >>> 0;
-function random() {
-  state = (state + 0x6d2b79f5) >>> 0;
-  let t = state;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-}
+/** Seeded, so that a run can be repeated. */
+const random = seededRandom(options.seed);
 
 function runChild(config) {
   return new Promise((resolve) => {

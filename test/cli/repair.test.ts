@@ -13,6 +13,7 @@ import { DelayQueue } from '../../src/delay-queue.js';
 import type { StatsResponse } from '../../src/protocol/wire.js';
 import { requireBuiltCli, runCli, startServer, type ServerProcess } from '../server/process.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('repair');
 
@@ -118,10 +119,9 @@ describe('tickwheel repair', () => {
 
     const server = await startServer(['--dir', dir]);
     running.push(server);
-    for (let i = 0; i < 50 && !/repaired/.test(server.stderr()); i++) {
-      await new Promise((wait) => setTimeout(wait, 20));
-    }
-    expect(server.stderr()).toMatch(new RegExp(`repaired .*dropped ${lost.length} messages`));
+    await waitFor(() =>
+      expect(server.stderr()).toMatch(new RegExp(`repaired .*dropped ${lost.length} messages`)),
+    );
     for (const id of lost) {
       const get = await fetch(`${server.url}/v1/messages/${id}`);
       expect(get.status, id).toBe(404);

@@ -12,7 +12,7 @@ import * as tw from '../../src/cluster/functions.js';
 import { LIBRARY_VERSION, librarySource } from '../../src/cluster/library.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster, startServer } from '../../scripts/valkey.mjs';
-import { sleep, waitFor } from '../support/wait-for.js';
+import { waitFor } from '../support/wait-for.js';
 
 interface Running {
   urls: string[];
@@ -112,7 +112,11 @@ for (const [name, binary, start] of setups) {
       // What a server restarted without its data looks like to the next lease call.
       await valkey.command(meta(3), ['DEL', meta(3)]);
       expect(await lease(3, 'renew', 'a', 1, 5_000)).toEqual([0, 0, '']);
-      await sleep(5);
+      // Past the millisecond it was born in, by the server's clock.
+      await waitFor(async () => {
+        const [seconds, micros] = (await valkey.command(meta(3), ['TIME'])) as string[];
+        return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000) > Number(born);
+      });
       const [granted, epoch, again] = await lease(3, 'acquire', 'a', 0, 5_000);
       expect([granted, epoch]).toEqual([1, 1]);
       expect(Number(again)).toBeGreaterThan(Number(born));

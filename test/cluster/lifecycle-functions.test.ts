@@ -5,12 +5,12 @@
  * owner-only calls refused to anyone but the current epoch.
  */
 
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterValkey as Valkey } from '../../src/cluster/connection.js';
 import { decodeRecord, encodeRecord, placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster, startServer } from '../../scripts/valkey.mjs';
+import { waitFor } from '../support/wait-for.js';
 
 const WINDOW_MS = 30_000;
 const PARTITIONS = 16;
@@ -135,7 +135,7 @@ for (const [name, start] of setups) {
         maxAttempts: 3,
       });
 
-      await sleep(10);
+      // Due 5 ms after it was scheduled: within the 250 ms a fire may run ahead of its time.
       expect((await m.fire('node-a', epoch, seg, index)).slice(0, 2)).toEqual([1, []]);
       expect(String(await m.state()).startsWith('R|')).toBe(true);
       // A second fire of the same location does nothing: it is ready already.
@@ -180,7 +180,6 @@ for (const [name, start] of setups) {
         await m.cmd('HDEL', m.meta, 'owner');
         const [, epoch] = (await m.lease(node)) as number[];
         await m.load(node, epoch, (Math.floor(due / WINDOW_MS) + 1) * WINDOW_MS);
-        await sleep(5);
         const state = await m.state();
         expect((await m.fire(node, epoch, segOf(state), indexOf(state)))[0]).toBe(1);
       }
@@ -286,13 +285,15 @@ for (const [name, start] of setups) {
       expect(((await m.expire('node-e', epoch, 1, due + 1_000)) as number[]).slice(0, 2)).toEqual([
         0, 0,
       ]);
-      await sleep(80);
       const overdue = await m.overdue();
       expect(overdue.map((row) => String(row[1]))).toContain('order-0005');
       expect(await m.expire('node-x', epoch, 1, due + 1_000)).toEqual([-1]);
-      expect(((await m.expire('node-e', epoch, 1, due + 1_000)) as number[]).slice(0, 2)).toEqual([
-        1, 0,
-      ]);
+      // Expired by its owner once its 50 ms of visibility have run out by the server's clock.
+      await waitFor(async () =>
+        expect(((await m.expire('node-e', epoch, 1, due + 1_000)) as number[]).slice(0, 2)).toEqual(
+          [1, 0],
+        ),
+      );
       expect(String(await m.state()).startsWith('S|')).toBe(true);
       expect(await m.cmd('HGET', `${m.prefix}reasons`, 'order-0005')).toBe(
         'visibility timeout: not acknowledged in time',

@@ -6,13 +6,13 @@
  * partitions over at once.
  */
 
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { partitionsOf } from '../../src/cluster/rendezvous.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
 import { nodeOf } from './checking.js';
+import { waitFor } from '../support/wait-for.js';
 
 const PARTITIONS = 16;
 
@@ -39,15 +39,16 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
 
   /** Waits until each live node owns exactly the partitions it wins among the live nodes. */
   async function settled(live: DelayQueue[], timeoutMs = 8_000) {
-    const until = Date.now() + timeoutMs;
     const ids = live.map((n) => nodeOf(n).nodeId);
     const wanted = ids.map((id) => JSON.stringify(partitionsOf(id, PARTITIONS, ids)));
-    for (;;) {
-      const owned = live.map((n) => nodeOf(n).ownedPartitions());
-      if (owned.every((share, i) => JSON.stringify(share) === wanted[i])) return owned;
-      if (Date.now() > until) throw new Error(`partitions not settled: ${JSON.stringify(owned)}`);
-      await sleep(50);
-    }
+    return waitFor(
+      () => {
+        const owned = live.map((n) => nodeOf(n).ownedPartitions());
+        if (owned.every((share, i) => JSON.stringify(share) === wanted[i])) return owned;
+        throw new Error(`partitions not settled: ${JSON.stringify(owned)}`);
+      },
+      { timeoutMs, intervalMs: 50 },
+    );
   }
 
   beforeAll(async () => {

@@ -301,8 +301,9 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       const read = async () => {
         watch.segments.length = 0;
         owner.onEvent('n');
-        for (let i = 0; i < 100 && watch.segments.length === 0; i++) await sleep(5);
-        await sleep(50);
+        // Until the read it started has ended, and any read it asked for after it.
+        const reading = owner as unknown as { readingNear?: Promise<void> };
+        while (reading.readingNear !== undefined) await reading.readingNear;
         return [...watch.segments].sort();
       };
       const before = await read();

@@ -2,7 +2,8 @@
  * Recurring schedules' changes through a Valkey primary failover, durability 'replicated' (the
  * default): a real 3 + 3 Valkey Cluster, two tickwheel nodes in this process making a stream of
  * puts, updates and deletes of schedules with distinct names, and the primary that holds the
- * schedules' records (partition 0's slot) SIGKILLed at a random point of the stream, twice:
+ * schedules' records (partition 0's slot) SIGKILLed at a random point of the stream (seeded:
+ * TICKWHEEL_SEED replays a run's choices), twice:
  *
  *   round 1  a plain SIGKILL;
  *   round 2  the primary's replica stalled first (SIGSTOP) and a 16 MB write sent to the
@@ -40,6 +41,7 @@ import { nodeOf } from './checking.js';
 import type { ScheduleInfo } from '../../src/queue/recurring-records.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
+import { seededRandom } from '../support/random.mjs';
 
 interface Server {
   port: number;
@@ -176,6 +178,9 @@ describe.runIf(installed('valkey-server'))(
     });
 
     it('keeps every acknowledged put, update and delete; failed calls end with a code; the leader runs again', async () => {
+      // The stream's choices and the points of the kills replay from the seed it prints.
+      const seed = Number(process.env.TICKWHEEL_SEED ?? Math.floor(Math.random() * 2 ** 31));
+      const random = seededRandom(seed);
       const started = Date.now();
       const a = await open('node-a');
       const b = await open('node-b');
@@ -211,13 +216,13 @@ describe.runIf(installed('valkey-server'))(
             history: [],
           };
           logs.push(log);
-          const steps = 1 + Math.floor(Math.random() * 4);
+          const steps = 1 + Math.floor(random() * 4);
           for (let step = 0; step < steps && !stop; step++) {
             const n = ++seq;
             const via = n % 2 === 0 ? a : b;
             const payload = { name: log.name, seq: n };
-            const everyMs = 2_000 + 500 * Math.floor(Math.random() * 3);
-            const roll = Math.random();
+            const everyMs = 2_000 + 500 * Math.floor(random() * 3);
+            const roll = random();
             const op: Call['op'] = !log.acked.exists
               ? 'put'
               : roll < 0.4
@@ -254,7 +259,7 @@ describe.runIf(installed('valkey-server'))(
               log.failed = { op, state: intended, code, error: err };
               break; // its outcome is unknown: the name is left alone from here on
             }
-            await sleep(5 + Math.random() * 25);
+            await sleep(5 + random() * 25);
           }
         }
       };
@@ -264,8 +269,13 @@ describe.runIf(installed('valkey-server'))(
         stop = false;
         const roundStart = Date.now();
         const workers = Array.from({ length: WORKERS }, (_, w) => worker(round, w));
-        // A random point of the stream.
-        await sleep(1_000 + Math.random() * 1_500);
+        // A random point of the stream: after 100 to 400 of the round's calls have settled.
+        const point = 100 + Math.floor(random() * 300);
+        await waitFor(
+          async () => calls.filter((c) => c.round === round).length >= point,
+          `${point} calls of round ${round}`,
+          30_000,
+        );
         const { primary, replica } = await shardOf(anyRunning(), SLOT);
         const victim = byPort(primary);
         let stalledAt = Infinity;
@@ -279,7 +289,7 @@ describe.runIf(installed('valkey-server'))(
           await filler.connect();
           await filler.sendCommand(['SET', `{${QUEUE}:0}:filler`, Buffer.alloc(16 << 20, 120)]);
           filler.destroy();
-          await sleep(20 + Math.random() * 230);
+          await sleep(20 + random() * 230);
         }
         const killedAfterMs = Date.now() - roundStart;
         await victim.crash();
@@ -305,9 +315,15 @@ describe.runIf(installed('valkey-server'))(
           'the killed primary to rejoin as a replica',
           30_000,
         );
-        const rejoinedMs = Date.now() - killedAt;
-        // The stream goes on a little with the shard whole again, then stops; every call settles.
-        await sleep(1_000);
+        const rejoinedAt = Date.now();
+        const rejoinedMs = rejoinedAt - killedAt;
+        // The stream goes on with the shard whole again, 40 calls acknowledged, then stops; every
+        // call settles.
+        await waitFor(
+          async () => calls.filter((c) => c.ok && c.at > rejoinedAt).length >= 40,
+          'calls acknowledged after the rejoin',
+          30_000,
+        );
         stop = true;
         expect(await settlesWithin(Promise.all(workers), 40_000), 'a change never settled').toBe(
           true,
@@ -320,7 +336,7 @@ describe.runIf(installed('valkey-server'))(
       for (const c of failed) codes[c.code ?? 'none'] = (codes[c.code ?? 'none'] ?? 0) + 1;
       const slowest = Math.max(...calls.map((c) => c.ms));
       console.log(
-        `schedule changes: ${calls.length} made, ${calls.length - failed.length} acknowledged, ` +
+        `seed ${seed}: schedule changes: ${calls.length} made, ${calls.length - failed.length} acknowledged, ` +
           `${failed.length} failed ${JSON.stringify(codes)}; ${logs.length} names; slowest call ` +
           `${slowest} ms; failovers ${JSON.stringify(failovers)}`,
       );

@@ -21,7 +21,7 @@ import type { ReceivedMessage } from '../../src/queue/types.js';
 import { startServer as startTickwheel, type ServerProcess } from '../server/process.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
-import { sleep, waitFor } from '../support/wait-for.js';
+import { waitFor } from '../support/wait-for.js';
 
 describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () => {
   let valkey: { url: string; stop(): Promise<void> };
@@ -61,13 +61,13 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
 
   /** Waits until one of `nodes` leads the schedules; returns it. */
   async function leaderOf(nodes: DelayQueue[], timeoutMs = 10_000): Promise<DelayQueue> {
-    const until = Date.now() + timeoutMs;
-    for (;;) {
-      const leading = nodes.filter((node) => nodeOf(node).schedules.leading);
-      if (leading.length === 1) return leading[0];
-      if (Date.now() > until) throw new Error(`${leading.length} leaders`);
-      await sleep(50);
-    }
+    return waitFor(
+      () => {
+        const leading = nodes.filter((node) => nodeOf(node).schedules.leading);
+        return leading.length === 1 ? leading[0] : undefined;
+      },
+      { timeoutMs, intervalMs: 50, what: 'one leader' },
+    );
   }
 
   it('any node puts, reads, changes and deletes; the leader makes each occurrence', async () => {
@@ -118,9 +118,20 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     expect(cancelled).toEqual([expect.stringMatching(/^tick@\d+$/)]);
     expect(await other.deleteSchedule('tick')).toBe(false);
     expect(await leader.getSchedule('tick')).toBeUndefined();
-    await sleep(300);
-    const after = await other.receive('ticks', { max: 10, waitMs: 2_500 });
-    expect(after).toEqual([]);
+    // A message due after two more of its intervals: nothing of the schedule comes before it.
+    await other.schedule({ topic: 'ticks', id: 'marker', payload: 'marker', delayMs: 2_500 });
+    const after: string[] = [];
+    await waitFor(
+      async () => {
+        for (const message of await other.receive('ticks', { max: 10, waitMs: 1_000 })) {
+          after.push(message.id);
+          await other.ack(message.receipt);
+        }
+        return after.includes('marker');
+      },
+      { timeoutMs: 15_000 },
+    );
+    expect(after).toEqual(['marker']);
     // Bad specs are refused as on the embedded queue.
     await expect(other.putSchedule('bad', { topic: 't', cron: 'nope' })).rejects.toMatchObject({
       code: 'ERR_TICKWHEEL_INVALID_OPTION',
@@ -139,7 +150,12 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     expect(await node.ack(message.receipt)).toBe(true);
     // Acked, and so no longer pending: a plain schedule would make it again; once does not.
     expect(await scheduleOnce(node, request, 60_000)).toBe(false);
-    expect(await node.receive('o', { waitMs: 300 })).toEqual([]);
+    // Nothing of it comes before a message scheduled after it.
+    await node.schedule({ topic: 'o', id: 'marker', payload: 0 });
+    const next = await node.receive('o', { max: 10, waitMs: 5_000 });
+    expect(next.map((m) => m.id)).toEqual(['marker']);
+    await node.ack(next[0].receipt);
+    expect(await node.receive('o', { max: 10 })).toEqual([]);
     // A cancelled one may be made again (a changed schedule's time, made anew).
     expect(
       await scheduleOnce(node, { ...request, id: 'sched@2000', delayMs: 60_000 }, 60_000),
@@ -157,8 +173,8 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
       }
     }
     expect(taken).toContain('sched@3000');
-    await sleep(100);
-    expect(await scheduleOnce(node, other, 50)).toBe(true);
+    // Made again once its 50 ms mark has run out.
+    await waitFor(() => scheduleOnce(node, other, 50));
   }, 20_000);
 
   it('changes made at once through two nodes all land: none is lost', async () => {
@@ -281,7 +297,8 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     const node = await open(queue);
     await leaderOf([node]);
     await node.putSchedule('beat', { topic: 'beats', everyMs: 1_000, payload: 'x' });
-    await sleep(1_200);
+    // The leader is under way: its first occurrence came due, and the next one is made ahead.
+    await waitFor(async () => ((await node.getSchedule('beat'))?.created ?? 0) >= 2);
     const inner = nodeOf(node) as unknown as {
       valkey: Valkey;
       nodeId: string;

@@ -10,13 +10,13 @@
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
 import { startServer, type ServerProcess } from '../server/process.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('redis-script');
 
@@ -58,18 +58,19 @@ describe.runIf(installed('valkey-server'))('tickwheel serve --redis on a Valkey 
 
   /** Waits until the live nodes own every partition between them, as `node` sees it. */
   async function spread(node: string, live: string[], timeoutMs = 20_000) {
-    const until = Date.now() + timeoutMs;
-    for (;;) {
-      const { nodes } = await clusterOf(node);
-      const owning = nodes.filter((n) => n.partitions.length > 0).map((n) => n.node);
-      const owned = nodes.reduce(
-        (sum, n) => sum + (n.node === '(none)' ? 0 : n.partitions.length),
-        0,
-      );
-      if (owned === PARTITIONS && owning.sort().join() === [...live].sort().join()) return nodes;
-      if (Date.now() > until) throw new Error(`partitions not spread: ${JSON.stringify(nodes)}`);
-      await sleep(200);
-    }
+    return waitFor(
+      async () => {
+        const { nodes } = await clusterOf(node);
+        const owning = nodes.filter((n) => n.partitions.length > 0).map((n) => n.node);
+        const owned = nodes.reduce(
+          (sum, n) => sum + (n.node === '(none)' ? 0 : n.partitions.length),
+          0,
+        );
+        if (owned === PARTITIONS && owning.sort().join() === [...live].sort().join()) return nodes;
+        throw new Error(`partitions not spread: ${JSON.stringify(nodes)}`);
+      },
+      { timeoutMs, intervalMs: 200 },
+    );
   }
 
   beforeAll(async () => {

@@ -14,7 +14,7 @@ import { DelayQueue } from '../../src/delay-queue.js';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
 import { startReceiver } from '../queue/push-receiver.js';
-import { sleep, waitFor } from '../support/wait-for.js';
+import { waitFor } from '../support/wait-for.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
 
@@ -66,9 +66,8 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
     expect(await a.receive('jobs', { max: 10 })).toEqual([]);
     expect((await b.topicInfo('jobs')).pending).toBe(3);
     // A long poll under way on b ends with the messages once a resumes the topic.
+    // It waits in b's topic gate from the call on (the gate registers it before its first await).
     const polling = b.receive('jobs', { max: 10, waitMs: 8_000 });
-    // Lets the poll start waiting; one that had not would end with the messages all the same.
-    await sleep(200);
     await a.resume('jobs');
     const got = await polling;
     expect(got.length).toBeGreaterThan(0);
@@ -87,10 +86,9 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
     const consumers = [a, b].map((node) =>
       node.consume('jobs', () => void delivered.push(Date.now()), { concurrency: 8 }),
     );
-    // It delivers (the burst at least): the limit is not "nothing".
-    await waitFor(() => delivered.length >= 5, { timeoutMs: 20_000 });
-    // A window of 2 s at least, so that a bucket refilled too fast would show.
-    await sleep(2_000 - (Date.now() - started));
+    // The burst and two seconds of refill: the limit is not "nothing", and a bucket refilled
+    // too fast (or not shared) would get there too early for the bound below.
+    await waitFor(() => delivered.length >= 15, { timeoutMs: 20_000 });
     await Promise.all(consumers.map((consumer) => consumer.close()));
     const elapsedMs = Date.now() - started;
     // A bucket of 5, refilled at 5 a second: at most 5 + 5 * elapsed seconds, whichever node.
@@ -321,12 +319,9 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
   it('closing a node ends its receives waiting in the gate at once', async () => {
     const node = await open(`close-${run++}`);
     await node.pause('jobs');
-    const waiting = node.receive('jobs', { waitMs: 20_000 });
-    // Lets the receive start waiting; one that had not would answer empty all the same.
-    await sleep(100);
-    const started = Date.now();
+    // Waiting in the gate from the call on; a minute, twice the test's time, unless ended.
+    const waiting = node.receive('jobs', { waitMs: 60_000 });
     await node.close();
     expect(await waiting).toEqual([]);
-    expect(Date.now() - started).toBeLessThan(10_000);
   }, 30_000);
 });

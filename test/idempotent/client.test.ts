@@ -39,6 +39,14 @@ describe.runIf(postgresInstalled())('idempotent() with the client SDK', () => {
     await postgres?.stop();
   });
 
+  /** Whether a session of the server waits for a lock another one holds. */
+  const blockedOnLock = async (): Promise<boolean> =>
+    (
+      await pool.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+      )
+    ).rows[0].n > 0;
+
   it('applies a message redelivered during its first delivery once', async () => {
     const client = new TickwheelClient({ url });
     const store = new PostgresIdempotencyStore({ pool, table: 'client_done' });
@@ -47,8 +55,9 @@ describe.runIf(postgresInstalled())('idempotent() with the client SDK', () => {
       async (message: { id: string; topic: string; attempts: number }, { client: db }) => {
         attempts.push(message.attempts);
         await db.query('INSERT INTO sent VALUES ($1, $2)', [message.id, message.attempts]);
-        // The first delivery outlives its visibility timeout: the message comes again.
-        if (message.attempts === 1) await new Promise((resolve) => setTimeout(resolve, 600));
+        // The first delivery outlives its visibility timeout: it holds its key until the
+        // message has come again and that delivery waits on the key.
+        if (message.attempts === 1) await waitFor(blockedOnLock);
       },
       { store },
     );

@@ -18,7 +18,7 @@ import {
 } from '../../src/idempotent/index.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
-import { sleep, waitFor } from '../support/wait-for.js';
+import { waitFor } from '../support/wait-for.js';
 
 describe.runIf(postgresInstalled())('the PostgreSQL idempotency store', () => {
   let server: { url: string; stop(): Promise<void> };
@@ -100,8 +100,8 @@ describe.runIf(postgresInstalled())('the PostgreSQL idempotency store', () => {
     const first = handler({ id: 'm-3', topic: 'mail' });
     await waitFor(() => calls === 1);
     const second = handler({ id: 'm-3', topic: 'mail' });
-    // A window for the second to run, were it not blocked on the first's uncommitted key.
-    await sleep(100);
+    // The second waits in PostgreSQL, on the first's uncommitted key.
+    await waitFor(blockedOnLock);
     expect(calls).toBe(1);
     release();
     await Promise.all([first, second]);
@@ -110,6 +110,14 @@ describe.runIf(postgresInstalled())('the PostgreSQL idempotency store', () => {
     expect(store.stats()).toMatchObject({ ran: 1, duplicates: 1 });
     await store.close();
   });
+
+  /** Whether a session of the server waits for a lock another one holds. */
+  const blockedOnLock = async (): Promise<boolean> =>
+    (
+      await pool.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+      )
+    ).rows[0].n > 0;
 
   /** A pool like `pg`'s whose results carry no command tag (rows and rowCount only). */
   const tagless = (inner: pg.Pool): PgPool => {

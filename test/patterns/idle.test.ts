@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createConnection, createServer, type Socket } from 'node:net';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { waitFor } from '../support/wait-for.js';
 import {
   IdleTracker,
   ManualClock,
@@ -432,6 +433,7 @@ describe('IdleTracker on real sockets', () => {
     const clock = new SystemClock();
     const idleAt = new Map<string, number>();
     const connectedAt = new Map<string, number>();
+    let talkerHeardAt = 0;
     const server = createServer();
     const idle = new IdleTracker<Socket & { name?: string }>({
       clock,
@@ -449,7 +451,10 @@ describe('IdleTracker on real sockets', () => {
         socket.name = first.toString().split('\n')[0];
         connectedAt.set(socket.name, clock.now());
       });
-      socket.on('data', () => idle.read(handle));
+      socket.on('data', () => {
+        idle.read(handle);
+        if (socket.name === 'talker') talkerHeardAt = clock.now();
+      });
       socket.on('close', () => idle.untrack(handle));
       socket.on('error', () => {});
     });
@@ -470,7 +475,9 @@ describe('IdleTracker on real sockets', () => {
     // Generous bounds: never early, and not wildly late on a loaded machine.
     expect(silentFor).toBeGreaterThanOrEqual(150 - 1);
     expect(silentFor).toBeLessThan(1500);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The talker is still heard from twice the idle time after the silent one was reported.
+    const reported = idleAt.get('silent')!;
+    await waitFor(() => talkerHeardAt >= reported + 300);
     expect(idleAt.has('talker')).toBe(false);
     clearInterval(chatter);
     talker.destroy();

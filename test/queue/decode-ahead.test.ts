@@ -21,6 +21,7 @@ import {
 } from '../../src/queue/decode-ahead.js';
 import { T0, advance, fileKind, memoryKind, useQueues } from './harness.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('dense');
 
@@ -184,10 +185,12 @@ describe.each([
  * decoder: its steps run one per turn of the event loop.
  */
 async function untilAhead(queue: DelayQueue, done: (ahead: ReturnType<typeof aheadOf>) => boolean) {
-  const until = Date.now() + 10_000;
-  while (!done(aheadOf(queue)) && Date.now() < until) {
-    await new Promise((resolve) => setTimeout(resolve, 1));
-  }
+  await waitFor(() => done(aheadOf(queue)), { intervalMs: 1 });
+}
+
+/** Turns of the event loop: a decoding step queued would have run in the first of them. */
+async function turns(n = 5): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
 }
 
 /** The decoder's private counts, to see that what it keeps stays bounded. */
@@ -201,6 +204,7 @@ function aheadOf(queue: DelayQueue) {
             decodedChars: number;
             buckets: Map<number, unknown>;
             work: unknown[];
+            busyTimer: unknown;
           };
         };
       };
@@ -239,7 +243,8 @@ describe('payloads decoded ahead: bounds', () => {
     expect(await queue.receive('busy', { max: 1 })).toHaveLength(1);
     const due = clock.now() + 400; // its second is open at once
     await scheduleBurst(queue, due);
-    await new Promise((resolve) => setTimeout(resolve, 50)); // real time: steps would have run
+    // Its step has run, and found the consumers behind: it looks again later.
+    await untilAhead(queue, (ahead) => ahead.busyTimer !== undefined);
     expect(aheadOf(queue).decodedChars).toBe(0);
     expect(aheadOf(queue).noted).toBe(BURST - FIRST);
     await advance(clock, 150, 50, queue); // 100 ms without a take leaving messages behind
@@ -270,7 +275,7 @@ describe('payloads decoded ahead: bounds', () => {
       const due = T0 + 10_000; // its second opens at T0 + 9 s
       await scheduleBurst(queue, due);
       await advanceTo(clock, queue, T0 + 8_900);
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await turns();
       expect(aheadOf(queue).decodedChars).toBe(0);
       expect(aheadOf(queue).noted).toBe(BURST - FIRST);
       await advanceTo(clock, queue, T0 + 9_100);

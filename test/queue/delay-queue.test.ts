@@ -5,6 +5,7 @@ import { ManualClock, TickwheelError, TickwheelStateError } from '../../src/inde
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { T0, advance, fileKind, memoryKind, settle, type QueueKind } from './harness.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 describe.each([
   ['memory', memoryKind],
@@ -131,9 +132,7 @@ describe.each([
     // The redelivery is written (a real fsync on the file store) before the message is back on
     // the wheel: wait for that in real time, then let its backoff pass in virtual time.
     const inMemory = async () => (await q.stats()).inMemory;
-    for (let i = 0; i < 500 && (await inMemory()) === 0; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
+    await waitFor(async () => (await inMemory()) > 0, { intervalMs: 2 });
     await advance(clock, 60, 100, queue);
     const [second] = await q.receive('t');
     expect(second.id).toBe(id);
@@ -165,9 +164,7 @@ describe.each([
       (await Promise.all(ids.slice(35).map((id) => q.get(id)))).every(
         (info) => info?.status === 'scheduled',
       );
-    for (let i = 0; i < 500 && !(await retried()); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
+    await waitFor(retried, { intervalMs: 2 });
     await advance(clock, 5_000, 100, queue);
     const again = await q.receive('t', { max: 40 });
     expect(again.map((m) => [m.id, m.attempts])).toEqual(ids.slice(35).map((id) => [id, 2]));
@@ -195,9 +192,7 @@ describe.each([
     // wheel: wait for that in real time, then let the backoff pass in virtual time.
     const retried = async () =>
       (await q.get('b'))?.status === 'scheduled' && (await q.get('d'))?.status === 'scheduled';
-    for (let i = 0; i < 500 && !(await retried()); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
+    await waitFor(retried, { intervalMs: 2 });
     await advance(clock, 60, 100, queue);
     const again = await q.receive('t', { max: 10, visibilityMs: 100 });
     expect(again.map((m) => [m.id, m.attempts])).toEqual([

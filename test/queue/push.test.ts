@@ -8,7 +8,7 @@
 
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { TickwheelError } from '../../src/errors.js';
 import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
@@ -213,12 +213,16 @@ describe('push delivery (embedded queue, real receiver)', () => {
     const second = await receiver();
     const queue = await memoryQueue();
     await queue.configureTopic('hooks', { push: { url: first.url, secret: SECRET } });
+    await queue.configureTopic('other', { push: { url: first.url, secret: SECRET } });
     await queue.pause('hooks');
     await queue.schedule({ topic: 'hooks', id: 'a', payload: 1 });
-    await new Promise((resolve) => setTimeout(resolve, 150));
-    expect(first.requests).toEqual([]);
-    await queue.resume('hooks');
+    // A message of another topic, due after it, is pushed; the paused one is not.
+    await queue.schedule({ topic: 'other', id: 'later', payload: 0, delayMs: 50 });
     await first.waitFor(1);
+    expect(first.requests.map((r) => r.headers[PUSH_HEADER.id])).toEqual(['later']);
+    await queue.resume('hooks');
+    await first.waitFor(2);
+    expect(first.requests[1].headers[PUSH_HEADER.id]).toBe('a');
     await queue.configureTopic('hooks', {
       push: { url: second.url, secret: SECRET, method: 'PUT' },
     });
@@ -229,11 +233,10 @@ describe('push delivery (embedded queue, real receiver)', () => {
     await queue.configureTopic('hooks', { push: null });
     expect((await queue.topicInfo('hooks')).push).toBeNull();
     await queue.schedule({ topic: 'hooks', id: 'c', payload: 3 });
-    await new Promise((resolve) => setTimeout(resolve, 150));
-    expect(first.requests).toHaveLength(1);
+    // Not pushed: a consumer takes it.
+    expect((await queue.receive('hooks', { waitMs: 5_000 })).map((m) => m.id)).toEqual(['c']);
+    expect(first.requests).toHaveLength(2);
     expect(second.requests).toHaveLength(1);
-    // Not pushed: a consumer can take it.
-    expect((await queue.receive('hooks')).map((m) => m.id)).toEqual(['c']);
   });
 
   it('the target is durable; close() with a request under way ends at once and loses nothing', async () => {
@@ -324,6 +327,8 @@ describe('push delivery (embedded queue, real receiver)', () => {
 
   it('a request Node will not build fails its attempt, and nothing else', async () => {
     // Past the checks (a target read from an older store, say): no crash, no stray timer.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    onTestFinished(() => void vi.useRealTimers());
     const sender = new PushSender(
       {
         url: 'http://127.0.0.1:9/',
@@ -341,8 +346,8 @@ describe('push delivery (embedded queue, real receiver)', () => {
       code: 'ERR_TICKWHEEL_PUSH_FAILED',
       message: expect.stringMatching(/^the request cannot be sent/) as string,
     });
-    // Past the timeout the request would have had: nothing fires.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // No timer left to fire when the request's timeout would have come.
+    expect(vi.getTimerCount()).toBe(0);
     sender.close();
   });
 

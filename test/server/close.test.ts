@@ -5,11 +5,12 @@
  * Requests being served still finish.
  */
 
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { once } from 'node:events';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
+import { waitFor } from '../support/wait-for.js';
 
 async function start() {
   const queue = await DelayQueue.open({ store: new MemoryStore() });
@@ -22,11 +23,14 @@ async function start() {
 describe('closing the server', () => {
   it('does not wait for a connection left with half a request', async () => {
     const { queue, server, port } = await start();
+    const accepted: Socket[] = [];
+    server.server.on('connection', (held: Socket) => accepted.push(held));
     const socket = connect(port, '127.0.0.1');
     await once(socket, 'connect');
     // Headers started, never finished: Node waits for the rest until the request timeout.
     socket.write('POST /v1/topics/t/receive HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Closed once the server has read what was sent (closed before, it would reset the socket).
+    await waitFor(() => accepted.some((held) => held.bytesRead > 0));
     const started = Date.now();
     await server.close();
     expect(Date.now() - started).toBeLessThan(2_000);
@@ -36,12 +40,14 @@ describe('closing the server', () => {
 
   it('lets a long poll being served finish, then closes its connection', async () => {
     const { queue, server, port } = await start();
+    const served = vi.spyOn(queue, 'receive');
     const poll = fetch(`http://127.0.0.1:${port}/v1/topics/t/receive`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ waitMs: 1_000 }),
     });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Closed while the poll waits in the queue.
+    await waitFor(() => served.mock.calls.some(([, options]) => (options?.waitMs ?? 0) > 0));
     const closed = server.close();
     const answer = await poll;
     expect(answer.status).toBe(200);

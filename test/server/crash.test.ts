@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
 import { requireBuiltCli, startServer, type ServerProcess } from './process.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('crash');
 
@@ -10,7 +11,8 @@ const tempDir = useTempDirs('crash');
  * restart it on the same directory, and receive every message that got a 201.
  */
 
-const LOAD_MS = 1200;
+/** Messages acknowledged before the kill; the producers are still at it when it comes. */
+const ACKNOWLEDGED_BEFORE_KILL = 500;
 const SINGLE_PRODUCERS = 24;
 const BATCH_PRODUCERS = 2;
 const BATCH_SIZE = 50;
@@ -62,7 +64,8 @@ describe('crash safety over HTTP', () => {
       ...Array.from({ length: SINGLE_PRODUCERS }, (_, i) => single(i)),
       ...Array.from({ length: BATCH_PRODUCERS }, (_, i) => batched(i)),
     ];
-    await new Promise((resolve) => setTimeout(resolve, LOAD_MS));
+    // Killed under load, once enough has been acknowledged for a loss to show.
+    await waitFor(() => acknowledged.size >= ACKNOWLEDGED_BEFORE_KILL, { timeoutMs: 30_000 });
     first.child.kill('SIGKILL');
     stop = true;
     expect((await first.exited).signal).toBe('SIGKILL');

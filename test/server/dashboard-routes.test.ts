@@ -3,10 +3,10 @@
  * GET /v1/dashboard and GET /v1/messages/:id/preview.
  */
 
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import type { DelayQueue } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
-import { injector, openServer, sleep, type TestServer } from './harness.js';
+import { injector, openServer, type TestServer } from './harness.js';
 import { useTempDirs } from '../support/temp-dir.js';
 import { waitFor } from '../support/wait-for.js';
 
@@ -236,6 +236,9 @@ describe('GET /v1/dashboard', () => {
 
   it('builds at most one snapshot a second, shared by every request in it', async () => {
     const { call, queue } = await openServer();
+    // The snapshot's age is read from performance.now(): time moves by hand here.
+    vi.useFakeTimers({ toFake: ['performance', 'Date'] });
+    onTestFinished(() => void vi.useRealTimers());
     const stats = vi.spyOn(queue, 'stats');
     const first = await Promise.all(Array.from({ length: 5 }, () => call('GET', '/v1/dashboard')));
     for (const res of first) expect(res.body).toEqual(first[0].body);
@@ -247,7 +250,9 @@ describe('GET /v1/dashboard', () => {
     expect(cached.body.counters.scheduled).toBe(0);
     expect(stats).toHaveBeenCalledTimes(1);
 
-    await sleep(1050);
+    vi.advanceTimersByTime(999);
+    expect((await call('GET', '/v1/dashboard')).body).toEqual(first[0].body);
+    vi.advanceTimersByTime(1);
     const fresh = await call('GET', '/v1/dashboard');
     expect(fresh.body.now).toBeGreaterThanOrEqual(first[0].body.now + 1000);
     expect(fresh.body.counters.scheduled).toBe(1);

@@ -3,6 +3,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TickwheelClient, TickwheelHttpError } from '../../src/client/index.js';
 import { requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const dataDir = useTempDirs('e2e');
 
@@ -148,7 +149,8 @@ describe('tickwheel serve', () => {
   });
 
   it('exits at once on a second signal while a request holds up shutdown', async () => {
-    const server = await serve(['--dir', dataDir()]);
+    // Logging requests, so that the test sees when the held one has arrived.
+    const server = await serve(['--dir', dataDir(), '--log-level', 'info']);
     const { port } = new URL(server.url);
     // A request whose body never finishes arriving keeps the graceful close waiting.
     const socket = connect(Number(port), '127.0.0.1');
@@ -158,8 +160,22 @@ describe('tickwheel serve', () => {
         'Content-Length: 100\r\n\r\n{"payload":',
     );
     socket.on('error', () => undefined);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Its headers were read: it is a request being served, not an idle connection.
+    await waitFor(() => /"url":"\/v1\/topics\/t\/messages"/.test(server.stdout()));
     server.child.kill('SIGTERM');
+    // The close is under way (it has stopped accepting connections) ...
+    // (The operator's lines are JSON on stdout at this log level.)
+    const said = () => `${server.stdout()}${server.stderr()}`;
+    await waitFor(() => said().includes('SIGTERM, shutting down'));
+    await waitFor(
+      () =>
+        new Promise<boolean>((resolve) => {
+          const probe = connect(Number(port), '127.0.0.1');
+          probe.once('connect', () => resolve(false)).once('error', () => resolve(true));
+          probe.once('connect', () => probe.destroy());
+        }),
+    );
+    // ... and from then on, a while of it does not end the process.
     const early = await Promise.race([
       server.exited.then(() => 'exited'),
       new Promise((resolve) => setTimeout(() => resolve('waiting'), 500)),
@@ -167,7 +183,7 @@ describe('tickwheel serve', () => {
     expect(early).toBe('waiting');
     server.child.kill('SIGTERM');
     expect((await server.exited).code).toBe(1);
-    expect(server.stderr()).toContain('again, exiting now');
+    expect(said()).toContain('again, exiting now');
     socket.destroy();
   });
 });

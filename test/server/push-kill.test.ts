@@ -4,6 +4,7 @@ import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
 import { startReceiver, type Receiver } from '../queue/push-receiver.js';
 import { requireBuiltCli, startServer, type ServerProcess } from './process.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('push-kill');
 
@@ -86,11 +87,10 @@ describe('push delivery across a SIGKILL of the server', () => {
     const after = new TickwheelClient({ url: second.url });
     // The target outlived the crash; the pushes resume by themselves.
     expect((await after.topicInfo('hooks')).push).toMatchObject({ url: `${receiver.url}/` });
-    const deadline = Date.now() + 60_000;
-    while (Date.now() < deadline) {
-      if (answered.size === MESSAGES && (await after.topicInfo('hooks')).pending === 0) break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await waitFor(
+      async () => answered.size === MESSAGES && (await after.topicInfo('hooks')).pending === 0,
+      { timeoutMs: 60_000, intervalMs: 100 },
+    ).catch(() => undefined);
     expect([...answered].sort()).toEqual([...acknowledged].sort());
     expect(await after.topicInfo('hooks')).toMatchObject({ pending: 0, dead: 0 });
     // Every request was signed; those the kill cut came again as later attempts.

@@ -1,8 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
-import { openServer, sleep } from './harness.js';
+import { openServer } from './harness.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('server');
 
@@ -265,16 +266,21 @@ describe('POST /v1/topics/:topic/receive, /v1/ack, /v1/nack', () => {
   });
 
   it('long-polls: answers as soon as a message comes due', async () => {
-    const { call } = await openServer();
+    const { call, queue } = await openServer();
+    const served = vi.spyOn(queue, 'receive');
     const started = performance.now();
-    const polling = call('POST', '/v1/topics/jobs/receive', { waitMs: 5000 });
-    await sleep(50);
+    const polling = call('POST', '/v1/topics/jobs/receive', { waitMs: 20_000 });
+    // Scheduled once the poll waits in the queue.
+    await waitFor(() => served.mock.calls.some(([, options]) => (options?.waitMs ?? 0) > 0));
     await call('POST', '/v1/topics/jobs/messages', { payload: 'late', delayMs: 100 });
     const res = await polling;
-    const took = performance.now() - started;
-    expect(res.body.messages.map((m: { payload: string }) => m.payload)).toEqual(['late']);
-    expect(took).toBeGreaterThanOrEqual(140);
-    expect(took).toBeLessThan(2000);
+    const answeredAt = Date.now();
+    const [message] = res.body.messages as Array<{ payload: string; deliverAt: number }>;
+    expect(res.body.messages).toHaveLength(1);
+    expect(message.payload).toBe('late');
+    expect(answeredAt).toBeGreaterThanOrEqual(message.deliverAt);
+    // Long before its wait of 20 s ran out.
+    expect(performance.now() - started).toBeLessThan(20_000);
   });
 
   it("caps waitMs at the server's maxWaitMs", async () => {
@@ -500,18 +506,21 @@ describe('close()', () => {
     const server = await createServer({ dir, fsync: 'never', logLevel: 'silent' });
     await server.listen({ port: 0, host: '127.0.0.1' });
     const { port } = server.server.address() as { port: number };
+    const served = vi.spyOn(server.queue, 'receive');
     const started = performance.now();
     const poll = fetch(`http://127.0.0.1:${port}/v1/topics/t/receive`, {
       method: 'POST',
       headers: JSON_TYPE,
       body: JSON.stringify({ waitMs: 15_000 }),
     });
-    await sleep(100);
+    // Closed once the poll waits in the queue.
+    await waitFor(() => served.mock.calls.some(([, options]) => (options?.waitMs ?? 0) > 0));
     await server.close();
     const res = await poll;
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ messages: [] });
-    expect(performance.now() - started).toBeLessThan(3000);
+    // Long before its wait of 15 s ran out.
+    expect(performance.now() - started).toBeLessThan(15_000);
     await expect(server.queue.schedule({ topic: 't', payload: 1 })).rejects.toMatchObject({
       code: 'ERR_TICKWHEEL_CLOSED',
     });

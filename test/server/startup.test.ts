@@ -45,36 +45,39 @@ describe('what tickwheel serve prints', () => {
   });
 
   it.each([
-    ['--log-level info', ['--log-level', 'info'], {}],
-    ['TICKWHEEL_LOG_LEVEL=info', [], { TICKWHEEL_LOG_LEVEL: 'info' }],
-    ['--log-level debug', ['--log-level', 'debug'], {}],
+    ['--log-level info', ['--log-level', 'info'], {}, true],
+    ['TICKWHEEL_LOG_LEVEL=info', [], { TICKWHEEL_LOG_LEVEL: 'info' }, true],
+    ['--log-level debug', ['--log-level', 'debug'], {}, true],
     // Start-up lines are logged whatever the level (short of silent): a warn-level server
     // still says where it listens.
-    ['--log-level warn', ['--log-level', 'warn'], {}],
-    ['--log-level error and a token', ['--log-level', 'error', '--token', 'tok'], {}],
-  ])('with %s: JSON lines only on stdout, exactly one listening line', async (_what, args, env) => {
-    const server = await serve(['--dir', dataDir(), ...args], { env });
-    // A request, so that request logs are among the lines checked.
-    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    server.child.kill('SIGTERM');
-    await server.exited;
-    const lines = server.stdout().trim().split('\n');
-    const records = lines.map((line) => {
-      try {
-        return JSON.parse(line) as { msg?: string; level?: number };
-      } catch {
-        throw new Error(`not a JSON line: ${line}`);
-      }
-    });
-    // Ours, and none of Fastify's own "Server listening at" lines (one per address).
-    expect(records.filter((r) => /listening (on|at) http/i.test(r.msg ?? ''))).toHaveLength(1);
-    const listening = records.find((r) => LISTENING.test(r.msg ?? '')) as { url?: string };
-    expect(listening.url?.replace('0.0.0.0', '127.0.0.1')).toBe(server.url);
-    expect(records.some((r) => /dashboard/.test(JSON.stringify(r)))).toBe(true);
-    expect(records.some((r) => /recovered/.test(r.msg ?? ''))).toBe(true);
-    expect(server.stderr()).toBe('');
-  });
+    ['--log-level warn', ['--log-level', 'warn'], {}, false],
+    ['--log-level error and a token', ['--log-level', 'error', '--token', 'tok'], {}, false],
+  ])(
+    'with %s: JSON lines only on stdout, exactly one listening line',
+    async (_what, args, env, logsRequests) => {
+      const server = await serve(['--dir', dataDir(), ...args], { env });
+      // A request, so that request logs are among the lines checked.
+      expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+      if (logsRequests) await waitFor(() => server.stdout().includes('/healthz'));
+      server.child.kill('SIGTERM');
+      await server.exited;
+      const lines = server.stdout().trim().split('\n');
+      const records = lines.map((line) => {
+        try {
+          return JSON.parse(line) as { msg?: string; level?: number };
+        } catch {
+          throw new Error(`not a JSON line: ${line}`);
+        }
+      });
+      // Ours, and none of Fastify's own "Server listening at" lines (one per address).
+      expect(records.filter((r) => /listening (on|at) http/i.test(r.msg ?? ''))).toHaveLength(1);
+      const listening = records.find((r) => LISTENING.test(r.msg ?? '')) as { url?: string };
+      expect(listening.url?.replace('0.0.0.0', '127.0.0.1')).toBe(server.url);
+      expect(records.some((r) => /dashboard/.test(JSON.stringify(r)))).toBe(true);
+      expect(records.some((r) => /recovered/.test(r.msg ?? ''))).toBe(true);
+      expect(server.stderr()).toBe('');
+    },
+  );
 });
 
 describe('recovery of a big data directory', () => {

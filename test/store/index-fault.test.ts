@@ -15,10 +15,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LISTENING, requireBuiltCli } from '../server/process.js';
+import { useTempDirs } from '../support/temp-dir.js';
 
 const SCRIPT = fileURLToPath(new URL('./fixtures/serve-small-windows.mjs', import.meta.url));
 const TOPIC = 'far';
 const COUNT = 15;
+
+const tempDir = useTempDirs('index-fault');
 
 function mountSmallTmpfs(): string | undefined {
   const dir = mkdtempSync(join(tmpdir(), 'tickwheel-inodes-'));
@@ -158,43 +161,39 @@ describe.skipIf(mount === undefined)('index writes on a disk without free inodes
 describe('index writes and loads with every file descriptor taken', () => {
   it('heals by itself once descriptors are free, told once per fault', async () => {
     requireBuiltCli();
-    const dir = mkdtempSync(join(tmpdir(), 'tickwheel-fds-'));
+    const dir = tempDir('fds');
     const script = fileURLToPath(new URL('./fixtures/fd-exhaustion.mjs', import.meta.url));
-    try {
-      // A low limit, so that taking every free descriptor is quick.
-      const child = spawn(
-        'bash',
-        ['-c', 'ulimit -n 128 && exec "$0" "$1" "$2"', process.execPath, script, join(dir, 'data')],
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      let stdout = '';
-      let stderr = '';
-      child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
-      child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
-      const code = await new Promise((resolve) => child.on('exit', resolve));
-      expect(code, stderr).toBe(0);
-      const report = JSON.parse(stdout) as {
-        problem: string;
-        loadFailing: number;
-        indexFailing: number;
-        received: number;
-        early: number;
-        warnings: Array<{ code: string; message: string }>;
-      };
-      expect(report.problem).toMatch(/schedule index.*EMFILE/);
-      expect(report.indexFailing).toBe(1);
-      expect(report.loadFailing).toBe(1); // the first window's load met the fault too
-      expect(report.received).toBe(COUNT);
-      expect(report.early).toBe(0);
-      const codes = report.warnings.map((warning) => warning.code);
-      const index = report.warnings.filter((warning) => /schedule index/.test(warning.message));
-      expect(index.map((warning) => warning.code)).toEqual([
-        'ERR_TICKWHEEL_IO',
-        'TICKWHEEL_STORE_HEALED',
-      ]);
-      expect(codes.filter((code) => code === 'EMFILE')).toHaveLength(1); // the failed load
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    // A low limit, so that taking every free descriptor is quick.
+    const child = spawn(
+      'bash',
+      ['-c', 'ulimit -n 128 && exec "$0" "$1" "$2"', process.execPath, script, join(dir, 'data')],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+    child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+    const code = await new Promise((resolve) => child.on('exit', resolve));
+    expect(code, stderr).toBe(0);
+    const report = JSON.parse(stdout) as {
+      problem: string;
+      loadFailing: number;
+      indexFailing: number;
+      received: number;
+      early: number;
+      warnings: Array<{ code: string; message: string }>;
+    };
+    expect(report.problem).toMatch(/schedule index.*EMFILE/);
+    expect(report.indexFailing).toBe(1);
+    expect(report.loadFailing).toBe(1); // the first window's load met the fault too
+    expect(report.received).toBe(COUNT);
+    expect(report.early).toBe(0);
+    const codes = report.warnings.map((warning) => warning.code);
+    const index = report.warnings.filter((warning) => /schedule index/.test(warning.message));
+    expect(index.map((warning) => warning.code)).toEqual([
+      'ERR_TICKWHEEL_IO',
+      'TICKWHEEL_STORE_HEALED',
+    ]);
+    expect(codes.filter((code) => code === 'EMFILE')).toHaveLength(1); // the failed load
   });
 });

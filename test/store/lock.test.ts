@@ -13,6 +13,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('lock');
 
@@ -25,20 +26,29 @@ afterAll(() => {
 });
 
 /**
- * A plain `node` process that waits for `go` (a file appearing, so racers start together),
- * opens the queue, schedules one message, prints OPEN or the error code, then holds the queue
- * for `holdMs` and closes it.
+ * A plain `node` process that says WAITING on stderr and waits for `go` (a file appearing, so
+ * racers start together), opens the queue, schedules one message, prints OPEN or the error
+ * code, then holds the queue for `hold` ms, or until the file `hold` names appears, and closes
+ * it.
  */
-function opener(dir: string, go: string, holdMs: number, prefix: string[] = []): ChildProcess {
+function opener(
+  dir: string,
+  go: string,
+  hold: number | string,
+  prefix: string[] = [],
+): ChildProcess {
+  const until = (file: string) =>
+    `while (!existsSync(${JSON.stringify(file)})) await new Promise((r) => setTimeout(r, 1));`;
   const script = `
     import { existsSync } from 'node:fs';
     const { DelayQueue } = await import(${JSON.stringify(entry)});
-    while (!existsSync(${JSON.stringify(go)})) await new Promise((r) => setTimeout(r, 1));
+    process.stderr.write('WAITING\\n');
+    ${until(go)}
     try {
       const queue = await DelayQueue.open({ dir: ${JSON.stringify(dir)}, fsync: 'never' });
       await queue.schedule({ topic: 't', payload: process.pid, delayMs: 60_000 });
       console.log('OPEN');
-      await new Promise((r) => setTimeout(r, ${holdMs}));
+      ${typeof hold === 'string' ? until(hold) : `await new Promise((r) => setTimeout(r, ${hold}));`}
       await queue.close();
     } catch (err) {
       console.log(err.code ?? String(err));
@@ -73,12 +83,29 @@ describe('the data-directory lock across processes', () => {
       // Odd rounds start from a stale LOCK naming a pid that is surely not running.
       if (round % 2 === 1) writeFileSync(join(dir, 'LOCK'), '999999999\n');
       const go = join(dirname(dir), `${dir.split('/').pop()}-go`);
-      const racers = [0, 1, 2].map(() => opener(dir, go, 500));
-      const results = racers.map(outcome);
-      await new Promise((r) => setTimeout(r, 300)); // all three are polling for `go`
+      const release = `${go}-release`;
+      const racers = [0, 1, 2].map(() => opener(dir, go, release));
+      let opened = 0;
+      let answered = 0;
+      for (const racer of racers) {
+        racer.stdout!.on('data', (chunk) => (opened += String(chunk).includes('OPEN') ? 1 : 0));
+      }
+      const polling = racers.map(
+        (racer) =>
+          new Promise<void>((ready) =>
+            racer.stderr!.on('data', (chunk) => String(chunk).includes('WAITING') && ready()),
+          ),
+      );
+      const results = racers.map((racer) => outcome(racer).finally(() => answered++));
+      await Promise.all(polling);
       writeFileSync(go, '');
+      // The one that opened holds the directory until the other two have answered (or a second
+      // one opened it too).
+      await waitFor(() => answered >= 2 || opened >= 2);
+      writeFileSync(release, '');
       const seen = await Promise.all(results);
       rmSync(go, { force: true });
+      rmSync(release, { force: true });
       expect(
         seen.filter((line) => line === 'OPEN'),
         `round ${round}: ${seen}`,
