@@ -108,4 +108,27 @@ describe('deploy/ names only metrics that /metrics has', () => {
   it('deploy/prometheus/alerts.yml', () => {
     expect(missingNames(rules, scrape, known)).toEqual([]);
   });
+
+  it("each alert's runbook_url is a heading of docs/operations.md", () => {
+    const anchors = new Set(
+      [...readRepoFile('docs/operations.md').matchAll(/^#+ (.+)$/gm)].map((match) =>
+        match[1]
+          .toLowerCase()
+          .replace(/[^\w\- ]/g, '')
+          .replace(/ /g, '-'),
+      ),
+    );
+    const urls = [
+      ...readRepoFile('deploy/prometheus/alerts.yml').matchAll(/runbook_url: '([^']*)'/g),
+    ].map((match) => match[1]);
+    expect(urls.length).toBe(
+      [...readRepoFile('deploy/prometheus/alerts.yml').matchAll(/- alert:/g)].length,
+    );
+    expect(
+      urls.filter((url) => {
+        const [page, anchor] = url.split('#');
+        return !page.endsWith('/docs/operations.md') || !anchors.has(anchor);
+      }),
+    ).toEqual([]);
+  });
 });
