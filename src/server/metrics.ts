@@ -110,6 +110,7 @@ export class ServerMetrics {
   private readonly storeLive: Gauge;
   private readonly storeDead: Gauge;
   private readonly failing: Gauge;
+  private readonly stopped: Gauge;
   private readonly logBytes: Gauge;
   private readonly fsyncs: MirroredCounter;
   private readonly fsyncSeconds: MirroredCounter;
@@ -229,6 +230,11 @@ export class ServerMetrics {
       name: 'tickwheel_store_failing',
       help: 'Store work that fails now and is retried by itself, by part: load (bringing due messages into memory), index (schedule index writes), checkpoint; 1 while failing. GET /healthz says why.',
       labelNames: ['part'],
+      registers,
+    });
+    this.stopped = new Gauge({
+      name: 'tickwheel_store_stopped',
+      help: 'The store stopped taking changes after a failed log write or fsync (1), until the queue is opened again; GET /healthz says why.',
       registers,
     });
     this.fsyncMax = new Gauge({
@@ -359,6 +365,7 @@ export class ServerMetrics {
       this.failing.set({ part: 'load' }, numberOf(stats.loadFailing));
       this.failing.set({ part: 'index' }, numberOf(store.indexFailing));
       this.failing.set({ part: 'checkpoint' }, numberOf(store.checkpointFailing));
+      this.stopped.set(numberOf(store.stopped));
     }
     this.fireLateness.samples = fireSamples(this.fireLateness.name, stats.latenessMs);
     this.deliveryLateness.samples = deliverySamples(

@@ -8,6 +8,7 @@
 
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/index.js';
+import { MemoryStore } from '../../src/delay-queue.js';
 import { startReceiver } from '../queue/push-receiver.js';
 import { openServer } from './harness.js';
 import { waitFor } from '../support/wait-for.js';
@@ -199,6 +200,22 @@ describe('GET /metrics', () => {
     expect(scheduledOf(second)).toEqual({ a: 1, b: 2, _other: 53 });
     const labels = new Set(second.get('tickwheel_messages')?.samples.map((s) => s.labels.topic));
     expect([...labels].sort()).toEqual(['_other', 'a', 'b']);
+  });
+
+  it('shows a stopped store as tickwheel_store_stopped 1', async () => {
+    const gauge = async (store: MemoryStore) => {
+      const { call } = await openServer({}, { store });
+      const text = (await call('GET', '/metrics')).text;
+      return parseExposition(text).get('tickwheel_store_stopped')?.samples[0]?.value;
+    };
+    // What a store says in stats() once a log write failed (file-store.ts).
+    class StoppedStore extends MemoryStore {
+      override stats() {
+        return { ...super.stats(), stopped: 1 };
+      }
+    }
+    expect(await gauge(new MemoryStore())).toBe(0);
+    expect(await gauge(new StoppedStore())).toBe(1);
   });
 
   it('refuses a metricsTopics out of bounds', async () => {
