@@ -3,6 +3,7 @@
  * routes/dashboard.ts, openapi.ts): stats, health, metrics, this document, the dashboard.
  */
 
+import { COUNTER_NAMES } from '../../protocol/model.js';
 import { errorBody, idParams, nullable, object } from './common.js';
 
 const nullableNumber = nullable('number');
@@ -27,16 +28,7 @@ export const statsSchema = {
     200: {
       ...open,
       required: [
-        'scheduled',
-        'deduplicated',
-        'fired',
-        'delivered',
-        'acked',
-        'nacked',
-        'expired',
-        'dead',
-        'cancelled',
-        'rescheduled',
+        ...COUNTER_NAMES,
         'latenessMs',
         'deliveryLatenessMs',
         'inMemory',
