@@ -90,10 +90,9 @@ export function headerValue(value: string | string[] | undefined, joinable: bool
 }
 
 /** The context of an HTTP request's `traceparent` and `tracestate` headers, or undefined. */
-export function traceContextOfHeaders(headers: {
-  traceparent?: string | string[] | undefined;
-  tracestate?: string | string[] | undefined;
-}): TraceContext | undefined {
+export function traceContextOfHeaders(
+  headers: Record<string, string | string[] | undefined>,
+): TraceContext | undefined {
   if (headers.traceparent === undefined) return undefined;
   return traceContextOf(
     headerValue(headers.traceparent, false),
