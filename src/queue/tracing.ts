@@ -8,6 +8,8 @@
  *   process <topic>  CONSUMER, one per delivery run by consume(), a Worker or pushListener: a
  *                    child of the message's stored context, and linked to it; events `ack`,
  *                    `nack` (and the span's status) say how the delivery was settled
+ *   dead <topic>     CLIENT, a settle span when a message becomes a dead letter, a child of its
+ *                    stored context
  *
  * `@opentelemetry/api` is an optional peer dependency, loaded on first use with require(): when
  * it is not installed, or no tracer provider is registered, nothing here makes a span, and the
@@ -235,6 +237,31 @@ export function endProcess(processing: Processing, failure: unknown, failedRun: 
     failed(span, failure);
   } else span.addEvent('ack');
   span.end();
+}
+
+/** A `dead <topic>` settle span: the message ran out of attempts (`reason`: its lastError). */
+export function deadSpan(topic: string, message: Delivered, reason: string | undefined): void {
+  const otel = api();
+  if (otel === null || message.trace === undefined) return;
+  const tracing = tracer(otel);
+  if (tracing === undefined) return;
+  const stored = spanContextOf(otel, message.trace);
+  const attributes: Otel.Attributes = {
+    'messaging.system': SYSTEM,
+    'messaging.operation.type': 'settle',
+    'messaging.operation.name': 'dead',
+    'messaging.destination.name': topic,
+    'messaging.message.id': message.id,
+  };
+  if (message.attempts !== undefined) attributes['tickwheel.message.attempts'] = message.attempts;
+  if (reason !== undefined) attributes['tickwheel.message.last_error'] = reason;
+  tracing
+    .startSpan(
+      `dead ${topic}`,
+      { kind: otel.SpanKind.CLIENT, attributes, links: [{ context: stored }] },
+      otel.trace.setSpanContext(otel.ROOT_CONTEXT, stored),
+    )
+    .end();
 }
 
 /**

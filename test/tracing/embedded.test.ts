@@ -80,7 +80,7 @@ describe('tracing on the embedded queue', () => {
     expect(activeInHandler).toBe(process.spanContext().spanId);
   });
 
-  it('marks a failed delivery on its process span with a nack event and an error status', async () => {
+  it('marks a failed delivery with a nack event and an error status, and its burial with a dead span', async () => {
     const queue = await open({ store: new MemoryStore() });
     await queue.schedule({ topic: 'jobs', payload: 1, maxAttempts: 1 });
     const consumer = queue.consume(
@@ -90,9 +90,17 @@ describe('tracing on the embedded queue', () => {
       },
       { onError: () => {} },
     );
-    await waitFor(() => tracing.spans().some((span) => span.name === 'process jobs'));
+    await waitFor(() => tracing.spans().some((span) => span.name === 'dead jobs'));
     await consumer.close();
     const process = tracing.span('process jobs');
+    const dead = tracing.span('dead jobs');
+    expect(dead.kind).toBe(SpanKind.CLIENT);
+    expect(dead.parentSpanContext?.spanId).toBe(tracing.span('create jobs').spanContext().spanId);
+    expect(dead.attributes).toMatchObject({
+      'messaging.operation.type': 'settle',
+      'messaging.operation.name': 'dead',
+      'tickwheel.message.last_error': 'Error: no printer',
+    });
     expect(process.events.map((event) => event.name)).toEqual(['nack', 'exception']);
     expect(process.status).toEqual({ code: SpanStatusCode.ERROR, message: 'no printer' });
     expect(process.parentSpanContext?.spanId).toBe(
