@@ -81,6 +81,18 @@ describe('tracing over HTTP', () => {
     expect(process.events.map((event) => event.name)).toEqual(['ack']);
   });
 
+  it("stores the request's traceparent; the server's embedded consume() continues it", async () => {
+    await scheduleOverHttp('local', { payload: 1 });
+    const consumer = queue.consume('local', () => {});
+    await waitFor(() => tracing.spans().some((span) => span.name === 'process local'));
+    await consumer.close();
+    const create = tracing.span('create local');
+    const process = tracing.span('process local');
+    expect(process.spanContext().traceId).toBe(CALLER.traceId);
+    expect(process.parentSpanContext?.spanId).toBe(create.spanContext().spanId);
+    expect(create.parentSpanContext?.spanId).toBe(CALLER.spanId);
+  });
+
   it('returns the stored context on received messages, with its tracestate', async () => {
     await scheduleOverHttp('jobs', { payload: 1 });
     const [message] = await client().receive('jobs');
