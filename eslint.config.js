@@ -85,6 +85,7 @@ const DOMAIN = [
   'recurring-spec',
   'store',
   'topics',
+  'tracing',
   'turns',
   'types',
   'worker',

@@ -47,6 +47,14 @@ const expected: Record<string, RegExp[]> = {
     /^worker 2: lease lost: renew\(\) answered false: the lease is no longer held$/,
     /^worker 2: stopped its work$/,
   ],
+  'tracing.mjs': [
+    /^the message carried traceparent 00-[0-9a-f]{32}-[0-9a-f]{16}-01$/,
+    /^trace [0-9a-f]{32}: 4 spans$/,
+    /^POST \/checkout$/,
+    /^ {2}create emails PRODUCER$/,
+    /^ {4}process emails CONSUMER \[ack\]$/,
+    /^ {6}send email$/,
+  ],
   'topic-controls.mjs': [
     /^paused: 0 sent in 300 ms, 6 waiting$/,
     /^after a restart: paused true, at most 10 a second$/,

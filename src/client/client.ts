@@ -57,6 +57,7 @@ import { checkClientOptions, type CallOptions, type ClientOptions } from './opti
 
 export { DEFAULT_URL, type CallOptions, type ClientOptions } from './options.js';
 import { checkWatch, type QueueEvent } from '../queue/events.js';
+import { activeTrace } from '../queue/tracing.js';
 
 /**
  * `Payload` types the payloads of the messages scheduled and received (unknown by default):
@@ -96,6 +97,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       refuse: (err) => refuseMessage(message, '', err),
       idempotent: true,
       subject: body.id,
+      trace: activeTrace(),
     });
     return answer.body;
   }
@@ -141,6 +143,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       },
       idempotent: true,
       subject: body.map((wire) => wire.id as string),
+      trace: activeTrace(),
     });
     return answer.body.results;
   }

@@ -17,6 +17,9 @@
  * when it resolves, 500 with the error's message when it throws. Requests other than the
  * target's method are answered 405. Every refusal is a JSON body `{ error: { code, message } }`.
  * Pushes are at least once: dedup on `message.id` where running twice matters.
+ *
+ * The handler runs in a `process <topic>` span (docs/observability.md) continuing the
+ * request's `traceparent`, when OpenTelemetry is set up; `message.trace` has that context.
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -36,11 +39,15 @@ import {
   type PushDelivery,
   type VerifyPushOptions,
 } from '../protocol/push-signature.js';
+import { traceContextOfHeaders, type TraceContext } from '../protocol/trace-context.js';
+import { endProcess, runProcessing, startProcess } from '../queue/tracing.js';
 
 /** A pushed message, as the handler gets it. */
 export interface PushedMessage extends PushDelivery {
   /** The JSON payload decoded, or the raw bytes (a Buffer) of one given as bytes. */
   payload: unknown;
+  /** The W3C trace context of the request's `traceparent` and `tracestate`, if it had one. */
+  trace?: TraceContext;
 }
 
 export interface PushListenerOptions extends VerifyPushOptions {
@@ -137,9 +144,21 @@ export function pushListener(
           refuse(response, 400, 'ERR_TICKWHEEL_INVALID_REQUEST', (err as Error).message);
           return;
         }
+        const message: PushedMessage = { ...delivery, payload };
+        const trace = traceContextOfHeaders(request.headers);
+        if (trace !== undefined) message.trace = trace;
+        const processing = startProcess(message.topic, {
+          id: message.id,
+          attempts: message.attempt,
+          trace,
+        });
         try {
-          await handler({ ...delivery, payload });
+          await (processing === undefined
+            ? handler(message)
+            : runProcessing(processing, handler, message));
+          if (processing !== undefined) endProcess(processing, undefined, false);
         } catch (err) {
+          if (processing !== undefined) endProcess(processing, err, true);
           refuse(
             response,
             500,

@@ -13,6 +13,7 @@
  * a network error. A request that fails for good says what it may have written (CallOutcome).
  */
 
+import type { TraceContext } from '../protocol/trace-context.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AbortError, TickwheelTypeError } from '../errors.js';
 import { describe } from '../validate.js';
@@ -45,6 +46,8 @@ export interface Exchange {
   accept?: readonly number[];
   timeoutMs?: number;
   signal?: AbortSignal | undefined;
+  /** Sent as the `traceparent` and `tracestate` headers. */
+  trace?: TraceContext | undefined;
 }
 
 export interface Answer<T> {
@@ -122,6 +125,15 @@ export class Transport {
     if (body !== undefined) {
       init.headers = this.jsonHeaders;
       init.body = body;
+    }
+    const trace = exchange.trace;
+    if (trace !== undefined) {
+      const headers: Record<string, string> = {
+        ...(init.headers as Record<string, string>),
+        traceparent: trace.traceparent,
+      };
+      if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
+      init.headers = headers;
     }
     let status: number;
     let text: string;

@@ -269,16 +269,18 @@ export class Consumer {
           this.hints.get(topic)?.delete(partition);
         }
         for (const { id, attempts, deliverAt, record } of rows) {
-          const { payloadKind, payload } = decodeRecord(record);
+          const { payloadKind, payload, trace } = decodeRecord(record);
           bytesLeft -= record.length;
-          out.push({
+          const delivery: ReceivedMessage = {
             id,
             topic,
             payload: decodePayload(payloadKind, payload),
             deliverAt,
             attempts,
             receipt: `c${partition}.${attempts}.${id}`,
-          });
+          };
+          if (trace !== undefined) delivery.trace = trace;
+          out.push(delivery);
         }
       });
     }

@@ -208,7 +208,7 @@ export class Producer {
 
   /** A checked request's record (ids starting with '@' are refused by the queue: located ids). */
   private prepare(checked: CheckedRequest): Pending {
-    const { topic, deliverAt, maxAttempts, backoff, payload } = checked;
+    const { topic, deliverAt, maxAttempts, backoff, payload, trace } = checked;
     const fields = {
       id: '',
       topic,
@@ -216,6 +216,7 @@ export class Producer {
       backoff,
       payloadKind: payload.kind,
       payload: payload.bytes ?? payload.text ?? '',
+      trace,
     };
     if (checked.id === '') {
       const tag = this.tag();

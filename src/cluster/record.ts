@@ -3,12 +3,15 @@
  * while the message lives. Its status, due time and attempts are in its id's state instead.
  *
  *   idLength u8 | id | bucket u16 | maxAttempts u16 | backoff u8 | [delayMs f64]
- *   [jitter f64] [maxDelayMs f64] | payloadKind u8 | topicLength u8 | topic | payload
+ *   [jitter f64] [maxDelayMs f64] | payloadKind u8 | topicLength u8 | topic | [trace] | payload
  *
  * Little-endian. The first three fields are read by the Valkey functions (the id and its bucket
  * to find the state, maxAttempts to decide between a retry and a dead letter), so they come first
  * and never move. `backoff` is 0 (none), 1 (fixed) or 2 (exponential), plus 4 when a jitter
- * follows and 8 when a maxDelayMs follows; the f64s are present only for a back-off. Ids and
+ * follows and 8 when a maxDelayMs follows; the f64s are present only for a back-off. 16 in
+ * `backoff` says the message's W3C trace context (protocol/trace-context.ts) follows the topic:
+ * traceparentLength u8 | tracestateLength u16 | traceparent | tracestate, ASCII; the functions
+ * never read past the first fields, so a record with one is stored and moved like any other. Ids and
  * topics are ASCII (their patterns allow nothing else). A message with a 16-character id, a
  * 7-character topic and no back-off costs 30 bytes besides its payload.
  *
@@ -32,11 +35,18 @@
 import { TickwheelCorruptError, TickwheelRangeError } from '../errors.js';
 import type { Backoff } from '../queue/message.js';
 import { fnv1a, mix32 } from './rendezvous.js';
+import {
+  MAX_TRACESTATE_CHARS,
+  TRACEPARENT_CHARS,
+  checkTraceContext,
+  type TraceContext,
+} from '../protocol/trace-context.js';
 
 export const BUCKETS = 1024;
 
 /** The most a record can take besides its payload (id of 200, topic of 128, a full back-off). */
-export const MAX_RECORD_OVERHEAD = 1 + 200 + 2 + 2 + 1 + 3 * 8 + 1 + 1 + 128;
+export const MAX_RECORD_OVERHEAD =
+  1 + 200 + 2 + 2 + 1 + 3 * 8 + 1 + 1 + 128 + 3 + TRACEPARENT_CHARS + MAX_TRACESTATE_CHARS;
 
 export interface ClusterRecord {
   id: string;
@@ -45,6 +55,8 @@ export interface ClusterRecord {
   backoff: Backoff | undefined;
   payloadKind: number;
   payload: Uint8Array;
+  /** The trace context of the call that scheduled the message, if it had one. */
+  trace?: TraceContext | undefined;
 }
 
 /** A record to encode: its payload as bytes, or as text written in as UTF-8 (no copy). */
@@ -88,6 +100,7 @@ const FIXED = 1;
 const EXPONENTIAL = 2;
 const HAS_JITTER = 4;
 const HAS_MAX_DELAY = 8;
+const HAS_TRACE = 16;
 
 /**
  * The record of a message: with its id and bucket, or, when `located` is given, the located
@@ -124,11 +137,17 @@ export function encodeRecord(
       floats++;
     }
   }
+  const trace = record.trace;
+  const tracestate = trace?.tracestate ?? '';
+  const traceBytes = trace === undefined ? 0 : 3 + trace.traceparent.length + tracestate.length;
+  if (trace !== undefined) flags |= HAS_TRACE;
   const head =
     located === undefined ? 1 + id.length + 2 : 1 + 1 + located.tag.length + 1 + due.length;
   const payloadBytes =
     typeof payload === 'string' ? Buffer.byteLength(payload, 'utf8') : payload.byteLength;
-  const buf = Buffer.allocUnsafe(head + 2 + 1 + 8 * floats + 1 + 1 + topic.length + payloadBytes);
+  const buf = Buffer.allocUnsafe(
+    head + 2 + 1 + 8 * floats + 1 + 1 + topic.length + traceBytes + payloadBytes,
+  );
   let at = 0;
   if (located === undefined) {
     buf[at++] = id.length;
@@ -151,6 +170,12 @@ export function encodeRecord(
   buf[at++] = record.payloadKind;
   buf[at++] = topic.length;
   at += buf.write(topic, at, 'latin1');
+  if (trace !== undefined) {
+    buf[at++] = trace.traceparent.length;
+    at = buf.writeUInt16LE(tracestate.length, at);
+    at += buf.write(trace.traceparent, at, 'latin1');
+    at += buf.write(tracestate, at, 'latin1');
+  }
   if (typeof payload === 'string') buf.write(payload, at, 'utf8');
   else buf.set(payload, at);
   return buf;
@@ -200,6 +225,21 @@ export function decodeRecord(
     const payloadKind = buf[at++];
     const topicLength = buf[at++];
     const topic = buf.toString('latin1', at, (at += topicLength));
+    let trace: TraceContext | undefined;
+    if (flags & HAS_TRACE) {
+      const parentStart = at + 3;
+      const stateStart = parentStart + buf[at];
+      const stateEnd = stateStart + buf.readUInt16LE(at + 1);
+      at = stateEnd;
+      // One that does not parse is dropped: the message is whole without it.
+      if (at <= buf.length) {
+        trace = checkTraceContext({
+          traceparent: buf.toString('latin1', parentStart, stateStart),
+          tracestate:
+            stateStart === stateEnd ? undefined : buf.toString('latin1', stateStart, stateEnd),
+        });
+      }
+    }
     if (at > buf.length || idLength === undefined)
       throw new TickwheelCorruptError('a cluster record ends before its fields do');
     return {
@@ -210,6 +250,7 @@ export function decodeRecord(
       backoff,
       payloadKind,
       payload: buf.subarray(at),
+      trace,
       ...located,
     };
   } catch (err) {

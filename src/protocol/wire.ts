@@ -4,6 +4,7 @@
  * both sides check are in limits.ts and the status of each error code in status.ts.
  */
 
+import type { TraceContext } from './trace-context.js';
 import type { ClientErrorCode, CliErrorCode, TickwheelErrorCode, WriteOutcome } from '../errors.js';
 import type {
   Backoff,
@@ -63,6 +64,11 @@ export interface ScheduleBody {
   id?: string;
   maxAttempts?: number;
   backoff?: Backoff;
+  /**
+   * The W3C trace context to store with the message; default: the request's `traceparent` and
+   * `tracestate` headers. A malformed one is ignored.
+   */
+  trace?: TraceContext;
 }
 
 /** 201 of a schedule: the message is as durable as the server's fsync policy promises. */
@@ -136,6 +142,8 @@ export interface WireReceivedMessage {
   deliverAt: number;
   attempts: number;
   receipt: string;
+  /** The trace context stored with the message, if it has one. */
+  trace?: TraceContext;
 }
 
 export interface ReceiveResponse {

@@ -56,6 +56,7 @@ import type {
 } from './types.js';
 import { Pushers } from './push.js';
 import { checkConsumeOptions, Worker } from './worker.js';
+import { endProducer, endProducers, producerSpan } from './tracing.js';
 
 /** Longest `edgesMs` list of dueTimeline(). */
 const MAX_EDGES = 1_000;
@@ -107,7 +108,10 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
   schedule(request: ScheduleRequest<Payload>): Promise<Scheduled> {
     try {
       this.checkOpen();
-      return this.backend.schedule(this.checked(request, this.backend.now(), ''));
+      const checked = this.checked(request, this.backend.now(), '');
+      const span = producerSpan(checked, 1);
+      const done = this.backend.schedule(checked);
+      return span === undefined ? done : endProducer(span, done);
     } catch (err) {
       return Promise.reject(err as Error);
     }
@@ -133,7 +137,14 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
       for (let i = 0; i < requests.length; i++) {
         checked[i] = this.checked(requests[i], now, `messages[${i}]: `);
       }
-      return checked.length === 0 ? Promise.resolve([]) : this.backend.scheduleMany(checked);
+      if (checked.length === 0) return Promise.resolve([]);
+      let spans: ReturnType<typeof producerSpan>[] | undefined;
+      for (let i = 0; i < checked.length; i++) {
+        const span = producerSpan(checked[i], checked.length);
+        if (span !== undefined) (spans ??= new Array(checked.length))[i] = span;
+      }
+      const done = this.backend.scheduleMany(checked);
+      return spans === undefined ? done : endProducers(spans, done);
     } catch (err) {
       return Promise.reject(err as Error);
     }

@@ -491,7 +491,7 @@ export class Deliveries {
 }
 
 function received(message: NearMessage, payload: unknown, receipt: string): ReceivedMessage {
-  return {
+  const delivery: ReceivedMessage = {
     id: message.id,
     topic: message.topic,
     payload,
@@ -499,4 +499,7 @@ function received(message: NearMessage, payload: unknown, receipt: string): Rece
     attempts: message.attempts,
     receipt,
   };
+  // Only when there is one: a queue that never traces hands over the same shape as ever.
+  if (message.trace !== undefined) delivery.trace = message.trace;
+  return delivery;
 }

@@ -20,6 +20,7 @@
  * process warning, and the queue carries on).
  */
 
+import type { TraceContext } from '../protocol/trace-context.js';
 import { EventEmitter } from 'node:events';
 import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
 import { checkOption, describe } from '../validate.js';
@@ -71,6 +72,8 @@ export interface EventSource {
   topic: string;
   deliverAt: number;
   attempts: number;
+  /** Its stored trace context, where the backend has it at hand (a `dead` span continues it). */
+  trace?: TraceContext | undefined;
 }
 
 const NAMES = new Set<string | symbol>([...EVENT_TYPES, 'event']);

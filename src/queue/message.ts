@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
 import { describe } from '../validate.js';
 import type { Backoff } from '../protocol/model.js';
+import { checkTraceContext, type TraceContext } from '../protocol/trace-context.js';
 
 export type { MessageStatus, Backoff } from '../protocol/model.js';
 
@@ -26,6 +27,12 @@ export interface ScheduleRequest<Payload = unknown> {
   /** Deliveries before the message goes to the dead-letter topic. Default 5. */
   maxAttempts?: number;
   backoff?: Backoff;
+  /**
+   * The W3C trace context to store with the message (docs/observability.md). Default: the
+   * active OpenTelemetry context, when `@opentelemetry/api` is installed. A malformed one is
+   * ignored.
+   */
+  trace?: TraceContext;
 }
 
 /** Payload kinds on disk: JSON text, or raw bytes given as a Buffer / Uint8Array. */
@@ -66,6 +73,8 @@ export interface MessageState {
    * if one did. Kept durably with a dead letter; in memory only for a message being retried.
    */
   lastError?: string | undefined;
+  /** The trace context of the call that scheduled it, kept durably (docs/observability.md). */
+  trace?: TraceContext | undefined;
 }
 
 export const TOPIC_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -362,6 +371,7 @@ export interface CheckedRequest {
   maxAttempts: number;
   backoff: Backoff | undefined;
   payload: { kind: number; bytes: Uint8Array | undefined; text: string | undefined };
+  trace: TraceContext | undefined;
 }
 
 /** The fields a schedule request may have. */
@@ -373,6 +383,7 @@ const REQUEST_FIELDS = new Set([
   'id',
   'maxAttempts',
   'backoff',
+  'trace',
 ]);
 
 /**
@@ -421,6 +432,7 @@ export function checkRequest(
       payload: encodePayload(given.payload, maxPayloadBytes),
       // (A caller that gives ids of its own to messages without one says so: makeId false.)
       id: given.id !== undefined ? checkId(given.id) : makeId ? newMessageId(now) : '',
+      trace: given.trace === undefined ? undefined : checkTraceContext(given.trace),
     };
   } catch (err) {
     if (where !== '' && err instanceof Error) err.message = where + err.message;

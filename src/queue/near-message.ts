@@ -159,6 +159,7 @@ export function nearMessage(state: MessageState): NearMessage {
     ref: state.ref,
     handOutRef: Number.NaN, // a double from the start (see MessageState.handOutRef)
     lastError: state.lastError,
+    trace: state.trace,
     status: 'scheduled',
     timer: 0,
     lease: undefined,

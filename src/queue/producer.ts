@@ -196,7 +196,7 @@ export class Producer {
 
   /** A checked request's message. */
   private prepare(request: CheckedRequest, now: number): NearMessage {
-    const { id, topic, deliverAt, maxAttempts, backoff, payload } = request;
+    const { id, topic, deliverAt, maxAttempts, backoff, payload, trace } = request;
     const message = nearMessage({
       id: id === '' ? newMessageId(now) : id,
       topic,
@@ -207,6 +207,7 @@ export class Producer {
       payloadKind: payload.kind,
       payload: payload.bytes,
       ref: 0,
+      trace,
     });
     message.payloadText = payload.text;
     return message;

@@ -32,6 +32,7 @@ import { performance } from 'node:perf_hooks';
 import { PUSH_HEADER, signPush } from '../protocol/push-signature.js';
 import { TickwheelError } from '../errors.js';
 import type { PushGuard } from './push-guard.js';
+import { traceHeaders } from './tracing.js';
 import type { PushTarget } from './push.js';
 import type { ReceivedMessage } from './types.js';
 
@@ -95,6 +96,7 @@ export class PushSender {
       [PUSH_HEADER.deliverAt]: String(signed.deliverAt),
     };
     if (type !== undefined) headers['content-type'] = type;
+    traceHeaders(headers, message.trace);
     const deadline = performance.now() + this.target.timeoutMs;
     let url = this.url;
     for (let redirects = 0; ; redirects++) {

@@ -18,6 +18,7 @@
 
 import type { DeliveryLateness, FireLateness, QueueCounters } from '../protocol/model.js';
 import { QueueEvents, type EventSource } from './events.js';
+import { deadSpan } from './tracing.js';
 
 export type { QueueCounters } from '../protocol/model.js';
 
@@ -176,7 +177,9 @@ export class QueueReport {
   /** A failed delivery used up its attempts: a dead letter. */
   dead(message: EventSource | undefined, reason: string | undefined): void {
     this.counters.dead++;
-    if (message !== undefined) this.events.record('dead', message, reason);
+    if (message === undefined) return;
+    this.events.record('dead', message, reason);
+    if (message.trace !== undefined) deadSpan(message.topic, message, reason);
   }
 
   /** A message was handed to a consumer for the first time at `now`. */

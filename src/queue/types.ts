@@ -6,6 +6,7 @@
 
 import type { Clock } from '../clock/index.js';
 import type { PushOptions } from './push-guard.js';
+import type { TraceContext } from '../protocol/trace-context.js';
 
 export type { MessageInfo } from '../protocol/model.js';
 
@@ -54,6 +55,11 @@ export interface ReceivedMessage<Payload = unknown> {
   attempts: number;
   /** Pass to ack() or nack(); valid for this delivery only. */
   receipt: string;
+  /**
+   * The W3C trace context stored when the message was scheduled, if there was one: continue
+   * the producer's trace from it (docs/observability.md).
+   */
+  trace?: TraceContext;
 }
 
 export interface NackOptions {

@@ -46,6 +46,7 @@ import {
 } from '../validate.js';
 import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
 import { reasonOf } from './message.js';
+import { endProcess, runProcessing, startProcess, type Processing } from './tracing.js';
 import type {
   ConsumeErrorContext,
   ConsumeOptions,
@@ -274,22 +275,32 @@ export class Worker implements Consumer {
 
   /** No async function per message: a synchronous handler costs no promise. */
   private run(message: ReceivedMessage): void {
+    const processing = startProcess(this.topic, message);
     let result: unknown;
     try {
-      result = this.handler(message);
+      result =
+        processing === undefined
+          ? this.handler(message)
+          : runProcessing(processing, this.handler, message);
     } catch (err) {
-      this.settle(message, true, err);
+      this.settle(message, true, err, processing);
       return;
     }
     if (isThenable(result)) {
       result.then(
-        () => this.settle(message, false, undefined),
-        (err: unknown) => this.settle(message, true, err),
+        () => this.settle(message, false, undefined, processing),
+        (err: unknown) => this.settle(message, true, err, processing),
       );
-    } else this.settle(message, false, undefined);
+    } else this.settle(message, false, undefined, processing);
   }
 
-  private settle(message: ReceivedMessage, failed: boolean, failure: unknown): void {
+  private settle(
+    message: ReceivedMessage,
+    failed: boolean,
+    failure: unknown,
+    processing: Processing | undefined,
+  ): void {
+    if (processing !== undefined) endProcess(processing, failure, failed);
     this.active--;
     this.freed?.();
     let wait: PromiseLike<unknown>;

@@ -316,6 +316,16 @@ describe('a timers-only install (npm install tickwheel)', () => {
     const queue = await DelayQueue.open({ dir: process.argv[2] });
     const { id } = await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60000 });
     const status = (await queue.get(id)).status;
+    // Without @opentelemetry/api (an optional peer, not installed): a trace context given is
+    // stored and delivered all the same, and consume() runs its handler.
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    await queue.schedule({ topic: 'traced', payload: 1, trace: { traceparent } });
+    const traced = await new Promise((resolve) => {
+      const consumer = queue.consume('traced', (message) => {
+        resolve(message.trace.traceparent === traceparent);
+        void consumer.close();
+      });
+    });
     await queue.close();
     const client = new TickwheelClient({ url: 'http://127.0.0.1:1', timeoutMs: 2000 });
     const unreachable = await client.stats().then(() => 'answered', (err) => err.name);
@@ -332,11 +342,14 @@ describe('a timers-only install (npm install tickwheel)', () => {
       () => 'opened',
       (err) => [err.name, err.code, err.install, err.message.split(' needs ')[0]].join(' '),
     );
-    console.log(JSON.stringify({ fired, status, unreachable, refused, wrapped, redisStore }));
+    console.log(
+      JSON.stringify({ fired, status, traced, unreachable, refused, wrapped, redisStore }),
+    );
   `;
   const EXPECTED = {
     fired: 1,
     status: 'scheduled',
+    traced: true,
     unreachable: 'TickwheelNetworkError',
     refused:
       'TickwheelDependencyError ERR_TICKWHEEL_MISSING_DEPENDENCY npm install fastify@5 prom-client@15',

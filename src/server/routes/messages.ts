@@ -22,6 +22,7 @@ import type {
 } from '../../protocol/wire.js';
 import { TickwheelRangeError, TickwheelTypeError } from '../../errors.js';
 import type { ScheduleRequest } from '../../queue/message.js';
+import { traceContextOfHeaders } from '../../protocol/trace-context.js';
 import type { RouteGroupOptions, ServerContext } from '../context.js';
 import { conflict, invalidRequest, notFound, toErrorResponse } from '../errors.js';
 import {
@@ -76,6 +77,8 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
     { schema: scheduleSchema },
     async (request, reply): Promise<ScheduleResult> => {
       const message = toScheduleRequest(request.params.topic, request.body, 'body');
+      const trace = traceContextOfHeaders(request.headers);
+      if (trace !== undefined) message.trace ??= trace;
       const result = await context.queue.schedule(message);
       void reply.code(201);
       return result;
@@ -90,6 +93,8 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
       // Everything that can be refused without the queue is refused before anything is
       // scheduled, so a bad batch is all-or-nothing.
       const messages = items.map((item, i) => toScheduleRequest(item.topic, item, `messages/${i}`));
+      const trace = traceContextOfHeaders(request.headers);
+      if (trace !== undefined) for (const message of messages) message.trace ??= trace;
       const { queue } = context;
       try {
         // The usual case: one call, the records share group commits and one promise.

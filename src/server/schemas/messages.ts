@@ -13,6 +13,7 @@ import {
   MAX_WAIT_MS,
 } from '../../protocol/limits.js';
 import { MAX_DELAY_MS } from '../../queue/message.js';
+import { MAX_TRACESTATE_CHARS } from '../../protocol/trace-context.js';
 import {
   backoff,
   done,
@@ -30,6 +31,17 @@ import {
 
 const payloadEncoding = { enum: ['json', 'base64'] } as const;
 
+/** A W3C trace context; its values are checked by the queue, which ignores a malformed one. */
+const trace = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['traceparent'],
+  properties: {
+    traceparent: { type: 'string', maxLength: MAX_TRACESTATE_CHARS },
+    tracestate: { type: 'string', maxLength: 2 * MAX_TRACESTATE_CHARS },
+  },
+} as const;
+
 const messageProperties = {
   payload,
   payloadEncoding,
@@ -38,6 +50,7 @@ const messageProperties = {
   id,
   maxAttempts,
   backoff,
+  trace,
 } as const;
 
 const message = {
@@ -84,8 +97,10 @@ const receivedMessage = object(
     deliverAt: messageFields.deliverAt,
     attempts: messageFields.attempts,
     receipt: { type: 'string' },
+    trace,
   },
   'payloadEncoding',
+  'trace',
 );
 
 const receipts = {

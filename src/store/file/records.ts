@@ -5,7 +5,8 @@
  *
  *   SCHEDULE  deliverAt f64 | attempts u16 | maxAttempts u16 | backoff u8 (0 none, 1 fixed,
  *             2 exponential) | backoffDelay f64 | jitter f64 (NaN: unset) | maxDelay f64
- *             (NaN: unset) | payloadKind u8 | idLength u8 | topicLength u8 | id | topic | payload
+ *             (NaN: unset) | payloadKind u8 | idLength u8 | topicLength u8 | id | topic |
+ *             [trace] | payload
  *   MOVE      deliverAt f64 | attempts u16 | payloadPosition f64 | previousDeliverAt f64 |
  *             idLength u8 | topicLength u8 | id | topic
  *   FINISH    outcome u8 (1 acked, 2 cancelled) | payloadPosition f64 | deliverAt f64 |
@@ -19,13 +20,19 @@
  * the topic. A HANDOUT has none: if it is a message's latest record, the stop that followed
  * it is the reason.
  *
+ * A SCHEDULE record of a message with a trace context (protocol/trace-context.ts) has 0x80 added
+ * to its payloadKind, and the context between topic and payload: traceparentLength u8 |
+ * tracestateLength u16 | traceparent | tracestate (ASCII). Records without it read as they did.
+ *
  * A SCHEDULE record holds the payload; the later records of the same message point back at it.
  * MOVE, FINISH, BURY and HANDOUT also carry the due time the message had before them and its
  * topic, so that a replay can keep the per-topic and per-hour counts (counts.ts) without reading the
  * message's earlier records.
  */
 
+import { TickwheelCorruptError } from '../../errors.js';
 import type { Backoff, MessageState } from '../../queue/message.js';
+import { checkTraceContext, type TraceContext } from '../../protocol/trace-context.js';
 import { readF64, writeAscii, writeF64, writeU16, writeUtf8 } from '../bytes.js';
 
 export const SCHEDULE = 1;
@@ -53,9 +60,22 @@ function writeIdAndTopic(buf: Uint8Array, at: number, message: MessageState): nu
   return writeAscii(buf, writeAscii(buf, at + 2, id), topic);
 }
 
+/** payloadKind's flag: a trace context follows the topic. */
+const TRACED = 0x80;
+
 /** Bytes of a SCHEDULE body. */
 export function scheduleLength(message: MessageState, payloadBytes: number): number {
-  return SCHEDULE_FIXED + message.id.length + message.topic.length + payloadBytes;
+  return (
+    SCHEDULE_FIXED +
+    message.id.length +
+    message.topic.length +
+    traceBytes(message.trace) +
+    payloadBytes
+  );
+}
+
+function traceBytes(trace: TraceContext | undefined): number {
+  return trace === undefined ? 0 : 3 + trace.traceparent.length + (trace.tracestate?.length ?? 0);
 }
 
 /**
@@ -71,8 +91,14 @@ export function writeScheduleHead(buf: Uint8Array, at: number, message: MessageS
   at = writeF64(buf, at, backoff?.delayMs ?? 0);
   at = writeF64(buf, at, backoff?.jitter ?? NaN);
   at = writeF64(buf, at, backoff?.maxDelayMs ?? NaN);
-  buf[at++] = message.payloadKind;
-  return writeIdAndTopic(buf, at, message);
+  const trace = message.trace;
+  buf[at++] = trace === undefined ? message.payloadKind : message.payloadKind | TRACED;
+  at = writeIdAndTopic(buf, at, message);
+  if (trace === undefined) return at;
+  const state = trace.tracestate ?? '';
+  buf[at] = trace.traceparent.length;
+  at = writeU16(buf, at + 1, state.length);
+  return writeAscii(buf, writeAscii(buf, at, trace.traceparent), state);
 }
 
 export interface ScheduleRecord {
@@ -84,6 +110,7 @@ export interface ScheduleRecord {
   id: string;
   topic: string;
   payload: Uint8Array;
+  trace: TraceContext | undefined;
 }
 
 export function decodeSchedule(body: Buffer): ScheduleRecord {
@@ -94,7 +121,7 @@ export function decodeSchedule(body: Buffer): ScheduleRecord {
   const delayMs = body.readDoubleLE(13);
   const jitter = body.readDoubleLE(21);
   const maxDelayMs = body.readDoubleLE(29);
-  const payloadKind = body.readUInt8(37);
+  const kindByte = body.readUInt8(37);
   const idLength = body.readUInt8(SCHEDULE_ID_LENGTH);
   const topicLength = body.readUInt8(SCHEDULE_ID_LENGTH + 1);
   const id = body.toString('latin1', SCHEDULE_FIXED, SCHEDULE_FIXED + idLength);
@@ -106,8 +133,30 @@ export function decodeSchedule(body: Buffer): ScheduleRecord {
     if (!Number.isNaN(jitter)) backoff.jitter = jitter;
     if (!Number.isNaN(maxDelayMs)) backoff.maxDelayMs = maxDelayMs;
   }
-  const payload = body.subarray(topicStart + topicLength);
-  return { deliverAt, attempts, maxAttempts, backoff, payloadKind, id, topic, payload };
+  let payloadStart = topicStart + topicLength;
+  let trace: TraceContext | undefined;
+  if ((kindByte & TRACED) !== 0) {
+    if (payloadStart + 3 > body.length) throw badTrace(id);
+    const parentStart = payloadStart + 3;
+    const stateStart = parentStart + body[payloadStart];
+    payloadStart = stateStart + body.readUInt16LE(payloadStart + 1);
+    if (payloadStart > body.length) throw badTrace(id);
+    // A context that does not parse is dropped: the message is still whole without it.
+    trace = checkTraceContext({
+      traceparent: body.toString('latin1', parentStart, stateStart),
+      tracestate:
+        stateStart === payloadStart ? undefined : body.toString('latin1', stateStart, payloadStart),
+    });
+  }
+  const payloadKind = kindByte & ~TRACED;
+  const payload = body.subarray(payloadStart);
+  return { deliverAt, attempts, maxAttempts, backoff, payloadKind, id, topic, payload, trace };
+}
+
+function badTrace(id: string): TickwheelCorruptError {
+  return new TickwheelCorruptError(
+    `the SCHEDULE record of message ${id} says it has a trace context that runs past its end`,
+  );
 }
 
 /**

@@ -1,0 +1,279 @@
+/**
+ * OpenTelemetry spans of the queue, after the messaging semantic conventions
+ * (docs/observability.md):
+ *
+ *   create <topic>   PRODUCER, one per message scheduled (a batch makes one per message, each
+ *                    with messaging.batch.message_count); its context is the one stored with
+ *                    the message (TraceContext), so the consumer's spans join the producer's trace
+ *   process <topic>  CONSUMER, one per delivery run by consume(), a Worker or pushListener: a
+ *                    child of the message's stored context, and linked to it; events `ack`,
+ *                    `nack` (and the span's status) say how the delivery was settled
+ *   dead <topic>     CLIENT, a settle span when a message becomes a dead letter, a child of its
+ *                    stored context
+ *
+ * `@opentelemetry/api` is an optional peer dependency, loaded on first use with require(): when
+ * it is not installed, or no tracer provider is registered, nothing here makes a span, and the
+ * cost is a global read per call. Without a provider the caller's active context (if any) is
+ * still stored with the message, so a consumer that has a provider can join it.
+ */
+
+import { createRequire } from 'node:module';
+import type * as Otel from '@opentelemetry/api';
+import type { TraceContext } from '../protocol/trace-context.js';
+import { traceContextOf } from '../protocol/trace-context.js';
+
+type Api = typeof Otel;
+
+const TRACER_NAME = 'tickwheel';
+const SYSTEM = 'tickwheel';
+
+/** undefined: not tried yet; null: not installed. */
+let loaded: Api | null | undefined;
+
+function api(): Api | null {
+  if (loaded === undefined) {
+    try {
+      loaded = createRequire(import.meta.url)('@opentelemetry/api') as Api;
+    } catch {
+      loaded = null;
+    }
+  }
+  return loaded;
+}
+
+/** The tracer, when a tracer provider is registered; undefined otherwise (no spans then). */
+function tracer(otel: Api): Otel.Tracer | undefined {
+  const provider = otel.trace.getTracerProvider() as Partial<Otel.ProxyTracerProvider>;
+  // The global provider is a proxy until one is registered: then it has a delegate.
+  if (typeof provider.getDelegateTracer === 'function') {
+    return provider.getDelegateTracer(TRACER_NAME);
+  }
+  return otel.trace.getTracer(TRACER_NAME);
+}
+
+/** A stored context as the remote parent span context it names. */
+function spanContextOf(otel: Api, trace: TraceContext): Otel.SpanContext {
+  const [, traceId, spanId, flags] = trace.traceparent.split('-');
+  return {
+    traceId,
+    spanId,
+    traceFlags: Number.parseInt(flags, 16) & 1,
+    isRemote: true,
+    traceState:
+      trace.tracestate === undefined ? undefined : otel.createTraceState(trace.tracestate),
+  };
+}
+
+/** A span context as the context to store, or undefined when it is not valid. */
+function traceOf(otel: Api, span: Otel.SpanContext | undefined): TraceContext | undefined {
+  if (span === undefined || !otel.isSpanContextValid(span)) return undefined;
+  const flags = (span.traceFlags & 0xff).toString(16).padStart(2, '0');
+  return traceContextOf(`00-${span.traceId}-${span.spanId}-${flags}`, span.traceState?.serialize());
+}
+
+/** The active context's span as a context to store (the client's headers), or undefined. */
+export function activeTrace(): TraceContext | undefined {
+  const otel = api();
+  if (otel === null) return undefined;
+  return traceOf(otel, otel.trace.getSpanContext(otel.context.active()));
+}
+
+/** What producerSpan changes: a checked request's topic and the context stored with it. */
+interface Produced {
+  topic: string;
+  id: string;
+  trace: TraceContext | undefined;
+}
+
+/**
+ * Starts the `create` span of a message about to be scheduled and sets `message.trace` to the
+ * context to store: the span's, or (no provider) the given or active one. Returns the span to
+ * end with endProducer, or undefined.
+ */
+export function producerSpan(message: Produced, batch: number): Otel.Span | undefined {
+  const otel = api();
+  if (otel === null) return undefined;
+  const given = message.trace;
+  const parent =
+    given === undefined
+      ? otel.context.active()
+      : otel.trace.setSpanContext(otel.ROOT_CONTEXT, spanContextOf(otel, given));
+  const tracing = tracer(otel);
+  if (tracing === undefined) {
+    if (given === undefined) message.trace = traceOf(otel, otel.trace.getSpanContext(parent));
+    return undefined;
+  }
+  const attributes: Otel.Attributes = {
+    'messaging.system': SYSTEM,
+    'messaging.operation.type': 'create',
+    'messaging.operation.name': 'create',
+    'messaging.destination.name': message.topic,
+  };
+  if (message.id !== '') attributes['messaging.message.id'] = message.id;
+  if (batch > 1) attributes['messaging.batch.message_count'] = batch;
+  const span = tracing.startSpan(
+    `create ${message.topic}`,
+    { kind: otel.SpanKind.PRODUCER, attributes },
+    parent,
+  );
+  message.trace = traceOf(otel, span.spanContext()) ?? given;
+  return span;
+}
+
+/** Ends a `create` span when its schedule settles; resolves or rejects as `done` does. */
+export function endProducer<T extends { id: string }>(
+  span: Otel.Span,
+  done: Promise<T>,
+): Promise<T> {
+  return done.then(
+    (scheduled) => {
+      span.setAttribute('messaging.message.id', scheduled.id);
+      span.end();
+      return scheduled;
+    },
+    (err: unknown) => {
+      failed(span, err);
+      span.end();
+      throw err;
+    },
+  );
+}
+
+/** Ends the `create` spans of a batch when it settles. */
+export function endProducers<T extends { id: string }>(
+  spans: readonly (Otel.Span | undefined)[],
+  done: Promise<T[]>,
+): Promise<T[]> {
+  return done.then(
+    (scheduled) => {
+      for (let i = 0; i < spans.length; i++) {
+        spans[i]?.setAttribute('messaging.message.id', scheduled[i].id);
+        spans[i]?.end();
+      }
+      return scheduled;
+    },
+    (err: unknown) => {
+      for (const span of spans) {
+        if (span === undefined) continue;
+        failed(span, err);
+        span.end();
+      }
+      throw err;
+    },
+  );
+}
+
+function failed(span: Otel.Span, err: unknown): void {
+  const otel = api() as Api;
+  if (err instanceof Error) span.recordException(err);
+  span.setStatus({
+    code: otel.SpanStatusCode.ERROR,
+    message: String((err as Error)?.message ?? err),
+  });
+}
+
+/** A delivery being processed: its span and the context its handler runs in. */
+export interface Processing {
+  span: Otel.Span;
+  context: Otel.Context;
+}
+
+/** What startProcess reads of a delivery. */
+interface Delivered {
+  id: string;
+  attempts?: number;
+  trace?: TraceContext | undefined;
+}
+
+/**
+ * Starts the `process` span of a delivery, a child of the context stored with the message
+ * (a root span when it has none) with a link to it; undefined when no provider is registered.
+ */
+export function startProcess(topic: string, message: Delivered): Processing | undefined {
+  const otel = api();
+  if (otel === null) return undefined;
+  const tracing = tracer(otel);
+  if (tracing === undefined) return undefined;
+  const stored = message.trace === undefined ? undefined : spanContextOf(otel, message.trace);
+  const parent =
+    stored === undefined ? otel.ROOT_CONTEXT : otel.trace.setSpanContext(otel.ROOT_CONTEXT, stored);
+  const attributes: Otel.Attributes = {
+    'messaging.system': SYSTEM,
+    'messaging.operation.type': 'process',
+    'messaging.operation.name': 'process',
+    'messaging.destination.name': topic,
+    'messaging.message.id': message.id,
+  };
+  if (message.attempts !== undefined) attributes['tickwheel.message.attempts'] = message.attempts;
+  const span = tracing.startSpan(
+    `process ${topic}`,
+    {
+      kind: otel.SpanKind.CONSUMER,
+      attributes,
+      links: stored === undefined ? undefined : [{ context: stored }],
+    },
+    parent,
+  );
+  return { span, context: otel.trace.setSpan(parent, span) };
+}
+
+/** Runs `handler(message)` with the delivery's span active. */
+export function runProcessing<M, R>(
+  processing: Processing,
+  handler: (message: M) => R,
+  message: M,
+): R {
+  return (api() as Api).context.with(processing.context, handler, undefined, message);
+}
+
+/**
+ * Ends a delivery's span with how it was settled: an `ack` event, or a `nack` event with the
+ * failure (recorded as the span's exception and error status).
+ */
+export function endProcess(processing: Processing, failure: unknown, failedRun: boolean): void {
+  const { span } = processing;
+  if (failedRun) {
+    span.addEvent('nack');
+    failed(span, failure);
+  } else span.addEvent('ack');
+  span.end();
+}
+
+/** A `dead <topic>` settle span: the message ran out of attempts (`reason`: its lastError). */
+export function deadSpan(topic: string, message: Delivered, reason: string | undefined): void {
+  const otel = api();
+  if (otel === null || message.trace === undefined) return;
+  const tracing = tracer(otel);
+  if (tracing === undefined) return;
+  const stored = spanContextOf(otel, message.trace);
+  const attributes: Otel.Attributes = {
+    'messaging.system': SYSTEM,
+    'messaging.operation.type': 'settle',
+    'messaging.operation.name': 'dead',
+    'messaging.destination.name': topic,
+    'messaging.message.id': message.id,
+  };
+  if (message.attempts !== undefined) attributes['tickwheel.message.attempts'] = message.attempts;
+  if (reason !== undefined) attributes['tickwheel.message.last_error'] = reason;
+  tracing
+    .startSpan(
+      `dead ${topic}`,
+      { kind: otel.SpanKind.CLIENT, attributes, links: [{ context: stored }] },
+      otel.trace.setSpanContext(otel.ROOT_CONTEXT, stored),
+    )
+    .end();
+}
+
+/**
+ * The `traceparent` and `tracestate` headers for an outgoing request: the active span's context
+ * when there is one, else `fallback` (the message's stored context).
+ */
+export function traceHeaders(
+  headers: Record<string, string>,
+  fallback: TraceContext | undefined,
+): void {
+  const trace = activeTrace() ?? fallback;
+  if (trace === undefined) return;
+  headers.traceparent = trace.traceparent;
+  if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
+}

@@ -1,0 +1,84 @@
+/**
+ * Tracing on Valkey/Redis: a schedule over HTTP to a server on a Valkey node keeps the
+ * request's trace context in the message's record, and consume() runs the message in a process
+ * span that joins the caller's trace.
+ */
+
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DelayQueue } from '../../src/delay-queue.js';
+import { createServer, type TickwheelServer } from '../../src/server/index.js';
+import { waitFor } from '../support/wait-for.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { startServer } from '../../scripts/valkey.mjs';
+import { CALLER, traceparentOf, useTracing } from '../tracing/otel.js';
+
+const tracing = useTracing();
+
+describe('tracing on a Valkey node', () => {
+  let valkey: { url: string; stop(): Promise<void> };
+  let queue: DelayQueue;
+  let server: TickwheelServer;
+
+  beforeAll(async () => {
+    valkey = await startServer();
+    queue = await DelayQueue.open({
+      redis: valkey.url,
+      queue: 'traced',
+      partitions: 2,
+      durability: 'async',
+    });
+    server = await createServer({ queue, logLevel: 'silent' });
+    await server.listen({ port: 0, host: '127.0.0.1' });
+  }, 30_000);
+
+  afterAll(async () => {
+    await server?.close();
+    await queue?.close();
+    await valkey?.stop();
+  });
+
+  it('stores the traceparent of an HTTP schedule; consume() continues the trace', async () => {
+    const url = `http://127.0.0.1:${(server.server.address() as AddressInfo).port}`;
+    const ids: string[] = [];
+    // One with an id of its own and one located (the cluster makes its id): both records.
+    for (const body of [{ payload: 1, id: 'given-1' }, { payload: 2 }]) {
+      const response = await fetch(`${url}/v1/topics/work/messages`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          traceparent: CALLER.traceparent,
+          tracestate: CALLER.tracestate,
+        },
+        body: JSON.stringify(body),
+      });
+      expect(response.status).toBe(201);
+      ids.push(((await response.json()) as { id: string }).id);
+    }
+    const traces = new Map<string, unknown>();
+    const consumer = queue.consume('work', (message) => {
+      traces.set(message.id, message.trace);
+    });
+    await waitFor(
+      () => tracing.spans().filter((span) => span.name === 'process work').length === 2,
+      { timeoutMs: 20_000 },
+    );
+    await consumer.close();
+
+    const creates = tracing.spans().filter((span) => span.name === 'create work');
+    const processes = tracing.spans().filter((span) => span.name === 'process work');
+    for (const id of ids) {
+      const create = creates.find((span) => span.attributes['messaging.message.id'] === id)!;
+      const process = processes.find((span) => span.attributes['messaging.message.id'] === id)!;
+      expect(create.spanContext().traceId).toBe(CALLER.traceId);
+      expect(create.parentSpanContext?.spanId).toBe(CALLER.spanId);
+      expect(traces.get(id)).toEqual({
+        traceparent: traceparentOf(create.spanContext()),
+        tracestate: CALLER.tracestate,
+      });
+      expect(process.spanContext().traceId).toBe(CALLER.traceId);
+      expect(process.parentSpanContext?.spanId).toBe(create.spanContext().spanId);
+      expect(process.links[0].context.spanId).toBe(create.spanContext().spanId);
+    }
+  }, 30_000);
+});
