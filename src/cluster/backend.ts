@@ -15,7 +15,8 @@
  *   - An open queue on Valkey/Redis holds its process open (its connections do) until close().
  */
 
-import { mayHaveWritten } from '../errors.js';
+import { mayHaveWritten, TickwheelTypeError } from '../errors.js';
+import type { BackendListPage } from '../queue/list.js';
 import type {
   BackendStats,
   QueueBackend,
@@ -202,6 +203,13 @@ export class ClusterBackend implements QueueBackend {
     });
     this.settledDelivery(receipt, settledBy(outcome), reason);
     return outcome !== undefined;
+  }
+
+  async list(): Promise<BackendListPage> {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      'list() is not available on a queue on Valkey/Redis',
+    );
   }
 
   deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {

@@ -4,6 +4,8 @@ export type {
   DelayQueueOptions,
   QueueOptions,
   MessageHandler,
+  ListOptions,
+  ListPage,
   MessageInfo,
   NackOptions,
   ReceiveOptions,

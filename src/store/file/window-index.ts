@@ -33,6 +33,8 @@ import {
 } from './index-files.js';
 
 const ENTRY_BYTES = 24;
+/** Bytes of a file scan() reads at a time. */
+const SCAN_BYTES = ENTRY_BYTES * 43_690;
 
 /** The pause before the first retry of a failed write, doubled after each failure... */
 const RETRY_FIRST_MS = 50;
@@ -283,6 +285,41 @@ export class WindowIndex {
     return entries;
   }
 
+  /**
+   * Every entry of a file (on disk, then still buffered), handed to `visit` a chunk at a time:
+   * memory bounded by SCAN_BYTES however large the file. For reading without taking (list()).
+   */
+  scan(key: string, visit: (entries: WindowEntries) => void): Promise<void> {
+    return this.queued(async () => {
+      const known = this.bytes.get(key) ?? 0;
+      const handle = await open(this.path(key), 'r').catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') return undefined;
+        throw err;
+      });
+      if (handle !== undefined) {
+        try {
+          const chunk = Buffer.allocUnsafe(Math.min(SCAN_BYTES, known));
+          for (let at = 0; at < known;) {
+            const { bytesRead } = await handle.read(
+              chunk,
+              0,
+              Math.min(chunk.length, known - at),
+              at,
+            );
+            const whole = bytesRead - (bytesRead % ENTRY_BYTES);
+            if (whole === 0) break;
+            visit(decodeEntries(chunk.subarray(0, whole)));
+            at += whole;
+          }
+        } finally {
+          await handle.close();
+        }
+      }
+      const pending = this.buffered.get(key);
+      if (pending !== undefined) visit(decodeEntries(pending.bytes.subarray(0, pending.length)));
+    });
+  }
+
   private async readNow(key: string): Promise<WindowEntries> {
     const file = await readFile(this.path(key)).catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT') return Buffer.alloc(0);
@@ -295,22 +332,7 @@ export class WindowIndex {
       pending === undefined
         ? written
         : Buffer.concat([written, pending.bytes.subarray(0, pending.length)]);
-    const count = Math.floor(bytes.byteLength / ENTRY_BYTES);
-    const entries: WindowEntries = {
-      count,
-      deliverAt: new Float64Array(count),
-      position: new Float64Array(count),
-      low: new Uint32Array(count),
-      high: new Uint32Array(count),
-    };
-    for (let i = 0; i < count; i++) {
-      const at = i * ENTRY_BYTES;
-      entries.deliverAt[i] = bytes.readDoubleLE(at);
-      entries.position[i] = bytes.readDoubleLE(at + 8);
-      entries.low[i] = bytes.readUInt32LE(at + 16);
-      entries.high[i] = bytes.readUInt32LE(at + 20);
-    }
-    return entries;
+    return decodeEntries(bytes);
   }
 
   /** File key -> bytes in its file. */
@@ -414,4 +436,24 @@ export class WindowIndex {
     this.lastStart = NaN;
     this.lastPending = undefined;
   }
+}
+
+/** Entries in their on-disk form, decoded (a torn last entry left out). */
+function decodeEntries(bytes: Buffer): WindowEntries {
+  const count = Math.floor(bytes.byteLength / ENTRY_BYTES);
+  const entries: WindowEntries = {
+    count,
+    deliverAt: new Float64Array(count),
+    position: new Float64Array(count),
+    low: new Uint32Array(count),
+    high: new Uint32Array(count),
+  };
+  for (let i = 0; i < count; i++) {
+    const at = i * ENTRY_BYTES;
+    entries.deliverAt[i] = bytes.readDoubleLE(at);
+    entries.position[i] = bytes.readDoubleLE(at + 8);
+    entries.low[i] = bytes.readUInt32LE(at + 16);
+    entries.high[i] = bytes.readUInt32LE(at + 20);
+  }
+  return entries;
 }
