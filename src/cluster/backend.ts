@@ -15,8 +15,8 @@
  *   - An open queue on Valkey/Redis holds its process open (its connections do) until close().
  */
 
-import { mayHaveWritten, TickwheelTypeError } from '../errors.js';
-import type { BackendListPage } from '../queue/list.js';
+import { mayHaveWritten } from '../errors.js';
+import type { BackendListPage, ListQuery } from '../queue/list.js';
 import type {
   BackendStats,
   QueueBackend,
@@ -205,11 +205,9 @@ export class ClusterBackend implements QueueBackend {
     return outcome !== undefined;
   }
 
-  async list(): Promise<BackendListPage> {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      'list() is not available on a queue on Valkey/Redis',
-    );
+  /** Every partition's page, merged (listing.ts); equal due times by id. */
+  list(query: ListQuery): Promise<BackendListPage> {
+    return this.node.inspector.list(query, this.node.settings.windowMs);
   }
 
   deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {

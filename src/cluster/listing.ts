@@ -1,0 +1,131 @@
+/**
+ * list() on Valkey/Redis: a topic's pending messages over every partition, merged in due order.
+ * Read-only: any node answers from Valkey alone, through tw_read (lua/loading.lua), which gives
+ * a segment's records still current with their state; nothing is fenced.
+ *
+ * Where a partition's pending messages are (docs/cluster.md, "Data layout"): every live message
+ * has its current record in a segment, whatever its status. A window segment `w<n>` holds only
+ * messages due in window n; the near segments `n<k>` (messages due before the horizon when they
+ * were written) hold a horizon's worth. So a partition's page reads its near segments whole,
+ * then its window segments in window order from the page's start (the `windows` sorted set
+ * names them), each whole (its records are in schedule order, not due order), and stops before
+ * the next window once it has the page's messages or has read PARTITION_SCAN_RECORDS records:
+ * it is then complete up to that window's start. The partitions' pages are merged (mergePages):
+ * a page ends where the partition that stopped first stopped.
+ *
+ * Messages have no scheduling order across nodes: equal due times list by id.
+ */
+
+import type { MessageStatus } from '../protocol/model.js';
+import {
+  compareKeys,
+  inRange,
+  mergePages,
+  SEQ_BEFORE,
+  SmallestKeys,
+  type BackendListPage,
+  type KeyedPart,
+  type ListKey,
+  type ListQuery,
+} from '../queue/list.js';
+import type { MessageInfo } from '../queue/types.js';
+import type { Valkey } from '../valkey/connection.js';
+import * as tw from './functions.js';
+import { metaKey, partitionPrefix } from './keys.js';
+import { decodeRecord } from './record.js';
+
+/** Records a partition's page reads at most before it stops at a window's start. */
+const PARTITION_SCAN_RECORDS = 8_192;
+/** Records asked of tw_read at once. */
+const RECORDS_PER_READ = 1_000;
+/** Window numbers asked of the `windows` sorted set at once. */
+const WINDOWS_PER_READ = 16;
+
+const STATUSES: Record<string, MessageStatus> = { S: 'scheduled', R: 'ready', I: 'inflight' };
+
+export async function listPartitions(
+  valkey: Valkey,
+  queue: string,
+  partitions: number,
+  windowMs: number,
+  query: ListQuery,
+): Promise<BackendListPage> {
+  const parts = await Promise.all(
+    Array.from({ length: partitions }, (_, p) => listPartition(valkey, queue, p, windowMs, query)),
+  );
+  const page = mergePages(query.limit, parts);
+  return { messages: page.items.map(({ message }) => message), next: page.through };
+}
+
+async function listPartition(
+  valkey: Valkey,
+  queue: string,
+  partition: number,
+  windowMs: number,
+  query: ListQuery,
+): Promise<KeyedPart<MessageInfo>> {
+  const meta = metaKey(queue, partition);
+  const prefix = partitionPrefix(queue, partition);
+  const found = new SmallestKeys<MessageInfo>(query.limit + 1);
+  let scanned = 0;
+  let matched = 0;
+  const readSegment = async (seg: string) => {
+    for (let from = 0; ; from += RECORDS_PER_READ) {
+      const { scanned: read, live } = await tw.readRecords(
+        valkey,
+        meta,
+        seg,
+        from,
+        RECORDS_PER_READ,
+      );
+      scanned += read;
+      for (const row of live) {
+        const status = STATUSES[row.status];
+        if (status === undefined) continue; // dead
+        const key: ListKey = { deliverAt: row.deliverAt, seq: 0, id: row.id };
+        if (!inRange(query, key) || decodeRecord(row.record).topic !== query.topic) continue;
+        const { id, deliverAt, attempts } = row;
+        found.push({ id, topic: query.topic, status, deliverAt, attempts }, key);
+        matched++;
+      }
+      if (read < RECORDS_PER_READ) return;
+    }
+  };
+
+  const segments = (await valkey.command(`${prefix}live`, ['HKEYS', `${prefix}live`], true)) as
+    string[] | null;
+  for (const seg of segments ?? []) if (seg.startsWith('n')) await readSegment(seg);
+
+  const lo = Math.max(query.from, query.after?.deliverAt ?? -Infinity);
+  let min = Number.isFinite(lo) ? String(Math.floor(lo / windowMs)) : '-inf';
+  let through: ListKey | undefined;
+  let windowsRead = 0;
+  scan: for (;;) {
+    const windows = (await valkey.command(
+      `${prefix}windows`,
+      ['ZRANGEBYSCORE', `${prefix}windows`, min, '+inf', 'LIMIT', '0', String(WINDOWS_PER_READ)],
+      true,
+    )) as string[] | null;
+    if (windows === null || windows.length === 0) break;
+    for (const window of windows) {
+      const start = Number(window) * windowMs;
+      if (start >= query.until) break scan;
+      if (windowsRead > 0 && (matched > query.limit || scanned >= PARTITION_SCAN_RECORDS)) {
+        through = { deliverAt: start, seq: SEQ_BEFORE, id: '' };
+        break scan;
+      }
+      await readSegment(`w${window}`);
+      windowsRead++;
+    }
+    if (windows.length < WINDOWS_PER_READ) break;
+    min = `(${windows[windows.length - 1]}`;
+  }
+  const part = found.part();
+  if (
+    part.through !== undefined &&
+    (through === undefined || compareKeys(part.through, through) < 0)
+  ) {
+    through = part.through;
+  }
+  return { items: part.items, through };
+}
