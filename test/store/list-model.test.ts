@@ -195,3 +195,40 @@ describe.each(Object.keys(stores) as Array<keyof typeof stores>)(
     });
   },
 );
+
+describe('list() on the file store, bounded', () => {
+  it('stops a page of a rare topic after listScanRecords records, with a cursor', async () => {
+    const clock = new ManualClock(START);
+    const queue = await DelayQueue.open({ dir: tempDir(), clock, listScanRecords: 10 });
+    opened.push(queue);
+    const far = START + 24 * HOUR;
+    await queue.scheduleMany(
+      Array.from({ length: 95 }, (_, i) => ({ topic: 'common', payload: i, deliverAt: far + i })),
+    );
+    await queue.schedule({ topic: 'rare', id: 'needle', payload: 0, deliverAt: far + 50 });
+    const first = await queue.list({ topic: 'rare', limit: 5 });
+    expect(first.messages).toEqual([]);
+    expect(first.cursor).toEqual(expect.any(String));
+    const pages: string[][] = [];
+    let cursor = first.cursor;
+    while (cursor !== undefined) {
+      const page = await queue.list({ topic: 'rare', limit: 5, cursor });
+      pages.push(page.messages.map((message) => message.id));
+      cursor = page.cursor;
+      expect(pages.length).toBeLessThan(100);
+    }
+    // 96 waiting messages, 10 records examined a page: about ten pages, one with the needle.
+    expect(pages.length).toBeGreaterThanOrEqual(5);
+    expect(pages.flat()).toEqual(['needle']);
+    // The common topic fills its pages.
+    expect((await queue.list({ topic: 'common', limit: 5 })).messages).toHaveLength(5);
+  });
+
+  it('refuses a listScanRecords that is not a whole number from 1 to 1,000,000', async () => {
+    for (const listScanRecords of [0, 1.5, 2_000_000, Number.NaN]) {
+      await expect(DelayQueue.open({ dir: tempDir(), listScanRecords })).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      });
+    }
+  });
+});

@@ -29,7 +29,7 @@ import type { StoredMessage } from '../../queue/store.js';
 import type { MessageLog } from '../log/index.js';
 import { statesAt, type OnDamaged } from './states.js';
 import type { Tables } from './table.js';
-import type { WindowEntries, WindowIndex } from './window-index.js';
+import type { EntryChunk, WindowIndex } from './window-index.js';
 
 /** Records read at once while examining candidates. */
 const RECORDS_PER_READ = 512;
@@ -152,16 +152,16 @@ async function findCandidates(
     }
   };
   const collided = tables.collidedPositions();
-  const visit = (entries: WindowEntries) => {
-    for (let i = 0; i < entries.count; i++) {
-      const due = entries.deliverAt[i];
+  const visit = ({ count, f64, u32 }: EntryChunk) => {
+    for (let i = 0; i < count; i++) {
+      const due = f64[3 * i];
       if (!startsAfter(query, due)) continue;
-      const at = entries.position[i];
+      const at = f64[3 * i + 1];
       if (due > maxDue || (due === maxDue && at >= maxPosition)) {
         cut = true;
         continue;
       }
-      if (!tables.isLatest(entries.low[i], entries.high[i], at, collided)) continue;
+      if (!tables.isLatest(u32[6 * i + 4], u32[6 * i + 5], at, collided)) continue;
       if (tables.near.has(at)) continue;
       deliverAt.push(due);
       position.push(at);
@@ -224,11 +224,11 @@ async function dueTimeWhole(
   const collided = tables.collidedPositions();
   for (const file of index.files()) {
     if (file.end <= deliverAt || file.start > deliverAt) continue;
-    await index.scan(file.key, (entries) => {
-      for (let i = 0; i < entries.count; i++) {
-        const at = entries.position[i];
-        if (entries.deliverAt[i] !== deliverAt || tables.near.has(at)) continue;
-        if (tables.isLatest(entries.low[i], entries.high[i], at, collided)) positions.add(at);
+    await index.scan(file.key, ({ count, f64, u32 }) => {
+      for (let i = 0; i < count; i++) {
+        const at = f64[3 * i + 1];
+        if (f64[3 * i] !== deliverAt || tables.near.has(at)) continue;
+        if (tables.isLatest(u32[6 * i + 4], u32[6 * i + 5], at, collided)) positions.add(at);
       }
     });
   }

@@ -20,6 +20,7 @@
 
 import { constants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
+import { endianness } from 'node:os';
 import { join } from 'node:path';
 import { writeF64, writeU32 } from '../bytes.js';
 import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, writeFully } from '../log/index.js';
@@ -287,9 +288,10 @@ export class WindowIndex {
 
   /**
    * Every entry of a file (on disk, then still buffered), handed to `visit` a chunk at a time:
-   * memory bounded by SCAN_BYTES however large the file. For reading without taking (list()).
+   * memory bounded by SCAN_BYTES however large the file, and no copy of what was read where the
+   * platform is little-endian. For reading without taking (list()).
    */
-  scan(key: string, visit: (entries: WindowEntries) => void): Promise<void> {
+  scan(key: string, visit: (entries: EntryChunk) => void): Promise<void> {
     return this.queued(async () => {
       const known = this.bytes.get(key) ?? 0;
       const handle = await open(this.path(key), 'r').catch((err: NodeJS.ErrnoException) => {
@@ -298,17 +300,14 @@ export class WindowIndex {
       });
       if (handle !== undefined) {
         try {
-          const chunk = Buffer.allocUnsafe(Math.min(SCAN_BYTES, known));
+          // Its own ArrayBuffer: aligned, so that typed arrays can view it.
+          const chunk = Buffer.from(new ArrayBuffer(Math.min(SCAN_BYTES, known)));
           for (let at = 0; at < known;) {
-            const { bytesRead } = await handle.read(
-              chunk,
-              0,
-              Math.min(chunk.length, known - at),
-              at,
-            );
+            const want = Math.min(chunk.length, known - at);
+            const { bytesRead } = await handle.read(chunk, 0, want, at);
             const whole = bytesRead - (bytesRead % ENTRY_BYTES);
             if (whole === 0) break;
-            visit(decodeEntries(chunk.subarray(0, whole)));
+            visit(entryChunk(chunk, whole));
             at += whole;
           }
         } finally {
@@ -316,7 +315,7 @@ export class WindowIndex {
         }
       }
       const pending = this.buffered.get(key);
-      if (pending !== undefined) visit(decodeEntries(pending.bytes.subarray(0, pending.length)));
+      if (pending !== undefined) visit(entryChunk(pending.bytes, pending.length));
     });
   }
 
@@ -436,6 +435,40 @@ export class WindowIndex {
     this.lastStart = NaN;
     this.lastPending = undefined;
   }
+}
+
+/**
+ * Entries as scan() hands them, in the on-disk layout: entry i's due time is f64[3i], its log
+ * position f64[3i + 1], its id hash u32[6i + 4] (low) and u32[6i + 5] (high).
+ */
+export interface EntryChunk {
+  count: number;
+  f64: Float64Array;
+  u32: Uint32Array;
+}
+
+const LITTLE_ENDIAN = endianness() === 'LE';
+
+/** The first `length` bytes of `bytes` as an EntryChunk: views where they can be, else a copy. */
+function entryChunk(bytes: Buffer, length: number): EntryChunk {
+  const count = Math.floor(length / ENTRY_BYTES);
+  if (LITTLE_ENDIAN && bytes.byteOffset % 8 === 0) {
+    return {
+      count,
+      f64: new Float64Array(bytes.buffer, bytes.byteOffset, count * 3),
+      u32: new Uint32Array(bytes.buffer, bytes.byteOffset, count * 6),
+    };
+  }
+  const f64 = new Float64Array(count * 3);
+  const u32 = new Uint32Array(f64.buffer);
+  for (let i = 0; i < count; i++) {
+    const at = i * ENTRY_BYTES;
+    f64[3 * i] = bytes.readDoubleLE(at);
+    f64[3 * i + 1] = bytes.readDoubleLE(at + 8);
+    u32[6 * i + 4] = bytes.readUInt32LE(at + 16);
+    u32[6 * i + 5] = bytes.readUInt32LE(at + 20);
+  }
+  return { count, f64, u32 };
 }
 
 /** Entries in their on-disk form, decoded (a torn last entry left out). */
