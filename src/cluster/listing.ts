@@ -8,9 +8,10 @@
  * messages due in window n; the near segments `n<k>` (messages due before the horizon when they
  * were written) hold a horizon's worth. So a partition's page reads its near segments whole,
  * then its window segments in window order from the page's start (the `windows` sorted set
- * names them), each whole (its records are in schedule order, not due order), and stops before
- * the next window once it has the page's messages or has read PARTITION_SCAN_RECORDS records:
- * it is then complete up to that window's start. The partitions' pages are merged (mergePages):
+ * names them, WINDOWS_PER_READ at a time, read together), each whole (its records are in
+ * schedule order, not due order), and stops before the next window once it has the page's
+ * messages or has read PARTITION_SCAN_RECORDS records: it is then complete up to that window's
+ * start (what was read of later windows is dropped). The partitions' pages are merged (mergePages):
  * a page ends where the partition that stopped first stopped.
  *
  * Messages have no scheduling order across nodes: equal due times list by id.
@@ -69,32 +70,20 @@ async function listPartition(
   const found = new SmallestKeys<MessageInfo>(query.limit + 1);
   let scanned = 0;
   let matched = 0;
-  const readSegment = async (seg: string) => {
-    for (let from = 0; ; from += RECORDS_PER_READ) {
-      const { scanned: read, live } = await tw.readRecords(
-        valkey,
-        meta,
-        seg,
-        from,
-        RECORDS_PER_READ,
-      );
-      scanned += read;
-      for (const row of live) {
-        const status = STATUSES[row.status];
-        if (status === undefined) continue; // dead
-        const key: ListKey = { deliverAt: row.deliverAt, seq: 0, id: row.id };
-        if (!inRange(query, key) || decodeRecord(row.record).topic !== query.topic) continue;
-        const { id, deliverAt, attempts } = row;
-        found.push({ id, topic: query.topic, status, deliverAt, attempts }, key);
-        matched++;
-      }
-      if (read < RECORDS_PER_READ) return;
-    }
+  const take = (segment: SegmentPart) => {
+    scanned += segment.scanned;
+    matched += segment.items.length;
+    for (const { message, key } of segment.items) found.push(message, key);
   };
 
   const segments = (await valkey.command(`${prefix}live`, ['HKEYS', `${prefix}live`], true)) as
     string[] | null;
-  for (const seg of segments ?? []) if (seg.startsWith('n')) await readSegment(seg);
+  const near = (segments ?? []).filter((seg) => seg.startsWith('n'));
+  for (const segment of await Promise.all(
+    near.map((seg) => readSegment(valkey, meta, seg, query)),
+  )) {
+    take(segment);
+  }
 
   const lo = Math.max(query.from, query.after?.deliverAt ?? -Infinity);
   let min = Number.isFinite(lo) ? String(Math.floor(lo / windowMs)) : '-inf';
@@ -107,14 +96,21 @@ async function listPartition(
       true,
     )) as string[] | null;
     if (windows === null || windows.length === 0) break;
-    for (const window of windows) {
-      const start = Number(window) * windowMs;
-      if (start >= query.until) break scan;
+    const starts = windows.map((window) => Number(window) * windowMs);
+    // Read together (one round trip for the lot once pipelined); taken in window order below.
+    const reads = windows.map((window, i) =>
+      starts[i] < query.until ? readSegment(valkey, meta, `w${window}`, query) : undefined,
+    );
+    // A failed read is thrown by the await that takes it; the others must not go unhandled.
+    for (const read of reads) read?.catch(() => undefined);
+    for (let i = 0; i < windows.length; i++) {
+      const read = reads[i];
+      if (read === undefined) break scan;
       if (windowsRead > 0 && (matched > query.limit || scanned >= PARTITION_SCAN_RECORDS)) {
-        through = { deliverAt: start, seq: SEQ_BEFORE, id: '' };
+        through = { deliverAt: starts[i], seq: SEQ_BEFORE, id: '' };
         break scan;
       }
-      await readSegment(`w${window}`);
+      take(await read);
       windowsRead++;
     }
     if (windows.length < WINDOWS_PER_READ) break;
@@ -128,4 +124,33 @@ async function listPartition(
     through = part.through;
   }
   return { items: part.items, through };
+}
+
+/** What one segment holds of the page: its matching messages, and the records read. */
+interface SegmentPart {
+  items: Array<{ message: MessageInfo; key: ListKey }>;
+  scanned: number;
+}
+
+async function readSegment(
+  valkey: Valkey,
+  meta: string,
+  seg: string,
+  query: ListQuery,
+): Promise<SegmentPart> {
+  const items: SegmentPart['items'] = [];
+  let scanned = 0;
+  for (let from = 0; ; from += RECORDS_PER_READ) {
+    const { scanned: read, live } = await tw.readRecords(valkey, meta, seg, from, RECORDS_PER_READ);
+    scanned += read;
+    for (const row of live) {
+      const status = STATUSES[row.status];
+      if (status === undefined) continue; // dead
+      const key: ListKey = { deliverAt: row.deliverAt, seq: 0, id: row.id };
+      if (!inRange(query, key) || decodeRecord(row.record).topic !== query.topic) continue;
+      const { id, deliverAt, attempts } = row;
+      items.push({ message: { id, topic: query.topic, status, deliverAt, attempts }, key });
+    }
+    if (read < RECORDS_PER_READ) return { items, scanned };
+  }
 }

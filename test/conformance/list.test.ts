@@ -184,6 +184,37 @@ describe.each(backends)('list() on $name', (backend) => {
     ).toEqual([]);
   });
 
+  it('pages through to a rare topic among many messages of others', async () => {
+    const queue = await backend.open();
+    const base = Date.now() + DAY;
+    // More than one page examines on every bounded backend: 8,192 records (the file store's
+    // default listScanRecords, and a partition's on Valkey/Redis, with 4 partitions).
+    const bulk = 40_000;
+    for (let sent = 0; sent < bulk; sent += 2_000) {
+      await queue.scheduleMany(
+        Array.from({ length: 2_000 }, (_, i) => ({
+          topic: 'bulk',
+          payload: null,
+          deliverAt: base + (((sent + i) * 7_919) % 600_000),
+        })),
+      );
+    }
+    const rare = [599_999, 3, 300_000].map((offset, i) => ({
+      topic: 'rare',
+      id: `rare-${i}`,
+      payload: i,
+      deliverAt: base + offset,
+    }));
+    for (const message of rare) await queue.schedule(message);
+    const { messages, pages } = await listAll(queue, { topic: 'rare', limit: 3 });
+    expect(ids(messages)).toEqual(['rare-1', 'rare-2', 'rare-0']);
+    // One page would hold all three: a bounded backend's first page stopped early, with fewer
+    // messages and a cursor.
+    expect(pages > 1).toBe(backend.name !== 'memory');
+    const first = await queue.list({ topic: 'bulk', limit: 1_000 });
+    expect(first.messages).toHaveLength(1_000);
+  });
+
   it('refuses bad inputs with a code', async () => {
     const queue = await backend.open();
     await queue.schedule({ topic: 'a', id: 'x', payload: 1, delayMs: DAY });
