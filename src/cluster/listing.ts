@@ -76,16 +76,20 @@ async function listPartition(
     for (const { message, key } of segment.items) found.push(message, key);
   };
 
-  const segments = (await valkey.command(`${prefix}live`, ['HKEYS', `${prefix}live`], true)) as
-    string[] | null;
-  const near = (segments ?? []).filter((seg) => seg.startsWith('n'));
+  const lo = Math.max(query.from, query.after?.deliverAt ?? -Infinity);
+  const [segments, loadedUntil] = (await Promise.all([
+    valkey.command(`${prefix}live`, ['HKEYS', `${prefix}live`], true),
+    valkey.command(meta, ['HGET', meta, 'loadedUntil'], true),
+  ])) as [string[] | null, string | null];
+  // Near segments hold messages due up to loadedUntil: a page starting after it skips them.
+  const pastNear = loadedUntil !== null && lo > Number(loadedUntil);
+  const near = pastNear ? [] : (segments ?? []).filter((seg) => seg.startsWith('n'));
   for (const segment of await Promise.all(
     near.map((seg) => readSegment(valkey, meta, seg, query)),
   )) {
     take(segment);
   }
 
-  const lo = Math.max(query.from, query.after?.deliverAt ?? -Infinity);
   let min = Number.isFinite(lo) ? String(Math.floor(lo / windowMs)) : '-inf';
   let through: ListKey | undefined;
   let windowsRead = 0;

@@ -286,7 +286,8 @@ export class QueueEngine implements QueueBackend {
   /**
    * The store's part first (messages beyond the horizon: see Store.listWaiting), then the held
    * ones, read in one turn once no horizon load is under way: a message the store handed over
-   * while its part was read is held by then, and listed once (as held).
+   * while its part was read is held by then, and listed once (as held). The held ones are
+   * walked (all of them: memory has no order by topic), unless the page starts past them.
    */
   async list(query: ListQuery): Promise<BackendListPage> {
     if (this.store.listWaiting === undefined) {
@@ -298,7 +299,11 @@ export class QueueEngine implements QueueBackend {
     const waiting = await this.store.listWaiting(query);
     await this.horizon.settled();
     const held = new SmallestKeys<MessageState & { status: MessageStatus }>(query.limit + 1);
-    for (const message of this.near.heldMessages()) {
+    // Every held message is due before loadedUntil (horizon.ts): a page that starts at or after
+    // it has none, and need not walk them.
+    const start = Math.max(query.from, query.after?.deliverAt ?? -Infinity);
+    const heldMessages = start >= this.horizon.loadedUntil ? [] : this.near.heldMessages();
+    for (const message of heldMessages) {
       if (message.topic !== query.topic) continue;
       const key = { deliverAt: message.deliverAt, seq: message.ref, id: message.id };
       if (inRange(query, key)) held.push(message, key);
