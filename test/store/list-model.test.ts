@@ -232,3 +232,16 @@ describe('list() on the file store, bounded', () => {
     }
   });
 });
+
+describe('list() on a store without listWaiting()', () => {
+  it('is refused with a code that names what is missing', async () => {
+    const store = new MemoryStore();
+    Object.defineProperty(store, 'listWaiting', { value: undefined });
+    const queue = await DelayQueue.open({ store });
+    opened.push(queue);
+    await expect(queue.list({ topic: 'a' })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      message: expect.stringMatching(/listWaiting/),
+    });
+  });
+});
