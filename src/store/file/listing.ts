@@ -74,12 +74,14 @@ export async function listWaiting(
     examined = end;
   }
   let through: ListKey | undefined;
-  const lastKept = candidates.deliverAt[count - 1];
   if (examined < count) {
-    const last = candidates.deliverAt[examined - 1];
-    through = { deliverAt: last, seq: SEQ_AFTER, id: '' };
-    if (candidates.cut && last === lastKept) through = before(last);
-  } else if (candidates.cut) through = before(lastKept);
+    // Every candidate up to the due time examined last was examined (the kept ones after it
+    // are due later, and so are those not kept).
+    through = { deliverAt: candidates.deliverAt[examined - 1], seq: SEQ_AFTER, id: '' };
+  } else if (candidates.cut) {
+    // Entries not kept may be due at the last kept due time.
+    through = before(candidates.deliverAt[count - 1]);
+  }
   if (through !== undefined && after !== undefined && compareKeys(through, after) <= 0) {
     // Every candidate kept is due at the cursor's time: that due time is read whole.
     return dueTimeWhole(parts, query, after.deliverAt, damaged, budget);
@@ -102,7 +104,10 @@ function before(deliverAt: number): ListKey {
   return { deliverAt, seq: SEQ_BEFORE, id: '' };
 }
 
-/** Whether a due time is before where the page starts (the cursor's due time may be past). */
+/**
+ * Whether messages due at `deliverAt` may be on the page: in [from, until), and not before the
+ * cursor's due time (nor at it, for a cursor past every message due then).
+ */
 function startsAfter(query: ListQuery, deliverAt: number): boolean {
   const { after } = query;
   if (deliverAt < query.from || deliverAt >= query.until) return false;
