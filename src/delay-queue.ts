@@ -54,6 +54,7 @@ const EMBEDDED_ONLY = [
   'checkpointIntervalMs',
   'snapshotBytes',
   'repair',
+  'listScanRecords',
   'rememberFinished',
   'payloadMemoryBytes',
 ] as const;
@@ -190,6 +191,9 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
               ? {}
               : { snapshotBytes: options.snapshotBytes }),
             ...(options.repair === undefined ? {} : { repair: options.repair }),
+            ...(options.listScanRecords === undefined
+              ? {}
+              : { listScanRecords: options.listScanRecords }),
           });
     try {
       const report = new QueueReport(() => settings.clock.now());

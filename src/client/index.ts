@@ -32,7 +32,13 @@ export type {
   TopicStateCounts,
 } from '../protocol/model.js';
 export { MAX_BATCH, MAX_RECEIPT_LENGTH, MAX_RECEIVE } from '../protocol/limits.js';
-export type { MessageHandler, MessageInfo, ReceivedMessage } from '../queue/types.js';
+export type {
+  ListOptions,
+  ListPage,
+  MessageHandler,
+  MessageInfo,
+  ReceivedMessage,
+} from '../queue/types.js';
 export type { QueueOperations } from '../queue/api.js';
 export type { Backoff, MessageStatus, ScheduleRequest } from '../queue/message.js';
 export { AbortError, TickwheelRangeError, TickwheelTypeError } from '../errors.js';

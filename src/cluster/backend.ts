@@ -16,6 +16,7 @@
  */
 
 import { mayHaveWritten } from '../errors.js';
+import type { BackendListPage, ListQuery } from '../queue/list.js';
 import type {
   BackendStats,
   QueueBackend,
@@ -202,6 +203,11 @@ export class ClusterBackend implements QueueBackend {
     });
     this.settledDelivery(receipt, settledBy(outcome), reason);
     return outcome !== undefined;
+  }
+
+  /** Every partition's page, merged (listing.ts); equal due times by id. */
+  list(query: ListQuery): Promise<BackendListPage> {
+    return this.node.inspector.list(query, this.node.settings.windowMs);
   }
 
   deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {

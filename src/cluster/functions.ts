@@ -243,6 +243,27 @@ export async function read(valkey: Valkey, meta: string, seg: string, from: numb
   return { scanned: Number(scanned), live };
 }
 
+/** tw_read for list(): each current record with its state and the record itself. */
+export async function readRecords(
+  valkey: Valkey,
+  meta: string,
+  seg: string,
+  from: number,
+  max: number,
+) {
+  type Row = [number, Buffer, Buffer, number, Buffer, Buffer];
+  const args = [seg, from, max];
+  const [scanned, rows] = await call<[number, Row[]]>(valkey, 'tw_read', meta, args, true);
+  const live = rows.map(([, status, due, attempts, record, id]) => ({
+    status: str(status),
+    deliverAt: num(due),
+    attempts: Number(attempts),
+    record,
+    id: str(id),
+  }));
+  return { scanned: Number(scanned), live };
+}
+
 /** tw_load: loadedUntil raised to at least `to`; with `rotate`, a new near segment. */
 export async function load(valkey: Valkey, meta: string, by: Owner, to: number, rotate: boolean) {
   const args = [by.node, by.epoch, to, rotate ? 1 : 0];

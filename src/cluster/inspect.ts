@@ -2,7 +2,7 @@
  * Read-only views of a cluster queue for people and dashboards: counts per topic, dead letters,
  * scheduled messages by time until due, payload previews, who owns which partition. Any node
  * answers them from Valkey alone; none changes anything, and none walks over messages except
- * dead letters (up to the limit asked).
+ * dead letters (up to the limit asked) and list() (bounded by page: listing.ts).
  *
  * Each partition is asked separately (its keys live in its own slot); the asks go out together,
  * so a view costs one round trip per primary, not per partition, once node-redis has pipelined
@@ -10,11 +10,13 @@
  */
 
 import type { TopicStateCounts } from '../protocol/model.js';
+import type { BackendListPage, ListQuery } from '../queue/list.js';
 import { decodePayload } from '../queue/message.js';
 import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey, partitionPrefix } from './keys.js';
+import { listPartitions } from './listing.js';
 import { decodeRecord } from './record.js';
 
 /** Live statuses, by their letters in the partitions' counts (lua/states.lua). */
@@ -102,6 +104,11 @@ export class ClusterInspector {
       .filter((info): info is MessageInfo => info !== undefined && info.status === 'dead')
       .sort((a, b) => a.deliverAt - b.deliverAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
       .slice(0, limit);
+  }
+
+  /** A page of a topic's pending messages over every partition (listing.ts). */
+  list(query: ListQuery, windowMs: number): Promise<BackendListPage> {
+    return listPartitions(this.valkey, this.queue, this.partitions, windowMs, query);
   }
 
   /** A message's state with the reason its latest delivery failed, if one did. */

@@ -31,6 +31,32 @@ export interface MessageInfo {
   lastError?: string;
 }
 
+/**
+ * What list() browses: the pending messages (scheduled, ready, in flight) of one topic whose
+ * due time is in [from, until), in due-time order, a page at a time.
+ */
+export interface ListOptions {
+  topic: string;
+  /** Due at or after this (epoch ms). Default: no lower bound. */
+  from?: number;
+  /** Due before this (epoch ms). Default: no upper bound. */
+  until?: number;
+  /** Messages a page holds at most, 1 to 1,000. Default 100. */
+  limit?: number;
+  /** The `cursor` of the previous page: this page starts right after its last message. */
+  cursor?: string;
+}
+
+/**
+ * A page of list(). `cursor` is absent on the last page. A page may hold fewer than `limit`
+ * messages (even none) and still carry a cursor: the embedded queue bounds the work of one
+ * page (docs/storage.md, "Browsing what is scheduled").
+ */
+export interface ListPage {
+  messages: MessageInfo[];
+  cursor?: string;
+}
+
 export type CatchUp = 'latest' | 'all' | 'none';
 
 export type Overlap = 'allow' | 'skip';

@@ -9,7 +9,7 @@
  * Types only: importing this module runs no code.
  */
 
-import type { QueueStats } from '../protocol/model.js';
+import type { ListOptions, ListPage, QueueStats } from '../protocol/model.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { ScheduleRequest } from './message.js';
 import type { RecoveryReport } from './store.js';
@@ -90,6 +90,13 @@ export interface Queue<Payload = unknown> extends QueueOperations<Payload> {
   configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo>;
   /** A topic's settings and counts. */
   topicInfo(topic: string): Promise<TopicInfo>;
+  /**
+   * A topic's pending messages (scheduled, ready, in flight) due in [from, until), in due-time
+   * order, a page of up to `limit` (default 100, at most 1,000) at a time: pass the page's
+   * `cursor` back for the next (absent on the last page). A page may hold fewer than `limit`
+   * messages and still carry a cursor. See docs/storage.md, "Browsing what is scheduled".
+   */
+  list(options: ListOptions): Promise<ListPage>;
   /** Every topic with messages or settings other than the defaults, by name. */
   topicList(): Promise<TopicInfo[]>;
 

@@ -29,6 +29,7 @@
 
 import type { QueueCounters, QueueStats } from '../protocol/model.js';
 import type { WheelSnapshot } from '../wheel/index.js';
+import type { BackendListPage, ListQuery } from './list.js';
 import type { CheckedRequest } from './message.js';
 import type { ScheduleInfo } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
@@ -94,6 +95,16 @@ export interface QueueBackend {
   holdConsumer?(): () => void;
   /** Dead messages of a topic, oldest first. */
   deadLetters(topic: string, limit: number): Promise<MessageInfo[]>;
+  /**
+   * A page of a topic's pending messages (scheduled, ready, in flight) in key order (list.ts:
+   * due time, then the backend's scheduling order, then id), those after `query.after` due in
+   * [from, until): at most `query.limit`, and `next`, the key the next page starts after
+   * (undefined: no more). A page started after a key continues exactly there whatever changed
+   * meanwhile. Reading a page must not read the whole schedule: a backend may bound its work
+   * and answer fewer messages (even none) with a `next`, which must then be after
+   * `query.after`. Read-only.
+   */
+  list(query: ListQuery): Promise<BackendListPage>;
 
   /**
    * The topic gate (topics.ts) over the backend's settings storage and token buckets: every

@@ -13,7 +13,8 @@ import {
   checkOptionsObject,
   describe,
 } from '../validate.js';
-import type { QueueStats } from '../protocol/model.js';
+import type { ListOptions, ListPage, QueueStats } from '../protocol/model.js';
+import { checkListOptions, encodeCursor } from './list.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { Queue } from './api.js';
 import type { QueueBackend, Scheduled, TopicCounts } from './backend.js';
@@ -275,6 +276,19 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     checkTopic(topic);
     checkOption(limit, 'limit', 1, 10_000, true);
     return this.backend.deadLetters(topic, limit);
+  }
+
+  /**
+   * A topic's pending messages due in [from, until), in due-time order, a page at a time: see
+   * list.ts for the order and the cursor.
+   */
+  async list(options: ListOptions): Promise<ListPage> {
+    this.checkOpen();
+    const query = checkListOptions(options);
+    const { messages, next } = await this.backend.list(query);
+    return next === undefined
+      ? { messages }
+      : { messages, cursor: encodeCursor(query.topic, next) };
   }
 
   // ---- topics -----------------------------------------------------------------------------

@@ -44,6 +44,8 @@ import type {
   Scheduled,
   TopicCounts,
 } from './backend.js';
+import { TickwheelTypeError } from '../errors.js';
+import { inRange, mergePages, SmallestKeys, type BackendListPage, type ListQuery } from './list.js';
 import { Scheduler, type ScheduleInfo } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
 import { FinishedMemory } from './finished.js';
@@ -279,6 +281,38 @@ export class QueueEngine implements QueueBackend {
   async deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
     const dead = await this.store.dead(topic, limit);
     return dead.map((message) => info(message, 'dead'));
+  }
+
+  /**
+   * The store's part first (messages beyond the horizon: see Store.listWaiting), then the held
+   * ones, read in one turn once no horizon load is under way: a message the store handed over
+   * while its part was read is held by then, and listed once (as held). The held ones are
+   * walked (all of them: memory has no order by topic), unless the page starts past them.
+   */
+  async list(query: ListQuery): Promise<BackendListPage> {
+    if (this.store.listWaiting === undefined) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        'list() needs a store with listWaiting() (src/queue/store.ts); this store has none',
+      );
+    }
+    const waiting = await this.store.listWaiting(query);
+    await this.horizon.settled();
+    const held = new SmallestKeys<MessageState & { status: MessageStatus }>(query.limit + 1);
+    // Every held message is due before loadedUntil (horizon.ts): a page that starts at or after
+    // it has none, and need not walk them.
+    const start = Math.max(query.from, query.after?.deliverAt ?? -Infinity);
+    const heldMessages = start >= this.horizon.loadedUntil ? [] : this.near.heldMessages();
+    for (const message of heldMessages) {
+      if (message.topic !== query.topic) continue;
+      const key = { deliverAt: message.deliverAt, seq: message.ref, id: message.id };
+      if (inRange(query, key)) held.push(message, key);
+    }
+    const page = mergePages(query.limit, [held.part(), waiting]);
+    return {
+      messages: page.items.map(({ message }) => info(message, message.status)),
+      next: page.through,
+    };
   }
 
   async topicCounts(): Promise<Map<string, TopicCounts>> {

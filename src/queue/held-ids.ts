@@ -50,6 +50,18 @@ export class HeldIds {
     return message !== undefined || this.moving === undefined ? message : this.moving.from.get(id);
   }
 
+  /** Every held message, once each (stale entries skipped), in no particular order. */
+  *held(): IterableIterator<NearMessage> {
+    for (const message of this.byId.values()) {
+      if (message.held && this.byId.get(message.id) === message) yield message;
+    }
+    const moving = this.moving;
+    if (moving === undefined) return;
+    for (const message of moving.from.values()) {
+      if (message.held && !this.byId.has(message.id)) yield message;
+    }
+  }
+
   /** A message is held (its `held` is set by the caller). */
   add(message: NearMessage): void {
     this.byId.set(message.id, message);

@@ -4,6 +4,8 @@ export type {
   DelayQueueOptions,
   QueueOptions,
   MessageHandler,
+  ListOptions,
+  ListPage,
   MessageInfo,
   NackOptions,
   ReceiveOptions,
@@ -11,6 +13,8 @@ export type {
 } from './types.js';
 export type { Backoff, MessageState, MessageStatus, ScheduleRequest } from './message.js';
 export type { RecoveryReport, RepairReport, Store, StoreCounts, StoredMessage } from './store.js';
+// What a Store of your own gets and gives in listWaiting().
+export type { KeyedPart, ListKey, ListQuery } from './list.js';
 export type {
   PushTargetInput,
   RateLimit,

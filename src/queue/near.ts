@@ -192,6 +192,16 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
+   * Every held message, in no particular order, but those whose ack consume() put off (their
+   * handler succeeded: they are as good as acked). Synchronous: read it in one turn.
+   */
+  *heldMessages(): IterableIterator<NearMessage> {
+    for (const message of this.ids.held()) {
+      if (message.pendingAck === undefined) yield message;
+    }
+  }
+
+  /**
    * The held message of an id. One whose ack consume() put off is finished first (its handler
    * succeeded): to cancel(), schedule() with its id, get() and the rest it is acked, as it would
    * be had the ack not waited.

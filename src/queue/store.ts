@@ -17,6 +17,7 @@
  */
 
 import type { RecoveryReport, StoreStats } from '../protocol/model.js';
+import type { KeyedPart, ListQuery } from './list.js';
 import type { PayloadBudget } from './payload-budget.js';
 import type { MessageState, MessageStatus } from './message.js';
 import type { ScheduleRecord } from './recurring.js';
@@ -96,6 +97,16 @@ export interface Store {
   useDeliveries?(deliveries: StoreDeliveries): void;
   /** Hands over live messages due before `until` (see the contract above). */
   loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void>;
+  /**
+   * Optional (list() needs it): the live, not-dead messages of `query.topic` that the store
+   * has not handed to the queue (due at or after the horizon, or whose load failed), due in
+   * [from, until) and after `query.after`, in key order (list.ts: deliverAt, then `seq` = the
+   * message's `ref`), at most `query.limit + 1`, without their payloads. `through`: every such
+   * message with a key up to it is in `items` (undefined: every such message is). A store may
+   * stop early to bound the work of one call, and answer few items (even none) with a
+   * `through` short of the end; it must make progress: `through` after `query.after`.
+   */
+  listWaiting?(query: ListQuery): Promise<KeyedPart<StoredMessage>>;
   /** The encoded payload of a message whose `payload` is not in memory. */
   payloadOf(message: MessageState): Promise<Uint8Array>;
   /** Dead messages of a topic, oldest first. */

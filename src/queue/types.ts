@@ -8,7 +8,7 @@ import type { Clock } from '../clock/index.js';
 import type { PushOptions } from './push-guard.js';
 import type { TraceContext } from '../protocol/trace-context.js';
 
-export type { MessageInfo } from '../protocol/model.js';
+export type { ListOptions, ListPage, MessageInfo } from '../protocol/model.js';
 
 /** The options of a queue on any backend. */
 export interface QueueOptions {

@@ -5,6 +5,7 @@
 
 import { assert } from '../assert.js';
 import { DueHeap } from '../queue/due-heap.js';
+import { inRange, SmallestKeys, type KeyedPart, type ListQuery } from '../queue/list.js';
 import { payloadBytes, type MessageState } from '../queue/message.js';
 import type {
   RecoveryReport,
@@ -139,6 +140,19 @@ export class MemoryStore implements Store {
       entry.handedOver = true;
       onDue({ ...entry.state });
     }
+  }
+
+  /** Walks every message: the memory store keeps no order of its own beyond the heap. */
+  async listWaiting(query: ListQuery): Promise<KeyedPart<StoredMessage>> {
+    const found = new SmallestKeys<StoredMessage>(query.limit + 1);
+    for (const { state, status, handedOver } of this.entries.values()) {
+      if (status !== 'scheduled' || handedOver || state.topic !== query.topic) continue;
+      const key = { deliverAt: state.deliverAt, seq: state.ref, id: state.id };
+      if (inRange(query, key)) {
+        found.push({ ...state, payload: undefined, status: 'scheduled' }, key);
+      }
+    }
+    return found.part();
   }
 
   async payloadOf(message: MessageState): Promise<Uint8Array> {

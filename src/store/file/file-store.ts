@@ -7,6 +7,7 @@
  *   table.ts       the in-memory tables and `apply`, the one function that changes them
  *   records.ts     the log records' bodies (the log itself is ../log/message-log.ts)
  *   window-index.ts  the schedule index (index-files.ts: which file an entry goes to)
+ *   listing.ts     list(): the messages it holds of a topic, through the index
  *   states.ts      messages read back from the log and handed to the queue
  *   checkpoint.ts  checkpoints, snapshots (snapshot.ts) and retention
  *   recovery.ts    recovery at open (replay.ts: the replays)
@@ -24,6 +25,7 @@ import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
 import { TickwheelCorruptError, TickwheelUnavailableError } from '../../errors.js';
 import type { MessageState } from '../../queue/message.js';
+import type { KeyedPart, ListQuery } from '../../queue/list.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
 import type {
   RecoveryReport,
@@ -76,6 +78,7 @@ import {
 import { StoreFaults } from './faults.js';
 import { recover, type OpenMode } from './recovery.js';
 import { loadIndexFiles } from './load.js';
+import { listWaiting } from './listing.js';
 import { statesAt } from './states.js';
 import { Tables } from './table.js';
 import { WindowIndex } from './window-index.js';
@@ -118,6 +121,8 @@ export class FileStore implements Store {
   private damagedSkipped = 0;
   private payloadBudget: PayloadBudget | undefined;
   private readonly handOuts: HandOuts;
+  /** Log records one listWaiting() reads at most (FileStoreOptions.listScanRecords). */
+  private listScanRecords = 0;
 
   private constructor(
     dir: string,
@@ -174,7 +179,8 @@ export class FileStore implements Store {
   }
 
   private static async openAs(options: FileStoreOptions, mode: OpenMode): Promise<FileStore> {
-    const { fsync, windowMs, interval, snapshotBytes } = checkFileStoreOptions(options);
+    const { fsync, windowMs, interval, snapshotBytes, listScanRecords } =
+      checkFileStoreOptions(options);
     await makeDataDirectory(options.dir);
     const lock = await lockDirectory(options.dir);
     try {
@@ -192,7 +198,18 @@ export class FileStore implements Store {
         if (err === undefined) faults.ok('index');
         else faults.fail('index', err);
       });
-      return new FileStore(options.dir, log, index, faults, lock, interval, snapshotBytes, mode);
+      const store = new FileStore(
+        options.dir,
+        log,
+        index,
+        faults,
+        lock,
+        interval,
+        snapshotBytes,
+        mode,
+      );
+      store.listScanRecords = listScanRecords;
+      return store;
     } catch (err) {
       await lock.release();
       throw err;
@@ -401,6 +418,12 @@ export class FileStore implements Store {
       );
     }
     return decodeSchedule(record.body).payload;
+  }
+
+  /** Through the schedule index, with bounded work per call (listing.ts). */
+  listWaiting(query: ListQuery): Promise<KeyedPart<StoredMessage>> {
+    const parts = { log: this.log, index: this.index, tables: this.tables };
+    return listWaiting(parts, query, () => this.damagedSkipped++, this.listScanRecords);
   }
 
   async dead(topic: string, limit: number): Promise<StoredMessage[]> {

@@ -30,11 +30,17 @@ export interface FileStoreOptions {
    * directory), instead of refusing with ERR_TICKWHEEL_CORRUPT. See docs/storage.md, Recovery.
    */
   repair?: boolean;
+  /**
+   * Log records one list() page reads at most to find a topic's messages beyond the horizon
+   * (docs/storage.md, "Browsing what is scheduled"). Default 8,192.
+   */
+  listScanRecords?: number;
   /** @internal Test hook: replaces the log writer's file operations (see MessageLog). */
   logIo?: Partial<LogIo>;
 }
 
 const DEFAULT_SNAPSHOT_BYTES = 64 * 1024 * 1024;
+const DEFAULT_LIST_SCAN_RECORDS = 8_192;
 
 /** The options of a file store that DelayQueue.open() takes as its own: all but the test hook. */
 export const FILE_STORE_OPTIONS = {
@@ -45,6 +51,7 @@ export const FILE_STORE_OPTIONS = {
   checkpointIntervalMs: true,
   snapshotBytes: true,
   repair: true,
+  listScanRecords: true,
 } as const satisfies Record<Exclude<keyof FileStoreOptions, 'logIo'>, true>;
 
 const KNOWN_OPTIONS = optionNames<FileStoreOptions>({ ...FILE_STORE_OPTIONS, logIo: true });
@@ -54,6 +61,7 @@ export function checkFileStoreOptions(options: FileStoreOptions): {
   windowMs: number;
   interval: number;
   snapshotBytes: number;
+  listScanRecords: number;
 } {
   if (typeof options?.dir !== 'string' || options.dir.length === 0) {
     throw new TickwheelTypeError(
@@ -77,5 +85,12 @@ export function checkFileStoreOptions(options: FileStoreOptions): {
     0,
     Infinity,
   );
-  return { fsync, windowMs, interval, snapshotBytes };
+  const listScanRecords = checkOption(
+    options.listScanRecords ?? DEFAULT_LIST_SCAN_RECORDS,
+    'listScanRecords',
+    1,
+    1_000_000,
+    true,
+  );
+  return { fsync, windowMs, interval, snapshotBytes, listScanRecords };
 }

@@ -20,6 +20,7 @@
 
 import { constants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
+import { endianness } from 'node:os';
 import { join } from 'node:path';
 import { writeF64, writeU32 } from '../bytes.js';
 import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, writeFully } from '../log/index.js';
@@ -33,6 +34,8 @@ import {
 } from './index-files.js';
 
 const ENTRY_BYTES = 24;
+/** Bytes of a file scan() reads at a time. */
+const SCAN_BYTES = ENTRY_BYTES * 43_690;
 
 /** The pause before the first retry of a failed write, doubled after each failure... */
 const RETRY_FIRST_MS = 50;
@@ -283,6 +286,39 @@ export class WindowIndex {
     return entries;
   }
 
+  /**
+   * Every entry of a file (on disk, then still buffered), handed to `visit` a chunk at a time:
+   * memory bounded by SCAN_BYTES however large the file, and no copy of what was read where the
+   * platform is little-endian. For reading without taking (list()).
+   */
+  scan(key: string, visit: (entries: EntryChunk) => void): Promise<void> {
+    return this.queued(async () => {
+      const known = this.bytes.get(key) ?? 0;
+      const handle = await open(this.path(key), 'r').catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') return undefined;
+        throw err;
+      });
+      if (handle !== undefined) {
+        try {
+          // Its own ArrayBuffer: aligned, so that typed arrays can view it.
+          const chunk = Buffer.from(new ArrayBuffer(Math.min(SCAN_BYTES, known)));
+          for (let at = 0; at < known;) {
+            const want = Math.min(chunk.length, known - at);
+            const { bytesRead } = await handle.read(chunk, 0, want, at);
+            const whole = bytesRead - (bytesRead % ENTRY_BYTES);
+            if (whole === 0) break;
+            visit(entryChunk(chunk, whole));
+            at += whole;
+          }
+        } finally {
+          await handle.close();
+        }
+      }
+      const pending = this.buffered.get(key);
+      if (pending !== undefined) visit(entryChunk(pending.bytes, pending.length));
+    });
+  }
+
   private async readNow(key: string): Promise<WindowEntries> {
     const file = await readFile(this.path(key)).catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT') return Buffer.alloc(0);
@@ -295,22 +331,7 @@ export class WindowIndex {
       pending === undefined
         ? written
         : Buffer.concat([written, pending.bytes.subarray(0, pending.length)]);
-    const count = Math.floor(bytes.byteLength / ENTRY_BYTES);
-    const entries: WindowEntries = {
-      count,
-      deliverAt: new Float64Array(count),
-      position: new Float64Array(count),
-      low: new Uint32Array(count),
-      high: new Uint32Array(count),
-    };
-    for (let i = 0; i < count; i++) {
-      const at = i * ENTRY_BYTES;
-      entries.deliverAt[i] = bytes.readDoubleLE(at);
-      entries.position[i] = bytes.readDoubleLE(at + 8);
-      entries.low[i] = bytes.readUInt32LE(at + 16);
-      entries.high[i] = bytes.readUInt32LE(at + 20);
-    }
-    return entries;
+    return decodeEntries(bytes);
   }
 
   /** File key -> bytes in its file. */
@@ -414,4 +435,58 @@ export class WindowIndex {
     this.lastStart = NaN;
     this.lastPending = undefined;
   }
+}
+
+/**
+ * Entries as scan() hands them, in the on-disk layout: entry i's due time is f64[3i], its log
+ * position f64[3i + 1], its id hash u32[6i + 4] (low) and u32[6i + 5] (high).
+ */
+export interface EntryChunk {
+  count: number;
+  f64: Float64Array;
+  u32: Uint32Array;
+}
+
+const LITTLE_ENDIAN = endianness() === 'LE';
+
+/** The first `length` bytes of `bytes` as an EntryChunk: views where they can be, else a copy. */
+function entryChunk(bytes: Buffer, length: number): EntryChunk {
+  const count = Math.floor(length / ENTRY_BYTES);
+  if (LITTLE_ENDIAN && bytes.byteOffset % 8 === 0) {
+    return {
+      count,
+      f64: new Float64Array(bytes.buffer, bytes.byteOffset, count * 3),
+      u32: new Uint32Array(bytes.buffer, bytes.byteOffset, count * 6),
+    };
+  }
+  const f64 = new Float64Array(count * 3);
+  const u32 = new Uint32Array(f64.buffer);
+  for (let i = 0; i < count; i++) {
+    const at = i * ENTRY_BYTES;
+    f64[3 * i] = bytes.readDoubleLE(at);
+    f64[3 * i + 1] = bytes.readDoubleLE(at + 8);
+    u32[6 * i + 4] = bytes.readUInt32LE(at + 16);
+    u32[6 * i + 5] = bytes.readUInt32LE(at + 20);
+  }
+  return { count, f64, u32 };
+}
+
+/** Entries in their on-disk form, decoded (a torn last entry left out). */
+function decodeEntries(bytes: Buffer): WindowEntries {
+  const count = Math.floor(bytes.byteLength / ENTRY_BYTES);
+  const entries: WindowEntries = {
+    count,
+    deliverAt: new Float64Array(count),
+    position: new Float64Array(count),
+    low: new Uint32Array(count),
+    high: new Uint32Array(count),
+  };
+  for (let i = 0; i < count; i++) {
+    const at = i * ENTRY_BYTES;
+    entries.deliverAt[i] = bytes.readDoubleLE(at);
+    entries.position[i] = bytes.readDoubleLE(at + 8);
+    entries.low[i] = bytes.readUInt32LE(at + 16);
+    entries.high[i] = bytes.readUInt32LE(at + 20);
+  }
+  return entries;
 }

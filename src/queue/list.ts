@@ -1,0 +1,213 @@
+/**
+ * list(): browsing a topic's pending messages in due-time order, a page at a time.
+ *
+ * Every backend orders messages by a key, (deliverAt, seq, id): `seq` is the order the backend
+ * knows a message was scheduled in (the embedded queue: its schedule record's place in the
+ * store, so equal due times list in the order the messages were first scheduled; a backend
+ * that knows none uses 0, and equal due times list by id). A key names one message while it
+ * stays put; a page ends at a key and the next one starts strictly after it, so messages
+ * scheduled or cancelled between two pages neither repeat nor hide the messages that stayed.
+ *
+ * The cursor is that key and the topic, as base64url JSON: opaque to callers, checked in full
+ * when it comes back (a cursor of another topic, or anything else, is refused).
+ */
+
+import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import type { ListOptions, MessageInfo } from '../protocol/model.js';
+import { checkKnownOptions, checkOption, checkOptionsObject, describe } from '../validate.js';
+import { checkTopic, ID_PATTERN } from './message.js';
+
+/** Messages a page holds by default, and at most. */
+export const LIST_DEFAULT_LIMIT = 100;
+export const LIST_MAX_LIMIT = 1_000;
+/** The longest cursor accepted: a topic, two numbers and an id, encoded, fit well within it. */
+const MAX_CURSOR_CHARS = 1_024;
+/** seq of a bound before, and after, every message of its due time. */
+export const SEQ_BEFORE = -1;
+export const SEQ_AFTER = Number.MAX_SAFE_INTEGER;
+
+/** A place in a topic's due-time order: a message's, or a bound between messages. */
+export interface ListKey {
+  deliverAt: number;
+  seq: number;
+  id: string;
+}
+
+/** list() options checked, defaults filled in: what a backend gets. */
+export interface ListQuery {
+  topic: string;
+  /** Due at or after this; -Infinity for no bound. */
+  from: number;
+  /** Due before this; Infinity for no bound. */
+  until: number;
+  limit: number;
+  /** Only messages after this key (the previous page's end). */
+  after: ListKey | undefined;
+}
+
+/**
+ * A backend's page: up to `limit` messages after `query.after`, in key order; `next`, the key
+ * the following page starts after, or undefined when there is nothing more.
+ */
+export interface BackendListPage {
+  messages: MessageInfo[];
+  next: ListKey | undefined;
+}
+
+/** Messages with their keys, in key order; every one of its source with a key up to `through` (all of them when undefined). */
+export interface KeyedPart<M> {
+  items: Array<{ message: M; key: ListKey }>;
+  through: ListKey | undefined;
+}
+
+export function compareKeys(a: ListKey, b: ListKey): number {
+  return a.deliverAt - b.deliverAt || a.seq - b.seq || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/** Whether a message due at `deliverAt` with key `key` belongs to the query's range. */
+export function inRange(query: ListQuery, key: ListKey): boolean {
+  return (
+    key.deliverAt >= query.from &&
+    key.deliverAt < query.until &&
+    (query.after === undefined || compareKeys(key, query.after) > 0)
+  );
+}
+
+/** list()'s options checked; bad ones are ERR_TICKWHEEL_INVALID_OPTION (or _TOPIC). */
+export function checkListOptions(options: ListOptions): ListQuery {
+  checkOptionsObject(options, 'list options', "{ topic: 'emails', limit: 100 }");
+  checkKnownOptions(options, ['topic', 'from', 'until', 'limit', 'cursor'], 'list()');
+  const topic = checkTopic(options.topic);
+  const from = options.from === undefined ? -Infinity : checkOption(options.from, 'from', 0);
+  const until = options.until === undefined ? Infinity : checkOption(options.until, 'until', 0);
+  if (until < from) {
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `until (${until}) must not be before from (${from})`,
+    );
+  }
+  const limit =
+    options.limit === undefined
+      ? LIST_DEFAULT_LIMIT
+      : checkOption(options.limit, 'limit', 1, LIST_MAX_LIMIT, true);
+  const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor, topic);
+  return { topic, from, until, limit, after };
+}
+
+export function encodeCursor(topic: string, key: ListKey): string {
+  const body = JSON.stringify({ v: 1, t: topic, d: key.deliverAt, s: key.seq, i: key.id });
+  return Buffer.from(body, 'utf8').toString('base64url');
+}
+
+/** The key a cursor names; refuses one that is malformed, or is another topic's. */
+export function decodeCursor(cursor: unknown, topic: string): ListKey {
+  if (typeof cursor !== 'string' || cursor.length === 0 || cursor.length > MAX_CURSOR_CHARS) {
+    throw badCursor(`got ${describe(cursor)}`);
+  }
+  if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw badCursor('it is not base64url text');
+  let body: unknown;
+  try {
+    body = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    throw badCursor('it does not decode');
+  }
+  const { v, t, d, s, i } = (typeof body === 'object' && body !== null ? body : {}) as Record<
+    string,
+    unknown
+  >;
+  if (
+    v !== 1 ||
+    typeof t !== 'string' ||
+    typeof d !== 'number' ||
+    !Number.isFinite(d) ||
+    typeof s !== 'number' ||
+    !Number.isSafeInteger(s) ||
+    s < SEQ_BEFORE ||
+    typeof i !== 'string' ||
+    (i !== '' && !ID_PATTERN.test(i))
+  ) {
+    throw badCursor('it is not a list cursor');
+  }
+  if (t !== topic) {
+    throw badCursor(
+      `it is a cursor of topic ${JSON.stringify(t)}, not of ${JSON.stringify(topic)}`,
+    );
+  }
+  return { deliverAt: d, seq: s, id: i };
+}
+
+function badCursor(why: string): TickwheelTypeError {
+  return new TickwheelTypeError(
+    'ERR_TICKWHEEL_INVALID_OPTION',
+    `cursor must be the cursor of the previous page of the same list() (pass it back unchanged); ${why}`,
+  );
+}
+
+/**
+ * The `keep` smallest of the items pushed, by key: memory bounded by about twice `keep`
+ * however many are pushed (they are sorted and cut whenever they reach that).
+ */
+export class SmallestKeys<M> {
+  private items: Array<{ message: M; key: ListKey }> = [];
+  /** Whether items were cut off: more than `keep` were pushed. */
+  cut = false;
+
+  constructor(private readonly keep: number) {}
+
+  push(message: M, key: ListKey): void {
+    this.items.push({ message, key });
+    if (this.items.length >= this.keep * 2 + 16) this.trim();
+  }
+
+  /** The items kept, in key order, as a part complete up to its last item if any were cut. */
+  part(): KeyedPart<M> {
+    this.trim();
+    const last = this.items[this.items.length - 1];
+    return { items: this.items, through: this.cut ? last.key : undefined };
+  }
+
+  private trim(): void {
+    this.items.sort((a, b) => compareKeys(a.key, b.key));
+    if (this.items.length > this.keep) {
+      this.items.length = this.keep;
+      this.cut = true;
+    }
+  }
+}
+
+/**
+ * One page out of the messages found where a backend keeps them (in memory, in a store...),
+ * each part sorted and complete up to its own `through` (see KeyedPart). Messages past
+ * the lowest `through` are dropped (a part may hold an earlier one it has not read yet), and
+ * a message found in two parts (it moved while they were read) counts once, as the part
+ * listed first has it.
+ */
+export function mergePages<M extends { id: string }>(
+  limit: number,
+  parts: ReadonlyArray<KeyedPart<M>>,
+): KeyedPart<M> {
+  let through: ListKey | undefined;
+  for (const part of parts) {
+    if (
+      part.through !== undefined &&
+      (through === undefined || compareKeys(part.through, through) < 0)
+    ) {
+      through = part.through;
+    }
+  }
+  const seen = new Set<string>();
+  const merged: Array<{ message: M; key: ListKey }> = [];
+  for (const part of parts) {
+    for (const item of part.items) {
+      if (seen.has(item.message.id)) continue;
+      seen.add(item.message.id);
+      if (through === undefined || compareKeys(item.key, through) <= 0) merged.push(item);
+    }
+  }
+  merged.sort((a, b) => compareKeys(a.key, b.key));
+  if (merged.length > limit) {
+    merged.length = limit;
+    return { items: merged, through: merged[limit - 1].key };
+  }
+  return { items: merged, through };
+}
