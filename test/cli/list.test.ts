@@ -86,6 +86,14 @@ describe('tickwheel list against a tickwheel serve process', () => {
     expect(epoch.json.messages.map((m: { id: string }) => m.id)).toEqual(['m3', 'm4']);
   });
 
+  it('needs the token, as every /v1 route of a server with one', async () => {
+    const without = await runCli(['list', 'mail'], { env: { TICKWHEEL_URL: server.url } });
+    expect(without.code).toBe(1);
+    expect(without.stderr).toContain('ERR_TICKWHEEL_UNAUTHORIZED');
+    const response = await fetch(`${server.url}/v1/topics/mail/messages`);
+    expect(response.status).toBe(401);
+  });
+
   it('refuses bad values with one line and status 1', async () => {
     const limit = await runCli(['list', 'mail', '--limit', '1001']);
     expect(limit.code).toBe(1);
