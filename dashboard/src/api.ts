@@ -213,6 +213,15 @@ const enc = encodeURIComponent;
 /** Dead letters listed per topic; the topic card says when there are more. */
 export const DEAD_LETTER_LIMIT = 100;
 
+/** Upcoming messages a page of the topic card lists. */
+export const UPCOMING_PAGE = 20;
+
+/** A page of GET /v1/topics/:topic/messages: `cursor` names the next page; none on the last. */
+export interface MessagePage {
+  messages: MessageInfo[];
+  cursor?: string;
+}
+
 export const api = {
   snapshot: () => call<DashboardSnapshot>('GET', '/v1/dashboard'),
   message: (id: string) => call<MessageInfo>('GET', `/v1/messages/${enc(id)}`),
@@ -227,6 +236,14 @@ export const api = {
     call<{ messages: MessageInfo[] }>(
       'GET',
       `/v1/topics/${enc(topic)}/dead?limit=${DEAD_LETTER_LIMIT}`,
+    ),
+  /** Pending messages of a topic in due-time order, the page after `cursor` (or the first). */
+  upcoming: (topic: string, cursor?: string) =>
+    call<MessagePage>(
+      'GET',
+      `/v1/topics/${enc(topic)}/messages?limit=${UPCOMING_PAGE}${
+        cursor === undefined ? '' : `&cursor=${enc(cursor)}`
+      }`,
     ),
   topic: (topic: string) => call<TopicSettingsInfo>('GET', `/v1/topics/${enc(topic)}`),
   pause: (topic: string) => call<TopicSettingsInfo>('POST', `/v1/topics/${enc(topic)}/pause`, {}),

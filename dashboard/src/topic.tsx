@@ -1,10 +1,12 @@
-// The topic card: one topic's counts and its dead letters, with their payloads and why they died.
+// The topic card: one topic's counts, its upcoming messages, and its dead letters, with their
+// payloads and why they died.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, DEAD_LETTER_LIMIT, Unauthorized } from './api.js';
 import type { MessageInfo, TopicCounts } from './api.js';
 import { errorText, number, when } from './format.js';
 import { useHiddenBelow } from './scroll.js';
 import { TopicSettings } from './topic-settings.js';
+import { UpcomingMessages } from './upcoming.js';
 
 export function Tile(props: {
   label: string;
@@ -147,6 +149,12 @@ export function TopicCard(props: {
           have messages: scheduling one to <span class="mono">{topic}</span> makes it.
         </p>
       )}
+      <UpcomingMessages
+        topic={topic}
+        live={liveCount(counts)}
+        onLookup={props.onLookup}
+        onUnauthorized={props.onUnauthorized}
+      />
       <h3>Dead letters</h3>
       {loadError !== '' && <p class="error">{loadError}</p>}
       <div data-testid="dead-letters">

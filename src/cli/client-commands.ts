@@ -1,10 +1,13 @@
 /**
  * The commands that talk to a running server through the client SDK: send, get, cancel,
- * reschedule, receive, ack, nack, dead, requeue, stats. Each takes --url, --token and --timeout
- * (or their environment variables); results print as JSON, failures as one line (program.ts).
+ * reschedule, receive, ack, nack, list, dead, requeue, stats. Each takes --url, --token and
+ * --timeout (or their environment variables); results print as JSON, failures as one line
+ * (program.ts).
  */
 
 import { TickwheelClient, DEFAULT_URL } from '../client/index.js';
+import type { ListOptions } from '../protocol/model.js';
+import { LIST_MAX_LIMIT } from '../queue/list.js';
 import type { ScheduleRequest } from '../queue/message.js';
 import type { CommandSpec, OptionSpec } from './args.js';
 import { CliError, describeFailure, type CliIo } from './io.js';
@@ -156,6 +159,62 @@ export function sendCommand(io: CliIo): CommandSpec {
       if (flags.maxAttempts !== undefined) message.maxAttempts = flags.maxAttempts;
       const result = await client.schedule(message);
       return { ...result, due: new Date(result.deliverAt).toISOString() };
+    },
+  });
+}
+
+/**
+ * `tickwheel list <topic>`: one page of the topic's pending messages, as JSON `{ messages,
+ * cursor? }` (each message with its due time in ISO 8601 too). With a cursor, a line on stderr
+ * says how to get the next page, so that stdout stays the page alone.
+ */
+function listCommand(io: CliIo): CommandSpec {
+  return clientCommand<{ from?: number; until?: number; limit?: number; cursor?: string }>(io, {
+    name: 'list',
+    description: "list a topic's pending messages (scheduled, ready, in flight) by due time",
+    arguments: [{ name: 'topic', required: true }],
+    options: [
+      {
+        name: 'from',
+        value: '<time>',
+        description: 'due at or after this time: ISO 8601 or epoch ms',
+        parse: parseTime,
+      },
+      {
+        name: 'until',
+        value: '<time>',
+        description: 'due before this time: ISO 8601 or epoch ms',
+        parse: parseTime,
+      },
+      {
+        name: 'limit',
+        value: '<n>',
+        description: 'messages at most on the page (default 100)',
+        parse: integerParser(1, LIST_MAX_LIMIT),
+      },
+      {
+        name: 'cursor',
+        value: '<cursor>',
+        description: 'the cursor a previous page printed: the page after it',
+      },
+    ],
+    run: async ([topic], client, flags) => {
+      const options: ListOptions = { topic: topic as string };
+      if (flags.from !== undefined) options.from = flags.from;
+      if (flags.until !== undefined) options.until = flags.until;
+      if (flags.limit !== undefined) options.limit = flags.limit;
+      if (flags.cursor !== undefined) options.cursor = flags.cursor;
+      const page = await client.list(options);
+      printJson(io, {
+        messages: page.messages.map((info) => ({
+          ...info,
+          due: new Date(info.deliverAt).toISOString(),
+        })),
+        ...(page.cursor === undefined ? {} : { cursor: page.cursor }),
+      });
+      if (page.cursor !== undefined) {
+        io.err(`more: the next page is --cursor ${page.cursor}\n`);
+      }
     },
   });
 }
@@ -314,6 +373,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
         failUnlessAll(results, list);
       },
     }),
+    listCommand(io),
     clientCommand<{ limit: number }>(io, {
       name: 'dead',
       description: 'list the dead letters of a topic (messages that used up their attempts)',

@@ -6,6 +6,7 @@
  *   tickwheel send <topic> [payload] [--delay 30s | --at <time>] [--id]
  *   tickwheel get <id> | cancel <id> | reschedule <id> --delay 5m | --at <time>
  *   tickwheel receive <topic> | ack <receipt...> | nack <receipt...> [--delay]
+ *   tickwheel list <topic> [--from] [--until] [--limit] [--cursor]
  *   tickwheel dead <topic> [--limit] | requeue <id...> [--delay] | stats
  *   tickwheel topics [topic] | pause <topic...> | resume <topic...> | rate-limit <topic> <rate|off>
  *   tickwheel schedules [name] | schedule <name> --topic t --cron|--every | unschedule <name...>

@@ -4,7 +4,8 @@
  */
 
 import { randomUUID } from 'node:crypto';
-import { TickwheelError, TickwheelTypeError } from '../errors.js';
+import { TickwheelError, TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import { MAX_BATCH, MAX_RECEIPT_LENGTH } from '../protocol/limits.js';
 import { describe } from '../validate.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { ScheduleBody, WireReceivedMessage } from '../protocol/wire.js';
@@ -110,4 +111,36 @@ export function fromWire(message: WireReceivedMessage): ReceivedMessage {
 
 export function rejects(err: unknown, ...statuses: number[]): boolean {
   return err instanceof TickwheelHttpError && statuses.includes(err.status);
+}
+
+/**
+ * The indexes of the receipts of an ackMany / nackMany worth sending. A receipt no server can
+ * know (empty, or longer than any receipt) is left out, to be answered false as the embedded
+ * queue answers it, instead of being refused with a 400 along with the rest.
+ */
+export function sendableReceipts(method: 'ackMany' | 'nackMany', receipts: unknown): number[] {
+  if (!Array.isArray(receipts)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `${method} takes an array of receipts, got ${describe(receipts)}`,
+    );
+  }
+  if (receipts.length > MAX_BATCH) {
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `${method} over HTTP takes at most ${MAX_BATCH} receipts a call, got ${receipts.length}: split the array`,
+    );
+  }
+  const sent: number[] = [];
+  for (let i = 0; i < receipts.length; i++) {
+    const receipt: unknown = receipts[i];
+    if (typeof receipt !== 'string') {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_MESSAGE',
+        `receipts[${i}] must be the string receive() returned, got ${describe(receipt)}`,
+      );
+    }
+    if (receipt !== '' && receipt.length <= MAX_RECEIPT_LENGTH) sent.push(i);
+  }
+  return sent;
 }

@@ -19,11 +19,13 @@ import type {
   ReceivedMessage,
   ReceiveOptions,
 } from '../queue/types.js';
-import { MAX_BATCH, MAX_NACK_DELAY_MS, MAX_RECEIPT_LENGTH } from '../protocol/limits.js';
+import { MAX_BATCH, MAX_NACK_DELAY_MS } from '../protocol/limits.js';
+import type { ListOptions, ListPage } from '../protocol/model.js';
 import type {
   AckResponse,
   BatchResponse,
   DeadLettersResponse,
+  ListResponse,
   ScheduleBodyRecurring,
   ScheduleListResponse,
   WireSchedule,
@@ -48,8 +50,10 @@ import {
   rejects,
   segment,
   sendable,
+  sendableReceipts,
   toBody,
 } from './bodies.js';
+import { listPath, walkPages } from './listing.js';
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import { Transport, type Answer, type Exchange, type TransportOptions } from './transport.js';
@@ -309,6 +313,34 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return tracked;
   }
 
+  /**
+   * A page of a topic's pending messages (scheduled, ready, in flight) due in [from, until), in
+   * due-time order, like the embedded list(): pass the page's `cursor` back for the next (absent
+   * on the last page). Bad options fail here, before any request, with the queue's errors.
+   */
+  async list(listOptions: ListOptions, options: CallOptions = {}): Promise<ListPage> {
+    const answer = await this.send<ListResponse>(options, {
+      method: 'GET',
+      path: listPath(listOptions),
+      idempotent: true,
+    });
+    return answer.body;
+  }
+
+  /**
+   * Every message list() finds, page after page, as an async iterator:
+   * `for await (const message of client.listAll({ topic: 'emails' })) ...`. Each page is one
+   * request of `limit` messages (default 100), made when the previous page is used up.
+   */
+  listAll(
+    listOptions: ListOptions,
+    options: CallOptions = {},
+  ): AsyncGenerator<MessageInfo, void, undefined> {
+    // Bad options throw at the call, not at the first next() of the iterator.
+    listPath(listOptions);
+    return walkPages(listOptions, (page) => this.list(page, options));
+  }
+
   /** Dead letters of a topic (messages that used up their attempts), oldest first. */
   async deadLetters(topic: string, limit = 100, options: CallOptions = {}): Promise<MessageInfo[]> {
     const answer = await this.send<DeadLettersResponse>(options, {
@@ -502,41 +534,15 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return answer.body;
   }
 
-  /**
-   * POST /v1/ack or /v1/nack. A receipt no server can know (empty, or longer than any receipt)
-   * is answered false here, as the embedded queue answers it, instead of being sent to be
-   * refused with a 400 along with the rest.
-   */
+  /** POST /v1/ack or /v1/nack, for the receipts worth sending (sendableReceipts). */
   private async settleMany(
     method: 'ackMany' | 'nackMany',
     receipts: readonly string[],
     extra: { delayMs?: number; reason?: string },
     options: CallOptions,
   ): Promise<boolean[]> {
-    if (!Array.isArray(receipts)) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `${method} takes an array of receipts, got ${describe(receipts)}`,
-      );
-    }
-    if (receipts.length > MAX_BATCH) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `${method} over HTTP takes at most ${MAX_BATCH} receipts a call, got ${receipts.length}: split the array`,
-      );
-    }
+    const sent = sendableReceipts(method, receipts);
     const results = new Array<boolean>(receipts.length).fill(false);
-    const sent: number[] = [];
-    for (let i = 0; i < receipts.length; i++) {
-      const receipt: unknown = receipts[i];
-      if (typeof receipt !== 'string') {
-        throw new TickwheelTypeError(
-          'ERR_TICKWHEEL_INVALID_MESSAGE',
-          `receipts[${i}] must be the string receive() returned, got ${describe(receipt)}`,
-        );
-      }
-      if (receipt !== '' && receipt.length <= MAX_RECEIPT_LENGTH) sent.push(i);
-    }
     if (sent.length === 0) return results;
     const answer = await this.send<AckResponse | NackResponse>(options, {
       method: 'POST',

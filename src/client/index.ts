@@ -23,6 +23,8 @@ export type {
   ClusterStats,
   DeliveryLateness,
   FireLateness,
+  ListOptions,
+  ListPage,
   PushStats,
   QueueCounters,
   QueueStats,

@@ -180,6 +180,15 @@ export interface DeadLettersResponse {
   messages: WireMessageInfo[];
 }
 
+/**
+ * GET /v1/topics/:topic/messages?from&until&limit&cursor: a page of the topic's pending
+ * messages in due-time order (the queue's list()); `cursor` is absent on the last page.
+ */
+export interface ListResponse {
+  messages: WireMessageInfo[];
+  cursor?: string;
+}
+
 /** POST /v1/messages/:id/requeue */
 export interface RequeueBody {
   delayMs?: number;

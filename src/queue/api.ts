@@ -66,6 +66,13 @@ export interface QueueOperations<Payload = unknown> {
     handler: MessageHandler<Payload>,
     options?: ConsumeOptions,
   ): { close(): Promise<void> };
+  /**
+   * A topic's pending messages (scheduled, ready, in flight) due in [from, until), in due-time
+   * order, a page of up to `limit` (default 100, at most 1,000) at a time: pass the page's
+   * `cursor` back for the next (absent on the last page). A page may hold fewer than `limit`
+   * messages and still carry a cursor. See docs/storage.md, "Browsing what is scheduled".
+   */
+  list(options: ListOptions): Promise<ListPage>;
   /** Dead messages of a topic, oldest first. */
   deadLetters(topic: string, limit?: number): Promise<MessageInfo[]>;
 
@@ -90,13 +97,6 @@ export interface Queue<Payload = unknown> extends QueueOperations<Payload> {
   configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo>;
   /** A topic's settings and counts. */
   topicInfo(topic: string): Promise<TopicInfo>;
-  /**
-   * A topic's pending messages (scheduled, ready, in flight) due in [from, until), in due-time
-   * order, a page of up to `limit` (default 100, at most 1,000) at a time: pass the page's
-   * `cursor` back for the next (absent on the last page). A page may hold fewer than `limit`
-   * messages and still carry a cursor. See docs/storage.md, "Browsing what is scheduled".
-   */
-  list(options: ListOptions): Promise<ListPage>;
   /** Every topic with messages or settings other than the defaults, by name. */
   topicList(): Promise<TopicInfo[]>;
 

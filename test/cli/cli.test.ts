@@ -60,6 +60,7 @@ describe('--help', () => {
     ['ack', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '<receipts...>']],
     ['nack', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '<receipts...>', '--delay']],
     ['dead', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '--limit']],
+    ['list', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '--from', '--until', '--limit', '--cursor']],
     ['requeue', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '<ids...>', '--delay']],
     ['bench', ['timers, queue and/or http', '--list']],
   ])('tickwheel %s --help lists its flags and their variables', async (command, words) => {
@@ -71,7 +72,7 @@ describe('--help', () => {
   it('tickwheel --help lists the commands', async () => {
     const text = await help([]);
     const commands = ['serve', 'send', 'get', 'cancel', 'reschedule', 'receive', 'ack', 'nack'];
-    for (const command of [...commands, 'dead', 'requeue', 'stats', 'bench']) {
+    for (const command of [...commands, 'list', 'dead', 'requeue', 'stats', 'bench']) {
       expect(text).toContain(command);
     }
   });

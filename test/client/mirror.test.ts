@@ -6,6 +6,7 @@ import {
   type QueueOperations,
 } from '../../src/client/index.js';
 import { DelayQueue, MemoryStore, type ConsumeOptions, type Queue } from '../../src/delay-queue.js';
+import type { ListOptions } from '../../src/protocol/model.js';
 import { typeErrors } from '../support/type-errors.js';
 
 /**
@@ -26,6 +27,7 @@ const SHARED = [
   'nack',
   'nackMany',
   'consume',
+  'list',
   'deadLetters',
   'requeue',
   'stats',
@@ -54,6 +56,49 @@ describe('the client mirrors the embedded queue', () => {
     const queueMethod = DelayQueue.prototype[name] as (...args: unknown[]) => unknown;
     const clientMethod = TickwheelClient.prototype[name] as (...args: unknown[]) => unknown;
     expect(clientMethod.length, name).toBe(queueMethod.length);
+  });
+
+  it('refuses the same bad list options with the same errors, before any request', async () => {
+    const queue = await DelayQueue.open({ store: new MemoryStore() });
+    // Nothing listens there: an error that is not the queue's would be a network failure.
+    const tw = new TickwheelClient({ url: 'http://127.0.0.1:1', retries: 0 });
+    const otherTopics = await (async () => {
+      await queue.schedule({ topic: 'other', payload: 1, delayMs: 60_000 });
+      await queue.schedule({ topic: 'other', payload: 2, delayMs: 60_000 });
+      return (await queue.list({ topic: 'other', limit: 1 })).cursor as string;
+    })();
+    try {
+      for (const options of [
+        { topic: '' },
+        { topic: 't', limit: 0 },
+        { topic: 't', limit: 1001 },
+        { topic: 't', limit: 2.5 },
+        { topic: 't', from: -1 },
+        { topic: 't', from: Number.NaN },
+        { topic: 't', from: 10, until: 5 },
+        { topic: 't', cursor: 'not a cursor' },
+        { topic: 't', cursor: otherTopics },
+        { topic: 't', after: 'x' },
+      ] as ListOptions[]) {
+        const errors = await Promise.all(
+          [queue, tw].map((side) =>
+            side.list(options).then(
+              () => undefined,
+              (err: unknown) => err,
+            ),
+          ),
+        );
+        expect(errors[0], JSON.stringify(options)).toMatchObject({ code: expect.any(String) });
+        expect(errors[1], JSON.stringify(options)).toMatchObject({
+          name: (errors[0] as Error).name,
+          code: (errors[0] as { code: string }).code,
+          message: (errors[0] as Error).message,
+        });
+      }
+    } finally {
+      await tw.close();
+      await queue.close();
+    }
   });
 
   it('refuses the same bad consume options with the same errors', async () => {

@@ -535,6 +535,21 @@ describe('GET /openapi.json', () => {
     expect(res.body).toEqual({ nacked: 1, results: [true] });
     expect((await server.call('POST', '/v1/nack', { body: {} })).status).toBe(400);
 
+    // Browsing a topic's pending messages; a bad query, and one only the queue refuses.
+    const listPath = '/v1/topics/{topic}/messages';
+    res = await server.call('GET', listPath, { params: { topic: 'emails' }, query: 'limit=1' });
+    expect(res.body).toEqual({
+      messages: [expect.objectContaining({ topic: 'emails', status: 'scheduled' })],
+      cursor: expect.any(String),
+    });
+    res = await server.call('GET', listPath, { params: { topic: 'jobs' }, query: 'limit=0' });
+    expect(res.status).toBe(400);
+    res = await server.call('GET', listPath, {
+      params: { topic: 'jobs' },
+      query: 'from=5&until=4',
+    });
+    expect(res.status).toBe(400);
+
     // Dead letters, a preview of one, requeue it; the ones that cannot be requeued.
     const dead = '/v1/topics/{topic}/dead';
     res = await server.call('GET', dead, { params: { topic: 'jobs' }, query: 'limit=10' });

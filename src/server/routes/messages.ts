@@ -1,7 +1,7 @@
 /**
- * Producer routes: schedule (one or a batch), look up, cancel, reschedule, and requeue a dead
- * letter. A 201 is sent only after the queue's promise resolved, that is once the message is as
- * durable as the store's fsync policy promises.
+ * Producer routes: schedule (one or a batch), look up, browse a topic's pending messages
+ * (list), cancel, reschedule, and requeue a dead letter. A 201 is sent only after the queue's
+ * promise resolved, that is once the message is as durable as the store's fsync policy promises.
  */
 
 import type { FastifyPluginAsync } from 'fastify';
@@ -10,6 +10,7 @@ import type {
   BatchErrorResponse,
   BatchResponse,
   CancelResponse,
+  ListResponse,
   RequeueBody,
   RequeueResponse,
   RescheduleBody,
@@ -21,6 +22,7 @@ import type {
   WireMessageInfo,
 } from '../../protocol/wire.js';
 import { TickwheelRangeError, TickwheelTypeError } from '../../errors.js';
+import type { ListOptions } from '../../protocol/model.js';
 import type { ScheduleRequest } from '../../queue/message.js';
 import { traceContextOfHeaders } from '../../protocol/trace-context.js';
 import type { RouteGroupOptions, ServerContext } from '../context.js';
@@ -29,6 +31,7 @@ import {
   batchSchema,
   cancelSchema,
   getSchema,
+  listSchema,
   requeueSchema,
   rescheduleSchema,
   scheduleSchema,
@@ -64,6 +67,14 @@ function toScheduleRequest(
   return request;
 }
 
+/** The query of GET /topics/:topic/messages, as text (listSchema checks its form). */
+interface ListQuerystring {
+  from?: string;
+  until?: string;
+  limit?: string;
+  cursor?: string;
+}
+
 async function whyMissing(context: ServerContext, id: string): Promise<string> {
   const info = await context.queue.get(id);
   return info === undefined
@@ -82,6 +93,20 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
       const result = await context.queue.schedule(message);
       void reply.code(201);
       return result;
+    },
+  );
+
+  app.get<{ Params: { topic: string }; Querystring: ListQuerystring }>(
+    '/topics/:topic/messages',
+    { schema: listSchema },
+    (request): Promise<ListResponse> => {
+      const { from, until, limit, cursor } = request.query;
+      const options: ListOptions = { topic: request.params.topic };
+      if (from !== undefined) options.from = Number(from);
+      if (until !== undefined) options.until = Number(until);
+      if (limit !== undefined) options.limit = Number(limit);
+      if (cursor !== undefined) options.cursor = cursor;
+      return context.queue.list(options);
     },
   );
 

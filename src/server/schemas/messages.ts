@@ -208,6 +208,48 @@ export const rescheduleSchema = {
   },
 } as const;
 
+/**
+ * A time in a query string (epoch ms): query values are not coerced, so a number is a pattern,
+ * 16 digits at most (past the year 300,000), with up to 6 decimals.
+ */
+const epochMsText = {
+  type: 'string',
+  pattern: '^(?:0|[1-9][0-9]{0,15})(?:\\.[0-9]{1,6})?$',
+} as const;
+
+export const listSchema = {
+  operationId: 'list',
+  summary: "Browse a topic's pending messages in due-time order, a page at a time",
+  description:
+    'Scheduled, ready and in-flight messages due in [from, until), ordered by due time. Pass ' +
+    "the page's cursor back for the next page; the last page has none. A page may hold fewer " +
+    'than limit messages (even none) and still carry a cursor.',
+  tags: ['messages'],
+  params: topicParams,
+  querystring: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      from: { ...epochMsText, description: 'Due at or after this (epoch ms)' },
+      until: { ...epochMsText, description: 'Due before this (epoch ms)' },
+      // 1 to 1000 (LIST_MAX_LIMIT), as text.
+      limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,2}|1000)$' },
+      // The queue checks the rest (src/queue/list.ts: base64url, at most 1,024 characters).
+      cursor: { type: 'string', minLength: 1, maxLength: 1024, pattern: '^[A-Za-z0-9_-]+$' },
+    },
+  },
+  response: {
+    200: {
+      type: 'object',
+      required: ['messages'],
+      properties: {
+        messages: { type: 'array', items: messageInfo },
+        cursor: { type: 'string' },
+      },
+    },
+  },
+} as const;
+
 export const receiveSchema = {
   operationId: 'receive',
   summary: 'Receive ready messages of a topic (long poll)',
