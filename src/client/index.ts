@@ -23,8 +23,6 @@ export type {
   ClusterStats,
   DeliveryLateness,
   FireLateness,
-  ListOptions,
-  ListPage,
   PushStats,
   QueueCounters,
   QueueStats,
