@@ -29,27 +29,65 @@ import {
 } from '../clock/index.js';
 import { ClockAlarm } from '../clock/clock.js';
 import { TickwheelRangeError } from '../errors.js';
+import { checkCallback, checkFlag, checkOption } from '../validate.js';
 import { DETACHED, PENDING } from '../wheel/entries.js';
 import type { EntryStore, TimingWheel } from '../wheel/index.js';
 
-export interface DriverOptions {
-  /** Milliseconds per tick. */
-  resolution: number;
-  /** Default: the shared SystemClock. */
-  clock?: Clock | undefined;
-  /** Expirations per batch before yielding to the event loop. Default 10,000. */
-  maxBatch?: number | undefined;
-  /** When true, pending timers do not keep the process alive. */
-  unref?: boolean | undefined;
-  /** Receives errors thrown by callbacks. Default: a process warning. */
-  onError?: ((err: unknown) => void) | undefined;
-  /** Run the nextTick and microtask queues after each callback-style timer, as Node does. */
-  nodeOrder?: boolean | undefined;
-  /** Ticks begin on whole multiples of the resolution on the clock, not at construction. */
-  alignTicks?: boolean | undefined;
+/** The options every face (TimerWheel, HashedWheelTimer, SystemTimer) hands to its driver. */
+export interface FaceOptions {
+  /** Default: a SystemClock shared by every driver that is given no clock. */
+  clock?: Clock;
+  /** Errors thrown by callbacks (tasks). Default: reported as a process warning. */
+  onError?: (err: unknown) => void;
+  /** When true, pending timers do not keep the process alive (like `timeout.unref()`). */
+  unref?: boolean;
+  /**
+   * Node's order between callbacks: the process.nextTick and promise callbacks that one callback
+   * (a setTimeout/setInterval callback, a sleep continuation, a task) queues run before the next
+   * one, on a clock that calls from the event loop (a SystemClock, ManualClock.advanceAsync).
+   * Default false: callbacks due together run back to back, which is much cheaper when many
+   * expire at once (see docs/timers.md).
+   */
+  nodeOrder?: boolean;
+  /** Expirations run per batch before yielding to the event loop. Default 10,000. */
+  maxBatch?: number;
 }
 
-export const DEFAULT_MAX_BATCH = 10_000;
+/** The names of FaceOptions, for each face's list of known options (checkKnownOptions). */
+export const FACE_OPTIONS = {
+  clock: true,
+  onError: true,
+  unref: true,
+  nodeOrder: true,
+  maxBatch: true,
+} as const satisfies Record<keyof FaceOptions, true>;
+
+export interface DriverOptions extends FaceOptions {
+  /** Milliseconds per tick. */
+  resolution: number;
+  /** Ticks begin on whole multiples of the resolution on the clock, not at construction. */
+  alignTicks?: boolean;
+}
+
+const DEFAULT_MAX_BATCH = 10_000;
+
+/** FaceOptions checked, with their defaults filled in. */
+export type CheckedFaceOptions = Omit<Required<FaceOptions>, 'clock' | 'onError'> & {
+  clock: AlarmClock;
+  onError: FaceOptions['onError'];
+};
+
+/** Checks the options every face shares: what its driver is made with, less the resolution. */
+export function checkFaceOptions(options: FaceOptions): CheckedFaceOptions {
+  if (options.onError !== undefined) checkCallback(options.onError, 'onError');
+  return {
+    clock: checkAlarmClock(options.clock ?? defaultClock()),
+    onError: options.onError,
+    unref: checkFlag(options.unref, 'unref'),
+    nodeOrder: checkFlag(options.nodeOrder, 'nodeOrder'),
+    maxBatch: checkOption(options.maxBatch ?? DEFAULT_MAX_BATCH, 'maxBatch', 1, Infinity, true),
+  };
+}
 
 /**
  * Timers started with a delay wait for a clock reading in batches of at most this many (see
