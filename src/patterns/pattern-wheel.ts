@@ -82,15 +82,3 @@ export function isThenable(value: unknown): value is PromiseLike<unknown> {
     typeof (value as PromiseLike<unknown>).then === 'function'
   );
 }
-
-/** A copy of `array` with room for `size` elements (JS arrays left to grow overshoot by half). */
-export function grown<A extends Float64Array | unknown[]>(array: A, size: number): A {
-  if (array instanceof Float64Array) {
-    const copy = new Float64Array(size);
-    copy.set(array);
-    return copy as A;
-  }
-  const copy = new Array<unknown>(size);
-  for (let i = 0; i < array.length; i++) copy[i] = array[i];
-  return copy as A;
-}

@@ -37,7 +37,7 @@ import {
   checkSignal,
   optionNames,
 } from '../validate.js';
-import { HierarchicalWheel, type WheelSnapshot } from '../wheel/index.js';
+import { HierarchicalWheel, grown, type WheelSnapshot } from '../wheel/index.js';
 import { FACE_OPTIONS, WheelDriver, checkFaceOptions, type FaceOptions } from './driver.js';
 import { RowValues } from './row-values.js';
 
@@ -176,12 +176,8 @@ export class TimerWheel<T = unknown> {
     this.flags = new Uint8Array(wheel.entries.capacity);
     wheel.entries.onGrow((size) => {
       this.targets.ensure(size);
-      const delays = new Float64Array(size);
-      delays.set(this.delays);
-      this.delays = delays;
-      const flags = new Uint8Array(size);
-      flags.set(this.flags);
-      this.flags = flags;
+      this.delays = grown(this.delays, size);
+      this.flags = grown(this.flags, size);
     });
   }
 
