@@ -11,6 +11,7 @@
 import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
 import { checkCallback } from '../validate.js';
 import { TimerWheel } from '../timer/index.js';
+import { reportError } from '../timer/driver.js';
 
 export interface PatternOptions {
   /** Default: the SystemClock shared by every wheel that is given no clock. */
@@ -60,19 +61,6 @@ export function patternWheel<T>(
     onExpire,
   });
   return { clock, wheel, report };
-}
-
-/** Same policy as the wheels: to `onError`, else (or if it throws) a process warning. */
-export function reportError(onError: ((err: unknown) => void) | undefined, err: unknown): void {
-  if (onError !== undefined) {
-    try {
-      onError(err);
-      return;
-    } catch (hookErr) {
-      err = hookErr;
-    }
-  }
-  process.emitWarning(err instanceof Error ? err : new Error(`callback threw ${String(err)}`));
 }
 
 export function isThenable(value: unknown): value is PromiseLike<unknown> {

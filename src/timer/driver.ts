@@ -521,16 +521,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   report(err: unknown): void {
     this.errors++;
-    if (this.onError !== undefined) {
-      try {
-        this.onError(err);
-        return;
-      } catch (hookErr) {
-        err = hookErr;
-      }
-    }
-    const warning = err instanceof Error ? err : new Error(`timer callback threw ${String(err)}`);
-    process.emitWarning(warning);
+    reportError(this.onError, err);
   }
 
   private armFor(tick: number): void {
@@ -538,4 +529,19 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     const time = this.timeOf(tick);
     if (time < this.alarm.deadline && !this.running && !this.disposed) this.alarm.set(time);
   }
+}
+
+/** Where an error a callback threw goes: to `onError`, else (or if that throws) a process warning. */
+export function reportError(onError: ((err: unknown) => void) | undefined, err: unknown): void {
+  if (onError !== undefined) {
+    try {
+      onError(err);
+      return;
+    } catch (hookErr) {
+      err = hookErr;
+    }
+  }
+  process.emitWarning(
+    err instanceof Error ? err : new Error(`timer callback threw ${String(err)}`),
+  );
 }
