@@ -438,6 +438,14 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     if (this.wheel.size === 0 && !this.running && !this.disposed) this.alarm.clear();
   }
 
+  /** Cancels the pending timer a handle names: returns its row (now free), or -1 if stale. */
+  cancelHandle(handle: number): number {
+    const index = this.entries.indexOf(handle);
+    if (index < 0 || !this.entries.isLinked(index)) return -1;
+    this.cancel(index);
+    return index;
+  }
+
   /**
    * Called by the clock: fires what is due, at most one batch, and names the next wake-up.
    * `atTurnStart`: the clock calls from the top of an event-loop turn (see AlarmTarget).

@@ -250,13 +250,8 @@ export class HashedWheelTimer {
 
   /** Takes a cancelled timeout out of the wheel. */
   [removeTimeout](timeout: HashedWheelTimeout): void {
-    const driver = this.driver;
-    if (driver === undefined) return;
-    const index = driver.entries.indexOf(timeout.handle);
-    if (index >= 0 && driver.entries.isLinked(index)) {
-      this.rows[index] = undefined;
-      driver.cancel(index);
-    }
+    const index = this.driver?.cancelHandle(timeout.handle) ?? -1;
+    if (index >= 0) this.rows[index] = undefined;
     timeout.handle = 0;
   }
 

@@ -184,12 +184,8 @@ export class SystemTimer {
 
   /** Takes a pending task out of the wheel (TimerTask.cancel, or a move to another timer). */
   [removeTask](task: TimerTask): void {
-    const entries = this.driver.entries;
-    const index = entries.indexOf(task[rowHandle]);
-    if (index >= 0 && entries.isLinked(index)) {
-      this.rows[index] = undefined;
-      this.driver.cancel(index);
-    }
+    const index = this.driver.cancelHandle(task[rowHandle]);
+    if (index >= 0) this.rows[index] = undefined;
     forget(task);
   }
 

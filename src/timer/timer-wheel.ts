@@ -236,11 +236,9 @@ export class TimerWheel<T = unknown> {
 
   /** Cancels a pending timer or interval. True if it was pending; stale handles do nothing. */
   clearTimeout(handle: TimerHandle): boolean {
-    const index = this.linkedRow(handle);
-    if (index < 0) return false;
-    this.forget(index);
-    this.driver.cancel(index);
-    return true;
+    const index = this.driver.cancelHandle(typeof handle === 'number' ? handle : asNumber(handle));
+    if (index >= 0) this.forget(index);
+    return index >= 0;
   }
 
   /** Same as clearTimeout: both kinds of timer share one handle space. */
