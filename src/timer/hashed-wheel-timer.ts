@@ -237,14 +237,7 @@ export class HashedWheelTimer {
     this.stopped = true;
     if (unstoppedInstances.unregister(this)) liveInstances--;
     const unprocessed: Timeout[] = [];
-    this.driver?.dispose((index) => {
-      const timeout = this.rows[index] as HashedWheelTimeout;
-      this.rows[index] = undefined;
-      this.wheel.release(index);
-      timeout.handle = 0;
-      timeout.state = CANCELLED;
-      unprocessed.push(timeout);
-    });
+    this.driver?.dispose((index) => unprocessed.push(this.detach(index, CANCELLED)));
     return unprocessed;
   }
 
@@ -255,12 +248,18 @@ export class HashedWheelTimer {
     timeout.handle = 0;
   }
 
-  private expire(index: number): void {
+  /** Frees an unlinked row and gives its timeout its final state (CANCELLED or EXPIRED). */
+  private detach(index: number, state: number): HashedWheelTimeout {
     const timeout = this.rows[index] as HashedWheelTimeout;
     this.rows[index] = undefined;
     this.wheel.release(index);
     timeout.handle = 0;
-    timeout.state = EXPIRED;
+    timeout.state = state;
+    return timeout;
+  }
+
+  private expire(index: number): void {
+    const timeout = this.detach(index, EXPIRED);
     const driver = this.driver as WheelDriver<HashedWheel>;
     driver.settleAfter = driver.runQueues;
     if (this.executor === undefined) {
