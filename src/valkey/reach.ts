@@ -91,24 +91,31 @@ export async function untilReachable<T>(
   }
 }
 
-/** `deadline` passed before `connecting` settled: rejects ERR_TICKWHEEL_UNAVAILABLE, destroys. */
+/**
+ * `connection` connects by `deadline`, or is destroyed: rejects ERR_TICKWHEEL_UNAVAILABLE when
+ * the deadline passed first, or with the failure to connect.
+ */
 export async function withDeadline(
-  connecting: Promise<unknown>,
+  connection: { connect(): Promise<unknown>; destroy(): unknown },
   deadline: number,
   urls: readonly string[],
-  destroy: () => void,
 ): Promise<void> {
   try {
-    await withinMs(connecting, Math.max(0, deadline - Date.now()), () =>
+    await withinMs(connection.connect(), Math.max(0, deadline - Date.now()), () =>
       unavailable(urls, new Error('connecting took too long')),
     );
   } catch (err) {
-    try {
-      destroy();
-    } catch {
-      // Not connected yet.
-    }
+    destroyQuietly(connection);
     throw err;
+  }
+}
+
+/** Drops a connection; one that never connected (destroy() then throws) needs nothing. */
+export function destroyQuietly(connection: { destroy(): unknown } | undefined): void {
+  try {
+    connection?.destroy();
+  } catch {
+    // Never connected, or already gone.
   }
 }
 
