@@ -129,13 +129,7 @@ export class ManualClock implements AlarmClock {
       if (first === undefined || first.deadline > to) return;
       fired = true;
       if (first.deadline > this.time) this.moveTo(first.deadline);
-      const now = this.time;
-      // A copy: a target may create or dispose alarms while it runs.
-      for (const alarm of this.alarms.alarms.slice()) {
-        if (alarm.deadline > now) continue;
-        alarm.deadline = Infinity;
-        alarm.deadline = alarm.target.onAlarm(now, true);
-      }
+      this.alarms.fireDue(this.time);
     } finally {
       more(fired);
     }

@@ -96,13 +96,7 @@ export class SystemClock implements AlarmClock {
     this.armedFor = Infinity;
     this.firing = true;
     try {
-      const now = this.now();
-      // A copy: a target may create or dispose alarms while it runs.
-      for (const alarm of this.alarms.alarms.slice()) {
-        if (alarm.deadline > now) continue;
-        alarm.deadline = Infinity;
-        alarm.deadline = alarm.target.onAlarm(now, true);
-      }
+      this.alarms.fireDue(this.now());
     } finally {
       this.firing = false;
       this.rearm();

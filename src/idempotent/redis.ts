@@ -53,42 +53,37 @@ const REDIS_STORE_OPTIONS = optionNames<RedisIdempotencyOptions>({
 });
 
 export class RedisIdempotencyStore implements IdempotencyStore<Record<string, never>> {
-  private readonly prefix: string;
-  private readonly claimMs: number;
-  private readonly retentionMs: number;
-  private readonly busyWaitMs: number;
   private readonly counts = emptyStats();
 
   private constructor(
     private readonly valkey: Valkey,
-    options: RedisIdempotencyOptions,
-  ) {
-    this.prefix = options.prefix ?? 'tickwheel:idem:';
-    this.claimMs = checkOption(options.claimMs ?? 60_000, 'claimMs', 1, 2 ** 31 - 1, true);
-    this.retentionMs = checkOption(options.retentionMs ?? 30 * 24 * HOUR, 'retentionMs', HOUR);
-    this.busyWaitMs = checkOption(options.busyWaitMs ?? 5_000, 'busyWaitMs', 0, 2 ** 31 - 1);
-  }
+    private readonly settings: Required<Omit<RedisIdempotencyOptions, 'redis'>>,
+  ) {}
 
   static async open(options: RedisIdempotencyOptions): Promise<RedisIdempotencyStore> {
     // Options first: a bad one must not leave a connection open.
     const probe = { ...options };
     checkKnownOptions(probe, REDIS_STORE_OPTIONS, 'RedisIdempotencyStore.open()');
-    checkOption(probe.claimMs ?? 60_000, 'claimMs', 1, 2 ** 31 - 1, true);
-    checkOption(probe.retentionMs ?? 30 * 24 * HOUR, 'retentionMs', HOUR);
-    checkOption(probe.busyWaitMs ?? 5_000, 'busyWaitMs', 0, 2 ** 31 - 1);
+    const settings = {
+      prefix: probe.prefix ?? 'tickwheel:idem:',
+      claimMs: checkOption(probe.claimMs ?? 60_000, 'claimMs', 1, 2 ** 31 - 1, true),
+      retentionMs: checkOption(probe.retentionMs ?? 30 * 24 * HOUR, 'retentionMs', HOUR),
+      busyWaitMs: checkOption(probe.busyWaitMs ?? 5_000, 'busyWaitMs', 0, 2 ** 31 - 1),
+    };
     // @redis/client is an optional peer: loaded only here, so the PostgreSQL store needs none.
     checkClusterPeer(REDIS_IDEMPOTENCY_STORE);
     const { Valkey } = await import('../valkey/connection.js');
     const valkey = await Valkey.connect(options?.redis);
-    return new RedisIdempotencyStore(valkey, options);
+    return new RedisIdempotencyStore(valkey, settings);
   }
 
   async once(key: string, effect: (context: Record<string, never>) => unknown): Promise<Outcome> {
-    const at = this.prefix + key;
+    const { prefix, claimMs, retentionMs, busyWaitMs } = this.settings;
+    const at = prefix + key;
     const claim = `claim:${randomUUID()}`;
     // Another delivery's claim: wait (a little at a time) for it to be marked done, let go of,
     // or to expire, up to busyWaitMs.
-    const giveUpAt = Date.now() + this.busyWaitMs;
+    const giveUpAt = Date.now() + busyWaitMs;
     for (let pause = 10; ; pause = Math.min(pause * 2, 200)) {
       const before = await this.valkey.command(at, [
         'SET',
@@ -96,7 +91,7 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
         claim,
         'NX',
         'PX',
-        String(this.claimMs),
+        String(claimMs),
         'GET',
       ]);
       if (before === null || before === undefined) break;
@@ -107,7 +102,7 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
       if (Date.now() + pause > giveUpAt) {
         throw new TickwheelStateError(
           'ERR_TICKWHEEL_IDEMPOTENT_BUSY',
-          `another delivery of ${key} is running (its claim holds for up to ${this.claimMs} ms)`,
+          `another delivery of ${key} is running (its claim holds for up to ${claimMs} ms)`,
         );
       }
       await new Promise((resolve) => setTimeout(resolve, pause));
@@ -121,14 +116,7 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
       });
       throw err;
     }
-    const held = await this.valkey.command(at, [
-      'SET',
-      at,
-      DONE,
-      'PX',
-      String(this.retentionMs),
-      'GET',
-    ]);
+    const held = await this.valkey.command(at, ['SET', at, DONE, 'PX', String(retentionMs), 'GET']);
     if (held !== claim) this.counts.claimsExpired++;
     this.counts.ran++;
     return 'ran';

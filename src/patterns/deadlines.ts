@@ -25,15 +25,9 @@ import {
   optionNames,
 } from '../validate.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
-import { EntryStore } from '../wheel/index.js';
+import { EntryStore, grown } from '../wheel/index.js';
 import { stackless, TimeoutError } from './errors.js';
-import {
-  PATTERN_OPTIONS,
-  grown,
-  isThenable,
-  patternWheel,
-  type PatternOptions,
-} from './pattern-wheel.js';
+import { PATTERN_OPTIONS, isThenable, patternWheel, type PatternOptions } from './pattern-wheel.js';
 
 export type DeadlineRegistryOptions = PatternOptions;
 

@@ -27,7 +27,8 @@ import {
   optionNames,
 } from '../validate.js';
 import { IdleTracker, type IdleHandle } from './idle.js';
-import { PATTERN_OPTIONS, isThenable, reportError, type PatternOptions } from './pattern-wheel.js';
+import { reportError } from '../timer/driver.js';
+import { PATTERN_OPTIONS, isThenable, type PatternOptions } from './pattern-wheel.js';
 
 export interface HeartbeatOptions<T> extends PatternOptions {
   /** Quiet time before a heartbeat is sent, and each heartbeat's time to be answered. */

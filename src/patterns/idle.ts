@@ -37,8 +37,8 @@ import {
 } from '../validate.js';
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
-import { EntryStore } from '../wheel/index.js';
-import { PATTERN_OPTIONS, grown, patternWheel, type PatternOptions } from './pattern-wheel.js';
+import { EntryStore, grown } from '../wheel/index.js';
+import { PATTERN_OPTIONS, patternWheel, type PatternOptions } from './pattern-wheel.js';
 
 export type IdleState = 'reader-idle' | 'writer-idle' | 'all-idle';
 

@@ -11,6 +11,7 @@
 import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
 import { checkCallback } from '../validate.js';
 import { TimerWheel } from '../timer/index.js';
+import { reportError } from '../timer/driver.js';
 
 export interface PatternOptions {
   /** Default: the SystemClock shared by every wheel that is given no clock. */
@@ -62,35 +63,10 @@ export function patternWheel<T>(
   return { clock, wheel, report };
 }
 
-/** Same policy as the wheels: to `onError`, else (or if it throws) a process warning. */
-export function reportError(onError: ((err: unknown) => void) | undefined, err: unknown): void {
-  if (onError !== undefined) {
-    try {
-      onError(err);
-      return;
-    } catch (hookErr) {
-      err = hookErr;
-    }
-  }
-  process.emitWarning(err instanceof Error ? err : new Error(`callback threw ${String(err)}`));
-}
-
 export function isThenable(value: unknown): value is PromiseLike<unknown> {
   return (
     value !== null &&
     (typeof value === 'object' || typeof value === 'function') &&
     typeof (value as PromiseLike<unknown>).then === 'function'
   );
-}
-
-/** A copy of `array` with room for `size` elements (JS arrays left to grow overshoot by half). */
-export function grown<A extends Float64Array | unknown[]>(array: A, size: number): A {
-  if (array instanceof Float64Array) {
-    const copy = new Float64Array(size);
-    copy.set(array);
-    return copy as A;
-  }
-  const copy = new Array<unknown>(size);
-  for (let i = 0; i < array.length; i++) copy[i] = array[i];
-  return copy as A;
 }

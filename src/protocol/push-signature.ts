@@ -46,7 +46,6 @@ export class PushSignatureError extends TickwheelError<'ERR_TICKWHEEL_PUSH_SIGNA
   }
 }
 
-/** `v1=<hex>` for a request signed at `timestamp` (seconds). */
 /** What a signature covers besides the timestamp and the body. */
 export interface SignedFields {
   id: string;
@@ -56,6 +55,7 @@ export interface SignedFields {
   deliverAt: number | string;
 }
 
+/** `v1=<hex>` for a request signed at `timestamp` (seconds). */
 export function signPush(
   secret: string,
   timestamp: number,
@@ -164,25 +164,15 @@ export function verifyPush(
     now: clock,
   } = checkPushOptions(options, 'verifyPush');
   checkRequest(request);
-  const read = (name: string) => header(request.headers, name);
-  const id = read(PUSH_HEADER.id);
-  const topic = read(PUSH_HEADER.topic);
-  const attempt = read(PUSH_HEADER.attempt);
-  const deliverAt = read(PUSH_HEADER.deliverAt);
-  const stamp = read(PUSH_HEADER.timestamp);
-  const signatures = read(PUSH_HEADER.signature);
-  if (
-    id === undefined ||
-    topic === undefined ||
-    attempt === undefined ||
-    deliverAt === undefined ||
-    signatures === undefined ||
-    stamp === undefined
-  ) {
+  const names = Object.values(PUSH_HEADER);
+  const values = names.map((name) => header(request.headers, name));
+  if (values.includes(undefined)) {
     throw new PushSignatureError(
-      `not a signed tickwheel push: the ${Object.values(PUSH_HEADER).join(', ')} headers are all needed`,
+      `not a signed tickwheel push: the ${names.join(', ')} headers are all needed`,
     );
   }
+  // In PUSH_HEADER's order.
+  const [id, topic, attempt, deliverAt, stamp, signatures] = values as string[];
   if (!/^\d{1,12}$/.test(stamp)) {
     throw new PushSignatureError(`${PUSH_HEADER.timestamp} is not whole seconds: ${stamp}`);
   }

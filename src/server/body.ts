@@ -24,10 +24,6 @@ import { httpError, invalidRequest } from './errors.js';
 /** Text that may spell a risky key (also through \u escapes) or overflow a double. */
 const MAY_NEED_WALK = /__proto__|constructor|\\u|\d{20}|[eE]\+?\d{3}/;
 
-function hasOwn(value: object, key: string): boolean {
-  return Object.prototype.hasOwnProperty.call(value, key);
-}
-
 interface Step {
   value: unknown;
   path: string;
@@ -55,15 +51,15 @@ function unsafeContent(root: unknown): string | undefined {
         stack.push({ value: value[i], path: `${path}/${i}` });
       continue;
     }
-    if (hasOwn(value, '__proto__')) {
+    if (Object.hasOwn(value, '__proto__')) {
       return `${shown(path)} has a "__proto__" key, which the server refuses: it can change object prototypes in code that merges it`;
     }
     const ctor = (value as Record<string, unknown>).constructor;
     if (
-      hasOwn(value, 'constructor') &&
+      Object.hasOwn(value, 'constructor') &&
       typeof ctor === 'object' &&
       ctor !== null &&
-      hasOwn(ctor, 'prototype')
+      Object.hasOwn(ctor, 'prototype')
     ) {
       return `${shown(path)} has a "constructor" key holding "prototype", which the server refuses: it can change object prototypes in code that merges it`;
     }

@@ -11,6 +11,7 @@
  * not place may have come after a write, and saying 'none' then would be a lie.
  */
 
+import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import {
@@ -22,7 +23,7 @@ import {
   type WriteOutcome,
 } from '../errors.js';
 import { HTTP_STATUS, isErrorCode } from '../protocol/status.js';
-import type { WireError, WireErrorCode, WireErrorDetail } from '../protocol/wire.js';
+import type { WireErrorCode, WireErrorDetail } from '../protocol/wire.js';
 import { RETRY_AFTER_SECONDS } from './settings.js';
 
 /** An error the server raises itself, with the status to answer with. */
@@ -188,21 +189,21 @@ export function handleFrameworkError(
   reply: FastifyReply,
 ): void {
   const statusCode = err.statusCode !== undefined && err.statusCode < 500 ? err.statusCode : 400;
-  void reply.code(statusCode).send({
-    error: { code: 'ERR_TICKWHEEL_INVALID_REQUEST', message: err.message, outcome: 'none' },
-  } satisfies WireError);
+  const { body } = response(statusCode, 'ERR_TICKWHEEL_INVALID_REQUEST', err.message);
+  void reply.code(statusCode).send(body);
 }
 
 export function handleNotFound(request: FastifyRequest, reply: FastifyReply): void {
   const path = request.url.length > 200 ? `${request.url.slice(0, 200)}...` : request.url;
-  void reply.code(404).send({
-    error: {
-      code: 'ERR_TICKWHEEL_NOT_FOUND',
-      message: `no route ${request.method} ${path}`,
-      outcome: 'none',
-    },
-  } satisfies WireError);
+  const message = `no route ${request.method} ${path}`;
+  void reply.code(404).send(response(404, 'ERR_TICKWHEEL_NOT_FOUND', message).body);
 }
+
+/** The parser's refusals that have a status of their own; any other is 400. */
+const CLIENT_ERRORS: Readonly<Record<string, [status: number, message: string]>> = {
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'the request took too long to arrive'],
+  HPE_HEADER_OVERFLOW: [431, 'the request headers are too large'],
+};
 
 /**
  * Requests Node's HTTP parser refuses (malformed request line or headers, oversized headers,
@@ -210,25 +211,12 @@ export function handleNotFound(request: FastifyRequest, reply: FastifyReply): vo
  */
 export function handleClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  let status = 400;
-  let reason = 'Bad Request';
-  let message = 'malformed HTTP request';
-  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    status = 408;
-    reason = 'Request Timeout';
-    message = 'the request took too long to arrive';
-  } else if (err.code === 'HPE_HEADER_OVERFLOW') {
-    status = 431;
-    reason = 'Request Header Fields Too Large';
-    message = 'the request headers are too large';
-  }
-  const body = JSON.stringify({
-    error: { code: 'ERR_TICKWHEEL_INVALID_REQUEST', message, outcome: 'none' },
-  });
+  const [status, message] = CLIENT_ERRORS[err.code ?? ''] ?? [400, 'malformed HTTP request'];
+  const body = JSON.stringify(response(status, 'ERR_TICKWHEEL_INVALID_REQUEST', message).body);
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
   }
   socket.destroy();

@@ -141,12 +141,21 @@ export class ServerMetrics {
     ]) {
       this.registry.removeSingleMetric(name);
     }
-    this.httpRequests = new Counter({
-      name: 'tickwheel_http_requests_total',
-      help: 'HTTP requests answered, by route pattern and status.',
-      labelNames: ['method', 'route', 'status'],
-      registers,
-    });
+    const gauge = <L extends string = never>(
+      name: string,
+      help: string,
+      labelNames: L[] = [],
+      on = registers,
+    ) => new Gauge<L>({ name, help, labelNames, registers: on });
+    const counter = <L extends string>(name: string, help: string, labelNames: L[]) =>
+      new Counter<L>({ name, help, labelNames, registers });
+    const mirrored = (name: string, help: string, on = registers) =>
+      new MirroredCounter(new Counter({ name, help, registers: on }));
+    this.httpRequests = counter(
+      'tickwheel_http_requests_total',
+      'HTTP requests answered, by route pattern and status.',
+      ['method', 'route', 'status'],
+    );
     this.httpDuration = new Histogram({
       name: 'tickwheel_http_request_duration_seconds',
       help: 'Time from request to response, by route pattern (long polls included).',
@@ -160,12 +169,11 @@ export class ServerMetrics {
       registers,
       collect: () => connections.set(this.openConnections()),
     });
-    this.connectionsClosedAtCap = new Counter({
-      name: 'tickwheel_http_connections_closed_at_cap_total',
-      help: 'Connections closed at the connection cap: shed (had not sent a whole request) or refused (all others were serving one).',
-      labelNames: ['action'],
-      registers,
-    });
+    this.connectionsClosedAtCap = counter(
+      'tickwheel_http_connections_closed_at_cap_total',
+      'Connections closed at the connection cap: shed (had not sent a whole request) or refused (all others were serving one).',
+      ['action'],
+    );
     this.deliveryLateness = new ComputedMetric(
       'tickwheel_delivery_lateness_seconds',
       'How long after its due time (or its schedule, if that was later) a message was handed to a consumer, first deliveries.',
@@ -174,109 +182,87 @@ export class ServerMetrics {
     this.registry.registerMetric(this.deliveryLateness as unknown as Metric);
     this.queueCounters = QUEUE_COUNTERS.map(([key, help]) => [
       key,
-      new MirroredCounter(
-        new Counter({ name: `tickwheel_messages_${key}_total`, help, registers }),
-      ),
+      mirrored(`tickwheel_messages_${key}_total`, help),
     ]);
-    this.messages = new Gauge({
-      name: 'tickwheel_messages',
-      help: 'Live messages by topic and state (scheduled counts those still on disk too).',
-      labelNames: ['topic', 'state'],
-      registers,
-    });
-    this.pushRequests = new Counter({
-      name: 'tickwheel_push_requests_total',
-      help: 'Push attempts by topic and outcome (succeeded: a 2xx answer; failed: anything else).',
-      labelNames: ['topic', 'outcome'],
-      registers,
-    });
-    this.pushInFlight = new Gauge({
-      name: 'tickwheel_push_in_flight',
-      help: 'Push requests under way, by topic.',
-      labelNames: ['topic'],
-      registers,
-    });
-    this.inMemory = new Gauge({
-      name: 'tickwheel_messages_in_memory',
-      help: 'Messages held in memory: due within the horizon, ready or in flight.',
-      registers,
-    });
-    this.storeLive = new Gauge({
-      name: 'tickwheel_store_live_messages',
-      help: 'Messages not yet finished (acked or cancelled), all topics, in memory or on disk.',
-      registers,
-    });
-    this.storeDead = new Gauge({
-      name: 'tickwheel_store_dead_messages',
-      help: 'Dead letters waiting to be requeued or cancelled.',
-      registers,
-    });
-    this.logBytes = new Gauge({
-      name: 'tickwheel_store_log_bytes',
-      help: 'Bytes in the message log.',
-      registers,
-    });
-    this.fsyncs = new MirroredCounter(
-      new Counter({ name: 'tickwheel_store_fsyncs_total', help: 'fsyncs of the log.', registers }),
+    this.messages = gauge(
+      'tickwheel_messages',
+      'Live messages by topic and state (scheduled counts those still on disk too).',
+      ['topic', 'state'],
     );
-    this.fsyncSeconds = new MirroredCounter(
-      new Counter({
-        name: 'tickwheel_store_fsync_seconds_total',
-        help: 'Time spent in fsync of the log; divide by tickwheel_store_fsyncs_total for the mean.',
-        registers,
-      }),
+    this.pushRequests = counter(
+      'tickwheel_push_requests_total',
+      'Push attempts by topic and outcome (succeeded: a 2xx answer; failed: anything else).',
+      ['topic', 'outcome'],
     );
-    this.failing = new Gauge({
-      name: 'tickwheel_store_failing',
-      help: 'Store work that fails now and is retried by itself, by part: load (bringing due messages into memory), index (schedule index writes), checkpoint; 1 while failing. GET /healthz says why.',
-      labelNames: ['part'],
-      registers,
-    });
-    this.stopped = new Gauge({
-      name: 'tickwheel_store_stopped',
-      help: 'The store stopped taking changes after a failed log write or fsync (1), until the queue is opened again; GET /healthz says why.',
-      registers,
-    });
-    this.fsyncMax = new Gauge({
-      name: 'tickwheel_store_fsync_max_seconds',
-      help: 'Longest fsync of the log since start.',
-      registers,
-    });
+    this.pushInFlight = gauge('tickwheel_push_in_flight', 'Push requests under way, by topic.', [
+      'topic',
+    ]);
+    this.inMemory = gauge(
+      'tickwheel_messages_in_memory',
+      'Messages held in memory: due within the horizon, ready or in flight.',
+    );
+    this.storeLive = gauge(
+      'tickwheel_store_live_messages',
+      'Messages not yet finished (acked or cancelled), all topics, in memory or on disk.',
+    );
+    this.storeDead = gauge(
+      'tickwheel_store_dead_messages',
+      'Dead letters waiting to be requeued or cancelled.',
+    );
+    this.logBytes = gauge('tickwheel_store_log_bytes', 'Bytes in the message log.');
+    this.fsyncs = mirrored('tickwheel_store_fsyncs_total', 'fsyncs of the log.');
+    this.fsyncSeconds = mirrored(
+      'tickwheel_store_fsync_seconds_total',
+      'Time spent in fsync of the log; divide by tickwheel_store_fsyncs_total for the mean.',
+    );
+    this.failing = gauge(
+      'tickwheel_store_failing',
+      'Store work that fails now and is retried by itself, by part: load (bringing due messages into memory), index (schedule index writes), checkpoint; 1 while failing. GET /healthz says why.',
+      ['part'],
+    );
+    this.stopped = gauge(
+      'tickwheel_store_stopped',
+      'The store stopped taking changes after a failed log write or fsync (1), until the queue is opened again; GET /healthz says why.',
+    );
+    this.fsyncMax = gauge(
+      'tickwheel_store_fsync_max_seconds',
+      'Longest fsync of the log since start.',
+    );
     this.fireLateness = new ComputedMetric(
       'tickwheel_fire_lateness_seconds',
       'How late messages became ready after their due time (or their schedule, if that was later); quantiles over the last 4096.',
       'summary',
     );
     this.registry.registerMetric(this.fireLateness as unknown as Metric);
-    this.clusterNodes = new Gauge({
-      name: 'tickwheel_cluster_nodes',
-      help: 'Nodes of the queue on Valkey/Redis that heartbeat (absent on one machine).',
-      registers: [],
-    });
-    this.clusterPartitions = new Gauge({
-      name: 'tickwheel_cluster_partitions',
-      help: 'Partitions whose lease each node holds ("(none)": no owner now).',
-      labelNames: ['node'],
-      registers: [],
-    });
-    this.clusterOwned = new Gauge({
-      name: 'tickwheel_cluster_partitions_owned',
-      help: 'Partitions this node owns and fires messages for.',
-      registers: [],
-    });
-    this.leaseChanges = new MirroredCounter(
-      new Counter({
-        name: 'tickwheel_cluster_lease_changes_total',
-        help: 'Partition leases this node took or lost.',
-        registers: [],
-      }),
+    // Registered once stats() first carry a cluster part (renderCluster).
+    const unregistered: Registry[] = [];
+    this.clusterNodes = gauge(
+      'tickwheel_cluster_nodes',
+      'Nodes of the queue on Valkey/Redis that heartbeat (absent on one machine).',
+      [],
+      unregistered,
     );
-    this.dataLosses = new MirroredCounter(
-      new Counter({
-        name: 'tickwheel_cluster_data_losses_total',
-        help: 'Partitions this node saw made anew on the server: their data was lost.',
-        registers: [],
-      }),
+    this.clusterPartitions = gauge(
+      'tickwheel_cluster_partitions',
+      'Partitions whose lease each node holds ("(none)": no owner now).',
+      ['node'],
+      unregistered,
+    );
+    this.clusterOwned = gauge(
+      'tickwheel_cluster_partitions_owned',
+      'Partitions this node owns and fires messages for.',
+      [],
+      unregistered,
+    );
+    this.leaseChanges = mirrored(
+      'tickwheel_cluster_lease_changes_total',
+      'Partition leases this node took or lost.',
+      unregistered,
+    );
+    this.dataLosses = mirrored(
+      'tickwheel_cluster_data_losses_total',
+      'Partitions this node saw made anew on the server: their data was lost.',
+      unregistered,
     );
   }
 

@@ -31,12 +31,11 @@ import type { RouteGroupOptions, ServerContext } from './context.js';
 import { handleClientError, handleFrameworkError } from './errors.js';
 import { ServerMetrics } from './metrics.js';
 import { openApiRoute, recordRoutes } from './openapi.js';
-import { checkServerOptions, type ServerOptions } from './options.js';
+import { checkServerOptions, type ServerOptions, type ServerSettings } from './options.js';
 import { apiAccess, hostAccess } from './plugins/access.js';
 import { apiConventions } from './plugins/conventions.js';
 import { closeQueue, lifecycle, startOpening, watchOpening } from './plugins/lifecycle.js';
 import { requestMetrics } from './plugins/metrics.js';
-import type { LogLevel } from './settings.js';
 import { formatSchemaErrors } from './validation.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { deliveryRoutes } from './routes/deliveries.js';
@@ -71,10 +70,8 @@ export type TickwheelServer = FastifyInstance & {
 };
 
 function buildFastify(
-  bodyLimit: number,
-  logLevel: LogLevel,
+  { bodyLimit, logLevel, requestTimeoutMs }: ServerSettings,
   logStream: ServerOptions['logStream'],
-  requestTimeoutMs: number,
 ): FastifyInstance {
   return Fastify({
     logger: { level: logLevel, ...(logStream === undefined ? {} : { stream: logStream }) },
@@ -107,24 +104,16 @@ function buildFastify(
 }
 
 export async function createServer(options: ServerOptions = {}): Promise<TickwheelServer> {
-  const {
-    bodyLimit,
-    maxWaitMs,
-    token,
-    logLevel,
-    allowedHosts,
-    requestTimeoutMs,
-    maxConnections,
-    metricsTopics,
-  } = checkServerOptions(options);
+  const settings = checkServerOptions(options);
+  const { token, allowedHosts, maxConnections } = settings;
   const source = await startOpening(options);
   const context: ServerContext = {
     // Set once open: until then the lifecycle refuses every request that would reach it.
     queue: undefined as unknown as Queue,
     state: 'opening',
     openError: undefined,
-    metrics: new ServerMetrics(metricsTopics),
-    maxWaitMs,
+    metrics: new ServerMetrics(settings.metricsTopics),
+    maxWaitMs: settings.maxWaitMs,
     version: VERSION,
     startedAt: performance.now(),
     closing: false,
@@ -134,7 +123,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
 
   let app: FastifyInstance;
   try {
-    app = buildFastify(bodyLimit, logLevel, options.logStream, requestTimeoutMs);
+    app = buildFastify(settings, options.logStream);
   } catch (err) {
     await closeQueue(source).catch(() => undefined);
     throw err;

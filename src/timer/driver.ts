@@ -29,27 +29,65 @@ import {
 } from '../clock/index.js';
 import { ClockAlarm } from '../clock/clock.js';
 import { TickwheelRangeError } from '../errors.js';
+import { checkCallback, checkFlag, checkOption } from '../validate.js';
 import { DETACHED, PENDING } from '../wheel/entries.js';
 import type { EntryStore, TimingWheel } from '../wheel/index.js';
 
-export interface DriverOptions {
-  /** Milliseconds per tick. */
-  resolution: number;
-  /** Default: the shared SystemClock. */
-  clock?: Clock | undefined;
-  /** Expirations per batch before yielding to the event loop. Default 10,000. */
-  maxBatch?: number | undefined;
-  /** When true, pending timers do not keep the process alive. */
-  unref?: boolean | undefined;
-  /** Receives errors thrown by callbacks. Default: a process warning. */
-  onError?: ((err: unknown) => void) | undefined;
-  /** Run the nextTick and microtask queues after each callback-style timer, as Node does. */
-  nodeOrder?: boolean | undefined;
-  /** Ticks begin on whole multiples of the resolution on the clock, not at construction. */
-  alignTicks?: boolean | undefined;
+/** The options every face (TimerWheel, HashedWheelTimer, SystemTimer) hands to its driver. */
+export interface FaceOptions {
+  /** Default: a SystemClock shared by every driver that is given no clock. */
+  clock?: Clock;
+  /** Errors thrown by callbacks (tasks). Default: reported as a process warning. */
+  onError?: (err: unknown) => void;
+  /** When true, pending timers do not keep the process alive (like `timeout.unref()`). */
+  unref?: boolean;
+  /**
+   * Node's order between callbacks: the process.nextTick and promise callbacks that one callback
+   * (a setTimeout/setInterval callback, a sleep continuation, a task) queues run before the next
+   * one, on a clock that calls from the event loop (a SystemClock, ManualClock.advanceAsync).
+   * Default false: callbacks due together run back to back, which is much cheaper when many
+   * expire at once (see docs/timers.md).
+   */
+  nodeOrder?: boolean;
+  /** Expirations run per batch before yielding to the event loop. Default 10,000. */
+  maxBatch?: number;
 }
 
-export const DEFAULT_MAX_BATCH = 10_000;
+/** The names of FaceOptions, for each face's list of known options (checkKnownOptions). */
+export const FACE_OPTIONS = {
+  clock: true,
+  onError: true,
+  unref: true,
+  nodeOrder: true,
+  maxBatch: true,
+} as const satisfies Record<keyof FaceOptions, true>;
+
+export interface DriverOptions extends FaceOptions {
+  /** Milliseconds per tick. */
+  resolution: number;
+  /** Ticks begin on whole multiples of the resolution on the clock, not at construction. */
+  alignTicks?: boolean;
+}
+
+const DEFAULT_MAX_BATCH = 10_000;
+
+/** FaceOptions checked, with their defaults filled in. */
+export type CheckedFaceOptions = Omit<Required<FaceOptions>, 'clock' | 'onError'> & {
+  clock: AlarmClock;
+  onError: FaceOptions['onError'];
+};
+
+/** Checks the options every face shares: what its driver is made with, less the resolution. */
+export function checkFaceOptions(options: FaceOptions): CheckedFaceOptions {
+  if (options.onError !== undefined) checkCallback(options.onError, 'onError');
+  return {
+    clock: checkAlarmClock(options.clock ?? defaultClock()),
+    onError: options.onError,
+    unref: checkFlag(options.unref, 'unref'),
+    nodeOrder: checkFlag(options.nodeOrder, 'nodeOrder'),
+    maxBatch: checkOption(options.maxBatch ?? DEFAULT_MAX_BATCH, 'maxBatch', 1, Infinity, true),
+  };
+}
 
 /**
  * Timers started with a delay wait for a clock reading in batches of at most this many (see
@@ -400,6 +438,14 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     if (this.wheel.size === 0 && !this.running && !this.disposed) this.alarm.clear();
   }
 
+  /** Cancels the pending timer a handle names: returns its row (now free), or -1 if stale. */
+  cancelHandle(handle: number): number {
+    const index = this.entries.indexOf(handle);
+    if (index < 0 || !this.entries.isLinked(index)) return -1;
+    this.cancel(index);
+    return index;
+  }
+
   /**
    * Called by the clock: fires what is due, at most one batch, and names the next wake-up.
    * `atTurnStart`: the clock calls from the top of an event-loop turn (see AlarmTarget).
@@ -483,16 +529,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   report(err: unknown): void {
     this.errors++;
-    if (this.onError !== undefined) {
-      try {
-        this.onError(err);
-        return;
-      } catch (hookErr) {
-        err = hookErr;
-      }
-    }
-    const warning = err instanceof Error ? err : new Error(`timer callback threw ${String(err)}`);
-    process.emitWarning(warning);
+    reportError(this.onError, err);
   }
 
   private armFor(tick: number): void {
@@ -500,4 +537,19 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     const time = this.timeOf(tick);
     if (time < this.alarm.deadline && !this.running && !this.disposed) this.alarm.set(time);
   }
+}
+
+/** Where an error a callback threw goes: to `onError`, else (or if that throws) a process warning. */
+export function reportError(onError: ((err: unknown) => void) | undefined, err: unknown): void {
+  if (onError !== undefined) {
+    try {
+      onError(err);
+      return;
+    } catch (hookErr) {
+      err = hookErr;
+    }
+  }
+  process.emitWarning(
+    err instanceof Error ? err : new Error(`timer callback threw ${String(err)}`),
+  );
 }

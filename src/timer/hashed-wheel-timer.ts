@@ -20,19 +20,23 @@
  * Node's timers, the nextTick and promise callbacks a task queues run before the next task.
  */
 
-import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
 import { TickwheelRangeError, TickwheelTypeError, checkOpen } from '../errors.js';
 import {
   checkCallback,
   checkDelay,
-  checkFlag,
   checkKnownOptions,
   checkOption,
   checkOptionsObject,
   optionNames,
 } from '../validate.js';
 import { HashedWheel } from '../wheel/index.js';
-import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
+import {
+  FACE_OPTIONS,
+  WheelDriver,
+  checkFaceOptions,
+  type DriverOptions,
+  type FaceOptions,
+} from './driver.js';
 
 const STOPPED = 'this HashedWheelTimer was stopped and cannot be started again; create a new one';
 
@@ -52,33 +56,19 @@ export interface Timeout {
   cancel(): boolean;
 }
 
-export interface HashedWheelTimerOptions {
+export interface HashedWheelTimerOptions extends FaceOptions {
   /** Milliseconds per tick: timeouts fire at most one tick late. Default 100. */
   tickDuration?: number;
   /** Slots of the wheel, rounded up to a power of two. Default 512. */
   ticksPerWheel?: number;
   /** Pending timeouts allowed; <= 0 means unlimited. Default -1. */
   maxPendingTimeouts?: number;
-  /** Default: a SystemClock shared by every driver that is given no clock. */
-  clock?: Clock;
   /**
    * Netty's taskExecutor: each expired task is passed to it as `run` (for instance
-   * `setImmediate` or a worker pool's submit). Default: tasks run inline, one after another.
+   * `setImmediate` or a worker pool's submit); what it throws goes to `onError` too. Default:
+   * tasks run inline, one after another.
    */
   executor?: (run: () => void) => void;
-  /** Errors thrown by tasks (or by the executor). Default: reported as a process warning. */
-  onError?: (err: unknown) => void;
-  /** When true, pending timeouts do not keep the process alive. */
-  unref?: boolean;
-  /**
-   * Node's order between callbacks: the process.nextTick and promise callbacks that one
-   * task queues run before the next task, on a clock that calls from the
-   * event loop (a SystemClock, ManualClock.advanceAsync). Default false: callbacks due together
-   * run back to back, which is much cheaper when many expire at once (see docs/timers.md).
-   */
-  nodeOrder?: boolean;
-  /** Expirations run per batch before yielding to the event loop. Default 10,000. */
-  maxBatch?: number;
 }
 
 /** Netty's INSTANCE_COUNT_LIMIT: more live timers than this earns a warning. */
@@ -133,25 +123,18 @@ const HASHED_WHEEL_OPTIONS = optionNames<HashedWheelTimerOptions>({
   tickDuration: true,
   ticksPerWheel: true,
   maxPendingTimeouts: true,
-  clock: true,
   executor: true,
-  onError: true,
-  unref: true,
-  nodeOrder: true,
-  maxBatch: true,
+  ...FACE_OPTIONS,
 });
 
 export class HashedWheelTimer {
   /** Milliseconds per tick. */
   readonly tickDuration: number;
   private readonly wheel: HashedWheel;
-  private readonly clock: AlarmClock;
   private readonly maxPendingTimeouts: number;
   private readonly executor: ((run: () => void) => void) | undefined;
-  private readonly onError: ((err: unknown) => void) | undefined;
-  private readonly unref: boolean;
-  private readonly nodeOrder: boolean;
-  private readonly maxBatch: number;
+  /** What start() makes the driver with. */
+  private readonly driverOptions: DriverOptions;
   /** Made by start(): the tick grid begins when the timer starts, as in Netty. */
   private driver: WheelDriver<HashedWheel> | undefined;
   /** Per row: the Timeout it belongs to. */
@@ -181,20 +164,9 @@ export class HashedWheelTimer {
       Number.MAX_SAFE_INTEGER,
       true,
     );
-    this.maxBatch = checkOption(
-      options.maxBatch ?? DEFAULT_MAX_BATCH,
-      'maxBatch',
-      1,
-      Infinity,
-      true,
-    );
     if (options.executor !== undefined) checkCallback(options.executor, 'executor');
-    if (options.onError !== undefined) checkCallback(options.onError, 'onError');
-    this.clock = checkAlarmClock(options.clock ?? defaultClock());
     this.executor = options.executor;
-    this.onError = options.onError;
-    this.unref = checkFlag(options.unref, 'unref');
-    this.nodeOrder = checkFlag(options.nodeOrder, 'nodeOrder');
+    this.driverOptions = { ...checkFaceOptions(options), resolution: this.tickDuration };
     this.wheel = new HashedWheel({ ticksPerWheel });
 
     unstoppedInstances.register(this, null, this);
@@ -222,18 +194,7 @@ export class HashedWheelTimer {
   /** Starts the timer; newTimeout does so itself. Throws once the timer has been stopped. */
   start(): void {
     checkOpen(this.stopped, STOPPED, 'ERR_TICKWHEEL_TIMER_STOPPED');
-    this.driver ??= new WheelDriver(
-      this.wheel,
-      {
-        resolution: this.tickDuration,
-        clock: this.clock,
-        maxBatch: this.maxBatch,
-        unref: this.unref,
-        nodeOrder: this.nodeOrder,
-        onError: this.onError,
-      },
-      (index) => this.expire(index),
-    );
+    this.driver ??= new WheelDriver(this.wheel, this.driverOptions, (index) => this.expire(index));
   }
 
   /**
@@ -276,35 +237,29 @@ export class HashedWheelTimer {
     this.stopped = true;
     if (unstoppedInstances.unregister(this)) liveInstances--;
     const unprocessed: Timeout[] = [];
-    this.driver?.dispose((index) => {
-      const timeout = this.rows[index] as HashedWheelTimeout;
-      this.rows[index] = undefined;
-      this.wheel.release(index);
-      timeout.handle = 0;
-      timeout.state = CANCELLED;
-      unprocessed.push(timeout);
-    });
+    this.driver?.dispose((index) => unprocessed.push(this.detach(index, CANCELLED)));
     return unprocessed;
   }
 
   /** Takes a cancelled timeout out of the wheel. */
   [removeTimeout](timeout: HashedWheelTimeout): void {
-    const driver = this.driver;
-    if (driver === undefined) return;
-    const index = driver.entries.indexOf(timeout.handle);
-    if (index >= 0 && driver.entries.isLinked(index)) {
-      this.rows[index] = undefined;
-      driver.cancel(index);
-    }
+    const index = this.driver?.cancelHandle(timeout.handle) ?? -1;
+    if (index >= 0) this.rows[index] = undefined;
     timeout.handle = 0;
   }
 
-  private expire(index: number): void {
+  /** Frees an unlinked row and gives its timeout its final state (CANCELLED or EXPIRED). */
+  private detach(index: number, state: number): HashedWheelTimeout {
     const timeout = this.rows[index] as HashedWheelTimeout;
     this.rows[index] = undefined;
     this.wheel.release(index);
     timeout.handle = 0;
-    timeout.state = EXPIRED;
+    timeout.state = state;
+    return timeout;
+  }
+
+  private expire(index: number): void {
+    const timeout = this.detach(index, EXPIRED);
     const driver = this.driver as WheelDriver<HashedWheel>;
     driver.settleAfter = driver.runQueues;
     if (this.executor === undefined) {

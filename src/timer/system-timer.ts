@@ -20,19 +20,16 @@
  * the nextTick and promise callbacks a task queues run before the next task (see WheelDriver).
  */
 
-import type { Clock } from '../clock/index.js';
 import { TickwheelTypeError, checkOpen } from '../errors.js';
 import {
-  checkCallback,
   checkDelay,
-  checkFlag,
   checkKnownOptions,
   checkOption,
   checkOptionsObject,
   optionNames,
 } from '../validate.js';
 import { HierarchicalWheel } from '../wheel/index.js';
-import { DEFAULT_MAX_BATCH, WheelDriver } from './driver.js';
+import { FACE_OPTIONS, WheelDriver, checkFaceOptions, type FaceOptions } from './driver.js';
 
 const CLOSED = 'this SystemTimer is shut down; create a new one to add tasks';
 
@@ -64,7 +61,7 @@ export abstract class TimerTask {
   }
 }
 
-export interface SystemTimerOptions {
+export interface SystemTimerOptions extends FaceOptions {
   /** Milliseconds per tick of the finest wheel. Default 1. */
   tickMs?: number;
   /** Slots per wheel level. Default 20, as in Kafka. */
@@ -75,21 +72,6 @@ export interface SystemTimerOptions {
    * timer in virtual time from a given start, give it `clock: new ManualClock(startMs)`.
    */
   startMs?: number;
-  /** Default: a SystemClock shared by every driver that is given no clock. */
-  clock?: Clock;
-  /** Errors thrown by tasks. Default: reported as a process warning. */
-  onError?: (err: unknown) => void;
-  /** When true, pending tasks do not keep the process alive. */
-  unref?: boolean;
-  /**
-   * Node's order between callbacks: the process.nextTick and promise callbacks that one
-   * task's run() queues run before the next task, on a clock that calls from the
-   * event loop (a SystemClock, ManualClock.advanceAsync). Default false: callbacks due together
-   * run back to back, which is much cheaper when many expire at once (see docs/timers.md).
-   */
-  nodeOrder?: boolean;
-  /** Tasks run per batch before yielding to the event loop. Default 10,000. */
-  maxBatch?: number;
 }
 
 /** A pending advanceClock() call: a row of the wheel too, due when its wait times out. */
@@ -104,11 +86,7 @@ const SYSTEM_TIMER_OPTIONS = optionNames<SystemTimerOptions>({
   tickMs: true,
   wheelSize: true,
   startMs: true,
-  clock: true,
-  onError: true,
-  unref: true,
-  nodeOrder: true,
-  maxBatch: true,
+  ...FACE_OPTIONS,
 });
 
 export class SystemTimer {
@@ -122,31 +100,14 @@ export class SystemTimer {
   constructor(options: SystemTimerOptions = {}) {
     checkOptionsObject(options, 'SystemTimer options', '{ tickMs: 1 }');
     checkKnownOptions(options, SYSTEM_TIMER_OPTIONS, 'new SystemTimer()');
-    checkFlag(options.unref, 'unref');
     const tickMs = checkOption(options.tickMs ?? 1, 'tickMs', Number.MIN_VALUE);
     const wheelSize = checkOption(options.wheelSize ?? 20, 'wheelSize', 2, 4096, true);
-    const maxBatch = checkOption(
-      options.maxBatch ?? DEFAULT_MAX_BATCH,
-      'maxBatch',
-      1,
-      Infinity,
-      true,
-    );
     if (options.startMs !== undefined) {
       checkOption(options.startMs, 'startMs', -Number.MAX_VALUE, Number.MAX_VALUE);
     }
-    if (options.onError !== undefined) checkCallback(options.onError, 'onError');
-    const nodeOrder = checkFlag(options.nodeOrder, 'nodeOrder');
     this.driver = new WheelDriver(
       new HierarchicalWheel({ wheelSize }),
-      {
-        resolution: tickMs,
-        clock: options.clock,
-        maxBatch,
-        unref: options.unref,
-        onError: options.onError,
-        nodeOrder,
-      },
+      { ...checkFaceOptions(options), resolution: tickMs },
       (index) => this.expire(index),
     );
   }
@@ -223,12 +184,8 @@ export class SystemTimer {
 
   /** Takes a pending task out of the wheel (TimerTask.cancel, or a move to another timer). */
   [removeTask](task: TimerTask): void {
-    const entries = this.driver.entries;
-    const index = entries.indexOf(task[rowHandle]);
-    if (index >= 0 && entries.isLinked(index)) {
-      this.rows[index] = undefined;
-      this.driver.cancel(index);
-    }
+    const index = this.driver.cancelHandle(task[rowHandle]);
+    if (index >= 0) this.rows[index] = undefined;
     forget(task);
   }
 

@@ -19,7 +19,6 @@
  * Node (see WheelDriver); the lean path's `onExpire` runs back to back either way.
  */
 
-import type { Clock } from '../clock/index.js';
 import {
   AbortError,
   TickwheelRangeError,
@@ -38,36 +37,21 @@ import {
   checkSignal,
   optionNames,
 } from '../validate.js';
-import { HierarchicalWheel, type WheelSnapshot } from '../wheel/index.js';
-import { WheelDriver } from './driver.js';
+import { HierarchicalWheel, grown, type WheelSnapshot } from '../wheel/index.js';
+import { FACE_OPTIONS, WheelDriver, checkFaceOptions, type FaceOptions } from './driver.js';
 import { RowValues } from './row-values.js';
 
 const CLOSED = 'this TimerWheel is closed; create a new one to schedule timers';
 
 export type TimerHandle = number;
 
-export interface TimerWheelOptions<T = unknown> {
+export interface TimerWheelOptions<T = unknown> extends FaceOptions {
   /** Milliseconds per tick of the finest level. Timers fire at most one tick late. Default 1. */
   resolution?: number;
-  /** Default: a SystemClock shared by every driver that is given no clock. */
-  clock?: Clock;
   /** Pending timers allowed; beyond it setTimeout throws a RangeError. Default unlimited. */
   maxPending?: number;
-  /** Errors thrown by callbacks. Default: reported as a process warning. */
-  onError?: (err: unknown) => void;
   /** The lean path's callback: `schedule(ms, data)` calls `onExpire(data)` when due. */
   onExpire?: (data: T) => void;
-  /** Expirations run per batch before yielding to the event loop. Default 10,000. */
-  maxBatch?: number;
-  /** When true, pending timers do not keep the process alive (like `timeout.unref()`). */
-  unref?: boolean;
-  /**
-   * Node's order between callbacks: the process.nextTick and promise callbacks that one
-   * setTimeout/setInterval callback (or sleep continuation) queues run before the next timer's callback, on a clock that calls from the
-   * event loop (a SystemClock, ManualClock.advanceAsync). Default false: callbacks due together
-   * run back to back, which is much cheaper when many expire at once (see docs/timers.md).
-   */
-  nodeOrder?: boolean;
   /**
    * Ticks begin on whole multiples of `resolution` on the clock (whole milliseconds by default)
    * rather than at construction: a timer due at such a time is then due exactly at its tick, so
@@ -120,13 +104,9 @@ const callWith = Function.prototype.call.bind(Function.prototype.call) as (
 
 const TIMER_WHEEL_OPTIONS = optionNames<TimerWheelOptions<unknown>>({
   resolution: true,
-  clock: true,
+  ...FACE_OPTIONS,
   maxPending: true,
-  onError: true,
   onExpire: true,
-  maxBatch: true,
-  unref: true,
-  nodeOrder: true,
   alignTicks: true,
   wheelSize: true,
   initialCapacity: true,
@@ -174,7 +154,6 @@ export class TimerWheel<T = unknown> {
     const resolution = checkOption(options.resolution ?? 1, 'resolution', Number.MIN_VALUE);
     this.maxPending = checkOption(options.maxPending ?? Infinity, 'maxPending', 0, Infinity);
     this.admitBelow = this.maxPending;
-    const maxBatch = checkOption(options.maxBatch ?? 10_000, 'maxBatch', 1, Infinity, true);
     const wheelSize = checkOption(options.wheelSize ?? 4096, 'wheelSize', 2, 4096, true);
     const capacity = checkOption(
       options.initialCapacity ?? 1024,
@@ -183,37 +162,22 @@ export class TimerWheel<T = unknown> {
       2 ** 28,
       true,
     );
-    if (options.onError !== undefined) checkCallback(options.onError, 'onError');
     if (options.onExpire !== undefined) checkCallback(options.onExpire, 'onExpire');
-    const nodeOrder = checkFlag(options.nodeOrder, 'nodeOrder');
+    const face = checkFaceOptions(options);
     const alignTicks = checkFlag(options.alignTicks, 'alignTicks');
     this.onExpire = options.onExpire;
+    this.unref = face.unref;
     const wheel = new HierarchicalWheel({ wheelSize, initialCapacity: capacity });
-    this.unref = checkFlag(options.unref, 'unref');
-    this.driver = new WheelDriver(
-      wheel,
-      {
-        resolution,
-        clock: options.clock,
-        maxBatch,
-        unref: options.unref,
-        onError: options.onError,
-        nodeOrder,
-        alignTicks,
-      },
-      (index) => this.expire(index),
+    this.driver = new WheelDriver(wheel, { ...face, resolution, alignTicks }, (index) =>
+      this.expire(index),
     );
     this.targets = new RowValues(wheel.entries.capacity);
     this.delays = new Float64Array(wheel.entries.capacity);
     this.flags = new Uint8Array(wheel.entries.capacity);
     wheel.entries.onGrow((size) => {
       this.targets.ensure(size);
-      const delays = new Float64Array(size);
-      delays.set(this.delays);
-      this.delays = delays;
-      const flags = new Uint8Array(size);
-      flags.set(this.flags);
-      this.flags = flags;
+      this.delays = grown(this.delays, size);
+      this.flags = grown(this.flags, size);
     });
   }
 
@@ -272,11 +236,9 @@ export class TimerWheel<T = unknown> {
 
   /** Cancels a pending timer or interval. True if it was pending; stale handles do nothing. */
   clearTimeout(handle: TimerHandle): boolean {
-    const index = this.linkedRow(handle);
-    if (index < 0) return false;
-    this.forget(index);
-    this.driver.cancel(index);
-    return true;
+    const index = this.driver.cancelHandle(typeof handle === 'number' ? handle : asNumber(handle));
+    if (index >= 0) this.forget(index);
+    return index >= 0;
   }
 
   /** Same as clearTimeout: both kinds of timer share one handle space. */

@@ -30,6 +30,7 @@ import {
   hidePassword,
   isConnectionError,
   unavailable,
+  destroyQuietly,
   withDeadline,
   within,
   withinMs,
@@ -141,19 +142,19 @@ export class Valkey {
             }),
       });
       sentinel.on('error', () => {});
-      await withDeadline(sentinel.connect(), deadline, list, () => void sentinel.destroy());
+      await withDeadline(sentinel, deadline, list);
       return new this({ sentinel }).withUrls(list);
     }
     const { url, clustered } = await reachable(list, deadline);
     if (!clustered) {
       const client = createClient({ url }) as Client;
       client.on('error', () => {});
-      await withDeadline(client.connect(), deadline, list, () => client.destroy());
+      await withDeadline(client, deadline, list);
       return new this({ client }).withUrls(list);
     }
     const cluster = createCluster({ rootNodes: list.map((root) => ({ url: root })) }) as Cluster;
     cluster.on('error', () => {});
-    await withDeadline(cluster.connect(), deadline, list, () => cluster.destroy());
+    await withDeadline(cluster, deadline, list);
     return new this({ cluster }).withUrls(list);
   }
 
@@ -445,11 +446,7 @@ export class Valkey {
    */
   destroy(): void {
     for (const connection of [this.subscriberClient, this.client, this.cluster, this.sentinel]) {
-      try {
-        connection?.destroy();
-      } catch {
-        // Never connected, or already gone.
-      }
+      destroyQuietly(connection);
     }
   }
 
@@ -532,11 +529,7 @@ async function reachable(
         return { url, clustered: /cluster_enabled:1/.test(String(info)) };
       } catch (err) {
         last = err;
-        try {
-          probe.destroy();
-        } catch {
-          // Never connected: nothing to destroy.
-        }
+        destroyQuietly(probe);
       }
     }
     if (Date.now() >= deadline) throw unavailable(urls, last);

@@ -91,31 +91,31 @@ export async function untilReachable<T>(
   }
 }
 
-/** `deadline` passed before `connecting` settled: rejects ERR_TICKWHEEL_UNAVAILABLE, destroys. */
+/**
+ * `connection` connects by `deadline`, or is destroyed: rejects ERR_TICKWHEEL_UNAVAILABLE when
+ * the deadline passed first, or with the failure to connect.
+ */
 export async function withDeadline(
-  connecting: Promise<unknown>,
+  connection: { connect(): Promise<unknown>; destroy(): unknown },
   deadline: number,
   urls: readonly string[],
-  destroy: () => void,
 ): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(unavailable(urls, new Error('connecting took too long'))),
-      Math.max(0, deadline - Date.now()),
-    );
-  });
   try {
-    await Promise.race([connecting, late]);
+    await withinMs(connection.connect(), Math.max(0, deadline - Date.now()), () =>
+      unavailable(urls, new Error('connecting took too long')),
+    );
   } catch (err) {
-    try {
-      destroy();
-    } catch {
-      // Not connected yet.
-    }
+    destroyQuietly(connection);
     throw err;
-  } finally {
-    clearTimeout(timer);
+  }
+}
+
+/** Drops a connection; one that never connected (destroy() then throws) needs nothing. */
+export function destroyQuietly(connection: { destroy(): unknown } | undefined): void {
+  try {
+    connection?.destroy();
+  } catch {
+    // Never connected, or already gone.
   }
 }
 
@@ -133,17 +133,8 @@ export function within<T, O extends object>(
   options?: O,
 ): Promise<T> {
   const controller = new AbortController();
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      // The timeout first: the race settles with it, not with the abort's own rejection.
-      reject(timeoutError(ms));
-      controller.abort();
-    }, ms);
-  });
-  return Promise.race([run({ ...(options as O), abortSignal: controller.signal }), late]).finally(
-    () => clearTimeout(timer),
-  );
+  const call = run({ ...(options as O), abortSignal: controller.signal });
+  return withinMs(call, ms, undefined, () => controller.abort());
 }
 
 function timeoutError(ms: number): Error {
@@ -152,11 +143,23 @@ function timeoutError(ms: number): Error {
   return error;
 }
 
-/** `call`, or a TimeoutError once `ms` have passed without an answer. */
-export function withinMs<T>(call: Promise<T>, ms: number): Promise<T> {
+/**
+ * `call`, or a rejection once `ms` have passed without an answer (a TimeoutError, or what `late`
+ * makes), after which `onLate` runs. The timer goes as soon as the race is decided.
+ */
+export function withinMs<T>(
+  call: Promise<T>,
+  ms: number,
+  late = (): Error => timeoutError(ms),
+  onLate?: () => void,
+): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(timeoutError(ms)), ms);
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      // The timeout first: the race settles with it, not with what onLate makes `call` do.
+      reject(late());
+      onLate?.();
+    }, ms);
   });
-  return Promise.race([call, late]).finally(() => clearTimeout(timer));
+  return Promise.race([call, timeout]).finally(() => clearTimeout(timer));
 }

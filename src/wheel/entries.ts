@@ -150,18 +150,29 @@ export class EntryStore {
         `a wheel holds at most ${INDEX_SPACE} timers; spread them over several wheels`,
       );
     }
-    const tick = new Float64Array(capacity);
-    tick.set(this.tick);
-    const next = new Int32Array(capacity);
-    next.set(this.next);
-    const prev = new Int32Array(capacity);
-    prev.set(this.prev);
-    const generation = new Uint32Array(capacity);
-    generation.set(this.generation);
-    this.tick = tick;
-    this.next = next;
-    this.prev = prev;
-    this.generation = generation;
+    this.tick = grown(this.tick, capacity);
+    this.next = grown(this.next, capacity);
+    this.prev = grown(this.prev, capacity);
+    this.generation = grown(this.generation, capacity);
     for (const listener of this.growListeners) listener(capacity);
   }
+}
+
+type Growable = Float64Array | Int32Array | Uint32Array | Uint8Array | unknown[];
+
+/**
+ * A copy of `array` with room for `size` elements, the new ones `fill` (a typed array's are 0
+ * otherwise, left as the allocator's zeroed pages). A plain array is copied element by element,
+ * as one left to grow by itself overshoots by half.
+ */
+export function grown<A extends Growable>(array: A, size: number, fill?: number): A {
+  if (Array.isArray(array)) {
+    const copy = new Array<unknown>(size);
+    for (let i = 0; i < array.length; i++) copy[i] = array[i];
+    return copy as A;
+  }
+  const copy = new (array.constructor as new (size: number) => Exclude<A, unknown[]>)(size);
+  copy.set(array);
+  if (fill !== undefined) copy.fill(fill, array.length);
+  return copy as A;
 }

@@ -1,4 +1,4 @@
-export { EntryStore } from './entries.js';
+export { EntryStore, grown } from './entries.js';
 export { TimingWheel, type ExpireCallback } from './wheel.js';
 export {
   HierarchicalWheel,

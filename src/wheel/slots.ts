@@ -13,7 +13,7 @@
  * search for the next occupied slot of a group is a scan of a few words with `Math.clz32`.
  */
 
-import { DETACHED, type EntryStore } from './entries.js';
+import { DETACHED, grown, type EntryStore } from './entries.js';
 
 const EMPTY = -1;
 
@@ -45,15 +45,10 @@ export class SlotTable {
   /** Adds empty groups until there are `groups` of them. */
   ensureGroups(groups: number): void {
     if (groups <= this.groups) return;
-    const heads = new Int32Array(groups * this.stride).fill(EMPTY);
-    heads.set(this.heads);
-    const tails = new Int32Array(groups * this.stride).fill(EMPTY);
-    tails.set(this.tails);
-    const occupied = new Uint32Array((groups * this.stride) >>> 5);
-    occupied.set(this.occupied);
-    this.heads = heads;
-    this.tails = tails;
-    this.occupied = occupied;
+    const size = groups * this.stride;
+    this.heads = grown(this.heads, size, EMPTY);
+    this.tails = grown(this.tails, size, EMPTY);
+    this.occupied = grown(this.occupied, size >>> 5);
   }
 
   code(group: number, slot: number): number {

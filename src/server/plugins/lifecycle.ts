@@ -50,12 +50,7 @@ export interface QueueSource {
  * recovery, the long part, is what `queue` waits for.
  */
 export async function startOpening(options: ServerOptions): Promise<QueueSource> {
-  if (options.queue !== undefined) {
-    const queue = Promise.resolve(options.queue);
-    // Observed by whoever awaits it; this only keeps an early rejection from being unhandled.
-    queue.catch(() => undefined);
-    return { queue, owned: false };
-  }
+  if (options.queue !== undefined) return opening(Promise.resolve(options.queue), false);
   if (options.redis !== undefined) {
     if (options.dir !== undefined) {
       throw new TickwheelTypeError(
@@ -63,9 +58,7 @@ export async function startOpening(options: ServerOptions): Promise<QueueSource>
         'give createServer() a data directory (dir) or Valkey/Redis URLs (redis), not both',
       );
     }
-    const queue = DelayQueue.open({ ...options.cluster, redis: options.redis });
-    queue.catch(() => undefined);
-    return { queue, owned: true };
+    return opening(DelayQueue.open({ ...options.cluster, redis: options.redis }), true);
   }
   if (typeof options.dir !== 'string' || options.dir === '') {
     throw new TickwheelTypeError(
@@ -77,16 +70,20 @@ export async function startOpening(options: ServerOptions): Promise<QueueSource>
     options.queueOptions ?? {};
   const store = await FileStore.open({
     dir: options.dir,
-    ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
-    ...(segmentBytes === undefined ? {} : { segmentBytes }),
-    ...(windowMs === undefined ? {} : { windowMs }),
-    ...(checkpointIntervalMs === undefined ? {} : { checkpointIntervalMs }),
-    ...(snapshotBytes === undefined ? {} : { snapshotBytes }),
+    fsync: options.fsync,
+    segmentBytes,
+    windowMs,
+    checkpointIntervalMs,
+    snapshotBytes,
   });
   // DelayQueue.open closes the store if recovery fails.
-  const queue = DelayQueue.open({ ...options.queueOptions, store });
+  return opening(DelayQueue.open({ ...options.queueOptions, store }), true);
+}
+
+function opening(queue: Promise<Queue>, owned: boolean): QueueSource {
+  // Observed by whoever awaits it; this only keeps an early rejection from being unhandled.
   queue.catch(() => undefined);
-  return { queue, owned: true };
+  return { queue, owned };
 }
 
 /** Closes the queue if the server opened it, once it is open (or failed to). */
