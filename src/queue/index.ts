@@ -40,3 +40,4 @@ export {
 export type { ScheduleInfo } from './recurring.js';
 export type { CatchUp, Overlap, RecurringSpec } from './recurring-spec.js';
 export type { QueueEvent, QueueEventType, QueueEvents, WatchOptions } from './events.js';
+export type { FaultField, FaultHandler, FaultLevel, QueueFault } from './faults.js';

@@ -23,6 +23,7 @@
 import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
 import { TickwheelCorruptError, TickwheelUnavailableError } from '../../errors.js';
+import { checkFaultHandler } from '../../queue/faults.js';
 import type { MessageState } from '../../queue/message.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
 import type {
@@ -44,7 +45,7 @@ import {
   systemErrorsAsIo,
   type RecordSlot,
 } from '../log/index.js';
-import { Checkpoints, warn, type SnapshotWhen } from './checkpoint.js';
+import { Checkpoints, type SnapshotWhen } from './checkpoint.js';
 import { unreadable } from './damage.js';
 import {
   INDEX_DIR,
@@ -176,7 +177,8 @@ export class FileStore implements Store {
   private static async openAs(options: FileStoreOptions, mode: OpenMode): Promise<FileStore> {
     const { fsync, windowMs, interval, snapshotBytes } = checkFileStoreOptions(options);
     await makeDataDirectory(options.dir);
-    const lock = await lockDirectory(options.dir);
+    const faults = new StoreFaults(options.dir, checkFaultHandler(options.onFault));
+    const lock = await lockDirectory(options.dir, faults);
     try {
       await checkFormat(options.dir);
       const log = await MessageLog.open({
@@ -187,7 +189,6 @@ export class FileStore implements Store {
         ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
         ...(options.logIo === undefined ? {} : { io: options.logIo }),
       });
-      const faults = new StoreFaults(options.dir);
       const index = await WindowIndex.open(join(options.dir, INDEX_DIR), windowMs, (err) => {
         if (err === undefined) faults.ok('index');
         else faults.fail('index', err);
@@ -371,9 +372,12 @@ export class FileStore implements Store {
       this.payloadBudget,
       (position, err) => {
         this.damagedSkipped++;
-        warn(
-          new Error(
-            `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
+        this.faults.report(
+          Object.assign(
+            new Error(
+              `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
+            ),
+            { code: 'ERR_TICKWHEEL_CORRUPT' },
           ),
         );
       },
