@@ -20,21 +20,23 @@
  *   plugins/lifecycle.ts    opening and closing the queue, 503 while it cannot serve, the
  *                           connection cap, graceful close
  *   plugins/metrics.ts      request metrics
+ *   logging.ts              request lines, and the queue's faults as log lines
  *   routes/*.ts             the routes, one plugin per group: /v1 (behind the access
  *                           checks), the operator routes (/healthz, /metrics, /) and
  *                           GET /openapi.json (openapi.ts), generated from the routes' schemas
  */
 
-import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { Queue } from '../queue/api.js';
 import type { RouteGroupOptions, ServerContext } from './context.js';
 import { handleClientError, handleFrameworkError } from './errors.js';
+import { logFaults, loggerOptions, logRequests } from './logging.js';
 import { ServerMetrics } from './metrics.js';
 import { openApiRoute, recordRoutes } from './openapi.js';
 import { checkServerOptions, type ServerOptions } from './options.js';
 import { apiAccess, hostAccess } from './plugins/access.js';
 import { apiConventions } from './plugins/conventions.js';
-import { closeQueue, lifecycle, startOpening, watchOpening } from './plugins/lifecycle.js';
+import { lifecycle, startOpening, watchOpening } from './plugins/lifecycle.js';
 import { requestMetrics } from './plugins/metrics.js';
 import type { LogLevel } from './settings.js';
 import { formatSchemaErrors } from './validation.js';
@@ -77,7 +79,9 @@ function buildFastify(
   requestTimeoutMs: number,
 ): FastifyInstance {
   return Fastify({
-    logger: { level: logLevel, ...(logStream === undefined ? {} : { stream: logStream }) },
+    logger: loggerOptions(logLevel, logStream),
+    // One line per request instead, without headers or bodies (logging.ts).
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit,
     routerOptions: { maxParamLength: 256 },
     // The lifecycle plugin answers with 503 in the API's error format instead.
@@ -117,7 +121,15 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     maxConnections,
     metricsTopics,
   } = checkServerOptions(options);
-  const source = await startOpening(options);
+  // Before the queue is opened: what goes wrong while it opens is logged too.
+  const app = buildFastify(bodyLimit, logLevel, options.logStream, requestTimeoutMs);
+  let source;
+  try {
+    source = await startOpening(options, logFaults(app.log));
+  } catch (err) {
+    await app.close().catch(() => undefined);
+    throw err;
+  }
   const context: ServerContext = {
     // Set once open: until then the lifecycle refuses every request that would reach it.
     queue: undefined as unknown as Queue,
@@ -130,16 +142,16 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     closing: false,
   };
   const opened = watchOpening(source, context);
-  if (options.openInBackground !== true) await opened;
-
-  let app: FastifyInstance;
-  try {
-    app = buildFastify(bodyLimit, logLevel, options.logStream, requestTimeoutMs);
-  } catch (err) {
-    await closeQueue(source).catch(() => undefined);
-    throw err;
+  if (options.openInBackground !== true) {
+    try {
+      await opened;
+    } catch (err) {
+      await app.close().catch(() => undefined);
+      throw err;
+    }
   }
   try {
+    logRequests(app);
     // Before any route: every route is recorded for /openapi.json. The plugins' order is
     // their hooks' order: a request is checked for its Host, then for the queue being able to
     // serve it, then (/v1) for its token; each plugin's onRoute hook adds to the routes

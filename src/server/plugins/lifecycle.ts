@@ -21,6 +21,7 @@ import { TickwheelTypeError } from '../../errors.js';
 import { isErrorCode } from '../../protocol/status.js';
 import type { WireErrorCode } from '../../protocol/wire.js';
 import { DelayQueue, FileStore } from '../../delay-queue.js';
+import type { FaultHandler } from '../../queue/faults.js';
 import type { Queue } from '../../queue/api.js';
 import { trackConnections } from '../connections.js';
 import type { ServerContext } from '../context.js';
@@ -49,7 +50,14 @@ export interface QueueSource {
  * checked) before this resolves, so that a directory in use fails createServer() itself;
  * recovery, the long part, is what `queue` waits for.
  */
-export async function startOpening(options: ServerOptions): Promise<QueueSource> {
+/**
+ * Opens the queue the options name (or takes the one given). `onFault`: where the background
+ * faults of a queue opened here go, unless its options name a handler of their own.
+ */
+export async function startOpening(
+  options: ServerOptions,
+  onFault: FaultHandler,
+): Promise<QueueSource> {
   if (options.queue !== undefined) {
     const queue = Promise.resolve(options.queue);
     // Observed by whoever awaits it; this only keeps an early rejection from being unhandled.
@@ -63,7 +71,7 @@ export async function startOpening(options: ServerOptions): Promise<QueueSource>
         'give createServer() a data directory (dir) or Valkey/Redis URLs (redis), not both',
       );
     }
-    const queue = DelayQueue.open({ ...options.cluster, redis: options.redis });
+    const queue = DelayQueue.open({ onFault, ...options.cluster, redis: options.redis });
     queue.catch(() => undefined);
     return { queue, owned: true };
   }
@@ -75,8 +83,10 @@ export async function startOpening(options: ServerOptions): Promise<QueueSource>
   }
   const { segmentBytes, windowMs, checkpointIntervalMs, snapshotBytes } =
     options.queueOptions ?? {};
+  const queueFaults = options.queueOptions?.onFault ?? onFault;
   const store = await FileStore.open({
     dir: options.dir,
+    onFault: queueFaults,
     ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
     ...(segmentBytes === undefined ? {} : { segmentBytes }),
     ...(windowMs === undefined ? {} : { windowMs }),
@@ -84,7 +94,7 @@ export async function startOpening(options: ServerOptions): Promise<QueueSource>
     ...(snapshotBytes === undefined ? {} : { snapshotBytes }),
   });
   // DelayQueue.open closes the store if recovery fails.
-  const queue = DelayQueue.open({ ...options.queueOptions, store });
+  const queue = DelayQueue.open({ ...options.queueOptions, onFault: queueFaults, store });
   queue.catch(() => undefined);
   return { queue, owned: true };
 }
