@@ -141,7 +141,9 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     await server.close();
     throw err;
   }
-  closeOnSignals(server, { say: (line) => log.info(line.replace(/^tickwheel: /, '')) });
+  closeOnSignals(server, {
+    say: (line, level) => log[level](line.replace(/^tickwheel: /, '')),
+  });
   const address = server.server.address() as AddressInfo;
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${shown}:${address.port}`;

@@ -185,6 +185,8 @@ describe('tickwheel serve', () => {
     server.child.kill('SIGTERM');
     expect((await server.exited).code).toBe(1);
     expect(said()).toContain('again, exiting now');
+    // Exiting without a clean close is logged as an error.
+    expect(said()).toMatch(/"level":50,[^\n]*"msg":"SIGTERM again, exiting now"/);
     socket.destroy();
   });
 });
