@@ -13,6 +13,7 @@
  * A handler that throws never breaks the queue: what it throws becomes a process warning.
  */
 
+import type { TickwheelErrorCode } from '../errors.js';
 import { checkCallback } from '../validate.js';
 
 /**
@@ -33,6 +34,9 @@ export type FaultOnlyCode =
   /** Anything else, without a code of its own: a bug, most likely. */
   | 'ERR_TICKWHEEL_INTERNAL';
 
+/** What a fault's `code` can be: an error's code, or one of a fault's own. */
+export type FaultCode = TickwheelErrorCode | FaultOnlyCode;
+
 export type FaultLevel = 'error' | 'warn' | 'info';
 
 /** A value a log line can hold as it is. */
@@ -40,7 +44,7 @@ export type FaultField = string | number | boolean;
 
 export interface QueueFault {
   /** What kind of fault, for alerts and searches: `ERR_TICKWHEEL_IO`, `TICKWHEEL_STORE_HEALED`, ... */
-  code: string;
+  code: FaultCode;
   /** `error` the queue stopped doing something; `warn` it is retrying; `info` it works again. */
   level: FaultLevel;
   /** One sentence for people: what failed, where, and what the queue does about it. */
@@ -63,7 +67,7 @@ const MAX_MESSAGE_CHARS = 2000;
 export function faultOf(
   err: unknown,
   options: {
-    code?: string;
+    code?: FaultCode;
     level?: FaultLevel;
     message?: string;
     name?: string;
@@ -73,7 +77,7 @@ export function faultOf(
   const error = err instanceof Error ? err : new Error(String(err));
   const own = (error as { code?: unknown }).code;
   const tickwheelCode =
-    typeof own === 'string' && own.startsWith('ERR_TICKWHEEL') ? own : undefined;
+    typeof own === 'string' && own.startsWith('ERR_TICKWHEEL') ? (own as FaultCode) : undefined;
   const fields: Record<string, FaultField> = {};
   for (const [key, value] of Object.entries(options.fields ?? {})) {
     if (value !== undefined) fields[key] = value;

@@ -40,4 +40,11 @@ export {
 export type { ScheduleInfo } from './recurring.js';
 export type { CatchUp, Overlap, RecurringSpec } from './recurring-spec.js';
 export type { QueueEvent, QueueEventType, QueueEvents, WatchOptions } from './events.js';
-export type { FaultField, FaultHandler, FaultLevel, QueueFault } from './faults.js';
+export type {
+  FaultCode,
+  FaultField,
+  FaultHandler,
+  FaultLevel,
+  FaultOnlyCode,
+  QueueFault,
+} from './faults.js';

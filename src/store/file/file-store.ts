@@ -373,11 +373,10 @@ export class FileStore implements Store {
       (position, err) => {
         this.damagedSkipped++;
         this.faults.report(
-          Object.assign(
-            new Error(
-              `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
-            ),
-            { code: 'ERR_TICKWHEEL_CORRUPT' },
+          new TickwheelCorruptError(
+            `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
+            [],
+            { cause: err },
           ),
         );
       },
