@@ -71,6 +71,7 @@ const OPEN_OPTIONS = optionNames<DelayQueueOpenOptions>({
   maxWaitMs: true,
   rememberFinished: true,
   push: true,
+  onFault: true,
 });
 
 /** Every option of a queue on Valkey/Redis. */
@@ -90,6 +91,7 @@ const REDIS_OPTIONS = optionNames<DelayQueueRedisOptions>({
   onError: true,
   maxWaitMs: true,
   push: true,
+  onFault: true,
 });
 
 /** The keys of T that are not optional. */
@@ -194,9 +196,10 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
             ...(options.listScanRecords === undefined
               ? {}
               : { listScanRecords: options.listScanRecords }),
+            onFault: settings.onFault,
           });
     try {
-      const report = new QueueReport(() => settings.clock.now());
+      const report = new QueueReport(() => settings.clock.now(), settings.onFault);
       const engine = new QueueEngine(store, settings, report);
       await engine.start();
       // Opened to repair a directory (tickwheel repair): nothing is pushed meanwhile.
@@ -220,7 +223,7 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
     const limits = checkQueueOptions(options);
     checkClusterPeer();
     const cluster = await import('./cluster/backend.js');
-    const report = new QueueReport(Date.now);
+    const report = new QueueReport(Date.now, limits.onFault);
     return new DelayQueue<P>(
       await cluster.ClusterBackend.open(options, limits, report),
       limits,

@@ -7,11 +7,14 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { URL, fileURLToPath } from 'node:url';
+import { freePort } from '../../scripts/valkey.mjs';
+import { serving } from '../serving.mjs';
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 
 export async function startServer({ dir, fsync, extraArgs = [] }) {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing; run npm run build first`);
+  const port = await freePort();
   const child = spawn(
     process.execPath,
     [
@@ -20,7 +23,7 @@ export async function startServer({ dir, fsync, extraArgs = [] }) {
       '--dir',
       dir,
       '--port',
-      '0',
+      String(port),
       '--fsync',
       fsync,
       '--log-level',
@@ -29,18 +32,7 @@ export async function startServer({ dir, fsync, extraArgs = [] }) {
     ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
-  const url = await new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const match = /tickwheel listening on (http:\/\/[^\s"]+)/.exec(out);
-      if (match !== null) resolve(match[1]);
-    });
-    child.once('exit', (code) =>
-      reject(new Error(`server exited (${code}) before listening:\n${out}`)),
-    );
-  });
+  const url = await serving(child, `http://127.0.0.1:${port}`);
   return {
     url,
     pid: child.pid,

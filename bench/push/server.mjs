@@ -7,9 +7,12 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { freePort } from '../../scripts/valkey.mjs';
+import { serving } from '../serving.mjs';
 import { DIST } from './dist.mjs';
 
 export async function startServer({ dir }) {
+  const port = await freePort();
   const child = spawn(
     process.execPath,
     [
@@ -18,7 +21,7 @@ export async function startServer({ dir }) {
       '--dir',
       dir,
       '--port',
-      '0',
+      String(port),
       '--fsync',
       'batch',
       '--log-level',
@@ -31,18 +34,7 @@ export async function startServer({ dir }) {
       env: { ...process.env, TICKWHEEL_PUSH_ALLOW: '127.0.0.1' },
     },
   );
-  const url = await new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const match = /tickwheel listening on (http:\/\/[^\s"]+)/.exec(out);
-      if (match !== null) resolve(match[1]);
-    });
-    child.once('exit', (code) =>
-      reject(new Error(`tickwheel serve exited (${code}) before listening:\n${out}`)),
-    );
-  });
+  const url = await serving(child, `http://127.0.0.1:${port}`);
   return {
     url,
     /** CPU seconds (user + system) the server has used so far, or null off Linux. */

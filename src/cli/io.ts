@@ -10,11 +10,14 @@ export interface CliIo {
   err(text: string): void;
   /** The whole of stdin, for payloads given as '-'. */
   readStdin(): Promise<string>;
+  /** Whether `out` goes to a terminal (a person reads it); false when not said. */
+  outIsTerminal?(): boolean;
 }
 
 export const processIo: CliIo = {
   out: (text) => void process.stdout.write(text),
   err: (text) => void process.stderr.write(text),
+  outIsTerminal: () => process.stdout.isTTY === true,
   readStdin: async () => {
     const chunks: Buffer[] = [];
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);

@@ -25,7 +25,7 @@ import { topicCommands } from './topic-commands.js';
 import { CliError, describeFailure, processIo, type CliIo } from './io.js';
 import { integerParser, parseDuration, parsePushAllow } from './parse.js';
 import { repair, type RepairOptions } from './repair.js';
-import { serve, type ServeOptions } from './serve.js';
+import { LOG_FORMATS, serve, type ServeOptions } from './serve.js';
 
 function serveCommand(io: CliIo): CommandSpec {
   return {
@@ -204,9 +204,19 @@ function serveCommand(io: CliIo): CommandSpec {
         name: 'log-level',
         value: '<level>',
         description:
-          'log as JSON lines on stdout at this level (start-up lines included); unset: text for people, warnings as JSON on stderr',
+          'lowest level logged on stdout: start-up lines and requests are info, faults warn or error (docs/operations.md, Logs)',
         env: 'TICKWHEEL_LOG_LEVEL',
+        default: 'info',
         choices: LOG_LEVELS,
+      },
+      {
+        name: 'log-format',
+        value: '<format>',
+        description:
+          'json: one JSON object a line, for log pipelines; pretty: short lines for people; auto: pretty on a terminal, json otherwise',
+        env: 'TICKWHEEL_LOG_FORMAT',
+        default: 'auto',
+        choices: LOG_FORMATS,
       },
     ],
     run: (_args, flags) => serve(flags as unknown as ServeOptions, io),

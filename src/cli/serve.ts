@@ -3,15 +3,15 @@
  * meanwhile), and shuts down gracefully on SIGTERM / SIGINT. Without a token it binds to
  * loopback only unless told otherwise, and says so.
  *
- * What it prints depends on whether a log level was set (--log-level or TICKWHEEL_LOG_LEVEL):
+ * Everything it says is a log line on stdout, through the server's logger (pino): start-up
+ * lines, requests, the queue's background faults with their codes (src/server/logging.ts), and
+ * shutdown. JSON lines where stdout is not a terminal (a log pipeline reads them), a short
+ * form for people where it is (pretty-log.ts); --log-format chooses otherwise, --log-level
+ * (default info) hides what is below it. Only a failure to start is said on stderr
+ * (`tickwheel: ...`, by main()), as for every command.
  *
- *   - none: lines for people on stdout (where the data is, the dashboard, how to stop it),
- *     warnings and the server's own warn-level logs on stderr;
- *   - set: JSON lines only on stdout (pino's), the start-up lines among them at info whatever
- *     the level (short of silent), so a warn-level server still says where it listens.
- *
- * Either way the last start-up line is `tickwheel listening on http://HOST:PORT`, printed
- * once the queue is open and requests are served; the port is open (answering 503) from the
+ * At info, the last start-up line is `tickwheel listening on http://HOST:PORT`, logged once the
+ * queue is open and requests are served; the port is open (answering 503) from the
  * `recovering` line on.
  */
 
@@ -21,6 +21,10 @@ import type { FsyncPolicy, RecoveryReport } from '../delay-queue.js';
 import type { LogLevel } from '../server/settings.js';
 import type { TickwheelServer } from '../server/server.js';
 import type { CliIo } from './io.js';
+import { prettyLine } from './pretty-log.js';
+
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 export interface ServeOptions {
   dir: string;
@@ -48,16 +52,9 @@ export interface ServeOptions {
   payloadMemory: number;
   /** Internal addresses push targets may reach (the queue's push.allow). */
   pushAllow?: string[];
-  /** Unset: human-readable start-up text. */
-  logLevel?: LogLevel;
-}
-
-/** Where start-up lines go: people's text, or log records. */
-interface Reporter {
-  info(message: string, fields?: Record<string, unknown>): void;
-  warn(message: string, fields?: Record<string, unknown>): void;
-  /** Shutdown progress (closeOnSignals). */
-  progress(line: string): void;
+  logLevel: LogLevel;
+  /** auto: pretty where stdout is a terminal, json elsewhere. */
+  logFormat: LogFormat;
 }
 
 function isLoopback(host: string): boolean {
@@ -66,25 +63,6 @@ function isLoopback(host: string): boolean {
 
 function isWildcard(host: string): boolean {
   return host === '0.0.0.0' || host === '::';
-}
-
-function humanReporter(io: CliIo): Reporter {
-  return {
-    info: (message) => io.out(`${message}\n`),
-    warn: (message) => io.err(`warning: ${message}\n`),
-    progress: (line) => io.err(`${line}\n`),
-  };
-}
-
-function logReporter(server: TickwheelServer, level: LogLevel): Reporter {
-  if (level === 'silent') return { info: () => {}, warn: () => {}, progress: () => {} };
-  // A child at info, so start-up lines show whatever the server's level.
-  const log = server.log.child({}, { level: 'info' });
-  return {
-    info: (message, fields = {}) => log.info(fields, message),
-    warn: (message, fields = {}) => log.warn(fields, message),
-    progress: (line) => log.info(line.replace(/^tickwheel: /, '')),
-  };
 }
 
 /** Fastify logs one "Server listening at" line per address at info; ours comes later. */
@@ -116,7 +94,9 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const { closeOnSignals, createServer } = await import('../server/index.js');
   const token = options.token === '' ? undefined : options.token;
   const host = options.host ?? (token === undefined ? '127.0.0.1' : '0.0.0.0');
-  const human = options.logLevel === undefined;
+  const pretty =
+    options.logFormat === 'pretty' ||
+    (options.logFormat === 'auto' && io.outIsTerminal?.() === true);
   const redis = options.redis === undefined || options.redis === '' ? undefined : options.redis;
   const push = { allow: options.pushAllow ?? [] };
   const where =
@@ -145,8 +125,8 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     requestTimeoutMs: Math.round(options.connectionTimeout),
     ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
     metricsTopics: options.metricsTopics,
-    logLevel: options.logLevel ?? 'warn',
-    logStream: { write: (line: string) => (human ? io.err(line) : io.out(line)) },
+    logLevel: options.logLevel,
+    logStream: { write: (line: string) => io.out(pretty ? prettyLine(line) : line) },
     openInBackground: true,
     allowedHosts: [
       ...(options.allowedHosts ?? []),
@@ -154,34 +134,32 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     ],
     ...(token === undefined ? {} : { token }),
   });
-  const report = human ? humanReporter(io) : logReporter(server, options.logLevel as LogLevel);
+  const log = server.log;
   try {
     await listenQuietly(server, { port: options.port, host });
   } catch (err) {
     await server.close();
     throw err;
   }
-  closeOnSignals(server, { say: report.progress });
+  closeOnSignals(server, {
+    say: (line, level) => log[level](line.replace(/^tickwheel: /, '')),
+  });
   const address = server.server.address() as AddressInfo;
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${shown}:${address.port}`;
   const dir = resolve(options.dir);
   if (redis !== undefined) {
     const fields = { redis: hidePasswords(redis), queue: options.queue, url };
-    report.info(
+    log.info(
+      fields,
       `queue ${options.queue} on ${fields.redis} (durability ${options.durability}); ` +
         `joining: until it has, ${url} answers 503`,
-      fields,
     );
-  } else if (human) {
-    report.info(`data in ${dir} (fsync ${options.fsync})`);
-    report.info(`recovering: until the queue is open, ${url} answers 503`);
   } else {
-    report.info('recovering the data directory: requests get 503 until the queue is open', {
-      dir,
-      fsync: options.fsync,
-      url,
-    });
+    log.info(
+      { dir, fsync: options.fsync, url },
+      `data in ${dir}; recovering: until the queue is open, ${url} answers 503`,
+    );
   }
 
   try {
@@ -193,58 +171,60 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const recovery = server.queue.recovery;
   const { cluster } = redis === undefined ? {} : await server.queue.stats();
   if (cluster !== undefined) {
-    report.info(
-      `joined as node ${cluster.node}: ${cluster.members.length} node(s) share ` +
-        `${cluster.partitions} partitions; durability ${cluster.durability} ` +
-        `(${cluster.durabilityReason})`,
+    log.info(
       {
         node: cluster.node,
         members: cluster.members,
         durability: cluster.durability,
         durabilityReason: cluster.durabilityReason,
       },
+      `joined as node ${cluster.node}: ${cluster.members.length} node(s) share ` +
+        `${cluster.partitions} partitions; durability ${cluster.durability} ` +
+        `(${cluster.durabilityReason})`,
     );
   } else {
-    report.info(recoveryText(recovery), recovery === undefined ? {} : { recovery });
+    log.info(recovery === undefined ? {} : { recovery }, recoveryText(recovery));
   }
   if (recovery !== undefined && recovery.corrupt.length > 0) {
-    report.warn(`skipped ${recovery.corrupt.length} damaged records while recovering`);
+    log.warn(
+      { code: 'ERR_TICKWHEEL_CORRUPT', skipped: recovery.corrupt.length },
+      `skipped ${recovery.corrupt.length} damaged records while recovering`,
+    );
   }
   const repaired = recovery?.repair;
   if (repaired?.applied === true) {
-    io.err(
-      `warning: ${resolve(options.dir)} was repaired at ${repaired.at}: dropped ` +
+    log.warn(
+      { code: 'ERR_TICKWHEEL_CORRUPT', lost: repaired.lost, repairedAt: repaired.at },
+      `${resolve(options.dir)} was repaired at ${repaired.at}: dropped ` +
         `${repaired.lost} messages that could not be read (${repaired.damage.length} damaged ` +
         `${repaired.damage.length === 1 ? 'stretch' : 'stretches'} of the log); see ` +
-        `${resolve(options.dir, 'repair.json')}\n`,
+        `${resolve(options.dir, 'repair.json')}`,
     );
   }
   if (token === undefined) {
     if (isLoopback(host)) {
-      report.info(
+      log.info(
         `no token: listening on ${host} only. To accept other machines, set --token ` +
           '(or TICKWHEEL_TOKEN) and --host 0.0.0.0',
       );
     } else {
-      report.warn(
+      log.warn(
+        { url },
         `no token and listening on ${host}: anyone who can reach this port can ` +
           'schedule, read and cancel messages. Set --token (or TICKWHEEL_TOKEN)',
       );
     }
   } else {
-    report.info('token required: /v1 requests need "Authorization: Bearer <token>"');
+    log.info('token required: /v1 requests need "Authorization: Bearer <token>"');
   }
   const dashboard = `http://${isWildcard(host) ? 'localhost' : shown}:${address.port}/`;
-  // Last, so that whoever waits for this line has seen the others.
-  if (human) {
-    report.info(`dashboard: ${dashboard}`);
-    report.info(
+  if (pretty) {
+    log.info(
       'stop: Ctrl-C or SIGTERM (requests in flight finish and the data is flushed; twice to exit at once)',
     );
-    report.info(`tickwheel listening on ${url}`);
-  } else {
-    report.info(`tickwheel listening on ${url}`, { url, dashboard });
   }
+  // Last, so that whoever waits for this line has seen the others.
+  log.info({ url, dashboard }, `tickwheel listening on ${url}`);
 }
 
 /** URLs as they may be printed: `redis://user:secret@host` shows `redis://user:***@host`. */

@@ -34,7 +34,9 @@ import type { WorkerSource } from '../queue/worker.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { EventSource } from '../queue/events.js';
 import type { QueueReport } from '../queue/report.js';
+import type { FaultHandler } from '../queue/faults.js';
 import { ClusterNode } from './node.js';
+import { faultsOncePer } from './node-options.js';
 import type { ClusterNodeOptions } from './node-options.js';
 import { settledBy, type Settled } from './consumer.js';
 import type { ExpiredDelivery } from './owner.js';
@@ -45,7 +47,15 @@ export interface ClusterQueueOptions extends ClusterNodeOptions {
   maxWaitMs?: number;
   /** Internal addresses this node's pushes may reach (docs/push.md); default none. */
   push?: QueueLimits['push'];
+  /** Takes the node's background faults with their codes (src/queue/faults.ts). */
+  onFault?: FaultHandler;
 }
+
+const LEASE_LOSS = {
+  expired: 'not renewed in time',
+  refused: 'its renewal was refused or failed',
+  fenced: 'another node holds a newer one',
+} as const;
 
 /** Each receive of consume() waits up to this long (woken when a message is ready). */
 const CONSUME_WAIT_MS = 1_000;
@@ -92,6 +102,9 @@ export class ClusterBackend implements QueueBackend {
   ): Promise<ClusterBackend> {
     const node = await ClusterNode.open({
       ...options,
+      // An outage of Valkey fails every background call, ten times a second: each distinct
+      // fault once per 10 s.
+      onError: options.onError ?? faultsOncePer(10_000, limits.onFault),
       horizonMs: limits.horizonMs,
       visibilityMs: limits.visibilityMs,
       maxPayloadBytes: limits.maxPayloadBytes,
@@ -106,6 +119,14 @@ export class ClusterBackend implements QueueBackend {
       });
     node.onExpired = (message, settled) => queue.expiredDelivery(message, settled);
     node.onFired = (count) => report.firedMany(count);
+    node.onLeaseLost = (partition, reason) =>
+      limits.onFault({
+        code: 'ERR_TICKWHEEL_LEASE_LOST',
+        level: 'warn',
+        message: `node ${node.nodeId} lost the lease of partition ${partition} (${LEASE_LOSS[reason]}); its messages wait for the next owner`,
+        name: 'TickwheelWarning',
+        fields: { node: node.nodeId, partition, reason },
+      });
     node.onCancelled = (message) => report.cancelled(message);
     return queue;
   }

@@ -16,7 +16,7 @@ import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey, nodesKey } from './keys.js';
 import type { NodeSettings } from './node-options.js';
-import { Ownership, type Effect } from './ownership.js';
+import { Ownership, type DropReason, type Effect } from './ownership.js';
 import { PartitionOwner, type Due, type ExpiredDelivery } from './owner.js';
 import type { ClusterSchedules } from './schedules.js';
 
@@ -42,6 +42,8 @@ export interface LeaseLoopHooks {
   onExpired(message: ExpiredDelivery, settled: 'failed' | 'dead'): void;
   /** Messages made ready here as owner, by each tw_fire. */
   onFired(count: number): void;
+  /** A partition this node owned is no longer its own, not by its choice. */
+  onLeaseLost(partition: number, reason: Exclude<DropReason, 'released'>): void;
 }
 
 export class LeaseLoop {
@@ -302,6 +304,7 @@ export class LeaseLoop {
           this.owners.delete(partition);
           this.leaseChanges++;
           if (partition === 0) this.hooks.schedules.unlead();
+          if (effect.reason !== 'released') this.hooks.onLeaseLost(partition, effect.reason);
         }
         return;
       }

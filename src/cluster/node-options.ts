@@ -4,6 +4,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
+import { faultOf, oncePer, warnFault, type FaultReporter } from '../queue/faults.js';
 import { checkOption } from '../validate.js';
 import { checkQueueName } from './keys.js';
 import type { Durability } from './producer.js';
@@ -37,7 +38,10 @@ export interface ClusterNodeOptions {
    * before ERR_TICKWHEEL_UNAVAILABLE. Default 10 s.
    */
   connectTimeoutMs?: number;
-  /** Errors of background work; default: a process warning. */
+  /**
+   * Errors of background work, as thrown. Default: each distinct one once per 10 s as a fault
+   * (src/queue/faults.ts): the queue's onFault, or a process warning.
+   */
   onError?: (err: unknown) => void;
 }
 
@@ -85,23 +89,16 @@ export function checkNodeOptions(options: ClusterNodeOptions): {
     maxPayloadBytes: options.maxPayloadBytes ?? 1 << 20,
     nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
     maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
-    onError: options.onError ?? warnOncePer(10_000),
+    onError: options.onError ?? faultsOncePer(10_000, warnFault),
   };
   return { settings, asked, connectTimeoutMs };
 }
 
 /**
- * The default onError: a process warning, each distinct message at most once per `ms` (an
- * outage of Valkey fails every background call, ten times a second).
+ * The default onError: each distinct error a fault at most once per `ms` (an outage of Valkey
+ * fails every background call, ten times a second).
  */
-function warnOncePer(ms: number): (err: unknown) => void {
-  const last = new Map<string, number>();
-  return (err) => {
-    const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-    const now = Date.now();
-    if (now - (last.get(text) ?? -Infinity) < ms) return;
-    if (last.size > 100) last.clear();
-    last.set(text, now);
-    process.emitWarning(err instanceof Error ? err : new Error(text));
-  };
+export function faultsOncePer(ms: number, report: FaultReporter): (err: unknown) => void {
+  const once = oncePer(ms, report);
+  return (err) => once(faultOf(err));
 }

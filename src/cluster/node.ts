@@ -59,6 +59,8 @@ export class ClusterNode {
   onExpired: ((message: ExpiredDelivery, settled: 'failed' | 'dead') => void) | undefined;
   /** Told how many messages this node made ready as a partition's owner (stats()' `fired`). */
   onFired: ((count: number) => void) | undefined;
+  /** Told of each partition lease this node lost (expired, refused or fenced). */
+  onLeaseLost: ((partition: number, reason: 'expired' | 'refused' | 'fenced') => void) | undefined;
 
   private constructor(
     private readonly valkey: ClusterValkey,
@@ -128,6 +130,7 @@ export class ClusterNode {
       schedules: this.schedules,
       onExpired: (message, settled) => this.onExpired?.(message, settled),
       onFired: (count) => this.onFired?.(count),
+      onLeaseLost: (partition, reason) => this.onLeaseLost?.(partition, reason),
     });
   }
 

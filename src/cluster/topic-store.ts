@@ -189,6 +189,7 @@ export class ClusterTopics {
       Date.now,
       sleep,
       wake,
+      onError,
     );
   }
 

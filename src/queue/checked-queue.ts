@@ -85,8 +85,13 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     const { source, topics, consumeWaitMs } = backend;
     this.pushers = new Pushers(
       (topic, handler, settings) =>
-        new Worker(source, topic, handler, { ...settings, waitMs: consumeWaitMs }),
+        new Worker(source, topic, handler, {
+          ...settings,
+          waitMs: consumeWaitMs,
+          onFault: limits.onFault,
+        }),
       limits.push,
+      limits.onFault,
     );
     this.pushers.follow(topics);
     for (const [topic, settings] of topics.all()) this.pushers.apply(topic, settings.push);
@@ -252,7 +257,7 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     this.checkOpen();
     checkTopic(topic);
     checkCallback(handler, 'handler');
-    const settings = checkConsumeOptions(options, this.backend.consumeWaitMs);
+    const settings = checkConsumeOptions(options, this.backend.consumeWaitMs, this.limits.onFault);
     const worker = new Worker(this.backend.source, topic, handler as MessageHandler, settings);
     const release = this.backend.holdConsumer?.();
     let closing: Promise<void> | undefined;

@@ -36,6 +36,7 @@
 
 import { setImmediate as realSetImmediate } from 'node:timers';
 import type { Clock } from '../clock/index.js';
+import { faultOf, type FaultReporter } from './faults.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
 import type { IdLocks } from './locks.js';
@@ -103,6 +104,8 @@ export class Deliveries {
   private lastTaken: NearMessage[] = [];
   private ackedInOrder = 0;
 
+  private readonly onFault: FaultReporter;
+
   constructor(parts: QueueParts) {
     this.store = parts.store;
     this.clock = parts.clock;
@@ -113,6 +116,7 @@ export class Deliveries {
     this.report = parts.report;
     this.finished = parts.finished;
     this.topics = parts.topics;
+    this.onFault = parts.settings.onFault;
     this.near.applyPendingAck = (message) => this.applyOne(message);
   }
 
@@ -468,7 +472,7 @@ export class Deliveries {
         message.lastError = VISIBILITY_REASON;
         await this.retry(message, undefined);
       })
-      .catch((err: unknown) => process.emitWarning(err as Error));
+      .catch((err: unknown) => this.onFault(faultOf(err, { fields: { id: message.id } })));
   }
 
   /** A delivery failed: back off and redeliver, or bury when attempts are used up. */

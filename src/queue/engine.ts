@@ -49,6 +49,7 @@ import { inRange, mergePages, SmallestKeys, type BackendListPage, type ListQuery
 import { Scheduler, type ScheduleInfo } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
 import { FinishedMemory } from './finished.js';
+import { faultOf } from './faults.js';
 import { Horizon } from './horizon.js';
 import { dueTimeline, embeddedStats, noteLastWrite } from './insights.js';
 import { IdLocks } from './locks.js';
@@ -113,7 +114,7 @@ export class QueueEngine implements QueueBackend {
       unref: true,
       alignTicks: true, // due order across the wheel and near.arm's due-at-once path
       onExpire: (due) => this.deliveries.onTimer(due),
-      onError: (err) => process.emitWarning(err as Error),
+      onError: (err) => this.settings.onFault(faultOf(err)),
     });
     this.waiters = new Waiters(this.wheel);
     // Only a store that reads payloads back can hold messages without theirs.
@@ -121,7 +122,13 @@ export class QueueEngine implements QueueBackend {
     this.near = new NearHorizon(clock, this.wheel, report, this.waiters, payloadLimit);
     store.usePayloadBudget?.(this.near.payloads);
     store.useDeliveries?.({ delivering, inFlight: () => this.near.inFlight() });
-    this.horizon = new Horizon(store, clock, this.near, this.settings.horizonMs);
+    this.horizon = new Horizon(
+      store,
+      clock,
+      this.near,
+      this.settings.horizonMs,
+      this.settings.onFault,
+    );
     this.finished = new FinishedMemory(this.settings.rememberFinished);
     const now = () => clock.now();
     this.topics = new TopicGate(
@@ -130,6 +137,7 @@ export class QueueEngine implements QueueBackend {
       now,
       (ms, signal) => this.waiters.sleep(ms, signal),
       (topic) => this.waiters.wakeTopic(topic),
+      (err) => this.settings.onFault(faultOf(err)),
     );
     const parts: QueueParts = {
       store,
@@ -159,7 +167,7 @@ export class QueueEngine implements QueueBackend {
         },
       },
       store,
-      (err) => process.emitWarning(err as Error),
+      (err) => this.settings.onFault(faultOf(err)),
     );
     this.source = {
       receive: (topic, { max, waitMs, visibilityMs }, signal) =>

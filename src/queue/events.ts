@@ -24,6 +24,7 @@ import type { TraceContext } from '../protocol/trace-context.js';
 import { EventEmitter } from 'node:events';
 import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
 import { checkOption, describe } from '../validate.js';
+import { faultOf, warnFault, type FaultReporter } from './faults.js';
 import { checkTopic } from './message.js';
 
 export const EVENT_TYPES = [
@@ -82,7 +83,11 @@ export class QueueEvents extends EventEmitter {
   /** Listeners of the event types and of 'event': the queue makes events only while > 0. */
   private listening = 0;
 
-  constructor(private readonly now: () => number) {
+  constructor(
+    private readonly now: () => number,
+    /** Where a listener that throws is told (the queue's onFault). */
+    private readonly onFault: FaultReporter = warnFault,
+  ) {
     super({ captureRejections: false });
     this.setMaxListeners(0);
     this.count();
@@ -137,7 +142,9 @@ export class QueueEvents extends EventEmitter {
       try {
         listener.call(this, event);
       } catch (err) {
-        process.emitWarning(err as Error);
+        this.onFault(
+          faultOf(err, { code: 'ERR_TICKWHEEL_LISTENER_FAILED', fields: { event: name } }),
+        );
       }
     }
   }

@@ -21,6 +21,7 @@
 
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
+import { faultOf, type FaultReporter } from './faults.js';
 import type { MessageState } from './message.js';
 import type { NearHorizon } from './near.js';
 import type { RecoveryReport, Store } from './store.js';
@@ -37,6 +38,7 @@ export class Horizon {
     private readonly clock: Clock,
     private readonly near: NearHorizon,
     private readonly horizonMs: number,
+    private readonly onFault: FaultReporter,
   ) {}
 
   /** Due times before this are in memory. */
@@ -111,7 +113,7 @@ export class Horizon {
       const kind = (err as NodeJS.ErrnoException).code ?? message;
       if (this.failing?.kind !== kind) {
         this.failing = { kind, message, since: Date.now() };
-        process.emitWarning(err as Error);
+        this.onFault(faultOf(err, { code: 'ERR_TICKWHEEL_IO', fields: { part: 'load' } }));
       } else this.failing.message = message;
     } finally {
       this.near.endLoad(loaded, !this.stopped);

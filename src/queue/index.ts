@@ -44,3 +44,11 @@ export {
 export type { ScheduleInfo } from './recurring.js';
 export type { CatchUp, Overlap, RecurringSpec } from './recurring-spec.js';
 export type { QueueEvent, QueueEventType, QueueEvents, WatchOptions } from './events.js';
+export type {
+  FaultCode,
+  FaultField,
+  FaultHandler,
+  FaultLevel,
+  FaultOnlyCode,
+  QueueFault,
+} from './faults.js';

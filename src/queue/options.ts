@@ -21,6 +21,7 @@ import {
   MAX_VISIBILITY_MS,
   MAX_WAIT_MS,
 } from '../protocol/limits.js';
+import { checkFaultHandler, type FaultReporter } from './faults.js';
 import { clipReason } from './message.js';
 import { checkPushOptions, type PushOptions } from './push-guard.js';
 import type { DelayQueueOptions, NackOptions, QueueOptions, ReceiveOptions } from './types.js';
@@ -44,6 +45,8 @@ export interface QueueLimits {
   visibilityMs: number;
   maxWaitMs: number;
   push: PushOptions;
+  /** Where background faults go: the `onFault` option made safe, or process warnings. */
+  onFault: FaultReporter;
 }
 
 /** The options of the embedded queue, checked, with their defaults filled in. */
@@ -67,6 +70,7 @@ export function checkQueueOptions(options: QueueOptions): QueueLimits {
     visibilityMs: checkVisibility(options.visibilityMs ?? 30_000),
     maxWaitMs: checkOption(options.maxWaitMs ?? 60_000, 'maxWaitMs', 0, MAX_WAIT_MS),
     push: checkPushOptions(options.push),
+    onFault: checkFaultHandler(options.onFault),
   };
 }
 

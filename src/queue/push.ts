@@ -23,10 +23,15 @@
  * Where a target may point is the queue's to say, not the caller's: internal addresses are
  * refused unless the queue's options allow them (push-guard.ts), when a target is set and at
  * every connection.
+ *
+ * A topic's pushes that start failing are one fault (ERR_TICKWHEEL_PUSH_FAILED, to the queue's
+ * onFault), told again only when the reason changes, and TICKWHEEL_PUSH_HEALED once a push
+ * succeeds again: a receiver that is down makes a few log lines, not one per attempt.
  */
 
 import { TickwheelTypeError } from '../errors.js';
 import { checkOption, describe } from '../validate.js';
+import { faultOf, warnFault, type FaultReporter } from './faults.js';
 import { reasonOf } from './message.js';
 import { PushGuard, type PushOptions } from './push-guard.js';
 import { PushError, PushSender } from './push-sender.js';
@@ -248,11 +253,15 @@ export class Pushers {
   private closed = false;
   /** Where pushes may connect (the queue's `push.allow`). */
   readonly guard: PushGuard;
+  /** The reason of the failing pushes of each topic, while they fail (told once). */
+  private readonly failing = new Map<string, string>();
 
   constructor(
     private readonly startWorker: StartWorker,
     /** The queue's push options: where pushes may connect. */
     options: PushOptions,
+    /** Where failing pushes and failures of the workers are told (the queue's onFault). */
+    private readonly onFault: FaultReporter = warnFault,
     /** Wall-clock ms since the Unix epoch, for signatures' timestamps (a setting for tests). */
     private readonly wallClock: () => number = Date.now,
   ) {
@@ -280,6 +289,7 @@ export class Pushers {
     if (current !== undefined && target !== null && samePushTarget(current.target, target)) return;
     if (current !== undefined) {
       this.topics.delete(topic);
+      this.failing.delete(topic);
       this.stop(current);
     }
     if (target !== null) this.topics.set(topic, this.begin(topic, target));
@@ -325,10 +335,12 @@ export class Pushers {
       try {
         await sender.send(message);
         stats.succeeded++;
+        this.healed(topic, target);
       } catch (err) {
         stats.failed++;
         stats.lastError = reasonOf(err);
         stats.lastErrorAt = this.wallClock();
+        this.failed(topic, target, err, stats.lastError);
         throw err;
       } finally {
         stats.inFlight--;
@@ -340,10 +352,36 @@ export class Pushers {
       // A failed attempt is counted above and kept as its message's lastError: no warning.
       // Failed receives and acks are the queue's trouble and are warned about.
       onError: (err) => {
-        if (!(err instanceof PushError)) process.emitWarning(err as Error);
+        if (!(err instanceof PushError)) this.onFault(faultOf(err, { fields: { topic } }));
       },
     });
     return { target, sender, worker, stats };
+  }
+
+  private failed(topic: string, target: PushTarget, err: unknown, reason: string): void {
+    if (this.failing.get(topic) === reason) return;
+    this.failing.set(topic, reason);
+    this.onFault(
+      faultOf(err, {
+        code: 'ERR_TICKWHEEL_PUSH_FAILED',
+        message: `pushes of topic ${topic} to ${originOf(target.url)} fail: ${reason}; each message is retried after its backoff`,
+        name: 'TickwheelWarning',
+        fields: { topic, target: originOf(target.url), reason },
+      }),
+    );
+  }
+
+  private healed(topic: string, target: PushTarget): void {
+    const reason = this.failing.get(topic);
+    if (reason === undefined) return;
+    this.failing.delete(topic);
+    this.onFault({
+      code: 'TICKWHEEL_PUSH_HEALED',
+      level: 'info',
+      message: `pushes of topic ${topic} to ${originOf(target.url)} succeed again (they failed with: ${reason})`,
+      name: 'TickwheelWarning',
+      fields: { topic, target: originOf(target.url) },
+    });
   }
 
   /**
@@ -355,12 +393,21 @@ export class Pushers {
     const grace = setTimeout(() => pushing.sender.abort(), Pushers.closeGraceMs);
     const done = pushing.worker
       .close()
-      .catch((err: unknown) => process.emitWarning(err as Error))
+      .catch((err: unknown) => this.onFault(faultOf(err)))
       .finally(() => {
         clearTimeout(grace);
         pushing.sender.close();
         this.stopping.delete(done);
       });
     this.stopping.add(done);
+  }
+}
+
+/** A target's scheme, host and port: its path and query may hold a secret of the receiver's. */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return '(unparsable URL)';
   }
 }

@@ -19,6 +19,7 @@
 import type { DeliveryLateness, FireLateness, QueueCounters } from '../protocol/model.js';
 import { QueueEvents, type EventSource } from './events.js';
 import { deadSpan } from './tracing.js';
+import { warnFault, type FaultReporter } from './faults.js';
 
 export type { QueueCounters } from '../protocol/model.js';
 
@@ -66,8 +67,8 @@ export class QueueReport {
   private floor = -Infinity;
 
   /** `now`: the queue's clock, the time of its events. */
-  constructor(now: () => number) {
-    this.events = new QueueEvents(now);
+  constructor(now: () => number, onFault: FaultReporter = warnFault) {
+    this.events = new QueueEvents(now, onFault);
   }
 
   /**

@@ -312,8 +312,8 @@ export class TopicGate {
     private readonly sleep: Sleep,
     /** Wakes the queue's long polls on a topic whose settings changed. */
     private readonly onChange: (topic: string) => void,
-    /** Failures that must not fail a receive (giving tokens back). */
-    private readonly onError: (err: unknown) => void = (err) => process.emitWarning(err as Error),
+    /** Failures that must not fail a receive (giving tokens back): the queue's faults. */
+    private readonly onError: (err: unknown) => void,
   ) {}
 
   /** Reads the stored settings; called once when the queue opens. */

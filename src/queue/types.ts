@@ -5,6 +5,7 @@
  */
 
 import type { Clock } from '../clock/index.js';
+import type { FaultHandler } from './faults.js';
 import type { PushOptions } from './push-guard.js';
 import type { TraceContext } from '../protocol/trace-context.js';
 
@@ -26,6 +27,12 @@ export interface QueueOptions {
    * address is refused. Default: none allowed.
    */
   push?: PushOptions;
+  /**
+   * Takes the queue's background faults (faults.ts): a store write retried, the LOCK lost, a
+   * lease lost, a push target failing, a handler that threw. Each has a `code`, a `level` and
+   * a `message`. Default: a process warning with the same code and text.
+   */
+  onFault?: FaultHandler;
 }
 
 /** The options of the embedded queue. */

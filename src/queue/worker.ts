@@ -45,6 +45,7 @@ import {
   optionNames,
 } from '../validate.js';
 import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
+import { faultOf, warnFault, type FaultReporter, type QueueFault } from './faults.js';
 import { reasonOf } from './message.js';
 import { endProcess, runProcessing, startProcess, type Processing } from './tracing.js';
 import type {
@@ -94,6 +95,8 @@ export interface WorkerSettings {
   visibilityMs: number | undefined;
   waitMs: number;
   onError: (err: unknown, context: ConsumeErrorContext) => void;
+  /** Where the worker's own troubles go (a slow close, an onError that threw): the queue's. */
+  onFault: FaultReporter;
 }
 
 const CONSUME_OPTIONS = optionNames<ConsumeOptions>({
@@ -111,7 +114,11 @@ export const DEFAULT_CONSUME_WAIT_MS = 20_000;
  * of each receive where it is not an option (the embedded queue, woken as soon as a message is
  * ready); otherwise `waitMs` is an option, 1 ms to 1 h.
  */
-export function checkConsumeOptions(options: unknown, fixedWaitMs?: number): WorkerSettings {
+export function checkConsumeOptions(
+  options: unknown,
+  fixedWaitMs?: number,
+  onFault: FaultReporter = warnFault,
+): WorkerSettings {
   if (options === undefined) options = {};
   if (typeof options !== 'object' || options === null) {
     throw new TickwheelTypeError(
@@ -134,7 +141,8 @@ export function checkConsumeOptions(options: unknown, fixedWaitMs?: number): Wor
         : checkOption(given.visibilityMs, 'visibilityMs', 1, MAX_VISIBILITY_MS),
     waitMs:
       fixedWaitMs ?? checkOption(given.waitMs ?? DEFAULT_CONSUME_WAIT_MS, 'waitMs', 1, MAX_WAIT_MS),
-    onError: given.onError ?? warnConsumeError,
+    onError: given.onError ?? ((err, context) => onFault(consumeFault(err, context))),
+    onFault,
   };
 }
 
@@ -212,13 +220,16 @@ export class Worker implements Consumer {
       this.active > 0
         ? `${this.active} running handler${this.active === 1 ? '' : 's'}`
         : `${this.settling.size} ack${this.settling.size === 1 ? '' : 's'} or nacks`;
-    const warning = new Error(
-      `close() of the consumer of topic ${this.topic} has waited ${Worker.closeWarnAfterMs} ms ` +
+    this.settings.onFault({
+      code: 'ERR_TICKWHEEL_SLOW_CLOSE',
+      level: 'warn',
+      message:
+        `close() of the consumer of topic ${this.topic} has waited ${Worker.closeWarnAfterMs} ms ` +
         `for ${what}. A handler that awaits close() of its own consumer never ends: ` +
         'call close() there without awaiting it.',
-    );
-    warning.name = 'TickwheelConsumerWarning';
-    process.emitWarning(warning);
+      name: 'TickwheelConsumerWarning',
+      fields: { topic: this.topic },
+    });
   }
 
   private async receiveLoop(): Promise<void> {
@@ -350,7 +361,9 @@ export class Worker implements Consumer {
     try {
       this.settings.onError(err, context);
     } catch (thrown) {
-      process.emitWarning(thrown instanceof Error ? thrown : new Error(String(thrown)));
+      this.settings.onFault(
+        faultOf(thrown, { code: 'ERR_TICKWHEEL_LISTENER_FAILED', fields: { topic: this.topic } }),
+      );
     }
   }
 }
@@ -359,15 +372,18 @@ function contextOf(topic: string, message: ReceivedMessage): ConsumeErrorContext
   return { topic, id: message.id, attempts: message.attempts };
 }
 
-/** The default onError: a process warning that says where the failure was. */
-function warnConsumeError(err: unknown, context: ConsumeErrorContext): void {
+/** What the default onError reports: a fault that says where the failure was. */
+function consumeFault(err: unknown, context: ConsumeErrorContext): QueueFault {
   const where =
     context.id === undefined
       ? `consumer of topic ${context.topic}`
       : `consumer of topic ${context.topic}, message ${context.id}, attempt ${context.attempts}`;
-  const warning = new Error(`${where}: ${reasonOf(err)}`, { cause: err });
-  warning.name = 'TickwheelConsumerWarning';
-  process.emitWarning(warning);
+  return faultOf(err, {
+    code: context.id === undefined ? 'ERR_TICKWHEEL_INTERNAL' : 'ERR_TICKWHEEL_HANDLER_FAILED',
+    message: `${where}: ${reasonOf(err)}`,
+    name: 'TickwheelConsumerWarning',
+    fields: { topic: context.topic, id: context.id, attempts: context.attempts },
+  });
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

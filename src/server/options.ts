@@ -34,7 +34,10 @@ export interface ServerOptions {
   cluster?: Omit<DelayQueueRedisOptions, 'redis'>;
   /** fsync policy of the queue the server opens. Default 'batch'. */
   fsync?: FsyncPolicy;
-  /** Further options for the queue the server opens (horizonMs, visibilityMs, ...). */
+  /**
+   * Further options for the queue the server opens (horizonMs, visibilityMs, ...). Its
+   * background faults are logged by the server's logger unless `onFault` is given here.
+   */
   queueOptions?: Omit<DelayQueueOpenOptions, 'dir' | 'fsync'>;
   /** When set, every /v1 request needs `Authorization: Bearer <token>`. */
   token?: string;

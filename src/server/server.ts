@@ -20,21 +20,23 @@
  *   plugins/lifecycle.ts    opening and closing the queue, 503 while it cannot serve, the
  *                           connection cap, graceful close
  *   plugins/metrics.ts      request metrics
+ *   logging.ts              request lines, and the queue's faults as log lines
  *   routes/*.ts             the routes, one plugin per group: /v1 (behind the access
  *                           checks), the operator routes (/healthz, /metrics, /) and
  *                           GET /openapi.json (openapi.ts), generated from the routes' schemas
  */
 
-import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { Queue } from '../queue/api.js';
 import type { RouteGroupOptions, ServerContext } from './context.js';
 import { handleClientError, handleFrameworkError } from './errors.js';
+import { logFaults, loggerOptions, logRequests } from './logging.js';
 import { ServerMetrics } from './metrics.js';
 import { openApiRoute, recordRoutes } from './openapi.js';
 import { checkServerOptions, type ServerOptions, type ServerSettings } from './options.js';
 import { apiAccess, hostAccess } from './plugins/access.js';
 import { apiConventions } from './plugins/conventions.js';
-import { closeQueue, lifecycle, startOpening, watchOpening } from './plugins/lifecycle.js';
+import { lifecycle, startOpening, watchOpening } from './plugins/lifecycle.js';
 import { requestMetrics } from './plugins/metrics.js';
 import { formatSchemaErrors } from './validation.js';
 import { dashboardRoutes } from './routes/dashboard.js';
@@ -74,7 +76,9 @@ function buildFastify(
   logStream: ServerOptions['logStream'],
 ): FastifyInstance {
   return Fastify({
-    logger: { level: logLevel, ...(logStream === undefined ? {} : { stream: logStream }) },
+    logger: loggerOptions(logLevel, logStream),
+    // One line per request instead, without headers or bodies (logging.ts).
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit,
     routerOptions: { maxParamLength: 256 },
     // The lifecycle plugin answers with 503 in the API's error format instead.
@@ -106,7 +110,15 @@ function buildFastify(
 export async function createServer(options: ServerOptions = {}): Promise<TickwheelServer> {
   const settings = checkServerOptions(options);
   const { token, allowedHosts, maxConnections } = settings;
-  const source = await startOpening(options);
+  // Before the queue is opened: what goes wrong while it opens is logged too.
+  const app = buildFastify(settings, options.logStream);
+  let source;
+  try {
+    source = await startOpening(options, logFaults(app.log));
+  } catch (err) {
+    await app.close().catch(() => undefined);
+    throw err;
+  }
   const context: ServerContext = {
     // Set once open: until then the lifecycle refuses every request that would reach it.
     queue: undefined as unknown as Queue,
@@ -119,16 +131,16 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     closing: false,
   };
   const opened = watchOpening(source, context);
-  if (options.openInBackground !== true) await opened;
-
-  let app: FastifyInstance;
-  try {
-    app = buildFastify(settings, options.logStream);
-  } catch (err) {
-    await closeQueue(source).catch(() => undefined);
-    throw err;
+  if (options.openInBackground !== true) {
+    try {
+      await opened;
+    } catch (err) {
+      await app.close().catch(() => undefined);
+      throw err;
+    }
   }
   try {
+    logRequests(app);
     // Before any route: every route is recorded for /openapi.json. The plugins' order is
     // their hooks' order: a request is checked for its Host, then for the queue being able to
     // serve it, then (/v1) for its token; each plugin's onRoute hook adds to the routes

@@ -12,8 +12,11 @@ export interface ShutdownOptions {
   signals?: NodeJS.Signals[];
   /** Longest a graceful close may take before the process exits anyway. Default 30,000 ms. */
   graceMs?: number;
-  /** Progress lines for the operator. Default: stderr. */
-  say?: (line: string) => void;
+  /**
+   * Progress lines for the operator, with how bad each is: `error` when the process exits
+   * without a clean close. Default: stderr.
+   */
+  say?: (line: string, level: 'info' | 'error') => void;
   /** Ends the process. Default process.exit. */
   exit?: (code: number) => void;
 }
@@ -27,28 +30,32 @@ export function closeOnSignals(server: Closable, options: ShutdownOptions = {}):
   let closing = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (closing) {
-      say(`tickwheel: ${signal} again, exiting now`);
+      say(`tickwheel: ${signal} again, exiting now`, 'error');
       exit(1);
       return;
     }
     closing = true;
     say(
       `tickwheel: ${signal}, shutting down (finishing requests in flight; ${signal} again to exit at once)`,
+      'info',
     );
     const timer = setTimeout(() => {
-      say(`tickwheel: shutdown took over ${graceMs} ms, exiting now`);
+      say(`tickwheel: shutdown took over ${graceMs} ms, exiting now`, 'error');
       exit(1);
     }, graceMs);
     timer.unref();
     server.close().then(
       () => {
         clearTimeout(timer);
-        say('tickwheel: stopped');
+        say('tickwheel: stopped', 'info');
         exit(0);
       },
       (err: unknown) => {
         clearTimeout(timer);
-        say(`tickwheel: error while shutting down: ${(err as Error)?.message ?? String(err)}`);
+        say(
+          `tickwheel: error while shutting down: ${(err as Error)?.message ?? String(err)}`,
+          'error',
+        );
         exit(1);
       },
     );

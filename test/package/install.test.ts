@@ -122,7 +122,7 @@ function startServing(
   return new Promise((resolvePromise, reject) => {
     const timer = setTimeout(() => reject(new Error(`no address in time:\n${out}`)), 30_000);
     child.stdout.on('data', () => {
-      const match = /tickwheel listening on (http:\/\/\S+)/.exec(out);
+      const match = /tickwheel listening on (http:\/\/[^\s"]+)/.exec(out);
       if (match === null) return;
       clearTimeout(timer);
       resolvePromise({

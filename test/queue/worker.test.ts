@@ -5,6 +5,7 @@
 
 import { setImmediate as realSetImmediate } from 'node:timers';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { warnFault } from '../../src/queue/faults.js';
 import type { ConsumeErrorContext, ReceivedMessage } from '../../src/queue/types.js';
 import {
   checkConsumeOptions,
@@ -104,6 +105,7 @@ function settings(options: Partial<WorkerSettings> = {}): WorkerSettings {
     visibilityMs: undefined,
     waitMs: 1000,
     onError: (err, context) => errors.push([(err as Error).message, context]),
+    onFault: warnFault,
     ...options,
   };
 }

@@ -96,7 +96,8 @@ describe('tickwheel serve', () => {
       TICKWHEEL_HOST: '127.0.0.1',
       TICKWHEEL_FSYNC: 'never',
     });
-    expect(server.stdout()).toContain(`data in ${dir} (fsync never)`);
+    expect(server.stdout()).toContain(`data in ${dir};`);
+    expect(server.stdout()).toContain('"fsync":"never"');
     expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:/);
     const client = new TickwheelClient({ url: server.url, token: 'from-env' });
     expect(await client.stats()).toHaveProperty('scheduled', 0);
@@ -131,8 +132,8 @@ describe('tickwheel serve', () => {
     expect(performance.now() - started).toBeLessThan(5000);
     const outcomes = await Promise.all(schedules);
     expect(await server.exited).toEqual({ code: 0, signal: null });
-    expect(server.stderr()).toContain('shutting down');
-    expect(server.stderr()).toContain('stopped');
+    expect(server.stdout()).toContain('shutting down');
+    expect(server.stdout()).toContain('"msg":"stopped"');
 
     const durable = outcomes.filter((outcome): outcome is string => typeof outcome === 'string');
     for (const outcome of outcomes) {
@@ -149,8 +150,8 @@ describe('tickwheel serve', () => {
   });
 
   it('exits at once on a second signal while a request holds up shutdown', async () => {
-    // Logging requests, so that the test sees when the held one has arrived.
-    const server = await serve(['--dir', dataDir(), '--log-level', 'info']);
+    // Logging requests as they arrive, so that the test sees when the held one has.
+    const server = await serve(['--dir', dataDir(), '--log-level', 'debug']);
     const { port } = new URL(server.url);
     // A request whose body never finishes arriving keeps the graceful close waiting.
     const socket = connect(Number(port), '127.0.0.1');
@@ -164,7 +165,7 @@ describe('tickwheel serve', () => {
     await waitFor(() => /"url":"\/v1\/topics\/t\/messages"/.test(server.stdout()));
     server.child.kill('SIGTERM');
     // The close is under way (it has stopped accepting connections) ...
-    // (The operator's lines are JSON on stdout at this log level.)
+    // (The operator's lines are JSON log lines on stdout.)
     const said = () => `${server.stdout()}${server.stderr()}`;
     await waitFor(() => said().includes('SIGTERM, shutting down'));
     await waitFor(
@@ -184,6 +185,8 @@ describe('tickwheel serve', () => {
     server.child.kill('SIGTERM');
     expect((await server.exited).code).toBe(1);
     expect(said()).toContain('again, exiting now');
+    // Exiting without a clean close is logged as an error.
+    expect(said()).toMatch(/"level":50,[^\n]*"msg":"SIGTERM again, exiting now"/);
     socket.destroy();
   });
 });

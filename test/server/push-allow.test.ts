@@ -92,6 +92,7 @@ describe('tickwheel serve --push-allow', () => {
       dead.text,
       (await call(server, 'GET', '/v1/stats')).text,
       (await call(server, 'GET', '/metrics')).text,
+      server.stdout(),
       server.stderr(),
     ];
     expect(answers.join('\n')).toContain('HTTP 500 Internal Server Error');

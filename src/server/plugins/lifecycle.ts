@@ -21,6 +21,7 @@ import { TickwheelTypeError } from '../../errors.js';
 import { isErrorCode } from '../../protocol/status.js';
 import type { WireErrorCode } from '../../protocol/wire.js';
 import { DelayQueue, FileStore } from '../../delay-queue.js';
+import type { FaultHandler } from '../../queue/faults.js';
 import type { Queue } from '../../queue/api.js';
 import { trackConnections } from '../connections.js';
 import type { ServerContext } from '../context.js';
@@ -49,7 +50,14 @@ export interface QueueSource {
  * checked) before this resolves, so that a directory in use fails createServer() itself;
  * recovery, the long part, is what `queue` waits for.
  */
-export async function startOpening(options: ServerOptions): Promise<QueueSource> {
+/**
+ * Opens the queue the options name (or takes the one given). `onFault`: where the background
+ * faults of a queue opened here go, unless its options name a handler of their own.
+ */
+export async function startOpening(
+  options: ServerOptions,
+  onFault: FaultHandler,
+): Promise<QueueSource> {
   if (options.queue !== undefined) return opening(Promise.resolve(options.queue), false);
   if (options.redis !== undefined) {
     if (options.dir !== undefined) {
@@ -58,7 +66,7 @@ export async function startOpening(options: ServerOptions): Promise<QueueSource>
         'give createServer() a data directory (dir) or Valkey/Redis URLs (redis), not both',
       );
     }
-    return opening(DelayQueue.open({ ...options.cluster, redis: options.redis }), true);
+    return opening(DelayQueue.open({ onFault, ...options.cluster, redis: options.redis }), true);
   }
   if (typeof options.dir !== 'string' || options.dir === '') {
     throw new TickwheelTypeError(
@@ -68,6 +76,7 @@ export async function startOpening(options: ServerOptions): Promise<QueueSource>
   }
   const { segmentBytes, windowMs, checkpointIntervalMs, snapshotBytes } =
     options.queueOptions ?? {};
+  const queueFaults = options.queueOptions?.onFault ?? onFault;
   const store = await FileStore.open({
     dir: options.dir,
     fsync: options.fsync,
@@ -75,9 +84,10 @@ export async function startOpening(options: ServerOptions): Promise<QueueSource>
     windowMs,
     checkpointIntervalMs,
     snapshotBytes,
+    onFault: queueFaults,
   });
   // DelayQueue.open closes the store if recovery fails.
-  return opening(DelayQueue.open({ ...options.queueOptions, store }), true);
+  return opening(DelayQueue.open({ ...options.queueOptions, onFault: queueFaults, store }), true);
 }
 
 function opening(queue: Promise<Queue>, owned: boolean): QueueSource {

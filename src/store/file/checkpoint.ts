@@ -191,7 +191,8 @@ export class Checkpoints {
   async close(): Promise<void> {
     this.closing = true;
     if (this.timer !== undefined) clearInterval(this.timer);
-    while (this.running !== undefined) await this.running.catch(warn);
+    // A failure of the running one was told through faults already.
+    while (this.running !== undefined) await this.running.catch(() => undefined);
     await this.checkpoint('always');
   }
 
@@ -413,7 +414,7 @@ export class Checkpoints {
     try {
       bytes = await writeSnapshot(this.dir, snapshot);
     } catch (err) {
-      warn(err);
+      this.faults.report(err, { part: 'snapshot' });
       return;
     }
     this.snapshotStats.writeMsLast = performance.now() - started;
@@ -437,9 +438,4 @@ export class Checkpoints {
     for (const window of this.loaded) await this.index.delete(window);
     this.loaded.clear();
   }
-}
-
-/** Background work that fails (a checkpoint) is reported, not thrown: nothing awaits it. */
-export function warn(err: unknown): void {
-  process.emitWarning(err instanceof Error ? err : new Error(String(err)));
 }

@@ -4,11 +4,15 @@
  * memory and retried), but while one lasts the store is not healthy: index entries pile up in
  * memory, and a log without checkpoints is never trimmed.
  *
- * A fault is told once: a process warning (code ERR_TICKWHEEL_IO) when a part starts failing or
- * fails in another way, and one (code TICKWHEEL_STORE_HEALED) when it works again. problem()
- * says what is failing, for /healthz; stats() counts it, for stats() and /metrics.
+ * A fault is told once, to the queue's fault handler (src/queue/faults.ts: the `onFault`
+ * option, process warnings by default): ERR_TICKWHEEL_IO when a part starts failing or fails in
+ * another way, TICKWHEEL_STORE_HEALED when it works again. problem() says what is failing, for
+ * /healthz; stats() counts it, for stats() and /metrics. The store's other background faults
+ * (a snapshot not written, a damaged message skipped, the LOCK lost) go to the same handler
+ * through report().
  */
 
+import { faultOf, type FaultField, type FaultReporter } from '../../queue/faults.js';
 import { describeCause } from '../log/index.js';
 
 /** The parts of the store whose writes are retried rather than fatal. */
@@ -32,7 +36,15 @@ export class StoreFaults {
   private readonly active = new Map<FaultPart, Fault>();
   private readonly totals: Record<FaultPart, number> = { index: 0, checkpoint: 0 };
 
-  constructor(private readonly dir: string) {}
+  constructor(
+    private readonly dir: string,
+    private readonly reporter: FaultReporter,
+  ) {}
+
+  /** A fault of the store's background work that is not retried: told as it is. */
+  report(err: unknown, fields: Record<string, FaultField> = {}): void {
+    this.reporter(faultOf(err, { code: 'ERR_TICKWHEEL_IO', fields: { dir: this.dir, ...fields } }));
+  }
 
   fail(part: FaultPart, err: unknown): void {
     this.totals[part]++;
@@ -45,20 +57,27 @@ export class StoreFaults {
       return;
     }
     this.active.set(part, { kind, reason, since: Date.now(), failures: 1 });
-    process.emitWarning(`${reason}; retrying until it succeeds`, {
-      type: 'TickwheelWarning',
-      code: 'ERR_TICKWHEEL_IO',
-    });
+    this.reporter(
+      faultOf(err, {
+        code: 'ERR_TICKWHEEL_IO',
+        message: `${reason}; retrying until it succeeds`,
+        name: 'TickwheelWarning',
+        fields: { dir: this.dir, part },
+      }),
+    );
   }
 
   ok(part: FaultPart): void {
     const fault = this.active.get(part);
     if (fault === undefined) return;
     this.active.delete(part);
-    process.emitWarning(
-      `${WHAT[part]} in ${this.dir} works again, after ${fault.failures} failed attempts since ${new Date(fault.since).toISOString()}`,
-      { type: 'TickwheelWarning', code: 'TICKWHEEL_STORE_HEALED' },
-    );
+    this.reporter({
+      code: 'TICKWHEEL_STORE_HEALED',
+      level: 'info',
+      message: `${WHAT[part]} in ${this.dir} works again, after ${fault.failures} failed attempts since ${new Date(fault.since).toISOString()}`,
+      name: 'TickwheelWarning',
+      fields: { dir: this.dir, part, failures: fault.failures },
+    });
   }
 
   /** What is failing now, with what error and since when; undefined when nothing is. */

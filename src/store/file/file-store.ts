@@ -24,6 +24,7 @@
 import { join } from 'node:path';
 import { debugAssert } from '../../assert.js';
 import { TickwheelCorruptError, TickwheelUnavailableError } from '../../errors.js';
+import { checkFaultHandler } from '../../queue/faults.js';
 import type { MessageState } from '../../queue/message.js';
 import type { KeyedPart, ListQuery } from '../../queue/list.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
@@ -46,7 +47,7 @@ import {
   systemErrorsAsIo,
   type RecordSlot,
 } from '../log/index.js';
-import { Checkpoints, warn, type SnapshotWhen } from './checkpoint.js';
+import { Checkpoints, type SnapshotWhen } from './checkpoint.js';
 import { unreadable } from './damage.js';
 import {
   INDEX_DIR,
@@ -182,7 +183,8 @@ export class FileStore implements Store {
     const { fsync, windowMs, interval, snapshotBytes, listScanRecords } =
       checkFileStoreOptions(options);
     await makeDataDirectory(options.dir);
-    const lock = await lockDirectory(options.dir);
+    const faults = new StoreFaults(options.dir, checkFaultHandler(options.onFault));
+    const lock = await lockDirectory(options.dir, faults);
     try {
       await checkFormat(options.dir);
       const log = await MessageLog.open({
@@ -193,7 +195,6 @@ export class FileStore implements Store {
         ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
         ...(options.logIo === undefined ? {} : { io: options.logIo }),
       });
-      const faults = new StoreFaults(options.dir);
       const index = await WindowIndex.open(join(options.dir, INDEX_DIR), windowMs, (err) => {
         if (err === undefined) faults.ok('index');
         else faults.fail('index', err);
@@ -388,9 +389,11 @@ export class FileStore implements Store {
       this.payloadBudget,
       (position, err) => {
         this.damagedSkipped++;
-        warn(
-          new Error(
+        this.faults.report(
+          new TickwheelCorruptError(
             `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
+            [],
+            { cause: err },
           ),
         );
       },

@@ -27,6 +27,7 @@ import { open, stat, type FileHandle } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { TickwheelUnavailableError } from '../../errors.js';
+import { faultOf, warnFault } from '../../queue/faults.js';
 import { DATA_FILE_MODE } from '../log/index.js';
 
 interface NativeLocks {
@@ -48,7 +49,7 @@ export interface DirectoryLock {
   release(): Promise<void>;
   /**
    * Rejects with LockLostError if `LOCK` is gone or is another file than the one locked, and
-   * from then on (the loss is told once, as a process warning). An error that keeps it from
+   * from then on (the loss is told once, to the store's faults: the queue's onFault). An error that keeps it from
    * telling (the stat itself failing) is not a loss: it resolves, and the next check tells.
    */
   check(): Promise<void>;
@@ -86,7 +87,14 @@ async function ownerOf(handle: FileHandle): Promise<string> {
   return Number.isInteger(pid) && pid > 0 ? `process ${pid}` : 'another process';
 }
 
-export async function lockDirectory(dir: string): Promise<DirectoryLock> {
+/**
+ * Locks `dir`; a loss check() finds later is told once to `faults` (the queue's onFault, see
+ * StoreFaults), process warnings when none is given.
+ */
+export async function lockDirectory(
+  dir: string,
+  faults: { report(err: unknown): void } = { report: (err) => warnFault(faultOf(err)) },
+): Promise<DirectoryLock> {
   const file = join(dir, 'LOCK');
   if (heldHere.has(file)) throw locked(dir, `process ${process.pid} (this process)`);
   const locks = nativeLocks();
@@ -114,7 +122,7 @@ export async function lockDirectory(dir: string): Promise<DirectoryLock> {
   let lost: LockLostError | undefined;
   const lose = (what: string): never => {
     lost = new LockLostError(dir, what);
-    process.emitWarning(lost);
+    faults.report(lost);
     throw lost;
   };
   return {

@@ -5,6 +5,7 @@
 
 import { TickwheelTypeError } from '../../errors.js';
 import { checkKnownOptions, checkOption, describe, optionNames } from '../../validate.js';
+import type { FaultHandler } from '../../queue/faults.js';
 import type { FsyncPolicy, LogIo } from '../log/index.js';
 
 export interface FileStoreOptions {
@@ -35,6 +36,12 @@ export interface FileStoreOptions {
    * (docs/storage.md, "Browsing what is scheduled"). Default 8,192.
    */
   listScanRecords?: number;
+  /**
+   * Takes the store's background faults: index and checkpoint writes failing and healing, a
+   * snapshot not written, a damaged message skipped, the LOCK lost (src/queue/faults.ts).
+   * Default: process warnings.
+   */
+  onFault?: FaultHandler;
   /** @internal Test hook: replaces the log writer's file operations (see MessageLog). */
   logIo?: Partial<LogIo>;
 }
@@ -52,6 +59,7 @@ export const FILE_STORE_OPTIONS = {
   snapshotBytes: true,
   repair: true,
   listScanRecords: true,
+  onFault: true,
 } as const satisfies Record<Exclude<keyof FileStoreOptions, 'logIo'>, true>;
 
 const KNOWN_OPTIONS = optionNames<FileStoreOptions>({ ...FILE_STORE_OPTIONS, logIo: true });

@@ -1,0 +1,156 @@
+/**
+ * Background faults: what goes wrong in a queue's own work, where no caller awaits a promise
+ * that could reject with it: a schedule-index write or checkpoint that fails and is retried,
+ * the data directory's LOCK lost, a window that cannot be loaded, a lease lost on Valkey/Redis,
+ * a push target that stops answering, a consumer's handler that throws.
+ *
+ * Every backend reports them the same way, as a QueueFault with a code, to the one handler
+ * given as the queue's `onFault` option. Without one, each fault is a process warning with the
+ * same code and text (`process.on('warning')` sees it; Node prints it on stderr), so an
+ * embedded queue that nobody wired still tells. `tickwheel serve` gives its logger as the
+ * handler: one JSON line per fault.
+ *
+ * A handler that throws never breaks the queue: what it throws becomes a process warning.
+ */
+
+import type { TickwheelErrorCode } from '../errors.js';
+import { checkCallback } from '../validate.js';
+
+/**
+ * Codes of faults that are not a thrown error's: the error's own code otherwise
+ * (ERR_TICKWHEEL_IO, ERR_TICKWHEEL_LOCK_LOST, ERR_TICKWHEEL_PUSH_FAILED, ...).
+ */
+export type FaultOnlyCode =
+  /** A background write of the store works again after failing (level info). */
+  | 'TICKWHEEL_STORE_HEALED'
+  /** A push target answers again after failing (level info). */
+  | 'TICKWHEEL_PUSH_HEALED'
+  /** A consumer's handler threw or rejected (the consume() default onError). */
+  | 'ERR_TICKWHEEL_HANDLER_FAILED'
+  /** close() of a consumer still waits for its handlers after 10 s. */
+  | 'ERR_TICKWHEEL_SLOW_CLOSE'
+  /** A listener of queue events, or a consumer's onError, threw. */
+  | 'ERR_TICKWHEEL_LISTENER_FAILED'
+  /** Anything else, without a code of its own: a bug, most likely. */
+  | 'ERR_TICKWHEEL_INTERNAL';
+
+/** What a fault's `code` can be: an error's code, or one of a fault's own. */
+export type FaultCode = TickwheelErrorCode | FaultOnlyCode;
+
+export type FaultLevel = 'error' | 'warn' | 'info';
+
+/** A value a log line can hold as it is. */
+export type FaultField = string | number | boolean;
+
+export interface QueueFault {
+  /** What kind of fault, for alerts and searches: `ERR_TICKWHEEL_IO`, `TICKWHEEL_STORE_HEALED`, ... */
+  code: FaultCode;
+  /** `error` the queue stopped doing something; `warn` it is retrying; `info` it works again. */
+  level: FaultLevel;
+  /** One sentence for people: what failed, where, and what the queue does about it. */
+  message: string;
+  /** The name a process warning of it has (`TickwheelWarning`, or the error's class). */
+  name: string;
+  /** Facts a log pipeline can filter on: `topic`, `dir`, `part`, `errno`, `node`, ... */
+  fields: Record<string, FaultField>;
+  /** The error behind it, if any (its stack, for whoever debugs). */
+  error?: Error;
+}
+
+/** Takes a queue's faults: the `onFault` option. */
+export type FaultHandler = (fault: QueueFault) => void;
+
+/** Longest message a fault carries: a runaway error text must not make a 1 MB log line. */
+const MAX_MESSAGE_CHARS = 2000;
+
+/** A fault from an error: its code, if it has a tickwheel one, else `code`. */
+export function faultOf(
+  err: unknown,
+  options: {
+    code?: FaultCode;
+    level?: FaultLevel;
+    message?: string;
+    name?: string;
+    fields?: Record<string, FaultField | undefined>;
+  } = {},
+): QueueFault {
+  const error = err instanceof Error ? err : new Error(String(err));
+  const own = (error as { code?: unknown }).code;
+  const tickwheelCode =
+    typeof own === 'string' && own.startsWith('ERR_TICKWHEEL') ? (own as FaultCode) : undefined;
+  const fields: Record<string, FaultField> = {};
+  for (const [key, value] of Object.entries(options.fields ?? {})) {
+    if (value !== undefined) fields[key] = value;
+  }
+  // A system error's own code (ENOSPC, EMFILE) is what an operator searches for.
+  if (typeof own === 'string' && tickwheelCode === undefined) fields.errno ??= own;
+  return {
+    code: tickwheelCode ?? options.code ?? 'ERR_TICKWHEEL_INTERNAL',
+    level: options.level ?? 'warn',
+    message: clip(options.message ?? error.message),
+    name: options.name ?? error.name,
+    fields,
+    error,
+  };
+}
+
+/** The default handler: a process warning with the fault's name, code and text. */
+export function warnFault(fault: QueueFault): void {
+  const warning = new Error(fault.message, fault.error === undefined ? {} : { cause: fault.error });
+  warning.name = fault.name;
+  (warning as Error & { code: string }).code = fault.code;
+  process.emitWarning(warning);
+}
+
+/**
+ * The reporter a queue's parts call: the handler given, made safe (what it throws is a warning),
+ * or warnFault.
+ */
+export type FaultReporter = (fault: QueueFault) => void;
+
+export function faultReporter(handler: FaultHandler | undefined): FaultReporter {
+  if (handler === undefined) return warnFault;
+  return (fault) => {
+    try {
+      handler(fault);
+    } catch (err) {
+      warnFault(fault);
+      warnFault(
+        faultOf(err, {
+          code: 'ERR_TICKWHEEL_LISTENER_FAILED',
+          message: `onFault threw: ${describe(err)}`,
+        }),
+      );
+    }
+  };
+}
+
+/** Checks the `onFault` option; the reporter the queue's parts use. */
+export function checkFaultHandler(handler: unknown): FaultReporter {
+  if (handler !== undefined) checkCallback(handler, 'onFault');
+  return faultReporter(handler as FaultHandler | undefined);
+}
+
+/**
+ * A reporter that drops a fault whose code and text it passed within the last `ms`: an outage
+ * of Valkey fails every background call ten times a second. Remembers at most 100 texts.
+ */
+export function oncePer(ms: number, report: FaultReporter, now = Date.now): FaultReporter {
+  const last = new Map<string, number>();
+  return (fault) => {
+    const key = `${fault.code} ${fault.message}`;
+    const at = now();
+    if (at - (last.get(key) ?? -Infinity) < ms) return;
+    if (last.size >= 100) last.clear();
+    last.set(key, at);
+    report(fault);
+  };
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function clip(text: string): string {
+  return text.length <= MAX_MESSAGE_CHARS ? text : `${text.slice(0, MAX_MESSAGE_CHARS - 1)}…`;
+}
