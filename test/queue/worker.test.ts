@@ -4,7 +4,7 @@
  */
 
 import { setImmediate as realSetImmediate } from 'node:timers';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { warnFault } from '../../src/queue/faults.js';
 import type { ConsumeErrorContext, ReceivedMessage } from '../../src/queue/types.js';
 import {
@@ -342,8 +342,14 @@ describe('Worker', () => {
     const source = new MemorySource();
     source.failReceives = 100;
     const worker = start(source, () => {});
-    await vi.advanceTimersByTimeAsync(3000); // five failures: resting 1.6 s now, until 3.1 s
+    // Five failures, then a rest of 1.6 s. The fake clock goes in small steps with real turns
+    // between: the worker may take a real setImmediate (yieldAfterMs) on a loaded machine.
+    for (let ms = 0; ms < 3000 && source.receives.length < 5; ms += 10) {
+      await vi.advanceTimersByTimeAsync(10);
+      await turns(1);
+    }
     expect(source.receives).toHaveLength(5);
+    await turns(); // the fifth failure is reported and its rest begins
     let closed = false;
     const closing = worker.close().then(() => (closed = true));
     await turns(); // the fake clock stands still: only close() can end the rest
@@ -467,6 +473,12 @@ describe('Worker', () => {
   });
 
   it("runs what a source's receiveNow() has ready without waiting: a synchronous handler drains it in one go", async () => {
+    // No turn taken for time spent (yieldAfterMs): a loaded machine must not change the count.
+    const yieldAfterMs = Worker.yieldAfterMs;
+    Worker.yieldAfterMs = Infinity;
+    onTestFinished(() => {
+      Worker.yieldAfterMs = yieldAfterMs;
+    });
     const source = new NowSource();
     source.push(...Array.from({ length: 50 }, (_, i) => message(i + 1)));
     const handled: unknown[] = [];

@@ -393,7 +393,7 @@ describe('errors', () => {
       ['GET', '/nope'],
       ['GET', '/v1/nope'],
       ['PUT', '/v1/messages/x'],
-      ['GET', '/v1/topics/t/messages'],
+      ['PUT', '/v1/topics/t/messages'],
       ['GET', '/v1/../etc/passwd'],
     ]) {
       const res = await call(method, url);
