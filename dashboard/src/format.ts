@@ -83,3 +83,12 @@ export function errorText(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
 }
+
+/**
+ * errorText for a call a card made, after handing a refused token to `onUnauthorized`, so that
+ * the page asks for another one.
+ */
+export function failureText(err: unknown, onUnauthorized: (err: Unauthorized) => void): string {
+  if (err instanceof Unauthorized) onUnauthorized(err);
+  return errorText(err);
+}

@@ -14,6 +14,7 @@ import { ClusterCard } from './cluster.js';
 import { clock, errorText, number, rateText } from './format.js';
 import { MessageCard } from './message.js';
 import { topicProblem } from './names.js';
+import { Note } from './note.js';
 import { SchedulesCard } from './schedules.js';
 import { LIVE_MEANING, liveCount, Tile, TopicCard } from './topic.js';
 import './style.css';
@@ -150,11 +151,7 @@ function Counters(props: {
           <button type="submit">Show</button>
         </form>
       </div>
-      {note !== '' && (
-        <p class="note invalid" data-testid="topic-note">
-          {note}
-        </p>
-      )}
+      <Note text={note} testid="topic-note" invalid />
       <div class="tiles">
         <Tile label="schedule rate" value={rateText(last(history.scheduleRate))} />
         <Tile label="delivery rate" value={rateText(last(history.deliveryRate))} />

@@ -2,15 +2,13 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, Unauthorized, Unreachable } from './api.js';
 import type { MessageInfo } from './api.js';
-import { errorText, when } from './format.js';
+import { errorText, failureText, when } from './format.js';
 import { idProblem } from './names.js';
-
-/** Longest reschedule delay the page offers: the queue refuses more than 100 years ahead. */
-const MAX_DELAY_SECONDS = 100 * 365 * 86_400;
+import { Note } from './note.js';
+import { CAN_RESCHEDULE, readDelay } from './reschedule.js';
 
 /** What each status allows, as the server's routes decide (see docs/http-api.md). */
 const CAN_CANCEL = new Set(['scheduled', 'ready', 'inflight', 'dead']);
-const CAN_RESCHEDULE = new Set(['scheduled', 'ready']);
 const CAN_REQUEUE = new Set(['dead']);
 
 export function MessageCard(props: {
@@ -29,10 +27,7 @@ export function MessageCard(props: {
   const latest = useRef(0);
   const card = useRef<HTMLElement>(null);
 
-  const fail = (err: unknown) => {
-    if (err instanceof Unauthorized) props.onUnauthorized(err);
-    setNote(errorText(err));
-  };
+  const fail = (err: unknown) => setNote(failureText(err, props.onUnauthorized));
 
   /** Loads `target` into the card; false (with the reason in the note) if it failed. */
   const load = async (target: string): Promise<boolean> => {
@@ -95,16 +90,12 @@ export function MessageCard(props: {
   const reschedule = () => {
     if (info === null) return;
     const target = info.id;
-    const seconds = Number(delaySeconds.trim());
-    if (delaySeconds.trim() === '' || !Number.isFinite(seconds) || seconds < 0) {
-      setNote('The delay is a number of seconds from now: 0 or more.');
+    const delay = readDelay(delaySeconds);
+    if ('problem' in delay) {
+      setNote(delay.problem);
       return;
     }
-    if (seconds > MAX_DELAY_SECONDS) {
-      setNote('The delay can be at most 100 years.');
-      return;
-    }
-    void act(() => api.reschedule(target, Math.round(seconds * 1000)), 'rescheduled');
+    void act(() => api.reschedule(target, delay.ms), 'rescheduled');
   };
 
   const status = info?.status ?? '';
@@ -220,11 +211,16 @@ export function MessageCard(props: {
           )}
         </div>
       )}
-      {note !== '' && (
-        <p class="note" data-testid="message-note">
-          {note}
-        </p>
-      )}
+      <Note text={note} testid="message-note" />
     </section>
+  );
+}
+
+/** A message id as a link that shows the message in the message card. */
+export function MessageLink(props: { id: string; onLookup: (id: string) => void }) {
+  return (
+    <button class="link mono" title="look this message up" onClick={() => props.onLookup(props.id)}>
+      {props.id}
+    </button>
   );
 }

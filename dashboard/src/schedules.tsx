@@ -15,7 +15,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, Unauthorized } from './api.js';
 import type { ScheduleInfo, ScheduleSpec } from './api.js';
-import { duration, errorText, inZone, number, relative } from './format.js';
+import { duration, failureText, inZone, number, relative } from './format.js';
+import { Note } from './note.js';
 
 const SCHEDULES_POLL_MS = 10_000;
 const REFRESH_MIN_MS = 3_000;
@@ -68,10 +69,7 @@ export function SchedulesCard(props: {
   const latest = useRef(0);
   const lastRead = useRef(0);
 
-  const fail = (err: unknown) => {
-    if (err instanceof Unauthorized) props.onUnauthorized(err);
-    return errorText(err);
-  };
+  const fail = (err: unknown) => failureText(err, props.onUnauthorized);
 
   /** Reads the list; false once the server has said this queue has no schedules. */
   const load = async (): Promise<boolean> => {
@@ -244,11 +242,7 @@ export function SchedulesCard(props: {
           </p>
         </>
       )}
-      {note !== '' && (
-        <p class="note" data-testid="schedules-note">
-          {note}
-        </p>
-      )}
+      <Note text={note} testid="schedules-note" />
       {schedules !== null && (
         <ScheduleForm
           names={new Set(schedules.map((s) => s.name))}
@@ -405,8 +399,8 @@ function ScheduleForm(props: {
       setName('');
       props.onSaved(schedule, replacing);
     } catch (err) {
-      if (err instanceof Unauthorized) props.onUnauthorized(err);
-      setNote(`Could not ${replacing ? 'replace' : 'create'} ${target}: ${errorText(err)}`);
+      const reason = failureText(err, props.onUnauthorized);
+      setNote(`Could not ${replacing ? 'replace' : 'create'} ${target}: ${reason}`);
     } finally {
       setBusy(false);
     }
@@ -499,11 +493,7 @@ function ScheduleForm(props: {
             : 'The payload goes in every occurrence’s message.'}
         </span>
       </div>
-      {note !== '' && (
-        <p class="note invalid" data-testid="schedule-form-note">
-          {note}
-        </p>
-      )}
+      <Note text={note} testid="schedule-form-note" invalid />
     </form>
   );
 }

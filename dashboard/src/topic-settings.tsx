@@ -4,7 +4,8 @@
 // a change made elsewhere shows at the next open of the card.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, Unauthorized, type TopicSettingsInfo } from './api.js';
-import { errorText, number } from './format.js';
+import { failureText, number } from './format.js';
+import { Note } from './note.js';
 
 export function TopicSettings(props: {
   topic: string;
@@ -31,8 +32,8 @@ export function TopicSettings(props: {
       setInfo(next);
       setNote(quiet ? '' : what);
     } catch (err) {
-      if (err instanceof Unauthorized) props.onUnauthorized(err);
-      if (n === latest.current) setNote(`Could not ${what}: ${errorText(err)}`);
+      const reason = failureText(err, props.onUnauthorized);
+      if (n === latest.current) setNote(`Could not ${what}: ${reason}`);
     } finally {
       if (n === latest.current) setBusy(false);
     }
@@ -195,11 +196,7 @@ export function TopicSettings(props: {
           Push
         </button>
       </form>
-      {note !== '' && (
-        <p class="note" data-testid="settings-note">
-          {note}
-        </p>
-      )}
+      <Note text={note} testid="settings-note" />
     </div>
   );
 }

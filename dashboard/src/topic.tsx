@@ -3,7 +3,10 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, DEAD_LETTER_LIMIT, Unauthorized } from './api.js';
 import type { MessageInfo, TopicCounts } from './api.js';
-import { errorText, number, when } from './format.js';
+import { failureText, number, when } from './format.js';
+import { useLatestRead } from './latest.js';
+import { MessageLink } from './message.js';
+import { Note } from './note.js';
 import { useHiddenBelow } from './scroll.js';
 import { TopicSettings } from './topic-settings.js';
 import { UpcomingMessages } from './upcoming.js';
@@ -54,28 +57,22 @@ export function TopicCard(props: {
   const known = useRef(new Map<string, Preview>());
   const [previews, setPreviews] = useState<ReadonlyMap<string, Preview>>(new Map());
   /** Only the latest load may fill the list: a click on another topic can overtake one. */
-  const latest = useRef(0);
+  const read = useLatestRead();
   const dead = counts?.dead ?? 0;
   const list = useRef<HTMLUListElement | null>(null);
   const below = useHiddenBelow(list, [messages, previews]);
 
-  const fail = (err: unknown) => {
-    if (err instanceof Unauthorized) props.onUnauthorized(err);
-    return errorText(err);
-  };
+  const fail = (err: unknown) => failureText(err, props.onUnauthorized);
 
-  const load = async () => {
-    const n = ++latest.current;
-    try {
-      const { messages: next } = await api.deadLetters(topic);
-      if (n !== latest.current) return;
-      setMessages(next);
-      setLoadError('');
-    } catch (err) {
-      if (n !== latest.current) return;
-      setLoadError(`Could not list the dead letters: ${fail(err)}`);
-    }
-  };
+  const load = () =>
+    read(
+      () => api.deadLetters(topic),
+      ({ messages: next }) => {
+        setMessages(next);
+        setLoadError('');
+      },
+      (err) => setLoadError(`Could not list the dead letters: ${fail(err)}`),
+    );
 
   useEffect(() => {
     setMessages(null);
@@ -173,13 +170,7 @@ export function TopicCard(props: {
                 return (
                   <li key={message.id} data-id={message.id}>
                     <div class="row spread">
-                      <button
-                        class="link mono"
-                        title="look this message up"
-                        onClick={() => props.onLookup(message.id)}
-                      >
-                        {message.id}
-                      </button>
+                      <MessageLink id={message.id} onLookup={props.onLookup} />
                       <span class="muted small">
                         {message.attempts} attempt{message.attempts === 1 ? '' : 's'} · last due{' '}
                         {when(message.deliverAt)}
@@ -212,11 +203,7 @@ export function TopicCard(props: {
           </p>
         )}
       </div>
-      {note !== '' && (
-        <p class="note" data-testid="dead-note">
-          {note}
-        </p>
-      )}
+      <Note text={note} testid="dead-note" />
     </section>
   );
 }

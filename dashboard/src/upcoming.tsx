@@ -1,14 +1,13 @@
 // The topic card's upcoming messages: a topic's pending messages by due time, a page at a
 // time, each with cancel and reschedule.
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api, Unauthorized, UPCOMING_PAGE } from './api.js';
 import type { MessageInfo } from './api.js';
-import { errorText, relative, when } from './format.js';
-
-/** Longest reschedule delay the page offers: the queue refuses more than 100 years ahead. */
-const MAX_DELAY_SECONDS = 100 * 365 * 86_400;
-/** Statuses a reschedule applies to; an in-flight message must be acked or nacked first. */
-const CAN_RESCHEDULE = new Set(['scheduled', 'ready']);
+import { failureText, relative, when } from './format.js';
+import { useLatestRead } from './latest.js';
+import { MessageLink } from './message.js';
+import { Note } from './note.js';
+import { CAN_RESCHEDULE, readDelay } from './reschedule.js';
 
 export function UpcomingMessages(props: {
   topic: string;
@@ -29,25 +28,19 @@ export function UpcomingMessages(props: {
   const [confirming, setConfirming] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   /** Only the latest read may fill the table: a click on another topic can overtake one. */
-  const latest = useRef(0);
+  const read = useLatestRead();
 
-  const fail = (err: unknown) => {
-    if (err instanceof Unauthorized) props.onUnauthorized(err);
-    return errorText(err);
-  };
+  const fail = (err: unknown) => failureText(err, props.onUnauthorized);
 
-  const load = async (cursor: string | undefined) => {
-    const n = ++latest.current;
-    try {
-      const next = await api.upcoming(topic, cursor);
-      if (n !== latest.current) return;
-      setPage(next);
-      setLoadError('');
-    } catch (err) {
-      if (n !== latest.current) return;
-      setLoadError(`Could not list the upcoming messages: ${fail(err)}`);
-    }
-  };
+  const load = (cursor: string | undefined) =>
+    read(
+      () => api.upcoming(topic, cursor),
+      (next) => {
+        setPage(next);
+        setLoadError('');
+      },
+      (err) => setLoadError(`Could not list the upcoming messages: ${fail(err)}`),
+    );
 
   useEffect(() => {
     setAt(undefined);
@@ -77,18 +70,14 @@ export function UpcomingMessages(props: {
   };
 
   const reschedule = (message: MessageInfo) => {
-    const seconds = Number(delaySeconds.trim());
-    if (delaySeconds.trim() === '' || !Number.isFinite(seconds) || seconds < 0) {
-      setNote('The delay is a number of seconds from now: 0 or more.');
-      return;
-    }
-    if (seconds > MAX_DELAY_SECONDS) {
-      setNote('The delay can be at most 100 years.');
+    const delay = readDelay(delaySeconds);
+    if ('problem' in delay) {
+      setNote(delay.problem);
       return;
     }
     void act(
-      () => api.reschedule(message.id, Math.round(seconds * 1000)),
-      `rescheduled ${message.id} to ${seconds} s from now`,
+      () => api.reschedule(message.id, delay.ms),
+      `rescheduled ${message.id} to ${delay.seconds} s from now`,
     );
   };
 
@@ -131,13 +120,7 @@ export function UpcomingMessages(props: {
             {messages.map((message) => (
               <tr key={message.id} data-id={message.id} data-status={message.status}>
                 <td>
-                  <button
-                    class="link mono"
-                    title="look this message up"
-                    onClick={() => props.onLookup(message.id)}
-                  >
-                    {message.id}
-                  </button>
+                  <MessageLink id={message.id} onLookup={props.onLookup} />
                 </td>
                 <td>{message.status}</td>
                 <td data-field="due" data-deliver-at={message.deliverAt}>
@@ -222,11 +205,7 @@ export function UpcomingMessages(props: {
           )}
         </div>
       )}
-      {note !== '' && (
-        <p class="note" data-testid="upcoming-note">
-          {note}
-        </p>
-      )}
+      <Note text={note} testid="upcoming-note" />
     </div>
   );
 }

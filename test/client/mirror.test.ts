@@ -36,6 +36,12 @@ const SHARED = [
 
 type Shared = (typeof SHARED)[number];
 
+/** The client's error is the queue's: the same class name, code and message. */
+function expectSameError(client: unknown, queue: unknown, what?: string): void {
+  const { name, code, message } = queue as Error & { code: string };
+  expect(client, what).toMatchObject({ name, code, message });
+}
+
 describe('the client mirrors the embedded queue', () => {
   it('both implement QueueOperations, which holds every shared operation (the type checker)', () => {
     // The assertions below are types: compiling this file (and the sources it imports, where
@@ -89,11 +95,7 @@ describe('the client mirrors the embedded queue', () => {
           ),
         );
         expect(errors[0], JSON.stringify(options)).toMatchObject({ code: expect.any(String) });
-        expect(errors[1], JSON.stringify(options)).toMatchObject({
-          name: (errors[0] as Error).name,
-          code: (errors[0] as { code: string }).code,
-          message: (errors[0] as Error).message,
-        });
+        expectSameError(errors[1], errors[0], JSON.stringify(options));
       }
     } finally {
       await tw.close();
@@ -120,11 +122,7 @@ describe('the client mirrors the embedded queue', () => {
           }
         });
         expect(errors[0]).toMatchObject({ name: 'TickwheelRangeError' });
-        expect(errors[1]).toMatchObject({
-          name: (errors[0] as Error).name,
-          code: (errors[0] as { code: string }).code,
-          message: (errors[0] as Error).message,
-        });
+        expectSameError(errors[1], errors[0]);
       }
     } finally {
       await tw.close();

@@ -11,7 +11,7 @@ import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import { waitFor } from '../support/wait-for.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { startServer } from '../../scripts/valkey.mjs';
-import { CALLER, traceparentOf, useTracing } from '../tracing/otel.js';
+import { CALLER, scheduleOverHttp, traceparentOf, useTracing } from '../tracing/otel.js';
 
 const tracing = useTracing();
 
@@ -43,17 +43,7 @@ describe('tracing on a Valkey node', () => {
     const ids: string[] = [];
     // One with an id of its own and one located (the cluster makes its id): both records.
     for (const body of [{ payload: 1, id: 'given-1' }, { payload: 2 }]) {
-      const response = await fetch(`${url}/v1/topics/work/messages`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          traceparent: CALLER.traceparent,
-          tracestate: CALLER.tracestate,
-        },
-        body: JSON.stringify(body),
-      });
-      expect(response.status).toBe(201);
-      ids.push(((await response.json()) as { id: string }).id);
+      ids.push((await scheduleOverHttp(url, 'work', body)).id);
     }
     const traces = new Map<string, unknown>();
     const consumer = queue.consume('work', (message) => {

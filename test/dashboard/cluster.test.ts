@@ -5,19 +5,16 @@
  * with a replica, all started here.
  */
 
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/chromium.mjs';
 import { startServer, type ServerProcess } from '../server/process.js';
+import { builtPage, hasChromium, launch } from './browser.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startReplicated } from '../../scripts/valkey.mjs';
 
-const BUILT_PAGE = fileURLToPath(new URL('../../dist/dashboard/index.html', import.meta.url));
 const PARTITIONS = 8;
 
-describe.runIf(existsSync(CHROMIUM) && installed('valkey-server'))(
+describe.runIf(hasChromium && installed('valkey-server'))(
   'the dashboard of a cluster node, in a browser',
   () => {
     let valkey: { primary: { url: string }; stop(): Promise<void> };
@@ -55,23 +52,11 @@ describe.runIf(existsSync(CHROMIUM) && installed('valkey-server'))(
     }
 
     beforeAll(async () => {
-      if (!existsSync(BUILT_PAGE)) {
-        const { build } = await import('vite');
-        await build({
-          configFile: fileURLToPath(new URL('../../dashboard/vite.config.ts', import.meta.url)),
-          logLevel: 'warn',
-        });
-      }
+      await builtPage();
       valkey = await startReplicated({ replicas: 1 });
       await serve('web-1');
       await serve('web-2');
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        headless: true,
-        args: CHROMIUM_ARGS,
-      });
-      page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
-      page.setDefaultTimeout(20_000);
+      ({ browser, page } = await launch({ height: 1400, timeoutMs: 20_000 }));
     }, 90_000);
 
     afterAll(async () => {

@@ -6,12 +6,11 @@
  * docs/dashboard.png comes from scripts/dashboard-screenshot.mjs (the dashboard under load).
  */
 
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/chromium.mjs';
+import { CHROMIUM } from '../../scripts/chromium.mjs';
 import { startServer, type ServerProcess } from '../server/process.js';
+import { builtPage, hasChromium, jsonCalls, launch, signIn } from './browser.js';
 import { verifyPush } from '../../src/protocol/push-signature.js';
 import { startReceiver } from '../queue/push-receiver.js';
 import { useTempDirs } from '../support/temp-dir.js';
@@ -19,8 +18,6 @@ import { useTempDirs } from '../support/temp-dir.js';
 const tempDir = useTempDirs('dashboard');
 
 const TOKEN = 'dashboard-test-token';
-const BUILT_PAGE = fileURLToPath(new URL('../../dist/dashboard/index.html', import.meta.url));
-const hasChromium = existsSync(CHROMIUM);
 
 if (!hasChromium) {
   console.warn(
@@ -34,21 +31,7 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
   let page: Page;
   let dir: string;
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of several routes
-  async function api(method: string, path: string, body?: unknown): Promise<any> {
-    const response = await fetch(`${server.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${TOKEN}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const json = await response.json();
-    if (!response.ok)
-      throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
-    return json;
-  }
+  const api = jsonCalls(() => server.url, TOKEN);
 
   /**
    * Each test after the first starts signed in, whatever the first did: a failure there must
@@ -56,30 +39,14 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
    */
   async function signedIn(): Promise<void> {
     if ((await page.getByTestId('topics').count()) > 0) return;
-    await page.goto(server.url);
-    await page.evaluate(`sessionStorage.setItem('tickwheel.token', ${JSON.stringify(TOKEN)})`);
-    await page.reload();
-    await page.getByTestId('topics').waitFor();
+    await signIn(page, server.url, TOKEN);
   }
 
   beforeAll(async () => {
-    if (!existsSync(BUILT_PAGE)) {
-      // `npm run build` builds the page; a bare `vitest` run after `tsc` alone builds it here.
-      const { build } = await import('vite');
-      await build({
-        configFile: fileURLToPath(new URL('../../dashboard/vite.config.ts', import.meta.url)),
-        logLevel: 'warn',
-      });
-    }
+    await builtPage();
     dir = tempDir();
     server = await startServer(['--dir', dir, '--token', TOKEN, '--push-allow', '127.0.0.1']);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_ARGS,
-    });
-    page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
-    page.setDefaultTimeout(15_000);
+    ({ browser, page } = await launch());
   });
 
   afterAll(async () => {

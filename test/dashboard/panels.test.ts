@@ -5,19 +5,16 @@
  * /usr/bin/chromium is missing.
  */
 
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/chromium.mjs';
+import { CHROMIUM } from '../../scripts/chromium.mjs';
 import { startServer, type ServerProcess } from '../server/process.js';
+import { builtPage, hasChromium, jsonCalls, launch, signIn } from './browser.js';
 import { useTempDirs } from '../support/temp-dir.js';
 
 const tempDir = useTempDirs('dashboard-panels');
 
 const TOKEN = 'dashboard-panels-token';
-const BUILT_PAGE = fileURLToPath(new URL('../../dist/dashboard/index.html', import.meta.url));
-const hasChromium = existsSync(CHROMIUM);
 
 if (!hasChromium) {
   console.warn(`${CHROMIUM} is missing: the dashboard panel tests are skipped`);
@@ -29,21 +26,7 @@ describe.skipIf(!hasChromium)('the dashboard panels in a browser', () => {
   let page: Page;
   let dir: string;
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of several routes
-  async function api(method: string, path: string, body?: unknown): Promise<any> {
-    const response = await fetch(`${server.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${TOKEN}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const json = await response.json();
-    if (!response.ok)
-      throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
-    return json;
-  }
+  const api = jsonCalls(() => server.url, TOKEN);
 
   /** Makes `count` dead letters in `topic`: one attempt each, received and nacked. */
   async function deadLetters(topic: string, count: number): Promise<string[]> {
@@ -81,26 +64,11 @@ describe.skipIf(!hasChromium)('the dashboard panels in a browser', () => {
   }
 
   beforeAll(async () => {
-    if (!existsSync(BUILT_PAGE)) {
-      const { build } = await import('vite');
-      await build({
-        configFile: fileURLToPath(new URL('../../dashboard/vite.config.ts', import.meta.url)),
-        logLevel: 'warn',
-      });
-    }
+    await builtPage();
     dir = tempDir();
     server = await startServer(['--dir', dir, '--token', TOKEN]);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_ARGS,
-    });
-    page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
-    page.setDefaultTimeout(15_000);
-    await page.goto(server.url);
-    await page.evaluate(`sessionStorage.setItem('tickwheel.token', ${JSON.stringify(TOKEN)})`);
-    await page.reload();
-    await page.getByTestId('topics').waitFor();
+    ({ browser, page } = await launch());
+    await signIn(page, server.url, TOKEN);
   });
 
   afterAll(async () => {

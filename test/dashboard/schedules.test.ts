@@ -4,41 +4,15 @@
  * against one on Valkey it shows the schedules any node of the queue made, and deletes them.
  */
 
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/chromium.mjs';
 import { startServer, type ServerProcess } from '../server/process.js';
+import { builtPage, hasChromium, launch } from './browser.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer as startValkey } from '../../scripts/valkey.mjs';
 import { useTempDirs } from '../support/temp-dir.js';
 
 const tempDir = useTempDirs('dashboard-schedules');
-
-const BUILT_PAGE = fileURLToPath(new URL('../../dist/dashboard/index.html', import.meta.url));
-const hasChromium = existsSync(CHROMIUM);
-
-async function builtPage(): Promise<void> {
-  if (existsSync(BUILT_PAGE)) return;
-  // `npm run build` builds the page; a bare `vitest` run after `tsc` alone builds it here.
-  const { build } = await import('vite');
-  await build({
-    configFile: fileURLToPath(new URL('../../dashboard/vite.config.ts', import.meta.url)),
-    logLevel: 'warn',
-  });
-}
-
-async function launch(): Promise<{ browser: Browser; page: Page }> {
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: CHROMIUM_ARGS,
-  });
-  const page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
-  page.setDefaultTimeout(15_000);
-  return { browser, page };
-}
 
 describe.skipIf(!hasChromium)('the schedules card of a server with a data directory', () => {
   let server: ServerProcess;

@@ -5,18 +5,13 @@
  * holds.
  */
 
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHROMIUM, CHROMIUM_ARGS } from '../../scripts/chromium.mjs';
 import { startServer, type ServerProcess } from '../server/process.js';
+import { builtPage, hasChromium, jsonCalls, launch } from './browser.js';
 import { useTempDirs } from '../support/temp-dir.js';
 
 const tempDir = useTempDirs('dashboard-upcoming');
-
-const BUILT_PAGE = fileURLToPath(new URL('../../dist/dashboard/index.html', import.meta.url));
-const hasChromium = existsSync(CHROMIUM);
 
 /** Messages of the topic: more than one page of the table (20). */
 const COUNT = 25;
@@ -31,15 +26,7 @@ describe.skipIf(!hasChromium)("a topic's upcoming messages in the dashboard", ()
   /** Due times a day ahead, a minute apart: nothing is delivered while the test runs. */
   const base = Date.now() + 86_400_000;
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of several routes
-  async function call(method: string, path: string, body?: unknown): Promise<any> {
-    const response = await fetch(`${server.url}${path}`, {
-      method,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return response.json();
-  }
+  const call = jsonCalls(() => server.url);
 
   const table = () => page.getByTestId('upcoming-messages');
   const shownIds = () =>
@@ -48,14 +35,7 @@ describe.skipIf(!hasChromium)("a topic's upcoming messages in the dashboard", ()
       .evaluateAll((rows) => rows.map((row) => row.getAttribute('data-id')));
 
   beforeAll(async () => {
-    if (!existsSync(BUILT_PAGE)) {
-      // `npm run build` builds the page; a bare `vitest` run after `tsc` alone builds it here.
-      const { build } = await import('vite');
-      await build({
-        configFile: fileURLToPath(new URL('../../dashboard/vite.config.ts', import.meta.url)),
-        logLevel: 'warn',
-      });
-    }
+    await builtPage();
     server = await startServer(['--dir', tempDir()]);
     // Scheduled from the last due to the first: the table orders by due time.
     for (let i = COUNT - 1; i >= 0; i--) {
@@ -65,13 +45,7 @@ describe.skipIf(!hasChromium)("a topic's upcoming messages in the dashboard", ()
         deliverAt: base + i * MINUTE,
       });
     }
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_ARGS,
-    });
-    page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
-    page.setDefaultTimeout(15_000);
+    ({ browser, page } = await launch());
     await page.goto(server.url);
     await page.click('[data-testid=topics] tr[data-topic=upcoming] td:first-child');
     await table().locator('tbody tr').first().waitFor();

@@ -5,25 +5,17 @@
 
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import type { QueueFault } from '../../src/queue/faults.js';
 import { startReceiver, type Receiver } from './push-receiver.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { useClosing } from '../support/closing.js';
 import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('faults');
 
-const opened: Array<{ close(): Promise<void> }> = [];
-afterEach(async () => {
-  while (opened.length > 0) await opened.pop()!.close();
-});
-
-async function track<T extends { close(): Promise<void> }>(thing: Promise<T>): Promise<T> {
-  const value = await thing;
-  opened.push(value);
-  return value;
-}
+const track = useClosing();
 
 /** Process warnings while `run` runs. */
 async function warningsDuring(run: () => Promise<void>): Promise<Array<Error & { code?: string }>> {

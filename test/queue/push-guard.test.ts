@@ -7,7 +7,7 @@
  */
 
 import type { LookupAddress } from 'node:dns';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import {
   PushGuard,
@@ -17,22 +17,13 @@ import {
 } from '../../src/queue/push-guard.js';
 import { PushSender } from '../../src/queue/push-sender.js';
 import { startReceiver, type Receiver } from './push-receiver.js';
+import { useClosing } from '../support/closing.js';
 import { waitFor } from '../support/wait-for.js';
 
 const SECRET = 'a-secret-of-some-length-0123456789';
 /** What the receiver's answers hold: it must never come back out of the queue. */
 const LEAK = 'internal-admin-token-5f2c9e';
-const opened: Array<{ close(): Promise<void> }> = [];
-
-afterEach(async () => {
-  while (opened.length > 0) await opened.pop()!.close();
-});
-
-async function track<T extends { close(): Promise<void> }>(thing: Promise<T>): Promise<T> {
-  const value = await thing;
-  opened.push(value);
-  return value;
-}
+const track = useClosing();
 
 function leakyReceiver(status: number): Promise<Receiver> {
   return track(

@@ -8,7 +8,7 @@
 
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { TickwheelError } from '../../src/errors.js';
 import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
@@ -17,21 +17,13 @@ import { PushSender } from '../../src/queue/push-sender.js';
 import { PushGuard } from '../../src/queue/push-guard.js';
 import { startReceiver, type Receiver } from './push-receiver.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { useClosing } from '../support/closing.js';
 import { waitFor } from '../support/wait-for.js';
 
 const tempDir = useTempDirs('push');
 
 const SECRET = 'a-secret-of-some-length-0123456789';
-const opened: Array<{ close(): Promise<void> }> = [];
-afterEach(async () => {
-  while (opened.length > 0) await opened.pop()!.close();
-});
-
-async function track<T extends { close(): Promise<void> }>(thing: Promise<T>): Promise<T> {
-  const value = await thing;
-  opened.push(value);
-  return value;
-}
+const track = useClosing();
 
 /** The receivers of these tests are on loopback, which a queue allows only when told to. */
 const LOOPBACK = { allow: ['127.0.0.0/8'] };

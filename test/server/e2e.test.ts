@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { TickwheelClient, TickwheelHttpError } from '../../src/client/index.js';
-import { requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
+import { runCli, useServers } from './process.js';
 import { useTempDirs } from '../support/temp-dir.js';
 import { waitFor } from '../support/wait-for.js';
 
@@ -9,18 +9,7 @@ const dataDir = useTempDirs('e2e');
 
 /** `tickwheel serve` as a real process, over real sockets. */
 
-const running: ServerProcess[] = [];
-async function serve(args: string[], env?: Record<string, string>): Promise<ServerProcess> {
-  const server = await startServer(args, env === undefined ? {} : { env });
-  running.push(server);
-  return server;
-}
-
-beforeAll(() => requireBuiltCli());
-
-afterEach(async () => {
-  await Promise.all(running.splice(0).map((server) => server.kill()));
-});
+const serve = useServers();
 
 describe('tickwheel serve', () => {
   it('serves the client over a real socket, loopback only without a token', async () => {
@@ -91,10 +80,12 @@ describe('tickwheel serve', () => {
   it('reads its flags from TICKWHEEL_* variables', async () => {
     const dir = dataDir();
     const server = await serve([], {
-      TICKWHEEL_DIR: dir,
-      TICKWHEEL_TOKEN: 'from-env',
-      TICKWHEEL_HOST: '127.0.0.1',
-      TICKWHEEL_FSYNC: 'never',
+      env: {
+        TICKWHEEL_DIR: dir,
+        TICKWHEEL_TOKEN: 'from-env',
+        TICKWHEEL_HOST: '127.0.0.1',
+        TICKWHEEL_FSYNC: 'never',
+      },
     });
     expect(server.stdout()).toContain(`data in ${dir};`);
     expect(server.stdout()).toContain('"fsync":"never"');

@@ -8,28 +8,14 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CLI, requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
+import { describe, expect, it } from 'vitest';
+import { CLI, runCli, useServers } from './process.js';
 import { useTempDirs } from '../support/temp-dir.js';
 import { waitFor } from '../support/wait-for.js';
 
 const dataDir = useTempDirs('logs');
 
-const running: ServerProcess[] = [];
-async function serve(
-  args: string[],
-  options: { env?: Record<string, string>; until?: RegExp } = {},
-): Promise<ServerProcess> {
-  const server = await startServer(args, options);
-  running.push(server);
-  return server;
-}
-
-beforeAll(() => requireBuiltCli());
-
-afterEach(async () => {
-  await Promise.all(running.splice(0).map((server) => server.kill()));
-});
+const serve = useServers();
 
 interface LogRecord {
   level: number;

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { afterEach, beforeAll } from 'vitest';
 
 /** The built CLI; end-to-end tests run it as users do. `npm test` builds it first (pretest). */
 export const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
@@ -27,21 +28,20 @@ export interface ServerProcess {
 /** The line `tickwheel serve` prints once it serves, as text or inside a JSON log line. */
 export const LISTENING = /tickwheel listening on (http:\/\/[^\s"]+)/;
 
+export interface ServeOptions {
+  env?: Record<string, string>;
+  timeoutMs?: number;
+  until?: RegExp;
+  /** Runs the server under `ulimit -n <fdLimit>` (soft and hard), through bash. */
+  fdLimit?: number;
+}
+
 /**
  * Starts `tickwheel serve --port 0` and resolves once it prints its address (or once stdout
  * matches `until`, whose first group is the URL). Rejects with the process's output if it
  * exits first or takes longer than `timeoutMs`.
  */
-export function startServer(
-  args: string[],
-  options: {
-    env?: Record<string, string>;
-    timeoutMs?: number;
-    until?: RegExp;
-    /** Runs the server under `ulimit -n <fdLimit>` (soft and hard), through bash. */
-    fdLimit?: number;
-  } = {},
-): Promise<ServerProcess> {
+export function startServer(args: string[], options: ServeOptions = {}): Promise<ServerProcess> {
   requireBuiltCli();
   const command = [process.execPath, CLI, 'serve', '--port', '0', ...args];
   const [file, argv] =
@@ -115,4 +115,22 @@ export function runCli(
     child.on('exit', (code) => resolve({ code, stdout, stderr }));
     child.stdin.end(options.input ?? '');
   });
+}
+
+/**
+ * Call once at the top of a test file: it checks that the CLI is built before the first test,
+ * and returns `serve`, which starts a server (as startServer) that is killed when the test has
+ * finished.
+ */
+export function useServers(): (args: string[], options?: ServeOptions) => Promise<ServerProcess> {
+  const running: ServerProcess[] = [];
+  beforeAll(() => requireBuiltCli());
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((server) => server.kill()));
+  });
+  return async (args, options = {}) => {
+    const server = await startServer(args, options);
+    running.push(server);
+    return server;
+  };
 }

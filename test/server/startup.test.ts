@@ -7,30 +7,16 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import type { StatsResponse } from '../../src/protocol/wire.js';
-import { LISTENING, requireBuiltCli, runCli, startServer, type ServerProcess } from './process.js';
+import { LISTENING, runCli, useServers } from './process.js';
 import { useTempDirs } from '../support/temp-dir.js';
 import { waitFor } from '../support/wait-for.js';
 
 const dataDir = useTempDirs('startup');
 
-const running: ServerProcess[] = [];
-async function serve(
-  args: string[],
-  options: { env?: Record<string, string>; until?: RegExp; timeoutMs?: number } = {},
-): Promise<ServerProcess> {
-  const server = await startServer(args, options);
-  running.push(server);
-  return server;
-}
-
-beforeAll(() => requireBuiltCli());
-
-afterEach(async () => {
-  await Promise.all(running.splice(0).map((server) => server.kill()));
-});
+const serve = useServers();
 
 describe('what tickwheel serve prints', () => {
   it.each([

@@ -1,9 +1,10 @@
 /**
- * What many test files share: seeded randomness, temporary directories, waiting for a
- * condition, type errors of a file.
+ * What many test files share: seeded randomness, temporary directories, closing what a test
+ * opened, waiting for a condition, type errors of a file.
  */
 
 export { seededBytes, seededInt, seededRandom } from './random.mjs';
+export { useClosing, type Closable } from './closing.js';
 export { useTempDirs } from './temp-dir.js';
 export { typeErrors } from './type-errors.js';
 export { sleep, waitFor, type WaitForOptions } from './wait-for.js';

@@ -12,7 +12,7 @@ import { TickwheelClient, pushListener, type PushedMessage } from '../../src/cli
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 import { waitFor } from '../support/wait-for.js';
-import { CALLER, traceparentOf, useTracing } from './otel.js';
+import { CALLER, scheduleOverHttp, traceparentOf, useTracing } from './otel.js';
 
 const tracing = useTracing();
 const SECRET = 'tracing-test-secret-0123456789';
@@ -41,24 +41,9 @@ function client(): TickwheelClient {
   return made;
 }
 
-/** POST /v1/topics/:topic/messages with the caller's trace headers, as another service would. */
-async function scheduleOverHttp(topic: string, body: object): Promise<{ id: string }> {
-  const response = await fetch(`${url}/v1/topics/${topic}/messages`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      traceparent: CALLER.traceparent,
-      tracestate: CALLER.tracestate,
-    },
-    body: JSON.stringify(body),
-  });
-  expect(response.status).toBe(201);
-  return (await response.json()) as { id: string };
-}
-
 describe('tracing over HTTP', () => {
   it("stores the request's traceparent; the client's receive and consume continue it", async () => {
-    const { id } = await scheduleOverHttp('emails', { payload: { to: 'a@example.com' } });
+    const { id } = await scheduleOverHttp(url, 'emails', { payload: { to: 'a@example.com' } });
     const create = tracing.span('create emails');
     expect(create.spanContext().traceId).toBe(CALLER.traceId);
     expect(create.parentSpanContext).toMatchObject({ spanId: CALLER.spanId, isRemote: true });
@@ -82,7 +67,7 @@ describe('tracing over HTTP', () => {
   });
 
   it("stores the request's traceparent; the server's embedded consume() continues it", async () => {
-    await scheduleOverHttp('local', { payload: 1 });
+    await scheduleOverHttp(url, 'local', { payload: 1 });
     const consumer = queue.consume('local', () => {});
     await waitFor(() => tracing.spans().some((span) => span.name === 'process local'));
     await consumer.close();
@@ -94,7 +79,7 @@ describe('tracing over HTTP', () => {
   });
 
   it('returns the stored context on received messages, with its tracestate', async () => {
-    await scheduleOverHttp('jobs', { payload: 1 });
+    await scheduleOverHttp(url, 'jobs', { payload: 1 });
     const [message] = await client().receive('jobs');
     expect(message.trace).toEqual({
       traceparent: traceparentOf(tracing.span('create jobs').spanContext()),
@@ -151,7 +136,7 @@ describe('tracing over HTTP', () => {
     );
     const target = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`;
     await queue.configureTopic('hooks', { push: { url: target, secret: SECRET } });
-    await scheduleOverHttp('hooks', { payload: { event: 'paid' } });
+    await scheduleOverHttp(url, 'hooks', { payload: { event: 'paid' } });
     await waitFor(
       () => tracing.spans().filter((span) => span.name === 'process hooks').length === 2,
     );

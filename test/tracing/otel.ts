@@ -11,7 +11,7 @@ import {
   SimpleSpanProcessor,
   type ReadableSpan,
 } from '@opentelemetry/sdk-trace-base';
-import { afterAll, afterEach, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 
 export interface Tracing {
   /** The spans ended so far (since the last test). */
@@ -59,3 +59,25 @@ export const CALLER = {
   traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
   tracestate: 'congo=t61rcWkgMzE',
 };
+
+/**
+ * POST /v1/topics/:topic/messages to the server at `url` with the caller's trace headers, as
+ * another service would; the message's id.
+ */
+export async function scheduleOverHttp(
+  url: string,
+  topic: string,
+  body: object,
+): Promise<{ id: string }> {
+  const response = await fetch(`${url}/v1/topics/${topic}/messages`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      traceparent: CALLER.traceparent,
+      tracestate: CALLER.tracestate,
+    },
+    body: JSON.stringify(body),
+  });
+  expect(response.status).toBe(201);
+  return (await response.json()) as { id: string };
+}
