@@ -218,12 +218,12 @@ export class ClusterBackend implements QueueBackend {
     reason: string | undefined,
     delayMs: number | undefined,
   ): Promise<boolean> {
-    const outcome = await this.node.consumer.nack(receipt, {
+    const nacked = await this.node.consumer.nack(receipt, {
       ...(delayMs === undefined ? {} : { delayMs }),
       ...(reason === undefined ? {} : { reason }),
     });
-    this.settledDelivery(receipt, settledBy(outcome), reason);
-    return outcome !== undefined;
+    this.settledDelivery(receipt, settledBy(nacked?.outcome), reason, nacked?.dead);
+    return nacked !== undefined;
   }
 
   /** Every partition's page, merged (listing.ts); equal due times by id. */
@@ -349,10 +349,16 @@ export class ClusterBackend implements QueueBackend {
   /**
    * An ack or nack made here (undefined: the receipt named no delivery still out): counted,
    * with the event of a delivery made here ('acked', 'failed', or 'dead' when that was its last
-   * attempt), if anyone listened when it was made.
+   * attempt), if anyone listened when it was made. A dead letter read back from Valkey (`dead`)
+   * is reported whoever listened: its span continues the trace it was scheduled in.
    */
-  private settledDelivery(receipt: string, settled: Settled | undefined, reason?: string): void {
-    const message = this.outstanding.get(receipt);
+  private settledDelivery(
+    receipt: string,
+    settled: Settled | undefined,
+    reason?: string,
+    dead?: EventSource,
+  ): void {
+    const message = dead ?? this.outstanding.get(receipt);
     this.outstanding.delete(receipt);
     if (settled === undefined) return;
     if (settled === 'acked') {
