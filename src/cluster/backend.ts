@@ -26,7 +26,7 @@ import type {
 } from '../queue/backend.js';
 import type { ScheduleInfo } from '../queue/recurring.js';
 import type { ScheduleSpec } from '../queue/recurring-spec.js';
-import { VISIBILITY_REASON, type CheckedRequest } from '../queue/message.js';
+import { NACK_REASON, VISIBILITY_REASON, type CheckedRequest } from '../queue/message.js';
 import type { QueueLimits } from '../queue/options.js';
 import type { DueTimeline, MessageInfo, ReceivedMessage } from '../queue/types.js';
 import type { TopicGate } from '../queue/topics.js';
@@ -218,11 +218,12 @@ export class ClusterBackend implements QueueBackend {
     reason: string | undefined,
     delayMs: number | undefined,
   ): Promise<boolean> {
+    const kept = reason ?? NACK_REASON;
     const nacked = await this.node.consumer.nack(receipt, {
       ...(delayMs === undefined ? {} : { delayMs }),
-      ...(reason === undefined ? {} : { reason }),
+      reason: kept,
     });
-    this.settledDelivery(receipt, settledBy(nacked?.outcome), reason, nacked?.dead);
+    this.settledDelivery(receipt, settledBy(nacked?.outcome), kept, nacked?.dead);
     return nacked !== undefined;
   }
 
@@ -366,7 +367,7 @@ export class ClusterBackend implements QueueBackend {
       return;
     }
     this.report.nacked();
-    this.settle(message, settled, reason ?? 'nacked');
+    this.settle(message, settled, reason ?? NACK_REASON);
   }
 
   /**
