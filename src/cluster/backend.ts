@@ -26,7 +26,7 @@ import type {
 } from '../queue/backend.js';
 import type { ScheduleInfo } from '../queue/recurring.js';
 import type { ScheduleSpec } from '../queue/recurring-spec.js';
-import { VISIBILITY_REASON, type CheckedRequest } from '../queue/message.js';
+import { NACK_REASON, VISIBILITY_REASON, type CheckedRequest } from '../queue/message.js';
 import type { QueueLimits } from '../queue/options.js';
 import type { DueTimeline, MessageInfo, ReceivedMessage } from '../queue/types.js';
 import type { TopicGate } from '../queue/topics.js';
@@ -218,12 +218,13 @@ export class ClusterBackend implements QueueBackend {
     reason: string | undefined,
     delayMs: number | undefined,
   ): Promise<boolean> {
-    const outcome = await this.node.consumer.nack(receipt, {
+    const kept = reason ?? NACK_REASON;
+    const nacked = await this.node.consumer.nack(receipt, {
       ...(delayMs === undefined ? {} : { delayMs }),
-      ...(reason === undefined ? {} : { reason }),
+      reason: kept,
     });
-    this.settledDelivery(receipt, settledBy(outcome), reason);
-    return outcome !== undefined;
+    this.settledDelivery(receipt, settledBy(nacked?.outcome), kept, nacked?.dead);
+    return nacked !== undefined;
   }
 
   /** Every partition's page, merged (listing.ts); equal due times by id. */
@@ -349,10 +350,16 @@ export class ClusterBackend implements QueueBackend {
   /**
    * An ack or nack made here (undefined: the receipt named no delivery still out): counted,
    * with the event of a delivery made here ('acked', 'failed', or 'dead' when that was its last
-   * attempt), if anyone listened when it was made.
+   * attempt), if anyone listened when it was made. A dead letter read back from Valkey (`dead`)
+   * is reported whoever listened: its span continues the trace it was scheduled in.
    */
-  private settledDelivery(receipt: string, settled: Settled | undefined, reason?: string): void {
-    const message = this.outstanding.get(receipt);
+  private settledDelivery(
+    receipt: string,
+    settled: Settled | undefined,
+    reason?: string,
+    dead?: EventSource,
+  ): void {
+    const message = dead ?? this.outstanding.get(receipt);
     this.outstanding.delete(receipt);
     if (settled === undefined) return;
     if (settled === 'acked') {
@@ -360,7 +367,7 @@ export class ClusterBackend implements QueueBackend {
       return;
     }
     this.report.nacked();
-    this.settle(message, settled, reason ?? 'nacked');
+    this.settle(message, settled, reason ?? NACK_REASON);
   }
 
   /**

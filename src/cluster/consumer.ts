@@ -19,6 +19,7 @@
 import { TickwheelTypeError } from '../errors.js';
 import { checkOption, describe } from '../validate.js';
 import { ID_PATTERN, checkTopic, decodePayload, retryDelay } from '../queue/message.js';
+import type { EventSource } from '../queue/events.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
@@ -27,6 +28,12 @@ import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';
 
 /** What a nack did: the delivery is scheduled again, or it was the last attempt. */
 export type NackOutcome = 'retry' | 'dead';
+
+/** A nack's outcome; a dead letter as its `dead` event and span tell it, once it is read. */
+export interface Nacked {
+  outcome: NackOutcome;
+  dead?: EventSource;
+}
 
 /** How a delivery ended, as the queue's events name it. */
 export type Settled = 'acked' | 'failed' | 'dead';
@@ -194,29 +201,39 @@ export class Consumer {
   }
 
   /**
-   * Fails a delivery: 'retry' when it is scheduled again, 'dead' when that was its last attempt,
-   * undefined when the receipt names no delivery that is still out.
+   * Fails a delivery: 'retry' when it is scheduled again, 'dead' when that was its last attempt
+   * (with the dead letter as its event and span tell it), undefined when the receipt names no
+   * delivery that is still out.
    */
   async nack(
     receipt: string,
     options: { delayMs?: number; reason?: string } = {},
-  ): Promise<NackOutcome | undefined> {
+  ): Promise<Nacked | undefined> {
     const parsed = this.parseReceipt(receipt);
     if (parsed === undefined) return undefined;
     const { partition, attempt, id } = parsed;
     const { bucket } = placeOf(id, this.options.partitions);
-    const meta = metaKey(this.options.queue, partition);
+    const at = { meta: metaKey(this.options.queue, partition), id, bucket };
+    let stored: Awaited<ReturnType<typeof tw.stored>>;
     let delay = options.delayMs;
     if (delay === undefined) {
-      const record = await tw.record(this.valkey, { meta, id, bucket });
-      if (record === undefined) return undefined;
-      delay = retryDelay(decodeRecord(record).backoff, attempt);
+      stored = await tw.stored(this.valkey, at);
+      if (stored === undefined) return undefined;
+      delay = retryDelay(decodeRecord(stored.record).backoff, attempt);
     } else {
       checkOption(delay, 'delayMs', 0);
     }
     const due = Date.now() + delay;
     const window = Math.floor(due / this.options.windowMs);
-    return tw.nack(this.valkey, meta, { id, bucket, attempt, due, window }, options.reason ?? '');
+    const retry = { id, bucket, attempt, due, window };
+    const outcome = await tw.nack(this.valkey, at.meta, retry, options.reason ?? '');
+    if (outcome !== 'dead') return outcome === undefined ? undefined : { outcome };
+    // The dead letter's span continues the trace kept in its record, read here if the nack did
+    // not need it. The nack is done by now: a failed read costs the span, not the nack.
+    stored ??= await tw.stored(this.valkey, at).catch(() => undefined);
+    if (stored === undefined) return { outcome };
+    const { topic, trace } = decodeRecord(stored.record);
+    return { outcome, dead: { id, topic, deliverAt: stored.deliverAt, attempts: attempt, trace } };
   }
 
   private async take(

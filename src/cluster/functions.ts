@@ -186,8 +186,18 @@ export async function get(valkey: Valkey, m: MessageAt): Promise<MessageInfo | u
 
 /** tw_record: a live or dead message's record. */
 export async function record(valkey: Valkey, m: MessageAt): Promise<Buffer | undefined> {
+  return (await stored(valkey, m))?.record;
+}
+
+/** tw_record: a live or dead message's record, with the due time its state holds. */
+export async function stored(
+  valkey: Valkey,
+  m: MessageAt,
+): Promise<{ deliverAt: number; record: Buffer } | undefined> {
   const found = await call<Buffer[] | null>(valkey, 'tw_record', m.meta, [m.id, m.bucket], true);
-  return found?.[1];
+  if (found === null || found === undefined) return undefined;
+  // status | segment | index | deliverAt | attempts | topic (lua/states.lua)
+  return { deliverAt: num(str(found[0]).split('|')[3]), record: found[1] };
 }
 
 /** tw_cancel: what the message was when cancelled (read in the same call). */

@@ -14,7 +14,8 @@
  * start (what was read of later windows is dropped). The partitions' pages are merged (mergePages):
  * a page ends where the partition that stopped first stopped.
  *
- * Messages have no scheduling order across nodes: equal due times list by id.
+ * Messages have no scheduling order across nodes: equal due times list by id. A page's messages
+ * carry their lastError as get() gives it (addReasons).
  */
 
 import type { MessageStatus } from '../protocol/model.js';
@@ -33,7 +34,7 @@ import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey, partitionPrefix } from './keys.js';
-import { decodeRecord } from './record.js';
+import { decodeRecord, placeOf } from './record.js';
 
 /** Records a partition's page reads at most before it stops at a window's start. */
 const PARTITION_SCAN_RECORDS = 8_192;
@@ -55,7 +56,40 @@ export async function listPartitions(
     Array.from({ length: partitions }, (_, p) => listPartition(valkey, queue, p, windowMs, query)),
   );
   const page = mergePages(query.limit, parts);
-  return { messages: page.items.map(({ message }) => message), next: page.through };
+  const messages = page.items.map(({ message }) => message);
+  await addReasons(valkey, queue, partitions, messages);
+  return { messages, next: page.through };
+}
+
+/**
+ * Sets each message's lastError, as get() does: the reason its latest delivery failed is kept
+ * beside its record (lua/deliveries.lua, `reasons`), read for the page's messages only, one
+ * HMGET per partition that has some.
+ */
+async function addReasons(
+  valkey: Valkey,
+  queue: string,
+  partitions: number,
+  messages: MessageInfo[],
+): Promise<void> {
+  const byPartition = new Map<number, MessageInfo[]>();
+  for (const message of messages) {
+    const { partition } = placeOf(message.id, partitions);
+    let those = byPartition.get(partition);
+    if (those === undefined) byPartition.set(partition, (those = []));
+    those.push(message);
+  }
+  await Promise.all(
+    [...byPartition].map(async ([partition, those]) => {
+      const key = `${partitionPrefix(queue, partition)}reasons`;
+      const ids = those.map((message) => message.id);
+      const reasons = (await valkey.command(key, ['HMGET', key, ...ids], true)) as unknown[];
+      those.forEach((message, i) => {
+        const reason = reasons[i];
+        if (typeof reason === 'string' && reason !== '') message.lastError = reason;
+      });
+    }),
+  );
 }
 
 async function listPartition(

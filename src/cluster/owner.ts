@@ -20,6 +20,7 @@
  * bookkeeping here beyond dropping what is known to be stale.
  */
 
+import type { TraceContext } from '../protocol/trace-context.js';
 import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import type { Valkey } from '../valkey/connection.js';
@@ -38,6 +39,8 @@ export interface ExpiredDelivery {
   /** When it is due again ('failed'), or the due time of its last delivery ('dead'). */
   deliverAt: number;
   attempts: number;
+  /** The trace context kept in its record (its `dead` span continues it). */
+  trace?: TraceContext | undefined;
 }
 
 export interface PartitionOwnerOptions {
@@ -250,22 +253,22 @@ export class PartitionOwner {
     if (rows.length === OVERDUE_BATCH) this.expireAgain = true;
     const now = Date.now();
     const retries = rows.map(({ id, bucket, attempts, record }) => {
-      const { backoff, topic } = decodeRecord(record);
+      const { backoff, topic, trace } = decodeRecord(record);
       const due = now + retryDelay(backoff, attempts);
       const window = Math.floor(due / this.options.windowMs);
-      return { id, bucket, attempt: attempts, due, window, topic };
+      return { id, bucket, attempt: attempts, due, window, topic, trace };
     });
     const expired = await tw.expire(this.valkey, this.meta, this.options, retries);
     if (expired === undefined) return this.fenced();
     // Reported even when saw() finds writes lost to a failover: this call's own were applied.
     this.saw(expired.seq);
     expired.outcomes.forEach((outcome, i) => {
-      const { id, topic, attempt, due } = retries[i];
+      const { id, topic, attempt, due, trace } = retries[i];
       const message = { id, topic, attempts: attempt };
       if (outcome === 'retried') this.options.onExpired?.({ ...message, deliverAt: due }, 'failed');
       else if (outcome === 'dead') {
         // A dead letter's deliverAt is the due time of its last delivery.
-        this.options.onExpired?.({ ...message, deliverAt: rows[i].deliverAt }, 'dead');
+        this.options.onExpired?.({ ...message, deliverAt: rows[i].deliverAt, trace }, 'dead');
       }
     });
   }

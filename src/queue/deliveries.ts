@@ -40,7 +40,7 @@ import { faultOf, type FaultReporter } from './faults.js';
 import type { FinishedMemory } from './finished.js';
 import type { Horizon } from './horizon.js';
 import type { IdLocks } from './locks.js';
-import { heldPayload, retryDelay, storedBytes, VISIBILITY_REASON } from './message.js';
+import { heldPayload, NACK_REASON, retryDelay, storedBytes, VISIBILITY_REASON } from './message.js';
 import { DueGroup, Lease, type HeldTally, type NearMessage } from './near-message.js';
 import type { NearHorizon } from './near.js';
 import type { QueueParts } from './parts.js';
@@ -433,7 +433,7 @@ export class Deliveries {
     return this.locks.run(message.id, async () => {
       if (this.near.owner(receipt) !== message) return false;
       this.report.nacked();
-      message.lastError = reason ?? 'nacked';
+      message.lastError = reason ?? NACK_REASON;
       await this.retry(message, delayMs);
       return true;
     });

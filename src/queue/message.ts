@@ -344,6 +344,9 @@ export function newMessageId(now: number): string {
  */
 export const VISIBILITY_REASON = 'visibility timeout: not acknowledged in time';
 
+/** The reason kept (lastError) for a nack that gave none: the same text on every backend. */
+export const NACK_REASON = 'nacked';
+
 /** Longest failure reason kept with a message (lastError). */
 export const MAX_REASON_CHARS = 500;
 

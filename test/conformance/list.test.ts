@@ -8,7 +8,7 @@
 
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Queue } from '../../src/queue/api.js';
-import type { ListOptions, MessageInfo } from '../../src/queue/types.js';
+import type { ListOptions, MessageInfo, ReceivedMessage } from '../../src/queue/types.js';
 import { waitFor } from '../support/wait-for.js';
 import { backends, closeAll, useBackends } from './backends.js';
 
@@ -121,6 +121,39 @@ describe.each(backends)('list() on $name', (backend) => {
     ]);
     await queue.ack(taken.receipt);
     expect(ids((await listAll(queue, { topic: 'jobs' })).messages)).toEqual([other, 'later']);
+  });
+
+  it('gives the lastError of a message whose delivery failed, and each message as get() gives it', async () => {
+    const queue = await backend.open();
+    const now = Date.now();
+    for (const id of ['declined', 'plain', 'soon']) {
+      await queue.schedule({ topic: 'retry', id, payload: id });
+    }
+    await queue.schedule({ topic: 'retry', id: 'buried', payload: 0, maxAttempts: 1 });
+    await queue.schedule({ topic: 'retry', id: 'fresh', payload: 0, deliverAt: now + 2 * DAY });
+    const got: ReceivedMessage[] = [];
+    while (got.length < 4) got.push(...(await queue.receive('retry', { max: 4, waitMs: 5_000 })));
+    const receipt = (id: string) => got.find((message) => message.id === id)!.receipt;
+    await queue.nack(receipt('declined'), { delayMs: DAY, reason: 'card declined' });
+    await queue.nack(receipt('plain'), { delayMs: DAY + HOUR });
+    await queue.nack(receipt('soon'), { delayMs: 0, reason: 'try again' });
+    await queue.nack(receipt('buried'), { reason: 'gave up' });
+    await waitFor(async () => (await queue.get('buried'))?.status === 'dead');
+    expect(await queue.requeue('buried', { delayMs: 3 * DAY })).toBe(true);
+    await waitFor(async () => (await queue.get('soon'))?.status === 'ready');
+
+    const { messages } = await listAll(queue, { topic: 'retry' });
+    expect(
+      messages.map(({ id, status, attempts, lastError }) => ({ id, status, attempts, lastError })),
+    ).toEqual([
+      { id: 'soon', status: 'ready', attempts: 1, lastError: 'try again' },
+      { id: 'declined', status: 'scheduled', attempts: 1, lastError: 'card declined' },
+      { id: 'plain', status: 'scheduled', attempts: 1, lastError: 'nacked' },
+      { id: 'fresh', status: 'scheduled', attempts: 0, lastError: undefined },
+      // Requeued dead letters keep the reason they died of.
+      { id: 'buried', status: 'scheduled', attempts: 0, lastError: 'gave up' },
+    ]);
+    for (const message of messages) expect(await queue.get(message.id)).toEqual(message);
   });
 
   it('pages continue exactly after the last message when messages change in between', async () => {
