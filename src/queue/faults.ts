@@ -20,19 +20,17 @@ import { checkCallback } from '../validate.js';
  * Codes of faults that are not a thrown error's: the error's own code otherwise
  * (ERR_TICKWHEEL_IO, ERR_TICKWHEEL_LOCK_LOST, ERR_TICKWHEEL_PUSH_FAILED, ...).
  */
-export type FaultOnlyCode =
-  /** A background write of the store works again after failing (level info). */
-  | 'TICKWHEEL_STORE_HEALED'
-  /** A push target answers again after failing (level info). */
-  | 'TICKWHEEL_PUSH_HEALED'
-  /** A consumer's handler threw or rejected (the consume() default onError). */
-  | 'ERR_TICKWHEEL_HANDLER_FAILED'
-  /** close() of a consumer still waits for its handlers after 10 s. */
-  | 'ERR_TICKWHEEL_SLOW_CLOSE'
-  /** A listener of queue events, or a consumer's onError, threw. */
-  | 'ERR_TICKWHEEL_LISTENER_FAILED'
-  /** Anything else, without a code of its own: a bug, most likely. */
-  | 'ERR_TICKWHEEL_INTERNAL';
+export const FAULT_ONLY_CODES = {
+  TICKWHEEL_STORE_HEALED: 'a background write of the store works again after failing (level info)',
+  TICKWHEEL_PUSH_HEALED: 'a push target answers again after failing (level info)',
+  ERR_TICKWHEEL_HANDLER_FAILED:
+    "a consumer's handler threw or rejected (consume()'s default onError)",
+  ERR_TICKWHEEL_SLOW_CLOSE: 'close() of a consumer still waits for its handlers after 10 s',
+  ERR_TICKWHEEL_LISTENER_FAILED: "a listener of queue events, or a consumer's onError, threw",
+  ERR_TICKWHEEL_INTERNAL: 'anything else, without a code of its own: a bug, most likely',
+} as const;
+
+export type FaultOnlyCode = keyof typeof FAULT_ONLY_CODES;
 
 /** What a fault's `code` can be: an error's code, or one of a fault's own. */
 export type FaultCode = TickwheelErrorCode | FaultOnlyCode;

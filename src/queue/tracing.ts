@@ -24,6 +24,9 @@ import { traceContextOf } from '../protocol/trace-context.js';
 
 type Api = typeof Otel;
 
+/** The optional peer dependency and the range package.json's peerDependencies give. */
+export const TRACING_PEER = { name: '@opentelemetry/api', range: '^1.3.0' } as const;
+
 const TRACER_NAME = 'tickwheel';
 const SYSTEM = 'tickwheel';
 
@@ -33,7 +36,7 @@ let loaded: Api | null | undefined;
 function api(): Api | null {
   if (loaded === undefined) {
     try {
-      loaded = createRequire(import.meta.url)('@opentelemetry/api') as Api;
+      loaded = createRequire(import.meta.url)(TRACING_PEER.name) as Api;
     } catch {
       loaded = null;
     }

@@ -119,9 +119,19 @@ describe('tickwheel repair', () => {
 
     const server = await startServer(['--dir', dir]);
     running.push(server);
-    await waitFor(() =>
-      expect(server.stderr()).toMatch(new RegExp(`repaired .*dropped ${lost.length} messages`)),
-    );
+    // serve says so in its log (JSON lines on a pipe): a warning with the code and the count.
+    await waitFor(() => {
+      const lines = server.stdout().split('\n').slice(0, -1);
+      const said = lines
+        .map(
+          (line) =>
+            JSON.parse(line) as { level: number; code?: string; lost?: number; msg: string },
+        )
+        .find((line) => line.code === 'ERR_TICKWHEEL_CORRUPT' && line.lost !== undefined);
+      expect(said).toMatchObject({ level: 40, lost: lost.length });
+      expect(said?.msg).toMatch(new RegExp(`repaired .*dropped ${lost.length} messages`));
+      return true;
+    });
     for (const id of lost) {
       const get = await fetch(`${server.url}/v1/messages/${id}`);
       expect(get.status, id).toBe(404);

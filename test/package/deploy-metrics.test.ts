@@ -79,7 +79,7 @@ describe('deploy/ names only metrics that /metrics has', () => {
   const rules = ruleExprs();
   // The cluster's series, registered only on a server over Valkey/Redis.
   const cluster = new Set(
-    [...readRepoFile('src/server/metrics.ts').matchAll(/name: '(tickwheel_cluster_\w+)'/g)].map(
+    [...readRepoFile('src/server/metrics.ts').matchAll(/'(tickwheel_cluster_\w+)'/g)].map(
       (match) => match[1],
     ),
   );
