@@ -36,6 +36,13 @@ export function settledBy(outcome: NackOutcome | undefined): Settled | undefined
   return outcome === undefined ? undefined : outcome === 'retry' ? 'failed' : 'dead';
 }
 
+/** Producer.durably: a write sent where a durability wait covers it, then waited for. */
+export type DurableWrite = <T>(
+  meta: string,
+  what: string,
+  write: (valkey: Valkey) => Promise<T>,
+) => Promise<T>;
+
 export interface ConsumerOptions {
   queue: string;
   partitions: number;
@@ -151,7 +158,7 @@ export class Consumer {
    * Worker acks many deliveries of a partition in a turn: one call each cost Valkey a call's
    * overhead each).
    */
-  ack(receipt: string): Promise<boolean> {
+  ack(receipt: string, durably?: DurableWrite): Promise<boolean> {
     let parsed: ReturnType<Consumer['parseReceipt']>;
     try {
       parsed = this.parseReceipt(receipt);
@@ -162,6 +169,11 @@ export class Consumer {
     if (parsed === undefined) return Promise.resolve(false);
     const { partition, attempt, id } = parsed;
     const { bucket } = placeOf(id, this.options.partitions);
+    if (durably !== undefined) {
+      const meta = metaKey(this.options.queue, partition);
+      const delivery = { id, bucket, attempt };
+      return durably(meta, id, async (valkey) => (await tw.ack(valkey, meta, [delivery]))[0]);
+    }
     return new Promise((resolve, reject) => {
       let batch = this.acks.get(partition);
       if (batch === undefined) this.acks.set(partition, (batch = []));
@@ -200,6 +212,7 @@ export class Consumer {
   async nack(
     receipt: string,
     options: { delayMs?: number; reason?: string } = {},
+    durably?: DurableWrite,
   ): Promise<NackOutcome | undefined> {
     const parsed = this.parseReceipt(receipt);
     if (parsed === undefined) return undefined;
@@ -216,7 +229,10 @@ export class Consumer {
     }
     const due = Date.now() + delay;
     const window = Math.floor(due / this.options.windowMs);
-    return tw.nack(this.valkey, meta, { id, bucket, attempt, due, window }, options.reason ?? '');
+    const retry = { id, bucket, attempt, due, window };
+    const reason = options.reason ?? '';
+    if (durably === undefined) return tw.nack(this.valkey, meta, retry, reason);
+    return durably(meta, id, (valkey) => tw.nack(valkey, meta, retry, reason));
   }
 
   private async take(

@@ -33,6 +33,13 @@ export interface QueueOptions {
    * a `message`. Default: a process warning with the same code and text.
    */
   onFault?: FaultHandler;
+  /**
+   * Whether ack(), ackMany() and nack() wait until their record is durable (the file store's
+   * group commit; Valkey/Redis's `durability` wait) before they resolve, as if each call passed
+   * `{ durable: true }`. Default false: they resolve once applied, and a crash may deliver again
+   * the messages acked in the last group-commit window (docs/storage.md, "Durability").
+   */
+  durableAcks?: boolean;
 }
 
 /** The options of the embedded queue. */
@@ -69,7 +76,16 @@ export interface ReceivedMessage<Payload = unknown> {
   trace?: TraceContext;
 }
 
-export interface NackOptions {
+export interface AckOptions {
+  /**
+   * Resolve only once the ack is durable (it survives a crash). Default: the queue's
+   * `durableAcks` (false): resolved once applied, the message is never handed out again by
+   * this process, and its record is written with the next group commit.
+   */
+  durable?: boolean;
+}
+
+export interface NackOptions extends AckOptions {
   /** Redeliver after this long. Default: the message's backoff. */
   delayMs?: number;
   /** Why the delivery failed, kept as the message's lastError (cut to 500 characters). */
