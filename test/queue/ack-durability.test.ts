@@ -8,42 +8,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { FileStore } from '../../src/store/file/file-store.js';
-import type { LogIo } from '../../src/store/log/index.js';
 import type { QueueFault } from '../../src/queue/faults.js';
 import { T0, advance, settle } from './harness.js';
 import { waitFor } from '../support/wait-for.js';
 import { useTempDirs } from '../support/temp-dir.js';
+import { heldDisk } from '../support/held-disk.js';
 
 const tempDir = useTempDirs('ack-durability');
-
-/** A log whose fsyncs wait while `held`, and whose writes fail while `failing`. */
-function heldDisk() {
-  const disk = { held: false, failing: false, waiting: 0, release: () => {} };
-  let gate = Promise.resolve();
-  const io: Partial<LogIo> = {
-    async write(handle, buffer, offset, length, position) {
-      if (disk.failing) throw Object.assign(new Error('EIO: simulated'), { code: 'EIO' });
-      return (await handle.write(buffer, offset, length, position)).bytesWritten;
-    },
-    async sync(handle) {
-      if (disk.held) {
-        disk.waiting++;
-        await gate;
-        disk.waiting--;
-      }
-      await handle.datasync();
-    },
-  };
-  const hold = () => {
-    disk.held = true;
-    gate = new Promise<void>((resolve) => (disk.release = resolve));
-  };
-  const release = () => {
-    disk.held = false;
-    disk.release();
-  };
-  return { disk, io, hold, release };
-}
 
 const open: DelayQueue[] = [];
 afterEach(async () => {
