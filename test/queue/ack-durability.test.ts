@@ -119,6 +119,22 @@ describe('a nack that is not durable', () => {
   });
 });
 
+describe('a delivery', () => {
+  it('waits for no write: its hand-out record rides the next group commit', async () => {
+    const { queue, clock, disk, received } = await queueWithDue(1);
+    await queue.scheduleMany([1, 2].map((n) => ({ topic: 't', payload: n, delayMs: 10 })));
+    disk.hold();
+    // Something waits on the held fsync (an ack's commit, with the hand-out of the first).
+    void queue.ack(received[0].receipt);
+    await waitFor(() => disk.disk.waiting > 0);
+    await advance(clock, 20, 10, queue);
+    const next = queue.receive('t', { max: 10 });
+    expect(await settlesSoon(next)).toBe(true);
+    expect(await next).toHaveLength(2);
+    disk.release();
+  });
+});
+
 describe('a write that fails after its ack resolved', () => {
   it('goes to onFault once, and the store stops taking changes', async () => {
     const { queue, disk, faults, received } = await queueWithDue(3);
