@@ -479,6 +479,7 @@ export class Deliveries {
     if (message === undefined) return false;
     // Not durable: answered once the message has left the in-flight set (retry() does that in
     // its first step); the lock is held until its record is written, as for a durable one.
+    // A failure before that answer rejects it (the race below), one after goes to onFault.
     let applied: ((nacked: boolean) => void) | undefined;
     const answer = durable ? undefined : new Promise<boolean>((resolve) => (applied = resolve));
     const done = this.locks.run(message.id, async () => {
@@ -488,15 +489,17 @@ export class Deliveries {
       }
       this.report.nacked();
       message.lastError = reason ?? 'nacked';
+      // A nack that makes a dead letter waits for its BURY record: the dead letter is counted
+      // and listed from then on, and dead letters are rare enough not to matter to a consumer.
+      const burying = message.attempts >= message.maxAttempts;
       const retried = this.retry(message, delayMs);
-      applied?.(true);
+      if (!burying) applied?.(true);
       await retried;
       return true;
     });
     if (answer === undefined) return done;
     const watched = done.then(() => undefined);
     this.watchWrite(watched, message.id, 'a nacked delivery');
-    // A failure before the message was released (none is known) still answers the caller.
     return Promise.race([answer, done]);
   }
 
