@@ -34,8 +34,8 @@ export interface QueueOptions {
    */
   onFault?: FaultHandler;
   /**
-   * Whether ack(), ackMany() and nack() wait until their record is durable (the file store's
-   * group commit; Valkey/Redis's `durability` wait) before they resolve, as if each call passed
+   * Whether ack() and ackMany() wait until their record is durable (the file store's group
+   * commit; Valkey/Redis's `durability` wait) before they resolve, as if each call passed
    * `{ durable: true }`. Default false: they resolve once applied, and a crash may deliver again
    * the messages acked in the last group-commit window (docs/storage.md, "Durability").
    */
@@ -85,7 +85,13 @@ export interface AckOptions {
   durable?: boolean;
 }
 
-export interface NackOptions extends AckOptions {
+export interface NackOptions {
+  /**
+   * Default true: resolve once the retry is durable and the message is due again (its event
+   * and counters told). `false`: once the delivery has ended (its receipt spent), the retry
+   * written with the next group commit.
+   */
+  durable?: boolean;
   /** Redeliver after this long. Default: the message's backoff. */
   delayMs?: number;
   /** Why the delivery failed, kept as the message's lastError (cut to 500 characters). */

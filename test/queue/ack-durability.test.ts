@@ -87,7 +87,7 @@ describe('an ack that is not durable', () => {
     expect(await many).toEqual([true]);
   });
 
-  it('durableAcks: true makes every ack and nack wait, unless a call says durable: false', async () => {
+  it('durableAcks: true makes every ack wait, unless a call says durable: false', async () => {
     const { queue, disk, received } = await queueWithDue(3, { durableAcks: true });
     disk.hold();
     const acked = queue.ack(received[0].receipt);
@@ -106,8 +106,8 @@ describe('a nack that is not durable', () => {
   it('resolves once the delivery has ended, before its retry is on disk', async () => {
     const { queue, disk, received } = await queueWithDue(2);
     disk.hold();
-    const nacked = queue.nack(received[0].receipt, { delayMs: 10 });
-    const durable = queue.nack(received[1].receipt, { delayMs: 10, durable: true });
+    const nacked = queue.nack(received[0].receipt, { delayMs: 10, durable: false });
+    const durable = queue.nack(received[1].receipt, { delayMs: 10 });
     await waitFor(() => disk.disk.waiting > 0);
     expect(await settlesSoon(nacked)).toBe(true);
     expect(await nacked).toBe(true);
