@@ -14,7 +14,10 @@
  *
  *   - every acknowledged schedule that was not acknowledged-cancelled or acknowledged-acked is
  *     delivered, with the payload it was scheduled with (hash checked);
- *   - no message is delivered after its cancel or ack had resolved;
+ *   - no message is delivered after its cancel had resolved, nor by the process whose ack of it
+ *     had resolved; a later process may deliver an acked message again (an ack resolves before
+ *     its record is fsynced, docs/storage.md): each such redelivery is counted and reported, by
+ *     the kill that lost the ack, and the message must then be delivered again until acked;
  *   - nothing is delivered before its due time: Date.now() >= deliverAt - 1 (clock granularity);
  *   - a dedup re-schedule of a pending id returns the pending message;
  *   - a cancel of a message known to be live returns true (it was not lost);
@@ -149,6 +152,7 @@ class Model {
       unacknowledgedDeliveries: 0,
       maybeFinished: 0,
       provenLive: 0,
+      redeliveredAfterAck: 0,
       truncatedBytes: 0,
       truncatedRecoveries: 0,
       recoveryMsMax: 0,
@@ -156,6 +160,8 @@ class Model {
       snapshotRecoveries: 0,
       snapshotsRejected: 0,
     };
+    /** Acked messages delivered again by a later process, by the cycle whose kill lost the ack. */
+    this.lostAcks = new Map();
     /** Largest deliverAt - Date.now() seen at a delivery (positive = early). */
     this.maxEarlyMs = -Infinity;
   }
@@ -345,7 +351,14 @@ class Model {
         `delivered with deliverAt ${deliverAt}, scheduled for ${rec.s.deliverAt}`,
       );
     }
-    if (rec.state === 'acked' || rec.state === 'cancelled') {
+    if (rec.state === 'acked' && rec.finished.cycle < cycle) {
+      // Its ack resolved in a process killed before the ack's group commit: allowed (at least
+      // once), counted, and the message is live again until an ack of it holds.
+      const lostIn = rec.finished.cycle;
+      this.counts.redeliveredAfterAck++;
+      this.lostAcks.set(lostIn, (this.lostAcks.get(lostIn) ?? 0) + 1);
+      rec.state = 'live';
+    } else if (rec.state === 'acked' || rec.state === 'cancelled') {
       const { cycle: finishCycle, line } = rec.finished;
       if (finishCycle < cycle || line < calledAt) {
         this.violation(
@@ -705,7 +718,8 @@ async function main() {
         `${result.readyMs === undefined ? 'killed during startup' : `ready ${Math.round(result.readyMs)} ms, killed after ${Math.round(result.killedAt - result.readyMs)} ms`} ` +
         `lanes=${config.lanes}: +S ${c.schedulesAcked - before.schedulesAcked} ` +
         `+C ${c.cancelsAcked - before.cancelsAcked} +A ${c.acksAcked - before.acksAcked} ` +
-        `+R ${c.deliveries - before.deliveries} +D ${c.dedupAcked - before.dedupAcked}; ` +
+        `+R ${c.deliveries - before.deliveries} +D ${c.dedupAcked - before.dedupAcked} ` +
+        `acked-then-redelivered ${c.redeliveredAfterAck - before.redeliveredAfterAck}; ` +
         `tail cut ${c.truncatedBytes - before.truncatedBytes} B${torn > 0 ? `, then torn ${torn} B` : ''}; ` +
         `live ~${model.required().length}` +
         (model.violationCount > violationsBefore
@@ -741,6 +755,7 @@ async function main() {
     final = { required: -1, finalMs: -1, drained: false, truncatedBytes: 0 };
   }
   const { duplicates, distinct } = model.duplicates();
+  const lostPerKill = [...model.lostAcks.values()];
   const report = {
     ok: model.violationCount === 0,
     seed: options.seed,
@@ -751,6 +766,9 @@ async function main() {
     tornTailsInjected: runs.tornTails,
     tornBytesInjected: runs.tornBytes,
     ...model.counts,
+    /** Kills whose lost acks showed as redeliveries, and the most one kill cost. */
+    killsThatLostAcks: lostPerKill.length,
+    redeliveredAfterAckMaxPerKill: Math.max(0, ...lostPerKill),
     distinctDelivered: distinct,
     duplicates,
     requiredAtEnd: final.required,
@@ -774,6 +792,8 @@ async function main() {
       `  deliveries ${c.deliveries} (workers ${c.workerDeliveries}, final ${c.finalDeliveries}), ` +
       `distinct ${distinct}, duplicates ${duplicates}, of unacknowledged schedules ` +
       `${c.unacknowledgedDeliveries}\n` +
+      `  acked then redelivered after a kill ${c.redeliveredAfterAck} (lost by ` +
+      `${report.killsThatLostAcks} kills, at most ${report.redeliveredAfterAckMaxPerKill} by one)\n` +
       `  cut-short finishes ${c.maybeFinished} (${c.provenLive} later proven not to have happened), ` +
       `torn tails added ${runs.tornTails} (${runs.tornBytes} B), cut at recovery ` +
       `${c.truncatedRecoveries} (${c.truncatedBytes} B), ` +

@@ -72,6 +72,7 @@ const OPEN_OPTIONS = optionNames<DelayQueueOpenOptions>({
   rememberFinished: true,
   push: true,
   onFault: true,
+  durableAcks: true,
 });
 
 /** Every option of a queue on Valkey/Redis. */
@@ -92,6 +93,7 @@ const REDIS_OPTIONS = optionNames<DelayQueueRedisOptions>({
   maxWaitMs: true,
   push: true,
   onFault: true,
+  durableAcks: true,
 });
 
 /** The keys of T that are not optional. */

@@ -83,6 +83,11 @@ function serveCommand(io: CliIo): CommandSpec {
         default: 'batch',
       },
       {
+        name: 'durable-acks',
+        description:
+          'answer POST /v1/ack and /v1/nack once the acks are durable (as a 201 is sent), not once applied; a request can ask with "durable": true',
+      },
+      {
         name: 'redis',
         value: '<urls>',
         description:

@@ -39,6 +39,7 @@ export interface ServeOptions {
   queue: string;
   partitions: number;
   durability: 'auto' | 'replicated' | 'fsynced' | 'async';
+  durableAcks?: boolean;
   /** With `redis`: how long to keep trying to reach it at start (ms). */
   connectTimeout: number;
   nodeId?: string;
@@ -99,12 +100,17 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     (options.logFormat === 'auto' && io.outIsTerminal?.() === true);
   const redis = options.redis === undefined || options.redis === '' ? undefined : options.redis;
   const push = { allow: options.pushAllow ?? [] };
+  const durableAcks = options.durableAcks === true;
   const where =
     redis === undefined
       ? {
           dir: options.dir,
           fsync: options.fsync,
-          queueOptions: { push, payloadMemoryBytes: options.payloadMemory * 1024 * 1024 },
+          queueOptions: {
+            push,
+            durableAcks,
+            payloadMemoryBytes: options.payloadMemory * 1024 * 1024,
+          },
         }
       : {
           // Commas separate URLs, and the Sentinels inside one redis+sentinel:// URL.
@@ -113,6 +119,7 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
             queue: options.queue,
             partitions: options.partitions,
             durability: options.durability,
+            durableAcks,
             push,
             connectTimeoutMs: options.connectTimeout,
             ...(options.nodeId === undefined ? {} : { nodeId: options.nodeId }),

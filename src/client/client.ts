@@ -12,10 +12,11 @@
 
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
 import type { QueueOperations } from '../queue/api.js';
-import { checkCallback, checkOption, describe } from '../validate.js';
+import { checkCallback, checkFlag, checkOption, describe } from '../validate.js';
 import type {
   MessageHandler,
   MessageInfo,
+  NackOptions,
   ReceivedMessage,
   ReceiveOptions,
 } from '../queue/types.js';
@@ -57,9 +58,19 @@ import { listPath, walkPages } from './listing.js';
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import { Transport, type Answer, type Exchange, type TransportOptions } from './transport.js';
-import { checkClientOptions, type CallOptions, type ClientOptions } from './options.js';
+import {
+  checkClientOptions,
+  type AckCallOptions,
+  type CallOptions,
+  type ClientOptions,
+} from './options.js';
 
-export { DEFAULT_URL, type CallOptions, type ClientOptions } from './options.js';
+export {
+  DEFAULT_URL,
+  type AckCallOptions,
+  type CallOptions,
+  type ClientOptions,
+} from './options.js';
 import { checkWatch, type QueueEvent } from '../queue/events.js';
 import { activeTrace } from '../queue/tracing.js';
 
@@ -227,8 +238,11 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return answer.body.messages.map(fromWire) as ReceivedMessage<Payload>[];
   }
 
-  /** Acknowledges a delivery. False for an unknown or stale receipt. */
-  async ack(receipt: string, options: CallOptions = {}): Promise<boolean> {
+  /**
+   * Acknowledges a delivery. False for an unknown or stale receipt. `durable`: the server
+   * answers once the ack survives a crash, not once applied (docs/http-api.md).
+   */
+  async ack(receipt: string, options: AckCallOptions = {}): Promise<boolean> {
     const [acked] = await this.ackMany([receipt], options);
     return acked === true;
   }
@@ -237,14 +251,16 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
    * Acknowledges several deliveries in one request, like DelayQueue.ackMany: results[i] is for
    * receipts[i] (false: unknown, stale or already acked). An empty array resolves to [].
    */
-  async ackMany(receipts: readonly string[], options: CallOptions = {}): Promise<boolean[]> {
-    return this.settleMany('ackMany', receipts, {}, options);
+  async ackMany(receipts: readonly string[], options: AckCallOptions = {}): Promise<boolean[]> {
+    const durable = options.durable;
+    if (durable !== undefined) checkFlag(durable, 'durable');
+    return this.settleMany('ackMany', receipts, durable === undefined ? {} : { durable }, options);
   }
 
   /** Gives a delivery back, redelivered after `delayMs` (default: the message's backoff). */
   async nack(
     receipt: string,
-    nackOptions: { delayMs?: number; reason?: string } = {},
+    nackOptions: NackOptions = {},
     options: CallOptions = {},
   ): Promise<boolean> {
     const [nacked] = await this.nackMany([receipt], nackOptions, options);
@@ -254,7 +270,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   /** nack() for several deliveries in one request, like DelayQueue.nackMany; results as ackMany. */
   async nackMany(
     receipts: readonly string[],
-    nackOptions: { delayMs?: number; reason?: string } = {},
+    nackOptions: NackOptions = {},
     options: CallOptions = {},
   ): Promise<boolean[]> {
     if (typeof nackOptions !== 'object' || nackOptions === null) {
@@ -263,8 +279,9 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
         `nackMany options must be an object such as { delayMs: 5000 }, got ${describe(nackOptions)}`,
       );
     }
-    const { delayMs, reason } = nackOptions;
+    const { delayMs, reason, durable } = nackOptions;
     if (delayMs !== undefined) checkOption(delayMs, 'delayMs', 0, MAX_NACK_DELAY_MS);
+    if (durable !== undefined) checkFlag(durable, 'durable');
     if (reason !== undefined && typeof reason !== 'string') {
       throw new TickwheelTypeError(
         'ERR_TICKWHEEL_INVALID_OPTION',
@@ -277,6 +294,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       {
         ...(delayMs === undefined ? {} : { delayMs }),
         ...(reason === undefined ? {} : { reason }),
+        ...(durable === undefined ? {} : { durable }),
       },
       options,
     );
@@ -538,7 +556,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   private async settleMany(
     method: 'ackMany' | 'nackMany',
     receipts: readonly string[],
-    extra: { delayMs?: number; reason?: string },
+    extra: NackOptions,
     options: CallOptions,
   ): Promise<boolean[]> {
     const sent = sendableReceipts(method, receipts);

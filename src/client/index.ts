@@ -13,7 +13,13 @@
  * No dependencies: it runs on Node's built-in fetch.
  */
 
-export { DEFAULT_URL, TickwheelClient, type CallOptions, type ClientOptions } from './client.js';
+export {
+  DEFAULT_URL,
+  TickwheelClient,
+  type AckCallOptions,
+  type CallOptions,
+  type ClientOptions,
+} from './client.js';
 export type { ClientConsumeOptions, ConsumeErrorContext, Consumer } from './consumer.js';
 export { TickwheelHttpError, TickwheelNetworkError, type CallOutcome } from './errors.js';
 export type * from '../protocol/wire.js';

@@ -28,6 +28,12 @@ export interface CallOptions {
   timeoutMs?: number;
 }
 
+/** ack() and ackMany(): a call's options, and whether to wait until the ack is durable. */
+export interface AckCallOptions extends CallOptions {
+  /** Answered once the ack survives a crash. Default: the server's `durableAcks` (false). */
+  durable?: boolean;
+}
+
 export const DEFAULT_URL = 'http://127.0.0.1:7700';
 
 const CLIENT_OPTIONS = optionNames<ClientOptions>({

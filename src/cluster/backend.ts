@@ -38,7 +38,7 @@ import type { FaultHandler } from '../queue/faults.js';
 import { ClusterNode } from './node.js';
 import { faultsOncePer } from './node-options.js';
 import type { ClusterNodeOptions } from './node-options.js';
-import { settledBy, type Settled } from './consumer.js';
+import { settledBy, type DurableWrite, type Settled } from './consumer.js';
 import type { ExpiredDelivery } from './owner.js';
 
 /** The options of a queue on Valkey/Redis: the node's, and the ones every backend takes. */
@@ -49,6 +49,8 @@ export interface ClusterQueueOptions extends ClusterNodeOptions {
   push?: QueueLimits['push'];
   /** Takes the node's background faults with their codes (src/queue/faults.ts). */
   onFault?: FaultHandler;
+  /** Whether acks and nacks wait for `durability` unless a call says otherwise. Default false. */
+  durableAcks?: boolean;
 }
 
 const LEASE_LOSS = {
@@ -84,8 +86,8 @@ export class ClusterBackend implements QueueBackend {
     this.source = {
       receive: (topic, { max, waitMs, visibilityMs }, signal) =>
         this.take(topic, max, waitMs, signal, visibilityMs === undefined ? {} : { visibilityMs }),
-      ack: (receipt) => this.ack(receipt),
-      nack: (receipt, reason) => this.nack(receipt, reason, undefined),
+      ack: (receipt) => this.ack(receipt, false),
+      nack: (receipt, reason) => this.nack(receipt, reason, undefined, false),
     };
   }
 
@@ -207,8 +209,9 @@ export class ClusterBackend implements QueueBackend {
     return messages;
   }
 
-  async ack(receipt: string): Promise<boolean> {
-    const done = await this.node.consumer.ack(receipt);
+  /** `durable`: written on the producer's connections and waited for as a schedule is. */
+  async ack(receipt: string, durable: boolean): Promise<boolean> {
+    const done = await this.node.consumer.ack(receipt, this.durably(durable));
     this.settledDelivery(receipt, done ? 'acked' : undefined);
     return done;
   }
@@ -217,14 +220,22 @@ export class ClusterBackend implements QueueBackend {
     receipt: string,
     reason: string | undefined,
     delayMs: number | undefined,
+    durable: boolean,
   ): Promise<boolean> {
     const kept = reason ?? NACK_REASON;
-    const nacked = await this.node.consumer.nack(receipt, {
-      ...(delayMs === undefined ? {} : { delayMs }),
-      reason: kept,
-    });
+    const nacked = await this.node.consumer.nack(
+      receipt,
+      { ...(delayMs === undefined ? {} : { delayMs }), reason: kept },
+      this.durably(durable),
+    );
     this.settledDelivery(receipt, settledBy(nacked?.outcome), kept, nacked?.dead);
     return nacked !== undefined;
+  }
+
+  private durably(durable: boolean): DurableWrite | undefined {
+    if (!durable) return undefined;
+    const { producer } = this.node;
+    return (meta, what, write) => producer.durably(meta, what, write);
   }
 
   /** Every partition's page, merged (listing.ts); equal due times by id. */

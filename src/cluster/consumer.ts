@@ -43,6 +43,13 @@ export function settledBy(outcome: NackOutcome | undefined): Settled | undefined
   return outcome === undefined ? undefined : outcome === 'retry' ? 'failed' : 'dead';
 }
 
+/** Producer.durably: a write sent where a durability wait covers it, then waited for. */
+export type DurableWrite = <T>(
+  meta: string,
+  what: string,
+  write: (valkey: Valkey) => Promise<T>,
+) => Promise<T>;
+
 export interface ConsumerOptions {
   queue: string;
   partitions: number;
@@ -158,7 +165,7 @@ export class Consumer {
    * Worker acks many deliveries of a partition in a turn: one call each cost Valkey a call's
    * overhead each).
    */
-  ack(receipt: string): Promise<boolean> {
+  ack(receipt: string, durably?: DurableWrite): Promise<boolean> {
     let parsed: ReturnType<Consumer['parseReceipt']>;
     try {
       parsed = this.parseReceipt(receipt);
@@ -169,6 +176,11 @@ export class Consumer {
     if (parsed === undefined) return Promise.resolve(false);
     const { partition, attempt, id } = parsed;
     const { bucket } = placeOf(id, this.options.partitions);
+    if (durably !== undefined) {
+      const meta = metaKey(this.options.queue, partition);
+      const delivery = { id, bucket, attempt };
+      return durably(meta, id, async (valkey) => (await tw.ack(valkey, meta, [delivery]))[0]);
+    }
     return new Promise((resolve, reject) => {
       let batch = this.acks.get(partition);
       if (batch === undefined) this.acks.set(partition, (batch = []));
@@ -208,6 +220,7 @@ export class Consumer {
   async nack(
     receipt: string,
     options: { delayMs?: number; reason?: string } = {},
+    durably?: DurableWrite,
   ): Promise<Nacked | undefined> {
     const parsed = this.parseReceipt(receipt);
     if (parsed === undefined) return undefined;
@@ -226,7 +239,11 @@ export class Consumer {
     const due = Date.now() + delay;
     const window = Math.floor(due / this.options.windowMs);
     const retry = { id, bucket, attempt, due, window };
-    const outcome = await tw.nack(this.valkey, at.meta, retry, options.reason ?? '');
+    const reason = options.reason ?? '';
+    const outcome =
+      durably === undefined
+        ? await tw.nack(this.valkey, at.meta, retry, reason)
+        : await durably(at.meta, id, (valkey) => tw.nack(valkey, at.meta, retry, reason));
     if (outcome !== 'dead') return outcome === undefined ? undefined : { outcome };
     // The dead letter's span continues the trace kept in its record, read here if the nack did
     // not need it. The nack is done by now: a failed read costs the span, not the nack.

@@ -314,6 +314,17 @@ export class Producer {
   }
 
   /**
+   * A consumer's write that must be as durable as a message (an ack or nack with `durable:
+   * true`): sent on the producer's connections, where the durability wait covers it, then
+   * waited for. A consumer's other acks and nacks go on its own connection with no wait.
+   */
+  async durably<T>(meta: string, what: string, write: (valkey: Valkey) => Promise<T>): Promise<T> {
+    const result = await write(this.valkey);
+    await this.durable(meta, what);
+    return result;
+  }
+
+  /**
    * Waits until the writes sent so far on `meta`'s connection are as durable as asked. Waits
    * are shared: the partitions of one primary share its connection, and one WAIT covers every
    * write whose reply came before it was sent, so a write joins the wait that has not been sent

@@ -153,6 +153,8 @@ export interface ReceiveResponse {
 /** POST /v1/ack */
 export interface AckBody {
   receipts: string[];
+  /** Answer once the acks are durable, not once applied. Default: the server's durableAcks. */
+  durable?: boolean;
 }
 
 /** results[i]: whether receipts[i] was a live delivery (false: unknown, stale or already acked). */
@@ -168,6 +170,8 @@ export interface NackBody {
   delayMs?: number;
   /** Why the deliveries failed: kept as each message's lastError, with a dead letter too. */
   reason?: string;
+  /** As AckBody.durable. */
+  durable?: boolean;
 }
 
 export interface NackResponse {

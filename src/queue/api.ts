@@ -22,6 +22,7 @@ import type {
   ConsumeOptions,
   MessageHandler,
   MessageInfo,
+  AckOptions,
   NackOptions,
   ReceivedMessage,
   ReceiveOptions,
@@ -57,9 +58,9 @@ export interface QueueOperations<Payload = unknown> {
   get(id: string): Promise<MessageInfo | undefined>;
 
   receive(topic: string, options?: ReceiveOptions): Promise<ReceivedMessage<Payload>[]>;
-  ack(receipt: string): Promise<boolean>;
+  ack(receipt: string, options?: AckOptions): Promise<boolean>;
   nack(receipt: string, options?: NackOptions): Promise<boolean>;
-  ackMany(receipts: readonly string[]): Promise<boolean[]>;
+  ackMany(receipts: readonly string[], options?: AckOptions): Promise<boolean[]>;
   nackMany(receipts: readonly string[], options?: NackOptions): Promise<boolean[]>;
   consume(
     topic: string,

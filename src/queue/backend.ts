@@ -12,7 +12,7 @@
  *     process schedules them.
  *   - At least once: a message leaves only by ack, cancel, or burial as a dead letter after its
  *     last attempt; a delivery not acknowledged within its visibility timeout is due again.
- *   - Durable when resolved: a schedule, cancel, move, ack or nack resolves once it survives
+ *   - Durable when resolved: a schedule, cancel, move, or durable ack or nack resolves once it survives
  *     what the backend promises to survive (a crash of the process; of a primary where it
  *     replicates). A write that may have happened before it failed rejects with a
  *     TickwheelOutcomeError (errors.ts, mayHaveWritten), never as if nothing happened.
@@ -86,9 +86,21 @@ export interface QueueBackend {
   payload(id: string): Promise<{ value: unknown } | undefined>;
 
   receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]>;
-  ack(receipt: string): Promise<boolean>;
-  /** `reason` is clipped already; `delayMs` undefined: the message's backoff. */
-  nack(receipt: string, reason: string | undefined, delayMs: number | undefined): Promise<boolean>;
+  /**
+   * Resolves once applied: the delivery has ended, and this process never hands the message out
+   * again. `durable`: only once the ack survives what a schedule survives. Not durable, its write
+   * follows (the next group commit, no replication wait), and a write that fails then goes to
+   * the queue's fault handler, never silently away; a crash before it may deliver the message
+   * again (at least once), and nothing else.
+   */
+  ack(receipt: string, durable: boolean): Promise<boolean>;
+  /** `reason` is clipped already; `delayMs` undefined: the message's backoff. `durable`: as ack. */
+  nack(
+    receipt: string,
+    reason: string | undefined,
+    delayMs: number | undefined,
+    durable: boolean,
+  ): Promise<boolean>;
   /** What consume()'s workers and the pushes receive from and settle to. */
   readonly source: WorkerSource;
   /** A consumer started: returns what to call when it stops (the embedded queue holds the process). */

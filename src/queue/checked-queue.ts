@@ -30,7 +30,13 @@ import {
   type CheckedRequest,
   type ScheduleRequest,
 } from './message.js';
-import { checkNack, checkReceipts, checkReceiveOptions, type QueueLimits } from './options.js';
+import {
+  checkAck,
+  checkNack,
+  checkReceipts,
+  checkReceiveOptions,
+  type QueueLimits,
+} from './options.js';
 import { checkedSpec, mergedSpec, type ScheduleInfo } from './recurring-records.js';
 import {
   checkScheduleName,
@@ -51,6 +57,7 @@ import type {
   ConsumeOptions,
   MessageHandler,
   MessageInfo,
+  AckOptions,
   NackOptions,
   ReceivedMessage,
   ReceiveOptions,
@@ -206,10 +213,14 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return received as Promise<ReceivedMessage<Payload>[]>;
   }
 
-  /** Acknowledges a delivery: the message is done. False for an unknown or stale receipt. */
-  async ack(receipt: string): Promise<boolean> {
+  /**
+   * Acknowledges a delivery: the message is done. False for an unknown or stale receipt.
+   * Resolves once applied (never handed out again by this process), or with `durable` (default:
+   * the queue's `durableAcks`) once it survives a crash.
+   */
+  async ack(receipt: string, options: AckOptions = {}): Promise<boolean> {
     this.checkOpen();
-    return this.backend.ack(receipt);
+    return this.backend.ack(receipt, checkAck(options, this.limits.durableAcks));
   }
 
   /**
@@ -218,7 +229,9 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
    */
   async nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
     this.checkOpen();
-    return this.backend.nack(receipt, checkNack(options), options.delayMs);
+    const reason = checkNack(options);
+    // A nack waits for its retry's record unless told otherwise (see NackOptions.durable).
+    return this.backend.nack(receipt, reason, options.delayMs, options.durable ?? true);
   }
 
   /**
@@ -226,10 +239,11 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
    * is checked before any is acknowledged; if the backend fails, it rejects, and any subset may
    * have been acknowledged.
    */
-  async ackMany(receipts: readonly string[]): Promise<boolean[]> {
+  async ackMany(receipts: readonly string[], options: AckOptions = {}): Promise<boolean[]> {
     this.checkOpen();
     checkReceipts(receipts, 'ackMany');
-    return Promise.all(receipts.map((receipt) => this.backend.ack(receipt)));
+    const durable = checkAck(options, this.limits.durableAcks, 'ackMany');
+    return Promise.all(receipts.map((receipt) => this.backend.ack(receipt, durable)));
   }
 
   /** nack() for several deliveries, with the same options for all; results as ackMany. */
@@ -237,8 +251,9 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     this.checkOpen();
     checkReceipts(receipts, 'nackMany');
     const reason = checkNack(options, 'nackMany');
+    const durable = options.durable ?? true;
     return Promise.all(
-      receipts.map((receipt) => this.backend.nack(receipt, reason, options.delayMs)),
+      receipts.map((receipt) => this.backend.nack(receipt, reason, options.delayMs, durable)),
     );
   }
 

@@ -12,9 +12,14 @@
  * (store.handOut: their attempts count even if the process dies before the delivery ends), and
  * answers with no promise per message when their payloads are in memory; payloads still on disk
  * are read together, and what does not fit `maxBytes` (sizes known only then) or cannot be read is
- * handed back as if never received. An ack skips the id lock when nothing else runs on the id, and
- * returns the store's promise, which a group commit shares between acks. A nack and a visibility
- * timeout run under the id lock: they await the store.
+ * handed back as if never received. An ack skips the id lock when nothing else runs on the id.
+ * It resolves once applied (the message leaves the in-flight set in the same turn and is never
+ * handed out again here), its record written with the next group commit; a durable one returns
+ * the store's promise, which a group commit shares between acks. A nack and a visibility timeout
+ * run under the id lock, which covers their write; a nack that is not durable resolves once the
+ * message has left the in-flight set. A write that fails after its ack or nack resolved goes to
+ * onFault (the store has stopped: its next calls reject). A crash before the group commit
+ * delivers those messages again: at least once, and nothing is lost.
  *
  * Deliveries first: consume()'s acks (ackQuietly) made while at least DEFER_MIN_READY messages
  * of their topic wait ready (a burst being delivered) are put off while consumers keep taking
@@ -50,6 +55,8 @@ import type { TopicGate } from './topics.js';
 import type { ReceivedMessage } from './types.js';
 import type { Waiters } from './waiters.js';
 
+/** The answer of an ack applied and not waited for: one promise for all of them. */
+const TRUE = Promise.resolve(true);
 /** Put-off acks applied in one go (one turn of the event loop, ~1 ms). */
 const ACK_CHUNK = 1024;
 /** Acks are put off only while at least this many messages of their topic wait ready. */
@@ -105,6 +112,9 @@ export class Deliveries {
   private ackedInOrder = 0;
 
   private readonly onFault: FaultReporter;
+  /** The write watchWrite() watched last, and whether a failed one was told. */
+  private lastWatched: Promise<unknown> | undefined;
+  private writeFailureTold = false;
 
   constructor(parts: QueueParts) {
     this.store = parts.store;
@@ -245,8 +255,11 @@ export class Deliveries {
     return answer;
   }
 
-  /** Acknowledges a delivery: the message is done. False for an unknown or stale receipt. */
-  ack(receipt: string): Promise<boolean> {
+  /**
+   * Acknowledges a delivery: the message is done. False for an unknown or stale receipt.
+   * `durable`: resolves once the ack is on disk; otherwise once applied.
+   */
+  ack(receipt: string, durable = true): Promise<boolean> {
     let message: NearMessage | undefined;
     try {
       message = this.near.owner(receipt);
@@ -254,16 +267,49 @@ export class Deliveries {
       return Promise.reject(err as Error);
     }
     if (message === undefined) return Promise.resolve(false);
-    // Nothing else running on the id (the common case): no lock, only the wait for durability.
-    if (!this.locks.busy(message.id)) return this.finishAcked(message);
+    // Nothing else running on the id (the common case): no lock.
+    if (!this.locks.busy(message.id)) return this.finishAcked(message, durable);
     const owner = message;
+    // Behind the id's lock (a timeout of this delivery being written, say): applied once that
+    // ends, and only if the delivery is still this receipt's.
     return this.locks.run(owner.id, () =>
-      this.near.owner(receipt) === owner ? this.finishAcked(owner) : Promise.resolve(false),
+      this.near.owner(receipt) === owner
+        ? this.finishAcked(owner, durable)
+        : Promise.resolve(false),
     );
   }
 
-  private finishAcked(message: NearMessage): Promise<boolean> {
-    return this.finishQuietly(message).then(() => true);
+  private finishAcked(message: NearMessage, durable: boolean): Promise<boolean> {
+    const written = this.finishQuietly(message);
+    if (durable) return written.then(() => true);
+    this.watchWrite(written, message.id);
+    return TRUE;
+  }
+
+  /**
+   * A write whose caller was answered before it ended (an ack or nack that is not durable): a
+   * failure goes to onFault. Told once: the store stops at its first failed write, and every
+   * record after it fails for the same cause. Writes of one group commit share a promise, so a
+   * burst of acks watches a handful of promises.
+   */
+  private watchWrite(written: Promise<unknown>, id: string, what = 'an acked delivery'): void {
+    if (written === this.lastWatched) return;
+    this.lastWatched = written;
+    written.catch((err: unknown) => {
+      if (this.writeFailureTold) return;
+      this.writeFailureTold = true;
+      const cause = err instanceof Error ? err.message : String(err);
+      this.onFault(
+        faultOf(err, {
+          code: 'ERR_TICKWHEEL_IO',
+          level: 'error',
+          message:
+            `${what} (message ${id}) could not be written: ${cause}. After a restart its ` +
+            'delivery comes back; the store takes no more changes until the queue is opened again',
+          fields: { id },
+        }),
+      );
+    });
   }
 
   /**
@@ -427,16 +473,34 @@ export class Deliveries {
     receipt: string,
     reason: string | undefined,
     delayMs: number | undefined,
+    durable: boolean,
   ): Promise<boolean> {
     const message = this.near.owner(receipt);
     if (message === undefined) return false;
-    return this.locks.run(message.id, async () => {
-      if (this.near.owner(receipt) !== message) return false;
+    // Not durable: answered once the message has left the in-flight set (retry() does that in
+    // its first step); the lock is held until its record is written, as for a durable one.
+    // A failure before that answer rejects it (the race below), one after goes to onFault.
+    let applied: ((nacked: boolean) => void) | undefined;
+    const answer = durable ? undefined : new Promise<boolean>((resolve) => (applied = resolve));
+    const done = this.locks.run(message.id, async () => {
+      if (this.near.owner(receipt) !== message) {
+        applied?.(false);
+        return false;
+      }
       this.report.nacked();
       message.lastError = reason ?? NACK_REASON;
-      await this.retry(message, delayMs);
+      // A nack that makes a dead letter waits for its BURY record: the dead letter is counted
+      // and listed from then on, and dead letters are rare enough not to matter to a consumer.
+      const burying = message.attempts >= message.maxAttempts;
+      const retried = this.retry(message, delayMs);
+      if (!burying) applied?.(true);
+      await retried;
       return true;
     });
+    if (answer === undefined) return done;
+    const watched = done.then(() => undefined);
+    this.watchWrite(watched, message.id, 'a nacked delivery');
+    return Promise.race([answer, done]);
   }
 
   /**

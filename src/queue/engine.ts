@@ -194,7 +194,7 @@ export class QueueEngine implements QueueBackend {
               EMBEDDED_RECEIVE_BYTES,
             ),
       ack: (receipt, message) => this.deliveries.ackQuietly(receipt, message),
-      nack: (receipt, reason) => this.deliveries.nack(receipt, reason, undefined),
+      nack: (receipt, reason) => this.deliveries.nack(receipt, reason, undefined, true),
     };
   }
 
@@ -268,12 +268,17 @@ export class QueueEngine implements QueueBackend {
     });
   }
 
-  ack(receipt: string): Promise<boolean> {
-    return this.deliveries.ack(receipt);
+  ack(receipt: string, durable: boolean): Promise<boolean> {
+    return this.deliveries.ack(receipt, durable);
   }
 
-  nack(receipt: string, reason: string | undefined, delayMs: number | undefined): Promise<boolean> {
-    return this.deliveries.nack(receipt, reason, delayMs);
+  nack(
+    receipt: string,
+    reason: string | undefined,
+    delayMs: number | undefined,
+    durable: boolean,
+  ): Promise<boolean> {
+    return this.deliveries.nack(receipt, reason, delayMs, durable);
   }
 
   /** A running consumer keeps the process alive, like an open server. */

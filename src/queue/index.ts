@@ -7,6 +7,7 @@ export type {
   ListOptions,
   ListPage,
   MessageInfo,
+  AckOptions,
   NackOptions,
   ReceiveOptions,
   ReceivedMessage,

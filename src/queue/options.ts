@@ -11,6 +11,7 @@ import { TickwheelTypeError } from '../errors.js';
 import {
   checkKnownOptions,
   checkOption,
+  checkFlag,
   checkOptionsObject,
   describe,
   optionNames,
@@ -24,7 +25,13 @@ import {
 import { checkFaultHandler, type FaultReporter } from './faults.js';
 import { clipReason } from './message.js';
 import { checkPushOptions, type PushOptions } from './push-guard.js';
-import type { DelayQueueOptions, NackOptions, QueueOptions, ReceiveOptions } from './types.js';
+import type {
+  AckOptions,
+  DelayQueueOptions,
+  NackOptions,
+  QueueOptions,
+  ReceiveOptions,
+} from './types.js';
 
 /**
  * Default `maxBytes` of the embedded receive(): twice the HTTP default (DEFAULT_RECEIVE_BYTES
@@ -47,6 +54,8 @@ export interface QueueLimits {
   push: PushOptions;
   /** Where background faults go: the `onFault` option made safe, or process warnings. */
   onFault: FaultReporter;
+  /** Whether acks and nacks wait for durability unless a call says otherwise. */
+  durableAcks: boolean;
 }
 
 /** The options of the embedded queue, checked, with their defaults filled in. */
@@ -71,6 +80,7 @@ export function checkQueueOptions(options: QueueOptions): QueueLimits {
     maxWaitMs: checkOption(options.maxWaitMs ?? 60_000, 'maxWaitMs', 0, MAX_WAIT_MS),
     push: checkPushOptions(options.push),
     onFault: checkFaultHandler(options.onFault),
+    durableAcks: checkFlag(options.durableAcks ?? false, 'durableAcks'),
   };
 }
 
@@ -129,7 +139,15 @@ export function checkVisibility(visibilityMs: unknown): number {
   return checkOption(visibilityMs, 'visibilityMs', 1, MAX_VISIBILITY_MS);
 }
 
-const NACK_OPTIONS = optionNames<NackOptions>({ delayMs: true, reason: true });
+const ACK_OPTIONS = optionNames<AckOptions>({ durable: true });
+const NACK_OPTIONS = optionNames<NackOptions>({ delayMs: true, reason: true, durable: true });
+
+/** Checks ack() options; resolves whether the ack waits for durability (`durableAcks` unless given). */
+export function checkAck(options: AckOptions, durableAcks: boolean, method = 'ack'): boolean {
+  checkOptionsObject(options, `${method} options`, '{ durable: true }');
+  checkKnownOptions(options, ACK_OPTIONS, `${method}()`);
+  return options.durable === undefined ? durableAcks : checkFlag(options.durable, 'durable');
+}
 
 /** Checks nack() options; resolves the reason to keep as lastError (undefined: none given). */
 export function checkNack(options: NackOptions, method = 'nack'): string | undefined {
@@ -141,6 +159,7 @@ export function checkNack(options: NackOptions, method = 'nack'): string | undef
   }
   checkKnownOptions(options, NACK_OPTIONS, `${method}()`);
   if (options.delayMs !== undefined) checkOption(options.delayMs, 'delayMs', 0, MAX_NACK_DELAY_MS);
+  checkFlag(options.durable, 'durable');
   const reason: unknown = options.reason;
   if (reason === undefined) return undefined;
   if (typeof reason !== 'string') {

@@ -33,6 +33,13 @@ export interface QueueOptions {
    * a `message`. Default: a process warning with the same code and text.
    */
   onFault?: FaultHandler;
+  /**
+   * Whether ack() and ackMany() wait until their record is durable (the file store's group
+   * commit; Valkey/Redis's `durability` wait) before they resolve, as if each call passed
+   * `{ durable: true }`. Default false: they resolve once applied, and a crash may deliver again
+   * the messages acked in the last group-commit window (docs/storage.md, "Durability").
+   */
+  durableAcks?: boolean;
 }
 
 /** The options of the embedded queue. */
@@ -69,7 +76,22 @@ export interface ReceivedMessage<Payload = unknown> {
   trace?: TraceContext;
 }
 
+export interface AckOptions {
+  /**
+   * Resolve only once the ack is durable (it survives a crash). Default: the queue's
+   * `durableAcks` (false): resolved once applied, the message is never handed out again by
+   * this process, and its record is written with the next group commit.
+   */
+  durable?: boolean;
+}
+
 export interface NackOptions {
+  /**
+   * Default true: resolve once the retry is durable and the message is due again (its event
+   * and counters told). `false`: once the delivery has ended (its receipt spent), the retry
+   * written with the next group commit.
+   */
+  durable?: boolean;
   /** Redeliver after this long. Default: the message's backoff. */
   delayMs?: number;
   /** Why the delivery failed, kept as the message's lastError (cut to 500 characters). */

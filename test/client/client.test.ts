@@ -276,6 +276,37 @@ describe('the names and results of DelayQueue', () => {
     expect(await tw.nackMany([c.receipt])).toEqual([false]);
   });
 
+  it('ack, ackMany, nack and nackMany send durable when given, and check it', async () => {
+    const bodies: unknown[] = [];
+    const tw = client({
+      fetch: (input, init) => {
+        if (typeof init?.body === 'string') bodies.push(JSON.parse(init.body));
+        return fetch(input, init);
+      },
+    });
+    await tw.scheduleMany([0, 1, 2].map((i) => ({ topic: 'dk', payload: i })));
+    let received: ReceivedMessage[] = [];
+    while (received.length < 3) {
+      received = [...received, ...(await tw.receive('dk', { max: 3, waitMs: 1000 }))];
+    }
+    const [a, b, c] = received;
+    bodies.length = 0;
+    expect(await tw.ack(a.receipt, { durable: true })).toBe(true);
+    expect(await tw.ackMany([b.receipt], { durable: false })).toEqual([true]);
+    expect(await tw.nack(c.receipt, { delayMs: 0, durable: true })).toBe(true);
+    expect(bodies).toEqual([
+      { receipts: [a.receipt], durable: true },
+      { receipts: [b.receipt], durable: false },
+      { receipts: [c.receipt], delayMs: 0, durable: true },
+    ]);
+    for (const call of [
+      () => tw.ack('r', { durable: 'yes' as never }),
+      () => tw.nackMany(['r'], { durable: 1 as never }),
+    ]) {
+      await expect(call()).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
+    }
+  });
+
   it('ackMany and nackMany check their input as the embedded queue does', async () => {
     const { fetch: spy, calls } = counting();
     const tw = client({ fetch: spy });

@@ -163,6 +163,26 @@ describe.each(backends)('Queue behaviour on $name', (backend) => {
     expect(await queue.ack(third.receipt)).toBe(true);
   });
 
+  it('acks and nacks durable or not: either ends the delivery, never handed out again', async () => {
+    const queue = await backend.open();
+    const ids = ['d-1', 'd-2', 'd-3', 'd-4'];
+    await queue.scheduleMany(ids.map((id) => ({ topic: 'dur', id, payload: id })));
+    const got = new Map((await receiveAll(queue, 'dur', 4)).map((m) => [m.id, m]));
+    const receipt = (id: string) => (got.get(id) as Arrived).receipt;
+    expect(await queue.ack(receipt('d-1'), { durable: true })).toBe(true);
+    expect(await queue.ack(receipt('d-2'), { durable: false })).toBe(true);
+    expect(await queue.ackMany([receipt('d-3')], { durable: true })).toEqual([true]);
+    expect(await queue.nack(receipt('d-4'), { delayMs: 0, durable: true })).toBe(true);
+    for (const id of ['d-1', 'd-2', 'd-3', 'd-4']) expect(await queue.ack(receipt(id))).toBe(false);
+    const [second] = await receiveAll(queue, 'dur', 1);
+    expect(second).toMatchObject({ id: 'd-4', attempts: 2 });
+    expect(await queue.nack(second.receipt, { delayMs: 0, durable: false })).toBe(true);
+    const [third] = await receiveAll(queue, 'dur', 1);
+    expect(third).toMatchObject({ id: 'd-4', attempts: 3 });
+    expect(await queue.ackMany([third.receipt], { durable: false })).toEqual([true]);
+    await waitFor(async () => (await queue.topicInfo('dur')).pending === 0);
+  });
+
   it('delivers again when the visibility timeout runs out, and fails the old receipt', async () => {
     const queue = await backend.open();
     const events = recordEvents(queue);

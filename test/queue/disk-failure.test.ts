@@ -73,7 +73,7 @@ describe.each(['write', 'sync'] as const)('a disk whose %s fails under a running
     expect(await queue.cancel(far[0].id)).toBe(true);
     await advance(clock, 200, 50, queue);
     const [acked, ...inFlight] = await queue.receive('near', { max: 5 });
-    expect(await queue.ack(acked.receipt)).toBe(true);
+    expect(await queue.ack(acked.receipt, { durable: true })).toBe(true);
 
     disk.failing = how;
     const touched = await outcomes([
@@ -81,8 +81,9 @@ describe.each(['write', 'sync'] as const)('a disk whose %s fails under a running
       queue.scheduleMany([{ topic: 'far', payload: 'during', delayMs: 5000 }]),
       queue.cancel(far[1].id),
       queue.reschedule(far[2].id, { delayMs: 50_000 }),
-      queue.ack(inFlight[0].receipt),
-      queue.nack(inFlight[1].receipt, { delayMs: 10 }),
+      // Durable: an ack or nack that is not waits for no write (ack-durability.test.ts).
+      queue.ack(inFlight[0].receipt, { durable: true }),
+      queue.nack(inFlight[1].receipt, { delayMs: 10, durable: true }),
     ]);
     expect(touched).toEqual(Array(6).fill('ERR_TICKWHEEL_IO'));
 

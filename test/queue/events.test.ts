@@ -104,7 +104,8 @@ describe.each([
     await settle();
     await queue.nack(first.receipt, { delayMs: 0, reason: 'again' });
     const [second] = await waiting;
-    await queue.ack(second.receipt);
+    // Durable: its event, told once the ack is on disk, comes before what follows.
+    await queue.ack(second.receipt, { durable: true });
     // A visibility timeout with no backoff, the same way.
     await queue.receive('w', { visibilityMs: 100 });
     const retaken = queue.receive('w', { waitMs: 5_000 });

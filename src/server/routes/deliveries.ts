@@ -81,8 +81,9 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
     '/ack',
     { schema: ackSchema },
     async (request): Promise<AckResponse> => {
-      const { queue } = context;
-      const results = await Promise.all(request.body.receipts.map((r) => queue.ack(r)));
+      const { receipts, durable } = request.body;
+      const options = durable === undefined ? {} : { durable };
+      const results = await context.queue.ackMany(receipts, options);
       return { acked: results.filter(Boolean).length, results };
     },
   );
@@ -91,10 +92,11 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
     '/nack',
     { schema: nackSchema },
     async (request): Promise<NackResponse> => {
-      const { receipts, delayMs, reason } = request.body;
+      const { receipts, delayMs, reason, durable } = request.body;
       const options = {
         ...(delayMs === undefined ? {} : { delayMs }),
         ...(reason === undefined ? {} : { reason }),
+        ...(durable === undefined ? {} : { durable }),
       };
       const results = await Promise.all(receipts.map((r) => context.queue.nack(r, options)));
       return { nacked: results.filter(Boolean).length, results };

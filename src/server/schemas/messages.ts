@@ -278,7 +278,7 @@ export const ackSchema = {
     type: 'object',
     additionalProperties: false,
     required: ['receipts'],
-    properties: { receipts },
+    properties: { receipts, durable: { type: 'boolean' } },
   },
   response: { 200: receiptResults('acked') },
 } as const;
@@ -295,6 +295,7 @@ export const nackSchema = {
       receipts,
       delayMs: { type: 'number', minimum: 0, maximum: MAX_NACK_DELAY_MS },
       reason: { type: 'string', maxLength: 10_000 },
+      durable: { type: 'boolean' },
     },
   },
   response: { 200: receiptResults('nacked') },
