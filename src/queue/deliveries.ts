@@ -339,9 +339,9 @@ export class Deliveries {
       delivery.receipt === receipt
     ) {
       message = this.lastTaken[next];
-      // Still in flight, so still that delivery: another one would have needed a receive since,
-      // which replaces lastAnswer.
-      if (message.status !== 'inflight') message = undefined;
+      // Still in flight and held, so still that delivery: another one would have needed a
+      // receive since, which replaces lastAnswer. A failed store write releases what it held.
+      if (message.status !== 'inflight' || message.tally === undefined) message = undefined;
       if (++this.ackedInOrder === this.lastAnswer.length) this.forgetLastReceive();
     }
     message ??= this.near.owner(receipt);
