@@ -30,7 +30,7 @@ describe.each([
       { topic: 'u', payload: 3, id: 'c', delayMs: 60_000 },
     ]);
     const [a, b] = await queue.receive('t', { max: 2 });
-    await queue.ack(a.receipt);
+    await queue.ack(a.receipt, { durable: true }); // its event comes once written
     await queue.nack(b.receipt, { reason: 'no luck' });
     await queue.cancel('c');
     await settle();
@@ -141,7 +141,7 @@ describe.each([
     await queue.schedule({ topic: 't', payload: 1, id: 'x' });
     await queue.schedule({ topic: 'other', payload: 1, id: 'y' });
     const [x] = await queue.receive('t');
-    await queue.ack(x.receipt);
+    await queue.ack(x.receipt, { durable: true }); // its event comes once written
     await settle();
     controller.abort();
     await reading;
