@@ -21,10 +21,12 @@
  * onFault (the store has stopped: its next calls reject). A crash before the group commit
  * delivers those messages again: at least once, and nothing is lost.
  *
- * Deliveries first: consume()'s acks (ackQuietly) made while at least DEFER_MIN_READY messages
- * of their topic wait ready (a burst being delivered) are put off while consumers keep taking
- * them, and applied once they stop (that topic has nothing ready, or no receive since the last
- * look), in chunks of ACK_CHUNK a turn; any other ack is applied at once. Applying an ack (its
+ * Deliveries first: acks that are not durable (consume()'s, and ack() without `durable`) made
+ * while at least DEFER_MIN_READY messages of their topic wait ready (a burst being delivered)
+ * are put off while consumers keep taking them, and applied once they stop (that topic has
+ * nothing ready, or no receive since the last look), in chunks of ACK_CHUNK a turn; any other
+ * ack is applied at once. A put-off ack has ended its delivery: its receipt is stale from then
+ * on (a second ack or a nack of it answers false). Applying an ack (its
  * FINISH record, the store's tables, the finished memory) costs more than delivering the
  * message; when 100k messages come due together, doing it first would make every later
  * delivery wait for every earlier ack. Bounds and semantics:
@@ -60,7 +62,7 @@ const TRUE = Promise.resolve(true);
 /** Put-off acks applied in one go (one turn of the event loop, ~1 ms). */
 const ACK_CHUNK = 1024;
 /** Acks are put off only while at least this many messages of their topic wait ready. */
-const DEFER_MIN_READY = 1024;
+const DEFER_MIN_READY = 256;
 /** Put-off acks at most: more are applied at once. */
 const MAX_DEFERRED_ACKS = 1 << 20;
 
@@ -268,7 +270,15 @@ export class Deliveries {
     }
     if (message === undefined) return Promise.resolve(false);
     // Nothing else running on the id (the common case): no lock.
-    if (!this.locks.busy(message.id)) return this.finishAcked(message, durable);
+    if (!this.locks.busy(message.id)) {
+      // During a burst, put off as consume()'s acks are (the top of the file): deliveries first.
+      const tally = message.tally as HeldTally | undefined;
+      if (durable || this.stopped || tally === undefined || tally.ready < DEFER_MIN_READY) {
+        return this.finishAcked(message, durable);
+      }
+      this.watchWrite(this.deferAck(message, tally), message.id);
+      return TRUE;
+    }
     const owner = message;
     // Behind the id's lock (a timeout of this delivery being written, say): applied once that
     // ends, and only if the delivery is still this receipt's.
@@ -358,7 +368,7 @@ export class Deliveries {
     this.ackedInOrder = 0;
   }
 
-  /** Puts off an ack of consume() (see the top of the file). */
+  /** Puts off an ack that is not durable (see the top of the file). */
   private deferAck(message: NearMessage, tally: HeldTally): Promise<unknown> {
     let chunk = this.deferred[this.deferred.length - 1];
     if (chunk === undefined || chunk.count === ACK_CHUNK) {

@@ -221,7 +221,9 @@ export class NearHorizon implements HeldCounts {
 
   /** The message in flight under this receipt, if any (throws only for a non-string). */
   owner(receipt: unknown): NearMessage | undefined {
-    return this.receipts.owner(receipt);
+    const message = this.receipts.owner(receipt);
+    // Acked, its ack put off (deliveries.ts): that delivery has ended, as if the ack were applied.
+    return message?.pendingAck === undefined ? message : undefined;
   }
 
   /** The receipt of a message in flight. */

@@ -14,6 +14,7 @@ import { ManualClock } from '../../src/index.js';
 import type { MessageState } from '../../src/queue/message.js';
 import { Worker } from '../../src/queue/worker.js';
 import { T0, advance, fileKind, settle, useQueues } from './harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 const openQueue = useQueues();
 
@@ -303,5 +304,64 @@ describe('put-off acks of a topic that stops being delivered', () => {
     expect(ackedOfA).toHaveLength(10);
     await consumerB.close();
     await consumerA.close();
+  });
+});
+
+describe('ack() without durable while a burst is delivered (a pull consumer)', () => {
+  /** n messages ready on the file store; the receive loop acks each batch before the next. */
+  async function burst(n: number) {
+    const { clock, queue, kind } = await openQueue(fileKind);
+    const ids = Array.from({ length: n }, (_, i) => `m${i}`);
+    await queue.scheduleMany(ids.map((id) => ({ id, topic: 'jobs', payload: id })));
+    return { clock, queue, kind, ids };
+  }
+
+  it('puts the acks off while messages wait, ends each delivery at once, and applies every one', async () => {
+    const { clock, queue, kind, ids } = await burst(2000);
+    const first = await queue.receive('jobs', { max: 500, visibilityMs: 1000 });
+    expect(await Promise.all(first.map((m) => queue.ack(m.receipt)))).toEqual(
+      first.map(() => true),
+    );
+    // Put off (1,500 still ready): not counted yet...
+    expect((await queue.stats()).acked).toBe(0);
+    // ...but ended: a second ack or a nack of the same receipt is refused.
+    expect(await queue.ack(first[0].receipt)).toBe(false);
+    expect(await queue.nack(first[1].receipt)).toBe(false);
+    expect(await queue.ackMany([first[2].receipt], { durable: true })).toEqual([false]);
+    // Looked up by id, it is acked (its ack applied first).
+    expect((await queue.get(first[3].id))?.status).toBe('acked');
+    // A visibility timeout running out does not hand any of them out again.
+    clock.advance(1000);
+    await settle(3);
+    const rest: string[] = [];
+    for (;;) {
+      const batch = await queue.receive('jobs', { max: 500 });
+      if (batch.length === 0) break;
+      rest.push(...batch.map((m) => m.id));
+      await Promise.all(batch.map((m) => queue.ack(m.receipt)));
+    }
+    expect(rest).toEqual(ids.slice(500));
+    expect((await queue.stats()).expired).toBe(0);
+    // Nothing ready: every put-off ack is applied within a few turns, and written.
+    await waitFor(async () => (await queue.stats()).acked === ids.length);
+    await queue.close();
+    const reopened = await kind.open(clock);
+    try {
+      await advance(clock, 60_000, 5000, reopened);
+      expect(await reopened.receive('jobs', { max: 10 })).toEqual([]);
+      expect((await reopened.stats()).store?.live).toBe(0);
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  it('applies a durable ack at once, and acks of a topic with few messages ready at once', async () => {
+    const { queue } = await burst(300);
+    const [a] = await queue.receive('jobs', { max: 1 });
+    await queue.ack(a.receipt, { durable: true });
+    expect((await queue.stats()).acked).toBe(1);
+    const batch = await queue.receive('jobs', { max: 100 }); // 199 left ready: under the bound
+    await Promise.all(batch.map((m) => queue.ack(m.receipt)));
+    expect((await queue.stats()).acked).toBe(101);
   });
 });
