@@ -5,9 +5,9 @@
  */
 
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort } from '../../scripts/valkey.mjs';
+import { procCpuSeconds } from '../queue/stats.mjs';
 import { serving } from '../serving.mjs';
 import { DIST } from './dist.mjs';
 
@@ -37,15 +37,10 @@ export async function startServer({ dir }) {
   const url = await serving(child, `http://127.0.0.1:${port}`);
   return {
     url,
+    pid: child.pid,
     /** CPU seconds (user + system) the server has used so far, or null off Linux. */
     cpuSeconds() {
-      try {
-        const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-        // utime and stime, fields 14 and 15 of stat, in clock ticks (USER_HZ, 100 on Linux).
-        return (Number(fields[11]) + Number(fields[12])) / 100;
-      } catch {
-        return null;
-      }
+      return procCpuSeconds(child.pid);
     },
     async stop() {
       if (child.exitCode !== null) return;

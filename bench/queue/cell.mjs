@@ -9,12 +9,14 @@
  */
 
 import { payloadFill, payloadRecover } from './payload-memory-cell.mjs';
+import { sustained } from './sustained-workload.mjs';
 import * as workloads from './workloads.mjs';
 
-const CELL_WORKLOADS = { ...workloads, payloadFill, payloadRecover };
+const CELL_WORKLOADS = { ...workloads, payloadFill, payloadRecover, sustained };
 
 async function peerModule(peer) {
   if (peer === 'tickwheel') return import('./tickwheel-peer.mjs');
+  if (peer === 'tickwheel-http') return import('./tickwheel-http-peer.mjs');
   if (peer === 'bullmq') return import('./bullmq-peer.mjs');
   throw new Error(`unknown peer ${peer}`);
 }

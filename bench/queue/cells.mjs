@@ -1,13 +1,15 @@
 /**
  * bench:queue's cell processes: each workload on each peer runs in a forked cell.mjs, with a
- * data directory (tickwheel) or a redis-server (BullMQ) of its own, removed or stopped when it
- * ends, also on errors and Ctrl-C (cleanup()).
+ * data directory (tickwheel), a data directory served by `tickwheel serve` (tickwheel-http) or
+ * a redis-server (BullMQ) of its own, removed or stopped when it ends, also on errors and
+ * Ctrl-C (cleanup()). A cell with a server is told its pid (`serverPid`), to read its CPU time.
  */
 
 import { fork } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { URL, fileURLToPath } from 'node:url';
+import { startServer } from '../push/server.mjs';
 import { startRedis, stopAllRedis } from './redis-server.mjs';
 
 const CELL = fileURLToPath(new URL('./cell.mjs', import.meta.url));
@@ -26,6 +28,8 @@ export function log(line) {
 
 const children = new Set();
 const dataDirs = new Set();
+/** `tickwheel serve` processes started for cells and not yet stopped. */
+const servers = new Set();
 
 export function makeDataDir(options, label) {
   mkdirSync(options.dataDir, { recursive: true });
@@ -82,7 +86,19 @@ export async function runCell(options, label, request) {
   }
 }
 
-/** Runs fn(port) against a fresh redis-server, stopped afterwards whatever happens. */
+/** Runs fn(server) against `tickwheel serve` on `dir`, stopped afterwards whatever happens. */
+export async function withTickwheelServer(dir, fn) {
+  const server = await startServer({ dir });
+  servers.add(server);
+  try {
+    return await fn(server);
+  } finally {
+    servers.delete(server);
+    await server.stop();
+  }
+}
+
+/** Runs fn(redis) against a fresh redis-server, stopped afterwards whatever happens. */
 export async function withRedis(fn) {
   const redis = await startRedis();
   try {
@@ -108,9 +124,22 @@ export async function runPeerCell(
         runCell(options, label, {
           peer,
           workload,
-          options: { ...cellOptions, port: redis.port },
+          options: { ...cellOptions, port: redis.port, serverPid: redis.pid },
         }),
       );
+    } else if (peer === 'tickwheel-http') {
+      const dir = makeDataDir(options, workload);
+      try {
+        result = await withTickwheelServer(dir, (server) =>
+          runCell(options, label, {
+            peer,
+            workload,
+            options: { ...cellOptions, url: server.url, serverPid: server.pid },
+          }),
+        );
+      } finally {
+        removeDataDir(dir);
+      }
     } else {
       const dir = makeDataDir(options, workload);
       try {
@@ -133,6 +162,7 @@ export async function runPeerCell(
 
 export async function cleanup() {
   for (const child of children) child.kill('SIGKILL');
+  await Promise.allSettled([...servers].map((server) => server.stop()));
   await stopAllRedis();
   for (const dir of [...dataDirs]) removeDataDir(dir);
 }

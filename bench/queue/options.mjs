@@ -64,7 +64,7 @@ export const HELP = `Usage: npm run bench:queue -- [options]
 
 // ---- options -------------------------------------------------------------------------------
 
-function parseCount(name, text) {
+export function parseCount(name, text) {
   const match = /^([\d_.]+(?:e\d+)?)([kKmM]?)$/.exec(String(text));
   const value = match
     ? Number(match[1].replaceAll('_', '')) * ({ k: 1e3, m: 1e6 }[match[2].toLowerCase()] ?? 1)
@@ -75,7 +75,7 @@ function parseCount(name, text) {
   return Math.round(value);
 }
 
-function parseList(name, text, known) {
+export function parseList(name, text, known) {
   const ids = String(text)
     .split(',')
     .map((id) => id.trim())

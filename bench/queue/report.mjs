@@ -262,7 +262,7 @@ function textTable(header, rows) {
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
-function markdownTable(header, rows) {
+export function markdownTable(header, rows) {
   const line = (cells) =>
     `| ${cells.map((cell) => String(cell).replaceAll('|', '\\|')).join(' | ')} |`;
   return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');

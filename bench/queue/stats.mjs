@@ -1,5 +1,7 @@
 /** Lateness percentiles, memory snapshots and number formatting for the queue benchmark. */
 
+import { readFileSync } from 'node:fs';
+
 /** Nearest-rank percentile of ascending `sorted` (p in [0, 1]). */
 export function percentile(sorted, p) {
   if (sorted.length === 0) return null;
@@ -112,4 +114,22 @@ export function ratio(ours, theirs, lowerIsBetter = false) {
     return null;
   }
   return Math.round((lowerIsBetter ? theirs / ours : ours / theirs) * 100) / 100;
+}
+
+/**
+ * CPU seconds (user + system, every thread) process `pid` has used so far, from /proc (Linux),
+ * or null where it cannot be read: how a bench measures a server that is not its own process.
+ * The figures are in USER_HZ ticks, 100 a second on Linux whatever the kernel's HZ, so a
+ * reading is good to 10 ms.
+ */
+export function procCpuSeconds(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name may hold spaces and parentheses: the fields start after its last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime, fields 14 and 15 of stat (11 and 12 counted from the state, field 3).
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return null;
+  }
 }

@@ -20,7 +20,7 @@ export function payloadFor(n, due) {
 }
 
 /** Messages n .. n+count-1, due at dueOf(n). */
-function batchOf(start, count, dueOf) {
+export function batchOf(start, count, dueOf) {
   const messages = new Array(count);
   for (let i = 0; i < count; i++)
     messages[i] = { payload: payloadFor(start + i, dueOf(start + i)) };
