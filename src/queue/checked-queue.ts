@@ -230,8 +230,8 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
   async nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
     this.checkOpen();
     const reason = checkNack(options);
-    // A nack waits for its retry's record unless told otherwise (see NackOptions.durable).
-    return this.backend.nack(receipt, reason, options.delayMs, options.durable ?? true);
+    const durable = options.durable ?? this.limits.durableAcks;
+    return this.backend.nack(receipt, reason, options.delayMs, durable);
   }
 
   /**
@@ -251,7 +251,7 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     this.checkOpen();
     checkReceipts(receipts, 'nackMany');
     const reason = checkNack(options, 'nackMany');
-    const durable = options.durable ?? true;
+    const durable = options.durable ?? this.limits.durableAcks;
     return Promise.all(
       receipts.map((receipt) => this.backend.nack(receipt, reason, options.delayMs, durable)),
     );

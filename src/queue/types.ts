@@ -34,10 +34,10 @@ export interface QueueOptions {
    */
   onFault?: FaultHandler;
   /**
-   * Whether ack() and ackMany() wait until their record is durable (the file store's group
+   * Whether ack(), ackMany(), nack() and nackMany() wait until their record is durable (the file store's group
    * commit; Valkey/Redis's `durability` wait) before they resolve, as if each call passed
    * `{ durable: true }`. Default false: they resolve once applied, and a crash may deliver again
-   * the messages acked in the last group-commit window (docs/storage.md, "Durability").
+   * the messages acked or nacked in the last group-commit window (docs/storage.md, "Durability").
    */
   durableAcks?: boolean;
 }
@@ -87,9 +87,10 @@ export interface AckOptions {
 
 export interface NackOptions {
   /**
-   * Default true: resolve once the retry is durable and the message is due again (its event
-   * and counters told). `false`: once the delivery has ended (its receipt spent), the retry
-   * written with the next group commit.
+   * `true`: resolve once the retry is durable and the message is due again (its event and
+   * counters told). Default: the queue's `durableAcks` (false): once the delivery has ended
+   * (its receipt spent), the retry written with the next group commit; a nack that makes a
+   * dead letter still waits for its record.
    */
   durable?: boolean;
   /** Redeliver after this long. Default: the message's backoff. */

@@ -70,7 +70,9 @@ describe('an ack that is not durable', () => {
     // is written before it is due again, so the fsync is let go first).
     disk.release();
     await advance(clock, 120_000, 500, queue);
-    const again = await queue.receive('t', { max: 10 });
+    // The retry's write is real I/O: due by now, it is ready once written.
+    let again: Array<{ id: string }> = [];
+    await waitFor(async () => (again = await queue.receive('t', { max: 10 })).length > 0);
     expect(again.map((m) => m.id)).toEqual([received[2].id]);
   });
 
@@ -107,7 +109,7 @@ describe('a nack that is not durable', () => {
     const { queue, disk, received } = await queueWithDue(2);
     disk.hold();
     const nacked = queue.nack(received[0].receipt, { delayMs: 10, durable: false });
-    const durable = queue.nack(received[1].receipt, { delayMs: 10 });
+    const durable = queue.nack(received[1].receipt, { delayMs: 10, durable: true });
     await waitFor(() => disk.disk.waiting > 0);
     expect(await settlesSoon(nacked)).toBe(true);
     expect(await nacked).toBe(true);

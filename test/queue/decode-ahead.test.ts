@@ -112,7 +112,7 @@ describe.each([
     const first = messages[FIRST + 7];
     (first.payload as { i: number; deep: { n: number } }).deep.n = -1;
     (first.payload as { i: number }).i = -1;
-    expect(await queue.nack(first.receipt, { delayMs: 0 })).toBe(true);
+    expect(await queue.nack(first.receipt, { delayMs: 0, durable: true })).toBe(true);
     await advance(clock, 5, 1, queue);
     const { messages: again, parses } = await receiveCounting(queue, 1);
     expect(again[0].id).toBe(`b${FIRST + 7}`);
@@ -321,7 +321,7 @@ describe('payloads decoded ahead: bounds', () => {
     const advanceBehind = async (ms: number) => {
       for (let left = ms; left > 0; left -= 50) {
         const [one] = await queue.receive('busy', { max: 1 });
-        await queue.nack(one.receipt, { delayMs: 0 });
+        await queue.nack(one.receipt, { delayMs: 0, durable: true });
         await advance(clock, 50, 50, queue);
       }
     };

@@ -219,7 +219,7 @@ describe.each([
     });
     await advance(clock, 1, 100, queue);
     const [one] = await q.receive('jobs');
-    expect(await q.nack(one.receipt)).toBe(true);
+    expect(await q.nack(one.receipt, { durable: true })).toBe(true);
     await advance(clock, 10, 100, queue);
     const [two] = await q.receive('jobs');
     expect(two.attempts).toBe(2);
@@ -239,7 +239,7 @@ describe.each([
     await q.schedule({ topic: 't', payload: 1 });
     await advance(clock, 1, 100, queue);
     const [m] = await q.receive('t');
-    await q.nack(m.receipt, { delayMs: 500 });
+    await q.nack(m.receipt, { delayMs: 500, durable: true });
     await advance(clock, 499, 100, queue);
     expect(await q.receive('t')).toEqual([]);
     await advance(clock, 1, 100, queue);

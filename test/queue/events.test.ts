@@ -64,7 +64,7 @@ describe.each([
       backoff: { type: 'fixed', delayMs: 500 },
     });
     const [d] = await queue.receive('t', { visibilityMs: 1_000 });
-    await queue.nack(d.receipt, { reason: 'try later' });
+    await queue.nack(d.receipt, { reason: 'try later', durable: true });
     await advance(clock, 600, 100, queue);
     await queue.receive('t', { visibilityMs: 1_000 });
     await advance(clock, 1_100, 100, queue);
@@ -179,7 +179,7 @@ describe('a retry whose write fails', () => {
       queue.events.on('event', (event: QueueEvent) => seen.push(brief(event)));
       await queue.schedule({ topic: 't', payload: 1, id: 'm' });
       const [m] = await queue.receive('t', { waitMs: 5_000 });
-      await expect(queue.nack(m.receipt, { reason: 'later' })).rejects.toThrow('disk full');
+      await expect(queue.nack(m.receipt, { reason: 'later', durable: true })).rejects.toThrow('disk full');
       expect(seen).toEqual(['scheduled m 0', 'delivered m 1']);
     } finally {
       await queue.close();
