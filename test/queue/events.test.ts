@@ -179,7 +179,9 @@ describe('a retry whose write fails', () => {
       queue.events.on('event', (event: QueueEvent) => seen.push(brief(event)));
       await queue.schedule({ topic: 't', payload: 1, id: 'm' });
       const [m] = await queue.receive('t', { waitMs: 5_000 });
-      await expect(queue.nack(m.receipt, { reason: 'later', durable: true })).rejects.toThrow('disk full');
+      await expect(queue.nack(m.receipt, { reason: 'later', durable: true })).rejects.toThrow(
+        'disk full',
+      );
       expect(seen).toEqual(['scheduled m 0', 'delivered m 1']);
     } finally {
       await queue.close();
