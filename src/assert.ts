@@ -39,7 +39,5 @@ export function debugAssert(
   condition: unknown,
   message: string | (() => string),
 ): asserts condition {
-  if (DEBUG && !condition) {
-    throw new TickwheelAssertionError(typeof message === 'string' ? message : message());
-  }
+  if (DEBUG) assert(condition, message);
 }

@@ -44,21 +44,6 @@ export interface DelayQueueOpenOptions
 /** Options of a queue on Valkey/Redis: `redis` and the cluster's settings (docs/cluster.md). */
 export type DelayQueueRedisOptions = ClusterQueueOptions;
 
-/** Options of the embedded queue that mean nothing for a queue on Valkey/Redis. */
-const EMBEDDED_ONLY = [
-  'dir',
-  'store',
-  'clock',
-  'fsync',
-  'segmentBytes',
-  'checkpointIntervalMs',
-  'snapshotBytes',
-  'repair',
-  'listScanRecords',
-  'rememberFinished',
-  'payloadMemoryBytes',
-] as const;
-
 /** Every option of an embedded queue. */
 const OPEN_OPTIONS = optionNames<DelayQueueOpenOptions>({
   ...FILE_STORE_OPTIONS,
@@ -95,6 +80,9 @@ const REDIS_OPTIONS = optionNames<DelayQueueRedisOptions>({
   onFault: true,
   durableAcks: true,
 });
+
+/** Options of the embedded queue that mean nothing for a queue on Valkey/Redis. */
+const EMBEDDED_ONLY = OPEN_OPTIONS.filter((name) => !REDIS_OPTIONS.includes(name));
 
 /** The keys of T that are not optional. */
 type RequiredKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? never : K }[keyof T];
@@ -184,20 +172,15 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
       options.store !== undefined
         ? checkStore(options.store)
         : await FileStore.open({
+            // An option left undefined is the store's default, as if absent.
             dir: options.dir as string,
-            ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
-            ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
-            ...(options.windowMs === undefined ? {} : { windowMs: options.windowMs }),
-            ...(options.checkpointIntervalMs === undefined
-              ? {}
-              : { checkpointIntervalMs: options.checkpointIntervalMs }),
-            ...(options.snapshotBytes === undefined
-              ? {}
-              : { snapshotBytes: options.snapshotBytes }),
-            ...(options.repair === undefined ? {} : { repair: options.repair }),
-            ...(options.listScanRecords === undefined
-              ? {}
-              : { listScanRecords: options.listScanRecords }),
+            fsync: options.fsync,
+            segmentBytes: options.segmentBytes,
+            windowMs: options.windowMs,
+            checkpointIntervalMs: options.checkpointIntervalMs,
+            snapshotBytes: options.snapshotBytes,
+            repair: options.repair,
+            listScanRecords: options.listScanRecords,
             onFault: settings.onFault,
           });
     try {

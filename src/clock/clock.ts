@@ -71,30 +71,23 @@ export interface AlarmClock extends Clock {
   readonly bindsLate?: boolean;
 }
 
-function isAlarmClock(clock: unknown): clock is AlarmClock {
-  return (
-    typeof clock === 'object' &&
-    clock !== null &&
-    typeof (clock as AlarmClock).now === 'function' &&
-    typeof (clock as AlarmClock).createAlarm === 'function'
-  );
-}
-
 export function checkAlarmClock(clock: unknown): AlarmClock {
-  if (!isAlarmClock(clock)) {
+  const { now, createAlarm } = (clock ?? {}) as Partial<AlarmClock>;
+  if (typeof clock !== 'object' || typeof now !== 'function' || typeof createAlarm !== 'function') {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',
       'clock must be a SystemClock, a ManualClock, or an object with now() and createAlarm()',
     );
   }
-  return clock;
+  return clock as AlarmClock;
 }
 
 /** Bookkeeping shared by the clocks: alarms in creation order, each with its deadline. */
 export class AlarmSet {
   readonly alarms: ClockAlarm[] = [];
 
-  constructor(private readonly changed: () => void) {}
+  /** Called whenever an alarm is set, cleared or removed. */
+  constructor(readonly changed: () => void) {}
 
   add(target: AlarmTarget, ref: boolean): ClockAlarm {
     const alarm = new ClockAlarm(this, target, ref);
@@ -105,10 +98,6 @@ export class AlarmSet {
   remove(alarm: ClockAlarm): void {
     const at = this.alarms.indexOf(alarm);
     if (at >= 0) this.alarms.splice(at, 1);
-    this.changed();
-  }
-
-  notify(): void {
     this.changed();
   }
 
@@ -168,7 +157,7 @@ export class ClockAlarm implements Alarm {
   set(deadline: number): void {
     if (deadline === this.deadline) return;
     this.deadline = deadline;
-    this.owner.notify();
+    this.owner.changed();
   }
 
   clear(): void {

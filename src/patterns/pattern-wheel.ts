@@ -39,16 +39,11 @@ export const PATTERN_OPTIONS = {
   initialCapacity: true,
 } as const satisfies Record<keyof PatternOptions, true>;
 
-export interface PatternWheel<T> {
-  readonly clock: AlarmClock;
-  readonly wheel: TimerWheel<T>;
-  readonly report: (err: unknown) => void;
-}
-
+/** The pattern's clock and wheel, and where its callbacks' errors go. */
 export function patternWheel<T>(
   options: PatternOptions,
   onExpire: (data: T) => void,
-): PatternWheel<T> {
+): { clock: AlarmClock; wheel: TimerWheel<T>; report: (err: unknown) => void } {
   const clock = checkAlarmClock(options.clock ?? defaultClock());
   if (options.onError !== undefined) checkCallback(options.onError, 'onError');
   const report = (err: unknown) => reportError(options.onError, err);

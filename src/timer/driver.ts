@@ -329,12 +329,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   private addNow(delayMs: number): number {
     const now = this.read();
-    if (this.wheel.size === 0) this.catchUp(now);
-    const tick = this.tickFor(now, now + delayMs, delayMs);
-    const index = this.wheel.add(tick);
-    this.scheduled++;
-    this.armFor(tick);
-    return index;
+    return this.place(now, now + delayMs, delayMs);
   }
 
   /**
@@ -392,8 +387,13 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   /** A new row due at clock time `deadline` (a past deadline is due on the next tick). */
   addAt(deadline: number): number {
     const now = (this.placedAt = this.read());
+    return this.place(now, deadline, deadline - now);
+  }
+
+  /** A new row due at `deadline`, placed against the reading `now`. */
+  private place(now: number, deadline: number, delayMs: number): number {
     if (this.wheel.size === 0) this.catchUp(now);
-    const tick = this.tickFor(now, deadline, deadline - now);
+    const tick = this.tickFor(now, deadline, delayMs);
     const index = this.wheel.add(tick);
     this.scheduled++;
     this.armFor(tick);

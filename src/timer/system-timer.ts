@@ -75,11 +75,9 @@ export interface SystemTimerOptions extends FaceOptions {
 }
 
 /** A pending advanceClock() call: a row of the wheel too, due when its wait times out. */
-class ClockWaiter {
-  constructor(
-    readonly resolve: (ran: boolean) => void,
-    readonly handle: number,
-  ) {}
+interface ClockWaiter {
+  resolve: (ran: boolean) => void;
+  handle: number;
 }
 
 const SYSTEM_TIMER_OPTIONS = optionNames<SystemTimerOptions>({
@@ -150,7 +148,7 @@ export class SystemTimer {
     checkOpen(this.closed, CLOSED);
     return new Promise<boolean>((resolve) => {
       const index = this.driver.add(timeout);
-      const waiter = new ClockWaiter(resolve, this.driver.entries.handleOf(index));
+      const waiter = { resolve, handle: this.driver.entries.handleOf(index) };
       this.rows[index] = waiter;
       this.waiters.push(waiter);
     });

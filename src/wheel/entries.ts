@@ -54,8 +54,6 @@ export class EntryStore {
   generation: Uint32Array;
   /** Rows in use (attached to a slot or detached), not counting free ones. */
   live = 0;
-  /** Rows retired after serving every generation (see allocate). */
-  retired = 0;
   private freeHead = NIL;
   /** Rows ever handed out; rows at or above this index have never been used. */
   private highWater = 0;
@@ -91,7 +89,6 @@ export class EntryStore {
       // Every generation of this row has named a timer: wrapping around would let a handle kept
       // from its first one name a new timer. The row is retired (FREE, off the free list), one
       // row per 2^25 timers it served.
-      this.retired++;
       index = this.freeHead;
     }
     if (index === NIL) {
@@ -135,11 +132,6 @@ export class EntryStore {
   isLinked(index: number): boolean {
     const prev = this.prev[index];
     return prev !== DETACHED && prev !== FREE;
-  }
-
-  /** Approximate bytes held by the slab's arrays. */
-  get bytes(): number {
-    return this.capacity * 20;
   }
 
   private grow(): void {
