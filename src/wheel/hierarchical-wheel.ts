@@ -67,8 +67,8 @@ export interface HierarchicalWheelOptions {
 
 /**
  * Per level: the cursor and the rows each slot holds. The first level has 2W slots (the current
- * block, then the next) and its cursor is `current`'s place in the first W; a higher level L
- * has W slots and its cursor is digit_L of the next block's start.
+ * block, then the next), its cursor `current`'s place in the first W; a higher level L has W
+ * slots, its cursor digit_L of the next block's start.
  */
 export interface WheelSnapshot {
   levels: Array<{ cursor: number; slots: number[] }>;
@@ -84,10 +84,7 @@ export class HierarchicalWheel extends TimingWheel {
   private readonly bitsPerLevel: number;
   private readonly maxLevels: number;
   private levelCount = 1;
-  /**
-   * Start of the block `current` is in (set by moveTo). Exact wherever a tick is: the next
-   * block's start, one block on, may not be near 2^53, so slots are taken from this one.
-   */
+  /** Start of `current`'s block (moveTo): exact, where the next block's may not be near 2^53. */
   private blockStart = 0;
   /** The first-level group holding the current block's ticks (set by moveTo). */
   private currentGroup = 0;
@@ -117,10 +114,8 @@ export class HierarchicalWheel extends TimingWheel {
   }
 
   /**
-   * A read-only picture of the wheel for dashboards: rows per slot and cursor, per level. The
-   * first level is shown as its two blocks, the current one then the next (2W slots). Counting
-   * walks slot lists, so at most `maxRows` rows are visited; past that budget an occupied slot
-   * counts as 1 and `truncated` is set.
+   * A read-only picture of the wheel for dashboards: rows per slot and cursor, per level.
+   * Counting walks slot lists, so past `maxRows` rows an occupied slot counts as 1 (`truncated`).
    */
   snapshot(maxRows = 100_000): WheelSnapshot {
     const { next } = this.entries;
@@ -170,8 +165,7 @@ export class HierarchicalWheel extends TimingWheel {
     const offset = at - this.blockStart;
     const size = this.wheelSize;
     if (offset < 2 * size) {
-      // The first level: this block or the next, each in its own group. No division here:
-      // the current block's start and group follow `current` (moveTo).
+      // This block or the next, each in its own group; no division: moveTo keeps both figures.
       const inNext = offset >= size;
       const group = inNext ? 1 - this.currentGroup : this.currentGroup;
       this.slots.append(this.slots.code(group, inNext ? offset - size : offset), index);
@@ -197,9 +191,8 @@ export class HierarchicalWheel extends TimingWheel {
       const cascade = this.nextCascade();
       const first = this.nextFirstLevelTick();
       if (cascade <= first) {
-        // A slot of a higher level comes into the first level's two blocks before (or at the
-        // tick of) the next first-level row: cascaded first, so that rows it brings for a tick
-        // go ahead of rows a callback at that tick adds (insertion order).
+        // Cascaded before (or at the tick of) the next first-level row, so that rows it brings
+        // for a tick go ahead of rows a callback at that tick adds (insertion order).
         if (cascade > now) break;
         this.moveTo(cascade);
         continue;
@@ -249,9 +242,7 @@ export class HierarchicalWheel extends TimingWheel {
 
   /**
    * When the next occupied slot of a higher level must be cascaded: as `current` enters the
-   * block before the slot begins, since the first level holds two blocks. The lowest level with
-   * such a slot has the earliest (its slots all end before the next slot of the level above).
-   * Infinity when no higher level holds rows.
+   * block before it (the first level holds two). The lowest level with one has the earliest.
    */
   private nextCascade(): number {
     const reference = this.blockStart + this.wheelSize;
@@ -267,10 +258,9 @@ export class HierarchicalWheel extends TimingWheel {
   }
 
   /**
-   * Restores the invariant after `current` moved: the higher levels' digits are taken against
-   * the start of the next block, and a slot that start now stands in (its cursor slot) is
-   * cascaded at once, from the top level down, since a cascade from level L can fill the cursor
-   * slot of level L - 1. Its rows land on a lower level, or in the first level's next block.
+   * Restores the invariant after `current` moved: a slot the next block's start now stands in
+   * (its cursor slot) is cascaded at once, from the top level down, since a cascade from level L
+   * can fill the cursor slot of level L - 1.
    */
   private cascadeEntered(): void {
     const reference = this.blockStart + this.wheelSize;
