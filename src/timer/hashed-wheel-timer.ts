@@ -134,13 +134,7 @@ export class HashedWheelTimer {
     checkOptionsObject(options, 'HashedWheelTimer options', '{ tickDuration: 100 }');
     checkKnownOptions(options, HASHED_WHEEL_OPTIONS, 'new HashedWheelTimer()');
     this.tickDuration = checkOption(options.tickDuration ?? 100, 'tickDuration', Number.MIN_VALUE);
-    const ticksPerWheel = checkOption(
-      options.ticksPerWheel ?? 512,
-      'ticksPerWheel',
-      1,
-      2 ** 30,
-      true,
-    );
+    this.wheel = new HashedWheel({ ticksPerWheel: options.ticksPerWheel });
     this.maxPendingTimeouts = checkOption(
       options.maxPendingTimeouts ?? -1,
       'maxPendingTimeouts',
@@ -151,7 +145,6 @@ export class HashedWheelTimer {
     if (options.executor !== undefined) checkCallback(options.executor, 'executor');
     this.executor = options.executor;
     this.driverOptions = { ...checkFaceOptions(options), resolution: this.tickDuration };
-    this.wheel = new HashedWheel({ ticksPerWheel });
 
     unstoppedInstances.register(this, null, this);
     if (++liveInstances > INSTANCE_COUNT_LIMIT && !warnedTooManyInstances) {

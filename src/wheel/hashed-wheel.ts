@@ -14,7 +14,7 @@
  * W near the number of timers, which is why scheme 7 (HierarchicalWheel) is the default.
  */
 
-import { TickwheelRangeError } from '../errors.js';
+import { checkOption } from '../validate.js';
 import { EntryStore } from './entries.js';
 import { TimingWheel, type ExpireCallback } from './wheel.js';
 
@@ -27,8 +27,6 @@ export interface HashedWheelOptions {
   initialCapacity?: number;
 }
 
-const MAX_TICKS_PER_WHEEL = 2 ** 30;
-
 export class HashedWheel extends TimingWheel {
   readonly ticksPerWheel: number;
   private readonly mask: number;
@@ -36,13 +34,7 @@ export class HashedWheel extends TimingWheel {
   private readonly dueCode: number;
 
   constructor(options: HashedWheelOptions = {}) {
-    const requested = options.ticksPerWheel ?? 512;
-    if (!Number.isInteger(requested) || requested < 1 || requested > MAX_TICKS_PER_WHEEL) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `ticksPerWheel must be an integer from 1 to ${MAX_TICKS_PER_WHEEL}, got ${requested}`,
-      );
-    }
+    const requested = checkOption(options.ticksPerWheel ?? 512, 'ticksPerWheel', 1, 2 ** 30, true);
     const ticksPerWheel = 2 ** Math.ceil(Math.log2(requested));
     super(new EntryStore(options.initialCapacity), ticksPerWheel + 1, 1, options.startTick ?? 0);
     this.ticksPerWheel = ticksPerWheel;

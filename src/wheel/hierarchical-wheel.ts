@@ -45,6 +45,7 @@
  */
 
 import { TickwheelRangeError } from '../errors.js';
+import { checkOption } from '../validate.js';
 import { EntryStore } from './entries.js';
 import { TimingWheel, type ExpireCallback } from './wheel.js';
 
@@ -90,13 +91,7 @@ export class HierarchicalWheel extends TimingWheel {
   private currentGroup = 0;
 
   constructor(options: HierarchicalWheelOptions = {}) {
-    const wheelSize = options.wheelSize ?? 64;
-    if (!Number.isInteger(wheelSize) || wheelSize < 2 || wheelSize > 4096) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `wheelSize must be an integer from 2 to 4096, got ${wheelSize}`,
-      );
-    }
+    const wheelSize = checkOption(options.wheelSize ?? 64, 'wheelSize', 2, 4096, true);
     super(new EntryStore(options.initialCapacity), wheelSize, 2, options.startTick ?? 0);
     this.wheelSize = wheelSize;
     this.bitsPerLevel = (wheelSize & (wheelSize - 1)) === 0 ? Math.log2(wheelSize) : 0;
