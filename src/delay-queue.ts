@@ -125,10 +125,7 @@ function checkStore(store: unknown): Store {
 
 /** A delay queue on a data directory, a store given, or Valkey/Redis: the same API on each. */
 export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
-  /**
-   * Opens (and recovers) a queue on a data directory or the store given, or with `redis` this
-   * process's node of a queue on Valkey/Redis. `P` types the payloads (`open<Order>(...)`).
-   */
+  /** Opens (and recovers) a queue, or this process's node of one on Valkey/Redis. */
   static async open<P = unknown>(
     options: DelayQueueOpenOptions | DelayQueueRedisOptions,
   ): Promise<DelayQueue<P>> {

@@ -36,10 +36,7 @@ type QueueErrorCode =
   // A reader of queue events fell too far behind (events.ts): events were lost.
   | 'ERR_TICKWHEEL_EVENTS_LOST';
 
-/**
- * HTTP push delivery (docs/push.md): a request `verifyPush` refused (SIGNATURE), an attempt that
- * failed (FAILED, kept as lastError), a target at an internal address not allowed (NOT_ALLOWED).
- */
+/** HTTP push (docs/push.md): refused by verifyPush, an attempt failed, a target not allowed. */
 type PushErrorCode =
   'ERR_TICKWHEEL_PUSH_SIGNATURE' | 'ERR_TICKWHEEL_PUSH_FAILED' | 'ERR_TICKWHEEL_PUSH_NOT_ALLOWED';
 
@@ -180,10 +177,8 @@ export type UnavailableErrorCode =
   | 'ERR_TICKWHEEL_DATA_LOST';
 
 /**
- * What the queue stands on failed or is not there: the disk (IO), a data directory another
- * process holds (LOCKED) or took over (LOCK_LOST), a Valkey/Redis server that does not answer
- * (UNAVAILABLE), did not replicate in time (NOT_DURABLE) or lost a partition (DATA_LOST). Never
- * the caller's mistake: retry, or let the operator act on the message.
+ * What the queue stands on failed or is not there (the disk, a data directory's lock, a
+ * Valkey/Redis server): never the caller's mistake; retry, or let the operator act on it.
  */
 export class TickwheelUnavailableError extends TickwheelError<UnavailableErrorCode> {
   constructor(code: UnavailableErrorCode, message: string, options?: ErrorOptions) {
@@ -207,9 +202,8 @@ export interface StoreDamage {
 }
 
 /**
- * A data directory whose log is damaged where it had been made durable (a missing segment, one
- * cut short, a CRC mismatch), at open (nothing changed; the message says how to repair) or
- * when a damaged record is read. `damage` lists what is wrong.
+ * A data directory's log damaged where it had been made durable, found at open (nothing
+ * changed; the message says how to repair) or when a damaged record is read.
  */
 export class TickwheelCorruptError extends TickwheelError<'ERR_TICKWHEEL_CORRUPT'> {
   readonly damage: readonly StoreDamage[];
@@ -235,10 +229,7 @@ export class TickwheelDependencyError extends TickwheelError {
 /** What a failed write did (docs/http-api.md, Retries): nothing, or maybe all of it. */
 export type WriteOutcome = 'none' | 'unknown';
 
-/**
- * The codes of failures that can come after a write reached the disk or the server: a sync
- * after the write, a primary without its replicas, a command whose answer never came.
- */
+/** The codes of failures that can come after a write reached the disk or the server. */
 const MAYBE_WRITTEN: ReadonlySet<string> = new Set([
   'ERR_TICKWHEEL_IO',
   'ERR_TICKWHEEL_NOT_DURABLE',
@@ -276,10 +267,7 @@ export class TickwheelOutcomeError extends TickwheelError {
   }
 }
 
-/**
- * The error a write call throws for `err`: a TickwheelOutcomeError naming `subject` (an id, or a
- * batch's ids) when `err` may have come after the write took effect, else `err` itself.
- */
+/** What a write call throws for `err`: an outcome error naming `subject` if it may have written. */
 export function mayHaveWritten(
   err: unknown,
   subject: string | readonly string[],
@@ -334,10 +322,7 @@ export function outcomeAdvice(subject: {
     : `it may have taken effect: look ${named} up before repeating it`;
 }
 
-/**
- * Whether `err`, or a `cause` of it, is an operating system error as Node reports it (an errno
- * code with the system call): a fault of the machine, never of the caller or of tickwheel.
- */
+/** Whether `err`, or a `cause` of it, is an operating system error (an errno code and syscall). */
 export function isSystemError(err: unknown): boolean {
   for (let depth = 0; depth < 8 && typeof err === 'object' && err !== null; depth++) {
     const { code, errno, syscall, cause } = err as Record<string, unknown>;

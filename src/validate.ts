@@ -119,10 +119,7 @@ export function describe(value: unknown): string {
   return typeof value;
 }
 
-/**
- * Refuses an option `known` (from optionNames()) does not name: a misspelled one (`concurency`)
- * is an error, not a default silently kept.
- */
+/** Refuses an option `known` does not name: a misspelled one is an error, not a default kept. */
 export function checkKnownOptions(options: object, known: readonly string[], what: string): void {
   for (const name of Object.keys(options)) {
     if (known.includes(name)) continue;

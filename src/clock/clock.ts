@@ -22,10 +22,7 @@ export interface AlarmTarget {
    * run the nextTick and microtask queues between its callbacks (see WheelDriver).
    */
   onAlarm(now: number, atTurnStart?: boolean): number;
-  /**
-   * Places the timers that wait for a clock reading (`AlarmClock.bindsLate`) on a reading taken
-   * now. A clock whose time moves only when told to calls it before it moves or reads alarms.
-   */
+  /** Places timers waiting for a reading (`bindsLate`): called before a ManualClock moves. */
   bindPending?(): void;
   /** The clock's time moved by a step of its own (ManualClock); called after the move. */
   clockMoved?(): void;
@@ -50,9 +47,8 @@ export interface AlarmOptions {
 export interface AlarmClock extends Clock {
   createAlarm(target: AlarmTarget, options?: AlarmOptions): Alarm;
   /**
-   * True when a driver may start a timer without reading the clock, binding its delay to a
-   * later reading (never early: it comes after the start): the time moves only with real time
-   * (SystemClock), or the clock calls `bindPending()` before it moves (ManualClock).
+   * A driver may bind a timer's delay to a later reading (never early: it comes after the
+   * start): the time moves only with real time, or `bindPending()` is called before it moves.
    */
   readonly bindsLate?: boolean;
 }

@@ -77,10 +77,7 @@ export class ManualClock implements AlarmClock {
     }
   }
 
-  /**
-   * advance() with each deadline's callbacks in an event-loop turn of their own (see above).
-   * Resolves at the end of the span; a bad `ms`, or an advance already running, throws at once.
-   */
+  /** advance() with each deadline's callbacks in an event-loop turn of their own (see above). */
   advanceAsync(ms: number): Promise<void> {
     this.checkSpan(ms, 'advanceAsync');
     this.enter('advanceAsync');

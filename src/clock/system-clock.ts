@@ -39,19 +39,13 @@ const MAX_NATIVE_DELAY = 2 ** 31 - 1;
 const SPIN_MS = 0.25;
 
 export interface SystemClockOptions {
-  /**
-   * Report time as Unix epoch milliseconds instead of since the process started. Still
-   * monotonic (anchored to the wall clock once, when made), and never ahead of Date.now().
-   */
+  /** Time in Unix epoch ms, anchored to the wall clock once: monotonic, never ahead of it. */
   epoch?: boolean;
 }
 
 export class SystemClock implements AlarmClock {
   private readonly offset: number;
-  /**
-   * Timers may wait for a later reading (AlarmClock), but not under fake timers
-   * (vi/jest.useFakeTimers), whose time jumps between two synchronous calls.
-   */
+  /** Not under fake timers (vi/jest.useFakeTimers): their time jumps between synchronous calls. */
   get bindsLate(): boolean {
     return globalThis.performance === nodePerformance;
   }

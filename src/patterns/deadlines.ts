@@ -77,9 +77,8 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
   }
 
   /**
-   * Registers request `id`, due `timeoutMs` from now (0 or below: the next tick), and returns
-   * the promise its answer will settle. Throws, registering nothing, for a bad timeout, an id in
-   * flight (ERR_TICKWHEEL_DUPLICATE_ID) or a closed registry; an aborted signal rejects.
+   * Registers request `id`, due `timeoutMs` from now, and returns the promise its answer will
+   * settle. An id in flight throws ERR_TICKWHEEL_DUPLICATE_ID.
    */
   register(id: K, timeoutMs: number, options: RegisterOptions = {}): Promise<V> {
     checkOpen(

@@ -29,10 +29,7 @@ export function stackless<E extends Error>(make: () => E): E {
   }
 }
 
-/**
- * A lease can no longer be trusted to be held: a renewal failed, answered `false`, or did not
- * settle in time, or its keeper was closed. `cause` says which.
- */
+/** A lease can no longer be trusted to be held; `cause` says why. */
 export class LeaseLostError extends TickwheelError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('ERR_TICKWHEEL_LEASE_LOST', message, options);

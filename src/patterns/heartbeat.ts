@@ -24,15 +24,9 @@ import { PATTERN_OPTIONS, isThenable, type PatternOptions } from './pattern-whee
 export interface HeartbeatOptions<T> extends PatternOptions {
   /** Quiet time before a heartbeat is sent, and each heartbeat's time to be answered. */
   intervalMs: number;
-  /**
-   * Unanswered heartbeats before giving up. Default 3 (Dubbo's). 0 sends none: the item is given
-   * up after one quiet interval, a plain read timeout.
-   */
+  /** Unanswered heartbeats before giving up. Default 3 (Dubbo's); 0: a plain read timeout. */
   maxMissed?: number;
-  /**
-   * Sends heartbeat number `attempt` (1 .. maxMissed) to the item. May return a promise; a throw
-   * or rejection goes to `onError`, and the heartbeat still counts as sent.
-   */
+  /** Sends heartbeat `attempt` (1 .. maxMissed); a throw or rejection goes to `onError`. */
   send: (item: T, attempt: number) => unknown;
   /** The item stopped answering and is no longer tracked: close it. */
   onDead: (item: T) => void;

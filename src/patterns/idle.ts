@@ -39,9 +39,8 @@ export interface IdleTrackerOptions<T> extends PatternOptions {
   /** All-idle after this long without either. 0 or omitted: not detected. */
   allIdleMs?: number;
   /**
-   * Called for each idle event (reader, writer, all when due at once), with the whole idle
-   * periods since that kind's last activity. It may read, write, track or untrack; what it
-   * throws goes to `onError`.
+   * Called for each idle event (reader, writer, all when due at once) with the whole idle
+   * periods since that kind's last activity; what it throws goes to `onError`.
    */
   onIdle: (item: T, state: IdleState, periods: number, handle: IdleHandle) => void;
 }

@@ -49,10 +49,7 @@ export interface LeaseOptions<D = unknown> {
   renewEveryMs?: number;
   /** Time a renewal has to settle (capped by the lease's validity). Default renewEveryMs. */
   renewTimeoutMs?: number;
-  /**
-   * Extends the lease in the store, e.g. a token-checked PEXPIRE: true (or nothing) when
-   * extended, false when the lease is no longer yours.
-   */
+  /** Extends the lease in the store (a token-checked PEXPIRE): true or nothing, false if lost. */
   renew: (lease: Lease<D>) => boolean | void | PromiseLike<boolean | void>;
   /** Frees the lease in the store, e.g. a token-checked DEL; run by release() and on abort. */
   release?: (lease: Lease<D>) => unknown;
@@ -114,10 +111,7 @@ export class LeaseKeeper {
     };
   }
 
-  /**
-   * Keeps a lease you have just acquired alive until it is released or lost. Bad options throw
-   * at once (renewEveryMs must be below leaseMs); an aborted signal gives a released lease.
-   */
+  /** Keeps a lease you have just acquired alive until it is released or lost. */
   hold<D = unknown>(options: LeaseOptions<D>): Lease<D> {
     checkOpen(this.closed, 'this LeaseKeeper is closed; create a new one to hold leases');
     const lease = new Lease<D>(this.host, options);
@@ -130,10 +124,7 @@ export class LeaseKeeper {
     return this.held.size;
   }
 
-  /**
-   * Stops renewing: every held lease is lost (cause ERR_TICKWHEEL_CLOSED), and nothing is
-   * released in the store. Holding afterwards throws.
-   */
+  /** Stops renewing: every held lease is lost (ERR_TICKWHEEL_CLOSED), none released. */
   close(): void {
     if (this.closed) return;
     this.closed = true;
@@ -250,10 +241,7 @@ export class Lease<D = unknown> implements KeptLease {
     return this.controller.signal;
   }
 
-  /**
-   * Stops renewing and runs options.release once (also after a loss, where a token-checked
-   * release is harmless). Resolves when options.release has.
-   */
+  /** Stops renewing and runs options.release once (harmless after a loss, token-checked). */
   release(): Promise<void> {
     if (this.releasing === undefined) {
       if (this.current === 'held') this.end('released', undefined);

@@ -82,10 +82,7 @@ export function checkFaceOptions(options: FaceOptions): CheckedFaceOptions {
   };
 }
 
-/**
- * Timers started with a delay wait for a clock reading in batches of at most this many (see
- * `add`): the rows a batch touches twice stay in the CPU's cache.
- */
+/** Rows waiting for a clock reading at most (see `add`): a batch stays in the CPU's cache. */
 export const BIND_BATCH = 256;
 
 /**
@@ -104,10 +101,7 @@ const LATE_BIND_SPAN_MS = 1000 * 365.25 * 24 * 3600 * 1000;
 /** The microtask that binds pending rows goes through a promise: fake timers replace queueMicrotask. */
 const SETTLED = Promise.resolve();
 
-/**
- * Steps that settle a tick computed by a rounded quotient (off by at most two below 2^53 ticks);
- * bounded because beyond 2^53 a step may not change the tick.
- */
+/** Steps that settle a rounded quotient's tick (off by two at most): past 2^53 a step may not. */
 const SETTLE_STEPS = 4;
 
 /**
@@ -142,10 +136,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   }
   /** True inside an onAlarm from the top of an event-loop turn, with runNextTicks available. */
   runQueues = false;
-  /**
-   * Set to `runQueues` by a face just before it runs a callback-style timer's code: the ticks and
-   * microtasks that code queues then run before the next expiration.
-   */
+  /** Set to `runQueues` by a face before a callback-style timer runs: its queues run after it. */
   settleAfter = false;
   private disposed = false;
   /** Rows started by `add` and not yet placed: PENDING, their delay in `entries.tick`. */
@@ -205,7 +196,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     };
   }
 
-  /** The tick a timer of `delayMs` from now is due at (see the module comment). */
+  /** The tick a timer of `delayMs` from now is due at. */
   tickAfter(delayMs: number): number {
     const now = this.read();
     return this.tickFor(now, now + delayMs, delayMs);
@@ -243,10 +234,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     );
   }
 
-  /**
-   * The last tick that has begun at clock time `now`, settled against timeOf() so that
-   * tickContaining(timeOf(k)) === k despite floating-point rounding.
-   */
+  /** The last tick begun at `now`, settled so that tickContaining(timeOf(k)) === k. */
   tickContaining(now: number): number {
     let tick = Math.floor((now - this.origin) / this.resolution);
     for (let step = 0; step < SETTLE_STEPS && this.timeOf(tick + 1) <= now; step++) tick++;
@@ -317,18 +305,12 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return now;
   }
 
-  /**
-   * Places the rows waiting for a clock reading (see `add`) on a reading taken now. The clock
-   * calls it before it moves its time (a ManualClock), the driver before it reads the wheel.
-   */
+  /** Places the rows waiting for a clock reading (see `add`) on a reading taken now. */
   bindPending(): void {
     if (this.unboundCount > 0) this.read();
   }
 
-  /**
-   * The clock moved by a step of its own (a ManualClock): the last reading no longer bounds where
-   * it stands, so the next row reads the clock at once (see LATE_BIND_TICKS).
-   */
+  /** A ManualClock's step: the last reading no longer bounds the time (see LATE_BIND_TICKS). */
   clockMoved(): void {
     this.lastTick = Infinity;
   }
@@ -415,10 +397,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return index;
   }
 
-  /**
-   * Called by the clock: fires what is due, at most one batch, and names the next wake-up.
-   * `atTurnStart`: the clock calls from the top of an event-loop turn (see AlarmTarget).
-   */
+  /** Called by the clock (see AlarmTarget): fires at most one batch, names the next wake-up. */
   onAlarm(now: number, atTurnStart?: boolean): number {
     // `now` may have been read before another target's callbacks started these rows.
     this.bindPending();
@@ -454,9 +433,8 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   }
 
   /**
-   * Fires at once, synchronously, every timer whose tick has begun: what the alarm would fire if
-   * it ran now (it runs late while the event loop is busy), with no batch limit. Does nothing
-   * inside an expiration (the wheel is mid-advance) or once disposed. Returns how many fired.
+   * Fires now every timer whose tick has begun (the alarm runs late while the event loop is
+   * busy), with no batch limit; nothing inside an expiration or once disposed.
    */
   runDue(): number {
     if (this.running || this.disposed) return 0;

@@ -51,10 +51,7 @@ export interface HashedWheelTimerOptions extends FaceOptions {
   ticksPerWheel?: number;
   /** Pending timeouts allowed; <= 0 means unlimited. Default -1. */
   maxPendingTimeouts?: number;
-  /**
-   * Netty's taskExecutor: each expired task is passed to it as `run` (e.g. `setImmediate`); what
-   * it throws goes to `onError` too. Default: tasks run inline, one after another.
-   */
+  /** Netty's taskExecutor: gets each expired task as `run` (e.g. setImmediate). Default inline. */
   executor?: (run: () => void) => void;
 }
 
@@ -201,9 +198,8 @@ export class HashedWheelTimer {
   }
 
   /**
-   * Stops the timer and returns, cancelled and in no particular order, the timeouts that neither
-   * ran nor were cancelled (Netty 4.1.111). Later newTimeout or start calls throw; a second
-   * stop() returns nothing.
+   * Stops the timer for good and returns, cancelled, the timeouts that neither ran nor were
+   * cancelled (as Netty 4.1.111 does).
    */
   stop(): Timeout[] {
     if (this.stopped) return [];

@@ -52,10 +52,7 @@ export interface SystemTimerOptions extends FaceOptions {
   tickMs?: number;
   /** Slots per wheel level. Default 20, as in Kafka. */
   wheelSize?: number;
-  /**
-   * Kafka's start time, accepted and unused: ticks count from the clock's time when the timer is
-   * made. For virtual time from a given start, give `clock: new ManualClock(startMs)`.
-   */
+  /** Kafka's start time, unused: for virtual time, give `clock: new ManualClock(startMs)`. */
   startMs?: number;
 }
 

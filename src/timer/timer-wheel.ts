@@ -40,15 +40,9 @@ export interface TimerWheelOptions<T = unknown> extends FaceOptions {
   maxPending?: number;
   /** The lean path's callback: `schedule(ms, data)` calls `onExpire(data)` when due. */
   onExpire?: (data: T) => void;
-  /**
-   * Ticks begin on whole multiples of `resolution` on the clock rather than at construction: a
-   * timer due at such a time is due exactly at its tick (see runDue()). Default false.
-   */
+  /** Ticks begin on multiples of `resolution` on the clock, not at construction. Default false. */
   alignTicks?: boolean;
-  /**
-   * Slots per level of the hierarchical wheel. Default 4096: with 1 ms ticks a timer due within
-   * 4.1 s never cascades, and later ones cascade at most once per level.
-   */
+  /** Slots per level. Default 4096: with 1 ms ticks, nothing due within 4.1 s ever cascades. */
   wheelSize?: number;
   /** Timers to make room for up front. Default 1024; the slab doubles as needed. */
   initialCapacity?: number;
@@ -106,10 +100,7 @@ export class TimerWheel<T = unknown> {
   private delays: Float64Array;
   /** Per row: INTERVAL | CALLBACK | HAS_ARGS. */
   private flags: Uint8Array;
-  /**
-   * Rows with a callback (setTimeout, setInterval, sleep) pending or running. While there are
-   * none, an expiration skips the row's flags: one cache line less per timer in an expiry storm.
-   */
+  /** Rows with a callback pending or running; while none, expirations skip reading the flags. */
   private callbacks = 0;
   /** Extra arguments of the rows that have them (few do). */
   private readonly argsByRow = new Map<number, unknown[]>();
@@ -117,9 +108,8 @@ export class TimerWheel<T = unknown> {
   private readonly sleepers = new Set<(err?: Error) => void>();
   private readonly unref: boolean;
   /**
-   * Sleeps that keep the process alive on an unref'd wheel: an awaited promise must not be
-   * dropped by the process ending under it (Node's `timers/promises` is ref'd by default). One
-   * ref'd native timer stands for all of them.
+   * Sleeps holding the process alive on an unref'd wheel, as Node's `timers/promises` does: one
+   * ref'd native timer stands for them all.
    */
   private refSleeps = 0;
   private keepAlive: ReturnType<typeof setInterval> | undefined;
@@ -158,7 +148,7 @@ export class TimerWheel<T = unknown> {
     });
   }
 
-  /** Calls `fn(...args)` once, `delayMs` from now (negative counts as 0), `this` the handle. */
+  /** Calls `fn(...args)` once, `delayMs` from now, `this` the handle. */
   setTimeout<A extends unknown[]>(
     fn: (this: TimerHandle, ...args: A) => void,
     delayMs: number,
@@ -186,10 +176,7 @@ export class TimerWheel<T = unknown> {
     return this.start(data, checkDelay(delayMs), 0, undefined);
   }
 
-  /**
-   * The lean path at clock time `time` (the clock's own scale, e.g. epoch ms for
-   * `new SystemClock({ epoch: true })`). A time in the past is due on the next tick.
-   */
+  /** The lean path at clock time `time`; a time in the past is due on the next tick. */
   scheduleAt(time: number, data: T): TimerHandle {
     this.requireOnExpire('scheduleAt');
     if (typeof time !== 'number' || !Number.isFinite(time)) {
@@ -213,10 +200,7 @@ export class TimerWheel<T = unknown> {
     return this.clearTimeout(handle);
   }
 
-  /**
-   * Re-arms a pending timer to fire `delayMs` (default: its own delay) from now, like Node's
-   * `timeout.refresh()`. True if it was pending; a fired or cancelled timer stays gone.
-   */
+  /** Re-arms a pending timer `delayMs` (default its own delay) from now. True if it was pending. */
   refresh(handle: TimerHandle, delayMs?: number): boolean {
     checkOpen(this.closed, CLOSED);
     const index = this.linkedRow(handle);
@@ -233,10 +217,7 @@ export class TimerWheel<T = unknown> {
     return true;
   }
 
-  /**
-   * Resolves after `delayMs`; rejects with an AbortError when the signal aborts first, and with
-   * ERR_TICKWHEEL_CLOSED when the wheel is closed first.
-   */
+  /** Resolves after `delayMs`; rejects on abort (AbortError) or close (ERR_TICKWHEEL_CLOSED). */
   sleep(delayMs: number, options: { signal?: AbortSignal; ref?: boolean } = {}): Promise<void> {
     const delay = checkDelay(delayMs);
     checkOpen(this.closed, CLOSED);
@@ -289,10 +270,7 @@ export class TimerWheel<T = unknown> {
     return this.driver.resolution;
   }
 
-  /**
-   * Clock time of the wheel's next wake-up, Infinity when nothing is pending: no timer fires
-   * before it, and one due at `t` makes the wheel wake before `t` + one tick. Allocates nothing.
-   */
+  /** Clock time of the next wake-up (no timer fires before it), Infinity when none is pending. */
   nextWakeupAt(): number {
     if (this.closed) return Infinity;
     this.driver.bindPending();
@@ -306,9 +284,8 @@ export class TimerWheel<T = unknown> {
   }
 
   /**
-   * Fires now, synchronously, every timer whose tick has begun, which the native timer would
-   * fire on its next run (late while the event loop is busy). Returns how many fired; 0 from
-   * inside an expiration.
+   * Fires now every timer whose tick has begun, which the native timer fires late while the
+   * event loop is busy. Returns how many fired; 0 from inside an expiration.
    */
   runDue(): number {
     return this.closed ? 0 : this.driver.runDue();
@@ -409,10 +386,7 @@ export class TimerWheel<T = unknown> {
     else Reflect.apply(target as Callback, handle, args);
   }
 
-  /**
-   * Re-arms an interval as it fires. False, with the error reported, when its next run is past
-   * the wheel's last tick: this run is then its last.
-   */
+  /** Re-arms an interval as it fires; false (reported) when past the last tick: its last run. */
   private rearmInterval(index: number): boolean {
     try {
       this.driver.rearm(index, this.delays[index]);
@@ -456,10 +430,7 @@ export class TimerWheel<T = unknown> {
   }
 }
 
-/**
- * A sloppy-mode callback sees its `this` handle boxed in a Number object; passed back
- * (`clearInterval(this)`), it names the same timer.
- */
+/** A handle as boxed by a sloppy-mode callback's `this` (`clearInterval(this)`) names its timer. */
 function asNumber(handle: unknown): number {
   return (handle instanceof Number ? handle.valueOf() : handle) as number;
 }

@@ -12,21 +12,14 @@
  *     first level   t in current's block or the next: slot t mod W of that block's group
  *     level(t)      otherwise the highest L such that digit_L(t) != digit_L(next)
  *
- * so every row of level L shares all digits above L with `next`, and has a larger digit at L.
- * A slot of level L covers W^L consecutive ticks, all after the first level's two blocks. When
- * `next` enters such a slot (a block before it begins) the slot is cascaded: its rows are
- * inserted again and land on a lower level or in the first level's next block. A row moves at
- * most once per level, and a row due within the next block never moves: with 4096 slots and
- * 1 ms ticks, nothing due within 4.1 s cascades.
+ * A slot of level L covers W^L ticks. When `next` enters it (a block before it begins) it is
+ * cascaded: its rows are inserted again, onto a lower level or the first level's next block. A
+ * row moves at most once per level, and one due within the next block never moves.
  *
- * Finding the next work: the first occupied first-level slot from `current` on, or the cascade
- * of the lowest higher level's first occupied slot after its cursor (digit_L(next)), whichever
- * comes first (a level's occupied slots all lie beyond the end of the finer level's span). The
- * search reads one 32-bit occupancy word per 32 slots. A driver sleeps straight to that tick:
- * an idle wheel costs nothing per tick.
- *
- * Levels are created when a row first needs them (Kafka's overflow wheels), up to what a safe
- * integer tick needs (5 levels for W = 4096, 9 for W = 64, 13 for W = 20).
+ * The next work is the first occupied first-level slot from `current` on, or the cascade of the
+ * lowest higher level's first occupied slot after its cursor, whichever comes first; the search
+ * reads one occupancy word per 32 slots, and a driver sleeps straight to that tick. Levels are
+ * created when first needed (Kafka's overflow wheels), up to 2^53 ticks (5 levels for W = 4096).
  *
  * ## Worked example (Kafka's): W = 20, one tick = 1 ms, current = 0, next = 20
  *
@@ -73,7 +66,7 @@ export interface HierarchicalWheelOptions {
  */
 export interface WheelSnapshot {
   levels: Array<{ cursor: number; slots: number[] }>;
-  /** True when the row budget ran out: later slots show at least 1 when occupied, not a count. */
+  /** The row budget ran out: later occupied slots show 1, not a count. */
   truncated: boolean;
 }
 

@@ -67,10 +67,9 @@ export abstract class TimingWheel {
   abstract nextDeadline(): number;
 
   /**
-   * Processes every tick up to and including `now`: due rows are unlinked and passed to
-   * `onExpire` in due order (equal ticks in insertion order). Stops early after `limit` rows, or
-   * right after a row for which `onExpire` returns true, leaving the rest for the next call.
-   * Returns how many rows expired.
+   * Processes every tick up to `now`: due rows are unlinked and passed to `onExpire` in due order
+   * (equal ticks in insertion order), stopping after `limit` rows or a row `onExpire` answers true
+   * for. Returns how many rows expired.
    */
   abstract advance(now: number, onExpire: ExpireCallback, limit?: number): number;
 
