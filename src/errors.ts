@@ -167,7 +167,6 @@ export function checkOpen(
   if (closed) throw new TickwheelStateError(code, message);
 }
 
-/** The codes of TickwheelUnavailableError. */
 export type UnavailableErrorCode =
   | 'ERR_TICKWHEEL_IO'
   | 'ERR_TICKWHEEL_LOCKED'

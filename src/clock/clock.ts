@@ -104,12 +104,10 @@ export class AlarmSet {
     }
   }
 
-  /** Asks every target to place its timers that wait for a reading (see AlarmClock.bindsLate). */
   bindPending(): void {
     for (const alarm of this.alarms.slice()) alarm.target.bindPending?.();
   }
 
-  /** Tells every target that the clock's time moved (see AlarmTarget.clockMoved). */
   moved(): void {
     for (const alarm of this.alarms) alarm.target.clockMoved?.();
   }

@@ -73,7 +73,6 @@ export class IdleTracker<T = unknown> {
   private lastRead: Float64Array;
   private lastWrite: Float64Array;
   private checkedAt: Float64Array;
-  /** The row's pending timer on the wheel. */
   private timers: Float64Array;
   private closed = false;
 

@@ -242,7 +242,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return tick;
   }
 
-  /** Clock time of a tick. */
   timeOf(tick: number): number {
     return this.origin + tick * this.resolution;
   }

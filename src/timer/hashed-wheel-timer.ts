@@ -210,7 +210,6 @@ export class HashedWheelTimer {
     return unprocessed;
   }
 
-  /** Takes a cancelled timeout out of the wheel. */
   [removeTimeout](timeout: HashedWheelTimeout): void {
     const index = this.driver?.cancelHandle(timeout.handle) ?? -1;
     if (index >= 0) this.rows[index] = undefined;

@@ -25,7 +25,6 @@ const CLOSED = 'this SystemTimer is shut down; create a new one to add tasks';
 /** Where a task is pending: symbol keys, apart from the fields of users' subclasses. */
 const pendingIn = Symbol('pendingIn');
 const rowHandle = Symbol('rowHandle');
-/** The timer method a task's cancel() calls. */
 const removeTask = Symbol('removeTask');
 
 /** Kafka's TimerTask: subclass it, give the delay to the constructor, implement run(). */

@@ -38,7 +38,6 @@ export class SlotTable {
     return this.heads.length / this.stride;
   }
 
-  /** Adds empty groups until there are `groups` of them. */
   ensureGroups(groups: number): void {
     if (groups <= this.groups) return;
     const size = groups * this.stride;
