@@ -108,19 +108,7 @@ const layerRules = [
         {
           patterns: [
             {
-              group: [
-                ...above(
-                  'store',
-                  'valkey',
-                  'cluster',
-                  'server',
-                  'client',
-                  'cli',
-                  'idempotent',
-                  'delay-queue',
-                ),
-                ...embedded('./'),
-              ],
+              group: [...above(...after('queue')), ...embedded('./')],
               message: 'the shared domain knows no backend (docs/architecture.md)',
             },
           ],

@@ -1,20 +1,9 @@
 /**
- * Executable invariants.
- *
- * `assert(condition, message)` always checks: for invariants on paths that are not hot (opening
- * a store, recovery, a state change that is already doing I/O), where a broken invariant must
- * stop the operation before it writes something wrong.
- *
- * `debugAssert(condition, message)` checks only when the process runs with `TICKWHEEL_DEBUG=1`
- * (the test suite sets it, see vitest.config.ts): for invariants on hot paths, such as a wheel's
- * slot links or a heap's order, where a check on every call would cost more than the call. The
- * flag is read once, when this module loads, so a hot path pays one branch on a constant.
- * A message that costs something to build is passed as a function.
- *
- * Both throw a TickwheelAssertionError (`ERR_TICKWHEEL_ASSERTION`): a bug in tickwheel, never a
- * caller's mistake, which gets its own named error and code instead.
- *
- * Reading an environment variable is not I/O: the root export stays free of it.
+ * Executable invariants; both throw a TickwheelAssertionError, a bug in tickwheel, never a
+ * caller's mistake. `assert` always checks, for paths that are not hot, where a broken invariant
+ * must stop before something wrong is written. `debugAssert` checks only with TICKWHEEL_DEBUG=1
+ * (set by the tests), for hot paths: the flag is read once, so they pay one branch on a
+ * constant. A message that costs something to build is passed as a function.
  */
 
 import { TickwheelError } from './errors.js';
@@ -39,7 +28,5 @@ export function debugAssert(
   condition: unknown,
   message: string | (() => string),
 ): asserts condition {
-  if (DEBUG && !condition) {
-    throw new TickwheelAssertionError(typeof message === 'string' ? message : message());
-  }
+  if (DEBUG) assert(condition, message);
 }

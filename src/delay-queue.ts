@@ -1,19 +1,13 @@
 /**
- * `tickwheel/queue`: the durable delay queue, embedded in your process.
+ * `tickwheel/queue`: the durable delay queue.
  *
  *   const queue = await DelayQueue.open({ dir: './data' });
  *   await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
  *   queue.consume('emails', async (message) => send(message.payload));
  *
- *   // or one node of a queue shared by many, on Valkey/Redis (docs/cluster.md):
- *   const shared = await DelayQueue.open({ redis: 'redis://10.0.0.5:6379', queue: 'orders' });
- *
- * The composition root of the queue: the checked facade (src/queue/checked-queue.ts) over a
- * backend (src/queue/backend.ts): the embedded engine (src/queue/engine.ts) on a store
- * (src/store: the file store, or the memory store), or a node of a queue on Valkey/Redis
- * (src/cluster) when given `redis`. It lives here, above them all, because src/queue must never
- * import src/store nor src/cluster. The cluster code (and @redis/client, an optional peer
- * dependency) is imported only when `redis` is given.
+ * The queue's composition root, above src/queue (which imports no backend): the checked facade
+ * over the embedded engine on a store, or over a node of a queue on Valkey/Redis when given
+ * `redis` (docs/cluster.md), whose code and @redis/client are imported only then.
  */
 
 import type { ClusterQueueOptions } from './cluster/backend.js';
@@ -34,30 +28,12 @@ export interface DelayQueueOpenOptions
   extends DelayQueueOptions, Partial<Omit<FileStoreOptions, 'dir' | 'logIo'>> {
   /** Data directory of the file store. Required unless `store` is given. */
   dir?: string;
-  /**
-   * Another store: `new MemoryStore()` for a queue without durability. Anything but an object
-   * with every method of the Store interface is refused (ERR_TICKWHEEL_INVALID_OPTION).
-   */
+  /** Another store: `new MemoryStore()` for a queue without durability. */
   store?: Store;
 }
 
 /** Options of a queue on Valkey/Redis: `redis` and the cluster's settings (docs/cluster.md). */
 export type DelayQueueRedisOptions = ClusterQueueOptions;
-
-/** Options of the embedded queue that mean nothing for a queue on Valkey/Redis. */
-const EMBEDDED_ONLY = [
-  'dir',
-  'store',
-  'clock',
-  'fsync',
-  'segmentBytes',
-  'checkpointIntervalMs',
-  'snapshotBytes',
-  'repair',
-  'listScanRecords',
-  'rememberFinished',
-  'payloadMemoryBytes',
-] as const;
 
 /** Every option of an embedded queue. */
 const OPEN_OPTIONS = optionNames<DelayQueueOpenOptions>({
@@ -96,14 +72,13 @@ const REDIS_OPTIONS = optionNames<DelayQueueRedisOptions>({
   durableAcks: true,
 });
 
+/** Options of the embedded queue that mean nothing for a queue on Valkey/Redis. */
+const EMBEDDED_ONLY = OPEN_OPTIONS.filter((name) => !REDIS_OPTIONS.includes(name));
+
 /** The keys of T that are not optional. */
 type RequiredKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? never : K }[keyof T];
 
-/**
- * Every method of the Store interface but the optional ones (the type checker holds this list
- * to it): a `store` that lacks one is refused at open, not with a TypeError from deep inside the
- * queue later.
- */
+/** The Store's required methods: a `store` lacking one is refused at open, not later. */
 const STORE_METHODS: Record<RequiredKeys<Store>, true> = {
   horizonEnd: true,
   recover: true,
@@ -148,16 +123,9 @@ function checkStore(store: unknown): Store {
   return store as Store;
 }
 
-/**
- * A delay queue: on a data directory (the embedded file store), on a store given, or a node of
- * a queue on Valkey/Redis. The same operations, arguments and errors on each (api.ts, `Queue`).
- */
+/** A delay queue on a data directory, a store given, or Valkey/Redis: the same API on each. */
 export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
-  /**
-   * Opens (and recovers) a queue on a data directory, or on the store given; with `redis`, opens
-   * this process's node of a queue on Valkey/Redis instead (docs/cluster.md). `P` types the
-   * payloads (`DelayQueue.open<Order>(...)`; unknown by default): see CheckedQueue.
-   */
+  /** Opens (and recovers) a queue, or this process's node of one on Valkey/Redis. */
   static async open<P = unknown>(
     options: DelayQueueOpenOptions | DelayQueueRedisOptions,
   ): Promise<DelayQueue<P>> {
@@ -184,20 +152,15 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
       options.store !== undefined
         ? checkStore(options.store)
         : await FileStore.open({
+            // An option left undefined is the store's default, as if absent.
             dir: options.dir as string,
-            ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
-            ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
-            ...(options.windowMs === undefined ? {} : { windowMs: options.windowMs }),
-            ...(options.checkpointIntervalMs === undefined
-              ? {}
-              : { checkpointIntervalMs: options.checkpointIntervalMs }),
-            ...(options.snapshotBytes === undefined
-              ? {}
-              : { snapshotBytes: options.snapshotBytes }),
-            ...(options.repair === undefined ? {} : { repair: options.repair }),
-            ...(options.listScanRecords === undefined
-              ? {}
-              : { listScanRecords: options.listScanRecords }),
+            fsync: options.fsync,
+            segmentBytes: options.segmentBytes,
+            windowMs: options.windowMs,
+            checkpointIntervalMs: options.checkpointIntervalMs,
+            snapshotBytes: options.snapshotBytes,
+            repair: options.repair,
+            listScanRecords: options.listScanRecords,
             onFault: settings.onFault,
           });
     try {

@@ -1,22 +1,13 @@
 /**
- * The error catalogue: every code tickwheel uses, and the base of every error class it throws.
+ * The error catalogue: every code tickwheel uses (published codes never change; messages may),
+ * and TickwheelError, the base of every error it throws, so callers branch on `err.code`.
  *
- * Every error has `TickwheelError` as its base: `err instanceof TickwheelError` holds for all of
- * them, and `err.code` is one of `TickwheelErrorCode`, so callers branch on the code without
- * parsing messages, in the style of Node's own `ERR_*` codes. Codes never change once published;
- * messages may.
- *
- * Two classes cannot inherit from it: TickwheelTypeError and TickwheelRangeError extend Node's
- * TypeError and RangeError, so that `instanceof TypeError` and `instanceof RangeError` hold.
- * An object has one prototype chain, so TickwheelError answers `instanceof` itself
- * (Symbol.hasInstance): true for its subclasses and for those two. Subclasses inherit that
- * method, and for them it is the ordinary prototype check: `instanceof LogError` is true for
- * LogErrors only.
+ * TickwheelTypeError and TickwheelRangeError extend Node's TypeError and RangeError instead, so
+ * TickwheelError answers `instanceof` itself (Symbol.hasInstance): true for its subclasses and
+ * those two; for a subclass it is the ordinary prototype check.
  *
  * Each code has an HTTP status in src/protocol/status.ts, a table typed over this union: a code
- * added here without a status there does not compile.
- *
- * Every layer imports this module, the root export included: no I/O, no dependencies.
+ * added here without one does not compile. Every layer imports this module: no I/O.
  */
 
 /** Timers, clocks and wheels (docs/timers.md); also every layer's argument checks (validate.ts). */
@@ -45,28 +36,18 @@ type QueueErrorCode =
   // A reader of queue events fell too far behind (events.ts): events were lost.
   | 'ERR_TICKWHEEL_EVENTS_LOST';
 
-/**
- * HTTP push delivery (docs/push.md): a push request a receiver refused as unsigned, wrongly
- * signed or too old (SIGNATURE, raised by `verifyPush`); an attempt to push a message that
- * failed (FAILED: an answer other than 2xx, a timeout, no connection), kept as its lastError;
- * a target at an internal address the queue does not allow (NOT_ALLOWED: refused when set,
- * and the failed attempt's reason when found at connection).
- */
+/** HTTP push (docs/push.md): refused by verifyPush, an attempt failed, a target not allowed. */
 type PushErrorCode =
   'ERR_TICKWHEEL_PUSH_SIGNATURE' | 'ERR_TICKWHEEL_PUSH_FAILED' | 'ERR_TICKWHEEL_PUSH_NOT_ALLOWED';
 
-/**
- * Idempotent consumers (docs/idempotent.md): another delivery of the key holds its claim (BUSY);
- * the PostgreSQL transaction of a delivery was rolled back at COMMIT (ROLLED_BACK).
- */
+/** Idempotent consumers (docs/idempotent.md): a claim held elsewhere, a rolled-back COMMIT. */
 type IdempotencyErrorCode =
   'ERR_TICKWHEEL_IDEMPOTENT_BUSY' | 'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK';
 
 /** The store and its data directory (docs/storage.md). */
 type StoreErrorCode =
   | 'ERR_TICKWHEEL_LOCKED'
-  // The open queue's LOCK file was deleted or replaced: another process may be writing the
-  // directory, so this one stops.
+  // The open queue's LOCK file was deleted or replaced: another process may be writing.
   | 'ERR_TICKWHEEL_LOCK_LOST'
   | 'ERR_TICKWHEEL_IO'
   | 'ERR_TICKWHEEL_CORRUPT'
@@ -79,16 +60,13 @@ type StoreErrorCode =
   | 'ERR_TICKWHEEL_INVALID_STATE'
   // A snapshot file that cannot be used; recovery then replays the log instead.
   | 'ERR_TICKWHEEL_SNAPSHOT_REJECTED'
-  // A cluster write reached the primary but not the replicas (or their disks) its durability
-  // setting asks for, in time: it may or may not survive a failover. Safe to retry by id.
+  // A cluster write reached the primary but not, in time, the replicas its durability asks for.
   | 'ERR_TICKWHEEL_NOT_DURABLE'
   // No Valkey/Redis server of the cluster answered in time (connectTimeoutMs).
   | 'ERR_TICKWHEEL_UNAVAILABLE'
-  // A cluster node asked for durability 'replicated' or 'fsynced' where no primary has a
-  // replica: refused when it opens.
+  // A cluster node asked for a durability no primary's replicas can give: refused at open.
   | 'ERR_TICKWHEEL_NO_REPLICA'
-  // A cluster partition's data vanished from the server (restarted without persistence):
-  // reported to onError, never thrown by a call.
+  // A cluster partition's data vanished from the server: reported to onError, never thrown.
   | 'ERR_TICKWHEEL_DATA_LOST';
 
 /** Only over HTTP: the server's own answers (docs/http-api.md, Errors). */
@@ -104,10 +82,7 @@ export type HttpErrorCode =
   | 'ERR_TICKWHEEL_HOST_NOT_ALLOWED'
   | 'ERR_TICKWHEEL_INTERNAL';
 
-/**
- * Only in the client, never sent by a server: no answer came (NETWORK; a request that ran out
- * of time is ERR_TICKWHEEL_TIMEOUT), or the answer was not a tickwheel error (HTTP).
- */
+/** Only in the client: no answer came (NETWORK), or the answer was not a tickwheel error (HTTP). */
 export type ClientErrorCode = 'ERR_TICKWHEEL_HTTP' | 'ERR_TICKWHEEL_NETWORK';
 
 /** Only in the `tickwheel` command: a command that failed, a command line it cannot run. */
@@ -134,16 +109,10 @@ export type TickwheelErrorCode =
   | PackageErrorCode
   | InternalErrorCode;
 
-/**
- * The base of every tickwheel error (see the top of this file for TickwheelTypeError and
- * TickwheelRangeError). Not thrown itself: each subclass has its own `name`.
- */
+/** The base of every tickwheel error (see the top of this file); each subclass has its `name`. */
 export class TickwheelError<C extends TickwheelErrorCode = TickwheelErrorCode> extends Error {
   readonly code: C;
-  /**
-   * Set on the failure of a write whose effect is known: 'unknown' (TickwheelOutcomeError), or
-   * 'none' where a store refused a change before writing anything. See WriteOutcome.
-   */
+  /** 'unknown' on a TickwheelOutcomeError; 'none' where a store refused before writing. */
   declare outcome?: WriteOutcome;
   constructor(code: C, message: string, options?: ErrorOptions) {
     super(message, options);
@@ -189,10 +158,7 @@ export class TickwheelStateError extends TickwheelError {
   }
 }
 
-/**
- * Refuses a call on an object that was closed (or stopped: `code`) with a TickwheelStateError;
- * `message` names the object and says what to do instead.
- */
+/** Refuses a call on a closed (or stopped: `code`) object; `message` says what to do instead. */
 export function checkOpen(
   closed: boolean,
   message: string,
@@ -201,7 +167,6 @@ export function checkOpen(
   if (closed) throw new TickwheelStateError(code, message);
 }
 
-/** The codes of TickwheelUnavailableError. */
 export type UnavailableErrorCode =
   | 'ERR_TICKWHEEL_IO'
   | 'ERR_TICKWHEEL_LOCKED'
@@ -211,12 +176,8 @@ export type UnavailableErrorCode =
   | 'ERR_TICKWHEEL_DATA_LOST';
 
 /**
- * What the queue stands on failed or is not there: a read or write of the disk (IO), a data
- * directory another process holds (LOCKED) or took over (LOCK_LOST), a Valkey/Redis server that
- * does not answer (UNAVAILABLE), did not replicate a write in time (NOT_DURABLE) or lost a
- * partition's data (DATA_LOST). Never the caller's mistake: retry, or let the operator act on
- * what the message says. (A server without the replica a durability setting needs is
- * TickwheelNoReplicaError.)
+ * What the queue stands on failed or is not there (the disk, a data directory's lock, a
+ * Valkey/Redis server): never the caller's mistake; retry, or let the operator act on it.
  */
 export class TickwheelUnavailableError extends TickwheelError<UnavailableErrorCode> {
   constructor(code: UnavailableErrorCode, message: string, options?: ErrorOptions) {
@@ -240,10 +201,8 @@ export interface StoreDamage {
 }
 
 /**
- * A data directory whose log is damaged where it had been made durable: a missing segment, a
- * segment cut short below a recorded durable position, a record that fails its CRC. The queue
- * will not open it (nothing is changed); `damage` lists what is wrong, and the message says how
- * to repair it. Also thrown when a damaged record is found later, when it is read.
+ * A data directory's log damaged where it had been made durable, found at open (nothing
+ * changed; the message says how to repair) or when a damaged record is read.
  */
 export class TickwheelCorruptError extends TickwheelError<'ERR_TICKWHEEL_CORRUPT'> {
   readonly damage: readonly StoreDamage[];
@@ -254,10 +213,7 @@ export class TickwheelCorruptError extends TickwheelError<'ERR_TICKWHEEL_CORRUPT
   }
 }
 
-/**
- * A package that an optional part of tickwheel needs is not installed. `missing` names the
- * packages and `install` is the command that installs them.
- */
+/** An optional part's packages (`missing`) are not installed; `install` is the command. */
 export class TickwheelDependencyError extends TickwheelError {
   readonly missing: readonly string[];
   readonly install: string;
@@ -269,17 +225,10 @@ export class TickwheelDependencyError extends TickwheelError {
   }
 }
 
-/**
- * What a failed write did (docs/http-api.md, Retries): 'none', nothing; 'unknown', it may have
- * taken effect, in full (a store never applies part of one message's change).
- */
+/** What a failed write did (docs/http-api.md, Retries): nothing, or maybe all of it. */
 export type WriteOutcome = 'none' | 'unknown';
 
-/**
- * The codes of failures that can come after a write reached the disk or the server: an fsync
- * or a directory sync that failed after the write, a cluster write the primary took without
- * the replicas it waited for, a command sent whose answer never came.
- */
+/** The codes of failures that can come after a write reached the disk or the server. */
 const MAYBE_WRITTEN: ReadonlySet<string> = new Set([
   'ERR_TICKWHEEL_IO',
   'ERR_TICKWHEEL_NOT_DURABLE',
@@ -288,19 +237,14 @@ const MAYBE_WRITTEN: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * A write that failed after it may have taken effect (see MAYBE_WRITTEN): it may be in force
- * now, or after a restart or a failover. The code is the failure's own (ERR_TICKWHEEL_IO,
- * ERR_TICKWHEEL_NOT_DURABLE, ...), `cause` the failure itself.
+ * A write that failed after it may have taken effect (see MAYBE_WRITTEN), now or after a
+ * restart or failover; the code and `cause` are the failure's own. Any other error of a write
+ * call is definite: nothing was changed.
  *
- * `id` names what was written: a message id, a recurring schedule's name, a topic; `ids` the
- * messages of a batch instead. `retry` is 'same-id' when making the same call again with that
- * id is safe: it cannot make a second message or schedule (a message id is a dedup key while
- * the message is pending; schedule and topic changes set a state). It is absent for an id the
- * caller cannot give (a cluster's own id of a message scheduled without one): look that id up
- * before scheduling again.
- *
- * Any other error of a write call (a refused argument, a closed queue, a read that failed
- * before the write) is definite: nothing was changed.
+ * `id` names what was written (a message id, a schedule's name, a topic), `ids` a batch's
+ * messages. `retry` is 'same-id' when the same call with that id is safe (a pending message's id
+ * is a dedup key; schedule and topic changes set a state); absent for an id the caller cannot
+ * give (a cluster's own id): look it up before scheduling again.
  */
 export class TickwheelOutcomeError extends TickwheelError {
   declare readonly outcome: 'unknown';
@@ -322,12 +266,7 @@ export class TickwheelOutcomeError extends TickwheelError {
   }
 }
 
-/**
- * The error a write call throws for `err`: a TickwheelOutcomeError naming `subject` (an id, or
- * the ids of a batch) when `err` may have come after the write took effect, `err` itself when
- * it is definite (a refusal, or a store's failure marked outcome 'none'). `retry`: whether the
- * caller can give the subject again (see TickwheelOutcomeError).
- */
+/** What a write call throws for `err`: an outcome error naming `subject` if it may have written. */
 export function mayHaveWritten(
   err: unknown,
   subject: string | readonly string[],
@@ -382,11 +321,7 @@ export function outcomeAdvice(subject: {
     : `it may have taken effect: look ${named} up before repeating it`;
 }
 
-/**
- * Whether `err` is an error of the operating system as Node reports it (an errno code such as
- * ENOSPC, EMFILE, EIO or EACCES, with the system call that failed), or has one as its `cause`
- * (any depth): a fault of the machine, never of the caller or of tickwheel's own code.
- */
+/** Whether `err`, or a `cause` of it, is an operating system error (an errno code and syscall). */
 export function isSystemError(err: unknown): boolean {
   for (let depth = 0; depth < 8 && typeof err === 'object' && err !== null; depth++) {
     const { code, errno, syscall, cause } = err as Record<string, unknown>;
@@ -402,10 +337,7 @@ export function isSystemError(err: unknown): boolean {
   return false;
 }
 
-/**
- * Rejection of an aborted `sleep()`: the same name and code as Node's own timers/promises, so
- * code that checks `err.name === 'AbortError'` works unchanged. `cause` is the signal's reason.
- */
+/** An aborted wait: the name and code of Node's own AbortError; `cause` is the signal's reason. */
 export class AbortError extends TickwheelError<'ABORT_ERR'> {
   constructor(cause?: unknown) {
     super('ABORT_ERR', 'The operation was aborted', { cause });

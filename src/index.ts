@@ -1,8 +1,6 @@
 /**
- * tickwheel: timing-wheel timers for Node.js. The root export holds the timers, the clocks, the
- * wheels themselves, the patterns built on them (docs/patterns.md) and the error catalogue
- * (TickwheelError, the base of every error tickwheel throws, and TickwheelErrorCode); it has no
- * dependencies and does no I/O.
+ * tickwheel: timing-wheel timers for Node.js. The timers, clocks, wheels, patterns and the error
+ * catalogue; no dependencies and no I/O.
  */
 
 export {

@@ -1,7 +1,4 @@
-/**
- * The known name a misspelled one most likely meant: `concurency` for `concurrency`, `delay` for
- * `delayMs`. Used by every check that refuses an unknown name (options, HTTP fields, CLI flags).
- */
+/** What a misspelled name most likely meant, for every check that refuses an unknown name. */
 
 /** Edit distance with transpositions (optimal string alignment), case-insensitive. */
 function distance(a: string, b: string): number {

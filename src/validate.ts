@@ -1,23 +1,18 @@
 /**
- * The argument checks of every layer: delays, periods, callbacks, numeric and boolean options,
- * options objects and their names. Each refuses a bad value with a TickwheelTypeError or
- * TickwheelRangeError whose code names what was wrong (src/errors.ts), and a message that says
- * what to pass instead.
- *
- * Every layer imports this module, the root export included: no I/O, no dependencies.
+ * The argument checks of every layer: each refuses a bad value with a TickwheelTypeError or
+ * TickwheelRangeError whose code names what was wrong, and a message that says what to pass.
+ * Every layer imports this module: no I/O, no dependencies.
  */
 
 import { TickwheelRangeError, TickwheelTypeError } from './errors.js';
 import { closest } from './spelling.js';
 
 /**
- * Validates a delay in milliseconds and returns it normalised: negative delays become 0, like
- * Node's `setTimeout`. Anything that is not a finite number is refused; large delays are kept
- * as they are (Node's own timers turn anything above 2^31-1 ms into 1 ms).
+ * A delay in milliseconds, negative ones as 0 like Node's `setTimeout`; anything not finite is
+ * refused, and large delays are kept (Node's own timers turn those above 2^31-1 ms into 1 ms).
  */
 export function checkDelay(delayMs: unknown, what = 'delayMs'): number {
-  // The common case in a few bytecodes, so that it inlines into every schedule path:
-  // x - x is 0 only for a finite number.
+  // A few bytecodes, so that it inlines into every schedule path: x - x is 0 only if finite.
   if (typeof delayMs === 'number' && delayMs - delayMs === 0) return delayMs > 0 ? delayMs : 0;
   return badDelay(delayMs, what);
 }
@@ -81,10 +76,8 @@ export function checkOption(
 }
 
 /**
- * Checks that an options argument is an object, so that a missing or mistyped one is
- * ERR_TICKWHEEL_INVALID_OPTION rather than a TypeError from reading a property of it (or, for a
- * number, a timer with every default: `new TimerWheel(5)`). `what` names the argument, `example`
- * shows one.
+ * An options argument that is an object: else ERR_TICKWHEEL_INVALID_OPTION, not a TypeError
+ * from reading it (or, for `new TimerWheel(5)`, every default).
  */
 export function checkOptionsObject<O>(options: O, what: string, example?: string): O {
   if (typeof options !== 'object' || options === null) {
@@ -126,11 +119,7 @@ export function describe(value: unknown): string {
   return typeof value;
 }
 
-/**
- * Refuses an option `known` does not name, so that a misspelled one (`concurency`) is an error
- * rather than a default silently kept. `known` comes from optionNames(), which the type checker
- * holds to the options' type.
- */
+/** Refuses an option `known` does not name: a misspelled one is an error, not a default kept. */
 export function checkKnownOptions(options: object, known: readonly string[], what: string): void {
   for (const name of Object.keys(options)) {
     if (known.includes(name)) continue;

@@ -1,10 +1,8 @@
 /**
- * Clocks: where drivers read the time and how they get woken up.
- *
- * A driver registers an alarm with its clock and keeps it set to the time of its next
- * expiration. The clock calls the alarm's target at or after that time; the target does its
- * work and answers with its next deadline. One clock serves any number of drivers with one
- * native timer (SystemClock) or with none at all (ManualClock).
+ * Clocks: where drivers read the time and how they get woken up. A driver keeps an alarm set for
+ * its next expiration; the clock calls the alarm's target at or after that time, and the target
+ * answers with its next deadline. One clock serves any number of drivers with one native timer
+ * (SystemClock) or none (ManualClock).
  */
 
 import { TickwheelTypeError } from '../errors.js';
@@ -18,25 +16,15 @@ export interface Clock {
 export interface AlarmTarget {
   /**
    * Called at or after the alarm's deadline with the clock's time. Returns the next deadline,
-   * Infinity for none, or a time <= now to be called again as soon as the event loop allows
-   * (how a driver yields between bounded batches of expirations).
-   *
-   * `atTurnStart` is true when the clock calls from a native timer or immediate callback of its
-   * own, with nothing else of the process on the stack and Node's nextTick and microtask queues
-   * empty, as Node's own timers run. Only then may the target run those queues between its
-   * callbacks (see WheelDriver); called from user code, or from a microtask, it must not.
+   * Infinity for none, or a time <= now to be called again once the event loop allows (how a
+   * driver yields between batches). `atTurnStart`: called from the clock's own native timer or
+   * immediate, with nothing else on the stack and Node's queues empty; only then may the target
+   * run the nextTick and microtask queues between its callbacks (see WheelDriver).
    */
   onAlarm(now: number, atTurnStart?: boolean): number;
-  /**
-   * Places the timers that wait for a clock reading (see `AlarmClock.bindsLate`) on a reading
-   * taken now. A clock whose time moves only when told to calls it on every target before it
-   * moves its time or reads their alarms.
-   */
+  /** Places timers waiting for a reading (`bindsLate`): called before a ManualClock moves. */
   bindPending?(): void;
-  /**
-   * The clock's time moved by a step of its own (ManualClock): called after it moved, so that a
-   * target's idea of where the clock stands comes from a fresh reading.
-   */
+  /** The clock's time moved by a step of its own (ManualClock); called after the move. */
   clockMoved?(): void;
 }
 
@@ -51,10 +39,7 @@ export interface Alarm {
 }
 
 export interface AlarmOptions {
-  /**
-   * Whether a set alarm keeps the Node.js process alive, like a ref'd native timer. Default
-   * true. A cleared alarm never does.
-   */
+  /** Whether a set alarm keeps the process alive, like a ref'd native timer. Default true. */
   ref?: boolean;
 }
 
@@ -62,39 +47,29 @@ export interface AlarmOptions {
 export interface AlarmClock extends Clock {
   createAlarm(target: AlarmTarget, options?: AlarmOptions): Alarm;
   /**
-   * True when a driver may start a timer without reading the clock, and bind its delay to a
-   * later reading, taken before the synchronous code that started it has returned to the event
-   * loop: the clock's time moves only with real time (SystemClock), or the clock calls its
-   * targets' `bindPending()` before it moves (ManualClock). Such a timer is never early, as the
-   * reading comes after its start. Any other clock is read on every start.
+   * A driver may bind a timer's delay to a later reading (never early: it comes after the
+   * start): the time moves only with real time, or `bindPending()` is called before it moves.
    */
   readonly bindsLate?: boolean;
 }
 
-function isAlarmClock(clock: unknown): clock is AlarmClock {
-  return (
-    typeof clock === 'object' &&
-    clock !== null &&
-    typeof (clock as AlarmClock).now === 'function' &&
-    typeof (clock as AlarmClock).createAlarm === 'function'
-  );
-}
-
 export function checkAlarmClock(clock: unknown): AlarmClock {
-  if (!isAlarmClock(clock)) {
+  const { now, createAlarm } = (clock ?? {}) as Partial<AlarmClock>;
+  if (typeof clock !== 'object' || typeof now !== 'function' || typeof createAlarm !== 'function') {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',
       'clock must be a SystemClock, a ManualClock, or an object with now() and createAlarm()',
     );
   }
-  return clock;
+  return clock as AlarmClock;
 }
 
 /** Bookkeeping shared by the clocks: alarms in creation order, each with its deadline. */
 export class AlarmSet {
   readonly alarms: ClockAlarm[] = [];
 
-  constructor(private readonly changed: () => void) {}
+  /** Called whenever an alarm is set, cleared or removed. */
+  constructor(readonly changed: () => void) {}
 
   add(target: AlarmTarget, ref: boolean): ClockAlarm {
     const alarm = new ClockAlarm(this, target, ref);
@@ -105,10 +80,6 @@ export class AlarmSet {
   remove(alarm: ClockAlarm): void {
     const at = this.alarms.indexOf(alarm);
     if (at >= 0) this.alarms.splice(at, 1);
-    this.changed();
-  }
-
-  notify(): void {
     this.changed();
   }
 
@@ -133,12 +104,10 @@ export class AlarmSet {
     }
   }
 
-  /** Asks every target to place its timers that wait for a reading (see AlarmClock.bindsLate). */
   bindPending(): void {
     for (const alarm of this.alarms.slice()) alarm.target.bindPending?.();
   }
 
-  /** Tells every target that the clock's time moved (see AlarmTarget.clockMoved). */
   moved(): void {
     for (const alarm of this.alarms) alarm.target.clockMoved?.();
   }
@@ -151,10 +120,9 @@ export class AlarmSet {
 }
 
 /**
- * The alarm of this package's clocks. Its `deadline` always reads what it was last set to (by its
- * driver, or from its target's onAlarm answer, set in the same synchronous step as the call), so
- * a driver may take a reading before it to mean that nothing of its own is due
- * (WheelDriver.runDue); another clock's alarm is not trusted with that.
+ * The alarm of this package's clocks. Its `deadline` always reads what it was last set to (by
+ * its driver, or from onAlarm's answer in the same step), so a reading before it means nothing
+ * of the driver's is due (WheelDriver.runDue); another clock's alarm is not trusted with that.
  */
 export class ClockAlarm implements Alarm {
   deadline = Infinity;
@@ -168,7 +136,7 @@ export class ClockAlarm implements Alarm {
   set(deadline: number): void {
     if (deadline === this.deadline) return;
     this.deadline = deadline;
-    this.owner.notify();
+    this.owner.changed();
   }
 
   clear(): void {

@@ -1,13 +1,9 @@
 /**
- * ManualClock: virtual time for tests and simulations. Time moves only when told to, and
- * `advance` walks it from deadline to deadline, so each callback sees `now()` equal to its own
- * (tick-rounded) deadline and timers scheduled by callbacks within the span fire too, in order.
- *
- * `advance` runs the callbacks synchronously, back to back, from wherever it is called: the
- * process.nextTick and promise callbacks they queue run once it has returned. `advanceAsync`
- * walks the same way but runs each deadline's callbacks in an event-loop turn of their own (from
- * setImmediate, as a SystemClock does), so that what each callback queues runs before the next
- * callback, in Node's order.
+ * ManualClock: virtual time for tests and simulations. `advance` walks time from deadline to
+ * deadline, so each callback sees `now()` at its own (tick-rounded) deadline and timers that
+ * callbacks start within the span fire too, in order; it runs them synchronously, back to back.
+ * `advanceAsync` runs each deadline's callbacks in an event-loop turn of their own (as a
+ * SystemClock does), so what each queues runs before the next, in Node's order.
  */
 
 import { TickwheelRangeError, TickwheelStateError } from '../errors.js';
@@ -24,10 +20,7 @@ export class ManualClock implements AlarmClock {
   private time: number;
   private readonly alarms = new AlarmSet(() => {});
   private advancing = false;
-  /**
-   * Timers may wait for a later reading (AlarmClock.bindsLate): the clock binds them before its
-   * time moves, so they are placed against the time they were started at.
-   */
+  /** Timers may wait for a later reading (AlarmClock.bindsLate): bound before time moves. */
   readonly bindsLate: boolean = true;
 
   constructor(startMs = 0) {
@@ -70,8 +63,7 @@ export class ManualClock implements AlarmClock {
     this.enter(method);
     try {
       for (;;) {
-        // Timers started so far (also by the callbacks just run, on any wheel of this clock)
-        // are placed at the present time before it moves.
+        // Timers started so far (also by the callbacks just run) are placed before time moves.
         this.alarms.bindPending();
         const alarm = this.alarms.earliest();
         if (alarm === undefined || alarm.deadline > ms) break;
@@ -85,12 +77,7 @@ export class ManualClock implements AlarmClock {
     }
   }
 
-  /**
-   * Moves time forward by `ms` like advance(), but runs the callbacks of each deadline in an
-   * event-loop turn of their own, so that the nextTick and promise callbacks each one queues run
-   * before the next one, as with Node's timers. Resolves when the clock stands at the end of the
-   * span. A bad `ms`, or an advance of this clock already running, throws at once.
-   */
+  /** advance() with each deadline's callbacks in an event-loop turn of their own (see above). */
   advanceAsync(ms: number): Promise<void> {
     this.checkSpan(ms, 'advanceAsync');
     this.enter('advanceAsync');
@@ -117,9 +104,8 @@ export class ManualClock implements AlarmClock {
 
   /**
    * One turn of advanceAsync: moves to the earliest deadline within the span and fires every
-   * alarm due then, once each, at the top of an immediate (so `atTurnStart` holds). `more` says
-   * whether there was anything to fire. An error thrown by a nextTick callback between two
-   * timers propagates to Node's uncaughtException, as on a SystemClock; the walk goes on.
+   * alarm due then, at the top of an immediate (so `atTurnStart` holds); `more` says whether
+   * there was any. An error of a nextTick callback goes to uncaughtException; the walk goes on.
    */
   private step(to: number, more: (fired: boolean) => void): void {
     let fired = false;
@@ -135,10 +121,7 @@ export class ManualClock implements AlarmClock {
     }
   }
 
-  /**
-   * Moves time: the targets first place the timers started so far at the present time, and hear
-   * afterwards that it moved.
-   */
+  /** Moves time: targets place the timers started so far first, and hear of the move after. */
   private moveTo(time: number): void {
     if (time === this.time) return;
     this.alarms.bindPending();

@@ -1,12 +1,8 @@
 /**
- * SystemClock: real monotonic time (performance.now()) and one native timer for all the alarms
- * of all the drivers that share the clock, armed for the earliest of them. Nothing polls: an
- * idle clock has no timer at all, and a busy one wakes once per distinct deadline.
- *
- * Node's timers run on the event loop's cached millisecond time and may wake a fraction of a
- * millisecond before the monotonic deadline. The clock then waits out the rest with a 1 ms
- * timer, or with setImmediate when under a quarter of a millisecond is left; drivers never fire
- * early either way, since they compare against now() themselves.
+ * SystemClock: real monotonic time (performance.now()) and one native timer for every alarm of
+ * every driver on the clock, armed for the earliest. Nothing polls: an idle clock has no timer.
+ * Node's timers may wake a fraction of a millisecond early (the loop's cached time); drivers
+ * compare against now() themselves, so nothing fires early, and the clock re-arms for the rest.
  */
 
 import { performance as nodePerformance } from 'node:perf_hooks';
@@ -19,11 +15,9 @@ import {
 } from './clock.js';
 
 /**
- * Node defines `globalThis.performance` as a lazy accessor, and reading it through that
- * accessor costs about 10 ns, a tenth of a whole schedule. Once the clock is in use it is
- * redefined as a plain data property holding the same object (its setter would only store the
- * value behind the accessor). The global is still read on every now(), so fake timers that
- * replace `performance` (vi/jest.useFakeTimers) are still followed; only the accessor's cost goes.
+ * Node's `globalThis.performance` is a lazy accessor costing about 10 ns a read, a tenth of a
+ * schedule: it is redefined as a plain data property holding the same object. The global is
+ * still read on every now(), so fake timers that replace `performance` are still followed.
  */
 function settlePerformanceGlobal(): void {
   const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'performance');
@@ -45,32 +39,22 @@ const MAX_NATIVE_DELAY = 2 ** 31 - 1;
 const SPIN_MS = 0.25;
 
 export interface SystemClockOptions {
-  /**
-   * Report time as Unix epoch milliseconds instead of milliseconds since the process started.
-   * Still monotonic: it is anchored to the wall clock once, when the clock is made, and does not
-   * follow later wall-clock steps. It never runs ahead of Date.now(), so a deadline given as
-   * epoch ms is never reached before the wall clock reaches it.
-   */
+  /** Time in Unix epoch ms, anchored to the wall clock once: monotonic, never ahead of it. */
   epoch?: boolean;
 }
 
 export class SystemClock implements AlarmClock {
   private readonly offset: number;
-  /**
-   * Its time moves only with real time, so a timer may wait for a later reading (AlarmClock);
-   * not while fake timers stand in for `performance` (vi/jest.useFakeTimers), whose time jumps
-   * from one synchronous call to the next: a timer started before such a jump is read at once.
-   */
+  /** Not under fake timers (vi/jest.useFakeTimers): their time jumps between synchronous calls. */
   get bindsLate(): boolean {
     return globalThis.performance === nodePerformance;
   }
 
   constructor(options: SystemClockOptions = {}) {
     settlePerformanceGlobal();
-    // Date.now() first, then performance.now(): the clock can then only trail the wall clock
-    // (by under 1 ms), never lead it. Not performance.timeOrigin: in a process started on a busy
-    // machine it can be several ms ahead of Date.now() (18 ms seen), for the process's whole
-    // life, and a delay queue on such a clock delivered messages before their deliverAt.
+    // Date.now() first, then performance.now(): the clock can only trail the wall clock, never
+    // lead it. performance.timeOrigin can be ms ahead of Date.now() on a busy machine, for the
+    // process's whole life: a delay queue would deliver before deliverAt.
     this.offset = options.epoch === true ? Date.now() - performance.now() : 0;
   }
 
@@ -115,19 +99,16 @@ export class SystemClock implements AlarmClock {
       this.disarm();
       this.armedFor = first.deadline;
       const delay = first.deadline - this.now();
-      // Due now (or a driver yielding between batches), or a sliver away: the next turn of the
-      // loop. Further away, even under a millisecond, a 1 ms timer: spinning on setImmediate
-      // through the last millisecond before every deadline costs a core under steady load.
+      // Under SPIN_MS away (or a driver yielding between batches): the next turn of the loop.
+      // Further, even under 1 ms, a timer: spinning on setImmediate costs a core under load.
       if (delay < SPIN_MS) {
         this.immediate = setImmediate(this.onNative);
       } else {
         this.timer = setTimeout(this.onNative, Math.min(Math.ceil(delay), MAX_NATIVE_DELAY));
       }
     }
-    // Only the native timer follows the alarms' ref state. An immediate stays ref'd: libuv's
-    // poll phase does not wait for unref'd immediates, so an unref'd one would run only when
-    // some other event wakes the loop (seconds late). It runs on the next turn anyway, so it
-    // cannot hold an idle process open.
+    // Only the native timer follows the alarms' ref state: libuv's poll phase does not wait for
+    // an unref'd immediate (it would run seconds late), and a ref'd one runs on the next turn.
     if (this.timer !== undefined) {
       if (this.alarms.anyRef()) this.timer.ref();
       else this.timer.unref();

@@ -1,8 +1,4 @@
-/**
- * The two outcomes the patterns report as errors: a deadline that passed (TimeoutError) and a
- * lease that is no longer known to be held (LeaseLostError). Both are TickwheelErrors with a
- * `code`; bad arguments keep using TickwheelTypeError / RangeError / StateError.
- */
+/** The two outcomes the patterns report as errors: a deadline passed, a lease lost. */
 
 import { TickwheelError } from '../errors.js';
 
@@ -20,10 +16,8 @@ export class TimeoutError extends TickwheelError {
 }
 
 /**
- * Makes an error without capturing a stack, for errors raised by a timer or a keeper: their
- * stack would only show tickwheel's expiry loop, never the caller's code, and capturing it is
- * most of their cost (about 5 µs, which a million requests timing out together would feel).
- * Node does the same for some of its own errors. `stack` is then just the name and message.
+ * Makes an error without a stack, for errors raised by a timer: the stack would only show the
+ * expiry loop, and capturing it is most of their cost (5 µs, felt by a million at once).
  */
 export function stackless<E extends Error>(make: () => E): E {
   const limit = Error.stackTraceLimit;
@@ -35,10 +29,7 @@ export function stackless<E extends Error>(make: () => E): E {
   }
 }
 
-/**
- * A lease can no longer be trusted to be held: a renewal failed, answered `false`, or did not
- * settle in time, or its keeper was closed. `cause` says which.
- */
+/** A lease can no longer be trusted to be held; `cause` says why. */
 export class LeaseLostError extends TickwheelError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('ERR_TICKWHEEL_LEASE_LOST', message, options);

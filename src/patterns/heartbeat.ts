@@ -1,22 +1,13 @@
 /**
  * Heartbeat: probes connections that have gone quiet and gives up on those that stop answering.
- *
- * Built on an IdleTracker with one state, reader-idle, period `intervalMs`. Anything received
- * from the peer (data or a reply to a heartbeat) counts: call `received(handle)`. When nothing
- * has come for `intervalMs`, `send(item, 1)` is asked to send a heartbeat; after another quiet
- * interval that heartbeat counts as missed and heartbeat 2 goes out; and so on. Once
- * `maxMissed` heartbeats in a row have gone unanswered for a whole interval each, the item is
- * untracked and `onDead(item)` runs:
+ * An IdleTracker with one state, reader-idle, period I = `intervalMs`; anything received from the
+ * peer counts (`received(handle)`) and resets the count:
  *
  *     last read ─ I ─► send #1 ─ I ─► send #2 ─ I ─► send #3 ─ I ─► onDead     (maxMissed 3)
  *                      (1 missed)     (2 missed)     (3 missed)
  *
- * so a peer is given up (maxMissed + 1) × intervalMs after it was last heard from. (Dubbo, whose
- * default of 3 this follows, closes after 3 × interval of silence, counting the first silent
- * interval as a miss before any heartbeat was sent.) Any read resets the count.
- *
- * This is the "is the peer alive?" half. To keep a peer that never probes from timing you out,
- * send something on writer-idle with an IdleTracker (see docs/patterns.md).
+ * so a peer is given up (maxMissed + 1) × I after it was last heard from (Dubbo, whose default
+ * of 3 this follows, counts the first silent interval as a miss: 3 × I).
  */
 
 import {
@@ -33,15 +24,9 @@ import { PATTERN_OPTIONS, isThenable, type PatternOptions } from './pattern-whee
 export interface HeartbeatOptions<T> extends PatternOptions {
   /** Quiet time before a heartbeat is sent, and each heartbeat's time to be answered. */
   intervalMs: number;
-  /**
-   * Unanswered heartbeats before giving up. Default 3 (Dubbo's). 0 sends none: the item is given
-   * up after one quiet interval, a plain read timeout.
-   */
+  /** Unanswered heartbeats before giving up. Default 3 (Dubbo's); 0: a plain read timeout. */
   maxMissed?: number;
-  /**
-   * Sends heartbeat number `attempt` (1 .. maxMissed) to the item. May return a promise; a throw
-   * or rejection goes to `onError`, and the heartbeat still counts as sent.
-   */
+  /** Sends heartbeat `attempt` (1 .. maxMissed); a throw or rejection goes to `onError`. */
   send: (item: T, attempt: number) => unknown;
   /** The item stopped answering and is no longer tracked: close it. */
   onDead: (item: T) => void;

@@ -1,30 +1,16 @@
 /**
  * IdleTracker: reader-idle, writer-idle and all-idle detection for many connections, in the
- * vocabulary of Netty's IdleStateHandler, with one timer per connection.
+ * vocabulary of Netty's IdleStateHandler.
  *
- * ## How activity stays cheap
+ * `read()` and `write()` only store the clock's time; they do not touch the wheel. Each item has
+ * one timer, armed for the earliest moment one of its states could become idle; when it fires,
+ * activity since then re-arms it, else `onIdle` runs (as Netty does): one firing per period.
  *
- * `read(handle)` and `write(handle)` only store the clock's time in a typed array; they do not
- * touch the wheel. Each connection has one timer, armed for the earliest moment one of its
- * enabled states could become idle. When it fires, the tracker compares that moment with the
- * stored times: if there was activity meanwhile, nothing is idle yet and the timer is re-armed
- * for the new earliest moment (the refresh happens once per idle period, however many reads and
- * writes came in between); if not, the state is idle and `onIdle` runs. Netty's handler works
- * the same way. A busy connection thus costs a clock read per activity and one timer firing per
- * period, and an idle one costs one timer firing per period.
- *
- * ## Events
- *
- * For state s with period P and last activity L (reads for reader-idle, writes for writer-idle,
- * either for all-idle), an event is due at L + P, L + 2P, L + 3P, ... until activity moves L.
- * Each comes with `periods`, the number of whole periods since L: 1 for the first (Netty's
- * `isFirst()`), 2, 3, ... for the repeats. A timer that fires late reports the periods that
- * passed in one event, so `periods` also says how long the item has been idle.
- *
- * Invariant that keeps events from repeating: `checkedAt[row]` is the time of the row's last
- * check. Every event due at or before it has been reported, so at a check at `now` the state is
- * reported iff floor((now - L) / P) > floor((checkedAt - L) / P) (the latter counted as 0 when
- * the activity came after the check).
+ * For a state with period P and last activity L, events are due at L + P, L + 2P, ... until
+ * activity moves L, each with `periods`, the whole periods since L (1 first: Netty's isFirst()).
+ * Invariant: every event due at or before `checkedAt[row]`, the last check, has been reported,
+ * so a check at `now` reports iff floor((now - L) / P) > floor((checkedAt - L) / P) (0 when the
+ * activity came after the check).
  */
 
 import { TickwheelRangeError, checkOpen } from '../errors.js';
@@ -53,10 +39,8 @@ export interface IdleTrackerOptions<T> extends PatternOptions {
   /** All-idle after this long without either. 0 or omitted: not detected. */
   allIdleMs?: number;
   /**
-   * Called for each idle event, in the order reader, writer, all when several are due at once.
-   * `periods` is the number of whole idle periods since the last activity of that kind (1 the
-   * first time). The callback may read, write, untrack or track; what it throws goes to
-   * `onError` and does not stop the tracker.
+   * Called for each idle event (reader, writer, all when due at once) with the whole idle
+   * periods since that kind's last activity; what it throws goes to `onError`.
    */
   onIdle: (item: T, state: IdleState, periods: number, handle: IdleHandle) => void;
 }
@@ -89,7 +73,6 @@ export class IdleTracker<T = unknown> {
   private lastRead: Float64Array;
   private lastWrite: Float64Array;
   private checkedAt: Float64Array;
-  /** The row's pending timer on the wheel. */
   private timers: Float64Array;
   private closed = false;
 

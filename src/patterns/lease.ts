@@ -1,32 +1,22 @@
 /**
  * Lease keep-alive, the "lock watchdog" (Redisson's name): while a lease is held, renew it every
- * `renewEveryMs` (default leaseMs / 3), and the moment it can no longer be trusted to be held,
- * tell the holder so its work can stop.
+ * `renewEveryMs` E (default leaseMs L / 3), and tell the holder the moment it can no longer be
+ * trusted to be held.
  *
  *     hold ── E ──► renew ✓ ── E ──► renew ✓ ── E ──► renew … (no answer) ── T ──► lost
  *      0            L/3               2L/3             L                          4L/3
  *
- * with L = leaseMs, E = renewEveryMs, T = renewTimeoutMs (default E).
+ * The holder is sure of the lease only up to `validUntil` = start of the last successful renewal
+ * (or hold()) + L, as the store started its new expiry no earlier. So a renewal must settle by
+ * min(its start + renewTimeoutMs T, validUntil), or the lease is lost then: with the defaults a
+ * holder hears of a loss at least L/3 before the store could give the lease to someone else.
  *
- * ## When a lease is lost
+ * Lost: renew() threw, rejected, answered false or a non-boolean, did not settle in time, or
+ * could not start before validUntil (a blocked event loop); or the keeper closed. Then
+ * `lease.signal` aborts with a LeaseLostError, `onLost` runs, renewals stop, and a late answer
+ * is ignored. Not retried (as in Redisson): the lock may already be someone else's.
  *
- * The holder can only be sure of the lease up to `validUntil` = (start of the last successful
- * renewal, or hold()) + leaseMs: the store started its new expiry no earlier than the renewal
- * was sent. So each renewal must settle by min(its start + T, validUntil), and the lease is
- * lost, at that moment, if it does not. With the defaults the renewal that starts at s has until
- * s + L/3, and the lease stays valid until at least s - L/3 + L = s + 2L/3: a holder hears of a
- * loss at least L/3 before the store could give the lease to someone else.
- *
- * Lost means: renew() threw or rejected, answered `false` (no longer ours), answered something
- * that is not a boolean, did not settle in time, or the timer could not run before validUntil
- * (the event loop was blocked); or the keeper was closed. Then `lease.signal` aborts with a
- * LeaseLostError, `onLost(err)` runs, and renewals stop for good. A renewal that settles after
- * that is ignored. A failed renewal is not retried (as in Redisson): a lock whose renewal failed
- * may already belong to someone else, and only the holder's application can decide whether to
- * acquire it afresh.
- *
- * Storage: one Lease object per lease (the caller's handle) and its one lean timer, which waits
- * either for the next renewal or, while one is in flight, for its deadline.
+ * Each Lease has one lean timer: the next renewal, or the deadline of the one in flight.
  */
 
 import {
@@ -59,11 +49,7 @@ export interface LeaseOptions<D = unknown> {
   renewEveryMs?: number;
   /** Time a renewal has to settle (capped by the lease's validity). Default renewEveryMs. */
   renewTimeoutMs?: number;
-  /**
-   * Extends the lease in the store, e.g. a token-checked PEXPIRE. Resolve to true (or nothing)
-   * when it was extended, false when the lease is no longer yours. `lease.signal` aborts if the
-   * renewal times out.
-   */
+  /** Extends the lease in the store (a token-checked PEXPIRE): true or nothing, false if lost. */
   renew: (lease: Lease<D>) => boolean | void | PromiseLike<boolean | void>;
   /** Frees the lease in the store, e.g. a token-checked DEL; run by release() and on abort. */
   release?: (lease: Lease<D>) => unknown;
@@ -75,7 +61,7 @@ export interface LeaseOptions<D = unknown> {
   data?: D;
 }
 
-/** Methods the keeper calls on a Lease; symbols, so they are not part of the user's surface. */
+/** Methods the keeper calls on a Lease, as symbols: not part of the user's surface. */
 const timerFired = Symbol('timerFired');
 const lose = Symbol('lose');
 
@@ -125,12 +111,7 @@ export class LeaseKeeper {
     };
   }
 
-  /**
-   * Keeps a lease you have just acquired (the lock is yours now) alive until it is released or
-   * lost. Bad options throw at once (ERR_TICKWHEEL_INVALID_OPTION or _CALLBACK): a period that is
-   * not above 0, renewEveryMs not below leaseMs. A signal that has already aborted gives a lease
-   * that is released at once.
-   */
+  /** Keeps a lease you have just acquired alive until it is released or lost. */
   hold<D = unknown>(options: LeaseOptions<D>): Lease<D> {
     checkOpen(this.closed, 'this LeaseKeeper is closed; create a new one to hold leases');
     const lease = new Lease<D>(this.host, options);
@@ -143,10 +124,7 @@ export class LeaseKeeper {
     return this.held.size;
   }
 
-  /**
-   * Stops renewing: every held lease is lost (its signal aborts, onLost runs, cause
-   * ERR_TICKWHEEL_CLOSED). Nothing is released in the store. Holding afterwards throws.
-   */
+  /** Stops renewing: every held lease is lost (ERR_TICKWHEEL_CLOSED), none released. */
   close(): void {
     if (this.closed) return;
     this.closed = true;
@@ -171,9 +149,8 @@ export class Lease<D = unknown> implements KeptLease {
   private reason: unknown;
   private renewing = false;
   private attempt = 0;
-  // Times and handles start as doubles (NaN, not 0): starting as small integers, they would
-  // change representation on the first renewal, and V8 would then migrate every live Lease to
-  // a new layout, one by one (about 2.5 µs each: seconds for a million leases held at once).
+  // Doubles from the start (NaN, not 0): a small integer would change representation at the
+  // first renewal, and V8 would migrate every live Lease to a new layout (2.5 µs each).
   /** Start of the last successful renewal, or the time of hold(). */
   private lastStart = NaN;
   private attemptStart = NaN;
@@ -253,9 +230,8 @@ export class Lease<D = unknown> implements KeptLease {
   }
 
   /**
-   * Aborts when the lease ends: with the LeaseLostError when lost, the options.signal's reason
-   * when that aborted, an AbortError DOMException on release(). Pass it to the work the lease
-   * protects. Made on first use, so a lease that is never asked for it costs no AbortController.
+   * Aborts when the lease ends (reason: the LeaseLostError, options.signal's reason, or an
+   * AbortError on release()). Made on first use: unused, it costs no AbortController.
    */
   get signal(): AbortSignal {
     if (this.controller === undefined) {
@@ -265,10 +241,7 @@ export class Lease<D = unknown> implements KeptLease {
     return this.controller.signal;
   }
 
-  /**
-   * Stops renewing and runs options.release (once, however often this is called; also after a
-   * loss, where a token-checked release is harmless). Resolves when options.release has.
-   */
+  /** Stops renewing and runs options.release once (harmless after a loss, token-checked). */
   release(): Promise<void> {
     if (this.releasing === undefined) {
       if (this.current === 'held') this.end('released', undefined);

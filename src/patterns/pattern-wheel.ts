@@ -1,11 +1,7 @@
 /**
- * What every pattern shares: it owns one TimerWheel on the lean path, with one timer per item
- * and the item's row (or object) as the timer's data, so a million items cost no closure each.
- *
- * A pattern owns its wheel instead of borrowing the user's because a wheel has a single
- * `onExpire`, fixed when it is made. That costs nothing: every wheel on a clock shares the
- * clock's one native timer. What users choose is the clock (a ManualClock in tests) and the
- * resolution.
+ * What every pattern shares: it owns one TimerWheel on the lean path (a wheel has one
+ * `onExpire`), one timer per item with the item's row (or object) as data: no closure per item.
+ * Owning costs nothing: every wheel on a clock shares its one native timer.
  */
 
 import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
@@ -18,11 +14,7 @@ export interface PatternOptions {
   clock?: Clock;
   /** Milliseconds per tick of the pattern's wheel: events are at most this late. Default 1. */
   resolution?: number;
-  /**
-   * When true, the pattern's pending timers do not keep the process alive (like
-   * `timeout.unref()`). Default false, as for every TimerWheel: a tracked item, an in-flight
-   * request or a held lease keeps it alive until untracked, settled or released.
-   */
+  /** When true, the pattern's pending timers do not keep the process alive. Default false. */
   unref?: boolean;
   /** Errors thrown by your callbacks. Default: reported as a process warning. */
   onError?: (err: unknown) => void;
@@ -39,16 +31,11 @@ export const PATTERN_OPTIONS = {
   initialCapacity: true,
 } as const satisfies Record<keyof PatternOptions, true>;
 
-export interface PatternWheel<T> {
-  readonly clock: AlarmClock;
-  readonly wheel: TimerWheel<T>;
-  readonly report: (err: unknown) => void;
-}
-
+/** The pattern's clock and wheel, and where its callbacks' errors go. */
 export function patternWheel<T>(
   options: PatternOptions,
   onExpire: (data: T) => void,
-): PatternWheel<T> {
+): { clock: AlarmClock; wheel: TimerWheel<T>; report: (err: unknown) => void } {
   const clock = checkAlarmClock(options.clock ?? defaultClock());
   if (options.onError !== undefined) checkCallback(options.onError, 'onError');
   const report = (err: unknown) => reportError(options.onError, err);

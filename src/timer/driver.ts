@@ -1,23 +1,18 @@
 /**
  * The driver: binds a timing wheel to a clock. It turns delays in milliseconds into ticks,
  * keeps the clock's alarm set for the wheel's next expiration, runs expirations in bounded
- * batches, and keeps one failing callback from stopping the others.
+ * batches, and keeps one failing callback from stopping the others. TimerWheel,
+ * HashedWheelTimer and SystemTimer are faces over it; each decides what a row means (a
+ * callback, a Netty Timeout, a Kafka TimerTask) through `onExpire`.
  *
- * TimerWheel, HashedWheelTimer and SystemTimer are faces over this one driver; each decides
- * what a row means (a callback, a Netty Timeout, a Kafka TimerTask) through `onExpire`.
+ * Tick k is clock time `origin + k * resolution`. A timer due at time d gets the first tick at
+ * or after d, and at least the tick after the current one: it never fires early, and a timer
+ * scheduled from a callback never fires in the same tick (no livelock on zero delays).
  *
- * Ticks and time: tick k is clock time `origin + k * resolution`, where `origin` is the clock's
- * time when the driver was made. A timer due at time d gets the first tick at or after d, and
- * at least the tick after the current one, so it never fires early and a timer scheduled from a
- * callback never fires in the same tick (no livelock on zero delays). It fires once the clock
- * reaches its tick: at most one tick plus the event loop's delay late.
- *
- * Between callbacks, as Node does, with the `nodeOrder` option: when the clock calls from the top
- * of an event-loop turn (see AlarmTarget.onAlarm), the process.nextTick queue and the microtasks
- * that a callback-style timer queued run before the next expiration, the way Node's timers call
- * runNextTicks() between two callbacks. Faces ask for it per row (`settleAfter`); the lean path
- * does not. Without the option, callbacks run back to back: in an expiry storm the queues' run
- * after every callback costs half again the time per expiration (see docs/timers.md).
+ * With `nodeOrder`, on a clock that calls from the top of an event-loop turn, the nextTick and
+ * microtask queues a callback-style timer filled run before the next expiration, as Node's
+ * runNextTicks() does between its timers. Without it callbacks run back to back: in an expiry
+ * storm the queues' run costs half again per expiration (docs/timers.md).
  */
 
 import {
@@ -42,11 +37,9 @@ export interface FaceOptions {
   /** When true, pending timers do not keep the process alive (like `timeout.unref()`). */
   unref?: boolean;
   /**
-   * Node's order between callbacks: the process.nextTick and promise callbacks that one callback
-   * (a setTimeout/setInterval callback, a sleep continuation, a task) queues run before the next
-   * one, on a clock that calls from the event loop (a SystemClock, ManualClock.advanceAsync).
-   * Default false: callbacks due together run back to back, which is much cheaper when many
-   * expire at once (see docs/timers.md).
+   * Node's order between callbacks: the process.nextTick and promise callbacks one callback
+   * queues run before the next one, on a clock that calls from the event loop. Default false:
+   * callbacks due together run back to back, much cheaper in bulk (see docs/timers.md).
    */
   nodeOrder?: boolean;
   /** Expirations run per batch before yielding to the event loop. Default 10,000. */
@@ -72,7 +65,7 @@ export interface DriverOptions extends FaceOptions {
 const DEFAULT_MAX_BATCH = 10_000;
 
 /** FaceOptions checked, with their defaults filled in. */
-export type CheckedFaceOptions = Omit<Required<FaceOptions>, 'clock' | 'onError'> & {
+type CheckedFaceOptions = Omit<Required<FaceOptions>, 'clock' | 'onError'> & {
   clock: AlarmClock;
   onError: FaceOptions['onError'];
 };
@@ -89,44 +82,32 @@ export function checkFaceOptions(options: FaceOptions): CheckedFaceOptions {
   };
 }
 
-/**
- * Timers started with a delay wait for a clock reading in batches of at most this many (see
- * `add`): one reading then costs a few hundredths of a nanosecond per timer, and the rows a batch
- * touches twice stay in the CPU's cache.
- */
+/** Rows waiting for a clock reading at most (see `add`): a batch stays in the CPU's cache. */
 export const BIND_BATCH = 256;
 
 /**
- * A delay is bound late only while the tick it lands on stays far below 2^53 whatever the
- * reading: past this many ticks from the last reading, add() reads the clock at once (and throws
- * there, in the caller, for a delay no tick can hold).
+ * Past this many ticks from the last reading, add() reads the clock at once, so that a late-bound
+ * tick stays far below 2^53 (and a delay no tick can hold throws in the caller).
  */
 const LATE_BIND_TICKS = 2 ** 50;
 
 /**
- * Between a driver's last reading and the next one a SystemClock may have moved on by any time
- * the process has been up. Late binding is kept to ticks coarse enough that 2^52 of them outlast
- * a thousand years (ticks of 7.0 us or more): a delay under LATE_BIND_TICKS from the last reading
- * then always has a tick. A ManualClock tells its targets when it moves (AlarmTarget.clockMoved).
+ * A SystemClock may have moved by any time the process has been up since the last reading, so
+ * late binding needs ticks coarse enough that 2^52 of them outlast a thousand years (7.0 us or
+ * more). A ManualClock tells its targets when it moves (AlarmTarget.clockMoved).
  */
 const LATE_BIND_SPAN_MS = 1000 * 365.25 * 24 * 3600 * 1000;
 
 /** The microtask that binds pending rows goes through a promise: fake timers replace queueMicrotask. */
 const SETTLED = Promise.resolve();
 
-/**
- * Steps that settle a tick computed by a rounded quotient on the tick's own start time. The
- * quotient is off by at most two below 2^53 ticks; the bound keeps a step that cannot change a
- * huge tick (beyond 2^53 a float has no room for +1) from looping.
- */
+/** Steps that settle a rounded quotient's tick (off by two at most): past 2^53 a step may not. */
 const SETTLE_STEPS = 4;
 
 /**
- * Node's own runNextTicks(): runs the nextTick queue, then the microtasks, until both are empty.
- * User land reaches it only as the undocumented process._tickCallback (DEP0134, deprecated in
- * the documentation only). Under --pending-deprecation Node replaces it with a wrapper that
- * warns, and --throw-deprecation would turn that warning into a throw inside a timer: the
- * wrapper is not used, and callbacks then run back to back as on the lean path.
+ * Node's own runNextTicks() (nextTick queue, then microtasks, until both are empty), reachable
+ * only as the undocumented process._tickCallback. Under --pending-deprecation it is a wrapper
+ * that warns (a throw with --throw-deprecation), not used: callbacks then run back to back.
  */
 const runNextTicks: (() => void) | undefined = (() => {
   const tickCallback = (process as { _tickCallback?: unknown })._tickCallback;
@@ -148,27 +129,19 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   private readonly onError: ((err: unknown) => void) | undefined;
   private readonly wantsNodeOrder: boolean;
   private readonly expireSafe: (index: number) => boolean;
-  /** True while this driver is inside onAlarm: the alarm is then set from its return value. */
+  /** True while expirations run (inside onAlarm or runDue): the alarm is set when they end. */
   private running = false;
-  /** True while expirations run (inside onAlarm or runDue). */
   get expiring(): boolean {
     return this.running;
   }
-  /**
-   * True inside an onAlarm called from the top of an event-loop turn, where runNextTicks
-   * exists: callbacks may then be followed by the nextTick and microtask queues, as in Node.
-   */
+  /** True inside an onAlarm from the top of an event-loop turn, with runNextTicks available. */
   runQueues = false;
-  /**
-   * Set to `runQueues` by a face just before it runs the code of a callback-style timer: once
-   * that code is done, the ticks and microtasks it queued run before the next expiration.
-   */
+  /** Set to `runQueues` by a face before a callback-style timer runs: its queues run after it. */
   settleAfter = false;
   private disposed = false;
   /** Rows started by `add` and not yet placed: PENDING, their delay in `entries.tick`. */
   private readonly unbound = new Int32Array(BIND_BATCH);
   private unboundCount = 0;
-  /** A microtask that binds the unbound rows is queued. */
   private bindQueued = false;
   private readonly bindTask = (): void => {
     this.bindQueued = false;
@@ -223,7 +196,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     };
   }
 
-  /** The tick a timer of `delayMs` from now is due at (see the module comment). */
+  /** The tick a timer of `delayMs` from now is due at. */
   tickAfter(delayMs: number): number {
     const now = this.read();
     return this.tickFor(now, now + delayMs, delayMs);
@@ -237,14 +210,12 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   private tickFor(now: number, deadline: number, delayMs: number): number {
     const resolution = this.resolution;
-    // A multiplication by the inverse, not a division (several times slower); the quotient
-    // only needs to be near, as the next lines settle the tick exactly.
+    // A multiplication, not a (several times slower) division: the lines after settle the tick.
     let tick = Math.ceil((deadline - this.origin) * this.perTick);
     // Past 2^53 (or NaN from an overflow) no tick can hold it; the loops below need a safe one.
     if (!(tick <= Number.MAX_SAFE_INTEGER)) this.tooFar(delayMs);
-    // The quotient rounds (by two ticks near 2^52 for some resolutions); the tick is defined by
-    // the time it begins at, so settle it on that: the first tick that begins at or after it.
-    // A few steps at most: beyond 2^53 a step may not change the tick, and must not loop.
+    // A tick is defined by the time it begins at: settle on the first that begins at or after
+    // the deadline, as the quotient rounds (by two ticks near 2^52 for some resolutions).
     for (let step = 0; step < SETTLE_STEPS && this.timeOf(tick) < deadline; step++) tick++;
     for (let step = 0; step < SETTLE_STEPS && this.timeOf(tick - 1) >= deadline; step++) tick--;
     // Only a delay shorter than a tick can land in the current tick (the common case skips this).
@@ -263,10 +234,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     );
   }
 
-  /**
-   * The last tick that has begun at clock time `now`. Checked against timeOf() so that the two
-   * conversions agree exactly despite floating-point rounding: tickContaining(timeOf(k)) === k.
-   */
+  /** The last tick begun at `now`, settled so that tickContaining(timeOf(k)) === k. */
   tickContaining(now: number): number {
     let tick = Math.floor((now - this.origin) / this.resolution);
     for (let step = 0; step < SETTLE_STEPS && this.timeOf(tick + 1) <= now; step++) tick++;
@@ -274,7 +242,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return tick;
   }
 
-  /** Clock time of a tick. */
   timeOf(tick: number): number {
     return this.origin + tick * this.resolution;
   }
@@ -287,13 +254,11 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   /**
    * A new row due `delayMs` from now.
    *
-   * On a clock that allows it (`bindsLate`), the row does not read the clock: it waits, PENDING
-   * with its delay, for the next reading, taken at the latest by a microtask once the synchronous
-   * code that started it has run, or by the BIND_BATCH-th such row, or by anything else of the
-   * driver that reads the clock (which binds them first, so that rows keep their order). Bound to
-   * that reading, taken after it started, the row can only be later than its delay, never earlier:
-   * what a timer gains in cost (the reading was half of it) it may lose in lateness, by as much as
-   * the rest of the synchronous run it was started in.
+   * On a clock that allows it (`bindsLate`) the row does not read the clock (half of a
+   * schedule's cost): it waits, PENDING with its delay, for the next reading, taken at the latest
+   * by a microtask once the synchronous code that started it has run, by the BIND_BATCH-th such
+   * row, or by anything else of the driver that reads the clock (binding them first keeps their
+   * order). That reading comes after the start, so the row can only be late, never early.
    */
   add(delayMs: number): number {
     if (!this.mayBindLate(delayMs)) return this.addNow(delayMs);
@@ -303,7 +268,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return index;
   }
 
-  /** Whether a row due `delayMs` from now may wait for a later reading (see `add`). */
   private mayBindLate(delayMs: number): boolean {
     return (
       this.clock.bindsLate === true &&
@@ -329,18 +293,10 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   private addNow(delayMs: number): number {
     const now = this.read();
-    if (this.wheel.size === 0) this.catchUp(now);
-    const tick = this.tickFor(now, now + delayMs, delayMs);
-    const index = this.wheel.add(tick);
-    this.scheduled++;
-    this.armFor(tick);
-    return index;
+    return this.place(now, now + delayMs, delayMs);
   }
 
-  /**
-   * Reads the clock, and places the rows waiting for a reading against it first: whatever the
-   * caller does with the reading comes after them, as it came after them in the program.
-   */
+  /** Reads the clock, placing the rows waiting for a reading first (they came first). */
   private read(): number {
     const now = this.clock.now();
     if (this.unboundCount > 0) this.bindAt(now);
@@ -348,18 +304,12 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return now;
   }
 
-  /**
-   * Places the rows waiting for a clock reading (see `add`), on a reading taken now. The clock
-   * calls it before it moves its time (a ManualClock), and the driver before it reads the wheel.
-   */
+  /** Places the rows waiting for a clock reading (see `add`) on a reading taken now. */
   bindPending(): void {
     if (this.unboundCount > 0) this.read();
   }
 
-  /**
-   * The clock moved by a step of its own (a ManualClock): the last reading no longer bounds where
-   * it stands, so the next row reads the clock at once (see LATE_BIND_TICKS).
-   */
+  /** A ManualClock's step: the last reading no longer bounds the time (see LATE_BIND_TICKS). */
   clockMoved(): void {
     this.lastTick = Infinity;
   }
@@ -383,17 +333,19 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     this.armFor(first);
   }
 
-  /**
-   * The reading addAt() placed its last row against: what its due time stood for as a delay
-   * (TimerWheel keeps that for refresh()) needs no second reading.
-   */
+  /** The reading addAt() placed its last row against (TimerWheel keeps its delay for refresh()). */
   placedAt = NaN;
 
   /** A new row due at clock time `deadline` (a past deadline is due on the next tick). */
   addAt(deadline: number): number {
     const now = (this.placedAt = this.read());
+    return this.place(now, deadline, deadline - now);
+  }
+
+  /** A new row due at `deadline`, placed against the reading `now`. */
+  private place(now: number, deadline: number, delayMs: number): number {
     if (this.wheel.size === 0) this.catchUp(now);
-    const tick = this.tickFor(now, deadline, deadline - now);
+    const tick = this.tickFor(now, deadline, delayMs);
     const index = this.wheel.add(tick);
     this.scheduled++;
     this.armFor(tick);
@@ -401,9 +353,8 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   }
 
   /**
-   * An empty wheel stays at the tick it last processed. Brought up to now before its next timer
-   * goes in, that timer is placed against the present: after an hour idle, a 5 ms timer lands
-   * on the first level instead of a higher one it would have to cascade from.
+   * An empty wheel stays at the tick it last processed: brought up to now before its next timer
+   * goes in, a 5 ms timer after an hour idle lands on the first level, not one it cascades from.
    */
   private catchUp(now: number): void {
     if (!this.running && !this.disposed) this.wheel.idleTo(this.tickContaining(now));
@@ -411,9 +362,8 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   /**
    * Re-arms an allocated row (linked, PENDING or detached) to be due `delayMs` from now. A linked
-   * row leaves its slot and waits for the next reading as a new row does (`add`): a refresh
-   * counts as starting the timer again, and is placed after every row started before it. A
-   * detached row (an interval re-armed as it fires) and a PENDING one read the clock at once.
+   * row waits for the next reading as a new row does (`add`): a refresh counts as starting the
+   * timer again. A detached row (an interval re-armed as it fires) and a PENDING one read now.
    */
   rearm(index: number, delayMs: number): void {
     const prev = this.entries.prev[index];
@@ -446,13 +396,9 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return index;
   }
 
-  /**
-   * Called by the clock: fires what is due, at most one batch, and names the next wake-up.
-   * `atTurnStart`: the clock calls from the top of an event-loop turn (see AlarmTarget).
-   */
+  /** Called by the clock (see AlarmTarget): fires at most one batch, names the next wake-up. */
   onAlarm(now: number, atTurnStart?: boolean): number {
-    // On a fresh reading: `now` may have been read before another target's callbacks started
-    // these rows (a clock calls its alarms one after another with one reading).
+    // `now` may have been read before another target's callbacks started these rows.
     this.bindPending();
     this.running = true;
     this.runQueues = this.wantsNodeOrder && atTurnStart === true && runNextTicks !== undefined;
@@ -486,18 +432,15 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   }
 
   /**
-   * Fires at once, synchronously, every timer whose tick has begun: what the alarm would fire if
-   * it ran now (it runs late while the event loop is busy). No batch limit: what is fired was due
-   * anyway. Does nothing inside an expiration (the wheel is mid-advance) or once disposed.
-   * Returns how many fired.
+   * Fires now every timer whose tick has begun (the alarm runs late while the event loop is
+   * busy), with no batch limit; nothing inside an expiration or once disposed.
    */
   runDue(): number {
     if (this.running || this.disposed) return 0;
     const now = this.read();
-    // The alarm is never set later than the next row's tick (armFor lowers it, onAlarm and the
-    // end of runDue name it): when the alarm reads as set, a reading before it means
-    // nothing is due, and the wheel's search for its next row (a scan of its occupancy bits) is
-    // skipped. That is most calls: the queue's take() asks before each take.
+    // The alarm is never set later than the next row's tick: while it reads as set, an earlier
+    // reading means nothing is due, and the scan for the next row is skipped (most calls: the
+    // queue's take() asks before each take).
     if (this.exactAlarms && now < this.alarm.deadline) return 0;
     const nowTick = this.tickContaining(now);
     if (this.wheel.nextDeadline() > nowTick) return 0;
@@ -510,9 +453,8 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       this.running = false;
       this.settleAfter = false;
     }
-    // The alarm is set for the next row: timers started by those expirations armed nothing
-    // (armFor skips while running), and one left set for what has just fired would keep later
-    // calls off the shortcut above until the clock's own wake-up.
+    // Set for the next row: timers those expirations started armed nothing (armFor skips while
+    // running), and an alarm left set for what just fired would keep later calls off the shortcut.
     const next = this.wheel.nextDeadline();
     if (next !== Infinity) this.alarm.set(this.timeOf(next));
     return fired;

@@ -1,23 +1,11 @@
 /**
- * HashedWheelTimer: Netty's `io.netty.util.HashedWheelTimer`, as a thin face over WheelDriver
- * and a HashedWheel (Varghese & Lauck's scheme 6, Netty's own design).
- *
- * What stays as in Netty:
- *   - `newTimeout(task, delay)` returns a `Timeout` with `cancel()`, `isCancelled()`,
- *     `isExpired()`; a task is a function or an object with `run(timeout)` (Netty's TimerTask).
- *   - The timer starts lazily on the first `newTimeout` (or on `start()`), and ticks are counted
- *     from that moment: tick k is `start + k * tickDuration`.
- *   - `ticksPerWheel` is rounded up to a power of two; `maxPendingTimeouts` <= 0 means unlimited.
- *   - `stop()` cancels the timeouts that never ran and were not cancelled, and returns them (as
- *     Netty does since 4.1.111); a stopped timer cannot start again.
- *   - More than 64 live instances earn one process warning: a HashedWheelTimer is meant to be
- *     shared (one per process or per kind of timeout), not made per connection.
- *   - `executor` is Netty's taskExecutor: expired tasks are handed to it instead of run inline.
- *
- * What differs: there is no worker thread. Tasks run on the event loop when the clock's alarm
- * fires, the wheel sleeps through empty ticks instead of waking on each, and a timeout fires
- * at the first tick boundary at or after its deadline, never before. With `nodeOrder`, as with
- * Node's timers, the nextTick and promise callbacks a task queues run before the next task.
+ * HashedWheelTimer: Netty's `io.netty.util.HashedWheelTimer`, a thin face over WheelDriver and
+ * a HashedWheel (scheme 6, Netty's own design). As in Netty: Timeouts with cancel(); tasks as
+ * functions or `run(timeout)` objects; a lazy start that begins the tick grid; ticksPerWheel
+ * rounded up to a power of two; stop() returning the unrun timeouts cancelled (4.1.111); a
+ * warning past 64 live instances; `executor` as taskExecutor. What differs: no worker thread.
+ * Tasks run on the event loop, the wheel sleeps through empty ticks, and a timeout fires at the
+ * first tick boundary at or after its deadline, never before.
  */
 
 import { TickwheelRangeError, TickwheelTypeError, checkOpen } from '../errors.js';
@@ -63,11 +51,7 @@ export interface HashedWheelTimerOptions extends FaceOptions {
   ticksPerWheel?: number;
   /** Pending timeouts allowed; <= 0 means unlimited. Default -1. */
   maxPendingTimeouts?: number;
-  /**
-   * Netty's taskExecutor: each expired task is passed to it as `run` (for instance
-   * `setImmediate` or a worker pool's submit); what it throws goes to `onError` too. Default:
-   * tasks run inline, one after another.
-   */
+  /** Netty's taskExecutor: gets each expired task as `run` (e.g. setImmediate). Default inline. */
   executor?: (run: () => void) => void;
 }
 
@@ -84,11 +68,10 @@ const PENDING = 0;
 const CANCELLED = 1;
 const EXPIRED = 2;
 
-/** Timer internals that its timeouts reach through a symbol, out of the public surface. */
+/** Reached by a timeout's cancel() through a symbol, out of the public surface. */
 const removeTimeout = Symbol('removeTimeout');
 
 class HashedWheelTimeout implements Timeout {
-  /** PENDING, CANCELLED or EXPIRED. */
   state = PENDING;
   /** The row handle while the timeout is in the wheel; 0 (never a handle) otherwise. */
   handle = 0;
@@ -133,11 +116,9 @@ export class HashedWheelTimer {
   private readonly wheel: HashedWheel;
   private readonly maxPendingTimeouts: number;
   private readonly executor: ((run: () => void) => void) | undefined;
-  /** What start() makes the driver with. */
   private readonly driverOptions: DriverOptions;
   /** Made by start(): the tick grid begins when the timer starts, as in Netty. */
   private driver: WheelDriver<HashedWheel> | undefined;
-  /** Per row: the Timeout it belongs to. */
   private readonly rows: Array<HashedWheelTimeout | undefined> = [];
   private stopped = false;
 
@@ -150,13 +131,7 @@ export class HashedWheelTimer {
     checkOptionsObject(options, 'HashedWheelTimer options', '{ tickDuration: 100 }');
     checkKnownOptions(options, HASHED_WHEEL_OPTIONS, 'new HashedWheelTimer()');
     this.tickDuration = checkOption(options.tickDuration ?? 100, 'tickDuration', Number.MIN_VALUE);
-    const ticksPerWheel = checkOption(
-      options.ticksPerWheel ?? 512,
-      'ticksPerWheel',
-      1,
-      2 ** 30,
-      true,
-    );
+    this.wheel = new HashedWheel({ ticksPerWheel: options.ticksPerWheel });
     this.maxPendingTimeouts = checkOption(
       options.maxPendingTimeouts ?? -1,
       'maxPendingTimeouts',
@@ -167,7 +142,6 @@ export class HashedWheelTimer {
     if (options.executor !== undefined) checkCallback(options.executor, 'executor');
     this.executor = options.executor;
     this.driverOptions = { ...checkFaceOptions(options), resolution: this.tickDuration };
-    this.wheel = new HashedWheel({ ticksPerWheel });
 
     unstoppedInstances.register(this, null, this);
     if (++liveInstances > INSTANCE_COUNT_LIMIT && !warnedTooManyInstances) {
@@ -197,10 +171,7 @@ export class HashedWheelTimer {
     this.driver ??= new WheelDriver(this.wheel, this.driverOptions, (index) => this.expire(index));
   }
 
-  /**
-   * Schedules `task` to run once, `delayMs` from now (a negative delay counts as 0), at the
-   * first tick boundary at or after that time.
-   */
+  /** Runs `task` once, at the first tick boundary at or after `delayMs` (at least 0) from now. */
   newTimeout(task: TimeoutTask | ((timeout: Timeout) => void), delayMs: number): Timeout {
     if (typeof task !== 'function' && typeof (task as TimeoutTask | null)?.run !== 'function') {
       throw new TickwheelTypeError(
@@ -227,10 +198,8 @@ export class HashedWheelTimer {
   }
 
   /**
-   * Stops the timer, cancels the timeouts that neither ran nor were cancelled, and returns them
-   * in no particular order (Netty returns a Set). As in Netty since 4.1.111, each returned
-   * timeout is cancelled: `isCancelled()` is true and `cancel()` returns false. Later calls to
-   * newTimeout or start throw; a second stop() returns nothing.
+   * Stops the timer for good and returns, cancelled, the timeouts that neither ran nor were
+   * cancelled (as Netty 4.1.111 does).
    */
   stop(): Timeout[] {
     if (this.stopped) return [];
@@ -241,7 +210,6 @@ export class HashedWheelTimer {
     return unprocessed;
   }
 
-  /** Takes a cancelled timeout out of the wheel. */
   [removeTimeout](timeout: HashedWheelTimeout): void {
     const index = this.driver?.cancelHandle(timeout.handle) ?? -1;
     if (index >= 0) this.rows[index] = undefined;

@@ -1,11 +1,8 @@
 /**
- * One JavaScript value per row of a slab (a callback, or the lean path's data), kept in chunks of
- * 32,768. When the slab grows, chunks are added and nothing is copied: a flat array the size of
- * the slab had to be copied element by element on every doubling, which was the largest cost of
- * a wheel's first million timers. A chunk of 32,768 values (256 KB) is a large object to V8: it
- * is made outside the young generation and never copied by the scavenger, where chunks of 4,096
- * (32 KB) were, all 8 MB of them for a million timers (a wheel's first million schedules took a
- * fifth longer).
+ * One JavaScript value per row of a slab (a callback, or the lean path's data), in chunks of
+ * 32,768, so that a growing slab copies nothing (copying a flat array on every doubling was the
+ * largest cost of a wheel's first million timers). A 256 KB chunk is a large object to V8, never
+ * copied by the scavenger as smaller chunks were.
  */
 
 const CHUNK_BITS = 15;
@@ -19,11 +16,7 @@ export class RowValues {
     this.ensure(capacity);
   }
 
-  /**
-   * Makes room for rows 0 .. capacity-1. The first chunk starts at the slab's own size (a
-   * small wheel does not pay for 32,768 rows) and is copied up to a whole chunk when the slab
-   * outgrows it; every later chunk is a whole one.
-   */
+  /** Makes room for rows 0 .. capacity-1; the first chunk starts small, for small wheels. */
   ensure(capacity: number): void {
     const first = this.chunks[0];
     if (first === undefined) {

@@ -1,23 +1,12 @@
 /**
- * SystemTimer and TimerTask: Kafka's `org.apache.kafka.server.util.timer` API, as a thin face
- * over WheelDriver and a HierarchicalWheel (scheme 7, Kafka's TimingWheel with its overflow
- * wheels). With the defaults (tickMs 1, wheelSize 20) the wheel is Kafka's own: levels spanning
- * 20 ms, 400 ms, 8 s, ..., created only when a task first needs one (see hierarchical-wheel.ts
- * for the worked example with tasks at 2, 8, 19, 350 and 450 ms).
+ * SystemTimer and TimerTask: Kafka's `org.apache.kafka.server.util.timer` API, a thin face over
+ * WheelDriver and a HierarchicalWheel (scheme 7). With the defaults (tickMs 1, wheelSize 20) the
+ * wheel is Kafka's own, with overflow levels of 20 ms, 400 ms, 8 s, ... made when first needed.
+ * As in Kafka, a task is pending in at most one timer: adding it again reschedules it from now.
  *
- * What stays as in Kafka:
- *   - A task is a subclass of TimerTask with a fixed `delayMs` and a `run()`; `add(task)` runs
- *     it `delayMs` from now; `task.cancel()` takes it out.
- *   - A task is pending in at most one timer: adding it again, to this timer or another,
- *     reschedules it from now.
- *   - `advanceClock(timeoutMs)` is what a reaper loop awaits; `size` counts pending tasks.
- *
- * What differs: Kafka's timer runs only while a reaper thread calls advanceClock, and hands due
- * tasks to an executor thread. Here the clock drives the wheel: tasks run on the event loop
- * when due whether or not anyone calls advanceClock, which only reports that they did. A task
- * never runs early (Kafka's may run up to one tick early), and a task whose delay has already
- * passed runs on the next tick rather than inside add(). With `nodeOrder`, as with Node's timers,
- * the nextTick and promise callbacks a task queues run before the next task (see WheelDriver).
+ * What differs: the clock drives the wheel, so tasks run on the event loop when due whether or
+ * not a reaper calls advanceClock (which only reports that they did); a task never runs early
+ * (Kafka's may, by up to a tick), and one already due runs on the next tick, not inside add().
  */
 
 import { TickwheelTypeError, checkOpen } from '../errors.js';
@@ -33,13 +22,9 @@ import { FACE_OPTIONS, WheelDriver, checkFaceOptions, type FaceOptions } from '.
 
 const CLOSED = 'this SystemTimer is shut down; create a new one to add tasks';
 
-/**
- * Where a task is pending: its timer and its row handle there. Symbol keys keep this state
- * apart from the fields of subclasses, which are users' own code.
- */
+/** Where a task is pending: symbol keys, apart from the fields of users' subclasses. */
 const pendingIn = Symbol('pendingIn');
 const rowHandle = Symbol('rowHandle');
-/** The timer method a task's cancel() calls. */
 const removeTask = Symbol('removeTask');
 
 /** Kafka's TimerTask: subclass it, give the delay to the constructor, implement run(). */
@@ -66,20 +51,14 @@ export interface SystemTimerOptions extends FaceOptions {
   tickMs?: number;
   /** Slots per wheel level. Default 20, as in Kafka. */
   wheelSize?: number;
-  /**
-   * Kafka's start time, accepted for compatibility and otherwise unused: ticks are counted from
-   * the clock's time when the timer is made (tick k is at that time + k * tickMs). To run a
-   * timer in virtual time from a given start, give it `clock: new ManualClock(startMs)`.
-   */
+  /** Kafka's start time, unused: for virtual time, give `clock: new ManualClock(startMs)`. */
   startMs?: number;
 }
 
 /** A pending advanceClock() call: a row of the wheel too, due when its wait times out. */
-class ClockWaiter {
-  constructor(
-    readonly resolve: (ran: boolean) => void,
-    readonly handle: number,
-  ) {}
+interface ClockWaiter {
+  resolve: (ran: boolean) => void;
+  handle: number;
 }
 
 const SYSTEM_TIMER_OPTIONS = optionNames<SystemTimerOptions>({
@@ -112,10 +91,7 @@ export class SystemTimer {
     );
   }
 
-  /**
-   * Schedules `task.run()` `task.delayMs` from now. A task already pending here or in another
-   * timer is moved: it is rescheduled from now, and runs once.
-   */
+  /** Runs `task.run()` `task.delayMs` from now; a task pending anywhere is moved, runs once. */
   add(task: TimerTask): void {
     if (!(task instanceof TimerTask)) {
       throw new TickwheelTypeError(
@@ -138,19 +114,16 @@ export class SystemTimer {
   }
 
   /**
-   * For Kafka-style reaper loops: waits up to `timeoutMs` (measured on the timer's clock) for a
-   * task to run. Resolves true as soon as one has run, false when the time is up with none.
-   * Only tasks running after the call count. The wait is a timer like the tasks: it ends at
-   * the first tick at or after `timeoutMs` from now (at least the next tick, so 0 waits one
-   * tick), and a task due in that same tick counts if it was added before the call. Throws
-   * once the timer is shut down; waits pending at shutdown resolve false.
+   * For reaper loops: resolves true as soon as a task runs after the call, false after
+   * `timeoutMs` without one. The wait is a timer like the tasks (so 0 waits one tick), and a task
+   * due in its last tick counts if added before the call. Waits pending at shutdown resolve false.
    */
   advanceClock(timeoutMs: number): Promise<boolean> {
     const timeout = checkDelay(timeoutMs, 'timeoutMs');
     checkOpen(this.closed, CLOSED);
     return new Promise<boolean>((resolve) => {
       const index = this.driver.add(timeout);
-      const waiter = new ClockWaiter(resolve, this.driver.entries.handleOf(index));
+      const waiter = { resolve, handle: this.driver.entries.handleOf(index) };
       this.rows[index] = waiter;
       this.waiters.push(waiter);
     });
@@ -161,7 +134,7 @@ export class SystemTimer {
     return this.driver.size - this.waiters.length;
   }
 
-  /** Levels of the hierarchical wheel created so far (overflow wheels are made when needed). */
+  /** Levels of the hierarchical wheel created so far. */
   get levels(): number {
     this.driver.bindPending();
     return this.driver.wheel.levels;

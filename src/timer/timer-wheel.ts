@@ -1,22 +1,10 @@
 /**
- * TimerWheel: the idiomatic tickwheel API. Node's timer functions on a hierarchical wheel,
- * plus a lean path for millions of timers.
+ * TimerWheel: the idiomatic tickwheel API. Node's timer functions on a hierarchical wheel, and
+ * a lean path for millions of timers: `schedule(ms, data)` with the wheel-wide `onExpire(data)`
+ * option, no closure and (once the slab has grown) no allocation per timer.
  *
- * Two ways to schedule, on the same wheel:
- *
- *   - `setTimeout(fn, ms, ...args)` / `setInterval`: a callback per timer, like Node's.
- *   - `schedule(ms, data)` with the wheel-wide `onExpire(data)` option: no closure per timer,
- *     nothing allocated per timer once the slab has grown. Use it when one kind of timer exists
- *     in large numbers (a timeout per connection, per request, per cache entry) and `data`
- *     says which one fired.
- *
- * Handles are numbers. They are never 0, and a handle whose timer fired or was cancelled is
- * inert: it can never cancel a later timer.
- *
- * Callbacks get their handle as `this`, where Node passes its Timeout object: a number costs no
- * allocation. With the `nodeOrder` option, and a clock that calls from the event loop, the
- * nextTick and promise callbacks a callback queues run before the next timer's callback, as in
- * Node (see WheelDriver); the lean path's `onExpire` runs back to back either way.
+ * Handles are numbers, never 0, and inert once their timer fired or was cancelled. Callbacks get
+ * their handle as `this`, where Node passes its Timeout object: a number costs no allocation.
  */
 
 import {
@@ -52,17 +40,9 @@ export interface TimerWheelOptions<T = unknown> extends FaceOptions {
   maxPending?: number;
   /** The lean path's callback: `schedule(ms, data)` calls `onExpire(data)` when due. */
   onExpire?: (data: T) => void;
-  /**
-   * Ticks begin on whole multiples of `resolution` on the clock (whole milliseconds by default)
-   * rather than at construction: a timer due at such a time is then due exactly at its tick, so
-   * everything due by now is on a tick that has begun (see runDue()). Default false.
-   */
+  /** Ticks begin on multiples of `resolution` on the clock, not at construction. Default false. */
   alignTicks?: boolean;
-  /**
-   * Slots per level of the hierarchical wheel. Default 4096: the first level holds the current
-   * and the next block of 4096 ticks, so with 1 ms ticks a timer due within 4.1 s never
-   * cascades, and later ones cascade at most once per level.
-   */
+  /** Slots per level. Default 4096: with 1 ms ticks, nothing due within 4.1 s ever cascades. */
   wheelSize?: number;
   /** Timers to make room for up front. Default 1024; the slab doubles as needed. */
   initialCapacity?: number;
@@ -75,7 +55,6 @@ export interface TimerWheelStats {
   fired: number;
   /** Timers cancelled before they fired. */
   cancelled: number;
-  /** Timers scheduled so far. */
   scheduled: number;
   /** Callbacks that threw. */
   errors: number;
@@ -93,10 +72,7 @@ const HAS_ARGS = 4;
 
 type Callback = (this: TimerHandle, ...args: unknown[]) => void;
 
-/**
- * `callWith(fn, thisArg)` calls fn with that `this` without reading fn.call, which a callback
- * (a Proxy, say) may not have, as Node's own timers avoid it too.
- */
+/** Calls fn with `this` without reading fn.call, which a callback (a Proxy) may lack. */
 const callWith = Function.prototype.call.bind(Function.prototype.call) as (
   fn: Callback,
   thisArg: TimerHandle,
@@ -116,10 +92,7 @@ export class TimerWheel<T = unknown> {
   private readonly driver: WheelDriver<HierarchicalWheel>;
   private readonly onExpire: ((data: T) => void) | undefined;
   private readonly maxPending: number;
-  /**
-   * Timers may be started while fewer than this are pending: maxPending while open, -1 once
-   * closed, so that start() checks both with one comparison.
-   */
+  /** maxPending while open, -1 once closed: start() checks both with one comparison. */
   private admitBelow: number;
   /** Per row: the callback, or the lean path's data. */
   private readonly targets: RowValues;
@@ -127,22 +100,16 @@ export class TimerWheel<T = unknown> {
   private delays: Float64Array;
   /** Per row: INTERVAL | CALLBACK | HAS_ARGS. */
   private flags: Uint8Array;
-  /**
-   * Rows with a callback (setTimeout, setInterval, sleep) pending or running. While there are
-   * none, an expiration is the lean path's without reading the row's flags: one cache line less
-   * per timer in an expiry storm.
-   */
+  /** Rows with a callback pending or running; while none, expirations skip reading the flags. */
   private callbacks = 0;
   /** Extra arguments of the rows that have them (few do). */
   private readonly argsByRow = new Map<number, unknown[]>();
   /** Settle functions of pending sleep() promises, so close() can reject them. */
   private readonly sleepers = new Set<(err?: Error) => void>();
-  /** Whether the wheel's own timers leave the process free to end (the `unref` option). */
   private readonly unref: boolean;
   /**
-   * Sleeps that keep the process alive on an unref'd wheel: a promise someone awaits must not
-   * be dropped by the process ending under it (Node's `timers/promises` is ref'd by default).
-   * One ref'd native timer stands for all of them.
+   * Sleeps holding the process alive on an unref'd wheel, as Node's `timers/promises` does: one
+   * ref'd native timer stands for them all.
    */
   private refSleeps = 0;
   private keepAlive: ReturnType<typeof setInterval> | undefined;
@@ -181,10 +148,7 @@ export class TimerWheel<T = unknown> {
     });
   }
 
-  /**
-   * Calls `fn(...args)` once, `delayMs` from now, with `this` set to the returned handle. A
-   * negative delay counts as 0.
-   */
+  /** Calls `fn(...args)` once, `delayMs` from now, `this` the handle. */
   setTimeout<A extends unknown[]>(
     fn: (this: TimerHandle, ...args: A) => void,
     delayMs: number,
@@ -195,10 +159,7 @@ export class TimerWheel<T = unknown> {
     return this.start(fn as Callback, delay, CALLBACK, args);
   }
 
-  /**
-   * Calls `fn(...args)` every `periodMs`, each run timed from when the previous one fired, with
-   * `this` set to the returned handle.
-   */
+  /** Calls `fn(...args)` every `periodMs`, timed from when the previous run fired. */
   setInterval<A extends unknown[]>(
     fn: (this: TimerHandle, ...args: A) => void,
     periodMs: number,
@@ -209,20 +170,13 @@ export class TimerWheel<T = unknown> {
     return this.start(fn as Callback, period, CALLBACK | INTERVAL, args);
   }
 
-  /**
-   * The lean path: `onExpire(data)` runs `delayMs` from now. Nothing is allocated per timer;
-   * `data` is stored as given (a number, or a reference to an object you already have).
-   */
+  /** The lean path: `onExpire(data)` runs `delayMs` from now; `data` is stored as given. */
   schedule(delayMs: number, data: T): TimerHandle {
     this.requireOnExpire('schedule');
     return this.start(data, checkDelay(delayMs), 0, undefined);
   }
 
-  /**
-   * The lean path with an absolute due time: `onExpire(data)` runs at clock time `time` (the
-   * clock's own time scale, e.g. epoch ms for `new SystemClock({ epoch: true })`). A time in the
-   * past is due on the next tick.
-   */
+  /** The lean path at clock time `time`; a time in the past is due on the next tick. */
   scheduleAt(time: number, data: T): TimerHandle {
     this.requireOnExpire('scheduleAt');
     if (typeof time !== 'number' || !Number.isFinite(time)) {
@@ -246,10 +200,7 @@ export class TimerWheel<T = unknown> {
     return this.clearTimeout(handle);
   }
 
-  /**
-   * Re-arms a pending timer to fire `delayMs` (default: its own delay) from now, like Node's
-   * `timeout.refresh()`. True if it was pending; a fired or cancelled timer stays gone.
-   */
+  /** Re-arms a pending timer `delayMs` (default its own delay) from now. True if it was pending. */
   refresh(handle: TimerHandle, delayMs?: number): boolean {
     checkOpen(this.closed, CLOSED);
     const index = this.linkedRow(handle);
@@ -266,10 +217,7 @@ export class TimerWheel<T = unknown> {
     return true;
   }
 
-  /**
-   * Resolves after `delayMs`; rejects with an AbortError when the signal aborts first, and with
-   * ERR_TICKWHEEL_CLOSED when the wheel is closed first.
-   */
+  /** Resolves after `delayMs`; rejects on abort (AbortError) or close (ERR_TICKWHEEL_CLOSED). */
   sleep(delayMs: number, options: { signal?: AbortSignal; ref?: boolean } = {}): Promise<void> {
     const delay = checkDelay(delayMs);
     checkOpen(this.closed, CLOSED);
@@ -322,11 +270,7 @@ export class TimerWheel<T = unknown> {
     return this.driver.resolution;
   }
 
-  /**
-   * Clock time of the wheel's next wake-up, Infinity when nothing is pending. No timer fires
-   * before it; a timer due at `t` makes the wheel wake before `t` + one tick. Allocates nothing
-   * (stats().nextWakeup gives the same figure, or null, in an object).
-   */
+  /** Clock time of the next wake-up (no timer fires before it), Infinity when none is pending. */
   nextWakeupAt(): number {
     if (this.closed) return Infinity;
     this.driver.bindPending();
@@ -340,9 +284,8 @@ export class TimerWheel<T = unknown> {
   }
 
   /**
-   * Fires now, synchronously, every timer already due: those whose tick has begun, which the
-   * wheel's native timer would fire on its next run (late while the event loop is busy).
-   * Returns how many fired; 0 when called from inside an expiration.
+   * Fires now every timer whose tick has begun, which the native timer fires late while the
+   * event loop is busy. Returns how many fired; 0 from inside an expiration.
    */
   runDue(): number {
     return this.closed ? 0 : this.driver.runDue();
@@ -363,10 +306,7 @@ export class TimerWheel<T = unknown> {
     };
   }
 
-  /**
-   * Which slots of each level of the hierarchical wheel hold timers, and where each level's
-   * cursor is (see HierarchicalWheel.snapshot; at most `maxRows` timers are counted).
-   */
+  /** Timers per slot and cursor of each level (HierarchicalWheel.snapshot, up to `maxRows`). */
   wheelSnapshot(maxRows?: number): WheelSnapshot {
     this.driver.bindPending();
     return this.driver.wheel.snapshot(maxRows);
@@ -431,9 +371,8 @@ export class TimerWheel<T = unknown> {
       // Re-armed before it runs, so clearInterval() inside the callback works.
       if (flags & HAS_ARGS) args = this.argsByRow.get(index);
     } else {
-      // Freed before it runs (the row may serve a timer the callback starts). Keeping the row
-      // for a refresh() from inside the callback, as Node allows, cost a quarter more per
-      // expiration in the expiry-storm benchmark.
+      // Freed before it runs (the row may serve a timer the callback starts). Keeping it for a
+      // refresh() from inside the callback, as Node allows, cost a quarter more per expiration.
       if (flags & HAS_ARGS) {
         args = this.argsByRow.get(index);
         this.argsByRow.delete(index);
@@ -447,11 +386,7 @@ export class TimerWheel<T = unknown> {
     else Reflect.apply(target as Callback, handle, args);
   }
 
-  /**
-   * Re-arms an interval as it fires. False, with the error reported, when its next run is past
-   * the wheel's last tick (a fine resolution near the end of its 2^53 ticks): this run is then
-   * its last, as a timeout's.
-   */
+  /** Re-arms an interval as it fires; false (reported) when past the last tick: its last run. */
   private rearmInterval(index: number): boolean {
     try {
       this.driver.rearm(index, this.delays[index]);
@@ -495,10 +430,7 @@ export class TimerWheel<T = unknown> {
   }
 }
 
-/**
- * A handle as a number. A sloppy-mode callback sees its `this` handle boxed in a Number object;
- * passed back (`clearInterval(this)`), it names the same timer. Anything else stays as it is.
- */
+/** A handle as boxed by a sloppy-mode callback's `this` (`clearInterval(this)`) names its timer. */
 function asNumber(handle: unknown): number {
   return (handle instanceof Number ? handle.valueOf() : handle) as number;
 }

@@ -1,30 +1,17 @@
 /**
- * Entry storage for the wheels: a struct-of-arrays slab.
+ * Entry storage for the wheels: a struct-of-arrays slab. A timer is a row index into typed
+ * arrays, not an object: 20 bytes a timer, no allocation once grown, nothing for the GC to trace.
  *
- * Every timer is a row index into a handful of typed arrays instead of an object, so a pending
- * timer costs a fixed 20 bytes here (tick 8, next 4, prev 4, generation 4), scheduling allocates
- * nothing once the arrays have grown, and the garbage collector never has to trace timers.
+ * Rows are recycled through a free list threaded through `next`. A handle is
+ * `generation * 2^28 + index`; a released row is FREE and its generation is bumped when it is
+ * taken again (not on release: one cache line less per expiration), so a stale handle is inert
+ * and never cancels a later timer on the same row. A row whose 2^25 - 1 generations are used up
+ * is retired. Growing writes nothing past the copy: rows at or above `highWater` stay the
+ * allocator's zeroed pages, unread until allocate() gives them generation 1.
  *
- * Rows are recycled through a free list threaded through `next`. A handle given to users is
- * `generation * 2^28 + index`. A released row is FREE, which no handle resolves to, and its
- * generation is bumped when it is taken again, so a handle kept after its timer fired or was
- * cancelled no longer matches and is inert: it can never cancel a later timer that happens to
- * reuse the row. (Bumped on release, the generation was one more cache line each expiration
- * touched, in an expiry storm of timers spread over memory in random order.) A row whose
- * generations are all used up (2^25 - 1 timers) is retired rather than started again at 1.
- *
- * Growing copies the arrays into ones twice the size and writes nothing else: the new half is
- * left as the allocator's zeroed pages, which the kernel maps only when a row there is first
- * used. Rows at or above `highWater` have never been used; their `prev` and `generation` are
- * meaningless (0) and nothing reads them (indexOf refuses such rows), and allocate() gives a
- * fresh row generation 1.
- *
- * Row states are told apart by `prev`:
- *   - `prev >= 0`, or `prev < 0` but above DETACHED: linked into a slot list (see slots.ts,
- *     where a negative `prev` names the slot of a list head);
- *   - `DETACHED`: allocated but in no slot (between expiry and re-arm, or just allocated);
- *   - `PENDING`: allocated, pending, waiting in a driver for a clock reading (no slot yet);
- *   - `FREE`: on the free list.
+ * Row states, told apart by `prev`: >= 0, or negative above DETACHED, linked into a slot list
+ * (slots.ts); DETACHED, allocated in no slot; PENDING, waiting in a driver for a clock reading;
+ * FREE, on the free list.
  */
 
 import { TickwheelRangeError } from '../errors.js';
@@ -38,10 +25,7 @@ const GENERATION_LIMIT = 2 ** (53 - INDEX_BITS);
 
 export const FREE = -0x80000000;
 export const DETACHED = -0x7fffffff;
-/**
- * Allocated, counted as pending, and in no slot yet: a driver holds it until it reads the clock
- * (see WheelDriver.add), with the row's delay in `tick`. Only a driver makes and ends this state.
- */
+/** Pending in no slot, its delay in `tick`, until its driver reads the clock (WheelDriver.add). */
 export const PENDING = -0x7ffffffe;
 /** End of the free list. */
 const NIL = -1;
@@ -54,8 +38,6 @@ export class EntryStore {
   generation: Uint32Array;
   /** Rows in use (attached to a slot or detached), not counting free ones. */
   live = 0;
-  /** Rows retired after serving every generation (see allocate). */
-  retired = 0;
   private freeHead = NIL;
   /** Rows ever handed out; rows at or above this index have never been used. */
   private highWater = 0;
@@ -73,7 +55,7 @@ export class EntryStore {
     return this.tick.length;
   }
 
-  /** Calls `listener(newCapacity)` whenever the slab grows, so owners of parallel arrays can follow. */
+  /** Calls `listener(newCapacity)` whenever the slab grows, for owners of parallel arrays. */
   onGrow(listener: (capacity: number) => void): void {
     this.growListeners.push(listener);
   }
@@ -88,10 +70,8 @@ export class EntryStore {
         this.generation[index] = generation;
         break;
       }
-      // Every generation of this row has named a timer: wrapping around would let a handle kept
-      // from its first one name a new timer. The row is retired (FREE, off the free list), one
-      // row per 2^25 timers it served.
-      this.retired++;
+      // Wrapping around would let a handle from its first generation name a new timer: the row
+      // is retired (FREE, off the free list).
       index = this.freeHead;
     }
     if (index === NIL) {
@@ -126,20 +106,14 @@ export class EntryStore {
     const index = handle - generation * INDEX_SPACE;
     if (index >= this.highWater || !Number.isInteger(index)) return -1;
     if (this.generation[index] !== generation || this.prev[index] === FREE) return -1;
-    // A small integer, as every other row index is (the subtraction above is a float): stored
-    // as the free list's head, a float changed that field's representation and deoptimised the
-    // code compiled for the slab (at the first cancel of a process).
+    // A small integer like every row index (the subtraction is a float): a float stored as the
+    // free list's head would change that field's representation and deoptimise the slab's code.
     return index | 0;
   }
 
   isLinked(index: number): boolean {
     const prev = this.prev[index];
     return prev !== DETACHED && prev !== FREE;
-  }
-
-  /** Approximate bytes held by the slab's arrays. */
-  get bytes(): number {
-    return this.capacity * 20;
   }
 
   private grow(): void {
@@ -161,9 +135,8 @@ export class EntryStore {
 type Growable = Float64Array | Int32Array | Uint32Array | Uint8Array | unknown[];
 
 /**
- * A copy of `array` with room for `size` elements, the new ones `fill` (a typed array's are 0
- * otherwise, left as the allocator's zeroed pages). A plain array is copied element by element,
- * as one left to grow by itself overshoots by half.
+ * A copy of `array` with room for `size` elements, the new ones `fill` (else a typed array's are
+ * 0). A plain array is copied element by element: one left to grow by itself overshoots by half.
  */
 export function grown<A extends Growable>(array: A, size: number, fill?: number): A {
   if (Array.isArray(array)) {

@@ -1,25 +1,20 @@
 /**
  * Hashed timing wheel: Varghese & Lauck's scheme 6, the model of Netty's HashedWheelTimer.
  *
- * One wheel of W slots (W a power of two). A row due at tick t lives in slot `t mod W`; rows
- * further away than one revolution share a slot with nearer ones and wait there for their
- * round. Netty stores "remaining rounds" per row and decrements it on every visit; here a row
- * keeps its absolute tick, so its remaining rounds are `floor((t - visit) / W)`, derived rather
- * than stored. That keeps visits read-only for rows that are not due and lets the wheel skip
- * empty slots (and whole revolutions of them) using the occupancy bits, where Netty's worker
- * thread wakes on every tick.
+ * One wheel of W slots (W a power of two); a row due at tick t lives in slot `t mod W`, with rows
+ * rounds away. Where Netty decrements "remaining rounds" per row on every visit, a row here keeps
+ * its absolute tick: visits leave rows that are not due untouched, and the occupancy bits let
+ * the wheel skip empty slots (and whole revolutions) instead of waking on every tick.
  *
- * A visit of slot s at tick v moves the rows with t <= v to a due list, in slot order (which is
- * insertion order among equal ticks), moves `current` to v + 1, then fires them from there. The due list is a slot like
- * any other, so a callback may cancel a row that is about to fire, and a batch limit can stop
- * in the middle of it and resume on the next advance.
+ * A visit of slot s at tick v moves the rows with t <= v to a due list in slot order (insertion
+ * order among equal ticks), moves `current` to v + 1, then fires them. The due list is a slot
+ * like any other: a callback may cancel a row about to fire, and a batch limit may stop in it.
  *
- * Cost: start and stop are O(1); a visit costs the length of the slot, including rows that are
- * rounds away. With n rows the average visit reads n / W rows, which is why scheme 6 wants W
- * of the order of the number of timers, and why scheme 7 (HierarchicalWheel) is the default.
+ * A visit costs the slot's length, rows rounds away included (n / W on average): scheme 6 wants
+ * W near the number of timers, which is why scheme 7 (HierarchicalWheel) is the default.
  */
 
-import { TickwheelRangeError } from '../errors.js';
+import { checkOption } from '../validate.js';
 import { EntryStore } from './entries.js';
 import { TimingWheel, type ExpireCallback } from './wheel.js';
 
@@ -32,8 +27,6 @@ export interface HashedWheelOptions {
   initialCapacity?: number;
 }
 
-const MAX_TICKS_PER_WHEEL = 2 ** 30;
-
 export class HashedWheel extends TimingWheel {
   readonly ticksPerWheel: number;
   private readonly mask: number;
@@ -41,13 +34,7 @@ export class HashedWheel extends TimingWheel {
   private readonly dueCode: number;
 
   constructor(options: HashedWheelOptions = {}) {
-    const requested = options.ticksPerWheel ?? 512;
-    if (!Number.isInteger(requested) || requested < 1 || requested > MAX_TICKS_PER_WHEEL) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `ticksPerWheel must be an integer from 1 to ${MAX_TICKS_PER_WHEEL}, got ${requested}`,
-      );
-    }
+    const requested = checkOption(options.ticksPerWheel ?? 512, 'ticksPerWheel', 1, 2 ** 30, true);
     const ticksPerWheel = 2 ** Math.ceil(Math.log2(requested));
     super(new EntryStore(options.initialCapacity), ticksPerWheel + 1, 1, options.startTick ?? 0);
     this.ticksPerWheel = ticksPerWheel;

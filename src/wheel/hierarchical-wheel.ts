@@ -12,21 +12,14 @@
  *     first level   t in current's block or the next: slot t mod W of that block's group
  *     level(t)      otherwise the highest L such that digit_L(t) != digit_L(next)
  *
- * so every row of level L shares all digits above L with `next`, and has a larger digit at L.
- * A slot of level L covers W^L consecutive ticks, all after the first level's two blocks. When
- * `next` enters such a slot (a block before it begins) the slot is cascaded: its rows are
- * inserted again and land on a lower level or in the first level's next block. A row moves at
- * most once per level, and a row due within the next block never moves: with 4096 slots and
- * 1 ms ticks, nothing due within 4.1 s cascades.
+ * A slot of level L covers W^L ticks. When `next` enters it (a block before it begins) it is
+ * cascaded: its rows are inserted again, onto a lower level or the first level's next block. A
+ * row moves at most once per level, and one due within the next block never moves.
  *
- * Finding the next work: the first occupied first-level slot from `current` on, or the cascade
- * of the lowest higher level's first occupied slot after its cursor (digit_L(next)), whichever
- * comes first (a level's occupied slots all lie beyond the end of the finer level's span). The
- * search reads one 32-bit occupancy word per 32 slots. A driver sleeps straight to that tick:
- * an idle wheel costs nothing per tick.
- *
- * Levels are created when a row first needs them (Kafka's overflow wheels), up to what a safe
- * integer tick needs (5 levels for W = 4096, 9 for W = 64, 13 for W = 20).
+ * The next work is the first occupied first-level slot from `current` on, or the cascade of the
+ * lowest higher level's first occupied slot after its cursor, whichever comes first; the search
+ * reads one occupancy word per 32 slots, and a driver sleeps straight to that tick. Levels are
+ * created when first needed (Kafka's overflow wheels), up to 2^53 ticks (5 levels for W = 4096).
  *
  * ## Worked example (Kafka's): W = 20, one tick = 1 ms, current = 0, next = 20
  *
@@ -45,6 +38,7 @@
  */
 
 import { TickwheelRangeError } from '../errors.js';
+import { checkOption } from '../validate.js';
 import { EntryStore } from './entries.js';
 import { TimingWheel, type ExpireCallback } from './wheel.js';
 
@@ -67,12 +61,12 @@ export interface HierarchicalWheelOptions {
 
 /**
  * Per level: the cursor and the rows each slot holds. The first level has 2W slots (the current
- * block, then the next) and its cursor is `current`'s place in the first W; a higher level L
- * has W slots and its cursor is digit_L of the next block's start.
+ * block, then the next), its cursor `current`'s place in the first W; a higher level L has W
+ * slots, its cursor digit_L of the next block's start.
  */
 export interface WheelSnapshot {
   levels: Array<{ cursor: number; slots: number[] }>;
-  /** True when the row budget ran out: later slots show at least 1 when occupied, not a count. */
+  /** The row budget ran out: later occupied slots show 1, not a count. */
   truncated: boolean;
 }
 
@@ -84,22 +78,13 @@ export class HierarchicalWheel extends TimingWheel {
   private readonly bitsPerLevel: number;
   private readonly maxLevels: number;
   private levelCount = 1;
-  /**
-   * Start of the block `current` is in (set by moveTo). Exact wherever a tick is: the next
-   * block's start, one block on, may not be near 2^53, so slots are taken from this one.
-   */
+  /** Start of `current`'s block (moveTo): exact, where the next block's may not be near 2^53. */
   private blockStart = 0;
   /** The first-level group holding the current block's ticks (set by moveTo). */
   private currentGroup = 0;
 
   constructor(options: HierarchicalWheelOptions = {}) {
-    const wheelSize = options.wheelSize ?? 64;
-    if (!Number.isInteger(wheelSize) || wheelSize < 2 || wheelSize > 4096) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `wheelSize must be an integer from 2 to 4096, got ${wheelSize}`,
-      );
-    }
+    const wheelSize = checkOption(options.wheelSize ?? 64, 'wheelSize', 2, 4096, true);
     super(new EntryStore(options.initialCapacity), wheelSize, 2, options.startTick ?? 0);
     this.wheelSize = wheelSize;
     this.bitsPerLevel = (wheelSize & (wheelSize - 1)) === 0 ? Math.log2(wheelSize) : 0;
@@ -117,10 +102,8 @@ export class HierarchicalWheel extends TimingWheel {
   }
 
   /**
-   * A read-only picture of the wheel for dashboards: rows per slot and cursor, per level. The
-   * first level is shown as its two blocks, the current one then the next (2W slots). Counting
-   * walks slot lists, so at most `maxRows` rows are visited; past that budget an occupied slot
-   * counts as 1 and `truncated` is set.
+   * A read-only picture of the wheel for dashboards: rows per slot and cursor, per level.
+   * Counting walks slot lists, so past `maxRows` rows an occupied slot counts as 1 (`truncated`).
    */
   snapshot(maxRows = 100_000): WheelSnapshot {
     const { next } = this.entries;
@@ -170,8 +153,7 @@ export class HierarchicalWheel extends TimingWheel {
     const offset = at - this.blockStart;
     const size = this.wheelSize;
     if (offset < 2 * size) {
-      // The first level: this block or the next, each in its own group. No division here:
-      // the current block's start and group follow `current` (moveTo).
+      // This block or the next, each in its own group; no division: moveTo keeps both figures.
       const inNext = offset >= size;
       const group = inNext ? 1 - this.currentGroup : this.currentGroup;
       this.slots.append(this.slots.code(group, inNext ? offset - size : offset), index);
@@ -197,9 +179,8 @@ export class HierarchicalWheel extends TimingWheel {
       const cascade = this.nextCascade();
       const first = this.nextFirstLevelTick();
       if (cascade <= first) {
-        // A slot of a higher level comes into the first level's two blocks before (or at the
-        // tick of) the next first-level row: cascaded first, so that rows it brings for a tick
-        // go ahead of rows a callback at that tick adds (insertion order).
+        // Cascaded before (or at the tick of) the next first-level row, so that rows it brings
+        // for a tick go ahead of rows a callback at that tick adds (insertion order).
         if (cascade > now) break;
         this.moveTo(cascade);
         continue;
@@ -249,9 +230,7 @@ export class HierarchicalWheel extends TimingWheel {
 
   /**
    * When the next occupied slot of a higher level must be cascaded: as `current` enters the
-   * block before the slot begins, since the first level holds two blocks. The lowest level with
-   * such a slot has the earliest (its slots all end before the next slot of the level above).
-   * Infinity when no higher level holds rows.
+   * block before it (the first level holds two). The lowest level with one has the earliest.
    */
   private nextCascade(): number {
     const reference = this.blockStart + this.wheelSize;
@@ -267,10 +246,9 @@ export class HierarchicalWheel extends TimingWheel {
   }
 
   /**
-   * Restores the invariant after `current` moved: the higher levels' digits are taken against
-   * the start of the next block, and a slot that start now stands in (its cursor slot) is
-   * cascaded at once, from the top level down, since a cascade from level L can fill the cursor
-   * slot of level L - 1. Its rows land on a lower level, or in the first level's next block.
+   * Restores the invariant after `current` moved: a slot the next block's start now stands in
+   * (its cursor slot) is cascaded at once, from the top level down, since a cascade from level L
+   * can fill the cursor slot of level L - 1.
    */
   private cascadeEntered(): void {
     const reference = this.blockStart + this.wheelSize;

@@ -1,16 +1,12 @@
 /**
- * The slots of a wheel: for every slot, a doubly-linked list of entries (threaded through the
- * entry store's `next`/`prev` arrays) and one occupancy bit.
+ * The slots of a wheel: per slot, a doubly-linked list of rows (through the entry store's
+ * `next`/`prev`) and an occupancy bit.
  *
- * A slot is named by a code. Lists carry no sentinel rows; instead the ends of a list name
- * their slot: the head's `prev` is `~code` and the tail's `next` is `~code` (both negative,
- * since row indices are >= 0). Unlinking a row therefore needs no per-row slot field: the
- * neighbours it already points at say which slot's head or tail to move, and a row whose `prev`
- * and `next` are both negative was the only one in its slot, which is now empty.
- *
- * Occupancy bits live in 32-bit words. Codes are laid out as `group * stride + slot` where
- * `stride` is the group size rounded up to 32, so one word never mixes two groups (levels) and a
- * search for the next occupied slot of a group is a scan of a few words with `Math.clz32`.
+ * A slot is named by a code. Lists have no sentinels: the head's `prev` and the tail's `next` are
+ * `~code` (negative, as rows are >= 0), so unlinking needs no per-row slot field, and a row with
+ * both negative was alone in its slot. Codes are `group * stride + slot`, with the stride the
+ * group size rounded up to 32: an occupancy word never mixes two groups (levels), and the next
+ * occupied slot is a scan of a few words with `Math.clz32`.
  */
 
 import { DETACHED, grown, type EntryStore } from './entries.js';
@@ -42,7 +38,6 @@ export class SlotTable {
     return this.heads.length / this.stride;
   }
 
-  /** Adds empty groups until there are `groups` of them. */
   ensureGroups(groups: number): void {
     if (groups <= this.groups) return;
     const size = groups * this.stride;
@@ -93,8 +88,8 @@ export class SlotTable {
   }
 
   /**
-   * Empties a slot and returns its first row; the rest follow through `next` until a negative
-   * value. The rows keep stale links: the caller must append or release every one of them.
+   * Empties a slot and returns its first row (the rest follow through `next`); the rows keep
+   * stale links, so the caller must append or release every one.
    */
   takeAll(code: number): number {
     const first = this.heads[code];
@@ -108,10 +103,7 @@ export class SlotTable {
     return (this.occupied[code >>> 5] & (1 << (code & 31))) !== 0;
   }
 
-  /**
-   * The first occupied slot of a group at or after `from` (0 <= from), as a slot number within
-   * the group, or -1 when none is. Visits one word per 32 slots, never one slot at a time.
-   */
+  /** The first occupied slot of a group at or after `from` (>= 0), or -1; one word per 32 slots. */
   nextOccupied(group: number, from: number): number {
     if (from >= this.groupSize) return -1;
     const base = group * this.stride;

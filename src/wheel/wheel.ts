@@ -1,17 +1,11 @@
 /**
- * What the two wheels share: rows in an EntryStore, slots in a SlotTable, and one notion of
- * time, the wheel's `current` tick.
+ * What the two wheels share: rows in an EntryStore, slots in a SlotTable, and the `current`
+ * tick. Time is a tick count, never a clock reading: drivers in src/timer turn ms into ticks.
  *
- * Time here is a tick count (an integer), never a clock reading: the wheels have no I/O and no
- * notion of milliseconds. Drivers in src/timer turn clock time into ticks.
- *
- * Invariant: every tick before `current` has been processed. A row whose tick is before
- * `current` when it is inserted is due at once and fires on the next `advance`.
- *
- * Ownership of rows during expiry: `advance` unlinks a due row and hands its index to
- * `onExpire` DETACHED. The callee owns it and must either `release(index)` it or `insert` it
- * again (an interval re-arming itself). This is what lets a driver read per-row data and free
- * the row before it runs user code that may schedule new timers into the same slab.
+ * Invariant: every tick before `current` has been processed; a row inserted with an earlier
+ * tick fires on the next `advance`. `advance` hands a due row to `onExpire` DETACHED, and the
+ * callee must `release` or re-`insert` it: a driver can free the row before user code runs
+ * that may schedule into the same slab.
  */
 
 import { DEBUG, debugAssert } from '../assert.js';
@@ -49,18 +43,16 @@ export abstract class TimingWheel {
   }
 
   /**
-   * Moves an empty wheel's current tick forward to `tick` (never back), as if every tick up to
-   * it had been processed, which is trivially so when nothing is linked. Does nothing when rows
-   * are linked. Wheels whose slots depend on more than the current tick keep theirs (default).
+   * Moves an empty wheel's current tick forward to `tick` (never back); nothing when rows are
+   * linked. A wheel whose slots depend on more than the current tick keeps it (this default).
    */
   idleTo(tick: number): void {
     void tick;
   }
 
   /**
-   * The "never early" invariant for a row about to fire at tick `now`, checked only with
-   * TICKWHEEL_DEBUG=1. The row's tick is read only then: read for a check that is off, it was a
-   * cache miss per expiration in a storm.
+   * The "never early" invariant for a row about to fire at `now`, checked with TICKWHEEL_DEBUG=1
+   * only: the row's tick is a cache miss per expiration, not read for a check that is off.
    */
   protected checkNotEarly(index: number, now: number): void {
     if (DEBUG) {
@@ -71,17 +63,13 @@ export abstract class TimingWheel {
   /** Links a detached row to fire at `tick`. */
   abstract insert(index: number, tick: number): void;
 
-  /**
-   * The tick of the next slot that needs processing: the earliest tick at which `advance` has
-   * work to do, which is at or before the earliest due row. Infinity when the wheel is empty.
-   */
+  /** The earliest tick at which `advance` has work (at or before the first row), or Infinity. */
   abstract nextDeadline(): number;
 
   /**
-   * Processes every tick up to and including `now`: due rows are unlinked and passed to
-   * `onExpire` in due order (equal ticks in insertion order). Stops early after `limit` rows, or
-   * right after a row for which `onExpire` returns true, leaving the rest for the next call.
-   * Returns how many rows expired.
+   * Processes every tick up to `now`: due rows are unlinked and passed to `onExpire` in due order
+   * (equal ticks in insertion order), stopping after `limit` rows or a row `onExpire` answers true
+   * for. Returns how many rows expired.
    */
   abstract advance(now: number, onExpire: ExpireCallback, limit?: number): number;
 
