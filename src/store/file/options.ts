@@ -64,13 +64,7 @@ export const FILE_STORE_OPTIONS = {
 
 const KNOWN_OPTIONS = optionNames<FileStoreOptions>({ ...FILE_STORE_OPTIONS, logIo: true });
 
-export function checkFileStoreOptions(options: FileStoreOptions): {
-  fsync: FsyncPolicy;
-  windowMs: number;
-  interval: number;
-  snapshotBytes: number;
-  listScanRecords: number;
-} {
+export function checkFileStoreOptions(options: FileStoreOptions) {
   if (typeof options?.dir !== 'string' || options.dir.length === 0) {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',
@@ -78,7 +72,7 @@ export function checkFileStoreOptions(options: FileStoreOptions): {
     );
   }
   checkKnownOptions(options, KNOWN_OPTIONS, 'FileStore.open()');
-  const fsync = options.fsync ?? 'batch';
+  const fsync: FsyncPolicy = options.fsync ?? 'batch';
   if (fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { TickwheelCorruptError, TickwheelUnavailableError } from '../../errors.js';
 import type { ScheduleRecord } from '../../queue/recurring.js';
 import { crc32Range } from '../crc.js';
-import { DATA_FILE_MODE, syncDirectory } from '../log/index.js';
+import { DATA_FILE_MODE, ifExists, syncDirectory } from '../log/index.js';
 import { replaceFile } from './layout.js';
 
 const SCHEDULES_FILE = 'schedules.log';
@@ -54,12 +54,7 @@ export class ScheduleLog {
   static async open(dir: string): Promise<{ log: ScheduleLog; records: ScheduleRecord[] }> {
     const file = join(dir, SCHEDULES_FILE);
     const log = new ScheduleLog(file, dir);
-    let text = '';
-    try {
-      text = await readFile(file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    }
+    const text = (await ifExists(readFile(file, 'utf8'))) ?? '';
     const live = new Map<string, ScheduleRecord>();
     let lines = 0;
     let at = 0;

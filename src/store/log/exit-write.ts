@@ -10,6 +10,7 @@
  */
 
 import { closeSync, openSync, writeSync } from 'node:fs';
+import { CREATE_FLAGS, DATA_FILE_MODE } from './files.js';
 
 /** A log writer that can write what it has staged, synchronously. */
 export interface StagedWrites {
@@ -49,14 +50,12 @@ export function forgetAtExit(writer: StagedWrites): void {
 export function writeRangeSync(
   fd: number | undefined,
   path: string,
-  flags: number,
-  mode: number,
   buf: Buffer,
   from: number,
   to: number,
   fileOffset: number,
 ): void {
-  const file = fd ?? openSync(path, flags, mode);
+  const file = fd ?? openSync(path, CREATE_FLAGS, DATA_FILE_MODE);
   try {
     while (from < to) {
       const written = writeSync(file, buf, from, to - from, fileOffset + from);
