@@ -96,7 +96,6 @@ function isExtent(value: unknown): value is LogExtent {
 export class Checkpoints {
   /** Whether recovery got through the log (see the invariant above). */
   replayed = false;
-  /** Log position of the snapshot on disk, or -1. */
   snapshotPosition = -1;
   lastSnapshotBytes = 0;
   /** Bytes appended to the log that the snapshot on disk does not cover. */

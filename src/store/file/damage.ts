@@ -147,7 +147,6 @@ function isAccepted(accepted: readonly StoreDamage[], segment: number, offset: n
   );
 }
 
-/** Whether a record position is in accepted damage. */
 export function isAcceptedAt(accepted: readonly StoreDamage[], position: number): boolean {
   return isAccepted(accepted, segmentOf(position), offsetOf(position));
 }

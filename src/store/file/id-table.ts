@@ -82,7 +82,6 @@ interface Slots {
   keys: Uint32Array;
   capacity: number;
   live: number;
-  /** Tombstones (deleted slots). */
   deleted: number;
   /** While it is the previous table of a growth: the first slot not moved yet. */
   cursor: number;
@@ -116,6 +115,7 @@ export class IdTable {
   private aux: Float64Array | undefined;
   /** A copy in pieces (beginCopy): slots below `copied` are in `into`; `dirty` changed since. */
   private copying: { into: Float64Array; copied: number; dirty: number[] } | undefined;
+  private found = -1;
 
   constructor(initialCapacity = 1024) {
     this.main = newSlots(Math.max(16, Math.ceil(initialCapacity / 0.8)));
@@ -136,32 +136,33 @@ export class IdTable {
     this.aux = on ? new Float64Array(this.main.capacity) : undefined;
   }
 
+  /** The table that holds a hash, with its slot in `found`; undefined if neither does. */
+  private locate(low: number, high: number): Slots | undefined {
+    this.found = find(this.main, low, high);
+    if (this.found >= 0) return this.main;
+    const old = this.old;
+    if (old === undefined) return undefined;
+    this.found = find(old, low, high);
+    return this.found >= 0 ? old : undefined;
+  }
+
   /** The value stored for a hash, or -1. */
   get(low: number, high: number): number {
-    const slot = find(this.main, low, high);
-    if (slot >= 0) return this.main.slots[2 * slot + 1];
-    const old = this.old;
-    if (old === undefined) return -1;
-    const oldSlot = find(old, low, high);
-    return oldSlot < 0 ? -1 : old.slots[2 * oldSlot + 1];
+    const table = this.locate(low, high);
+    return table === undefined ? -1 : table.slots[2 * this.found + 1];
   }
 
   /** Stores a value (>= 0) for a hash, replacing any earlier one. */
   set(low: number, high: number, value: number, aux = NaN): void {
-    const slot = find(this.main, low, high);
-    if (slot >= 0) {
-      this.changed(slot);
-      this.main.slots[2 * slot + 1] = value;
-      if (this.aux !== undefined) this.aux[slot] = aux;
+    const table = this.locate(low, high);
+    if (table === undefined) {
+      this.add(low, high, value, aux);
       return;
     }
-    const old = this.old;
-    const oldSlot = old === undefined ? -1 : find(old, low, high);
-    if (old !== undefined && oldSlot >= 0) {
-      old.slots[2 * oldSlot + 1] = value;
-      return;
-    }
-    this.add(low, high, value, aux);
+    // (The second value is on only while nothing grows: then every hash is in `main`.)
+    if (table === this.main) this.changed(this.found);
+    if (this.aux !== undefined) this.aux[this.found] = aux;
+    table.slots[2 * this.found + 1] = value;
   }
 
   /** Stores a value for a new hash in one probe sequence; false (no change) if it is there. */
@@ -195,7 +196,6 @@ export class IdTable {
     return true;
   }
 
-  /** Makes room for `count` entries at once. */
   reserve(count: number): void {
     this.finishGrowing();
     if (count / 0.8 <= this.main.capacity) return;
@@ -204,24 +204,14 @@ export class IdTable {
 
   /** Removes a hash, returning its value or -1: get and delete in one probe (a FINISH's). */
   remove(low: number, high: number): number {
-    const main = this.main;
-    const slot = find(main, low, high);
-    if (slot >= 0) {
-      const value = main.slots[2 * slot + 1];
-      this.changed(slot);
-      bury(main, slot);
-      return value;
-    }
-    const old = this.old;
-    if (old === undefined) return -1;
-    const oldSlot = find(old, low, high);
-    if (oldSlot < 0) return -1;
-    const value = old.slots[2 * oldSlot + 1];
-    bury(old, oldSlot);
+    const table = this.locate(low, high);
+    if (table === undefined) return -1;
+    const value = table.slots[2 * this.found + 1];
+    if (table === this.main) this.changed(this.found);
+    bury(table, this.found);
     return value;
   }
 
-  /** Removes a hash; true if it was there. */
   delete(low: number, high: number): boolean {
     return this.remove(low, high) >= 0;
   }
@@ -288,7 +278,6 @@ export class IdTable {
     this.aux = undefined;
   }
 
-  /** Calls fn(low, high, value, aux) for every entry. */
   forEach(fn: (low: number, high: number, value: number, aux: number) => void): void {
     this.finishGrowing();
     const { keys, slots, capacity } = this.main;
@@ -339,7 +328,6 @@ export class IdTable {
     this.main = newSlots(capacity);
   }
 
-  /** Moves the entries of up to `count` old slots into `main`. */
   private moveOld(count: number): void {
     const old = this.old as Slots;
     const end = Math.min(old.capacity, old.cursor + count);
@@ -398,7 +386,6 @@ function find(table: Slots, low: number, high: number): number {
   }
 }
 
-/** Turns a live slot into a tombstone. */
 function bury(table: Slots, slot: number): void {
   table.keys[4 * slot] = DELETED;
   table.keys[4 * slot + 1] = DELETED;

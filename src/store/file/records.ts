@@ -59,7 +59,6 @@ function writeIdAndTopic(buf: Uint8Array, at: number, message: MessageState): nu
 /** payloadKind's flag: a trace context follows the topic. */
 const TRACED = 0x80;
 
-/** Bytes of a SCHEDULE body. */
 export function scheduleLength(message: MessageState, payloadBytes: number): number {
   return (
     SCHEDULE_FIXED +
@@ -210,7 +209,6 @@ export interface MoveRecord {
   previousDeliverAt: number;
   id: string;
   topic: string;
-  /** The message's lastError, if the record has one. */
   lastError: string | undefined;
 }
 
@@ -231,7 +229,6 @@ export function decodeMove(body: Buffer): MoveRecord {
   };
 }
 
-/** Bytes of a FINISH body. */
 export function finishLength(message: MessageState): number {
   return FINISH_FIXED + message.id.length + message.topic.length;
 }
@@ -271,7 +268,6 @@ export function idStart(type: number): number {
   return type === SCHEDULE ? SCHEDULE_FIXED : type === FINISH ? FINISH_FIXED : MOVE_FIXED;
 }
 
-/** The length of the id of any record. */
 export function idLength(type: number, buf: Uint8Array, at = 0): number {
   return buf[at + idLengthAt(type)];
 }

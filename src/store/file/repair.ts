@@ -259,17 +259,14 @@ async function lostMessages(
     orphanHashes.set(hash.low, hash.high, orphan.position);
   }
   const remains = await damagedRecords(parts, found);
-  const indexed = await indexEntriesIn(parts.index, unreadable);
+  const facts: Findings = { damage, remains, unreadable, untraced, orphanHashes };
   const { unnamed, exact } =
     snapshot !== undefined
-      ? await lostSinceSnapshot(parts.tables, losses, snapshot, {
-          damage,
-          remains,
-          unreadable,
-          untraced,
-          orphanHashes,
-        })
-      : await lostByCounts(parts.tables, losses, durable, { damage, remains, indexed, untraced });
+      ? await lostSinceSnapshot(parts.tables, losses, snapshot, facts)
+      : await lostByCounts(parts.tables, losses, durable, {
+          ...facts,
+          indexed: await indexEntriesIn(parts.index, unreadable),
+        });
   const { dropped, named, notes } = losses;
   for (const r of remains) {
     if (named.has(r) || dropped.has(r.id)) continue;
@@ -287,18 +284,21 @@ async function lostMessages(
   return { dropped: [...dropped.values()], unnamed, exact, notes, finish: losses.finish };
 }
 
+/** What lostMessages learned before it tells the lost apart. */
+interface Findings {
+  damage: StoreDamage[];
+  remains: DamagedRecord[];
+  unreadable: (position: number) => boolean;
+  untraced: Untraced;
+  orphanHashes: IdTable;
+}
+
 /** lostMessages with a snapshot: its tables are the truth up to its position. */
 async function lostSinceSnapshot(
   tables: Tables,
   losses: Losses,
   snapshot: StoreSnapshot,
-  found: {
-    damage: StoreDamage[];
-    remains: DamagedRecord[];
-    unreadable: (position: number) => boolean;
-    untraced: Untraced;
-    orphanHashes: IdTable;
-  },
+  found: Findings,
 ): Promise<{ unnamed: number; exact: boolean }> {
   const { damage, remains, unreadable, untraced, orphanHashes } = found;
   const end = snapshot.position;
@@ -356,12 +356,7 @@ async function lostByCounts(
   tables: Tables,
   losses: Losses,
   durable: Durable | undefined,
-  found: {
-    damage: StoreDamage[];
-    remains: DamagedRecord[];
-    indexed: Map<number, [number, number]>;
-    untraced: Untraced;
-  },
+  found: Findings & { indexed: Map<number, [number, number]> },
 ): Promise<{ unnamed: number; exact: boolean }> {
   const { damage, remains, indexed, untraced } = found;
   const { named, notes } = losses;

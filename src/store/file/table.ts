@@ -66,7 +66,6 @@ export interface CollidedId {
   deliverAt: number;
 }
 
-/** A message that used up its attempts. */
 export interface DeadMessage {
   /** Its BURY record. */
   position: number;
@@ -128,7 +127,6 @@ export class Tables {
 
   constructor(private readonly index: IndexSink) {}
 
-  /** Live messages, dead ones included. */
   get live(): number {
     return this.ids.size + this.collisions.size;
   }
@@ -222,7 +220,6 @@ export class Tables {
     this.placed(deliverAt, position, low, high, reindex);
   }
 
-  /** Position of the latest record of a live message, or -1. */
   latest(id: string): number {
     const collided = this.collisions.get(id);
     if (collided !== undefined) return collided.position;

@@ -75,7 +75,6 @@ export class WindowIndex {
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private retryMs = RETRY_FIRST_MS;
   private closed = false;
-  /** Whether the last sync() failed to fsync a file. */
   private syncFailing = false;
 
   private constructor(
@@ -300,7 +299,6 @@ export class WindowIndex {
     return decodeEntries(bytes);
   }
 
-  /** File key -> bytes in its file. */
   sizes(): Map<string, number> {
     return new Map(this.bytes);
   }

@@ -125,12 +125,10 @@ export class MessageLog implements LogView {
     return this.writer.closed;
   }
 
-  /** Next append position. */
   get end(): number {
     return this.table.end;
   }
 
-  /** The error of the first write or fsync that failed, if one ever did. */
   get firstFailure(): LogFailure | undefined {
     return this.writer.firstFailure;
   }
@@ -230,12 +228,10 @@ export class MessageLog implements LogView {
     return this.reader.readRaw(segment, offset, length);
   }
 
-  /** @internal LogView, for the reader. */
   staged(segment: number, offset: number) {
     return this.writer.staged(segment, offset);
   }
 
-  /** @internal LogView, for the reader. */
   writtenEnd(segment: number): number {
     return this.writer.writtenEnd(segment);
   }

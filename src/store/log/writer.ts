@@ -63,7 +63,6 @@ const SPARE_STAGES = 2;
 const LATER_MS = 10;
 
 export class Writer implements StagedWrites {
-  /** Stages in write order; the writer works on the first one. */
   private readonly queue: Stage[] = [];
   /** The stage appends go to, if it may still grow. */
   private filling: Stage | null = null;
@@ -283,7 +282,6 @@ export class Writer implements StagedWrites {
     }
   }
 
-  /** Whether anything of `segment` waits to be written. */
   pending(segment: number): boolean {
     return this.queue.some((stage) => stage.segment === segment);
   }
