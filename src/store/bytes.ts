@@ -1,7 +1,6 @@
 /**
- * Little-endian fixed-width fields in byte arrays, without Buffer's checked helpers: on the
- * hot paths (a record or an index entry per message) their argument checks cost more than the
- * writes. Callers keep offsets in bounds themselves.
+ * Little-endian fields without Buffer's checked helpers, whose checks cost more than the writes
+ * on the hot paths. Callers keep offsets in bounds.
  */
 
 const scratch = new Float64Array(1);
@@ -60,10 +59,7 @@ export function writeAscii(buf: Uint8Array, at: number, text: string): number {
   return at + text.length;
 }
 
-/**
- * Text as UTF-8 at `at`, which must have room for 3 bytes per UTF-16 unit; returns the offset
- * after it. ASCII (most JSON) is copied here; anything else goes to Buffer's encoder.
- */
+/** UTF-8 at `at` (room: 3 bytes a UTF-16 unit); ASCII copied here. Returns the end. */
 export function writeUtf8(buf: Buffer, at: number, text: string): number {
   const n = text.length;
   for (let i = 0; i < n; i++) {

@@ -1,10 +1,7 @@
 /**
- * Exact counts of live messages, kept by both stores for dashboards: per topic, how many are
- * pending (scheduled, ready or in flight: wherever they are held) and how many are dead; and
- * the pending ones by the minute their due time falls in (the dashboard's timeline adds those
- * up, so that its edges beyond the in-memory horizon are exact to the minute). Every change of
- * a message is one O(1) update here, so reading them never scans messages. The minutes cost
- * one map entry per minute in which something is due: at most one per pending message.
+ * Exact counts of live messages for dashboards, kept by both stores: per topic, pending
+ * (wherever held) and dead; and pending ones by the minute they are due (the timeline beyond
+ * the horizon). Each change is one O(1) update; a map entry per minute something is due.
  *
  * Transitions (`minute` = the due time in whole minutes since the epoch, rounded down):
  *
@@ -36,10 +33,7 @@ interface TopicCount {
   dead: number;
 }
 
-/**
- * The counts as plain arrays, for the file store's snapshot: minutes and hours by their start
- * (epoch ms). The hours add the minutes up; they are written for readers that know only them.
- */
+/** The counts as arrays for a snapshot, minutes and hours by start (epoch ms; hours summed). */
 export interface CountEntries {
   topics: Array<[topic: string, pending: number, dead: number]>;
   minutes: Array<[minute: number, count: number]>;
@@ -91,7 +85,6 @@ export class MessageCounts {
     this.drop(topic, count);
   }
 
-  /** Copies of the counts. */
   read(): StoreCounts {
     const topics = new Map<string, TopicCount>();
     for (const [topic, { pending, dead }] of this.topics) topics.set(topic, { pending, dead });
@@ -141,10 +134,7 @@ export class MessageCounts {
   }
 }
 
-/**
- * Topic names read from records, one string per distinct topic: a replay of millions of
- * records makes no new string for a topic it has seen.
- */
+/** Topic names read from records: one string per distinct topic, however many records. */
 export class TopicNames {
   private readonly byHash = new Map<number, string>();
 

@@ -1,9 +1,6 @@
 /**
- * CRC-32 (IEEE, the one zlib computes) of a range of a buffer.
- *
- * Short ranges are computed here, eight bytes a step from eight lookup tables ("slicing by
- * 8"): for the ~100-byte records of the schedule path that costs less than calling zlib's
- * native crc32, which also needs a subarray object for the range. Longer ranges go to zlib.
+ * CRC-32 (zlib's) of a range of a buffer. Short ranges are sliced by 8 here: for ~100-byte
+ * records that beats calling zlib, which also needs a subarray; longer ranges go to zlib.
  */
 
 import { crc32 as zlibCrc32 } from 'node:zlib';
@@ -25,10 +22,7 @@ for (let k = 1; k < 8; k++) {
   }
 }
 
-/**
- * The CRC-32 of `buf[start, end)`, continuing from `seed` (the CRC of whatever precedes the
- * range; 0 for none): the same value as zlib's `crc32(buf.subarray(start, end), seed)`.
- */
+/** zlib's `crc32(buf.subarray(start, end), seed)`. */
 export function crc32Range(buf: Uint8Array, start: number, end: number, seed: number): number {
   if (end - start > SHORT) return zlibCrc32(buf.subarray(start, end), seed);
   const t = TABLES;

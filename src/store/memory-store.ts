@@ -1,7 +1,4 @@
-/**
- * MemoryStore: the Store contract without durability, for tests and for users who want a
- * delay queue with no disk at all. Everything is lost when the process ends.
- */
+/** MemoryStore: the Store contract without durability, for tests and disk-less queues. */
 
 import { assert } from '../assert.js';
 import { DueHeap } from '../queue/due-heap.js';
@@ -142,7 +139,6 @@ export class MemoryStore implements Store {
     }
   }
 
-  /** Walks every message: the memory store keeps no order of its own beyond the heap. */
   async listWaiting(query: ListQuery): Promise<KeyedPart<StoredMessage>> {
     const found = new SmallestKeys<StoredMessage>(query.limit + 1);
     for (const { state, status, handedOver } of this.entries.values()) {

@@ -1,39 +1,25 @@
 /**
- * Checkpoints, snapshots and retention: what the file store writes besides the log so that
- * recovery is short, and what it deletes so that the directory does not grow without end.
+ * Checkpoints, snapshots and retention: what keeps recovery short and the directory bounded.
  *
  * A checkpoint (checkpoint.json, every checkpointIntervalMs and at close) syncs the log and the
- * schedule index and then records:
- *   - indexedUntil and frontier: every record before indexedUntil whose message was due at or
- *     after the frontier has its index entry on disk, in index files of at least the sizes
- *     listed in `windows`; recovery then re-indexes only the records after indexedUntil;
- *   - the log's durable extent: each segment the log needs, how many of its bytes were durable
- *     and how many live payloads it held. Recovery holds the log to it: a segment missing or
- *     shorter, or a record failing its CRC inside those bytes, is corruption, not the torn tail
- *     of a crash (damage.ts).
+ * index, then records `indexedUntil` and `frontier` (every record before indexedUntil whose
+ * message was due at or after the frontier has its index entry on disk, in files of at least
+ * the sizes in `windows`) and the log's durable extent (per needed segment: durable bytes and
+ * live payloads), which recovery holds the log to (damage.ts).
  *
- * A snapshot (snapshot.bin) is the tables as of one log position P, written with a checkpoint
- * once the log has grown by snapshotBytes (or by the last snapshot's size, if larger) past the
- * last one; recovery then replays only the log after P. The IdTable, its largest part, is
- * copied a piece at a time with the event loop running between pieces; everything else is
- * captured in one turn, together with P, so the snapshot is the tables after exactly the
- * records before P.
+ * A snapshot (snapshot.bin) is the tables after exactly the records before one position P,
+ * written with a checkpoint once the log grew by snapshotBytes (or the last snapshot's size, if
+ * larger). The IdTable is copied a piece at a time; the rest is captured in one turn with P.
  *
- * Retention: a segment is deleted once
- *   1. no live message keeps its payload there (segmentLive),
- *   2. every older segment is gone (prefix deletion), and
- *   3. the snapshot's position is not in it or before it.
- * Rule 2 keeps FINISH records at least as long as the SCHEDULE records they finish, so a replay
- * never resurrects a finished message; rule 3 keeps the log a snapshot's recovery replays.
- * Index files whose entries were handed to the queue are deleted at once, or, while a
- * snapshot taken before the hand-over exists (recovery from it reads them again), kept in
- * `loaded` until the next snapshot. One that carried entries on to other files goes only after
- * a checkpoint that covers those (WindowIndex.sync and dropCarried).
+ * Retention: a segment goes once (1) no live payload is in it, (2) every older segment is gone,
+ * and (3) the snapshot's position is after it. Rule 2 keeps a FINISH as long as the SCHEDULE it
+ * finishes, so a replay never resurrects a message; rule 3 keeps what a snapshot's recovery
+ * replays. Index files handed to the queue are deleted, or kept in `loaded` while a snapshot
+ * taken before needs them; one that carried entries on goes once a checkpoint covers those.
  *
- * Invariant: no checkpoint is written while the tables may differ from the log, that is before
- * recovery got through the log (`replayed`) or after a log write failed (the tables then hold
- * changes the log lost): a checkpoint would vouch for records never replayed, and retention
- * would judge segments by the wrong tables.
+ * Invariant: no checkpoint while the tables may differ from the log (before recovery got
+ * through it, `replayed`, or after a log write failed): it would vouch for records never
+ * replayed, and retention would judge segments by the wrong tables.
  */
 
 import { readFile } from 'node:fs/promises';
@@ -66,15 +52,11 @@ type LogExtent = Array<[segment: number, bytes: number, live: number]>;
 /** 'auto': a snapshot if one is due; 'always': if the log grew since the last; 'never'. */
 export type SnapshotWhen = 'auto' | 'always' | 'never';
 
-/** A snapshot copies the IdTable this many slots (16 bytes each) per turn of the event loop. */
+/** IdTable slots a snapshot copies per turn of the event loop... */
 const COPY_SLOTS = 256 * 1024;
-/** ...and moves the entries of this many slots of a growth in progress (random writes). */
+/** ...and slots of a growth in progress it moves (random writes). */
 const GROW_SLOTS = 32 * 1024;
-/**
- * Loaded index windows kept on disk for the snapshot (see retire) beyond which a checkpoint
- * writes a snapshot even if the log has not grown much: one file a window adds up when
- * traffic is low and windows are short.
- */
+/** Index windows kept for the snapshot (retire) beyond which a snapshot is due anyway. */
 const KEPT_WINDOWS_LIMIT = 1024;
 
 /** The last checkpoint; one that cannot be read is none (recovery rebuilds the index). */
@@ -114,7 +96,6 @@ function isExtent(value: unknown): value is LogExtent {
 export class Checkpoints {
   /** Whether recovery got through the log (see the invariant above). */
   replayed = false;
-  /** Log position of the snapshot on disk, or -1. */
   snapshotPosition = -1;
   lastSnapshotBytes = 0;
   /** Bytes appended to the log that the snapshot on disk does not cover. */
@@ -123,21 +104,14 @@ export class Checkpoints {
   /** uncoveredBytes at which a snapshot is due (Infinity: none will be written). */
   private snapshotDue = Infinity;
   private readonly snapshotStats = { written: 0, captureMsMax: 0, writeMsLast: 0 };
-  /**
-   * Index windows whose entries were handed to the queue but whose files are kept, because
-   * the snapshot on disk (or the one being written) was taken before: recovery from it reads
-   * them again. The next snapshot lets them go.
-   */
+  /** Windows handed to the queue, kept because the snapshot predates that (see retire). */
   private readonly loaded = new Set<string>();
   private running: Promise<void> | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
   private closing = false;
   /** Set once the directory is found to be no longer this process's: checkpoints stop. */
   private ownerLost = false;
-  /**
-   * Brings the tables up to date with what the store does not apply as it happens (the
-   * hand-outs of messages in flight: handouts.ts), just before a snapshot captures them.
-   */
+  /** Applies what the store does not apply at once (hand-outs: handouts.ts) before a capture. */
   beforeCapture: () => void = () => {};
 
   constructor(
@@ -147,15 +121,11 @@ export class Checkpoints {
     private readonly tables: Tables,
     private readonly intervalMs: number,
     private readonly snapshotBytes: number,
-    /** The store's frontier, read when a checkpoint captures the tables (the store owns it). */
     private readonly frontier: () => number,
     /** Told each checkpoint's outcome: a failing one is retried at the next interval. */
     private readonly faults: StoreFaults,
-    /**
-     * Rejects with LockLostError once the directory's LOCK is not the file this process locked
-     * (lock.ts): from then on no checkpoint writes or deletes anything.
-     */
-    private readonly checkOwner: () => Promise<void> = async () => {},
+    /** Rejects with LockLostError once the directory is no longer ours (lock.ts). */
+    private readonly checkOwner: () => Promise<void>,
   ) {}
 
   /** Whether snapshots are wanted at all (snapshotBytes: Infinity says never). */
@@ -176,9 +146,8 @@ export class Checkpoints {
   }
 
   /**
-   * A record of `bytes` (header included) was appended and applied. If that makes a snapshot
-   * due, a checkpoint starts at once rather than at the next periodic one: the log recovery
-   * replays stays close to the threshold instead of growing an interval's worth beyond it.
+   * A record of `bytes` (header included) was appended and applied. A snapshot due starts a
+   * checkpoint at once, so the log recovery replays stays near the threshold.
    */
   appended(bytes: number): void {
     this.uncoveredBytes += bytes;
@@ -196,17 +165,11 @@ export class Checkpoints {
     await this.checkpoint('always');
   }
 
-  /**
-   * Syncs the index, records how far it covers the log, writes a snapshot if the log has grown
-   * enough since the last one (`when`), and deletes finished segments.
-   */
+  /** See FileStore.checkpoint; refused while the invariant above does not hold. */
   checkpoint(when: SnapshotWhen = 'auto'): Promise<void> {
-    // After a failed recovery (close() on the way out of a failed open) the tables are partial.
-    if (!this.replayed) return Promise.resolve();
-    // After a failed write the tables may hold changes the log does not.
-    if (this.log.firstFailure !== undefined) return Promise.resolve();
-    // Another process may own the directory now (lock.ts).
-    if (this.ownerLost) return Promise.resolve();
+    if (!this.replayed || this.log.firstFailure !== undefined || this.ownerLost) {
+      return Promise.resolve();
+    }
     this.running ??= this.write(when).then(
       () => {
         this.running = undefined;
@@ -221,10 +184,7 @@ export class Checkpoints {
     return this.running;
   }
 
-  /**
-   * A window whose entries were all handed to the queue: deleted, unless a snapshot taken
-   * before (on disk or being written) still needs it to find those messages after a crash.
-   */
+  /** A window wholly handed to the queue: deleted, unless a snapshot taken before needs it. */
   async retire(key: string): Promise<void> {
     if (this.snapshotPosition >= 0 || this.snapshotting) this.loaded.add(key);
     else await this.index.delete(key);
@@ -250,6 +210,7 @@ export class Checkpoints {
   }
 
   private updateSnapshotDue(): void {
+    // After a failed write the tables may hold changes the log does not: no more snapshots.
     this.snapshotDue =
       this.snapshotBytes === Infinity || !snapshotsSupported || this.log.stats().failures > 0
         ? Infinity
@@ -257,8 +218,6 @@ export class Checkpoints {
   }
 
   private wantsSnapshot(when: SnapshotWhen): boolean {
-    // After a failed write the tables may hold changes the log does not (a failed MOVE or
-    // FINISH is not undone): only the log is to be trusted until the next recovery.
     this.updateSnapshotDue();
     if (when === 'never' || this.snapshotDue === Infinity) return false;
     if (when === 'always') return this.uncoveredBytes > 0;
@@ -266,9 +225,8 @@ export class Checkpoints {
   }
 
   private async write(when: SnapshotWhen): Promise<void> {
-    // A snapshot's biggest part, the IdTable, is copied a piece at a time first, with the
-    // event loop running between pieces (at 10 million messages one copy would pause it for
-    // ~150 ms); slots that change meanwhile are copied again when it ends, below.
+    // The IdTable is copied in pieces first (one copy of 10 million would pause ~150 ms); slots
+    // that change meanwhile are copied again by endCopy below.
     const capturing = this.wantsSnapshot(when);
     const ids = this.tables.ids;
     if (capturing) {
@@ -281,25 +239,22 @@ export class Checkpoints {
         return;
       }
     }
-    // From here to the first await is one turn: the checkpoint's position, the segments that
-    // may go and the snapshot's tables are all those after every record before that position.
+    // One turn from here to the first await: position, finished segments and tables all agree.
     // (Before endCopy: a slot the catch-up changes is copied again.)
     if (capturing) this.beforeCapture();
     const indexedUntil = this.log.end;
     const frontier = this.frontier();
     const segmentLive = this.tables.segmentLive;
-    // Segments that may go, judged by the tables as they are now: once the flush below has
-    // made every record so far durable, no crash can bring back a message they hold. (Judged
-    // after the flush instead, a FINISH appended meanwhile and lost in a crash could leave a
-    // live message whose payload is gone.) A closed segment never gains live messages.
+    // Segments that may go, judged now: once the flush below made every record so far durable,
+    // no crash brings back a message they hold (judged after it, a FINISH appended meanwhile
+    // and lost could leave a live message without payload). Closed segments gain none.
     const segments = this.log.segments();
     const finished: number[] = [];
     for (let i = 0; i < segments.length - 1; i++) {
       if ((segmentLive.get(segments[i]) ?? 0) > 0) break;
       finished.push(segments[i]);
     }
-    // The log's durable extent once the sync below is done: each segment it still needs (the
-    // finished ones may go), its size and its live payloads. Recovery holds the log to it.
+    // The durable extent once the sync below is done (finished segments may go).
     const extent: LogExtent = segments
       .slice(finished.length)
       .map((segment) => [
@@ -312,7 +267,7 @@ export class Checkpoints {
     if (capturing) {
       const started = performance.now();
       const copy = ids.endCopy();
-      // A rehash (the table grew) during the copy voids it: no snapshot this time.
+      // Undefined if the table grew during the copy: no snapshot this time.
       if (copy !== undefined) {
         snapshot = {
           position: indexedUntil,
@@ -328,15 +283,13 @@ export class Checkpoints {
     try {
       // On disk whatever the fsync policy: the checkpoint tells recovery these bytes are durable.
       await this.log.syncAll();
-      // flush() has nothing to wait for once a failed write emptied the log's queue: the
-      // tables judged above may then include records that never reached the disk.
+      // A failed write: the tables judged above may include records that never reached disk.
       if (this.log.firstFailure !== undefined) return;
-      // Before the first change to the directory: another process may own it now. (Its loss
-      // is told by the lock once, as a warning; the checkpoint just stops.)
+      // Before the first change to the directory (the lock tells its loss once).
       if (!(await this.ownsDirectory())) return;
       const carriedFiles = await this.index.sync();
-      // Read with the files' sizes, in one turn: a load during the syncs above moved the
-      // frontier and deleted the files it took, and a later frontier vouches for less.
+      // Read in one turn with the sizes: a load during the syncs moved the frontier and deleted
+      // the files it took.
       const indexedFrontier = this.frontier();
       const windows = Object.fromEntries(this.index.sizes());
       await replaceFile(
@@ -353,8 +306,7 @@ export class Checkpoints {
       await syncDirectory(this.dir);
       // Index files whose entries were carried to others, which the sync made durable.
       await this.index.dropCarried(carriedFiles);
-      // The log up to the snapshot's position is durable and the checkpoint covers it: only
-      // now may the snapshot replace the previous one.
+      // Only now, with its log durable and covered, may the snapshot replace the previous one.
       if (snapshot !== undefined && this.log.stats().failures === 0) {
         await this.writeSnapshot(snapshot, covered);
       }
@@ -380,13 +332,9 @@ export class Checkpoints {
     }
   }
 
-  /**
-   * Copies the IdTable in pieces of COPY_SLOTS slots, yielding to the event loop between. A
-   * growth that starts meanwhile voids the copy (endCopy says so).
-   */
+  /** Copies the IdTable in pieces, after finishing a growth in progress in pieces too. */
   private async copyIdsGradually(): Promise<void> {
     const ids = this.tables.ids;
-    // A growth of the table still moving entries is finished first, in pieces too.
     await this.inPieces(() => ids.growStep(GROW_SLOTS));
     ids.beginCopy();
     await this.inPieces(() => ids.copyStep(COPY_SLOTS));
@@ -424,8 +372,7 @@ export class Checkpoints {
     this.uncoveredBytes -= covered;
     this.updateSnapshotDue();
     for (const window of snapshot.loaded) {
-      // Marked loaded until its file is gone from the index: a load running meanwhile must not
-      // read it again and hand over messages the queue took long ago (and may have finished).
+      // Loaded until its file is gone: a load meanwhile must not hand its messages over again.
       await this.index.delete(window);
       this.loaded.delete(window);
     }

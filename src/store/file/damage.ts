@@ -1,22 +1,12 @@
 /**
- * Damage: how the file store tells a damaged log from the torn tail a crash leaves, and what it
- * says about it.
+ * Damage: telling a damaged log from the torn tail a crash leaves, and saying so.
  *
- * The last checkpoint (and the snapshot, written only once the log up to its position was
- * durable) give the log's durable extent (`Durable`): the bytes of each segment that had been
- * made durable. Inside those bytes nothing may be missing or unreadable; so at recovery
- *   - a segment missing, or shorter than its durable bytes, before anything is read
- *     (missingOrShort), and a record failing its CRC inside durable bytes, found by the replay,
- *     are damage;
- *   - a segment holding a live message's payload that is not in the log is damage too
- *     (payloadsGone): retention never deletes one;
- *   - a bad record after the durable bytes is the torn tail of a crash, and is cut.
- * Damage that a repair accepted as lost (repair.json) is damage no more. Any other damage makes
- * the store refuse to open (TickwheelCorruptError, corruptionError) until repaired (repair.ts).
- *
- * After recovery, a record the tables point at may still turn out unreadable (behind a
- * snapshot, recovery does not read it): `unreadable` turns that read's failure into the same
- * TickwheelCorruptError, saying how to repair.
+ * The last checkpoint and snapshot give the log's durable extent (`Durable`). At recovery a
+ * segment missing or shorter than it (missingOrShort), a bad record inside it, or a missing
+ * segment holding a live payload (payloadsGone: retention never deletes one) is damage; a bad
+ * record after it is a torn tail, and cut. Damage not accepted by a repair (repair.json)
+ * refuses the open (corruptionError) until repaired (repair.ts). A record found unreadable
+ * later (behind a snapshot) gets the same error, saying how to repair (`unreadable`).
  */
 
 import { TickwheelCorruptError, type StoreDamage } from '../../errors.js';
@@ -73,9 +63,8 @@ export function durableExtent(
 }
 
 /**
- * What the durable extent says must be in the log and is not: segments missing or shorter than
- * recorded, and segments missing between two that are there (retention only ever deletes the
- * oldest), less what a repair accepted.
+ * What the durable extent says must be there and is not: segments missing or short, and gaps
+ * (retention deletes only the oldest), less what a repair accepted.
  */
 export function missingOrShort(
   log: SegmentFiles,
@@ -118,11 +107,7 @@ export function missingOrShort(
   return damage.sort((a, b) => a.segment - b.segment || a.from - b.from);
 }
 
-/**
- * Segments holding the payload of a live message that are not in the log: retention never
- * deletes such a segment, so they were lost. `live`: live payloads per segment, now (a
- * snapshot's tables after its tail) or at a snapshot's position, less `finished` since.
- */
+/** Segments gone that held live payloads (`live` per segment, less `finished` since). */
 export function payloadsGone(
   log: SegmentFiles,
   live: Iterable<[number, number]>,
@@ -138,10 +123,7 @@ export function payloadsGone(
   return gone.sort((a, b) => a.segment - b.segment);
 }
 
-/**
- * The damage that refuses an open: `more`, and what the replay found in bytes that had been
- * made durable that no repair accepted.
- */
+/** The damage that refuses an open: `more`, and the replay's in durable bytes not accepted. */
 export function refusedDamage(
   report: ReplayReport,
   accepted: StoreDamage[],
@@ -165,7 +147,6 @@ function isAccepted(accepted: readonly StoreDamage[], segment: number, offset: n
   );
 }
 
-/** Whether a record position is in accepted damage. */
 export function isAcceptedAt(accepted: readonly StoreDamage[], position: number): boolean {
   return isAccepted(accepted, segmentOf(position), offsetOf(position));
 }
@@ -230,11 +211,7 @@ export function isDamage(err: unknown): err is LogFailure {
   );
 }
 
-/**
- * A read of a record the tables point at failed because it is damaged or gone (found only
- * now: behind a snapshot, recovery does not read it): a TickwheelCorruptError that says so
- * and how to repair. Other errors (I/O, a closed log) are returned as they are.
- */
+/** A damaged record's read failure as a TickwheelCorruptError saying how to repair; else as is. */
 export function unreadable(dir: string, err: unknown, what: string): unknown {
   if (!isDamage(err)) return err;
   return new TickwheelCorruptError(

@@ -1,15 +1,8 @@
 /**
- * Faults of the file store's background writes: the schedule index and checkpoints. Neither
- * stops the store (the log is the truth, and what failed to be written is still held in
- * memory and retried), but while one lasts the store is not healthy: index entries pile up in
- * memory, and a log without checkpoints is never trimmed.
- *
- * A fault is told once, to the queue's fault handler (src/queue/faults.ts: the `onFault`
- * option, process warnings by default): ERR_TICKWHEEL_IO when a part starts failing or fails in
- * another way, TICKWHEEL_STORE_HEALED when it works again. problem() says what is failing, for
- * /healthz; stats() counts it, for stats() and /metrics. The store's other background faults
- * (a snapshot not written, a damaged message skipped, the LOCK lost) go to the same handler
- * through report().
+ * Faults of the background writes (index, checkpoints): retried, not fatal (the log is the
+ * truth), but unhealthy while they last (entries pile up, the log is not trimmed). Each is told
+ * once to the queue's fault handler (ERR_TICKWHEEL_IO, then TICKWHEEL_STORE_HEALED); problem()
+ * is for /healthz, stats() for metrics; other background faults go through report().
  */
 
 import { faultOf, type FaultField, type FaultReporter } from '../../queue/faults.js';
@@ -24,7 +17,7 @@ const WHAT: Record<FaultPart, string> = {
 };
 
 interface Fault {
-  /** The error's system code (EMFILE, ENOSPC, ...) or its message: what makes it distinct. */
+  /** The error's system code or message: what makes it distinct. */
   kind: string;
   reason: string;
   /** Epoch ms of the first failure of this run of failures. */
@@ -41,7 +34,7 @@ export class StoreFaults {
     private readonly reporter: FaultReporter,
   ) {}
 
-  /** A fault of the store's background work that is not retried: told as it is. */
+  /** A background fault that is not retried. */
   report(err: unknown, fields: Record<string, FaultField> = {}): void {
     this.reporter(faultOf(err, { code: 'ERR_TICKWHEEL_IO', fields: { dir: this.dir, ...fields } }));
   }

@@ -1,7 +1,6 @@
 /**
- * FileStore: the embedded, durable store, and the Store interface (src/queue/store.ts) over it.
- * This class holds the parts together and does what a Store call asks; each concern has its
- * own module:
+ * FileStore: the embedded, durable Store (src/queue/store.ts). It holds the parts together;
+ * each concern has its own module:
  *
  *   layout.ts      the data directory: its files, format.json, repair.json
  *   table.ts       the in-memory tables and `apply`, the one function that changes them
@@ -14,11 +13,8 @@
  *   handouts.ts    deliveries counted as they are handed out, and those a stop cut short
  *   damage.ts      telling damage from a torn tail; repair.ts: opening a damaged directory
  *
- * Memory per live message beyond the horizon: one IdTable slot (id hash -> position of its
- * latest record), 20-30 bytes. Payloads stay on disk until their message comes near. Counts
- * per topic and per minute (counts.ts) cost memory per topic and per minute something is due in.
- *
- * The horizon has one source of truth, `frontier` (see there).
+ * Memory per live message beyond the horizon: one IdTable slot, 20-30 bytes; payloads stay on
+ * disk until their message comes near.
  */
 
 import { join } from 'node:path';
@@ -95,25 +91,14 @@ const HORIZON_DISAGREES =
 export class FileStore implements Store {
   /** schedules.log, once the queue read or wrote a recurring schedule. */
   private scheduleLog: ScheduleLog | undefined;
-  readonly dir: string;
-  private readonly log: MessageLog;
-  private readonly index: WindowIndex;
-  private readonly lock: DirectoryLock;
-  private readonly mode: OpenMode;
   private readonly tables: Tables;
   private readonly checkpoints: Checkpoints;
-  private readonly faults: StoreFaults;
   /**
-   * The horizon: every live message due before it has been handed to the queue; every other
-   * one the store finds through the schedule index when its window comes before it.
-   *
-   * The one source of truth for it. The queue moves it, and only through recover(horizon) and
-   * loadUntil(until), both rounded up by horizonEnd(); it never moves back while the store is
-   * open. Whether a change gets an index entry follows from it alone (deliverAt >= frontier):
-   * the rule replay follows too (replay.ts), and the one checkpoint.json vouches for. The
-   * `inHorizon` that the queue passes to add and move is the same comparison against the same
-   * horizon (the last one it gave), so it carries nothing new: debug runs assert that it
-   * agrees, and the store goes by the frontier.
+   * The horizon, and its one source of truth: every live message due before it has been handed
+   * to the queue; the others are found through the index. It moves only through recover() and
+   * loadUntil(), rounded by horizonEnd(), never back. A change gets an index entry iff
+   * deliverAt >= frontier (the rule replay follows, and checkpoint.json vouches for); the
+   * queue's `inHorizon` is the same comparison, so debug runs only assert that it agrees.
    */
   private frontier = -Infinity;
   /** Messages added by each pending write (keyed by its promise), undone if the write fails. */
@@ -126,21 +111,15 @@ export class FileStore implements Store {
   private listScanRecords = 0;
 
   private constructor(
-    dir: string,
-    log: MessageLog,
-    index: WindowIndex,
-    faults: StoreFaults,
-    lock: DirectoryLock,
+    readonly dir: string,
+    private readonly log: MessageLog,
+    private readonly index: WindowIndex,
+    private readonly faults: StoreFaults,
+    private readonly lock: DirectoryLock,
     checkpointIntervalMs: number,
     snapshotBytes: number,
-    mode: OpenMode,
+    private readonly mode: OpenMode,
   ) {
-    this.dir = dir;
-    this.faults = faults;
-    this.log = log;
-    this.index = index;
-    this.lock = lock;
-    this.mode = mode;
     this.tables = new Tables(index);
     this.checkpoints = new Checkpoints(
       dir,
@@ -165,10 +144,7 @@ export class FileStore implements Store {
     return FileStore.openAs(options, options?.repair === true ? 'repair' : 'open');
   }
 
-  /**
-   * What `repair: true` would find and drop in a data directory, changing nothing there (the
-   * dry run of `tickwheel repair`). Holds the directory's lock while it reads the whole log.
-   */
+  /** What `repair: true` would drop, changing nothing (`tickwheel repair` without --yes). */
   static async planRepair(options: Omit<FileStoreOptions, 'repair'>): Promise<RepairReport> {
     const store = await FileStore.openAs(options, 'plan');
     try {
@@ -262,10 +238,8 @@ export class FileStore implements Store {
     return { ...message, status: dead ? 'dead' : 'scheduled' };
   }
 
-  // add, move, finish and bury change the tables at once and return the log's own promise:
-  // under group commit every record of one write shares it, so a batch of calls costs one
-  // promise, not one each. A synchronous failure (a closed log) comes back as a rejection.
-  // Whether a change is indexed follows from the frontier (see there), not from `inHorizon`.
+  // add, move, finish and bury change the tables at once and return the log's own promise,
+  // shared by every record of one group commit. A synchronous failure comes back as a rejection.
 
   add(message: MessageState, inHorizon: boolean): Promise<void> {
     debugAssert(inHorizon === message.deliverAt < this.frontier, HORIZON_DISAGREES);
@@ -274,8 +248,8 @@ export class FileStore implements Store {
     let slot: RecordSlot | undefined;
     try {
       this.checkWritable();
-      // Encoded straight into the log's staging buffer: no buffer of its own, no copy. A JSON
-      // payload still held as text is encoded there too (room for its longest UTF-8 form).
+      // Encoded straight into the log's staging buffer, a payload still held as text too (room
+      // for its longest UTF-8 form).
       const text = message.payloadText;
       const payload = message.payload ?? EMPTY_PAYLOAD;
       const room = text === undefined ? payload.byteLength : text.length * 3;
@@ -316,33 +290,20 @@ export class FileStore implements Store {
 
   move(message: MessageState, inHorizon: boolean, previousDeliverAt: number): Promise<void> {
     debugAssert(inHorizon === message.deliverAt < this.frontier, HORIZON_DISAGREES);
-    return this.writeMoveRecord(
-      MOVE,
-      message,
-      previousDeliverAt,
-      message.deliverAt >= this.frontier,
-    );
+    const room = moveWithReasonRoom(message);
+    const reindex = message.deliverAt >= this.frontier;
+    return this.append(MOVE, room, writeMoveWithReason, message, previousDeliverAt, reindex);
   }
 
   finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void> {
-    let slot: RecordSlot | undefined;
-    try {
-      this.checkWritable();
-      const length = finishLength(message);
-      slot = this.log.reserve(FINISH, length);
-      const outcomeCode = outcome === 'acked' ? OUTCOME_ACKED : OUTCOME_CANCELLED;
-      writeFinish(slot.buf, slot.at, message, outcomeCode);
-      this.commit(slot, FINISH, length, false);
-      return slot.durable;
-    } catch (err) {
-      slot?.abort();
-      return Promise.reject(err as Error);
-    }
+    const code = outcome === 'acked' ? OUTCOME_ACKED : OUTCOME_CANCELLED;
+    return this.append(FINISH, finishLength(message), writeFinish, message, code, false);
   }
 
   bury(message: MessageState): Promise<void> {
     // Burying does not change the due time: the previous one is the current one.
-    return this.writeMoveRecord(BURY, message, message.deliverAt, false);
+    const room = moveWithReasonRoom(message);
+    return this.append(BURY, room, writeMoveWithReason, message, message.deliverAt, false);
   }
 
   /** Deliveries whose attempts count from now: HANDOUT records (handouts.ts). */
@@ -358,17 +319,23 @@ export class FileStore implements Store {
     return !this.closed && this.lock.lost === undefined && this.log.firstFailure === undefined;
   }
 
-  private writeMoveRecord(
+  /**
+   * Appends a record of at most `room` body bytes that `encode` writes (returning where it
+   * ends) and applies it; the promise is the log's (see add).
+   */
+  private append<T>(
     type: number,
+    room: number,
+    encode: (buf: Buffer, at: number, message: MessageState, extra: T) => number,
     message: MessageState,
-    previousDeliverAt: number,
+    extra: T,
     reindex: boolean,
   ): Promise<void> {
     let slot: RecordSlot | undefined;
     try {
       this.checkWritable();
-      slot = this.log.reserve(type, moveWithReasonRoom(message));
-      const end = writeMoveWithReason(slot.buf, slot.at, message, previousDeliverAt);
+      slot = this.log.reserve(type, room);
+      const end = encode(slot.buf, slot.at, message, extra);
       this.commit(slot, type, end - slot.at, reindex);
       return slot.durable;
     } catch (err) {
@@ -483,12 +450,10 @@ export class FileStore implements Store {
   }
 
   /**
-   * A background write that fails and is being retried (the schedule index, checkpoints): what
-   * and since when; or the directory's lock, lost. A failed log write is not one of them: it
-   * stops the store (stats().stopped).
+   * A background write failing and retried (index, checkpoints), or the lock lost. A failed log
+   * write is not one: it stops the store (stats().stopped).
    */
   problem(): string | undefined {
-    // Not a fault that passes: another process may own the directory (lock.ts).
     const lost = this.lock.lost;
     if (lost !== undefined) return `${lost.message}; restart the queue`;
     return this.faults.problem();
@@ -521,10 +486,7 @@ export class FileStore implements Store {
     };
   }
 
-  /**
-   * Syncs the index, records how far it covers the log, writes a snapshot if the log has grown
-   * enough since the last one (`when`), and deletes finished segments (see checkpoint.ts).
-   */
+  /** Syncs the index, records its coverage, maybe snapshots (`when`), trims (checkpoint.ts). */
   checkpoint(when: SnapshotWhen = 'auto'): Promise<void> {
     return this.checkpoints.checkpoint(when);
   }
@@ -543,15 +505,11 @@ export class FileStore implements Store {
   }
 
   /**
-   * After a failed log write the store takes no more changes (fail-stop): the tables were
-   * changed by records the log then lost (every record of the failed write and those staged
-   * after it), and the log reuses their positions, so the tables are no longer those of the
-   * log. Every change whose promise resolved is on disk; recovery, at the next open, rebuilds
-   * the tables from the log. Checkpoints stop too (retention must not judge segments by such
-   * tables).
+   * Fail-stop after a failed log write: the tables hold records the log lost (and whose
+   * positions it reuses). Every change whose promise resolved is on disk, and the next open
+   * rebuilds the tables. After a lost lock another process may own the directory.
    */
   private checkWritable(): void {
-    // Another process may own the directory now (lock.ts): nothing more is written to it.
     if (this.lock.lost !== undefined) throw this.lock.lost;
     const failure = this.log.firstFailure;
     if (failure === undefined) return;
@@ -568,10 +526,8 @@ export class FileStore implements Store {
   }
 
   /**
-   * Commits the record reserved in the log (its body at `slot.buf[slot.at, + length)`) and
-   * applies it in the same turn, so that the tables are always those of every record before
-   * the log's end (what a snapshot captures; hand-outs aside: handouts.ts). Returns the
-   * record's position.
+   * Commits the reserved record and applies it in the same turn, so the tables are always those
+   * of every record before the log's end (hand-outs aside: handouts.ts). Returns its position.
    */
   private commit(slot: RecordSlot, type: number, length: number, reindex: boolean): number {
     const position = slot.commit(length);

@@ -1,37 +1,23 @@
 /**
- * Hand-outs: a delivery counts against a message's attempts from the moment the message is
- * handed to a consumer, even if the process never gets to ack, nack or time it out.
+ * Hand-outs: a delivery counts against a message's attempts from the moment it is handed to a
+ * consumer, even if the process never gets to ack, nack or time it out.
  *
- * A hand-out is noted in memory only (a push onto a list). Just before the log's next write
- * (log/writer.ts, beforeWrite: the group commit another record starts, an ack or a schedule, or
- * LATER_MS after the hand-out if none does), each delivery noted that is still in progress
- * (StoreDeliveries.delivering: not acked, nacked or timed out, its handler not done; and no
- * record of the message appended since the hand-out, as an ack's or a retry's is before the
- * queue is done with it) gets a HANDOUT record (records.ts: the MOVE layout, due time
- * unchanged, attempts including this delivery), which becomes the message's latest record in
- * the log; one that ended meanwhile needs none, its ack or retry being newer. So a delivery costs no write or fsync of its own
- * and delays nothing that waits for one, and in a burst, whose deliveries end within a commit
- * window, almost no HANDOUT is written at all. A handler that ends the process with
- * process.exit() or an uncaught exception still leaves its count: the log writes at exit, and
- * the HANDOUT records are made then (log/exit-write.ts). A SIGKILL, or a power cut before the
- * fsync, within that window loses the count of the deliveries handed out in it: those
- * messages come back with one attempt fewer.
+ * A hand-out is noted in memory only. Just before the log's next write (beforeWrite: the group
+ * commit another record starts, or LATER_MS after), each noted delivery still in progress (the
+ * queue says so, and no record of the message was appended since) gets a HANDOUT record (MOVE
+ * layout, due time unchanged, attempts including this delivery). So a delivery costs no write
+ * of its own, and in a burst whose deliveries end within a commit window almost none is
+ * written. process.exit() or an uncaught exception still leaves the count (the log writes at
+ * exit); a SIGKILL or power cut within that window loses it: one attempt fewer.
  *
- * The tables are not told at once (a hand-out is one of the hottest paths of a burst, and the
- * record changes nothing there but the message's latest position): they keep the message's
- * record before it until its delivery ends with an ack (FINISH), a retry (MOVE) or a dead
- * letter (BURY), which are applied as usual. Only a snapshot needs them: one taken while
- * messages are in flight would otherwise lose their hand-outs (its recovery replays only the
- * log after it). So just before a snapshot captures the tables, the hand-outs noted are
- * written and those of the messages in flight applied (applyHandOuts), and the snapshot is the tables after every record
- * before its position, as a replay would make them. A replay of the log applies every
- * HANDOUT it reads, as a MOVE.
+ * The tables are not told at once (a hot path, and the record changes only the latest
+ * position): they keep the record before it until the delivery ends (FINISH, MOVE, BURY). Only
+ * a snapshot needs them, so just before one captures the tables the noted hand-outs are written
+ * and those of messages in flight applied (applyHandOuts). A replay applies each as a MOVE.
  *
- * At recovery a message whose latest record is a HANDOUT was handed out and never acked,
- * nacked or timed out after it: the process stopped during that delivery. With its attempts
- * used up it is buried (a dead letter) with a reason saying so, so a message that crashes its
- * consumer cannot come back forever; otherwise it is handed to the queue, due at once, with
- * that reason as its lastError.
+ * At recovery a message whose latest record is a HANDOUT was being delivered when the process
+ * stopped: with its attempts used up it is buried, saying so (a message that crashes its
+ * consumer cannot come back forever); else it is handed to the queue with that reason.
  */
 
 import type { MessageState } from '../../queue/message.js';
@@ -45,10 +31,7 @@ import type { Tables } from './table.js';
 export class HandOuts {
   /** Deliveries handed out since the log's last write... */
   private noted: MessageState[] = [];
-  /**
-   * ...in batches: [end, count] for each, the log's end when it was handed out (every record
-   * of its messages from then on is at or after it) and how many of `noted` it holds.
-   */
+  /** ...in batches: [the log's end when handed out, how many of `noted`] for each. */
   private batches: number[] = [];
   /** The queue's view of its deliveries, once it gave it (Store.useDeliveries). */
   deliveries: StoreDeliveries | undefined;
@@ -95,10 +78,9 @@ export class HandOuts {
   };
 
   /**
-   * HANDOUT records for `noted[from, to)`, handed out when the log ended at `end`: for each
-   * still being delivered (the queue says so, and the store has no record of it from `end` on:
-   * its ack, retry or burial may be appended before the queue is done with it). Returns the
-   * bytes appended, or -1 once the log takes no more (the deliveries go on, uncounted).
+   * HANDOUT records for `noted[from, to)`, handed out when the log ended at `end`, for each
+   * still delivered (the queue says so, and no record of it from `end` on: an ack may be
+   * appended before the queue is done). Returns bytes appended, or -1 once the log takes none.
    */
   private writeBatch(noted: MessageState[], from: number, to: number, end: number): number {
     const delivering = this.deliveries?.delivering;
@@ -125,11 +107,7 @@ export class HandOuts {
   }
 }
 
-/**
- * Appends a message's HANDOUT record, committed later (see the top of the file), and notes its
- * position as the message's handOutRef. Returns the bytes appended, or -1 if the log takes no
- * more records (closed or failed).
- */
+/** Appends a HANDOUT (commitLater) as the message's handOutRef; its bytes, or -1 if refused. */
 function writeHandOut(log: MessageLog, message: MessageState): number {
   const length = moveLength(message);
   let slot: RecordSlot | undefined;
@@ -145,10 +123,8 @@ function writeHandOut(log: MessageLog, message: MessageState): number {
 }
 
 /**
- * Applies to the tables the HANDOUT records of messages in flight that they do not have yet:
- * those whose latest record in the tables is older than their hand-out. A message whose
- * delivery ended since (its ack, retry or burial is newer, or it is finished) is left alone.
- * `frontier`: the store's, which tells whether a record is indexed (FileStore.move's rule).
+ * Applies the HANDOUT records of messages in flight that the tables lack (their latest record
+ * there is older); `frontier` tells whether one is indexed (FileStore.move's rule).
  */
 function applyHandOuts(tables: Tables, inFlight: readonly MessageState[], frontier: number): void {
   let body: Buffer | undefined;
@@ -172,11 +148,7 @@ function stoppedReason(message: MessageState): string {
   );
 }
 
-/**
- * A message found at recovery with a delivery that never ended: its lastError says so, and it
- * is buried (the promise of its BURY) if that delivery was its last allowed one, else left to
- * be handed to the queue (undefined).
- */
+/** A delivery the stop cut short: the BURY's promise if it was the last allowed, else undefined. */
 export function endStoppedDelivery(
   message: MessageState,
   bury: (message: MessageState) => Promise<void>,

@@ -1,19 +1,17 @@
 /**
- * IdTable: message id -> log position of the message's latest record, for every live message,
- * in about 16 bytes per slot. It is the only per-message memory the file store keeps for
- * messages beyond the near horizon, so it is built for size, not generality:
+ * IdTable: message id -> position of the message's latest record, for every live message. The
+ * only per-message memory the file store keeps beyond the horizon, so built for size:
  *
  *   - the key is a 64-bit hash of the id (two independent 32-bit hashes), never the string;
  *   - open addressing with linear probing in one typed array, 16 bytes a slot (hash low, hash
  *     high, value side by side: one memory access a probe);
- *   - the hash (0, 0) marks an empty slot and (2^32-1, 2^32-1) a deleted one; ids that hash to
- *     either are moved to a neighbouring value, so no per-slot state byte is needed;
- *   - it grows by half when 80% full (so it stays 53-80% full: 20-30 bytes per live id), moving
- *     the entries into the bigger table a few per add rather than all at once.
+ *   - hash (0, 0) marks an empty slot and (2^32-1, 2^32-1) a deleted one (ids hashing to either
+ *     are moved to a neighbouring value), so no per-slot state byte;
+ *   - it grows by half when 80% full (53-80% full: 20-30 bytes per live id), moving entries
+ *     into the bigger table a few per add rather than all at once.
  *
- * Two different ids with the same 64-bit hash are possible in principle (about 3 in 10^6 for a
- * table of 10 million ids). The store resolves them by reading the record the table points at
- * and comparing the id it holds; see Tables (table.ts) and FileStore.lookup.
+ * Two ids with the same 64-bit hash are possible (about 3 in 10^6 at 10 million ids): the store
+ * tells them apart by the id in the record the table points at (table.ts, FileStore.lookup).
  */
 
 import { assert } from '../../assert.js';
@@ -22,11 +20,7 @@ const EMPTY = 0;
 const DELETED = 0xffffffff;
 const TWO_POW_32 = 4294967296;
 
-/**
- * A 64-bit id hash as two unsigned 32-bit halves. The caller owns one and hashId / hashIdBytes
- * write into it, so hashing allocates nothing (returning a pair would allocate one per call,
- * on the path every record takes).
- */
+/** A 64-bit id hash as two u32 halves, written into by hashId: hashing allocates nothing. */
 export class IdHash {
   low = 0;
   high = 0;
@@ -34,8 +28,7 @@ export class IdHash {
 
 /** Computes the 64-bit hash of an id into `into`. */
 export function hashId(id: string, into: IdHash): void {
-  // FNV-1a for one half and a multiplicative mix with another seed for the other; each
-  // finalised with an avalanche step so that similar ids spread.
+  // FNV-1a for one half, a multiplicative mix for the other; avalanche steps spread similar ids.
   let a = 0x811c9dc5;
   let b = 0x9747b28c;
   for (let i = 0; i < id.length; i++) {
@@ -47,10 +40,7 @@ export function hashId(id: string, into: IdHash): void {
   finish(a, b, id.length, into);
 }
 
-/**
- * The same hash as hashId, computed from the id's bytes as a record stores them (one byte a
- * character), without making a string: what log replay uses.
- */
+/** hashId of the id in a record's bytes (one byte a character), without making a string. */
 export function hashIdBytes(bytes: Uint8Array, start: number, length: number, into: IdHash): void {
   let a = 0x811c9dc5;
   let b = 0x9747b28c;
@@ -79,10 +69,7 @@ function finish(a: number, b: number, length: number, into: IdHash): void {
   into.high = high;
 }
 
-/**
- * An IdTable's contents: its slot array as it is (the file store's snapshot writes it as it
- * is), 16 bytes a slot: hash low u32 | hash high u32 | value f64.
- */
+/** An IdTable's contents as a snapshot writes them: slots of hash low u32 | high u32 | f64. */
 export interface IdTableArrays {
   slots: Float64Array;
   live: number;
@@ -94,19 +81,13 @@ interface Slots {
   slots: Float64Array;
   keys: Uint32Array;
   capacity: number;
-  /** Live entries in this table. */
   live: number;
-  /** Tombstones (deleted slots) in this table. */
   deleted: number;
   /** While it is the previous table of a growth: the first slot not moved yet. */
   cursor: number;
 }
 
-/**
- * Every table has the same fields from the start (`cursor` too), so the code that probes them
- * sees one object shape: a table given its cursor only when it became the old one was a second
- * shape, and the optimised probe deoptimised the first time it met it.
- */
+/** Every table has every field (`cursor` too): one object shape keeps the probe optimised. */
 function newSlots(capacity: number): Slots {
   const slots = new Float64Array(capacity * 2);
   return {
@@ -123,26 +104,18 @@ function newSlots(capacity: number): Slots {
 const GROW_STEP = 32;
 
 export class IdTable {
-  /**
-   * The table. Slot i is slots[2i..2i+1]: its first 8 bytes hold the hash (keys[4i] low,
-   * keys[4i+1] high, a view of the same memory), the next 8 the value. One slot is one
-   * cache-line access, where three parallel arrays took three.
-   */
   private main: Slots;
   /**
    * While the table grows: the previous table, whose entries move into `main` GROW_STEP slots
-   * per add (from `cursor` on; each moved slot becomes a tombstone there, so the probe chains
-   * of the rest stay whole), instead of all at once in one long pause. Every hash is in
-   * exactly one of the two.
+   * per add (each moved slot becomes a tombstone, keeping the rest's probe chains whole). Every
+   * hash is in exactly one of the two.
    */
   private old: Slots | undefined;
   /** A second value per entry, kept only while it is switched on (during recovery). */
   private aux: Float64Array | undefined;
-  /**
-   * A copy being made a piece at a time (see beginCopy): slots below `copied` are in `into`;
-   * slots below it that change meanwhile are listed in `dirty` and copied again at the end.
-   */
+  /** A copy in pieces (beginCopy): slots below `copied` are in `into`; `dirty` changed since. */
   private copying: { into: Float64Array; copied: number; dirty: number[] } | undefined;
+  private found = -1;
 
   constructor(initialCapacity = 1024) {
     this.main = newSlots(Math.max(16, Math.ceil(initialCapacity / 0.8)));
@@ -163,38 +136,36 @@ export class IdTable {
     this.aux = on ? new Float64Array(this.main.capacity) : undefined;
   }
 
+  /** The table that holds a hash, with its slot in `found`; undefined if neither does. */
+  private locate(low: number, high: number): Slots | undefined {
+    this.found = find(this.main, low, high);
+    if (this.found >= 0) return this.main;
+    const old = this.old;
+    if (old === undefined) return undefined;
+    this.found = find(old, low, high);
+    return this.found >= 0 ? old : undefined;
+  }
+
   /** The value stored for a hash, or -1. */
   get(low: number, high: number): number {
-    const slot = find(this.main, low, high);
-    if (slot >= 0) return this.main.slots[2 * slot + 1];
-    const old = this.old;
-    if (old === undefined) return -1;
-    const oldSlot = find(old, low, high);
-    return oldSlot < 0 ? -1 : old.slots[2 * oldSlot + 1];
+    const table = this.locate(low, high);
+    return table === undefined ? -1 : table.slots[2 * this.found + 1];
   }
 
   /** Stores a value (>= 0) for a hash, replacing any earlier one. */
   set(low: number, high: number, value: number, aux = NaN): void {
-    const slot = find(this.main, low, high);
-    if (slot >= 0) {
-      this.changed(slot);
-      this.main.slots[2 * slot + 1] = value;
-      if (this.aux !== undefined) this.aux[slot] = aux;
+    const table = this.locate(low, high);
+    if (table === undefined) {
+      this.add(low, high, value, aux);
       return;
     }
-    const old = this.old;
-    const oldSlot = old === undefined ? -1 : find(old, low, high);
-    if (old !== undefined && oldSlot >= 0) {
-      old.slots[2 * oldSlot + 1] = value;
-      return;
-    }
-    this.add(low, high, value, aux);
+    // (The second value is on only while nothing grows: then every hash is in `main`.)
+    if (table === this.main) this.changed(this.found);
+    if (this.aux !== undefined) this.aux[this.found] = aux;
+    table.slots[2 * this.found + 1] = value;
   }
 
-  /**
-   * Stores a value for a hash that is not in the table yet, in one probe sequence; returns false
-   * (and changes nothing) when the hash is already there.
-   */
+  /** Stores a value for a new hash in one probe sequence; false (no change) if it is there. */
   add(low: number, high: number, value: number, aux = NaN): boolean {
     let main = this.main;
     if (main.live + main.deleted + 1 > main.capacity * 0.8) {
@@ -225,65 +196,35 @@ export class IdTable {
     return true;
   }
 
-  /** Makes room for `count` entries at once (avoids repeated growth when the count is known). */
   reserve(count: number): void {
     this.finishGrowing();
     if (count / 0.8 <= this.main.capacity) return;
     this.rehash(Math.ceil(count / 0.7));
   }
 
-  /**
-   * Removes a hash and returns the value it had, or -1 if it was not there: get() and delete()
-   * in one probe sequence (a FINISH does both, and the probe is mostly a cache miss, ~60 ns).
-   */
+  /** Removes a hash, returning its value or -1: get and delete in one probe (a FINISH's). */
   remove(low: number, high: number): number {
-    const main = this.main;
-    const slot = find(main, low, high);
-    if (slot >= 0) {
-      const value = main.slots[2 * slot + 1];
-      this.changed(slot);
-      bury(main, slot);
-      return value;
-    }
-    const old = this.old;
-    if (old === undefined) return -1;
-    const oldSlot = find(old, low, high);
-    if (oldSlot < 0) return -1;
-    const value = old.slots[2 * oldSlot + 1];
-    bury(old, oldSlot);
+    const table = this.locate(low, high);
+    if (table === undefined) return -1;
+    const value = table.slots[2 * this.found + 1];
+    if (table === this.main) this.changed(this.found);
+    bury(table, this.found);
     return value;
   }
 
-  /** Removes a hash; true if it was there. */
   delete(low: number, high: number): boolean {
-    const main = this.main;
-    const slot = find(main, low, high);
-    if (slot >= 0) {
-      this.changed(slot);
-      bury(main, slot);
-      return true;
-    }
-    const old = this.old;
-    if (old === undefined) return false;
-    const oldSlot = find(old, low, high);
-    if (oldSlot < 0) return false;
-    bury(old, oldSlot);
-    return true;
+    return this.remove(low, high) >= 0;
   }
 
-  /**
-   * Moves up to `count` slots' entries of a growth in progress into the new table (callers
-   * with time to spare finish it sooner than adds alone would); true once none is left.
-   */
+  /** Moves up to `count` slots of a growth in progress; true once none is left. */
   growStep(count: number): boolean {
     if (this.old !== undefined) this.moveOld(count);
     return this.old === undefined;
   }
 
   /**
-   * Starts a copy of the table made a piece at a time (copyStep), so that a large table is
-   * copied without one long pause; endCopy() returns the table as it is at that moment. Any
-   * growth in progress is finished first (callers avoid that pause with growStep).
+   * Starts a copy made a piece at a time (copyStep), without one long pause; endCopy() returns
+   * the table as it is then. A growth in progress is finished first (see growStep).
    */
   beginCopy(): void {
     this.finishGrowing();
@@ -301,11 +242,7 @@ export class IdTable {
     return end === capacity;
   }
 
-  /**
-   * Finishes the copy begun by beginCopy(): copies what is left and the slots that changed
-   * since they were copied. Undefined if the table started growing meanwhile (every slot
-   * moves), or if no copy was begun.
-   */
+  /** Ends the copy with the rest and the dirty slots; undefined if it grew meanwhile or none. */
   endCopy(): IdTableArrays | undefined {
     const copying = this.copying;
     this.copying = undefined;
@@ -315,8 +252,7 @@ export class IdTable {
     if (copying.copied < main.capacity) {
       into.set(main.slots.subarray(2 * copying.copied), 2 * copying.copied);
     }
-    // The hash half goes word by word: as a double it could be a NaN, whose bits a store may
-    // canonicalise.
+    // Hashes go word by word: as a double one could be a NaN, whose bits a store may change.
     const intoKeys = new Uint32Array(into.buffer, into.byteOffset, into.length * 2);
     for (const slot of dirty) {
       intoKeys[4 * slot] = main.keys[4 * slot];
@@ -342,7 +278,6 @@ export class IdTable {
     this.aux = undefined;
   }
 
-  /** Calls fn(low, high, value, aux) for every entry. */
   forEach(fn: (low: number, high: number, value: number, aux: number) => void): void {
     this.finishGrowing();
     const { keys, slots, capacity } = this.main;
@@ -372,10 +307,9 @@ export class IdTable {
   }
 
   /**
-   * The table is 80 % full (live and tombstones): a bigger one (by half, when more than half
-   * of it is live; else as big, to clear out tombstones) takes over. Entries move into it
-   * GROW_STEP slots per add: the new table has room for them all and for the adds meanwhile.
-   * While the second value is on (recovery, a batch job) it all moves at once.
+   * At 80% full (live and tombstones) a new table takes over: half as big again if more than
+   * half is live, else as big (clearing tombstones). Entries move GROW_STEP per add, or all at
+   * once while the second value is on (recovery).
    */
   private grow(): void {
     this.finishGrowing();
@@ -394,7 +328,6 @@ export class IdTable {
     this.main = newSlots(capacity);
   }
 
-  /** Moves the entries of up to `count` old slots into `main`. */
   private moveOld(count: number): void {
     const old = this.old as Slots;
     const end = Math.min(old.capacity, old.cursor + count);
@@ -453,7 +386,6 @@ function find(table: Slots, low: number, high: number): number {
   }
 }
 
-/** Turns a live slot into a tombstone. */
 function bury(table: Slots, slot: number): void {
   table.keys[4 * slot] = DELETED;
   table.keys[4 * slot + 1] = DELETED;

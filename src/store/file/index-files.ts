@@ -1,18 +1,14 @@
 /**
  * Which schedule-index file an entry goes to: a hierarchical timing wheel on disk.
  *
- * A file covers a span of 2^level windows (of windowMs), aligned to its span. An entry due `n`
- * whole windows after the frontier (the horizon, a window boundary) goes to the file of level
- * floor(log2(n)) that holds its due time (level 0 for n < 2), so a level-L file is created only
- * for due times between 2^L and 2^(L+1) windows ahead. Its start is then at or after the
- * frontier, and before the frontier plus 2^(L+1) windows: as the frontier only moves forward,
- * at most three files of each level exist at once, and the number of files is bounded by
- * 3 x the number of levels (about 80 for due times up to 200 years ahead with windows of a
- * minute), however the due times are spread.
+ * A file covers 2^level windows, aligned to its span. An entry due `n` whole windows after the
+ * frontier goes to the level floor(log2(n)) file holding its due time (level 0 for n < 2), so
+ * a level-L file starts within 2^(L+1) windows of the frontier: as the frontier only moves
+ * forward, at most three files of each level exist, about 80 in all for due times 200 years
+ * ahead in windows of a minute, however the due times spread.
  *
- * When the frontier passes a file's start, the file is read whole: entries due before the
- * frontier are handed to the queue, the others are appended again, now nearer their due time
- * and so to a lower level. An entry is written at most once per level.
+ * When the frontier passes a file's start it is read whole: entries due before the frontier go
+ * to the queue, the others are appended again a level lower. Each is written once per level.
  *
  * Worked example, windowMs = 60 s, frontier 12:00 (level-L spans: 1, 2, 4, 8, ... minutes; a
  * span starts at a multiple of its length, counted from midnight here for short numbers):

@@ -16,12 +16,8 @@
  *   topics.json        { version, topics: { <topic>: { paused, rateLimit } } }: topics whose
  *                      settings are not the defaults (src/queue/topics.ts; absent until one is)
  *
- * The log is the truth; everything else can be rebuilt from it (the index, the snapshot) or
- * says how much of it to trust (the checkpoint, repair.json). Each small file is replaced whole
- * (written beside, fsynced, renamed), so a crash leaves the old file or the new one, never a mix.
- *
- * This module owns the names, the directory's creation, the format check, and the reading and
- * writing of format.json, repair.json and topics.json.
+ * The log is the truth; the rest is rebuilt from it (index, snapshot) or says how far to trust
+ * it (checkpoint, repair.json). Small files are replaced whole (beside, fsynced, renamed).
  */
 
 import { mkdir, open, readFile, readdir, rename, stat } from 'node:fs/promises';
@@ -33,7 +29,13 @@ import {
   TickwheelUnavailableError,
   type StoreDamage,
 } from '../../errors.js';
-import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, describeCause, syncDirectory } from '../log/index.js';
+import {
+  DATA_DIRECTORY_MODE,
+  DATA_FILE_MODE,
+  describeCause,
+  ifExists,
+  syncDirectory,
+} from '../log/index.js';
 import type { RepairReport } from '../../queue/store.js';
 import { checkTopic } from '../../queue/message.js';
 import {
@@ -56,10 +58,8 @@ const PUSH_FILE = 'push.json';
 const FORMAT_FILE = 'format.json';
 
 /**
- * Creates the data directory (and its parents) if it is not there. A path that names a file, or
- * runs through one, is a bad `dir` (ERR_TICKWHEEL_INVALID_OPTION); any other failure (no
- * permission, a read-only or full disk) is ERR_TICKWHEEL_IO. Both keep the system's error as
- * their cause.
+ * Creates the data directory and its parents. A path through a file is a bad `dir`
+ * (ERR_TICKWHEEL_INVALID_OPTION); any other failure is ERR_TICKWHEEL_IO.
  */
 export async function makeDataDirectory(dir: string): Promise<void> {
   try {
@@ -82,18 +82,12 @@ export async function makeDataDirectory(dir: string): Promise<void> {
 }
 
 /**
- * Refuses a directory written in another on-disk format, and records the format in a new one.
- * A directory without format.json but with log records is of no format this code knows: its
- * records would be misread.
+ * Refuses a directory in another on-disk format (one with records but no format.json too: they
+ * would be misread), and records the format in a new one.
  */
 export async function checkFormat(dir: string): Promise<void> {
   const file = join(dir, FORMAT_FILE);
-  let text: string | undefined;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
+  const text = await ifExists(readFile(file, 'utf8'));
   if (text !== undefined) {
     let format: unknown;
     try {
@@ -109,14 +103,7 @@ export async function checkFormat(dir: string): Promise<void> {
 }
 
 async function hasRecords(logDir: string): Promise<boolean> {
-  let names: string[];
-  try {
-    names = await readdir(logDir);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
-    throw err;
-  }
-  for (const name of names) {
+  for (const name of (await ifExists(readdir(logDir))) ?? []) {
     if (/^\d{10}\.seg$/.test(name) && (await stat(join(logDir, name))).size > 0) return true;
   }
   return false;
@@ -138,13 +125,8 @@ export interface Repairs {
 }
 
 export async function readRepairs(dir: string): Promise<Repairs> {
-  let text: string;
-  try {
-    text = await readFile(join(dir, REPAIR_FILE), 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { accepted: [], reports: [] };
-    throw err;
-  }
+  const text = await ifExists(readFile(join(dir, REPAIR_FILE), 'utf8'));
+  if (text === undefined) return { accepted: [], reports: [] };
   try {
     const { accepted, reports } = JSON.parse(text) as Partial<Repairs>;
     if (Array.isArray(accepted) && Array.isArray(reports)) return { accepted, reports };
@@ -163,10 +145,8 @@ export async function writeRepairs(dir: string, repairs: Repairs): Promise<void>
 }
 
 /**
- * Topics' settings (topics.json, and push targets in push.json). A file that cannot be read is refused with
- * ERR_TICKWHEEL_CORRUPT rather than read as "nothing paused": a paused topic must not start
- * delivering because of a damaged file. It is replaced whole on each change, so only damage from
- * outside makes it unreadable; the error says how to recover.
+ * Topics' settings (topics.json, push targets in push.json). An unreadable file is
+ * ERR_TICKWHEEL_CORRUPT, not "nothing paused": a damaged file must not start a paused topic.
  */
 export async function readTopicSettings(dir: string): Promise<Map<string, TopicSettings>> {
   const settings = new Map<string, TopicSettings>();
@@ -188,13 +168,8 @@ async function readTopicsFile(
   where: string,
   field: string,
 ): Promise<Array<[string, unknown]>> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
+  const text = await ifExists(readFile(file, 'utf8'));
+  if (text === undefined) return [];
   let parsed: Record<string, unknown>;
   try {
     parsed = JSON.parse(text) as Record<string, unknown>;
@@ -221,10 +196,7 @@ async function readTopicsFile(
   return entries;
 }
 
-/**
- * Writes topics.json (pauses, rate limits) and push.json (push targets: kept apart, readable
- * by the owner only, so that topics.json holds no secret).
- */
+/** Writes topics.json and push.json (targets kept apart, so topics.json holds no secret). */
 export async function writeTopicSettings(
   dir: string,
   settings: ReadonlyMap<string, TopicSettings>,
@@ -240,10 +212,7 @@ export async function writeTopicSettings(
   await syncDirectory(dir);
 }
 
-/**
- * Replaces a small file whole: written beside it, fsynced, renamed over it. The rename is
- * durable only once the directory is synced (syncDirectory), which callers do where it matters.
- */
+/** Replaces a small file whole (beside, fsynced, renamed); durable once the directory syncs. */
 export async function replaceFile(file: string, text: string): Promise<void> {
   const handle = await open(`${file}.tmp`, 'w', DATA_FILE_MODE);
   try {
@@ -258,14 +227,12 @@ export async function replaceFile(file: string, text: string): Promise<void> {
 }
 
 /**
- * The modification time of the newest log segment with a record: the last record written. (A
- * directory copied without its times, or a segment cut by a repair, gives a later time: the
- * lateness of messages that came due before it is then counted from it, so under-reported.)
+ * The modification time of the newest segment with a record (copied without times, or cut by
+ * a repair, it is later: lateness is then under-reported).
  */
 export async function lastLogWrite(dir: string): Promise<number | undefined> {
   const logDir = join(dir, LOG_DIR);
   const segments = (await readdir(logDir)).filter((name) => /^\d{10}\.seg$/.test(name)).sort();
-  // The newest segment with a record: one just rolled over to may be empty.
   for (let i = segments.length - 1; i >= 0; i--) {
     const segment = await stat(join(logDir, segments[i]));
     if (segment.size > 0) return segment.mtimeMs;

@@ -1,26 +1,18 @@
 /**
- * list() over the file store: the messages the store still has to itself (due at or after the
- * horizon, or whose load failed), found through the schedule index without reading the whole
- * schedule.
+ * list() over the file store: the messages it still has to itself (beyond the horizon, or
+ * whose load failed), found through the schedule index. Entries have no topic (the record
+ * has), so a page takes two bounded steps:
  *
- * An index entry has a due time, a log position and an id hash, but no topic: the topic is in
- * the log record. So a page is read in two steps, each bounded:
+ *   1. candidates: index files meeting the page's times, by start, keeping the `budget` current
+ *      entries with the smallest (due time, position) not held by the queue; files starting
+ *      after the last kept one are not read;
+ *   2. records: the candidates' records, in that order, until the page has its messages of the
+ *      topic, then to the end of that due time (equal due times list by `ref`, which a
+ *      candidate's position does not give).
  *
- *   1. candidates: the index files whose span meets the page's times are read in the order of
- *      their start, a chunk at a time, keeping the `budget` current entries with the
- *      smallest (due time, position) not held by the queue. Once that many are kept and the
- *      next file starts after the last of them, no later file can hold a smaller one: the
- *      files after it are not read;
- *   2. records: the candidates' log records are read in that order until the page has its
- *      messages of the topic, then to the end of that due time (equal due times list by the
- *      message's `ref`, its schedule record, which a candidate's position, its latest record,
- *      does not give).
- *
- * So a page reads at most `budget` records (FileStoreOptions.listScanRecords, default 8,192). A rare topic's page may find fewer
- * messages than asked (or none) and then ends where the candidates end: its `through` is the
- * last due time wholly examined, and the next page goes on from there. One exception: a single
- * due time with more than `budget` waiting messages is read whole (a page inside it
- * otherwise could not make progress), a chunk at a time, keeping only the page's messages.
+ * A page reads at most `budget` records (listScanRecords). A rare topic's page may find fewer
+ * than asked and ends at the last due time wholly examined (`through`). A single due time with
+ * more than `budget` messages is read whole, in chunks, or no page inside it could progress.
  */
 
 import type { KeyedPart, ListKey, ListQuery } from '../../queue/list.js';
@@ -75,8 +67,6 @@ export async function listWaiting(
   }
   let through: ListKey | undefined;
   if (examined < count) {
-    // Every candidate up to the due time examined last was examined (the kept ones after it
-    // are due later, and so are those not kept).
     through = { deliverAt: candidates.deliverAt[examined - 1], seq: SEQ_AFTER, id: '' };
   } else if (candidates.cut) {
     // Entries not kept may be due at the last kept due time.
@@ -104,10 +94,7 @@ function before(deliverAt: number): ListKey {
   return { deliverAt, seq: SEQ_BEFORE, id: '' };
 }
 
-/**
- * Whether messages due at `deliverAt` may be on the page: in [from, until), and not before the
- * cursor's due time (nor at it, for a cursor past every message due then).
- */
+/** Whether messages due at `deliverAt` may be on the page (in range, not before the cursor). */
 function startsAfter(query: ListQuery, deliverAt: number): boolean {
   const { after } = query;
   if (deliverAt < query.from || deliverAt >= query.until) return false;
@@ -115,10 +102,7 @@ function startsAfter(query: ListQuery, deliverAt: number): boolean {
   return deliverAt === after.deliverAt && after.seq < SEQ_AFTER;
 }
 
-/**
- * The `budget` current, not held index entries with the smallest (due time, position) that
- * the page may list, in that order, each position once.
- */
+/** Step 1: the `budget` smallest current, not held entries the page may list, each once. */
 async function findCandidates(
   { index, tables }: ListingParts,
   query: ListQuery,
@@ -185,10 +169,7 @@ async function findCandidates(
   return { deliverAt, position, cut };
 }
 
-/**
- * Reads the records of candidates [from, to) and keeps those of the topic in the page's range;
- * returns how many were kept.
- */
+/** Step 2 for candidates [from, to): keeps the page's messages; returns how many. */
 async function examine(
   { log, tables }: ListingParts,
   query: ListQuery,
@@ -213,10 +194,7 @@ async function examine(
   return kept;
 }
 
-/**
- * The page's messages due at `deliverAt` (the cursor's due time, held by more waiting messages
- * than a page examines): every current entry due then, its record read a chunk at a time.
- */
+/** The page's messages due at the cursor's `deliverAt`, which holds more than a budget. */
 async function dueTimeWhole(
   parts: ListingParts,
   query: ListQuery,

@@ -1,8 +1,4 @@
-/**
- * Loading the horizon: every index file that starts before the frontier is taken (its entries
- * due before the frontier read, the rest carried on: window-index.ts), and the messages still
- * current handed to the queue.
- */
+/** Loading the horizon: index files starting before the frontier taken, current entries handed over. */
 
 import type { MessageState } from '../../queue/message.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
@@ -10,10 +6,7 @@ import type { Checkpoints } from './checkpoint.js';
 import type { ReplayParts } from './replay.js';
 import { handOver, type OnDamaged } from './states.js';
 
-/**
- * Every index file starting before `frontier` is taken, not only the newly covered ones: a file
- * whose load failed earlier is still on disk and is tried again here.
- */
+/** Every file before `frontier`, not only new ones: one whose load failed is retried. */
 export async function loadIndexFiles(
   { log, index, tables }: ReplayParts,
   checkpoints: Checkpoints,
@@ -25,8 +18,7 @@ export async function loadIndexFiles(
   for (const { key, start } of index.files()) {
     if (start >= frontier) break;
     if (checkpoints.wasLoaded(key)) continue;
-    // An entry is current if its id's latest record is the one it points at (a dead
-    // message's latest record is its BURY, which no entry points at).
+    // Current: its id's latest record is the one it points at (a dead one's is its BURY).
     const collided = tables.collidedPositions();
     const current = (low: number, high: number, position: number) =>
       tables.isLatest(low, high, position, collided);
@@ -35,8 +27,7 @@ export async function loadIndexFiles(
     for (let i = 0; i < entries.count; i++) {
       const position = entries.position[i];
       if (!current(entries.low[i], entries.high[i], position)) continue;
-      // A copy of an entry that another file handed over already (a file taken again after
-      // a crash carries its entries again).
+      // Handed over already by another file (one taken again after a crash carries copies).
       if (tables.near.has(position)) continue;
       due.set(position, entries.deliverAt[i]);
       tables.near.add(position);

@@ -1,33 +1,20 @@
 /**
- * One process per data directory, enforced by the kernel.
+ * One process per data directory, enforced by the kernel: an exclusive advisory lock on `LOCK`
+ * held while the file is open (OFD lock on Linux, flock on macOS, LockFileEx on Windows, via
+ * `fs-native-extensions`). The kernel drops it when the owner closes the file or dies, so it
+ * cannot be taken while its holder lives (whatever pids look like across PID namespaces), two
+ * openers cannot both win (one atomic call), and a killed owner's LOCK is simply locked again.
  *
- * The owner holds an exclusive advisory lock on `LOCK` for as long as it has the file open:
- * an open-file-description lock on Linux (`F_OFD_SETLK`), `flock` on macOS, `LockFileEx` on
- * Windows (through the `fs-native-extensions` addon, which ships prebuilt binaries). The kernel
- * drops the lock when the owner closes the file or dies, however it dies, so:
- *
- * - a lock can never be taken over while its holder lives, whatever the holder's pid looks like
- *   from here (containers in other PID namespaces sharing a volume see different pids);
- * - two processes opening at the same instant cannot both win: taking the lock is one atomic
- *   system call, not "create, then write a pid";
- * - a LOCK file left behind by a killed process is simply locked again: no pid is trusted.
- *
- * The file is never deleted. Deleting it would let a third process create a fresh LOCK and lock
- * that while a second one still holds the old, unlinked file. The pid written into it after
- * locking is for people and error messages only.
- *
- * Someone may delete it all the same (a cleanup script, a person who takes it for a stale pid
- * file). The holder then still holds its lock, on a file no longer in the directory, and the
- * next process to open the directory creates and locks a new LOCK: two writers. So the holder
- * checks that the path still names the very file it locked (device and inode, `check()`), at
- * each checkpoint and before each new log segment, and stops (LockLostError) once it does not.
+ * The file is never deleted (a third process could lock a fresh one while a second holds the
+ * unlinked old one); the pid in it is for people only. If someone deletes it all the same, the
+ * holder finds out at each checkpoint and new segment (`check()`: same device and inode) and
+ * stops with LockLostError.
  */
 
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { TickwheelUnavailableError } from '../../errors.js';
-import { faultOf, warnFault } from '../../queue/faults.js';
 import { DATA_FILE_MODE } from '../log/index.js';
 
 interface NativeLocks {
@@ -48,19 +35,15 @@ const heldHere = new Set<string>();
 export interface DirectoryLock {
   release(): Promise<void>;
   /**
-   * Rejects with LockLostError if `LOCK` is gone or is another file than the one locked, and
-   * from then on (the loss is told once, to the store's faults: the queue's onFault). An error that keeps it from
-   * telling (the stat itself failing) is not a loss: it resolves, and the next check tells.
+   * Rejects with LockLostError if `LOCK` is gone or another file, and from then on (told once
+   * to the faults). A failing stat is not a loss: the next check tells.
    */
   check(): Promise<void>;
   /** The loss found by check(), if one was. */
   readonly lost: LockLostError | undefined;
 }
 
-/**
- * The data directory's LOCK file was deleted or replaced while the queue had it open: another
- * process may have opened the directory since, so this one takes no more changes.
- */
+/** LOCK was deleted or replaced while open: another process may own the directory now. */
 export class LockLostError extends TickwheelUnavailableError {
   constructor(dir: string, what: string) {
     super(
@@ -87,13 +70,10 @@ async function ownerOf(handle: FileHandle): Promise<string> {
   return Number.isInteger(pid) && pid > 0 ? `process ${pid}` : 'another process';
 }
 
-/**
- * Locks `dir`; a loss check() finds later is told once to `faults` (the queue's onFault, see
- * StoreFaults), process warnings when none is given.
- */
+/** Locks `dir`; a loss check() finds later is told once to `faults` (the queue's onFault). */
 export async function lockDirectory(
   dir: string,
-  faults: { report(err: unknown): void } = { report: (err) => warnFault(faultOf(err)) },
+  faults: { report(err: unknown): void },
 ): Promise<DirectoryLock> {
   const file = join(dir, 'LOCK');
   if (heldHere.has(file)) throw locked(dir, `process ${process.pid} (this process)`);
@@ -147,7 +127,6 @@ export async function lockDirectory(
       if (released) return;
       released = true;
       heldHere.delete(file);
-      // Closing the file releases the kernel's lock; the file stays (see above).
       await handle.close();
     },
   };

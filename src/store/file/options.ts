@@ -1,7 +1,4 @@
-/**
- * The file store's options, checked: every bad value is ERR_TICKWHEEL_INVALID_OPTION with what
- * to change, and an option the store does not know is refused with the closest one it does.
- */
+/** The file store's options, checked (ERR_TICKWHEEL_INVALID_OPTION saying what to change). */
 
 import { TickwheelTypeError } from '../../errors.js';
 import { checkKnownOptions, checkOption, describe, optionNames } from '../../validate.js';
@@ -19,28 +16,18 @@ export interface FileStoreOptions {
   /** How often index files are synced and a checkpoint written. Default 5,000 ms. */
   checkpointIntervalMs?: number;
   /**
-   * A checkpoint also writes a snapshot of the tables once the log has grown by this many
-   * bytes since the last one, or by the last snapshot's size if that is larger; close()
-   * writes one whenever the log grew. Default 64 MiB. Infinity: never (recovery then replays
-   * the whole log).
+   * A checkpoint writes a snapshot once the log grew by this (or the last snapshot's size, if
+   * larger); close() whenever it grew. Default 64 MiB; Infinity: never.
    */
   snapshotBytes?: number;
   /**
-   * Open a data directory whose log is damaged where it had been made durable by dropping what
-   * cannot be read, and report exactly what (`recovery.repair`, and `repair.json` in the
-   * directory), instead of refusing with ERR_TICKWHEEL_CORRUPT. See docs/storage.md, Recovery.
+   * Open a directory with damaged durable bytes by dropping what cannot be read, reported in
+   * `recovery.repair` and repair.json (docs/storage.md, Recovery).
    */
   repair?: boolean;
-  /**
-   * Log records one list() page reads at most to find a topic's messages beyond the horizon
-   * (docs/storage.md, "Browsing what is scheduled"). Default 8,192.
-   */
+  /** Log records one list() page reads at most beyond the horizon. Default 8,192. */
   listScanRecords?: number;
-  /**
-   * Takes the store's background faults: index and checkpoint writes failing and healing, a
-   * snapshot not written, a damaged message skipped, the LOCK lost (src/queue/faults.ts).
-   * Default: process warnings.
-   */
+  /** Takes the store's background faults (src/queue/faults.ts). Default: process warnings. */
   onFault?: FaultHandler;
   /** @internal Test hook: replaces the log writer's file operations (see MessageLog). */
   logIo?: Partial<LogIo>;
@@ -64,13 +51,7 @@ export const FILE_STORE_OPTIONS = {
 
 const KNOWN_OPTIONS = optionNames<FileStoreOptions>({ ...FILE_STORE_OPTIONS, logIo: true });
 
-export function checkFileStoreOptions(options: FileStoreOptions): {
-  fsync: FsyncPolicy;
-  windowMs: number;
-  interval: number;
-  snapshotBytes: number;
-  listScanRecords: number;
-} {
+export function checkFileStoreOptions(options: FileStoreOptions) {
   if (typeof options?.dir !== 'string' || options.dir.length === 0) {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',
@@ -78,7 +59,7 @@ export function checkFileStoreOptions(options: FileStoreOptions): {
     );
   }
   checkKnownOptions(options, KNOWN_OPTIONS, 'FileStore.open()');
-  const fsync = options.fsync ?? 'batch';
+  const fsync: FsyncPolicy = options.fsync ?? 'batch';
   if (fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',

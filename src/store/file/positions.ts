@@ -1,15 +1,6 @@
 /**
- * Log positions. A record's position is
- *
- *   position = segment × SEGMENT_SPAN + offset
- *
- * where `segment` numbers the segment file (log/<segment>.seg) and `offset` is the record's
- * first byte in it (see ../log/positions.ts). A position alone thus says which file to read and
- * where, and positions grow with the log: a record written later has a greater one. The file
- * store keeps positions (in its tables, index entries, checkpoints and snapshots) and never
- * anything that depends on how large a segment grew.
- *
- * This module is the only place in src/store/file/ that knows SEGMENT_SPAN.
+ * Log positions (segment × SEGMENT_SPAN + offset: ../log/positions.ts) as the file store sees
+ * them: the only place in src/store/file/ that knows SEGMENT_SPAN.
  */
 
 import { SEGMENT_SPAN } from '../log/index.js';

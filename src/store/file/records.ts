@@ -1,7 +1,6 @@
 /**
- * Bodies of the file store's log records (the log adds magic, type, length and CRC around
- * them; see ../log/format.ts). All little-endian; ids and topics are ASCII (their patterns
- * allow nothing else), so one byte per character.
+ * Bodies of the file store's log records (../log/format.ts adds the header). Little-endian;
+ * ids and topics are ASCII (their patterns allow nothing else), one byte per character.
  *
  *   SCHEDULE  deliverAt f64 | attempts u16 | maxAttempts u16 | backoff u8 (0 none, 1 fixed,
  *             2 exponential) | backoffDelay f64 | jitter f64 (NaN: unset) | maxDelay f64
@@ -15,19 +14,16 @@
  *   HANDOUT   as MOVE (previousDeliverAt = deliverAt), written when the message is handed to a
  *             consumer: its attempts count that delivery (see handouts.ts); no reason
  *
- * A MOVE or BURY of a message whose delivery failed ends with reasonLength u16 | reason (UTF-8,
- * the message's lastError); one without a reason, or written before reasons were kept, ends at
- * the topic. A HANDOUT has none: if it is a message's latest record, the stop that followed
- * it is the reason.
+ * A MOVE or BURY with a reason (the message's lastError) ends with reasonLength u16 | reason
+ * (UTF-8); without one it ends at the topic. A HANDOUT has none (if it is a message's latest
+ * record, the stop that followed is the reason).
  *
- * A SCHEDULE record of a message with a trace context (protocol/trace-context.ts) has 0x80 added
- * to its payloadKind, and the context between topic and payload: traceparentLength u8 |
- * tracestateLength u16 | traceparent | tracestate (ASCII). Records without it read as they did.
+ * A SCHEDULE with a trace context (protocol/trace-context.ts) has 0x80 added to payloadKind and,
+ * between topic and payload: traceparentLength u8 | tracestateLength u16 | traceparent |
+ * tracestate (ASCII).
  *
- * A SCHEDULE record holds the payload; the later records of the same message point back at it.
- * MOVE, FINISH, BURY and HANDOUT also carry the due time the message had before them and its
- * topic, so that a replay can keep the per-topic and per-hour counts (counts.ts) without reading the
- * message's earlier records.
+ * Later records point back at the SCHEDULE, which holds the payload, and carry the due time
+ * before them and the topic, so a replay keeps the counts (counts.ts) without earlier records.
  */
 
 import { TickwheelCorruptError } from '../../errors.js';
@@ -63,7 +59,6 @@ function writeIdAndTopic(buf: Uint8Array, at: number, message: MessageState): nu
 /** payloadKind's flag: a trace context follows the topic. */
 const TRACED = 0x80;
 
-/** Bytes of a SCHEDULE body. */
 export function scheduleLength(message: MessageState, payloadBytes: number): number {
   return (
     SCHEDULE_FIXED +
@@ -78,10 +73,7 @@ function traceBytes(trace: TraceContext | undefined): number {
   return trace === undefined ? 0 : 3 + trace.traceparent.length + (trace.tracestate?.length ?? 0);
 }
 
-/**
- * Writes a SCHEDULE body at `at`, all but the payload (which goes at the returned offset,
- * `payloadBytes` long), so that callers can write the payload in place too.
- */
+/** Writes a SCHEDULE body but the payload, which the caller writes at the returned offset. */
 export function writeScheduleHead(buf: Uint8Array, at: number, message: MessageState): number {
   const { backoff } = message;
   at = writeF64(buf, at, message.deliverAt);
@@ -159,16 +151,15 @@ function badTrace(id: string): TickwheelCorruptError {
   );
 }
 
-/**
- * MOVE, BURY and HANDOUT share a layout. `previousDeliverAt`: the due time of the message's
- * latest record before this one (for BURY and HANDOUT, the message's current due time).
- */
-/** Bytes of a MOVE, BURY or HANDOUT body. */
+/** Bytes of a MOVE, BURY or HANDOUT body (one layout). */
 export function moveLength(message: MessageState): number {
   return MOVE_FIXED + message.id.length + message.topic.length;
 }
 
-/** Writes a MOVE, BURY or HANDOUT body at `at`; returns where it ends. */
+/**
+ * Writes a MOVE, BURY or HANDOUT body at `at`; returns where it ends. `previousDeliverAt`: the
+ * due time before this record (for BURY and HANDOUT, the current one).
+ */
 export function writeMove(
   buf: Uint8Array,
   at: number,
@@ -182,10 +173,7 @@ export function writeMove(
   return writeIdAndTopic(buf, at, message);
 }
 
-/**
- * Room for a MOVE or BURY body with the message's lastError after it (both may carry one: a
- * retry's MOVE keeps why the delivery failed), at most 3 UTF-8 bytes a UTF-16 unit.
- */
+/** Room for a MOVE or BURY body and its reason, at most 3 UTF-8 bytes a UTF-16 unit. */
 export function moveWithReasonRoom(message: MessageState): number {
   const reason = reasonText(message);
   return moveLength(message) + (reason === '' ? 0 : 2 + reason.length * 3);
@@ -221,7 +209,6 @@ export interface MoveRecord {
   previousDeliverAt: number;
   id: string;
   topic: string;
-  /** The message's lastError, if the record has one. */
   lastError: string | undefined;
 }
 
@@ -242,15 +229,11 @@ export function decodeMove(body: Buffer): MoveRecord {
   };
 }
 
-/** Bytes of a FINISH body. */
 export function finishLength(message: MessageState): number {
   return FINISH_FIXED + message.id.length + message.topic.length;
 }
 
-/**
- * Writes a FINISH body at `at`; returns where it ends. `message.deliverAt` is the due time the
- * message had until now (finishing keeps it).
- */
+/** Writes a FINISH body at `at` (with the due time the message had); returns its end. */
 export function writeFinish(
   buf: Uint8Array,
   at: number,
@@ -269,10 +252,6 @@ export function encodeFinish(message: MessageState, outcome: number): Buffer {
   return body;
 }
 
-function fixedPart(type: number): number {
-  return type === SCHEDULE ? SCHEDULE_FIXED : type === FINISH ? FINISH_FIXED : MOVE_FIXED;
-}
-
 function idLengthAt(type: number): number {
   return type === SCHEDULE
     ? SCHEDULE_ID_LENGTH
@@ -286,17 +265,16 @@ function idLengthAt(type: number): number {
 
 /** Where the id of any record starts (relative to `at`). */
 export function idStart(type: number): number {
-  return fixedPart(type);
+  return type === SCHEDULE ? SCHEDULE_FIXED : type === FINISH ? FINISH_FIXED : MOVE_FIXED;
 }
 
-/** The length of the id of any record. */
 export function idLength(type: number, buf: Uint8Array, at = 0): number {
   return buf[at + idLengthAt(type)];
 }
 
 /** Where the topic of any record starts (relative to `at`), and its length. */
 export function topicStart(type: number, buf: Uint8Array, at = 0): number {
-  return fixedPart(type) + buf[at + idLengthAt(type)];
+  return idStart(type) + buf[at + idLengthAt(type)];
 }
 
 export function topicLength(type: number, buf: Uint8Array, at = 0): number {
@@ -305,7 +283,7 @@ export function topicLength(type: number, buf: Uint8Array, at = 0): number {
 
 /** The id of any record, without decoding the rest. */
 export function recordId(type: number, buf: Uint8Array, at = 0): string {
-  const start = at + fixedPart(type);
+  const start = at + idStart(type);
   return latin1(buf, start, start + buf[at + idLengthAt(type)]);
 }
 
@@ -316,10 +294,7 @@ function latin1(buf: Uint8Array, start: number, end: number): string {
   return bytes.toString('latin1', start, end);
 }
 
-/**
- * The due time a record leaves its message with (SCHEDULE, MOVE, BURY), or had before it
- * (FINISH).
- */
+/** The due time a record leaves its message with, or had before it (FINISH). */
 export function recordDeliverAt(type: number, buf: Uint8Array, at = 0): number {
   return readF64(buf, at + (type === FINISH ? 9 : 0));
 }

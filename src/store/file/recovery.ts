@@ -1,19 +1,15 @@
 /**
- * Recovery: the tables rebuilt at open, and the messages due before the frontier handed to the
- * queue.
+ * Recovery: the tables rebuilt at open, and what is due before the frontier handed over.
  *
- *   1. Read the last checkpoint, repair.json and the snapshot. Before anything is read from the
- *      log or changed: the durable extent they give, and what of it is missing (damage.ts).
+ *   1. Read the checkpoint, repair.json and the snapshot; before the log is read or changed,
+ *      what of the durable extent they give is missing (damage.ts).
  *   2. With `repair` (or a plan): repair.ts takes over.
- *   3. A snapshot that can be used (snapshotProblem says none): adopt its tables and replay the
- *      log from its position on. Otherwise replay the whole log, from the first segment it
- *      needs; a snapshot that reads but cannot be used still says which segments held live
- *      payloads, so a segment lost with them is found.
- *   4. Damage in durable bytes (and no repair accepted it) refuses the open: nothing was
- *      changed but a torn tail cut, and no checkpoint is written.
- *   5. Hand over what is due before the frontier, but bury a message whose last allowed
- *      delivery the stop cut short (handouts.ts); retire the index windows before it; write a
- *      checkpoint; start the periodic ones.
+ *   3. A usable snapshot (snapshotProblem): adopt its tables, replay from its position. Else
+ *      replay the whole log (a readable but unusable snapshot still names segments with live
+ *      payloads, so one lost with them is found).
+ *   4. Unaccepted damage in durable bytes refuses the open: nothing changed but a torn tail cut.
+ *   5. Hand over what is due (bury deliveries the stop cut short at their last attempt:
+ *      handouts.ts), retire the windows before the frontier, checkpoint, start the timer.
  */
 
 import type { MessageState } from '../../queue/message.js';
@@ -57,10 +53,7 @@ import { ReplayWatcher } from './table.js';
 /** 'plan': a repair that changes nothing and only reports (FileStore.planRepair). */
 export type OpenMode = 'open' | 'repair' | 'plan';
 
-/**
- * Recovers the store whose parts are given, hands what is due before `frontier` to `onDue`,
- * and starts its checkpoints (not for a plan).
- */
+/** Recovers the store, hands what is due before `frontier` to `onDue`, starts checkpoints. */
 export async function recover(
   parts: RecoveryParts,
   mode: OpenMode,
@@ -86,7 +79,6 @@ export async function recover(
   }
   const durable = durableExtent(checkpoint, found?.snapshot);
   const accepted = repairs.accepted;
-  // Before anything is read or changed: what the durable extent says must be there.
   const missing = missingOrShort(log, durable, accepted);
   const context: RecoveryContext = { started, checkpoint, durable, accepted, missing };
   if (mode !== 'open') {
@@ -136,7 +128,6 @@ export async function recover(
     checkpoints.uncoveredBytes = replayedBytes;
     await checkpoints.usedSnapshot(snapshot.position, bytes);
   } else {
-    // A snapshot that reads but cannot be used still says which segments held live payloads.
     const rejected = found?.snapshot;
     found = undefined;
     const late = rejected === undefined ? undefined : new LateFinishes(rejected.position);
@@ -186,8 +177,7 @@ async function recovered(
   context: RecoveryContext,
   report: RecoveryReport,
 ): Promise<RecoveryReport> {
-  // The replay handed over what is due before the frontier; a file that reaches past it still
-  // holds later entries, which go to files nearer their time first.
+  // A file reaching past the frontier still holds later entries: carried on first.
   const collided = tables.collidedPositions();
   for (const { key, start, end } of index.files()) {
     if (start >= frontier) break;
@@ -206,11 +196,9 @@ async function recovered(
 }
 
 /**
- * Why a snapshot cannot be used with this log, index and checkpoint, or undefined if it can.
- * It can when the log still holds everything from its position on, and the schedule index
- * holds every entry it relies on: those of records before its position (the checkpoint must
- * cover that position, and every window it lists must be whole, except windows the
- * snapshot's near positions stand in for), with a frontier that did not move back.
+ * Why a snapshot cannot be used, or undefined: the log must hold everything from its position,
+ * and the index every entry it relies on (the checkpoint covers its position, each window it
+ * lists is whole unless handed over), with a frontier that did not move back.
  */
 function snapshotProblem(
   { log, index }: RecoveryParts,

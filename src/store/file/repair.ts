@@ -1,18 +1,14 @@
 /**
- * Repair: opening a data directory whose log is damaged where it had been made durable
- * (`repair: true`), or only saying what that would do (FileStore.planRepair, `tickwheel repair`
- * without --yes).
+ * Repair: opening a directory whose log is damaged in durable bytes (`repair: true`), or only
+ * saying what that would do (planRepair: a plan changes nothing, not even a torn tail).
  *
- * Whatever the snapshot, a repair replays every record that can be read, from the first segment
- * the log needs. Then it names (or counts) the messages the damage took (lostMessages), and
- * finishes those whose state in the tables cannot be trusted. A repair applies that: the FINISH
- * records that make the drops durable first, then the snapshot goes (its tables still hold the
- * lost messages), then repair.json records the damage as accepted, so later opens do not refuse
- * it again. A plan changes nothing, not even a torn tail.
+ * A repair replays every readable record from the first segment the log needs, names (or
+ * counts) the messages the damage took (lostMessages) and finishes those whose state cannot be
+ * trusted. It writes those FINISH records first, then drops the snapshot (which still holds
+ * them), then records the damage as accepted in repair.json so later opens do not refuse it.
  *
- * The report (RepairReport) is exact only where the log allows: without a snapshot taken after
- * the damage, a change recorded only in the damaged bytes (a cancel, an ack, a reschedule) of a
- * message whose earlier records are intact cannot be known; `exact` and `notes` say so.
+ * Without a snapshot taken after the damage, a change recorded only in the damaged bytes of a
+ * message whose earlier records are intact cannot be known: `exact` and `notes` say so.
  */
 
 import type { StoreDamage } from '../../errors.js';
@@ -76,11 +72,7 @@ export interface RecoveryParts extends ReplayParts {
   bury(message: MessageState): Promise<void>;
 }
 
-/**
- * Recovery for `repair: true` (`plan` false) and for planRepair (`plan` true). A repair hands
- * over what is due before the frontier; a plan hands over nothing and leaves the store unable
- * to write a checkpoint (close() must write nothing).
- */
+/** Recovery for `repair: true`, or a plan (hands over nothing; close() writes nothing). */
 export async function recoverWithRepair(
   parts: RecoveryParts,
   plan: boolean,
@@ -143,8 +135,6 @@ export async function recoverWithRepair(
     return recovery;
   }
   if (damage.length > 0) {
-    // First the records that make the drops durable, then the snapshot goes (its tables
-    // still hold the lost messages), then what was accepted as lost is recorded.
     await Promise.all(finish.map((message) => parts.finish(message)));
     await removeSnapshot(dir);
     repair.applied = true;
@@ -161,9 +151,8 @@ export async function recoverWithRepair(
 }
 
 /**
- * Hands the messages due before the frontier (`due`: position -> due time) to the queue at the
- * end of a recovery: a message whose last delivery the stop cut short is dealt with first
- * (handouts.ts), and a record that cannot be read is added to `corrupt`.
+ * Hands `due` (position -> due time) to the queue at the end of a recovery: deliveries the stop
+ * cut short first (handouts.ts); unreadable records are added to `corrupt`.
  */
 export function handOverRecovered(
   parts: RecoveryParts,
@@ -238,19 +227,13 @@ class Losses {
 }
 
 /**
- * The messages that `damage` (new) took: named where their id can be read anywhere, counted
- * where it cannot, and those whose state in the tables cannot be trusted (to be finished).
- *
- *   - a message moved or buried by a readable record whose schedule (the payload) was not
- *     read: named from that record;
- *   - with a snapshot taken after the damage, whose tables are the truth up to its position:
- *     every message whose latest record by the snapshot is unreadable; a readable message
- *     whose latest change by the snapshot was lost (stale); a message the snapshot says was
- *     finished that the readable log brings back (lostSinceSnapshot);
- *   - without one: the live messages per segment the last checkpoint counted, against those
- *     the readable log knows of (lostByCounts);
- *   - what is left of a damaged record, when it names a message that the snapshot or an index
- *     entry confirms.
+ * The messages the new `damage` took: named where their id can be read, counted where not, and
+ * those whose state cannot be trusted (to be finished):
+ *   - moved or buried by a readable record whose schedule was not read: named from it;
+ *   - with a snapshot (the truth up to its position): latest record unreadable, latest change
+ *     lost (stale), or finished by it yet back in the readable log (lostSinceSnapshot);
+ *   - without: the checkpoint's live counts per segment against the log's (lostByCounts);
+ *   - what is left of a damaged record, where the snapshot or an index entry confirms it.
  */
 async function lostMessages(
   parts: RecoveryParts,
@@ -276,17 +259,14 @@ async function lostMessages(
     orphanHashes.set(hash.low, hash.high, orphan.position);
   }
   const remains = await damagedRecords(parts, found);
-  const indexed = await indexEntriesIn(parts.index, unreadable);
+  const facts: Findings = { damage, remains, unreadable, untraced, orphanHashes };
   const { unnamed, exact } =
     snapshot !== undefined
-      ? await lostSinceSnapshot(parts.tables, losses, snapshot, {
-          damage,
-          remains,
-          unreadable,
-          untraced,
-          orphanHashes,
-        })
-      : await lostByCounts(parts.tables, losses, durable, { damage, remains, indexed, untraced });
+      ? await lostSinceSnapshot(parts.tables, losses, snapshot, facts)
+      : await lostByCounts(parts.tables, losses, durable, {
+          ...facts,
+          indexed: await indexEntriesIn(parts.index, unreadable),
+        });
   const { dropped, named, notes } = losses;
   for (const r of remains) {
     if (named.has(r) || dropped.has(r.id)) continue;
@@ -304,18 +284,21 @@ async function lostMessages(
   return { dropped: [...dropped.values()], unnamed, exact, notes, finish: losses.finish };
 }
 
+/** What lostMessages learned before it tells the lost apart. */
+interface Findings {
+  damage: StoreDamage[];
+  remains: DamagedRecord[];
+  unreadable: (position: number) => boolean;
+  untraced: Untraced;
+  orphanHashes: IdTable;
+}
+
 /** lostMessages with a snapshot: its tables are the truth up to its position. */
 async function lostSinceSnapshot(
   tables: Tables,
   losses: Losses,
   snapshot: StoreSnapshot,
-  found: {
-    damage: StoreDamage[];
-    remains: DamagedRecord[];
-    unreadable: (position: number) => boolean;
-    untraced: Untraced;
-    orphanHashes: IdTable;
-  },
+  found: Findings,
 ): Promise<{ unnamed: number; exact: boolean }> {
   const { damage, remains, unreadable, untraced, orphanHashes } = found;
   const end = snapshot.position;
@@ -373,12 +356,7 @@ async function lostByCounts(
   tables: Tables,
   losses: Losses,
   durable: Durable | undefined,
-  found: {
-    damage: StoreDamage[];
-    remains: DamagedRecord[];
-    indexed: Map<number, [number, number]>;
-    untraced: Untraced;
-  },
+  found: Findings & { indexed: Map<number, [number, number]> },
 ): Promise<{ unnamed: number; exact: boolean }> {
   const { damage, remains, indexed, untraced } = found;
   const { named, notes } = losses;
@@ -401,9 +379,8 @@ async function lostByCounts(
     }
   }
   await losses.finishAt(stale, (i) => damagedReason(staleFrom[i]));
-  // The last checkpoint counted the live payloads of every segment: a damaged one now
-  // short of messages lost that many; any segment over its count holds messages whose
-  // finish was lost (they came back).
+  // A damaged segment short of its checkpointed live count lost that many; one over it holds
+  // messages whose finish was lost (they came back).
   const damaged = new Set(damage.map((d) => d.segment));
   const counted = [...damaged].every((segment) => durable?.live.has(segment) === true);
   let unnamed = 0;
@@ -429,8 +406,7 @@ async function lostByCounts(
         'counted the live messages of those segments',
     );
   }
-  // A damaged stretch before every readable record, or one that is exactly one record
-  // whose message is named, hid no change of any other message.
+  // Damage before every readable record, or exactly one named record, hid no other change.
   const accounted = (d: StoreDamage) =>
     positionOf(d.segment, d.from) < untraced.firstRead ||
     [...named].some(

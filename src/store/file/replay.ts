@@ -1,22 +1,18 @@
 /**
- * Replays: the tables rebuilt from the log at recovery, through the same Tables.apply that live
- * changes take, and what is due before the frontier once they are.
+ * Replays: the tables rebuilt from the log at recovery through Tables.apply, and what is then
+ * due before the frontier.
  *
- *   whole log   every record from the first segment the log needs; the IdTable keeps each
- *               message's due time beside its position meanwhile (its second value), so what
- *               is due comes from the tables alone (dueAfterReplay)
- *   tail        a snapshot's tables, then the records from its position on; what is due comes
- *               from the snapshot's near positions, the tail, and the index (dueAfterSnapshot)
+ *   whole log   every record from the first segment needed; the IdTable keeps due times as its
+ *               second value meanwhile, so what is due comes from the tables (dueAfterReplay)
+ *   tail        a snapshot's tables, then the records from its position; what is due comes
+ *               from its near positions, the tail and the index (dueAfterSnapshot)
  *
- * Re-indexing: a replayed SCHEDULE, MOVE or HANDOUT gets an index entry when its message is due at or
- * after the frontier and its record is at or after `indexedUntil`, the position before which
- * the last checkpoint vouches that the index on disk has every such entry. That is the rule
- * live changes follow too (FileStore.add, move), so a replay and the live store index the same
- * records.
+ * A replayed SCHEDULE, MOVE or HANDOUT is indexed when due at or after the frontier and at or
+ * after `indexedUntil` (before it the checkpoint vouches for the index): the live rule too.
  */
 
 import { readF64 } from '../bytes.js';
-import type { MessageLog, ReplayOptions, ReplayReport } from '../log/index.js';
+import type { MessageLog, OnRecord, ReplayOptions, ReplayReport } from '../log/index.js';
 import type { Checkpoint } from './checkpoint.js';
 import { PositionSet } from './position-set.js';
 import { offsetOf, segmentOf } from './positions.js';
@@ -34,10 +30,8 @@ export interface ReplayParts {
 }
 
 /**
- * Whole-log replay, from `from` (the first segment the log needs): every record through
- * apply, due times kept while it runs. Without `index` (a plan) the schedule index is left
- * as it is: nothing deleted, nothing added. `watcher` learns what the tables do not keep;
- * `onRecord` hears of each record's position before it is applied.
+ * Whole-log replay from `from`. Without `index` (a plan) the index is left as it is. `watcher`
+ * learns what the tables do not keep; `onRecord` hears each position before it is applied.
  */
 export async function replayAll(
   { log, index, tables }: ReplayParts,
@@ -51,13 +45,9 @@ export async function replayAll(
     onRecord?: (position: number) => void;
   },
 ): Promise<ReplayReport> {
-  // The index on disk covers the log up to checkpoint.indexedUntil only if nothing removed
-  // entries from it since (a truncated or deleted file: disk trouble, an operator) and the
-  // frontier did not move back (a smaller horizonMs than last time, the clock set back):
-  // records of messages that were due before the old frontier have no entry, and windows
-  // loaded into memory since the checkpoint are deleted. Windows wholly before the frontier
-  // do not matter: recovery hands their messages over from the replay. If in doubt, rebuild
-  // the index from the log, which is the truth.
+  // The index covers the log up to indexedUntil only if no file lost entries since and the
+  // frontier did not move back (a smaller horizonMs, the clock set back). Windows wholly before
+  // the frontier do not matter (the replay hands them over). If in doubt, rebuild from the log.
   const sizes = index.sizes();
   const trusted =
     checkpoint.frontier <= frontier &&
@@ -70,30 +60,17 @@ export async function replayAll(
   }
   const indexedUntil = !options.index ? Infinity : trusted ? checkpoint.indexedUntil : 0;
   tables.ids.useAux(true);
-  // Room for about as many messages as the log could hold, so replay does not keep growing it.
   tables.ids.reserve(Math.min(50_000_000, Math.floor(log.stats().bytes / 120)));
   const { onRecord } = options;
+  const apply = applier(tables, indexedUntil, frontier);
   tables.replay = options.watcher;
   try {
     return await log.replay(
       onRecord === undefined
-        ? (type, body, position) =>
-            tables.apply(
-              type,
-              body,
-              0,
-              position,
-              reindexes(type, body, position, indexedUntil, frontier),
-            )
+        ? apply
         : (type, body, position) => {
             onRecord(position);
-            tables.apply(
-              type,
-              body,
-              0,
-              position,
-              reindexes(type, body, position, indexedUntil, frontier),
-            );
+            apply(type, body, position);
           },
       options.from,
       options.replay,
@@ -119,9 +96,8 @@ export function dueAfterReplay(tables: Tables, frontier: number): Map<number, nu
 }
 
 /**
- * Loads a snapshot and replays the log from its position on. Returns the replay's report and
- * the tail records whose message is due before the frontier, flat, four numbers each
- * (deliverAt, position, id hash low, id hash high).
+ * Loads a snapshot and replays the log after it. `tail`: records due before the frontier, four
+ * numbers each (deliverAt, position, id hash low, high).
  */
 export async function replayTail(
   { log, tables }: ReplayParts,
@@ -135,14 +111,7 @@ export async function replayTail(
   tables.replay = tail;
   try {
     const report = await log.replay(
-      (type, body, position) =>
-        tables.apply(
-          type,
-          body,
-          0,
-          position,
-          reindexes(type, body, position, indexedUntil, frontier),
-        ),
+      applier(tables, indexedUntil, frontier),
       snapshot.position,
       options,
     );
@@ -153,16 +122,9 @@ export async function replayTail(
 }
 
 /**
- * After a snapshot and its tail: what is due before the new frontier comes from three
- * places, which may overlap (hence a map by position):
- *   - the messages the queue held when the snapshot was taken (its near positions), less
- *     those the tail moved or finished;
- *   - tail records whose message is due before the frontier (tracked while replaying);
- *   - index files starting before the frontier still on disk: every file handed over after
- *     the snapshot was taken, and any not yet handed over (their entries due later are
- *     carried to files nearer their time).
- * Entries that are no longer their message's latest record are dropped here (index and
- * tail) or once read (near positions).
+ * After a snapshot and its tail, what is due before the frontier comes from (overlapping, so a
+ * map by position): the snapshot's near positions, tail records due before it, and index files
+ * starting before it still on disk. Stale entries drop here, or once read (near positions).
  */
 export async function dueAfterSnapshot(
   { index, tables }: ReplayParts,
@@ -170,7 +132,6 @@ export async function dueAfterSnapshot(
   tail: number[],
 ): Promise<Map<number, number>> {
   const due = new Map<number, number>();
-  // The snapshot's near positions, less those the tail moved or finished.
   for (const position of tables.near) due.set(position, NaN);
   tables.near = new PositionSet();
   const collided = tables.collidedPositions();
@@ -204,9 +165,8 @@ export function bytesFrom(log: MessageLog, position: number): number {
 }
 
 /**
- * While the whole log is replayed next to a snapshot that could not be used: finishes, at or
- * after its position, of messages whose schedule was not read, by the segment of the payload
- * (to tell which of the snapshot's live payloads are still live).
+ * Beside a snapshot that could not be used: finishes after its position of messages whose
+ * schedule was not read, by payload segment (which of its live payloads still are).
  */
 export class LateFinishes extends ReplayWatcher {
   readonly bySegment = new Map<number, number>();
@@ -235,16 +195,13 @@ class TailDue extends ReplayWatcher {
   }
 }
 
-function reindexes(
-  type: number,
-  body: Buffer,
-  position: number,
-  indexedUntil: number,
-  frontier: number,
-): boolean {
-  return (
-    position >= indexedUntil &&
-    (type === SCHEDULE || type === MOVE || type === HANDOUT) &&
-    readF64(body, 0) >= frontier
-  );
+/** Applies a replayed record, indexing it by the rule at the top of the file. */
+function applier(tables: Tables, indexedUntil: number, frontier: number): OnRecord {
+  return (type, body, position) => {
+    const reindex =
+      position >= indexedUntil &&
+      (type === SCHEDULE || type === MOVE || type === HANDOUT) &&
+      readF64(body, 0) >= frontier;
+    tables.apply(type, body, 0, position, reindex);
+  };
 }

@@ -1,17 +1,9 @@
 /**
- * schedules.log: the records of recurring schedules (src/queue/recurring.ts), one line per
- * change, appended and fsynced. A line is `<crc32 hex> <json>\n`, the JSON either a record or
- * `{"deleted":"<name>"}`; the last line for a name wins.
- *
- * Reading: a torn last line (a crash during its append: no newline, or a CRC that fails on the
- * last line) is cut off, as the message log's torn tail is; a line that fails anywhere else is
- * damage, refused with ERR_TICKWHEEL_CORRUPT naming the file and line, never skipped (a skipped
- * line could bring a deleted schedule back, or an occurrence twice). When the file holds more
- * than twice the live records (and over 1,000 lines), at open or after an append, it is
- * rewritten with the live ones only (beside, fsynced, renamed).
- *
- * Writing: changes that arrive while an append is under way go out together in the next one
- * (group commit): one write and one fdatasync for a burst of schedules coming due together.
+ * schedules.log: recurring schedules' records (src/queue/recurring.ts), a line per change,
+ * `<crc32 hex> <json>\n`, the JSON a record or `{"deleted":"<name>"}`; the last line per name
+ * wins. A torn last line is cut; a bad line elsewhere is ERR_TICKWHEEL_CORRUPT, never skipped
+ * (that could bring a deleted schedule back). A file over twice its live records (and 1,000
+ * lines) is rewritten. Changes arriving during an append go out together in the next one.
  */
 
 import { open, readFile, truncate, type FileHandle } from 'node:fs/promises';
@@ -19,7 +11,7 @@ import { join } from 'node:path';
 import { TickwheelCorruptError, TickwheelUnavailableError } from '../../errors.js';
 import type { ScheduleRecord } from '../../queue/recurring.js';
 import { crc32Range } from '../crc.js';
-import { DATA_FILE_MODE, syncDirectory } from '../log/index.js';
+import { DATA_FILE_MODE, ifExists, syncDirectory } from '../log/index.js';
 import { replaceFile } from './layout.js';
 
 const SCHEDULES_FILE = 'schedules.log';
@@ -50,16 +42,11 @@ export class ScheduleLog {
     private readonly dir: string,
   ) {}
 
-  /** Reads the live records (see the module comment), compacting the file when it is mostly old. */
+  /** Reads the live records, compacting the file when it is mostly old. */
   static async open(dir: string): Promise<{ log: ScheduleLog; records: ScheduleRecord[] }> {
     const file = join(dir, SCHEDULES_FILE);
     const log = new ScheduleLog(file, dir);
-    let text = '';
-    try {
-      text = await readFile(file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    }
+    const text = (await ifExists(readFile(file, 'utf8'))) ?? '';
     const live = new Map<string, ScheduleRecord>();
     let lines = 0;
     let at = 0;
@@ -92,10 +79,7 @@ export class ScheduleLog {
     return { log, records };
   }
 
-  /**
-   * Rewrites the file with the live records only, when it holds more than twice as many lines
-   * (and over 1,000): beside, fsynced, renamed, so a crash leaves the old file or the new one.
-   */
+  /** Rewrites the file with the live records (beside, fsynced, renamed) when mostly old. */
   private async compactIfMostlyOld(): Promise<void> {
     if (this.lines <= 1_000 || this.lines <= 2 * this.latest.size) return;
     const compacted = [...this.latest.values()].join('');
@@ -142,12 +126,10 @@ export class ScheduleLog {
           else this.latest.set(name, line);
         }
         for (const waiter of waiting) waiter.resolve();
-        // While running too: every occurrence appends its schedule's record. A compaction that
-        // fails leaves the old file whole (it is replaced by a rename), to be tried again later.
+        // Every occurrence appends a record; a failed compaction leaves the old file whole.
         await this.compactIfMostlyOld().catch(() => undefined);
       } catch (err) {
-        // A part of the lines may have been written (a full disk): cut them off, or a later line
-        // would be glued to a torn one and lost with it at the next open.
+        // Cut off part-written lines, or a later line glued to a torn one is lost with it.
         if (this.broken === undefined) {
           try {
             await this.handle?.truncate(this.size);

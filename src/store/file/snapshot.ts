@@ -1,13 +1,8 @@
 /**
- * The file store's snapshot: its in-memory tables as they were after every record before one
- * log position P, so that recovery can load them and replay only the records from P on
- * instead of the whole log. One file, `snapshot.bin`, replaced whole (written to
- * `snapshot.bin.tmp`, fsynced, renamed, directory fsynced), so it is always either the old
- * snapshot or the new one.
+ * The snapshot: the tables after every record before one log position P, so recovery replays
+ * only from P. `snapshot.bin`, replaced whole (via `.tmp`, fsynced, renamed, directory synced).
  *
- * Layout, little-endian (the typed arrays are written as they are in memory, so snapshots are
- * only written and read on little-endian hosts, which is every host Node supports today but
- * s390x):
+ * Layout, little-endian (typed arrays are written as in memory: little-endian hosts only):
  *
  *   magic "TWSNAPSH" (8 bytes) | version u32 | meta length u32 | meta: JSON, ASCII
  *   zero bytes up to a multiple of 8
@@ -15,12 +10,8 @@
  *   near positions f64[nearCount]
  *   CRC-32 u32 of every byte before it
  *
- * meta holds the small tables: P, the frontier, windowMs, the IdTable's capacity and counts,
- * colliding ids, dead messages, live messages per segment, the per-topic and per-hour counts,
- * and the index windows already handed over (see table.ts and checkpoint.ts for what each is for).
- *
- * A file that is cut short, longer than its meta says, or fails its CRC is rejected as a whole;
- * recovery then replays the whole log, which is always possible.
+ * meta holds the small tables (table.ts, checkpoint.ts). A file cut short, longer than its meta
+ * says, or failing its CRC is rejected whole; recovery then replays the whole log.
  */
 
 import { endianness } from 'node:os';
@@ -30,7 +21,7 @@ import { crc32 } from 'node:zlib';
 import { TickwheelError } from '../../errors.js';
 import type { CountEntries } from '../counts.js';
 import type { IdTableArrays } from './id-table.js';
-import { DATA_FILE_MODE, syncDirectory, writeFully } from '../log/index.js';
+import { DATA_FILE_MODE, ifExists, readFully, syncDirectory, writeFully } from '../log/index.js';
 
 export const SNAPSHOT_FILE = 'snapshot.bin';
 /** 2: IdTable slots interleaved (version 1 wrote three arrays; such a snapshot is rejected). */
@@ -61,23 +52,15 @@ export interface StoreSnapshot {
   loaded: string[];
 }
 
-interface Meta {
-  position: number;
-  frontier: number;
-  windowMs: number;
-  capacity: number;
-  live: number;
-  deleted: number;
-  nearCount: number;
-  collisions: StoreSnapshot['collisions'];
-  dead: StoreSnapshot['dead'];
-  segmentLive: StoreSnapshot['segmentLive'];
-  topics: CountEntries['topics'];
-  /** Absent from snapshots of versions that counted by the hour only. */
-  minutes?: CountEntries['minutes'];
-  hours: CountEntries['hours'];
-  loaded: string[];
-}
+type Meta = Omit<StoreSnapshot, 'ids' | 'counts' | 'near'> &
+  Omit<CountEntries, 'minutes'> & {
+    capacity: number;
+    live: number;
+    deleted: number;
+    nearCount: number;
+    /** Absent from snapshots of versions that counted by the hour only. */
+    minutes?: CountEntries['minutes'];
+  };
 
 /** A snapshot file that cannot be used; `reason` says why. */
 export class SnapshotRejected extends TickwheelError<'ERR_TICKWHEEL_SNAPSHOT_REJECTED'> {
@@ -95,27 +78,16 @@ function padding(metaBytes: number): number {
   return (8 - ((HEADER_BYTES + metaBytes) % 8)) % 8;
 }
 
-/**
- * Writes a snapshot; returns its size in bytes. The arrays are written in chunks straight
- * from memory, so the caller must not change them meanwhile (it passes copies).
- */
+/** Writes a snapshot (its arrays straight from memory: copies); returns its size. */
 export async function writeSnapshot(dir: string, snapshot: StoreSnapshot): Promise<number> {
-  const { ids, near } = snapshot;
+  const { ids, near, counts, ...small } = snapshot;
   const meta: Meta = {
-    position: snapshot.position,
-    frontier: snapshot.frontier,
-    windowMs: snapshot.windowMs,
+    ...small,
+    ...counts,
     capacity: ids.slots.length / 2,
     live: ids.live,
     deleted: ids.deleted,
     nearCount: near.length,
-    collisions: snapshot.collisions,
-    dead: snapshot.dead,
-    segmentLive: snapshot.segmentLive,
-    topics: snapshot.counts.topics,
-    minutes: snapshot.counts.minutes,
-    hours: snapshot.counts.hours,
-    loaded: snapshot.loaded,
   };
   const metaBytes = Buffer.from(JSON.stringify(meta), 'latin1');
   const head = Buffer.alloc(HEADER_BYTES + metaBytes.length + padding(metaBytes.length));
@@ -154,26 +126,18 @@ export async function writeSnapshot(dir: string, snapshot: StoreSnapshot): Promi
   return at;
 }
 
-/**
- * Reads the snapshot of a directory: undefined if there is none; throws SnapshotRejected if
- * it is damaged or of another version. Other errors (I/O) are thrown as they are.
- */
+/** The snapshot, or undefined if none; SnapshotRejected if damaged or of another version. */
 export async function readSnapshot(
   dir: string,
 ): Promise<{ snapshot: StoreSnapshot; bytes: number } | undefined> {
-  let handle: FileHandle;
-  try {
-    handle = await open(join(dir, SNAPSHOT_FILE), 'r');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
+  const handle = await ifExists(open(join(dir, SNAPSHOT_FILE), 'r'));
+  if (handle === undefined) return undefined;
   try {
     if (!snapshotsSupported) throw new SnapshotRejected('this host is not little-endian');
     const { size } = await handle.stat();
     if (size < HEADER_BYTES + 4) throw new SnapshotRejected(`only ${size} bytes`);
     const head = Buffer.alloc(HEADER_BYTES);
-    await readFully(handle, head, 0);
+    await readWhole(handle, head, 0);
     if (!head.subarray(0, 8).equals(MAGIC)) throw new SnapshotRejected('not a snapshot file');
     const version = head.readUInt32LE(8);
     if (version !== SNAPSHOT_VERSION) {
@@ -184,7 +148,7 @@ export async function readSnapshot(
     const metaLength = head.readUInt32LE(12);
     if (HEADER_BYTES + metaLength + 4 > size) throw new SnapshotRejected('cut short');
     const metaBytes = Buffer.alloc(metaLength + padding(metaLength));
-    await readFully(handle, metaBytes, HEADER_BYTES);
+    await readWhole(handle, metaBytes, HEADER_BYTES);
     let meta: Meta;
     try {
       meta = JSON.parse(metaBytes.toString('latin1', 0, metaLength)) as Meta;
@@ -212,13 +176,13 @@ export async function readSnapshot(
     for (const part of [view(ids.slots), view(near)]) {
       for (let from = 0; from < part.length; from += CHUNK_BYTES) {
         const chunk = part.subarray(from, Math.min(part.length, from + CHUNK_BYTES));
-        await readFully(handle, chunk, at);
+        await readWhole(handle, chunk, at);
         crc = crc32(chunk, crc);
         at += chunk.length;
       }
     }
     const trailer = Buffer.alloc(4);
-    await readFully(handle, trailer, at);
+    await readWhole(handle, trailer, at);
     if (trailer.readUInt32LE(0) !== crc) throw new SnapshotRejected('CRC mismatch');
     return {
       snapshot: {
@@ -240,7 +204,6 @@ export async function readSnapshot(
   }
 }
 
-/** Removes the snapshot. */
 export async function removeSnapshot(dir: string): Promise<void> {
   await rm(join(dir, SNAPSHOT_FILE), { force: true });
   await syncDirectory(dir);
@@ -255,11 +218,7 @@ function isCount(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
-async function readFully(handle: FileHandle, buffer: Buffer, position: number): Promise<void> {
-  let done = 0;
-  while (done < buffer.length) {
-    const { bytesRead } = await handle.read(buffer, done, buffer.length - done, position + done);
-    if (bytesRead === 0) throw new SnapshotRejected('cut short');
-    done += bytesRead;
-  }
+async function readWhole(handle: FileHandle, buffer: Buffer, position: number): Promise<void> {
+  const read = await readFully(handle, buffer, 0, buffer.length, position);
+  if (read < buffer.length) throw new SnapshotRejected('cut short');
 }

@@ -1,14 +1,7 @@
 /**
- * Messages read back from the log, and handed to the queue.
- *
- * A message's state is its SCHEDULE record (id, topic, payload, backoff, ...) with the due time
- * and attempts of its latest record, which is the SCHEDULE itself or a MOVE, HANDOUT or BURY
- * pointing back at it. The tables know only the latest record's position; everything else is read here.
- *
- * Hand-over: a message given to the queue (onDue) is the queue's from then on; the store notes
- * its latest record in `near` (see table.ts), and hands over only messages that are still live,
- * not dead, and whose latest record is the one read, in (due time, position) order, which is
- * the order they were scheduled in for equal due times.
+ * Messages read back from the log, and handed to the queue. A state is the SCHEDULE record with
+ * the due time and attempts of the latest record (it, or a MOVE, HANDOUT or BURY pointing back).
+ * A message handed over (onDue) is the queue's from then on, noted in `near` (table.ts).
  */
 
 import type { MessageState } from '../../queue/message.js';
@@ -28,11 +21,9 @@ const READ_BYTES = 16 * 1024 * 1024;
 export type OnDamaged = (position: number, err: LogFailure) => void;
 
 /**
- * Reads full message states for record positions, in the order given (undefined where a
- * damaged record was skipped: `damaged` is told; without it, damage throws). Records near
- * each other on disk share reads (MessageLog.readMany): a window of messages scheduled
- * together loads in a few large reads, not one read per message. `handedOut` gets the indexes
- * (into `positions`) of the records that are HANDOUTs.
+ * Full message states for record positions, in order (undefined where `damaged` was told of a
+ * skipped record; without it, damage throws), in few large reads (readMany). `handedOut` gets
+ * the indexes of the HANDOUT records.
  */
 export async function statesAt(
   log: MessageLog,
@@ -112,11 +103,9 @@ function readSize(records: number, bytes: number): number {
 }
 
 /**
- * Reads the messages at `due`'s positions (position -> due time) and hands those still live
- * and not dead to the queue in (due time, position) order; they are the queue's from now on.
- * `stopped` (at recovery) is shown each message whose latest record is a HANDOUT first, and
- * keeps it (a promise, settled once it is dealt with) or leaves it to be handed over
- * (undefined): see handouts.ts.
+ * Hands the messages at `due`'s positions still live and pending to the queue, in (due time,
+ * position) order: schedule order for equal due times. `stopped` (recovery) may keep one whose
+ * latest record is a HANDOUT (a promise) instead (handouts.ts).
  */
 export async function handOver(
   tables: Tables,

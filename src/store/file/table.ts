@@ -1,21 +1,16 @@
 /**
- * The file store's tables: everything it keeps in memory about live messages, and `apply`, the
- * one function that changes them. A live change (FileStore.add, move, finish, bury) and a
- * recovery replaying the log both go through `apply`, so the tables are, by construction, what
- * a replay of the log would rebuild; but for the HANDOUT records of messages still in flight,
- * which are applied only before a snapshot (handouts.ts): until then such a message's latest
- * position here is its record before the hand-out.
+ * The file store's tables: what it keeps in memory about live messages, and `apply`, the one
+ * function that changes them. Live changes and recovery's replay both go through `apply`, so
+ * the tables are what a replay of the log rebuilds; except HANDOUT records of messages in
+ * flight, applied only before a snapshot (handouts.ts).
  *
- *   ids          id hash -> position of the message's latest record (IdTable, 20-30 bytes a
- *                live message: the only per-message memory for messages beyond the horizon)
- *   collisions   exact id -> its latest record, for an id whose 64-bit hash another live id
- *                already holds in `ids`
+ *   ids          id hash -> position of the message's latest record (IdTable)
+ *   collisions   exact id -> its latest record, for an id whose 64-bit hash another live id holds
  *   deadIds      exact id -> its BURY record, for messages that used up their attempts
  *   segmentLive  log segment -> live messages whose payload (SCHEDULE record) is in it
  *   tally        per topic and per minute (counts.ts)
- *   near         latest-record positions of the live messages the queue holds in memory (a
- *                PositionSet: one add and one delete per message, cheap at any size): they
- *                have no index entry to find them by, so a snapshot lists them
+ *   near         latest-record positions of live messages the queue holds in memory: they have
+ *                no index entry, so a snapshot lists them
  *
  * A record at position p changes them so (h: its id's hash; seg: segmentOf):
  *
@@ -28,9 +23,8 @@
  *             tally.finish (or finishDead)
  *   placed    with `reindex`: a schedule-index entry (IndexSink); else, live: near + p
  *
- * A MOVE, HANDOUT, BURY or FINISH of an id not in the tables changes nothing: its message finished
- * before the log begins. Any record of an id already in them takes its previous position out
- * of `near`.
+ * A non-SCHEDULE record of an id not in the tables changes nothing (its message finished before
+ * the log begins). Any record of an id in them takes its previous position out of `near`.
  *
  * Invariants (checked against a model in test/store/table.test.ts):
  *   - an id is in `ids` or in `collisions`, never both, exactly while its message is live;
@@ -38,8 +32,8 @@
  *   - the sum of segmentLive is the number of live messages (ids.size + collisions.size);
  *   - every position in `near` is the latest record of a live message that is not dead.
  *
- * Pure: no I/O, no clock. Index entries go to an IndexSink (the WindowIndex buffers them;
- * writing them is its business), and what only a recovery needs goes to a ReplayWatcher.
+ * Pure: no I/O, no clock. Index entries go to an IndexSink, what only recovery needs to a
+ * ReplayWatcher.
  */
 
 import { debugAssert } from '../../assert.js';
@@ -72,7 +66,6 @@ export interface CollidedId {
   deliverAt: number;
 }
 
-/** A message that used up its attempts. */
 export interface DeadMessage {
   /** Its BURY record. */
   position: number;
@@ -87,9 +80,8 @@ export interface IndexSink {
 }
 
 /**
- * What a recovery's replay learns beyond the tables; this one learns nothing (a whole-log
- * replay needs no more). Set as Tables.replay only while a replay runs: a live change has
- * none, which is also what tells `placed` to note near positions.
+ * What a recovery's replay learns beyond the tables (this base learns nothing). Set as
+ * Tables.replay only during a replay; its absence tells `placed` to note near positions.
  */
 export class ReplayWatcher {
   /** A SCHEDULE, MOVE or HANDOUT that is not indexed gave its message this due time. */
@@ -125,9 +117,8 @@ export class Tables {
   /** While a recovery replays the log: told what the tables do not keep. */
   replay: ReplayWatcher | undefined;
   /**
-   * The low hash half of every id put in deadIds or collisions since both were last empty: a
-   * superset of those ids' hashes, so apply() makes an id string (and looks it up by string)
-   * only for records that may be theirs, not for every record while any message is dead.
+   * Low hash halves of ids put in deadIds or collisions since both were last empty, so apply()
+   * makes an id string only for records that may be theirs.
    */
   private readonly exactLows = new Set<number>();
   private readonly topicNames = new TopicNames();
@@ -136,7 +127,6 @@ export class Tables {
 
   constructor(private readonly index: IndexSink) {}
 
-  /** Live messages, dead ones included. */
   get live(): number {
     return this.ids.size + this.collisions.size;
   }
@@ -150,8 +140,6 @@ export class Tables {
     hashIdBytes(body, at + idStart(type), idLength(type, body, at), hash);
     const low = hash.low;
     const high = hash.high;
-    // The id as a string is needed only when an exact-id table is in use (rare): replay of
-    // millions of records makes no strings.
     if (this.exactLows.size > 0 && this.collisions.size === 0 && this.deadIds.size === 0) {
       this.exactLows.clear(); // (clear() is not free even on an empty set: test first)
     }
@@ -232,7 +220,6 @@ export class Tables {
     this.placed(deliverAt, position, low, high, reindex);
   }
 
-  /** Position of the latest record of a live message, or -1. */
   latest(id: string): number {
     const collided = this.collisions.get(id);
     if (collided !== undefined) return collided.position;
@@ -250,10 +237,7 @@ export class Tables {
     return this.latest(id) === position && !this.isDeadAt(id, position);
   }
 
-  /**
-   * Whether an index entry (or a replayed record) for (low, high) at `position` is still its
-   * message's latest record; `collided` is collidedPositions(), whose ids the hash does not find.
-   */
+  /** Whether an entry for (low, high) at `position` is still its message's latest record. */
   isLatest(low: number, high: number, position: number, collided: ReadonlySet<number>): boolean {
     return this.ids.get(low, high) === position || collided.has(position);
   }
@@ -264,10 +248,7 @@ export class Tables {
     return positions;
   }
 
-  /**
-   * Undoes a SCHEDULE whose write failed, by applying the FINISH that ends it (a record that
-   * is never written).
-   */
+  /** Undoes a SCHEDULE whose write failed by applying a FINISH that is never written. */
   forget(message: MessageState, position: number): void {
     if (this.latest(message.id) !== position) return;
     this.apply(FINISH, encodeFinish(message, OUTCOME_CANCELLED), 0, position, false);
@@ -291,10 +272,7 @@ export class Tables {
     this.near = new PositionSet(snapshot.near);
   }
 
-  /**
-   * A copy of the tables as they are now; `ids` is the IdTable's, copied by the caller (a
-   * piece at a time: see Checkpoints).
-   */
+  /** A copy of the tables now, with `ids` copied by the caller in pieces (Checkpoints). */
   capture(ids: IdTableArrays): TableSnapshot {
     return {
       ids,

@@ -1,8 +1,6 @@
 /**
- * What a repair's replay learns of messages whose SCHEDULE record it did not read (it was in
- * damaged or missing bytes): their MOVE, BURY and FINISH records still name them. And what the
- * tables were when the replay reached the durable position, to compare with the counts the last
- * checkpoint kept (repair.ts).
+ * What a repair's replay learns of messages whose SCHEDULE it did not read (their later records
+ * name them), and the live counts at the durable position, for the checkpoint's (repair.ts).
  */
 
 import { IdTable } from './id-table.js';

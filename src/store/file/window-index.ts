@@ -1,21 +1,16 @@
 /**
- * The schedule index: append-only files under `index/`, each covering a span of time (which
- * span an entry goes to, and why their number is bounded: index-files.ts), each entry 24
- * bytes: deliverAt f64 | log position f64 | id hash low u32 | id hash high u32.
+ * The schedule index: append-only files under `index/`, each covering a span of time
+ * (index-files.ts), each entry 24 bytes: deliverAt f64 | log position f64 | id hash low u32 |
+ * id hash high u32.
  *
- * An entry says "the record at this position scheduled this id for this time". It goes stale
- * when the id's latest record is another one (moved, finished, buried); the reader checks that
- * against the IdTable instead of the index ever being rewritten. A file is taken whole once the
- * horizon passes its start (take()), and deleted then: the log, replayed at recovery, is the
- * truth, and the index only saves reading the log to find what is due next. A file whose
- * entries were partly appended again is deleted only once a checkpoint covers them (sync()
- * and dropCarried()).
+ * An entry goes stale when its id's latest record is another one; readers check that against
+ * the IdTable, so the index is never rewritten. A file is taken whole once the horizon passes
+ * its start (take()) and deleted: the log is the truth, the index only saves reading it. A file
+ * whose entries were partly appended again goes once a checkpoint covers them (dropCarried).
  *
- * Appends are buffered and written by flush(); sync() makes written entries durable (the
- * checkpoint relies on it). A write that fails (no file descriptors, a full disk, no inodes)
- * loses nothing: its entries stay buffered, it is retried with a growing pause, and reads and
- * deletes do not wait for it: read() takes a window's buffered entries from memory. Each batch
- * is written at the file's known good size, so a retry overwrites what a failed write left.
+ * Appends are buffered and written by flush(); sync() makes them durable. A failed write loses
+ * nothing: its entries stay buffered (read() takes them from memory) and it is retried with a
+ * growing pause, at the file's known good size, overwriting what the failed write left.
  */
 
 import { constants } from 'node:fs';
@@ -23,7 +18,7 @@ import { mkdir, open, readdir, readFile, rm, stat, truncate } from 'node:fs/prom
 import { endianness } from 'node:os';
 import { join } from 'node:path';
 import { writeF64, writeU32 } from '../bytes.js';
-import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, writeFully } from '../log/index.js';
+import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, ifExists, writeFully } from '../log/index.js';
 import {
   byStart,
   fileFor,
@@ -56,8 +51,6 @@ interface PendingEntries {
 }
 
 export class WindowIndex {
-  private readonly dir: string;
-  readonly windowMs: number;
   /** Entries not yet written, per file key, already in their on-disk form. */
   private readonly buffered = new Map<string, PendingEntries>();
   /** The file of the latest append and its buffer (appends tend to repeat a file). */
@@ -67,38 +60,34 @@ export class WindowIndex {
   /** Files with entries (on disk or buffered) and not taken yet, by key. */
   private readonly known = new Map<string, IndexFile>();
   private readonly unsynced = new Set<string>();
-  /** Bytes in each file, as written so far (recorded in checkpoints). */
+  /** Bytes written to each file (recorded in checkpoints). */
   private readonly bytes = new Map<string, number>();
-  /** Where entries go: files are chosen by how far ahead of it an entry is due. */
+  /** Files are chosen by how far ahead of it an entry is due. */
   private frontier = -Infinity;
   /** Files taken since open: their later entries were appended again already. */
   private readonly taken = new Set<string>();
   /** Taken files some of whose entries were appended again: kept until those are durable. */
   private readonly carried = new Set<string>();
-  /** Taken and deleted files of `carried`, to go once a checkpoint covers what they carried. */
+  /** Taken files of `carried`, to go once a checkpoint covers what they carried. */
   private readonly deleteAfterCheckpoint = new Set<string>();
   /** The last write, read or delete queued; never rejected, so one failure blocks no other. */
   private tail: Promise<void> = Promise.resolve();
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private retryMs = RETRY_FIRST_MS;
   private closed = false;
-  /** Whether the last sync() failed to fsync a file. */
   private syncFailing = false;
 
   private constructor(
-    dir: string,
-    windowMs: number,
+    private readonly dir: string,
+    readonly windowMs: number,
     /** Told the outcome of every write: an error, or undefined once one succeeds. */
     private readonly onWrite: (err: unknown) => void,
-  ) {
-    this.dir = dir;
-    this.windowMs = windowMs;
-  }
+  ) {}
 
   static async open(
     dir: string,
     windowMs: number,
-    onWrite: (err: unknown) => void = () => undefined,
+    onWrite: (err: unknown) => void,
   ): Promise<WindowIndex> {
     await mkdir(dir, { recursive: true, mode: DATA_DIRECTORY_MODE });
     const index = new WindowIndex(dir, windowMs, onWrite);
@@ -129,11 +118,6 @@ export class WindowIndex {
   /** Files that have entries (on disk or buffered), in the order the horizon reaches them. */
   files(): IndexFile[] {
     return [...this.known.values()].sort(byStart);
-  }
-
-  /** The file of a key, while it has not been taken. */
-  file(key: string): IndexFile | undefined {
-    return this.known.get(key);
   }
 
   append(deliverAt: number, position: number, low: number, high: number): void {
@@ -174,10 +158,7 @@ export class WindowIndex {
 
   private pending = 0;
 
-  /**
-   * Writes buffered entries to their files. Rejects if a write fails; the entries stay
-   * buffered and a retry is scheduled.
-   */
+  /** Writes buffered entries; on failure they stay buffered, a retry is scheduled, it rejects. */
   flush(): Promise<void> {
     return this.queued(async () => {
       try {
@@ -193,11 +174,7 @@ export class WindowIndex {
     });
   }
 
-  /**
-   * fsyncs every file written since the last sync. Returns the deleted files whose carried
-   * entries this made durable: dropCarried() may remove them once a checkpoint no longer lists
-   * them.
-   */
+  /** fsyncs the files written since; returns the deleted files for dropCarried() after. */
   async sync(): Promise<string[]> {
     const covered = [...this.deleteAfterCheckpoint];
     await this.flush();
@@ -206,11 +183,8 @@ export class WindowIndex {
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i];
       try {
-        const handle = await open(this.path(key), 'r+').catch((err: NodeJS.ErrnoException) => {
-          if (err.code === 'ENOENT') return undefined; // deleted meanwhile: nothing to sync
-          throw err;
-        });
-        if (handle === undefined) continue;
+        const handle = await ifExists(open(this.path(key), 'r+'));
+        if (handle === undefined) continue; // deleted meanwhile: nothing to sync
         try {
           await handle.sync();
         } finally {
@@ -252,11 +226,9 @@ export class WindowIndex {
   }
 
   /**
-   * A file the horizon has passed (its start is before `frontier`, the horizon): its entries
-   * due before the frontier are returned; those due later and still `current` are appended
-   * again, to files nearer their due time, the first time the file is taken since open (a
-   * file taken again after a crash carries them again: the loader skips what it holds). Delete
-   * the file once its entries are handed over.
+   * A file whose start the horizon passed: returns its entries due before `frontier`, and
+   * appends those due later and still `current` to files nearer their time (the first time it
+   * is taken since open). Delete the file once its entries are handed over.
    */
   async take(
     key: string,
@@ -287,17 +259,13 @@ export class WindowIndex {
   }
 
   /**
-   * Every entry of a file (on disk, then still buffered), handed to `visit` a chunk at a time:
-   * memory bounded by SCAN_BYTES however large the file, and no copy of what was read where the
-   * platform is little-endian. For reading without taking (list()).
+   * Every entry of a file (on disk, then buffered), to `visit` a chunk of at most SCAN_BYTES at
+   * a time, uncopied where little-endian: reading without taking (list()).
    */
   scan(key: string, visit: (entries: EntryChunk) => void): Promise<void> {
     return this.queued(async () => {
       const known = this.bytes.get(key) ?? 0;
-      const handle = await open(this.path(key), 'r').catch((err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT') return undefined;
-        throw err;
-      });
+      const handle = await ifExists(open(this.path(key), 'r'));
       if (handle !== undefined) {
         try {
           // Its own ArrayBuffer: aligned, so that typed arrays can view it.
@@ -320,10 +288,7 @@ export class WindowIndex {
   }
 
   private async readNow(key: string): Promise<WindowEntries> {
-    const file = await readFile(this.path(key)).catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return Buffer.alloc(0);
-      throw err;
-    });
+    const file = (await ifExists(readFile(this.path(key)))) ?? Buffer.alloc(0);
     // Beyond the known size lie only the remains of a failed write, whose entries are buffered.
     const written = file.subarray(0, Math.min(file.byteLength, this.bytes.get(key) ?? 0));
     const pending = this.buffered.get(key);
@@ -334,15 +299,13 @@ export class WindowIndex {
     return decodeEntries(bytes);
   }
 
-  /** File key -> bytes in its file. */
   sizes(): Map<string, number> {
     return new Map(this.bytes);
   }
 
   /**
-   * Deletes a file and the entries of it still buffered. One that carried entries to other
-   * files stays on disk until a checkpoint covers those (see sync); it is gone from files() and
-   * sizes() at once.
+   * Deletes a file and its buffered entries (one that carried entries stays on disk until a
+   * checkpoint covers them, but leaves files() and sizes() at once).
    */
   delete(key: string): Promise<void> {
     return this.queued(async () => {
@@ -382,11 +345,7 @@ export class WindowIndex {
     return join(this.dir, fileName(key));
   }
 
-  /**
-   * Writes each window's buffered entries at the end of what its file is known to hold. A batch
-   * leaves the buffer only once written: appends made meanwhile start a new one, and a failed
-   * batch goes back in front of them.
-   */
+  /** Writes each file's buffered batch at its known end; a failed batch goes back in front. */
   private async writeBuffered(): Promise<void> {
     if (this.buffered.size === 0) return;
     const batches = [...this.buffered];

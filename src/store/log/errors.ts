@@ -13,14 +13,16 @@ import {
 } from '../../errors.js';
 
 /** The codes LogError can have: a subset of the catalogue's (src/errors.ts). */
-export type LogErrorCode =
-  | 'ERR_TICKWHEEL_RECORD_TOO_LARGE'
-  | 'ERR_TICKWHEEL_CLOSED'
-  | 'ERR_TICKWHEEL_INVALID_OPTION'
-  | 'ERR_TICKWHEEL_INVALID_RECORD'
-  | 'ERR_TICKWHEEL_INVALID_POSITION'
-  | 'ERR_TICKWHEEL_SEGMENT_ACTIVE'
-  | 'ERR_TICKWHEEL_INVALID_STATE';
+const LOG_ERROR_CODES = [
+  'ERR_TICKWHEEL_RECORD_TOO_LARGE',
+  'ERR_TICKWHEEL_CLOSED',
+  'ERR_TICKWHEEL_INVALID_OPTION',
+  'ERR_TICKWHEEL_INVALID_RECORD',
+  'ERR_TICKWHEEL_INVALID_POSITION',
+  'ERR_TICKWHEEL_SEGMENT_ACTIVE',
+  'ERR_TICKWHEEL_INVALID_STATE',
+] as const;
+export type LogErrorCode = (typeof LOG_ERROR_CODES)[number];
 
 export class LogError extends TickwheelError<LogErrorCode> {
   constructor(code: LogErrorCode, message: string, options?: { cause?: unknown }) {
@@ -51,18 +53,8 @@ export function logFailure(
   return new TickwheelUnavailableError(code, message, options);
 }
 
-const LOG_ERROR_CODES: ReadonlySet<string> = new Set<LogErrorCode>([
-  'ERR_TICKWHEEL_RECORD_TOO_LARGE',
-  'ERR_TICKWHEEL_CLOSED',
-  'ERR_TICKWHEEL_INVALID_OPTION',
-  'ERR_TICKWHEEL_INVALID_RECORD',
-  'ERR_TICKWHEEL_INVALID_POSITION',
-  'ERR_TICKWHEEL_SEGMENT_ACTIVE',
-  'ERR_TICKWHEEL_INVALID_STATE',
-]);
-
 function isLogErrorCode(code: string): code is LogErrorCode {
-  return LOG_ERROR_CODES.has(code);
+  return (LOG_ERROR_CODES as readonly string[]).includes(code);
 }
 
 export function closedError(what: string): LogError {
@@ -71,13 +63,8 @@ export function closedError(what: string): LogError {
 
 export function ioError(what: string, cause: unknown): LogFailure {
   if (isLogFailure(cause)) return cause;
-  return new TickwheelUnavailableError(
-    'ERR_TICKWHEEL_IO',
-    `${what} failed: ${describeCause(cause)}`,
-    {
-      cause,
-    },
-  );
+  const message = `${what} failed: ${describeCause(cause)}`;
+  return new TickwheelUnavailableError('ERR_TICKWHEEL_IO', message, { cause });
 }
 
 /** The cause's message, with its errno code in front if the message does not already say it. */

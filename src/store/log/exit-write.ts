@@ -1,15 +1,12 @@
 /**
- * Records staged but not yet written when the process exits through process.exit() or an
- * uncaught exception are written then, synchronously, by every open log's writer. Group commit
- * leaves the records of the current turn in memory for up to a write and an fsync; a handler
- * that ends the process at once (a poison message that calls process.exit, or throws where
- * nothing catches it) would otherwise take them along, a delivery's hand-out record
- * (store/file/handouts.ts) among them. Written, not fsynced: they survive the process, not a
- * power cut. A SIGKILL, an out-of-memory abort or a native crash runs no code: what they cut
- * short is only what group commit had not yet written.
+ * Records staged when the process exits through process.exit() or an uncaught exception are
+ * written then, synchronously: a handler that ends the process at once (a poison message) would
+ * otherwise take them along, hand-outs among them. Not fsynced: they survive the process, not a
+ * power cut. A SIGKILL or native crash runs no code and loses what was still staged.
  */
 
 import { closeSync, openSync, writeSync } from 'node:fs';
+import { CREATE_FLAGS, DATA_FILE_MODE } from './files.js';
 
 /** A log writer that can write what it has staged, synchronously. */
 export interface StagedWrites {
@@ -34,8 +31,7 @@ export function writeAtExit(writer: StagedWrites): void {
   if (!listening) {
     listening = true;
     process.on('exit', writeAll);
-    // Runs before an uncaught exception (or unhandled rejection) ends the process, and changes
-    // nothing about how it is handled.
+    // Runs before an uncaught exception ends the process, changing nothing about its handling.
     process.on('uncaughtExceptionMonitor', writeAll);
   }
   writers.add(writer);
@@ -49,14 +45,12 @@ export function forgetAtExit(writer: StagedWrites): void {
 export function writeRangeSync(
   fd: number | undefined,
   path: string,
-  flags: number,
-  mode: number,
   buf: Buffer,
   from: number,
   to: number,
   fileOffset: number,
 ): void {
-  const file = fd ?? openSync(path, flags, mode);
+  const file = fd ?? openSync(path, CREATE_FLAGS, DATA_FILE_MODE);
   try {
     while (from < to) {
       const written = writeSync(file, buf, from, to - from, fileOffset + from);

@@ -15,6 +15,16 @@ export const DATA_DIRECTORY_MODE = 0o700;
 
 export function ignore(): void {}
 
+/** What `operation` resolves to, or undefined if the file it works on is not there (ENOENT). */
+export async function ifExists<T>(operation: Promise<T>): Promise<T | undefined> {
+  try {
+    return await operation;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
 /** Reads until `length` bytes or the end of the file; returns how many were read. */
 export async function readFully(
   handle: FileHandle,

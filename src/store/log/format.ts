@@ -1,7 +1,6 @@
 /**
- * The record format of the message log, and its one decoder.
- *
- * A record is a 10-byte header followed by its body:
+ * The message log's record format, and its one decoder (checkRecord, which every reading path
+ * uses). A record is a 10-byte header followed by its body:
  *
  *     offset  size  field
  *     0       1     magic 0xA7: marks where a record starts, so replay can resynchronise
@@ -14,11 +13,7 @@
  *
  *     a7 03 02 00 00 00 18 5f 4d 64 68 69       crc32(03 68 69) = 0x644d5f18
  *
- * The length is outside the CRC, so a damaged length shows up as a CRC mismatch over the
- * wrong bytes or as a body that runs past the end of the segment.
- *
- * Every path that reads records (staged bytes, a read from disk, a span of many records, replay
- * and its resynchronisation) asks `checkRecord` and nothing else.
+ * The length is outside the CRC: a damaged one shows as a CRC mismatch or a body past the end.
  */
 
 import { crc32 } from 'node:zlib';
@@ -40,9 +35,8 @@ export const CUT_SHORT = -2;
 export const BAD_CRC = -3;
 
 /**
- * Checks the record that starts at `buf[at]`, with `buf[at, limit)` available. Returns the
- * body's length (the body is `buf[at + 10, at + 10 + length)`, the type `buf[at + 1]`), or
- * NOT_A_RECORD, CUT_SHORT or BAD_CRC. Allocates nothing.
+ * Checks the record at `buf[at]`, `buf[at, limit)` available: the body's length (body from
+ * `at + 10`, type `buf[at + 1]`), or NOT_A_RECORD, CUT_SHORT or BAD_CRC. Allocates nothing.
  */
 export function checkRecord(buf: Buffer, at: number, limit: number): number {
   if (at < 0 || at + HEADER > limit || buf[at] !== RECORD_MAGIC) return NOT_A_RECORD;

@@ -7,10 +7,17 @@ export {
   systemErrorsAsIo,
   type LogFailure,
 } from './errors.js';
-export { DATA_DIRECTORY_MODE, DATA_FILE_MODE, syncDirectory, writeFully } from './files.js';
+export {
+  DATA_DIRECTORY_MODE,
+  DATA_FILE_MODE,
+  ifExists,
+  readFully,
+  syncDirectory,
+  writeFully,
+} from './files.js';
 export { RECORD_HEADER_BYTES, RECORD_MAGIC } from './format.js';
 export { MessageLog } from './message-log.js';
 export type { FsyncPolicy, LogIo, MessageLogOptions } from './options.js';
 export { SEGMENT_SPAN, segmentFileName } from './positions.js';
-export type { ReplayOptions, ReplayReport } from './replay.js';
+export type { OnRecord, ReplayOptions, ReplayReport } from './replay.js';
 export type { RecordSlot } from './writer.js';

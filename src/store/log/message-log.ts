@@ -1,7 +1,6 @@
 /**
- * The message log: an append-only sequence of typed, checksummed records in segment files, the
- * first durable stop of every change to a delayed message. This facade ties the parts
- * together; each concern lives in its own file:
+ * The message log: append-only typed, checksummed records in segment files, the first durable
+ * stop of every change to a delayed message. This facade ties together:
  *
  *   format.ts     the record format and its one decoder
  *   positions.ts  segments and positions (segment * 2^32 + offset)
@@ -21,6 +20,7 @@ import {
   DATA_DIRECTORY_MODE,
   DATA_FILE_MODE,
   syncDirectory,
+  ifExists,
   ignore,
 } from './files.js';
 
@@ -125,12 +125,10 @@ export class MessageLog implements LogView {
     return this.writer.closed;
   }
 
-  /** Next append position. */
   get end(): number {
     return this.table.end;
   }
 
-  /** The error of the first write or fsync that failed, if one ever did. */
   get firstFailure(): LogFailure | undefined {
     return this.writer.firstFailure;
   }
@@ -150,19 +148,12 @@ export class MessageLog implements LogView {
 
   // ---- appending: see writer.ts ------------------------------------------------------------
 
-  /**
-   * Reserves room for a record of type `type` with a body of at most `maxLength` bytes: write
-   * the body into `slot.buf` from `slot.at`, then `slot.commit(length)` (its position; its
-   * durable promise is then `slot.durable`) or `slot.abort()`, in the same synchronous step.
-   */
+  /** Reserves room for a record body of at most `maxLength` bytes (see writer.ts). */
   reserve(type: number, maxLength: number): RecordSlot {
     return this.writer.reserve(type, maxLength);
   }
 
-  /**
-   * Appends a record from a body the caller already has (copied, so the caller may reuse it);
-   * `durable` settles as the fsync policy promises.
-   */
+  /** Appends a copy of `body`; `durable` settles as the fsync policy promises. */
   append(type: number, body: Uint8Array): { position: number; durable: Promise<void> } {
     if (!(body instanceof Uint8Array)) {
       throw new LogError('ERR_TICKWHEEL_INVALID_RECORD', 'record body must be a Uint8Array');
@@ -178,10 +169,7 @@ export class MessageLog implements LogView {
     return { position, durable: slot.durable };
   }
 
-  /**
-   * Called just before staged records are taken to be written (and by flush(), and as the
-   * process exits): the last moment to append records meant to ride that write (writer.ts).
-   */
+  /** Called just before staged records are written: to append records riding that write. */
   set beforeWrite(hook: (() => void) | undefined) {
     this.writer.beforeWrite = hook;
   }
@@ -197,9 +185,8 @@ export class MessageLog implements LogView {
   }
 
   /**
-   * Like flush(), but on disk whatever the fsync policy: under 'never' it also fsyncs every
-   * segment written since the last call, and the log's folder if a segment was created. A
-   * checkpoint calls it before it records sizes that recovery will hold to be durable.
+   * flush(), and on disk whatever the policy: under 'never' it fsyncs segments written since and
+   * the folder if one was created. Before a checkpoint records sizes as durable.
    */
   async syncAll(): Promise<void> {
     await this.flush();
@@ -211,14 +198,8 @@ export class MessageLog implements LogView {
     table.unsyncedDirectory = false;
     try {
       for (const segment of segments) {
-        let handle;
-        try {
-          handle = await open(`${this.dir}/${segmentFileName(segment)}`, 'r+');
-        } catch (error) {
-          // Deleted since (retention): nothing of it needs to last.
-          if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
-          throw error;
-        }
+        const handle = await ifExists(open(`${this.dir}/${segmentFileName(segment)}`, 'r+'));
+        if (handle === undefined) continue; // deleted since (retention): nothing of it must last
         try {
           await this.writer.sync(handle);
         } finally {
@@ -247,12 +228,10 @@ export class MessageLog implements LogView {
     return this.reader.readRaw(segment, offset, length);
   }
 
-  /** @internal LogView, for the reader. */
   staged(segment: number, offset: number) {
     return this.writer.staged(segment, offset);
   }
 
-  /** @internal LogView, for the reader. */
   writtenEnd(segment: number): number {
     return this.writer.writtenEnd(segment);
   }
@@ -260,10 +239,9 @@ export class MessageLog implements LogView {
   // ---- recovery: see replay.ts --------------------------------------------------------------
 
   /**
-   * Delivers every good record from `from` (a position; 0 = the start of the oldest segment)
-   * to the end, in order, and repairs the tail so appends continue after the last good
-   * record. Call it once, right after open() and before any append. Bodies are copies, the
-   * caller's to keep. If onRecord throws, replay stops and rejects with that error.
+   * Delivers every good record from position `from` on, in order (bodies are copies), and
+   * repairs the tail so appends continue after the last good record. Once, before any append.
+   * If onRecord throws, replay rejects with that error.
    */
   async replay(onRecord: OnRecord, from = 0, options: ReplayOptions = {}): Promise<ReplayReport> {
     if (this.closed) throw closedError('replay');
@@ -282,8 +260,7 @@ export class MessageLog implements LogView {
       for (let k = 0; k < segments.length; k++) {
         const segment = segments[k];
         const last = k === segments.length - 1;
-        // The last segment is always scanned (its tail may need repair); records before
-        // `from` are checked but not delivered.
+        // The last segment is always scanned (its tail may need repair).
         if (segment < fromSegment && !last) continue;
         const goodEnd = await scanSegment({
           dir: this.dir,
@@ -307,10 +284,7 @@ export class MessageLog implements LogView {
 
   // ---- retention and shutdown ---------------------------------------------------------------
 
-  /**
-   * Deletes a closed segment's file. Records of that segment still being written are waited
-   * for first. Refuses the active segment; deleting a segment that is not there does nothing.
-   */
+  /** Deletes a closed segment's file once its staged records are written; not the active one. */
   async deleteSegment(segment: number): Promise<void> {
     for (;;) {
       if (this.closed) throw closedError('delete a segment of');
@@ -336,10 +310,7 @@ export class MessageLog implements LogView {
     }
   }
 
-  /**
-   * Flushes, then closes every file. Later appends throw ERR_TICKWHEEL_CLOSED. Rejects if the
-   * final flush or closing the active segment failed.
-   */
+  /** Flushes and closes; later appends throw ERR_TICKWHEEL_CLOSED. Rejects if either failed. */
   close(): Promise<void> {
     if (this.closing === null) {
       this.writer.closed = true;

@@ -41,15 +41,6 @@ export interface MessageLogOptions {
   beforeNewSegment?: () => Promise<void>;
 }
 
-export interface Settings {
-  dir: string;
-  fsync: FsyncPolicy;
-  segmentBytes: number;
-  maxRecordBytes: number;
-  io: Partial<LogIo> | undefined;
-  beforeNewSegment: (() => Promise<void>) | undefined;
-}
-
 const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 const DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024;
 // segmentBytes + header + maxRecordBytes < 2^32, so every offset fits the position scheme.
@@ -64,7 +55,7 @@ export const defaultIo: LogIo = {
   sync: (handle) => handle.datasync(),
 };
 
-export function readOptions(options: MessageLogOptions): Settings {
+export function readOptions(options: MessageLogOptions) {
   if (typeof options !== 'object' || options === null) {
     throw invalidOption('options must be an object such as { dir: "data/log" }');
   }

@@ -1,11 +1,7 @@
 /**
- * Positions in the message log.
- *
- * Records go to segment files named by a zero-padded decimal number: `0000000001.seg`,
- * `0000000002.seg`, ... The highest-numbered one is the active segment; the others are closed
- * and never written again. A record never spans segments: when the next record would take the
- * active segment past `segmentBytes`, a new segment begins. The exception is a record that is
- * larger than `segmentBytes` on its own; it gets a segment to itself.
+ * Positions in the message log. Segment files are numbered (`0000000001.seg`, ...); the highest
+ * is active, the others never written again. A record never spans segments: one that would take
+ * the active one past `segmentBytes` starts the next (one larger on its own gets its own).
  *
  * A record's position is `segment * 2^32 + byte offset in the segment`. With records of 12,
  * 28 and 12 bytes and `segmentBytes` 40, the first two fill segment 1 exactly (12 + 28 = 40)

@@ -1,8 +1,6 @@
 /**
- * Reading records back: one record (read), many at once (readMany), raw bytes (readRaw), from
- * the records still staged for the writer or from the segment files, through a small pool of
- * read handles (least recently used closed first). Every record is checked with the one
- * decoder (format.ts) before its body is handed out.
+ * Reading records back (read, readMany, readRaw) from the writer's staged records or the
+ * segment files, through a small LRU pool of read handles; every record checked (format.ts).
  */
 
 import { open, type FileHandle } from 'node:fs/promises';
@@ -33,7 +31,6 @@ const SPAN_READ_BYTES = 1024 * 1024;
 const SPAN_GAP_BYTES = 64 * 1024;
 /** readMany: reads in flight at once. */
 const SPAN_READS_IN_FLIGHT = 16;
-/** Read handles kept open for read(). */
 const OPEN_READERS = 16;
 
 export interface ReadResult {
@@ -65,10 +62,7 @@ export class LogReader {
 
   constructor(private readonly log: LogView) {}
 
-  /**
-   * Reads the record at `position`, from the staged records or from disk, and verifies its
-   * CRC. The body is the caller's to keep.
-   */
+  /** Reads and checks the record at `position`; the body is the caller's to keep. */
   async read(position: number): Promise<ReadResult> {
     if (this.log.closed) throw closedError('read from');
     checkPosition(position, 'position');
@@ -103,10 +97,8 @@ export class LogReader {
   }
 
   /**
-   * Reads many records at once: positions in the same segment that lie close together (as the
-   * records of messages scheduled together do) share one read of the span between them,
-   * instead of one read each. Results come in the order of `positions`; a position that cannot
-   * be read yields the error read() would have thrown for it, in its place.
+   * Reads many records: positions close together in a segment share one read of their span.
+   * Results in the order of `positions`; one that cannot be read yields read()'s error there.
    */
   async readMany(positions: readonly number[]): Promise<Array<ReadResult | LogFailure>> {
     if (this.log.closed) throw closedError('read from');
@@ -187,10 +179,7 @@ export class LogReader {
     return results;
   }
 
-  /**
-   * Up to `length` bytes of a segment's file from `offset`, as they are, unchecked: what is left
-   * of a damaged record, for a repair to name what it held. Empty if the file is not there.
-   */
+  /** Up to `length` raw bytes from `offset` (a damaged record, for a repair); empty if gone. */
   async readRaw(segment: number, offset: number, length: number): Promise<Buffer> {
     let handle: FileHandle;
     try {
@@ -209,7 +198,7 @@ export class LogReader {
     }
   }
 
-  /** Closes the segment's read handle once its readers are done (the file is going). */
+  /** Closes the segment's read handle once its readers are done. */
   retire(segment: number): void {
     const reader = this.readers.get(segment);
     if (reader === undefined) return;

@@ -1,20 +1,15 @@
 /**
- * Replaying a segment: every record checked, damage reported, torn tails cut.
+ * Replaying a segment: every record checked (format.ts), damage reported, torn tails cut.
  *
- * `scanSegment` reads a segment front to back through a window that only moves forward and
- * checks every record with the one decoder (format.ts). Damage in the middle of a segment is
- * reported in `corrupt` and skipped: the scan looks for the next offset that holds the magic
- * byte, a length that fits (at most `maxRecordBytes`, within the segment) and a matching CRC,
- * and continues from there. Damage that nothing intact follows is a torn tail when it is in the
- * last segment, the remains of a write cut short by a crash: it is truncated and counted in
- * `truncatedBytes`. In a closed segment it is reported as corrupt.
+ * Damage mid-segment is reported in `corrupt` and skipped to the next offset with the magic
+ * byte, a length that fits (at most `maxRecordBytes`) and a matching CRC. Damage nothing intact
+ * follows is, in the last segment, the torn tail of a crash: cut and counted in
+ * `truncatedBytes`; in a closed segment it is corrupt.
  *
- * A crash can only tear bytes that were never made durable. The caller says which bytes were
- * (`ReplayOptions.durable`: what a checkpoint recorded after `syncAll`); damage that starts
- * inside them is never a torn tail: it is reported in `corrupt` with `durable: true` and left
- * as it is, whatever segment it is in, unless the caller repairs (`cutDurable`).
- * Known limit: a body that itself contains a complete, well-formed record could be taken for
- * one while resynchronising inside that damaged record.
+ * A crash tears only bytes never made durable (`ReplayOptions.durable`, from a checkpoint):
+ * damage inside them is reported with `durable: true` and left as it is, unless `cutDurable`.
+ * Known limit: a body that contains a well-formed record could be taken for one while
+ * resynchronising inside that damaged record.
  */
 
 import { open, type FileHandle } from 'node:fs/promises';
@@ -29,27 +24,18 @@ const HEADER = RECORD_HEADER_BYTES;
 const SCAN_BYTES = 4 * 1024 * 1024;
 
 export interface ReplayOptions {
-  /**
-   * Bytes at the start of each segment known to be durable. Damage that starts there is
-   * corruption, not a torn tail: reported with `durable: true`, never cut (but see cutDurable).
-   */
+  /** Bytes at the start of each segment known to be durable (see the top of the file). */
   durable?: ReadonlyMap<number, number>;
   /** Change no file: a torn tail is reported in `truncatedBytes` but not cut. */
   readOnly?: boolean;
-  /**
-   * Cut durable damage at the end of the last segment too (a repair: those bytes cannot be
-   * read, and appends continue where the good records end). It stays in `corrupt`.
-   */
+  /** A repair: cut durable damage at the end of the last segment too (still in `corrupt`). */
   cutDurable?: boolean;
 }
 
 export interface ReplayReport {
   /** Good records delivered to onRecord. */
   records: number;
-  /**
-   * Damaged records skipped inside segments; `bytes` is how much was skipped; `durable`: the
-   * damage starts in bytes ReplayOptions.durable says were durable.
-   */
+  /** Damaged records skipped; `durable`: it starts in bytes ReplayOptions.durable covers. */
   corrupt: Array<{
     position: number;
     segment: number;
@@ -161,10 +147,7 @@ export async function scanSegment(scan: SegmentScan): Promise<number> {
   }
 }
 
-/**
- * Checks the record at `offset`, loading the window over it: undefined when it is intact,
- * else what is wrong, in words.
- */
+/** Checks the record at `offset`: undefined when intact, else what is wrong, in words. */
 async function recordAt(window: ScanWindow, offset: number): Promise<string | undefined> {
   const size = window.size;
   if (size - offset < HEADER) return `header cut short (${size - offset} of ${HEADER} bytes)`;
@@ -231,10 +214,7 @@ class ScanWindow {
   }
 }
 
-/**
- * The first offset at or after `from` that holds a credible record: magic byte, a length
- * within `maxRecordBytes` that fits in the segment, and a matching CRC. Returns -1 if none.
- */
+/** The first offset from `from` with a credible record (see the top of the file), or -1. */
 async function resynchronise(window: ScanWindow, from: number, maxRecordBytes: number) {
   const size = window.size;
   let offset = from;

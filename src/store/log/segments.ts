@@ -1,9 +1,7 @@
 /**
- * The log's segments as the log sees them: which exist, their sizes (records staged for the
- * writer included), which one is active and what is still to be made durable on disk.
- *
- * Invariant: `list` is ascending and its last element is `active`; `closedSizes` holds every
- * other element's size and `closedBytes` their sum; the next append goes at
+ * The log's segments: which exist, their sizes (staged records included), the active one, and
+ * what is still to be made durable. Invariant: `list` ascends and ends with `active`;
+ * `closedSizes` holds the others' sizes, `closedBytes` their sum; the next append goes at
  * `active * SEGMENT_SPAN + activeSize`.
  */
 

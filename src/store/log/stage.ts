@@ -1,7 +1,4 @@
-/**
- * The writer's units (writer.ts): a stage of records staged for one write, the one record slot
- * appends go through, the promise a record's durability is told by, and the writer's counts.
- */
+/** The writer's units (writer.ts): stages, the record slot, durability promises, counts. */
 
 import type { LogFailure } from './errors.js';
 import { ignore } from './files.js';
@@ -16,17 +13,12 @@ export class Deferred {
       this.resolve = resolve;
       this.reject = reject;
     });
-    // Awaiting `durable` is optional: a failure must not also crash the process as an
-    // unhandled rejection. Whoever awaits the promise still sees the rejection.
+    // Awaiting `durable` is optional: a failure must not crash the process as unhandled.
     this.promise.catch(ignore);
   }
 }
 
-/**
- * Records staged for one write: the bytes of one segment from `fileOffset` on, back to back.
- * While the stage is the writer's `filling` stage, appends add to it. Once the writer takes it,
- * its bytes never change again.
- */
+/** Records staged for one write to one segment from `fileOffset`; fixed once taken. */
 export interface Stage {
   readonly segment: number;
   readonly fileOffset: number;
@@ -43,7 +35,7 @@ export interface Stage {
   urgent: boolean;
 }
 
-/** A record being appended (see the top of the file). One per writer, reused. */
+/** A record being appended (writer.ts). One per writer, reused. */
 export interface RecordSlot {
   /** The staging buffer: write the body from `at`, at most the reserved length. */
   readonly buf: Buffer;

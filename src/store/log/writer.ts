@@ -2,50 +2,32 @@
  * Appending and writing: records are encoded straight into staging buffers, given their
  * positions at once, and written by a single writer with at most one write in flight.
  *
- * ## Appending
+ * `reserve(type, maxLength)` hands out the one RecordSlot: the caller writes the body into
+ * `buf` from `at`, in the same synchronous step, then `commit(length)` (the position; its
+ * promise in `slot.durable`) or `abort()`. Nothing is allocated per record.
  *
- * `reserve(type, maxLength)` hands out the one RecordSlot: its `buf` has room for a body of
- * `maxLength` bytes from `at` on. The caller writes the body there, in the same synchronous
- * step, then either `commit(length)` (which returns the record's position, and leaves its
- * `durable` promise in `slot.durable`) or `abort()`. Nothing else may append in between, and
- * the slot is the only way to commit: the order is in the types, and nothing is allocated per
- * record.
- *
- * ## Durability and group commit
- *
- * With the 'batch' policy every record staged while a write and fsync are in flight goes out in
- * the next single write and single fsync, and every record in that batch shares one `durable`
- * promise:
+ * Group commit ('batch'): records staged while a write and fsync are in flight go out in the
+ * next single write and fsync, and share one `durable` promise:
  *
  *     t0  append a, b, c                 stage [a b c]
  *     t1  write [a b c], fsync ...       append d, e -> stage [d e]
  *     t2  fsync done: a, b, c resolve    write [d e], fsync ...
  *     t3  fsync done: d, e resolve
  *
- * The first write after an idle moment starts one microtask after the first append. So a
- * burst of appends in a single tick shares one write even when the disk is idle. 'always'
- * writes and fsyncs each record on its own, in order. 'never' resolves when the write has
- * reached the OS. That survives a crash of the process but not a power cut.
+ * The first write after an idle moment starts a microtask after the first append, so a burst
+ * in one tick shares it. 'always' writes and fsyncs each record on its own, in order; 'never'
+ * resolves once the OS has the bytes (they survive a process crash, not a power cut).
  *
- * A record committed with `commitLater` starts no write of its own: it goes out with the
- * next write another record starts, or LATER_MS after it was committed if none does. Records
- * nobody waits for (a delivery's hand-out, store/file/handouts.ts) so ride the group commit of
- * those that are waited for, instead of putting a write and an fsync of their own ahead of them.
- * Such records may even be appended only then: `beforeWrite` is called just before staged
- * records are taken to be written (and by flush(), and at exit), and `writeLater()` asks for
- * a write within LATER_MS even with nothing staged, so that it runs.
+ * A `commitLater` record starts no write: it rides the next write another record starts, or
+ * goes LATER_MS after if none does, so records nobody waits for (hand-outs: handouts.ts) put
+ * no write ahead of those waited for. `beforeWrite` runs just before staged records are taken
+ * (and by flush(), and at exit) to append such records; `writeLater()` asks for that write even
+ * with nothing staged. At process exit, staged records are written synchronously (exit-write.ts).
  *
- * If the process exits (process.exit, an uncaught exception) with records staged, they are
- * written then, synchronously (exit-write.ts).
- *
- * ## Failures
- *
- * If a write or fsync fails, that record and every record staged after it fail together.
- * Their positions assumed the failed bytes would be written. The segment is truncated back to
- * the end of the last good record, the next append takes that position again, and the failed
- * records' `durable` promises reject with ERR_TICKWHEEL_IO. Records acknowledged earlier are
- * untouched. A caller that remembered the position of a failed record must forget it, because
- * that position will be reused.
+ * Failures: a failed write or fsync fails that record and every one staged after it (their
+ * positions assumed those bytes). The segment is cut back to the last good record, whose end
+ * the next append takes again, and their promises reject with ERR_TICKWHEEL_IO; records
+ * acknowledged earlier are untouched. A caller must forget a failed record's position.
  */
 
 import { open, truncate, type FileHandle } from 'node:fs/promises';
@@ -70,24 +52,17 @@ import { Deferred, type RecordSlot, type Stage, type WriterStats } from './stage
 export type { RecordSlot, WriterStats };
 
 const HEADER = RECORD_HEADER_BYTES;
-/**
- * What the record slot holds once its stage's buffer is let go (recycle): a large one, not kept
- * for reuse, must not wait for the next reserve() to go back to the GC.
- */
+/** The slot's buffer once its stage's is let go, so a large one is not kept alive by it. */
 const NO_BUFFER = Buffer.alloc(0);
 /** Staging buffers start this big and double when a batch outgrows them. */
 const STAGE_BYTES = 256 * 1024;
 /** Staging buffers up to this size are kept for reuse; larger ones go back to the GC. */
 const SPARE_STAGE_LIMIT = 8 * 1024 * 1024;
 const SPARE_STAGES = 2;
-/**
- * A record committed with commitLater is written at the latest this long after (unless a
- * write fails): it bounds what a SIGKILL can take of such records once committed.
- */
+/** A commitLater record is written at most this long after: what a SIGKILL can take. */
 const LATER_MS = 10;
 
 export class Writer implements StagedWrites {
-  /** Stages in write order; the writer works on the first one. */
   private readonly queue: Stage[] = [];
   /** The stage appends go to, if it may still grow. */
   private filling: Stage | null = null;
@@ -138,10 +113,7 @@ export class Writer implements StagedWrites {
     writeAtExit(this);
   }
 
-  /**
-   * Writes every staged byte not yet known written, at its place, synchronously: only as the
-   * process exits (exit-write.ts). Bytes a write in flight is writing too are the same bytes.
-   */
+  /** Writes every staged byte not known written, synchronously, as the process exits. */
   writeStagedSync(): void {
     if (this.firstFailure !== undefined) return;
     this.prepare();
@@ -151,16 +123,7 @@ export class Writer implements StagedWrites {
       const fd =
         current !== null && current.segment === stage.segment ? current.handle.fd : undefined;
       const path = this.pathOf(stage.segment);
-      writeRangeSync(
-        fd,
-        path,
-        CREATE_FLAGS,
-        DATA_FILE_MODE,
-        stage.buf,
-        stage.kept,
-        stage.len,
-        stage.fileOffset,
-      );
+      writeRangeSync(fd, path, stage.buf, stage.kept, stage.len, stage.fileOffset);
     }
   }
 
@@ -204,8 +167,7 @@ export class Writer implements StagedWrites {
   private abort(): void {
     if (this.recordRoom < 0) return;
     this.recordRoom = -1;
-    // A stage started for this record alone is dropped, so that no empty stage waits for a
-    // write that nothing would start.
+    // A stage started for this record alone is dropped: nothing would start its write.
     const stage = this.filling;
     const waiting = stage !== null && stage.waiters !== null && stage.waiters.length > 0;
     if (stage !== null && stage.len === 0 && !waiting && this.queue.at(-1) === stage) {
@@ -238,10 +200,7 @@ export class Writer implements StagedWrites {
     }
     if (urgent) {
       stage.urgent = true;
-      if (this.draining === null && !this.kickQueued) {
-        this.kickQueued = true;
-        queueMicrotask(this.kick);
-      }
+      this.kickSoon();
     } else {
       this.writeLater();
     }
@@ -274,19 +233,21 @@ export class Writer implements StagedWrites {
     this.prepare();
     if (this.queue.length === 0) return;
     for (const stage of this.queue) stage.urgent = true;
-    if (this.draining === null && !this.kickQueued) {
-      this.kickQueued = true;
-      queueMicrotask(this.kick);
-    }
+    this.kickSoon();
   };
+
+  /** Starts a drain in a microtask unless one runs or is about to. */
+  private kickSoon(): void {
+    if (this.draining !== null || this.kickQueued) return;
+    this.kickQueued = true;
+    queueMicrotask(this.kick);
+  }
 
   /** Resolves when everything appended so far is durable; rejects if any of it failed. */
   flush(): Promise<void> {
     this.hurry();
-    const last = this.queue[this.queue.length - 1];
-    if (last === undefined) return Promise.resolve();
-    if (last.waiters !== null) return last.waiters[last.waiters.length - 1].promise;
-    return (last.done as Deferred).promise;
+    const last = this.queue.at(-1);
+    return last === undefined ? Promise.resolve() : settledLast(last);
   }
 
   /** The staged bytes holding `offset` of `segment`, for a read of a record not yet written. */
@@ -315,15 +276,12 @@ export class Writer implements StagedWrites {
     for (let i = this.queue.length - 1; i >= 0; i--) {
       const stage = this.queue[i];
       if (stage.segment === segment) {
-        await (stage.waiters?.[stage.waiters.length - 1] ?? (stage.done as Deferred)).promise.catch(
-          ignore,
-        );
+        await settledLast(stage).catch(ignore);
         return;
       }
     }
   }
 
-  /** Whether anything of `segment` waits to be written. */
   pending(segment: number): boolean {
     return this.queue.some((stage) => stage.segment === segment);
   }
@@ -402,18 +360,14 @@ export class Writer implements StagedWrites {
   };
 
   /**
-   * Writes stages one at a time until none is left that is to be written now. Never rejects:
-   * failures go to fail(). `draining` is cleared in the same synchronous step that finds no
-   * such stage, so an append either sees a running drain that will take its stage or starts a
-   * new one (or, committed later, leaves it to the next one). A drain starts only with an
-   * urgent stage queued, so it awaits before it can finish, and the kick's assignment happens
-   * first.
+   * Writes stages until none is to be written now; never rejects (failures go to fail()).
+   * `draining` is cleared in the step that finds none, so an append either sees a drain that
+   * will take its stage or starts one. A drain starts only with an urgent stage, so it awaits
+   * before it can finish, after the kick's assignment.
    */
   private async drain(): Promise<void> {
     try {
       while (this.queue.length > 0) {
-        // Stages of commitLater records only wait for a write another record starts (or for
-        // `hurry`); the queue is a few stages long.
         if (!this.queue.some((waiting) => waiting.urgent)) break;
         this.prepare();
         const stage = this.queue[0];
@@ -462,9 +416,8 @@ export class Writer implements StagedWrites {
   }
 
   /**
-   * The writer's handle for a stage's segment, opened (and created) when the writer moves to
-   * that segment. A freshly opened file is cut to the stage's offset. That clears whatever a
-   * failed write left behind even when the truncation in fail() could not.
+   * The handle for a stage's segment, opened (created) when the writer moves to it, and cut
+   * to the stage's offset: that clears what a failed write left even if fail() could not.
    */
   private async handleFor(stage: Stage): Promise<FileHandle> {
     const current = this.handle;
@@ -519,9 +472,8 @@ export class Writer implements StagedWrites {
   }
 
   /**
-   * A write or fsync of `stage` failed. The stage's records from `stage.kept` on fail, and so
-   * does every stage after it. Positions roll back so the next append lands right after the
-   * last good record, the file is cut there, and then the failed records are rejected.
+   * A write or fsync failed: the records from `stage.kept` on and every later stage fail.
+   * Positions roll back to the last good record, the file is cut there, then they reject.
    */
   private async fail(stage: Stage, step: string, cause: unknown): Promise<void> {
     this.counts.failures++;
@@ -556,4 +508,9 @@ export class Writer implements StagedWrites {
   private pathOf(segment: number): string {
     return `${this.dir}/${segmentFileName(segment)}`;
   }
+}
+
+/** The promise of a stage's last record: settled once the whole stage is written or failed. */
+function settledLast(stage: Stage): Promise<void> {
+  return (stage.waiters?.at(-1) ?? (stage.done as Deferred)).promise;
 }
