@@ -83,27 +83,28 @@ export class ClusterInspector {
   }
 
   /**
-   * Dead messages of `topic` over every partition, by due time of their last attempt (the
-   * cluster keeps no time of death; within a partition this is also the order they died in),
-   * at most `limit`.
+   * Dead messages of `topic` over every partition, oldest first: each partition's sorted set is
+   * scored by its server's time of death (deliveries.lua), so partitions on different primaries
+   * are merged by their servers' clocks.
    */
   async deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
-    const lists = (await this.each(`dead:${topic}`, (key) => [
-      'LRANGE',
+    const replies = (await this.each(`dead:${topic}`, (key) => [
+      'ZRANGE',
       key,
       '0',
       String(limit - 1),
-    ])) as string[][];
-    const found = await Promise.all(
-      lists.flat().map(async (entry) => {
-        const id = entry.slice(entry.indexOf(':') + 1);
-        return this.info(id);
-      }),
-    );
-    return found
-      .filter((info): info is MessageInfo => info !== undefined && info.status === 'dead')
-      .sort((a, b) => a.deliverAt - b.deliverAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-      .slice(0, limit);
+      'WITHSCORES',
+    ])) as Array<Array<[string, number]>>;
+    const oldest: Array<{ id: string; died: number }> = [];
+    // RESP3: a [member, score] pair per entry.
+    for (const reply of replies) {
+      for (const [entry, died] of reply) {
+        oldest.push({ id: entry.slice(entry.indexOf(':') + 1), died: Number(died) });
+      }
+    }
+    oldest.sort((a, b) => a.died - b.died);
+    const found = await Promise.all(oldest.slice(0, limit).map(({ id }) => this.info(id)));
+    return found.filter((info): info is MessageInfo => info?.status === 'dead');
   }
 
   /** A page of a topic's pending messages over every partition (listing.ts). */

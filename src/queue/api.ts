@@ -74,7 +74,7 @@ export interface QueueOperations<Payload = unknown> {
    * messages and still carry a cursor. See docs/storage.md, "Browsing what is scheduled".
    */
   list(options: ListOptions): Promise<ListPage>;
-  /** Dead messages of a topic, oldest first. */
+  /** Dead messages of a topic, oldest first (in the order they died). */
   deadLetters(topic: string, limit?: number): Promise<MessageInfo[]>;
 
   /** Counters and counts (QueueStats: the parts one backend has are optional). */

@@ -26,6 +26,8 @@ interface Entry {
 
 export class MemoryStore implements Store {
   private readonly entries = new Map<string, Entry>();
+  /** The dead entries, in the order they died (as the file store lists them). */
+  private readonly buried = new Map<string, Entry>();
   private readonly heap = new DueHeap<{ entry: Entry; version: number }>();
   private nextRef = 1;
   private readonly tally = new MessageCounts();
@@ -78,6 +80,7 @@ export class MemoryStore implements Store {
     // A dead message with the same id is replaced (a live one never is: the queue deduplicates).
     const replaced = this.entries.get(message.id);
     if (replaced !== undefined) this.uncount(replaced);
+    this.buried.delete(message.id);
     this.tally.add(message.topic, message.deliverAt);
     const entry: Entry = {
       state: { ...message, payload: payloadBytes(message), payloadText: undefined },
@@ -98,6 +101,7 @@ export class MemoryStore implements Store {
       this.tally.add(message.topic, message.deliverAt);
     } else if (entry.status === 'dead') {
       this.tally.revive(entry.state.topic, message.deliverAt);
+      this.buried.delete(message.id);
     } else {
       this.tally.move(entry.state.deliverAt, message.deliverAt);
     }
@@ -113,6 +117,7 @@ export class MemoryStore implements Store {
     if (entry === undefined) return;
     this.uncount(entry);
     this.entries.delete(message.id);
+    this.buried.delete(message.id);
   }
 
   async bury(message: MessageState): Promise<void> {
@@ -127,6 +132,8 @@ export class MemoryStore implements Store {
     };
     entry.status = 'dead';
     entry.version++;
+    this.buried.delete(message.id);
+    this.buried.set(message.id, entry);
   }
 
   async loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void> {
@@ -159,8 +166,8 @@ export class MemoryStore implements Store {
 
   async dead(topic: string, limit: number): Promise<StoredMessage[]> {
     const dead: StoredMessage[] = [];
-    for (const entry of this.entries.values()) {
-      if (entry.status === 'dead' && entry.state.topic === topic) {
+    for (const entry of this.buried.values()) {
+      if (entry.state.topic === topic) {
         dead.push({ ...entry.state, status: 'dead' });
         if (dead.length >= limit) break;
       }

@@ -210,7 +210,7 @@ for (const [name, start] of setups) {
       if (!ids.includes('cancel-dead')) await dead.take();
       expect(await dead.nack(1, Date.now(), 'no')).toBe('dead');
       expect(await cancel(dead, 'cancel-dead')).toEqual([1, 'invoice', expect.any(String), 1]);
-      expect(await dead.cmd('LRANGE', `${dead.prefix}dead:invoice`, '0', '-1')).not.toContain(
+      expect(await dead.cmd('ZRANGE', `${dead.prefix}dead:invoice`, '0', '-1')).not.toContain(
         `${dead.bucket}:cancel-dead`,
       );
       expect(await cancel(dead, 'cancel-dead')).toBe(0);
@@ -263,14 +263,14 @@ for (const [name, start] of setups) {
       expect((await m.take())[0][1]).toBe(2);
       expect(await m.nack(2, due + 20, 'card declined again')).toBe('dead');
       expect(String(await m.state()).startsWith('D|')).toBe(true);
-      expect(await m.cmd('LRANGE', `${m.prefix}dead:invoice`, '0', '-1')).toEqual([
+      expect(await m.cmd('ZRANGE', `${m.prefix}dead:invoice`, '0', '-1')).toEqual([
         `${m.bucket}:order-0004`,
       ]);
       expect(await m.requeue(due + 30)).toBe(1);
       expect(await m.requeue(due + 30)).toBe(0);
       state = await m.state();
       expect(state).toMatch(/^S\|n0\|\d+\|[\d.]+\|0\|invoice$/);
-      expect(await m.cmd('LLEN', `${m.prefix}dead:invoice`)).toBe(0);
+      expect(await m.cmd('ZCARD', `${m.prefix}dead:invoice`)).toBe(0);
     });
 
     it('lets the owner expire a delivery whose visibility ran out', async () => {

@@ -163,6 +163,21 @@ describe.each(backends)('Queue behaviour on $name', (backend) => {
     expect(await queue.ack(third.receipt)).toBe(true);
   });
 
+  it('lists dead letters oldest first: in the order they died, up to the limit', async () => {
+    const queue = await backend.open();
+    const ids = ['d-1', 'd-2', 'd-3', 'd-4'];
+    await queue.scheduleMany(ids.map((id) => ({ topic: 'rip', id, payload: id, maxAttempts: 1 })));
+    const received = await receiveAll(queue, 'rip', ids.length);
+    const byId = new Map(received.map((message) => [message.id, message]));
+    for (const id of ['d-3', 'd-1', 'd-4', 'd-2']) {
+      expect(await queue.nack(byId.get(id)!.receipt, { durable: true })).toBe(true);
+    }
+    const dead = async (limit?: number) =>
+      (await queue.deadLetters('rip', limit)).map((message) => message.id);
+    expect(await dead()).toEqual(['d-3', 'd-1', 'd-4', 'd-2']);
+    expect(await dead(2)).toEqual(['d-3', 'd-1']);
+  });
+
   it('acks and nacks durable or not: either ends the delivery, never handed out again', async () => {
     const queue = await backend.open();
     const ids = ['d-1', 'd-2', 'd-3', 'd-4'];

@@ -87,7 +87,14 @@ local function fail(meta, prefix, ids, id, bucket, st, due, window, reason)
   if st.attempts >= maxAttempts then
     st.status = 'D'
     redis.call('HSET', ids, id, write_state(st))
-    redis.call('RPUSH', prefix .. 'dead:' .. st.topic, bucket .. ':' .. id)
+    -- Scored by the server's time of death in microseconds, rising within the partition (two
+    -- deaths of one call share a TIME), so deadLetters lists them in the order they died.
+    local t = redis.call('TIME')
+    local died = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local last = tonumber(redis.call('HGET', meta, 'lastDeath') or '0')
+    if died <= last then died = last + 1 end
+    redis.call('HSET', meta, 'lastDeath', died)
+    redis.call('ZADD', prefix .. 'dead:' .. st.topic, died, bucket .. ':' .. id)
     count(prefix, st.topic, 'D', 1)
     return 'dead'
   end

@@ -255,7 +255,7 @@ local function cancel(keys, args)
   if st.status == 'I' then
     redis.call('ZREM', prefix .. 'inflight', bucket .. ':' .. id)
   elseif st.status == 'D' then
-    redis.call('LREM', prefix .. 'dead:' .. st.topic, 1, bucket .. ':' .. id)
+    redis.call('ZREM', prefix .. 'dead:' .. st.topic, bucket .. ':' .. id)
   end
   -- A ready one's entry stays in its ready list: take() skips entries whose state is gone, and
   -- removing it would cost a walk over the list.
@@ -287,7 +287,7 @@ local function requeue(keys, args)
   local id, bucket = args[1], args[2]
   local st, ids = with_status(prefix, id, bucket, 'D')
   if not st then return 0 end
-  redis.call('LREM', prefix .. 'dead:' .. st.topic, 1, bucket .. ':' .. id)
+  redis.call('ZREM', prefix .. 'dead:' .. st.topic, bucket .. ':' .. id)
   count(prefix, st.topic, 'D', -1)
   local tell = relocate(prefix, meta, id, bucket, st, args[3], args[4])
   st.status, st.attempts = 'S', 0
