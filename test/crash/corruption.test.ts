@@ -323,6 +323,18 @@ describe('a damaged schedule index (the log is the truth)', () => {
       'the checkpoint deleted',
       (files: string[]) => rmSync(join(dirname(files[0]), '..', 'checkpoint.json')),
     ],
+    [
+      "one index file emptied, and the checkpoint's sizes no longer numbers",
+      (files: string[]) => {
+        truncateSync(files[1], 0);
+        const path = join(dirname(files[0]), '..', 'checkpoint.json');
+        const checkpoint = JSON.parse(readFileSync(path, 'utf8')) as { windows: object };
+        for (const key of Object.keys(checkpoint.windows)) {
+          (checkpoint.windows as Record<string, unknown>)[key] = null;
+        }
+        writeFileSync(path, JSON.stringify(checkpoint));
+      },
+    ],
   ])('%s: every message is still delivered, on time', async (_what, damage) => {
     const { dir, clock, payloads } = await populated();
     const files = indexFiles(dir);

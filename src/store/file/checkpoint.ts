@@ -65,7 +65,12 @@ export async function readCheckpoint(dir: string): Promise<Checkpoint> {
   try {
     const text = await readFile(join(dir, CHECKPOINT_FILE), 'utf8');
     const { indexedUntil, frontier, windows, log } = JSON.parse(text) as Record<string, unknown>;
+    // A damaged file that still parses trusts nothing: the index is rebuilt from the log. (A size
+    // that is not a count compared loosely, null as 0, and trusted a shortened index file.)
     if (typeof frontier !== 'number' || typeof windows !== 'object' || windows === null) {
+      return none;
+    }
+    if (!Object.values(windows).every((n) => Number.isSafeInteger(n) && (n as number) >= 0)) {
       return none;
     }
     const until = typeof indexedUntil === 'number' && indexedUntil >= 0 ? indexedUntil : 0;
