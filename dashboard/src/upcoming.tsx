@@ -1,6 +1,6 @@
 // The topic card's upcoming messages: a topic's pending messages by due time, a page at a
 // time, each with cancel and reschedule.
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, Unauthorized, UPCOMING_PAGE } from './api.js';
 import type { MessageInfo } from './api.js';
 import { failureText, relative, when } from './format.js';
@@ -8,6 +8,12 @@ import { useLatestRead } from './latest.js';
 import { MessageLink } from './message.js';
 import { Note } from './note.js';
 import { CAN_RESCHEDULE, readDelay } from './reschedule.js';
+
+/**
+ * A change of the topic's live count reads the shown page again at most this often: under
+ * traffic the count changes with every snapshot, and the rows would move while being read.
+ */
+const LIVE_RELOAD_MS = 5_000;
 
 export function UpcomingMessages(props: {
   topic: string;
@@ -30,10 +36,16 @@ export function UpcomingMessages(props: {
   /** Only the latest read may fill the table: a click on another topic can overtake one. */
   const read = useLatestRead();
 
+  /** When the page was last read, and the live count it was read for. */
+  const loadedAt = useRef(0);
+  const loadedLive = useRef(props.live);
+
   const fail = (err: unknown) => failureText(err, props.onUnauthorized);
 
-  const load = (cursor: string | undefined) =>
-    read(
+  const load = (cursor: string | undefined) => {
+    loadedAt.current = Date.now();
+    loadedLive.current = props.live;
+    return read(
       () => api.upcoming(topic, cursor),
       (next) => {
         setPage(next);
@@ -41,6 +53,7 @@ export function UpcomingMessages(props: {
       },
       (err) => setLoadError(`Could not list the upcoming messages: ${fail(err)}`),
     );
+  };
 
   useEffect(() => {
     setAt(undefined);
@@ -52,7 +65,15 @@ export function UpcomingMessages(props: {
 
   useEffect(() => {
     void load(at);
-  }, [topic, at, props.live]);
+  }, [topic, at]);
+
+  // Not while a cancel waits for its confirmation: the row asked about stays where it is.
+  useEffect(() => {
+    if (props.live === loadedLive.current || confirming !== null) return;
+    const wait = Math.max(0, loadedAt.current + LIVE_RELOAD_MS - Date.now());
+    const timer = setTimeout(() => void load(at), wait);
+    return () => clearTimeout(timer);
+  }, [topic, at, props.live, confirming]);
 
   /** Runs an action on one message, then reads the shown page again. */
   const act = async (action: () => Promise<unknown>, done: string) => {

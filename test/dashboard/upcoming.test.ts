@@ -107,4 +107,16 @@ describe.skipIf(!hasChromium)("a topic's upcoming messages in the dashboard", ()
     const due = table().locator(`tr[data-id=${idOf(1)}] [data-field=due]`);
     expect(Number(await due.getAttribute('data-deliver-at'))).toBe(info.deliverAt);
   });
+
+  it('reads the page again when a message is scheduled elsewhere (at most every 5 s)', async () => {
+    await table().getByTestId('upcoming-first').click();
+    await expect.poll(async () => (await shownIds())[0]).toBe(idOf(0));
+    await call('POST', '/v1/topics/upcoming/messages', {
+      id: 'u-first',
+      payload: {},
+      deliverAt: base - MINUTE,
+    });
+    // The next snapshot changes the topic's live count; the page follows within the throttle.
+    await expect.poll(async () => (await shownIds())[0], { timeout: 20_000 }).toBe('u-first');
+  });
 });
