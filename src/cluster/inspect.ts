@@ -125,9 +125,9 @@ export class ClusterInspector {
 
   /** The payload of a live or dead message, decoded as receive() would; undefined if none. */
   async payload(id: string): Promise<{ value: unknown } | undefined> {
-    const found = await tw.record(this.valkey, tw.messageAt(this.queue, this.partitions, id));
+    const found = await tw.stored(this.valkey, tw.messageAt(this.queue, this.partitions, id));
     if (found === undefined) return undefined;
-    const record = decodeRecord(found);
+    const record = decodeRecord(found.record);
     return { value: decodePayload(record.payloadKind, record.payload) };
   }
 

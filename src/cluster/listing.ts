@@ -179,7 +179,7 @@ async function readSegment(
   const items: SegmentPart['items'] = [];
   let scanned = 0;
   for (let from = 0; ; from += RECORDS_PER_READ) {
-    const { scanned: read, live } = await tw.readRecords(valkey, meta, seg, from, RECORDS_PER_READ);
+    const { scanned: read, live } = await tw.read(valkey, meta, seg, from, RECORDS_PER_READ);
     scanned += read;
     for (const row of live) {
       const status = STATUSES[row.status];
