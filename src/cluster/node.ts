@@ -20,7 +20,7 @@ import { checkNodeOptions, type ClusterNodeOptions, type NodeSettings } from './
 import type { Due, ExpiredDelivery } from './owner.js';
 import { Producer, type CancelledMessage } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
-import { ClusterTopicStore, ClusterTopics } from './topic-store.js';
+import { ClusterTopics } from './topic-store.js';
 import { chooseDurability } from './durability.js';
 import { untilReachable } from '../valkey/reach.js';
 
@@ -92,7 +92,9 @@ export class ClusterNode {
     });
     this.inspector = new ClusterInspector(valkey, settings.queue, settings.partitions);
     this.sharedTopics = new ClusterTopics(
-      new ClusterTopicStore(valkey, this.producer, settings.queue),
+      valkey,
+      this.producer,
+      settings.queue,
       (topic) => this.consumer.wakeTopic(topic),
       (err) => this.settings.onError(err),
     );
