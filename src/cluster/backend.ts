@@ -373,7 +373,7 @@ export class ClusterBackend implements QueueBackend {
   }
 }
 
-/** Marks a failed write about `subject` that may have reached Valkey (errors.ts, mayHaveWritten). */
+/** Marks a failed write about `subject` that may have reached Valkey (mayHaveWritten). */
 function failed(subject: string): (err: unknown) => never {
   return (err) => {
     throw mayHaveWritten(err, subject);

@@ -165,7 +165,7 @@ export function encodeRecord(
   return buf;
 }
 
-/** A record's parts; a located record's `id` is '' (its place makes it), with `tag` and `deliverAt`. */
+/** A record's parts; a located record's `id` is '' (its place makes it). */
 export function decodeRecord(
   buf: Buffer,
 ): ClusterRecord & { bucket: number; tag?: string; deliverAt?: number } {
