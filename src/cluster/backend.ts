@@ -160,9 +160,8 @@ export class ClusterBackend implements QueueBackend {
     return this.node.inspector.info(id);
   }
 
-  async payload(id: string): Promise<{ value: unknown } | undefined> {
-    const found = await this.node.inspector.payload(id);
-    return found === undefined ? undefined : { value: found.value };
+  payload(id: string): Promise<{ value: unknown } | undefined> {
+    return this.node.inspector.payload(id);
   }
 
   // ---- consumer ---------------------------------------------------------------------------

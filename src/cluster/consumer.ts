@@ -110,9 +110,7 @@ export class Consumer {
 
   /** A partition's channel said messages of `topic` became ready. */
   onReady(partition: number, topic: string): void {
-    let hint = this.hints.get(topic);
-    if (hint === undefined) this.hints.set(topic, (hint = new Set()));
-    hint.add(partition);
+    this.hint(topic, [partition]);
     let notices = this.notices.get(topic);
     if (notices === undefined) this.notices.set(topic, (notices = new Map()));
     notices.set(partition, ++this.noticeCount);
@@ -320,12 +318,14 @@ export class Consumer {
     });
     // Added to the hints, not put in their place: one notified during the scan may have
     // answered 0.
-    if (found.length > 0) {
-      let hint = this.hints.get(topic);
-      if (hint === undefined) this.hints.set(topic, (hint = new Set()));
-      for (const p of found) hint.add(p);
-    }
+    this.hint(topic, found);
     return found;
+  }
+
+  private hint(topic: string, partitions: readonly number[]): void {
+    let hint = this.hints.get(topic);
+    if (hint === undefined) this.hints.set(topic, (hint = new Set()));
+    for (const p of partitions) hint.add(p);
   }
 
   /** Waits until messages of `topic` may be ready (a notice), `ms`, or `signal` aborts. */

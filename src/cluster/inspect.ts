@@ -74,12 +74,8 @@ export class ClusterInspector {
 
   /** Dead messages of `topic`, by due time of their last attempt (no time of death is kept). */
   async deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
-    const lists = (await this.each(`dead:${topic}`, (key) => [
-      'LRANGE',
-      key,
-      '0',
-      String(limit - 1),
-    ])) as string[][];
+    const range = (key: string) => ['LRANGE', key, '0', String(limit - 1)];
+    const lists = (await this.each(`dead:${topic}`, range)) as string[][];
     const found = await Promise.all(
       lists.flat().map(async (entry) => {
         const id = entry.slice(entry.indexOf(':') + 1);

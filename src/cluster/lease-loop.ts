@@ -236,14 +236,10 @@ export class LeaseLoop {
         return;
       case 'load': {
         const owner = new PartitionOwner(this.valkey, {
-          queue: this.settings.queue,
+          ...this.settings,
           partition,
-          partitions: this.settings.partitions,
           node: this.settings.nodeId,
           epoch: effect.epoch,
-          windowMs: this.settings.windowMs,
-          horizonMs: this.settings.horizonMs,
-          maxClockSkewMs: this.settings.maxClockSkewMs,
           pollMs: OWNER_POLL_MS,
           wheel: this.wheel,
           onFenced: (o) => void this.run(this.ownership.fenced(o.partition, o.epoch)),
@@ -252,7 +248,6 @@ export class LeaseLoop {
             if (this.owners.get(o.partition) !== o || this.hooks.isClosed()) return;
             void this.carryOut({ kind: 'load', partition: o.partition, epoch: o.epoch });
           },
-          onError: this.settings.onError,
           onExpired: (message, settled) => this.hooks.onExpired(message, settled),
           onFired: (count) => this.hooks.onFired(count),
         });

@@ -22,7 +22,7 @@ import { Producer, type CancelledMessage } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
 import { ClusterTopics } from './topic-store.js';
 import { chooseDurability } from './durability.js';
-import { untilReachable } from '../valkey/reach.js';
+import { untilReachable, withinMs } from '../valkey/reach.js';
 
 export class ClusterNode {
   readonly nodeId: string;
@@ -57,16 +57,7 @@ export class ClusterNode {
   ) {
     this.nodeId = settings.nodeId;
     this.queue = settings.queue;
-    const common = {
-      queue: settings.queue,
-      partitions: settings.partitions,
-      windowMs: settings.windowMs,
-    };
-    this.producer = new Producer(writes, {
-      ...common,
-      durability: settings.durability,
-      maxPayloadBytes: settings.maxPayloadBytes,
-    });
+    this.producer = new Producer(writes, settings);
     this.schedules = new ClusterSchedules(valkey, settings.queue, {
       node: settings.nodeId,
       onError: (err) => settings.onError(err),
@@ -85,11 +76,7 @@ export class ClusterNode {
         return status === 'scheduled' || status === 'ready' || status === 'inflight';
       },
     });
-    this.consumer = new Consumer(valkey, {
-      ...common,
-      visibilityMs: settings.visibilityMs,
-      maxPayloadBytes: settings.maxPayloadBytes,
-    });
+    this.consumer = new Consumer(valkey, settings);
     this.inspector = new ClusterInspector(valkey, settings.queue, settings.partitions);
     this.sharedTopics = new ClusterTopics(
       valkey,
@@ -172,19 +159,12 @@ export class ClusterNode {
 
   /** Undefined if Valkey answers a PING (on the queue's config slot) within `ms`; else why not. */
   async ping(ms: number): Promise<string | undefined> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<string>((resolve) => {
-      timer = setTimeout(() => resolve(`Valkey/Redis did not answer within ${ms} ms`), ms);
-    });
+    const late = () => new Error(`Valkey/Redis did not answer within ${ms} ms`);
     try {
-      return await Promise.race([
-        this.valkey.command(configKey(this.queue), ['PING']).then(() => undefined),
-        late,
-      ]);
+      await withinMs(this.valkey.command(configKey(this.queue), ['PING']), ms, late);
+      return undefined;
     } catch (err) {
       return err instanceof Error ? err.message : String(err);
-    } finally {
-      clearTimeout(timer);
     }
   }
 

@@ -20,7 +20,7 @@ import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
-import { metaKey } from './keys.js';
+import { metaKey, partitionPrefix } from './keys.js';
 import { decodeRecord, placeOf } from './record.js';
 
 export interface Due extends tw.Placed {
@@ -73,6 +73,8 @@ export class PartitionOwner {
   readonly partition: number;
   readonly epoch: number;
   private readonly meta: string;
+  /** The prefix of the partition's keys. */
+  private readonly keys: string;
   private readonly timers = new Map<string, TimerHandle>();
   /** Near segment -> records read so far. */
   private readonly nearRead = new Map<string, number>();
@@ -101,6 +103,7 @@ export class PartitionOwner {
     this.partition = options.partition;
     this.epoch = options.epoch;
     this.meta = metaKey(options.queue, options.partition);
+    this.keys = partitionPrefix(options.queue, options.partition);
   }
 
   get active(): boolean {
@@ -109,10 +112,7 @@ export class PartitionOwner {
 
   /** Loads the near horizon; resolves once every message due before loadedUntil is armed. */
   async start(): Promise<void> {
-    const live = (await this.valkey.command(this.meta, [
-      'HKEYS',
-      `${this.meta.slice(0, -4)}live`,
-    ])) as string[];
+    const live = (await this.valkey.command(this.meta, ['HKEYS', `${this.keys}live`])) as string[];
     for (const seg of live) if (seg.startsWith('n')) this.nearRead.set(seg, 0);
     await this.advance();
     this.poll = setInterval(() => {
@@ -139,7 +139,7 @@ export class PartitionOwner {
     // Windows frozen by this call (all of them on the first): read them whole.
     const windows = (await this.valkey.command(this.meta, [
       'ZRANGEBYSCORE',
-      `${this.meta.slice(0, -4)}windows`,
+      `${this.keys}windows`,
       previous === 0 ? '-inf' : String(Math.floor(previous / windowMs)),
       `(${Math.floor(this.loadedUntil / windowMs)}`,
     ])) as string[];
@@ -196,13 +196,9 @@ export class PartitionOwner {
   }
 
   private async armVisibility(): Promise<void> {
-    const first = (await this.valkey.command(this.meta, [
-      'ZRANGE',
-      `${this.meta.slice(0, -4)}inflight`,
-      '0',
-      '0',
-      'WITHSCORES',
-    ])) as Array<[string, number]>; // RESP3: [[member, score]]
+    const earliest = ['ZRANGE', `${this.keys}inflight`, '0', '0', 'WITHSCORES'];
+    // RESP3: [[member, score]]
+    const first = (await this.valkey.command(this.meta, earliest)) as Array<[string, number]>;
     this.setVisibilityTimer(first.length === 0 ? Infinity : Number(first[0][1]));
   }
 

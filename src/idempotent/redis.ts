@@ -76,16 +76,9 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
     const at = prefix + key;
     const claim = `claim:${randomUUID()}`;
     const giveUpAt = Date.now() + busyWaitMs;
+    const claiming = ['SET', at, claim, 'NX', 'PX', String(claimMs), 'GET'];
     for (let pause = 10; ; pause = Math.min(pause * 2, 200)) {
-      const before = await this.valkey.command(at, [
-        'SET',
-        at,
-        claim,
-        'NX',
-        'PX',
-        String(claimMs),
-        'GET',
-      ]);
+      const before = await this.valkey.command(at, claiming);
       if (before === null || before === undefined) break;
       if (before === DONE) {
         this.counts.duplicates++;

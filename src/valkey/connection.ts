@@ -53,6 +53,7 @@ interface Connections {
   client?: Client;
   cluster?: Cluster;
   sentinel?: Sentinel;
+  urls: readonly string[];
 }
 
 /** How long calls refused during a failover are retried, by default. */
@@ -72,7 +73,7 @@ export class Valkey {
 
   retryBudgetMs = RETRY_BUDGET_MS;
   commandTimeoutMs = COMMAND_TIMEOUT_MS;
-  private urls: readonly string[] = [];
+  private readonly urls: readonly string[];
   private readonly replicaCounts = new Map<
     string,
     { at: number; count: number; noneSince: number | undefined }
@@ -89,6 +90,7 @@ export class Valkey {
       client: this.client,
       cluster: this.cluster,
       sentinel: this.sentinel,
+      urls: this.urls,
     } = connections as Connections);
   }
 
@@ -101,6 +103,7 @@ export class Valkey {
     const list = checkRedisUrls(urls);
     const deadline = Date.now() + connectTimeoutMs;
     const viaSentinel = parseSentinelUrl(list[0]);
+    let made: Omit<Connections, 'urls'>;
     if (viaSentinel !== undefined) {
       if (list.length > 1) {
         throw new TickwheelTypeError(
@@ -109,46 +112,38 @@ export class Valkey {
         );
       }
       const { name, sentinels, username, password } = viaSentinel;
-      const sentinel = createSentinel({
-        name,
-        sentinelRootNodes: sentinels,
-        // One connection to the primary, so that a WAIT follows the writes it waits for.
-        masterPoolSize: 1,
-        ...(username === undefined && password === undefined
-          ? {}
-          : {
-              nodeClientOptions: {
-                ...(username === undefined ? {} : { username }),
-                ...(password === undefined ? {} : { password }),
-              },
-            }),
-      });
-      sentinel.on('error', () => {});
-      await withDeadline(sentinel, deadline, list);
-      return new this({ sentinel }).withUrls(list);
+      made = {
+        sentinel: createSentinel({
+          name,
+          sentinelRootNodes: sentinels,
+          // One connection to the primary, so that a WAIT follows the writes it waits for.
+          masterPoolSize: 1,
+          ...(username === undefined && password === undefined
+            ? {}
+            : {
+                nodeClientOptions: {
+                  ...(username === undefined ? {} : { username }),
+                  ...(password === undefined ? {} : { password }),
+                },
+              }),
+        }),
+      };
+    } else {
+      const { url, clustered } = await reachable(list, deadline);
+      made = clustered
+        ? { cluster: createCluster({ rootNodes: list.map((root) => ({ url: root })) }) as Cluster }
+        : { client: createClient({ url }) as Client };
     }
-    const { url, clustered } = await reachable(list, deadline);
-    if (!clustered) {
-      const client = createClient({ url }) as Client;
-      client.on('error', () => {});
-      await withDeadline(client, deadline, list);
-      return new this({ client }).withUrls(list);
-    }
-    const cluster = createCluster({ rootNodes: list.map((root) => ({ url: root })) }) as Cluster;
-    cluster.on('error', () => {});
-    await withDeadline(cluster, deadline, list);
-    return new this({ cluster }).withUrls(list);
+    const connection = (made.sentinel ?? made.cluster ?? made.client) as Client;
+    connection.on('error', () => {});
+    await withDeadline(connection, deadline, list);
+    return new this({ ...made, urls: list });
   }
 
   /** Bounds every call by `ms` too (a node that opens: what is left of its connect timeout). */
   limitCalls(ms: number | undefined): void {
     this.commandTimeoutMs = Math.min(COMMAND_TIMEOUT_MS, ms ?? Infinity);
     this.retryBudgetMs = Math.min(RETRY_BUDGET_MS, ms ?? Infinity);
-  }
-
-  private withUrls(urls: readonly string[]): this {
-    this.urls = urls;
-    return this;
   }
 
   /** FCALL `name` with one key; with `buffers`, every string of the reply is a Buffer. */
@@ -364,27 +359,18 @@ export class Valkey {
     channel: string,
     listener: (message: string) => void,
   ): Promise<() => Promise<void>> {
-    if (this.cluster !== undefined) {
-      await this.cluster.sSubscribe(channel, listener);
-      const cluster = this.cluster;
-      return () => cluster.sUnsubscribe(channel, listener);
-    }
-    if (this.sentinel !== undefined) {
-      await this.sentinel.sSubscribe(channel, listener);
-      const sentinel = this.sentinel;
-      return async () => {
-        await sentinel.sUnsubscribe(channel, listener);
-      };
-    }
-    if (this.subscriber === undefined) {
-      const subscriber = (this.client as Client).duplicate();
+    if (this.client !== undefined && this.subscriber === undefined) {
+      const subscriber = this.client.duplicate();
       subscriber.on('error', () => {});
       this.subscriberClient = subscriber;
       this.subscriber = subscriber.connect().then(() => subscriber as Client);
     }
-    const subscriber = await this.subscriber;
-    await subscriber.sSubscribe(channel, listener);
-    return () => subscriber.sUnsubscribe(channel, listener);
+    // A Cluster's and Sentinel's subscriptions have their own connections, moved in a failover.
+    const on = (this.cluster ?? this.sentinel ?? (await this.subscriber)) as Client;
+    await on.sSubscribe(channel, listener);
+    return async () => {
+      await on.sUnsubscribe(channel, listener);
+    };
   }
 
   /** Drops every connection at once, failing what is in flight: for a node that could not open. */
@@ -396,9 +382,7 @@ export class Valkey {
 
   async close(): Promise<void> {
     if (this.subscriber !== undefined) await (await this.subscriber).close();
-    if (this.cluster !== undefined) await this.cluster.close();
-    else if (this.sentinel !== undefined) await this.sentinel.close();
-    else await (this.client as Client).close();
+    await ((this.cluster ?? this.sentinel ?? this.client) as Client).close();
   }
 
   /** Every primary, with a bounded call on it that fails ERR_TICKWHEEL_UNAVAILABLE. */
