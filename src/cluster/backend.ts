@@ -1,18 +1,9 @@
 /**
- * ClusterBackend: the queue's backend (src/queue/backend.ts) over a ClusterNode, so that
- * `DelayQueue.open({ redis })`, the server, the CLI and the dashboard treat a queue on
- * Valkey/Redis as they treat one on a data directory: the facade (src/queue/checked-queue.ts)
- * checks every argument for both. This file tells the facade's report (src/queue/report.ts)
- * what happened through this node, and hands each call to the node.
- *
- * What differs from the embedded queue, and why:
- *   - Time is the system clock (a `clock` option is refused): nodes and Valkey must agree on it.
- *   - Finished messages (acknowledged, cancelled) are remembered for get() per partition, the
- *     latest 128 to 256 of each (lua/messages.lua, `remember`); rememberFinished does not apply.
- *   - The counters of stats() count what went through this node (schedules, deliveries, acks,
- *     nacks, cancels, reschedules) and what it fired as an owner; counts per topic are the
- *     whole queue's.
- *   - An open queue on Valkey/Redis holds its process open (its connections do) until close().
+ * ClusterBackend: the queue's backend (src/queue/backend.ts) over a ClusterNode. It hands each
+ * call to the node's parts and tells the facade's report (src/queue/report.ts) what happened
+ * through this node. docs/cluster.md, "Differences from the embedded queue", says why: the
+ * system clock only (nodes and Valkey must agree on time), finished messages remembered for
+ * get() per partition (lua/messages.lua, `remember`), counters of what went through this node.
  */
 
 import { mayHaveWritten } from '../errors.js';
@@ -66,20 +57,13 @@ const CONSUME_WAIT_MS = 1_000;
 const MAX_OUTSTANDING = 100_000;
 
 export class ClusterBackend implements QueueBackend {
-  /** Nothing is recovered from disk: the state is in Valkey. */
   readonly recovery = undefined;
   readonly consumeWaitMs = CONSUME_WAIT_MS;
   /** Deliveries made here while someone listens, by receipt: what an ack's or nack's event says. */
   private readonly outstanding = new Map<string, EventSource>();
   /** What consume()'s workers and the pushes receive from: counted as receive() counts. */
   readonly source: WorkerSource;
-  /**
-   * Told what goes through this node (see docs/cluster.md, "Topic settings and events"):
-   * schedules, deliveries to its consumers, their acks and nacks (dead when the last attempt),
-   * its cancels, and the visibility timeouts and fires of the partitions it owns.
-   */
   private constructor(
-    /** The node under this queue: partitions, members, leases. */
     readonly node: ClusterNode,
     private readonly report: QueueReport,
   ) {
@@ -91,7 +75,6 @@ export class ClusterBackend implements QueueBackend {
     };
   }
 
-  /** The topic gate of this node, over the settings kept in Valkey/Redis (topic-store.ts). */
   get topics(): TopicGate {
     return this.node.topics;
   }
@@ -104,8 +87,6 @@ export class ClusterBackend implements QueueBackend {
   ): Promise<ClusterBackend> {
     const node = await ClusterNode.open({
       ...options,
-      // An outage of Valkey fails every background call, ten times a second: each distinct
-      // fault once per 10 s.
       onError: options.onError ?? faultsOncePer(10_000, limits.onFault),
       horizonMs: limits.horizonMs,
       visibilityMs: limits.visibilityMs,
@@ -149,7 +130,7 @@ export class ClusterBackend implements QueueBackend {
     return results;
   }
 
-  /** A schedule's answer to the caller; its event unless its id was pending (deduplicated). */
+  /** A schedule's answer; its event unless its id was pending (deduplicated). */
   private made(request: CheckedRequest, result: Scheduled & { deduplicated?: true }): Scheduled {
     if (result.deduplicated) {
       this.report.deduplicated();
@@ -179,9 +160,8 @@ export class ClusterBackend implements QueueBackend {
     return this.node.inspector.info(id);
   }
 
-  async payload(id: string): Promise<{ value: unknown } | undefined> {
-    const found = await this.node.inspector.payload(id);
-    return found === undefined ? undefined : { value: found.value };
+  payload(id: string): Promise<{ value: unknown } | undefined> {
+    return this.node.inspector.payload(id);
   }
 
   // ---- consumer ---------------------------------------------------------------------------
@@ -191,7 +171,7 @@ export class ClusterBackend implements QueueBackend {
     return this.take(topic, max, waitMs, undefined, { visibilityMs, maxBytes });
   }
 
-  /** Receives through the topic's gate from every partition of the topic; told to the report. */
+  /** Receives through the topic's gate from every partition of the topic. */
   private async take(
     topic: string,
     max: number,
@@ -238,7 +218,6 @@ export class ClusterBackend implements QueueBackend {
     return (meta, what, write) => producer.durably(meta, what, write);
   }
 
-  /** Every partition's page, merged (listing.ts); equal due times by id. */
   list(query: ListQuery): Promise<BackendListPage> {
     return this.node.inspector.list(query, this.node.settings.windowMs);
   }
@@ -317,7 +296,6 @@ export class ClusterBackend implements QueueBackend {
     };
   }
 
-  /** Counts by the edges as asked (see ClusterInspector.dueHistogram for their grain). */
   async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
     const counts = await this.node.inspector.dueHistogram(edgesMs, this.node.settings.windowMs);
     return { edgesMs: [...edgesMs], counts };
@@ -327,17 +305,15 @@ export class ClusterBackend implements QueueBackend {
     return this.node.wheelSnapshot(maxRows);
   }
 
-  /** Undefined while Valkey/Redis answers a PING within a second; else what went wrong. */
   problem(): Promise<string | undefined> {
     return this.node.ping(1_000);
   }
 
   // ---- life cycle -------------------------------------------------------------------------
 
-  /** Nothing runs in the background that a caller could wait for: resolves at once. */
+  /** Nothing runs in the background that a caller could wait for. */
   async settled(): Promise<void> {}
 
-  /** Hands this node's partitions to the other nodes, disconnects. */
   close(): Promise<void> {
     return this.node.close();
   }
@@ -359,10 +335,9 @@ export class ClusterBackend implements QueueBackend {
   }
 
   /**
-   * An ack or nack made here (undefined: the receipt named no delivery still out): counted,
-   * with the event of a delivery made here ('acked', 'failed', or 'dead' when that was its last
-   * attempt), if anyone listened when it was made. A dead letter read back from Valkey (`dead`)
-   * is reported whoever listened: its span continues the trace it was scheduled in.
+   * An ack or nack made here (undefined: no delivery still out), with the event of a delivery
+   * made while anyone listened. A dead letter read back from Valkey (`dead`) is reported
+   * whoever listened: its span continues the trace it was scheduled in.
    */
   private settledDelivery(
     receipt: string,
@@ -381,11 +356,7 @@ export class ClusterBackend implements QueueBackend {
     this.settle(message, settled, reason ?? NACK_REASON);
   }
 
-  /**
-   * A delivery this node failed as a partition's owner because its visibility ran out (whoever
-   * received it): counted, and reported as 'failed' (due again) or 'dead', as the embedded
-   * queue reports it.
-   */
+  /** A delivery this node failed as a partition's owner because its visibility ran out. */
   private expiredDelivery(message: ExpiredDelivery, settled: 'failed' | 'dead'): void {
     this.report.expired();
     this.settle(message, settled, VISIBILITY_REASON);
@@ -401,10 +372,7 @@ export class ClusterBackend implements QueueBackend {
   }
 }
 
-/**
- * The rejection handler of a write about `subject` (a message id, a schedule's name): marks a
- * failure that may have come after the write reached Valkey (errors.ts, mayHaveWritten).
- */
+/** Marks a failed write about `subject` that may have reached Valkey (mayHaveWritten). */
 function failed(subject: string): (err: unknown) => never {
   return (err) => {
     throw mayHaveWritten(err, subject);

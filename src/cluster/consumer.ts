@@ -1,19 +1,15 @@
 /**
- * The consumer's side of a cluster node: receive, ack, nack (docs/cluster.md, "Consumers").
- * Any node takes from any partition; ready messages of a topic are spread over the partitions'
- * ready lists.
+ * The consumer's side of a cluster node: receive, ack, nack from any partition (docs/cluster.md,
+ * "Consumers").
  *
- * Which partitions to ask: a hint per topic of partitions known to have ready messages, fed by
- * the partitions' channels ("r <topic>" when messages of the topic became ready) and dropped
- * when a take comes back short. A receive with nothing hinted scans every partition's ready
- * list length, at most once every `scanMs` (so that lost notifications cost a scan, never a
- * message); a long poll waits for a notification, re-scanning every `scanMs`; every partition
- * is asked at least every `rescanMs` even while hints keep coming (notifications can be lost in
- * a failover).
+ * Which partitions to ask: per topic, a hint of partitions with ready messages, fed by their
+ * channels ("r <topic>") and dropped when a take comes back short. With nothing hinted a
+ * receive scans every partition's ready list, at most once every `scanMs`, so a lost
+ * notification costs a scan, never a message; every partition is asked at least every
+ * `rescanMs` even while hints keep coming.
  *
- * A receipt names the partition, the attempt and the id: `c<partition>.<attempt>.<id>`, so ack
- * and nack go straight to the right slot from any node, and a receipt of an earlier delivery of
- * the same message is refused (its attempt is not the current one).
+ * A receipt `c<partition>.<attempt>.<id>` sends ack and nack straight to the slot from any
+ * node; one of an earlier delivery is refused (its attempt is not the current one).
  */
 
 import { TickwheelTypeError } from '../errors.js';
@@ -26,19 +22,17 @@ import * as tw from './functions.js';
 import { metaKey, partitionPrefix } from './keys.js';
 import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';
 
-/** What a nack did: the delivery is scheduled again, or it was the last attempt. */
 export type NackOutcome = 'retry' | 'dead';
 
-/** A nack's outcome; a dead letter as its `dead` event and span tell it, once it is read. */
+/** A nack's outcome; a dead letter as its `dead` event and span tell it. */
 export interface Nacked {
   outcome: NackOutcome;
   dead?: EventSource;
 }
 
-/** How a delivery ended, as the queue's events name it. */
 export type Settled = 'acked' | 'failed' | 'dead';
 
-/** The event of a nack's outcome; undefined when the nack found no delivery still out. */
+/** The event of a nack's outcome; undefined when it found no delivery still out. */
 export function settledBy(outcome: NackOutcome | undefined): Settled | undefined {
   return outcome === undefined ? undefined : outcome === 'retry' ? 'failed' : 'dead';
 }
@@ -59,10 +53,7 @@ export interface ConsumerOptions {
   scanMs?: number;
   /** Every partition's ready list is asked at least this often, hints or not. Default 1,000 ms. */
   rescanMs?: number;
-  /**
-   * The largest payload a message of this queue can have (the nodes' maxPayloadBytes): bounds
-   * how many partitions one receive asks at once within its byte budget. Default 1 MiB.
-   */
+  /** Bounds how many partitions one receive asks at once within its bytes. Default 1 MiB. */
   maxPayloadBytes?: number;
 }
 
@@ -73,9 +64,8 @@ interface Waiter {
 const RECEIPT = /^c(\d+)\.(\d+)\.(.+)$/;
 
 /**
- * The fewest messages a partition is asked for when several are asked at once: a Worker with
- * 64 free slots asked 64 partitions for one each, and under a burst (every partition full) that
- * was a call a message where one call took 64.
+ * The fewest messages a partition is asked for when several are asked at once: asking 64
+ * partitions for one each under a burst costs a call a message where one call takes 64.
  */
 const MIN_SHARE = 8;
 
@@ -101,10 +91,7 @@ export class Consumer {
   private noticeCount = 0;
   private readonly acks = new Map<number, PendingAck[]>();
   private acksQueued = false;
-  /**
-   * How often a topic's settings changed (the queue's TopicGate): a woken long poll that sees it
-   * move ends empty, and the gate looks at the settings again.
-   */
+  /** How often a topic's settings changed: a long poll that sees it move ends empty. */
   generation: (topic: string) => number = () => 0;
 
   constructor(
@@ -123,9 +110,7 @@ export class Consumer {
 
   /** A partition's channel said messages of `topic` became ready. */
   onReady(partition: number, topic: string): void {
-    let hint = this.hints.get(topic);
-    if (hint === undefined) this.hints.set(topic, (hint = new Set()));
-    hint.add(partition);
+    this.hint(topic, [partition]);
     let notices = this.notices.get(topic);
     if (notices === undefined) this.notices.set(topic, (notices = new Map()));
     notices.set(partition, ++this.noticeCount);
@@ -154,17 +139,12 @@ export class Consumer {
       // A notification came while the take was under way: take again rather than wait.
       if (this.hints.get(topic)?.size) continue;
       await this.waitFor(topic, Math.min(this.scanMs, until - Date.now()));
-      // Closing, or the topic's settings changed meanwhile: a long poll ends empty, as the
-      // embedded queue's does (the gate waits out the rest of it as the settings say).
+      // As on the embedded queue (the gate then waits out the rest as the settings say).
       if (this.closing || this.generation(topic) !== generation) return [];
     }
   }
 
-  /**
-   * Acks made in one turn of the event loop go to each partition as one tw_ack (under a burst a
-   * Worker acks many deliveries of a partition in a turn: one call each cost Valkey a call's
-   * overhead each).
-   */
+  /** Acks made in one turn go to each partition as one tw_ack (a burst acks many at once). */
   ack(receipt: string, durably?: DurableWrite): Promise<boolean> {
     let parsed: ReturnType<Consumer['parseReceipt']>;
     try {
@@ -212,11 +192,7 @@ export class Consumer {
     }
   }
 
-  /**
-   * Fails a delivery: 'retry' when it is scheduled again, 'dead' when that was its last attempt
-   * (with the dead letter as its event and span tell it), undefined when the receipt names no
-   * delivery that is still out.
-   */
+  /** Fails a delivery; undefined when the receipt names no delivery still out. */
   async nack(
     receipt: string,
     options: { delayMs?: number; reason?: string } = {},
@@ -245,8 +221,8 @@ export class Consumer {
         ? await tw.nack(this.valkey, at.meta, retry, reason)
         : await durably(at.meta, id, (valkey) => tw.nack(valkey, at.meta, retry, reason));
     if (outcome !== 'dead') return outcome === undefined ? undefined : { outcome };
-    // The dead letter's span continues the trace kept in its record, read here if the nack did
-    // not need it. The nack is done by now: a failed read costs the span, not the nack.
+    // The dead letter's span continues the trace in its record. The nack is done by now: a
+    // failed read costs the span, not the nack.
     stored ??= await tw.stored(this.valkey, at).catch(() => undefined);
     if (stored === undefined) return { outcome };
     const { topic, trace } = decodeRecord(stored.record);
@@ -260,23 +236,16 @@ export class Consumer {
     maxBytes: number,
     scan: boolean,
   ): Promise<ReceivedMessage[]> {
-    let candidates: number[];
-    if (scan) {
-      candidates = await this.scan(topic);
-    } else {
-      candidates = [...(this.hints.get(topic) ?? [])];
-    }
+    const candidates = scan ? await this.scan(topic) : [...(this.hints.get(topic) ?? [])];
     const out: ReceivedMessage[] = [];
     let bytesLeft = maxBytes;
     // Start at a different partition each time, so that no partition is always first.
     const start = this.next++ % Math.max(1, candidates.length);
     let round = candidates.map((_, k) => candidates[(start + k) % candidates.length]);
-    // The hinted partitions are asked at once, each for its share of what is still wanted (one
-    // after another, a partition waited a round trip for each partition before it); those that
-    // gave their whole share may have more and are asked again (at most want / MIN_SHARE of them
-    // at once, the rest in the next round). Each gets an equal part of the
-    // byte budget, so no more partitions are asked at once than the budget holds largest
-    // records: every partition's first record fits its part, and the total stays within it.
+    // Partitions are asked at once (at most want / MIN_SHARE), each for its share of what is
+    // still wanted; those that gave their whole share may have more and are asked again. Each
+    // gets an equal part of the bytes, and no more are asked than the bytes hold largest
+    // records: every partition's first record fits its part.
     while (round.length > 0 && out.length < max && bytesLeft > 0) {
       const want = max - out.length;
       const width = Math.max(
@@ -296,8 +265,7 @@ export class Consumer {
       round = round.slice(asked.length);
       replies.forEach((rows, k) => {
         const partition = asked[k];
-        // A short answer empties the hint, unless a notification came after the ask: what
-        // it announced may have become ready after the take ran.
+        // A short answer empties the hint, unless a notification came after the ask.
         if (rows.length >= counts[k]) round.push(partition);
         else if ((this.notices.get(topic)?.get(partition) ?? 0) <= sentAt) {
           this.hints.get(topic)?.delete(partition);
@@ -322,17 +290,14 @@ export class Consumer {
   }
 
   /**
-   * Whether to ask every partition rather than the hinted ones: when nothing is hinted (at
-   * most once every `scanMs`), and at least every `rescanMs` whatever the hints say. Hints
-   * come from notifications, which a failover or a reconnect can lose; under steady load the
-   * hinted partitions never run dry, so without the rescan a partition whose notifications
-   * were lost would wait for the load to stop.
+   * Whether to ask every partition rather than the hinted ones: with nothing hinted, and at
+   * least every `rescanMs` whatever the hints say (under steady load the hinted partitions
+   * never run dry, so one whose notifications were lost would wait for the load to stop).
    */
   private shouldScan(topic: string): boolean {
     const now = Date.now();
     const since = now - (this.scannedAt.get(topic) ?? 0);
-    // With nothing hinted, at most one scan every scanMs: a consumer that receives often (a
-    // Worker frees a slot per message) would otherwise scan every partition each time.
+    // At most one scan every scanMs: a Worker receives each time it frees a slot.
     if (since < (this.hints.get(topic)?.size ? this.rescanMs : this.scanMs)) return false;
     this.scannedAt.set(topic, now);
     return true;
@@ -351,14 +316,16 @@ export class Consumer {
     lengths.forEach((n, p) => {
       if (Number(n) > 0) found.push(p);
     });
-    // Added to the hints, not put in their place: a partition notified while the scan was
-    // under way may have answered 0 before its messages became ready.
-    if (found.length > 0) {
-      let hint = this.hints.get(topic);
-      if (hint === undefined) this.hints.set(topic, (hint = new Set()));
-      for (const p of found) hint.add(p);
-    }
+    // Added to the hints, not put in their place: one notified during the scan may have
+    // answered 0.
+    this.hint(topic, found);
     return found;
+  }
+
+  private hint(topic: string, partitions: readonly number[]): void {
+    let hint = this.hints.get(topic);
+    if (hint === undefined) this.hints.set(topic, (hint = new Set()));
+    for (const p of partitions) hint.add(p);
   }
 
   /** Waits until messages of `topic` may be ready (a notice), `ms`, or `signal` aborts. */
@@ -391,10 +358,7 @@ export class Consumer {
     });
   }
 
-  /**
-   * The parts of a receipt; undefined for a string that is not a receipt of this queue (as the
-   * embedded queue answers false for a receipt it does not know).
-   */
+  /** The parts of a receipt; undefined for a string that is not one of this queue's. */
   private parseReceipt(
     receipt: unknown,
   ): { partition: number; attempt: number; id: string } | undefined {
@@ -417,7 +381,6 @@ export class Consumer {
     this.wakeAll();
   }
 
-  /** Wakes every long poll. */
   wakeAll(): void {
     for (const set of this.waiters.values()) for (const w of [...set]) w.wake();
   }

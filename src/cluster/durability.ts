@@ -1,24 +1,12 @@
 /**
- * Which durability a node keeps, decided once, when it opens (docs/cluster.md, "Durability
- * settings").
+ * Which durability a node keeps, decided once when it opens (docs/cluster.md, "Durability
+ * settings"). A durability wait can only succeed on a primary with a replica, so the replicas
+ * are counted at open: 'auto' is 'replicated' if any primary has one, else 'async';
+ * 'replicated' and 'fsynced' are refused if none has (TickwheelNoReplicaError).
  *
- * A durability wait (`WAIT 1`, `WAITAOF 1 1`) can only succeed on a primary that has a replica.
- * On a server without one (a development box) every acknowledged write would wait out the
- * wait's timeout and then fail, so the replicas are counted at open (`connected_slaves` of
- * `INFO replication` on every primary) and:
- *
- *   'auto'                    'replicated' if any primary has a replica, 'async' if none has;
- *   'replicated', 'fsynced'   kept if any primary has a replica; refused if none has
- *                             (TickwheelNoReplicaError), with the fix in the message.
- *
- * "Any", not "every": in a Cluster that is short of one replica for a moment (a failover under
- * way, a replica restarting) a node that opens keeps the deployment's durability rather than
- * giving it up for good; the writes of the shard without a replica fail with
- * ERR_TICKWHEEL_NOT_DURABLE until it has one again, as they do on a running node.
- *
- * The choice holds until the node closes: replicas added later do not turn an 'async' node
- * into a 'replicated' one (open it again), and replicas lost later do not make a 'replicated'
- * one 'async' (its writes fail NOT_DURABLE instead of being acknowledged less durably).
+ * "Any", not "every": a Cluster short of a replica for a moment (a failover under way) keeps its
+ * durability; the writes of that shard fail ERR_TICKWHEEL_NOT_DURABLE until it has one again.
+ * The choice holds until the node closes, so lost replicas never make writes less durable.
  */
 
 import { TickwheelError, TickwheelTypeError } from '../errors.js';
@@ -40,17 +28,13 @@ export function checkDurability(durability: unknown): DurabilityOption {
   return durability as DurabilityOption;
 }
 
-/** A primary and the replicas connected to it when the node opened. */
 export interface PrimaryReplicas {
   /** host:port, or the URL it was reached by. */
   primary: string;
   replicas: number;
 }
 
-/**
- * A node asked for 'replicated' or 'fsynced' on servers where no primary has a replica: no write
- * could ever be acknowledged. `primaries` are the servers that were asked.
- */
+/** 'replicated' or 'fsynced' where no primary has a replica: no write could be acknowledged. */
 export class TickwheelNoReplicaError extends TickwheelError {
   readonly durability: Durability;
   readonly primaries: readonly string[];

@@ -1,9 +1,8 @@
 /**
- * One typed call per function of the tickwheel library (library.ts; each function's contract is
- * beside it in lua/*.lua): its arguments, and its reply read into named fields, so that nothing
- * else calls a function or reads a reply by position. `meta` is a partition's meta key
- * (keys.ts): it picks the slot. Owner-only calls (load, fire, expire) answer undefined when the
- * caller no longer holds the partition's lease under its epoch.
+ * One typed call per function of the tickwheel library (contracts beside each in lua/*.lua),
+ * its reply read into named fields: nothing else calls a function or reads a reply by position.
+ * `meta` (a partition's meta key) picks the slot. Owner-only calls (load, fire, expire) answer
+ * undefined when the caller no longer holds the partition's lease under its epoch.
  */
 
 import { TickwheelStateError } from '../errors.js';
@@ -18,13 +17,12 @@ import { placeOf } from './record.js';
 
 type Arg = string | number | Buffer;
 
-/** A message's id and its id bucket in its partition (record.ts, placeOf). */
+/** A message's id and its id bucket in its partition (record.ts). */
 export type Id = { id: string; bucket: number };
 
 /** A message by its id, in its partition. */
 export type MessageAt = Id & { meta: string };
 
-/** Where the message `id` of a queue of `partitions` lives. */
 export function messageAt(queue: string, partitions: number, id: string): MessageAt {
   const { partition, bucket } = placeOf(id, partitions);
   return { meta: metaKey(queue, partition), id, bucket };
@@ -46,7 +44,6 @@ async function call<T>(valkey: Valkey, fn: string, key: string, args: Arg[], buf
   try {
     return (await valkey.fcall(fn, key, args, buffers)) as T;
   } catch (err) {
-    // A Lua error names a line of the joined library: tell its file's line instead.
     if (err instanceof Error) err.message = inLibraryFiles(err.message);
     throw err;
   }
@@ -93,7 +90,6 @@ export class ScheduleBatch {
   /** Runs of messages without ids: the reply then says where they went. */
   runs = 0;
 
-  /** A message with an id. */
   message(m: ToSchedule, window: number): void {
     this.args.push(m.id, m.bucket, String(m.deliverAt), window, m.topic, m.record);
     this.args[0] = (this.args[0] as number) + 1;
@@ -130,7 +126,6 @@ export interface ScheduleAnswer {
   where: Array<{ segment: string; first: number }>;
 }
 
-/** tw_schedule: a partition's batch. */
 export async function schedule(
   valkey: Valkey,
   meta: string,
@@ -182,11 +177,6 @@ export async function get(valkey: Valkey, m: MessageAt): Promise<MessageInfo | u
   const [status, , , due, attempts, topic] = state.split('|');
   const info = { id: m.id, topic, status: STATUS['SRIDAC'.indexOf(status)] };
   return { ...info, deliverAt: Number(due), attempts: Number(attempts) };
-}
-
-/** tw_record: a live or dead message's record. */
-export async function record(valkey: Valkey, m: MessageAt): Promise<Buffer | undefined> {
-  return (await stored(valkey, m))?.record;
 }
 
 /** tw_record: a live or dead message's record, with the due time its state holds. */
@@ -244,27 +234,8 @@ export async function read(valkey: Valkey, meta: string, seg: string, from: numb
   type Row = [number, Buffer, Buffer, number, Buffer, Buffer];
   const args = [seg, from, max];
   const [scanned, rows] = await call<[number, Row[]]>(valkey, 'tw_read', meta, args, true);
-  const live = rows.map(([index, status, due, , , id]) => ({
+  const live = rows.map(([index, status, due, attempts, record, id]) => ({
     index: Number(index),
-    status: str(status),
-    deliverAt: num(due),
-    id: str(id),
-  }));
-  return { scanned: Number(scanned), live };
-}
-
-/** tw_read for list(): each current record with its state and the record itself. */
-export async function readRecords(
-  valkey: Valkey,
-  meta: string,
-  seg: string,
-  from: number,
-  max: number,
-) {
-  type Row = [number, Buffer, Buffer, number, Buffer, Buffer];
-  const args = [seg, from, max];
-  const [scanned, rows] = await call<[number, Row[]]>(valkey, 'tw_read', meta, args, true);
-  const live = rows.map(([, status, due, attempts, record, id]) => ({
     status: str(status),
     deliverAt: num(due),
     attempts: Number(attempts),
@@ -333,7 +304,6 @@ export async function nack(valkey: Valkey, meta: string, d: Retry, reason: strin
 export async function overdue(valkey: Valkey, meta: string, upTo: number, max: number) {
   type Row = [Buffer, Buffer, number, Buffer, Buffer, Buffer];
   const rows = await call<Row[]>(valkey, 'tw_overdue', meta, [String(upTo), max], true);
-  // deliverAt: the time the delivery was for.
   return rows.map(([bucket, id, attempts, , record, due]) => ({
     id: str(id),
     bucket: num(bucket),
@@ -349,7 +319,7 @@ export async function expire(valkey: Valkey, meta: string, by: Owner, deliveries
   for (const d of deliveries) args.push(d.id, d.bucket, d.attempt, String(d.due), d.window);
   const reply = (await call<unknown[]>(valkey, 'tw_expire', meta, args)).map(Number);
   if (reply[0] === -1) return undefined;
-  // Per delivery: left alone (not out with that attempt, or not past its deadline), or not.
+  // Per delivery: left alone (not out with that attempt, or not past its deadline) or not.
   const outcomes = reply
     .slice(3)
     .map((o): 'left' | 'retried' | 'dead' => (o === 1 ? 'retried' : o === 2 ? 'dead' : 'left'));

@@ -1,12 +1,8 @@
 /**
- * Read-only views of a cluster queue for people and dashboards: counts per topic, dead letters,
- * scheduled messages by time until due, payload previews, who owns which partition. Any node
- * answers them from Valkey alone; none changes anything, and none walks over messages except
- * dead letters (up to the limit asked) and list() (bounded by page: listing.ts).
- *
- * Each partition is asked separately (its keys live in its own slot); the asks go out together,
- * so a view costs one round trip per primary, not per partition, once node-redis has pipelined
- * them.
+ * Read-only views of a cluster queue: counts per topic, dead letters, messages by time until
+ * due, payloads, owners. Any node answers from Valkey alone; none walks over messages except
+ * dead letters (up to the limit) and list() (by page). Each partition is asked separately (its
+ * own slot), all at once: pipelined, a view costs a round trip per primary.
  */
 
 import type { TopicStateCounts } from '../protocol/model.js';
@@ -15,7 +11,7 @@ import { decodePayload } from '../queue/message.js';
 import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
-import { metaKey, partitionPrefix } from './keys.js';
+import { partitionPrefix } from './keys.js';
 import { listPartitions } from './listing.js';
 import { decodeRecord } from './record.js';
 
@@ -32,7 +28,7 @@ export class ClusterInspector {
     private readonly partitions: number,
   ) {}
 
-  /** The same read of every partition's key named `suffix`, answers in partition order. */
+  /** The same read of every partition's key named `suffix`, in partition order. */
   private each(suffix: string, command: (key: string) => string[]): Promise<unknown[]> {
     return Promise.all(
       Array.from({ length: this.partitions }, (_, p) => {
@@ -67,17 +63,11 @@ export class ClusterInspector {
 
   /** Which node holds each partition's lease now ('' for none, or one that ran out). */
   async owners(): Promise<string[]> {
-    const replies = await Promise.all(
-      Array.from({ length: this.partitions }, (_, p) => {
-        const meta = metaKey(this.queue, p);
-        return this.valkey.command(meta, ['HMGET', meta, 'owner', 'leaseUntil'], true);
-      }),
-    );
+    const replies = await this.each('meta', (meta) => ['HMGET', meta, 'owner', 'leaseUntil']);
     const now = Date.now();
     return replies.map((reply) => {
       const [owner, until] = (reply ?? []) as Array<string | null>;
-      // leaseUntil is by the server's clock; this is for display, where a skew of the
-      // client's clock shows a lease a little longer or shorter, never a wrong owner.
+      // leaseUntil is by the server's clock: for display, a skew shows a lease a little off.
       return owner && Number(until) > now - 1_000 ? owner : '';
     });
   }
@@ -107,12 +97,11 @@ export class ClusterInspector {
     return found.filter((info): info is MessageInfo => info?.status === 'dead');
   }
 
-  /** A page of a topic's pending messages over every partition (listing.ts). */
   list(query: ListQuery, windowMs: number): Promise<BackendListPage> {
     return listPartitions(this.valkey, this.queue, this.partitions, windowMs, query);
   }
 
-  /** A message's state with the reason its latest delivery failed, if one did. */
+  /** A message's state with the reason its latest delivery failed. */
   async info(id: string): Promise<MessageInfo | undefined> {
     const at = tw.messageAt(this.queue, this.partitions, id);
     const prefix = at.meta.slice(0, -4);
@@ -124,30 +113,24 @@ export class ClusterInspector {
     return info;
   }
 
-  /** The payload of a live or dead message, decoded as receive() would; undefined if none. */
+  /** The payload of a live or dead message, decoded as receive() would. */
   async payload(id: string): Promise<{ value: unknown } | undefined> {
-    const found = await tw.record(this.valkey, tw.messageAt(this.queue, this.partitions, id));
+    const found = await tw.stored(this.valkey, tw.messageAt(this.queue, this.partitions, id));
     if (found === undefined) return undefined;
-    const record = decodeRecord(found);
+    const record = decodeRecord(found.record);
     return { value: decodePayload(record.payloadKind, record.payload) };
   }
 
   /**
-   * Scheduled messages by time until due (as QueueEngine.dueHistogram). Those in windows not
-   * loaded by their partition's owner count by their window's start (or now, if later): their
-   * due time is within `windowMs` after it. The rest of a partition's scheduled messages are
-   * due before its loaded horizon (about a minute ahead) and count as due now.
+   * Scheduled messages by time until due. Those in windows not loaded yet count by their
+   * window's start (their due time is within `windowMs` after it); the rest are due before the
+   * loaded horizon and count as due now.
    */
   async dueHistogram(edgesMs: readonly number[], windowMs: number): Promise<number[]> {
     const now = Date.now();
     const [lives, metas, counts] = await Promise.all([
       this.each('live', (key) => ['HGETALL', key]),
-      Promise.all(
-        Array.from({ length: this.partitions }, (_, p) => {
-          const meta = metaKey(this.queue, p);
-          return this.valkey.command(meta, ['HGET', meta, 'loadedUntil'], true);
-        }),
-      ),
+      this.each('meta', (meta) => ['HGET', meta, 'loadedUntil']),
       this.each('counts', (key) => ['HGETALL', key]),
     ]);
     const histogram = new Array<number>(edgesMs.length + 1).fill(0);

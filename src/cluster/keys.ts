@@ -19,12 +19,11 @@ export function checkQueueName(name: unknown, what = 'queue'): string {
   return name;
 }
 
-/** The `meta` key of a partition: the key every function call names (the others follow it). */
+/** The `meta` key of a partition: the key every function call names. */
 export function metaKey(queue: string, partition: number): string {
   return `tw:{${queue}:${partition}}:meta`;
 }
 
-/** The prefix of every key of a partition. */
 export function partitionPrefix(queue: string, partition: number): string {
   return `tw:{${queue}:${partition}}:`;
 }
@@ -38,10 +37,7 @@ export function topicsKey(queue: string): string {
   return `tw:{${queue}}:topics`;
 }
 
-/**
- * Topics' push targets (src/queue/push.ts): a hash, topic -> JSON, apart from the other settings
- * (an error about a stored setting quotes it; one about a push target never does: secrets).
- */
+/** Topics' push targets: apart from the other settings, which errors quote (secrets). */
 export function pushKey(queue: string): string {
   return `tw:{${queue}}:push`;
 }

@@ -1,12 +1,8 @@
 /**
- * A cluster node's share of the partitions: it keeps the node in the member list, takes the
- * partitions it wins by rendezvous hashing through leases (Ownership, the pure state machine),
- * and runs a PartitionOwner for each partition it owns, on the node's timer wheel.
- *
- * One loop, every `tickMs`: heartbeat when due (the answer is the member list), then whatever the
- * state machine asks (acquire, renew, release, load, drop). The loop is unref'd: a node keeps
- * its process alive only while a caller waits on it (a long receive), as the embedded queue
- * does.
+ * A node's share of the partitions: keeps the node in the member list, takes the partitions it
+ * wins by rendezvous hashing through leases (Ownership, the pure state machine), and runs a
+ * PartitionOwner for each one it owns. One unref'd loop, every TICK_MS: heartbeat when due (the
+ * answer is the member list), then whatever the state machine asks.
  */
 
 import { performance } from 'node:perf_hooks';
@@ -23,24 +19,19 @@ import type { ClusterSchedules } from './schedules.js';
 const TICK_MS = 100;
 
 /**
- * An owner's safety net for lost notifications (a subscription being re-established): it
- * re-reads its near segments and looks for overdue deliveries this often. Notifications and
- * the visibility timer do the work; at 100 ms the poll alone was ~3,200 commands a second for
- * an idle node with 64 partitions.
+ * An owner's safety net for lost notifications: notifications and the visibility timer do the
+ * work, and at 100 ms the poll alone is ~3,200 commands a second for an idle node of 64 partitions.
  */
 const OWNER_POLL_MS = 1_000;
 
-/** What the lease loop tells the node, and asks of it. */
 export interface LeaseLoopHooks {
   /** Whether the node is closing: no heartbeat starts, no partition is loaded again. */
   isClosed(): boolean;
   /** After each heartbeat that answered (another node may have changed topics' settings). */
   onMembers(): void;
-  /** Partition 0's owner leads the recurring schedules (schedules.ts). */
+  /** Partition 0's owner leads the recurring schedules. */
   schedules: Pick<ClusterSchedules, 'lead' | 'unlead'>;
-  /** Each delivery failed here as owner because its visibility ran out. */
   onExpired(message: ExpiredDelivery, settled: 'failed' | 'dead'): void;
-  /** Messages made ready here as owner, by each tw_fire. */
   onFired(count: number): void;
   /** A partition this node owned is no longer its own, not by its choice. */
   onLeaseLost(partition: number, reason: Exclude<DropReason, 'released'>): void;
@@ -55,9 +46,7 @@ export class LeaseLoop {
   private heartbeating: Promise<void> | undefined;
   members: string[] = [];
   leaseChanges = 0;
-  /** Partitions loaded again because a failover lost writes their owner had seen. */
-  reloads = 0;
-  /** Partitions whose data this node saw vanish (their 'born' changed): see noteBorn(). */
+  /** Partitions whose data this node saw vanish (noteBorn). */
   dataLosses = 0;
   /** Each partition's 'born' as its lease answers last gave it. */
   private readonly born = new Map<number, string>();
@@ -91,10 +80,7 @@ export class LeaseLoop {
     this.advancing.unref();
   }
 
-  /**
-   * Gives the partitions up (so others take them at once), waiting a lease time at most, then
-   * stops the loop and the owners.
-   */
+  /** Gives the partitions up (so others take them at once) within a lease time, then stops. */
   async release(): Promise<void> {
     this.ownership.close();
     const until = performance.now() + this.settings.leaseMs;
@@ -115,26 +101,23 @@ export class LeaseLoop {
       .catch(() => {});
   }
 
-  /** Partitions this node owns now. */
   owned(): number[] {
     return this.ownership.owned();
   }
 
-  /** Whether this node owns partition 0 under `epoch` and may act on it now (schedules.ts). */
+  /** Whether this node owns partition 0 under `epoch` and may act on it now. */
   leads(epoch: number): boolean {
     return this.owners.get(0)?.epoch === epoch && this.ownership.canFire(0, performance.now());
   }
 
-  /** An event of a partition's channel, for its owner if this node has one. */
   onOwnerEvent(partition: number, message: string): void {
     this.owners.get(partition)?.onEvent(message);
   }
 
   /**
-   * One round of the lease machine. Requests go out without waiting for earlier ones: at most
-   * one per partition is in flight, and an answer that comes after its timeout is ignored
-   * (ownership.ts), so a partition whose primary is failing over, or a heartbeat stuck there,
-   * holds up no other partition's renewals. Resolves once this round's requests are answered.
+   * One round of the lease machine. Requests go out without waiting for earlier ones (at most
+   * one per partition is in flight, a late answer is ignored), so a partition whose primary is
+   * failing over holds up no other's renewals. Resolves once this round's are answered.
    */
   private async tick(): Promise<void> {
     try {
@@ -168,31 +151,24 @@ export class LeaseLoop {
   }
 
   /**
-   * Whether a lease grant just written on `meta`'s primary will outlive a failure of it: it
-   * reached a replica (WAIT), the copy a failover promotes. A primary with no replica at all
-   * (its replica was promoted and no new one has joined yet) has no failover to fear: the grant
-   * stands at once. (Only a crash and restart of that primary within its fsync interval could
-   * lose it; the lease it names has then run out by the time the primary answers again unless
-   * the restart is quicker than the lease.) Without this, a shard that lost its replica would
-   * leave its partitions unowned, and their messages undelivered, until one came back.
+   * Whether a lease grant just written on `meta`'s primary will outlive a failover: it reached
+   * a replica (WAIT). A primary with no replica has no failover to fear, so the grant stands at
+   * once; otherwise a shard that lost its replica would leave its partitions unowned until one
+   * came back.
    */
   private async grantKept(meta: string, timeoutMs: number): Promise<boolean> {
     if ((await this.valkey.replicasOf(meta)) === 0) return true;
     return Number(await this.valkey.command(meta, ['WAIT', '1', String(timeoutMs)])) >= 1;
   }
 
-  /** Carries out what the state machine asks; answers feed back into it. */
   private async run(effects: Effect[]): Promise<void> {
     await Promise.all(effects.map((effect) => this.carryOut(effect)));
   }
 
   /**
-   * A lease answer's 'born' for `partition` (the server time its data was first made; '' before
-   * any grant). It never changes while the data lives: a change means the partition's keys
-   * were lost, as when a Valkey/Redis without persistence restarts (or a failover goes to a
-   * replica that had nothing), and every message scheduled there went with them. That cannot
-   * be undone here; it is reported (onError, ERR_TICKWHEEL_DATA_LOST, and the dataLosses count
-   * in stats() and /metrics) rather than carried on from silently.
+   * A lease answer's 'born' for `partition` (server time its data was first made; '' before any
+   * grant). A change means the partition's keys, and its messages, were lost (a Valkey without
+   * persistence restarted): reported, ERR_TICKWHEEL_DATA_LOST, rather than carried on silently.
    */
   private noteBorn(partition: number, born: string): void {
     if (born === '') return;
@@ -260,24 +236,18 @@ export class LeaseLoop {
         return;
       case 'load': {
         const owner = new PartitionOwner(this.valkey, {
-          queue: this.settings.queue,
+          ...this.settings,
           partition,
-          partitions: this.settings.partitions,
           node: this.settings.nodeId,
           epoch: effect.epoch,
-          windowMs: this.settings.windowMs,
-          horizonMs: this.settings.horizonMs,
-          maxClockSkewMs: this.settings.maxClockSkewMs,
           pollMs: OWNER_POLL_MS,
           wheel: this.wheel,
           onFenced: (o) => void this.run(this.ownership.fenced(o.partition, o.epoch)),
           // Writes it saw were lost in a failover: the same lease, a fresh load.
           onStale: (o) => {
             if (this.owners.get(o.partition) !== o || this.hooks.isClosed()) return;
-            this.reloads++;
             void this.carryOut({ kind: 'load', partition: o.partition, epoch: o.epoch });
           },
-          onError: this.settings.onError,
           onExpired: (message, settled) => this.hooks.onExpired(message, settled),
           onFired: (count) => this.hooks.onFired(count),
         });
@@ -287,7 +257,6 @@ export class LeaseLoop {
           await owner.start();
           if (owner.active) {
             this.ownership.loaded(partition, effect.epoch);
-            // Partition 0's owner leads the recurring schedules (schedules.ts).
             if (partition === 0) this.hooks.schedules.lead(effect.epoch);
           }
         } catch (err) {

@@ -1,20 +1,13 @@
 /**
- * The `tickwheel` Redis Functions library: every change the cluster makes to a partition runs
- * there, atomically in the partition's slot (docs/cluster.md, "Life of a message"). Its Lua is
- * in lua/*.lua; functions.ts calls it.
- *
+ * The `tickwheel` Redis Functions library (lua/*.lua, called through functions.ts): every change
+ * to a partition runs there, atomically in its slot (docs/cluster.md, "Life of a message").
  * Functions rather than EVALSHA: a library is replicated and persisted with the data, so a
- * promoted replica has it; the script cache is neither, and answers NOSCRIPT after a failover.
- * Every node loads the library with FUNCTION LOAD REPLACE on each primary at start; the library
- * answers `tw_version` so that a node never runs beside a newer library than its own.
+ * promoted replica has it (the script cache answers NOSCRIPT after a failover). `tw_version`
+ * keeps a node from running beside a newer library than its own.
  *
- * Time inside functions is the server's (TIME): leases expire by the server's clock only, so
- * nodes' clocks never decide who owns a partition.
- *
- * Valkey loads a library as one Lua chunk, so the files (one concern each, their functions'
- * contracts beside them) are joined into one source after a header: a file's `local` functions
- * are seen by the files after it, which is why LIBRARY_FILES has an order. They are read from
- * lua/ beside this module: in src/, and in dist/, where the build copies them (scripts/lua.mjs).
+ * Valkey loads a library as one Lua chunk: the files are joined after a header, and a file's
+ * `local` functions are seen only by the files after it, hence the order of LIBRARY_FILES. They
+ * are read from lua/ beside this module (the build copies them to dist/: scripts/lua.mjs).
  */
 
 import { readFileSync } from 'node:fs';
@@ -32,7 +25,6 @@ export const LIBRARY_VERSION = 2;
 
 const LIBRARY_NAME = 'tickwheel';
 
-/** The files of lua/, in the order they are joined. */
 const ORDER = 'leases states messages loading deliveries membership tokens recurring';
 export const LIBRARY_FILES = ORDER.split(' ');
 
@@ -58,15 +50,11 @@ function join(): { source: string; starts: number[] } {
   return { source: parts.join('\n'), starts };
 }
 
-/** The library's source, as FUNCTION LOAD takes it: the header, then the files. */
 export function librarySource(): string {
   return (joined ??= join()).source;
 }
 
-/**
- * A message of Valkey's about the library (a load refused, a function's run-time error) with
- * each line of the joined source it names (`user_function:123`) told as its file's line.
- */
+/** A message of Valkey's with each line of the joined source it names told as its file's. */
 export function inLibraryFiles(message: string): string {
   if (!message.includes('user_function:')) return message;
   const { starts } = (joined ??= join());
@@ -79,7 +67,6 @@ export function inLibraryFiles(message: string): string {
   });
 }
 
-/** The library as a connection loads it (src/cluster/connection.ts). */
 export const LIBRARY: FunctionLibrary = {
   name: LIBRARY_NAME,
   version: LIBRARY_VERSION,

@@ -1,21 +1,11 @@
 /**
- * list() on Valkey/Redis: a topic's pending messages over every partition, merged in due order.
- * Read-only: any node answers from Valkey alone, through tw_read (lua/loading.lua), which gives
- * a segment's records still current with their state; nothing is fenced.
- *
- * Where a partition's pending messages are (docs/cluster.md, "Data layout"): every live message
- * has its current record in a segment, whatever its status. A window segment `w<n>` holds only
- * messages due in window n; the near segments `n<k>` (messages due before the horizon when they
- * were written) hold a horizon's worth. So a partition's page reads its near segments whole,
- * then its window segments in window order from the page's start (the `windows` sorted set
- * names them, WINDOWS_PER_READ at a time, read together), each whole (its records are in
- * schedule order, not due order), and stops before the next window once it has the page's
- * messages or has read PARTITION_SCAN_RECORDS records: it is then complete up to that window's
- * start (what was read of later windows is dropped). The partitions' pages are merged (mergePages):
- * a page ends where the partition that stopped first stopped.
- *
- * Messages have no scheduling order across nodes: equal due times list by id. A page's messages
- * carry their lastError as get() gives it (addReasons).
+ * list() on Valkey/Redis (docs/cluster.md, "Differences from the embedded queue"): read-only,
+ * through tw_read. Every live message has its current record in a segment: a window segment
+ * `w<n>` holds only messages due in window n, the near segments `n<k>` a horizon's worth. So a
+ * partition's page reads its near segments whole, then its window segments in order from the
+ * page's start, each whole (records are in schedule order, not due order), and stops before
+ * the next window once it has the page or has read PARTITION_SCAN_RECORDS records: it is then
+ * complete up to that window's start. A merged page ends where the first partition stopped.
  */
 
 import type { MessageStatus } from '../protocol/model.js';
@@ -61,11 +51,7 @@ export async function listPartitions(
   return { messages, next: page.through };
 }
 
-/**
- * Sets each message's lastError, as get() does: the reason its latest delivery failed is kept
- * beside its record (lua/deliveries.lua, `reasons`), read for the page's messages only, one
- * HMGET per partition that has some.
- */
+/** Sets each message's lastError as get() does: one HMGET of `reasons` per partition. */
 async function addReasons(
   valkey: Valkey,
   queue: string,
@@ -115,7 +101,7 @@ async function listPartition(
     valkey.command(`${prefix}live`, ['HKEYS', `${prefix}live`], true),
     valkey.command(meta, ['HGET', meta, 'loadedUntil'], true),
   ])) as [string[] | null, string | null];
-  // Near segments hold messages due up to loadedUntil: a page starting after it skips them.
+  // Near segments hold messages due before loadedUntil: a page starting after it skips them.
   const pastNear = loadedUntil !== null && lo > Number(loadedUntil);
   const near = pastNear ? [] : (segments ?? []).filter((seg) => seg.startsWith('n'));
   for (const segment of await Promise.all(
@@ -135,7 +121,7 @@ async function listPartition(
     )) as string[] | null;
     if (windows === null || windows.length === 0) break;
     const starts = windows.map((window) => Number(window) * windowMs);
-    // Read together (one round trip for the lot once pipelined); taken in window order below.
+    // Read together (pipelined), taken in window order.
     const reads = windows.map((window, i) =>
       starts[i] < query.until ? readSegment(valkey, meta, `w${window}`, query) : undefined,
     );
@@ -164,7 +150,6 @@ async function listPartition(
   return { items: part.items, through };
 }
 
-/** What one segment holds of the page: its matching messages, and the records read. */
 interface SegmentPart {
   items: Array<{ message: MessageInfo; key: ListKey }>;
   scanned: number;
@@ -179,7 +164,7 @@ async function readSegment(
   const items: SegmentPart['items'] = [];
   let scanned = 0;
   for (let from = 0; ; from += RECORDS_PER_READ) {
-    const { scanned: read, live } = await tw.readRecords(valkey, meta, seg, from, RECORDS_PER_READ);
+    const { scanned: read, live } = await tw.read(valkey, meta, seg, from, RECORDS_PER_READ);
     scanned += read;
     for (const row of live) {
       const status = STATUSES[row.status];

@@ -1,7 +1,4 @@
-/**
- * A cluster node's options (ClusterNode.open), their defaults and bounds, and the settings a
- * node runs with once they are checked.
- */
+/** A cluster node's options, their defaults and bounds, and the settings it runs with. */
 
 import { randomBytes } from 'node:crypto';
 import { faultOf, oncePer, warnFault, type FaultReporter } from '../queue/faults.js';
@@ -21,10 +18,7 @@ export interface ClusterNodeOptions {
   windowMs?: number;
   /** How far ahead owners keep messages in their wheel. Default 60,000 ms. */
   horizonMs?: number;
-  /**
-   * When a write is acknowledged (durability.ts). Default 'auto': 'replicated' where the
-   * primaries have replicas, 'async' where none has, decided when the node opens.
-   */
+  /** When a write is acknowledged (durability.ts). Default 'auto'. */
   durability?: DurabilityOption;
   /** Partition leases. Default 2,000 ms. */
   leaseMs?: number;
@@ -33,39 +27,27 @@ export interface ClusterNodeOptions {
   /** This node's id in the member list. Default: random. */
   nodeId?: string;
   maxClockSkewMs?: number;
-  /**
-   * How long open() keeps trying to reach Valkey/Redis (down, restarting, loading its data)
-   * before ERR_TICKWHEEL_UNAVAILABLE. Default 10 s.
-   */
+  /** How long open() keeps trying to reach Valkey/Redis. Default 10 s. */
   connectTimeoutMs?: number;
-  /**
-   * Errors of background work, as thrown. Default: each distinct one once per 10 s as a fault
-   * (src/queue/faults.ts): the queue's onFault, or a process warning.
-   */
+  /** Errors of background work. Default: each distinct one once per 10 s as a fault. */
   onError?: (err: unknown) => void;
 }
 
-/** The options checked, with their defaults; the durability is decided at open. */
 export type CheckedNodeOptions = Required<
   Omit<ClusterNodeOptions, 'redis' | 'onError' | 'connectTimeoutMs' | 'durability'>
 > & { onError: (err: unknown) => void };
 
-/** What a node runs with: its checked options, and the durability chosen when it opened. */
+/** A node's checked options, and the durability chosen when it opened. */
 export type NodeSettings = CheckedNodeOptions & {
-  /** The durability kept, as chosen at open (durability.ts). */
   durability: Durability;
   durabilityOption: DurabilityOption;
   /** Why that one, in words for a log. */
   durabilityReason: string;
 };
 
-/**
- * Checks a node's options (ERR_TICKWHEEL_INVALID_OPTION names the first one out of bounds) and
- * fills in the defaults.
- */
+/** Checks a node's options (ERR_TICKWHEEL_INVALID_OPTION) and fills in the defaults. */
 export function checkNodeOptions(options: ClusterNodeOptions): {
   settings: CheckedNodeOptions;
-  /** The durability asked for ('auto' unless one was given). */
   asked: DurabilityOption;
   connectTimeoutMs: number;
 } {
@@ -94,10 +76,7 @@ export function checkNodeOptions(options: ClusterNodeOptions): {
   return { settings, asked, connectTimeoutMs };
 }
 
-/**
- * The default onError: each distinct error a fault at most once per `ms` (an outage of Valkey
- * fails every background call, ten times a second).
- */
+/** Each distinct error a fault at most once per `ms`: an outage fails every background call. */
 export function faultsOncePer(ms: number, report: FaultReporter): (err: unknown) => void {
   const once = oncePer(ms, report);
   return (err) => once(faultOf(err));

@@ -1,12 +1,8 @@
 /**
- * A tickwheel cluster node: one process's share of a queue that lives in Valkey/Redis
- * (docs/cluster.md). Its LeaseLoop (lease-loop.ts) keeps it in the member list and runs a
- * PartitionOwner for each partition it wins. The queue's backend (backend.ts) serves the API
- * from any partition through the node's Producer and Consumer, with the topics' settings
- * (ClusterTopics) and the recurring schedules (ClusterSchedules) every node shares.
- *
- * The wheel is unref'd, as is the loop: a node keeps its process alive only while a caller
- * waits on it (a long receive), as the embedded queue does.
+ * A cluster node: one process's share of a queue that lives in Valkey/Redis (docs/cluster.md).
+ * Its LeaseLoop keeps it in the member list and runs a PartitionOwner for each partition it
+ * wins; its Producer, Consumer, topics and schedules serve any partition. The wheel and the
+ * loop are unref'd: a node keeps its process alive only while a caller waits on it.
  */
 
 import type { ScheduleRequest } from '../queue/message.js';
@@ -24,68 +20,44 @@ import { checkNodeOptions, type ClusterNodeOptions, type NodeSettings } from './
 import type { Due, ExpiredDelivery } from './owner.js';
 import { Producer, type CancelledMessage } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
-import { ClusterTopicStore, ClusterTopics } from './topic-store.js';
+import { ClusterTopics } from './topic-store.js';
 import { chooseDurability } from './durability.js';
-import { untilReachable } from '../valkey/reach.js';
+import { untilReachable, withinMs } from '../valkey/reach.js';
 
 export class ClusterNode {
   readonly nodeId: string;
   readonly queue: string;
-  /** Writes: schedule, cancel, reschedule, requeue (on the node's write connections). */
   readonly producer: Producer;
-  /** Receives, acks and nacks, from every partition of a topic. */
   readonly consumer: Consumer;
   private readonly leases: LeaseLoop;
   private readonly wheel: TimerWheel<Due>;
   private readonly unsubscribes: Array<() => Promise<void>> = [];
   private closed = false;
-  /** Read-only views of the whole queue (counts, dead letters, owners, ...). */
   readonly inspector: ClusterInspector;
-  /**
-   * Topics' settings (pause, rate limit), kept in Valkey for every node: a change made here
-   * applies here at once, on other nodes at their next heartbeat (leaseMs / 4). Every receive
-   * of this node goes through it; the token buckets are in Valkey (tw_tokens), one per topic.
-   */
+  /** Every receive of this node goes through it (topic-store.ts). */
   readonly topics: TopicGate;
-  /** The gate's settings as kept in Valkey/Redis, read again at each heartbeat. */
   private readonly sharedTopics: ClusterTopics;
-  /** Recurring schedules (schedules.ts): any node changes them, partition 0's owner runs them. */
   readonly schedules: ClusterSchedules;
-  /** Told of each occurrence made ahead that a recurring schedule cancelled here (events). */
+  // What the node tells its queue (backend.ts) for the queue's events and counters.
   onCancelled: ((message: CancelledMessage) => void) | undefined;
-  /** Told of each occurrence of a recurring schedule this node made (the queue's events). */
   onScheduled: ((request: ScheduleRequest) => void) | undefined;
-  /** Told of each delivery this node failed as owner because its visibility ran out. */
   onExpired: ((message: ExpiredDelivery, settled: 'failed' | 'dead') => void) | undefined;
-  /** Told how many messages this node made ready as a partition's owner (stats()' `fired`). */
   onFired: ((count: number) => void) | undefined;
-  /** Told of each partition lease this node lost (expired, refused or fenced). */
   onLeaseLost: ((partition: number, reason: 'expired' | 'refused' | 'fenced') => void) | undefined;
 
   private constructor(
     private readonly valkey: ClusterValkey,
     /**
-     * The producer's own connections, where its writes and their durability waits go. A WAIT
-     * or WAITAOF holds its connection until replicas answer (a WAITAOF up to the next fsync, a
-     * second with appendfsync everysec): on the connections that renew leases and fire
-     * messages it would hold those up as long. The same as `valkey` with durability 'async'.
+     * The producer's own connections (`valkey` with durability 'async'): a WAIT or WAITAOF
+     * holds its connection until replicas answer, which on the connections that renew leases
+     * and fire messages would hold those up as long.
      */
     private readonly writes: ClusterValkey,
-    /** The options checked, with the durability chosen and the partitions and window stored. */
     readonly settings: NodeSettings,
   ) {
     this.nodeId = settings.nodeId;
     this.queue = settings.queue;
-    const common = {
-      queue: settings.queue,
-      partitions: settings.partitions,
-      windowMs: settings.windowMs,
-    };
-    this.producer = new Producer(writes, {
-      ...common,
-      durability: settings.durability,
-      maxPayloadBytes: settings.maxPayloadBytes,
-    });
+    this.producer = new Producer(writes, settings);
     this.schedules = new ClusterSchedules(valkey, settings.queue, {
       node: settings.nodeId,
       onError: (err) => settings.onError(err),
@@ -104,14 +76,12 @@ export class ClusterNode {
         return status === 'scheduled' || status === 'ready' || status === 'inflight';
       },
     });
-    this.consumer = new Consumer(valkey, {
-      ...common,
-      visibilityMs: settings.visibilityMs,
-      maxPayloadBytes: settings.maxPayloadBytes,
-    });
+    this.consumer = new Consumer(valkey, settings);
     this.inspector = new ClusterInspector(valkey, settings.queue, settings.partitions);
     this.sharedTopics = new ClusterTopics(
-      new ClusterTopicStore(valkey, this.producer, settings.queue),
+      valkey,
+      this.producer,
+      settings.queue,
       (topic) => this.consumer.wakeTopic(topic),
       (err) => this.settings.onError(err),
     );
@@ -134,25 +104,21 @@ export class ClusterNode {
     });
   }
 
-  /** The live members, as the last heartbeat answered. */
   get members(): string[] {
     return this.leases.members;
   }
 
-  /** Leases this node was granted or gave up. */
   get leaseChanges(): number {
     return this.leases.leaseChanges;
   }
 
-  /** Partitions whose data this node saw vanish (lease-loop.ts, noteBorn). */
   get dataLosses(): number {
     return this.leases.dataLosses;
   }
 
   /**
-   * Opens a node. A server that is not there (down, restarting, loading, failing over) is
-   * tried again and again (reach.ts) until `connectTimeoutMs`, then ERR_TICKWHEEL_UNAVAILABLE;
-   * the durability is decided once reached (durability.ts).
+   * Opens a node, trying a server that is not there again and again until `connectTimeoutMs`
+   * (reach.ts); the durability is decided once reached (durability.ts).
    */
   static async open(options: ClusterNodeOptions): Promise<ClusterNode> {
     const { settings, asked, connectTimeoutMs } = checkNodeOptions(options);
@@ -193,33 +159,24 @@ export class ClusterNode {
 
   /** Undefined if Valkey answers a PING (on the queue's config slot) within `ms`; else why not. */
   async ping(ms: number): Promise<string | undefined> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<string>((resolve) => {
-      timer = setTimeout(() => resolve(`Valkey/Redis did not answer within ${ms} ms`), ms);
-    });
+    const late = () => new Error(`Valkey/Redis did not answer within ${ms} ms`);
     try {
-      return await Promise.race([
-        this.valkey.command(configKey(this.queue), ['PING']).then(() => undefined),
-        late,
-      ]);
+      await withinMs(this.valkey.command(configKey(this.queue), ['PING']), ms, late);
+      return undefined;
     } catch (err) {
       return err instanceof Error ? err.message : String(err);
-    } finally {
-      clearTimeout(timer);
     }
   }
 
-  /** Partitions this node owns now. */
   ownedPartitions(): number[] {
     return this.leases.owned();
   }
 
-  /** This node's timer wheel (the near horizon of the partitions it owns), level by level. */
+  /** This node's wheel: the near horizon of the partitions it owns. */
   wheelSnapshot(maxRows?: number): WheelSnapshot {
     return this.wheel.wheelSnapshot(maxRows);
   }
 
-  /** Timers in this node's wheel. */
   wheelStats(): TimerWheelStats {
     return this.wheel.stats();
   }

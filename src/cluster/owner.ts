@@ -1,23 +1,18 @@
 /**
- * What a node does for a partition it owns (docs/cluster.md, "The near horizon"): keeps the
- * partition's messages due before `loadedUntil` in the node's wheel, fires them when due, and
- * fails deliveries whose visibility ran out. Every change it makes is an owner-only function
- * call carrying its epoch; the first one refused means someone else owns the partition now, and
- * the owner stops (`onFenced`).
+ * What a node does for a partition it owns (docs/cluster.md, "The near horizon"): keeps its
+ * messages due before `loadedUntil` in the node's wheel, fires them when due, and fails
+ * deliveries whose visibility ran out. Every change is an owner-only call carrying its epoch;
+ * the first one refused means someone else owns the partition, and the owner stops.
  *
  * Loading, in this order, so that no message is missed:
- *   1. tw_load raises loadedUntil to the end of the window containing now + horizon. From then on
- *      schedules due before it go to the near segment: the windows below it are frozen.
- *   2. The frozen windows not loaded yet are read (tw_read, in pieces) into the wheel.
- *   3. The near segments are read from the index this owner has read up to (all of them, from 0,
- *      on taking the partition over). A notification on the partition's channel, or a poll every
- *      `pollMs` (notifications can be lost), reads their new tails.
- * The horizon moves forward one window at a time (`advance`), and the near segment is rotated
- * now and then so that old ones can go once nothing points into them.
+ *   1. tw_load raises loadedUntil to the end of the window holding now + horizon: schedules due
+ *      before it go to the near segment from then on, so the windows below it are frozen.
+ *   2. The frozen windows not loaded yet are read into the wheel.
+ *   3. The near segments are read from where this owner got to (from 0 on taking over); a
+ *      notification, or a poll every `pollMs` (notifications can be lost), reads new tails.
  *
- * A wheel entry names one scheduling of one message (id, bucket, segment, index): when it fires,
- * tw_fire checks that the message is still scheduled there, so cancels and reschedules need no
- * bookkeeping here beyond dropping what is known to be stale.
+ * A wheel entry names one scheduling of a message (id, bucket, segment, index); tw_fire checks
+ * it is still scheduled there, so cancels and reschedules need no bookkeeping here.
  */
 
 import type { TraceContext } from '../protocol/trace-context.js';
@@ -25,7 +20,7 @@ import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
-import { metaKey } from './keys.js';
+import { metaKey, partitionPrefix } from './keys.js';
 import { decodeRecord, placeOf } from './record.js';
 
 export interface Due extends tw.Placed {
@@ -46,34 +41,24 @@ export interface ExpiredDelivery {
 export interface PartitionOwnerOptions {
   queue: string;
   partition: number;
-  /** The queue's partition count (the bucket of a located id comes from it). */
   partitions: number;
   node: string;
   epoch: number;
   windowMs: number;
-  /** How far ahead of now messages are kept in the wheel. */
   horizonMs: number;
   /** How far ahead of the server's clock a fire may be (tw_fire's skew bound). */
   maxClockSkewMs: number;
-  /**
-   * Near segments are re-read, and overdue deliveries looked for, this often even without a
-   * notification (notifications are lost while a subscription is re-established).
-   */
+  /** Near segments re-read and overdue deliveries looked for this often, notified or not. */
   pollMs: number;
   /** The node's wheel, on an epoch clock, whose onExpire hands a Due to `fire`. */
   wheel: TimerWheel<Due>;
   /** Called once when an owner-only call is refused: the partition is someone else's now. */
   onFenced: (owner: PartitionOwner) => void;
-  /**
-   * Called once when writes this owner saw answered are gone (a failover to a replica that had
-   * not received them): its view is stale, and a new owner must load the partition again.
-   */
+  /** Called once when writes this owner saw answered are gone (lost in a failover). */
   onStale: (owner: PartitionOwner) => void;
-  /** Errors of background work (a failed read, a lost connection); the owner carries on. */
+  /** Errors of background work; the owner carries on. */
   onError: (err: unknown) => void;
-  /** Told of each delivery failed here because its visibility ran out (the queue's events). */
   onExpired?: ((message: ExpiredDelivery, settled: 'failed' | 'dead') => void) | undefined;
-  /** Told how many messages each tw_fire made ready (stats()' `fired`). */
   onFired?: ((count: number) => void) | undefined;
 }
 
@@ -88,6 +73,8 @@ export class PartitionOwner {
   readonly partition: number;
   readonly epoch: number;
   private readonly meta: string;
+  /** The prefix of the partition's keys. */
+  private readonly keys: string;
   private readonly timers = new Map<string, TimerHandle>();
   /** Near segment -> records read so far. */
   private readonly nearRead = new Map<string, number>();
@@ -102,9 +89,9 @@ export class PartitionOwner {
   private poll: NodeJS.Timeout | undefined;
   private expiring = false;
   private expireAgain = false;
-  /** Runs when the earliest visibility deadline of the partition passes. */
+  /** Runs when the partition's earliest visibility deadline passes. */
   private visibility: NodeJS.Timeout | undefined;
-  /** When `visibility` runs (server time, as deadlines are), Infinity when not armed. */
+  /** When `visibility` runs (server time), Infinity when not armed. */
   private visibilityAt = Infinity;
   /** The highest owner-write count (meta's oseq) answered so far. */
   private seenSeq = 0;
@@ -116,6 +103,7 @@ export class PartitionOwner {
     this.partition = options.partition;
     this.epoch = options.epoch;
     this.meta = metaKey(options.queue, options.partition);
+    this.keys = partitionPrefix(options.queue, options.partition);
   }
 
   get active(): boolean {
@@ -124,10 +112,7 @@ export class PartitionOwner {
 
   /** Loads the near horizon; resolves once every message due before loadedUntil is armed. */
   async start(): Promise<void> {
-    const live = (await this.valkey.command(this.meta, [
-      'HKEYS',
-      `${this.meta.slice(0, -4)}live`,
-    ])) as string[];
+    const live = (await this.valkey.command(this.meta, ['HKEYS', `${this.keys}live`])) as string[];
     for (const seg of live) if (seg.startsWith('n')) this.nearRead.set(seg, 0);
     await this.advance();
     this.poll = setInterval(() => {
@@ -154,7 +139,7 @@ export class PartitionOwner {
     // Windows frozen by this call (all of them on the first): read them whole.
     const windows = (await this.valkey.command(this.meta, [
       'ZRANGEBYSCORE',
-      `${this.meta.slice(0, -4)}windows`,
+      `${this.keys}windows`,
       previous === 0 ? '-inf' : String(Math.floor(previous / windowMs)),
       `(${Math.floor(this.loadedUntil / windowMs)}`,
     ])) as string[];
@@ -181,9 +166,8 @@ export class PartitionOwner {
   }
 
   /**
-   * A delivery was taken, the earliest visibility deadline passed, or the poll: fail those
-   * whose visibility ran out, then set a timer for the earliest deadline left. Deadlines are the
-   * server's; tw_expire checks them by its clock, so a node clock ahead only means a retry.
+   * Fails the deliveries whose visibility ran out, then sets a timer for the earliest deadline
+   * left. tw_expire checks deadlines by the server's clock: a node clock ahead means a retry.
    */
   onInflightChanged(): void {
     if (this.stopped) return;
@@ -204,36 +188,27 @@ export class PartitionOwner {
       });
   }
 
-  /**
-   * Deliveries were taken, visible again at `deadline` (server time, from tw_take's
-   * notification): the visibility timer runs then, unless it runs sooner already. No call.
-   */
+  /** Deliveries were taken, visible again at `deadline` (server time): no call needed. */
   onTaken(deadline: number): void {
     if (this.stopped) return;
     if (!Number.isFinite(deadline)) return this.onInflightChanged();
     if (deadline < this.visibilityAt) this.setVisibilityTimer(deadline);
   }
 
-  /** A timer for the partition's earliest visibility deadline, if any delivery is out. */
   private async armVisibility(): Promise<void> {
-    const first = (await this.valkey.command(this.meta, [
-      'ZRANGE',
-      `${this.meta.slice(0, -4)}inflight`,
-      '0',
-      '0',
-      'WITHSCORES',
-    ])) as Array<[string, number]>; // RESP3: [[member, score]]
+    const earliest = ['ZRANGE', `${this.keys}inflight`, '0', '0', 'WITHSCORES'];
+    // RESP3: [[member, score]]
+    const first = (await this.valkey.command(this.meta, earliest)) as Array<[string, number]>;
     this.setVisibilityTimer(first.length === 0 ? Infinity : Number(first[0][1]));
   }
 
-  /** The visibility timer runs at `at` (Infinity: not at all), replacing the one set before. */
+  /** The visibility timer runs at `at` (Infinity: not at all). */
   private setVisibilityTimer(at: number): void {
     if (this.visibility !== undefined) clearTimeout(this.visibility);
     this.visibility = undefined;
     this.visibilityAt = Infinity;
     if (this.stopped || at === Infinity) return;
-    // Past already by this node's clock but not expired by the server's: a clock ahead of the
-    // server's (or a row beyond the batch, which expireAgain covers). Try again shortly.
+    // Past by this node's clock but not by the server's (a clock ahead): try again shortly.
     const wait = at - Date.now();
     this.visibilityAt = at;
     this.visibility = setTimeout(
@@ -260,7 +235,7 @@ export class PartitionOwner {
     });
     const expired = await tw.expire(this.valkey, this.meta, this.options, retries);
     if (expired === undefined) return this.fenced();
-    // Reported even when saw() finds writes lost to a failover: this call's own were applied.
+    // Reported even when saw() finds writes lost: this call's own were applied.
     this.saw(expired.seq);
     expired.outcomes.forEach((outcome, i) => {
       const { id, topic, attempt, due, trace } = retries[i];
@@ -273,7 +248,7 @@ export class PartitionOwner {
     });
   }
 
-  /** The wheel says `due` is due: fire it with the others of this turn. */
+  /** Fires `due` with the others of this turn. */
   fire(due: Due): void {
     this.timers.delete(due.id);
     if (this.stopped) return;
@@ -295,7 +270,7 @@ export class PartitionOwner {
     this.firing = [];
   }
 
-  /** An event of the partition's channel for its owner (lua/messages.lua); others are ignored. */
+  /** An event of the partition's channel for its owner (lua/messages.lua). */
   onEvent(message: string): void {
     if (message === 'n') this.onNearChanged();
     else if (message.startsWith('n ')) this.onNearScheduled(message);
@@ -304,10 +279,8 @@ export class PartitionOwner {
   }
 
   /**
-   * tw_schedule's note of what it appended to the near segment (lua/messages.lua): when it
-   * follows on from what was read of that segment, its messages are armed with no call;
-   * otherwise (a note lost, a read under way, a segment this owner does not know yet) the tail
-   * is read as for "n".
+   * tw_schedule's note of what it appended to the near segment: armed with no call when it
+   * follows on from what was read of that segment; else the tail is read as for "n".
    */
   onNearScheduled(note: string): void {
     if (this.stopped) return;
@@ -329,10 +302,8 @@ export class PartitionOwner {
   }
 
   /**
-   * Reads the near segments' tails. A near segment other than the current one gets no appends
-   * once this owner knows of the rotation (tw_load started the new one before it answered): it
-   * is read to its end once more, then no longer (each read once per change and once a second
-   * would otherwise grow by one segment a minute for as long as the partition is owned).
+   * Reads the near segments' tails. One rotated out gets no more appends once this owner knows
+   * of the rotation: it is read to its end once more, then dropped from the reads.
    */
   private async readNear(): Promise<void> {
     const current = this.currentNear;
@@ -390,10 +361,7 @@ export class PartitionOwner {
     }
   }
 
-  /**
-   * An owner write answered with count `seq`: false (and the owner is stale, stopped) when it
-   * is not above every count seen before, i.e. writes seen answered were lost.
-   */
+  /** False (and the owner stops, stale) when `seq` is not above every count seen: writes lost. */
   private saw(seq: number): boolean {
     if (seq > this.seenSeq) {
       this.seenSeq = seq;

@@ -1,10 +1,7 @@
 /**
- * Which partitions this node owns: the partition state machine of docs/cluster.md, as pure code.
- *
- * No I/O and no clock: the caller feeds in the time, the member list and the answers to the
- * requests this machine asked for, and carries out the effects it returns. That makes the rules
- * testable against a model of the lease table (test/cluster/ownership-model.test.ts) and the same
- * code runs against Valkey.
+ * Which partitions this node owns: the partition state machine of docs/cluster.md. No I/O and
+ * no clock: the caller feeds in the time, the members and the answers, and carries out the
+ * effects returned, so the rules are tested against a model (ownership-model.test.ts).
  *
  *     unowned ──acquire granted──► loading ──loaded──► owned ──not ours any more──► releasing ──► unowned
  *        ▲                            │                  │
@@ -56,17 +53,12 @@ export type Effect =
   | { kind: 'drop'; partition: number; epoch: number; reason: DropReason };
 
 export interface OwnershipOptions {
-  /** This node's id, as it appears in the member list. */
   node: string;
   partitions: number;
   /** How long Valkey keeps a lease without a renewal. Default 2,000 ms. */
   leaseMs?: number;
-  /** Time from one renewal's start to the next. Default leaseMs / 4. */
-  renewEveryMs?: number;
   /** Time a request may take before it is abandoned. Default leaseMs / 4. */
   requestTimeoutMs?: number;
-  /** Wait after a refused acquire before asking again. Default leaseMs / 8. */
-  retryMs?: number;
 }
 
 const NONE = 0;
@@ -102,19 +94,15 @@ export class Ownership {
     this.node = options.node;
     this.partitions = checkOption(options.partitions, 'partitions', 1, 65_536, true);
     this.leaseMs = checkOption(options.leaseMs ?? 2_000, 'leaseMs', 10, 3_600_000);
-    this.renewEveryMs = checkOption(
-      options.renewEveryMs ?? this.leaseMs / 4,
-      'renewEveryMs',
-      1,
-      this.leaseMs / 2,
-    );
+    // Renewals start every quarter lease; a refused acquire is asked again after an eighth.
+    this.renewEveryMs = this.leaseMs / 4;
     this.requestTimeoutMs = checkOption(
       options.requestTimeoutMs ?? this.leaseMs / 4,
       'requestTimeoutMs',
       1,
       this.leaseMs,
     );
-    this.retryMs = checkOption(options.retryMs ?? this.leaseMs / 8, 'retryMs', 0, this.leaseMs);
+    this.retryMs = this.leaseMs / 8;
     this.slots = Array.from({ length: this.partitions }, () => ({
       phase: 'unowned' as Phase,
       epoch: 0,

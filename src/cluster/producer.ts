@@ -1,25 +1,16 @@
 /**
- * The producer's side of a cluster node: schedule, cancel, reschedule, get, requeue. Any node
- * does these directly in Valkey, whoever owns the partition (docs/cluster.md).
+ * The producer's side of a cluster node: schedule, cancel, reschedule, get, requeue, done by
+ * any node directly in Valkey, whoever owns the partition (docs/cluster.md).
  *
- * Group commit: schedules made in the same event-loop turn go to Valkey as one `tw_schedule`
- * call per partition, then one durability wait per partition batch; each caller's promise
- * resolves only after that wait, so a resolved `schedule` is as durable as `durability` says:
+ * Group commit: schedules made in one event-loop turn go as one `tw_schedule` per partition,
+ * then a durability wait; a resolved `schedule` is as durable as `durability` says ('async':
+ * the primary has it; 'replicated': WAIT 1; 'fsynced': WAITAOF 1 1). The wait is sent after the
+ * write's reply, never pipelined with it (a WAITAOF in the same flush waits for the replica's
+ * once-a-second acknowledgement). One that falls short rejects ERR_TICKWHEEL_NOT_DURABLE.
  *
- *   'async'       the primary has it;
- *   'replicated'  WAIT 1: at least one replica has it too;
- *   'fsynced'     WAITAOF 1 1: fsynced to the AOF of the primary and of at least one replica.
- *
- * The wait is sent after the write's reply, never pipelined with it (a WAITAOF sent in the same
- * flush waits for the replica's once-a-second acknowledgement). A wait that falls short rejects
- * with ERR_TICKWHEEL_NOT_DURABLE naming the id: the write may survive a failover or not, and
- * scheduling the same id again is safe (a dedup hit answers as the first call did).
- *
- * A message scheduled without an id gets a located id (record.ts) from tw_schedule: it costs
- * Valkey one list element rather than an element and an id state. Such messages are not tied
- * to a partition by their id, so the producer spreads them: LOCATED_RUN at a time to each
- * partition in turn (whole runs make fewer, larger calls; the turn spreads them over every
- * primary).
+ * Messages without an id get a located id (record.ts) and are tied to no partition, so they
+ * are spread LOCATED_RUN at a time to each partition in turn: whole runs make fewer, larger
+ * calls; the turn spreads them over every primary.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -40,7 +31,7 @@ import { TAG_LENGTH, encodeRecord, locatedId, placeOf } from './record.js';
 
 /** Messages without an id given to one partition before the next one's turn. */
 const LOCATED_RUN = 128;
-/** Bytes of randomness a located record's tag takes (base64url: 4 characters per 3 bytes). */
+/** Bytes of a located record's tag (base64url: 4 characters per 3 bytes). */
 const TAG_BYTES = (TAG_LENGTH * 3) / 4;
 
 export type Durability = ClusterDurability;
@@ -55,7 +46,6 @@ export interface ProducerOptions {
   maxPayloadBytes: number;
 }
 
-/** A message tw_cancel cancelled, as it was then. */
 export type CancelledMessage = { id: string; topic: string; deliverAt: number; attempts: number };
 
 interface Pending {
@@ -67,7 +57,7 @@ interface Pending {
   deliverAt: number;
   topic: string;
   record: Buffer;
-  /** The call it came in (schedule or scheduleMany), and its place in the call's results. */
+  /** The call it came in, and its place in the call's results. */
   call: Call | undefined;
   slot: number;
 }
@@ -91,7 +81,7 @@ export class Producer {
   private located: number;
   private tags = Buffer.alloc(0);
   private tagAt = 0;
-  /** Per primary: the last durability wait queued, and the one not sent yet (see sharedWait). */
+  /** Per primary: the last durability wait queued, and the one not sent yet (sharedWait). */
   private readonly lanes = new Map<
     string,
     { last: Promise<unknown>; unsent?: Promise<unknown> | undefined }
@@ -105,22 +95,18 @@ export class Producer {
     this.located = Math.floor(Math.random() * options.partitions) * LOCATED_RUN;
   }
 
-  /** A checked request (an id of '': the message is located, its id made by Valkey). */
+  /** An id of '': the message is located, its id made by Valkey. */
   schedule(request: CheckedRequest): Promise<{ id: string; deliverAt: number }> {
     return this.enqueue([this.prepare(request)]).then((results) => results[0]);
   }
 
-  /**
-   * schedule() for many: all join the group commit. If a write fails, the promise rejects and
-   * any subset may have been scheduled (give ids to make a retry harmless).
-   */
+  /** If a write fails, any subset may have been scheduled (ids make a retry harmless). */
   scheduleMany(
     requests: readonly CheckedRequest[],
   ): Promise<Array<{ id: string; deliverAt: number }>> {
     return this.enqueue(requests.map((request) => this.prepare(request)));
   }
 
-  /** Puts a call's messages into their partitions' batches for this turn's group commit. */
   private enqueue(pendings: Pending[]): Promise<Scheduled[]> {
     return new Promise((resolve, reject) => {
       const call: Call = {
@@ -149,9 +135,8 @@ export class Producer {
   }
 
   /**
-   * One message with an id, made at most once while its mark lives (`markMs`), whatever became
-   * of it since (lua/recurring.lua, tw_schedule_once): the occurrences of recurring schedules.
-   * Resolves true when it was made now, false when it had been made before; durable either way.
+   * A recurring schedule's occurrence, made at most once while its mark lives (`markMs`)
+   * whatever became of it since (tw_schedule_once): true when made now; durable either way.
    */
   async scheduleOnce(request: ScheduleRequest, markMs: number): Promise<boolean> {
     const m = this.prepare(
@@ -167,8 +152,8 @@ export class Producer {
   }
 
   /**
-   * Cancels a live message; resolves with what it was (read in the same call, so that a new
-   * message given the same id right after cannot be mistaken for it), or undefined if none.
+   * Cancels a live message; resolves with what it was, read in the same call (a new message
+   * given the same id right after cannot be mistaken for it).
    */
   async cancelGiving(id: string): Promise<CancelledMessage | undefined> {
     const at = this.at(id);
@@ -178,7 +163,7 @@ export class Producer {
     return { id, ...cancelled };
   }
 
-  /** Moves a scheduled or ready message; resolves with the due time stored, or undefined. */
+  /** Moves a scheduled or ready message; resolves with the due time stored. */
   async rescheduleTo(id: string, due: number): Promise<number | undefined> {
     const at = this.at(id);
     if (!(await tw.reschedule(this.valkey, at, due, this.windowOf(due)))) return undefined;
@@ -206,7 +191,7 @@ export class Producer {
     return Math.floor(due / this.options.windowMs);
   }
 
-  /** A checked request's record (ids starting with '@' are refused by the queue: located ids). */
+  /** A checked request's record (the queue refuses ids starting with '@': located ids). */
   private prepare(checked: CheckedRequest): Pending {
     const { topic, deliverAt, maxAttempts, backoff, payload, trace } = checked;
     const fields = {
@@ -229,7 +214,7 @@ export class Producer {
     return { id, tag: '', bucket, deliverAt, topic, record, call: undefined, slot: 0 };
   }
 
-  /** A located record's tag: random, from a pool of random bytes filled 1,024 tags at a time. */
+  /** A located record's random tag, from a pool filled 1,024 tags at a time. */
   private tag(): string {
     if (this.tagAt + TAG_BYTES > this.tags.length) {
       this.tags = randomBytes(TAG_BYTES * 1024);
@@ -272,7 +257,7 @@ export class Producer {
       runs.push(run);
       i = run.end;
     }
-    // Once tw_schedule answered, the batch is written: any failure after that leaves it so.
+    // Once tw_schedule answered the batch is written, whatever fails after.
     let written = false;
     try {
       const answer = await tw.schedule(this.valkey, meta, args);
@@ -304,19 +289,15 @@ export class Producer {
     return answer;
   }
 
-  /**
-   * A queue-wide setting (a topic's: topics.ts) written as durably as a message: the command on
-   * the producer's connections, then the durability wait.
-   */
+  /** A queue-wide setting (a topic's) written as durably as a message. */
   async writeSetting(key: string, command: readonly string[], what: string): Promise<void> {
     await this.valkey.command(key, command);
     await this.durable(key, what);
   }
 
   /**
-   * A consumer's write that must be as durable as a message (an ack or nack with `durable:
-   * true`): sent on the producer's connections, where the durability wait covers it, then
-   * waited for. A consumer's other acks and nacks go on its own connection with no wait.
+   * An ack or nack with `durable: true`: sent on the producer's connections, where the
+   * durability wait covers it (other acks and nacks go on the consumer's, with no wait).
    */
   async durably<T>(meta: string, what: string, write: (valkey: Valkey) => Promise<T>): Promise<T> {
     const result = await write(this.valkey);
@@ -325,18 +306,16 @@ export class Producer {
   }
 
   /**
-   * Waits until the writes sent so far on `meta`'s connection are as durable as asked. Waits
-   * are shared: the partitions of one primary share its connection, and one WAIT covers every
-   * write whose reply came before it was sent, so a write joins the wait that has not been sent
-   * yet on its primary, or starts one, sent once the one in flight there answers: one wait per
-   * primary and round, not one per partition batch, each of which held the connection.
+   * Waits until the writes sent so far on `meta`'s connection are as durable as asked. One WAIT
+   * covers every write whose reply came before it was sent, so a write joins the wait not yet
+   * sent on its primary, or starts one sent once the one in flight answers: one wait per
+   * primary and round, not one per partition batch.
    */
   private async durable(meta: string, what: string): Promise<void> {
     const { durability } = this.options;
     if (durability === 'async') return;
-    // A primary seen without a replica for a whole wait timeout (its replica was promoted and
-    // none has joined): fail at once rather than hold the connection for the timeout again.
-    // Until then wait as usual: a replica may be syncing (a Cluster just started) or coming back.
+    // A primary without a replica for a whole wait timeout: fail at once rather than hold the
+    // connection that long again. Before that, a replica may be syncing or coming back.
     if ((await this.valkey.replicalessFor(meta)) >= this.waitTimeoutMs) {
       throw notDurable(what, `its primary has had no replica for ${this.waitTimeoutMs} ms or more`);
     }
@@ -388,8 +367,7 @@ export interface LocatedRun {
 
 /**
  * Gives each message of the located runs its id from where tw_schedule put them: a segment and
- * the index of the run's first record there for each run, two for a run whose due times
- * straddle loadedUntil (the part before it went to the near segment).
+ * first index per run, two for a run straddling loadedUntil (the part before it went near).
  */
 export function placeRuns(
   answer: Pick<tw.ScheduleAnswer, 'loadedUntil' | 'where'>,
@@ -412,7 +390,6 @@ export function placeRuns(
   }
 }
 
-/** A partition batch's messages by the call they belong to. */
 function byCall(batch: readonly Pending[]): Map<Call, Pending[]> {
   const calls = new Map<Call, Pending[]>();
   for (const m of batch) {
@@ -425,10 +402,8 @@ function byCall(batch: readonly Pending[]): Map<Call, Pending[]> {
 
 /**
  * A call's error for its messages of a failed partition batch: a TickwheelOutcomeError naming
- * them where the write may have happened (errors.ts); `written`: tw_schedule had answered. A
- * message scheduled without an id has the cluster's id once tw_schedule answered ('' before:
- * then only the outcome is known), and that id cannot be given again: repeating is safe only
- * when every message had the caller's own id.
+ * them where the write may have happened (`written`: tw_schedule had answered). Repeating is
+ * safe only when every message had the caller's own id (a located id cannot be given again).
  */
 function failedWrite(err: unknown, pendings: readonly Pending[], written: boolean): unknown {
   if (!written && !isMaybeWritten(err)) return err;

@@ -1,35 +1,24 @@
 /**
- * A message as the cluster stores it in a segment (see lua/states.lua): the parts that never change
- * while the message lives. Its status, due time and attempts are in its id's state instead.
+ * A message as the cluster stores it in a segment (lua/states.lua): the parts that never change
+ * while it lives (its status, due time and attempts are in its id's state). Little-endian:
  *
  *   idLength u8 | id | bucket u16 | maxAttempts u16 | backoff u8 | [delayMs f64]
  *   [jitter f64] [maxDelayMs f64] | payloadKind u8 | topicLength u8 | topic | [trace] | payload
  *
- * Little-endian. The first three fields are read by the Valkey functions (the id and its bucket
- * to find the state, maxAttempts to decide between a retry and a dead letter), so they come first
- * and never move. `backoff` is 0 (none), 1 (fixed) or 2 (exponential), plus 4 when a jitter
- * follows and 8 when a maxDelayMs follows; the f64s are present only for a back-off. 16 in
- * `backoff` says the message's W3C trace context (protocol/trace-context.ts) follows the topic:
- * traceparentLength u8 | tracestateLength u16 | traceparent | tracestate, ASCII; the functions
- * never read past the first fields, so a record with one is stored and moved like any other. Ids and
- * topics are ASCII (their patterns allow nothing else). A message with a 16-character id, a
- * 7-character topic and no back-off costs 30 bytes besides its payload.
+ * The Valkey functions read the first three fields (the id and bucket find the state,
+ * maxAttempts decides retry or dead letter), so those never move. `backoff` is 0 (none), 1
+ * (fixed) or 2 (exponential), +4 when a jitter follows, +8 when a maxDelayMs follows, +16 when
+ * the W3C trace context follows the topic (traceparentLength u8 | tracestateLength u16 |
+ * traceparent | tracestate). Ids and topics are ASCII (their patterns allow nothing else).
  *
- * Which partition and bucket an id belongs to comes from one FNV-1a hash of it: partition from
- * the hash modulo the partition count, bucket from the bits above (1,024 buckets, each a small
- * hash that Valkey keeps in its compact encoding while it holds under 128 ids).
+ * An id's partition is its FNV-1a hash modulo the partition count, its bucket the bits above
+ * (1,024 buckets, each small enough for Valkey's compact hash encoding).
  *
- * A message scheduled without an id gets a *located* id, made by tw_schedule from where its
- * record went: `@<partition>.<segment>.<index>.<tag>` (for instance `@12.w29612.4081.Kx3_a9Qb`).
- * Its record carries no id and needs no id state while it waits at that place, so scheduling it
- * costs one list element and nothing more (docs/cluster.md, "Located ids"):
- *
- *   0 u8 | tagLength u8 | tag | dueLength u8 | deliverAt (decimal) | maxAttempts u16 | backoff
- *   ... (as above from backoff on)
- *
- * The tag (random, from the producer) tells the record from another one that a window segment
- * made anew holds at the same index. The partition of a located id is the one it names; ids
- * that users give cannot start with '@' in a cluster.
+ * A message scheduled without an id gets a *located* id from where tw_schedule put its record,
+ * `@<partition>.<segment>.<index>.<tag>` (users' ids cannot start with '@'), and needs no id
+ * state (docs/cluster.md, "Located ids"). Its record starts `0 u8 | tagLength u8 | tag | dueLength u8 | deliverAt (decimal)`,
+ * then maxAttempts and the rest as above. The random tag tells it from another record that a
+ * window segment made anew holds at the same index.
  */
 
 import { TickwheelCorruptError, TickwheelRangeError } from '../errors.js';
@@ -44,7 +33,7 @@ import {
 
 export const BUCKETS = 1024;
 
-/** The most a record can take besides its payload (id of 200, topic of 128, a full back-off). */
+/** The most a record takes besides its payload (id of 200, topic of 128, a full back-off). */
 export const MAX_RECORD_OVERHEAD =
   1 + 200 + 2 + 2 + 1 + 3 * 8 + 1 + 1 + 128 + 3 + TRACEPARENT_CHARS + MAX_TRACESTATE_CHARS;
 
@@ -59,10 +48,9 @@ export interface ClusterRecord {
   trace?: TraceContext | undefined;
 }
 
-/** A record to encode: its payload as bytes, or as text written in as UTF-8 (no copy). */
+/** A record to encode: its payload as bytes, or as text written in as UTF-8. */
 export type RecordFields = Omit<ClusterRecord, 'payload'> & { payload: Uint8Array | string };
 
-/** The partition (of `partitions`) and the id bucket of an id. */
 export function placeOf(id: string, partitions: number): { partition: number; bucket: number } {
   const hash = mix32(fnv1a(id));
   const located = parseLocated(id);
@@ -88,7 +76,6 @@ export function parseLocated(
   return { partition: Number(m[1]), seg: m[2], index: Number(m[3]), tag: m[4] };
 }
 
-/** The located id of the record at `index` of segment `seg` of `partition` with `tag`. */
 export function locatedId(partition: number, seg: string, index: number, tag: string): string {
   return `@${partition}.${seg}.${index}.${tag}`;
 }
@@ -102,10 +89,7 @@ const HAS_JITTER = 4;
 const HAS_MAX_DELAY = 8;
 const HAS_TRACE = 16;
 
-/**
- * The record of a message: with its id and bucket, or, when `located` is given, the located
- * form (no id; the tag and due time instead).
- */
+/** A message's record: with its id and bucket, or the located form when `located` is given. */
 export function encodeRecord(
   record: RecordFields,
   bucket: number,
@@ -181,10 +165,7 @@ export function encodeRecord(
   return buf;
 }
 
-/**
- * A record's parts. A located record has no id in it: `id` is '' and `tag` and `deliverAt`
- * are set (its id is the one its place makes, which the caller knows).
- */
+/** A record's parts; a located record's `id` is '' (its place makes it). */
 export function decodeRecord(
   buf: Buffer,
 ): ClusterRecord & { bucket: number; tag?: string; deliverAt?: number } {

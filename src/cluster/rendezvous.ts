@@ -1,15 +1,9 @@
 /**
- * Which node should own a partition: rendezvous (highest random weight) hashing.
- *
- * Every node scores every (node, partition) pair with the same hash and gives partition p to
- * the live node with the highest score. All nodes that see the same member list compute the same
- * assignment, with no coordination, and when a node joins or leaves only the partitions it wins
- * or loses change hands: about P / N of them, never a reshuffle of the rest.
- *
- * The score is a 32-bit FNV-1a hash of the node id, finished with a 32-bit avalanche mix
- * (murmur3's fmix32) of that hash combined with the partition number: FNV alone spreads
- * neighbouring partitions of one node poorly. Ties (equal scores) go to the smaller node id,
- * so the result never depends on the order of the member list.
+ * Which node should own a partition: rendezvous (highest random weight) hashing. Partition p
+ * goes to the live node with the highest score, so nodes that see the same members agree with
+ * no coordination, and a join or leave moves only about P / N partitions. The score is the
+ * FNV-1a hash of the node id mixed with the partition by murmur3's fmix32 (FNV alone spreads
+ * neighbouring partitions poorly); ties go to the smaller id, whatever the members' order.
  */
 
 /** FNV-1a over the UTF-16 code units of `text`. */
@@ -33,12 +27,11 @@ export function mix32(value: number): number {
   return h >>> 0;
 }
 
-/** The score of `node` for `partition`. */
 export function score(nodeHash: number, partition: number): number {
   return mix32(nodeHash ^ mix32(partition + 0x9e3779b9));
 }
 
-/** The node that should own `partition` among `nodes`, or undefined when there is none. */
+/** The node that should own `partition` among `nodes`. */
 export function ownerOf(partition: number, nodes: readonly string[]): string | undefined {
   let best: string | undefined;
   let bestScore = -1;

@@ -1,24 +1,18 @@
 /**
- * Recurring schedules on a queue on Valkey/Redis (docs/cluster.md, "Recurring schedules").
+ * Recurring schedules on Valkey/Redis (docs/cluster.md, "Recurring schedules").
  *
- *   any node      put / update / delete / get / list: the records in partition 0's slot,
- *                 `sched` (name -> `<version>|<record JSON>`), each change compared with the
- *                 version read (tw_sched), so that two changes at once never lose one
- *   the leader    the node that holds partition 0's lease runs every schedule with the
- *                 embedded Scheduler (recurring.ts): it watches the change count `schedv` and
- *                 adopts what changed; its own progress (`through`, counts) is written fenced
- *                 by its lease epoch and compared with the version it holds
+ *   any node      put / update / delete / get / list the records in partition 0's slot
+ *                 (`sched`: name -> `<version>|<record JSON>`), each change compared with the
+ *                 version read (tw_sched), so two changes at once never lose one
+ *   the leader    partition 0's owner runs every schedule with the embedded Scheduler: it
+ *                 watches the change count `schedv` and adopts what changed; its own progress
+ *                 is written fenced by its lease epoch
  *
- * Each occurrence is made at most once (tw_schedule_once): a mark beside the message, in its
- * own slot, refuses to make it again for ONCE_MARK_MS whatever became of it. So a leader that
- * dies between making an occurrence and writing its record, or a stale one that has not noticed
- * its lease is gone, cannot make it twice: the next leader's attempt finds the mark.
- *
- * Occurrences made ahead of a schedule that was changed or deleted are cancelled: by the
- * leader when it adopts a changed record (one not stepped since its change still names the
- * previous one's occurrence in `lastCreated`), by the node that deletes one, and by the leader
- * when its own write finds the record changed under it (the occurrence it just made belongs to
- * a version that is gone). A cancel removes the mark, so the same time may be made again.
+ * An occurrence is made at most once (tw_schedule_once): a mark beside the message refuses it
+ * again for ONCE_MARK_MS, so a leader that dies before writing its record, or a stale one,
+ * cannot make it twice. Occurrences made ahead of a schedule changed or deleted are cancelled
+ * (which removes the mark): by the leader adopting the change, by the node that deletes, and
+ * by the leader whose own write finds the record changed under it.
  */
 
 import { SystemClock } from '../clock/index.js';
@@ -49,9 +43,7 @@ interface Stored {
   record: ScheduleRecord;
 }
 
-/** What the cluster's schedules need of the node. */
 export interface ClusterScheduleHost extends ScheduleHost {
-  /** This node's id (the lease holder's name). */
   node: string;
   onError(err: unknown): void;
   /** A tw_sched call, made as durable as the node's durability setting asks. */
@@ -69,7 +61,7 @@ interface Leader {
   changes: string | null;
   watch: ReturnType<typeof setInterval>;
   reconciling: Promise<void> | undefined;
-  /** A reconcile is wanted even if the change count did not move (a write found a conflict). */
+  /** Reconcile even if the change count did not move (a write found a conflict). */
   stale: boolean;
 }
 
@@ -100,13 +92,11 @@ export class ClusterSchedules {
 
   // ---- any node ---------------------------------------------------------------------------
 
-  /** `spec` checked by the queue (checkedSpec). */
   async put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
     const info = await this.change(name, (old) => recordFor(name, spec, old?.record, this.now()));
     return info as ScheduleInfo;
   }
 
-  /** `change` gives the new spec from the stored one, checked (or throws). */
   async update(
     name: string,
     change: (spec: ScheduleSpec) => ScheduleSpec,
@@ -135,8 +125,7 @@ export class ClusterSchedules {
       for (let tries = 0; tries < CHANGE_TRIES; tries++) {
         const old = await this.read(name);
         if (old === undefined) return false;
-        // Its occurrence made ahead goes too (the leader makes no more once it sees the delete),
-        // also when the delete reached the primary and its durability wait failed.
+        // Its occurrence made ahead goes too, also when the delete's durability wait failed.
         const cancelAhead = async () => {
           const ahead = old.record.lastCreated;
           if (ahead !== null && ahead > this.now()) {
@@ -187,7 +176,6 @@ export class ClusterSchedules {
     });
   }
 
-  /** Runs `work` after this node's earlier changes of the schedule. */
   private serial<T>(name: string, work: () => Promise<T>): Promise<T> {
     return this.changes.run(name, work);
   }
@@ -196,7 +184,6 @@ export class ClusterSchedules {
 
   /** This node holds partition 0's lease with `epoch`: it runs the schedules. */
   lead(epoch: number): void {
-    // After the turn before it, whether that one succeeded or not.
     const start = async () => {
       if (!this.host.leads(epoch)) return; // dropped before its turn came
       if (this.closed || this.leader?.epoch === epoch) return;
@@ -215,8 +202,7 @@ export class ClusterSchedules {
         this.clock,
         {
           ...this.host,
-          // Nothing is made by a leader whose lease ran out by its own clock (Valkey fences its
-          // writes, but not the making of messages in other partitions).
+          // Valkey fences a stale leader's writes, but not messages made in other partitions.
           schedule: (request) => {
             if (!this.host.leads(epoch)) return Promise.reject(leaseLost(request.topic));
             return this.host.schedule(request);
@@ -227,8 +213,7 @@ export class ClusterSchedules {
           writeSchedules: (records) => this.save(leader, records),
         },
         (err) => {
-          // A write that found the record changed (the change is adopted next), or a leader
-          // that is no more (its node unleads it): not worth a warning each time.
+          // A record changed meanwhile (adopted next), or a leader that is no more: no warning.
           const code = (err as { code?: string }).code;
           if (code !== 'ERR_TICKWHEEL_CONFLICT' && code !== 'ERR_TICKWHEEL_LEASE_LOST') {
             this.host.onError(err);
@@ -242,7 +227,6 @@ export class ClusterSchedules {
     this.turn.catch((err: unknown) => this.host.onError(err));
   }
 
-  /** The lease of partition 0 is gone: this node stops running schedules. */
   unlead(): void {
     const stop = () => this.stopLeading();
     this.turn = this.turn.then(stop, stop);
@@ -258,7 +242,7 @@ export class ClusterSchedules {
     await this.turn;
     const leader = this.leader;
     if (leader === undefined) return;
-    // A look under way may have read the records before this call: one more after it.
+    // A look under way may have read the records before this call: one more.
     await leader.reconciling;
     leader.stale = true;
     this.watch(leader);
@@ -281,7 +265,7 @@ export class ClusterSchedules {
     await leader.scheduler.close();
   }
 
-  /** Looks for changes (one look at a time); adopts them if the change count moved. */
+  /** Looks for changes, one look at a time. */
   private watch(leader: Leader): void {
     if (leader.reconciling !== undefined || this.leader !== leader) return;
     leader.reconciling = this.reconcile(leader)
@@ -336,13 +320,11 @@ export class ClusterSchedules {
         continue;
       }
       if (fenced) {
-        // No longer the leader: what it made is the next leader's to record (the once mark
-        // keeps that one from making it again); nothing is cancelled here.
+        // What it made is the next leader's to record (the once mark keeps it single).
         throw leaseLost(record.name);
       }
-      // Changed under it. If a put or a delete did that, an occurrence just made belongs to a
-      // version that is no more: it goes, mark and all. If another leader's progress did, it is
-      // that leader's record too, and nothing goes.
+      // Changed under it by a put or a delete: the occurrence just made goes, mark and all.
+      // By another leader's progress: it is that leader's record too, and stays.
       const made = record.lastCreated;
       if (made !== null && made !== held?.lastCreated) {
         const now = await this.read(record.name).catch(() => null);
@@ -378,7 +360,7 @@ export class ClusterSchedules {
     > | null;
     const stored = new Map<string, Stored>();
     for (const [name, text] of Object.entries(all ?? {})) {
-      // One record that cannot be read is reported (once) and left out: the others run.
+      // Reported once and left out: the others run.
       try {
         stored.set(name, parseStored(name, text, this.key));
         this.unreadable.delete(name);
@@ -419,7 +401,6 @@ function leaseLost(what: string): TickwheelStateError {
   );
 }
 
-/** A short, growing, jittered wait before trying a change again. */
 function pause(tries: number): Promise<void> {
   const ms = Math.random() * Math.min(50, 2 + tries * 2);
   return new Promise((resolve) => setTimeout(resolve, ms));

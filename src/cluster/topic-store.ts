@@ -1,11 +1,11 @@
 /**
- * Where a queue on Valkey/Redis keeps its topics' settings (src/queue/topics.ts): pause and rate
- * limit in the `topics` hash, push targets in the `push` hash, and the rate limits' token
- * buckets (tw_tokens, one per topic for all nodes). Every node reads them at start and at each
- * heartbeat; a change is written as durably as a message (Producer.writeSetting). A node's
- * TopicGate works over them (ClusterTopics).
+ * Topics' settings on Valkey/Redis (src/queue/topics.ts): pause and rate limit in the `topics`
+ * hash, push targets in the `push` hash, token buckets by tw_tokens (one per topic for all
+ * nodes). Every node reads them at start and at each heartbeat; a change is written as durably
+ * as a message.
  */
 
+import { setTimeout as delay } from 'node:timers/promises';
 import { TickwheelCorruptError } from '../errors.js';
 import { checkTopic } from '../queue/message.js';
 import {
@@ -25,19 +25,66 @@ import type { Producer } from './producer.js';
 /** A topic's settings, one field each in the topics hash. */
 const SETTING_FIELDS: readonly string[] = ['paused', 'rateLimit'];
 
-export class ClusterTopicStore {
+/**
+ * A node's topic gate over the settings in Valkey/Redis: a change made here applies here at
+ * once, on other nodes when they refresh() (at each heartbeat).
+ */
+export class ClusterTopics {
+  readonly gate: TopicGate;
+  private refreshing: Promise<void> | undefined;
+  /** Changes of topics' settings made by this node. */
+  private writes = 0;
+
   constructor(
     private readonly valkey: Valkey,
     private readonly producer: Producer,
     private readonly queue: string,
-  ) {}
+    /** Wakes the node's long polls on a topic whose settings changed. */
+    wake: (topic: string) => void,
+    private readonly onError: (err: unknown) => void,
+  ) {
+    const tokens = (topic: string, limit: RateLimit, want: number) =>
+      tw.tokens(valkey, tokensKey(queue, topic), limit, want);
+    this.gate = new TopicGate(
+      {
+        load: () => this.read(),
+        save: (topic, _value, update) => {
+          this.writes++;
+          return this.write(topic, update);
+        },
+      },
+      {
+        take: tokens,
+        refund: async (topic, limit, count) => {
+          await tokens(topic, limit, -count);
+        },
+      },
+      Date.now,
+      // Resolves early, not rejecting, when the signal aborts.
+      (ms, signal) => delay(ms, undefined, { signal }).catch(() => {}),
+      wake,
+      onError,
+    );
+  }
+
+  /** Reads the settings again, one read at a time. */
+  refresh(): void {
+    if (this.refreshing !== undefined) return;
+    // A read overtaken by a change made here would undo it until the next one: dropped.
+    const writes = this.writes;
+    this.refreshing = this.read()
+      .then((settings) => {
+        if (this.writes === writes) this.gate.replace(settings);
+      })
+      .catch((err) => this.onError(err))
+      .finally(() => (this.refreshing = undefined));
+  }
 
   /**
-   * The hash holds one field per topic and setting, `<topic>|paused` and `<topic>|rateLimit`
-   * (JSON), so that two nodes changing different settings of a topic at once both land. A field
-   * that is absent is the default; one that cannot be read stops the read (ERR_TICKWHEEL_CORRUPT).
+   * One field per topic and setting (`<topic>|paused`, `<topic>|rateLimit`: JSON), so two nodes
+   * changing different settings of a topic at once both land. Absent: the default.
    */
-  async read(): Promise<Map<string, TopicSettings>> {
+  private async read(): Promise<Map<string, TopicSettings>> {
     const key = topicsKey(this.queue);
     const stored = (await this.valkey.command(key, ['HGETALL', key])) as Record<
       string,
@@ -74,7 +121,7 @@ export class ClusterTopicStore {
       const parsed = parseStoredSettings(given, where);
       if (!isDefaultSettings(parsed)) settings.set(topic, parsed);
     }
-    // Push targets: their own hash (pushKey), topic -> JSON; errors never quote one.
+    // Push targets: errors never quote one (secrets).
     const pushes = pushKey(this.queue);
     const targets = (await this.valkey.command(pushes, ['HGETALL', pushes])) as Record<
       string,
@@ -97,12 +144,8 @@ export class ClusterTopicStore {
     return settings;
   }
 
-  /** Writes the fields `update` changes (absent ones stay); resolves once durable. */
-  async write(
-    topic: string,
-    _settings: TopicSettings,
-    update: Partial<TopicSettings>,
-  ): Promise<void> {
+  /** Writes the fields `update` changes; resolves once durable. */
+  private async write(topic: string, update: Partial<TopicSettings>): Promise<void> {
     const key = topicsKey(this.queue);
     const set: string[] = [];
     const cleared: string[] = [];
@@ -128,82 +171,5 @@ export class ClusterTopicStore {
         `the push target of topic ${topic}`,
       );
     }
-  }
-
-  /** Takes up to `want` tokens of the topic's bucket (a negative `want` gives them back). */
-  async takeTokens(
-    topic: string,
-    limit: RateLimit,
-    want: number,
-  ): Promise<{ granted: number; retryInMs: number }> {
-    return tw.tokens(this.valkey, tokensKey(this.queue, topic), limit, want);
-  }
-}
-
-/** Waits `ms`, or less if `signal` aborts (the gate's waits: paused, out of tokens). */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
-/**
- * A node's topic gate (src/queue/topics.ts) over the settings kept in Valkey/Redis: a change
- * made on this node applies here at once, on other nodes when they refresh() (at each
- * heartbeat, leaseMs / 4). Every receive of the node goes through the gate; the token buckets
- * are in Valkey (tw_tokens), one per topic for all nodes.
- */
-export class ClusterTopics {
-  readonly gate: TopicGate;
-  private refreshing: Promise<void> | undefined;
-  /** Changes of topics' settings made by this node (see refresh). */
-  private writes = 0;
-
-  constructor(
-    private readonly store: ClusterTopicStore,
-    /** Wakes the node's long polls on a topic whose settings changed. */
-    wake: (topic: string) => void,
-    private readonly onError: (err: unknown) => void,
-  ) {
-    this.gate = new TopicGate(
-      {
-        load: () => store.read(),
-        save: (topic, value, update) => {
-          this.writes++;
-          return store.write(topic, value, update);
-        },
-      },
-      {
-        take: (topic, limit, want) => store.takeTokens(topic, limit, want),
-        refund: async (topic, limit, count) => {
-          await store.takeTokens(topic, limit, -count);
-        },
-      },
-      Date.now,
-      sleep,
-      wake,
-      onError,
-    );
-  }
-
-  /** Reads the settings again (another node may have changed them), one read at a time. */
-  refresh(): void {
-    if (this.refreshing !== undefined) return;
-    // A read that a change made here overtook would undo it until the next one: dropped.
-    const writes = this.writes;
-    this.refreshing = this.store
-      .read()
-      .then((settings) => {
-        if (this.writes === writes) this.gate.replace(settings);
-      })
-      .catch((err) => this.onError(err))
-      .finally(() => (this.refreshing = undefined));
   }
 }

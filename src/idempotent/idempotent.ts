@@ -1,7 +1,6 @@
 /**
  * `idempotent(handler, { store })`: a consumer handler whose effect happens once per message,
- * however often the message is delivered (docs/idempotent.md). Works with any handler of the
- * shape `(message) => ...`: the embedded queue's `consume`, the client's `consume`, a Worker.
+ * however often it is delivered (docs/idempotent.md); for any handler `(message) => ...`.
  */
 
 import { TickwheelTypeError } from '../errors.js';

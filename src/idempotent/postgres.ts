@@ -1,31 +1,19 @@
 /**
  * The PostgreSQL idempotency store (docs/idempotent.md): a message's key goes into a table in the
- * same transaction as the handler's own writes, so the effect and the "done" mark commit or
- * roll back together, whatever is killed when. The table is the user's database's; the pool is
- * the user's `pg` Pool (anything with the same `connect()` / `query()` / `release()`).
+ * same transaction as the handler's writes, so the effect and the "done" mark commit or roll
+ * back together. One delivery: BEGIN; INSERT the key ON CONFLICT DO NOTHING (0 rows: done, or
+ * being done by a transaction a concurrent delivery waits on: ROLLBACK, 'duplicate'); the
+ * handler with this transaction's client; COMMIT, 'ran'.
  *
- * The life of one delivery:
- *   BEGIN
- *   INSERT INTO <table> (key) VALUES ($1) ON CONFLICT (key) DO NOTHING
- *     0 rows: the key is done (or being done by a transaction that then commits): ROLLBACK,
- *             'duplicate'. A concurrent delivery of the same key waits here on the row lock
- *             until the first commits (duplicate) or rolls back (it runs).
- *   the handler, with this transaction's client: its writes join the transaction
- *   COMMIT -> 'ran' (the consumer acks after this)
- *
- * A COMMIT does not always commit: after a failed statement the transaction is aborted, and
- * PostgreSQL answers COMMIT with a rollback (command tag ROLLBACK) instead of an error. A handler
- * that catches an SQL error and returns gets there; its effect and the done mark are gone, so
- * the delivery must fail (and be retried), never be acked. `pg` reports the tag of each result;
- * for a client that reports none (BEGIN's result has no `command`), a read of the key just
- * before COMMIT tells whether the transaction still stands and still holds the mark.
+ * A COMMIT after a failed statement (a handler that caught an SQL error) answers with the tag
+ * ROLLBACK, not an error: the effect and the mark are gone, so the delivery must fail. For a
+ * client that reports no tags, a read of the key just before COMMIT tells the same.
  */
 
 import { TickwheelError, TickwheelTypeError, checkOpen } from '../errors.js';
 import { checkOption, describe } from '../validate.js';
 import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
 
-/** The part of `pg`'s query result used here. */
 export interface PgResult {
   rowCount: number | null;
   /** The command tag (`pg` has it): `ROLLBACK` for a COMMIT of an aborted transaction. */
@@ -49,9 +37,8 @@ export interface PostgresIdempotencyOptions {
   /** Table of done keys, created on first use when missing. Default `tickwheel_processed`. */
   table?: string;
   /**
-   * How long a done key is kept. Must exceed the longest time a message can be delivered again:
-   * its retries (back-offs and visibility timeouts) and, for dead letters that may be requeued,
-   * how long they are kept. Default 30 days; at least one hour.
+   * How long a done key is kept: longer than a message can be delivered again (its retries, and
+   * dead letters that may be requeued). Default 30 days; at least one hour.
    */
   retentionMs?: number;
   /** How often keys past retention are deleted; 0: never (call `purge()`). Default 1 hour. */
@@ -137,8 +124,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
     checkOpen(this.closed, 'this idempotency store is closed');
     await this.migrate();
     const client = await this.pool.connect();
-    // Whether a transaction may be open: if so, a failure rolls it back, and a client that
-    // cannot even do that (its connection is gone) is destroyed rather than put back.
+    // If a transaction may be open a failure rolls it back; a client that cannot is destroyed.
     let open = false;
     let broken: Error | undefined;
     try {
@@ -182,10 +168,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
     }
   }
 
-  /**
-   * For a client without command tags: fails unless the transaction is still open and still
-   * holds the key's mark (not aborted by a failed statement, not rolled back by the handler).
-   */
+  /** For a client without command tags: fails unless the transaction still holds the mark. */
   private async checkStanding(client: PgClient, key: string): Promise<void> {
     let found: PgResult;
     try {
@@ -218,10 +201,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
   }
 }
 
-/**
- * The delivery's transaction did not commit although the handler returned: a statement of it
- * failed (an error it caught), so PostgreSQL rolled the transaction back at COMMIT.
- */
+/** The handler returned, but a statement of its transaction failed: rolled back at COMMIT. */
 export class IdempotentRollbackError extends TickwheelError<'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK'> {
   readonly key: string;
   constructor(key: string, options?: ErrorOptions) {

@@ -1,18 +1,12 @@
 /**
- * The Valkey/Redis idempotency store (docs/idempotent.md): a key is claimed, with an expiry,
- * while the handler runs, and marked done after. It cannot make the effect and the mark one
- * atomic step, so it promises less than the PostgreSQL store:
- *
- * - A duplicate that comes after the mark never runs the handler.
- * - A delivery that comes while another worker holds the claim waits for it (busyWaitMs), then
- *   fails with ERR_TICKWHEEL_IDEMPOTENT_BUSY (the consumer nacks; the queue retries it later).
- * - A worker killed after its effect and before the mark leaves only a claim, which expires
- *   (`claimMs`): the next delivery runs the effect again. So does one whose handler outlives
- *   its claim (counted in `claimsExpired`). Effects should tolerate a rare repeat.
+ * The Valkey/Redis idempotency store (docs/idempotent.md): a key is claimed with an expiry
+ * while the handler runs, and marked done after. The effect and the mark are not one atomic
+ * step, so a worker killed between them, or a handler that outlives its claim
+ * (`claimsExpired`), lets the next delivery run the effect again.
  *
  * One key a message: `SET key <claim> NX PX claimMs GET` claims (the old value says done or
- * busy), `SET key done PX retentionMs GET` marks (the old value says whether the claim still
- * held), and a failed handler's claim is deleted if it is still its own.
+ * busy), `SET key done PX retentionMs GET` marks (the old value says whether the claim held),
+ * and a failed handler's claim is deleted if it is still its own.
  */
 
 import { randomUUID } from 'node:crypto';
@@ -32,8 +26,8 @@ export interface RedisIdempotencyOptions {
   /** How long a done key is kept (see the PostgreSQL store). Default 30 days; at least 1 hour. */
   retentionMs?: number;
   /**
-   * How long a delivery waits for another delivery's claim on its key (to be marked done, let
-   * go, or expire) before failing with ERR_TICKWHEEL_IDEMPOTENT_BUSY. Default 5 s; 0: at once.
+   * How long a delivery waits for another's claim on its key before failing
+   * ERR_TICKWHEEL_IDEMPOTENT_BUSY. Default 5 s; 0: at once.
    */
   busyWaitMs?: number;
 }
@@ -81,19 +75,10 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
     const { prefix, claimMs, retentionMs, busyWaitMs } = this.settings;
     const at = prefix + key;
     const claim = `claim:${randomUUID()}`;
-    // Another delivery's claim: wait (a little at a time) for it to be marked done, let go of,
-    // or to expire, up to busyWaitMs.
     const giveUpAt = Date.now() + busyWaitMs;
+    const claiming = ['SET', at, claim, 'NX', 'PX', String(claimMs), 'GET'];
     for (let pause = 10; ; pause = Math.min(pause * 2, 200)) {
-      const before = await this.valkey.command(at, [
-        'SET',
-        at,
-        claim,
-        'NX',
-        'PX',
-        String(claimMs),
-        'GET',
-      ]);
+      const before = await this.valkey.command(at, claiming);
       if (before === null || before === undefined) break;
       if (before === DONE) {
         this.counts.duplicates++;
@@ -126,7 +111,6 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
     return { ...this.counts };
   }
 
-  /** Closes the store's connection. */
   async close(): Promise<void> {
     await this.valkey.close();
   }

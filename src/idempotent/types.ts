@@ -1,7 +1,4 @@
-/**
- * Idempotent consumers (docs/idempotent.md): the contract between `idempotent()` and the stores
- * that remember which messages have had their effect.
- */
+/** The contract between `idempotent()` and the stores that remember which effects happened. */
 
 /** What a store remembers a message by: anything with the queue's id and topic. */
 export interface KeyedMessage {

@@ -1,7 +1,6 @@
 /**
- * Bounds of the HTTP API: the server's schemas (src/server/schemas/) enforce them and the
- * client checks them before sending, so that a call the server would refuse fails without a
- * request (docs/http-api.md, Limits).
+ * Bounds of the HTTP API (docs/http-api.md, Limits): the server's schemas enforce them and the
+ * client checks them before sending, so a call the server would refuse makes no request.
  */
 
 /** Messages in one batch schedule; receipts in one ack or nack. */
@@ -13,11 +12,7 @@ export const DEFAULT_RECEIVE_BYTES = 8 * 1024 * 1024;
 export const MAX_RECEIVE_BYTES = 64 * 1024 * 1024;
 export const MAX_RECEIPT_LENGTH = 512;
 
-/**
- * The embedded queue's own bounds (src/queue/options.ts checks the same numbers): the
- * longest visibility timeout, long poll and nack delay. A server caps its long polls lower
- * (maxWaitMs).
- */
+/** The queue's longest visibility timeout, long poll and nack delay (src/queue/options.ts). */
 export const MAX_VISIBILITY_MS = 43_200_000;
 export const MAX_WAIT_MS = 3_600_000;
 export const MAX_NACK_DELAY_MS = 86_400_000 * 365;

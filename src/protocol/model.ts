@@ -1,9 +1,6 @@
 /**
- * The queue's model as it crosses the wire: what a message, a topic and a recurring schedule
- * look like to a caller, embedded or over HTTP. The queue (src/queue) and the HTTP API's wire
- * types (wire.ts) both take them from here, so that neither imports the other's layer.
- *
- * Types only: importing this module runs no code.
+ * The queue's model as a caller sees it, embedded or over HTTP: the queue and the wire types
+ * (wire.ts) both take it from here, so that neither imports the other's layer.
  */
 
 import type { StoreDamage } from '../errors.js';
@@ -170,10 +167,6 @@ export interface TopicInfo {
   dead: number;
 }
 
-/**
- * What went through the queue since it opened (on Valkey/Redis: through this node, and what it
- * fired as a partition's owner). Monotonic; /metrics exposes each as a counter.
- */
 /** The names of QueueCounters, in the order stats(), /metrics and the dashboard list them. */
 export const COUNTER_NAMES = [
   'scheduled',
@@ -188,6 +181,10 @@ export const COUNTER_NAMES = [
   'rescheduled',
 ] as const satisfies ReadonlyArray<keyof QueueCounters>;
 
+/**
+ * What went through the queue since it opened (on Valkey/Redis: through this node, and what it
+ * fired as a partition's owner). Monotonic; /metrics exposes each as a counter.
+ */
 export interface QueueCounters {
   /** Messages scheduled (deduplicated ones not counted). */
   scheduled: number;

@@ -1,24 +1,9 @@
 /**
- * How a pushed message is signed (docs/push.md), shared by the queue that sends it and the
- * receivers that check it (`verifyPush` in `tickwheel/client`).
- *
- * Each push request carries these headers:
- *
- *   tickwheel-id           the message's id (the same id on every attempt: dedup on it)
- *   tickwheel-topic        its topic
- *   tickwheel-attempt      1 for the first delivery, 2 for the next, ...
- *   tickwheel-deliver-at   when it was due, ms since the Unix epoch
- *   tickwheel-timestamp    when this request was signed, whole seconds since the Unix epoch
- *   tickwheel-signature    v1=<hex HMAC-SHA256>, possibly several, separated by commas
- *
- * Scheme v1: HMAC-SHA256 with the push target's secret (its UTF-8 bytes as the key) over the
- * UTF-8 bytes of `<timestamp>\n<id>\n<topic>\n<attempt>\n<deliver-at>\n` (the header values)
- * followed by the request body exactly as sent (ids and topics hold no line breaks). A receiver
- * recomputes it over the raw body (before any JSON parsing), compares in constant time, and
- * refuses a timestamp too far from its own clock (5 minutes by default) so that a recorded
- * request cannot be replayed later. Every header it reports is signed, so each can be trusted
- * (the id for dedup, the topic for routing).
- *
+ * How a pushed message is signed (docs/push.md, the headers and scheme v1), shared by the queue
+ * that sends it and the receivers that check it (`verifyPush` in `tickwheel/client`): an
+ * HMAC-SHA256 with the target's secret over timestamp, id, topic, attempt and deliver-at, each
+ * followed by `\n`, then the body exactly as sent. Every header a receiver reports is signed;
+ * a timestamp too far from its clock is refused, so a recording cannot be replayed.
  * Imports nothing that does I/O.
  */
 
@@ -101,7 +86,6 @@ export interface VerifyPushOptions {
   now?: () => number;
 }
 
-/** VerifyPushOptions checked, with their defaults. */
 export interface PushCheck {
   secrets: readonly string[];
   toleranceSeconds: number;
@@ -109,10 +93,8 @@ export interface PushCheck {
 }
 
 /**
- * Checks the options of verifyPush (and pushListener, `who`): anything but an object, a secret
- * that is not a non-empty string (or a non-empty array of them), a tolerance that is not a number
- * of 0 or more, is ERR_TICKWHEEL_INVALID_OPTION; a `now` that is not a function,
- * ERR_TICKWHEEL_INVALID_CALLBACK. These are mistakes of the receiver's code, not of a request.
+ * Checks the options of verifyPush (and pushListener, `who`): ERR_TICKWHEEL_INVALID_OPTION, or
+ * ERR_TICKWHEEL_INVALID_CALLBACK for `now`: mistakes of the receiver's code, not of a request.
  */
 export function checkPushOptions(options: unknown, who: string): PushCheck {
   if (typeof options !== 'object' || options === null) {
@@ -148,11 +130,8 @@ export function checkPushOptions(options: unknown, who: string): PushCheck {
 /**
  * Checks a push request: its signature over the raw `body` with one of the secrets, and its
  * timestamp within tolerance. Returns what its headers say of the message; throws
- * PushSignatureError (ERR_TICKWHEEL_PUSH_SIGNATURE) otherwise: answer such a request 401.
- *
- * Arguments that cannot be a request or options at all (a request without headers, a body that
- * is not a string or bytes, such as one already parsed as JSON; no secret) are mistakes of the
- * receiver's code: a TickwheelTypeError or TickwheelRangeError (checkPushOptions), never a 401.
+ * PushSignatureError otherwise (answer 401). Arguments that cannot be a request or options at
+ * all (no headers, a body already parsed) are the receiver's mistakes: a type or range error.
  */
 export function verifyPush(
   request: { headers: PushHeaders; body: Uint8Array | string },

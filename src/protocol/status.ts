@@ -1,17 +1,8 @@
 /**
- * The HTTP status of every error code (src/errors.ts): a request that fails with a code is
- * answered with its status here (src/server/errors.ts). The table is typed over the whole
- * catalogue, so a code added there without a status here does not compile.
- *
- * The status says whose fault it is: 4xx for anything the caller can change; 503 for what the
- * server cannot do now although the request was fine (opening, shutting down, a limit reached,
- * its disk or data in trouble: retry, or the operator acts on what the server log says); 500
- * for codes the server never raises, so that one seen there is a bug in it, and is answered as
- * ERR_TICKWHEEL_INTERNAL.
- *
- * HTTP itself decides a few answers instead: a request too slow to arrive (408), a path
- * parameter too long (414) or headers too large (431) are ERR_TICKWHEEL_INVALID_REQUEST; a
- * queue that failed to open answers 503 with the code of its failure.
+ * The HTTP status of every error code (src/errors.ts), typed over the whole catalogue so that a
+ * code without a status does not compile. 4xx: the caller can change something; 503: the
+ * request was fine but the server cannot do it now (retry, or the operator reads the log); 500:
+ * codes the server never raises, so one seen there is a bug (answered ERR_TICKWHEEL_INTERNAL).
  */
 
 import type { TickwheelErrorCode } from '../errors.js';

@@ -1,20 +1,15 @@
 /**
- * The W3C trace context (https://www.w3.org/TR/trace-context/) a message carries: the
- * `traceparent` and `tracestate` of the call that scheduled it, kept with the message on every
- * backend so that whoever handles it, however much later, can continue the same trace.
+ * The W3C trace context (https://www.w3.org/TR/trace-context/) a message carries, so whoever
+ * handles it, however much later, can continue the trace of the call that scheduled it:
  *
- *   traceparent  version "-" trace-id "-" parent-id "-" flags, lowercase hex:
- *                00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01  (55 characters)
+ *   traceparent  00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01  (55 characters)
  *   tracestate   up to 32 comma-separated key=value members, at most 512 characters
  *
- * A value that is not well formed is dropped, never an error: a schedule must not fail because
- * a caller's tracing header was bad. A bad tracestate drops only the tracestate, as the W3C
- * specification asks; a bad traceparent drops both.
- *
- * No dependency: the stores, the server and the client use it with or without OpenTelemetry.
+ * A value not well formed is dropped, never an error: a bad tracing header must not fail a
+ * schedule. A bad tracestate drops only itself (as the specification asks), a bad traceparent
+ * both. No dependency: used with or without OpenTelemetry.
  */
 
-/** The trace context stored with a message. */
 export interface TraceContext {
   /** W3C traceparent, version 00: always 55 characters. */
   traceparent: string;
@@ -35,10 +30,7 @@ const ZERO_SPAN = '0'.repeat(16);
 const MEMBER =
   /^[a-z0-9][a-z0-9_\-*/@]{0,255}=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$/;
 
-/**
- * A traceparent as stored: the version-00 form of a well-formed header, or undefined. A later
- * version's extra fields are dropped (the specification lets a reader of version 00 do so).
- */
+/** The version-00 form of a well-formed traceparent (a later version's extra fields dropped). */
 export function checkTraceparent(value: unknown): string | undefined {
   if (typeof value !== 'string' || value.length > MAX_TRACESTATE_CHARS) return undefined;
   const m = TRACEPARENT.exec(value);
@@ -73,7 +65,7 @@ export function traceContextOf(
   return state === undefined ? { traceparent: parent } : { traceparent: parent, tracestate: state };
 }
 
-/** A stored context checked again (it came from disk, Valkey or a caller's object). */
+/** A stored context checked again (from disk, Valkey or a caller's object). */
 export function checkTraceContext(value: unknown): TraceContext | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const given = value as Partial<TraceContext>;

@@ -1,7 +1,6 @@
 /**
- * The wire format of the tickwheel HTTP API (docs/http-api.md): request bodies, response bodies
- * and error codes, as the server sends them and the client reads them. Types only; the bounds
- * both sides check are in limits.ts and the status of each error code in status.ts.
+ * The wire format of the HTTP API (docs/http-api.md): request and response bodies and error
+ * codes, as the server sends them and the client reads them (bounds: limits.ts).
  */
 
 import type { TraceContext } from './trace-context.js';

@@ -1,14 +1,8 @@
 /**
- * The way to Valkey/Redis, for the cluster and the Redis idempotency store: one node-redis
- * client, standalone, Cluster or through Sentinel, behind a few calls — a command or a function
- * call routed by its key's slot, a Functions library loaded on every primary, close.
- *
- * Why node-redis (`@redis/client`): it is the Redis project's maintained Node client, follows
- * MOVED/ASK and refreshes its slot map, and speaks Sentinel; ioredis is on best-effort
- * maintenance and its auto-pipelining misbehaves on Cluster topology changes (docs/cluster.md).
- *
- * Whether the server is a Cluster is asked, not configured: the first URL's `INFO cluster`
- * says `cluster_enabled:1` or not, so the same `--redis` flag serves both.
+ * The way to Valkey/Redis for the cluster and the Redis idempotency store: one node-redis client
+ * (standalone, Cluster or through Sentinel) behind a few calls routed by their key's slot, and
+ * a Functions library loaded on every primary. node-redis rather than ioredis: see
+ * docs/cluster.md. Whether the server is a Cluster is asked (`INFO cluster`), not configured.
  */
 
 import {
@@ -41,10 +35,9 @@ type Client = RedisClientType;
 const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer } as const;
 const BUFFERED = { typeMapping: BUFFERS };
 type Cluster = RedisClusterType;
-// Its defaults: no modules, functions or scripts of its own, RESP 3, no type mapping.
 type Sentinel = RedisSentinelType;
 
-/** A Redis Functions library (FUNCTION LOAD) that a connection loads on every primary. */
+/** A Redis Functions library that a connection loads on every primary. */
 export interface FunctionLibrary {
   readonly name: string;
   readonly version: number;
@@ -52,15 +45,15 @@ export interface FunctionLibrary {
   readonly versionFunction: string;
   /** The source FUNCTION LOAD takes. */
   source(): string;
-  /** A server's message about the library, with each line of the source it names made clearer. */
+  /** A server's message about the library, each line of the source it names made clearer. */
   where(message: string): string;
 }
 
-/** The node-redis client of a connection: one of these, as connect() found the server. */
 interface Connections {
   client?: Client;
   cluster?: Cluster;
   sentinel?: Sentinel;
+  urls: readonly string[];
 }
 
 /** How long calls refused during a failover are retried, by default. */
@@ -71,22 +64,16 @@ const COMMAND_TIMEOUT_MS = 10_000;
 export class Valkey {
   private subscriber: Promise<Client> | undefined;
   private subscriberClient: Client | undefined;
-  /** A loadLibrary() under way because a call found the functions missing. */
   private reloading: Promise<void> | undefined;
-  /**
-   * The library loadLibrary() loads, and loads again on a server found without it: none
-   * here (a connection that calls no functions); the cluster's connection names its own.
-   */
+  /** The library loadLibrary() loads, and loads again on a server found without it. */
   protected readonly library: FunctionLibrary | undefined = undefined;
   private readonly client: Client | undefined;
   private readonly cluster: Cluster | undefined;
   private readonly sentinel: Sentinel | undefined;
 
-  /** How long calls refused during a failover are retried. */
   retryBudgetMs = RETRY_BUDGET_MS;
-  /** How long one call may take, waiting for a reconnect included. */
   commandTimeoutMs = COMMAND_TIMEOUT_MS;
-  private urls: readonly string[] = [];
+  private readonly urls: readonly string[];
   private readonly replicaCounts = new Map<
     string,
     { at: number; count: number; noneSince: number | undefined }
@@ -95,22 +82,19 @@ export class Valkey {
   private pinned = false;
 
   /**
-   * Made by connect(), with the client it opened (Connections). Typed `object` here so that the
-   * declarations of this module name no type of @redis/client, an optional peer dependency:
-   * an install without it must still type-check.
+   * Made by connect(). Typed `object` so that this module's declarations name no type of
+   * @redis/client, an optional peer dependency: an install without it must still type-check.
    */
   constructor(connections: object) {
     ({
       client: this.client,
       cluster: this.cluster,
       sentinel: this.sentinel,
+      urls: this.urls,
     } = connections as Connections);
   }
 
-  /**
-   * Connects to a standalone server, to a Cluster through any of its nodes, or to the primary
-   * Sentinel names; an instance of the class it is called on.
-   */
+  /** Connects to a standalone server, a Cluster through any node, or Sentinel's primary. */
   static async connect<V extends Valkey>(
     this: new (connections: object) => V,
     urls: string | readonly string[],
@@ -119,6 +103,7 @@ export class Valkey {
     const list = checkRedisUrls(urls);
     const deadline = Date.now() + connectTimeoutMs;
     const viaSentinel = parseSentinelUrl(list[0]);
+    let made: Omit<Connections, 'urls'>;
     if (viaSentinel !== undefined) {
       if (list.length > 1) {
         throw new TickwheelTypeError(
@@ -127,55 +112,41 @@ export class Valkey {
         );
       }
       const { name, sentinels, username, password } = viaSentinel;
-      const sentinel = createSentinel({
-        name,
-        sentinelRootNodes: sentinels,
-        // One connection to the primary, so that a WAIT follows the writes it waits for.
-        masterPoolSize: 1,
-        ...(username === undefined && password === undefined
-          ? {}
-          : {
-              nodeClientOptions: {
-                ...(username === undefined ? {} : { username }),
-                ...(password === undefined ? {} : { password }),
-              },
-            }),
-      });
-      sentinel.on('error', () => {});
-      await withDeadline(sentinel, deadline, list);
-      return new this({ sentinel }).withUrls(list);
+      made = {
+        sentinel: createSentinel({
+          name,
+          sentinelRootNodes: sentinels,
+          // One connection to the primary, so that a WAIT follows the writes it waits for.
+          masterPoolSize: 1,
+          ...(username === undefined && password === undefined
+            ? {}
+            : {
+                nodeClientOptions: {
+                  ...(username === undefined ? {} : { username }),
+                  ...(password === undefined ? {} : { password }),
+                },
+              }),
+        }),
+      };
+    } else {
+      const { url, clustered } = await reachable(list, deadline);
+      made = clustered
+        ? { cluster: createCluster({ rootNodes: list.map((root) => ({ url: root })) }) as Cluster }
+        : { client: createClient({ url }) as Client };
     }
-    const { url, clustered } = await reachable(list, deadline);
-    if (!clustered) {
-      const client = createClient({ url }) as Client;
-      client.on('error', () => {});
-      await withDeadline(client, deadline, list);
-      return new this({ client }).withUrls(list);
-    }
-    const cluster = createCluster({ rootNodes: list.map((root) => ({ url: root })) }) as Cluster;
-    cluster.on('error', () => {});
-    await withDeadline(cluster, deadline, list);
-    return new this({ cluster }).withUrls(list);
+    const connection = (made.sentinel ?? made.cluster ?? made.client) as Client;
+    connection.on('error', () => {});
+    await withDeadline(connection, deadline, list);
+    return new this({ ...made, urls: list });
   }
 
-  /**
-   * Bounds every call, refusals retried included, by `ms` too (a node that opens: what is left
-   * of its connectTimeoutMs), or by the defaults alone again (undefined).
-   */
+  /** Bounds every call by `ms` too (a node that opens: what is left of its connect timeout). */
   limitCalls(ms: number | undefined): void {
     this.commandTimeoutMs = Math.min(COMMAND_TIMEOUT_MS, ms ?? Infinity);
     this.retryBudgetMs = Math.min(RETRY_BUDGET_MS, ms ?? Infinity);
   }
 
-  private withUrls(urls: readonly string[]): this {
-    this.urls = urls;
-    return this;
-  }
-
-  /**
-   * FCALL `name` with one key (which picks the slot); with `buffers`, every string of the reply
-   * is a Buffer (for replies that carry records).
-   */
+  /** FCALL `name` with one key; with `buffers`, every string of the reply is a Buffer. */
   fcall(name: string, key: string, args: ReadonlyArray<string | number | Buffer>, buffers = false) {
     const strings = args.map((a) => (Buffer.isBuffer(a) ? a : String(a)));
     return this.send(key, ['FCALL', name, '1', key, ...strings], buffers ? BUFFERED : undefined);
@@ -187,16 +158,14 @@ export class Valkey {
     options?: { typeMapping: typeof BUFFERS },
     readonly = false,
   ): Promise<unknown> {
-    // A bound on every call, the time it may wait for a reconnect included: a server that is
-    // down for good must fail calls, not hold them (and their HTTP requests) for ever.
+    // A server down for good must fail calls, not hold them (and their HTTP requests) for ever.
     const ms = this.commandTimeoutMs;
     return this.refusalsRetried(
       () => {
         if (this.cluster !== undefined && (this.pinned || ON_THE_PRIMARY.has(String(command[0])))) {
           return this.onPrimaryOf(this.cluster, key, command, ms, options);
         }
-        // Through the Cluster client the bound covers finding the node's connection too, which
-        // can hang on its own (a slot map taken while a failover was under way).
+        // The bound covers finding the node's connection too, which can hang in a failover.
         const cluster = this.cluster;
         if (cluster !== undefined) {
           return within(ms, (o) => cluster.sendCommand(key, readonly, command, o), options);
@@ -214,11 +183,9 @@ export class Valkey {
   }
 
   /**
-   * A command for the primary that serves `key`, on the connection that carries that key's
-   * writes. Through the Cluster client's sendCommand, node-redis routes by the command's tips:
-   * it would send WAIT and WAITAOF (request policy all_shards) to every primary and answer the
-   * least count (one primary without a replica then fails every wait, holding every primary's
-   * connection for the whole timeout), and ROLE to any node.
+   * A command for the primary that serves `key`, on the connection of that key's writes. The
+   * Cluster client would route WAIT and WAITAOF to every primary (their tips) and answer the
+   * least count, and ROLE to any node.
    */
   private async onPrimaryOf(
     cluster: Cluster,
@@ -238,8 +205,7 @@ export class Valkey {
     try {
       return await within(ms, (o) => client.sendCommand(command, o), options);
     } catch (err) {
-      // The slot moved (a failover): the command was not run. A keyed read through the Cluster
-      // client follows the redirection and refreshes the slot map; the caller then retries.
+      // The slot moved: not run. A keyed read through the Cluster client refreshes the slot map.
       if (/^(MOVED|ASK)\b/.test(err instanceof Error ? err.message : '')) {
         await within(ms, (o) => cluster.sendCommand(key, false, ['EXISTS', key], o)).catch(
           () => {},
@@ -249,22 +215,16 @@ export class Valkey {
     }
   }
 
-  /**
-   * Which server (its address) takes the writes of `key` now: the primary of its slot on a
-   * Cluster, the one primary otherwise. Writes with the same answer share one connection (see
-   * pin()), so one durability wait after them covers them all.
-   */
+  /** Which server takes the writes of `key` now: writes with the same answer share a wait. */
   primaryOf(key: string): string {
     if (this.cluster === undefined) return 'primary';
     return masterOf(this.cluster, key)?.address ?? `slot ${slotOf(key)}`;
   }
 
   /**
-   * Sends every command of this connection to its key's primary itself, as the durability
-   * waits are: a write and the WAIT after it then always share one connection (through the
-   * Cluster client a write could follow a redirection to another primary than the one the WAIT
-   * then asks). A redirected write is refused and retried once the slot map is fresh. For the
-   * producer's connection, whose writes are followed by waits.
+   * Sends every command to its key's primary itself, as the durability waits are, so a write
+   * and the WAIT after it share one connection (a redirected write is refused, then retried).
+   * For the producer's connection.
    */
   pin(): this {
     this.pinned = true;
@@ -272,18 +232,14 @@ export class Valkey {
   }
 
   /**
-   * Replicas connected to the primary that serves `key` (its ROLE), asked at most once a
-   * second per primary. A durability wait on a primary without replicas would block the shared
-   * connection for its whole timeout and then fail anyway; callers ask this first.
+   * Replicas of the primary that serves `key` (ROLE), asked at most once a second per primary:
+   * a wait on a primary without one would block the connection for its whole timeout.
    */
   async replicasOf(key: string): Promise<number> {
     return (await this.replicaState(key)).count;
   }
 
-  /**
-   * How long (ms) the primary that serves `key` has been seen without a replica, by this
-   * node's checks (at most a second apart); 0 while it has one.
-   */
+  /** How long the primary that serves `key` has been seen without a replica; 0 with one. */
   async replicalessFor(key: string): Promise<number> {
     const { noneSince } = await this.replicaState(key);
     return noneSince === undefined ? 0 : Date.now() - noneSince;
@@ -293,7 +249,6 @@ export class Valkey {
     key: string,
   ): Promise<{ at: number; count: number; noneSince: number | undefined }> {
     const now = Date.now();
-    // Per primary, not per key: the partitions of a primary share its answer.
     const primary = this.primaryOf(key);
     const known = this.replicaCounts.get(primary);
     if (known !== undefined && now - known.at < 1_000) return known;
@@ -304,19 +259,15 @@ export class Valkey {
     return state;
   }
 
-  /** A plain command on the node that serves `key`. */
   command(key: string, args: readonly string[], readonly = false): Promise<unknown> {
     return this.send(key, [...args], undefined, readonly);
   }
 
   /**
-   * Runs `call`, and again while the server refuses it for a moment (a failover in progress:
-   * CLUSTERDOWN, TRYAGAIN, LOADING, MASTERDOWN, READONLY from a primary just demoted), up to
-   * `retryBudgetMs`. A refused command was not carried out, so repeating it is safe whatever it
-   * does. A WAIT is never repeated: on another primary it would count another primary's
-   * replicas. Errors that leave the outcome unknown (a connection lost after the command was
-   * sent) are not retried here; they, and refusals past the budget, reject with
-   * ERR_TICKWHEEL_UNAVAILABLE (the cause attached), which callers may retry where that is safe.
+   * Runs `call`, and again while the server refuses it for a moment (REFUSALS: a failover), up
+   * to `retryBudgetMs`: a refused command was not run, so repeating it is safe. A WAIT is never
+   * repeated (on another primary it would count other replicas). A lost connection (outcome
+   * unknown) is not retried; it and refusals past the budget reject ERR_TICKWHEEL_UNAVAILABLE.
    */
   private async refusalsRetried(call: () => Promise<unknown>, once: boolean): Promise<unknown> {
     const until = Date.now() + this.retryBudgetMs;
@@ -326,8 +277,7 @@ export class Valkey {
         return await call();
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
-        // The server lost the library (restarted without its data, or a replica promoted that
-        // never had it): load it again and repeat the call, which was not carried out.
+        // The server lost the library (restarted empty, or a promoted replica never had it).
         if (!reloaded && this.library !== undefined && NO_FUNCTION.test(message)) {
           reloaded = true;
           await (this.reloading ??= this.loadLibrary().finally(() => (this.reloading = undefined)));
@@ -341,8 +291,7 @@ export class Valkey {
         // Replies of functions (errors a function raised on purpose) pass as they are.
         if (refused || isConnectionError(err)) {
           const error = unavailable(this.urls, err);
-          // A refused command was not run; a lost connection may have run it (errors.ts,
-          // WriteOutcome). A refused WAIT says nothing of the write it was to wait for.
+          // A lost connection may have run it; a refused WAIT says nothing of the write.
           if (refused && !once) error.outcome = 'none';
           throw error;
         }
@@ -351,10 +300,7 @@ export class Valkey {
     }
   }
 
-  /**
-   * Loads the library on every primary (functions replicate to their replicas), unless a
-   * primary already runs a newer one: then this node is older than the queue and refuses.
-   */
+  /** Loads the library on every primary, refusing where one runs a newer library. */
   async loadLibrary(): Promise<void> {
     const library = this.library;
     assert(library !== undefined, 'loadLibrary() on a connection that has no functions library');
@@ -363,9 +309,7 @@ export class Valkey {
       try {
         running = Number(await primary.send(['FCALL_RO', library.versionFunction, '0']));
       } catch (err) {
-        // No library yet. Any other failure (a server still loading, a timeout) must not be
-        // taken for that: loading ours over a newer one would put older functions under the
-        // nodes that run the newer.
+        // No library yet; any other failure is not that (ours could replace a newer one).
         if (!NO_FUNCTION.test(err instanceof Error ? err.message : String(err))) throw err;
       }
       if (running > library.version) {
@@ -384,7 +328,7 @@ export class Valkey {
     }
   }
 
-  /** Replicas connected to each primary now (`connected_slaves` of INFO replication). */
+  /** Replicas connected to each primary now (INFO replication). */
   async replicasPerPrimary(): Promise<Array<{ primary: string; replicas: number }>> {
     const counts: Array<{ primary: string; replicas: number }> = [];
     for (const { name, send } of await this.primaries()) {
@@ -396,9 +340,8 @@ export class Valkey {
   }
 
   /**
-   * Listens on a sharded channel (SSUBSCRIBE: the channel lives in its slot, like a partition's
-   * keys). Standalone, a second connection does the listening, as subscribers must. Resolves to
-   * the call that stops listening.
+   * Listens on a sharded channel (SSUBSCRIBE: in its slot, like a partition's keys); standalone,
+   * on a second connection. Resolves to the call that stops listening.
    */
   async subscribe(
     channel: string,
@@ -416,34 +359,21 @@ export class Valkey {
     channel: string,
     listener: (message: string) => void,
   ): Promise<() => Promise<void>> {
-    if (this.cluster !== undefined) {
-      await this.cluster.sSubscribe(channel, listener);
-      const cluster = this.cluster;
-      return () => cluster.sUnsubscribe(channel, listener);
-    }
-    if (this.sentinel !== undefined) {
-      // Its own connection to the primary, moved to the new one after a failover.
-      await this.sentinel.sSubscribe(channel, listener);
-      const sentinel = this.sentinel;
-      return async () => {
-        await sentinel.sUnsubscribe(channel, listener);
-      };
-    }
-    if (this.subscriber === undefined) {
-      const subscriber = (this.client as Client).duplicate();
+    if (this.client !== undefined && this.subscriber === undefined) {
+      const subscriber = this.client.duplicate();
       subscriber.on('error', () => {});
       this.subscriberClient = subscriber;
       this.subscriber = subscriber.connect().then(() => subscriber as Client);
     }
-    const subscriber = await this.subscriber;
-    await subscriber.sSubscribe(channel, listener);
-    return () => subscriber.sUnsubscribe(channel, listener);
+    // A Cluster's and Sentinel's subscriptions have their own connections, moved in a failover.
+    const on = (this.cluster ?? this.sentinel ?? (await this.subscriber)) as Client;
+    await on.sSubscribe(channel, listener);
+    return async () => {
+      await on.sUnsubscribe(channel, listener);
+    };
   }
 
-  /**
-   * Drops every connection at once, failing what is in flight: for a node that could not open,
-   * whose connections may still be trying to reach a server that is not there.
-   */
+  /** Drops every connection at once, failing what is in flight: for a node that could not open. */
   destroy(): void {
     for (const connection of [this.subscriberClient, this.client, this.cluster, this.sentinel]) {
       destroyQuietly(connection);
@@ -452,15 +382,10 @@ export class Valkey {
 
   async close(): Promise<void> {
     if (this.subscriber !== undefined) await (await this.subscriber).close();
-    if (this.cluster !== undefined) await this.cluster.close();
-    else if (this.sentinel !== undefined) await this.sentinel.close();
-    else await (this.client as Client).close();
+    await ((this.cluster ?? this.sentinel ?? this.client) as Client).close();
   }
 
-  /**
-   * Every primary, by name, with a call on it that is bounded (commandTimeoutMs) and fails
-   * ERR_TICKWHEEL_UNAVAILABLE when the server is not there (a function's own errors pass).
-   */
+  /** Every primary, with a bounded call on it that fails ERR_TICKWHEEL_UNAVAILABLE. */
   private async primaries(): Promise<
     Array<{ name: string; send(args: string[]): Promise<unknown> }>
   > {
@@ -501,9 +426,9 @@ export class Valkey {
 }
 
 /**
- * The first of `urls` that answers, and whether it is a Cluster node; tried in turn, round after
- * round, until `deadline`. Each try gives up at its first failure (node-redis would otherwise
- * retry one URL for ever), so that one dead root node does not stop a node from starting.
+ * The first of `urls` that answers, and whether it is a Cluster node, tried round after round
+ * until `deadline`. Each try gives up at its first failure (node-redis would retry one URL for
+ * ever), so one dead root node does not stop a node from starting.
  */
 async function reachable(
   urls: readonly string[],
@@ -519,8 +444,7 @@ async function reachable(
       }) as Client;
       probe.on('error', () => {});
       try {
-        // Bounded as a whole: a server that accepts connections but does not answer (stopped,
-        // or stalled) holds the handshake, which connectTimeout does not cover.
+        // Bounded as a whole: a stalled server holds the handshake past connectTimeout.
         const info = await withinMs(
           probe.connect().then(() => probe.sendCommand(['INFO', 'cluster'])),
           Math.min(left, 2_000),
@@ -537,7 +461,7 @@ async function reachable(
   }
 }
 
-/** node-redis's node for the primary of `key`'s slot in its current slot map, if any. */
+/** node-redis's node for the primary of `key`'s slot in its current slot map. */
 function masterOf(cluster: Cluster, key: string): { address?: string } | undefined {
   const { slots } = cluster as unknown as {
     slots: Array<{ master?: { address?: string } } | undefined>;

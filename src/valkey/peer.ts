@@ -1,9 +1,6 @@
 /**
- * @redis/client is an optional peer dependency of tickwheel, as the server's packages are: only
- * a queue on Valkey/Redis and the Redis idempotency store need it. It is looked up before the
- * connection (connection.ts) is loaded, so that a missing one is reported by name with the
- * command that installs it. This module imports nothing that needs it: the embedded queue can
- * load it without @redis/client.
+ * @redis/client is an optional peer dependency, looked up before connection.ts is loaded so that
+ * a missing one is reported with the command that installs it. Imports nothing that needs it.
  */
 
 import { createRequire } from 'node:module';
@@ -16,10 +13,7 @@ export const CLUSTER_PEER = { name: '@redis/client', range: '^6.3.1' } as const;
 const REDIS_QUEUE = 'a queue on Valkey/Redis (the redis option, or serve --redis)';
 export const REDIS_IDEMPOTENCY_STORE = 'RedisIdempotencyStore (tickwheel/idempotent)';
 
-/**
- * Throws a TickwheelDependencyError when `resolve` cannot find @redis/client; its message says
- * that `needs` (what the user asked for) needs it.
- */
+/** Throws a TickwheelDependencyError naming `needs` when @redis/client cannot be found. */
 export function checkClusterPeer(
   needs: string = REDIS_QUEUE,
   resolve: (name: string) => unknown = createRequire(import.meta.url).resolve,

@@ -1,20 +1,15 @@
 /**
  * Reaching Valkey/Redis: the bound on every call, which failures mean "the server is not there
- * now" (down, restarting, loading its data, failing over) rather than "the call is wrong", and
- * opening a node again and again through such failures until a deadline.
- *
- * A running node rides out an outage: its calls fail ERR_TICKWHEEL_UNAVAILABLE, its background
- * work retries. A node that is opening must do the same, or one started while its primary
- * restarts dies on the first reset connection (untilReachable).
+ * now" rather than "the call is wrong", and opening again and again through those until a
+ * deadline (a node started while its primary restarts must not die on the first reset).
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TickwheelUnavailableError } from '../errors.js';
 
 /** Replies by which a server says "not now" during a failover: the command was not run. */
-// MOVED and ASK reach here only from a pinned connection (the Cluster client follows them).
-// A WAIT or WAITAOF sent to a server that is a replica by then is refused so too (seen after a
-// failover whose killed primary came back as a replica: test/cluster/schedule-failover.test.ts).
+// MOVED and ASK reach here only from a pinned connection; a WAIT sent to a primary demoted
+// since is refused so too (test/cluster/schedule-failover.test.ts).
 export const REFUSALS =
   /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVED|ASK)\b|^ERR WAIT(AOF)? cannot be used with replica/;
 /** FCALL of a function the server does not have (Valkey and Redis answer alike). */
@@ -22,10 +17,8 @@ export const NO_FUNCTION = /^ERR Function not found/i;
 
 /** node-redis's errors for a connection that is down or went down (outcome unknown). */
 export function isConnectionError(err: unknown): boolean {
-  // node-redis's TimeoutError (a call past commandTimeoutMs) keeps Error's name and has no
-  // message: its class tells. DisconnectsClientError: the Cluster client dropped the connection
-  // of a node that left its slot map (a primary killed, its replica promoted) with calls still
-  // on it (test/cluster/schedule-failover.test.ts).
+  // node-redis's TimeoutError keeps Error's name: its class tells. DisconnectsClientError: the
+  // Cluster client dropped a node that left its slot map with calls still on it.
   const name = `${(err as { name?: string } | null)?.name ?? ''} ${(err as object | null)?.constructor?.name ?? ''}`;
   const code = (err as { code?: string } | null)?.code ?? '';
   return (
@@ -34,7 +27,7 @@ export function isConnectionError(err: unknown): boolean {
   );
 }
 
-/** Whether `err` says the server is not there now: worth trying again later, as it was. */
+/** Whether `err` says the server is not there now: worth trying again later. */
 function isUnreachable(err: unknown): boolean {
   if ((err as { code?: unknown } | null)?.code === 'ERR_TICKWHEEL_UNAVAILABLE') return true;
   return isConnectionError(err) || REFUSALS.test(err instanceof Error ? err.message : '');
@@ -64,11 +57,9 @@ export function unavailable(
 }
 
 /**
- * Runs `attempt` (given the time left) until it succeeds, or fails otherwise than for want of
- * the server (isUnreachable: that failure is thrown as it is), pausing 100 ms, then twice as
- * long each time up to 2 s, with jitter so that nodes started together do not knock together.
- * Past `timeoutMs` the last failure is thrown as ERR_TICKWHEEL_UNAVAILABLE. `attempt` must
- * leave nothing open when it fails, and must be safe to repeat.
+ * Runs `attempt` (given the time left) until it succeeds or fails for another reason than the
+ * server's absence, pausing 100 ms doubling to 2 s, jittered. Past `timeoutMs`,
+ * ERR_TICKWHEEL_UNAVAILABLE. `attempt` must leave nothing open when it fails.
  */
 export async function untilReachable<T>(
   urls: readonly string[],
@@ -91,10 +82,7 @@ export async function untilReachable<T>(
   }
 }
 
-/**
- * `connection` connects by `deadline`, or is destroyed: rejects ERR_TICKWHEEL_UNAVAILABLE when
- * the deadline passed first, or with the failure to connect.
- */
+/** `connection` connects by `deadline`, or is destroyed. */
 export async function withDeadline(
   connection: { connect(): Promise<unknown>; destroy(): unknown },
   deadline: number,
@@ -120,12 +108,9 @@ export function destroyQuietly(connection: { destroy(): unknown } | undefined): 
 }
 
 /**
- * Runs a node-redis command that must answer within `ms`: past that it rejects with a
- * TimeoutError, and the command is aborted (one not written yet is then never sent). Our own
- * timer rather than node-redis's `timeout` option, which makes an AbortSignal.timeout per
- * command whose timer and listeners live the whole timeout whatever the answer: with a 10 s
- * bound that was tens of KB of old-space garbage per message under steady load, and a 20-30 ms
- * mark-compact pause every two seconds.
+ * Runs a node-redis command that must answer within `ms`, else a TimeoutError and the command
+ * aborted. Our own timer rather than node-redis's `timeout` option, whose AbortSignal.timeout
+ * per command lives the whole timeout: tens of KB of old-space garbage per message under load.
  */
 export function within<T, O extends object>(
   ms: number,
@@ -143,10 +128,7 @@ function timeoutError(ms: number): Error {
   return error;
 }
 
-/**
- * `call`, or a rejection once `ms` have passed without an answer (a TimeoutError, or what `late`
- * makes), after which `onLate` runs. The timer goes as soon as the race is decided.
- */
+/** `call`, or a rejection (`late`) once `ms` have passed, after which `onLate` runs. */
 export function withinMs<T>(
   call: Promise<T>,
   ms: number,

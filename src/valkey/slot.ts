@@ -1,7 +1,6 @@
 /**
- * The Cluster hash slot of a key: CRC16 (XMODEM: polynomial 0x1021, initial value 0) of the key,
- * or of its hash tag (the part between the first `{` and the next `}`, when that is not
- * empty), modulo 16,384, as in the Redis Cluster specification.
+ * The Cluster hash slot of a key: CRC16 (XMODEM) of the key, or of its hash tag (between the
+ * first `{` and the next `}`, when not empty), modulo 16,384, as the Redis Cluster spec says.
  *
  *   slotOf('tw:{orders:5}:meta') === slotOf('orders:5')
  */

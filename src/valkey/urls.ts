@@ -22,9 +22,8 @@ export function checkRedisUrls(urls: unknown): string[] {
 }
 
 /**
- * A primary found through Sentinel: `redis+sentinel://[user:password@]host:port[,host:port...]/name`,
- * the Sentinels' addresses and the name they monitor; user and password are those of the data
- * nodes. Undefined for any other URL.
+ * `redis+sentinel://[user:password@]host:port[,host:port...]/name`: the Sentinels and the name
+ * they monitor (user and password are the data nodes'). Undefined for any other URL.
  */
 export function parseSentinelUrl(url: string):
   | {
