@@ -13,8 +13,8 @@
  */
 
 import { TickwheelTypeError } from '../errors.js';
-import { checkOption, describe } from '../validate.js';
-import { ID_PATTERN, checkTopic, decodePayload, retryDelay } from '../queue/message.js';
+import { describe } from '../validate.js';
+import { ID_PATTERN, decodePayload, retryDelay } from '../queue/message.js';
 import type { EventSource } from '../queue/events.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { Valkey } from '../valkey/connection.js';
@@ -121,16 +121,9 @@ export class Consumer {
     topic: string,
     options: { max?: number; waitMs?: number; visibilityMs?: number; maxBytes?: number } = {},
   ): Promise<ReceivedMessage[]> {
-    checkTopic(topic);
-    const max = checkOption(options.max ?? 1, 'max', 1, 1_000, true);
-    const waitMs = checkOption(options.waitMs ?? 0, 'waitMs', 0, 3_600_000);
-    const visibilityMs = checkOption(
-      options.visibilityMs ?? this.options.visibilityMs,
-      'visibilityMs',
-      1,
-      86_400_000,
-    );
-    const maxBytes = checkOption(options.maxBytes ?? 16 << 20, 'maxBytes', 1);
+    // Checked by the facade (checked-queue.ts), as every backend's arguments are.
+    const { max = 1, waitMs = 0, visibilityMs = this.options.visibilityMs } = options;
+    const maxBytes = options.maxBytes ?? 16 << 20;
     const until = Date.now() + waitMs;
     const generation = this.generation(topic);
     for (;;) {
@@ -209,8 +202,6 @@ export class Consumer {
       stored = await tw.stored(this.valkey, at);
       if (stored === undefined) return undefined;
       delay = retryDelay(decodeRecord(stored.record).backoff, attempt);
-    } else {
-      checkOption(delay, 'delayMs', 0);
     }
     const due = Date.now() + delay;
     const window = Math.floor(due / this.options.windowMs);
