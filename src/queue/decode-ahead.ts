@@ -1,41 +1,25 @@
 /**
  * Payloads decoded before a burst comes due.
  *
- * A delay queue knows its future: a burst of messages due in the same millisecond (a campaign
- * at 09:00:00, a batch of retries) sits in memory for seconds before it is due, and then has to
- * be delivered all at once, one message after another. Parsing a JSON payload is the largest
- * single cost of a delivery (~300 ns for a 60-byte object here, a third of the work between
- * the wheel and a handler), and it does not depend on when it is done. So the messages of a
- * dense burst have their payloads parsed ahead, in small steps while the queue is otherwise
- * idle, and a delivery hands over the object parsed for it instead of parsing then.
+ * A burst due in one millisecond (a campaign at 09:00:00) sits in memory for seconds, then must
+ * be delivered all at once. Parsing a JSON payload is a third of a delivery's work (~300 ns for
+ * a 60-byte object) and does not depend on when it is done, so a dense burst's payloads are
+ * parsed ahead, in small steps while the queue is idle, and a delivery takes the parsed object.
  *
- * What is noted: near.ts calls note() for a message it puts in a dense millisecond's due group
- * (from the DENSE_PER_MS-th message scheduled for that millisecond on: the first DENSE_PER_MS -
- * 1 of a burst are delivered first, and parse at delivery as any other message), and this
- * keeps those with a JSON payload in memory of at most MAX_PAYLOAD_CHARS. A trickle of
- * messages, and a message moved again and again (a debounce), is not noted (unless it is moved
- * into a dense millisecond each time: then each move is a note, within the cap below). At most MAX_NOTED notes of one second wait; past that, nothing more of it is noted.
+ * Noted: near.ts calls note() for a message it puts in a dense millisecond's due group (from the
+ * DENSE_PER_MS-th message of it on); JSON payloads up to MAX_PAYLOAD_CHARS are kept, at most
+ * MAX_NOTED of one second. Notes go into a bucket per second of due time, opened AHEAD_MS before
+ * it (one wheel timer, for the earliest closed bucket). Open buckets are decoded in steps of
+ * STEP_BUDGET_MS of real time, one per turn of the event loop (Node's own setImmediate: a
+ * test's fake timers must not stall it), and only while consumers are not behind (else steps
+ * wait BUSY_RETRY_MS: decoding would take CPU from them). Buckets whose second passed are dropped.
  *
- * When: notes go into a bucket per second of due time, which opens AHEAD_MS before that second
- * begins (one timer on the queue's wheel, for the earliest bucket not open yet); a bucket made
- * later than that is open at once. The notes of open buckets are decoded in steps of at most
- * STEP_BUDGET_MS of real time (the clock is read after every message of more than 1 KB of text,
- * and every 16 others), one step per turn of the event loop (Node's setImmediate, not the
- * global one: fake timers in a test must not stall it), and only while consumers are not
- * behind (near.ts: a take left ready messages of its topic behind within the last 100 ms):
- * decoding ahead would take CPU from them only to keep the parsed objects longer, so steps
- * wait BUSY_RETRY_MS. Buckets whose second has passed are dropped unprocessed: their messages
- * are due by now.
+ * Memory: at most MAX_DECODED_CHARS of text held parsed, besides the notes (8 bytes each, each
+ * holding its message until its second is processed or passes).
  *
- * Memory: at most MAX_DECODED_CHARS of payload text is held parsed at a time (counted when a
- * payload is parsed, given back when it is handed to a delivery or its message leaves memory),
- * besides the notes (8 bytes each, and the message they point to until their second opens and
- * is processed, or passes, even if it left memory meanwhile: as if it had stayed until then).
- *
- * Semantics do not change: a message's payload never changes while it is held, a parsed object
- * is handed to one delivery only (the next delivery parses its own), and it is dropped when the
- * message leaves memory. A message noted twice is decoded once; one that moved to another
- * second, was received, cancelled or released before its turn is skipped.
+ * Semantics do not change: a held message's payload never changes, a parsed object goes to one
+ * delivery only and is dropped when its message leaves memory. A message noted twice is decoded
+ * once; one that moved to another second or left the scheduled state is skipped.
  */
 
 import { performance as realClock } from 'node:perf_hooks';
@@ -52,11 +36,9 @@ const BUCKET_MS = 1000;
 /** A bucket opens this long before its first millisecond. */
 const AHEAD_MS = 1000;
 /**
- * Scheduled messages due in one millisecond, at least, for it to count as dense (near.ts: its
- * messages from then on share one due timer, and are noted here): a spike
- * the consumers cannot take as it comes. A steady stream (a million due within a second is
- * 1,000 a millisecond) gains nothing: parsed ahead, a third of it lived long enough to be
- * promoted out of the young generation, and that burst got no faster.
+ * Messages due in one millisecond for it to count as dense (near.ts: they share one due timer,
+ * and are noted here). A steady stream (a million a second is 1,000 a millisecond) gains
+ * nothing: parsed ahead, its objects got promoted out of the young generation.
  */
 export const DENSE_PER_MS = 2048;
 /** Notes of one second of due time, at most (8 bytes each). */
@@ -167,9 +149,7 @@ export class DecodeAhead {
 
   private newBucket(key: number): Bucket {
     const now = this.now();
-    // Buckets whose second has passed are done with: nothing noted later is due in them. (A
-    // bucket is made at most once per second of due time, and there is one per second of the
-    // horizon at most: walking them is cheap.)
+    // At most one bucket per second of the horizon: walking them once a second is cheap.
     this.dropPast(now);
     const bucket: Bucket = { key, messages: [], next: 0, open: false, queued: false };
     this.buckets.set(key, bucket);

@@ -1,7 +1,4 @@
-/**
- * A binary min-heap of (due time, sequence) keys with a payload: what a store uses to hand
- * messages over in due order, equal due times in the order they were added.
- */
+/** A binary min-heap by (due time, insertion order), for a store to hand messages over in order. */
 
 export class DueHeap<T> {
   private due: number[] = [];

@@ -1,5 +1,5 @@
 /**
- * QueueEngine: the delay queue's operations. The near horizon in memory, everything else in
+ * QueueEngine: the embedded backend (backend.ts). The near horizon in memory, everything else in
  * the store.
  *
  *   schedule ─► store.add (durable) ─► due within the horizon? ─► timer on the wheel
@@ -8,31 +8,14 @@
  *                                  attempts used up ─► store.bury (dead letter)
  *   every horizonMs / 4: store.loadUntil(now + horizonMs) brings the next slice into memory
  *
- * Time is Unix epoch milliseconds from the queue's clock (by default a monotonic clock anchored
- * to the wall clock at process start). Messages are never delivered before their due time; a
- * burst due at the same instant is delivered in scheduling order.
+ * Time is Unix epoch milliseconds from the queue's clock. Never delivered before its due time;
+ * a burst due at the same instant is delivered in scheduling order. Every operation that
+ * changes one message runs under that message's id lock (locks.ts), in call order; ack() skips
+ * the lock when nothing else runs on the id (its change is synchronous, so later calls see it).
  *
- * Every operation that changes one message runs under that message's id lock (locks.ts), so
- * concurrent schedule / cancel / ack calls for one id happen one after another, in call order.
- * ack() skips the lock when nothing else runs on the id: its change to memory and to the
- * store's tables is synchronous, so later calls on the id see it done.
- *
- * The embedded backend (backend.ts): the facade (checked-queue.ts) has checked every argument
- * and the closed state before a call arrives. This file hands each operation to the part that
- * owns it, each in its own file:
- *
- *   producer.ts    schedule, scheduleMany, cancel, reschedule, requeue
- *   deliveries.ts  receive, ack, nack, visibility timeouts, retries and dead letters
- *   worker.ts      the Worker of consume() and of pushes (the same as the client's)
- *   near.ts        the messages held in memory and their states (ready-list.ts, receipts.ts)
- *   horizon.ts     what is in memory and what stays with the store; loading the next slice
- *   waiters.ts     long polls and the process keep-alive
- *   locks.ts       per-id locks          finished.ts   finished ids get() still reports
- *   topics.ts      pause, resume, rate limits: every receive goes through its TopicGate
- *   report.ts      counters, lateness and events: the facade's, told what happens here
- *   recurring.ts   recurring schedules (cron, intervals) whose occurrences become messages
- *   insights.ts    stats(), dueTimeline()
- *   options.ts     options checked (types.ts: the public types)
+ * Each operation is handed to the part that owns it: producer.ts (schedule, cancel, move),
+ * deliveries.ts (receive, ack, nack, timeouts, dead letters), near.ts (held messages),
+ * horizon.ts (loading the next slice), waiters.ts (long polls), recurring.ts, insights.ts.
  */
 
 import { TimerWheel } from '../timer/index.js';
@@ -88,19 +71,14 @@ export class QueueEngine implements QueueBackend {
   private readonly finished: FinishedMemory;
   private readonly producer: Producer;
   private readonly deliveries: Deliveries;
-  /** Topic settings and rate limits: every receive goes through the gate (topics.ts). */
   readonly topics: TopicGate;
   private readonly recurring: Scheduler;
-  /** What consume()'s workers receive from, ack and nack to. */
   readonly source: WorkerSource;
   readonly consumeWaitMs = CONSUME_WAIT_MS;
   private closed = false;
   recovery: RecoveryReport | undefined;
 
-  /**
-   * `settings`: checkEmbeddedOptions's (options.ts); `report`: the facade's, told what happens
-   * (report.ts). Started by start().
-   */
+  /** `settings`: checkEmbeddedOptions's (options.ts). Started by start(). */
   constructor(
     store: Store,
     settings: QueueSettings,
@@ -214,7 +192,7 @@ export class QueueEngine implements QueueBackend {
     }
   }
 
-  // ---- producer (arguments checked by the facade: checked-queue.ts) ----------------------
+  // ---- producer ---------------------------------------------------------------------------
 
   now(): number {
     return this.settings.clock.now();
@@ -224,7 +202,6 @@ export class QueueEngine implements QueueBackend {
     return this.producer.schedule(message);
   }
 
-  /** The records share the store's group commit: one promise for the batch. */
   scheduleMany(messages: readonly CheckedRequest[]): Promise<Scheduled[]> {
     return this.producer.scheduleMany(messages);
   }
@@ -297,10 +274,8 @@ export class QueueEngine implements QueueBackend {
   }
 
   /**
-   * The store's part first (messages beyond the horizon: see Store.listWaiting), then the held
-   * ones, read in one turn once no horizon load is under way: a message the store handed over
-   * while its part was read is held by then, and listed once (as held). The held ones are
-   * walked (all of them: memory has no order by topic), unless the page starts past them.
+   * The store's part first (Store.listWaiting), then the held ones once no horizon load is under
+   * way: a message the store handed over meanwhile is held by then, and listed once (as held).
    */
   async list(query: ListQuery): Promise<BackendListPage> {
     if (this.store.listWaiting === undefined) {
@@ -312,8 +287,7 @@ export class QueueEngine implements QueueBackend {
     const waiting = await this.store.listWaiting(query);
     await this.horizon.settled();
     const held = new SmallestKeys<MessageState & { status: MessageStatus }>(query.limit + 1);
-    // Every held message is due before loadedUntil (horizon.ts): a page that starts at or after
-    // it has none, and need not walk them.
+    // Every held message is due before loadedUntil: a page that starts after it need not walk them.
     const start = Math.max(query.from, query.after?.deliverAt ?? -Infinity);
     const heldMessages = start >= this.horizon.loadedUntil ? [] : this.near.heldMessages();
     for (const message of heldMessages) {
@@ -367,12 +341,10 @@ export class QueueEngine implements QueueBackend {
         loadedUntil: this.horizon.loadedUntil,
         timers: this.wheel.stats(),
       }),
-      /** 1 while bringing due messages from the store into memory fails (see problem()). */
       loadFailing: this.horizon.problem() === undefined ? 0 : 1,
     };
   }
 
-  /** Due messages that cannot be loaded; index or checkpoint writes failing. */
   async problem(): Promise<string | undefined> {
     const problems = [this.horizon.problem(), this.store.problem?.()].filter(
       (problem) => problem !== undefined,
@@ -380,24 +352,19 @@ export class QueueEngine implements QueueBackend {
     return problems.length === 0 ? undefined : problems.join('; ');
   }
 
-  /** Scheduled messages by time until due, exact for the edges returned (see insights.ts). */
   async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
     const { clock } = this.settings;
     const minutes = this.store.dueMinutes?.() ?? new Map<number, number>();
     return dueTimeline(edgesMs, clock.now(), this.near, minutes, this.horizon.loadedUntil);
   }
 
-  /** The in-memory timer wheel (due and visibility timers), level by level. */
   wheelSnapshot(maxRows?: number): WheelSnapshot {
     return this.wheel.wheelSnapshot(maxRows);
   }
 
   // ---- life cycle -------------------------------------------------------------------------
 
-  /**
-   * Resolves once background work started so far (bringing the next slice of the horizon into
-   * memory) has finished. Useful with a ManualClock: advance, await settled(), advance(0).
-   */
+  /** With a ManualClock: advance, await settled(), advance(0). */
   async settled(): Promise<void> {
     await this.horizon.settled();
     await this.topics.settled();

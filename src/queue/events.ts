@@ -1,23 +1,15 @@
 /**
- * Message events: what happened to each message, as it happens, for dashboards, audit trails,
- * metrics of one's own, and tests that wait for "acked" rather than poll.
+ * Message events, as they happen (not stored):
  *
- *   queue.events.on('acked', (event) => ...);           // an EventEmitter: one event per type,
+ *   queue.events.on('acked', (event) => ...);           // one event per type,
  *   queue.events.on('event', (event) => ...);           // and 'event' for every type
  *   for await (const event of queue.events.watch({ topic: 'emails', signal })) { ... }
  *
- * Types: `scheduled` (durable), `delivered` (handed to a consumer), `acked`, `failed` (a
- * delivery failed: nacked, the handler threw, or its visibility timeout ran out; the message is
- * due again at `deliverAt`), `dead` (out of attempts: a dead letter), `cancelled`.
- *
- * Events are not stored: a listener sees what happens while it listens. Building an event costs
- * nothing while nobody listens (`active` is false): the queue checks it before making one.
- *
- * watch() buffers events for a reader that is behind, up to `buffer` (default 10,000); a reader
- * that falls further behind is told so: the iterator throws ERR_TICKWHEEL_EVENTS_LOST rather
- * than skip events silently. Listeners on the emitter run synchronously, inside the queue's
- * operations: keep them short, and they must not throw (an error thrown by one is reported as a
- * process warning, and the queue carries on).
+ * `failed`: a delivery failed (nacked, threw, timed out) and is due again at `deliverAt`;
+ * `dead`: out of attempts. No event is built while nobody listens (`active`). watch() buffers
+ * up to `buffer` events, then throws ERR_TICKWHEEL_EVENTS_LOST rather than skip silently.
+ * Listeners run synchronously inside the queue's operations; one that throws is reported, and
+ * the queue carries on.
  */
 
 import type { TraceContext } from '../protocol/trace-context.js';
@@ -42,11 +34,7 @@ export interface QueueEvent {
   type: QueueEventType;
   id: string;
   topic: string;
-  /**
-   * When it happened: epoch ms on the queue's clock, not rounded. On the embedded queue's
-   * SystemClock (performance.now() from an epoch offset) it has a fraction of a millisecond; on
-   * Valkey/Redis it is the node's Date.now(), whole milliseconds.
-   */
+  /** When it happened: epoch ms on the queue's clock, not rounded (Valkey/Redis: whole ms). */
   at: number;
   /** The message's due time: for `failed`, when it is due again. */
   deliverAt: number;

@@ -1,16 +1,9 @@
 /**
  * Background faults: what goes wrong in a queue's own work, where no caller awaits a promise
- * that could reject with it: a schedule-index write or checkpoint that fails and is retried,
- * the data directory's LOCK lost, a window that cannot be loaded, a lease lost on Valkey/Redis,
- * a push target that stops answering, a consumer's handler that throws.
- *
- * Every backend reports them the same way, as a QueueFault with a code, to the one handler
- * given as the queue's `onFault` option. Without one, each fault is a process warning with the
- * same code and text (`process.on('warning')` sees it; Node prints it on stderr), so an
- * embedded queue that nobody wired still tells. `tickwheel serve` gives its logger as the
- * handler: one JSON line per fault.
- *
- * A handler that throws never breaks the queue: what it throws becomes a process warning.
+ * (a store write retried, the LOCK or a lease lost, a push target failing, a handler that
+ * throws). Every backend reports them as a QueueFault with a code to the `onFault` option;
+ * without one, each is a process warning with the same code and text. A handler that throws
+ * never breaks the queue: what it throws becomes a process warning.
  */
 
 import type { TickwheelErrorCode } from '../errors.js';
@@ -100,10 +93,7 @@ export function warnFault(fault: QueueFault): void {
   process.emitWarning(warning);
 }
 
-/**
- * The reporter a queue's parts call: the handler given, made safe (what it throws is a warning),
- * or warnFault.
- */
+/** The reporter a queue's parts call: the handler given, made safe, or warnFault. */
 export type FaultReporter = (fault: QueueFault) => void;
 
 export function faultReporter(handler: FaultHandler | undefined): FaultReporter {
@@ -129,10 +119,7 @@ export function checkFaultHandler(handler: unknown): FaultReporter {
   return faultReporter(handler as FaultHandler | undefined);
 }
 
-/**
- * A reporter that drops a fault whose code and text it passed within the last `ms`: an outage
- * of Valkey fails every background call ten times a second. Remembers at most 100 texts.
- */
+/** Drops a fault whose code and text passed within `ms` (an outage fails every call); 100 kept. */
 export function oncePer(ms: number, report: FaultReporter, now = Date.now): FaultReporter {
   const last = new Map<string, number>();
   return (fault) => {

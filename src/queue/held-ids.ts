@@ -1,23 +1,16 @@
 /**
  * The near horizon's held messages by id (near.ts), with deletes made cheap.
  *
- * Releasing a message leaves its entry in the id map (a Map delete by id string cost ~190 ns at
- * 100,000 held messages, the largest single cost of an ack): the entry is stale once the
- * message is not `held`, lookups skip it, and holding the id again overwrites it. Stale entries
- * are not deleted one by one (deletes cost the same ~190 ns later, in the middle of a burst:
- * 8% of its profile); instead the sweep moves the held messages into a new map and drops the
- * old one whole. It starts once the stale entries outnumber the held messages (plus
- * SWEEP_MIN), or twice over while ready messages wait (a burst is being delivered: the sweep
- * waits for it to pass), and moves a bounded step a turn (SWEEP_STEP entries or a 64th of the
- * old map), looking in both maps meanwhile. Walking a map costs ~20 ns an entry and a set ~150
- * ns, so a move costs ~40-100 ns per stale entry instead of ~190, and stale entries stay at
- * most twice the held messages (plus SWEEP_MIN). When nothing is held any more (a burst has
- * drained) both maps are dropped at once: a burst delivered and acked before the sweep starts
- * pays for nothing at all.
+ * A Map delete by id costs ~190 ns at 100,000 held messages (the largest cost of an ack), so a
+ * release leaves its entry, stale once the message is not `held`. A sweep moves the held
+ * messages into a new map and drops the old one whole (~40-100 ns per stale entry), a bounded
+ * step a turn, looking in both maps meanwhile. It starts once stale entries outnumber the held
+ * (plus SWEEP_MIN), or twice that while ready messages wait (a burst is being delivered). When
+ * nothing is held both maps are dropped at once, so a drained burst pays nothing.
  *
  * Invariants: a held message is the entry of its id in `byId`, or, while a sweep moves them,
- * `byId` has no entry for the id and `moving.from` has it; an entry whose message is not held
- * is stale; `count` counts the held messages, `stale` at least the stale entries of `byId`.
+ * `byId` has no entry for the id and `moving.from` has it; `count` counts the held messages,
+ * `stale` at least the stale entries of `byId`.
  */
 
 import type { NearMessage } from './near-message.js';

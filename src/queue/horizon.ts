@@ -7,16 +7,10 @@
  *         │   the wheel (near.ts)    │   index), about 20–30 bytes of RAM each
  *
  * Invariant: every live message due before `loadedUntil` is held in memory, or is being handed
- * over by the load under way; none due at or after it is. So a message added or moved goes to
- * memory exactly when its due time is before `loadedUntil` (`admits`), and the store is told
- * which (its `inHorizon` argument).
- *
- * Every horizonMs / 4 (at least 5 ms), `loadedUntil` moves to the store's horizonEnd(now +
- * horizonMs) — never backwards — and store.loadUntil hands over what came inside. One load runs
- * at a time; while it runs the near horizon defers and supersedes (see near.ts). A load that
- * fails is reported as a process warning, once until a load succeeds or fails differently, and
- * by problem() while it lasts: what did not load stays with the store, which hands it over on
- * the next tick.
+ * over by the load under way; none due at or after it is (`admits`, and the store's
+ * `inHorizon`). Every horizonMs / 4 `loadedUntil` moves forward (never back) and one load
+ * hands over what came inside. A failing load is reported once per kind of failure and by
+ * problem(); what did not load is handed over on the next tick.
  */
 
 import type { Clock } from '../clock/index.js';
@@ -60,10 +54,8 @@ export class Horizon {
   }
 
   /**
-   * Records a new due time for a message not in memory (or just taken out of it), and holds it
-   * if that time is within the horizon. `previousDeliverAt`: the due time the store had for it,
-   * which its counts move it from. `written`: called once the store has it, before it is held
-   * (and so before it can be delivered again).
+   * Records a new due time for a message not held, and holds it if within the horizon.
+   * `written`: called once the store has it, before it is held (so before it can be delivered).
    */
   async relocate(
     message: MessageState,

@@ -1,7 +1,4 @@
-/**
- * The message model of the delay queue: what a producer sends, how it is checked, how its
- * payload is encoded, and how retries back off.
- */
+/** The message model: what a producer sends, how it is checked and encoded, how retries back off. */
 
 import { randomBytes } from 'node:crypto';
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
@@ -27,11 +24,7 @@ export interface ScheduleRequest<Payload = unknown> {
   /** Deliveries before the message goes to the dead-letter topic. Default 5. */
   maxAttempts?: number;
   backoff?: Backoff;
-  /**
-   * The W3C trace context to store with the message (docs/observability.md). Default: the
-   * active OpenTelemetry context, when `@opentelemetry/api` is installed. A malformed one is
-   * ignored.
-   */
+  /** The W3C trace context to store with it. Default: the active OpenTelemetry context. */
   trace?: TraceContext;
 }
 
@@ -52,26 +45,20 @@ export interface MessageState {
   /** The encoded payload, when in memory; stores may drop it and read it back by `ref`. */
   payload: Uint8Array | undefined;
   /**
-   * A short JSON payload as text, not encoded (then `payload` is undefined): the store encodes
-   * it where it keeps it (the file store straight into the log record, with no buffer of its
-   * own). The queue keeps it so while it holds the message in memory, and a receive parses the
-   * text itself: no bytes made at schedule only to be decoded again at receive. The queue drops
-   * it for a message it does not hold.
+   * A short JSON payload as text (then `payload` is undefined), kept so while the message is
+   * held: the store encodes it where it keeps it, and a receive parses the text, so no bytes are
+   * made only to be decoded again.
    */
   payloadText?: string | undefined;
   /** The store's own reference to the message's payload (a log position for the file store). */
   ref: number;
   /**
-   * The store's own reference to the record of the message's current delivery, set by
-   * Store.handOut when it keeps one (the file store: its HANDOUT record's log position), else
-   * NaN or absent. NaN rather than -1: a field that starts as a small integer and then holds a
-   * larger number changes the hidden class of the messages (every hot path reading them slows).
+   * The store's reference to the record of the current delivery (Store.handOut), else NaN or
+   * absent. NaN, not -1: a small integer field that later holds a double changes the messages'
+   * hidden class, slowing every hot path.
    */
   handOutRef?: number;
-  /**
-   * Why its latest delivery failed (a handler's error, a nack's reason, a visibility timeout),
-   * if one did. Kept durably with a dead letter; in memory only for a message being retried.
-   */
+  /** Why its latest delivery failed; durable with a dead letter, in memory for a retry. */
   lastError?: string | undefined;
   /** The trace context of the call that scheduled it, kept durably (docs/observability.md). */
   trace?: TraceContext | undefined;
@@ -80,10 +67,7 @@ export interface MessageState {
 export const TOPIC_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const ID_PATTERN = /^[A-Za-z0-9._:@-]{1,200}$/;
 export const DEFAULT_MAX_ATTEMPTS = 5;
-/**
- * Beyond 200 years (of 365.25 days: 6,311,520,000,000 ms) ahead a due time is refused, as a
- * delayMs or as a deliverAt: it is almost certainly a unit mistake (seconds or microseconds).
- */
+/** A due time over 200 years ahead is refused: almost certainly a unit mistake. */
 export const MAX_DELAY_MS = 200 * 365.25 * 24 * 3600 * 1000;
 
 /** 2001-09-09T01:46:40Z: a deliverAt below it, against a wall clock, is taken for seconds. */
@@ -134,8 +118,7 @@ export function dueTime(
         `deliverAt must be a Unix time in milliseconds, got ${describe(deliverAt)}`,
       );
     }
-    // A due time before 2001-09-09 against a wall clock is a Unix time in seconds, 1,000 times
-    // too small, which would be delivered at once. (A ManualClock may start anywhere.)
+    // Against a wall clock, seconds (delivered at once); a ManualClock may start anywhere.
     if (deliverAt < EARLIEST_DELIVER_AT && now >= EARLIEST_DELIVER_AT) {
       throw new TickwheelRangeError(
         'ERR_TICKWHEEL_INVALID_DELAY',
@@ -242,10 +225,7 @@ const decoder = new TextDecoder();
 /** JSON payloads up to this many characters stay text until the store writes them. */
 const TEXT_PAYLOAD_CHARS = 4096;
 
-/**
- * Checks and encodes a payload: raw bytes as they are; anything else as JSON, as `bytes`, or
- * as `text` when short (see MessageState.payloadText).
- */
+/** Checks and encodes a payload: bytes as they are, else JSON (`text` when short). */
 export function encodePayload(
   payload: unknown,
   maxBytes: number,
@@ -299,7 +279,6 @@ export function decodePayload(kind: number, held: Uint8Array | string): unknown 
   return JSON.parse(decoder.decode(held));
 }
 
-/** The payload held in memory, as bytes or text; undefined when it is only in the store. */
 /** The start of a decoded payload, for people looking at it: JSON text, or base64 for bytes. */
 export function payloadPreview(
   payload: unknown,
@@ -312,6 +291,7 @@ export function payloadPreview(
   return { preview: text.slice(0, maxChars), truncated: text.length > maxChars };
 }
 
+/** The payload held in memory, as bytes or text; undefined when it is only in the store. */
 export function heldPayload(message: MessageState): Uint8Array | string | undefined {
   return message.payload ?? message.payloadText;
 }
@@ -338,10 +318,7 @@ export function newMessageId(now: number): string {
   return idTime + idCounter.toString(36);
 }
 
-/**
- * The reason kept with a message (lastError) and given with its 'failed' or 'dead' event when
- * its visibility timeout ran out: the same text embedded and on the cluster.
- */
+/** The reason (lastError) of a delivery whose visibility timeout ran out, on every backend. */
 export const VISIBILITY_REASON = 'visibility timeout: not acknowledged in time';
 
 /** The reason kept (lastError) for a nack that gave none: the same text on every backend. */
@@ -389,11 +366,7 @@ const REQUEST_FIELDS = new Set([
   'trace',
 ]);
 
-/**
- * A field a schedule request may not have is refused, as the HTTP API refuses it: `{ delay: 5000
- * }` (for delayMs) would otherwise be a message due now. (A loop over the keys, not Object.keys:
- * no array a message.)
- */
+/** Refuses unknown fields (`{ delay: 5000 }` would be due now); for-in: no array per message. */
 function checkFields(request: object): void {
   for (const key in request) {
     if (!REQUEST_FIELDS.has(key) && Object.hasOwn(request, key)) {
@@ -406,10 +379,8 @@ function checkFields(request: object): void {
 }
 
 /**
- * Checks a schedule request as every store takes it: topic, due time, attempts, back-off,
- * payload (at most `maxPayloadBytes`) and id (made when none is given, unless `makeId` is
- * false: then ''). `where` goes in front of an error's message (a batch says which of its
- * messages).
+ * Checks a schedule request. The id is made when none is given, unless `makeId` is false (then
+ * ''). `where` goes in front of an error's message (which message of a batch).
  */
 export function checkRequest(
   request: unknown,
@@ -433,7 +404,6 @@ export function checkRequest(
       maxAttempts: checkMaxAttempts(given.maxAttempts),
       backoff: checkBackoff(given.backoff),
       payload: encodePayload(given.payload, maxPayloadBytes),
-      // (A caller that gives ids of its own to messages without one says so: makeId false.)
       id: given.id !== undefined ? checkId(given.id) : makeId ? newMessageId(now) : '',
       trace: given.trace === undefined ? undefined : checkTraceContext(given.trace),
     };

@@ -1,9 +1,6 @@
 /**
- * The queue's options and the arguments of its operations, checked: every bad value is a named
- * error with a code (`ERR_TICKWHEEL_INVALID_OPTION`, `..._MESSAGE`) that says what to change.
- *
- * The bounds the HTTP API shares with the embedded queue (longest visibility timeout, long
- * poll, nack delay, receive size) come from src/protocol/limits.ts, so the two cannot differ.
+ * The queue's options and the arguments of its operations, checked. Bounds the HTTP API shares
+ * come from src/protocol/limits.ts, so the two cannot differ.
  */
 
 import { checkAlarmClock, SystemClock, type Clock } from '../clock/index.js';
@@ -33,13 +30,10 @@ import type {
   ReceiveOptions,
 } from './types.js';
 
-/**
- * Default `maxBytes` of the embedded receive(): twice the HTTP default (DEFAULT_RECEIVE_BYTES
- * in src/protocol/limits.ts), as nothing here is sent over a network.
- */
+/** Default `maxBytes` of the embedded receive(): twice the HTTP default (no network here). */
 export const EMBEDDED_RECEIVE_BYTES = 16 * 1024 * 1024;
 
-/** Largest `maxPayloadBytes`: a payload with its record's other fields within the message log's largest record (16 MiB). */
+/** Largest `maxPayloadBytes`: with its record's other fields, within a 16 MiB log record. */
 const MAX_PAYLOAD_BYTES = 16 * 1024 * 1024 - 1024;
 
 /** Payload bytes the embedded queue holds in memory by default: a 512 MB container's share. */

@@ -1,17 +1,11 @@
 /**
- * The producer side of the queue: schedule, scheduleMany, cancel, reschedule, requeue.
+ * The producer side of the engine: schedule, scheduleMany, cancel, reschedule, requeue.
  *
  * Every change is durable in the store before memory follows: a message is held (near.ts) only
- * once its add or move has resolved, and only if its due time is within the horizon
- * (horizon.ts). A message with a caller-given id is added under that id's lock (locks.ts), so
- * that dedup ("pending already?") and the add are one step; a message with a fresh id cannot
- * collide and takes no lock.
- *
- * A change through the store to a message that is not held (cancel, reschedule, requeue) is
- * announced to the near horizon (`supersede`): a horizon load running meanwhile may have read
- * the message before the change, and must not take that stale copy over.
- *
- * The queue's closed state is the engine's: it checks before calling in.
+ * once its add or move has resolved, and only if due within the horizon. A caller-given id is
+ * added under its lock, so dedup and the add are one step; a fresh id takes no lock. A change
+ * to a message that is not held is announced to the near horizon (`supersede`): a horizon load
+ * running meanwhile must not take over the stale copy it read.
  */
 
 import type { Clock } from '../clock/index.js';
@@ -67,12 +61,10 @@ export class Producer {
     const results = new Array<Scheduled>(messages.length);
     const unique: Array<Promise<unknown>> = [];
     const plain: NearMessage[] = [];
-    // Each plain message's promise; records of one group commit share theirs, so the distinct
-    // ones (usually one or two per batch) are what is waited for.
+    // Records of one group commit share a promise: the distinct ones are waited for.
     const durables: Array<Promise<void>> = [];
     const distinct: Array<Promise<void>> = [];
-    // The horizon may move while the batch is written: each message goes where the store was
-    // told it goes.
+    // The horizon may move meanwhile: each message goes where the store was told it goes.
     const loadedUntil = this.horizon.loadedUntil;
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
@@ -239,11 +231,7 @@ export class Producer {
     return { id: message.id, deliverAt: message.deliverAt };
   }
 
-  /**
-   * A message the store has added: one it was told is within the horizon is held with its
-   * payload in memory (as bytes, or as JSON text when it was scheduled so); any other keeps no
-   * payload here. `fresh`: its id is new.
-   */
+  /** A message the store has added: held if within the horizon, else its payload dropped. */
   private added(message: NearMessage, inHorizon: boolean, fresh: boolean): void {
     if (inHorizon) {
       this.near.hold(message, fresh);

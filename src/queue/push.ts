@@ -1,32 +1,21 @@
 /**
  * HTTP push delivery (docs/push.md): a topic with a push target has its messages sent to a URL
- * by the queue itself, instead of (or besides) being received by consumers.
+ * by the queue itself.
  *
  *   due message ─► Worker (concurrency = the target's) ─► PushSender: signed HTTP request
  *                                                          ├─ 2xx            ─► ack
  *                                                          └─ anything else  ─► nack (reason)
  *
- * Each topic with a target runs one Worker (worker.ts) over the queue's own receive, so pushes
- * obey everything receives obey: pause, rate limits, visibility timeouts, and the message's
- * backoff and dead-letter rules on a failed attempt (its reason, such as `HTTP 503 Service
- * Unavailable` or `no answer within 10000 ms`, kept as the message's lastError; never the
- * answer's body). A delivery is visible for
- * twice the target's timeout plus a second, so a push that is still running is never handed out
- * again; if the process dies mid-push, the message comes back when that runs out (at least
- * once: receivers dedup on the tickwheel-id header).
+ * Each topic with a target runs one Worker over the queue's own receive, so pushes obey pause,
+ * rate limits, visibility timeouts, backoff and dead letters (a failed attempt's reason, never
+ * the answer's body, is its lastError). A delivery is invisible for twice the target's timeout
+ * plus a second, so a running push is never handed out again. A target is stored with the
+ * topic's settings and applied on every node (its concurrency is per node); its secret is never
+ * read back. Internal addresses are refused unless allowed (push-guard.ts).
  *
- * A target is stored with the topic's other settings (topics.ts) and applied wherever the
- * queue runs: the embedded queue, or every node of a queue on Valkey/Redis (where the target's
- * concurrency is per node). Its secret is written, never read back: topicInfo() shows the
- * target without it (PushTargetView).
- *
- * Where a target may point is the queue's to say, not the caller's: internal addresses are
- * refused unless the queue's options allow them (push-guard.ts), when a target is set and at
- * every connection.
- *
- * A topic's pushes that start failing are one fault (ERR_TICKWHEEL_PUSH_FAILED, to the queue's
- * onFault), told again only when the reason changes, and TICKWHEEL_PUSH_HEALED once a push
- * succeeds again: a receiver that is down makes a few log lines, not one per attempt.
+ * A topic's pushes that start failing are one fault (ERR_TICKWHEEL_PUSH_FAILED), told again only
+ * when the reason changes, and TICKWHEEL_PUSH_HEALED once one succeeds: a receiver that is down
+ * makes a few log lines, not one per attempt.
  */
 
 import { TickwheelTypeError } from '../errors.js';
@@ -240,7 +229,7 @@ interface Pushing {
 
 /** The pushes of every topic with a target. */
 export class Pushers {
-  /** How long a stop waits for requests under way before it abandons them (a setting for tests). */
+  /** How long a stop waits for requests under way before abandoning them (tests change it). */
   static closeGraceMs = 5_000;
   private readonly topics = new Map<string, Pushing>();
   /** Counts per topic ever pushed here (PushStats). */
@@ -258,20 +247,15 @@ export class Pushers {
 
   constructor(
     private readonly startWorker: StartWorker,
-    /** The queue's push options: where pushes may connect. */
     options: PushOptions,
-    /** Where failing pushes and failures of the workers are told (the queue's onFault). */
     private readonly onFault: FaultReporter = warnFault,
-    /** Wall-clock ms since the Unix epoch, for signatures' timestamps (a setting for tests). */
+    /** For signatures' timestamps (tests give their own). */
     private readonly wallClock: () => number = Date.now,
   ) {
     this.guard = new PushGuard(options);
   }
 
-  /**
-   * Follows a queue's topic settings: a target is vetted by the guard before it is stored, and
-   * applied once it is.
-   */
+  /** Follows a queue's topic settings: targets vetted by the guard, applied once stored. */
   follow(topics: TopicGate): void {
     topics.vetPush = (target) => this.guard.checkTarget(target.url);
     topics.listen((topic, settings) => this.apply(topic, settings.push));
@@ -303,22 +287,14 @@ export class Pushers {
     this.pending.clear();
   }
 
-  /**
-   * Counts per topic pushed since the queue opened (kept across changes of its target, so each
-   * only grows: /metrics reads them as counters).
-   */
+  /** Counts per topic since the queue opened (kept across target changes: counters). */
   stats(): Record<string, PushStats> {
     const all: Record<string, PushStats> = {};
     for (const [topic, stats] of this.counts) all[topic] = { ...stats };
     return all;
   }
 
-  /**
-   * Stops every push: no more messages are taken; requests under way may finish for up to
-   * Pushers.closeGraceMs, 5 s (their answers ack or nack as usual), and those still running then are
-   * abandoned (failed attempts: their messages come back after their backoff, here or on
-   * another node).
-   */
+  /** Stops every push (see stop()). */
   async close(): Promise<void> {
     this.closed = true;
     for (const pushing of this.topics.values()) this.stop(pushing);
@@ -385,9 +361,9 @@ export class Pushers {
   }
 
   /**
-   * Stops a topic's worker: it takes no more messages at once, and its requests under way get
-   * a grace to finish before they are abandoned (an abandoned attempt fails, and the receiver
-   * may have done its work: cutting them at once would turn every stop into retries).
+   * Stops a topic's worker at once; its requests under way get closeGraceMs to finish before
+   * they are abandoned as failed attempts (the receiver may have done the work: cutting them at
+   * once would turn every stop into retries).
    */
   private stop(pushing: Pushing): void {
     const grace = setTimeout(() => pushing.sender.abort(), Pushers.closeGraceMs);

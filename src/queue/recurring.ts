@@ -1,33 +1,24 @@
 /**
  * Recurring schedules: named cron or interval schedules whose occurrences become ordinary
- * durable messages of the queue (recurring-spec.ts says when occurrences fall).
+ * durable messages (recurring-spec.ts says when occurrences fall). An occurrence's message has
+ * the id `<name>@<epoch ms>`, so creating it twice is the queue's dedup, not a second message.
+ * The store keeps each schedule's record (its spec and `through`, the latest occurrence
+ * handled), written after the occurrence's message is durable.
  *
- * Each occurrence's message has the id `<name>@<occurrence epoch ms>`, so a second attempt to
- * create it while it is pending is the queue's dedup, not a second message. A schedule's record
- * (its spec and `through`, the latest occurrence handled) is kept by the store, written after
- * each occurrence's message is durable.
+ *   overlap 'allow'  one ahead: when an occurrence comes due, the next one's message is created.
+ *                    After a crash between message and record, the restart creates it again and
+ *                    the dedup answers with the pending one.
+ *   overlap 'skip'   LEAD_MS before the occurrence, only if the previous one's message is no
+ *                    longer live; otherwise it is skipped.
  *
- * When occurrences are created:
- *   overlap 'allow'  one ahead: when an occurrence comes due, the next one's message is created
- *                    (due at its time). A message is so created long before it can be delivered,
- *                    and the record says so before then: after a crash between the two, the
- *                    restart creates it again and the queue's dedup answers with the pending one.
- *   overlap 'skip'   LEAD_MS before the occurrence, and only if the previous occurrence's message
- *                    is no longer live (acked, dead or cancelled); otherwise it is skipped.
+ * A message created later than its occurrence is due MIN_LEAD_MS after its creation at the
+ * earliest, so the record is durable before it can be delivered (not at open: no consumer can
+ * receive yet). Missed occurrences follow catchUp: 'latest' creates the most recent, 'all' each
+ * (the latest MAX_CATCH_UP), 'none' none. A paused schedule's occurrences are skipped.
  *
- * A message created later than its occurrence (the process was stalled, or a schedule's first
- * occurrence is under LEAD_MS away) is due MIN_LEAD_MS after its creation at the earliest, so the
- * record is durable before it can be delivered. When the queue opens, everything is brought up
- * to date before open() returns (no consumer can receive yet, so no lead is needed then).
- *
- * Missed occurrences (their time passed while the queue was not running, or paused under a
- * stall) follow the schedule's catchUp: 'latest' creates the most recent one (due at once) and
- * skips the others, 'all' creates each (the latest MAX_CATCH_UP), 'none' skips them all. A
- * paused schedule creates nothing; its occurrences meanwhile are skipped, not made up.
- *
- * Changing a schedule (put or update) starts it again from the time of the change: the message of
- * an occurrence created ahead and not yet due is cancelled, and an interval schedule without
- * startAt counts from then. Deleting one cancels that message too.
+ * A change (put or update) starts a schedule again from its time: the message of an occurrence
+ * created ahead and not yet due is cancelled (as by a delete), and an interval without startAt
+ * counts from then.
  */
 
 import type { Clock } from '../clock/index.js';
@@ -86,7 +77,7 @@ interface Held {
   record: ScheduleRecord;
   occurrences: Occurrences;
   timer: TimerHandle | undefined;
-  /** Steps failed in a row: the next try waits RETRY_MS doubled this often, up to a minute. */
+  /** Steps failed in a row: the next try waits RETRY_MS doubled this often. */
   failures: number;
   /**
    * An occurrence whose message may exist while the record does not say so yet (its record
@@ -138,10 +129,9 @@ export class Scheduler {
 
   /**
    * A record not stepped since its change (`through` null) whose `lastCreated` is still ahead
-   * names the previous version's occurrence made ahead: cancelled before the new version makes
-   * its own. A change cancels it right after writing the record; a process that died between
-   * the two left it pending, and the new version's occurrence at the same time (the same id)
-   * would have been taken for it. A failed cancel is reported: the schedule runs on regardless.
+   * names the previous version's occurrence made ahead: a process that died between writing the
+   * record and cancelling it left it pending, and the new version's occurrence of the same id
+   * would be taken for it. A failed cancel is reported; the schedule runs on regardless.
    */
   private async cancelSuperseded(record: ScheduleRecord): Promise<void> {
     if (
@@ -153,8 +143,7 @@ export class Scheduler {
     }
   }
 
-  /** Creates or replaces a schedule; resolves once its record is durable. */
-  /** `spec` checked by the queue (checkedSpec), as `change` checks what it gives. */
+  /** Creates or replaces a schedule (`spec` checked); resolves once its record is durable. */
   async put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
     return this.serial(name, () => this.replace(name, spec));
   }
@@ -231,13 +220,10 @@ export class Scheduler {
   }
 
   /**
-   * A record changed elsewhere (through another node of a cluster: src/cluster/schedules.ts)
-   * replaces the one held, in the schedule's turn, and is brought up to date; undefined: it was
-   * deleted. `adopted` runs in that turn, before the record is stepped (writes of the schedule
-   * queued before it still see what they saw). The previous version's occurrence made ahead is
-   * cancelled first (cancelSuperseded). A record whose occurrences cannot be worked out (a time
-   * zone this platform no longer has) is reported and not run. A deleted one's occurrence made
-   * ahead is cancelled.
+   * A record changed through another node of a cluster (src/cluster/schedules.ts) replaces the
+   * one held, in the schedule's turn, and is brought up to date; undefined: it was deleted (its
+   * occurrence made ahead is cancelled). `adopted` runs in that turn, before the record is
+   * stepped. A record whose occurrences cannot be worked out is reported and not run.
    */
   adopt(name: string, record: ScheduleRecord | undefined, adopted?: () => void): Promise<void> {
     return this.serial(name, async () => {
@@ -419,9 +405,8 @@ export class Scheduler {
   }
 
   /**
-   * step(), and if it fails (the store refused a write, say) the same again a second later, so a
-   * schedule never stops for good on a passing failure (doubling the wait while it keeps failing).
-   * `rethrow`: the caller hears of it too.
+   * step(), tried again RETRY_MS later (doubling) while it fails, so a schedule never stops for
+   * good on a passing failure. `rethrow`: the caller hears of it too.
    */
   private async stepOrRetry(held: Held, atOpen: boolean, rethrow: boolean): Promise<void> {
     try {
@@ -443,13 +428,10 @@ export class Scheduler {
 
 /**
  * Occurrences after `base` up to `now`: the latest MAX_CATCH_UP of them (in order) and how many
- * there are; and `next`, the first occurrence after them and after `now` (null if none). Interval
- * schedules are counted by arithmetic; cron ones are scanned (after SCAN_BUDGET steps, the scan
- * jumps to the last week and counts what it jumped over as one).
- *
- * `next` is where the scan stopped, not asked for a second time: the occurrence next() answers
- * after a time t is its answer after every time from t up to that occurrence, and `now` (or
- * `base`, when later) is one of those.
+ * there are; and `next`, the first after `now` (null if none). Interval schedules are counted by
+ * arithmetic; cron ones are scanned (after SCAN_BUDGET steps the scan jumps to the last week,
+ * counting what it jumped over as one). `next` is where the scan stopped: next(t) answers the
+ * same for every time from t up to that occurrence, `now` among them.
  */
 function missedAfter(
   occurrences: Occurrences,

@@ -1,19 +1,14 @@
 /**
- * QueueReport: what a queue tells about what happened to its messages, the same way on every
- * backend. The facade (checked-queue.ts) makes one per queue and gives it to its backend; the
- * backend calls one method per happening (scheduled, fired, delivered, acked, ...), and the
- * report turns each into its counter, its lateness figure and its event (events.ts). stats()
- * reports the counters and figures under the same keys everywhere (docs/metrics.md).
+ * QueueReport: what happened to a queue's messages, the same way on every backend. The backend
+ * calls one method per happening, and the report turns each into its counter, lateness figure
+ * and event (events.ts), reported under the same keys everywhere (docs/metrics.md).
  *
- * Lateness, measured on the queue's clock from when a message could first have been delivered:
- * its due time, or the time it was handed in (scheduled or rescheduled) if that due time was
- * already past, so that a message scheduled for months ago and received at once is not months
- * late. `lateFrom` keeps those hand-in times, by id, until the message's first delivery or its
- * removal; it is empty in the usual case, and every lookup is skipped then.
+ * Lateness counts from when a message could first have been delivered: its due time, or when
+ * it was handed in if that was later (one scheduled for months ago is not months late).
+ * `lateFrom` keeps those hand-in times until the first delivery; it is usually empty.
  *
- * - fire lateness (due → ready): a ring of the last 4096 samples, for quantiles;
- * - delivery lateness (due → first hand-over to a consumer): cumulative-ready bucket counts
- *   with upper bounds DELIVERY_LATENESS_BUCKETS_MS, and a sum (a Prometheus histogram).
+ * - fire lateness (due → ready): a ring of the last LATENESS_SAMPLES, for quantiles;
+ * - delivery lateness (due → first delivery): a Prometheus histogram.
  */
 
 import type { DeliveryLateness, FireLateness, QueueCounters } from '../protocol/model.js';
@@ -50,20 +45,15 @@ export class QueueReport {
   private readonly lateness = new Float64Array(LATENESS_SAMPLES);
   private latenessCount = 0;
   /**
-   * The sums of fire lateness and of first-delivery lateness (ms), in a typed array rather than
-   * two fields: a field that starts at 0 and takes a fraction later changes representation, and
-   * V8 then deprecates the object's shape and deoptimises the code compiled for it (at the
-   * first fire of a process, in the middle of its first burst).
+   * The sums of fire and first-delivery lateness, in a typed array: a field that starts at 0 and
+   * takes a fraction later changes representation, and V8 deoptimises (mid first burst).
    */
   private readonly sums = new Float64Array(2);
   private readonly lateFrom = new Map<string, number>();
   /** First deliveries per DELIVERY_LATENESS_BUCKETS_MS bucket (not cumulative), then the rest. */
   private readonly deliveryLateness = new Float64Array(DELIVERY_LATENESS_BUCKETS_MS.length + 1);
 
-  /**
-   * Lateness counts from no earlier than this (the queue's clock): when a data directory was
-   * last written before this open, for the messages it held then (see recoveredAfter).
-   */
+  /** Lateness counts from no earlier than this (see recoveredAfter). */
   private floor = -Infinity;
 
   /** `now`: the queue's clock, the time of its events. */
@@ -72,10 +62,9 @@ export class QueueReport {
   }
 
   /**
-   * The queue opened on data last written at `lastWrite` (its clock). A message already overdue
-   * then is counted from then, not from its due time: when it was handed in is not kept on disk,
-   * and one scheduled for years ago was not years late. One that came due while the queue was
-   * down counts from its due time. Messages handed in from now on are all later than this.
+   * The queue opened on data last written at `lastWrite` (its clock): a message already overdue
+   * then counts from then (its hand-in time is not on disk); one that came due while the queue
+   * was down counts from its due time.
    */
   recoveredAfter(lastWrite: number): void {
     this.floor = lastWrite;
@@ -142,9 +131,8 @@ export class QueueReport {
   }
 
   /**
-   * A delivery was acknowledged. Its event once `durable` resolves, if given (an ack whose
-   * write failed is the backend's to report, not an event). Here and below, a message
-   * undefined (a backend that knows a delivery by its receipt only) is counted, with no event.
+   * A delivery was acknowledged; its event once `durable` resolves, if given. Here and below, a
+   * message undefined (known by its receipt only) is counted, with no event.
    */
   acked(message: EventSource | undefined, durable?: Promise<unknown>): void {
     this.counters.acked++;

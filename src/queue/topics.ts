@@ -1,27 +1,19 @@
 /**
- * Topic controls: pause a topic, or limit how fast its messages are delivered. Both queues (the
- * embedded one and the one on Valkey/Redis) put every receive through a TopicGate, so consume(),
- * the HTTP receive and the client all obey them the same way.
+ * Topic controls. Every backend puts every receive through a TopicGate, so consume(), the HTTP
+ * receive and the client all obey them the same way.
  *
- *   paused        deliveries stop: receive() answers nothing (a long poll waits until the topic
- *                 is resumed or its wait ends). Schedules are still accepted, messages still
- *                 become ready when due, deliveries already in flight are acked or nacked as
- *                 usual, visibility timeouts still run.
+ *   paused        receive() answers nothing (a long poll waits until resumed or its wait ends).
+ *                 Schedules, due times, acks, nacks and visibility timeouts go on as usual.
  *   push          an HTTP target the queue sends the topic's messages to itself (push.ts).
  *   rateLimit     a token bucket: `perSecond` tokens a second, at most `burst` saved up (default
- *                 perSecond rounded up, at least 1). A delivery takes one token; a receive takes
- *                 at most as many messages as there are whole tokens, and with none waits for
- *                 the next (within its long poll). Tokens a receive took but did not use (fewer
- *                 messages were ready) are given back.
+ *                 perSecond rounded up, at least 1). A receive takes at most as many messages
+ *                 as there are whole tokens, with none waits for the next (within its long
+ *                 poll), and gives back the tokens it did not use.
  *
- * Settings are durable: the gate keeps them in a TopicSettingsBackend (the embedded store's
- * data directory, or Valkey) and applies a change as soon as it is stored. Changing a topic's
- * settings wakes the receives waiting on it, so a resume or a higher limit takes effect at once,
- * and a pause stops a long poll from handing out what becomes ready after it.
- *
- * Where the tokens are counted is the backend's choice (TokenBuckets): in this process for the
- * embedded queue (a bucket per topic), in Valkey for a cluster (one bucket per topic for all its
- * nodes). A topic with default settings costs a receive one Map lookup.
+ * Settings are durable (TopicSettingsBackend: the store's data directory, or Valkey) and apply
+ * once stored. A change wakes the receives waiting on the topic, so a resume takes effect at
+ * once and a pause stops a long poll from handing out what becomes ready after it. Tokens are
+ * counted where the backend chooses (TokenBuckets): in this process, or in Valkey for all nodes.
  */
 
 import { mayHaveWritten, TickwheelCorruptError, TickwheelTypeError } from '../errors.js';
@@ -132,9 +124,8 @@ export function settingsView(
 }
 
 /**
- * Reads stored settings back (a file, a Valkey hash): `{ paused, rateLimit, push }`, the first
- * two present (an absent push is none), nothing else.
- * Anything else is ERR_TICKWHEEL_CORRUPT, never silently "not paused".
+ * Reads stored settings back: `{ paused, rateLimit, push? }` (an absent push is none); anything
+ * else is ERR_TICKWHEEL_CORRUPT, never silently "not paused".
  */
 export function parseStoredSettings(value: unknown, where: string): TopicSettings {
   const unreadable = (reason: string) =>
@@ -154,10 +145,7 @@ export function parseStoredSettings(value: unknown, where: string): TopicSetting
   }
 }
 
-/**
- * Reads a stored push target back: ERR_TICKWHEEL_CORRUPT if it is not one. The error names the
- * field and the rule, never a stored header value or the secret.
- */
+/** A stored push target, or ERR_TICKWHEEL_CORRUPT naming the rule (never a secret). */
 export function parseStoredPush(value: unknown, where: string): PushTarget {
   const unreadable = (reason: string) =>
     new TickwheelCorruptError(`${where}: stored push target cannot be read (${reason})`);
@@ -173,10 +161,7 @@ export function parseStoredPush(value: unknown, where: string): PushTarget {
 export interface TopicSettingsBackend {
   /** Every topic with settings other than the defaults. */
   load(): Promise<Map<string, TopicSettings>>;
-  /**
-   * Stores one topic's settings (`update`: the fields the change gave, for a backend shared by
-   * several writers that applies only those); resolves once durable.
-   */
+  /** Stores one topic's settings (`update`: the fields changed); resolves once durable. */
   save(topic: string, settings: TopicSettings, update: Partial<TopicSettings>): Promise<void>;
 }
 
@@ -202,10 +187,7 @@ export function storeSettings(
 
 /** Where tokens are counted. */
 export interface TokenBuckets {
-  /**
-   * Takes up to `want` whole tokens from the topic's bucket. `retryInMs`: with none granted, how
-   * long until the next token.
-   */
+  /** Takes up to `want` whole tokens; `retryInMs`: with none granted, until the next one. */
   take(
     topic: string,
     limit: RateLimit,
@@ -216,9 +198,8 @@ export interface TokenBuckets {
 }
 
 /**
- * Token buckets in this process, on the queue's clock. A changed limit keeps the tokens saved up
- * (at most the new burst); a refund made under another limit than the bucket's is dropped (its
- * tokens were taken from a bucket that is no more).
+ * Token buckets in this process. A changed limit keeps the tokens saved up (at most the new
+ * burst); a refund made under another limit than the bucket's is dropped.
  */
 export class LocalBuckets implements TokenBuckets {
   private readonly buckets = new Map<string, { tokens: number; at: number; limit: RateLimit }>();
@@ -278,10 +259,9 @@ function sameLimit(a: RateLimit | null, b: RateLimit | null): boolean {
 export type Sleep = (ms: number, signal: AbortSignal) => Promise<void>;
 
 /**
- * What the gate needs of a queue's receive: `receive` is the queue's own; its long poll must end
- * empty, once woken, if the topic's settings changed meanwhile (`TopicGate.generation`: the gate
- * wakes it on every change with `onChange`). `waitReady` waits until a message of the topic may
- * be ready, or `ms`, or an abort, taking nothing: a limited topic waits so, holding no tokens.
+ * A queue's receive as the gate uses it: `receive`'s long poll must end empty, once woken, if
+ * the topic's settings changed meanwhile (`TopicGate.generation`). `waitReady` waits until a
+ * message may be ready, `ms` or an abort, taking nothing (a limited topic holds no tokens).
  */
 export interface InnerQueue<T> {
   receive(max: number, waitMs: number): Promise<T[]>;
@@ -296,10 +276,7 @@ export class TopicGate {
   private readonly watchers = new Map<string, Set<AbortController>>();
   /** Told of every change of a topic's settings, after it is applied (see listen()). */
   private readonly listeners: Array<(topic: string, settings: TopicSettings) => void> = [];
-  /**
-   * Checks a push target as it is set, beyond its form: where it may point (the queue's
-   * PushGuard). Rejects to refuse the change.
-   */
+  /** Checks where a push target being set may point (the PushGuard); rejects to refuse it. */
   vetPush: (target: PushTarget) => Promise<void> = async () => {};
   /** Saves in order: a later change of a topic never lands before an earlier one. */
   private saving: Promise<unknown> = Promise.resolve();
@@ -345,10 +322,7 @@ export class TopicGate {
     return this.generations.get(topic) ?? 0;
   }
 
-  /**
-   * Stores and applies a change (checkTopicUpdate's); resolves with the topic's settings once
-   * durable.
-   */
+  /** Stores and applies a checked change; resolves with the topic's settings once durable. */
   update(topic: string, checked: Partial<TopicSettings>): Promise<TopicSettings> {
     // Started at once, awaited in turn: the saves keep the order of the calls.
     const vetted = checked.push ? this.vetPush(checked.push) : undefined;
@@ -369,10 +343,7 @@ export class TopicGate {
     return run;
   }
 
-  /**
-   * Settings read again from a shared backend (another node may have changed them): topics
-   * whose settings changed wake their waiting receives.
-   */
+  /** Settings read again from a shared backend: changed topics wake their receives. */
   replace(all: Map<string, TopicSettings>): void {
     for (const topic of [...this.settings.keys()]) {
       if (!all.has(topic)) this.set(topic, DEFAULT_TOPIC_SETTINGS);

@@ -2,19 +2,14 @@
  * OpenTelemetry spans of the queue, after the messaging semantic conventions
  * (docs/observability.md):
  *
- *   create <topic>   PRODUCER, one per message scheduled (a batch makes one per message, each
- *                    with messaging.batch.message_count); its context is the one stored with
- *                    the message (TraceContext), so the consumer's spans join the producer's trace
- *   process <topic>  CONSUMER, one per delivery run by consume(), a Worker or pushListener: a
- *                    child of the message's stored context, and linked to it; events `ack`,
- *                    `nack` (and the span's status) say how the delivery was settled
- *   dead <topic>     CLIENT, a settle span when a message becomes a dead letter, a child of its
- *                    stored context
+ *   create <topic>   PRODUCER, one per message scheduled; its context is stored with the
+ *                    message, so the consumer's spans join the producer's trace
+ *   process <topic>  CONSUMER, one per delivery run by a Worker: a child of the stored context,
+ *                    linked to it; events `ack` / `nack` say how it was settled
+ *   dead <topic>     CLIENT, when a message becomes a dead letter
  *
- * `@opentelemetry/api` is an optional peer dependency, loaded on first use with require(): when
- * it is not installed, or no tracer provider is registered, nothing here makes a span, and the
- * cost is a global read per call. Without a provider the caller's active context (if any) is
- * still stored with the message, so a consumer that has a provider can join it.
+ * `@opentelemetry/api` is an optional peer dependency loaded on first use: without it, or
+ * without a tracer provider, no span is made (the active context is still stored).
  */
 
 import { createRequire } from 'node:module';
