@@ -61,8 +61,6 @@ import type { WorkerSource } from './worker.js';
 const CONSUME_WAIT_MS = 1000;
 
 export class QueueEngine implements QueueBackend {
-  readonly store: Store;
-  private readonly settings: QueueSettings;
   private readonly wheel: TimerWheel<NearMessage | Lease | DueGroup>;
   private readonly waiters: Waiters;
   private readonly near: NearHorizon;
@@ -80,34 +78,27 @@ export class QueueEngine implements QueueBackend {
 
   /** `settings`: checkEmbeddedOptions's (options.ts). Started by start(). */
   constructor(
-    store: Store,
-    settings: QueueSettings,
+    readonly store: Store,
+    private readonly settings: QueueSettings,
     private readonly report: QueueReport,
   ) {
-    this.store = store;
-    this.settings = settings;
-    const clock = this.settings.clock;
+    const clock = settings.clock;
+    const onError = (err: unknown) => settings.onFault(faultOf(err));
     this.wheel = new TimerWheel<NearMessage | Lease | DueGroup>({
       clock,
       unref: true,
       alignTicks: true, // due order across the wheel and near.arm's due-at-once path
       onExpire: (due) => this.deliveries.onTimer(due),
-      onError: (err) => this.settings.onFault(faultOf(err)),
+      onError,
     });
     this.waiters = new Waiters(this.wheel);
     // Only a store that reads payloads back can hold messages without theirs.
-    const payloadLimit = store.usePayloadBudget ? this.settings.payloadMemoryBytes : Infinity;
+    const payloadLimit = store.usePayloadBudget ? settings.payloadMemoryBytes : Infinity;
     this.near = new NearHorizon(clock, this.wheel, report, this.waiters, payloadLimit);
     store.usePayloadBudget?.(this.near.payloads);
     store.useDeliveries?.({ delivering, inFlight: () => this.near.inFlight() });
-    this.horizon = new Horizon(
-      store,
-      clock,
-      this.near,
-      this.settings.horizonMs,
-      this.settings.onFault,
-    );
-    this.finished = new FinishedMemory(this.settings.rememberFinished);
+    this.horizon = new Horizon(store, clock, this.near, settings.horizonMs, settings.onFault);
+    this.finished = new FinishedMemory(settings.rememberFinished);
     const now = () => clock.now();
     this.topics = new TopicGate(
       storeSettings(store),
@@ -115,12 +106,12 @@ export class QueueEngine implements QueueBackend {
       now,
       (ms, signal) => this.waiters.sleep(ms, signal),
       (topic) => this.waiters.wakeTopic(topic),
-      (err) => this.settings.onFault(faultOf(err)),
+      onError,
     );
     const parts: QueueParts = {
       store,
       clock,
-      settings: this.settings,
+      settings,
       near: this.near,
       horizon: this.horizon,
       waiters: this.waiters,
@@ -136,7 +127,7 @@ export class QueueEngine implements QueueBackend {
       {
         schedule: (request) =>
           this.producer.schedule(
-            checkRequest(request, clock.now(), this.settings.maxPayloadBytes, '', false),
+            checkRequest(request, clock.now(), settings.maxPayloadBytes, '', false),
           ),
         cancel: (id) => this.producer.cancel(id),
         isLive: async (id) => {
@@ -145,21 +136,16 @@ export class QueueEngine implements QueueBackend {
         },
       },
       store,
-      (err) => this.settings.onFault(faultOf(err)),
+      onError,
     );
     this.source = {
       receive: (topic, { max, waitMs, visibilityMs }, signal) =>
-        this.topics.receive(topic, max, waitMs, signal, {
-          receive: (granted, left) =>
-            this.deliveries.receive(
-              topic,
-              granted,
-              left,
-              visibilityMs ?? this.settings.visibilityMs,
-              EMBEDDED_RECEIVE_BYTES,
-              signal,
-            ),
-          waitReady: (ms, aborts) => this.waiters.wait(topic, ms, aborts),
+        this.gated(topic, {
+          max,
+          waitMs,
+          visibilityMs: visibilityMs ?? settings.visibilityMs,
+          maxBytes: EMBEDDED_RECEIVE_BYTES,
+          signal,
         }),
       // A topic with settings of its own (paused, limited) is received from through its gate.
       receiveNow: (topic, { max, visibilityMs }) =>
@@ -168,7 +154,7 @@ export class QueueEngine implements QueueBackend {
           : this.deliveries.receiveNow(
               topic,
               max,
-              visibilityMs ?? this.settings.visibilityMs,
+              visibilityMs ?? settings.visibilityMs,
               EMBEDDED_RECEIVE_BYTES,
             ),
       ack: (receipt, message) => this.deliveries.ackQuietly(receipt, message),
@@ -237,10 +223,17 @@ export class QueueEngine implements QueueBackend {
   // ---- consumer ---------------------------------------------------------------------------
 
   receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]> {
-    const { max, waitMs, visibilityMs, maxBytes } = limits;
-    return this.topics.receive(topic, max, waitMs, undefined, {
+    return this.gated(topic, limits);
+  }
+
+  /** A receive through the topic's gate (topics.ts). */
+  private gated(
+    topic: string,
+    { max, waitMs, visibilityMs, maxBytes, signal }: ReceiveLimits & { signal?: AbortSignal },
+  ): Promise<ReceivedMessage[]> {
+    return this.topics.receive(topic, max, waitMs, signal, {
       receive: (granted, left) =>
-        this.deliveries.receive(topic, granted, left, visibilityMs, maxBytes, undefined),
+        this.deliveries.receive(topic, granted, left, visibilityMs, maxBytes, signal),
       waitReady: (ms, aborts) => this.waiters.wait(topic, ms, aborts),
     });
   }

@@ -15,7 +15,7 @@
 import type { TraceContext } from '../protocol/trace-context.js';
 import { EventEmitter } from 'node:events';
 import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
-import { checkOption, describe } from '../validate.js';
+import { checkOption, checkOptionsObject, describe } from '../validate.js';
 import { faultOf, warnFault, type FaultReporter } from './faults.js';
 import { checkTopic } from './message.js';
 
@@ -208,12 +208,7 @@ export function checkWatch(options: WatchOptions): {
   types: Set<QueueEventType> | undefined;
   signal: AbortSignal | undefined;
 } {
-  if (typeof options !== 'object' || options === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `watch options must be an object, got ${describe(options)}`,
-    );
-  }
+  checkOptionsObject(options, 'watch options');
   const topic = options.topic === undefined ? undefined : checkTopic(options.topic);
   let types: Set<QueueEventType> | undefined;
   if (options.types !== undefined) {

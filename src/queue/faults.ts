@@ -96,11 +96,13 @@ export function warnFault(fault: QueueFault): void {
 /** The reporter a queue's parts call: the handler given, made safe, or warnFault. */
 export type FaultReporter = (fault: QueueFault) => void;
 
-export function faultReporter(handler: FaultHandler | undefined): FaultReporter {
+/** Checks the `onFault` option; the reporter the queue's parts use. */
+export function checkFaultHandler(handler: unknown): FaultReporter {
   if (handler === undefined) return warnFault;
+  checkCallback(handler, 'onFault');
   return (fault) => {
     try {
-      handler(fault);
+      (handler as FaultHandler)(fault);
     } catch (err) {
       warnFault(fault);
       warnFault(
@@ -111,12 +113,6 @@ export function faultReporter(handler: FaultHandler | undefined): FaultReporter 
       );
     }
   };
-}
-
-/** Checks the `onFault` option; the reporter the queue's parts use. */
-export function checkFaultHandler(handler: unknown): FaultReporter {
-  if (handler !== undefined) checkCallback(handler, 'onFault');
-  return faultReporter(handler as FaultHandler | undefined);
 }
 
 /** Drops a fault whose code and text passed within `ms` (an outage fails every call); 100 kept. */

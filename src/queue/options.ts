@@ -145,12 +145,7 @@ export function checkAck(options: AckOptions, durableAcks: boolean, method = 'ac
 
 /** Checks nack() options; resolves the reason to keep as lastError (undefined: none given). */
 export function checkNack(options: NackOptions, method = 'nack'): string | undefined {
-  if (typeof options !== 'object' || options === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${method} options must be an object such as { delayMs: 5000 }, got ${describe(options)}`,
-    );
-  }
+  checkOptionsObject(options, `${method} options`, '{ delayMs: 5000 }');
   checkKnownOptions(options, NACK_OPTIONS, `${method}()`);
   if (options.delayMs !== undefined) checkOption(options.delayMs, 'delayMs', 0, MAX_NACK_DELAY_MS);
   checkFlag(options.durable, 'durable');

@@ -81,22 +81,35 @@ function invalid(message: string): TickwheelTypeError {
   return new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', message);
 }
 
-/** Checks a push target (null: none); every bad field is ERR_TICKWHEEL_INVALID_OPTION. */
-export function checkPushTarget(value: unknown): PushTarget | null {
-  if (value === null) return null;
-  if (typeof value !== 'object' || Array.isArray(value)) {
-    throw invalid(
-      `push must be an object such as { url: 'https://example.com/hook', secret: '...' } or null (no push), got ${describe(value)}`,
-    );
+/** An object with only the `allowed` fields (a typo must not pass as "not set"). */
+export function fieldsOf(
+  value: unknown,
+  allowed: readonly string[],
+  what: string,
+  example: string,
+): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalid(`${what} must be an object such as ${example}, got ${describe(value)}`);
   }
-  const given = value as Record<string, unknown>;
-  for (const key of Object.keys(given)) {
-    if (!FIELDS.includes(key)) {
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) {
       throw invalid(
-        `unknown field ${JSON.stringify(key)} of push: the fields are ${FIELDS.join(', ')}`,
+        `unknown field ${JSON.stringify(key)} of ${what}: the fields are ${allowed.join(', ')}`,
       );
     }
   }
+  return value as Record<string, unknown>;
+}
+
+/** Checks a push target (null: none); every bad field is ERR_TICKWHEEL_INVALID_OPTION. */
+export function checkPushTarget(value: unknown): PushTarget | null {
+  if (value === null) return null;
+  const given = fieldsOf(
+    value,
+    FIELDS,
+    'push',
+    "{ url: 'https://example.com/hook', secret: '...' } or null (no push)",
+  );
   return {
     url: checkUrl(given.url),
     method: checkMethod(given.method ?? 'POST'),

@@ -86,6 +86,10 @@ interface Held {
   unsaved: number | null;
 }
 
+function newHeld(record: ScheduleRecord, occurrences: Occurrences): Held {
+  return { record, occurrences, timer: undefined, failures: 0, unsaved: null };
+}
+
 export class Scheduler {
   private readonly held = new Map<string, Held>();
   private readonly wheel: TimerWheel<unknown>;
@@ -115,13 +119,7 @@ export class Scheduler {
         );
       }
       await this.cancelSuperseded(record);
-      const held: Held = {
-        record,
-        occurrences,
-        timer: undefined,
-        failures: 0,
-        unsaved: null,
-      };
+      const held = newHeld(record, occurrences);
       this.held.set(record.name, held);
       await this.stepOrRetry(held, true, false);
     }
@@ -169,13 +167,7 @@ export class Scheduler {
   private async replace(name: string, checked: ScheduleSpec): Promise<ScheduleInfo> {
     const old = this.held.get(name);
     const record = recordFor(name, checked, old?.record, this.clock.now());
-    const held: Held = {
-      record,
-      occurrences: occurrencesOf(checked, record.anchorAt),
-      timer: undefined,
-      failures: 0,
-      unsaved: null,
-    };
+    const held = newHeld(record, occurrencesOf(checked, record.anchorAt));
     try {
       await this.store.writeSchedules([record], []);
     } catch (err) {
@@ -261,13 +253,7 @@ export class Scheduler {
       }
       if (occurrences === undefined) return;
       await this.cancelSuperseded(record);
-      const held: Held = {
-        record: { ...record },
-        occurrences,
-        timer: undefined,
-        failures: 0,
-        unsaved: null,
-      };
+      const held = newHeld({ ...record }, occurrences);
       this.held.set(name, held);
       await this.stepOrRetry(held, true, false);
     });

@@ -16,9 +16,9 @@
  * counted where the backend chooses (TokenBuckets): in this process, or in Valkey for all nodes.
  */
 
-import { mayHaveWritten, TickwheelCorruptError, TickwheelTypeError } from '../errors.js';
+import { mayHaveWritten, TickwheelCorruptError } from '../errors.js';
 import { checkFlag, checkOption, describe } from '../validate.js';
-import { checkPushTarget, pushView, samePushTarget, type PushTarget } from './push.js';
+import { checkPushTarget, fieldsOf, pushView, samePushTarget, type PushTarget } from './push.js';
 import type { Store } from './store.js';
 import type { RateLimit, TopicInfo } from '../protocol/model.js';
 
@@ -74,30 +74,6 @@ function checkRateLimit(limit: unknown): RateLimit | null {
       ? Math.max(1, Math.ceil(perSecond))
       : checkOption(given.burst, 'rateLimit.burst', 1, MAX_BURST, true);
   return { perSecond, burst };
-}
-
-/** An object with only the `allowed` fields (a typo must not pass as "not set"). */
-function fieldsOf(
-  value: unknown,
-  allowed: readonly string[],
-  what: string,
-  example: string,
-): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${what} must be an object such as ${example}, got ${describe(value)}`,
-    );
-  }
-  for (const key of Object.keys(value)) {
-    if (!allowed.includes(key)) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `unknown field ${JSON.stringify(key)} of ${what}: the fields are ${allowed.join(', ')}`,
-      );
-    }
-  }
-  return value as Record<string, unknown>;
 }
 
 /** Settings after an update. */
@@ -386,7 +362,7 @@ export class TopicGate {
       const left = Math.max(0, until - this.now());
       if (settings.paused) {
         if (left === 0) return [];
-        await this.wait(topic, left, signal, (aborts) => this.sleep(left, aborts));
+        await this.wait(topic, signal, (aborts) => this.sleep(left, aborts));
         continue;
       }
       const limit = settings.rateLimit;
@@ -403,9 +379,7 @@ export class TopicGate {
       }
       if (granted === 0) {
         if (left === 0) return [];
-        await this.wait(topic, Math.min(left, retryInMs), signal, (aborts) =>
-          this.sleep(Math.min(left, retryInMs), aborts),
-        );
+        await this.wait(topic, signal, (aborts) => this.sleep(Math.min(left, retryInMs), aborts));
         continue;
       }
       let got: T[] = [];
@@ -416,7 +390,7 @@ export class TopicGate {
         if (got.length < granted) await this.refund(topic, limit, granted - got.length);
       }
       if (got.length > 0 || left === 0) return got;
-      await this.wait(topic, left, signal, (aborts) => inner.waitReady(left, aborts));
+      await this.wait(topic, signal, (aborts) => inner.waitReady(left, aborts));
     }
   }
 
@@ -432,7 +406,6 @@ export class TopicGate {
   /** Runs `waiting` with a signal that aborts on a change of the topic, `signal`, or close. */
   private async wait(
     topic: string,
-    _ms: number,
     signal: AbortSignal | undefined,
     waiting: (aborts: AbortSignal) => Promise<void>,
   ): Promise<void> {

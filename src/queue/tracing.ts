@@ -76,6 +76,25 @@ export function activeTrace(): TraceContext | undefined {
   return traceOf(otel, otel.trace.getSpanContext(otel.context.active()));
 }
 
+/** A span's messaging attributes (and the delivery's id and attempts, when given). */
+function messaging(
+  type: string,
+  name: string,
+  topic: string,
+  message?: Delivered,
+): Otel.Attributes {
+  const attributes: Otel.Attributes = {
+    'messaging.system': SYSTEM,
+    'messaging.operation.type': type,
+    'messaging.operation.name': name,
+    'messaging.destination.name': topic,
+  };
+  if (message === undefined) return attributes;
+  attributes['messaging.message.id'] = message.id;
+  if (message.attempts !== undefined) attributes['tickwheel.message.attempts'] = message.attempts;
+  return attributes;
+}
+
 /** What producerSpan changes: a checked request's topic and the context stored with it. */
 interface Produced {
   topic: string;
@@ -101,12 +120,7 @@ export function producerSpan(message: Produced, batch: number): Otel.Span | unde
     if (given === undefined) message.trace = traceOf(otel, otel.trace.getSpanContext(parent));
     return undefined;
   }
-  const attributes: Otel.Attributes = {
-    'messaging.system': SYSTEM,
-    'messaging.operation.type': 'create',
-    'messaging.operation.name': 'create',
-    'messaging.destination.name': message.topic,
-  };
+  const attributes = messaging('create', 'create', message.topic);
   if (message.id !== '') attributes['messaging.message.id'] = message.id;
   if (batch > 1) attributes['messaging.batch.message_count'] = batch;
   const span = tracing.startSpan(
@@ -195,14 +209,7 @@ export function startProcess(topic: string, message: Delivered): Processing | un
   const stored = message.trace === undefined ? undefined : spanContextOf(otel, message.trace);
   const parent =
     stored === undefined ? otel.ROOT_CONTEXT : otel.trace.setSpanContext(otel.ROOT_CONTEXT, stored);
-  const attributes: Otel.Attributes = {
-    'messaging.system': SYSTEM,
-    'messaging.operation.type': 'process',
-    'messaging.operation.name': 'process',
-    'messaging.destination.name': topic,
-    'messaging.message.id': message.id,
-  };
-  if (message.attempts !== undefined) attributes['tickwheel.message.attempts'] = message.attempts;
+  const attributes = messaging('process', 'process', topic, message);
   const span = tracing.startSpan(
     `process ${topic}`,
     {
@@ -244,14 +251,7 @@ export function deadSpan(topic: string, message: Delivered, reason: string | und
   const tracing = tracer(otel);
   if (tracing === undefined) return;
   const stored = spanContextOf(otel, message.trace);
-  const attributes: Otel.Attributes = {
-    'messaging.system': SYSTEM,
-    'messaging.operation.type': 'settle',
-    'messaging.operation.name': 'dead',
-    'messaging.destination.name': topic,
-    'messaging.message.id': message.id,
-  };
-  if (message.attempts !== undefined) attributes['tickwheel.message.attempts'] = message.attempts;
+  const attributes = messaging('settle', 'dead', topic, message);
   if (reason !== undefined) attributes['tickwheel.message.last_error'] = reason;
   tracing
     .startSpan(
