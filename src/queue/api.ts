@@ -92,11 +92,9 @@ export interface Queue<Payload = unknown> extends QueueOperations<Payload> {
 
   /** Stops deliveries of a topic until resumed (durable); schedules are still accepted. */
   pause(topic: string): Promise<TopicInfo>;
-  /** Delivers a paused topic's messages again. */
   resume(topic: string): Promise<TopicInfo>;
   /** Changes a topic's settings (paused, rateLimit: src/queue/topics.ts); durable. */
   configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo>;
-  /** A topic's settings and counts. */
   topicInfo(topic: string): Promise<TopicInfo>;
   /** Every topic with messages or settings other than the defaults, by name. */
   topicList(): Promise<TopicInfo[]>;
@@ -117,7 +115,6 @@ export interface Queue<Payload = unknown> extends QueueOperations<Payload> {
     id: string,
     maxChars?: number,
   ): Promise<{ preview: string; truncated: boolean } | undefined>;
-  /** The in-memory timer wheel of this process, level by level. */
   wheelSnapshot(maxRows?: number): WheelSnapshot;
   /** What opening found on disk; undefined where nothing is recovered (Valkey/Redis). */
   readonly recovery: RecoveryReport | undefined;
@@ -126,6 +123,5 @@ export interface Queue<Payload = unknown> extends QueueOperations<Payload> {
    * failing), or undefined; GET /healthz says it. A stopped file store shows in stats().
    */
   problem(): Promise<string | undefined>;
-  /** Resolves once background work started so far has finished. */
   settled(): Promise<void>;
 }

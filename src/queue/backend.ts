@@ -61,7 +61,6 @@ export interface QueueBackend {
   now(): number;
   /** Each receive of consume() waits up to this long (a backend wakes it early when it can). */
   readonly consumeWaitMs: number;
-  /** What opening found on disk; undefined where nothing is recovered. */
   readonly recovery: RecoveryReport | undefined;
 
   /** Adds a message. `message.id === ''`: the backend makes one; otherwise dedup by id. */
@@ -96,7 +95,6 @@ export interface QueueBackend {
   readonly source: WorkerSource;
   /** A consumer started: returns what to call when it stops (the embedded queue holds the process). */
   holdConsumer?(): () => void;
-  /** Dead messages of a topic, oldest first. */
   deadLetters(topic: string, limit: number): Promise<MessageInfo[]>;
   /**
    * A page of a topic's pending messages in key order (list.ts), those after `query.after` due in
@@ -108,7 +106,6 @@ export interface QueueBackend {
 
   /** The topic gate (topics.ts): every receive of the backend goes through it. */
   readonly topics: TopicGate;
-  /** Counts per topic with messages (live or dead). */
   topicCounts(): Promise<Map<string, TopicCounts>>;
 
   /** Recurring schedules: a checked spec, stored durably; see recurring.ts. */

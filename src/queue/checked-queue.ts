@@ -66,7 +66,6 @@ import { Pushers } from './push.js';
 import { checkConsumeOptions, Worker } from './worker.js';
 import { endProducer, endProducers, producerSpan } from './tracing.js';
 
-/** Longest `edgesMs` list of dueTimeline(). */
 const MAX_EDGES = 1_000;
 
 /**

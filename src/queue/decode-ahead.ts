@@ -31,7 +31,6 @@ import {
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import { decodePayload, heldPayload, PAYLOAD_JSON, type MessageState } from './message.js';
 
-/** A second of due time per bucket. */
 const BUCKET_MS = 1000;
 /** A bucket opens this long before its first millisecond. */
 const AHEAD_MS = 1000;
@@ -70,11 +69,9 @@ interface Bucket {
   next: number;
   /** Its opening time has come: its notes are decoded as soon as steps get to them. */
   open: boolean;
-  /** In `work`. */
   queued: boolean;
 }
 
-/** Length of a held payload's text, or of its bytes. */
 function sizeOf(held: Uint8Array | string): number {
   return typeof held === 'string' ? held.length : held.byteLength;
 }
@@ -88,7 +85,6 @@ export class DecodeAhead {
   private noted = 0;
   /** The second of the clock dropPast() last looked at. */
   private droppedBefore = -Infinity;
-  /** Payload text held parsed ahead now. */
   private decodedChars = 0;
   /** The wheel timer that opens the earliest closed bucket, and that bucket's key. */
   private opener: TimerHandle | undefined;
@@ -137,7 +133,6 @@ export class DecodeAhead {
     if (held !== undefined) this.decodedChars -= sizeOf(held);
   }
 
-  /** The queue closes: nothing more runs. */
   stop(): void {
     if (this.busyTimer !== undefined) realClearTimeout(this.busyTimer);
     this.busyTimer = undefined;

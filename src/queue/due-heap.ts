@@ -17,7 +17,6 @@ export class DueHeap<T> {
     this.up(this.items.length - 1);
   }
 
-  /** Due time of the first item, or Infinity. */
   peekDue(): number {
     return this.items.length === 0 ? Infinity : this.due[0];
   }

@@ -38,7 +38,6 @@ export interface QueueEvent {
   at: number;
   /** The message's due time: for `failed`, when it is due again. */
   deliverAt: number;
-  /** Deliveries so far. */
   attempts: number;
   /** `failed` and `dead`: why the delivery failed. */
   reason?: string;
@@ -103,12 +102,10 @@ export class QueueEvents extends EventEmitter {
     return this;
   }
 
-  /** Whether anyone listens. */
   get active(): boolean {
     return this.listening > 0;
   }
 
-  /** Emits one event to the type's listeners and to 'event' listeners. */
   record(type: QueueEventType, message: EventSource, reason?: string): void {
     if (!this.active) return;
     const event: QueueEvent = {
@@ -137,7 +134,6 @@ export class QueueEvents extends EventEmitter {
     }
   }
 
-  /** Events as an async iterator (see the module comment). */
   watch(options: WatchOptions = {}): AsyncIterableIterator<QueueEvent> {
     const { topic, types, signal } = checkWatch(options);
     const limit = checkOption(options.buffer ?? 10_000, 'buffer', 1, 10_000_000, true);

@@ -25,7 +25,6 @@ export const FAULT_ONLY_CODES = {
 
 export type FaultOnlyCode = keyof typeof FAULT_ONLY_CODES;
 
-/** What a fault's `code` can be: an error's code, or one of a fault's own. */
 export type FaultCode = TickwheelErrorCode | FaultOnlyCode;
 
 export type FaultLevel = 'error' | 'warn' | 'info';
@@ -48,7 +47,6 @@ export interface QueueFault {
   error?: Error;
 }
 
-/** Takes a queue's faults: the `onFault` option. */
 export type FaultHandler = (fault: QueueFault) => void;
 
 /** Longest message a fault carries: a runaway error text must not make a 1 MB log line. */

@@ -23,7 +23,6 @@ const SWEEP_MIN = 4096;
 export class HeldIds {
   /** Held messages by id, and stale entries of released ones. */
   private byId = new Map<string, NearMessage>();
-  /** Held messages. */
   count = 0;
   /** Releases since `byId` was started: at least its stale entries. */
   private stale = 0;

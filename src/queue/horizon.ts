@@ -35,12 +35,10 @@ export class Horizon {
     private readonly onFault: FaultReporter,
   ) {}
 
-  /** Due times before this are in memory. */
   get loadedUntil(): number {
     return this.until;
   }
 
-  /** Whether a message due at `deliverAt` belongs in memory. */
   admits(deliverAt: number): boolean {
     return deliverAt < this.until;
   }
@@ -68,7 +66,6 @@ export class Horizon {
     if (inHorizon) this.near.hold(message);
   }
 
-  /** Why loads fail now, if they do. */
   problem(): string | undefined {
     const failing = this.failing;
     if (failing === undefined) return undefined;

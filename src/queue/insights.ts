@@ -14,7 +14,6 @@ import { MINUTE_MS, type HeldCounts } from './near-message.js';
 import type { Store } from './store.js';
 import type { DueTimeline } from './types.js';
 
-/** What stats() reads besides the counters. */
 export interface StatsSources {
   held: HeldCounts;
   store: Store;

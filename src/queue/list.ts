@@ -32,9 +32,7 @@ export interface ListKey {
 /** list() options checked, defaults filled in: what a backend gets. */
 export interface ListQuery {
   topic: string;
-  /** Due at or after this; -Infinity for no bound. */
   from: number;
-  /** Due before this; Infinity for no bound. */
   until: number;
   limit: number;
   /** Only messages after this key (the previous page's end). */
@@ -57,7 +55,6 @@ export function compareKeys(a: ListKey, b: ListKey): number {
   return a.deliverAt - b.deliverAt || a.seq - b.seq || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 
-/** Whether a message due at `deliverAt` with key `key` belongs to the query's range. */
 export function inRange(query: ListQuery, key: ListKey): boolean {
   return (
     key.deliverAt >= query.from &&
@@ -139,7 +136,6 @@ function badCursor(why: string): TickwheelTypeError {
 /** The `keep` smallest items pushed, by key, in memory of about twice `keep`. */
 export class SmallestKeys<M> {
   private items: Array<{ message: M; key: ListKey }> = [];
-  /** Whether items were cut off: more than `keep` were pushed. */
   cut = false;
 
   constructor(private readonly keep: number) {}

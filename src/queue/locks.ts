@@ -3,7 +3,6 @@
 import { Turns } from './turns.js';
 
 export class IdLocks extends Turns {
-  /** True while an operation queued on `id` has not settled. */
   busy(id: string): boolean {
     // (Asked on every ack: an empty map, the usual case, is not hashed into.)
     return this.tails.size !== 0 && this.tails.has(id);

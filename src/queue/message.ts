@@ -17,7 +17,6 @@ export interface ScheduleRequest<Payload = unknown> {
   payload: Payload;
   /** Delay from now, in ms. One of delayMs / deliverAt; neither means "now". */
   delayMs?: number;
-  /** Due time as Unix epoch ms. */
   deliverAt?: number;
   /** Dedup key: scheduling the same id while it is pending returns the pending message. */
   id?: string;
@@ -32,12 +31,10 @@ export interface ScheduleRequest<Payload = unknown> {
 export const PAYLOAD_JSON = 0;
 export const PAYLOAD_BYTES = 1;
 
-/** A message as the queue and its store know it. */
 export interface MessageState {
   id: string;
   topic: string;
   deliverAt: number;
-  /** Deliveries so far. */
   attempts: number;
   maxAttempts: number;
   backoff: Backoff | undefined;
@@ -296,7 +293,6 @@ export function heldPayload(message: MessageState): Uint8Array | string | undefi
   return message.payload ?? message.payloadText;
 }
 
-/** Bytes of a payload as stored (UTF-8 for text). */
 export function storedBytes(held: Uint8Array | string): number {
   return typeof held === 'string' ? Buffer.byteLength(held, 'utf8') : held.byteLength;
 }
@@ -324,7 +320,6 @@ export const VISIBILITY_REASON = 'visibility timeout: not acknowledged in time';
 /** The reason kept (lastError) for a nack that gave none: the same text on every backend. */
 export const NACK_REASON = 'nacked';
 
-/** Longest failure reason kept with a message (lastError). */
 export const MAX_REASON_CHARS = 500;
 
 /** A failure as the short text kept with the message (lastError). */
@@ -354,7 +349,6 @@ export interface CheckedRequest {
   trace: TraceContext | undefined;
 }
 
-/** The fields a schedule request may have. */
 const REQUEST_FIELDS = new Set([
   'topic',
   'payload',

@@ -26,7 +26,6 @@ export interface NearMessage extends MessageState {
   held: boolean;
   /** Its receipt slot while in flight, else -1. */
   slot: number;
-  /** Its topic's counts of held messages, while held. */
   tally: HeldTally | undefined;
   /** Its payload parsed ahead of a dense burst (decode-ahead.ts), or UNDECODED. */
   decoded: unknown;
@@ -102,7 +101,6 @@ export class DueGroup {
   }
 }
 
-/** Held messages of one topic: ready, in flight, scheduled. */
 export interface HeldTally {
   ready: number;
   inflight: number;
@@ -118,7 +116,6 @@ export interface HeldCounts {
   readonly minutes: ReadonlyMap<number, number>;
   readonly scheduledDue: ReadonlyMap<number, number>;
   readonly countBase: number;
-  /** Payload bytes held against their budget. */
   readonly payloads: PayloadBudget;
 }
 

@@ -52,7 +52,6 @@ export interface QueueLimits {
   durableAcks: boolean;
 }
 
-/** The options of the embedded queue, checked, with their defaults filled in. */
 export interface QueueSettings extends QueueLimits {
   clock: Clock;
   rememberFinished: number;
@@ -78,7 +77,6 @@ export function checkQueueOptions(options: QueueOptions): QueueLimits {
   };
 }
 
-/** The embedded queue's options: the shared ones and its own. */
 export function checkEmbeddedOptions(options: DelayQueueOptions): QueueSettings {
   const clock = options.clock ?? new SystemClock({ epoch: true });
   checkAlarmClock(clock);
@@ -108,7 +106,6 @@ const RECEIVE_OPTIONS = optionNames<ReceiveOptions>({
   maxBytes: true,
 });
 
-/** receive() options checked, with the queue's defaults filled in. */
 export function checkReceiveOptions(
   options: ReceiveOptions,
   defaults: { maxWaitMs: number; visibilityMs: number },
@@ -160,7 +157,6 @@ export function checkNack(options: NackOptions, method = 'nack'): string | undef
   return clipReason(reason);
 }
 
-/** Checks the receipts of ackMany() / nackMany() before any is touched. */
 export function checkReceipts(receipts: readonly string[], method: string): void {
   if (!Array.isArray(receipts)) {
     throw new TickwheelTypeError(

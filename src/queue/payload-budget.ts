@@ -6,7 +6,6 @@
 import { heldPayload, type MessageState } from './message.js';
 
 export class PayloadBudget {
-  /** Bytes of payloads counted in now. */
   held = 0;
 
   constructor(readonly limit: number) {}

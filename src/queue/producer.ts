@@ -112,7 +112,6 @@ export class Producer {
     throw failure.error;
   }
 
-  /** Cancels a live message, wherever it is held. True if it was live. */
   async cancel(id: string): Promise<boolean> {
     return this.locks.run(id, async () => {
       let message: MessageState | undefined = this.near.get(id);
@@ -186,7 +185,6 @@ export class Producer {
     });
   }
 
-  /** A checked request's message. */
   private prepare(request: CheckedRequest, now: number): NearMessage {
     const { id, topic, deliverAt, maxAttempts, backoff, payload, trace } = request;
     const message = nearMessage({

@@ -15,7 +15,6 @@ import { isIP, type LookupFunction } from 'node:net';
 import { TickwheelError, TickwheelTypeError } from '../errors.js';
 import { describe } from '../validate.js';
 
-/** The push options of a queue. */
 export interface PushOptions {
   /**
    * Internal addresses pushes may reach: CIDR blocks (`10.1.0.0/16`), addresses (`127.0.0.1`),
@@ -47,7 +46,6 @@ export class PushNotAllowedError extends TickwheelError<'ERR_TICKWHEEL_PUSH_NOT_
   }
 }
 
-/** An address as bytes: 4 for IPv4, 16 for IPv6. */
 type Bytes = readonly number[];
 
 interface Block {
@@ -172,7 +170,6 @@ const systemResolve: Resolve = (host) =>
     });
   });
 
-/** The allow list of a queue, and the checks of push targets against it. */
 export class PushGuard {
   private readonly blocks: Block[] = [];
   private readonly hosts = new Set<string>();
@@ -271,7 +268,6 @@ export class PushGuard {
   };
 }
 
-/** Checks the `push` option of a queue: `{ allow?: string[] }`. */
 export function checkPushOptions(value: unknown): PushOptions {
   if (value === undefined) return {};
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
@@ -302,7 +298,6 @@ export function checkPushOptions(value: unknown): PushOptions {
 const HOST_NAME =
   /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/i;
 
-/** An entry of push.allow: a CIDR block, an address, or a host name. */
 export function checkAllowEntry(entry: unknown): string {
   if (
     typeof entry !== 'string' ||

@@ -215,7 +215,6 @@ export class PushSender {
     for (const cut of [...this.underway.values()]) cut(abandoned());
   }
 
-  /** Closes the kept-alive connections. */
   close(): void {
     this.agent.destroy();
   }
@@ -235,7 +234,6 @@ function networkReason(err: NodeJS.ErrnoException): string {
   return err.code === undefined ? err.message : `${err.code}: ${err.message}`;
 }
 
-/** The request body of a payload, and its content type. */
 function encode(payload: unknown): { body: Buffer; type: string | undefined } {
   if (payload instanceof Uint8Array) {
     return {

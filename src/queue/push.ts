@@ -37,7 +37,6 @@ export type { PushMethod, PushStats, PushTargetView } from '../protocol/model.js
 export interface PushTarget {
   /** An http: or https: URL, with no user name or password in it (use headers). */
   url: string;
-  /** Default POST. */
   method: PushMethod;
   /** Sent with every request (such as an Authorization header); never read back. */
   headers: Record<string, string>;
@@ -240,12 +239,10 @@ interface Pushing {
   stats: PushStats;
 }
 
-/** The pushes of every topic with a target. */
 export class Pushers {
   /** How long a stop waits for requests under way before abandoning them (tests change it). */
   static closeGraceMs = 5_000;
   private readonly topics = new Map<string, Pushing>();
-  /** Counts per topic ever pushed here (PushStats). */
   private readonly counts = new Map<string, PushStats>();
   /** Targets known before start() (read while the queue opens). */
   private readonly pending = new Map<string, PushTarget>();
@@ -253,7 +250,6 @@ export class Pushers {
   private readonly stopping = new Set<Promise<void>>();
   private started = false;
   private closed = false;
-  /** Where pushes may connect (the queue's `push.allow`). */
   readonly guard: PushGuard;
   /** The reason of the failing pushes of each topic, while they fail (told once). */
   private readonly failing = new Map<string, string>();
@@ -274,7 +270,6 @@ export class Pushers {
     topics.listen((topic, settings) => this.apply(topic, settings.push));
   }
 
-  /** Applies a topic's target (null: none); before start() only remembers it. */
   apply(topic: string, target: PushTarget | null): void {
     if (this.closed) return;
     if (!this.started) {
@@ -292,7 +287,6 @@ export class Pushers {
     if (target !== null) this.topics.set(topic, this.begin(topic, target));
   }
 
-  /** Starts pushing: called once the queue is open. */
   start(): void {
     if (this.started || this.closed) return;
     this.started = true;
@@ -307,7 +301,6 @@ export class Pushers {
     return all;
   }
 
-  /** Stops every push (see stop()). */
   async close(): Promise<void> {
     this.closed = true;
     for (const pushing of this.topics.values()) this.stop(pushing);

@@ -15,7 +15,6 @@ import type { ScheduleInfo } from '../protocol/model.js';
 
 export type { ScheduleInfo } from '../protocol/model.js';
 
-/** What the store keeps of a schedule. */
 export interface ScheduleRecord {
   name: string;
   spec: ScheduleSpec;

@@ -147,7 +147,6 @@ function checkChoice<T extends string>(value: unknown, name: string, choices: re
   return value as T;
 }
 
-/** When a schedule's occurrences fall. */
 export interface Occurrences {
   /** The first occurrence strictly after `after` (epoch ms), or null if there is none. */
   next(after: number): number | null;

@@ -58,7 +58,6 @@ const LOOKBACK_MS = 7 * 86_400_000;
 const RETRY_MS = 1_000;
 const MAX_RETRY_MS = 60_000;
 
-/** What the scheduler needs of the queue. */
 export interface ScheduleHost {
   schedule(request: ScheduleRequest): Promise<unknown>;
   cancel(id: string): Promise<boolean>;
@@ -66,10 +65,8 @@ export interface ScheduleHost {
   isLive(id: string): Promise<boolean>;
 }
 
-/** Where the records are kept durably. */
 export interface ScheduleRecords {
   readSchedules(): Promise<ScheduleRecord[]>;
-  /** Writes records and forgets `deleted` names; resolves once durable. */
   writeSchedules(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void>;
 }
 
@@ -259,7 +256,6 @@ export class Scheduler {
     });
   }
 
-  /** Resolves once work started so far has finished. */
   async settled(): Promise<void> {
     while (this.chains.size > 0) await this.chains.settled();
   }
@@ -272,7 +268,6 @@ export class Scheduler {
 
   // ---- the work -----------------------------------------------------------------------------
 
-  /** Runs `work` after the schedule's earlier work. */
   private serial<T>(name: string, work: () => Promise<T>): Promise<T> {
     if (this.closed) {
       return Promise.reject(

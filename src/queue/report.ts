@@ -20,15 +20,12 @@ export type { QueueCounters } from '../protocol/model.js';
 
 /** Upper bounds (ms) of the first-delivery lateness buckets stats() reports. */
 const DELIVERY_LATENESS_BUCKETS_MS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30_000, 300_000];
-/** Fire lateness samples kept for quantiles. */
 const LATENESS_SAMPLES = 4096;
 
-/** Where QueueReport keeps its sums. */
 const FIRE_SUM = 0;
 const DELIVERY_SUM = 1;
 
 export class QueueReport {
-  /** Message events as they happen: an EventEmitter, and watch() for an iterator. */
   readonly events: QueueEvents;
   readonly counters: QueueCounters = {
     scheduled: 0,
@@ -56,7 +53,6 @@ export class QueueReport {
   /** Lateness counts from no earlier than this (see recoveredAfter). */
   private floor = -Infinity;
 
-  /** `now`: the queue's clock, the time of its events. */
   constructor(now: () => number, onFault: FaultReporter = warnFault) {
     this.events = new QueueEvents(now, onFault);
   }
@@ -80,7 +76,6 @@ export class QueueReport {
     if (this.lateFrom.size !== 0) this.lateFrom.delete(id);
   }
 
-  /** A message came due (ready) at `now`. */
   fired(message: Pick<EventSource, 'id' | 'deliverAt'>, now: number): void {
     this.counters.fired++;
     // `now` may be a reading shared by the fires of one run (near.ts, fireTime), taken before a
@@ -110,7 +105,6 @@ export class QueueReport {
     this.counters.delivered -= count;
   }
 
-  /** A message was scheduled (durably); its event. */
   scheduled(message: EventSource): void {
     this.counters.scheduled++;
     this.events.record('scheduled', message);
@@ -163,7 +157,6 @@ export class QueueReport {
     if (message !== undefined) this.events.record('failed', message, reason);
   }
 
-  /** A failed delivery used up its attempts: a dead letter. */
   dead(message: EventSource | undefined, reason: string | undefined): void {
     this.counters.dead++;
     if (message === undefined) return;
@@ -171,7 +164,6 @@ export class QueueReport {
     if (message.trace !== undefined) deadSpan(message.topic, message, reason);
   }
 
-  /** A message was handed to a consumer for the first time at `now`. */
   private deliveredFirst(message: Pick<EventSource, 'id' | 'deliverAt'>, now: number): void {
     const late = Math.max(0, now - this.dueFrom(message));
     this.forgetLate(message.id);
@@ -193,7 +185,6 @@ export class QueueReport {
     return Math.max(due, this.lateFrom.get(message.id) ?? 0);
   }
 
-  /** The counters and both lateness figures, as stats() reports them. */
   figures(): QueueCounters & {
     latenessMs: FireLateness;
     deliveryLatenessMs: DeliveryLateness;

@@ -75,7 +75,6 @@ export interface Store {
   listWaiting?(query: ListQuery): Promise<KeyedPart<StoredMessage>>;
   /** The encoded payload of a message whose `payload` is not in memory. */
   payloadOf(message: MessageState): Promise<Uint8Array>;
-  /** Dead messages of a topic, oldest first. */
   dead(topic: string, limit: number): Promise<StoredMessage[]>;
   /** Counts of live messages per topic, kept up to date with every change. */
   counts(): StoreCounts;
@@ -86,7 +85,6 @@ export interface Store {
   dueMinutes?(): ReadonlyMap<number, number>;
   /** Topics' settings other than the defaults; rejects if unreadable (never "not paused"). */
   readTopicSettings(): Promise<Map<string, TopicSettings>>;
-  /** Replaces every topic's settings; resolves once durable. */
   writeTopicSettings(settings: ReadonlyMap<string, TopicSettings>): Promise<void>;
   /** Recurring schedules' records (recurring.ts) as last written; rejects if unreadable. */
   readSchedules(): Promise<ScheduleRecord[]>;

@@ -76,7 +76,6 @@ function checkRateLimit(limit: unknown): RateLimit | null {
   return { perSecond, burst };
 }
 
-/** Settings after an update. */
 export function applyTopicUpdate(
   settings: TopicSettings,
   update: Partial<TopicSettings>,
@@ -133,9 +132,7 @@ export function parseStoredPush(value: unknown, where: string): PushTarget {
   }
 }
 
-/** Where settings are kept durably. */
 export interface TopicSettingsBackend {
-  /** Every topic with settings other than the defaults. */
   load(): Promise<Map<string, TopicSettings>>;
   /** Stores one topic's settings (`update`: the fields changed); resolves once durable. */
   save(topic: string, settings: TopicSettings, update: Partial<TopicSettings>): Promise<void>;
@@ -161,7 +158,6 @@ export function storeSettings(
   };
 }
 
-/** Where tokens are counted. */
 export interface TokenBuckets {
   /** Takes up to `want` whole tokens; `retryInMs`: with none granted, until the next one. */
   take(
@@ -169,7 +165,6 @@ export interface TokenBuckets {
     limit: RateLimit,
     want: number,
   ): { granted: number; retryInMs: number } | Promise<{ granted: number; retryInMs: number }>;
-  /** Gives back tokens taken and not used. */
   refund(topic: string, limit: RateLimit, count: number): void | Promise<void>;
 }
 
@@ -198,7 +193,6 @@ export class LocalBuckets implements TokenBuckets {
     bucket.tokens = Math.min(limit.burst, bucket.tokens + count);
   }
 
-  /** Forgets a topic's bucket (its limit was removed). */
   forget(topic: string): void {
     this.buckets.delete(topic);
   }
@@ -231,7 +225,6 @@ function sameLimit(a: RateLimit | null, b: RateLimit | null): boolean {
   return a?.perSecond === b?.perSecond && a?.burst === b?.burst;
 }
 
-/** Waits `ms` on the queue's clock, or less if `signal` aborts. */
 export type Sleep = (ms: number, signal: AbortSignal) => Promise<void>;
 
 /**
@@ -263,23 +256,19 @@ export class TopicGate {
     private readonly buckets: TokenBuckets & { forget?(topic: string): void },
     private readonly now: () => number,
     private readonly sleep: Sleep,
-    /** Wakes the queue's long polls on a topic whose settings changed. */
     private readonly onChange: (topic: string) => void,
     /** Failures that must not fail a receive (giving tokens back): the queue's faults. */
     private readonly onError: (err: unknown) => void,
   ) {}
 
-  /** Reads the stored settings; called once when the queue opens. */
   async load(): Promise<void> {
     this.replace(await this.backend.load());
   }
 
-  /** Every topic whose settings are not the defaults. */
   all(): Map<string, TopicSettings> {
     return new Map(this.settings);
   }
 
-  /** Whether a topic has settings of its own (not the defaults). */
   has(topic: string): boolean {
     return this.settings.has(topic);
   }
@@ -430,7 +419,6 @@ export class TopicGate {
     for (const set of this.watchers.values()) for (const controller of set) controller.abort();
   }
 
-  /** Resolves once every stored change so far has landed. */
   async settled(): Promise<void> {
     await this.saving;
   }

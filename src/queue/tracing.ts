@@ -49,7 +49,6 @@ function tracer(otel: Api): Otel.Tracer | undefined {
   return otel.trace.getTracer(TRACER_NAME);
 }
 
-/** A stored context as the remote parent span context it names. */
 function spanContextOf(otel: Api, trace: TraceContext): Otel.SpanContext {
   const [, traceId, spanId, flags] = trace.traceparent.split('-');
   return {
@@ -190,7 +189,6 @@ export interface Processing {
   context: Otel.Context;
 }
 
-/** What startProcess reads of a delivery. */
 interface Delivered {
   id: string;
   attempts?: number;
@@ -222,7 +220,6 @@ export function startProcess(topic: string, message: Delivered): Processing | un
   return { span, context: otel.trace.setSpan(parent, span) };
 }
 
-/** Runs `handler(message)` with the delivery's span active. */
 export function runProcessing<M, R>(
   processing: Processing,
   handler: (message: M) => R,

@@ -18,7 +18,6 @@ export class Turns {
     return next;
   }
 
-  /** How many keys have work under way. */
   get size(): number {
     return this.tails.size;
   }

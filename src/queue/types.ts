@@ -7,7 +7,6 @@ import type { TraceContext } from '../protocol/trace-context.js';
 
 export type { ListOptions, ListPage, MessageInfo } from '../protocol/model.js';
 
-/** The options of a queue on any backend. */
 export interface QueueOptions {
   /** How far ahead messages are held in memory. Default 60,000 ms. */
   horizonMs?: number;
@@ -36,7 +35,6 @@ export interface QueueOptions {
   durableAcks?: boolean;
 }
 
-/** The options of the embedded queue. */
 export interface DelayQueueOptions extends QueueOptions {
   /** Epoch-millisecond clock. Default: `new SystemClock({ epoch: true })`; a ManualClock in tests. */
   clock?: Clock;
@@ -119,7 +117,6 @@ export type MessageHandler<Payload = unknown> = (
   message: ReceivedMessage<Payload>,
 ) => Promise<void> | void;
 
-/** A running consumer. */
 export interface Consumer {
   /** Stops receiving at once, then waits for running handlers and their acks and nacks. */
   close(): Promise<void>;

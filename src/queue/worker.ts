@@ -46,7 +46,6 @@ import type {
   ReceivedMessage,
 } from './types.js';
 
-/** Handlers running at once, at most. */
 export const MAX_CONCURRENCY = 1000;
 
 /** Where a worker gets its messages from, and sends their outcome to. */
@@ -71,7 +70,6 @@ export interface WorkerSource {
   nack(receipt: string, reason: string): PromiseLike<unknown>;
 }
 
-/** consume() options, checked, with their defaults. */
 export interface WorkerSettings {
   concurrency: number;
   /** Undefined: the source's own default. */
@@ -168,7 +166,6 @@ export class Worker implements Consumer {
     this.loop = this.receiveLoop();
   }
 
-  /** Stops receiving at once; resolves when running handlers and their acks are done. */
   close(): Promise<void> {
     return (this.closing ??= this.drain());
   }
@@ -324,7 +321,6 @@ export class Worker implements Consumer {
     this.freed?.();
   }
 
-  /** Resolves after `ms`, or at once when closed. */
   private pause(ms: number): Promise<void> {
     if (this.stopping.signal.aborted) return Promise.resolve();
     return new Promise<void>((wake) => {
