@@ -23,10 +23,12 @@ import type {
   ReceiveOptions,
 } from './types.js';
 
+/** A new due time: a delay from now, or a Unix time in milliseconds. */
+export type NewDueTime = { delayMs?: number; deliverAt?: number };
+
 /**
- * The operations `tickwheel/client` shares with the queue (same names, leading arguments and
- * results), so code written against it runs embedded or over HTTP. The client's methods take
- * one more optional argument (CallOptions), its consume() one more option (`waitMs`).
+ * The operations `tickwheel/client` shares with the queue, so code written against it runs
+ * embedded or over HTTP (the client's take one more optional argument, CallOptions).
  */
 export interface QueueOperations<Payload = unknown> {
   /** Schedules a message. Resolves once it is durable (as the store's settings define it). */
@@ -41,12 +43,9 @@ export interface QueueOperations<Payload = unknown> {
   /** Cancels a message that has not been acknowledged. True if it was live. */
   cancel(id: string): Promise<boolean>;
   /** Moves a message that is scheduled or ready to a new due time; false if in flight or gone. */
-  reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean>;
+  reschedule(id: string, when: NewDueTime): Promise<boolean>;
   /** reschedule(), resolving with the due time stored (delays round up, times down). */
-  rescheduleTo(
-    id: string,
-    when: { delayMs?: number; deliverAt?: number },
-  ): Promise<number | undefined>;
+  rescheduleTo(id: string, when: NewDueTime): Promise<number | undefined>;
   /** Puts a dead message back, due `delayMs` from now, its attempts reset. */
   requeue(id: string, options?: { delayMs?: number }): Promise<boolean>;
   /** Current state of a message, or undefined if unknown (or finished long ago). */

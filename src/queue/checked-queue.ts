@@ -16,7 +16,7 @@ import {
 import type { ListOptions, ListPage, QueueStats } from '../protocol/model.js';
 import { checkListOptions, encodeCursor } from './list.js';
 import type { WheelSnapshot } from '../wheel/index.js';
-import type { Queue } from './api.js';
+import type { NewDueTime, Queue } from './api.js';
 import type { QueueBackend, Scheduled, TopicCounts } from './backend.js';
 import type { QueueEvents } from './events.js';
 import type { QueueReport } from './report.js';
@@ -156,14 +156,11 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.backend.cancel(checkId(id));
   }
 
-  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
+  async reschedule(id: string, when: NewDueTime): Promise<boolean> {
     return (await this.rescheduleTo(id, when)) !== undefined;
   }
 
-  async rescheduleTo(
-    id: string,
-    when: { delayMs?: number; deliverAt?: number },
-  ): Promise<number | undefined> {
+  async rescheduleTo(id: string, when: NewDueTime): Promise<number | undefined> {
     this.checkOpen();
     checkId(id);
     return this.backend.moveTo(id, rescheduleTime(when, this.backend.now()));

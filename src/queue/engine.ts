@@ -20,16 +20,10 @@
 
 import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
-import type {
-  BackendStats,
-  QueueBackend,
-  ReceiveLimits,
-  Scheduled,
-  TopicCounts,
-} from './backend.js';
+import type { BackendStats, QueueBackend, ReceiveLimits, TopicCounts } from './backend.js';
 import { TickwheelTypeError } from '../errors.js';
 import { inRange, mergePages, SmallestKeys, type BackendListPage, type ListQuery } from './list.js';
-import { Scheduler, type ScheduleInfo } from './recurring.js';
+import { Scheduler } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
 import { FinishedMemory } from './finished.js';
 import { faultOf } from './faults.js';
@@ -140,7 +134,7 @@ export class QueueEngine implements QueueBackend {
     );
     this.source = {
       receive: (topic, { max, waitMs, visibilityMs }, signal) =>
-        this.gated(topic, {
+        this.receive(topic, {
           max,
           waitMs,
           visibilityMs: visibilityMs ?? settings.visibilityMs,
@@ -178,31 +172,15 @@ export class QueueEngine implements QueueBackend {
     }
   }
 
-  // ---- producer ---------------------------------------------------------------------------
+  // ---- producer (producer.ts) ---------------------------------------------------------------
 
-  now(): number {
-    return this.settings.clock.now();
-  }
-
-  schedule(message: CheckedRequest): Promise<Scheduled> {
-    return this.producer.schedule(message);
-  }
-
-  scheduleMany(messages: readonly CheckedRequest[]): Promise<Scheduled[]> {
-    return this.producer.scheduleMany(messages);
-  }
-
-  cancel(id: string): Promise<boolean> {
-    return this.producer.cancel(id);
-  }
-
-  moveTo(id: string, deliverAt: number): Promise<number | undefined> {
-    return this.producer.rescheduleTo(id, deliverAt);
-  }
-
-  requeue(id: string, deliverAt: number): Promise<boolean> {
-    return this.producer.requeue(id, deliverAt);
-  }
+  readonly now = (): number => this.settings.clock.now();
+  readonly schedule = (message: CheckedRequest) => this.producer.schedule(message);
+  readonly scheduleMany = (messages: readonly CheckedRequest[]) =>
+    this.producer.scheduleMany(messages);
+  readonly cancel = (id: string) => this.producer.cancel(id);
+  readonly moveTo = (id: string, deliverAt: number) => this.producer.rescheduleTo(id, deliverAt);
+  readonly requeue = (id: string, deliverAt: number) => this.producer.requeue(id, deliverAt);
 
   async get(id: string): Promise<MessageInfo | undefined> {
     const near = this.near.get(id);
@@ -222,12 +200,8 @@ export class QueueEngine implements QueueBackend {
 
   // ---- consumer ---------------------------------------------------------------------------
 
-  receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]> {
-    return this.gated(topic, limits);
-  }
-
-  /** A receive through the topic's gate (topics.ts). */
-  private gated(
+  /** Every receive goes through the topic's gate (topics.ts). */
+  receive(
     topic: string,
     { max, waitMs, visibilityMs, maxBytes, signal }: ReceiveLimits & { signal?: AbortSignal },
   ): Promise<ReceivedMessage[]> {
@@ -238,18 +212,9 @@ export class QueueEngine implements QueueBackend {
     });
   }
 
-  ack(receipt: string, durable: boolean): Promise<boolean> {
-    return this.deliveries.ack(receipt, durable);
-  }
-
-  nack(
-    receipt: string,
-    reason: string | undefined,
-    delayMs: number | undefined,
-    durable: boolean,
-  ): Promise<boolean> {
-    return this.deliveries.nack(receipt, reason, delayMs, durable);
-  }
+  readonly ack = (receipt: string, durable: boolean) => this.deliveries.ack(receipt, durable);
+  readonly nack: QueueBackend['nack'] = (receipt, reason, delayMs, durable) =>
+    this.deliveries.nack(receipt, reason, delayMs, durable);
 
   /** A running consumer keeps the process alive, like an open server. */
   holdConsumer(): () => void {
@@ -301,28 +266,12 @@ export class QueueEngine implements QueueBackend {
 
   // ---- recurring schedules (recurring.ts) ----------------------------------------------------
 
-  putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
-    return this.recurring.put(name, spec);
-  }
-
-  updateSchedule(
-    name: string,
-    change: (spec: ScheduleSpec) => ScheduleSpec,
-  ): Promise<ScheduleInfo | undefined> {
-    return this.recurring.update(name, change);
-  }
-
-  getSchedule(name: string): Promise<ScheduleInfo | undefined> {
-    return this.recurring.get(name);
-  }
-
-  listSchedules(): Promise<ScheduleInfo[]> {
-    return this.recurring.list();
-  }
-
-  deleteSchedule(name: string): Promise<boolean> {
-    return this.recurring.delete(name);
-  }
+  readonly putSchedule = (name: string, spec: ScheduleSpec) => this.recurring.put(name, spec);
+  readonly updateSchedule: QueueBackend['updateSchedule'] = (name, change) =>
+    this.recurring.update(name, change);
+  readonly getSchedule = (name: string) => this.recurring.get(name);
+  readonly listSchedules = () => this.recurring.list();
+  readonly deleteSchedule = (name: string) => this.recurring.delete(name);
 
   // ---- insights ---------------------------------------------------------------------------
 

@@ -77,11 +77,7 @@ export class QueueEvents extends EventEmitter {
   ) {
     super({ captureRejections: false });
     this.setMaxListeners(0);
-    this.count();
-  }
-
-  /** Keeps `listening` exact: two hooks of this emitter's own, never removed (see below). */
-  private count(): void {
+    // Keeps `listening` exact: two hooks of this emitter's own, never removed (see below).
     this.on('newListener', (name: string | symbol) => {
       if (NAMES.has(name)) this.listening++;
     });

@@ -106,7 +106,7 @@ export function checkFaultHandler(handler: unknown): FaultReporter {
       warnFault(
         faultOf(err, {
           code: 'ERR_TICKWHEEL_LISTENER_FAILED',
-          message: `onFault threw: ${describe(err)}`,
+          message: `onFault threw: ${err instanceof Error ? err.message : String(err)}`,
         }),
       );
     }
@@ -124,10 +124,6 @@ export function oncePer(ms: number, report: FaultReporter, now = Date.now): Faul
     last.set(key, at);
     report(fault);
   };
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 function clip(text: string): string {

@@ -7,6 +7,7 @@
  */
 
 import { SystemClock, type Clock } from '../clock/index.js';
+import type { TopicStateCounts } from '../protocol/model.js';
 import type { TimerWheelStats } from '../timer/index.js';
 import type { BackendStats } from './backend.js';
 import type { QueueReport } from './report.js';
@@ -33,12 +34,8 @@ export async function noteLastWrite(
   report.recoveredAfter(clock.now() - Math.max(0, Date.now() - written));
 }
 
-/** stats() of the embedded queue besides the report's counters: what is held where. */
 export function embeddedStats({ held, store, loadedUntil, timers }: StatsSources): BackendStats {
-  const byTopic: Record<
-    string,
-    { scheduled: number; ready: number; inflight: number; dead: number }
-  > = {};
+  const byTopic: Record<string, TopicStateCounts> = {};
   const topicOf = (topic: string) =>
     (byTopic[topic] ??= { scheduled: 0, ready: 0, inflight: 0, dead: 0 });
   for (const [topic, { pending, dead }] of store.counts().topics) {

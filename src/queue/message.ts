@@ -95,6 +95,14 @@ export function checkId(id: unknown): string {
   return id;
 }
 
+function invalidMessage(message: string): TickwheelTypeError {
+  return new TickwheelTypeError('ERR_TICKWHEEL_INVALID_MESSAGE', message);
+}
+
+function invalidDelay(message: string): TickwheelRangeError {
+  return new TickwheelRangeError('ERR_TICKWHEEL_INVALID_DELAY', message);
+}
+
 /** Resolves delayMs / deliverAt into a due time (epoch ms), refusing nonsense. */
 export function dueTime(
   when: { delayMs?: unknown; deliverAt?: unknown },
@@ -103,28 +111,22 @@ export function dueTime(
 ): number {
   const { delayMs, deliverAt } = when;
   if (delayMs !== undefined && deliverAt !== undefined) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      'give either delayMs or deliverAt, not both',
-    );
+    throw invalidMessage('give either delayMs or deliverAt, not both');
   }
   if (deliverAt !== undefined) {
     if (typeof deliverAt !== 'number' || !Number.isFinite(deliverAt) || deliverAt < 0) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
+      throw invalidDelay(
         `deliverAt must be a Unix time in milliseconds, got ${describe(deliverAt)}`,
       );
     }
     // Against a wall clock, seconds (delivered at once); a ManualClock may start anywhere.
     if (deliverAt < EARLIEST_DELIVER_AT && now >= EARLIEST_DELIVER_AT) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
+      throw invalidDelay(
         `deliverAt ${deliverAt} is before 2001-09-09: it looks like seconds; deliverAt is a Unix time in milliseconds (${deliverAt * 1000} if it was seconds)`,
       );
     }
     if (deliverAt - now > MAX_DELAY_MS) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
+      throw invalidDelay(
         `deliverAt ${deliverAt} is more than 200 years ahead; is it in seconds or microseconds?`,
       );
     }
@@ -132,35 +134,25 @@ export function dueTime(
   }
   if (delayMs !== undefined) {
     if (typeof delayMs !== 'number' || !Number.isFinite(delayMs)) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
+      throw invalidDelay(
         `delayMs must be a finite number of milliseconds, got ${describe(delayMs)}`,
       );
     }
     if (delayMs > MAX_DELAY_MS) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
-        `delayMs ${delayMs} is more than 200 years`,
-      );
+      throw invalidDelay(`delayMs ${delayMs} is more than 200 years`);
     }
     return Math.ceil(now + Math.max(0, delayMs));
   }
   if (required) {
-    throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_MESSAGE', 'give delayMs or deliverAt');
+    throw invalidMessage('give delayMs or deliverAt');
   }
   return Math.ceil(now);
 }
 
-/**
- * The new due time of a reschedule: `when` must be an object giving delayMs or deliverAt
- * (an empty one, or a bare number, would silently mean "now").
- */
+/** A reschedule's due time: `{}` or a bare number would silently mean "now", so refused. */
 export function rescheduleTime(when: unknown, now: number): number {
   if (typeof when !== 'object' || when === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `give { delayMs } or { deliverAt }, got ${describe(when)}`,
-    );
+    throw invalidMessage(`give { delayMs } or { deliverAt }, got ${describe(when)}`);
   }
   return dueTime(when, now, true);
 }
@@ -180,8 +172,7 @@ export function checkBackoff(backoff: unknown): Backoff | undefined {
     (b.maxDelayMs !== undefined &&
       (typeof b.maxDelayMs !== 'number' || !Number.isFinite(b.maxDelayMs) || b.maxDelayMs < 0))
   ) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
+    throw invalidMessage(
       "backoff must be { type: 'fixed' | 'exponential', delayMs >= 0, jitter?: 0..1, maxDelayMs?: >= 0 }",
     );
   }
@@ -222,11 +213,11 @@ const decoder = new TextDecoder();
 /** JSON payloads up to this many characters stay text until the store writes them. */
 const TEXT_PAYLOAD_CHARS = 4096;
 
+/** A payload's kind and bytes, or (short JSON) its text: see MessageState.payloadText. */
+type EncodedPayload = { kind: number; bytes: Uint8Array | undefined; text: string | undefined };
+
 /** Checks and encodes a payload: bytes as they are, else JSON (`text` when short). */
-export function encodePayload(
-  payload: unknown,
-  maxBytes: number,
-): { kind: number; bytes: Uint8Array | undefined; text: string | undefined } {
+export function encodePayload(payload: unknown, maxBytes: number): EncodedPayload {
   if (payload instanceof Uint8Array) {
     checkPayloadSize(payload.byteLength, maxBytes);
     return { kind: PAYLOAD_BYTES, bytes: payload, text: undefined };
@@ -237,16 +228,10 @@ export function encodePayload(
   } catch (err) {
     // JSON.stringify runs out of stack on a payload nested some thousands deep.
     const why = err instanceof RangeError ? 'it is nested too deeply' : (err as Error).message;
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `payload must be JSON-serialisable or bytes: ${why}`,
-    );
+    throw invalidMessage(`payload must be JSON-serialisable or bytes: ${why}`);
   }
   if (text === undefined) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `payload must be JSON-serialisable or bytes, got ${describe(payload)}`,
-    );
+    throw invalidMessage(`payload must be JSON-serialisable or bytes, got ${describe(payload)}`);
   }
   // UTF-8 takes at most 3 bytes per UTF-16 unit (JSON.stringify escapes lone surrogates).
   if (text.length * 3 > maxBytes) checkPayloadSize(Buffer.byteLength(text, 'utf8'), maxBytes);
@@ -345,7 +330,7 @@ export interface CheckedRequest {
   deliverAt: number;
   maxAttempts: number;
   backoff: Backoff | undefined;
-  payload: { kind: number; bytes: Uint8Array | undefined; text: string | undefined };
+  payload: EncodedPayload;
   trace: TraceContext | undefined;
 }
 
@@ -364,8 +349,7 @@ const REQUEST_FIELDS = new Set([
 function checkFields(request: object): void {
   for (const key in request) {
     if (!REQUEST_FIELDS.has(key) && Object.hasOwn(request, key)) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
+      throw invalidMessage(
         `a message has no field ${JSON.stringify(key)} (its fields: ${[...REQUEST_FIELDS].join(', ')})`,
       );
     }
@@ -384,10 +368,7 @@ export function checkRequest(
   makeId = true,
 ): CheckedRequest {
   if (typeof request !== 'object' || request === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `${where}a message must be an object, got ${describe(request)}`,
-    );
+    throw invalidMessage(`${where}a message must be an object, got ${describe(request)}`);
   }
   const given = request as ScheduleRequest;
   try {

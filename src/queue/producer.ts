@@ -9,6 +9,7 @@
  */
 
 import type { Clock } from '../clock/index.js';
+import type { Scheduled } from './backend.js';
 import {
   isMaybeWritten,
   mayHaveWritten,
@@ -23,9 +24,7 @@ import { nearMessage, type NearMessage } from './near-message.js';
 import type { NearHorizon } from './near.js';
 import type { QueueReport } from './report.js';
 import type { QueueParts } from './parts.js';
-import type { Store } from './store.js';
-
-type Scheduled = { id: string; deliverAt: number };
+import type { Store, StoredMessage } from './store.js';
 
 export class Producer {
   private readonly store: Store;
@@ -139,19 +138,15 @@ export class Producer {
     const now = this.clock.now();
     return this.locks.run(id, async () => {
       let near = this.near.get(id);
-      let message: MessageState | undefined = near;
+      let message: NearMessage | StoredMessage | undefined = near;
       if (message === undefined) {
         const stored = await this.store.lookup(id);
         // A horizon load may have taken the message into memory while lookup ran.
         near = this.near.get(id);
         message = near ?? stored;
       }
-      if (message === undefined || (near !== undefined && near.status === 'inflight')) {
-        return undefined;
-      }
-      if (near === undefined && (message as { status?: string }).status === 'dead') {
-        return undefined;
-      }
+      const status = message?.status;
+      if (message === undefined || status === 'inflight' || status === 'dead') return undefined;
       if (near !== undefined) this.near.release(near);
       else this.near.supersede(id);
       const previous = message.deliverAt;

@@ -29,24 +29,12 @@ export { PushError } from './push-sender.js';
 import type { TopicGate } from './topics.js';
 import type { ReceivedMessage } from './types.js';
 import type { WorkerSettings } from './worker.js';
-import type { PushMethod, PushStats, PushTargetView } from '../protocol/model.js';
+import type { PushMethod, PushStats, PushTargetInput, PushTargetView } from '../protocol/model.js';
 
 export type { PushMethod, PushStats, PushTargetView } from '../protocol/model.js';
 
-/** Where a topic's messages are pushed, as given and stored. */
-export interface PushTarget {
-  /** An http: or https: URL, with no user name or password in it (use headers). */
-  url: string;
-  method: PushMethod;
-  /** Sent with every request (such as an Authorization header); never read back. */
-  headers: Record<string, string>;
-  /** An attempt with no full answer within this long fails: 1 ms to 10 min, default 10 s. */
-  timeoutMs: number;
-  /** Requests at once, at most (per node of a cluster): 1 to 1000, default 10. */
-  concurrency: number;
-  /** The HMAC-SHA256 key every request is signed with: 16 to 512 characters. */
-  secret: string;
-}
+/** Where a topic's messages are pushed, checked (bounds in checkPushTarget) and stored. */
+export type PushTarget = Required<PushTargetInput>;
 
 export const PUSH_METHODS: readonly PushMethod[] = ['POST', 'PUT', 'PATCH'];
 export const DEFAULT_PUSH_TIMEOUT_MS = 10_000;
@@ -220,11 +208,6 @@ export function samePushTarget(a: PushTarget | null, b: PushTarget | null): bool
   );
 }
 
-/** How long a pushed delivery stays invisible: its attempt's timeout, twice, plus a second. */
-export function pushVisibilityMs(target: PushTarget): number {
-  return target.timeoutMs * 2 + 1000;
-}
-
 /** Starts a worker over the queue's receive (the engine's, or a cluster node's). */
 export type StartWorker = (
   topic: string,
@@ -330,7 +313,8 @@ export class Pushers {
     };
     const worker = this.startWorker(topic, handler, {
       concurrency: target.concurrency,
-      visibilityMs: pushVisibilityMs(target),
+      // Twice the attempt's timeout plus a second: a running push is never handed out again.
+      visibilityMs: target.timeoutMs * 2 + 1000,
       // A failed attempt is counted above and kept as its message's lastError: no warning.
       // Failed receives and acks are the queue's trouble and are warned about.
       onError: (err) => {
