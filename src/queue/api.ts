@@ -70,10 +70,9 @@ export interface QueueOperations<Payload = unknown> {
     options?: ConsumeOptions,
   ): { close(): Promise<void> };
   /**
-   * A topic's pending messages (scheduled, ready, in flight) due in [from, until), in due-time
-   * order, a page of up to `limit` (default 100, at most 1,000) at a time: pass the page's
-   * `cursor` back for the next (absent on the last page). A page may hold fewer than `limit`
-   * messages and still carry a cursor. See docs/storage.md, "Browsing what is scheduled".
+   * A topic's pending messages due in [from, until), in due-time order, a page of up to `limit`
+   * at a time: pass `cursor` back for the next (absent on the last; a page may hold fewer than
+   * `limit` and still carry one). See docs/storage.md, "Browsing what is scheduled".
    */
   list(options: ListOptions): Promise<ListPage>;
   /** Dead messages of a topic, oldest first. */

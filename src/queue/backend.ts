@@ -1,23 +1,17 @@
 /**
- * The backend contract: what holds a queue's messages behind the checked facade
- * (checked-queue.ts). The embedded engine (engine.ts, over a Store) and the Valkey/Redis node
- * (src/cluster/backend.ts) implement it; docs/architecture.md says how to write another.
- *
- * The facade has checked every argument and calls nothing once closed, so a backend checks no
- * argument of its own. It keeps these promises:
+ * The backend contract behind the checked facade (checked-queue.ts), implemented by the embedded
+ * engine (engine.ts) and the Valkey/Redis node (src/cluster/backend.ts); docs/architecture.md
+ * says how to write another. The facade has checked every argument and calls nothing once
+ * closed. A backend keeps these promises:
  *
  *   - Never early: nothing is handed out before its `deliverAt` by `now()`; messages due at the
  *     same instant go out in scheduling order where one process schedules them.
- *   - At least once: a message leaves only by ack, cancel, or burial as a dead letter; a
- *     delivery not acknowledged within its visibility timeout is due again.
- *   - Durable when resolved: a schedule, cancel, move, or durable ack or nack resolves once it
- *     survives what the backend promises to survive. A write that may have happened before it
- *     failed rejects with a TickwheelOutcomeError (mayHaveWritten), never as if nothing happened.
- *   - Fenced where shared: only the owner of a message's part hands it out, and an owner that
- *     lost its lease changes nothing.
+ *   - At least once: a message leaves only by ack, cancel, or burial as a dead letter.
+ *   - Durable when resolved; a write that may have happened before it failed rejects with a
+ *     TickwheelOutcomeError (mayHaveWritten), never as if nothing happened.
+ *   - Fenced where shared: an owner that lost its lease changes nothing.
  *
- * A backend keeps no counters and emits no events: it tells the facade's QueueReport (report.ts)
- * what happened, and the report counts and emits the same way for every backend.
+ * It keeps no counters and emits no events: it tells the facade's QueueReport (report.ts).
  */
 
 import type { QueueCounters, QueueStats } from '../protocol/model.js';
@@ -67,14 +61,12 @@ export interface QueueBackend {
   schedule(message: CheckedRequest): Promise<Scheduled>;
   /** schedule() for many, in order; any subset may be written when it rejects. */
   scheduleMany(messages: readonly CheckedRequest[]): Promise<Scheduled[]>;
-  /** Finishes a live message as cancelled; false when it was not live. */
   cancel(id: string): Promise<boolean>;
   /** Moves a scheduled or ready message; the due time stored, or undefined (in flight, gone). */
   moveTo(id: string, deliverAt: number): Promise<number | undefined>;
   /** A dead message due again at `deliverAt` with its attempts reset; false if not dead. */
   requeue(id: string, deliverAt: number): Promise<boolean>;
   get(id: string): Promise<MessageInfo | undefined>;
-  /** A live or dead message's payload, decoded; undefined when it is neither. */
   payload(id: string): Promise<{ value: unknown } | undefined>;
 
   receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]>;

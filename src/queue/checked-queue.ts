@@ -68,10 +68,7 @@ import { endProducer, endProducers, producerSpan } from './tracing.js';
 
 const MAX_EDGES = 1_000;
 
-/**
- * `Payload` types the payloads of the messages scheduled and received (unknown by default): the
- * caller's promise, as in BullMQ, not checked at run time; the backend knows none.
- */
+/** `Payload`: the caller's type of the payloads (as in BullMQ), not checked at run time. */
 export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
   private readonly consumers = new Set<{ close(): Promise<void> }>();
   private readonly pushers: Pushers;

@@ -1,25 +1,14 @@
 /**
- * Payloads decoded before a burst comes due.
+ * Payloads decoded before a burst comes due. Parsing JSON is a third of a delivery's work and
+ * does not depend on when it is done, so the payloads of a burst due in one millisecond are
+ * parsed while it waits, and its deliveries take the parsed objects.
  *
- * A burst due in one millisecond (a campaign at 09:00:00) sits in memory for seconds, then must
- * be delivered all at once. Parsing a JSON payload is a third of a delivery's work (~300 ns for
- * a 60-byte object) and does not depend on when it is done, so a dense burst's payloads are
- * parsed ahead, in small steps while the queue is idle, and a delivery takes the parsed object.
- *
- * Noted: near.ts calls note() for a message it puts in a dense millisecond's due group (from the
- * DENSE_PER_MS-th message of it on); JSON payloads up to MAX_PAYLOAD_CHARS are kept, at most
- * MAX_NOTED of one second. Notes go into a bucket per second of due time, opened AHEAD_MS before
- * it (one wheel timer, for the earliest closed bucket). Open buckets are decoded in steps of
- * STEP_BUDGET_MS of real time, one per turn of the event loop (Node's own setImmediate: a
- * test's fake timers must not stall it), and only while consumers are not behind (else steps
- * wait BUSY_RETRY_MS: decoding would take CPU from them). Buckets whose second passed are dropped.
- *
- * Memory: at most MAX_DECODED_CHARS of text held parsed, besides the notes (8 bytes each, each
- * holding its message until its second is processed or passes).
- *
- * Semantics do not change: a held message's payload never changes, a parsed object goes to one
- * delivery only and is dropped when its message leaves memory. A message noted twice is decoded
- * once; one that moved to another second or left the scheduled state is skipped.
+ * near.ts notes the messages of a dense millisecond's due group (JSON up to MAX_PAYLOAD_CHARS,
+ * at most MAX_NOTED a second) into a bucket per second of due time, opened AHEAD_MS before it
+ * by one wheel timer. Open buckets are decoded in steps of STEP_BUDGET_MS, one per turn of the
+ * event loop (Node's own setImmediate: fake timers must not stall it), only while consumers are
+ * not behind. At most MAX_DECODED_CHARS are held parsed. A parsed object goes to one delivery
+ * only and is dropped when its message leaves memory or moves to another second.
  */
 
 import { performance as realClock } from 'node:perf_hooks';
@@ -35,9 +24,8 @@ const BUCKET_MS = 1000;
 /** A bucket opens this long before its first millisecond. */
 const AHEAD_MS = 1000;
 /**
- * Messages due in one millisecond for it to count as dense (near.ts: they share one due timer,
- * and are noted here). A steady stream (a million a second is 1,000 a millisecond) gains
- * nothing: parsed ahead, its objects got promoted out of the young generation.
+ * Messages due in one millisecond for it to count as dense (they share one due timer). A
+ * steady stream gains nothing: objects parsed ahead got promoted out of the young generation.
  */
 export const DENSE_PER_MS = 2048;
 /** Notes of one second of due time, at most (8 bytes each). */

@@ -8,14 +8,8 @@
  *                                  attempts used up ─► store.bury (dead letter)
  *   every horizonMs / 4: store.loadUntil(now + horizonMs) brings the next slice into memory
  *
- * Time is Unix epoch milliseconds from the queue's clock. Never delivered before its due time;
- * a burst due at the same instant is delivered in scheduling order. Every operation that
- * changes one message runs under that message's id lock (locks.ts), in call order; ack() skips
- * the lock when nothing else runs on the id (its change is synchronous, so later calls see it).
- *
- * Each operation is handed to the part that owns it: producer.ts (schedule, cancel, move),
- * deliveries.ts (receive, ack, nack, timeouts, dead letters), near.ts (held messages),
- * horizon.ts (loading the next slice), waiters.ts (long polls), recurring.ts, insights.ts.
+ * Every operation that changes one message runs under its id lock (locks.ts), in call order;
+ * ack() skips the lock when nothing else runs on the id (its change is synchronous).
  */
 
 import { TimerWheel } from '../timer/index.js';

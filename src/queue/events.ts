@@ -1,15 +1,8 @@
 /**
- * Message events, as they happen (not stored):
- *
- *   queue.events.on('acked', (event) => ...);           // one event per type,
- *   queue.events.on('event', (event) => ...);           // and 'event' for every type
- *   for await (const event of queue.events.watch({ topic: 'emails', signal })) { ... }
- *
- * `failed`: a delivery failed (nacked, threw, timed out) and is due again at `deliverAt`;
- * `dead`: out of attempts. No event is built while nobody listens (`active`). watch() buffers
- * up to `buffer` events, then throws ERR_TICKWHEEL_EVENTS_LOST rather than skip silently.
- * Listeners run synchronously inside the queue's operations; one that throws is reported, and
- * the queue carries on.
+ * Message events, as they happen (not stored): `events.on('acked' | ... | 'event', listener)`,
+ * or `for await (const event of events.watch({ topic, signal }))`. No event is built while
+ * nobody listens. watch() buffers up to `buffer` events, then throws ERR_TICKWHEEL_EVENTS_LOST
+ * rather than skip silently. Listeners run synchronously; one that throws is reported.
  */
 
 import type { TraceContext } from '../protocol/trace-context.js';

@@ -29,7 +29,6 @@ export type FaultCode = TickwheelErrorCode | FaultOnlyCode;
 
 export type FaultLevel = 'error' | 'warn' | 'info';
 
-/** A value a log line can hold as it is. */
 export type FaultField = string | number | boolean;
 
 export interface QueueFault {
@@ -83,7 +82,6 @@ export function faultOf(
   };
 }
 
-/** The default handler: a process warning with the fault's name, code and text. */
 export function warnFault(fault: QueueFault): void {
   const warning = new Error(fault.message, fault.error === undefined ? {} : { cause: fault.error });
   warning.name = fault.name;

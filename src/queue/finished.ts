@@ -1,11 +1,7 @@
 /**
- * Finished messages (acked or cancelled) that get() still reports, for a while.
- *
- * Two generations of at most `capacity` each: when the newer fills up it becomes the older and
- * the previous older is dropped whole, so between `capacity` and twice that many of the latest
- * are remembered with O(1) work per finish; the newer shadows an older copy of a reused id. A
- * generation is an array indexed by id only when get() asks (a Map set costs ~100 ns, on the
- * path of every ack). The message objects are kept, payload dropped: finishing allocates nothing.
+ * Finished messages that get() still reports: two generations of at most `capacity`, the older
+ * dropped whole when the newer fills, so O(1) work per finish. A generation is indexed by id
+ * only when get() asks (a Map set would cost every ack ~100 ns).
  */
 
 import type { MessageState } from './message.js';

@@ -1,16 +1,11 @@
 /**
- * The near horizon's held messages by id (near.ts), with deletes made cheap.
- *
- * A Map delete by id costs ~190 ns at 100,000 held messages (the largest cost of an ack), so a
- * release leaves its entry, stale once the message is not `held`. A sweep moves the held
- * messages into a new map and drops the old one whole (~40-100 ns per stale entry), a bounded
- * step a turn, looking in both maps meanwhile. It starts once stale entries outnumber the held
- * (plus SWEEP_MIN), or twice that while ready messages wait (a burst is being delivered). When
- * nothing is held both maps are dropped at once, so a drained burst pays nothing.
+ * The near horizon's held messages by id. A Map delete costs ~190 ns (the largest cost of an
+ * ack), so a release leaves a stale entry; once stale entries outnumber the held (twice that
+ * while a burst is delivered), a sweep moves the held into a new map, a step a turn, and drops
+ * the old one whole. When nothing is held both maps are dropped at once.
  *
  * Invariants: a held message is the entry of its id in `byId`, or, while a sweep moves them,
- * `byId` has no entry for the id and `moving.from` has it; `count` counts the held messages,
- * `stale` at least the stale entries of `byId`.
+ * `byId` has no entry for the id and `moving.from` has it; `stale` >= the stale entries of `byId`.
  */
 
 import type { NearMessage } from './near-message.js';
@@ -72,10 +67,7 @@ export class HeldIds {
     if (this.stale > this.count + SWEEP_MIN) this.queueSweep();
   }
 
-  /**
-   * Whether the stale entries of `byId` are enough for a sweep to start: more than the held
-   * messages, or twice that while ready messages wait.
-   */
+  /** Whether enough entries of `byId` are stale for a sweep to start. */
   private sweepDue(): boolean {
     if (this.moving !== undefined) return false;
     const over = this.stale - SWEEP_MIN;
@@ -88,10 +80,7 @@ export class HeldIds {
     setImmediate(this.sweep);
   }
 
-  /**
-   * Drops the id maps when nothing is held; else starts or carries on moving the held messages
-   * into a new map, a step a turn.
-   */
+  /** Drops the id maps when nothing is held; else moves a step of the held into a new map. */
   private readonly sweep = (): void => {
     this.sweepQueued = false;
     if (this.count === 0) {

@@ -1,16 +1,8 @@
 /**
- * The horizon: which messages live in memory and which stay with the store.
- *
- *        now                    loadedUntil
- *   ──────┼──────────────────────────┼──────────────────────────────────────► due time
- *         │   near: in memory, on    │   far: only in the store (its log and
- *         │   the wheel (near.ts)    │   index), about 20–30 bytes of RAM each
- *
- * Invariant: every live message due before `loadedUntil` is held in memory, or is being handed
- * over by the load under way; none due at or after it is (`admits`, and the store's
- * `inHorizon`). Every horizonMs / 4 `loadedUntil` moves forward (never back) and one load
- * hands over what came inside. A failing load is reported once per kind of failure and by
- * problem(); what did not load is handed over on the next tick.
+ * The horizon: every live message due before `loadedUntil` is held in memory (near.ts), or is
+ * being handed over by the load under way; none due at or after it is. Every horizonMs / 4
+ * `loadedUntil` moves forward (never back) and one load hands over what came inside; a failing
+ * load is reported once per kind of failure, and retried on the next tick.
  */
 
 import type { Clock } from '../clock/index.js';
@@ -43,7 +35,6 @@ export class Horizon {
     return deliverAt < this.until;
   }
 
-  /** Recovers the store, holding what is due within the horizon, and starts the loader. */
   async start(wheel: Pick<TimerWheel<unknown>, 'setInterval'>): Promise<RecoveryReport> {
     this.until = this.store.horizonEnd(this.clock.now() + this.horizonMs);
     const report = await this.store.recover(this.until, (message) => this.near.hold(message));
@@ -72,7 +63,6 @@ export class Horizon {
     return `loading messages due before ${new Date(this.until).toISOString()} fails: ${failing.message} (since ${new Date(failing.since).toISOString()}; retried every tick)`;
   }
 
-  /** Resolves once the load under way, and any started meanwhile, has finished. */
   async settled(): Promise<void> {
     while (this.loading !== undefined) await this.loading;
   }

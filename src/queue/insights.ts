@@ -61,10 +61,8 @@ export function embeddedStats({ held, store, loadedUntil, timers }: StatsSources
 }
 
 /**
- * Every scheduled message, by time until due, exact for the edges it returns. Held messages
- * count by their due time, those on disk by their minute (or `loadedUntil`, if later). An edge
- * past `loadedUntil` is moved back to a whole minute (or `loadedUntil`), so no minute on disk
- * straddles it. One step per distinct due time held and per minute on disk.
+ * Scheduled messages by time until due: held ones by due time, those on disk by minute. An edge
+ * past `loadedUntil` is moved back to a whole minute (or `loadedUntil`), so none straddles one.
  *
  * Worked example: now 12:00:20, loadedUntil 12:02:00, edges 60 s and 1 h. The 60 s edge
  * (12:01:20) is in memory and stays; the 1 h edge (13:00:20) becomes 13:00:00, i.e. 3,580,000

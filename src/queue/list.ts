@@ -1,11 +1,7 @@
 /**
- * list(): browsing a topic's pending messages in due-time order, a page at a time.
- *
- * Every backend orders messages by a key, (deliverAt, seq, id): `seq` is the backend's
- * scheduling order (0 where it knows none). A page ends at a key and the next one starts
- * strictly after it, so messages scheduled or cancelled between two pages neither repeat nor
- * hide the others. The cursor is that key and the topic as base64url JSON, checked in full
- * when it comes back.
+ * list(): a topic's pending messages by key (deliverAt, seq: the backend's scheduling order,
+ * id), a page at a time. The next page starts strictly after the last key, so changes between
+ * pages neither repeat nor hide messages. The cursor is that key and the topic, base64url JSON.
  */
 
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
@@ -63,7 +59,6 @@ export function inRange(query: ListQuery, key: ListKey): boolean {
   );
 }
 
-/** list()'s options checked; bad ones are ERR_TICKWHEEL_INVALID_OPTION (or _TOPIC). */
 export function checkListOptions(options: ListOptions): ListQuery {
   checkOptionsObject(options, 'list options', "{ topic: 'emails', limit: 100 }");
   checkKnownOptions(options, ['topic', 'from', 'until', 'limit', 'cursor'], 'list()');
@@ -89,7 +84,6 @@ export function encodeCursor(topic: string, key: ListKey): string {
   return Buffer.from(body, 'utf8').toString('base64url');
 }
 
-/** The key a cursor names; refuses one that is malformed, or is another topic's. */
 export function decodeCursor(cursor: unknown, topic: string): ListKey {
   if (typeof cursor !== 'string' || cursor.length === 0 || cursor.length > MAX_CURSOR_CHARS) {
     throw badCursor(`got ${describe(cursor)}`);

@@ -8,10 +8,7 @@ import { checkTraceContext, type TraceContext } from '../protocol/trace-context.
 
 export type { MessageStatus, Backoff } from '../protocol/model.js';
 
-/**
- * A message to schedule. `Payload` is the type of its payload (any JSON value, or bytes as a
- * Buffer / Uint8Array), as the queue or the client is typed: `DelayQueue.open<Order>(...)`.
- */
+/** A message to schedule; its payload any JSON value, or bytes (Buffer / Uint8Array). */
 export interface ScheduleRequest<Payload = unknown> {
   topic: string;
   payload: Payload;
@@ -42,9 +39,8 @@ export interface MessageState {
   /** The encoded payload, when in memory; stores may drop it and read it back by `ref`. */
   payload: Uint8Array | undefined;
   /**
-   * A short JSON payload as text (then `payload` is undefined), kept so while the message is
-   * held: the store encodes it where it keeps it, and a receive parses the text, so no bytes are
-   * made only to be decoded again.
+   * A short JSON payload as text (then `payload` is undefined) while held: the store encodes it
+   * where it keeps it, and a receive parses the text; no bytes made only to be decoded.
    */
   payloadText?: string | undefined;
   /** The store's own reference to the message's payload (a log position for the file store). */

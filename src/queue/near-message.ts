@@ -24,7 +24,6 @@ export interface NearMessage extends MessageState {
   version: number;
   /** In memory (cheaper to test than a lookup by id). */
   held: boolean;
-  /** Its receipt slot while in flight, else -1. */
   slot: number;
   tally: HeldTally | undefined;
   /** Its payload parsed ahead of a dense burst (decode-ahead.ts), or UNDECODED. */

@@ -58,7 +58,6 @@ export interface QueueSettings extends QueueLimits {
   payloadMemoryBytes: number;
 }
 
-/** The options every backend shares, checked once for all (the same bounds everywhere). */
 export function checkQueueOptions(options: QueueOptions): QueueLimits {
   return {
     horizonMs: checkOption(options.horizonMs ?? 60_000, 'horizonMs', 10, 86_400_000),

@@ -1,11 +1,7 @@
 /**
- * The producer side of the engine: schedule, scheduleMany, cancel, reschedule, requeue.
- *
- * Every change is durable in the store before memory follows: a message is held (near.ts) only
- * once its add or move has resolved, and only if due within the horizon. A caller-given id is
- * added under its lock, so dedup and the add are one step; a fresh id takes no lock. A change
- * to a message that is not held is announced to the near horizon (`supersede`): a horizon load
- * running meanwhile must not take over the stale copy it read.
+ * The engine's producer side. Every change is durable in the store before memory follows. A
+ * caller-given id is added under its lock (dedup and add are one step). A change to a message
+ * not held is announced (`supersede`): a horizon load meanwhile must not take its stale copy.
  */
 
 import type { Clock } from '../clock/index.js';

@@ -1,13 +1,8 @@
 /**
- * Which addresses a push may reach (docs/push.md, Security). Whoever sets a push target chooses
- * where the queue's process sends requests, so a target is refused when its host is, or
- * resolves to, an internal address (INTERNAL below; IPv4 inside IPv6, mapped or NAT64, judged
- * as the IPv4 address) unless the operator allows it (`push: { allow }`, `--push-allow`).
- *
- * Checked twice: when a target is set (every address its host resolves to, so whoever sets it
- * hears), and at every connection, since a later answer may differ (DNS rebinding): the
- * sender's `lookup` sees the addresses the socket connects to, and literal IP hosts (no lookup)
- * are checked before each request.
+ * Which addresses a push may reach (docs/push.md, Security): a target whose host is, or
+ * resolves to, an INTERNAL address is refused unless the operator allows it. Checked when a
+ * target is set, and again at every connection (DNS rebinding): the sockets' `lookup`, and
+ * literal IP hosts (no lookup) before each request.
  */
 
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
@@ -53,7 +48,6 @@ interface Block {
   prefix: number;
 }
 
-/** The internal blocks refused by default, with what to call an address in each. */
 const INTERNAL: ReadonlyArray<[string, string]> = [
   ['0.0.0.0/8', 'unspecified'],
   ['10.0.0.0/8', 'private'],
@@ -186,7 +180,6 @@ export class PushGuard {
     }
   }
 
-  /** Refuses an internal `address` not allowed; `host` is the name it came from. */
   checkAddress(host: string, address: string): void {
     const kind = internalKind(address);
     if (kind === undefined) return;
@@ -207,11 +200,7 @@ export class PushGuard {
     if (isIP(host) !== 0 && !this.allowsHost(host)) this.checkAddress(host, host);
   }
 
-  /**
-   * Checks a target as it is set: a literal address directly, a name by every address it
-   * resolves to now. One that does not resolve within SET_LOOKUP_MS is let through: the check at
-   * each connection still holds.
-   */
+  /** Checks a target as it is set: a name by every address it resolves to now (if it does). */
   async checkTarget(url: string): Promise<void> {
     const { hostname } = new URL(url);
     const host = hostOf(hostname);

@@ -1,16 +1,9 @@
 /**
- * One push target's HTTP requests (push.ts): signs a message (src/protocol/push-signature.ts),
- * sends it, and says whether the receiver took it.
- *
- * - The body is the payload: bytes as application/octet-stream, else its JSON, as signed.
- * - 2xx is success; anything else fails the attempt with a PushError saying why. A failed
- *   answer's body is never read, and its reason phrase is HTTP's own: the receiver may be an
- *   internal service, whose answer must not come back through lastError, stats or logs.
- * - Every connection is checked where it is made (push-guard.ts).
- * - Only 307 and 308 to the same origin are followed (at most MAX_PUSH_REDIRECTS), so a
- *   receiver cannot send a signed request and the target's headers to another host.
- * - The timeout bounds the whole attempt, redirects and the answer's body included.
- * - Connections are kept alive (at most the target's concurrency), not holding the process.
+ * One push target's signed HTTP requests (push.ts). 2xx is success; anything else fails the
+ * attempt with a PushError saying why, never with the answer's body or reason phrase (the
+ * receiver may be an internal service, whose answer must not reach lastError or logs). Only 307
+ * and 308 to the same origin are followed, so a signed request and the target's headers never
+ * go to another host. The timeout bounds the whole attempt, redirects included.
  */
 
 import {
@@ -68,7 +61,6 @@ export class PushSender {
     this.agent = url.protocol === 'https:' ? new HttpsAgent(options) : new HttpAgent(options);
   }
 
-  /** Pushes one delivery: resolves on a 2xx answer, rejects with a PushError otherwise. */
   async send(message: ReceivedMessage): Promise<void> {
     const { body, type } = encode(message.payload);
     const signed = {
@@ -104,7 +96,6 @@ export class PushSender {
     }
   }
 
-  /** Where a redirect leads, if it may be followed; a PushError if not. */
   private redirect(from: URL, answer: Answer, redirects: number): URL {
     const status = answer.status;
     if (answer.location === undefined) {

@@ -1,21 +1,14 @@
 /**
- * HTTP push delivery (docs/push.md): a topic with a push target has its messages sent to a URL
- * by the queue itself.
+ * HTTP push delivery (docs/push.md): the queue sends a topic's messages to its push target.
  *
  *   due message ─► Worker (concurrency = the target's) ─► PushSender: signed HTTP request
  *                                                          ├─ 2xx            ─► ack
  *                                                          └─ anything else  ─► nack (reason)
  *
- * Each topic with a target runs one Worker over the queue's own receive, so pushes obey pause,
- * rate limits, visibility timeouts, backoff and dead letters (a failed attempt's reason, never
- * the answer's body, is its lastError). A delivery is invisible for twice the target's timeout
- * plus a second, so a running push is never handed out again. A target is stored with the
- * topic's settings and applied on every node (its concurrency is per node); its secret is never
- * read back. Internal addresses are refused unless allowed (push-guard.ts).
- *
- * A topic's pushes that start failing are one fault (ERR_TICKWHEEL_PUSH_FAILED), told again only
- * when the reason changes, and TICKWHEEL_PUSH_HEALED once one succeeds: a receiver that is down
- * makes a few log lines, not one per attempt.
+ * A Worker over the queue's own receive, so pushes obey pause, rate limits, backoff and dead
+ * letters; a delivery is invisible for twice the target's timeout plus a second, so a running
+ * push is never handed out again. Failing pushes are one fault per topic, told again only when
+ * the reason changes (and TICKWHEEL_PUSH_HEALED once one succeeds), not one per attempt.
  */
 
 import { TickwheelTypeError } from '../errors.js';
@@ -88,7 +81,6 @@ export function fieldsOf(
   return value as Record<string, unknown>;
 }
 
-/** Checks a push target (null: none); every bad field is ERR_TICKWHEEL_INVALID_OPTION. */
 export function checkPushTarget(value: unknown): PushTarget | null {
   if (value === null) return null;
   const given = fieldsOf(
@@ -229,7 +221,6 @@ export class Pushers {
   private readonly counts = new Map<string, PushStats>();
   /** Targets known before start() (read while the queue opens). */
   private readonly pending = new Map<string, PushTarget>();
-  /** Workers being stopped (a target changed or removed), until they end. */
   private readonly stopping = new Set<Promise<void>>();
   private started = false;
   private closed = false;
@@ -351,9 +342,8 @@ export class Pushers {
   }
 
   /**
-   * Stops a topic's worker at once; its requests under way get closeGraceMs to finish before
-   * they are abandoned as failed attempts (the receiver may have done the work: cutting them at
-   * once would turn every stop into retries).
+   * Stops a topic's worker; its requests under way get closeGraceMs to finish (the receiver may
+   * have done the work: cutting them at once would turn every stop into retries).
    */
   private stop(pushing: Pushing): void {
     const grace = setTimeout(() => pushing.sender.abort(), Pushers.closeGraceMs);

@@ -1,13 +1,7 @@
 /**
- * Recurring schedules' definitions: what a user gives (RecurringSpec), checked into what the
- * scheduler keeps (ScheduleSpec), and when each occurrence falls (Occurrences).
- *
- *   cron     5 fields, or 6 with seconds first, in an IANA time zone (default UTC), read by
- *            croner (time zones through Intl, documented DST rules; docs/http-api.md tells
- *            users). A single wall-clock time the spring-forward skips runs at the first instant
- *            after the gap; one the fall-back repeats runs once.
- *   everyMs  a fixed interval, 1 s to 366 days, without drift: at startAt + k * everyMs (k >= 0)
- *            when startAt is given, else at createdAt + k * everyMs (k >= 1).
+ * Recurring schedules' specs, checked, and when their occurrences fall: `cron` (read by croner
+ * in an IANA time zone; DST rules in docs/http-api.md) or `everyMs`, without drift, at startAt
+ * + k * everyMs (k >= 0), else at createdAt + k * everyMs (k >= 1).
  */
 
 import { Cron } from 'croner';
@@ -153,9 +147,8 @@ export interface Occurrences {
 }
 
 /**
- * croner keeps, per pattern, an array of 10,000 years (80 KB), the same for every "any year"
- * pattern (all five- and six-field ones) and only read once built: they share this one (10,000
- * schedules would otherwise hold 800 MB). If a later croner keeps it elsewhere, nothing breaks.
+ * croner keeps per pattern an array of 10,000 years (80 KB), the same for every "any year"
+ * pattern and only read once built: they share this one (else 800 MB for 10,000 schedules).
  */
 const ANY_YEAR: number[] = Array<number>(10_000).fill(1);
 
@@ -196,10 +189,8 @@ function cronOf(expression: string, timezone: string): NextRun {
 }
 
 /**
- * A Cron's next run, keeping its last answer (~100 µs each in a time zone): the run `at` croner
- * gives for `from` is its answer for every time in [from, at) too (across DST changes as well),
- * and many questions fall there: a put() checks then steps a spec, info() asks again, and
- * schedules sharing a Cron come due together.
+ * A Cron's next run, keeping its last answer (~100 µs each): the run `at` croner gives for
+ * `from` is its answer for all of [from, at), where many questions fall (check, step, info).
  */
 function lastAnswerKept(cron: Cron): NextRun {
   // Nothing kept yet: no time is in [from, at).

@@ -1,24 +1,12 @@
 /**
- * Recurring schedules: named cron or interval schedules whose occurrences become ordinary
- * durable messages (recurring-spec.ts says when occurrences fall). An occurrence's message has
- * the id `<name>@<epoch ms>`, so creating it twice is the queue's dedup, not a second message.
- * The store keeps each schedule's record (its spec and `through`, the latest occurrence
- * handled), written after the occurrence's message is durable.
- *
- *   overlap 'allow'  one ahead: when an occurrence comes due, the next one's message is created.
- *                    After a crash between message and record, the restart creates it again and
- *                    the dedup answers with the pending one.
- *   overlap 'skip'   LEAD_MS before the occurrence, only if the previous one's message is no
- *                    longer live; otherwise it is skipped.
- *
- * A message created later than its occurrence is due MIN_LEAD_MS after its creation at the
- * earliest, so the record is durable before it can be delivered (not at open: no consumer can
- * receive yet). Missed occurrences follow catchUp: 'latest' creates the most recent, 'all' each
- * (the latest MAX_CATCH_UP), 'none' none. A paused schedule's occurrences are skipped.
- *
- * A change (put or update) starts a schedule again from its time: the message of an occurrence
- * created ahead and not yet due is cancelled (as by a delete), and an interval without startAt
- * counts from then.
+ * Recurring schedules whose occurrences become ordinary durable messages, with the id
+ * `<name>@<epoch ms>`: creating one twice (after a crash between the message and its record)
+ * is the queue's dedup. The record (spec, `through`: the latest occurrence handled) is written
+ * after the message is durable. overlap 'allow' creates the next occurrence's message when one
+ * comes due; 'skip' creates it LEAD_MS before, only if the previous one's is no longer live.
+ * A message created late is due MIN_LEAD_MS after at the earliest, so its record is durable
+ * first. Missed occurrences follow catchUp. A change starts a schedule again from its time,
+ * cancelling its occurrence created ahead (as a delete does).
  */
 
 import type { Clock } from '../clock/index.js';
@@ -138,7 +126,6 @@ export class Scheduler {
     }
   }
 
-  /** Creates or replaces a schedule (`spec` checked); resolves once its record is durable. */
   async put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
     return this.serial(name, () => this.replace(name, spec));
   }
@@ -157,10 +144,7 @@ export class Scheduler {
     });
   }
 
-  /**
-   * The new record is written first: if that fails nothing has changed (the old schedule, its
-   * timer and its next occurrence stay). Then the old one's next occurrence is cancelled.
-   */
+  /** The new record is written first (failing, nothing changed), then the old occurrence cancelled. */
   private async replace(name: string, checked: ScheduleSpec): Promise<ScheduleInfo> {
     const old = this.held.get(name);
     const record = recordFor(name, checked, old?.record, this.clock.now());
@@ -192,7 +176,6 @@ export class Scheduler {
       .map((held) => this.info(held));
   }
 
-  /** Deletes a schedule, cancelling its occurrence created ahead; false if there is none. */
   async delete(name: string): Promise<boolean> {
     return this.serial(name, async () => {
       const held = this.held.get(name);
@@ -291,10 +274,7 @@ export class Scheduler {
     }
   }
 
-  /**
-   * Brings a schedule up to date: missed occurrences by its catchUp, the occurrence due for
-   * creation now (one ahead, or LEAD_MS before for 'skip'), then a timer for the next step.
-   */
+  /** Brings a schedule up to date (missed occurrences, the one due for creation), then arms a timer. */
   private async step(held: Held, atOpen: boolean): Promise<void> {
     const { record, occurrences } = held;
     held.timer = undefined;
@@ -365,9 +345,8 @@ export class Scheduler {
   }
 
   /**
-   * Writes the record with `changes`, and adopts them only once that is durable: a failed write
-   * leaves the record as the store has it, so the retry does the step again (and the queue's
-   * dedup answers an occurrence made before).
+   * Writes the record with `changes`, adopted once durable: after a failed write the retry does
+   * the step again (the queue's dedup answers an occurrence made before).
    */
   private async save(held: Held, changes: Partial<ScheduleRecord>): Promise<void> {
     const next = { ...held.record, ...changes };
@@ -408,11 +387,9 @@ export class Scheduler {
 }
 
 /**
- * Occurrences after `base` up to `now`: the latest MAX_CATCH_UP of them (in order) and how many
- * there are; and `next`, the first after `now` (null if none). Interval schedules are counted by
- * arithmetic; cron ones are scanned (after SCAN_BUDGET steps the scan jumps to the last week,
- * counting what it jumped over as one). `next` is where the scan stopped: next(t) answers the
- * same for every time from t up to that occurrence, `now` among them.
+ * Occurrences after `base` up to `now`: the latest MAX_CATCH_UP (in order), how many there are,
+ * and `next`, the first after `now`. Cron ones are scanned (after SCAN_BUDGET steps the scan
+ * jumps to the last week, counting the jump as one); `next` is where the scan stopped.
  */
 function missedAfter(
   occurrences: Occurrences,

@@ -1,14 +1,9 @@
 /**
- * QueueReport: what happened to a queue's messages, the same way on every backend. The backend
- * calls one method per happening, and the report turns each into its counter, lateness figure
- * and event (events.ts), reported under the same keys everywhere (docs/metrics.md).
- *
- * Lateness counts from when a message could first have been delivered: its due time, or when
- * it was handed in if that was later (one scheduled for months ago is not months late).
- * `lateFrom` keeps those hand-in times until the first delivery; it is usually empty.
- *
- * - fire lateness (due → ready): a ring of the last LATENESS_SAMPLES, for quantiles;
- * - delivery lateness (due → first delivery): a Prometheus histogram.
+ * QueueReport: the backend calls one method per happening, and the report turns each into its
+ * counter, lateness figure and event, the same on every backend (docs/metrics.md). Lateness
+ * counts from when a message could first have been delivered: its due time, or its hand-in time
+ * if later (`lateFrom`, usually empty). Fire lateness keeps the last LATENESS_SAMPLES for
+ * quantiles; first-delivery lateness is a Prometheus histogram.
  */
 
 import type { DeliveryLateness, FireLateness, QueueCounters } from '../protocol/model.js';
@@ -57,11 +52,7 @@ export class QueueReport {
     this.events = new QueueEvents(now, onFault);
   }
 
-  /**
-   * The queue opened on data last written at `lastWrite` (its clock): a message already overdue
-   * then counts from then (its hand-in time is not on disk); one that came due while the queue
-   * was down counts from its due time.
-   */
+  /** Data last written at `lastWrite`: a message overdue then counts from then (no hand-in time). */
   recoveredAfter(lastWrite: number): void {
     this.floor = lastWrite;
   }
@@ -152,7 +143,6 @@ export class QueueReport {
     this.counters.expired++;
   }
 
-  /** A failed delivery is due again (its new due time in `message`). */
   failed(message: EventSource | undefined, reason: string | undefined): void {
     if (message !== undefined) this.events.record('failed', message, reason);
   }

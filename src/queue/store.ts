@@ -1,7 +1,6 @@
 /**
- * The Store interface: what the embedded engine asks of storage. The engine holds the near
- * horizon in memory; the store keeps every live message durably and hands messages over as
- * their due time comes within the horizon. Every implementation keeps this contract:
+ * The Store: keeps every live message of the embedded engine durably, and hands messages over
+ * as their due time comes within the horizon. Every implementation keeps this contract:
  *   - add / move / finish / bury resolve only once the change is durable by the store's promise;
  *   - `loadUntil(t, onDue)` hands over, once each, every live message with deliverAt < t not
  *     handed over before (by recover, a load, or an add or move inside the horizon), in due-time
@@ -43,7 +42,6 @@ export interface Store {
   lastWrittenAt?(): Promise<number | undefined>;
   /** Whether a live (not finished) message has this id, and if so its current state. */
   lookup(id: string): Promise<StoredMessage | undefined>;
-  /** Records a new message; sets message.ref. `inHorizon`: the queue keeps it in memory. */
   add(message: MessageState, inHorizon: boolean): Promise<void>;
   /**
    * Records a new due time (`message.deliverAt`) and attempt count; `previousDeliverAt`: the due
@@ -60,12 +58,8 @@ export interface Store {
    * next write, so a crash just after a hand-out may lose its count.
    */
   handOut?(messages: readonly MessageState[], count: number): void;
-  /**
-   * Optional, for a store that records hand-outs: `delivering(message)`: its handler is not done
-   * yet; `inFlight()`: the messages in flight now. The store may ask at any time.
-   */
+  /** Optional: what the queue knows of its deliveries, which a store may ask at any time. */
   useDeliveries?(deliveries: StoreDeliveries): void;
-  /** Hands over live messages due before `until` (see the contract above). */
   loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void>;
   /**
    * Optional (list() needs it): the pending messages of `query.topic` not handed to the queue,

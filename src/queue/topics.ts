@@ -1,19 +1,10 @@
 /**
- * Topic controls. Every backend puts every receive through a TopicGate, so consume(), the HTTP
- * receive and the client all obey them the same way.
- *
- *   paused        receive() answers nothing (a long poll waits until resumed or its wait ends).
- *                 Schedules, due times, acks, nacks and visibility timeouts go on as usual.
- *   push          an HTTP target the queue sends the topic's messages to itself (push.ts).
- *   rateLimit     a token bucket: `perSecond` tokens a second, at most `burst` saved up (default
- *                 perSecond rounded up, at least 1). A receive takes at most as many messages
- *                 as there are whole tokens, with none waits for the next (within its long
- *                 poll), and gives back the tokens it did not use.
- *
- * Settings are durable (TopicSettingsBackend: the store's data directory, or Valkey) and apply
- * once stored. A change wakes the receives waiting on the topic, so a resume takes effect at
- * once and a pause stops a long poll from handing out what becomes ready after it. Tokens are
- * counted where the backend chooses (TokenBuckets): in this process, or in Valkey for all nodes.
+ * Topic controls, obeyed by every receive of every backend (through a TopicGate): `paused`
+ * (receive answers nothing; all else goes on), `push` (push.ts), `rateLimit` (a token bucket: a
+ * receive takes at most as many messages as whole tokens, with none waits for the next within
+ * its long poll, and gives back what it did not use). Settings are durable and apply once
+ * stored; a change wakes the receives waiting on the topic. Tokens are counted where the backend
+ * chooses (TokenBuckets): in this process, or in Valkey for all nodes.
  */
 
 import { mayHaveWritten, TickwheelCorruptError } from '../errors.js';
@@ -228,9 +219,8 @@ function sameLimit(a: RateLimit | null, b: RateLimit | null): boolean {
 export type Sleep = (ms: number, signal: AbortSignal) => Promise<void>;
 
 /**
- * A queue's receive as the gate uses it: `receive`'s long poll must end empty, once woken, if
- * the topic's settings changed meanwhile (`TopicGate.generation`). `waitReady` waits until a
- * message may be ready, `ms` or an abort, taking nothing (a limited topic holds no tokens).
+ * A queue's receive as the gate uses it: its long poll must end empty, once woken, if the
+ * topic's settings changed meanwhile (`generation`). `waitReady` takes nothing (holds no tokens).
  */
 export interface InnerQueue<T> {
   receive(max: number, waitMs: number): Promise<T[]>;
@@ -327,10 +317,7 @@ export class TopicGate {
     for (const listener of this.listeners) listener(topic, settings);
   }
 
-  /**
-   * A receive through the gate: paused topics answer nothing (waiting out the long poll unless
-   * resumed), limited ones take tokens first and wait for messages holding none.
-   */
+  /** A receive through the gate: limited topics take tokens first, and wait holding none. */
   async receive<T>(
     topic: string,
     max: number,

@@ -1,15 +1,8 @@
 /**
- * OpenTelemetry spans of the queue, after the messaging semantic conventions
- * (docs/observability.md):
- *
- *   create <topic>   PRODUCER, one per message scheduled; its context is stored with the
- *                    message, so the consumer's spans join the producer's trace
- *   process <topic>  CONSUMER, one per delivery run by a Worker: a child of the stored context,
- *                    linked to it; events `ack` / `nack` say how it was settled
- *   dead <topic>     CLIENT, when a message becomes a dead letter
- *
- * `@opentelemetry/api` is an optional peer dependency loaded on first use: without it, or
- * without a tracer provider, no span is made (the active context is still stored).
+ * OpenTelemetry spans after the messaging conventions (docs/observability.md): `create <topic>`
+ * per message scheduled (its context stored with the message), `process <topic>` per delivery
+ * a Worker runs (a child of that context), `dead <topic>` for a dead letter. The optional peer
+ * `@opentelemetry/api` is loaded on first use; without it or a provider no span is made.
  */
 
 import { createRequire } from 'node:module';
@@ -102,9 +95,8 @@ interface Produced {
 }
 
 /**
- * Starts the `create` span of a message about to be scheduled and sets `message.trace` to the
- * context to store: the span's, or (no provider) the given or active one. Returns the span to
- * end with endProducer, or undefined.
+ * Starts the `create` span of a message about to be scheduled (undefined: no provider), and
+ * sets `message.trace` to the context to store: the span's, or the given or active one.
  */
 export function producerSpan(message: Produced, batch: number): Otel.Span | undefined {
   const otel = api();
@@ -150,7 +142,6 @@ export function endProducer<T extends { id: string }>(
   );
 }
 
-/** Ends the `create` spans of a batch when it settles. */
 export function endProducers<T extends { id: string }>(
   spans: readonly (Otel.Span | undefined)[],
   done: Promise<T[]>,
@@ -183,7 +174,6 @@ function failed(span: Otel.Span, err: unknown): void {
   });
 }
 
-/** A delivery being processed: its span and the context its handler runs in. */
 export interface Processing {
   span: Otel.Span;
   context: Otel.Context;
@@ -195,10 +185,7 @@ interface Delivered {
   trace?: TraceContext | undefined;
 }
 
-/**
- * Starts the `process` span of a delivery, a child of the context stored with the message
- * (a root span when it has none) with a link to it; undefined when no provider is registered.
- */
+/** Starts the `process` span of a delivery, a child of its stored context, linked to it. */
 export function startProcess(topic: string, message: Delivered): Processing | undefined {
   const otel = api();
   if (otel === null) return undefined;
@@ -228,10 +215,7 @@ export function runProcessing<M, R>(
   return (api() as Api).context.with(processing.context, handler, undefined, message);
 }
 
-/**
- * Ends a delivery's span with how it was settled: an `ack` event, or a `nack` event with the
- * failure (recorded as the span's exception and error status).
- */
+/** Ends a delivery's span with an `ack` event, or a `nack` event and the failure. */
 export function endProcess(processing: Processing, failure: unknown, failedRun: boolean): void {
   const { span } = processing;
   if (failedRun) {
@@ -259,10 +243,7 @@ export function deadSpan(topic: string, message: Delivered, reason: string | und
     .end();
 }
 
-/**
- * The `traceparent` and `tracestate` headers for an outgoing request: the active span's context
- * when there is one, else `fallback` (the message's stored context).
- */
+/** Trace headers for an outgoing request: the active span's context, else `fallback`. */
 export function traceHeaders(
   headers: Record<string, string>,
   fallback: TraceContext | undefined,

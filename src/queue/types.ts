@@ -16,11 +16,7 @@ export interface QueueOptions {
   visibilityMs?: number;
   /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
   maxWaitMs?: number;
-  /**
-   * Pushes (docs/push.md): `allow` lists the internal addresses (CIDR blocks, addresses, host
-   * names) push targets may reach; every other loopback, private, link-local or unique-local
-   * address is refused. Default: none allowed.
-   */
+  /** Pushes (docs/push.md): `allow` lists the internal addresses push targets may reach. */
   push?: PushOptions;
   /**
    * Takes the queue's background faults (faults.ts): a store write retried, a lease lost, a push

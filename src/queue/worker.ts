@@ -1,27 +1,17 @@
 /**
- * Worker (BullMQ's word): runs a handler over the messages of one topic, from a source that can
- * receive, ack and nack. The embedded and the client's consume() are both a Worker.
+ * Worker (BullMQ's word): runs a handler over one topic's messages from a source that can
+ * receive, ack and nack; the embedded and the client's consume() are both one.
  *
  *   receive up to the free slots ─► handler(message) ─► resolved: ack(receipt)
  *                                                   └─► threw:    nack(receipt, reason)
  *
- * - At most `concurrency` handlers run at once; a slot is free once its handler is done (its ack
- *   need not have landed).
- * - A handler that throws is reported to onError with `{ topic, id, attempts }`, and its message
- *   nacked with the error as its reason. One that runs past its visibility timeout is not
- *   stopped: the message is delivered again, and the late ack is a no-op.
- * - A failed ack or nack is reported with its message's context (acks that share one promise,
- *   once); the message comes back after its visibility timeout.
- * - A failed receive is reported with `{ topic }`, and the worker rests receiveBackoff() before
- *   the next. Only close() ends the worker; an onError that throws becomes a process warning.
- * - close() aborts a long poll and a rest, then resolves once running handlers and their acks
- *   have settled: a handler must not await its own consumer's close(). One still waiting after
- *   closeWarnAfterMs says so in a warning.
- *
- * A synchronous handler makes no promise; acks are tracked by the promise they wait on. A source
- * in this process also answers receiveNow() without a promise, so with a synchronous handler a
- * backlog drains as one loop (yielding every yieldAfterMs). Imports nothing that does I/O, so
- * the client can use it without pulling in the queue.
+ * At most `concurrency` handlers run at once (a slot is free once its handler is done). What
+ * fails goes to onError with its context: a handler that threw (its message nacked), an ack or
+ * nack (once per shared promise), a receive (then the worker rests receiveBackoff()). Only
+ * close() ends the worker: it aborts a long poll, then waits for running handlers and their
+ * acks, so a handler must not await its own consumer's close(). A synchronous handler makes no
+ * promise, and receiveNow() drains a backlog as one loop, yielding every yieldAfterMs. Imports
+ * nothing that does I/O, so the client can use it.
  */
 
 import { performance as realClock } from 'node:perf_hooks';
@@ -48,7 +38,6 @@ import type {
 
 export const MAX_CONCURRENCY = 1000;
 
-/** Where a worker gets its messages from, and sends their outcome to. */
 export interface WorkerSource {
   /** Up to `max` messages, waiting up to `waitMs` for the first; ends soon once `signal` aborts. */
   receive(
@@ -57,9 +46,8 @@ export interface WorkerSource {
     signal: AbortSignal,
   ): Promise<ReceivedMessage[]>;
   /**
-   * Optional, for a source in this process: what is ready now, without a promise when it can be
-   * (a promise where some must be read first; undefined: call receive()). `options` is read at
-   * once: the worker reuses the object.
+   * Optional: what is ready now, without a promise when it can be (undefined: call receive()).
+   * `options` is read at once: the worker reuses the object.
    */
   receiveNow?(
     topic: string,
@@ -89,10 +77,7 @@ const CONSUME_OPTIONS = optionNames<ConsumeOptions>({
 /** Default long-poll wait of the client's consume() (its `waitMs` option). */
 export const DEFAULT_CONSUME_WAIT_MS = 20_000;
 
-/**
- * Checks consume() options when consume is called (not at every receive). `fixedWaitMs`: the
- * wait of each receive where it is not an option (the embedded queue, woken when ready).
- */
+/** Checks consume() options; `fixedWaitMs`: each receive's wait where it is no option. */
 export function checkConsumeOptions(
   options: unknown,
   fixedWaitMs?: number,
@@ -134,14 +119,12 @@ export class Worker implements Consumer {
   /** How long close() waits for running handlers before it warns (tests change it). */
   static closeWarnAfterMs = 10_000;
   /**
-   * After this long without a turn of the event loop the loop takes one: a backlog would
-   * otherwise run as one chain of callbacks with no I/O served. Node's own clock and
-   * setImmediate are imported, so a test's fake timers cannot stall delivery.
+   * After this long without a turn of the event loop the loop takes one, so a backlog does not
+   * starve I/O (with Node's own clock and setImmediate: fake timers must not stall delivery).
    */
   static yieldAfterMs = 10;
   private readonly stopping = new AbortController();
   private active = 0;
-  /** Acks and nacks under way, by the promise they wait on. */
   private readonly settling = new Set<PromiseLike<unknown>>();
   /** The promise track() added last, while it is in `settling`. */
   private trackedLast: PromiseLike<unknown> | undefined;
@@ -346,7 +329,6 @@ function contextOf(topic: string, message: ReceivedMessage): ConsumeErrorContext
   return { topic, id: message.id, attempts: message.attempts };
 }
 
-/** What the default onError reports: a fault that says where the failure was. */
 function consumeFault(err: unknown, context: ConsumeErrorContext): QueueFault {
   const where =
     context.id === undefined
