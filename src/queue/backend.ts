@@ -1,30 +1,17 @@
 /**
- * The backend contract: what holds a queue's messages behind the checked facade (queue.ts,
- * `DelayQueue`). The embedded engine (engine.ts, over a Store) and the Valkey/Redis node
- * (src/cluster/backend.ts) implement it; docs/architecture.md says how to write another.
+ * The backend contract behind the checked facade (checked-queue.ts), implemented by the embedded
+ * engine (engine.ts) and the Valkey/Redis node (src/cluster/backend.ts); docs/architecture.md
+ * says how to write another. The facade has checked every argument and calls nothing once
+ * closed. A backend keeps these promises:
  *
- * The facade has checked every argument before a call arrives here (names, ids, times,
- * payload sizes, options: one set of rules for every backend) and calls nothing once closed.
- * A backend checks no argument of its own; it keeps these promises:
+ *   - Never early: nothing is handed out before its `deliverAt` by `now()`; messages due at the
+ *     same instant go out in scheduling order where one process schedules them.
+ *   - At least once: a message leaves only by ack, cancel, or burial as a dead letter.
+ *   - Durable when resolved; a write that may have happened before it failed rejects with a
+ *     TickwheelOutcomeError (mayHaveWritten), never as if nothing happened.
+ *   - Fenced where shared: an owner that lost its lease changes nothing.
  *
- *   - Never early: a message is handed out no sooner than its `deliverAt` by the backend's
- *     clock (`now()`); messages due at the same instant go out in scheduling order where one
- *     process schedules them.
- *   - At least once: a message leaves only by ack, cancel, or burial as a dead letter after its
- *     last attempt; a delivery not acknowledged within its visibility timeout is due again.
- *   - Durable when resolved: a schedule, cancel, move, or durable ack or nack resolves once it survives
- *     what the backend promises to survive (a crash of the process; of a primary where it
- *     replicates). A write that may have happened before it failed rejects with a
- *     TickwheelOutcomeError (errors.ts, mayHaveWritten), never as if nothing happened.
- *   - Fenced where shared: where several processes serve one queue, only the owner of a
- *     message's part hands it out, and an owner that lost its lease changes nothing.
- *
- * A backend keeps no counters and emits no events of its own: it tells the facade's
- * QueueReport (report.ts), given when it is made, what happened (a message scheduled, fired,
- * delivered, acked, nacked, expired, dead, cancelled, rescheduled), and the report counts, measures
- * lateness and emits the events the same way for every backend.
- *
- * Types only: importing this module runs no code.
+ * It keeps no counters and emits no events: it tells the facade's QueueReport (report.ts).
  */
 
 import type { QueueCounters, QueueStats } from '../protocol/model.js';
@@ -68,30 +55,25 @@ export interface QueueBackend {
   now(): number;
   /** Each receive of consume() waits up to this long (a backend wakes it early when it can). */
   readonly consumeWaitMs: number;
-  /** What opening found on disk; undefined where nothing is recovered. */
   readonly recovery: RecoveryReport | undefined;
 
   /** Adds a message. `message.id === ''`: the backend makes one; otherwise dedup by id. */
   schedule(message: CheckedRequest): Promise<Scheduled>;
   /** schedule() for many, in order; any subset may be written when it rejects. */
   scheduleMany(messages: readonly CheckedRequest[]): Promise<Scheduled[]>;
-  /** Finishes a live message as cancelled; false when it was not live. */
   cancel(id: string): Promise<boolean>;
   /** Moves a scheduled or ready message; the due time stored, or undefined (in flight, gone). */
   moveTo(id: string, deliverAt: number): Promise<number | undefined>;
   /** A dead message due again at `deliverAt` with its attempts reset; false if not dead. */
   requeue(id: string, deliverAt: number): Promise<boolean>;
   get(id: string): Promise<MessageInfo | undefined>;
-  /** A live or dead message's payload, decoded; undefined when it is neither. */
   payload(id: string): Promise<{ value: unknown } | undefined>;
 
   receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]>;
   /**
-   * Resolves once applied: the delivery has ended, and this process never hands the message out
-   * again. `durable`: only once the ack survives what a schedule survives. Not durable, its write
-   * follows (the next group commit, no replication wait), and a write that fails then goes to
-   * the queue's fault handler, never silently away; a crash before it may deliver the message
-   * again (at least once), and nothing else.
+   * Resolves once applied: this process never hands the message out again. `durable`: only once
+   * the ack survives what a schedule survives. Otherwise its write follows (a failure goes to the
+   * fault handler), and a crash before it may deliver the message again, nothing else.
    */
   ack(receipt: string, durable: boolean): Promise<boolean>;
   /** `reason` is clipped already; `delayMs` undefined: the message's backoff. `durable`: as ack. */
@@ -105,25 +87,17 @@ export interface QueueBackend {
   readonly source: WorkerSource;
   /** A consumer started: returns what to call when it stops (the embedded queue holds the process). */
   holdConsumer?(): () => void;
-  /** Dead messages of a topic, oldest first. */
   deadLetters(topic: string, limit: number): Promise<MessageInfo[]>;
   /**
-   * A page of a topic's pending messages (scheduled, ready, in flight) in key order (list.ts:
-   * due time, then the backend's scheduling order, then id), those after `query.after` due in
+   * A page of a topic's pending messages in key order (list.ts), those after `query.after` due in
    * [from, until): at most `query.limit`, and `next`, the key the next page starts after
-   * (undefined: no more). A page started after a key continues exactly there whatever changed
-   * meanwhile. Reading a page must not read the whole schedule: a backend may bound its work
-   * and answer fewer messages (even none) with a `next`, which must then be after
-   * `query.after`. Read-only.
+   * (undefined: no more). A backend may bound its work and answer fewer messages (even none)
+   * with a `next`, which must then be after `query.after`. Read-only.
    */
   list(query: ListQuery): Promise<BackendListPage>;
 
-  /**
-   * The topic gate (topics.ts) over the backend's settings storage and token buckets: every
-   * receive of the backend goes through it; the facade changes settings and pushes through it.
-   */
+  /** The topic gate (topics.ts): every receive of the backend goes through it. */
   readonly topics: TopicGate;
-  /** Counts per topic with messages (live or dead). */
   topicCounts(): Promise<Map<string, TopicCounts>>;
 
   /** Recurring schedules: a checked spec, stored durably; see recurring.ts. */

@@ -1,8 +1,8 @@
 /**
- * CheckedQueue: the `Queue` (api.ts) over any backend (backend.ts). Every argument is checked
- * here, once, with the same rules and error codes whatever holds the messages; the closed
- * state, consume()'s workers and the views built from a backend's parts (topic info, payload
- * previews) are here too. `DelayQueue` (src/delay-queue.ts) is this class with `open()`.
+ * CheckedQueue: the `Queue` (api.ts, where its operations are described) over any backend
+ * (backend.ts). Every argument is checked here, once, with the same rules and error codes
+ * whatever holds the messages; the closed state, consume()'s workers, pushes and the views built
+ * from a backend's parts are here too. `DelayQueue` (src/delay-queue.ts) adds `open()`.
  */
 
 import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
@@ -16,7 +16,7 @@ import {
 import type { ListOptions, ListPage, QueueStats } from '../protocol/model.js';
 import { checkListOptions, encodeCursor } from './list.js';
 import type { WheelSnapshot } from '../wheel/index.js';
-import type { Queue } from './api.js';
+import type { NewDueTime, Queue } from './api.js';
 import type { QueueBackend, Scheduled, TopicCounts } from './backend.js';
 import type { QueueEvents } from './events.js';
 import type { QueueReport } from './report.js';
@@ -66,26 +66,20 @@ import { Pushers } from './push.js';
 import { checkConsumeOptions, Worker } from './worker.js';
 import { endProducer, endProducers, producerSpan } from './tracing.js';
 
-/** Longest `edgesMs` list of dueTimeline(). */
 const MAX_EDGES = 1_000;
 
-/**
- * `Payload` types the payloads of the messages scheduled and received (unknown by default): the
- * caller's promise, as in BullMQ, not checked at run time; the backend knows none.
- */
+/** `Payload`: the caller's type of the payloads (as in BullMQ), not checked at run time. */
 export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
   private readonly consumers = new Set<{ close(): Promise<void> }>();
-  /** Topics with a push target (push.ts): their messages sent over HTTP by a Worker each. */
   private readonly pushers: Pushers;
   private closed = false;
   private closing: Promise<void> | undefined;
 
   /** `push: false` starts no pushes (a queue opened only to repair its directory). */
   protected constructor(
-    /** What holds the messages: the embedded engine, or a node of a queue on Valkey/Redis. */
     protected readonly backend: QueueBackend,
     private readonly limits: QueueLimits,
-    /** What the backend was told to tell what happens: counters, lateness, events (report.ts). */
+    /** The report the backend tells what happens: counters, lateness, events. */
     private readonly report: QueueReport,
     push = true,
   ) {
@@ -105,19 +99,16 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     if (push) this.pushers.start();
   }
 
-  /** Message events as they happen (events.ts): an EventEmitter, and watch() for an iterator. */
   get events(): QueueEvents {
     return this.report.events;
   }
 
-  /** What opening found on disk; undefined where nothing is recovered (Valkey/Redis). */
   get recovery(): RecoveryReport | undefined {
     return this.backend.recovery;
   }
 
   // ---- producer ---------------------------------------------------------------------------
 
-  /** Schedules a message. Resolves once it is durable. */
   schedule(request: ScheduleRequest<Payload>): Promise<Scheduled> {
     try {
       this.checkOpen();
@@ -130,12 +121,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     }
   }
 
-  /**
-   * Schedules many messages at once, like `schedule` for each but cheaper. Every request is
-   * checked before any is written, so a bad one (the error names its index) schedules nothing.
-   * If the backend fails part way, the promise rejects and any subset may have been scheduled:
-   * give ids, and retry, to make that harmless.
-   */
   scheduleMany(requests: readonly ScheduleRequest<Payload>[]): Promise<Scheduled[]> {
     try {
       this.checkOpen();
@@ -163,31 +148,21 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     }
   }
 
-  /** Cancels a message that has not been acknowledged. True if it was live. */
   async cancel(id: string): Promise<boolean> {
     this.checkOpen();
     return this.backend.cancel(checkId(id));
   }
 
-  /** Moves a message that is scheduled or ready to a new due time. False if in flight or gone. */
-  async reschedule(id: string, when: { delayMs?: number; deliverAt?: number }): Promise<boolean> {
+  async reschedule(id: string, when: NewDueTime): Promise<boolean> {
     return (await this.rescheduleTo(id, when)) !== undefined;
   }
 
-  /**
-   * Like reschedule(), but resolves with the due time stored (delays round up to the next ms,
-   * times down), or undefined where reschedule() gives false.
-   */
-  async rescheduleTo(
-    id: string,
-    when: { delayMs?: number; deliverAt?: number },
-  ): Promise<number | undefined> {
+  async rescheduleTo(id: string, when: NewDueTime): Promise<number | undefined> {
     this.checkOpen();
     checkId(id);
     return this.backend.moveTo(id, rescheduleTime(when, this.backend.now()));
   }
 
-  /** Puts a dead message back: due `delayMs` from now (default 0) with its attempts reset. */
   async requeue(id: string, options: { delayMs?: number } = {}): Promise<boolean> {
     this.checkOpen();
     checkId(id);
@@ -197,7 +172,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.backend.requeue(id, deliverAt);
   }
 
-  /** Current state of a message, or undefined if unknown (or finished long ago). */
   async get(id: string): Promise<MessageInfo | undefined> {
     this.checkOpen();
     return this.backend.get(checkId(id));
@@ -205,7 +179,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
 
   // ---- consumer ---------------------------------------------------------------------------
 
-  /** Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first. */
   async receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage<Payload>[]> {
     this.checkOpen();
     checkTopic(topic);
@@ -213,20 +186,11 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return received as Promise<ReceivedMessage<Payload>[]>;
   }
 
-  /**
-   * Acknowledges a delivery: the message is done. False for an unknown or stale receipt.
-   * Resolves once applied (never handed out again by this process), or with `durable` (default:
-   * the queue's `durableAcks`) once it survives a crash.
-   */
   async ack(receipt: string, options: AckOptions = {}): Promise<boolean> {
     this.checkOpen();
     return this.backend.ack(receipt, checkAck(options, this.limits.durableAcks));
   }
 
-  /**
-   * Gives a delivery back: redelivered after `delayMs` (default: the message's backoff), or
-   * dead if it has used up its attempts. `reason` is kept as the message's `lastError`.
-   */
   async nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
     this.checkOpen();
     const reason = checkNack(options);
@@ -234,11 +198,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.backend.nack(receipt, reason, options.delayMs, durable);
   }
 
-  /**
-   * ack() for several deliveries: results[i] is what ack(receipts[i]) would give. Every receipt
-   * is checked before any is acknowledged; if the backend fails, it rejects, and any subset may
-   * have been acknowledged.
-   */
   async ackMany(receipts: readonly string[], options: AckOptions = {}): Promise<boolean[]> {
     this.checkOpen();
     checkReceipts(receipts, 'ackMany');
@@ -246,7 +205,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return Promise.all(receipts.map((receipt) => this.backend.ack(receipt, durable)));
   }
 
-  /** nack() for several deliveries, with the same options for all; results as ackMany. */
   async nackMany(receipts: readonly string[], options: NackOptions = {}): Promise<boolean[]> {
     this.checkOpen();
     checkReceipts(receipts, 'nackMany');
@@ -257,13 +215,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     );
   }
 
-  /**
-   * Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws
-   * (the error's message becomes the delivery's `lastError`). The loop never stops on its own:
-   * a failed receive, ack or nack goes to `onError` and the loop carries on; only close() (of
-   * the consumer or the queue) ends it. The rules are the Worker's (worker.ts), the same as the
-   * client's consume().
-   */
   consume(
     topic: string,
     handler: MessageHandler<Payload>,
@@ -290,7 +241,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return consumer;
   }
 
-  /** Dead messages of a topic (those that used up their attempts), oldest first. */
   async deadLetters(topic: string, limit = 100): Promise<MessageInfo[]> {
     this.checkOpen();
     checkTopic(topic);
@@ -298,10 +248,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.backend.deadLetters(topic, limit);
   }
 
-  /**
-   * A topic's pending messages due in [from, until), in due-time order, a page at a time: see
-   * list.ts for the order and the cursor.
-   */
   async list(options: ListOptions): Promise<ListPage> {
     this.checkOpen();
     const query = checkListOptions(options);
@@ -313,17 +259,14 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
 
   // ---- topics -----------------------------------------------------------------------------
 
-  /** Stops deliveries of a topic (durable): see topics.ts. Schedules are still accepted. */
   pause(topic: string): Promise<TopicInfo> {
     return this.configureTopic(topic, { paused: true });
   }
 
-  /** Delivers a paused topic's messages again. */
   resume(topic: string): Promise<TopicInfo> {
     return this.configureTopic(topic, { paused: false });
   }
 
-  /** Changes a topic's settings (paused, rateLimit, push); resolves once durable. */
   async configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo> {
     this.checkOpen();
     checkTopic(topic);
@@ -331,7 +274,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return topicOf(topic, settings, await this.backend.topicCounts());
   }
 
-  /** A topic's settings and counts (any topic name: one never used has zero of each). */
   async topicInfo(topic: string): Promise<TopicInfo> {
     this.checkOpen();
     checkTopic(topic);
@@ -339,7 +281,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return topicOf(topic, this.backend.topics.get(topic), counts);
   }
 
-  /** Every topic with messages (live or dead) or settings other than the defaults, by name. */
   async topicList(): Promise<TopicInfo[]> {
     this.checkOpen();
     const counts = await this.backend.topicCounts();
@@ -350,14 +291,12 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
 
   // ---- recurring schedules (recurring.ts) ----------------------------------------------------
 
-  /** Creates or replaces a recurring schedule; resolves once it is durable. */
   async putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
     this.checkOpen();
     checkScheduleName(name);
     return this.backend.putSchedule(name, this.checkedSpec(spec));
   }
 
-  /** Changes some fields of a schedule (the others stay); undefined if there is none. */
   async updateSchedule(
     name: string,
     patch: Partial<RecurringSpec>,
@@ -380,7 +319,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.backend.listSchedules();
   }
 
-  /** Deletes a schedule (and its occurrence created ahead); false if there is none. */
   async deleteSchedule(name: string): Promise<boolean> {
     this.checkOpen();
     return this.backend.deleteSchedule(checkScheduleName(name));
@@ -388,7 +326,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
 
   // ---- insights ---------------------------------------------------------------------------
 
-  /** Counters and counts (docs/metrics.md lists them). */
   async stats(): Promise<QueueStats> {
     this.checkOpen();
     return {
@@ -398,26 +335,19 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     };
   }
 
-  /** What keeps the queue from working fully now; GET /healthz says it. */
   async problem(): Promise<string | undefined> {
     return this.closed ? 'the queue is closed' : this.backend.problem();
   }
 
-  /** Scheduled messages by time until due, and the edges they are exact for (insights.ts). */
   async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
     this.checkOpen();
     return this.backend.dueTimeline(checkEdges(edgesMs));
   }
 
-  /** dueTimeline(edgesMs).counts. */
   async dueHistogram(edgesMs: readonly number[]): Promise<number[]> {
     return (await this.dueTimeline(edgesMs)).counts;
   }
 
-  /**
-   * The start of a live or dead message's payload, for people looking at it: JSON text (or
-   * base64 for bytes) cut to `maxChars`. Undefined when the message is not live or dead.
-   */
   async payloadPreview(
     id: string,
     maxChars = 200,
@@ -429,22 +359,17 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return found === undefined ? undefined : payloadPreview(found.value, maxChars);
   }
 
-  /** The in-memory timer wheel of this process (due and visibility timers), level by level. */
   wheelSnapshot(maxRows?: number): WheelSnapshot {
     return this.backend.wheelSnapshot(maxRows);
   }
 
   // ---- life cycle -------------------------------------------------------------------------
 
-  /** Resolves once background work started so far (loading, settings, schedules) has finished. */
   settled(): Promise<void> {
     return this.backend.settled();
   }
 
-  /**
-   * Stops the pushes and the consumers (their handlers finish), then the backend. Later calls
-   * are refused.
-   */
+  /** Stops the pushes and the consumers (their handlers finish), then the backend. */
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.pushers.close();

@@ -1,41 +1,14 @@
 /**
- * Payloads decoded before a burst comes due.
+ * Payloads decoded before a burst comes due. Parsing JSON is a third of a delivery's work and
+ * does not depend on when it is done, so the payloads of a burst due in one millisecond are
+ * parsed while it waits, and its deliveries take the parsed objects.
  *
- * A delay queue knows its future: a burst of messages due in the same millisecond (a campaign
- * at 09:00:00, a batch of retries) sits in memory for seconds before it is due, and then has to
- * be delivered all at once, one message after another. Parsing a JSON payload is the largest
- * single cost of a delivery (~300 ns for a 60-byte object here, a third of the work between
- * the wheel and a handler), and it does not depend on when it is done. So the messages of a
- * dense burst have their payloads parsed ahead, in small steps while the queue is otherwise
- * idle, and a delivery hands over the object parsed for it instead of parsing then.
- *
- * What is noted: near.ts calls note() for a message it puts in a dense millisecond's due group
- * (from the DENSE_PER_MS-th message scheduled for that millisecond on: the first DENSE_PER_MS -
- * 1 of a burst are delivered first, and parse at delivery as any other message), and this
- * keeps those with a JSON payload in memory of at most MAX_PAYLOAD_CHARS. A trickle of
- * messages, and a message moved again and again (a debounce), is not noted (unless it is moved
- * into a dense millisecond each time: then each move is a note, within the cap below). At most MAX_NOTED notes of one second wait; past that, nothing more of it is noted.
- *
- * When: notes go into a bucket per second of due time, which opens AHEAD_MS before that second
- * begins (one timer on the queue's wheel, for the earliest bucket not open yet); a bucket made
- * later than that is open at once. The notes of open buckets are decoded in steps of at most
- * STEP_BUDGET_MS of real time (the clock is read after every message of more than 1 KB of text,
- * and every 16 others), one step per turn of the event loop (Node's setImmediate, not the
- * global one: fake timers in a test must not stall it), and only while consumers are not
- * behind (near.ts: a take left ready messages of its topic behind within the last 100 ms):
- * decoding ahead would take CPU from them only to keep the parsed objects longer, so steps
- * wait BUSY_RETRY_MS. Buckets whose second has passed are dropped unprocessed: their messages
- * are due by now.
- *
- * Memory: at most MAX_DECODED_CHARS of payload text is held parsed at a time (counted when a
- * payload is parsed, given back when it is handed to a delivery or its message leaves memory),
- * besides the notes (8 bytes each, and the message they point to until their second opens and
- * is processed, or passes, even if it left memory meanwhile: as if it had stayed until then).
- *
- * Semantics do not change: a message's payload never changes while it is held, a parsed object
- * is handed to one delivery only (the next delivery parses its own), and it is dropped when the
- * message leaves memory. A message noted twice is decoded once; one that moved to another
- * second, was received, cancelled or released before its turn is skipped.
+ * near.ts notes the messages of a dense millisecond's due group (JSON up to MAX_PAYLOAD_CHARS,
+ * at most MAX_NOTED a second) into a bucket per second of due time, opened AHEAD_MS before it
+ * by one wheel timer. Open buckets are decoded in steps of STEP_BUDGET_MS, one per turn of the
+ * event loop (Node's own setImmediate: fake timers must not stall it), only while consumers are
+ * not behind. At most MAX_DECODED_CHARS are held parsed. A parsed object goes to one delivery
+ * only and is dropped when its message leaves memory or moves to another second.
  */
 
 import { performance as realClock } from 'node:perf_hooks';
@@ -47,16 +20,12 @@ import {
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import { decodePayload, heldPayload, PAYLOAD_JSON, type MessageState } from './message.js';
 
-/** A second of due time per bucket. */
 const BUCKET_MS = 1000;
 /** A bucket opens this long before its first millisecond. */
 const AHEAD_MS = 1000;
 /**
- * Scheduled messages due in one millisecond, at least, for it to count as dense (near.ts: its
- * messages from then on share one due timer, and are noted here): a spike
- * the consumers cannot take as it comes. A steady stream (a million due within a second is
- * 1,000 a millisecond) gains nothing: parsed ahead, a third of it lived long enough to be
- * promoted out of the young generation, and that burst got no faster.
+ * Messages due in one millisecond for it to count as dense (they share one due timer). A
+ * steady stream gains nothing: objects parsed ahead got promoted out of the young generation.
  */
 export const DENSE_PER_MS = 2048;
 /** Notes of one second of due time, at most (8 bytes each). */
@@ -88,11 +57,9 @@ interface Bucket {
   next: number;
   /** Its opening time has come: its notes are decoded as soon as steps get to them. */
   open: boolean;
-  /** In `work`. */
   queued: boolean;
 }
 
-/** Length of a held payload's text, or of its bytes. */
 function sizeOf(held: Uint8Array | string): number {
   return typeof held === 'string' ? held.length : held.byteLength;
 }
@@ -106,7 +73,6 @@ export class DecodeAhead {
   private noted = 0;
   /** The second of the clock dropPast() last looked at. */
   private droppedBefore = -Infinity;
-  /** Payload text held parsed ahead now. */
   private decodedChars = 0;
   /** The wheel timer that opens the earliest closed bucket, and that bucket's key. */
   private opener: TimerHandle | undefined;
@@ -155,7 +121,6 @@ export class DecodeAhead {
     if (held !== undefined) this.decodedChars -= sizeOf(held);
   }
 
-  /** The queue closes: nothing more runs. */
   stop(): void {
     if (this.busyTimer !== undefined) realClearTimeout(this.busyTimer);
     this.busyTimer = undefined;
@@ -167,9 +132,7 @@ export class DecodeAhead {
 
   private newBucket(key: number): Bucket {
     const now = this.now();
-    // Buckets whose second has passed are done with: nothing noted later is due in them. (A
-    // bucket is made at most once per second of due time, and there is one per second of the
-    // horizon at most: walking them is cheap.)
+    // At most one bucket per second of the horizon: walking them once a second is cheap.
     this.dropPast(now);
     const bucket: Bucket = { key, messages: [], next: 0, open: false, queued: false };
     this.buckets.set(key, bucket);

@@ -1,7 +1,4 @@
-/**
- * A binary min-heap of (due time, sequence) keys with a payload: what a store uses to hand
- * messages over in due order, equal due times in the order they were added.
- */
+/** A binary min-heap by (due time, insertion order), for a store to hand messages over in order. */
 
 export class DueHeap<T> {
   private due: number[] = [];
@@ -20,7 +17,6 @@ export class DueHeap<T> {
     this.up(this.items.length - 1);
   }
 
-  /** Due time of the first item, or Infinity. */
   peekDue(): number {
     return this.items.length === 0 ? Infinity : this.due[0];
   }

@@ -1,5 +1,5 @@
 /**
- * QueueEngine: the delay queue's operations. The near horizon in memory, everything else in
+ * QueueEngine: the embedded backend (backend.ts). The near horizon in memory, everything else in
  * the store.
  *
  *   schedule ─► store.add (durable) ─► due within the horizon? ─► timer on the wheel
@@ -8,45 +8,16 @@
  *                                  attempts used up ─► store.bury (dead letter)
  *   every horizonMs / 4: store.loadUntil(now + horizonMs) brings the next slice into memory
  *
- * Time is Unix epoch milliseconds from the queue's clock (by default a monotonic clock anchored
- * to the wall clock at process start). Messages are never delivered before their due time; a
- * burst due at the same instant is delivered in scheduling order.
- *
- * Every operation that changes one message runs under that message's id lock (locks.ts), so
- * concurrent schedule / cancel / ack calls for one id happen one after another, in call order.
- * ack() skips the lock when nothing else runs on the id: its change to memory and to the
- * store's tables is synchronous, so later calls on the id see it done.
- *
- * The embedded backend (backend.ts): the facade (checked-queue.ts) has checked every argument
- * and the closed state before a call arrives. This file hands each operation to the part that
- * owns it, each in its own file:
- *
- *   producer.ts    schedule, scheduleMany, cancel, reschedule, requeue
- *   deliveries.ts  receive, ack, nack, visibility timeouts, retries and dead letters
- *   worker.ts      the Worker of consume() and of pushes (the same as the client's)
- *   near.ts        the messages held in memory and their states (ready-list.ts, receipts.ts)
- *   horizon.ts     what is in memory and what stays with the store; loading the next slice
- *   waiters.ts     long polls and the process keep-alive
- *   locks.ts       per-id locks          finished.ts   finished ids get() still reports
- *   topics.ts      pause, resume, rate limits: every receive goes through its TopicGate
- *   report.ts      counters, lateness and events: the facade's, told what happens here
- *   recurring.ts   recurring schedules (cron, intervals) whose occurrences become messages
- *   insights.ts    stats(), dueTimeline()
- *   options.ts     options checked (types.ts: the public types)
+ * Every operation that changes one message runs under its id lock (locks.ts), in call order;
+ * ack() skips the lock when nothing else runs on the id (its change is synchronous).
  */
 
 import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
-import type {
-  BackendStats,
-  QueueBackend,
-  ReceiveLimits,
-  Scheduled,
-  TopicCounts,
-} from './backend.js';
+import type { BackendStats, QueueBackend, ReceiveLimits, TopicCounts } from './backend.js';
 import { TickwheelTypeError } from '../errors.js';
 import { inRange, mergePages, SmallestKeys, type BackendListPage, type ListQuery } from './list.js';
-import { Scheduler, type ScheduleInfo } from './recurring.js';
+import { Scheduler } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
 import { FinishedMemory } from './finished.js';
 import { faultOf } from './faults.js';
@@ -78,8 +49,6 @@ import type { WorkerSource } from './worker.js';
 const CONSUME_WAIT_MS = 1000;
 
 export class QueueEngine implements QueueBackend {
-  readonly store: Store;
-  private readonly settings: QueueSettings;
   private readonly wheel: TimerWheel<NearMessage | Lease | DueGroup>;
   private readonly waiters: Waiters;
   private readonly near: NearHorizon;
@@ -88,48 +57,36 @@ export class QueueEngine implements QueueBackend {
   private readonly finished: FinishedMemory;
   private readonly producer: Producer;
   private readonly deliveries: Deliveries;
-  /** Topic settings and rate limits: every receive goes through the gate (topics.ts). */
   readonly topics: TopicGate;
   private readonly recurring: Scheduler;
-  /** What consume()'s workers receive from, ack and nack to. */
   readonly source: WorkerSource;
   readonly consumeWaitMs = CONSUME_WAIT_MS;
   private closed = false;
   recovery: RecoveryReport | undefined;
 
-  /**
-   * `settings`: checkEmbeddedOptions's (options.ts); `report`: the facade's, told what happens
-   * (report.ts). Started by start().
-   */
+  /** `settings`: checkEmbeddedOptions's (options.ts). Started by start(). */
   constructor(
-    store: Store,
-    settings: QueueSettings,
+    readonly store: Store,
+    private readonly settings: QueueSettings,
     private readonly report: QueueReport,
   ) {
-    this.store = store;
-    this.settings = settings;
-    const clock = this.settings.clock;
+    const clock = settings.clock;
+    const onError = (err: unknown) => settings.onFault(faultOf(err));
     this.wheel = new TimerWheel<NearMessage | Lease | DueGroup>({
       clock,
       unref: true,
       alignTicks: true, // due order across the wheel and near.arm's due-at-once path
       onExpire: (due) => this.deliveries.onTimer(due),
-      onError: (err) => this.settings.onFault(faultOf(err)),
+      onError,
     });
     this.waiters = new Waiters(this.wheel);
     // Only a store that reads payloads back can hold messages without theirs.
-    const payloadLimit = store.usePayloadBudget ? this.settings.payloadMemoryBytes : Infinity;
+    const payloadLimit = store.usePayloadBudget ? settings.payloadMemoryBytes : Infinity;
     this.near = new NearHorizon(clock, this.wheel, report, this.waiters, payloadLimit);
     store.usePayloadBudget?.(this.near.payloads);
     store.useDeliveries?.({ delivering, inFlight: () => this.near.inFlight() });
-    this.horizon = new Horizon(
-      store,
-      clock,
-      this.near,
-      this.settings.horizonMs,
-      this.settings.onFault,
-    );
-    this.finished = new FinishedMemory(this.settings.rememberFinished);
+    this.horizon = new Horizon(store, clock, this.near, settings.horizonMs, settings.onFault);
+    this.finished = new FinishedMemory(settings.rememberFinished);
     const now = () => clock.now();
     this.topics = new TopicGate(
       storeSettings(store),
@@ -137,12 +94,12 @@ export class QueueEngine implements QueueBackend {
       now,
       (ms, signal) => this.waiters.sleep(ms, signal),
       (topic) => this.waiters.wakeTopic(topic),
-      (err) => this.settings.onFault(faultOf(err)),
+      onError,
     );
     const parts: QueueParts = {
       store,
       clock,
-      settings: this.settings,
+      settings,
       near: this.near,
       horizon: this.horizon,
       waiters: this.waiters,
@@ -158,7 +115,7 @@ export class QueueEngine implements QueueBackend {
       {
         schedule: (request) =>
           this.producer.schedule(
-            checkRequest(request, clock.now(), this.settings.maxPayloadBytes, '', false),
+            checkRequest(request, clock.now(), settings.maxPayloadBytes, '', false),
           ),
         cancel: (id) => this.producer.cancel(id),
         isLive: async (id) => {
@@ -167,21 +124,16 @@ export class QueueEngine implements QueueBackend {
         },
       },
       store,
-      (err) => this.settings.onFault(faultOf(err)),
+      onError,
     );
     this.source = {
       receive: (topic, { max, waitMs, visibilityMs }, signal) =>
-        this.topics.receive(topic, max, waitMs, signal, {
-          receive: (granted, left) =>
-            this.deliveries.receive(
-              topic,
-              granted,
-              left,
-              visibilityMs ?? this.settings.visibilityMs,
-              EMBEDDED_RECEIVE_BYTES,
-              signal,
-            ),
-          waitReady: (ms, aborts) => this.waiters.wait(topic, ms, aborts),
+        this.receive(topic, {
+          max,
+          waitMs,
+          visibilityMs: visibilityMs ?? settings.visibilityMs,
+          maxBytes: EMBEDDED_RECEIVE_BYTES,
+          signal,
         }),
       // A topic with settings of its own (paused, limited) is received from through its gate.
       receiveNow: (topic, { max, visibilityMs }) =>
@@ -190,7 +142,7 @@ export class QueueEngine implements QueueBackend {
           : this.deliveries.receiveNow(
               topic,
               max,
-              visibilityMs ?? this.settings.visibilityMs,
+              visibilityMs ?? settings.visibilityMs,
               EMBEDDED_RECEIVE_BYTES,
             ),
       ack: (receipt, message) => this.deliveries.ackQuietly(receipt, message),
@@ -214,32 +166,15 @@ export class QueueEngine implements QueueBackend {
     }
   }
 
-  // ---- producer (arguments checked by the facade: checked-queue.ts) ----------------------
+  // ---- producer (producer.ts) ---------------------------------------------------------------
 
-  now(): number {
-    return this.settings.clock.now();
-  }
-
-  schedule(message: CheckedRequest): Promise<Scheduled> {
-    return this.producer.schedule(message);
-  }
-
-  /** The records share the store's group commit: one promise for the batch. */
-  scheduleMany(messages: readonly CheckedRequest[]): Promise<Scheduled[]> {
-    return this.producer.scheduleMany(messages);
-  }
-
-  cancel(id: string): Promise<boolean> {
-    return this.producer.cancel(id);
-  }
-
-  moveTo(id: string, deliverAt: number): Promise<number | undefined> {
-    return this.producer.rescheduleTo(id, deliverAt);
-  }
-
-  requeue(id: string, deliverAt: number): Promise<boolean> {
-    return this.producer.requeue(id, deliverAt);
-  }
+  readonly now = (): number => this.settings.clock.now();
+  readonly schedule = (message: CheckedRequest) => this.producer.schedule(message);
+  readonly scheduleMany = (messages: readonly CheckedRequest[]) =>
+    this.producer.scheduleMany(messages);
+  readonly cancel = (id: string) => this.producer.cancel(id);
+  readonly moveTo = (id: string, deliverAt: number) => this.producer.rescheduleTo(id, deliverAt);
+  readonly requeue = (id: string, deliverAt: number) => this.producer.requeue(id, deliverAt);
 
   async get(id: string): Promise<MessageInfo | undefined> {
     const near = this.near.get(id);
@@ -259,27 +194,21 @@ export class QueueEngine implements QueueBackend {
 
   // ---- consumer ---------------------------------------------------------------------------
 
-  receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]> {
-    const { max, waitMs, visibilityMs, maxBytes } = limits;
-    return this.topics.receive(topic, max, waitMs, undefined, {
+  /** Every receive goes through the topic's gate (topics.ts). */
+  receive(
+    topic: string,
+    { max, waitMs, visibilityMs, maxBytes, signal }: ReceiveLimits & { signal?: AbortSignal },
+  ): Promise<ReceivedMessage[]> {
+    return this.topics.receive(topic, max, waitMs, signal, {
       receive: (granted, left) =>
-        this.deliveries.receive(topic, granted, left, visibilityMs, maxBytes, undefined),
+        this.deliveries.receive(topic, granted, left, visibilityMs, maxBytes, signal),
       waitReady: (ms, aborts) => this.waiters.wait(topic, ms, aborts),
     });
   }
 
-  ack(receipt: string, durable: boolean): Promise<boolean> {
-    return this.deliveries.ack(receipt, durable);
-  }
-
-  nack(
-    receipt: string,
-    reason: string | undefined,
-    delayMs: number | undefined,
-    durable: boolean,
-  ): Promise<boolean> {
-    return this.deliveries.nack(receipt, reason, delayMs, durable);
-  }
+  readonly ack = (receipt: string, durable: boolean) => this.deliveries.ack(receipt, durable);
+  readonly nack: QueueBackend['nack'] = (receipt, reason, delayMs, durable) =>
+    this.deliveries.nack(receipt, reason, delayMs, durable);
 
   /** A running consumer keeps the process alive, like an open server. */
   holdConsumer(): () => void {
@@ -297,10 +226,8 @@ export class QueueEngine implements QueueBackend {
   }
 
   /**
-   * The store's part first (messages beyond the horizon: see Store.listWaiting), then the held
-   * ones, read in one turn once no horizon load is under way: a message the store handed over
-   * while its part was read is held by then, and listed once (as held). The held ones are
-   * walked (all of them: memory has no order by topic), unless the page starts past them.
+   * The store's part first (Store.listWaiting), then the held ones once no horizon load is under
+   * way: a message the store handed over meanwhile is held by then, and listed once (as held).
    */
   async list(query: ListQuery): Promise<BackendListPage> {
     if (this.store.listWaiting === undefined) {
@@ -312,8 +239,7 @@ export class QueueEngine implements QueueBackend {
     const waiting = await this.store.listWaiting(query);
     await this.horizon.settled();
     const held = new SmallestKeys<MessageState & { status: MessageStatus }>(query.limit + 1);
-    // Every held message is due before loadedUntil (horizon.ts): a page that starts at or after
-    // it has none, and need not walk them.
+    // Every held message is due before loadedUntil: a page that starts after it need not walk them.
     const start = Math.max(query.from, query.after?.deliverAt ?? -Infinity);
     const heldMessages = start >= this.horizon.loadedUntil ? [] : this.near.heldMessages();
     for (const message of heldMessages) {
@@ -334,28 +260,12 @@ export class QueueEngine implements QueueBackend {
 
   // ---- recurring schedules (recurring.ts) ----------------------------------------------------
 
-  putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
-    return this.recurring.put(name, spec);
-  }
-
-  updateSchedule(
-    name: string,
-    change: (spec: ScheduleSpec) => ScheduleSpec,
-  ): Promise<ScheduleInfo | undefined> {
-    return this.recurring.update(name, change);
-  }
-
-  getSchedule(name: string): Promise<ScheduleInfo | undefined> {
-    return this.recurring.get(name);
-  }
-
-  listSchedules(): Promise<ScheduleInfo[]> {
-    return this.recurring.list();
-  }
-
-  deleteSchedule(name: string): Promise<boolean> {
-    return this.recurring.delete(name);
-  }
+  readonly putSchedule = (name: string, spec: ScheduleSpec) => this.recurring.put(name, spec);
+  readonly updateSchedule: QueueBackend['updateSchedule'] = (name, change) =>
+    this.recurring.update(name, change);
+  readonly getSchedule = (name: string) => this.recurring.get(name);
+  readonly listSchedules = () => this.recurring.list();
+  readonly deleteSchedule = (name: string) => this.recurring.delete(name);
 
   // ---- insights ---------------------------------------------------------------------------
 
@@ -367,12 +277,10 @@ export class QueueEngine implements QueueBackend {
         loadedUntil: this.horizon.loadedUntil,
         timers: this.wheel.stats(),
       }),
-      /** 1 while bringing due messages from the store into memory fails (see problem()). */
       loadFailing: this.horizon.problem() === undefined ? 0 : 1,
     };
   }
 
-  /** Due messages that cannot be loaded; index or checkpoint writes failing. */
   async problem(): Promise<string | undefined> {
     const problems = [this.horizon.problem(), this.store.problem?.()].filter(
       (problem) => problem !== undefined,
@@ -380,24 +288,19 @@ export class QueueEngine implements QueueBackend {
     return problems.length === 0 ? undefined : problems.join('; ');
   }
 
-  /** Scheduled messages by time until due, exact for the edges returned (see insights.ts). */
   async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
     const { clock } = this.settings;
     const minutes = this.store.dueMinutes?.() ?? new Map<number, number>();
     return dueTimeline(edgesMs, clock.now(), this.near, minutes, this.horizon.loadedUntil);
   }
 
-  /** The in-memory timer wheel (due and visibility timers), level by level. */
   wheelSnapshot(maxRows?: number): WheelSnapshot {
     return this.wheel.wheelSnapshot(maxRows);
   }
 
   // ---- life cycle -------------------------------------------------------------------------
 
-  /**
-   * Resolves once background work started so far (bringing the next slice of the horizon into
-   * memory) has finished. Useful with a ManualClock: advance, await settled(), advance(0).
-   */
+  /** With a ManualClock: advance, await settled(), advance(0). */
   async settled(): Promise<void> {
     await this.horizon.settled();
     await this.topics.settled();

@@ -1,29 +1,14 @@
 /**
- * Message events: what happened to each message, as it happens, for dashboards, audit trails,
- * metrics of one's own, and tests that wait for "acked" rather than poll.
- *
- *   queue.events.on('acked', (event) => ...);           // an EventEmitter: one event per type,
- *   queue.events.on('event', (event) => ...);           // and 'event' for every type
- *   for await (const event of queue.events.watch({ topic: 'emails', signal })) { ... }
- *
- * Types: `scheduled` (durable), `delivered` (handed to a consumer), `acked`, `failed` (a
- * delivery failed: nacked, the handler threw, or its visibility timeout ran out; the message is
- * due again at `deliverAt`), `dead` (out of attempts: a dead letter), `cancelled`.
- *
- * Events are not stored: a listener sees what happens while it listens. Building an event costs
- * nothing while nobody listens (`active` is false): the queue checks it before making one.
- *
- * watch() buffers events for a reader that is behind, up to `buffer` (default 10,000); a reader
- * that falls further behind is told so: the iterator throws ERR_TICKWHEEL_EVENTS_LOST rather
- * than skip events silently. Listeners on the emitter run synchronously, inside the queue's
- * operations: keep them short, and they must not throw (an error thrown by one is reported as a
- * process warning, and the queue carries on).
+ * Message events, as they happen (not stored): `events.on('acked' | ... | 'event', listener)`,
+ * or `for await (const event of events.watch({ topic, signal }))`. No event is built while
+ * nobody listens. watch() buffers up to `buffer` events, then throws ERR_TICKWHEEL_EVENTS_LOST
+ * rather than skip silently. Listeners run synchronously; one that throws is reported.
  */
 
 import type { TraceContext } from '../protocol/trace-context.js';
 import { EventEmitter } from 'node:events';
 import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
-import { checkOption, describe } from '../validate.js';
+import { checkOption, checkOptionsObject, describe } from '../validate.js';
 import { faultOf, warnFault, type FaultReporter } from './faults.js';
 import { checkTopic } from './message.js';
 
@@ -42,15 +27,10 @@ export interface QueueEvent {
   type: QueueEventType;
   id: string;
   topic: string;
-  /**
-   * When it happened: epoch ms on the queue's clock, not rounded. On the embedded queue's
-   * SystemClock (performance.now() from an epoch offset) it has a fraction of a millisecond; on
-   * Valkey/Redis it is the node's Date.now(), whole milliseconds.
-   */
+  /** When it happened: epoch ms on the queue's clock, not rounded (Valkey/Redis: whole ms). */
   at: number;
   /** The message's due time: for `failed`, when it is due again. */
   deliverAt: number;
-  /** Deliveries so far. */
   attempts: number;
   /** `failed` and `dead`: why the delivery failed. */
   reason?: string;
@@ -90,11 +70,7 @@ export class QueueEvents extends EventEmitter {
   ) {
     super({ captureRejections: false });
     this.setMaxListeners(0);
-    this.count();
-  }
-
-  /** Keeps `listening` exact: two hooks of this emitter's own, never removed (see below). */
-  private count(): void {
+    // Keeps `listening` exact: two hooks of this emitter's own, never removed (see below).
     this.on('newListener', (name: string | symbol) => {
       if (NAMES.has(name)) this.listening++;
     });
@@ -115,12 +91,10 @@ export class QueueEvents extends EventEmitter {
     return this;
   }
 
-  /** Whether anyone listens. */
   get active(): boolean {
     return this.listening > 0;
   }
 
-  /** Emits one event to the type's listeners and to 'event' listeners. */
   record(type: QueueEventType, message: EventSource, reason?: string): void {
     if (!this.active) return;
     const event: QueueEvent = {
@@ -149,7 +123,6 @@ export class QueueEvents extends EventEmitter {
     }
   }
 
-  /** Events as an async iterator (see the module comment). */
   watch(options: WatchOptions = {}): AsyncIterableIterator<QueueEvent> {
     const { topic, types, signal } = checkWatch(options);
     const limit = checkOption(options.buffer ?? 10_000, 'buffer', 1, 10_000_000, true);
@@ -220,12 +193,7 @@ export function checkWatch(options: WatchOptions): {
   types: Set<QueueEventType> | undefined;
   signal: AbortSignal | undefined;
 } {
-  if (typeof options !== 'object' || options === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `watch options must be an object, got ${describe(options)}`,
-    );
-  }
+  checkOptionsObject(options, 'watch options');
   const topic = options.topic === undefined ? undefined : checkTopic(options.topic);
   let types: Set<QueueEventType> | undefined;
   if (options.types !== undefined) {

@@ -1,16 +1,9 @@
 /**
  * Background faults: what goes wrong in a queue's own work, where no caller awaits a promise
- * that could reject with it: a schedule-index write or checkpoint that fails and is retried,
- * the data directory's LOCK lost, a window that cannot be loaded, a lease lost on Valkey/Redis,
- * a push target that stops answering, a consumer's handler that throws.
- *
- * Every backend reports them the same way, as a QueueFault with a code, to the one handler
- * given as the queue's `onFault` option. Without one, each fault is a process warning with the
- * same code and text (`process.on('warning')` sees it; Node prints it on stderr), so an
- * embedded queue that nobody wired still tells. `tickwheel serve` gives its logger as the
- * handler: one JSON line per fault.
- *
- * A handler that throws never breaks the queue: what it throws becomes a process warning.
+ * (a store write retried, the LOCK or a lease lost, a push target failing, a handler that
+ * throws). Every backend reports them as a QueueFault with a code to the `onFault` option;
+ * without one, each is a process warning with the same code and text. A handler that throws
+ * never breaks the queue: what it throws becomes a process warning.
  */
 
 import type { TickwheelErrorCode } from '../errors.js';
@@ -32,12 +25,10 @@ export const FAULT_ONLY_CODES = {
 
 export type FaultOnlyCode = keyof typeof FAULT_ONLY_CODES;
 
-/** What a fault's `code` can be: an error's code, or one of a fault's own. */
 export type FaultCode = TickwheelErrorCode | FaultOnlyCode;
 
 export type FaultLevel = 'error' | 'warn' | 'info';
 
-/** A value a log line can hold as it is. */
 export type FaultField = string | number | boolean;
 
 export interface QueueFault {
@@ -55,7 +46,6 @@ export interface QueueFault {
   error?: Error;
 }
 
-/** Takes a queue's faults: the `onFault` option. */
 export type FaultHandler = (fault: QueueFault) => void;
 
 /** Longest message a fault carries: a runaway error text must not make a 1 MB log line. */
@@ -92,7 +82,6 @@ export function faultOf(
   };
 }
 
-/** The default handler: a process warning with the fault's name, code and text. */
 export function warnFault(fault: QueueFault): void {
   const warning = new Error(fault.message, fault.error === undefined ? {} : { cause: fault.error });
   warning.name = fault.name;
@@ -100,39 +89,29 @@ export function warnFault(fault: QueueFault): void {
   process.emitWarning(warning);
 }
 
-/**
- * The reporter a queue's parts call: the handler given, made safe (what it throws is a warning),
- * or warnFault.
- */
+/** The reporter a queue's parts call: the handler given, made safe, or warnFault. */
 export type FaultReporter = (fault: QueueFault) => void;
 
-export function faultReporter(handler: FaultHandler | undefined): FaultReporter {
+/** Checks the `onFault` option; the reporter the queue's parts use. */
+export function checkFaultHandler(handler: unknown): FaultReporter {
   if (handler === undefined) return warnFault;
+  checkCallback(handler, 'onFault');
   return (fault) => {
     try {
-      handler(fault);
+      (handler as FaultHandler)(fault);
     } catch (err) {
       warnFault(fault);
       warnFault(
         faultOf(err, {
           code: 'ERR_TICKWHEEL_LISTENER_FAILED',
-          message: `onFault threw: ${describe(err)}`,
+          message: `onFault threw: ${err instanceof Error ? err.message : String(err)}`,
         }),
       );
     }
   };
 }
 
-/** Checks the `onFault` option; the reporter the queue's parts use. */
-export function checkFaultHandler(handler: unknown): FaultReporter {
-  if (handler !== undefined) checkCallback(handler, 'onFault');
-  return faultReporter(handler as FaultHandler | undefined);
-}
-
-/**
- * A reporter that drops a fault whose code and text it passed within the last `ms`: an outage
- * of Valkey fails every background call ten times a second. Remembers at most 100 texts.
- */
+/** Drops a fault whose code and text passed within `ms` (an outage fails every call); 100 kept. */
 export function oncePer(ms: number, report: FaultReporter, now = Date.now): FaultReporter {
   const last = new Map<string, number>();
   return (fault) => {
@@ -143,10 +122,6 @@ export function oncePer(ms: number, report: FaultReporter, now = Date.now): Faul
     last.set(key, at);
     report(fault);
   };
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 function clip(text: string): string {

@@ -1,19 +1,7 @@
 /**
- * Finished messages (acked or cancelled) that get() still reports, for a while.
- *
- * Two generations of at most `capacity` each: when the newer one fills up it becomes the older
- * one, and the previous older one is dropped in one go. So between `capacity` and about twice
- * that many of the latest finished ids are remembered, with no per-entry bookkeeping (no LRU
- * list) and O(1) work per finish. A message finished again (an id reused after it finished) is
- * found in the newer generation first, which shadows an older copy.
- *
- * A generation is an array in finishing order, indexed by id only when get() asks: finishing
- * is one push (a Map set by id string cost ~100 ns at 100,000 acks, on the path of every ack),
- * and get() first indexes what was finished since the last get(), so each message is indexed
- * at most once, and only while someone asks.
- *
- * The message objects themselves are kept, with their payload dropped, so that finishing
- * allocates nothing.
+ * Finished messages that get() still reports: two generations of at most `capacity`, the older
+ * dropped whole when the newer fills, so O(1) work per finish. A generation is indexed by id
+ * only when get() asks (a Map set would cost every ack ~100 ns).
  */
 
 import type { MessageState } from './message.js';

@@ -1,23 +1,11 @@
 /**
- * The near horizon's held messages by id (near.ts), with deletes made cheap.
- *
- * Releasing a message leaves its entry in the id map (a Map delete by id string cost ~190 ns at
- * 100,000 held messages, the largest single cost of an ack): the entry is stale once the
- * message is not `held`, lookups skip it, and holding the id again overwrites it. Stale entries
- * are not deleted one by one (deletes cost the same ~190 ns later, in the middle of a burst:
- * 8% of its profile); instead the sweep moves the held messages into a new map and drops the
- * old one whole. It starts once the stale entries outnumber the held messages (plus
- * SWEEP_MIN), or twice over while ready messages wait (a burst is being delivered: the sweep
- * waits for it to pass), and moves a bounded step a turn (SWEEP_STEP entries or a 64th of the
- * old map), looking in both maps meanwhile. Walking a map costs ~20 ns an entry and a set ~150
- * ns, so a move costs ~40-100 ns per stale entry instead of ~190, and stale entries stay at
- * most twice the held messages (plus SWEEP_MIN). When nothing is held any more (a burst has
- * drained) both maps are dropped at once: a burst delivered and acked before the sweep starts
- * pays for nothing at all.
+ * The near horizon's held messages by id. A Map delete costs ~190 ns (the largest cost of an
+ * ack), so a release leaves a stale entry; once stale entries outnumber the held (twice that
+ * while a burst is delivered), a sweep moves the held into a new map, a step a turn, and drops
+ * the old one whole. When nothing is held both maps are dropped at once.
  *
  * Invariants: a held message is the entry of its id in `byId`, or, while a sweep moves them,
- * `byId` has no entry for the id and `moving.from` has it; an entry whose message is not held
- * is stale; `count` counts the held messages, `stale` at least the stale entries of `byId`.
+ * `byId` has no entry for the id and `moving.from` has it; `stale` >= the stale entries of `byId`.
  */
 
 import type { NearMessage } from './near-message.js';
@@ -30,7 +18,6 @@ const SWEEP_MIN = 4096;
 export class HeldIds {
   /** Held messages by id, and stale entries of released ones. */
   private byId = new Map<string, NearMessage>();
-  /** Held messages. */
   count = 0;
   /** Releases since `byId` was started: at least its stale entries. */
   private stale = 0;
@@ -80,10 +67,7 @@ export class HeldIds {
     if (this.stale > this.count + SWEEP_MIN) this.queueSweep();
   }
 
-  /**
-   * Whether the stale entries of `byId` are enough for a sweep to start: more than the held
-   * messages, or twice that while ready messages wait.
-   */
+  /** Whether enough entries of `byId` are stale for a sweep to start. */
   private sweepDue(): boolean {
     if (this.moving !== undefined) return false;
     const over = this.stale - SWEEP_MIN;
@@ -96,10 +80,7 @@ export class HeldIds {
     setImmediate(this.sweep);
   }
 
-  /**
-   * Drops the id maps when nothing is held; else starts or carries on moving the held messages
-   * into a new map, a step a turn.
-   */
+  /** Drops the id maps when nothing is held; else moves a step of the held into a new map. */
   private readonly sweep = (): void => {
     this.sweepQueued = false;
     if (this.count === 0) {

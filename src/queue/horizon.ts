@@ -1,22 +1,8 @@
 /**
- * The horizon: which messages live in memory and which stay with the store.
- *
- *        now                    loadedUntil
- *   ──────┼──────────────────────────┼──────────────────────────────────────► due time
- *         │   near: in memory, on    │   far: only in the store (its log and
- *         │   the wheel (near.ts)    │   index), about 20–30 bytes of RAM each
- *
- * Invariant: every live message due before `loadedUntil` is held in memory, or is being handed
- * over by the load under way; none due at or after it is. So a message added or moved goes to
- * memory exactly when its due time is before `loadedUntil` (`admits`), and the store is told
- * which (its `inHorizon` argument).
- *
- * Every horizonMs / 4 (at least 5 ms), `loadedUntil` moves to the store's horizonEnd(now +
- * horizonMs) — never backwards — and store.loadUntil hands over what came inside. One load runs
- * at a time; while it runs the near horizon defers and supersedes (see near.ts). A load that
- * fails is reported as a process warning, once until a load succeeds or fails differently, and
- * by problem() while it lasts: what did not load stays with the store, which hands it over on
- * the next tick.
+ * The horizon: every live message due before `loadedUntil` is held in memory (near.ts), or is
+ * being handed over by the load under way; none due at or after it is. Every horizonMs / 4
+ * `loadedUntil` moves forward (never back) and one load hands over what came inside; a failing
+ * load is reported once per kind of failure, and retried on the next tick.
  */
 
 import type { Clock } from '../clock/index.js';
@@ -41,17 +27,14 @@ export class Horizon {
     private readonly onFault: FaultReporter,
   ) {}
 
-  /** Due times before this are in memory. */
   get loadedUntil(): number {
     return this.until;
   }
 
-  /** Whether a message due at `deliverAt` belongs in memory. */
   admits(deliverAt: number): boolean {
     return deliverAt < this.until;
   }
 
-  /** Recovers the store, holding what is due within the horizon, and starts the loader. */
   async start(wheel: Pick<TimerWheel<unknown>, 'setInterval'>): Promise<RecoveryReport> {
     this.until = this.store.horizonEnd(this.clock.now() + this.horizonMs);
     const report = await this.store.recover(this.until, (message) => this.near.hold(message));
@@ -60,10 +43,8 @@ export class Horizon {
   }
 
   /**
-   * Records a new due time for a message not in memory (or just taken out of it), and holds it
-   * if that time is within the horizon. `previousDeliverAt`: the due time the store had for it,
-   * which its counts move it from. `written`: called once the store has it, before it is held
-   * (and so before it can be delivered again).
+   * Records a new due time for a message not held, and holds it if within the horizon.
+   * `written`: called once the store has it, before it is held (so before it can be delivered).
    */
   async relocate(
     message: MessageState,
@@ -76,14 +57,12 @@ export class Horizon {
     if (inHorizon) this.near.hold(message);
   }
 
-  /** Why loads fail now, if they do. */
   problem(): string | undefined {
     const failing = this.failing;
     if (failing === undefined) return undefined;
     return `loading messages due before ${new Date(this.until).toISOString()} fails: ${failing.message} (since ${new Date(failing.since).toISOString()}; retried every tick)`;
   }
 
-  /** Resolves once the load under way, and any started meanwhile, has finished. */
   async settled(): Promise<void> {
     while (this.loading !== undefined) await this.loading;
   }

@@ -1,15 +1,13 @@
 /**
- * What the embedded queue tells about itself besides its counters (report.ts): stats() and
- * dueTimeline() (the dashboard's timeline), all without walking messages.
- *
- * Counts of held messages come from the near horizon (near.ts), which keeps them with every
- * change of state; counts of the rest come from the store. Combining them:
+ * The embedded queue's stats() and dueTimeline() besides the report's counters, without walking
+ * messages: held counts come from the near horizon, the rest from the store.
  *
  *   scheduled(topic) = store.pending(topic) − held ready(topic) − held in flight(topic)
  *   on disk by minute  = store.minutes(minute) − held minutes(minute)
  */
 
 import { SystemClock, type Clock } from '../clock/index.js';
+import type { TopicStateCounts } from '../protocol/model.js';
 import type { TimerWheelStats } from '../timer/index.js';
 import type { BackendStats } from './backend.js';
 import type { QueueReport } from './report.js';
@@ -17,7 +15,6 @@ import { MINUTE_MS, type HeldCounts } from './near-message.js';
 import type { Store } from './store.js';
 import type { DueTimeline } from './types.js';
 
-/** What stats() reads besides the counters. */
 export interface StatsSources {
   held: HeldCounts;
   store: Store;
@@ -25,11 +22,7 @@ export interface StatsSources {
   timers: TimerWheelStats;
 }
 
-/**
- * Reads when the store's data was last written and tells `report` (recoveredAfter): on this
- * package's system clock only, whose time is the wall clock's, converted by how long ago that
- * was. (A ManualClock's time has no relation to a file's.)
- */
+/** Tells `report` when the data was last written (SystemClock only: a ManualClock's time is its own). */
 export async function noteLastWrite(
   report: QueueReport,
   clock: Clock,
@@ -41,14 +34,8 @@ export async function noteLastWrite(
   report.recoveredAfter(clock.now() - Math.max(0, Date.now() - written));
 }
 
-/** stats() of the embedded queue besides the report's counters: what is held where. */
 export function embeddedStats({ held, store, loadedUntil, timers }: StatsSources): BackendStats {
-  // Per topic: ready and in flight from memory; scheduled and dead from the store's counts,
-  // which cover every live message wherever it is held (memory or disk).
-  const byTopic: Record<
-    string,
-    { scheduled: number; ready: number; inflight: number; dead: number }
-  > = {};
+  const byTopic: Record<string, TopicStateCounts> = {};
   const topicOf = (topic: string) =>
     (byTopic[topic] ??= { scheduled: 0, ready: 0, inflight: 0, dead: 0 });
   for (const [topic, { pending, dead }] of store.counts().topics) {
@@ -74,14 +61,8 @@ export function embeddedStats({ held, store, loadedUntil, timers }: StatsSources
 }
 
 /**
- * Every scheduled message (not yet due), by time until due, exact for the edges it returns.
- * Messages in memory (due before `loadedUntil`) count by their exact due time; those still on
- * disk by the minute they are due in, taken as the start of that minute or `loadedUntil`,
- * whichever is later (their due time is never earlier). An edge at or before `loadedUntil` is
- * kept as it is: every message on disk is due at or after it. One past it is moved back to a
- * whole minute (or to `loadedUntil`), so that no minute on disk straddles it and every message
- * falls on the side its due time says. Costs one step per distinct due time in memory and per
- * minute on disk, never a walk over messages.
+ * Scheduled messages by time until due: held ones by due time, those on disk by minute. An edge
+ * past `loadedUntil` is moved back to a whole minute (or `loadedUntil`), so none straddles one.
  *
  * Worked example: now 12:00:20, loadedUntil 12:02:00, edges 60 s and 1 h. The 60 s edge
  * (12:01:20) is in memory and stays; the 1 h edge (13:00:20) becomes 13:00:00, i.e. 3,580,000

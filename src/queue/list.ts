@@ -1,15 +1,7 @@
 /**
- * list(): browsing a topic's pending messages in due-time order, a page at a time.
- *
- * Every backend orders messages by a key, (deliverAt, seq, id): `seq` is the order the backend
- * knows a message was scheduled in (the embedded queue: its schedule record's place in the
- * store, so equal due times list in the order the messages were first scheduled; a backend
- * that knows none uses 0, and equal due times list by id). A key names one message while it
- * stays put; a page ends at a key and the next one starts strictly after it, so messages
- * scheduled or cancelled between two pages neither repeat nor hide the messages that stayed.
- *
- * The cursor is that key and the topic, as base64url JSON: opaque to callers, checked in full
- * when it comes back (a cursor of another topic, or anything else, is refused).
+ * list(): a topic's pending messages by key (deliverAt, seq: the backend's scheduling order,
+ * id), a page at a time. The next page starts strictly after the last key, so changes between
+ * pages neither repeat nor hide messages. The cursor is that key and the topic, base64url JSON.
  */
 
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
@@ -36,25 +28,20 @@ export interface ListKey {
 /** list() options checked, defaults filled in: what a backend gets. */
 export interface ListQuery {
   topic: string;
-  /** Due at or after this; -Infinity for no bound. */
   from: number;
-  /** Due before this; Infinity for no bound. */
   until: number;
   limit: number;
   /** Only messages after this key (the previous page's end). */
   after: ListKey | undefined;
 }
 
-/**
- * A backend's page: up to `limit` messages after `query.after`, in key order; `next`, the key
- * the following page starts after, or undefined when there is nothing more.
- */
+/** A backend's page, in key order; `next`: the key the following page starts after. */
 export interface BackendListPage {
   messages: MessageInfo[];
   next: ListKey | undefined;
 }
 
-/** Messages with their keys, in key order; every one of its source with a key up to `through` (all of them when undefined). */
+/** Messages in key order: all of their source's up to `through` (undefined: all). */
 export interface KeyedPart<M> {
   items: Array<{ message: M; key: ListKey }>;
   through: ListKey | undefined;
@@ -64,7 +51,6 @@ export function compareKeys(a: ListKey, b: ListKey): number {
   return a.deliverAt - b.deliverAt || a.seq - b.seq || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 
-/** Whether a message due at `deliverAt` with key `key` belongs to the query's range. */
 export function inRange(query: ListQuery, key: ListKey): boolean {
   return (
     key.deliverAt >= query.from &&
@@ -73,7 +59,6 @@ export function inRange(query: ListQuery, key: ListKey): boolean {
   );
 }
 
-/** list()'s options checked; bad ones are ERR_TICKWHEEL_INVALID_OPTION (or _TOPIC). */
 export function checkListOptions(options: ListOptions): ListQuery {
   checkOptionsObject(options, 'list options', "{ topic: 'emails', limit: 100 }");
   checkKnownOptions(options, ['topic', 'from', 'until', 'limit', 'cursor'], 'list()');
@@ -99,7 +84,6 @@ export function encodeCursor(topic: string, key: ListKey): string {
   return Buffer.from(body, 'utf8').toString('base64url');
 }
 
-/** The key a cursor names; refuses one that is malformed, or is another topic's. */
 export function decodeCursor(cursor: unknown, topic: string): ListKey {
   if (typeof cursor !== 'string' || cursor.length === 0 || cursor.length > MAX_CURSOR_CHARS) {
     throw badCursor(`got ${describe(cursor)}`);
@@ -143,13 +127,9 @@ function badCursor(why: string): TickwheelTypeError {
   );
 }
 
-/**
- * The `keep` smallest of the items pushed, by key: memory bounded by about twice `keep`
- * however many are pushed (they are sorted and cut whenever they reach that).
- */
+/** The `keep` smallest items pushed, by key, in memory of about twice `keep`. */
 export class SmallestKeys<M> {
   private items: Array<{ message: M; key: ListKey }> = [];
-  /** Whether items were cut off: more than `keep` were pushed. */
   cut = false;
 
   constructor(private readonly keep: number) {}
@@ -176,11 +156,9 @@ export class SmallestKeys<M> {
 }
 
 /**
- * One page out of the messages found where a backend keeps them (in memory, in a store...),
- * each part sorted and complete up to its own `through` (see KeyedPart). Messages past
- * the lowest `through` are dropped (a part may hold an earlier one it has not read yet), and
- * a message found in two parts (it moved while they were read) counts once, as the part
- * listed first has it.
+ * One page out of parts read from where a backend keeps messages. Messages past the lowest
+ * `through` are dropped (another part may not have read up to them), and a message found in two
+ * parts (it moved meanwhile) counts once, as the first part has it.
  */
 export function mergePages<M extends { id: string }>(
   limit: number,

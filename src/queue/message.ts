@@ -1,7 +1,4 @@
-/**
- * The message model of the delay queue: what a producer sends, how it is checked, how its
- * payload is encoded, and how retries back off.
- */
+/** The message model: what a producer sends, how it is checked and encoded, how retries back off. */
 
 import { randomBytes } from 'node:crypto';
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
@@ -11,27 +8,19 @@ import { checkTraceContext, type TraceContext } from '../protocol/trace-context.
 
 export type { MessageStatus, Backoff } from '../protocol/model.js';
 
-/**
- * A message to schedule. `Payload` is the type of its payload (any JSON value, or bytes as a
- * Buffer / Uint8Array), as the queue or the client is typed: `DelayQueue.open<Order>(...)`.
- */
+/** A message to schedule; its payload any JSON value, or bytes (Buffer / Uint8Array). */
 export interface ScheduleRequest<Payload = unknown> {
   topic: string;
   payload: Payload;
   /** Delay from now, in ms. One of delayMs / deliverAt; neither means "now". */
   delayMs?: number;
-  /** Due time as Unix epoch ms. */
   deliverAt?: number;
   /** Dedup key: scheduling the same id while it is pending returns the pending message. */
   id?: string;
   /** Deliveries before the message goes to the dead-letter topic. Default 5. */
   maxAttempts?: number;
   backoff?: Backoff;
-  /**
-   * The W3C trace context to store with the message (docs/observability.md). Default: the
-   * active OpenTelemetry context, when `@opentelemetry/api` is installed. A malformed one is
-   * ignored.
-   */
+  /** The W3C trace context to store with it. Default: the active OpenTelemetry context. */
   trace?: TraceContext;
 }
 
@@ -39,12 +28,10 @@ export interface ScheduleRequest<Payload = unknown> {
 export const PAYLOAD_JSON = 0;
 export const PAYLOAD_BYTES = 1;
 
-/** A message as the queue and its store know it. */
 export interface MessageState {
   id: string;
   topic: string;
   deliverAt: number;
-  /** Deliveries so far. */
   attempts: number;
   maxAttempts: number;
   backoff: Backoff | undefined;
@@ -52,26 +39,19 @@ export interface MessageState {
   /** The encoded payload, when in memory; stores may drop it and read it back by `ref`. */
   payload: Uint8Array | undefined;
   /**
-   * A short JSON payload as text, not encoded (then `payload` is undefined): the store encodes
-   * it where it keeps it (the file store straight into the log record, with no buffer of its
-   * own). The queue keeps it so while it holds the message in memory, and a receive parses the
-   * text itself: no bytes made at schedule only to be decoded again at receive. The queue drops
-   * it for a message it does not hold.
+   * A short JSON payload as text (then `payload` is undefined) while held: the store encodes it
+   * where it keeps it, and a receive parses the text; no bytes made only to be decoded.
    */
   payloadText?: string | undefined;
   /** The store's own reference to the message's payload (a log position for the file store). */
   ref: number;
   /**
-   * The store's own reference to the record of the message's current delivery, set by
-   * Store.handOut when it keeps one (the file store: its HANDOUT record's log position), else
-   * NaN or absent. NaN rather than -1: a field that starts as a small integer and then holds a
-   * larger number changes the hidden class of the messages (every hot path reading them slows).
+   * The store's reference to the record of the current delivery (Store.handOut), else NaN or
+   * absent. NaN, not -1: a small integer field that later holds a double changes the messages'
+   * hidden class, slowing every hot path.
    */
   handOutRef?: number;
-  /**
-   * Why its latest delivery failed (a handler's error, a nack's reason, a visibility timeout),
-   * if one did. Kept durably with a dead letter; in memory only for a message being retried.
-   */
+  /** Why its latest delivery failed; durable with a dead letter, in memory for a retry. */
   lastError?: string | undefined;
   /** The trace context of the call that scheduled it, kept durably (docs/observability.md). */
   trace?: TraceContext | undefined;
@@ -80,10 +60,7 @@ export interface MessageState {
 export const TOPIC_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const ID_PATTERN = /^[A-Za-z0-9._:@-]{1,200}$/;
 export const DEFAULT_MAX_ATTEMPTS = 5;
-/**
- * Beyond 200 years (of 365.25 days: 6,311,520,000,000 ms) ahead a due time is refused, as a
- * delayMs or as a deliverAt: it is almost certainly a unit mistake (seconds or microseconds).
- */
+/** A due time over 200 years ahead is refused: almost certainly a unit mistake. */
 export const MAX_DELAY_MS = 200 * 365.25 * 24 * 3600 * 1000;
 
 /** 2001-09-09T01:46:40Z: a deliverAt below it, against a wall clock, is taken for seconds. */
@@ -114,6 +91,14 @@ export function checkId(id: unknown): string {
   return id;
 }
 
+function invalidMessage(message: string): TickwheelTypeError {
+  return new TickwheelTypeError('ERR_TICKWHEEL_INVALID_MESSAGE', message);
+}
+
+function invalidDelay(message: string): TickwheelRangeError {
+  return new TickwheelRangeError('ERR_TICKWHEEL_INVALID_DELAY', message);
+}
+
 /** Resolves delayMs / deliverAt into a due time (epoch ms), refusing nonsense. */
 export function dueTime(
   when: { delayMs?: unknown; deliverAt?: unknown },
@@ -122,29 +107,22 @@ export function dueTime(
 ): number {
   const { delayMs, deliverAt } = when;
   if (delayMs !== undefined && deliverAt !== undefined) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      'give either delayMs or deliverAt, not both',
-    );
+    throw invalidMessage('give either delayMs or deliverAt, not both');
   }
   if (deliverAt !== undefined) {
     if (typeof deliverAt !== 'number' || !Number.isFinite(deliverAt) || deliverAt < 0) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
+      throw invalidDelay(
         `deliverAt must be a Unix time in milliseconds, got ${describe(deliverAt)}`,
       );
     }
-    // A due time before 2001-09-09 against a wall clock is a Unix time in seconds, 1,000 times
-    // too small, which would be delivered at once. (A ManualClock may start anywhere.)
+    // Against a wall clock, seconds (delivered at once); a ManualClock may start anywhere.
     if (deliverAt < EARLIEST_DELIVER_AT && now >= EARLIEST_DELIVER_AT) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
+      throw invalidDelay(
         `deliverAt ${deliverAt} is before 2001-09-09: it looks like seconds; deliverAt is a Unix time in milliseconds (${deliverAt * 1000} if it was seconds)`,
       );
     }
     if (deliverAt - now > MAX_DELAY_MS) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
+      throw invalidDelay(
         `deliverAt ${deliverAt} is more than 200 years ahead; is it in seconds or microseconds?`,
       );
     }
@@ -152,35 +130,25 @@ export function dueTime(
   }
   if (delayMs !== undefined) {
     if (typeof delayMs !== 'number' || !Number.isFinite(delayMs)) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
+      throw invalidDelay(
         `delayMs must be a finite number of milliseconds, got ${describe(delayMs)}`,
       );
     }
     if (delayMs > MAX_DELAY_MS) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
-        `delayMs ${delayMs} is more than 200 years`,
-      );
+      throw invalidDelay(`delayMs ${delayMs} is more than 200 years`);
     }
     return Math.ceil(now + Math.max(0, delayMs));
   }
   if (required) {
-    throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_MESSAGE', 'give delayMs or deliverAt');
+    throw invalidMessage('give delayMs or deliverAt');
   }
   return Math.ceil(now);
 }
 
-/**
- * The new due time of a reschedule: `when` must be an object giving delayMs or deliverAt
- * (an empty one, or a bare number, would silently mean "now").
- */
+/** A reschedule's due time: `{}` or a bare number would silently mean "now", so refused. */
 export function rescheduleTime(when: unknown, now: number): number {
   if (typeof when !== 'object' || when === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `give { delayMs } or { deliverAt }, got ${describe(when)}`,
-    );
+    throw invalidMessage(`give { delayMs } or { deliverAt }, got ${describe(when)}`);
   }
   return dueTime(when, now, true);
 }
@@ -200,8 +168,7 @@ export function checkBackoff(backoff: unknown): Backoff | undefined {
     (b.maxDelayMs !== undefined &&
       (typeof b.maxDelayMs !== 'number' || !Number.isFinite(b.maxDelayMs) || b.maxDelayMs < 0))
   ) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
+    throw invalidMessage(
       "backoff must be { type: 'fixed' | 'exponential', delayMs >= 0, jitter?: 0..1, maxDelayMs?: >= 0 }",
     );
   }
@@ -242,14 +209,11 @@ const decoder = new TextDecoder();
 /** JSON payloads up to this many characters stay text until the store writes them. */
 const TEXT_PAYLOAD_CHARS = 4096;
 
-/**
- * Checks and encodes a payload: raw bytes as they are; anything else as JSON, as `bytes`, or
- * as `text` when short (see MessageState.payloadText).
- */
-export function encodePayload(
-  payload: unknown,
-  maxBytes: number,
-): { kind: number; bytes: Uint8Array | undefined; text: string | undefined } {
+/** A payload's kind and bytes, or (short JSON) its text: see MessageState.payloadText. */
+type EncodedPayload = { kind: number; bytes: Uint8Array | undefined; text: string | undefined };
+
+/** Checks and encodes a payload: bytes as they are, else JSON (`text` when short). */
+export function encodePayload(payload: unknown, maxBytes: number): EncodedPayload {
   if (payload instanceof Uint8Array) {
     checkPayloadSize(payload.byteLength, maxBytes);
     return { kind: PAYLOAD_BYTES, bytes: payload, text: undefined };
@@ -260,16 +224,10 @@ export function encodePayload(
   } catch (err) {
     // JSON.stringify runs out of stack on a payload nested some thousands deep.
     const why = err instanceof RangeError ? 'it is nested too deeply' : (err as Error).message;
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `payload must be JSON-serialisable or bytes: ${why}`,
-    );
+    throw invalidMessage(`payload must be JSON-serialisable or bytes: ${why}`);
   }
   if (text === undefined) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `payload must be JSON-serialisable or bytes, got ${describe(payload)}`,
-    );
+    throw invalidMessage(`payload must be JSON-serialisable or bytes, got ${describe(payload)}`);
   }
   // UTF-8 takes at most 3 bytes per UTF-16 unit (JSON.stringify escapes lone surrogates).
   if (text.length * 3 > maxBytes) checkPayloadSize(Buffer.byteLength(text, 'utf8'), maxBytes);
@@ -299,7 +257,6 @@ export function decodePayload(kind: number, held: Uint8Array | string): unknown 
   return JSON.parse(decoder.decode(held));
 }
 
-/** The payload held in memory, as bytes or text; undefined when it is only in the store. */
 /** The start of a decoded payload, for people looking at it: JSON text, or base64 for bytes. */
 export function payloadPreview(
   payload: unknown,
@@ -312,11 +269,11 @@ export function payloadPreview(
   return { preview: text.slice(0, maxChars), truncated: text.length > maxChars };
 }
 
+/** The payload held in memory, as bytes or text; undefined when it is only in the store. */
 export function heldPayload(message: MessageState): Uint8Array | string | undefined {
   return message.payload ?? message.payloadText;
 }
 
-/** Bytes of a payload as stored (UTF-8 for text). */
 export function storedBytes(held: Uint8Array | string): number {
   return typeof held === 'string' ? Buffer.byteLength(held, 'utf8') : held.byteLength;
 }
@@ -338,16 +295,12 @@ export function newMessageId(now: number): string {
   return idTime + idCounter.toString(36);
 }
 
-/**
- * The reason kept with a message (lastError) and given with its 'failed' or 'dead' event when
- * its visibility timeout ran out: the same text embedded and on the cluster.
- */
+/** The reason (lastError) of a delivery whose visibility timeout ran out, on every backend. */
 export const VISIBILITY_REASON = 'visibility timeout: not acknowledged in time';
 
 /** The reason kept (lastError) for a nack that gave none: the same text on every backend. */
 export const NACK_REASON = 'nacked';
 
-/** Longest failure reason kept with a message (lastError). */
 export const MAX_REASON_CHARS = 500;
 
 /** A failure as the short text kept with the message (lastError). */
@@ -373,11 +326,10 @@ export interface CheckedRequest {
   deliverAt: number;
   maxAttempts: number;
   backoff: Backoff | undefined;
-  payload: { kind: number; bytes: Uint8Array | undefined; text: string | undefined };
+  payload: EncodedPayload;
   trace: TraceContext | undefined;
 }
 
-/** The fields a schedule request may have. */
 const REQUEST_FIELDS = new Set([
   'topic',
   'payload',
@@ -389,16 +341,11 @@ const REQUEST_FIELDS = new Set([
   'trace',
 ]);
 
-/**
- * A field a schedule request may not have is refused, as the HTTP API refuses it: `{ delay: 5000
- * }` (for delayMs) would otherwise be a message due now. (A loop over the keys, not Object.keys:
- * no array a message.)
- */
+/** Refuses unknown fields (`{ delay: 5000 }` would be due now); for-in: no array per message. */
 function checkFields(request: object): void {
   for (const key in request) {
     if (!REQUEST_FIELDS.has(key) && Object.hasOwn(request, key)) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
+      throw invalidMessage(
         `a message has no field ${JSON.stringify(key)} (its fields: ${[...REQUEST_FIELDS].join(', ')})`,
       );
     }
@@ -406,10 +353,8 @@ function checkFields(request: object): void {
 }
 
 /**
- * Checks a schedule request as every store takes it: topic, due time, attempts, back-off,
- * payload (at most `maxPayloadBytes`) and id (made when none is given, unless `makeId` is
- * false: then ''). `where` goes in front of an error's message (a batch says which of its
- * messages).
+ * Checks a schedule request. The id is made when none is given, unless `makeId` is false (then
+ * ''). `where` goes in front of an error's message (which message of a batch).
  */
 export function checkRequest(
   request: unknown,
@@ -419,10 +364,7 @@ export function checkRequest(
   makeId = true,
 ): CheckedRequest {
   if (typeof request !== 'object' || request === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `${where}a message must be an object, got ${describe(request)}`,
-    );
+    throw invalidMessage(`${where}a message must be an object, got ${describe(request)}`);
   }
   const given = request as ScheduleRequest;
   try {
@@ -433,7 +375,6 @@ export function checkRequest(
       maxAttempts: checkMaxAttempts(given.maxAttempts),
       backoff: checkBackoff(given.backoff),
       payload: encodePayload(given.payload, maxPayloadBytes),
-      // (A caller that gives ids of its own to messages without one says so: makeId false.)
       id: given.id !== undefined ? checkId(given.id) : makeId ? newMessageId(now) : '',
       trace: given.trace === undefined ? undefined : checkTraceContext(given.trace),
     };

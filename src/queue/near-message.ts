@@ -1,8 +1,7 @@
 /**
- * A message of the near horizon (near.ts) and what it hangs on: the shared visibility timeout
- * of one take (Lease), the one timer of a dense millisecond (DueGroup), and the counts of held
- * messages that stats() and dueHistogram() read. Every NearMessage is made by newNear(), so
- * that all have one hidden class.
+ * A message of the near horizon (near.ts) and what it hangs on: the visibility timeout of one
+ * take (Lease), the timer of a dense millisecond (DueGroup), and the held counts stats() reads.
+ * Every NearMessage is made by nearMessage(), so that all have one hidden class.
  */
 
 import { heldPayload, storedBytes, type MessageState } from './message.js';
@@ -19,18 +18,13 @@ export interface NearMessage extends MessageState {
   lease: Lease | undefined;
   /** Its receipt's counter while in flight (receipts.ts), else 0. */
   receiptNo: number;
-  /**
-   * In flight with its ack put off by consume() (deliveries.ts: the chunk it waits in), else
-   * undefined: its handler is done, and whoever looks it up by id gets that ack applied first.
-   */
+  /** In flight with its ack put off by consume() (the chunk it waits in, deliveries.ts). */
   pendingAck: object | undefined;
   /** Bumped on every change of state, so stale entries in ready lists are skipped. */
   version: number;
   /** In memory (cheaper to test than a lookup by id). */
   held: boolean;
-  /** Its receipt slot while in flight, else -1. */
   slot: number;
-  /** Its topic's counts of held messages, while held. */
   tally: HeldTally | undefined;
   /** Its payload parsed ahead of a dense burst (decode-ahead.ts), or UNDECODED. */
   decoded: unknown;
@@ -44,36 +38,27 @@ export function delivering(message: MessageState): boolean {
   return near.status === 'inflight' && near.pendingAck === undefined;
 }
 
-/**
- * The visibility timeout of the messages one take() put in flight: one timer on the wheel for
- * all of them. What the wheel holds is a NearMessage (a due timer) or a Lease.
- */
+/** The visibility timeout of the messages one take() put in flight: one wheel timer for all. */
 export class Lease {
   /** Its timer on the wheel; 0 once it fired or was cleared. */
   timer = 0;
   /**
-   * The arrays take() returned under it, in take order (kept as they are, not copied into one),
-   * and how many messages they hold. Compacted into one once most have left, so that acked
-   * messages (and their payloads) are not kept in memory for as long as one of them is slow.
+   * The arrays take() returned under it, in take order, and how many messages they hold;
+   * compacted once most have left, so acked payloads are not kept while one message is slow.
    */
   takes: NearMessage[][] = [];
   entries = 0;
   /** Messages of it still in flight (those that left have another lease or none). */
   live = 0;
-  /**
-   * When an ack of one of its messages put off by consume() (deliveries.ts) must be applied at
-   * the latest: well before the visibility timeout, so that a put-off ack never lets a handled
-   * message be delivered again.
-   */
+  /** When a put-off ack of its messages must be applied: well before the visibility timeout. */
   ackBy = Infinity;
 
   /** `expiresAt`: its deadline, a whole millisecond on the queue's clock. */
   constructor(readonly expiresAt: number) {}
 
   /**
-   * Its messages still under it, each once, in the order of their latest take: a message that
-   * left flight (a nack with no delay, a take handed back) and was taken again within the same
-   * millisecond rejoined the same lease, and is in `takes` twice.
+   * Its messages still under it, each once, in the order of their latest take (one taken again
+   * within the same millisecond rejoined the lease, and is in `takes` twice).
    */
   members(): NearMessage[] {
     const members: NearMessage[] = [];
@@ -92,22 +77,16 @@ export class Lease {
 }
 
 /**
- * The messages of a dense millisecond (DENSE_PER_MS or more scheduled for it), each with the
- * version it had when it joined: one timer on the wheel for all of them instead of one each
- * (the wheel's insert and expiry, ~100 ns a message of a burst, and a row each in its memory).
- * An entry whose message changed since (received, cancelled, moved: its version is bumped) is
- * skipped when the group fires.
+ * The messages of a dense millisecond (DENSE_PER_MS or more), each with its version when it
+ * joined: one wheel timer instead of one each (~100 ns a message). An entry whose message
+ * changed since is skipped when the group fires.
  */
 export class DueGroup {
   messages: NearMessage[] = [];
   versions: number[] = [];
   constructor(readonly deliverAt: number) {}
 
-  /**
-   * Drops the entries gone stale, in order. near.ts calls it when the entries reach twice the
-   * messages scheduled for the millisecond (plus GROUP_SLACK), so that messages cancelled or
-   * moved again and again do not pile up in a group until it fires (amortised O(1) a join).
-   */
+  /** Drops stale entries, in order; near.ts calls it so moved messages do not pile up. */
   compact(): void {
     let kept = 0;
     for (let i = 0; i < this.messages.length; i++) {
@@ -121,7 +100,6 @@ export class DueGroup {
   }
 }
 
-/** Held messages of one topic: ready, in flight, scheduled. */
 export interface HeldTally {
   ready: number;
   inflight: number;
@@ -137,14 +115,10 @@ export interface HeldCounts {
   readonly minutes: ReadonlyMap<number, number>;
   readonly scheduledDue: ReadonlyMap<number, number>;
   readonly countBase: number;
-  /** Payload bytes held against their budget. */
   readonly payloads: PayloadBudget;
 }
 
-/**
- * The message `state` in the near horizon's shape (one hidden class for all: every field set at
- * once). Its payload text is not kept: the queue keeps text only for a message it schedules.
- */
+/** `state` in the near horizon's shape (every field set at once), without its payload text. */
 export function nearMessage(state: MessageState): NearMessage {
   return {
     id: state.id,

@@ -1,9 +1,6 @@
 /**
- * The queue's options and the arguments of its operations, checked: every bad value is a named
- * error with a code (`ERR_TICKWHEEL_INVALID_OPTION`, `..._MESSAGE`) that says what to change.
- *
- * The bounds the HTTP API shares with the embedded queue (longest visibility timeout, long
- * poll, nack delay, receive size) come from src/protocol/limits.ts, so the two cannot differ.
+ * The queue's options and the arguments of its operations, checked. Bounds the HTTP API shares
+ * come from src/protocol/limits.ts, so the two cannot differ.
  */
 
 import { checkAlarmClock, SystemClock, type Clock } from '../clock/index.js';
@@ -33,13 +30,10 @@ import type {
   ReceiveOptions,
 } from './types.js';
 
-/**
- * Default `maxBytes` of the embedded receive(): twice the HTTP default (DEFAULT_RECEIVE_BYTES
- * in src/protocol/limits.ts), as nothing here is sent over a network.
- */
+/** Default `maxBytes` of the embedded receive(): twice the HTTP default (no network here). */
 export const EMBEDDED_RECEIVE_BYTES = 16 * 1024 * 1024;
 
-/** Largest `maxPayloadBytes`: a payload with its record's other fields within the message log's largest record (16 MiB). */
+/** Largest `maxPayloadBytes`: with its record's other fields, within a 16 MiB log record. */
 const MAX_PAYLOAD_BYTES = 16 * 1024 * 1024 - 1024;
 
 /** Payload bytes the embedded queue holds in memory by default: a 512 MB container's share. */
@@ -58,14 +52,12 @@ export interface QueueLimits {
   durableAcks: boolean;
 }
 
-/** The options of the embedded queue, checked, with their defaults filled in. */
 export interface QueueSettings extends QueueLimits {
   clock: Clock;
   rememberFinished: number;
   payloadMemoryBytes: number;
 }
 
-/** The options every backend shares, checked once for all (the same bounds everywhere). */
 export function checkQueueOptions(options: QueueOptions): QueueLimits {
   return {
     horizonMs: checkOption(options.horizonMs ?? 60_000, 'horizonMs', 10, 86_400_000),
@@ -84,7 +76,6 @@ export function checkQueueOptions(options: QueueOptions): QueueLimits {
   };
 }
 
-/** The embedded queue's options: the shared ones and its own. */
 export function checkEmbeddedOptions(options: DelayQueueOptions): QueueSettings {
   const clock = options.clock ?? new SystemClock({ epoch: true });
   checkAlarmClock(clock);
@@ -114,7 +105,6 @@ const RECEIVE_OPTIONS = optionNames<ReceiveOptions>({
   maxBytes: true,
 });
 
-/** receive() options checked, with the queue's defaults filled in. */
 export function checkReceiveOptions(
   options: ReceiveOptions,
   defaults: { maxWaitMs: number; visibilityMs: number },
@@ -151,12 +141,7 @@ export function checkAck(options: AckOptions, durableAcks: boolean, method = 'ac
 
 /** Checks nack() options; resolves the reason to keep as lastError (undefined: none given). */
 export function checkNack(options: NackOptions, method = 'nack'): string | undefined {
-  if (typeof options !== 'object' || options === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${method} options must be an object such as { delayMs: 5000 }, got ${describe(options)}`,
-    );
-  }
+  checkOptionsObject(options, `${method} options`, '{ delayMs: 5000 }');
   checkKnownOptions(options, NACK_OPTIONS, `${method}()`);
   if (options.delayMs !== undefined) checkOption(options.delayMs, 'delayMs', 0, MAX_NACK_DELAY_MS);
   checkFlag(options.durable, 'durable');
@@ -171,7 +156,6 @@ export function checkNack(options: NackOptions, method = 'nack'): string | undef
   return clipReason(reason);
 }
 
-/** Checks the receipts of ackMany() / nackMany() before any is touched. */
 export function checkReceipts(receipts: readonly string[], method: string): void {
   if (!Array.isArray(receipts)) {
     throw new TickwheelTypeError(

@@ -1,7 +1,4 @@
-/**
- * The parts of a queue engine that its producer side (producer.ts) and its consumer side
- * (deliveries.ts) share: one instance of each per queue, built by the engine (engine.ts).
- */
+/** The parts of the engine its producer and its deliveries share, built by engine.ts. */
 
 import type { Clock } from '../clock/index.js';
 import type { FinishedMemory } from './finished.js';

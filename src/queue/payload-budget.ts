@@ -1,15 +1,11 @@
 /**
- * The bytes of payloads the near horizon holds in memory, against a budget
- * (DelayQueueOptions.payloadMemoryBytes). A message that comes into memory beyond it keeps only
- * its place in the store, which reads its payload back when it is received: a backlog of large
- * payloads with no consumer costs the store's disk, not the process's memory, before and after
- * a restart.
+ * The payload bytes the near horizon holds, against payloadMemoryBytes. A message beyond it
+ * keeps only its place in the store, which reads its payload back when it is received.
  */
 
 import { heldPayload, type MessageState } from './message.js';
 
 export class PayloadBudget {
-  /** Bytes of payloads counted in now. */
   held = 0;
 
   constructor(readonly limit: number) {}
@@ -19,10 +15,7 @@ export class PayloadBudget {
     return this.held + bytes <= this.limit;
   }
 
-  /**
-   * A message comes into memory: its payload is counted in if it fits, else dropped (the store
-   * has it). Returns the bytes counted, to give back with free().
-   */
+  /** Counts in a message's payload if it fits, else drops it; the bytes to give back with free(). */
   admit(message: MessageState): number {
     const held = heldPayload(message);
     if (held === undefined) return 0;

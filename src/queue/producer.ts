@@ -1,20 +1,11 @@
 /**
- * The producer side of the queue: schedule, scheduleMany, cancel, reschedule, requeue.
- *
- * Every change is durable in the store before memory follows: a message is held (near.ts) only
- * once its add or move has resolved, and only if its due time is within the horizon
- * (horizon.ts). A message with a caller-given id is added under that id's lock (locks.ts), so
- * that dedup ("pending already?") and the add are one step; a message with a fresh id cannot
- * collide and takes no lock.
- *
- * A change through the store to a message that is not held (cancel, reschedule, requeue) is
- * announced to the near horizon (`supersede`): a horizon load running meanwhile may have read
- * the message before the change, and must not take that stale copy over.
- *
- * The queue's closed state is the engine's: it checks before calling in.
+ * The engine's producer side. Every change is durable in the store before memory follows. A
+ * caller-given id is added under its lock (dedup and add are one step). A change to a message
+ * not held is announced (`supersede`): a horizon load meanwhile must not take its stale copy.
  */
 
 import type { Clock } from '../clock/index.js';
+import type { Scheduled } from './backend.js';
 import {
   isMaybeWritten,
   mayHaveWritten,
@@ -29,9 +20,7 @@ import { nearMessage, type NearMessage } from './near-message.js';
 import type { NearHorizon } from './near.js';
 import type { QueueReport } from './report.js';
 import type { QueueParts } from './parts.js';
-import type { Store } from './store.js';
-
-type Scheduled = { id: string; deliverAt: number };
+import type { Store, StoredMessage } from './store.js';
 
 export class Producer {
   private readonly store: Store;
@@ -67,12 +56,10 @@ export class Producer {
     const results = new Array<Scheduled>(messages.length);
     const unique: Array<Promise<unknown>> = [];
     const plain: NearMessage[] = [];
-    // Each plain message's promise; records of one group commit share theirs, so the distinct
-    // ones (usually one or two per batch) are what is waited for.
+    // Records of one group commit share a promise: the distinct ones are waited for.
     const durables: Array<Promise<void>> = [];
     const distinct: Array<Promise<void>> = [];
-    // The horizon may move while the batch is written: each message goes where the store was
-    // told it goes.
+    // The horizon may move meanwhile: each message goes where the store was told it goes.
     const loadedUntil = this.horizon.loadedUntil;
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
@@ -120,7 +107,6 @@ export class Producer {
     throw failure.error;
   }
 
-  /** Cancels a live message, wherever it is held. True if it was live. */
   async cancel(id: string): Promise<boolean> {
     return this.locks.run(id, async () => {
       let message: MessageState | undefined = this.near.get(id);
@@ -148,19 +134,15 @@ export class Producer {
     const now = this.clock.now();
     return this.locks.run(id, async () => {
       let near = this.near.get(id);
-      let message: MessageState | undefined = near;
+      let message: NearMessage | StoredMessage | undefined = near;
       if (message === undefined) {
         const stored = await this.store.lookup(id);
         // A horizon load may have taken the message into memory while lookup ran.
         near = this.near.get(id);
         message = near ?? stored;
       }
-      if (message === undefined || (near !== undefined && near.status === 'inflight')) {
-        return undefined;
-      }
-      if (near === undefined && (message as { status?: string }).status === 'dead') {
-        return undefined;
-      }
+      const status = message?.status;
+      if (message === undefined || status === 'inflight' || status === 'dead') return undefined;
       if (near !== undefined) this.near.release(near);
       else this.near.supersede(id);
       const previous = message.deliverAt;
@@ -194,7 +176,6 @@ export class Producer {
     });
   }
 
-  /** A checked request's message. */
   private prepare(request: CheckedRequest, now: number): NearMessage {
     const { id, topic, deliverAt, maxAttempts, backoff, payload, trace } = request;
     const message = nearMessage({
@@ -239,11 +220,7 @@ export class Producer {
     return { id: message.id, deliverAt: message.deliverAt };
   }
 
-  /**
-   * A message the store has added: one it was told is within the horizon is held with its
-   * payload in memory (as bytes, or as JSON text when it was scheduled so); any other keeps no
-   * payload here. `fresh`: its id is new.
-   */
+  /** A message the store has added: held if within the horizon, else its payload dropped. */
   private added(message: NearMessage, inHorizon: boolean, fresh: boolean): void {
     if (inHorizon) {
       this.near.hold(message, fresh);

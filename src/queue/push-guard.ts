@@ -1,25 +1,8 @@
 /**
- * Which addresses a push may reach (docs/push.md, Security). Anyone who can set a topic's push
- * target chooses where the queue's process sends requests, so by default a target is refused
- * when its host is, or resolves to, an address inside the machine or its network:
- *
- *   loopback       127.0.0.0/8, ::1
- *   private        10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 (shared, CGNAT)
- *   link-local     169.254.0.0/16 (cloud metadata services), fe80::/10
- *   unique-local   fc00::/7, and the old site-local fec0::/10
- *   unspecified    0.0.0.0/8, :: (connecting to them reaches this machine)
- *   IPv4 inside IPv6  ::ffff:a.b.c.d (mapped) and 64:ff9b::a.b.c.d (NAT64), judged as a.b.c.d;
- *                  the deprecated IPv4-compatible ::a.b.c.d, refused whole
- *
- * unless the operator allows it (`push: { allow: [...] }`, `tickwheel serve --push-allow`): an
- * address inside an allowed CIDR block, or a host name given exactly.
- *
- * Checked twice. When a target is set, its host is resolved and every address it gives is
- * checked, so a refused target is refused to whoever set it. That answer proves nothing about
- * later ones (DNS rebinding: a name that answers a public address now and 127.0.0.1 at the
- * request), so every connection is checked again where it is made: the sender's `lookup` sees
- * the addresses the socket will connect to, and literal IP hosts (which Node connects to
- * without a lookup) are checked before each request.
+ * Which addresses a push may reach (docs/push.md, Security): a target whose host is, or
+ * resolves to, an INTERNAL address is refused unless the operator allows it. Checked when a
+ * target is set, and again at every connection (DNS rebinding): the sockets' `lookup`, and
+ * literal IP hosts (no lookup) before each request.
  */
 
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
@@ -27,26 +10,20 @@ import { isIP, type LookupFunction } from 'node:net';
 import { TickwheelError, TickwheelTypeError } from '../errors.js';
 import { describe } from '../validate.js';
 
-/** The push options of a queue. */
 export interface PushOptions {
   /**
-   * Addresses pushes may reach although they are internal (see push-guard.ts): CIDR blocks
-   * (`10.1.0.0/16`, `fd00::/8`), single addresses (`127.0.0.1`), or host names, matched exactly
-   * (`receiver.internal`). At most 1,000 entries. Default none.
+   * Internal addresses pushes may reach: CIDR blocks (`10.1.0.0/16`), addresses (`127.0.0.1`),
+   * or host names matched exactly (`receiver.internal`). At most 1,000 entries. Default none.
    */
   allow?: readonly string[];
 }
 
 export const MAX_PUSH_ALLOW = 1000;
-/**
- * How long setting a target waits for its name to resolve; past it the target is let through
- * as one that does not resolve (the check at each connection still holds).
- */
+/** How long setting a target waits for its name to resolve (then lets it through). */
 const SET_LOOKUP_MS = 5000;
 
 /** A push target whose host is an internal address that the queue's options do not allow. */
 export class PushNotAllowedError extends TickwheelError<'ERR_TICKWHEEL_PUSH_NOT_ALLOWED'> {
-  /** The host of the target, and the address refused. */
   readonly host: string;
   readonly address: string;
   constructor(host: string, address: string, kind: string) {
@@ -64,7 +41,6 @@ export class PushNotAllowedError extends TickwheelError<'ERR_TICKWHEEL_PUSH_NOT_
   }
 }
 
-/** An address as bytes: 4 for IPv4, 16 for IPv6. */
 type Bytes = readonly number[];
 
 interface Block {
@@ -72,7 +48,6 @@ interface Block {
   prefix: number;
 }
 
-/** The internal blocks refused by default, with what to call an address in each. */
 const INTERNAL: ReadonlyArray<[string, string]> = [
   ['0.0.0.0/8', 'unspecified'],
   ['10.0.0.0/8', 'private'],
@@ -122,10 +97,7 @@ export function addressBytes(text: string): Bytes | undefined {
 const NAT64_PREFIX = [0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0];
 const MAPPED_PREFIX = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
 
-/**
- * IPv6 that carries an IPv4 address the connection reaches (IPv4-mapped ::ffff:a.b.c.d, NAT64
- * 64:ff9b::a.b.c.d) as that IPv4 address; others as they are.
- */
+/** IPv6 that carries an IPv4 address (mapped, NAT64) as that address; others as they are. */
 function unmapped(bytes: Bytes): Bytes {
   if (bytes.length !== 16) return bytes;
   for (const prefix of [MAPPED_PREFIX, NAT64_PREFIX]) {
@@ -192,7 +164,6 @@ const systemResolve: Resolve = (host) =>
     });
   });
 
-/** The allow list of a queue, and the checks of push targets against it. */
 export class PushGuard {
   private readonly blocks: Block[] = [];
   private readonly hosts = new Set<string>();
@@ -209,7 +180,6 @@ export class PushGuard {
     }
   }
 
-  /** Refuses an internal `address` not allowed; `host` is the name it came from. */
   checkAddress(host: string, address: string): void {
     const kind = internalKind(address);
     if (kind === undefined) return;
@@ -224,21 +194,13 @@ export class PushGuard {
     return this.hosts.has(hostOf(hostname));
   }
 
-  /**
-   * Checks a URL's host where Node will not look it up (a literal address); a name is left to
-   * the connection's lookup (see `lookup`).
-   */
+  /** Checks a URL's host where Node will not look it up (a literal address). */
   checkLiteral(hostname: string): void {
     const host = hostOf(hostname);
     if (isIP(host) !== 0 && !this.allowsHost(host)) this.checkAddress(host, host);
   }
 
-  /**
-   * Checks a target as it is set: a literal address directly, a name by every address it
-   * resolves to now. A name that does not resolve now (or not within SET_LOOKUP_MS) is let
-   * through: the check at each connection still holds (and the attempt fails while the name
-   * does not resolve).
-   */
+  /** Checks a target as it is set: a name by every address it resolves to now (if it does). */
   async checkTarget(url: string): Promise<void> {
     const { hostname } = new URL(url);
     const host = hostOf(hostname);
@@ -262,10 +224,7 @@ export class PushGuard {
     for (const { address } of addresses ?? []) this.checkAddress(host, address);
   }
 
-  /**
-   * A `lookup` for the sockets of pushes: resolves as dns.lookup does, and fails the connection
-   * with PushNotAllowedError when any address the name resolves to is internal and not allowed.
-   */
+  /** dns.lookup for the sockets of pushes, failing with PushNotAllowedError where it must. */
   readonly lookup: LookupFunction = (hostname, options, callback) => {
     const host = hostOf(hostname);
     const all = (options as LookupOptions).all === true;
@@ -298,7 +257,6 @@ export class PushGuard {
   };
 }
 
-/** Checks the `push` option of a queue: `{ allow?: string[] }`. */
 export function checkPushOptions(value: unknown): PushOptions {
   if (value === undefined) return {};
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
@@ -329,7 +287,6 @@ export function checkPushOptions(value: unknown): PushOptions {
 const HOST_NAME =
   /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/i;
 
-/** An entry of push.allow: a CIDR block, an address, or a host name. */
 export function checkAllowEntry(entry: unknown): string {
   if (
     typeof entry !== 'string' ||

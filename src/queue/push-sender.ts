@@ -1,23 +1,9 @@
 /**
- * One push target's HTTP requests (push.ts): signs a message (src/protocol/push-signature.ts),
- * sends it, and says whether the receiver took it.
- *
- * - The body is the payload: raw bytes as application/octet-stream, anything else as its JSON
- *   (application/json), exactly the bytes signed.
- * - 2xx is success. Anything else fails the attempt with a PushError whose message says why
- *   (`HTTP 500 Internal Server Error`, `no answer within 2000 ms`, `ECONNREFUSED ...`). A
- *   failed answer's body is never read: the receiver may be a service inside the network that a
- *   target was pointed at, and its answer must not come back through lastError, dead letters,
- *   stats or logs. Even its reason phrase is HTTP's standard one for the status, not the one
- *   the receiver sent.
- * - Every connection is checked where it is made (push-guard.ts): an internal address the
- *   queue does not allow fails the attempt, whatever the target's name resolved to before.
- * - Redirects: 307 and 308 to the same origin (scheme, host and port) are followed, at most 5,
- *   sending the same method, body and signature; any other redirect fails the attempt, so a
- *   receiver cannot send a signed request (and the target's headers) to another host.
- * - The timeout bounds the whole attempt, redirects and the answer's body included.
- * - Connections are kept alive and shared by the target's requests (at most its concurrency);
- *   an idle connection does not keep the process alive. Nothing here blocks the event loop.
+ * One push target's signed HTTP requests (push.ts). 2xx is success; anything else fails the
+ * attempt with a PushError saying why, never with the answer's body or reason phrase (the
+ * receiver may be an internal service, whose answer must not reach lastError or logs). Only 307
+ * and 308 to the same origin are followed, so a signed request and the target's headers never
+ * go to another host. The timeout bounds the whole attempt, redirects included.
  */
 
 import {
@@ -52,7 +38,6 @@ type Answer = { status: number; location: string | undefined };
 
 export class PushSender {
   private readonly origin: string;
-  /** The target's URL, parsed once (redirects make new ones). */
   private readonly url: URL;
   private readonly agent: HttpAgent;
   /** Requests under way, each with how to cut it off (abort()). */
@@ -76,7 +61,6 @@ export class PushSender {
     this.agent = url.protocol === 'https:' ? new HttpsAgent(options) : new HttpAgent(options);
   }
 
-  /** Pushes one delivery: resolves on a 2xx answer, rejects with a PushError otherwise. */
   async send(message: ReceivedMessage): Promise<void> {
     const { body, type } = encode(message.payload);
     const signed = {
@@ -112,7 +96,6 @@ export class PushSender {
     }
   }
 
-  /** Where a redirect leads, if it may be followed; a PushError if not. */
   private redirect(from: URL, answer: Answer, redirects: number): URL {
     const status = answer.status;
     if (answer.location === undefined) {
@@ -140,10 +123,7 @@ export class PushSender {
     return next;
   }
 
-  /**
-   * One request; resolves once a 2xx answer has ended, or at once with any other answer's
-   * status (its body is not read: see the top of this file).
-   */
+  /** One request; resolves once a 2xx answer has ended, or at once with another status. */
   private request(
     url: URL,
     headers: Record<string, string>,
@@ -203,7 +183,6 @@ export class PushSender {
         response.resume();
         response.on('end', () => finish({ status, location }));
         // Closed before its end (the receiver hung up, a timeout, an abort): the attempt failed.
-        // (After an end it is nothing: no error is built for every answer.)
         response.on('close', () => {
           if (!settled) {
             finish(
@@ -221,16 +200,12 @@ export class PushSender {
     return new PushError(`no answer within ${this.target.timeoutMs} ms`);
   }
 
-  /**
-   * Ends every request under way and refuses later ones: their attempts fail (and their
-   * messages are nacked). Only for what is still running after a grace (Pushers.stop).
-   */
+  /** Fails every request under way and refuses later ones (after Pushers.stop's grace). */
   abort(): void {
     this.abandoned = true;
     for (const cut of [...this.underway.values()]) cut(abandoned());
   }
 
-  /** Closes the kept-alive connections. */
   close(): void {
     this.agent.destroy();
   }
@@ -250,7 +225,6 @@ function networkReason(err: NodeJS.ErrnoException): string {
   return err.code === undefined ? err.message : `${err.code}: ${err.message}`;
 }
 
-/** The request body of a payload, and its content type. */
 function encode(payload: unknown): { body: Buffer; type: string | undefined } {
   if (payload instanceof Uint8Array) {
     return {

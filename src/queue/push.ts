@@ -1,32 +1,14 @@
 /**
- * HTTP push delivery (docs/push.md): a topic with a push target has its messages sent to a URL
- * by the queue itself, instead of (or besides) being received by consumers.
+ * HTTP push delivery (docs/push.md): the queue sends a topic's messages to its push target.
  *
  *   due message ─► Worker (concurrency = the target's) ─► PushSender: signed HTTP request
  *                                                          ├─ 2xx            ─► ack
  *                                                          └─ anything else  ─► nack (reason)
  *
- * Each topic with a target runs one Worker (worker.ts) over the queue's own receive, so pushes
- * obey everything receives obey: pause, rate limits, visibility timeouts, and the message's
- * backoff and dead-letter rules on a failed attempt (its reason, such as `HTTP 503 Service
- * Unavailable` or `no answer within 10000 ms`, kept as the message's lastError; never the
- * answer's body). A delivery is visible for
- * twice the target's timeout plus a second, so a push that is still running is never handed out
- * again; if the process dies mid-push, the message comes back when that runs out (at least
- * once: receivers dedup on the tickwheel-id header).
- *
- * A target is stored with the topic's other settings (topics.ts) and applied wherever the
- * queue runs: the embedded queue, or every node of a queue on Valkey/Redis (where the target's
- * concurrency is per node). Its secret is written, never read back: topicInfo() shows the
- * target without it (PushTargetView).
- *
- * Where a target may point is the queue's to say, not the caller's: internal addresses are
- * refused unless the queue's options allow them (push-guard.ts), when a target is set and at
- * every connection.
- *
- * A topic's pushes that start failing are one fault (ERR_TICKWHEEL_PUSH_FAILED, to the queue's
- * onFault), told again only when the reason changes, and TICKWHEEL_PUSH_HEALED once a push
- * succeeds again: a receiver that is down makes a few log lines, not one per attempt.
+ * A Worker over the queue's own receive, so pushes obey pause, rate limits, backoff and dead
+ * letters; a delivery is invisible for twice the target's timeout plus a second, so a running
+ * push is never handed out again. Failing pushes are one fault per topic, told again only when
+ * the reason changes (and TICKWHEEL_PUSH_HEALED once one succeeds), not one per attempt.
  */
 
 import { TickwheelTypeError } from '../errors.js';
@@ -40,25 +22,12 @@ export { PushError } from './push-sender.js';
 import type { TopicGate } from './topics.js';
 import type { ReceivedMessage } from './types.js';
 import type { WorkerSettings } from './worker.js';
-import type { PushMethod, PushStats, PushTargetView } from '../protocol/model.js';
+import type { PushMethod, PushStats, PushTargetInput, PushTargetView } from '../protocol/model.js';
 
 export type { PushMethod, PushStats, PushTargetView } from '../protocol/model.js';
 
-/** Where a topic's messages are pushed, as given and stored. */
-export interface PushTarget {
-  /** An http: or https: URL, with no user name or password in it (use headers). */
-  url: string;
-  /** Default POST. */
-  method: PushMethod;
-  /** Sent with every request (such as an Authorization header); never read back. */
-  headers: Record<string, string>;
-  /** An attempt with no full answer within this long fails: 1 ms to 10 min, default 10 s. */
-  timeoutMs: number;
-  /** Requests at once, at most (per node of a cluster): 1 to 1000, default 10. */
-  concurrency: number;
-  /** The HMAC-SHA256 key every request is signed with: 16 to 512 characters. */
-  secret: string;
-}
+/** Where a topic's messages are pushed, checked (bounds in checkPushTarget) and stored. */
+export type PushTarget = Required<PushTargetInput>;
 
 export const PUSH_METHODS: readonly PushMethod[] = ['POST', 'PUT', 'PATCH'];
 export const DEFAULT_PUSH_TIMEOUT_MS = 10_000;
@@ -92,22 +61,34 @@ function invalid(message: string): TickwheelTypeError {
   return new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', message);
 }
 
-/** Checks a push target (null: none); every bad field is ERR_TICKWHEEL_INVALID_OPTION. */
-export function checkPushTarget(value: unknown): PushTarget | null {
-  if (value === null) return null;
-  if (typeof value !== 'object' || Array.isArray(value)) {
-    throw invalid(
-      `push must be an object such as { url: 'https://example.com/hook', secret: '...' } or null (no push), got ${describe(value)}`,
-    );
+/** An object with only the `allowed` fields (a typo must not pass as "not set"). */
+export function fieldsOf(
+  value: unknown,
+  allowed: readonly string[],
+  what: string,
+  example: string,
+): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalid(`${what} must be an object such as ${example}, got ${describe(value)}`);
   }
-  const given = value as Record<string, unknown>;
-  for (const key of Object.keys(given)) {
-    if (!FIELDS.includes(key)) {
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) {
       throw invalid(
-        `unknown field ${JSON.stringify(key)} of push: the fields are ${FIELDS.join(', ')}`,
+        `unknown field ${JSON.stringify(key)} of ${what}: the fields are ${allowed.join(', ')}`,
       );
     }
   }
+  return value as Record<string, unknown>;
+}
+
+export function checkPushTarget(value: unknown): PushTarget | null {
+  if (value === null) return null;
+  const given = fieldsOf(
+    value,
+    FIELDS,
+    'push',
+    "{ url: 'https://example.com/hook', secret: '...' } or null (no push)",
+  );
   return {
     url: checkUrl(given.url),
     method: checkMethod(given.method ?? 'POST'),
@@ -219,11 +200,6 @@ export function samePushTarget(a: PushTarget | null, b: PushTarget | null): bool
   );
 }
 
-/** How long a pushed delivery stays invisible: its attempt's timeout, twice, plus a second. */
-export function pushVisibilityMs(target: PushTarget): number {
-  return target.timeoutMs * 2 + 1000;
-}
-
 /** Starts a worker over the queue's receive (the engine's, or a cluster node's). */
 export type StartWorker = (
   topic: string,
@@ -238,46 +214,36 @@ interface Pushing {
   stats: PushStats;
 }
 
-/** The pushes of every topic with a target. */
 export class Pushers {
-  /** How long a stop waits for requests under way before it abandons them (a setting for tests). */
+  /** How long a stop waits for requests under way before abandoning them (tests change it). */
   static closeGraceMs = 5_000;
   private readonly topics = new Map<string, Pushing>();
-  /** Counts per topic ever pushed here (PushStats). */
   private readonly counts = new Map<string, PushStats>();
   /** Targets known before start() (read while the queue opens). */
   private readonly pending = new Map<string, PushTarget>();
-  /** Workers being stopped (a target changed or removed), until they end. */
   private readonly stopping = new Set<Promise<void>>();
   private started = false;
   private closed = false;
-  /** Where pushes may connect (the queue's `push.allow`). */
   readonly guard: PushGuard;
   /** The reason of the failing pushes of each topic, while they fail (told once). */
   private readonly failing = new Map<string, string>();
 
   constructor(
     private readonly startWorker: StartWorker,
-    /** The queue's push options: where pushes may connect. */
     options: PushOptions,
-    /** Where failing pushes and failures of the workers are told (the queue's onFault). */
     private readonly onFault: FaultReporter = warnFault,
-    /** Wall-clock ms since the Unix epoch, for signatures' timestamps (a setting for tests). */
+    /** For signatures' timestamps (tests give their own). */
     private readonly wallClock: () => number = Date.now,
   ) {
     this.guard = new PushGuard(options);
   }
 
-  /**
-   * Follows a queue's topic settings: a target is vetted by the guard before it is stored, and
-   * applied once it is.
-   */
+  /** Follows a queue's topic settings: targets vetted by the guard, applied once stored. */
   follow(topics: TopicGate): void {
     topics.vetPush = (target) => this.guard.checkTarget(target.url);
     topics.listen((topic, settings) => this.apply(topic, settings.push));
   }
 
-  /** Applies a topic's target (null: none); before start() only remembers it. */
   apply(topic: string, target: PushTarget | null): void {
     if (this.closed) return;
     if (!this.started) {
@@ -295,7 +261,6 @@ export class Pushers {
     if (target !== null) this.topics.set(topic, this.begin(topic, target));
   }
 
-  /** Starts pushing: called once the queue is open. */
   start(): void {
     if (this.started || this.closed) return;
     this.started = true;
@@ -303,22 +268,13 @@ export class Pushers {
     this.pending.clear();
   }
 
-  /**
-   * Counts per topic pushed since the queue opened (kept across changes of its target, so each
-   * only grows: /metrics reads them as counters).
-   */
+  /** Counts per topic since the queue opened (kept across target changes: counters). */
   stats(): Record<string, PushStats> {
     const all: Record<string, PushStats> = {};
     for (const [topic, stats] of this.counts) all[topic] = { ...stats };
     return all;
   }
 
-  /**
-   * Stops every push: no more messages are taken; requests under way may finish for up to
-   * Pushers.closeGraceMs, 5 s (their answers ack or nack as usual), and those still running then are
-   * abandoned (failed attempts: their messages come back after their backoff, here or on
-   * another node).
-   */
   async close(): Promise<void> {
     this.closed = true;
     for (const pushing of this.topics.values()) this.stop(pushing);
@@ -348,7 +304,8 @@ export class Pushers {
     };
     const worker = this.startWorker(topic, handler, {
       concurrency: target.concurrency,
-      visibilityMs: pushVisibilityMs(target),
+      // Twice the attempt's timeout plus a second: a running push is never handed out again.
+      visibilityMs: target.timeoutMs * 2 + 1000,
       // A failed attempt is counted above and kept as its message's lastError: no warning.
       // Failed receives and acks are the queue's trouble and are warned about.
       onError: (err) => {
@@ -385,9 +342,8 @@ export class Pushers {
   }
 
   /**
-   * Stops a topic's worker: it takes no more messages at once, and its requests under way get
-   * a grace to finish before they are abandoned (an abandoned attempt fails, and the receiver
-   * may have done its work: cutting them at once would turn every stop into retries).
+   * Stops a topic's worker; its requests under way get closeGraceMs to finish (the receiver may
+   * have done the work: cutting them at once would turn every stop into retries).
    */
   private stop(pushing: Pushing): void {
     const grace = setTimeout(() => pushing.sender.abort(), Pushers.closeGraceMs);

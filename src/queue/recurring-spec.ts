@@ -1,22 +1,7 @@
 /**
- * Recurring schedules' definitions: what a user gives (RecurringSpec), checked into what the
- * scheduler keeps (ScheduleSpec), and when each occurrence falls (Occurrences).
- *
- * Two kinds of recurrence:
- *   cron     a cron expression (5 fields, or 6 with seconds first) in an IANA time zone (default
- *            UTC), read by croner. Daylight-saving changes, for a single minute and hour (`30 2
- *            * * *`): a wall-clock time the spring-forward skips runs once, at the first instant
- *            after the gap (02:30 on the day clocks jump from 02:00 to 03:00 runs at 03:00); one
- *            the fall-back repeats runs once, at its first instant. Lists, ranges and steps in
- *            the minute or hour field are matched against wall-clock time as croner does: in the
- *            repeated hour they run in both passes, and their times inside a skipped hour do not
- *            run (docs/http-api.md says so to users).
- *   everyMs  a fixed interval, 1 s to 366 days, anchored: occurrences at startAt + k * everyMs
- *            (k >= 0) when startAt is given, else at createdAt + k * everyMs (k >= 1). No drift.
- *
- * croner (https://github.com/hexagon/croner) is the cron library: no dependencies, types
- * included, time zones through Intl (Node's own ICU data, no tz database to ship), and documented
- * DST rules (above, the Open Cron Pattern Specification's); it is widely used and kept.
+ * Recurring schedules' specs, checked, and when their occurrences fall: `cron` (read by croner
+ * in an IANA time zone; DST rules in docs/http-api.md) or `everyMs`, without drift, at startAt
+ * + k * everyMs (k >= 0), else at createdAt + k * everyMs (k >= 1).
  */
 
 import { Cron } from 'croner';
@@ -156,18 +141,14 @@ function checkChoice<T extends string>(value: unknown, name: string, choices: re
   return value as T;
 }
 
-/** When a schedule's occurrences fall. */
 export interface Occurrences {
   /** The first occurrence strictly after `after` (epoch ms), or null if there is none. */
   next(after: number): number | null;
 }
 
 /**
- * croner keeps, per pattern, an array of 10,000 years (80 KB) even where the pattern says "any
- * year", which five- and six-field expressions always do. Those arrays are all the same and
- * only read once built: every "any year" pattern shares this one (10,000 cron schedules would
- * otherwise hold 800 MB). Reaches into croner's parsed pattern; if a later croner keeps it
- * elsewhere, nothing is shared and nothing breaks.
+ * croner keeps per pattern an array of 10,000 years (80 KB), the same for every "any year"
+ * pattern and only read once built: they share this one (else 800 MB for 10,000 schedules).
  */
 const ANY_YEAR: number[] = Array<number>(10_000).fill(1);
 
@@ -208,13 +189,8 @@ function cronOf(expression: string, timezone: string): NextRun {
 }
 
 /**
- * A Cron's next run, keeping its last answer. croner's nextRun answers the first run strictly
- * after a time, so the run `at` it gives for `from` is its answer for every time in [from, at)
- * as well (croner 11 holds to that across DST changes too: checked around those of 2026 and 2027
- * in ten zones). Many questions fall in there: put() checks a spec and then steps it, info()
- * asks again what the step found, and schedules that share a Cron and come due together (10,000
- * at the top of a minute) all ask about the same run. One answer of croner's in a time zone
- * costs about 100 µs.
+ * A Cron's next run, keeping its last answer (~100 µs each): the run `at` croner gives for
+ * `from` is its answer for all of [from, at), where many questions fall (check, step, info).
  */
 function lastAnswerKept(cron: Cron): NextRun {
   // Nothing kept yet: no time is in [from, at).
@@ -234,10 +210,7 @@ function lastAnswerKept(cron: Cron): NextRun {
   };
 }
 
-/**
- * The occurrences of a spec; `createdAt` anchors an interval schedule without startAt. Cron
- * expressions are read once (cronOf), and schedules with the same expression and zone share it.
- */
+/** The occurrences of a spec; `createdAt` anchors an interval schedule without startAt. */
 export function occurrencesOf(spec: ScheduleSpec, createdAt: number): Occurrences {
   const end = spec.endAt ?? Infinity;
   const start = spec.startAt ?? -Infinity;

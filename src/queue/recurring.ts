@@ -1,33 +1,12 @@
 /**
- * Recurring schedules: named cron or interval schedules whose occurrences become ordinary
- * durable messages of the queue (recurring-spec.ts says when occurrences fall).
- *
- * Each occurrence's message has the id `<name>@<occurrence epoch ms>`, so a second attempt to
- * create it while it is pending is the queue's dedup, not a second message. A schedule's record
- * (its spec and `through`, the latest occurrence handled) is kept by the store, written after
- * each occurrence's message is durable.
- *
- * When occurrences are created:
- *   overlap 'allow'  one ahead: when an occurrence comes due, the next one's message is created
- *                    (due at its time). A message is so created long before it can be delivered,
- *                    and the record says so before then: after a crash between the two, the
- *                    restart creates it again and the queue's dedup answers with the pending one.
- *   overlap 'skip'   LEAD_MS before the occurrence, and only if the previous occurrence's message
- *                    is no longer live (acked, dead or cancelled); otherwise it is skipped.
- *
- * A message created later than its occurrence (the process was stalled, or a schedule's first
- * occurrence is under LEAD_MS away) is due MIN_LEAD_MS after its creation at the earliest, so the
- * record is durable before it can be delivered. When the queue opens, everything is brought up
- * to date before open() returns (no consumer can receive yet, so no lead is needed then).
- *
- * Missed occurrences (their time passed while the queue was not running, or paused under a
- * stall) follow the schedule's catchUp: 'latest' creates the most recent one (due at once) and
- * skips the others, 'all' creates each (the latest MAX_CATCH_UP), 'none' skips them all. A
- * paused schedule creates nothing; its occurrences meanwhile are skipped, not made up.
- *
- * Changing a schedule (put or update) starts it again from the time of the change: the message of
- * an occurrence created ahead and not yet due is cancelled, and an interval schedule without
- * startAt counts from then. Deleting one cancels that message too.
+ * Recurring schedules whose occurrences become ordinary durable messages, with the id
+ * `<name>@<epoch ms>`: creating one twice (after a crash between the message and its record)
+ * is the queue's dedup. The record (spec, `through`: the latest occurrence handled) is written
+ * after the message is durable. overlap 'allow' creates the next occurrence's message when one
+ * comes due; 'skip' creates it LEAD_MS before, only if the previous one's is no longer live.
+ * A message created late is due MIN_LEAD_MS after at the earliest, so its record is durable
+ * first. Missed occurrences follow catchUp. A change starts a schedule again from its time,
+ * cancelling its occurrence created ahead (as a delete does).
  */
 
 import type { Clock } from '../clock/index.js';
@@ -67,7 +46,6 @@ const LOOKBACK_MS = 7 * 86_400_000;
 const RETRY_MS = 1_000;
 const MAX_RETRY_MS = 60_000;
 
-/** What the scheduler needs of the queue. */
 export interface ScheduleHost {
   schedule(request: ScheduleRequest): Promise<unknown>;
   cancel(id: string): Promise<boolean>;
@@ -75,10 +53,8 @@ export interface ScheduleHost {
   isLive(id: string): Promise<boolean>;
 }
 
-/** Where the records are kept durably. */
 export interface ScheduleRecords {
   readSchedules(): Promise<ScheduleRecord[]>;
-  /** Writes records and forgets `deleted` names; resolves once durable. */
   writeSchedules(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void>;
 }
 
@@ -86,13 +62,17 @@ interface Held {
   record: ScheduleRecord;
   occurrences: Occurrences;
   timer: TimerHandle | undefined;
-  /** Steps failed in a row: the next try waits RETRY_MS doubled this often, up to a minute. */
+  /** Steps failed in a row: the next try waits RETRY_MS doubled this often. */
   failures: number;
   /**
    * An occurrence whose message may exist while the record does not say so yet (its record
    * write failed, or has not been made): cancelled with the version that made it.
    */
   unsaved: number | null;
+}
+
+function newHeld(record: ScheduleRecord, occurrences: Occurrences): Held {
+  return { record, occurrences, timer: undefined, failures: 0, unsaved: null };
 }
 
 export class Scheduler {
@@ -124,13 +104,7 @@ export class Scheduler {
         );
       }
       await this.cancelSuperseded(record);
-      const held: Held = {
-        record,
-        occurrences,
-        timer: undefined,
-        failures: 0,
-        unsaved: null,
-      };
+      const held = newHeld(record, occurrences);
       this.held.set(record.name, held);
       await this.stepOrRetry(held, true, false);
     }
@@ -138,10 +112,9 @@ export class Scheduler {
 
   /**
    * A record not stepped since its change (`through` null) whose `lastCreated` is still ahead
-   * names the previous version's occurrence made ahead: cancelled before the new version makes
-   * its own. A change cancels it right after writing the record; a process that died between
-   * the two left it pending, and the new version's occurrence at the same time (the same id)
-   * would have been taken for it. A failed cancel is reported: the schedule runs on regardless.
+   * names the previous version's occurrence made ahead: a process that died between writing the
+   * record and cancelling it left it pending, and the new version's occurrence of the same id
+   * would be taken for it. A failed cancel is reported; the schedule runs on regardless.
    */
   private async cancelSuperseded(record: ScheduleRecord): Promise<void> {
     if (
@@ -153,8 +126,6 @@ export class Scheduler {
     }
   }
 
-  /** Creates or replaces a schedule; resolves once its record is durable. */
-  /** `spec` checked by the queue (checkedSpec), as `change` checks what it gives. */
   async put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
     return this.serial(name, () => this.replace(name, spec));
   }
@@ -173,20 +144,11 @@ export class Scheduler {
     });
   }
 
-  /**
-   * The new record is written first: if that fails nothing has changed (the old schedule, its
-   * timer and its next occurrence stay). Then the old one's next occurrence is cancelled.
-   */
+  /** The new record is written first (failing, nothing changed), then the old occurrence cancelled. */
   private async replace(name: string, checked: ScheduleSpec): Promise<ScheduleInfo> {
     const old = this.held.get(name);
     const record = recordFor(name, checked, old?.record, this.clock.now());
-    const held: Held = {
-      record,
-      occurrences: occurrencesOf(checked, record.anchorAt),
-      timer: undefined,
-      failures: 0,
-      unsaved: null,
-    };
+    const held = newHeld(record, occurrencesOf(checked, record.anchorAt));
     try {
       await this.store.writeSchedules([record], []);
     } catch (err) {
@@ -214,7 +176,6 @@ export class Scheduler {
       .map((held) => this.info(held));
   }
 
-  /** Deletes a schedule, cancelling its occurrence created ahead; false if there is none. */
   async delete(name: string): Promise<boolean> {
     return this.serial(name, async () => {
       const held = this.held.get(name);
@@ -231,13 +192,10 @@ export class Scheduler {
   }
 
   /**
-   * A record changed elsewhere (through another node of a cluster: src/cluster/schedules.ts)
-   * replaces the one held, in the schedule's turn, and is brought up to date; undefined: it was
-   * deleted. `adopted` runs in that turn, before the record is stepped (writes of the schedule
-   * queued before it still see what they saw). The previous version's occurrence made ahead is
-   * cancelled first (cancelSuperseded). A record whose occurrences cannot be worked out (a time
-   * zone this platform no longer has) is reported and not run. A deleted one's occurrence made
-   * ahead is cancelled.
+   * A record changed through another node of a cluster (src/cluster/schedules.ts) replaces the
+   * one held, in the schedule's turn, and is brought up to date; undefined: it was deleted (its
+   * occurrence made ahead is cancelled). `adopted` runs in that turn, before the record is
+   * stepped. A record whose occurrences cannot be worked out is reported and not run.
    */
   adopt(name: string, record: ScheduleRecord | undefined, adopted?: () => void): Promise<void> {
     return this.serial(name, async () => {
@@ -275,19 +233,12 @@ export class Scheduler {
       }
       if (occurrences === undefined) return;
       await this.cancelSuperseded(record);
-      const held: Held = {
-        record: { ...record },
-        occurrences,
-        timer: undefined,
-        failures: 0,
-        unsaved: null,
-      };
+      const held = newHeld({ ...record }, occurrences);
       this.held.set(name, held);
       await this.stepOrRetry(held, true, false);
     });
   }
 
-  /** Resolves once work started so far has finished. */
   async settled(): Promise<void> {
     while (this.chains.size > 0) await this.chains.settled();
   }
@@ -300,7 +251,6 @@ export class Scheduler {
 
   // ---- the work -----------------------------------------------------------------------------
 
-  /** Runs `work` after the schedule's earlier work. */
   private serial<T>(name: string, work: () => Promise<T>): Promise<T> {
     if (this.closed) {
       return Promise.reject(
@@ -324,10 +274,7 @@ export class Scheduler {
     }
   }
 
-  /**
-   * Brings a schedule up to date: missed occurrences by its catchUp, the occurrence due for
-   * creation now (one ahead, or LEAD_MS before for 'skip'), then a timer for the next step.
-   */
+  /** Brings a schedule up to date (missed occurrences, the one due for creation), then arms a timer. */
   private async step(held: Held, atOpen: boolean): Promise<void> {
     const { record, occurrences } = held;
     held.timer = undefined;
@@ -398,9 +345,8 @@ export class Scheduler {
   }
 
   /**
-   * Writes the record with `changes`, and adopts them only once that is durable: a failed write
-   * leaves the record as the store has it, so the retry does the step again (and the queue's
-   * dedup answers an occurrence made before).
+   * Writes the record with `changes`, adopted once durable: after a failed write the retry does
+   * the step again (the queue's dedup answers an occurrence made before).
    */
   private async save(held: Held, changes: Partial<ScheduleRecord>): Promise<void> {
     const next = { ...held.record, ...changes };
@@ -419,9 +365,8 @@ export class Scheduler {
   }
 
   /**
-   * step(), and if it fails (the store refused a write, say) the same again a second later, so a
-   * schedule never stops for good on a passing failure (doubling the wait while it keeps failing).
-   * `rethrow`: the caller hears of it too.
+   * step(), tried again RETRY_MS later (doubling) while it fails, so a schedule never stops for
+   * good on a passing failure. `rethrow`: the caller hears of it too.
    */
   private async stepOrRetry(held: Held, atOpen: boolean, rethrow: boolean): Promise<void> {
     try {
@@ -442,14 +387,9 @@ export class Scheduler {
 }
 
 /**
- * Occurrences after `base` up to `now`: the latest MAX_CATCH_UP of them (in order) and how many
- * there are; and `next`, the first occurrence after them and after `now` (null if none). Interval
- * schedules are counted by arithmetic; cron ones are scanned (after SCAN_BUDGET steps, the scan
- * jumps to the last week and counts what it jumped over as one).
- *
- * `next` is where the scan stopped, not asked for a second time: the occurrence next() answers
- * after a time t is its answer after every time from t up to that occurrence, and `now` (or
- * `base`, when later) is one of those.
+ * Occurrences after `base` up to `now`: the latest MAX_CATCH_UP (in order), how many there are,
+ * and `next`, the first after `now`. Cron ones are scanned (after SCAN_BUDGET steps the scan
+ * jumps to the last week, counting the jump as one); `next` is where the scan stopped.
  */
 function missedAfter(
   occurrences: Occurrences,

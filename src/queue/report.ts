@@ -1,19 +1,9 @@
 /**
- * QueueReport: what a queue tells about what happened to its messages, the same way on every
- * backend. The facade (checked-queue.ts) makes one per queue and gives it to its backend; the
- * backend calls one method per happening (scheduled, fired, delivered, acked, ...), and the
- * report turns each into its counter, its lateness figure and its event (events.ts). stats()
- * reports the counters and figures under the same keys everywhere (docs/metrics.md).
- *
- * Lateness, measured on the queue's clock from when a message could first have been delivered:
- * its due time, or the time it was handed in (scheduled or rescheduled) if that due time was
- * already past, so that a message scheduled for months ago and received at once is not months
- * late. `lateFrom` keeps those hand-in times, by id, until the message's first delivery or its
- * removal; it is empty in the usual case, and every lookup is skipped then.
- *
- * - fire lateness (due → ready): a ring of the last 4096 samples, for quantiles;
- * - delivery lateness (due → first hand-over to a consumer): cumulative-ready bucket counts
- *   with upper bounds DELIVERY_LATENESS_BUCKETS_MS, and a sum (a Prometheus histogram).
+ * QueueReport: the backend calls one method per happening, and the report turns each into its
+ * counter, lateness figure and event, the same on every backend (docs/metrics.md). Lateness
+ * counts from when a message could first have been delivered: its due time, or its hand-in time
+ * if later (`lateFrom`, usually empty). Fire lateness keeps the last LATENESS_SAMPLES for
+ * quantiles; first-delivery lateness is a Prometheus histogram.
  */
 
 import type { DeliveryLateness, FireLateness, QueueCounters } from '../protocol/model.js';
@@ -25,15 +15,12 @@ export type { QueueCounters } from '../protocol/model.js';
 
 /** Upper bounds (ms) of the first-delivery lateness buckets stats() reports. */
 const DELIVERY_LATENESS_BUCKETS_MS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30_000, 300_000];
-/** Fire lateness samples kept for quantiles. */
 const LATENESS_SAMPLES = 4096;
 
-/** Where QueueReport keeps its sums. */
 const FIRE_SUM = 0;
 const DELIVERY_SUM = 1;
 
 export class QueueReport {
-  /** Message events as they happen: an EventEmitter, and watch() for an iterator. */
   readonly events: QueueEvents;
   readonly counters: QueueCounters = {
     scheduled: 0,
@@ -50,33 +37,22 @@ export class QueueReport {
   private readonly lateness = new Float64Array(LATENESS_SAMPLES);
   private latenessCount = 0;
   /**
-   * The sums of fire lateness and of first-delivery lateness (ms), in a typed array rather than
-   * two fields: a field that starts at 0 and takes a fraction later changes representation, and
-   * V8 then deprecates the object's shape and deoptimises the code compiled for it (at the
-   * first fire of a process, in the middle of its first burst).
+   * The sums of fire and first-delivery lateness, in a typed array: a field that starts at 0 and
+   * takes a fraction later changes representation, and V8 deoptimises (mid first burst).
    */
   private readonly sums = new Float64Array(2);
   private readonly lateFrom = new Map<string, number>();
   /** First deliveries per DELIVERY_LATENESS_BUCKETS_MS bucket (not cumulative), then the rest. */
   private readonly deliveryLateness = new Float64Array(DELIVERY_LATENESS_BUCKETS_MS.length + 1);
 
-  /**
-   * Lateness counts from no earlier than this (the queue's clock): when a data directory was
-   * last written before this open, for the messages it held then (see recoveredAfter).
-   */
+  /** Lateness counts from no earlier than this (see recoveredAfter). */
   private floor = -Infinity;
 
-  /** `now`: the queue's clock, the time of its events. */
   constructor(now: () => number, onFault: FaultReporter = warnFault) {
     this.events = new QueueEvents(now, onFault);
   }
 
-  /**
-   * The queue opened on data last written at `lastWrite` (its clock). A message already overdue
-   * then is counted from then, not from its due time: when it was handed in is not kept on disk,
-   * and one scheduled for years ago was not years late. One that came due while the queue was
-   * down counts from its due time. Messages handed in from now on are all later than this.
-   */
+  /** Data last written at `lastWrite`: a message overdue then counts from then (no hand-in time). */
   recoveredAfter(lastWrite: number): void {
     this.floor = lastWrite;
   }
@@ -91,7 +67,6 @@ export class QueueReport {
     if (this.lateFrom.size !== 0) this.lateFrom.delete(id);
   }
 
-  /** A message came due (ready) at `now`. */
   fired(message: Pick<EventSource, 'id' | 'deliverAt'>, now: number): void {
     this.counters.fired++;
     // `now` may be a reading shared by the fires of one run (near.ts, fireTime), taken before a
@@ -121,7 +96,6 @@ export class QueueReport {
     this.counters.delivered -= count;
   }
 
-  /** A message was scheduled (durably); its event. */
   scheduled(message: EventSource): void {
     this.counters.scheduled++;
     this.events.record('scheduled', message);
@@ -142,9 +116,8 @@ export class QueueReport {
   }
 
   /**
-   * A delivery was acknowledged. Its event once `durable` resolves, if given (an ack whose
-   * write failed is the backend's to report, not an event). Here and below, a message
-   * undefined (a backend that knows a delivery by its receipt only) is counted, with no event.
+   * A delivery was acknowledged; its event once `durable` resolves, if given. Here and below, a
+   * message undefined (known by its receipt only) is counted, with no event.
    */
   acked(message: EventSource | undefined, durable?: Promise<unknown>): void {
     this.counters.acked++;
@@ -170,12 +143,10 @@ export class QueueReport {
     this.counters.expired++;
   }
 
-  /** A failed delivery is due again (its new due time in `message`). */
   failed(message: EventSource | undefined, reason: string | undefined): void {
     if (message !== undefined) this.events.record('failed', message, reason);
   }
 
-  /** A failed delivery used up its attempts: a dead letter. */
   dead(message: EventSource | undefined, reason: string | undefined): void {
     this.counters.dead++;
     if (message === undefined) return;
@@ -183,7 +154,6 @@ export class QueueReport {
     if (message.trace !== undefined) deadSpan(message.topic, message, reason);
   }
 
-  /** A message was handed to a consumer for the first time at `now`. */
   private deliveredFirst(message: Pick<EventSource, 'id' | 'deliverAt'>, now: number): void {
     const late = Math.max(0, now - this.dueFrom(message));
     this.forgetLate(message.id);
@@ -205,7 +175,6 @@ export class QueueReport {
     return Math.max(due, this.lateFrom.get(message.id) ?? 0);
   }
 
-  /** The counters and both lateness figures, as stats() reports them. */
   figures(): QueueCounters & {
     latenessMs: FireLateness;
     deliveryLatenessMs: DeliveryLateness;

@@ -1,19 +1,12 @@
 /**
- * The Store interface: everything the delay queue asks of storage. The queue keeps the near
- * horizon in memory (messages due soon, ready ones, in-flight ones); the store keeps every live
- * message durably and hands messages over as their due time comes within the horizon.
- *
- * Contract, for every implementation (file log, memory, later Redis):
- *   - a promise from add / move / finish / bury resolves only once the change is durable by the
- *     store's own promise (fsync policy for the file store);
- *   - `loadUntil(t, onDue)` hands over, once each, every live message with deliverAt < t that
- *     was not handed over before (by recover, an earlier loadUntil, or because the queue added
- *     or moved it with a due time already inside the horizon), in due-time order and, for equal
- *     due times, in the order they were scheduled;
- *   - after a crash, `recover` rebuilds the same set of live messages: nothing whose add, move,
- *     finish or bury had resolved is lost or undone;
- *   - `counts()` is exact for every change made so far, and after a crash equals what it was for
- *     every change whose promise had resolved.
+ * The Store: keeps every live message of the embedded engine durably, and hands messages over
+ * as their due time comes within the horizon. Every implementation keeps this contract:
+ *   - add / move / finish / bury resolve only once the change is durable by the store's promise;
+ *   - `loadUntil(t, onDue)` hands over, once each, every live message with deliverAt < t not
+ *     handed over before (by recover, a load, or an add or move inside the horizon), in due-time
+ *     order, equal due times in scheduling order;
+ *   - after a crash, `recover` rebuilds the live messages: no resolved change is lost or undone;
+ *   - `counts()` is exact, and after a crash equals what it was for every resolved change.
  */
 
 import type { RecoveryReport, StoreStats } from '../protocol/model.js';
@@ -30,10 +23,7 @@ export interface StoredMessage extends MessageState {
 }
 
 export interface StoreCounts {
-  /**
-   * Per topic: live messages that are not dead (scheduled, ready or in flight: wherever held),
-   * and dead ones. Topics with neither are absent.
-   */
+  /** Per topic: pending messages (scheduled, ready or in flight) and dead ones; else absent. */
   topics: Map<string, { pending: number; dead: number }>;
 }
 
@@ -44,108 +34,60 @@ export interface StoreDeliveries {
 }
 
 export interface Store {
-  /**
-   * The horizon the store will actually cover when asked for `until`: a store that loads whole
-   * time windows rounds up to a window boundary. The queue keeps in memory every message due
-   * before this.
-   */
+  /** The horizon the store covers when asked for `until` (rounded up to its time windows). */
   horizonEnd(until: number): number;
-  /**
-   * Rebuilds state after open. Messages with deliverAt < horizon are handed to onDue (they go
-   * into the queue's memory); the rest stay with the store.
-   */
+  /** Rebuilds state after open, handing messages due before `horizon` to onDue. */
   recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport>;
-  /**
-   * Optional, for a store that outlives its process: when its data was last written before this
-   * open (wall-clock epoch ms), read before recover(); undefined when it has no data.
-   */
+  /** Optional: when the data was last written before this open (wall-clock ms), or undefined. */
   lastWrittenAt?(): Promise<number | undefined>;
   /** Whether a live (not finished) message has this id, and if so its current state. */
   lookup(id: string): Promise<StoredMessage | undefined>;
-  /** Records a new message; sets message.ref. `inHorizon`: the queue keeps it in memory. */
   add(message: MessageState, inHorizon: boolean): Promise<void>;
   /**
-   * Records a new due time and attempt count (reschedule, retry, requeue from dead).
-   * `message.deliverAt` is the new due time; `previousDeliverAt` the one the store has for the
-   * message until now (its latest add, move or bury), which the counts move it from.
+   * Records a new due time (`message.deliverAt`) and attempt count; `previousDeliverAt`: the due
+   * time the store had, which its counts move the message from.
    */
   move(message: MessageState, inHorizon: boolean, previousDeliverAt: number): Promise<void>;
   /** Records the end of a message: acknowledged or cancelled. `message.deliverAt` is current. */
   finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void>;
-  /**
-   * Records that a message ran out of attempts; it stays listed as dead until requeued or
-   * purged. `message.deliverAt` is current (the due time the store has for it).
-   */
+  /** Records that a message ran out of attempts: dead until requeued or purged. */
   bury(message: MessageState): Promise<void>;
   /**
-   * Optional: `messages[0, count)` were just handed to a consumer, each with `attempts` already
-   * counting this delivery. A store that outlives its process records it so that a delivery
-   * the process never got to end (a crash in the handler) still counts: at recovery such a
-   * message comes back with its attempts, or is buried if that was its last allowed one.
-   * Synchronous and not waited for: the record may reach the disk with the store's next
-   * write (and need not, for a delivery that ended before it: see useDeliveries), so a crash
-   * just after a hand-out may lose its count.
+   * Optional: `messages[0, count)` were just handed to a consumer (`attempts` counting it), so a
+   * delivery ended by a crash still counts at recovery. Not waited for: the record rides the
+   * next write, so a crash just after a hand-out may lose its count.
    */
   handOut?(messages: readonly MessageState[], count: number): void;
-  /**
-   * Optional, for a store that records hand-outs: what the queue knows of its deliveries, which
-   * the store may ask at any time. `delivering(message)`: a delivery handed out (handOut) is
-   * still in progress, its handler not done (a message acked, nacked or timed out since, or
-   * whose handler returned and whose ack is only put off, is not); `inFlight()`: the messages
-   * in flight now.
-   */
+  /** Optional: what the queue knows of its deliveries, which a store may ask at any time. */
   useDeliveries?(deliveries: StoreDeliveries): void;
-  /** Hands over live messages due before `until` (see the contract above). */
   loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void>;
   /**
-   * Optional (list() needs it): the live, not-dead messages of `query.topic` that the store
-   * has not handed to the queue (due at or after the horizon, or whose load failed), due in
-   * [from, until) and after `query.after`, in key order (list.ts: deliverAt, then `seq` = the
-   * message's `ref`), at most `query.limit + 1`, without their payloads. `through`: every such
-   * message with a key up to it is in `items` (undefined: every such message is). A store may
-   * stop early to bound the work of one call, and answer few items (even none) with a
-   * `through` short of the end; it must make progress: `through` after `query.after`.
+   * Optional (list() needs it): the pending messages of `query.topic` not handed to the queue,
+   * in the query's range, in key order (`seq` = `ref`), at most `query.limit + 1`, without
+   * payloads. A store may stop early with a `through` short of the end, but after `query.after`.
    */
   listWaiting?(query: ListQuery): Promise<KeyedPart<StoredMessage>>;
   /** The encoded payload of a message whose `payload` is not in memory. */
   payloadOf(message: MessageState): Promise<Uint8Array>;
-  /** Dead messages of a topic, oldest first. */
   dead(topic: string, limit: number): Promise<StoredMessage[]>;
-  /**
-   * Counts of live messages per topic and per minute (see StoreCounts): kept up to date with
-   * every change, so this only copies them.
-   */
+  /** Counts of live messages per topic, kept up to date with every change. */
   counts(): StoreCounts;
   /**
-   * Optional: live, not-dead messages by the minute their deliverAt falls in: minute number
-   * (floor(deliverAt / 60,000)) -> count, minutes with 0 absent, kept up to date like counts().
-   * The store's own map, not a copy (the dashboard's timeline reads it every second, and it may
-   * hold an entry per pending message): read it before the store changes again. Without it the
-   * timeline counts only what the queue holds in memory.
+   * Optional: pending messages by minute (floor(deliverAt / 60,000)) -> count, zeros absent. The
+   * store's own map, not a copy (it may be large, read every second): read it at once.
    */
   dueMinutes?(): ReadonlyMap<number, number>;
-  /**
-   * Topics' settings (pause, rate limit: topics.ts), those other than the defaults, as last
-   * written. A store that cannot read them back rejects (never answers "not paused" instead).
-   */
+  /** Topics' settings other than the defaults; rejects if unreadable (never "not paused"). */
   readTopicSettings(): Promise<Map<string, TopicSettings>>;
-  /** Replaces every topic's settings; resolves once durable. */
   writeTopicSettings(settings: ReadonlyMap<string, TopicSettings>): Promise<void>;
   /** Recurring schedules' records (recurring.ts) as last written; rejects if unreadable. */
   readSchedules(): Promise<ScheduleRecord[]>;
   /** Writes schedules' records and forgets the `deleted` names; resolves once durable. */
   writeSchedules(records: readonly ScheduleRecord[], deleted: readonly string[]): Promise<void>;
   stats(): StoreStats;
-  /**
-   * Optional, for a store that can read a held message's payload back at any time (payloadOf):
-   * the budget of payload bytes the queue holds, which the store keeps to when it hands
-   * messages over, reading no more payloads into memory than fit.
-   */
+  /** Optional, for a store that reads payloads back: the budget it keeps to when loading. */
   usePayloadBudget?(budget: PayloadBudget): void;
-  /**
-   * Optional: a fault the store is retrying by itself (a background write that fails), as a
-   * sentence saying what and since when; undefined while there is none.
-   */
+  /** Optional: a fault the store is retrying by itself, as a sentence; undefined if none. */
   problem?(): string | undefined;
   close(): Promise<void>;
 }

@@ -1,32 +1,15 @@
 /**
- * Topic controls: pause a topic, or limit how fast its messages are delivered. Both queues (the
- * embedded one and the one on Valkey/Redis) put every receive through a TopicGate, so consume(),
- * the HTTP receive and the client all obey them the same way.
- *
- *   paused        deliveries stop: receive() answers nothing (a long poll waits until the topic
- *                 is resumed or its wait ends). Schedules are still accepted, messages still
- *                 become ready when due, deliveries already in flight are acked or nacked as
- *                 usual, visibility timeouts still run.
- *   push          an HTTP target the queue sends the topic's messages to itself (push.ts).
- *   rateLimit     a token bucket: `perSecond` tokens a second, at most `burst` saved up (default
- *                 perSecond rounded up, at least 1). A delivery takes one token; a receive takes
- *                 at most as many messages as there are whole tokens, and with none waits for
- *                 the next (within its long poll). Tokens a receive took but did not use (fewer
- *                 messages were ready) are given back.
- *
- * Settings are durable: the gate keeps them in a TopicSettingsBackend (the embedded store's
- * data directory, or Valkey) and applies a change as soon as it is stored. Changing a topic's
- * settings wakes the receives waiting on it, so a resume or a higher limit takes effect at once,
- * and a pause stops a long poll from handing out what becomes ready after it.
- *
- * Where the tokens are counted is the backend's choice (TokenBuckets): in this process for the
- * embedded queue (a bucket per topic), in Valkey for a cluster (one bucket per topic for all its
- * nodes). A topic with default settings costs a receive one Map lookup.
+ * Topic controls, obeyed by every receive of every backend (through a TopicGate): `paused`
+ * (receive answers nothing; all else goes on), `push` (push.ts), `rateLimit` (a token bucket: a
+ * receive takes at most as many messages as whole tokens, with none waits for the next within
+ * its long poll, and gives back what it did not use). Settings are durable and apply once
+ * stored; a change wakes the receives waiting on the topic. Tokens are counted where the backend
+ * chooses (TokenBuckets): in this process, or in Valkey for all nodes.
  */
 
-import { mayHaveWritten, TickwheelCorruptError, TickwheelTypeError } from '../errors.js';
+import { mayHaveWritten, TickwheelCorruptError } from '../errors.js';
 import { checkFlag, checkOption, describe } from '../validate.js';
-import { checkPushTarget, pushView, samePushTarget, type PushTarget } from './push.js';
+import { checkPushTarget, fieldsOf, pushView, samePushTarget, type PushTarget } from './push.js';
 import type { Store } from './store.js';
 import type { RateLimit, TopicInfo } from '../protocol/model.js';
 
@@ -84,31 +67,6 @@ function checkRateLimit(limit: unknown): RateLimit | null {
   return { perSecond, burst };
 }
 
-/** An object with only the `allowed` fields (a typo must not pass as "not set"). */
-function fieldsOf(
-  value: unknown,
-  allowed: readonly string[],
-  what: string,
-  example: string,
-): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${what} must be an object such as ${example}, got ${describe(value)}`,
-    );
-  }
-  for (const key of Object.keys(value)) {
-    if (!allowed.includes(key)) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `unknown field ${JSON.stringify(key)} of ${what}: the fields are ${allowed.join(', ')}`,
-      );
-    }
-  }
-  return value as Record<string, unknown>;
-}
-
-/** Settings after an update. */
 export function applyTopicUpdate(
   settings: TopicSettings,
   update: Partial<TopicSettings>,
@@ -132,9 +90,8 @@ export function settingsView(
 }
 
 /**
- * Reads stored settings back (a file, a Valkey hash): `{ paused, rateLimit, push }`, the first
- * two present (an absent push is none), nothing else.
- * Anything else is ERR_TICKWHEEL_CORRUPT, never silently "not paused".
+ * Reads stored settings back: `{ paused, rateLimit, push? }` (an absent push is none); anything
+ * else is ERR_TICKWHEEL_CORRUPT, never silently "not paused".
  */
 export function parseStoredSettings(value: unknown, where: string): TopicSettings {
   const unreadable = (reason: string) =>
@@ -154,10 +111,7 @@ export function parseStoredSettings(value: unknown, where: string): TopicSetting
   }
 }
 
-/**
- * Reads a stored push target back: ERR_TICKWHEEL_CORRUPT if it is not one. The error names the
- * field and the rule, never a stored header value or the secret.
- */
+/** A stored push target, or ERR_TICKWHEEL_CORRUPT naming the rule (never a secret). */
 export function parseStoredPush(value: unknown, where: string): PushTarget {
   const unreadable = (reason: string) =>
     new TickwheelCorruptError(`${where}: stored push target cannot be read (${reason})`);
@@ -169,14 +123,9 @@ export function parseStoredPush(value: unknown, where: string): PushTarget {
   }
 }
 
-/** Where settings are kept durably. */
 export interface TopicSettingsBackend {
-  /** Every topic with settings other than the defaults. */
   load(): Promise<Map<string, TopicSettings>>;
-  /**
-   * Stores one topic's settings (`update`: the fields the change gave, for a backend shared by
-   * several writers that applies only those); resolves once durable.
-   */
+  /** Stores one topic's settings (`update`: the fields changed); resolves once durable. */
   save(topic: string, settings: TopicSettings, update: Partial<TopicSettings>): Promise<void>;
 }
 
@@ -200,25 +149,19 @@ export function storeSettings(
   };
 }
 
-/** Where tokens are counted. */
 export interface TokenBuckets {
-  /**
-   * Takes up to `want` whole tokens from the topic's bucket. `retryInMs`: with none granted, how
-   * long until the next token.
-   */
+  /** Takes up to `want` whole tokens; `retryInMs`: with none granted, until the next one. */
   take(
     topic: string,
     limit: RateLimit,
     want: number,
   ): { granted: number; retryInMs: number } | Promise<{ granted: number; retryInMs: number }>;
-  /** Gives back tokens taken and not used. */
   refund(topic: string, limit: RateLimit, count: number): void | Promise<void>;
 }
 
 /**
- * Token buckets in this process, on the queue's clock. A changed limit keeps the tokens saved up
- * (at most the new burst); a refund made under another limit than the bucket's is dropped (its
- * tokens were taken from a bucket that is no more).
+ * Token buckets in this process. A changed limit keeps the tokens saved up (at most the new
+ * burst); a refund made under another limit than the bucket's is dropped.
  */
 export class LocalBuckets implements TokenBuckets {
   private readonly buckets = new Map<string, { tokens: number; at: number; limit: RateLimit }>();
@@ -241,7 +184,6 @@ export class LocalBuckets implements TokenBuckets {
     bucket.tokens = Math.min(limit.burst, bucket.tokens + count);
   }
 
-  /** Forgets a topic's bucket (its limit was removed). */
   forget(topic: string): void {
     this.buckets.delete(topic);
   }
@@ -274,14 +216,11 @@ function sameLimit(a: RateLimit | null, b: RateLimit | null): boolean {
   return a?.perSecond === b?.perSecond && a?.burst === b?.burst;
 }
 
-/** Waits `ms` on the queue's clock, or less if `signal` aborts. */
 export type Sleep = (ms: number, signal: AbortSignal) => Promise<void>;
 
 /**
- * What the gate needs of a queue's receive: `receive` is the queue's own; its long poll must end
- * empty, once woken, if the topic's settings changed meanwhile (`TopicGate.generation`: the gate
- * wakes it on every change with `onChange`). `waitReady` waits until a message of the topic may
- * be ready, or `ms`, or an abort, taking nothing: a limited topic waits so, holding no tokens.
+ * A queue's receive as the gate uses it: its long poll must end empty, once woken, if the
+ * topic's settings changed meanwhile (`generation`). `waitReady` takes nothing (holds no tokens).
  */
 export interface InnerQueue<T> {
   receive(max: number, waitMs: number): Promise<T[]>;
@@ -296,10 +235,7 @@ export class TopicGate {
   private readonly watchers = new Map<string, Set<AbortController>>();
   /** Told of every change of a topic's settings, after it is applied (see listen()). */
   private readonly listeners: Array<(topic: string, settings: TopicSettings) => void> = [];
-  /**
-   * Checks a push target as it is set, beyond its form: where it may point (the queue's
-   * PushGuard). Rejects to refuse the change.
-   */
+  /** Checks where a push target being set may point (the PushGuard); rejects to refuse it. */
   vetPush: (target: PushTarget) => Promise<void> = async () => {};
   /** Saves in order: a later change of a topic never lands before an earlier one. */
   private saving: Promise<unknown> = Promise.resolve();
@@ -310,23 +246,19 @@ export class TopicGate {
     private readonly buckets: TokenBuckets & { forget?(topic: string): void },
     private readonly now: () => number,
     private readonly sleep: Sleep,
-    /** Wakes the queue's long polls on a topic whose settings changed. */
     private readonly onChange: (topic: string) => void,
     /** Failures that must not fail a receive (giving tokens back): the queue's faults. */
     private readonly onError: (err: unknown) => void,
   ) {}
 
-  /** Reads the stored settings; called once when the queue opens. */
   async load(): Promise<void> {
     this.replace(await this.backend.load());
   }
 
-  /** Every topic whose settings are not the defaults. */
   all(): Map<string, TopicSettings> {
     return new Map(this.settings);
   }
 
-  /** Whether a topic has settings of its own (not the defaults). */
   has(topic: string): boolean {
     return this.settings.has(topic);
   }
@@ -345,10 +277,7 @@ export class TopicGate {
     return this.generations.get(topic) ?? 0;
   }
 
-  /**
-   * Stores and applies a change (checkTopicUpdate's); resolves with the topic's settings once
-   * durable.
-   */
+  /** Stores and applies a checked change; resolves with the topic's settings once durable. */
   update(topic: string, checked: Partial<TopicSettings>): Promise<TopicSettings> {
     // Started at once, awaited in turn: the saves keep the order of the calls.
     const vetted = checked.push ? this.vetPush(checked.push) : undefined;
@@ -369,10 +298,7 @@ export class TopicGate {
     return run;
   }
 
-  /**
-   * Settings read again from a shared backend (another node may have changed them): topics
-   * whose settings changed wake their waiting receives.
-   */
+  /** Settings read again from a shared backend: changed topics wake their receives. */
   replace(all: Map<string, TopicSettings>): void {
     for (const topic of [...this.settings.keys()]) {
       if (!all.has(topic)) this.set(topic, DEFAULT_TOPIC_SETTINGS);
@@ -391,10 +317,7 @@ export class TopicGate {
     for (const listener of this.listeners) listener(topic, settings);
   }
 
-  /**
-   * A receive through the gate: paused topics answer nothing (waiting out the long poll unless
-   * resumed), limited ones take tokens first and wait for messages holding none.
-   */
+  /** A receive through the gate: limited topics take tokens first, and wait holding none. */
   async receive<T>(
     topic: string,
     max: number,
@@ -415,7 +338,7 @@ export class TopicGate {
       const left = Math.max(0, until - this.now());
       if (settings.paused) {
         if (left === 0) return [];
-        await this.wait(topic, left, signal, (aborts) => this.sleep(left, aborts));
+        await this.wait(topic, signal, (aborts) => this.sleep(left, aborts));
         continue;
       }
       const limit = settings.rateLimit;
@@ -432,9 +355,7 @@ export class TopicGate {
       }
       if (granted === 0) {
         if (left === 0) return [];
-        await this.wait(topic, Math.min(left, retryInMs), signal, (aborts) =>
-          this.sleep(Math.min(left, retryInMs), aborts),
-        );
+        await this.wait(topic, signal, (aborts) => this.sleep(Math.min(left, retryInMs), aborts));
         continue;
       }
       let got: T[] = [];
@@ -445,7 +366,7 @@ export class TopicGate {
         if (got.length < granted) await this.refund(topic, limit, granted - got.length);
       }
       if (got.length > 0 || left === 0) return got;
-      await this.wait(topic, left, signal, (aborts) => inner.waitReady(left, aborts));
+      await this.wait(topic, signal, (aborts) => inner.waitReady(left, aborts));
     }
   }
 
@@ -461,7 +382,6 @@ export class TopicGate {
   /** Runs `waiting` with a signal that aborts on a change of the topic, `signal`, or close. */
   private async wait(
     topic: string,
-    _ms: number,
     signal: AbortSignal | undefined,
     waiting: (aborts: AbortSignal) => Promise<void>,
   ): Promise<void> {
@@ -486,7 +406,6 @@ export class TopicGate {
     for (const set of this.watchers.values()) for (const controller of set) controller.abort();
   }
 
-  /** Resolves once every stored change so far has landed. */
   async settled(): Promise<void> {
     await this.saving;
   }

@@ -1,20 +1,8 @@
 /**
- * OpenTelemetry spans of the queue, after the messaging semantic conventions
- * (docs/observability.md):
- *
- *   create <topic>   PRODUCER, one per message scheduled (a batch makes one per message, each
- *                    with messaging.batch.message_count); its context is the one stored with
- *                    the message (TraceContext), so the consumer's spans join the producer's trace
- *   process <topic>  CONSUMER, one per delivery run by consume(), a Worker or pushListener: a
- *                    child of the message's stored context, and linked to it; events `ack`,
- *                    `nack` (and the span's status) say how the delivery was settled
- *   dead <topic>     CLIENT, a settle span when a message becomes a dead letter, a child of its
- *                    stored context
- *
- * `@opentelemetry/api` is an optional peer dependency, loaded on first use with require(): when
- * it is not installed, or no tracer provider is registered, nothing here makes a span, and the
- * cost is a global read per call. Without a provider the caller's active context (if any) is
- * still stored with the message, so a consumer that has a provider can join it.
+ * OpenTelemetry spans after the messaging conventions (docs/observability.md): `create <topic>`
+ * per message scheduled (its context stored with the message), `process <topic>` per delivery
+ * a Worker runs (a child of that context), `dead <topic>` for a dead letter. The optional peer
+ * `@opentelemetry/api` is loaded on first use; without it or a provider no span is made.
  */
 
 import { createRequire } from 'node:module';
@@ -54,7 +42,6 @@ function tracer(otel: Api): Otel.Tracer | undefined {
   return otel.trace.getTracer(TRACER_NAME);
 }
 
-/** A stored context as the remote parent span context it names. */
 function spanContextOf(otel: Api, trace: TraceContext): Otel.SpanContext {
   const [, traceId, spanId, flags] = trace.traceparent.split('-');
   return {
@@ -81,6 +68,25 @@ export function activeTrace(): TraceContext | undefined {
   return traceOf(otel, otel.trace.getSpanContext(otel.context.active()));
 }
 
+/** A span's messaging attributes (and the delivery's id and attempts, when given). */
+function messaging(
+  type: string,
+  name: string,
+  topic: string,
+  message?: Delivered,
+): Otel.Attributes {
+  const attributes: Otel.Attributes = {
+    'messaging.system': SYSTEM,
+    'messaging.operation.type': type,
+    'messaging.operation.name': name,
+    'messaging.destination.name': topic,
+  };
+  if (message === undefined) return attributes;
+  attributes['messaging.message.id'] = message.id;
+  if (message.attempts !== undefined) attributes['tickwheel.message.attempts'] = message.attempts;
+  return attributes;
+}
+
 /** What producerSpan changes: a checked request's topic and the context stored with it. */
 interface Produced {
   topic: string;
@@ -89,9 +95,8 @@ interface Produced {
 }
 
 /**
- * Starts the `create` span of a message about to be scheduled and sets `message.trace` to the
- * context to store: the span's, or (no provider) the given or active one. Returns the span to
- * end with endProducer, or undefined.
+ * Starts the `create` span of a message about to be scheduled (undefined: no provider), and
+ * sets `message.trace` to the context to store: the span's, or the given or active one.
  */
 export function producerSpan(message: Produced, batch: number): Otel.Span | undefined {
   const otel = api();
@@ -106,12 +111,7 @@ export function producerSpan(message: Produced, batch: number): Otel.Span | unde
     if (given === undefined) message.trace = traceOf(otel, otel.trace.getSpanContext(parent));
     return undefined;
   }
-  const attributes: Otel.Attributes = {
-    'messaging.system': SYSTEM,
-    'messaging.operation.type': 'create',
-    'messaging.operation.name': 'create',
-    'messaging.destination.name': message.topic,
-  };
+  const attributes = messaging('create', 'create', message.topic);
   if (message.id !== '') attributes['messaging.message.id'] = message.id;
   if (batch > 1) attributes['messaging.batch.message_count'] = batch;
   const span = tracing.startSpan(
@@ -142,7 +142,6 @@ export function endProducer<T extends { id: string }>(
   );
 }
 
-/** Ends the `create` spans of a batch when it settles. */
 export function endProducers<T extends { id: string }>(
   spans: readonly (Otel.Span | undefined)[],
   done: Promise<T[]>,
@@ -175,23 +174,18 @@ function failed(span: Otel.Span, err: unknown): void {
   });
 }
 
-/** A delivery being processed: its span and the context its handler runs in. */
 export interface Processing {
   span: Otel.Span;
   context: Otel.Context;
 }
 
-/** What startProcess reads of a delivery. */
 interface Delivered {
   id: string;
   attempts?: number;
   trace?: TraceContext | undefined;
 }
 
-/**
- * Starts the `process` span of a delivery, a child of the context stored with the message
- * (a root span when it has none) with a link to it; undefined when no provider is registered.
- */
+/** Starts the `process` span of a delivery, a child of its stored context, linked to it. */
 export function startProcess(topic: string, message: Delivered): Processing | undefined {
   const otel = api();
   if (otel === null) return undefined;
@@ -200,14 +194,7 @@ export function startProcess(topic: string, message: Delivered): Processing | un
   const stored = message.trace === undefined ? undefined : spanContextOf(otel, message.trace);
   const parent =
     stored === undefined ? otel.ROOT_CONTEXT : otel.trace.setSpanContext(otel.ROOT_CONTEXT, stored);
-  const attributes: Otel.Attributes = {
-    'messaging.system': SYSTEM,
-    'messaging.operation.type': 'process',
-    'messaging.operation.name': 'process',
-    'messaging.destination.name': topic,
-    'messaging.message.id': message.id,
-  };
-  if (message.attempts !== undefined) attributes['tickwheel.message.attempts'] = message.attempts;
+  const attributes = messaging('process', 'process', topic, message);
   const span = tracing.startSpan(
     `process ${topic}`,
     {
@@ -220,7 +207,6 @@ export function startProcess(topic: string, message: Delivered): Processing | un
   return { span, context: otel.trace.setSpan(parent, span) };
 }
 
-/** Runs `handler(message)` with the delivery's span active. */
 export function runProcessing<M, R>(
   processing: Processing,
   handler: (message: M) => R,
@@ -229,10 +215,7 @@ export function runProcessing<M, R>(
   return (api() as Api).context.with(processing.context, handler, undefined, message);
 }
 
-/**
- * Ends a delivery's span with how it was settled: an `ack` event, or a `nack` event with the
- * failure (recorded as the span's exception and error status).
- */
+/** Ends a delivery's span with an `ack` event, or a `nack` event and the failure. */
 export function endProcess(processing: Processing, failure: unknown, failedRun: boolean): void {
   const { span } = processing;
   if (failedRun) {
@@ -249,14 +232,7 @@ export function deadSpan(topic: string, message: Delivered, reason: string | und
   const tracing = tracer(otel);
   if (tracing === undefined) return;
   const stored = spanContextOf(otel, message.trace);
-  const attributes: Otel.Attributes = {
-    'messaging.system': SYSTEM,
-    'messaging.operation.type': 'settle',
-    'messaging.operation.name': 'dead',
-    'messaging.destination.name': topic,
-    'messaging.message.id': message.id,
-  };
-  if (message.attempts !== undefined) attributes['tickwheel.message.attempts'] = message.attempts;
+  const attributes = messaging('settle', 'dead', topic, message);
   if (reason !== undefined) attributes['tickwheel.message.last_error'] = reason;
   tracing
     .startSpan(
@@ -267,10 +243,7 @@ export function deadSpan(topic: string, message: Delivered, reason: string | und
     .end();
 }
 
-/**
- * The `traceparent` and `tracestate` headers for an outgoing request: the active span's context
- * when there is one, else `fallback` (the message's stored context).
- */
+/** Trace headers for an outgoing request: the active span's context, else `fallback`. */
 export function traceHeaders(
   headers: Record<string, string>,
   fallback: TraceContext | undefined,

@@ -1,11 +1,6 @@
 /**
- * Turns per key: operations on one key (a message id, a schedule's name) run one after
- * another, in call order.
- *
- * A key's turn is the promise of the last operation queued on it; the next one chains onto it,
- * whether it fulfilled or rejected (a failed operation does not block the ones after it). The
- * entry is removed once the last operation queued has settled, so the map holds only keys with
- * work under way.
+ * Turns per key: operations on one key run one after another, in call order; a failed one does
+ * not block the ones after it. The map holds only keys with work under way.
  */
 
 export class Turns {
@@ -23,7 +18,6 @@ export class Turns {
     return next;
   }
 
-  /** How many keys have work under way. */
   get size(): number {
     return this.tails.size;
   }

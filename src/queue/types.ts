@@ -1,8 +1,4 @@
-/**
- * The delay queue's public option and result types: what `tickwheel/queue` users pass in and
- * get back. The client (`tickwheel/client`) shares them, so that the embedded and the HTTP API
- * take and give the same shapes. Types only: importing this module runs no code.
- */
+/** The delay queue's public option and result types, shared by `tickwheel/client`. */
 
 import type { Clock } from '../clock/index.js';
 import type { FaultHandler } from './faults.js';
@@ -11,7 +7,6 @@ import type { TraceContext } from '../protocol/trace-context.js';
 
 export type { ListOptions, ListPage, MessageInfo } from '../protocol/model.js';
 
-/** The options of a queue on any backend. */
 export interface QueueOptions {
   /** How far ahead messages are held in memory. Default 60,000 ms. */
   horizonMs?: number;
@@ -21,45 +16,31 @@ export interface QueueOptions {
   visibilityMs?: number;
   /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
   maxWaitMs?: number;
-  /**
-   * Pushes (docs/push.md): `allow` lists the internal addresses (CIDR blocks, addresses, host
-   * names) push targets may reach; every other loopback, private, link-local or unique-local
-   * address is refused. Default: none allowed.
-   */
+  /** Pushes (docs/push.md): `allow` lists the internal addresses push targets may reach. */
   push?: PushOptions;
   /**
-   * Takes the queue's background faults (faults.ts): a store write retried, the LOCK lost, a
-   * lease lost, a push target failing, a handler that threw. Each has a `code`, a `level` and
-   * a `message`. Default: a process warning with the same code and text.
+   * Takes the queue's background faults (faults.ts): a store write retried, a lease lost, a push
+   * target failing, a handler that threw. Default: a process warning with the same code and text.
    */
   onFault?: FaultHandler;
   /**
-   * Whether ack(), ackMany(), nack() and nackMany() wait until their record is durable (the file store's group
-   * commit; Valkey/Redis's `durability` wait) before they resolve, as if each call passed
-   * `{ durable: true }`. Default false: they resolve once applied, and a crash may deliver again
-   * the messages acked or nacked in the last group-commit window (docs/storage.md, "Durability").
+   * Whether ack(), ackMany(), nack() and nackMany() wait until their record is durable, as if
+   * each passed `{ durable: true }`. Default false: a crash may deliver again the messages acked
+   * or nacked in the last group-commit window (docs/storage.md, "Durability").
    */
   durableAcks?: boolean;
 }
 
-/** The options of the embedded queue. */
 export interface DelayQueueOptions extends QueueOptions {
   /** Epoch-millisecond clock. Default: `new SystemClock({ epoch: true })`; a ManualClock in tests. */
   clock?: Clock;
-  /**
-   * Payload bytes held in memory at most (the file store). Messages due or ready beyond it keep
-   * only their place in the log, and their payload is read back when received. Default 128 MiB.
-   */
+  /** Payload bytes held in memory at most (the rest read back when received). Default 128 MiB. */
   payloadMemoryBytes?: number;
   /** Finished messages whose status get() still reports. Default 10,000. */
   rememberFinished?: number;
 }
 
-/**
- * A delivery of a message. `Payload` is what the queue is typed with (`DelayQueue<Payload>`,
- * `TickwheelClient<Payload>`): a promise made by the code that typed it, not checked when the
- * message is received (JSON payloads come back as parsed, byte payloads as Buffers).
- */
+/** A delivery of a message. `Payload`: the queue's type for it, not checked at run time. */
 export interface ReceivedMessage<Payload = unknown> {
   id: string;
   topic: string;
@@ -69,28 +50,23 @@ export interface ReceivedMessage<Payload = unknown> {
   attempts: number;
   /** Pass to ack() or nack(); valid for this delivery only. */
   receipt: string;
-  /**
-   * The W3C trace context stored when the message was scheduled, if there was one: continue
-   * the producer's trace from it (docs/observability.md).
-   */
+  /** The W3C trace context stored when the message was scheduled (docs/observability.md). */
   trace?: TraceContext;
 }
 
 export interface AckOptions {
   /**
-   * Resolve only once the ack is durable (it survives a crash). Default: the queue's
-   * `durableAcks` (false): resolved once applied, the message is never handed out again by
-   * this process, and its record is written with the next group commit.
+   * Resolve only once the ack survives a crash. Default: the queue's `durableAcks` (false):
+   * once applied, its record written with the next group commit.
    */
   durable?: boolean;
 }
 
 export interface NackOptions {
   /**
-   * `true`: resolve once the retry is durable and the message is due again (its event and
-   * counters told). Default: the queue's `durableAcks` (false): once the delivery has ended
-   * (its receipt spent), the retry written with the next group commit; a nack that makes a
-   * dead letter still waits for its record.
+   * `true`: resolve once the retry is durable and the message due again. Default: the queue's
+   * `durableAcks` (false): once the delivery has ended, the retry written with the next group
+   * commit (a nack that makes a dead letter still waits for its record).
    */
   durable?: boolean;
   /** Redeliver after this long. Default: the message's backoff. */
@@ -107,10 +83,8 @@ export interface ReceiveOptions {
   /** Redeliver unless acked within this long. Default: the queue's visibilityMs. */
   visibilityMs?: number;
   /**
-   * Payload bytes at most (as stored: UTF-8 JSON or raw bytes), so that a batch of large
-   * messages cannot exhaust memory. The first message is always delivered, however large;
-   * messages that do not fit stay ready for the next receive, with no attempt used. Default
-   * 16 MiB.
+   * Payload bytes at most (as stored). The first message is always delivered; those that do not
+   * fit stay ready, with no attempt used. Default 16 MiB.
    */
   maxBytes?: number;
 }
@@ -121,9 +95,8 @@ export interface ConsumeOptions {
   /** Redeliver unless the handler is done within this long. Default: the queue's visibilityMs. */
   visibilityMs?: number;
   /**
-   * Failures of the loop: a handler that threw (the message is nacked and retried with its
-   * backoff), a failed receive, ack or nack. Default: a process warning naming the topic, the
-   * message id and the attempt.
+   * Failures of the loop: a handler that threw (its message is nacked), a failed receive, ack or
+   * nack. Default: a process warning naming the topic, message and attempt.
    */
   onError?: (err: unknown, context: ConsumeErrorContext) => void;
 }
@@ -141,7 +114,6 @@ export type MessageHandler<Payload = unknown> = (
   message: ReceivedMessage<Payload>,
 ) => Promise<void> | void;
 
-/** A running consumer. */
 export interface Consumer {
   /** Stops receiving at once, then waits for running handlers and their acks and nacks. */
   close(): Promise<void>;
@@ -149,10 +121,7 @@ export interface Consumer {
 
 /** Scheduled messages by time until due, and the edges they were counted at (dueTimeline). */
 export interface DueTimeline {
-  /**
-   * Each edge asked for, or, for one past the in-memory horizon, the whole minute at or before
-   * it (never before the horizon): what is on disk is counted by the minute it is due in.
-   */
+  /** Each edge asked for, or, past the in-memory horizon, the whole minute at or before it. */
   edgesMs: number[];
   /** counts[i]: due before edgesMs[i] from now and not before the previous edge; last: the rest. */
   counts: number[];

@@ -1,37 +1,17 @@
 /**
- * Worker (BullMQ's word): runs a handler over the messages of one topic, taken from a source
- * that can receive, ack and nack. The embedded queue's consume() and the client's consume()
- * (over HTTP) are both a Worker over their own source, so they behave the same:
+ * Worker (BullMQ's word): runs a handler over one topic's messages from a source that can
+ * receive, ack and nack; the embedded and the client's consume() are both one.
  *
  *   receive up to the free slots ─► handler(message) ─► resolved: ack(receipt)
  *                                                   └─► threw:    nack(receipt, reason)
  *
- * - At most `concurrency` handlers run at once. A slot is free as soon as its handler is done:
- *   the ack or nack need not have landed (an fsync, a request) before the next message starts.
- * - A handler that throws (or rejects) is reported to onError with `{ topic, id, attempts }`
- *   and its message is nacked with the error as its reason (kept as the message's lastError),
- *   so it comes back after its backoff, or becomes a dead letter. A handler that runs past its
- *   visibility timeout is not stopped: the message is delivered again, and the late ack is a
- *   no-op.
- * - A failed ack or nack is reported with its message's context; the message comes back after
- *   its visibility timeout. Acks that share one promise (one group commit, one HTTP request)
- *   share one failure, reported once.
- * - A failed receive is reported with `{ topic }` alone, and the worker rests before the next
- *   one: 100 ms, doubling with each failure in a row up to 5 s, back to 100 ms after a receive
- *   that succeeds. The worker never stops on its own: only close() ends it.
- * - An onError that throws does not end the worker: what it threw becomes a process warning.
- * - close() stops at once: it aborts a long poll under way and ends a rest, then resolves once
- *   every running handler is done and every ack and nack they started has settled. So a handler
- *   must not await its own consumer's close() (it would wait for itself): call it without
- *   awaiting. A close() still waiting for handlers after 10 s says so in a process warning.
- *
- * Cost per message: none of its own beyond the handler's. A synchronous handler makes no
- * promise; acks are tracked by the promise they wait on, and acks of one group commit share it.
- * A source in this process (the embedded queue) also answers receiveNow(): what is ready is taken
- * with no promise, so with a synchronous handler a backlog drains as one loop (a turn of the event
- * loop every yieldAfterMs), whatever the concurrency; only a receive that must wait is awaited.
- *
- * Imports nothing that does I/O, so the client can use it without pulling in the queue.
+ * At most `concurrency` handlers run at once (a slot is free once its handler is done). What
+ * fails goes to onError with its context: a handler that threw (its message nacked), an ack or
+ * nack (once per shared promise), a receive (then the worker rests receiveBackoff()). Only
+ * close() ends the worker: it aborts a long poll, then waits for running handlers and their
+ * acks, so a handler must not await its own consumer's close(). A synchronous handler makes no
+ * promise, and receiveNow() drains a backlog as one loop, yielding every yieldAfterMs. Imports
+ * nothing that does I/O, so the client can use it.
  */
 
 import { performance as realClock } from 'node:perf_hooks';
@@ -56,46 +36,35 @@ import type {
   ReceivedMessage,
 } from './types.js';
 
-/** Handlers running at once, at most. */
 export const MAX_CONCURRENCY = 1000;
 
-/** Where a worker gets its messages from, and sends their outcome to. */
 export interface WorkerSource {
-  /**
-   * Up to `options.max` messages, waiting up to `options.waitMs` for the first. Must end soon
-   * (with messages, none, or an error) once `signal` aborts.
-   */
+  /** Up to `max` messages, waiting up to `waitMs` for the first; ends soon once `signal` aborts. */
   receive(
     topic: string,
     options: { max: number; waitMs: number; visibilityMs?: number },
     signal: AbortSignal,
   ): Promise<ReceivedMessage[]>;
   /**
-   * Optional, for a source in this process: what is ready now, taken without a wait or a
-   * promise when it can be (an empty array: nothing ready). A promise where some of it must be
-   * read first; undefined where it cannot answer so (the worker then calls receive()).
-   * `options` is read at once: the worker reuses the object for its next call.
+   * Optional: what is ready now, without a promise when it can be (undefined: call receive()).
+   * `options` is read at once: the worker reuses the object.
    */
   receiveNow?(
     topic: string,
     options: { max: number; visibilityMs?: number },
   ): ReceivedMessage[] | Promise<ReceivedMessage[]> | undefined;
-  /**
-   * May return one promise for several acks (a batch): it is waited on once. `message` is the
-   * delivery the receipt came with, as receive() gave it (a source may find it faster so).
-   */
+  /** May return one promise for several acks (waited on once); `message`: the receipt's delivery. */
   ack(receipt: string, message?: ReceivedMessage): PromiseLike<unknown>;
   nack(receipt: string, reason: string): PromiseLike<unknown>;
 }
 
-/** consume() options, checked, with their defaults. */
 export interface WorkerSettings {
   concurrency: number;
   /** Undefined: the source's own default. */
   visibilityMs: number | undefined;
   waitMs: number;
   onError: (err: unknown, context: ConsumeErrorContext) => void;
-  /** Where the worker's own troubles go (a slow close, an onError that threw): the queue's. */
+  /** Where the worker's own troubles go (a slow close, an onError that threw). */
   onFault: FaultReporter;
 }
 
@@ -108,12 +77,7 @@ const CONSUME_OPTIONS = optionNames<ConsumeOptions>({
 /** Default long-poll wait of the client's consume() (its `waitMs` option). */
 export const DEFAULT_CONSUME_WAIT_MS = 20_000;
 
-/**
- * Checks consume() options when consume is called, so that a bad one (`visibilityMs: 0`) is a
- * named error at once rather than a worker whose every receive fails. `fixedWaitMs`: the wait
- * of each receive where it is not an option (the embedded queue, woken as soon as a message is
- * ready); otherwise `waitMs` is an option, 1 ms to 1 h.
- */
+/** Checks consume() options; `fixedWaitMs`: each receive's wait where it is no option. */
 export function checkConsumeOptions(
   options: unknown,
   fixedWaitMs?: number,
@@ -152,20 +116,15 @@ export function receiveBackoff(failures: number): number {
 }
 
 export class Worker implements Consumer {
-  /** How long close() waits for running handlers before it warns (a setting for tests). */
+  /** How long close() waits for running handlers before it warns (tests change it). */
   static closeWarnAfterMs = 10_000;
   /**
-   * While messages keep coming ready, receive() resolves at once and the loop below would run
-   * the whole backlog as one chain of promise callbacks, with no I/O, timer or HTTP request
-   * served until it ends (a quarter of a second for 100k messages due together). After this
-   * long without a turn of the event loop it takes one (a setting for tests). The clock and
-   * setImmediate used for it are Node's own, imported rather than read from the global object:
-   * fake timers installed by a test (vi/jest.useFakeTimers) must not stall delivery.
+   * After this long without a turn of the event loop the loop takes one, so a backlog does not
+   * starve I/O (with Node's own clock and setImmediate: fake timers must not stall delivery).
    */
   static yieldAfterMs = 10;
   private readonly stopping = new AbortController();
   private active = 0;
-  /** Acks and nacks under way, by the promise they wait on. */
   private readonly settling = new Set<PromiseLike<unknown>>();
   /** The promise track() added last, while it is in `settling`. */
   private trackedLast: PromiseLike<unknown> | undefined;
@@ -190,7 +149,6 @@ export class Worker implements Consumer {
     this.loop = this.receiveLoop();
   }
 
-  /** Stops receiving at once; resolves when running handlers and their acks are done. */
   close(): Promise<void> {
     return (this.closing ??= this.drain());
   }
@@ -346,7 +304,6 @@ export class Worker implements Consumer {
     this.freed?.();
   }
 
-  /** Resolves after `ms`, or at once when closed. */
   private pause(ms: number): Promise<void> {
     if (this.stopping.signal.aborted) return Promise.resolve();
     return new Promise<void>((wake) => {
@@ -372,7 +329,6 @@ function contextOf(topic: string, message: ReceivedMessage): ConsumeErrorContext
   return { topic, id: message.id, attempts: message.attempts };
 }
 
-/** What the default onError reports: a fault that says where the failure was. */
 function consumeFault(err: unknown, context: ConsumeErrorContext): QueueFault {
   const where =
     context.id === undefined
@@ -387,9 +343,5 @@ function consumeFault(err: unknown, context: ConsumeErrorContext): QueueFault {
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    value !== null &&
-    (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as { then?: unknown }).then === 'function'
-  );
+  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
 }
