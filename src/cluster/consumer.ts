@@ -12,8 +12,6 @@
  * node; one of an earlier delivery is refused (its attempt is not the current one).
  */
 
-import { TickwheelTypeError } from '../errors.js';
-import { describe } from '../validate.js';
 import { ID_PATTERN, decodePayload, retryDelay } from '../queue/message.js';
 import type { EventSource } from '../queue/events.js';
 import type { ReceivedMessage } from '../queue/types.js';
@@ -351,14 +349,8 @@ export class Consumer {
 
   /** The parts of a receipt; undefined for a string that is not one of this queue's. */
   private parseReceipt(
-    receipt: unknown,
+    receipt: string,
   ): { partition: number; attempt: number; id: string } | undefined {
-    if (typeof receipt !== 'string') {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `receipt must be the string receive() returned, got ${describe(receipt)}`,
-      );
-    }
     const match = RECEIPT.exec(receipt);
     if (match === null || !ID_PATTERN.test(match[3])) return undefined;
     const partition = Number(match[1]);

@@ -33,6 +33,7 @@ import {
 import {
   checkAck,
   checkNack,
+  checkReceipt,
   checkReceipts,
   checkReceiveOptions,
   type QueueLimits,
@@ -188,11 +189,13 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
 
   async ack(receipt: string, options: AckOptions = {}): Promise<boolean> {
     this.checkOpen();
+    checkReceipt(receipt);
     return this.backend.ack(receipt, checkAck(options, this.limits.durableAcks));
   }
 
   async nack(receipt: string, options: NackOptions = {}): Promise<boolean> {
     this.checkOpen();
+    checkReceipt(receipt);
     const reason = checkNack(options);
     const durable = options.durable ?? this.limits.durableAcks;
     return this.backend.nack(receipt, reason, options.delayMs, durable);

@@ -262,12 +262,7 @@ export class Deliveries {
    * `durable`: resolves once the ack is on disk; otherwise once applied.
    */
   ack(receipt: string, durable = true): Promise<boolean> {
-    let message: NearMessage | undefined;
-    try {
-      message = this.near.owner(receipt);
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
+    const message = this.near.owner(receipt);
     if (message === undefined) return Promise.resolve(false);
     // Nothing else running on the id (the common case): no lock.
     if (!this.locks.busy(message.id)) {

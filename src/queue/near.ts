@@ -220,7 +220,7 @@ export class NearHorizon implements HeldCounts {
   applyPendingAck: (message: NearMessage) => void = () => {};
 
   /** The message in flight under this receipt, if any (throws only for a non-string). */
-  owner(receipt: unknown): NearMessage | undefined {
+  owner(receipt: string): NearMessage | undefined {
     const message = this.receipts.owner(receipt);
     // Acked, its ack put off (deliveries.ts): that delivery has ended, as if the ack were applied.
     return message?.pendingAck === undefined ? message : undefined;

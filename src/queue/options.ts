@@ -156,6 +156,16 @@ export function checkNack(options: NackOptions, method = 'nack'): string | undef
   return clipReason(reason);
 }
 
+/** Checks the receipt of ack() / nack(): the string receive() gave (the backends take it as one). */
+export function checkReceipt(receipt: unknown, what = 'receipt'): void {
+  if (typeof receipt !== 'string') {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `${what} must be the string receive() returned, got ${describe(receipt)}`,
+    );
+  }
+}
+
 export function checkReceipts(receipts: readonly string[], method: string): void {
   if (!Array.isArray(receipts)) {
     throw new TickwheelTypeError(
@@ -163,12 +173,5 @@ export function checkReceipts(receipts: readonly string[], method: string): void
       `${method} takes an array of receipts, got ${describe(receipts)}`,
     );
   }
-  for (let i = 0; i < receipts.length; i++) {
-    if (typeof receipts[i] !== 'string') {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `receipts[${i}] must be the string receive() returned, got ${describe(receipts[i])}`,
-      );
-    }
-  }
+  for (let i = 0; i < receipts.length; i++) checkReceipt(receipts[i], `receipts[${i}]`);
 }

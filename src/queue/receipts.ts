@@ -26,8 +26,6 @@
 
 import { randomBytes } from 'node:crypto';
 import { debugAssert } from '../assert.js';
-import { TickwheelTypeError } from '../errors.js';
-import { describe } from '../validate.js';
 
 const receiptPrefix = `r${randomBytes(9).toString('base64url')}`;
 let receiptCounter = 0;
@@ -97,15 +95,9 @@ export class Receipts<M extends Receivable> {
 
   /**
    * The message in flight under this receipt, or undefined for a receipt that is stale, unknown
-   * or malformed. Only a receipt that is not a string is an error.
+   * or malformed.
    */
-  owner(receipt: unknown): M | undefined {
-    if (typeof receipt !== 'string') {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `receipt must be the string receive() returned, got ${describe(receipt)}`,
-      );
-    }
+  owner(receipt: string): M | undefined {
     // Reads the slot between the prefix and the '.', and the counter after it, without making
     // strings. Only the form receiptOf() makes is taken: no leading zeros, nothing after.
     if (!receipt.startsWith(receiptPrefix)) return undefined;

@@ -65,9 +65,6 @@ describe('Receipts', () => {
     ]) {
       expect(receipts.owner(bad), bad).toBeUndefined();
     }
-    expect(() => receipts.owner(42)).toThrow(
-      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_MESSAGE' }),
-    );
   });
 
   it('reuses freed slots, so the table stays as large as the most in flight at once', () => {
