@@ -28,6 +28,7 @@ import { payloadMemoryWorkload } from './payload-memory.mjs';
 import { redisServerVersion, startRedis } from './redis-server.mjs';
 import { report } from './report.mjs';
 import { formatCount, formatMs, formatNumber, ratio as ratioOf } from './stats.mjs';
+import { runMain } from '../main.mjs';
 
 export { parseOptions, resultsBase };
 
@@ -423,21 +424,4 @@ export async function main(argv) {
   return report(results, options.out, resultsBase(options));
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  for (const signal of ['SIGINT', 'SIGTERM']) {
-    process.once(signal, () => {
-      log(`${signal}: stopping`);
-      void cleanup().finally(() => process.exit(130));
-    });
-  }
-  main(process.argv.slice(2))
-    .then(async (code) => {
-      await cleanup();
-      process.exitCode = code;
-    })
-    .catch(async (err) => {
-      process.stderr.write(`${err.stack ?? err}\n`);
-      await cleanup();
-      process.exitCode = 1;
-    });
-}
+if (process.argv[1] === fileURLToPath(import.meta.url)) runMain(main, cleanup, log);

@@ -18,6 +18,7 @@ import { cleanup, log, runPeerCell } from './cells.mjs';
 import { ROOT, parseCount, parseList } from './options.mjs';
 import { redisServerVersion } from './redis-server.mjs';
 import { PEER_NAMES, renderMarkdown, summarise, writeResults } from './sustained-report.mjs';
+import { runMain } from '../main.mjs';
 
 export const SUSTAINED_PEERS = ['tickwheel', 'tickwheel-http', 'bullmq'];
 
@@ -219,21 +220,4 @@ export async function main(argv) {
   return Object.values(results.peers).some((cell) => cell.error !== undefined) ? 1 : 0;
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  for (const signal of ['SIGINT', 'SIGTERM']) {
-    process.once(signal, () => {
-      log(`${signal}: stopping`);
-      void cleanup().finally(() => process.exit(130));
-    });
-  }
-  main(process.argv.slice(2))
-    .then(async (code) => {
-      await cleanup();
-      process.exitCode = code;
-    })
-    .catch(async (err) => {
-      process.stderr.write(`${err.stack ?? err}\n`);
-      await cleanup();
-      process.exitCode = 1;
-    });
-}
+if (process.argv[1] === fileURLToPath(import.meta.url)) runMain(main, cleanup, log);

@@ -22,6 +22,7 @@ import { redisServerVersion, startRedis, stopAllRedis } from '../queue/redis-ser
 import { formatBytes, formatMs, formatNumber } from '../queue/stats.mjs';
 import { redisUsage } from './bullmq-peer.mjs';
 import { INTERVALS_MS, TIME_ZONES, mixCounts } from './specs.mjs';
+import { runMain } from '../main.mjs';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CELL = fileURLToPath(new URL('./cell.mjs', import.meta.url));
@@ -643,21 +644,4 @@ export async function main(argv) {
   return report(results, options.out);
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  for (const signal of ['SIGINT', 'SIGTERM']) {
-    process.once(signal, () => {
-      log(`${signal}: stopping`);
-      void cleanup().finally(() => process.exit(130));
-    });
-  }
-  main(process.argv.slice(2))
-    .then(async (code) => {
-      await cleanup();
-      process.exitCode = code;
-    })
-    .catch(async (err) => {
-      process.stderr.write(`${err.stack ?? err}\n`);
-      await cleanup();
-      process.exitCode = 1;
-    });
-}
+if (process.argv[1] === fileURLToPath(import.meta.url)) runMain(main, cleanup, log);
