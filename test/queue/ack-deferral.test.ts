@@ -13,13 +13,25 @@ import { DelayQueue, MemoryStore, type QueueStats } from '../../src/delay-queue.
 import { ManualClock } from '../../src/index.js';
 import type { MessageState } from '../../src/queue/message.js';
 import { Worker } from '../../src/queue/worker.js';
-import { T0, advance, fileKind, settle, useQueues } from './harness.js';
+import { T0, advance, fileKind, settle, useQueues, type QueueKind } from './harness.js';
 import { waitFor } from '../support/wait-for.js';
 
 const openQueue = useQueues();
 
 async function ackedNow(queue: DelayQueue): Promise<number> {
   return (await queue.stats()).acked;
+}
+
+/** Reopened on the same files: every ack was written, nothing comes back. */
+async function expectNothingAfterReopen(kind: QueueKind, clock: ManualClock): Promise<void> {
+  const reopened = await kind.open(clock);
+  try {
+    await advance(clock, 60_000, 5000, reopened);
+    expect(await reopened.receive('jobs', { max: 10 })).toEqual([]);
+    expect((await reopened.stats()).store?.live).toBe(0);
+  } finally {
+    await reopened.close();
+  }
 }
 
 /** 3000 messages ready, a consumer that takes one a turn (its handler ends the next turn). */
@@ -89,14 +101,7 @@ describe('consume() acks while a burst is delivered', () => {
     expect(statuses.filter((info) => info?.status !== 'acked')).toEqual([]);
     await queue.close();
     // Reopened: nothing comes back.
-    const reopened = await kind.open(clock);
-    try {
-      await advance(clock, 60_000, 5000, reopened);
-      expect(await reopened.receive('jobs', { max: 10 })).toEqual([]);
-      expect((await reopened.stats()).store?.live).toBe(0);
-    } finally {
-      await reopened.close();
-    }
+    await expectNothingAfterReopen(kind, clock);
   });
 
   it('applies a put-off ack within half its visibility timeout even while deliveries go on', async () => {
@@ -345,14 +350,7 @@ describe('ack() without durable while a burst is delivered (a pull consumer)', (
     // Nothing ready: every put-off ack is applied within a few turns, and written.
     await waitFor(async () => (await queue.stats()).acked === ids.length);
     await queue.close();
-    const reopened = await kind.open(clock);
-    try {
-      await advance(clock, 60_000, 5000, reopened);
-      expect(await reopened.receive('jobs', { max: 10 })).toEqual([]);
-      expect((await reopened.stats()).store?.live).toBe(0);
-    } finally {
-      await reopened.close();
-    }
+    await expectNothingAfterReopen(kind, clock);
   });
 
   it('applies a durable ack at once, and acks of a topic with few messages ready at once', async () => {
