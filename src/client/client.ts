@@ -57,7 +57,7 @@ import {
 import { listPath, walkPages } from './listing.js';
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
-import { Transport, type Answer, type Exchange, type TransportOptions } from './transport.js';
+import { Transport, type Exchange, type TransportOptions } from './transport.js';
 import {
   checkClientOptions,
   type AckCallOptions,
@@ -105,7 +105,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     options: CallOptions = {},
   ): Promise<ScheduleResult> {
     const { topic, ...body } = toBody(message);
-    const answer = await this.send<ScheduleResult>(options, {
+    return this.call(options, {
       method: 'POST',
       path: `/v1/topics${segment(topic, 'topic')}/messages`,
       body,
@@ -114,7 +114,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       subject: body.id,
       trace: activeTrace(),
     });
-    return answer.body;
   }
 
   /**
@@ -146,7 +145,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     }
     if (messages.length === 0) return [];
     const body = messages.map((message, i) => toBody(message, `messages[${i}]: `));
-    const answer = await this.send<BatchResponse>(options, {
+    const answer = await this.call<BatchResponse>(options, {
       method: 'POST',
       path: '/v1/messages:batch',
       body: { messages: body },
@@ -160,22 +159,14 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       subject: body.map((wire) => wire.id as string),
       trace: activeTrace(),
     });
-    return answer.body.results;
+    return answer.results;
   }
 
   /** True if the message was live and is now cancelled; false if unknown or finished. */
   async cancel(id: string, options: CallOptions = {}): Promise<boolean> {
-    try {
-      await this.send(options, {
-        method: 'DELETE',
-        path: `/v1/messages${segment(id, 'id')}`,
-        idempotent: true,
-      });
-      return true;
-    } catch (err) {
-      if (rejects(err, 404)) return false;
-      throw err;
-    }
+    const path = `/v1/messages${segment(id, 'id')}`;
+    const answer = await this.unless([404], options, { method: 'DELETE', path, idempotent: true });
+    return answer !== undefined;
   }
 
   /** Moves a scheduled or ready message. False if it is unknown, in flight, finished or dead. */
@@ -193,29 +184,19 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     when: { delayMs?: number; deliverAt?: number },
     options: CallOptions = {},
   ): Promise<number | undefined> {
-    try {
-      const answer = await this.send<RescheduleResponse>(options, {
-        method: 'PATCH',
-        path: `/v1/messages${segment(id, 'id')}`,
-        body: when,
-        refuse: (err) => refuseDelay(when, 'when', err),
-        idempotent: when?.delayMs === undefined,
-      });
-      return answer.body.deliverAt;
-    } catch (err) {
-      if (rejects(err, 404, 409)) return undefined;
-      throw err;
-    }
+    const answer = await this.unless<RescheduleResponse>([404, 409], options, {
+      method: 'PATCH',
+      path: `/v1/messages${segment(id, 'id')}`,
+      body: when,
+      refuse: (err) => refuseDelay(when, 'when', err),
+      idempotent: when?.delayMs === undefined,
+    });
+    return answer?.deliverAt;
   }
 
   async get(id: string, options: CallOptions = {}): Promise<MessageInfo | undefined> {
-    const answer = await this.send<WireMessageInfo | undefined>(options, {
-      method: 'GET',
-      path: `/v1/messages${segment(id, 'id')}`,
-      idempotent: true,
-      accept: [404],
-    });
-    return answer.status === 404 ? undefined : answer.body;
+    const path = `/v1/messages${segment(id, 'id')}`;
+    return this.unless<WireMessageInfo>([404], options, { method: 'GET', path, idempotent: true });
   }
 
   /** Takes up to `max` ready messages, waiting up to `waitMs` (long poll) for the first. */
@@ -225,7 +206,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     options: CallOptions = {},
   ): Promise<ReceivedMessage<Payload>[]> {
     const waitMs = typeof receiveOptions.waitMs === 'number' ? receiveOptions.waitMs : 0;
-    const answer = await this.send<ReceiveResponse>(
+    const answer = await this.call<ReceiveResponse>(
       { ...options, timeoutMs: (options.timeoutMs ?? this.timeoutMs) + waitMs },
       {
         method: 'POST',
@@ -235,7 +216,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
         idempotent: false,
       },
     );
-    return answer.body.messages.map(fromWire) as ReceivedMessage<Payload>[];
+    return answer.messages.map(fromWire) as ReceivedMessage<Payload>[];
   }
 
   /**
@@ -337,12 +318,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
    * on the last page). Bad options fail here, before any request, with the queue's errors.
    */
   async list(listOptions: ListOptions, options: CallOptions = {}): Promise<ListPage> {
-    const answer = await this.send<ListResponse>(options, {
-      method: 'GET',
-      path: listPath(listOptions),
-      idempotent: true,
-    });
-    return answer.body;
+    return this.read<ListResponse>(listPath(listOptions), options);
   }
 
   /**
@@ -361,12 +337,9 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   /** Dead letters of a topic (messages that used up their attempts), oldest first. */
   async deadLetters(topic: string, limit = 100, options: CallOptions = {}): Promise<MessageInfo[]> {
-    const answer = await this.send<DeadLettersResponse>(options, {
-      method: 'GET',
-      path: `/v1/topics${segment(topic, 'topic')}/dead?limit=${encodeURIComponent(String(limit))}`,
-      idempotent: true,
-    });
-    return answer.body.messages;
+    const limitText = encodeURIComponent(String(limit));
+    const path = `/v1/topics${segment(topic, 'topic')}/dead?limit=${limitText}`;
+    return (await this.read<DeadLettersResponse>(path, options)).messages;
   }
 
   /** Puts a dead message back, due `delayMs` from now (default 0). False if it is not dead. */
@@ -375,19 +348,14 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     requeueOptions: { delayMs?: number } = {},
     options: CallOptions = {},
   ): Promise<boolean> {
-    try {
-      await this.send(options, {
-        method: 'POST',
-        path: `/v1/messages${segment(id, 'id')}/requeue`,
-        body: requeueOptions,
-        refuse: (err) => refuseDelay(requeueOptions, 'requeue options', err),
-        idempotent: false,
-      });
-      return true;
-    } catch (err) {
-      if (rejects(err, 404, 409)) return false;
-      throw err;
-    }
+    const answer = await this.unless([404, 409], options, {
+      method: 'POST',
+      path: `/v1/messages${segment(id, 'id')}/requeue`,
+      body: requeueOptions,
+      refuse: (err) => refuseDelay(requeueOptions, 'requeue options', err),
+      idempotent: false,
+    });
+    return answer !== undefined;
   }
 
   /** Stops deliveries of a topic until resumed (durable); schedules are still accepted. */
@@ -419,12 +387,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   /** Every topic with messages or settings other than the defaults, by name. */
   async topicList(options: CallOptions = {}): Promise<WireTopic[]> {
-    const answer = await this.send<TopicListResponse>(options, {
-      method: 'GET',
-      path: '/v1/topics',
-      idempotent: true,
-    });
-    return answer.body.topics;
+    return (await this.read<TopicListResponse>('/v1/topics', options)).topics;
   }
 
   /** A call on one topic; each sets or reads a state, so repeating it is safe. */
@@ -435,14 +398,13 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     body: unknown,
     options: CallOptions,
   ): Promise<WireTopic> {
-    const answer = await this.send<WireTopic>(options, {
+    return this.call(options, {
       method,
       path: `/v1/topics${segment(topic, 'topic')}${suffix}`,
-      ...(body === undefined ? {} : { body }),
+      body,
       refuse: (err) => refuseOption('the topic update', err),
       idempotent: true,
     });
-    return answer.body;
   }
 
   /** Creates or replaces a recurring schedule (PUT /v1/schedules/:name); resolves once durable. */
@@ -451,14 +413,13 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     spec: ScheduleBodyRecurring,
     options: CallOptions = {},
   ): Promise<WireSchedule> {
-    const answer = await this.send<WireSchedule>(options, {
+    return this.call(options, {
       method: 'PUT',
       path: `/v1/schedules${segment(name, 'name')}`,
       body: spec,
       refuse: (err) => refuseOption('the schedule', err),
       idempotent: true,
     });
-    return answer.body;
   }
 
   /** Changes some fields of a schedule; undefined if there is none by that name. */
@@ -467,56 +428,29 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     patch: Partial<ScheduleBodyRecurring>,
     options: CallOptions = {},
   ): Promise<WireSchedule | undefined> {
-    return this.unlessMissing(() =>
-      this.send<WireSchedule>(options, {
-        method: 'PATCH',
-        path: `/v1/schedules${segment(name, 'name')}`,
-        body: patch,
-        refuse: (err) => refuseOption('the schedule update', err),
-        idempotent: true,
-      }),
-    );
+    return this.unless<WireSchedule>([404], options, {
+      method: 'PATCH',
+      path: `/v1/schedules${segment(name, 'name')}`,
+      body: patch,
+      refuse: (err) => refuseOption('the schedule update', err),
+      idempotent: true,
+    });
   }
 
   async getSchedule(name: string, options: CallOptions = {}): Promise<WireSchedule | undefined> {
-    return this.unlessMissing(() =>
-      this.send<WireSchedule>(options, {
-        method: 'GET',
-        path: `/v1/schedules${segment(name, 'name')}`,
-        idempotent: true,
-      }),
-    );
+    const path = `/v1/schedules${segment(name, 'name')}`;
+    return this.unless<WireSchedule>([404], options, { method: 'GET', path, idempotent: true });
   }
 
   async listSchedules(options: CallOptions = {}): Promise<WireSchedule[]> {
-    const answer = await this.send<ScheduleListResponse>(options, {
-      method: 'GET',
-      path: '/v1/schedules',
-      idempotent: true,
-    });
-    return answer.body.schedules;
+    return (await this.read<ScheduleListResponse>('/v1/schedules', options)).schedules;
   }
 
   /** Deletes a schedule; false if there is none by that name. */
   async deleteSchedule(name: string, options: CallOptions = {}): Promise<boolean> {
-    const answer = await this.unlessMissing(() =>
-      this.send<{ deleted: true }>(options, {
-        method: 'DELETE',
-        path: `/v1/schedules${segment(name, 'name')}`,
-        idempotent: true,
-      }),
-    );
+    const path = `/v1/schedules${segment(name, 'name')}`;
+    const answer = await this.unless([404], options, { method: 'DELETE', path, idempotent: true });
     return answer !== undefined;
-  }
-
-  /** The answer's body, or undefined for a 404. */
-  private async unlessMissing<T>(call: () => Promise<Answer<T>>): Promise<T | undefined> {
-    try {
-      return (await call()).body;
-    } catch (err) {
-      if (rejects(err, 404)) return undefined;
-      throw err;
-    }
   }
 
   /**
@@ -534,22 +468,12 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   /** GET /v1/stats: the server queue's stats() (a QueueStats), its recovery and the server's figures. */
   async stats(options: CallOptions = {}): Promise<StatsResponse> {
-    const answer = await this.send<StatsResponse>(options, {
-      method: 'GET',
-      path: '/v1/stats',
-      idempotent: true,
-    });
-    return answer.body;
+    return this.read('/v1/stats', options);
   }
 
   /** GET /healthz: resolves when the server is up and not shutting down. */
   async health(options: CallOptions = {}): Promise<HealthResponse> {
-    const answer = await this.send<HealthResponse>(options, {
-      method: 'GET',
-      path: '/healthz',
-      idempotent: true,
-    });
-    return answer.body;
+    return this.read('/healthz', options);
   }
 
   /** POST /v1/ack or /v1/nack, for the receipts worth sending (sendableReceipts). */
@@ -562,13 +486,13 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     const sent = sendableReceipts(method, receipts);
     const results = new Array<boolean>(receipts.length).fill(false);
     if (sent.length === 0) return results;
-    const answer = await this.send<AckResponse | NackResponse>(options, {
+    const answer = await this.call<AckResponse | NackResponse>(options, {
       method: 'POST',
       path: method === 'ackMany' ? '/v1/ack' : '/v1/nack',
       body: { receipts: sent.map((i) => receipts[i]), ...extra },
       idempotent: false,
     });
-    sent.forEach((at, i) => (results[at] = answer.body.results[i] === true));
+    sent.forEach((at, i) => (results[at] = answer.results[i] === true));
     return results;
   }
 
@@ -578,11 +502,27 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     await Promise.all([...this.consumers].map((consumer) => consumer.close()));
   }
 
-  private send<T>(options: CallOptions, exchange: Exchange): Promise<Answer<T>> {
-    return this.transport.send<T>({
-      ...exchange,
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
-      ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-    });
+  /** The answer's body. */
+  private async call<T>(options: CallOptions, exchange: Exchange): Promise<T> {
+    const { signal, timeoutMs } = options;
+    return this.transport.send<T>({ ...exchange, signal, timeoutMs });
+  }
+
+  private read<T>(path: string, options: CallOptions): Promise<T> {
+    return this.call(options, { method: 'GET', path, idempotent: true });
+  }
+
+  /** The answer's body, or undefined when the server answers with one of `statuses`. */
+  private async unless<T = unknown>(
+    statuses: number[],
+    options: CallOptions,
+    exchange: Exchange,
+  ): Promise<T | undefined> {
+    try {
+      return await this.call<T>(options, exchange);
+    } catch (err) {
+      if (rejects(err, ...statuses)) return undefined;
+      throw err;
+    }
   }
 }
