@@ -54,15 +54,15 @@ export function invalidRequest(message: string): HttpError {
 }
 
 /** Fastify's own 4xx errors that deserve a code of their own; the rest are INVALID_REQUEST. */
-const FASTIFY_CODES: Readonly<Record<string, HttpErrorCode>> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: 'ERR_TICKWHEEL_BODY_TOO_LARGE',
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
-};
-
-const FASTIFY_MESSAGES: Readonly<Record<string, string>> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: "the request body is larger than the server's body limit",
-  FST_ERR_CTP_INVALID_MEDIA_TYPE:
+const FASTIFY_ERRORS: Readonly<Record<string, [HttpErrorCode, string]>> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: [
+    'ERR_TICKWHEEL_BODY_TOO_LARGE',
+    "the request body is larger than the server's body limit",
+  ],
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [
+    'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
     'send request bodies as JSON, with content-type: application/json',
+  ],
 };
 
 export interface ErrorResponse {
@@ -118,11 +118,8 @@ function statusAndBody(err: unknown): ErrorResponse {
   }
   const fastifyStatus = error.statusCode;
   if (typeof fastifyStatus === 'number' && fastifyStatus >= 400 && fastifyStatus < 500) {
-    return response(
-      fastifyStatus,
-      FASTIFY_CODES[code] ?? 'ERR_TICKWHEEL_INVALID_REQUEST',
-      FASTIFY_MESSAGES[code] ?? message,
-    );
+    const [wire, text] = FASTIFY_ERRORS[code] ?? ['ERR_TICKWHEEL_INVALID_REQUEST', message];
+    return response(fastifyStatus, wire, text);
   }
   // A fault of the machine (a full disk, no file descriptors left) that reached here without
   // being wrapped is still not a bug: the request may succeed once it has passed.

@@ -81,53 +81,24 @@ export interface ServerOptions {
 }
 
 /** The server's own options, checked, with their defaults. */
-export interface ServerSettings {
-  bodyLimit: number;
-  maxWaitMs: number;
-  token: string | undefined;
-  logLevel: LogLevel;
-  allowedHosts: string[];
-  requestTimeoutMs: number;
-  maxConnections: number;
-  metricsTopics: number;
-}
+export type ServerSettings = ReturnType<typeof checkServerOptions>;
 
-export function checkServerOptions(options: ServerOptions): ServerSettings {
+export function checkServerOptions(options: ServerOptions) {
+  const integer = (name: IntegerOption, fallback: number, min: number, max: number) =>
+    checkOption(options[name] ?? fallback, name, min, max, true);
   return {
-    bodyLimit: checkOption(
-      options.bodyLimit ?? DEFAULT_BODY_LIMIT,
-      'bodyLimit',
-      1024,
-      1024 ** 3,
-      true,
-    ),
+    bodyLimit: integer('bodyLimit', DEFAULT_BODY_LIMIT, 1024, 1024 ** 3),
     maxWaitMs: checkOption(options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS, 'maxWaitMs', 0, MAX_WAIT_MS),
     token: options.token === undefined ? undefined : checkToken(options.token),
     logLevel: checkLogLevel(options.logLevel ?? 'warn'),
     allowedHosts: options.allowedHosts === undefined ? [] : checkAllowedHosts(options.allowedHosts),
-    requestTimeoutMs: checkOption(
-      options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
-      'requestTimeoutMs',
-      100,
-      3_600_000,
-      true,
-    ),
-    maxConnections: checkOption(
-      options.maxConnections ?? defaultMaxConnections(),
-      'maxConnections',
-      1,
-      1_000_000,
-      true,
-    ),
-    metricsTopics: checkOption(
-      options.metricsTopics ?? DEFAULT_METRICS_TOPICS,
-      'metricsTopics',
-      1,
-      10_000,
-      true,
-    ),
+    requestTimeoutMs: integer('requestTimeoutMs', DEFAULT_REQUEST_TIMEOUT_MS, 100, 3_600_000),
+    maxConnections: integer('maxConnections', defaultMaxConnections(), 1, 1_000_000),
+    metricsTopics: integer('metricsTopics', DEFAULT_METRICS_TOPICS, 1, 10_000),
   };
 }
+
+type IntegerOption = 'bodyLimit' | 'requestTimeoutMs' | 'maxConnections' | 'metricsTopics';
 
 function checkLogLevel(level: unknown): LogLevel {
   if (!LOG_LEVELS.includes(level as LogLevel)) {

@@ -112,34 +112,21 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
   const { token, allowedHosts, maxConnections } = settings;
   // Before the queue is opened: what goes wrong while it opens is logged too.
   const app = buildFastify(settings, options.logStream);
-  let source;
   try {
-    source = await startOpening(options, logFaults(app.log));
-  } catch (err) {
-    await app.close().catch(() => undefined);
-    throw err;
-  }
-  const context: ServerContext = {
-    // Set once open: until then the lifecycle refuses every request that would reach it.
-    queue: undefined as unknown as Queue,
-    state: 'opening',
-    openError: undefined,
-    metrics: new ServerMetrics(settings.metricsTopics),
-    maxWaitMs: settings.maxWaitMs,
-    version: VERSION,
-    startedAt: performance.now(),
-    closing: false,
-  };
-  const opened = watchOpening(source, context);
-  if (options.openInBackground !== true) {
-    try {
-      await opened;
-    } catch (err) {
-      await app.close().catch(() => undefined);
-      throw err;
-    }
-  }
-  try {
+    const source = await startOpening(options, logFaults(app.log));
+    const context: ServerContext = {
+      // Set once open: until then the lifecycle refuses every request that would reach it.
+      queue: undefined as unknown as Queue,
+      state: 'opening',
+      openError: undefined,
+      metrics: new ServerMetrics(settings.metricsTopics),
+      maxWaitMs: settings.maxWaitMs,
+      version: VERSION,
+      startedAt: performance.now(),
+      closing: false,
+    };
+    const opened = watchOpening(source, context);
+    if (options.openInBackground !== true) await opened;
     logRequests(app);
     // Before any route: every route is recorded for /openapi.json. The plugins' order is
     // their hooks' order: a request is checked for its Host, then for the queue being able to
@@ -161,7 +148,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     await app.register(openApiRoute, { routes, version: VERSION });
     await app.ready();
   } catch (err) {
-    // app.close() runs the lifecycle's onClose hook, which closes the queue the server opened.
+    // Once the lifecycle is registered, app.close() runs its onClose hook, which closes the
+    // queue the server opened.
     await app.close().catch(() => undefined);
     throw err;
   }

@@ -46,13 +46,10 @@ export interface QueueSource {
 }
 
 /**
- * Starts opening the queue. The file store is opened (the directory locked, its format
- * checked) before this resolves, so that a directory in use fails createServer() itself;
- * recovery, the long part, is what `queue` waits for.
- */
-/**
- * Opens the queue the options name (or takes the one given). `onFault`: where the background
- * faults of a queue opened here go, unless its options name a handler of their own.
+ * Starts opening the queue the options name (or takes the one given). The file store is opened
+ * (the directory locked, its format checked) before this resolves, so that a directory in use
+ * fails createServer() itself; recovery, the long part, is what `queue` waits for. `onFault`:
+ * where the background faults of a queue opened here go, unless its options name their own.
  */
 export async function startOpening(
   options: ServerOptions,
@@ -94,13 +91,6 @@ function opening(queue: Promise<Queue>, owned: boolean): QueueSource {
   // Observed by whoever awaits it; this only keeps an early rejection from being unhandled.
   queue.catch(() => undefined);
   return { queue, owned };
-}
-
-/** Closes the queue if the server opened it, once it is open (or failed to). */
-export async function closeQueue(source: QueueSource): Promise<void> {
-  if (!source.owned) return;
-  const queue = await source.queue.catch(() => undefined);
-  await queue?.close();
 }
 
 /**
@@ -171,7 +161,10 @@ export const lifecycle = unencapsulated<LifecycleOptions>(
       context.closing = true;
       connections.closeIdle();
     });
-    app.addHook('onClose', () => closeQueue(source));
+    // The queue the server opened, once it is open (or failed to).
+    app.addHook('onClose', async () => {
+      if (source.owned) await (await source.queue.catch(() => undefined))?.close();
+    });
   },
 );
 
