@@ -1,12 +1,9 @@
 /**
- * The command line of `tickwheel`, read with node:util's parseArgs so that the CLI needs no
- * package outside Node: the client commands work in an install without the server's peers.
- *
- * A command declares its arguments and options. An option's value comes from the command line,
- * else from its environment variable, else from its default; values go through the option's
- * parser (or its list of choices) wherever they come from, and the last of repeated options
- * wins, except for a list option, whose repeats add up. --help is generated from the same
- * declarations.
+ * The command line of `tickwheel`, read with node:util's parseArgs (the CLI needs no package
+ * outside Node). A command declares its arguments and options, and --help is generated from
+ * them. An option's value comes from the command line, else its environment variable, else its
+ * default, and goes through its parser (or choices) wherever it comes from; the last repeat of
+ * an option wins, except for a list option, whose repeats add up.
  */
 
 import { parseArgs } from 'node:util';
@@ -160,9 +157,8 @@ function convert(option: OptionSpec, text: string, source: string, command: stri
 }
 
 /**
- * parseArgs' refusal in the CLI's words: an unknown option with the closest known one
- * (`--prot`: did you mean --port?), and a value that starts with a dash (`--delay -5s`), which
- * parseArgs takes for another option, named as what it is.
+ * parseArgs' refusal in the CLI's words: an unknown option with the closest known one, and a
+ * value that starts with a dash (`--delay -5s`, which parseArgs takes for an option).
  */
 function parseFailure(
   code: string,
@@ -342,8 +338,8 @@ function bindArguments(command: CommandSpec, positionals: string[], label: strin
 }
 
 /**
- * Runs the command that `args` (the arguments after the executable) names. Resolves with the
- * exit status for what it prints itself (help, version); commands report failure by throwing.
+ * Runs the command `args` (after the executable) names; resolves with the exit status of what it
+ * prints itself (help, version). Commands report failure by throwing.
  */
 export async function runProgram(
   program: ProgramSpec,

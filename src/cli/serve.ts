@@ -3,16 +3,10 @@
  * meanwhile), and shuts down gracefully on SIGTERM / SIGINT. Without a token it binds to
  * loopback only unless told otherwise, and says so.
  *
- * Everything it says is a log line on stdout, through the server's logger (pino): start-up
- * lines, requests, the queue's background faults with their codes (src/server/logging.ts), and
- * shutdown. JSON lines where stdout is not a terminal (a log pipeline reads them), a short
- * form for people where it is (pretty-log.ts); --log-format chooses otherwise, --log-level
- * (default info) hides what is below it. Only a failure to start is said on stderr
- * (`tickwheel: ...`, by main()), as for every command.
- *
- * At info, the last start-up line is `tickwheel listening on http://HOST:PORT`, logged once the
- * queue is open and requests are served; the port is open (answering 503) from the
- * `recovering` line on.
+ * Everything it says is a log line on stdout through the server's logger: JSON where stdout is
+ * not a terminal, a short form for people where it is (pretty-log.ts). Only a failure to start
+ * goes to stderr (by main()). The last start-up line is `tickwheel listening on URL`, logged once
+ * the queue is open; the port is open (answering 503) from the `recovering` line on.
  */
 
 import { isIP, type AddressInfo } from 'node:net';

@@ -1,13 +1,7 @@
 /**
- * TickwheelClient: the embedded DelayQueue API, over HTTP. Same method names, same arguments,
- * same results: `cancel` resolves false for an unknown id rather than throwing, `get` resolves
- * undefined, byte payloads come back as Buffers.
- *
- *   const queue = new TickwheelClient({ url: 'http://127.0.0.1:7700', token });
- *   await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
- *   const consumer = queue.consume('emails', async (message) => send(message.payload), {
- *     concurrency: 8,
- *   });
+ * TickwheelClient: the embedded DelayQueue API over HTTP, with the same method names, arguments
+ * and results (`cancel` resolves false for an unknown id, `get` undefined, byte payloads come
+ * back as Buffers).
  */
 
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
@@ -75,9 +69,8 @@ import { checkWatch, type QueueEvent } from '../queue/events.js';
 import { activeTrace } from '../queue/tracing.js';
 
 /**
- * `Payload` types the payloads of the messages scheduled and received (unknown by default):
- * `new TickwheelClient<Order>(...)`. It is the caller's promise, not checked when a message
- * arrives; the server knows no payload types.
+ * `Payload` types the payloads scheduled and received (`new TickwheelClient<Order>(...)`): the
+ * caller's promise, not checked when a message arrives.
  */
 export class TickwheelClient<Payload = unknown> implements QueueOperations<Payload> {
   readonly url: string;
@@ -117,15 +110,11 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   }
 
   /**
-   * Schedules several messages in one request, like DelayQueue.scheduleMany: results[i] is
-   * `{ id, deliverAt }` of messages[i], and the promise resolves once all are durable. An empty
-   * array resolves to [] without a request; more than 10,000 (MAX_BATCH) messages is refused
-   * here (the server takes that many per request, within its body limit).
-   *
-   * Unlike the embedded queue, a message the server's queue refuses (its payload too large, say)
-   * does not stop the others: the call throws a TickwheelHttpError whose `body.results` has
-   * `{ id, deliverAt }` for each message that was scheduled and `{ error }` for each that was not.
-   * Input the server's schema refuses (a malformed topic, an unknown field) schedules nothing.
+   * Schedules several messages in one request, like DelayQueue.scheduleMany (at most MAX_BATCH;
+   * [] without a request). Unlike the embedded queue, a message the server's queue refuses does
+   * not stop the others: the call throws a TickwheelHttpError whose `body.results` has
+   * `{ id, deliverAt }` for each message scheduled and `{ error }` for each that was not. Input
+   * the server's schema refuses (a malformed topic, an unknown field) schedules nothing.
    */
   async scheduleMany(
     messages: readonly ScheduleRequest<Payload>[],
@@ -313,18 +302,16 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   }
 
   /**
-   * A page of a topic's pending messages (scheduled, ready, in flight) due in [from, until), in
-   * due-time order, like the embedded list(): pass the page's `cursor` back for the next (absent
-   * on the last page). Bad options fail here, before any request, with the queue's errors.
+   * A page of a topic's pending messages due in [from, until), like the embedded list(): pass
+   * the page's `cursor` back for the next. Bad options fail before any request.
    */
   async list(listOptions: ListOptions, options: CallOptions = {}): Promise<ListPage> {
     return this.read<ListResponse>(listPath(listOptions), options);
   }
 
   /**
-   * Every message list() finds, page after page, as an async iterator:
-   * `for await (const message of client.listAll({ topic: 'emails' })) ...`. Each page is one
-   * request of `limit` messages (default 100), made when the previous page is used up.
+   * Every message list() finds, as an async iterator; each page is one request of `limit`
+   * messages (default 100), made when the previous page is used up.
    */
   listAll(
     listOptions: ListOptions,
@@ -454,11 +441,9 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   }
 
   /**
-   * Message events as they happen (GET /v1/events, Server-Sent Events), as an async iterator:
-   * `for await (const event of client.events({ topic: 'emails', signal })) ...`. Ends when
-   * `signal` aborts or the server closes the stream; throws ERR_TICKWHEEL_EVENTS_LOST if this
-   * reader fell too far behind, and ERR_TICKWHEEL_TIMEOUT after `idleTimeoutMs` (default 45 s)
-   * without a byte, keep-alives included (see src/client/events.ts).
+   * Message events as they happen (GET /v1/events), as an async iterator. Ends when `signal`
+   * aborts or the server closes the stream; throws ERR_TICKWHEEL_EVENTS_LOST if this reader fell
+   * too far behind, ERR_TICKWHEEL_TIMEOUT after `idleTimeoutMs` (default 45 s) of silence.
    */
   events(options: ClientWatchOptions = {}): AsyncGenerator<QueueEvent, void, undefined> {
     checkWatch(options);

@@ -1,7 +1,6 @@
 /**
- * What a client call can fail with: the server answered with an error (TickwheelHttpError, with
- * the server's code), or no answer came at all (TickwheelNetworkError: refused, reset, timed
- * out). Both are TickwheelErrors with a `code`.
+ * What a client call fails with: an error answer (TickwheelHttpError, with the server's code),
+ * or no answer at all (TickwheelNetworkError: refused, reset, timed out).
  */
 
 import { TickwheelError, type WriteOutcome } from '../errors.js';

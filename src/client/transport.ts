@@ -1,16 +1,11 @@
 /**
- * One HTTP exchange with the server, on fetch (Node's built-in undici: keep-alive connection
- * pool). Adds the bearer token, a timeout, JSON in and out, and retries after network errors
- * where repeating the request is safe:
- *
- *   - the request never left (connection refused, host not found): always safe;
- *   - otherwise only when the caller marks the request idempotent (reads, cancel, a schedule
- *     with an id, ...): the server may have done it already, and doing it again changes nothing.
- *
- * An error answer from the server is the answer, with one exception: an idempotent request
- * answered with outcome 'unknown' and retry 'same-id' (the server failed after it may have
- * written, and says repeating the request is safe: docs/http-api.md, Retries) is retried like
- * a network error. A request that fails for good says what it may have written (CallOutcome).
+ * One HTTP exchange with the server, on fetch: the bearer token, a timeout, JSON in and out,
+ * and retries where repeating the request is safe: always when it never left (connection
+ * refused, host not found), otherwise only when marked idempotent (the server may have done it
+ * already, and doing it again changes nothing). An error answer is the answer, except that an
+ * idempotent request answered with outcome 'unknown' and retry 'same-id' is retried like a
+ * network error (docs/http-api.md, Retries). A request that fails for good says what it may
+ * have written (CallOutcome).
  */
 
 import type { TraceContext } from '../protocol/trace-context.js';

@@ -1,14 +1,12 @@
 /**
  * Every failure becomes `{ error: { code, message, outcome } }` with a status that says whose
- * fault it is: 4xx for anything the caller can change (bad input, unknown id, wrong token, too
- * big), 5xx only for the server's own trouble (disk errors, shutting down). Errors keep their
- * `ERR_TICKWHEEL_*` code; its status comes from the one table of them, src/protocol/status.ts.
+ * fault it is: 4xx for what the caller can change, 5xx only for the server's own trouble. The
+ * status of a code comes from the one table of them, src/protocol/status.ts.
  *
  * `outcome` says whether the request may have taken effect (docs/http-api.md, Retries). The
- * queue says so where it knows (a TickwheelOutcomeError: 'unknown', with the id written under);
- * a refusal (4xx, the server's own 503s, a closed queue) is 'none', and so is any failure of a
- * request that changes nothing (GET, HEAD). Any other 5xx is 'unknown': a failure the queue did
- * not place may have come after a write, and saying 'none' then would be a lie.
+ * queue says so where it knows (TickwheelOutcomeError); a refusal (4xx, the server's own 503s, a
+ * closed queue) and any failure of a read are 'none'. Any other 5xx is 'unknown': a failure the
+ * queue did not place may have come after a write, and 'none' would then be a lie.
  */
 
 import { STATUS_CODES } from 'node:http';

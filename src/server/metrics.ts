@@ -1,20 +1,13 @@
 /**
- * /metrics in Prometheus text format. Two kinds of series:
- *
- *   - observed by the server as requests happen: HTTP requests and their duration, open
- *     connections and those closed at the connection cap;
- *   - read from the queue's own counters and measurements at scrape time: schedule / fire /
- *     ack / nack / dead rates, live messages by topic and state, live and dead messages in the
- *     store, fire lateness (a summary: quantiles over the last 4096, sum and count since
- *     start), delivery lateness (a histogram of first deliveries) and fsync latency. Lateness
- *     is the queue's own, on its clock: a second clock here would disagree with deliverAt.
+ * /metrics in Prometheus text format: series the server observes as requests happen (requests,
+ * their duration, connections), and series read from the queue's stats() at scrape time
+ * (counters, messages by topic and state, the store, fire and delivery lateness, fsyncs).
+ * Lateness is the queue's own, on its clock: a second clock here would disagree with deliverAt.
  *
  * Topic labels are bounded: the first `topics` topics seen since start have a label of their
- * own, later ones are summed under topic="_other" (OTHER_TOPIC), so that clients that invent
- * topic names cannot grow the number of series without bound.
- *
- * Each server has its own registry, so several servers in one process (tests) do not collide.
- * Units are seconds and bytes, as Prometheus conventions want.
+ * own, later ones are summed under topic="_other", so that clients inventing topic names cannot
+ * grow the number of series without bound. Each server has its own registry, so several servers
+ * in one process do not collide. Units are seconds and bytes, as Prometheus wants.
  */
 
 import {

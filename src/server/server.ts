@@ -1,29 +1,13 @@
 /**
- * createServer(): a Fastify instance serving one DelayQueue over HTTP (docs/http-api.md).
+ * createServer(): a Fastify instance serving one DelayQueue over HTTP (docs/http-api.md), made
+ * of plugins, one concern each: plugins/conventions.ts (error format, JSON bodies), access.ts
+ * (Host check; token and JSON-only POSTs on /v1), lifecycle.ts (opening and closing the queue,
+ * 503 while it cannot serve, the connection cap), metrics.ts, and routes/*.ts (one plugin per
+ * group); /openapi.json is generated from the routes' schemas (openapi.ts).
  *
- *   const server = await createServer({ dir: './data' });
- *   await server.listen({ port: 7700 });           // or server.inject(...) in tests
- *   ...
- *   await server.close();                          // drains requests, then closes the queue
- *
- * With `openInBackground`, createServer() resolves as soon as the data directory is locked,
- * before the queue has recovered it (seconds for a big one): the server can listen at once,
- * answering /healthz with 503 {status: "recovering"} and every other route with 503
- * ERR_TICKWHEEL_RECOVERING until the queue is open; `server.opened` settles then.
- *
- * This module composes the server from plugins, one concern each (its options and their
- * bounds are in options.ts):
- *
- *   plugins/conventions.ts  the error format, JSON bodies, the errors around every route
- *   plugins/access.ts       the Host check (every route); the bearer token and JSON-only
- *                           POSTs (/v1)
- *   plugins/lifecycle.ts    opening and closing the queue, 503 while it cannot serve, the
- *                           connection cap, graceful close
- *   plugins/metrics.ts      request metrics
- *   logging.ts              request lines, and the queue's faults as log lines
- *   routes/*.ts             the routes, one plugin per group: /v1 (behind the access
- *                           checks), the operator routes (/healthz, /metrics, /) and
- *                           GET /openapi.json (openapi.ts), generated from the routes' schemas
+ * With `openInBackground`, createServer() resolves once the data directory is locked, before
+ * the queue has recovered it (seconds for a big one): the server can listen at once, answering
+ * 503 (ERR_TICKWHEEL_RECOVERING) until the queue is open; `server.opened` settles then.
  */
 
 import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync } from 'fastify';

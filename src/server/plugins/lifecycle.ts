@@ -1,19 +1,14 @@
 /**
  * The server's lifecycle: the queue it serves, from opening to closing.
  *
- * Opening: startOpening() opens the queue (or takes the one given) and watchOpening() follows
- * it into the context. Until it is open, every request but those in SERVED_WHILE_OPENING gets
- * 503: ERR_TICKWHEEL_RECOVERING with Retry-After while it recovers, the open's own error once
- * it failed. `server.queue` throws until then, and `server.opened` settles when it is open.
+ * Opening: until the queue is open, every request but SERVED_WHILE_OPENING's gets 503:
+ * ERR_TICKWHEEL_RECOVERING with Retry-After while it recovers, the open's own error once it
+ * failed. `server.queue` throws until then; `server.opened` settles when it is open.
  *
  * Closing, in order: preClose marks the server closing (new requests get 503, long polls end
  * within one poll slice, responses carry `Connection: close`, idle connections are closed);
- * Fastify stops accepting connections and waits for the requests in flight; then onClose
- * flushes and closes the queue when the server opened it (one still opening is waited for
- * first).
- *
- * The connection cap (connections.ts) is here too: it holds for the server's whole life, and
- * closing asks it to drop connections as their last request ends.
+ * Fastify waits for the requests in flight; then onClose closes the queue if the server opened
+ * it. The connection cap (connections.ts) is here too, for the server's whole life.
  */
 
 import type { FastifyReply } from 'fastify';

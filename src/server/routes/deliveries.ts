@@ -1,11 +1,9 @@
 /**
  * Consumer routes: long-poll receive, ack and nack in batches, and the dead letters of a topic.
  *
- * A long poll waits in slices of POLL_SLICE_MS rather than in one queue.receive(waitMs) call,
- * so that between slices it notices a client that went away or a server that is closing. A
- * client gone for good before a slice ends cannot be given the message that slice takes; such
- * deliveries are handed straight back (nack, redelivered at once) rather than left to time out;
- * the delivery still counts as an attempt, as a visibility timeout would.
+ * A long poll waits in slices of POLL_SLICE_MS, so that between slices it notices a client gone
+ * or a server closing. Messages taken for a client gone meanwhile are handed straight back
+ * (nack, redelivered at once; it counts as an attempt, as a visibility timeout would).
  */
 
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
