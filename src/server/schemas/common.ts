@@ -145,17 +145,12 @@ export function hasPathParams(route: RouteOptions): boolean {
   return url.includes(':') || url.includes('*');
 }
 
-export const backoff = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['type', 'delayMs'],
-  properties: {
-    type: { enum: ['fixed', 'exponential'] },
-    delayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
-    jitter: { type: 'number', minimum: 0, maximum: 1 },
-    maxDelayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
-  },
-} as const;
+export const backoff = closed(['type', 'delayMs'], {
+  type: { enum: ['fixed', 'exponential'] },
+  delayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
+  jitter: { type: 'number', minimum: 0, maximum: 1 },
+  maxDelayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
+});
 
 /** The parameters of a path with one, `:name`. */
 function pathParams<Name extends string, Schema extends object>(name: Name, schema: Schema) {
@@ -169,6 +164,29 @@ function pathParams<Name extends string, Schema extends object>(name: Name, sche
 export const topicParams = pathParams('topic', topic);
 export const idParams = pathParams('id', id);
 export const scheduleParams = pathParams('name', scheduleName);
+
+/**
+ * An input object that takes nothing but `properties`, the `required` ones among them (a typo
+ * must not be dropped silently).
+ */
+export function closed<const P extends object, const R extends keyof P & string = never>(
+  required: readonly R[],
+  properties: P,
+) {
+  const schema = {
+    type: 'object',
+    additionalProperties: false,
+    ...(required.length === 0 ? {} : { required }),
+    properties,
+  };
+  // Typed with `required` always: a schema without it has none, as R is then never.
+  return schema as {
+    type: 'object';
+    additionalProperties: false;
+    required: readonly R[];
+    properties: P;
+  };
+}
 
 /** An object of `properties`, all required but the `optional` ones (so the two cannot drift). */
 export function object<const P extends object, const O extends keyof P & string = never>(
