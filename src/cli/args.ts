@@ -190,18 +190,14 @@ function parseFailure(
 
 /** Splits `--list timers -- --quick` into the leading options and everything after them. */
 function splitLeadingOptions(args: string[], options: readonly OptionSpec[]): number {
-  let index = 0;
-  while (index < args.length) {
-    const arg = args[index];
-    const known = options.some(
+  const flags = options.filter((option) => option.value === undefined);
+  const isFlag = (arg: string) =>
+    flags.some(
       (option) =>
-        option.value === undefined &&
-        (arg === `--${option.name}` || (option.short !== undefined && arg === `-${option.short}`)),
+        arg === `--${option.name}` || (option.short !== undefined && arg === `-${option.short}`),
     );
-    if (!known) break;
-    index += 1;
-  }
-  return index;
+  const split = args.findIndex((arg) => !isFlag(arg));
+  return split === -1 ? args.length : split;
 }
 
 interface Parsed {
@@ -218,13 +214,9 @@ function parseCommand(
 ): Parsed {
   const label = `${program.name} ${command.name}`;
   const specs = [...(command.options ?? []), HELP];
-  let optionArgs = args;
-  let rest: string[] = [];
-  if (command.passThrough === true) {
-    const split = splitLeadingOptions(args, specs);
-    optionArgs = args.slice(0, split);
-    rest = args.slice(split);
-  }
+  const split = command.passThrough === true ? splitLeadingOptions(args, specs) : args.length;
+  const optionArgs = args.slice(0, split);
+  const rest = args.slice(split);
 
   let tokens;
   try {
@@ -302,14 +294,13 @@ function parseCommand(
     }
   }
   for (const option of command.options ?? []) {
-    const key = camelCase(option.name);
     if (given.has(option.name)) continue;
     const fromEnv = option.env === undefined ? undefined : env[option.env];
-    if (fromEnv !== undefined) {
-      flags[key] = convert(option, fromEnv, `environment variable ${option.env}`, label);
-    } else if (option.default !== undefined) {
-      flags[key] = option.default;
-    }
+    const value =
+      fromEnv === undefined
+        ? option.default
+        : convert(option, fromEnv, `environment variable ${option.env}`, label);
+    if (value !== undefined) flags[camelCase(option.name)] = value;
   }
   return { help, positionals: [...positionals, ...rest], flags };
 }
@@ -318,11 +309,7 @@ function bindArguments(command: CommandSpec, positionals: string[], label: strin
   const specs = command.arguments ?? [];
   const values: unknown[] = [];
   for (const [index, argument] of specs.entries()) {
-    if (argument.variadic === true) {
-      values.push(positionals.slice(index));
-    } else {
-      values.push(positionals[index]);
-    }
+    values.push(argument.variadic === true ? positionals.slice(index) : positionals[index]);
     if (argument.required === true && positionals[index] === undefined) {
       throw new UsageError(`missing required argument '${argument.name}'`, label);
     }
