@@ -14,11 +14,8 @@ const counter = { type: 'number' } as const;
 const lateness = { p50: nullableNumber, p99: nullableNumber, max: nullableNumber } as const;
 
 /**
- * The queue's stats() (QueueStats, src/protocol/model.ts) plus the server's figures: the
- * StatsResponse type, whose fields test/server/wire-schemas.types.ts holds this to. Open at
- * every level, so that a figure a store of one's own reports is sent too; `store`, `loadedUntil`,
- * `payloadMemory` and `loadFailing` are the embedded queue's, `totals` and `cluster` those of a
- * queue on Valkey/Redis.
+ * The queue's stats() plus the server's figures (StatsResponse). Open at every level, so that a
+ * figure a store of one's own reports is sent too.
  */
 export const statsSchema = {
   operationId: 'stats',
