@@ -56,10 +56,6 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
-function isWildcard(host: string): boolean {
-  return host === '0.0.0.0' || host === '::';
-}
-
 /** Fastify logs one "Server listening at" line per address at info; ours comes later. */
 async function listenQuietly(
   server: TickwheelServer,
@@ -78,7 +74,8 @@ function recoveryText(recovery: RecoveryReport | undefined): string {
   if (recovery === undefined) return 'opened the queue';
   const base = `recovered ${recovery.live} live messages in ${Math.round(recovery.durationMs)} ms`;
   if (recovery.snapshot === 'used') {
-    return `${base} (from a snapshot and ${formatMiB(recovery.replayedBytes)} of log)`;
+    const replayed = (recovery.replayedBytes / 1048576).toFixed(1);
+    return `${base} (from a snapshot and ${replayed} MiB of log)`;
   }
   if (recovery.snapshot === 'none') return base;
   return `${base} (snapshot ${recovery.snapshot}; replayed the whole log)`;
@@ -218,7 +215,8 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   } else {
     log.info('token required: /v1 requests need "Authorization: Bearer <token>"');
   }
-  const dashboard = `http://${isWildcard(host) ? 'localhost' : shown}:${address.port}/`;
+  const wildcard = host === '0.0.0.0' || host === '::';
+  const dashboard = `http://${wildcard ? 'localhost' : shown}:${address.port}/`;
   if (pretty) {
     log.info(
       'stop: Ctrl-C or SIGTERM (requests in flight finish and the data is flushed; twice to exit at once)',
@@ -231,8 +229,4 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
 /** URLs as they may be printed: `redis://user:secret@host` shows `redis://user:***@host`. */
 function hidePasswords(urls: string): string {
   return urls.replace(/(\/\/[^:@/]*:)[^@/]*@/g, '$1***@');
-}
-
-function formatMiB(bytes: number): string {
-  return `${(bytes / 1048576).toFixed(1)} MiB`;
 }

@@ -83,53 +83,46 @@ export function pushListener(
   return (request, response) => {
     if (!methods.includes(request.method ?? '')) {
       response.setHeader('allow', methods.join(', '));
-      refuse(
-        response,
-        405,
-        'ERR_TICKWHEEL_INVALID_REQUEST',
-        `method ${request.method} not accepted`,
-      );
+      const message = `method ${request.method} not accepted`;
+      refuse(response, 405, 'ERR_TICKWHEEL_INVALID_REQUEST', message);
       request.resume();
       return;
     }
     if (request.readableEnded) {
       // A body parser (express.json(), say) read it first: the raw bytes signed are gone.
-      refuse(
-        response,
-        500,
-        'ERR_TICKWHEEL_PUSH_FAILED',
-        'the request body was read before pushListener: mount it before any body parser',
-      );
-      return;
+      const message =
+        'the request body was read before pushListener: mount it before any body parser';
+      return refuse(response, 500, 'ERR_TICKWHEEL_PUSH_FAILED', message);
     }
     // Unsigned or stale requests are refused before their body is read.
     const early = checkHeaders(request.headers, check);
     if (early !== undefined) {
       response.setHeader('connection', 'close');
-      refuse(response, 401, 'ERR_TICKWHEEL_PUSH_SIGNATURE', early);
-      return;
+      return refuse(response, 401, 'ERR_TICKWHEEL_PUSH_SIGNATURE', early);
     }
     readBody(request, maxBytes).then(
       async (body) => {
         if (body === undefined) {
           response.setHeader('connection', 'close');
-          refuse(response, 413, 'ERR_TICKWHEEL_BODY_TOO_LARGE', `body over ${maxBytes} bytes`);
-          return;
+          return refuse(
+            response,
+            413,
+            'ERR_TICKWHEEL_BODY_TOO_LARGE',
+            `body over ${maxBytes} bytes`,
+          );
         }
         let delivery: PushDelivery;
         try {
           delivery = verifyPush({ headers: request.headers, body }, options);
         } catch (err) {
           const code = (err as { code?: string }).code ?? 'ERR_TICKWHEEL_PUSH_SIGNATURE';
-          refuse(response, 401, code, (err as Error).message);
-          return;
+          return refuse(response, 401, code, (err as Error).message);
         }
         let payload: unknown;
         try {
           payload = decode(request.headers['content-type'], body);
         } catch (err) {
-          refuse(response, 400, 'ERR_TICKWHEEL_INVALID_REQUEST', (err as Error).message);
-          return;
+          return refuse(response, 400, 'ERR_TICKWHEEL_INVALID_REQUEST', (err as Error).message);
         }
         const message: PushedMessage = { ...delivery, payload };
         const trace = traceContextOfHeaders(request.headers);
