@@ -43,7 +43,7 @@ const QUEUE_COUNTERS: ReadonlyArray<[key: keyof QueueCounters, help: string]> = 
 const STATES = ['scheduled', 'ready', 'inflight', 'dead'] as const;
 
 /** The `topic` label of the topics past the cap. */
-export const OTHER_TOPIC = '_other';
+const OTHER_TOPIC = '_other';
 
 function numberOf(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0;

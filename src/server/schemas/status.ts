@@ -12,6 +12,10 @@ const open = { type: 'object', additionalProperties: true } as const;
 const counter = { type: 'number' } as const;
 /** Fire lateness, in ms: null before any message fired. */
 const lateness = { p50: nullableNumber, p99: nullableNumber, max: nullableNumber } as const;
+const counters = Object.fromEntries(COUNTER_NAMES.map((name) => [name, counter])) as Record<
+  (typeof COUNTER_NAMES)[number],
+  typeof counter
+>;
 
 /**
  * The queue's stats() plus the server's figures (StatsResponse). Open at every level, so that a
@@ -36,16 +40,7 @@ export const statsSchema = {
         'server',
       ],
       properties: {
-        scheduled: counter,
-        deduplicated: counter,
-        fired: counter,
-        delivered: counter,
-        acked: counter,
-        nacked: counter,
-        expired: counter,
-        dead: counter,
-        cancelled: counter,
-        rescheduled: counter,
+        ...counters,
         latenessMs: {
           ...open,
           description:
