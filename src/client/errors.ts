@@ -70,11 +70,9 @@ export class TickwheelNetworkError
    * carried it out before the answer was lost.
    */
   declare outcome: WriteOutcome | undefined;
-  /** The id the request was sent with (a schedule's, which the client makes if none is given). */
+  // As CallOutcome says; the id is the one the client made for a schedule given none.
   id: string | undefined;
-  /** The ids a batch was sent with. */
   ids: readonly string[] | undefined;
-  /** 'same-id' when the call can be made again with that id (a schedule's, or a batch's, ids). */
   retry: 'same-id' | undefined;
 
   constructor(

@@ -79,7 +79,6 @@ export interface ConnectionEvents {
 }
 
 export interface Connections {
-  /** Connections open now. */
   readonly open: number;
   /**
    * For a closing server: ends the connections serving no request now, and the others as soon
