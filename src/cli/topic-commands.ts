@@ -98,10 +98,8 @@ export function topicCommands(io: CliIo): CommandSpec[] {
         if (rate === 'off' && flags.burst !== undefined) {
           throw new UsageError('--burst goes with a rate, not with off', 'rate-limit');
         }
-        const rateLimit =
-          rate === 'off'
-            ? null
-            : { perSecond: rate, ...(flags.burst === undefined ? {} : { burst: flags.burst }) };
+        // Sent as JSON, which leaves out a burst that is undefined.
+        const rateLimit = rate === 'off' ? null : { perSecond: rate, burst: flags.burst };
         return client.configureTopic(topic as string, { rateLimit });
       },
     }),

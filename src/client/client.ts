@@ -224,7 +224,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   async ackMany(receipts: readonly string[], options: AckCallOptions = {}): Promise<boolean[]> {
     const durable = options.durable;
     if (durable !== undefined) checkFlag(durable, 'durable');
-    return this.settleMany('ackMany', receipts, durable === undefined ? {} : { durable }, options);
+    // Sent as JSON, which leaves out the options that are undefined.
+    return this.settleMany('ackMany', receipts, { durable }, options);
   }
 
   /** Gives a delivery back, redelivered after `delayMs` (default: the message's backoff). */
@@ -258,16 +259,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
         `reason must be a string, got ${describe(reason)}`,
       );
     }
-    return this.settleMany(
-      'nackMany',
-      receipts,
-      {
-        ...(delayMs === undefined ? {} : { delayMs }),
-        ...(reason === undefined ? {} : { reason }),
-        ...(durable === undefined ? {} : { durable }),
-      },
-      options,
-    );
+    return this.settleMany('nackMany', receipts, { delayMs, reason, durable }, options);
   }
 
   /**
