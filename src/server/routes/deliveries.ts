@@ -50,11 +50,8 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
       const { topic } = request.params;
       const { queue } = context;
       const { max, waitMs = 0, visibilityMs, maxBytes = DEFAULT_RECEIVE_BYTES } = request.body;
-      const options = {
-        maxBytes,
-        ...(max === undefined ? {} : { max }),
-        ...(visibilityMs === undefined ? {} : { visibilityMs }),
-      };
+      // The queue takes an option that is undefined as not given.
+      const options = { maxBytes, max, visibilityMs };
       const deadline = performance.now() + Math.min(waitMs, context.maxWaitMs);
       let messages = await queue.receive(topic, options);
       while (messages.length === 0 && !context.closing && !clientGone(request)) {
@@ -80,8 +77,7 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
     { schema: ackSchema },
     async (request): Promise<AckResponse> => {
       const { receipts, durable } = request.body;
-      const options = durable === undefined ? {} : { durable };
-      const results = await context.queue.ackMany(receipts, options);
+      const results = await context.queue.ackMany(receipts, { durable });
       return { acked: results.filter(Boolean).length, results };
     },
   );
@@ -91,11 +87,7 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
     { schema: nackSchema },
     async (request): Promise<NackResponse> => {
       const { receipts, delayMs, reason, durable } = request.body;
-      const options = {
-        ...(delayMs === undefined ? {} : { delayMs }),
-        ...(reason === undefined ? {} : { reason }),
-        ...(durable === undefined ? {} : { durable }),
-      };
+      const options = { delayMs, reason, durable };
       const results = await Promise.all(receipts.map((r) => context.queue.nack(r, options)));
       return { nacked: results.filter(Boolean).length, results };
     },
