@@ -1,12 +1,9 @@
 /**
- * The command line of `tickwheel`, read with node:util's parseArgs so that the CLI needs no
- * package outside Node: the client commands work in an install without the server's peers.
- *
- * A command declares its arguments and options. An option's value comes from the command line,
- * else from its environment variable, else from its default; values go through the option's
- * parser (or its list of choices) wherever they come from, and the last of repeated options
- * wins, except for a list option, whose repeats add up. --help is generated from the same
- * declarations.
+ * The command line of `tickwheel`, read with node:util's parseArgs (the CLI needs no package
+ * outside Node). A command declares its arguments and options, and --help is generated from
+ * them. An option's value comes from the command line, else its environment variable, else its
+ * default, and goes through its parser (or choices) wherever it comes from; the last repeat of
+ * an option wins, except for a list option, whose repeats add up.
  */
 
 import { parseArgs } from 'node:util';
@@ -160,9 +157,8 @@ function convert(option: OptionSpec, text: string, source: string, command: stri
 }
 
 /**
- * parseArgs' refusal in the CLI's words: an unknown option with the closest known one
- * (`--prot`: did you mean --port?), and a value that starts with a dash (`--delay -5s`), which
- * parseArgs takes for another option, named as what it is.
+ * parseArgs' refusal in the CLI's words: an unknown option with the closest known one, and a
+ * value that starts with a dash (`--delay -5s`, which parseArgs takes for an option).
  */
 function parseFailure(
   code: string,
@@ -194,18 +190,14 @@ function parseFailure(
 
 /** Splits `--list timers -- --quick` into the leading options and everything after them. */
 function splitLeadingOptions(args: string[], options: readonly OptionSpec[]): number {
-  let index = 0;
-  while (index < args.length) {
-    const arg = args[index];
-    const known = options.some(
+  const flags = options.filter((option) => option.value === undefined);
+  const isFlag = (arg: string) =>
+    flags.some(
       (option) =>
-        option.value === undefined &&
-        (arg === `--${option.name}` || (option.short !== undefined && arg === `-${option.short}`)),
+        arg === `--${option.name}` || (option.short !== undefined && arg === `-${option.short}`),
     );
-    if (!known) break;
-    index += 1;
-  }
-  return index;
+  const split = args.findIndex((arg) => !isFlag(arg));
+  return split === -1 ? args.length : split;
 }
 
 interface Parsed {
@@ -222,13 +214,9 @@ function parseCommand(
 ): Parsed {
   const label = `${program.name} ${command.name}`;
   const specs = [...(command.options ?? []), HELP];
-  let optionArgs = args;
-  let rest: string[] = [];
-  if (command.passThrough === true) {
-    const split = splitLeadingOptions(args, specs);
-    optionArgs = args.slice(0, split);
-    rest = args.slice(split);
-  }
+  const split = command.passThrough === true ? splitLeadingOptions(args, specs) : args.length;
+  const optionArgs = args.slice(0, split);
+  const rest = args.slice(split);
 
   let tokens;
   try {
@@ -306,14 +294,13 @@ function parseCommand(
     }
   }
   for (const option of command.options ?? []) {
-    const key = camelCase(option.name);
     if (given.has(option.name)) continue;
     const fromEnv = option.env === undefined ? undefined : env[option.env];
-    if (fromEnv !== undefined) {
-      flags[key] = convert(option, fromEnv, `environment variable ${option.env}`, label);
-    } else if (option.default !== undefined) {
-      flags[key] = option.default;
-    }
+    const value =
+      fromEnv === undefined
+        ? option.default
+        : convert(option, fromEnv, `environment variable ${option.env}`, label);
+    if (value !== undefined) flags[camelCase(option.name)] = value;
   }
   return { help, positionals: [...positionals, ...rest], flags };
 }
@@ -322,11 +309,7 @@ function bindArguments(command: CommandSpec, positionals: string[], label: strin
   const specs = command.arguments ?? [];
   const values: unknown[] = [];
   for (const [index, argument] of specs.entries()) {
-    if (argument.variadic === true) {
-      values.push(positionals.slice(index));
-    } else {
-      values.push(positionals[index]);
-    }
+    values.push(argument.variadic === true ? positionals.slice(index) : positionals[index]);
     if (argument.required === true && positionals[index] === undefined) {
       throw new UsageError(`missing required argument '${argument.name}'`, label);
     }
@@ -342,8 +325,8 @@ function bindArguments(command: CommandSpec, positionals: string[], label: strin
 }
 
 /**
- * Runs the command that `args` (the arguments after the executable) names. Resolves with the
- * exit status for what it prints itself (help, version); commands report failure by throwing.
+ * Runs the command `args` (after the executable) names; resolves with the exit status of what it
+ * prints itself (help, version). Commands report failure by throwing.
  */
 export async function runProgram(
   program: ProgramSpec,

@@ -1,7 +1,7 @@
 /**
- * `tickwheel bench`: runs the benchmark suites, which live in the repository (bench/) as npm
- * scripts `bench:<suite>`. The published package has the scripts in its package.json but not
- * bench/ nor the build tools they use, so from an installed package this says where to get them.
+ * `tickwheel bench`: runs the benchmark suites (npm scripts `bench:<suite>` over bench/). The
+ * published package has not bench/ nor its build tools, so from an install this says where to
+ * get them.
  */
 
 import { spawn } from 'node:child_process';

@@ -1,8 +1,6 @@
 /**
- * The commands that talk to a running server through the client SDK: send, get, cancel,
- * reschedule, receive, ack, nack, list, dead, requeue, stats. Each takes --url, --token and
- * --timeout (or their environment variables); results print as JSON, failures as one line
- * (program.ts).
+ * The commands that talk to a running server through the client SDK (send, get, cancel, ...):
+ * each takes --url, --token and --timeout; results print as JSON, failures as one line.
  */
 
 import { TickwheelClient, DEFAULT_URL } from '../client/index.js';
@@ -12,11 +10,11 @@ import type { ScheduleRequest } from '../queue/message.js';
 import type { CommandSpec, OptionSpec } from './args.js';
 import { CliError, describeFailure, type CliIo } from './io.js';
 import {
-  integerParser,
-  parseDuration,
+  durationOption,
+  integerOption,
   parsePayload,
   parsePositiveDuration,
-  parseTime,
+  timeOption,
 } from './parse.js';
 
 interface ClientFlags {
@@ -123,29 +121,16 @@ export function sendCommand(io: CliIo): CommandSpec {
     ],
     options: [
       {
-        name: 'delay',
-        value: '<duration>',
-        description: 'deliver after this long: 1500 (ms), 30s, 5m, 2h, 1d',
-        parse: parseDuration,
+        ...durationOption('delay', 'deliver after this long: 1500 (ms), 30s, 5m, 2h, 1d'),
         conflicts: 'at',
       },
-      {
-        name: 'at',
-        value: '<time>',
-        description: 'deliver at this time: ISO 8601 or epoch ms',
-        parse: parseTime,
-      },
+      timeOption('at', 'deliver at this time: ISO 8601 or epoch ms'),
       {
         name: 'id',
         value: '<id>',
         description: 'dedup key: sending the same id again while pending changes nothing',
       },
-      {
-        name: 'max-attempts',
-        value: '<n>',
-        description: 'deliveries before it becomes a dead letter',
-        parse: integerParser(1, 10_000),
-      },
+      integerOption('max-attempts', 'deliveries before it becomes a dead letter', 1, 10_000),
     ],
     run: async ([topic, payloadText], client, flags) => {
       const payload =
@@ -174,24 +159,9 @@ function listCommand(io: CliIo): CommandSpec {
     description: "list a topic's pending messages (scheduled, ready, in flight) by due time",
     arguments: [{ name: 'topic', required: true }],
     options: [
-      {
-        name: 'from',
-        value: '<time>',
-        description: 'due at or after this time: ISO 8601 or epoch ms',
-        parse: parseTime,
-      },
-      {
-        name: 'until',
-        value: '<time>',
-        description: 'due before this time: ISO 8601 or epoch ms',
-        parse: parseTime,
-      },
-      {
-        name: 'limit',
-        value: '<n>',
-        description: 'messages at most on the page (default 100)',
-        parse: integerParser(1, LIST_MAX_LIMIT),
-      },
+      timeOption('from', 'due at or after this time: ISO 8601 or epoch ms'),
+      timeOption('until', 'due before this time: ISO 8601 or epoch ms'),
+      integerOption('limit', 'messages at most on the page (default 100)', 1, LIST_MAX_LIMIT),
       {
         name: 'cursor',
         value: '<cursor>',
@@ -253,20 +223,8 @@ export function clientCommands(io: CliIo): CommandSpec[] {
       description: 'take ready messages of a topic and print them',
       arguments: [{ name: 'topic', required: true }],
       options: [
-        {
-          name: 'max',
-          value: '<n>',
-          description: 'messages at most',
-          default: 1,
-          parse: integerParser(1, 1000),
-        },
-        {
-          name: 'wait',
-          value: '<duration>',
-          description: 'wait this long for a message',
-          default: 0,
-          parse: parseDuration,
-        },
+        { ...integerOption('max', 'messages at most', 1, 1000), default: 1 },
+        { ...durationOption('wait', 'wait this long for a message'), default: 0 },
         {
           name: 'ack',
           description:
@@ -290,18 +248,10 @@ export function clientCommands(io: CliIo): CommandSpec[] {
       arguments: [{ name: 'id', required: true }],
       options: [
         {
-          name: 'delay',
-          value: '<duration>',
-          description: 'due this long from now: 1500 (ms), 30s, 5m, 2h, 1d',
-          parse: parseDuration,
+          ...durationOption('delay', 'due this long from now: 1500 (ms), 30s, 5m, 2h, 1d'),
           conflicts: 'at',
         },
-        {
-          name: 'at',
-          value: '<time>',
-          description: 'due at this time: ISO 8601 or epoch ms',
-          parse: parseTime,
-        },
+        timeOption('at', 'due at this time: ISO 8601 or epoch ms'),
       ],
       run: async ([id], client, flags) => {
         if (flags.delay === undefined && flags.at === undefined) {
@@ -351,12 +301,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
         },
       ],
       options: [
-        {
-          name: 'delay',
-          value: '<duration>',
-          description: "redeliver after this long (default: each message's backoff)",
-          parse: parseDuration,
-        },
+        durationOption('delay', "redeliver after this long (default: each message's backoff)"),
         {
           name: 'reason',
           value: '<text>',
@@ -379,13 +324,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
       description: 'list the dead letters of a topic (messages that used up their attempts)',
       arguments: [{ name: 'topic', required: true }],
       options: [
-        {
-          name: 'limit',
-          value: '<n>',
-          description: 'messages at most, oldest first',
-          default: 100,
-          parse: integerParser(1, 10_000),
-        },
+        { ...integerOption('limit', 'messages at most, oldest first', 1, 10_000), default: 100 },
       ],
       run: ([topic], client, flags) => client.deadLetters(topic as string, flags.limit),
     }),
@@ -395,14 +334,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
       arguments: [
         { name: 'ids', description: 'ids of dead messages', required: true, variadic: true },
       ],
-      options: [
-        {
-          name: 'delay',
-          value: '<duration>',
-          description: 'due this long from now (default: at once)',
-          parse: parseDuration,
-        },
-      ],
+      options: [durationOption('delay', 'due this long from now (default: at once)')],
       run: async ([ids], client, flags) => {
         const list = ids as string[];
         const options = flags.delay === undefined ? {} : { delayMs: flags.delay };

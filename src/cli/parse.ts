@@ -1,11 +1,8 @@
-/**
- * Parsers for command-line values: each returns the value or throws an InvalidArgumentError
- * with a message that says what would be accepted.
- */
+/** Parsers of command-line values: each throws an InvalidArgumentError saying what is accepted. */
 
 import { TickwheelError } from '../errors.js';
 import { checkAllowEntry } from '../queue/push-guard.js';
-import { InvalidArgumentError } from './args.js';
+import { InvalidArgumentError, type OptionSpec } from './args.js';
 
 const UNIT_MS: Readonly<Record<string, number>> = {
   ms: 1,
@@ -76,4 +73,24 @@ export function parsePayload(text: string): unknown {
   } catch {
     return text;
   }
+}
+
+/** An option whose value is a time (parseTime). */
+export function timeOption(name: string, description: string): OptionSpec {
+  return { name, value: '<time>', description, parse: parseTime };
+}
+
+/** An option whose value is a duration (parseDuration). */
+export function durationOption(name: string, description: string): OptionSpec {
+  return { name, value: '<duration>', description, parse: parseDuration };
+}
+
+/** An option whose value is a whole number from `min` to `max`. */
+export function integerOption(
+  name: string,
+  description: string,
+  min: number,
+  max: number,
+): OptionSpec {
+  return { name, value: '<n>', description, parse: integerParser(min, max) };
 }

@@ -1,15 +1,8 @@
 /**
- * The short form of the server's log lines, for a person at a terminal (`serve --log-format
- * pretty`, the default there). The server writes pino's JSON lines either way; this turns each
- * into one line of text:
- *
- *   14:56:12.031 INFO  tickwheel listening on http://127.0.0.1:7700 dashboard=http://localhost:7700/
- *   14:56:14.220 INFO  GET /v1/stats 200 1.4ms
- *   14:57:01.775 WARN  writing the schedule index in /data fails: ENOSPC ... [ERR_TICKWHEEL_IO] part=index
- *
- * Time is the local wall clock's, to the millisecond. A line that is not a JSON object is
- * passed on as it is. Written here rather than taken from pino-pretty: a dozen lines do it, and
- * the CLI needs no package outside Node (args.ts).
+ * The server's JSON log lines as short lines for a person at a terminal (`serve --log-format
+ * pretty`): `14:56:14.220 INFO  GET /v1/stats 200 1.4ms`, local time. A line that is not a JSON
+ * object is passed on as it is. Not pino-pretty: a dozen lines do it, and the CLI needs no
+ * package outside Node.
  */
 
 const LEVELS: Record<number, string> = {

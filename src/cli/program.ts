@@ -1,17 +1,7 @@
 /**
- * The `tickwheel` command. Every flag also reads an environment variable (shown in --help);
- * a flag given on the command line wins over the environment, which wins over the default.
- *
- *   tickwheel serve --dir ./data --port 7700 [--host] [--token] [--fsync]
- *   tickwheel send <topic> [payload] [--delay 30s | --at <time>] [--id]
- *   tickwheel get <id> | cancel <id> | reschedule <id> --delay 5m | --at <time>
- *   tickwheel receive <topic> | ack <receipt...> | nack <receipt...> [--delay]
- *   tickwheel list <topic> [--from] [--until] [--limit] [--cursor]
- *   tickwheel dead <topic> [--limit] | requeue <id...> [--delay] | stats
- *   tickwheel topics [topic] | pause <topic...> | resume <topic...> | rate-limit <topic> <rate|off>
- *   tickwheel schedules [name] | schedule <name> --topic t --cron|--every | unschedule <name...>
- *   tickwheel repair --dir ./data [--yes] [--json]
- *   tickwheel bench [timers|queue|http ...]
+ * The `tickwheel` command: serve, repair and bench here, the client commands (send, get, list,
+ * topics, schedules, ...) in their modules. Every flag also reads an environment variable (shown
+ * in --help); the command line wins over the environment, which wins over the default.
  */
 
 import { defaultMaxConnections } from '../server/connections.js';

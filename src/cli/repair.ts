@@ -1,10 +1,8 @@
 /**
- * `tickwheel repair --dir D [--yes] [--json]`: for a data directory the queue refuses to open
- * because its log is damaged where it had been made durable (ERR_TICKWHEEL_CORRUPT). Without
- * --yes it reads the whole log and says what cannot be recovered, changing nothing; with --yes
- * it drops that, keeps every other message, and says what it dropped. Exit status: 0 when
- * nothing is damaged or the repair is done, 2 when damage was found and nothing changed.
- * See docs/storage.md, Recovery.
+ * `tickwheel repair --dir D [--yes] [--json]`, for a data directory whose log is damaged where
+ * it had been made durable (ERR_TICKWHEEL_CORRUPT): says what cannot be recovered, changing
+ * nothing; with --yes drops that and keeps every other message. Exit status 2 when damage was
+ * found and nothing changed. See docs/storage.md, Recovery.
  */
 
 import { existsSync } from 'node:fs';

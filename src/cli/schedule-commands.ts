@@ -1,13 +1,9 @@
-/**
- * The commands on recurring schedules, through the client SDK: schedules (list, or one),
- * schedule (create or replace, or change with --pause / --resume), unschedule. Each prints the
- * schedule(s) as the server answers them, as JSON.
- */
+/** The commands on recurring schedules (schedules, schedule, unschedule), through the client. */
 
 import { UsageError, type CommandSpec } from './args.js';
 import { clientCommand, printJson } from './client-commands.js';
 import { CliError, type CliIo } from './io.js';
-import { integerParser, parseDuration, parsePayload, parseTime } from './parse.js';
+import { durationOption, integerOption, parsePayload, timeOption } from './parse.js';
 
 interface ScheduleFlags {
   topic?: string;
@@ -51,24 +47,14 @@ export function scheduleCommands(io: CliIo): CommandSpec[] {
           conflicts: 'every',
         },
         { name: 'tz', value: '<zone>', description: 'IANA time zone of --cron (default UTC)' },
-        {
-          name: 'every',
-          value: '<duration>',
-          description: 'fixed interval, 1s to 366d',
-          parse: parseDuration,
-        },
+        durationOption('every', 'fixed interval, 1s to 366d'),
         {
           name: 'payload',
           value: '<json>',
           description: 'payload of each occurrence (JSON or text)',
         },
-        {
-          name: 'start-at',
-          value: '<time>',
-          description: 'no occurrence before',
-          parse: parseTime,
-        },
-        { name: 'end-at', value: '<time>', description: 'no occurrence after', parse: parseTime },
+        timeOption('start-at', 'no occurrence before'),
+        timeOption('end-at', 'no occurrence after'),
         {
           name: 'catch-up',
           value: '<policy>',
@@ -81,12 +67,12 @@ export function scheduleCommands(io: CliIo): CommandSpec[] {
           description: "'skip': none while the previous one is live",
           choices: ['allow', 'skip'],
         },
-        {
-          name: 'max-attempts',
-          value: '<n>',
-          description: 'deliveries of each occurrence before it is a dead letter',
-          parse: integerParser(1, 10_000),
-        },
+        integerOption(
+          'max-attempts',
+          'deliveries of each occurrence before it is a dead letter',
+          1,
+          1e4,
+        ),
         {
           name: 'pause',
           description: 'pause the schedule (no occurrences until resumed)',

@@ -3,16 +3,10 @@
  * meanwhile), and shuts down gracefully on SIGTERM / SIGINT. Without a token it binds to
  * loopback only unless told otherwise, and says so.
  *
- * Everything it says is a log line on stdout, through the server's logger (pino): start-up
- * lines, requests, the queue's background faults with their codes (src/server/logging.ts), and
- * shutdown. JSON lines where stdout is not a terminal (a log pipeline reads them), a short
- * form for people where it is (pretty-log.ts); --log-format chooses otherwise, --log-level
- * (default info) hides what is below it. Only a failure to start is said on stderr
- * (`tickwheel: ...`, by main()), as for every command.
- *
- * At info, the last start-up line is `tickwheel listening on http://HOST:PORT`, logged once the
- * queue is open and requests are served; the port is open (answering 503) from the
- * `recovering` line on.
+ * Everything it says is a log line on stdout through the server's logger: JSON where stdout is
+ * not a terminal, a short form for people where it is (pretty-log.ts). Only a failure to start
+ * goes to stderr (by main()). The last start-up line is `tickwheel listening on URL`, logged once
+ * the queue is open; the port is open (answering 503) from the `recovering` line on.
  */
 
 import { isIP, type AddressInfo } from 'node:net';
@@ -62,10 +56,6 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
-function isWildcard(host: string): boolean {
-  return host === '0.0.0.0' || host === '::';
-}
-
 /** Fastify logs one "Server listening at" line per address at info; ours comes later. */
 async function listenQuietly(
   server: TickwheelServer,
@@ -84,7 +74,8 @@ function recoveryText(recovery: RecoveryReport | undefined): string {
   if (recovery === undefined) return 'opened the queue';
   const base = `recovered ${recovery.live} live messages in ${Math.round(recovery.durationMs)} ms`;
   if (recovery.snapshot === 'used') {
-    return `${base} (from a snapshot and ${formatMiB(recovery.replayedBytes)} of log)`;
+    const replayed = (recovery.replayedBytes / 1048576).toFixed(1);
+    return `${base} (from a snapshot and ${replayed} MiB of log)`;
   }
   if (recovery.snapshot === 'none') return base;
   return `${base} (snapshot ${recovery.snapshot}; replayed the whole log)`;
@@ -224,7 +215,8 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   } else {
     log.info('token required: /v1 requests need "Authorization: Bearer <token>"');
   }
-  const dashboard = `http://${isWildcard(host) ? 'localhost' : shown}:${address.port}/`;
+  const wildcard = host === '0.0.0.0' || host === '::';
+  const dashboard = `http://${wildcard ? 'localhost' : shown}:${address.port}/`;
   if (pretty) {
     log.info(
       'stop: Ctrl-C or SIGTERM (requests in flight finish and the data is flushed; twice to exit at once)',
@@ -237,8 +229,4 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
 /** URLs as they may be printed: `redis://user:secret@host` shows `redis://user:***@host`. */
 function hidePasswords(urls: string): string {
   return urls.replace(/(\/\/[^:@/]*:)[^@/]*@/g, '$1***@');
-}
-
-function formatMiB(bytes: number): string {
-  return `${(bytes / 1048576).toFixed(1)} MiB`;
 }

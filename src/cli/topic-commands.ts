@@ -1,12 +1,9 @@
-/**
- * The commands on topics' settings, through the client SDK: topics (list, or one), pause,
- * resume, rate-limit, push. Each prints the topic(s) as the server answers them, as JSON.
- */
+/** The commands on topics' settings (topics, pause, resume, rate-limit, push), through the client. */
 
 import { clientCommand } from './client-commands.js';
 import { UsageError, type CommandSpec } from './args.js';
 import type { CliIo } from './io.js';
-import { integerParser } from './parse.js';
+import { integerOption, integerParser } from './parse.js';
 
 /** `off` (no limit) or deliveries per second. */
 function parseRate(text: string): number | 'off' {
@@ -89,22 +86,20 @@ export function topicCommands(io: CliIo): CommandSpec[] {
         },
       ],
       options: [
-        {
-          name: 'burst',
-          value: '<n>',
-          description: 'deliveries saved up at most (default: the rate, rounded up)',
-          parse: integerParser(1, 1_000_000),
-        },
+        integerOption(
+          'burst',
+          'deliveries saved up at most (default: the rate, rounded up)',
+          1,
+          1e6,
+        ),
       ],
       run: async ([topic, rateText], client, flags) => {
         const rate = parseRate(rateText as string);
         if (rate === 'off' && flags.burst !== undefined) {
           throw new UsageError('--burst goes with a rate, not with off', 'rate-limit');
         }
-        const rateLimit =
-          rate === 'off'
-            ? null
-            : { perSecond: rate, ...(flags.burst === undefined ? {} : { burst: flags.burst }) };
+        // Sent as JSON, which leaves out a burst that is undefined.
+        const rateLimit = rate === 'off' ? null : { perSecond: rate, burst: flags.burst };
         return client.configureTopic(topic as string, { rateLimit });
       },
     }),
@@ -141,12 +136,7 @@ export function topicCommands(io: CliIo): CommandSpec[] {
           description: 'an attempt with no answer within this long fails (default 10000)',
           parse: integerParser(1, 600_000),
         },
-        {
-          name: 'concurrency',
-          value: '<n>',
-          description: 'requests at once, at most (default 10)',
-          parse: integerParser(1, 1000),
-        },
+        integerOption('concurrency', 'requests at once, at most (default 10)', 1, 1000),
       ],
       run: async ([topic, url], client, flags) => {
         if ((url as string).trim().toLowerCase() === 'off') {

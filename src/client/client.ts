@@ -1,13 +1,7 @@
 /**
- * TickwheelClient: the embedded DelayQueue API, over HTTP. Same method names, same arguments,
- * same results: `cancel` resolves false for an unknown id rather than throwing, `get` resolves
- * undefined, byte payloads come back as Buffers.
- *
- *   const queue = new TickwheelClient({ url: 'http://127.0.0.1:7700', token });
- *   await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
- *   const consumer = queue.consume('emails', async (message) => send(message.payload), {
- *     concurrency: 8,
- *   });
+ * TickwheelClient: the embedded DelayQueue API over HTTP, with the same method names, arguments
+ * and results (`cancel` resolves false for an unknown id, `get` undefined, byte payloads come
+ * back as Buffers).
  */
 
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
@@ -57,7 +51,7 @@ import {
 import { listPath, walkPages } from './listing.js';
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
-import { Transport, type Answer, type Exchange, type TransportOptions } from './transport.js';
+import { Transport, type Exchange, type TransportOptions } from './transport.js';
 import {
   checkClientOptions,
   type AckCallOptions,
@@ -75,9 +69,8 @@ import { checkWatch, type QueueEvent } from '../queue/events.js';
 import { activeTrace } from '../queue/tracing.js';
 
 /**
- * `Payload` types the payloads of the messages scheduled and received (unknown by default):
- * `new TickwheelClient<Order>(...)`. It is the caller's promise, not checked when a message
- * arrives; the server knows no payload types.
+ * `Payload` types the payloads scheduled and received (`new TickwheelClient<Order>(...)`): the
+ * caller's promise, not checked when a message arrives.
  */
 export class TickwheelClient<Payload = unknown> implements QueueOperations<Payload> {
   readonly url: string;
@@ -105,7 +98,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     options: CallOptions = {},
   ): Promise<ScheduleResult> {
     const { topic, ...body } = toBody(message);
-    const answer = await this.send<ScheduleResult>(options, {
+    return this.call(options, {
       method: 'POST',
       path: `/v1/topics${segment(topic, 'topic')}/messages`,
       body,
@@ -114,19 +107,14 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       subject: body.id,
       trace: activeTrace(),
     });
-    return answer.body;
   }
 
   /**
-   * Schedules several messages in one request, like DelayQueue.scheduleMany: results[i] is
-   * `{ id, deliverAt }` of messages[i], and the promise resolves once all are durable. An empty
-   * array resolves to [] without a request; more than 10,000 (MAX_BATCH) messages is refused
-   * here (the server takes that many per request, within its body limit).
-   *
-   * Unlike the embedded queue, a message the server's queue refuses (its payload too large, say)
-   * does not stop the others: the call throws a TickwheelHttpError whose `body.results` has
-   * `{ id, deliverAt }` for each message that was scheduled and `{ error }` for each that was not.
-   * Input the server's schema refuses (a malformed topic, an unknown field) schedules nothing.
+   * Schedules several messages in one request, like DelayQueue.scheduleMany (at most MAX_BATCH;
+   * [] without a request). Unlike the embedded queue, a message the server's queue refuses does
+   * not stop the others: the call throws a TickwheelHttpError whose `body.results` has
+   * `{ id, deliverAt }` for each message scheduled and `{ error }` for each that was not. Input
+   * the server's schema refuses (a malformed topic, an unknown field) schedules nothing.
    */
   async scheduleMany(
     messages: readonly ScheduleRequest<Payload>[],
@@ -146,7 +134,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     }
     if (messages.length === 0) return [];
     const body = messages.map((message, i) => toBody(message, `messages[${i}]: `));
-    const answer = await this.send<BatchResponse>(options, {
+    const answer = await this.call<BatchResponse>(options, {
       method: 'POST',
       path: '/v1/messages:batch',
       body: { messages: body },
@@ -160,22 +148,14 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       subject: body.map((wire) => wire.id as string),
       trace: activeTrace(),
     });
-    return answer.body.results;
+    return answer.results;
   }
 
   /** True if the message was live and is now cancelled; false if unknown or finished. */
   async cancel(id: string, options: CallOptions = {}): Promise<boolean> {
-    try {
-      await this.send(options, {
-        method: 'DELETE',
-        path: `/v1/messages${segment(id, 'id')}`,
-        idempotent: true,
-      });
-      return true;
-    } catch (err) {
-      if (rejects(err, 404)) return false;
-      throw err;
-    }
+    const path = `/v1/messages${segment(id, 'id')}`;
+    const answer = await this.unless([404], options, { method: 'DELETE', path, idempotent: true });
+    return answer !== undefined;
   }
 
   /** Moves a scheduled or ready message. False if it is unknown, in flight, finished or dead. */
@@ -193,29 +173,19 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     when: { delayMs?: number; deliverAt?: number },
     options: CallOptions = {},
   ): Promise<number | undefined> {
-    try {
-      const answer = await this.send<RescheduleResponse>(options, {
-        method: 'PATCH',
-        path: `/v1/messages${segment(id, 'id')}`,
-        body: when,
-        refuse: (err) => refuseDelay(when, 'when', err),
-        idempotent: when?.delayMs === undefined,
-      });
-      return answer.body.deliverAt;
-    } catch (err) {
-      if (rejects(err, 404, 409)) return undefined;
-      throw err;
-    }
+    const answer = await this.unless<RescheduleResponse>([404, 409], options, {
+      method: 'PATCH',
+      path: `/v1/messages${segment(id, 'id')}`,
+      body: when,
+      refuse: (err) => refuseDelay(when, 'when', err),
+      idempotent: when?.delayMs === undefined,
+    });
+    return answer?.deliverAt;
   }
 
   async get(id: string, options: CallOptions = {}): Promise<MessageInfo | undefined> {
-    const answer = await this.send<WireMessageInfo | undefined>(options, {
-      method: 'GET',
-      path: `/v1/messages${segment(id, 'id')}`,
-      idempotent: true,
-      accept: [404],
-    });
-    return answer.status === 404 ? undefined : answer.body;
+    const path = `/v1/messages${segment(id, 'id')}`;
+    return this.unless<WireMessageInfo>([404], options, { method: 'GET', path, idempotent: true });
   }
 
   /** Takes up to `max` ready messages, waiting up to `waitMs` (long poll) for the first. */
@@ -225,7 +195,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     options: CallOptions = {},
   ): Promise<ReceivedMessage<Payload>[]> {
     const waitMs = typeof receiveOptions.waitMs === 'number' ? receiveOptions.waitMs : 0;
-    const answer = await this.send<ReceiveResponse>(
+    const answer = await this.call<ReceiveResponse>(
       { ...options, timeoutMs: (options.timeoutMs ?? this.timeoutMs) + waitMs },
       {
         method: 'POST',
@@ -235,7 +205,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
         idempotent: false,
       },
     );
-    return answer.body.messages.map(fromWire) as ReceivedMessage<Payload>[];
+    return answer.messages.map(fromWire) as ReceivedMessage<Payload>[];
   }
 
   /**
@@ -254,7 +224,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   async ackMany(receipts: readonly string[], options: AckCallOptions = {}): Promise<boolean[]> {
     const durable = options.durable;
     if (durable !== undefined) checkFlag(durable, 'durable');
-    return this.settleMany('ackMany', receipts, durable === undefined ? {} : { durable }, options);
+    // Sent as JSON, which leaves out the options that are undefined.
+    return this.settleMany('ackMany', receipts, { durable }, options);
   }
 
   /** Gives a delivery back, redelivered after `delayMs` (default: the message's backoff). */
@@ -288,16 +259,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
         `reason must be a string, got ${describe(reason)}`,
       );
     }
-    return this.settleMany(
-      'nackMany',
-      receipts,
-      {
-        ...(delayMs === undefined ? {} : { delayMs }),
-        ...(reason === undefined ? {} : { reason }),
-        ...(durable === undefined ? {} : { durable }),
-      },
-      options,
-    );
+    return this.settleMany('nackMany', receipts, { delayMs, reason, durable }, options);
   }
 
   /**
@@ -332,23 +294,16 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   }
 
   /**
-   * A page of a topic's pending messages (scheduled, ready, in flight) due in [from, until), in
-   * due-time order, like the embedded list(): pass the page's `cursor` back for the next (absent
-   * on the last page). Bad options fail here, before any request, with the queue's errors.
+   * A page of a topic's pending messages due in [from, until), like the embedded list(): pass
+   * the page's `cursor` back for the next. Bad options fail before any request.
    */
   async list(listOptions: ListOptions, options: CallOptions = {}): Promise<ListPage> {
-    const answer = await this.send<ListResponse>(options, {
-      method: 'GET',
-      path: listPath(listOptions),
-      idempotent: true,
-    });
-    return answer.body;
+    return this.read<ListResponse>(listPath(listOptions), options);
   }
 
   /**
-   * Every message list() finds, page after page, as an async iterator:
-   * `for await (const message of client.listAll({ topic: 'emails' })) ...`. Each page is one
-   * request of `limit` messages (default 100), made when the previous page is used up.
+   * Every message list() finds, as an async iterator; each page is one request of `limit`
+   * messages (default 100), made when the previous page is used up.
    */
   listAll(
     listOptions: ListOptions,
@@ -361,12 +316,9 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   /** Dead letters of a topic (messages that used up their attempts), oldest first. */
   async deadLetters(topic: string, limit = 100, options: CallOptions = {}): Promise<MessageInfo[]> {
-    const answer = await this.send<DeadLettersResponse>(options, {
-      method: 'GET',
-      path: `/v1/topics${segment(topic, 'topic')}/dead?limit=${encodeURIComponent(String(limit))}`,
-      idempotent: true,
-    });
-    return answer.body.messages;
+    const limitText = encodeURIComponent(String(limit));
+    const path = `/v1/topics${segment(topic, 'topic')}/dead?limit=${limitText}`;
+    return (await this.read<DeadLettersResponse>(path, options)).messages;
   }
 
   /** Puts a dead message back, due `delayMs` from now (default 0). False if it is not dead. */
@@ -375,19 +327,14 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     requeueOptions: { delayMs?: number } = {},
     options: CallOptions = {},
   ): Promise<boolean> {
-    try {
-      await this.send(options, {
-        method: 'POST',
-        path: `/v1/messages${segment(id, 'id')}/requeue`,
-        body: requeueOptions,
-        refuse: (err) => refuseDelay(requeueOptions, 'requeue options', err),
-        idempotent: false,
-      });
-      return true;
-    } catch (err) {
-      if (rejects(err, 404, 409)) return false;
-      throw err;
-    }
+    const answer = await this.unless([404, 409], options, {
+      method: 'POST',
+      path: `/v1/messages${segment(id, 'id')}/requeue`,
+      body: requeueOptions,
+      refuse: (err) => refuseDelay(requeueOptions, 'requeue options', err),
+      idempotent: false,
+    });
+    return answer !== undefined;
   }
 
   /** Stops deliveries of a topic until resumed (durable); schedules are still accepted. */
@@ -419,12 +366,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   /** Every topic with messages or settings other than the defaults, by name. */
   async topicList(options: CallOptions = {}): Promise<WireTopic[]> {
-    const answer = await this.send<TopicListResponse>(options, {
-      method: 'GET',
-      path: '/v1/topics',
-      idempotent: true,
-    });
-    return answer.body.topics;
+    return (await this.read<TopicListResponse>('/v1/topics', options)).topics;
   }
 
   /** A call on one topic; each sets or reads a state, so repeating it is safe. */
@@ -435,14 +377,13 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     body: unknown,
     options: CallOptions,
   ): Promise<WireTopic> {
-    const answer = await this.send<WireTopic>(options, {
+    return this.call(options, {
       method,
       path: `/v1/topics${segment(topic, 'topic')}${suffix}`,
-      ...(body === undefined ? {} : { body }),
+      body,
       refuse: (err) => refuseOption('the topic update', err),
       idempotent: true,
     });
-    return answer.body;
   }
 
   /** Creates or replaces a recurring schedule (PUT /v1/schedules/:name); resolves once durable. */
@@ -451,14 +392,13 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     spec: ScheduleBodyRecurring,
     options: CallOptions = {},
   ): Promise<WireSchedule> {
-    const answer = await this.send<WireSchedule>(options, {
+    return this.call(options, {
       method: 'PUT',
       path: `/v1/schedules${segment(name, 'name')}`,
       body: spec,
       refuse: (err) => refuseOption('the schedule', err),
       idempotent: true,
     });
-    return answer.body;
   }
 
   /** Changes some fields of a schedule; undefined if there is none by that name. */
@@ -467,64 +407,35 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     patch: Partial<ScheduleBodyRecurring>,
     options: CallOptions = {},
   ): Promise<WireSchedule | undefined> {
-    return this.unlessMissing(() =>
-      this.send<WireSchedule>(options, {
-        method: 'PATCH',
-        path: `/v1/schedules${segment(name, 'name')}`,
-        body: patch,
-        refuse: (err) => refuseOption('the schedule update', err),
-        idempotent: true,
-      }),
-    );
+    return this.unless<WireSchedule>([404], options, {
+      method: 'PATCH',
+      path: `/v1/schedules${segment(name, 'name')}`,
+      body: patch,
+      refuse: (err) => refuseOption('the schedule update', err),
+      idempotent: true,
+    });
   }
 
   async getSchedule(name: string, options: CallOptions = {}): Promise<WireSchedule | undefined> {
-    return this.unlessMissing(() =>
-      this.send<WireSchedule>(options, {
-        method: 'GET',
-        path: `/v1/schedules${segment(name, 'name')}`,
-        idempotent: true,
-      }),
-    );
+    const path = `/v1/schedules${segment(name, 'name')}`;
+    return this.unless<WireSchedule>([404], options, { method: 'GET', path, idempotent: true });
   }
 
   async listSchedules(options: CallOptions = {}): Promise<WireSchedule[]> {
-    const answer = await this.send<ScheduleListResponse>(options, {
-      method: 'GET',
-      path: '/v1/schedules',
-      idempotent: true,
-    });
-    return answer.body.schedules;
+    return (await this.read<ScheduleListResponse>('/v1/schedules', options)).schedules;
   }
 
   /** Deletes a schedule; false if there is none by that name. */
   async deleteSchedule(name: string, options: CallOptions = {}): Promise<boolean> {
-    const answer = await this.unlessMissing(() =>
-      this.send<{ deleted: true }>(options, {
-        method: 'DELETE',
-        path: `/v1/schedules${segment(name, 'name')}`,
-        idempotent: true,
-      }),
-    );
+    const path = `/v1/schedules${segment(name, 'name')}`;
+    const answer = await this.unless([404], options, { method: 'DELETE', path, idempotent: true });
     return answer !== undefined;
   }
 
-  /** The answer's body, or undefined for a 404. */
-  private async unlessMissing<T>(call: () => Promise<Answer<T>>): Promise<T | undefined> {
-    try {
-      return (await call()).body;
-    } catch (err) {
-      if (rejects(err, 404)) return undefined;
-      throw err;
-    }
-  }
-
   /**
-   * Message events as they happen (GET /v1/events, Server-Sent Events), as an async iterator:
-   * `for await (const event of client.events({ topic: 'emails', signal })) ...`. Ends when
-   * `signal` aborts or the server closes the stream; throws ERR_TICKWHEEL_EVENTS_LOST if this
-   * reader fell too far behind, and ERR_TICKWHEEL_TIMEOUT after `idleTimeoutMs` (default 45 s)
-   * without a byte, keep-alives included (see src/client/events.ts).
+   * Message events as they happen (GET /v1/events), as an async iterator. Ends when `signal`
+   * aborts or the server closes the stream; throws ERR_TICKWHEEL_EVENTS_LOST if this reader fell
+   * too far behind, ERR_TICKWHEEL_TIMEOUT after `idleTimeoutMs` (default 45 s) of silence.
    */
   events(options: ClientWatchOptions = {}): AsyncGenerator<QueueEvent, void, undefined> {
     checkWatch(options);
@@ -534,22 +445,12 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   /** GET /v1/stats: the server queue's stats() (a QueueStats), its recovery and the server's figures. */
   async stats(options: CallOptions = {}): Promise<StatsResponse> {
-    const answer = await this.send<StatsResponse>(options, {
-      method: 'GET',
-      path: '/v1/stats',
-      idempotent: true,
-    });
-    return answer.body;
+    return this.read('/v1/stats', options);
   }
 
   /** GET /healthz: resolves when the server is up and not shutting down. */
   async health(options: CallOptions = {}): Promise<HealthResponse> {
-    const answer = await this.send<HealthResponse>(options, {
-      method: 'GET',
-      path: '/healthz',
-      idempotent: true,
-    });
-    return answer.body;
+    return this.read('/healthz', options);
   }
 
   /** POST /v1/ack or /v1/nack, for the receipts worth sending (sendableReceipts). */
@@ -562,13 +463,13 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     const sent = sendableReceipts(method, receipts);
     const results = new Array<boolean>(receipts.length).fill(false);
     if (sent.length === 0) return results;
-    const answer = await this.send<AckResponse | NackResponse>(options, {
+    const answer = await this.call<AckResponse | NackResponse>(options, {
       method: 'POST',
       path: method === 'ackMany' ? '/v1/ack' : '/v1/nack',
       body: { receipts: sent.map((i) => receipts[i]), ...extra },
       idempotent: false,
     });
-    sent.forEach((at, i) => (results[at] = answer.body.results[i] === true));
+    sent.forEach((at, i) => (results[at] = answer.results[i] === true));
     return results;
   }
 
@@ -578,11 +479,27 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     await Promise.all([...this.consumers].map((consumer) => consumer.close()));
   }
 
-  private send<T>(options: CallOptions, exchange: Exchange): Promise<Answer<T>> {
-    return this.transport.send<T>({
-      ...exchange,
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
-      ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-    });
+  /** The answer's body. */
+  private async call<T>(options: CallOptions, exchange: Exchange): Promise<T> {
+    const { signal, timeoutMs } = options;
+    return this.transport.send<T>({ ...exchange, signal, timeoutMs });
+  }
+
+  private read<T>(path: string, options: CallOptions): Promise<T> {
+    return this.call(options, { method: 'GET', path, idempotent: true });
+  }
+
+  /** The answer's body, or undefined when the server answers with one of `statuses`. */
+  private async unless<T = unknown>(
+    statuses: number[],
+    options: CallOptions,
+    exchange: Exchange,
+  ): Promise<T | undefined> {
+    try {
+      return await this.call<T>(options, exchange);
+    } catch (err) {
+      if (rejects(err, ...statuses)) return undefined;
+      throw err;
+    }
   }
 }

@@ -1,11 +1,8 @@
 /**
- * consume() over HTTP: a Worker (src/queue/worker.ts, the same one the embedded consume() runs)
- * over the client's receive, ack and nack. So handler errors, failed requests, back-off,
- * concurrency and close() behave exactly as in the embedded queue; see worker.ts for the rules.
- *
- * What is HTTP's own: `waitMs` (the long-poll wait of each receive, as a request is not woken by
- * a message becoming ready), and acks made in the same turn of the event loop go to the server
- * in one request (AckBatcher), which they wait on together.
+ * consume() over HTTP: the embedded consume()'s Worker (src/queue/worker.ts) over the client's
+ * receive, ack and nack, so that handler errors, back-off, concurrency and close() behave the
+ * same. HTTP's own: `waitMs` (each receive's long poll), and acks made in the same turn of the
+ * event loop go to the server in one request (AckBatcher).
  */
 
 import type { ConsumeErrorContext, ConsumeOptions, Consumer } from '../queue/types.js';
@@ -14,10 +11,7 @@ import type { WorkerSource } from '../queue/worker.js';
 /** What an error reported to `onError` was about: the same as the embedded consume()'s. */
 export type { ConsumeErrorContext, Consumer };
 
-/**
- * The embedded consume()'s options, with the same names, meanings and defaults, plus `waitMs`,
- * which only the HTTP consumer has.
- */
+/** The embedded consume()'s options (same names, meanings, defaults), plus `waitMs`. */
 export interface ClientConsumeOptions extends ConsumeOptions {
   /** Handlers running at once. Default 1, at most 1000. */
   concurrency?: number;

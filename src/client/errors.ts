@@ -1,7 +1,6 @@
 /**
- * What a client call can fail with: the server answered with an error (TickwheelHttpError, with
- * the server's code), or no answer came at all (TickwheelNetworkError: refused, reset, timed
- * out). Both are TickwheelErrors with a `code`.
+ * What a client call fails with: an error answer (TickwheelHttpError, with the server's code),
+ * or no answer at all (TickwheelNetworkError: refused, reset, timed out).
  */
 
 import { TickwheelError, type WriteOutcome } from '../errors.js';
@@ -71,11 +70,9 @@ export class TickwheelNetworkError
    * carried it out before the answer was lost.
    */
   declare outcome: WriteOutcome | undefined;
-  /** The id the request was sent with (a schedule's, which the client makes if none is given). */
+  // As CallOutcome says; the id is the one the client made for a schedule given none.
   id: string | undefined;
-  /** The ids a batch was sent with. */
   ids: readonly string[] | undefined;
-  /** 'same-id' when the call can be made again with that id (a schedule's, or a batch's, ids). */
   retry: 'same-id' | undefined;
 
   constructor(

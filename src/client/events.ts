@@ -1,16 +1,11 @@
 /**
- * The client's side of GET /v1/events: Server-Sent Events read from a fetch body and handed out
- * as an async iterator of QueueEvent, the same objects the embedded `queue.events.watch()` gives.
- *
- * The stream ends when `signal` aborts or the client is closed (the iteration ends without an
- * error), when the server
- * closes it (shutting down: the iteration ends), or when the reader fell behind and the server
- * sent `event: lost` (the iteration throws a TickwheelHttpError with the code the server gave,
- * ERR_TICKWHEEL_EVENTS_LOST), or when nothing at all came for `idleTimeoutMs`: the server writes a
- * keep-alive comment every 15 s, so a silent stream means a server or network gone without a
- * word (no FIN, no RST: a host that lost power, a partition), which TCP alone would notice only
- * after hours. The iteration then throws a TickwheelNetworkError, ERR_TICKWHEEL_TIMEOUT. Events
- * are not stored: reconnecting gives what happens from then on.
+ * The client's side of GET /v1/events: Server-Sent Events from a fetch body, as an async
+ * iterator of the QueueEvents the embedded `queue.events.watch()` gives. It ends when `signal`
+ * aborts, the client closes or the server closes the stream; it throws the server's
+ * ERR_TICKWHEEL_EVENTS_LOST when the reader fell behind, and ERR_TICKWHEEL_TIMEOUT when nothing
+ * came for `idleTimeoutMs`: the server writes a keep-alive every 15 s, so silence means a server
+ * or network gone without a word (a host that lost power, a partition), which TCP alone would
+ * notice only after hours. Events are not stored: reconnecting gives what happens from then on.
  */
 
 import type { QueueEvent, QueueEventType } from '../queue/events.js';
@@ -61,10 +56,9 @@ export async function* streamEvents(
   const signal =
     options.signal === undefined ? own.signal : AbortSignal.any([own.signal, options.signal]);
   const idleMs = checkIdleTimeout(options.idleTimeoutMs);
-  // Aborts the request after a silence; re-armed by every chunk (keep-alives included). Silence
-  // counts only while this side waits for bytes: while the caller handles an event (the
-  // generator paused at a yield), the timer is off, so a slow handler is not taken for a dead
-  // server.
+  // Aborts the request after a silence; re-armed by every chunk. Silence counts only while this
+  // side waits for bytes (not while the caller handles an event), so a slow handler is not taken
+  // for a dead server.
   const idle = new AbortController();
   let idleTimer: ReturnType<typeof setTimeout> | undefined;
   const listen = () => {

@@ -1,16 +1,6 @@
 /**
- * `tickwheel/client`: the delay queue's API over HTTP, for a `tickwheel serve` server.
- *
- *   import { TickwheelClient } from 'tickwheel/client';
- *
- *   const queue = new TickwheelClient({ url: 'http://127.0.0.1:7700' });
- *   const { id } = await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
- *   queue.consume('emails', async (message) => send(message.payload), { concurrency: 8 });
- *
- * Receiving pushed messages (docs/push.md): verifyPush checks a request's signature, and
- * pushListener is a whole node:http listener that does it and calls your handler.
- *
- * No dependencies: it runs on Node's built-in fetch.
+ * `tickwheel/client`: the delay queue's API over HTTP, for a `tickwheel serve` server, on Node's
+ * built-in fetch (no dependencies); and the receiving end of pushes (verifyPush, pushListener).
  */
 
 export {

@@ -1,10 +1,7 @@
 /**
  * list() over HTTP: the query of GET /v1/topics/:topic/messages, and a walk over every page.
- *
- * The options are checked here with the embedded queue's own check (src/queue/list.ts), so a
- * bad one fails with the same error before any request, and a cursor of another topic is
- * refused as the queue refuses it. The values sent are the caller's, unchanged: the server
- * checks them again.
+ * The options are checked with the embedded queue's own check, so a bad one fails the same way
+ * before any request; the values sent are the caller's, and the server checks them again.
  */
 
 import type { ListOptions, ListPage, MessageInfo } from '../protocol/model.js';

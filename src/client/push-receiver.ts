@@ -1,25 +1,12 @@
 /**
- * The receiving end of HTTP push delivery (docs/push.md), for applications that take pushed
- * messages with Node's own http server (or anything that hands over Node's request and
- * response, such as Express):
- *
- *   import { createServer } from 'node:http';
- *   import { pushListener } from 'tickwheel/client';
- *
- *   createServer(pushListener({ secret: process.env.PUSH_SECRET }, async (message) => {
- *     await sendEmail(message.payload);      // resolves: 204, the queue acks it
- *   })).listen(8080);                        // throws: 500, the queue retries it
- *
- * The listener refuses (401) a request without the push headers or with a stale timestamp
- * before reading its body, then reads the raw body (at most `maxBytes`), checks its signature
- * with verifyPush (a request that fails is answered 401 and the handler is not called), decodes the payload
- * (JSON, or the raw bytes as a Buffer), and calls the handler. Its outcome is the answer: 204
- * when it resolves, 500 with the error's message when it throws. Requests other than the
- * target's method are answered 405. Every refusal is a JSON body `{ error: { code, message } }`.
- * Pushes are at least once: dedup on `message.id` where running twice matters.
- *
- * The handler runs in a `process <topic>` span (docs/observability.md) continuing the
- * request's `traceparent`, when OpenTelemetry is set up; `message.trace` has that context.
+ * The receiving end of HTTP push delivery (docs/push.md), as a Node http listener (Express and
+ * the like hand over the same request and response). A request without the push headers or
+ * with a stale timestamp is refused (401) before its body is read; then the raw body (at most
+ * `maxBytes`) is checked with verifyPush (401), its payload decoded (JSON, or the bytes as a
+ * Buffer), and the handler called: 204 when it resolves, 500 with its message when it throws.
+ * Other methods get 405; every refusal is `{ error: { code, message } }`. Pushes are at least
+ * once: dedup on `message.id` where running twice matters. The handler runs in a
+ * `process <topic>` span continuing the request's `traceparent`, when OpenTelemetry is set up.
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -75,7 +62,7 @@ export function pushListener(
   const check = checkPushOptions(options, 'pushListener');
   checkKnownOptions(options, LISTENER_OPTIONS, 'pushListener()');
   checkCallback(handler, 'pushListener: handler');
-  // Infinity: no limit (as before the option was checked).
+  // Infinity: no limit.
   const maxBytes =
     options.maxBytes === Infinity
       ? Infinity
@@ -96,53 +83,46 @@ export function pushListener(
   return (request, response) => {
     if (!methods.includes(request.method ?? '')) {
       response.setHeader('allow', methods.join(', '));
-      refuse(
-        response,
-        405,
-        'ERR_TICKWHEEL_INVALID_REQUEST',
-        `method ${request.method} not accepted`,
-      );
+      const message = `method ${request.method} not accepted`;
+      refuse(response, 405, 'ERR_TICKWHEEL_INVALID_REQUEST', message);
       request.resume();
       return;
     }
     if (request.readableEnded) {
       // A body parser (express.json(), say) read it first: the raw bytes signed are gone.
-      refuse(
-        response,
-        500,
-        'ERR_TICKWHEEL_PUSH_FAILED',
-        'the request body was read before pushListener: mount it before any body parser',
-      );
-      return;
+      const message =
+        'the request body was read before pushListener: mount it before any body parser';
+      return refuse(response, 500, 'ERR_TICKWHEEL_PUSH_FAILED', message);
     }
     // Unsigned or stale requests are refused before their body is read.
     const early = checkHeaders(request.headers, check);
     if (early !== undefined) {
       response.setHeader('connection', 'close');
-      refuse(response, 401, 'ERR_TICKWHEEL_PUSH_SIGNATURE', early);
-      return;
+      return refuse(response, 401, 'ERR_TICKWHEEL_PUSH_SIGNATURE', early);
     }
     readBody(request, maxBytes).then(
       async (body) => {
         if (body === undefined) {
           response.setHeader('connection', 'close');
-          refuse(response, 413, 'ERR_TICKWHEEL_BODY_TOO_LARGE', `body over ${maxBytes} bytes`);
-          return;
+          return refuse(
+            response,
+            413,
+            'ERR_TICKWHEEL_BODY_TOO_LARGE',
+            `body over ${maxBytes} bytes`,
+          );
         }
         let delivery: PushDelivery;
         try {
           delivery = verifyPush({ headers: request.headers, body }, options);
         } catch (err) {
           const code = (err as { code?: string }).code ?? 'ERR_TICKWHEEL_PUSH_SIGNATURE';
-          refuse(response, 401, code, (err as Error).message);
-          return;
+          return refuse(response, 401, code, (err as Error).message);
         }
         let payload: unknown;
         try {
           payload = decode(request.headers['content-type'], body);
         } catch (err) {
-          refuse(response, 400, 'ERR_TICKWHEEL_INVALID_REQUEST', (err as Error).message);
-          return;
+          return refuse(response, 400, 'ERR_TICKWHEEL_INVALID_REQUEST', (err as Error).message);
         }
         const message: PushedMessage = { ...delivery, payload };
         const trace = traceContextOfHeaders(request.headers);

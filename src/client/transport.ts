@@ -1,16 +1,11 @@
 /**
- * One HTTP exchange with the server, on fetch (Node's built-in undici: keep-alive connection
- * pool). Adds the bearer token, a timeout, JSON in and out, and retries after network errors
- * where repeating the request is safe:
- *
- *   - the request never left (connection refused, host not found): always safe;
- *   - otherwise only when the caller marks the request idempotent (reads, cancel, a schedule
- *     with an id, ...): the server may have done it already, and doing it again changes nothing.
- *
- * An error answer from the server is the answer, with one exception: an idempotent request
- * answered with outcome 'unknown' and retry 'same-id' (the server failed after it may have
- * written, and says repeating the request is safe: docs/http-api.md, Retries) is retried like
- * a network error. A request that fails for good says what it may have written (CallOutcome).
+ * One HTTP exchange with the server, on fetch: the bearer token, a timeout, JSON in and out,
+ * and retries where repeating the request is safe: always when it never left (connection
+ * refused, host not found), otherwise only when marked idempotent (the server may have done it
+ * already, and doing it again changes nothing). An error answer is the answer, except that an
+ * idempotent request answered with outcome 'unknown' and retry 'same-id' is retried like a
+ * network error (docs/http-api.md, Retries). A request that fails for good says what it may
+ * have written (CallOutcome).
  */
 
 import type { TraceContext } from '../protocol/trace-context.js';
@@ -42,17 +37,10 @@ export interface Exchange {
   idempotent: boolean;
   /** The id (or a batch's ids) the request writes under, told in its network errors. */
   subject?: string | readonly string[];
-  /** Statuses returned to the caller instead of thrown (404 for get, ...). */
-  accept?: readonly number[];
   timeoutMs?: number;
   signal?: AbortSignal | undefined;
   /** Sent as the `traceparent` and `tracestate` headers. */
   trace?: TraceContext | undefined;
-}
-
-export interface Answer<T> {
-  status: number;
-  body: T;
 }
 
 /** Error codes of a request that cannot have reached the server. */
@@ -68,22 +56,27 @@ function causeCode(err: unknown): string | undefined {
   return undefined;
 }
 
+function headersOf(options: TransportOptions, accept: string): Record<string, string> {
+  return {
+    accept,
+    'user-agent': 'tickwheel-client',
+    ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
+  };
+}
+
 export class Transport {
   private readonly base: string;
   private readonly headers: Record<string, string>;
   private readonly jsonHeaders: Record<string, string>;
 
   constructor(private readonly options: TransportOptions) {
-    this.base = options.url.replace(/\/+$/, '');
-    this.headers = {
-      accept: 'application/json',
-      'user-agent': 'tickwheel-client',
-      ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
-    };
+    this.base = baseOf(options);
+    this.headers = headersOf(options, 'application/json');
     this.jsonHeaders = { ...this.headers, 'content-type': 'application/json' };
   }
 
-  async send<T>(exchange: Exchange): Promise<Answer<T>> {
+  /** The answer's body; an error answer is thrown. */
+  async send<T>(exchange: Exchange): Promise<T> {
     const { retries, retryDelayMs } = this.options;
     const body = exchange.body === undefined ? undefined : toJson(exchange);
     // The first failure whose outcome was unknown: a later attempt refused outright does not
@@ -91,7 +84,7 @@ export class Transport {
     let uncertain: (TickwheelHttpError | TickwheelNetworkError) | undefined;
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.once<T>(exchange, body);
+        return (await this.once(exchange, body)) as T;
       } catch (err) {
         let failure: unknown = err;
         let again = false;
@@ -116,17 +109,16 @@ export class Transport {
     }
   }
 
-  private async once<T>(exchange: Exchange, body: string | undefined): Promise<Answer<T>> {
+  private async once(exchange: Exchange, body: string | undefined): Promise<unknown> {
+    const { method, path, signal: caller, trace } = exchange;
     const timeoutMs = exchange.timeoutMs ?? this.options.timeoutMs;
     const timeout = AbortSignal.timeout(timeoutMs);
-    const signal =
-      exchange.signal === undefined ? timeout : AbortSignal.any([timeout, exchange.signal]);
-    const init: RequestInit = { method: exchange.method, headers: this.headers, signal };
+    const signal = caller === undefined ? timeout : AbortSignal.any([timeout, caller]);
+    const init: RequestInit = { method, headers: this.headers, signal };
     if (body !== undefined) {
       init.headers = this.jsonHeaders;
       init.body = body;
     }
-    const trace = exchange.trace;
     if (trace !== undefined) {
       const headers: Record<string, string> = {
         ...(init.headers as Record<string, string>),
@@ -139,40 +131,15 @@ export class Transport {
     let text: string;
     let type: string;
     try {
-      const response = await this.options.fetch(this.base + exchange.path, init);
+      const response = await this.options.fetch(this.base + path, init);
       status = response.status;
       type = response.headers.get('content-type') ?? '';
       text = await response.text();
     } catch (err) {
-      if (exchange.signal?.aborted) throw new AbortError(exchange.signal.reason);
-      if (timeout.aborted) {
-        throw new TickwheelNetworkError(
-          'ERR_TICKWHEEL_TIMEOUT',
-          `${exchange.method} ${exchange.path}: no answer within ${timeoutMs} ms`,
-          err,
-        );
-      }
-      const code = causeCode(err);
-      throw new TickwheelNetworkError(
-        'ERR_TICKWHEEL_NETWORK',
-        `${exchange.method} ${this.base}${exchange.path} failed: ${code ?? (err as Error).message}`,
-        err,
-      );
+      throw fetchFailure(err, method, this.base, path, timeoutMs, caller, timeout.aborted);
     }
-    const answer = parse(text, type);
-    if ((status >= 200 && status < 300) || exchange.accept?.includes(status)) {
-      return { status, body: answer as T };
-    }
-    const error = (answer as Partial<WireError> | undefined)?.error;
-    if (typeof error?.code === 'string' && typeof error.message === 'string') {
-      throw new TickwheelHttpError(status, error.code, error.message, answer);
-    }
-    throw new TickwheelHttpError(
-      status,
-      'ERR_TICKWHEEL_HTTP',
-      `${exchange.method} ${exchange.path}: HTTP ${status} from something that is not a tickwheel server: ${text.slice(0, 200)}`,
-      answer ?? text,
-    );
+    if (status >= 200 && status < 300) return parse(text, type);
+    throw refusal(status, text, type, `${method} ${path}`, `: ${text.slice(0, 200)}`);
   }
 }
 
@@ -186,49 +153,71 @@ export async function openStream(
   path: string,
   signal: AbortSignal | undefined,
 ): Promise<Response> {
-  const base = options.url.replace(/\/+$/, '');
-  const headers: Record<string, string> = {
-    accept: 'text/event-stream',
-    'user-agent': 'tickwheel-client',
-    ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
-  };
   const connecting = new AbortController();
   const timer = setTimeout(() => connecting.abort(), options.timeoutMs);
   const both =
     signal === undefined ? connecting.signal : AbortSignal.any([connecting.signal, signal]);
+  const headers = headersOf(options, 'text/event-stream');
   let response: Response;
   try {
-    response = await options.fetch(base + path, { method: 'GET', headers, signal: both });
+    response = await options.fetch(baseOf(options) + path, {
+      method: 'GET',
+      headers,
+      signal: both,
+    });
   } catch (err) {
-    if (signal?.aborted) throw new AbortError(signal.reason);
-    if (connecting.signal.aborted) {
-      throw new TickwheelNetworkError(
-        'ERR_TICKWHEEL_TIMEOUT',
-        `GET ${path}: no answer within ${options.timeoutMs} ms`,
-        err,
-      );
-    }
-    throw new TickwheelNetworkError(
-      'ERR_TICKWHEEL_NETWORK',
-      `GET ${base}${path} failed: ${causeCode(err) ?? (err as Error).message}`,
-      err,
-    );
+    const timedOut = connecting.signal.aborted;
+    throw fetchFailure(err, 'GET', baseOf(options), path, options.timeoutMs, signal, timedOut);
   } finally {
     clearTimeout(timer);
   }
   if (response.ok) return response;
   const text = await response.text().catch(() => '');
-  const body = parse(text, response.headers.get('content-type') ?? '');
+  throw refusal(
+    response.status,
+    text,
+    response.headers.get('content-type') ?? '',
+    `GET ${path}`,
+    '',
+  );
+}
+
+function baseOf(options: TransportOptions): string {
+  return options.url.replace(/\/+$/, '');
+}
+
+/** What a fetch that threw fails with. */
+function fetchFailure(
+  err: unknown,
+  method: string,
+  base: string,
+  path: string,
+  timeoutMs: number,
+  caller: AbortSignal | undefined,
+  timedOut: boolean,
+): Error {
+  if (caller?.aborted) return new AbortError(caller.reason);
+  if (timedOut) {
+    const message = `${method} ${path}: no answer within ${timeoutMs} ms`;
+    return new TickwheelNetworkError('ERR_TICKWHEEL_TIMEOUT', message, err);
+  }
+  const reason = causeCode(err) ?? (err as Error).message;
+  return new TickwheelNetworkError(
+    'ERR_TICKWHEEL_NETWORK',
+    `${method} ${base}${path} failed: ${reason}`,
+    err,
+  );
+}
+
+/** The error for an answer with an error status: the server's own, or ERR_TICKWHEEL_HTTP. */
+function refusal(status: number, text: string, type: string, what: string, shown: string): Error {
+  const body = parse(text, type);
   const error = (body as Partial<WireError> | undefined)?.error;
   if (typeof error?.code === 'string' && typeof error.message === 'string') {
-    throw new TickwheelHttpError(response.status, error.code, error.message, body);
+    return new TickwheelHttpError(status, error.code, error.message, body);
   }
-  throw new TickwheelHttpError(
-    response.status,
-    'ERR_TICKWHEEL_HTTP',
-    `GET ${path}: HTTP ${response.status} from something that is not a tickwheel server`,
-    body ?? text,
-  );
+  const message = `${what}: HTTP ${status} from something that is not a tickwheel server${shown}`;
+  return new TickwheelHttpError(status, 'ERR_TICKWHEEL_HTTP', message, body ?? text);
 }
 
 /** A network error that fails a call for good, with what its request may have written. */

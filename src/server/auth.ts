@@ -1,7 +1,6 @@
 /**
- * Bearer-token auth for the /v1 routes. The token given and the one expected are both hashed
- * to 32 bytes before a constant-time comparison, so neither their content nor their length
- * leaks through response timing.
+ * Bearer-token auth for /v1. Both tokens are hashed to 32 bytes before a constant-time compare,
+ * so neither their content nor their length leaks through response timing.
  */
 
 import { createHash, timingSafeEqual } from 'node:crypto';

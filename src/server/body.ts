@@ -1,21 +1,14 @@
 /**
- * The one body parser: `application/json` (with any parameters). A body of another media type
- * is refused with 415, an empty one is taken as no body.
+ * The one body parser: `application/json` (with any parameters); another media type is refused
+ * with 415. An empty body (or only whitespace) is no body: generic clients send
+ * `content-type: application/json` on every request, bodies or not.
  *
- * - An empty body (or only whitespace) is no body: routes whose fields are all optional take
- *   it as `{}`, the others say which field is missing. Generic clients send
- *   `content-type: application/json` on every request, bodies or not.
- * - Malformed JSON is refused with the parser's own words (where it went wrong).
- * - Keys that pollute prototypes in code that merges objects (`__proto__`, and `constructor`
- *   holding `prototype`) are refused wherever they are, payloads included, naming the path.
- *   JSON.parse itself only makes them own properties, but consumers of a payload may merge it.
- * - Numbers beyond what a double holds (`1e999`, 400 digits) are refused, naming the path:
- *   JSON.parse turns them into Infinity, which would be stored as `null`. Numbers within range
- *   are doubles, as everywhere in JavaScript: integers beyond 2^53 lose precision; send those
- *   as strings.
- *
- * Both checks walk the parsed value only when the text could hold such a key or number (a
- * `\u` escape can spell `__proto__`), so ordinary bodies cost one regular expression scan.
+ * Malformed JSON is refused with the parser's own words. Refused too, naming the path: keys
+ * that pollute prototypes in code that merges objects (`__proto__`, `constructor` holding
+ * `prototype`), payloads included, since consumers may merge them; and numbers beyond a double
+ * (`1e999`), which JSON.parse makes Infinity and would be stored as `null`. Both checks walk the
+ * parsed value only when the text could hold such a key or number (a `\u` escape can spell
+ * `__proto__`), so ordinary bodies cost one regular expression scan.
  */
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -91,9 +84,8 @@ function parseJsonBody(text: string): unknown {
 }
 
 /**
- * Replaces Fastify's parsers (JSON and text/plain) with the one above, and takes an empty body
- * of any other type as no body (a route that needs one says what is missing); a non-empty one
- * of another type is a 415.
+ * Replaces Fastify's parsers with the one above; an empty body of any other type is no body (a
+ * route that needs one says what is missing), a non-empty one a 415.
  */
 export function jsonBodies(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();

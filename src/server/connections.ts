@@ -3,25 +3,20 @@
  * new one, and which ones a closing server ends at once.
  *
  * Every connection holds a file descriptor, and so does every file the store opens. A socket
- * that never sends a byte is closed by the request timeout (408), but until then nothing in
- * HTTP stops a client from opening thousands of them; once they have taken the process's last
- * descriptor, `accept` fails (no one is served, clients that speak included) and so does the
- * store's next open (a checkpoint, a new segment, topics.json). So the number of connections is
- * capped below the file limit, leaving room for the store (defaultMaxConnections).
+ * that never sends a byte is closed only by the request timeout (408); until then thousands of
+ * them could take the process's last descriptor, and `accept` fails (no one is served) and so
+ * does the store's next open. So connections are capped below the file limit, leaving room for
+ * the store (defaultMaxConnections).
  *
  * At the cap, a new connection is let in and the one that has waited longest without a whole
- * request is closed: one that has sent nothing since it connected or since its last response,
- * or that is still sending its request. A client that speaks is then served during a flood of
- * silent sockets, since the flood's own sockets are older than its connection by the time it
- * is accepted; a connection serving a whole request (a long poll included) is never closed for
- * room. Only when every open connection is serving a whole request is the new one refused,
- * with a 503 written straight to the socket.
+ * request is closed. A client that speaks is then served during a flood of silent sockets, whose
+ * own sockets are older than its connection; a connection serving a whole request (a long poll
+ * included) is never closed for room. Only when every open connection is serving one is the new
+ * one refused, with a 503 written straight to the socket.
  *
- * Connections wait in `waiting` in the order they started waiting (a Set keeps insertion
- * order). A connection whose request has arrived whole stays in it until the next search for
- * room finds it there and drops it: Node says a request is whole (`complete`) but has no event
- * for it, and each connection is dropped at most once per request, so the search costs O(1)
- * per connection let in, amortised.
+ * `waiting` holds connections in the order they started waiting (a Set keeps insertion order).
+ * Node has no event for a request arriving whole (`complete`), so such a connection stays there
+ * until the next search for room drops it: at most once per request, O(1) amortised.
  */
 
 import { readFileSync } from 'node:fs';
@@ -40,9 +35,8 @@ const MIN_DEFAULT_CONNECTIONS = 16;
 const WARN_INTERVAL_MS = 60_000;
 
 /**
- * The soft limit on open files (RLIMIT_NOFILE) of this process, from /proc/self/limits;
- * undefined where that file does not exist. Infinity when unlimited. Node raises the soft
- * limit to the hard one at start-up, so this is the limit the process really has.
+ * The soft limit on open files (RLIMIT_NOFILE) from /proc/self/limits (undefined without it,
+ * Infinity when unlimited). Node raises the soft limit to the hard one at start-up.
  */
 export function fileLimit(limits = '/proc/self/limits'): number | undefined {
   let text: string;
@@ -59,10 +53,9 @@ export function fileLimit(limits = '/proc/self/limits'): number | undefined {
 }
 
 /**
- * The default connection cap for a process that may open `files` descriptors: a quarter of
- * them (at least 128) are left to the store's files (log segments and their readers, index
- * files, snapshots, the checkpoint, topics.json, LOCK), Node's own and push targets' sockets;
- * the rest is for connections, between 16 and 4096.
+ * The default connection cap for a process that may open `files` descriptors: a quarter of them
+ * (at least 128) are left to the store's files, Node's own and push targets' sockets; the rest
+ * is for connections, between 16 and 4096.
  */
 export function defaultMaxConnections(files = fileLimit() ?? ASSUMED_FILE_LIMIT): number {
   if (files === Number.POSITIVE_INFINITY) return MAX_DEFAULT_CONNECTIONS;
@@ -86,7 +79,6 @@ export interface ConnectionEvents {
 }
 
 export interface Connections {
-  /** Connections open now. */
   readonly open: number;
   /**
    * For a closing server: ends the connections serving no request now, and the others as soon

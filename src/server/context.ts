@@ -1,17 +1,12 @@
-/**
- * What the route plugins share: the queue, the metrics, the limits, whether the queue is open
- * yet, and whether the server is closing (long polls end early, responses ask clients to drop
- * their connections).
- */
+/** What the route plugins share: the queue, the metrics, the limits, the server's state. */
 
 import type { Queue } from '../queue/api.js';
 import type { ServerMetrics } from './metrics.js';
 
 export interface ServerContext {
   /**
-   * The queue. Set once it is open; the lifecycle plugin refuses every request but /healthz
-   * before that, so a route handler may read it as it is (and must read it per request, not
-   * once).
+   * Set once open; the lifecycle refuses the requests that need it before that, so a handler
+   * may read it as it is (per request, not once).
    */
   queue: Queue;
   /** 'opening' until the queue is open; 'failed' if it could not be opened. */

@@ -1,8 +1,6 @@
 /**
- * GET / and /assets/*: the web dashboard, built by Vite from dashboard/ into dist/dashboard/
- * and shipped in the package. The files are read once, when the server starts (a few hundred
- * KB), and served from memory; nothing is fetched from a CDN. A checkout that has not built the
- * dashboard gets the placeholder page instead, which links the JSON routes.
+ * GET / and /assets/*: the web dashboard (built by Vite into dist/dashboard/), read once at start
+ * and served from memory; nothing from a CDN. Without a build, a placeholder page.
  */
 
 import { readdirSync, readFileSync, statSync } from 'node:fs';

@@ -1,14 +1,12 @@
 /**
  * Every failure becomes `{ error: { code, message, outcome } }` with a status that says whose
- * fault it is: 4xx for anything the caller can change (bad input, unknown id, wrong token, too
- * big), 5xx only for the server's own trouble (disk errors, shutting down). Errors keep their
- * `ERR_TICKWHEEL_*` code; its status comes from the one table of them, src/protocol/status.ts.
+ * fault it is: 4xx for what the caller can change, 5xx only for the server's own trouble. The
+ * status of a code comes from the one table of them, src/protocol/status.ts.
  *
  * `outcome` says whether the request may have taken effect (docs/http-api.md, Retries). The
- * queue says so where it knows (a TickwheelOutcomeError: 'unknown', with the id written under);
- * a refusal (4xx, the server's own 503s, a closed queue) is 'none', and so is any failure of a
- * request that changes nothing (GET, HEAD). Any other 5xx is 'unknown': a failure the queue did
- * not place may have come after a write, and saying 'none' then would be a lie.
+ * queue says so where it knows (TickwheelOutcomeError); a refusal (4xx, the server's own 503s, a
+ * closed queue) and any failure of a read are 'none'. Any other 5xx is 'unknown': a failure the
+ * queue did not place may have come after a write, and 'none' would then be a lie.
  */
 
 import { STATUS_CODES } from 'node:http';
@@ -54,15 +52,15 @@ export function invalidRequest(message: string): HttpError {
 }
 
 /** Fastify's own 4xx errors that deserve a code of their own; the rest are INVALID_REQUEST. */
-const FASTIFY_CODES: Readonly<Record<string, HttpErrorCode>> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: 'ERR_TICKWHEEL_BODY_TOO_LARGE',
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
-};
-
-const FASTIFY_MESSAGES: Readonly<Record<string, string>> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: "the request body is larger than the server's body limit",
-  FST_ERR_CTP_INVALID_MEDIA_TYPE:
+const FASTIFY_ERRORS: Readonly<Record<string, [HttpErrorCode, string]>> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: [
+    'ERR_TICKWHEEL_BODY_TOO_LARGE',
+    "the request body is larger than the server's body limit",
+  ],
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [
+    'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
     'send request bodies as JSON, with content-type: application/json',
+  ],
 };
 
 export interface ErrorResponse {
@@ -118,11 +116,8 @@ function statusAndBody(err: unknown): ErrorResponse {
   }
   const fastifyStatus = error.statusCode;
   if (typeof fastifyStatus === 'number' && fastifyStatus >= 400 && fastifyStatus < 500) {
-    return response(
-      fastifyStatus,
-      FASTIFY_CODES[code] ?? 'ERR_TICKWHEEL_INVALID_REQUEST',
-      FASTIFY_MESSAGES[code] ?? message,
-    );
+    const [wire, text] = FASTIFY_ERRORS[code] ?? ['ERR_TICKWHEEL_INVALID_REQUEST', message];
+    return response(fastifyStatus, wire, text);
   }
   // A fault of the machine (a full disk, no file descriptors left) that reached here without
   // being wrapped is still not a bug: the request may succeed once it has passed.

@@ -1,14 +1,8 @@
 /**
- * GET /favicon.ico: a 32x32 icon of a timing wheel (a ring, eight spokes, a hub), drawn here
- * once at startup, so that browsers asking for it (every tab does, unasked) get an icon rather
- * than a 404 in the server's log, with or without a built dashboard.
- *
- * The file is an ICO holding one 32-bit BMP image, the simplest form every browser reads:
- *
- *   ICONDIR (6 bytes)  ICONDIRENTRY (16)  BITMAPINFOHEADER (40)  pixels  AND mask
- *
- * The BMP's height is twice the image's (pixels, then the mask); rows go bottom-up, pixels
- * are B, G, R, A; the mask (1 bit a pixel, rows padded to 4 bytes) is all 0: alpha decides.
+ * GET /favicon.ico: a 32x32 timing wheel (a ring, eight spokes, a hub) drawn once at startup,
+ * so that browsers asking for it get an icon rather than a 404 in the server's log. An ICO
+ * holding one 32-bit BMP: ICONDIR (6 bytes), ICONDIRENTRY (16), BITMAPINFOHEADER (40), pixels
+ * (bottom-up rows of B, G, R, A), then an all-0 AND mask (1 bit a pixel; alpha decides).
  */
 
 const SIZE = 32;

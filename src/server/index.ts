@@ -1,14 +1,5 @@
 /**
- * `tickwheel/server`: the delay queue over HTTP, as a Fastify instance.
- *
- *   import { createServer, closeOnSignals } from 'tickwheel/server';
- *
- *   const server = await createServer({ dir: './data', token: process.env.TICKWHEEL_TOKEN });
- *   await server.listen({ port: 7700, host: '127.0.0.1' });
- *   closeOnSignals(server); // SIGTERM / SIGINT: drain, flush, close, exit
- *
- * Routes and formats: docs/http-api.md. `tickwheel serve` (the CLI) does the above.
- *
+ * `tickwheel/server`: the delay queue over HTTP, as a Fastify instance (docs/http-api.md).
  * fastify and prom-client are optional peer dependencies: this module loads without them, and
  * createServer() rejects with a TickwheelDependencyError that says what to install.
  */
@@ -20,9 +11,8 @@ import type { TickwheelServer } from './server.js';
 export type { ServerOptions, TickwheelServer };
 
 /**
- * Opens the queue (or uses `options.queue`) and builds the server; call listen() on it. Rejects
- * with a TickwheelDependencyError (code ERR_TICKWHEEL_MISSING_DEPENDENCY) when fastify or
- * prom-client is not installed.
+ * Opens the queue (or uses `options.queue`) and builds the server; call listen() on it.
+ * Rejects with ERR_TICKWHEEL_MISSING_DEPENDENCY when fastify or prom-client is missing.
  */
 export async function createServer(options?: ServerOptions): Promise<TickwheelServer> {
   checkServerPeers();

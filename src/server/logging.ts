@@ -1,15 +1,9 @@
 /**
- * The server's logs: Fastify's logger (pino), one JSON object a line with `level` (pino's
- * numbers: 30 info, 40 warn, 50 error), `time` (epoch ms) and `msg`, and fields of its own.
- *
- * - Requests: one line each, once answered (`request completed`), with the method, the path and
- *   query (at most MAX_LOGGED_URL characters), the client's address, the status and the time
- *   taken. Never a header (the Authorization one above all) nor a body: the serializers below
- *   are the only ones, and they pick fields rather than drop some. The probes of operators
- *   (/healthz, /metrics) log at debug: a scrape every 15 s is not news. At debug, a request is
- *   also logged as it arrives (`incoming request`), for one that never ends.
- * - The queue's background faults (src/queue/faults.ts), when the server opened the queue: one
- *   line each, at the fault's level, with its `code` and fields (`topic`, `dir`, `errno`, ...).
+ * The server's logs: pino's JSON lines (`level` 30 info, 40 warn, 50 error; `time`; `msg`).
+ * One line per request once answered, with method, path and query (clipped), client address,
+ * status and time; never a header (Authorization above all) nor a body: the serializers below
+ * pick fields rather than drop some. Probes (/healthz, /metrics) log at debug. The queue's
+ * background faults, when the server opened the queue: one line each, with their `code`.
  */
 
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -17,7 +11,7 @@ import type { FaultHandler } from '../queue/faults.js';
 import type { LogLevel } from './settings.js';
 
 /** Longest path and query a request line holds. */
-export const MAX_LOGGED_URL = 512;
+const MAX_LOGGED_URL = 512;
 
 /** Routes whose requests log at debug: what monitoring calls all day. */
 const PROBES = new Set(['/healthz', '/metrics']);

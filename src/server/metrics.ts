@@ -1,20 +1,13 @@
 /**
- * /metrics in Prometheus text format. Two kinds of series:
- *
- *   - observed by the server as requests happen: HTTP requests and their duration, open
- *     connections and those closed at the connection cap;
- *   - read from the queue's own counters and measurements at scrape time: schedule / fire /
- *     ack / nack / dead rates, live messages by topic and state, live and dead messages in the
- *     store, fire lateness (a summary: quantiles over the last 4096, sum and count since
- *     start), delivery lateness (a histogram of first deliveries) and fsync latency. Lateness
- *     is the queue's own, on its clock: a second clock here would disagree with deliverAt.
+ * /metrics in Prometheus text format: series the server observes as requests happen (requests,
+ * their duration, connections), and series read from the queue's stats() at scrape time
+ * (counters, messages by topic and state, the store, fire and delivery lateness, fsyncs).
+ * Lateness is the queue's own, on its clock: a second clock here would disagree with deliverAt.
  *
  * Topic labels are bounded: the first `topics` topics seen since start have a label of their
- * own, later ones are summed under topic="_other" (OTHER_TOPIC), so that clients that invent
- * topic names cannot grow the number of series without bound.
- *
- * Each server has its own registry, so several servers in one process (tests) do not collide.
- * Units are seconds and bytes, as Prometheus conventions want.
+ * own, later ones are summed under topic="_other", so that clients inventing topic names cannot
+ * grow the number of series without bound. Each server has its own registry, so several servers
+ * in one process do not collide. Units are seconds and bytes, as Prometheus wants.
  */
 
 import {
@@ -50,7 +43,7 @@ const QUEUE_COUNTERS: ReadonlyArray<[key: keyof QueueCounters, help: string]> = 
 const STATES = ['scheduled', 'ready', 'inflight', 'dead'] as const;
 
 /** The `topic` label of the topics past the cap. */
-export const OTHER_TOPIC = '_other';
+const OTHER_TOPIC = '_other';
 
 function numberOf(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0;
@@ -96,174 +89,165 @@ class MirroredCounter {
   }
 }
 
+/**
+ * A registry with Node's default metrics, less three gauges named like counters, which
+ * `promtool check metrics` rejects; each is the sum of the labelled gauge of the same name
+ * without _total (nodejs_active_handles{type}, ...).
+ */
+function defaultRegistry(): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  for (const kind of ['handles', 'requests', 'resources']) {
+    registry.removeSingleMetric(`nodejs_active_${kind}_total`);
+  }
+  return registry;
+}
+
 export class ServerMetrics {
-  readonly registry = new Registry();
-  private readonly httpRequests: Counter<'method' | 'route' | 'status'>;
-  private readonly httpDuration: Histogram<'method' | 'route'>;
-  private readonly connectionsClosedAtCap: Counter<'action'>;
+  readonly registry = defaultRegistry();
   /** Reads the number of open connections at scrape time; set by the server once listening. */
   openConnections: () => number = () => 0;
-  private readonly deliveryLateness: ComputedMetric;
-  private readonly queueCounters: Array<[key: keyof QueueCounters, counter: MirroredCounter]>;
-  private readonly messages: Gauge<'topic' | 'state'>;
-  private readonly inMemory: Gauge;
-  private readonly storeLive: Gauge;
-  private readonly storeDead: Gauge;
-  private readonly failing: Gauge;
-  private readonly stopped: Gauge;
-  private readonly logBytes: Gauge;
-  private readonly fsyncs: MirroredCounter;
-  private readonly fsyncSeconds: MirroredCounter;
-  private readonly fsyncMax: Gauge;
-  private readonly fireLateness: ComputedMetric;
-  private readonly clusterNodes: Gauge;
-  private readonly clusterPartitions: Gauge<'node'>;
-  private readonly clusterOwned: Gauge;
-  private readonly leaseChanges: MirroredCounter;
-  private readonly dataLosses: MirroredCounter;
-  private readonly pushRequests: Counter<'topic' | 'outcome'>;
-  private readonly pushInFlight: Gauge<'topic'>;
+  /** The cluster's series are kept out of the registry until stats() carry a cluster part. */
+  private readonly unregistered: Registry[] = [];
+  private readonly httpRequests = this.counter(
+    'tickwheel_http_requests_total',
+    'HTTP requests answered, by route pattern and status.',
+    ['method', 'route', 'status'],
+  );
+  private readonly httpDuration = new Histogram({
+    name: 'tickwheel_http_request_duration_seconds',
+    help: 'Time from request to response, by route pattern (long polls included).',
+    labelNames: ['method', 'route'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
+    registers: [this.registry],
+  });
+  private readonly connections: Gauge = new Gauge({
+    name: 'tickwheel_http_connections',
+    help: 'HTTP connections open (at most --max-connections).',
+    registers: [this.registry],
+    collect: () => this.connections.set(this.openConnections()),
+  });
+  private readonly connectionsClosedAtCap = this.counter(
+    'tickwheel_http_connections_closed_at_cap_total',
+    'Connections closed at the connection cap: shed (had not sent a whole request) or refused (all others were serving one).',
+    ['action'],
+  );
+  private readonly deliveryLateness = this.computed(
+    'tickwheel_delivery_lateness_seconds',
+    'How long after its due time (or its schedule, if that was later) a message was handed to a consumer, first deliveries.',
+    'histogram',
+  );
+  private readonly queueCounters = QUEUE_COUNTERS.map(
+    ([key, help]) => [key, this.mirrored(`tickwheel_messages_${key}_total`, help)] as const,
+  );
+  private readonly messages = this.gauge(
+    'tickwheel_messages',
+    'Live messages by topic and state (scheduled counts those still on disk too).',
+    ['topic', 'state'],
+  );
+  private readonly pushRequests = this.counter(
+    'tickwheel_push_requests_total',
+    'Push attempts by topic and outcome (succeeded: a 2xx answer; failed: anything else).',
+    ['topic', 'outcome'],
+  );
+  private readonly pushInFlight = this.gauge(
+    'tickwheel_push_in_flight',
+    'Push requests under way, by topic.',
+    ['topic'],
+  );
+  private readonly inMemory = this.gauge(
+    'tickwheel_messages_in_memory',
+    'Messages held in memory: due within the horizon, ready or in flight.',
+  );
+  private readonly storeLive = this.gauge(
+    'tickwheel_store_live_messages',
+    'Messages not yet finished (acked or cancelled), all topics, in memory or on disk.',
+  );
+  private readonly storeDead = this.gauge(
+    'tickwheel_store_dead_messages',
+    'Dead letters waiting to be requeued or cancelled.',
+  );
+  private readonly logBytes = this.gauge('tickwheel_store_log_bytes', 'Bytes in the message log.');
+  private readonly fsyncs = this.mirrored('tickwheel_store_fsyncs_total', 'fsyncs of the log.');
+  private readonly fsyncSeconds = this.mirrored(
+    'tickwheel_store_fsync_seconds_total',
+    'Time spent in fsync of the log; divide by tickwheel_store_fsyncs_total for the mean.',
+  );
+  private readonly failing = this.gauge(
+    'tickwheel_store_failing',
+    'Store work that fails now and is retried by itself, by part: load (bringing due messages into memory), index (schedule index writes), checkpoint; 1 while failing. GET /healthz says why.',
+    ['part'],
+  );
+  private readonly stopped = this.gauge(
+    'tickwheel_store_stopped',
+    'The store stopped taking changes after a failed log write or fsync (1), until the queue is opened again; GET /healthz says why.',
+  );
+  private readonly fsyncMax = this.gauge(
+    'tickwheel_store_fsync_max_seconds',
+    'Longest fsync of the log since start.',
+  );
+  private readonly fireLateness = this.computed(
+    'tickwheel_fire_lateness_seconds',
+    'How late messages became ready after their due time (or their schedule, if that was later); quantiles over the last 4096.',
+    'summary',
+  );
+  private readonly clusterNodes = this.gauge(
+    'tickwheel_cluster_nodes',
+    'Nodes of the queue on Valkey/Redis that heartbeat (absent on one machine).',
+    [],
+    this.unregistered,
+  );
+  private readonly clusterPartitions = this.gauge(
+    'tickwheel_cluster_partitions',
+    'Partitions whose lease each node holds ("(none)": no owner now).',
+    ['node'],
+    this.unregistered,
+  );
+  private readonly clusterOwned = this.gauge(
+    'tickwheel_cluster_partitions_owned',
+    'Partitions this node owns and fires messages for.',
+    [],
+    this.unregistered,
+  );
+  private readonly leaseChanges = this.mirrored(
+    'tickwheel_cluster_lease_changes_total',
+    'Partition leases this node took or lost.',
+    this.unregistered,
+  );
+  private readonly dataLosses = this.mirrored(
+    'tickwheel_cluster_data_losses_total',
+    'Partitions this node saw made anew on the server: their data was lost.',
+    this.unregistered,
+  );
   /** The push totals last mirrored, by topic and outcome. */
   private readonly pushSeen = new Map<string, number>();
   private clusterRegistered = false;
   /** Topics with a label of their own, in the order first seen; at most `topics`. */
   private readonly labelled = new Set<string>();
 
-  constructor(private readonly topics = 100) {
-    const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry });
-    // Gauges named like counters, which `promtool check metrics` rejects; each is the sum of
-    // the labelled gauge of the same name without _total (nodejs_active_handles{type}, ...).
-    for (const name of [
-      'nodejs_active_handles_total',
-      'nodejs_active_requests_total',
-      'nodejs_active_resources_total',
-    ]) {
-      this.registry.removeSingleMetric(name);
-    }
-    const gauge = <L extends string = never>(
-      name: string,
-      help: string,
-      labelNames: L[] = [],
-      on = registers,
-    ) => new Gauge<L>({ name, help, labelNames, registers: on });
-    const counter = <L extends string>(name: string, help: string, labelNames: L[]) =>
-      new Counter<L>({ name, help, labelNames, registers });
-    const mirrored = (name: string, help: string, on = registers) =>
-      new MirroredCounter(new Counter({ name, help, registers: on }));
-    this.httpRequests = counter(
-      'tickwheel_http_requests_total',
-      'HTTP requests answered, by route pattern and status.',
-      ['method', 'route', 'status'],
-    );
-    this.httpDuration = new Histogram({
-      name: 'tickwheel_http_request_duration_seconds',
-      help: 'Time from request to response, by route pattern (long polls included).',
-      labelNames: ['method', 'route'],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
-      registers,
-    });
-    const connections: Gauge = new Gauge({
-      name: 'tickwheel_http_connections',
-      help: 'HTTP connections open (at most --max-connections).',
-      registers,
-      collect: () => connections.set(this.openConnections()),
-    });
-    this.connectionsClosedAtCap = counter(
-      'tickwheel_http_connections_closed_at_cap_total',
-      'Connections closed at the connection cap: shed (had not sent a whole request) or refused (all others were serving one).',
-      ['action'],
-    );
-    this.deliveryLateness = new ComputedMetric(
-      'tickwheel_delivery_lateness_seconds',
-      'How long after its due time (or its schedule, if that was later) a message was handed to a consumer, first deliveries.',
-      'histogram',
-    );
-    this.registry.registerMetric(this.deliveryLateness as unknown as Metric);
-    this.queueCounters = QUEUE_COUNTERS.map(([key, help]) => [
-      key,
-      mirrored(`tickwheel_messages_${key}_total`, help),
-    ]);
-    this.messages = gauge(
-      'tickwheel_messages',
-      'Live messages by topic and state (scheduled counts those still on disk too).',
-      ['topic', 'state'],
-    );
-    this.pushRequests = counter(
-      'tickwheel_push_requests_total',
-      'Push attempts by topic and outcome (succeeded: a 2xx answer; failed: anything else).',
-      ['topic', 'outcome'],
-    );
-    this.pushInFlight = gauge('tickwheel_push_in_flight', 'Push requests under way, by topic.', [
-      'topic',
-    ]);
-    this.inMemory = gauge(
-      'tickwheel_messages_in_memory',
-      'Messages held in memory: due within the horizon, ready or in flight.',
-    );
-    this.storeLive = gauge(
-      'tickwheel_store_live_messages',
-      'Messages not yet finished (acked or cancelled), all topics, in memory or on disk.',
-    );
-    this.storeDead = gauge(
-      'tickwheel_store_dead_messages',
-      'Dead letters waiting to be requeued or cancelled.',
-    );
-    this.logBytes = gauge('tickwheel_store_log_bytes', 'Bytes in the message log.');
-    this.fsyncs = mirrored('tickwheel_store_fsyncs_total', 'fsyncs of the log.');
-    this.fsyncSeconds = mirrored(
-      'tickwheel_store_fsync_seconds_total',
-      'Time spent in fsync of the log; divide by tickwheel_store_fsyncs_total for the mean.',
-    );
-    this.failing = gauge(
-      'tickwheel_store_failing',
-      'Store work that fails now and is retried by itself, by part: load (bringing due messages into memory), index (schedule index writes), checkpoint; 1 while failing. GET /healthz says why.',
-      ['part'],
-    );
-    this.stopped = gauge(
-      'tickwheel_store_stopped',
-      'The store stopped taking changes after a failed log write or fsync (1), until the queue is opened again; GET /healthz says why.',
-    );
-    this.fsyncMax = gauge(
-      'tickwheel_store_fsync_max_seconds',
-      'Longest fsync of the log since start.',
-    );
-    this.fireLateness = new ComputedMetric(
-      'tickwheel_fire_lateness_seconds',
-      'How late messages became ready after their due time (or their schedule, if that was later); quantiles over the last 4096.',
-      'summary',
-    );
-    this.registry.registerMetric(this.fireLateness as unknown as Metric);
-    // Registered once stats() first carry a cluster part (renderCluster).
-    const unregistered: Registry[] = [];
-    this.clusterNodes = gauge(
-      'tickwheel_cluster_nodes',
-      'Nodes of the queue on Valkey/Redis that heartbeat (absent on one machine).',
-      [],
-      unregistered,
-    );
-    this.clusterPartitions = gauge(
-      'tickwheel_cluster_partitions',
-      'Partitions whose lease each node holds ("(none)": no owner now).',
-      ['node'],
-      unregistered,
-    );
-    this.clusterOwned = gauge(
-      'tickwheel_cluster_partitions_owned',
-      'Partitions this node owns and fires messages for.',
-      [],
-      unregistered,
-    );
-    this.leaseChanges = mirrored(
-      'tickwheel_cluster_lease_changes_total',
-      'Partition leases this node took or lost.',
-      unregistered,
-    );
-    this.dataLosses = mirrored(
-      'tickwheel_cluster_data_losses_total',
-      'Partitions this node saw made anew on the server: their data was lost.',
-      unregistered,
-    );
+  constructor(private readonly topics = 100) {}
+
+  private gauge<L extends string = never>(
+    name: string,
+    help: string,
+    labelNames: L[] = [],
+    registers = [this.registry],
+  ): Gauge<L> {
+    return new Gauge<L>({ name, help, labelNames, registers });
+  }
+
+  private counter<L extends string>(name: string, help: string, labelNames: L[]): Counter<L> {
+    return new Counter<L>({ name, help, labelNames, registers: [this.registry] });
+  }
+
+  private mirrored(name: string, help: string, registers = [this.registry]): MirroredCounter {
+    return new MirroredCounter(new Counter({ name, help, registers }));
+  }
+
+  private computed(name: string, help: string, type: 'summary' | 'histogram'): ComputedMetric {
+    const metric = new ComputedMetric(name, help, type);
+    this.registry.registerMetric(metric as unknown as Metric);
+    return metric;
   }
 
   /** The cluster's series, registered the first time stats() carry a cluster part. */

@@ -1,29 +1,17 @@
 /**
- * GET /openapi.json: an OpenAPI 3.1 description of the server, generated from the schemas its
- * routes are registered with, so that the document cannot drift from what the server checks
- * and sends. Nothing about a route is written here: an onRoute hook records every route as it
- * is registered (recordRoutes), and the document is built from those records on the first
- * request, once every route is in (routes cannot be added after the server is ready).
+ * GET /openapi.json: an OpenAPI 3.1 description generated from the schemas the routes are
+ * registered with, so that it cannot drift from what the server checks and sends. An onRoute
+ * hook records every route (recordRoutes); the document is built on the first request, once
+ * every route is in. params, querystring and headers become parameters; body the requestBody
+ * (required when it has required fields); response[status] the responses (JSON unless given as
+ * `content`); operationId, summary, description, tags and security are copied. The errors from
+ * around a route are in its schema too (declareErrors). A route opts out with
+ * `config: { openapi: false }`; Fastify's HEAD mirror of each GET is left out.
  *
- * From a route's Fastify schema:
- *
- *   params, querystring, headers    ->  parameters (path, query, header)
- *   body                            ->  requestBody (required when the body has required fields)
- *   response[status]                ->  responses[status], as JSON unless given as `content`
- *   operationId, summary,           ->  the same fields of the operation
- *     description, tags, security
- *
- * The errors a route gives because of what is around it (token, Host check, body parser,
- * opening and closing) are in its schema too: they are added where those hooks are installed
- * (schemas/common.ts, declareErrors). A route left out of the document says so itself, with
- * `config: { openapi: false }`; the HEAD route Fastify adds for each GET is left out as well
- * (it answers as the GET, without a body).
- *
- * Fastify's schemas are JSON Schema draft-07 and OpenAPI 3.1's are 2020-12; what differs is
- * converted (toSchema2020). References: a `$ref` to a schema added with addSchema
- * (`'settings#'`) points into components/schemas, where that schema is put; a `$ref` within
- * a schema (`'#/definitions/x'`) points to where that schema lands in the document. `$id`s are
- * dropped, since they would change the base those references resolve against.
+ * Fastify's schemas are draft-07 and OpenAPI 3.1's 2020-12 (toSchema2020 converts). A `$ref` to
+ * a schema added with addSchema (`'settings#'`) points into components/schemas; one within a
+ * schema (`'#/definitions/x'`) to where that schema lands. `$id`s are dropped: they would change
+ * the base those references resolve against.
  */
 
 import { STATUS_CODES } from 'node:http';
@@ -53,8 +41,8 @@ export interface OpenApiDocument {
 }
 
 /**
- * Records every route registered on `app` (its plugins' included) from now on. The records
- * hold Fastify's own route objects, so that what later onRoute hooks add to a schema is seen.
+ * Records every route registered on `app` from now on: Fastify's own route objects, so that
+ * what later onRoute hooks add to a schema is seen.
  */
 export function recordRoutes(app: FastifyInstance): RecordedRoute[] {
   const routes: RecordedRoute[] = [];
@@ -293,9 +281,8 @@ class Components {
   }
 
   /**
-   * `schema` as JSON Schema 2020-12, placed at the JSON pointer `at` of the document: where
-   * the references within it lead (undefined for a schema that is taken apart, such as the
-   * properties of params, which cannot hold such references).
+   * `schema` as JSON Schema 2020-12, placed at the JSON pointer `at` of the document (undefined
+   * for a schema taken apart, such as params' properties, which cannot hold local references).
    */
   convert(schema: unknown, at?: string): Schema {
     return toSchema2020(schema, (ref) => this.reference(ref, at)) as Schema;
@@ -326,9 +313,8 @@ class Components {
 }
 
 /**
- * A draft-07 schema (as Fastify's Ajv takes it) as a 2020-12 one, with each `$ref` rewritten
- * by `reference`. Keywords under `properties` and the like are property names, not keywords,
- * and are kept as they are.
+ * A draft-07 schema as a 2020-12 one, each `$ref` rewritten by `reference`. The keys under
+ * `properties` and the like are property names, not keywords, and are kept as they are.
  */
 function toSchema2020(schema: unknown, reference: (ref: string) => string): unknown {
   if (Array.isArray(schema)) return schema.map((item) => toSchema2020(item, reference));

@@ -1,7 +1,4 @@
-/**
- * The options of createServer(), and their checks: every bound and default of the server is
- * here, so that a bad option fails createServer() before anything is opened.
- */
+/** createServer()'s options and their checks: every bound and default of the server. */
 
 import { TickwheelTypeError } from '../errors.js';
 import { MAX_WAIT_MS } from '../protocol/limits.js';
@@ -25,19 +22,13 @@ export interface ServerOptions {
   queue?: Queue | Promise<Queue>;
   /** Data directory of the queue the server opens (and closes on close()), when no `queue`. */
   dir?: string;
-  /**
-   * Instead of `dir`: Valkey/Redis URL(s) of a queue shared by many servers (docs/cluster.md);
-   * the server opens this process's node of it. Cluster settings go in `cluster`.
-   */
+  /** Instead of `dir`: Valkey/Redis URL(s) of a queue shared by many servers (docs/cluster.md). */
   redis?: string | string[];
   /** Settings of the node the server opens with `redis` (queue name, partitions, durability). */
   cluster?: Omit<DelayQueueRedisOptions, 'redis'>;
   /** fsync policy of the queue the server opens. Default 'batch'. */
   fsync?: FsyncPolicy;
-  /**
-   * Further options for the queue the server opens (horizonMs, visibilityMs, ...). Its
-   * background faults are logged by the server's logger unless `onFault` is given here.
-   */
+  /** Further options of the queue the server opens; its faults are logged unless `onFault`. */
   queueOptions?: Omit<DelayQueueOpenOptions, 'dir' | 'fsync'>;
   /** When set, every /v1 request needs `Authorization: Bearer <token>`. */
   token?: string;
@@ -50,84 +41,42 @@ export interface ServerOptions {
   /** Where the JSON log lines go. Default: stdout. */
   logStream?: { write(line: string): unknown };
   /**
-   * Resolve before the queue is open (it is recovered in the background); until then the
-   * server answers 503 (plugins/lifecycle.ts). The data directory is locked before
-   * createServer() resolves either way. Default false: resolve once the queue is open.
+   * Resolve once the data directory is locked, before the queue is open (it recovers in the
+   * background, the server answering 503 meanwhile). Default false.
    */
   openInBackground?: boolean;
-  /**
-   * The Host names (besides localhost and IP addresses) the server answers to; other names get
-   * 421, as a page using DNS rebinding would send, token or not (origin.ts).
-   */
+  /** Host names the server answers to besides localhost and IP addresses; others get 421. */
   allowedHosts?: string[];
-  /**
-   * Time a connection has to send a whole request, headers and body, from when it opens or the
-   * request starts; slower ones get 408 and are closed. Default 30,000.
-   */
+  /** Time a connection has to send a whole request; slower ones get 408. Default 30,000. */
   requestTimeoutMs?: number;
   /**
-   * Most connections open at once. At the cap, the connection that has waited longest without
-   * sending a whole request is closed to make room for a new one (src/server/connections.ts).
-   * Default: from the process's file limit, leaving a quarter of it (at least 128) to the
-   * store; between 16 and 4096.
+   * Most connections open at once; at the cap, the one that has waited longest without a whole
+   * request is closed to make room. Default: from the file limit, 16 to 4096.
    */
   maxConnections?: number;
-  /**
-   * Topics that get a `topic` label of their own in /metrics: the first this many seen since
-   * start; the series of later ones are summed under `topic="_other"`, so clients inventing
-   * topic names cannot grow the metrics without bound. Default 100, 1 to 10,000.
-   */
+  /** Topics with a `topic` label of their own in /metrics, the rest summed. Default 100. */
   metricsTopics?: number;
 }
 
 /** The server's own options, checked, with their defaults. */
-export interface ServerSettings {
-  bodyLimit: number;
-  maxWaitMs: number;
-  token: string | undefined;
-  logLevel: LogLevel;
-  allowedHosts: string[];
-  requestTimeoutMs: number;
-  maxConnections: number;
-  metricsTopics: number;
-}
+export type ServerSettings = ReturnType<typeof checkServerOptions>;
 
-export function checkServerOptions(options: ServerOptions): ServerSettings {
+export function checkServerOptions(options: ServerOptions) {
+  const integer = (name: IntegerOption, fallback: number, min: number, max: number) =>
+    checkOption(options[name] ?? fallback, name, min, max, true);
   return {
-    bodyLimit: checkOption(
-      options.bodyLimit ?? DEFAULT_BODY_LIMIT,
-      'bodyLimit',
-      1024,
-      1024 ** 3,
-      true,
-    ),
+    bodyLimit: integer('bodyLimit', DEFAULT_BODY_LIMIT, 1024, 1024 ** 3),
     maxWaitMs: checkOption(options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS, 'maxWaitMs', 0, MAX_WAIT_MS),
     token: options.token === undefined ? undefined : checkToken(options.token),
     logLevel: checkLogLevel(options.logLevel ?? 'warn'),
     allowedHosts: options.allowedHosts === undefined ? [] : checkAllowedHosts(options.allowedHosts),
-    requestTimeoutMs: checkOption(
-      options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
-      'requestTimeoutMs',
-      100,
-      3_600_000,
-      true,
-    ),
-    maxConnections: checkOption(
-      options.maxConnections ?? defaultMaxConnections(),
-      'maxConnections',
-      1,
-      1_000_000,
-      true,
-    ),
-    metricsTopics: checkOption(
-      options.metricsTopics ?? DEFAULT_METRICS_TOPICS,
-      'metricsTopics',
-      1,
-      10_000,
-      true,
-    ),
+    requestTimeoutMs: integer('requestTimeoutMs', DEFAULT_REQUEST_TIMEOUT_MS, 100, 3_600_000),
+    maxConnections: integer('maxConnections', defaultMaxConnections(), 1, 1_000_000),
+    metricsTopics: integer('metricsTopics', DEFAULT_METRICS_TOPICS, 1, 10_000),
   };
 }
+
+type IntegerOption = 'bodyLimit' | 'requestTimeoutMs' | 'maxConnections' | 'metricsTopics';
 
 function checkLogLevel(level: unknown): LogLevel {
   if (!LOG_LEVELS.includes(level as LogLevel)) {

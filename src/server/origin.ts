@@ -1,17 +1,12 @@
 /**
- * Requests from web pages the server did not serve.
+ * Requests from web pages the server did not serve. A page can make a browser send a "simple"
+ * request (a GET, or a POST with a form or text body) without a CORS preflight; it cannot read
+ * the answer, but a POST has done its work (a receive takes messages), so every POST must say
+ * `content-type: application/json`. PATCH and DELETE always need a preflight, never granted.
  *
- * A page on any origin can make a browser send a "simple" request (a GET, or a POST with no
- * body or a form or text/plain body) without asking the server first (no CORS preflight); it
- * cannot read the answer, but a POST already did its work: a receive takes messages in flight.
- * So every POST must say `content-type: application/json`, which a simple request cannot.
- * PATCH and DELETE always need a preflight, which this server never grants.
- *
- * A page can also have its own name resolve to the server's address (DNS rebinding) and then
- * talk to the server as its own origin, reading answers too. Its requests still carry its name
- * in the Host header, so the server answers only names it knows: localhost, IP literals (no
- * DNS involved, nothing to rebind) and the names it was given. A token does not make this
- * check needless: the routes outside /v1 (/metrics, /healthz, the dashboard's page) need none.
+ * With DNS rebinding a page talks to the server as its own origin, answers included, but its
+ * requests carry its name in Host: the server answers only localhost, IP literals and the names
+ * it was given. A token does not make this needless: /metrics, /healthz and / need none.
  */
 
 import { isIP } from 'node:net';

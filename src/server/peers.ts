@@ -1,8 +1,7 @@
 /**
- * fastify and prom-client are optional peer dependencies of tickwheel: an install for the
- * timers, the queue or the client does not carry them (nor their ~50 packages). They are looked
- * up when a server is created, so that a missing one is reported by name, with the command that
- * installs it, instead of as a module-resolution error from somewhere inside dist/.
+ * fastify and prom-client are optional peer dependencies (an install for the timers, the queue
+ * or the client does not carry them): a missing one is reported by name, with the command that
+ * installs it, rather than as a module-resolution error from inside dist/.
  */
 
 import { createRequire } from 'node:module';

@@ -1,29 +1,13 @@
 /**
- * createServer(): a Fastify instance serving one DelayQueue over HTTP (docs/http-api.md).
+ * createServer(): a Fastify instance serving one DelayQueue over HTTP (docs/http-api.md), made
+ * of plugins, one concern each: plugins/conventions.ts (error format, JSON bodies), access.ts
+ * (Host check; token and JSON-only POSTs on /v1), lifecycle.ts (opening and closing the queue,
+ * 503 while it cannot serve, the connection cap), metrics.ts, and routes/*.ts (one plugin per
+ * group); /openapi.json is generated from the routes' schemas (openapi.ts).
  *
- *   const server = await createServer({ dir: './data' });
- *   await server.listen({ port: 7700 });           // or server.inject(...) in tests
- *   ...
- *   await server.close();                          // drains requests, then closes the queue
- *
- * With `openInBackground`, createServer() resolves as soon as the data directory is locked,
- * before the queue has recovered it (seconds for a big one): the server can listen at once,
- * answering /healthz with 503 {status: "recovering"} and every other route with 503
- * ERR_TICKWHEEL_RECOVERING until the queue is open; `server.opened` settles then.
- *
- * This module composes the server from plugins, one concern each (its options and their
- * bounds are in options.ts):
- *
- *   plugins/conventions.ts  the error format, JSON bodies, the errors around every route
- *   plugins/access.ts       the Host check (every route); the bearer token and JSON-only
- *                           POSTs (/v1)
- *   plugins/lifecycle.ts    opening and closing the queue, 503 while it cannot serve, the
- *                           connection cap, graceful close
- *   plugins/metrics.ts      request metrics
- *   logging.ts              request lines, and the queue's faults as log lines
- *   routes/*.ts             the routes, one plugin per group: /v1 (behind the access
- *                           checks), the operator routes (/healthz, /metrics, /) and
- *                           GET /openapi.json (openapi.ts), generated from the routes' schemas
+ * With `openInBackground`, createServer() resolves once the data directory is locked, before
+ * the queue has recovered it (seconds for a big one): the server can listen at once, answering
+ * 503 (ERR_TICKWHEEL_RECOVERING) until the queue is open; `server.opened` settles then.
  */
 
 import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
@@ -112,34 +96,21 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
   const { token, allowedHosts, maxConnections } = settings;
   // Before the queue is opened: what goes wrong while it opens is logged too.
   const app = buildFastify(settings, options.logStream);
-  let source;
   try {
-    source = await startOpening(options, logFaults(app.log));
-  } catch (err) {
-    await app.close().catch(() => undefined);
-    throw err;
-  }
-  const context: ServerContext = {
-    // Set once open: until then the lifecycle refuses every request that would reach it.
-    queue: undefined as unknown as Queue,
-    state: 'opening',
-    openError: undefined,
-    metrics: new ServerMetrics(settings.metricsTopics),
-    maxWaitMs: settings.maxWaitMs,
-    version: VERSION,
-    startedAt: performance.now(),
-    closing: false,
-  };
-  const opened = watchOpening(source, context);
-  if (options.openInBackground !== true) {
-    try {
-      await opened;
-    } catch (err) {
-      await app.close().catch(() => undefined);
-      throw err;
-    }
-  }
-  try {
+    const source = await startOpening(options, logFaults(app.log));
+    const context: ServerContext = {
+      // Set once open: until then the lifecycle refuses every request that would reach it.
+      queue: undefined as unknown as Queue,
+      state: 'opening',
+      openError: undefined,
+      metrics: new ServerMetrics(settings.metricsTopics),
+      maxWaitMs: settings.maxWaitMs,
+      version: VERSION,
+      startedAt: performance.now(),
+      closing: false,
+    };
+    const opened = watchOpening(source, context);
+    if (options.openInBackground !== true) await opened;
     logRequests(app);
     // Before any route: every route is recorded for /openapi.json. The plugins' order is
     // their hooks' order: a request is checked for its Host, then for the queue being able to
@@ -161,7 +132,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     await app.register(openApiRoute, { routes, version: VERSION });
     await app.ready();
   } catch (err) {
-    // app.close() runs the lifecycle's onClose hook, which closes the queue the server opened.
+    // Once the lifecycle is registered, app.close() runs its onClose hook, which closes the
+    // queue the server opened.
     await app.close().catch(() => undefined);
     throw err;
   }

@@ -1,7 +1,6 @@
 /**
- * Graceful shutdown on SIGTERM / SIGINT: the first signal closes the server (stop accepting,
- * finish the requests in flight, flush and close the queue) and then exits 0; a second signal,
- * or a close that takes longer than `graceMs`, exits at once with status 1.
+ * Graceful shutdown on SIGTERM / SIGINT: the first signal closes the server and exits 0; a second
+ * signal, or a close longer than `graceMs`, exits at once with status 1.
  */
 
 export interface Closable {

@@ -1,9 +1,7 @@
 /**
- * Messages for requests that do not match a route's schema. Ajv stops at the first error, and
- * for `{"paylod": 1}` that is the missing `payload`, not the misspelled key; so a missing or
- * unknown property is reported with the keys the object has that the schema does not know,
- * and the closest known name (`did you mean "payload"?`). Ajv runs with `verbose`, which puts
- * the object and its schema on each error.
+ * Messages for requests that do not match a route's schema. Ajv stops at the first error, which
+ * for `{"paylod": 1}` is the missing `payload`; so a missing or unknown property is reported
+ * with the unknown key and the closest known name. Ajv's `verbose` puts the data on each error.
  */
 
 import type { FastifySchemaValidationError } from 'fastify';

@@ -1,13 +1,7 @@
 /**
- * Who may call the server. Two plugins, one per scope:
- *
- *   hostAccess   every route: Host names the server does not answer to get 421 (origin.ts),
- *                token or not, before anything else looks at the request;
- *   apiAccess    the /v1 routes: the bearer token when there is one (401, auth.ts), and no POST
- *                a web page could send without a preflight (415).
- *
- * Hooks are callback-style where they can be: they run on every request, and an async hook
- * costs a promise each.
+ * Who may call the server: hostAccess (every route: unknown Host names get 421, token or not)
+ * and apiAccess (/v1: the bearer token, 401; no POST a web page could send without a preflight,
+ * 415). Hooks are callback-style where they can be: an async hook costs a promise per request.
  */
 
 import { bearerAuth, requireToken } from '../auth.js';

@@ -1,10 +1,7 @@
 /**
- * The API's conventions, for every route: errors answered in one format (errors.ts, the
- * shared Error schema), JSON bodies only (body.ts), an absent optional body read as `{}`, and
- * in each route's schema the errors that come from around its handler: a bug (500), a
- * malformed or over-long path parameter (400, 414), a refused body (400, 413, 415), input that
- * does not match the route's schemas (400).
- *
+ * The API's conventions, for every route: one error format, JSON bodies only, an absent optional
+ * body read as `{}`, and in each route's schema the errors from around its handler (500; a bad
+ * path parameter 400, 414; a refused body 400, 413, 415; input its schemas refuse 400).
  * Registered first, so that every route is declared with these errors.
  */
 

@@ -1,19 +1,14 @@
 /**
  * The server's lifecycle: the queue it serves, from opening to closing.
  *
- * Opening: startOpening() opens the queue (or takes the one given) and watchOpening() follows
- * it into the context. Until it is open, every request but those in SERVED_WHILE_OPENING gets
- * 503: ERR_TICKWHEEL_RECOVERING with Retry-After while it recovers, the open's own error once
- * it failed. `server.queue` throws until then, and `server.opened` settles when it is open.
+ * Opening: until the queue is open, every request but SERVED_WHILE_OPENING's gets 503:
+ * ERR_TICKWHEEL_RECOVERING with Retry-After while it recovers, the open's own error once it
+ * failed. `server.queue` throws until then; `server.opened` settles when it is open.
  *
  * Closing, in order: preClose marks the server closing (new requests get 503, long polls end
  * within one poll slice, responses carry `Connection: close`, idle connections are closed);
- * Fastify stops accepting connections and waits for the requests in flight; then onClose
- * flushes and closes the queue when the server opened it (one still opening is waited for
- * first).
- *
- * The connection cap (connections.ts) is here too: it holds for the server's whole life, and
- * closing asks it to drop connections as their last request ends.
+ * Fastify waits for the requests in flight; then onClose closes the queue if the server opened
+ * it. The connection cap (connections.ts) is here too, for the server's whole life.
  */
 
 import type { FastifyReply } from 'fastify';
@@ -46,13 +41,10 @@ export interface QueueSource {
 }
 
 /**
- * Starts opening the queue. The file store is opened (the directory locked, its format
- * checked) before this resolves, so that a directory in use fails createServer() itself;
- * recovery, the long part, is what `queue` waits for.
- */
-/**
- * Opens the queue the options name (or takes the one given). `onFault`: where the background
- * faults of a queue opened here go, unless its options name a handler of their own.
+ * Starts opening the queue the options name (or takes the one given). The file store is opened
+ * (the directory locked, its format checked) before this resolves, so that a directory in use
+ * fails createServer() itself; recovery, the long part, is what `queue` waits for. `onFault`:
+ * where the background faults of a queue opened here go, unless its options name their own.
  */
 export async function startOpening(
   options: ServerOptions,
@@ -94,13 +86,6 @@ function opening(queue: Promise<Queue>, owned: boolean): QueueSource {
   // Observed by whoever awaits it; this only keeps an early rejection from being unhandled.
   queue.catch(() => undefined);
   return { queue, owned };
-}
-
-/** Closes the queue if the server opened it, once it is open (or failed to). */
-export async function closeQueue(source: QueueSource): Promise<void> {
-  if (!source.owned) return;
-  const queue = await source.queue.catch(() => undefined);
-  await queue?.close();
 }
 
 /**
@@ -171,7 +156,10 @@ export const lifecycle = unencapsulated<LifecycleOptions>(
       context.closing = true;
       connections.closeIdle();
     });
-    app.addHook('onClose', () => closeQueue(source));
+    // The queue the server opened, once it is open (or failed to).
+    app.addHook('onClose', async () => {
+      if (source.owned) await (await source.queue.catch(() => undefined))?.close();
+    });
   },
 );
 

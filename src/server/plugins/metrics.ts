@@ -1,8 +1,4 @@
-/**
- * Request metrics: every answer, by method, route and status, with its duration
- * (ServerMetrics, served by GET /metrics). Open connections and those closed at the cap are
- * counted where connections are tracked (lifecycle.ts).
- */
+/** Request metrics: every answer by method, route and status, with its duration. */
 
 import type { ServerMetrics } from '../metrics.js';
 import { unencapsulated } from './unencapsulated.js';

@@ -1,11 +1,8 @@
 /**
  * The JSON behind the web dashboard: GET /v1/dashboard (one snapshot of everything the page
- * draws) and GET /v1/messages/:id/preview (the start of a payload).
- *
- * Any number of open dashboards cost the queue one snapshot per second: a snapshot walks the
- * in-memory messages and the wheel, so it is built at most once per SNAPSHOT_MS and shared by
- * every request in that second. Rates are left to the page (deltas of the cumulative counters
- * between two polls), so the server keeps no history.
+ * draws) and GET /v1/messages/:id/preview. A snapshot walks the in-memory messages and the
+ * wheel, so it is built at most once per SNAPSHOT_MS and shared by every request meanwhile.
+ * Rates are left to the page (deltas between two polls): the server keeps no history.
  */
 
 import type { FastifyPluginAsync } from 'fastify';
@@ -25,11 +22,9 @@ const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 /**
- * The timeline of upcoming deliveries: the next minute (split finer, since that is what the
- * wheel holds), the next hour, the next day, and beyond. The queue counts messages beyond its
- * in-memory horizon by the minute they are due in, so an edge past that horizon is moved back
- * to a whole minute; each bucket says the edges it was counted at (fromMs, untilMs), and its
- * count is exact for them.
+ * The timeline of upcoming deliveries. The queue counts messages beyond its in-memory horizon
+ * by the minute they are due in, so an edge past that horizon is moved back to a whole minute;
+ * each bucket says the edges its count is exact for (fromMs, untilMs).
  */
 const UPCOMING: ReadonlyArray<{ label: string; untilMs: number | null }> = [
   { label: '< 1 s', untilMs: SECOND },
@@ -75,8 +70,7 @@ export interface DashboardSnapshot {
 
 /**
  * The queue's timer wheel as the dashboard draws it: per level, at most WHEEL_CELLS cells, each
- * the sum of `slotsPerCell` consecutive slots (a level of 4,096 slots is drawn as 64 cells of
- * 64, the first level's 8,192 as 64 of 128), and the cell the level's cursor is in.
+ * the sum of `slotsPerCell` consecutive slots, and the cell the level's cursor is in.
  */
 export interface DashboardWheel {
   levels: Array<{ cursor: number; slots: number[]; slotsPerCell: number }>;

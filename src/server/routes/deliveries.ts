@@ -1,11 +1,9 @@
 /**
  * Consumer routes: long-poll receive, ack and nack in batches, and the dead letters of a topic.
  *
- * A long poll waits in slices of POLL_SLICE_MS rather than in one queue.receive(waitMs) call,
- * so that between slices it notices a client that went away or a server that is closing. A
- * client gone for good before a slice ends cannot be given the message that slice takes; such
- * deliveries are handed straight back (nack, redelivered at once) rather than left to time out;
- * the delivery still counts as an attempt, as a visibility timeout would.
+ * A long poll waits in slices of POLL_SLICE_MS, so that between slices it notices a client gone
+ * or a server closing. Messages taken for a client gone meanwhile are handed straight back
+ * (nack, redelivered at once; it counts as an attempt, as a visibility timeout would).
  */
 
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
@@ -52,11 +50,8 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
       const { topic } = request.params;
       const { queue } = context;
       const { max, waitMs = 0, visibilityMs, maxBytes = DEFAULT_RECEIVE_BYTES } = request.body;
-      const options = {
-        maxBytes,
-        ...(max === undefined ? {} : { max }),
-        ...(visibilityMs === undefined ? {} : { visibilityMs }),
-      };
+      // The queue takes an option that is undefined as not given.
+      const options = { maxBytes, max, visibilityMs };
       const deadline = performance.now() + Math.min(waitMs, context.maxWaitMs);
       let messages = await queue.receive(topic, options);
       while (messages.length === 0 && !context.closing && !clientGone(request)) {
@@ -82,8 +77,7 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
     { schema: ackSchema },
     async (request): Promise<AckResponse> => {
       const { receipts, durable } = request.body;
-      const options = durable === undefined ? {} : { durable };
-      const results = await context.queue.ackMany(receipts, options);
+      const results = await context.queue.ackMany(receipts, { durable });
       return { acked: results.filter(Boolean).length, results };
     },
   );
@@ -93,11 +87,7 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
     { schema: nackSchema },
     async (request): Promise<NackResponse> => {
       const { receipts, delayMs, reason, durable } = request.body;
-      const options = {
-        ...(delayMs === undefined ? {} : { delayMs }),
-        ...(reason === undefined ? {} : { reason }),
-        ...(durable === undefined ? {} : { durable }),
-      };
+      const options = { delayMs, reason, durable };
       const results = await Promise.all(receipts.map((r) => context.queue.nack(r, options)));
       return { nacked: results.filter(Boolean).length, results };
     },

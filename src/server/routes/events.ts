@@ -1,17 +1,9 @@
 /**
- * GET /v1/events: the queue's message events (src/queue/events.ts) as Server-Sent Events.
- *
- *   event: acked
- *   id: 17
- *   data: {"type":"acked","id":"m-1","topic":"emails","at":...,"deliverAt":...,"attempts":1}
- *
- * `?topic=` keeps one topic's, `?types=acked,dead` some types'. A comment line every 15 s keeps
- * proxies from closing a quiet stream. A reader that falls 10,000 events behind gets one
- * `event: lost` (with the error body) and the stream ends: reconnect. The server closing ends
- * every stream, so a graceful shutdown does not wait for them.
- *
- * Events are not stored: a stream has what happens while it is open (`id` counts the events of
- * one stream; there is no resuming from Last-Event-ID).
+ * GET /v1/events: the queue's message events as Server-Sent Events (`event: acked`, `id: 17`,
+ * `data: <JSON event>`), filtered by `?topic=` and `?types=acked,dead`. A comment line every
+ * 15 s keeps proxies from closing a quiet stream. A reader 10,000 events behind gets one
+ * `event: lost` and the stream ends. Closing the server ends every stream, so a graceful
+ * shutdown does not wait for them. Events are not stored: no resuming from Last-Event-ID.
  */
 
 import type { FastifyPluginAsync } from 'fastify';

@@ -1,7 +1,6 @@
 /**
- * Producer routes: schedule (one or a batch), look up, browse a topic's pending messages
- * (list), cancel, reschedule, and requeue a dead letter. A 201 is sent only after the queue's
- * promise resolved, that is once the message is as durable as the store's fsync policy promises.
+ * Producer routes: schedule (one or a batch), look up, list, cancel, reschedule, requeue. A 201
+ * is sent once the message is as durable as the store's fsync policy promises.
  */
 
 import type { FastifyPluginAsync } from 'fastify';

@@ -1,8 +1,6 @@
 /**
  * Operator routes: /v1/stats (behind the token, like all of /v1), and the unauthenticated
- * /healthz, /metrics, /, /assets/* and /favicon.ico (the dashboard's page; its data comes from
- * /v1).
- * GET /openapi.json, unauthenticated too, is openapi.ts's.
+ * /healthz, /metrics, and the dashboard's page (/, /assets/*, /favicon.ico).
  */
 
 import type { FastifyPluginAsync } from 'fastify';
@@ -20,9 +18,8 @@ import {
 } from '../schemas/status.js';
 
 /**
- * GET /healthz. `ok` only while the queue takes writes: not while it is still opening, not if
- * opening it failed, not once the store stopped taking writes (fail-stop after a failed log
- * write: every write fails from then on, and only a restart, which recovers the log, helps).
+ * GET /healthz: `ok` only while the queue takes writes; not while opening, not if opening
+ * failed, not once the store stopped after a failed log write (only a restart helps then).
  */
 export type HealthBody =
   | { status: 'ok' }

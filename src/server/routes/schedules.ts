@@ -1,8 +1,4 @@
-/**
- * Recurring schedule routes (src/queue/recurring.ts): create or replace (PUT), change (PATCH),
- * read, list and delete schedules by name. Every change answers once it is durable, with the
- * schedule as it now is (its next occurrence, and the last one created).
- */
+/** Recurring schedule routes, by name; a change answers once durable, with the schedule. */
 
 import type { FastifyPluginAsync } from 'fastify';
 import type {

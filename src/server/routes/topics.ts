@@ -1,8 +1,4 @@
-/**
- * Topic routes: list topics, read one's settings and counts, and change its settings (pause,
- * resume, rate limit: src/queue/topics.ts). Every change answers once it is durable, with the
- * topic as it now is.
- */
+/** Topic routes: list, read and change a topic's settings; a change answers once durable. */
 
 import type { FastifyPluginAsync } from 'fastify';
 import type { TopicListResponse, TopicUpdateBody, WireTopic } from '../../protocol/wire.js';

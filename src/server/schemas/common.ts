@@ -1,27 +1,18 @@
 /**
- * JSON Schemas of the routes: the shapes every group shares (names, ids, route parameters,
- * retry backoff), the error answer, and the hooks' helpers that add the errors from around a
- * route. Each group's routes have their schemas beside this module (messages, status, topics,
- * schedules).
+ * The shapes the route groups' schemas share (names, ids, route parameters, backoff), the error
+ * answer, and the helpers that add the errors from around a route.
  *
  * Input is checked strictly: no type coercion, no unknown properties (a typo such as `delay`
- * for `delayMs` must not silently mean "deliver now"), and bounds on every string, number and
- * array, so that nothing a caller sends can make the server do unbounded work. The queue checks
- * the same things again; these schemas exist to answer early, with the path of the offending
- * field, and to bound work before it starts.
+ * for `delayMs` must not silently mean "deliver now"), bounds on every string, number and array,
+ * so that nothing a caller sends makes the server do unbounded work. The queue checks the same
+ * again; these schemas answer early, with the path of the offending field.
  *
- * Every route also has a response schema for each status it answers with, errors included.
- * Fastify serialises with them (a compiled function per status), and GET /openapi.json is
- * generated from them (openapi.ts): they are the one description of what the server returns.
- * Fastify drops a property a response schema does not list, so each lists every property its
- * route sends, and content that is open by design (stats) says `additionalProperties: true`.
- * The annotations `operationId`, `summary`, `description` and `tags` are for the document;
- * Fastify ignores them.
- *
- * The error answers that come from around a route (the token, the Host check, the body
- * parser, the server opening or closing) are added to every route's schema where the hook
- * that gives them is installed (plugins/, with declareErrors() below); a route lists in its
- * own schema the errors of its own handler.
+ * Every route has a response schema for each status it answers with, errors included: Fastify
+ * serialises with them and /openapi.json is generated from them. Fastify drops a property a
+ * response schema does not list, so each lists every property its route sends (open content,
+ * such as stats, says `additionalProperties: true`). The errors from around a route (token, Host
+ * check, body parser, opening and closing) are added where their hook is installed
+ * (declareErrors); a route lists the errors of its own handler.
  */
 
 import type { RouteOptions } from 'fastify';
@@ -105,9 +96,8 @@ export const errorDetail = {
 } as const;
 
 /**
- * Every error answer (errors.ts): `{ error: { code, message, outcome } }`. A shared schema,
- * which plugins/conventions.ts adds before any route: routes refer to it (errorBody), and
- * /openapi.json has it once, as components/schemas/Error.
+ * Every error answer: `{ error: { code, message, outcome } }`. Shared (plugins/conventions.ts
+ * adds it before any route), so /openapi.json has it once, as components/schemas/Error.
  */
 export const ERROR_SCHEMA = {
   $id: 'Error',
@@ -119,10 +109,9 @@ export const ERROR_SCHEMA = {
 export const errorBody = { $ref: 'Error#' } as const;
 
 /**
- * Error answers a route gives besides its own, because of something around it: a hook, the
- * body parser, the router. An onRoute hook that adds `errorBody` for `statuses` to the routes
- * `applies` picks (all by default); a status the route's schema already has keeps its own.
- * The route's schema is replaced, not changed: schemas are shared between routes.
+ * An onRoute hook that adds `errorBody` for `statuses` (errors from around the handler) to the
+ * routes `applies` picks; a status the route declares keeps its own. The route's schema is
+ * replaced, not changed: schemas are shared between routes.
  */
 export function declareErrors(
   statuses: readonly number[],
@@ -156,17 +145,12 @@ export function hasPathParams(route: RouteOptions): boolean {
   return url.includes(':') || url.includes('*');
 }
 
-export const backoff = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['type', 'delayMs'],
-  properties: {
-    type: { enum: ['fixed', 'exponential'] },
-    delayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
-    jitter: { type: 'number', minimum: 0, maximum: 1 },
-    maxDelayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
-  },
-} as const;
+export const backoff = closed(['type', 'delayMs'], {
+  type: { enum: ['fixed', 'exponential'] },
+  delayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
+  jitter: { type: 'number', minimum: 0, maximum: 1 },
+  maxDelayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
+});
 
 /** The parameters of a path with one, `:name`. */
 function pathParams<Name extends string, Schema extends object>(name: Name, schema: Schema) {
@@ -182,9 +166,29 @@ export const idParams = pathParams('id', id);
 export const scheduleParams = pathParams('name', scheduleName);
 
 /**
- * An object of `properties`, each of them required but those `optional` names: the required
- * list is made from the properties, so that the two cannot drift apart.
+ * An input object that takes nothing but `properties`, the `required` ones among them (a typo
+ * must not be dropped silently).
  */
+export function closed<const P extends object, const R extends keyof P & string = never>(
+  required: readonly R[],
+  properties: P,
+) {
+  const schema = {
+    type: 'object',
+    additionalProperties: false,
+    ...(required.length === 0 ? {} : { required }),
+    properties,
+  };
+  // Typed with `required` always: a schema without it has none, as R is then never.
+  return schema as {
+    type: 'object';
+    additionalProperties: false;
+    required: readonly R[];
+    properties: P;
+  };
+}
+
+/** An object of `properties`, all required but the `optional` ones (so the two cannot drift). */
 export function object<const P extends object, const O extends keyof P & string = never>(
   properties: P,
   ...optional: O[]

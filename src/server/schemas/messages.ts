@@ -16,6 +16,7 @@ import { MAX_DELAY_MS } from '../../queue/message.js';
 import { MAX_TRACESTATE_CHARS } from '../../protocol/trace-context.js';
 import {
   backoff,
+  closed,
   done,
   errorBody,
   errorDetail,
@@ -32,15 +33,10 @@ import {
 const payloadEncoding = { enum: ['json', 'base64'] } as const;
 
 /** A W3C trace context; its values are checked by the queue, which ignores a malformed one. */
-const trace = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['traceparent'],
-  properties: {
-    traceparent: { type: 'string', maxLength: MAX_TRACESTATE_CHARS },
-    tracestate: { type: 'string', maxLength: 2 * MAX_TRACESTATE_CHARS },
-  },
-} as const;
+const trace = closed(['traceparent'], {
+  traceparent: { type: 'string', maxLength: MAX_TRACESTATE_CHARS },
+  tracestate: { type: 'string', maxLength: 2 * MAX_TRACESTATE_CHARS },
+});
 
 const messageProperties = {
   payload,
@@ -53,12 +49,7 @@ const messageProperties = {
   trace,
 } as const;
 
-const message = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['payload'],
-  properties: messageProperties,
-} as const;
+const message = closed(['payload'], messageProperties);
 
 const scheduleResult = object({ id: { type: 'string' }, deliverAt: { type: 'number' } });
 
@@ -144,24 +135,14 @@ export const batchSchema = {
   operationId: 'scheduleMany',
   summary: 'Schedule a batch of messages',
   tags: ['messages'],
-  body: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['messages'],
-    properties: {
-      messages: {
-        type: 'array',
-        minItems: 1,
-        maxItems: MAX_BATCH,
-        items: {
-          type: 'object',
-          additionalProperties: false,
-          required: ['topic', 'payload'],
-          properties: { topic, ...messageProperties },
-        },
-      },
+  body: closed(['messages'], {
+    messages: {
+      type: 'array',
+      minItems: 1,
+      maxItems: MAX_BATCH,
+      items: closed(['topic', 'payload'], { topic, ...messageProperties }),
     },
-  },
+  }),
   response: {
     201: listOf('results', scheduleResult),
     400: batchErrorBody,
@@ -193,14 +174,10 @@ export const rescheduleSchema = {
   summary: 'Move a scheduled or ready message to a new due time',
   tags: ['messages'],
   params: idParams,
-  body: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      delayMs: messageProperties.delayMs,
-      deliverAt: messageProperties.deliverAt,
-    },
-  },
+  body: closed([], {
+    delayMs: messageProperties.delayMs,
+    deliverAt: messageProperties.deliverAt,
+  }),
   response: {
     200: done('rescheduled', { deliverAt: { type: 'number' } }),
     404: errorBody,
@@ -226,18 +203,14 @@ export const listSchema = {
     'than limit messages (even none) and still carry a cursor.',
   tags: ['messages'],
   params: topicParams,
-  querystring: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      from: { ...epochMsText, description: 'Due at or after this (epoch ms)' },
-      until: { ...epochMsText, description: 'Due before this (epoch ms)' },
-      // 1 to 1000 (LIST_MAX_LIMIT), as text.
-      limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,2}|1000)$' },
-      // The queue checks the rest (src/queue/list.ts: base64url, at most 1,024 characters).
-      cursor: { type: 'string', minLength: 1, maxLength: 1024, pattern: '^[A-Za-z0-9_-]+$' },
-    },
-  },
+  querystring: closed([], {
+    from: { ...epochMsText, description: 'Due at or after this (epoch ms)' },
+    until: { ...epochMsText, description: 'Due before this (epoch ms)' },
+    // 1 to 1000 (LIST_MAX_LIMIT), as text.
+    limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,2}|1000)$' },
+    // The queue checks the rest (src/queue/list.ts: base64url, at most 1,024 characters).
+    cursor: { type: 'string', minLength: 1, maxLength: 1024, pattern: '^[A-Za-z0-9_-]+$' },
+  }),
   response: {
     200: {
       type: 'object',
@@ -255,16 +228,12 @@ export const receiveSchema = {
   summary: 'Receive ready messages of a topic (long poll)',
   tags: ['deliveries'],
   params: topicParams,
-  body: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      max: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE },
-      waitMs: { type: 'number', minimum: 0, maximum: MAX_WAIT_MS },
-      visibilityMs: { type: 'number', minimum: 1, maximum: MAX_VISIBILITY_MS },
-      maxBytes: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE_BYTES },
-    },
-  },
+  body: closed([], {
+    max: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE },
+    waitMs: { type: 'number', minimum: 0, maximum: MAX_WAIT_MS },
+    visibilityMs: { type: 'number', minimum: 1, maximum: MAX_VISIBILITY_MS },
+    maxBytes: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE_BYTES },
+  }),
   response: {
     200: listOf('messages', receivedMessage),
   },
@@ -274,12 +243,7 @@ export const ackSchema = {
   operationId: 'ack',
   summary: 'Acknowledge deliveries',
   tags: ['deliveries'],
-  body: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['receipts'],
-    properties: { receipts, durable: { type: 'boolean' } },
-  },
+  body: closed(['receipts'], { receipts, durable: { type: 'boolean' } }),
   response: { 200: receiptResults('acked') },
 } as const;
 
@@ -287,17 +251,12 @@ export const nackSchema = {
   operationId: 'nack',
   summary: 'Give deliveries back for redelivery',
   tags: ['deliveries'],
-  body: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['receipts'],
-    properties: {
-      receipts,
-      delayMs: { type: 'number', minimum: 0, maximum: MAX_NACK_DELAY_MS },
-      reason: { type: 'string', maxLength: 10_000 },
-      durable: { type: 'boolean' },
-    },
-  },
+  body: closed(['receipts'], {
+    receipts,
+    delayMs: { type: 'number', minimum: 0, maximum: MAX_NACK_DELAY_MS },
+    reason: { type: 'string', maxLength: 10_000 },
+    durable: { type: 'boolean' },
+  }),
   response: { 200: receiptResults('nacked') },
 } as const;
 
@@ -306,12 +265,8 @@ export const deadLettersSchema = {
   summary: 'List the dead letters of a topic, oldest first',
   tags: ['deliveries'],
   params: topicParams,
-  querystring: {
-    type: 'object',
-    additionalProperties: false,
-    // A string, since query values are not coerced: 1 to 10000.
-    properties: { limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,3}|10000)$' } },
-  },
+  // A string, since query values are not coerced: 1 to 10000.
+  querystring: closed([], { limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,3}|10000)$' } }),
   response: {
     200: listOf('messages', messageInfo),
   },
@@ -322,10 +277,6 @@ export const requeueSchema = {
   summary: 'Put a dead letter back in the queue',
   tags: ['messages'],
   params: idParams,
-  body: {
-    type: 'object',
-    additionalProperties: false,
-    properties: { delayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS } },
-  },
+  body: closed([], { delayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS } }),
   response: { 200: done('requeued'), 404: errorBody, 409: errorBody },
 } as const;

@@ -5,6 +5,7 @@
 import { MAX_EVERY_MS, MIN_EVERY_MS } from '../../queue/recurring-spec.js';
 import {
   backoff,
+  closed,
   done,
   errorBody,
   listOf,
@@ -81,12 +82,7 @@ export const schedulePutSchema = {
   summary: 'Create or replace a recurring schedule (a cron expression in a time zone, or everyMs)',
   tags: ['schedules'],
   params: scheduleParams,
-  body: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['topic'],
-    properties: scheduleFields,
-  },
+  body: closed(['topic'], scheduleFields),
   // 409: on a queue on Valkey/Redis, a change that kept meeting others (docs/cluster.md).
   response: { 200: scheduleInfo, 409: errorBody },
 } as const;
@@ -96,7 +92,7 @@ export const schedulePatchSchema = {
   summary: 'Change some fields of a recurring schedule (paused, cron, everyMs, payload, ...)',
   tags: ['schedules'],
   params: scheduleParams,
-  body: { type: 'object', additionalProperties: false, properties: scheduleFields },
+  body: closed([], scheduleFields),
   response: { 200: scheduleInfo, 404: errorBody, 409: errorBody },
 } as const;
 

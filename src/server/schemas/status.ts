@@ -12,13 +12,14 @@ const open = { type: 'object', additionalProperties: true } as const;
 const counter = { type: 'number' } as const;
 /** Fire lateness, in ms: null before any message fired. */
 const lateness = { p50: nullableNumber, p99: nullableNumber, max: nullableNumber } as const;
+const counters = Object.fromEntries(COUNTER_NAMES.map((name) => [name, counter])) as Record<
+  (typeof COUNTER_NAMES)[number],
+  typeof counter
+>;
 
 /**
- * The queue's stats() (QueueStats, src/protocol/model.ts) plus the server's figures: the
- * StatsResponse type, whose fields test/server/wire-schemas.types.ts holds this to. Open at
- * every level, so that a figure a store of one's own reports is sent too; `store`, `loadedUntil`,
- * `payloadMemory` and `loadFailing` are the embedded queue's, `totals` and `cluster` those of a
- * queue on Valkey/Redis.
+ * The queue's stats() plus the server's figures (StatsResponse). Open at every level, so that a
+ * figure a store of one's own reports is sent too.
  */
 export const statsSchema = {
   operationId: 'stats',
@@ -39,16 +40,7 @@ export const statsSchema = {
         'server',
       ],
       properties: {
-        scheduled: counter,
-        deduplicated: counter,
-        fired: counter,
-        delivered: counter,
-        acked: counter,
-        nacked: counter,
-        expired: counter,
-        dead: counter,
-        cancelled: counter,
-        rescheduled: counter,
+        ...counters,
         latenessMs: {
           ...open,
           description:

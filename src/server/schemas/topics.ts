@@ -12,44 +12,34 @@ import {
   PUSH_METHODS,
 } from '../../queue/push.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../../queue/topics.js';
-import { listOf, object, topic, topicParams } from './common.js';
+import { closed, listOf, object, topic, topicParams } from './common.js';
 
 const pushMethod = { enum: PUSH_METHODS } as const;
 
-const rateLimit = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['perSecond'],
-  properties: {
-    perSecond: { type: 'number', minimum: MIN_RATE_PER_SECOND, maximum: MAX_RATE_PER_SECOND },
-    burst: { type: 'integer', minimum: 1, maximum: MAX_BURST },
-  },
-} as const;
+const rateLimit = closed(['perSecond'], {
+  perSecond: { type: 'number', minimum: MIN_RATE_PER_SECOND, maximum: MAX_RATE_PER_SECOND },
+  burst: { type: 'integer', minimum: 1, maximum: MAX_BURST },
+});
 
 /** A push target as given (src/queue/push.ts checks the ranges and the URL). */
-const pushTarget = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['url', 'secret'],
-  properties: {
-    url: { type: 'string', maxLength: MAX_PUSH_URL_LENGTH, description: 'http: or https: URL' },
-    method: pushMethod,
-    headers: {
-      type: 'object',
-      maxProperties: MAX_PUSH_HEADERS,
-      additionalProperties: { type: 'string' },
-      description: 'Sent with every request; never read back',
-    },
-    timeoutMs: { type: 'integer', minimum: 1, maximum: MAX_PUSH_TIMEOUT_MS },
-    concurrency: { type: 'integer', minimum: 1, maximum: MAX_PUSH_CONCURRENCY },
-    secret: {
-      type: 'string',
-      minLength: 16,
-      maxLength: 512,
-      description: 'HMAC-SHA256 key of the signatures (docs/push.md); never read back',
-    },
+const pushTarget = closed(['url', 'secret'], {
+  url: { type: 'string', maxLength: MAX_PUSH_URL_LENGTH, description: 'http: or https: URL' },
+  method: pushMethod,
+  headers: {
+    type: 'object',
+    maxProperties: MAX_PUSH_HEADERS,
+    additionalProperties: { type: 'string' },
+    description: 'Sent with every request; never read back',
   },
-} as const;
+  timeoutMs: { type: 'integer', minimum: 1, maximum: MAX_PUSH_TIMEOUT_MS },
+  concurrency: { type: 'integer', minimum: 1, maximum: MAX_PUSH_CONCURRENCY },
+  secret: {
+    type: 'string',
+    minLength: 16,
+    maxLength: 512,
+    description: 'HMAC-SHA256 key of the signatures (docs/push.md); never read back',
+  },
+});
 
 /** A push target as read back: no secret, the headers' names only. */
 const pushTargetView = {
@@ -105,15 +95,11 @@ export const topicUpdateSchema = {
     "Change a topic's settings: pause it, limit its delivery rate, push its messages to a URL (durable)",
   tags: ['topics'],
   ...onTopic,
-  body: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      paused: { type: 'boolean' },
-      rateLimit: { anyOf: [rateLimit, { type: 'null' }] },
-      push: { anyOf: [pushTarget, { type: 'null' }] },
-    },
-  },
+  body: closed([], {
+    paused: { type: 'boolean' },
+    rateLimit: { anyOf: [rateLimit, { type: 'null' }] },
+    push: { anyOf: [pushTarget, { type: 'null' }] },
+  }),
 } as const;
 
 export const topicPauseSchema = {
@@ -135,14 +121,10 @@ export const eventsSchema = {
   summary:
     'Message events as Server-Sent Events (scheduled, delivered, acked, failed, dead, cancelled)',
   tags: ['events'],
-  querystring: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      topic,
-      types: { type: 'string', minLength: 1, maxLength: 200 },
-    },
-  },
+  querystring: closed([], {
+    topic,
+    types: { type: 'string', minLength: 1, maxLength: 200 },
+  }),
   response: {
     200: {
       description:
