@@ -133,6 +133,12 @@ export function checkKnownOptions(options: object, known: readonly string[], wha
   }
 }
 
+/** Whether an options object has no option but `known` ones (no strings made: for hot paths). */
+export function onlyKnownOptions(options: object, known: readonly string[]): boolean {
+  for (const name in options) if (!known.includes(name)) return false;
+  return true;
+}
+
 /** The option names of an options type: every key of T, no other (the type checker sees to it). */
 export function optionNames<T>(names: Record<keyof T, true>): readonly string[] {
   return Object.keys(names);

@@ -11,6 +11,7 @@ import {
   checkFlag,
   checkOptionsObject,
   describe,
+  onlyKnownOptions,
   optionNames,
 } from '../validate.js';
 import {
@@ -134,8 +135,11 @@ const NACK_OPTIONS = optionNames<NackOptions>({ delayMs: true, reason: true, dur
 
 /** Checks ack() options; resolves whether the ack waits for durability (`durableAcks` unless given). */
 export function checkAck(options: AckOptions, durableAcks: boolean, method = 'ack'): boolean {
-  checkOptionsObject(options, `${method} options`, '{ durable: true }');
-  checkKnownOptions(options, ACK_OPTIONS, `${method}()`);
+  // Once per ack: the messages of the checks are made only for options that fail them.
+  if (typeof options !== 'object' || options === null || !onlyKnownOptions(options, ACK_OPTIONS)) {
+    checkOptionsObject(options, `${method} options`, '{ durable: true }');
+    checkKnownOptions(options, ACK_OPTIONS, `${method}()`);
+  }
   return options.durable === undefined ? durableAcks : checkFlag(options.durable, 'durable');
 }
 
