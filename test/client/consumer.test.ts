@@ -1,8 +1,9 @@
 /**
  * The client's consume() source: the Worker's acks go to the server in batches, one request
- * (and one promise) per turn of the event loop, at most 1000 receipts each.
+ * (and one promise) per 10 ms window, at most 1000 receipts each.
  */
 
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { consumerSource } from '../../src/client/consumer.js';
 
@@ -35,6 +36,19 @@ describe("the client consumer's acks", () => {
     expect(third).not.toBe(first);
     await third;
     expect(requests).toEqual([['r1', 'r2'], ['r3']]);
+  });
+
+  it('made in successive turns (handlers ending one by one) share a request', async () => {
+    const { requests, source } = transport();
+    const waits: Array<PromiseLike<unknown>> = [];
+    for (let i = 0; i < 20; i++) {
+      waits.push(source.ack(`r${i}`));
+      await nextTurn();
+    }
+    await Promise.all(waits);
+    expect(requests.flat()).toEqual(Array.from({ length: 20 }, (_, i) => `r${i}`));
+    // 20 turns take well under the 10 ms window, unless the machine stalls the process.
+    expect(requests.length).toBeLessThan(10);
   });
 
   it('go at most 1000 to a request, a full batch at once', async () => {
