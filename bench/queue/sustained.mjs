@@ -161,6 +161,17 @@ export async function main(argv) {
     notes.push(`the machine was busy at the start (load average ${load.toFixed(1)})`);
   }
   for (const note of notes) log(note);
+  const cellOptions = {
+    rates: options.rates,
+    seconds: options.seconds,
+    boundMs: options.boundMs,
+    leadMs: options.leadMs,
+    drainMs: options.drainMs,
+    concurrency: options.concurrency,
+    batch: options.batch,
+    warmup: options.warmup,
+    keepGoing: options.keepGoing,
+  };
   const results = {
     schema: 'tickwheel-bench-sustained/1',
     meta: {
@@ -179,30 +190,8 @@ export async function main(argv) {
       dist: process.env.TICKWHEEL_BENCH_DIST ?? null,
       notes,
     },
-    options: {
-      peers: options.peers,
-      rates: options.rates,
-      seconds: options.seconds,
-      boundMs: options.boundMs,
-      leadMs: options.leadMs,
-      drainMs: options.drainMs,
-      concurrency: options.concurrency,
-      batch: options.batch,
-      warmup: options.warmup,
-      keepGoing: options.keepGoing,
-    },
+    options: { peers: options.peers, ...cellOptions },
     peers: {},
-  };
-  const cellOptions = {
-    rates: options.rates,
-    seconds: options.seconds,
-    boundMs: options.boundMs,
-    leadMs: options.leadMs,
-    drainMs: options.drainMs,
-    concurrency: options.concurrency,
-    batch: options.batch,
-    warmup: options.warmup,
-    keepGoing: options.keepGoing,
   };
   for (const peer of options.peers) {
     if (skipped[peer] !== undefined) {
