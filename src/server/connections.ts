@@ -91,6 +91,8 @@ const REFUSAL_BODY = JSON.stringify({
   error: {
     code: 'ERR_TICKWHEEL_CAPACITY',
     message: 'the server has as many connections as it takes, all serving requests; retry shortly',
+    // Refused before a byte of the request was read: nothing was done, as every 503 says.
+    outcome: 'none',
   },
 });
 const REFUSAL =

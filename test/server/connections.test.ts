@@ -164,7 +164,7 @@ describe('the connection cap', () => {
     expect(text).toMatch(/^HTTP\/1\.1 503 /);
     expect(text).toMatch(/\r\nRetry-After: 1\r\n/i);
     expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toMatchObject({
-      error: { code: 'ERR_TICKWHEEL_CAPACITY' },
+      error: { code: 'ERR_TICKWHEEL_CAPACITY', outcome: 'none' },
     });
     expect(poll.closed()).toBe(false);
   });
