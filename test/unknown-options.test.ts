@@ -9,7 +9,7 @@ import { TickwheelClient } from '../src/client/index.js';
 import { pushListener } from '../src/client/push-receiver.js';
 import { DelayQueue, MemoryStore } from '../src/delay-queue.js';
 import { FileStore } from '../src/store/file/file-store.js';
-import { HashedWheelTimer, SystemTimer, TimerWheel } from '../src/index.js';
+import { HashedWheelTimer, ManualClock, SystemTimer, TimerWheel } from '../src/index.js';
 import {
   DeadlineRegistry,
   Heartbeat,
@@ -66,6 +66,24 @@ describe('unknown options', () => {
       await refused(() => queue.nack(message.receipt, { delay: 5 } as never), 'delay', 'delayMs');
     } finally {
       await queue.close();
+    }
+  });
+
+  it('of the embedded queue are refused by a queue on Valkey/Redis, each by name', async () => {
+    const embeddedOnly = {
+      dir: '/tmp/never-made',
+      store: new MemoryStore(),
+      fsync: 'always',
+      rememberFinished: 10,
+      clock: new ManualClock(0),
+    };
+    for (const [name, value] of Object.entries(embeddedOnly)) {
+      await expect(
+        DelayQueue.open({ redis: 'redis://127.0.0.1:1', queue: 'q', [name]: value } as never),
+      ).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: expect.stringContaining(`${name} is an option of the embedded queue`),
+      });
     }
   });
 
