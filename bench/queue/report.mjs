@@ -428,6 +428,17 @@ function charts(results) {
   return files;
 }
 
+/** Writes files into `out` (made if missing); `written` lists them relative to the working directory. */
+export function resultWriter(out) {
+  mkdirSync(out, { recursive: true });
+  const written = [];
+  const write = (name, text) => {
+    writeFileSync(join(out, name), text);
+    written.push(relative(process.cwd(), join(out, name)) || name);
+  };
+  return { write, written };
+}
+
 /** Prints the table and the targets, and writes <base>.json, <base>.md and the charts to `out`. */
 export function report(results, out, base = 'queue') {
   results.targets = evaluateTargets(results);
@@ -437,12 +448,7 @@ export function report(results, out, base = 'queue') {
     `\n${machineLine(results.meta, results.options)}\n\n${textTable(TABLE_HEADER, rows)}\n\n`,
   );
   if (targets.length > 0) process.stdout.write(`${textTable(TARGET_HEADER, targets)}\n\n`);
-  mkdirSync(out, { recursive: true });
-  const written = [];
-  const write = (name, text) => {
-    writeFileSync(join(out, name), text);
-    written.push(relative(process.cwd(), join(out, name)) || name);
-  };
+  const { write, written } = resultWriter(out);
   write(`${base}.json`, `${JSON.stringify(results, null, 2)}\n`);
   write(
     `${base}.md`,

@@ -3,9 +3,7 @@
  * every step, printed and written as <out>/sustained.json and sustained.md.
  */
 
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
-import { markdownTable } from './report.mjs';
+import { markdownTable, resultWriter } from './report.mjs';
 import { formatMs, formatNumber, ratio } from './stats.mjs';
 
 export const PEER_NAMES = {
@@ -222,12 +220,7 @@ export function renderMarkdown(results) {
 
 /** Writes <out>/<base>.json and <base>.md; returns the paths written. */
 export function writeResults(results, out, base = 'sustained') {
-  mkdirSync(out, { recursive: true });
-  const written = [];
-  const write = (name, text) => {
-    writeFileSync(join(out, name), text);
-    written.push(relative(process.cwd(), join(out, name)) || name);
-  };
+  const { write, written } = resultWriter(out);
   write(`${base}.json`, `${JSON.stringify(results, null, 2)}\n`);
   write(`${base}.md`, renderMarkdown(results));
   return written;
