@@ -267,10 +267,8 @@ export class Deliveries {
     // Nothing else running on the id (the common case): no lock.
     if (!this.locks.busy(message.id)) {
       // During a burst, put off as consume()'s acks are (the top of the file): deliveries first.
-      const tally = message.tally as HeldTally | undefined;
-      if (durable || this.stopped || tally === undefined || tally.ready < DEFER_MIN_READY) {
-        return this.finishAcked(message, durable);
-      }
+      const tally = message.tally;
+      if (durable || !this.defers(tally)) return this.finishAcked(message, durable);
       this.watchWrite(this.deferAck(message, tally), message.id);
       return TRUE;
     }
@@ -351,10 +349,14 @@ export class Deliveries {
     }
     message ??= this.near.owner(receipt);
     if (message === undefined || this.locks.busy(message.id)) return this.ack(receipt);
-    // Put off only while many messages of its topic wait ready (a burst being delivered).
-    const tally = message.tally as HeldTally;
-    if (this.stopped || tally.ready < DEFER_MIN_READY) return this.finishQuietly(message);
+    const tally = message.tally;
+    if (!this.defers(tally)) return this.finishQuietly(message);
     return this.deferAck(message, tally);
+  }
+
+  /** Whether an ack is put off: while many messages of its topic wait ready (a burst). */
+  private defers(tally: HeldTally | undefined): tally is HeldTally {
+    return !this.stopped && tally !== undefined && tally.ready >= DEFER_MIN_READY;
   }
 
   private forgetLastReceive(): void {

@@ -219,7 +219,7 @@ export class NearHorizon implements HeldCounts {
   /** Applies a message's put-off ack now (set by Deliveries). */
   applyPendingAck: (message: NearMessage) => void = () => {};
 
-  /** The message in flight under this receipt, if any (throws only for a non-string). */
+  /** The message in flight under this receipt, if any (the facade checked it is a string). */
   owner(receipt: string): NearMessage | undefined {
     const message = this.receipts.owner(receipt);
     // Acked, its ack put off (deliveries.ts): that delivery has ended, as if the ack were applied.
