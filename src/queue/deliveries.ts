@@ -8,37 +8,29 @@
  *                          │        nack's delayMs), moved through the store (horizon.ts)
  *                          │        attempts used up: dead letter (store.bury)
  *
- * A receive takes messages in flight synchronously (near.ts), tells the store they were handed out
- * (store.handOut: their attempts count even if the process dies before the delivery ends), and
- * answers with no promise per message when their payloads are in memory; payloads still on disk
- * are read together, and what does not fit `maxBytes` (sizes known only then) or cannot be read is
- * handed back as if never received. An ack skips the id lock when nothing else runs on the id.
- * It resolves once applied (the message leaves the in-flight set in the same turn and is never
- * handed out again here), its record written with the next group commit; a durable one returns
- * the store's promise, which a group commit shares between acks. A nack and a visibility timeout
- * run under the id lock, which covers their write; a nack that is not durable resolves once the
- * message has left the in-flight set. A write that fails after its ack or nack resolved goes to
- * onFault (the store has stopped: its next calls reject). A crash before the group commit
- * delivers those messages again: at least once, and nothing is lost.
+ * A receive takes messages in flight synchronously (near.ts), tells the store they were handed
+ * out (store.handOut: attempts count even if the process dies before the delivery ends), and
+ * answers with no promise per message when payloads are in memory; payloads on disk are read
+ * together, and what does not fit `maxBytes` or cannot be read is handed back unreceived.
+ * An ack resolves once applied (the message leaves the in-flight set in that turn), its record
+ * written with the next group commit; a durable one returns the store's promise, shared by the
+ * acks of a group commit. A nack and a visibility timeout run under the id lock, which covers
+ * their write. A write that fails after its ack or nack resolved goes to onFault (the store
+ * has stopped). A crash before the group commit delivers those messages again: at least once.
  *
- * Deliveries first: acks that are not durable (consume()'s, and ack() without `durable`) made
- * while at least DEFER_MIN_READY messages of their topic wait ready (a burst being delivered)
- * are put off while consumers keep taking them, and applied once they stop (that topic has
- * nothing ready, or no receive since the last look), in chunks of ACK_CHUNK a turn; any other
- * ack is applied at once. A put-off ack has ended its delivery: its receipt is stale from then
- * on (a second ack or a nack of it answers false). Applying an ack (its
- * FINISH record, the store's tables, the finished memory) costs more than delivering the
- * message; when 100k messages come due together, doing it first would make every later
- * delivery wait for every earlier ack. Bounds and semantics:
- *   - an ack waits at most MAX_ACK_DELAY_MS or half its visibility timeout (Lease.ackBy), and
- *     put-off acks are applied before any visibility timeout is acted on (onTimer), so a
- *     handler that succeeded in time is never delivered again while the queue runs;
- *   - a put-off message is finished first when anything looks it up by id (near.get): get()
- *     says 'acked', cancel() finds nothing to cancel, schedule() with its id adds a new one;
- *   - at most MAX_DEFERRED_ACKS wait; close() applies the rest. The promise consume() waits on
- *     is the chunk's: it settles once the chunk's acks are durable;
- *   - a crash loses put-off acks, as it loses acks not yet fsynced: those messages are
- *     delivered again (at least once).
+ * Deliveries first: acks that are not durable, made while at least DEFER_MIN_READY messages of
+ * their topic wait ready (a burst), are put off while consumers keep taking, and applied once
+ * they stop, ACK_CHUNK a turn. Applying an ack (FINISH record, store tables, finished memory)
+ * costs more than a delivery: done first, every delivery of a 100k burst would wait for every
+ * earlier ack. A put-off ack has ended its delivery (a second ack or a nack of it answers false).
+ *   - it waits at most MAX_ACK_DELAY_MS or half its visibility timeout (Lease.ackBy), and is
+ *     applied before any visibility timeout is acted on (onTimer): a handler that succeeded in
+ *     time is never delivered again while the queue runs;
+ *   - a lookup by id (near.get) finishes it first: get() says 'acked', cancel() finds nothing,
+ *     schedule() with its id adds a new message;
+ *   - at most MAX_DEFERRED_ACKS wait; close() applies the rest. consume() waits on its chunk's
+ *     promise, which settles once the chunk's acks are durable;
+ *   - a crash loses put-off acks as it loses acks not yet fsynced: redelivered (at least once).
  */
 
 import { setImmediate as realSetImmediate } from 'node:timers';

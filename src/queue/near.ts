@@ -8,43 +8,29 @@
  *                                                                   from any state
  *
  * A message's `timer` is its due timer while scheduled, 0 otherwise. In flight, its `lease` is
- * the visibility timeout it shares with the messages taken with it: one timer on the wheel for
- * the whole take (they have the same deadline), cleared once all of them have left flight,
- * instead of a timer started and cancelled for each message (a wheel insert and remove, ~7% of
- * a burst's profile). A lease ends at a whole millisecond (the take's time plus the visibility
- * timeout, rounded up), and later takes whose deadline is the same millisecond join it while its
- * timer runs: consume() with a low concurrency takes one message at a time, and a lease and a
- * timer each cost more than the rest of such a take. Its `version` is bumped on every change of
- * state, so the entries it left in a topic's ready list (ready-list.ts) go stale and are skipped. Finishing, retrying and
- * burying are the engine's (they involve the store); this file only moves messages between
- * states.
+ * the one visibility timer shared by the messages taken with it (a timer per message was ~7% of
+ * a burst's profile); a lease ends at a whole millisecond, and later takes with the same
+ * deadline join it while its timer runs. Every change of state bumps `version`, so entries left
+ * in a topic's ready list (ready-list.ts) go stale and are skipped. Finishing, retrying and
+ * burying are the engine's (they involve the store); this file only moves messages between states.
  *
- * Counts, kept with every change so that stats() and dueHistogram() never walk memory (at a
- * million held messages a walk took ~100 ms):
- *   tallies       per topic, held messages ready and in flight;
- *   minutes       all held messages, by the minute of their due time (as the store counts);
- *   scheduledDue  scheduled ones, by due time in ms from `countBase` (small integer keys).
- *
- * Held messages are found by id in `ids` (held-ids.ts), whose stale entries are swept away in
- * bounded steps rather than deleted one by one.
+ * Counts are kept with every change, so that stats() and dueHistogram() never walk memory (a
+ * walk of a million held messages took ~100 ms): `tallies` per topic; `minutes`, all held
+ * messages by the minute of their due time; `scheduledDue`, scheduled ones by due ms.
  *
  * Invariants (checked by debugAssert where cheap):
- *   - `message.held` ⇒ `ids.entry(message.id) === message`; `ids.count` counts the held
- *     messages;
- *   - a held message has a `tally`;
- *   - Σ tallies.scheduled = held messages scheduled;
- *   - Σ tallies.ready = held messages ready; Σ tallies.inflight = held messages in flight;
- *   - a message in flight has a receipt slot (receipts.ts); no other message has one;
- *   - a message has a `lease` while in flight, and is then in its lease's `takes`; until
- *     the lease's timer fires, its `live` counts those messages and the timer is pending while
- *     that is above 0. A lease that fired has `live` 0 and timer 0: its messages (left in
- *     flight, under their id locks, until their retry moves them) have no lease.
+ *   - `message.held` ⇒ `ids.entry(message.id) === message`; `ids.count` counts held messages;
+ *   - a held message has a `tally`; Σ tallies.{scheduled,ready,inflight} = held messages in
+ *     each state;
+ *   - a message in flight, and no other, has a receipt slot (receipts.ts) and a `lease`, and
+ *     is in its lease's `takes`; a lease's `live` counts those, and its timer is pending while
+ *     that is above 0. A lease that fired has `live` 0 and timer 0: its messages (in flight
+ *     under their id locks until their retry moves them) have no lease.
  *
- * Horizon loads (horizon.ts) read the store while the queue keeps running. Two things bridge
- * that gap: messages held during a load are `deferred` (armed after it, so that they join the
- * wheel after what the load brings, in due order), and ids changed through the store during a
- * load are `superseded`: the load may have read them before the change, and a stale copy must
- * not be taken over, or a cancelled message would still be delivered.
+ * Horizon loads (horizon.ts) read the store while the queue keeps running. Messages held during
+ * a load are `deferred` (armed after it, behind what it brings, in due order), and ids changed
+ * through the store during it are `superseded`: the load may have read them before the change,
+ * and a stale copy taken over would deliver a cancelled message.
  */
 
 import { debugAssert } from '../assert.js';

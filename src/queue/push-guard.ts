@@ -6,7 +6,7 @@
  */
 
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
-import { isIP, type LookupFunction } from 'node:net';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { TickwheelError, TickwheelTypeError } from '../errors.js';
 import { describe } from '../validate.js';
 
@@ -41,13 +41,6 @@ export class PushNotAllowedError extends TickwheelError<'ERR_TICKWHEEL_PUSH_NOT_
   }
 }
 
-type Bytes = readonly number[];
-
-interface Block {
-  bytes: Bytes;
-  prefix: number;
-}
-
 const INTERNAL: ReadonlyArray<[string, string]> = [
   ['0.0.0.0/8', 'unspecified'],
   ['10.0.0.0/8', 'private'],
@@ -64,83 +57,63 @@ const INTERNAL: ReadonlyArray<[string, string]> = [
   ['fc00::/7', 'unique-local'],
 ];
 
-const INTERNAL_BLOCKS = INTERNAL.map(([cidr, kind]) => ({ block: parseBlock(cidr)!, kind }));
-
-/** The bytes of an IPv4 or IPv6 address (without brackets or zone), or undefined. */
-export function addressBytes(text: string): Bytes | undefined {
-  const family = isIP(text);
-  if (family === 4) return text.split('.').map(Number);
-  if (family !== 6) return undefined;
-  let head = text.replace(/%.*$/, '');
-  const bytes: number[] = [];
-  // A dotted IPv4 tail (::ffff:127.0.0.1) is two groups.
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(head);
-  let tail: number[] = [];
-  if (dotted !== null) {
-    tail = dotted[1]!.split('.').map(Number);
-    head = head.slice(0, -dotted[1]!.length);
-    if (head.endsWith(':') && !head.endsWith('::')) head = head.slice(0, -1);
-  }
-  const groups = (part: string) => (part === '' ? [] : part.split(':'));
-  const [left, right] = head.includes('::') ? head.split('::') : [head, undefined];
-  const before = groups(left!);
-  const after = right === undefined ? [] : groups(right);
-  const missing = 8 - tail.length / 2 - before.length - after.length;
-  const all = [...before, ...Array<string>(right === undefined ? 0 : missing).fill('0'), ...after];
-  for (const group of all) {
-    const value = Number.parseInt(group, 16);
-    bytes.push(value >> 8, value & 0xff);
-  }
-  return [...bytes, ...tail];
-}
-
-const NAT64_PREFIX = [0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0];
-const MAPPED_PREFIX = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
-
-/** IPv6 that carries an IPv4 address (mapped, NAT64) as that address; others as they are. */
-function unmapped(bytes: Bytes): Bytes {
-  if (bytes.length !== 16) return bytes;
-  for (const prefix of [MAPPED_PREFIX, NAT64_PREFIX]) {
-    if (prefix.every((b, i) => bytes[i] === b)) return bytes.slice(12);
-  }
-  return bytes;
-}
-
-function parseBlock(text: string): Block | undefined {
+/** Adds a CIDR block or an address to `list`; false if it is neither. */
+function addBlock(list: BlockList, text: string): boolean {
   const slash = text.indexOf('/');
-  const address = slash === -1 ? text : text.slice(0, slash);
-  const bytes = addressBytes(address.replace(/^\[(.*)\]$/, '$1'));
-  if (bytes === undefined) return undefined;
-  const bits = bytes.length * 8;
-  if (slash === -1) return { bytes: unmapped(bytes), prefix: unmapped(bytes).length * 8 };
-  const prefixText = text.slice(slash + 1);
-  if (!/^\d{1,3}$/.test(prefixText)) return undefined;
-  const prefix = Number(prefixText);
-  if (prefix > bits) return undefined;
-  return { bytes, prefix };
+  const address = (slash === -1 ? text : text.slice(0, slash)).replace(/^\[(.*)\]$/, '$1');
+  const family = isIP(address);
+  if (family === 0) return false;
+  const type = family === 4 ? 'ipv4' : 'ipv6';
+  if (slash === -1) {
+    const inner = carried(address);
+    if (inner === undefined) list.addAddress(address, type);
+    else list.addAddress(inner, 'ipv4');
+    return true;
+  }
+  const prefix = text.slice(slash + 1);
+  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > (family === 4 ? 32 : 128)) return false;
+  list.addSubnet(address, Number(prefix), type);
+  return true;
 }
 
-function inBlock(bytes: Bytes, block: Block): boolean {
-  if (bytes.length !== block.bytes.length) return false;
-  for (let bit = 0; bit < block.prefix; bit += 8) {
-    const take = Math.min(8, block.prefix - bit);
-    const mask = (0xff << (8 - take)) & 0xff;
-    const index = bit / 8;
-    if (((bytes[index] as number) & mask) !== ((block.bytes[index] as number) & mask)) {
-      return false;
-    }
-  }
-  return true;
+function blockList(entries: readonly string[]): BlockList {
+  const list = new BlockList();
+  for (const entry of entries) addBlock(list, entry);
+  return list;
+}
+
+const INTERNAL_BLOCKS = INTERNAL.map(([cidr, kind]) => ({ list: blockList([cidr]), kind }));
+/** IPv6 blocks that carry an IPv4 address in their last 32 bits: mapped, and NAT64. */
+const CARRIERS = blockList(['::ffff:0:0/96', '64:ff9b::/96']);
+
+/** The IPv4 address an IPv6 one carries (mapped, NAT64), or undefined. */
+function carried(address: string): string | undefined {
+  if (isIP(address) !== 6 || !CARRIERS.check(address, 'ipv6')) return undefined;
+  // The URL parser writes IPv6 in its canonical form: the last two groups are the IPv4 address.
+  const groups = new URL(`http://[${address}]/`).hostname.slice(1, -1).split(':');
+  const high = Number.parseInt(groups.at(-2) || '0', 16);
+  const low = Number.parseInt(groups.at(-1) || '0', 16);
+  return [high >> 8, high & 0xff, low >> 8, low & 0xff].join('.');
+}
+
+/** An address without its zone, and its IPv4 form if it carries one; undefined: not an IP. */
+function parsed(
+  address: string,
+): { plain: string; type: 'ipv4' | 'ipv6'; inner?: string } | undefined {
+  const plain = address.replace(/%.*$/, '');
+  const family = isIP(plain);
+  if (family === 0) return undefined;
+  return { plain, type: family === 4 ? 'ipv4' : 'ipv6', inner: carried(plain) };
 }
 
 /** What kind of internal address `address` is (loopback, private, ...); undefined: public. */
 export function internalKind(address: string): string | undefined {
-  const bytes = addressBytes(address);
-  if (bytes === undefined) return undefined;
-  const plain = unmapped(bytes);
-  const mapped = plain !== bytes;
-  for (const { block, kind } of INTERNAL_BLOCKS) {
-    if (inBlock(plain, block)) return mapped ? `${kind} (IPv4 inside IPv6)` : kind;
+  const ip = parsed(address);
+  if (ip === undefined) return undefined;
+  for (const { list, kind } of INTERNAL_BLOCKS) {
+    if (ip.inner !== undefined) {
+      if (list.check(ip.inner, 'ipv4')) return `${kind} (IPv4 inside IPv6)`;
+    } else if (list.check(ip.plain, ip.type)) return kind;
   }
   return undefined;
 }
@@ -165,7 +138,7 @@ const systemResolve: Resolve = (host) =>
   });
 
 export class PushGuard {
-  private readonly blocks: Block[] = [];
+  private readonly allowed = new BlockList();
   private readonly hosts = new Set<string>();
 
   constructor(
@@ -174,18 +147,16 @@ export class PushGuard {
     private readonly resolve: Resolve = systemResolve,
   ) {
     for (const entry of options.allow ?? []) {
-      const block = parseBlock(entry);
-      if (block !== undefined) this.blocks.push(block);
-      else this.hosts.add(hostOf(entry));
+      if (!addBlock(this.allowed, entry)) this.hosts.add(hostOf(entry));
     }
   }
 
   checkAddress(host: string, address: string): void {
     const kind = internalKind(address);
     if (kind === undefined) return;
-    const bytes = addressBytes(address) as Bytes;
-    const plain = unmapped(bytes);
-    if (this.blocks.some((block) => inBlock(plain, block) || inBlock(bytes, block))) return;
+    const ip = parsed(address)!;
+    if (this.allowed.check(ip.plain, ip.type)) return;
+    if (ip.inner !== undefined && this.allowed.check(ip.inner, 'ipv4')) return;
     throw new PushNotAllowedError(host, hostOf(address), kind);
   }
 
@@ -290,7 +261,7 @@ const HOST_NAME =
 export function checkAllowEntry(entry: unknown): string {
   if (
     typeof entry !== 'string' ||
-    (parseBlock(entry) === undefined && (entry.includes('/') || !HOST_NAME.test(entry)))
+    (!addBlock(new BlockList(), entry) && (entry.includes('/') || !HOST_NAME.test(entry)))
   ) {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',
