@@ -295,6 +295,27 @@ export function newMessageId(now: number): string {
   return idTime + idCounter.toString(36);
 }
 
+/** Where an id made by newMessageId has its number: after `<time>-<idPrefix>-`. */
+const ID_NUMBER_AT = 9 + 1 + idPrefix.length + 1;
+
+/**
+ * The number of an id made by newMessageId in this process (unique among them), or -1 for any
+ * other id. An id given by a user may look the same: callers compare the whole id too.
+ */
+export function ownIdNumber(id: string): number {
+  const end = id.length;
+  if (end <= ID_NUMBER_AT || end > ID_NUMBER_AT + 11) return -1;
+  if (id.charCodeAt(ID_NUMBER_AT - 1) !== 45 /* - */ || !id.startsWith(idPrefix, 10)) return -1;
+  let n = 0;
+  for (let i = ID_NUMBER_AT; i < end; i++) {
+    const c = id.charCodeAt(i);
+    const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 122 ? c - 87 : -1;
+    if (digit < 0) return -1;
+    n = n * 36 + digit;
+  }
+  return n <= Number.MAX_SAFE_INTEGER ? n : -1;
+}
+
 /** The reason (lastError) of a delivery whose visibility timeout ran out, on every backend. */
 export const VISIBILITY_REASON = 'visibility timeout: not acknowledged in time';
 

@@ -482,7 +482,7 @@ export class NearHorizon implements HeldCounts {
     message.held = false;
     this.payloads.free(message.budgeted);
     message.budgeted = 0;
-    this.ids.released();
+    this.ids.released(message);
     // A horizon load running now may hand over a copy of it read before this change (an index
     // window read again): that copy is stale and must not be taken over.
     this.superseded?.add(message.id);
