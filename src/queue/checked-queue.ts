@@ -65,7 +65,7 @@ import type {
 } from './types.js';
 import { Pushers } from './push.js';
 import { checkConsumeOptions, Worker } from './worker.js';
-import { endProducer, endProducers, producerSpan } from './tracing.js';
+import { endProducers, producerSpan } from './tracing.js';
 
 const MAX_EDGES = 1_000;
 
@@ -116,7 +116,11 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
       const checked = this.checked(request, this.backend.now(), '');
       const span = producerSpan(checked, 1);
       const done = this.backend.schedule(checked);
-      return span === undefined ? done : endProducer(span, done);
+      if (span === undefined) return done;
+      return endProducers(
+        [span],
+        done.then((one) => [one]),
+      ).then(([one]) => one);
     } catch (err) {
       return Promise.reject(err as Error);
     }

@@ -123,25 +123,7 @@ export function producerSpan(message: Produced, batch: number): Otel.Span | unde
   return span;
 }
 
-/** Ends a `create` span when its schedule settles; resolves or rejects as `done` does. */
-export function endProducer<T extends { id: string }>(
-  span: Otel.Span,
-  done: Promise<T>,
-): Promise<T> {
-  return done.then(
-    (scheduled) => {
-      span.setAttribute('messaging.message.id', scheduled.id);
-      span.end();
-      return scheduled;
-    },
-    (err: unknown) => {
-      failed(span, err);
-      span.end();
-      throw err;
-    },
-  );
-}
-
+/** Ends the `create` spans of messages when their schedule settles; resolves as `done` does. */
 export function endProducers<T extends { id: string }>(
   spans: readonly (Otel.Span | undefined)[],
   done: Promise<T[]>,
