@@ -133,6 +133,18 @@ export function checkKnownOptions(options: object, known: readonly string[], wha
   }
 }
 
+/** checkOptionsObject, then checkKnownOptions; the object of `new Name()` is "Name options". */
+export function checkOptions<O extends object>(
+  options: O,
+  known: readonly string[],
+  call: string,
+  example: string,
+): O {
+  checkOptionsObject(options, `${call.replace(/^new (\w+)\(\)$/, '$1')} options`, example);
+  checkKnownOptions(options, known, call);
+  return options;
+}
+
 /** Whether an options object has no option but `known` ones (no strings made: for hot paths). */
 export function onlyKnownOptions(options: object, known: readonly string[]): boolean {
   for (const name in options) if (!known.includes(name)) return false;

@@ -15,6 +15,7 @@ import { AbortError, TickwheelStateError, TickwheelTypeError, checkOpen } from '
 import {
   checkDelay,
   describe,
+  checkOptions,
   checkOptionsObject,
   checkKnownOptions,
   checkSignal,
@@ -58,8 +59,7 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
   private closed = false;
 
   constructor(options: DeadlineRegistryOptions = {}) {
-    checkOptionsObject(options, 'DeadlineRegistry options', '{ clock }');
-    checkKnownOptions(options, REGISTRY_OPTIONS, 'new DeadlineRegistry()');
+    checkOptions(options, REGISTRY_OPTIONS, 'new DeadlineRegistry()', '{ clock }');
     const { wheel } = patternWheel<number>(options, (row) => this.expire(row));
     this.wheel = wheel;
     this.rows = new EntryStore(options.initialCapacity);

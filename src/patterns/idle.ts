@@ -14,13 +14,7 @@
  */
 
 import { TickwheelRangeError, checkOpen } from '../errors.js';
-import {
-  checkCallback,
-  checkOption,
-  checkOptionsObject,
-  checkKnownOptions,
-  optionNames,
-} from '../validate.js';
+import { checkCallback, checkOption, checkOptions, optionNames } from '../validate.js';
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
 import { EntryStore, grown } from '../wheel/index.js';
@@ -77,8 +71,7 @@ export class IdleTracker<T = unknown> {
   private closed = false;
 
   constructor(options: IdleTrackerOptions<T>) {
-    checkOptionsObject(options, 'IdleTracker options', '{ readerIdleMs: 60_000, onIdle }');
-    checkKnownOptions(options, IDLE_OPTIONS, 'new IdleTracker()');
+    checkOptions(options, IDLE_OPTIONS, 'new IdleTracker()', '{ readerIdleMs: 60_000, onIdle }');
     checkCallback(options.onIdle, 'onIdle');
     this.onIdle = options.onIdle;
     this.periodOf = new Float64Array([

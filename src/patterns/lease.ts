@@ -29,8 +29,7 @@ import {
   checkCallback,
   checkOption,
   describe,
-  checkOptionsObject,
-  checkKnownOptions,
+  checkOptions,
   checkSignal,
   optionNames,
 } from '../validate.js';
@@ -98,8 +97,7 @@ export class LeaseKeeper {
   private closed = false;
 
   constructor(options: LeaseKeeperOptions = {}) {
-    checkOptionsObject(options, 'LeaseKeeper options', '{ clock }');
-    checkKnownOptions(options, KEEPER_OPTIONS, 'new LeaseKeeper()');
+    checkOptions(options, KEEPER_OPTIONS, 'new LeaseKeeper()', '{ clock }');
     const { clock, wheel, report } = patternWheel<KeptLease>(options, (lease) =>
       lease[timerFired](),
     );
@@ -164,8 +162,7 @@ export class Lease<D = unknown> implements KeptLease {
 
   /** Made by LeaseKeeper.hold(), the only way to get a Lease. */
   constructor(host: LeaseHost, options: LeaseOptions<D>) {
-    checkOptionsObject(options, 'hold() options', '{ leaseMs: 30_000, renew }');
-    checkKnownOptions(options, HOLD_OPTIONS, 'hold()');
+    checkOptions(options, HOLD_OPTIONS, 'hold()', '{ leaseMs: 30_000, renew }');
     this.leaseMs = checkOption(options.leaseMs, 'leaseMs', Number.MIN_VALUE);
     this.everyMs = checkOption(
       options.renewEveryMs ?? this.leaseMs / 3,

@@ -137,11 +137,8 @@ export function verifyPush(
   request: { headers: PushHeaders; body: Uint8Array | string },
   options: VerifyPushOptions,
 ): PushDelivery {
-  const {
-    secrets,
-    toleranceSeconds: tolerance,
-    now: clock,
-  } = checkPushOptions(options, 'verifyPush');
+  const check = checkPushOptions(options, 'verifyPush');
+  const tolerance = check.toleranceSeconds;
   checkRequest(request);
   const names = Object.values(PUSH_HEADER);
   const values = names.map((name) => header(request.headers, name));
@@ -156,7 +153,7 @@ export function verifyPush(
     throw new PushSignatureError(`${PUSH_HEADER.timestamp} is not whole seconds: ${stamp}`);
   }
   const timestamp = Number(stamp);
-  const now = clock() / 1000;
+  const now = check.now() / 1000;
   if (Math.abs(now - timestamp) > tolerance) {
     throw new PushSignatureError(
       `${PUSH_HEADER.timestamp} ${timestamp} is more than ${tolerance} s from this clock ` +
@@ -169,7 +166,7 @@ export function verifyPush(
     .filter((part) => part.startsWith('v1='))
     .map((part) => Buffer.from(part.slice(3), 'hex'));
   let match = false;
-  for (const secret of secrets) {
+  for (const secret of check.secrets) {
     const expected = digest(secret, timestamp, { id, topic, attempt, deliverAt }, request.body);
     for (const signature of given) {
       // Every comparison runs: how many matched must not show in the time taken.
@@ -188,12 +185,8 @@ export function verifyPush(
 }
 
 function checkRequest(request: unknown): void {
-  if (
-    typeof request !== 'object' ||
-    request === null ||
-    typeof (request as { headers?: unknown }).headers !== 'object' ||
-    (request as { headers?: unknown }).headers === null
-  ) {
+  const headers = (request as { headers?: unknown } | null)?.headers;
+  if (typeof request !== 'object' || request === null || typeof headers !== 'object' || !headers) {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',
       `verifyPush: request must be { headers, body }, the request's headers and its raw body; got ${describe(request)}${typeof request === 'object' && request !== null ? ' without headers' : ''}`,

@@ -73,21 +73,14 @@ export function checkTraceContext(value: unknown): TraceContext | undefined {
 }
 
 /**
- * A header's value as Node gives it: a repeated traceparent is invalid (the W3C specification
- * says to ignore it); repeated tracestate headers are one list.
+ * The context of an HTTP request's `traceparent` and `tracestate` headers, or undefined. A
+ * repeated traceparent is invalid (the W3C specification says to ignore it); repeated tracestate
+ * headers are one list.
  */
-export function headerValue(value: string | string[] | undefined, joinable: boolean): unknown {
-  if (!Array.isArray(value)) return value;
-  return joinable ? value.join(',') : undefined;
-}
-
-/** The context of an HTTP request's `traceparent` and `tracestate` headers, or undefined. */
 export function traceContextOfHeaders(
   headers: Record<string, string | string[] | undefined>,
 ): TraceContext | undefined {
-  if (headers.traceparent === undefined) return undefined;
-  return traceContextOf(
-    headerValue(headers.traceparent, false),
-    headerValue(headers.tracestate, true),
-  );
+  const { traceparent, tracestate } = headers;
+  if (traceparent === undefined || Array.isArray(traceparent)) return undefined;
+  return traceContextOf(traceparent, Array.isArray(tracestate) ? tracestate.join(',') : tracestate);
 }

@@ -9,14 +9,7 @@
  */
 
 import { TickwheelRangeError, TickwheelTypeError, checkOpen } from '../errors.js';
-import {
-  checkCallback,
-  checkDelay,
-  checkKnownOptions,
-  checkOption,
-  checkOptionsObject,
-  optionNames,
-} from '../validate.js';
+import { checkCallback, checkDelay, checkOption, checkOptions, optionNames } from '../validate.js';
 import { HashedWheel } from '../wheel/index.js';
 import {
   FACE_OPTIONS,
@@ -128,8 +121,7 @@ export class HashedWheelTimer {
   }
 
   constructor(options: HashedWheelTimerOptions = {}) {
-    checkOptionsObject(options, 'HashedWheelTimer options', '{ tickDuration: 100 }');
-    checkKnownOptions(options, HASHED_WHEEL_OPTIONS, 'new HashedWheelTimer()');
+    checkOptions(options, HASHED_WHEEL_OPTIONS, 'new HashedWheelTimer()', '{ tickDuration: 100 }');
     this.tickDuration = checkOption(options.tickDuration ?? 100, 'tickDuration', Number.MIN_VALUE);
     this.wheel = new HashedWheel({ ticksPerWheel: options.ticksPerWheel });
     this.maxPendingTimeouts = checkOption(

@@ -10,13 +10,7 @@
  */
 
 import { TickwheelTypeError, checkOpen } from '../errors.js';
-import {
-  checkDelay,
-  checkKnownOptions,
-  checkOption,
-  checkOptionsObject,
-  optionNames,
-} from '../validate.js';
+import { checkDelay, checkOption, checkOptions, optionNames } from '../validate.js';
 import { HierarchicalWheel } from '../wheel/index.js';
 import { FACE_OPTIONS, WheelDriver, checkFaceOptions, type FaceOptions } from './driver.js';
 
@@ -77,8 +71,7 @@ export class SystemTimer {
   private closed = false;
 
   constructor(options: SystemTimerOptions = {}) {
-    checkOptionsObject(options, 'SystemTimer options', '{ tickMs: 1 }');
-    checkKnownOptions(options, SYSTEM_TIMER_OPTIONS, 'new SystemTimer()');
+    checkOptions(options, SYSTEM_TIMER_OPTIONS, 'new SystemTimer()', '{ tickMs: 1 }');
     const tickMs = checkOption(options.tickMs ?? 1, 'tickMs', Number.MIN_VALUE);
     const wheelSize = checkOption(options.wheelSize ?? 20, 'wheelSize', 2, 4096, true);
     if (options.startMs !== undefined) {

@@ -18,9 +18,8 @@ import {
   checkCallback,
   checkDelay,
   checkFlag,
-  checkKnownOptions,
   checkOption,
-  checkOptionsObject,
+  checkOptions,
   checkPeriod,
   checkSignal,
   optionNames,
@@ -116,8 +115,7 @@ export class TimerWheel<T = unknown> {
   private closed = false;
 
   constructor(options: TimerWheelOptions<T> = {}) {
-    checkOptionsObject(options, 'TimerWheel options', '{ resolution: 1 }');
-    checkKnownOptions(options, TIMER_WHEEL_OPTIONS, 'new TimerWheel()');
+    checkOptions(options, TIMER_WHEEL_OPTIONS, 'new TimerWheel()', '{ resolution: 1 }');
     const resolution = checkOption(options.resolution ?? 1, 'resolution', Number.MIN_VALUE);
     this.maxPending = checkOption(options.maxPending ?? Infinity, 'maxPending', 0, Infinity);
     this.admitBelow = this.maxPending;
