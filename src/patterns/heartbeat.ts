@@ -62,7 +62,7 @@ export class Heartbeat<T = unknown> {
     });
   }
 
-  /** Starts watching `item`; tracking counts as hearing from it. */
+  /** Tracking counts as hearing from it. */
   track(item: T): IdleHandle {
     return this.idle.track(item);
   }
@@ -72,7 +72,7 @@ export class Heartbeat<T = unknown> {
     return this.idle.read(handle);
   }
 
-  /** Stops watching (the connection closed for another reason). True if it was tracked. */
+  /** The connection closed for another reason. True if it was tracked. */
   untrack(handle: IdleHandle): boolean {
     return this.idle.untrack(handle);
   }

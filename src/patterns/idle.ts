@@ -22,15 +22,13 @@ import { PATTERN_OPTIONS, patternWheel, type PatternOptions } from './pattern-wh
 
 export type IdleState = 'reader-idle' | 'writer-idle' | 'all-idle';
 
-/** Names a tracked item; a positive integer, inert once the item is untracked. */
+/** A positive integer, inert once the item is untracked. */
 export type IdleHandle = number;
 
 export interface IdleTrackerOptions<T> extends PatternOptions {
-  /** Reader-idle after this long without `read()`. 0 or omitted: not detected. */
+  /** Idle after this long without `read()`, `write()`, either. 0 or omitted: not detected. */
   readerIdleMs?: number;
-  /** Writer-idle after this long without `write()`. 0 or omitted: not detected. */
   writerIdleMs?: number;
-  /** All-idle after this long without either. 0 or omitted: not detected. */
   allIdleMs?: number;
   /**
    * Called for each idle event (reader, writer, all when due at once) with the whole idle
@@ -59,7 +57,6 @@ export class IdleTracker<T = unknown> {
   private readonly onIdle: IdleTrackerOptions<T>['onIdle'];
   /** Per state (READER, WRITER, ALL): its period in ms, 0 when it is not detected. */
   private readonly periodOf: Float64Array;
-  /** The shortest enabled period: the first timer of a new item. */
   private readonly firstDelay: number;
   /** Row allocation and generation-checked handles; the slab's own arrays are not used. */
   private readonly rows: EntryStore;
@@ -127,7 +124,7 @@ export class IdleTracker<T = unknown> {
     return this.rows.handleOf(row);
   }
 
-  /** Records a read. False (and nothing done) when the handle is not tracked. */
+  /** False (and nothing done) when the handle is not tracked. */
   read(handle: IdleHandle): boolean {
     const row = this.rowOf(handle);
     if (row < 0) return false;
@@ -135,7 +132,6 @@ export class IdleTracker<T = unknown> {
     return true;
   }
 
-  /** Records a write. False (and nothing done) when the handle is not tracked. */
   write(handle: IdleHandle): boolean {
     const row = this.rowOf(handle);
     if (row < 0) return false;
@@ -143,7 +139,7 @@ export class IdleTracker<T = unknown> {
     return true;
   }
 
-  /** Records activity that counts as both a read and a write. */
+  /** A read and a write. */
   touch(handle: IdleHandle): boolean {
     const row = this.rowOf(handle);
     if (row < 0) return false;
@@ -167,13 +163,11 @@ export class IdleTracker<T = unknown> {
     return this.rowOf(handle) >= 0;
   }
 
-  /** The tracked item, or undefined. */
   item(handle: IdleHandle): T | undefined {
     const row = this.rowOf(handle);
     return row < 0 ? undefined : this.items[row];
   }
 
-  /** Items tracked. */
   get size(): number {
     return this.closed ? 0 : this.rows.live;
   }

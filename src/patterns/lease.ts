@@ -1,7 +1,6 @@
 /**
- * Lease keep-alive, the "lock watchdog" (Redisson's name): while a lease is held, renew it every
- * `renewEveryMs` E (default leaseMs L / 3), and tell the holder the moment it can no longer be
- * trusted to be held.
+ * Lease keep-alive, Redisson's "lock watchdog": renew a held lease every `renewEveryMs` E (default
+ * leaseMs L / 3), and tell the holder the moment it can no longer be trusted to be held.
  *
  *     hold ── E ──► renew ✓ ── E ──► renew ✓ ── E ──► renew … (no answer) ── T ──► lost
  *      0            L/3               2L/3             L                          4L/3
@@ -60,17 +59,15 @@ export interface LeaseOptions<D = unknown> {
   data?: D;
 }
 
-/** Methods the keeper calls on a Lease, as symbols: not part of the user's surface. */
+/** The keeper's methods of a Lease: symbols, off the user's surface. */
 const timerFired = Symbol('timerFired');
 const lose = Symbol('lose');
 
-/** A lease as its keeper sees it, whatever its data. */
 interface KeptLease {
   [timerFired](): void;
   [lose](message: string, cause: unknown): void;
 }
 
-/** What a Lease needs from its keeper. */
 interface LeaseHost {
   now(): number;
   wheel: TimerWheel<KeptLease>;
@@ -117,7 +114,6 @@ export class LeaseKeeper {
     return lease;
   }
 
-  /** Leases held. */
   get size(): number {
     return this.held.size;
   }
@@ -136,7 +132,6 @@ export class LeaseKeeper {
 }
 
 export class Lease<D = unknown> implements KeptLease {
-  /** `options.data`. */
   readonly data: D;
   private readonly host: LeaseHost;
   private readonly options: LeaseOptions<D>;
@@ -160,7 +155,7 @@ export class Lease<D = unknown> implements KeptLease {
   private readonly onExternalAbort: (() => void) | undefined;
   private releasing: Promise<void> | undefined;
 
-  /** Made by LeaseKeeper.hold(), the only way to get a Lease. */
+  /** Only LeaseKeeper.hold() makes one. */
   constructor(host: LeaseHost, options: LeaseOptions<D>) {
     checkOptions(options, HOLD_OPTIONS, 'hold()', '{ leaseMs: 30_000, renew }');
     this.leaseMs = checkOption(options.leaseMs, 'leaseMs', Number.MIN_VALUE);
@@ -211,7 +206,6 @@ export class Lease<D = unknown> implements KeptLease {
     return this.current;
   }
 
-  /** Successful renewals so far. */
   get renewals(): number {
     return this.renewed;
   }
@@ -226,10 +220,7 @@ export class Lease<D = unknown> implements KeptLease {
     return this.reason;
   }
 
-  /**
-   * Aborts when the lease ends (reason: the LeaseLostError, options.signal's reason, or an
-   * AbortError on release()). Made on first use: unused, it costs no AbortController.
-   */
+  /** Aborts when the lease ends, with endReason; made on first use (an AbortController each). */
   get signal(): AbortSignal {
     if (this.controller === undefined) {
       this.controller = new AbortController();
@@ -273,7 +264,6 @@ export class Lease<D = unknown> implements KeptLease {
     }
   }
 
-  /** Ends a held lease as lost and tells the holder. */
   [lose](message: string, cause: unknown): void {
     if (this.current !== 'held') return;
     const error = stackless(

@@ -22,7 +22,7 @@ export interface PatternOptions {
   initialCapacity?: number;
 }
 
-/** The options every pattern takes, for its list of known options (checkKnownOptions). */
+/** The names of PatternOptions. */
 export const PATTERN_OPTIONS = {
   clock: true,
   resolution: true,
@@ -31,7 +31,7 @@ export const PATTERN_OPTIONS = {
   initialCapacity: true,
 } as const satisfies Record<keyof PatternOptions, true>;
 
-/** The pattern's clock and wheel, and where its callbacks' errors go. */
+/** The pattern's clock and wheel, and where callbacks' errors go. */
 export function patternWheel<T>(
   options: PatternOptions,
   onExpire: (data: T) => void,

@@ -1,12 +1,8 @@
 /**
- * SystemTimer and TimerTask: Kafka's `org.apache.kafka.server.util.timer` API, a thin face over
- * WheelDriver and a HierarchicalWheel (scheme 7). With the defaults (tickMs 1, wheelSize 20) the
- * wheel is Kafka's own, with overflow levels of 20 ms, 400 ms, 8 s, ... made when first needed.
- * As in Kafka, a task is pending in at most one timer: adding it again reschedules it from now.
- *
- * What differs: the clock drives the wheel, so tasks run on the event loop when due whether or
- * not a reaper calls advanceClock (which only reports that they did); a task never runs early
- * (Kafka's may, by up to a tick), and one already due runs on the next tick, not inside add().
+ * SystemTimer and TimerTask: Kafka's `org.apache.kafka.server.util.timer` API over WheelDriver and
+ * a HierarchicalWheel (Kafka's own with the defaults). A task is pending in one timer at most.
+ * What differs: the clock drives the wheel, so tasks run when due whether or not a reaper calls
+ * advanceClock; a task never runs early, and one already due runs on the next tick.
  */
 
 import { TickwheelTypeError, checkOpen } from '../errors.js';
@@ -122,12 +118,10 @@ export class SystemTimer {
     });
   }
 
-  /** Tasks pending. */
   get size(): number {
     return this.driver.size - this.waiters.length;
   }
 
-  /** Levels of the hierarchical wheel created so far. */
   get levels(): number {
     this.driver.bindPending();
     return this.driver.wheel.levels;
