@@ -96,15 +96,11 @@ export class HierarchicalWheel extends TimingWheel {
     this.moveTo(this.currentTick);
   }
 
-  /** Levels created so far. */
   get levels(): number {
     return this.levelCount;
   }
 
-  /**
-   * A read-only picture of the wheel for dashboards: rows per slot and cursor, per level.
-   * Counting walks slot lists, so past `maxRows` rows an occupied slot counts as 1 (`truncated`).
-   */
+  /** For dashboards: rows per slot, and the cursor, per level; 1 per slot past `maxRows` rows. */
   snapshot(maxRows = 100_000): WheelSnapshot {
     const { next } = this.entries;
     let budget = maxRows;
@@ -206,7 +202,6 @@ export class HierarchicalWheel extends TimingWheel {
     return fired;
   }
 
-  /** Moves `current`, and the block figures that follow it. */
   private moveTo(tick: number): void {
     this.currentTick = tick;
     const block = this.blockOf(tick);
