@@ -86,8 +86,7 @@ class HashedWheelTimeout implements Timeout {
   }
 
   toString(): string {
-    const state = ['pending', 'cancelled', 'expired'][this.state];
-    return `HashedWheelTimeout(${state})`;
+    return `HashedWheelTimeout(${['pending', 'cancelled', 'expired'][this.state]})`;
   }
 }
 
