@@ -57,7 +57,7 @@ export function checkAlarmClock(clock: unknown): AlarmClock {
   return clock as AlarmClock;
 }
 
-/** Bookkeeping shared by the clocks: alarms in creation order, each with its deadline. */
+/** The clocks' alarms, in creation order. */
 export class AlarmSet {
   readonly alarms: ClockAlarm[] = [];
 
@@ -87,7 +87,7 @@ export class AlarmSet {
     return best;
   }
 
-  /** Calls each alarm due by `now` once, from the top of an event-loop turn (atTurnStart). */
+  /** Calls each alarm due by `now` once, at the top of an event-loop turn. */
   fireDue(now: number): void {
     // A copy: a target may create or dispose alarms while it runs.
     for (const alarm of this.alarms.slice()) {

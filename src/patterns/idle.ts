@@ -1,10 +1,7 @@
 /**
- * IdleTracker: reader-idle, writer-idle and all-idle detection for many connections, in the
- * vocabulary of Netty's IdleStateHandler.
- *
- * `read()` and `write()` only store the clock's time; they do not touch the wheel. Each item has
- * one timer, armed for the earliest moment one of its states could become idle; when it fires,
- * activity since then re-arms it, else `onIdle` runs (as Netty does): one firing per period.
+ * IdleTracker: Netty's IdleStateHandler states for many connections. `read()` and `write()` only
+ * store the time; each item's one timer is armed for the earliest moment a state could become
+ * idle, and when it fires, activity since re-arms it, else `onIdle` runs: one firing per period.
  *
  * For a state with period P and last activity L, events are due at L + P, L + 2P, ... until
  * activity moves L, each with `periods`, the whole periods since L (1 first: Netty's isFirst()).

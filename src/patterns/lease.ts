@@ -5,17 +5,12 @@
  *     hold ── E ──► renew ✓ ── E ──► renew ✓ ── E ──► renew … (no answer) ── T ──► lost
  *      0            L/3               2L/3             L                          4L/3
  *
- * The holder is sure of the lease only up to `validUntil` = start of the last successful renewal
- * (or hold()) + L, as the store started its new expiry no earlier. So a renewal must settle by
- * min(its start + renewTimeoutMs T, validUntil), or the lease is lost then: with the defaults a
- * holder hears of a loss at least L/3 before the store could give the lease to someone else.
- *
- * Lost: renew() threw, rejected, answered false or a non-boolean, did not settle in time, or
- * could not start before validUntil (a blocked event loop); or the keeper closed. Then
- * `lease.signal` aborts with a LeaseLostError, `onLost` runs, renewals stop, and a late answer
- * is ignored. Not retried (as in Redisson): the lock may already be someone else's.
- *
- * Each Lease has one lean timer: the next renewal, or the deadline of the one in flight.
+ * The lease is sure only up to `validUntil` = start of the last successful renewal (or hold())
+ * + L, so a renewal must settle by min(its start + renewTimeoutMs T, validUntil), or the lease is
+ * lost then: with the defaults, at least L/3 before the store could give it to someone else.
+ * Lost (renew() threw, rejected, answered false or a non-boolean, was late or could not start in
+ * time; or the keeper closed): `lease.signal` aborts, `onLost` runs, renewals stop. Not retried
+ * (as in Redisson): the lock may already be someone else's. One lean timer per Lease.
  */
 
 import {

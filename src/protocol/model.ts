@@ -9,7 +9,7 @@ export interface Backoff {
   type: 'fixed' | 'exponential';
   /** Base delay in ms: fixed waits this long; exponential waits delayMs * 2^(attempt-1). */
   delayMs: number;
-  /** Spread each wait by up to this fraction at random (0..1). Default 0 for fixed, 0.2 for exponential. */
+  /** Random spread, a fraction 0..1 of the wait. Default 0 fixed, 0.2 exponential. */
   jitter?: number;
   /** Upper bound of one wait. Default one day. */
   maxDelayMs?: number;
@@ -21,7 +21,7 @@ export interface MessageInfo {
   status: MessageStatus;
   deliverAt: number;
   attempts: number;
-  /** Why its latest delivery failed, if one did (kept with a dead letter). */
+  /** Why its latest delivery failed, if one did. */
   lastError?: string;
 }
 

@@ -82,9 +82,8 @@ export const BIND_BATCH = 256;
 const LATE_BIND_TICKS = 2 ** 50;
 
 /**
- * A SystemClock may have moved by any time the process has been up since the last reading, so
- * late binding needs ticks coarse enough that 2^52 of them outlast a thousand years (7.0 us or
- * more). A ManualClock tells its targets when it moves (AlarmTarget.clockMoved).
+ * A SystemClock may have moved by any time since the last reading: late binding needs 2^52 ticks
+ * to outlast a thousand years (7.0 us or more). A ManualClock says when it moves (clockMoved).
  */
 const LATE_BIND_SPAN_MS = 1000 * 365.25 * 24 * 3600 * 1000;
 
@@ -430,8 +429,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       this.running = false;
       this.settleAfter = false;
     }
-    // Set for the next row: timers those expirations started armed nothing (armFor skips while
-    // running), and an alarm left set for what just fired would keep later calls off the shortcut.
+    // Timers those expirations started armed nothing (armFor skips while running).
     const next = this.wheel.nextDeadline();
     if (next !== Infinity) this.alarm.set(this.timeOf(next));
     return fired;

@@ -60,9 +60,8 @@ export interface HierarchicalWheelOptions {
 }
 
 /**
- * Per level: the cursor and the rows each slot holds. The first level has 2W slots (the current
- * block, then the next), its cursor `current`'s place in the first W; a higher level L has W
- * slots, its cursor digit_L of the next block's start.
+ * Per level: the cursor and the rows of each slot. The first level has 2W slots (current block,
+ * next), its cursor in the first W; a level L >= 1 has W, its cursor digit_L of the next block.
  */
 export interface WheelSnapshot {
   levels: Array<{ cursor: number; slots: number[] }>;
@@ -223,10 +222,7 @@ export class HierarchicalWheel extends TimingWheel {
     return slot >= 0 ? (block + 1) * size + slot : Infinity;
   }
 
-  /**
-   * When the next occupied slot of a higher level must be cascaded: as `current` enters the
-   * block before it (the first level holds two). The lowest level with one has the earliest.
-   */
+  /** When a higher level's next occupied slot is cascaded: as `current` enters the block before. */
   private nextCascade(): number {
     const reference = this.blockStart + this.wheelSize;
     for (let level = 1; level < this.levelCount; level++) {
@@ -241,9 +237,8 @@ export class HierarchicalWheel extends TimingWheel {
   }
 
   /**
-   * Restores the invariant after `current` moved: a slot the next block's start now stands in
-   * (its cursor slot) is cascaded at once, from the top level down, since a cascade from level L
-   * can fill the cursor slot of level L - 1.
+   * After `current` moved, cascades each level's slot the next block's start stands in: from the
+   * top down, as a cascade from level L can fill the cursor slot of level L - 1.
    */
   private cascadeEntered(): void {
     const reference = this.blockStart + this.wheelSize;
