@@ -31,7 +31,7 @@ function settlePerformanceGlobal(): void {
   });
 }
 
-/** The longest delay Node's setTimeout honours; longer waits are taken in steps. */
+/** Node's longest setTimeout; longer waits are taken in steps. */
 const MAX_NATIVE_DELAY = 2 ** 31 - 1;
 /** Below this much time to a deadline the clock waits with setImmediate, above with a timer. */
 const SPIN_MS = 0.25;

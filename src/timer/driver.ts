@@ -138,7 +138,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       this.report(err);
     }
   };
-  /** Delays may wait for a later reading: the clock allows it and ticks are coarse enough. */
   private readonly lateBindable: boolean;
   /** Its alarm is this package's own, which reads as set (see ClockAlarm): runDue trusts it. */
   private readonly exactAlarms: boolean;
@@ -231,7 +230,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return this.origin + tick * this.resolution;
   }
 
-  /** Timers pending: those in the wheel and those waiting for a clock reading. */
+  /** Timers in the wheel and waiting for a clock reading. */
   get size(): number {
     return this.wheel.size + this.unboundCount;
   }

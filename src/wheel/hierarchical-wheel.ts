@@ -1,6 +1,6 @@
 /**
- * Hierarchical timing wheel: Varghese & Lauck's scheme 7, as in Kafka's TimingWheel and
- * tokio's timer, with occupancy bits so that no time is ever spent on an empty slot.
+ * Hierarchical timing wheel: Varghese & Lauck's scheme 7, as in Kafka's TimingWheel and tokio's
+ * timer, with occupancy bits so that no time is ever spent on an empty slot.
  *
  * ## The math
  *
@@ -44,7 +44,7 @@ import { TimingWheel, type ExpireCallback } from './wheel.js';
 
 const TWO_POW_32 = 2 ** 32;
 
-/** Which of the first level's two groups holds a block's ticks. */
+/** The first-level group of a block's ticks. */
 function parity(block: number): number {
   return block % 2;
 }
@@ -71,15 +71,13 @@ export interface WheelSnapshot {
 
 export class HierarchicalWheel extends TimingWheel {
   readonly wheelSize: number;
-  /** spans[L] = wheelSize^L: ticks covered by one slot of level L. */
+  /** spans[L] = wheelSize^L: ticks one slot of level L covers. bitsPerLevel: log2 of it, or 0. */
   private readonly spans: number[];
-  /** log2(wheelSize) when it is a power of two, else 0. */
   private readonly bitsPerLevel: number;
   private readonly maxLevels: number;
   private levelCount = 1;
-  /** Start of `current`'s block (moveTo): exact, where the next block's may not be near 2^53. */
+  /** Set by moveTo: `current`'s block's start (exact near 2^53) and first-level group. */
   private blockStart = 0;
-  /** The first-level group holding the current block's ticks (set by moveTo). */
   private currentGroup = 0;
 
   constructor(options: HierarchicalWheelOptions = {}) {
