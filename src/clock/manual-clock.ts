@@ -46,13 +46,13 @@ export class ManualClock implements AlarmClock {
 
   /** Moves time forward by `ms`, firing everything due on the way. */
   advance(ms: number): void {
-    this.checkSpan(ms, 'advance');
+    this.check(ms, 'advance', true);
     this.walk(this.time + ms, 'advance');
   }
 
   /** advance() to the time `ms`. */
   advanceTo(ms: number): void {
-    this.checkTarget(ms, 'advanceTo');
+    this.check(ms, 'advanceTo', false);
     this.walk(ms, 'advanceTo');
   }
 
@@ -76,14 +76,14 @@ export class ManualClock implements AlarmClock {
 
   /** advance() with each deadline's callbacks in an event-loop turn of their own (see above). */
   advanceAsync(ms: number): Promise<void> {
-    this.checkSpan(ms, 'advanceAsync');
+    this.check(ms, 'advanceAsync', true);
     this.enter('advanceAsync');
     return this.walkAsync(this.time + ms);
   }
 
   /** advanceTo() with the callbacks run as advanceAsync() runs them. */
   advanceToAsync(ms: number): Promise<void> {
-    this.checkTarget(ms, 'advanceToAsync');
+    this.check(ms, 'advanceToAsync', false);
     this.enter('advanceToAsync');
     return this.walkAsync(ms);
   }
@@ -125,22 +125,15 @@ export class ManualClock implements AlarmClock {
     this.alarms.moved();
   }
 
-  private checkSpan(ms: number, method: string): void {
-    if (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms)) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
-        `${method}() takes a finite number of milliseconds >= 0, got ${String(ms)}`,
-      );
-    }
-  }
-
-  private checkTarget(ms: number, method: string): void {
-    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < this.time) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
-        `${method}() takes a finite time at or after now (${this.time}), got ${String(ms)}`,
-      );
-    }
+  /** A finite span of 0 or more (`span`), or a finite time at or after now. */
+  private check(ms: number, method: string, span: boolean): void {
+    if (typeof ms === 'number' && Number.isFinite(ms) && ms >= (span ? 0 : this.time)) return;
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_INVALID_DELAY',
+      span
+        ? `${method}() takes a finite number of milliseconds >= 0, got ${String(ms)}`
+        : `${method}() takes a finite time at or after now (${this.time}), got ${String(ms)}`,
+    );
   }
 
   private enter(method: string): void {

@@ -52,10 +52,10 @@ export class IdleTracker<T = unknown> {
   private readonly clock: Clock;
   private readonly report: (err: unknown) => void;
   private readonly onIdle: IdleTrackerOptions<T>['onIdle'];
-  /** Per state (READER, WRITER, ALL): its period in ms, 0 when it is not detected. */
+  /** Per state: its period in ms, 0 when not detected. */
   private readonly periodOf: Float64Array;
   private readonly firstDelay: number;
-  /** Row allocation and generation-checked handles; the slab's own arrays are not used. */
+  /** Rows and their handles only; the slab's arrays are not used. */
   private readonly rows: EntryStore;
   private items: Array<T | undefined>;
   private lastRead: Float64Array;
@@ -123,27 +123,16 @@ export class IdleTracker<T = unknown> {
 
   /** False (and nothing done) when the handle is not tracked. */
   read(handle: IdleHandle): boolean {
-    const row = this.rowOf(handle);
-    if (row < 0) return false;
-    this.lastRead[row] = this.clock.now();
-    return true;
+    return this.active(handle, true, false);
   }
 
   write(handle: IdleHandle): boolean {
-    const row = this.rowOf(handle);
-    if (row < 0) return false;
-    this.lastWrite[row] = this.clock.now();
-    return true;
+    return this.active(handle, false, true);
   }
 
   /** A read and a write. */
   touch(handle: IdleHandle): boolean {
-    const row = this.rowOf(handle);
-    if (row < 0) return false;
-    const now = this.clock.now();
-    this.lastRead[row] = now;
-    this.lastWrite[row] = now;
-    return true;
+    return this.active(handle, true, true);
   }
 
   /** Stops tracking. True if the handle was tracked; its handle is inert from now on. */
@@ -175,6 +164,15 @@ export class IdleTracker<T = unknown> {
     this.closed = true;
     this.wheel.close();
     this.items = [];
+  }
+
+  private active(handle: IdleHandle, read: boolean, write: boolean): boolean {
+    const row = this.rowOf(handle);
+    if (row < 0) return false;
+    const now = this.clock.now();
+    if (read) this.lastRead[row] = now;
+    if (write) this.lastWrite[row] = now;
+    return true;
   }
 
   /** The row's timer fired: report what has become idle, then arm for the next moment. */
