@@ -1,9 +1,7 @@
 /**
- * Executable invariants; both throw a TickwheelAssertionError, a bug in tickwheel, never a
- * caller's mistake. `assert` always checks, for paths that are not hot, where a broken invariant
- * must stop before something wrong is written. `debugAssert` checks only with TICKWHEEL_DEBUG=1
- * (set by the tests), for hot paths: the flag is read once, so they pay one branch on a
- * constant. A message that costs something to build is passed as a function.
+ * Executable invariants: a TickwheelAssertionError is a bug in tickwheel, never a caller's
+ * mistake. `assert` always checks (a broken invariant must stop before something wrong is
+ * written); `debugAssert`, for hot paths, only with TICKWHEEL_DEBUG=1 (set by the tests).
  */
 
 import { TickwheelError } from './errors.js';

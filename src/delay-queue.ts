@@ -5,9 +5,8 @@
  *   await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
  *   queue.consume('emails', async (message) => send(message.payload));
  *
- * The queue's composition root, above src/queue (which imports no backend): the checked facade
- * over the embedded engine on a store, or over a node of a queue on Valkey/Redis when given
- * `redis` (docs/cluster.md), whose code and @redis/client are imported only then.
+ * The composition root above src/queue: the checked facade over the embedded engine on a store,
+ * or over a node on Valkey/Redis (`redis`: its code and @redis/client imported only then).
  */
 
 import type { ClusterQueueOptions } from './cluster/backend.js';
@@ -19,7 +18,7 @@ import { QueueEngine } from './queue/engine.js';
 import { QueueReport } from './queue/report.js';
 import { checkEmbeddedOptions, checkQueueOptions } from './queue/options.js';
 import type { Store } from './queue/store.js';
-import type { DelayQueueOptions } from './queue/types.js';
+import type { DelayQueueOptions, QueueOptions } from './queue/types.js';
 import { FileStore, type FileStoreOptions } from './store/file/file-store.js';
 import { FILE_STORE_OPTIONS } from './store/file/options.js';
 import { MemoryStore } from './store/memory-store.js';
@@ -35,41 +34,40 @@ export interface DelayQueueOpenOptions
 /** Options of a queue on Valkey/Redis: `redis` and the cluster's settings (docs/cluster.md). */
 export type DelayQueueRedisOptions = ClusterQueueOptions;
 
-/** Every option of an embedded queue. */
-const OPEN_OPTIONS = optionNames<DelayQueueOpenOptions>({
-  ...FILE_STORE_OPTIONS,
-  store: true,
-  clock: true,
+/** The options of QueueOptions: every queue, embedded or on Valkey/Redis, takes them. */
+const QUEUE_OPTIONS = {
   horizonMs: true,
-  payloadMemoryBytes: true,
   maxPayloadBytes: true,
   visibilityMs: true,
   maxWaitMs: true,
-  rememberFinished: true,
   push: true,
   onFault: true,
   durableAcks: true,
+} as const satisfies Record<keyof QueueOptions, true>;
+
+/** Every option of an embedded queue. */
+const OPEN_OPTIONS = optionNames<DelayQueueOpenOptions>({
+  ...FILE_STORE_OPTIONS,
+  ...QUEUE_OPTIONS,
+  store: true,
+  clock: true,
+  payloadMemoryBytes: true,
+  rememberFinished: true,
 });
 
 /** Every option of a queue on Valkey/Redis. */
 const REDIS_OPTIONS = optionNames<DelayQueueRedisOptions>({
+  ...QUEUE_OPTIONS,
   redis: true,
   queue: true,
   partitions: true,
   windowMs: true,
-  horizonMs: true,
   durability: true,
   leaseMs: true,
-  visibilityMs: true,
-  maxPayloadBytes: true,
   nodeId: true,
   maxClockSkewMs: true,
   connectTimeoutMs: true,
   onError: true,
-  maxWaitMs: true,
-  push: true,
-  onFault: true,
-  durableAcks: true,
 });
 
 /** Options of the embedded queue that mean nothing for a queue on Valkey/Redis. */

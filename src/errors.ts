@@ -1,13 +1,8 @@
 /**
  * The error catalogue: every code tickwheel uses (published codes never change; messages may),
- * and TickwheelError, the base of every error it throws, so callers branch on `err.code`.
- *
- * TickwheelTypeError and TickwheelRangeError extend Node's TypeError and RangeError instead, so
- * TickwheelError answers `instanceof` itself (Symbol.hasInstance): true for its subclasses and
- * those two; for a subclass it is the ordinary prototype check.
- *
- * Each code has an HTTP status in src/protocol/status.ts, a table typed over this union: a code
- * added here without one does not compile. Every layer imports this module: no I/O.
+ * and TickwheelError, the base of every error it throws. TickwheelTypeError and
+ * TickwheelRangeError extend Node's TypeError and RangeError instead, so TickwheelError answers
+ * `instanceof` itself (Symbol.hasInstance). Each code needs an HTTP status (protocol/status.ts).
  */
 
 /** Timers, clocks and wheels (docs/timers.md); also every layer's argument checks (validate.ts). */
@@ -186,24 +181,20 @@ export class TickwheelUnavailableError extends TickwheelError<UnavailableErrorCo
   }
 }
 
-/** One damaged stretch of a data directory's message log (see TickwheelCorruptError). */
+/** One damaged stretch of a data directory's message log. */
 export interface StoreDamage {
-  /** The log segment: file `log/<segment, 10 digits>.seg`. */
+  /** File `log/<segment, 10 digits>.seg`. */
   segment: number;
-  /** First damaged byte of the segment file. */
+  /** Damaged bytes [from, to); `to` absent when not known (a missing file). */
   from: number;
-  /** Byte after the last damaged one; absent when not known (a missing file of unknown size). */
   to?: number;
-  /** What is wrong: missing, cut short, a CRC mismatch, ... */
+  /** Missing, cut short, a CRC mismatch, ... */
   reason: string;
   /** Live messages that had their payload there, when known (from the last checkpoint). */
   messages?: number;
 }
 
-/**
- * A data directory's log damaged where it had been made durable, found at open (nothing
- * changed; the message says how to repair) or when a damaged record is read.
- */
+/** A log damaged where it had been made durable, found at open or when a record is read. */
 export class TickwheelCorruptError extends TickwheelError<'ERR_TICKWHEEL_CORRUPT'> {
   readonly damage: readonly StoreDamage[];
   constructor(message: string, damage: readonly StoreDamage[] = [], options?: { cause?: unknown }) {
@@ -225,7 +216,7 @@ export class TickwheelDependencyError extends TickwheelError {
   }
 }
 
-/** What a failed write did (docs/http-api.md, Retries): nothing, or maybe all of it. */
+/** What a failed write did: nothing, or maybe all of it (docs/http-api.md, Retries). */
 export type WriteOutcome = 'none' | 'unknown';
 
 /** The codes of failures that can come after a write reached the disk or the server. */
@@ -237,14 +228,10 @@ const MAYBE_WRITTEN: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * A write that failed after it may have taken effect (see MAYBE_WRITTEN), now or after a
- * restart or failover; the code and `cause` are the failure's own. Any other error of a write
- * call is definite: nothing was changed.
- *
- * `id` names what was written (a message id, a schedule's name, a topic), `ids` a batch's
- * messages. `retry` is 'same-id' when the same call with that id is safe (a pending message's id
- * is a dedup key; schedule and topic changes set a state); absent for an id the caller cannot
- * give (a cluster's own id): look it up before scheduling again.
+ * A write that failed after it may have taken effect (see MAYBE_WRITTEN); code and `cause` are
+ * the failure's. Any other error of a write is definite: nothing changed. `id` (`ids`: a batch)
+ * names what was written; `retry` 'same-id': repeating the call with it is safe (absent for an
+ * id the caller cannot give: look it up before scheduling again).
  */
 export class TickwheelOutcomeError extends TickwheelError {
   declare readonly outcome: 'unknown';

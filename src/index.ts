@@ -1,7 +1,4 @@
-/**
- * tickwheel: timing-wheel timers for Node.js. The timers, clocks, wheels, patterns and the error
- * catalogue; no dependencies and no I/O.
- */
+/** tickwheel: timers, clocks, wheels, patterns and the error catalogue; no dependencies, no I/O. */
 
 export {
   ManualClock,

@@ -1,16 +1,12 @@
 /**
- * The argument checks of every layer: each refuses a bad value with a TickwheelTypeError or
- * TickwheelRangeError whose code names what was wrong, and a message that says what to pass.
- * Every layer imports this module: no I/O, no dependencies.
+ * The argument checks of every layer: a TickwheelTypeError or TickwheelRangeError whose code names
+ * what was wrong and whose message says what to pass. No I/O, no dependencies.
  */
 
 import { TickwheelRangeError, TickwheelTypeError } from './errors.js';
 import { closest } from './spelling.js';
 
-/**
- * A delay in milliseconds, negative ones as 0 like Node's `setTimeout`; anything not finite is
- * refused, and large delays are kept (Node's own timers turn those above 2^31-1 ms into 1 ms).
- */
+/** A delay in ms: negative as 0 like Node's, not finite refused, large kept (Node's make it 1). */
 export function checkDelay(delayMs: unknown, what = 'delayMs'): number {
   // A few bytecodes, so that it inlines into every schedule path: x - x is 0 only if finite.
   if (typeof delayMs === 'number' && delayMs - delayMs === 0) return delayMs > 0 ? delayMs : 0;
@@ -75,10 +71,7 @@ export function checkOption(
   return value;
 }
 
-/**
- * An options argument that is an object: else ERR_TICKWHEEL_INVALID_OPTION, not a TypeError
- * from reading it (or, for `new TimerWheel(5)`, every default).
- */
+/** An options argument that is an object, not a TypeError from reading it (or every default). */
 export function checkOptionsObject<O>(options: O, what: string, example?: string): O {
   if (typeof options !== 'object' || options === null) {
     throw new TickwheelTypeError(
@@ -131,6 +124,18 @@ export function checkKnownOptions(options: object, known: readonly string[], wha
         `; the options are ${known.join(', ')}`,
     );
   }
+}
+
+/** checkOptionsObject, then checkKnownOptions; the object of `new Name()` is "Name options". */
+export function checkOptions<O extends object>(
+  options: O,
+  known: readonly string[],
+  call: string,
+  example: string,
+): O {
+  checkOptionsObject(options, `${call.replace(/^new (\w+)\(\)$/, '$1')} options`, example);
+  checkKnownOptions(options, known, call);
+  return options;
 }
 
 /** Whether an options object has no option but `known` ones (no strings made: for hot paths). */

@@ -1,8 +1,7 @@
 /**
- * Clocks: where drivers read the time and how they get woken up. A driver keeps an alarm set for
- * its next expiration; the clock calls the alarm's target at or after that time, and the target
- * answers with its next deadline. One clock serves any number of drivers with one native timer
- * (SystemClock) or none (ManualClock).
+ * Clocks: a driver keeps an alarm set for its next expiration; the clock calls the alarm's target
+ * at or after that time, and the target answers with its next deadline. One clock serves any
+ * number of drivers with one native timer (SystemClock) or none (ManualClock).
  */
 
 import { TickwheelTypeError } from '../errors.js';
@@ -15,11 +14,9 @@ export interface Clock {
 /** The side of a driver a clock talks to. */
 export interface AlarmTarget {
   /**
-   * Called at or after the alarm's deadline with the clock's time. Returns the next deadline,
-   * Infinity for none, or a time <= now to be called again once the event loop allows (how a
-   * driver yields between batches). `atTurnStart`: called from the clock's own native timer or
-   * immediate, with nothing else on the stack and Node's queues empty; only then may the target
-   * run the nextTick and microtask queues between its callbacks (see WheelDriver).
+   * Called at or after the alarm's deadline: returns the next one, Infinity for none, or a time
+   * <= now to be called again once the event loop allows (a driver yielding between batches).
+   * `atTurnStart`: from the clock's own timer, nothing else on the stack, Node's queues empty.
    */
   onAlarm(now: number, atTurnStart?: boolean): number;
   /** Places timers waiting for a reading (`bindsLate`): called before a ManualClock moves. */
@@ -31,7 +28,6 @@ export interface AlarmTarget {
 export interface Alarm {
   /** The time the alarm is set for; Infinity when it is not set. */
   readonly deadline: number;
-  /** Sets the alarm for `deadline`, replacing any earlier setting. */
   set(deadline: number): void;
   clear(): void;
   /** Removes the alarm from its clock for good. */
@@ -39,17 +35,14 @@ export interface Alarm {
 }
 
 export interface AlarmOptions {
-  /** Whether a set alarm keeps the process alive, like a ref'd native timer. Default true. */
+  /** A set alarm keeps the process alive. Default true. */
   ref?: boolean;
 }
 
 /** A clock that can wake drivers: what TimerWheel and the other drivers need. */
 export interface AlarmClock extends Clock {
   createAlarm(target: AlarmTarget, options?: AlarmOptions): Alarm;
-  /**
-   * A driver may bind a timer's delay to a later reading (never early: it comes after the
-   * start): the time moves only with real time, or `bindPending()` is called before it moves.
-   */
+  /** A delay may be bound to a later reading: time moves only after `bindPending()`, or really. */
   readonly bindsLate?: boolean;
 }
 
@@ -64,11 +57,11 @@ export function checkAlarmClock(clock: unknown): AlarmClock {
   return clock as AlarmClock;
 }
 
-/** Bookkeeping shared by the clocks: alarms in creation order, each with its deadline. */
+/** The clocks' alarms, in creation order. */
 export class AlarmSet {
   readonly alarms: ClockAlarm[] = [];
 
-  /** Called whenever an alarm is set, cleared or removed. */
+  /** `changed`: an alarm was set, cleared or removed. */
   constructor(readonly changed: () => void) {}
 
   add(target: AlarmTarget, ref: boolean): ClockAlarm {
@@ -94,7 +87,7 @@ export class AlarmSet {
     return best;
   }
 
-  /** Calls each alarm due by `now` once, from the top of an event-loop turn (atTurnStart). */
+  /** Calls each alarm due by `now` once, at the top of an event-loop turn. */
   fireDue(now: number): void {
     // A copy: a target may create or dispose alarms while it runs.
     for (const alarm of this.alarms.slice()) {
@@ -120,9 +113,8 @@ export class AlarmSet {
 }
 
 /**
- * The alarm of this package's clocks. Its `deadline` always reads what it was last set to (by
- * its driver, or from onAlarm's answer in the same step), so a reading before it means nothing
- * of the driver's is due (WheelDriver.runDue); another clock's alarm is not trusted with that.
+ * The alarm of this package's clocks: `deadline` always reads what it was last set to, so a
+ * reading before it means nothing of the driver's is due (WheelDriver.runDue trusts only these).
  */
 export class ClockAlarm implements Alarm {
   deadline = Infinity;

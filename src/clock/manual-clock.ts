@@ -1,9 +1,7 @@
 /**
- * ManualClock: virtual time for tests and simulations. `advance` walks time from deadline to
- * deadline, so each callback sees `now()` at its own (tick-rounded) deadline and timers that
- * callbacks start within the span fire too, in order; it runs them synchronously, back to back.
- * `advanceAsync` runs each deadline's callbacks in an event-loop turn of their own (as a
- * SystemClock does), so what each queues runs before the next, in Node's order.
+ * ManualClock: virtual time. `advance` walks from deadline to deadline, so each callback sees
+ * `now()` at its own deadline and timers started within the span fire too, in order, back to
+ * back; `advanceAsync` runs each deadline's callbacks in an event-loop turn of their own.
  */
 
 import { TickwheelRangeError, TickwheelStateError } from '../errors.js';
@@ -20,7 +18,6 @@ export class ManualClock implements AlarmClock {
   private time: number;
   private readonly alarms = new AlarmSet(() => {});
   private advancing = false;
-  /** Timers may wait for a later reading (AlarmClock.bindsLate): bound before time moves. */
   readonly bindsLate: boolean = true;
 
   constructor(startMs = 0) {
@@ -47,15 +44,15 @@ export class ManualClock implements AlarmClock {
     return this.alarms.earliest()?.deadline ?? Infinity;
   }
 
-  /** Moves time forward by `ms`, firing everything that comes due on the way. */
+  /** Moves time forward by `ms`, firing everything due on the way. */
   advance(ms: number): void {
-    this.checkSpan(ms, 'advance');
+    this.check(ms, 'advance', true);
     this.walk(this.time + ms, 'advance');
   }
 
-  /** Moves time forward to `ms`, firing everything that comes due on the way. */
+  /** advance() to the time `ms`. */
   advanceTo(ms: number): void {
-    this.checkTarget(ms, 'advanceTo');
+    this.check(ms, 'advanceTo', false);
     this.walk(ms, 'advanceTo');
   }
 
@@ -79,14 +76,14 @@ export class ManualClock implements AlarmClock {
 
   /** advance() with each deadline's callbacks in an event-loop turn of their own (see above). */
   advanceAsync(ms: number): Promise<void> {
-    this.checkSpan(ms, 'advanceAsync');
+    this.check(ms, 'advanceAsync', true);
     this.enter('advanceAsync');
     return this.walkAsync(this.time + ms);
   }
 
   /** advanceTo() with the callbacks run as advanceAsync() runs them. */
   advanceToAsync(ms: number): Promise<void> {
-    this.checkTarget(ms, 'advanceToAsync');
+    this.check(ms, 'advanceToAsync', false);
     this.enter('advanceToAsync');
     return this.walkAsync(ms);
   }
@@ -103,9 +100,8 @@ export class ManualClock implements AlarmClock {
   }
 
   /**
-   * One turn of advanceAsync: moves to the earliest deadline within the span and fires every
-   * alarm due then, at the top of an immediate (so `atTurnStart` holds); `more` says whether
-   * there was any. An error of a nextTick callback goes to uncaughtException; the walk goes on.
+   * One turn of advanceAsync: fires every alarm due at the next deadline within the span, at the
+   * top of an immediate (so `atTurnStart` holds); `more` says whether there was one.
    */
   private step(to: number, more: (fired: boolean) => void): void {
     let fired = false;
@@ -129,22 +125,15 @@ export class ManualClock implements AlarmClock {
     this.alarms.moved();
   }
 
-  private checkSpan(ms: number, method: string): void {
-    if (typeof ms !== 'number' || !(ms >= 0) || !Number.isFinite(ms)) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
-        `${method}() takes a finite number of milliseconds >= 0, got ${String(ms)}`,
-      );
-    }
-  }
-
-  private checkTarget(ms: number, method: string): void {
-    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < this.time) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_DELAY',
-        `${method}() takes a finite time at or after now (${this.time}), got ${String(ms)}`,
-      );
-    }
+  /** A finite span of 0 or more (`span`), or a finite time at or after now. */
+  private check(ms: number, method: string, span: boolean): void {
+    if (typeof ms === 'number' && Number.isFinite(ms) && ms >= (span ? 0 : this.time)) return;
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_INVALID_DELAY',
+      span
+        ? `${method}() takes a finite number of milliseconds >= 0, got ${String(ms)}`
+        : `${method}() takes a finite time at or after now (${this.time}), got ${String(ms)}`,
+    );
   }
 
   private enter(method: string): void {

@@ -1,8 +1,7 @@
 /**
- * SystemClock: real monotonic time (performance.now()) and one native timer for every alarm of
- * every driver on the clock, armed for the earliest. Nothing polls: an idle clock has no timer.
- * Node's timers may wake a fraction of a millisecond early (the loop's cached time); drivers
- * compare against now() themselves, so nothing fires early, and the clock re-arms for the rest.
+ * SystemClock: performance.now() and one native timer for every alarm on the clock, armed for the
+ * earliest; an idle clock has none. Node's timers may wake early (the loop's cached time): the
+ * drivers compare against now(), so nothing fires early, and the clock re-arms for the rest.
  */
 
 import { performance as nodePerformance } from 'node:perf_hooks';
@@ -15,9 +14,8 @@ import {
 } from './clock.js';
 
 /**
- * Node's `globalThis.performance` is a lazy accessor costing about 10 ns a read, a tenth of a
- * schedule: it is redefined as a plain data property holding the same object. The global is
- * still read on every now(), so fake timers that replace `performance` are still followed.
+ * Node's `globalThis.performance` is a lazy accessor (10 ns a read, a tenth of a schedule): made a
+ * data property of the same object. now() still reads the global, so fake timers still work.
  */
 function settlePerformanceGlobal(): void {
   const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'performance');
@@ -33,7 +31,7 @@ function settlePerformanceGlobal(): void {
   });
 }
 
-/** The longest delay Node's setTimeout honours; longer waits are taken in steps. */
+/** Node's longest setTimeout; longer waits are taken in steps. */
 const MAX_NATIVE_DELAY = 2 ** 31 - 1;
 /** Below this much time to a deadline the clock waits with setImmediate, above with a timer. */
 const SPIN_MS = 0.25;

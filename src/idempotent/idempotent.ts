@@ -10,16 +10,15 @@ import type { IdempotencyStore, KeyedMessage, Outcome } from './types.js';
 export interface IdempotentOptions<M extends KeyedMessage, Context> {
   store: IdempotencyStore<Context>;
   /**
-   * The key a message's effect is remembered by. Default: topic and id (`<topic>/<id>`). An id
-   * used again for a new message once the first is finished (a daily reminder under one id)
+   * Default `<topic>/<id>`. An id used again for a new message (a daily reminder under one id)
    * needs a key that tells the two apart, such as the id with the day in it.
    */
   key?: (message: M) => string;
-  /** Called after each delivery with what happened (for logs and metrics). */
+  /** After each delivery (for logs and metrics). */
   onOutcome?: (outcome: Outcome, message: M) => void;
 }
 
-/** The default key: topic and id, which together name a message of a queue. */
+/** The default key. */
 export function messageKey(message: KeyedMessage): string {
   return `${message.topic}/${message.id}`;
 }

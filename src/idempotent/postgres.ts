@@ -1,13 +1,8 @@
 /**
- * The PostgreSQL idempotency store (docs/idempotent.md): a message's key goes into a table in the
- * same transaction as the handler's writes, so the effect and the "done" mark commit or roll
- * back together. One delivery: BEGIN; INSERT the key ON CONFLICT DO NOTHING (0 rows: done, or
- * being done by a transaction a concurrent delivery waits on: ROLLBACK, 'duplicate'); the
- * handler with this transaction's client; COMMIT, 'ran'.
- *
- * A COMMIT after a failed statement (a handler that caught an SQL error) answers with the tag
- * ROLLBACK, not an error: the effect and the mark are gone, so the delivery must fail. For a
- * client that reports no tags, a read of the key just before COMMIT tells the same.
+ * The PostgreSQL idempotency store: the key goes in in the handler's transaction, so the effect
+ * and the "done" mark commit together. BEGIN; INSERT the key ON CONFLICT DO NOTHING (0 rows:
+ * ROLLBACK, 'duplicate'); the handler; COMMIT, 'ran'. A COMMIT after a failed statement answers
+ * with the tag ROLLBACK, not an error: the delivery must fail (no tags: the key is read first).
  */
 
 import { TickwheelError, TickwheelTypeError, checkOpen } from '../errors.js';
@@ -20,13 +15,13 @@ export interface PgResult {
   command?: string;
 }
 
-/** A client checked out of a pool: `pg`'s PoolClient has these. */
+/** `pg`'s PoolClient. */
 export interface PgClient {
   query(text: string, values?: unknown[]): Promise<PgResult>;
   release(err?: Error | boolean): void;
 }
 
-/** A pool: `pg`'s Pool has these. */
+/** `pg`'s Pool. */
 export interface PgPool {
   connect(): Promise<PgClient>;
   query(text: string, values?: unknown[]): Promise<PgResult>;
@@ -36,10 +31,7 @@ export interface PostgresIdempotencyOptions {
   pool: PgPool;
   /** Table of done keys, created on first use when missing. Default `tickwheel_processed`. */
   table?: string;
-  /**
-   * How long a done key is kept: longer than a message can be delivered again (its retries, and
-   * dead letters that may be requeued). Default 30 days; at least one hour.
-   */
+  /** Longer than a message can be delivered again (requeues too). Default 30 days; >= 1 hour. */
   retentionMs?: number;
   /** How often keys past retention are deleted; 0: never (call `purge()`). Default 1 hour. */
   purgeEveryMs?: number;

@@ -1,12 +1,8 @@
 /**
- * The Valkey/Redis idempotency store (docs/idempotent.md): a key is claimed with an expiry
- * while the handler runs, and marked done after. The effect and the mark are not one atomic
- * step, so a worker killed between them, or a handler that outlives its claim
- * (`claimsExpired`), lets the next delivery run the effect again.
- *
- * One key a message: `SET key <claim> NX PX claimMs GET` claims (the old value says done or
- * busy), `SET key done PX retentionMs GET` marks (the old value says whether the claim held),
- * and a failed handler's claim is deleted if it is still its own.
+ * The Valkey/Redis idempotency store: a key is claimed with an expiry while the handler runs
+ * (`SET key <claim> NX PX claimMs GET`: the old value says done or busy), marked done after
+ * (`SET key done PX retentionMs GET`: the old value says whether the claim held), and deleted
+ * if the handler fails. Not atomic: a worker killed between effect and mark runs it again.
  */
 
 import { randomUUID } from 'node:crypto';
@@ -25,10 +21,7 @@ export interface RedisIdempotencyOptions {
   claimMs?: number;
   /** How long a done key is kept (see the PostgreSQL store). Default 30 days; at least 1 hour. */
   retentionMs?: number;
-  /**
-   * How long a delivery waits for another's claim on its key before failing
-   * ERR_TICKWHEEL_IDEMPOTENT_BUSY. Default 5 s; 0: at once.
-   */
+  /** Wait for another's claim before ERR_TICKWHEEL_IDEMPOTENT_BUSY. Default 5 s; 0: at once. */
   busyWaitMs?: number;
 }
 

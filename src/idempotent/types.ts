@@ -11,25 +11,19 @@ export type Outcome = 'ran' | 'duplicate';
 
 /** Counts of a store since it was made. */
 export interface IdempotencyStats {
-  /** Effects run to completion and marked done. */
   ran: number;
   /** Deliveries whose key was already done: acked without running the handler. */
   duplicates: number;
   /** Effects that threw: nothing marked, the delivery fails (and is retried by the queue). */
   failed: number;
-  /**
-   * Redis store only: effects that finished after their claim had expired, so another worker
-   * may have run the same effect meanwhile (the claim was too short for the handler).
-   */
+  /** Redis store only: effects that outlived their claim (another may have run them too). */
   claimsExpired: number;
-  /** Records deleted by retention. */
   purged: number;
 }
 
 /**
- * A place that remembers done keys. `once(key, effect)` runs `effect` unless `key` is done, and
- * marks it done when the effect succeeds; `context` is what the store lends the effect (the
- * PostgreSQL store's transaction client).
+ * `once(key, effect)` runs `effect` unless `key` is done, and marks it done if it succeeds;
+ * `context` is what the store lends the effect (the PostgreSQL store's transaction client).
  */
 export interface IdempotencyStore<Context> {
   once(key: string, effect: (context: Context) => unknown): Promise<Outcome>;

@@ -15,6 +15,7 @@ import { AbortError, TickwheelStateError, TickwheelTypeError, checkOpen } from '
 import {
   checkDelay,
   describe,
+  checkOptions,
   checkOptionsObject,
   checkKnownOptions,
   checkSignal,
@@ -46,20 +47,15 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
   private readonly rows: EntryStore;
   private readonly rowById = new Map<K, number>();
   private ids: Array<K | undefined>;
-  /**
-   * Per row: the resolve function of the request's promise only. The reject function would cost
-   * 56 bytes more a request (a quarter); resolving with a rejected promise rejects the same.
-   */
+  /** Per row: the promise's resolve only (reject costs 56 bytes more); resolve(rejected) rejects. */
   private resolvers: Array<Settle | undefined>;
   private timers: Float64Array;
   private timeouts: Float64Array;
-  /** The abort listeners of the requests that have a signal (few do). */
   private readonly aborts = new Map<number, { signal: AbortSignal; listener: () => void }>();
   private closed = false;
 
   constructor(options: DeadlineRegistryOptions = {}) {
-    checkOptionsObject(options, 'DeadlineRegistry options', '{ clock }');
-    checkKnownOptions(options, REGISTRY_OPTIONS, 'new DeadlineRegistry()');
+    checkOptions(options, REGISTRY_OPTIONS, 'new DeadlineRegistry()', '{ clock }');
     const { wheel } = patternWheel<number>(options, (row) => this.expire(row));
     this.wheel = wheel;
     this.rows = new EntryStore(options.initialCapacity);
@@ -76,10 +72,7 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
     });
   }
 
-  /**
-   * Registers request `id`, due `timeoutMs` from now, and returns the promise its answer will
-   * settle. An id in flight throws ERR_TICKWHEEL_DUPLICATE_ID.
-   */
+  /** Request `id`, due `timeoutMs` from now: the promise its answer settles. Ids are unique. */
   register(id: K, timeoutMs: number, options: RegisterOptions = {}): Promise<V> {
     checkOpen(
       this.closed,
@@ -131,7 +124,6 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
     return settle !== undefined;
   }
 
-  /** Whether request `id` is in flight. */
   has(id: K): boolean {
     return this.rowById.has(id);
   }
@@ -142,7 +134,6 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
     return row === undefined ? undefined : this.wheel.deadline(this.timers[row]);
   }
 
-  /** Requests in flight. */
   get size(): number {
     return this.rowById.size;
   }
@@ -180,7 +171,7 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
     return settle;
   }
 
-  /** Drops every trace of the row's request; its timer is already gone or cleared. */
+  /** Its timer is already gone or cleared. */
   private forget(row: number): void {
     this.rowById.delete(this.ids[row] as K);
     this.ids[row] = undefined;
@@ -194,7 +185,6 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
   }
 }
 
-/** An id as it reads in a message: 7, "a7". */
 function nameOf(id: unknown): string {
   return typeof id === 'string' ? JSON.stringify(id) : String(id);
 }
@@ -208,7 +198,7 @@ export interface WithDeadlineOptions {
 
 let sharedTimers: TimerWheel | undefined;
 
-/** The `timers` option of withDeadline: undefined, or a wheel (anything with its two methods). */
+/** Undefined, or anything with a wheel's setTimeout and clearTimeout. */
 function checkTimers(timers: unknown): TimerWheel | undefined {
   if (timers === undefined) return undefined;
   const wheel = timers as Partial<TimerWheel> | null;

@@ -1,11 +1,6 @@
-/** The two outcomes the patterns report as errors: a deadline passed, a lease lost. */
-
 import { TickwheelError } from '../errors.js';
 
-/**
- * A deadline passed before the work settled: a registered request, a `withDeadline` promise or
- * a lease renewal. `timeoutMs` is the time that was allowed.
- */
+/** A deadline passed: of a request, a `withDeadline` promise or a lease renewal. */
 export class TimeoutError extends TickwheelError {
   readonly timeoutMs: number;
   constructor(message: string, timeoutMs: number) {

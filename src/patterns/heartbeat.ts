@@ -10,13 +10,7 @@
  * of 3 this follows, counts the first silent interval as a miss: 3 × I).
  */
 
-import {
-  checkCallback,
-  checkOption,
-  checkOptionsObject,
-  checkKnownOptions,
-  optionNames,
-} from '../validate.js';
+import { checkCallback, checkOption, checkOptions, optionNames } from '../validate.js';
 import { IdleTracker, type IdleHandle } from './idle.js';
 import { reportError } from '../timer/driver.js';
 import { PATTERN_OPTIONS, isThenable, type PatternOptions } from './pattern-wheel.js';
@@ -48,8 +42,7 @@ export class Heartbeat<T = unknown> {
   private readonly report: (err: unknown) => void;
 
   constructor(options: HeartbeatOptions<T>) {
-    checkOptionsObject(options, 'Heartbeat options', '{ intervalMs: 30_000, send, onDead }');
-    checkKnownOptions(options, HEARTBEAT_OPTIONS, 'new Heartbeat()');
+    checkOptions(options, HEARTBEAT_OPTIONS, 'new Heartbeat()', '{ intervalMs, send, onDead }');
     const intervalMs = checkOption(options.intervalMs, 'intervalMs', Number.MIN_VALUE);
     this.maxMissed = checkOption(options.maxMissed ?? 3, 'maxMissed', 0, 2 ** 31 - 1, true);
     checkCallback(options.send, 'send');
@@ -69,7 +62,7 @@ export class Heartbeat<T = unknown> {
     });
   }
 
-  /** Starts watching `item`; tracking counts as hearing from it. */
+  /** Tracking counts as hearing from it. */
   track(item: T): IdleHandle {
     return this.idle.track(item);
   }
@@ -79,7 +72,7 @@ export class Heartbeat<T = unknown> {
     return this.idle.read(handle);
   }
 
-  /** Stops watching (the connection closed for another reason). True if it was tracked. */
+  /** The connection closed for another reason. True if it was tracked. */
   untrack(handle: IdleHandle): boolean {
     return this.idle.untrack(handle);
   }

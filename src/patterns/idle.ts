@@ -1,10 +1,7 @@
 /**
- * IdleTracker: reader-idle, writer-idle and all-idle detection for many connections, in the
- * vocabulary of Netty's IdleStateHandler.
- *
- * `read()` and `write()` only store the clock's time; they do not touch the wheel. Each item has
- * one timer, armed for the earliest moment one of its states could become idle; when it fires,
- * activity since then re-arms it, else `onIdle` runs (as Netty does): one firing per period.
+ * IdleTracker: Netty's IdleStateHandler states for many connections. `read()` and `write()` only
+ * store the time; each item's one timer is armed for the earliest moment a state could become
+ * idle, and when it fires, activity since re-arms it, else `onIdle` runs: one firing per period.
  *
  * For a state with period P and last activity L, events are due at L + P, L + 2P, ... until
  * activity moves L, each with `periods`, the whole periods since L (1 first: Netty's isFirst()).
@@ -14,13 +11,7 @@
  */
 
 import { TickwheelRangeError, checkOpen } from '../errors.js';
-import {
-  checkCallback,
-  checkOption,
-  checkOptionsObject,
-  checkKnownOptions,
-  optionNames,
-} from '../validate.js';
+import { checkCallback, checkOption, checkOptions, optionNames } from '../validate.js';
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
 import { EntryStore, grown } from '../wheel/index.js';
@@ -28,15 +19,13 @@ import { PATTERN_OPTIONS, patternWheel, type PatternOptions } from './pattern-wh
 
 export type IdleState = 'reader-idle' | 'writer-idle' | 'all-idle';
 
-/** Names a tracked item; a positive integer, inert once the item is untracked. */
+/** A positive integer, inert once the item is untracked. */
 export type IdleHandle = number;
 
 export interface IdleTrackerOptions<T> extends PatternOptions {
-  /** Reader-idle after this long without `read()`. 0 or omitted: not detected. */
+  /** Idle after this long without `read()`, `write()`, either. 0 or omitted: not detected. */
   readerIdleMs?: number;
-  /** Writer-idle after this long without `write()`. 0 or omitted: not detected. */
   writerIdleMs?: number;
-  /** All-idle after this long without either. 0 or omitted: not detected. */
   allIdleMs?: number;
   /**
    * Called for each idle event (reader, writer, all when due at once) with the whole idle
@@ -63,11 +52,10 @@ export class IdleTracker<T = unknown> {
   private readonly clock: Clock;
   private readonly report: (err: unknown) => void;
   private readonly onIdle: IdleTrackerOptions<T>['onIdle'];
-  /** Per state (READER, WRITER, ALL): its period in ms, 0 when it is not detected. */
+  /** Per state: its period in ms, 0 when not detected. */
   private readonly periodOf: Float64Array;
-  /** The shortest enabled period: the first timer of a new item. */
   private readonly firstDelay: number;
-  /** Row allocation and generation-checked handles; the slab's own arrays are not used. */
+  /** Rows and their handles only; the slab's arrays are not used. */
   private readonly rows: EntryStore;
   private items: Array<T | undefined>;
   private lastRead: Float64Array;
@@ -77,8 +65,7 @@ export class IdleTracker<T = unknown> {
   private closed = false;
 
   constructor(options: IdleTrackerOptions<T>) {
-    checkOptionsObject(options, 'IdleTracker options', '{ readerIdleMs: 60_000, onIdle }');
-    checkKnownOptions(options, IDLE_OPTIONS, 'new IdleTracker()');
+    checkOptions(options, IDLE_OPTIONS, 'new IdleTracker()', '{ readerIdleMs: 60_000, onIdle }');
     checkCallback(options.onIdle, 'onIdle');
     this.onIdle = options.onIdle;
     this.periodOf = new Float64Array([
@@ -134,30 +121,18 @@ export class IdleTracker<T = unknown> {
     return this.rows.handleOf(row);
   }
 
-  /** Records a read. False (and nothing done) when the handle is not tracked. */
+  /** False (and nothing done) when the handle is not tracked. */
   read(handle: IdleHandle): boolean {
-    const row = this.rowOf(handle);
-    if (row < 0) return false;
-    this.lastRead[row] = this.clock.now();
-    return true;
+    return this.active(handle, true, false);
   }
 
-  /** Records a write. False (and nothing done) when the handle is not tracked. */
   write(handle: IdleHandle): boolean {
-    const row = this.rowOf(handle);
-    if (row < 0) return false;
-    this.lastWrite[row] = this.clock.now();
-    return true;
+    return this.active(handle, false, true);
   }
 
-  /** Records activity that counts as both a read and a write. */
+  /** A read and a write. */
   touch(handle: IdleHandle): boolean {
-    const row = this.rowOf(handle);
-    if (row < 0) return false;
-    const now = this.clock.now();
-    this.lastRead[row] = now;
-    this.lastWrite[row] = now;
-    return true;
+    return this.active(handle, true, true);
   }
 
   /** Stops tracking. True if the handle was tracked; its handle is inert from now on. */
@@ -174,13 +149,11 @@ export class IdleTracker<T = unknown> {
     return this.rowOf(handle) >= 0;
   }
 
-  /** The tracked item, or undefined. */
   item(handle: IdleHandle): T | undefined {
     const row = this.rowOf(handle);
     return row < 0 ? undefined : this.items[row];
   }
 
-  /** Items tracked. */
   get size(): number {
     return this.closed ? 0 : this.rows.live;
   }
@@ -191,6 +164,15 @@ export class IdleTracker<T = unknown> {
     this.closed = true;
     this.wheel.close();
     this.items = [];
+  }
+
+  private active(handle: IdleHandle, read: boolean, write: boolean): boolean {
+    const row = this.rowOf(handle);
+    if (row < 0) return false;
+    const now = this.clock.now();
+    if (read) this.lastRead[row] = now;
+    if (write) this.lastWrite[row] = now;
+    return true;
   }
 
   /** The row's timer fired: report what has become idle, then arm for the next moment. */

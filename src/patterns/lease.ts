@@ -1,22 +1,16 @@
 /**
- * Lease keep-alive, the "lock watchdog" (Redisson's name): while a lease is held, renew it every
- * `renewEveryMs` E (default leaseMs L / 3), and tell the holder the moment it can no longer be
- * trusted to be held.
+ * Lease keep-alive, Redisson's "lock watchdog": renew a held lease every `renewEveryMs` E (default
+ * leaseMs L / 3), and tell the holder the moment it can no longer be trusted to be held.
  *
  *     hold ── E ──► renew ✓ ── E ──► renew ✓ ── E ──► renew … (no answer) ── T ──► lost
  *      0            L/3               2L/3             L                          4L/3
  *
- * The holder is sure of the lease only up to `validUntil` = start of the last successful renewal
- * (or hold()) + L, as the store started its new expiry no earlier. So a renewal must settle by
- * min(its start + renewTimeoutMs T, validUntil), or the lease is lost then: with the defaults a
- * holder hears of a loss at least L/3 before the store could give the lease to someone else.
- *
- * Lost: renew() threw, rejected, answered false or a non-boolean, did not settle in time, or
- * could not start before validUntil (a blocked event loop); or the keeper closed. Then
- * `lease.signal` aborts with a LeaseLostError, `onLost` runs, renewals stop, and a late answer
- * is ignored. Not retried (as in Redisson): the lock may already be someone else's.
- *
- * Each Lease has one lean timer: the next renewal, or the deadline of the one in flight.
+ * The lease is sure only up to `validUntil` = start of the last successful renewal (or hold())
+ * + L, so a renewal must settle by min(its start + renewTimeoutMs T, validUntil), or the lease is
+ * lost then: with the defaults, at least L/3 before the store could give it to someone else.
+ * Lost (renew() threw, rejected, answered false or a non-boolean, was late or could not start in
+ * time; or the keeper closed): `lease.signal` aborts, `onLost` runs, renewals stop. Not retried
+ * (as in Redisson): the lock may already be someone else's. One lean timer per Lease.
  */
 
 import {
@@ -29,8 +23,7 @@ import {
   checkCallback,
   checkOption,
   describe,
-  checkOptionsObject,
-  checkKnownOptions,
+  checkOptions,
   checkSignal,
   optionNames,
 } from '../validate.js';
@@ -61,17 +54,15 @@ export interface LeaseOptions<D = unknown> {
   data?: D;
 }
 
-/** Methods the keeper calls on a Lease, as symbols: not part of the user's surface. */
+/** The keeper's methods of a Lease: symbols, off the user's surface. */
 const timerFired = Symbol('timerFired');
 const lose = Symbol('lose');
 
-/** A lease as its keeper sees it, whatever its data. */
 interface KeptLease {
   [timerFired](): void;
   [lose](message: string, cause: unknown): void;
 }
 
-/** What a Lease needs from its keeper. */
 interface LeaseHost {
   now(): number;
   wheel: TimerWheel<KeptLease>;
@@ -98,8 +89,7 @@ export class LeaseKeeper {
   private closed = false;
 
   constructor(options: LeaseKeeperOptions = {}) {
-    checkOptionsObject(options, 'LeaseKeeper options', '{ clock }');
-    checkKnownOptions(options, KEEPER_OPTIONS, 'new LeaseKeeper()');
+    checkOptions(options, KEEPER_OPTIONS, 'new LeaseKeeper()', '{ clock }');
     const { clock, wheel, report } = patternWheel<KeptLease>(options, (lease) =>
       lease[timerFired](),
     );
@@ -119,7 +109,6 @@ export class LeaseKeeper {
     return lease;
   }
 
-  /** Leases held. */
   get size(): number {
     return this.held.size;
   }
@@ -138,7 +127,6 @@ export class LeaseKeeper {
 }
 
 export class Lease<D = unknown> implements KeptLease {
-  /** `options.data`. */
   readonly data: D;
   private readonly host: LeaseHost;
   private readonly options: LeaseOptions<D>;
@@ -162,10 +150,9 @@ export class Lease<D = unknown> implements KeptLease {
   private readonly onExternalAbort: (() => void) | undefined;
   private releasing: Promise<void> | undefined;
 
-  /** Made by LeaseKeeper.hold(), the only way to get a Lease. */
+  /** Only LeaseKeeper.hold() makes one. */
   constructor(host: LeaseHost, options: LeaseOptions<D>) {
-    checkOptionsObject(options, 'hold() options', '{ leaseMs: 30_000, renew }');
-    checkKnownOptions(options, HOLD_OPTIONS, 'hold()');
+    checkOptions(options, HOLD_OPTIONS, 'hold()', '{ leaseMs: 30_000, renew }');
     this.leaseMs = checkOption(options.leaseMs, 'leaseMs', Number.MIN_VALUE);
     this.everyMs = checkOption(
       options.renewEveryMs ?? this.leaseMs / 3,
@@ -214,7 +201,6 @@ export class Lease<D = unknown> implements KeptLease {
     return this.current;
   }
 
-  /** Successful renewals so far. */
   get renewals(): number {
     return this.renewed;
   }
@@ -229,10 +215,7 @@ export class Lease<D = unknown> implements KeptLease {
     return this.reason;
   }
 
-  /**
-   * Aborts when the lease ends (reason: the LeaseLostError, options.signal's reason, or an
-   * AbortError on release()). Made on first use: unused, it costs no AbortController.
-   */
+  /** Aborts when the lease ends, with endReason; made on first use (an AbortController each). */
   get signal(): AbortSignal {
     if (this.controller === undefined) {
       this.controller = new AbortController();
@@ -276,7 +259,6 @@ export class Lease<D = unknown> implements KeptLease {
     }
   }
 
-  /** Ends a held lease as lost and tells the holder. */
   [lose](message: string, cause: unknown): void {
     if (this.current !== 'held') return;
     const error = stackless(

@@ -4,25 +4,18 @@
  * Owning costs nothing: every wheel on a clock shares its one native timer.
  */
 
-import { checkAlarmClock, defaultClock, type AlarmClock, type Clock } from '../clock/index.js';
+import { checkAlarmClock, defaultClock, type AlarmClock } from '../clock/index.js';
 import { checkCallback } from '../validate.js';
-import { TimerWheel } from '../timer/index.js';
+import { TimerWheel, type TimerWheelOptions } from '../timer/index.js';
 import { reportError } from '../timer/driver.js';
 
-export interface PatternOptions {
-  /** Default: the SystemClock shared by every wheel that is given no clock. */
-  clock?: Clock;
-  /** Milliseconds per tick of the pattern's wheel: events are at most this late. Default 1. */
-  resolution?: number;
-  /** When true, the pattern's pending timers do not keep the process alive. Default false. */
-  unref?: boolean;
-  /** Errors thrown by your callbacks. Default: reported as a process warning. */
-  onError?: (err: unknown) => void;
-  /** Items to make room for up front; storage doubles as needed. Default 1024. */
-  initialCapacity?: number;
-}
+/** The options of the pattern's own wheel: `resolution` is how late its events may be. */
+export type PatternOptions = Pick<
+  TimerWheelOptions,
+  'clock' | 'resolution' | 'unref' | 'onError' | 'initialCapacity'
+>;
 
-/** The options every pattern takes, for its list of known options (checkKnownOptions). */
+/** The names of PatternOptions. */
 export const PATTERN_OPTIONS = {
   clock: true,
   resolution: true,
@@ -31,7 +24,7 @@ export const PATTERN_OPTIONS = {
   initialCapacity: true,
 } as const satisfies Record<keyof PatternOptions, true>;
 
-/** The pattern's clock and wheel, and where its callbacks' errors go. */
+/** The pattern's clock and wheel, and where callbacks' errors go. */
 export function patternWheel<T>(
   options: PatternOptions,
   onExpire: (data: T) => void,

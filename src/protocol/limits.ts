@@ -1,7 +1,4 @@
-/**
- * Bounds of the HTTP API (docs/http-api.md, Limits): the server's schemas enforce them and the
- * client checks them before sending, so a call the server would refuse makes no request.
- */
+/** Bounds of the HTTP API: the server enforces them, the client checks them before sending. */
 
 /** Messages in one batch schedule; receipts in one ack or nack. */
 export const MAX_BATCH = 10_000;

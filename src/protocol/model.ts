@@ -1,7 +1,4 @@
-/**
- * The queue's model as a caller sees it, embedded or over HTTP: the queue and the wire types
- * (wire.ts) both take it from here, so that neither imports the other's layer.
- */
+/** The queue's model as a caller sees it, embedded or over HTTP (wire.ts builds on it). */
 
 import type { StoreDamage } from '../errors.js';
 import type { TimerWheelStats } from '../timer/index.js';
@@ -12,7 +9,7 @@ export interface Backoff {
   type: 'fixed' | 'exponential';
   /** Base delay in ms: fixed waits this long; exponential waits delayMs * 2^(attempt-1). */
   delayMs: number;
-  /** Spread each wait by up to this fraction at random (0..1). Default 0 for fixed, 0.2 for exponential. */
+  /** Random spread, a fraction 0..1 of the wait. Default 0 fixed, 0.2 exponential. */
   jitter?: number;
   /** Upper bound of one wait. Default one day. */
   maxDelayMs?: number;
@@ -24,19 +21,15 @@ export interface MessageInfo {
   status: MessageStatus;
   deliverAt: number;
   attempts: number;
-  /** Why its latest delivery failed, if one did (kept with a dead letter). */
+  /** Why its latest delivery failed, if one did. */
   lastError?: string;
 }
 
-/**
- * What list() browses: the pending messages (scheduled, ready, in flight) of one topic whose
- * due time is in [from, until), in due-time order, a page at a time.
- */
+/** list(): a topic's pending messages due in [from, until), in due-time order, by pages. */
 export interface ListOptions {
   topic: string;
-  /** Due at or after this (epoch ms). Default: no lower bound. */
+  /** Epoch ms; default: unbounded. */
   from?: number;
-  /** Due before this (epoch ms). Default: no upper bound. */
   until?: number;
   /** Messages a page holds at most, 1 to 1,000. Default 100. */
   limit?: number;
@@ -45,9 +38,8 @@ export interface ListOptions {
 }
 
 /**
- * A page of list(). `cursor` is absent on the last page. A page may hold fewer than `limit`
- * messages (even none) and still carry a cursor: the embedded queue bounds the work of one
- * page (docs/storage.md, "Browsing what is scheduled").
+ * `cursor` is absent on the last page only: the embedded queue bounds the work of a page, so one
+ * may hold fewer than `limit` messages, even none (docs/storage.md).
  */
 export interface ListPage {
   messages: MessageInfo[];
@@ -77,7 +69,6 @@ export interface RecurringSpec {
   catchUp?: CatchUp;
   /** 'skip': no occurrence while the previous one's message is still live. Default 'allow'. */
   overlap?: Overlap;
-  /** Of each occurrence's message. */
   maxAttempts?: number;
   backoff?: Backoff;
   /** No occurrences while paused (they are skipped, not made up later). */
@@ -109,12 +100,11 @@ export interface ScheduleInfo extends ScheduleSpec {
   lastAt: number | null;
   /** The next occurrence, or null (paused, or past endAt). */
   nextAt: number | null;
-  /** Occurrences created, and skipped (missed, overlapping, or while paused). */
   created: number;
+  /** Occurrences missed, overlapping, or while paused. */
   skipped: number;
 }
 
-/** Deliveries per second, as a token bucket. */
 export interface RateLimit {
   /** Tokens added a second: 0.001 (one every 1,000 s) to 1,000,000. */
   perSecond: number;
@@ -143,20 +133,14 @@ export interface PushTargetView {
   concurrency: number;
 }
 
-/**
- * A change of a topic's settings: what is absent stays as it is; rateLimit null removes the
- * limit, push null the push target (a push target given replaces the one before, whole).
- */
+/** What is absent stays; null removes a rateLimit or push target; a push target given replaces. */
 export interface TopicUpdate {
   paused?: boolean;
   rateLimit?: { perSecond: number; burst?: number } | null;
   push?: PushTargetInput | null;
 }
 
-/**
- * A topic's settings with its counts, as topicInfo() and GET /v1/topics/:topic answer. A push
- * target shows without its secret and its headers' values.
- */
+/** topicInfo() and GET /v1/topics/:topic. */
 export interface TopicInfo {
   topic: string;
   paused: boolean;
@@ -181,10 +165,7 @@ export const COUNTER_NAMES = [
   'rescheduled',
 ] as const satisfies ReadonlyArray<keyof QueueCounters>;
 
-/**
- * What went through the queue since it opened (on Valkey/Redis: through this node, and what it
- * fired as a partition's owner). Monotonic; /metrics exposes each as a counter.
- */
+/** Monotonic counts since the queue opened (on Valkey/Redis: of this node). */
 export interface QueueCounters {
   /** Messages scheduled (deduplicated ones not counted). */
   scheduled: number;
@@ -192,13 +173,12 @@ export interface QueueCounters {
   deduplicated: number;
   /** Messages that came due and became ready. */
   fired: number;
-  /** Deliveries to consumers (redeliveries included). */
+  /** Redeliveries included. */
   delivered: number;
   acked: number;
   nacked: number;
   /** Deliveries whose visibility timeout ran out before an ack. */
   expired: number;
-  /** Messages moved to the dead letters after their last attempt. */
   dead: number;
   cancelled: number;
   rescheduled: number;
@@ -209,12 +189,11 @@ export interface FireLateness {
   p50: number | null;
   p99: number | null;
   max: number | null;
-  /** Fires since the queue opened, and the sum of their lateness. */
   count: number;
   sum: number;
 }
 
-/** First-delivery lateness (due → first hand-over to a consumer), in ms, as a histogram. */
+/** First-delivery lateness (due → first hand-over to a consumer), in ms. */
 export interface DeliveryLateness {
   /** Cumulative: [upper bound in ms, first deliveries at most that late]. */
   buckets: Array<[upperBoundMs: number, count: number]>;
@@ -224,37 +203,29 @@ export interface DeliveryLateness {
 
 /** Live messages of a topic by state. */
 export interface TopicStateCounts {
-  /** Not yet due, in memory or on disk. */
   scheduled: number;
   ready: number;
   inflight: number;
-  /** Dead letters. */
   dead: number;
 }
 
-/** Counts of one topic's pushes since the queue opened (in this process). */
+/** One topic's pushes since the queue opened, in this process. */
 export interface PushStats {
-  /** Requests under way. */
   inFlight: number;
-  /** Attempts answered 2xx. */
+  /** Attempts answered 2xx; failed ones nacked their message. */
   succeeded: number;
-  /** Attempts that failed (their messages nacked). */
   failed: number;
-  /** Why the latest attempt failed, if one did, and when (ms since the Unix epoch). */
+  /** The latest failure, and when (epoch ms). */
   lastError?: string;
   lastErrorAt?: number;
 }
 
-/**
- * The figures of the embedded queue's store. The file store has every one listed (the memory
- * store only `live` and `waiting`); a store of your own reports whatever numbers it has.
- */
+/** The embedded queue's store's figures: the file store's, `waiting` the memory store's. */
 export interface StoreStats {
   /** Messages not finished: scheduled, ready, in flight or dead. */
   live?: number;
-  /** Dead letters. */
   dead?: number;
-  /** Bytes of the id table, of the message log, and the log's segment and index files. */
+  /** Bytes of the id table and of the log; the log's segment and index files. */
   idTableBytes?: number;
   logBytes?: number;
   segments?: number;
@@ -267,21 +238,17 @@ export interface StoreStats {
   snapshotBytes?: number;
   snapshotCaptureMsMax?: number;
   snapshotWriteMsLast?: number;
-  /** Log bytes written since the last checkpoint. */
+  /** Since the last checkpoint. */
   uncoveredLogBytes?: number;
-  /** Damaged records skipped when read. */
   damagedSkipped?: number;
   /** 1 once a log write failed: the store takes no more changes until reopened. */
   stopped?: number;
-  /** 1 while a checkpoint is written. */
   checkpointing?: number;
-  /** 1 while writes of the schedule index fail (retried), and those failures so far. */
+  /** 1 while index writes or checkpoints fail (retried), and those failures so far. */
   indexFailing?: number;
   indexWriteFailures?: number;
-  /** 1 while checkpoints fail (retried), and those failures so far. */
   checkpointFailing?: number;
   checkpointFailures?: number;
-  /** The memory store: messages waiting for their due time. */
   waiting?: number;
   [figure: string]: number | undefined;
 }
@@ -295,15 +262,13 @@ export interface ClusterStats {
   queue: string;
   partitions: number;
   durability: ClusterDurability;
-  /** The option the node was opened with ('auto': chosen by the replicas found). */
+  /** As opened ('auto': chosen by the replicas found), and why: 'as set', or what auto found. */
   durabilityOption: ClusterDurability | 'auto';
-  /** Why it keeps that durability: 'as set', or what 'auto' found. */
   durabilityReason: string;
   /** Nodes that heartbeat, as the last heartbeat answered. */
   members: string[];
-  /** Partitions this node owns. */
+  /** Partitions this node owns, and all by owner ('(none)': no owner now). */
   owned: number[];
-  /** Partitions by the node whose lease holds them ('(none)': no owner now). */
   owners: Record<string, number[]>;
   /** Partition leases this node took or lost. */
   leaseChanges: number;
@@ -311,89 +276,63 @@ export interface ClusterStats {
   dataLosses: number;
 }
 
-/**
- * stats() of a queue, embedded or on Valkey/Redis, and the body of GET /v1/stats (which adds
- * `recovery` and `server`). Parts only one backend has are optional: `store`, `loadedUntil`,
- * `payloadMemory` and `loadFailing` are the embedded queue's; `totals` and `cluster` a queue on
- * Valkey/Redis's.
- */
+/** stats(), embedded or on Valkey/Redis; optional parts are one backend's only. */
 export interface QueueStats extends QueueCounters {
   latenessMs: FireLateness;
   deliveryLatenessMs: DeliveryLateness;
   /** Messages held in this process's memory (due within the horizon, ready or in flight). */
   inMemory: number;
-  /** Live messages by topic and state: the whole queue's. */
+  /** The whole queue's. */
   topics: Record<string, TopicStateCounts>;
-  /** The in-memory timer wheel of this process. */
+  /** This process's. */
   timers: TimerWheelStats;
-  /** Pushes by topic (docs/push.md), of this process. */
   push: Record<string, PushStats>;
   /** Embedded: messages due before this time (epoch ms) are in memory, the rest on disk. */
   loadedUntil?: number;
-  /**
-   * Embedded: payload bytes held in memory, and the budget (payloadMemoryBytes; Infinity, null
-   * over HTTP, for a store that cannot read payloads back).
-   */
+  /** Embedded: bytes held, and payloadMemoryBytes (Infinity, null over HTTP: not evictable). */
   payloadMemory?: { heldBytes: number; limitBytes: number };
   /** Embedded: 1 while bringing due messages from the store into memory fails. */
   loadFailing?: number;
-  /** Embedded: the store's figures. */
   store?: StoreStats;
-  /** Valkey/Redis: live messages of the whole queue by state. */
+  /** Valkey/Redis: live messages of the whole queue, and the cluster as this node sees it. */
   totals?: TopicStateCounts;
-  /** Valkey/Redis: the cluster as this node sees it. */
   cluster?: ClusterStats;
 }
 
 /** What opening an embedded queue found on disk (GET /v1/stats: `recovery`). */
 export interface RecoveryReport {
-  /** Live messages found (scheduled, ready or in flight before the stop, and dead). */
+  /** Live messages found, dead ones included. */
   live: number;
   /** Damaged records skipped. */
   corrupt: Array<{ where: string; reason: string }>;
   /** Bytes of a torn last record cut from the log. */
   truncatedBytes: number;
-  /**
-   * Whether recovery started from a snapshot of the store's tables and replayed only the log
-   * after it ('used'), found none ('none'), or found one it could not trust and replayed the
-   * whole log instead ('rejected: <why>').
-   */
+  /** Replayed the log after a snapshot ('used'), or all of it: none found, or not trusted. */
   snapshot: 'used' | 'none' | `rejected: ${string}`;
-  /** Bytes of log read by the replay. */
   replayedBytes: number;
   durationMs: number;
-  /**
-   * The repair this open made (`repair: true`), or else the last one made on this data
-   * directory (its full report is kept in `repair.json` there).
-   */
+  /** This open's repair (`repair: true`), else the directory's last (all of it in repair.json). */
   repair?: RepairReport;
 }
 
-/**
- * What a repair of a damaged data directory found and dropped (or, planned but not applied,
- * would drop): see docs/storage.md, Recovery.
- */
+/** What a repair of a damaged data directory dropped, or would (docs/storage.md, Recovery). */
 export interface RepairReport {
-  /** When it was made (or planned), ISO 8601. */
+  /** ISO 8601. */
   at: string;
   /** False for a plan (`tickwheel repair` without --yes): nothing was changed. */
   applied: boolean;
-  /** The damaged stretches of the log; empty if there were none (nothing to repair). */
+  /** Empty: nothing to repair. */
   damage: StoreDamage[];
   /** Every message that cannot be recovered: those in `dropped` and the `unnamed` ones. */
   lost: number;
-  /**
-   * Messages that cannot be recovered, by id: not delivered, not counted, "not found". A report
-   * read back at a later open names the first 100; `repair.json` names them all.
-   */
+  /** Now "not found"; a report read back at a later open names 100, repair.json all. */
   dropped: Array<{ id: string; topic: string; reason: string }>;
   /** Messages that cannot be recovered whose ids were only in the damaged bytes. */
   unnamed: number;
   /**
-   * Whether `dropped` and `unnamed` are every message the damage touched. Without a snapshot
-   * taken after the damaged bytes, a change recorded there (a cancel, an ack, a reschedule) of a
-   * message whose earlier records are intact cannot be known: such a message keeps its last
-   * readable state. `notes` says where.
+   * Whether those are every message the damage touched: without a later snapshot, a change
+   * recorded in the damage (cancel, ack, reschedule) of a message with intact earlier records is
+   * unknown, and it keeps its last readable state (`notes` says where).
    */
   exact: boolean;
   /** What else the repair found or could not know, in words. */

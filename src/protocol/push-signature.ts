@@ -1,10 +1,8 @@
 /**
- * How a pushed message is signed (docs/push.md, the headers and scheme v1), shared by the queue
- * that sends it and the receivers that check it (`verifyPush` in `tickwheel/client`): an
- * HMAC-SHA256 with the target's secret over timestamp, id, topic, attempt and deliver-at, each
- * followed by `\n`, then the body exactly as sent. Every header a receiver reports is signed;
- * a timestamp too far from its clock is refused, so a recording cannot be replayed.
- * Imports nothing that does I/O.
+ * How a pushed message is signed (docs/push.md), for the queue and for `verifyPush`: HMAC-SHA256
+ * with the target's secret over timestamp, id, topic, attempt and deliver-at, each followed by
+ * `\n`, then the body as sent. A timestamp too far from the receiver's clock is refused, so a
+ * recording cannot be replayed.
  */
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
@@ -92,10 +90,7 @@ export interface PushCheck {
   now: () => number;
 }
 
-/**
- * Checks the options of verifyPush (and pushListener, `who`): ERR_TICKWHEEL_INVALID_OPTION, or
- * ERR_TICKWHEEL_INVALID_CALLBACK for `now`: mistakes of the receiver's code, not of a request.
- */
+/** Checks the options of verifyPush (and pushListener, `who`): the receiver's mistakes. */
 export function checkPushOptions(options: unknown, who: string): PushCheck {
   if (typeof options !== 'object' || options === null) {
     throw new TickwheelTypeError(
@@ -128,20 +123,16 @@ export function checkPushOptions(options: unknown, who: string): PushCheck {
 }
 
 /**
- * Checks a push request: its signature over the raw `body` with one of the secrets, and its
- * timestamp within tolerance. Returns what its headers say of the message; throws
- * PushSignatureError otherwise (answer 401). Arguments that cannot be a request or options at
- * all (no headers, a body already parsed) are the receiver's mistakes: a type or range error.
+ * Checks a push request's signature over the raw `body` and its timestamp: returns what its
+ * headers say, or throws PushSignatureError (answer 401). Arguments that cannot be a request at
+ * all (no headers, a body already parsed) throw a type error.
  */
 export function verifyPush(
   request: { headers: PushHeaders; body: Uint8Array | string },
   options: VerifyPushOptions,
 ): PushDelivery {
-  const {
-    secrets,
-    toleranceSeconds: tolerance,
-    now: clock,
-  } = checkPushOptions(options, 'verifyPush');
+  const check = checkPushOptions(options, 'verifyPush');
+  const tolerance = check.toleranceSeconds;
   checkRequest(request);
   const names = Object.values(PUSH_HEADER);
   const values = names.map((name) => header(request.headers, name));
@@ -156,7 +147,7 @@ export function verifyPush(
     throw new PushSignatureError(`${PUSH_HEADER.timestamp} is not whole seconds: ${stamp}`);
   }
   const timestamp = Number(stamp);
-  const now = clock() / 1000;
+  const now = check.now() / 1000;
   if (Math.abs(now - timestamp) > tolerance) {
     throw new PushSignatureError(
       `${PUSH_HEADER.timestamp} ${timestamp} is more than ${tolerance} s from this clock ` +
@@ -169,7 +160,7 @@ export function verifyPush(
     .filter((part) => part.startsWith('v1='))
     .map((part) => Buffer.from(part.slice(3), 'hex'));
   let match = false;
-  for (const secret of secrets) {
+  for (const secret of check.secrets) {
     const expected = digest(secret, timestamp, { id, topic, attempt, deliverAt }, request.body);
     for (const signature of given) {
       // Every comparison runs: how many matched must not show in the time taken.
@@ -188,12 +179,8 @@ export function verifyPush(
 }
 
 function checkRequest(request: unknown): void {
-  if (
-    typeof request !== 'object' ||
-    request === null ||
-    typeof (request as { headers?: unknown }).headers !== 'object' ||
-    (request as { headers?: unknown }).headers === null
-  ) {
+  const headers = (request as { headers?: unknown } | null)?.headers;
+  if (typeof request !== 'object' || request === null || typeof headers !== 'object' || !headers) {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_OPTION',
       `verifyPush: request must be { headers, body }, the request's headers and its raw body; got ${describe(request)}${typeof request === 'object' && request !== null ? ' without headers' : ''}`,

@@ -1,8 +1,6 @@
 /**
- * The HTTP status of every error code (src/errors.ts), typed over the whole catalogue so that a
- * code without a status does not compile. 4xx: the caller can change something; 503: the
- * request was fine but the server cannot do it now (retry, or the operator reads the log); 500:
- * codes the server never raises, so one seen there is a bug (answered ERR_TICKWHEEL_INTERNAL).
+ * The HTTP status of every error code: a code without one does not compile. 4xx: the caller can
+ * change something; 503: the server cannot do it now; 500: codes the server never raises.
  */
 
 import type { TickwheelErrorCode } from '../errors.js';

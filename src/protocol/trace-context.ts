@@ -1,19 +1,16 @@
 /**
- * The W3C trace context (https://www.w3.org/TR/trace-context/) a message carries, so whoever
- * handles it, however much later, can continue the trace of the call that scheduled it:
+ * The W3C trace context a message carries, so its handler can continue the scheduler's trace:
  *
  *   traceparent  00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01  (55 characters)
  *   tracestate   up to 32 comma-separated key=value members, at most 512 characters
  *
- * A value not well formed is dropped, never an error: a bad tracing header must not fail a
- * schedule. A bad tracestate drops only itself (as the specification asks), a bad traceparent
- * both. No dependency: used with or without OpenTelemetry.
+ * A malformed value is dropped, never an error (a tracing header must not fail a schedule): a
+ * bad tracestate only itself, as the specification asks, a bad traceparent both.
  */
 
 export interface TraceContext {
-  /** W3C traceparent, version 00: always 55 characters. */
+  /** Version 00. */
   traceparent: string;
-  /** W3C tracestate, at most 512 characters; absent when the caller had none. */
   tracestate?: string;
 }
 
@@ -73,21 +70,14 @@ export function checkTraceContext(value: unknown): TraceContext | undefined {
 }
 
 /**
- * A header's value as Node gives it: a repeated traceparent is invalid (the W3C specification
- * says to ignore it); repeated tracestate headers are one list.
+ * The context of an HTTP request's `traceparent` and `tracestate` headers, or undefined. A
+ * repeated traceparent is invalid (the W3C specification says to ignore it); repeated tracestate
+ * headers are one list.
  */
-export function headerValue(value: string | string[] | undefined, joinable: boolean): unknown {
-  if (!Array.isArray(value)) return value;
-  return joinable ? value.join(',') : undefined;
-}
-
-/** The context of an HTTP request's `traceparent` and `tracestate` headers, or undefined. */
 export function traceContextOfHeaders(
   headers: Record<string, string | string[] | undefined>,
 ): TraceContext | undefined {
-  if (headers.traceparent === undefined) return undefined;
-  return traceContextOf(
-    headerValue(headers.traceparent, false),
-    headerValue(headers.tracestate, true),
-  );
+  const { traceparent, tracestate } = headers;
+  if (traceparent === undefined || Array.isArray(traceparent)) return undefined;
+  return traceContextOf(traceparent, Array.isArray(tracestate) ? tracestate.join(',') : tracestate);
 }

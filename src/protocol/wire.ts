@@ -1,7 +1,4 @@
-/**
- * The wire format of the HTTP API (docs/http-api.md): request and response bodies and error
- * codes, as the server sends them and the client reads them (bounds: limits.ts).
- */
+/** The HTTP API's bodies and error codes, as server and client share them (docs/http-api.md). */
 
 import type { TraceContext } from './trace-context.js';
 import type { ClientErrorCode, CliErrorCode, TickwheelErrorCode, WriteOutcome } from '../errors.js';
@@ -18,24 +15,17 @@ import type {
 
 export type { HttpErrorCode } from '../errors.js';
 
-/**
- * The codes a server can answer with: those of the server's own errors (HttpErrorCode) and of
- * the queue's and the store's, which keep their code over HTTP. The client's and the CLI's own
- * codes never come from a server.
- */
+/** The codes a server can answer with: all but the client's and the CLI's own. */
 export type WireErrorCode = Exclude<TickwheelErrorCode, ClientErrorCode | CliErrorCode>;
 
-/** Every error response: a 4xx for anything the caller can fix, 5xx only for the server's own failures. */
+/** 4xx for anything the caller can fix, 5xx only for the server's own failures. */
 export interface WireError {
   error: WireErrorDetail;
 }
 
 /**
- * An error, and whether the request took effect (docs/http-api.md, Retries): `outcome` 'none'
- * is a definite failure, nothing was changed; 'unknown' means it may have been. With
- * 'unknown', `id` (or `ids`, for a batch) names what may have been written: a message id, a
- * schedule's name, a topic; `retry: 'same-id'` says that sending the same request again with
- * that id is safe (it cannot make a second message).
+ * `outcome` 'none': nothing was changed; 'unknown': it may have been, and `id` (`ids` for a
+ * batch) names what; `retry: 'same-id'`: the same request with that id is safe to send again.
  */
 export interface WireErrorDetail {
   code: WireErrorCode;
@@ -46,10 +36,7 @@ export interface WireErrorDetail {
   retry?: 'same-id';
 }
 
-/**
- * How a payload travels: 'json' (default) is the JSON value itself; 'base64' is bytes, as a
- * base64 string, for payloads that are a Buffer / Uint8Array in the embedded API.
- */
+/** 'json' (default): the JSON value itself; 'base64': bytes (a Buffer or Uint8Array payload). */
 export type PayloadEncoding = 'json' | 'base64';
 
 /** POST /v1/topics/:topic/messages */
@@ -63,10 +50,7 @@ export interface ScheduleBody {
   id?: string;
   maxAttempts?: number;
   backoff?: Backoff;
-  /**
-   * The W3C trace context to store with the message; default: the request's `traceparent` and
-   * `tracestate` headers. A malformed one is ignored.
-   */
+  /** Default: the request's `traceparent` and `tracestate` headers; a malformed one is ignored. */
   trace?: TraceContext;
 }
 
@@ -87,9 +71,8 @@ export interface BatchResponse {
 }
 
 /**
- * A batch in which some messages failed: the error status of the first failure, and one entry
- * per message. The ones with an id were scheduled (and are durable); the others were not. A
- * batch refused whole (a body that does not match the schema, say) has no `results`.
+ * Some messages failed: the status of the first failure; per message, its id (scheduled,
+ * durable) or its error. A batch refused whole (a body the schema refuses) has no `results`.
  */
 export interface BatchErrorResponse extends WireError {
   results?: Array<ScheduleResult | WireError>;
@@ -117,17 +100,13 @@ export interface CancelResponse {
 export interface ReceiveBody {
   /** Messages at most, 1-1000. Default 1. */
   max?: number;
-  /**
-   * Long-poll: wait up to this long for a message, 0 to MAX_WAIT_MS (1 h; more is refused); the
-   * server waits no longer than its maxWaitMs, however long this is. Default 0.
-   */
+  /** Long-poll, 0 to MAX_WAIT_MS (1 h), never longer than the server's maxWaitMs. Default 0. */
   waitMs?: number;
   /** Redeliver unless acked within this long. Default: the queue's visibilityMs. */
   visibilityMs?: number;
   /**
-   * Payload bytes at most in one answer (as stored; byte payloads grow by a third in base64).
-   * The first message always comes; the rest wait, unused, for the next receive. Default
-   * 8 MiB, at most 64 MiB.
+   * Payload bytes (as stored) in one answer, past the first message: the rest wait, untouched,
+   * for the next receive. Default 8 MiB, at most 64 MiB.
    */
   maxBytes?: number;
 }
@@ -141,7 +120,6 @@ export interface WireReceivedMessage {
   deliverAt: number;
   attempts: number;
   receipt: string;
-  /** The trace context stored with the message, if it has one. */
   trace?: TraceContext;
 }
 
@@ -183,10 +161,7 @@ export interface DeadLettersResponse {
   messages: WireMessageInfo[];
 }
 
-/**
- * GET /v1/topics/:topic/messages?from&until&limit&cursor: a page of the topic's pending
- * messages in due-time order (the queue's list()); `cursor` is absent on the last page.
- */
+/** GET /v1/topics/:topic/messages?from&until&limit&cursor: a page of list(). */
 export interface ListResponse {
   messages: WireMessageInfo[];
   cursor?: string;
@@ -201,10 +176,7 @@ export interface RequeueResponse {
   requeued: true;
 }
 
-/**
- * GET /healthz: 200 `ok`; 503 while recovering, once the store stopped, if it failed to open,
- * or (a queue on Valkey/Redis) while Valkey/Redis does not answer.
- */
+/** GET /healthz: 200 `ok`, else 503. */
 export interface HealthResponse {
   status: 'ok' | 'recovering' | 'stopped' | 'failed' | 'unavailable';
   /** Why it is not `ok`. */
@@ -218,17 +190,17 @@ export interface StatsResponse extends QueueStats {
   server: { version: string; uptimeMs: number; maxWaitMs: number };
 }
 
-/** A topic's settings and counts (GET /v1/topics/:topic, and the answer of every change). */
+/** GET /v1/topics/:topic, and the answer of every change. */
 export type WireTopic = TopicInfo;
 
-/** PATCH /v1/topics/:topic: what is absent stays as it is; rateLimit null removes the limit. */
+/** PATCH /v1/topics/:topic */
 export type TopicUpdateBody = TopicUpdate;
 
 export interface TopicListResponse {
   topics: WireTopic[];
 }
 
-/** A recurring schedule as the API answers it (GET, PUT, PATCH /v1/schedules/:name). */
+/** GET, PUT, PATCH /v1/schedules/:name */
 export type WireSchedule = ScheduleInfo;
 
 /** PUT /v1/schedules/:name; PATCH takes any of its fields. */

@@ -1,18 +1,11 @@
 /**
- * The driver: binds a timing wheel to a clock. It turns delays in milliseconds into ticks,
- * keeps the clock's alarm set for the wheel's next expiration, runs expirations in bounded
- * batches, and keeps one failing callback from stopping the others. TimerWheel,
- * HashedWheelTimer and SystemTimer are faces over it; each decides what a row means (a
- * callback, a Netty Timeout, a Kafka TimerTask) through `onExpire`.
+ * The driver binds a timing wheel to a clock: delays to ticks, the clock's alarm kept set for the
+ * next expiration, expirations in bounded batches, a failing callback kept from the others.
+ * TimerWheel, HashedWheelTimer and SystemTimer are faces over it (`onExpire` says what a row is).
  *
  * Tick k is clock time `origin + k * resolution`. A timer due at time d gets the first tick at
  * or after d, and at least the tick after the current one: it never fires early, and a timer
  * scheduled from a callback never fires in the same tick (no livelock on zero delays).
- *
- * With `nodeOrder`, on a clock that calls from the top of an event-loop turn, the nextTick and
- * microtask queues a callback-style timer filled run before the next expiration, as Node's
- * runNextTicks() does between its timers. Without it callbacks run back to back: in an expiry
- * storm the queues' run costs half again per expiration (docs/timers.md).
  */
 
 import {
@@ -28,7 +21,7 @@ import { checkCallback, checkFlag, checkOption } from '../validate.js';
 import { DETACHED, PENDING } from '../wheel/entries.js';
 import type { EntryStore, TimingWheel } from '../wheel/index.js';
 
-/** The options every face (TimerWheel, HashedWheelTimer, SystemTimer) hands to its driver. */
+/** The options every face hands to its driver. */
 export interface FaceOptions {
   /** Default: a SystemClock shared by every driver that is given no clock. */
   clock?: Clock;
@@ -37,16 +30,15 @@ export interface FaceOptions {
   /** When true, pending timers do not keep the process alive (like `timeout.unref()`). */
   unref?: boolean;
   /**
-   * Node's order between callbacks: the process.nextTick and promise callbacks one callback
-   * queues run before the next one, on a clock that calls from the event loop. Default false:
-   * callbacks due together run back to back, much cheaper in bulk (see docs/timers.md).
+   * Node's order: the nextTick and promise callbacks one callback queues run before the next.
+   * Default false: callbacks due together run back to back, much cheaper in bulk (docs/timers.md).
    */
   nodeOrder?: boolean;
   /** Expirations run per batch before yielding to the event loop. Default 10,000. */
   maxBatch?: number;
 }
 
-/** The names of FaceOptions, for each face's list of known options (checkKnownOptions). */
+/** The names of FaceOptions, for each face's known options. */
 export const FACE_OPTIONS = {
   clock: true,
   onError: true,
@@ -58,19 +50,17 @@ export const FACE_OPTIONS = {
 export interface DriverOptions extends FaceOptions {
   /** Milliseconds per tick. */
   resolution: number;
-  /** Ticks begin on whole multiples of the resolution on the clock, not at construction. */
   alignTicks?: boolean;
 }
 
 const DEFAULT_MAX_BATCH = 10_000;
 
-/** FaceOptions checked, with their defaults filled in. */
 type CheckedFaceOptions = Omit<Required<FaceOptions>, 'clock' | 'onError'> & {
   clock: AlarmClock;
   onError: FaceOptions['onError'];
 };
 
-/** Checks the options every face shares: what its driver is made with, less the resolution. */
+/** The options every face shares, checked, defaults filled in. */
 export function checkFaceOptions(options: FaceOptions): CheckedFaceOptions {
   if (options.onError !== undefined) checkCallback(options.onError, 'onError');
   return {
@@ -92,9 +82,8 @@ export const BIND_BATCH = 256;
 const LATE_BIND_TICKS = 2 ** 50;
 
 /**
- * A SystemClock may have moved by any time the process has been up since the last reading, so
- * late binding needs ticks coarse enough that 2^52 of them outlast a thousand years (7.0 us or
- * more). A ManualClock tells its targets when it moves (AlarmTarget.clockMoved).
+ * A SystemClock may have moved by any time since the last reading: late binding needs 2^52 ticks
+ * to outlast a thousand years (7.0 us or more). A ManualClock says when it moves (clockMoved).
  */
 const LATE_BIND_SPAN_MS = 1000 * 365.25 * 24 * 3600 * 1000;
 
@@ -105,9 +94,8 @@ const SETTLED = Promise.resolve();
 const SETTLE_STEPS = 4;
 
 /**
- * Node's own runNextTicks() (nextTick queue, then microtasks, until both are empty), reachable
- * only as the undocumented process._tickCallback. Under --pending-deprecation it is a wrapper
- * that warns (a throw with --throw-deprecation), not used: callbacks then run back to back.
+ * Node's runNextTicks() (nextTick queue, then microtasks), reachable only as the undocumented
+ * process._tickCallback. Under --pending-deprecation that is a wrapper that warns: not used.
  */
 const runNextTicks: (() => void) | undefined = (() => {
   const tickCallback = (process as { _tickCallback?: unknown })._tickCallback;
@@ -122,7 +110,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   readonly entries: EntryStore;
   readonly resolution: number;
   readonly origin: number;
-  /** 1 / resolution. */
   private readonly perTick: number;
   private readonly alarm: Alarm;
   private readonly maxBatch: number;
@@ -151,7 +138,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       this.report(err);
     }
   };
-  /** Delays may wait for a later reading: the clock allows it and ticks are coarse enough. */
   private readonly lateBindable: boolean;
   /** Its alarm is this package's own, which reads as set (see ClockAlarm): runDue trusts it. */
   private readonly exactAlarms: boolean;
@@ -196,13 +182,11 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     };
   }
 
-  /** The tick a timer of `delayMs` from now is due at. */
   tickAfter(delayMs: number): number {
     const now = this.read();
     return this.tickFor(now, now + delayMs, delayMs);
   }
 
-  /** The tick a timer due at clock time `deadline` is due at. */
   tickDueAt(deadline: number): number {
     const now = this.read();
     return this.tickFor(now, deadline, deadline - now);
@@ -246,19 +230,16 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return this.origin + tick * this.resolution;
   }
 
-  /** Timers pending: those in the wheel and those waiting for a clock reading. */
+  /** Timers in the wheel and waiting for a clock reading. */
   get size(): number {
     return this.wheel.size + this.unboundCount;
   }
 
   /**
-   * A new row due `delayMs` from now.
-   *
-   * On a clock that allows it (`bindsLate`) the row does not read the clock (half of a
-   * schedule's cost): it waits, PENDING with its delay, for the next reading, taken at the latest
-   * by a microtask once the synchronous code that started it has run, by the BIND_BATCH-th such
-   * row, or by anything else of the driver that reads the clock (binding them first keeps their
-   * order). That reading comes after the start, so the row can only be late, never early.
+   * A new row due `delayMs` from now. On a clock that allows it (`bindsLate`) it skips reading
+   * the clock (half of a schedule's cost): it waits, PENDING, for the next reading (a microtask,
+   * the BIND_BATCH-th such row, or any other read first). That reading comes after the start, so
+   * the row can only be late, never early.
    */
   add(delayMs: number): number {
     if (!this.mayBindLate(delayMs)) return this.addNow(delayMs);
@@ -342,7 +323,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return this.place(now, deadline, deadline - now);
   }
 
-  /** A new row due at `deadline`, placed against the reading `now`. */
   private place(now: number, deadline: number, delayMs: number): number {
     if (this.wheel.size === 0) this.catchUp(now);
     const tick = this.tickFor(now, deadline, delayMs);
@@ -361,9 +341,8 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   }
 
   /**
-   * Re-arms an allocated row (linked, PENDING or detached) to be due `delayMs` from now. A linked
-   * row waits for the next reading as a new row does (`add`): a refresh counts as starting the
-   * timer again. A detached row (an interval re-armed as it fires) and a PENDING one read now.
+   * Re-arms an allocated row `delayMs` from now. A linked row waits for the next reading as `add`
+   * does; a detached row (an interval as it fires) and a PENDING one read now.
    */
   rearm(index: number, delayMs: number): void {
     const prev = this.entries.prev[index];
@@ -431,16 +410,12 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     return next === Infinity ? Infinity : this.timeOf(next);
   }
 
-  /**
-   * Fires now every timer whose tick has begun (the alarm runs late while the event loop is
-   * busy), with no batch limit; nothing inside an expiration or once disposed.
-   */
+  /** Fires every timer whose tick has begun, with no batch limit (the alarm is late when busy). */
   runDue(): number {
     if (this.running || this.disposed) return 0;
     const now = this.read();
-    // The alarm is never set later than the next row's tick: while it reads as set, an earlier
-    // reading means nothing is due, and the scan for the next row is skipped (most calls: the
-    // queue's take() asks before each take).
+    // The alarm is never set later than the next row's tick: a reading before it means nothing
+    // is due, and the scan is skipped (the queue's take() asks before each take).
     if (this.exactAlarms && now < this.alarm.deadline) return 0;
     const nowTick = this.tickContaining(now);
     if (this.wheel.nextDeadline() > nowTick) return 0;
@@ -453,8 +428,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       this.running = false;
       this.settleAfter = false;
     }
-    // Set for the next row: timers those expirations started armed nothing (armFor skips while
-    // running), and an alarm left set for what just fired would keep later calls off the shortcut.
+    // Timers those expirations started armed nothing (armFor skips while running).
     const next = this.wheel.nextDeadline();
     if (next !== Infinity) this.alarm.set(this.timeOf(next));
     return fired;

@@ -1,22 +1,11 @@
 /**
- * HashedWheelTimer: Netty's `io.netty.util.HashedWheelTimer`, a thin face over WheelDriver and
- * a HashedWheel (scheme 6, Netty's own design). As in Netty: Timeouts with cancel(); tasks as
- * functions or `run(timeout)` objects; a lazy start that begins the tick grid; ticksPerWheel
- * rounded up to a power of two; stop() returning the unrun timeouts cancelled (4.1.111); a
- * warning past 64 live instances; `executor` as taskExecutor. What differs: no worker thread.
- * Tasks run on the event loop, the wheel sleeps through empty ticks, and a timeout fires at the
- * first tick boundary at or after its deadline, never before.
+ * HashedWheelTimer: Netty's `io.netty.util.HashedWheelTimer` as a face over WheelDriver and a
+ * HashedWheel, with its API and behaviour (4.1.111). What differs: no worker thread; tasks run
+ * on the event loop, empty ticks are slept through, and nothing fires before its deadline.
  */
 
 import { TickwheelRangeError, TickwheelTypeError, checkOpen } from '../errors.js';
-import {
-  checkCallback,
-  checkDelay,
-  checkKnownOptions,
-  checkOption,
-  checkOptionsObject,
-  optionNames,
-} from '../validate.js';
+import { checkCallback, checkDelay, checkOption, checkOptions, optionNames } from '../validate.js';
 import { HashedWheel } from '../wheel/index.js';
 import {
   FACE_OPTIONS,
@@ -37,7 +26,7 @@ export interface TimeoutTask {
 export interface Timeout {
   readonly timer: HashedWheelTimer;
   readonly task: TimeoutTask | ((timeout: Timeout) => void);
-  /** True once the task has been handed over to run (set before it runs). */
+  /** True once the task has been handed over to run. */
   isExpired(): boolean;
   isCancelled(): boolean;
   /** Cancels the timeout; true only if it was pending (neither expired nor cancelled). */
@@ -97,8 +86,7 @@ class HashedWheelTimeout implements Timeout {
   }
 
   toString(): string {
-    const state = ['pending', 'cancelled', 'expired'][this.state];
-    return `HashedWheelTimeout(${state})`;
+    return `HashedWheelTimeout(${['pending', 'cancelled', 'expired'][this.state]})`;
   }
 }
 
@@ -111,7 +99,6 @@ const HASHED_WHEEL_OPTIONS = optionNames<HashedWheelTimerOptions>({
 });
 
 export class HashedWheelTimer {
-  /** Milliseconds per tick. */
   readonly tickDuration: number;
   private readonly wheel: HashedWheel;
   private readonly maxPendingTimeouts: number;
@@ -128,8 +115,7 @@ export class HashedWheelTimer {
   }
 
   constructor(options: HashedWheelTimerOptions = {}) {
-    checkOptionsObject(options, 'HashedWheelTimer options', '{ tickDuration: 100 }');
-    checkKnownOptions(options, HASHED_WHEEL_OPTIONS, 'new HashedWheelTimer()');
+    checkOptions(options, HASHED_WHEEL_OPTIONS, 'new HashedWheelTimer()', '{ tickDuration: 100 }');
     this.tickDuration = checkOption(options.tickDuration ?? 100, 'tickDuration', Number.MIN_VALUE);
     this.wheel = new HashedWheel({ ticksPerWheel: options.ticksPerWheel });
     this.maxPendingTimeouts = checkOption(
@@ -155,7 +141,7 @@ export class HashedWheelTimer {
     }
   }
 
-  /** Slots of the wheel (the requested number rounded up to a power of two). */
+  /** Rounded up to a power of two. */
   get ticksPerWheel(): number {
     return this.wheel.ticksPerWheel;
   }
@@ -197,10 +183,7 @@ export class HashedWheelTimer {
     return timeout;
   }
 
-  /**
-   * Stops the timer for good and returns, cancelled, the timeouts that neither ran nor were
-   * cancelled (as Netty 4.1.111 does).
-   */
+  /** Stops the timer for good; returns the timeouts that had not run, now cancelled. */
   stop(): Timeout[] {
     if (this.stopped) return [];
     this.stopped = true;

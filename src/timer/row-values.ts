@@ -1,8 +1,7 @@
 /**
- * One JavaScript value per row of a slab (a callback, or the lean path's data), in chunks of
- * 32,768, so that a growing slab copies nothing (copying a flat array on every doubling was the
- * largest cost of a wheel's first million timers). A 256 KB chunk is a large object to V8, never
- * copied by the scavenger as smaller chunks were.
+ * One JavaScript value per row of a slab, in chunks of 32,768 so that growing copies nothing
+ * (copying at each doubling was the main cost of the first million timers). A 256 KB chunk is a
+ * large object to V8: the scavenger never copies it.
  */
 
 const CHUNK_BITS = 15;

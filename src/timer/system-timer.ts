@@ -1,22 +1,12 @@
 /**
- * SystemTimer and TimerTask: Kafka's `org.apache.kafka.server.util.timer` API, a thin face over
- * WheelDriver and a HierarchicalWheel (scheme 7). With the defaults (tickMs 1, wheelSize 20) the
- * wheel is Kafka's own, with overflow levels of 20 ms, 400 ms, 8 s, ... made when first needed.
- * As in Kafka, a task is pending in at most one timer: adding it again reschedules it from now.
- *
- * What differs: the clock drives the wheel, so tasks run on the event loop when due whether or
- * not a reaper calls advanceClock (which only reports that they did); a task never runs early
- * (Kafka's may, by up to a tick), and one already due runs on the next tick, not inside add().
+ * SystemTimer and TimerTask: Kafka's `org.apache.kafka.server.util.timer` API over WheelDriver and
+ * a HierarchicalWheel (Kafka's own with the defaults). A task is pending in one timer at most.
+ * What differs: the clock drives the wheel, so tasks run when due whether or not a reaper calls
+ * advanceClock; a task never runs early, and one already due runs on the next tick.
  */
 
 import { TickwheelTypeError, checkOpen } from '../errors.js';
-import {
-  checkDelay,
-  checkKnownOptions,
-  checkOption,
-  checkOptionsObject,
-  optionNames,
-} from '../validate.js';
+import { checkDelay, checkOption, checkOptions, optionNames } from '../validate.js';
 import { HierarchicalWheel } from '../wheel/index.js';
 import { FACE_OPTIONS, WheelDriver, checkFaceOptions, type FaceOptions } from './driver.js';
 
@@ -77,8 +67,7 @@ export class SystemTimer {
   private closed = false;
 
   constructor(options: SystemTimerOptions = {}) {
-    checkOptionsObject(options, 'SystemTimer options', '{ tickMs: 1 }');
-    checkKnownOptions(options, SYSTEM_TIMER_OPTIONS, 'new SystemTimer()');
+    checkOptions(options, SYSTEM_TIMER_OPTIONS, 'new SystemTimer()', '{ tickMs: 1 }');
     const tickMs = checkOption(options.tickMs ?? 1, 'tickMs', Number.MIN_VALUE);
     const wheelSize = checkOption(options.wheelSize ?? 20, 'wheelSize', 2, 4096, true);
     if (options.startMs !== undefined) {
@@ -129,12 +118,10 @@ export class SystemTimer {
     });
   }
 
-  /** Tasks pending. */
   get size(): number {
     return this.driver.size - this.waiters.length;
   }
 
-  /** Levels of the hierarchical wheel created so far. */
   get levels(): number {
     this.driver.bindPending();
     return this.driver.wheel.levels;

@@ -1,10 +1,7 @@
 /**
- * TimerWheel: the idiomatic tickwheel API. Node's timer functions on a hierarchical wheel, and
- * a lean path for millions of timers: `schedule(ms, data)` with the wheel-wide `onExpire(data)`
- * option, no closure and (once the slab has grown) no allocation per timer.
- *
- * Handles are numbers, never 0, and inert once their timer fired or was cancelled. Callbacks get
- * their handle as `this`, where Node passes its Timeout object: a number costs no allocation.
+ * TimerWheel: Node's timer functions on a hierarchical wheel, and a lean path for millions of
+ * timers: `schedule(ms, data)` with the wheel-wide `onExpire(data)`, no closure, no allocation.
+ * Handles are numbers, never 0, inert once their timer is gone; callbacks get theirs as `this`.
  */
 
 import {
@@ -18,9 +15,8 @@ import {
   checkCallback,
   checkDelay,
   checkFlag,
-  checkKnownOptions,
   checkOption,
-  checkOptionsObject,
+  checkOptions,
   checkPeriod,
   checkSignal,
   optionNames,
@@ -49,20 +45,17 @@ export interface TimerWheelOptions<T = unknown> extends FaceOptions {
 }
 
 export interface TimerWheelStats {
-  /** Timers waiting to fire. */
   pending: number;
-  /** Expirations so far (each run of an interval counts). */
+  /** Each run of an interval counts. */
   fired: number;
-  /** Timers cancelled before they fired. */
   cancelled: number;
   scheduled: number;
   /** Callbacks that threw. */
   errors: number;
   /** Rows the slab holds before it next grows. */
   capacity: number;
-  /** Levels of the hierarchical wheel created so far. */
   levels: number;
-  /** Clock time of the wheel's next wake-up, or null when idle. */
+  /** Clock time of the next wake-up, or null when idle. */
   nextWakeup: number | null;
 }
 
@@ -94,30 +87,23 @@ export class TimerWheel<T = unknown> {
   private readonly maxPending: number;
   /** maxPending while open, -1 once closed: start() checks both with one comparison. */
   private admitBelow: number;
-  /** Per row: the callback, or the lean path's data. */
+  /** Per row: the callback or the lean path's data; the delay (refresh, intervals); flags. */
   private readonly targets: RowValues;
-  /** Per row: the delay, kept for refresh() and for intervals. */
   private delays: Float64Array;
-  /** Per row: INTERVAL | CALLBACK | HAS_ARGS. */
   private flags: Uint8Array;
   /** Rows with a callback pending or running; while none, expirations skip reading the flags. */
   private callbacks = 0;
-  /** Extra arguments of the rows that have them (few do). */
   private readonly argsByRow = new Map<number, unknown[]>();
   /** Settle functions of pending sleep() promises, so close() can reject them. */
   private readonly sleepers = new Set<(err?: Error) => void>();
   private readonly unref: boolean;
-  /**
-   * Sleeps holding the process alive on an unref'd wheel, as Node's `timers/promises` does: one
-   * ref'd native timer stands for them all.
-   */
+  /** Sleeps holding an unref'd wheel's process alive (as Node's do): one ref'd timer for all. */
   private refSleeps = 0;
   private keepAlive: ReturnType<typeof setInterval> | undefined;
   private closed = false;
 
   constructor(options: TimerWheelOptions<T> = {}) {
-    checkOptionsObject(options, 'TimerWheel options', '{ resolution: 1 }');
-    checkKnownOptions(options, TIMER_WHEEL_OPTIONS, 'new TimerWheel()');
+    checkOptions(options, TIMER_WHEEL_OPTIONS, 'new TimerWheel()', '{ resolution: 1 }');
     const resolution = checkOption(options.resolution ?? 1, 'resolution', Number.MIN_VALUE);
     this.maxPending = checkOption(options.maxPending ?? Infinity, 'maxPending', 0, Infinity);
     this.admitBelow = this.maxPending;
@@ -195,7 +181,6 @@ export class TimerWheel<T = unknown> {
     return index >= 0;
   }
 
-  /** Same as clearTimeout: both kinds of timer share one handle space. */
   clearInterval(handle: TimerHandle): boolean {
     return this.clearTimeout(handle);
   }
@@ -260,12 +245,10 @@ export class TimerWheel<T = unknown> {
     return this.driver.timeOf(this.driver.entries.tick[index]);
   }
 
-  /** Pending timers. */
   get size(): number {
     return this.driver.size;
   }
 
-  /** Milliseconds per tick of the finest level. */
   get resolution(): number {
     return this.driver.resolution;
   }
@@ -283,10 +266,7 @@ export class TimerWheel<T = unknown> {
     return this.driver.expiring;
   }
 
-  /**
-   * Fires now every timer whose tick has begun, which the native timer fires late while the
-   * event loop is busy. Returns how many fired; 0 from inside an expiration.
-   */
+  /** Fires every timer whose tick has begun (late while the loop is busy): how many fired. */
   runDue(): number {
     return this.closed ? 0 : this.driver.runDue();
   }
@@ -306,7 +286,7 @@ export class TimerWheel<T = unknown> {
     };
   }
 
-  /** Timers per slot and cursor of each level (HierarchicalWheel.snapshot, up to `maxRows`). */
+  /** HierarchicalWheel.snapshot. */
   wheelSnapshot(maxRows?: number): WheelSnapshot {
     this.driver.bindPending();
     return this.driver.wheel.snapshot(maxRows);
@@ -397,7 +377,7 @@ export class TimerWheel<T = unknown> {
     }
   }
 
-  /** Drops what a row holds, so the wheel keeps nothing of a timer that is gone. */
+  /** Drops what a row holds: the wheel keeps nothing of a timer that is gone. */
   private forget(index: number): void {
     this.targets.set(index, undefined);
     const flags = this.flags[index];
@@ -420,7 +400,6 @@ export class TimerWheel<T = unknown> {
     }
   }
 
-  /** Why start() may not add a timer: the wheel is closed, or maxPending are pending. */
   private refuse(): never {
     checkOpen(this.closed, CLOSED);
     throw new TickwheelRangeError(

@@ -1,17 +1,12 @@
 /**
- * Entry storage for the wheels: a struct-of-arrays slab. A timer is a row index into typed
- * arrays, not an object: 20 bytes a timer, no allocation once grown, nothing for the GC to trace.
+ * The wheels' rows: a struct-of-arrays slab (20 bytes a timer, no allocation once grown, nothing
+ * for the GC to trace), recycled through a free list threaded through `next`. A handle is
+ * `generation * 2^28 + index`; the generation is bumped when a row is taken again (not on
+ * release: a cache line less per expiration), so a stale handle is inert. A row whose 2^25 - 1
+ * generations are used up is retired. Rows at or above `highWater` are never read before use.
  *
- * Rows are recycled through a free list threaded through `next`. A handle is
- * `generation * 2^28 + index`; a released row is FREE and its generation is bumped when it is
- * taken again (not on release: one cache line less per expiration), so a stale handle is inert
- * and never cancels a later timer on the same row. A row whose 2^25 - 1 generations are used up
- * is retired. Growing writes nothing past the copy: rows at or above `highWater` stay the
- * allocator's zeroed pages, unread until allocate() gives them generation 1.
- *
- * Row states, told apart by `prev`: >= 0, or negative above DETACHED, linked into a slot list
- * (slots.ts); DETACHED, allocated in no slot; PENDING, waiting in a driver for a clock reading;
- * FREE, on the free list.
+ * Row states, told apart by `prev`: >= 0, or negative above DETACHED, linked into a slot list;
+ * DETACHED, in no slot; PENDING, waiting in a driver for a clock reading; FREE.
  */
 
 import { TickwheelRangeError } from '../errors.js';
@@ -31,15 +26,13 @@ export const PENDING = -0x7ffffffe;
 const NIL = -1;
 
 export class EntryStore {
-  /** Tick at which the row's timer is due. */
   tick: Float64Array;
   next: Int32Array;
   prev: Int32Array;
   generation: Uint32Array;
-  /** Rows in use (attached to a slot or detached), not counting free ones. */
+  /** Rows not free. */
   live = 0;
   private freeHead = NIL;
-  /** Rows ever handed out; rows at or above this index have never been used. */
   private highWater = 0;
   private readonly growListeners: Array<(capacity: number) => void> = [];
 
@@ -55,12 +48,12 @@ export class EntryStore {
     return this.tick.length;
   }
 
-  /** Calls `listener(newCapacity)` whenever the slab grows, for owners of parallel arrays. */
+  /** For owners of parallel arrays: `listener(newCapacity)` on each growth. */
   onGrow(listener: (capacity: number) => void): void {
     this.growListeners.push(listener);
   }
 
-  /** Takes a free row and returns its index; the row starts DETACHED. */
+  /** A free row's index; it starts DETACHED. */
   allocate(): number {
     let index = this.freeHead;
     while (index !== NIL) {
@@ -84,7 +77,7 @@ export class EntryStore {
     return index;
   }
 
-  /** Returns a row to the free list and invalidates every handle that names it (see above). */
+  /** Every handle that names the row becomes inert (see above). */
   release(index: number): void {
     this.prev[index] = FREE;
     this.next[index] = this.freeHead;
@@ -96,10 +89,7 @@ export class EntryStore {
     return this.generation[index] * INDEX_SPACE + index;
   }
 
-  /**
-   * The row a handle names, or -1 when the handle is stale, forged or not a handle at all.
-   * Detached rows resolve too: a timer whose callback is running can still be re-armed.
-   */
+  /** The row a handle names (detached ones too: re-armed from their callback), or -1. */
   indexOf(handle: number): number {
     if (typeof handle !== 'number' || !(handle >= 0)) return -1;
     const generation = Math.floor(handle * INDEX_SCALE);

@@ -1,17 +1,11 @@
 /**
- * Hashed timing wheel: Varghese & Lauck's scheme 6, the model of Netty's HashedWheelTimer.
+ * Hashed timing wheel: Varghese & Lauck's scheme 6, Netty's HashedWheelTimer. A row due at tick
+ * t lives in slot `t mod W` (W a power of two) and keeps its absolute tick, where Netty counts
+ * rounds down; occupancy bits skip empty slots and whole revolutions.
  *
- * One wheel of W slots (W a power of two); a row due at tick t lives in slot `t mod W`, with rows
- * rounds away. Where Netty decrements "remaining rounds" per row on every visit, a row here keeps
- * its absolute tick: visits leave rows that are not due untouched, and the occupancy bits let
- * the wheel skip empty slots (and whole revolutions) instead of waking on every tick.
- *
- * A visit of slot s at tick v moves the rows with t <= v to a due list in slot order (insertion
- * order among equal ticks), moves `current` to v + 1, then fires them. The due list is a slot
- * like any other: a callback may cancel a row about to fire, and a batch limit may stop in it.
- *
- * A visit costs the slot's length, rows rounds away included (n / W on average): scheme 6 wants
- * W near the number of timers, which is why scheme 7 (HierarchicalWheel) is the default.
+ * A visit of slot s at tick v moves the rows with t <= v to a due list (a slot like any other, so
+ * a callback may cancel a row in it), moves `current` to v + 1, then fires them. A visit costs
+ * the slot's length, n / W on average: why scheme 7 (HierarchicalWheel) is the default.
  */
 
 import { checkOption } from '../validate.js';
@@ -23,14 +17,13 @@ export interface HashedWheelOptions {
   ticksPerWheel?: number;
   /** The tick the wheel starts at. Default 0. */
   startTick?: number;
-  /** Rows to reserve up front; the slab doubles when full. */
   initialCapacity?: number;
 }
 
 export class HashedWheel extends TimingWheel {
   readonly ticksPerWheel: number;
   private readonly mask: number;
-  /** Code of the due list: the slot after the last wheel slot. */
+  /** The due list: the slot after the last. */
   private readonly dueCode: number;
 
   constructor(options: HashedWheelOptions = {}) {

@@ -1,6 +1,6 @@
 /**
- * Hierarchical timing wheel: Varghese & Lauck's scheme 7, as in Kafka's TimingWheel and
- * tokio's timer, with occupancy bits so that no time is ever spent on an empty slot.
+ * Hierarchical timing wheel: Varghese & Lauck's scheme 7, as in Kafka's TimingWheel and tokio's
+ * timer, with occupancy bits so that no time is ever spent on an empty slot.
  *
  * ## The math
  *
@@ -44,7 +44,7 @@ import { TimingWheel, type ExpireCallback } from './wheel.js';
 
 const TWO_POW_32 = 2 ** 32;
 
-/** Which of the first level's two groups holds a block's ticks. */
+/** The first-level group of a block's ticks. */
 function parity(block: number): number {
   return block % 2;
 }
@@ -60,9 +60,8 @@ export interface HierarchicalWheelOptions {
 }
 
 /**
- * Per level: the cursor and the rows each slot holds. The first level has 2W slots (the current
- * block, then the next), its cursor `current`'s place in the first W; a higher level L has W
- * slots, its cursor digit_L of the next block's start.
+ * Per level: the cursor and the rows of each slot. The first level has 2W slots (current block,
+ * next), its cursor in the first W; a level L >= 1 has W, its cursor digit_L of the next block.
  */
 export interface WheelSnapshot {
   levels: Array<{ cursor: number; slots: number[] }>;
@@ -72,15 +71,13 @@ export interface WheelSnapshot {
 
 export class HierarchicalWheel extends TimingWheel {
   readonly wheelSize: number;
-  /** spans[L] = wheelSize^L: ticks covered by one slot of level L. */
+  /** spans[L] = wheelSize^L: ticks one slot of level L covers. bitsPerLevel: log2 of it, or 0. */
   private readonly spans: number[];
-  /** log2(wheelSize) when it is a power of two, else 0. */
   private readonly bitsPerLevel: number;
   private readonly maxLevels: number;
   private levelCount = 1;
-  /** Start of `current`'s block (moveTo): exact, where the next block's may not be near 2^53. */
+  /** Set by moveTo: `current`'s block's start (exact near 2^53) and first-level group. */
   private blockStart = 0;
-  /** The first-level group holding the current block's ticks (set by moveTo). */
   private currentGroup = 0;
 
   constructor(options: HierarchicalWheelOptions = {}) {
@@ -96,15 +93,11 @@ export class HierarchicalWheel extends TimingWheel {
     this.moveTo(this.currentTick);
   }
 
-  /** Levels created so far. */
   get levels(): number {
     return this.levelCount;
   }
 
-  /**
-   * A read-only picture of the wheel for dashboards: rows per slot and cursor, per level.
-   * Counting walks slot lists, so past `maxRows` rows an occupied slot counts as 1 (`truncated`).
-   */
+  /** For dashboards: rows per slot, and the cursor, per level; 1 per slot past `maxRows` rows. */
   snapshot(maxRows = 100_000): WheelSnapshot {
     const { next } = this.entries;
     let budget = maxRows;
@@ -206,7 +199,6 @@ export class HierarchicalWheel extends TimingWheel {
     return fired;
   }
 
-  /** Moves `current`, and the block figures that follow it. */
   private moveTo(tick: number): void {
     this.currentTick = tick;
     const block = this.blockOf(tick);
@@ -228,10 +220,7 @@ export class HierarchicalWheel extends TimingWheel {
     return slot >= 0 ? (block + 1) * size + slot : Infinity;
   }
 
-  /**
-   * When the next occupied slot of a higher level must be cascaded: as `current` enters the
-   * block before it (the first level holds two). The lowest level with one has the earliest.
-   */
+  /** When a higher level's next occupied slot is cascaded: as `current` enters the block before. */
   private nextCascade(): number {
     const reference = this.blockStart + this.wheelSize;
     for (let level = 1; level < this.levelCount; level++) {
@@ -246,9 +235,8 @@ export class HierarchicalWheel extends TimingWheel {
   }
 
   /**
-   * Restores the invariant after `current` moved: a slot the next block's start now stands in
-   * (its cursor slot) is cascaded at once, from the top level down, since a cascade from level L
-   * can fill the cursor slot of level L - 1.
+   * After `current` moved, cascades each level's slot the next block's start stands in: from the
+   * top down, as a cascade from level L can fill the cursor slot of level L - 1.
    */
   private cascadeEntered(): void {
     const reference = this.blockStart + this.wheelSize;

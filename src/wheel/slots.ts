@@ -1,12 +1,8 @@
 /**
- * The slots of a wheel: per slot, a doubly-linked list of rows (through the entry store's
- * `next`/`prev`) and an occupancy bit.
- *
- * A slot is named by a code. Lists have no sentinels: the head's `prev` and the tail's `next` are
- * `~code` (negative, as rows are >= 0), so unlinking needs no per-row slot field, and a row with
- * both negative was alone in its slot. Codes are `group * stride + slot`, with the stride the
- * group size rounded up to 32: an occupancy word never mixes two groups (levels), and the next
- * occupied slot is a scan of a few words with `Math.clz32`.
+ * A wheel's slots: per slot a doubly-linked list of rows (the entries' `next`/`prev`) and an
+ * occupancy bit. A slot's code is `group * stride + slot`, the stride a multiple of 32, so an
+ * occupancy word never mixes two groups (levels). Lists have no sentinels: the head's `prev` and
+ * the tail's `next` are `~code` (negative), so unlinking needs no per-row slot field.
  */
 
 import { DETACHED, grown, type EntryStore } from './entries.js';
@@ -14,9 +10,8 @@ import { DETACHED, grown, type EntryStore } from './entries.js';
 const EMPTY = -1;
 
 export class SlotTable {
-  /** First row of each slot's list, or negative when the slot is empty. */
+  /** First and last row of each slot's list; negative when empty. */
   private heads: Int32Array;
-  /** Last row of each slot's list, or negative when the slot is empty. */
   private tails: Int32Array;
   private occupied: Uint32Array;
   /** Codes per group, a multiple of 32. */
@@ -50,7 +45,7 @@ export class SlotTable {
     return group * this.stride + slot;
   }
 
-  /** Appends a detached row at the tail of a slot, keeping insertion order within the slot. */
+  /** Appends a detached row: insertion order within the slot. */
   append(code: number, index: number): void {
     const { next, prev } = this.entries;
     const tail = this.tails[code];
@@ -66,7 +61,6 @@ export class SlotTable {
     this.tails[code] = index;
   }
 
-  /** Removes a linked row from its slot; the row becomes DETACHED. */
   unlink(index: number): void {
     const { next, prev } = this.entries;
     const before = prev[index];
@@ -82,15 +76,11 @@ export class SlotTable {
     prev[index] = DETACHED;
   }
 
-  /** First row of a slot, or a negative number when it is empty. */
   head(code: number): number {
     return this.heads[code];
   }
 
-  /**
-   * Empties a slot and returns its first row (the rest follow through `next`); the rows keep
-   * stale links, so the caller must append or release every one.
-   */
+  /** Empties a slot: its first row, the rest through `next`; each must be appended or released. */
   takeAll(code: number): number {
     const first = this.heads[code];
     this.heads[code] = EMPTY;

@@ -32,12 +32,12 @@ export abstract class TimingWheel {
     this.currentTick = startTick;
   }
 
-  /** The tick the wheel stands at: every earlier tick has been processed. */
+  /** Every earlier tick has been processed. */
   get current(): number {
     return this.currentTick;
   }
 
-  /** Rows linked into the wheel (pending timers). */
+  /** Rows linked (pending timers). */
   get size(): number {
     return this.linked;
   }
@@ -50,10 +50,7 @@ export abstract class TimingWheel {
     void tick;
   }
 
-  /**
-   * The "never early" invariant for a row about to fire at `now`, checked with TICKWHEEL_DEBUG=1
-   * only: the row's tick is a cache miss per expiration, not read for a check that is off.
-   */
+  /** "Never early", with TICKWHEEL_DEBUG=1 only: reading the tick is a cache miss per expiry. */
   protected checkNotEarly(index: number, now: number): void {
     if (DEBUG) {
       debugAssert(this.entries.tick[index] <= now, () => neverEarly(this.entries, index, now));
@@ -73,7 +70,7 @@ export abstract class TimingWheel {
    */
   abstract advance(now: number, onExpire: ExpireCallback, limit?: number): number;
 
-  /** Allocates a row due at `tick` and returns its index. */
+  /** A new row due at `tick`: its index. */
   add(tick: number): number {
     const index = this.entries.allocate();
     this.insert(index, tick);
@@ -97,7 +94,7 @@ export abstract class TimingWheel {
     this.insert(index, tick);
   }
 
-  /** Cancels the timer a handle names. False if the handle is stale or the row is not linked. */
+  /** False if the handle is stale or its row not linked. */
   cancel(handle: number): boolean {
     const index = this.entries.indexOf(handle);
     if (index < 0 || !this.entries.isLinked(index)) return false;
