@@ -4,7 +4,7 @@
  * back as Buffers).
  */
 
-import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import { TickwheelTypeError } from '../errors.js';
 import type { QueueOperations } from '../queue/api.js';
 import { checkCallback, checkFlag, checkOption, describe } from '../validate.js';
 import type {
@@ -14,7 +14,7 @@ import type {
   ReceivedMessage,
   ReceiveOptions,
 } from '../queue/types.js';
-import { MAX_BATCH, MAX_NACK_DELAY_MS } from '../protocol/limits.js';
+import { MAX_NACK_DELAY_MS } from '../protocol/limits.js';
 import type { ListOptions, ListPage } from '../protocol/model.js';
 import type {
   AckResponse,
@@ -38,29 +38,23 @@ import type {
 import type { ScheduleRequest } from '../queue/message.js';
 import { checkConsumeOptions, Worker } from '../queue/worker.js';
 import {
+  checkBatch,
   fromWire,
   refuseDelay,
   refuseMessage,
   refuseOption,
-  rejects,
   segment,
   sendable,
   sendableReceipts,
   toBody,
 } from './bodies.js';
+import { TickwheelHttpError } from './errors.js';
 import { listPath, walkPages } from './listing.js';
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import { Transport, type Exchange, type TransportOptions } from './transport.js';
 import {
   checkClientOptions,
-  type AckCallOptions,
-  type CallOptions,
-  type ClientOptions,
-} from './options.js';
-
-export {
-  DEFAULT_URL,
   type AckCallOptions,
   type CallOptions,
   type ClientOptions,
@@ -120,18 +114,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     messages: readonly ScheduleRequest<Payload>[],
     options: CallOptions = {},
   ): Promise<ScheduleResult[]> {
-    if (!Array.isArray(messages)) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `scheduleMany takes an array of messages, got ${describe(messages)}`,
-      );
-    }
-    if (messages.length > MAX_BATCH) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `scheduleMany over HTTP takes at most ${MAX_BATCH} messages a call, got ${messages.length}: split the array`,
-      );
-    }
+    checkBatch('scheduleMany', 'messages', messages);
     if (messages.length === 0) return [];
     const body = messages.map((message, i) => toBody(message, `messages[${i}]: `));
     const answer = await this.call<BatchResponse>(options, {
@@ -498,7 +481,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     try {
       return await this.call<T>(options, exchange);
     } catch (err) {
-      if (rejects(err, ...statuses)) return undefined;
+      if (err instanceof TickwheelHttpError && statuses.includes(err.status)) return undefined;
       throw err;
     }
   }
