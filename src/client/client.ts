@@ -6,7 +6,13 @@
 
 import { TickwheelTypeError } from '../errors.js';
 import type { QueueOperations } from '../queue/api.js';
-import { checkCallback, checkFlag, checkOption, describe } from '../validate.js';
+import {
+  checkCallback,
+  checkFlag,
+  checkOption,
+  checkOptionsObject,
+  describe,
+} from '../validate.js';
 import type {
   MessageHandler,
   MessageInfo,
@@ -227,13 +233,11 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     nackOptions: NackOptions = {},
     options: CallOptions = {},
   ): Promise<boolean[]> {
-    if (typeof nackOptions !== 'object' || nackOptions === null) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `nackMany options must be an object such as { delayMs: 5000 }, got ${describe(nackOptions)}`,
-      );
-    }
-    const { delayMs, reason, durable } = nackOptions;
+    const { delayMs, reason, durable } = checkOptionsObject(
+      nackOptions,
+      'nackMany options',
+      '{ delayMs: 5000 }',
+    );
     if (delayMs !== undefined) checkOption(delayMs, 'delayMs', 0, MAX_NACK_DELAY_MS);
     if (durable !== undefined) checkFlag(durable, 'durable');
     if (reason !== undefined && typeof reason !== 'string') {
@@ -422,8 +426,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
    */
   events(options: ClientWatchOptions = {}): AsyncGenerator<QueueEvent, void, undefined> {
     checkWatch(options);
-    checkIdleTimeout(options.idleTimeoutMs);
-    return streamEvents(this.transportOptions, options, this.streams);
+    const idleMs = checkIdleTimeout(options.idleTimeoutMs);
+    return streamEvents(this.transportOptions, options, idleMs, this.streams);
   }
 
   /** GET /v1/stats: the server queue's stats() (a QueueStats), its recovery and the server's figures. */

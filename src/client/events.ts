@@ -43,6 +43,7 @@ export function checkIdleTimeout(value: unknown): number {
 export async function* streamEvents(
   transport: TransportOptions,
   options: ClientWatchOptions,
+  idleMs: number,
   /** Open streams of the client, so that its close() ends them. */
   open: Set<AbortController>,
 ): AsyncGenerator<QueueEvent, void, undefined> {
@@ -55,7 +56,6 @@ export async function* streamEvents(
   open.add(own);
   const signal =
     options.signal === undefined ? own.signal : AbortSignal.any([own.signal, options.signal]);
-  const idleMs = checkIdleTimeout(options.idleTimeoutMs);
   // Aborts the request after a silence; re-armed by every chunk. Silence counts only while this
   // side waits for bytes (not while the caller handles an event), so a slow handler is not taken
   // for a dead server.

@@ -114,19 +114,12 @@ export class Transport {
     const timeoutMs = exchange.timeoutMs ?? this.options.timeoutMs;
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = caller === undefined ? timeout : AbortSignal.any([timeout, caller]);
-    const init: RequestInit = { method, headers: this.headers, signal };
-    if (body !== undefined) {
-      init.headers = this.jsonHeaders;
-      init.body = body;
-    }
+    let headers = body === undefined ? this.headers : this.jsonHeaders;
     if (trace !== undefined) {
-      const headers: Record<string, string> = {
-        ...(init.headers as Record<string, string>),
-        traceparent: trace.traceparent,
-      };
-      if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
-      init.headers = headers;
+      const { traceparent, tracestate } = trace;
+      headers = { ...headers, traceparent, ...(tracestate === undefined ? {} : { tracestate }) };
     }
+    const init: RequestInit = { method, headers, signal, body };
     let status: number;
     let text: string;
     let type: string;
