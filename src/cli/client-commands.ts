@@ -103,6 +103,15 @@ async function notDead(client: TickwheelClient, id: string): Promise<string> {
     : `message ${id} is ${info.status}; only dead letters can be requeued`;
 }
 
+const RECEIPTS = [
+  {
+    name: 'receipts',
+    description: 'receipts that receive printed',
+    required: true,
+    variadic: true,
+  },
+];
+
 /** Ends with status 1 when any receipt was not a live delivery (results are printed first). */
 function failUnlessAll(results: boolean[], receipts: string[]): void {
   const missed = receipts.filter((_, i) => !results[i]);
@@ -278,14 +287,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
     clientCommand(io, {
       name: 'ack',
       description: 'acknowledge deliveries: the messages are done',
-      arguments: [
-        {
-          name: 'receipts',
-          description: 'receipts that receive printed',
-          required: true,
-          variadic: true,
-        },
-      ],
+      arguments: RECEIPTS,
       run: async ([receipts], client) => {
         const list = receipts as string[];
         const results = await client.ackMany(list);
@@ -296,14 +298,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
     clientCommand(io, {
       name: 'nack',
       description: "give deliveries back: redelivered after --delay, or each message's backoff",
-      arguments: [
-        {
-          name: 'receipts',
-          description: 'receipts that receive printed',
-          required: true,
-          variadic: true,
-        },
-      ],
+      arguments: RECEIPTS,
       options: [
         durationOption('delay', "redeliver after this long (default: each message's backoff)"),
         {

@@ -1,12 +1,9 @@
 /**
  * `tickwheel serve`: locks the data directory, listens, recovers the queue (answering 503
  * meanwhile), and shuts down gracefully on SIGTERM / SIGINT. Without a token it binds to
- * loopback only unless told otherwise, and says so.
- *
- * Everything it says is a log line on stdout through the server's logger: JSON where stdout is
- * not a terminal, a short form for people where it is (pretty-log.ts). Only a failure to start
- * goes to stderr (by main()). The last start-up line is `tickwheel listening on URL`, logged once
- * the queue is open; the port is open (answering 503) from the `recovering` line on.
+ * loopback only unless told otherwise, and says so. Everything it says is a log line on stdout
+ * (JSON, or pretty-log.ts at a terminal); only a failure to start goes to stderr. The last
+ * start-up line, `tickwheel listening on URL`, comes once the queue is open.
  */
 
 import { isIP, type AddressInfo } from 'node:net';
