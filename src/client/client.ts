@@ -197,19 +197,13 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return answer.messages.map(fromWire) as ReceivedMessage<Payload>[];
   }
 
-  /**
-   * Acknowledges a delivery. False for an unknown or stale receipt. `durable`: the server
-   * answers once the ack survives a crash, not once applied (docs/http-api.md).
-   */
+  /** Acknowledges a delivery; false for an unknown or stale receipt. */
   async ack(receipt: string, options: AckCallOptions = {}): Promise<boolean> {
     const [acked] = await this.ackMany([receipt], options);
     return acked === true;
   }
 
-  /**
-   * Acknowledges several deliveries in one request, like DelayQueue.ackMany: results[i] is for
-   * receipts[i] (false: unknown, stale or already acked). An empty array resolves to [].
-   */
+  /** ack() for several deliveries in one request: results[i] is for receipts[i]. */
   async ackMany(receipts: readonly string[], options: AckCallOptions = {}): Promise<boolean[]> {
     const durable = options.durable;
     if (durable !== undefined) checkFlag(durable, 'durable');
@@ -249,10 +243,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.settleMany('nackMany', receipts, { delayMs, reason, durable }, options);
   }
 
-  /**
-   * Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws. The
-   * same Worker as the embedded consume() (src/queue/worker.ts), over HTTP.
-   */
+  /** The embedded consume()'s Worker (src/queue/worker.ts), over HTTP. */
   consume(
     topic: string,
     handler: MessageHandler<Payload>,
@@ -280,18 +271,12 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return tracked;
   }
 
-  /**
-   * A page of a topic's pending messages due in [from, until), like the embedded list(): pass
-   * the page's `cursor` back for the next. Bad options fail before any request.
-   */
+  /** A page of a topic's pending messages, like the embedded list(); bad options send nothing. */
   async list(listOptions: ListOptions, options: CallOptions = {}): Promise<ListPage> {
     return this.read<ListResponse>(listPath(listOptions), options);
   }
 
-  /**
-   * Every message list() finds, as an async iterator; each page is one request of `limit`
-   * messages (default 100), made when the previous page is used up.
-   */
+  /** Every message list() finds; a page's request is made once the previous page is used up. */
   listAll(
     listOptions: ListOptions,
     options: CallOptions = {},
@@ -334,10 +319,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.topicCall('POST', topic, '/resume', {}, options);
   }
 
-  /**
-   * Changes a topic's settings: `{ paused }`, `{ rateLimit: { perSecond, burst? } }`, or
-   * `{ rateLimit: null }` to remove the limit. Resolves with the topic once durable.
-   */
+  /** Changes a topic's settings (null removes one); resolves with the topic once durable. */
   configureTopic(
     topic: string,
     update: TopicUpdateBody,
