@@ -44,6 +44,34 @@ interface ArgumentSpec {
 
 type Flags = Record<string, unknown>;
 
+type CamelCase<Name extends string> = Name extends `${infer Head}-${infer Tail}`
+  ? `${Head}${Capitalize<CamelCase<Tail>>}`
+  : Name;
+
+/** What an option gives its command: its parser's result, one of its choices, its text, or true. */
+type OptionValue<Option> = Option extends { parse: (text: string) => infer Value }
+  ? Value
+  : Option extends { choices: readonly (infer Choice)[] }
+    ? Choice
+    : Option extends { value: string }
+      ? string
+      : boolean;
+
+/** The flags of a command with `Options` (a const tuple): present always where there is a default. */
+export type FlagsOf<Options extends readonly OptionSpec[]> = {
+  [
+    Option in Options[number] as Option extends { default: unknown }
+      ? CamelCase<Option['name']>
+      : never
+  ]: OptionValue<Option>;
+} & {
+  [
+    Option in Options[number] as Option extends { default: unknown }
+      ? never
+      : CamelCase<Option['name']>
+  ]?: OptionValue<Option>;
+};
+
 export interface CommandSpec {
   name: string;
   description: string;

@@ -4,10 +4,8 @@
  */
 
 import { TickwheelClient, DEFAULT_URL } from '../client/index.js';
-import type { ListOptions } from '../protocol/model.js';
 import { LIST_MAX_LIMIT } from '../queue/list.js';
-import type { ScheduleRequest } from '../queue/message.js';
-import type { CommandSpec, OptionSpec } from './args.js';
+import type { CommandSpec, FlagsOf, OptionSpec } from './args.js';
 import { CliError, describeFailure, type CliIo } from './io.js';
 import {
   durationOption,
@@ -17,13 +15,7 @@ import {
   timeOption,
 } from './parse.js';
 
-interface ClientFlags {
-  url: string;
-  token?: string;
-  timeout: number;
-}
-
-const CLIENT_OPTIONS: readonly OptionSpec[] = [
+const CLIENT_OPTIONS = [
   {
     name: 'url',
     value: '<url>',
@@ -46,7 +38,9 @@ const CLIENT_OPTIONS: readonly OptionSpec[] = [
     defaultText: '10s',
     parse: parsePositiveDuration,
   },
-];
+] as const satisfies readonly OptionSpec[];
+
+type ClientFlags = FlagsOf<typeof CLIENT_OPTIONS>;
 
 function clientFor(flags: ClientFlags): TickwheelClient {
   return new TickwheelClient({
@@ -61,21 +55,32 @@ export function printJson(io: CliIo, value: unknown): void {
 }
 
 /** A command that talks to a server: `run` is given a client for the command line's flags. */
-export interface ClientCommandSpec<F> extends Omit<CommandSpec, 'run'> {
-  run(args: unknown[], client: TickwheelClient, flags: ClientFlags & F): Promise<unknown>;
+interface ClientCommandSpec<Options extends readonly OptionSpec[]> extends Omit<
+  CommandSpec,
+  'options' | 'run'
+> {
+  options?: Options;
+  run(
+    args: unknown[],
+    client: TickwheelClient,
+    flags: ClientFlags & FlagsOf<Options>,
+  ): Promise<unknown>;
 }
 
 /**
  * The command of `spec`: it takes the client options after its own, and prints what its `run`
  * returns as JSON (nothing when that is undefined: a command that prints before it goes on).
  */
-export function clientCommand<F = object>(io: CliIo, spec: ClientCommandSpec<F>): CommandSpec {
+export function clientCommand<const Options extends readonly OptionSpec[] = []>(
+  io: CliIo,
+  spec: ClientCommandSpec<Options>,
+): CommandSpec {
   const { run, options = [], ...command } = spec;
   return {
     ...command,
     options: [...options, ...CLIENT_OPTIONS],
     run: async (args, flags) => {
-      const clientFlags = flags as unknown as ClientFlags & F;
+      const clientFlags = flags as ClientFlags & FlagsOf<Options>;
       const answer = await run(args, clientFor(clientFlags), clientFlags);
       if (answer !== undefined) printJson(io, answer);
     },
@@ -98,6 +103,15 @@ async function notDead(client: TickwheelClient, id: string): Promise<string> {
     : `message ${id} is ${info.status}; only dead letters can be requeued`;
 }
 
+const RECEIPTS = [
+  {
+    name: 'receipts',
+    description: 'receipts that receive printed',
+    required: true,
+    variadic: true,
+  },
+];
+
 /** Ends with status 1 when any receipt was not a live delivery (results are printed first). */
 function failUnlessAll(results: boolean[], receipts: string[]): void {
   const missed = receipts.filter((_, i) => !results[i]);
@@ -108,7 +122,7 @@ function failUnlessAll(results: boolean[], receipts: string[]): void {
 }
 
 export function sendCommand(io: CliIo): CommandSpec {
-  return clientCommand<{ delay?: number; at?: number; id?: string; maxAttempts?: number }>(io, {
+  return clientCommand(io, {
     name: 'send',
     description: 'schedule a message',
     arguments: [
@@ -137,12 +151,15 @@ export function sendCommand(io: CliIo): CommandSpec {
         payloadText === undefined
           ? null
           : parsePayload(payloadText === '-' ? await io.readStdin() : (payloadText as string));
-      const message: ScheduleRequest = { topic: topic as string, payload };
-      if (flags.delay !== undefined) message.delayMs = flags.delay;
-      if (flags.at !== undefined) message.deliverAt = flags.at;
-      if (flags.id !== undefined) message.id = flags.id;
-      if (flags.maxAttempts !== undefined) message.maxAttempts = flags.maxAttempts;
-      const result = await client.schedule(message);
+      // Sent as JSON, which leaves out the options not given.
+      const result = await client.schedule({
+        topic: topic as string,
+        payload,
+        delayMs: flags.delay,
+        deliverAt: flags.at,
+        id: flags.id,
+        maxAttempts: flags.maxAttempts,
+      });
       return { ...result, due: new Date(result.deliverAt).toISOString() };
     },
   });
@@ -154,7 +171,7 @@ export function sendCommand(io: CliIo): CommandSpec {
  * says how to get the next page, so that stdout stays the page alone.
  */
 function listCommand(io: CliIo): CommandSpec {
-  return clientCommand<{ from?: number; until?: number; limit?: number; cursor?: string }>(io, {
+  return clientCommand(io, {
     name: 'list',
     description: "list a topic's pending messages (scheduled, ready, in flight) by due time",
     arguments: [{ name: 'topic', required: true }],
@@ -169,12 +186,8 @@ function listCommand(io: CliIo): CommandSpec {
       },
     ],
     run: async ([topic], client, flags) => {
-      const options: ListOptions = { topic: topic as string };
-      if (flags.from !== undefined) options.from = flags.from;
-      if (flags.until !== undefined) options.until = flags.until;
-      if (flags.limit !== undefined) options.limit = flags.limit;
-      if (flags.cursor !== undefined) options.cursor = flags.cursor;
-      const page = await client.list(options);
+      const { from, until, limit, cursor } = flags;
+      const page = await client.list({ topic: topic as string, from, until, limit, cursor });
       printJson(io, {
         messages: page.messages.map((info) => ({
           ...info,
@@ -218,7 +231,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
         return { cancelled: true };
       },
     }),
-    clientCommand<{ max: number; wait: number; ack?: boolean }>(io, {
+    clientCommand(io, {
       name: 'receive',
       description: 'take ready messages of a topic and print them',
       arguments: [{ name: 'topic', required: true }],
@@ -242,7 +255,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
         }
       },
     }),
-    clientCommand<{ delay?: number; at?: number }>(io, {
+    clientCommand(io, {
       name: 'reschedule',
       description: 'move a scheduled or ready message to a new due time',
       arguments: [{ name: 'id', required: true }],
@@ -274,14 +287,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
     clientCommand(io, {
       name: 'ack',
       description: 'acknowledge deliveries: the messages are done',
-      arguments: [
-        {
-          name: 'receipts',
-          description: 'receipts that receive printed',
-          required: true,
-          variadic: true,
-        },
-      ],
+      arguments: RECEIPTS,
       run: async ([receipts], client) => {
         const list = receipts as string[];
         const results = await client.ackMany(list);
@@ -289,17 +295,10 @@ export function clientCommands(io: CliIo): CommandSpec[] {
         failUnlessAll(results, list);
       },
     }),
-    clientCommand<{ delay?: number; reason?: string }>(io, {
+    clientCommand(io, {
       name: 'nack',
       description: "give deliveries back: redelivered after --delay, or each message's backoff",
-      arguments: [
-        {
-          name: 'receipts',
-          description: 'receipts that receive printed',
-          required: true,
-          variadic: true,
-        },
-      ],
+      arguments: RECEIPTS,
       options: [
         durationOption('delay', "redeliver after this long (default: each message's backoff)"),
         {
@@ -310,16 +309,13 @@ export function clientCommands(io: CliIo): CommandSpec[] {
       ],
       run: async ([receipts], client, flags) => {
         const list = receipts as string[];
-        const results = await client.nackMany(list, {
-          ...(flags.delay === undefined ? {} : { delayMs: flags.delay }),
-          ...(flags.reason === undefined ? {} : { reason: flags.reason }),
-        });
+        const results = await client.nackMany(list, { delayMs: flags.delay, reason: flags.reason });
         printJson(io, { nacked: results.filter(Boolean).length, results });
         failUnlessAll(results, list);
       },
     }),
     listCommand(io),
-    clientCommand<{ limit: number }>(io, {
+    clientCommand(io, {
       name: 'dead',
       description: 'list the dead letters of a topic (messages that used up their attempts)',
       arguments: [{ name: 'topic', required: true }],
@@ -328,7 +324,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
       ],
       run: ([topic], client, flags) => client.deadLetters(topic as string, flags.limit),
     }),
-    clientCommand<{ delay?: number }>(io, {
+    clientCommand(io, {
       name: 'requeue',
       description: 'put dead letters back, with their attempts reset',
       arguments: [

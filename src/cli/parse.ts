@@ -2,7 +2,7 @@
 
 import { TickwheelError } from '../errors.js';
 import { checkAllowEntry } from '../queue/push-guard.js';
-import { InvalidArgumentError, type OptionSpec } from './args.js';
+import { InvalidArgumentError } from './args.js';
 
 const UNIT_MS: Readonly<Record<string, number>> = {
   ms: 1,
@@ -76,21 +76,21 @@ export function parsePayload(text: string): unknown {
 }
 
 /** An option whose value is a time (parseTime). */
-export function timeOption(name: string, description: string): OptionSpec {
+export function timeOption<Name extends string>(name: Name, description: string) {
   return { name, value: '<time>', description, parse: parseTime };
 }
 
 /** An option whose value is a duration (parseDuration). */
-export function durationOption(name: string, description: string): OptionSpec {
+export function durationOption<Name extends string>(name: Name, description: string) {
   return { name, value: '<duration>', description, parse: parseDuration };
 }
 
 /** An option whose value is a whole number from `min` to `max`. */
-export function integerOption(
-  name: string,
+export function integerOption<Name extends string>(
+  name: Name,
   description: string,
   min: number,
   max: number,
-): OptionSpec {
+) {
   return { name, value: '<n>', description, parse: integerParser(min, max) };
 }

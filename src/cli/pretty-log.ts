@@ -26,7 +26,7 @@ export function prettyLine(line: string): string {
   try {
     record = JSON.parse(line);
   } catch {
-    return line.endsWith('\n') ? line : `${line}\n`;
+    record = undefined;
   }
   if (typeof record !== 'object' || record === null || Array.isArray(record)) {
     return line.endsWith('\n') ? line : `${line}\n`;

@@ -8,13 +8,25 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { RepairReport } from '../queue/store.js';
+import type { FlagsOf, OptionSpec } from './args.js';
 import { CliError, type CliIo } from './io.js';
 
-export interface RepairOptions {
-  dir: string;
-  yes?: boolean;
-  json?: boolean;
-}
+export const REPAIR_OPTIONS = [
+  {
+    name: 'dir',
+    value: '<path>',
+    description: 'data directory',
+    env: 'TICKWHEEL_DIR',
+    default: './data',
+  },
+  {
+    name: 'yes',
+    description: 'drop the messages that cannot be recovered (keeps every other one)',
+  },
+  { name: 'json', description: 'print the report as JSON' },
+] as const satisfies readonly OptionSpec[];
+
+export type RepairOptions = FlagsOf<typeof REPAIR_OPTIONS>;
 
 export async function repair(options: RepairOptions, io: CliIo): Promise<void> {
   const dir = resolve(options.dir);

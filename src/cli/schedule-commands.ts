@@ -5,21 +5,6 @@ import { clientCommand, printJson } from './client-commands.js';
 import { CliError, type CliIo } from './io.js';
 import { durationOption, integerOption, parsePayload, timeOption } from './parse.js';
 
-interface ScheduleFlags {
-  topic?: string;
-  cron?: string;
-  tz?: string;
-  every?: number;
-  payload?: string;
-  startAt?: number;
-  endAt?: number;
-  catchUp?: 'latest' | 'all' | 'none';
-  overlap?: 'allow' | 'skip';
-  maxAttempts?: number;
-  pause?: boolean;
-  resume?: boolean;
-}
-
 export function scheduleCommands(io: CliIo): CommandSpec[] {
   return [
     clientCommand(io, {
@@ -33,7 +18,7 @@ export function scheduleCommands(io: CliIo): CommandSpec[] {
         return schedule;
       },
     }),
-    clientCommand<ScheduleFlags>(io, {
+    clientCommand(io, {
       name: 'schedule',
       description:
         'create or replace a recurring schedule (--topic with --cron or --every), or pause / resume one',
@@ -97,18 +82,19 @@ export function scheduleCommands(io: CliIo): CommandSpec[] {
           return changed;
         }
         if (flags.topic === undefined) throw new UsageError('--topic is needed', 'schedule');
+        // Sent as JSON, which leaves out the options not given.
         return client.putSchedule(name as string, {
           topic: flags.topic,
-          ...(flags.cron === undefined ? {} : { cron: flags.cron }),
-          ...(flags.tz === undefined ? {} : { timezone: flags.tz }),
-          ...(flags.every === undefined ? {} : { everyMs: flags.every }),
-          ...(flags.payload === undefined ? {} : { payload: parsePayload(flags.payload) }),
-          ...(flags.startAt === undefined ? {} : { startAt: flags.startAt }),
-          ...(flags.endAt === undefined ? {} : { endAt: flags.endAt }),
-          ...(flags.catchUp === undefined ? {} : { catchUp: flags.catchUp }),
-          ...(flags.overlap === undefined ? {} : { overlap: flags.overlap }),
-          ...(flags.maxAttempts === undefined ? {} : { maxAttempts: flags.maxAttempts }),
-          ...(flags.pause ? { paused: true } : {}),
+          cron: flags.cron,
+          timezone: flags.tz,
+          everyMs: flags.every,
+          payload: flags.payload === undefined ? undefined : parsePayload(flags.payload),
+          startAt: flags.startAt,
+          endAt: flags.endAt,
+          catchUp: flags.catchUp,
+          overlap: flags.overlap,
+          maxAttempts: flags.maxAttempts,
+          paused: flags.pause ? true : undefined,
         });
       },
     }),

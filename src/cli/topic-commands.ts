@@ -40,14 +40,6 @@ function parseHeaders(text: string): Record<string, string> {
   return value as Record<string, string>;
 }
 
-interface PushFlags {
-  secret?: string;
-  method?: 'POST' | 'PUT' | 'PATCH';
-  headers?: Record<string, string>;
-  pushTimeout?: number;
-  concurrency?: number;
-}
-
 export function topicCommands(io: CliIo): CommandSpec[] {
   const onTopics = (name: string, description: string, verb: 'pause' | 'resume') =>
     clientCommand(io, {
@@ -74,7 +66,7 @@ export function topicCommands(io: CliIo): CommandSpec[] {
       'pause',
     ),
     onTopics('resume', "deliver paused topics' messages again", 'resume'),
-    clientCommand<{ burst?: number }>(io, {
+    clientCommand(io, {
       name: 'rate-limit',
       description: "limit a topic's deliveries per second (a token bucket), or remove the limit",
       arguments: [
@@ -103,7 +95,7 @@ export function topicCommands(io: CliIo): CommandSpec[] {
         return client.configureTopic(topic as string, { rateLimit });
       },
     }),
-    clientCommand<PushFlags>(io, {
+    clientCommand(io, {
       name: 'push',
       description:
         "have the server POST a topic's due messages to a URL, signed (docs/push.md), or stop",
@@ -148,14 +140,9 @@ export function topicCommands(io: CliIo): CommandSpec[] {
             'push',
           );
         }
-        const push = {
-          url: url as string,
-          secret: flags.secret,
-          ...(flags.method === undefined ? {} : { method: flags.method }),
-          ...(flags.headers === undefined ? {} : { headers: flags.headers }),
-          ...(flags.pushTimeout === undefined ? {} : { timeoutMs: flags.pushTimeout }),
-          ...(flags.concurrency === undefined ? {} : { concurrency: flags.concurrency }),
-        };
+        // Sent as JSON, which leaves out the options not given.
+        const { secret, method, headers, pushTimeout: timeoutMs, concurrency } = flags;
+        const push = { url: url as string, secret, method, headers, timeoutMs, concurrency };
         return client.configureTopic(topic as string, { push });
       },
     }),

@@ -10,7 +10,6 @@ import { describe } from '../validate.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { ScheduleBody, WireReceivedMessage } from '../protocol/wire.js';
 import { checkRequest, dueTime, type ScheduleRequest } from '../queue/message.js';
-import { TickwheelHttpError } from './errors.js';
 import { messageOf } from './transport.js';
 
 /**
@@ -109,8 +108,24 @@ export function fromWire(message: WireReceivedMessage): ReceivedMessage {
   return received;
 }
 
-export function rejects(err: unknown, ...statuses: number[]): boolean {
-  return err instanceof TickwheelHttpError && statuses.includes(err.status);
+/** An array of at most MAX_BATCH items: one request's worth. */
+export function checkBatch(
+  method: string,
+  items: 'messages' | 'receipts',
+  value: unknown,
+): asserts value is readonly unknown[] {
+  if (!Array.isArray(value)) {
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `${method} takes an array of ${items}, got ${describe(value)}`,
+    );
+  }
+  if (value.length > MAX_BATCH) {
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `${method} over HTTP takes at most ${MAX_BATCH} ${items} a call, got ${value.length}: split the array`,
+    );
+  }
 }
 
 /**
@@ -119,18 +134,7 @@ export function rejects(err: unknown, ...statuses: number[]): boolean {
  * queue answers it, instead of being refused with a 400 along with the rest.
  */
 export function sendableReceipts(method: 'ackMany' | 'nackMany', receipts: unknown): number[] {
-  if (!Array.isArray(receipts)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `${method} takes an array of receipts, got ${describe(receipts)}`,
-    );
-  }
-  if (receipts.length > MAX_BATCH) {
-    throw new TickwheelRangeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `${method} over HTTP takes at most ${MAX_BATCH} receipts a call, got ${receipts.length}: split the array`,
-    );
-  }
+  checkBatch(method, 'receipts', receipts);
   const sent: number[] = [];
   for (let i = 0; i < receipts.length; i++) {
     const receipt: unknown = receipts[i];

@@ -4,9 +4,15 @@
  * back as Buffers).
  */
 
-import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
+import { TickwheelTypeError } from '../errors.js';
 import type { QueueOperations } from '../queue/api.js';
-import { checkCallback, checkFlag, checkOption, describe } from '../validate.js';
+import {
+  checkCallback,
+  checkFlag,
+  checkOption,
+  checkOptionsObject,
+  describe,
+} from '../validate.js';
 import type {
   MessageHandler,
   MessageInfo,
@@ -14,7 +20,7 @@ import type {
   ReceivedMessage,
   ReceiveOptions,
 } from '../queue/types.js';
-import { MAX_BATCH, MAX_NACK_DELAY_MS } from '../protocol/limits.js';
+import { MAX_NACK_DELAY_MS } from '../protocol/limits.js';
 import type { ListOptions, ListPage } from '../protocol/model.js';
 import type {
   AckResponse,
@@ -38,29 +44,23 @@ import type {
 import type { ScheduleRequest } from '../queue/message.js';
 import { checkConsumeOptions, Worker } from '../queue/worker.js';
 import {
+  checkBatch,
   fromWire,
   refuseDelay,
   refuseMessage,
   refuseOption,
-  rejects,
   segment,
   sendable,
   sendableReceipts,
   toBody,
 } from './bodies.js';
+import { TickwheelHttpError } from './errors.js';
 import { listPath, walkPages } from './listing.js';
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import { Transport, type Exchange, type TransportOptions } from './transport.js';
 import {
   checkClientOptions,
-  type AckCallOptions,
-  type CallOptions,
-  type ClientOptions,
-} from './options.js';
-
-export {
-  DEFAULT_URL,
   type AckCallOptions,
   type CallOptions,
   type ClientOptions,
@@ -120,18 +120,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     messages: readonly ScheduleRequest<Payload>[],
     options: CallOptions = {},
   ): Promise<ScheduleResult[]> {
-    if (!Array.isArray(messages)) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `scheduleMany takes an array of messages, got ${describe(messages)}`,
-      );
-    }
-    if (messages.length > MAX_BATCH) {
-      throw new TickwheelRangeError(
-        'ERR_TICKWHEEL_INVALID_MESSAGE',
-        `scheduleMany over HTTP takes at most ${MAX_BATCH} messages a call, got ${messages.length}: split the array`,
-      );
-    }
+    checkBatch('scheduleMany', 'messages', messages);
     if (messages.length === 0) return [];
     const body = messages.map((message, i) => toBody(message, `messages[${i}]: `));
     const answer = await this.call<BatchResponse>(options, {
@@ -208,19 +197,13 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return answer.messages.map(fromWire) as ReceivedMessage<Payload>[];
   }
 
-  /**
-   * Acknowledges a delivery. False for an unknown or stale receipt. `durable`: the server
-   * answers once the ack survives a crash, not once applied (docs/http-api.md).
-   */
+  /** Acknowledges a delivery; false for an unknown or stale receipt. */
   async ack(receipt: string, options: AckCallOptions = {}): Promise<boolean> {
     const [acked] = await this.ackMany([receipt], options);
     return acked === true;
   }
 
-  /**
-   * Acknowledges several deliveries in one request, like DelayQueue.ackMany: results[i] is for
-   * receipts[i] (false: unknown, stale or already acked). An empty array resolves to [].
-   */
+  /** ack() for several deliveries in one request: results[i] is for receipts[i]. */
   async ackMany(receipts: readonly string[], options: AckCallOptions = {}): Promise<boolean[]> {
     const durable = options.durable;
     if (durable !== undefined) checkFlag(durable, 'durable');
@@ -244,13 +227,11 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     nackOptions: NackOptions = {},
     options: CallOptions = {},
   ): Promise<boolean[]> {
-    if (typeof nackOptions !== 'object' || nackOptions === null) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `nackMany options must be an object such as { delayMs: 5000 }, got ${describe(nackOptions)}`,
-      );
-    }
-    const { delayMs, reason, durable } = nackOptions;
+    const { delayMs, reason, durable } = checkOptionsObject(
+      nackOptions,
+      'nackMany options',
+      '{ delayMs: 5000 }',
+    );
     if (delayMs !== undefined) checkOption(delayMs, 'delayMs', 0, MAX_NACK_DELAY_MS);
     if (durable !== undefined) checkFlag(durable, 'durable');
     if (reason !== undefined && typeof reason !== 'string') {
@@ -262,10 +243,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.settleMany('nackMany', receipts, { delayMs, reason, durable }, options);
   }
 
-  /**
-   * Runs `handler` for each message of a topic; acks when it resolves, nacks when it throws. The
-   * same Worker as the embedded consume() (src/queue/worker.ts), over HTTP.
-   */
+  /** The embedded consume()'s Worker (src/queue/worker.ts), over HTTP. */
   consume(
     topic: string,
     handler: MessageHandler<Payload>,
@@ -293,18 +271,12 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return tracked;
   }
 
-  /**
-   * A page of a topic's pending messages due in [from, until), like the embedded list(): pass
-   * the page's `cursor` back for the next. Bad options fail before any request.
-   */
+  /** A page of a topic's pending messages, like the embedded list(); bad options send nothing. */
   async list(listOptions: ListOptions, options: CallOptions = {}): Promise<ListPage> {
     return this.read<ListResponse>(listPath(listOptions), options);
   }
 
-  /**
-   * Every message list() finds, as an async iterator; each page is one request of `limit`
-   * messages (default 100), made when the previous page is used up.
-   */
+  /** Every message list() finds; a page's request is made once the previous page is used up. */
   listAll(
     listOptions: ListOptions,
     options: CallOptions = {},
@@ -347,10 +319,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.topicCall('POST', topic, '/resume', {}, options);
   }
 
-  /**
-   * Changes a topic's settings: `{ paused }`, `{ rateLimit: { perSecond, burst? } }`, or
-   * `{ rateLimit: null }` to remove the limit. Resolves with the topic once durable.
-   */
+  /** Changes a topic's settings (null removes one); resolves with the topic once durable. */
   configureTopic(
     topic: string,
     update: TopicUpdateBody,
@@ -439,8 +408,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
    */
   events(options: ClientWatchOptions = {}): AsyncGenerator<QueueEvent, void, undefined> {
     checkWatch(options);
-    checkIdleTimeout(options.idleTimeoutMs);
-    return streamEvents(this.transportOptions, options, this.streams);
+    const idleMs = checkIdleTimeout(options.idleTimeoutMs);
+    return streamEvents(this.transportOptions, options, idleMs, this.streams);
   }
 
   /** GET /v1/stats: the server queue's stats() (a QueueStats), its recovery and the server's figures. */
@@ -498,7 +467,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     try {
       return await this.call<T>(options, exchange);
     } catch (err) {
-      if (rejects(err, ...statuses)) return undefined;
+      if (err instanceof TickwheelHttpError && statuses.includes(err.status)) return undefined;
       throw err;
     }
   }

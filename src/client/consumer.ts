@@ -15,21 +15,11 @@ export type { ConsumeErrorContext, Consumer };
 
 /** The embedded consume()'s options (same names, meanings, defaults), plus `waitMs`. */
 export interface ClientConsumeOptions extends ConsumeOptions {
-  /** Handlers running at once. Default 1, at most 1000. */
-  concurrency?: number;
-  /** Visibility timeout of each delivery, 1 ms to 12 h. Default: the server queue's. */
-  visibilityMs?: number;
   /**
-   * HTTP only: long-poll wait of each receive, 1 ms to 1 h (the server caps it at its
-   * --max-wait). Default 20,000 ms.
+   * Long-poll wait of each receive, 1 ms to 1 h (the server caps it at its --max-wait).
+   * Default 20,000 ms.
    */
   waitMs?: number;
-  /**
-   * Errors of the handler (the message is then nacked), of its ack or nack (it comes back after
-   * its visibility timeout) and of receiving (retried with backoff). Default: a process warning
-   * naming the topic, the message id and the attempt.
-   */
-  onError?: (err: unknown, context: ConsumeErrorContext) => void;
 }
 
 /** What the consumer needs from the client: a Worker's source, with acks sent many at once. */
@@ -40,18 +30,13 @@ export interface ConsumerTransport extends Pick<WorkerSource, 'receive' | 'nack'
 /** Acks in one request at most (the server's MAX_BATCH is larger). */
 const MAX_ACK_BATCH = 1000;
 /**
- * How long an ack waits for others to share its request. A receive answers as soon as a message
- * is ready, so under a steady trickle each batch holds one or two messages: an ack request per
- * turn was as many requests as receives, each costing the client and the server more CPU than
- * the message. The handler's slot is free before its ack is sent, so this delays no delivery;
- * an ack later by this much only matters if the visibility timeout runs out meanwhile.
+ * How long an ack waits for others to share its request: under a steady trickle a receive holds
+ * one or two messages, and an ack request each would cost more CPU than the messages. The
+ * handler's slot is free before its ack is sent, so this delays no delivery.
  */
 const ACK_WINDOW_MS = 10;
 
-/**
- * Collects acks made within ACK_WINDOW_MS into one request. Every ack of a batch gets the
- * batch's promise: one promise per request, not per ack.
- */
+/** Collects acks made within ACK_WINDOW_MS into one request; its acks share its promise. */
 class AckBatcher {
   private open: { receipts: string[]; send: () => void; sent: Promise<boolean[]> } | undefined;
 

@@ -71,9 +71,9 @@ export class TickwheelNetworkError
    */
   declare outcome: WriteOutcome | undefined;
   // As CallOutcome says; the id is the one the client made for a schedule given none.
-  id: string | undefined;
-  ids: readonly string[] | undefined;
-  retry: 'same-id' | undefined;
+  id: string | undefined = undefined;
+  ids: readonly string[] | undefined = undefined;
+  retry: 'same-id' | undefined = undefined;
 
   constructor(
     code: 'ERR_TICKWHEEL_NETWORK' | 'ERR_TICKWHEEL_TIMEOUT',
@@ -82,8 +82,5 @@ export class TickwheelNetworkError
   ) {
     super(code, message, { cause });
     this.name = 'TickwheelNetworkError';
-    this.id = undefined;
-    this.ids = undefined;
-    this.retry = undefined;
   }
 }

@@ -43,6 +43,7 @@ export function checkIdleTimeout(value: unknown): number {
 export async function* streamEvents(
   transport: TransportOptions,
   options: ClientWatchOptions,
+  idleMs: number,
   /** Open streams of the client, so that its close() ends them. */
   open: Set<AbortController>,
 ): AsyncGenerator<QueueEvent, void, undefined> {
@@ -55,7 +56,6 @@ export async function* streamEvents(
   open.add(own);
   const signal =
     options.signal === undefined ? own.signal : AbortSignal.any([own.signal, options.signal]);
-  const idleMs = checkIdleTimeout(options.idleTimeoutMs);
   // Aborts the request after a silence; re-armed by every chunk. Silence counts only while this
   // side waits for bytes (not while the caller handles an event), so a slow handler is not taken
   // for a dead server.
@@ -74,26 +74,12 @@ export async function* streamEvents(
       `GET ${path}: nothing came for ${idleMs} ms, not even a keep-alive: the stream is taken for dead`,
       cause,
     );
-  let response: Response;
-  try {
-    response = await openStream(transport, path, AbortSignal.any([signal, idle.signal]));
-  } catch (err) {
-    clearTimeout(idleTimer);
-    open.delete(own);
-    if (signal.aborted) return;
-    if (idle.signal.aborted) throw silenceError(err);
-    throw err;
-  }
-  const body = response.body;
-  if (body === null) {
-    clearTimeout(idleTimer);
-    open.delete(own);
-    return;
-  }
   const decoder = new TextDecoder();
   let text = '';
   try {
-    for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+    const response = await openStream(transport, path, AbortSignal.any([signal, idle.signal]));
+    if (response.body === null) return;
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
       listen();
       text += decoder.decode(chunk, { stream: true });
       let end: number;
@@ -115,7 +101,8 @@ export async function* streamEvents(
       }
     }
   } catch (err) {
-    if (err instanceof TickwheelHttpError) throw err;
+    // The `lost` event; an error answer to the request itself has a status other than 200.
+    if (err instanceof TickwheelHttpError && err.status === 200) throw err;
     if (signal.aborted) return;
     if (idle.signal.aborted) throw silenceError(err);
     throw err;

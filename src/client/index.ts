@@ -3,13 +3,13 @@
  * built-in fetch (no dependencies); and the receiving end of pushes (verifyPush, pushListener).
  */
 
+export { TickwheelClient } from './client.js';
 export {
   DEFAULT_URL,
-  TickwheelClient,
   type AckCallOptions,
   type CallOptions,
   type ClientOptions,
-} from './client.js';
+} from './options.js';
 export type { ClientConsumeOptions, ConsumeErrorContext, Consumer } from './consumer.js';
 export { TickwheelHttpError, TickwheelNetworkError, type CallOutcome } from './errors.js';
 export type * from '../protocol/wire.js';

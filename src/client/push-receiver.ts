@@ -28,6 +28,7 @@ import {
 } from '../protocol/push-signature.js';
 import { traceContextOfHeaders, type TraceContext } from '../protocol/trace-context.js';
 import { endProcess, runProcessing, startProcess } from '../queue/tracing.js';
+import { messageOf } from './transport.js';
 
 /** A pushed message, as the handler gets it. */
 export interface PushedMessage extends PushDelivery {
@@ -139,13 +140,7 @@ export function pushListener(
           if (processing !== undefined) endProcess(processing, undefined, false);
         } catch (err) {
           if (processing !== undefined) endProcess(processing, err, true);
-          refuse(
-            response,
-            500,
-            'ERR_TICKWHEEL_PUSH_FAILED',
-            err instanceof Error ? err.message : String(err),
-          );
-          return;
+          return refuse(response, 500, 'ERR_TICKWHEEL_PUSH_FAILED', messageOf(err));
         }
         response.writeHead(204).end();
       },

@@ -114,32 +114,22 @@ export class Transport {
     const timeoutMs = exchange.timeoutMs ?? this.options.timeoutMs;
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = caller === undefined ? timeout : AbortSignal.any([timeout, caller]);
-    const init: RequestInit = { method, headers: this.headers, signal };
-    if (body !== undefined) {
-      init.headers = this.jsonHeaders;
-      init.body = body;
-    }
+    let headers = body === undefined ? this.headers : this.jsonHeaders;
     if (trace !== undefined) {
-      const headers: Record<string, string> = {
-        ...(init.headers as Record<string, string>),
-        traceparent: trace.traceparent,
-      };
-      if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
-      init.headers = headers;
+      const { traceparent, tracestate } = trace;
+      headers = { ...headers, traceparent, ...(tracestate === undefined ? {} : { tracestate }) };
     }
-    let status: number;
+    const init: RequestInit = { method, headers, signal, body };
+    let response: Response;
     let text: string;
-    let type: string;
     try {
-      const response = await this.options.fetch(this.base + path, init);
-      status = response.status;
-      type = response.headers.get('content-type') ?? '';
+      response = await this.options.fetch(this.base + path, init);
       text = await response.text();
     } catch (err) {
       throw fetchFailure(err, method, this.base, path, timeoutMs, caller, timeout.aborted);
     }
-    if (status >= 200 && status < 300) return parse(text, type);
-    throw refusal(status, text, type, `${method} ${path}`, `: ${text.slice(0, 200)}`);
+    if (response.ok) return parse(text, response);
+    throw refusal(response, text, `${method} ${path}`, `: ${text.slice(0, 200)}`);
   }
 }
 
@@ -172,14 +162,7 @@ export async function openStream(
     clearTimeout(timer);
   }
   if (response.ok) return response;
-  const text = await response.text().catch(() => '');
-  throw refusal(
-    response.status,
-    text,
-    response.headers.get('content-type') ?? '',
-    `GET ${path}`,
-    '',
-  );
+  throw refusal(response, await response.text().catch(() => ''), `GET ${path}`, '');
 }
 
 function baseOf(options: TransportOptions): string {
@@ -210,8 +193,9 @@ function fetchFailure(
 }
 
 /** The error for an answer with an error status: the server's own, or ERR_TICKWHEEL_HTTP. */
-function refusal(status: number, text: string, type: string, what: string, shown: string): Error {
-  const body = parse(text, type);
+function refusal(response: Response, text: string, what: string, shown: string): Error {
+  const { status } = response;
+  const body = parse(text, response);
   const error = (body as Partial<WireError> | undefined)?.error;
   if (typeof error?.code === 'string' && typeof error.message === 'string') {
     return new TickwheelHttpError(status, error.code, error.message, body);
@@ -260,7 +244,9 @@ function toJson(exchange: Exchange): string {
   );
 }
 
-function parse(text: string, type: string): unknown {
+/** A JSON answer's body; undefined for an empty or non-JSON one. */
+function parse(text: string, response: Response): unknown {
+  const type = response.headers.get('content-type') ?? '';
   if (text === '' || !type.includes('json')) return undefined;
   try {
     return JSON.parse(text);
