@@ -24,9 +24,8 @@
 
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { syncDirectory, type MessageLog } from '../log/index.js';
+import { syncDirectory, type MessageLog, segmentOf } from '../log/index.js';
 import { CHECKPOINT_FILE, replaceFile } from './layout.js';
-import { segmentOf } from './positions.js';
 import {
   removeSnapshot,
   snapshotsSupported,

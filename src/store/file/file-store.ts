@@ -42,6 +42,7 @@ import {
   RECORD_HEADER_BYTES,
   systemErrorsAsIo,
   type RecordSlot,
+  where,
 } from '../log/index.js';
 import { Checkpoints, type SnapshotWhen } from './checkpoint.js';
 import { unreadable } from './damage.js';
@@ -56,7 +57,6 @@ import {
 } from './layout.js';
 import { lockDirectory, type DirectoryLock } from './lock.js';
 import { HandOuts } from './handouts.js';
-import { where } from './positions.js';
 import {
   BURY,
   FINISH,

@@ -140,7 +140,7 @@ async function findCandidates(
       maxPosition = keptPosition[budget - 1];
     }
   };
-  const collided = tables.collidedPositions();
+  const isLatest = tables.latestCheck();
   const visit = ({ count, f64, u32 }: EntryChunk) => {
     for (let i = 0; i < count; i++) {
       const due = f64[3 * i];
@@ -150,7 +150,7 @@ async function findCandidates(
         cut = true;
         continue;
       }
-      if (!tables.isLatest(u32[6 * i + 4], u32[6 * i + 5], at, collided)) continue;
+      if (!isLatest(u32[6 * i + 4], u32[6 * i + 5], at)) continue;
       if (tables.near.has(at)) continue;
       deliverAt.push(due);
       position.push(at);
@@ -204,14 +204,14 @@ async function dueTimeWhole(
 ): Promise<KeyedPart<StoredMessage>> {
   const { index, tables } = parts;
   const positions = new Set<number>();
-  const collided = tables.collidedPositions();
+  const isLatest = tables.latestCheck();
   for (const file of index.files()) {
     if (file.end <= deliverAt || file.start > deliverAt) continue;
     await index.scan(file.key, ({ count, f64, u32 }) => {
       for (let i = 0; i < count; i++) {
         const at = f64[3 * i + 1];
         if (f64[3 * i] !== deliverAt || tables.near.has(at)) continue;
-        if (tables.isLatest(u32[6 * i + 4], u32[6 * i + 5], at, collided)) positions.add(at);
+        if (isLatest(u32[6 * i + 4], u32[6 * i + 5], at)) positions.add(at);
       }
     });
   }

@@ -19,9 +19,7 @@ export async function loadIndexFiles(
     if (start >= frontier) break;
     if (checkpoints.wasLoaded(key)) continue;
     // Current: its id's latest record is the one it points at (a dead one's is its BURY).
-    const collided = tables.collidedPositions();
-    const current = (low: number, high: number, position: number) =>
-      tables.isLatest(low, high, position, collided);
+    const current = tables.latestCheck();
     const entries = await index.take(key, frontier, current);
     const due = new Map<number, number>();
     for (let i = 0; i < entries.count; i++) {

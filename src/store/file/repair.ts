@@ -21,11 +21,11 @@ import {
   type LogFailure,
   type ReplayReport,
 } from '../log/index.js';
+import { offsetOf, positionOf, segmentOf, where } from '../log/index.js';
 import type { Checkpoint, Checkpoints } from './checkpoint.js';
 import { damageOf, endOf, isAcceptedAt, mergeDamage, type Durable } from './damage.js';
 import { IdHash, IdTable, hashId } from './id-table.js';
 import { REPAIR_FILE, writeRepairs, type Repairs } from './layout.js';
-import { offsetOf, positionOf, segmentOf, where } from './positions.js';
 import {
   BURY,
   FINISH,

@@ -42,7 +42,6 @@ import { readF64 } from '../bytes.js';
 import { MessageCounts, TopicNames } from '../counts.js';
 import { IdHash, IdTable, hashId, hashIdBytes, type IdTableArrays } from './id-table.js';
 import { PositionSet } from './position-set.js';
-import { segmentOf } from './positions.js';
 import {
   BURY,
   FINISH,
@@ -59,6 +58,7 @@ import {
   topicStart,
 } from './records.js';
 import type { StoreSnapshot } from './snapshot.js';
+import { segmentOf } from '../log/index.js';
 
 /** Where the latest record of an id whose hash another live id owns is. */
 export interface CollidedId {
@@ -237,15 +237,11 @@ export class Tables {
     return this.latest(id) === position && !this.isDeadAt(id, position);
   }
 
-  /** Whether an entry for (low, high) at `position` is still its message's latest record. */
-  isLatest(low: number, high: number, position: number, collided: ReadonlySet<number>): boolean {
-    return this.ids.get(low, high) === position || collided.has(position);
-  }
-
-  collidedPositions(): Set<number> {
-    const positions = new Set<number>();
-    for (const collided of this.collisions.values()) positions.add(collided.position);
-    return positions;
+  /** Whether an index entry (low, high, position) is still its message's latest record. */
+  latestCheck(): (low: number, high: number, position: number) => boolean {
+    const collided = new Set<number>();
+    for (const { position } of this.collisions.values()) collided.add(position);
+    return (low, high, position) => this.ids.get(low, high) === position || collided.has(position);
   }
 
   /** Undoes a SCHEDULE whose write failed by applying a FINISH that is never written. */
