@@ -208,7 +208,6 @@ export class Checkpoints {
       snapshotCaptureMsMax: this.snapshotStats.captureMsMax,
       snapshotWriteMsLast: this.snapshotStats.writeMsLast,
       uncoveredLogBytes: this.uncoveredBytes,
-      /** 1 while a checkpoint (and maybe a snapshot, with its copy of the tables) is written. */
       checkpointing: this.running === undefined ? 0 : 1,
     };
   }

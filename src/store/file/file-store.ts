@@ -1,20 +1,7 @@
 /**
- * FileStore: the embedded, durable Store (src/queue/store.ts). It holds the parts together;
- * each concern has its own module:
- *
- *   layout.ts      the data directory: its files, format.json, repair.json
- *   table.ts       the in-memory tables and `apply`, the one function that changes them
- *   records.ts     the log records' bodies (the log itself is ../log/message-log.ts)
- *   window-index.ts  the schedule index (index-files.ts: which file an entry goes to)
- *   listing.ts     list(): the messages it holds of a topic, through the index
- *   states.ts      messages read back from the log and handed to the queue
- *   checkpoint.ts  checkpoints, snapshots (snapshot.ts) and retention
- *   recovery.ts    recovery at open (replay.ts: the replays)
- *   handouts.ts    deliveries counted as they are handed out, and those a stop cut short
- *   damage.ts      telling damage from a torn tail; repair.ts: opening a damaged directory
- *
- * Memory per live message beyond the horizon: one IdTable slot, 20-30 bytes; payloads stay on
- * disk until their message comes near.
+ * FileStore: the embedded, durable Store (src/queue/store.ts), holding together the modules of
+ * this folder (each concern's module: docs/storage.md). Memory per live message beyond the
+ * horizon: one IdTable slot, 20-30 bytes; payloads stay on disk until their message comes near.
  */
 
 import { join } from 'node:path';
@@ -74,9 +61,8 @@ import {
 } from './records.js';
 import { StoreFaults } from './faults.js';
 import { recover, type OpenMode } from './recovery.js';
-import { loadIndexFiles } from './load.js';
 import { listWaiting } from './listing.js';
-import { statesAt } from './states.js';
+import { loadIndexFiles, statesAt } from './states.js';
 import { Tables } from './table.js';
 import { WindowIndex } from './window-index.js';
 import { checkFileStoreOptions, type FileStoreOptions } from './options.js';
@@ -199,7 +185,6 @@ export class FileStore implements Store {
     return window === until ? until : window + this.index.windowMs;
   }
 
-  /** When the log was last written (layout.ts, lastLogWrite). */
   lastWrittenAt(): Promise<number | undefined> {
     return lastLogWrite(this.dir);
   }
@@ -367,7 +352,7 @@ export class FileStore implements Store {
     );
   }
 
-  /** The one place the frontier moves (see there); the index places entries by it. */
+  /** The one place the frontier moves; the index places entries by it. */
   private moveFrontier(frontier: number): void {
     this.frontier = frontier;
     this.index.advance(frontier);
@@ -390,7 +375,6 @@ export class FileStore implements Store {
     return decodeSchedule(record.body).payload;
   }
 
-  /** Through the schedule index, with bounded work per call (listing.ts). */
   listWaiting(query: ListQuery): Promise<KeyedPart<StoredMessage>> {
     const parts = { log: this.log, index: this.index, tables: this.tables };
     return listWaiting(parts, query, () => this.damagedSkipped++, this.listScanRecords);
@@ -478,9 +462,7 @@ export class FileStore implements Store {
       snapshotWriteMsLast: checkpoints.snapshotWriteMsLast,
       uncoveredLogBytes: checkpoints.uncoveredLogBytes,
       damagedSkipped: this.damagedSkipped,
-      /** 1 once a log write failed: the store takes no more changes until reopened. */
       stopped: this.log.firstFailure === undefined ? 0 : 1,
-      /** 1 while a checkpoint (and maybe a snapshot, with its copy of the tables) is written. */
       checkpointing: checkpoints.checkpointing,
       ...this.faults.stats(),
     };
