@@ -217,11 +217,7 @@ async function dueTimeWhole(
   }
   const found = new SmallestKeys<StoredMessage>(query.limit + 1);
   const all = [...positions];
-  const candidates: Candidates = {
-    deliverAt: all.map(() => deliverAt),
-    position: all,
-    cut: false,
-  };
+  const candidates: Candidates = { deliverAt: all.map(() => deliverAt), position: all, cut: false };
   for (let from = 0; from < all.length; from += budget) {
     const to = Math.min(all.length, from + budget);
     await examine(parts, query, candidates, from, to, found, damaged);
