@@ -93,8 +93,6 @@ export class FileStore implements Store {
   private damagedSkipped = 0;
   private payloadBudget: PayloadBudget | undefined;
   private readonly handOuts: HandOuts;
-  /** Log records one listWaiting() reads at most (FileStoreOptions.listScanRecords). */
-  private listScanRecords = 0;
 
   private constructor(
     readonly dir: string,
@@ -102,8 +100,7 @@ export class FileStore implements Store {
     private readonly index: WindowIndex,
     private readonly faults: StoreFaults,
     private readonly lock: DirectoryLock,
-    checkpointIntervalMs: number,
-    snapshotBytes: number,
+    private readonly settings: ReturnType<typeof checkFileStoreOptions>,
     private readonly mode: OpenMode,
   ) {
     this.tables = new Tables(index);
@@ -112,8 +109,8 @@ export class FileStore implements Store {
       log,
       index,
       this.tables,
-      checkpointIntervalMs,
-      snapshotBytes,
+      settings.interval,
+      settings.snapshotBytes,
       () => this.frontier,
       faults,
       () => lock.check(),
@@ -142,8 +139,7 @@ export class FileStore implements Store {
   }
 
   private static async openAs(options: FileStoreOptions, mode: OpenMode): Promise<FileStore> {
-    const { fsync, windowMs, interval, snapshotBytes, listScanRecords } =
-      checkFileStoreOptions(options);
+    const settings = checkFileStoreOptions(options);
     await makeDataDirectory(options.dir);
     const faults = new StoreFaults(options.dir, checkFaultHandler(options.onFault));
     const lock = await lockDirectory(options.dir, faults);
@@ -151,28 +147,18 @@ export class FileStore implements Store {
       await checkFormat(options.dir);
       const log = await MessageLog.open({
         dir: join(options.dir, LOG_DIR),
-        fsync,
+        fsync: settings.fsync,
         // A new segment is a new file in a directory that may no longer be this process's.
         beforeNewSegment: () => lock.check(),
         ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
         ...(options.logIo === undefined ? {} : { io: options.logIo }),
       });
+      const { windowMs } = settings;
       const index = await WindowIndex.open(join(options.dir, INDEX_DIR), windowMs, (err) => {
         if (err === undefined) faults.ok('index');
         else faults.fail('index', err);
       });
-      const store = new FileStore(
-        options.dir,
-        log,
-        index,
-        faults,
-        lock,
-        interval,
-        snapshotBytes,
-        mode,
-      );
-      store.listScanRecords = listScanRecords;
-      return store;
+      return new FileStore(options.dir, log, index, faults, lock, settings, mode);
     } catch (err) {
       await lock.release();
       throw err;
@@ -377,7 +363,8 @@ export class FileStore implements Store {
 
   listWaiting(query: ListQuery): Promise<KeyedPart<StoredMessage>> {
     const parts = { log: this.log, index: this.index, tables: this.tables };
-    return listWaiting(parts, query, () => this.damagedSkipped++, this.listScanRecords);
+    const budget = this.settings.listScanRecords;
+    return listWaiting(parts, query, () => this.damagedSkipped++, budget);
   }
 
   async dead(topic: string, limit: number): Promise<StoredMessage[]> {
