@@ -18,19 +18,12 @@
 import type { KeyedPart, ListKey, ListQuery } from '../../queue/list.js';
 import { SEQ_AFTER, SEQ_BEFORE, SmallestKeys, compareKeys, inRange } from '../../queue/list.js';
 import type { StoredMessage } from '../../queue/store.js';
-import type { MessageLog } from '../log/index.js';
 import { statesAt, type OnDamaged } from './states.js';
-import type { Tables } from './table.js';
-import type { EntryChunk, WindowIndex } from './window-index.js';
+import type { ReplayParts } from './replay.js';
+import type { EntryChunk } from './window-index.js';
 
 /** Records read at once while examining candidates. */
 const RECORDS_PER_READ = 512;
-
-export interface ListingParts {
-  log: MessageLog;
-  index: WindowIndex;
-  tables: Tables;
-}
 
 /** A candidate: an index entry's due time and log position. */
 interface Candidates {
@@ -41,7 +34,7 @@ interface Candidates {
 }
 
 export async function listWaiting(
-  parts: ListingParts,
+  parts: ReplayParts,
   query: ListQuery,
   damaged: OnDamaged,
   budget: number,
@@ -104,7 +97,7 @@ function startsAfter(query: ListQuery, deliverAt: number): boolean {
 
 /** Step 1: the `budget` smallest current, not held entries the page may list, each once. */
 async function findCandidates(
-  { index, tables }: ListingParts,
+  { index, tables }: ReplayParts,
   query: ListQuery,
   budget: number,
 ): Promise<Candidates> {
@@ -171,7 +164,7 @@ async function findCandidates(
 
 /** Step 2 for candidates [from, to): keeps the page's messages; returns how many. */
 async function examine(
-  { log, tables }: ListingParts,
+  { log, tables }: ReplayParts,
   query: ListQuery,
   candidates: Candidates,
   from: number,
@@ -196,7 +189,7 @@ async function examine(
 
 /** The page's messages due at the cursor's `deliverAt`, which holds more than a budget. */
 async function dueTimeWhole(
-  parts: ListingParts,
+  parts: ReplayParts,
   query: ListQuery,
   deliverAt: number,
   damaged: OnDamaged,

@@ -80,18 +80,10 @@ export async function recover(
   const durable = durableExtent(checkpoint, found?.snapshot);
   const accepted = repairs.accepted;
   const missing = missingOrShort(log, durable, accepted);
-  const context: RecoveryContext = { started, checkpoint, durable, accepted, missing };
+  const context = { started, checkpoint, durable, accepted, missing, repairs };
   if (mode !== 'open') {
     const plan = mode === 'plan';
-    const report = await recoverWithRepair(
-      parts,
-      plan,
-      frontier,
-      context,
-      found?.snapshot,
-      repairs,
-      onDue,
-    );
+    const report = await recoverWithRepair(parts, plan, frontier, context, found?.snapshot, onDue);
     return plan ? report : recovered(parts, frontier, context, report);
   }
   if (missing.length > 0) throw corruptionError(dir, missing);
