@@ -132,12 +132,12 @@ export class Checkpoints {
     private readonly checkOwner: () => Promise<void>,
   ) {}
 
-  /** Whether snapshots are wanted at all (snapshotBytes: Infinity says never). */
+  /** snapshotBytes: Infinity says never. */
   get snapshots(): boolean {
     return this.snapshotBytes !== Infinity;
   }
 
-  /** Whether an index file was handed over already (it is only kept for the snapshot). */
+  /** An index file handed over already (kept only for the snapshot). */
   wasLoaded(key: string): boolean {
     return this.loaded.has(key);
   }
