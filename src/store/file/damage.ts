@@ -29,7 +29,7 @@ export interface Durable {
 }
 
 /** The segment files a log has, and their sizes. */
-export type SegmentFiles = Pick<MessageLog, 'segments' | 'segmentSize'>;
+type SegmentFiles = Pick<MessageLog, 'segments' | 'segmentSize'>;
 
 export function durableExtent(
   checkpoint: Checkpoint,

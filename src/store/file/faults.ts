@@ -9,7 +9,7 @@ import { faultOf, type FaultField, type FaultReporter } from '../../queue/faults
 import { describeCause } from '../log/index.js';
 
 /** The parts of the store whose writes are retried rather than fatal. */
-export type FaultPart = 'index' | 'checkpoint';
+type FaultPart = 'index' | 'checkpoint';
 
 const WHAT: Record<FaultPart, string> = {
   index: 'writing the schedule index',

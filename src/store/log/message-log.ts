@@ -30,7 +30,7 @@ import { scanSegment, type OnRecord, type ReplayOptions, type ReplayReport } fro
 import { SegmentTable } from './segments.js';
 import { Writer, type RecordSlot, type WriterStats } from './writer.js';
 
-export interface MessageLogStats extends WriterStats {
+interface MessageLogStats extends WriterStats {
   segments: number;
   /** Bytes in all segments, records still waiting to be written included. */
   bytes: number;
