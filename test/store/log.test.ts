@@ -14,6 +14,7 @@ import {
   MessageLog,
   RECORD_HEADER_BYTES as HEADER,
   SEGMENT_SPAN,
+  segmentOf,
   segmentFileName,
   type LogFailure,
   type LogIo,
@@ -221,7 +222,7 @@ describe('appending and reading', () => {
       expect(records[i].position).toBeGreaterThan(records[i - 1].position);
     }
     for (const record of records) {
-      const segment = MessageLog.segmentOf(record.position);
+      const segment = segmentOf(record.position);
       const offset = offsetOf(record.position);
       expect(segment * SEGMENT_SPAN + offset).toBe(record.position);
       // A record never spans segments, and only a record alone in its segment may pass the size.
@@ -230,9 +231,7 @@ describe('appending and reading', () => {
       expect(file.subarray(offset + HEADER, offset + sizeOf(record))).toEqual(record.body);
       expect(file[offset + 1]).toBe(record.type);
     }
-    expect(log.segments()).toEqual([
-      ...new Set(records.map((r) => MessageLog.segmentOf(r.position))),
-    ]);
+    expect(log.segments()).toEqual([...new Set(records.map((r) => segmentOf(r.position)))]);
   });
 
   it('rolls over only when the next record would pass segmentBytes; an oversized record gets a segment of its own', async () => {
@@ -879,8 +878,8 @@ describe('recovery', () => {
 
     it('damage in a closed segment is reported, not truncated, and later segments survive', async () => {
       const { dir, records } = await build({ segmentBytes: 500, count: 40, size: 40 });
-      expect(MessageLog.segmentOf(records[39].position)).toBeGreaterThan(2);
-      const inFirst = records.filter((r) => MessageLog.segmentOf(r.position) === 1);
+      expect(segmentOf(records[39].position)).toBeGreaterThan(2);
+      const inFirst = records.filter((r) => segmentOf(r.position) === 1);
       const middle = inFirst[3];
       const lastOfFirst = inFirst.at(-1)!;
       const sizeBefore = (await stat(join(dir, segmentFileName(1)))).size;
@@ -1088,9 +1087,7 @@ describe('segments', () => {
     });
     await log.close();
     const { got } = await replayAll({ dir, segmentBytes: 200 });
-    expect(view(got)).toEqual(
-      view(records.filter((r) => MessageLog.segmentOf(r.position) !== segments[0])),
-    );
+    expect(view(got)).toEqual(view(records.filter((r) => segmentOf(r.position) !== segments[0])));
   });
 
   it('deleteSegment waits for records of that segment still being written', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PositionSet } from '../../src/store/file/position-set.js';
-import { positionOf } from '../../src/store/file/positions.js';
+import { positionOf } from '../../src/store/log/positions.js';
 import { seededRandom as random } from '../support/random.mjs';
 
 describe('PositionSet', () => {

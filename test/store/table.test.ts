@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import type { MessageState } from '../../src/queue/message.js';
 import { minuteNumber } from '../../src/store/counts.js';
 import { IdHash, hashId } from '../../src/store/file/id-table.js';
-import { positionOf, segmentOf } from '../../src/store/file/positions.js';
+import { positionOf, segmentOf } from '../../src/store/log/positions.js';
 import {
   BURY,
   FINISH,
@@ -303,8 +303,8 @@ describe('Tables: one record at a time', () => {
     w.move(MOVE, 'twin', 'mail', T0 + 6, T0 + 5, 50, 120);
     expect(tables.latest('twin')).toBe(120);
     expect(tables.ids.get(low, high)).toBe(1); // the other id's slot is untouched
-    expect(tables.collidedPositions()).toEqual(new Set([120]));
-    expect(tables.isLatest(low, high, 120, tables.collidedPositions())).toBe(true);
+    expect(tables.latestCheck()(low, high, 120)).toBe(true);
+    expect(tables.latestCheck()(low, high, 50)).toBe(false);
     expect([...tables.near]).toEqual([120]);
     w.move(BURY, 'twin', 'mail', T0 + 6, T0 + 6, 50, 130);
     expect(tables.isDeadAt('twin', 130)).toBe(true);

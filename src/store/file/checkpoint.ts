@@ -24,9 +24,8 @@
 
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { syncDirectory, type MessageLog } from '../log/index.js';
+import { syncDirectory, type MessageLog, segmentOf } from '../log/index.js';
 import { CHECKPOINT_FILE, replaceFile } from './layout.js';
-import { segmentOf } from './positions.js';
 import {
   removeSnapshot,
   snapshotsSupported,
@@ -133,12 +132,12 @@ export class Checkpoints {
     private readonly checkOwner: () => Promise<void>,
   ) {}
 
-  /** Whether snapshots are wanted at all (snapshotBytes: Infinity says never). */
+  /** snapshotBytes: Infinity says never. */
   get snapshots(): boolean {
     return this.snapshotBytes !== Infinity;
   }
 
-  /** Whether an index file was handed over already (it is only kept for the snapshot). */
+  /** An index file handed over already (kept only for the snapshot). */
   wasLoaded(key: string): boolean {
     return this.loaded.has(key);
   }
@@ -209,7 +208,6 @@ export class Checkpoints {
       snapshotCaptureMsMax: this.snapshotStats.captureMsMax,
       snapshotWriteMsLast: this.snapshotStats.writeMsLast,
       uncoveredLogBytes: this.uncoveredBytes,
-      /** 1 while a checkpoint (and maybe a snapshot, with its copy of the tables) is written. */
       checkpointing: this.running === undefined ? 0 : 1,
     };
   }

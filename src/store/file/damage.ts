@@ -12,8 +12,8 @@
 import { TickwheelCorruptError, type StoreDamage } from '../../errors.js';
 import type { RecoveryReport } from '../../queue/store.js';
 import { LogError, type LogFailure, type MessageLog, type ReplayReport } from '../log/index.js';
+import { offsetOf, positionOf, segmentOf, where } from '../log/index.js';
 import type { Checkpoint } from './checkpoint.js';
-import { offsetOf, positionOf, segmentOf, where } from './positions.js';
 import type { StoreSnapshot } from './snapshot.js';
 
 /** What the log is held to at recovery: what the last checkpoint (or the snapshot) made durable. */
@@ -29,7 +29,7 @@ export interface Durable {
 }
 
 /** The segment files a log has, and their sizes. */
-export type SegmentFiles = Pick<MessageLog, 'segments' | 'segmentSize'>;
+type SegmentFiles = Pick<MessageLog, 'segments' | 'segmentSize'>;
 
 export function durableExtent(
   checkpoint: Checkpoint,

@@ -9,7 +9,7 @@ import { faultOf, type FaultField, type FaultReporter } from '../../queue/faults
 import { describeCause } from '../log/index.js';
 
 /** The parts of the store whose writes are retried rather than fatal. */
-export type FaultPart = 'index' | 'checkpoint';
+type FaultPart = 'index' | 'checkpoint';
 
 const WHAT: Record<FaultPart, string> = {
   index: 'writing the schedule index',
@@ -86,9 +86,7 @@ export class StoreFaults {
 
   stats() {
     return {
-      /** 1 while writes of the schedule index fail (retried; see problem()). */
       indexFailing: this.active.has('index') ? 1 : 0,
-      /** 1 while checkpoints fail (retried; see problem()). */
       checkpointFailing: this.active.has('checkpoint') ? 1 : 0,
       indexWriteFailures: this.totals.index,
       checkpointFailures: this.totals.checkpoint,

@@ -1,20 +1,7 @@
 /**
- * FileStore: the embedded, durable Store (src/queue/store.ts). It holds the parts together;
- * each concern has its own module:
- *
- *   layout.ts      the data directory: its files, format.json, repair.json
- *   table.ts       the in-memory tables and `apply`, the one function that changes them
- *   records.ts     the log records' bodies (the log itself is ../log/message-log.ts)
- *   window-index.ts  the schedule index (index-files.ts: which file an entry goes to)
- *   listing.ts     list(): the messages it holds of a topic, through the index
- *   states.ts      messages read back from the log and handed to the queue
- *   checkpoint.ts  checkpoints, snapshots (snapshot.ts) and retention
- *   recovery.ts    recovery at open (replay.ts: the replays)
- *   handouts.ts    deliveries counted as they are handed out, and those a stop cut short
- *   damage.ts      telling damage from a torn tail; repair.ts: opening a damaged directory
- *
- * Memory per live message beyond the horizon: one IdTable slot, 20-30 bytes; payloads stay on
- * disk until their message comes near.
+ * FileStore: the embedded, durable Store (src/queue/store.ts), holding together the modules of
+ * this folder (each concern's module: docs/storage.md). Memory per live message beyond the
+ * horizon: one IdTable slot, 20-30 bytes; payloads stay on disk until their message comes near.
  */
 
 import { join } from 'node:path';
@@ -42,6 +29,7 @@ import {
   RECORD_HEADER_BYTES,
   systemErrorsAsIo,
   type RecordSlot,
+  where,
 } from '../log/index.js';
 import { Checkpoints, type SnapshotWhen } from './checkpoint.js';
 import { unreadable } from './damage.js';
@@ -56,7 +44,6 @@ import {
 } from './layout.js';
 import { lockDirectory, type DirectoryLock } from './lock.js';
 import { HandOuts } from './handouts.js';
-import { where } from './positions.js';
 import {
   BURY,
   FINISH,
@@ -74,9 +61,8 @@ import {
 } from './records.js';
 import { StoreFaults } from './faults.js';
 import { recover, type OpenMode } from './recovery.js';
-import { loadIndexFiles } from './load.js';
 import { listWaiting } from './listing.js';
-import { statesAt } from './states.js';
+import { loadIndexFiles, statesAt } from './states.js';
 import { Tables } from './table.js';
 import { WindowIndex } from './window-index.js';
 import { checkFileStoreOptions, type FileStoreOptions } from './options.js';
@@ -107,8 +93,6 @@ export class FileStore implements Store {
   private damagedSkipped = 0;
   private payloadBudget: PayloadBudget | undefined;
   private readonly handOuts: HandOuts;
-  /** Log records one listWaiting() reads at most (FileStoreOptions.listScanRecords). */
-  private listScanRecords = 0;
 
   private constructor(
     readonly dir: string,
@@ -116,8 +100,7 @@ export class FileStore implements Store {
     private readonly index: WindowIndex,
     private readonly faults: StoreFaults,
     private readonly lock: DirectoryLock,
-    checkpointIntervalMs: number,
-    snapshotBytes: number,
+    private readonly settings: ReturnType<typeof checkFileStoreOptions>,
     private readonly mode: OpenMode,
   ) {
     this.tables = new Tables(index);
@@ -126,8 +109,8 @@ export class FileStore implements Store {
       log,
       index,
       this.tables,
-      checkpointIntervalMs,
-      snapshotBytes,
+      settings.interval,
+      settings.snapshotBytes,
       () => this.frontier,
       faults,
       () => lock.check(),
@@ -156,8 +139,7 @@ export class FileStore implements Store {
   }
 
   private static async openAs(options: FileStoreOptions, mode: OpenMode): Promise<FileStore> {
-    const { fsync, windowMs, interval, snapshotBytes, listScanRecords } =
-      checkFileStoreOptions(options);
+    const settings = checkFileStoreOptions(options);
     await makeDataDirectory(options.dir);
     const faults = new StoreFaults(options.dir, checkFaultHandler(options.onFault));
     const lock = await lockDirectory(options.dir, faults);
@@ -165,28 +147,18 @@ export class FileStore implements Store {
       await checkFormat(options.dir);
       const log = await MessageLog.open({
         dir: join(options.dir, LOG_DIR),
-        fsync,
+        fsync: settings.fsync,
         // A new segment is a new file in a directory that may no longer be this process's.
         beforeNewSegment: () => lock.check(),
         ...(options.segmentBytes === undefined ? {} : { segmentBytes: options.segmentBytes }),
         ...(options.logIo === undefined ? {} : { io: options.logIo }),
       });
+      const { windowMs } = settings;
       const index = await WindowIndex.open(join(options.dir, INDEX_DIR), windowMs, (err) => {
         if (err === undefined) faults.ok('index');
         else faults.fail('index', err);
       });
-      const store = new FileStore(
-        options.dir,
-        log,
-        index,
-        faults,
-        lock,
-        interval,
-        snapshotBytes,
-        mode,
-      );
-      store.listScanRecords = listScanRecords;
-      return store;
+      return new FileStore(options.dir, log, index, faults, lock, settings, mode);
     } catch (err) {
       await lock.release();
       throw err;
@@ -199,7 +171,6 @@ export class FileStore implements Store {
     return window === until ? until : window + this.index.windowMs;
   }
 
-  /** When the log was last written (layout.ts, lastLogWrite). */
   lastWrittenAt(): Promise<number | undefined> {
     return lastLogWrite(this.dir);
   }
@@ -367,7 +338,7 @@ export class FileStore implements Store {
     );
   }
 
-  /** The one place the frontier moves (see there); the index places entries by it. */
+  /** The one place the frontier moves; the index places entries by it. */
   private moveFrontier(frontier: number): void {
     this.frontier = frontier;
     this.index.advance(frontier);
@@ -390,10 +361,10 @@ export class FileStore implements Store {
     return decodeSchedule(record.body).payload;
   }
 
-  /** Through the schedule index, with bounded work per call (listing.ts). */
   listWaiting(query: ListQuery): Promise<KeyedPart<StoredMessage>> {
     const parts = { log: this.log, index: this.index, tables: this.tables };
-    return listWaiting(parts, query, () => this.damagedSkipped++, this.listScanRecords);
+    const budget = this.settings.listScanRecords;
+    return listWaiting(parts, query, () => this.damagedSkipped++, budget);
   }
 
   async dead(topic: string, limit: number): Promise<StoredMessage[]> {
@@ -478,9 +449,7 @@ export class FileStore implements Store {
       snapshotWriteMsLast: checkpoints.snapshotWriteMsLast,
       uncoveredLogBytes: checkpoints.uncoveredLogBytes,
       damagedSkipped: this.damagedSkipped,
-      /** 1 once a log write failed: the store takes no more changes until reopened. */
       stopped: this.log.firstFailure === undefined ? 0 : 1,
-      /** 1 while a checkpoint (and maybe a snapshot, with its copy of the tables) is written. */
       checkpointing: checkpoints.checkpointing,
       ...this.faults.stats(),
     };

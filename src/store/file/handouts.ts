@@ -2,22 +2,17 @@
  * Hand-outs: a delivery counts against a message's attempts from the moment it is handed to a
  * consumer, even if the process never gets to ack, nack or time it out.
  *
- * A hand-out is noted in memory only. Just before the log's next write (beforeWrite: the group
- * commit another record starts, or LATER_MS after), each noted delivery still in progress (the
- * queue says so, and no record of the message was appended since) gets a HANDOUT record (MOVE
- * layout, due time unchanged, attempts including this delivery). So a delivery costs no write
- * of its own, and in a burst whose deliveries end within a commit window almost none is
- * written. process.exit() or an uncaught exception still leaves the count (the log writes at
- * exit); a SIGKILL or power cut within that window loses it: one attempt fewer.
+ * A hand-out is noted in memory; just before the log's next write (beforeWrite: the group commit
+ * another record starts, or LATER_MS after), each noted delivery still in progress gets a HANDOUT
+ * record (MOVE layout, due time unchanged, attempts including it). So a delivery costs no write
+ * of its own. process.exit() or an uncaught exception keeps the count (the log writes at exit);
+ * a SIGKILL or power cut within that window loses it: one attempt fewer.
  *
- * The tables are not told at once (a hot path, and the record changes only the latest
- * position): they keep the record before it until the delivery ends (FINISH, MOVE, BURY). Only
- * a snapshot needs them, so just before one captures the tables the noted hand-outs are written
- * and those of messages in flight applied (applyHandOuts). A replay applies each as a MOVE.
- *
- * At recovery a message whose latest record is a HANDOUT was being delivered when the process
- * stopped: with its attempts used up it is buried, saying so (a message that crashes its
- * consumer cannot come back forever); else it is handed to the queue with that reason.
+ * The tables keep the record before it until the delivery ends (a hot path): only a snapshot
+ * needs them, so just before one captures the tables, those of messages in flight are applied
+ * (applyHandOuts). A replay applies each as a MOVE. At recovery a message whose latest record is
+ * a HANDOUT was being delivered when the process stopped: buried, saying so, if its attempts are
+ * used up (a message that crashes its consumer cannot come back forever), else handed over.
  */
 
 import type { MessageState } from '../../queue/message.js';
@@ -140,19 +135,13 @@ function applyHandOuts(tables: Tables, inFlight: readonly MessageState[], fronti
   }
 }
 
-/** Why a delivery ended without an ack, nack or timeout: the process stopped under it. */
-function stoppedReason(message: MessageState): string {
-  return (
-    `the process stopped (exit, crash or restart) during delivery ${message.attempts} of ` +
-    `${message.maxAttempts}, before an ack or nack`
-  );
-}
-
 /** A delivery the stop cut short: the BURY's promise if it was the last allowed, else undefined. */
 export function endStoppedDelivery(
   message: MessageState,
   bury: (message: MessageState) => Promise<void>,
 ): Promise<void> | undefined {
-  message.lastError = stoppedReason(message);
+  message.lastError =
+    `the process stopped (exit, crash or restart) during delivery ${message.attempts} of ` +
+    `${message.maxAttempts}, before an ack or nack`;
   return message.attempts >= message.maxAttempts ? bury(message) : undefined;
 }

@@ -90,14 +90,7 @@ interface Slots {
 /** Every table has every field (`cursor` too): one object shape keeps the probe optimised. */
 function newSlots(capacity: number): Slots {
   const slots = new Float64Array(capacity * 2);
-  return {
-    slots,
-    keys: new Uint32Array(slots.buffer),
-    capacity,
-    live: 0,
-    deleted: 0,
-    cursor: 0,
-  };
+  return { slots, keys: new Uint32Array(slots.buffer), capacity, live: 0, deleted: 0, cursor: 0 };
 }
 
 /** Old slots moved into the new table for each entry added while the table grows. */

@@ -5,16 +5,10 @@
  *   format.json        { format }: the on-disk format; other formats are refused at open
  *   log/*.seg          the message log: every change of every message, appended (../log/)
  *   index/*.idx        the schedule index, files of 2^L windows (index-files.ts)
- *   checkpoint.json    { indexedUntil, frontier, windows, log }: index entries of all records
- *                      before indexedUntil that were due at or after frontier are on disk,
- *                      in index files of (at least) the sizes listed in windows; and the log's
- *                      durable extent (checkpoint.ts)
- *   snapshot.bin       the tables (table.ts) as of one log position (snapshot.ts), so recovery
- *                      replays only the log after it
- *   repair.json        what repairs of a damaged log dropped, and the damaged stretches they
- *                      accepted as lost (present only after a repair; repair.ts)
- *   topics.json        { version, topics: { <topic>: { paused, rateLimit } } }: topics whose
- *                      settings are not the defaults (src/queue/topics.ts; absent until one is)
+ *   checkpoint.json    how far the index covers the log, and its durable extent (checkpoint.ts)
+ *   snapshot.bin       the tables as of one log position (snapshot.ts)
+ *   repair.json        what repairs dropped, and the damage they accepted as lost (repair.ts)
+ *   topics.json        topics whose settings are not the defaults; push.json: their push targets
  *
  * The log is the truth; the rest is rebuilt from it (index, snapshot) or says how far to trust
  * it (checkpoint, repair.json). Small files are replaced whole (beside, fsynced, renamed).

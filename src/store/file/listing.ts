@@ -18,19 +18,12 @@
 import type { KeyedPart, ListKey, ListQuery } from '../../queue/list.js';
 import { SEQ_AFTER, SEQ_BEFORE, SmallestKeys, compareKeys, inRange } from '../../queue/list.js';
 import type { StoredMessage } from '../../queue/store.js';
-import type { MessageLog } from '../log/index.js';
 import { statesAt, type OnDamaged } from './states.js';
-import type { Tables } from './table.js';
-import type { EntryChunk, WindowIndex } from './window-index.js';
+import type { ReplayParts } from './replay.js';
+import type { EntryChunk } from './window-index.js';
 
 /** Records read at once while examining candidates. */
 const RECORDS_PER_READ = 512;
-
-export interface ListingParts {
-  log: MessageLog;
-  index: WindowIndex;
-  tables: Tables;
-}
 
 /** A candidate: an index entry's due time and log position. */
 interface Candidates {
@@ -41,7 +34,7 @@ interface Candidates {
 }
 
 export async function listWaiting(
-  parts: ListingParts,
+  parts: ReplayParts,
   query: ListQuery,
   damaged: OnDamaged,
   budget: number,
@@ -104,7 +97,7 @@ function startsAfter(query: ListQuery, deliverAt: number): boolean {
 
 /** Step 1: the `budget` smallest current, not held entries the page may list, each once. */
 async function findCandidates(
-  { index, tables }: ListingParts,
+  { index, tables }: ReplayParts,
   query: ListQuery,
   budget: number,
 ): Promise<Candidates> {
@@ -140,7 +133,7 @@ async function findCandidates(
       maxPosition = keptPosition[budget - 1];
     }
   };
-  const collided = tables.collidedPositions();
+  const isLatest = tables.latestCheck();
   const visit = ({ count, f64, u32 }: EntryChunk) => {
     for (let i = 0; i < count; i++) {
       const due = f64[3 * i];
@@ -150,7 +143,7 @@ async function findCandidates(
         cut = true;
         continue;
       }
-      if (!tables.isLatest(u32[6 * i + 4], u32[6 * i + 5], at, collided)) continue;
+      if (!isLatest(u32[6 * i + 4], u32[6 * i + 5], at)) continue;
       if (tables.near.has(at)) continue;
       deliverAt.push(due);
       position.push(at);
@@ -171,7 +164,7 @@ async function findCandidates(
 
 /** Step 2 for candidates [from, to): keeps the page's messages; returns how many. */
 async function examine(
-  { log, tables }: ListingParts,
+  { log, tables }: ReplayParts,
   query: ListQuery,
   candidates: Candidates,
   from: number,
@@ -196,7 +189,7 @@ async function examine(
 
 /** The page's messages due at the cursor's `deliverAt`, which holds more than a budget. */
 async function dueTimeWhole(
-  parts: ListingParts,
+  parts: ReplayParts,
   query: ListQuery,
   deliverAt: number,
   damaged: OnDamaged,
@@ -204,24 +197,20 @@ async function dueTimeWhole(
 ): Promise<KeyedPart<StoredMessage>> {
   const { index, tables } = parts;
   const positions = new Set<number>();
-  const collided = tables.collidedPositions();
+  const isLatest = tables.latestCheck();
   for (const file of index.files()) {
     if (file.end <= deliverAt || file.start > deliverAt) continue;
     await index.scan(file.key, ({ count, f64, u32 }) => {
       for (let i = 0; i < count; i++) {
         const at = f64[3 * i + 1];
         if (f64[3 * i] !== deliverAt || tables.near.has(at)) continue;
-        if (tables.isLatest(u32[6 * i + 4], u32[6 * i + 5], at, collided)) positions.add(at);
+        if (isLatest(u32[6 * i + 4], u32[6 * i + 5], at)) positions.add(at);
       }
     });
   }
   const found = new SmallestKeys<StoredMessage>(query.limit + 1);
   const all = [...positions];
-  const candidates: Candidates = {
-    deliverAt: all.map(() => deliverAt),
-    position: all,
-    cut: false,
-  };
+  const candidates: Candidates = { deliverAt: all.map(() => deliverAt), position: all, cut: false };
   for (let from = 0; from < all.length; from += budget) {
     const to = Math.min(all.length, from + budget);
     await examine(parts, query, candidates, from, to, found, damaged);

@@ -93,7 +93,7 @@ export function writeScheduleHead(buf: Uint8Array, at: number, message: MessageS
   return writeAscii(buf, writeAscii(buf, at, trace.traceparent), state);
 }
 
-export interface ScheduleRecord {
+interface ScheduleRecord {
   deliverAt: number;
   attempts: number;
   maxAttempts: number;
@@ -202,7 +202,7 @@ function reasonText(message: MessageState): string {
   return reason.length > MAX_REASON_UNITS ? reason.slice(0, MAX_REASON_UNITS) : reason;
 }
 
-export interface MoveRecord {
+interface MoveRecord {
   deliverAt: number;
   attempts: number;
   payloadPosition: number;

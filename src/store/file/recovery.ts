@@ -25,7 +25,6 @@ import {
   skipped,
 } from './damage.js';
 import { readRepairs } from './layout.js';
-import { offsetOf, positionOf, segmentOf } from './positions.js';
 import {
   handOverRecovered,
   recoverWithRepair,
@@ -49,6 +48,7 @@ import {
   type StoreSnapshot,
 } from './snapshot.js';
 import { ReplayWatcher } from './table.js';
+import { offsetOf, positionOf, segmentOf } from '../log/index.js';
 
 /** 'plan': a repair that changes nothing and only reports (FileStore.planRepair). */
 export type OpenMode = 'open' | 'repair' | 'plan';
@@ -80,18 +80,10 @@ export async function recover(
   const durable = durableExtent(checkpoint, found?.snapshot);
   const accepted = repairs.accepted;
   const missing = missingOrShort(log, durable, accepted);
-  const context: RecoveryContext = { started, checkpoint, durable, accepted, missing };
+  const context = { started, checkpoint, durable, accepted, missing, repairs };
   if (mode !== 'open') {
     const plan = mode === 'plan';
-    const report = await recoverWithRepair(
-      parts,
-      plan,
-      frontier,
-      context,
-      found?.snapshot,
-      repairs,
-      onDue,
-    );
+    const report = await recoverWithRepair(parts, plan, frontier, context, found?.snapshot, onDue);
     return plan ? report : recovered(parts, frontier, context, report);
   }
   if (missing.length > 0) throw corruptionError(dir, missing);
@@ -178,14 +170,10 @@ async function recovered(
   report: RecoveryReport,
 ): Promise<RecoveryReport> {
   // A file reaching past the frontier still holds later entries: carried on first.
-  const collided = tables.collidedPositions();
+  const current = tables.latestCheck();
   for (const { key, start, end } of index.files()) {
     if (start >= frontier) break;
-    if (end > frontier) {
-      await index.take(key, frontier, (low, high, position) =>
-        tables.isLatest(low, high, position, collided),
-      );
-    }
+    if (end > frontier) await index.take(key, frontier, current);
     await checkpoints.retire(key);
   }
   await checkpoints.checkpoint('never');

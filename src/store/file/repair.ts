@@ -21,11 +21,11 @@ import {
   type LogFailure,
   type ReplayReport,
 } from '../log/index.js';
+import { offsetOf, positionOf, segmentOf, where } from '../log/index.js';
 import type { Checkpoint, Checkpoints } from './checkpoint.js';
 import { damageOf, endOf, isAcceptedAt, mergeDamage, type Durable } from './damage.js';
 import { IdHash, IdTable, hashId } from './id-table.js';
 import { REPAIR_FILE, writeRepairs, type Repairs } from './layout.js';
-import { offsetOf, positionOf, segmentOf, where } from './positions.js';
 import {
   BURY,
   FINISH,
@@ -59,6 +59,7 @@ export interface RecoveryContext {
   accepted: StoreDamage[];
   /** Segments missing or cut short, by the durable extent. */
   missing: StoreDamage[];
+  repairs: Repairs;
 }
 
 export interface RecoveryParts extends ReplayParts {
@@ -79,11 +80,10 @@ export async function recoverWithRepair(
   frontier: number,
   context: RecoveryContext,
   snapshot: StoreSnapshot | undefined,
-  repairs: Repairs,
   onDue: (message: MessageState) => void,
 ): Promise<RecoveryReport> {
   const { dir, log, tables, checkpoints } = parts;
-  const { checkpoint, durable, accepted } = context;
+  const { checkpoint, durable, accepted, repairs } = context;
   const untraced = new Untraced(durable?.end ?? Infinity, tables.segmentLive);
   const from = positionOf(durable?.first ?? 0, 0);
   const report = await replayAll(parts, frontier, checkpoint, {

@@ -15,12 +15,12 @@ import { readF64 } from '../bytes.js';
 import type { MessageLog, OnRecord, ReplayOptions, ReplayReport } from '../log/index.js';
 import type { Checkpoint } from './checkpoint.js';
 import { PositionSet } from './position-set.js';
-import { offsetOf, segmentOf } from './positions.js';
 import { FINISH, HANDOUT, MOVE, SCHEDULE, payloadPositionOf } from './records.js';
 import type { StoreSnapshot } from './snapshot.js';
 import { ReplayWatcher, type Tables } from './table.js';
 import { fileName, parseFileName } from './index-files.js';
 import type { WindowIndex } from './window-index.js';
+import { offsetOf, segmentOf } from '../log/index.js';
 
 /** What a replay reads and rebuilds. */
 export interface ReplayParts {
@@ -134,14 +134,10 @@ export async function dueAfterSnapshot(
   const due = new Map<number, number>();
   for (const position of tables.near) due.set(position, NaN);
   tables.near = new PositionSet();
-  const collided = tables.collidedPositions();
+  const current = tables.latestCheck();
   for (let i = 0; i < tail.length; i += 4) {
-    if (tables.isLatest(tail[i + 2], tail[i + 3], tail[i + 1], collided)) {
-      due.set(tail[i + 1], tail[i]);
-    }
+    if (current(tail[i + 2], tail[i + 3], tail[i + 1])) due.set(tail[i + 1], tail[i]);
   }
-  const current = (low: number, high: number, position: number) =>
-    tables.isLatest(low, high, position, collided);
   for (const { key, start } of index.files()) {
     if (start >= frontier) break;
     const entries = await index.take(key, frontier, current);

@@ -1,8 +1,6 @@
 /**
- * The file store's tables: what it keeps in memory about live messages, and `apply`, the one
- * function that changes them. Live changes and recovery's replay both go through `apply`, so
- * the tables are what a replay of the log rebuilds; except HANDOUT records of messages in
- * flight, applied only before a snapshot (handouts.ts).
+ * The file store's tables of live messages, and `apply`, the one function that changes them,
+ * live and in recovery's replay alike (HANDOUTs of messages in flight: only before a snapshot).
  *
  *   ids          id hash -> position of the message's latest record (IdTable)
  *   collisions   exact id -> its latest record, for an id whose 64-bit hash another live id holds
@@ -31,9 +29,7 @@
  *   - a dead id's latest record is its BURY: deadIds[id].position = latest(id);
  *   - the sum of segmentLive is the number of live messages (ids.size + collisions.size);
  *   - every position in `near` is the latest record of a live message that is not dead.
- *
- * Pure: no I/O, no clock. Index entries go to an IndexSink, what only recovery needs to a
- * ReplayWatcher.
+ * Pure: no I/O, no clock.
  */
 
 import { debugAssert } from '../../assert.js';
@@ -42,7 +38,6 @@ import { readF64 } from '../bytes.js';
 import { MessageCounts, TopicNames } from '../counts.js';
 import { IdHash, IdTable, hashId, hashIdBytes, type IdTableArrays } from './id-table.js';
 import { PositionSet } from './position-set.js';
-import { segmentOf } from './positions.js';
 import {
   BURY,
   FINISH,
@@ -59,14 +54,15 @@ import {
   topicStart,
 } from './records.js';
 import type { StoreSnapshot } from './snapshot.js';
+import { segmentOf } from '../log/index.js';
 
-/** Where the latest record of an id whose hash another live id owns is. */
-export interface CollidedId {
+/** The latest record of an id whose hash another live id owns. */
+interface CollidedId {
   position: number;
   deliverAt: number;
 }
 
-export interface DeadMessage {
+interface DeadMessage {
   /** Its BURY record. */
   position: number;
   /** Its SCHEDULE record, which keeps its segment. */
@@ -79,10 +75,7 @@ export interface IndexSink {
   append(deliverAt: number, position: number, low: number, high: number): void;
 }
 
-/**
- * What a recovery's replay learns beyond the tables (this base learns nothing). Set as
- * Tables.replay only during a replay; its absence tells `placed` to note near positions.
- */
+/** What a recovery's replay learns beyond the tables (this base learns nothing). */
 export class ReplayWatcher {
   /** A SCHEDULE, MOVE or HANDOUT that is not indexed gave its message this due time. */
   placed(_deliverAt: number, _position: number, _low: number, _high: number): void {}
@@ -101,8 +94,7 @@ export class ReplayWatcher {
   ): void {}
 }
 
-/** The tables' part of a snapshot. */
-export type TableSnapshot = Pick<
+type TableSnapshot = Pick<
   StoreSnapshot,
   'ids' | 'collisions' | 'dead' | 'segmentLive' | 'counts' | 'near'
 >;
@@ -114,12 +106,9 @@ export class Tables {
   readonly segmentLive = new Map<number, number>();
   readonly tally = new MessageCounts();
   near = new PositionSet();
-  /** While a recovery replays the log: told what the tables do not keep. */
+  /** Only while a recovery replays the log; its absence tells `placed` to note near positions. */
   replay: ReplayWatcher | undefined;
-  /**
-   * Low hash halves of ids put in deadIds or collisions since both were last empty, so apply()
-   * makes an id string only for records that may be theirs.
-   */
+  /** Low hash halves of ids in deadIds or collisions: apply() makes strings only for these. */
   private readonly exactLows = new Set<number>();
   private readonly topicNames = new TopicNames();
   /** Reused by every hash computed here: hashing allocates nothing. */
@@ -131,10 +120,7 @@ export class Tables {
     return this.ids.size + this.collisions.size;
   }
 
-  /**
-   * Applies one record, live or in replay; its body is at `body[at...]`. `reindex`: also add a
-   * schedule-index entry (the message's due time is beyond what is loaded into memory).
-   */
+  /** Applies one record (body at `body[at...]`); `reindex`: it gets a schedule-index entry. */
   apply(type: number, body: Buffer, at: number, position: number, reindex: boolean): void {
     const hash = this.hash;
     hashIdBytes(body, at + idStart(type), idLength(type, body, at), hash);
@@ -237,15 +223,11 @@ export class Tables {
     return this.latest(id) === position && !this.isDeadAt(id, position);
   }
 
-  /** Whether an entry for (low, high) at `position` is still its message's latest record. */
-  isLatest(low: number, high: number, position: number, collided: ReadonlySet<number>): boolean {
-    return this.ids.get(low, high) === position || collided.has(position);
-  }
-
-  collidedPositions(): Set<number> {
-    const positions = new Set<number>();
-    for (const collided of this.collisions.values()) positions.add(collided.position);
-    return positions;
+  /** Whether an index entry (low, high, position) is still its message's latest record. */
+  latestCheck(): (low: number, high: number, position: number) => boolean {
+    const collided = new Set<number>();
+    for (const { position } of this.collisions.values()) collided.add(position);
+    return (low, high, position) => this.ids.get(low, high) === position || collided.has(position);
   }
 
   /** Undoes a SCHEDULE whose write failed by applying a FINISH that is never written. */
@@ -284,10 +266,8 @@ export class Tables {
     };
   }
 
-  /** A SCHEDULE, MOVE or HANDOUT placed its message: where the message is found from now. */
   private placed(deliverAt: number, position: number, low: number, high: number, reindex: boolean) {
     if (reindex) this.index.append(deliverAt, position, low, high);
-    // Live, not indexed: due before the frontier, so the queue takes it into memory.
     else if (this.replay === undefined) this.near.add(position);
     else this.replay.placed(deliverAt, position, low, high);
   }

@@ -4,7 +4,6 @@
  */
 
 import { IdTable } from './id-table.js';
-import { segmentOf } from './positions.js';
 import {
   FINISH,
   SCHEDULE,
@@ -14,6 +13,7 @@ import {
   topicStart,
 } from './records.js';
 import { ReplayWatcher } from './table.js';
+import { segmentOf } from '../log/index.js';
 
 export class Untraced extends ReplayWatcher {
   /** Moved or buried, and not finished after: live, but their payload cannot be read. */

@@ -37,7 +37,7 @@ const RETRY_FIRST_MS = 50;
 /** ...up to this. */
 const RETRY_MAX_MS = 5_000;
 
-export interface WindowEntries {
+interface WindowEntries {
   count: number;
   deliverAt: Float64Array;
   position: Float64Array;

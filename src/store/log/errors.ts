@@ -22,7 +22,7 @@ const LOG_ERROR_CODES = [
   'ERR_TICKWHEEL_SEGMENT_ACTIVE',
   'ERR_TICKWHEEL_INVALID_STATE',
 ] as const;
-export type LogErrorCode = (typeof LOG_ERROR_CODES)[number];
+type LogErrorCode = (typeof LOG_ERROR_CODES)[number];
 
 export class LogError extends TickwheelError<LogErrorCode> {
   constructor(code: LogErrorCode, message: string, options?: { cause?: unknown }) {

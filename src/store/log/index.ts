@@ -18,6 +18,13 @@ export {
 export { RECORD_HEADER_BYTES, RECORD_MAGIC } from './format.js';
 export { MessageLog } from './message-log.js';
 export type { FsyncPolicy, LogIo, MessageLogOptions } from './options.js';
-export { SEGMENT_SPAN, segmentFileName } from './positions.js';
+export {
+  SEGMENT_SPAN,
+  offsetOf,
+  positionOf,
+  segmentFileName,
+  segmentOf,
+  where,
+} from './positions.js';
 export type { OnRecord, ReplayOptions, ReplayReport } from './replay.js';
 export type { RecordSlot } from './writer.js';

@@ -1,15 +1,7 @@
 /**
  * The message log: append-only typed, checksummed records in segment files, the first durable
- * stop of every change to a delayed message. This facade ties together:
- *
- *   format.ts     the record format and its one decoder
- *   positions.ts  segments and positions (segment * 2^32 + offset)
- *   segments.ts   which segments exist, their sizes, the active one
- *   writer.ts     appending (reserve → commit), staging, group commit, failures
- *   reader.ts     reading records back, one or many, and raw bytes
- *   replay.ts     replaying segments at recovery: damage, resynchronisation, torn tails
- *   options.ts    options and the file operations the writer uses
- *   errors.ts     LogError, LogFailure
+ * stop of every change to a delayed message. A facade over this folder's modules (writer.ts
+ * appends, reader.ts reads, replay.ts recovers; the list is in docs/storage.md).
  */
 
 import { mkdir, open, readdir, stat, unlink } from 'node:fs/promises';
@@ -38,7 +30,7 @@ import { scanSegment, type OnRecord, type ReplayOptions, type ReplayReport } fro
 import { SegmentTable } from './segments.js';
 import { Writer, type RecordSlot, type WriterStats } from './writer.js';
 
-export interface MessageLogStats extends WriterStats {
+interface MessageLogStats extends WriterStats {
   segments: number;
   /** Bytes in all segments, records still waiting to be written included. */
   bytes: number;
@@ -117,10 +109,6 @@ export class MessageLog implements LogView {
     return log;
   }
 
-  static segmentOf(position: number): number {
-    return segmentOf(position);
-  }
-
   get closed(): boolean {
     return this.writer.closed;
   }
@@ -145,8 +133,6 @@ export class MessageLog implements LogView {
   segmentSize(segment: number): number | undefined {
     return this.table.sizeOf(segment);
   }
-
-  // ---- appending: see writer.ts ------------------------------------------------------------
 
   /** Reserves room for a record body of at most `maxLength` bytes (see writer.ts). */
   reserve(type: number, maxLength: number): RecordSlot {
@@ -214,8 +200,6 @@ export class MessageLog implements LogView {
     }
   }
 
-  // ---- reading: see reader.ts ---------------------------------------------------------------
-
   read(position: number): Promise<ReadResult> {
     return this.reader.read(position);
   }
@@ -235,8 +219,6 @@ export class MessageLog implements LogView {
   writtenEnd(segment: number): number {
     return this.writer.writtenEnd(segment);
   }
-
-  // ---- recovery: see replay.ts --------------------------------------------------------------
 
   /**
    * Delivers every good record from position `from` on, in order (bodies are copies), and
@@ -281,8 +263,6 @@ export class MessageLog implements LogView {
     report.end = this.end;
     return report;
   }
-
-  // ---- retention and shutdown ---------------------------------------------------------------
 
   /** Deletes a closed segment's file once its staged records are written; not the active one. */
   async deleteSegment(segment: number): Promise<void> {

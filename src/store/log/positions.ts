@@ -31,6 +31,20 @@ export function segmentOf(position: number): number {
   return Math.floor(position / SEGMENT_SPAN);
 }
 
+/** The byte of its segment file a position points at. */
+export function offsetOf(position: number): number {
+  return position % SEGMENT_SPAN;
+}
+
+export function positionOf(segment: number, offset: number): number {
+  return segment * SEGMENT_SPAN + offset;
+}
+
+/** A position as people read it (in errors and reports). */
+export function where(position: number): string {
+  return `log segment ${segmentOf(position)} at byte ${offsetOf(position)}`;
+}
+
 export function checkPosition(position: number, name: string): void {
   if (!Number.isSafeInteger(position) || position < 0) {
     throw new LogError(
@@ -43,6 +57,6 @@ export function checkPosition(position: number, name: string): void {
 export function corruptRecord(position: number, reason: string): TickwheelCorruptError {
   return new TickwheelCorruptError(
     `record at position ${position} (segment ${segmentOf(position)}, byte ` +
-      `${position % SEGMENT_SPAN}) is damaged: ${reason}`,
+      `${offsetOf(position)}) is damaged: ${reason}`,
   );
 }

@@ -51,7 +51,7 @@ export interface ReplayReport {
 
 export type OnRecord = (type: number, body: Buffer, position: number) => void;
 
-export interface SegmentScan {
+interface SegmentScan {
   dir: string;
   segment: number;
   /** Offset to start at. */

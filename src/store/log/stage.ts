@@ -3,7 +3,6 @@
 import type { LogFailure } from './errors.js';
 import { ignore } from './files.js';
 
-/** A promise with its settle functions at hand. */
 export class Deferred {
   readonly promise: Promise<void>;
   resolve!: () => void;
@@ -44,7 +43,7 @@ export interface RecordSlot {
   readonly durable: Promise<void>;
   /** Completes the record with its real body length; returns its position. */
   commit(length: number): number;
-  /** As commit, but starts no write: see the top of the file. */
+  /** As commit, but starts no write (writer.ts). */
   commitLater(length: number): number;
   /** Gives the record up (its encoder failed): nothing is appended. */
   abort(): void;
@@ -52,7 +51,6 @@ export interface RecordSlot {
 
 export interface WriterStats {
   appends: number;
-  /** Write calls made to segment files. */
   writes: number;
   /** fsyncs of segment files (directory syncs after creating a segment are not counted). */
   fsyncs: number;

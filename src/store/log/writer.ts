@@ -1,10 +1,7 @@
 /**
- * Appending and writing: records are encoded straight into staging buffers, given their
- * positions at once, and written by a single writer with at most one write in flight.
- *
- * `reserve(type, maxLength)` hands out the one RecordSlot: the caller writes the body into
- * `buf` from `at`, in the same synchronous step, then `commit(length)` (the position; its
- * promise in `slot.durable`) or `abort()`. Nothing is allocated per record.
+ * Appending and writing: records are encoded straight into staging buffers (the one RecordSlot
+ * that reserve() hands out: stage.ts), given their positions at once, and written by a single
+ * writer with at most one write in flight. Nothing is allocated per record.
  *
  * Group commit ('batch'): records staged while a write and fsync are in flight go out in the
  * next single write and fsync, and share one `durable` promise:
@@ -52,7 +49,7 @@ import { Deferred, type RecordSlot, type Stage, type WriterStats } from './stage
 export type { RecordSlot, WriterStats };
 
 const HEADER = RECORD_HEADER_BYTES;
-/** The slot's buffer once its stage's is let go, so a large one is not kept alive by it. */
+/** The slot's buffer once its stage's is let go, so that it keeps no large one alive. */
 const NO_BUFFER = Buffer.alloc(0);
 /** Staging buffers start this big and double when a batch outgrows them. */
 const STAGE_BYTES = 256 * 1024;
@@ -72,7 +69,6 @@ export class Writer implements StagedWrites {
   private kickQueued = false;
   /** Writes records committed with commitLater that nothing else has written (LATER_MS). */
   private laterTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Appends what is to go out with the next write: see the top of the file. */
   beforeWrite: (() => void) | undefined;
   private preparing = false;
   /** The reserved record: its type and room (-1: none). */
@@ -127,7 +123,6 @@ export class Writer implements StagedWrites {
     }
   }
 
-  /** Reserves room for a record of at most `maxLength` body bytes: see the top of the file. */
   reserve(type: number, maxLength: number): RecordSlot {
     if (this.closed) throw closedError('append to');
     if (this.replaying) {
@@ -236,7 +231,6 @@ export class Writer implements StagedWrites {
     this.kickSoon();
   };
 
-  /** Starts a drain in a microtask unless one runs or is about to. */
   private kickSoon(): void {
     if (this.draining !== null || this.kickQueued) return;
     this.kickQueued = true;
@@ -286,7 +280,6 @@ export class Writer implements StagedWrites {
     return this.queue.some((stage) => stage.segment === segment);
   }
 
-  /** fsync that counts (writes made durable, for the stats). */
   async sync(handle: FileHandle): Promise<void> {
     const started = performance.now();
     await this.io.sync(handle);
