@@ -85,7 +85,7 @@ export function openApiDocument(
       (paths[path] ??= {})[method.toLowerCase()] = op;
     }
   }
-  const known = new Set(API_TAGS.map((tag) => tag.name));
+  const known = new Set<string>(API_TAGS.map((tag) => tag.name));
   return {
     openapi: '3.1.0',
     info: {

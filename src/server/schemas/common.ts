@@ -57,7 +57,16 @@ export const API_TAGS = [
     name: 'schedules',
     description: 'Recurring schedules: cron or intervals, each occurrence a message',
   },
-];
+] as const;
+
+/** A route's schema, listed in /openapi.json as `operationId` in the group `tag`. */
+export function routeSchema<const Rest extends object>(
+  tag: (typeof API_TAGS)[number]['name'],
+  operationId: string,
+  rest: Rest,
+) {
+  return { operationId, tags: [tag], ...rest };
+}
 
 export const errorDetail = {
   type: 'object',
