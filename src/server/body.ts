@@ -39,11 +39,7 @@ function unsafeContent(root: unknown): string | undefined {
       continue;
     }
     if (typeof value !== 'object' || value === null) continue;
-    if (Array.isArray(value)) {
-      for (let i = value.length - 1; i >= 0; i--)
-        stack.push({ value: value[i], path: `${path}/${i}` });
-      continue;
-    }
+    // Arrays (index keys only) pass both key checks.
     if (Object.hasOwn(value, '__proto__')) {
       return `${shown(path)} has a "__proto__" key, which the server refuses: it can change object prototypes in code that merges it`;
     }
@@ -56,12 +52,10 @@ function unsafeContent(root: unknown): string | undefined {
     ) {
       return `${shown(path)} has a "constructor" key holding "prototype", which the server refuses: it can change object prototypes in code that merges it`;
     }
-    const keys = Object.keys(value);
-    for (let i = keys.length - 1; i >= 0; i--) {
-      stack.push({
-        value: (value as Record<string, unknown>)[keys[i]],
-        path: `${path}/${keys[i]}`,
-      });
+    // Pushed last first, so that the first problem in document order is the one reported.
+    const entries = Object.entries(value);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      stack.push({ value: entries[i][1], path: `${path}/${entries[i][0]}` });
     }
   }
   return undefined;
