@@ -1,14 +1,12 @@
 /**
- * The one body parser: `application/json` (with any parameters); another media type is refused
- * with 415. An empty body (or only whitespace) is no body: generic clients send
- * `content-type: application/json` on every request, bodies or not.
+ * The one body parser: `application/json` (with any parameters), another media type a 415. An
+ * empty body (or only whitespace) is no body: generic clients send that content-type always.
  *
- * Malformed JSON is refused with the parser's own words. Refused too, naming the path: keys
- * that pollute prototypes in code that merges objects (`__proto__`, `constructor` holding
- * `prototype`), payloads included, since consumers may merge them; and numbers beyond a double
- * (`1e999`), which JSON.parse makes Infinity and would be stored as `null`. Both checks walk the
- * parsed value only when the text could hold such a key or number (a `\u` escape can spell
- * `__proto__`), so ordinary bodies cost one regular expression scan.
+ * Refused with 400, naming the path: malformed JSON; keys that pollute prototypes in code that
+ * merges objects (`__proto__`, `constructor` holding `prototype`), payloads included, as
+ * consumers may merge them; numbers beyond a double (`1e999`, which would be stored as `null`).
+ * The parsed value is walked only when the text could hold such a key or number (a `\u` escape
+ * can spell `__proto__`), so an ordinary body costs one regular expression scan.
  */
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -77,10 +75,7 @@ function parseJsonBody(text: string): unknown {
   return value;
 }
 
-/**
- * Replaces Fastify's parsers with the one above; an empty body of any other type is no body (a
- * route that needs one says what is missing), a non-empty one a 415.
- */
+/** Replaces Fastify's parsers; an empty body of another type is no body, a non-empty one a 415. */
 export function jsonBodies(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(

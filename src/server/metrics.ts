@@ -4,10 +4,9 @@
  * (counters, messages by topic and state, the store, fire and delivery lateness, fsyncs).
  * Lateness is the queue's own, on its clock: a second clock here would disagree with deliverAt.
  *
- * Topic labels are bounded: the first `topics` topics seen since start have a label of their
- * own, later ones are summed under topic="_other", so that clients inventing topic names cannot
- * grow the number of series without bound. Each server has its own registry, so several servers
- * in one process do not collide. Units are seconds and bytes, as Prometheus wants.
+ * Topic labels are bounded: the first `topics` topics seen have a label of their own, later ones
+ * are summed under topic="_other", so clients inventing topic names cannot grow the series
+ * without bound. Each server has its own registry (several in one process do not collide).
  */
 
 import {

@@ -1,12 +1,9 @@
 /**
  * GET /openapi.json: an OpenAPI 3.1 description generated from the schemas the routes are
- * registered with, so that it cannot drift from what the server checks and sends. An onRoute
- * hook records every route (recordRoutes); the document is built on the first request, once
- * every route is in. params, querystring and headers become parameters; body the requestBody
- * (required when it has required fields); response[status] the responses (JSON unless given as
- * `content`); operationId, summary, description, tags and security are copied. The errors from
- * around a route are in its schema too (declareErrors). A route opts out with
- * `config: { openapi: false }`; Fastify's HEAD mirror of each GET is left out.
+ * registered with (the errors from around a route included, declareErrors), so that it cannot
+ * drift from what the server checks and sends. An onRoute hook records every route
+ * (recordRoutes); the document is built on the first request, once every route is in. A route
+ * opts out with `config: { openapi: false }`; Fastify's HEAD mirror of each GET is left out.
  *
  * Fastify's schemas are draft-07 and OpenAPI 3.1's 2020-12: the routes keep to the keywords both
  * read alike (toSchema2020 refuses the others). A `$ref` names a schema added with addSchema
