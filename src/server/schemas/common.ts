@@ -209,6 +209,19 @@ export function object<const P extends object, const O extends keyof P & string 
   } as const;
 }
 
+/** object(), answered with nothing else in it (Fastify's serialiser drops anything else). */
+export function exact<const P extends object, const O extends keyof P & string = never>(
+  properties: P,
+  ...optional: O[]
+) {
+  return { additionalProperties: false, ...object(properties, ...optional) } as const;
+}
+
+/** A text answer of `mediaType`. */
+export function text(mediaType: string, description: string) {
+  return { description, content: { [mediaType]: { schema: { type: 'string' } } } } as const;
+}
+
 /** An answer that is a list, `{ <key>: [items] }`; when `closed`, with nothing else in it. */
 export function listOf<const Key extends string, const Items extends object>(
   key: Key,

@@ -4,7 +4,7 @@
  */
 
 import { COUNTER_NAMES } from '../../protocol/model.js';
-import { errorBody, idParams, nullable, object, routeSchema } from './common.js';
+import { errorBody, idParams, nullable, object, routeSchema, text } from './common.js';
 
 const nullableNumber = nullable('number');
 /** An object whose content is open: the properties listed, and whatever else the queue adds. */
@@ -103,10 +103,7 @@ export const healthSchema = routeSchema('operations', 'health', {
 export const metricsSchema = routeSchema('operations', 'metrics', {
   summary: 'The figures of the queue and the server, for Prometheus',
   response: {
-    200: {
-      description: 'Prometheus text format (version=0.0.4)',
-      content: { 'text/plain': { schema: { type: 'string' } } },
-    },
+    200: text('text/plain', 'Prometheus text format (version=0.0.4)'),
   },
 });
 
@@ -201,9 +198,9 @@ export const previewSchema = routeSchema('dashboard', 'payloadPreview', {
 export const dashboardPageSchema = routeSchema('dashboard', 'dashboardPage', {
   summary: 'The web dashboard',
   response: {
-    200: {
-      description: 'The page (a placeholder in a checkout that has not built the dashboard)',
-      content: { 'text/html': { schema: { type: 'string' } } },
-    },
+    200: text(
+      'text/html',
+      'The page (a placeholder in a checkout that has not built the dashboard)',
+    ),
   },
 });

@@ -12,7 +12,7 @@ import {
   PUSH_METHODS,
 } from '../../queue/push.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../../queue/topics.js';
-import { closed, listOf, object, topic, topicParams, routeSchema } from './common.js';
+import { closed, exact, listOf, topic, topicParams, routeSchema, text } from './common.js';
 
 const pushMethod = { enum: PUSH_METHODS } as const;
 
@@ -42,33 +42,24 @@ const pushTarget = closed(['url', 'secret'], {
 });
 
 /** A push target as read back: no secret, the headers' names only. */
-const pushTargetView = {
-  additionalProperties: false,
-  ...object({
-    url: { type: 'string' },
-    method: pushMethod,
-    headerNames: { type: 'array', items: { type: 'string' } },
-    timeoutMs: { type: 'integer' },
-    concurrency: { type: 'integer' },
-  }),
-} as const;
+const pushTargetView = exact({
+  url: { type: 'string' },
+  method: pushMethod,
+  headerNames: { type: 'array', items: { type: 'string' } },
+  timeoutMs: { type: 'integer' },
+  concurrency: { type: 'integer' },
+});
 
-const rateLimitView = {
-  additionalProperties: false,
-  ...object({ perSecond: { type: 'number' }, burst: { type: 'integer' } }),
-} as const;
+const rateLimitView = exact({ perSecond: { type: 'number' }, burst: { type: 'integer' } });
 
-const topicInfo = {
-  additionalProperties: false,
-  ...object({
-    topic: { type: 'string' },
-    paused: { type: 'boolean' },
-    rateLimit: { anyOf: [rateLimitView, { type: 'null' }] },
-    push: { anyOf: [pushTargetView, { type: 'null' }] },
-    pending: { type: 'integer' },
-    dead: { type: 'integer' },
-  }),
-} as const;
+const topicInfo = exact({
+  topic: { type: 'string' },
+  paused: { type: 'boolean' },
+  rateLimit: { anyOf: [rateLimitView, { type: 'null' }] },
+  push: { anyOf: [pushTargetView, { type: 'null' }] },
+  pending: { type: 'integer' },
+  dead: { type: 'integer' },
+});
 
 /** A route on one topic that answers with the topic as it is after the call. */
 const onTopic = { params: topicParams, response: { 200: topicInfo } } as const;
@@ -112,10 +103,9 @@ export const eventsSchema = routeSchema('events', 'streamEvents', {
     types: { type: 'string', minLength: 1, maxLength: 200 },
   }),
   response: {
-    200: {
-      description:
-        'A text/event-stream: `event: <type>`, `id: <n>`, `data: <JSON event>`; `event: lost` ends a stream that fell behind',
-      content: { 'text/event-stream': { schema: { type: 'string' } } },
-    },
+    200: text(
+      'text/event-stream',
+      'A text/event-stream: `event: <type>`, `id: <n>`, `data: <JSON event>`; `event: lost` ends a stream that fell behind',
+    ),
   },
 });
