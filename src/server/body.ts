@@ -1,14 +1,12 @@
 /**
- * The one body parser: `application/json` (with any parameters); another media type is refused
- * with 415. An empty body (or only whitespace) is no body: generic clients send
- * `content-type: application/json` on every request, bodies or not.
+ * The one body parser: `application/json` (with any parameters), another media type a 415. An
+ * empty body (or only whitespace) is no body: generic clients send that content-type always.
  *
- * Malformed JSON is refused with the parser's own words. Refused too, naming the path: keys
- * that pollute prototypes in code that merges objects (`__proto__`, `constructor` holding
- * `prototype`), payloads included, since consumers may merge them; and numbers beyond a double
- * (`1e999`), which JSON.parse makes Infinity and would be stored as `null`. Both checks walk the
- * parsed value only when the text could hold such a key or number (a `\u` escape can spell
- * `__proto__`), so ordinary bodies cost one regular expression scan.
+ * Refused with 400, naming the path: malformed JSON; keys that pollute prototypes in code that
+ * merges objects (`__proto__`, `constructor` holding `prototype`), payloads included, as
+ * consumers may merge them; numbers beyond a double (`1e999`, which would be stored as `null`).
+ * The parsed value is walked only when the text could hold such a key or number (a `\u` escape
+ * can spell `__proto__`), so an ordinary body costs one regular expression scan.
  */
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -39,11 +37,7 @@ function unsafeContent(root: unknown): string | undefined {
       continue;
     }
     if (typeof value !== 'object' || value === null) continue;
-    if (Array.isArray(value)) {
-      for (let i = value.length - 1; i >= 0; i--)
-        stack.push({ value: value[i], path: `${path}/${i}` });
-      continue;
-    }
+    // Arrays (index keys only) pass both key checks.
     if (Object.hasOwn(value, '__proto__')) {
       return `${shown(path)} has a "__proto__" key, which the server refuses: it can change object prototypes in code that merges it`;
     }
@@ -56,12 +50,10 @@ function unsafeContent(root: unknown): string | undefined {
     ) {
       return `${shown(path)} has a "constructor" key holding "prototype", which the server refuses: it can change object prototypes in code that merges it`;
     }
-    const keys = Object.keys(value);
-    for (let i = keys.length - 1; i >= 0; i--) {
-      stack.push({
-        value: (value as Record<string, unknown>)[keys[i]],
-        path: `${path}/${keys[i]}`,
-      });
+    // Pushed last first, so that the first problem in document order is the one reported.
+    const entries = Object.entries(value);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      stack.push({ value: entries[i][1], path: `${path}/${entries[i][0]}` });
     }
   }
   return undefined;
@@ -83,10 +75,7 @@ function parseJsonBody(text: string): unknown {
   return value;
 }
 
-/**
- * Replaces Fastify's parsers with the one above; an empty body of any other type is no body (a
- * route that needs one says what is missing), a non-empty one a 415.
- */
+/** Replaces Fastify's parsers; an empty body of another type is no body, a non-empty one a 415. */
 export function jsonBodies(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(

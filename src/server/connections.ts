@@ -2,21 +2,17 @@
  * The server's connections: how many may be open at once, which one goes to make room for a
  * new one, and which ones a closing server ends at once.
  *
- * Every connection holds a file descriptor, and so does every file the store opens. A socket
- * that never sends a byte is closed only by the request timeout (408); until then thousands of
- * them could take the process's last descriptor, and `accept` fails (no one is served) and so
- * does the store's next open. So connections are capped below the file limit, leaving room for
- * the store (defaultMaxConnections).
+ * Each connection holds a file descriptor, as does each file the store opens, and a silent
+ * socket lasts until the request timeout (408): a flood of them could take the last descriptor,
+ * and then nothing is accepted and the store cannot open a file. So connections are capped below
+ * the file limit (defaultMaxConnections). At the cap, the connection that has waited longest
+ * without a whole request is closed for the newcomer, so a client that speaks is served during
+ * a flood; one serving a request (a long poll included) never is. Only when all are serving is
+ * the newcomer refused, with a 503 written straight to the socket.
  *
- * At the cap, a new connection is let in and the one that has waited longest without a whole
- * request is closed. A client that speaks is then served during a flood of silent sockets, whose
- * own sockets are older than its connection; a connection serving a whole request (a long poll
- * included) is never closed for room. Only when every open connection is serving one is the new
- * one refused, with a 503 written straight to the socket.
- *
- * `waiting` holds connections in the order they started waiting (a Set keeps insertion order).
+ * `waiting` keeps connections in the order they started waiting (a Set keeps insertion order).
  * Node has no event for a request arriving whole (`complete`), so such a connection stays there
- * until the next search for room drops it: at most once per request, O(1) amortised.
+ * until the next search for room drops it: once per request, O(1) amortised.
  */
 
 import { readFileSync } from 'node:fs';
@@ -27,9 +23,8 @@ import type { Socket } from 'node:net';
 const ASSUMED_FILE_LIMIT = 1024;
 /** Fewest descriptors kept for the store, Node itself and push targets' sockets. */
 const MIN_RESERVED_FILES = 128;
-/** The default cap never exceeds this, however high the file limit: each socket costs memory. */
+/** Bounds of the default cap, however high or low the file limit (each socket costs memory). */
 const MAX_DEFAULT_CONNECTIONS = 4096;
-/** The default cap never goes below this, however low the file limit. */
 const MIN_DEFAULT_CONNECTIONS = 16;
 /** Least time between two warnings that the cap was reached. */
 const WARN_INTERVAL_MS = 60_000;

@@ -1,12 +1,12 @@
 /**
  * Every failure becomes `{ error: { code, message, outcome } }` with a status that says whose
- * fault it is: 4xx for what the caller can change, 5xx only for the server's own trouble. The
- * status of a code comes from the one table of them, src/protocol/status.ts.
+ * fault it is: 4xx for what the caller can change, 5xx only for the server's own trouble (the
+ * status of each code: src/protocol/status.ts).
  *
- * `outcome` says whether the request may have taken effect (docs/http-api.md, Retries). The
- * queue says so where it knows (TickwheelOutcomeError); a refusal (4xx, the server's own 503s, a
- * closed queue) and any failure of a read are 'none'. Any other 5xx is 'unknown': a failure the
- * queue did not place may have come after a write, and 'none' would then be a lie.
+ * `outcome` says whether the request may have taken effect (docs/http-api.md, Retries): as the
+ * queue says where it knows (TickwheelOutcomeError); 'none' for a refusal (4xx, the server's own
+ * 503s, a closed queue) and a failed read; else 'unknown', as a failure the queue did not place
+ * may have come after a write.
  */
 
 import { STATUS_CODES } from 'node:http';
@@ -108,8 +108,8 @@ function statusAndBody(err: unknown): ErrorResponse {
   }
   const code = typeof error.code === 'string' ? error.code : '';
   const status = isErrorCode(code) ? HTTP_STATUS[code] : undefined;
-  // 500 is the status of the codes the server never raises, the client's and the CLI's among
-  // them (so the others are WireErrorCodes): one seen here is a bug, answered as INTERNAL below.
+  // 500 is the status of the codes the server never raises (the client's, the CLI's): one seen
+  // here is a bug, answered as INTERNAL below; the others are WireErrorCodes.
   if (status !== undefined && status !== 500) {
     const wire = code as WireErrorCode;
     return response(status, wire, status >= 500 ? serverSide(wire) : message);

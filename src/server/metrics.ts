@@ -4,10 +4,9 @@
  * (counters, messages by topic and state, the store, fire and delivery lateness, fsyncs).
  * Lateness is the queue's own, on its clock: a second clock here would disagree with deliverAt.
  *
- * Topic labels are bounded: the first `topics` topics seen since start have a label of their
- * own, later ones are summed under topic="_other", so that clients inventing topic names cannot
- * grow the number of series without bound. Each server has its own registry, so several servers
- * in one process do not collide. Units are seconds and bytes, as Prometheus wants.
+ * Topic labels are bounded: the first `topics` topics seen have a label of their own, later ones
+ * are summed under topic="_other", so clients inventing topic names cannot grow the series
+ * without bound. Each server has its own registry (several in one process do not collide).
  */
 
 import {
@@ -107,8 +106,8 @@ export class ServerMetrics {
   readonly registry = defaultRegistry();
   /** Reads the number of open connections at scrape time; set by the server once listening. */
   openConnections: () => number = () => 0;
-  /** The cluster's series are kept out of the registry until stats() carry a cluster part. */
-  private readonly unregistered: Registry[] = [];
+  /** The cluster's series, kept out of `registry` until stats() carry a cluster part. */
+  private readonly cluster = new Registry();
   private readonly httpRequests = this.counter(
     'tickwheel_http_requests_total',
     'HTTP requests answered, by route pattern and status.',
@@ -195,29 +194,29 @@ export class ServerMetrics {
     'tickwheel_cluster_nodes',
     'Nodes of the queue on Valkey/Redis that heartbeat (absent on one machine).',
     [],
-    this.unregistered,
+    [this.cluster],
   );
   private readonly clusterPartitions = this.gauge(
     'tickwheel_cluster_partitions',
     'Partitions whose lease each node holds ("(none)": no owner now).',
     ['node'],
-    this.unregistered,
+    [this.cluster],
   );
   private readonly clusterOwned = this.gauge(
     'tickwheel_cluster_partitions_owned',
     'Partitions this node owns and fires messages for.',
     [],
-    this.unregistered,
+    [this.cluster],
   );
   private readonly leaseChanges = this.mirrored(
     'tickwheel_cluster_lease_changes_total',
     'Partition leases this node took or lost.',
-    this.unregistered,
+    [this.cluster],
   );
   private readonly dataLosses = this.mirrored(
     'tickwheel_cluster_data_losses_total',
     'Partitions this node saw made anew on the server: their data was lost.',
-    this.unregistered,
+    [this.cluster],
   );
   /** The push totals last mirrored, by topic and outcome. */
   private readonly pushSeen = new Map<string, number>();
@@ -250,18 +249,11 @@ export class ServerMetrics {
     return metric;
   }
 
-  /** The cluster's series, registered the first time stats() carry a cluster part. */
   private renderCluster(cluster: ClusterStats | undefined): void {
     if (cluster === undefined) return;
     if (!this.clusterRegistered) {
       this.clusterRegistered = true;
-      for (const metric of [
-        this.clusterNodes,
-        this.clusterPartitions,
-        this.clusterOwned,
-        this.leaseChanges.counter,
-        this.dataLosses.counter,
-      ]) {
+      for (const metric of this.cluster.getMetricsAsArray()) {
         this.registry.registerMetric(metric as unknown as Metric);
       }
     }

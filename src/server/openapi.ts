@@ -1,17 +1,14 @@
 /**
  * GET /openapi.json: an OpenAPI 3.1 description generated from the schemas the routes are
- * registered with, so that it cannot drift from what the server checks and sends. An onRoute
- * hook records every route (recordRoutes); the document is built on the first request, once
- * every route is in. params, querystring and headers become parameters; body the requestBody
- * (required when it has required fields); response[status] the responses (JSON unless given as
- * `content`); operationId, summary, description, tags and security are copied. The errors from
- * around a route are in its schema too (declareErrors). A route opts out with
- * `config: { openapi: false }`; Fastify's HEAD mirror of each GET is left out.
+ * registered with (the errors from around a route included, declareErrors), so that it cannot
+ * drift from what the server checks and sends. An onRoute hook records every route
+ * (recordRoutes); the document is built on the first request, once every route is in. A route
+ * opts out with `config: { openapi: false }`; Fastify's HEAD mirror of each GET is left out.
  *
- * Fastify's schemas are draft-07 and OpenAPI 3.1's 2020-12 (toSchema2020 converts). A `$ref` to
- * a schema added with addSchema (`'settings#'`) points into components/schemas; one within a
- * schema (`'#/definitions/x'`) to where that schema lands. `$id`s are dropped: they would change
- * the base those references resolve against.
+ * Fastify's schemas are draft-07 and OpenAPI 3.1's 2020-12: the routes keep to the keywords both
+ * read alike (toSchema2020 refuses the others). A `$ref` names a schema added with addSchema
+ * (`'Error#'`) and points into components/schemas; `$id`s are dropped, as they would change the
+ * base those references resolve against.
  */
 
 import { STATUS_CODES } from 'node:http';
@@ -76,16 +73,13 @@ export function openApiDocument(
   const paths: OpenApiDocument['paths'] = {};
   const used = new Set<string>();
   for (const route of described(routes)) {
-    const methods = methodsOf(route);
-    for (const method of methods) {
-      const path = openApiPath(route.url);
-      const at = `/paths/${escapePointer(path)}/${method.toLowerCase()}`;
-      const op = operation(route, method, methods.length > 1, at, components);
+    for (const method of methodsOf(route)) {
+      const op = operation(route, components);
       for (const tag of (op.tags as string[] | undefined) ?? []) used.add(tag);
-      (paths[path] ??= {})[method.toLowerCase()] = op;
+      (paths[openApiPath(route.url)] ??= {})[method.toLowerCase()] = op;
     }
   }
-  const known = new Set(API_TAGS.map((tag) => tag.name));
+  const known = new Set<string>(API_TAGS.map((tag) => tag.name));
   return {
     openapi: '3.1.0',
     info: {
@@ -155,28 +149,34 @@ function pathParams(url: string): string[] {
   return [...openApiPath(url).matchAll(/\{([^}]+)\}/g)].map((match) => match[1]);
 }
 
-function operation(
-  route: RouteOptions,
-  method: string,
-  oneOfSeveral: boolean,
-  at: string,
-  components: Components,
-): Schema {
+function operation(route: RouteOptions, components: Components): Schema {
   const schema = (route.schema ?? {}) as Schema;
   const op: Schema = {};
   for (const key of ['operationId', 'summary', 'description', 'tags', 'security']) {
     if (schema[key] !== undefined) op[key] = schema[key];
   }
-  // One route for several methods: an operationId must be unique across the document.
-  if (oneOfSeveral && typeof op.operationId === 'string') {
-    op.operationId = `${op.operationId}${method[0]}${method.slice(1).toLowerCase()}`;
-  }
   const parameters = parametersOf(route.url, schema, components);
   if (parameters.length > 0) op.parameters = parameters;
-  if (schema.body !== undefined) {
-    op.requestBody = requestBody(schema.body as Schema, `${at}/requestBody`, components);
+  const body = schema.body as Schema | undefined;
+  if (body !== undefined) {
+    op.requestBody = {
+      // A route whose body has no required field takes a request without one.
+      required: ((body.required as unknown[]) ?? []).length > 0,
+      content: contentOf(body, components),
+    };
   }
-  op.responses = responsesOf(schema.response as Schema | undefined, `${at}/responses`, components);
+  const response = (schema.response ?? {}) as Record<string, Schema>;
+  op.responses = Object.fromEntries(
+    Object.keys(response)
+      .sort()
+      .map((status) => [
+        status,
+        {
+          description: response[status].description ?? STATUS_CODES[status],
+          content: contentOf(response[status], components),
+        },
+      ]),
+  );
   return op;
 }
 
@@ -217,46 +217,16 @@ function propertiesOf(schema: unknown): {
   return { properties: object.properties ?? {}, required: object.required ?? [] };
 }
 
-/** Fastify's form of a schema per media type: `{ content: { 'text/html': { schema } } }`. */
-function isContentMap(schema: Schema): schema is { content: Record<string, { schema: unknown }> } {
-  return typeof schema.content === 'object' && schema.content !== null && !('type' in schema);
-}
-
-function contentOf(schema: Schema, at: string, components: Components): Schema {
-  const content: Schema = {};
-  const media = isContentMap(schema)
-    ? Object.entries(schema.content).map(([type, entry]) => [type, entry.schema] as const)
-    : [['application/json', schema] as const];
-  for (const [type, body] of media) {
-    content[type] = { schema: components.convert(body, `${at}/${escapePointer(type)}/schema`) };
-  }
-  return content;
-}
-
-function requestBody(body: Schema, at: string, components: Components): Schema {
-  const schemas = isContentMap(body)
-    ? Object.values(body.content).map((entry) => entry.schema as Schema)
-    : [body];
-  return {
-    // A route whose body has no required field takes a request without one.
-    required: schemas.every((schema) => ((schema.required as unknown[]) ?? []).length > 0),
-    content: contentOf(body, `${at}/content`, components),
-  };
-}
-
-function responsesOf(response: Schema | undefined, at: string, components: Components): Schema {
-  const responses: Schema = {};
-  const statuses = Object.keys(response ?? {}).sort();
-  for (const status of statuses) {
-    const schema = (response as Schema)[status] as Schema;
-    // Fastify's '4xx' is OpenAPI's '4XX'.
-    const code = /^[1-5]xx$/i.test(status) ? status.toUpperCase() : status;
-    responses[code] = {
-      description: schema.description ?? STATUS_CODES[status] ?? `${code} responses`,
-      content: contentOf(schema, `${at}/${code}/content`, components),
-    };
-  }
-  return responses;
+/** A body as content by media type: JSON, unless given in Fastify's per-media-type form. */
+function contentOf(schema: Schema, components: Components): Schema {
+  // Fastify's form of a schema per media type: `{ content: { 'text/html': { schema } } }`.
+  const media =
+    typeof schema.content === 'object' && schema.content !== null && !('type' in schema)
+      ? Object.entries(schema.content as Record<string, { schema: unknown }>)
+      : [['application/json', { schema }] as const];
+  return Object.fromEntries(
+    media.map(([type, entry]) => [type, { schema: components.convert(entry.schema) }]),
+  );
 }
 
 // ---- schemas ------------------------------------------------------------------------------
@@ -267,129 +237,64 @@ function responsesOf(response: Schema | undefined, at: string, components: Compo
  * made `_`.
  */
 class Components {
-  private readonly shared = new Map<string, unknown>();
+  private readonly shared: Map<string, unknown>;
   private readonly schemas: Record<string, Schema> = {};
 
   constructor(routes: readonly RecordedRoute[]) {
-    for (const { shared } of routes) {
-      for (const [id, schema] of Object.entries(shared)) this.shared.set(id, schema);
-    }
+    this.shared = new Map(routes.flatMap(({ shared }) => Object.entries(shared)));
   }
 
   described(): { schemas?: Record<string, Schema> } {
     return Object.keys(this.schemas).length === 0 ? {} : { schemas: this.schemas };
   }
 
-  /**
-   * `schema` as JSON Schema 2020-12, placed at the JSON pointer `at` of the document (undefined
-   * for a schema taken apart, such as params' properties, which cannot hold local references).
-   */
-  convert(schema: unknown, at?: string): Schema {
-    return toSchema2020(schema, (ref) => this.reference(ref, at)) as Schema;
+  convert(schema: unknown): Schema {
+    return toSchema2020(schema, (ref) => this.reference(ref)) as Schema;
   }
 
-  private reference(ref: string, at: string | undefined): string {
-    const hash = ref.indexOf('#');
-    const base = hash === -1 ? ref : ref.slice(0, hash);
-    const fragment = renamePointer(hash === -1 ? '' : ref.slice(hash + 1));
-    if (base === '') {
-      assert(
-        at !== undefined,
-        `the $ref ${ref} is in a schema /openapi.json takes apart (params, querystring or ` +
-          'headers): refer to a shared schema (addSchema) instead',
-      );
-      return `#${at}${fragment}`;
-    }
+  private reference(ref: string): string {
+    const base = ref.endsWith('#') ? ref.slice(0, -1) : ref;
     const schema = this.shared.get(base);
-    assert(schema !== undefined, `the $ref ${ref} names no schema added with addSchema`);
+    assert(
+      schema !== undefined,
+      `the $ref ${ref} names no schema added with addSchema (a whole one: no fragment)`,
+    );
     const name = base.replace(/[^A-Za-z0-9._-]/g, '_');
-    const place = `/components/schemas/${escapePointer(name)}`;
     if (!(name in this.schemas)) {
       this.schemas[name] = {}; // Taken, for a schema that refers to itself.
-      this.schemas[name] = this.convert(schema, place);
+      this.schemas[name] = this.convert(schema);
     }
-    return `#${place}${fragment}`;
+    return `#/components/schemas/${name}`;
   }
 }
 
+/** Keywords draft-07 and 2020-12 read differently (or 2020-12 not at all). */
+const DRAFT_07_ONLY = new Set(['definitions', 'dependencies', 'additionalItems', 'nullable']);
+
 /**
  * A draft-07 schema as a 2020-12 one, each `$ref` rewritten by `reference`. The keys under
- * `properties` and the like are property names, not keywords, and are kept as they are.
+ * `properties` are property names, not keywords, and are kept as they are.
  */
 function toSchema2020(schema: unknown, reference: (ref: string) => string): unknown {
   if (Array.isArray(schema)) return schema.map((item) => toSchema2020(item, reference));
   if (typeof schema !== 'object' || schema === null) return schema;
-  const source = schema as Schema;
   const out: Schema = {};
-  for (const [key, value] of Object.entries(source)) {
-    switch (key) {
-      case '$id':
-      case '$schema':
-        break;
-      case '$ref':
-        out.$ref = reference(String(value));
-        break;
-      case 'definitions':
-      case '$defs':
-      case 'properties':
-      case 'patternProperties':
-        out[key === 'definitions' ? '$defs' : key] = mapValues(value, reference);
-        break;
-      case 'items':
-        if (Array.isArray(value)) out.prefixItems = toSchema2020(value, reference);
-        else out.items = toSchema2020(value, reference);
-        break;
-      case 'additionalItems':
-        // Only meaningful after a tuple `items`, which is `prefixItems` now.
-        if (Array.isArray(source.items)) out.items = toSchema2020(value, reference);
-        break;
-      case 'dependencies':
-        for (const [name, dependency] of Object.entries(value as Schema)) {
-          const target = Array.isArray(dependency) ? 'dependentRequired' : 'dependentSchemas';
-          ((out[target] ??= {}) as Schema)[name] = Array.isArray(dependency)
-            ? dependency
-            : toSchema2020(dependency, reference);
-        }
-        break;
-      case 'nullable':
-        break;
-      case 'enum':
-      case 'const':
-      case 'required':
-      case 'examples':
-      case 'default':
-        out[key] = value;
-        break;
-      default:
-        out[key] = toSchema2020(value, reference);
-    }
-  }
-  if (source.nullable === true) return nullable(out);
-  return out;
-}
-
-/** OpenAPI 3.0's `nullable: true` (which Fastify's Ajv accepts) as 2020-12 says it. */
-function nullable(schema: Schema): Schema {
-  if (typeof schema.type === 'string') return { ...schema, type: [schema.type, 'null'] };
-  if (Array.isArray(schema.type)) {
-    return schema.type.includes('null') ? schema : { ...schema, type: [...schema.type, 'null'] };
-  }
-  return { anyOf: [schema, { type: 'null' }] };
-}
-
-function mapValues(value: unknown, reference: (ref: string) => string): Schema {
-  const out: Schema = {};
-  for (const [name, schema] of Object.entries(value as Schema)) {
-    out[name] = toSchema2020(schema, reference);
+  for (const [key, value] of Object.entries(schema)) {
+    assert(
+      !DRAFT_07_ONLY.has(key) && !(key === 'items' && Array.isArray(value)),
+      `the schema keyword ${key} (as given) means something else in OpenAPI 3.1: say it as ` +
+        'JSON Schema 2020-12 and draft-07 both read it',
+    );
+    if (key === '$ref') out.$ref = reference(String(value));
+    else if (key === 'properties') {
+      out.properties = Object.fromEntries(
+        Object.entries(value as Schema).map(([name, item]) => [
+          name,
+          toSchema2020(item, reference),
+        ]),
+      );
+    } else if (['enum', 'const', 'required', 'examples', 'default'].includes(key)) out[key] = value;
+    else if (key !== '$id' && key !== '$schema') out[key] = toSchema2020(value, reference);
   }
   return out;
-}
-
-/** A JSON pointer into a draft-07 schema as one into its 2020-12 conversion. */
-function renamePointer(pointer: string): string {
-  return pointer.replace(/\/definitions(?=\/|$)/g, '/$defs');
-}
-
-function escapePointer(segment: string): string {
-  return segment.replace(/~/g, '~0').replace(/\//g, '~1');
 }

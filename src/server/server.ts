@@ -1,9 +1,6 @@
 /**
  * createServer(): a Fastify instance serving one DelayQueue over HTTP (docs/http-api.md), made
- * of plugins, one concern each: plugins/conventions.ts (error format, JSON bodies), access.ts
- * (Host check; token and JSON-only POSTs on /v1), lifecycle.ts (opening and closing the queue,
- * 503 while it cannot serve, the connection cap), metrics.ts, and routes/*.ts (one plugin per
- * group); /openapi.json is generated from the routes' schemas (openapi.ts).
+ * of plugins, one concern each (plugins/*.ts, one per route group in routes/*.ts).
  *
  * With `openInBackground`, createServer() resolves once the data directory is locked, before
  * the queue has recovered it (seconds for a big one): the server can listen at once, answering
@@ -68,9 +65,8 @@ function buildFastify(
     // The lifecycle plugin answers with 503 in the API's error format instead.
     return503OnClosing: false,
     // Time to receive a whole request (not to answer it: long polls are not affected), so a
-    // client that trickles its headers or body in cannot hold a connection and a graceful
-    // close for long. Node checks these timeouts every connectionsCheckingInterval (30 s by
-    // default, which let a slow client stay up to twice the timeout): check every second.
+    // client that trickles its request in cannot hold a connection and a graceful close for
+    // long. Node checks it every connectionsCheckingInterval (30 s by default): every second.
     requestTimeout: requestTimeoutMs,
     http: {
       headersTimeout: requestTimeoutMs,
@@ -99,8 +95,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
   try {
     const source = await startOpening(options, logFaults(app.log));
     const context: ServerContext = {
-      // Set once open: until then the lifecycle refuses every request that would reach it.
-      queue: undefined as unknown as Queue,
+      queue: undefined as unknown as Queue, // Set once open (ServerContext.queue).
       state: 'opening',
       openError: undefined,
       metrics: new ServerMetrics(settings.metricsTopics),
@@ -112,10 +107,9 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     const opened = watchOpening(source, context);
     if (options.openInBackground !== true) await opened;
     logRequests(app);
-    // Before any route: every route is recorded for /openapi.json. The plugins' order is
-    // their hooks' order: a request is checked for its Host, then for the queue being able to
-    // serve it, then (/v1) for its token; each plugin's onRoute hook adds to the routes
-    // registered after it the errors it answers with.
+    // Before any route: every route is recorded for /openapi.json. The plugins' order is their
+    // hooks' order (Host, then the queue able to serve, then the /v1 token); each one's onRoute
+    // hook adds to the routes registered after it the errors it answers with.
     const routes = recordRoutes(app);
     await app.register(apiConventions);
     await app.register(hostAccess, { allowedHosts, ...(token === undefined ? {} : { token }) });
@@ -132,8 +126,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     await app.register(openApiRoute, { routes, version: VERSION });
     await app.ready();
   } catch (err) {
-    // Once the lifecycle is registered, app.close() runs its onClose hook, which closes the
-    // queue the server opened.
+    // Once the lifecycle is registered, its onClose hook closes the queue the server opened.
     await app.close().catch(() => undefined);
     throw err;
   }

@@ -1,16 +1,8 @@
 /** Server defaults and log levels, apart from server.ts so the CLI can show them without loading Fastify. */
 
-export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-
-export const LOG_LEVELS: readonly LogLevel[] = [
-  'fatal',
-  'error',
-  'warn',
-  'info',
-  'debug',
-  'trace',
-  'silent',
-];
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LEVELS)[number];
+export const LOG_LEVELS: readonly LogLevel[] = LEVELS;
 
 /** Largest request body, in bytes. */
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;

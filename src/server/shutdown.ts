@@ -38,25 +38,20 @@ export function closeOnSignals(server: Closable, options: ShutdownOptions = {}):
       `tickwheel: ${signal}, shutting down (finishing requests in flight; ${signal} again to exit at once)`,
       'info',
     );
-    const timer = setTimeout(() => {
-      say(`tickwheel: shutdown took over ${graceMs} ms, exiting now`, 'error');
-      exit(1);
-    }, graceMs);
+    const end = (line: string, code: number) => {
+      clearTimeout(timer);
+      say(line, code === 0 ? 'info' : 'error');
+      exit(code);
+    };
+    const timer = setTimeout(
+      () => end(`tickwheel: shutdown took over ${graceMs} ms, exiting now`, 1),
+      graceMs,
+    );
     timer.unref();
     server.close().then(
-      () => {
-        clearTimeout(timer);
-        say('tickwheel: stopped', 'info');
-        exit(0);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        say(
-          `tickwheel: error while shutting down: ${(err as Error)?.message ?? String(err)}`,
-          'error',
-        );
-        exit(1);
-      },
+      () => end('tickwheel: stopped', 0),
+      (err: unknown) =>
+        end(`tickwheel: error while shutting down: ${String((err as Error)?.message ?? err)}`, 1),
     );
   };
   for (const signal of signals) process.on(signal, onSignal);

@@ -1,14 +1,13 @@
 /**
- * The server's lifecycle: the queue it serves, from opening to closing.
+ * The server's lifecycle: the queue it serves, from opening to closing, and the connection cap.
  *
- * Opening: until the queue is open, every request but SERVED_WHILE_OPENING's gets 503:
- * ERR_TICKWHEEL_RECOVERING with Retry-After while it recovers, the open's own error once it
- * failed. `server.queue` throws until then; `server.opened` settles when it is open.
+ * Until the queue is open, every request but SERVED_WHILE_OPENING's gets 503: RECOVERING with
+ * Retry-After while it recovers, the open's own error once it failed.
  *
  * Closing, in order: preClose marks the server closing (new requests get 503, long polls end
  * within one poll slice, responses carry `Connection: close`, idle connections are closed);
  * Fastify waits for the requests in flight; then onClose closes the queue if the server opened
- * it. The connection cap (connections.ts) is here too, for the server's whole life.
+ * it.
  */
 
 import type { FastifyReply } from 'fastify';

@@ -37,13 +37,11 @@ const UPCOMING: ReadonlyArray<{ label: string; untilMs: number | null }> = [
 const UPCOMING_EDGES_MS = UPCOMING.flatMap((bucket) =>
   bucket.untilMs === null ? [] : [bucket.untilMs],
 );
-/** Wheel rows counted per snapshot; past it a slot shows 1 (see HierarchicalWheel.snapshot). */
+/** Wheel rows counted per snapshot; past it a slot shows 1 (HierarchicalWheel.snapshot). */
 const WHEEL_ROW_BUDGET = 200_000;
 /** Cells drawn per level of the wheel at most (see DashboardWheel). */
 const WHEEL_CELLS = 64;
 const PREVIEW_CHARS = 400;
-
-export type TopicCounts = TopicStateCounts;
 
 export interface UpcomingBucket {
   label: string;
@@ -59,7 +57,7 @@ export interface DashboardSnapshot {
   version: string;
   uptimeMs: number;
   counters: Record<string, number>;
-  topics: Record<string, TopicCounts>;
+  topics: Record<string, TopicStateCounts>;
   totals: { inMemory: number; live: number | null; dead: number | null; loadedUntil: number };
   latenessMs: { p50: number | null; p99: number | null; max: number | null };
   upcoming: UpcomingBucket[];
@@ -109,22 +107,21 @@ function clusterView(c: ClusterStats | undefined): DashboardCluster | null {
 async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot> {
   const { queue } = context;
   const stats = await queue.stats();
-  const counters: Record<string, number> = {};
-  for (const name of COUNTER_NAMES) counters[name] = stats[name];
   // The file store reports live and dead messages; a queue on Valkey/Redis its totals.
   const store = stats.store ?? liveOf(stats.totals);
-  const topics: Record<string, TopicCounts> = {};
-  for (const [topic, { scheduled, ready, inflight, dead }] of Object.entries(stats.topics)) {
-    topics[topic] = { scheduled, ready, inflight, dead };
-  }
   const due = await queue.dueTimeline(UPCOMING_EDGES_MS);
   const lateness = stats.latenessMs;
   return {
     now: Date.now(),
     version: context.version,
     uptimeMs: Math.round(performance.now() - context.startedAt),
-    counters,
-    topics,
+    counters: Object.fromEntries(COUNTER_NAMES.map((name) => [name, stats[name]])),
+    topics: Object.fromEntries(
+      Object.entries(stats.topics).map(([topic, { scheduled, ready, inflight, dead }]) => [
+        topic,
+        { scheduled, ready, inflight, dead },
+      ]),
+    ),
     totals: {
       inMemory: stats.inMemory,
       live: store.live ?? null,
@@ -182,9 +179,8 @@ export const dashboardRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app
     { schema: previewSchema },
     async (request) => {
       const preview = await context.queue.payloadPreview(request.params.id, PREVIEW_CHARS);
-      if (preview === undefined)
-        throw notFound(`no live or dead message with id ${request.params.id}`);
-      return preview;
+      if (preview !== undefined) return preview;
+      throw notFound(`no live or dead message with id ${request.params.id}`);
     },
   );
 };

@@ -1,17 +1,16 @@
 /**
- * The shapes the route groups' schemas share (names, ids, route parameters, backoff), the error
- * answer, and the helpers that add the errors from around a route.
+ * The shapes the route groups' schemas share, the error answer, and the helpers that add the
+ * errors from around a route.
  *
- * Input is checked strictly: no type coercion, no unknown properties (a typo such as `delay`
- * for `delayMs` must not silently mean "deliver now"), bounds on every string, number and array,
- * so that nothing a caller sends makes the server do unbounded work. The queue checks the same
- * again; these schemas answer early, with the path of the offending field.
+ * Input is checked strictly: no coercion, no unknown properties (a typo such as `delay` for
+ * `delayMs` must not silently mean "deliver now"), bounds on every string, number and array, so
+ * nothing a caller sends makes the server do unbounded work. The queue checks the same again;
+ * these schemas answer early, with the path of the offending field.
  *
  * Every route has a response schema for each status it answers with, errors included: Fastify
- * serialises with them and /openapi.json is generated from them. Fastify drops a property a
- * response schema does not list, so each lists every property its route sends (open content,
- * such as stats, says `additionalProperties: true`). The errors from around a route (token, Host
- * check, body parser, opening and closing) are added where their hook is installed
+ * serialises with them (dropping any property not listed; open content says
+ * `additionalProperties: true`) and /openapi.json is generated from them. The errors from around
+ * a route (token, Host, body parser, opening, closing) are added where their hook is installed
  * (declareErrors); a route lists the errors of its own handler.
  */
 
@@ -57,7 +56,16 @@ export const API_TAGS = [
     name: 'schedules',
     description: 'Recurring schedules: cron or intervals, each occurrence a message',
   },
-];
+] as const;
+
+/** A route's schema, listed in /openapi.json as `operationId` in the group `tag`. */
+export function routeSchema<const Rest extends object>(
+  tag: (typeof API_TAGS)[number]['name'],
+  operationId: string,
+  rest: Rest,
+) {
+  return { operationId, tags: [tag], ...rest };
+}
 
 export const errorDetail = {
   type: 'object',
@@ -199,6 +207,19 @@ export function object<const P extends object, const O extends keyof P & string 
     required: required as Array<Exclude<keyof P & string, O>>,
     properties,
   } as const;
+}
+
+/** object(), answered with nothing else in it (Fastify's serialiser drops anything else). */
+export function exact<const P extends object, const O extends keyof P & string = never>(
+  properties: P,
+  ...optional: O[]
+) {
+  return { additionalProperties: false, ...object(properties, ...optional) } as const;
+}
+
+/** A text answer of `mediaType`. */
+export function text(mediaType: string, description: string) {
+  return { description, content: { [mediaType]: { schema: { type: 'string' } } } } as const;
 }
 
 /** An answer that is a list, `{ <key>: [items] }`; when `closed`, with nothing else in it. */

@@ -28,6 +28,7 @@ import {
   payload,
   topic,
   topicParams,
+  routeSchema,
 } from './common.js';
 
 const payloadEncoding = { enum: ['json', 'base64'] } as const;
@@ -108,15 +109,13 @@ function receiptResults<const Count extends string>(count: Count) {
   return object({ ...counted, results });
 }
 
-export const scheduleSchema = {
-  operationId: 'schedule',
+export const scheduleSchema = routeSchema('messages', 'schedule', {
   summary: 'Schedule a message',
   description: 'Answers once the message is as durable as the fsync policy of the server promises.',
-  tags: ['messages'],
   params: topicParams,
   body: message,
   response: { 201: scheduleResult, 413: errorBody },
-} as const;
+});
 
 /**
  * A batch some of whose messages the queue refused: the status of the first refusal, and one
@@ -131,10 +130,8 @@ const batchErrorBody = {
   },
 } as const;
 
-export const batchSchema = {
-  operationId: 'scheduleMany',
+export const batchSchema = routeSchema('messages', 'scheduleMany', {
   summary: 'Schedule a batch of messages',
-  tags: ['messages'],
   body: closed(['messages'], {
     messages: {
       type: 'array',
@@ -151,28 +148,22 @@ export const batchSchema = {
     500: batchErrorBody,
     503: batchErrorBody,
   },
-} as const;
+});
 
-export const getSchema = {
-  operationId: 'getMessage',
+export const getSchema = routeSchema('messages', 'getMessage', {
   summary: 'Look up a message',
-  tags: ['messages'],
   params: idParams,
   response: { 200: messageInfo, 404: errorBody },
-} as const;
+});
 
-export const cancelSchema = {
-  operationId: 'cancel',
+export const cancelSchema = routeSchema('messages', 'cancel', {
   summary: 'Cancel a message that is not finished',
-  tags: ['messages'],
   params: idParams,
   response: { 200: done('cancelled'), 404: errorBody },
-} as const;
+});
 
-export const rescheduleSchema = {
-  operationId: 'reschedule',
+export const rescheduleSchema = routeSchema('messages', 'reschedule', {
   summary: 'Move a scheduled or ready message to a new due time',
-  tags: ['messages'],
   params: idParams,
   body: closed([], {
     delayMs: messageProperties.delayMs,
@@ -183,7 +174,7 @@ export const rescheduleSchema = {
     404: errorBody,
     409: errorBody,
   },
-} as const;
+});
 
 /**
  * A time in a query string (epoch ms): query values are not coerced, so a number is a pattern,
@@ -194,14 +185,12 @@ const epochMsText = {
   pattern: '^(?:0|[1-9][0-9]{0,15})(?:\\.[0-9]{1,6})?$',
 } as const;
 
-export const listSchema = {
-  operationId: 'list',
+export const listSchema = routeSchema('messages', 'list', {
   summary: "Browse a topic's pending messages in due-time order, a page at a time",
   description:
     'Scheduled, ready and in-flight messages due in [from, until), ordered by due time. Pass ' +
     "the page's cursor back for the next page; the last page has none. A page may hold fewer " +
     'than limit messages (even none) and still carry a cursor.',
-  tags: ['messages'],
   params: topicParams,
   querystring: closed([], {
     from: { ...epochMsText, description: 'Due at or after this (epoch ms)' },
@@ -221,12 +210,10 @@ export const listSchema = {
       },
     },
   },
-} as const;
+});
 
-export const receiveSchema = {
-  operationId: 'receive',
+export const receiveSchema = routeSchema('deliveries', 'receive', {
   summary: 'Receive ready messages of a topic (long poll)',
-  tags: ['deliveries'],
   params: topicParams,
   body: closed([], {
     max: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE },
@@ -234,23 +221,17 @@ export const receiveSchema = {
     visibilityMs: { type: 'number', minimum: 1, maximum: MAX_VISIBILITY_MS },
     maxBytes: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE_BYTES },
   }),
-  response: {
-    200: listOf('messages', receivedMessage),
-  },
-} as const;
+  response: { 200: listOf('messages', receivedMessage) },
+});
 
-export const ackSchema = {
-  operationId: 'ack',
+export const ackSchema = routeSchema('deliveries', 'ack', {
   summary: 'Acknowledge deliveries',
-  tags: ['deliveries'],
   body: closed(['receipts'], { receipts, durable: { type: 'boolean' } }),
   response: { 200: receiptResults('acked') },
-} as const;
+});
 
-export const nackSchema = {
-  operationId: 'nack',
+export const nackSchema = routeSchema('deliveries', 'nack', {
   summary: 'Give deliveries back for redelivery',
-  tags: ['deliveries'],
   body: closed(['receipts'], {
     receipts,
     delayMs: { type: 'number', minimum: 0, maximum: MAX_NACK_DELAY_MS },
@@ -258,25 +239,19 @@ export const nackSchema = {
     durable: { type: 'boolean' },
   }),
   response: { 200: receiptResults('nacked') },
-} as const;
+});
 
-export const deadLettersSchema = {
-  operationId: 'deadLetters',
+export const deadLettersSchema = routeSchema('deliveries', 'deadLetters', {
   summary: 'List the dead letters of a topic, oldest first',
-  tags: ['deliveries'],
   params: topicParams,
   // A string, since query values are not coerced: 1 to 10000.
   querystring: closed([], { limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,3}|10000)$' } }),
-  response: {
-    200: listOf('messages', messageInfo),
-  },
-} as const;
+  response: { 200: listOf('messages', messageInfo) },
+});
 
-export const requeueSchema = {
-  operationId: 'requeue',
+export const requeueSchema = routeSchema('messages', 'requeue', {
   summary: 'Put a dead letter back in the queue',
-  tags: ['messages'],
   params: idParams,
   body: closed([], { delayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS } }),
   response: { 200: done('requeued'), 404: errorBody, 409: errorBody },
-} as const;
+});

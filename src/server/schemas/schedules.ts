@@ -11,10 +11,11 @@ import {
   listOf,
   maxAttempts,
   nullable,
-  object,
+  exact,
   payload,
   scheduleParams,
   topic,
+  routeSchema,
 } from './common.js';
 
 const catchUp = { enum: ['latest', 'all', 'none'] } as const;
@@ -35,75 +36,60 @@ const scheduleFields = {
   paused: { type: 'boolean' },
 } as const;
 
-const scheduleInfo = {
-  additionalProperties: false,
-  ...object({
-    name: { type: 'string' },
-    topic: { type: 'string' },
-    payload,
-    cron: nullable('string'),
-    timezone: nullable('string'),
-    everyMs: nullable('integer'),
-    startAt: nullable('integer'),
-    endAt: nullable('integer'),
-    catchUp,
-    overlap,
-    maxAttempts: { type: 'integer' },
-    backoff: { anyOf: [backoff, { type: 'null' }] },
-    paused: { type: 'boolean' },
-    createdAt: { type: 'integer' },
-    updatedAt: { type: 'integer' },
-    lastAt: nullable('integer'),
-    nextAt: nullable('integer'),
-    created: { type: 'integer' },
-    skipped: { type: 'integer' },
-  }),
-} as const;
+const scheduleInfo = exact({
+  name: { type: 'string' },
+  topic: { type: 'string' },
+  payload,
+  cron: nullable('string'),
+  timezone: nullable('string'),
+  everyMs: nullable('integer'),
+  startAt: nullable('integer'),
+  endAt: nullable('integer'),
+  catchUp,
+  overlap,
+  maxAttempts: { type: 'integer' },
+  backoff: { anyOf: [backoff, { type: 'null' }] },
+  paused: { type: 'boolean' },
+  createdAt: { type: 'integer' },
+  updatedAt: { type: 'integer' },
+  lastAt: nullable('integer'),
+  nextAt: nullable('integer'),
+  created: { type: 'integer' },
+  skipped: { type: 'integer' },
+});
 
-export const scheduleListSchema = {
-  operationId: 'listSchedules',
+export const scheduleListSchema = routeSchema('schedules', 'listSchedules', {
   summary: 'Recurring schedules, by name',
-  tags: ['schedules'],
-  response: {
-    200: listOf('schedules', scheduleInfo, true),
-  },
-} as const;
+  response: { 200: listOf('schedules', scheduleInfo, true) },
+});
 
-export const scheduleGetSchema = {
-  operationId: 'getSchedule',
+export const scheduleGetSchema = routeSchema('schedules', 'getSchedule', {
   summary: 'A recurring schedule, with its next and last occurrence',
-  tags: ['schedules'],
   params: scheduleParams,
   response: { 200: scheduleInfo, 404: errorBody },
-} as const;
+});
 
-export const schedulePutSchema = {
-  operationId: 'putSchedule',
+export const schedulePutSchema = routeSchema('schedules', 'putSchedule', {
   summary: 'Create or replace a recurring schedule (a cron expression in a time zone, or everyMs)',
-  tags: ['schedules'],
   params: scheduleParams,
   body: closed(['topic'], scheduleFields),
   // 409: on a queue on Valkey/Redis, a change that kept meeting others (docs/cluster.md).
   response: { 200: scheduleInfo, 409: errorBody },
-} as const;
+});
 
-export const schedulePatchSchema = {
-  operationId: 'updateSchedule',
+export const schedulePatchSchema = routeSchema('schedules', 'updateSchedule', {
   summary: 'Change some fields of a recurring schedule (paused, cron, everyMs, payload, ...)',
-  tags: ['schedules'],
   params: scheduleParams,
   body: closed([], scheduleFields),
   response: { 200: scheduleInfo, 404: errorBody, 409: errorBody },
-} as const;
+});
 
-export const scheduleDeleteSchema = {
-  operationId: 'deleteSchedule',
+export const scheduleDeleteSchema = routeSchema('schedules', 'deleteSchedule', {
   summary: 'Delete a recurring schedule (and its next occurrence, if created and not yet due)',
-  tags: ['schedules'],
   params: scheduleParams,
   response: {
     200: done('deleted'),
     404: errorBody,
     409: errorBody,
   },
-} as const;
+});

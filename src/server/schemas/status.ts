@@ -4,7 +4,7 @@
  */
 
 import { COUNTER_NAMES } from '../../protocol/model.js';
-import { errorBody, idParams, nullable, object } from './common.js';
+import { errorBody, idParams, nullable, object, routeSchema, text } from './common.js';
 
 const nullableNumber = nullable('number');
 /** An object whose content is open: the properties listed, and whatever else the queue adds. */
@@ -21,10 +21,8 @@ const counters = Object.fromEntries(COUNTER_NAMES.map((name) => [name, counter])
  * The queue's stats() plus the server's figures (StatsResponse). Open at every level, so that a
  * figure a store of one's own reports is sent too.
  */
-export const statsSchema = {
-  operationId: 'stats',
+export const statsSchema = routeSchema('operations', 'stats', {
   summary: 'Counters, messages by topic, lateness, store and server figures',
-  tags: ['operations'],
   response: {
     200: {
       ...open,
@@ -81,17 +79,15 @@ export const statsSchema = {
       },
     },
   },
-} as const;
+});
 
 const healthNotOk = object({
   status: { type: 'string', enum: ['recovering', 'failed', 'stopped', 'unavailable'] },
   reason: { type: 'string' },
 });
 
-export const healthSchema = {
-  operationId: 'health',
+export const healthSchema = routeSchema('operations', 'health', {
   summary: 'Whether the server takes writes',
-  tags: ['operations'],
   response: {
     200: {
       description: 'The queue takes writes',
@@ -102,24 +98,17 @@ export const healthSchema = {
       anyOf: [healthNotOk, errorBody],
     },
   },
-} as const;
+});
 
-export const metricsSchema = {
-  operationId: 'metrics',
+export const metricsSchema = routeSchema('operations', 'metrics', {
   summary: 'The figures of the queue and the server, for Prometheus',
-  tags: ['operations'],
   response: {
-    200: {
-      description: 'Prometheus text format (version=0.0.4)',
-      content: { 'text/plain': { schema: { type: 'string' } } },
-    },
+    200: text('text/plain', 'Prometheus text format (version=0.0.4)'),
   },
-} as const;
+});
 
-export const openApiSchema = {
-  operationId: 'openApi',
+export const openApiSchema = routeSchema('operations', 'openApi', {
   summary: 'This document: OpenAPI 3.1, generated from the schemas of the routes',
-  tags: ['operations'],
   response: {
     200: {
       description: 'An OpenAPI 3.1 document',
@@ -128,7 +117,7 @@ export const openApiSchema = {
       properties: { openapi: { type: 'string' }, info: open, paths: open },
     },
   },
-} as const;
+});
 
 const topicCounts = object({
   scheduled: counter,
@@ -138,10 +127,8 @@ const topicCounts = object({
 });
 
 /** DashboardSnapshot (dashboard routes): everything the page draws, in one answer. */
-export const dashboardSchema = {
-  operationId: 'dashboard',
+export const dashboardSchema = routeSchema('dashboard', 'dashboard', {
   summary: 'One snapshot of what the dashboard draws (built at most once a second)',
-  tags: ['dashboard'],
   response: {
     200: object({
       now: { type: 'number' },
@@ -197,27 +184,23 @@ export const dashboardSchema = {
       },
     }),
   },
-} as const;
+});
 
-export const previewSchema = {
-  operationId: 'payloadPreview',
+export const previewSchema = routeSchema('dashboard', 'payloadPreview', {
   summary: 'The start of the payload of a live or dead message, for people',
-  tags: ['dashboard'],
   params: idParams,
   response: {
     200: object({ preview: { type: 'string' }, truncated: { type: 'boolean' } }),
     404: errorBody,
   },
-} as const;
+});
 
-export const dashboardPageSchema = {
-  operationId: 'dashboardPage',
+export const dashboardPageSchema = routeSchema('dashboard', 'dashboardPage', {
   summary: 'The web dashboard',
-  tags: ['dashboard'],
   response: {
-    200: {
-      description: 'The page (a placeholder in a checkout that has not built the dashboard)',
-      content: { 'text/html': { schema: { type: 'string' } } },
-    },
+    200: text(
+      'text/html',
+      'The page (a placeholder in a checkout that has not built the dashboard)',
+    ),
   },
-} as const;
+});

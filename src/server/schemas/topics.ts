@@ -12,7 +12,7 @@ import {
   PUSH_METHODS,
 } from '../../queue/push.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../../queue/topics.js';
-import { closed, listOf, object, topic, topicParams } from './common.js';
+import { closed, exact, listOf, topic, topicParams, routeSchema, text } from './common.js';
 
 const pushMethod = { enum: PUSH_METHODS } as const;
 
@@ -42,94 +42,70 @@ const pushTarget = closed(['url', 'secret'], {
 });
 
 /** A push target as read back: no secret, the headers' names only. */
-const pushTargetView = {
-  additionalProperties: false,
-  ...object({
-    url: { type: 'string' },
-    method: pushMethod,
-    headerNames: { type: 'array', items: { type: 'string' } },
-    timeoutMs: { type: 'integer' },
-    concurrency: { type: 'integer' },
-  }),
-} as const;
+const pushTargetView = exact({
+  url: { type: 'string' },
+  method: pushMethod,
+  headerNames: { type: 'array', items: { type: 'string' } },
+  timeoutMs: { type: 'integer' },
+  concurrency: { type: 'integer' },
+});
 
-const rateLimitView = {
-  additionalProperties: false,
-  ...object({ perSecond: { type: 'number' }, burst: { type: 'integer' } }),
-} as const;
+const rateLimitView = exact({ perSecond: { type: 'number' }, burst: { type: 'integer' } });
 
-const topicInfo = {
-  additionalProperties: false,
-  ...object({
-    topic: { type: 'string' },
-    paused: { type: 'boolean' },
-    rateLimit: { anyOf: [rateLimitView, { type: 'null' }] },
-    push: { anyOf: [pushTargetView, { type: 'null' }] },
-    pending: { type: 'integer' },
-    dead: { type: 'integer' },
-  }),
-} as const;
+const topicInfo = exact({
+  topic: { type: 'string' },
+  paused: { type: 'boolean' },
+  rateLimit: { anyOf: [rateLimitView, { type: 'null' }] },
+  push: { anyOf: [pushTargetView, { type: 'null' }] },
+  pending: { type: 'integer' },
+  dead: { type: 'integer' },
+});
 
 /** A route on one topic that answers with the topic as it is after the call. */
 const onTopic = { params: topicParams, response: { 200: topicInfo } } as const;
 
-export const topicListSchema = {
-  operationId: 'listTopics',
+export const topicListSchema = routeSchema('topics', 'listTopics', {
   summary: 'Topics with messages or settings, with their settings and counts',
-  tags: ['topics'],
-  response: {
-    200: listOf('topics', topicInfo, true),
-  },
-} as const;
+  response: { 200: listOf('topics', topicInfo, true) },
+});
 
-export const topicGetSchema = {
-  operationId: 'getTopic',
+export const topicGetSchema = routeSchema('topics', 'getTopic', {
   summary: "A topic's settings (paused, rateLimit, push) and counts",
-  tags: ['topics'],
   ...onTopic,
-} as const;
+});
 
-export const topicUpdateSchema = {
-  operationId: 'configureTopic',
+export const topicUpdateSchema = routeSchema('topics', 'configureTopic', {
   summary:
     "Change a topic's settings: pause it, limit its delivery rate, push its messages to a URL (durable)",
-  tags: ['topics'],
   ...onTopic,
   body: closed([], {
     paused: { type: 'boolean' },
     rateLimit: { anyOf: [rateLimit, { type: 'null' }] },
     push: { anyOf: [pushTarget, { type: 'null' }] },
   }),
-} as const;
+});
 
-export const topicPauseSchema = {
-  operationId: 'pauseTopic',
+export const topicPauseSchema = routeSchema('topics', 'pauseTopic', {
   summary: 'Stop deliveries of a topic until resumed (schedules are still accepted)',
-  tags: ['topics'],
   ...onTopic,
-} as const;
+});
 
-export const topicResumeSchema = {
-  operationId: 'resumeTopic',
+export const topicResumeSchema = routeSchema('topics', 'resumeTopic', {
   summary: "Deliver a paused topic's messages again",
-  tags: ['topics'],
   ...onTopic,
-} as const;
+});
 
-export const eventsSchema = {
-  operationId: 'streamEvents',
+export const eventsSchema = routeSchema('events', 'streamEvents', {
   summary:
     'Message events as Server-Sent Events (scheduled, delivered, acked, failed, dead, cancelled)',
-  tags: ['events'],
   querystring: closed([], {
     topic,
     types: { type: 'string', minLength: 1, maxLength: 200 },
   }),
   response: {
-    200: {
-      description:
-        'A text/event-stream: `event: <type>`, `id: <n>`, `data: <JSON event>`; `event: lost` ends a stream that fell behind',
-      content: { 'text/event-stream': { schema: { type: 'string' } } },
-    },
+    200: text(
+      'text/event-stream',
+      'A text/event-stream: `event: <type>`, `id: <n>`, `data: <JSON event>`; `event: lost` ends a stream that fell behind',
+    ),
   },
-} as const;
+});
