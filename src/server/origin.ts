@@ -15,7 +15,7 @@ import { TickwheelTypeError } from '../errors.js';
 import { httpError } from './errors.js';
 
 /** A host name as a Host header carries it: letters, digits, dots and dashes. */
-const HOST_NAME = /^[a-z0-9]([a-z0-9-]{0,62}\.?)*$/i;
+const HOST_NAME = /^[a-z0-9][a-z0-9.-]*$/i;
 
 export function checkAllowedHosts(names: unknown): string[] {
   if (

@@ -136,6 +136,10 @@ describe('the Host header must name the server', () => {
     await expect(createServer({ dir: '/nonexistent', allowedHosts: ['a b'] })).rejects.toThrow(
       /allowedHosts/,
     );
+    // A long name with a bad last character is refused at once (the pattern does not backtrack).
+    await expect(
+      createServer({ dir: '/nonexistent', allowedHosts: [`${'a'.repeat(240)}!`] }),
+    ).rejects.toThrow(/allowedHosts/);
   });
 });
 
