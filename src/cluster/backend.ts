@@ -1,14 +1,9 @@
 /**
- * ClusterBackend: the queue's backend (src/queue/backend.ts) on Valkey/Redis, one process's node
- * of a queue that lives there (docs/cluster.md). Its LeaseLoop keeps it in the member list and
- * runs a PartitionOwner for each partition it wins; its Producer, Consumer, topics and
- * schedules serve any partition. It tells the facade's report (src/queue/report.ts) what
- * happened through this node. The wheel and the loop are unref'd: a node keeps its process
- * alive only while a caller waits on it.
- *
- * docs/cluster.md, "Differences from the embedded queue", says why: the system clock only
- * (nodes and Valkey must agree on time), finished messages remembered for get() per partition
- * (lua/messages.lua, `remember`), counters of what went through this node.
+ * The queue's backend (src/queue/backend.ts) on Valkey/Redis: one process's node of the queue
+ * (docs/cluster.md). Its LeaseLoop runs a PartitionOwner for each partition it wins; its
+ * Producer, Consumer, topics and schedules serve any partition; the report counts what went
+ * through this node. The wheel and the loop are unref'd: a node keeps its process alive only
+ * while a caller waits on it.
  */
 
 import { SystemClock } from '../clock/index.js';
@@ -349,11 +344,11 @@ export class ClusterBackend implements QueueBackend {
 
   async topicCounts(): Promise<Map<string, TopicCounts>> {
     const { topics } = await this.inspector.counts();
-    const counts = new Map<string, TopicCounts>();
-    for (const [topic, of] of Object.entries(topics)) {
-      counts.set(topic, { pending: of.scheduled + of.ready + of.inflight, dead: of.dead });
-    }
-    return counts;
+    return new Map(
+      Object.entries(topics).map(([topic, of]) => {
+        return [topic, { pending: of.scheduled + of.ready + of.inflight, dead: of.dead }];
+      }),
+    );
   }
 
   // ---- recurring schedules (schedules.ts) --------------------------------------------------
