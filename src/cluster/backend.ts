@@ -233,6 +233,7 @@ export class ClusterBackend implements QueueBackend {
   ownedPartitions(): number[] {
     return this.leases.owned();
   }
+
   // ---- producer ---------------------------------------------------------------------------
 
   async schedule(request: CheckedRequest): Promise<Scheduled> {

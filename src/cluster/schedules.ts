@@ -1,18 +1,16 @@
 /**
- * Recurring schedules on Valkey/Redis (docs/cluster.md, "Recurring schedules").
- *
- *   any node      put / update / delete / get / list the records in partition 0's slot
- *                 (`sched`: name -> `<version>|<record JSON>`), each change compared with the
- *                 version read (tw_sched), so two changes at once never lose one
- *   the leader    partition 0's owner runs every schedule with the embedded Scheduler: it
- *                 watches the change count `schedv` and adopts what changed; its own progress
- *                 is written fenced by its lease epoch
+ * Recurring schedules on Valkey/Redis (docs/cluster.md, "Recurring schedules"). Any node puts,
+ * updates, deletes and reads the records in partition 0's slot (`sched`: name ->
+ * `<version>|<record JSON>`), each change compared with the version read (tw_sched), so two
+ * changes at once never lose one. Partition 0's owner leads: it runs every schedule with the
+ * embedded Scheduler, adopts what changed (the change count `schedv`), and writes its progress
+ * fenced by its lease epoch.
  *
  * An occurrence is made at most once (tw_schedule_once): a mark beside the message refuses it
  * again for ONCE_MARK_MS, so a leader that dies before writing its record, or a stale one,
  * cannot make it twice. Occurrences made ahead of a schedule changed or deleted are cancelled
- * (which removes the mark): by the leader adopting the change, by the node that deletes, and
- * by the leader whose own write finds the record changed under it.
+ * (removing the mark) by the leader adopting the change, by the node that deletes, and by the
+ * leader whose own write finds the record changed under it.
  */
 
 import { SystemClock } from '../clock/index.js';

@@ -1,8 +1,7 @@
 /**
  * The way to Valkey/Redis for the cluster and the Redis idempotency store: one node-redis client
- * (standalone, Cluster or through Sentinel) behind a few calls routed by their key's slot, and
- * a Functions library loaded on every primary. node-redis rather than ioredis: see
- * docs/cluster.md. Whether the server is a Cluster is asked (`INFO cluster`), not configured.
+ * (standalone, Cluster or through Sentinel; which is asked of the server, not configured) behind
+ * a few calls routed by their key's slot, and a Functions library loaded on every primary.
  */
 
 import {
@@ -31,6 +30,7 @@ import {
 } from './reach.js';
 
 type Client = RedisClientType;
+type ReplicaState = { at: number; count: number; noneSince: number | undefined };
 
 const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer } as const;
 const BUFFERED = { typeMapping: BUFFERS };
@@ -74,10 +74,8 @@ export class Valkey {
   retryBudgetMs = RETRY_BUDGET_MS;
   commandTimeoutMs = COMMAND_TIMEOUT_MS;
   private readonly urls: readonly string[];
-  private readonly replicaCounts = new Map<
-    string,
-    { at: number; count: number; noneSince: number | undefined }
-  >();
+  /** Per primary: when ROLE was last asked, its replicas, and since when it has had none. */
+  private readonly replicaCounts = new Map<string, ReplicaState>();
   /** See pin(). */
   private pinned = false;
 
@@ -245,9 +243,7 @@ export class Valkey {
     return noneSince === undefined ? 0 : Date.now() - noneSince;
   }
 
-  private async replicaState(
-    key: string,
-  ): Promise<{ at: number; count: number; noneSince: number | undefined }> {
+  private async replicaState(key: string): Promise<ReplicaState> {
     const now = Date.now();
     const primary = this.primaryOf(key);
     const known = this.replicaCounts.get(primary);
