@@ -30,7 +30,7 @@ import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import { untilReachable, withinMs } from '../valkey/reach.js';
 import { ClusterValkey } from './connection.js';
-import { settledBy, Consumer, type DurableWrite, type Settled } from './consumer.js';
+import { Consumer, type DurableWrite, type NackOutcome } from './consumer.js';
 import { chooseDurability } from './durability.js';
 import * as tw from './functions.js';
 import { ClusterInspector } from './inspect.js';
@@ -324,7 +324,7 @@ export class ClusterBackend implements QueueBackend {
       { ...(delayMs === undefined ? {} : { delayMs }), reason: kept },
       this.durably(durable),
     );
-    this.settledDelivery(receipt, settledBy(nacked?.outcome), kept, nacked?.dead);
+    this.settledDelivery(receipt, nacked?.outcome, kept, nacked?.dead);
     return nacked !== undefined;
   }
 
@@ -477,7 +477,7 @@ export class ClusterBackend implements QueueBackend {
    */
   private settledDelivery(
     receipt: string,
-    settled: Settled | undefined,
+    settled: 'acked' | NackOutcome | undefined,
     reason?: string,
     dead?: EventSource,
   ): void {
@@ -489,7 +489,7 @@ export class ClusterBackend implements QueueBackend {
       return;
     }
     this.report.nacked();
-    this.settle(message, settled, reason ?? NACK_REASON);
+    this.settle(message, settled === 'retry' ? 'failed' : 'dead', reason ?? NACK_REASON);
   }
 
   /** A delivery this node failed as a partition's owner because its visibility ran out. */

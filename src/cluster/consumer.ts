@@ -24,13 +24,6 @@ export interface Nacked {
   dead?: EventSource;
 }
 
-export type Settled = 'acked' | 'failed' | 'dead';
-
-/** The event of a nack's outcome; undefined when it found no delivery still out. */
-export function settledBy(outcome: NackOutcome | undefined): Settled | undefined {
-  return outcome === undefined ? undefined : outcome === 'retry' ? 'failed' : 'dead';
-}
-
 /** Producer.durably: a write sent where a durability wait covers it, then waited for. */
 export type DurableWrite = <T>(
   meta: string,

@@ -109,21 +109,15 @@ export class Valkey {
           'a redis+sentinel:// URL names every Sentinel itself (host:port,host:port); give it alone',
         );
       }
-      const { name, sentinels, username, password } = viaSentinel;
+      // The credentials are the data nodes' (parseSentinelUrl gives only those in the URL).
+      const { name, sentinels, ...credentials } = viaSentinel;
       made = {
         sentinel: createSentinel({
           name,
           sentinelRootNodes: sentinels,
           // One connection to the primary, so that a WAIT follows the writes it waits for.
           masterPoolSize: 1,
-          ...(username === undefined && password === undefined
-            ? {}
-            : {
-                nodeClientOptions: {
-                  ...(username === undefined ? {} : { username }),
-                  ...(password === undefined ? {} : { password }),
-                },
-              }),
+          ...(Object.keys(credentials).length === 0 ? {} : { nodeClientOptions: credentials }),
         }),
       };
     } else {
