@@ -13,7 +13,7 @@
  * ends where the first partition stopped (docs/cluster.md, "Differences from the embedded queue").
  */
 
-import type { TopicStateCounts } from '../protocol/model.js';
+import type { TopicStateCounts as TopicCounts } from '../protocol/model.js';
 import {
   compareKeys,
   inRange,
@@ -35,7 +35,6 @@ import { decodeRecord, placeOf } from './record.js';
 /** Live statuses, by their letters in the partitions' counts (lua/states.lua). */
 const STATUSES: Record<string, Status> = { S: 'scheduled', R: 'ready', I: 'inflight', D: 'dead' };
 type Status = keyof TopicCounts;
-type TopicCounts = TopicStateCounts;
 
 export class ClusterInspector {
   constructor(
