@@ -1,11 +1,12 @@
 /**
- * ClusterBackend: the queue's backend (src/queue/backend.ts) over a ClusterNode. It hands each
- * call to the node's parts and tells the facade's report (src/queue/report.ts) what happened
- * through this node. docs/cluster.md, "Differences from the embedded queue", says why: the
- * system clock only (nodes and Valkey must agree on time), finished messages remembered for
- * get() per partition (lua/messages.lua, `remember`), counters of what went through this node.
+ * The queue's backend (src/queue/backend.ts) on Valkey/Redis: one process's node of the queue
+ * (docs/cluster.md). Its LeaseLoop runs a PartitionOwner for each partition it wins; its
+ * Producer, Consumer, topics and schedules serve any partition; the report counts what went
+ * through this node. The wheel and the loop are unref'd: a node keeps its process alive only
+ * while a caller waits on it.
  */
 
+import { SystemClock } from '../clock/index.js';
 import { mayHaveWritten } from '../errors.js';
 import type { BackendListPage, ListQuery } from '../queue/list.js';
 import type {
@@ -22,15 +23,24 @@ import type { QueueLimits } from '../queue/options.js';
 import type { DueTimeline, MessageInfo, ReceivedMessage } from '../queue/types.js';
 import type { TopicGate } from '../queue/topics.js';
 import type { WorkerSource } from '../queue/worker.js';
-import type { WheelSnapshot } from '../wheel/index.js';
 import type { EventSource } from '../queue/events.js';
 import type { QueueReport } from '../queue/report.js';
-import type { FaultHandler } from '../queue/faults.js';
-import { ClusterNode } from './node.js';
-import { faultsOncePer } from './node-options.js';
-import type { ClusterNodeOptions } from './node-options.js';
-import { settledBy, type DurableWrite, type Settled } from './consumer.js';
-import type { ExpiredDelivery } from './owner.js';
+import type { FaultHandler, FaultReporter } from '../queue/faults.js';
+import { TimerWheel } from '../timer/index.js';
+import type { WheelSnapshot } from '../wheel/index.js';
+import { untilReachable, withinMs } from '../valkey/reach.js';
+import { ClusterValkey } from './connection.js';
+import { Consumer, type DurableWrite, type NackOutcome } from './consumer.js';
+import { chooseDurability } from './durability.js';
+import * as tw from './functions.js';
+import { ClusterInspector } from './inspect.js';
+import { configKey, eventsChannel } from './keys.js';
+import { LeaseLoop } from './lease-loop.js';
+import { checkNodeOptions, type ClusterNodeOptions, type NodeSettings } from './node-options.js';
+import type { Due, ExpiredDelivery } from './owner.js';
+import { Producer } from './producer.js';
+import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
+import { ClusterTopics } from './topic-store.js';
 
 /** The options of a queue on Valkey/Redis: the node's, and the ones every backend takes. */
 export interface ClusterQueueOptions extends ClusterNodeOptions {
@@ -59,14 +69,91 @@ const MAX_OUTSTANDING = 100_000;
 export class ClusterBackend implements QueueBackend {
   readonly recovery = undefined;
   readonly consumeWaitMs = CONSUME_WAIT_MS;
+  readonly nodeId: string;
+  readonly producer: Producer;
+  readonly consumer: Consumer;
+  readonly inspector: ClusterInspector;
+  readonly schedules: ClusterSchedules;
+  /** Every receive of this node goes through it (topic-store.ts). */
+  readonly topics: TopicGate;
+  private readonly sharedTopics: ClusterTopics;
+  private readonly leases: LeaseLoop;
+  private readonly wheel: TimerWheel<Due>;
+  private readonly unsubscribes: Array<() => Promise<void>> = [];
+  private closed = false;
   /** Deliveries made here while someone listens, by receipt: what an ack's or nack's event says. */
   private readonly outstanding = new Map<string, EventSource>();
   /** What consume()'s workers and the pushes receive from: counted as receive() counts. */
   readonly source: WorkerSource;
+
   private constructor(
-    readonly node: ClusterNode,
+    private readonly valkey: ClusterValkey,
+    /**
+     * The producer's own connections (`valkey` with durability 'async'): a WAIT or WAITAOF
+     * holds its connection until replicas answer, which on the connections that renew leases
+     * and fire messages would hold those up as long.
+     */
+    private readonly writes: ClusterValkey,
+    readonly settings: NodeSettings,
     private readonly report: QueueReport,
+    onFault: FaultReporter,
   ) {
+    const { nodeId, queue } = settings;
+    this.nodeId = nodeId;
+    this.producer = new Producer(writes, settings);
+    this.schedules = new ClusterSchedules(valkey, queue, {
+      node: nodeId,
+      onError: (err) => settings.onError(err),
+      schedule: async (request) => {
+        if (!(await this.producer.scheduleOnce(request, ONCE_MARK_MS))) return;
+        const { id, topic, deliverAt } = request;
+        report.scheduled({ id: id as string, topic, deliverAt: deliverAt as number, attempts: 0 });
+      },
+      cancel: async (id) => {
+        const cancelled = await this.producer.cancelGiving(id);
+        if (cancelled !== undefined) report.cancelled(cancelled);
+        return cancelled !== undefined;
+      },
+      sched: (change, what) => this.producer.sched(change, what),
+      leads: (epoch) => this.leases.leads(epoch),
+      isLive: async (id) => {
+        const status = (await this.producer.get(id))?.status;
+        return status === 'scheduled' || status === 'ready' || status === 'inflight';
+      },
+    });
+    this.consumer = new Consumer(valkey, settings);
+    this.inspector = new ClusterInspector(valkey, queue, settings.partitions);
+    this.sharedTopics = new ClusterTopics(
+      valkey,
+      this.producer,
+      queue,
+      (topic) => this.consumer.wakeTopic(topic),
+      (err) => settings.onError(err),
+    );
+    this.topics = this.sharedTopics.gate;
+    this.consumer.generation = (topic) => this.topics.generation(topic);
+    this.wheel = new TimerWheel<Due>({
+      clock: new SystemClock({ epoch: true }),
+      unref: true,
+      onExpire: (due) => due.owner.fire(due),
+    });
+    this.leases = new LeaseLoop(valkey, settings, this.wheel, {
+      isClosed: () => this.closed,
+      onMembers: () => {
+        if (!this.closed) this.sharedTopics.refresh();
+      },
+      schedules: this.schedules,
+      onExpired: (message, settled) => this.expiredDelivery(message, settled),
+      onFired: (count) => report.firedMany(count),
+      onLeaseLost: (partition, reason) =>
+        onFault({
+          code: 'ERR_TICKWHEEL_LEASE_LOST',
+          level: 'warn',
+          message: `node ${nodeId} lost the lease of partition ${partition} (${LEASE_LOSS[reason]}); its messages wait for the next owner`,
+          name: 'TickwheelWarning',
+          fields: { node: nodeId, partition, reason },
+        }),
+    });
     this.source = {
       receive: (topic, { max, waitMs, visibilityMs }, signal) =>
         this.take(topic, max, waitMs, signal, visibilityMs === undefined ? {} : { visibilityMs }),
@@ -75,57 +162,86 @@ export class ClusterBackend implements QueueBackend {
     };
   }
 
-  get topics(): TopicGate {
-    return this.node.topics;
-  }
-
-  /** Opens this process's node; `limits` checked by the queue (checkQueueOptions). */
+  /**
+   * Opens this process's node, `limits` checked by the queue (checkQueueOptions), trying a
+   * server that is not there again and again until `connectTimeoutMs` (reach.ts); the
+   * durability is decided once reached (durability.ts).
+   */
   static async open(
     options: ClusterNodeOptions,
     limits: QueueLimits,
     report: QueueReport,
   ): Promise<ClusterBackend> {
-    const node = await ClusterNode.open({
-      ...options,
-      onError: options.onError ?? faultsOncePer(10_000, limits.onFault),
-      horizonMs: limits.horizonMs,
-      visibilityMs: limits.visibilityMs,
-      maxPayloadBytes: limits.maxPayloadBytes,
+    const { settings, asked, connectTimeoutMs } = checkNodeOptions(options, limits);
+    const urls = Array.isArray(options.redis) ? [...options.redis] : [String(options.redis)];
+    return untilReachable(urls, connectTimeoutMs, async (leftMs) => {
+      const valkey = await ClusterValkey.connect(options.redis, leftMs);
+      // Calls made while opening are bounded by the time left, so that the whole open is.
+      valkey.limitCalls(leftMs);
+      let writes = valkey;
+      let backend: ClusterBackend | undefined;
+      try {
+        const { durability, reason } = chooseDurability(asked, await valkey.replicasPerPrimary());
+        if (durability !== 'async') {
+          writes = (await ClusterValkey.connect(options.redis, leftMs)).pin();
+        }
+        await valkey.loadLibrary();
+        const { queue, partitions, windowMs } = settings;
+        const stored = await tw.config(valkey, configKey(queue), partitions, windowMs);
+        const running = {
+          ...settings,
+          ...stored,
+          durability,
+          durabilityOption: asked,
+          durabilityReason: reason,
+        };
+        backend = new ClusterBackend(valkey, writes, running, report, limits.onFault);
+        await backend.start();
+        valkey.limitCalls(undefined);
+        return backend;
+      } catch (err) {
+        backend?.wheel.close();
+        valkey.destroy();
+        if (writes !== valkey) writes.destroy();
+        throw err;
+      }
     });
-    const queue = new ClusterBackend(node, report);
-    node.onScheduled = (request) =>
-      report.scheduled({
-        id: request.id as string,
-        topic: request.topic,
-        deliverAt: request.deliverAt as number,
-        attempts: 0,
+  }
+
+  private async start(): Promise<void> {
+    // Before this node takes anything: a paused topic stays paused on a node that joins.
+    await this.topics.load();
+    const { queue, partitions } = this.settings;
+    for (let p = 0; p < partitions; p++) {
+      const stop = await this.valkey.subscribe(eventsChannel(queue, p), (message) => {
+        if (message.startsWith('r ')) this.consumer.onReady(p, message.slice(2));
+        else this.leases.onOwnerEvent(p, message);
       });
-    node.onExpired = (message, settled) => queue.expiredDelivery(message, settled);
-    node.onFired = (count) => report.firedMany(count);
-    node.onLeaseLost = (partition, reason) =>
-      limits.onFault({
-        code: 'ERR_TICKWHEEL_LEASE_LOST',
-        level: 'warn',
-        message: `node ${node.nodeId} lost the lease of partition ${partition} (${LEASE_LOSS[reason]}); its messages wait for the next owner`,
-        name: 'TickwheelWarning',
-        fields: { node: node.nodeId, partition, reason },
-      });
-    node.onCancelled = (message) => report.cancelled(message);
-    return queue;
+      this.unsubscribes.push(stop);
+    }
+    await this.leases.start();
   }
 
   now(): number {
     return Date.now();
   }
 
+  get members(): string[] {
+    return this.leases.members;
+  }
+
+  ownedPartitions(): number[] {
+    return this.leases.owned();
+  }
+
   // ---- producer ---------------------------------------------------------------------------
 
   async schedule(request: CheckedRequest): Promise<Scheduled> {
-    return this.made(request, await this.node.producer.schedule(request));
+    return this.made(request, await this.producer.schedule(request));
   }
 
   async scheduleMany(requests: readonly CheckedRequest[]): Promise<Scheduled[]> {
-    const results = await this.node.producer.scheduleMany(requests);
+    const results = await this.producer.scheduleMany(requests);
     for (let i = 0; i < results.length; i++) results[i] = this.made(requests[i], results[i]);
     return results;
   }
@@ -141,27 +257,27 @@ export class ClusterBackend implements QueueBackend {
   }
 
   async cancel(id: string): Promise<boolean> {
-    const cancelled = await this.node.producer.cancelGiving(id).catch(failed(id));
+    const cancelled = await this.producer.cancelGiving(id).catch(failed(id));
     if (cancelled !== undefined) this.report.cancelled(cancelled);
     return cancelled !== undefined;
   }
 
   async moveTo(id: string, deliverAt: number): Promise<number | undefined> {
-    const due = await this.node.producer.rescheduleTo(id, deliverAt).catch(failed(id));
+    const due = await this.producer.rescheduleTo(id, deliverAt).catch(failed(id));
     if (due !== undefined) this.report.rescheduled();
     return due;
   }
 
   requeue(id: string, deliverAt: number): Promise<boolean> {
-    return this.node.producer.requeue(id, deliverAt).catch(failed(id));
+    return this.producer.requeue(id, deliverAt).catch(failed(id));
   }
 
   get(id: string): Promise<MessageInfo | undefined> {
-    return this.node.inspector.info(id);
+    return this.inspector.info(id);
   }
 
   payload(id: string): Promise<{ value: unknown } | undefined> {
-    return this.node.inspector.payload(id);
+    return this.inspector.payload(id);
   }
 
   // ---- consumer ---------------------------------------------------------------------------
@@ -179,7 +295,7 @@ export class ClusterBackend implements QueueBackend {
     signal: AbortSignal | undefined,
     limits: { visibilityMs?: number; maxBytes?: number },
   ): Promise<ReceivedMessage[]> {
-    const { topics, consumer } = this.node;
+    const { topics, consumer } = this;
     const messages = await topics.receive(topic, max, waitMs, signal, {
       receive: (granted, left) =>
         consumer.receive(topic, { ...limits, max: granted, waitMs: left }),
@@ -191,7 +307,7 @@ export class ClusterBackend implements QueueBackend {
 
   /** `durable`: written on the producer's connections and waited for as a schedule is. */
   async ack(receipt: string, durable: boolean): Promise<boolean> {
-    const done = await this.node.consumer.ack(receipt, this.durably(durable));
+    const done = await this.consumer.ack(receipt, this.durably(durable));
     this.settledDelivery(receipt, done ? 'acked' : undefined);
     return done;
   }
@@ -203,110 +319,117 @@ export class ClusterBackend implements QueueBackend {
     durable: boolean,
   ): Promise<boolean> {
     const kept = reason ?? NACK_REASON;
-    const nacked = await this.node.consumer.nack(
+    const nacked = await this.consumer.nack(
       receipt,
       { ...(delayMs === undefined ? {} : { delayMs }), reason: kept },
       this.durably(durable),
     );
-    this.settledDelivery(receipt, settledBy(nacked?.outcome), kept, nacked?.dead);
+    this.settledDelivery(receipt, nacked?.outcome, kept, nacked?.dead);
     return nacked !== undefined;
   }
 
   private durably(durable: boolean): DurableWrite | undefined {
     if (!durable) return undefined;
-    const { producer } = this.node;
-    return (meta, what, write) => producer.durably(meta, what, write);
+    return (meta, what, write) => this.producer.durably(meta, what, write);
   }
 
   list(query: ListQuery): Promise<BackendListPage> {
-    return this.node.inspector.list(query, this.node.settings.windowMs);
+    return this.inspector.list(query, this.settings.windowMs);
   }
 
   deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
-    return this.node.inspector.deadLetters(topic, limit);
+    return this.inspector.deadLetters(topic, limit);
   }
 
   // ---- topics ----------------------------------------------------------------------------
 
   async topicCounts(): Promise<Map<string, TopicCounts>> {
-    const { topics } = await this.node.inspector.counts();
-    const counts = new Map<string, TopicCounts>();
-    for (const [topic, of] of Object.entries(topics)) {
-      counts.set(topic, { pending: of.scheduled + of.ready + of.inflight, dead: of.dead });
-    }
-    return counts;
+    const { topics } = await this.inspector.counts();
+    return new Map(
+      Object.entries(topics).map(([topic, of]) => {
+        return [topic, { pending: of.scheduled + of.ready + of.inflight, dead: of.dead }];
+      }),
+    );
   }
 
   // ---- recurring schedules (schedules.ts) --------------------------------------------------
 
   putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
-    return this.node.schedules.put(name, spec).catch(failed(name));
+    return this.schedules.put(name, spec).catch(failed(name));
   }
 
   updateSchedule(
     name: string,
     change: (spec: ScheduleSpec) => ScheduleSpec,
   ): Promise<ScheduleInfo | undefined> {
-    return this.node.schedules.update(name, change).catch(failed(name));
+    return this.schedules.update(name, change).catch(failed(name));
   }
 
   getSchedule(name: string): Promise<ScheduleInfo | undefined> {
-    return this.node.schedules.get(name);
+    return this.schedules.get(name);
   }
 
   listSchedules(): Promise<ScheduleInfo[]> {
-    return this.node.schedules.list();
+    return this.schedules.list();
   }
 
   deleteSchedule(name: string): Promise<boolean> {
-    return this.node.schedules.delete(name).catch(failed(name));
+    return this.schedules.delete(name).catch(failed(name));
   }
 
   // ---- insights ---------------------------------------------------------------------------
 
   async stats(): Promise<BackendStats> {
     const [{ totals, topics }, owners] = await Promise.all([
-      this.node.inspector.counts(),
-      this.node.inspector.owners(),
+      this.inspector.counts(),
+      this.inspector.owners(),
     ]);
     const byNode: Record<string, number[]> = {};
     owners.forEach((owner, partition) => {
       (byNode[owner === '' ? '(none)' : owner] ??= []).push(partition);
     });
-    const timers = this.node.wheelStats();
-    const { settings } = this.node;
+    const timers = this.wheel.stats();
+    const { settings, leases } = this;
     return {
       inMemory: timers.pending,
       totals,
       topics,
       timers,
       cluster: {
-        node: this.node.nodeId,
-        queue: this.node.queue,
+        node: this.nodeId,
+        queue: this.settings.queue,
         partitions: settings.partitions,
         durability: settings.durability,
         durabilityOption: settings.durabilityOption,
         durabilityReason: settings.durabilityReason,
-        members: [...this.node.members],
-        owned: this.node.ownedPartitions(),
+        members: [...this.members],
+        owned: this.ownedPartitions(),
         owners: byNode,
-        leaseChanges: this.node.leaseChanges,
-        dataLosses: this.node.dataLosses,
+        leaseChanges: leases.leaseChanges,
+        dataLosses: leases.dataLosses,
       },
     };
   }
 
   async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
-    const counts = await this.node.inspector.dueHistogram(edgesMs, this.node.settings.windowMs);
+    const counts = await this.inspector.dueHistogram(edgesMs, this.settings.windowMs);
     return { edgesMs: [...edgesMs], counts };
   }
 
   wheelSnapshot(maxRows?: number): WheelSnapshot {
-    return this.node.wheelSnapshot(maxRows);
+    return this.wheel.wheelSnapshot(maxRows);
   }
 
-  problem(): Promise<string | undefined> {
-    return this.node.ping(1_000);
+  /** Undefined if Valkey answers a PING (on the queue's config slot) within a second. */
+  async problem(): Promise<string | undefined> {
+    const late = () => new Error('Valkey/Redis did not answer within 1000 ms');
+    const key = configKey(this.settings.queue);
+    try {
+      await withinMs(this.valkey.command(key, ['PING']), 1_000, late);
+      return undefined;
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    }
   }
 
   // ---- life cycle -------------------------------------------------------------------------
@@ -314,8 +437,21 @@ export class ClusterBackend implements QueueBackend {
   /** Nothing runs in the background that a caller could wait for. */
   async settled(): Promise<void> {}
 
-  close(): Promise<void> {
-    return this.node.close();
+  /** Gives its partitions up (so others take them at once), leaves, and disconnects. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    // Receives waiting in the gate (paused, out of tokens) end empty now.
+    this.topics.close();
+    await this.schedules.close();
+    this.consumer.close();
+    await this.leases.release();
+    this.consumer.wakeAll();
+    await this.leases.leave();
+    for (const stop of this.unsubscribes) await stop().catch(() => {});
+    this.wheel.close();
+    await this.valkey.close();
+    if (this.writes !== this.valkey) await this.writes.close();
   }
 
   private delivered(messages: readonly ReceivedMessage[]): void {
@@ -341,7 +477,7 @@ export class ClusterBackend implements QueueBackend {
    */
   private settledDelivery(
     receipt: string,
-    settled: Settled | undefined,
+    settled: 'acked' | NackOutcome | undefined,
     reason?: string,
     dead?: EventSource,
   ): void {
@@ -353,7 +489,7 @@ export class ClusterBackend implements QueueBackend {
       return;
     }
     this.report.nacked();
-    this.settle(message, settled, reason ?? NACK_REASON);
+    this.settle(message, settled === 'retry' ? 'failed' : 'dead', reason ?? NACK_REASON);
   }
 
   /** A delivery this node failed as a partition's owner because its visibility ran out. */

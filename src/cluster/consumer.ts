@@ -1,15 +1,11 @@
 /**
- * The consumer's side of a cluster node: receive, ack, nack from any partition (docs/cluster.md,
- * "Consumers").
- *
- * Which partitions to ask: per topic, a hint of partitions with ready messages, fed by their
- * channels ("r <topic>") and dropped when a take comes back short. With nothing hinted a
- * receive scans every partition's ready list, at most once every `scanMs`, so a lost
- * notification costs a scan, never a message; every partition is asked at least every
- * `rescanMs` even while hints keep coming.
- *
- * A receipt `c<partition>.<attempt>.<id>` sends ack and nack straight to the slot from any
- * node; one of an earlier delivery is refused (its attempt is not the current one).
+ * The consumer's side of a node: receive, ack, nack on any partition (docs/cluster.md,
+ * "Consumers"). Per topic, a hint of partitions with ready messages is fed by their channels
+ * ("r <topic>") and dropped when a take comes back short; with nothing hinted, a receive scans
+ * every partition at most once every `scanMs` (a lost notification costs a scan, never a
+ * message), and at least every `rescanMs` whatever the hints. A receipt
+ * `c<partition>.<attempt>.<id>` sends ack and nack straight to the slot from any node; one of
+ * an earlier delivery is refused (its attempt is not the current one).
  */
 
 import { ID_PATTERN, decodePayload, retryDelay } from '../queue/message.js';
@@ -26,13 +22,6 @@ export type NackOutcome = 'retry' | 'dead';
 export interface Nacked {
   outcome: NackOutcome;
   dead?: EventSource;
-}
-
-export type Settled = 'acked' | 'failed' | 'dead';
-
-/** The event of a nack's outcome; undefined when it found no delivery still out. */
-export function settledBy(outcome: NackOutcome | undefined): Settled | undefined {
-  return outcome === undefined ? undefined : outcome === 'retry' ? 'failed' : 'dead';
 }
 
 /** Producer.durably: a write sent where a durability wait covers it, then waited for. */
@@ -136,15 +125,9 @@ export class Consumer {
   }
 
   /** Acks made in one turn go to each partition as one tw_ack (a burst acks many at once). */
-  ack(receipt: string, durably?: DurableWrite): Promise<boolean> {
-    let parsed: ReturnType<Consumer['parseReceipt']>;
-    try {
-      parsed = this.parseReceipt(receipt);
-    } catch (err) {
-      // A bad receipt rejects, as every other call's bad argument does.
-      return Promise.reject(err);
-    }
-    if (parsed === undefined) return Promise.resolve(false);
+  async ack(receipt: string, durably?: DurableWrite): Promise<boolean> {
+    const parsed = this.parseReceipt(receipt);
+    if (parsed === undefined) return false;
     const { partition, attempt, id } = parsed;
     const { bucket } = placeOf(id, this.options.partitions);
     if (durably !== undefined) {
@@ -231,10 +214,9 @@ export class Consumer {
     // Start at a different partition each time, so that no partition is always first.
     const start = this.next++ % Math.max(1, candidates.length);
     let round = candidates.map((_, k) => candidates[(start + k) % candidates.length]);
-    // Partitions are asked at once (at most want / MIN_SHARE), each for its share of what is
-    // still wanted; those that gave their whole share may have more and are asked again. Each
-    // gets an equal part of the bytes, and no more are asked than the bytes hold largest
-    // records: every partition's first record fits its part.
+    // Partitions are asked at once (at most want / MIN_SHARE) for equal shares of the messages
+    // and bytes still wanted, no more than the bytes hold largest records (each first record
+    // fits its part); those that gave their whole share may have more and are asked again.
     while (round.length > 0 && out.length < max && bytesLeft > 0) {
       const want = max - out.length;
       const width = Math.max(
@@ -279,9 +261,9 @@ export class Consumer {
   }
 
   /**
-   * Whether to ask every partition rather than the hinted ones: with nothing hinted, and at
-   * least every `rescanMs` whatever the hints say (under steady load the hinted partitions
-   * never run dry, so one whose notifications were lost would wait for the load to stop).
+   * Whether to ask every partition rather than the hinted ones: also every `rescanMs` with
+   * hints (under steady load the hinted partitions never run dry, so one whose notifications
+   * were lost would wait for the load to stop).
    */
   private shouldScan(topic: string): boolean {
     const now = Date.now();
@@ -305,8 +287,7 @@ export class Consumer {
     lengths.forEach((n, p) => {
       if (Number(n) > 0) found.push(p);
     });
-    // Added to the hints, not put in their place: one notified during the scan may have
-    // answered 0.
+    // Added to the hints, not replacing them: one notified during the scan may have answered 0.
     this.hint(topic, found);
     return found;
   }

@@ -1,12 +1,9 @@
 /**
  * Which durability a node keeps, decided once when it opens (docs/cluster.md, "Durability
- * settings"). A durability wait can only succeed on a primary with a replica, so the replicas
- * are counted at open: 'auto' is 'replicated' if any primary has one, else 'async';
- * 'replicated' and 'fsynced' are refused if none has (TickwheelNoReplicaError).
- *
- * "Any", not "every": a Cluster short of a replica for a moment (a failover under way) keeps its
- * durability; the writes of that shard fail ERR_TICKWHEEL_NOT_DURABLE until it has one again.
- * The choice holds until the node closes, so lost replicas never make writes less durable.
+ * settings"): 'auto' is 'replicated' if any primary has a replica, else 'async'; 'replicated'
+ * and 'fsynced' are refused if none has (TickwheelNoReplicaError). "Any", not "every": a
+ * Cluster short of a replica for a moment (a failover) keeps its durability, that shard's
+ * writes failing ERR_TICKWHEEL_NOT_DURABLE; lost replicas never make writes less durable.
  */
 
 import { TickwheelError, TickwheelTypeError } from '../errors.js';
@@ -26,12 +23,6 @@ export function checkDurability(durability: unknown): DurabilityOption {
     );
   }
   return durability as DurabilityOption;
-}
-
-export interface PrimaryReplicas {
-  /** host:port, or the URL it was reached by. */
-  primary: string;
-  replicas: number;
 }
 
 /** 'replicated' or 'fsynced' where no primary has a replica: no write could be acknowledged. */
@@ -55,7 +46,8 @@ export class TickwheelNoReplicaError extends TickwheelError {
 /** The durability a node opening with `option` keeps, and why, in words for its log. */
 export function chooseDurability(
   option: DurabilityOption,
-  primaries: readonly PrimaryReplicas[],
+  /** Per primary (host:port, or the URL it was reached by), its replicas. */
+  primaries: ReadonlyArray<{ primary: string; replicas: number }>,
 ): { durability: Durability; reason: string } {
   const without = primaries.filter((p) => p.replicas === 0).map((p) => p.primary);
   const replicated = without.length < primaries.length;

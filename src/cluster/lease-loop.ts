@@ -1,8 +1,7 @@
 /**
  * A node's share of the partitions: keeps the node in the member list, takes the partitions it
- * wins by rendezvous hashing through leases (Ownership, the pure state machine), and runs a
- * PartitionOwner for each one it owns. One unref'd loop, every TICK_MS: heartbeat when due (the
- * answer is the member list), then whatever the state machine asks.
+ * wins through leases (Ownership, the pure state machine), and runs a PartitionOwner for each.
+ * One unref'd loop every TICK_MS: a heartbeat when due, then what the state machine asks.
  */
 
 import { performance } from 'node:perf_hooks';
@@ -156,9 +155,30 @@ export class LeaseLoop {
    * once; otherwise a shard that lost its replica would leave its partitions unowned until one
    * came back.
    */
-  private async grantKept(meta: string, timeoutMs: number): Promise<boolean> {
-    if ((await this.valkey.replicasOf(meta)) === 0) return true;
-    return Number(await this.valkey.command(meta, ['WAIT', '1', String(timeoutMs)])) >= 1;
+  private async grantKept(meta: string): Promise<boolean> {
+    if (this.settings.durability === 'async') return true;
+    try {
+      if ((await this.valkey.replicasOf(meta)) === 0) return true;
+      const timeoutMs = String(this.settings.leaseMs / 4);
+      return Number(await this.valkey.command(meta, ['WAIT', '1', timeoutMs])) >= 1;
+    } catch (err) {
+      this.settings.onError(err);
+      return false;
+    }
+  }
+
+  /** tw_lease on `partition` for this node, its 'born' noted; undefined when the call failed. */
+  private async lease(partition: number, op: 'acquire' | 'renew' | 'release', epoch: number) {
+    const { queue, nodeId: node, leaseMs } = this.settings;
+    try {
+      const meta = metaKey(queue, partition);
+      const answer = await tw.lease(this.valkey, meta, op, { node, epoch }, leaseMs);
+      this.noteBorn(partition, answer.born);
+      return answer;
+    } catch (err) {
+      this.settings.onError(err);
+      return undefined;
+    }
   }
 
   private async run(effects: Effect[]): Promise<void> {
@@ -190,22 +210,11 @@ export class LeaseLoop {
   private async carryOut(effect: Effect): Promise<void> {
     const { partition } = effect;
     const meta = metaKey(this.settings.queue, partition);
-    const { leaseMs, nodeId: node } = this.settings;
     switch (effect.kind) {
       case 'acquire': {
-        let epoch: number | undefined;
-        try {
-          const answer = await tw.lease(this.valkey, meta, 'acquire', { node, epoch: 0 }, leaseMs);
-          this.noteBorn(partition, answer.born);
-          // A grant lost in a failover could be handed out twice: act only once replicated.
-          if (answer.granted) {
-            const kept =
-              this.settings.durability === 'async' || (await this.grantKept(meta, leaseMs / 4));
-            epoch = kept ? answer.epoch : undefined;
-          }
-        } catch (err) {
-          this.settings.onError(err);
-        }
+        const answer = await this.lease(partition, 'acquire', 0);
+        // A grant lost in a failover could be handed out twice: act only once replicated.
+        const epoch = answer?.granted && (await this.grantKept(meta)) ? answer.epoch : undefined;
         if (epoch !== undefined) this.leaseChanges++;
         await this.run(
           this.ownership.acquired(partition, effect.request, epoch, performance.now()),
@@ -213,25 +222,12 @@ export class LeaseLoop {
         return;
       }
       case 'renew': {
-        let ok = false;
-        try {
-          const by = { node, epoch: effect.epoch };
-          const answer = await tw.lease(this.valkey, meta, 'renew', by, leaseMs);
-          this.noteBorn(partition, answer.born);
-          ok = answer.granted;
-        } catch (err) {
-          this.settings.onError(err);
-        }
+        const ok = (await this.lease(partition, 'renew', effect.epoch))?.granted ?? false;
         await this.run(this.ownership.renewed(partition, effect.request, ok, performance.now()));
         return;
       }
       case 'release':
-        try {
-          const by = { node, epoch: effect.epoch };
-          this.noteBorn(partition, (await tw.lease(this.valkey, meta, 'release', by)).born);
-        } catch (err) {
-          this.settings.onError(err);
-        }
+        await this.lease(partition, 'release', effect.epoch);
         this.ownership.released(partition, effect.request);
         return;
       case 'load': {

@@ -1,13 +1,10 @@
 /**
  * The `tickwheel` Redis Functions library (lua/*.lua, called through functions.ts): every change
- * to a partition runs there, atomically in its slot (docs/cluster.md, "Life of a message").
- * Functions rather than EVALSHA: a library is replicated and persisted with the data, so a
- * promoted replica has it (the script cache answers NOSCRIPT after a failover). `tw_version`
- * keeps a node from running beside a newer library than its own.
- *
- * Valkey loads a library as one Lua chunk: the files are joined after a header, and a file's
- * `local` functions are seen only by the files after it, hence the order of LIBRARY_FILES. They
- * are read from lua/ beside this module (the build copies them to dist/: scripts/lua.mjs).
+ * to a partition runs there, atomically in its slot. Functions rather than EVALSHA: a library is
+ * replicated and persisted with the data, so a promoted replica has it (the script cache
+ * answers NOSCRIPT after a failover). Valkey loads it as one Lua chunk: the files are joined
+ * after a header, and a file's `local` functions are seen only by the files after it, hence
+ * the order of LIBRARY_FILES (copied to dist/ by scripts/lua.mjs).
  */
 
 import { readFileSync } from 'node:fs';

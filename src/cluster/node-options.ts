@@ -1,7 +1,8 @@
 /** A cluster node's options, their defaults and bounds, and the settings it runs with. */
 
 import { randomBytes } from 'node:crypto';
-import { faultOf, oncePer, warnFault, type FaultReporter } from '../queue/faults.js';
+import { faultOf, oncePer } from '../queue/faults.js';
+import type { QueueLimits } from '../queue/options.js';
 import { checkOption } from '../validate.js';
 import { checkQueueName } from './keys.js';
 import type { Durability } from './producer.js';
@@ -45,8 +46,14 @@ export type NodeSettings = CheckedNodeOptions & {
   durabilityReason: string;
 };
 
-/** Checks a node's options (ERR_TICKWHEEL_INVALID_OPTION) and fills in the defaults. */
-export function checkNodeOptions(options: ClusterNodeOptions): {
+/**
+ * Checks a node's options (ERR_TICKWHEEL_INVALID_OPTION) and fills in the defaults; the options
+ * every backend shares come from `limits`, checked by the queue (checkQueueOptions).
+ */
+export function checkNodeOptions(
+  options: ClusterNodeOptions,
+  limits: QueueLimits,
+): {
   settings: CheckedNodeOptions;
   asked: DurabilityOption;
   connectTimeoutMs: number;
@@ -60,24 +67,19 @@ export function checkNodeOptions(options: ClusterNodeOptions): {
     1,
     600_000,
   );
+  const once = oncePer(10_000, limits.onFault);
   const settings = {
     queue,
     partitions: checkOption(options.partitions ?? 64, 'partitions', 1, 16_384, true),
     windowMs: checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000),
-    // The options every backend shares are checked by the queue (checkQueueOptions).
-    horizonMs: options.horizonMs ?? 60_000,
+    horizonMs: limits.horizonMs,
     leaseMs: checkOption(options.leaseMs ?? 2_000, 'leaseMs', 100, 60_000),
-    visibilityMs: options.visibilityMs ?? 30_000,
-    maxPayloadBytes: options.maxPayloadBytes ?? 1 << 20,
+    visibilityMs: limits.visibilityMs,
+    maxPayloadBytes: limits.maxPayloadBytes,
     nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
     maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
-    onError: options.onError ?? faultsOncePer(10_000, warnFault),
+    // Each distinct error at most once per 10 s: an outage fails every background call.
+    onError: options.onError ?? ((err: unknown) => once(faultOf(err))),
   };
   return { settings, asked, connectTimeoutMs };
-}
-
-/** Each distinct error a fault at most once per `ms`: an outage fails every background call. */
-export function faultsOncePer(ms: number, report: FaultReporter): (err: unknown) => void {
-  const once = oncePer(ms, report);
-  return (err) => once(faultOf(err));
 }

@@ -1,10 +1,9 @@
 /**
  * What a node does for a partition it owns (docs/cluster.md, "The near horizon"): keeps its
  * messages due before `loadedUntil` in the node's wheel, fires them when due, and fails
- * deliveries whose visibility ran out. Every change is an owner-only call carrying its epoch;
- * the first one refused means someone else owns the partition, and the owner stops.
- *
- * Loading, in this order, so that no message is missed:
+ * deliveries whose visibility ran out, each change an owner-only call carrying its epoch (the
+ * first one refused: someone else owns the partition, and the owner stops). Loading, in this
+ * order, so that no message is missed:
  *   1. tw_load raises loadedUntil to the end of the window holding now + horizon: schedules due
  *      before it go to the near segment from then on, so the windows below it are frozen.
  *   2. The frozen windows not loaded yet are read into the wheel.
@@ -73,7 +72,6 @@ export class PartitionOwner {
   readonly partition: number;
   readonly epoch: number;
   private readonly meta: string;
-  /** The prefix of the partition's keys. */
   private readonly keys: string;
   private readonly timers = new Map<string, TimerHandle>();
   /** Near segment -> records read so far. */

@@ -246,9 +246,7 @@ export class Ownership {
 
   /** Partitions in the owned phase. */
   owned(): number[] {
-    const owned: number[] = [];
-    for (let p = 0; p < this.partitions; p++) if (this.slots[p].phase === 'owned') owned.push(p);
-    return owned;
+    return this.slots.flatMap((slot, p) => (slot.phase === 'owned' ? [p] : []));
   }
 
   /** True once close() was called and every partition is unowned with nothing in flight. */

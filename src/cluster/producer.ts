@@ -1,16 +1,13 @@
 /**
- * The producer's side of a cluster node: schedule, cancel, reschedule, get, requeue, done by
- * any node directly in Valkey, whoever owns the partition (docs/cluster.md).
+ * The producer's side of a node: schedule, cancel, reschedule, get, requeue, straight to
+ * Valkey whoever owns the partition (docs/cluster.md).
  *
- * Group commit: schedules made in one event-loop turn go as one `tw_schedule` per partition,
- * then a durability wait; a resolved `schedule` is as durable as `durability` says ('async':
- * the primary has it; 'replicated': WAIT 1; 'fsynced': WAITAOF 1 1). The wait is sent after the
- * write's reply, never pipelined with it (a WAITAOF in the same flush waits for the replica's
- * once-a-second acknowledgement). One that falls short rejects ERR_TICKWHEEL_NOT_DURABLE.
- *
- * Messages without an id get a located id (record.ts) and are tied to no partition, so they
- * are spread LOCATED_RUN at a time to each partition in turn: whole runs make fewer, larger
- * calls; the turn spreads them over every primary.
+ * Group commit: schedules of one event-loop turn go as one `tw_schedule` per partition, then a
+ * durability wait ('replicated': WAIT 1; 'fsynced': WAITAOF 1 1) sent after the write's reply,
+ * never pipelined with it (a WAITAOF in the same flush waits for the replica's once-a-second
+ * acknowledgement); one that falls short rejects ERR_TICKWHEEL_NOT_DURABLE. Messages without an
+ * id (located ids, record.ts) go LOCATED_RUN at a time to each partition in turn: fewer, larger
+ * calls, spread over every primary.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -307,15 +304,14 @@ export class Producer {
 
   /**
    * Waits until the writes sent so far on `meta`'s connection are as durable as asked. One WAIT
-   * covers every write whose reply came before it was sent, so a write joins the wait not yet
-   * sent on its primary, or starts one sent once the one in flight answers: one wait per
-   * primary and round, not one per partition batch.
+   * covers every write whose reply came before it was sent: a write joins the wait not yet sent
+   * on its primary (sharedWait), so there is one wait per primary and round.
    */
   private async durable(meta: string, what: string): Promise<void> {
     const { durability } = this.options;
     if (durability === 'async') return;
-    // A primary without a replica for a whole wait timeout: fail at once rather than hold the
-    // connection that long again. Before that, a replica may be syncing or coming back.
+    // A primary without a replica for a whole wait timeout fails at once rather than hold the
+    // connection that long again (before that, a replica may be syncing or coming back).
     if ((await this.valkey.replicalessFor(meta)) >= this.waitTimeoutMs) {
       throw notDurable(what, `its primary has had no replica for ${this.waitTimeoutMs} ms or more`);
     }

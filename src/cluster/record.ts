@@ -108,17 +108,14 @@ export function encodeRecord(
     );
   }
   let flags = 0;
-  let floats = 0;
+  const floats: number[] = [];
   if (backoff !== undefined) {
     flags = backoff.type === 'fixed' ? FIXED : EXPONENTIAL;
-    floats = 1;
-    if (backoff.jitter !== undefined) {
-      flags |= HAS_JITTER;
-      floats++;
-    }
-    if (backoff.maxDelayMs !== undefined) {
-      flags |= HAS_MAX_DELAY;
-      floats++;
+    floats.push(backoff.delayMs);
+    if (backoff.jitter !== undefined) flags |= HAS_JITTER;
+    if (backoff.maxDelayMs !== undefined) flags |= HAS_MAX_DELAY;
+    for (const value of [backoff.jitter, backoff.maxDelayMs]) {
+      if (value !== undefined) floats.push(value);
     }
   }
   const trace = record.trace;
@@ -130,7 +127,7 @@ export function encodeRecord(
   const payloadBytes =
     typeof payload === 'string' ? Buffer.byteLength(payload, 'utf8') : payload.byteLength;
   const buf = Buffer.allocUnsafe(
-    head + 2 + 1 + 8 * floats + 1 + 1 + topic.length + traceBytes + payloadBytes,
+    head + 2 + 1 + 8 * floats.length + 1 + 1 + topic.length + traceBytes + payloadBytes,
   );
   let at = 0;
   if (located === undefined) {
@@ -146,11 +143,7 @@ export function encodeRecord(
   }
   at = buf.writeUInt16LE(record.maxAttempts, at);
   buf[at++] = flags;
-  if (backoff !== undefined) {
-    at = buf.writeDoubleLE(backoff.delayMs, at);
-    if (backoff.jitter !== undefined) at = buf.writeDoubleLE(backoff.jitter, at);
-    if (backoff.maxDelayMs !== undefined) at = buf.writeDoubleLE(backoff.maxDelayMs, at);
-  }
+  for (const value of floats) at = buf.writeDoubleLE(value, at);
   buf[at++] = record.payloadKind;
   buf[at++] = topic.length;
   at += buf.write(topic, at, 'latin1');
@@ -187,21 +180,12 @@ export function decodeRecord(
     const maxAttempts = buf.readUInt16LE(at);
     at += 2;
     const flags = buf[at++];
+    const double = () => buf.readDoubleLE((at += 8) - 8);
     let backoff: Backoff | undefined;
     if ((flags & 3) !== 0) {
-      backoff = {
-        type: (flags & 3) === FIXED ? 'fixed' : 'exponential',
-        delayMs: buf.readDoubleLE(at),
-      };
-      at += 8;
-      if (flags & HAS_JITTER) {
-        backoff.jitter = buf.readDoubleLE(at);
-        at += 8;
-      }
-      if (flags & HAS_MAX_DELAY) {
-        backoff.maxDelayMs = buf.readDoubleLE(at);
-        at += 8;
-      }
+      backoff = { type: (flags & 3) === FIXED ? 'fixed' : 'exponential', delayMs: double() };
+      if (flags & HAS_JITTER) backoff.jitter = double();
+      if (flags & HAS_MAX_DELAY) backoff.maxDelayMs = double();
     }
     const payloadKind = buf[at++];
     const topicLength = buf[at++];

@@ -1,18 +1,16 @@
 /**
- * Recurring schedules on Valkey/Redis (docs/cluster.md, "Recurring schedules").
- *
- *   any node      put / update / delete / get / list the records in partition 0's slot
- *                 (`sched`: name -> `<version>|<record JSON>`), each change compared with the
- *                 version read (tw_sched), so two changes at once never lose one
- *   the leader    partition 0's owner runs every schedule with the embedded Scheduler: it
- *                 watches the change count `schedv` and adopts what changed; its own progress
- *                 is written fenced by its lease epoch
+ * Recurring schedules on Valkey/Redis (docs/cluster.md, "Recurring schedules"). Any node puts,
+ * updates, deletes and reads the records in partition 0's slot (`sched`: name ->
+ * `<version>|<record JSON>`), each change compared with the version read (tw_sched), so two
+ * changes at once never lose one. Partition 0's owner leads: it runs every schedule with the
+ * embedded Scheduler, adopts what changed (the change count `schedv`), and writes its progress
+ * fenced by its lease epoch.
  *
  * An occurrence is made at most once (tw_schedule_once): a mark beside the message refuses it
  * again for ONCE_MARK_MS, so a leader that dies before writing its record, or a stale one,
  * cannot make it twice. Occurrences made ahead of a schedule changed or deleted are cancelled
- * (which removes the mark): by the leader adopting the change, by the node that deletes, and
- * by the leader whose own write finds the record changed under it.
+ * (removing the mark) by the leader adopting the change, by the node that deletes, and by the
+ * leader whose own write finds the record changed under it.
  */
 
 import { SystemClock } from '../clock/index.js';
@@ -37,6 +35,8 @@ export const ONCE_MARK_MS = 10 * 60_000;
 const WATCH_MS = 200;
 /** Changes retried when another change landed between the read and the write. */
 const CHANGE_TRIES = 50;
+/** An attempt's answer when another change landed meanwhile. */
+const AGAIN = Symbol('again');
 
 interface Stored {
   version: number;
@@ -71,23 +71,22 @@ export class ClusterSchedules {
   private turn: Promise<unknown> = Promise.resolve();
   private closed = false;
   private readonly clock = new SystemClock({ epoch: true });
-  /** This node's changes of each schedule, one at a time: they do not race each other. */
+  /** This node's changes of each schedule (retried()). */
   private readonly changes = new Turns();
   /** Records that cannot be read, reported once per stored text. */
   private readonly unreadable = new Map<string, string>();
 
+  /** The records, and their change count. */
+  private readonly key: string;
+  private readonly changesKey: string;
+
   constructor(
     private readonly valkey: Valkey,
-    private readonly queue: string,
+    queue: string,
     private readonly host: ClusterScheduleHost,
-  ) {}
-
-  private get key(): string {
-    return `${partitionPrefix(this.queue, 0)}sched`;
-  }
-
-  private get changesKey(): string {
-    return `${partitionPrefix(this.queue, 0)}schedv`;
+  ) {
+    this.key = `${partitionPrefix(queue, 0)}sched`;
+    this.changesKey = `${this.key}v`;
   }
 
   // ---- any node ---------------------------------------------------------------------------
@@ -121,34 +120,28 @@ export class ClusterSchedules {
   }
 
   async delete(name: string): Promise<boolean> {
-    return this.serial(name, async () => {
-      for (let tries = 0; tries < CHANGE_TRIES; tries++) {
-        const old = await this.read(name);
-        if (old === undefined) return false;
-        // Its occurrence made ahead goes too, also when the delete's durability wait failed.
-        const cancelAhead = async () => {
-          const ahead = old.record.lastCreated;
-          if (ahead !== null && ahead > this.now()) {
-            await this.host.cancel(occurrenceId(name, ahead));
-          }
-        };
-        let done: boolean;
-        try {
-          ({ done } = await this.sched({ op: 'del', name, version: old.version }));
-        } catch (err) {
-          if ((err as { code?: string }).code === 'ERR_TICKWHEEL_NOT_DURABLE') {
-            await cancelAhead().catch((cancelFailed: unknown) => this.host.onError(cancelFailed));
-          }
-          throw err;
+    return this.retried(name, async () => {
+      const old = await this.read(name);
+      if (old === undefined) return false;
+      // Its occurrence made ahead goes too, also when the delete's durability wait failed.
+      const cancelAhead = async () => {
+        const ahead = old.record.lastCreated;
+        if (ahead !== null && ahead > this.now()) {
+          await this.host.cancel(occurrenceId(name, ahead));
         }
-        if (!done) {
-          await pause(tries);
-          continue;
+      };
+      let done: boolean;
+      try {
+        ({ done } = await this.sched({ op: 'del', name, version: old.version }));
+      } catch (err) {
+        if ((err as { code?: string }).code === 'ERR_TICKWHEEL_NOT_DURABLE') {
+          await cancelAhead().catch((cancelFailed: unknown) => this.host.onError(cancelFailed));
         }
-        await cancelAhead();
-        return true;
+        throw err;
       }
-      throw busy(name);
+      if (!done) return AGAIN;
+      await cancelAhead();
+      return true;
     });
   }
 
@@ -157,27 +150,38 @@ export class ClusterSchedules {
     name: string,
     make: (old: Stored | undefined) => ScheduleRecord | undefined,
   ): Promise<ScheduleInfo | undefined> {
-    return this.serial(name, async () => {
-      for (let tries = 0; tries < CHANGE_TRIES; tries++) {
-        const old = await this.read(name);
-        const record = make(old);
-        if (record === undefined) return undefined;
-        const version = old?.version ?? 0;
-        const { done } = await this.sched({
-          op: 'put',
-          name,
-          version,
-          record: JSON.stringify(record),
-        });
-        if (done) return infoOf(record, this.now());
-        await pause(tries);
-      }
-      throw busy(name);
+    return this.retried(name, async () => {
+      const old = await this.read(name);
+      const record = make(old);
+      if (record === undefined) return undefined;
+      const version = old?.version ?? 0;
+      const { done } = await this.sched({
+        op: 'put',
+        name,
+        version,
+        record: JSON.stringify(record),
+      });
+      return done ? infoOf(record, this.now()) : AGAIN;
     });
   }
 
-  private serial<T>(name: string, work: () => Promise<T>): Promise<T> {
-    return this.changes.run(name, work);
+  /**
+   * This node's changes of `name` one at a time (they do not race each other), each `attempt`
+   * made again, after a pause, while another change lands between its read and its write.
+   */
+  private retried<T>(name: string, attempt: () => Promise<T | typeof AGAIN>): Promise<T> {
+    return this.changes.run(name, async () => {
+      for (let tries = 0; tries < CHANGE_TRIES; tries++) {
+        const result = await attempt();
+        if (result !== AGAIN) return result;
+        const ms = Math.random() * Math.min(50, 2 + tries * 2);
+        await new Promise((resolve) => setTimeout(resolve, ms));
+      }
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_CONFLICT',
+        `recurring schedule ${name} kept changing while this change was made: try again`,
+      );
+    });
   }
 
   // ---- the leader ---------------------------------------------------------------------------
@@ -398,17 +402,5 @@ function leaseLost(what: string): TickwheelStateError {
   return new TickwheelStateError(
     'ERR_TICKWHEEL_LEASE_LOST',
     `recurring schedule (${what}): this node no longer leads the schedules`,
-  );
-}
-
-function pause(tries: number): Promise<void> {
-  const ms = Math.random() * Math.min(50, 2 + tries * 2);
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function busy(name: string): TickwheelStateError {
-  return new TickwheelStateError(
-    'ERR_TICKWHEEL_CONFLICT',
-    `recurring schedule ${name} kept changing while this change was made: try again`,
   );
 }

@@ -23,7 +23,7 @@ import { pushKey, tokensKey, topicsKey } from './keys.js';
 import type { Producer } from './producer.js';
 
 /** A topic's settings, one field each in the topics hash. */
-const SETTING_FIELDS: readonly string[] = ['paused', 'rateLimit'];
+const SETTING_FIELDS = ['paused', 'rateLimit'] as const;
 
 /**
  * A node's topic gate over the settings in Valkey/Redis: a change made here applies here at
@@ -101,7 +101,7 @@ export class ClusterTopics {
       } catch {
         value = undefined;
       }
-      if (bar < 1 || !SETTING_FIELDS.includes(name) || value === undefined) {
+      if (bar < 1 || !(SETTING_FIELDS as readonly string[]).includes(name) || value === undefined) {
         throw new TickwheelCorruptError(
           `${key} field ${JSON.stringify(field)}: stored topic settings cannot be read (${JSON.stringify(text).slice(0, 100)})`,
         );
@@ -149,14 +149,11 @@ export class ClusterTopics {
     const key = topicsKey(this.queue);
     const set: string[] = [];
     const cleared: string[] = [];
-    if (update.paused !== undefined) {
-      if (update.paused) set.push(`${topic}|paused`, 'true');
-      else cleared.push(`${topic}|paused`);
-    }
-    if (update.rateLimit !== undefined) {
-      if (update.rateLimit !== null) {
-        set.push(`${topic}|rateLimit`, JSON.stringify(update.rateLimit));
-      } else cleared.push(`${topic}|rateLimit`);
+    for (const name of SETTING_FIELDS) {
+      const value = update[name];
+      // The default (not paused, no limit) is no field.
+      if (value === false || value === null) cleared.push(`${topic}|${name}`);
+      else if (value !== undefined) set.push(`${topic}|${name}`, JSON.stringify(value));
     }
     const what = `the settings of topic ${topic}`;
     if (set.length > 0) await this.producer.writeSetting(key, ['HSET', key, ...set], what);

@@ -1,8 +1,7 @@
 /**
  * The way to Valkey/Redis for the cluster and the Redis idempotency store: one node-redis client
- * (standalone, Cluster or through Sentinel) behind a few calls routed by their key's slot, and
- * a Functions library loaded on every primary. node-redis rather than ioredis: see
- * docs/cluster.md. Whether the server is a Cluster is asked (`INFO cluster`), not configured.
+ * (standalone, Cluster or through Sentinel; which is asked of the server, not configured) behind
+ * a few calls routed by their key's slot, and a Functions library loaded on every primary.
  */
 
 import {
@@ -31,6 +30,7 @@ import {
 } from './reach.js';
 
 type Client = RedisClientType;
+type ReplicaState = { at: number; count: number; noneSince: number | undefined };
 
 const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer } as const;
 const BUFFERED = { typeMapping: BUFFERS };
@@ -74,10 +74,8 @@ export class Valkey {
   retryBudgetMs = RETRY_BUDGET_MS;
   commandTimeoutMs = COMMAND_TIMEOUT_MS;
   private readonly urls: readonly string[];
-  private readonly replicaCounts = new Map<
-    string,
-    { at: number; count: number; noneSince: number | undefined }
-  >();
+  /** Per primary: when ROLE was last asked, its replicas, and since when it has had none. */
+  private readonly replicaCounts = new Map<string, ReplicaState>();
   /** See pin(). */
   private pinned = false;
 
@@ -111,21 +109,15 @@ export class Valkey {
           'a redis+sentinel:// URL names every Sentinel itself (host:port,host:port); give it alone',
         );
       }
-      const { name, sentinels, username, password } = viaSentinel;
+      // The credentials are the data nodes' (parseSentinelUrl gives only those in the URL).
+      const { name, sentinels, ...credentials } = viaSentinel;
       made = {
         sentinel: createSentinel({
           name,
           sentinelRootNodes: sentinels,
           // One connection to the primary, so that a WAIT follows the writes it waits for.
           masterPoolSize: 1,
-          ...(username === undefined && password === undefined
-            ? {}
-            : {
-                nodeClientOptions: {
-                  ...(username === undefined ? {} : { username }),
-                  ...(password === undefined ? {} : { password }),
-                },
-              }),
+          ...(Object.keys(credentials).length === 0 ? {} : { nodeClientOptions: credentials }),
         }),
       };
     } else {
@@ -245,9 +237,7 @@ export class Valkey {
     return noneSince === undefined ? 0 : Date.now() - noneSince;
   }
 
-  private async replicaState(
-    key: string,
-  ): Promise<{ at: number; count: number; noneSince: number | undefined }> {
+  private async replicaState(key: string): Promise<ReplicaState> {
     const now = Date.now();
     const primary = this.primaryOf(key);
     const known = this.replicaCounts.get(primary);

@@ -6,7 +6,6 @@
  */
 
 import type { ClusterBackend } from '../../src/cluster/backend.js';
-import type { ClusterNode } from '../../src/cluster/node.js';
 import type { DelayQueue } from '../../src/delay-queue.js';
 import {
   checkRequest,
@@ -52,6 +51,6 @@ export function checking<T extends Part>(part: T): Checking<T> {
 }
 
 /** The node under a queue opened on Valkey/Redis (`DelayQueue.open({ redis })`). */
-export function nodeOf(queue: DelayQueue): ClusterNode {
-  return (queue as unknown as { backend: ClusterBackend }).backend.node;
+export function nodeOf(queue: DelayQueue): ClusterBackend {
+  return (queue as unknown as { backend: ClusterBackend }).backend;
 }

@@ -1,5 +1,5 @@
 /**
- * Cluster nodes (src/cluster/node.ts, each under a DelayQueue) over a real Valkey Cluster of 3
+ * Cluster nodes (src/cluster/backend.ts, each under a DelayQueue) over a real Valkey Cluster of 3
  * primaries + 3 replicas:
  * the partitions are shared out among the nodes, a message scheduled through one node is
  * delivered to a consumer of another, on time and never early, and a node that closes hands its
