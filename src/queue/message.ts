@@ -303,17 +303,28 @@ const ID_NUMBER_AT = 9 + 1 + idPrefix.length + 1;
  * other id. An id given by a user may look the same: callers compare the whole id too.
  */
 export function ownIdNumber(id: string): number {
-  const end = id.length;
-  if (end <= ID_NUMBER_AT || end > ID_NUMBER_AT + 11) return -1;
   if (id.charCodeAt(ID_NUMBER_AT - 1) !== 45 /* - */ || !id.startsWith(idPrefix, 10)) return -1;
-  let n = 0;
-  for (let i = ID_NUMBER_AT; i < end; i++) {
-    const c = id.charCodeAt(i);
+  return base36(id, ID_NUMBER_AT, id.length);
+}
+
+/** Numbers of at most this many base-36 digits are read exactly (36^10 < 2^53). */
+const MAX_BASE36_DIGITS = 10;
+
+/**
+ * The base-36 number (lower-case digits) in `text[from, to)`, or -1 when that is empty, has
+ * another character or a leading zero, or is longer than MAX_BASE36_DIGITS.
+ */
+export function base36(text: string, from: number, to: number): number {
+  if (to <= from || to - from > MAX_BASE36_DIGITS) return -1;
+  if (to - from > 1 && text.charCodeAt(from) === 48) return -1;
+  let value = 0;
+  for (let at = from; at < to; at++) {
+    const c = text.charCodeAt(at);
     const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 122 ? c - 87 : -1;
     if (digit < 0) return -1;
-    n = n * 36 + digit;
+    value = value * 36 + digit;
   }
-  return n <= Number.MAX_SAFE_INTEGER ? n : -1;
+  return value;
 }
 
 /** The reason (lastError) of a delivery whose visibility timeout ran out, on every backend. */

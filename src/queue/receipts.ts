@@ -26,6 +26,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { debugAssert } from '../assert.js';
+import { base36 } from './message.js';
 
 const receiptPrefix = `r${randomBytes(9).toString('base64url')}`;
 let receiptCounter = 0;
@@ -45,9 +46,6 @@ const HEAD_CACHE = 8192;
 function headOf(slot: number): string {
   return `${receiptPrefix}${slot.toString(36)}.`;
 }
-
-/** Counters of at most this many base-36 digits are read exactly (36^10 < 2^53). */
-const MAX_COUNTER_DIGITS = 10;
 
 export class Receipts<M extends Receivable> {
   private readonly slots: Array<M | undefined> = [];
@@ -102,7 +100,7 @@ export class Receipts<M extends Receivable> {
     // strings. Only the form receiptOf() makes is taken: no leading zeros, nothing after.
     if (!receipt.startsWith(receiptPrefix)) return undefined;
     const dot = receipt.indexOf('.', receiptPrefix.length);
-    if (dot < 0 || receipt.length - dot - 1 > MAX_COUNTER_DIGITS) return undefined;
+    if (dot < 0) return undefined;
     const slot = base36(receipt, receiptPrefix.length, dot);
     const counter = base36(receipt, dot + 1, receipt.length);
     if (slot < 0 || counter <= 0) return undefined;
@@ -111,21 +109,4 @@ export class Receipts<M extends Receivable> {
       ? message
       : undefined;
   }
-}
-
-/**
- * The base-36 number (lower-case digits) in `text[from, to)`, or -1 when that is empty, has
- * another character or a leading zero, or is too long to be a slot or a counter.
- */
-function base36(text: string, from: number, to: number): number {
-  if (to <= from || to - from > MAX_COUNTER_DIGITS) return -1;
-  if (to - from > 1 && text.charCodeAt(from) === 48) return -1;
-  let value = 0;
-  for (let at = from; at < to; at++) {
-    const c = text.charCodeAt(at);
-    const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 122 ? c - 87 : -1;
-    if (digit < 0) return -1;
-    value = value * 36 + digit;
-  }
-  return value;
 }
