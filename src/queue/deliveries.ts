@@ -264,9 +264,15 @@ export class Deliveries {
       this.watchWrite(this.deferAck(message, tally), message.id);
       return TRUE;
     }
-    const owner = message;
-    // Behind the id's lock (a timeout of this delivery being written, say): applied once that
-    // ends, and only if the delivery is still this receipt's.
+    return this.ackLocked(receipt, message, durable);
+  }
+
+  /**
+   * An ack behind its id's lock (a timeout of this delivery being written, say): applied once
+   * that ends, if the delivery is still this receipt's. Apart from ack(): a closure there made
+   * every ack allocate its context.
+   */
+  private ackLocked(receipt: string, owner: NearMessage, durable: boolean): Promise<boolean> {
     return this.locks.run(owner.id, () =>
       this.near.owner(receipt) === owner
         ? this.finishAcked(owner, durable)
@@ -290,6 +296,11 @@ export class Deliveries {
   private watchWrite(written: Promise<unknown>, id: string, what = 'an acked delivery'): void {
     if (written === this.lastWatched) return;
     this.lastWatched = written;
+    this.reportFailure(written, id, what);
+  }
+
+  /** Apart from watchWrite(): its closure's context was made on every call, watched or not. */
+  private reportFailure(written: Promise<unknown>, id: string, what: string): void {
     written.catch((err: unknown) => {
       if (this.writeFailureTold) return;
       this.writeFailureTold = true;

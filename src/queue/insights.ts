@@ -87,8 +87,8 @@ export function dueTimeline(
     return bucket;
   };
   // forEach, not for-of: no entry array per distinct due time or minute.
-  const since = held.countBase - now;
-  held.scheduledDue.forEach((count, due) => (counts[bucketOf(since + due)] += count));
+  const since = held.due.base - now;
+  held.due.settled().forEach((count, due) => (counts[bucketOf(since + due)] += count));
   // The store counts every live message, including those in memory: take those out.
   const heldMinutes = held.minutes;
   storeMinutes.forEach((count, minute) => {

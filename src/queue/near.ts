@@ -16,7 +16,7 @@
  *
  * Counts are kept with every change, so that stats() and dueHistogram() never walk memory (a
  * walk of a million held messages took ~100 ms): `tallies` per topic; `minutes`, all held
- * messages by the minute of their due time; `scheduledDue`, scheduled ones by due ms.
+ * messages by the minute of their due time; `due`, scheduled ones by due ms.
  *
  * Invariants (checked by debugAssert where cheap):
  *   - `message.held` ⇒ `ids.entry(message.id) === message`; `ids.count` counts held messages;
@@ -41,6 +41,8 @@ import { storedBytes, type MessageState } from './message.js';
 import { PayloadBudget } from './payload-budget.js';
 import { DecodeAhead, DENSE_PER_MS } from './decode-ahead.js';
 import {
+  bump,
+  DueCounts,
   DueGroup,
   Lease,
   MINUTE_MS,
@@ -78,36 +80,24 @@ export class NearHorizon implements HeldCounts {
   /** The lease take() made last: a take with the same deadline joins it while it runs. */
   private lastLease: Lease | undefined;
   /**
-   * The last ready list dropped empty, kept (up to SPARE_READY_CAPACITY entries) for the next
-   * topic that needs one: a consumer that keeps up empties its topic's list again and again,
-   * and each new list grew from 16 entries once more.
+   * The last ready list dropped empty (up to SPARE_READY_CAPACITY), for the next topic: a
+   * consumer that keeps up empties its list again and again, and each new one grew from 16.
    */
   private spareReady: ReadyList<NearMessage> | undefined;
   private readonly receipts = new Receipts<NearMessage>();
   readonly tallies = new Map<string, HeldTally>();
   readonly minutes = new Map<number, number>();
-  private readonly dueCounts = new Map<number, number>();
+  readonly due: DueCounts;
   /**
-   * A change of `dueCounts` not made yet: changes of one key in a row add up here first (a
-   * burst fires thousands of messages of one due ms; a Map update each cost ~80 ns).
-   */
-  private dueKey = Number.NaN;
-  private dueDelta = 0;
-  readonly countBase: number;
-  /**
-   * Messages held during a horizon load, to arm after it, each with its version when held: one
-   * held, released and held again during the load is in it twice, and only its last entry is
-   * armed (arming both gave it two due timers, the earlier of which fired it early after a
-   * later move).
+   * Messages held during a horizon load, to arm after it, with their versions when held: one
+   * held twice during the load is armed once, by its last entry (two due timers fired it early).
    */
   private deferred: NearMessage[] | undefined;
   private deferredVersions: number[] = [];
   private superseded: Set<string> | undefined;
   /**
-   * fireTime(): the reading, and how many more fires may use it. The reading starts as a
-   * fraction: a field that starts as a small integer and later takes a fraction changes
-   * representation, and V8 deoptimises the code compiled for the object's old shape (at the
-   * first fire of a process, in its first burst).
+   * fireTime(): the reading, and how many more fires may use it. It starts as a fraction: a
+   * small-integer field that later takes a fraction changes representation, and V8 deoptimises.
    */
   private fireReading = Number.NaN;
   private fireReads = 0;
@@ -115,7 +105,12 @@ export class NearHorizon implements HeldCounts {
   private readonly ahead: DecodeAhead;
   /** The due groups of dense milliseconds not fired yet, by due time. */
   private readonly groups = new Map<number, DueGroup>();
-  /** Scheduled messages of one millisecond from which it is dense (a setting for tests). */
+  /**
+   * Messages of one millisecond from which they share a due group (one wheel timer; each
+   * fired through the wheel on its own cost ~4 µs in a first burst), and from which their
+   * payloads are decoded ahead. Settings for tests.
+   */
+  static groupFrom = 64;
   static denseFrom = DENSE_PER_MS;
   /** When a take last left ready messages of its topic behind (see BEHIND_MS). */
   private behindAt = -Infinity;
@@ -129,18 +124,12 @@ export class NearHorizon implements HeldCounts {
     payloadLimit: number,
   ) {
     this.payloads = new PayloadBudget(payloadLimit);
-    this.countBase = Math.floor(clock.now());
+    this.due = new DueCounts(Math.floor(clock.now()));
     this.ahead = new DecodeAhead(
       wheel,
       () => clock.now(),
       () => this.clock.now() - this.behindAt < BEHIND_MS,
     );
-  }
-
-  /** Held messages scheduled for this due time (ms), changes not made yet included. */
-  private scheduledAt(deliverAt: number): number {
-    const key = deliverAt - this.countBase;
-    return (this.dueCounts.get(key) ?? 0) + (key === this.dueKey ? this.dueDelta : 0);
   }
 
   /** The payload for a delivery of a message in flight (parsed ahead, or now). */
@@ -155,26 +144,6 @@ export class NearHorizon implements HeldCounts {
 
   get size(): number {
     return this.ids.count;
-  }
-
-  get scheduledDue(): ReadonlyMap<number, number> {
-    this.settleDue();
-    return this.dueCounts;
-  }
-
-  private bumpDue(deliverAt: number, by: number): void {
-    const key = deliverAt - this.countBase;
-    if (key !== this.dueKey) {
-      this.settleDue();
-      this.dueKey = key;
-    }
-    this.dueDelta += by;
-  }
-
-  private settleDue(): void {
-    if (this.dueDelta !== 0) bump(this.dueCounts, this.dueKey, this.dueDelta);
-    this.dueDelta = 0;
-    this.dueKey = Number.NaN;
   }
 
   /**
@@ -247,7 +216,7 @@ export class NearHorizon implements HeldCounts {
     message.tally = tally;
     tally.scheduled++;
     bump(this.minutes, Math.floor(message.deliverAt / MINUTE_MS), 1);
-    this.bumpDue(message.deliverAt, 1);
+    this.due.add(message.deliverAt, 1);
     if (this.deferred !== undefined) {
       this.deferred.push(message);
       this.deferredVersions.push(message.version);
@@ -257,12 +226,13 @@ export class NearHorizon implements HeldCounts {
   /**
    * Due already: ready at once, after whatever the wheel holds that is due by now (its native
    * timer may not have run yet): due order holds. Not due yet: a timer for its due time, or a
-   * place in its millisecond's due group, once that millisecond is dense. A group, once made,
-   * takes every message of its millisecond armed until it fires, dense or not any more: a
-   * message armed later never fires before one armed earlier for the same time. Ticks begin on
-   * whole milliseconds, so a message due by now is on a tick that has begun. Inside a wheel
-   * expiration (the wheel is mid-advance) a due message goes on the wheel's next tick (or its
-   * group, not fired yet: after the group's earlier messages, as on the tick).
+   * place in its millisecond's due group, from groupFrom messages on (decoded ahead from
+   * denseFrom on). A group, once made, takes every message of its millisecond armed until it
+   * fires, however few are left: a message armed later never fires before one armed earlier
+   * for the same time. Ticks begin on whole milliseconds, so a message due by now is on a tick
+   * that has begun. Inside a wheel expiration (the wheel is mid-advance) a due message goes on
+   * the wheel's next tick (or its group, not fired yet: after the group's earlier messages, as
+   * on the tick).
    */
   private arm(message: NearMessage): void {
     const now = this.clock.now();
@@ -276,7 +246,7 @@ export class NearHorizon implements HeldCounts {
     }
     let group = this.groups.size === 0 ? undefined : this.groups.get(at);
     if (group === undefined) {
-      if (this.scheduledAt(at) < NearHorizon.denseFrom) {
+      if (this.due.at(at) < NearHorizon.groupFrom) {
         message.timer = this.wheel.scheduleAt(at, message);
         return;
       }
@@ -285,22 +255,50 @@ export class NearHorizon implements HeldCounts {
       this.groups.set(at, group);
     }
     message.timer = 0;
-    if (group.messages.length >= 2 * this.scheduledAt(at) + GROUP_SLACK) group.compact();
+    if (group.messages.length >= 2 * this.due.at(at) + GROUP_SLACK) group.compact();
     group.messages.push(message);
     group.versions.push(message.version);
-    this.ahead.note(message);
+    if (this.due.at(at) >= NearHorizon.denseFrom) this.ahead.note(message);
   }
 
-  /** A dense millisecond came due: its messages that have not changed since they joined fire. */
+  /**
+   * A busy millisecond came due: its messages that have not changed since they joined fire, in
+   * order, as fire() would fire each, but with one clock reading, one count change and one wake
+   * per run of a topic: a first burst fires tens of thousands before any is delivered.
+   */
   fireGroup(group: DueGroup): void {
-    if (this.groups.get(group.deliverAt) === group) this.groups.delete(group.deliverAt);
-    const { messages, versions } = group;
+    const { deliverAt, messages, versions } = group;
+    if (this.groups.get(deliverAt) === group) this.groups.delete(deliverAt);
     group.messages = [];
     group.versions = [];
+    const now = Math.max(this.clock.now(), deliverAt);
+    let fired = 0;
+    let topic = '';
+    let run = 0;
+    let list: ReadyList<NearMessage> | undefined;
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
-      if (message.version === versions[i]) this.fire(message);
+      if (message.version !== versions[i]) continue;
+      debugAssert(message.held && message.status === 'scheduled', 'fired a message not scheduled');
+      this.report.fired(message, now);
+      message.status = 'ready';
+      message.version++;
+      const tally = message.tally as HeldTally;
+      tally.ready++;
+      tally.scheduled--;
+      if (list === undefined || message.topic !== topic) {
+        if (run > 0) this.waiters.wake(topic, run);
+        topic = message.topic;
+        run = 0;
+        list = this.readyListOf(topic);
+      }
+      if (list.full) list.reserve(1 + Math.min(messages.length - i - 1, tally.scheduled));
+      list.push(message);
+      run++;
+      fired++;
     }
+    if (run > 0) this.waiters.wake(topic, run);
+    if (fired > 0) this.due.add(deliverAt, -fired);
   }
 
   /**
@@ -312,7 +310,7 @@ export class NearHorizon implements HeldCounts {
     this.report.fired(message, now);
     message.status = 'ready';
     message.version++;
-    this.bumpDue(message.deliverAt, -1);
+    this.due.add(message.deliverAt, -1);
     const tally = message.tally as HeldTally;
     tally.ready++;
     tally.scheduled--;
@@ -321,7 +319,7 @@ export class NearHorizon implements HeldCounts {
     // rather than one doubling after another: those still scheduled for that millisecond, and
     // no more than the topic still has scheduled (a burst over many topics is counted whole).
     if (list.full) {
-      list.reserve(1 + Math.min(this.scheduledAt(message.deliverAt), tally.scheduled));
+      list.reserve(1 + Math.min(this.due.at(message.deliverAt), tally.scheduled));
     }
     list.push(message);
     this.waiters.wakeOne(message.topic);
@@ -489,7 +487,7 @@ export class NearHorizon implements HeldCounts {
     bump(this.minutes, Math.floor(message.deliverAt / MINUTE_MS), -1);
     const tally = message.tally as HeldTally;
     if (message.status === 'scheduled') {
-      this.bumpDue(message.deliverAt, -1);
+      this.due.add(message.deliverAt, -1);
       tally.scheduled--;
     } else if (message.status === 'ready') tally.ready--;
     else tally.inflight--;
@@ -562,11 +560,4 @@ export class NearHorizon implements HeldCounts {
       if (deferred[i].version === versions[i]) this.arm(deferred[i]);
     }
   }
-}
-
-/** Adds `by` to a count in a map of counts, dropping it at 0. */
-function bump(counts: Map<number, number>, key: number, by: number): void {
-  const count = (counts.get(key) ?? 0) + by;
-  if (count === 0) counts.delete(key);
-  else counts.set(key, count);
 }

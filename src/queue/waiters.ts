@@ -65,6 +65,18 @@ export class Waiters {
     }
   }
 
+  /** Wakes the `count` oldest waiters of a topic (as many as there are, if fewer). */
+  wake(topic: string, count: number): void {
+    if (this.byTopic.size === 0) return;
+    const set = this.byTopic.get(topic);
+    if (set === undefined) return;
+    // Waking deletes the waiter from the set: a Set's iteration goes on past a deleted entry.
+    for (const waiter of set) {
+      waiter.wake();
+      if (--count === 0) return;
+    }
+  }
+
   /** Wakes every waiter of a topic (its settings changed: topics.ts). */
   wakeTopic(topic: string): void {
     const set = this.byTopic.get(topic);

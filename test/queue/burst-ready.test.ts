@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { DelayQueue } from '../../src/delay-queue.js';
 import { NearHorizon } from '../../src/queue/near.js';
 import { T0, advance, memoryKind, useQueues } from './harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 const openQueue = useQueues();
 
@@ -69,13 +70,13 @@ async function pendingTimers(queue: DelayQueue): Promise<number> {
   return (await queue.stats()).timers.pending;
 }
 
-describe('a dense millisecond shares one due timer', () => {
-  const denseFrom = NearHorizon.denseFrom;
+describe('a busy millisecond shares one due timer', () => {
+  const groupFrom = NearHorizon.groupFrom;
   afterEach(() => {
-    NearHorizon.denseFrom = denseFrom;
+    NearHorizon.groupFrom = groupFrom;
   });
 
-  it('from the 2,048th message of a millisecond on: one timer on the wheel for the rest', async () => {
+  it('from the 64th message of a millisecond on: one timer on the wheel for the rest', async () => {
     const { clock, queue } = await openQueue(memoryKind);
     const n = 5000;
     const due = T0 + 500;
@@ -83,8 +84,8 @@ describe('a dense millisecond shares one due timer', () => {
     await queue.scheduleMany(
       Array.from({ length: n }, (_, i) => ({ topic: 't', payload: i, deliverAt: due })),
     );
-    // Each of the first 2,047 has its own timer; the 2,048th made the group's.
-    expect((await pendingTimers(queue)) - before).toBe(denseFrom);
+    // Each of the first 63 has its own timer; the 64th made the group's.
+    expect((await pendingTimers(queue)) - before).toBe(groupFrom);
     await advance(clock, 499, 50, queue);
     expect(await queue.receive('t', { max: 1000 })).toEqual([]); // never early
     await advance(clock, 1, 1, queue);
@@ -94,7 +95,7 @@ describe('a dense millisecond shares one due timer', () => {
   });
 
   it('a group takes every later message of its millisecond, dense or not any more: scheduling order holds', async () => {
-    NearHorizon.denseFrom = 4;
+    NearHorizon.groupFrom = 4;
     const { clock, queue } = await openQueue(memoryKind);
     const due = T0 + 300; // inside the horizon: held when scheduled
     const at = (id: string) => queue.schedule({ id, topic: 't', payload: id, deliverAt: due });
@@ -117,7 +118,7 @@ describe('a dense millisecond shares one due timer', () => {
   });
 
   it('a message of a group cancelled, rescheduled away or back fires as its last change says', async () => {
-    NearHorizon.denseFrom = 3;
+    NearHorizon.groupFrom = 3;
     const { clock, queue } = await openQueue(memoryKind);
     const due = T0 + 300; // inside the horizon: held when scheduled
     for (let i = 0; i < 6; i++) {
@@ -140,7 +141,7 @@ describe('a dense millisecond shares one due timer', () => {
   });
 
   it('entries of messages that left a pending group are dropped as it grows: it stays near its live size', async () => {
-    NearHorizon.denseFrom = 4;
+    NearHorizon.groupFrom = 4;
     const { queue } = await openQueue(memoryKind);
     const due = T0 + 500;
     for (let i = 0; i < 100; i++)
@@ -154,5 +155,27 @@ describe('a dense millisecond shares one due timer', () => {
     ).backend.near.groups.get(due);
     expect(group).toBeDefined();
     expect(group?.messages.length).toBeLessThanOrEqual(2 * 1 + 64 + 1);
+  });
+
+  it('a group that fires wakes as many waiting receives as it has messages of their topic', async () => {
+    NearHorizon.groupFrom = 2;
+    const { clock, queue } = await openQueue(memoryKind);
+    const due = T0 + 300;
+    // The first has a timer of its own; the group has a run of two of topic t.
+    await queue.scheduleMany([
+      { topic: 'u', payload: 'u1', deliverAt: due },
+      { topic: 't', payload: 'a', deliverAt: due },
+      { topic: 't', payload: 'b', deliverAt: due },
+      { topic: 'u', payload: 'u2', deliverAt: due },
+    ]);
+    const waiting = [1, 2, 3].map(() => queue.receive('t', { max: 1, waitMs: 1000 }));
+    const answered: string[] = [];
+    for (const each of waiting)
+      void each.then((got) => answered.push(...got.map((m) => `${m.payload}`)));
+    await advance(clock, 300, 100, queue);
+    await waitFor(() => answered.length === 2);
+    expect(answered.sort()).toEqual(['a', 'b']);
+    await advance(clock, 1000, 100, queue);
+    expect((await Promise.all(waiting)).map((got) => got.length).sort()).toEqual([0, 1, 1]);
   });
 });

@@ -187,14 +187,16 @@ function modelProperties(): void {
 describe('DelayQueue against a reference model', modelProperties);
 
 describe('DelayQueue against a reference model, every millisecond dense from 2 messages', () => {
-  // Messages of a dense millisecond share one due timer (near.ts, DueGroup) and are decoded
-  // ahead (decode-ahead.ts); at the real threshold (2,048) only a burst gets there.
-  const denseFrom = NearHorizon.denseFrom;
+  // Messages of a busy millisecond share one due timer (near.ts, DueGroup; from 64 for real)
+  // and are decoded ahead (decode-ahead.ts; from 2,048 for real, only a burst gets there).
+  const { denseFrom, groupFrom } = NearHorizon;
   beforeAll(() => {
     NearHorizon.denseFrom = 2;
+    NearHorizon.groupFrom = 2;
   });
   afterAll(() => {
     NearHorizon.denseFrom = denseFrom;
+    NearHorizon.groupFrom = groupFrom;
   });
   modelProperties();
 });
