@@ -300,8 +300,12 @@ export class QueueEngine implements QueueBackend {
 
   // ---- life cycle -------------------------------------------------------------------------
 
-  /** With a ManualClock: advance, await settled(), advance(0). */
+  /**
+   * With a ManualClock: advance, await settled(), advance(0). Waits for loads and for the work
+   * under id locks (a retry is held again only once its record is written).
+   */
   async settled(): Promise<void> {
+    await this.locks.settled();
     await this.horizon.settled();
     await this.topics.settled();
     await this.recurring.settled();

@@ -233,6 +233,8 @@ export class Worker implements Consumer {
         if (signal.aborted) break;
         this.report(err, { topic: this.topic });
         await this.pause(receiveBackoff(failures++));
+        // The pause was a turn of its own (a timer): no real-time yield is owed after it.
+        turnStarted = realClock.now();
         continue;
       }
       for (let i = 0; i < batch.length; i++) {

@@ -160,11 +160,7 @@ describe.each([
     for (const message of taken.slice(0, 35)) expect(await q.ack(message.receipt)).toBe(true);
     await advance(clock, 100, 100, queue);
     for (const message of taken.slice(35)) expect(await q.ack(message.receipt)).toBe(false);
-    const retried = async () =>
-      (await Promise.all(ids.slice(35).map((id) => q.get(id)))).every(
-        (info) => info?.status === 'scheduled',
-      );
-    await waitFor(retried, { intervalMs: 2 });
+    await q.settled();
     await advance(clock, 5_000, 100, queue);
     const again = await q.receive('t', { max: 40 });
     expect(again.map((m) => [m.id, m.attempts])).toEqual(ids.slice(35).map((id) => [id, 2]));
@@ -188,11 +184,9 @@ describe.each([
     await advance(clock, 1, 100, queue);
     expect(await q.ack(b.receipt)).toBe(false);
     expect(await q.ack(d.receipt)).toBe(false);
-    // Their retries are written (a real fsync on the file store) before they are back on the
-    // wheel: wait for that in real time, then let the backoff pass in virtual time.
-    const retried = async () =>
-      (await q.get('b'))?.status === 'scheduled' && (await q.get('d'))?.status === 'scheduled';
-    await waitFor(retried, { intervalMs: 2 });
+    // Their retries are written (a real write on the file store) before they are back on the
+    // wheel: settled() waits for that, then the backoff passes in virtual time.
+    await q.settled();
     await advance(clock, 60, 100, queue);
     const again = await q.receive('t', { max: 10, visibilityMs: 100 });
     expect(again.map((m) => [m.id, m.attempts])).toEqual([

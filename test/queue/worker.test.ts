@@ -298,6 +298,31 @@ describe('Worker', () => {
     expect(receiveBackoff(2000)).toBe(5000);
   });
 
+  it('backs off after failed receives on a loaded machine (each receive slower than a turn)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const yieldAfterMs = Worker.yieldAfterMs;
+    Worker.yieldAfterMs = 1;
+    try {
+      const source = new MemorySource();
+      source.failReceives = 4;
+      const started = Date.now();
+      const at: number[] = [];
+      const receive = source.receive.bind(source);
+      source.receive = (topic, options, signal) => {
+        at.push(Date.now() - started);
+        // Real time passes as on a busy machine: more than a turn's worth before it fails.
+        const until = performance.now() + 3;
+        while (performance.now() < until);
+        return receive(topic, options, signal);
+      };
+      start(source, () => {});
+      await vi.advanceTimersByTimeAsync(2_000);
+      expect(at).toEqual([0, 100, 300, 700, 1500]);
+    } finally {
+      Worker.yieldAfterMs = yieldAfterMs;
+    }
+  });
+
   it('turns an onError that throws, even a non-Error, into a process warning, and carries on', async () => {
     const source = new MemorySource();
     const warnings: Error[] = [];
