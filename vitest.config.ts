@@ -58,6 +58,9 @@ export default defineConfig({
     reporters: ['default'],
     // Checks the invariants of src/assert.ts's debugAssert, off in production (one branch).
     env: { TICKWHEEL_DEBUG: '1' },
+    // Two test files at a time even on two cores (Vitest's default there is one): most of the
+    // long files wait on processes and servers they started, not on the CPU.
+    maxWorkers: 2,
     // Memory tests call gc() to measure what is retained.
     pool: 'forks',
     poolOptions: { forks: { execArgv: ['--expose-gc'] } },
