@@ -134,35 +134,42 @@ export class Transport {
 }
 
 /**
- * A GET whose answer is a stream (Server-Sent Events): resolves with the response once its
- * headers came (within the timeout); the body then flows for as long as the server sends it, or
- * until `signal` aborts. An error status rejects as send() would.
+ * A request whose answer is a stream (GET: Server-Sent Events; with a body: a POST answered with
+ * NDJSON): resolves with the response once its headers came (within the timeout); the body then
+ * flows for as long as the server sends it, or until `signal` aborts. An error status rejects as
+ * send() would.
  */
 export async function openStream(
   options: TransportOptions,
   path: string,
   signal: AbortSignal | undefined,
+  body?: unknown,
 ): Promise<Response> {
   const connecting = new AbortController();
   const timer = setTimeout(() => connecting.abort(), options.timeoutMs);
   const both =
     signal === undefined ? connecting.signal : AbortSignal.any([connecting.signal, signal]);
-  const headers = headersOf(options, 'text/event-stream');
+  const method = body === undefined ? 'GET' : 'POST';
+  const headers =
+    body === undefined
+      ? headersOf(options, 'text/event-stream')
+      : { ...headersOf(options, 'application/x-ndjson'), 'content-type': 'application/json' };
   let response: Response;
   try {
     response = await options.fetch(baseOf(options) + path, {
-      method: 'GET',
+      method,
       headers,
       signal: both,
+      body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (err) {
     const timedOut = connecting.signal.aborted;
-    throw fetchFailure(err, 'GET', baseOf(options), path, options.timeoutMs, signal, timedOut);
+    throw fetchFailure(err, method, baseOf(options), path, options.timeoutMs, signal, timedOut);
   } finally {
     clearTimeout(timer);
   }
   if (response.ok) return response;
-  throw refusal(response, await response.text().catch(() => ''), `GET ${path}`, '');
+  throw refusal(response, await response.text().catch(() => ''), `${method} ${path}`, '');
 }
 
 function baseOf(options: TransportOptions): string {
