@@ -1,11 +1,9 @@
 /**
- * One HTTP exchange with the server, on fetch: the bearer token, a timeout, JSON in and out,
- * and retries where repeating the request is safe: always when it never left (connection
- * refused, host not found), otherwise only when marked idempotent (the server may have done it
- * already, and doing it again changes nothing). An error answer is the answer, except that an
- * idempotent request answered with outcome 'unknown' and retry 'same-id' is retried like a
- * network error (docs/http-api.md, Retries). A request that fails for good says what it may
- * have written (CallOutcome).
+ * One HTTP exchange with the server, on fetch: the bearer token, a timeout, JSON in and out, and
+ * retries where repeating is safe: always when the request never left (connection refused, host
+ * not found), else only when idempotent, also after an answer with outcome 'unknown' and retry
+ * 'same-id' (docs/http-api.md, Retries). A call that fails for good says what it may have
+ * written (CallOutcome).
  */
 
 import type { TraceContext } from '../protocol/trace-context.js';
