@@ -328,16 +328,11 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const recovery = server.queue.recovery;
   const { cluster } = redis === undefined ? {} : await server.queue.stats();
   if (cluster !== undefined) {
+    const { node, members, partitions, durability, durabilityReason } = cluster;
     log.info(
-      {
-        node: cluster.node,
-        members: cluster.members,
-        durability: cluster.durability,
-        durabilityReason: cluster.durabilityReason,
-      },
-      `joined as node ${cluster.node}: ${cluster.members.length} node(s) share ` +
-        `${cluster.partitions} partitions; durability ${cluster.durability} ` +
-        `(${cluster.durabilityReason})`,
+      { node, members, durability, durabilityReason },
+      `joined as node ${node}: ${members.length} node(s) share ${partitions} partitions; ` +
+        `durability ${durability} (${durabilityReason})`,
     );
   } else {
     log.info(recovery === undefined ? {} : { recovery }, recoveryText(recovery));
