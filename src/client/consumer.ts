@@ -1,8 +1,7 @@
 /**
  * consume() over HTTP: the embedded consume()'s Worker (src/queue/worker.ts) over the client's
- * receive, ack and nack, so that handler errors, back-off, concurrency and close() behave the
- * same. HTTP's own: `waitMs` (each receive's long poll), and acks made within ACK_WINDOW_MS of
- * each other go to the server in one request (AckBatcher).
+ * receive, ack and nack, so that it behaves the same. HTTP's own: `waitMs`, each receive's long
+ * poll, and acks within ACK_WINDOW_MS of each other sent in one request (AckBatcher).
  */
 
 import { setTimeout as realSetTimeout } from 'node:timers';
