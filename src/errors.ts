@@ -2,67 +2,102 @@
  * The error catalogue: every code tickwheel uses (published codes never change; messages may),
  * and TickwheelError, the base of every error it throws. TickwheelTypeError and
  * TickwheelRangeError extend Node's TypeError and RangeError instead, so TickwheelError answers
- * `instanceof` itself (Symbol.hasInstance). Each code needs an HTTP status (protocol/status.ts).
+ * `instanceof` itself (Symbol.hasInstance).
  */
 
-/** Timers, clocks and wheels (docs/timers.md); also every layer's argument checks (validate.ts). */
-type TimerErrorCode =
-  | 'ERR_TICKWHEEL_INVALID_DELAY'
-  | 'ERR_TICKWHEEL_INVALID_CALLBACK'
-  | 'ERR_TICKWHEEL_INVALID_OPTION'
-  | 'ERR_TICKWHEEL_MAX_PENDING'
-  | 'ERR_TICKWHEEL_CLOSED'
-  | 'ERR_TICKWHEEL_TIMER_STOPPED'
-  | 'ERR_TICKWHEEL_CAPACITY'
-  | 'ERR_TICKWHEEL_REENTRANT'
+/**
+ * Every code with the HTTP status the server answers it with (server/errors.ts): 4xx where the
+ * caller can change something, 503 where the server cannot do it now, 500 for codes the server
+ * never raises.
+ */
+export const HTTP_STATUS = {
+  // Timers, clocks and wheels (docs/timers.md); also every layer's argument checks (validate.ts).
+  ERR_TICKWHEEL_INVALID_DELAY: 400,
+  ERR_TICKWHEEL_INVALID_CALLBACK: 400,
+  ERR_TICKWHEEL_INVALID_OPTION: 400,
+  ERR_TICKWHEEL_MAX_PENDING: 503,
+  ERR_TICKWHEEL_CAPACITY: 503,
+  ERR_TICKWHEEL_CLOSED: 503,
+  ERR_TICKWHEEL_TIMER_STOPPED: 500,
+  ERR_TICKWHEEL_REENTRANT: 500,
   // AbortError's: the code of Node's own AbortError, so that checks written for Node's hold.
-  | 'ABORT_ERR';
+  ABORT_ERR: 500,
 
-/** The patterns (docs/patterns.md): deadlines that passed, duplicate request ids, lost leases. */
-type PatternErrorCode =
-  'ERR_TICKWHEEL_TIMEOUT' | 'ERR_TICKWHEEL_DUPLICATE_ID' | 'ERR_TICKWHEEL_LEASE_LOST';
+  // The patterns (docs/patterns.md): deadlines that passed, duplicate request ids, lost leases.
+  ERR_TICKWHEEL_TIMEOUT: 503,
+  ERR_TICKWHEEL_DUPLICATE_ID: 409,
+  ERR_TICKWHEEL_LEASE_LOST: 500,
 
-/** The delay queue refusing a message (docs/http-api.md). */
-type QueueErrorCode =
-  | 'ERR_TICKWHEEL_INVALID_MESSAGE'
-  | 'ERR_TICKWHEEL_INVALID_TOPIC'
-  | 'ERR_TICKWHEEL_INVALID_ID'
-  | 'ERR_TICKWHEEL_PAYLOAD_TOO_LARGE'
+  // The delay queue refusing a message (docs/http-api.md).
+  ERR_TICKWHEEL_INVALID_MESSAGE: 400,
+  ERR_TICKWHEEL_INVALID_TOPIC: 400,
+  ERR_TICKWHEEL_INVALID_ID: 400,
+  ERR_TICKWHEEL_PAYLOAD_TOO_LARGE: 413,
   // A reader of queue events fell too far behind (events.ts): events were lost.
-  | 'ERR_TICKWHEEL_EVENTS_LOST';
+  ERR_TICKWHEEL_EVENTS_LOST: 503,
 
-/** HTTP push (docs/push.md): refused by verifyPush, an attempt failed, a target not allowed. */
-type PushErrorCode =
-  'ERR_TICKWHEEL_PUSH_SIGNATURE' | 'ERR_TICKWHEEL_PUSH_FAILED' | 'ERR_TICKWHEEL_PUSH_NOT_ALLOWED';
-
-/** Idempotent consumers (docs/idempotent.md): a claim held elsewhere, a rolled-back COMMIT. */
-type IdempotencyErrorCode =
-  'ERR_TICKWHEEL_IDEMPOTENT_BUSY' | 'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK';
-
-/** The store and its data directory (docs/storage.md). */
-type StoreErrorCode =
-  | 'ERR_TICKWHEEL_LOCKED'
+  // The store and its data directory (docs/storage.md): a record too large is the caller's;
+  // the rest is the disk, the data or a bug.
+  ERR_TICKWHEEL_RECORD_TOO_LARGE: 413,
+  ERR_TICKWHEEL_LOCKED: 423,
   // The open queue's LOCK file was deleted or replaced: another process may be writing.
-  | 'ERR_TICKWHEEL_LOCK_LOST'
-  | 'ERR_TICKWHEEL_IO'
-  | 'ERR_TICKWHEEL_CORRUPT'
-  | 'ERR_TICKWHEEL_FORMAT'
-  | 'ERR_TICKWHEEL_RECORD_TOO_LARGE'
+  ERR_TICKWHEEL_LOCK_LOST: 503,
+  ERR_TICKWHEEL_IO: 503,
+  ERR_TICKWHEEL_CORRUPT: 503,
+  ERR_TICKWHEEL_FORMAT: 503,
   // The message log's own invariants (LogError): a caller of the log broke one, a bug.
-  | 'ERR_TICKWHEEL_INVALID_RECORD'
-  | 'ERR_TICKWHEEL_INVALID_POSITION'
-  | 'ERR_TICKWHEEL_SEGMENT_ACTIVE'
-  | 'ERR_TICKWHEEL_INVALID_STATE'
+  ERR_TICKWHEEL_INVALID_RECORD: 503,
+  ERR_TICKWHEEL_INVALID_POSITION: 503,
+  ERR_TICKWHEEL_SEGMENT_ACTIVE: 503,
+  ERR_TICKWHEEL_INVALID_STATE: 503,
   // A snapshot file that cannot be used; recovery then replays the log instead.
-  | 'ERR_TICKWHEEL_SNAPSHOT_REJECTED'
+  ERR_TICKWHEEL_SNAPSHOT_REJECTED: 503,
   // A cluster write reached the primary but not, in time, the replicas its durability asks for.
-  | 'ERR_TICKWHEEL_NOT_DURABLE'
+  ERR_TICKWHEEL_NOT_DURABLE: 503,
   // No Valkey/Redis server of the cluster answered in time (connectTimeoutMs).
-  | 'ERR_TICKWHEEL_UNAVAILABLE'
+  ERR_TICKWHEEL_UNAVAILABLE: 503,
   // A cluster node asked for a durability no primary's replicas can give: refused at open.
-  | 'ERR_TICKWHEEL_NO_REPLICA'
+  ERR_TICKWHEEL_NO_REPLICA: 503,
   // A cluster partition's data vanished from the server: reported to onError, never thrown.
-  | 'ERR_TICKWHEEL_DATA_LOST';
+  ERR_TICKWHEEL_DATA_LOST: 503,
+
+  // Idempotent consumers (docs/idempotent.md): a claim held elsewhere, a rolled-back COMMIT
+  // (raised in a consumer's handler, never by the server).
+  ERR_TICKWHEEL_IDEMPOTENT_BUSY: 409,
+  ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK: 500,
+
+  // HTTP push (docs/push.md): a receiver's refusal (its verifyPush), a failed attempt (kept as
+  // the message's lastError), a target the server's --push-allow does not cover.
+  ERR_TICKWHEEL_PUSH_SIGNATURE: 401,
+  ERR_TICKWHEEL_PUSH_FAILED: 500,
+  ERR_TICKWHEEL_PUSH_NOT_ALLOWED: 403,
+
+  // HttpErrorCode: the server's own answers.
+  ERR_TICKWHEEL_INVALID_REQUEST: 400,
+  ERR_TICKWHEEL_UNAUTHORIZED: 401,
+  ERR_TICKWHEEL_NOT_FOUND: 404,
+  ERR_TICKWHEEL_CONFLICT: 409,
+  ERR_TICKWHEEL_BODY_TOO_LARGE: 413,
+  ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE: 415,
+  ERR_TICKWHEEL_HOST_NOT_ALLOWED: 421,
+  ERR_TICKWHEEL_RECOVERING: 503,
+  ERR_TICKWHEEL_SHUTTING_DOWN: 503,
+  ERR_TICKWHEEL_INTERNAL: 500,
+
+  // The client's (ClientErrorCode), the CLI's (CliErrorCode), a missing optional peer
+  // dependency's, and a broken invariant of tickwheel's own code (src/assert.ts): never raised
+  // in a running server.
+  ERR_TICKWHEEL_HTTP: 500,
+  ERR_TICKWHEEL_NETWORK: 500,
+  ERR_TICKWHEEL_COMMAND_FAILED: 500,
+  ERR_TICKWHEEL_USAGE: 500,
+  ERR_TICKWHEEL_INVALID_ARGUMENT: 500,
+  ERR_TICKWHEEL_MISSING_DEPENDENCY: 500,
+  ERR_TICKWHEEL_ASSERTION: 500,
+} as const satisfies Record<`ERR_TICKWHEEL_${string}` | 'ABORT_ERR', number>;
+
+/** Every code a tickwheel error can have. */
+export type TickwheelErrorCode = keyof typeof HTTP_STATUS;
 
 /** Only over HTTP: the server's own answers (docs/http-api.md, Errors). */
 export type HttpErrorCode =
@@ -84,25 +119,10 @@ export type ClientErrorCode = 'ERR_TICKWHEEL_HTTP' | 'ERR_TICKWHEEL_NETWORK';
 export type CliErrorCode =
   'ERR_TICKWHEEL_COMMAND_FAILED' | 'ERR_TICKWHEEL_USAGE' | 'ERR_TICKWHEEL_INVALID_ARGUMENT';
 
-/** An optional peer dependency (the server's fastify, prom-client) is not installed. */
-type PackageErrorCode = 'ERR_TICKWHEEL_MISSING_DEPENDENCY';
-
-/** An invariant of tickwheel's own code does not hold (src/assert.ts): a bug, never bad input. */
-type InternalErrorCode = 'ERR_TICKWHEEL_ASSERTION';
-
-/** Every code a tickwheel error can have. */
-export type TickwheelErrorCode =
-  | TimerErrorCode
-  | PatternErrorCode
-  | QueueErrorCode
-  | IdempotencyErrorCode
-  | PushErrorCode
-  | StoreErrorCode
-  | HttpErrorCode
-  | ClientErrorCode
-  | CliErrorCode
-  | PackageErrorCode
-  | InternalErrorCode;
+/** Whether `code` is in the catalogue (and so in HTTP_STATUS). */
+export function isErrorCode(code: unknown): code is TickwheelErrorCode {
+  return typeof code === 'string' && Object.hasOwn(HTTP_STATUS, code);
+}
 
 /** The base of every tickwheel error (see the top of this file); each subclass has its `name`. */
 export class TickwheelError<C extends TickwheelErrorCode = TickwheelErrorCode> extends Error {

@@ -10,19 +10,7 @@ export {
   type AlarmTarget,
   type Clock,
 } from './clock/index.js';
-export {
-  HashedWheelTimer,
-  SystemTimer,
-  TimerTask,
-  TimerWheel,
-  type HashedWheelTimerOptions,
-  type SystemTimerOptions,
-  type Timeout,
-  type TimeoutTask,
-  type TimerHandle,
-  type TimerWheelOptions,
-  type TimerWheelStats,
-} from './timer/index.js';
+export * from './timer/index.js';
 export {
   HashedWheel,
   HierarchicalWheel,

@@ -143,13 +143,9 @@ function table(rows: Array<[string, string]>): string {
   return rows.map(([left, right]) => `  ${left.padEnd(width)}${right}\n`).join('');
 }
 
-function usageLine(program: ProgramSpec, command: CommandSpec): string {
-  const args = (command.arguments ?? []).map(argumentText);
-  return [`${program.name} ${command.name}`, '[options]', ...args].join(' ');
-}
-
 function commandHelp(program: ProgramSpec, command: CommandSpec): string {
-  let text = `Usage: ${usageLine(program, command)}\n\n${command.description}\n`;
+  const usage = [command.name, '[options]', ...(command.arguments ?? []).map(argumentText)];
+  let text = `Usage: ${program.name} ${usage.join(' ')}\n\n${command.description}\n`;
   const args = (command.arguments ?? []).filter((argument) => argument.description !== undefined);
   if (args.length > 0) {
     text += `\nArguments:\n${table(args.map((argument) => [argument.name, argument.description ?? '']))}`;

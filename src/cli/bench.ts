@@ -1,7 +1,6 @@
 /**
- * `tickwheel bench`: runs the benchmark suites (npm scripts `bench:<suite>` over bench/). The
- * published package has not bench/ nor its build tools, so from an install this says where to
- * get them.
+ * `tickwheel bench`: runs the benchmark suites (npm scripts `bench:<suite>`). The published
+ * package has neither bench/ nor its build tools: from an install this says where to get them.
  */
 
 import { spawn } from 'node:child_process';

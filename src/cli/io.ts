@@ -39,9 +39,7 @@ export class CliError extends TickwheelError<CliErrorCode> {
 export function describeFailure(err: unknown): string {
   if (err instanceof CliError) return err.message;
   if (err instanceof TickwheelHttpError) return `${err.message} (${err.code}, HTTP ${err.status})`;
-  if (err instanceof TickwheelNetworkError) {
-    return `cannot reach the server: ${err.message}`;
-  }
+  if (err instanceof TickwheelNetworkError) return `cannot reach the server: ${err.message}`;
   const error = err as { code?: unknown; message?: unknown };
   if (typeof error?.code === 'string' && typeof error.message === 'string') {
     return `${error.message} (${error.code})`;

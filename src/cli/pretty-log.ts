@@ -1,8 +1,7 @@
 /**
  * The server's JSON log lines as short lines for a person at a terminal (`serve --log-format
- * pretty`): `14:56:14.220 INFO  GET /v1/stats 200 1.4ms`, local time. A line that is not a JSON
- * object is passed on as it is. Not pino-pretty: a dozen lines do it, and the CLI needs no
- * package outside Node.
+ * pretty`): `14:56:14.220 INFO  GET /v1/stats 200 1.4ms`, local time. Not pino-pretty: a dozen
+ * lines do it, and the CLI needs no package outside Node.
  */
 
 const LEVELS: Record<number, string> = {

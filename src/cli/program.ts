@@ -14,26 +14,6 @@ import { CliError, describeFailure, processIo, type CliIo } from './io.js';
 import { repair, REPAIR_OPTIONS, type RepairOptions } from './repair.js';
 import { serve, SERVE_OPTIONS, type ServeOptions } from './serve.js';
 
-function serveCommand(io: CliIo): CommandSpec {
-  return {
-    name: 'serve',
-    description:
-      'run the delay-queue server on a data directory, or as a node of a queue on Valkey/Redis',
-    options: SERVE_OPTIONS,
-    run: (_args, flags) => serve(flags as ServeOptions, io),
-  };
-}
-
-function repairCommand(io: CliIo): CommandSpec {
-  return {
-    name: 'repair',
-    description:
-      'say what a damaged data directory has lost (changing nothing); with --yes, drop it so the queue opens again',
-    options: REPAIR_OPTIONS,
-    run: (_args, flags) => repair(flags as RepairOptions, io),
-  };
-}
-
 function benchCommand(io: CliIo): CommandSpec {
   return {
     name: 'bench',
@@ -66,12 +46,24 @@ function buildProgram(io: CliIo = processIo): ProgramSpec {
     description: 'Durable delay queue server and client: schedule messages for later, over HTTP.',
     version: VERSION,
     commands: [
-      serveCommand(io),
+      {
+        name: 'serve',
+        description:
+          'run the delay-queue server on a data directory, or as a node of a queue on Valkey/Redis',
+        options: SERVE_OPTIONS,
+        run: (_args, flags) => serve(flags as ServeOptions, io),
+      },
       sendCommand(io),
       ...clientCommands(io),
       ...topicCommands(io),
       ...scheduleCommands(io),
-      repairCommand(io),
+      {
+        name: 'repair',
+        description:
+          'say what a damaged data directory has lost (changing nothing); with --yes, drop it so the queue opens again',
+        options: REPAIR_OPTIONS,
+        run: (_args, flags) => repair(flags as RepairOptions, io),
+      },
       benchCommand(io),
     ],
   };

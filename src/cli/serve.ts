@@ -1,9 +1,8 @@
 /**
- * `tickwheel serve`: locks the data directory, listens, recovers the queue (answering 503
- * meanwhile), and shuts down gracefully on SIGTERM / SIGINT. Without a token it binds to
- * loopback only unless told otherwise, and says so. Everything it says is a log line on stdout
- * (JSON, or pretty-log.ts at a terminal); only a failure to start goes to stderr. The last
- * start-up line, `tickwheel listening on URL`, comes once the queue is open.
+ * `tickwheel serve`: listens, opens the queue (answering 503 meanwhile), and shuts down gracefully
+ * on SIGTERM / SIGINT. Everything it says is a log line on stdout (JSON, or pretty-log.ts at a
+ * terminal); only a failure to start goes to stderr. The last start-up line, `tickwheel
+ * listening on URL`, comes once the queue is open.
  */
 
 import { isIP, type AddressInfo } from 'node:net';
@@ -329,16 +328,11 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const recovery = server.queue.recovery;
   const { cluster } = redis === undefined ? {} : await server.queue.stats();
   if (cluster !== undefined) {
+    const { node, members, partitions, durability, durabilityReason } = cluster;
     log.info(
-      {
-        node: cluster.node,
-        members: cluster.members,
-        durability: cluster.durability,
-        durabilityReason: cluster.durabilityReason,
-      },
-      `joined as node ${cluster.node}: ${cluster.members.length} node(s) share ` +
-        `${cluster.partitions} partitions; durability ${cluster.durability} ` +
-        `(${cluster.durabilityReason})`,
+      { node, members, durability, durabilityReason },
+      `joined as node ${node}: ${members.length} node(s) share ${partitions} partitions; ` +
+        `durability ${durability} (${durabilityReason})`,
     );
   } else {
     log.info(recovery === undefined ? {} : { recovery }, recoveryText(recovery));

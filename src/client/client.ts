@@ -22,6 +22,7 @@ import type {
 } from '../queue/types.js';
 import { MAX_NACK_DELAY_MS } from '../protocol/limits.js';
 import type { ListOptions, ListPage } from '../protocol/model.js';
+import { checkListOptions } from '../queue/list.js';
 import type {
   AckResponse,
   BatchResponse,
@@ -55,7 +56,6 @@ import {
   toBody,
 } from './bodies.js';
 import { TickwheelHttpError } from './errors.js';
-import { listPath, walkPages } from './listing.js';
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import { openStream, Transport, type Exchange, type TransportOptions } from './transport.js';
@@ -278,14 +278,26 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.read<ListResponse>(listPath(listOptions), options);
   }
 
-  /** Every message list() finds; a page's request is made once the previous page is used up. */
+  /**
+   * Every message list() finds, page after page from `listOptions.cursor` (or the start); a
+   * page's request is made once the previous page is used up, so breaking out stops them.
+   */
   listAll(
     listOptions: ListOptions,
     options: CallOptions = {},
   ): AsyncGenerator<MessageInfo, void, undefined> {
     // Bad options throw at the call, not at the first next() of the iterator.
     listPath(listOptions);
-    return walkPages(listOptions, (page) => this.list(page, options));
+    return this.pages(listOptions, options);
+  }
+
+  private async *pages(listOptions: ListOptions, options: CallOptions) {
+    let cursor = listOptions.cursor;
+    do {
+      const page = await this.list({ ...listOptions, cursor }, options);
+      yield* page.messages;
+      cursor = page.cursor;
+    } while (cursor !== undefined);
   }
 
   /** Dead letters of a topic (messages that used up their attempts), oldest first. */
@@ -473,4 +485,19 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       throw err;
     }
   }
+}
+
+/**
+ * The path and query of one page of list(). The options are checked with the embedded queue's
+ * own check, so a bad one fails the same way before any request; the server checks them again.
+ */
+function listPath(options: ListOptions): string {
+  checkListOptions(options);
+  const query = new URLSearchParams();
+  if (options.from !== undefined) query.set('from', String(options.from));
+  if (options.until !== undefined) query.set('until', String(options.until));
+  if (options.limit !== undefined) query.set('limit', String(options.limit));
+  if (options.cursor !== undefined) query.set('cursor', options.cursor);
+  const text = query.toString();
+  return `/v1/topics${segment(options.topic, 'topic')}/messages${text === '' ? '' : `?${text}`}`;
 }

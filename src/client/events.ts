@@ -1,11 +1,9 @@
 /**
- * The client's side of GET /v1/events: Server-Sent Events from a fetch body, as an async
- * iterator of the QueueEvents the embedded `queue.events.watch()` gives. It ends when `signal`
- * aborts, the client closes or the server closes the stream; it throws the server's
- * ERR_TICKWHEEL_EVENTS_LOST when the reader fell behind, and ERR_TICKWHEEL_TIMEOUT when nothing
- * came for `idleTimeoutMs`: the server writes a keep-alive every 15 s, so silence means a server
- * or network gone without a word (a host that lost power, a partition), which TCP alone would
- * notice only after hours. Events are not stored: reconnecting gives what happens from then on.
+ * The client's side of GET /v1/events: Server-Sent Events from a fetch body, as an async iterator
+ * of the QueueEvents the embedded `queue.events.watch()` gives. The server writes a keep-alive
+ * every 15 s, so `idleTimeoutMs` of silence means a server or network gone without a word (a
+ * host that lost power, a partition), which TCP alone would notice only after hours. Events are
+ * not stored: reconnecting gives what happens from then on.
  */
 
 import type { QueueEvent, QueueEventType } from '../queue/events.js';

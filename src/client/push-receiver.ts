@@ -1,12 +1,10 @@
 /**
  * The receiving end of HTTP push delivery (docs/push.md), as a Node http listener (Express and
- * the like hand over the same request and response). A request without the push headers or
- * with a stale timestamp is refused (401) before its body is read; then the raw body (at most
- * `maxBytes`) is checked with verifyPush (401), its payload decoded (JSON, or the bytes as a
- * Buffer), and the handler called: 204 when it resolves, 500 with its message when it throws.
- * Other methods get 405; every refusal is `{ error: { code, message } }`. Pushes are at least
- * once: dedup on `message.id` where running twice matters. The handler runs in a
- * `process <topic>` span continuing the request's `traceparent`, when OpenTelemetry is set up.
+ * the like hand over the same request and response). Unsigned or stale requests are refused
+ * (401) before their body is read; then the raw body (at most `maxBytes`) is verified, its
+ * payload decoded (JSON, or bytes as a Buffer) and the handler called: 204 when it resolves, 500
+ * when it throws. Pushes are at least once: dedup on `message.id` where running twice matters.
+ * The handler runs in a `process <topic>` span continuing the request's `traceparent`.
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';

@@ -1,11 +1,9 @@
 /**
- * One HTTP exchange with the server, on fetch: the bearer token, a timeout, JSON in and out,
- * and retries where repeating the request is safe: always when it never left (connection
- * refused, host not found), otherwise only when marked idempotent (the server may have done it
- * already, and doing it again changes nothing). An error answer is the answer, except that an
- * idempotent request answered with outcome 'unknown' and retry 'same-id' is retried like a
- * network error (docs/http-api.md, Retries). A request that fails for good says what it may
- * have written (CallOutcome).
+ * One HTTP exchange with the server, on fetch: the bearer token, a timeout, JSON in and out, and
+ * retries where repeating is safe: always when the request never left (connection refused, host
+ * not found), else only when idempotent, also after an answer with outcome 'unknown' and retry
+ * 'same-id' (docs/http-api.md, Retries). A call that fails for good says what it may have
+ * written (CallOutcome).
  */
 
 import type { TraceContext } from '../protocol/trace-context.js';
@@ -65,12 +63,10 @@ function headersOf(options: TransportOptions, accept: string): Record<string, st
 }
 
 export class Transport {
-  private readonly base: string;
   private readonly headers: Record<string, string>;
   private readonly jsonHeaders: Record<string, string>;
 
   constructor(private readonly options: TransportOptions) {
-    this.base = baseOf(options);
     this.headers = headersOf(options, 'application/json');
     this.jsonHeaders = { ...this.headers, 'content-type': 'application/json' };
   }
@@ -110,24 +106,17 @@ export class Transport {
   }
 
   private async once(exchange: Exchange, body: string | undefined): Promise<unknown> {
-    const { method, path, signal: caller, trace } = exchange;
-    const timeoutMs = exchange.timeoutMs ?? this.options.timeoutMs;
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = caller === undefined ? timeout : AbortSignal.any([timeout, caller]);
+    const { method, path, signal, trace } = exchange;
     let headers = body === undefined ? this.headers : this.jsonHeaders;
     if (trace !== undefined) {
       const { traceparent, tracestate } = trace;
       headers = { ...headers, traceparent, ...(tracestate === undefined ? {} : { tracestate }) };
     }
-    const init: RequestInit = { method, headers, signal, body };
-    let response: Response;
-    let text: string;
-    try {
-      response = await this.options.fetch(this.base + path, init);
-      text = await response.text();
-    } catch (err) {
-      throw fetchFailure(err, method, this.base, path, timeoutMs, caller, timeout.aborted);
-    }
+    const timeoutMs = exchange.timeoutMs ?? this.options.timeoutMs;
+    const init = { method, headers, body };
+    const [response, text] = await fetchWithin(this.options, path, init, timeoutMs, signal, (r) =>
+      r.text(),
+    );
     if (response.ok) return parse(text, response);
     throw refusal(response, text, `${method} ${path}`, `: ${text.slice(0, 200)}`);
   }
@@ -145,35 +134,41 @@ export async function openStream(
   signal: AbortSignal | undefined,
   body?: unknown,
 ): Promise<Response> {
-  const connecting = new AbortController();
-  const timer = setTimeout(() => connecting.abort(), options.timeoutMs);
-  const both =
-    signal === undefined ? connecting.signal : AbortSignal.any([connecting.signal, signal]);
   const method = body === undefined ? 'GET' : 'POST';
   const headers =
     body === undefined
       ? headersOf(options, 'text/event-stream')
       : { ...headersOf(options, 'application/x-ndjson'), 'content-type': 'application/json' };
-  let response: Response;
-  try {
-    response = await options.fetch(baseOf(options) + path, {
-      method,
-      headers,
-      signal: both,
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-  } catch (err) {
-    const timedOut = connecting.signal.aborted;
-    throw fetchFailure(err, method, baseOf(options), path, options.timeoutMs, signal, timedOut);
-  } finally {
-    clearTimeout(timer);
-  }
+  const init = { method, headers, body: body === undefined ? undefined : JSON.stringify(body) };
+  const [response] = await fetchWithin(options, path, init, options.timeoutMs, signal, () => 0);
   if (response.ok) return response;
   throw refusal(response, await response.text().catch(() => ''), `${method} ${path}`, '');
 }
 
-function baseOf(options: TransportOptions): string {
-  return options.url.replace(/\/+$/, '');
+/**
+ * fetch, and `read` of its response, within `timeoutMs`; the time limit ends with them, so a
+ * body left unread (a stream) flows on until `caller` aborts.
+ */
+async function fetchWithin<T>(
+  options: TransportOptions,
+  path: string,
+  init: RequestInit & { method: string },
+  timeoutMs: number,
+  caller: AbortSignal | undefined,
+  read: (response: Response) => Promise<T> | T,
+): Promise<[Response, T]> {
+  const limit = new AbortController();
+  const timer = setTimeout(() => limit.abort(), timeoutMs);
+  const signal = caller === undefined ? limit.signal : AbortSignal.any([limit.signal, caller]);
+  const base = options.url.replace(/\/+$/, '');
+  try {
+    const response = await options.fetch(base + path, { ...init, signal });
+    return [response, await read(response)];
+  } catch (err) {
+    throw fetchFailure(err, init.method, base, path, timeoutMs, caller, limit.signal.aborted);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** What a fetch that threw fails with. */

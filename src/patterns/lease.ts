@@ -181,17 +181,13 @@ export class Lease<D = unknown> implements KeptLease {
     this.lastStart = host.now();
     if (this.external?.aborted) {
       this.onExternalAbort = undefined;
-      this.end('released', this.external.reason);
-      this.releaseInBackground();
+      this.abortedBy(this.external.reason);
       return;
     }
     this.timer = host.wheel.schedule(this.everyMs, this);
     if (this.external !== undefined) {
       const external = this.external;
-      this.onExternalAbort = () => {
-        this.end('released', external.reason);
-        this.releaseInBackground();
-      };
+      this.onExternalAbort = () => this.abortedBy(external.reason);
       external.addEventListener('abort', this.onExternalAbort, { once: true });
     }
   }
@@ -340,7 +336,9 @@ export class Lease<D = unknown> implements KeptLease {
     if (this.options.release !== undefined) await this.options.release(this);
   }
 
-  private releaseInBackground(): void {
+  /** The hold()'s signal aborted: released, options.release run in the background. */
+  private abortedBy(reason: unknown): void {
+    this.end('released', reason);
     this.release().then(undefined, this.host.report);
   }
 }

@@ -38,7 +38,6 @@ export interface FaceOptions {
   maxBatch?: number;
 }
 
-/** The names of FaceOptions, for each face's known options. */
 export const FACE_OPTIONS = {
   clock: true,
   onError: true,
@@ -75,10 +74,7 @@ export function checkFaceOptions(options: FaceOptions): CheckedFaceOptions {
 /** Rows waiting for a clock reading at most (see `add`): a batch stays in the CPU's cache. */
 export const BIND_BATCH = 256;
 
-/**
- * Past this many ticks from the last reading, add() reads the clock at once, so that a late-bound
- * tick stays far below 2^53 (and a delay no tick can hold throws in the caller).
- */
+/** Past this many ticks from the last reading add() reads the clock: a late tick stays < 2^53. */
 const LATE_BIND_TICKS = 2 ** 50;
 
 /**
@@ -87,7 +83,7 @@ const LATE_BIND_TICKS = 2 ** 50;
  */
 const LATE_BIND_SPAN_MS = 1000 * 365.25 * 24 * 3600 * 1000;
 
-/** The microtask that binds pending rows goes through a promise: fake timers replace queueMicrotask. */
+/** Pending rows are bound in a promise's microtask: fake timers replace queueMicrotask. */
 const SETTLED = Promise.resolve();
 
 /** Steps that settle a rounded quotient's tick (off by two at most): past 2^53 a step may not. */
@@ -116,7 +112,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   private readonly onError: ((err: unknown) => void) | undefined;
   private readonly wantsNodeOrder: boolean;
   private readonly expireSafe: (index: number) => boolean;
-  /** True while expirations run (inside onAlarm or runDue): the alarm is set when they end. */
+  /** Inside onAlarm or runDue: the alarm is set when they end. */
   private running = false;
   get expiring(): boolean {
     return this.running;
@@ -139,7 +135,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     }
   };
   private readonly lateBindable: boolean;
-  /** Its alarm is this package's own, which reads as set (see ClockAlarm): runDue trusts it. */
+  /** A ClockAlarm, whose deadline reads as set: runDue trusts it. */
   private readonly exactAlarms: boolean;
   /** Ticks from the origin at the latest reading: how far a late-bound delay may reach. */
   private lastTick = 0;
@@ -169,8 +165,8 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     this.alarm = this.clock.createAlarm(this, { ref: options.unref !== true });
     this.exactAlarms = this.alarm instanceof ClockAlarm;
     this.lateBindable = 2 ** 52 * this.resolution >= LATE_BIND_SPAN_MS;
-    // True ends the wheel's advance right after this row, for onAlarm to run the queues between
-    // two advances: an error thrown by a nextTick callback then unwinds no frame of the wheel.
+    // True ends the advance after this row, so onAlarm runs Node's queues between two advances:
+    // an error thrown by a nextTick callback then unwinds no frame of the wheel.
     this.expireSafe = (index: number) => {
       this.fired++;
       try {
@@ -196,7 +192,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     const resolution = this.resolution;
     // A multiplication, not a (several times slower) division: the lines after settle the tick.
     let tick = Math.ceil((deadline - this.origin) * this.perTick);
-    // Past 2^53 (or NaN from an overflow) no tick can hold it; the loops below need a safe one.
+    // Past 2^53 (or NaN from an overflow) no tick can hold it.
     if (!(tick <= Number.MAX_SAFE_INTEGER)) this.tooFar(delayMs);
     // A tick is defined by the time it begins at: settle on the first that begins at or after
     // the deadline, as the quotient rounds (by two ticks near 2^52 for some resolutions).
@@ -236,10 +232,9 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   }
 
   /**
-   * A new row due `delayMs` from now. On a clock that allows it (`bindsLate`) it skips reading
-   * the clock (half of a schedule's cost): it waits, PENDING, for the next reading (a microtask,
-   * the BIND_BATCH-th such row, or any other read first). That reading comes after the start, so
-   * the row can only be late, never early.
+   * A new row due `delayMs` from now. On a `bindsLate` clock it skips reading the clock (half of a
+   * schedule's cost) and waits, PENDING, for the next reading (a microtask, the BIND_BATCH-th such
+   * row, or any other read), which comes after the start: the row can be late, never early.
    */
   add(delayMs: number): number {
     if (!this.mayBindLate(delayMs)) return this.addNow(delayMs);
@@ -257,7 +252,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     );
   }
 
-  /** Makes a row in no slot wait, PENDING with its delay, for the next reading. */
   private pend(index: number, delayMs: number): void {
     const entries = this.entries;
     entries.tick[index] = delayMs;
@@ -340,10 +334,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     if (!this.running && !this.disposed) this.wheel.idleTo(this.tickContaining(now));
   }
 
-  /**
-   * Re-arms an allocated row `delayMs` from now. A linked row waits for the next reading as `add`
-   * does; a detached row (an interval as it fires) and a PENDING one read now.
-   */
+  /** Re-arms a row: a linked one binds late as `add` does; a detached or PENDING one reads now. */
   rearm(index: number, delayMs: number): void {
     const prev = this.entries.prev[index];
     if (prev !== DETACHED && prev !== PENDING && this.mayBindLate(delayMs)) {
@@ -400,12 +391,12 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       this.running = false;
       this.runQueues = false;
       this.settleAfter = false;
-      // A nextTick callback threw between two expirations. The wheel is consistent (as after
-      // a batch cut short), so it carries on from the next turn while the error propagates.
+      // A nextTick callback threw between two expirations: the wheel is consistent (as after a
+      // batch cut short) and carries on from the next turn while the error propagates.
       if (!completed && !this.disposed) this.alarm.set(now);
     }
     const next = this.wheel.nextDeadline();
-    // More is due than one batch took: ask to be called again once I/O has had its turn.
+    // More is due than one batch took: called again once I/O has had its turn.
     if (next <= nowTick) return now;
     return next === Infinity ? Infinity : this.timeOf(next);
   }

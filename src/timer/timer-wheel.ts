@@ -141,8 +141,7 @@ export class TimerWheel<T = unknown> {
     ...args: A
   ): TimerHandle {
     checkCallback(fn, 'fn');
-    const delay = checkDelay(delayMs);
-    return this.start(fn as Callback, delay, CALLBACK, args);
+    return this.start(fn as Callback, checkDelay(delayMs), CALLBACK, args);
   }
 
   /** Calls `fn(...args)` every `periodMs`, timed from when the previous run fired. */
@@ -152,8 +151,7 @@ export class TimerWheel<T = unknown> {
     ...args: A
   ): TimerHandle {
     checkCallback(fn, 'fn');
-    const period = checkPeriod(periodMs);
-    return this.start(fn as Callback, period, CALLBACK | INTERVAL, args);
+    return this.start(fn as Callback, checkPeriod(periodMs), CALLBACK | INTERVAL, args);
   }
 
   /** The lean path: `onExpire(data)` runs `delayMs` from now; `data` is stored as given. */
