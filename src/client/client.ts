@@ -58,7 +58,7 @@ import {
 import { TickwheelHttpError } from './errors.js';
 import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
-import { Transport, type Exchange, type TransportOptions } from './transport.js';
+import { openStream, Transport, type Exchange, type TransportOptions } from './transport.js';
 import {
   checkClientOptions,
   type AckCallOptions,
@@ -251,16 +251,18 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   ): Consumer {
     checkCallback(handler, 'handler');
     segment(topic, 'topic');
-    const worker = new Worker(
-      consumerSource({
-        receive: (name, receiveOptions, signal) => this.receive(name, receiveOptions, { signal }),
+    const settings = checkConsumeOptions(consumeOptions);
+    const path = `/v1/topics${segment(topic, 'topic')}/stream`;
+    const source = consumerSource(
+      {
+        openStream: (body, signal) => openStream(this.transportOptions, path, signal, body),
         ackMany: (receipts) => this.ackMany(receipts),
         nack: (receipt, reason) => this.nack(receipt, { reason }),
-      }),
+      },
       topic,
-      handler as MessageHandler,
-      checkConsumeOptions(consumeOptions),
+      settings,
     );
+    const worker = new Worker(source, topic, handler as MessageHandler, settings);
     const tracked: Consumer = {
       close: async () => {
         this.consumers.delete(tracked);

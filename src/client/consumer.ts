@@ -1,13 +1,16 @@
 /**
  * consume() over HTTP: the embedded consume()'s Worker (src/queue/worker.ts) over the client's
- * receive, ack and nack, so that it behaves the same. HTTP's own: `waitMs`, each receive's long
- * poll, and acks within ACK_WINDOW_MS of each other sent in one request (AckBatcher).
+ * delivery stream (delivery-stream.ts), ack and nack, so that handler errors, back-off,
+ * concurrency and close() behave the same. HTTP's own: acks made within ACK_WINDOW_MS of each
+ * other go to the server in one request (AckBatcher).
  */
 
 import { setTimeout as realSetTimeout } from 'node:timers';
 
 import type { ConsumeErrorContext, ConsumeOptions, Consumer } from '../queue/types.js';
-import type { WorkerSource } from '../queue/worker.js';
+import type { WorkerSettings, WorkerSource } from '../queue/worker.js';
+import { MAX_RECEIVE } from '../protocol/limits.js';
+import { DeliveryStream, type StreamSettings } from './delivery-stream.js';
 
 /** What an error reported to `onError` was about: the same as the embedded consume()'s. */
 export type { ConsumeErrorContext, Consumer };
@@ -15,14 +18,15 @@ export type { ConsumeErrorContext, Consumer };
 /** The embedded consume()'s options (same names, meanings, defaults), plus `waitMs`. */
 export interface ClientConsumeOptions extends ConsumeOptions {
   /**
-   * Long-poll wait of each receive, 1 ms to 1 h (the server caps it at its --max-wait).
-   * Default 20,000 ms.
+   * How long the consumer waits for a delivery before it looks again (its stop, a broken
+   * stream), 1 ms to 1 h. Default 20,000 ms.
    */
   waitMs?: number;
 }
 
-/** What the consumer needs from the client: a Worker's source, with acks sent many at once. */
-export interface ConsumerTransport extends Pick<WorkerSource, 'receive' | 'nack'> {
+/** What the consumer needs from the client: its stream, and acks sent many at once. */
+export interface ConsumerTransport extends Pick<WorkerSource, 'nack'> {
+  openStream: StreamSettings['open'];
   ackMany(receipts: string[]): Promise<boolean[]>;
 }
 
@@ -68,11 +72,22 @@ class AckBatcher {
   }
 }
 
-/** The client's receive, ack and nack as a Worker's source. */
-export function consumerSource(transport: ConsumerTransport): WorkerSource {
+/** The client's delivery stream, ack and nack as a Worker's source. */
+export function consumerSource(
+  transport: ConsumerTransport,
+  topic: string,
+  settings: WorkerSettings,
+): WorkerSource {
   const acks = new AckBatcher((receipts) => transport.ackMany(receipts));
+  const stream = new DeliveryStream({
+    topic,
+    window: Math.min(settings.concurrency, MAX_RECEIVE),
+    visibilityMs: settings.visibilityMs,
+    open: transport.openStream,
+    nack: transport.nack,
+  });
   return {
-    receive: (topic, options, signal) => transport.receive(topic, options, signal),
+    receive: (_topic, { max, waitMs }, signal) => stream.receive(max, waitMs, signal),
     ack: (receipt) => acks.ack(receipt),
     nack: (receipt, reason) => transport.nack(receipt, reason),
   };

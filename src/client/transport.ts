@@ -123,19 +123,26 @@ export class Transport {
 }
 
 /**
- * A GET whose answer is a stream (Server-Sent Events): resolves with the response once its
- * headers came (within the timeout); the body then flows for as long as the server sends it, or
- * until `signal` aborts. An error status rejects as send() would.
+ * A request whose answer is a stream (GET: Server-Sent Events; with a body: a POST answered with
+ * NDJSON): resolves with the response once its headers came (within the timeout); the body then
+ * flows for as long as the server sends it, or until `signal` aborts. An error status rejects as
+ * send() would.
  */
 export async function openStream(
   options: TransportOptions,
   path: string,
   signal: AbortSignal | undefined,
+  body?: unknown,
 ): Promise<Response> {
-  const init = { method: 'GET', headers: headersOf(options, 'text/event-stream') };
+  const method = body === undefined ? 'GET' : 'POST';
+  const headers =
+    body === undefined
+      ? headersOf(options, 'text/event-stream')
+      : { ...headersOf(options, 'application/x-ndjson'), 'content-type': 'application/json' };
+  const init = { method, headers, body: body === undefined ? undefined : JSON.stringify(body) };
   const [response] = await fetchWithin(options, path, init, options.timeoutMs, signal, () => 0);
   if (response.ok) return response;
-  throw refusal(response, await response.text().catch(() => ''), `GET ${path}`, '');
+  throw refusal(response, await response.text().catch(() => ''), `${method} ${path}`, '');
 }
 
 /**

@@ -127,6 +127,19 @@ export interface ReceiveResponse {
   messages: WireReceivedMessage[];
 }
 
+/**
+ * POST /v1/topics/:topic/stream: answered with NDJSON lines, each a ReceiveResponse (one with
+ * no messages every 15 s while nothing is ready).
+ */
+export interface StreamBody {
+  /** Deliveries of the stream in flight at once (unacked, not nacked), 1-1000. */
+  window: number;
+  /** As in ReceiveBody: the queue's default when left out. */
+  visibilityMs?: number;
+  /** Payload bytes of one line at most (a larger first message goes alone). Default 8 MiB. */
+  maxBytes?: number;
+}
+
 /** POST /v1/ack */
 export interface AckBody {
   receipts: string[];

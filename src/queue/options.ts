@@ -31,6 +31,8 @@ import type {
   ReceiveOptions,
 } from './types.js';
 
+/** How long a delivery stays in flight unacked when the queue is not told otherwise. */
+export const DEFAULT_VISIBILITY_MS = 30_000;
 /** Default `maxBytes` of the embedded receive(): twice the HTTP default (no network here). */
 export const EMBEDDED_RECEIVE_BYTES = 16 * 1024 * 1024;
 
@@ -69,7 +71,7 @@ export function checkQueueOptions(options: QueueOptions): QueueLimits {
       MAX_PAYLOAD_BYTES,
       true,
     ),
-    visibilityMs: checkVisibility(options.visibilityMs ?? 30_000),
+    visibilityMs: checkVisibility(options.visibilityMs ?? DEFAULT_VISIBILITY_MS),
     maxWaitMs: checkOption(options.maxWaitMs ?? 60_000, 'maxWaitMs', 0, MAX_WAIT_MS),
     push: checkPushOptions(options.push),
     onFault: checkFaultHandler(options.onFault),

@@ -6,21 +6,26 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { consumerSource } from '../../src/client/consumer.js';
+import { checkConsumeOptions } from '../../src/queue/worker.js';
 
 function transport(fail = false) {
   const requests: string[][] = [];
   return {
     requests,
-    source: consumerSource({
-      receive: () => Promise.resolve([]),
-      nack: () => Promise.resolve(true),
-      ackMany: (receipts) => {
-        requests.push(receipts);
-        return fail
-          ? Promise.reject(new Error('server down'))
-          : Promise.resolve(receipts.map(() => true));
+    source: consumerSource(
+      {
+        openStream: () => Promise.reject(new Error('not used')),
+        nack: () => Promise.resolve(true),
+        ackMany: (receipts) => {
+          requests.push(receipts);
+          return fail
+            ? Promise.reject(new Error('server down'))
+            : Promise.resolve(receipts.map(() => true));
+        },
       },
-    }),
+      'jobs',
+      checkConsumeOptions({}),
+    ),
   };
 }
 

@@ -130,9 +130,11 @@ function send(port: number, method: string, path: string, call: Call): Promise<A
 }
 
 /** The status, media type and first bytes of a stream that does not end by itself. */
-function firstBytes(port: number, path: string): Promise<Answer> {
+function firstBytes(port: number, path: string, body?: unknown): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, method: 'GET', path }, (res) => {
+    const method = body === undefined ? 'GET' : 'POST';
+    const headers = body === undefined ? {} : { 'content-type': 'application/json' };
+    const req = httpRequest({ host: '127.0.0.1', port, method, path, headers }, (res) => {
       res.once('data', (chunk: Buffer) => {
         const type = String(res.headers['content-type'] ?? '')
           .split(';')[0]
@@ -148,7 +150,7 @@ function firstBytes(port: number, path: string): Promise<Answer> {
       res.on('error', () => {});
     });
     req.on('error', reject);
-    req.end();
+    req.end(body === undefined ? undefined : JSON.stringify(body));
   });
 }
 
@@ -234,7 +236,8 @@ class DescribedServer {
       `/paths/${escapePointer(template)}/${method.toLowerCase()}/responses/${key}` +
       `/content/${escapePointer(answer.type)}/schema`;
     const validate = this.validator(pointer);
-    const body = answer.type.endsWith('json') ? answer.body : answer.text;
+    const body =
+      answer.type.endsWith('json') && !answer.type.endsWith('ndjson') ? answer.body : answer.text;
     expect(
       validate(body) ? null : validate.errors,
       `the body of ${where} ${status} against the document: ${answer.text.slice(0, 300)}`,
@@ -638,6 +641,13 @@ describe('GET /openapi.json', () => {
     // Events: a stream that never ends on its own; its headers and first bytes are checked.
     server.check('GET', '/v1/events', await firstBytes(server.port, '/v1/events?topic=jobs'));
     res = await server.call('GET', '/v1/events', { query: 'types=nope' });
+    expect(res.status).toBe(400);
+    // The delivery stream likewise (its first line is written before anything is ready).
+    const stream = '/v1/topics/{topic}/stream';
+    const opened = await firstBytes(server.port, '/v1/topics/none/stream', { window: 10 });
+    expect(opened.text).toBe('{"messages":[]}\n');
+    server.check('POST', stream, opened);
+    res = await server.call('POST', stream, { params: { topic: 'none' }, body: { window: 0 } });
     expect(res.status).toBe(400);
 
     // The operator routes and the dashboard's.

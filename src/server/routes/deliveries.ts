@@ -1,5 +1,6 @@
 /**
- * Consumer routes: long-poll receive, ack and nack in batches, and the dead letters of a topic.
+ * Consumer routes: long-poll receive, the delivery stream (stream.ts), ack and nack in batches,
+ * and the dead letters of a topic.
  *
  * A long poll waits in slices of POLL_SLICE_MS, so that between slices it notices a client gone
  * or a server closing. Messages taken for a client gone meanwhile are handed straight back
@@ -15,12 +16,12 @@ import type {
   NackResponse,
   ReceiveBody,
   ReceiveResponse,
-  WireReceivedMessage,
 } from '../../protocol/wire.js';
 import { DEFAULT_RECEIVE_BYTES } from '../../protocol/limits.js';
-import type { ReceivedMessage } from '../../delay-queue.js';
 import type { RouteGroupOptions } from '../context.js';
 import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../schemas/messages.js';
+import { DeliveryStreams, streamRoute } from './stream.js';
+import { toWire } from './wire.js';
 
 const POLL_SLICE_MS = 500;
 
@@ -28,21 +29,8 @@ function clientGone(request: FastifyRequest): boolean {
   return request.raw.socket?.destroyed === true;
 }
 
-function toWire(message: ReceivedMessage): WireReceivedMessage {
-  const { payload } = message;
-  if (payload instanceof Uint8Array) {
-    return {
-      ...message,
-      payload: Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString(
-        'base64',
-      ),
-      payloadEncoding: 'base64',
-    };
-  }
-  return message;
-}
-
 export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
+  const streams = new DeliveryStreams();
   app.post<{ Params: { topic: string }; Body: ReceiveBody }>(
     '/topics/:topic/receive',
     { schema: receiveSchema },
@@ -72,12 +60,15 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
     },
   );
 
+  streamRoute(app, context, streams);
+
   app.post<{ Body: AckBody }>(
     '/ack',
     { schema: ackSchema },
     async (request): Promise<AckResponse> => {
       const { receipts, durable } = request.body;
       const results = await context.queue.ackMany(receipts, { durable });
+      streams.release(receipts);
       return { acked: results.filter(Boolean).length, results };
     },
   );
@@ -89,6 +80,7 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
       const { receipts, delayMs, reason, durable } = request.body;
       const options = { delayMs, reason, durable };
       const results = await Promise.all(receipts.map((r) => context.queue.nack(r, options)));
+      streams.release(receipts);
       return { nacked: results.filter(Boolean).length, results };
     },
   );

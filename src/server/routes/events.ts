@@ -73,7 +73,7 @@ export const eventRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { 
 };
 
 /** Resolves when the socket drains, closes, or `signal` aborts; leaves no listener behind. */
-function drained(
+export function drained(
   raw: NodeJS.WritableStream & { destroyed?: boolean },
   signal: AbortSignal,
 ): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * JSON Schemas of the message and delivery routes (routes/messages.ts, routes/deliveries.ts):
- * schedule, batch, get, cancel, reschedule, requeue; receive, ack, nack, dead letters.
+ * schedule, batch, get, cancel, reschedule, requeue; receive, stream, ack, nack, dead letters.
  */
 
 import {
@@ -29,6 +29,7 @@ import {
   topic,
   topicParams,
   routeSchema,
+  text,
 } from './common.js';
 
 const payloadEncoding = { enum: ['json', 'base64'] } as const;
@@ -222,6 +223,22 @@ export const receiveSchema = routeSchema('deliveries', 'receive', {
     maxBytes: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE_BYTES },
   }),
   response: { 200: listOf('messages', receivedMessage) },
+});
+
+export const streamSchema = routeSchema('deliveries', 'stream', {
+  summary: 'Receive ready messages of a topic on one open response, as they become ready',
+  params: topicParams,
+  body: closed(['window'], {
+    window: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE },
+    visibilityMs: { type: 'number', minimum: 1, maximum: MAX_VISIBILITY_MS },
+    maxBytes: { type: 'integer', minimum: 1, maximum: MAX_RECEIVE_BYTES },
+  }),
+  response: {
+    200: text(
+      'application/x-ndjson',
+      'NDJSON: a line `{"messages":[...]}` per batch of deliveries; an empty one every 15 s while nothing is ready',
+    ),
+  },
 });
 
 export const ackSchema = routeSchema('deliveries', 'ack', {

@@ -1,0 +1,150 @@
+/**
+ * consume()'s deliveries over one POST /v1/topics/:topic/stream (server/routes/stream.ts)
+ * instead of a long poll per batch: at a trickle of one message per millisecond, a request per
+ * message costs far more CPU than the messages.
+ *
+ * The stream's window is the consumer's concurrency, so the server never sends more than the
+ * handlers can take: what arrives is handed to the Worker's next receive(). A stream that ends
+ * or fails is thrown by the next receive() (the Worker reports it and backs off) and opened
+ * again by the one after. Silence longer than three of the server's 15 s keep-alives counts as
+ * a dead stream. Once the consumer stops, messages that arrive anyway are nacked (redelivered
+ * at once).
+ */
+
+import { clearTimeout, setTimeout } from 'node:timers';
+import type { ReceivedMessage } from '../queue/types.js';
+import type { ReceiveResponse } from '../protocol/wire.js';
+import { fromWire } from './bodies.js';
+import { TickwheelNetworkError } from './errors.js';
+
+/** Silence after which a stream counts as dead: three of the server's keep-alives. */
+const STREAM_IDLE_MS = 45_000;
+
+export interface StreamSettings {
+  topic: string;
+  window: number;
+  visibilityMs: number | undefined;
+  /** Opens the stream (the client's transport: token, timeout, error answers). */
+  open(body: object, signal: AbortSignal): Promise<Response>;
+  nack(receipt: string, reason: string): PromiseLike<unknown>;
+}
+
+export class DeliveryStream {
+  private readonly arrived: ReceivedMessage[] = [];
+  private failure: unknown;
+  private reading: Promise<void> | undefined;
+  private controller: AbortController | undefined;
+  private wake: (() => void) | undefined;
+  private stopped = false;
+  private listening = false;
+
+  constructor(private readonly settings: StreamSettings) {}
+
+  /** Up to `max` deliveries that came, waiting up to `waitMs` for the first. */
+  async receive(max: number, waitMs: number, signal: AbortSignal): Promise<ReceivedMessage[]> {
+    if (!this.stopped && !signal.aborted) {
+      if (this.reading === undefined && this.failure === undefined) this.start(signal);
+      if (this.arrived.length === 0 && this.failure === undefined) {
+        await this.arrival(waitMs, signal);
+      }
+    }
+    if (this.arrived.length > 0) return this.arrived.splice(0, max);
+    const failure = this.failure;
+    this.failure = undefined;
+    if (failure !== undefined && !signal.aborted) throw failure;
+    return [];
+  }
+
+  private start(signal: AbortSignal): void {
+    const controller = new AbortController();
+    this.controller = controller;
+    if (!this.listening) {
+      this.listening = true;
+      signal.addEventListener('abort', () => this.stop(), { once: true });
+    }
+    this.reading = this.read(controller)
+      .catch((err: unknown) => {
+        // A silence set its own failure before it aborted the request.
+        if (!this.stopped) this.failure ??= err;
+      })
+      .finally(() => {
+        this.reading = undefined;
+        this.wake?.();
+      });
+  }
+
+  private async read(controller: AbortController): Promise<void> {
+    const { topic, window, visibilityMs } = this.settings;
+    const body = visibilityMs === undefined ? { window } : { window, visibilityMs };
+    // A silence as long as three keep-alives aborts the request; every chunk re-arms it.
+    let idle: ReturnType<typeof setTimeout> | undefined;
+    const listen = () => {
+      clearTimeout(idle);
+      idle = setTimeout(() => {
+        this.failure = new TickwheelNetworkError(
+          'ERR_TICKWHEEL_TIMEOUT',
+          `the delivery stream of topic ${topic}: nothing came for ${STREAM_IDLE_MS} ms, not even a keep-alive`,
+          undefined,
+        );
+        controller.abort();
+      }, STREAM_IDLE_MS);
+    };
+    try {
+      listen();
+      const response = await this.settings.open(body, controller.signal);
+      const decoder = new TextDecoder();
+      let text = '';
+      for await (const chunk of (response.body ?? []) as AsyncIterable<Uint8Array>) {
+        listen();
+        text += decoder.decode(chunk, { stream: true });
+        let end: number;
+        let start = 0;
+        while ((end = text.indexOf('\n', start)) !== -1) {
+          const { messages } = JSON.parse(text.slice(start, end)) as ReceiveResponse;
+          start = end + 1;
+          for (const message of messages) this.deliver(fromWire(message));
+        }
+        text = text.slice(start);
+      }
+      if (!this.stopped) {
+        throw new TickwheelNetworkError(
+          'ERR_TICKWHEEL_NETWORK',
+          `the delivery stream of topic ${topic} was ended by the server`,
+          undefined,
+        );
+      }
+    } finally {
+      clearTimeout(idle);
+    }
+  }
+
+  private deliver(message: ReceivedMessage): void {
+    if (this.stopped) {
+      this.settings.nack(message.receipt, 'the consumer closed').then(undefined, () => {});
+      return;
+    }
+    this.arrived.push(message);
+    this.wake?.();
+  }
+
+  private arrival(waitMs: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        this.wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, waitMs);
+      signal.addEventListener('abort', done, { once: true });
+      this.wake = done;
+    });
+  }
+
+  /** The consumer stopped: the stream closes, and what came but was not handed out goes back. */
+  private stop(): void {
+    this.stopped = true;
+    this.controller?.abort();
+    for (const message of this.arrived.splice(0)) this.deliver(message);
+  }
+}

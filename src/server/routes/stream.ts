@@ -1,0 +1,171 @@
+/**
+ * POST /v1/topics/:topic/stream: a topic's deliveries on one open response, as they become
+ * ready, instead of one long poll per batch. The body is NDJSON: a line `{"messages":[...]}`
+ * per batch taken (the shape a receive answers), and a line with no messages every 15 s so that
+ * proxies keep a quiet stream open.
+ *
+ * At most `window` deliveries of a stream are in flight at once: an ack or nack of one of its
+ * receipts (POST /v1/ack, /v1/nack, on any connection) frees its slot, and so does its
+ * visibility timeout running out (an ack that never came). The stream ends when its client
+ * goes, the server closes, or the queue fails a take; messages taken for a client gone before
+ * they were written are handed straight back, as the long poll does. Messages written to a
+ * connection that then broke come back after their visibility timeout.
+ */
+
+import type { FastifyInstance } from 'fastify';
+import { DEFAULT_RECEIVE_BYTES } from '../../protocol/limits.js';
+import type { StreamBody } from '../../protocol/wire.js';
+import { DEFAULT_VISIBILITY_MS } from '../../queue/options.js';
+import type { ServerContext } from '../context.js';
+import { streamSchema } from '../schemas/messages.js';
+import { drained } from './events.js';
+import { toWire } from './wire.js';
+
+const KEEP_ALIVE_MS = 15_000;
+/** Longest wait of one take, so that a stream notices its client gone or a server closing. */
+const TAKE_SLICE_MS = 500;
+const KEEP_ALIVE_LINE = '{"messages":[]}\n';
+
+/** One open stream's deliveries in flight: receipt → when its visibility timeout runs out. */
+class StreamWindow {
+  readonly inFlight = new Map<string, number>();
+  private wake: (() => void) | undefined;
+
+  free(receipt: string): void {
+    if (this.inFlight.delete(receipt)) this.wake?.();
+  }
+
+  /** Drops the deliveries whose visibility ran out; how many slots are free then. */
+  freeSlots(window: number, now: number): number {
+    if (this.inFlight.size >= window) {
+      for (const [receipt, until] of this.inFlight) if (until <= now) this.inFlight.delete(receipt);
+    }
+    return window - this.inFlight.size;
+  }
+
+  /** Resolves when a slot is freed, after `ms`, or when `signal` aborts. */
+  waitForSlot(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        this.wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+      this.wake = done;
+    });
+  }
+}
+
+/** Which open stream each delivery in flight on a stream belongs to. */
+export class DeliveryStreams {
+  private readonly owners = new Map<string, StreamWindow>();
+
+  /** Frees the slots of acked or nacked receipts (those of no stream are passed over). */
+  release(receipts: readonly string[]): void {
+    if (this.owners.size === 0) return;
+    for (const receipt of receipts) {
+      const owner = this.owners.get(receipt);
+      if (owner === undefined) continue;
+      this.owners.delete(receipt);
+      owner.free(receipt);
+    }
+  }
+
+  add(receipt: string, owner: StreamWindow, until: number): void {
+    owner.inFlight.set(receipt, until);
+    this.owners.set(receipt, owner);
+  }
+
+  /** A stream ended: its receipts no longer count against anything. */
+  forget(owner: StreamWindow): void {
+    for (const receipt of owner.inFlight.keys()) this.owners.delete(receipt);
+    owner.inFlight.clear();
+  }
+}
+
+/** Adds the stream route to the delivery routes' plugin (their acks and nacks free its slots). */
+export function streamRoute(
+  app: FastifyInstance,
+  context: ServerContext,
+  streams: DeliveryStreams,
+): void {
+  const ends = new Set<() => void>();
+  app.addHook('preClose', async () => {
+    for (const end of [...ends]) end();
+  });
+
+  app.post<{ Params: { topic: string }; Body: StreamBody }>(
+    '/topics/:topic/stream',
+    { schema: streamSchema },
+    async (request, reply) => {
+      const { topic } = request.params;
+      const { window, visibilityMs, maxBytes = DEFAULT_RECEIVE_BYTES } = request.body;
+      const { queue } = context;
+      const controller = new AbortController();
+      const signal = controller.signal;
+      const end = () => controller.abort();
+      reply.hijack();
+      const raw = reply.raw;
+      raw.writeHead(200, {
+        'content-type': 'application/x-ndjson; charset=utf-8',
+        'cache-control': 'no-cache, no-store',
+        'x-accel-buffering': 'no',
+        connection: 'keep-alive',
+      });
+      ends.add(end);
+      raw.on('close', end);
+      // Unless told, deliveries stay in flight as long as the queue's default says.
+      const visibleFor = visibilityMs ?? DEFAULT_VISIBILITY_MS;
+      const slots = new StreamWindow();
+      let written = performance.now();
+      try {
+        // The first line says the stream is open, before anything is ready.
+        raw.write(KEEP_ALIVE_LINE);
+        while (!signal.aborted && !context.closing) {
+          const now = performance.now();
+          if (now - written >= KEEP_ALIVE_MS) {
+            written = now;
+            if (!raw.write(KEEP_ALIVE_LINE)) await drained(raw, signal);
+          }
+          const free = slots.freeSlots(window, Date.now());
+          if (free <= 0) {
+            await slots.waitForSlot(TAKE_SLICE_MS, signal);
+            continue;
+          }
+          const messages = await queue.receive(topic, {
+            max: free,
+            maxBytes,
+            visibilityMs,
+            waitMs: TAKE_SLICE_MS,
+          });
+          if (messages.length === 0) continue;
+          if (signal.aborted || raw.destroyed) {
+            for (const message of messages) {
+              queue.nack(message.receipt, { delayMs: 0 }).catch(() => false);
+            }
+            break;
+          }
+          const until = Date.now() + visibleFor;
+          for (const message of messages) streams.add(message.receipt, slots, until);
+          written = performance.now();
+          const line = `${JSON.stringify({ messages: messages.map(toWire) })}\n`;
+          if (!raw.write(line)) await drained(raw, signal);
+        }
+      } catch (err) {
+        // A take that failed (the queue closing, a store fault): the client sees the stream end
+        // and opens another, as after any broken connection.
+        request.log.warn({ err, topic }, 'delivery stream ended by a failed take');
+      } finally {
+        ends.delete(end);
+        raw.off('close', end);
+        streams.forget(slots);
+        // A reader that stopped reading would hold the end (and a shutdown) up: cut it off.
+        if (raw.writableNeedDrain) raw.destroy();
+        else raw.end();
+      }
+    },
+  );
+}

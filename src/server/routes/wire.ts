@@ -1,0 +1,18 @@
+/** A delivery as the HTTP API answers it: a binary payload in base64, marked as such. */
+
+import type { ReceivedMessage } from '../../delay-queue.js';
+import type { WireReceivedMessage } from '../../protocol/wire.js';
+
+export function toWire(message: ReceivedMessage): WireReceivedMessage {
+  const { payload } = message;
+  if (payload instanceof Uint8Array) {
+    return {
+      ...message,
+      payload: Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString(
+        'base64',
+      ),
+      payloadEncoding: 'base64',
+    };
+  }
+  return message;
+}
