@@ -60,7 +60,9 @@ import { consumerSource, type ClientConsumeOptions, type Consumer } from './cons
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import { openStream, Transport, type Exchange, type TransportOptions } from './transport.js';
 import {
+  callTimeout,
   checkClientOptions,
+  MAX_TIMEOUT_MS,
   type AckCallOptions,
   type CallOptions,
   type ClientOptions,
@@ -185,7 +187,10 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   ): Promise<ReceivedMessage<Payload>[]> {
     const waitMs = typeof receiveOptions.waitMs === 'number' ? receiveOptions.waitMs : 0;
     const answer = await this.call<ReceiveResponse>(
-      { ...options, timeoutMs: (options.timeoutMs ?? this.timeoutMs) + waitMs },
+      {
+        ...options,
+        timeoutMs: Math.min((callTimeout(options) ?? this.timeoutMs) + waitMs, MAX_TIMEOUT_MS),
+      },
       {
         method: 'POST',
         path: `/v1/topics${segment(topic, 'topic')}/receive`,
@@ -464,8 +469,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   /** The answer's body. */
   private async call<T>(options: CallOptions, exchange: Exchange): Promise<T> {
-    const { signal, timeoutMs } = options;
-    return this.transport.send<T>({ ...exchange, signal, timeoutMs });
+    const timeoutMs = callTimeout(options);
+    return this.transport.send<T>({ ...exchange, signal: options.signal, timeoutMs });
   }
 
   private read<T>(path: string, options: CallOptions): Promise<T> {

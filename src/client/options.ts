@@ -22,6 +22,17 @@ export interface ClientOptions {
   fetch?: typeof globalThis.fetch;
 }
 
+/** The longest time a timer can wait (Node's limit): a longer one would fire after 1 ms. */
+export const MAX_TIMEOUT_MS = 2_147_483_647;
+
+/** A call's `timeoutMs`, checked like the client's own; undefined when not given. */
+export function callTimeout(options: CallOptions): number | undefined {
+  const { timeoutMs } = options;
+  return timeoutMs === undefined
+    ? undefined
+    : checkOption(timeoutMs, 'timeoutMs', 1, MAX_TIMEOUT_MS);
+}
+
 /** Per-call options of every method. */
 export interface CallOptions {
   signal?: AbortSignal;
@@ -76,7 +87,7 @@ export function checkClientOptions(options: ClientOptions): TransportOptions {
       'no fetch available: use Node 20 or later, or pass options.fetch',
     );
   }
-  const timeoutMs = checkOption(options.timeoutMs ?? 10_000, 'timeoutMs', 1, 2_147_483_647);
+  const timeoutMs = checkOption(options.timeoutMs ?? 10_000, 'timeoutMs', 1, MAX_TIMEOUT_MS);
   return {
     url,
     token: options.token === '' ? undefined : options.token,

@@ -614,6 +614,29 @@ describe('network errors, timeouts and retries', () => {
     expect(poll).toEqual([]);
   });
 
+  it("refuses a call's timeoutMs that is not a usable time, sending nothing", async () => {
+    let calls = 0;
+    const counting: typeof fetch = (input, init) => {
+      calls++;
+      return fetch(input, init);
+    };
+    const tw = client({ fetch: counting });
+    for (const timeoutMs of [0, -1, Number.NaN, 2 ** 31, Infinity, '5' as unknown as number]) {
+      await expect(tw.stats({ timeoutMs }), String(timeoutMs)).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: expect.stringMatching(/timeoutMs/),
+      });
+      await expect(tw.receive('quiet', {}, { timeoutMs })).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      });
+    }
+    expect(calls).toBe(0);
+    // The largest time and a long poll on top of it: capped at the timer's limit, not 1 ms.
+    await expect(tw.receive('quiet', { waitMs: 50 }, { timeoutMs: 2 ** 31 - 1 })).resolves.toEqual(
+      [],
+    );
+  });
+
   it('stops on an abort signal', async () => {
     const controller = new AbortController();
     const served = vi.spyOn(queue, 'receive');
