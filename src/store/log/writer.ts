@@ -29,15 +29,7 @@
 
 import { open, truncate, type FileHandle } from 'node:fs/promises';
 import { TickwheelUnavailableError } from '../../errors.js';
-import {
-  LogError,
-  closedError,
-  describeCause,
-  ioError,
-  isLogFailure,
-  logFailure,
-  type LogFailure,
-} from './errors.js';
+import { LogError, closedError, describeCause, ioError, type LogFailure } from './errors.js';
 import { CREATE_FLAGS, DATA_FILE_MODE, ignore, syncDirectory } from './files.js';
 import { RECORD_HEADER_BYTES, writeHeader } from './format.js';
 import { forgetAtExit, writeAtExit, writeRangeSync, type StagedWrites } from './exit-write.js';
@@ -475,8 +467,9 @@ export class Writer implements StagedWrites {
     this.filling = null;
     this.table.rollBack(stage.segment, goodSize);
     const name = segmentFileName(stage.segment);
-    const error = logFailure(
-      isLogFailure(cause) ? cause.code : 'ERR_TICKWHEEL_IO',
+    // A refused new segment (beforeNewSegment: the lock lost) keeps its code.
+    const error = new TickwheelUnavailableError(
+      cause instanceof TickwheelUnavailableError ? cause.code : 'ERR_TICKWHEEL_IO',
       `${step} segment ${name} failed: ${describeCause(cause)}. Records from position ` +
         `${stage.segment * SEGMENT_SPAN + goodSize} on were not stored, and their positions ` +
         'will be reused; records acknowledged earlier are intact',
