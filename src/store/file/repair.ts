@@ -68,7 +68,7 @@ export interface RecoveryParts extends ReplayParts {
   /** Records the end of a message (as FileStore.finish does, cancelled). */
   finish(message: MessageState): Promise<void>;
   /** The payload bytes the queue holds at most: payloads read beyond it are not kept. */
-  readonly budget?: PayloadBudget | undefined;
+  budget?: PayloadBudget;
   /** Records that a message ran out of attempts (as FileStore.bury does). */
   bury(message: MessageState): Promise<void>;
 }
