@@ -140,10 +140,10 @@ export async function dueAfterSnapshot(
   }
   for (const { key, start } of index.files()) {
     if (start >= frontier) break;
-    const entries = await index.take(key, frontier, current);
-    for (let i = 0; i < entries.count; i++) {
-      if (current(entries.low[i], entries.high[i], entries.position[i])) {
-        due.set(entries.position[i], entries.deliverAt[i]);
+    const { count, f64, u32 } = await index.take(key, frontier, current);
+    for (let i = 0; i < count; i++) {
+      if (current(u32[6 * i + 4], u32[6 * i + 5], f64[3 * i + 1])) {
+        due.set(f64[3 * i + 1], f64[3 * i]);
       }
     }
   }

@@ -162,14 +162,14 @@ export async function loadIndexFiles(
     if (checkpoints.wasLoaded(key)) continue;
     // Current: its id's latest record is the one it points at (a dead one's is its BURY).
     const current = tables.latestCheck();
-    const entries = await index.take(key, frontier, current);
+    const { count, f64, u32 } = await index.take(key, frontier, current);
     const due = new Map<number, number>();
-    for (let i = 0; i < entries.count; i++) {
-      const position = entries.position[i];
-      if (!current(entries.low[i], entries.high[i], position)) continue;
+    for (let i = 0; i < count; i++) {
+      const position = f64[3 * i + 1];
+      if (!current(u32[6 * i + 4], u32[6 * i + 5], position)) continue;
       // Handed over already by another file (one taken again after a crash carries copies).
       if (tables.near.has(position)) continue;
-      due.set(position, entries.deliverAt[i]);
+      due.set(position, f64[3 * i]);
       tables.near.add(position);
     }
     try {

@@ -36,9 +36,63 @@ import { forgetAtExit, writeAtExit, writeRangeSync, type StagedWrites } from './
 import type { FsyncPolicy, LogIo } from './options.js';
 import { SEGMENT_SPAN, segmentFileName } from './positions.js';
 import type { SegmentTable } from './segments.js';
-import { Deferred, type RecordSlot, type Stage, type WriterStats } from './stage.js';
 
-export type { RecordSlot, WriterStats };
+class Deferred {
+  readonly promise: Promise<void>;
+  resolve!: () => void;
+  reject!: (error: LogFailure) => void;
+  constructor() {
+    this.promise = new Promise<void>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    // Awaiting `durable` is optional: a failure must not crash the process as unhandled.
+    this.promise.catch(ignore);
+  }
+}
+
+/** Records staged for one write to one segment from `fileOffset`; fixed once taken. */
+interface Stage {
+  readonly segment: number;
+  readonly fileOffset: number;
+  buf: Buffer;
+  len: number;
+  /** Bytes from the start of the stage that are durable; the rest is lost if a write fails. */
+  kept: number;
+  /** 'batch' and 'never': one promise for every record of the stage. */
+  readonly done: Deferred | null;
+  /** 'always': one promise per record, settled in order; `settled` of them so far. */
+  readonly waiters: Deferred[] | null;
+  settled: number;
+  /** It holds a record committed with `commit`, or LATER_MS passed: it is to be written now. */
+  urgent: boolean;
+}
+
+/** A record being appended. One per writer, reused. */
+export interface RecordSlot {
+  /** The staging buffer: write the body from `at`, at most the reserved length. */
+  readonly buf: Buffer;
+  readonly at: number;
+  /** The `durable` promise of the record committed last. */
+  readonly durable: Promise<void>;
+  /** Completes the record with its real body length; returns its position. */
+  commit(length: number): number;
+  /** As commit, but starts no write (see the top of the file). */
+  commitLater(length: number): number;
+  /** Gives the record up (its encoder failed): nothing is appended. */
+  abort(): void;
+}
+
+export interface WriterStats {
+  appends: number;
+  writes: number;
+  /** fsyncs of segment files (directory syncs after creating a segment are not counted). */
+  fsyncs: number;
+  fsyncMsTotal: number;
+  fsyncMsMax: number;
+  /** Writes or fsyncs that failed (each rolled the log back). */
+  failures: number;
+}
 
 const HEADER = RECORD_HEADER_BYTES;
 /** The slot's buffer once its stage's is let go, so that it keeps no large one alive. */
