@@ -101,26 +101,21 @@ export async function recoverWithRepair(
   untraced.capture();
   const found = report.corrupt.filter((c) => !isAcceptedAt(accepted, c.position));
   const damage = mergeDamage([...context.missing, ...found.map(damageOf)]);
+  const lost =
+    damage.length === 0
+      ? undefined
+      : await lostMessages(parts, damage, accepted, found, untraced, snapshot, durable);
+  const finish = lost?.finish ?? [];
   const repair: RepairReport = {
     at: new Date().toISOString(),
     applied: false,
     damage,
-    lost: 0,
-    dropped: [],
-    unnamed: 0,
-    exact: true,
-    notes: [],
+    lost: lost === undefined ? 0 : lost.dropped.length + lost.unnamed,
+    dropped: lost?.dropped ?? [],
+    unnamed: lost?.unnamed ?? 0,
+    exact: lost?.exact ?? true,
+    notes: lost?.notes ?? [],
   };
-  let finish: MessageState[] = [];
-  if (damage.length > 0) {
-    const lost = await lostMessages(parts, damage, accepted, found, untraced, snapshot, durable);
-    repair.dropped = lost.dropped;
-    repair.unnamed = lost.unnamed;
-    repair.lost = lost.dropped.length + lost.unnamed;
-    repair.exact = lost.exact;
-    repair.notes = lost.notes;
-    finish = lost.finish;
-  }
   const recovery: RecoveryReport = {
     live: tables.live - finish.length,
     corrupt: found.map((c) => ({ where: where(c.position), reason: c.reason })),
@@ -134,16 +129,15 @@ export async function recoverWithRepair(
     checkpoints.replayed = false; // close() must write nothing
     return recovery;
   }
+  // The FINISH records first: the snapshot still holds the dropped messages.
+  await Promise.all(finish.map((message) => parts.finish(message)));
+  await removeSnapshot(dir);
   if (damage.length > 0) {
-    await Promise.all(finish.map((message) => parts.finish(message)));
-    await removeSnapshot(dir);
     repair.applied = true;
     await writeRepairs(dir, {
       accepted: [...accepted, ...damage],
       reports: [...repairs.reports, repair],
     });
-  } else {
-    await removeSnapshot(dir);
   }
   checkpoints.uncoveredBytes = recovery.replayedBytes;
   await handOverRecovered(parts, dueAfterReplay(tables, frontier), onDue, recovery.corrupt);

@@ -61,20 +61,10 @@ export async function replayAll(
   const indexedUntil = !options.index ? Infinity : trusted ? checkpoint.indexedUntil : 0;
   tables.ids.useAux(true);
   tables.ids.reserve(Math.min(50_000_000, Math.floor(log.stats().bytes / 120)));
-  const { onRecord } = options;
-  const apply = applier(tables, indexedUntil, frontier);
+  const apply = applier(tables, indexedUntil, frontier, options.onRecord);
   tables.replay = options.watcher;
   try {
-    return await log.replay(
-      onRecord === undefined
-        ? apply
-        : (type, body, position) => {
-            onRecord(position);
-            apply(type, body, position);
-          },
-      options.from,
-      options.replay,
-    );
+    return await log.replay(apply, options.from, options.replay);
   } finally {
     tables.replay = undefined;
   }
@@ -103,18 +93,15 @@ export async function replayTail(
   { log, tables }: ReplayParts,
   frontier: number,
   snapshot: StoreSnapshot,
-  indexedUntil: number,
+  { indexedUntil }: Checkpoint,
   options: ReplayOptions,
 ): Promise<{ report: ReplayReport; tail: number[] }> {
   tables.adopt(snapshot);
   const tail = new TailDue(frontier);
   tables.replay = tail;
   try {
-    const report = await log.replay(
-      applier(tables, indexedUntil, frontier),
-      snapshot.position,
-      options,
-    );
+    const apply = applier(tables, indexedUntil, frontier);
+    const report = await log.replay(apply, snapshot.position, options);
     return { report, tail: tail.entries };
   } finally {
     tables.replay = undefined;
@@ -192,8 +179,14 @@ class TailDue extends ReplayWatcher {
 }
 
 /** Applies a replayed record, indexing it by the rule at the top of the file. */
-function applier(tables: Tables, indexedUntil: number, frontier: number): OnRecord {
+function applier(
+  tables: Tables,
+  indexedUntil: number,
+  frontier: number,
+  onRecord?: (position: number) => void,
+): OnRecord {
   return (type, body, position) => {
+    onRecord?.(position);
     const reindex =
       position >= indexedUntil &&
       (type === SCHEDULE || type === MOVE || type === HANDOUT) &&

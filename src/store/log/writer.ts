@@ -1,18 +1,11 @@
 /**
  * Appending and writing: records are encoded straight into staging buffers (the one RecordSlot
- * that reserve() hands out: stage.ts), given their positions at once, and written by a single
- * writer with at most one write in flight. Nothing is allocated per record.
+ * that reserve() hands out), given their positions at once, and written by a single writer with
+ * at most one write in flight. Nothing is allocated per record.
  *
  * Group commit ('batch'): records staged while a write and fsync are in flight go out in the
- * next single write and fsync, and share one `durable` promise:
- *
- *     t0  append a, b, c                 stage [a b c]
- *     t1  write [a b c], fsync ...       append d, e -> stage [d e]
- *     t2  fsync done: a, b, c resolve    write [d e], fsync ...
- *     t3  fsync done: d, e resolve
- *
- * The first write after an idle moment starts a microtask after the first append, so a burst
- * in one tick shares it. 'always' writes and fsyncs each record on its own, in order; 'never'
+ * next single write and fsync, and share one `durable` promise. The first write after an idle
+ * moment starts a microtask after the first append, so a burst in one tick shares it. 'always' writes and fsyncs each record on its own, in order; 'never'
  * resolves once the OS has the bytes (they survive a process crash, not a power cut).
  *
  * A `commitLater` record starts no write: it rides the next write another record starts, or
