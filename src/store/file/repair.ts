@@ -23,7 +23,7 @@ import {
 } from '../log/index.js';
 import { offsetOf, positionOf, segmentOf, where } from '../log/index.js';
 import type { Checkpoint, Checkpoints } from './checkpoint.js';
-import { damageOf, endOf, isAcceptedAt, mergeDamage, type Durable } from './damage.js';
+import { damageOf, endOf, isAcceptedAt, mergeDamage, skipped, type Durable } from './damage.js';
 import { IdHash, IdTable, hashId } from './id-table.js';
 import { REPAIR_FILE, writeRepairs, type Repairs } from './layout.js';
 import {
@@ -118,7 +118,7 @@ export async function recoverWithRepair(
   };
   const recovery: RecoveryReport = {
     live: tables.live - finish.length,
-    corrupt: found.map((c) => ({ where: where(c.position), reason: c.reason })),
+    corrupt: skipped(report, accepted),
     truncatedBytes: report.truncatedBytes,
     snapshot: snapshot === undefined ? 'none' : 'rejected: a repair replays the whole log',
     replayedBytes: bytesFrom(log, from),

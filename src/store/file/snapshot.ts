@@ -198,8 +198,9 @@ export async function removeSnapshotTemp(dir: string): Promise<void> {
   await rm(join(dir, `${SNAPSHOT_FILE}.tmp`), { force: true });
 }
 
-function isCount(value: unknown): value is number {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+/** A safe non-negative integer (what a damaged JSON file may not hold). */
+export function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
 }
 
 async function readWhole(handle: FileHandle, buffer: Buffer, position: number): Promise<void> {

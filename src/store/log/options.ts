@@ -35,7 +35,7 @@ export interface MessageLogOptions {
   io?: Partial<LogIo>;
   /**
    * Called before the writer creates a new segment file (a roll). A rejection fails that write
-   * as an I/O error would, with the rejection's code if the log raised it (LogFailure): the file store checks
+   * as an I/O error would, keeping the code of a TickwheelUnavailableError: the file store checks
    * here that the directory is still its own.
    */
   beforeNewSegment?: () => Promise<void>;
