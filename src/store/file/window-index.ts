@@ -214,7 +214,17 @@ export class WindowIndex {
 
   /** Every entry of a file: on disk and still buffered, in append order. */
   read(key: string): Promise<EntryChunk> {
-    return this.queued(() => this.readNow(key));
+    return this.queued(async () => {
+      const file = (await ifExists(readFile(this.path(key)))) ?? Buffer.alloc(0);
+      // Beyond the known size lie only the remains of a failed write, whose entries are buffered.
+      const written = file.subarray(0, Math.min(file.byteLength, this.bytes.get(key) ?? 0));
+      const pending = this.buffered.get(key);
+      const bytes =
+        pending === undefined
+          ? written
+          : Buffer.concat([written, pending.bytes.subarray(0, pending.length)]);
+      return entryChunk(bytes, bytes.length);
+    });
   }
 
   /**
@@ -275,18 +285,6 @@ export class WindowIndex {
       const pending = this.buffered.get(key);
       if (pending !== undefined) visit(entryChunk(pending.bytes, pending.length));
     });
-  }
-
-  private async readNow(key: string): Promise<EntryChunk> {
-    const file = (await ifExists(readFile(this.path(key)))) ?? Buffer.alloc(0);
-    // Beyond the known size lie only the remains of a failed write, whose entries are buffered.
-    const written = file.subarray(0, Math.min(file.byteLength, this.bytes.get(key) ?? 0));
-    const pending = this.buffered.get(key);
-    const bytes =
-      pending === undefined
-        ? written
-        : Buffer.concat([written, pending.bytes.subarray(0, pending.length)]);
-    return entryChunk(bytes, bytes.length);
   }
 
   sizes(): Map<string, number> {

@@ -68,7 +68,9 @@ export class LogReader {
       // A record cut short in the staging buffer is no record start, as for a header.
       if (result < 0)
         throw corruptRecord(position, describeCheck(result === BAD_CRC ? BAD_CRC : NOT_A_RECORD));
-      return copyOut(staged.buf, staged.at, result);
+      const body = Buffer.allocUnsafe(result);
+      staged.buf.copy(body, 0, staged.at + HEADER, staged.at + HEADER + result);
+      return { type: staged.buf[staged.at + 1], body };
     }
     const size = this.segments.sizeOf(segment);
     if (size === undefined || offset >= size) {
@@ -239,12 +241,6 @@ export class LogReader {
   private pathOf(segment: number): string {
     return `${this.dir}/${segmentFileName(segment)}`;
   }
-}
-
-function copyOut(buf: Buffer, at: number, length: number): ReadResult {
-  const body = Buffer.allocUnsafe(length);
-  buf.copy(body, 0, at + HEADER, at + HEADER + length);
-  return { type: buf[at + 1], body };
 }
 
 async function readRecord(
