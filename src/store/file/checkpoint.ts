@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import { syncDirectory, type MessageLog, segmentOf } from '../log/index.js';
 import { CHECKPOINT_FILE, replaceFile } from './layout.js';
 import {
+  isCount,
   removeSnapshot,
   snapshotsSupported,
   writeSnapshot,
@@ -69,9 +70,7 @@ export async function readCheckpoint(dir: string): Promise<Checkpoint> {
     if (typeof frontier !== 'number' || typeof windows !== 'object' || windows === null) {
       return none;
     }
-    if (!Object.values(windows).every((n) => Number.isSafeInteger(n) && (n as number) >= 0)) {
-      return none;
-    }
+    if (!Object.values(windows).every(isCount)) return none;
     const until = typeof indexedUntil === 'number' && indexedUntil >= 0 ? indexedUntil : 0;
     return {
       indexedUntil: until,
@@ -90,7 +89,7 @@ function isExtent(value: unknown): value is LogExtent {
   let previous = 0;
   for (const entry of value) {
     if (!Array.isArray(entry) || entry.length !== 3) return false;
-    if (!entry.every((n) => Number.isSafeInteger(n) && (n as number) >= 0)) return false;
+    if (!entry.every(isCount)) return false;
     if ((entry[0] as number) <= previous) return false;
     previous = entry[0] as number;
   }

@@ -61,6 +61,7 @@ import {
 } from './records.js';
 import { StoreFaults } from './faults.js';
 import { recover, type OpenMode } from './recovery.js';
+import type { RecoveryParts } from './repair.js';
 import { listWaiting } from './listing.js';
 import { loadIndexFiles, statesAt } from './states.js';
 import { Tables } from './table.js';
@@ -91,8 +92,9 @@ export class FileStore implements Store {
   private readonly addsByWrite = new Map<Promise<void>, MessageState[]>();
   private closed = false;
   private damagedSkipped = 0;
-  private payloadBudget: PayloadBudget | undefined;
   private readonly handOuts: HandOuts;
+  /** What recovery, loads and listings work with (the payload budget once the queue gives it). */
+  private readonly parts: RecoveryParts;
 
   private constructor(
     readonly dir: string,
@@ -115,9 +117,17 @@ export class FileStore implements Store {
       faults,
       () => lock.check(),
     );
-    const parts = { log, tables: this.tables, checkpoints: this.checkpoints };
+    this.parts = {
+      dir,
+      log,
+      index,
+      tables: this.tables,
+      checkpoints: this.checkpoints,
+      finish: (message: MessageState) => this.finish(message, 'cancelled'),
+      bury: (message: MessageState) => this.bury(message),
+    };
     this.handOuts = new HandOuts(
-      parts,
+      this.parts,
       () => this.frontier,
       () => this.appending(),
     );
@@ -177,21 +187,11 @@ export class FileStore implements Store {
 
   recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport> {
     this.moveFrontier(this.horizonEnd(horizon));
-    const parts = {
-      dir: this.dir,
-      log: this.log,
-      index: this.index,
-      tables: this.tables,
-      checkpoints: this.checkpoints,
-      finish: (message: MessageState) => this.finish(message, 'cancelled'),
-      budget: this.payloadBudget,
-      bury: (message: MessageState) => this.bury(message),
-    };
-    return recover(parts, this.mode, this.frontier, onDue);
+    return recover(this.parts, this.mode, this.frontier, onDue);
   }
 
   usePayloadBudget(budget: PayloadBudget): void {
-    this.payloadBudget = budget;
+    this.parts.budget = budget;
   }
 
   async lookup(id: string): Promise<StoredMessage | undefined> {
@@ -318,24 +318,16 @@ export class FileStore implements Store {
   async loadUntil(until: number, onDue: (message: MessageState) => void): Promise<void> {
     const frontier = Math.max(this.frontier, this.horizonEnd(until));
     this.moveFrontier(frontier);
-    const parts = { log: this.log, index: this.index, tables: this.tables };
-    await loadIndexFiles(
-      parts,
-      this.checkpoints,
-      frontier,
-      onDue,
-      this.payloadBudget,
-      (position, err) => {
-        this.damagedSkipped++;
-        this.faults.report(
-          new TickwheelCorruptError(
-            `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
-            [],
-            { cause: err },
-          ),
-        );
-      },
-    );
+    await loadIndexFiles(this.parts, frontier, onDue, (position, err) => {
+      this.damagedSkipped++;
+      this.faults.report(
+        new TickwheelCorruptError(
+          `skipped the message at ${where(position)}, which cannot be read: ${err.message}`,
+          [],
+          { cause: err },
+        ),
+      );
+    });
   }
 
   /** The one place the frontier moves; the index places entries by it. */
@@ -362,9 +354,8 @@ export class FileStore implements Store {
   }
 
   listWaiting(query: ListQuery): Promise<KeyedPart<StoredMessage>> {
-    const parts = { log: this.log, index: this.index, tables: this.tables };
     const budget = this.settings.listScanRecords;
-    return listWaiting(parts, query, () => this.damagedSkipped++, budget);
+    return listWaiting(this.parts, query, () => this.damagedSkipped++, budget);
   }
 
   async dead(topic: string, limit: number): Promise<StoredMessage[]> {
@@ -432,7 +423,6 @@ export class FileStore implements Store {
 
   stats(): StoreStats {
     const log = this.log.stats();
-    const checkpoints = this.checkpoints.stats();
     return {
       live: this.tables.live,
       dead: this.tables.deadIds.size,
@@ -443,14 +433,9 @@ export class FileStore implements Store {
       fsyncs: log.fsyncs,
       fsyncMsMax: log.fsyncMsMax,
       fsyncMsAvg: log.fsyncs === 0 ? 0 : log.fsyncMsTotal / log.fsyncs,
-      snapshots: checkpoints.snapshots,
-      snapshotBytes: checkpoints.snapshotBytes,
-      snapshotCaptureMsMax: checkpoints.snapshotCaptureMsMax,
-      snapshotWriteMsLast: checkpoints.snapshotWriteMsLast,
-      uncoveredLogBytes: checkpoints.uncoveredLogBytes,
+      ...this.checkpoints.stats(),
       damagedSkipped: this.damagedSkipped,
       stopped: this.log.firstFailure === undefined ? 0 : 1,
-      checkpointing: checkpoints.checkpointing,
       ...this.faults.stats(),
     };
   }

@@ -55,43 +55,35 @@ export class HandOuts {
     this.log.writeLater();
   }
 
-  /** HANDOUT records for the deliveries noted that are still going on (the log's beforeWrite). */
+  /**
+   * HANDOUT records for the deliveries noted that are still going on (the log's beforeWrite): the
+   * queue says so, and no record of the message was appended since it was handed out (an ack may
+   * be appended before the queue is done).
+   */
   readonly write = (): void => {
     const { noted, batches } = this;
     if (noted.length === 0) return;
     this.noted = [];
     this.batches = [];
     if (!this.appending()) return;
-    let bytes = 0;
-    let at = 0;
-    for (let b = 0; b < batches.length && bytes >= 0; b += 2) {
-      const more = this.writeBatch(noted, at, at + batches[b + 1], batches[b]);
-      bytes = more < 0 ? -1 : bytes + more;
-      at += batches[b + 1];
-    }
-    if (bytes > 0) this.checkpoints.appended(bytes);
-  };
-
-  /**
-   * HANDOUT records for `noted[from, to)`, handed out when the log ended at `end`, for each
-   * still delivered (the queue says so, and no record of it from `end` on: an ack may be
-   * appended before the queue is done). Returns bytes appended, or -1 once the log takes none.
-   */
-  private writeBatch(noted: MessageState[], from: number, to: number, end: number): number {
     const delivering = this.deliveries?.delivering;
     const tables = this.tables;
     let bytes = 0;
-    for (let i = from; i < to; i++) {
-      const message = noted[i];
-      if (delivering !== undefined && !delivering(message)) continue;
-      const latest = tables.latest(message.id);
-      if (latest < 0 || latest >= end || tables.isDeadAt(message.id, latest)) continue;
-      const length = writeHandOut(this.log, message);
-      if (length < 0) return -1;
-      bytes += length;
+    let i = 0;
+    for (let b = 0; b < batches.length; b += 2) {
+      const end = batches[b]; // the log's end when this batch was handed out
+      for (const to = i + batches[b + 1]; i < to; i++) {
+        const message = noted[i];
+        if (delivering !== undefined && !delivering(message)) continue;
+        const latest = tables.latest(message.id);
+        if (latest < 0 || latest >= end || tables.isDeadAt(message.id, latest)) continue;
+        const length = writeHandOut(this.log, message);
+        if (length < 0) return; // the log takes no more
+        bytes += length;
+      }
     }
-    return bytes;
-  }
+    if (bytes > 0) this.checkpoints.appended(bytes);
+  };
 
   /** Just before a snapshot captures the tables (Checkpoints.beforeCapture). */
   private beforeCapture(): void {

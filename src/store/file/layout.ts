@@ -92,15 +92,8 @@ export async function checkFormat(dir: string): Promise<void> {
     if (format === STORE_FORMAT) return;
     throw formatError(dir, `format ${String(format)}`);
   }
-  if (await hasRecords(join(dir, LOG_DIR))) throw formatError(dir, 'format 1');
+  if ((await lastLogWrite(dir)) !== undefined) throw formatError(dir, 'format 1');
   await replaceFile(file, JSON.stringify({ format: STORE_FORMAT }));
-}
-
-async function hasRecords(logDir: string): Promise<boolean> {
-  for (const name of (await ifExists(readdir(logDir))) ?? []) {
-    if (/^\d{10}\.seg$/.test(name) && (await stat(join(logDir, name))).size > 0) return true;
-  }
-  return false;
 }
 
 function formatError(dir: string, found: string): TickwheelStateError {
@@ -221,12 +214,13 @@ export async function replaceFile(file: string, text: string): Promise<void> {
 }
 
 /**
- * The modification time of the newest segment with a record (copied without times, or cut by
- * a repair, it is later: lateness is then under-reported).
+ * The modification time of the newest segment with a record, if any (copied without times, or
+ * cut by a repair, it is later: lateness is then under-reported).
  */
 export async function lastLogWrite(dir: string): Promise<number | undefined> {
   const logDir = join(dir, LOG_DIR);
-  const segments = (await readdir(logDir)).filter((name) => /^\d{10}\.seg$/.test(name)).sort();
+  const names = (await ifExists(readdir(logDir))) ?? [];
+  const segments = names.filter((name) => /^\d{10}\.seg$/.test(name)).sort();
   for (let i = segments.length - 1; i >= 0; i--) {
     const segment = await stat(join(logDir, segments[i]));
     if (segment.size > 0) return segment.mtimeMs;

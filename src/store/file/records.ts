@@ -282,16 +282,9 @@ export function topicLength(type: number, buf: Uint8Array, at = 0): number {
 }
 
 /** The id of any record, without decoding the rest. */
-export function recordId(type: number, buf: Uint8Array, at = 0): string {
+export function recordId(type: number, buf: Buffer, at = 0): string {
   const start = at + idStart(type);
-  return latin1(buf, start, start + buf[at + idLengthAt(type)]);
-}
-
-function latin1(buf: Uint8Array, start: number, end: number): string {
-  const bytes = Buffer.isBuffer(buf)
-    ? buf
-    : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
-  return bytes.toString('latin1', start, end);
+  return buf.toString('latin1', start, start + buf[at + idLengthAt(type)]);
 }
 
 /** The due time a record leaves its message with, or had before it (FINISH). */

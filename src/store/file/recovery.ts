@@ -103,13 +103,7 @@ export async function recover(
     verdict = 'used';
     const { snapshot, bytes } = found;
     found = undefined; // its arrays now belong to the tables
-    const { report, tail } = await replayTail(
-      parts,
-      frontier,
-      snapshot,
-      checkpoint.indexedUntil,
-      replay,
-    );
+    const { report, tail } = await replayTail(parts, frontier, snapshot, checkpoint, replay);
     checkpoints.replayed = true;
     refuse(report, payloadsGone(log, tables.segmentLive));
     for (const c of skipped(report, accepted)) corrupt.push(c);
@@ -123,24 +117,19 @@ export async function recover(
     const rejected = found?.snapshot;
     found = undefined;
     const late = rejected === undefined ? undefined : new LateFinishes(rejected.position);
-    const from = positionOf(durable?.first ?? 0, 0);
+    const first = durable?.first ?? 0;
+    const from = positionOf(first, 0);
+    const watcher = late ?? new ReplayWatcher();
     const report = await replayAll(parts, frontier, checkpoint, {
       from,
       replay,
       index: true,
-      watcher: late ?? new ReplayWatcher(),
+      watcher,
     });
     checkpoints.replayed = true;
     // (Segments before the first one the checkpoint needs were all finished by then.)
-    const gone =
-      rejected === undefined
-        ? []
-        : payloadsGone(
-            log,
-            rejected.segmentLive.filter(([segment]) => segment >= (durable?.first ?? 0)),
-            late?.bySegment,
-          );
-    refuse(report, gone);
+    const live = rejected?.segmentLive.filter(([segment]) => segment >= first) ?? [];
+    refuse(report, payloadsGone(log, live, late?.bySegment));
     // Only now: a refused open leaves the snapshot for a repair to compare with. (Windows it
     // relies on that replayAll deleted make the checkpoint reject it, should this crash.)
     await removeSnapshot(dir);

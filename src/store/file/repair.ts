@@ -23,7 +23,7 @@ import {
 } from '../log/index.js';
 import { offsetOf, positionOf, segmentOf, where } from '../log/index.js';
 import type { Checkpoint, Checkpoints } from './checkpoint.js';
-import { damageOf, endOf, isAcceptedAt, mergeDamage, type Durable } from './damage.js';
+import { damageOf, endOf, isAcceptedAt, mergeDamage, skipped, type Durable } from './damage.js';
 import { IdHash, IdTable, hashId } from './id-table.js';
 import { REPAIR_FILE, writeRepairs, type Repairs } from './layout.js';
 import {
@@ -33,6 +33,7 @@ import {
   MOVE,
   SCHEDULE,
   idStart,
+  payloadPositionOf,
   recordId,
   topicLength,
   topicStart,
@@ -41,8 +42,7 @@ import { bytesFrom, dueAfterReplay, replayAll, type ReplayParts } from './replay
 import { removeSnapshot, type StoreSnapshot } from './snapshot.js';
 import { endStoppedDelivery } from './handouts.js';
 import { handOver, statesAt } from './states.js';
-import type { Tables } from './table.js';
-import { Untraced } from './untraced.js';
+import { ReplayWatcher, type Tables } from './table.js';
 import type { WindowIndex } from './window-index.js';
 
 /** recovery.repair, when read back at a later open, names at most this many messages. */
@@ -68,7 +68,7 @@ export interface RecoveryParts extends ReplayParts {
   /** Records the end of a message (as FileStore.finish does, cancelled). */
   finish(message: MessageState): Promise<void>;
   /** The payload bytes the queue holds at most: payloads read beyond it are not kept. */
-  readonly budget?: PayloadBudget | undefined;
+  budget?: PayloadBudget;
   /** Records that a message ran out of attempts (as FileStore.bury does). */
   bury(message: MessageState): Promise<void>;
 }
@@ -101,29 +101,24 @@ export async function recoverWithRepair(
   untraced.capture();
   const found = report.corrupt.filter((c) => !isAcceptedAt(accepted, c.position));
   const damage = mergeDamage([...context.missing, ...found.map(damageOf)]);
+  const lost =
+    damage.length === 0
+      ? undefined
+      : await lostMessages(parts, damage, accepted, found, untraced, snapshot, durable);
+  const finish = lost?.finish ?? [];
   const repair: RepairReport = {
     at: new Date().toISOString(),
     applied: false,
     damage,
-    lost: 0,
-    dropped: [],
-    unnamed: 0,
-    exact: true,
-    notes: [],
+    lost: lost === undefined ? 0 : lost.dropped.length + lost.unnamed,
+    dropped: lost?.dropped ?? [],
+    unnamed: lost?.unnamed ?? 0,
+    exact: lost?.exact ?? true,
+    notes: lost?.notes ?? [],
   };
-  let finish: MessageState[] = [];
-  if (damage.length > 0) {
-    const lost = await lostMessages(parts, damage, accepted, found, untraced, snapshot, durable);
-    repair.dropped = lost.dropped;
-    repair.unnamed = lost.unnamed;
-    repair.lost = lost.dropped.length + lost.unnamed;
-    repair.exact = lost.exact;
-    repair.notes = lost.notes;
-    finish = lost.finish;
-  }
   const recovery: RecoveryReport = {
     live: tables.live - finish.length,
-    corrupt: found.map((c) => ({ where: where(c.position), reason: c.reason })),
+    corrupt: skipped(report, accepted),
     truncatedBytes: report.truncatedBytes,
     snapshot: snapshot === undefined ? 'none' : 'rejected: a repair replays the whole log',
     replayedBytes: bytesFrom(log, from),
@@ -134,16 +129,15 @@ export async function recoverWithRepair(
     checkpoints.replayed = false; // close() must write nothing
     return recovery;
   }
+  // The FINISH records first: the snapshot still holds the dropped messages.
+  await Promise.all(finish.map((message) => parts.finish(message)));
+  await removeSnapshot(dir);
   if (damage.length > 0) {
-    await Promise.all(finish.map((message) => parts.finish(message)));
-    await removeSnapshot(dir);
     repair.applied = true;
     await writeRepairs(dir, {
       accepted: [...accepted, ...damage],
       reports: [...repairs.reports, repair],
     });
-  } else {
-    await removeSnapshot(dir);
   }
   checkpoints.uncoveredBytes = recovery.replayedBytes;
   await handOverRecovered(parts, dueAfterReplay(tables, frontier), onDue, recovery.corrupt);
@@ -470,12 +464,89 @@ function readDamaged(raw: Buffer): { type: number; id: string; topic: string } |
 async function indexEntriesIn(index: WindowIndex, unreadable: (position: number) => boolean) {
   const entries = new Map<number, [number, number]>();
   for (const { key } of index.files()) {
-    const read = await index.read(key);
-    for (let i = 0; i < read.count; i++) {
-      if (unreadable(read.position[i])) {
-        entries.set(read.position[i], [read.low[i], read.high[i]]);
-      }
+    const { count, f64, u32 } = await index.read(key);
+    for (let i = 0; i < count; i++) {
+      if (unreadable(f64[3 * i + 1])) entries.set(f64[3 * i + 1], [u32[6 * i + 4], u32[6 * i + 5]]);
     }
   }
   return entries;
+}
+
+/**
+ * What a repair's replay learns of messages whose SCHEDULE it did not read (their later records
+ * name them), and the live counts at the durable position, for the checkpoint's.
+ */
+class Untraced extends ReplayWatcher {
+  /** Moved or buried, and not finished after: live, but their payload cannot be read. */
+  readonly orphans = new Map<
+    string,
+    { topic: string; payloadPosition: number; position: number }
+  >();
+  /** Id hashes finished by a record read (of such a message or any other). */
+  readonly finishes = new IdTable();
+  /** Such finishes at or after the durable position, by the segment of their payload. */
+  readonly finishedAfter = new Map<number, number>();
+  /** Live payloads per segment (orphans included) when the replay reached the durable position. */
+  atDurable: Map<number, number> | undefined;
+  /** The first position the replay read. */
+  firstRead = Infinity;
+
+  /** `segmentLive`: the tables' live payloads per segment, which the replay keeps changing. */
+  constructor(
+    private readonly durableEnd: number,
+    private readonly segmentLive: ReadonlyMap<number, number>,
+  ) {
+    super();
+  }
+
+  /** The replay is about to apply the record at `position`. */
+  read(position: number): void {
+    if (position < this.firstRead) this.firstRead = position;
+    if (position >= this.durableEnd) this.capture();
+  }
+
+  /** Notes the live payloads per segment now, unless noted already. */
+  capture(): void {
+    if (this.atDurable !== undefined) return;
+    const live = new Map(this.segmentLive);
+    for (const { payloadPosition } of this.orphans.values()) {
+      const segment = segmentOf(payloadPosition);
+      live.set(segment, (live.get(segment) ?? 0) + 1);
+    }
+    this.atDurable = live;
+  }
+
+  override scheduled(body: Buffer, at: number): void {
+    if (this.orphans.size > 0) this.orphans.delete(recordId(SCHEDULE, body, at));
+  }
+
+  override finished(low: number, high: number, position: number): void {
+    this.finishes.set(low, high, position);
+  }
+
+  override unknown(
+    type: number,
+    body: Buffer,
+    at: number,
+    position: number,
+    low: number,
+    high: number,
+  ): void {
+    const id = recordId(type, body, at);
+    if (type === FINISH) {
+      this.finishes.set(low, high, position);
+      if (this.orphans.delete(id)) return;
+      if (position >= this.durableEnd) {
+        const segment = segmentOf(payloadPositionOf(FINISH, body, at));
+        this.finishedAfter.set(segment, (this.finishedAfter.get(segment) ?? 0) + 1);
+      }
+      return;
+    }
+    const topicAt = at + topicStart(type, body, at);
+    this.orphans.set(id, {
+      topic: body.toString('latin1', topicAt, topicAt + topicLength(type, body, at)),
+      payloadPosition: payloadPositionOf(type, body, at),
+      position,
+    });
+  }
 }

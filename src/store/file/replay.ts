@@ -61,20 +61,10 @@ export async function replayAll(
   const indexedUntil = !options.index ? Infinity : trusted ? checkpoint.indexedUntil : 0;
   tables.ids.useAux(true);
   tables.ids.reserve(Math.min(50_000_000, Math.floor(log.stats().bytes / 120)));
-  const { onRecord } = options;
-  const apply = applier(tables, indexedUntil, frontier);
+  const apply = applier(tables, indexedUntil, frontier, options.onRecord);
   tables.replay = options.watcher;
   try {
-    return await log.replay(
-      onRecord === undefined
-        ? apply
-        : (type, body, position) => {
-            onRecord(position);
-            apply(type, body, position);
-          },
-      options.from,
-      options.replay,
-    );
+    return await log.replay(apply, options.from, options.replay);
   } finally {
     tables.replay = undefined;
   }
@@ -103,18 +93,15 @@ export async function replayTail(
   { log, tables }: ReplayParts,
   frontier: number,
   snapshot: StoreSnapshot,
-  indexedUntil: number,
+  { indexedUntil }: Checkpoint,
   options: ReplayOptions,
 ): Promise<{ report: ReplayReport; tail: number[] }> {
   tables.adopt(snapshot);
   const tail = new TailDue(frontier);
   tables.replay = tail;
   try {
-    const report = await log.replay(
-      applier(tables, indexedUntil, frontier),
-      snapshot.position,
-      options,
-    );
+    const apply = applier(tables, indexedUntil, frontier);
+    const report = await log.replay(apply, snapshot.position, options);
     return { report, tail: tail.entries };
   } finally {
     tables.replay = undefined;
@@ -140,10 +127,10 @@ export async function dueAfterSnapshot(
   }
   for (const { key, start } of index.files()) {
     if (start >= frontier) break;
-    const entries = await index.take(key, frontier, current);
-    for (let i = 0; i < entries.count; i++) {
-      if (current(entries.low[i], entries.high[i], entries.position[i])) {
-        due.set(entries.position[i], entries.deliverAt[i]);
+    const { count, f64, u32 } = await index.take(key, frontier, current);
+    for (let i = 0; i < count; i++) {
+      if (current(u32[6 * i + 4], u32[6 * i + 5], f64[3 * i + 1])) {
+        due.set(f64[3 * i + 1], f64[3 * i]);
       }
     }
   }
@@ -192,8 +179,14 @@ class TailDue extends ReplayWatcher {
 }
 
 /** Applies a replayed record, indexing it by the rule at the top of the file. */
-function applier(tables: Tables, indexedUntil: number, frontier: number): OnRecord {
+function applier(
+  tables: Tables,
+  indexedUntil: number,
+  frontier: number,
+  onRecord?: (position: number) => void,
+): OnRecord {
   return (type, body, position) => {
+    onRecord?.(position);
     const reindex =
       position >= indexedUntil &&
       (type === SCHEDULE || type === MOVE || type === HANDOUT) &&

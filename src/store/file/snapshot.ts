@@ -155,7 +155,7 @@ export async function readSnapshot(
     } catch {
       throw new SnapshotRejected('its table of contents is not readable');
     }
-    const { capacity, nearCount, minutes } = meta;
+    const { capacity, nearCount, minutes, live, deleted, topics, hours, ...tables } = meta;
     if (!isCount(capacity) || !isCount(nearCount) || capacity < 16) {
       throw new SnapshotRejected('its table of contents is damaged');
     }
@@ -165,11 +165,7 @@ export async function readSnapshot(
     if (size !== expected) {
       throw new SnapshotRejected(`${size} bytes where its contents need ${expected}`);
     }
-    const ids: StoreSnapshot['ids'] = {
-      slots: new Float64Array(capacity * 2),
-      live: meta.live,
-      deleted: meta.deleted,
-    };
+    const ids = { slots: new Float64Array(capacity * 2), live, deleted };
     const near = new Float64Array(nearCount);
     let crc = crc32(metaBytes, crc32(head));
     let at = HEADER_BYTES + metaBytes.length;
@@ -184,21 +180,9 @@ export async function readSnapshot(
     const trailer = Buffer.alloc(4);
     await readWhole(handle, trailer, at);
     if (trailer.readUInt32LE(0) !== crc) throw new SnapshotRejected('CRC mismatch');
-    return {
-      snapshot: {
-        position: meta.position,
-        frontier: meta.frontier,
-        windowMs: meta.windowMs,
-        ids,
-        collisions: meta.collisions,
-        dead: meta.dead,
-        segmentLive: meta.segmentLive,
-        counts: { topics: meta.topics, minutes, hours: meta.hours },
-        near,
-        loaded: meta.loaded.map(String),
-      },
-      bytes: size,
-    };
+    const counts = { topics, minutes, hours };
+    const loaded = tables.loaded.map(String);
+    return { snapshot: { ...tables, ids, counts, near, loaded }, bytes: size };
   } finally {
     await handle.close().catch(() => undefined);
   }
@@ -214,8 +198,9 @@ export async function removeSnapshotTemp(dir: string): Promise<void> {
   await rm(join(dir, `${SNAPSHOT_FILE}.tmp`), { force: true });
 }
 
-function isCount(value: unknown): value is number {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+/** A safe non-negative integer (what a damaged JSON file may not hold). */
+export function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
 }
 
 async function readWhole(handle: FileHandle, buffer: Buffer, position: number): Promise<void> {

@@ -6,11 +6,10 @@
 
 import type { MessageState } from '../../queue/message.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
-import { isLogFailure, type LogFailure, type MessageLog } from '../log/index.js';
+import { isLogFailure, type LogFailure, type MessageLog, type ReadResult } from '../log/index.js';
 import { isDamage } from './damage.js';
 import { HANDOUT, SCHEDULE, decodeMove, decodeSchedule } from './records.js';
-import type { Checkpoints } from './checkpoint.js';
-import type { ReplayParts } from './replay.js';
+import type { RecoveryParts } from './repair.js';
 import type { Tables } from './table.js';
 
 /** Records asked of MessageLog.readMany at once, at most... */
@@ -35,13 +34,6 @@ export async function statesAt(
   handedOut?: Set<number>,
 ): Promise<Array<MessageState | undefined>> {
   const states: Array<MessageState | undefined> = new Array(positions.length);
-  const check = (position: number, result: { type: number; body: Buffer } | LogFailure) => {
-    if (!isLogFailure(result)) return result;
-    if (damaged === undefined || !isDamage(result)) throw result;
-    damaged(position, result);
-    return undefined;
-  };
-  const moved: Array<{ at: number; move: ReturnType<typeof decodeMove> }> = [];
   // Payloads beyond the budget are not kept: the queue reads them back when it delivers.
   let admitted = 0;
   const kept = (payload: Uint8Array) => {
@@ -51,51 +43,61 @@ export async function statesAt(
     }
     return undefined;
   };
+  const moved: Array<{ at: number; move: ReturnType<typeof decodeMove> }> = [];
+  await readInPieces(log, positions, damaged, (i, record) => {
+    if (record.type === SCHEDULE) {
+      const decoded = decodeSchedule(record.body);
+      states[i] = { ...decoded, payload: kept(decoded.payload), ref: positions[i] };
+    } else {
+      moved.push({ at: i, move: decodeMove(record.body) });
+      if (record.type === HANDOUT) handedOut?.add(i);
+    }
+  });
+  // A moved message's latest record points back at its SCHEDULE, which holds the payload.
+  const origins = moved.map(({ move }) => move.payloadPosition);
+  await readInPieces(log, origins, damaged, (i, origin) => {
+    const { at, move } = moved[i];
+    const record = decodeSchedule(origin.body);
+    states[at] = {
+      ...record,
+      payload: kept(record.payload),
+      deliverAt: move.deliverAt,
+      attempts: move.attempts,
+      ref: move.payloadPosition,
+      lastError: move.lastError,
+    };
+  });
+  return states;
+}
+
+/**
+ * The records at `positions`, to `use` in order, in reads of about READ_BYTES (readMany); one
+ * that cannot be read is told to `damaged` and skipped (without it, damage throws).
+ */
+async function readInPieces(
+  log: MessageLog,
+  positions: number[],
+  damaged: OnDamaged | undefined,
+  use: (i: number, record: ReadResult) => void,
+): Promise<void> {
   let perRead = FIRST_READ;
   for (let start = 0; start < positions.length;) {
     const chunk = positions.slice(start, start + perRead);
     const records = await log.readMany(chunk);
     let bytes = 0;
     for (let i = 0; i < chunk.length; i++) {
-      const record = check(chunk[i], records[i]);
-      if (record === undefined) continue;
-      bytes += record.body.byteLength;
-      if (record.type === SCHEDULE) {
-        const decoded = decodeSchedule(record.body);
-        states[start + i] = { ...decoded, payload: kept(decoded.payload), ref: chunk[i] };
-      } else {
-        moved.push({ at: start + i, move: decodeMove(record.body) });
-        if (record.type === HANDOUT) handedOut?.add(start + i);
+      const record = records[i];
+      if (isLogFailure(record)) {
+        if (damaged === undefined || !isDamage(record)) throw record;
+        damaged(chunk[i], record);
+        continue;
       }
+      bytes += record.body.byteLength;
+      use(start + i, record);
     }
     start += chunk.length;
     perRead = readSize(chunk.length, bytes);
   }
-  // A moved message's latest record points back at its SCHEDULE, which holds the payload.
-  perRead = FIRST_READ;
-  for (let start = 0; start < moved.length;) {
-    const chunk = moved.slice(start, start + perRead);
-    const origins = await log.readMany(chunk.map(({ move }) => move.payloadPosition));
-    let bytes = 0;
-    for (let i = 0; i < chunk.length; i++) {
-      const { at, move } = chunk[i];
-      const origin = check(move.payloadPosition, origins[i]);
-      if (origin === undefined) continue;
-      bytes += origin.body.byteLength;
-      const record = decodeSchedule(origin.body);
-      states[at] = {
-        ...record,
-        payload: kept(record.payload),
-        deliverAt: move.deliverAt,
-        attempts: move.attempts,
-        ref: move.payloadPosition,
-        lastError: move.lastError,
-      };
-    }
-    start += chunk.length;
-    perRead = readSize(chunk.length, bytes);
-  }
-  return states;
 }
 
 /** Records for the next read: about READ_BYTES of them, judged by the last read. */
@@ -150,11 +152,9 @@ export async function handOver(
  * Every such file, not only new ones: one whose load failed is retried.
  */
 export async function loadIndexFiles(
-  { log, index, tables }: ReplayParts,
-  checkpoints: Checkpoints,
+  { log, index, tables, checkpoints, budget }: RecoveryParts,
   frontier: number,
   onDue: (message: MessageState) => void,
-  budget: PayloadBudget | undefined,
   damaged: OnDamaged,
 ): Promise<void> {
   for (const { key, start } of index.files()) {
@@ -162,14 +162,14 @@ export async function loadIndexFiles(
     if (checkpoints.wasLoaded(key)) continue;
     // Current: its id's latest record is the one it points at (a dead one's is its BURY).
     const current = tables.latestCheck();
-    const entries = await index.take(key, frontier, current);
+    const { count, f64, u32 } = await index.take(key, frontier, current);
     const due = new Map<number, number>();
-    for (let i = 0; i < entries.count; i++) {
-      const position = entries.position[i];
-      if (!current(entries.low[i], entries.high[i], position)) continue;
+    for (let i = 0; i < count; i++) {
+      const position = f64[3 * i + 1];
+      if (!current(u32[6 * i + 4], u32[6 * i + 5], position)) continue;
       // Handed over already by another file (one taken again after a crash carries copies).
       if (tables.near.has(position)) continue;
-      due.set(position, entries.deliverAt[i]);
+      due.set(position, f64[3 * i]);
       tables.near.add(position);
     }
     try {

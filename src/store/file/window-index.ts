@@ -37,14 +37,6 @@ const RETRY_FIRST_MS = 50;
 /** ...up to this. */
 const RETRY_MAX_MS = 5_000;
 
-interface WindowEntries {
-  count: number;
-  deliverAt: Float64Array;
-  position: Float64Array;
-  low: Uint32Array;
-  high: Uint32Array;
-}
-
 interface PendingEntries {
   bytes: Buffer;
   length: number;
@@ -221,8 +213,18 @@ export class WindowIndex {
   }
 
   /** Every entry of a file: on disk and still buffered, in append order. */
-  read(key: string): Promise<WindowEntries> {
-    return this.queued(() => this.readNow(key));
+  read(key: string): Promise<EntryChunk> {
+    return this.queued(async () => {
+      const file = (await ifExists(readFile(this.path(key)))) ?? Buffer.alloc(0);
+      // Beyond the known size lie only the remains of a failed write, whose entries are buffered.
+      const written = file.subarray(0, Math.min(file.byteLength, this.bytes.get(key) ?? 0));
+      const pending = this.buffered.get(key);
+      const bytes =
+        pending === undefined
+          ? written
+          : Buffer.concat([written, pending.bytes.subarray(0, pending.length)]);
+      return entryChunk(bytes, bytes.length);
+    });
   }
 
   /**
@@ -234,23 +236,21 @@ export class WindowIndex {
     key: string,
     frontier: number,
     current: (low: number, high: number, position: number) => boolean,
-  ): Promise<WindowEntries> {
+  ): Promise<EntryChunk> {
     const entries = await this.read(key);
     const file = this.known.get(key);
     if (file === undefined || file.end <= frontier) return entries;
     const carry = !this.taken.has(key);
     this.taken.add(key);
+    const { f64, u32 } = entries;
     let due = 0;
     for (let i = 0; i < entries.count; i++) {
-      const { low, high, position, deliverAt } = entries;
-      if (deliverAt[i] < frontier) {
-        deliverAt[due] = deliverAt[i];
-        position[due] = position[i];
-        low[due] = low[i];
-        high[due] = high[i];
-        due++;
-      } else if (carry && current(low[i], high[i], position[i])) {
-        this.append(deliverAt[i], position[i], low[i], high[i]);
+      const deliverAt = f64[3 * i];
+      const position = f64[3 * i + 1];
+      // (copyWithin moves bytes: the id hash, read as a double, keeps its bits.)
+      if (deliverAt < frontier) f64.copyWithin(3 * due++, 3 * i, 3 * i + 3);
+      else if (carry && current(u32[6 * i + 4], u32[6 * i + 5], position)) {
+        this.append(deliverAt, position, u32[6 * i + 4], u32[6 * i + 5]);
         this.carried.add(key);
       }
     }
@@ -285,18 +285,6 @@ export class WindowIndex {
       const pending = this.buffered.get(key);
       if (pending !== undefined) visit(entryChunk(pending.bytes, pending.length));
     });
-  }
-
-  private async readNow(key: string): Promise<WindowEntries> {
-    const file = (await ifExists(readFile(this.path(key)))) ?? Buffer.alloc(0);
-    // Beyond the known size lie only the remains of a failed write, whose entries are buffered.
-    const written = file.subarray(0, Math.min(file.byteLength, this.bytes.get(key) ?? 0));
-    const pending = this.buffered.get(key);
-    const bytes =
-      pending === undefined
-        ? written
-        : Buffer.concat([written, pending.bytes.subarray(0, pending.length)]);
-    return decodeEntries(bytes);
   }
 
   sizes(): Map<string, number> {
@@ -397,8 +385,8 @@ export class WindowIndex {
 }
 
 /**
- * Entries as scan() hands them, in the on-disk layout: entry i's due time is f64[3i], its log
- * position f64[3i + 1], its id hash u32[6i + 4] (low) and u32[6i + 5] (high).
+ * Entries in the on-disk layout: entry i's due time is f64[3i], its log position f64[3i + 1],
+ * its id hash u32[6i + 4] (low) and u32[6i + 5] (high).
  */
 export interface EntryChunk {
   count: number;
@@ -428,24 +416,4 @@ function entryChunk(bytes: Buffer, length: number): EntryChunk {
     u32[6 * i + 5] = bytes.readUInt32LE(at + 20);
   }
   return { count, f64, u32 };
-}
-
-/** Entries in their on-disk form, decoded (a torn last entry left out). */
-function decodeEntries(bytes: Buffer): WindowEntries {
-  const count = Math.floor(bytes.byteLength / ENTRY_BYTES);
-  const entries: WindowEntries = {
-    count,
-    deliverAt: new Float64Array(count),
-    position: new Float64Array(count),
-    low: new Uint32Array(count),
-    high: new Uint32Array(count),
-  };
-  for (let i = 0; i < count; i++) {
-    const at = i * ENTRY_BYTES;
-    entries.deliverAt[i] = bytes.readDoubleLE(at);
-    entries.position[i] = bytes.readDoubleLE(at + 8);
-    entries.low[i] = bytes.readUInt32LE(at + 16);
-    entries.high[i] = bytes.readUInt32LE(at + 20);
-  }
-  return entries;
 }

@@ -13,16 +13,14 @@ import {
 } from '../../errors.js';
 
 /** The codes LogError can have: a subset of the catalogue's (src/errors.ts). */
-const LOG_ERROR_CODES = [
-  'ERR_TICKWHEEL_RECORD_TOO_LARGE',
-  'ERR_TICKWHEEL_CLOSED',
-  'ERR_TICKWHEEL_INVALID_OPTION',
-  'ERR_TICKWHEEL_INVALID_RECORD',
-  'ERR_TICKWHEEL_INVALID_POSITION',
-  'ERR_TICKWHEEL_SEGMENT_ACTIVE',
-  'ERR_TICKWHEEL_INVALID_STATE',
-] as const;
-type LogErrorCode = (typeof LOG_ERROR_CODES)[number];
+type LogErrorCode =
+  | 'ERR_TICKWHEEL_RECORD_TOO_LARGE'
+  | 'ERR_TICKWHEEL_CLOSED'
+  | 'ERR_TICKWHEEL_INVALID_OPTION'
+  | 'ERR_TICKWHEEL_INVALID_RECORD'
+  | 'ERR_TICKWHEEL_INVALID_POSITION'
+  | 'ERR_TICKWHEEL_SEGMENT_ACTIVE'
+  | 'ERR_TICKWHEEL_INVALID_STATE';
 
 export class LogError extends TickwheelError<LogErrorCode> {
   constructor(code: LogErrorCode, message: string, options?: { cause?: unknown }) {
@@ -40,21 +38,6 @@ export function isLogFailure(err: unknown): err is LogFailure {
     err instanceof TickwheelCorruptError ||
     err instanceof TickwheelUnavailableError
   );
-}
-
-/** A LogFailure of the class its code belongs to, for a failure that keeps another's code. */
-export function logFailure(
-  code: LogFailure['code'],
-  message: string,
-  options?: { cause?: unknown },
-): LogFailure {
-  if (code === 'ERR_TICKWHEEL_CORRUPT') return new TickwheelCorruptError(message, [], options);
-  if (isLogErrorCode(code)) return new LogError(code, message, options);
-  return new TickwheelUnavailableError(code, message, options);
-}
-
-function isLogErrorCode(code: string): code is LogErrorCode {
-  return (LOG_ERROR_CODES as readonly string[]).includes(code);
 }
 
 export function closedError(what: string): LogError {

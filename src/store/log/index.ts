@@ -26,5 +26,6 @@ export {
   segmentOf,
   where,
 } from './positions.js';
+export type { ReadResult } from './reader.js';
 export type { OnRecord, ReplayOptions, ReplayReport } from './replay.js';
 export type { RecordSlot } from './writer.js';

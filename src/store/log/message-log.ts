@@ -25,7 +25,7 @@ import {
   segmentFileName,
   segmentOf,
 } from './positions.js';
-import { LogReader, type LogView, type ReadResult } from './reader.js';
+import { LogReader, type ReadResult } from './reader.js';
 import { scanSegment, type OnRecord, type ReplayOptions, type ReplayReport } from './replay.js';
 import { SegmentTable } from './segments.js';
 import { Writer, type RecordSlot, type WriterStats } from './writer.js';
@@ -36,7 +36,7 @@ interface MessageLogStats extends WriterStats {
   bytes: number;
 }
 
-export class MessageLog implements LogView {
+export class MessageLog {
   readonly dir: string;
   private readonly maxRecordBytes: number;
   private readonly table: SegmentTable;
@@ -61,7 +61,7 @@ export class MessageLog implements LogView {
       this.table,
       settings.beforeNewSegment,
     );
-    this.reader = new LogReader(this);
+    this.reader = new LogReader(settings.dir, this.writer, this.table);
   }
 
   static async open(options: MessageLogOptions): Promise<MessageLog> {
@@ -210,14 +210,6 @@ export class MessageLog implements LogView {
 
   readRaw(segment: number, offset: number, length: number): Promise<Buffer> {
     return this.reader.readRaw(segment, offset, length);
-  }
-
-  staged(segment: number, offset: number) {
-    return this.writer.staged(segment, offset);
-  }
-
-  writtenEnd(segment: number): number {
-    return this.writer.writtenEnd(segment);
   }
 
   /**

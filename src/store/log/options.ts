@@ -35,17 +35,17 @@ export interface MessageLogOptions {
   io?: Partial<LogIo>;
   /**
    * Called before the writer creates a new segment file (a roll). A rejection fails that write
-   * as an I/O error would, with the rejection's code if the log raised it (LogFailure): the file store checks
+   * as an I/O error would, keeping the code of a TickwheelUnavailableError: the file store checks
    * here that the directory is still its own.
    */
   beforeNewSegment?: () => Promise<void>;
 }
 
-const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
-const DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024;
-// segmentBytes + header + maxRecordBytes < 2^32, so every offset fits the position scheme.
-const SEGMENT_BYTES_LIMIT = 2 ** 31;
-const RECORD_BYTES_LIMIT = 2 ** 30;
+/** Defaults and bounds: segmentBytes + header + maxRecordBytes < 2^32, so offsets fit positions. */
+const SIZES = {
+  segmentBytes: { fallback: 64 * 1024 * 1024, min: 1, max: 2 ** 31 },
+  maxRecordBytes: { fallback: 16 * 1024 * 1024, min: 0, max: 2 ** 30 },
+};
 
 export const defaultIo: LogIo = {
   async write(handle, buffer, offset, length, position) {
@@ -69,32 +69,16 @@ export function readOptions(options: MessageLogOptions) {
   return {
     dir: options.dir,
     fsync,
-    segmentBytes: sizeOption(
-      options.segmentBytes,
-      'segmentBytes',
-      DEFAULT_SEGMENT_BYTES,
-      1,
-      SEGMENT_BYTES_LIMIT,
-    ),
-    maxRecordBytes: sizeOption(
-      options.maxRecordBytes,
-      'maxRecordBytes',
-      DEFAULT_MAX_RECORD_BYTES,
-      0,
-      RECORD_BYTES_LIMIT,
-    ),
+    segmentBytes: sizeOption(options, 'segmentBytes'),
+    maxRecordBytes: sizeOption(options, 'maxRecordBytes'),
     io: options.io,
     beforeNewSegment: options.beforeNewSegment,
   };
 }
 
-function sizeOption(
-  value: number | undefined,
-  name: string,
-  fallback: number,
-  min: number,
-  max: number,
-): number {
+function sizeOption(options: MessageLogOptions, name: keyof typeof SIZES): number {
+  const value = options[name];
+  const { fallback, min, max } = SIZES[name];
   if (value === undefined) return fallback;
   if (!Number.isInteger(value) || value < min || value > max) {
     throw invalidOption(

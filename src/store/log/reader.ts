@@ -21,6 +21,8 @@ import {
   segmentFileName,
   segmentOf,
 } from './positions.js';
+import type { SegmentTable } from './segments.js';
+import type { Writer } from './writer.js';
 
 const HEADER = RECORD_HEADER_BYTES;
 /** A read() fetches this much at once, so that small records take a single read. */
@@ -38,18 +40,6 @@ export interface ReadResult {
   body: Buffer;
 }
 
-/** What the reader needs to know of the log. */
-export interface LogView {
-  readonly closed: boolean;
-  readonly dir: string;
-  /** Bytes in a segment (staged records included), or undefined if it is not in the log. */
-  segmentSize(segment: number): number | undefined;
-  /** Where a segment's bytes stop being in its file: its first staged byte, or its size. */
-  writtenEnd(segment: number): number;
-  /** The staged bytes holding `offset` of `segment`: a buffer, the offset in it, its end. */
-  staged(segment: number, offset: number): { buf: Buffer; at: number; end: number } | undefined;
-}
-
 /** A read-only handle to one segment, shared by concurrent read() calls. */
 interface Reader {
   readonly handle: Promise<FileHandle>;
@@ -60,23 +50,29 @@ interface Reader {
 export class LogReader {
   private readonly readers = new Map<number, Reader>();
 
-  constructor(private readonly log: LogView) {}
+  constructor(
+    private readonly dir: string,
+    private readonly writer: Writer,
+    private readonly segments: SegmentTable,
+  ) {}
 
   /** Reads and checks the record at `position`; the body is the caller's to keep. */
   async read(position: number): Promise<ReadResult> {
-    if (this.log.closed) throw closedError('read from');
+    if (this.writer.closed) throw closedError('read from');
     checkPosition(position, 'position');
     const segment = segmentOf(position);
     const offset = position - segment * SEGMENT_SPAN;
-    const staged = this.log.staged(segment, offset);
+    const staged = this.writer.staged(segment, offset);
     if (staged !== undefined) {
       const result = checkRecord(staged.buf, staged.at, staged.end);
       // A record cut short in the staging buffer is no record start, as for a header.
       if (result < 0)
         throw corruptRecord(position, describeCheck(result === BAD_CRC ? BAD_CRC : NOT_A_RECORD));
-      return copyOut(staged.buf, staged.at, result);
+      const body = Buffer.allocUnsafe(result);
+      staged.buf.copy(body, 0, staged.at + HEADER, staged.at + HEADER + result);
+      return { type: staged.buf[staged.at + 1], body };
     }
-    const size = this.log.segmentSize(segment);
+    const size = this.segments.sizeOf(segment);
     if (size === undefined || offset >= size) {
       throw new LogError(
         'ERR_TICKWHEEL_INVALID_POSITION',
@@ -101,7 +97,7 @@ export class LogReader {
    * Results in the order of `positions`; one that cannot be read yields read()'s error there.
    */
   async readMany(positions: readonly number[]): Promise<Array<ReadResult | LogFailure>> {
-    if (this.log.closed) throw closedError('read from');
+    if (this.writer.closed) throw closedError('read from');
     const results = new Array<ReadResult | LogFailure>(positions.length);
     const order = positions.map((_, i) => i).sort((a, b) => positions[a] - positions[b]);
     const single = async (i: number) => {
@@ -121,9 +117,9 @@ export class LogReader {
       }
       const segment = segmentOf(position);
       const offset = position - segment * SEGMENT_SPAN;
-      const size = this.log.segmentSize(segment);
+      const size = this.segments.sizeOf(segment);
       // Records still staged (not written yet) and unknown positions take the single path.
-      const written = size === undefined ? 0 : this.log.writtenEnd(segment);
+      const written = size === undefined ? 0 : this.writer.writtenEnd(segment);
       if (size === undefined || offset + HEADER > written) {
         await single(i);
         continue;
@@ -243,14 +239,8 @@ export class LogReader {
   }
 
   private pathOf(segment: number): string {
-    return `${this.log.dir}/${segmentFileName(segment)}`;
+    return `${this.dir}/${segmentFileName(segment)}`;
   }
-}
-
-function copyOut(buf: Buffer, at: number, length: number): ReadResult {
-  const body = Buffer.allocUnsafe(length);
-  buf.copy(body, 0, at + HEADER, at + HEADER + length);
-  return { type: buf[at + 1], body };
 }
 
 async function readRecord(

@@ -1,18 +1,11 @@
 /**
  * Appending and writing: records are encoded straight into staging buffers (the one RecordSlot
- * that reserve() hands out: stage.ts), given their positions at once, and written by a single
- * writer with at most one write in flight. Nothing is allocated per record.
+ * that reserve() hands out), given their positions at once, and written by a single writer with
+ * at most one write in flight. Nothing is allocated per record.
  *
  * Group commit ('batch'): records staged while a write and fsync are in flight go out in the
- * next single write and fsync, and share one `durable` promise:
- *
- *     t0  append a, b, c                 stage [a b c]
- *     t1  write [a b c], fsync ...       append d, e -> stage [d e]
- *     t2  fsync done: a, b, c resolve    write [d e], fsync ...
- *     t3  fsync done: d, e resolve
- *
- * The first write after an idle moment starts a microtask after the first append, so a burst
- * in one tick shares it. 'always' writes and fsyncs each record on its own, in order; 'never'
+ * next single write and fsync, and share one `durable` promise. The first write after an idle
+ * moment starts a microtask after the first append, so a burst in one tick shares it. 'always' writes and fsyncs each record on its own, in order; 'never'
  * resolves once the OS has the bytes (they survive a process crash, not a power cut).
  *
  * A `commitLater` record starts no write: it rides the next write another record starts, or
@@ -29,24 +22,70 @@
 
 import { open, truncate, type FileHandle } from 'node:fs/promises';
 import { TickwheelUnavailableError } from '../../errors.js';
-import {
-  LogError,
-  closedError,
-  describeCause,
-  ioError,
-  isLogFailure,
-  logFailure,
-  type LogFailure,
-} from './errors.js';
+import { LogError, closedError, describeCause, ioError, type LogFailure } from './errors.js';
 import { CREATE_FLAGS, DATA_FILE_MODE, ignore, syncDirectory } from './files.js';
 import { RECORD_HEADER_BYTES, writeHeader } from './format.js';
 import { forgetAtExit, writeAtExit, writeRangeSync, type StagedWrites } from './exit-write.js';
 import type { FsyncPolicy, LogIo } from './options.js';
 import { SEGMENT_SPAN, segmentFileName } from './positions.js';
 import type { SegmentTable } from './segments.js';
-import { Deferred, type RecordSlot, type Stage, type WriterStats } from './stage.js';
 
-export type { RecordSlot, WriterStats };
+class Deferred {
+  readonly promise: Promise<void>;
+  resolve!: () => void;
+  reject!: (error: LogFailure) => void;
+  constructor() {
+    this.promise = new Promise<void>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    // Awaiting `durable` is optional: a failure must not crash the process as unhandled.
+    this.promise.catch(ignore);
+  }
+}
+
+/** Records staged for one write to one segment from `fileOffset`; fixed once taken. */
+interface Stage {
+  readonly segment: number;
+  readonly fileOffset: number;
+  buf: Buffer;
+  len: number;
+  /** Bytes from the start of the stage that are durable; the rest is lost if a write fails. */
+  kept: number;
+  /** 'batch' and 'never': one promise for every record of the stage. */
+  readonly done: Deferred | null;
+  /** 'always': one promise per record, settled in order; `settled` of them so far. */
+  readonly waiters: Deferred[] | null;
+  settled: number;
+  /** It holds a record committed with `commit`, or LATER_MS passed: it is to be written now. */
+  urgent: boolean;
+}
+
+/** A record being appended. One per writer, reused. */
+export interface RecordSlot {
+  /** The staging buffer: write the body from `at`, at most the reserved length. */
+  readonly buf: Buffer;
+  readonly at: number;
+  /** The `durable` promise of the record committed last. */
+  readonly durable: Promise<void>;
+  /** Completes the record with its real body length; returns its position. */
+  commit(length: number): number;
+  /** As commit, but starts no write (see the top of the file). */
+  commitLater(length: number): number;
+  /** Gives the record up (its encoder failed): nothing is appended. */
+  abort(): void;
+}
+
+export interface WriterStats {
+  appends: number;
+  writes: number;
+  /** fsyncs of segment files (directory syncs after creating a segment are not counted). */
+  fsyncs: number;
+  fsyncMsTotal: number;
+  fsyncMsMax: number;
+  /** Writes or fsyncs that failed (each rolled the log back). */
+  failures: number;
+}
 
 const HEADER = RECORD_HEADER_BYTES;
 /** The slot's buffer once its stage's is let go, so that it keeps no large one alive. */
@@ -475,8 +514,9 @@ export class Writer implements StagedWrites {
     this.filling = null;
     this.table.rollBack(stage.segment, goodSize);
     const name = segmentFileName(stage.segment);
-    const error = logFailure(
-      isLogFailure(cause) ? cause.code : 'ERR_TICKWHEEL_IO',
+    // A refused new segment (beforeNewSegment: the lock lost) keeps its code.
+    const error = new TickwheelUnavailableError(
+      cause instanceof TickwheelUnavailableError ? cause.code : 'ERR_TICKWHEEL_IO',
       `${step} segment ${name} failed: ${describeCause(cause)}. Records from position ` +
         `${stage.segment * SEGMENT_SPAN + goodSize} on were not stored, and their positions ` +
         'will be reused; records acknowledged earlier are intact',
