@@ -14,7 +14,8 @@ import {
   type RedisSentinelType,
 } from '@redis/client';
 import { assert } from '../assert.js';
-import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { TickwheelStateError } from '../errors.js';
+import { invalidOption } from '../validate.js';
 import { slotOf } from './slot.js';
 import { checkRedisUrls, parseSentinelUrl } from './urls.js';
 import {
@@ -104,8 +105,7 @@ export class Valkey {
     let made: Omit<Connections, 'urls'>;
     if (viaSentinel !== undefined) {
       if (list.length > 1) {
-        throw new TickwheelTypeError(
-          'ERR_TICKWHEEL_INVALID_OPTION',
+        throw invalidOption(
           'a redis+sentinel:// URL names every Sentinel itself (host:port,host:port); give it alone',
         );
       }
