@@ -122,7 +122,7 @@ export class ClusterBackend implements QueueBackend {
       },
     });
     this.consumer = new Consumer(valkey, settings);
-    this.inspector = new ClusterInspector(valkey, queue, settings.partitions);
+    this.inspector = new ClusterInspector(valkey, queue, settings.partitions, settings.windowMs);
     this.sharedTopics = new ClusterTopics(
       valkey,
       this.producer,
@@ -334,7 +334,7 @@ export class ClusterBackend implements QueueBackend {
   }
 
   list(query: ListQuery): Promise<BackendListPage> {
-    return this.inspector.list(query, this.settings.windowMs);
+    return this.inspector.list(query);
   }
 
   deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
@@ -412,7 +412,7 @@ export class ClusterBackend implements QueueBackend {
   }
 
   async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
-    const counts = await this.inspector.dueHistogram(edgesMs, this.settings.windowMs);
+    const counts = await this.inspector.dueHistogram(edgesMs);
     return { edgesMs: [...edgesMs], counts };
   }
 
