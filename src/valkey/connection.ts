@@ -31,6 +31,7 @@ import {
 } from './reach.js';
 
 type Client = RedisClientType;
+type Send = (args: string[], options: object) => Promise<unknown>;
 type ReplicaState = { at: number; count: number; noneSince: number | undefined };
 
 const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer } as const;
@@ -152,23 +153,21 @@ export class Valkey {
   ): Promise<unknown> {
     // A server down for good must fail calls, not hold them (and their HTTP requests) for ever.
     const ms = this.commandTimeoutMs;
+    const { cluster, sentinel, client } = this;
     return this.refusalsRetried(
       () => {
-        if (this.cluster !== undefined && (this.pinned || ON_THE_PRIMARY.has(String(command[0])))) {
-          return this.onPrimaryOf(this.cluster, key, command, ms, options);
+        if (cluster !== undefined && (this.pinned || ON_THE_PRIMARY.has(String(command[0])))) {
+          return this.onPrimaryOf(cluster, key, command, ms, options);
         }
         // The bound covers finding the node's connection too, which can hang in a failover.
-        const cluster = this.cluster;
         if (cluster !== undefined) {
           return within(ms, (o) => cluster.sendCommand(key, readonly, command, o), options);
         }
         // Sentinel: always the primary (replicas may lag behind what this node just wrote).
-        const sentinel = this.sentinel;
         if (sentinel !== undefined) {
           return within(ms, (o) => sentinel.sendCommand(false, command, o), options);
         }
-        const client = this.client as Client;
-        return within(ms, (o) => client.sendCommand(command, o), options);
+        return within(ms, (o) => (client as Client).sendCommand(command, o), options);
       },
       command[0] === 'WAIT' || command[0] === 'WAITAOF',
     );
@@ -337,30 +336,26 @@ export class Valkey {
     channel: string,
     listener: (message: string) => void,
   ): Promise<() => Promise<void>> {
+    const listen = async () => {
+      if (this.client !== undefined && this.subscriber === undefined) {
+        const subscriber = this.client.duplicate();
+        subscriber.on('error', () => {});
+        this.subscriberClient = subscriber;
+        this.subscriber = subscriber.connect().then(() => subscriber as Client);
+      }
+      // A Cluster's and Sentinel's subscriptions have their own connections, moved in a failover.
+      const on = (this.cluster ?? this.sentinel ?? (await this.subscriber)) as Client;
+      await on.sSubscribe(channel, listener);
+      return async () => {
+        await on.sUnsubscribe(channel, listener);
+      };
+    };
     try {
-      return await withinMs(this.listen(channel, listener), this.commandTimeoutMs);
+      return await withinMs(listen(), this.commandTimeoutMs);
     } catch (err) {
       if (isConnectionError(err)) throw unavailable(this.urls, err);
       throw err;
     }
-  }
-
-  private async listen(
-    channel: string,
-    listener: (message: string) => void,
-  ): Promise<() => Promise<void>> {
-    if (this.client !== undefined && this.subscriber === undefined) {
-      const subscriber = this.client.duplicate();
-      subscriber.on('error', () => {});
-      this.subscriberClient = subscriber;
-      this.subscriber = subscriber.connect().then(() => subscriber as Client);
-    }
-    // A Cluster's and Sentinel's subscriptions have their own connections, moved in a failover.
-    const on = (this.cluster ?? this.sentinel ?? (await this.subscriber)) as Client;
-    await on.sSubscribe(channel, listener);
-    return async () => {
-      await on.sUnsubscribe(channel, listener);
-    };
   }
 
   /** Drops every connection at once, failing what is in flight: for a node that could not open. */
@@ -380,11 +375,11 @@ export class Valkey {
     Array<{ name: string; send(args: string[]): Promise<unknown> }>
   > {
     const ms = this.commandTimeoutMs;
-    const bounded = (name: string, client: Pick<Client, 'sendCommand'>) => ({
+    const bounded = (name: string, sendCommand: Send) => ({
       name,
       send: async (args: string[]) => {
         try {
-          return await within(ms, (o) => client.sendCommand(args, o));
+          return await within(ms, (o) => sendCommand(args, o));
         } catch (err) {
           const message = err instanceof Error ? err.message : '';
           if (isConnectionError(err) || REFUSALS.test(message)) throw unavailable(this.urls, err);
@@ -393,23 +388,20 @@ export class Valkey {
       },
     });
     const shown = hidePassword(this.urls[0] ?? '');
-    if (this.sentinel !== undefined) {
-      const sentinel = this.sentinel;
-      const viaSentinel = {
-        sendCommand: ((args: string[], o: object) =>
-          sentinel.sendCommand(false, args, o)) as Client['sendCommand'],
-      };
-      return [bounded(`the primary of ${shown}`, viaSentinel)];
+    const { cluster, sentinel, client } = this;
+    if (sentinel !== undefined) {
+      const toPrimary: Send = (args, o) => sentinel.sendCommand(false, args, o);
+      return [bounded(`the primary of ${shown}`, toPrimary)];
     }
-    if (this.cluster === undefined) return [bounded(shown, this.client as Client)];
+    if (cluster === undefined) return [bounded(shown, (args, o) => client!.sendCommand(args, o))];
     const found = [];
-    for (const master of this.cluster.masters) {
-      const client = await withinMs(Promise.resolve(this.cluster.nodeClient(master)), ms).catch(
+    for (const master of cluster.masters) {
+      const node = await withinMs(Promise.resolve(cluster.nodeClient(master)), ms).catch(
         (err: unknown) => {
           throw unavailable(this.urls, err);
         },
       );
-      found.push(bounded(master.address, client as unknown as Client));
+      found.push(bounded(master.address, (args, o) => (node as Client).sendCommand(args, o)));
     }
     return found;
   }
