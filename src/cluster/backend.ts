@@ -37,7 +37,7 @@ import { ClusterInspector } from './inspect.js';
 import { configKey, eventsChannel } from './keys.js';
 import { LeaseLoop } from './lease-loop.js';
 import { checkNodeOptions, type ClusterNodeOptions, type NodeSettings } from './node-options.js';
-import type { Due, ExpiredDelivery } from './owner.js';
+import type { Due } from './owner.js';
 import { Producer } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
 import { ClusterTopics } from './topic-store.js';
@@ -143,7 +143,10 @@ export class ClusterBackend implements QueueBackend {
         if (!this.closed) this.sharedTopics.refresh();
       },
       schedules: this.schedules,
-      onExpired: (message, settled) => this.expiredDelivery(message, settled),
+      onExpired: (message, settled) => {
+        report.expired();
+        this.settle(message, settled, VISIBILITY_REASON);
+      },
       onFired: (count) => report.firedMany(count),
       onLeaseLost: (partition, reason) =>
         onFault({
@@ -492,17 +495,8 @@ export class ClusterBackend implements QueueBackend {
     this.settle(message, settled === 'retry' ? 'failed' : 'dead', reason ?? NACK_REASON);
   }
 
-  /** A delivery this node failed as a partition's owner because its visibility ran out. */
-  private expiredDelivery(message: ExpiredDelivery, settled: 'failed' | 'dead'): void {
-    this.report.expired();
-    this.settle(message, settled, VISIBILITY_REASON);
-  }
-
-  private settle(
-    message: EventSource | undefined,
-    settled: 'failed' | 'dead',
-    reason: string,
-  ): void {
+  /** Reports a delivery failed, by a nack or (as its partition's owner) by its visibility. */
+  private settle(message: EventSource | undefined, settled: 'failed' | 'dead', reason: string) {
     if (settled === 'dead') this.report.dead(message, reason);
     else this.report.failed(message, reason);
   }

@@ -91,9 +91,9 @@ export class ClusterSchedules {
 
   // ---- any node ---------------------------------------------------------------------------
 
-  async put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
-    const info = await this.change(name, (old) => recordFor(name, spec, old?.record, this.now()));
-    return info as ScheduleInfo;
+  put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
+    const put = (old: Stored | undefined) => recordFor(name, spec, old?.record, this.clock.now());
+    return this.change(name, put) as Promise<ScheduleInfo>;
   }
 
   async update(
@@ -103,17 +103,17 @@ export class ClusterSchedules {
     return this.change(name, (old) =>
       old === undefined
         ? undefined
-        : recordFor(name, change(old.record.spec), old.record, this.now()),
+        : recordFor(name, change(old.record.spec), old.record, this.clock.now()),
     );
   }
 
   async get(name: string): Promise<ScheduleInfo | undefined> {
     const stored = await this.read(name);
-    return stored === undefined ? undefined : infoOf(stored.record, this.now());
+    return stored === undefined ? undefined : infoOf(stored.record, this.clock.now());
   }
 
   async list(): Promise<ScheduleInfo[]> {
-    const now = this.now();
+    const now = this.clock.now();
     return [...(await this.readAll()).values()]
       .map((stored) => infoOf(stored.record, now))
       .sort((a, b) => (a.name < b.name ? -1 : 1));
@@ -126,7 +126,7 @@ export class ClusterSchedules {
       // Its occurrence made ahead goes too, also when the delete's durability wait failed.
       const cancelAhead = async () => {
         const ahead = old.record.lastCreated;
-        if (ahead !== null && ahead > this.now()) {
+        if (ahead !== null && ahead > this.clock.now()) {
           await this.host.cancel(occurrenceId(name, ahead));
         }
       };
@@ -161,7 +161,7 @@ export class ClusterSchedules {
         version,
         record: JSON.stringify(record),
       });
-      return done ? infoOf(record, this.now()) : AGAIN;
+      return done ? infoOf(record, this.clock.now()) : AGAIN;
     });
   }
 
@@ -358,12 +358,9 @@ export class ClusterSchedules {
   }
 
   private async readAll(): Promise<Map<string, Stored>> {
-    const all = (await this.valkey.command(this.key, ['HGETALL', this.key])) as Record<
-      string,
-      string
-    > | null;
+    const all = await this.valkey.hash(this.key);
     const stored = new Map<string, Stored>();
-    for (const [name, text] of Object.entries(all ?? {})) {
+    for (const [name, text] of Object.entries(all)) {
       // Reported once and left out: the others run.
       try {
         stored.set(name, parseStored(name, text, this.key));
@@ -374,10 +371,6 @@ export class ClusterSchedules {
       }
     }
     return stored;
-  }
-
-  private now(): number {
-    return this.clock.now();
   }
 }
 

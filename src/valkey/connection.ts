@@ -252,6 +252,11 @@ export class Valkey {
     return this.send(key, [...args], undefined, readonly);
   }
 
+  /** The fields of the hash at `key` (HGETALL); none when there is no such key. */
+  async hash(key: string): Promise<Record<string, string>> {
+    return ((await this.send(key, ['HGETALL', key])) ?? {}) as Record<string, string>;
+  }
+
   /**
    * Runs `call`, and again while the server refuses it for a moment (REFUSALS: a failover), up
    * to `retryBudgetMs`: a refused command was not run, so repeating it is safe. A WAIT is never
