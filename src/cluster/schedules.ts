@@ -194,7 +194,28 @@ export class ClusterSchedules {
       await this.stopLeading();
       const leader: Leader = {
         epoch,
-        scheduler: undefined as unknown as Scheduler,
+        scheduler: new Scheduler(
+          this.clock,
+          {
+            ...this.host,
+            // Valkey fences a stale leader's writes, but not messages made in other partitions.
+            schedule: (request) => {
+              if (!this.host.leads(epoch)) return Promise.reject(leaseLost(request.topic));
+              return this.host.schedule(request);
+            },
+          },
+          {
+            readSchedules: async () => [],
+            writeSchedules: (records) => this.save(leader, records),
+          },
+          (err) => {
+            // A record changed meanwhile (adopted next), or a leader that is no more: no warning.
+            const code = (err as { code?: string }).code;
+            if (code !== 'ERR_TICKWHEEL_CONFLICT' && code !== 'ERR_TICKWHEEL_LEASE_LOST') {
+              this.host.onError(err);
+            }
+          },
+        ),
         versions: new Map(),
         changes: null,
         watch: setInterval(() => this.watch(leader), WATCH_MS),
@@ -202,28 +223,6 @@ export class ClusterSchedules {
         stale: true,
       };
       leader.watch.unref();
-      leader.scheduler = new Scheduler(
-        this.clock,
-        {
-          ...this.host,
-          // Valkey fences a stale leader's writes, but not messages made in other partitions.
-          schedule: (request) => {
-            if (!this.host.leads(epoch)) return Promise.reject(leaseLost(request.topic));
-            return this.host.schedule(request);
-          },
-        },
-        {
-          readSchedules: async () => [],
-          writeSchedules: (records) => this.save(leader, records),
-        },
-        (err) => {
-          // A record changed meanwhile (adopted next), or a leader that is no more: no warning.
-          const code = (err as { code?: string }).code;
-          if (code !== 'ERR_TICKWHEEL_CONFLICT' && code !== 'ERR_TICKWHEEL_LEASE_LOST') {
-            this.host.onError(err);
-          }
-        },
-      );
       this.leader = leader;
       this.watch(leader);
     };
