@@ -154,10 +154,7 @@ export const cancelSchema = routeSchema('messages', 'cancel', {
 export const rescheduleSchema = routeSchema('messages', 'reschedule', {
   summary: 'Move a scheduled or ready message to a new due time',
   params: idParams,
-  body: closed([], {
-    delayMs: messageProperties.delayMs,
-    deliverAt: messageProperties.deliverAt,
-  }),
+  body: closed([], { delayMs: messageProperties.delayMs, deliverAt: messageProperties.deliverAt }),
   response: {
     200: done('rescheduled', { deliverAt: { type: 'number' } }),
     404: errorBody,
@@ -193,10 +190,7 @@ export const listSchema = routeSchema('messages', 'list', {
     200: {
       type: 'object',
       required: ['messages'],
-      properties: {
-        messages: { type: 'array', items: messageInfo },
-        cursor: { type: 'string' },
-      },
+      properties: { messages: { type: 'array', items: messageInfo }, cursor: { type: 'string' } },
     },
   },
 });
