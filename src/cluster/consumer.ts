@@ -324,9 +324,7 @@ export class Consumer {
   }
 
   /** The parts of a receipt; undefined for a string that is not one of this queue's. */
-  private parseReceipt(
-    receipt: string,
-  ): { partition: number; attempt: number; id: string } | undefined {
+  private parseReceipt(receipt: string) {
     const match = RECEIPT.exec(receipt);
     if (match === null || !ID_PATTERN.test(match[3])) return undefined;
     const partition = Number(match[1]);

@@ -63,9 +63,7 @@ export function placeOf(id: string, partitions: number): { partition: number; bu
 const LOCATED = /^@(0|[1-9]\d{0,4})\.([nw]-?\d{1,16})\.(0|[1-9]\d{0,9})\.([A-Za-z0-9_-]{1,16})$/;
 
 /** The parts of a located id (see above); undefined for any other id. */
-export function parseLocated(
-  id: string,
-): { partition: number; seg: string; index: number; tag: string } | undefined {
+export function parseLocated(id: string) {
   if (id.charCodeAt(0) !== 64 /* @ */) return undefined;
   const m = LOCATED.exec(id);
   if (m === null) return undefined;

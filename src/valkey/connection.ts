@@ -376,9 +376,7 @@ export class Valkey {
   }
 
   /** Every primary, with a bounded call on it that fails ERR_TICKWHEEL_UNAVAILABLE. */
-  private async primaries(): Promise<
-    Array<{ name: string; send(args: string[]): Promise<unknown> }>
-  > {
+  private async primaries() {
     const ms = this.commandTimeoutMs;
     const bounded = (name: string, sendCommand: Send) => ({
       name,

@@ -23,14 +23,7 @@ export function checkRedisUrls(urls: unknown): string[] {
  * `redis+sentinel://[user:password@]host:port[,host:port...]/name`: the Sentinels and the name
  * they monitor (user and password are the data nodes'). Undefined for any other URL.
  */
-export function parseSentinelUrl(url: string):
-  | {
-      name: string;
-      sentinels: Array<{ host: string; port: number }>;
-      username?: string;
-      password?: string;
-    }
-  | undefined {
+export function parseSentinelUrl(url: string) {
   const match = /^redis\+sentinel:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/]+)\/([^/?#]+)\/?$/.exec(
     url,
   );
