@@ -337,10 +337,7 @@ export class Valkey {
    * Listens on a sharded channel (SSUBSCRIBE: in its slot, like a partition's keys); standalone,
    * on a second connection. Resolves to the call that stops listening.
    */
-  async subscribe(
-    channel: string,
-    listener: (message: string) => void,
-  ): Promise<() => Promise<void>> {
+  async subscribe(channel: string, listener: (message: string) => void) {
     const listen = async () => {
       if (this.client !== undefined && this.subscriber === undefined) {
         const subscriber = this.client.duplicate();
@@ -415,10 +412,7 @@ export class Valkey {
  * until `deadline`. Each try gives up at its first failure (node-redis would retry one URL for
  * ever), so one dead root node does not stop a node from starting.
  */
-async function reachable(
-  urls: readonly string[],
-  deadline: number,
-): Promise<{ url: string; clustered: boolean }> {
+async function reachable(urls: readonly string[], deadline: number) {
   let last: unknown;
   for (;;) {
     for (const url of urls) {
