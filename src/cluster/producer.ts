@@ -97,9 +97,7 @@ export class Producer {
   }
 
   /** If a write fails, any subset may have been scheduled (ids make a retry harmless). */
-  scheduleMany(
-    requests: readonly CheckedRequest[],
-  ): Promise<Array<{ id: string; deliverAt: number }>> {
+  scheduleMany(requests: readonly CheckedRequest[]): Promise<Scheduled[]> {
     return this.enqueue(requests.map((request) => this.prepare(request)));
   }
 
