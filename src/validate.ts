@@ -47,6 +47,11 @@ export function checkCallback(fn: unknown, what = 'callback'): void {
   }
 }
 
+/** The error of an option that is not what it must be; `message` says what to pass. */
+export function invalidOption(message: string): TickwheelTypeError {
+  return new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', message);
+}
+
 /** Validates a numeric option: an integer (when asked) within [min, max]. */
 export function checkOption(
   value: unknown,

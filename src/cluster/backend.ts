@@ -37,7 +37,7 @@ import { ClusterInspector } from './inspect.js';
 import { configKey, eventsChannel } from './keys.js';
 import { LeaseLoop } from './lease-loop.js';
 import { checkNodeOptions, type ClusterNodeOptions, type NodeSettings } from './node-options.js';
-import type { Due, ExpiredDelivery } from './owner.js';
+import type { Due } from './owner.js';
 import { Producer } from './producer.js';
 import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
 import { ClusterTopics } from './topic-store.js';
@@ -122,7 +122,7 @@ export class ClusterBackend implements QueueBackend {
       },
     });
     this.consumer = new Consumer(valkey, settings);
-    this.inspector = new ClusterInspector(valkey, queue, settings.partitions);
+    this.inspector = new ClusterInspector(valkey, queue, settings.partitions, settings.windowMs);
     this.sharedTopics = new ClusterTopics(
       valkey,
       this.producer,
@@ -143,7 +143,10 @@ export class ClusterBackend implements QueueBackend {
         if (!this.closed) this.sharedTopics.refresh();
       },
       schedules: this.schedules,
-      onExpired: (message, settled) => this.expiredDelivery(message, settled),
+      onExpired: (message, settled) => {
+        report.expired();
+        this.settle(message, settled, VISIBILITY_REASON);
+      },
       onFired: (count) => report.firedMany(count),
       onLeaseLost: (partition, reason) =>
         onFault({
@@ -334,7 +337,7 @@ export class ClusterBackend implements QueueBackend {
   }
 
   list(query: ListQuery): Promise<BackendListPage> {
-    return this.inspector.list(query, this.settings.windowMs);
+    return this.inspector.list(query);
   }
 
   deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
@@ -412,7 +415,7 @@ export class ClusterBackend implements QueueBackend {
   }
 
   async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
-    const counts = await this.inspector.dueHistogram(edgesMs, this.settings.windowMs);
+    const counts = await this.inspector.dueHistogram(edgesMs);
     return { edgesMs: [...edgesMs], counts };
   }
 
@@ -492,17 +495,8 @@ export class ClusterBackend implements QueueBackend {
     this.settle(message, settled === 'retry' ? 'failed' : 'dead', reason ?? NACK_REASON);
   }
 
-  /** A delivery this node failed as a partition's owner because its visibility ran out. */
-  private expiredDelivery(message: ExpiredDelivery, settled: 'failed' | 'dead'): void {
-    this.report.expired();
-    this.settle(message, settled, VISIBILITY_REASON);
-  }
-
-  private settle(
-    message: EventSource | undefined,
-    settled: 'failed' | 'dead',
-    reason: string,
-  ): void {
+  /** Reports a delivery failed, by a nack or (as its partition's owner) by its visibility. */
+  private settle(message: EventSource | undefined, settled: 'failed' | 'dead', reason: string) {
     if (settled === 'dead') this.report.dead(message, reason);
     else this.report.failed(message, reason);
   }

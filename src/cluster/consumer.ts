@@ -44,9 +44,7 @@ export interface ConsumerOptions {
   maxPayloadBytes?: number;
 }
 
-interface Waiter {
-  wake: () => void;
-}
+type Waiter = { wake: () => void };
 
 const RECEIPT = /^c(\d+)\.(\d+)\.(.+)$/;
 
@@ -283,10 +281,7 @@ export class Consumer {
         return this.valkey.command(key, ['LLEN', key], true);
       }),
     );
-    const found: number[] = [];
-    lengths.forEach((n, p) => {
-      if (Number(n) > 0) found.push(p);
-    });
+    const found = lengths.flatMap((n, p) => (Number(n) > 0 ? [p] : []));
     // Added to the hints, not replacing them: one notified during the scan may have answered 0.
     this.hint(topic, found);
     return found;
@@ -329,9 +324,7 @@ export class Consumer {
   }
 
   /** The parts of a receipt; undefined for a string that is not one of this queue's. */
-  private parseReceipt(
-    receipt: string,
-  ): { partition: number; attempt: number; id: string } | undefined {
+  private parseReceipt(receipt: string) {
     const match = RECEIPT.exec(receipt);
     if (match === null || !ID_PATTERN.test(match[3])) return undefined;
     const partition = Number(match[1]);

@@ -6,8 +6,8 @@
  * writes failing ERR_TICKWHEEL_NOT_DURABLE; lost replicas never make writes less durable.
  */
 
-import { TickwheelError, TickwheelTypeError } from '../errors.js';
-import { describe } from '../validate.js';
+import { TickwheelError } from '../errors.js';
+import { describe, invalidOption } from '../validate.js';
 import type { Durability } from './producer.js';
 
 /** The `durability` option: a setting, or 'auto' (the default) to choose by the replicas. */
@@ -17,8 +17,7 @@ const OPTIONS: readonly DurabilityOption[] = ['auto', 'async', 'replicated', 'fs
 
 export function checkDurability(durability: unknown): DurabilityOption {
   if (!OPTIONS.includes(durability as DurabilityOption)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `durability must be one of ${OPTIONS.join(', ')}, got ${describe(durability)}`,
     );
   }

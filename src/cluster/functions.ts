@@ -180,10 +180,7 @@ export async function get(valkey: Valkey, m: MessageAt): Promise<MessageInfo | u
 }
 
 /** tw_record: a live or dead message's record, with the due time its state holds. */
-export async function stored(
-  valkey: Valkey,
-  m: MessageAt,
-): Promise<{ deliverAt: number; record: Buffer } | undefined> {
+export async function stored(valkey: Valkey, m: MessageAt) {
   const found = await call<Buffer[] | null>(valkey, 'tw_record', m.meta, [m.id, m.bucket], true);
   if (found === null || found === undefined) return undefined;
   // status | segment | index | deliverAt | attempts | topic (lua/states.lua)

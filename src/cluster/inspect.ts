@@ -35,30 +35,41 @@ import { decodeRecord, placeOf } from './record.js';
 /** Live statuses, by their letters in the partitions' counts (lua/states.lua). */
 const STATUSES: Record<string, Status> = { S: 'scheduled', R: 'ready', I: 'inflight', D: 'dead' };
 type Status = keyof TopicCounts;
+type Hash = Record<string, string> | null;
+
+interface SegmentPart {
+  items: Array<{ message: MessageInfo; key: ListKey }>;
+  scanned: number;
+}
+
+/** Records a partition's page reads at most before it stops at a window's start. */
+const PARTITION_SCAN_RECORDS = 8_192;
+/** Records asked of tw_read at once. */
+const RECORDS_PER_READ = 1_000;
+/** Window numbers asked of the `windows` sorted set at once. */
+const WINDOWS_PER_READ = 16;
 
 export class ClusterInspector {
   constructor(
     private readonly valkey: Valkey,
     private readonly queue: string,
     private readonly partitions: number,
+    private readonly windowMs: number,
   ) {}
 
   /** The same read of every partition's key named `suffix`, in partition order. */
-  private each(suffix: string, command: (key: string) => string[]): Promise<unknown[]> {
+  private each<T = unknown>(suffix: string, command: (key: string) => string[]): Promise<T[]> {
     return Promise.all(
       Array.from({ length: this.partitions }, (_, p) => {
         const key = partitionPrefix(this.queue, p) + suffix;
-        return this.valkey.command(key, command(key), true);
+        return this.valkey.command(key, command(key), true) as Promise<T>;
       }),
     );
   }
 
   /** Live messages of the whole queue per topic and status, and their totals. */
   async counts(): Promise<{ totals: TopicCounts; topics: Record<string, TopicCounts> }> {
-    const all = (await this.each('counts', (key) => ['HGETALL', key])) as Array<Record<
-      string,
-      string
-    > | null>;
+    const all = await this.each<Hash>('counts', (key) => ['HGETALL', key]);
     const totals: TopicCounts = { scheduled: 0, ready: 0, inflight: 0, dead: 0 };
     const topics: Record<string, TopicCounts> = {};
     for (const counts of all) {
@@ -93,27 +104,20 @@ export class ClusterInspector {
    * are merged by their servers' clocks.
    */
   async deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
-    const replies = (await this.each(`dead:${topic}`, (key) => [
+    // RESP3: a [member, score] pair per entry.
+    const replies = await this.each<Array<[string, number]>>(`dead:${topic}`, (key) => [
       'ZRANGE',
       key,
       '0',
       String(limit - 1),
       'WITHSCORES',
-    ])) as Array<Array<[string, number]>>;
-    const oldest: Array<{ id: string; died: number }> = [];
-    // RESP3: a [member, score] pair per entry.
-    for (const reply of replies) {
-      for (const [entry, died] of reply) {
-        oldest.push({ id: entry.slice(entry.indexOf(':') + 1), died: Number(died) });
-      }
-    }
-    oldest.sort((a, b) => a.died - b.died);
+    ]);
+    const oldest = replies
+      .flat()
+      .map(([entry, died]) => ({ id: entry.slice(entry.indexOf(':') + 1), died: Number(died) }))
+      .sort((a, b) => a.died - b.died);
     const found = await Promise.all(oldest.slice(0, limit).map(({ id }) => this.info(id)));
     return found.filter((info): info is MessageInfo => info?.status === 'dead');
-  }
-
-  list(query: ListQuery, windowMs: number): Promise<BackendListPage> {
-    return listPartitions(this.valkey, this.queue, this.partitions, windowMs, query);
   }
 
   /** A message's state with the reason its latest delivery failed. */
@@ -141,12 +145,12 @@ export class ClusterInspector {
    * window's start (their due time is within `windowMs` after it); the rest are due before the
    * loaded horizon and count as due now.
    */
-  async dueHistogram(edgesMs: readonly number[], windowMs: number): Promise<number[]> {
+  async dueHistogram(edgesMs: readonly number[]): Promise<number[]> {
     const now = Date.now();
     const [lives, metas, counts] = await Promise.all([
-      this.each('live', (key) => ['HGETALL', key]),
-      this.each('meta', (meta) => ['HGET', meta, 'loadedUntil']),
-      this.each('counts', (key) => ['HGETALL', key]),
+      this.each<Hash>('live', (key) => ['HGETALL', key]),
+      this.each<string | null>('meta', (meta) => ['HGET', meta, 'loadedUntil']),
+      this.each<Hash>('counts', (key) => ['HGETALL', key]),
     ]);
     const histogram = new Array<number>(edgesMs.length + 1).fill(0);
     const add = (dueIn: number, n: number) => {
@@ -157,13 +161,13 @@ export class ClusterInspector {
     for (let p = 0; p < this.partitions; p++) {
       const loadedUntil = Number(metas[p] ?? 0);
       let scheduled = 0;
-      for (const [field, value] of Object.entries((counts[p] ?? {}) as Record<string, string>)) {
+      for (const [field, value] of Object.entries(counts[p] ?? {})) {
         if (field.endsWith('|S')) scheduled += Number(value);
       }
       let far = 0;
-      for (const [seg, value] of Object.entries((lives[p] ?? {}) as Record<string, string>)) {
+      for (const [seg, value] of Object.entries(lives[p] ?? {})) {
         if (seg[0] !== 'w') continue;
-        const start = Number(seg.slice(1)) * windowMs;
+        const start = Number(seg.slice(1)) * this.windowMs;
         // Windows wholly past the loaded horizon hold only scheduled messages.
         if (start < loadedUntil) continue;
         const n = Number(value);
@@ -174,154 +178,120 @@ export class ClusterInspector {
     }
     return histogram;
   }
-}
 
-/** Records a partition's page reads at most before it stops at a window's start. */
-const PARTITION_SCAN_RECORDS = 8_192;
-/** Records asked of tw_read at once. */
-const RECORDS_PER_READ = 1_000;
-/** Window numbers asked of the `windows` sorted set at once. */
-const WINDOWS_PER_READ = 16;
-
-async function listPartitions(
-  valkey: Valkey,
-  queue: string,
-  partitions: number,
-  windowMs: number,
-  query: ListQuery,
-): Promise<BackendListPage> {
-  const parts = await Promise.all(
-    Array.from({ length: partitions }, (_, p) => listPartition(valkey, queue, p, windowMs, query)),
-  );
-  const page = mergePages(query.limit, parts);
-  const messages = page.items.map(({ message }) => message);
-  await addReasons(valkey, queue, partitions, messages);
-  return { messages, next: page.through };
-}
-
-/** Sets each message's lastError as get() does: one HMGET of `reasons` per partition. */
-async function addReasons(
-  valkey: Valkey,
-  queue: string,
-  partitions: number,
-  messages: MessageInfo[],
-): Promise<void> {
-  const byPartition = new Map<number, MessageInfo[]>();
-  for (const message of messages) {
-    const { partition } = placeOf(message.id, partitions);
-    let those = byPartition.get(partition);
-    if (those === undefined) byPartition.set(partition, (those = []));
-    those.push(message);
-  }
-  await Promise.all(
-    [...byPartition].map(async ([partition, those]) => {
-      const key = `${partitionPrefix(queue, partition)}reasons`;
-      const ids = those.map((message) => message.id);
-      const reasons = (await valkey.command(key, ['HMGET', key, ...ids], true)) as unknown[];
-      those.forEach((message, i) => {
-        const reason = reasons[i];
-        if (typeof reason === 'string' && reason !== '') message.lastError = reason;
-      });
-    }),
-  );
-}
-
-async function listPartition(
-  valkey: Valkey,
-  queue: string,
-  partition: number,
-  windowMs: number,
-  query: ListQuery,
-): Promise<KeyedPart<MessageInfo>> {
-  const meta = metaKey(queue, partition);
-  const prefix = partitionPrefix(queue, partition);
-  const found = new SmallestKeys<MessageInfo>(query.limit + 1);
-  let scanned = 0;
-  let matched = 0;
-  const take = (segment: SegmentPart) => {
-    scanned += segment.scanned;
-    matched += segment.items.length;
-    for (const { message, key } of segment.items) found.push(message, key);
-  };
-
-  const lo = Math.max(query.from, query.after?.deliverAt ?? -Infinity);
-  const [segments, loadedUntil] = (await Promise.all([
-    valkey.command(`${prefix}live`, ['HKEYS', `${prefix}live`], true),
-    valkey.command(meta, ['HGET', meta, 'loadedUntil'], true),
-  ])) as [string[] | null, string | null];
-  // Near segments hold messages due before loadedUntil: a page starting after it skips them.
-  const pastNear = loadedUntil !== null && lo > Number(loadedUntil);
-  const near = pastNear ? [] : (segments ?? []).filter((seg) => seg.startsWith('n'));
-  for (const segment of await Promise.all(
-    near.map((seg) => readSegment(valkey, meta, seg, query)),
-  )) {
-    take(segment);
-  }
-
-  let min = Number.isFinite(lo) ? String(Math.floor(lo / windowMs)) : '-inf';
-  let through: ListKey | undefined;
-  let windowsRead = 0;
-  scan: for (;;) {
-    const windows = (await valkey.command(
-      `${prefix}windows`,
-      ['ZRANGEBYSCORE', `${prefix}windows`, min, '+inf', 'LIMIT', '0', String(WINDOWS_PER_READ)],
-      true,
-    )) as string[] | null;
-    if (windows === null || windows.length === 0) break;
-    const starts = windows.map((window) => Number(window) * windowMs);
-    // Read together (pipelined), taken in window order.
-    const reads = windows.map((window, i) =>
-      starts[i] < query.until ? readSegment(valkey, meta, `w${window}`, query) : undefined,
+  async list(query: ListQuery): Promise<BackendListPage> {
+    const parts = await Promise.all(
+      Array.from({ length: this.partitions }, (_, p) => this.listPartition(p, query)),
     );
-    // A failed read is thrown by the await that takes it; the others must not go unhandled.
-    for (const read of reads) read?.catch(() => undefined);
-    for (let i = 0; i < windows.length; i++) {
-      const read = reads[i];
-      if (read === undefined) break scan;
-      if (windowsRead > 0 && (matched > query.limit || scanned >= PARTITION_SCAN_RECORDS)) {
-        through = { deliverAt: starts[i], seq: SEQ_BEFORE, id: '' };
-        break scan;
+    const page = mergePages(query.limit, parts);
+    const messages = page.items.map(({ message }) => message);
+    await this.addReasons(messages);
+    return { messages, next: page.through };
+  }
+
+  /** Sets each message's lastError as info() does: one HMGET of `reasons` per partition. */
+  private async addReasons(messages: MessageInfo[]): Promise<void> {
+    const byPartition = new Map<number, MessageInfo[]>();
+    for (const message of messages) {
+      const { partition } = placeOf(message.id, this.partitions);
+      let those = byPartition.get(partition);
+      if (those === undefined) byPartition.set(partition, (those = []));
+      those.push(message);
+    }
+    await Promise.all(
+      [...byPartition].map(async ([partition, those]) => {
+        const key = `${partitionPrefix(this.queue, partition)}reasons`;
+        const ids = those.map((message) => message.id);
+        const reasons = (await this.valkey.command(key, ['HMGET', key, ...ids], true)) as unknown[];
+        those.forEach((message, i) => {
+          const reason = reasons[i];
+          if (typeof reason === 'string' && reason !== '') message.lastError = reason;
+        });
+      }),
+    );
+  }
+
+  private async listPartition(
+    partition: number,
+    query: ListQuery,
+  ): Promise<KeyedPart<MessageInfo>> {
+    const { valkey, windowMs } = this;
+    const meta = metaKey(this.queue, partition);
+    const prefix = partitionPrefix(this.queue, partition);
+    const found = new SmallestKeys<MessageInfo>(query.limit + 1);
+    let scanned = 0;
+    let matched = 0;
+    const take = (segment: SegmentPart) => {
+      scanned += segment.scanned;
+      matched += segment.items.length;
+      for (const { message, key } of segment.items) found.push(message, key);
+    };
+
+    const lo = Math.max(query.from, query.after?.deliverAt ?? -Infinity);
+    const [segments, loadedUntil] = (await Promise.all([
+      valkey.command(`${prefix}live`, ['HKEYS', `${prefix}live`], true),
+      valkey.command(meta, ['HGET', meta, 'loadedUntil'], true),
+    ])) as [string[] | null, string | null];
+    // Near segments hold messages due before loadedUntil: a page starting after it skips them.
+    const pastNear = loadedUntil !== null && lo > Number(loadedUntil);
+    const near = pastNear ? [] : (segments ?? []).filter((seg) => seg.startsWith('n'));
+    (await Promise.all(near.map((seg) => this.readSegment(meta, seg, query)))).forEach(take);
+
+    let min = Number.isFinite(lo) ? String(Math.floor(lo / windowMs)) : '-inf';
+    let through: ListKey | undefined;
+    let windowsRead = 0;
+    scan: for (;;) {
+      const windows = (await valkey.command(
+        `${prefix}windows`,
+        ['ZRANGEBYSCORE', `${prefix}windows`, min, '+inf', 'LIMIT', '0', String(WINDOWS_PER_READ)],
+        true,
+      )) as string[] | null;
+      if (windows === null || windows.length === 0) break;
+      const starts = windows.map((window) => Number(window) * windowMs);
+      // Read together (pipelined), taken in window order.
+      const reads = windows.map((window, i) =>
+        starts[i] < query.until ? this.readSegment(meta, `w${window}`, query) : undefined,
+      );
+      // A failed read is thrown by the await that takes it; the others must not go unhandled.
+      for (const read of reads) read?.catch(() => undefined);
+      for (let i = 0; i < windows.length; i++) {
+        const read = reads[i];
+        if (read === undefined) break scan;
+        if (windowsRead > 0 && (matched > query.limit || scanned >= PARTITION_SCAN_RECORDS)) {
+          through = { deliverAt: starts[i], seq: SEQ_BEFORE, id: '' };
+          break scan;
+        }
+        take(await read);
+        windowsRead++;
       }
-      take(await read);
-      windowsRead++;
+      if (windows.length < WINDOWS_PER_READ) break;
+      min = `(${windows[windows.length - 1]}`;
     }
-    if (windows.length < WINDOWS_PER_READ) break;
-    min = `(${windows[windows.length - 1]}`;
-  }
-  const part = found.part();
-  if (
-    part.through !== undefined &&
-    (through === undefined || compareKeys(part.through, through) < 0)
-  ) {
-    through = part.through;
-  }
-  return { items: part.items, through };
-}
-
-interface SegmentPart {
-  items: Array<{ message: MessageInfo; key: ListKey }>;
-  scanned: number;
-}
-
-async function readSegment(
-  valkey: Valkey,
-  meta: string,
-  seg: string,
-  query: ListQuery,
-): Promise<SegmentPart> {
-  const items: SegmentPart['items'] = [];
-  let scanned = 0;
-  for (let from = 0; ; from += RECORDS_PER_READ) {
-    const { scanned: read, live } = await tw.read(valkey, meta, seg, from, RECORDS_PER_READ);
-    scanned += read;
-    for (const row of live) {
-      const status = STATUSES[row.status];
-      if (status === undefined || status === 'dead') continue;
-      const key: ListKey = { deliverAt: row.deliverAt, seq: 0, id: row.id };
-      if (!inRange(query, key) || decodeRecord(row.record).topic !== query.topic) continue;
-      const { id, deliverAt, attempts } = row;
-      items.push({ message: { id, topic: query.topic, status, deliverAt, attempts }, key });
+    const part = found.part();
+    if (
+      part.through !== undefined &&
+      (through === undefined || compareKeys(part.through, through) < 0)
+    ) {
+      through = part.through;
     }
-    if (read < RECORDS_PER_READ) return { items, scanned };
+    return { items: part.items, through };
+  }
+
+  private async readSegment(meta: string, seg: string, query: ListQuery): Promise<SegmentPart> {
+    const items: SegmentPart['items'] = [];
+    let scanned = 0;
+    for (let from = 0; ; from += RECORDS_PER_READ) {
+      const { scanned: read, live } = await tw.read(this.valkey, meta, seg, from, RECORDS_PER_READ);
+      scanned += read;
+      for (const row of live) {
+        const status = STATUSES[row.status];
+        if (status === undefined || status === 'dead') continue;
+        const key: ListKey = { deliverAt: row.deliverAt, seq: 0, id: row.id };
+        if (!inRange(query, key) || decodeRecord(row.record).topic !== query.topic) continue;
+        const { id, deliverAt, attempts } = row;
+        items.push({ message: { id, topic: query.topic, status, deliverAt, attempts }, key });
+      }
+      if (read < RECORDS_PER_READ) return { items, scanned };
+    }
   }
 }

@@ -6,13 +6,14 @@
 
 import { performance } from 'node:perf_hooks';
 import { TickwheelUnavailableError } from '../errors.js';
+import type { EventSource } from '../queue/events.js';
 import type { TimerWheel } from '../timer/index.js';
 import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey, nodesKey } from './keys.js';
 import type { NodeSettings } from './node-options.js';
 import { Ownership, type DropReason, type Effect } from './ownership.js';
-import { PartitionOwner, type Due, type ExpiredDelivery } from './owner.js';
+import { PartitionOwner, type Due } from './owner.js';
 import type { ClusterSchedules } from './schedules.js';
 
 const TICK_MS = 100;
@@ -30,7 +31,7 @@ export interface LeaseLoopHooks {
   onMembers(): void;
   /** Partition 0's owner leads the recurring schedules. */
   schedules: Pick<ClusterSchedules, 'lead' | 'unlead'>;
-  onExpired(message: ExpiredDelivery, settled: 'failed' | 'dead'): void;
+  onExpired(message: EventSource, settled: 'failed' | 'dead'): void;
   onFired(count: number): void;
   /** A partition this node owned is no longer its own, not by its choice. */
   onLeaseLost(partition: number, reason: Exclude<DropReason, 'released'>): void;

@@ -50,25 +50,14 @@ export type NodeSettings = CheckedNodeOptions & {
  * Checks a node's options (ERR_TICKWHEEL_INVALID_OPTION) and fills in the defaults; the options
  * every backend shares come from `limits`, checked by the queue (checkQueueOptions).
  */
-export function checkNodeOptions(
-  options: ClusterNodeOptions,
-  limits: QueueLimits,
-): {
-  settings: CheckedNodeOptions;
-  asked: DurabilityOption;
-  connectTimeoutMs: number;
-} {
+export function checkNodeOptions(options: ClusterNodeOptions, limits: QueueLimits) {
   const queue = checkQueueName(options.queue ?? 'default');
   const asked = checkDurability(options.durability ?? 'auto');
   if (options.nodeId !== undefined) checkQueueName(options.nodeId, 'nodeId');
-  const connectTimeoutMs = checkOption(
-    options.connectTimeoutMs ?? 10_000,
-    'connectTimeoutMs',
-    1,
-    600_000,
-  );
+  const timeoutMs = options.connectTimeoutMs ?? 10_000;
+  const connectTimeoutMs = checkOption(timeoutMs, 'connectTimeoutMs', 1, 600_000);
   const once = oncePer(10_000, limits.onFault);
-  const settings = {
+  const settings: CheckedNodeOptions = {
     queue,
     partitions: checkOption(options.partitions ?? 64, 'partitions', 1, 16_384, true),
     windowMs: checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000),

@@ -14,7 +14,7 @@
  * it is still scheduled there, so cancels and reschedules need no bookkeeping here.
  */
 
-import type { TraceContext } from '../protocol/trace-context.js';
+import type { EventSource } from '../queue/events.js';
 import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import type { Valkey } from '../valkey/connection.js';
@@ -24,17 +24,6 @@ import { decodeRecord, placeOf } from './record.js';
 
 export interface Due extends tw.Placed {
   owner: PartitionOwner;
-}
-
-/** A delivery whose visibility ran out, as the owner failed it. */
-export interface ExpiredDelivery {
-  id: string;
-  topic: string;
-  /** When it is due again ('failed'), or the due time of its last delivery ('dead'). */
-  deliverAt: number;
-  attempts: number;
-  /** The trace context kept in its record (its `dead` span continues it). */
-  trace?: TraceContext | undefined;
 }
 
 export interface PartitionOwnerOptions {
@@ -57,7 +46,8 @@ export interface PartitionOwnerOptions {
   onStale: (owner: PartitionOwner) => void;
   /** Errors of background work; the owner carries on. */
   onError: (err: unknown) => void;
-  onExpired?: ((message: ExpiredDelivery, settled: 'failed' | 'dead') => void) | undefined;
+  /** A delivery whose visibility ran out: due again at `deliverAt`, or dead (its last due time). */
+  onExpired?: ((message: EventSource, settled: 'failed' | 'dead') => void) | undefined;
   onFired?: ((count: number) => void) | undefined;
 }
 

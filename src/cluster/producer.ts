@@ -20,6 +20,7 @@ import {
 } from '../errors.js';
 import { checkRequest, type CheckedRequest, type ScheduleRequest } from '../queue/message.js';
 import type { ClusterDurability } from '../protocol/model.js';
+import type { EventSource } from '../queue/events.js';
 import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
@@ -42,8 +43,6 @@ export interface ProducerOptions {
   durabilityTimeoutMs?: number;
   maxPayloadBytes: number;
 }
-
-export type CancelledMessage = { id: string; topic: string; deliverAt: number; attempts: number };
 
 interface Pending {
   /** '' until tw_schedule places a message scheduled without an id (its id is then located). */
@@ -98,9 +97,7 @@ export class Producer {
   }
 
   /** If a write fails, any subset may have been scheduled (ids make a retry harmless). */
-  scheduleMany(
-    requests: readonly CheckedRequest[],
-  ): Promise<Array<{ id: string; deliverAt: number }>> {
+  scheduleMany(requests: readonly CheckedRequest[]): Promise<Scheduled[]> {
     return this.enqueue(requests.map((request) => this.prepare(request)));
   }
 
@@ -152,7 +149,7 @@ export class Producer {
    * Cancels a live message; resolves with what it was, read in the same call (a new message
    * given the same id right after cannot be mistaken for it).
    */
-  async cancelGiving(id: string): Promise<CancelledMessage | undefined> {
+  async cancelGiving(id: string): Promise<EventSource | undefined> {
     const at = this.at(id);
     const cancelled = await tw.cancel(this.valkey, at);
     if (cancelled === undefined) return undefined;

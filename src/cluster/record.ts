@@ -31,7 +31,7 @@ import {
   type TraceContext,
 } from '../protocol/trace-context.js';
 
-export const BUCKETS = 1024;
+const BUCKETS = 1024;
 
 /** The most a record takes besides its payload (id of 200, topic of 128, a full back-off). */
 export const MAX_RECORD_OVERHEAD =
@@ -54,22 +54,16 @@ export type RecordFields = Omit<ClusterRecord, 'payload'> & { payload: Uint8Arra
 export function placeOf(id: string, partitions: number): { partition: number; bucket: number } {
   const hash = mix32(fnv1a(id));
   const located = parseLocated(id);
-  return {
-    partition:
-      located !== undefined && located.partition < partitions
-        ? located.partition
-        : hash % partitions,
-    bucket: Math.floor(hash / partitions) % BUCKETS,
-  };
+  const own = located !== undefined && located.partition < partitions;
+  const bucket = Math.floor(hash / partitions) % BUCKETS;
+  return { partition: own ? located.partition : hash % partitions, bucket };
 }
 
 // Numbers as tickwheel writes them: no leading zeros (an id names one message, one way).
 const LOCATED = /^@(0|[1-9]\d{0,4})\.([nw]-?\d{1,16})\.(0|[1-9]\d{0,9})\.([A-Za-z0-9_-]{1,16})$/;
 
 /** The parts of a located id (see above); undefined for any other id. */
-export function parseLocated(
-  id: string,
-): { partition: number; seg: string; index: number; tag: string } | undefined {
+export function parseLocated(id: string) {
   if (id.charCodeAt(0) !== 64 /* @ */) return undefined;
   const m = LOCATED.exec(id);
   if (m === null) return undefined;

@@ -91,9 +91,9 @@ export class ClusterSchedules {
 
   // ---- any node ---------------------------------------------------------------------------
 
-  async put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
-    const info = await this.change(name, (old) => recordFor(name, spec, old?.record, this.now()));
-    return info as ScheduleInfo;
+  put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
+    const put = (old: Stored | undefined) => recordFor(name, spec, old?.record, this.clock.now());
+    return this.change(name, put) as Promise<ScheduleInfo>;
   }
 
   async update(
@@ -103,17 +103,17 @@ export class ClusterSchedules {
     return this.change(name, (old) =>
       old === undefined
         ? undefined
-        : recordFor(name, change(old.record.spec), old.record, this.now()),
+        : recordFor(name, change(old.record.spec), old.record, this.clock.now()),
     );
   }
 
   async get(name: string): Promise<ScheduleInfo | undefined> {
     const stored = await this.read(name);
-    return stored === undefined ? undefined : infoOf(stored.record, this.now());
+    return stored === undefined ? undefined : infoOf(stored.record, this.clock.now());
   }
 
   async list(): Promise<ScheduleInfo[]> {
-    const now = this.now();
+    const now = this.clock.now();
     return [...(await this.readAll()).values()]
       .map((stored) => infoOf(stored.record, now))
       .sort((a, b) => (a.name < b.name ? -1 : 1));
@@ -126,7 +126,7 @@ export class ClusterSchedules {
       // Its occurrence made ahead goes too, also when the delete's durability wait failed.
       const cancelAhead = async () => {
         const ahead = old.record.lastCreated;
-        if (ahead !== null && ahead > this.now()) {
+        if (ahead !== null && ahead > this.clock.now()) {
           await this.host.cancel(occurrenceId(name, ahead));
         }
       };
@@ -161,7 +161,7 @@ export class ClusterSchedules {
         version,
         record: JSON.stringify(record),
       });
-      return done ? infoOf(record, this.now()) : AGAIN;
+      return done ? infoOf(record, this.clock.now()) : AGAIN;
     });
   }
 
@@ -194,7 +194,28 @@ export class ClusterSchedules {
       await this.stopLeading();
       const leader: Leader = {
         epoch,
-        scheduler: undefined as unknown as Scheduler,
+        scheduler: new Scheduler(
+          this.clock,
+          {
+            ...this.host,
+            // Valkey fences a stale leader's writes, but not messages made in other partitions.
+            schedule: (request) => {
+              if (!this.host.leads(epoch)) return Promise.reject(leaseLost(request.topic));
+              return this.host.schedule(request);
+            },
+          },
+          {
+            readSchedules: async () => [],
+            writeSchedules: (records) => this.save(leader, records),
+          },
+          (err) => {
+            // A record changed meanwhile (adopted next), or a leader that is no more: no warning.
+            const code = (err as { code?: string }).code;
+            if (code !== 'ERR_TICKWHEEL_CONFLICT' && code !== 'ERR_TICKWHEEL_LEASE_LOST') {
+              this.host.onError(err);
+            }
+          },
+        ),
         versions: new Map(),
         changes: null,
         watch: setInterval(() => this.watch(leader), WATCH_MS),
@@ -202,28 +223,6 @@ export class ClusterSchedules {
         stale: true,
       };
       leader.watch.unref();
-      leader.scheduler = new Scheduler(
-        this.clock,
-        {
-          ...this.host,
-          // Valkey fences a stale leader's writes, but not messages made in other partitions.
-          schedule: (request) => {
-            if (!this.host.leads(epoch)) return Promise.reject(leaseLost(request.topic));
-            return this.host.schedule(request);
-          },
-        },
-        {
-          readSchedules: async () => [],
-          writeSchedules: (records) => this.save(leader, records),
-        },
-        (err) => {
-          // A record changed meanwhile (adopted next), or a leader that is no more: no warning.
-          const code = (err as { code?: string }).code;
-          if (code !== 'ERR_TICKWHEEL_CONFLICT' && code !== 'ERR_TICKWHEEL_LEASE_LOST') {
-            this.host.onError(err);
-          }
-        },
-      );
       this.leader = leader;
       this.watch(leader);
     };
@@ -358,12 +357,9 @@ export class ClusterSchedules {
   }
 
   private async readAll(): Promise<Map<string, Stored>> {
-    const all = (await this.valkey.command(this.key, ['HGETALL', this.key])) as Record<
-      string,
-      string
-    > | null;
+    const all = await this.valkey.hash(this.key);
     const stored = new Map<string, Stored>();
-    for (const [name, text] of Object.entries(all ?? {})) {
+    for (const [name, text] of Object.entries(all)) {
       // Reported once and left out: the others run.
       try {
         stored.set(name, parseStored(name, text, this.key));
@@ -374,10 +370,6 @@ export class ClusterSchedules {
       }
     }
     return stored;
-  }
-
-  private now(): number {
-    return this.clock.now();
   }
 }
 

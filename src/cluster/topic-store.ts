@@ -86,12 +86,9 @@ export class ClusterTopics {
    */
   private async read(): Promise<Map<string, TopicSettings>> {
     const key = topicsKey(this.queue);
-    const stored = (await this.valkey.command(key, ['HGETALL', key])) as Record<
-      string,
-      string
-    > | null;
+    const stored = await this.valkey.hash(key);
     const fields = new Map<string, Record<string, unknown>>();
-    for (const [field, text] of Object.entries(stored ?? {})) {
+    for (const [field, text] of Object.entries(stored)) {
       const bar = field.lastIndexOf('|');
       const topic = field.slice(0, bar);
       const name = field.slice(bar + 1);
@@ -123,11 +120,8 @@ export class ClusterTopics {
     }
     // Push targets: errors never quote one (secrets).
     const pushes = pushKey(this.queue);
-    const targets = (await this.valkey.command(pushes, ['HGETALL', pushes])) as Record<
-      string,
-      string
-    > | null;
-    for (const [topic, text] of Object.entries(targets ?? {})) {
+    const targets = await this.valkey.hash(pushes);
+    for (const [topic, text] of Object.entries(targets)) {
       const where = `${pushes} topic ${JSON.stringify(topic)}`;
       let value: unknown;
       try {

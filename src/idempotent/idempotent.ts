@@ -3,8 +3,7 @@
  * however often it is delivered (docs/idempotent.md); for any handler `(message) => ...`.
  */
 
-import { TickwheelTypeError } from '../errors.js';
-import { checkCallback, describe } from '../validate.js';
+import { checkCallback, describe, invalidOption } from '../validate.js';
 import type { IdempotencyStore, KeyedMessage, Outcome } from './types.js';
 
 export interface IdempotentOptions<M extends KeyedMessage, Context> {
@@ -39,25 +38,18 @@ export function idempotent<M extends KeyedMessage, Context, R>(
     typeof store !== 'object' ||
     typeof (store as { once?: unknown }).once !== 'function'
   ) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `store must be an idempotency store (PostgresIdempotencyStore, RedisIdempotencyStore), got ${describe(store)}`,
     );
   }
   const keyOf = options.key ?? messageKey;
   if (typeof keyOf !== 'function') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `key must be a function of the message, got ${describe(keyOf)}`,
-    );
+    throw invalidOption(`key must be a function of the message, got ${describe(keyOf)}`);
   }
   return async (message: M) => {
     const key = keyOf(message);
     if (typeof key !== 'string' || key.length === 0) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `key() must return a non-empty string, got ${describe(key)}`,
-      );
+      throw invalidOption(`key() must return a non-empty string, got ${describe(key)}`);
     }
     const outcome = await store.once(key, (context) => handler(message, context));
     options.onOutcome?.(outcome, message);

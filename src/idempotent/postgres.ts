@@ -5,8 +5,8 @@
  * with the tag ROLLBACK, not an error: the delivery must fail (no tags: the key is read first).
  */
 
-import { TickwheelError, TickwheelTypeError, checkOpen } from '../errors.js';
-import { checkOption, describe } from '../validate.js';
+import { TickwheelError, checkOpen } from '../errors.js';
+import { checkOption, describe, invalidOption } from '../validate.js';
 import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
 
 export interface PgResult {
@@ -56,8 +56,7 @@ export function postgresMigration(table = 'tickwheel_processed'): string {
 
 function checkTable(table: unknown): string {
   if (typeof table !== 'string' || !TABLE.test(table)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `table must be a lower-case SQL name (schema.table allowed), got ${describe(table)}`,
     );
   }
@@ -81,10 +80,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
       typeof pool.connect !== 'function' ||
       typeof pool.query !== 'function'
     ) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `pool must be a pg Pool (connect() and query()), got ${describe(pool)}`,
-      );
+      throw invalidOption(`pool must be a pg Pool (connect() and query()), got ${describe(pool)}`);
     }
     this.pool = pool;
     this.table = checkTable(options.table ?? 'tickwheel_processed');

@@ -5,7 +5,7 @@
 
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
-import { TickwheelTypeError } from '../errors.js';
+import { invalidOption } from '../validate.js';
 import { httpError } from './errors.js';
 import { declareErrors } from './schemas/common.js';
 
@@ -17,8 +17,7 @@ const TOKEN_PATTERN = /^[\x21-\x7e]+$/;
 
 export function checkToken(token: unknown): string {
   if (typeof token !== 'string' || !TOKEN_PATTERN.test(token) || token.length > 4096) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       'token must be 1-4096 printable ASCII characters without spaces (it is sent as "Authorization: Bearer <token>")',
     );
   }

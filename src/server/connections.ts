@@ -18,6 +18,7 @@
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { rawResponse } from './errors.js';
 
 /** File descriptors assumed when the process's limit cannot be read (not Linux). */
 const ASSUMED_FILE_LIMIT = 1024;
@@ -82,18 +83,13 @@ export interface Connections {
   closeIdle(): void;
 }
 
-const REFUSAL_BODY = JSON.stringify({
-  error: {
-    code: 'ERR_TICKWHEEL_CAPACITY',
-    message: 'the server has as many connections as it takes, all serving requests; retry shortly',
-    // Refused before a byte of the request was read: nothing was done, as every 503 says.
-    outcome: 'none',
-  },
-});
-const REFUSAL =
-  'HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n' +
-  `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(REFUSAL_BODY)}\r\n\r\n` +
-  REFUSAL_BODY;
+// Refused before a byte of the request was read: nothing was done, as every 503 says.
+const REFUSAL = rawResponse(
+  503,
+  'ERR_TICKWHEEL_CAPACITY',
+  'the server has as many connections as it takes, all serving requests; retry shortly',
+  'Retry-After: 1\r\n',
+);
 
 /** Tracks the server's connections and keeps them at most `maxConnections`. */
 export function trackConnections(

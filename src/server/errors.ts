@@ -207,12 +207,15 @@ const CLIENT_ERRORS: Readonly<Record<string, [status: number, message: string]>>
 export function handleClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const [status, message] = CLIENT_ERRORS[err.code ?? ''] ?? [400, 'malformed HTTP request'];
-  const body = JSON.stringify(response(status, 'ERR_TICKWHEEL_INVALID_REQUEST', message).body);
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\n` +
-        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-    );
-  }
+  if (socket.writable) socket.write(rawResponse(status, 'ERR_TICKWHEEL_INVALID_REQUEST', message));
   socket.destroy();
+}
+
+/** A whole error response, for a socket Fastify does not answer on; `headers` end in CRLF. */
+export function rawResponse(status: number, code: WireErrorCode, message: string, headers = '') {
+  const body = JSON.stringify(response(status, code, message).body);
+  return (
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\n${headers}` +
+    `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+  );
 }

@@ -28,15 +28,6 @@ export interface RecordedRoute {
   shared: Record<string, unknown>;
 }
 
-export interface OpenApiDocument {
-  openapi: '3.1.0';
-  info: { title: string; version: string; description: string };
-  servers: Array<{ url: string }>;
-  tags: Array<{ name: string; description?: string }>;
-  paths: Record<string, Record<string, Schema>>;
-  components: { securitySchemes: Record<string, Schema>; schemas?: Record<string, Schema> };
-}
-
 /**
  * Records every route registered on `app` from now on: Fastify's own route objects, so that
  * what later onRoute hooks add to a schema is seen.
@@ -65,12 +56,9 @@ export const openApiRoute: FastifyPluginAsync<{
 
 // ---- the document -------------------------------------------------------------------------
 
-export function openApiDocument(
-  routes: readonly RecordedRoute[],
-  version: string,
-): OpenApiDocument {
+export function openApiDocument(routes: readonly RecordedRoute[], version: string) {
   const components = new Components(routes);
-  const paths: OpenApiDocument['paths'] = {};
+  const paths: Record<string, Record<string, Schema>> = {};
   const used = new Set<string>();
   for (const route of described(routes)) {
     for (const method of methodsOf(route)) {
@@ -81,7 +69,7 @@ export function openApiDocument(
   }
   const known = new Set<string>(API_TAGS.map((tag) => tag.name));
   return {
-    openapi: '3.1.0',
+    openapi: '3.1.0' as const,
     info: {
       title: 'tickwheel',
       version,
@@ -144,11 +132,6 @@ function openApiPath(url: string): string {
     .join(':');
 }
 
-/** The names of the path parameters of a Fastify path, in order. */
-function pathParams(url: string): string[] {
-  return [...openApiPath(url).matchAll(/\{([^}]+)\}/g)].map((match) => match[1]);
-}
-
 function operation(route: RouteOptions, components: Components): Schema {
   const schema = (route.schema ?? {}) as Schema;
   const op: Schema = {};
@@ -183,7 +166,7 @@ function operation(route: RouteOptions, components: Components): Schema {
 function parametersOf(url: string, schema: Schema, components: Components): Schema[] {
   const parameters: Schema[] = [];
   const params = propertiesOf(schema.params);
-  for (const name of pathParams(url)) {
+  for (const [, name] of openApiPath(url).matchAll(/\{([^}]+)\}/g)) {
     const described = params.properties[name];
     parameters.push({
       name,

@@ -1,10 +1,9 @@
 /** createServer()'s options and their checks: every bound and default of the server. */
 
-import { TickwheelTypeError } from '../errors.js';
 import { MAX_WAIT_MS } from '../protocol/limits.js';
 import type { DelayQueueOpenOptions, DelayQueueRedisOptions, FsyncPolicy } from '../delay-queue.js';
 import type { Queue } from '../queue/api.js';
-import { checkOption } from '../validate.js';
+import { checkOption, invalidOption } from '../validate.js';
 import { checkToken } from './auth.js';
 import { defaultMaxConnections } from './connections.js';
 import { checkAllowedHosts } from './origin.js';
@@ -80,10 +79,7 @@ type IntegerOption = 'bodyLimit' | 'requestTimeoutMs' | 'maxConnections' | 'metr
 
 function checkLogLevel(level: unknown): LogLevel {
   if (!LOG_LEVELS.includes(level as LogLevel)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `logLevel must be one of ${LOG_LEVELS.join(', ')}; got ${String(level)}`,
-    );
+    throw invalidOption(`logLevel must be one of ${LOG_LEVELS.join(', ')}; got ${String(level)}`);
   }
   return level as LogLevel;
 }

@@ -11,7 +11,7 @@
 
 import { isIP } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { TickwheelTypeError } from '../errors.js';
+import { invalidOption } from '../validate.js';
 import { httpError } from './errors.js';
 
 /** A host name as a Host header carries it: letters, digits, dots and dashes. */
@@ -22,8 +22,7 @@ export function checkAllowedHosts(names: unknown): string[] {
     !Array.isArray(names) ||
     names.some((name) => typeof name !== 'string' || name.length > 253 || !HOST_NAME.test(name))
   ) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       'allowedHosts must be an array of host names (letters, digits, dots and dashes)',
     );
   }

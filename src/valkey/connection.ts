@@ -14,7 +14,8 @@ import {
   type RedisSentinelType,
 } from '@redis/client';
 import { assert } from '../assert.js';
-import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { TickwheelStateError } from '../errors.js';
+import { invalidOption } from '../validate.js';
 import { slotOf } from './slot.js';
 import { checkRedisUrls, parseSentinelUrl } from './urls.js';
 import {
@@ -30,6 +31,7 @@ import {
 } from './reach.js';
 
 type Client = RedisClientType;
+type Send = (args: string[], options: object) => Promise<unknown>;
 type ReplicaState = { at: number; count: number; noneSince: number | undefined };
 
 const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer } as const;
@@ -104,8 +106,7 @@ export class Valkey {
     let made: Omit<Connections, 'urls'>;
     if (viaSentinel !== undefined) {
       if (list.length > 1) {
-        throw new TickwheelTypeError(
-          'ERR_TICKWHEEL_INVALID_OPTION',
+        throw invalidOption(
           'a redis+sentinel:// URL names every Sentinel itself (host:port,host:port); give it alone',
         );
       }
@@ -152,23 +153,21 @@ export class Valkey {
   ): Promise<unknown> {
     // A server down for good must fail calls, not hold them (and their HTTP requests) for ever.
     const ms = this.commandTimeoutMs;
+    const { cluster, sentinel, client } = this;
     return this.refusalsRetried(
       () => {
-        if (this.cluster !== undefined && (this.pinned || ON_THE_PRIMARY.has(String(command[0])))) {
-          return this.onPrimaryOf(this.cluster, key, command, ms, options);
+        if (cluster !== undefined && (this.pinned || ON_THE_PRIMARY.has(String(command[0])))) {
+          return this.onPrimaryOf(cluster, key, command, ms, options);
         }
         // The bound covers finding the node's connection too, which can hang in a failover.
-        const cluster = this.cluster;
         if (cluster !== undefined) {
           return within(ms, (o) => cluster.sendCommand(key, readonly, command, o), options);
         }
         // Sentinel: always the primary (replicas may lag behind what this node just wrote).
-        const sentinel = this.sentinel;
         if (sentinel !== undefined) {
           return within(ms, (o) => sentinel.sendCommand(false, command, o), options);
         }
-        const client = this.client as Client;
-        return within(ms, (o) => client.sendCommand(command, o), options);
+        return within(ms, (o) => (client as Client).sendCommand(command, o), options);
       },
       command[0] === 'WAIT' || command[0] === 'WAITAOF',
     );
@@ -253,6 +252,11 @@ export class Valkey {
     return this.send(key, [...args], undefined, readonly);
   }
 
+  /** The fields of the hash at `key` (HGETALL); none when there is no such key. */
+  async hash(key: string): Promise<Record<string, string>> {
+    return ((await this.send(key, ['HGETALL', key])) ?? {}) as Record<string, string>;
+  }
+
   /**
    * Runs `call`, and again while the server refuses it for a moment (REFUSALS: a failover), up
    * to `retryBudgetMs`: a refused command was not run, so repeating it is safe. A WAIT is never
@@ -333,34 +337,27 @@ export class Valkey {
    * Listens on a sharded channel (SSUBSCRIBE: in its slot, like a partition's keys); standalone,
    * on a second connection. Resolves to the call that stops listening.
    */
-  async subscribe(
-    channel: string,
-    listener: (message: string) => void,
-  ): Promise<() => Promise<void>> {
+  async subscribe(channel: string, listener: (message: string) => void) {
+    const listen = async () => {
+      if (this.client !== undefined && this.subscriber === undefined) {
+        const subscriber = this.client.duplicate();
+        subscriber.on('error', () => {});
+        this.subscriberClient = subscriber;
+        this.subscriber = subscriber.connect().then(() => subscriber as Client);
+      }
+      // A Cluster's and Sentinel's subscriptions have their own connections, moved in a failover.
+      const on = (this.cluster ?? this.sentinel ?? (await this.subscriber)) as Client;
+      await on.sSubscribe(channel, listener);
+      return async () => {
+        await on.sUnsubscribe(channel, listener);
+      };
+    };
     try {
-      return await withinMs(this.listen(channel, listener), this.commandTimeoutMs);
+      return await withinMs(listen(), this.commandTimeoutMs);
     } catch (err) {
       if (isConnectionError(err)) throw unavailable(this.urls, err);
       throw err;
     }
-  }
-
-  private async listen(
-    channel: string,
-    listener: (message: string) => void,
-  ): Promise<() => Promise<void>> {
-    if (this.client !== undefined && this.subscriber === undefined) {
-      const subscriber = this.client.duplicate();
-      subscriber.on('error', () => {});
-      this.subscriberClient = subscriber;
-      this.subscriber = subscriber.connect().then(() => subscriber as Client);
-    }
-    // A Cluster's and Sentinel's subscriptions have their own connections, moved in a failover.
-    const on = (this.cluster ?? this.sentinel ?? (await this.subscriber)) as Client;
-    await on.sSubscribe(channel, listener);
-    return async () => {
-      await on.sUnsubscribe(channel, listener);
-    };
   }
 
   /** Drops every connection at once, failing what is in flight: for a node that could not open. */
@@ -376,15 +373,13 @@ export class Valkey {
   }
 
   /** Every primary, with a bounded call on it that fails ERR_TICKWHEEL_UNAVAILABLE. */
-  private async primaries(): Promise<
-    Array<{ name: string; send(args: string[]): Promise<unknown> }>
-  > {
+  private async primaries() {
     const ms = this.commandTimeoutMs;
-    const bounded = (name: string, client: Pick<Client, 'sendCommand'>) => ({
+    const bounded = (name: string, sendCommand: Send) => ({
       name,
       send: async (args: string[]) => {
         try {
-          return await within(ms, (o) => client.sendCommand(args, o));
+          return await within(ms, (o) => sendCommand(args, o));
         } catch (err) {
           const message = err instanceof Error ? err.message : '';
           if (isConnectionError(err) || REFUSALS.test(message)) throw unavailable(this.urls, err);
@@ -393,23 +388,20 @@ export class Valkey {
       },
     });
     const shown = hidePassword(this.urls[0] ?? '');
-    if (this.sentinel !== undefined) {
-      const sentinel = this.sentinel;
-      const viaSentinel = {
-        sendCommand: ((args: string[], o: object) =>
-          sentinel.sendCommand(false, args, o)) as Client['sendCommand'],
-      };
-      return [bounded(`the primary of ${shown}`, viaSentinel)];
+    const { cluster, sentinel, client } = this;
+    if (sentinel !== undefined) {
+      const toPrimary: Send = (args, o) => sentinel.sendCommand(false, args, o);
+      return [bounded(`the primary of ${shown}`, toPrimary)];
     }
-    if (this.cluster === undefined) return [bounded(shown, this.client as Client)];
+    if (cluster === undefined) return [bounded(shown, (args, o) => client!.sendCommand(args, o))];
     const found = [];
-    for (const master of this.cluster.masters) {
-      const client = await withinMs(Promise.resolve(this.cluster.nodeClient(master)), ms).catch(
+    for (const master of cluster.masters) {
+      const node = await withinMs(Promise.resolve(cluster.nodeClient(master)), ms).catch(
         (err: unknown) => {
           throw unavailable(this.urls, err);
         },
       );
-      found.push(bounded(master.address, client as unknown as Client));
+      found.push(bounded(master.address, (args, o) => (node as Client).sendCommand(args, o)));
     }
     return found;
   }
@@ -420,10 +412,7 @@ export class Valkey {
  * until `deadline`. Each try gives up at its first failure (node-redis would retry one URL for
  * ever), so one dead root node does not stop a node from starting.
  */
-async function reachable(
-  urls: readonly string[],
-  deadline: number,
-): Promise<{ url: string; clustered: boolean }> {
+async function reachable(urls: readonly string[], deadline: number) {
   let last: unknown;
   for (;;) {
     for (const url of urls) {

@@ -3,8 +3,7 @@
  * redis+sentinel:// URL that names the Sentinels and the primary they monitor.
  */
 
-import { TickwheelTypeError } from '../errors.js';
-import { describe } from '../validate.js';
+import { describe, invalidOption } from '../validate.js';
 
 /** The `redis` option as a list: one or more redis:// or rediss:// URLs, or a redis+sentinel:// one. */
 export function checkRedisUrls(urls: unknown): string[] {
@@ -13,8 +12,7 @@ export function checkRedisUrls(urls: unknown): string[] {
     list.length === 0 ||
     list.some((url) => typeof url !== 'string' || !/^(rediss?|redis\+sentinel):\/\/./.test(url))
   ) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `redis must be one or more redis:// or rediss:// URLs, or one redis+sentinel:// URL, got ${describe(urls)}`,
     );
   }
@@ -25,14 +23,7 @@ export function checkRedisUrls(urls: unknown): string[] {
  * `redis+sentinel://[user:password@]host:port[,host:port...]/name`: the Sentinels and the name
  * they monitor (user and password are the data nodes'). Undefined for any other URL.
  */
-export function parseSentinelUrl(url: string):
-  | {
-      name: string;
-      sentinels: Array<{ host: string; port: number }>;
-      username?: string;
-      password?: string;
-    }
-  | undefined {
+export function parseSentinelUrl(url: string) {
   const match = /^redis\+sentinel:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/]+)\/([^/?#]+)\/?$/.exec(
     url,
   );
@@ -43,8 +34,7 @@ export function parseSentinelUrl(url: string):
     const host = at < 0 ? hostPort : hostPort.slice(0, at);
     const port = at < 0 ? 26379 : Number(hostPort.slice(at + 1));
     if (host === '' || !Number.isInteger(port) || port < 1 || port > 65535) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
+      throw invalidOption(
         `a Sentinel address must be host:port, got ${JSON.stringify(hostPort)} in ${url}`,
       );
     }

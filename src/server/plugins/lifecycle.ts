@@ -11,7 +11,7 @@
  */
 
 import type { FastifyReply } from 'fastify';
-import { TickwheelTypeError } from '../../errors.js';
+import { invalidOption } from '../../validate.js';
 import { isErrorCode } from '../../protocol/status.js';
 import type { WireErrorCode } from '../../protocol/wire.js';
 import { DelayQueue, FileStore } from '../../delay-queue.js';
@@ -52,16 +52,14 @@ export async function startOpening(
   if (options.queue !== undefined) return opening(Promise.resolve(options.queue), false);
   if (options.redis !== undefined) {
     if (options.dir !== undefined) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
+      throw invalidOption(
         'give createServer() a data directory (dir) or Valkey/Redis URLs (redis), not both',
       );
     }
     return opening(DelayQueue.open({ onFault, ...options.cluster, redis: options.redis }), true);
   }
   if (typeof options.dir !== 'string' || options.dir === '') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       'give createServer() a data directory (dir), Valkey/Redis URLs (redis) or an open queue (queue)',
     );
   }

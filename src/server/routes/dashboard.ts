@@ -17,21 +17,17 @@ import { notFound } from '../errors.js';
 import { dashboardSchema, previewSchema } from '../schemas/status.js';
 
 const SNAPSHOT_MS = 1000;
-const SECOND = 1_000;
-const MINUTE = 60 * SECOND;
-const HOUR = 60 * MINUTE;
-const DAY = 24 * HOUR;
 /**
  * The timeline of upcoming deliveries. The queue counts messages beyond its in-memory horizon
  * by the minute they are due in, so an edge past that horizon is moved back to a whole minute;
  * each bucket says the edges its count is exact for (fromMs, untilMs).
  */
 const UPCOMING: ReadonlyArray<{ label: string; untilMs: number | null }> = [
-  { label: '< 1 s', untilMs: SECOND },
-  { label: '1-10 s', untilMs: 10 * SECOND },
-  { label: '10-60 s', untilMs: MINUTE },
-  { label: '1-60 min', untilMs: HOUR },
-  { label: '1-24 h', untilMs: DAY },
+  { label: '< 1 s', untilMs: 1_000 },
+  { label: '1-10 s', untilMs: 10_000 },
+  { label: '10-60 s', untilMs: 60_000 },
+  { label: '1-60 min', untilMs: 3_600_000 },
+  { label: '1-24 h', untilMs: 86_400_000 },
   { label: '> 1 day', untilMs: null },
 ];
 const UPCOMING_EDGES_MS = UPCOMING.flatMap((bucket) =>

@@ -67,12 +67,7 @@ function toScheduleRequest(
 }
 
 /** The query of GET /topics/:topic/messages, as text (listSchema checks its form). */
-interface ListQuerystring {
-  from?: string;
-  until?: string;
-  limit?: string;
-  cursor?: string;
-}
+type ListQuerystring = Partial<Record<'from' | 'until' | 'limit' | 'cursor', string>>;
 
 async function whyMissing(context: ServerContext, id: string): Promise<string> {
   const info = await context.queue.get(id);

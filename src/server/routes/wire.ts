@@ -5,14 +5,7 @@ import type { WireReceivedMessage } from '../../protocol/wire.js';
 
 export function toWire(message: ReceivedMessage): WireReceivedMessage {
   const { payload } = message;
-  if (payload instanceof Uint8Array) {
-    return {
-      ...message,
-      payload: Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString(
-        'base64',
-      ),
-      payloadEncoding: 'base64',
-    };
-  }
-  return message;
+  if (!(payload instanceof Uint8Array)) return message;
+  const bytes = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  return { ...message, payload: bytes.toString('base64'), payloadEncoding: 'base64' };
 }

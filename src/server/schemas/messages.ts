@@ -55,27 +55,16 @@ const message = closed(['payload'], messageProperties);
 
 const scheduleResult = object({ id: { type: 'string' }, deliverAt: { type: 'number' } });
 
-/**
- * What every answer about a message says of it. Fastify writes the properties in the order
- * the schema lists them, so each answer lists these in its own order.
- */
-const messageFields = {
-  id: { type: 'string' },
-  topic: { type: 'string' },
-  deliverAt: { type: 'number' },
-  attempts: { type: 'number' },
-} as const;
-
 const messageInfo = object(
   {
-    id: messageFields.id,
-    topic: messageFields.topic,
+    id: { type: 'string' },
+    topic: { type: 'string' },
     status: {
       type: 'string',
       enum: ['scheduled', 'ready', 'inflight', 'acked', 'cancelled', 'dead'],
     },
-    deliverAt: messageFields.deliverAt,
-    attempts: messageFields.attempts,
+    deliverAt: { type: 'number' },
+    attempts: { type: 'number' },
     lastError: { type: 'string' },
   },
   'lastError',
@@ -83,12 +72,12 @@ const messageInfo = object(
 
 const receivedMessage = object(
   {
-    id: messageFields.id,
-    topic: messageFields.topic,
+    id: { type: 'string' },
+    topic: { type: 'string' },
     payload,
     payloadEncoding,
-    deliverAt: messageFields.deliverAt,
-    attempts: messageFields.attempts,
+    deliverAt: { type: 'number' },
+    attempts: { type: 'number' },
     receipt: { type: 'string' },
     trace,
   },
@@ -166,10 +155,7 @@ export const cancelSchema = routeSchema('messages', 'cancel', {
 export const rescheduleSchema = routeSchema('messages', 'reschedule', {
   summary: 'Move a scheduled or ready message to a new due time',
   params: idParams,
-  body: closed([], {
-    delayMs: messageProperties.delayMs,
-    deliverAt: messageProperties.deliverAt,
-  }),
+  body: closed([], { delayMs: messageProperties.delayMs, deliverAt: messageProperties.deliverAt }),
   response: {
     200: done('rescheduled', { deliverAt: { type: 'number' } }),
     404: errorBody,
@@ -205,10 +191,7 @@ export const listSchema = routeSchema('messages', 'list', {
     200: {
       type: 'object',
       required: ['messages'],
-      properties: {
-        messages: { type: 'array', items: messageInfo },
-        cursor: { type: 'string' },
-      },
+      properties: { messages: { type: 'array', items: messageInfo }, cursor: { type: 'string' } },
     },
   },
 });

@@ -87,9 +87,5 @@ export const schedulePatchSchema = routeSchema('schedules', 'updateSchedule', {
 export const scheduleDeleteSchema = routeSchema('schedules', 'deleteSchedule', {
   summary: 'Delete a recurring schedule (and its next occurrence, if created and not yet due)',
   params: scheduleParams,
-  response: {
-    200: done('deleted'),
-    404: errorBody,
-    409: errorBody,
-  },
+  response: { 200: done('deleted'), 404: errorBody, 409: errorBody },
 });

@@ -98,10 +98,7 @@ export const topicResumeSchema = routeSchema('topics', 'resumeTopic', {
 export const eventsSchema = routeSchema('events', 'streamEvents', {
   summary:
     'Message events as Server-Sent Events (scheduled, delivered, acked, failed, dead, cancelled)',
-  querystring: closed([], {
-    topic,
-    types: { type: 'string', minLength: 1, maxLength: 200 },
-  }),
+  querystring: closed([], { topic, types: { type: 'string', minLength: 1, maxLength: 200 } }),
   response: {
     200: text(
       'text/event-stream',
