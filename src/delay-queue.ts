@@ -11,8 +11,7 @@
 
 import type { ClusterQueueOptions } from './cluster/backend.js';
 import { checkClusterPeer } from './valkey/peer.js';
-import { TickwheelTypeError } from './errors.js';
-import { checkKnownOptions, describe, optionNames } from './validate.js';
+import { checkKnownOptions, describe, invalidOption, optionNames } from './validate.js';
 import { CheckedQueue } from './queue/checked-queue.js';
 import { QueueEngine } from './queue/engine.js';
 import { QueueReport } from './queue/report.js';
@@ -104,17 +103,13 @@ const OPEN_USAGE =
 /** Checks the `store` option: an object with every method of a Store (MemoryStore, FileStore). */
 function checkStore(store: unknown): Store {
   if (typeof store !== 'object' || store === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `store must be a Store such as new MemoryStore(), got ${describe(store)}`,
-    );
+    throw invalidOption(`store must be a Store such as new MemoryStore(), got ${describe(store)}`);
   }
   const missing = Object.keys(STORE_METHODS).filter(
     (name) => typeof (store as Record<string, unknown>)[name] !== 'function',
   );
   if (missing.length > 0) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `store must be a Store such as new MemoryStore(); the object given lacks ${missing.length === 1 ? 'the method' : 'the methods'} ${missing.join(', ')}`,
     );
   }
@@ -128,10 +123,7 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
     options: DelayQueueOpenOptions | DelayQueueRedisOptions,
   ): Promise<DelayQueue<P>> {
     if (typeof options !== 'object' || options === null) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `DelayQueue.open takes options: ${OPEN_USAGE}; got ${describe(options)}`,
-      );
+      throw invalidOption(`DelayQueue.open takes options: ${OPEN_USAGE}; got ${describe(options)}`);
     }
     if ('redis' in options) return DelayQueue.openOnRedis<P>(options);
     return DelayQueue.openEmbedded<P>(options as DelayQueueOpenOptions);
@@ -140,10 +132,7 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
   private static async openEmbedded<P>(options: DelayQueueOpenOptions): Promise<DelayQueue<P>> {
     checkKnownOptions(options, OPEN_OPTIONS, 'DelayQueue.open');
     if (options.store === undefined && options.dir === undefined) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `DelayQueue.open needs dir or store: ${OPEN_USAGE}`,
-      );
+      throw invalidOption(`DelayQueue.open needs dir or store: ${OPEN_USAGE}`);
     }
     const settings = checkEmbeddedOptions(options);
     const store =
@@ -176,8 +165,7 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
   private static async openOnRedis<P>(options: DelayQueueRedisOptions): Promise<DelayQueue<P>> {
     for (const name of EMBEDDED_ONLY) {
       if ((options as unknown as Record<string, unknown>)[name] !== undefined) {
-        throw new TickwheelTypeError(
-          'ERR_TICKWHEEL_INVALID_OPTION',
+        throw invalidOption(
           `${name} is an option of the embedded queue; a queue on Valkey/Redis (redis) does not take it`,
         );
       }

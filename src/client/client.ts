@@ -4,7 +4,6 @@
  * back as Buffers).
  */
 
-import { TickwheelTypeError } from '../errors.js';
 import type { QueueOperations } from '../queue/api.js';
 import {
   checkCallback,
@@ -12,6 +11,7 @@ import {
   checkOption,
   checkOptionsObject,
   describe,
+  invalidOption,
 } from '../validate.js';
 import type {
   MessageHandler,
@@ -240,10 +240,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     if (delayMs !== undefined) checkOption(delayMs, 'delayMs', 0, MAX_NACK_DELAY_MS);
     if (durable !== undefined) checkFlag(durable, 'durable');
     if (reason !== undefined && typeof reason !== 'string') {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `reason must be a string, got ${describe(reason)}`,
-      );
+      throw invalidOption(`reason must be a string, got ${describe(reason)}`);
     }
     return this.settleMany('nackMany', receipts, { delayMs, reason, durable }, options);
   }

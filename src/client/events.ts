@@ -8,9 +8,9 @@
 
 import type { QueueEvent, QueueEventType } from '../queue/events.js';
 import type { WireErrorCode } from '../protocol/wire.js';
-import { TickwheelTypeError } from '../errors.js';
 import { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
 import { openStream, type TransportOptions } from './transport.js';
+import { invalidOption } from '../validate.js';
 
 export interface ClientWatchOptions {
   topic?: string;
@@ -30,8 +30,7 @@ const DEFAULT_EVENTS_IDLE_MS = 45_000;
 export function checkIdleTimeout(value: unknown): number {
   if (value === undefined) return DEFAULT_EVENTS_IDLE_MS;
   if (typeof value !== 'number' || Number.isNaN(value) || value <= 0) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `idleTimeoutMs must be a positive number of ms (or Infinity), got ${String(value)}`,
     );
   }

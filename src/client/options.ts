@@ -3,8 +3,13 @@
  * client does not know is ERR_TICKWHEEL_INVALID_OPTION with what to change.
  */
 
-import { TickwheelTypeError } from '../errors.js';
-import { checkKnownOptions, checkOption, describe, optionNames } from '../validate.js';
+import {
+  checkKnownOptions,
+  checkOption,
+  describe,
+  invalidOption,
+  optionNames,
+} from '../validate.js';
 import type { TransportOptions } from './transport.js';
 
 export interface ClientOptions {
@@ -62,17 +67,13 @@ export function checkClientOptions(options: ClientOptions): TransportOptions {
   try {
     new URL(url);
   } catch {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `url must be an absolute URL such as ${DEFAULT_URL}, got ${describe(url)}`,
-    );
+    throw invalidOption(`url must be an absolute URL such as ${DEFAULT_URL}, got ${describe(url)}`);
   }
   if (
     options.token !== undefined &&
     (typeof options.token !== 'string' || !/^[\x21-\x7e]*$/.test(options.token))
   ) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       'token must be printable ASCII without spaces (it is sent in the Authorization header)',
     );
   }
@@ -82,10 +83,7 @@ export function checkClientOptions(options: ClientOptions): TransportOptions {
       ? (input: string | URL | Request, init?: RequestInit) => globalThis.fetch(input, init)
       : undefined);
   if (typeof fetchFn !== 'function') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      'no fetch available: use Node 20 or later, or pass options.fetch',
-    );
+    throw invalidOption('no fetch available: use Node 20 or later, or pass options.fetch');
   }
   const timeoutMs = checkOption(options.timeoutMs ?? 10_000, 'timeoutMs', 1, MAX_TIMEOUT_MS);
   return {

@@ -8,12 +8,12 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { TickwheelTypeError } from '../errors.js';
 import {
   checkCallback,
+  checkKnownOptions,
   checkOption,
   describe,
-  checkKnownOptions,
+  invalidOption,
   optionNames,
 } from '../validate.js';
 import {
@@ -74,8 +74,7 @@ export function pushListener(
         );
   const methods = options.methods ?? ['POST', 'PUT', 'PATCH'];
   if (!Array.isArray(methods) || methods.some((method) => typeof method !== 'string')) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `pushListener: options.methods must be an array of HTTP methods such as ['POST'], got ${describe(methods)}`,
     );
   }

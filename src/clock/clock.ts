@@ -4,7 +4,7 @@
  * number of drivers with one native timer (SystemClock) or none (ManualClock).
  */
 
-import { TickwheelTypeError } from '../errors.js';
+import { invalidOption } from '../validate.js';
 
 export interface Clock {
   /** Monotonic time in milliseconds (fractions allowed). */
@@ -49,8 +49,7 @@ export interface AlarmClock extends Clock {
 export function checkAlarmClock(clock: unknown): AlarmClock {
   const { now, createAlarm } = (clock ?? {}) as Partial<AlarmClock>;
   if (typeof clock !== 'object' || typeof now !== 'function' || typeof createAlarm !== 'function') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       'clock must be a SystemClock, a ManualClock, or an object with now() and createAlarm()',
     );
   }

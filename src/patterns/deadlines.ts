@@ -14,11 +14,12 @@
 import { AbortError, TickwheelStateError, TickwheelTypeError, checkOpen } from '../errors.js';
 import {
   checkDelay,
-  describe,
+  checkKnownOptions,
   checkOptions,
   checkOptionsObject,
-  checkKnownOptions,
   checkSignal,
+  describe,
+  invalidOption,
   optionNames,
 } from '../validate.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
@@ -208,10 +209,7 @@ function checkTimers(timers: unknown): TimerWheel | undefined {
     typeof wheel.setTimeout !== 'function' ||
     typeof wheel.clearTimeout !== 'function'
   ) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `timers must be a TimerWheel, got ${describe(timers)}`,
-    );
+    throw invalidOption(`timers must be a TimerWheel, got ${describe(timers)}`);
   }
   return timers as TimerWheel;
 }

@@ -6,8 +6,8 @@
  */
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { TickwheelError, TickwheelRangeError, TickwheelTypeError } from '../errors.js';
-import { checkCallback, describe } from '../validate.js';
+import { TickwheelError, TickwheelRangeError } from '../errors.js';
+import { checkCallback, describe, invalidOption } from '../validate.js';
 
 export const PUSH_HEADER = Object.freeze({
   id: 'tickwheel-id',
@@ -93,8 +93,7 @@ export interface PushCheck {
 /** Checks the options of verifyPush (and pushListener, `who`): the receiver's mistakes. */
 export function checkPushOptions(options: unknown, who: string): PushCheck {
   if (typeof options !== 'object' || options === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `${who}: options must be an object such as { secret }, got ${describe(options)}`,
     );
   }
@@ -105,8 +104,7 @@ export function checkPushOptions(options: unknown, who: string): PushCheck {
     secrets.length === 0 ||
     secrets.some((one) => typeof one !== 'string' || one === '')
   ) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `${who}: options.secret must be a non-empty string, or a non-empty array of them while a ` +
         `secret is being changed; got ${!Array.isArray(secrets) ? describe(secret) : secrets.length === 0 ? 'an empty array' : 'an array holding something else'}`,
     );
@@ -181,15 +179,13 @@ export function verifyPush(
 function checkRequest(request: unknown): void {
   const headers = (request as { headers?: unknown } | null)?.headers;
   if (typeof request !== 'object' || request === null || typeof headers !== 'object' || !headers) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `verifyPush: request must be { headers, body }, the request's headers and its raw body; got ${describe(request)}${typeof request === 'object' && request !== null ? ' without headers' : ''}`,
     );
   }
   const { body } = request as { body?: unknown };
   if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `verifyPush: request.body must be the raw body as received (a string or bytes), got ${describe(body)}: a body already parsed (as JSON, say) cannot be checked`,
     );
   }

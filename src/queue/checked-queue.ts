@@ -12,6 +12,7 @@ import {
   checkOption,
   checkOptionsObject,
   describe,
+  invalidOption,
 } from '../validate.js';
 import type { ListOptions, ListPage, QueueStats } from '../protocol/model.js';
 import { checkListOptions, encodeCursor } from './list.js';
@@ -430,8 +431,7 @@ function topicOf(
 /** dueTimeline()'s edges: an array of up to MAX_EDGES finite numbers of milliseconds. */
 function checkEdges(edgesMs: readonly number[]): readonly number[] {
   if (!Array.isArray(edgesMs) || edgesMs.length > MAX_EDGES) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `edgesMs must be an array of at most ${MAX_EDGES} numbers of milliseconds, got ${describe(edgesMs)}`,
     );
   }

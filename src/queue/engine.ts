@@ -15,7 +15,6 @@
 import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { BackendStats, QueueBackend, ReceiveLimits, TopicCounts } from './backend.js';
-import { TickwheelTypeError } from '../errors.js';
 import { inRange, mergePages, SmallestKeys, type BackendListPage, type ListQuery } from './list.js';
 import { Scheduler } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
@@ -44,6 +43,7 @@ import { LocalBuckets, storeSettings, TopicGate } from './topics.js';
 import type { DueTimeline, MessageInfo, ReceivedMessage } from './types.js';
 import { Waiters } from './waiters.js';
 import type { WorkerSource } from './worker.js';
+import { invalidOption } from '../validate.js';
 
 /** The long-poll wait of each receive of the embedded consume(): woken at once when ready. */
 const CONSUME_WAIT_MS = 1000;
@@ -231,8 +231,7 @@ export class QueueEngine implements QueueBackend {
    */
   async list(query: ListQuery): Promise<BackendListPage> {
     if (this.store.listWaiting === undefined) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
+      throw invalidOption(
         'list() needs a store with listWaiting() (src/queue/store.ts); this store has none',
       );
     }

@@ -7,8 +7,8 @@
 
 import type { TraceContext } from '../protocol/trace-context.js';
 import { EventEmitter } from 'node:events';
-import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
-import { checkOption, checkOptionsObject, describe } from '../validate.js';
+import { TickwheelStateError } from '../errors.js';
+import { checkOption, checkOptionsObject, describe, invalidOption } from '../validate.js';
 import { faultOf, warnFault, type FaultReporter } from './faults.js';
 import { checkTopic } from './message.js';
 
@@ -198,15 +198,13 @@ export function checkWatch(options: WatchOptions): {
   let types: Set<QueueEventType> | undefined;
   if (options.types !== undefined) {
     if (!Array.isArray(options.types) || options.types.length === 0) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
+      throw invalidOption(
         `types must be a non-empty array of ${EVENT_TYPES.join(', ')}, got ${describe(options.types)}`,
       );
     }
     for (const type of options.types) {
       if (!EVENT_TYPES.includes(type)) {
-        throw new TickwheelTypeError(
-          'ERR_TICKWHEEL_INVALID_OPTION',
+        throw invalidOption(
           `unknown event type ${describe(type)}: the types are ${EVENT_TYPES.join(', ')}`,
         );
       }
@@ -215,10 +213,7 @@ export function checkWatch(options: WatchOptions): {
   }
   const signal = options.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `signal must be an AbortSignal, got ${describe(signal)}`,
-    );
+    throw invalidOption(`signal must be an AbortSignal, got ${describe(signal)}`);
   }
   return { topic, types, signal };
 }

@@ -6,7 +6,13 @@
 
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
 import type { ListOptions, MessageInfo } from '../protocol/model.js';
-import { checkKnownOptions, checkOption, checkOptionsObject, describe } from '../validate.js';
+import {
+  checkKnownOptions,
+  checkOption,
+  checkOptionsObject,
+  describe,
+  invalidOption,
+} from '../validate.js';
 import { checkTopic, ID_PATTERN } from './message.js';
 
 /** Messages a page holds by default, and at most. */
@@ -121,8 +127,7 @@ export function decodeCursor(cursor: unknown, topic: string): ListKey {
 }
 
 function badCursor(why: string): TickwheelTypeError {
-  return new TickwheelTypeError(
-    'ERR_TICKWHEEL_INVALID_OPTION',
+  return invalidOption(
     `cursor must be the cursor of the previous page of the same list() (pass it back unchanged); ${why}`,
   );
 }

@@ -6,11 +6,12 @@
 import { checkAlarmClock, SystemClock, type Clock } from '../clock/index.js';
 import { TickwheelTypeError } from '../errors.js';
 import {
+  checkFlag,
   checkKnownOptions,
   checkOption,
-  checkFlag,
   checkOptionsObject,
   describe,
+  invalidOption,
   onlyKnownOptions,
   optionNames,
 } from '../validate.js';
@@ -154,10 +155,7 @@ export function checkNack(options: NackOptions, method = 'nack'): string | undef
   const reason: unknown = options.reason;
   if (reason === undefined) return undefined;
   if (typeof reason !== 'string') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `reason must be a string, got ${describe(reason)}`,
-    );
+    throw invalidOption(`reason must be a string, got ${describe(reason)}`);
   }
   return clipReason(reason);
 }

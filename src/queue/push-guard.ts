@@ -7,8 +7,8 @@
 
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
-import { TickwheelError, TickwheelTypeError } from '../errors.js';
-import { describe } from '../validate.js';
+import { TickwheelError } from '../errors.js';
+import { describe, invalidOption } from '../validate.js';
 
 export interface PushOptions {
   /**
@@ -231,23 +231,18 @@ export class PushGuard {
 export function checkPushOptions(value: unknown): PushOptions {
   if (value === undefined) return {};
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `push must be an object such as { allow: ['127.0.0.0/8', 'receiver.internal'] }, got ${describe(value)}`,
     );
   }
   for (const key of Object.keys(value)) {
     if (key !== 'allow') {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
-        `unknown field ${JSON.stringify(key)} of push: the field is allow`,
-      );
+      throw invalidOption(`unknown field ${JSON.stringify(key)} of push: the field is allow`);
     }
   }
   const allow = (value as PushOptions).allow ?? [];
   if (!Array.isArray(allow) || allow.length > MAX_PUSH_ALLOW) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `push.allow must be an array of at most ${MAX_PUSH_ALLOW} CIDR blocks, addresses or host names, got ${describe(allow)}`,
     );
   }
@@ -263,8 +258,7 @@ export function checkAllowEntry(entry: unknown): string {
     typeof entry !== 'string' ||
     (!addBlock(new BlockList(), entry) && (entry.includes('/') || !HOST_NAME.test(entry)))
   ) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `push.allow entries are CIDR blocks (10.1.0.0/16, fd00::/8), addresses (127.0.0.1) or host names (receiver.internal), got ${describe(entry)}`,
     );
   }

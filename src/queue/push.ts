@@ -12,7 +12,7 @@
  */
 
 import { TickwheelTypeError } from '../errors.js';
-import { checkOption, describe } from '../validate.js';
+import { checkOption, describe, invalidOption } from '../validate.js';
 import { faultOf, warnFault, type FaultReporter } from './faults.js';
 import { reasonOf } from './message.js';
 import { PushGuard, type PushOptions } from './push-guard.js';
@@ -58,7 +58,7 @@ const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]{0,8192}$/;
 const FIELDS = ['url', 'method', 'headers', 'timeoutMs', 'concurrency', 'secret'];
 
 function invalid(message: string): TickwheelTypeError {
-  return new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', message);
+  return invalidOption(message);
 }
 
 /** An object with only the `allowed` fields (a typo must not pass as "not set"). */

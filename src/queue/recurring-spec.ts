@@ -6,7 +6,7 @@
 
 import { Cron } from 'croner';
 import { TickwheelTypeError } from '../errors.js';
-import { checkFlag, checkOption, describe } from '../validate.js';
+import { checkFlag, checkOption, describe, invalidOption } from '../validate.js';
 import { checkBackoff, checkMaxAttempts, checkTopic, MAX_DELAY_MS } from './message.js';
 import type { ScheduleSpec } from '../protocol/model.js';
 
@@ -38,7 +38,7 @@ export const SPEC_FIELDS = [
 ];
 
 function invalid(message: string): TickwheelTypeError {
-  return new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', message);
+  return invalidOption(message);
 }
 
 export function checkScheduleName(name: unknown): string {

@@ -16,12 +16,12 @@
 
 import { performance as realClock } from 'node:perf_hooks';
 import { setImmediate as realSetImmediate } from 'node:timers';
-import { TickwheelTypeError } from '../errors.js';
 import {
   checkCallback,
   checkKnownOptions,
   checkOption,
   describe,
+  invalidOption,
   optionNames,
 } from '../validate.js';
 import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
@@ -85,8 +85,7 @@ export function checkConsumeOptions(
 ): WorkerSettings {
   if (options === undefined) options = {};
   if (typeof options !== 'object' || options === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `consume options must be an object such as { concurrency: 8 }, got ${describe(options)}`,
     );
   }

@@ -4,13 +4,7 @@
  * Handles are numbers, never 0, inert once their timer is gone; callbacks get theirs as `this`.
  */
 
-import {
-  AbortError,
-  TickwheelRangeError,
-  TickwheelStateError,
-  TickwheelTypeError,
-  checkOpen,
-} from '../errors.js';
+import { AbortError, TickwheelRangeError, TickwheelStateError, checkOpen } from '../errors.js';
 import {
   checkCallback,
   checkDelay,
@@ -19,6 +13,7 @@ import {
   checkOptions,
   checkPeriod,
   checkSignal,
+  invalidOption,
   optionNames,
 } from '../validate.js';
 import { HierarchicalWheel, grown, type WheelSnapshot } from '../wheel/index.js';
@@ -391,8 +386,7 @@ export class TimerWheel<T = unknown> {
 
   private requireOnExpire(method: string): void {
     if (this.onExpire === undefined) {
-      throw new TickwheelTypeError(
-        'ERR_TICKWHEEL_INVALID_OPTION',
+      throw invalidOption(
         `${method}() needs the onExpire option: new TimerWheel({ onExpire: (data) => ... })`,
       );
     }

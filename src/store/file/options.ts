@@ -1,7 +1,12 @@
 /** The file store's options, checked (ERR_TICKWHEEL_INVALID_OPTION saying what to change). */
 
-import { TickwheelTypeError } from '../../errors.js';
-import { checkKnownOptions, checkOption, describe, optionNames } from '../../validate.js';
+import {
+  checkKnownOptions,
+  checkOption,
+  describe,
+  invalidOption,
+  optionNames,
+} from '../../validate.js';
 import type { FaultHandler } from '../../queue/faults.js';
 import type { FsyncPolicy, LogIo } from '../log/index.js';
 
@@ -53,18 +58,12 @@ const KNOWN_OPTIONS = optionNames<FileStoreOptions>({ ...FILE_STORE_OPTIONS, log
 
 export function checkFileStoreOptions(options: FileStoreOptions) {
   if (typeof options?.dir !== 'string' || options.dir.length === 0) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `dir must be a directory path, got ${describe(options?.dir)}`,
-    );
+    throw invalidOption(`dir must be a directory path, got ${describe(options?.dir)}`);
   }
   checkKnownOptions(options, KNOWN_OPTIONS, 'FileStore.open()');
   const fsync: FsyncPolicy = options.fsync ?? 'batch';
   if (fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `fsync must be 'batch', 'always' or 'never', got ${String(fsync)}`,
-    );
+    throw invalidOption(`fsync must be 'batch', 'always' or 'never', got ${String(fsync)}`);
   }
   const windowMs = checkOption(options.windowMs ?? 60_000, 'windowMs', 1, 86_400_000, true);
   const interval = checkOption(options.checkpointIntervalMs ?? 5000, 'checkpointIntervalMs', 10);
