@@ -181,7 +181,8 @@ function modelProperties(): void {
       ),
       { numRuns: 60 },
     );
-  });
+    // A bound against a hang, not a measure: 60 runs of file I/O on a loaded machine.
+  }, 180_000);
 }
 
 describe('DelayQueue against a reference model', modelProperties);
