@@ -192,4 +192,37 @@ describe("the client's consume() over the stream", () => {
     // Acks made within 10 ms of each other share a request.
     expect(requests.filter((r) => r === 'POST /v1/ack').length).toBeLessThan(100);
   });
+
+  it('opens its stream again after a refused connection (a restart) without reporting it', async () => {
+    const { server, queue } = await openServer();
+    await server.listen({ port: 0, host: '127.0.0.1' });
+    const address = server.server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    let refusals = 2;
+    const client = new TickwheelClient({
+      url: `http://127.0.0.1:${port}`,
+      retryDelayMs: 1,
+      // The first openings meet a server not yet listening again, as fetch reports it.
+      fetch: (input, init) => {
+        if (String(input).endsWith('/stream') && refusals-- > 0) {
+          const refused = Object.assign(new Error('connect ECONNREFUSED'), {
+            code: 'ECONNREFUSED',
+          });
+          return Promise.reject(new TypeError('fetch failed', { cause: refused }));
+        }
+        return fetch(input, init);
+      },
+    });
+    const errors: unknown[] = [];
+    const seen: unknown[] = [];
+    const consumer = client.consume('jobs', (message) => void seen.push(message.payload), {
+      onError: (err) => void errors.push(err),
+    });
+    await queue.schedule({ topic: 'jobs', payload: 'after' });
+    await waitFor(() => seen.length === 1);
+    await consumer.close();
+    await client.close();
+    expect(refusals).toBeLessThan(0);
+    expect(errors).toEqual([]);
+  });
 });
