@@ -126,7 +126,7 @@ export class Transport {
  * A request whose answer is a stream (GET: Server-Sent Events; with a body: a POST answered with
  * NDJSON): resolves with the response once its headers came (within the timeout); the body then
  * flows for as long as the server sends it, or until `signal` aborts. An error status rejects as
- * send() would.
+ * send() would; a connection refused is tried again as send() does.
  */
 export async function openStream(
   options: TransportOptions,
@@ -140,7 +140,22 @@ export async function openStream(
       ? headersOf(options, 'text/event-stream')
       : { ...headersOf(options, 'application/x-ndjson'), 'content-type': 'application/json' };
   const init = { method, headers, body: body === undefined ? undefined : JSON.stringify(body) };
-  const [response] = await fetchWithin(options, path, init, options.timeoutMs, signal, () => 0);
+  let response: Response;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      [response] = await fetchWithin(options, path, init, options.timeoutMs, signal, () => 0);
+      break;
+    } catch (err) {
+      // A server restarting refuses for a moment: tried again as send() does, so that a consumer
+      // reports one broken stream rather than each refused reopening.
+      const notSent =
+        err instanceof TickwheelNetworkError && NOT_SENT.has(causeCode(err.cause) ?? '');
+      if (!notSent || attempt >= options.retries) throw err;
+      await sleep(options.retryDelayMs * 2 ** attempt, undefined, { signal }).catch(() => {
+        throw new AbortError(signal?.reason);
+      });
+    }
+  }
   if (response.ok) return response;
   throw refusal(response, await response.text().catch(() => ''), `${method} ${path}`, '');
 }

@@ -4,8 +4,9 @@
  * client's consume() reads it: one request for a whole trickle of deliveries.
  */
 
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
+import { DeliveryStreams, StreamWindow } from '../../src/server/routes/stream.js';
 import { openServer } from './harness.js';
 import { waitFor } from '../support/wait-for.js';
 
@@ -107,12 +108,50 @@ describe('POST /v1/topics/:topic/stream', () => {
     expect((await call('POST', '/v1/topics/jobs/stream', {})).status).toBe(400);
   });
 
+  it('closes without waiting out a take, and hands back what that take brings', async () => {
+    const { server, queue, port } = await listening();
+    const receive = queue.receive.bind(queue);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    // Every take of the stream waits until released: a server that waited for it never closes.
+    const spy = vi.spyOn(queue, 'receive').mockImplementation(async (topic, options) => {
+      await held;
+      return receive(topic, { ...options, waitMs: 0 });
+    });
+    const stream = await openStream(port, 'jobs', { window: 5 });
+    await waitFor(() => spy.mock.calls.length > 0);
+    await queue.schedule({ topic: 'jobs', id: 'late', payload: 'x' });
+    await server.close();
+    await waitFor(() => stream.ended());
+    release();
+    spy.mockRestore();
+    await waitFor(async () => (await queue.receive('jobs')).some((m) => m.id === 'late'));
+    expect(stream.got).toEqual([]);
+  });
+
   it('ends when the server closes', async () => {
     const { server, port } = await listening();
     const stream = await openStream(port, 'jobs', { window: 5 });
     await waitFor(() => stream.lines() === 1);
     await server.close();
     await waitFor(() => stream.ended());
+  });
+});
+
+describe('DeliveryStreams', () => {
+  it('forgets a delivery whose visibility ran out, so a long stream holds no receipts of old', () => {
+    const streams = new DeliveryStreams();
+    const slots = new StreamWindow();
+    streams.add('a', slots, 100);
+    streams.add('b', slots, 200);
+    expect(streams.freeSlots(slots, 2, 150)).toBe(1);
+    expect(streams.size).toBe(1);
+    // A late ack of the expired one frees nothing; the other's frees its slot.
+    streams.release(['a']);
+    expect(streams.freeSlots(slots, 2, 150)).toBe(1);
+    streams.release(['b']);
+    expect(streams.freeSlots(slots, 2, 150)).toBe(2);
+    expect(streams.size).toBe(0);
   });
 });
 
@@ -152,5 +191,38 @@ describe("the client's consume() over the stream", () => {
     expect(requests.filter((r) => r.endsWith('/receive'))).toEqual([]);
     // Acks made within 10 ms of each other share a request.
     expect(requests.filter((r) => r === 'POST /v1/ack').length).toBeLessThan(100);
+  });
+
+  it('opens its stream again after a refused connection (a restart) without reporting it', async () => {
+    const { server, queue } = await openServer();
+    await server.listen({ port: 0, host: '127.0.0.1' });
+    const address = server.server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    let refusals = 2;
+    const client = new TickwheelClient({
+      url: `http://127.0.0.1:${port}`,
+      retryDelayMs: 1,
+      // The first openings meet a server not yet listening again, as fetch reports it.
+      fetch: (input, init) => {
+        if (String(input).endsWith('/stream') && refusals-- > 0) {
+          const refused = Object.assign(new Error('connect ECONNREFUSED'), {
+            code: 'ECONNREFUSED',
+          });
+          return Promise.reject(new TypeError('fetch failed', { cause: refused }));
+        }
+        return fetch(input, init);
+      },
+    });
+    const errors: unknown[] = [];
+    const seen: unknown[] = [];
+    const consumer = client.consume('jobs', (message) => void seen.push(message.payload), {
+      onError: (err) => void errors.push(err),
+    });
+    await queue.schedule({ topic: 'jobs', payload: 'after' });
+    await waitFor(() => seen.length === 1);
+    await consumer.close();
+    await client.close();
+    expect(refusals).toBeLessThan(0);
+    expect(errors).toEqual([]);
   });
 });

@@ -27,7 +27,7 @@ const TAKE_SLICE_MS = 500;
 const KEEP_ALIVE_LINE = '{"messages":[]}\n';
 
 /** One open stream's deliveries in flight: receipt → when its visibility timeout runs out. */
-class StreamWindow {
+export class StreamWindow {
   readonly inFlight = new Map<string, number>();
   private wake: (() => void) | undefined;
 
@@ -35,10 +35,14 @@ class StreamWindow {
     if (this.inFlight.delete(receipt)) this.wake?.();
   }
 
-  /** Drops the deliveries whose visibility ran out; how many slots are free then. */
-  freeSlots(window: number, now: number): number {
+  /** The deliveries whose visibility ran out, dropped; how many slots are free then. */
+  freeSlots(window: number, now: number, expired: (receipt: string) => void): number {
     if (this.inFlight.size >= window) {
-      for (const [receipt, until] of this.inFlight) if (until <= now) this.inFlight.delete(receipt);
+      for (const [receipt, until] of this.inFlight) {
+        if (until > now) continue;
+        this.inFlight.delete(receipt);
+        expired(receipt);
+      }
     }
     return window - this.inFlight.size;
   }
@@ -62,6 +66,18 @@ class StreamWindow {
 /** Which open stream each delivery in flight on a stream belongs to. */
 export class DeliveryStreams {
   private readonly owners = new Map<string, StreamWindow>();
+  /** A receipt whose visibility ran out is no stream's any more (a late ack of it frees nothing). */
+  private readonly expired = (receipt: string) => this.owners.delete(receipt);
+
+  /** Deliveries in flight on all open streams. */
+  get size(): number {
+    return this.owners.size;
+  }
+
+  /** How many slots of `owner` are free, once those whose visibility ran out are freed. */
+  freeSlots(owner: StreamWindow, window: number, now: number): number {
+    return owner.freeSlots(window, now, this.expired);
+  }
 
   /** Frees the slots of acked or nacked receipts (those of no stream are passed over). */
   release(receipts: readonly string[]): void {
@@ -104,6 +120,11 @@ export function streamRoute(
       const { topic } = request.params;
       const { window, visibilityMs, maxBytes = DEFAULT_RECEIVE_BYTES } = request.body;
       const { queue } = context;
+      const handBack = (messages: readonly { receipt: string }[]) => {
+        for (const message of messages) {
+          queue.nack(message.receipt, { delayMs: 0 }).catch(() => false);
+        }
+      };
       const controller = new AbortController();
       const signal = controller.signal;
       const end = () => controller.abort();
@@ -130,24 +151,27 @@ export function streamRoute(
             written = now;
             if (!raw.write(KEEP_ALIVE_LINE)) await drained(raw, signal);
           }
-          const free = slots.freeSlots(window, Date.now());
+          const free = streams.freeSlots(slots, window, Date.now());
           if (free <= 0) {
             await slots.waitForSlot(TAKE_SLICE_MS, signal);
             continue;
           }
-          const messages = await queue.receive(topic, {
+          const taking = queue.receive(topic, {
             max: free,
             maxBytes,
             visibilityMs,
             waitMs: TAKE_SLICE_MS,
           });
-          if (messages.length === 0) continue;
-          if (signal.aborted || raw.destroyed) {
-            for (const message of messages) {
-              queue.nack(message.receipt, { delayMs: 0 }).catch(() => false);
-            }
+          const messages = await untilAborted(taking, signal);
+          if (messages === undefined || signal.aborted || raw.destroyed) {
+            // Whatever the take brings (now or once it ends) goes back at once.
+            void taking.then(
+              (late) => handBack(late),
+              () => undefined,
+            );
             break;
           }
+          if (messages.length === 0) continue;
           const until = Date.now() + visibleFor;
           for (const message of messages) streams.add(message.receipt, slots, until);
           written = performance.now();
@@ -168,4 +192,26 @@ export function streamRoute(
       }
     },
   );
+}
+
+/**
+ * What `taking` resolves with, or undefined as soon as `signal` aborts: a closing server or a
+ * client gone does not wait out a take's slice.
+ */
+function untilAborted<T>(taking: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise<T | undefined>((resolve, reject) => {
+    const aborted = () => resolve(undefined);
+    signal.addEventListener('abort', aborted, { once: true });
+    taking.then(
+      (value) => {
+        signal.removeEventListener('abort', aborted);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', aborted);
+        reject(err);
+      },
+    );
+  });
 }
