@@ -54,7 +54,8 @@ export function fileKind(): QueueKind {
 
 /**
  * Advances a ManualClock in steps, letting the queue's async work (store writes, horizon loads)
- * finish between them, and firing what a finished load brought in.
+ * finish between them, and firing what a finished load brought in. Work under way when it is
+ * called finishes first, at the time it began: a store write takes no virtual time.
  */
 export async function advance(
   clock: ManualClock,
@@ -63,6 +64,7 @@ export async function advance(
   queue?: { settled(): Promise<void> },
 ): Promise<void> {
   let left = ms;
+  if (queue !== undefined) await queue.settled();
   while (left > 0) {
     const by = Math.min(step, left);
     clock.advance(by);
