@@ -70,9 +70,13 @@ describe('cancel and reschedule racing the horizon load', () => {
     void slowLoads(queue, 10);
     const store = internals(queue);
     const lookup = store.lookup.bind(store);
+    // (The horizon's own settled(): the queue's waits for this cancel too, under whose lock
+    // the lookup runs.)
+    const horizon = (queue as unknown as { backend: { horizon: { settled(): Promise<void> } } })
+      .backend.horizon;
     store.lookup = async (key) => {
       const found = await lookup(key);
-      await queue.settled(); // the load finishes meanwhile and takes the message into memory
+      await horizon.settled(); // the load finishes meanwhile and takes the message into memory
       return found;
     };
     clock.advance(250);
