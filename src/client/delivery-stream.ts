@@ -16,6 +16,7 @@ import type { ReceivedMessage } from '../queue/types.js';
 import type { ReceiveResponse } from '../protocol/wire.js';
 import { fromWire } from './bodies.js';
 import { TickwheelNetworkError } from './errors.js';
+import { Wake } from '../wake.js';
 
 /** Silence after which a stream counts as dead: three of the server's keep-alives. */
 const STREAM_IDLE_MS = 45_000;
@@ -34,7 +35,7 @@ export class DeliveryStream {
   private failure: unknown;
   private reading: Promise<void> | undefined;
   private controller: AbortController | undefined;
-  private wake: (() => void) | undefined;
+  private readonly arrivals = new Wake();
   private stopped = false;
   private listening = false;
 
@@ -45,7 +46,7 @@ export class DeliveryStream {
     if (!this.stopped && !signal.aborted) {
       if (this.reading === undefined && this.failure === undefined) this.start(signal);
       if (this.arrived.length === 0 && this.failure === undefined) {
-        await this.arrival(waitMs, signal);
+        await this.arrivals.wait(waitMs, signal);
       }
     }
     if (this.arrived.length > 0) return this.arrived.splice(0, max);
@@ -69,7 +70,7 @@ export class DeliveryStream {
       })
       .finally(() => {
         this.reading = undefined;
-        this.wake?.();
+        this.arrivals.wake();
       });
   }
 
@@ -124,21 +125,7 @@ export class DeliveryStream {
       return;
     }
     this.arrived.push(message);
-    this.wake?.();
-  }
-
-  private arrival(waitMs: number, signal: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', done);
-        this.wake = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, waitMs);
-      signal.addEventListener('abort', done, { once: true });
-      this.wake = done;
-    });
+    this.arrivals.wake();
   }
 
   /** The consumer stopped: the stream closes, and what came but was not handed out goes back. */

@@ -20,6 +20,7 @@ import type { ServerContext } from '../context.js';
 import { streamSchema } from '../schemas/messages.js';
 import { drained } from './events.js';
 import { toWire } from './wire.js';
+import { Wake } from '../../wake.js';
 
 const KEEP_ALIVE_MS = 15_000;
 /** Longest wait of one take, so that a stream notices its client gone or a server closing. */
@@ -29,10 +30,11 @@ const KEEP_ALIVE_LINE = '{"messages":[]}\n';
 /** One open stream's deliveries in flight: receipt → when its visibility timeout runs out. */
 export class StreamWindow {
   readonly inFlight = new Map<string, number>();
-  private wake: (() => void) | undefined;
+  /** Woken when a slot is freed. */
+  readonly freed = new Wake();
 
   free(receipt: string): void {
-    if (this.inFlight.delete(receipt)) this.wake?.();
+    if (this.inFlight.delete(receipt)) this.freed.wake();
   }
 
   /** The deliveries whose visibility ran out, dropped; how many slots are free then. */
@@ -45,21 +47,6 @@ export class StreamWindow {
       }
     }
     return window - this.inFlight.size;
-  }
-
-  /** Resolves when a slot is freed, after `ms`, or when `signal` aborts. */
-  waitForSlot(ms: number, signal: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', done);
-        this.wake = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      signal.addEventListener('abort', done, { once: true });
-      this.wake = done;
-    });
   }
 }
 
@@ -153,7 +140,7 @@ export function streamRoute(
           }
           const free = streams.freeSlots(slots, window, Date.now());
           if (free <= 0) {
-            await slots.waitForSlot(TAKE_SLICE_MS, signal);
+            await slots.freed.wait(TAKE_SLICE_MS, signal);
             continue;
           }
           const taking = queue.receive(topic, {
