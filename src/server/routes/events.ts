@@ -12,15 +12,13 @@ import { EVENT_TYPES, type QueueEventType } from '../../queue/events.js';
 import type { RouteGroupOptions } from '../context.js';
 import { invalidRequest } from '../errors.js';
 import { eventsSchema } from '../schemas/topics.js';
+import { drained, OpenStreams } from './open-streams.js';
 
 const KEEP_ALIVE_MS = 15_000;
 const BUFFER = 10_000;
 
 export const eventRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
-  const streams = new Set<() => void>();
-  app.addHook('preClose', async () => {
-    for (const end of [...streams]) end();
-  });
+  const streams = new OpenStreams(app);
 
   app.get<{ Querystring: { topic?: string; types?: string } }>(
     '/events',
@@ -34,19 +32,10 @@ export const eventRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { 
         signal: controller.signal,
         buffer: BUFFER,
       });
-      reply.hijack();
-      const raw = reply.raw;
-      raw.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-store',
-        'x-accel-buffering': 'no',
-        connection: 'keep-alive',
-      });
+      const end = () => controller.abort();
+      const raw = streams.open(reply, 'text/event-stream', end);
       raw.write(': tickwheel events\n\n');
       const keepAlive = setInterval(() => raw.write(': keep-alive\n\n'), KEEP_ALIVE_MS);
-      const end = () => controller.abort();
-      streams.add(end);
-      request.raw.on('close', end);
       let n = 0;
       try {
         for await (const event of events) {
@@ -62,34 +51,11 @@ export const eventRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { 
         raw.write(`event: lost\ndata: ${JSON.stringify(body)}\n\n`);
       } finally {
         clearInterval(keepAlive);
-        streams.delete(end);
-        request.raw.off('close', end);
-        // A reader that stopped reading would hold the end (and a shutdown) up: cut it off.
-        if (raw.writableNeedDrain) raw.destroy();
-        else raw.end();
+        streams.close(raw, end);
       }
     },
   );
 };
-
-/** Resolves when the socket drains, closes, or `signal` aborts; leaves no listener behind. */
-export function drained(
-  raw: NodeJS.WritableStream & { destroyed?: boolean },
-  signal: AbortSignal,
-): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      raw.off('drain', done);
-      raw.off('close', done);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    if (signal.aborted || raw.destroyed) return resolve();
-    raw.on('drain', done);
-    raw.on('close', done);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
 
 function parseTypes(text: string | undefined): QueueEventType[] | undefined {
   if (text === undefined) return undefined;

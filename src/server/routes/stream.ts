@@ -18,7 +18,7 @@ import type { StreamBody } from '../../protocol/wire.js';
 import { DEFAULT_VISIBILITY_MS } from '../../queue/options.js';
 import type { ServerContext } from '../context.js';
 import { streamSchema } from '../schemas/messages.js';
-import { drained } from './events.js';
+import { drained, OpenStreams } from './open-streams.js';
 import { toWire } from './wire.js';
 import { Wake } from '../../wake.js';
 
@@ -95,10 +95,7 @@ export function streamRoute(
   context: ServerContext,
   streams: DeliveryStreams,
 ): void {
-  const ends = new Set<() => void>();
-  app.addHook('preClose', async () => {
-    for (const end of [...ends]) end();
-  });
+  const open = new OpenStreams(app);
 
   app.post<{ Params: { topic: string }; Body: StreamBody }>(
     '/topics/:topic/stream',
@@ -115,16 +112,7 @@ export function streamRoute(
       const controller = new AbortController();
       const signal = controller.signal;
       const end = () => controller.abort();
-      reply.hijack();
-      const raw = reply.raw;
-      raw.writeHead(200, {
-        'content-type': 'application/x-ndjson; charset=utf-8',
-        'cache-control': 'no-cache, no-store',
-        'x-accel-buffering': 'no',
-        connection: 'keep-alive',
-      });
-      ends.add(end);
-      raw.on('close', end);
+      const raw = open.open(reply, 'application/x-ndjson', end);
       // Unless told, deliveries stay in flight as long as the queue's default says.
       const visibleFor = visibilityMs ?? DEFAULT_VISIBILITY_MS;
       const slots = new StreamWindow();
@@ -170,12 +158,8 @@ export function streamRoute(
         // and opens another, as after any broken connection.
         request.log.warn({ err, topic }, 'delivery stream ended by a failed take');
       } finally {
-        ends.delete(end);
-        raw.off('close', end);
         streams.forget(slots);
-        // A reader that stopped reading would hold the end (and a shutdown) up: cut it off.
-        if (raw.writableNeedDrain) raw.destroy();
-        else raw.end();
+        open.close(raw, end);
       }
     },
   );

@@ -1,0 +1,60 @@
+/**
+ * What the server's streaming answers (GET /v1/events, POST /v1/topics/:topic/stream) share:
+ * the raw response taken over from Fastify, ended when the server closes or the connection
+ * does, back-pressure, and an end that does not wait for a reader who stopped reading.
+ */
+
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { ServerResponse } from 'node:http';
+
+export class OpenStreams {
+  private readonly ends = new Set<() => void>();
+
+  constructor(app: FastifyInstance) {
+    app.addHook('preClose', async () => {
+      for (const end of [...this.ends]) end();
+    });
+  }
+
+  /** Takes the response over and writes its head; `end` runs on shutdown or when it closes. */
+  open(reply: FastifyReply, contentType: string, end: () => void): ServerResponse {
+    reply.hijack();
+    const raw = reply.raw;
+    raw.writeHead(200, {
+      'content-type': `${contentType}; charset=utf-8`,
+      'cache-control': 'no-cache, no-store',
+      'x-accel-buffering': 'no',
+      connection: 'keep-alive',
+    });
+    this.ends.add(end);
+    raw.on('close', end);
+    return raw;
+  }
+
+  close(raw: ServerResponse, end: () => void): void {
+    this.ends.delete(end);
+    raw.off('close', end);
+    // A reader that stopped reading would hold the end (and a shutdown) up: cut it off.
+    if (raw.writableNeedDrain) raw.destroy();
+    else raw.end();
+  }
+}
+
+/** Resolves when the socket drains, closes, or `signal` aborts; leaves no listener behind. */
+export function drained(
+  raw: NodeJS.WritableStream & { destroyed?: boolean },
+  signal: AbortSignal,
+): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      raw.off('drain', done);
+      raw.off('close', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    if (signal.aborted || raw.destroyed) return resolve();
+    raw.on('drain', done);
+    raw.on('close', done);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
