@@ -1,14 +1,7 @@
 /**
- * Request deadlines: the table of in-flight requests every RPC client keeps (Dubbo's
- * DefaultFuture map), with a deadline per request.
- *
- *     register(7, 500) ──► promise ─┬─ resolve(7, value)  before 500 ms: fulfils
- *                                   ├─ reject(7, err)     before 500 ms: rejects with err
- *                                   ├─ signal aborts      before 500 ms: rejects with AbortError
- *                                   └─ 500 ms pass: rejects with TimeoutError, id 7 forgotten
- *
- * Whatever comes first settles the promise and removes the id: a late answer finds nothing.
- * A request is a row in arrays, a Map entry from id to row and one lean timer.
+ * Request deadlines (Dubbo's DefaultFuture map): resolve, reject, abort or the deadline, whatever
+ * comes first, settles the promise and removes the id, so a late answer finds nothing
+ * (docs/patterns.md). A request is a row in arrays, a Map entry from id to row, one lean timer.
  */
 
 import { AbortError, TickwheelStateError, TickwheelTypeError, checkOpen } from '../errors.js';
