@@ -274,13 +274,9 @@ export class TickwheelOutcomeError extends TickwheelError {
 }
 
 /** What a write call throws for `err`: an outcome error naming `subject` if it may have written. */
-export function mayHaveWritten(
-  err: unknown,
-  subject: string | readonly string[],
-  retry = true,
-): unknown {
+export function mayHaveWritten(err: unknown, subject: string | readonly string[]): unknown {
   if (err instanceof TickwheelOutcomeError || !isMaybeWritten(err)) return err;
-  return outcomeUnknown(err, subject, retry);
+  return outcomeUnknown(err, subject);
 }
 
 /** Whether a write's failure `err` may have come after the write took effect (see above). */
