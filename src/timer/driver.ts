@@ -175,11 +175,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     };
   }
 
-  tickAfter(delayMs: number): number {
-    const now = this.read();
-    return this.tickFor(now, now + delayMs, delayMs);
-  }
-
   tickDueAt(deadline: number): number {
     const now = this.read();
     return this.tickFor(now, deadline, deadline - now);
@@ -337,7 +332,8 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       this.pend(index, delayMs);
       return;
     }
-    const tick = this.tickAfter(delayMs);
+    const now = this.read();
+    const tick = this.tickFor(now, now + delayMs, delayMs);
     if (this.entries.isLinked(index)) this.wheel.reschedule(index, tick);
     else this.wheel.insert(index, tick);
     this.armFor(tick);
