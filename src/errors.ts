@@ -305,11 +305,9 @@ export function outcomeUnknown(
 }
 
 /** What an error message says of a write whose outcome is unknown, and how to retry it. */
-export function outcomeAdvice(subject: {
-  id?: string | undefined;
-  ids?: readonly string[] | undefined;
-  retry: boolean | 'same-id' | undefined;
-}): string {
+export function outcomeAdvice(
+  subject: Pick<TickwheelOutcomeError, 'id' | 'ids'> & { retry: boolean | 'same-id' | undefined },
+): string {
   const { id, ids, retry } = subject;
   if (id === undefined && ids === undefined) return 'it may have taken effect';
   const named = id !== undefined ? `id ${id}` : 'the same ids';
