@@ -40,11 +40,11 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
   private readonly wheel: TimerWheel<number>;
   private readonly rows: EntryStore;
   private readonly rowById = new Map<K, number>();
-  private ids: Array<K | undefined>;
+  private ids: Array<K | undefined> = [];
   /** Per row: the promise's resolve only (reject costs 56 bytes more); resolve(rejected) rejects. */
-  private resolvers: Array<Settle | undefined>;
-  private timers: Float64Array;
-  private timeouts: Float64Array;
+  private resolvers: Array<Settle | undefined> = [];
+  private timers = new Float64Array(0);
+  private timeouts = new Float64Array(0);
   private readonly aborts = new Map<number, { signal: AbortSignal; listener: () => void }>();
   private closed = false;
 
@@ -53,17 +53,14 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
     const { wheel } = patternWheel<number>(options, (row) => this.expire(row));
     this.wheel = wheel;
     this.rows = new EntryStore(options.initialCapacity);
-    const capacity = this.rows.capacity;
-    this.ids = new Array<K | undefined>(capacity);
-    this.resolvers = new Array<Settle | undefined>(capacity);
-    this.timers = new Float64Array(capacity);
-    this.timeouts = new Float64Array(capacity);
-    this.rows.onGrow((size) => {
+    const grow = (size: number) => {
       this.ids = grown(this.ids, size);
       this.resolvers = grown(this.resolvers, size);
       this.timers = grown(this.timers, size);
       this.timeouts = grown(this.timeouts, size);
-    });
+    };
+    grow(this.rows.capacity);
+    this.rows.onGrow(grow);
   }
 
   /** Request `id`, due `timeoutMs` from now: the promise its answer settles. Ids are unique. */
