@@ -20,6 +20,8 @@ import { EntryStore, grown } from '../wheel/index.js';
 import { stackless, TimeoutError } from './errors.js';
 import { PATTERN_OPTIONS, isThenable, patternWheel, type PatternOptions } from './pattern-wheel.js';
 
+const CLOSED = 'this DeadlineRegistry is closed; create a new one to register requests';
+
 export type DeadlineRegistryOptions = PatternOptions;
 
 export interface RegisterOptions {
@@ -65,10 +67,7 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
 
   /** Request `id`, due `timeoutMs` from now: the promise its answer settles. Ids are unique. */
   register(id: K, timeoutMs: number, options: RegisterOptions = {}): Promise<V> {
-    checkOpen(
-      this.closed,
-      'this DeadlineRegistry is closed; create a new one to register requests',
-    );
+    checkOpen(this.closed, CLOSED);
     const delay = checkDelay(timeoutMs, 'timeoutMs');
     const signal = checkSignal(checkOptionsObject(options, 'register() options').signal);
     if (this.rowById.has(id)) {
