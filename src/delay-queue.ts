@@ -1,12 +1,7 @@
 /**
- * `tickwheel/queue`: the durable delay queue.
- *
- *   const queue = await DelayQueue.open({ dir: './data' });
- *   await queue.schedule({ topic: 'emails', payload: { to: 'a@b.c' }, delayMs: 60_000 });
- *   queue.consume('emails', async (message) => send(message.payload));
- *
- * The composition root above src/queue: the checked facade over the embedded engine on a store,
- * or over a node on Valkey/Redis (`redis`: its code and @redis/client imported only then).
+ * `tickwheel/queue`, the durable delay queue (the README shows it in use): the composition
+ * root above src/queue, the checked facade over the embedded engine on a store, or over a node on
+ * Valkey/Redis (`redis`: its code and @redis/client imported only then).
  */
 
 import type { ClusterQueueOptions } from './cluster/backend.js';

@@ -5,6 +5,20 @@
  * `instanceof` itself (Symbol.hasInstance).
  */
 
+/** The server's own answers (HttpErrorCode), apart from the codes of what it serves. */
+const HTTP_ANSWERS = {
+  ERR_TICKWHEEL_INVALID_REQUEST: 400,
+  ERR_TICKWHEEL_UNAUTHORIZED: 401,
+  ERR_TICKWHEEL_NOT_FOUND: 404,
+  ERR_TICKWHEEL_CONFLICT: 409,
+  ERR_TICKWHEEL_BODY_TOO_LARGE: 413,
+  ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE: 415,
+  ERR_TICKWHEEL_HOST_NOT_ALLOWED: 421,
+  ERR_TICKWHEEL_RECOVERING: 503,
+  ERR_TICKWHEEL_SHUTTING_DOWN: 503,
+  ERR_TICKWHEEL_INTERNAL: 500,
+} as const;
+
 /**
  * Every code with the HTTP status the server answers it with (server/errors.ts): 4xx where the
  * caller can change something, 503 where the server cannot do it now, 500 for codes the server
@@ -72,17 +86,7 @@ export const HTTP_STATUS = {
   ERR_TICKWHEEL_PUSH_FAILED: 500,
   ERR_TICKWHEEL_PUSH_NOT_ALLOWED: 403,
 
-  // HttpErrorCode: the server's own answers.
-  ERR_TICKWHEEL_INVALID_REQUEST: 400,
-  ERR_TICKWHEEL_UNAUTHORIZED: 401,
-  ERR_TICKWHEEL_NOT_FOUND: 404,
-  ERR_TICKWHEEL_CONFLICT: 409,
-  ERR_TICKWHEEL_BODY_TOO_LARGE: 413,
-  ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE: 415,
-  ERR_TICKWHEEL_HOST_NOT_ALLOWED: 421,
-  ERR_TICKWHEEL_RECOVERING: 503,
-  ERR_TICKWHEEL_SHUTTING_DOWN: 503,
-  ERR_TICKWHEEL_INTERNAL: 500,
+  ...HTTP_ANSWERS,
 
   // The client's (ClientErrorCode), the CLI's (CliErrorCode), a missing optional peer
   // dependency's, and a broken invariant of tickwheel's own code (src/assert.ts): never raised
@@ -100,17 +104,7 @@ export const HTTP_STATUS = {
 export type TickwheelErrorCode = keyof typeof HTTP_STATUS;
 
 /** Only over HTTP: the server's own answers (docs/http-api.md, Errors). */
-export type HttpErrorCode =
-  | 'ERR_TICKWHEEL_INVALID_REQUEST'
-  | 'ERR_TICKWHEEL_UNAUTHORIZED'
-  | 'ERR_TICKWHEEL_NOT_FOUND'
-  | 'ERR_TICKWHEEL_CONFLICT'
-  | 'ERR_TICKWHEEL_BODY_TOO_LARGE'
-  | 'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE'
-  | 'ERR_TICKWHEEL_SHUTTING_DOWN'
-  | 'ERR_TICKWHEEL_RECOVERING'
-  | 'ERR_TICKWHEEL_HOST_NOT_ALLOWED'
-  | 'ERR_TICKWHEEL_INTERNAL';
+export type HttpErrorCode = keyof typeof HTTP_ANSWERS;
 
 /** Only in the client: no answer came (NETWORK), or the answer was not a tickwheel error (HTTP). */
 export type ClientErrorCode = 'ERR_TICKWHEEL_HTTP' | 'ERR_TICKWHEEL_NETWORK';
@@ -274,13 +268,9 @@ export class TickwheelOutcomeError extends TickwheelError {
 }
 
 /** What a write call throws for `err`: an outcome error naming `subject` if it may have written. */
-export function mayHaveWritten(
-  err: unknown,
-  subject: string | readonly string[],
-  retry = true,
-): unknown {
+export function mayHaveWritten(err: unknown, subject: string | readonly string[]): unknown {
   if (err instanceof TickwheelOutcomeError || !isMaybeWritten(err)) return err;
-  return outcomeUnknown(err, subject, retry);
+  return outcomeUnknown(err, subject);
 }
 
 /** Whether a write's failure `err` may have come after the write took effect (see above). */
@@ -315,11 +305,9 @@ export function outcomeUnknown(
 }
 
 /** What an error message says of a write whose outcome is unknown, and how to retry it. */
-export function outcomeAdvice(subject: {
-  id?: string | undefined;
-  ids?: readonly string[] | undefined;
-  retry: boolean | 'same-id' | undefined;
-}): string {
+export function outcomeAdvice(
+  subject: Pick<TickwheelOutcomeError, 'id' | 'ids'> & { retry: boolean | 'same-id' | undefined },
+): string {
   const { id, ids, retry } = subject;
   if (id === undefined && ids === undefined) return 'it may have taken effect';
   const named = id !== undefined ? `id ${id}` : 'the same ids';

@@ -46,18 +46,15 @@ export class ManualClock implements AlarmClock {
 
   /** Moves time forward by `ms`, firing everything due on the way. */
   advance(ms: number): void {
-    this.check(ms, 'advance', true);
-    this.walk(this.time + ms, 'advance');
+    this.walk(this.begin(ms, 'advance', true));
   }
 
   /** advance() to the time `ms`. */
   advanceTo(ms: number): void {
-    this.check(ms, 'advanceTo', false);
-    this.walk(ms, 'advanceTo');
+    this.walk(this.begin(ms, 'advanceTo', false));
   }
 
-  private walk(ms: number, method: string): void {
-    this.enter(method);
+  private walk(ms: number): void {
     try {
       for (;;) {
         // Timers started so far (also by the callbacks just run) are placed before time moves.
@@ -76,16 +73,12 @@ export class ManualClock implements AlarmClock {
 
   /** advance() with each deadline's callbacks in an event-loop turn of their own (see above). */
   advanceAsync(ms: number): Promise<void> {
-    this.check(ms, 'advanceAsync', true);
-    this.enter('advanceAsync');
-    return this.walkAsync(this.time + ms);
+    return this.walkAsync(this.begin(ms, 'advanceAsync', true));
   }
 
   /** advanceTo() with the callbacks run as advanceAsync() runs them. */
   advanceToAsync(ms: number): Promise<void> {
-    this.check(ms, 'advanceToAsync', false);
-    this.enter('advanceToAsync');
-    return this.walkAsync(ms);
+    return this.walkAsync(this.begin(ms, 'advanceToAsync', false));
   }
 
   private async walkAsync(to: number): Promise<void> {
@@ -125,18 +118,19 @@ export class ManualClock implements AlarmClock {
     this.alarms.moved();
   }
 
-  /** A finite span of 0 or more (`span`), or a finite time at or after now. */
-  private check(ms: number, method: string, span: boolean): void {
-    if (typeof ms === 'number' && Number.isFinite(ms) && ms >= (span ? 0 : this.time)) return;
-    throw new TickwheelRangeError(
-      'ERR_TICKWHEEL_INVALID_DELAY',
-      span
-        ? `${method}() takes a finite number of milliseconds >= 0, got ${String(ms)}`
-        : `${method}() takes a finite time at or after now (${this.time}), got ${String(ms)}`,
-    );
-  }
-
-  private enter(method: string): void {
+  /**
+   * Starts an advance to the time `ms` names (a finite span of 0 or more when `span`, else a
+   * finite time at or after now): that time. One advance at a time.
+   */
+  private begin(ms: number, method: string, span: boolean): number {
+    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < (span ? 0 : this.time)) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_DELAY',
+        span
+          ? `${method}() takes a finite number of milliseconds >= 0, got ${String(ms)}`
+          : `${method}() takes a finite time at or after now (${this.time}), got ${String(ms)}`,
+      );
+    }
     if (this.advancing) {
       throw new TickwheelStateError(
         'ERR_TICKWHEEL_REENTRANT',
@@ -145,5 +139,6 @@ export class ManualClock implements AlarmClock {
       );
     }
     this.advancing = true;
+    return span ? this.time + ms : ms;
   }
 }

@@ -1,14 +1,7 @@
 /**
- * Request deadlines: the table of in-flight requests every RPC client keeps (Dubbo's
- * DefaultFuture map), with a deadline per request.
- *
- *     register(7, 500) ──► promise ─┬─ resolve(7, value)  before 500 ms: fulfils
- *                                   ├─ reject(7, err)     before 500 ms: rejects with err
- *                                   ├─ signal aborts      before 500 ms: rejects with AbortError
- *                                   └─ 500 ms pass: rejects with TimeoutError, id 7 forgotten
- *
- * Whatever comes first settles the promise and removes the id: a late answer finds nothing.
- * A request is a row in arrays, a Map entry from id to row and one lean timer.
+ * Request deadlines (Dubbo's DefaultFuture map): resolve, reject, abort or the deadline, whatever
+ * comes first, settles the promise and removes the id, so a late answer finds nothing
+ * (docs/patterns.md). A request is a row in arrays, a Map entry from id to row, one lean timer.
  */
 
 import { AbortError, TickwheelStateError, TickwheelTypeError, checkOpen } from '../errors.js';
@@ -26,6 +19,8 @@ import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { EntryStore, grown } from '../wheel/index.js';
 import { stackless, TimeoutError } from './errors.js';
 import { PATTERN_OPTIONS, isThenable, patternWheel, type PatternOptions } from './pattern-wheel.js';
+
+const CLOSED = 'this DeadlineRegistry is closed; create a new one to register requests';
 
 export type DeadlineRegistryOptions = PatternOptions;
 
@@ -47,11 +42,11 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
   private readonly wheel: TimerWheel<number>;
   private readonly rows: EntryStore;
   private readonly rowById = new Map<K, number>();
-  private ids: Array<K | undefined>;
+  private ids: Array<K | undefined> = [];
   /** Per row: the promise's resolve only (reject costs 56 bytes more); resolve(rejected) rejects. */
-  private resolvers: Array<Settle | undefined>;
-  private timers: Float64Array;
-  private timeouts: Float64Array;
+  private resolvers: Array<Settle | undefined> = [];
+  private timers = new Float64Array(0);
+  private timeouts = new Float64Array(0);
   private readonly aborts = new Map<number, { signal: AbortSignal; listener: () => void }>();
   private closed = false;
 
@@ -60,25 +55,19 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
     const { wheel } = patternWheel<number>(options, (row) => this.expire(row));
     this.wheel = wheel;
     this.rows = new EntryStore(options.initialCapacity);
-    const capacity = this.rows.capacity;
-    this.ids = new Array<K | undefined>(capacity);
-    this.resolvers = new Array<Settle | undefined>(capacity);
-    this.timers = new Float64Array(capacity);
-    this.timeouts = new Float64Array(capacity);
-    this.rows.onGrow((size) => {
+    const grow = (size: number) => {
       this.ids = grown(this.ids, size);
       this.resolvers = grown(this.resolvers, size);
       this.timers = grown(this.timers, size);
       this.timeouts = grown(this.timeouts, size);
-    });
+    };
+    grow(this.rows.capacity);
+    this.rows.onGrow(grow);
   }
 
   /** Request `id`, due `timeoutMs` from now: the promise its answer settles. Ids are unique. */
   register(id: K, timeoutMs: number, options: RegisterOptions = {}): Promise<V> {
-    checkOpen(
-      this.closed,
-      'this DeadlineRegistry is closed; create a new one to register requests',
-    );
+    checkOpen(this.closed, CLOSED);
     const delay = checkDelay(timeoutMs, 'timeoutMs');
     const signal = checkSignal(checkOptionsObject(options, 'register() options').signal);
     if (this.rowById.has(id)) {

@@ -1,13 +1,6 @@
 /**
- * Heartbeat: probes connections that have gone quiet and gives up on those that stop answering.
- * An IdleTracker with one state, reader-idle, period I = `intervalMs`; anything received from the
- * peer counts (`received(handle)`) and resets the count:
- *
- *     last read ─ I ─► send #1 ─ I ─► send #2 ─ I ─► send #3 ─ I ─► onDead     (maxMissed 3)
- *                      (1 missed)     (2 missed)     (3 missed)
- *
- * so a peer is given up (maxMissed + 1) × I after it was last heard from (Dubbo, whose default
- * of 3 this follows, counts the first silent interval as a miss: 3 × I).
+ * Heartbeat: an IdleTracker with one state, reader-idle, period `intervalMs`: heartbeat n is sent
+ * after n quiet periods, and a peer is given up after maxMissed + 1 (docs/patterns.md).
  */
 
 import { checkCallback, checkOption, checkOptions, optionNames } from '../validate.js';

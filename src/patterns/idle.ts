@@ -57,11 +57,11 @@ export class IdleTracker<T = unknown> {
   private readonly firstDelay: number;
   /** Rows and their handles only; the slab's arrays are not used. */
   private readonly rows: EntryStore;
-  private items: Array<T | undefined>;
-  private lastRead: Float64Array;
-  private lastWrite: Float64Array;
-  private checkedAt: Float64Array;
-  private timers: Float64Array;
+  private items: Array<T | undefined> = [];
+  private lastRead = new Float64Array(0);
+  private lastWrite = new Float64Array(0);
+  private checkedAt = new Float64Array(0);
+  private timers = new Float64Array(0);
   private closed = false;
 
   constructor(options: IdleTrackerOptions<T>) {
@@ -86,19 +86,15 @@ export class IdleTracker<T = unknown> {
     this.clock = clock;
     this.report = report;
     this.rows = new EntryStore(options.initialCapacity);
-    const capacity = this.rows.capacity;
-    this.items = new Array<T | undefined>(capacity);
-    this.lastRead = new Float64Array(capacity);
-    this.lastWrite = new Float64Array(capacity);
-    this.checkedAt = new Float64Array(capacity);
-    this.timers = new Float64Array(capacity);
-    this.rows.onGrow((size) => {
+    const grow = (size: number) => {
       this.items = grown(this.items, size);
       this.lastRead = grown(this.lastRead, size);
       this.lastWrite = grown(this.lastWrite, size);
       this.checkedAt = grown(this.checkedAt, size);
       this.timers = grown(this.timers, size);
-    });
+    };
+    grow(this.rows.capacity);
+    this.rows.onGrow(grow);
   }
 
   /** Starts tracking `item` (any value: a socket, an id). Tracking counts as activity. */

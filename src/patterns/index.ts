@@ -1,7 +1,4 @@
-/**
- * What applications build on timers, ready made: idle detection and heartbeats, request
- * deadlines, lease keep-alive. Each owns a lean TimerWheel and holds millions of items on it.
- */
+/** What applications build on timers: idle detection, heartbeats, deadlines, lease keep-alive. */
 
 export { IdleTracker, type IdleHandle, type IdleState, type IdleTrackerOptions } from './idle.js';
 export { Heartbeat, type HeartbeatOptions } from './heartbeat.js';

@@ -1,16 +1,8 @@
 /**
- * Lease keep-alive, Redisson's "lock watchdog": renew a held lease every `renewEveryMs` E (default
- * leaseMs L / 3), and tell the holder the moment it can no longer be trusted to be held.
- *
- *     hold ── E ──► renew ✓ ── E ──► renew ✓ ── E ──► renew … (no answer) ── T ──► lost
- *      0            L/3               2L/3             L                          4L/3
- *
- * The lease is sure only up to `validUntil` = start of the last successful renewal (or hold())
- * + L, so a renewal must settle by min(its start + renewTimeoutMs T, validUntil), or the lease is
- * lost then: with the defaults, at least L/3 before the store could give it to someone else.
- * Lost (renew() threw, rejected, answered false or a non-boolean, was late or could not start in
- * time; or the keeper closed): `lease.signal` aborts, `onLost` runs, renewals stop. Not retried
- * (as in Redisson): the lock may already be someone else's. One lean timer per Lease.
+ * Lease keep-alive, Redisson's "lock watchdog" (docs/patterns.md). The lease is sure only up to
+ * `validUntil` = start of the last successful renewal (or hold()) + leaseMs, so a renewal must
+ * settle by min(its start + renewTimeoutMs, validUntil), or the lease is lost then. A loss is not
+ * retried (as in Redisson): the lock may already be someone else's. One lean timer per Lease.
  */
 
 import {

@@ -113,10 +113,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   private readonly wantsNodeOrder: boolean;
   private readonly expireSafe: (index: number) => boolean;
   /** Inside onAlarm or runDue: the alarm is set when they end. */
-  private running = false;
-  get expiring(): boolean {
-    return this.running;
-  }
+  expiring = false;
   /** True inside an onAlarm from the top of an event-loop turn, with runNextTicks available. */
   runQueues = false;
   /** Set to `runQueues` by a face before a callback-style timer runs: its queues run after it. */
@@ -178,11 +175,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     };
   }
 
-  tickAfter(delayMs: number): number {
-    const now = this.read();
-    return this.tickFor(now, now + delayMs, delayMs);
-  }
-
   tickDueAt(deadline: number): number {
     const now = this.read();
     return this.tickFor(now, deadline, deadline - now);
@@ -237,7 +229,10 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
    * row, or any other read), which comes after the start: the row can be late, never early.
    */
   add(delayMs: number): number {
-    if (!this.mayBindLate(delayMs)) return this.addNow(delayMs);
+    if (!this.mayBindLate(delayMs)) {
+      const now = this.read();
+      return this.place(now, now + delayMs, delayMs);
+    }
     const index = this.entries.allocate();
     this.scheduled++;
     this.pend(index, delayMs);
@@ -264,11 +259,6 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       this.bindQueued = true;
       void SETTLED.then(this.bindTask);
     }
-  }
-
-  private addNow(delayMs: number): number {
-    const now = this.read();
-    return this.place(now, now + delayMs, delayMs);
   }
 
   /** Reads the clock, placing the rows waiting for a reading first (they came first). */
@@ -331,7 +321,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
    * goes in, a 5 ms timer after an hour idle lands on the first level, not one it cascades from.
    */
   private catchUp(now: number): void {
-    if (!this.running && !this.disposed) this.wheel.idleTo(this.tickContaining(now));
+    if (!this.expiring && !this.disposed) this.wheel.idleTo(this.tickContaining(now));
   }
 
   /** Re-arms a row: a linked one binds late as `add` does; a detached or PENDING one reads now. */
@@ -342,7 +332,8 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       this.pend(index, delayMs);
       return;
     }
-    const tick = this.tickAfter(delayMs);
+    const now = this.read();
+    const tick = this.tickFor(now, now + delayMs, delayMs);
     if (this.entries.isLinked(index)) this.wheel.reschedule(index, tick);
     else this.wheel.insert(index, tick);
     this.armFor(tick);
@@ -355,7 +346,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
     this.wheel.release(index);
     this.cancelled++;
     // An empty driver must not keep the process alive.
-    if (this.wheel.size === 0 && !this.running && !this.disposed) this.alarm.clear();
+    if (this.wheel.size === 0 && !this.expiring && !this.disposed) this.alarm.clear();
   }
 
   /** Cancels the pending timer a handle names: returns its row (now free), or -1 if stale. */
@@ -370,7 +361,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   onAlarm(now: number, atTurnStart?: boolean): number {
     // `now` may have been read before another target's callbacks started these rows.
     this.bindPending();
-    this.running = true;
+    this.expiring = true;
     this.runQueues = this.wantsNodeOrder && atTurnStart === true && runNextTicks !== undefined;
     const nowTick = this.tickContaining(now);
     let completed = false;
@@ -388,7 +379,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
       this.bindPending();
       completed = true;
     } finally {
-      this.running = false;
+      this.expiring = false;
       this.runQueues = false;
       this.settleAfter = false;
       // A nextTick callback threw between two expirations: the wheel is consistent (as after a
@@ -403,23 +394,23 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
 
   /** Fires every timer whose tick has begun, with no batch limit (the alarm is late when busy). */
   runDue(): number {
-    if (this.running || this.disposed) return 0;
+    if (this.expiring || this.disposed) return 0;
     const now = this.read();
     // The alarm is never set later than the next row's tick: a reading before it means nothing
     // is due, and the scan is skipped (the queue's take() asks before each take).
     if (this.exactAlarms && now < this.alarm.deadline) return 0;
     const nowTick = this.tickContaining(now);
     if (this.wheel.nextDeadline() > nowTick) return 0;
-    this.running = true;
+    this.expiring = true;
     let fired = 0;
     try {
       fired = this.wheel.advance(nowTick, this.expireSafe);
       this.bindPending();
     } finally {
-      this.running = false;
+      this.expiring = false;
       this.settleAfter = false;
     }
-    // Timers those expirations started armed nothing (armFor skips while running).
+    // Timers those expirations started armed nothing (armFor skips while expiring).
     const next = this.wheel.nextDeadline();
     if (next !== Infinity) this.alarm.set(this.timeOf(next));
     return fired;
@@ -442,7 +433,7 @@ export class WheelDriver<W extends TimingWheel = TimingWheel> {
   private armFor(tick: number): void {
     // Usually the alarm is set for an earlier time already: that comparison comes first.
     const time = this.timeOf(tick);
-    if (time < this.alarm.deadline && !this.running && !this.disposed) this.alarm.set(time);
+    if (time < this.alarm.deadline && !this.expiring && !this.disposed) this.alarm.set(time);
   }
 }
 

@@ -20,21 +20,7 @@
  * lowest higher level's first occupied slot after its cursor, whichever comes first; the search
  * reads one occupancy word per 32 slots, and a driver sleeps straight to that tick. Levels are
  * created when first needed (Kafka's overflow wheels), up to 2^53 ticks (5 levels for W = 4096).
- *
- * ## Worked example (Kafka's): W = 20, one tick = 1 ms, current = 0, next = 20
- *
- *     add 2, 8, 19   the first level, block 0, slots 2, 8, 19
- *     add 350        350 = (0, 17, 10) in base 20: level 1, slot 17, covering 340..359
- *     add 450        450 = (1, 2, 10): level 2 is created, slot 1, covering 400..799
- *
- *     Rows 2, 8, 19 fire at ticks 2, 8, 19.
- *     tick 320: next = 340 enters level 1 slot 17; 350 goes to the first level.  Fires at 350.
- *     tick 380: next = 400 enters level 2 slot 1; 450 = (1, 2, 10) differs from 400 = (1, 0, 0)
- *               in digit 1: it goes to level 1 slot 2 (440..459).
- *     tick 420: next = 440 enters level 1 slot 2; 450 goes to the first level.  Fires at 450.
- *
- * Between those ticks a driver sleeps: 8 wake-ups in all (2, 8, 19, 320, 350, 380, 420, 450)
- * where a scheme-6 wheel would have ticked 450 times. docs/wheels.md has the whole story.
+ * docs/wheels.md works Kafka's example (W = 20) through, tick by tick.
  */
 
 import { TickwheelRangeError } from '../errors.js';

@@ -12,11 +12,6 @@ import { DEBUG, debugAssert } from '../assert.js';
 import { DETACHED, type EntryStore } from './entries.js';
 import { SlotTable } from './slots.js';
 
-/** The message of the "never early" invariant's debugAssert in both wheels' advance(). */
-function neverEarly(entries: EntryStore, index: number, now: number): string {
-  return `row ${index} due at tick ${entries.tick[index]} expired early, at tick ${now}`;
-}
-
 /** Takes a due row; returning true ends the advance right after it, as if `limit` were reached. */
 export type ExpireCallback = (index: number) => boolean | void;
 
@@ -53,7 +48,8 @@ export abstract class TimingWheel {
   /** "Never early", with TICKWHEEL_DEBUG=1 only: reading the tick is a cache miss per expiry. */
   protected checkNotEarly(index: number, now: number): void {
     if (DEBUG) {
-      debugAssert(this.entries.tick[index] <= now, () => neverEarly(this.entries, index, now));
+      const due = this.entries.tick[index];
+      debugAssert(due <= now, () => `row ${index} (tick ${due}) expired early, at tick ${now}`);
     }
   }
 
