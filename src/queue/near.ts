@@ -322,7 +322,7 @@ export class NearHorizon implements HeldCounts {
       list.reserve(1 + Math.min(this.due.at(message.deliverAt), tally.scheduled));
     }
     list.push(message);
-    this.waiters.wakeOne(message.topic);
+    this.waiters.wake(message.topic, 1);
   }
 
   /** A topic's ready list, made when it has none (from the spare one if there is one). */
@@ -460,7 +460,7 @@ export class NearHorizon implements HeldCounts {
     }
     if (back.length === 0) return;
     this.readyListOf(topic).putBack(back);
-    this.waiters.wakeOne(topic);
+    this.waiters.wake(topic, 1);
   }
 
   /**

@@ -91,11 +91,6 @@ export class QueueReport {
       for (let i = 0; i < n; i++) this.events.record('delivered', messages[i]);
   }
 
-  /** Deliveries taken but handed back unused (their attempt not counted). */
-  undelivered(count: number): void {
-    this.counters.delivered -= count;
-  }
-
   scheduled(message: EventSource): void {
     this.counters.scheduled++;
     this.events.record('scheduled', message);

@@ -1,7 +1,7 @@
 /**
  * Long polls waiting for a topic's next ready message, and the process keep-alive.
  *
- * A waiter is woken by the first of: a message made ready in its topic (`wakeOne`, one waiter
+ * A waiter is woken by the first of: a message made ready in its topic (`wake`, one waiter
  * per message, oldest first), its time limit (a timer on the queue's wheel), its AbortSignal,
  * or the queue closing (`wakeAll`). Waking only resolves the wait: the woken receive takes
  * whatever is ready then, which may be nothing.
@@ -53,20 +53,9 @@ export class Waiters {
     });
   }
 
-  /** Wakes the oldest waiter of a topic, if any. */
-  wakeOne(topic: string): void {
-    // Called for every message made ready: most often nobody waits (consumers are busy).
-    if (this.byTopic.size === 0) return;
-    const set = this.byTopic.get(topic);
-    if (set === undefined) return;
-    for (const waiter of set) {
-      waiter.wake();
-      return;
-    }
-  }
-
   /** Wakes the `count` oldest waiters of a topic (as many as there are, if fewer). */
   wake(topic: string, count: number): void {
+    // Called for every message made ready: most often nobody waits (consumers are busy).
     if (this.byTopic.size === 0) return;
     const set = this.byTopic.get(topic);
     if (set === undefined) return;

@@ -20,8 +20,7 @@ import {
   checkCallback,
   checkKnownOptions,
   checkOption,
-  describe,
-  invalidOption,
+  checkOptionsObject,
   optionNames,
 } from '../validate.js';
 import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
@@ -83,13 +82,11 @@ export function checkConsumeOptions(
   fixedWaitMs?: number,
   onFault: FaultReporter = warnFault,
 ): WorkerSettings {
-  if (options === undefined) options = {};
-  if (typeof options !== 'object' || options === null) {
-    throw invalidOption(
-      `consume options must be an object such as { concurrency: 8 }, got ${describe(options)}`,
-    );
-  }
-  const given = options as ConsumeOptions & { waitMs?: unknown };
+  const given = checkOptionsObject(
+    (options === undefined ? {} : options) as ConsumeOptions & { waitMs?: unknown },
+    'consume options',
+    '{ concurrency: 8 }',
+  );
   checkKnownOptions(
     given,
     fixedWaitMs === undefined ? [...CONSUME_OPTIONS, 'waitMs'] : CONSUME_OPTIONS,
