@@ -1,6 +1,5 @@
 /**
- * The consumer side of the queue: receive, ack, nack, and what happens when a visibility
- * timeout runs out. The engine checks arguments and the closed state before calling in.
+ * The consumer side of the engine: receive, ack, nack, and visibility timeouts running out.
  *
  *   READY ──receive──► IN FLIGHT ──ack──────────────► finished (store.finish, remembered)
  *                          │──nack / visibility timeout──► retry:
@@ -8,29 +7,28 @@
  *                          │        nack's delayMs), moved through the store (horizon.ts)
  *                          │        attempts used up: dead letter (store.bury)
  *
- * A receive takes messages in flight synchronously (near.ts), tells the store they were handed
- * out (store.handOut: attempts count even if the process dies before the delivery ends), and
- * answers with no promise per message when payloads are in memory; payloads on disk are read
- * together, and what does not fit `maxBytes` or cannot be read is handed back unreceived.
- * An ack resolves once applied (the message leaves the in-flight set in that turn), its record
- * written with the next group commit; a durable one returns the store's promise, shared by the
- * acks of a group commit. A nack and a visibility timeout run under the id lock, which covers
- * their write. A write that fails after its ack or nack resolved goes to onFault (the store
- * has stopped). A crash before the group commit delivers those messages again: at least once.
+ * A receive takes messages in flight synchronously (near.ts), tells the store (store.handOut:
+ * attempts count even if the process dies before the delivery ends), and answers with no
+ * promise per message when payloads are in memory; what does not fit `maxBytes` or cannot be
+ * read is handed back unreceived. An ack resolves once applied, its record written with the
+ * next group commit (a durable one returns the store's promise, shared by a group commit's
+ * acks). A nack and a visibility timeout run under the id lock, which covers their write. A
+ * write that fails after its ack or nack resolved goes to onFault; a crash before the group
+ * commit delivers those messages again: at least once.
  *
  * Deliveries first: acks that are not durable, made while at least DEFER_MIN_READY messages of
- * their topic wait ready (a burst), are put off while consumers keep taking, and applied once
- * they stop, ACK_CHUNK a turn. Applying an ack (FINISH record, store tables, finished memory)
- * costs more than a delivery: done first, every delivery of a 100k burst would wait for every
- * earlier ack. A put-off ack has ended its delivery (a second ack or a nack of it answers false).
- *   - it waits at most MAX_ACK_DELAY_MS or half its visibility timeout (Lease.ackBy), and is
- *     applied before any visibility timeout is acted on (onTimer): a handler that succeeded in
- *     time is never delivered again while the queue runs;
- *   - a lookup by id (near.get) finishes it first: get() says 'acked', cancel() finds nothing,
- *     schedule() with its id adds a new message;
- *   - at most MAX_DEFERRED_ACKS wait; close() applies the rest. consume() waits on its chunk's
- *     promise, which settles once the chunk's acks are durable;
- *   - a crash loses put-off acks as it loses acks not yet fsynced: redelivered (at least once).
+ * their topic wait ready, are put off while consumers keep taking, then applied ACK_CHUNK a
+ * turn (applying one costs more than a delivery: done first, every delivery of a 100k burst
+ * waited for every earlier ack). A put-off ack has ended its delivery (a second ack or a nack
+ * of it answers false), and
+ *   - is applied within MAX_ACK_DELAY_MS or half its visibility timeout (Lease.ackBy), and
+ *     before any visibility timeout is acted on: a handler that succeeded in time is never
+ *     delivered again while the queue runs;
+ *   - is applied first by a lookup of its id (near.get): get() says 'acked', cancel() finds
+ *     nothing, schedule() with its id adds a new message;
+ *   - waits with at most MAX_DEFERRED_ACKS others (close() applies them); consume() waits on
+ *     its chunk's promise, which settles once the chunk's acks are durable;
+ *   - is lost by a crash as an ack not yet fsynced is: redelivered.
  */
 
 import { setImmediate as realSetImmediate } from 'node:timers';
@@ -130,10 +128,6 @@ export class Deliveries {
     while (this.deferred.length > 0) this.applyChunk();
   }
 
-  /**
-   * Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first (a wait
-   * that ends early once `signal` aborts).
-   */
   async receive(
     topic: string,
     max: number,
@@ -249,10 +243,7 @@ export class Deliveries {
     return answer;
   }
 
-  /**
-   * Acknowledges a delivery: the message is done. False for an unknown or stale receipt.
-   * `durable`: resolves once the ack is on disk; otherwise once applied.
-   */
+  /** False for an unknown or stale receipt; `durable`: resolves once on disk, else once applied. */
   ack(receipt: string, durable = true): Promise<boolean> {
     const message = this.near.owner(receipt);
     if (message === undefined) return Promise.resolve(false);
@@ -368,7 +359,6 @@ export class Deliveries {
     this.ackedInOrder = 0;
   }
 
-  /** Puts off an ack that is not durable (see the top of the file). */
   private deferAck(message: NearMessage, tally: HeldTally): Promise<unknown> {
     let chunk = this.deferred[this.deferred.length - 1];
     if (chunk === undefined || chunk.count === ACK_CHUNK) {
@@ -448,7 +438,6 @@ export class Deliveries {
     chunk.early.push(applied);
   }
 
-  /** Applies a chunk of put-off acks (the oldest by default). */
   private applyChunk(at = 0): void {
     const chunk = this.deferred[at];
     if (chunk === undefined) return;
@@ -475,10 +464,7 @@ export class Deliveries {
     chunk.settle(waits.length === 1 ? waits[0] : Promise.all(waits));
   }
 
-  /**
-   * Gives a delivery back: redelivered after `delayMs` (default: the message's backoff), or
-   * dead if it has used up its attempts. `reason` is kept as the message's `lastError`.
-   */
+  /** Redelivered after `delayMs` (default: its backoff), or dead after its last attempt. */
   async nack(
     receipt: string,
     reason: string | undefined,
@@ -513,10 +499,7 @@ export class Deliveries {
     return Promise.race([answer, done]);
   }
 
-  /**
-   * A timer on the wheel: a message's due time came, or the visibility timeout of the messages
-   * taken together (a lease) ran out.
-   */
+  /** A timer on the wheel: a message's or a dense millisecond's due time, or a lease's end. */
   onTimer(due: NearMessage | Lease | DueGroup): void {
     if (due instanceof DueGroup) {
       this.near.fireGroup(due);
@@ -533,7 +516,6 @@ export class Deliveries {
     if (due.held && due.status === 'scheduled') this.near.fire(due);
   }
 
-  /** A message in flight was not acknowledged in time: retried, or buried. */
   private expire(message: NearMessage): void {
     this.report.expired();
     const receiptNo = message.receiptNo;
@@ -549,7 +531,6 @@ export class Deliveries {
       .catch((err: unknown) => this.onFault(faultOf(err, { fields: { id: message.id } })));
   }
 
-  /** A delivery failed: back off and redeliver, or bury when attempts are used up. */
   private async retry(message: NearMessage, delayMs: number | undefined): Promise<void> {
     this.near.release(message);
     if (message.attempts >= message.maxAttempts) {

@@ -1,15 +1,8 @@
 /**
- * QueueEngine: the embedded backend (backend.ts). The near horizon in memory, everything else in
- * the store.
- *
- *   schedule ─► store.add (durable) ─► due within the horizon? ─► timer on the wheel
- *   wheel fires ─► READY in its topic ─► receive: IN FLIGHT, visibility timer on the wheel
- *   ack ─► store.finish            nack / visibility timeout ─► store.move with backoff
- *                                  attempts used up ─► store.bury (dead letter)
- *   every horizonMs / 4: store.loadUntil(now + horizonMs) brings the next slice into memory
- *
- * Every operation that changes one message runs under its id lock (locks.ts), in call order;
- * ack() skips the lock when nothing else runs on the id (its change is synchronous).
+ * QueueEngine: the embedded backend (backend.ts): the near horizon in memory (near.ts), the rest
+ * in the store, loaded every horizonMs / 4 (horizon.ts). Every operation that changes one
+ * message runs under its id lock (locks.ts), in call order; ack() skips the lock when nothing
+ * else runs on the id (its change is synchronous).
  */
 
 import { TimerWheel } from '../timer/index.js';
@@ -150,7 +143,7 @@ export class QueueEngine implements QueueBackend {
     };
   }
 
-  /** Recovers the store and starts the horizon loader. Called once by open(). */
+  /** Called once by open(). */
   async start(): Promise<void> {
     // Before any message is made ready: a paused topic delivers nothing after a restart.
     await this.topics.load();
@@ -194,7 +187,6 @@ export class QueueEngine implements QueueBackend {
 
   // ---- consumer ---------------------------------------------------------------------------
 
-  /** Every receive goes through the topic's gate (topics.ts). */
   receive(
     topic: string,
     { max, waitMs, visibilityMs, maxBytes, signal }: ReceiveLimits & { signal?: AbortSignal },

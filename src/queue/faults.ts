@@ -1,9 +1,7 @@
 /**
- * Background faults: what goes wrong in a queue's own work, where no caller awaits a promise
- * (a store write retried, the LOCK or a lease lost, a push target failing, a handler that
- * throws). Every backend reports them as a QueueFault with a code to the `onFault` option;
- * without one, each is a process warning with the same code and text. A handler that throws
- * never breaks the queue: what it throws becomes a process warning.
+ * Background faults: what goes wrong in a queue's own work, where no caller awaits a promise.
+ * Every backend reports them as a QueueFault with a code to the `onFault` option, or else as a
+ * process warning with the same code and text. A handler that throws never breaks the queue.
  */
 
 import type { TickwheelErrorCode } from '../errors.js';

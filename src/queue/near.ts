@@ -1,36 +1,30 @@
 /**
  * The near horizon: the messages held in memory (due before the horizon's end), each in one of
- * three states, with its timer on the queue's wheel.
+ * three states, with its timer on the queue's wheel. Finishing, retrying and burying are the
+ * engine's (they involve the store); this file only moves messages between states.
  *
  *   hold ─► SCHEDULED ──due timer──► READY ──take──► IN FLIGHT ──visibility timer──► (expired)
  *                                      ▲                 │
  *                                      └─── handBack ────┘          release: out of memory,
  *                                                                   from any state
  *
- * A message's `timer` is its due timer while scheduled, 0 otherwise. In flight, its `lease` is
- * the one visibility timer shared by the messages taken with it (a timer per message was ~7% of
- * a burst's profile); a lease ends at a whole millisecond, and later takes with the same
- * deadline join it while its timer runs. Every change of state bumps `version`, so entries left
- * in a topic's ready list (ready-list.ts) go stale and are skipped. Finishing, retrying and
- * burying are the engine's (they involve the store); this file only moves messages between states.
- *
- * Counts are kept with every change, so that stats() and dueHistogram() never walk memory (a
- * walk of a million held messages took ~100 ms): `tallies` per topic; `minutes`, all held
- * messages by the minute of their due time; `due`, scheduled ones by due ms.
+ * In flight, a message's `lease` is the one visibility timer shared by the messages taken with
+ * it (a timer per message was ~7% of a burst's profile). Every change of state bumps `version`,
+ * so its entries in a ready list go stale. Counts are kept with every change (`tallies` per
+ * topic, `minutes`, `due`), so that stats() and dueHistogram() never walk memory (a walk of a
+ * million held messages took ~100 ms).
  *
  * Invariants (checked by debugAssert where cheap):
  *   - `message.held` ⇒ `ids.entry(message.id) === message`; `ids.count` counts held messages;
- *   - a held message has a `tally`; Σ tallies.{scheduled,ready,inflight} = held messages in
- *     each state;
- *   - a message in flight, and no other, has a receipt slot (receipts.ts) and a `lease`, and
- *     is in its lease's `takes`; a lease's `live` counts those, and its timer is pending while
- *     that is above 0. A lease that fired has `live` 0 and timer 0: its messages (in flight
- *     under their id locks until their retry moves them) have no lease.
+ *   - a held message has a `tally`; the tallies count the held messages in each state;
+ *   - a message in flight, and no other, has a receipt slot and a `lease`, and is in its
+ *     lease's `takes`; a lease's `live` counts those, and its timer is pending while that is
+ *     above 0. A lease that fired has `live` 0 and timer 0: its messages (in flight under their
+ *     id locks until their retry moves them) have no lease.
  *
- * Horizon loads (horizon.ts) read the store while the queue keeps running. Messages held during
- * a load are `deferred` (armed after it, behind what it brings, in due order), and ids changed
- * through the store during it are `superseded`: the load may have read them before the change,
- * and a stale copy taken over would deliver a cancelled message.
+ * During a horizon load (horizon.ts) messages held are `deferred` (armed after it, behind what
+ * it brings), and ids changed through the store are `superseded`: the load may have read them
+ * before the change, and a stale copy taken over would deliver a cancelled message.
  */
 
 import { debugAssert } from '../assert.js';
@@ -137,7 +131,6 @@ export class NearHorizon implements HeldCounts {
     return this.ahead.payloadFor(message, held);
   }
 
-  /** The queue closes: decoding ahead stops. */
   stop(): void {
     this.ahead.stop();
   }
@@ -171,7 +164,7 @@ export class NearHorizon implements HeldCounts {
     return message;
   }
 
-  /** Applies a message's put-off ack now (set by Deliveries). */
+  /** Set by Deliveries. */
   applyPendingAck: (message: NearMessage) => void = () => {};
 
   /** The message in flight under this receipt, if any (the facade checked it is a string). */
@@ -181,12 +174,11 @@ export class NearHorizon implements HeldCounts {
     return message?.pendingAck === undefined ? message : undefined;
   }
 
-  /** The receipt of a message in flight. */
   receiptOf(message: NearMessage): string {
     return this.receipts.receiptOf(message);
   }
 
-  /** The messages in flight now, in no particular order. */
+  /** In no particular order. */
   inFlight(): NearMessage[] {
     return this.receipts.holders();
   }
@@ -301,10 +293,7 @@ export class NearHorizon implements HeldCounts {
     if (fired > 0) this.due.add(deliverAt, -fired);
   }
 
-  /**
-   * A scheduled message came due: ready in its topic, and one waiter of the topic woken. `now`:
-   * a clock reading taken after it came due, if the caller has one.
-   */
+  /** A scheduled message came due; `now`: a clock reading taken after that, if the caller has one. */
   fire(message: NearMessage, now = this.fireTime(message)): void {
     debugAssert(message.held && message.status === 'scheduled', 'fired a message not scheduled');
     this.report.fired(message, now);
@@ -325,7 +314,7 @@ export class NearHorizon implements HeldCounts {
     this.waiters.wake(message.topic, 1);
   }
 
-  /** A topic's ready list, made when it has none (from the spare one if there is one). */
+  /** A topic's ready list, made when it has none (the spare one if there is one). */
   private readyListOf(topic: string): ReadyList<NearMessage> {
     let list = this.ready.get(topic);
     if (list === undefined) {
@@ -352,7 +341,6 @@ export class NearHorizon implements HeldCounts {
     return Math.max(this.fireReading, message.deliverAt);
   }
 
-  /** The run of code that took the fire reading has ended: the next fire reads the clock. */
   private readonly endFireRun = (): void => {
     this.fireReads = 0;
   };
@@ -513,10 +501,7 @@ export class NearHorizon implements HeldCounts {
     }
   }
 
-  /**
-   * A lease's timer ran out: its messages still in flight under it, in take order, which leave
-   * it (their visibility timeout has run out).
-   */
+  /** A lease's timer ran out: its messages still in flight under it, in take order, leave it. */
   expired(lease: Lease): NearMessage[] {
     lease.timer = 0;
     const expired = lease.members();

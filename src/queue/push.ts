@@ -1,14 +1,8 @@
 /**
- * HTTP push delivery (docs/push.md): the queue sends a topic's messages to its push target.
- *
- *   due message ─► Worker (concurrency = the target's) ─► PushSender: signed HTTP request
- *                                                          ├─ 2xx            ─► ack
- *                                                          └─ anything else  ─► nack (reason)
- *
- * A Worker over the queue's own receive, so pushes obey pause, rate limits, backoff and dead
- * letters; a delivery is invisible for twice the target's timeout plus a second, so a running
- * push is never handed out again. Failing pushes are one fault per topic, told again only when
- * the reason changes (and TICKWHEEL_PUSH_HEALED once one succeeds), not one per attempt.
+ * HTTP push delivery (docs/push.md): a Worker over the queue's own receive (so pushes obey
+ * pause, rate limits, backoff and dead letters) sends a topic's messages to its target through a
+ * PushSender; 2xx acks, anything else nacks. Failing pushes are one fault per topic, told again
+ * only when the reason changes (TICKWHEEL_PUSH_HEALED once one succeeds).
  */
 
 import { checkOption, describe, invalidOption } from '../validate.js';

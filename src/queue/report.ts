@@ -1,9 +1,7 @@
 /**
- * QueueReport: the backend calls one method per happening, and the report turns each into its
- * counter, lateness figure and event, the same on every backend (docs/metrics.md). Lateness
- * counts from when a message could first have been delivered: its due time, or its hand-in time
- * if later (`lateFrom`, usually empty). Fire lateness keeps the last LATENESS_SAMPLES for
- * quantiles; first-delivery lateness is a Prometheus histogram.
+ * QueueReport: the backend tells it each happening, and it counts it, measures lateness and
+ * emits its event, the same on every backend (docs/http-api.md, "Stats"). Lateness counts from
+ * the due time, or the hand-in time if later (`lateFrom`, usually empty).
  */
 
 import type { DeliveryLateness, FireLateness, QueueCounters } from '../protocol/model.js';

@@ -1,10 +1,8 @@
 /**
- * Topic controls, obeyed by every receive of every backend (through a TopicGate): `paused`
- * (receive answers nothing; all else goes on), `push` (push.ts), `rateLimit` (a token bucket: a
- * receive takes at most as many messages as whole tokens, with none waits for the next within
- * its long poll, and gives back what it did not use). Settings are durable and apply once
- * stored; a change wakes the receives waiting on the topic. Tokens are counted where the backend
- * chooses (TokenBuckets): in this process, or in Valkey for all nodes.
+ * Topic controls, obeyed by every receive of every backend through a TopicGate: `paused`,
+ * `push` (push.ts), `rateLimit` (a token bucket: a receive takes at most as many messages as
+ * whole tokens, waits for the next within its long poll, and gives back what it did not use).
+ * Settings are durable and apply once stored; a change wakes the receives waiting on the topic.
  */
 
 import { mayHaveWritten, TickwheelCorruptError } from '../errors.js';
