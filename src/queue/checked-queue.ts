@@ -97,7 +97,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
       limits.onFault,
     );
     this.pushers.follow(topics);
-    for (const [topic, settings] of topics.all()) this.pushers.apply(topic, settings.push);
     if (push) this.pushers.start();
   }
 

@@ -212,8 +212,7 @@ export class Pushers {
   static closeGraceMs = 5_000;
   private readonly topics = new Map<string, Pushing>();
   private readonly counts = new Map<string, PushStats>();
-  /** Targets known before start() (read while the queue opens). */
-  private readonly pending = new Map<string, PushTarget>();
+  private gate: TopicGate | undefined;
   private readonly stopping = new Set<Promise<void>>();
   private started = false;
   private closed = false;
@@ -232,18 +231,21 @@ export class Pushers {
   }
 
   /** Follows a queue's topic settings: targets vetted by the guard, applied once stored. */
-  follow(topics: TopicGate): void {
-    topics.vetPush = (target) => this.guard.checkTarget(target.url);
-    topics.listen((topic, settings) => this.apply(topic, settings.push));
+  follow(gate: TopicGate): void {
+    this.gate = gate;
+    gate.vetPush = (target) => this.guard.checkTarget(target.url);
+    gate.listen((topic, settings) => this.apply(topic, settings.push));
   }
 
-  apply(topic: string, target: PushTarget | null): void {
-    if (this.closed) return;
-    if (!this.started) {
-      if (target === null) this.pending.delete(topic);
-      else this.pending.set(topic, target);
-      return;
-    }
+  /** Pushes to the targets the followed topics have, and from then on to those they are given. */
+  start(): void {
+    if (this.started || this.closed) return;
+    this.started = true;
+    for (const [topic, settings] of this.gate?.all() ?? []) this.apply(topic, settings.push);
+  }
+
+  private apply(topic: string, target: PushTarget | null): void {
+    if (this.closed || !this.started) return;
     const current = this.topics.get(topic);
     if (current !== undefined && target !== null && samePushTarget(current.target, target)) return;
     if (current !== undefined) {
@@ -252,13 +254,6 @@ export class Pushers {
       this.stop(current);
     }
     if (target !== null) this.topics.set(topic, this.begin(topic, target));
-  }
-
-  start(): void {
-    if (this.started || this.closed) return;
-    this.started = true;
-    for (const [topic, target] of this.pending) this.apply(topic, target);
-    this.pending.clear();
   }
 
   /** Counts per topic since the queue opened (kept across target changes: counters). */
