@@ -32,20 +32,11 @@
  */
 
 import { setImmediate as realSetImmediate } from 'node:timers';
-import type { Clock } from '../clock/index.js';
 import { faultOf, type FaultReporter } from './faults.js';
-import type { FinishedMemory } from './finished.js';
-import type { Horizon } from './horizon.js';
-import type { IdLocks } from './locks.js';
 import { heldPayload, NACK_REASON, retryDelay, storedBytes, VISIBILITY_REASON } from './message.js';
 import { DueGroup, Lease, type HeldTally, type NearMessage } from './near-message.js';
-import type { NearHorizon } from './near.js';
-import type { QueueParts } from './parts.js';
-import type { Store } from './store.js';
-import type { QueueReport } from './report.js';
-import type { TopicGate } from './topics.js';
+import { EnginePart, type QueueParts } from './parts.js';
 import type { ReceivedMessage } from './types.js';
-import type { Waiters } from './waiters.js';
 
 /** The answer of an ack applied and not waited for: one promise for all of them. */
 const TRUE = Promise.resolve(true);
@@ -77,16 +68,7 @@ interface AckChunk {
   settle: (applied: Promise<unknown>) => void;
 }
 
-export class Deliveries {
-  private readonly store: Store;
-  private readonly clock: Clock;
-  private readonly near: NearHorizon;
-  private readonly horizon: Horizon;
-  private readonly waiters: Waiters;
-  private readonly locks: IdLocks;
-  private readonly report: QueueReport;
-  private readonly finished: FinishedMemory;
-  private readonly topics: TopicGate;
+export class Deliveries extends EnginePart {
   private stopped = false;
   /** Acks put off by ackQuietly, oldest chunk first, and how many. */
   private readonly deferred: AckChunk[] = [];
@@ -109,15 +91,7 @@ export class Deliveries {
   private writeFailureTold = false;
 
   constructor(parts: QueueParts) {
-    this.store = parts.store;
-    this.clock = parts.clock;
-    this.near = parts.near;
-    this.horizon = parts.horizon;
-    this.waiters = parts.waiters;
-    this.locks = parts.locks;
-    this.report = parts.report;
-    this.finished = parts.finished;
-    this.topics = parts.topics;
+    super(parts);
     this.onFault = parts.settings.onFault;
     this.near.applyPendingAck = (message) => this.applyOne(message);
   }

@@ -6,6 +6,7 @@
 
 import type { TickwheelErrorCode } from '../errors.js';
 import { checkCallback } from '../validate.js';
+import { clipReason } from './message.js';
 
 /**
  * Codes of faults that are not a thrown error's: the error's own code otherwise
@@ -73,7 +74,7 @@ export function faultOf(
   return {
     code: tickwheelCode ?? options.code ?? 'ERR_TICKWHEEL_INTERNAL',
     level: options.level ?? 'warn',
-    message: clip(options.message ?? error.message),
+    message: clipReason(options.message ?? error.message, MAX_MESSAGE_CHARS),
     name: options.name ?? error.name,
     fields,
     error,
@@ -120,8 +121,4 @@ export function oncePer(ms: number, report: FaultReporter, now = Date.now): Faul
     last.set(key, at);
     report(fault);
   };
-}
-
-function clip(text: string): string {
-  return text.length <= MAX_MESSAGE_CHARS ? text : `${text.slice(0, MAX_MESSAGE_CHARS - 1)}…`;
 }
