@@ -238,15 +238,11 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     const settings = checkConsumeOptions(options, this.backend.consumeWaitMs, this.limits.onFault);
     const worker = new Worker(this.backend.source, topic, handler as MessageHandler, settings);
     const release = this.backend.holdConsumer?.();
-    let closing: Promise<void> | undefined;
     const consumer = {
+      // Worker.close() answers the same promise every time: only the first close releases.
       close: () => {
-        if (closing === undefined) {
-          release?.();
-          this.consumers.delete(consumer);
-          closing = worker.close();
-        }
-        return closing;
+        if (this.consumers.delete(consumer)) release?.();
+        return worker.close();
       },
     };
     this.consumers.add(consumer);

@@ -187,11 +187,7 @@ export class QueueEvents extends EventEmitter {
 }
 
 /** Checks watch()'s options (the client's events() checks the same). */
-export function checkWatch(options: WatchOptions): {
-  topic: string | undefined;
-  types: Set<QueueEventType> | undefined;
-  signal: AbortSignal | undefined;
-} {
+export function checkWatch(options: WatchOptions) {
   checkOptionsObject(options, 'watch options');
   const topic = options.topic === undefined ? undefined : checkTopic(options.topic);
   let types: Set<QueueEventType> | undefined;

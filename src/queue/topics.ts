@@ -147,13 +147,11 @@ export function storeSettings(
   };
 }
 
+/** Whole tokens taken; `retryInMs`: with none granted, until the next one. */
+type Grant = { granted: number; retryInMs: number };
+
 export interface TokenBuckets {
-  /** Takes up to `want` whole tokens; `retryInMs`: with none granted, until the next one. */
-  take(
-    topic: string,
-    limit: RateLimit,
-    want: number,
-  ): { granted: number; retryInMs: number } | Promise<{ granted: number; retryInMs: number }>;
+  take(topic: string, limit: RateLimit, want: number): Grant | Promise<Grant>;
   refund(topic: string, limit: RateLimit, count: number): void | Promise<void>;
 }
 
@@ -166,7 +164,7 @@ export class LocalBuckets implements TokenBuckets {
 
   constructor(private readonly now: () => number) {}
 
-  take(topic: string, limit: RateLimit, want: number): { granted: number; retryInMs: number } {
+  take(topic: string, limit: RateLimit, want: number): Grant {
     const bucket = this.refill(topic, limit);
     const granted = Math.min(want, Math.floor(bucket.tokens));
     bucket.tokens -= granted;
