@@ -159,7 +159,7 @@ export class Deliveries extends EnginePart {
       const held = heldPayload(message) as Uint8Array | string;
       answer[i] = received(
         message,
-        this.near.payloadFor(message, held),
+        this.near.ahead.payloadFor(message, held),
         this.near.receiptOf(message),
       );
     }
@@ -208,7 +208,7 @@ export class Deliveries extends EnginePart {
       // (and another receive may hold it under a new receipt), or it was cancelled or acked.
       // Handing it over now would give this caller another delivery's receipt, or none.
       if (message.receiptNo !== receipts[i] || message.status !== 'inflight') continue;
-      const payload = this.near.payloadFor(message, payloads[i]);
+      const payload = this.near.ahead.payloadFor(message, payloads[i]);
       answer.push(received(message, payload, this.near.receiptOf(message)));
       handed.push(message);
     }

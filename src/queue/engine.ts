@@ -315,7 +315,7 @@ export class QueueEngine implements QueueBackend {
     this.waiters.wakeAll();
     await this.locks.settled();
     this.wheel.close();
-    this.near.stop();
+    this.near.ahead.stop();
     await this.topics.settled();
     await this.store.close();
   }

@@ -95,8 +95,8 @@ export class NearHorizon implements HeldCounts {
    */
   private fireReading = Number.NaN;
   private fireReads = 0;
-  /** Payloads of dense bursts parsed before they are due. */
-  private readonly ahead: DecodeAhead;
+  /** Payloads of dense bursts parsed before they are due; a delivery takes its payload here. */
+  readonly ahead: DecodeAhead;
   /** The due groups of dense milliseconds not fired yet, by due time. */
   private readonly groups = new Map<number, DueGroup>();
   /**
@@ -124,15 +124,6 @@ export class NearHorizon implements HeldCounts {
       () => clock.now(),
       () => this.clock.now() - this.behindAt < BEHIND_MS,
     );
-  }
-
-  /** The payload for a delivery of a message in flight (parsed ahead, or now). */
-  payloadFor(message: NearMessage, held: Uint8Array | string): unknown {
-    return this.ahead.payloadFor(message, held);
-  }
-
-  stop(): void {
-    this.ahead.stop();
   }
 
   get size(): number {
