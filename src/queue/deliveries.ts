@@ -122,10 +122,7 @@ export class Deliveries extends EnginePart {
     return this.answer(topic, taken, maxBytes);
   }
 
-  /**
-   * receive() of what is ready now, for consume() in this process: no wait, and no promise when
-   * the payloads are in memory. Empty when nothing is ready, or the queue is closing.
-   */
+  /** receive() of what is ready now, for consume(): no wait, no promise when payloads are held. */
   receiveNow(
     topic: string,
     max: number,
@@ -138,9 +135,8 @@ export class Deliveries extends EnginePart {
   }
 
   /**
-   * The deliveries of taken messages. A plain function with indexed loops, apart from the async
-   * receive(): that runs about once per thousand messages in a burst, too rarely to be optimised,
-   * and its loops then made an iterator result per message.
+   * The deliveries of taken messages: indexed loops, apart from the async receive(), which runs
+   * too rarely in a burst to be optimised (its loops made an iterator result per message).
    */
   private answer(
     topic: string,
@@ -172,10 +168,7 @@ export class Deliveries extends EnginePart {
     return answer;
   }
 
-  /**
-   * Reads the payloads of taken messages some of which are not in memory. Those past `maxBytes`
-   * (sizes known only now) and, if a read fails, all of them are handed back unused.
-   */
+  /** Reads payloads not in memory; those past `maxBytes` (or all, if a read fails) go back. */
   private async readTaken(
     topic: string,
     taken: NearMessage[],
@@ -233,9 +226,8 @@ export class Deliveries extends EnginePart {
   }
 
   /**
-   * An ack behind its id's lock (a timeout of this delivery being written, say): applied once
-   * that ends, if the delivery is still this receipt's. Apart from ack(): a closure there made
-   * every ack allocate its context.
+   * An ack behind its id's lock (a timeout being written, say): applied once that ends, if the
+   * delivery is still this receipt's. Apart from ack(): a closure there cost every ack.
    */
   private ackLocked(receipt: string, owner: NearMessage, durable: boolean): Promise<boolean> {
     return this.locks.run(owner.id, () =>
@@ -253,10 +245,9 @@ export class Deliveries extends EnginePart {
   }
 
   /**
-   * A write whose caller was answered before it ended (an ack or nack that is not durable): a
-   * failure goes to onFault. Told once: the store stops at its first failed write, and every
-   * record after it fails for the same cause. Writes of one group commit share a promise, so a
-   * burst of acks watches a handful of promises.
+   * A write whose caller was answered before it ended (an ack or nack not durable): a failure
+   * goes to onFault, once (the store stops at its first failed write). Writes of one group
+   * commit share a promise, so a burst of acks watches a handful of promises.
    */
   private watchWrite(written: Promise<unknown>, id: string, what = 'an acked delivery'): void {
     if (written === this.lastWatched) return;
@@ -284,9 +275,8 @@ export class Deliveries extends EnginePart {
   }
 
   /**
-   * Ends an acknowledged delivery and returns the store's promise as it is: under group commit
-   * every ack of one batch shares it, so a consumer waits once per batch, not once per ack.
-   * (get() reports the message acked from here on; the promise says when that is durable.)
+   * Ends an acknowledged delivery; the store's promise as it is: every ack of one group commit
+   * shares it, so a consumer waits once per batch. get() reports it acked from here on.
    */
   private finishQuietly(message: NearMessage): Promise<unknown> {
     this.near.release(message);
@@ -297,10 +287,7 @@ export class Deliveries extends EnginePart {
     return durable;
   }
 
-  /**
-   * ack() for consume(): the store's promise, no promise of its own. `delivery`: what receive()
-   * gave with the receipt, if known: it knows where to find its message.
-   */
+  /** ack() for consume(): the store's promise, none of its own; `delivery`: receive()'s, if known. */
   ackQuietly(receipt: string, delivery?: ReceivedMessage): Promise<unknown> {
     let message: NearMessage | undefined;
     const next = this.ackedInOrder;
@@ -370,10 +357,7 @@ export class Deliveries extends EnginePart {
     realSetImmediate(this.checkDeferred);
   }
 
-  /**
-   * A turn later: while consumers keep taking ready messages, the acks wait (up to their
-   * applyBy); otherwise a chunk is applied, and the rest in the turns after.
-   */
+  /** A turn later: while consumers keep taking, acks wait (up to applyBy); else a chunk applies. */
   private readonly checkDeferred = (): void => {
     this.checkQueued = false;
     // Still delivering: the latest put-off ack's topic has messages ready and was received from
@@ -397,10 +381,7 @@ export class Deliveries extends EnginePart {
     }
   }
 
-  /**
-   * A message whose ack is put off is looked up by id (near.get): finished now, its durability
-   * waited for by its chunk.
-   */
+  /** A put-off ack's message looked up by id (near.get): finished now, waited for by its chunk. */
   private applyOne(message: NearMessage): void {
     const chunk = message.pendingAck as AckChunk;
     message.pendingAck = undefined;

@@ -292,9 +292,8 @@ export class QueueEngine implements QueueBackend {
   // ---- life cycle -------------------------------------------------------------------------
 
   /**
-   * With a ManualClock: advance, await settled(), advance(0). Waits for loads and for the work
-   * under id locks (a retry is held again only once its record is written), so it never
-   * resolves when awaited from inside that work (a custom store's method).
+   * With a ManualClock: advance, await settled(), advance(0). Waits for loads and the work under
+   * id locks, so it never resolves when awaited from inside that work (a custom store's method).
    */
   async settled(): Promise<void> {
     await this.locks.settled();

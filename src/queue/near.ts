@@ -141,9 +141,8 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
-   * The held message of an id. One whose ack consume() put off is finished first (its handler
-   * succeeded): to cancel(), schedule() with its id, get() and the rest it is acked, as it would
-   * be had the ack not waited.
+   * The held message of an id. One whose ack consume() put off is finished first: to cancel(),
+   * get() and the rest it is acked, as it would be had the ack not waited.
    */
   get(id: string): NearMessage | undefined {
     const message = this.ids.entry(id);
@@ -175,9 +174,8 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
-   * Brings a message into memory as scheduled, with its due timer (ready at once if due). A
-   * message already held under its id is left as it is. `fresh`: just scheduled with a new id,
-   * so it cannot be held already (no lookup).
+   * Brings a message into memory as scheduled (one already held under its id is left as it is).
+   * `fresh`: just scheduled with a new id, so it cannot be held already (no lookup).
    */
   hold(state: MessageState, fresh = false): void {
     if (!fresh && this.ids.entry(state.id)?.held === true) return;
@@ -207,15 +205,12 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
-   * Due already: ready at once, after whatever the wheel holds that is due by now (its native
-   * timer may not have run yet): due order holds. Not due yet: a timer for its due time, or a
-   * place in its millisecond's due group, from groupFrom messages on (decoded ahead from
-   * denseFrom on). A group, once made, takes every message of its millisecond armed until it
-   * fires, however few are left: a message armed later never fires before one armed earlier
-   * for the same time. Ticks begin on whole milliseconds, so a message due by now is on a tick
-   * that has begun. Inside a wheel expiration (the wheel is mid-advance) a due message goes on
-   * the wheel's next tick (or its group, not fired yet: after the group's earlier messages, as
-   * on the tick).
+   * Due already: ready at once, after whatever the wheel holds that is due by now (ticks begin
+   * on whole milliseconds, so its tick has begun: due order holds), unless the wheel is
+   * mid-expiration: then on its next tick, or in its group if that has not fired. Not due yet: a
+   * timer, or a place in its millisecond's due group from groupFrom messages on. A group takes
+   * every message of its millisecond armed until it fires, however few are left: a message armed
+   * later never fires before one armed earlier for the same time.
    */
   private arm(message: NearMessage): void {
     const now = this.clock.now();
@@ -245,9 +240,8 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
-   * A busy millisecond came due: its messages that have not changed since they joined fire, in
-   * order, as fire() would fire each, but with one clock reading, one count change and one wake
-   * per run of a topic: a first burst fires tens of thousands before any is delivered.
+   * A busy millisecond came due: its unchanged messages fire in order, as fire() would, but with
+   * one clock reading, one count change and one wake per run of a topic.
    */
   fireGroup(group: DueGroup): void {
     const { deliverAt, messages, versions } = group;
@@ -318,10 +312,9 @@ export class NearHorizon implements HeldCounts {
 
   /**
    * The time fire() measures lateness at (stats only): one clock reading serves up to
-   * FIRE_READS fires of one synchronous run (the wheel fires a burst in one), instead of a
-   * reading each (~45 ns, a tenth of the cost of making a message ready). It is at most that
-   * many fires old, and never before the message's due time (a reading from an earlier expiry
-   * of the same run could be).
+   * FIRE_READS fires of one synchronous run, instead of a reading each (~45 ns, a tenth of the
+   * cost of making a message ready); never before the message's due time (a reading from an
+   * earlier expiry of the same run could be).
    */
   private fireTime(message: NearMessage): number {
     if (this.fireReads === 0) {
@@ -337,9 +330,8 @@ export class NearHorizon implements HeldCounts {
   };
 
   /**
-   * Takes up to `max` ready messages of a topic in flight (due ones the wheel has not fired yet
-   * included), each with a receipt and a visibility timer, stopping before one whose payload
-   * (if in memory) would bring the total past `maxBytes`; the first is always taken.
+   * Takes up to `max` ready messages of a topic in flight (due ones included), stopping before one
+   * whose payload (if in memory) would bring the total past `maxBytes`; the first is always taken.
    */
   take(topic: string, max: number, visibilityMs: number, maxBytes: number): NearMessage[] {
     // Whatever is due by now is ready first, even if the wheel's native timer has not run yet.
@@ -413,9 +405,8 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
-   * Undoes take() for `taken[from..]`, as if those were never received: ready again at the head
-   * of their topic, in their order, the attempt not counted. A message changed meanwhile (its
-   * receipt no longer the one it was taken with) is left as it is.
+   * Undoes take() for `taken[from..]`: ready again at the head of their topic, in their order,
+   * the attempt not counted; one whose receipt changed meanwhile is left as it is.
    */
   handBack(
     topic: string,
@@ -442,10 +433,7 @@ export class NearHorizon implements HeldCounts {
     this.waiters.wake(topic, 1);
   }
 
-  /**
-   * Takes a message out of memory, whatever its state: its timer, its receipt, its counts (its
-   * ready-list entries go stale). Also ends its lateness tracking.
-   */
+  /** Takes a message out of memory, whatever its state, and ends its lateness tracking. */
   release(message: NearMessage): void {
     if (message.timer !== 0) this.wheel.clearTimeout(message.timer);
     message.timer = 0;
@@ -518,8 +506,7 @@ export class NearHorizon implements HeldCounts {
 
   /**
    * A horizon load ended: holds what it `loaded` (unless changed meanwhile), then arms the
-   * messages held during the load that are still scheduled. `keep` false (the queue closed)
-   * drops both.
+   * messages held during it; `keep` false (the queue closed) drops both.
    */
   endLoad(loaded: readonly MessageState[], keep: boolean): void {
     const deferred = this.deferred as NearMessage[];
