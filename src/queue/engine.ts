@@ -86,7 +86,7 @@ export class QueueEngine implements QueueBackend {
       new LocalBuckets(now),
       now,
       (ms, signal) => this.waiters.sleep(ms, signal),
-      (topic) => this.waiters.wakeTopic(topic),
+      (topic) => this.waiters.wake(topic, Infinity),
       onError,
     );
     const parts: QueueParts = {

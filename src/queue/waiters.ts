@@ -46,7 +46,7 @@ export class Waiters {
     });
   }
 
-  /** Wakes the `count` oldest waiters of a topic (as many as there are, if fewer). */
+  /** Wakes the `count` oldest waiters of a topic (as many as there are, if fewer: Infinity, all). */
   wake(topic: string, count: number): void {
     // Called for every message made ready: most often nobody waits (consumers are busy).
     if (this.byTopic.size === 0) return;
@@ -57,12 +57,6 @@ export class Waiters {
       waiter.wake();
       if (--count === 0) return;
     }
-  }
-
-  /** Wakes every waiter of a topic (its settings changed: topics.ts). */
-  wakeTopic(topic: string): void {
-    const set = this.byTopic.get(topic);
-    if (set !== undefined) for (const waiter of [...set]) waiter.wake();
   }
 
   /**
@@ -88,7 +82,7 @@ export class Waiters {
   }
 
   wakeAll(): void {
-    for (const set of [...this.byTopic.values()]) for (const waiter of [...set]) waiter.wake();
+    for (const topic of [...this.byTopic.keys()]) this.wake(topic, Infinity);
   }
 
   /** Keeps the process alive until the matching release(). */
