@@ -108,8 +108,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.backend.recovery;
   }
 
-  // ---- producer ---------------------------------------------------------------------------
-
   schedule(request: ScheduleRequest<Payload>): Promise<Scheduled> {
     try {
       this.checkOpen();
@@ -181,8 +179,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     this.checkOpen();
     return this.backend.get(checkId(id));
   }
-
-  // ---- consumer ---------------------------------------------------------------------------
 
   async receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage<Payload>[]> {
     this.checkOpen();
@@ -265,8 +261,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
       : { messages, cursor: encodeCursor(query.topic, next) };
   }
 
-  // ---- topics -----------------------------------------------------------------------------
-
   pause(topic: string): Promise<TopicInfo> {
     return this.configureTopic(topic, { paused: true });
   }
@@ -296,8 +290,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     const names = new Set([...counts.keys(), ...topics.all().keys()]);
     return [...names].sort().map((topic) => topicOf(topic, topics.get(topic), counts));
   }
-
-  // ---- recurring schedules (recurring.ts) ----------------------------------------------------
 
   async putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
     this.checkOpen();
@@ -331,8 +323,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     this.checkOpen();
     return this.backend.deleteSchedule(checkScheduleName(name));
   }
-
-  // ---- insights ---------------------------------------------------------------------------
 
   async stats(): Promise<QueueStats> {
     this.checkOpen();
@@ -370,8 +360,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
   wheelSnapshot(maxRows?: number): WheelSnapshot {
     return this.backend.wheelSnapshot(maxRows);
   }
-
-  // ---- life cycle -------------------------------------------------------------------------
 
   settled(): Promise<void> {
     return this.backend.settled();

@@ -159,8 +159,6 @@ export class QueueEngine implements QueueBackend {
     }
   }
 
-  // ---- producer (producer.ts) ---------------------------------------------------------------
-
   readonly now = (): number => this.settings.clock.now();
   readonly schedule = (message: CheckedRequest) => this.producer.schedule(message);
   readonly scheduleMany = (messages: readonly CheckedRequest[]) =>
@@ -184,8 +182,6 @@ export class QueueEngine implements QueueBackend {
     const held = heldPayload(message) ?? (await this.store.payloadOf(message));
     return { value: decodePayload(message.payloadKind, held) };
   }
-
-  // ---- consumer ---------------------------------------------------------------------------
 
   receive(
     topic: string,
@@ -249,16 +245,12 @@ export class QueueEngine implements QueueBackend {
     return this.store.counts().topics;
   }
 
-  // ---- recurring schedules (recurring.ts) ----------------------------------------------------
-
   readonly putSchedule = (name: string, spec: ScheduleSpec) => this.recurring.put(name, spec);
   readonly updateSchedule: QueueBackend['updateSchedule'] = (name, change) =>
     this.recurring.update(name, change);
   readonly getSchedule = (name: string) => this.recurring.get(name);
   readonly listSchedules = () => this.recurring.list();
   readonly deleteSchedule = (name: string) => this.recurring.delete(name);
-
-  // ---- insights ---------------------------------------------------------------------------
 
   async stats(): Promise<BackendStats> {
     return {
@@ -288,8 +280,6 @@ export class QueueEngine implements QueueBackend {
   wheelSnapshot(maxRows?: number): WheelSnapshot {
     return this.wheel.wheelSnapshot(maxRows);
   }
-
-  // ---- life cycle -------------------------------------------------------------------------
 
   /**
    * With a ManualClock: advance, await settled(), advance(0). Waits for loads and the work under

@@ -41,9 +41,8 @@ export class Receipts<M extends Receivable> {
   private readonly slots: Array<M | undefined> = [];
   private readonly free: number[] = [];
   /**
-   * `prefix slot '.'` of the first HEAD_CACHE slots, made once: slots are reused, and
-   * toString(36) is not cheap. Slots past those (a million messages in flight while acks are put
-   * off in a burst) make theirs each time rather than keep a string per slot for good.
+   * `prefix slot '.'` of the first HEAD_CACHE slots, made once (toString(36) is not cheap); slots
+   * past those (a million in flight in a burst) make theirs each time rather than keep them.
    */
   private readonly heads: string[] = [];
 

@@ -46,7 +46,7 @@ export class Waiters {
     });
   }
 
-  /** Wakes the `count` oldest waiters of a topic (as many as there are, if fewer: Infinity, all). */
+  /** Wakes the `count` oldest waiters of a topic (as many as there are; Infinity: all). */
   wake(topic: string, count: number): void {
     // Called for every message made ready: most often nobody waits (consumers are busy).
     if (this.byTopic.size === 0) return;
@@ -59,10 +59,7 @@ export class Waiters {
     }
   }
 
-  /**
-   * Waits `ms` on the queue's wheel, or less if `signal` aborts, keeping the process alive
-   * meanwhile as a long poll does.
-   */
+  /** Waits `ms` on the queue's wheel (less if `signal` aborts), holding the process meanwhile. */
   sleep(ms: number, signal: AbortSignal): Promise<void> {
     if (signal.aborted) return Promise.resolve();
     return new Promise<void>((resolve) => {
