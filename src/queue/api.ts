@@ -78,7 +78,7 @@ export interface QueueOperations<Payload = unknown> {
   /** Dead messages of a topic, oldest first (in the order they died). */
   deadLetters(topic: string, limit?: number): Promise<MessageInfo[]>;
 
-  /** Counters and counts (docs/metrics.md; the parts one backend has are optional). */
+  /** Counters and counts (docs/http-api.md, "Stats"; the parts one backend has are optional). */
   stats(): Promise<QueueStats>;
   close(): Promise<void>;
 }

@@ -1,17 +1,11 @@
 /**
  * The backend contract behind the checked facade (checked-queue.ts), implemented by the embedded
  * engine (engine.ts) and the Valkey/Redis node (src/cluster/backend.ts); docs/architecture.md
- * says how to write another. The facade has checked every argument and calls nothing once
- * closed. A backend keeps these promises:
- *
- *   - Never early: nothing is handed out before its `deliverAt` by `now()`; messages due at the
- *     same instant go out in scheduling order where one process schedules them.
- *   - At least once: a message leaves only by ack, cancel, or burial as a dead letter.
- *   - Durable when resolved; a write that may have happened before it failed rejects with a
- *     TickwheelOutcomeError (mayHaveWritten), never as if nothing happened.
- *   - Fenced where shared: an owner that lost its lease changes nothing.
- *
- * It keeps no counters and emits no events: it tells the facade's QueueReport (report.ts).
+ * says how to write another. Arguments come checked, and nothing is called once closed. Its
+ * promises: never early (by `now()`; equal due times in one process's scheduling order); at
+ * least once (a message leaves only by ack, cancel or burial); durable when resolved (a write
+ * that may have happened rejects with TickwheelOutcomeError, never as if nothing happened);
+ * fenced where shared. It keeps no counters and emits no events: it tells the QueueReport.
  */
 
 import type { QueueCounters, QueueStats } from '../protocol/model.js';

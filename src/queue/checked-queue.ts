@@ -97,7 +97,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
       limits.onFault,
     );
     this.pushers.follow(topics);
-    for (const [topic, settings] of topics.all()) this.pushers.apply(topic, settings.push);
     if (push) this.pushers.start();
   }
 
@@ -108,8 +107,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
   get recovery(): RecoveryReport | undefined {
     return this.backend.recovery;
   }
-
-  // ---- producer ---------------------------------------------------------------------------
 
   schedule(request: ScheduleRequest<Payload>): Promise<Scheduled> {
     try {
@@ -183,8 +180,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.backend.get(checkId(id));
   }
 
-  // ---- consumer ---------------------------------------------------------------------------
-
   async receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage<Payload>[]> {
     this.checkOpen();
     checkTopic(topic);
@@ -239,15 +234,11 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     const settings = checkConsumeOptions(options, this.backend.consumeWaitMs, this.limits.onFault);
     const worker = new Worker(this.backend.source, topic, handler as MessageHandler, settings);
     const release = this.backend.holdConsumer?.();
-    let closing: Promise<void> | undefined;
     const consumer = {
+      // Worker.close() answers the same promise every time: only the first close releases.
       close: () => {
-        if (closing === undefined) {
-          release?.();
-          this.consumers.delete(consumer);
-          closing = worker.close();
-        }
-        return closing;
+        if (this.consumers.delete(consumer)) release?.();
+        return worker.close();
       },
     };
     this.consumers.add(consumer);
@@ -269,8 +260,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
       ? { messages }
       : { messages, cursor: encodeCursor(query.topic, next) };
   }
-
-  // ---- topics -----------------------------------------------------------------------------
 
   pause(topic: string): Promise<TopicInfo> {
     return this.configureTopic(topic, { paused: true });
@@ -301,8 +290,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     const names = new Set([...counts.keys(), ...topics.all().keys()]);
     return [...names].sort().map((topic) => topicOf(topic, topics.get(topic), counts));
   }
-
-  // ---- recurring schedules (recurring.ts) ----------------------------------------------------
 
   async putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
     this.checkOpen();
@@ -336,8 +323,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     this.checkOpen();
     return this.backend.deleteSchedule(checkScheduleName(name));
   }
-
-  // ---- insights ---------------------------------------------------------------------------
 
   async stats(): Promise<QueueStats> {
     this.checkOpen();
@@ -375,8 +360,6 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
   wheelSnapshot(maxRows?: number): WheelSnapshot {
     return this.backend.wheelSnapshot(maxRows);
   }
-
-  // ---- life cycle -------------------------------------------------------------------------
 
   settled(): Promise<void> {
     return this.backend.settled();

@@ -1,14 +1,9 @@
 /**
- * Payloads decoded before a burst comes due. Parsing JSON is a third of a delivery's work and
- * does not depend on when it is done, so the payloads of a burst due in one millisecond are
- * parsed while it waits, and its deliveries take the parsed objects.
- *
- * near.ts notes the messages of a dense millisecond's due group (JSON up to MAX_PAYLOAD_CHARS,
- * at most MAX_NOTED a second) into a bucket per second of due time, opened AHEAD_MS before it
- * by one wheel timer. Open buckets are decoded in steps of STEP_BUDGET_MS, one per turn of the
- * event loop (Node's own setImmediate: fake timers must not stall it), only while consumers are
- * not behind. At most MAX_DECODED_CHARS are held parsed. A parsed object goes to one delivery
- * only and is dropped when its message leaves memory or moves to another second.
+ * Payloads of a dense burst parsed before it comes due (docs/storage.md, "Dense bursts are
+ * decoded ahead"): parsing JSON is a third of a delivery's work. near.ts notes a dense
+ * millisecond's messages into a bucket per second of due time, opened AHEAD_MS before it; open
+ * buckets are decoded STEP_BUDGET_MS a turn (Node's own setImmediate: fake timers must not stall
+ * it), only while consumers are not behind. A parsed object goes to one delivery only.
  */
 
 import { performance as realClock } from 'node:perf_hooks';

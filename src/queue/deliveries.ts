@@ -1,6 +1,5 @@
 /**
- * The consumer side of the queue: receive, ack, nack, and what happens when a visibility
- * timeout runs out. The engine checks arguments and the closed state before calling in.
+ * The consumer side of the engine: receive, ack, nack, and visibility timeouts running out.
  *
  *   READY ──receive──► IN FLIGHT ──ack──────────────► finished (store.finish, remembered)
  *                          │──nack / visibility timeout──► retry:
@@ -8,46 +7,36 @@
  *                          │        nack's delayMs), moved through the store (horizon.ts)
  *                          │        attempts used up: dead letter (store.bury)
  *
- * A receive takes messages in flight synchronously (near.ts), tells the store they were handed
- * out (store.handOut: attempts count even if the process dies before the delivery ends), and
- * answers with no promise per message when payloads are in memory; payloads on disk are read
- * together, and what does not fit `maxBytes` or cannot be read is handed back unreceived.
- * An ack resolves once applied (the message leaves the in-flight set in that turn), its record
- * written with the next group commit; a durable one returns the store's promise, shared by the
- * acks of a group commit. A nack and a visibility timeout run under the id lock, which covers
- * their write. A write that fails after its ack or nack resolved goes to onFault (the store
- * has stopped). A crash before the group commit delivers those messages again: at least once.
+ * A receive takes messages in flight synchronously (near.ts), tells the store (store.handOut:
+ * attempts count even if the process dies before the delivery ends), and answers with no
+ * promise per message when payloads are in memory; what does not fit `maxBytes` or cannot be
+ * read is handed back unreceived. An ack resolves once applied, its record written with the
+ * next group commit (a durable one returns the store's promise, shared by a group commit's
+ * acks). A nack and a visibility timeout run under the id lock, which covers their write. A
+ * write that fails after its ack or nack resolved goes to onFault; a crash before the group
+ * commit delivers those messages again: at least once.
  *
  * Deliveries first: acks that are not durable, made while at least DEFER_MIN_READY messages of
- * their topic wait ready (a burst), are put off while consumers keep taking, and applied once
- * they stop, ACK_CHUNK a turn. Applying an ack (FINISH record, store tables, finished memory)
- * costs more than a delivery: done first, every delivery of a 100k burst would wait for every
- * earlier ack. A put-off ack has ended its delivery (a second ack or a nack of it answers false).
- *   - it waits at most MAX_ACK_DELAY_MS or half its visibility timeout (Lease.ackBy), and is
- *     applied before any visibility timeout is acted on (onTimer): a handler that succeeded in
- *     time is never delivered again while the queue runs;
- *   - a lookup by id (near.get) finishes it first: get() says 'acked', cancel() finds nothing,
- *     schedule() with its id adds a new message;
- *   - at most MAX_DEFERRED_ACKS wait; close() applies the rest. consume() waits on its chunk's
- *     promise, which settles once the chunk's acks are durable;
- *   - a crash loses put-off acks as it loses acks not yet fsynced: redelivered (at least once).
+ * their topic wait ready, are put off while consumers keep taking, then applied ACK_CHUNK a
+ * turn (applying one costs more than a delivery: done first, every delivery of a 100k burst
+ * waited for every earlier ack). A put-off ack has ended its delivery (a second ack or a nack
+ * of it answers false), and
+ *   - is applied within MAX_ACK_DELAY_MS or half its visibility timeout (Lease.ackBy), and
+ *     before any visibility timeout is acted on: a handler that succeeded in time is never
+ *     delivered again while the queue runs;
+ *   - is applied first by a lookup of its id (near.get): get() says 'acked', cancel() finds
+ *     nothing, schedule() with its id adds a new message;
+ *   - waits with at most MAX_DEFERRED_ACKS others (close() applies them); consume() waits on
+ *     its chunk's promise, which settles once the chunk's acks are durable;
+ *   - is lost by a crash as an ack not yet fsynced is: redelivered.
  */
 
 import { setImmediate as realSetImmediate } from 'node:timers';
-import type { Clock } from '../clock/index.js';
 import { faultOf, type FaultReporter } from './faults.js';
-import type { FinishedMemory } from './finished.js';
-import type { Horizon } from './horizon.js';
-import type { IdLocks } from './locks.js';
 import { heldPayload, NACK_REASON, retryDelay, storedBytes, VISIBILITY_REASON } from './message.js';
 import { DueGroup, Lease, type HeldTally, type NearMessage } from './near-message.js';
-import type { NearHorizon } from './near.js';
-import type { QueueParts } from './parts.js';
-import type { Store } from './store.js';
-import type { QueueReport } from './report.js';
-import type { TopicGate } from './topics.js';
+import { EnginePart, type QueueParts } from './parts.js';
 import type { ReceivedMessage } from './types.js';
-import type { Waiters } from './waiters.js';
 
 /** The answer of an ack applied and not waited for: one promise for all of them. */
 const TRUE = Promise.resolve(true);
@@ -79,16 +68,7 @@ interface AckChunk {
   settle: (applied: Promise<unknown>) => void;
 }
 
-export class Deliveries {
-  private readonly store: Store;
-  private readonly clock: Clock;
-  private readonly near: NearHorizon;
-  private readonly horizon: Horizon;
-  private readonly waiters: Waiters;
-  private readonly locks: IdLocks;
-  private readonly report: QueueReport;
-  private readonly finished: FinishedMemory;
-  private readonly topics: TopicGate;
+export class Deliveries extends EnginePart {
   private stopped = false;
   /** Acks put off by ackQuietly, oldest chunk first, and how many. */
   private readonly deferred: AckChunk[] = [];
@@ -111,15 +91,7 @@ export class Deliveries {
   private writeFailureTold = false;
 
   constructor(parts: QueueParts) {
-    this.store = parts.store;
-    this.clock = parts.clock;
-    this.near = parts.near;
-    this.horizon = parts.horizon;
-    this.waiters = parts.waiters;
-    this.locks = parts.locks;
-    this.report = parts.report;
-    this.finished = parts.finished;
-    this.topics = parts.topics;
+    super(parts);
     this.onFault = parts.settings.onFault;
     this.near.applyPendingAck = (message) => this.applyOne(message);
   }
@@ -130,10 +102,6 @@ export class Deliveries {
     while (this.deferred.length > 0) this.applyChunk();
   }
 
-  /**
-   * Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first (a wait
-   * that ends early once `signal` aborts).
-   */
   async receive(
     topic: string,
     max: number,
@@ -154,10 +122,7 @@ export class Deliveries {
     return this.answer(topic, taken, maxBytes);
   }
 
-  /**
-   * receive() of what is ready now, for consume() in this process: no wait, and no promise when
-   * the payloads are in memory. Empty when nothing is ready, or the queue is closing.
-   */
+  /** receive() of what is ready now, for consume(): no wait, no promise when payloads are held. */
   receiveNow(
     topic: string,
     max: number,
@@ -170,9 +135,8 @@ export class Deliveries {
   }
 
   /**
-   * The deliveries of taken messages. A plain function with indexed loops, apart from the async
-   * receive(): that runs about once per thousand messages in a burst, too rarely to be optimised,
-   * and its loops then made an iterator result per message.
+   * The deliveries of taken messages: indexed loops, apart from the async receive(), which runs
+   * too rarely in a burst to be optimised (its loops made an iterator result per message).
    */
   private answer(
     topic: string,
@@ -191,7 +155,7 @@ export class Deliveries {
       const held = heldPayload(message) as Uint8Array | string;
       answer[i] = received(
         message,
-        this.near.payloadFor(message, held),
+        this.near.ahead.payloadFor(message, held),
         this.near.receiptOf(message),
       );
     }
@@ -204,10 +168,7 @@ export class Deliveries {
     return answer;
   }
 
-  /**
-   * Reads the payloads of taken messages some of which are not in memory. Those past `maxBytes`
-   * (sizes known only now) and, if a read fails, all of them are handed back unused.
-   */
+  /** Reads payloads not in memory; those past `maxBytes` (or all, if a read fails) go back. */
   private async readTaken(
     topic: string,
     taken: NearMessage[],
@@ -240,7 +201,7 @@ export class Deliveries {
       // (and another receive may hold it under a new receipt), or it was cancelled or acked.
       // Handing it over now would give this caller another delivery's receipt, or none.
       if (message.receiptNo !== receipts[i] || message.status !== 'inflight') continue;
-      const payload = this.near.payloadFor(message, payloads[i]);
+      const payload = this.near.ahead.payloadFor(message, payloads[i]);
       answer.push(received(message, payload, this.near.receiptOf(message)));
       handed.push(message);
     }
@@ -249,10 +210,7 @@ export class Deliveries {
     return answer;
   }
 
-  /**
-   * Acknowledges a delivery: the message is done. False for an unknown or stale receipt.
-   * `durable`: resolves once the ack is on disk; otherwise once applied.
-   */
+  /** False for an unknown or stale receipt; `durable`: resolves once on disk, else once applied. */
   ack(receipt: string, durable = true): Promise<boolean> {
     const message = this.near.owner(receipt);
     if (message === undefined) return Promise.resolve(false);
@@ -268,9 +226,8 @@ export class Deliveries {
   }
 
   /**
-   * An ack behind its id's lock (a timeout of this delivery being written, say): applied once
-   * that ends, if the delivery is still this receipt's. Apart from ack(): a closure there made
-   * every ack allocate its context.
+   * An ack behind its id's lock (a timeout being written, say): applied once that ends, if the
+   * delivery is still this receipt's. Apart from ack(): a closure there cost every ack.
    */
   private ackLocked(receipt: string, owner: NearMessage, durable: boolean): Promise<boolean> {
     return this.locks.run(owner.id, () =>
@@ -288,10 +245,9 @@ export class Deliveries {
   }
 
   /**
-   * A write whose caller was answered before it ended (an ack or nack that is not durable): a
-   * failure goes to onFault. Told once: the store stops at its first failed write, and every
-   * record after it fails for the same cause. Writes of one group commit share a promise, so a
-   * burst of acks watches a handful of promises.
+   * A write whose caller was answered before it ended (an ack or nack not durable): a failure
+   * goes to onFault, once (the store stops at its first failed write). Writes of one group
+   * commit share a promise, so a burst of acks watches a handful of promises.
    */
   private watchWrite(written: Promise<unknown>, id: string, what = 'an acked delivery'): void {
     if (written === this.lastWatched) return;
@@ -319,9 +275,8 @@ export class Deliveries {
   }
 
   /**
-   * Ends an acknowledged delivery and returns the store's promise as it is: under group commit
-   * every ack of one batch shares it, so a consumer waits once per batch, not once per ack.
-   * (get() reports the message acked from here on; the promise says when that is durable.)
+   * Ends an acknowledged delivery; the store's promise as it is: every ack of one group commit
+   * shares it, so a consumer waits once per batch. get() reports it acked from here on.
    */
   private finishQuietly(message: NearMessage): Promise<unknown> {
     this.near.release(message);
@@ -332,10 +287,7 @@ export class Deliveries {
     return durable;
   }
 
-  /**
-   * ack() for consume(): the store's promise, no promise of its own. `delivery`: what receive()
-   * gave with the receipt, if known: it knows where to find its message.
-   */
+  /** ack() for consume(): the store's promise, none of its own; `delivery`: receive()'s, if known. */
   ackQuietly(receipt: string, delivery?: ReceivedMessage): Promise<unknown> {
     let message: NearMessage | undefined;
     const next = this.ackedInOrder;
@@ -368,7 +320,6 @@ export class Deliveries {
     this.ackedInOrder = 0;
   }
 
-  /** Puts off an ack that is not durable (see the top of the file). */
   private deferAck(message: NearMessage, tally: HeldTally): Promise<unknown> {
     let chunk = this.deferred[this.deferred.length - 1];
     if (chunk === undefined || chunk.count === ACK_CHUNK) {
@@ -406,10 +357,7 @@ export class Deliveries {
     realSetImmediate(this.checkDeferred);
   }
 
-  /**
-   * A turn later: while consumers keep taking ready messages, the acks wait (up to their
-   * applyBy); otherwise a chunk is applied, and the rest in the turns after.
-   */
+  /** A turn later: while consumers keep taking, acks wait (up to applyBy); else a chunk applies. */
   private readonly checkDeferred = (): void => {
     this.checkQueued = false;
     // Still delivering: the latest put-off ack's topic has messages ready and was received from
@@ -433,10 +381,7 @@ export class Deliveries {
     }
   }
 
-  /**
-   * A message whose ack is put off is looked up by id (near.get): finished now, its durability
-   * waited for by its chunk.
-   */
+  /** A put-off ack's message looked up by id (near.get): finished now, waited for by its chunk. */
   private applyOne(message: NearMessage): void {
     const chunk = message.pendingAck as AckChunk;
     message.pendingAck = undefined;
@@ -448,7 +393,6 @@ export class Deliveries {
     chunk.early.push(applied);
   }
 
-  /** Applies a chunk of put-off acks (the oldest by default). */
   private applyChunk(at = 0): void {
     const chunk = this.deferred[at];
     if (chunk === undefined) return;
@@ -475,10 +419,7 @@ export class Deliveries {
     chunk.settle(waits.length === 1 ? waits[0] : Promise.all(waits));
   }
 
-  /**
-   * Gives a delivery back: redelivered after `delayMs` (default: the message's backoff), or
-   * dead if it has used up its attempts. `reason` is kept as the message's `lastError`.
-   */
+  /** Redelivered after `delayMs` (default: its backoff), or dead after its last attempt. */
   async nack(
     receipt: string,
     reason: string | undefined,
@@ -513,10 +454,7 @@ export class Deliveries {
     return Promise.race([answer, done]);
   }
 
-  /**
-   * A timer on the wheel: a message's due time came, or the visibility timeout of the messages
-   * taken together (a lease) ran out.
-   */
+  /** A timer on the wheel: a message's or a dense millisecond's due time, or a lease's end. */
   onTimer(due: NearMessage | Lease | DueGroup): void {
     if (due instanceof DueGroup) {
       this.near.fireGroup(due);
@@ -533,7 +471,6 @@ export class Deliveries {
     if (due.held && due.status === 'scheduled') this.near.fire(due);
   }
 
-  /** A message in flight was not acknowledged in time: retried, or buried. */
   private expire(message: NearMessage): void {
     this.report.expired();
     const receiptNo = message.receiptNo;
@@ -549,7 +486,6 @@ export class Deliveries {
       .catch((err: unknown) => this.onFault(faultOf(err, { fields: { id: message.id } })));
   }
 
-  /** A delivery failed: back off and redeliver, or bury when attempts are used up. */
   private async retry(message: NearMessage, delayMs: number | undefined): Promise<void> {
     this.near.release(message);
     if (message.attempts >= message.maxAttempts) {

@@ -1,15 +1,8 @@
 /**
- * QueueEngine: the embedded backend (backend.ts). The near horizon in memory, everything else in
- * the store.
- *
- *   schedule ─► store.add (durable) ─► due within the horizon? ─► timer on the wheel
- *   wheel fires ─► READY in its topic ─► receive: IN FLIGHT, visibility timer on the wheel
- *   ack ─► store.finish            nack / visibility timeout ─► store.move with backoff
- *                                  attempts used up ─► store.bury (dead letter)
- *   every horizonMs / 4: store.loadUntil(now + horizonMs) brings the next slice into memory
- *
- * Every operation that changes one message runs under its id lock (locks.ts), in call order;
- * ack() skips the lock when nothing else runs on the id (its change is synchronous).
+ * QueueEngine: the embedded backend (backend.ts): the near horizon in memory (near.ts), the rest
+ * in the store, loaded every horizonMs / 4 (horizon.ts). Every operation that changes one
+ * message runs under its id lock (locks.ts), in call order; ack() skips the lock when nothing
+ * else runs on the id (its change is synchronous).
  */
 
 import { TimerWheel } from '../timer/index.js';
@@ -93,7 +86,7 @@ export class QueueEngine implements QueueBackend {
       new LocalBuckets(now),
       now,
       (ms, signal) => this.waiters.sleep(ms, signal),
-      (topic) => this.waiters.wakeTopic(topic),
+      (topic) => this.waiters.wake(topic, Infinity),
       onError,
     );
     const parts: QueueParts = {
@@ -150,7 +143,7 @@ export class QueueEngine implements QueueBackend {
     };
   }
 
-  /** Recovers the store and starts the horizon loader. Called once by open(). */
+  /** Called once by open(). */
   async start(): Promise<void> {
     // Before any message is made ready: a paused topic delivers nothing after a restart.
     await this.topics.load();
@@ -165,8 +158,6 @@ export class QueueEngine implements QueueBackend {
       throw err;
     }
   }
-
-  // ---- producer (producer.ts) ---------------------------------------------------------------
 
   readonly now = (): number => this.settings.clock.now();
   readonly schedule = (message: CheckedRequest) => this.producer.schedule(message);
@@ -192,9 +183,6 @@ export class QueueEngine implements QueueBackend {
     return { value: decodePayload(message.payloadKind, held) };
   }
 
-  // ---- consumer ---------------------------------------------------------------------------
-
-  /** Every receive goes through the topic's gate (topics.ts). */
   receive(
     topic: string,
     { max, waitMs, visibilityMs, maxBytes, signal }: ReceiveLimits & { signal?: AbortSignal },
@@ -257,16 +245,12 @@ export class QueueEngine implements QueueBackend {
     return this.store.counts().topics;
   }
 
-  // ---- recurring schedules (recurring.ts) ----------------------------------------------------
-
   readonly putSchedule = (name: string, spec: ScheduleSpec) => this.recurring.put(name, spec);
   readonly updateSchedule: QueueBackend['updateSchedule'] = (name, change) =>
     this.recurring.update(name, change);
   readonly getSchedule = (name: string) => this.recurring.get(name);
   readonly listSchedules = () => this.recurring.list();
   readonly deleteSchedule = (name: string) => this.recurring.delete(name);
-
-  // ---- insights ---------------------------------------------------------------------------
 
   async stats(): Promise<BackendStats> {
     return {
@@ -297,12 +281,9 @@ export class QueueEngine implements QueueBackend {
     return this.wheel.wheelSnapshot(maxRows);
   }
 
-  // ---- life cycle -------------------------------------------------------------------------
-
   /**
-   * With a ManualClock: advance, await settled(), advance(0). Waits for loads and for the work
-   * under id locks (a retry is held again only once its record is written), so it never
-   * resolves when awaited from inside that work (a custom store's method).
+   * With a ManualClock: advance, await settled(), advance(0). Waits for loads and the work under
+   * id locks, so it never resolves when awaited from inside that work (a custom store's method).
    */
   async settled(): Promise<void> {
     await this.locks.settled();
@@ -323,7 +304,7 @@ export class QueueEngine implements QueueBackend {
     this.waiters.wakeAll();
     await this.locks.settled();
     this.wheel.close();
-    this.near.stop();
+    this.near.ahead.stop();
     await this.topics.settled();
     await this.store.close();
   }

@@ -1,8 +1,7 @@
 /**
- * Message events, as they happen (not stored): `events.on('acked' | ... | 'event', listener)`,
- * or `for await (const event of events.watch({ topic, signal }))`. No event is built while
- * nobody listens. watch() buffers up to `buffer` events, then throws ERR_TICKWHEEL_EVENTS_LOST
- * rather than skip silently. Listeners run synchronously; one that throws is reported.
+ * Message events, as they happen (not stored), through `events.on(type | 'event')` or
+ * `events.watch()`. No event is built while nobody listens; watch() throws
+ * ERR_TICKWHEEL_EVENTS_LOST rather than skip silently. A listener that throws is reported.
  */
 
 import type { TraceContext } from '../protocol/trace-context.js';
@@ -188,11 +187,7 @@ export class QueueEvents extends EventEmitter {
 }
 
 /** Checks watch()'s options (the client's events() checks the same). */
-export function checkWatch(options: WatchOptions): {
-  topic: string | undefined;
-  types: Set<QueueEventType> | undefined;
-  signal: AbortSignal | undefined;
-} {
+export function checkWatch(options: WatchOptions) {
   checkOptionsObject(options, 'watch options');
   const topic = options.topic === undefined ? undefined : checkTopic(options.topic);
   let types: Set<QueueEventType> | undefined;

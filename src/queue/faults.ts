@@ -1,13 +1,12 @@
 /**
- * Background faults: what goes wrong in a queue's own work, where no caller awaits a promise
- * (a store write retried, the LOCK or a lease lost, a push target failing, a handler that
- * throws). Every backend reports them as a QueueFault with a code to the `onFault` option;
- * without one, each is a process warning with the same code and text. A handler that throws
- * never breaks the queue: what it throws becomes a process warning.
+ * Background faults: what goes wrong in a queue's own work, where no caller awaits a promise.
+ * Every backend reports them as a QueueFault with a code to the `onFault` option, or else as a
+ * process warning with the same code and text. A handler that throws never breaks the queue.
  */
 
 import type { TickwheelErrorCode } from '../errors.js';
 import { checkCallback } from '../validate.js';
+import { clipReason } from './message.js';
 
 /**
  * Codes of faults that are not a thrown error's: the error's own code otherwise
@@ -75,7 +74,7 @@ export function faultOf(
   return {
     code: tickwheelCode ?? options.code ?? 'ERR_TICKWHEEL_INTERNAL',
     level: options.level ?? 'warn',
-    message: clip(options.message ?? error.message),
+    message: clipReason(options.message ?? error.message, MAX_MESSAGE_CHARS),
     name: options.name ?? error.name,
     fields,
     error,
@@ -122,8 +121,4 @@ export function oncePer(ms: number, report: FaultReporter, now = Date.now): Faul
     last.set(key, at);
     report(fault);
   };
-}
-
-function clip(text: string): string {
-  return text.length <= MAX_MESSAGE_CHARS ? text : `${text.slice(0, MAX_MESSAGE_CHARS - 1)}…`;
 }

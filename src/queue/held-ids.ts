@@ -1,14 +1,12 @@
 /**
  * The near horizon's held messages by id. A Map delete costs ~190 ns (the largest cost of an
  * ack), so a release leaves a stale entry; once stale entries outnumber the held (twice that
- * while a burst is delivered), a sweep moves the held into a new map, a step a turn, and drops
- * the old one whole. When nothing is held both maps are dropped at once.
+ * while a burst is delivered), a sweep moves the held into a new map, a step a turn.
  *
  * Ids this process made (ownIdNumber) skip the map: a Map.set of a string key into a map of
- * tens of thousands costs ~1 µs (cache misses, growth), a slot in an array of their numbers
- * ~40 ns. Slots come in chunks of CHUNK, dropped when no message in them is held; an older
- * chunk left with fewer than SPARSE held moves them to the map, so that a long-held message
- * never keeps a whole chunk alive.
+ * tens of thousands costs ~1 µs, a slot in an array of their numbers ~40 ns. Slots come in
+ * chunks of CHUNK, dropped when none of theirs is held; an older chunk left with fewer than
+ * SPARSE held moves them to the map (a long-held message never keeps a whole chunk alive).
  *
  * Invariants: a held message is the entry of its id in `byId`, or, while a sweep moves them,
  * `byId` has no entry for the id and `moving.from` has it; or it is in its number's slot, and
@@ -119,7 +117,6 @@ export class HeldIds {
     if (this.count === 0 || this.sweepDue()) this.queueSweep();
   }
 
-  /** Moves a sparse chunk's held messages to the map, and drops the chunk. */
   private unchunk(key: number, chunk: Chunk): void {
     this.chunks.delete(key);
     for (const message of chunk.slots)
@@ -131,7 +128,6 @@ export class HeldIds {
     if (this.stale > this.count + SWEEP_MIN) this.queueSweep();
   }
 
-  /** Whether enough entries of `byId` are stale for a sweep to start. */
   private sweepDue(): boolean {
     if (this.moving !== undefined) return false;
     const over = this.stale - SWEEP_MIN;

@@ -42,10 +42,7 @@ export class Horizon {
     return report;
   }
 
-  /**
-   * Records a new due time for a message not held, and holds it if within the horizon.
-   * `written`: called once the store has it, before it is held (so before it can be delivered).
-   */
+  /** Records a message's new due time; `written` is called before it is held (and delivered). */
   async relocate(
     message: MessageState,
     previousDeliverAt: number,

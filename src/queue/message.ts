@@ -346,9 +346,9 @@ export function reasonOf(err: unknown): string {
   return clipReason(text);
 }
 
-/** A reason cut to MAX_REASON_CHARS, its last character an ellipsis when cut. */
-export function clipReason(text: string): string {
-  return text.length > MAX_REASON_CHARS ? `${text.slice(0, MAX_REASON_CHARS - 1)}…` : text;
+/** A text cut to `max` characters (MAX_REASON_CHARS for a reason), the last an ellipsis when cut. */
+export function clipReason(text: string, max = MAX_REASON_CHARS): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
 /** A schedule request, checked, with its payload encoded (see encodePayload). */

@@ -77,9 +77,8 @@ export class Lease {
 }
 
 /**
- * The messages of a busy millisecond (NearHorizon.groupFrom or more), each with its version when it
- * joined: one wheel timer instead of one each (~100 ns a message). An entry whose message
- * changed since is skipped when the group fires.
+ * The messages of a busy millisecond (NearHorizon.groupFrom or more), each with its version when
+ * it joined (skipped if changed since): one wheel timer instead of one each (~100 ns a message).
  */
 export class DueGroup {
   messages: NearMessage[] = [];

@@ -1,36 +1,30 @@
 /**
  * The near horizon: the messages held in memory (due before the horizon's end), each in one of
- * three states, with its timer on the queue's wheel.
+ * three states, with its timer on the queue's wheel. Finishing, retrying and burying are the
+ * engine's (they involve the store); this file only moves messages between states.
  *
  *   hold ─► SCHEDULED ──due timer──► READY ──take──► IN FLIGHT ──visibility timer──► (expired)
  *                                      ▲                 │
  *                                      └─── handBack ────┘          release: out of memory,
  *                                                                   from any state
  *
- * A message's `timer` is its due timer while scheduled, 0 otherwise. In flight, its `lease` is
- * the one visibility timer shared by the messages taken with it (a timer per message was ~7% of
- * a burst's profile); a lease ends at a whole millisecond, and later takes with the same
- * deadline join it while its timer runs. Every change of state bumps `version`, so entries left
- * in a topic's ready list (ready-list.ts) go stale and are skipped. Finishing, retrying and
- * burying are the engine's (they involve the store); this file only moves messages between states.
- *
- * Counts are kept with every change, so that stats() and dueHistogram() never walk memory (a
- * walk of a million held messages took ~100 ms): `tallies` per topic; `minutes`, all held
- * messages by the minute of their due time; `due`, scheduled ones by due ms.
+ * In flight, a message's `lease` is the one visibility timer shared by the messages taken with
+ * it (a timer per message was ~7% of a burst's profile). Every change of state bumps `version`,
+ * so its entries in a ready list go stale. Counts are kept with every change (`tallies` per
+ * topic, `minutes`, `due`), so that stats() and dueHistogram() never walk memory (a walk of a
+ * million held messages took ~100 ms).
  *
  * Invariants (checked by debugAssert where cheap):
  *   - `message.held` ⇒ `ids.entry(message.id) === message`; `ids.count` counts held messages;
- *   - a held message has a `tally`; Σ tallies.{scheduled,ready,inflight} = held messages in
- *     each state;
- *   - a message in flight, and no other, has a receipt slot (receipts.ts) and a `lease`, and
- *     is in its lease's `takes`; a lease's `live` counts those, and its timer is pending while
- *     that is above 0. A lease that fired has `live` 0 and timer 0: its messages (in flight
- *     under their id locks until their retry moves them) have no lease.
+ *   - a held message has a `tally`; the tallies count the held messages in each state;
+ *   - a message in flight, and no other, has a receipt slot and a `lease`, and is in its
+ *     lease's `takes`; a lease's `live` counts those, and its timer is pending while that is
+ *     above 0. A lease that fired has `live` 0 and timer 0: its messages (in flight under their
+ *     id locks until their retry moves them) have no lease.
  *
- * Horizon loads (horizon.ts) read the store while the queue keeps running. Messages held during
- * a load are `deferred` (armed after it, behind what it brings, in due order), and ids changed
- * through the store during it are `superseded`: the load may have read them before the change,
- * and a stale copy taken over would deliver a cancelled message.
+ * During a horizon load (horizon.ts) messages held are `deferred` (armed after it, behind what
+ * it brings), and ids changed through the store are `superseded`: the load may have read them
+ * before the change, and a stale copy taken over would deliver a cancelled message.
  */
 
 import { debugAssert } from '../assert.js';
@@ -101,8 +95,8 @@ export class NearHorizon implements HeldCounts {
    */
   private fireReading = Number.NaN;
   private fireReads = 0;
-  /** Payloads of dense bursts parsed before they are due. */
-  private readonly ahead: DecodeAhead;
+  /** Payloads of dense bursts parsed before they are due; a delivery takes its payload here. */
+  readonly ahead: DecodeAhead;
   /** The due groups of dense milliseconds not fired yet, by due time. */
   private readonly groups = new Map<number, DueGroup>();
   /**
@@ -132,16 +126,6 @@ export class NearHorizon implements HeldCounts {
     );
   }
 
-  /** The payload for a delivery of a message in flight (parsed ahead, or now). */
-  payloadFor(message: NearMessage, held: Uint8Array | string): unknown {
-    return this.ahead.payloadFor(message, held);
-  }
-
-  /** The queue closes: decoding ahead stops. */
-  stop(): void {
-    this.ahead.stop();
-  }
-
   get size(): number {
     return this.ids.count;
   }
@@ -157,9 +141,8 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
-   * The held message of an id. One whose ack consume() put off is finished first (its handler
-   * succeeded): to cancel(), schedule() with its id, get() and the rest it is acked, as it would
-   * be had the ack not waited.
+   * The held message of an id. One whose ack consume() put off is finished first: to cancel(),
+   * get() and the rest it is acked, as it would be had the ack not waited.
    */
   get(id: string): NearMessage | undefined {
     const message = this.ids.entry(id);
@@ -171,7 +154,7 @@ export class NearHorizon implements HeldCounts {
     return message;
   }
 
-  /** Applies a message's put-off ack now (set by Deliveries). */
+  /** Set by Deliveries. */
   applyPendingAck: (message: NearMessage) => void = () => {};
 
   /** The message in flight under this receipt, if any (the facade checked it is a string). */
@@ -181,20 +164,18 @@ export class NearHorizon implements HeldCounts {
     return message?.pendingAck === undefined ? message : undefined;
   }
 
-  /** The receipt of a message in flight. */
   receiptOf(message: NearMessage): string {
     return this.receipts.receiptOf(message);
   }
 
-  /** The messages in flight now, in no particular order. */
+  /** In no particular order. */
   inFlight(): NearMessage[] {
     return this.receipts.holders();
   }
 
   /**
-   * Brings a message into memory as scheduled, with its due timer (ready at once if due). A
-   * message already held under its id is left as it is. `fresh`: just scheduled with a new id,
-   * so it cannot be held already (no lookup).
+   * Brings a message into memory as scheduled (one already held under its id is left as it is).
+   * `fresh`: just scheduled with a new id, so it cannot be held already (no lookup).
    */
   hold(state: MessageState, fresh = false): void {
     if (!fresh && this.ids.entry(state.id)?.held === true) return;
@@ -224,15 +205,12 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
-   * Due already: ready at once, after whatever the wheel holds that is due by now (its native
-   * timer may not have run yet): due order holds. Not due yet: a timer for its due time, or a
-   * place in its millisecond's due group, from groupFrom messages on (decoded ahead from
-   * denseFrom on). A group, once made, takes every message of its millisecond armed until it
-   * fires, however few are left: a message armed later never fires before one armed earlier
-   * for the same time. Ticks begin on whole milliseconds, so a message due by now is on a tick
-   * that has begun. Inside a wheel expiration (the wheel is mid-advance) a due message goes on
-   * the wheel's next tick (or its group, not fired yet: after the group's earlier messages, as
-   * on the tick).
+   * Due already: ready at once, after whatever the wheel holds that is due by now (ticks begin
+   * on whole milliseconds, so its tick has begun: due order holds), unless the wheel is
+   * mid-expiration: then on its next tick, or in its group if that has not fired. Not due yet: a
+   * timer, or a place in its millisecond's due group from groupFrom messages on. A group takes
+   * every message of its millisecond armed until it fires, however few are left: a message armed
+   * later never fires before one armed earlier for the same time.
    */
   private arm(message: NearMessage): void {
     const now = this.clock.now();
@@ -262,9 +240,8 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
-   * A busy millisecond came due: its messages that have not changed since they joined fire, in
-   * order, as fire() would fire each, but with one clock reading, one count change and one wake
-   * per run of a topic: a first burst fires tens of thousands before any is delivered.
+   * A busy millisecond came due: its unchanged messages fire in order, as fire() would, but with
+   * one clock reading, one count change and one wake per run of a topic.
    */
   fireGroup(group: DueGroup): void {
     const { deliverAt, messages, versions } = group;
@@ -301,10 +278,7 @@ export class NearHorizon implements HeldCounts {
     if (fired > 0) this.due.add(deliverAt, -fired);
   }
 
-  /**
-   * A scheduled message came due: ready in its topic, and one waiter of the topic woken. `now`:
-   * a clock reading taken after it came due, if the caller has one.
-   */
+  /** A scheduled message came due; `now`: a clock reading taken after that, if the caller has one. */
   fire(message: NearMessage, now = this.fireTime(message)): void {
     debugAssert(message.held && message.status === 'scheduled', 'fired a message not scheduled');
     this.report.fired(message, now);
@@ -322,10 +296,10 @@ export class NearHorizon implements HeldCounts {
       list.reserve(1 + Math.min(this.due.at(message.deliverAt), tally.scheduled));
     }
     list.push(message);
-    this.waiters.wakeOne(message.topic);
+    this.waiters.wake(message.topic, 1);
   }
 
-  /** A topic's ready list, made when it has none (from the spare one if there is one). */
+  /** A topic's ready list, made when it has none (the spare one if there is one). */
   private readyListOf(topic: string): ReadyList<NearMessage> {
     let list = this.ready.get(topic);
     if (list === undefined) {
@@ -338,10 +312,9 @@ export class NearHorizon implements HeldCounts {
 
   /**
    * The time fire() measures lateness at (stats only): one clock reading serves up to
-   * FIRE_READS fires of one synchronous run (the wheel fires a burst in one), instead of a
-   * reading each (~45 ns, a tenth of the cost of making a message ready). It is at most that
-   * many fires old, and never before the message's due time (a reading from an earlier expiry
-   * of the same run could be).
+   * FIRE_READS fires of one synchronous run, instead of a reading each (~45 ns, a tenth of the
+   * cost of making a message ready); never before the message's due time (a reading from an
+   * earlier expiry of the same run could be).
    */
   private fireTime(message: NearMessage): number {
     if (this.fireReads === 0) {
@@ -352,15 +325,13 @@ export class NearHorizon implements HeldCounts {
     return Math.max(this.fireReading, message.deliverAt);
   }
 
-  /** The run of code that took the fire reading has ended: the next fire reads the clock. */
   private readonly endFireRun = (): void => {
     this.fireReads = 0;
   };
 
   /**
-   * Takes up to `max` ready messages of a topic in flight (due ones the wheel has not fired yet
-   * included), each with a receipt and a visibility timer, stopping before one whose payload
-   * (if in memory) would bring the total past `maxBytes`; the first is always taken.
+   * Takes up to `max` ready messages of a topic in flight (due ones included), stopping before one
+   * whose payload (if in memory) would bring the total past `maxBytes`; the first is always taken.
    */
   take(topic: string, max: number, visibilityMs: number, maxBytes: number): NearMessage[] {
     // Whatever is due by now is ready first, even if the wheel's native timer has not run yet.
@@ -434,9 +405,8 @@ export class NearHorizon implements HeldCounts {
   }
 
   /**
-   * Undoes take() for `taken[from..]`, as if those were never received: ready again at the head
-   * of their topic, in their order, the attempt not counted. A message changed meanwhile (its
-   * receipt no longer the one it was taken with) is left as it is.
+   * Undoes take() for `taken[from..]`: ready again at the head of their topic, in their order,
+   * the attempt not counted; one whose receipt changed meanwhile is left as it is.
    */
   handBack(
     topic: string,
@@ -460,13 +430,10 @@ export class NearHorizon implements HeldCounts {
     }
     if (back.length === 0) return;
     this.readyListOf(topic).putBack(back);
-    this.waiters.wakeOne(topic);
+    this.waiters.wake(topic, 1);
   }
 
-  /**
-   * Takes a message out of memory, whatever its state: its timer, its receipt, its counts (its
-   * ready-list entries go stale). Also ends its lateness tracking.
-   */
+  /** Takes a message out of memory, whatever its state, and ends its lateness tracking. */
   release(message: NearMessage): void {
     if (message.timer !== 0) this.wheel.clearTimeout(message.timer);
     message.timer = 0;
@@ -513,10 +480,7 @@ export class NearHorizon implements HeldCounts {
     }
   }
 
-  /**
-   * A lease's timer ran out: its messages still in flight under it, in take order, which leave
-   * it (their visibility timeout has run out).
-   */
+  /** A lease's timer ran out: its messages still in flight under it, in take order, leave it. */
   expired(lease: Lease): NearMessage[] {
     lease.timer = 0;
     const expired = lease.members();
@@ -542,8 +506,7 @@ export class NearHorizon implements HeldCounts {
 
   /**
    * A horizon load ended: holds what it `loaded` (unless changed meanwhile), then arms the
-   * messages held during the load that are still scheduled. `keep` false (the queue closed)
-   * drops both.
+   * messages held during it; `keep` false (the queue closed) drops both.
    */
   endLoad(loaded: readonly MessageState[], keep: boolean): void {
     const deferred = this.deferred as NearMessage[];

@@ -23,3 +23,28 @@ export interface QueueParts {
   finished: FinishedMemory;
   topics: TopicGate;
 }
+
+/** The producer's and the deliveries' base: the shared parts, as fields of their own. */
+export abstract class EnginePart {
+  protected readonly store: Store;
+  protected readonly clock: Clock;
+  protected readonly near: NearHorizon;
+  protected readonly horizon: Horizon;
+  protected readonly waiters: Waiters;
+  protected readonly locks: IdLocks;
+  protected readonly report: QueueReport;
+  protected readonly finished: FinishedMemory;
+  protected readonly topics: TopicGate;
+
+  constructor(parts: QueueParts) {
+    this.store = parts.store;
+    this.clock = parts.clock;
+    this.near = parts.near;
+    this.horizon = parts.horizon;
+    this.waiters = parts.waiters;
+    this.locks = parts.locks;
+    this.report = parts.report;
+    this.finished = parts.finished;
+    this.topics = parts.topics;
+  }
+}

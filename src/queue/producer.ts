@@ -4,7 +4,6 @@
  * not held is announced (`supersede`): a horizon load meanwhile must not take its stale copy.
  */
 
-import type { Clock } from '../clock/index.js';
 import type { Scheduled } from './backend.js';
 import {
   isMaybeWritten,
@@ -12,35 +11,12 @@ import {
   outcomeUnknown,
   TickwheelOutcomeError,
 } from '../errors.js';
-import type { FinishedMemory } from './finished.js';
-import type { Horizon } from './horizon.js';
-import type { IdLocks } from './locks.js';
 import { newMessageId, type CheckedRequest, type MessageState } from './message.js';
 import { nearMessage, type NearMessage } from './near-message.js';
-import type { NearHorizon } from './near.js';
-import type { QueueReport } from './report.js';
-import type { QueueParts } from './parts.js';
-import type { Store, StoredMessage } from './store.js';
+import { EnginePart } from './parts.js';
+import type { StoredMessage } from './store.js';
 
-export class Producer {
-  private readonly store: Store;
-  private readonly clock: Clock;
-  private readonly near: NearHorizon;
-  private readonly horizon: Horizon;
-  private readonly locks: IdLocks;
-  private readonly report: QueueReport;
-  private readonly finished: FinishedMemory;
-
-  constructor(parts: QueueParts) {
-    this.store = parts.store;
-    this.clock = parts.clock;
-    this.near = parts.near;
-    this.horizon = parts.horizon;
-    this.locks = parts.locks;
-    this.report = parts.report;
-    this.finished = parts.finished;
-  }
-
+export class Producer extends EnginePart {
   /** A checked request (an id of '': one is made here; otherwise dedup by id). */
   async schedule(request: CheckedRequest): Promise<Scheduled> {
     const now = this.clock.now();

@@ -1,17 +1,10 @@
 /**
- * HTTP push delivery (docs/push.md): the queue sends a topic's messages to its push target.
- *
- *   due message ─► Worker (concurrency = the target's) ─► PushSender: signed HTTP request
- *                                                          ├─ 2xx            ─► ack
- *                                                          └─ anything else  ─► nack (reason)
- *
- * A Worker over the queue's own receive, so pushes obey pause, rate limits, backoff and dead
- * letters; a delivery is invisible for twice the target's timeout plus a second, so a running
- * push is never handed out again. Failing pushes are one fault per topic, told again only when
- * the reason changes (and TICKWHEEL_PUSH_HEALED once one succeeds), not one per attempt.
+ * HTTP push delivery (docs/push.md): a Worker over the queue's own receive (so pushes obey
+ * pause, rate limits, backoff and dead letters) sends a topic's messages to its target through a
+ * PushSender; 2xx acks, anything else nacks. Failing pushes are one fault per topic, told again
+ * only when the reason changes (TICKWHEEL_PUSH_HEALED once one succeeds).
  */
 
-import { TickwheelTypeError } from '../errors.js';
 import { checkOption, describe, invalidOption } from '../validate.js';
 import { faultOf, warnFault, type FaultReporter } from './faults.js';
 import { reasonOf } from './message.js';
@@ -57,10 +50,6 @@ const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]{0,8192}$/;
 
 const FIELDS = ['url', 'method', 'headers', 'timeoutMs', 'concurrency', 'secret'];
 
-function invalid(message: string): TickwheelTypeError {
-  return invalidOption(message);
-}
-
 /** An object with only the `allowed` fields (a typo must not pass as "not set"). */
 export function fieldsOf(
   value: unknown,
@@ -69,11 +58,11 @@ export function fieldsOf(
   example: string,
 ): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw invalid(`${what} must be an object such as ${example}, got ${describe(value)}`);
+    throw invalidOption(`${what} must be an object such as ${example}, got ${describe(value)}`);
   }
   for (const key of Object.keys(value)) {
     if (!allowed.includes(key)) {
-      throw invalid(
+      throw invalidOption(
         `unknown field ${JSON.stringify(key)} of ${what}: the fields are ${allowed.join(', ')}`,
       );
     }
@@ -113,7 +102,7 @@ export function checkPushTarget(value: unknown): PushTarget | null {
 
 function checkUrl(value: unknown): string {
   if (typeof value !== 'string' || value.length > MAX_PUSH_URL_LENGTH) {
-    throw invalid(
+    throw invalidOption(
       `push.url must be an http: or https: URL of at most ${MAX_PUSH_URL_LENGTH} characters, got ${describe(value)}`,
     );
   }
@@ -121,13 +110,13 @@ function checkUrl(value: unknown): string {
   try {
     url = new URL(value);
   } catch {
-    throw invalid(`push.url is not a URL: ${JSON.stringify(value)}`);
+    throw invalidOption(`push.url is not a URL: ${JSON.stringify(value)}`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw invalid(`push.url must be http: or https:, got ${url.protocol}`);
+    throw invalidOption(`push.url must be http: or https:, got ${url.protocol}`);
   }
   if (url.username !== '' || url.password !== '') {
-    throw invalid(
+    throw invalidOption(
       'push.url must not hold a user name or password (it is shown by topicInfo): send credentials in push.headers, which are never read back',
     );
   }
@@ -136,34 +125,38 @@ function checkUrl(value: unknown): string {
 
 function checkMethod(value: unknown): PushMethod {
   if (!PUSH_METHODS.includes(value as PushMethod)) {
-    throw invalid(`push.method must be one of ${PUSH_METHODS.join(', ')}, got ${describe(value)}`);
+    throw invalidOption(
+      `push.method must be one of ${PUSH_METHODS.join(', ')}, got ${describe(value)}`,
+    );
   }
   return value as PushMethod;
 }
 
 function checkHeaders(value: unknown): Record<string, string> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw invalid(`push.headers must be an object of names and values, got ${describe(value)}`);
+    throw invalidOption(
+      `push.headers must be an object of names and values, got ${describe(value)}`,
+    );
   }
   const entries = Object.entries(value as Record<string, unknown>);
   if (entries.length > MAX_PUSH_HEADERS) {
-    throw invalid(`push.headers: at most ${MAX_PUSH_HEADERS} headers, got ${entries.length}`);
+    throw invalidOption(`push.headers: at most ${MAX_PUSH_HEADERS} headers, got ${entries.length}`);
   }
   const headers: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const [name, text] of entries) {
     const lower = name.toLowerCase();
     if (!HEADER_NAME.test(name)) {
-      throw invalid(`push.headers: ${JSON.stringify(name)} is not a header name`);
+      throw invalidOption(`push.headers: ${JSON.stringify(name)} is not a header name`);
     }
     if (RESERVED_HEADERS.has(lower) || lower.startsWith('tickwheel-')) {
-      throw invalid(
+      throw invalidOption(
         `push.headers: ${name} is set by tickwheel or by HTTP itself and cannot be given`,
       );
     }
-    if (Object.hasOwn(headers, lower)) throw invalid(`push.headers: ${name} is given twice`);
+    if (Object.hasOwn(headers, lower)) throw invalidOption(`push.headers: ${name} is given twice`);
     // The value is not quoted back: headers hold credentials.
     if (typeof text !== 'string' || !HEADER_VALUE.test(text)) {
-      throw invalid(
+      throw invalidOption(
         `push.headers.${name} must be a string of at most 8192 Latin-1 characters with no line breaks (its value is not shown here)`,
       );
     }
@@ -174,7 +167,7 @@ function checkHeaders(value: unknown): Record<string, string> {
 
 function checkSecret(value: unknown): string {
   if (typeof value !== 'string' || value.length < 16 || value.length > 512) {
-    throw invalid(
+    throw invalidOption(
       `push.secret must be a string of 16 to 512 characters (the key requests are signed with; 32 random bytes in hex is a good one), got ${typeof value === 'string' ? `${value.length} characters` : describe(value)}`,
     );
   }
@@ -219,8 +212,7 @@ export class Pushers {
   static closeGraceMs = 5_000;
   private readonly topics = new Map<string, Pushing>();
   private readonly counts = new Map<string, PushStats>();
-  /** Targets known before start() (read while the queue opens). */
-  private readonly pending = new Map<string, PushTarget>();
+  private gate: TopicGate | undefined;
   private readonly stopping = new Set<Promise<void>>();
   private started = false;
   private closed = false;
@@ -239,18 +231,21 @@ export class Pushers {
   }
 
   /** Follows a queue's topic settings: targets vetted by the guard, applied once stored. */
-  follow(topics: TopicGate): void {
-    topics.vetPush = (target) => this.guard.checkTarget(target.url);
-    topics.listen((topic, settings) => this.apply(topic, settings.push));
+  follow(gate: TopicGate): void {
+    this.gate = gate;
+    gate.vetPush = (target) => this.guard.checkTarget(target.url);
+    gate.listen((topic, settings) => this.apply(topic, settings.push));
   }
 
-  apply(topic: string, target: PushTarget | null): void {
-    if (this.closed) return;
-    if (!this.started) {
-      if (target === null) this.pending.delete(topic);
-      else this.pending.set(topic, target);
-      return;
-    }
+  /** Pushes to the targets the followed topics have, and from then on to those they are given. */
+  start(): void {
+    if (this.started || this.closed) return;
+    this.started = true;
+    for (const [topic, settings] of this.gate?.all() ?? []) this.apply(topic, settings.push);
+  }
+
+  private apply(topic: string, target: PushTarget | null): void {
+    if (this.closed || !this.started) return;
     const current = this.topics.get(topic);
     if (current !== undefined && target !== null && samePushTarget(current.target, target)) return;
     if (current !== undefined) {
@@ -259,13 +254,6 @@ export class Pushers {
       this.stop(current);
     }
     if (target !== null) this.topics.set(topic, this.begin(topic, target));
-  }
-
-  start(): void {
-    if (this.started || this.closed) return;
-    this.started = true;
-    for (const [topic, target] of this.pending) this.apply(topic, target);
-    this.pending.clear();
   }
 
   /** Counts per topic since the queue opened (kept across target changes: counters). */

@@ -1,19 +1,12 @@
 /**
- * The ready messages of one topic, oldest first: a FIFO of (message, version) pairs.
+ * The ready messages of one topic, oldest first: a FIFO of (message, version) pairs. Entries are
+ * never removed from the middle: a change of a message's state bumps its `version`, which makes
+ * its earlier entries stale, skipped when they reach the head (taking a message out is O(1)).
  *
- * Entries are never removed from the middle. A message whose state changes (received,
- * cancelled, moved) bumps its `version`, which makes every entry pushed before that change
- * stale; stale entries are skipped when they reach the head. So taking a message out of a
- * ready list is O(1) wherever it sits, and a list may hold more entries than current messages.
- *
- * Storage: two parallel ring buffers (no object per entry; the versions in a typed array, which
- * the garbage collector does not scan and which comes zeroed), a power of two in size, doubled
- * when full and never shrunk: a list is dropped whole once empty (near.ts keeps the last one
- * dropped, if not too large, for the next list it needs). Pushing and taking
- * allocate nothing in between. (Arrays grown by push and cut by slice cost a burst ~70 bytes of
- * short-lived garbage a message, most of it living long enough to be promoted out of the young
- * generation, so that a million messages due within a second spent a third of their time in
- * the scavenger.)
+ * Two parallel ring buffers, a power of two in size, doubled when full and never shrunk (no
+ * object per entry; versions in a typed array, unscanned by the GC): arrays grown by push and
+ * cut by slice cost a burst ~70 bytes of garbage a message, and a million messages due within a
+ * second spent a third of their time in the scavenger.
  *
  * Invariant: `0 <= count <= messages.length === versions.length`, a power of two; the entries
  * are at `(head + i) & mask` for i < count, the other cells hold undefined.
@@ -55,7 +48,6 @@ export class ReadyList<M extends Versioned> {
     return undefined;
   }
 
-  /** Removes the head entry. */
   dropHead(): void {
     debugAssert(this.count > 0, 'a ready list dropped past its end');
     this.messages[this.head] = undefined;
@@ -63,9 +55,7 @@ export class ReadyList<M extends Versioned> {
     this.count--;
   }
 
-  /**
-   * Puts messages back in front, in the order given, with their current versions.
-   */
+  /** Puts messages back in front, in the order given, with their current versions. */
   putBack(messages: readonly M[]): void {
     if (this.count + messages.length > this.messages.length) {
       this.grow(this.count + messages.length);
@@ -83,7 +73,6 @@ export class ReadyList<M extends Versioned> {
     return this.count;
   }
 
-  /** Entries it holds before it grows. */
   get capacity(): number {
     return this.messages.length;
   }

@@ -1,24 +1,14 @@
 /**
  * Receipts: the string a delivery is acknowledged with, and the table that finds its message.
- *
  * Every message in flight has a slot (a small integer, reused once freed). Its receipt is
  *
  *     prefix  slot (base 36)  '.'  counter (base 36)       e.g.  rQk3…x9  2f . 1a0c
  *
- * - `prefix` is random per process, so a receipt cannot be guessed from outside;
- * - the slot finds the message with one array index: no Map lookup by string on ack;
- * - the counter makes every receipt unique within the process, so a receipt of an earlier
- *   delivery (same message or same slot) is never mistaken for the current one: the message
- *   in the slot must hold exactly this receipt.
- *
- * No random bytes per receipt: one string concatenation. The prefix starts with a letter, as
- * base64url may start with '-' and a receipt that looks like an option is misread by command
- * lines (`tickwheel ack -x...`).
- *
- * A message keeps only its receipt's counter (`receiptNo`), not the string: the string is made
- * for the delivery handed out and lives as long as that does. Kept on the message, it outlived
- * the delivery for as long as the message stayed in flight (an ack put off during a burst), and
- * a million of them moved into the old generation cost the scavenger ~150 MB of promotion.
+ * The prefix is random per process (receipts cannot be guessed) and starts with a letter (one
+ * starting with '-' is misread by command lines); the slot finds the message with one array
+ * index; the counter makes every receipt unique in the process, so an earlier delivery's is never
+ * taken for the current one. A message keeps only its counter (`receiptNo`): a million receipt
+ * strings kept on messages whose acks were put off cost the scavenger ~150 MB of promotion.
  *
  * Invariants: a message with `slot >= 0` is `slots[slot]`, and its slot is in no free list;
  * `owner(r)` is a message only if it is in flight and `receiptOf(message) === r`.
@@ -51,9 +41,8 @@ export class Receipts<M extends Receivable> {
   private readonly slots: Array<M | undefined> = [];
   private readonly free: number[] = [];
   /**
-   * `prefix slot '.'` of the first HEAD_CACHE slots, made once: slots are reused, and
-   * toString(36) is not cheap. Slots past those (a million messages in flight while acks are put
-   * off in a burst) make theirs each time rather than keep a string per slot for good.
+   * `prefix slot '.'` of the first HEAD_CACHE slots, made once (toString(36) is not cheap); slots
+   * past those (a million in flight in a burst) make theirs each time rather than keep them.
    */
   private readonly heads: string[] = [];
 
@@ -67,7 +56,6 @@ export class Receipts<M extends Receivable> {
     message.receiptNo = ++receiptCounter;
   }
 
-  /** The receipt of a message in flight. */
   receiptOf(message: M): string {
     debugAssert(message.slot >= 0, 'a receipt was asked of a message not in flight');
     const slot = message.slot;
@@ -91,10 +79,7 @@ export class Receipts<M extends Receivable> {
     message.slot = -1;
   }
 
-  /**
-   * The message in flight under this receipt, or undefined for a receipt that is stale, unknown
-   * or malformed.
-   */
+  /** The message in flight under this receipt; undefined if stale, unknown or malformed. */
   owner(receipt: string): M | undefined {
     // Reads the slot between the prefix and the '.', and the counter after it, without making
     // strings. Only the form receiptOf() makes is taken: no leading zeros, nothing after.

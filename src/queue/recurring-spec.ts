@@ -5,7 +5,6 @@
  */
 
 import { Cron } from 'croner';
-import { TickwheelTypeError } from '../errors.js';
 import { checkFlag, checkOption, describe, invalidOption } from '../validate.js';
 import { checkBackoff, checkMaxAttempts, checkTopic, MAX_DELAY_MS } from './message.js';
 import type { ScheduleSpec } from '../protocol/model.js';
@@ -37,13 +36,9 @@ export const SPEC_FIELDS = [
   'paused',
 ];
 
-function invalid(message: string): TickwheelTypeError {
-  return invalidOption(message);
-}
-
 export function checkScheduleName(name: unknown): string {
   if (typeof name !== 'string' || !SCHEDULE_NAME_PATTERN.test(name)) {
-    throw invalid(
+    throw invalidOption(
       `a schedule name is 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit; got ${describe(name)}`,
     );
   }
@@ -53,12 +48,14 @@ export function checkScheduleName(name: unknown): string {
 /** Checks a RecurringSpec (or a stored ScheduleSpec) into a ScheduleSpec. */
 export function checkSpec(given: unknown): ScheduleSpec {
   if (typeof given !== 'object' || given === null || Array.isArray(given)) {
-    throw invalid(`a schedule must be an object such as { topic, cron }, got ${describe(given)}`);
+    throw invalidOption(
+      `a schedule must be an object such as { topic, cron }, got ${describe(given)}`,
+    );
   }
   const spec = given as Record<string, unknown>;
   for (const key of Object.keys(spec)) {
     if (!SPEC_FIELDS.includes(key)) {
-      throw invalid(
+      throw invalidOption(
         `unknown schedule field ${JSON.stringify(key)}: the fields are ${SPEC_FIELDS.join(', ')}`,
       );
     }
@@ -66,29 +63,29 @@ export function checkSpec(given: unknown): ScheduleSpec {
   const cron = spec.cron ?? null;
   const everyMs = spec.everyMs ?? null;
   if ((cron === null) === (everyMs === null)) {
-    throw invalid('a schedule needs exactly one of cron and everyMs');
+    throw invalidOption('a schedule needs exactly one of cron and everyMs');
   }
   if (cron !== null && (typeof cron !== 'string' || cron.length > 200)) {
-    throw invalid(`cron must be a cron expression (a string), got ${describe(cron)}`);
+    throw invalidOption(`cron must be a cron expression (a string), got ${describe(cron)}`);
   }
   const fields = typeof cron === 'string' ? cron.trim().split(/\s+/).length : 0;
   if (cron !== null && fields !== 5 && fields !== 6) {
-    throw invalid(
+    throw invalidOption(
       `cron must have 5 fields (minute hour day month weekday), or 6 with seconds first; ${JSON.stringify(cron)} has ${fields}`,
     );
   }
   const timezone = spec.timezone ?? null;
-  if (timezone !== null && cron === null) throw invalid('timezone goes with cron only');
+  if (timezone !== null && cron === null) throw invalidOption('timezone goes with cron only');
   if (
     timezone !== null &&
     (typeof timezone !== 'string' || timezone.length === 0 || timezone.length > 100)
   ) {
-    throw invalid(`timezone must be an IANA time zone name, got ${describe(timezone)}`);
+    throw invalidOption(`timezone must be an IANA time zone name, got ${describe(timezone)}`);
   }
   const startAt = spec.startAt == null ? null : checkTime(spec.startAt, 'startAt');
   const endAt = spec.endAt == null ? null : checkTime(spec.endAt, 'endAt');
   if (startAt !== null && endAt !== null && endAt < startAt) {
-    throw invalid('endAt must not be before startAt');
+    throw invalidOption('endAt must not be before startAt');
   }
   const payload = spec.payload === undefined ? null : spec.payload;
   let text: string | undefined;
@@ -97,9 +94,9 @@ export function checkSpec(given: unknown): ScheduleSpec {
   } catch {
     text = undefined;
   }
-  if (text === undefined) throw invalid('payload must be a JSON value');
+  if (text === undefined) throw invalidOption('payload must be a JSON value');
   if (Buffer.byteLength(text) > MAX_SCHEDULE_PAYLOAD_BYTES) {
-    throw invalid(`payload is over ${MAX_SCHEDULE_PAYLOAD_BYTES} bytes as JSON`);
+    throw invalidOption(`payload is over ${MAX_SCHEDULE_PAYLOAD_BYTES} bytes as JSON`);
   }
   const checked: ScheduleSpec = {
     topic: checkTopic(spec.topic),
@@ -122,7 +119,7 @@ export function checkSpec(given: unknown): ScheduleSpec {
     // next() answers strictly later times: from startAt - 1, an occurrence at startAt counts.
     const from = Math.max(Date.now(), (checked.startAt ?? 0) - 1);
     if (occurrencesOf(checked, 0).next(from) === null) {
-      throw invalid(
+      throw invalidOption(
         `cron ${JSON.stringify(checked.cron)} has no occurrence at or after ${new Date(from + 1).toISOString()}${checked.endAt === null ? '' : ' up to endAt'}`,
       );
     }
@@ -136,7 +133,7 @@ function checkTime(value: unknown, name: string): number {
 
 function checkChoice<T extends string>(value: unknown, name: string, choices: readonly T[]): T {
   if (!choices.includes(value as T)) {
-    throw invalid(`${name} must be one of ${choices.join(', ')}, got ${describe(value)}`);
+    throw invalidOption(`${name} must be one of ${choices.join(', ')}, got ${describe(value)}`);
   }
   return value as T;
 }
@@ -229,7 +226,7 @@ export function occurrencesOf(spec: ScheduleSpec, createdAt: number): Occurrence
   try {
     nextRun = cronOf(spec.cron as string, spec.timezone ?? 'UTC');
   } catch (err) {
-    throw invalid(
+    throw invalidOption(
       `cron ${JSON.stringify(spec.cron)} in ${spec.timezone}: ${(err as Error).message}`,
     );
   }

@@ -94,15 +94,7 @@ export class Scheduler {
   /** Reads the records and brings every schedule up to date; called once when the queue opens. */
   async start(): Promise<void> {
     for (const record of await this.store.readSchedules()) {
-      let occurrences: Occurrences;
-      try {
-        occurrences = occurrencesOf(record.spec, record.anchorAt);
-      } catch (err) {
-        // Stored once valid (a time zone this platform's data no longer has, say).
-        throw new TickwheelCorruptError(
-          `recurring schedule ${record.name} cannot be read back: ${(err as Error).message}`,
-        );
-      }
+      const occurrences = storedOccurrences(record, 'cannot be read back');
       await this.cancelSuperseded(record);
       const held = newHeld(record, occurrences);
       this.held.set(record.name, held);
@@ -204,13 +196,9 @@ export class Scheduler {
       this.held.delete(name);
       let occurrences: Occurrences | undefined;
       try {
-        if (record !== undefined) occurrences = occurrencesOf(record.spec, record.anchorAt);
+        if (record !== undefined) occurrences = storedOccurrences(record, 'cannot be run');
       } catch (err) {
-        this.onError(
-          new TickwheelCorruptError(
-            `recurring schedule ${name} cannot be run: ${(err as Error).message}`,
-          ),
-        );
+        this.onError(err);
       }
       adopted?.();
       if (record === undefined) {
@@ -383,6 +371,18 @@ export class Scheduler {
 
   private info(held: Held): ScheduleInfo {
     return infoOf(held.record, this.clock.now(), held.occurrences);
+  }
+}
+
+/** A stored record's occurrences; ERR_TICKWHEEL_CORRUPT if they cannot be worked out. */
+function storedOccurrences(record: ScheduleRecord, what: string): Occurrences {
+  try {
+    return occurrencesOf(record.spec, record.anchorAt);
+  } catch (err) {
+    // Stored once valid (a time zone this platform's data no longer has, say).
+    throw new TickwheelCorruptError(
+      `recurring schedule ${record.name} ${what}: ${(err as Error).message}`,
+    );
   }
 }
 

@@ -1,9 +1,7 @@
 /**
- * QueueReport: the backend calls one method per happening, and the report turns each into its
- * counter, lateness figure and event, the same on every backend (docs/metrics.md). Lateness
- * counts from when a message could first have been delivered: its due time, or its hand-in time
- * if later (`lateFrom`, usually empty). Fire lateness keeps the last LATENESS_SAMPLES for
- * quantiles; first-delivery lateness is a Prometheus histogram.
+ * QueueReport: the backend tells it each happening, and it counts it, measures lateness and
+ * emits its event, the same on every backend (docs/http-api.md, "Stats"). Lateness counts from
+ * the due time, or the hand-in time if later (`lateFrom`, usually empty).
  */
 
 import type { DeliveryLateness, FireLateness, QueueCounters } from '../protocol/model.js';
@@ -89,11 +87,6 @@ export class QueueReport {
     }
     if (this.events.active)
       for (let i = 0; i < n; i++) this.events.record('delivered', messages[i]);
-  }
-
-  /** Deliveries taken but handed back unused (their attempt not counted). */
-  undelivered(count: number): void {
-    this.counters.delivered -= count;
   }
 
   scheduled(message: EventSource): void {

@@ -1,10 +1,8 @@
 /**
- * Topic controls, obeyed by every receive of every backend (through a TopicGate): `paused`
- * (receive answers nothing; all else goes on), `push` (push.ts), `rateLimit` (a token bucket: a
- * receive takes at most as many messages as whole tokens, with none waits for the next within
- * its long poll, and gives back what it did not use). Settings are durable and apply once
- * stored; a change wakes the receives waiting on the topic. Tokens are counted where the backend
- * chooses (TokenBuckets): in this process, or in Valkey for all nodes.
+ * Topic controls, obeyed by every receive of every backend through a TopicGate: `paused`,
+ * `push` (push.ts), `rateLimit` (a token bucket: a receive takes at most as many messages as
+ * whole tokens, waits for the next within its long poll, and gives back what it did not use).
+ * Settings are durable and apply once stored; a change wakes the receives waiting on the topic.
  */
 
 import { mayHaveWritten, TickwheelCorruptError } from '../errors.js';
@@ -149,13 +147,11 @@ export function storeSettings(
   };
 }
 
+/** Whole tokens taken; `retryInMs`: with none granted, until the next one. */
+type Grant = { granted: number; retryInMs: number };
+
 export interface TokenBuckets {
-  /** Takes up to `want` whole tokens; `retryInMs`: with none granted, until the next one. */
-  take(
-    topic: string,
-    limit: RateLimit,
-    want: number,
-  ): { granted: number; retryInMs: number } | Promise<{ granted: number; retryInMs: number }>;
+  take(topic: string, limit: RateLimit, want: number): Grant | Promise<Grant>;
   refund(topic: string, limit: RateLimit, count: number): void | Promise<void>;
 }
 
@@ -168,7 +164,7 @@ export class LocalBuckets implements TokenBuckets {
 
   constructor(private readonly now: () => number) {}
 
-  take(topic: string, limit: RateLimit, want: number): { granted: number; retryInMs: number } {
+  take(topic: string, limit: RateLimit, want: number): Grant {
     const bucket = this.refill(topic, limit);
     const granted = Math.min(want, Math.floor(bucket.tokens));
     bucket.tokens -= granted;

@@ -1,19 +1,12 @@
 /**
- * Long polls waiting for a topic's next ready message, and the process keep-alive.
+ * Long polls waiting for a topic's next ready message, and the process keep-alive. A waiter is
+ * woken by the first of: a message made ready in its topic (one waiter per message, oldest
+ * first), its time limit (a timer on the queue's wheel), its AbortSignal, or the queue closing.
+ * The woken receive takes whatever is ready then, which may be nothing.
  *
- * A waiter is woken by the first of: a message made ready in its topic (`wakeOne`, one waiter
- * per message, oldest first), its time limit (a timer on the queue's wheel), its AbortSignal,
- * or the queue closing (`wakeAll`). Waking only resolves the wait: the woken receive takes
- * whatever is ready then, which may be nothing.
- *
- * Keep-alive: the queue's wheel is unref'd, so a queue that only holds scheduled messages never
- * keeps a process from ending. Long polls waiting and consumers running are different: while
- * there are any (`hold` / `release`, counted), one ref'd native interval keeps the process
- * alive, as awaiting a `setTimeout` would. Closing the queue ends every wait and consumer, so a
- * closed queue holds nothing.
- *
- * Invariant: `held` equals the number of waiters plus running consumers, and `keepAlive` is
- * set exactly while `held > 0`.
+ * The queue's wheel is unref'd: only long polls and running consumers keep the process alive,
+ * through one ref'd native interval. Invariant: `held` equals the number of waiters plus
+ * running consumers, and `keepAlive` is set exactly while `held > 0`.
  */
 
 import { debugAssert } from '../assert.js';
@@ -53,20 +46,9 @@ export class Waiters {
     });
   }
 
-  /** Wakes the oldest waiter of a topic, if any. */
-  wakeOne(topic: string): void {
-    // Called for every message made ready: most often nobody waits (consumers are busy).
-    if (this.byTopic.size === 0) return;
-    const set = this.byTopic.get(topic);
-    if (set === undefined) return;
-    for (const waiter of set) {
-      waiter.wake();
-      return;
-    }
-  }
-
-  /** Wakes the `count` oldest waiters of a topic (as many as there are, if fewer). */
+  /** Wakes the `count` oldest waiters of a topic (as many as there are; Infinity: all). */
   wake(topic: string, count: number): void {
+    // Called for every message made ready: most often nobody waits (consumers are busy).
     if (this.byTopic.size === 0) return;
     const set = this.byTopic.get(topic);
     if (set === undefined) return;
@@ -77,16 +59,7 @@ export class Waiters {
     }
   }
 
-  /** Wakes every waiter of a topic (its settings changed: topics.ts). */
-  wakeTopic(topic: string): void {
-    const set = this.byTopic.get(topic);
-    if (set !== undefined) for (const waiter of [...set]) waiter.wake();
-  }
-
-  /**
-   * Waits `ms` on the queue's wheel, or less if `signal` aborts, keeping the process alive
-   * meanwhile as a long poll does.
-   */
+  /** Waits `ms` on the queue's wheel (less if `signal` aborts), holding the process meanwhile. */
   sleep(ms: number, signal: AbortSignal): Promise<void> {
     if (signal.aborted) return Promise.resolve();
     return new Promise<void>((resolve) => {
@@ -105,9 +78,8 @@ export class Waiters {
     });
   }
 
-  /** Wakes every waiter of every topic. */
   wakeAll(): void {
-    for (const set of [...this.byTopic.values()]) for (const waiter of [...set]) waiter.wake();
+    for (const topic of [...this.byTopic.keys()]) this.wake(topic, Infinity);
   }
 
   /** Keeps the process alive until the matching release(). */

@@ -1,17 +1,11 @@
 /**
  * Worker (BullMQ's word): runs a handler over one topic's messages from a source that can
- * receive, ack and nack; the embedded and the client's consume() are both one.
- *
- *   receive up to the free slots ─► handler(message) ─► resolved: ack(receipt)
- *                                                   └─► threw:    nack(receipt, reason)
- *
- * At most `concurrency` handlers run at once (a slot is free once its handler is done). What
- * fails goes to onError with its context: a handler that threw (its message nacked), an ack or
- * nack (once per shared promise), a receive (then the worker rests receiveBackoff()). Only
- * close() ends the worker: it aborts a long poll, then waits for running handlers and their
- * acks, so a handler must not await its own consumer's close(). A synchronous handler makes no
- * promise, and receiveNow() drains a backlog as one loop, yielding every yieldAfterMs. Imports
- * nothing that does I/O, so the client can use it.
+ * receive, ack and nack (the embedded queue's, the client's, the cluster's), at most
+ * `concurrency` at once: acked when it resolves, nacked when it throws. Failures go to onError
+ * with their context (an ack or nack once per shared promise; a failed receive rests the
+ * worker receiveBackoff()). close() aborts a long poll, then waits for running handlers and
+ * their acks, so a handler must not await its own consumer's close(). A synchronous handler
+ * makes no promise. Imports nothing that does I/O, so the client can use it.
  */
 
 import { performance as realClock } from 'node:perf_hooks';
@@ -20,8 +14,7 @@ import {
   checkCallback,
   checkKnownOptions,
   checkOption,
-  describe,
-  invalidOption,
+  checkOptionsObject,
   optionNames,
 } from '../validate.js';
 import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
@@ -83,13 +76,11 @@ export function checkConsumeOptions(
   fixedWaitMs?: number,
   onFault: FaultReporter = warnFault,
 ): WorkerSettings {
-  if (options === undefined) options = {};
-  if (typeof options !== 'object' || options === null) {
-    throw invalidOption(
-      `consume options must be an object such as { concurrency: 8 }, got ${describe(options)}`,
-    );
-  }
-  const given = options as ConsumeOptions & { waitMs?: unknown };
+  const given = checkOptionsObject(
+    (options === undefined ? {} : options) as ConsumeOptions & { waitMs?: unknown },
+    'consume options',
+    '{ concurrency: 8 }',
+  );
   checkKnownOptions(
     given,
     fixedWaitMs === undefined ? [...CONSUME_OPTIONS, 'waitMs'] : CONSUME_OPTIONS,

@@ -20,7 +20,6 @@ describe('QueueReport: one counter and one event per happening, for every backen
     report.deduplicated();
     report.fired(message('a'), 150);
     report.delivered([message('a'), message('b', 2)], 160);
-    report.undelivered(1);
     report.acked(message('a'));
     report.nacked();
     report.failed(message('b', 2), 'boom');
@@ -43,7 +42,7 @@ describe('QueueReport: one counter and one event per happening, for every backen
       scheduled: 1,
       deduplicated: 1,
       fired: 3,
-      delivered: 1,
+      delivered: 2,
       acked: 1,
       nacked: 1,
       expired: 1,
