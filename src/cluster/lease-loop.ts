@@ -159,7 +159,7 @@ export class LeaseLoop {
   private async grantKept(meta: string): Promise<boolean> {
     if (this.settings.durability === 'async') return true;
     try {
-      if ((await this.valkey.replicasOf(meta)) === 0) return true;
+      if ((await this.valkey.replicas(meta)).count === 0) return true;
       const timeoutMs = String(this.settings.leaseMs / 4);
       return Number(await this.valkey.command(meta, ['WAIT', '1', timeoutMs])) >= 1;
     } catch (err) {

@@ -309,7 +309,7 @@ export class Producer {
     if (durability === 'async') return;
     // A primary without a replica for a whole wait timeout fails at once rather than hold the
     // connection that long again (before that, a replica may be syncing or coming back).
-    if ((await this.valkey.replicalessFor(meta)) >= this.waitTimeoutMs) {
+    if ((await this.valkey.replicas(meta)).noneForMs >= this.waitTimeoutMs) {
       throw notDurable(what, `its primary has had no replica for ${this.waitTimeoutMs} ms or more`);
     }
     const timeout = String(this.waitTimeoutMs);
