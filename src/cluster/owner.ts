@@ -21,6 +21,7 @@ import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey, partitionPrefix } from './keys.js';
 import { decodeRecord, placeOf } from './record.js';
+import { TurnBatches } from './turn-batches.js';
 
 export interface Due extends tw.Placed {
   owner: PartitionOwner;
@@ -70,8 +71,7 @@ export class PartitionOwner {
   private currentNear = '';
   private lastRotation = Date.now();
   private stopped = false;
-  private firing: Due[] = [];
-  private fireQueued = false;
+  private readonly fires = new TurnBatches<0, Due>((_, batch) => void this.flushFires(batch));
   private readingNear: Promise<void> | undefined;
   private nearAgain = false;
   private poll: NodeJS.Timeout | undefined;
@@ -239,12 +239,7 @@ export class PartitionOwner {
   /** Fires `due` with the others of this turn. */
   fire(due: Due): void {
     this.timers.delete(due.id);
-    if (this.stopped) return;
-    this.firing.push(due);
-    if (!this.fireQueued) {
-      this.fireQueued = true;
-      setImmediate(() => void this.flushFires());
-    }
+    if (!this.stopped) this.fires.add(0, due);
   }
 
   /** Stops at once: forgets every timer; nothing more is sent for this partition. */
@@ -255,7 +250,6 @@ export class PartitionOwner {
     if (this.visibility !== undefined) clearTimeout(this.visibility);
     for (const handle of this.timers.values()) this.options.wheel.clearTimeout(handle);
     this.timers.clear();
-    this.firing = [];
   }
 
   /** An event of the partition's channel for its owner (lua/messages.lua). */
@@ -326,11 +320,8 @@ export class PartitionOwner {
     this.timers.set(due.id, this.options.wheel.scheduleAt(deliverAt, due));
   }
 
-  private async flushFires(): Promise<void> {
-    this.fireQueued = false;
-    const batch = this.firing;
-    this.firing = [];
-    if (batch.length === 0 || this.stopped) return;
+  private async flushFires(batch: Due[]): Promise<void> {
+    if (this.stopped) return;
     const skewMs = this.options.maxClockSkewMs;
     try {
       const done = await tw.fire(this.valkey, this.meta, this.options, skewMs, batch);

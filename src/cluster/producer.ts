@@ -26,6 +26,7 @@ import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey } from './keys.js';
 import { TAG_LENGTH, encodeRecord, locatedId, placeOf } from './record.js';
+import { TurnBatches } from './turn-batches.js';
 
 /** Messages without an id given to one partition before the next one's turn. */
 const LOCATED_RUN = 128;
@@ -70,8 +71,9 @@ interface Call {
 }
 
 export class Producer {
-  private readonly batches = new Map<number, Pending[]>();
-  private flushing = false;
+  private readonly batches = new TurnBatches<number, Pending>((partition, batch) => {
+    void this.write(partition, batch);
+  });
   private readonly waitTimeoutMs: number;
   /** Messages without an id so far: which partition's turn it is (from a random partition). */
   private located: number;
@@ -117,13 +119,7 @@ export class Producer {
           pending.id === ''
             ? Math.floor(this.located++ / LOCATED_RUN) % this.options.partitions
             : placeOf(pending.id, this.options.partitions).partition;
-        let batch = this.batches.get(partition);
-        if (batch === undefined) this.batches.set(partition, (batch = []));
-        batch.push(pending);
-      }
-      if (!this.flushing) {
-        this.flushing = true;
-        setImmediate(() => this.flush());
+        this.batches.add(partition, pending);
       }
     });
   }
@@ -215,13 +211,6 @@ export class Producer {
       this.tagAt = 0;
     }
     return this.tags.toString('base64url', this.tagAt, (this.tagAt += TAG_BYTES));
-  }
-
-  private flush(): void {
-    this.flushing = false;
-    const batches = [...this.batches];
-    this.batches.clear();
-    for (const [partition, batch] of batches) void this.write(partition, batch);
   }
 
   private async write(partition: number, batch: Pending[]): Promise<void> {
