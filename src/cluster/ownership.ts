@@ -139,32 +139,18 @@ export class Ownership {
         effects.push(this.drop(p, 'expired'));
       }
       if (slot.request !== NONE) continue;
-      switch (slot.phase) {
-        case 'unowned':
-          if (slot.wanted && now >= slot.retryAt) {
-            slot.phase = 'acquiring';
-            effects.push({ kind: 'acquire', partition: p, request: this.send(slot, now) });
-          }
-          break;
-        case 'loading':
-        case 'owned':
-          if (!slot.wanted) {
-            const epoch = slot.epoch;
-            effects.push(this.drop(p, 'released'));
-            slot.phase = 'releasing';
-            slot.epoch = epoch;
-            effects.push({ kind: 'release', partition: p, epoch, request: this.send(slot, now) });
-          } else if (now >= slot.renewAt) {
-            effects.push({
-              kind: 'renew',
-              partition: p,
-              epoch: slot.epoch,
-              request: this.send(slot, now),
-            });
-          }
-          break;
-        default:
-          break;
+      if (slot.phase === 'unowned' && slot.wanted && now >= slot.retryAt) {
+        slot.phase = 'acquiring';
+        effects.push({ kind: 'acquire', partition: p, request: this.send(slot, now) });
+      } else if (holds(slot.phase) && !slot.wanted) {
+        const epoch = slot.epoch;
+        effects.push(this.drop(p, 'released'));
+        slot.phase = 'releasing';
+        slot.epoch = epoch;
+        effects.push({ kind: 'release', partition: p, epoch, request: this.send(slot, now) });
+      } else if (holds(slot.phase) && now >= slot.renewAt) {
+        const { epoch } = slot;
+        effects.push({ kind: 'renew', partition: p, epoch, request: this.send(slot, now) });
       }
     }
     return effects;
