@@ -158,8 +158,7 @@ export class ClusterBackend implements QueueBackend {
         }),
     });
     this.source = {
-      receive: (topic, { max, waitMs, visibilityMs }, signal) =>
-        this.take(topic, max, waitMs, signal, visibilityMs === undefined ? {} : { visibilityMs }),
+      receive: (topic, options, signal) => this.receive(topic, options, signal),
       ack: (receipt) => this.ack(receipt, false),
       nack: (receipt, reason) => this.nack(receipt, reason, undefined, false),
     };
@@ -285,18 +284,11 @@ export class ClusterBackend implements QueueBackend {
 
   // ---- consumer ---------------------------------------------------------------------------
 
-  receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]> {
-    const { max, waitMs, visibilityMs, maxBytes } = limits;
-    return this.take(topic, max, waitMs, undefined, { visibilityMs, maxBytes });
-  }
-
   /** Receives through the topic's gate from every partition of the topic. */
-  private async take(
+  async receive(
     topic: string,
-    max: number,
-    waitMs: number,
-    signal: AbortSignal | undefined,
-    limits: { visibilityMs?: number; maxBytes?: number },
+    { max, waitMs, ...limits }: Pick<ReceiveLimits, 'max' | 'waitMs'> & Partial<ReceiveLimits>,
+    signal?: AbortSignal,
   ): Promise<ReceivedMessage[]> {
     const { topics, consumer } = this;
     const messages = await topics.receive(topic, max, waitMs, signal, {
