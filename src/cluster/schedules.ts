@@ -67,8 +67,8 @@ interface Leader {
 
 export class ClusterSchedules {
   private leader: Leader | undefined;
-  /** Leadership changes, one at a time. */
-  private turn: Promise<unknown> = Promise.resolve();
+  /** Leadership changes, one at a time (one key, ''). */
+  private readonly leadership = new Turns();
   private closed = false;
   private readonly clock = new SystemClock({ epoch: true });
   /** This node's changes of each schedule (retried()). */
@@ -226,14 +226,12 @@ export class ClusterSchedules {
       this.leader = leader;
       this.watch(leader);
     };
-    this.turn = this.turn.then(start, start);
-    this.turn.catch((err: unknown) => this.host.onError(err));
+    this.leadership.run('', start).catch((err: unknown) => this.host.onError(err));
   }
 
   unlead(): void {
     const stop = () => this.stopLeading();
-    this.turn = this.turn.then(stop, stop);
-    this.turn.catch((err: unknown) => this.host.onError(err));
+    this.leadership.run('', stop).catch((err: unknown) => this.host.onError(err));
   }
 
   get leading(): boolean {
@@ -242,7 +240,7 @@ export class ClusterSchedules {
 
   /** Resolves once the leader has adopted every change made so far (for tests). */
   async settled(): Promise<void> {
-    await this.turn;
+    await this.leadership.settled();
     const leader = this.leader;
     if (leader === undefined) return;
     // A look under way may have read the records before this call: one more.
@@ -255,7 +253,7 @@ export class ClusterSchedules {
 
   async close(): Promise<void> {
     this.closed = true;
-    await this.turn.catch(() => undefined);
+    await this.leadership.settled();
     await this.stopLeading();
   }
 
