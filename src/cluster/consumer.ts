@@ -1,11 +1,9 @@
 /**
  * The consumer's side of a node: receive, ack, nack on any partition (docs/cluster.md,
- * "Consumers"). Per topic, a hint of partitions with ready messages is fed by their channels
- * ("r <topic>") and dropped when a take comes back short; with nothing hinted, a receive scans
- * every partition at most once every `scanMs` (a lost notification costs a scan, never a
- * message), and at least every `rescanMs` whatever the hints. A receipt
- * `c<partition>.<attempt>.<id>` sends ack and nack straight to the slot from any node; one of
- * an earlier delivery is refused (its attempt is not the current one).
+ * "Consumers"). Per topic, a hint of partitions with ready messages, fed by their channels and
+ * dropped when a take comes back short; every partition is scanned at most every `scanMs` with
+ * nothing hinted, and at least every `rescanMs` (a lost notification costs a scan, never a
+ * message). A receipt `c<partition>.<attempt>.<id>` names the slot and the delivery.
  */
 
 import { ID_PATTERN, decodePayload, retryDelay } from '../queue/message.js';

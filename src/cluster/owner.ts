@@ -1,17 +1,11 @@
 /**
- * What a node does for a partition it owns (docs/cluster.md, "The near horizon"): keeps its
- * messages due before `loadedUntil` in the node's wheel, fires them when due, and fails
- * deliveries whose visibility ran out, each change an owner-only call carrying its epoch (the
- * first one refused: someone else owns the partition, and the owner stops). Loading, in this
- * order, so that no message is missed:
- *   1. tw_load raises loadedUntil to the end of the window holding now + horizon: schedules due
- *      before it go to the near segment from then on, so the windows below it are frozen.
- *   2. The frozen windows not loaded yet are read into the wheel.
- *   3. The near segments are read from where this owner got to (from 0 on taking over); a
- *      notification, or a poll every `pollMs` (notifications can be lost), reads new tails.
- *
- * A wheel entry names one scheduling of a message (id, bucket, segment, index); tw_fire checks
- * it is still scheduled there, so cancels and reschedules need no bookkeeping here.
+ * What a node does for a partition it owns (docs/cluster.md, "The near horizon"): its messages
+ * due before `loadedUntil` in the node's wheel, fired when due, deliveries past their visibility
+ * failed; each change an owner-only call carrying its epoch (refused: the owner stops). Loading
+ * order, so that no message is missed: tw_load raises loadedUntil first (schedules below it go
+ * to the near segment, freezing those windows), then the frozen windows are read, then the near
+ * segments' tails (on a notification, or every `pollMs`: notifications can be lost).
+ * A wheel entry names one scheduling (segment and index); tw_fire checks it still holds.
  */
 
 import type { EventSource } from '../queue/events.js';

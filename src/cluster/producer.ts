@@ -1,13 +1,9 @@
 /**
- * The producer's side of a node: schedule, cancel, reschedule, get, requeue, straight to
- * Valkey whoever owns the partition (docs/cluster.md).
- *
- * Group commit: schedules of one event-loop turn go as one `tw_schedule` per partition, then a
- * durability wait ('replicated': WAIT 1; 'fsynced': WAITAOF 1 1) sent after the write's reply,
- * never pipelined with it (a WAITAOF in the same flush waits for the replica's once-a-second
- * acknowledgement); one that falls short rejects ERR_TICKWHEEL_NOT_DURABLE. Messages without an
- * id (located ids, record.ts) go LOCATED_RUN at a time to each partition in turn: fewer, larger
- * calls, spread over every primary.
+ * The producer's side of a node: schedule, cancel, reschedule, get, requeue, straight to Valkey
+ * whoever owns the partition. Group commit: a turn's schedules go as one `tw_schedule` per
+ * partition, then one durability wait ('replicated': WAIT 1, 'fsynced': WAITAOF 1 1) sent after
+ * the write's reply, never pipelined with it (a WAITAOF in the same flush waits for the
+ * replica's once-a-second acknowledgement).
  */
 
 import { randomBytes } from 'node:crypto';
@@ -28,7 +24,7 @@ import { metaKey } from './keys.js';
 import { TAG_LENGTH, encodeRecord, locatedId, placeOf } from './record.js';
 import { TurnBatches } from './turn-batches.js';
 
-/** Messages without an id given to one partition before the next one's turn. */
+/** Messages without an id to one partition before the next one's turn: fewer, larger calls. */
 const LOCATED_RUN = 128;
 /** Bytes of a located record's tag (base64url: 4 characters per 3 bytes). */
 const TAG_BYTES = (TAG_LENGTH * 3) / 4;

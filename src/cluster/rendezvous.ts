@@ -1,9 +1,8 @@
 /**
- * Which node should own a partition: rendezvous (highest random weight) hashing. Partition p
- * goes to the live node with the highest score, so nodes that see the same members agree with
- * no coordination, and a join or leave moves only about P / N partitions. The score is the
- * FNV-1a hash of the node id mixed with the partition by murmur3's fmix32 (FNV alone spreads
- * neighbouring partitions poorly); ties go to the smaller id, whatever the members' order.
+ * Which node should own a partition: rendezvous (highest random weight) hashing, so nodes that
+ * see the same members agree with no coordination and a join or leave moves about P / N
+ * partitions. The score: FNV-1a of the node id mixed with the partition by murmur3's fmix32
+ * (FNV alone spreads neighbouring partitions poorly); ties go to the smaller id.
  */
 
 /** FNV-1a over the UTF-16 code units of `text`. */

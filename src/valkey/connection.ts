@@ -45,7 +45,6 @@ export interface FunctionLibrary {
   readonly version: number;
   /** A read-only function of the library, without keys, that answers its version. */
   readonly versionFunction: string;
-  /** The source FUNCTION LOAD takes. */
   source(): string;
   /** A server's message about the library, each line of the source it names made clearer. */
   where(message: string): string;
