@@ -80,7 +80,7 @@ export class ClusterBackend implements QueueBackend {
   private readonly wheel: TimerWheel<Due>;
   private readonly unsubscribes: Array<() => Promise<void>> = [];
   private closed = false;
-  /** Deliveries made here while someone listens, by receipt: what an ack's or nack's event says. */
+  /** Deliveries made here while someone listens, by receipt: for their ack's or nack's event. */
   private readonly outstanding = new Map<string, EventSource>();
   /** What consume()'s workers and the pushes receive from: counted as receive() counts. */
   readonly source: WorkerSource;

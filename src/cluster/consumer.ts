@@ -47,10 +47,7 @@ type Waiter = { wake: () => void };
 
 const RECEIPT = /^c(\d+)\.(\d+)\.(.+)$/;
 
-/**
- * The fewest messages a partition is asked for when several are asked at once: asking 64
- * partitions for one each under a burst costs a call a message where one call takes 64.
- */
+/** The fewest messages a partition is asked for when several are: 64 calls of one cost more. */
 const MIN_SHARE = 8;
 
 /** The most acks one tw_ack call carries. */
@@ -240,9 +237,8 @@ export class Consumer {
   }
 
   /**
-   * Whether to ask every partition rather than the hinted ones: also every `rescanMs` with
-   * hints (under steady load the hinted partitions never run dry, so one whose notifications
-   * were lost would wait for the load to stop).
+   * Whether to ask every partition, not only the hinted ones: also every `rescanMs` with hints
+   * (under steady load those never run dry, and one whose notifications were lost would wait).
    */
   private shouldScan(topic: string): boolean {
     const now = Date.now();

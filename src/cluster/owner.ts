@@ -147,10 +147,7 @@ export class PartitionOwner {
       });
   }
 
-  /**
-   * Fails the deliveries whose visibility ran out, then sets a timer for the earliest deadline
-   * left. tw_expire checks deadlines by the server's clock: a node clock ahead means a retry.
-   */
+  /** Fails the deliveries past their visibility (by the server's clock), then arms the next. */
   onInflightChanged(): void {
     if (this.stopped) return;
     if (this.expiring) {
@@ -254,10 +251,7 @@ export class PartitionOwner {
     else if (message === 'i') this.onInflightChanged();
   }
 
-  /**
-   * tw_schedule's note of what it appended to the near segment: armed with no call when it
-   * follows on from what was read of that segment; else the tail is read as for "n".
-   */
+  /** tw_schedule's note of its near appends: armed with no call if it follows what was read. */
   onNearScheduled(note: string): void {
     if (this.stopped) return;
     const parts = note.split(' ');
@@ -277,10 +271,7 @@ export class PartitionOwner {
     this.nearRead.set(seg, index);
   }
 
-  /**
-   * Reads the near segments' tails. One rotated out gets no more appends once this owner knows
-   * of the rotation: it is read to its end once more, then dropped from the reads.
-   */
+  /** Reads the near segments' tails; one rotated out (no more appends) is read to its end once. */
   private async readNear(): Promise<void> {
     const current = this.currentNear;
     for (const [seg, from] of this.nearRead) {
