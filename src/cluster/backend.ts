@@ -1,9 +1,8 @@
 /**
- * The queue's backend (src/queue/backend.ts) on Valkey/Redis: one process's node of the queue
- * (docs/cluster.md). Its LeaseLoop runs a PartitionOwner for each partition it wins; its
- * Producer, Consumer, topics and schedules serve any partition; the report counts what went
- * through this node. The wheel and the loop are unref'd: a node keeps its process alive only
- * while a caller waits on it.
+ * The queue's backend on Valkey/Redis: one process's node of the queue (docs/cluster.md). Its
+ * LeaseLoop runs a PartitionOwner per partition it wins; its Producer, Consumer, topics and
+ * schedules serve any partition. The wheel and the loop are unref'd: a node keeps its process
+ * alive only while a caller waits on it.
  */
 
 import { SystemClock } from '../clock/index.js';
@@ -63,7 +62,7 @@ const LEASE_LOSS = {
 /** Each receive of consume() waits up to this long (woken when a message is ready). */
 const CONSUME_WAIT_MS = 1_000;
 
-/** Deliveries remembered for their ack's or nack's event (see `outstanding`). */
+/** Bounds `outstanding`. */
 const MAX_OUTSTANDING = 100_000;
 
 export class ClusterBackend implements QueueBackend {
@@ -81,7 +80,7 @@ export class ClusterBackend implements QueueBackend {
   private readonly wheel: TimerWheel<Due>;
   private readonly unsubscribes: Array<() => Promise<void>> = [];
   private closed = false;
-  /** Deliveries made here while someone listens, by receipt: what an ack's or nack's event says. */
+  /** Deliveries made here while someone listens, by receipt: for their ack's or nack's event. */
   private readonly outstanding = new Map<string, EventSource>();
   /** What consume()'s workers and the pushes receive from: counted as receive() counts. */
   readonly source: WorkerSource;
@@ -89,9 +88,8 @@ export class ClusterBackend implements QueueBackend {
   private constructor(
     private readonly valkey: ClusterValkey,
     /**
-     * The producer's own connections (`valkey` with durability 'async'): a WAIT or WAITAOF
-     * holds its connection until replicas answer, which on the connections that renew leases
-     * and fire messages would hold those up as long.
+     * The producer's own connections (`valkey` with durability 'async'): a WAIT holds its
+     * connection until replicas answer, which would hold up lease renewals and fires as long.
      */
     private readonly writes: ClusterValkey,
     readonly settings: NodeSettings,
@@ -158,18 +156,13 @@ export class ClusterBackend implements QueueBackend {
         }),
     });
     this.source = {
-      receive: (topic, { max, waitMs, visibilityMs }, signal) =>
-        this.take(topic, max, waitMs, signal, visibilityMs === undefined ? {} : { visibilityMs }),
+      receive: (topic, options, signal) => this.receive(topic, options, signal),
       ack: (receipt) => this.ack(receipt, false),
       nack: (receipt, reason) => this.nack(receipt, reason, undefined, false),
     };
   }
 
-  /**
-   * Opens this process's node, `limits` checked by the queue (checkQueueOptions), trying a
-   * server that is not there again and again until `connectTimeoutMs` (reach.ts); the
-   * durability is decided once reached (durability.ts).
-   */
+  /** Opens this node, trying an absent server until `connectTimeoutMs` (reach.ts). */
   static async open(
     options: ClusterNodeOptions,
     limits: QueueLimits,
@@ -237,8 +230,6 @@ export class ClusterBackend implements QueueBackend {
     return this.leases.owned();
   }
 
-  // ---- producer ---------------------------------------------------------------------------
-
   async schedule(request: CheckedRequest): Promise<Scheduled> {
     return this.made(request, await this.producer.schedule(request));
   }
@@ -283,20 +274,11 @@ export class ClusterBackend implements QueueBackend {
     return this.inspector.payload(id);
   }
 
-  // ---- consumer ---------------------------------------------------------------------------
-
-  receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]> {
-    const { max, waitMs, visibilityMs, maxBytes } = limits;
-    return this.take(topic, max, waitMs, undefined, { visibilityMs, maxBytes });
-  }
-
   /** Receives through the topic's gate from every partition of the topic. */
-  private async take(
+  async receive(
     topic: string,
-    max: number,
-    waitMs: number,
-    signal: AbortSignal | undefined,
-    limits: { visibilityMs?: number; maxBytes?: number },
+    { max, waitMs, ...limits }: Pick<ReceiveLimits, 'max' | 'waitMs'> & Partial<ReceiveLimits>,
+    signal?: AbortSignal,
   ): Promise<ReceivedMessage[]> {
     const { topics, consumer } = this;
     const messages = await topics.receive(topic, max, waitMs, signal, {
@@ -344,8 +326,6 @@ export class ClusterBackend implements QueueBackend {
     return this.inspector.deadLetters(topic, limit);
   }
 
-  // ---- topics ----------------------------------------------------------------------------
-
   async topicCounts(): Promise<Map<string, TopicCounts>> {
     const { topics } = await this.inspector.counts();
     return new Map(
@@ -354,8 +334,6 @@ export class ClusterBackend implements QueueBackend {
       }),
     );
   }
-
-  // ---- recurring schedules (schedules.ts) --------------------------------------------------
 
   putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
     return this.schedules.put(name, spec).catch(failed(name));
@@ -379,8 +357,6 @@ export class ClusterBackend implements QueueBackend {
   deleteSchedule(name: string): Promise<boolean> {
     return this.schedules.delete(name).catch(failed(name));
   }
-
-  // ---- insights ---------------------------------------------------------------------------
 
   async stats(): Promise<BackendStats> {
     const [{ totals, topics }, owners] = await Promise.all([
@@ -435,8 +411,6 @@ export class ClusterBackend implements QueueBackend {
     }
   }
 
-  // ---- life cycle -------------------------------------------------------------------------
-
   /** Nothing runs in the background that a caller could wait for. */
   async settled(): Promise<void> {}
 
@@ -474,9 +448,8 @@ export class ClusterBackend implements QueueBackend {
   }
 
   /**
-   * An ack or nack made here (undefined: no delivery still out), with the event of a delivery
-   * made while anyone listened. A dead letter read back from Valkey (`dead`) is reported
-   * whoever listened: its span continues the trace it was scheduled in.
+   * Reports an ack or nack made here (undefined: no delivery still out). A dead letter read back
+   * from Valkey (`dead`) is reported whoever listened: its span continues its trace.
    */
   private settledDelivery(
     receipt: string,

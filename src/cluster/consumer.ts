@@ -1,11 +1,9 @@
 /**
  * The consumer's side of a node: receive, ack, nack on any partition (docs/cluster.md,
- * "Consumers"). Per topic, a hint of partitions with ready messages is fed by their channels
- * ("r <topic>") and dropped when a take comes back short; with nothing hinted, a receive scans
- * every partition at most once every `scanMs` (a lost notification costs a scan, never a
- * message), and at least every `rescanMs` whatever the hints. A receipt
- * `c<partition>.<attempt>.<id>` sends ack and nack straight to the slot from any node; one of
- * an earlier delivery is refused (its attempt is not the current one).
+ * "Consumers"). Per topic, a hint of partitions with ready messages, fed by their channels and
+ * dropped when a take comes back short; every partition is scanned at most every `scanMs` with
+ * nothing hinted, and at least every `rescanMs` (a lost notification costs a scan, never a
+ * message). A receipt `c<partition>.<attempt>.<id>` names the slot and the delivery.
  */
 
 import { ID_PATTERN, decodePayload, retryDelay } from '../queue/message.js';
@@ -15,6 +13,7 @@ import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey, partitionPrefix } from './keys.js';
 import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';
+import { TurnBatches } from './turn-batches.js';
 
 export type NackOutcome = 'retry' | 'dead';
 
@@ -48,10 +47,7 @@ type Waiter = { wake: () => void };
 
 const RECEIPT = /^c(\d+)\.(\d+)\.(.+)$/;
 
-/**
- * The fewest messages a partition is asked for when several are asked at once: asking 64
- * partitions for one each under a burst costs a call a message where one call takes 64.
- */
+/** The fewest messages a partition is asked for when several are: 64 calls of one cost more. */
 const MIN_SHARE = 8;
 
 /** The most acks one tw_ack call carries. */
@@ -74,8 +70,12 @@ export class Consumer {
   /** Per topic and partition, the count of notifications when the last one came. */
   private readonly notices = new Map<string, Map<number, number>>();
   private noticeCount = 0;
-  private readonly acks = new Map<number, PendingAck[]>();
-  private acksQueued = false;
+  /** Acks made in one turn go to each partition as one tw_ack (a burst acks many at once). */
+  private readonly acks = new TurnBatches<number, PendingAck>((partition, batch) => {
+    for (let from = 0; from < batch.length; from += ACK_BATCH) {
+      void this.sendAcks(partition, batch.slice(from, from + ACK_BATCH));
+    }
+  });
   /** How often a topic's settings changed: a long poll that sees it move ends empty. */
   generation: (topic: string) => number = () => 0;
 
@@ -122,37 +122,17 @@ export class Consumer {
     }
   }
 
-  /** Acks made in one turn go to each partition as one tw_ack (a burst acks many at once). */
   async ack(receipt: string, durably?: DurableWrite): Promise<boolean> {
-    const parsed = this.parseReceipt(receipt);
-    if (parsed === undefined) return false;
-    const { partition, attempt, id } = parsed;
-    const { bucket } = placeOf(id, this.options.partitions);
+    const at = this.parseReceipt(receipt);
+    if (at === undefined) return false;
+    const { partition, meta, id, bucket, attempt } = at;
     if (durably !== undefined) {
-      const meta = metaKey(this.options.queue, partition);
       const delivery = { id, bucket, attempt };
       return durably(meta, id, async (valkey) => (await tw.ack(valkey, meta, [delivery]))[0]);
     }
     return new Promise((resolve, reject) => {
-      let batch = this.acks.get(partition);
-      if (batch === undefined) this.acks.set(partition, (batch = []));
-      batch.push({ id, bucket, attempt, resolve, reject });
-      if (!this.acksQueued) {
-        this.acksQueued = true;
-        setImmediate(() => this.flushAcks());
-      }
+      this.acks.add(partition, { id, bucket, attempt, resolve, reject });
     });
-  }
-
-  private flushAcks(): void {
-    this.acksQueued = false;
-    const batches = [...this.acks];
-    this.acks.clear();
-    for (const [partition, batch] of batches) {
-      for (let from = 0; from < batch.length; from += ACK_BATCH) {
-        void this.sendAcks(partition, batch.slice(from, from + ACK_BATCH));
-      }
-    }
   }
 
   private async sendAcks(partition: number, batch: PendingAck[]): Promise<void> {
@@ -170,11 +150,9 @@ export class Consumer {
     options: { delayMs?: number; reason?: string } = {},
     durably?: DurableWrite,
   ): Promise<Nacked | undefined> {
-    const parsed = this.parseReceipt(receipt);
-    if (parsed === undefined) return undefined;
-    const { partition, attempt, id } = parsed;
-    const { bucket } = placeOf(id, this.options.partitions);
-    const at = { meta: metaKey(this.options.queue, partition), id, bucket };
+    const at = this.parseReceipt(receipt);
+    if (at === undefined) return undefined;
+    const { id, bucket, attempt } = at;
     let stored: Awaited<ReturnType<typeof tw.stored>>;
     let delay = options.delayMs;
     if (delay === undefined) {
@@ -259,9 +237,8 @@ export class Consumer {
   }
 
   /**
-   * Whether to ask every partition rather than the hinted ones: also every `rescanMs` with
-   * hints (under steady load the hinted partitions never run dry, so one whose notifications
-   * were lost would wait for the load to stop).
+   * Whether to ask every partition, not only the hinted ones: also every `rescanMs` with hints
+   * (under steady load those never run dry, and one whose notifications were lost would wait).
    */
   private shouldScan(topic: string): boolean {
     const now = Date.now();
@@ -323,13 +300,16 @@ export class Consumer {
     });
   }
 
-  /** The parts of a receipt; undefined for a string that is not one of this queue's. */
+  /** The delivery a receipt names; undefined for a string that is not one of this queue's. */
   private parseReceipt(receipt: string) {
     const match = RECEIPT.exec(receipt);
     if (match === null || !ID_PATTERN.test(match[3])) return undefined;
     const partition = Number(match[1]);
-    if (partition >= this.options.partitions) return undefined;
-    return { partition, attempt: Number(match[2]), id: match[3] };
+    const { queue, partitions } = this.options;
+    if (partition >= partitions) return undefined;
+    const id = match[3];
+    const { bucket } = placeOf(id, partitions);
+    return { partition, meta: metaKey(queue, partition), id, bucket, attempt: Number(match[2]) };
   }
 
   /** Ends every long poll, empty, and those started from now on at their first look. */

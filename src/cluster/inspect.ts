@@ -1,16 +1,7 @@
 /**
- * Read-only views of a cluster queue: counts per topic, dead letters, messages by time until
- * due, payloads, owners. Any node answers from Valkey alone; none walks over messages except
- * dead letters (up to the limit) and list() (by page). Each partition is asked separately (its
- * own slot), all at once: pipelined, a view costs a round trip per primary.
- *
- * list() reads through tw_read. Every live message has its current record in a segment: a
- * window segment `w<n>` holds only messages due in window n, the near segments `n<k>` a
- * horizon's worth. So a partition's page reads its near segments whole, then its window
- * segments in order from the page's start, each whole (records are in schedule order, not due
- * order), and stops before the next window once it has the page or has read
- * PARTITION_SCAN_RECORDS records: it is then complete up to that window's start. A merged page
- * ends where the first partition stopped (docs/cluster.md, "Differences from the embedded queue").
+ * Read-only views of a cluster queue: counts, dead letters, due times, payloads, owners, pages.
+ * Any node answers from Valkey alone, each partition asked separately (its own slot) and all at
+ * once; none walks over messages except dead letters (up to the limit) and list() (by page).
  */
 
 import type { TopicStateCounts as TopicCounts } from '../protocol/model.js';
@@ -44,9 +35,7 @@ interface SegmentPart {
 
 /** Records a partition's page reads at most before it stops at a window's start. */
 const PARTITION_SCAN_RECORDS = 8_192;
-/** Records asked of tw_read at once. */
 const RECORDS_PER_READ = 1_000;
-/** Window numbers asked of the `windows` sorted set at once. */
 const WINDOWS_PER_READ = 16;
 
 export class ClusterInspector {
@@ -211,6 +200,12 @@ export class ClusterInspector {
     );
   }
 
+  /**
+   * A partition's page: its near segments whole, then its window segments (`w<n>`: only messages
+   * due in window n, in schedule order) from the page's start, each whole, stopping before the
+   * next window once it has the page or has read PARTITION_SCAN_RECORDS: complete up to that
+   * window's start. The merged page ends where the first partition stopped (docs/cluster.md).
+   */
   private async listPartition(
     partition: number,
     query: ListQuery,

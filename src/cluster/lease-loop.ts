@@ -18,10 +18,7 @@ import type { ClusterSchedules } from './schedules.js';
 
 const TICK_MS = 100;
 
-/**
- * An owner's safety net for lost notifications: notifications and the visibility timer do the
- * work, and at 100 ms the poll alone is ~3,200 commands a second for an idle node of 64 partitions.
- */
+/** An owner's safety net for lost notifications (at 100 ms, ~3,200 commands/s for an idle node). */
 const OWNER_POLL_MS = 1_000;
 
 export interface LeaseLoopHooks {
@@ -151,15 +148,13 @@ export class LeaseLoop {
   }
 
   /**
-   * Whether a lease grant just written on `meta`'s primary will outlive a failover: it reached
-   * a replica (WAIT). A primary with no replica has no failover to fear, so the grant stands at
-   * once; otherwise a shard that lost its replica would leave its partitions unowned until one
-   * came back.
+   * Whether a lease grant just written on `meta`'s primary will outlive a failover: it reached a
+   * replica (WAIT). Without a replica there is no failover to fear: the grant stands at once.
    */
   private async grantKept(meta: string): Promise<boolean> {
     if (this.settings.durability === 'async') return true;
     try {
-      if ((await this.valkey.replicasOf(meta)) === 0) return true;
+      if ((await this.valkey.replicas(meta)).count === 0) return true;
       const timeoutMs = String(this.settings.leaseMs / 4);
       return Number(await this.valkey.command(meta, ['WAIT', '1', timeoutMs])) >= 1;
     } catch (err) {
@@ -187,9 +182,8 @@ export class LeaseLoop {
   }
 
   /**
-   * A lease answer's 'born' for `partition` (server time its data was first made; '' before any
-   * grant). A change means the partition's keys, and its messages, were lost (a Valkey without
-   * persistence restarted): reported, ERR_TICKWHEEL_DATA_LOST, rather than carried on silently.
+   * A lease answer's 'born' (server time the partition's data was made; '' before any grant). A
+   * change means its messages were lost (a Valkey without persistence restarted): reported.
    */
   private noteBorn(partition: number, born: string): void {
     if (born === '') return;

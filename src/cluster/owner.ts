@@ -1,17 +1,11 @@
 /**
- * What a node does for a partition it owns (docs/cluster.md, "The near horizon"): keeps its
- * messages due before `loadedUntil` in the node's wheel, fires them when due, and fails
- * deliveries whose visibility ran out, each change an owner-only call carrying its epoch (the
- * first one refused: someone else owns the partition, and the owner stops). Loading, in this
- * order, so that no message is missed:
- *   1. tw_load raises loadedUntil to the end of the window holding now + horizon: schedules due
- *      before it go to the near segment from then on, so the windows below it are frozen.
- *   2. The frozen windows not loaded yet are read into the wheel.
- *   3. The near segments are read from where this owner got to (from 0 on taking over); a
- *      notification, or a poll every `pollMs` (notifications can be lost), reads new tails.
- *
- * A wheel entry names one scheduling of a message (id, bucket, segment, index); tw_fire checks
- * it is still scheduled there, so cancels and reschedules need no bookkeeping here.
+ * What a node does for a partition it owns (docs/cluster.md, "The near horizon"): its messages
+ * due before `loadedUntil` in the node's wheel, fired when due, deliveries past their visibility
+ * failed; each change an owner-only call carrying its epoch (refused: the owner stops). Loading
+ * order, so that no message is missed: tw_load raises loadedUntil first (schedules below it go
+ * to the near segment, freezing those windows), then the frozen windows are read, then the near
+ * segments' tails (on a notification, or every `pollMs`: notifications can be lost).
+ * A wheel entry names one scheduling (segment and index); tw_fire checks it still holds.
  */
 
 import type { EventSource } from '../queue/events.js';
@@ -21,6 +15,7 @@ import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey, partitionPrefix } from './keys.js';
 import { decodeRecord, placeOf } from './record.js';
+import { TurnBatches } from './turn-batches.js';
 
 export interface Due extends tw.Placed {
   owner: PartitionOwner;
@@ -70,8 +65,7 @@ export class PartitionOwner {
   private currentNear = '';
   private lastRotation = Date.now();
   private stopped = false;
-  private firing: Due[] = [];
-  private fireQueued = false;
+  private readonly fires = new TurnBatches<0, Due>((_, batch) => void this.flushFires(batch));
   private readingNear: Promise<void> | undefined;
   private nearAgain = false;
   private poll: NodeJS.Timeout | undefined;
@@ -153,10 +147,7 @@ export class PartitionOwner {
       });
   }
 
-  /**
-   * Fails the deliveries whose visibility ran out, then sets a timer for the earliest deadline
-   * left. tw_expire checks deadlines by the server's clock: a node clock ahead means a retry.
-   */
+  /** Fails the deliveries past their visibility (by the server's clock), then arms the next. */
   onInflightChanged(): void {
     if (this.stopped) return;
     if (this.expiring) {
@@ -239,12 +230,7 @@ export class PartitionOwner {
   /** Fires `due` with the others of this turn. */
   fire(due: Due): void {
     this.timers.delete(due.id);
-    if (this.stopped) return;
-    this.firing.push(due);
-    if (!this.fireQueued) {
-      this.fireQueued = true;
-      setImmediate(() => void this.flushFires());
-    }
+    if (!this.stopped) this.fires.add(0, due);
   }
 
   /** Stops at once: forgets every timer; nothing more is sent for this partition. */
@@ -255,7 +241,6 @@ export class PartitionOwner {
     if (this.visibility !== undefined) clearTimeout(this.visibility);
     for (const handle of this.timers.values()) this.options.wheel.clearTimeout(handle);
     this.timers.clear();
-    this.firing = [];
   }
 
   /** An event of the partition's channel for its owner (lua/messages.lua). */
@@ -266,10 +251,7 @@ export class PartitionOwner {
     else if (message === 'i') this.onInflightChanged();
   }
 
-  /**
-   * tw_schedule's note of what it appended to the near segment: armed with no call when it
-   * follows on from what was read of that segment; else the tail is read as for "n".
-   */
+  /** tw_schedule's note of its near appends: armed with no call if it follows what was read. */
   onNearScheduled(note: string): void {
     if (this.stopped) return;
     const parts = note.split(' ');
@@ -289,10 +271,7 @@ export class PartitionOwner {
     this.nearRead.set(seg, index);
   }
 
-  /**
-   * Reads the near segments' tails. One rotated out gets no more appends once this owner knows
-   * of the rotation: it is read to its end once more, then dropped from the reads.
-   */
+  /** Reads the near segments' tails; one rotated out (no more appends) is read to its end once. */
   private async readNear(): Promise<void> {
     const current = this.currentNear;
     for (const [seg, from] of this.nearRead) {
@@ -326,11 +305,8 @@ export class PartitionOwner {
     this.timers.set(due.id, this.options.wheel.scheduleAt(deliverAt, due));
   }
 
-  private async flushFires(): Promise<void> {
-    this.fireQueued = false;
-    const batch = this.firing;
-    this.firing = [];
-    if (batch.length === 0 || this.stopped) return;
+  private async flushFires(batch: Due[]): Promise<void> {
+    if (this.stopped) return;
     const skewMs = this.options.maxClockSkewMs;
     try {
       const done = await tw.fire(this.valkey, this.meta, this.options, skewMs, batch);

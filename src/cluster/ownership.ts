@@ -1,31 +1,17 @@
 /**
- * Which partitions this node owns: the partition state machine of docs/cluster.md. No I/O and
- * no clock: the caller feeds in the time, the members and the answers, and carries out the
- * effects returned, so the rules are tested against a model (ownership-model.test.ts).
+ * Which partitions this node owns: the partition state machine of docs/cluster.md ("Ownership
+ * of partitions"). No I/O and no clock: the caller feeds in the time, the members and the
+ * answers, and carries out the effects returned (ownership-model.test.ts tests it on a model).
  *
- *     unowned ──acquire granted──► loading ──loaded──► owned ──not ours any more──► releasing ──► unowned
- *        ▲                            │                  │
- *        └── lease expired by our clock, renewal refused or failed, a fenced call refused ──┘
+ * No overlap: Valkey grants a lease for `leaseMs` by its own clock, no earlier than it receives
+ * the request; this node counts it from when it *sent* it (`validUntil = sentAt + leaseMs`), so
+ * its validUntil never passes Valkey's expiry, after which alone another node gets it (clocks
+ * run at the same rate; each side measures only durations). A node paused past validUntil may
+ * not fire (`canFire`), and what it sent before the pause is fenced by the epoch.
  *
- * ## Why two nodes never both believe they own a partition
- *
- * Valkey grants or renews a lease for `leaseMs` by its own clock, no earlier than it receives
- * the request. This node counts the lease from the moment it *sent* the request:
- * `validUntil = sentAt + leaseMs`, which is never later than Valkey's expiry (clocks run at the
- * same rate; their offsets do not matter, since each side only measures durations). Valkey gives
- * the lease to another node only after its expiry, so the other node's `validUntil` starts
- * later still: the intervals in which two nodes may act as owner never overlap, whatever the
- * network delays. A node that pauses past `validUntil` finds its lease expired the moment it
- * runs again (`canFire` is false), and whatever it sent before the pause is fenced by Valkey
- * (the epoch check in the owner-only functions).
- *
- * ## Requests
- *
- * At most one request per partition is in flight. Each gets a number; an answer whose number
- * is not the partition's current request is stale and ignored (the partition moved on: it was
- * dropped, or the request timed out). A request unanswered after `requestTimeoutMs` is
- * abandoned. An abandoned acquire may still have been granted: that lease then expires unused
- * after `leaseMs`, which delays the partition, never doubles it.
+ * At most one request per partition is in flight; an answer to any other request is stale and
+ * ignored. One unanswered after `requestTimeoutMs` is abandoned: an acquire granted meanwhile
+ * expires unused, which delays the partition, never doubles it.
  */
 
 import { assert } from '../assert.js';
@@ -139,32 +125,18 @@ export class Ownership {
         effects.push(this.drop(p, 'expired'));
       }
       if (slot.request !== NONE) continue;
-      switch (slot.phase) {
-        case 'unowned':
-          if (slot.wanted && now >= slot.retryAt) {
-            slot.phase = 'acquiring';
-            effects.push({ kind: 'acquire', partition: p, request: this.send(slot, now) });
-          }
-          break;
-        case 'loading':
-        case 'owned':
-          if (!slot.wanted) {
-            const epoch = slot.epoch;
-            effects.push(this.drop(p, 'released'));
-            slot.phase = 'releasing';
-            slot.epoch = epoch;
-            effects.push({ kind: 'release', partition: p, epoch, request: this.send(slot, now) });
-          } else if (now >= slot.renewAt) {
-            effects.push({
-              kind: 'renew',
-              partition: p,
-              epoch: slot.epoch,
-              request: this.send(slot, now),
-            });
-          }
-          break;
-        default:
-          break;
+      if (slot.phase === 'unowned' && slot.wanted && now >= slot.retryAt) {
+        slot.phase = 'acquiring';
+        effects.push({ kind: 'acquire', partition: p, request: this.send(slot, now) });
+      } else if (holds(slot.phase) && !slot.wanted) {
+        const epoch = slot.epoch;
+        effects.push(this.drop(p, 'released'));
+        slot.phase = 'releasing';
+        slot.epoch = epoch;
+        effects.push({ kind: 'release', partition: p, epoch, request: this.send(slot, now) });
+      } else if (holds(slot.phase) && now >= slot.renewAt) {
+        const { epoch } = slot;
+        effects.push({ kind: 'renew', partition: p, epoch, request: this.send(slot, now) });
       }
     }
     return effects;

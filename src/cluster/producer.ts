@@ -1,13 +1,9 @@
 /**
- * The producer's side of a node: schedule, cancel, reschedule, get, requeue, straight to
- * Valkey whoever owns the partition (docs/cluster.md).
- *
- * Group commit: schedules of one event-loop turn go as one `tw_schedule` per partition, then a
- * durability wait ('replicated': WAIT 1; 'fsynced': WAITAOF 1 1) sent after the write's reply,
- * never pipelined with it (a WAITAOF in the same flush waits for the replica's once-a-second
- * acknowledgement); one that falls short rejects ERR_TICKWHEEL_NOT_DURABLE. Messages without an
- * id (located ids, record.ts) go LOCATED_RUN at a time to each partition in turn: fewer, larger
- * calls, spread over every primary.
+ * The producer's side of a node: schedule, cancel, reschedule, get, requeue, straight to Valkey
+ * whoever owns the partition. Group commit: a turn's schedules go as one `tw_schedule` per
+ * partition, then one durability wait ('replicated': WAIT 1, 'fsynced': WAITAOF 1 1) sent after
+ * the write's reply, never pipelined with it (a WAITAOF in the same flush waits for the
+ * replica's once-a-second acknowledgement).
  */
 
 import { randomBytes } from 'node:crypto';
@@ -26,8 +22,9 @@ import type { Valkey } from '../valkey/connection.js';
 import * as tw from './functions.js';
 import { metaKey } from './keys.js';
 import { TAG_LENGTH, encodeRecord, locatedId, placeOf } from './record.js';
+import { TurnBatches } from './turn-batches.js';
 
-/** Messages without an id given to one partition before the next one's turn. */
+/** Messages without an id to one partition before the next one's turn: fewer, larger calls. */
 const LOCATED_RUN = 128;
 /** Bytes of a located record's tag (base64url: 4 characters per 3 bytes). */
 const TAG_BYTES = (TAG_LENGTH * 3) / 4;
@@ -70,8 +67,9 @@ interface Call {
 }
 
 export class Producer {
-  private readonly batches = new Map<number, Pending[]>();
-  private flushing = false;
+  private readonly batches = new TurnBatches<number, Pending>((partition, batch) => {
+    void this.write(partition, batch);
+  });
   private readonly waitTimeoutMs: number;
   /** Messages without an id so far: which partition's turn it is (from a random partition). */
   private located: number;
@@ -117,13 +115,7 @@ export class Producer {
           pending.id === ''
             ? Math.floor(this.located++ / LOCATED_RUN) % this.options.partitions
             : placeOf(pending.id, this.options.partitions).partition;
-        let batch = this.batches.get(partition);
-        if (batch === undefined) this.batches.set(partition, (batch = []));
-        batch.push(pending);
-      }
-      if (!this.flushing) {
-        this.flushing = true;
-        setImmediate(() => this.flush());
+        this.batches.add(partition, pending);
       }
     });
   }
@@ -217,13 +209,6 @@ export class Producer {
     return this.tags.toString('base64url', this.tagAt, (this.tagAt += TAG_BYTES));
   }
 
-  private flush(): void {
-    this.flushing = false;
-    const batches = [...this.batches];
-    this.batches.clear();
-    for (const [partition, batch] of batches) void this.write(partition, batch);
-  }
-
   private async write(partition: number, batch: Pending[]): Promise<void> {
     const meta = metaKey(this.options.queue, partition);
     const { windowMs } = this.options;
@@ -309,7 +294,7 @@ export class Producer {
     if (durability === 'async') return;
     // A primary without a replica for a whole wait timeout fails at once rather than hold the
     // connection that long again (before that, a replica may be syncing or coming back).
-    if ((await this.valkey.replicalessFor(meta)) >= this.waitTimeoutMs) {
+    if ((await this.valkey.replicas(meta)).noneForMs >= this.waitTimeoutMs) {
       throw notDurable(what, `its primary has had no replica for ${this.waitTimeoutMs} ms or more`);
     }
     const timeout = String(this.waitTimeoutMs);

@@ -5,20 +5,12 @@
  *   idLength u8 | id | bucket u16 | maxAttempts u16 | backoff u8 | [delayMs f64]
  *   [jitter f64] [maxDelayMs f64] | payloadKind u8 | topicLength u8 | topic | [trace] | payload
  *
- * The Valkey functions read the first three fields (the id and bucket find the state,
- * maxAttempts decides retry or dead letter), so those never move. `backoff` is 0 (none), 1
- * (fixed) or 2 (exponential), +4 when a jitter follows, +8 when a maxDelayMs follows, +16 when
- * the W3C trace context follows the topic (traceparentLength u8 | tracestateLength u16 |
- * traceparent | tracestate). Ids and topics are ASCII (their patterns allow nothing else).
- *
- * An id's partition is its FNV-1a hash modulo the partition count, its bucket the bits above
- * (1,024 buckets, each small enough for Valkey's compact hash encoding).
- *
- * A message scheduled without an id gets a *located* id from where tw_schedule put its record,
- * `@<partition>.<segment>.<index>.<tag>` (users' ids cannot start with '@'), and needs no id
- * state (docs/cluster.md, "Located ids"). Its record starts `0 u8 | tagLength u8 | tag | dueLength u8 | deliverAt (decimal)`,
- * then maxAttempts and the rest as above. The random tag tells it from another record that a
- * window segment made anew holds at the same index.
+ * The functions read the first three fields, so those never move. `backoff`: 0 none, 1 fixed,
+ * 2 exponential; +4 a jitter follows, +8 a maxDelayMs, +16 the W3C trace context after the topic
+ * (traceparentLength u8 | tracestateLength u16 | traceparent | tracestate). Ids and topics are
+ * ASCII. A located record (docs/cluster.md, "Located ids") starts `0 u8 | tagLength u8 | tag |
+ * dueLength u8 | deliverAt (decimal)`, then maxAttempts and the rest; its random tag tells it
+ * from another record at the same index of a window segment made anew.
  */
 
 import { TickwheelCorruptError, TickwheelRangeError } from '../errors.js';
@@ -51,6 +43,10 @@ export interface ClusterRecord {
 /** A record to encode: its payload as bytes, or as text written in as UTF-8. */
 export type RecordFields = Omit<ClusterRecord, 'payload'> & { payload: Uint8Array | string };
 
+/**
+ * An id's partition (FNV-1a modulo the partitions; a located id's own) and bucket (the bits
+ * above: 1,024 buckets, each small enough for Valkey's compact hash encoding).
+ */
 export function placeOf(id: string, partitions: number): { partition: number; bucket: number } {
   const hash = mix32(fnv1a(id));
   const located = parseLocated(id);
@@ -62,7 +58,7 @@ export function placeOf(id: string, partitions: number): { partition: number; bu
 // Numbers as tickwheel writes them: no leading zeros (an id names one message, one way).
 const LOCATED = /^@(0|[1-9]\d{0,4})\.([nw]-?\d{1,16})\.(0|[1-9]\d{0,9})\.([A-Za-z0-9_-]{1,16})$/;
 
-/** The parts of a located id (see above); undefined for any other id. */
+/** The parts of a located id, `@<partition>.<segment>.<index>.<tag>`; undefined for others. */
 export function parseLocated(id: string) {
   if (id.charCodeAt(0) !== 64 /* @ */) return undefined;
   const m = LOCATED.exec(id);

@@ -1,9 +1,8 @@
 /**
- * Which node should own a partition: rendezvous (highest random weight) hashing. Partition p
- * goes to the live node with the highest score, so nodes that see the same members agree with
- * no coordination, and a join or leave moves only about P / N partitions. The score is the
- * FNV-1a hash of the node id mixed with the partition by murmur3's fmix32 (FNV alone spreads
- * neighbouring partitions poorly); ties go to the smaller id, whatever the members' order.
+ * Which node should own a partition: rendezvous (highest random weight) hashing, so nodes that
+ * see the same members agree with no coordination and a join or leave moves about P / N
+ * partitions. The score: FNV-1a of the node id mixed with the partition by murmur3's fmix32
+ * (FNV alone spreads neighbouring partitions poorly); ties go to the smaller id.
  */
 
 /** FNV-1a over the UTF-16 code units of `text`. */
@@ -27,39 +26,33 @@ export function mix32(value: number): number {
   return h >>> 0;
 }
 
-export function score(nodeHash: number, partition: number): number {
+function score(nodeHash: number, partition: number): number {
   return mix32(nodeHash ^ mix32(partition + 0x9e3779b9));
 }
 
 /** The node that should own `partition` among `nodes`. */
 export function ownerOf(partition: number, nodes: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestScore = -1;
-  for (const node of nodes) {
-    const s = score(fnv1a(node), partition);
-    if (s > bestScore || (s === bestScore && best !== undefined && node < best)) {
-      best = node;
-      bestScore = s;
-    }
-  }
-  return best;
+  return winner(partition, nodes, nodes.map(fnv1a));
 }
 
 /** The partitions of `0 .. partitions-1` that `node` should own among `nodes`. */
 export function partitionsOf(node: string, partitions: number, nodes: readonly string[]): number[] {
-  const mine: number[] = [];
-  if (!nodes.includes(node)) return mine;
   const hashes = nodes.map(fnv1a);
-  const own = fnv1a(node);
-  for (let p = 0; p < partitions; p++) {
-    const mineScore = score(own, p);
-    let wins = true;
-    for (let i = 0; i < nodes.length && wins; i++) {
-      if (nodes[i] === node) continue;
-      const other = score(hashes[i], p);
-      if (other > mineScore || (other === mineScore && nodes[i] < node)) wins = false;
-    }
-    if (wins) mine.push(p);
-  }
+  const mine: number[] = [];
+  for (let p = 0; p < partitions; p++) if (winner(p, nodes, hashes) === node) mine.push(p);
   return mine;
+}
+
+/** The node of `nodes` (their FNV-1a `hashes`) with the highest score for `partition`. */
+function winner(partition: number, nodes: readonly string[], hashes: readonly number[]) {
+  let best: string | undefined;
+  let bestScore = -1;
+  for (let i = 0; i < nodes.length; i++) {
+    const s = score(hashes[i], partition);
+    if (s > bestScore || (s === bestScore && best !== undefined && nodes[i] < best)) {
+      best = nodes[i];
+      bestScore = s;
+    }
+  }
+  return best;
 }

@@ -1,16 +1,8 @@
 /**
- * Recurring schedules on Valkey/Redis (docs/cluster.md, "Recurring schedules"). Any node puts,
- * updates, deletes and reads the records in partition 0's slot (`sched`: name ->
- * `<version>|<record JSON>`), each change compared with the version read (tw_sched), so two
- * changes at once never lose one. Partition 0's owner leads: it runs every schedule with the
- * embedded Scheduler, adopts what changed (the change count `schedv`), and writes its progress
- * fenced by its lease epoch.
- *
- * An occurrence is made at most once (tw_schedule_once): a mark beside the message refuses it
- * again for ONCE_MARK_MS, so a leader that dies before writing its record, or a stale one,
- * cannot make it twice. Occurrences made ahead of a schedule changed or deleted are cancelled
- * (removing the mark) by the leader adopting the change, by the node that deletes, and by the
- * leader whose own write finds the record changed under it.
+ * Recurring schedules on Valkey/Redis (docs/cluster.md, "Recurring schedules"): records in
+ * partition 0's slot changed by any node through tw_sched (compared with the version read), run
+ * by partition 0's owner with the embedded Scheduler, its writes fenced by its lease epoch. An
+ * occurrence is made at most once (tw_schedule_once, a mark that lives ONCE_MARK_MS).
  */
 
 import { SystemClock } from '../clock/index.js';
@@ -67,8 +59,8 @@ interface Leader {
 
 export class ClusterSchedules {
   private leader: Leader | undefined;
-  /** Leadership changes, one at a time. */
-  private turn: Promise<unknown> = Promise.resolve();
+  /** Leadership changes, one at a time (one key, ''). */
+  private readonly leadership = new Turns();
   private closed = false;
   private readonly clock = new SystemClock({ epoch: true });
   /** This node's changes of each schedule (retried()). */
@@ -88,8 +80,6 @@ export class ClusterSchedules {
     this.key = `${partitionPrefix(queue, 0)}sched`;
     this.changesKey = `${this.key}v`;
   }
-
-  // ---- any node ---------------------------------------------------------------------------
 
   put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
     const put = (old: Stored | undefined) => recordFor(name, spec, old?.record, this.clock.now());
@@ -184,8 +174,6 @@ export class ClusterSchedules {
     });
   }
 
-  // ---- the leader ---------------------------------------------------------------------------
-
   /** This node holds partition 0's lease with `epoch`: it runs the schedules. */
   lead(epoch: number): void {
     const start = async () => {
@@ -226,14 +214,12 @@ export class ClusterSchedules {
       this.leader = leader;
       this.watch(leader);
     };
-    this.turn = this.turn.then(start, start);
-    this.turn.catch((err: unknown) => this.host.onError(err));
+    this.leadership.run('', start).catch((err: unknown) => this.host.onError(err));
   }
 
   unlead(): void {
     const stop = () => this.stopLeading();
-    this.turn = this.turn.then(stop, stop);
-    this.turn.catch((err: unknown) => this.host.onError(err));
+    this.leadership.run('', stop).catch((err: unknown) => this.host.onError(err));
   }
 
   get leading(): boolean {
@@ -242,7 +228,7 @@ export class ClusterSchedules {
 
   /** Resolves once the leader has adopted every change made so far (for tests). */
   async settled(): Promise<void> {
-    await this.turn;
+    await this.leadership.settled();
     const leader = this.leader;
     if (leader === undefined) return;
     // A look under way may have read the records before this call: one more.
@@ -255,7 +241,7 @@ export class ClusterSchedules {
 
   async close(): Promise<void> {
     this.closed = true;
-    await this.turn.catch(() => undefined);
+    await this.leadership.settled();
     await this.stopLeading();
   }
 
@@ -344,8 +330,6 @@ export class ClusterSchedules {
       );
     }
   }
-
-  // ---- storage ----------------------------------------------------------------------------
 
   private sched(change: SchedChange): Promise<SchedAnswer> {
     return this.host.sched(change, `recurring schedule ${change.name}`);

@@ -1,6 +1,4 @@
-/**
- * `tickwheel/idempotent`: exactly-once effects on at-least-once delivery (docs/idempotent.md).
- */
+/** `tickwheel/idempotent`: exactly-once effects on at-least-once delivery (docs/idempotent.md). */
 
 export { idempotent, messageKey, type IdempotentOptions } from './idempotent.js';
 export {

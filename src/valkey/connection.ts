@@ -45,7 +45,6 @@ export interface FunctionLibrary {
   readonly version: number;
   /** A read-only function of the library, without keys, that answers its version. */
   readonly versionFunction: string;
-  /** The source FUNCTION LOAD takes. */
   source(): string;
   /** A server's message about the library, each line of the source it names made clearer. */
   where(message: string): string;
@@ -223,29 +222,22 @@ export class Valkey {
   }
 
   /**
-   * Replicas of the primary that serves `key` (ROLE), asked at most once a second per primary:
-   * a wait on a primary without one would block the connection for its whole timeout.
+   * The replicas of the primary that serves `key` (ROLE), and how long it has been seen with
+   * none (0 with one), asked at most once a second per primary: a wait on a primary without one
+   * would block the connection for its whole timeout.
    */
-  async replicasOf(key: string): Promise<number> {
-    return (await this.replicaState(key)).count;
-  }
-
-  /** How long the primary that serves `key` has been seen without a replica; 0 with one. */
-  async replicalessFor(key: string): Promise<number> {
-    const { noneSince } = await this.replicaState(key);
-    return noneSince === undefined ? 0 : Date.now() - noneSince;
-  }
-
-  private async replicaState(key: string): Promise<ReplicaState> {
+  async replicas(key: string): Promise<{ count: number; noneForMs: number }> {
     const now = Date.now();
     const primary = this.primaryOf(key);
-    const known = this.replicaCounts.get(primary);
-    if (known !== undefined && now - known.at < 1_000) return known;
-    const role = (await this.send(key, ['ROLE'])) as unknown[];
-    const count = role[0] === 'master' && Array.isArray(role[2]) ? role[2].length : 0;
-    const state = { at: now, count, noneSince: count > 0 ? undefined : (known?.noneSince ?? now) };
-    this.replicaCounts.set(primary, state);
-    return state;
+    let state = this.replicaCounts.get(primary);
+    if (state === undefined || now - state.at >= 1_000) {
+      const role = (await this.send(key, ['ROLE'])) as unknown[];
+      const count = role[0] === 'master' && Array.isArray(role[2]) ? role[2].length : 0;
+      state = { at: now, count, noneSince: count > 0 ? undefined : (state?.noneSince ?? now) };
+      this.replicaCounts.set(primary, state);
+    }
+    const { count, noneSince } = state;
+    return { count, noneForMs: noneSince === undefined ? 0 : Date.now() - noneSince };
   }
 
   command(key: string, args: readonly string[], readonly = false): Promise<unknown> {

@@ -122,17 +122,12 @@ export function within<T, O extends object>(
   return withinMs(call, ms, undefined, () => controller.abort());
 }
 
-function timeoutError(ms: number): Error {
-  const error = new Error(`no answer within ${ms} ms`);
-  error.name = 'TimeoutError';
-  return error;
-}
-
 /** `call`, or a rejection (`late`) once `ms` have passed, after which `onLate` runs. */
 export function withinMs<T>(
   call: Promise<T>,
   ms: number,
-  late = (): Error => timeoutError(ms),
+  late = (): Error =>
+    Object.assign(new Error(`no answer within ${ms} ms`), { name: 'TimeoutError' }),
   onLate?: () => void,
 ): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

@@ -128,7 +128,7 @@ describe.runIf(installed('valkey-server'))('a replicated queue through a primary
     // that has.
     for (const o of outcome) {
       const { partition } = placeOf(o.id, PARTITIONS);
-      const replicas = await valkey.replicasOf(metaKey('failover', partition));
+      const { count: replicas } = await valkey.replicas(metaKey('failover', partition));
       expect(replicas).toBe(o.ok ? 1 : 0);
     }
 
