@@ -1,17 +1,7 @@
 /**
  * Exact counts of live messages for dashboards, kept by both stores: per topic, pending
- * (wherever held) and dead; and pending ones by the minute they are due (the timeline beyond
- * the horizon). Each change is one O(1) update; a map entry per minute something is due.
- *
- * Transitions (`minute` = the due time in whole minutes since the epoch, rounded down):
- *
- *   add      pending +1, minutes[minute(deliverAt)] +1
- *   move     minutes[minute(previous)] -1, minutes[minute(deliverAt)] +1
- *   bury     pending -1, dead +1, minutes[minute(deliverAt)] -1
- *   revive   dead -1, pending +1, minutes[minute(deliverAt)] +1   (a requeue: a move of a dead one)
- *   finish   pending -1 and minutes[minute(deliverAt)] -1, or dead -1
- *
- * A topic with nothing pending or dead and a minute with nothing due are dropped from the maps.
+ * (wherever held) and dead, and pending ones by the minute they are due. Each change is one O(1)
+ * update; a topic with nothing pending or dead and a minute with nothing due leave the maps.
  */
 
 import type { StoreCounts } from '../queue/store.js';

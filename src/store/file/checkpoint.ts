@@ -1,21 +1,11 @@
 /**
- * Checkpoints, snapshots and retention: what keeps recovery short and the directory bounded.
- *
- * A checkpoint (checkpoint.json, every checkpointIntervalMs and at close) syncs the log and the
- * index, then records `indexedUntil` and `frontier` (every record before indexedUntil whose
- * message was due at or after the frontier has its index entry on disk, in files of at least
- * the sizes in `windows`) and the log's durable extent (per needed segment: durable bytes and
- * live payloads), which recovery holds the log to (damage.ts).
- *
- * A snapshot (snapshot.bin) is the tables after exactly the records before one position P,
- * written with a checkpoint once the log grew by snapshotBytes (or the last snapshot's size, if
- * larger). The IdTable is copied a piece at a time; the rest is captured in one turn with P.
- *
- * Retention: a segment goes once (1) no live payload is in it, (2) every older segment is gone,
- * and (3) the snapshot's position is after it. Rule 2 keeps a FINISH as long as the SCHEDULE it
- * finishes, so a replay never resurrects a message; rule 3 keeps what a snapshot's recovery
- * replays. Index files handed to the queue are deleted, or kept in `loaded` while a snapshot
- * taken before needs them; one that carried entries on goes once a checkpoint covers those.
+ * Checkpoints, snapshots and retention (docs/storage.md, Checkpoints, Snapshots, Retention).
+ * A checkpoint syncs the log and the index, then records `indexedUntil` and `frontier` (every
+ * record before indexedUntil whose message was due at or after the frontier has its index entry
+ * on disk, in files at least as long as `windows`) and the log's durable extent, which recovery
+ * holds the log to (damage.ts). A snapshot is the tables after exactly the records before one
+ * position. A segment goes once no live payload is in it, every older one is gone and the
+ * snapshot's position is after it: a FINISH lasts as long as the SCHEDULE it finishes.
  *
  * Invariant: no checkpoint while the tables may differ from the log (before recovery got
  * through it, `replayed`, or after a log write failed): it would vouch for records never

@@ -1,18 +1,11 @@
 /**
- * Hand-outs: a delivery counts against a message's attempts from the moment it is handed to a
- * consumer, even if the process never gets to ack, nack or time it out.
- *
- * A hand-out is noted in memory; just before the log's next write (beforeWrite: the group commit
- * another record starts, or LATER_MS after), each noted delivery still in progress gets a HANDOUT
- * record (MOVE layout, due time unchanged, attempts including it). So a delivery costs no write
- * of its own. process.exit() or an uncaught exception keeps the count (the log writes at exit);
- * a SIGKILL or power cut within that window loses it: one attempt fewer.
- *
- * The tables keep the record before it until the delivery ends (a hot path): only a snapshot
- * needs them, so just before one captures the tables, those of messages in flight are applied
- * (applyHandOuts). A replay applies each as a MOVE. At recovery a message whose latest record is
- * a HANDOUT was being delivered when the process stopped: buried, saying so, if its attempts are
- * used up (a message that crashes its consumer cannot come back forever), else handed over.
+ * Hand-outs: a delivery counts against its message's attempts from the moment it is handed out
+ * (docs/storage.md, The log). It is noted in memory; just before the log's next write
+ * (beforeWrite), each noted delivery still going on gets a HANDOUT record (commitLater), so a
+ * delivery costs no write of its own. The tables keep the record before it until the delivery
+ * ends (a hot path); a snapshot first applies those of messages in flight. At recovery, a
+ * message whose latest record is a HANDOUT was being delivered when the process stopped: it is
+ * buried if that was its last attempt, else handed over.
  */
 
 import type { MessageState } from '../../queue/message.js';

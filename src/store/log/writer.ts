@@ -1,23 +1,17 @@
 /**
- * Appending and writing: records are encoded straight into staging buffers (the one RecordSlot
- * that reserve() hands out), given their positions at once, and written by a single writer with
- * at most one write in flight. Nothing is allocated per record.
+ * Appending: records are encoded straight into staging buffers (the one RecordSlot reserve()
+ * hands out), given their positions at once, and written by one writer with at most one write
+ * in flight; nothing is allocated per record. Under 'batch', records staged during a write and
+ * fsync share the next ones (group commit: docs/storage.md, Durability).
  *
- * Group commit ('batch'): records staged while a write and fsync are in flight go out in the
- * next single write and fsync, and share one `durable` promise. The first write after an idle
- * moment starts a microtask after the first append, so a burst in one tick shares it. 'always' writes and fsyncs each record on its own, in order; 'never'
- * resolves once the OS has the bytes (they survive a process crash, not a power cut).
+ * A `commitLater` record starts no write: it rides the next one, or goes LATER_MS later, so
+ * records nobody waits for (hand-outs) delay none that are waited for. `beforeWrite` runs just
+ * before staged records are taken, to append such records; at exit they are written
+ * synchronously (exit-write.ts).
  *
- * A `commitLater` record starts no write: it rides the next write another record starts, or
- * goes LATER_MS after if none does, so records nobody waits for (hand-outs: handouts.ts) put
- * no write ahead of those waited for. `beforeWrite` runs just before staged records are taken
- * (and by flush(), and at exit) to append such records; `writeLater()` asks for that write even
- * with nothing staged. At process exit, staged records are written synchronously (exit-write.ts).
- *
- * Failures: a failed write or fsync fails that record and every one staged after it (their
- * positions assumed those bytes). The segment is cut back to the last good record, whose end
- * the next append takes again, and their promises reject with ERR_TICKWHEEL_IO; records
- * acknowledged earlier are untouched. A caller must forget a failed record's position.
+ * A failed write or fsync fails its record and every one staged after it (their positions
+ * assumed its bytes): the segment is cut back to the last good record, whose end the next
+ * append takes again, and they reject with ERR_TICKWHEEL_IO. A caller must forget their positions.
  */
 
 import { open, truncate, type FileHandle } from 'node:fs/promises';
