@@ -9,10 +9,6 @@ import type { StoreCounts } from '../queue/store.js';
 const HOUR_MS = 3_600_000;
 const MINUTE_MS = 60_000;
 
-function hourOf(deliverAt: number): number {
-  return Math.floor(deliverAt / HOUR_MS) * HOUR_MS;
-}
-
 /** Minutes are kept by number (small integers, which Maps handle fastest), not by start time. */
 export function minuteNumber(deliverAt: number): number {
   return Math.floor(deliverAt / MINUTE_MS);
@@ -89,7 +85,7 @@ export class MessageCounts {
   entries(): CountEntries {
     const hours = new Map<number, number>();
     for (const [minute, count] of this.minutes) {
-      const hour = hourOf(minute * MINUTE_MS);
+      const hour = Math.floor((minute * MINUTE_MS) / HOUR_MS) * HOUR_MS;
       hours.set(hour, (hours.get(hour) ?? 0) + count);
     }
     return {

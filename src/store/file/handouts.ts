@@ -24,28 +24,23 @@ export class HandOuts {
   /** The queue's view of its deliveries, once it gave it (Store.useDeliveries). */
   deliveries: StoreDeliveries | undefined;
 
-  private readonly log: MessageLog;
-  private readonly tables: Tables;
-  private readonly checkpoints: Checkpoints;
-
   constructor(
-    parts: { log: MessageLog; tables: Tables; checkpoints: Checkpoints },
+    private readonly parts: { log: MessageLog; tables: Tables; checkpoints: Checkpoints },
     /** The store's frontier (whether a record is indexed: FileStore.move's rule). */
     private readonly frontier: () => number,
     /** Whether the store still appends (not closed, stopped or without its lock). */
     private readonly appending: () => boolean,
   ) {
-    ({ log: this.log, tables: this.tables, checkpoints: this.checkpoints } = parts);
-    this.log.beforeWrite = this.write;
-    this.checkpoints.beforeCapture = () => this.beforeCapture();
+    parts.log.beforeWrite = this.write;
+    parts.checkpoints.beforeCapture = () => this.beforeCapture();
   }
 
   note(messages: readonly MessageState[], count: number): void {
     if (count === 0) return;
     const noted = this.noted;
     for (let i = 0; i < count; i++) noted.push(messages[i]);
-    this.batches.push(this.log.end, count);
-    this.log.writeLater();
+    this.batches.push(this.parts.log.end, count);
+    this.parts.log.writeLater();
   }
 
   /**
@@ -59,8 +54,8 @@ export class HandOuts {
     this.noted = [];
     this.batches = [];
     if (!this.appending()) return;
+    const { log, tables, checkpoints } = this.parts;
     const delivering = this.deliveries?.delivering;
-    const tables = this.tables;
     let bytes = 0;
     let i = 0;
     for (let b = 0; b < batches.length; b += 2) {
@@ -70,19 +65,19 @@ export class HandOuts {
         if (delivering !== undefined && !delivering(message)) continue;
         const latest = tables.latest(message.id);
         if (latest < 0 || latest >= end || tables.isDeadAt(message.id, latest)) continue;
-        const length = writeHandOut(this.log, message);
+        const length = writeHandOut(log, message);
         if (length < 0) return; // the log takes no more
         bytes += length;
       }
     }
-    if (bytes > 0) this.checkpoints.appended(bytes);
+    if (bytes > 0) checkpoints.appended(bytes);
   };
 
   /** Just before a snapshot captures the tables (Checkpoints.beforeCapture). */
   private beforeCapture(): void {
     this.write();
     if (this.deliveries !== undefined) {
-      applyHandOuts(this.tables, this.deliveries.inFlight(), this.frontier());
+      applyHandOuts(this.parts.tables, this.deliveries.inFlight(), this.frontier());
     }
   }
 }
