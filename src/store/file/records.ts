@@ -1,29 +1,21 @@
 /**
- * Bodies of the file store's log records (../log/format.ts adds the header). Little-endian;
- * ids and topics are ASCII (their patterns allow nothing else), one byte per character.
+ * Bodies of the file store's log records (../log/format.ts adds the header; docs/storage.md, The
+ * log, says what each means). Little-endian; ids and topics are ASCII, one byte a character.
  *
  *   SCHEDULE  deliverAt f64 | attempts u16 | maxAttempts u16 | backoff u8 (0 none, 1 fixed,
  *             2 exponential) | backoffDelay f64 | jitter f64 (NaN: unset) | maxDelay f64
  *             (NaN: unset) | payloadKind u8 | idLength u8 | topicLength u8 | id | topic |
  *             [trace] | payload
  *   MOVE      deliverAt f64 | attempts u16 | payloadPosition f64 | previousDeliverAt f64 |
- *             idLength u8 | topicLength u8 | id | topic
+ *             idLength u8 | topicLength u8 | id | topic | [reason]
  *   FINISH    outcome u8 (1 acked, 2 cancelled) | payloadPosition f64 | deliverAt f64 |
  *             idLength u8 | topicLength u8 | id | topic
  *   BURY      as MOVE (previousDeliverAt = deliverAt: burying does not change the due time)
- *   HANDOUT   as MOVE (previousDeliverAt = deliverAt), written when the message is handed to a
- *             consumer: its attempts count that delivery (see handouts.ts); no reason
+ *   HANDOUT   as MOVE (previousDeliverAt = deliverAt), never a reason (handouts.ts)
  *
- * A MOVE or BURY with a reason (the message's lastError) ends with reasonLength u16 | reason
- * (UTF-8); without one it ends at the topic. A HANDOUT has none (if it is a message's latest
- * record, the stop that followed is the reason).
- *
- * A SCHEDULE with a trace context (protocol/trace-context.ts) has 0x80 added to payloadKind and,
- * between topic and payload: traceparentLength u8 | tracestateLength u16 | traceparent |
- * tracestate (ASCII).
- *
- * Later records point back at the SCHEDULE, which holds the payload, and carry the due time
- * before them and the topic, so a replay keeps the counts (counts.ts) without earlier records.
+ * reason (the message's lastError, if any): reasonLength u16 | UTF-8. trace (a SCHEDULE whose
+ * payloadKind has 0x80 added): traceparentLength u8 | tracestateLength u16 | traceparent |
+ * tracestate, ASCII.
  */
 
 import { TickwheelCorruptError } from '../../errors.js';
