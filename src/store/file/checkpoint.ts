@@ -55,8 +55,7 @@ export async function readCheckpoint(dir: string): Promise<Checkpoint> {
   try {
     const text = await readFile(join(dir, CHECKPOINT_FILE), 'utf8');
     const { indexedUntil, frontier, windows, log } = JSON.parse(text) as Record<string, unknown>;
-    // A damaged file that still parses trusts nothing: the index is rebuilt from the log. (A size
-    // that is not a count compared loosely, null as 0, and trusted a shortened index file.)
+    // A damaged file that still parses trusts nothing: the index is rebuilt from the log.
     if (typeof frontier !== 'number' || typeof windows !== 'object' || windows === null) {
       return none;
     }
@@ -121,11 +120,6 @@ export class Checkpoints {
     private readonly checkOwner: () => Promise<void>,
   ) {}
 
-  /** snapshotBytes: Infinity says never. */
-  get snapshots(): boolean {
-    return this.snapshotBytes !== Infinity;
-  }
-
   /** An index file handed over already (kept only for the snapshot). */
   wasLoaded(key: string): boolean {
     return this.loaded.has(key);
@@ -187,7 +181,7 @@ export class Checkpoints {
   async usedSnapshot(position: number, bytes: number): Promise<void> {
     this.snapshotPosition = position;
     this.lastSnapshotBytes = bytes;
-    if (!this.snapshots) await this.dropSnapshot();
+    if (this.snapshotBytes === Infinity) await this.dropSnapshot();
   }
 
   stats() {
@@ -217,13 +211,16 @@ export class Checkpoints {
   }
 
   private async write(when: SnapshotWhen): Promise<void> {
-    // The IdTable is copied in pieces first (one copy of 10 million would pause ~150 ms); slots
-    // that change meanwhile are copied again by endCopy below.
+    // The IdTable is copied in pieces first, after finishing a growth in progress in pieces too
+    // (one copy of 10 million would pause ~150 ms); slots that change meanwhile are copied again
+    // by endCopy below.
     const capturing = this.wantsSnapshot(when);
     const ids = this.tables.ids;
     if (capturing) {
       this.snapshotting = true;
-      await this.copyIdsGradually();
+      await this.inPieces(() => ids.growStep(GROW_SLOTS));
+      ids.beginCopy();
+      await this.inPieces(() => ids.copyStep(COPY_SLOTS));
       // A log write failed meanwhile: the tables are not the log's any more.
       if (this.log.firstFailure !== undefined) {
         ids.endCopy();
@@ -247,7 +244,7 @@ export class Checkpoints {
       finished.push(segments[i]);
     }
     // The durable extent once the sync below is done (finished segments may go).
-    const extent: LogExtent = segments
+    const log: LogExtent = segments
       .slice(finished.length)
       .map((segment) => [
         segment,
@@ -282,18 +279,9 @@ export class Checkpoints {
       const carriedFiles = await this.index.sync();
       // Read in one turn with the sizes: a load during the syncs moved the frontier and deleted
       // the files it took.
-      const indexedFrontier = this.frontier();
       const windows = Object.fromEntries(this.index.sizes());
-      await replaceFile(
-        join(this.dir, CHECKPOINT_FILE),
-        JSON.stringify({
-          version: 1,
-          indexedUntil,
-          frontier: indexedFrontier,
-          windows,
-          log: extent,
-        }),
-      );
+      const checkpoint = { version: 1, indexedUntil, frontier: this.frontier(), windows, log };
+      await replaceFile(join(this.dir, CHECKPOINT_FILE), JSON.stringify(checkpoint));
       // Before any segment is deleted below: an older checkpoint would still list it.
       await syncDirectory(this.dir);
       // Index files whose entries were carried to others, which the sync made durable.
@@ -322,14 +310,6 @@ export class Checkpoints {
       this.ownerLost = true;
       return false;
     }
-  }
-
-  /** Copies the IdTable in pieces, after finishing a growth in progress in pieces too. */
-  private async copyIdsGradually(): Promise<void> {
-    const ids = this.tables.ids;
-    await this.inPieces(() => ids.growStep(GROW_SLOTS));
-    ids.beginCopy();
-    await this.inPieces(() => ids.copyStep(COPY_SLOTS));
   }
 
   /** Runs `step` until it says it is done, one call per turn of the event loop. */
