@@ -26,7 +26,7 @@ import {
   claimedLength,
   describeCheck,
 } from './format.js';
-import { defaultIo, readOptions, type MessageLogOptions } from './options.js';
+import { readOptions, type LogSettings, type MessageLogOptions } from './options.js';
 import {
   LAST_SEGMENT,
   SEGMENT_FILE,
@@ -78,23 +78,11 @@ export class MessageLog {
   private readonly readers = new Map<number, Reader>();
   private closing: Promise<void> | null = null;
 
-  private constructor(
-    settings: ReturnType<typeof readOptions>,
-    segments: number[],
-    sizes: number[],
-  ) {
+  private constructor(settings: LogSettings, segments: number[], sizes: number[]) {
     this.dir = settings.dir;
     this.maxRecordBytes = settings.maxRecordBytes;
     this.table = new SegmentTable(segments, sizes);
-    this.writer = new Writer(
-      settings.dir,
-      settings.fsync,
-      settings.segmentBytes,
-      settings.maxRecordBytes,
-      { ...defaultIo, ...settings.io },
-      this.table,
-      settings.beforeNewSegment,
-    );
+    this.writer = new Writer(settings, this.table);
   }
 
   static async open(options: MessageLogOptions): Promise<MessageLog> {

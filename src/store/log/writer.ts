@@ -20,7 +20,7 @@ import { LogError, closedError, describeCause, ioError, type LogFailure } from '
 import { CREATE_FLAGS, DATA_FILE_MODE, ignore, syncDirectory } from './files.js';
 import { RECORD_HEADER_BYTES, writeHeader } from './format.js';
 import { forgetAtExit, writeAtExit, writeRangeSync, type StagedWrites } from './exit-write.js';
-import type { FsyncPolicy, LogIo } from './options.js';
+import type { LogSettings } from './options.js';
 import { SEGMENT_SPAN, segmentFileName } from './positions.js';
 import type { SegmentTable } from './segments.js';
 
@@ -123,13 +123,8 @@ export class Writer implements StagedWrites {
   replaying = false;
 
   constructor(
-    private readonly dir: string,
-    private readonly policy: FsyncPolicy,
-    private readonly segmentBytes: number,
-    private readonly maxRecordBytes: number,
-    private readonly io: LogIo,
+    private readonly settings: LogSettings,
     private readonly table: SegmentTable,
-    private readonly beforeNewSegment: (() => Promise<void>) | undefined,
   ) {
     this.slot = {
       buf: NO_BUFFER,
@@ -170,16 +165,16 @@ export class Writer implements StagedWrites {
         `record type must be an integer from 0 to 255, got ${String(type)}`,
       );
     }
-    if (maxLength > this.maxRecordBytes) {
+    if (maxLength > this.settings.maxRecordBytes) {
       throw new LogError(
         'ERR_TICKWHEEL_RECORD_TOO_LARGE',
-        `record body of ${maxLength} bytes is over maxRecordBytes (${this.maxRecordBytes}); ` +
+        `record body of ${maxLength} bytes is over maxRecordBytes (${this.settings.maxRecordBytes}); ` +
           'store large payloads elsewhere or raise maxRecordBytes',
       );
     }
     const size = HEADER + maxLength;
     const table = this.table;
-    if (table.activeSize > 0 && table.activeSize + size > this.segmentBytes) {
+    if (table.activeSize > 0 && table.activeSize + size > this.settings.segmentBytes) {
       table.roll();
       this.filling = null;
     }
@@ -315,7 +310,7 @@ export class Writer implements StagedWrites {
 
   async sync(handle: FileHandle): Promise<void> {
     const started = performance.now();
-    await this.io.sync(handle);
+    await this.settings.io.sync(handle);
     const ms = performance.now() - started;
     this.counts.fsyncs++;
     this.counts.fsyncMsTotal += ms;
@@ -347,7 +342,7 @@ export class Writer implements StagedWrites {
   }
 
   private startStage(): Stage {
-    const eachRecord = this.policy === 'always';
+    const eachRecord = this.settings.fsync === 'always';
     const stage: Stage = {
       segment: this.table.active,
       fileOffset: this.table.activeSize,
@@ -425,7 +420,7 @@ export class Writer implements StagedWrites {
       } else {
         step = 'writing to';
         await this.writeRange(handle, stage, 0, stage.len);
-        if (this.policy === 'batch') {
+        if (this.settings.fsync === 'batch') {
           step = 'fsync of';
           await this.sync(handle);
         } else {
@@ -452,11 +447,11 @@ export class Writer implements StagedWrites {
       this.handle = null;
       await current.handle.close().catch(ignore);
     }
-    if (this.table.unborn.has(stage.segment)) await this.beforeNewSegment?.();
+    if (this.table.unborn.has(stage.segment)) await this.settings.beforeNewSegment?.();
     const handle = await open(this.pathOf(stage.segment), CREATE_FLAGS, DATA_FILE_MODE);
     try {
       if (this.table.unborn.has(stage.segment)) {
-        if (this.policy !== 'never') await syncDirectory(this.dir);
+        if (this.settings.fsync !== 'never') await syncDirectory(this.settings.dir);
         else this.table.unsyncedDirectory = true;
         this.table.unborn.delete(stage.segment);
       }
@@ -479,7 +474,7 @@ export class Writer implements StagedWrites {
 
   private async writeRange(handle: FileHandle, stage: Stage, from: number, to: number) {
     while (from < to) {
-      const written = await this.io.write(
+      const written = await this.settings.io.write(
         handle,
         stage.buf,
         from,
@@ -533,7 +528,7 @@ export class Writer implements StagedWrites {
   }
 
   private pathOf(segment: number): string {
-    return `${this.dir}/${segmentFileName(segment)}`;
+    return `${this.settings.dir}/${segmentFileName(segment)}`;
   }
 }
 
