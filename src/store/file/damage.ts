@@ -24,7 +24,6 @@ export interface Durable {
   end: number;
 }
 
-/** The segment files a log has, and their sizes. */
 type SegmentFiles = Pick<MessageLog, 'segments' | 'segmentSize'>;
 
 export function durableExtent(

@@ -1,17 +1,11 @@
 /**
- * IdTable: message id -> position of the message's latest record, for every live message. The
- * only per-message memory the file store keeps beyond the horizon, so built for size:
- *
- *   - the key is a 64-bit hash of the id (two independent 32-bit hashes), never the string;
- *   - open addressing with linear probing in one typed array, 16 bytes a slot (hash low, hash
- *     high, value side by side: one memory access a probe);
- *   - hash (0, 0) marks an empty slot and (2^32-1, 2^32-1) a deleted one (ids hashing to either
- *     are moved to a neighbouring value), so no per-slot state byte;
- *   - it grows by half when 80% full (53-80% full: 20-30 bytes per live id), moving entries
- *     into the bigger table a few per add rather than all at once.
- *
- * Two ids with the same 64-bit hash are possible (about 3 in 10^6 at 10 million ids): the store
- * tells them apart by the id in the record the table points at (table.ts, FileStore.lookup).
+ * IdTable: a live message's id -> position of its latest record, the only per-message memory
+ * the file store keeps beyond the horizon (docs/storage.md, What is in memory). The key is a
+ * 64-bit hash of the id, never the string; linear probing in one typed array of 16-byte slots
+ * (hash low, hash high, value); hash (0, 0) marks an empty slot and (2^32-1, 2^32-1) a deleted
+ * one (ids hashing to either are moved to a neighbour), so no state byte. It grows by half at
+ * 80% full, moving entries a few per add. Two live ids with one hash (about 3 in 10^6 at 10
+ * million) are told apart by the id in the record it points at (table.ts, FileStore.lookup).
  */
 
 import { assert } from '../../assert.js';

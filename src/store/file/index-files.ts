@@ -34,7 +34,6 @@ export function fileName(key: string): string {
   return `${key}.idx`;
 }
 
-/** The file of `level` whose span starts at `start`. */
 function fileAt(start: number, level: number, windowMs: number): IndexFile {
   return {
     key: level === 0 ? String(start) : `${start}.${level}`,

@@ -34,7 +34,6 @@ export interface DirectoryLock {
    * to the faults). A failing stat is not a loss: the next check tells.
    */
   check(): Promise<void>;
-  /** The loss found by check(), if one was. */
   readonly lost: LockLostError | undefined;
 }
 

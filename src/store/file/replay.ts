@@ -17,7 +17,6 @@ import { fileName, parseFileName } from './index-files.js';
 import type { WindowIndex } from './window-index.js';
 import { offsetOf, segmentOf } from '../log/index.js';
 
-/** What a replay reads and rebuilds. */
 export interface ReplayParts {
   readonly log: MessageLog;
   readonly index: WindowIndex;
@@ -132,7 +131,6 @@ export async function dueAfterSnapshot(
   return due;
 }
 
-/** Bytes of the log from a position to its end. */
 export function bytesFrom(log: MessageLog, position: number): number {
   const first = segmentOf(position);
   let bytes = -offsetOf(position);

@@ -155,7 +155,6 @@ export class MessageLog {
     return this.table.sizeOf(segment);
   }
 
-  /** Reserves room for a record body of at most `maxLength` bytes (see writer.ts). */
   reserve(type: number, maxLength: number): RecordSlot {
     return this.writer.reserve(type, maxLength);
   }

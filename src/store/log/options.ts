@@ -10,7 +10,6 @@ export type FsyncPolicy = 'always' | 'batch' | 'never';
  * @internal Tests replace them to slow the disk down or make it fail.
  */
 export interface LogIo {
-  /** Writes `length` bytes of `buffer` from `offset` at file `position`; returns bytes written. */
   write(
     handle: FileHandle,
     buffer: Buffer,

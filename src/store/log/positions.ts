@@ -8,7 +8,6 @@
 import { TickwheelCorruptError } from '../../errors.js';
 import { LogError } from './errors.js';
 
-/** Positions are `segment * SEGMENT_SPAN + offset`. */
 export const SEGMENT_SPAN = 2 ** 32;
 export const LAST_SEGMENT = Math.floor(Number.MAX_SAFE_INTEGER / SEGMENT_SPAN);
 export const SEGMENT_FILE = /^(\d{10})\.seg$/;

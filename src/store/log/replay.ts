@@ -49,7 +49,6 @@ export type OnRecord = (type: number, body: Buffer, position: number) => void;
 interface SegmentScan {
   dir: string;
   segment: number;
-  /** Offset to start at. */
   start: number;
   /** Records before this position are checked but not delivered. */
   deliverFrom: number;

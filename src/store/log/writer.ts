@@ -108,7 +108,6 @@ export class Writer implements StagedWrites {
   private recordType = 0;
   private recordRoom = -1;
   private readonly slot: RecordSlot & { buf: Buffer; at: number; durable: Promise<void> };
-  /** The error of the first write or fsync that failed, if one ever did. */
   firstFailure: LogFailure | undefined;
   readonly counts: WriterStats = {
     appends: 0,
