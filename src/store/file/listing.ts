@@ -57,7 +57,7 @@ export async function listWaiting(
     through = { deliverAt: candidates.deliverAt[examined - 1], seq: SEQ_AFTER, id: '' };
   } else if (candidates.cut) {
     // Entries not kept may be due at the last kept due time.
-    through = before(candidates.deliverAt[count - 1]);
+    through = { deliverAt: candidates.deliverAt[count - 1], seq: SEQ_BEFORE, id: '' };
   }
   if (through !== undefined && after !== undefined && compareKeys(through, after) <= 0) {
     // Every candidate kept is due at the cursor's time: that due time is read whole.
@@ -74,11 +74,6 @@ export async function listWaiting(
     items: part.items.filter(({ key }) => through === undefined || compareKeys(key, through) <= 0),
     through,
   };
-}
-
-/** The bound before every message due at `deliverAt`. */
-function before(deliverAt: number): ListKey {
-  return { deliverAt, seq: SEQ_BEFORE, id: '' };
 }
 
 /** Whether messages due at `deliverAt` may be on the page (in range, not before the cursor). */

@@ -133,7 +133,7 @@ export class Tables {
         this.release(segmentOf(replaced.payloadPosition));
         this.deadIds.delete(id);
         this.tally.finishDead(replaced.topic);
-        this.unlink(id, low, high);
+        if (this.collisions.size === 0 || !this.collisions.delete(id)) this.ids.delete(low, high);
       }
       if (this.replay !== undefined) this.replay.scheduled(body, at);
       // A live id is never scheduled again (the queue deduplicates), so a taken slot means
@@ -269,10 +269,6 @@ export class Tables {
     } else {
       this.ids.set(low, high, position, deliverAt);
     }
-  }
-
-  private unlink(id: string, low: number, high: number): void {
-    if (this.collisions.size === 0 || !this.collisions.delete(id)) this.ids.delete(low, high);
   }
 
   private release(segment: number): void {

@@ -367,10 +367,6 @@ export class MessageLog {
     if (reader.users === 0) closeQuietly(reader.handle);
   }
 
-  private retireAll(): void {
-    for (const segment of [...this.readers.keys()]) this.retire(segment);
-  }
-
   /**
    * Delivers every good record from position `from` on, in order (bodies are copies), and
    * repairs the tail so appends continue after the last good record. Once, before any append.
@@ -445,7 +441,9 @@ export class MessageLog {
   close(): Promise<void> {
     if (this.closing === null) {
       this.writer.closed = true;
-      this.closing = this.writer.shutdown().finally(() => this.retireAll());
+      this.closing = this.writer.shutdown().finally(() => {
+        for (const segment of [...this.readers.keys()]) this.retire(segment);
+      });
     }
     return this.closing;
   }
