@@ -32,13 +32,10 @@ export const HANDOUT = 5;
 export const OUTCOME_ACKED = 1;
 export const OUTCOME_CANCELLED = 2;
 
+/** Bytes before the id: each ends with idLength u8 | topicLength u8. */
 const SCHEDULE_FIXED = 8 + 2 + 2 + 1 + 8 + 8 + 8 + 1 + 1 + 1;
 const MOVE_FIXED = 8 + 2 + 8 + 8 + 1 + 1;
 const FINISH_FIXED = 1 + 8 + 8 + 1 + 1;
-/** Where idLength is in each record; topicLength follows it. */
-const SCHEDULE_ID_LENGTH = 38;
-const MOVE_ID_LENGTH = 26;
-const FINISH_ID_LENGTH = 17;
 
 /** The end every record shares: idLength u8 | topicLength u8 | id | topic. */
 function writeIdAndTopic(buf: Uint8Array, at: number, message: MessageState): number {
@@ -106,8 +103,8 @@ export function decodeSchedule(body: Buffer): ScheduleRecord {
   const jitter = body.readDoubleLE(21);
   const maxDelayMs = body.readDoubleLE(29);
   const kindByte = body.readUInt8(37);
-  const idLength = body.readUInt8(SCHEDULE_ID_LENGTH);
-  const topicLength = body.readUInt8(SCHEDULE_ID_LENGTH + 1);
+  const idLength = body.readUInt8(SCHEDULE_FIXED - 2);
+  const topicLength = body.readUInt8(SCHEDULE_FIXED - 1);
   const id = body.toString('latin1', SCHEDULE_FIXED, SCHEDULE_FIXED + idLength);
   const topicStart = SCHEDULE_FIXED + idLength;
   const topic = body.toString('latin1', topicStart, topicStart + topicLength);
@@ -205,8 +202,8 @@ interface MoveRecord {
 }
 
 export function decodeMove(body: Buffer): MoveRecord {
-  const idLength = body.readUInt8(MOVE_ID_LENGTH);
-  const topicLength = body.readUInt8(MOVE_ID_LENGTH + 1);
+  const idLength = body.readUInt8(MOVE_FIXED - 2);
+  const topicLength = body.readUInt8(MOVE_FIXED - 1);
   const end = MOVE_FIXED + idLength + topicLength;
   const reasonLength = body.length >= end + 2 ? body.readUInt16LE(end) : 0;
   return {
@@ -244,14 +241,6 @@ export function encodeFinish(message: MessageState, outcome: number): Buffer {
   return body;
 }
 
-function idLengthAt(type: number): number {
-  return type === SCHEDULE
-    ? SCHEDULE_ID_LENGTH
-    : type === FINISH
-      ? FINISH_ID_LENGTH
-      : MOVE_ID_LENGTH;
-}
-
 // The readers below take the record body at offset `at` of `buf` (0: `buf` is the body), so
 // that a record still in the log's staging buffer is read where it is.
 
@@ -261,22 +250,22 @@ export function idStart(type: number): number {
 }
 
 export function idLength(type: number, buf: Uint8Array, at = 0): number {
-  return buf[at + idLengthAt(type)];
+  return buf[at + idStart(type) - 2];
 }
 
 /** Where the topic of any record starts (relative to `at`), and its length. */
 export function topicStart(type: number, buf: Uint8Array, at = 0): number {
-  return idStart(type) + buf[at + idLengthAt(type)];
+  return idStart(type) + idLength(type, buf, at);
 }
 
 export function topicLength(type: number, buf: Uint8Array, at = 0): number {
-  return buf[at + idLengthAt(type) + 1];
+  return buf[at + idStart(type) - 1];
 }
 
 /** The id of any record, without decoding the rest. */
 export function recordId(type: number, buf: Buffer, at = 0): string {
   const start = at + idStart(type);
-  return buf.toString('latin1', start, start + buf[at + idLengthAt(type)]);
+  return buf.toString('latin1', start, start + idLength(type, buf, at));
 }
 
 /** The due time a record leaves its message with, or had before it (FINISH). */
