@@ -211,9 +211,8 @@ export class Checkpoints {
   }
 
   private async write(when: SnapshotWhen): Promise<void> {
-    // The IdTable is copied in pieces first, after finishing a growth in progress in pieces too
-    // (one copy of 10 million would pause ~150 ms); slots that change meanwhile are copied again
-    // by endCopy below.
+    // The IdTable is copied in pieces (a growth in progress finished first, in pieces too): one
+    // copy of 10 million would pause ~150 ms. endCopy below copies again the slots changed since.
     const capturing = this.wantsSnapshot(when);
     const ids = this.tables.ids;
     if (capturing) {

@@ -33,15 +33,11 @@ export function durableExtent(
   let durable: Durable | undefined;
   if (checkpoint.log !== undefined) {
     durable = {
-      bytes: new Map(),
-      live: new Map(),
+      bytes: new Map(checkpoint.log.map(([segment, bytes]) => [segment, bytes])),
+      live: new Map(checkpoint.log.map(([segment, , live]) => [segment, live])),
       first: checkpoint.log[0][0],
       end: checkpoint.indexedUntil,
     };
-    for (const [segment, bytes, live] of checkpoint.log) {
-      durable.bytes.set(segment, bytes);
-      durable.live.set(segment, live);
-    }
   }
   // A snapshot is written only once the log up to its position is durable.
   if (snapshot !== undefined) {

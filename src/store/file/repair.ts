@@ -83,11 +83,7 @@ export async function recoverWithRepair(
   const from = positionOf(durable?.first ?? 0, 0);
   const report = await replayAll(parts, frontier, checkpoint, {
     from,
-    replay: {
-      ...(durable === undefined ? {} : { durable: durable.bytes }),
-      readOnly: plan,
-      cutDurable: !plan,
-    },
+    replay: { durable: durable?.bytes, readOnly: plan, cutDurable: !plan },
     index: !plan,
     watcher: untraced,
     onRecord: (position) => untraced.read(position),
