@@ -63,12 +63,6 @@ interface Reader {
   retired: boolean;
 }
 
-interface MessageLogStats extends WriterStats {
-  segments: number;
-  /** Bytes in all segments, records still waiting to be written included. */
-  bytes: number;
-}
-
 export class MessageLog {
   readonly dir: string;
   private readonly maxRecordBytes: number;
@@ -146,7 +140,8 @@ export class MessageLog {
     return this.table.list.slice();
   }
 
-  stats(): MessageLogStats {
+  /** The writer's counts, the segments, and the bytes in them (staged records included). */
+  stats(): WriterStats & { segments: number; bytes: number } {
     return { segments: this.table.list.length, bytes: this.table.bytes, ...this.writer.counts };
   }
 
