@@ -1,6 +1,6 @@
 /**
  * Little-endian fields without Buffer's checked helpers, whose checks cost more than the writes
- * on the hot paths. Callers keep offsets in bounds.
+ * on the hot paths. Callers keep offsets in bounds; each writer returns the offset after it.
  */
 
 const scratch = new Float64Array(1);
@@ -11,7 +11,6 @@ const [B0, B1, B2, B3, B4, B5, B6, B7] = littleEndian
   ? [0, 1, 2, 3, 4, 5, 6, 7]
   : [7, 6, 5, 4, 3, 2, 1, 0];
 
-/** Writes a double at `at`; returns the offset after it. */
 export function writeF64(buf: Uint8Array, at: number, value: number): number {
   scratch[0] = value;
   buf[at] = scratchBytes[B0];
@@ -37,7 +36,6 @@ export function readF64(buf: Uint8Array, at: number): number {
   return scratch[0];
 }
 
-/** Writes an unsigned 32-bit integer at `at`; returns the offset after it. */
 export function writeU32(buf: Uint8Array, at: number, value: number): number {
   buf[at] = value;
   buf[at + 1] = value >>> 8;
@@ -46,20 +44,19 @@ export function writeU32(buf: Uint8Array, at: number, value: number): number {
   return at + 4;
 }
 
-/** Writes an unsigned 16-bit integer at `at`; returns the offset after it. */
 export function writeU16(buf: Uint8Array, at: number, value: number): number {
   buf[at] = value;
   buf[at + 1] = value >>> 8;
   return at + 2;
 }
 
-/** ASCII text, one byte a character; returns the offset after it. */
+/** ASCII text, one byte a character. */
 export function writeAscii(buf: Uint8Array, at: number, text: string): number {
   for (let i = 0; i < text.length; i++) buf[at + i] = text.charCodeAt(i);
   return at + text.length;
 }
 
-/** UTF-8 at `at` (room: 3 bytes a UTF-16 unit); ASCII copied here. Returns the end. */
+/** UTF-8 at `at` (room: 3 bytes a UTF-16 unit); ASCII copied here. */
 export function writeUtf8(buf: Buffer, at: number, text: string): number {
   const n = text.length;
   for (let i = 0; i < n; i++) {

@@ -1,27 +1,13 @@
 /**
  * Exact counts of live messages for dashboards, kept by both stores: per topic, pending
- * (wherever held) and dead; and pending ones by the minute they are due (the timeline beyond
- * the horizon). Each change is one O(1) update; a map entry per minute something is due.
- *
- * Transitions (`minute` = the due time in whole minutes since the epoch, rounded down):
- *
- *   add      pending +1, minutes[minute(deliverAt)] +1
- *   move     minutes[minute(previous)] -1, minutes[minute(deliverAt)] +1
- *   bury     pending -1, dead +1, minutes[minute(deliverAt)] -1
- *   revive   dead -1, pending +1, minutes[minute(deliverAt)] +1   (a requeue: a move of a dead one)
- *   finish   pending -1 and minutes[minute(deliverAt)] -1, or dead -1
- *
- * A topic with nothing pending or dead and a minute with nothing due are dropped from the maps.
+ * (wherever held) and dead, and pending ones by the minute they are due. Each change is one O(1)
+ * update; a topic with nothing pending or dead and a minute with nothing due leave the maps.
  */
 
 import type { StoreCounts } from '../queue/store.js';
 
 const HOUR_MS = 3_600_000;
 const MINUTE_MS = 60_000;
-
-function hourOf(deliverAt: number): number {
-  return Math.floor(deliverAt / HOUR_MS) * HOUR_MS;
-}
 
 /** Minutes are kept by number (small integers, which Maps handle fastest), not by start time. */
 export function minuteNumber(deliverAt: number): number {
@@ -99,7 +85,7 @@ export class MessageCounts {
   entries(): CountEntries {
     const hours = new Map<number, number>();
     for (const [minute, count] of this.minutes) {
-      const hour = hourOf(minute * MINUTE_MS);
+      const hour = Math.floor((minute * MINUTE_MS) / HOUR_MS) * HOUR_MS;
       hours.set(hour, (hours.get(hour) ?? 0) + count);
     }
     return {

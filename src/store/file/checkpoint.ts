@@ -1,21 +1,11 @@
 /**
- * Checkpoints, snapshots and retention: what keeps recovery short and the directory bounded.
- *
- * A checkpoint (checkpoint.json, every checkpointIntervalMs and at close) syncs the log and the
- * index, then records `indexedUntil` and `frontier` (every record before indexedUntil whose
- * message was due at or after the frontier has its index entry on disk, in files of at least
- * the sizes in `windows`) and the log's durable extent (per needed segment: durable bytes and
- * live payloads), which recovery holds the log to (damage.ts).
- *
- * A snapshot (snapshot.bin) is the tables after exactly the records before one position P,
- * written with a checkpoint once the log grew by snapshotBytes (or the last snapshot's size, if
- * larger). The IdTable is copied a piece at a time; the rest is captured in one turn with P.
- *
- * Retention: a segment goes once (1) no live payload is in it, (2) every older segment is gone,
- * and (3) the snapshot's position is after it. Rule 2 keeps a FINISH as long as the SCHEDULE it
- * finishes, so a replay never resurrects a message; rule 3 keeps what a snapshot's recovery
- * replays. Index files handed to the queue are deleted, or kept in `loaded` while a snapshot
- * taken before needs them; one that carried entries on goes once a checkpoint covers those.
+ * Checkpoints, snapshots and retention (docs/storage.md, Checkpoints, Snapshots, Retention).
+ * A checkpoint syncs the log and the index, then records `indexedUntil` and `frontier` (every
+ * record before indexedUntil whose message was due at or after the frontier has its index entry
+ * on disk, in files at least as long as `windows`) and the log's durable extent, which recovery
+ * holds the log to (damage.ts). A snapshot is the tables after exactly the records before one
+ * position. A segment goes once no live payload is in it, every older one is gone and the
+ * snapshot's position is after it: a FINISH lasts as long as the SCHEDULE it finishes.
  *
  * Invariant: no checkpoint while the tables may differ from the log (before recovery got
  * through it, `replayed`, or after a log write failed): it would vouch for records never
@@ -65,8 +55,7 @@ export async function readCheckpoint(dir: string): Promise<Checkpoint> {
   try {
     const text = await readFile(join(dir, CHECKPOINT_FILE), 'utf8');
     const { indexedUntil, frontier, windows, log } = JSON.parse(text) as Record<string, unknown>;
-    // A damaged file that still parses trusts nothing: the index is rebuilt from the log. (A size
-    // that is not a count compared loosely, null as 0, and trusted a shortened index file.)
+    // A damaged file that still parses trusts nothing: the index is rebuilt from the log.
     if (typeof frontier !== 'number' || typeof windows !== 'object' || windows === null) {
       return none;
     }
@@ -131,11 +120,6 @@ export class Checkpoints {
     private readonly checkOwner: () => Promise<void>,
   ) {}
 
-  /** snapshotBytes: Infinity says never. */
-  get snapshots(): boolean {
-    return this.snapshotBytes !== Infinity;
-  }
-
   /** An index file handed over already (kept only for the snapshot). */
   wasLoaded(key: string): boolean {
     return this.loaded.has(key);
@@ -197,7 +181,7 @@ export class Checkpoints {
   async usedSnapshot(position: number, bytes: number): Promise<void> {
     this.snapshotPosition = position;
     this.lastSnapshotBytes = bytes;
-    if (!this.snapshots) await this.dropSnapshot();
+    if (this.snapshotBytes === Infinity) await this.dropSnapshot();
   }
 
   stats() {
@@ -227,13 +211,15 @@ export class Checkpoints {
   }
 
   private async write(when: SnapshotWhen): Promise<void> {
-    // The IdTable is copied in pieces first (one copy of 10 million would pause ~150 ms); slots
-    // that change meanwhile are copied again by endCopy below.
+    // The IdTable is copied in pieces (a growth in progress finished first, in pieces too): one
+    // copy of 10 million would pause ~150 ms. endCopy below copies again the slots changed since.
     const capturing = this.wantsSnapshot(when);
     const ids = this.tables.ids;
     if (capturing) {
       this.snapshotting = true;
-      await this.copyIdsGradually();
+      await this.inPieces(() => ids.growStep(GROW_SLOTS));
+      ids.beginCopy();
+      await this.inPieces(() => ids.copyStep(COPY_SLOTS));
       // A log write failed meanwhile: the tables are not the log's any more.
       if (this.log.firstFailure !== undefined) {
         ids.endCopy();
@@ -257,7 +243,7 @@ export class Checkpoints {
       finished.push(segments[i]);
     }
     // The durable extent once the sync below is done (finished segments may go).
-    const extent: LogExtent = segments
+    const log: LogExtent = segments
       .slice(finished.length)
       .map((segment) => [
         segment,
@@ -292,18 +278,9 @@ export class Checkpoints {
       const carriedFiles = await this.index.sync();
       // Read in one turn with the sizes: a load during the syncs moved the frontier and deleted
       // the files it took.
-      const indexedFrontier = this.frontier();
       const windows = Object.fromEntries(this.index.sizes());
-      await replaceFile(
-        join(this.dir, CHECKPOINT_FILE),
-        JSON.stringify({
-          version: 1,
-          indexedUntil,
-          frontier: indexedFrontier,
-          windows,
-          log: extent,
-        }),
-      );
+      const checkpoint = { version: 1, indexedUntil, frontier: this.frontier(), windows, log };
+      await replaceFile(join(this.dir, CHECKPOINT_FILE), JSON.stringify(checkpoint));
       // Before any segment is deleted below: an older checkpoint would still list it.
       await syncDirectory(this.dir);
       // Index files whose entries were carried to others, which the sync made durable.
@@ -332,14 +309,6 @@ export class Checkpoints {
       this.ownerLost = true;
       return false;
     }
-  }
-
-  /** Copies the IdTable in pieces, after finishing a growth in progress in pieces too. */
-  private async copyIdsGradually(): Promise<void> {
-    const ids = this.tables.ids;
-    await this.inPieces(() => ids.growStep(GROW_SLOTS));
-    ids.beginCopy();
-    await this.inPieces(() => ids.copyStep(COPY_SLOTS));
   }
 
   /** Runs `step` until it says it is done, one call per turn of the event loop. */

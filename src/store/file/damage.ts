@@ -1,12 +1,8 @@
 /**
- * Damage: telling a damaged log from the torn tail a crash leaves, and saying so.
- *
- * The last checkpoint and snapshot give the log's durable extent (`Durable`). At recovery a
- * segment missing or shorter than it (missingOrShort), a bad record inside it, or a missing
- * segment holding a live payload (payloadsGone: retention never deletes one) is damage; a bad
- * record after it is a torn tail, and cut. Damage not accepted by a repair (repair.json)
- * refuses the open (corruptionError) until repaired (repair.ts). A record found unreadable
- * later (behind a snapshot) gets the same error, saying how to repair (`unreadable`).
+ * Damage: telling a damaged log from the torn tail a crash leaves, and saying so. What the last
+ * checkpoint and snapshot made durable (`Durable`) must be there and readable; damage there
+ * that no repair accepted (repair.json) refuses the open. A record found unreadable later
+ * (behind a snapshot) gets an error saying how to repair (`unreadable`).
  */
 
 import { TickwheelCorruptError, type StoreDamage } from '../../errors.js';
@@ -28,7 +24,6 @@ export interface Durable {
   end: number;
 }
 
-/** The segment files a log has, and their sizes. */
 type SegmentFiles = Pick<MessageLog, 'segments' | 'segmentSize'>;
 
 export function durableExtent(
@@ -38,15 +33,11 @@ export function durableExtent(
   let durable: Durable | undefined;
   if (checkpoint.log !== undefined) {
     durable = {
-      bytes: new Map(),
-      live: new Map(),
+      bytes: new Map(checkpoint.log.map(([segment, bytes]) => [segment, bytes])),
+      live: new Map(checkpoint.log.map(([segment, , live]) => [segment, live])),
       first: checkpoint.log[0][0],
       end: checkpoint.indexedUntil,
     };
-    for (const [segment, bytes, live] of checkpoint.log) {
-      durable.bytes.set(segment, bytes);
-      durable.live.set(segment, live);
-    }
   }
   // A snapshot is written only once the log up to its position is durable.
   if (snapshot !== undefined) {

@@ -220,22 +220,17 @@ export class FileStore implements Store {
     try {
       this.checkWritable();
       // Encoded straight into the log's staging buffer, a payload still held as text too (room
-      // for its longest UTF-8 form).
+      // for its longest UTF-8 form); a short one byte by byte, cheaper than set()'s call.
       const text = message.payloadText;
       const payload = message.payload ?? EMPTY_PAYLOAD;
       const room = text === undefined ? payload.byteLength : text.length * 3;
       slot = this.log.reserve(SCHEDULE, scheduleLength(message, room));
       const { buf, at } = slot;
       const payloadAt = writeScheduleHead(buf, at, message);
-      let end: number;
+      let end = payloadAt + payload.byteLength;
       if (text !== undefined) end = writeUtf8(buf, payloadAt, text);
-      else if (payload.byteLength <= 64) {
-        for (let i = 0; i < payload.byteLength; i++) buf[payloadAt + i] = payload[i];
-        end = payloadAt + payload.byteLength;
-      } else {
-        buf.set(payload, payloadAt);
-        end = payloadAt + payload.byteLength;
-      }
+      else if (payload.byteLength > 64) buf.set(payload, payloadAt);
+      else for (let i = 0; i < payload.byteLength; i++) buf[payloadAt + i] = payload[i];
       const reindex = message.deliverAt >= this.frontier;
       position = this.commit(slot, SCHEDULE, end - at, reindex);
       durable = slot.durable;

@@ -1,18 +1,11 @@
 /**
- * Hand-outs: a delivery counts against a message's attempts from the moment it is handed to a
- * consumer, even if the process never gets to ack, nack or time it out.
- *
- * A hand-out is noted in memory; just before the log's next write (beforeWrite: the group commit
- * another record starts, or LATER_MS after), each noted delivery still in progress gets a HANDOUT
- * record (MOVE layout, due time unchanged, attempts including it). So a delivery costs no write
- * of its own. process.exit() or an uncaught exception keeps the count (the log writes at exit);
- * a SIGKILL or power cut within that window loses it: one attempt fewer.
- *
- * The tables keep the record before it until the delivery ends (a hot path): only a snapshot
- * needs them, so just before one captures the tables, those of messages in flight are applied
- * (applyHandOuts). A replay applies each as a MOVE. At recovery a message whose latest record is
- * a HANDOUT was being delivered when the process stopped: buried, saying so, if its attempts are
- * used up (a message that crashes its consumer cannot come back forever), else handed over.
+ * Hand-outs: a delivery counts against its message's attempts from the moment it is handed out
+ * (docs/storage.md, The log). It is noted in memory; just before the log's next write
+ * (beforeWrite), each noted delivery still going on gets a HANDOUT record (commitLater), so a
+ * delivery costs no write of its own. The tables keep the record before it until the delivery
+ * ends (a hot path); a snapshot first applies those of messages in flight. At recovery, a
+ * message whose latest record is a HANDOUT was being delivered when the process stopped: it is
+ * buried if that was its last attempt, else handed over.
  */
 
 import type { MessageState } from '../../queue/message.js';
@@ -31,28 +24,23 @@ export class HandOuts {
   /** The queue's view of its deliveries, once it gave it (Store.useDeliveries). */
   deliveries: StoreDeliveries | undefined;
 
-  private readonly log: MessageLog;
-  private readonly tables: Tables;
-  private readonly checkpoints: Checkpoints;
-
   constructor(
-    parts: { log: MessageLog; tables: Tables; checkpoints: Checkpoints },
+    private readonly parts: { log: MessageLog; tables: Tables; checkpoints: Checkpoints },
     /** The store's frontier (whether a record is indexed: FileStore.move's rule). */
     private readonly frontier: () => number,
     /** Whether the store still appends (not closed, stopped or without its lock). */
     private readonly appending: () => boolean,
   ) {
-    ({ log: this.log, tables: this.tables, checkpoints: this.checkpoints } = parts);
-    this.log.beforeWrite = this.write;
-    this.checkpoints.beforeCapture = () => this.beforeCapture();
+    parts.log.beforeWrite = this.write;
+    parts.checkpoints.beforeCapture = () => this.beforeCapture();
   }
 
   note(messages: readonly MessageState[], count: number): void {
     if (count === 0) return;
     const noted = this.noted;
     for (let i = 0; i < count; i++) noted.push(messages[i]);
-    this.batches.push(this.log.end, count);
-    this.log.writeLater();
+    this.batches.push(this.parts.log.end, count);
+    this.parts.log.writeLater();
   }
 
   /**
@@ -66,8 +54,8 @@ export class HandOuts {
     this.noted = [];
     this.batches = [];
     if (!this.appending()) return;
+    const { log, tables, checkpoints } = this.parts;
     const delivering = this.deliveries?.delivering;
-    const tables = this.tables;
     let bytes = 0;
     let i = 0;
     for (let b = 0; b < batches.length; b += 2) {
@@ -77,19 +65,19 @@ export class HandOuts {
         if (delivering !== undefined && !delivering(message)) continue;
         const latest = tables.latest(message.id);
         if (latest < 0 || latest >= end || tables.isDeadAt(message.id, latest)) continue;
-        const length = writeHandOut(this.log, message);
+        const length = writeHandOut(log, message);
         if (length < 0) return; // the log takes no more
         bytes += length;
       }
     }
-    if (bytes > 0) this.checkpoints.appended(bytes);
+    if (bytes > 0) checkpoints.appended(bytes);
   };
 
   /** Just before a snapshot captures the tables (Checkpoints.beforeCapture). */
   private beforeCapture(): void {
     this.write();
     if (this.deliveries !== undefined) {
-      applyHandOuts(this.tables, this.deliveries.inFlight(), this.frontier());
+      applyHandOuts(this.parts.tables, this.deliveries.inFlight(), this.frontier());
     }
   }
 }

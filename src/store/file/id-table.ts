@@ -1,17 +1,11 @@
 /**
- * IdTable: message id -> position of the message's latest record, for every live message. The
- * only per-message memory the file store keeps beyond the horizon, so built for size:
- *
- *   - the key is a 64-bit hash of the id (two independent 32-bit hashes), never the string;
- *   - open addressing with linear probing in one typed array, 16 bytes a slot (hash low, hash
- *     high, value side by side: one memory access a probe);
- *   - hash (0, 0) marks an empty slot and (2^32-1, 2^32-1) a deleted one (ids hashing to either
- *     are moved to a neighbouring value), so no per-slot state byte;
- *   - it grows by half when 80% full (53-80% full: 20-30 bytes per live id), moving entries
- *     into the bigger table a few per add rather than all at once.
- *
- * Two ids with the same 64-bit hash are possible (about 3 in 10^6 at 10 million ids): the store
- * tells them apart by the id in the record the table points at (table.ts, FileStore.lookup).
+ * IdTable: a live message's id -> position of its latest record, the only per-message memory
+ * the file store keeps beyond the horizon (docs/storage.md, What is in memory). The key is a
+ * 64-bit hash of the id, never the string; linear probing in one typed array of 16-byte slots
+ * (hash low, hash high, value); hash (0, 0) marks an empty slot and (2^32-1, 2^32-1) a deleted
+ * one (ids hashing to either are moved to a neighbour), so no state byte. It grows by half at
+ * 80% full, moving entries a few per add. Two live ids with one hash (about 3 in 10^6 at 10
+ * million) are told apart by the id in the record it points at (table.ts, FileStore.lookup).
  */
 
 import { assert } from '../../assert.js';
@@ -26,22 +20,18 @@ export class IdHash {
   high = 0;
 }
 
-/** Computes the 64-bit hash of an id into `into`. */
+/** Room for any id a record holds (its length is a u8). */
+const ID_BYTES = Buffer.alloc(255);
+
+/** The 64-bit hash of an id, into `into`: that of its bytes (ids are ASCII). */
 export function hashId(id: string, into: IdHash): void {
-  // FNV-1a for one half, a multiplicative mix for the other; avalanche steps spread similar ids.
-  let a = 0x811c9dc5;
-  let b = 0x9747b28c;
-  for (let i = 0; i < id.length; i++) {
-    const c = id.charCodeAt(i);
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(b ^ c, 0x5bd1e995);
-    b ^= b >>> 15;
-  }
-  finish(a, b, id.length, into);
+  const bytes = id.length <= ID_BYTES.length ? ID_BYTES : Buffer.alloc(id.length);
+  hashIdBytes(bytes, 0, bytes.write(id, 'latin1'), into);
 }
 
 /** hashId of the id in a record's bytes (one byte a character), without making a string. */
 export function hashIdBytes(bytes: Uint8Array, start: number, length: number, into: IdHash): void {
+  // FNV-1a for one half, a multiplicative mix for the other; avalanche steps spread similar ids.
   let a = 0x811c9dc5;
   let b = 0x9747b28c;
   for (let i = start; i < start + length; i++) {
@@ -50,10 +40,6 @@ export function hashIdBytes(bytes: Uint8Array, start: number, length: number, in
     b = Math.imul(b ^ c, 0x5bd1e995);
     b ^= b >>> 15;
   }
-  finish(a, b, length, into);
-}
-
-function finish(a: number, b: number, length: number, into: IdHash): void {
   a ^= a >>> 16;
   a = Math.imul(a, 0x85ebca6b);
   a ^= a >>> 13;

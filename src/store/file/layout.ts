@@ -1,17 +1,8 @@
 /**
- * The file store's data directory:
- *
- *   LOCK               pid of the owning process (see lock.ts)
- *   format.json        { format }: the on-disk format; other formats are refused at open
- *   log/*.seg          the message log: every change of every message, appended (../log/)
- *   index/*.idx        the schedule index, files of 2^L windows (index-files.ts)
- *   checkpoint.json    how far the index covers the log, and its durable extent (checkpoint.ts)
- *   snapshot.bin       the tables as of one log position (snapshot.ts)
- *   repair.json        what repairs dropped, and the damage they accepted as lost (repair.ts)
- *   topics.json        topics whose settings are not the defaults; push.json: their push targets
- *
- * The log is the truth; the rest is rebuilt from it (index, snapshot) or says how far to trust
- * it (checkpoint, repair.json). Small files are replaced whole (beside, fsynced, renamed).
+ * The file store's data directory (its files: docs/storage.md, The pieces): names, format.json,
+ * repair.json, topics.json and push.json. The log is the truth; the rest is rebuilt from it
+ * (index, snapshot) or says how far to trust it (checkpoint, repair.json). Small files are
+ * replaced whole (beside, fsynced, renamed).
  */
 
 import { mkdir, open, readFile, readdir, rename, stat } from 'node:fs/promises';

@@ -1,18 +1,12 @@
 /**
- * list() over the file store: the messages it still has to itself (beyond the horizon, or
- * whose load failed), found through the schedule index. Entries have no topic (the record
- * has), so a page takes two bounded steps:
- *
- *   1. candidates: index files meeting the page's times, by start, keeping the `budget` current
- *      entries with the smallest (due time, position) not held by the queue; files starting
- *      after the last kept one are not read;
- *   2. records: the candidates' records, in that order, until the page has its messages of the
- *      topic, then to the end of that due time (equal due times list by `ref`, which a
- *      candidate's position does not give).
- *
- * A page reads at most `budget` records (listScanRecords). A rare topic's page may find fewer
- * than asked and ends at the last due time wholly examined (`through`). A single due time with
- * more than `budget` messages is read whole, in chunks, or no page inside it could progress.
+ * list() over the file store: the messages it still has to itself (beyond the horizon, or whose
+ * load failed), found through the schedule index, whose entries have no topic. A page keeps the
+ * `budget` (listScanRecords) current entries due first that the queue does not hold (files
+ * starting after the last kept one are not read), then reads their records in that order until
+ * it has its messages and the due time reached is whole (equal due times list by `ref`, which a
+ * position does not give). So a page reads at most `budget` records, and a rare topic's may end
+ * short, at `through`. A due time with more than `budget` messages is read whole, in chunks, or
+ * no page inside it could progress.
  */
 
 import type { KeyedPart, ListKey, ListQuery } from '../../queue/list.js';
@@ -63,7 +57,7 @@ export async function listWaiting(
     through = { deliverAt: candidates.deliverAt[examined - 1], seq: SEQ_AFTER, id: '' };
   } else if (candidates.cut) {
     // Entries not kept may be due at the last kept due time.
-    through = before(candidates.deliverAt[count - 1]);
+    through = { deliverAt: candidates.deliverAt[count - 1], seq: SEQ_BEFORE, id: '' };
   }
   if (through !== undefined && after !== undefined && compareKeys(through, after) <= 0) {
     // Every candidate kept is due at the cursor's time: that due time is read whole.
@@ -80,11 +74,6 @@ export async function listWaiting(
     items: part.items.filter(({ key }) => through === undefined || compareKeys(key, through) <= 0),
     through,
   };
-}
-
-/** The bound before every message due at `deliverAt`. */
-function before(deliverAt: number): ListKey {
-  return { deliverAt, seq: SEQ_BEFORE, id: '' };
 }
 
 /** Whether messages due at `deliverAt` may be on the page (in range, not before the cursor). */

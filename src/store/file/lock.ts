@@ -1,14 +1,9 @@
 /**
- * One process per data directory, enforced by the kernel: an exclusive advisory lock on `LOCK`
- * held while the file is open (OFD lock on Linux, flock on macOS, LockFileEx on Windows, via
- * `fs-native-extensions`). The kernel drops it when the owner closes the file or dies, so it
- * cannot be taken while its holder lives (whatever pids look like across PID namespaces), two
- * openers cannot both win (one atomic call), and a killed owner's LOCK is simply locked again.
- *
- * The file is never deleted (a third process could lock a fresh one while a second holds the
- * unlinked old one); the pid in it is for people only. If someone deletes it all the same, the
- * holder finds out at each checkpoint and new segment (`check()`: same device and inode) and
- * stops with LockLostError.
+ * One process per data directory: an exclusive advisory lock on `LOCK` that the kernel holds
+ * while the file is open (`fs-native-extensions`), dropped when its holder closes it or dies,
+ * taken by one of two racing openers. The file is never deleted (a third process could lock a
+ * new one while a second holds the old); if someone deletes or replaces it all the same,
+ * check() (at each checkpoint and new segment) finds out and the store stops with LockLostError.
  */
 
 import { open, stat, type FileHandle } from 'node:fs/promises';
@@ -39,7 +34,6 @@ export interface DirectoryLock {
    * to the faults). A failing stat is not a loss: the next check tells.
    */
   check(): Promise<void>;
-  /** The loss found by check(), if one was. */
   readonly lost: LockLostError | undefined;
 }
 

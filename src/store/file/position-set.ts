@@ -1,12 +1,8 @@
 /**
- * PositionSet: a set of log positions with the part of Set the tables use. Not a Set<number>:
- * positions are above 2^31, so V8 boxes them, and a Set of 100,000 spent ~170 ns a delete; here
- * a position is one slot of a Float64Array, one probe most of the time.
- *
- * Open addressing with linear probing, capacity a power of two; a slot holds a position, EMPTY
- * or DELETED (a tombstone keeps probe chains whole). It is rebuilt when positions and
- * tombstones would pass 3/4 full, or positions fall under 1/64 of a grown table, so a burst
- * leaves no large table behind. Iteration is in slot order: callers sort what they need sorted.
+ * A set of log positions in one Float64Array, not a Set<number>: positions are above 2^31, so
+ * V8 boxes them there (~170 ns a delete at 100,000). Linear probing with tombstones; rebuilt
+ * past 3/4 full, or under 1/64 of a grown table, so a burst leaves no large table behind.
+ * Iteration is in slot order.
  */
 
 const EMPTY = -1;

@@ -1,29 +1,21 @@
 /**
- * Bodies of the file store's log records (../log/format.ts adds the header). Little-endian;
- * ids and topics are ASCII (their patterns allow nothing else), one byte per character.
+ * Bodies of the file store's log records (../log/format.ts adds the header; docs/storage.md, The
+ * log, says what each means). Little-endian; ids and topics are ASCII, one byte a character.
  *
  *   SCHEDULE  deliverAt f64 | attempts u16 | maxAttempts u16 | backoff u8 (0 none, 1 fixed,
  *             2 exponential) | backoffDelay f64 | jitter f64 (NaN: unset) | maxDelay f64
  *             (NaN: unset) | payloadKind u8 | idLength u8 | topicLength u8 | id | topic |
  *             [trace] | payload
  *   MOVE      deliverAt f64 | attempts u16 | payloadPosition f64 | previousDeliverAt f64 |
- *             idLength u8 | topicLength u8 | id | topic
+ *             idLength u8 | topicLength u8 | id | topic | [reason]
  *   FINISH    outcome u8 (1 acked, 2 cancelled) | payloadPosition f64 | deliverAt f64 |
  *             idLength u8 | topicLength u8 | id | topic
  *   BURY      as MOVE (previousDeliverAt = deliverAt: burying does not change the due time)
- *   HANDOUT   as MOVE (previousDeliverAt = deliverAt), written when the message is handed to a
- *             consumer: its attempts count that delivery (see handouts.ts); no reason
+ *   HANDOUT   as MOVE (previousDeliverAt = deliverAt), never a reason (handouts.ts)
  *
- * A MOVE or BURY with a reason (the message's lastError) ends with reasonLength u16 | reason
- * (UTF-8); without one it ends at the topic. A HANDOUT has none (if it is a message's latest
- * record, the stop that followed is the reason).
- *
- * A SCHEDULE with a trace context (protocol/trace-context.ts) has 0x80 added to payloadKind and,
- * between topic and payload: traceparentLength u8 | tracestateLength u16 | traceparent |
- * tracestate (ASCII).
- *
- * Later records point back at the SCHEDULE, which holds the payload, and carry the due time
- * before them and the topic, so a replay keeps the counts (counts.ts) without earlier records.
+ * reason (the message's lastError, if any): reasonLength u16 | UTF-8. trace (a SCHEDULE whose
+ * payloadKind has 0x80 added): traceparentLength u8 | tracestateLength u16 | traceparent |
+ * tracestate, ASCII.
  */
 
 import { TickwheelCorruptError } from '../../errors.js';
@@ -40,13 +32,10 @@ export const HANDOUT = 5;
 export const OUTCOME_ACKED = 1;
 export const OUTCOME_CANCELLED = 2;
 
+/** Bytes before the id: each ends with idLength u8 | topicLength u8. */
 const SCHEDULE_FIXED = 8 + 2 + 2 + 1 + 8 + 8 + 8 + 1 + 1 + 1;
 const MOVE_FIXED = 8 + 2 + 8 + 8 + 1 + 1;
 const FINISH_FIXED = 1 + 8 + 8 + 1 + 1;
-/** Where idLength is in each record; topicLength follows it. */
-const SCHEDULE_ID_LENGTH = 38;
-const MOVE_ID_LENGTH = 26;
-const FINISH_ID_LENGTH = 17;
 
 /** The end every record shares: idLength u8 | topicLength u8 | id | topic. */
 function writeIdAndTopic(buf: Uint8Array, at: number, message: MessageState): number {
@@ -114,8 +103,8 @@ export function decodeSchedule(body: Buffer): ScheduleRecord {
   const jitter = body.readDoubleLE(21);
   const maxDelayMs = body.readDoubleLE(29);
   const kindByte = body.readUInt8(37);
-  const idLength = body.readUInt8(SCHEDULE_ID_LENGTH);
-  const topicLength = body.readUInt8(SCHEDULE_ID_LENGTH + 1);
+  const idLength = body.readUInt8(SCHEDULE_FIXED - 2);
+  const topicLength = body.readUInt8(SCHEDULE_FIXED - 1);
   const id = body.toString('latin1', SCHEDULE_FIXED, SCHEDULE_FIXED + idLength);
   const topicStart = SCHEDULE_FIXED + idLength;
   const topic = body.toString('latin1', topicStart, topicStart + topicLength);
@@ -213,8 +202,8 @@ interface MoveRecord {
 }
 
 export function decodeMove(body: Buffer): MoveRecord {
-  const idLength = body.readUInt8(MOVE_ID_LENGTH);
-  const topicLength = body.readUInt8(MOVE_ID_LENGTH + 1);
+  const idLength = body.readUInt8(MOVE_FIXED - 2);
+  const topicLength = body.readUInt8(MOVE_FIXED - 1);
   const end = MOVE_FIXED + idLength + topicLength;
   const reasonLength = body.length >= end + 2 ? body.readUInt16LE(end) : 0;
   return {
@@ -252,14 +241,6 @@ export function encodeFinish(message: MessageState, outcome: number): Buffer {
   return body;
 }
 
-function idLengthAt(type: number): number {
-  return type === SCHEDULE
-    ? SCHEDULE_ID_LENGTH
-    : type === FINISH
-      ? FINISH_ID_LENGTH
-      : MOVE_ID_LENGTH;
-}
-
 // The readers below take the record body at offset `at` of `buf` (0: `buf` is the body), so
 // that a record still in the log's staging buffer is read where it is.
 
@@ -269,22 +250,22 @@ export function idStart(type: number): number {
 }
 
 export function idLength(type: number, buf: Uint8Array, at = 0): number {
-  return buf[at + idLengthAt(type)];
+  return buf[at + idStart(type) - 2];
 }
 
 /** Where the topic of any record starts (relative to `at`), and its length. */
 export function topicStart(type: number, buf: Uint8Array, at = 0): number {
-  return idStart(type) + buf[at + idLengthAt(type)];
+  return idStart(type) + idLength(type, buf, at);
 }
 
 export function topicLength(type: number, buf: Uint8Array, at = 0): number {
-  return buf[at + idLengthAt(type) + 1];
+  return buf[at + idStart(type) - 1];
 }
 
 /** The id of any record, without decoding the rest. */
 export function recordId(type: number, buf: Buffer, at = 0): string {
   const start = at + idStart(type);
-  return buf.toString('latin1', start, start + buf[at + idLengthAt(type)]);
+  return buf.toString('latin1', start, start + idLength(type, buf, at));
 }
 
 /** The due time a record leaves its message with, or had before it (FINISH). */

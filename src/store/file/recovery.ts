@@ -1,15 +1,9 @@
 /**
- * Recovery: the tables rebuilt at open, and what is due before the frontier handed over.
- *
- *   1. Read the checkpoint, repair.json and the snapshot; before the log is read or changed,
- *      what of the durable extent they give is missing (damage.ts).
- *   2. With `repair` (or a plan): repair.ts takes over.
- *   3. A usable snapshot (snapshotProblem): adopt its tables, replay from its position. Else
- *      replay the whole log (a readable but unusable snapshot still names segments with live
- *      payloads, so one lost with them is found).
- *   4. Unaccepted damage in durable bytes refuses the open: nothing changed but a torn tail cut.
- *   5. Hand over what is due (bury deliveries the stop cut short at their last attempt:
- *      handouts.ts), retire the windows before the frontier, checkpoint, start the timer.
+ * Recovery: the tables rebuilt at open, and what is due before the frontier handed over
+ * (docs/storage.md, Recovery). What the checkpoint and the snapshot say was durable is checked
+ * before the log is read or changed (damage.ts); a repair or a plan goes to repair.ts; else the
+ * log is replayed after a usable snapshot, or whole. Unaccepted damage in durable bytes refuses
+ * the open, having changed nothing but a torn tail.
  */
 
 import type { MessageState } from '../../queue/message.js';

@@ -1,14 +1,9 @@
 /**
- * Repair: opening a directory whose log is damaged in durable bytes (`repair: true`), or only
- * saying what that would do (planRepair: a plan changes nothing, not even a torn tail).
- *
- * A repair replays every readable record from the first segment the log needs, names (or
- * counts) the messages the damage took (lostMessages) and finishes those whose state cannot be
- * trusted. It writes those FINISH records first, then drops the snapshot (which still holds
- * them), then records the damage as accepted in repair.json so later opens do not refuse it.
- *
- * Without a snapshot taken after the damage, a change recorded only in the damaged bytes of a
- * message whose earlier records are intact cannot be known: `exact` and `notes` say so.
+ * Repair (`repair: true`), or a plan of it that changes nothing, not even a torn tail
+ * (docs/storage.md, Repair): replay every readable record, name or count the messages the
+ * damage took, write FINISH records for those whose state cannot be trusted, drop the snapshot
+ * (which still holds them), and record the damage as accepted in repair.json. Without a
+ * snapshot taken after the damage, changes lost with it cannot be known: `exact` and `notes`.
  */
 
 import type { StoreDamage } from '../../errors.js';
@@ -88,11 +83,7 @@ export async function recoverWithRepair(
   const from = positionOf(durable?.first ?? 0, 0);
   const report = await replayAll(parts, frontier, checkpoint, {
     from,
-    replay: {
-      ...(durable === undefined ? {} : { durable: durable.bytes }),
-      readOnly: plan,
-      cutDurable: !plan,
-    },
+    replay: { durable: durable?.bytes, readOnly: plan, cutDurable: !plan },
     index: !plan,
     watcher: untraced,
     onRecord: (position) => untraced.read(position),

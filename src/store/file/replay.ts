@@ -1,14 +1,9 @@
 /**
- * Replays: the tables rebuilt from the log at recovery through Tables.apply, and what is then
- * due before the frontier.
- *
- *   whole log   every record from the first segment needed; the IdTable keeps due times as its
- *               second value meanwhile, so what is due comes from the tables (dueAfterReplay)
- *   tail        a snapshot's tables, then the records from its position; what is due comes
- *               from its near positions, the tail and the index (dueAfterSnapshot)
- *
- * A replayed SCHEDULE, MOVE or HANDOUT is indexed when due at or after the frontier and at or
- * after `indexedUntil` (before it the checkpoint vouches for the index): the live rule too.
+ * Replays at recovery, through Tables.apply: the whole log (the IdTable keeps due times as its
+ * second value meanwhile: dueAfterReplay), or a snapshot's tables and the log after it (what is
+ * due comes from its near positions, the tail and the index: dueAfterSnapshot). A replayed
+ * SCHEDULE, MOVE or HANDOUT is indexed when due at or after the frontier and at or after
+ * `indexedUntil` (before it the checkpoint vouches for the index): the live rule too.
  */
 
 import { readF64 } from '../bytes.js';
@@ -22,7 +17,6 @@ import { fileName, parseFileName } from './index-files.js';
 import type { WindowIndex } from './window-index.js';
 import { offsetOf, segmentOf } from '../log/index.js';
 
-/** What a replay reads and rebuilds. */
 export interface ReplayParts {
   readonly log: MessageLog;
   readonly index: WindowIndex;
@@ -137,7 +131,6 @@ export async function dueAfterSnapshot(
   return due;
 }
 
-/** Bytes of the log from a position to its end. */
 export function bytesFrom(log: MessageLog, position: number): number {
   const first = segmentOf(position);
   let bytes = -offsetOf(position);

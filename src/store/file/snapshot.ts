@@ -1,8 +1,7 @@
 /**
- * The snapshot: the tables after every record before one log position P, so recovery replays
- * only from P. `snapshot.bin`, replaced whole (via `.tmp`, fsynced, renamed, directory synced).
- *
- * Layout, little-endian (typed arrays are written as in memory: little-endian hosts only):
+ * snapshot.bin: the tables after every record before one log position P, so recovery replays
+ * only from P; replaced whole (via `.tmp`, fsynced, renamed, directory synced). Little-endian,
+ * typed arrays as they are in memory (so little-endian hosts only):
  *
  *   magic "TWSNAPSH" (8 bytes) | version u32 | meta length u32 | meta: JSON, ASCII
  *   zero bytes up to a multiple of 8
@@ -10,8 +9,7 @@
  *   near positions f64[nearCount]
  *   CRC-32 u32 of every byte before it
  *
- * meta holds the small tables (table.ts, checkpoint.ts). A file cut short, longer than its meta
- * says, or failing its CRC is rejected whole; recovery then replays the whole log.
+ * A file cut short, longer than its meta says, or failing its CRC is rejected whole.
  */
 
 import { endianness } from 'node:os';

@@ -96,14 +96,10 @@ async function readInPieces(
       use(start + i, record);
     }
     start += chunk.length;
-    perRead = readSize(chunk.length, bytes);
+    // About READ_BYTES of records next, judged by this read.
+    const each = Math.max(1, bytes / Math.max(1, chunk.length));
+    perRead = Math.max(1, Math.min(STATES_PER_READ, Math.floor(READ_BYTES / each)));
   }
-}
-
-/** Records for the next read: about READ_BYTES of them, judged by the last read. */
-function readSize(records: number, bytes: number): number {
-  const each = Math.max(1, bytes / Math.max(1, records));
-  return Math.max(1, Math.min(STATES_PER_READ, Math.floor(READ_BYTES / each)));
 }
 
 /**

@@ -2,34 +2,23 @@
  * The file store's tables of live messages, and `apply`, the one function that changes them,
  * live and in recovery's replay alike (HANDOUTs of messages in flight: only before a snapshot).
  *
- *   ids          id hash -> position of the message's latest record (IdTable)
- *   collisions   exact id -> its latest record, for an id whose 64-bit hash another live id holds
+ *   ids          id hash -> position of the message's latest record (IdTable); `collisions`
+ *                holds it by exact id for an id whose 64-bit hash another live id holds
  *   deadIds      exact id -> its BURY record, for messages that used up their attempts
  *   segmentLive  log segment -> live messages whose payload (SCHEDULE record) is in it
  *   tally        per topic and per minute (counts.ts)
- *   near         latest-record positions of live messages the queue holds in memory: they have
- *                no index entry, so a snapshot lists them
+ *   near         latest positions of live messages the queue holds: they have no index entry
  *
- * A record at position p changes them so (h: its id's hash; seg: segmentOf):
+ * A record points its id at itself (a FINISH removes it), takes the previous position out of
+ * `near`, and keeps segmentLive, tally and deadIds (a BURY adds its id; any later record of the
+ * id takes it out). A SCHEDULE, MOVE or HANDOUT is then placed: with `reindex` an index entry,
+ * else a `near` position. A record other than a SCHEDULE of an id not in the tables changes
+ * nothing (its message finished before the log begins).
  *
- *   SCHEDULE  ids[h] = p (collisions[id] if h is taken), segmentLive[seg(p)] + 1, tally.add;
- *             a dead message of the same id is finished first; then `placed`
- *   MOVE      ids[h] = p, tally.move (tally.revive if dead, and no longer dead); then `placed`
- *   HANDOUT   as MOVE (its due time is the one the message had: tally.move changes nothing)
- *   BURY      ids[h] = p, deadIds[id] = p, tally.bury (unless dead already)
- *   FINISH    ids[h] removed (collisions[id] if there), segmentLive[seg(payload)] - 1,
- *             tally.finish (or finishDead)
- *   placed    with `reindex`: a schedule-index entry (IndexSink); else, live: near + p
- *
- * A non-SCHEDULE record of an id not in the tables changes nothing (its message finished before
- * the log begins). Any record of an id in them takes its previous position out of `near`.
- *
- * Invariants (checked against a model in test/store/table.test.ts):
- *   - an id is in `ids` or in `collisions`, never both, exactly while its message is live;
- *   - a dead id's latest record is its BURY: deadIds[id].position = latest(id);
- *   - the sum of segmentLive is the number of live messages (ids.size + collisions.size);
- *   - every position in `near` is the latest record of a live message that is not dead.
- * Pure: no I/O, no clock.
+ * Invariants (checked against a model in test/store/table.test.ts): an id is in `ids` or in
+ * `collisions`, never both, exactly while its message is live; a dead id's latest record is its
+ * BURY; the sum of segmentLive is the number of live messages; every `near` position is the
+ * latest record of a live message that is not dead. Pure: no I/O, no clock.
  */
 
 import { debugAssert } from '../../assert.js';
@@ -144,7 +133,7 @@ export class Tables {
         this.release(segmentOf(replaced.payloadPosition));
         this.deadIds.delete(id);
         this.tally.finishDead(replaced.topic);
-        this.unlink(id, low, high);
+        if (this.collisions.size === 0 || !this.collisions.delete(id)) this.ids.delete(low, high);
       }
       if (this.replay !== undefined) this.replay.scheduled(body, at);
       // A live id is never scheduled again (the queue deduplicates), so a taken slot means
@@ -280,10 +269,6 @@ export class Tables {
     } else {
       this.ids.set(low, high, position, deliverAt);
     }
-  }
-
-  private unlink(id: string, low: number, high: number): void {
-    if (this.collisions.size === 0 || !this.collisions.delete(id)) this.ids.delete(low, high);
   }
 
   private release(segment: number): void {

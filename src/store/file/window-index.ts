@@ -1,16 +1,9 @@
 /**
- * The schedule index: append-only files under `index/`, each covering a span of time
- * (index-files.ts), each entry 24 bytes: deliverAt f64 | log position f64 | id hash low u32 |
- * id hash high u32.
- *
- * An entry goes stale when its id's latest record is another one; readers check that against
- * the IdTable, so the index is never rewritten. A file is taken whole once the horizon passes
- * its start (take()) and deleted: the log is the truth, the index only saves reading it. A file
- * whose entries were partly appended again goes once a checkpoint covers them (dropCarried).
- *
- * Appends are buffered and written by flush(); sync() makes them durable. A failed write loses
- * nothing: its entries stay buffered (read() takes them from memory) and it is retried with a
- * growing pause, at the file's known good size, overwriting what the failed write left.
+ * The schedule index: append-only files of 24-byte entries (deliverAt f64 | log position f64 |
+ * id hash low u32 | high u32) under `index/`, placed by index-files.ts. An entry is stale once
+ * its id's latest record is another: readers check against the IdTable, so nothing is
+ * rewritten. Appends are buffered; a failed write keeps them buffered (reads take them from
+ * memory) and is retried with a growing pause at the file's known good size.
  */
 
 import { constants } from 'node:fs';

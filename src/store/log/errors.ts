@@ -1,8 +1,7 @@
 /**
- * The message log's errors. Its own invariants, broken by a caller (a position that is no
- * record, a commit without a reserve, ...), are LogErrors; a record damaged on disk is a
- * TickwheelCorruptError, and a failed read or write of a file a TickwheelUnavailableError
- * (ERR_TICKWHEEL_IO), as everywhere in tickwheel. LogFailure is any of the three.
+ * The message log's errors: LogError for its own rules broken by a caller (a position that is
+ * no record, a commit without a reserve, ...), TickwheelCorruptError for a damaged record,
+ * TickwheelUnavailableError (ERR_TICKWHEEL_IO) for a failed read or write.
  */
 
 import {

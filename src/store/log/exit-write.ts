@@ -1,8 +1,7 @@
 /**
- * Records staged when the process exits through process.exit() or an uncaught exception are
- * written then, synchronously: a handler that ends the process at once (a poison message) would
- * otherwise take them along, hand-outs among them. Not fsynced: they survive the process, not a
- * power cut. A SIGKILL or native crash runs no code and loses what was still staged.
+ * Staged records are written synchronously when the process exits through process.exit() or an
+ * uncaught exception, so that a handler that ends the process (a poison message) does not take
+ * them along. Not fsynced; a SIGKILL or a native crash runs no code and loses them.
  */
 
 import { closeSync, openSync, writeSync } from 'node:fs';

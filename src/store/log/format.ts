@@ -1,19 +1,9 @@
 /**
- * The message log's record format, and its one decoder (checkRecord, which every reading path
- * uses). A record is a 10-byte header followed by its body:
- *
- *     offset  size  field
- *     0       1     magic 0xA7: marks where a record starts, so replay can resynchronise
- *     1       1     type 0..255, chosen by the store
- *     2       4     body length n, u32 little-endian
- *     6       4     CRC-32 (zlib/IEEE) of the type byte followed by the body, u32 little-endian
- *     10      n     body
- *
- * Worked example: type 3 with the body "hi" (68 69) is the 12 bytes
- *
- *     a7 03 02 00 00 00 18 5f 4d 64 68 69       crc32(03 68 69) = 0x644d5f18
- *
- * The length is outside the CRC: a damaged one shows as a CRC mismatch or a body past the end.
+ * The record format (docs/storage.md, The log) and its one decoder, checkRecord, which every
+ * reading path uses: magic 0xA7 u8 | type u8 | body length u32 | CRC-32 of the type byte and
+ * the body u32 | body, little-endian. Type 3 with the body "hi" is a7 03 02 00 00 00 18 5f 4d
+ * 64 68 69. The length is outside the CRC: a damaged one shows as a CRC mismatch or a body
+ * past the end.
  */
 
 import { crc32 } from 'node:zlib';

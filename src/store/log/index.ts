@@ -16,7 +16,7 @@ export {
   writeFully,
 } from './files.js';
 export { RECORD_HEADER_BYTES, RECORD_MAGIC } from './format.js';
-export { MessageLog } from './message-log.js';
+export { MessageLog, type ReadResult } from './message-log.js';
 export type { FsyncPolicy, LogIo, MessageLogOptions } from './options.js';
 export {
   SEGMENT_SPAN,
@@ -26,6 +26,5 @@ export {
   segmentOf,
   where,
 } from './positions.js';
-export type { ReadResult } from './reader.js';
 export type { OnRecord, ReplayOptions, ReplayReport } from './replay.js';
 export type { RecordSlot } from './writer.js';

@@ -10,7 +10,6 @@ export type FsyncPolicy = 'always' | 'batch' | 'never';
  * @internal Tests replace them to slow the disk down or make it fail.
  */
 export interface LogIo {
-  /** Writes `length` bytes of `buffer` from `offset` at file `position`; returns bytes written. */
   write(
     handle: FileHandle,
     buffer: Buffer,
@@ -47,13 +46,16 @@ const SIZES = {
   maxRecordBytes: { fallback: 16 * 1024 * 1024, min: 0, max: 2 ** 30 },
 };
 
-export const defaultIo: LogIo = {
+const defaultIo: LogIo = {
   async write(handle, buffer, offset, length, position) {
     const { bytesWritten } = await handle.write(buffer, offset, length, position);
     return bytesWritten;
   },
   sync: (handle) => handle.datasync(),
 };
+
+/** The options checked, with their defaults. */
+export type LogSettings = ReturnType<typeof readOptions>;
 
 export function readOptions(options: MessageLogOptions) {
   if (typeof options !== 'object' || options === null) {
@@ -71,7 +73,7 @@ export function readOptions(options: MessageLogOptions) {
     fsync,
     segmentBytes: sizeOption(options, 'segmentBytes'),
     maxRecordBytes: sizeOption(options, 'maxRecordBytes'),
-    io: options.io,
+    io: { ...defaultIo, ...options.io },
     beforeNewSegment: options.beforeNewSegment,
   };
 }

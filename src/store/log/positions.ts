@@ -1,24 +1,13 @@
 /**
- * Positions in the message log. Segment files are numbered (`0000000001.seg`, ...); the highest
- * is active, the others never written again. A record never spans segments: one that would take
- * the active one past `segmentBytes` starts the next (one larger on its own gets its own).
- *
- * A record's position is `segment * 2^32 + byte offset in the segment`. With records of 12,
- * 28 and 12 bytes and `segmentBytes` 40, the first two fill segment 1 exactly (12 + 28 = 40)
- * and the third would pass it, so it starts segment 2:
- *
- *     segment 1:  offset 0  (position 4294967296), offset 12 (position 4294967308)
- *     segment 2:  offset 0  (position 8589934592)
- *
- * So positions increase with every append, and `segmentOf` is one division. Positions need at
- * most 2^53 (so segment numbers run up to 2^21 - 1), and both the segment size and the record
- * size are capped (options.ts) so that offsets stay below 2^32.
+ * Positions in the message log: `segment * 2^32 + byte offset`, so they grow with every append
+ * and segmentOf is one division. Segment files are numbered (`0000000001.seg`, ...), the highest
+ * active; a record never spans two. Positions stay below 2^53 (segments up to 2^21 - 1), and
+ * options.ts caps segment and record sizes so that offsets stay below 2^32.
  */
 
 import { TickwheelCorruptError } from '../../errors.js';
 import { LogError } from './errors.js';
 
-/** Positions are `segment * SEGMENT_SPAN + offset`. */
 export const SEGMENT_SPAN = 2 ** 32;
 export const LAST_SEGMENT = Math.floor(Number.MAX_SAFE_INTEGER / SEGMENT_SPAN);
 export const SEGMENT_FILE = /^(\d{10})\.seg$/;

@@ -1,15 +1,10 @@
 /**
- * Replaying a segment: every record checked (format.ts), damage reported, torn tails cut.
- *
- * Damage mid-segment is reported in `corrupt` and skipped to the next offset with the magic
- * byte, a length that fits (at most `maxRecordBytes`) and a matching CRC. Damage nothing intact
- * follows is, in the last segment, the torn tail of a crash: cut and counted in
- * `truncatedBytes`; in a closed segment it is corrupt.
- *
- * A crash tears only bytes never made durable (`ReplayOptions.durable`, from a checkpoint):
- * damage inside them is reported with `durable: true` and left as it is, unless `cutDurable`.
- * Known limit: a body that contains a well-formed record could be taken for one while
- * resynchronising inside that damaged record.
+ * Replaying a segment, every record checked (format.ts). Damage followed by an intact record
+ * (magic byte, a length up to `maxRecordBytes`, a matching CRC) is reported in `corrupt` and
+ * skipped; damage nothing intact follows is the torn tail of a crash if it is in the last
+ * segment and past its durable bytes (`ReplayOptions.durable`), cut and counted in
+ * `truncatedBytes`, else corrupt (left in place unless `cutDurable`). Known limit: a body that
+ * holds a well-formed record can be taken for one while resynchronising inside it.
  */
 
 import { open, type FileHandle } from 'node:fs/promises';
@@ -54,7 +49,6 @@ export type OnRecord = (type: number, body: Buffer, position: number) => void;
 interface SegmentScan {
   dir: string;
   segment: number;
-  /** Offset to start at. */
   start: number;
   /** Records before this position are checked but not delivered. */
   deliverFrom: number;

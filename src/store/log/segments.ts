@@ -1,8 +1,7 @@
 /**
- * The log's segments: which exist, their sizes (staged records included), the active one, and
- * what is still to be made durable. Invariant: `list` ascends and ends with `active`;
- * `closedSizes` holds the others' sizes, `closedBytes` their sum; the next append goes at
- * `active * SEGMENT_SPAN + activeSize`.
+ * The log's segments, their sizes (staged records included), the active one, and what is still
+ * to be made durable. Invariant: `list` ascends and ends with `active`; `closedSizes` holds the
+ * others' sizes, `closedBytes` their sum; the next append goes at `end`.
  */
 
 import { LogError } from './errors.js';

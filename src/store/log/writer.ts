@@ -1,23 +1,17 @@
 /**
- * Appending and writing: records are encoded straight into staging buffers (the one RecordSlot
- * that reserve() hands out), given their positions at once, and written by a single writer with
- * at most one write in flight. Nothing is allocated per record.
+ * Appending: records are encoded straight into staging buffers (the one RecordSlot reserve()
+ * hands out), given their positions at once, and written by one writer with at most one write
+ * in flight; nothing is allocated per record. Under 'batch', records staged during a write and
+ * fsync share the next ones (group commit: docs/storage.md, Durability).
  *
- * Group commit ('batch'): records staged while a write and fsync are in flight go out in the
- * next single write and fsync, and share one `durable` promise. The first write after an idle
- * moment starts a microtask after the first append, so a burst in one tick shares it. 'always' writes and fsyncs each record on its own, in order; 'never'
- * resolves once the OS has the bytes (they survive a process crash, not a power cut).
+ * A `commitLater` record starts no write: it rides the next one, or goes LATER_MS later, so
+ * records nobody waits for (hand-outs) delay none that are waited for. `beforeWrite` runs just
+ * before staged records are taken, to append such records; at exit they are written
+ * synchronously (exit-write.ts).
  *
- * A `commitLater` record starts no write: it rides the next write another record starts, or
- * goes LATER_MS after if none does, so records nobody waits for (hand-outs: handouts.ts) put
- * no write ahead of those waited for. `beforeWrite` runs just before staged records are taken
- * (and by flush(), and at exit) to append such records; `writeLater()` asks for that write even
- * with nothing staged. At process exit, staged records are written synchronously (exit-write.ts).
- *
- * Failures: a failed write or fsync fails that record and every one staged after it (their
- * positions assumed those bytes). The segment is cut back to the last good record, whose end
- * the next append takes again, and their promises reject with ERR_TICKWHEEL_IO; records
- * acknowledged earlier are untouched. A caller must forget a failed record's position.
+ * A failed write or fsync fails its record and every one staged after it (their positions
+ * assumed its bytes): the segment is cut back to the last good record, whose end the next
+ * append takes again, and they reject with ERR_TICKWHEEL_IO. A caller must forget their positions.
  */
 
 import { open, truncate, type FileHandle } from 'node:fs/promises';
@@ -26,7 +20,7 @@ import { LogError, closedError, describeCause, ioError, type LogFailure } from '
 import { CREATE_FLAGS, DATA_FILE_MODE, ignore, syncDirectory } from './files.js';
 import { RECORD_HEADER_BYTES, writeHeader } from './format.js';
 import { forgetAtExit, writeAtExit, writeRangeSync, type StagedWrites } from './exit-write.js';
-import type { FsyncPolicy, LogIo } from './options.js';
+import type { LogSettings } from './options.js';
 import { SEGMENT_SPAN, segmentFileName } from './positions.js';
 import type { SegmentTable } from './segments.js';
 
@@ -114,7 +108,6 @@ export class Writer implements StagedWrites {
   private recordType = 0;
   private recordRoom = -1;
   private readonly slot: RecordSlot & { buf: Buffer; at: number; durable: Promise<void> };
-  /** The error of the first write or fsync that failed, if one ever did. */
   firstFailure: LogFailure | undefined;
   readonly counts: WriterStats = {
     appends: 0,
@@ -129,13 +122,8 @@ export class Writer implements StagedWrites {
   replaying = false;
 
   constructor(
-    private readonly dir: string,
-    private readonly policy: FsyncPolicy,
-    private readonly segmentBytes: number,
-    private readonly maxRecordBytes: number,
-    private readonly io: LogIo,
+    private readonly settings: LogSettings,
     private readonly table: SegmentTable,
-    private readonly beforeNewSegment: (() => Promise<void>) | undefined,
   ) {
     this.slot = {
       buf: NO_BUFFER,
@@ -176,16 +164,16 @@ export class Writer implements StagedWrites {
         `record type must be an integer from 0 to 255, got ${String(type)}`,
       );
     }
-    if (maxLength > this.maxRecordBytes) {
+    if (maxLength > this.settings.maxRecordBytes) {
       throw new LogError(
         'ERR_TICKWHEEL_RECORD_TOO_LARGE',
-        `record body of ${maxLength} bytes is over maxRecordBytes (${this.maxRecordBytes}); ` +
+        `record body of ${maxLength} bytes is over maxRecordBytes (${this.settings.maxRecordBytes}); ` +
           'store large payloads elsewhere or raise maxRecordBytes',
       );
     }
     const size = HEADER + maxLength;
     const table = this.table;
-    if (table.activeSize > 0 && table.activeSize + size > this.segmentBytes) {
+    if (table.activeSize > 0 && table.activeSize + size > this.settings.segmentBytes) {
       table.roll();
       this.filling = null;
     }
@@ -321,7 +309,7 @@ export class Writer implements StagedWrites {
 
   async sync(handle: FileHandle): Promise<void> {
     const started = performance.now();
-    await this.io.sync(handle);
+    await this.settings.io.sync(handle);
     const ms = performance.now() - started;
     this.counts.fsyncs++;
     this.counts.fsyncMsTotal += ms;
@@ -353,7 +341,7 @@ export class Writer implements StagedWrites {
   }
 
   private startStage(): Stage {
-    const eachRecord = this.policy === 'always';
+    const eachRecord = this.settings.fsync === 'always';
     const stage: Stage = {
       segment: this.table.active,
       fileOffset: this.table.activeSize,
@@ -431,7 +419,7 @@ export class Writer implements StagedWrites {
       } else {
         step = 'writing to';
         await this.writeRange(handle, stage, 0, stage.len);
-        if (this.policy === 'batch') {
+        if (this.settings.fsync === 'batch') {
           step = 'fsync of';
           await this.sync(handle);
         } else {
@@ -458,11 +446,11 @@ export class Writer implements StagedWrites {
       this.handle = null;
       await current.handle.close().catch(ignore);
     }
-    if (this.table.unborn.has(stage.segment)) await this.beforeNewSegment?.();
+    if (this.table.unborn.has(stage.segment)) await this.settings.beforeNewSegment?.();
     const handle = await open(this.pathOf(stage.segment), CREATE_FLAGS, DATA_FILE_MODE);
     try {
       if (this.table.unborn.has(stage.segment)) {
-        if (this.policy !== 'never') await syncDirectory(this.dir);
+        if (this.settings.fsync !== 'never') await syncDirectory(this.settings.dir);
         else this.table.unsyncedDirectory = true;
         this.table.unborn.delete(stage.segment);
       }
@@ -485,7 +473,7 @@ export class Writer implements StagedWrites {
 
   private async writeRange(handle: FileHandle, stage: Stage, from: number, to: number) {
     while (from < to) {
-      const written = await this.io.write(
+      const written = await this.settings.io.write(
         handle,
         stage.buf,
         from,
@@ -539,7 +527,7 @@ export class Writer implements StagedWrites {
   }
 
   private pathOf(segment: number): string {
-    return `${this.dir}/${segmentFileName(segment)}`;
+    return `${this.settings.dir}/${segmentFileName(segment)}`;
   }
 }
 
