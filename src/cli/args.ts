@@ -1,9 +1,8 @@
 /**
- * The command line of `tickwheel`, read with node:util's parseArgs (the CLI needs no package
- * outside Node). A command declares its arguments and options, and --help is generated from
- * them. An option's value comes from the command line, else its environment variable, else its
- * default, and goes through its parser (or choices) wherever it comes from; the last repeat of
- * an option wins, except for a list option, whose repeats add up.
+ * The command line of `tickwheel`, on node:util's parseArgs (the CLI needs no package outside
+ * Node); --help is generated from the commands' specs. An option's value comes from the command
+ * line, else its environment variable, else its default, and goes through its parser (or
+ * choices) wherever it comes from; the last repeat wins, except for a list option's.
  */
 
 import { parseArgs } from 'node:util';

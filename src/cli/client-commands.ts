@@ -166,9 +166,8 @@ export function sendCommand(io: CliIo): CommandSpec {
 }
 
 /**
- * `tickwheel list <topic>`: one page of the topic's pending messages, as JSON `{ messages,
- * cursor? }` (each message with its due time in ISO 8601 too). With a cursor, a line on stderr
- * says how to get the next page, so that stdout stays the page alone.
+ * `tickwheel list <topic>`: one page as JSON `{ messages, cursor? }`, due times in ISO 8601 too.
+ * How to get the next page goes to stderr, so that stdout stays the page alone.
  */
 function listCommand(io: CliIo): CommandSpec {
   return clientCommand(io, {

@@ -39,7 +39,6 @@ function benchCommand(io: CliIo): CommandSpec {
   };
 }
 
-/** The CLI's commands, writing to `io`. */
 function buildProgram(io: CliIo = processIo): ProgramSpec {
   return {
     name: 'tickwheel',

@@ -142,14 +142,12 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return answer.results;
   }
 
-  /** True if the message was live and is now cancelled; false if unknown or finished. */
   async cancel(id: string, options: CallOptions = {}): Promise<boolean> {
     const path = `/v1/messages${segment(id, 'id')}`;
     const answer = await this.unless([404], options, { method: 'DELETE', path, idempotent: true });
     return answer !== undefined;
   }
 
-  /** Moves a scheduled or ready message. False if it is unknown, in flight, finished or dead. */
   async reschedule(
     id: string,
     when: { delayMs?: number; deliverAt?: number },
@@ -158,7 +156,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return (await this.rescheduleTo(id, when, options)) !== undefined;
   }
 
-  /** reschedule(), resolving with the due time the server stored, or undefined where it gives false. */
   async rescheduleTo(
     id: string,
     when: { delayMs?: number; deliverAt?: number },
@@ -179,7 +176,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.unless<WireMessageInfo>([404], options, { method: 'GET', path, idempotent: true });
   }
 
-  /** Takes up to `max` ready messages, waiting up to `waitMs` (long poll) for the first. */
   async receive(
     topic: string,
     receiveOptions: ReceiveOptions = {},
@@ -202,13 +198,11 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return answer.messages.map(fromWire) as ReceivedMessage<Payload>[];
   }
 
-  /** Acknowledges a delivery; false for an unknown or stale receipt. */
   async ack(receipt: string, options: AckCallOptions = {}): Promise<boolean> {
     const [acked] = await this.ackMany([receipt], options);
     return acked === true;
   }
 
-  /** ack() for several deliveries in one request: results[i] is for receipts[i]. */
   async ackMany(receipts: readonly string[], options: AckCallOptions = {}): Promise<boolean[]> {
     const durable = options.durable;
     if (durable !== undefined) checkFlag(durable, 'durable');
@@ -216,7 +210,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.settleMany('ackMany', receipts, { durable }, options);
   }
 
-  /** Gives a delivery back, redelivered after `delayMs` (default: the message's backoff). */
   async nack(
     receipt: string,
     nackOptions: NackOptions = {},
@@ -226,7 +219,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return nacked === true;
   }
 
-  /** nack() for several deliveries in one request, like DelayQueue.nackMany; results as ackMany. */
   async nackMany(
     receipts: readonly string[],
     nackOptions: NackOptions = {},
@@ -302,14 +294,12 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     } while (cursor !== undefined);
   }
 
-  /** Dead letters of a topic (messages that used up their attempts), oldest first. */
   async deadLetters(topic: string, limit = 100, options: CallOptions = {}): Promise<MessageInfo[]> {
     const limitText = encodeURIComponent(String(limit));
     const path = `/v1/topics${segment(topic, 'topic')}/dead?limit=${limitText}`;
     return (await this.read<DeadLettersResponse>(path, options)).messages;
   }
 
-  /** Puts a dead message back, due `delayMs` from now (default 0). False if it is not dead. */
   async requeue(
     id: string,
     requeueOptions: { delayMs?: number } = {},
@@ -464,7 +454,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     await Promise.all([...this.consumers].map((consumer) => consumer.close()));
   }
 
-  /** The answer's body. */
   private async call<T>(options: CallOptions, exchange: Exchange): Promise<T> {
     const timeoutMs = callTimeout(options);
     return this.transport.send<T>({ ...exchange, signal: options.signal, timeoutMs });

@@ -72,7 +72,6 @@ class AckBatcher {
   }
 }
 
-/** The client's delivery stream, ack and nack as a Worker's source. */
 export function consumerSource(
   transport: ConsumerTransport,
   topic: string,

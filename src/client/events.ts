@@ -1,9 +1,7 @@
 /**
- * The client's side of GET /v1/events: Server-Sent Events from a fetch body, as an async iterator
- * of the QueueEvents the embedded `queue.events.watch()` gives. The server writes a keep-alive
- * every 15 s, so `idleTimeoutMs` of silence means a server or network gone without a word (a
- * host that lost power, a partition), which TCP alone would notice only after hours. Events are
- * not stored: reconnecting gives what happens from then on.
+ * GET /v1/events as an async iterator of the QueueEvents `queue.events.watch()` gives. The server
+ * writes a keep-alive every 15 s, so `idleTimeoutMs` of silence means a server or network gone
+ * without a word, which TCP alone would notice only after hours.
  */
 
 import type { QueueEvent, QueueEventType } from '../queue/events.js';

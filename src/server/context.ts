@@ -22,7 +22,6 @@ export interface ServerContext {
   closing: boolean;
 }
 
-/** The options of every route group's plugin. */
 export interface RouteGroupOptions {
   context: ServerContext;
 }

@@ -1,12 +1,8 @@
 /**
- * Every failure becomes `{ error: { code, message, outcome } }` with a status that says whose
- * fault it is: 4xx for what the caller can change, 5xx only for the server's own trouble (the
- * status of each code: src/protocol/status.ts).
- *
- * `outcome` says whether the request may have taken effect (docs/http-api.md, Retries): as the
- * queue says where it knows (TickwheelOutcomeError); 'none' for a refusal (4xx, the server's own
- * 503s, a closed queue) and a failed read; else 'unknown', as a failure the queue did not place
- * may have come after a write.
+ * Every failure is `{ error: { code, message, outcome } }`: 4xx for what the caller can change,
+ * 5xx only for the server's own trouble (src/protocol/status.ts). `outcome` (docs/http-api.md,
+ * Retries): the queue's where it knows (TickwheelOutcomeError); 'none' for a refusal, the
+ * server's own 503s, a closed queue and a read; else 'unknown', as it may follow a write.
  */
 
 import { STATUS_CODES } from 'node:http';
@@ -34,7 +30,6 @@ export class HttpError extends TickwheelError<WireErrorCode> {
   }
 }
 
-/** An HttpError with the status of its code. */
 export function httpError(code: WireErrorCode, message: string): HttpError {
   return new HttpError(HTTP_STATUS[code], code, message);
 }

@@ -13,7 +13,6 @@ const RING_OUTER = 15;
 const RING_INNER = 12;
 const HUB = 4;
 const SPOKES = 8;
-/** Half the width of a spoke, in pixels. */
 const SPOKE_HALF_WIDTH = 1;
 
 /** Whether the pixel at (x, y), measured from the centre, is part of the wheel. */

@@ -1,14 +1,8 @@
 /**
- * GET /openapi.json: an OpenAPI 3.1 description generated from the schemas the routes are
- * registered with (the errors from around a route included, declareErrors), so that it cannot
- * drift from what the server checks and sends. An onRoute hook records every route
- * (recordRoutes); the document is built on the first request, once every route is in. A route
- * opts out with `config: { openapi: false }`; Fastify's HEAD mirror of each GET is left out.
- *
- * Fastify's schemas are draft-07 and OpenAPI 3.1's 2020-12: the routes keep to the keywords both
- * read alike (toSchema2020 refuses the others). A `$ref` names a schema added with addSchema
- * (`'Error#'`) and points into components/schemas; `$id`s are dropped, as they would change the
- * base those references resolve against.
+ * GET /openapi.json, built on first request from the schemas of the routes an onRoute hook
+ * recorded, so it cannot drift from what the server checks and sends. Fastify's schemas are
+ * draft-07 and OpenAPI 3.1's 2020-12: routes keep to keywords both read alike (toSchema2020
+ * refuses others); `$id`s are dropped, as they would change the base `$ref`s resolve against.
  */
 
 import { STATUS_CODES } from 'node:http';
@@ -215,9 +209,8 @@ function contentOf(schema: Schema, components: Components): Schema {
 // ---- schemas ------------------------------------------------------------------------------
 
 /**
- * Converts schemas, and collects in components/schemas the shared schemas they refer to. A
- * shared schema is named after its $id, with the characters a component name cannot have
- * made `_`.
+ * Converts schemas, and collects in components/schemas the shared schemas they refer to, named
+ * after their $id (characters a component name cannot have made `_`).
  */
 class Components {
   private readonly shared: Map<string, unknown>;

@@ -1,10 +1,7 @@
 /**
- * createServer(): a Fastify instance serving one DelayQueue over HTTP (docs/http-api.md), made
- * of plugins, one concern each (plugins/*.ts, one per route group in routes/*.ts).
- *
- * With `openInBackground`, createServer() resolves once the data directory is locked, before
- * the queue has recovered it (seconds for a big one): the server can listen at once, answering
- * 503 (ERR_TICKWHEEL_RECOVERING) until the queue is open; `server.opened` settles then.
+ * createServer(): a Fastify instance serving one queue over HTTP (docs/http-api.md), made of
+ * plugins, one concern each. With `openInBackground` it resolves once the data directory is
+ * locked, before recovery: the server answers 503 until the queue is open (`server.opened`).
  */
 
 import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync } from 'fastify';

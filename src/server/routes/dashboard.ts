@@ -18,9 +18,8 @@ import { dashboardSchema, previewSchema } from '../schemas/status.js';
 
 const SNAPSHOT_MS = 1000;
 /**
- * The timeline of upcoming deliveries. The queue counts messages beyond its in-memory horizon
- * by the minute they are due in, so an edge past that horizon is moved back to a whole minute;
- * each bucket says the edges its count is exact for (fromMs, untilMs).
+ * The timeline of upcoming deliveries. Past its in-memory horizon the queue counts by the minute,
+ * so an edge there moves to a whole minute; each bucket says the edges its count is exact for.
  */
 const UPCOMING: ReadonlyArray<{ label: string; untilMs: number | null }> = [
   { label: '< 1 s', untilMs: 1_000 },

@@ -1,10 +1,7 @@
 /**
- * Consumer routes: long-poll receive, the delivery stream (stream.ts), ack and nack in batches,
- * and the dead letters of a topic.
- *
- * A long poll waits in slices of POLL_SLICE_MS, so that between slices it notices a client gone
- * or a server closing. Messages taken for a client gone meanwhile are handed straight back
- * (nack, redelivered at once; it counts as an attempt, as a visibility timeout would).
+ * Consumer routes: long-poll receive, the delivery stream (stream.ts), ack, nack, dead letters.
+ * A long poll waits in slices of POLL_SLICE_MS to notice a client gone or a server closing;
+ * messages taken for a client gone are nacked back (an attempt, as a visibility timeout is).
  */
 
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';

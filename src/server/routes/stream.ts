@@ -1,15 +1,8 @@
 /**
- * POST /v1/topics/:topic/stream: a topic's deliveries on one open response, as they become
- * ready, instead of one long poll per batch. The body is NDJSON: a line `{"messages":[...]}`
- * per batch taken (the shape a receive answers), and a line with no messages every 15 s so that
- * proxies keep a quiet stream open.
- *
- * At most `window` deliveries of a stream are in flight at once: an ack or nack of one of its
- * receipts (POST /v1/ack, /v1/nack, on any connection) frees its slot, and so does its
- * visibility timeout running out (an ack that never came). The stream ends when its client
- * goes, the server closes, or the queue fails a take; messages taken for a client gone before
- * they were written are handed straight back, as the long poll does. Messages written to a
- * connection that then broke come back after their visibility timeout.
+ * POST /v1/topics/:topic/stream (docs/http-api.md, Stream deliveries): deliveries on one open
+ * NDJSON response. At most `window` are in flight: an ack or nack of a receipt (on any
+ * connection) or its visibility running out frees its slot. Messages taken for a client gone
+ * before they were written are nacked back at once, as the long poll does.
  */
 
 import type { FastifyInstance } from 'fastify';

@@ -1,17 +1,9 @@
 /**
- * The shapes the route groups' schemas share, the error answer, and the helpers that add the
- * errors from around a route.
- *
- * Input is checked strictly: no coercion, no unknown properties (a typo such as `delay` for
- * `delayMs` must not silently mean "deliver now"), bounds on every string, number and array, so
- * nothing a caller sends makes the server do unbounded work. The queue checks the same again;
- * these schemas answer early, with the path of the offending field.
- *
- * Every route has a response schema for each status it answers with, errors included: Fastify
- * serialises with them (dropping any property not listed; open content says
- * `additionalProperties: true`) and /openapi.json is generated from them. The errors from around
- * a route (token, Host, body parser, opening, closing) are added where their hook is installed
- * (declareErrors); a route lists the errors of its own handler.
+ * Shapes the route groups' schemas share and the error answer. Input is checked
+ * strictly: no coercion, no unknown properties (a typo such as `delay` must not mean "now"),
+ * bounds on every string, number and array. Every status a route answers with has a response
+ * schema: Fastify serialises with it (dropping what it does not list), /openapi.json is built
+ * from it, and declareErrors adds the errors of the hooks around a route.
  */
 
 import type { RouteOptions } from 'fastify';
@@ -39,7 +31,6 @@ export const payload = {} as const;
 /** Deliveries of a message at most; the queue checks the same range (queue/message.ts). */
 export const maxAttempts = { type: 'integer', minimum: 1, maximum: 10_000 } as const;
 
-/** A value of `type`, or null. */
 export function nullable<Type extends string>(type: Type) {
   return { type: [type, 'null'] } as const;
 }
@@ -160,7 +151,6 @@ export const backoff = closed(['type', 'delayMs'], {
   maxDelayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
 });
 
-/** The parameters of a path with one, `:name`. */
 function pathParams<Name extends string, Schema extends object>(name: Name, schema: Schema) {
   return {
     type: 'object',
@@ -217,7 +207,6 @@ export function exact<const P extends object, const O extends keyof P & string =
   return { additionalProperties: false, ...object(properties, ...optional) } as const;
 }
 
-/** A text answer of `mediaType`. */
 export function text(mediaType: string, description: string) {
   return { description, content: { [mediaType]: { schema: { type: 'string' } } } } as const;
 }
