@@ -18,7 +18,7 @@ import { DEFAULT_RECEIVE_BYTES } from '../../protocol/limits.js';
 import type { RouteGroupOptions } from '../context.js';
 import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../schemas/messages.js';
 import { DeliveryStreams, streamRoute } from './stream.js';
-import { toWire } from './wire.js';
+import { handBack, toWire } from './wire.js';
 
 const POLL_SLICE_MS = 500;
 
@@ -48,9 +48,7 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
         });
       }
       if (messages.length > 0 && clientGone(request)) {
-        for (const message of messages) {
-          queue.nack(message.receipt, { delayMs: 0 }).catch(() => false);
-        }
+        handBack(queue, messages);
         return { messages: [] };
       }
       return { messages: messages.map(toWire) };

@@ -12,7 +12,7 @@ import { DEFAULT_VISIBILITY_MS } from '../../queue/options.js';
 import type { ServerContext } from '../context.js';
 import { streamSchema } from '../schemas/messages.js';
 import { drained, OpenStreams } from './open-streams.js';
-import { toWire } from './wire.js';
+import { handBack, toWire } from './wire.js';
 import { Wake } from '../../wake.js';
 
 const KEEP_ALIVE_MS = 15_000;
@@ -29,34 +29,30 @@ export class StreamWindow {
   free(receipt: string): void {
     if (this.inFlight.delete(receipt)) this.freed.wake();
   }
-
-  /** The deliveries whose visibility ran out, dropped; how many slots are free then. */
-  freeSlots(window: number, now: number, expired: (receipt: string) => void): number {
-    if (this.inFlight.size >= window) {
-      for (const [receipt, until] of this.inFlight) {
-        if (until > now) continue;
-        this.inFlight.delete(receipt);
-        expired(receipt);
-      }
-    }
-    return window - this.inFlight.size;
-  }
 }
 
 /** Which open stream each delivery in flight on a stream belongs to. */
 export class DeliveryStreams {
   private readonly owners = new Map<string, StreamWindow>();
-  /** A receipt whose visibility ran out is no stream's any more (a late ack of it frees nothing). */
-  private readonly expired = (receipt: string) => this.owners.delete(receipt);
 
   /** Deliveries in flight on all open streams. */
   get size(): number {
     return this.owners.size;
   }
 
-  /** How many slots of `owner` are free, once those whose visibility ran out are freed. */
+  /**
+   * How many slots of `owner` are free, once those whose visibility ran out are freed (such a
+   * receipt is no stream's any more: a late ack of it frees nothing).
+   */
   freeSlots(owner: StreamWindow, window: number, now: number): number {
-    return owner.freeSlots(window, now, this.expired);
+    if (owner.inFlight.size >= window) {
+      for (const [receipt, until] of owner.inFlight) {
+        if (until > now) continue;
+        owner.inFlight.delete(receipt);
+        this.owners.delete(receipt);
+      }
+    }
+    return window - owner.inFlight.size;
   }
 
   /** Frees the slots of acked or nacked receipts (those of no stream are passed over). */
@@ -97,11 +93,6 @@ export function streamRoute(
       const { topic } = request.params;
       const { window, visibilityMs, maxBytes = DEFAULT_RECEIVE_BYTES } = request.body;
       const { queue } = context;
-      const handBack = (messages: readonly { receipt: string }[]) => {
-        for (const message of messages) {
-          queue.nack(message.receipt, { delayMs: 0 }).catch(() => false);
-        }
-      };
       const controller = new AbortController();
       const signal = controller.signal;
       const end = () => controller.abort();
@@ -134,7 +125,7 @@ export function streamRoute(
           if (messages === undefined || signal.aborted || raw.destroyed) {
             // Whatever the take brings (now or once it ends) goes back at once.
             void taking.then(
-              (late) => handBack(late),
+              (late) => handBack(queue, late),
               () => undefined,
             );
             break;
@@ -164,18 +155,10 @@ export function streamRoute(
  */
 function untilAborted<T>(taking: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
   if (signal.aborted) return Promise.resolve(undefined);
-  return new Promise<T | undefined>((resolve, reject) => {
-    const aborted = () => resolve(undefined);
+  let aborted = () => {};
+  const abort = new Promise<undefined>((resolve) => {
+    aborted = () => resolve(undefined);
     signal.addEventListener('abort', aborted, { once: true });
-    taking.then(
-      (value) => {
-        signal.removeEventListener('abort', aborted);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', aborted);
-        reject(err);
-      },
-    );
   });
+  return Promise.race([taking, abort]).finally(() => signal.removeEventListener('abort', aborted));
 }
