@@ -34,56 +34,15 @@ const UPCOMING_EDGES_MS = UPCOMING.flatMap((bucket) =>
 );
 /** Wheel rows counted per snapshot; past it a slot shows 1 (HierarchicalWheel.snapshot). */
 const WHEEL_ROW_BUDGET = 200_000;
-/** Cells drawn per level of the wheel at most (see DashboardWheel). */
+/** Cells drawn per level of the wheel at most (see foldWheel). */
 const WHEEL_CELLS = 64;
 const PREVIEW_CHARS = 400;
 
-export interface UpcomingBucket {
-  label: string;
-  /** Due at least `fromMs` from now... */
-  fromMs: number;
-  /** ...and less than `untilMs` from now; null for the last bucket. */
-  untilMs: number | null;
-  count: number;
-}
-
-export interface DashboardSnapshot {
-  now: number;
-  version: string;
-  uptimeMs: number;
-  counters: Record<string, number>;
-  topics: Record<string, TopicStateCounts>;
-  totals: { inMemory: number; live: number | null; dead: number | null; loadedUntil: number };
-  latenessMs: { p50: number | null; p99: number | null; max: number | null };
-  upcoming: UpcomingBucket[];
-  wheel: DashboardWheel;
-  /** Null on one machine; on Valkey/Redis, the nodes and who owns which partition. */
-  cluster: DashboardCluster | null;
-}
-
-/**
- * The queue's timer wheel as the dashboard draws it: per level, at most WHEEL_CELLS cells, each
- * the sum of `slotsPerCell` consecutive slots, and the cell the level's cursor is in.
- */
-export interface DashboardWheel {
-  levels: Array<{ cursor: number; slots: number[]; slotsPerCell: number }>;
-  truncated: boolean;
-}
-
-export interface DashboardCluster {
-  /** The node this server is. */
-  node: string;
-  queue: string;
-  partitions: number;
-  durability: string;
-  /** Nodes that heartbeat, and the partitions each holds a lease on ('(none)': no owner now). */
-  nodes: Array<{ node: string; partitions: number[]; alive: boolean }>;
-  /** Leases this node took or lost since it started. */
-  leaseChanges: number;
-}
+/** Everything the page draws, in one answer (dashboardSchema says the same, checked by a test). */
+export type DashboardSnapshot = Awaited<ReturnType<typeof buildSnapshot>>;
 
 /** stats().cluster as the dashboard shows it: one row per node, live ones first. */
-function clusterView(c: ClusterStats | undefined): DashboardCluster | null {
+function clusterView(c: ClusterStats | undefined) {
   if (c === undefined) return null;
   const names = new Set([...c.members, ...Object.keys(c.owners)]);
   const nodes = [...names]
@@ -93,13 +52,14 @@ function clusterView(c: ClusterStats | undefined): DashboardCluster | null {
     node: c.node,
     queue: c.queue,
     partitions: c.partitions,
-    durability: c.durability,
+    // A string on the wire, as dashboardSchema says: a newer setting is shown, not refused.
+    durability: c.durability as string,
     nodes,
     leaseChanges: c.leaseChanges,
   };
 }
 
-async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot> {
+async function buildSnapshot(context: ServerContext) {
   const { queue } = context;
   const stats = await queue.stats();
   // The file store reports live and dead messages; a queue on Valkey/Redis its totals.
@@ -135,7 +95,11 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
   };
 }
 
-function foldWheel(snapshot: ReturnType<ServerContext['queue']['wheelSnapshot']>): DashboardWheel {
+/**
+ * The wheel as the page draws it: per level, at most WHEEL_CELLS cells, each the sum of
+ * `slotsPerCell` consecutive slots, and the cell the level's cursor is in.
+ */
+function foldWheel(snapshot: ReturnType<ServerContext['queue']['wheelSnapshot']>) {
   const levels = snapshot.levels.map(({ cursor, slots }) => {
     const slotsPerCell = Math.ceil(slots.length / WHEEL_CELLS);
     if (slotsPerCell === 1) return { cursor, slots, slotsPerCell };
