@@ -42,15 +42,10 @@ function run(root: string, script: string, args: string[]): Promise<number> {
   });
 }
 
-export interface BenchOptions {
-  list?: boolean;
-  root?: string;
-}
-
 export async function bench(
   suites: string[],
   args: string[],
-  options: BenchOptions,
+  options: { list?: boolean; root?: string },
   io: CliIo,
 ): Promise<void> {
   const root = options.root ?? PACKAGE_ROOT;
