@@ -67,10 +67,7 @@ interface ClientCommandSpec<Options extends readonly OptionSpec[]> extends Omit<
   ): Promise<unknown>;
 }
 
-/**
- * The command of `spec`: it takes the client options after its own, and prints what its `run`
- * returns as JSON (nothing when that is undefined: a command that prints before it goes on).
- */
+/** The command of `spec`, with the client options; prints what `run` returns (if any) as JSON. */
 export function clientCommand<const Options extends readonly OptionSpec[] = []>(
   io: CliIo,
   spec: ClientCommandSpec<Options>,

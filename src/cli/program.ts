@@ -68,10 +68,7 @@ function buildProgram(io: CliIo = processIo): ProgramSpec {
   };
 }
 
-/**
- * Runs the CLI on `argv` (process.argv: the executable and the script first); resolves with the
- * exit status (a running server keeps the process alive).
- */
+/** Runs the CLI on process.argv; resolves with the exit status (a server keeps running). */
 export async function main(
   argv: string[],
   io: CliIo = processIo,

@@ -478,10 +478,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   }
 }
 
-/**
- * The path and query of one page of list(). The options are checked with the embedded queue's
- * own check, so a bad one fails the same way before any request; the server checks them again.
- */
+/** The path of one page of list(), its options checked as the embedded queue checks them. */
 function listPath(options: ListOptions): string {
   checkListOptions(options);
   const query = new URLSearchParams();

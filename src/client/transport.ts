@@ -24,10 +24,7 @@ export interface Exchange {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   path: string;
   body?: unknown;
-  /**
-   * The error for a body JSON cannot hold (a BigInt, a cycle, a toJSON that throws), given what
-   * JSON.stringify threw; nothing is sent. Default: ERR_TICKWHEEL_INVALID_OPTION.
-   */
+  /** The error for a body JSON cannot hold, given what JSON.stringify threw; nothing is sent. */
   refuse?: (err: unknown) => Error;
   /** Safe to send again after a network error. */
   idempotent: boolean;

@@ -27,10 +27,7 @@ const CONTENT_TYPES: Record<string, string> = {
 /** dist/server/dashboard.js -> dist/dashboard/ */
 const DASHBOARD_DIR = fileURLToPath(new URL('../dashboard/', import.meta.url));
 
-/**
- * The built dashboard as URL path -> file ('/index.html', '/assets/index-3f2a.js', ...), or
- * undefined when there is no build.
- */
+/** The built dashboard by URL path ('/index.html', '/assets/...'); undefined without a build. */
 export function loadDashboardAssets(dir = DASHBOARD_DIR): Map<string, DashboardAsset> | undefined {
   const assets = new Map<string, DashboardAsset>();
   const walk = (folder: string, prefix: string) => {

@@ -195,10 +195,7 @@ const CLIENT_ERRORS: Readonly<Record<string, [status: number, message: string]>>
   HPE_HEADER_OVERFLOW: [431, 'the request headers are too large'],
 };
 
-/**
- * Requests Node's HTTP parser refuses (malformed request line or headers, oversized headers,
- * timeouts) never reach Fastify: answer them in the same format and drop the connection.
- */
+/** Requests Node's parser refuses never reach Fastify: answered in our format, then dropped. */
 export function handleClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const [status, message] = CLIENT_ERRORS[err.code ?? ''] ?? [400, 'malformed HTTP request'];

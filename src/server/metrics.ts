@@ -49,10 +49,7 @@ interface Sample {
   value: number;
 }
 
-/**
- * A summary or histogram whose samples are computed elsewhere (by the queue) and set whole
- * at scrape time; prom-client's own kinds only take observations one by one.
- */
+/** A summary or histogram set whole at scrape time: prom-client's take one sample at a time. */
 class ComputedMetric {
   samples: Sample[] = [];
   readonly aggregator = 'sum';

@@ -22,10 +22,7 @@ export interface RecordedRoute {
   shared: Record<string, unknown>;
 }
 
-/**
- * Records every route registered on `app` from now on: Fastify's own route objects, so that
- * what later onRoute hooks add to a schema is seen.
- */
+/** Records every route registered from now on (Fastify's own objects: later onRoute edits show). */
 export function recordRoutes(app: FastifyInstance): RecordedRoute[] {
   const routes: RecordedRoute[] = [];
   app.addHook('onRoute', function record(this: FastifyInstance, route) {
@@ -247,10 +244,7 @@ class Components {
 /** Keywords draft-07 and 2020-12 read differently (or 2020-12 not at all). */
 const DRAFT_07_ONLY = new Set(['definitions', 'dependencies', 'additionalItems', 'nullable']);
 
-/**
- * A draft-07 schema as a 2020-12 one, each `$ref` rewritten by `reference`. The keys under
- * `properties` are property names, not keywords, and are kept as they are.
- */
+/** A draft-07 schema as 2020-12, `$ref`s rewritten; keys under `properties` are names, kept. */
 function toSchema2020(schema: unknown, reference: (ref: string) => string): unknown {
   if (Array.isArray(schema)) return schema.map((item) => toSchema2020(item, reference));
   if (typeof schema !== 'object' || schema === null) return schema;

@@ -79,10 +79,7 @@ function opening(queue: Promise<Queue>, owned: boolean): QueueSource {
   return { queue, owned };
 }
 
-/**
- * Moves `context` to 'open' or 'failed' when the queue settles. The promise returned is
- * `server.opened`: it rejects with the error that kept the queue from opening.
- */
+/** Moves `context` to 'open' or 'failed' when the queue settles; the promise is `server.opened`. */
 export function watchOpening(source: QueueSource, context: ServerContext): Promise<void> {
   const opened = source.queue.then(
     (queue) => {

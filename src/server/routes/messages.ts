@@ -38,10 +38,7 @@ import {
 
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
-/**
- * Turns a checked body into what DelayQueue.schedule takes. The body object is reused when it
- * already has that shape (the common case: JSON payload), so a batch copies nothing.
- */
+/** A checked body as a schedule request, reused where it can be (so a batch copies nothing). */
 function toScheduleRequest(
   topic: string,
   body: ScheduleBody & { topic?: string },

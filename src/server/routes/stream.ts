@@ -40,10 +40,7 @@ export class DeliveryStreams {
     return this.owners.size;
   }
 
-  /**
-   * How many slots of `owner` are free, once those whose visibility ran out are freed (such a
-   * receipt is no stream's any more: a late ack of it frees nothing).
-   */
+  /** Free slots of `owner`, once those whose visibility ran out are freed (late acks free none). */
   freeSlots(owner: StreamWindow, window: number, now: number): number {
     if (owner.inFlight.size >= window) {
       for (const [receipt, until] of owner.inFlight) {
@@ -149,10 +146,7 @@ export function streamRoute(
   );
 }
 
-/**
- * What `taking` resolves with, or undefined as soon as `signal` aborts: a closing server or a
- * client gone does not wait out a take's slice.
- */
+/** What `taking` resolves with, or undefined as soon as `signal` aborts (not after the slice). */
 function untilAborted<T>(taking: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
   if (signal.aborted) return Promise.resolve(undefined);
   let aborted = () => {};

@@ -163,10 +163,7 @@ export const topicParams = pathParams('topic', topic);
 export const idParams = pathParams('id', id);
 export const scheduleParams = pathParams('name', scheduleName);
 
-/**
- * An input object that takes nothing but `properties`, the `required` ones among them (a typo
- * must not be dropped silently).
- */
+/** An input object that takes only `properties`, `required` among them (a typo is refused). */
 export function closed<const P extends object, const R extends keyof P & string = never>(
   required: readonly R[],
   properties: P,

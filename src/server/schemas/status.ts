@@ -17,10 +17,7 @@ const counters = Object.fromEntries(COUNTER_NAMES.map((name) => [name, counter])
   typeof counter
 >;
 
-/**
- * The queue's stats() plus the server's figures (StatsResponse). Open at every level, so that a
- * figure a store of one's own reports is sent too.
- */
+/** stats() and the server's figures, open at every level so that a store's own figures are sent. */
 export const statsSchema = routeSchema('operations', 'stats', {
   summary: 'Counters, messages by topic, lateness, store and server figures',
   response: {
