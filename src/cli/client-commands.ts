@@ -1,7 +1,4 @@
-/**
- * The commands that talk to a running server through the client SDK (send, get, cancel, ...):
- * each takes --url, --token and --timeout; results print as JSON, failures as one line.
- */
+/** The commands that talk to a server through the client (--url, --token, --timeout), JSON out. */
 
 import { TickwheelClient, DEFAULT_URL } from '../client/index.js';
 import { LIST_MAX_LIMIT } from '../queue/list.js';
@@ -162,10 +159,7 @@ export function sendCommand(io: CliIo): CommandSpec {
   });
 }
 
-/**
- * `tickwheel list <topic>`: one page as JSON `{ messages, cursor? }`, due times in ISO 8601 too.
- * How to get the next page goes to stderr, so that stdout stays the page alone.
- */
+/** `tickwheel list <topic>`: a page as JSON on stdout; how to get the next one on stderr. */
 function listCommand(io: CliIo): CommandSpec {
   return clientCommand(io, {
     name: 'list',

@@ -1,7 +1,4 @@
-/**
- * The wire form of the client's calls: path segments, message bodies (with the id the client
- * gives a message that has none), and the errors for arguments that cannot be sent.
- */
+/** The wire form of the client's calls: path segments, bodies, errors for what cannot be sent. */
 
 import { randomUUID } from 'node:crypto';
 import { TickwheelError, TickwheelRangeError, TickwheelTypeError } from '../errors.js';

@@ -1,7 +1,4 @@
-/**
- * GET / and /assets/*: the web dashboard (built by Vite into dist/dashboard/), read once at start
- * and served from memory; nothing from a CDN. Without a build, a placeholder page.
- */
+/** GET / and /assets/*: the dashboard Vite built (or a placeholder page), served from memory. */
 
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';

@@ -1,7 +1,4 @@
-/**
- * Producer routes: schedule (one or a batch), look up, list, cancel, reschedule, requeue. A 201
- * is sent once the message is as durable as the store's fsync policy promises.
- */
+/** Producer routes: schedule (one or a batch), get, list, cancel, reschedule, requeue. */
 
 import type { FastifyPluginAsync } from 'fastify';
 import type {

@@ -1,7 +1,4 @@
-/**
- * Operator routes: /v1/stats (behind the token, like all of /v1), and the unauthenticated
- * /healthz, /metrics, and the dashboard's page (/, /assets/*, /favicon.ico).
- */
+/** Operator routes: /v1/stats, and /healthz, /metrics and the dashboard page without a token. */
 
 import type { FastifyPluginAsync } from 'fastify';
 import type { StatsResponse } from '../../protocol/wire.js';

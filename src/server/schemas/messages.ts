@@ -1,7 +1,4 @@
-/**
- * JSON Schemas of the message and delivery routes (routes/messages.ts, routes/deliveries.ts):
- * schedule, batch, get, cancel, reschedule, requeue; receive, stream, ack, nack, dead letters.
- */
+/** JSON Schemas of the message and delivery routes (routes/messages.ts, routes/deliveries.ts). */
 
 import {
   MAX_BATCH,

@@ -1,7 +1,4 @@
-/**
- * JSON Schemas of the operations and dashboard routes (routes/operations.ts,
- * routes/dashboard.ts, openapi.ts): stats, health, metrics, this document, the dashboard.
- */
+/** JSON Schemas of the operations and dashboard routes, and of /openapi.json. */
 
 import { COUNTER_NAMES } from '../../protocol/model.js';
 import { errorBody, idParams, nullable, object, routeSchema, text } from './common.js';
