@@ -1,7 +1,6 @@
 /**
- * The server's JSON log lines as short lines for a person at a terminal (`serve --log-format
- * pretty`): `14:56:14.220 INFO  GET /v1/stats 200 1.4ms`, local time. Not pino-pretty: a dozen
- * lines do it, and the CLI needs no package outside Node.
+ * The server's JSON log lines as short lines for a person at a terminal (`--log-format pretty`):
+ * `14:56:14.220 INFO  GET /v1/stats 200 1.4ms`. Not pino-pretty: the CLI needs no package.
  */
 
 const LEVELS: Record<number, string> = {

@@ -1,8 +1,4 @@
-/**
- * The `tickwheel` command: serve, repair and bench here, the client commands (send, get, list,
- * topics, schedules, ...) in their modules. Every flag also reads an environment variable (shown
- * in --help); the command line wins over the environment, which wins over the default.
- */
+/** The `tickwheel` program: serve, repair and bench here; the client commands in their modules. */
 
 import { VERSION } from '../server/version.js';
 import { runProgram, type CommandSpec, type ProgramSpec } from './args.js';

@@ -1,8 +1,7 @@
 /**
- * `tickwheel serve`: listens, opens the queue (answering 503 meanwhile), and shuts down gracefully
- * on SIGTERM / SIGINT. Everything it says is a log line on stdout (JSON, or pretty-log.ts at a
- * terminal); only a failure to start goes to stderr. The last start-up line, `tickwheel
- * listening on URL`, comes once the queue is open.
+ * `tickwheel serve`: listens, opens the queue (503 meanwhile), shuts down on SIGTERM / SIGINT.
+ * All it says is log lines on stdout; only a failure to start goes to stderr. The last start-up
+ * line, `tickwheel listening on URL`, comes once the queue is open.
  */
 
 import { isIP, type AddressInfo } from 'node:net';

@@ -1,7 +1,6 @@
 /**
- * TickwheelClient: the embedded DelayQueue API over HTTP, with the same method names, arguments
- * and results (`cancel` resolves false for an unknown id, `get` undefined, byte payloads come
- * back as Buffers).
+ * TickwheelClient: the embedded DelayQueue API over HTTP, with the same names, arguments and
+ * results (`cancel` false for an unknown id, `get` undefined, byte payloads as Buffers).
  */
 
 import type { QueueOperations } from '../queue/api.js';
@@ -91,9 +90,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   }
 
   /**
-   * Schedules a message; resolves once the server has made it durable (HTTP 201). A message
-   * without an id is sent with one made here, so that the retries after a network error or an
-   * answer whose outcome is unknown cannot schedule it twice.
+   * Resolves once the server has made the message durable (HTTP 201). One without an id gets one
+   * here, so that retries (after a network error, an unknown outcome) cannot schedule it twice.
    */
   async schedule(
     message: ScheduleRequest<Payload>,
@@ -112,11 +110,9 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   }
 
   /**
-   * Schedules several messages in one request, like DelayQueue.scheduleMany (at most MAX_BATCH;
-   * [] without a request). Unlike the embedded queue, a message the server's queue refuses does
-   * not stop the others: the call throws a TickwheelHttpError whose `body.results` has
-   * `{ id, deliverAt }` for each message scheduled and `{ error }` for each that was not. Input
-   * the server's schema refuses (a malformed topic, an unknown field) schedules nothing.
+   * At most MAX_BATCH messages in one request. Unlike the embedded queue, one the server's queue
+   * refuses does not stop the others: the TickwheelHttpError's `body.results` has `{ id,
+   * deliverAt }` or `{ error }` for each. Input the schema refuses schedules nothing.
    */
   async scheduleMany(
     messages: readonly ScheduleRequest<Payload>[],

@@ -1,8 +1,6 @@
 /**
- * consume() over HTTP: the embedded consume()'s Worker (src/queue/worker.ts) over the client's
- * delivery stream (delivery-stream.ts), ack and nack, so that handler errors, back-off,
- * concurrency and close() behave the same. HTTP's own: acks made within ACK_WINDOW_MS of each
- * other go to the server in one request (AckBatcher).
+ * consume() over HTTP: the embedded consume()'s Worker over the client's delivery stream, so that
+ * errors, back-off, concurrency and close() behave the same; acks are batched (AckBatcher).
  */
 
 import { setTimeout as realSetTimeout } from 'node:timers';

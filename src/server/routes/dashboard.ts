@@ -1,8 +1,7 @@
 /**
- * The JSON behind the web dashboard: GET /v1/dashboard (one snapshot of everything the page
- * draws) and GET /v1/messages/:id/preview. A snapshot walks the in-memory messages and the
- * wheel, so it is built at most once per SNAPSHOT_MS and shared by every request meanwhile.
- * Rates are left to the page (deltas between two polls): the server keeps no history.
+ * The JSON behind the web dashboard: GET /v1/dashboard and GET /v1/messages/:id/preview. A
+ * snapshot walks the in-memory messages and the wheel, so one is built at most every SNAPSHOT_MS
+ * and shared meanwhile. Rates are left to the page: the server keeps no history.
  */
 
 import type { FastifyPluginAsync } from 'fastify';

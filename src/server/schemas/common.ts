@@ -1,9 +1,8 @@
 /**
- * Shapes the route groups' schemas share and the error answer. Input is checked
- * strictly: no coercion, no unknown properties (a typo such as `delay` must not mean "now"),
- * bounds on every string, number and array. Every status a route answers with has a response
- * schema: Fastify serialises with it (dropping what it does not list), /openapi.json is built
- * from it, and declareErrors adds the errors of the hooks around a route.
+ * Shapes the route groups' schemas share, and the error answer. Input is checked strictly: no
+ * coercion, no unknown properties (a typo such as `delay` must not mean "now"), bounds on every
+ * string, number and array. Fastify serialises answers with the response schemas (dropping what
+ * they do not list), and /openapi.json is built from them.
  */
 
 import type { RouteOptions } from 'fastify';
