@@ -3,7 +3,7 @@
  * results (`cancel` false for an unknown id, `get` undefined, byte payloads as Buffers).
  */
 
-import type { QueueOperations } from '../queue/api.js';
+import type { NewDueTime, QueueOperations } from '../queue/api.js';
 import {
   checkCallback,
   checkFlag,
@@ -144,17 +144,13 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return answer !== undefined;
   }
 
-  async reschedule(
-    id: string,
-    when: { delayMs?: number; deliverAt?: number },
-    options: CallOptions = {},
-  ): Promise<boolean> {
+  async reschedule(id: string, when: NewDueTime, options: CallOptions = {}): Promise<boolean> {
     return (await this.rescheduleTo(id, when, options)) !== undefined;
   }
 
   async rescheduleTo(
     id: string,
-    when: { delayMs?: number; deliverAt?: number },
+    when: NewDueTime,
     options: CallOptions = {},
   ): Promise<number | undefined> {
     const answer = await this.unless<RescheduleResponse>([404, 409], options, {
@@ -240,9 +236,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     consumeOptions: ClientConsumeOptions = {},
   ): Consumer {
     checkCallback(handler, 'handler');
-    segment(topic, 'topic');
-    const settings = checkConsumeOptions(consumeOptions);
     const path = `/v1/topics${segment(topic, 'topic')}/stream`;
+    const settings = checkConsumeOptions(consumeOptions);
     const source = consumerSource(
       {
         openStream: (body, signal) => openStream(this.transportOptions, path, signal, body),
