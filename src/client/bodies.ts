@@ -28,9 +28,8 @@ export function segment(value: unknown, what: 'topic' | 'id' | 'name'): string {
 }
 
 /**
- * The wire form of a message to schedule: bytes as base64, and an id (a random UUID) for one
- * that has none, so that a retry finds the first rather than making a second (the id is a
- * dedup key while the message is pending: docs/http-api.md, Retries).
+ * The wire form of a message: bytes as base64, and an id (a UUID) for one that has none, so that
+ * a retry finds the first rather than making a second (docs/http-api.md, Retries).
  */
 export function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { topic: string } {
   if (typeof message !== 'object' || message === null) {

@@ -31,9 +31,8 @@ export interface ConsumerTransport extends Pick<WorkerSource, 'nack'> {
 /** Acks in one request at most (the server's MAX_BATCH is larger). */
 const MAX_ACK_BATCH = 1000;
 /**
- * How long an ack waits for others to share its request: under a steady trickle a receive holds
- * one or two messages, and an ack request each would cost more CPU than the messages. The
- * handler's slot is free before its ack is sent, so this delays no delivery.
+ * How long an ack waits for others to share its request (a request per ack costs more CPU than
+ * a trickle of messages); the handler's slot is free before its ack is sent: no delivery waits.
  */
 const ACK_WINDOW_MS = 10;
 

@@ -52,8 +52,7 @@ export async function* streamEvents(
   const signal =
     options.signal === undefined ? own.signal : AbortSignal.any([own.signal, options.signal]);
   // Aborts the request after a silence; re-armed by every chunk. Silence counts only while this
-  // side waits for bytes (not while the caller handles an event), so a slow handler is not taken
-  // for a dead server.
+  // side waits for bytes, so a slow handler of an event is not taken for a dead server.
   const idle = new AbortController();
   let idleTimer: ReturnType<typeof setTimeout> | undefined;
   const listen = () => {

@@ -118,9 +118,8 @@ export class Transport {
 }
 
 /**
- * A request answered with a stream (GET: Server-Sent Events; with a body: a POST answered with
- * NDJSON): resolves once the headers came (within the timeout); the body then flows until the
- * server ends it or `signal` aborts. Errors and refused connections are handled as by send().
+ * A request answered with a stream (GET: Server-Sent Events; POST: NDJSON): resolves once the
+ * headers came, within the timeout; the body flows until the server ends it or `signal` aborts.
  */
 export async function openStream(
   options: TransportOptions,

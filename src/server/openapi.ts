@@ -107,9 +107,8 @@ function methodsOf(route: RouteOptions): string[] {
 }
 
 /**
- * A Fastify path as an OpenAPI path: `:name` is `{name}` (a regular expression after it,
- * `:id(^\\d+)`, is dropped: the params schema has the pattern), and `::` a literal colon
- * (`/messages::batch` is `/messages:batch`).
+ * A Fastify path as an OpenAPI path: `:name` is `{name}` (a regular expression after it is
+ * dropped: the params schema has the pattern), and `::` a colon (`/messages::batch`).
  */
 function openApiPath(url: string): string {
   assert(
@@ -183,10 +182,7 @@ function parametersOf(url: string, schema: Schema, components: Components): Sche
   return parameters;
 }
 
-function propertiesOf(schema: unknown): {
-  properties: Record<string, unknown>;
-  required: string[];
-} {
+function propertiesOf(schema: unknown) {
   const object = (schema ?? {}) as { properties?: Record<string, unknown>; required?: string[] };
   return { properties: object.properties ?? {}, required: object.required ?? [] };
 }

@@ -35,9 +35,9 @@ export interface QueueSource {
 }
 
 /**
- * Starts opening the queue the options name (or takes the one given). The file store is opened
- * (locked, its format checked) before this resolves, so a directory in use fails createServer()
- * itself; `queue` waits for recovery. `onFault` takes the faults unless the options name theirs.
+ * Starts opening the queue the options name (or takes the one given). The file store is locked
+ * before this resolves, so a directory in use fails createServer() itself; `queue` waits for
+ * recovery. `onFault` takes the faults unless the options name theirs.
  */
 export async function startOpening(
   options: ServerOptions,

@@ -115,9 +115,8 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
         void reply.code(201);
         return { results };
       } catch (err) {
-        // scheduleMany checks every message before writing any: a refused one means nothing
-        // was written, and the per-message path below says which ones are refused (and
-        // schedules the rest, as a batch always has). Anything else is the store failing.
+        // scheduleMany checks every message before writing any: after a refusal the path below
+        // says which are refused and schedules the rest. Anything else is the store failing.
         if (!(err instanceof TickwheelTypeError || err instanceof TickwheelRangeError)) throw err;
       }
       const settled = await Promise.allSettled(messages.map((message) => queue.schedule(message)));

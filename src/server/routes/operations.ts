@@ -95,9 +95,8 @@ export const operationRoutes: FastifyPluginAsync<
     return icon;
   });
 
-  // Vite names assets by content hash, so they can be cached for good. Left out of
-  // /openapi.json: they are the page's build output, not API, and an OpenAPI path parameter
-  // cannot stand for a wildcard.
+  // Named by content hash, so cached for good. Left out of /openapi.json: build output, not
+  // API, and an OpenAPI path parameter cannot stand for a wildcard.
   app.get<{ Params: { '*': string } }>(
     '/assets/*',
     { config: { openapi: false } },

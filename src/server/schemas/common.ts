@@ -107,9 +107,8 @@ export const ERROR_SCHEMA = {
 export const errorBody = { $ref: 'Error#' } as const;
 
 /**
- * An onRoute hook that adds `errorBody` for `statuses` (errors from around the handler) to the
- * routes `applies` picks; a status the route declares keeps its own. The route's schema is
- * replaced, not changed: schemas are shared between routes.
+ * An onRoute hook that adds `errorBody` for `statuses` to the routes `applies` picks (one a route
+ * declares keeps its own); the schema is replaced, not changed, as routes share schemas.
  */
 export function declareErrors(
   statuses: readonly number[],
