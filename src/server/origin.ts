@@ -68,10 +68,7 @@ export function hostCheck(
 }
 
 function isJson(contentType: string | undefined): boolean {
-  if (contentType === undefined) return false;
-  const semicolon = contentType.indexOf(';');
-  const type = (semicolon < 0 ? contentType : contentType.slice(0, semicolon)).trim();
-  return type.toLowerCase() === 'application/json';
+  return contentType?.split(';', 1)[0].trim().toLowerCase() === 'application/json';
 }
 
 /** An onRequest hook that refuses a POST a web page could send without a preflight. */
