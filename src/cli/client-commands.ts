@@ -261,17 +261,9 @@ export function clientCommands(io: CliIo): CommandSpec[] {
           throw new CliError('give the new due time with --delay <duration> or --at <time>');
         }
         const when = flags.at === undefined ? { delayMs: flags.delay } : { deliverAt: flags.at };
-        if (!(await client.reschedule(id as string, when))) {
-          throw new CliError(await notPending(client, id as string));
-        }
-        const info = await client.get(id as string);
-        return {
-          rescheduled: true,
-          id,
-          ...(info === undefined
-            ? {}
-            : { deliverAt: info.deliverAt, due: new Date(info.deliverAt).toISOString() }),
-        };
+        const deliverAt = await client.rescheduleTo(id as string, when);
+        if (deliverAt === undefined) throw new CliError(await notPending(client, id as string));
+        return { rescheduled: true, id, deliverAt, due: new Date(deliverAt).toISOString() };
       },
     }),
     clientCommand(io, {
