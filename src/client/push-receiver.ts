@@ -99,12 +99,8 @@ export function pushListener(
       async (body) => {
         if (body === undefined) {
           response.setHeader('connection', 'close');
-          return refuse(
-            response,
-            413,
-            'ERR_TICKWHEEL_BODY_TOO_LARGE',
-            `body over ${maxBytes} bytes`,
-          );
+          const message = `body over ${maxBytes} bytes`;
+          return refuse(response, 413, 'ERR_TICKWHEEL_BODY_TOO_LARGE', message);
         }
         let delivery: PushDelivery;
         try {

@@ -103,8 +103,7 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
     { schema: batchSchema },
     async (request, reply): Promise<BatchResponse | BatchErrorResponse> => {
       const items = request.body.messages;
-      // Everything that can be refused without the queue is refused before anything is
-      // scheduled, so a bad batch is all-or-nothing.
+      // What can be refused without the queue is, before anything is scheduled: all or nothing.
       const messages = items.map((item, i) => toScheduleRequest(item.topic, item, `messages/${i}`));
       const trace = traceContextOfHeaders(request.headers);
       if (trace !== undefined) for (const message of messages) message.trace ??= trace;

@@ -95,8 +95,7 @@ export const operationRoutes: FastifyPluginAsync<
     return icon;
   });
 
-  // Named by content hash, so cached for good. Left out of /openapi.json: build output, not
-  // API, and an OpenAPI path parameter cannot stand for a wildcard.
+  // Named by content hash: cached for good. Not in /openapi.json: not API, and a wildcard.
   app.get<{ Params: { '*': string } }>(
     '/assets/*',
     { config: { openapi: false } },

@@ -135,8 +135,7 @@ export function streamRoute(
           if (!raw.write(line)) await drained(raw, signal);
         }
       } catch (err) {
-        // A take that failed (the queue closing, a store fault): the client sees the stream end
-        // and opens another, as after any broken connection.
+        // A failed take (the queue closing, a store fault) ends the stream: the client reopens.
         request.log.warn({ err, topic }, 'delivery stream ended by a failed take');
       } finally {
         streams.forget(slots);
