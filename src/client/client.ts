@@ -13,6 +13,7 @@ import {
   invalidOption,
 } from '../validate.js';
 import type {
+  Consumer,
   MessageHandler,
   MessageInfo,
   NackOptions,
@@ -55,7 +56,7 @@ import {
   toBody,
 } from './bodies.js';
 import { TickwheelHttpError } from './errors.js';
-import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
+import { consumerSource, type ClientConsumeOptions } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import { openStream, Transport, type Exchange, type TransportOptions } from './transport.js';
 import {

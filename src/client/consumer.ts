@@ -5,13 +5,10 @@
 
 import { setTimeout as realSetTimeout } from 'node:timers';
 
-import type { ConsumeErrorContext, ConsumeOptions, Consumer } from '../queue/types.js';
+import type { ConsumeOptions } from '../queue/types.js';
 import type { WorkerSettings, WorkerSource } from '../queue/worker.js';
 import { MAX_RECEIVE } from '../protocol/limits.js';
 import { DeliveryStream, type StreamSettings } from './delivery-stream.js';
-
-/** What an error reported to `onError` was about: the same as the embedded consume()'s. */
-export type { ConsumeErrorContext, Consumer };
 
 /** The embedded consume()'s options (same names, meanings, defaults), plus `waitMs`. */
 export interface ClientConsumeOptions extends ConsumeOptions {

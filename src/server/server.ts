@@ -26,8 +26,6 @@ import { eventRoutes } from './routes/events.js';
 import { scheduleRoutes } from './routes/schedules.js';
 import { VERSION } from './version.js';
 
-export type { ServerOptions };
-
 /** The /v1 route groups, in the order /openapi.json lists them. */
 const API_ROUTES: ReadonlyArray<FastifyPluginAsync<RouteGroupOptions>> = [
   messageRoutes,
