@@ -49,10 +49,8 @@ export function bearerAuth(
   };
 }
 
-const mayRefuseToken = declareErrors([401]);
-
 /** An onRoute hook: the routes behind bearerAuth() need the token and may answer 401. */
 export function requireToken(route: RouteOptions): void {
-  mayRefuseToken(route);
+  declareErrors([401])(route);
   route.schema = { ...route.schema, security: [{ [BEARER_SCHEME]: [] }] } as RouteOptions['schema'];
 }

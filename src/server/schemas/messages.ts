@@ -48,8 +48,6 @@ const messageProperties = {
   trace,
 } as const;
 
-const message = closed(['payload'], messageProperties);
-
 const scheduleResult = object({ id: { type: 'string' }, deliverAt: { type: 'number' } });
 
 const messageInfo = object(
@@ -100,7 +98,7 @@ export const scheduleSchema = routeSchema('messages', 'schedule', {
   summary: 'Schedule a message',
   description: 'Answers once the message is as durable as the fsync policy of the server promises.',
   params: topicParams,
-  body: message,
+  body: closed(['payload'], messageProperties),
   response: { 201: scheduleResult, 413: errorBody },
 });
 
