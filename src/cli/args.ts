@@ -1,9 +1,8 @@
 /**
- * The command line of `tickwheel`, read with node:util's parseArgs (the CLI needs no package
- * outside Node). A command declares its arguments and options, and --help is generated from
- * them. An option's value comes from the command line, else its environment variable, else its
- * default, and goes through its parser (or choices) wherever it comes from; the last repeat of
- * an option wins, except for a list option, whose repeats add up.
+ * The command line of `tickwheel`, on node:util's parseArgs (the CLI needs no package outside
+ * Node); --help is generated from the commands' specs. An option's value comes from the command
+ * line, else its environment variable, else its default, and goes through its parser (or
+ * choices) wherever it comes from; the last repeat wins, except for a list option's.
  */
 
 import { parseArgs } from 'node:util';
@@ -79,10 +78,7 @@ export interface CommandSpec {
   options?: readonly OptionSpec[];
   /** Help text after the options. */
   epilog?: string;
-  /**
-   * Options are read only before the first argument; from there on everything, options
-   * included, is an argument (for commands that hand their arguments on to others).
-   */
+  /** Options are read only before the first argument; the rest are handed on as arguments. */
   passThrough?: boolean;
   /** Positional arguments in declaration order (a variadic one as an array), then the flags. */
   run(args: unknown[], flags: Flags): Promise<void> | void;
@@ -180,10 +176,7 @@ function convert(option: OptionSpec, text: string, source: string, command: stri
   }
 }
 
-/**
- * parseArgs' refusal in the CLI's words: an unknown option with the closest known one, and a
- * value that starts with a dash (`--delay -5s`, which parseArgs takes for an option).
- */
+/** parseArgs' refusal in the CLI's words (the closest option; a value starting with a dash). */
 function parseFailure(
   code: string,
   message: string,
@@ -348,10 +341,7 @@ function bindArguments(command: CommandSpec, positionals: string[], label: strin
   return values;
 }
 
-/**
- * Runs the command `args` (after the executable) names; resolves with the exit status of what it
- * prints itself (help, version). Commands report failure by throwing.
- */
+/** Runs the command `args` names; resolves with the exit status. Commands fail by throwing. */
 export async function runProgram(
   program: ProgramSpec,
   args: string[],

@@ -1,7 +1,4 @@
-/**
- * `tickwheel bench`: runs the benchmark suites (npm scripts `bench:<suite>`). The published
- * package has neither bench/ nor its build tools: from an install this says where to get them.
- */
+/** `tickwheel bench`: runs the benchmark suites of a clone, or says where to get them. */
 
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -42,15 +39,10 @@ function run(root: string, script: string, args: string[]): Promise<number> {
   });
 }
 
-export interface BenchOptions {
-  list?: boolean;
-  root?: string;
-}
-
 export async function bench(
   suites: string[],
   args: string[],
-  options: BenchOptions,
+  options: { list?: boolean; root?: string },
   io: CliIo,
 ): Promise<void> {
   const root = options.root ?? PACKAGE_ROOT;

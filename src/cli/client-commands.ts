@@ -1,7 +1,4 @@
-/**
- * The commands that talk to a running server through the client SDK (send, get, cancel, ...):
- * each takes --url, --token and --timeout; results print as JSON, failures as one line.
- */
+/** The commands that talk to a server through the client (--url, --token, --timeout), JSON out. */
 
 import { TickwheelClient, DEFAULT_URL } from '../client/index.js';
 import { LIST_MAX_LIMIT } from '../queue/list.js';
@@ -67,10 +64,7 @@ interface ClientCommandSpec<Options extends readonly OptionSpec[]> extends Omit<
   ): Promise<unknown>;
 }
 
-/**
- * The command of `spec`: it takes the client options after its own, and prints what its `run`
- * returns as JSON (nothing when that is undefined: a command that prints before it goes on).
- */
+/** The command of `spec`, with the client options; prints what `run` returns (if any) as JSON. */
 export function clientCommand<const Options extends readonly OptionSpec[] = []>(
   io: CliIo,
   spec: ClientCommandSpec<Options>,
@@ -165,11 +159,7 @@ export function sendCommand(io: CliIo): CommandSpec {
   });
 }
 
-/**
- * `tickwheel list <topic>`: one page of the topic's pending messages, as JSON `{ messages,
- * cursor? }` (each message with its due time in ISO 8601 too). With a cursor, a line on stderr
- * says how to get the next page, so that stdout stays the page alone.
- */
+/** `tickwheel list <topic>`: a page as JSON on stdout; how to get the next one on stderr. */
 function listCommand(io: CliIo): CommandSpec {
   return clientCommand(io, {
     name: 'list',
@@ -271,17 +261,9 @@ export function clientCommands(io: CliIo): CommandSpec[] {
           throw new CliError('give the new due time with --delay <duration> or --at <time>');
         }
         const when = flags.at === undefined ? { delayMs: flags.delay } : { deliverAt: flags.at };
-        if (!(await client.reschedule(id as string, when))) {
-          throw new CliError(await notPending(client, id as string));
-        }
-        const info = await client.get(id as string);
-        return {
-          rescheduled: true,
-          id,
-          ...(info === undefined
-            ? {}
-            : { deliverAt: info.deliverAt, due: new Date(info.deliverAt).toISOString() }),
-        };
+        const deliverAt = await client.rescheduleTo(id as string, when);
+        if (deliverAt === undefined) throw new CliError(await notPending(client, id as string));
+        return { rescheduled: true, id, deliverAt, due: new Date(deliverAt).toISOString() };
       },
     }),
     clientCommand(io, {

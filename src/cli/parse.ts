@@ -21,7 +21,6 @@ export function parseDuration(text: string): number {
   return Number(match[1]) * UNIT_MS[match[2] ?? 'ms'];
 }
 
-/** A duration above zero: a time allowed for something. */
 export function parsePositiveDuration(text: string): number {
   const ms = parseDuration(text);
   if (ms <= 0) throw new InvalidArgumentError('give a duration above 0, such as 500ms, 10s or 1m');
@@ -75,17 +74,14 @@ export function parsePayload(text: string): unknown {
   }
 }
 
-/** An option whose value is a time (parseTime). */
 export function timeOption<Name extends string>(name: Name, description: string) {
   return { name, value: '<time>', description, parse: parseTime };
 }
 
-/** An option whose value is a duration (parseDuration). */
 export function durationOption<Name extends string>(name: Name, description: string) {
   return { name, value: '<duration>', description, parse: parseDuration };
 }
 
-/** An option whose value is a whole number from `min` to `max`. */
 export function integerOption<Name extends string>(
   name: Name,
   description: string,

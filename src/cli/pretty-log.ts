@@ -1,8 +1,9 @@
 /**
- * The server's JSON log lines as short lines for a person at a terminal (`serve --log-format
- * pretty`): `14:56:14.220 INFO  GET /v1/stats 200 1.4ms`, local time. Not pino-pretty: a dozen
- * lines do it, and the CLI needs no package outside Node.
+ * The server's JSON log lines as short lines for a person at a terminal (`--log-format pretty`):
+ * `14:56:14.220 INFO  GET /v1/stats 200 1.4ms`. Not pino-pretty: the CLI needs no package.
  */
+
+import { parsePayload } from './parse.js';
 
 const LEVELS: Record<number, string> = {
   10: 'TRACE',
@@ -21,12 +22,7 @@ const MAX_VALUE_CHARS = 200;
 
 /** One JSON log line (with or without its newline) as a line for people, newline included. */
 export function prettyLine(line: string): string {
-  let record: unknown;
-  try {
-    record = JSON.parse(line);
-  } catch {
-    record = undefined;
-  }
+  const record = parsePayload(line);
   if (typeof record !== 'object' || record === null || Array.isArray(record)) {
     return line.endsWith('\n') ? line : `${line}\n`;
   }

@@ -1,8 +1,4 @@
-/**
- * The `tickwheel` command: serve, repair and bench here, the client commands (send, get, list,
- * topics, schedules, ...) in their modules. Every flag also reads an environment variable (shown
- * in --help); the command line wins over the environment, which wins over the default.
- */
+/** The `tickwheel` program: serve, repair and bench here; the client commands in their modules. */
 
 import { VERSION } from '../server/version.js';
 import { runProgram, type CommandSpec, type ProgramSpec } from './args.js';
@@ -39,7 +35,6 @@ function benchCommand(io: CliIo): CommandSpec {
   };
 }
 
-/** The CLI's commands, writing to `io`. */
 function buildProgram(io: CliIo = processIo): ProgramSpec {
   return {
     name: 'tickwheel',
@@ -69,10 +64,7 @@ function buildProgram(io: CliIo = processIo): ProgramSpec {
   };
 }
 
-/**
- * Runs the CLI on `argv` (process.argv: the executable and the script first); resolves with the
- * exit status (a running server keeps the process alive).
- */
+/** Runs the CLI on process.argv; resolves with the exit status (a server keeps running). */
 export async function main(
   argv: string[],
   io: CliIo = processIo,

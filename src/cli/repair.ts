@@ -1,8 +1,6 @@
 /**
- * `tickwheel repair --dir D [--yes] [--json]`, for a data directory whose log is damaged where
- * it had been made durable (ERR_TICKWHEEL_CORRUPT): says what cannot be recovered, changing
- * nothing; with --yes drops that and keeps every other message. Exit status 2 when damage was
- * found and nothing changed. See docs/storage.md, Recovery.
+ * `tickwheel repair --dir D [--yes] [--json]` (docs/storage.md, Recovery): says what a damaged
+ * log has lost, changing nothing (exit status 2); with --yes drops that and keeps the rest.
  */
 
 import { existsSync } from 'node:fs';

@@ -1,8 +1,7 @@
 /**
- * `tickwheel serve`: listens, opens the queue (answering 503 meanwhile), and shuts down gracefully
- * on SIGTERM / SIGINT. Everything it says is a log line on stdout (JSON, or pretty-log.ts at a
- * terminal); only a failure to start goes to stderr. The last start-up line, `tickwheel
- * listening on URL`, comes once the queue is open.
+ * `tickwheel serve`: listens, opens the queue (503 meanwhile), shuts down on SIGTERM / SIGINT.
+ * All it says is log lines on stdout; only a failure to start goes to stderr. The last start-up
+ * line, `tickwheel listening on URL`, comes once the queue is open.
  */
 
 import { isIP, type AddressInfo } from 'node:net';
@@ -13,7 +12,7 @@ import { LOG_LEVELS } from '../server/settings.js';
 import type { TickwheelServer } from '../server/server.js';
 import type { FlagsOf, OptionSpec } from './args.js';
 import type { CliIo } from './io.js';
-import { integerParser, parseDuration, parsePushAllow } from './parse.js';
+import { durationOption, integerParser, parsePushAllow } from './parse.js';
 import { prettyLine } from './pretty-log.js';
 
 const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
@@ -108,15 +107,14 @@ export const SERVE_OPTIONS = [
     default: 'auto',
   },
   {
-    name: 'connect-timeout',
-    requires: 'redis',
-    value: '<duration>',
-    description:
+    ...durationOption(
+      'connect-timeout',
       'with --redis: how long to keep trying to reach Valkey/Redis at start (down, restarting, loading its data) before giving up with ERR_TICKWHEEL_UNAVAILABLE',
+    ),
+    requires: 'redis',
     env: 'TICKWHEEL_CONNECT_TIMEOUT',
     default: 10_000,
     defaultText: '10s',
-    parse: parseDuration,
   },
   {
     name: 'node-id',
@@ -144,13 +142,10 @@ export const SERVE_OPTIONS = [
     parse: integerParser(0, 1_048_576),
   },
   {
-    name: 'max-wait',
-    value: '<duration>',
-    description: 'longest long poll of a receive',
+    ...durationOption('max-wait', 'longest long poll of a receive'),
     env: 'TICKWHEEL_MAX_WAIT',
     default: 20_000,
     defaultText: '20s',
-    parse: parseDuration,
   },
   {
     name: 'max-connections',
@@ -171,14 +166,13 @@ export const SERVE_OPTIONS = [
     parse: integerParser(1, 10_000),
   },
   {
-    name: 'connection-timeout',
-    value: '<duration>',
-    description:
+    ...durationOption(
+      'connection-timeout',
       'time a connection has to send a whole request, headers and body, from when it opens or the request starts; then 408 and closed',
+    ),
     env: 'TICKWHEEL_CONNECTION_TIMEOUT',
     default: 30_000,
     defaultText: '30s',
-    parse: parseDuration,
   },
   {
     name: 'push-allow',

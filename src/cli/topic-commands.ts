@@ -3,7 +3,7 @@
 import { clientCommand } from './client-commands.js';
 import { UsageError, type CommandSpec } from './args.js';
 import type { CliIo } from './io.js';
-import { integerOption, integerParser } from './parse.js';
+import { integerOption, integerParser, parsePayload } from './parse.js';
 
 /** `off` (no limit) or deliveries per second. */
 function parseRate(text: string): number | 'off' {
@@ -20,12 +20,7 @@ function parseRate(text: string): number | 'off' {
 
 /** `--headers '{"Authorization": "Bearer x"}'`: an object of strings. */
 function parseHeaders(text: string): Record<string, string> {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    value = undefined;
-  }
+  const value = parsePayload(text);
   if (
     typeof value !== 'object' ||
     value === null ||

@@ -1,7 +1,4 @@
-/**
- * The wire form of the client's calls: path segments, message bodies (with the id the client
- * gives a message that has none), and the errors for arguments that cannot be sent.
- */
+/** The wire form of the client's calls: path segments, bodies, errors for what cannot be sent. */
 
 import { randomUUID } from 'node:crypto';
 import { TickwheelError, TickwheelRangeError, TickwheelTypeError } from '../errors.js';
@@ -31,10 +28,8 @@ export function segment(value: unknown, what: 'topic' | 'id' | 'name'): string {
 }
 
 /**
- * The wire form of a message to schedule: bytes travel as base64, and a message without an id
- * gets one here (a random UUID), so that sending it again, after an answer that never came or
- * one whose outcome is unknown, finds the first one rather than making a second (the id is a
- * dedup key while the message is pending: docs/http-api.md, Retries).
+ * The wire form of a message: bytes as base64, and an id (a UUID) for one that has none, so that
+ * a retry finds the first rather than making a second (docs/http-api.md, Retries).
  */
 export function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { topic: string } {
   if (typeof message !== 'object' || message === null) {
@@ -55,9 +50,8 @@ export function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { t
 }
 
 /**
- * The error for a message JSON cannot hold (a payload holding a BigInt or a cycle, say): the one
- * the embedded queue gives for it (the same check, made here only once JSON.stringify has
- * failed), or else ERR_TICKWHEEL_INVALID_MESSAGE.
+ * The error for a message JSON cannot hold (a BigInt, a cycle): the embedded queue's for it (its
+ * check, made only once JSON.stringify has failed), or else ERR_TICKWHEEL_INVALID_MESSAGE.
  */
 export function refuseMessage(message: unknown, where: string, err: unknown): Error {
   try {
@@ -82,7 +76,6 @@ export function refuseDelay(when: unknown, what: string, err: unknown): Error {
   return refuseOption(what, err);
 }
 
-/** Whether JSON can hold `value`. */
 export function sendable(value: unknown): boolean {
   try {
     return JSON.stringify(value) !== undefined;
@@ -129,9 +122,8 @@ export function checkBatch(
 }
 
 /**
- * The indexes of the receipts of an ackMany / nackMany worth sending. A receipt no server can
- * know (empty, or longer than any receipt) is left out, to be answered false as the embedded
- * queue answers it, instead of being refused with a 400 along with the rest.
+ * The indexes of the receipts worth sending: one no server can know (empty, or too long) is
+ * answered false here, as the embedded queue answers it, rather than failing the rest with a 400.
  */
 export function sendableReceipts(method: 'ackMany' | 'nackMany', receipts: unknown): number[] {
   checkBatch(method, 'receipts', receipts);

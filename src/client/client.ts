@@ -1,10 +1,9 @@
 /**
- * TickwheelClient: the embedded DelayQueue API over HTTP, with the same method names, arguments
- * and results (`cancel` resolves false for an unknown id, `get` undefined, byte payloads come
- * back as Buffers).
+ * TickwheelClient: the embedded DelayQueue API over HTTP, with the same names, arguments and
+ * results (`cancel` false for an unknown id, `get` undefined, byte payloads as Buffers).
  */
 
-import type { QueueOperations } from '../queue/api.js';
+import type { NewDueTime, QueueOperations } from '../queue/api.js';
 import {
   checkCallback,
   checkFlag,
@@ -14,6 +13,7 @@ import {
   invalidOption,
 } from '../validate.js';
 import type {
+  Consumer,
   MessageHandler,
   MessageInfo,
   NackOptions,
@@ -56,7 +56,7 @@ import {
   toBody,
 } from './bodies.js';
 import { TickwheelHttpError } from './errors.js';
-import { consumerSource, type ClientConsumeOptions, type Consumer } from './consumer.js';
+import { consumerSource, type ClientConsumeOptions } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import { openStream, Transport, type Exchange, type TransportOptions } from './transport.js';
 import {
@@ -91,9 +91,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   }
 
   /**
-   * Schedules a message; resolves once the server has made it durable (HTTP 201). A message
-   * without an id is sent with one made here, so that the retries after a network error or an
-   * answer whose outcome is unknown cannot schedule it twice.
+   * Resolves once the server has made the message durable (HTTP 201). One without an id gets one
+   * here, so that retries (after a network error, an unknown outcome) cannot schedule it twice.
    */
   async schedule(
     message: ScheduleRequest<Payload>,
@@ -112,11 +111,9 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   }
 
   /**
-   * Schedules several messages in one request, like DelayQueue.scheduleMany (at most MAX_BATCH;
-   * [] without a request). Unlike the embedded queue, a message the server's queue refuses does
-   * not stop the others: the call throws a TickwheelHttpError whose `body.results` has
-   * `{ id, deliverAt }` for each message scheduled and `{ error }` for each that was not. Input
-   * the server's schema refuses (a malformed topic, an unknown field) schedules nothing.
+   * At most MAX_BATCH messages in one request. Unlike the embedded queue, one the server's queue
+   * refuses does not stop the others: the TickwheelHttpError's `body.results` has `{ id,
+   * deliverAt }` or `{ error }` for each. Input the schema refuses schedules nothing.
    */
   async scheduleMany(
     messages: readonly ScheduleRequest<Payload>[],
@@ -142,26 +139,19 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return answer.results;
   }
 
-  /** True if the message was live and is now cancelled; false if unknown or finished. */
   async cancel(id: string, options: CallOptions = {}): Promise<boolean> {
     const path = `/v1/messages${segment(id, 'id')}`;
     const answer = await this.unless([404], options, { method: 'DELETE', path, idempotent: true });
     return answer !== undefined;
   }
 
-  /** Moves a scheduled or ready message. False if it is unknown, in flight, finished or dead. */
-  async reschedule(
-    id: string,
-    when: { delayMs?: number; deliverAt?: number },
-    options: CallOptions = {},
-  ): Promise<boolean> {
+  async reschedule(id: string, when: NewDueTime, options: CallOptions = {}): Promise<boolean> {
     return (await this.rescheduleTo(id, when, options)) !== undefined;
   }
 
-  /** reschedule(), resolving with the due time the server stored, or undefined where it gives false. */
   async rescheduleTo(
     id: string,
-    when: { delayMs?: number; deliverAt?: number },
+    when: NewDueTime,
     options: CallOptions = {},
   ): Promise<number | undefined> {
     const answer = await this.unless<RescheduleResponse>([404, 409], options, {
@@ -179,7 +169,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.unless<WireMessageInfo>([404], options, { method: 'GET', path, idempotent: true });
   }
 
-  /** Takes up to `max` ready messages, waiting up to `waitMs` (long poll) for the first. */
   async receive(
     topic: string,
     receiveOptions: ReceiveOptions = {},
@@ -202,13 +191,11 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return answer.messages.map(fromWire) as ReceivedMessage<Payload>[];
   }
 
-  /** Acknowledges a delivery; false for an unknown or stale receipt. */
   async ack(receipt: string, options: AckCallOptions = {}): Promise<boolean> {
     const [acked] = await this.ackMany([receipt], options);
     return acked === true;
   }
 
-  /** ack() for several deliveries in one request: results[i] is for receipts[i]. */
   async ackMany(receipts: readonly string[], options: AckCallOptions = {}): Promise<boolean[]> {
     const durable = options.durable;
     if (durable !== undefined) checkFlag(durable, 'durable');
@@ -216,7 +203,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.settleMany('ackMany', receipts, { durable }, options);
   }
 
-  /** Gives a delivery back, redelivered after `delayMs` (default: the message's backoff). */
   async nack(
     receipt: string,
     nackOptions: NackOptions = {},
@@ -226,7 +212,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return nacked === true;
   }
 
-  /** nack() for several deliveries in one request, like DelayQueue.nackMany; results as ackMany. */
   async nackMany(
     receipts: readonly string[],
     nackOptions: NackOptions = {},
@@ -252,9 +237,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     consumeOptions: ClientConsumeOptions = {},
   ): Consumer {
     checkCallback(handler, 'handler');
-    segment(topic, 'topic');
-    const settings = checkConsumeOptions(consumeOptions);
     const path = `/v1/topics${segment(topic, 'topic')}/stream`;
+    const settings = checkConsumeOptions(consumeOptions);
     const source = consumerSource(
       {
         openStream: (body, signal) => openStream(this.transportOptions, path, signal, body),
@@ -302,14 +286,12 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     } while (cursor !== undefined);
   }
 
-  /** Dead letters of a topic (messages that used up their attempts), oldest first. */
   async deadLetters(topic: string, limit = 100, options: CallOptions = {}): Promise<MessageInfo[]> {
     const limitText = encodeURIComponent(String(limit));
     const path = `/v1/topics${segment(topic, 'topic')}/dead?limit=${limitText}`;
     return (await this.read<DeadLettersResponse>(path, options)).messages;
   }
 
-  /** Puts a dead message back, due `delayMs` from now (default 0). False if it is not dead. */
   async requeue(
     id: string,
     requeueOptions: { delayMs?: number } = {},
@@ -464,7 +446,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     await Promise.all([...this.consumers].map((consumer) => consumer.close()));
   }
 
-  /** The answer's body. */
   private async call<T>(options: CallOptions, exchange: Exchange): Promise<T> {
     const timeoutMs = callTimeout(options);
     return this.transport.send<T>({ ...exchange, signal: options.signal, timeoutMs });
@@ -489,10 +470,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   }
 }
 
-/**
- * The path and query of one page of list(). The options are checked with the embedded queue's
- * own check, so a bad one fails the same way before any request; the server checks them again.
- */
+/** The path of one page of list(), its options checked as the embedded queue checks them. */
 function listPath(options: ListOptions): string {
   checkListOptions(options);
   const query = new URLSearchParams();

@@ -1,19 +1,14 @@
 /**
- * consume() over HTTP: the embedded consume()'s Worker (src/queue/worker.ts) over the client's
- * delivery stream (delivery-stream.ts), ack and nack, so that handler errors, back-off,
- * concurrency and close() behave the same. HTTP's own: acks made within ACK_WINDOW_MS of each
- * other go to the server in one request (AckBatcher).
+ * consume() over HTTP: the embedded consume()'s Worker over the client's delivery stream, so that
+ * errors, back-off, concurrency and close() behave the same; acks are batched (AckBatcher).
  */
 
 import { setTimeout as realSetTimeout } from 'node:timers';
 
-import type { ConsumeErrorContext, ConsumeOptions, Consumer } from '../queue/types.js';
+import type { ConsumeOptions } from '../queue/types.js';
 import type { WorkerSettings, WorkerSource } from '../queue/worker.js';
 import { MAX_RECEIVE } from '../protocol/limits.js';
 import { DeliveryStream, type StreamSettings } from './delivery-stream.js';
-
-/** What an error reported to `onError` was about: the same as the embedded consume()'s. */
-export type { ConsumeErrorContext, Consumer };
 
 /** The embedded consume()'s options (same names, meanings, defaults), plus `waitMs`. */
 export interface ClientConsumeOptions extends ConsumeOptions {
@@ -33,9 +28,8 @@ export interface ConsumerTransport extends Pick<WorkerSource, 'nack'> {
 /** Acks in one request at most (the server's MAX_BATCH is larger). */
 const MAX_ACK_BATCH = 1000;
 /**
- * How long an ack waits for others to share its request: under a steady trickle a receive holds
- * one or two messages, and an ack request each would cost more CPU than the messages. The
- * handler's slot is free before its ack is sent, so this delays no delivery.
+ * How long an ack waits for others to share its request (a request per ack costs more CPU than
+ * a trickle of messages); the handler's slot is free before its ack is sent: no delivery waits.
  */
 const ACK_WINDOW_MS = 10;
 
@@ -72,7 +66,6 @@ class AckBatcher {
   }
 }
 
-/** The client's delivery stream, ack and nack as a Worker's source. */
 export function consumerSource(
   transport: ConsumerTransport,
   topic: string,

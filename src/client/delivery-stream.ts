@@ -1,14 +1,7 @@
 /**
- * consume()'s deliveries over one POST /v1/topics/:topic/stream (server/routes/stream.ts)
- * instead of a long poll per batch: at a trickle of one message per millisecond, a request per
- * message costs far more CPU than the messages.
- *
- * The stream's window is the consumer's concurrency, so the server never sends more than the
- * handlers can take: what arrives is handed to the Worker's next receive(). A stream that ends
- * or fails is thrown by the next receive() (the Worker reports it and backs off) and opened
- * again by the one after. Silence longer than three of the server's 15 s keep-alives counts as
- * a dead stream. Once the consumer stops, messages that arrive anyway are nacked (redelivered
- * at once).
+ * consume()'s deliveries over one POST /v1/topics/:topic/stream instead of a long poll per
+ * batch. The window is the consumer's concurrency; a stream that ends or fails is thrown by the
+ * next receive() (the Worker reports it and backs off) and opened again by the one after.
  */
 
 import { clearTimeout, setTimeout } from 'node:timers';

@@ -1,7 +1,4 @@
-/**
- * What a client call fails with: an error answer (TickwheelHttpError, with the server's code),
- * or no answer at all (TickwheelNetworkError: refused, reset, timed out).
- */
+/** What a client call fails with: an error answer (TickwheelHttpError), or no answer at all. */
 
 import { TickwheelError, type WriteOutcome } from '../errors.js';
 import type { WireErrorCode, WireErrorDetail } from '../protocol/wire.js';

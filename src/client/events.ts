@@ -1,9 +1,7 @@
 /**
- * The client's side of GET /v1/events: Server-Sent Events from a fetch body, as an async iterator
- * of the QueueEvents the embedded `queue.events.watch()` gives. The server writes a keep-alive
- * every 15 s, so `idleTimeoutMs` of silence means a server or network gone without a word (a
- * host that lost power, a partition), which TCP alone would notice only after hours. Events are
- * not stored: reconnecting gives what happens from then on.
+ * GET /v1/events as an async iterator of the QueueEvents `queue.events.watch()` gives. The server
+ * writes a keep-alive every 15 s, so `idleTimeoutMs` of silence means a server or network gone
+ * without a word, which TCP alone would notice only after hours.
  */
 
 import type { QueueEvent, QueueEventType } from '../queue/events.js';
@@ -54,8 +52,7 @@ export async function* streamEvents(
   const signal =
     options.signal === undefined ? own.signal : AbortSignal.any([own.signal, options.signal]);
   // Aborts the request after a silence; re-armed by every chunk. Silence counts only while this
-  // side waits for bytes (not while the caller handles an event), so a slow handler is not taken
-  // for a dead server.
+  // side waits for bytes, so a slow handler of an event is not taken for a dead server.
   const idle = new AbortController();
   let idleTimer: ReturnType<typeof setTimeout> | undefined;
   const listen = () => {

@@ -10,7 +10,7 @@ export {
   type CallOptions,
   type ClientOptions,
 } from './options.js';
-export type { ClientConsumeOptions, ConsumeErrorContext, Consumer } from './consumer.js';
+export type { ClientConsumeOptions } from './consumer.js';
 export { TickwheelHttpError, TickwheelNetworkError, type CallOutcome } from './errors.js';
 export type * from '../protocol/wire.js';
 export type * from '../protocol/limits.js';
@@ -29,6 +29,8 @@ export type {
 } from '../protocol/model.js';
 export { MAX_BATCH, MAX_RECEIPT_LENGTH, MAX_RECEIVE } from '../protocol/limits.js';
 export type {
+  ConsumeErrorContext,
+  Consumer,
   ListOptions,
   ListPage,
   MessageHandler,

@@ -1,7 +1,4 @@
-/**
- * The client's options, checked when a TickwheelClient is made: a bad value or an option the
- * client does not know is ERR_TICKWHEEL_INVALID_OPTION with what to change.
- */
+/** The client's options, checked when a TickwheelClient is made. */
 
 import {
   checkKnownOptions,

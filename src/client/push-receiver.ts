@@ -1,10 +1,7 @@
 /**
- * The receiving end of HTTP push delivery (docs/push.md), as a Node http listener (Express and
- * the like hand over the same request and response). Unsigned or stale requests are refused
- * (401) before their body is read; then the raw body (at most `maxBytes`) is verified, its
- * payload decoded (JSON, or bytes as a Buffer) and the handler called: 204 when it resolves, 500
- * when it throws. Pushes are at least once: dedup on `message.id` where running twice matters.
- * The handler runs in a `process <topic>` span continuing the request's `traceparent`.
+ * The receiving end of HTTP push delivery (docs/push.md), as a Node http listener: unsigned or
+ * stale requests get 401 before their body is read; then the body (at most `maxBytes`) is
+ * verified and the handler called, in a `process <topic>` span continuing the request's trace.
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -102,12 +99,8 @@ export function pushListener(
       async (body) => {
         if (body === undefined) {
           response.setHeader('connection', 'close');
-          return refuse(
-            response,
-            413,
-            'ERR_TICKWHEEL_BODY_TOO_LARGE',
-            `body over ${maxBytes} bytes`,
-          );
+          const message = `body over ${maxBytes} bytes`;
+          return refuse(response, 413, 'ERR_TICKWHEEL_BODY_TOO_LARGE', message);
         }
         let delivery: PushDelivery;
         try {

@@ -1,9 +1,7 @@
 /**
- * One HTTP exchange with the server, on fetch: the bearer token, a timeout, JSON in and out, and
- * retries where repeating is safe: always when the request never left (connection refused, host
- * not found), else only when idempotent, also after an answer with outcome 'unknown' and retry
- * 'same-id' (docs/http-api.md, Retries). A call that fails for good says what it may have
- * written (CallOutcome).
+ * One HTTP exchange with the server, on fetch: the token, a timeout, JSON in and out, and retries
+ * where repeating is safe (docs/http-api.md, Retries): always when the request never left, else
+ * only when idempotent. A call that fails for good says what it may have written (CallOutcome).
  */
 
 import type { TraceContext } from '../protocol/trace-context.js';
@@ -26,10 +24,7 @@ export interface Exchange {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   path: string;
   body?: unknown;
-  /**
-   * The error for a body JSON cannot hold (a BigInt, a cycle, a toJSON that throws), given what
-   * JSON.stringify threw; nothing is sent. Default: ERR_TICKWHEEL_INVALID_OPTION.
-   */
+  /** The error for a body JSON cannot hold, given what JSON.stringify threw; nothing is sent. */
   refuse?: (err: unknown) => Error;
   /** Safe to send again after a network error. */
   idempotent: boolean;
@@ -123,10 +118,8 @@ export class Transport {
 }
 
 /**
- * A request whose answer is a stream (GET: Server-Sent Events; with a body: a POST answered with
- * NDJSON): resolves with the response once its headers came (within the timeout); the body then
- * flows for as long as the server sends it, or until `signal` aborts. An error status rejects as
- * send() would; a connection refused is tried again as send() does.
+ * A request answered with a stream (GET: Server-Sent Events; POST: NDJSON): resolves once the
+ * headers came, within the timeout; the body flows until the server ends it or `signal` aborts.
  */
 export async function openStream(
   options: TransportOptions,
@@ -186,7 +179,6 @@ async function fetchWithin<T>(
   }
 }
 
-/** What a fetch that threw fails with. */
 function fetchFailure(
   err: unknown,
   method: string,
@@ -232,15 +224,13 @@ function told(err: TickwheelNetworkError, exchange: Exchange, notSent: boolean) 
   return err;
 }
 
-/** What a thrown value says, for an error message. */
 export function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
 /**
- * An exchange's body as JSON text, made once for all its attempts. A value JSON cannot hold is
- * refused with a named error (the exchange's own, or ERR_TICKWHEEL_INVALID_OPTION) before
- * anything is sent, rather than escaping as JSON.stringify's plain TypeError.
+ * An exchange's body as JSON, made once for all its attempts; a value JSON cannot hold is refused
+ * with a named error (`refuse`'s, or ERR_TICKWHEEL_INVALID_OPTION) rather than a plain TypeError.
  */
 function toJson(exchange: Exchange): string {
   let failure: unknown;

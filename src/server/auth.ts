@@ -49,13 +49,8 @@ export function bearerAuth(
   };
 }
 
-const mayRefuseToken = declareErrors([401]);
-
-/**
- * An onRoute hook for the routes behind bearerAuth(): their schemas say that they need the
- * token and may answer 401, for Fastify's serialiser and /openapi.json.
- */
+/** An onRoute hook: the routes behind bearerAuth() need the token and may answer 401. */
 export function requireToken(route: RouteOptions): void {
-  mayRefuseToken(route);
+  declareErrors([401])(route);
   route.schema = { ...route.schema, security: [{ [BEARER_SCHEME]: [] }] } as RouteOptions['schema'];
 }

@@ -1,12 +1,8 @@
 /**
- * The one body parser: `application/json` (with any parameters), another media type a 415. An
- * empty body (or only whitespace) is no body: generic clients send that content-type always.
- *
- * Refused with 400, naming the path: malformed JSON; keys that pollute prototypes in code that
- * merges objects (`__proto__`, `constructor` holding `prototype`), payloads included, as
- * consumers may merge them; numbers beyond a double (`1e999`, which would be stored as `null`).
- * The parsed value is walked only when the text could hold such a key or number (a `\u` escape
- * can spell `__proto__`), so an ordinary body costs one regular expression scan.
+ * The one body parser: `application/json`, else 415; an empty body is no body. Refused with 400,
+ * naming the path: malformed JSON, keys that pollute prototypes (`__proto__`, `constructor`
+ * holding `prototype`), numbers beyond a double. The value is walked only when the text could
+ * hold such a key or number, so an ordinary body costs one regular expression scan.
  */
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -59,7 +55,6 @@ function unsafeContent(root: unknown): string | undefined {
   return undefined;
 }
 
-/** Parses a JSON body; throws a 400 HttpError that says what is wrong. */
 function parseJsonBody(text: string): unknown {
   if (text.trim() === '') return undefined;
   let value: unknown;

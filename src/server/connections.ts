@@ -1,18 +1,10 @@
 /**
- * The server's connections: how many may be open at once, which one goes to make room for a
- * new one, and which ones a closing server ends at once.
- *
- * Each connection holds a file descriptor, as does each file the store opens, and a silent
- * socket lasts until the request timeout (408): a flood of them could take the last descriptor,
- * and then nothing is accepted and the store cannot open a file. So connections are capped below
- * the file limit (defaultMaxConnections). At the cap, the connection that has waited longest
- * without a whole request is closed for the newcomer, so a client that speaks is served during
- * a flood; one serving a request (a long poll included) never is. Only when all are serving is
- * the newcomer refused, with a 503 written straight to the socket.
- *
- * `waiting` keeps connections in the order they started waiting (a Set keeps insertion order).
- * Node has no event for a request arriving whole (`complete`), so such a connection stays there
- * until the next search for room drops it: once per request, O(1) amortised.
+ * The connection cap (docs/http-api.md, Limits): connections hold file descriptors the store
+ * needs too, so they are capped below the file limit. At the cap, the connection that has waited
+ * longest without a whole request is closed for the newcomer; one serving a request never is, and
+ * when all are, the newcomer gets a 503 written to its socket. `waiting` is in the order
+ * connections started waiting (a Set keeps insertion order); Node has no event for a request
+ * arriving whole, so such a connection leaves it at the next search for room (O(1) amortised).
  */
 
 import { readFileSync } from 'node:fs';
@@ -49,9 +41,8 @@ export function fileLimit(limits = '/proc/self/limits'): number | undefined {
 }
 
 /**
- * The default connection cap for a process that may open `files` descriptors: a quarter of them
- * (at least 128) are left to the store's files, Node's own and push targets' sockets; the rest
- * is for connections, between 16 and 4096.
+ * The default cap for a process that may open `files` descriptors: a quarter of them (at least
+ * 128) left to the store's files, Node and push targets' sockets; the rest, 16 to 4096.
  */
 export function defaultMaxConnections(files = fileLimit() ?? ASSUMED_FILE_LIMIT): number {
   if (files === Number.POSITIVE_INFINITY) return MAX_DEFAULT_CONNECTIONS;
@@ -91,7 +82,6 @@ const REFUSAL = rawResponse(
   'Retry-After: 1\r\n',
 );
 
-/** Tracks the server's connections and keeps them at most `maxConnections`. */
 export function trackConnections(
   server: Server,
   maxConnections: number,

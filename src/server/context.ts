@@ -4,10 +4,7 @@ import type { Queue } from '../queue/api.js';
 import type { ServerMetrics } from './metrics.js';
 
 export interface ServerContext {
-  /**
-   * Set once open; the lifecycle refuses the requests that need it before that, so a handler
-   * may read it as it is (per request, not once).
-   */
+  /** Set once open: the lifecycle refuses requests before that, so a handler reads it as it is. */
   queue: Queue;
   /** 'opening' until the queue is open; 'failed' if it could not be opened. */
   state: 'opening' | 'open' | 'failed';
@@ -22,7 +19,6 @@ export interface ServerContext {
   closing: boolean;
 }
 
-/** The options of every route group's plugin. */
 export interface RouteGroupOptions {
   context: ServerContext;
 }

@@ -1,7 +1,4 @@
-/**
- * GET / and /assets/*: the web dashboard (built by Vite into dist/dashboard/), read once at start
- * and served from memory; nothing from a CDN. Without a build, a placeholder page.
- */
+/** GET / and /assets/*: the dashboard Vite built (or a placeholder page), served from memory. */
 
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
@@ -27,10 +24,7 @@ const CONTENT_TYPES: Record<string, string> = {
 /** dist/server/dashboard.js -> dist/dashboard/ */
 const DASHBOARD_DIR = fileURLToPath(new URL('../dashboard/', import.meta.url));
 
-/**
- * The built dashboard as URL path -> file ('/index.html', '/assets/index-3f2a.js', ...), or
- * undefined when there is no build.
- */
+/** The built dashboard by URL path ('/index.html', '/assets/...'); undefined without a build. */
 export function loadDashboardAssets(dir = DASHBOARD_DIR): Map<string, DashboardAsset> | undefined {
   const assets = new Map<string, DashboardAsset>();
   const walk = (folder: string, prefix: string) => {

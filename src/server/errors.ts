@@ -1,12 +1,8 @@
 /**
- * Every failure becomes `{ error: { code, message, outcome } }` with a status that says whose
- * fault it is: 4xx for what the caller can change, 5xx only for the server's own trouble (the
- * status of each code: src/protocol/status.ts).
- *
- * `outcome` says whether the request may have taken effect (docs/http-api.md, Retries): as the
- * queue says where it knows (TickwheelOutcomeError); 'none' for a refusal (4xx, the server's own
- * 503s, a closed queue) and a failed read; else 'unknown', as a failure the queue did not place
- * may have come after a write.
+ * Every failure is `{ error: { code, message, outcome } }`: 4xx for what the caller can change,
+ * 5xx only for the server's own trouble (src/protocol/status.ts). `outcome` (docs/http-api.md,
+ * Retries): the queue's where it knows (TickwheelOutcomeError); 'none' for a refusal, the
+ * server's own 503s, a closed queue and a read; else 'unknown', as it may follow a write.
  */
 
 import { STATUS_CODES } from 'node:http';
@@ -34,7 +30,6 @@ export class HttpError extends TickwheelError<WireErrorCode> {
   }
 }
 
-/** An HttpError with the status of its code. */
 export function httpError(code: WireErrorCode, message: string): HttpError {
   return new HttpError(HTTP_STATUS[code], code, message);
 }
@@ -200,10 +195,7 @@ const CLIENT_ERRORS: Readonly<Record<string, [status: number, message: string]>>
   HPE_HEADER_OVERFLOW: [431, 'the request headers are too large'],
 };
 
-/**
- * Requests Node's HTTP parser refuses (malformed request line or headers, oversized headers,
- * timeouts) never reach Fastify: answer them in the same format and drop the connection.
- */
+/** Requests Node's parser refuses never reach Fastify: answered in our format, then dropped. */
 export function handleClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const [status, message] = CLIENT_ERRORS[err.code ?? ''] ?? [400, 'malformed HTTP request'];

@@ -1,8 +1,6 @@
 /**
- * GET /favicon.ico: a 32x32 timing wheel (a ring, eight spokes, a hub) drawn once at startup,
- * so that browsers asking for it get an icon rather than a 404 in the server's log. An ICO
- * holding one 32-bit BMP: ICONDIR (6 bytes), ICONDIRENTRY (16), BITMAPINFOHEADER (40), pixels
- * (bottom-up rows of B, G, R, A), then an all-0 AND mask (1 bit a pixel; alpha decides).
+ * GET /favicon.ico: a 32x32 timing wheel drawn once at startup (browsers ask for it; a 404 would
+ * fill the log), as an ICO holding one 32-bit BMP and an all-0 AND mask (alpha decides).
  */
 
 const SIZE = 32;
@@ -13,7 +11,6 @@ const RING_OUTER = 15;
 const RING_INNER = 12;
 const HUB = 4;
 const SPOKES = 8;
-/** Half the width of a spoke, in pixels. */
 const SPOKE_HALF_WIDTH = 1;
 
 /** Whether the pixel at (x, y), measured from the centre, is part of the wheel. */

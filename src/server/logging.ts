@@ -1,9 +1,7 @@
 /**
- * The server's logs: pino's JSON lines (`level` 30 info, 40 warn, 50 error; `time`; `msg`).
- * One line per request once answered, with method, path and query (clipped), client address,
- * status and time; never a header (Authorization above all) nor a body: the serializers below
- * pick fields rather than drop some. Probes (/healthz, /metrics) log at debug. The queue's
- * background faults, when the server opened the queue: one line each, with their `code`.
+ * The server's logs: pino's JSON lines. One line per request once answered (probes at debug);
+ * never a header (Authorization above all) nor a body: the serializers pick fields rather than
+ * drop some. The background faults of a queue the server opened: one line each, with `code`.
  */
 
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -18,7 +16,6 @@ const PROBES = new Set(['/healthz', '/metrics']);
 
 type Serialized = Record<string, string | number | undefined>;
 
-/** Fastify's `logger` option for the server. */
 export function loggerOptions(
   level: LogLevel,
   stream: { write(line: string): unknown } | undefined,
@@ -51,7 +48,6 @@ export function logRequests(app: FastifyInstance): void {
   });
 }
 
-/** A queue's onFault that logs each fault as one line. */
 export function logFaults(log: FastifyBaseLogger): FaultHandler {
   return (fault) => {
     const fields: Record<string, unknown> = { ...fault.fields, code: fault.code };

@@ -1,12 +1,7 @@
 /**
- * /metrics in Prometheus text format: series the server observes as requests happen (requests,
- * their duration, connections), and series read from the queue's stats() at scrape time
- * (counters, messages by topic and state, the store, fire and delivery lateness, fsyncs).
- * Lateness is the queue's own, on its clock: a second clock here would disagree with deliverAt.
- *
- * Topic labels are bounded: the first `topics` topics seen have a label of their own, later ones
- * are summed under topic="_other", so clients inventing topic names cannot grow the series
- * without bound. Each server has its own registry (several in one process do not collide).
+ * /metrics in Prometheus text format: request series observed as they happen, and series read
+ * from the queue's stats() at scrape time (lateness is the queue's own, on its clock). Topic
+ * labels are bounded: topics past the first `topics` seen are summed under topic="_other".
  */
 
 import {
@@ -54,10 +49,7 @@ interface Sample {
   value: number;
 }
 
-/**
- * A summary or histogram whose samples are computed elsewhere (by the queue) and set whole
- * at scrape time; prom-client's own kinds only take observations one by one.
- */
+/** A summary or histogram set whole at scrape time: prom-client's take one sample at a time. */
 class ComputedMetric {
   samples: Sample[] = [];
   readonly aggregator = 'sum';
@@ -89,9 +81,8 @@ class MirroredCounter {
 }
 
 /**
- * A registry with Node's default metrics, less three gauges named like counters, which
- * `promtool check metrics` rejects; each is the sum of the labelled gauge of the same name
- * without _total (nodejs_active_handles{type}, ...).
+ * Node's default metrics, less three gauges named like counters (`promtool check metrics` rejects
+ * them), each the sum of the labelled gauge named without _total (nodejs_active_handles{type}).
  */
 function defaultRegistry(): Registry {
   const registry = new Registry();

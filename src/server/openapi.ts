@@ -1,14 +1,8 @@
 /**
- * GET /openapi.json: an OpenAPI 3.1 description generated from the schemas the routes are
- * registered with (the errors from around a route included, declareErrors), so that it cannot
- * drift from what the server checks and sends. An onRoute hook records every route
- * (recordRoutes); the document is built on the first request, once every route is in. A route
- * opts out with `config: { openapi: false }`; Fastify's HEAD mirror of each GET is left out.
- *
- * Fastify's schemas are draft-07 and OpenAPI 3.1's 2020-12: the routes keep to the keywords both
- * read alike (toSchema2020 refuses the others). A `$ref` names a schema added with addSchema
- * (`'Error#'`) and points into components/schemas; `$id`s are dropped, as they would change the
- * base those references resolve against.
+ * GET /openapi.json, built on first request from the schemas of the routes an onRoute hook
+ * recorded, so it cannot drift from what the server checks and sends. Fastify's schemas are
+ * draft-07 and OpenAPI 3.1's 2020-12: routes keep to keywords both read alike (toSchema2020
+ * refuses others); `$id`s are dropped, as they would change the base `$ref`s resolve against.
  */
 
 import { STATUS_CODES } from 'node:http';
@@ -28,10 +22,7 @@ export interface RecordedRoute {
   shared: Record<string, unknown>;
 }
 
-/**
- * Records every route registered on `app` from now on: Fastify's own route objects, so that
- * what later onRoute hooks add to a schema is seen.
- */
+/** Records every route registered from now on (Fastify's own objects: later onRoute edits show). */
 export function recordRoutes(app: FastifyInstance): RecordedRoute[] {
   const routes: RecordedRoute[] = [];
   app.addHook('onRoute', function record(this: FastifyInstance, route) {
@@ -116,9 +107,8 @@ function methodsOf(route: RouteOptions): string[] {
 }
 
 /**
- * A Fastify path as an OpenAPI path: `:name` is `{name}` (a regular expression after it,
- * `:id(^\\d+)`, is dropped: the params schema has the pattern), and `::` a literal colon
- * (`/messages::batch` is `/messages:batch`).
+ * A Fastify path as an OpenAPI path: `:name` is `{name}` (a regular expression after it is
+ * dropped: the params schema has the pattern), and `::` a colon (`/messages::batch`).
  */
 function openApiPath(url: string): string {
   assert(
@@ -192,10 +182,7 @@ function parametersOf(url: string, schema: Schema, components: Components): Sche
   return parameters;
 }
 
-function propertiesOf(schema: unknown): {
-  properties: Record<string, unknown>;
-  required: string[];
-} {
+function propertiesOf(schema: unknown) {
   const object = (schema ?? {}) as { properties?: Record<string, unknown>; required?: string[] };
   return { properties: object.properties ?? {}, required: object.required ?? [] };
 }
@@ -215,9 +202,8 @@ function contentOf(schema: Schema, components: Components): Schema {
 // ---- schemas ------------------------------------------------------------------------------
 
 /**
- * Converts schemas, and collects in components/schemas the shared schemas they refer to. A
- * shared schema is named after its $id, with the characters a component name cannot have
- * made `_`.
+ * Converts schemas, and collects in components/schemas the shared schemas they refer to, named
+ * after their $id (characters a component name cannot have made `_`).
  */
 class Components {
   private readonly shared: Map<string, unknown>;
@@ -254,10 +240,7 @@ class Components {
 /** Keywords draft-07 and 2020-12 read differently (or 2020-12 not at all). */
 const DRAFT_07_ONLY = new Set(['definitions', 'dependencies', 'additionalItems', 'nullable']);
 
-/**
- * A draft-07 schema as a 2020-12 one, each `$ref` rewritten by `reference`. The keys under
- * `properties` are property names, not keywords, and are kept as they are.
- */
+/** A draft-07 schema as 2020-12, `$ref`s rewritten; keys under `properties` are names, kept. */
 function toSchema2020(schema: unknown, reference: (ref: string) => string): unknown {
   if (Array.isArray(schema)) return schema.map((item) => toSchema2020(item, reference));
   if (typeof schema !== 'object' || schema === null) return schema;

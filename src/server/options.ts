@@ -57,7 +57,6 @@ export interface ServerOptions {
   metricsTopics?: number;
 }
 
-/** The server's own options, checked, with their defaults. */
 export type ServerSettings = ReturnType<typeof checkServerOptions>;
 
 export function checkServerOptions(options: ServerOptions) {

@@ -1,12 +1,8 @@
 /**
- * Requests from web pages the server did not serve. A page can make a browser send a "simple"
- * request (a GET, or a POST with a form or text body) without a CORS preflight; it cannot read
- * the answer, but a POST has done its work (a receive takes messages), so every POST must say
- * `content-type: application/json`. PATCH and DELETE always need a preflight, never granted.
- *
- * With DNS rebinding a page talks to the server as its own origin, answers included, but its
- * requests carry its name in Host: the server answers only localhost, IP literals and the names
- * it was given. A token does not make this needless: /metrics, /healthz and / need none.
+ * Requests from web pages the server did not serve. A page can send a POST without a CORS
+ * preflight (it cannot read the answer, but a receive takes messages), so every POST must be
+ * `application/json`. Against DNS rebinding the server answers only to localhost, IP literals
+ * and the Host names it was given, token or not (/metrics, /healthz and / need none).
  */
 
 import { isIP } from 'node:net';
@@ -72,10 +68,7 @@ export function hostCheck(
 }
 
 function isJson(contentType: string | undefined): boolean {
-  if (contentType === undefined) return false;
-  const semicolon = contentType.indexOf(';');
-  const type = (semicolon < 0 ? contentType : contentType.slice(0, semicolon)).trim();
-  return type.toLowerCase() === 'application/json';
+  return contentType?.split(';', 1)[0].trim().toLowerCase() === 'application/json';
 }
 
 /** An onRequest hook that refuses a POST a web page could send without a preflight. */

@@ -1,10 +1,7 @@
 /**
- * createServer(): a Fastify instance serving one DelayQueue over HTTP (docs/http-api.md), made
- * of plugins, one concern each (plugins/*.ts, one per route group in routes/*.ts).
- *
- * With `openInBackground`, createServer() resolves once the data directory is locked, before
- * the queue has recovered it (seconds for a big one): the server can listen at once, answering
- * 503 (ERR_TICKWHEEL_RECOVERING) until the queue is open; `server.opened` settles then.
+ * createServer(): a Fastify instance serving one queue over HTTP (docs/http-api.md), made of
+ * plugins, one concern each. With `openInBackground` it resolves once the data directory is
+ * locked, before recovery: the server answers 503 until the queue is open (`server.opened`).
  */
 
 import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync } from 'fastify';
@@ -28,8 +25,6 @@ import { topicRoutes } from './routes/topics.js';
 import { eventRoutes } from './routes/events.js';
 import { scheduleRoutes } from './routes/schedules.js';
 import { VERSION } from './version.js';
-
-export type { ServerOptions };
 
 /** The /v1 route groups, in the order /openapi.json lists them. */
 const API_ROUTES: ReadonlyArray<FastifyPluginAsync<RouteGroupOptions>> = [
@@ -64,9 +59,8 @@ function buildFastify(
     routerOptions: { maxParamLength: 256 },
     // The lifecycle plugin answers with 503 in the API's error format instead.
     return503OnClosing: false,
-    // Time to receive a whole request (not to answer it: long polls are not affected), so a
-    // client that trickles its request in cannot hold a connection and a graceful close for
-    // long. Node checks it every connectionsCheckingInterval (30 s by default): every second.
+    // Time to receive a whole request (long polls are not affected): a client trickling one in
+    // cannot hold a connection or a close. Node checks it every connectionsCheckingInterval: 1 s.
     requestTimeout: requestTimeoutMs,
     http: {
       headersTimeout: requestTimeoutMs,
@@ -107,9 +101,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
     const opened = watchOpening(source, context);
     if (options.openInBackground !== true) await opened;
     logRequests(app);
-    // Before any route: every route is recorded for /openapi.json. The plugins' order is their
-    // hooks' order (Host, then the queue able to serve, then the /v1 token); each one's onRoute
-    // hook adds to the routes registered after it the errors it answers with.
+    // Before any route, so /openapi.json has them all. The plugins' order is their hooks' (Host,
+    // the queue open, the /v1 token); each adds its errors to the routes registered after it.
     const routes = recordRoutes(app);
     await app.register(apiConventions);
     await app.register(hostAccess, { allowedHosts, ...(token === undefined ? {} : { token }) });

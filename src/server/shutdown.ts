@@ -1,7 +1,4 @@
-/**
- * Graceful shutdown on SIGTERM / SIGINT: the first signal closes the server and exits 0; a second
- * signal, or a close longer than `graceMs`, exits at once with status 1.
- */
+/** On SIGTERM / SIGINT the server closes (exit 0); a second signal, or over `graceMs`, exits 1. */
 
 export interface Closable {
   close(): Promise<unknown>;

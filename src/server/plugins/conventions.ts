@@ -1,8 +1,7 @@
 /**
- * The API's conventions, for every route: one error format, JSON bodies only, an absent optional
- * body read as `{}`, and in each route's schema the errors from around its handler (500; a bad
- * path parameter 400, 414; a refused body 400, 413, 415; input its schemas refuse 400).
- * Registered first, so that every route is declared with these errors.
+ * The API's conventions: one error format, JSON bodies only, an absent optional body read as
+ * `{}`, and in each route's schema the errors from around its handler. Registered first, so
+ * that every route is declared with these errors.
  */
 
 import { jsonBodies } from '../body.js';

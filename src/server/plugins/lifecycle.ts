@@ -1,13 +1,8 @@
 /**
- * The server's lifecycle: the queue it serves, from opening to closing, and the connection cap.
- *
- * Until the queue is open, every request but SERVED_WHILE_OPENING's gets 503: RECOVERING with
- * Retry-After while it recovers, the open's own error once it failed.
- *
- * Closing, in order: preClose marks the server closing (new requests get 503, long polls end
- * within one poll slice, responses carry `Connection: close`, idle connections are closed);
- * Fastify waits for the requests in flight; then onClose closes the queue if the server opened
- * it.
+ * The queue the server serves, from opening to closing, and the connection cap. Until the queue
+ * is open, every request but SERVED_WHILE_OPENING's gets 503. Closing: preClose marks the server
+ * closing (new requests 503, `Connection: close`, idle connections closed), Fastify waits for
+ * the requests in flight, then onClose closes the queue if the server opened it.
  */
 
 import type { FastifyReply } from 'fastify';
@@ -40,10 +35,9 @@ export interface QueueSource {
 }
 
 /**
- * Starts opening the queue the options name (or takes the one given). The file store is opened
- * (the directory locked, its format checked) before this resolves, so that a directory in use
- * fails createServer() itself; recovery, the long part, is what `queue` waits for. `onFault`:
- * where the background faults of a queue opened here go, unless its options name their own.
+ * Starts opening the queue the options name (or takes the one given). The file store is locked
+ * before this resolves, so a directory in use fails createServer() itself; `queue` waits for
+ * recovery. `onFault` takes the faults unless the options name theirs.
  */
 export async function startOpening(
   options: ServerOptions,
@@ -85,10 +79,7 @@ function opening(queue: Promise<Queue>, owned: boolean): QueueSource {
   return { queue, owned };
 }
 
-/**
- * Moves `context` to 'open' or 'failed' when the queue settles. The promise returned is
- * `server.opened`: it rejects with the error that kept the queue from opening.
- */
+/** Moves `context` to 'open' or 'failed' when the queue settles; the promise is `server.opened`. */
 export function watchOpening(source: QueueSource, context: ServerContext): Promise<void> {
   const opened = source.queue.then(
     (queue) => {

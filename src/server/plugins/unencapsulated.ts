@@ -1,7 +1,6 @@
 /**
- * A plugin whose hooks, handlers and decorations apply to the instance that registers it, not
- * to a context of its own: Fastify's documented 'skip-override' property, which fastify-plugin
- * sets (fastify is a peer dependency; the server adds no other package for it).
+ * A plugin whose hooks and decorations apply to the instance that registers it: Fastify's
+ * documented 'skip-override', as fastify-plugin sets it (the server adds no package for it).
  */
 
 import type { FastifyPluginAsync } from 'fastify';

@@ -1,8 +1,7 @@
 /**
- * The JSON behind the web dashboard: GET /v1/dashboard (one snapshot of everything the page
- * draws) and GET /v1/messages/:id/preview. A snapshot walks the in-memory messages and the
- * wheel, so it is built at most once per SNAPSHOT_MS and shared by every request meanwhile.
- * Rates are left to the page (deltas between two polls): the server keeps no history.
+ * The JSON behind the web dashboard: GET /v1/dashboard and GET /v1/messages/:id/preview. A
+ * snapshot walks the in-memory messages and the wheel, so one is built at most every SNAPSHOT_MS
+ * and shared meanwhile. Rates are left to the page: the server keeps no history.
  */
 
 import type { FastifyPluginAsync } from 'fastify';
@@ -18,9 +17,8 @@ import { dashboardSchema, previewSchema } from '../schemas/status.js';
 
 const SNAPSHOT_MS = 1000;
 /**
- * The timeline of upcoming deliveries. The queue counts messages beyond its in-memory horizon
- * by the minute they are due in, so an edge past that horizon is moved back to a whole minute;
- * each bucket says the edges its count is exact for (fromMs, untilMs).
+ * The timeline of upcoming deliveries. Past its in-memory horizon the queue counts by the minute,
+ * so an edge there moves to a whole minute; each bucket says the edges its count is exact for.
  */
 const UPCOMING: ReadonlyArray<{ label: string; untilMs: number | null }> = [
   { label: '< 1 s', untilMs: 1_000 },
@@ -35,56 +33,15 @@ const UPCOMING_EDGES_MS = UPCOMING.flatMap((bucket) =>
 );
 /** Wheel rows counted per snapshot; past it a slot shows 1 (HierarchicalWheel.snapshot). */
 const WHEEL_ROW_BUDGET = 200_000;
-/** Cells drawn per level of the wheel at most (see DashboardWheel). */
+/** Cells drawn per level of the wheel at most (see foldWheel). */
 const WHEEL_CELLS = 64;
 const PREVIEW_CHARS = 400;
 
-export interface UpcomingBucket {
-  label: string;
-  /** Due at least `fromMs` from now... */
-  fromMs: number;
-  /** ...and less than `untilMs` from now; null for the last bucket. */
-  untilMs: number | null;
-  count: number;
-}
-
-export interface DashboardSnapshot {
-  now: number;
-  version: string;
-  uptimeMs: number;
-  counters: Record<string, number>;
-  topics: Record<string, TopicStateCounts>;
-  totals: { inMemory: number; live: number | null; dead: number | null; loadedUntil: number };
-  latenessMs: { p50: number | null; p99: number | null; max: number | null };
-  upcoming: UpcomingBucket[];
-  wheel: DashboardWheel;
-  /** Null on one machine; on Valkey/Redis, the nodes and who owns which partition. */
-  cluster: DashboardCluster | null;
-}
-
-/**
- * The queue's timer wheel as the dashboard draws it: per level, at most WHEEL_CELLS cells, each
- * the sum of `slotsPerCell` consecutive slots, and the cell the level's cursor is in.
- */
-export interface DashboardWheel {
-  levels: Array<{ cursor: number; slots: number[]; slotsPerCell: number }>;
-  truncated: boolean;
-}
-
-export interface DashboardCluster {
-  /** The node this server is. */
-  node: string;
-  queue: string;
-  partitions: number;
-  durability: string;
-  /** Nodes that heartbeat, and the partitions each holds a lease on ('(none)': no owner now). */
-  nodes: Array<{ node: string; partitions: number[]; alive: boolean }>;
-  /** Leases this node took or lost since it started. */
-  leaseChanges: number;
-}
+/** Everything the page draws, in one answer (dashboardSchema says the same, checked by a test). */
+export type DashboardSnapshot = Awaited<ReturnType<typeof buildSnapshot>>;
 
 /** stats().cluster as the dashboard shows it: one row per node, live ones first. */
-function clusterView(c: ClusterStats | undefined): DashboardCluster | null {
+function clusterView(c: ClusterStats | undefined) {
   if (c === undefined) return null;
   const names = new Set([...c.members, ...Object.keys(c.owners)]);
   const nodes = [...names]
@@ -94,13 +51,14 @@ function clusterView(c: ClusterStats | undefined): DashboardCluster | null {
     node: c.node,
     queue: c.queue,
     partitions: c.partitions,
-    durability: c.durability,
+    // A string on the wire, as dashboardSchema says: a newer setting is shown, not refused.
+    durability: c.durability as string,
     nodes,
     leaseChanges: c.leaseChanges,
   };
 }
 
-async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot> {
+async function buildSnapshot(context: ServerContext) {
   const { queue } = context;
   const stats = await queue.stats();
   // The file store reports live and dead messages; a queue on Valkey/Redis its totals.
@@ -136,7 +94,11 @@ async function buildSnapshot(context: ServerContext): Promise<DashboardSnapshot>
   };
 }
 
-function foldWheel(snapshot: ReturnType<ServerContext['queue']['wheelSnapshot']>): DashboardWheel {
+/**
+ * The wheel as the page draws it: per level, at most WHEEL_CELLS cells, each the sum of
+ * `slotsPerCell` consecutive slots, and the cell the level's cursor is in.
+ */
+function foldWheel(snapshot: ReturnType<ServerContext['queue']['wheelSnapshot']>) {
   const levels = snapshot.levels.map(({ cursor, slots }) => {
     const slotsPerCell = Math.ceil(slots.length / WHEEL_CELLS);
     if (slotsPerCell === 1) return { cursor, slots, slotsPerCell };

@@ -1,10 +1,7 @@
 /**
- * Consumer routes: long-poll receive, the delivery stream (stream.ts), ack and nack in batches,
- * and the dead letters of a topic.
- *
- * A long poll waits in slices of POLL_SLICE_MS, so that between slices it notices a client gone
- * or a server closing. Messages taken for a client gone meanwhile are handed straight back
- * (nack, redelivered at once; it counts as an attempt, as a visibility timeout would).
+ * Consumer routes: long-poll receive, the delivery stream (stream.ts), ack, nack, dead letters.
+ * A long poll waits in slices of POLL_SLICE_MS to notice a client gone or a server closing;
+ * messages taken for a client gone are nacked back (an attempt, as a visibility timeout is).
  */
 
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
@@ -21,7 +18,7 @@ import { DEFAULT_RECEIVE_BYTES } from '../../protocol/limits.js';
 import type { RouteGroupOptions } from '../context.js';
 import { ackSchema, deadLettersSchema, nackSchema, receiveSchema } from '../schemas/messages.js';
 import { DeliveryStreams, streamRoute } from './stream.js';
-import { toWire } from './wire.js';
+import { handBack, toWire } from './wire.js';
 
 const POLL_SLICE_MS = 500;
 
@@ -51,9 +48,7 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
         });
       }
       if (messages.length > 0 && clientGone(request)) {
-        for (const message of messages) {
-          queue.nack(message.receipt, { delayMs: 0 }).catch(() => false);
-        }
+        handBack(queue, messages);
         return { messages: [] };
       }
       return { messages: messages.map(toWire) };

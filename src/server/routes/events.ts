@@ -1,9 +1,7 @@
 /**
- * GET /v1/events: the queue's message events as Server-Sent Events (`event: acked`, `id: 17`,
- * `data: <JSON event>`), filtered by `?topic=` and `?types=acked,dead`. A comment line every
- * 15 s keeps proxies from closing a quiet stream. A reader 10,000 events behind gets one
- * `event: lost` and the stream ends. Closing the server ends every stream, so a graceful
- * shutdown does not wait for them. Events are not stored: no resuming from Last-Event-ID.
+ * GET /v1/events (docs/http-api.md, Events): the queue's message events as Server-Sent Events.
+ * A reader 10,000 events behind gets one `event: lost` and the stream ends; closing the server
+ * ends every stream, so a graceful shutdown does not wait for them.
  */
 
 import type { FastifyPluginAsync } from 'fastify';

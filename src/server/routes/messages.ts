@@ -1,7 +1,4 @@
-/**
- * Producer routes: schedule (one or a batch), look up, list, cancel, reschedule, requeue. A 201
- * is sent once the message is as durable as the store's fsync policy promises.
- */
+/** Producer routes: schedule (one or a batch), get, list, cancel, reschedule, requeue. */
 
 import type { FastifyPluginAsync } from 'fastify';
 import type {
@@ -38,10 +35,7 @@ import {
 
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
-/**
- * Turns a checked body into what DelayQueue.schedule takes. The body object is reused when it
- * already has that shape (the common case: JSON payload), so a batch copies nothing.
- */
+/** A checked body as a schedule request, reused where it can be (so a batch copies nothing). */
 function toScheduleRequest(
   topic: string,
   body: ScheduleBody & { topic?: string },
@@ -109,8 +103,7 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
     { schema: batchSchema },
     async (request, reply): Promise<BatchResponse | BatchErrorResponse> => {
       const items = request.body.messages;
-      // Everything that can be refused without the queue is refused before anything is
-      // scheduled, so a bad batch is all-or-nothing.
+      // What can be refused without the queue is, before anything is scheduled: all or nothing.
       const messages = items.map((item, i) => toScheduleRequest(item.topic, item, `messages/${i}`));
       const trace = traceContextOfHeaders(request.headers);
       if (trace !== undefined) for (const message of messages) message.trace ??= trace;
@@ -121,9 +114,8 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
         void reply.code(201);
         return { results };
       } catch (err) {
-        // scheduleMany checks every message before writing any: a refused one means nothing
-        // was written, and the per-message path below says which ones are refused (and
-        // schedules the rest, as a batch always has). Anything else is the store failing.
+        // scheduleMany checks every message before writing any: after a refusal the path below
+        // says which are refused and schedules the rest. Anything else is the store failing.
         if (!(err instanceof TickwheelTypeError || err instanceof TickwheelRangeError)) throw err;
       }
       const settled = await Promise.allSettled(messages.map((message) => queue.schedule(message)));

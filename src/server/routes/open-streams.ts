@@ -1,7 +1,6 @@
 /**
- * What the server's streaming answers (GET /v1/events, POST /v1/topics/:topic/stream) share:
- * the raw response taken over from Fastify, ended when the server closes or the connection
- * does, back-pressure, and an end that does not wait for a reader who stopped reading.
+ * What GET /v1/events and POST /v1/topics/:topic/stream share: the response taken over from
+ * Fastify, ended when the server or the connection closes, without waiting for a stalled reader.
  */
 
 import type { FastifyInstance, FastifyReply } from 'fastify';

@@ -1,7 +1,4 @@
-/**
- * Operator routes: /v1/stats (behind the token, like all of /v1), and the unauthenticated
- * /healthz, /metrics, and the dashboard's page (/, /assets/*, /favicon.ico).
- */
+/** Operator routes: /v1/stats, and /healthz, /metrics and the dashboard page without a token. */
 
 import type { FastifyPluginAsync } from 'fastify';
 import type { StatsResponse } from '../../protocol/wire.js';
@@ -98,9 +95,7 @@ export const operationRoutes: FastifyPluginAsync<
     return icon;
   });
 
-  // Vite names assets by content hash, so they can be cached for good. Left out of
-  // /openapi.json: they are the page's build output, not API, and an OpenAPI path parameter
-  // cannot stand for a wildcard.
+  // Named by content hash: cached for good. Not in /openapi.json: not API, and a wildcard.
   app.get<{ Params: { '*': string } }>(
     '/assets/*',
     { config: { openapi: false } },

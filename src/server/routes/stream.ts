@@ -1,15 +1,8 @@
 /**
- * POST /v1/topics/:topic/stream: a topic's deliveries on one open response, as they become
- * ready, instead of one long poll per batch. The body is NDJSON: a line `{"messages":[...]}`
- * per batch taken (the shape a receive answers), and a line with no messages every 15 s so that
- * proxies keep a quiet stream open.
- *
- * At most `window` deliveries of a stream are in flight at once: an ack or nack of one of its
- * receipts (POST /v1/ack, /v1/nack, on any connection) frees its slot, and so does its
- * visibility timeout running out (an ack that never came). The stream ends when its client
- * goes, the server closes, or the queue fails a take; messages taken for a client gone before
- * they were written are handed straight back, as the long poll does. Messages written to a
- * connection that then broke come back after their visibility timeout.
+ * POST /v1/topics/:topic/stream (docs/http-api.md, Stream deliveries): deliveries on one open
+ * NDJSON response. At most `window` are in flight: an ack or nack of a receipt (on any
+ * connection) or its visibility running out frees its slot. Messages taken for a client gone
+ * before they were written are nacked back at once, as the long poll does.
  */
 
 import type { FastifyInstance } from 'fastify';
@@ -19,7 +12,7 @@ import { DEFAULT_VISIBILITY_MS } from '../../queue/options.js';
 import type { ServerContext } from '../context.js';
 import { streamSchema } from '../schemas/messages.js';
 import { drained, OpenStreams } from './open-streams.js';
-import { toWire } from './wire.js';
+import { handBack, toWire } from './wire.js';
 import { Wake } from '../../wake.js';
 
 const KEEP_ALIVE_MS = 15_000;
@@ -36,34 +29,27 @@ export class StreamWindow {
   free(receipt: string): void {
     if (this.inFlight.delete(receipt)) this.freed.wake();
   }
-
-  /** The deliveries whose visibility ran out, dropped; how many slots are free then. */
-  freeSlots(window: number, now: number, expired: (receipt: string) => void): number {
-    if (this.inFlight.size >= window) {
-      for (const [receipt, until] of this.inFlight) {
-        if (until > now) continue;
-        this.inFlight.delete(receipt);
-        expired(receipt);
-      }
-    }
-    return window - this.inFlight.size;
-  }
 }
 
 /** Which open stream each delivery in flight on a stream belongs to. */
 export class DeliveryStreams {
   private readonly owners = new Map<string, StreamWindow>();
-  /** A receipt whose visibility ran out is no stream's any more (a late ack of it frees nothing). */
-  private readonly expired = (receipt: string) => this.owners.delete(receipt);
 
   /** Deliveries in flight on all open streams. */
   get size(): number {
     return this.owners.size;
   }
 
-  /** How many slots of `owner` are free, once those whose visibility ran out are freed. */
+  /** Free slots of `owner`, once those whose visibility ran out are freed (late acks free none). */
   freeSlots(owner: StreamWindow, window: number, now: number): number {
-    return owner.freeSlots(window, now, this.expired);
+    if (owner.inFlight.size >= window) {
+      for (const [receipt, until] of owner.inFlight) {
+        if (until > now) continue;
+        owner.inFlight.delete(receipt);
+        this.owners.delete(receipt);
+      }
+    }
+    return window - owner.inFlight.size;
   }
 
   /** Frees the slots of acked or nacked receipts (those of no stream are passed over). */
@@ -104,11 +90,6 @@ export function streamRoute(
       const { topic } = request.params;
       const { window, visibilityMs, maxBytes = DEFAULT_RECEIVE_BYTES } = request.body;
       const { queue } = context;
-      const handBack = (messages: readonly { receipt: string }[]) => {
-        for (const message of messages) {
-          queue.nack(message.receipt, { delayMs: 0 }).catch(() => false);
-        }
-      };
       const controller = new AbortController();
       const signal = controller.signal;
       const end = () => controller.abort();
@@ -141,7 +122,7 @@ export function streamRoute(
           if (messages === undefined || signal.aborted || raw.destroyed) {
             // Whatever the take brings (now or once it ends) goes back at once.
             void taking.then(
-              (late) => handBack(late),
+              (late) => handBack(queue, late),
               () => undefined,
             );
             break;
@@ -154,8 +135,7 @@ export function streamRoute(
           if (!raw.write(line)) await drained(raw, signal);
         }
       } catch (err) {
-        // A take that failed (the queue closing, a store fault): the client sees the stream end
-        // and opens another, as after any broken connection.
+        // A failed take (the queue closing, a store fault) ends the stream: the client reopens.
         request.log.warn({ err, topic }, 'delivery stream ended by a failed take');
       } finally {
         streams.forget(slots);
@@ -165,24 +145,13 @@ export function streamRoute(
   );
 }
 
-/**
- * What `taking` resolves with, or undefined as soon as `signal` aborts: a closing server or a
- * client gone does not wait out a take's slice.
- */
+/** What `taking` resolves with, or undefined as soon as `signal` aborts (not after the slice). */
 function untilAborted<T>(taking: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
   if (signal.aborted) return Promise.resolve(undefined);
-  return new Promise<T | undefined>((resolve, reject) => {
-    const aborted = () => resolve(undefined);
+  let aborted = () => {};
+  const abort = new Promise<undefined>((resolve) => {
+    aborted = () => resolve(undefined);
     signal.addEventListener('abort', aborted, { once: true });
-    taking.then(
-      (value) => {
-        signal.removeEventListener('abort', aborted);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', aborted);
-        reject(err);
-      },
-    );
   });
+  return Promise.race([taking, abort]).finally(() => signal.removeEventListener('abort', aborted));
 }

@@ -1,17 +1,8 @@
 /**
- * The shapes the route groups' schemas share, the error answer, and the helpers that add the
- * errors from around a route.
- *
- * Input is checked strictly: no coercion, no unknown properties (a typo such as `delay` for
- * `delayMs` must not silently mean "deliver now"), bounds on every string, number and array, so
- * nothing a caller sends makes the server do unbounded work. The queue checks the same again;
- * these schemas answer early, with the path of the offending field.
- *
- * Every route has a response schema for each status it answers with, errors included: Fastify
- * serialises with them (dropping any property not listed; open content says
- * `additionalProperties: true`) and /openapi.json is generated from them. The errors from around
- * a route (token, Host, body parser, opening, closing) are added where their hook is installed
- * (declareErrors); a route lists the errors of its own handler.
+ * Shapes the route groups' schemas share, and the error answer. Input is checked strictly: no
+ * coercion, no unknown properties (a typo such as `delay` must not mean "now"), bounds on every
+ * string, number and array. Fastify serialises answers with the response schemas (dropping what
+ * they do not list), and /openapi.json is built from them.
  */
 
 import type { RouteOptions } from 'fastify';
@@ -39,7 +30,6 @@ export const payload = {} as const;
 /** Deliveries of a message at most; the queue checks the same range (queue/message.ts). */
 export const maxAttempts = { type: 'integer', minimum: 1, maximum: 10_000 } as const;
 
-/** A value of `type`, or null. */
 export function nullable<Type extends string>(type: Type) {
   return { type: [type, 'null'] } as const;
 }
@@ -117,9 +107,8 @@ export const ERROR_SCHEMA = {
 export const errorBody = { $ref: 'Error#' } as const;
 
 /**
- * An onRoute hook that adds `errorBody` for `statuses` (errors from around the handler) to the
- * routes `applies` picks; a status the route declares keeps its own. The route's schema is
- * replaced, not changed: schemas are shared between routes.
+ * An onRoute hook that adds `errorBody` for `statuses` to the routes `applies` picks (one a route
+ * declares keeps its own); the schema is replaced, not changed, as routes share schemas.
  */
 export function declareErrors(
   statuses: readonly number[],
@@ -160,7 +149,6 @@ export const backoff = closed(['type', 'delayMs'], {
   maxDelayMs: { type: 'number', minimum: 0, maximum: MAX_DELAY_MS },
 });
 
-/** The parameters of a path with one, `:name`. */
 function pathParams<Name extends string, Schema extends object>(name: Name, schema: Schema) {
   return {
     type: 'object',
@@ -173,10 +161,7 @@ export const topicParams = pathParams('topic', topic);
 export const idParams = pathParams('id', id);
 export const scheduleParams = pathParams('name', scheduleName);
 
-/**
- * An input object that takes nothing but `properties`, the `required` ones among them (a typo
- * must not be dropped silently).
- */
+/** An input object that takes only `properties`, `required` among them (a typo is refused). */
 export function closed<const P extends object, const R extends keyof P & string = never>(
   required: readonly R[],
   properties: P,
@@ -217,7 +202,6 @@ export function exact<const P extends object, const O extends keyof P & string =
   return { additionalProperties: false, ...object(properties, ...optional) } as const;
 }
 
-/** A text answer of `mediaType`. */
 export function text(mediaType: string, description: string) {
   return { description, content: { [mediaType]: { schema: { type: 'string' } } } } as const;
 }

@@ -1,7 +1,4 @@
-/**
- * JSON Schemas of the message and delivery routes (routes/messages.ts, routes/deliveries.ts):
- * schedule, batch, get, cancel, reschedule, requeue; receive, stream, ack, nack, dead letters.
- */
+/** JSON Schemas of the message and delivery routes (routes/messages.ts, routes/deliveries.ts). */
 
 import {
   MAX_BATCH,
@@ -50,8 +47,6 @@ const messageProperties = {
   backoff,
   trace,
 } as const;
-
-const message = closed(['payload'], messageProperties);
 
 const scheduleResult = object({ id: { type: 'string' }, deliverAt: { type: 'number' } });
 
@@ -103,7 +98,7 @@ export const scheduleSchema = routeSchema('messages', 'schedule', {
   summary: 'Schedule a message',
   description: 'Answers once the message is as durable as the fsync policy of the server promises.',
   params: topicParams,
-  body: message,
+  body: closed(['payload'], messageProperties),
   response: { 201: scheduleResult, 413: errorBody },
 });
 

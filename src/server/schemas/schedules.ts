@@ -1,6 +1,4 @@
-/**
- * JSON Schemas of the recurring schedule routes (routes/schedules.ts, src/queue/recurring.ts).
- */
+/** JSON Schemas of the recurring schedule routes (routes/schedules.ts, src/queue/recurring.ts). */
 
 import { MAX_EVERY_MS, MIN_EVERY_MS } from '../../queue/recurring-spec.js';
 import {

@@ -1,7 +1,4 @@
-/**
- * JSON Schemas of the operations and dashboard routes (routes/operations.ts,
- * routes/dashboard.ts, openapi.ts): stats, health, metrics, this document, the dashboard.
- */
+/** JSON Schemas of the operations and dashboard routes, and of /openapi.json. */
 
 import { COUNTER_NAMES } from '../../protocol/model.js';
 import { errorBody, idParams, nullable, object, routeSchema, text } from './common.js';
@@ -17,10 +14,7 @@ const counters = Object.fromEntries(COUNTER_NAMES.map((name) => [name, counter])
   typeof counter
 >;
 
-/**
- * The queue's stats() plus the server's figures (StatsResponse). Open at every level, so that a
- * figure a store of one's own reports is sent too.
- */
+/** stats() and the server's figures, open at every level so that a store's own figures are sent. */
 export const statsSchema = routeSchema('operations', 'stats', {
   summary: 'Counters, messages by topic, lateness, store and server figures',
   response: {

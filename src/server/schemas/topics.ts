@@ -1,8 +1,4 @@
-/**
- * JSON Schemas of the topic routes (routes/topics.ts, src/queue/topics.ts): a topic's
- * controls, pause and resume, rate limit and push target; and the event stream
- * (routes/events.ts).
- */
+/** JSON Schemas of the topic routes (routes/topics.ts) and the event stream (routes/events.ts). */
 
 import {
   MAX_PUSH_CONCURRENCY,
