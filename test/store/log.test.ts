@@ -16,6 +16,7 @@ import {
   SEGMENT_SPAN,
   segmentOf,
   segmentFileName,
+  writeFully,
   type LogFailure,
   type LogIo,
   type MessageLogOptions,
@@ -1129,3 +1130,22 @@ function endOf(records: Rec[]): number {
   const last = records[records.length - 1];
   return last.position + sizeOf(last);
 }
+
+describe('writeFully', () => {
+  it('fails with ERR_TICKWHEEL_IO when a write makes no progress, instead of trying for ever', async () => {
+    let calls = 0;
+    const stuck = {
+      write: async () => {
+        calls++;
+        return { bytesWritten: calls === 1 ? 3 : 0, buffer: Buffer.alloc(0) };
+      },
+    } as unknown as FileHandle;
+    const error = await writeFully(stuck, Buffer.alloc(8), 0).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(error).toBeInstanceOf(TickwheelUnavailableError);
+    expect((error as TickwheelUnavailableError).code).toBe('ERR_TICKWHEEL_IO');
+    expect(calls).toBe(2);
+  });
+});

@@ -2,6 +2,7 @@
 
 import { constants as fsConstants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
+import { TickwheelUnavailableError } from '../../errors.js';
 
 export const CREATE_FLAGS = fsConstants.O_RDWR | fsConstants.O_CREAT;
 
@@ -42,7 +43,10 @@ export async function readFully(
   return done;
 }
 
-/** Writes all of `buffer` at `position` (a write may take only part of it). */
+/**
+ * Writes all of `buffer` at `position` (a write may take only part of it); a write that makes
+ * no progress fails rather than being tried again for ever.
+ */
 export async function writeFully(
   handle: FileHandle,
   buffer: Buffer,
@@ -56,6 +60,12 @@ export async function writeFully(
       buffer.length - done,
       position + done,
     );
+    if (!(bytesWritten > 0)) {
+      throw new TickwheelUnavailableError(
+        'ERR_TICKWHEEL_IO',
+        `write made no progress (${String(bytesWritten)} bytes)`,
+      );
+    }
     done += bytesWritten;
   }
 }
