@@ -20,18 +20,22 @@ export class IdHash {
   high = 0;
 }
 
-/** Room for any id a record holds (its length is a u8). */
-const ID_BYTES = Buffer.alloc(255);
-
-/** The 64-bit hash of an id, into `into`: that of its bytes (ids are ASCII). */
+/** Computes the 64-bit hash of an id into `into`. */
 export function hashId(id: string, into: IdHash): void {
-  const bytes = id.length <= ID_BYTES.length ? ID_BYTES : Buffer.alloc(id.length);
-  hashIdBytes(bytes, 0, bytes.write(id, 'latin1'), into);
+  // FNV-1a for one half, a multiplicative mix for the other; avalanche steps spread similar ids.
+  let a = 0x811c9dc5;
+  let b = 0x9747b28c;
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+    b ^= b >>> 15;
+  }
+  finish(a, b, id.length, into);
 }
 
 /** hashId of the id in a record's bytes (one byte a character), without making a string. */
 export function hashIdBytes(bytes: Uint8Array, start: number, length: number, into: IdHash): void {
-  // FNV-1a for one half, a multiplicative mix for the other; avalanche steps spread similar ids.
   let a = 0x811c9dc5;
   let b = 0x9747b28c;
   for (let i = start; i < start + length; i++) {
@@ -40,6 +44,10 @@ export function hashIdBytes(bytes: Uint8Array, start: number, length: number, in
     b = Math.imul(b ^ c, 0x5bd1e995);
     b ^= b >>> 15;
   }
+  finish(a, b, length, into);
+}
+
+function finish(a: number, b: number, length: number, into: IdHash): void {
   a ^= a >>> 16;
   a = Math.imul(a, 0x85ebca6b);
   a ^= a >>> 13;
