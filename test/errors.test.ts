@@ -25,8 +25,7 @@ import {
   TimeoutError,
   TimerWheel,
 } from '../src/index.js';
-import { TickwheelDependencyError, TickwheelOutcomeError } from '../src/errors.js';
-import { isErrorCode } from '../src/protocol/status.js';
+import { isErrorCode, TickwheelDependencyError, TickwheelOutcomeError } from '../src/errors.js';
 import { HttpError } from '../src/server/errors.js';
 import { LogError } from '../src/store/log/index.js';
 import { PushSignatureError } from '../src/protocol/push-signature.js';

@@ -1,6 +1,6 @@
 /** The commands that talk to a server through the client (--url, --token, --timeout), JSON out. */
 
-import { TickwheelClient, DEFAULT_URL } from '../client/index.js';
+import { TickwheelClient, DEFAULT_URL, type TickwheelHttpError } from '../client/index.js';
 import { LIST_MAX_LIMIT } from '../queue/list.js';
 import type { CommandSpec, FlagsOf, OptionSpec } from './args.js';
 import { CliError, describeFailure, type CliIo } from './io.js';
@@ -39,8 +39,15 @@ const CLIENT_OPTIONS = [
 
 type ClientFlags = FlagsOf<typeof CLIENT_OPTIONS>;
 
+/** A client whose cancel, rescheduleTo and requeue fail with the server's reason for refusing. */
+class CliClient extends TickwheelClient {
+  protected override refused(refusal: TickwheelHttpError): never {
+    throw new CliError(refusal.message);
+  }
+}
+
 function clientFor(flags: ClientFlags): TickwheelClient {
-  return new TickwheelClient({
+  return new CliClient({
     url: flags.url,
     timeoutMs: Math.max(1, flags.timeout),
     ...(flags.token === undefined || flags.token === '' ? {} : { token: flags.token }),
@@ -79,22 +86,6 @@ export function clientCommand<const Options extends readonly OptionSpec[] = []>(
       if (answer !== undefined) printJson(io, answer);
     },
   };
-}
-
-/** Why a reschedule found nothing to move, in the server's words. */
-async function notPending(client: TickwheelClient, id: string): Promise<string> {
-  const info = await client.get(id);
-  if (info === undefined) return `no message with id ${id}`;
-  if (info.status === 'inflight') return `message ${id} is in flight; ack or nack it first`;
-  if (info.status === 'dead') return `message ${id} is dead; requeue it instead`;
-  return `message ${id} is ${info.status}, not pending`;
-}
-
-async function notDead(client: TickwheelClient, id: string): Promise<string> {
-  const info = await client.get(id);
-  return info === undefined
-    ? `no dead message with id ${id}`
-    : `message ${id} is ${info.status}; only dead letters can be requeued`;
 }
 
 const RECEIPTS = [
@@ -209,15 +200,8 @@ export function clientCommands(io: CliIo): CommandSpec[] {
       description: 'cancel a pending message',
       arguments: [{ name: 'id', required: true }],
       run: async ([id], client) => {
-        if (!(await client.cancel(id as string))) {
-          // The server's reason: what became of it, if it still knows.
-          const info = await client.get(id as string);
-          throw new CliError(
-            info === undefined
-              ? `no message with id ${id as string} (never scheduled, or finished long enough ago to be forgotten)`
-              : `message ${id as string} is ${info.status}: only a pending message can be cancelled`,
-          );
-        }
+        // Refused: CliClient throws the server's reason.
+        await client.cancel(id as string);
         return { cancelled: true };
       },
     }),
@@ -261,8 +245,8 @@ export function clientCommands(io: CliIo): CommandSpec[] {
           throw new CliError('give the new due time with --delay <duration> or --at <time>');
         }
         const when = flags.at === undefined ? { delayMs: flags.delay } : { deliverAt: flags.at };
-        const deliverAt = await client.rescheduleTo(id as string, when);
-        if (deliverAt === undefined) throw new CliError(await notPending(client, id as string));
+        // Refused: CliClient throws the server's reason, so deliverAt is a number.
+        const deliverAt = (await client.rescheduleTo(id as string, when)) as number;
         return { rescheduled: true, id, deliverAt, due: new Date(deliverAt).toISOString() };
       },
     }),
@@ -319,13 +303,14 @@ export function clientCommands(io: CliIo): CommandSpec[] {
         const outcomes = await Promise.allSettled(list.map((id) => client.requeue(id, options)));
         const results = outcomes.map((outcome) => outcome.status === 'fulfilled' && outcome.value);
         printJson(io, { requeued: results.filter(Boolean).length, results });
-        const reasons: string[] = [];
-        for (let i = 0; i < list.length; i++) {
-          const outcome = outcomes[i];
-          if (outcome.status === 'rejected') {
-            reasons.push(`${list[i]}: ${describeFailure(outcome.reason)}`);
-          } else if (!outcome.value) reasons.push(await notDead(client, list[i]));
-        }
+        // A refusal is the server's reason (CliClient), which names the id.
+        const reasons = outcomes.flatMap((outcome, i) =>
+          outcome.status === 'fulfilled'
+            ? []
+            : outcome.reason instanceof CliError
+              ? [outcome.reason.message]
+              : [`${list[i]}: ${describeFailure(outcome.reason)}`],
+        );
         if (reasons.length > 0) throw new CliError(reasons.join('; '));
       },
     }),

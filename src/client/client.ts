@@ -141,8 +141,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   async cancel(id: string, options: CallOptions = {}): Promise<boolean> {
     const path = `/v1/messages${segment(id, 'id')}`;
-    const answer = await this.unless([404], options, { method: 'DELETE', path, idempotent: true });
-    return answer !== undefined;
+    const exchange: Exchange = { method: 'DELETE', path, idempotent: true };
+    return (await this.unless([404], options, exchange, true)) !== undefined;
   }
 
   async reschedule(id: string, when: NewDueTime, options: CallOptions = {}): Promise<boolean> {
@@ -154,14 +154,14 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     when: NewDueTime,
     options: CallOptions = {},
   ): Promise<number | undefined> {
-    const answer = await this.unless<RescheduleResponse>([404, 409], options, {
+    const exchange: Exchange = {
       method: 'PATCH',
       path: `/v1/messages${segment(id, 'id')}`,
       body: when,
       refuse: (err) => refuseDelay(when, 'when', err),
       idempotent: when?.delayMs === undefined,
-    });
-    return answer?.deliverAt;
+    };
+    return (await this.unless<RescheduleResponse>([404, 409], options, exchange, true))?.deliverAt;
   }
 
   async get(id: string, options: CallOptions = {}): Promise<MessageInfo | undefined> {
@@ -297,14 +297,14 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     requeueOptions: { delayMs?: number } = {},
     options: CallOptions = {},
   ): Promise<boolean> {
-    const answer = await this.unless([404, 409], options, {
+    const exchange: Exchange = {
       method: 'POST',
       path: `/v1/messages${segment(id, 'id')}/requeue`,
       body: requeueOptions,
       refuse: (err) => refuseDelay(requeueOptions, 'requeue options', err),
       idempotent: false,
-    });
-    return answer !== undefined;
+    };
+    return (await this.unless([404, 409], options, exchange, true)) !== undefined;
   }
 
   /** Stops deliveries of a topic until resumed (durable); schedules are still accepted. */
@@ -455,17 +455,29 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.call(options, { method: 'GET', path, idempotent: true });
   }
 
-  /** The answer's body, or undefined when the server answers with one of `statuses`. */
+  /**
+   * What cancel(), rescheduleTo() and requeue() make of the server's refusal (404 or 409, whose
+   * message says why): undefined, so they answer false or undefined as the embedded queue does.
+   */
+  protected refused(_refusal: TickwheelHttpError): undefined {
+    return undefined;
+  }
+
+  /**
+   * The answer's body, or undefined when the server answers with one of `statuses` (what
+   * refused() makes of it for a `change`).
+   */
   private async unless<T = unknown>(
     statuses: number[],
     options: CallOptions,
     exchange: Exchange,
+    change = false,
   ): Promise<T | undefined> {
     try {
       return await this.call<T>(options, exchange);
     } catch (err) {
-      if (err instanceof TickwheelHttpError && statuses.includes(err.status)) return undefined;
-      throw err;
+      if (!(err instanceof TickwheelHttpError && statuses.includes(err.status))) throw err;
+      return change ? this.refused(err) : undefined;
     }
   }
 }

@@ -14,10 +14,9 @@ import {
   optionNames,
 } from '../validate.js';
 import {
+  checkPushHeaders,
   checkPushOptions,
-  PUSH_HEADER,
   verifyPush,
-  type PushCheck,
   type PushDelivery,
   type VerifyPushOptions,
 } from '../protocol/push-signature.js';
@@ -90,10 +89,11 @@ export function pushListener(
       return refuse(response, 500, 'ERR_TICKWHEEL_PUSH_FAILED', message);
     }
     // Unsigned or stale requests are refused before their body is read.
-    const early = checkHeaders(request.headers, check);
-    if (early !== undefined) {
+    try {
+      checkPushHeaders(request.headers, check);
+    } catch (err) {
       response.setHeader('connection', 'close');
-      return refuse(response, 401, 'ERR_TICKWHEEL_PUSH_SIGNATURE', early);
+      return refuse(response, 401, 'ERR_TICKWHEEL_PUSH_SIGNATURE', (err as Error).message);
     }
     readBody(request, maxBytes).then(
       async (body) => {
@@ -140,20 +140,6 @@ export function pushListener(
       },
     );
   };
-}
-
-/** Why the headers alone show a request is not a current signed push, if they do. */
-function checkHeaders(headers: IncomingMessage['headers'], check: PushCheck): string | undefined {
-  for (const name of Object.values(PUSH_HEADER)) {
-    if (headers[name] === undefined) return `not a signed tickwheel push: no ${name} header`;
-  }
-  const stamp = Number(headers[PUSH_HEADER.timestamp]);
-  const now = check.now() / 1000;
-  const tolerance = check.toleranceSeconds;
-  if (!Number.isFinite(stamp) || Math.abs(now - stamp) > tolerance) {
-    return `${PUSH_HEADER.timestamp} is not within ${tolerance} s of this clock`;
-  }
-  return undefined;
 }
 
 /** The body, or undefined if it is over `maxBytes` (the rest is then not read). */

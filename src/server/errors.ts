@@ -1,6 +1,6 @@
 /**
  * Every failure is `{ error: { code, message, outcome } }`: 4xx for what the caller can change,
- * 5xx only for the server's own trouble (src/protocol/status.ts). `outcome` (docs/http-api.md,
+ * 5xx only for the server's own trouble (src/errors.ts). `outcome` (docs/http-api.md,
  * Retries): the queue's where it knows (TickwheelOutcomeError); 'none' for a refusal, the
  * server's own 503s, a closed queue and a read; else 'unknown', as it may follow a write.
  */
@@ -9,6 +9,8 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import {
+  HTTP_STATUS,
+  isErrorCode,
   isSystemError,
   outcomeAdvice,
   TickwheelError,
@@ -16,7 +18,6 @@ import {
   type HttpErrorCode,
   type WriteOutcome,
 } from '../errors.js';
-import { HTTP_STATUS, isErrorCode } from '../protocol/status.js';
 import type { WireErrorCode, WireErrorDetail } from '../protocol/wire.js';
 import { RETRY_AFTER_SECONDS } from './settings.js';
 

@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { bench } from '../../src/cli/bench.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { parseDuration, parsePayload, parseTime } from '../../src/cli/parse.js';
@@ -334,11 +334,26 @@ describe('client commands', () => {
     expect(JSON.parse(cancelled.stdout)).toEqual({ cancelled: true });
     const again = await run(['cancel', 'm-1']);
     expect(again.code).toBe(1);
-    expect(again.stderr).toContain(
-      'message m-1 is cancelled: only a pending message can be cancelled',
-    );
+    expect(again.stderr).toBe('tickwheel: message m-1 is cancelled, not pending\n');
     const unknown = await run(['cancel', 'never-sent']);
-    expect(unknown.stderr).toContain('no message with id never-sent (never scheduled');
+    expect(unknown.stderr).toBe('tickwheel: no message with id never-sent\n');
+  });
+
+  it('cancel, reschedule and requeue say why they changed nothing from the refusal itself', async () => {
+    await run(['send', 'later', '1', '--id', 'c-1', '--delay', '1h']);
+    await queue.cancel('c-1');
+    // The server reads the message once to say why; a second request would read it again.
+    const get = vi.spyOn(queue, 'get');
+    const refusals: Array<[string[], string]> = [
+      [['cancel', 'c-1'], 'message c-1 is cancelled, not pending'],
+      [['reschedule', 'c-1', '--delay', '1s'], 'message c-1 is cancelled, not pending'],
+      [['requeue', 'c-1'], 'message c-1 is cancelled; only dead letters can be requeued'],
+    ];
+    for (const [args, reason] of refusals) {
+      get.mockClear();
+      expect(await run(args)).toMatchObject({ code: 1, stderr: `tickwheel: ${reason}\n` });
+      expect(get, args[0]).toHaveBeenCalledTimes(1);
+    }
   });
 
   it('receive prints ready messages and acks them with --ack', async () => {

@@ -117,6 +117,35 @@ describe('pushListener', () => {
     expect(() => pushListener({ secret: '' }, () => {})).toThrow(TypeError);
   });
 
+  it('refuses a timestamp verifyPush refuses (not 1 to 12 digits) before reading the body', async () => {
+    const url = await listen(
+      pushListener({ secret: SECRET, maxBytes: 10, now: () => 1_700_000_000_000 }, () => {}),
+    );
+    const fields = { id: 'i', topic: 't', attempt: 1, deliverAt: 1_700_000_000_000 };
+    const body = 'x'.repeat(100);
+    // 1.7e9 is the receiver's clock to the second, but not whole seconds as the header needs.
+    const answer = await fetch(url, {
+      method: 'POST',
+      body,
+      headers: {
+        'tickwheel-id': 'i',
+        'tickwheel-topic': 't',
+        'tickwheel-attempt': '1',
+        'tickwheel-deliver-at': '1700000000000',
+        'tickwheel-timestamp': '1.7e9',
+        'tickwheel-signature': signPush(SECRET, 1_700_000_000, fields, body),
+      },
+    });
+    expect(answer.status).toBe(401);
+    expect(answer.headers.get('connection')).toBe('close');
+    expect(await answer.json()).toEqual({
+      error: {
+        code: 'ERR_TICKWHEEL_PUSH_SIGNATURE',
+        message: 'tickwheel-timestamp is not whole seconds: 1.7e9',
+      },
+    });
+  });
+
   it('takes maxBytes Infinity for no limit', () => {
     expect(typeof pushListener({ secret: SECRET, maxBytes: Infinity }, () => {})).toBe('function');
   });

@@ -1,5 +1,5 @@
 /**
- * The status of every error code comes from one table, src/protocol/status.ts, typed over the
+ * The status of every error code comes from one table, src/errors.ts, typed over the
  * whole catalogue (a code without a status does not compile). These tests hold the server to
  * it: every code in the table answers its status, every code written anywhere in src/ is in the
  * table, and real requests that fail answer the status of the code they carry.
@@ -8,8 +8,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { TickwheelErrorCode } from '../../src/errors.js';
-import { HTTP_STATUS, isErrorCode } from '../../src/protocol/status.js';
+import { HTTP_STATUS, isErrorCode, type TickwheelErrorCode } from '../../src/errors.js';
 import { FAULT_ONLY_CODES } from '../../src/queue/faults.js';
 import { toErrorResponse } from '../../src/server/errors.js';
 import { openServer } from './harness.js';

@@ -228,6 +228,22 @@ describe('GET, DELETE, PATCH /v1/messages/:id', () => {
     expect(noTime.body.error.message).toContain('delayMs or deliverAt');
   });
 
+  it('says why a reschedule moved nothing from one read of the message', async () => {
+    const { call, queue } = await openServer();
+    await call('POST', '/v1/topics/t/messages', { payload: 1, id: 'm', delayMs: 10_000 });
+    const info = await queue.get('m');
+    await queue.cancel('m');
+    // The message is seen acked, then forgotten: a second read would tell another story.
+    const get = vi
+      .spyOn(queue, 'get')
+      .mockResolvedValueOnce({ ...info!, status: 'acked' })
+      .mockResolvedValueOnce(undefined);
+    const refused = await call('PATCH', '/v1/messages/m', { delayMs: 5 });
+    expect(refused.status).toBe(404);
+    expect(refused.body.error.message).toBe('message m is acked, not pending');
+    expect(get).toHaveBeenCalledTimes(1);
+  });
+
   it('refuses ids the queue would refuse, and over-long ones, with 4xx', async () => {
     const { call } = await openServer();
     expect((await call('GET', '/v1/messages/a%20b')).status).toBe(400);

@@ -11,11 +11,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { createServer } from '../../src/server/index.js';
 import {
+  HTTP_STATUS,
   TickwheelCorruptError,
   TickwheelUnavailableError,
   type UnavailableErrorCode,
 } from '../../src/errors.js';
-import { HTTP_STATUS } from '../../src/protocol/status.js';
 import { toErrorResponse } from '../../src/server/errors.js';
 import type { LogFailure } from '../../src/store/log/index.js';
 import { RECORD_HEADER_BYTES } from '../../src/store/log/index.js';

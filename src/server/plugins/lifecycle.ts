@@ -7,7 +7,7 @@
 
 import type { FastifyReply } from 'fastify';
 import { invalidOption } from '../../validate.js';
-import { isErrorCode } from '../../protocol/status.js';
+import { isErrorCode } from '../../errors.js';
 import type { WireErrorCode } from '../../protocol/wire.js';
 import { DelayQueue, FileStore } from '../../delay-queue.js';
 import type { FaultHandler } from '../../queue/faults.js';

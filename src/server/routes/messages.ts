@@ -21,7 +21,7 @@ import { TickwheelRangeError, TickwheelTypeError } from '../../errors.js';
 import type { ListOptions } from '../../protocol/model.js';
 import type { ScheduleRequest } from '../../queue/message.js';
 import { traceContextOfHeaders } from '../../protocol/trace-context.js';
-import type { RouteGroupOptions, ServerContext } from '../context.js';
+import type { RouteGroupOptions } from '../context.js';
 import { conflict, invalidRequest, notFound, toErrorResponse } from '../errors.js';
 import {
   batchSchema,
@@ -63,8 +63,8 @@ function toScheduleRequest(
 /** The query of GET /topics/:topic/messages, as text (listSchema checks its form). */
 type ListQuerystring = Partial<Record<'from' | 'until' | 'limit' | 'cursor', string>>;
 
-async function whyMissing(context: ServerContext, id: string): Promise<string> {
-  const info = await context.queue.get(id);
+/** Why a message is not pending, from one read of it (a second could tell another story). */
+function whyMissing(id: string, info: WireMessageInfo | undefined): string {
   return info === undefined
     ? `no message with id ${id}`
     : `message ${id} is ${info.status}, not pending`;
@@ -176,8 +176,8 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
     { schema: cancelSchema },
     async (request): Promise<CancelResponse> => {
       const { id } = request.params;
-      if (!(await context.queue.cancel(id))) throw notFound(await whyMissing(context, id));
-      return { cancelled: true };
+      if (await context.queue.cancel(id)) return { cancelled: true };
+      throw notFound(whyMissing(id, await context.queue.get(id)));
     },
   );
 
@@ -198,7 +198,7 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
         if (info?.status === 'dead') {
           throw conflict(`message ${id} is dead; requeue it instead`);
         }
-        throw notFound(await whyMissing(context, id));
+        throw notFound(whyMissing(id, info));
       }
       return { rescheduled: true, deliverAt };
     },
