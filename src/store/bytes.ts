@@ -3,11 +3,15 @@
  * on the hot paths. Callers keep offsets in bounds; each writer returns the offset after it.
  */
 
+import { endianness } from 'node:os';
+
+/** Typed arrays on this machine hold numbers little-endian: they can view on-disk bytes. */
+export const LITTLE_ENDIAN = endianness() === 'LE';
+
 const scratch = new Float64Array(1);
 const scratchBytes = new Uint8Array(scratch.buffer);
-const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /** Byte k of a little-endian double is scratchBytes[Bk] on this machine. */
-const [B0, B1, B2, B3, B4, B5, B6, B7] = littleEndian
+const [B0, B1, B2, B3, B4, B5, B6, B7] = LITTLE_ENDIAN
   ? [0, 1, 2, 3, 4, 5, 6, 7]
   : [7, 6, 5, 4, 3, 2, 1, 0];
 

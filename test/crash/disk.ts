@@ -1,6 +1,6 @@
 /**
  * Helpers for the on-disk damage and recovery tests: real data directories, the record layout
- * of log segments (see src/store/log.ts), and consuming a queue driven by a ManualClock.
+ * of log segments (see src/store/log/format.ts), and consuming a queue driven by a ManualClock.
  */
 
 import { readFileSync, readdirSync } from 'node:fs';

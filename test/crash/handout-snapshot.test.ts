@@ -6,7 +6,7 @@
  * the directory taken while the queue is open.
  */
 
-import { cpSync, rmSync } from 'node:fs';
+import { cpSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -137,6 +137,28 @@ describe('deliveries counted across a snapshot', () => {
         attempts: 1,
         lastError: expect.stringMatching(/during delivery 1 of 3/),
       });
+    }
+  });
+
+  it('uncoveredLogBytes counts the records the hand-over appends, from a snapshot as from the whole log', async () => {
+    const dir = tempDir();
+    const clock = new ManualClock(Date.now());
+    const queue = await track(openQueue(dir, clock));
+    await queue.schedule({ topic: TOPIC, id: 'last-try', payload: 1, maxAttempts: 1 });
+    await queue.receive(TOPIC);
+    await storeOf(queue).checkpoint('never');
+    await storeOf(queue).checkpoint('always');
+    const { image, plain } = await crashImages(dir, queue);
+    for (const copy of [image, plain]) {
+      const before = segmentFiles(copy).reduce((sum, file) => sum + statSync(file).size, 0);
+      const reopened = await track(openQueue(copy, new ManualClock(clock.now())));
+      expect(reopened.recovery!.snapshot).toBe(copy === image ? 'used' : 'none');
+      // The hand-over buried the delivery the crash cut short: a BURY record after the replay.
+      expect(await reopened.deadLetters(TOPIC)).toHaveLength(1);
+      const { logBytes = 0, uncoveredLogBytes } = storeOf(reopened).stats();
+      expect(logBytes).toBeGreaterThan(before);
+      expect(uncoveredLogBytes).toBe(reopened.recovery!.replayedBytes + logBytes - before);
+      await close(reopened);
     }
   });
 

@@ -1,6 +1,6 @@
 import { crc32 } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { crc32Range } from '../../src/store/crc.js';
+import { crc32Range } from '../../src/store/log/format.js';
 import { seededBytes } from '../support/random.mjs';
 
 describe('crc32Range', () => {

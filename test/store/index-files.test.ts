@@ -1,5 +1,5 @@
 /**
- * The schedule index's files (index-files.ts): an entry's file holds its due time and starts at
+ * The schedule index's files (window-index.ts): an entry's file holds its due time and starts at
  * or after the frontier, and the number of files stays bounded however due times are spread.
  */
 
@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/index.js';
 import { DelayQueue } from '../../src/delay-queue.js';
-import { fileFor } from '../../src/store/file/index-files.js';
+import { fileFor } from '../../src/store/file/window-index.js';
 import { tempDir, trackQueues } from '../crash/disk.js';
 import { advance } from '../queue/harness.js';
 

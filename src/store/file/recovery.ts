@@ -8,7 +8,15 @@
 
 import type { MessageState } from '../../queue/message.js';
 import type { RecoveryReport } from '../../queue/store.js';
-import type { ReplayOptions, ReplayReport } from '../log/index.js';
+import {
+  offsetOf,
+  positionOf,
+  segmentOf,
+  where,
+  type LogFailure,
+  type ReplayOptions,
+  type ReplayReport,
+} from '../log/index.js';
 import { readCheckpoint, type Checkpoint } from './checkpoint.js';
 import {
   corruptionError,
@@ -20,7 +28,6 @@ import {
 } from './damage.js';
 import { readRepairs } from './layout.js';
 import {
-  handOverRecovered,
   recoverWithRepair,
   shortened,
   type RecoveryContext,
@@ -42,7 +49,8 @@ import {
   type StoreSnapshot,
 } from './snapshot.js';
 import { ReplayWatcher } from './table.js';
-import { offsetOf, positionOf, segmentOf } from '../log/index.js';
+import { endStoppedDelivery } from './handouts.js';
+import { handOver } from './states.js';
 
 /** 'plan': a repair that changes nothing and only reports (FileStore.planRepair). */
 export type OpenMode = 'open' | 'repair' | 'plan';
@@ -77,12 +85,12 @@ export async function recover(
   const context = { started, checkpoint, durable, accepted, missing, repairs };
   if (mode !== 'open') {
     const plan = mode === 'plan';
-    const report = await recoverWithRepair(parts, plan, frontier, context, found?.snapshot, onDue);
-    return plan ? report : recovered(parts, frontier, context, report);
+    const report = await recoverWithRepair(parts, plan, frontier, context, found?.snapshot);
+    if (plan) return report;
+    return recovered(parts, frontier, context, report, dueAfterReplay(tables, frontier), onDue);
   }
   if (missing.length > 0) throw corruptionError(dir, missing);
 
-  const corrupt: RecoveryReport['corrupt'] = [];
   const replay: ReplayOptions = durable === undefined ? {} : { durable: durable.bytes };
   // Refuses the open (see the invariant in checkpoint.ts: no checkpoint after this).
   const refuse = (report: ReplayReport, more: Parameters<typeof refusedDamage>[2]) => {
@@ -91,8 +99,8 @@ export async function recover(
     checkpoints.replayed = false;
     throw corruptionError(dir, damage);
   };
-  let truncatedBytes: number;
-  let replayedBytes: number;
+  // The replay's report, where it started, and what is due before the frontier.
+  let replayed: { report: ReplayReport; from: number; due: Map<number, number> };
   if (usable && found !== undefined) {
     verdict = 'used';
     const { snapshot, bytes } = found;
@@ -100,12 +108,8 @@ export async function recover(
     const { report, tail } = await replayTail(parts, frontier, snapshot, checkpoint, replay);
     checkpoints.replayed = true;
     refuse(report, payloadsGone(log, tables.segmentLive));
-    for (const c of skipped(report, accepted)) corrupt.push(c);
-    truncatedBytes = report.truncatedBytes;
-    replayedBytes = bytesFrom(log, snapshot.position);
     const due = await dueAfterSnapshot(parts, frontier, tail);
-    await handOverRecovered(parts, due, onDue, corrupt);
-    checkpoints.uncoveredBytes = replayedBytes;
+    replayed = { report, from: snapshot.position, due };
     await checkpoints.usedSnapshot(snapshot.position, bytes);
   } else {
     const rejected = found?.snapshot;
@@ -127,31 +131,42 @@ export async function recover(
     // Only now: a refused open leaves the snapshot for a repair to compare with. (Windows it
     // relies on that replayAll deleted make the checkpoint reject it, should this crash.)
     await removeSnapshot(dir);
-    for (const c of skipped(report, accepted)) corrupt.push(c);
-    truncatedBytes = report.truncatedBytes;
-    replayedBytes = bytesFrom(log, from);
-    checkpoints.uncoveredBytes = replayedBytes;
-    await handOverRecovered(parts, dueAfterReplay(tables, frontier), onDue, corrupt);
+    replayed = { report, from, due: dueAfterReplay(tables, frontier) };
   }
+  const { report, from, due } = replayed;
   const last = repairs.reports[repairs.reports.length - 1];
-  return recovered(parts, frontier, context, {
+  const recovery = {
     live: 0,
-    corrupt,
-    truncatedBytes,
+    corrupt: skipped(report, accepted),
+    truncatedBytes: report.truncatedBytes,
     snapshot: verdict,
-    replayedBytes,
+    replayedBytes: bytesFrom(log, from),
     durationMs: 0,
     ...(last === undefined ? {} : { repair: shortened(last) }),
-  });
+  };
+  return recovered(parts, frontier, context, recovery, due, onDue);
 }
 
-/** The end every recovery but a plan shares: retires windows, checkpoints, starts the timer. */
+/**
+ * The end every recovery but a plan shares: hands over `due` (position -> due time), retires
+ * windows, checkpoints, starts the timer.
+ */
 async function recovered(
-  { index, tables, checkpoints }: RecoveryParts,
+  parts: RecoveryParts,
   frontier: number,
   context: RecoveryContext,
   report: RecoveryReport,
+  due: Map<number, number>,
+  onDue: (message: MessageState) => void,
 ): Promise<RecoveryReport> {
+  const { log, index, tables, checkpoints } = parts;
+  // Deliveries the stop cut short end first (handouts.ts); unreadable records go to `corrupt`.
+  const damaged = (position: number, err: LogFailure) =>
+    report.corrupt.push({ where: where(position), reason: err.message });
+  const stopped = (message: MessageState) => endStoppedDelivery(message, parts.bury);
+  await handOver(tables, log, due, onDue, damaged, parts.budget, stopped);
+  // Added to the records recovery appended (a repair's FINISH, the hand-over's BURY records).
+  checkpoints.uncoveredBytes += report.replayedBytes;
   // A file reaching past the frontier still holds later entries: carried on first.
   const current = tables.latestCheck();
   for (const { key, start, end } of index.files()) {

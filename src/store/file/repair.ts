@@ -10,12 +10,7 @@ import type { StoreDamage } from '../../errors.js';
 import { checkId, checkTopic, type MessageState } from '../../queue/message.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
 import type { RecoveryReport, RepairReport } from '../../queue/store.js';
-import {
-  RECORD_HEADER_BYTES,
-  RECORD_MAGIC,
-  type LogFailure,
-  type ReplayReport,
-} from '../log/index.js';
+import { RECORD_HEADER_BYTES, RECORD_MAGIC, type ReplayReport } from '../log/index.js';
 import { offsetOf, positionOf, segmentOf, where } from '../log/index.js';
 import type { Checkpoint, Checkpoints } from './checkpoint.js';
 import { damageOf, endOf, isAcceptedAt, mergeDamage, skipped, type Durable } from './damage.js';
@@ -33,10 +28,9 @@ import {
   topicLength,
   topicStart,
 } from './records.js';
-import { bytesFrom, dueAfterReplay, replayAll, type ReplayParts } from './replay.js';
+import { bytesFrom, replayAll, type ReplayParts } from './replay.js';
 import { removeSnapshot, type StoreSnapshot } from './snapshot.js';
-import { endStoppedDelivery } from './handouts.js';
-import { handOver, statesAt } from './states.js';
+import { statesAt } from './states.js';
 import { ReplayWatcher, type Tables } from './table.js';
 import type { WindowIndex } from './window-index.js';
 
@@ -68,14 +62,13 @@ export interface RecoveryParts extends ReplayParts {
   bury(message: MessageState): Promise<void>;
 }
 
-/** Recovery for `repair: true`, or a plan (hands over nothing; close() writes nothing). */
+/** Recovery for `repair: true` up to the hand-over, or a plan (close() writes nothing). */
 export async function recoverWithRepair(
   parts: RecoveryParts,
   plan: boolean,
   frontier: number,
   context: RecoveryContext,
   snapshot: StoreSnapshot | undefined,
-  onDue: (message: MessageState) => void,
 ): Promise<RecoveryReport> {
   const { dir, log, tables, checkpoints } = parts;
   const { checkpoint, durable, accepted, repairs } = context;
@@ -130,25 +123,7 @@ export async function recoverWithRepair(
       reports: [...repairs.reports, repair],
     });
   }
-  checkpoints.uncoveredBytes = recovery.replayedBytes;
-  await handOverRecovered(parts, dueAfterReplay(tables, frontier), onDue, recovery.corrupt);
   return recovery;
-}
-
-/**
- * Hands `due` (position -> due time) to the queue at the end of a recovery: deliveries the stop
- * cut short first (handouts.ts); unreadable records are added to `corrupt`.
- */
-export function handOverRecovered(
-  parts: RecoveryParts,
-  due: Map<number, number>,
-  onDue: (message: MessageState) => void,
-  corrupt: RecoveryReport['corrupt'],
-): Promise<void> {
-  const damaged = (position: number, err: LogFailure) =>
-    corrupt.push({ where: where(position), reason: err.message });
-  const stopped = (message: MessageState) => endStoppedDelivery(message, parts.bury);
-  return handOver(parts.tables, parts.log, due, onDue, damaged, parts.budget, stopped);
 }
 
 /** A repair report as later opens show it: the first names, and the count of all. */

@@ -13,7 +13,6 @@ import { PositionSet } from './position-set.js';
 import { FINISH, HANDOUT, MOVE, SCHEDULE, payloadPositionOf } from './records.js';
 import type { StoreSnapshot } from './snapshot.js';
 import { ReplayWatcher, type Tables } from './table.js';
-import { fileName, parseFileName } from './index-files.js';
 import type { WindowIndex } from './window-index.js';
 import { offsetOf, segmentOf } from '../log/index.js';
 
@@ -46,7 +45,7 @@ export async function replayAll(
   const trusted =
     checkpoint.frontier <= frontier &&
     Object.entries(checkpoint.windows).every(([key, bytes]) => {
-      const file = parseFileName(fileName(key), index.windowMs);
+      const file = index.fileOf(key);
       return (file !== undefined && file.end <= frontier) || (sizes.get(key) ?? 0) >= bytes;
     });
   if (!trusted && options.index) {

@@ -10,8 +10,7 @@ import { open, readFile, truncate, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { TickwheelCorruptError, TickwheelUnavailableError } from '../../errors.js';
 import type { ScheduleRecord } from '../../queue/recurring.js';
-import { crc32Range } from '../crc.js';
-import { DATA_FILE_MODE, ifExists, syncDirectory } from '../log/index.js';
+import { DATA_FILE_MODE, crc32Range, ifExists, syncDirectory } from '../log/index.js';
 import { replaceFile } from './layout.js';
 
 const SCHEDULES_FILE = 'schedules.log';

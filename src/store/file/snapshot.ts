@@ -12,11 +12,11 @@
  * A file cut short, longer than its meta says, or failing its CRC is rejected whole.
  */
 
-import { endianness } from 'node:os';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { TickwheelError } from '../../errors.js';
+import { LITTLE_ENDIAN } from '../bytes.js';
 import type { CountEntries } from '../counts.js';
 import type { IdTableArrays } from './id-table.js';
 import { DATA_FILE_MODE, ifExists, readFully, syncDirectory, writeFully } from '../log/index.js';
@@ -31,7 +31,7 @@ const HEADER_BYTES = 16;
 const CHUNK_BYTES = 8 * 1024 * 1024;
 
 /** Typed arrays are written as they are in memory: only where that means little-endian. */
-export const snapshotsSupported = endianness() === 'LE';
+export const snapshotsSupported = LITTLE_ENDIAN;
 
 export interface StoreSnapshot {
   /** Log position P: the tables are those after every record before P, and no other. */

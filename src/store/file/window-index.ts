@@ -1,25 +1,76 @@
 /**
  * The schedule index: append-only files of 24-byte entries (deliverAt f64 | log position f64 |
- * id hash low u32 | high u32) under `index/`, placed by index-files.ts. An entry is stale once
- * its id's latest record is another: readers check against the IdTable, so nothing is
- * rewritten. Appends are buffered; a failed write keeps them buffered (reads take them from
- * memory) and is retried with a growing pause at the file's known good size.
+ * id hash low u32 | high u32) under `index/`. An entry is stale once its id's latest record is
+ * another: readers check against the IdTable, so nothing is rewritten. Appends are buffered; a
+ * failed write keeps them buffered (reads take them from memory) and is retried with a growing
+ * pause at the file's known good size.
+ *
+ * Which file an entry goes to: a hierarchical timing wheel on disk (docs/storage.md, The
+ * schedule index, has a worked example). A level-L file covers 2^L windows, aligned to its
+ * span; an entry due n whole windows after the frontier goes to the level floor(log2(n)) file
+ * holding its due time (level 0 for n < 2), so at most three files of each level exist. When
+ * the frontier passes a file's start, its entries are handed over or appended again a level
+ * lower: each is written once per level. A file's key is `<start>` at level 0, else
+ * `<start>.<level>`; its name is `<key>.idx`.
  */
 
 import { constants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
-import { endianness } from 'node:os';
 import { join } from 'node:path';
-import { writeF64, writeU32 } from '../bytes.js';
+import { LITTLE_ENDIAN, writeF64, writeU32 } from '../bytes.js';
 import { DATA_DIRECTORY_MODE, DATA_FILE_MODE, ifExists, writeFully } from '../log/index.js';
-import {
-  byStart,
-  fileFor,
-  fileName,
-  levelFor,
-  parseFileName,
-  type IndexFile,
-} from './index-files.js';
+
+/** The highest level: spans of 2^52 windows, beyond any due time a queue takes. */
+const MAX_LEVEL = 52;
+
+export interface IndexFile {
+  key: string;
+  start: number;
+  /** Where its span ends (exclusive): every entry it holds is due before this. */
+  end: number;
+  level: number;
+}
+
+const NAME = /^(-?\d+)(?:\.(\d+))?\.idx$/;
+
+/** The file a key names, or undefined for a name that is no index file. */
+function parseFileName(name: string, windowMs: number): IndexFile | undefined {
+  const match = NAME.exec(name);
+  if (match === null) return undefined;
+  const level = match[2] === undefined ? 0 : Number(match[2]);
+  if (level > MAX_LEVEL) return undefined;
+  return fileAt(Number(match[1]), level, windowMs);
+}
+
+function fileAt(start: number, level: number, windowMs: number): IndexFile {
+  return {
+    key: level === 0 ? String(start) : `${start}.${level}`,
+    start,
+    end: start + windowMs * 2 ** level,
+    level,
+  };
+}
+
+/** The level of the file an entry due at `deliverAt` goes to while the frontier is `frontier`. */
+function levelFor(deliverAt: number, frontier: number, windowMs: number): number {
+  const ahead = Number.isFinite(frontier) ? Math.floor((deliverAt - frontier) / windowMs) : 0;
+  if (ahead < 2) return 0;
+  const level = Math.min(MAX_LEVEL, Math.floor(Math.log2(ahead)));
+  // log2 rounds up just below a large power of two: the span must not exceed what is ahead.
+  return 2 ** level > ahead ? level - 1 : level;
+}
+
+/** The file an entry due at `deliverAt` goes to while the frontier is `frontier`. */
+export function fileFor(deliverAt: number, frontier: number, windowMs: number): IndexFile {
+  const level = levelFor(deliverAt, frontier, windowMs);
+  const span = windowMs * 2 ** level;
+  return fileAt(Math.floor(deliverAt / span) * span, level, windowMs);
+}
+
+/** Files in the order they come within the horizon: by start, then the shorter first. */
+function byStart(a: IndexFile, b: IndexFile): number {
+  return a.start - b.start || a.level - b.level;
+}
 
 const ENTRY_BYTES = 24;
 /** Bytes of a file scan() reads at a time. */
@@ -87,6 +138,11 @@ export class WindowIndex {
       } else if (name.endsWith('.tmp')) await rm(join(dir, name), { force: true });
     }
     return index;
+  }
+
+  /** The file a key names, or undefined for a key of no index file. */
+  fileOf(key: string): IndexFile | undefined {
+    return parseFileName(`${key}.idx`, this.windowMs);
   }
 
   windowOf(deliverAt: number): number {
@@ -323,7 +379,7 @@ export class WindowIndex {
   }
 
   private path(key: string): string {
-    return join(this.dir, fileName(key));
+    return join(this.dir, `${key}.idx`);
   }
 
   /** Writes each file's buffered batch at its known end; a failed batch goes back in front. */
@@ -386,8 +442,6 @@ export interface EntryChunk {
   f64: Float64Array;
   u32: Uint32Array;
 }
-
-const LITTLE_ENDIAN = endianness() === 'LE';
 
 /** The first `length` bytes of `bytes` as an EntryChunk: views where they can be, else a copy. */
 function entryChunk(bytes: Buffer, length: number): EntryChunk {

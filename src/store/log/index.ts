@@ -15,7 +15,7 @@ export {
   syncDirectory,
   writeFully,
 } from './files.js';
-export { RECORD_HEADER_BYTES, RECORD_MAGIC } from './format.js';
+export { RECORD_HEADER_BYTES, RECORD_MAGIC, crc32Range } from './format.js';
 export { MessageLog, type ReadResult } from './message-log.js';
 export type { FsyncPolicy, LogIo, MessageLogOptions } from './options.js';
 export {
