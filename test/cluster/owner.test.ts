@@ -302,8 +302,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
         watch.segments.length = 0;
         owner.onEvent('n');
         // Until the read it started has ended, and any read it asked for after it.
-        const reading = owner as unknown as { readingNear?: Promise<void> };
-        while (reading.readingNear !== undefined) await reading.readingNear;
+        await (owner as unknown as { nearReads: { running?: Promise<void> } }).nearReads.running;
         return [...watch.segments].sort();
       };
       const before = await read();
