@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SystemClock, TimerWheel } from '../../src/index.js';
-import { ClusterValkey as Valkey } from '../../src/cluster/connection.js';
+import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
 import { eventsChannel, metaKey } from '../../src/cluster/keys.js';
 import { PartitionOwner, type Due } from '../../src/cluster/owner.js';
 import { Producer } from '../../src/cluster/producer.js';
