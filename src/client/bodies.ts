@@ -55,7 +55,7 @@ export function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { t
  */
 export function refuseMessage(message: unknown, where: string, err: unknown): Error {
   try {
-    checkRequest(message, Date.now(), Number.POSITIVE_INFINITY, where, false);
+    checkRequest(message, Date.now(), Number.POSITIVE_INFINITY, where);
   } catch (refused) {
     if (refused instanceof TickwheelError) return refused;
   }

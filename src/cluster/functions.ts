@@ -2,7 +2,9 @@
  * One typed call per function of the tickwheel library (contracts beside each in lua/*.lua),
  * its reply read into named fields: nothing else calls a function or reads a reply by position.
  * `meta` (a partition's meta key) picks the slot. Owner-only calls (load, fire, expire) answer
- * undefined when the caller no longer holds the partition's lease under its epoch.
+ * undefined when the caller no longer holds the partition's lease under its epoch. ClusterValkey
+ * is the connection that loads the library (here, not in library.ts, which must load without
+ * @redis/client).
  */
 
 import { TickwheelStateError } from '../errors.js';
@@ -10,10 +12,14 @@ import { describe } from '../validate.js';
 import type { MessageStatus } from '../queue/message.js';
 import type { RateLimit } from '../queue/topics.js';
 import type { MessageInfo } from '../queue/types.js';
-import type { Valkey } from '../valkey/connection.js';
+import { Valkey } from '../valkey/connection.js';
 import { metaKey } from './keys.js';
-import { inLibraryFiles } from './library.js';
+import { LIBRARY, inLibraryFiles } from './library.js';
 import { placeOf } from './record.js';
+
+export class ClusterValkey extends Valkey {
+  protected override readonly library = LIBRARY;
+}
 
 type Arg = string | number | Buffer;
 

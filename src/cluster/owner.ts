@@ -66,11 +66,19 @@ export class PartitionOwner {
   private lastRotation = Date.now();
   private stopped = false;
   private readonly fires = new TurnBatches<0, Due>((_, batch) => void this.flushFires(batch));
-  private readingNear: Promise<void> | undefined;
-  private nearAgain = false;
+  private readonly nearReads = new OneAtATime(
+    () => this.readNear(),
+    (err) => this.options.onError(err),
+  );
+  private readonly expiry = new OneAtATime(
+    async () => {
+      if (this.stopped) return;
+      await this.expireOverdue();
+      await this.armVisibility();
+    },
+    (err) => this.options.onError(err),
+  );
   private poll: NodeJS.Timeout | undefined;
-  private expiring = false;
-  private expireAgain = false;
   /** Runs when the partition's earliest visibility deadline passes. */
   private visibility: NodeJS.Timeout | undefined;
   /** When `visibility` runs (server time), Infinity when not armed. */
@@ -131,40 +139,12 @@ export class PartitionOwner {
 
   /** A notification (or the poll): read the near segments' new tails. */
   onNearChanged(): void {
-    if (this.stopped) return;
-    if (this.readingNear !== undefined) {
-      this.nearAgain = true;
-      return;
-    }
-    this.readingNear = this.readNear()
-      .catch((err) => this.options.onError(err))
-      .finally(() => {
-        this.readingNear = undefined;
-        if (this.nearAgain) {
-          this.nearAgain = false;
-          this.onNearChanged();
-        }
-      });
+    if (!this.stopped) this.nearReads.run();
   }
 
   /** Fails the deliveries past their visibility (by the server's clock), then arms the next. */
   onInflightChanged(): void {
-    if (this.stopped) return;
-    if (this.expiring) {
-      this.expireAgain = true;
-      return;
-    }
-    this.expiring = true;
-    this.expireOverdue()
-      .then(() => this.armVisibility())
-      .catch((err) => this.options.onError(err))
-      .finally(() => {
-        this.expiring = false;
-        if (this.expireAgain) {
-          this.expireAgain = false;
-          this.onInflightChanged();
-        }
-      });
+    if (!this.stopped) this.expiry.run();
   }
 
   /** Deliveries were taken, visible again at `deadline` (server time): no call needed. */
@@ -204,7 +184,8 @@ export class PartitionOwner {
   private async expireOverdue(): Promise<void> {
     const rows = await tw.overdue(this.valkey, this.meta, Date.now(), OVERDUE_BATCH);
     if (rows.length === 0 || this.stopped) return;
-    if (rows.length === OVERDUE_BATCH) this.expireAgain = true;
+    // A full batch: more may be overdue, so one more run follows this one.
+    if (rows.length === OVERDUE_BATCH) this.expiry.run();
     const now = Date.now();
     const retries = rows.map(({ id, bucket, attempts, record }) => {
       const { backoff, topic, trace } = decodeRecord(record);
@@ -257,7 +238,7 @@ export class PartitionOwner {
     const parts = note.split(' ');
     const seg = parts[1];
     let index = Number(parts[2]);
-    if (this.readingNear !== undefined || this.nearRead.get(seg) !== index) {
+    if (this.nearReads.running !== undefined || this.nearRead.get(seg) !== index) {
       this.onNearChanged();
       return;
     }
@@ -341,5 +322,35 @@ export class PartitionOwner {
     if (this.stopped) return;
     this.stop();
     this.options.onFenced(this);
+  }
+}
+
+/**
+ * Work run one at a time: asked while a run is under way, it runs once more after that run (not
+ * once per ask), so every ask is followed by a whole run that started after it.
+ */
+class OneAtATime {
+  /** Settles when no run is under way or asked for; undefined when idle. */
+  running: Promise<void> | undefined;
+  private again = false;
+
+  constructor(
+    private readonly work: () => Promise<void>,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  run(): void {
+    if (this.running !== undefined) this.again = true;
+    else this.running = this.runs();
+  }
+
+  private async runs(): Promise<void> {
+    // Marked running before the work starts, so that an ask from the work itself is kept.
+    await Promise.resolve();
+    do {
+      this.again = false;
+      await this.work().catch(this.onError);
+    } while (this.again);
+    this.running = undefined;
   }
 }

@@ -125,9 +125,7 @@ export class Producer {
    * whatever became of it since (tw_schedule_once): true when made now; durable either way.
    */
   async scheduleOnce(request: ScheduleRequest, markMs: number): Promise<boolean> {
-    const m = this.prepare(
-      checkRequest(request, Date.now(), this.options.maxPayloadBytes, '', false),
-    );
+    const m = this.prepare(checkRequest(request, Date.now(), this.options.maxPayloadBytes));
     if (m.id === '') {
       throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_ID', 'scheduleOnce needs an id');
     }

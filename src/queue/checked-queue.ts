@@ -384,7 +384,7 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
 
   /** A schedule request checked; ids starting with '@' are the queue's own (one rule for all). */
   private checked(request: ScheduleRequest, now: number, where: string): CheckedRequest {
-    const checked = checkRequest(request, now, this.limits.maxPayloadBytes, where, false);
+    const checked = checkRequest(request, now, this.limits.maxPayloadBytes, where);
     if (checked.id.charCodeAt(0) === 64 /* @ */) {
       throw new TickwheelTypeError(
         'ERR_TICKWHEEL_INVALID_ID',
@@ -397,7 +397,7 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
   /** A recurring schedule's spec checked, its occurrences' messages as schedule() checks them. */
   private checkedSpec(spec: unknown): ScheduleSpec {
     return checkedSpec(spec, (request) => {
-      checkRequest(request, this.backend.now(), this.limits.maxPayloadBytes, '', false);
+      checkRequest(request, this.backend.now(), this.limits.maxPayloadBytes);
     });
   }
 }

@@ -107,9 +107,7 @@ export class QueueEngine implements QueueBackend {
       clock,
       {
         schedule: (request) =>
-          this.producer.schedule(
-            checkRequest(request, clock.now(), settings.maxPayloadBytes, '', false),
-          ),
+          this.producer.schedule(checkRequest(request, clock.now(), settings.maxPayloadBytes)),
         cancel: (id) => this.producer.cancel(id),
         isLive: async (id) => {
           const status = (await this.get(id))?.status;

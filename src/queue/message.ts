@@ -385,15 +385,14 @@ function checkFields(request: object): void {
 }
 
 /**
- * Checks a schedule request. The id is made when none is given, unless `makeId` is false (then
- * ''). `where` goes in front of an error's message (which message of a batch).
+ * Checks a schedule request; an id not given is '' (the backend makes it when it writes the
+ * message). `where` goes in front of an error's message (which message of a batch).
  */
 export function checkRequest(
   request: unknown,
   now: number,
   maxPayloadBytes: number,
   where = '',
-  makeId = true,
 ): CheckedRequest {
   if (typeof request !== 'object' || request === null) {
     throw invalidMessage(`${where}a message must be an object, got ${describe(request)}`);
@@ -407,7 +406,7 @@ export function checkRequest(
       maxAttempts: checkMaxAttempts(given.maxAttempts),
       backoff: checkBackoff(given.backoff),
       payload: encodePayload(given.payload, maxPayloadBytes),
-      id: given.id !== undefined ? checkId(given.id) : makeId ? newMessageId(now) : '',
+      id: given.id !== undefined ? checkId(given.id) : '',
       trace: given.trace === undefined ? undefined : checkTraceContext(given.trace),
     };
   } catch (err) {

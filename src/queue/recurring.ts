@@ -237,8 +237,6 @@ export class Scheduler {
     this.wheel.close();
   }
 
-  // ---- the work -----------------------------------------------------------------------------
-
   private serial<T>(name: string, work: () => Promise<T>): Promise<T> {
     if (this.closed) {
       return Promise.reject(

@@ -331,14 +331,8 @@ export class Valkey {
    */
   async subscribe(channel: string, listener: (message: string) => void) {
     const listen = async () => {
-      if (this.client !== undefined && this.subscriber === undefined) {
-        const subscriber = this.client.duplicate();
-        subscriber.on('error', () => {});
-        this.subscriberClient = subscriber;
-        this.subscriber = subscriber.connect().then(() => subscriber as Client);
-      }
       // A Cluster's and Sentinel's subscriptions have their own connections, moved in a failover.
-      const on = (this.cluster ?? this.sentinel ?? (await this.subscriber)) as Client;
+      const on = (this.cluster ?? this.sentinel ?? (await this.standaloneSubscriber())) as Client;
       await on.sSubscribe(channel, listener);
       return async () => {
         await on.sUnsubscribe(channel, listener);
@@ -352,6 +346,32 @@ export class Valkey {
     }
   }
 
+  /**
+   * The second connection a standalone server's subscriptions need, made on first use. One not
+   * connected within commandTimeoutMs (node-redis retries a refused connection for ever) is
+   * dropped, so that the next subscribe() makes a new one rather than wait on it again.
+   */
+  private standaloneSubscriber(): Promise<Client> {
+    if (this.subscriber !== undefined) return this.subscriber;
+    const subscriber = (this.client as Client).duplicate();
+    subscriber.on('error', () => {});
+    this.subscriberClient = subscriber;
+    this.subscriber = withinMs(subscriber.connect(), this.commandTimeoutMs).then(
+      () => subscriber as Client,
+      (err: unknown) => {
+        if (this.subscriberClient === subscriber) this.dropSubscriber();
+        throw err;
+      },
+    );
+    return this.subscriber;
+  }
+
+  private dropSubscriber(): void {
+    destroyQuietly(this.subscriberClient);
+    this.subscriber = undefined;
+    this.subscriberClient = undefined;
+  }
+
   /** Drops every connection at once, failing what is in flight: for a node that could not open. */
   destroy(): void {
     for (const connection of [this.subscriberClient, this.client, this.cluster, this.sentinel]) {
@@ -360,7 +380,10 @@ export class Valkey {
   }
 
   async close(): Promise<void> {
-    if (this.subscriber !== undefined) await (await this.subscriber).close();
+    // The main connection closes whatever became of the subscriber (refused, still connecting).
+    const subscriber = this.subscriberClient;
+    if (subscriber?.isReady === true) await subscriber.close().catch(() => this.dropSubscriber());
+    else this.dropSubscriber();
     await ((this.cluster ?? this.sentinel ?? this.client) as Client).close();
   }
 

@@ -30,7 +30,7 @@ export type Checking<T extends Part> = Omit<T, 'schedule' | 'scheduleMany'> & {
 
 /** A request checked as the queue checks it (payloads up to 1 MiB). */
 export function checked(request: ScheduleRequest): CheckedRequest {
-  return checkRequest(request, Date.now(), 1 << 20, '', false);
+  return checkRequest(request, Date.now(), 1 << 20);
 }
 
 export function checking<T extends Part>(part: T): Checking<T> {

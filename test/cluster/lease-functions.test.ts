@@ -7,7 +7,7 @@
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ClusterValkey as Valkey } from '../../src/cluster/connection.js';
+import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
 import * as tw from '../../src/cluster/functions.js';
 import { LIBRARY_VERSION, librarySource } from '../../src/cluster/library.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.

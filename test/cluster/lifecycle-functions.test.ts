@@ -6,7 +6,7 @@
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ClusterValkey as Valkey } from '../../src/cluster/connection.js';
+import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
 import { decodeRecord, encodeRecord, placeOf } from '../../src/cluster/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster, startServer } from '../../scripts/valkey.mjs';

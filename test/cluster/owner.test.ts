@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SystemClock, TimerWheel } from '../../src/index.js';
-import { ClusterValkey as Valkey } from '../../src/cluster/connection.js';
+import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
 import { eventsChannel, metaKey } from '../../src/cluster/keys.js';
 import { PartitionOwner, type Due } from '../../src/cluster/owner.js';
 import { Producer } from '../../src/cluster/producer.js';
@@ -302,8 +302,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
         watch.segments.length = 0;
         owner.onEvent('n');
         // Until the read it started has ended, and any read it asked for after it.
-        const reading = owner as unknown as { readingNear?: Promise<void> };
-        while (reading.readingNear !== undefined) await reading.readingNear;
+        await (owner as unknown as { nearReads: { running?: Promise<void> } }).nearReads.running;
         return [...watch.segments].sort();
       };
       const before = await read();

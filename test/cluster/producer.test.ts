@@ -7,7 +7,7 @@
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ClusterValkey as Valkey } from '../../src/cluster/connection.js';
+import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
 import { partitionPrefix } from '../../src/cluster/keys.js';
 import { Producer, type Durability } from '../../src/cluster/producer.js';
 import { parseLocated, placeOf } from '../../src/cluster/record.js';

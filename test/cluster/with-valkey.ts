@@ -4,7 +4,7 @@
  */
 
 import { afterAll, beforeAll } from 'vitest';
-import { ClusterValkey as Valkey } from '../../src/cluster/connection.js';
+import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { startServer } from '../../scripts/valkey.mjs';
 
