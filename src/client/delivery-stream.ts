@@ -8,11 +8,16 @@ import { clearTimeout, setTimeout } from 'node:timers';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { ReceiveResponse } from '../protocol/wire.js';
 import { fromWire } from './bodies.js';
-import { TickwheelNetworkError } from './errors.js';
+import { overlong, TickwheelNetworkError } from './errors.js';
 import { Wake } from '../wake.js';
 
 /** Silence after which a stream counts as dead: three of the server's keep-alives. */
 const STREAM_IDLE_MS = 45_000;
+/**
+ * The longest line kept while it is unfinished: a receive's default 8 MiB of payloads, or one
+ * payload of up to 16 MiB as base64, with its deliveries' fields, fits several times over.
+ */
+export const MAX_STREAM_LINE_CHARS = 64 * 1024 * 1024;
 
 export interface StreamSettings {
   topic: string;
@@ -87,18 +92,27 @@ export class DeliveryStream {
       listen();
       const response = await this.settings.open(body, controller.signal);
       const decoder = new TextDecoder();
-      let text = '';
+      // The unfinished line, in pieces joined once it ends: appending to one string and searching
+      // it again at every chunk made a line of n chunks cost n^2.
+      const pieces: string[] = [];
+      let pending = 0;
       for await (const chunk of (response.body ?? []) as AsyncIterable<Uint8Array>) {
         listen();
-        text += decoder.decode(chunk, { stream: true });
-        let end: number;
+        const text = decoder.decode(chunk, { stream: true });
         let start = 0;
+        let end: number;
         while ((end = text.indexOf('\n', start)) !== -1) {
-          const { messages } = JSON.parse(text.slice(start, end)) as ReceiveResponse;
+          pieces.push(text.slice(start, end));
+          const { messages } = JSON.parse(pieces.join('')) as ReceiveResponse;
+          pieces.length = pending = 0;
           start = end + 1;
           for (const message of messages) this.deliver(fromWire(message));
         }
-        text = text.slice(start);
+        pieces.push(text.slice(start));
+        pending += text.length - start;
+        if (pending > MAX_STREAM_LINE_CHARS) {
+          throw overlong(`the delivery stream of topic ${topic}`, MAX_STREAM_LINE_CHARS);
+        }
       }
       if (!this.stopped) {
         throw new TickwheelNetworkError(

@@ -81,3 +81,12 @@ export class TickwheelNetworkError
     this.name = 'TickwheelNetworkError';
   }
 }
+
+/** A stream whose unfinished line or block passed `limit` characters: a peer gone wrong. */
+export function overlong(stream: string, limit: number): TickwheelNetworkError {
+  return new TickwheelNetworkError(
+    'ERR_TICKWHEEL_NETWORK',
+    `${stream} sent over ${limit} characters without ending a line: not a tickwheel server?`,
+    undefined,
+  );
+}

@@ -6,7 +6,7 @@
 
 import type { QueueEvent, QueueEventType } from '../queue/events.js';
 import type { WireErrorCode } from '../protocol/wire.js';
-import { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
+import { overlong, TickwheelHttpError, TickwheelNetworkError } from './errors.js';
 import { openStream, type TransportOptions } from './transport.js';
 import { invalidOption } from '../validate.js';
 
@@ -23,6 +23,8 @@ export interface ClientWatchOptions {
 }
 
 const DEFAULT_EVENTS_IDLE_MS = 45_000;
+/** The longest event block kept while it is unfinished (an event is well under 10 KB). */
+export const MAX_EVENT_CHARS = 1024 * 1024;
 
 /** Checks `idleTimeoutMs` (the rest is checked as the embedded watch() checks it). */
 export function checkIdleTimeout(value: unknown): number {
@@ -93,6 +95,7 @@ export async function* streamEvents(
         yield parsed;
         listen();
       }
+      if (text.length > MAX_EVENT_CHARS) throw overlong(`GET ${path}`, MAX_EVENT_CHARS);
     }
   } catch (err) {
     // The `lost` event; an error answer to the request itself has a status other than 200.
