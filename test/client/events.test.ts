@@ -5,12 +5,13 @@
  * stream, and does not wait for it; a token server refuses a stream without the token.
  */
 
-import { createServer as createHttpServer, request as httpRequest } from 'node:http';
+import { request as httpRequest } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
+import { bareServer } from '../support/bare-server.js';
 import { waitFor } from '../support/wait-for.js';
 
 const open: Array<() => Promise<unknown>> = [];
@@ -148,7 +149,7 @@ describe('client.events()', () => {
     // A bare server on a socket: one that goes silent after the headers (a host gone without a
     // FIN), one that never answers, and one that sends only keep-alives, then an event, then ends.
     const closed: string[] = [];
-    const server = createHttpServer((req, res) => {
+    const server = await bareServer((req, res) => {
       req.on('close', () => closed.push(req.url ?? ''));
       if (req.url?.startsWith('/v1/events?topic=never')) return;
       res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -167,17 +168,8 @@ describe('client.events()', () => {
         res.end(event('m-1'));
       }, 100);
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    open.push(
-      () =>
-        new Promise((resolve) => {
-          server.closeAllConnections();
-          server.close(resolve);
-        }),
-    );
-    const client = new TickwheelClient({
-      url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
-    });
+    open.push(() => server.close());
+    const client = new TickwheelClient({ url: server.url });
     open.push(() => client.close());
     const drain = async (topic: string, handleMs = 0) => {
       const seen: string[] = [];

@@ -5,11 +5,12 @@
  * A bare HTTP server on a socket plays that peer.
  */
 
-import { createServer as createHttpServer, type ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
 import { MAX_STREAM_LINE_CHARS } from '../../src/client/delivery-stream.js';
 import { MAX_EVENT_CHARS } from '../../src/client/events.js';
+import { bareServer } from '../support/bare-server.js';
 import { waitFor } from '../support/wait-for.js';
 
 const open: Array<() => Promise<unknown>> = [];
@@ -25,8 +26,9 @@ async function endless(res: ServerResponse, total: number): Promise<void> {
   }
 }
 
-async function bareServer(): Promise<TickwheelClient> {
-  const server = createHttpServer((req, res) => {
+/** A client of a peer that starts a line (or an event) and never ends it. */
+async function endlessPeer(): Promise<TickwheelClient> {
+  const server = await bareServer((req, res) => {
     if (req.url?.startsWith('/v1/events')) {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write('event: acked\ndata: ');
@@ -37,24 +39,15 @@ async function bareServer(): Promise<TickwheelClient> {
     res.write('{"messages":[{"id":"');
     void endless(res, MAX_STREAM_LINE_CHARS * 2);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  open.push(
-    () =>
-      new Promise((resolve) => {
-        server.closeAllConnections();
-        server.close(resolve);
-      }),
-  );
-  const client = new TickwheelClient({
-    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
-  });
+  open.push(() => server.close());
+  const client = new TickwheelClient({ url: server.url });
   open.push(() => client.close());
   return client;
 }
 
 describe('stream bounds', () => {
   it('fails an event stream whose block never ends past MAX_EVENT_CHARS', async () => {
-    const client = await bareServer();
+    const client = await endlessPeer();
     const drain = async () => {
       for await (const event of client.events({ topic: 't' })) void event;
     };
@@ -66,7 +59,7 @@ describe('stream bounds', () => {
   });
 
   it("fails a consumer's delivery stream whose line never ends past MAX_STREAM_LINE_CHARS", async () => {
-    const client = await bareServer();
+    const client = await endlessPeer();
     const errors: unknown[] = [];
     const consumer = client.consume('t', () => {}, { onError: (err) => errors.push(err) });
     open.push(() => consumer.close());

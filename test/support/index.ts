@@ -4,6 +4,7 @@
  */
 
 export { seededBytes, seededInt, seededRandom } from './random.mjs';
+export { bareServer } from './bare-server.js';
 export { useClosing, type Closable } from './closing.js';
 export { useTempDirs } from './temp-dir.js';
 export { typeErrors } from './type-errors.js';
