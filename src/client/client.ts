@@ -76,7 +76,6 @@ import { activeTrace } from '../queue/tracing.js';
  */
 export class TickwheelClient<Payload = unknown> implements QueueOperations<Payload> {
   readonly url: string;
-  private readonly timeoutMs: number;
   private readonly transport: Transport;
   private readonly transportOptions: TransportOptions;
   /** Open event streams (events()), ended by close(). */
@@ -86,7 +85,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   constructor(options: ClientOptions = {}) {
     this.transportOptions = checkClientOptions(options);
     this.url = this.transportOptions.url;
-    this.timeoutMs = this.transportOptions.timeoutMs;
     this.transport = new Transport(this.transportOptions);
   }
 
@@ -175,11 +173,9 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     options: CallOptions = {},
   ): Promise<ReceivedMessage<Payload>[]> {
     const waitMs = typeof receiveOptions.waitMs === 'number' ? receiveOptions.waitMs : 0;
+    const timeoutMs = (callTimeout(options) ?? this.transportOptions.timeoutMs) + waitMs;
     const answer = await this.call<ReceiveResponse>(
-      {
-        ...options,
-        timeoutMs: Math.min((callTimeout(options) ?? this.timeoutMs) + waitMs, MAX_TIMEOUT_MS),
-      },
+      { ...options, timeoutMs: Math.min(timeoutMs, MAX_TIMEOUT_MS) },
       {
         method: 'POST',
         path: `/v1/topics${segment(topic, 'topic')}/receive`,

@@ -90,9 +90,8 @@ export async function* streamEvents(
           };
           throw new TickwheelHttpError(200, error.code, error.message, { error });
         }
-        const parsed = JSON.parse(event.data) as QueueEvent;
         clearTimeout(idleTimer);
-        yield parsed;
+        yield JSON.parse(event.data) as QueueEvent;
         listen();
       }
       if (text.length > MAX_EVENT_CHARS) throw overlong(`GET ${path}`, MAX_EVENT_CHARS);

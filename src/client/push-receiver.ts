@@ -57,7 +57,6 @@ export function pushListener(
   const check = checkPushOptions(options, 'pushListener');
   checkKnownOptions(options, LISTENER_OPTIONS, 'pushListener()');
   checkCallback(handler, 'pushListener: handler');
-  // Infinity: no limit.
   const maxBytes =
     options.maxBytes === Infinity
       ? Infinity
