@@ -185,12 +185,8 @@ function parseFailure(
 ): string {
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
     const name = /'(-{1,2}[^']*)'/.exec(message)?.[1] ?? '';
-    const guess = name.startsWith('--')
-      ? closest(
-          name.slice(2).split('=')[0],
-          specs.map((spec) => spec.name),
-        )
-      : undefined;
+    const known = specs.map((spec) => spec.name);
+    const guess = name.startsWith('--') ? closest(name.slice(2).split('=')[0], known) : undefined;
     return `unknown option '${name}'` + (guess === undefined ? '' : ` (did you mean --${guess}?)`);
   }
   if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {

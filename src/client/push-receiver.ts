@@ -87,7 +87,6 @@ export function pushListener(
         'the request body was read before pushListener: mount it before any body parser';
       return refuse(response, 500, 'ERR_TICKWHEEL_PUSH_FAILED', message);
     }
-    // Unsigned or stale requests are refused before their body is read.
     try {
       checkPushHeaders(request.headers, check);
     } catch (err) {
