@@ -482,10 +482,9 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 function listPath(options: ListOptions): string {
   checkListOptions(options);
   const query = new URLSearchParams();
-  if (options.from !== undefined) query.set('from', String(options.from));
-  if (options.until !== undefined) query.set('until', String(options.until));
-  if (options.limit !== undefined) query.set('limit', String(options.limit));
-  if (options.cursor !== undefined) query.set('cursor', options.cursor);
+  for (const key of ['from', 'until', 'limit', 'cursor'] as const) {
+    if (options[key] !== undefined) query.set(key, String(options[key]));
+  }
   const text = query.toString();
   return `/v1/topics${segment(options.topic, 'topic')}/messages${text === '' ? '' : `?${text}`}`;
 }
