@@ -220,12 +220,11 @@ interface Parsed {
 }
 
 function parseCommand(
-  program: ProgramSpec,
   command: CommandSpec,
   args: string[],
   env: NodeJS.ProcessEnv,
+  label: string,
 ): Parsed {
-  const label = `${program.name} ${command.name}`;
   const specs = [...(command.options ?? []), HELP];
   const split = command.passThrough === true ? splitLeadingOptions(args, specs) : args.length;
   const optionArgs = args.slice(0, split);
@@ -372,12 +371,12 @@ export async function runProgram(
       program.name,
     );
   }
-  const parsed = parseCommand(program, command, rest, env);
+  const label = `${program.name} ${command.name}`;
+  const parsed = parseCommand(command, rest, env, label);
   if (parsed.help) {
     io.out(commandHelp(program, command));
     return 0;
   }
-  const label = `${program.name} ${command.name}`;
   await command.run(bindArguments(command, parsed.positionals, label), parsed.flags);
   return 0;
 }
