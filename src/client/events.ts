@@ -64,12 +64,6 @@ export async function* streamEvents(
     }
   };
   listen();
-  const silenceError = (cause: unknown) =>
-    new TickwheelNetworkError(
-      'ERR_TICKWHEEL_TIMEOUT',
-      `GET ${path}: nothing came for ${idleMs} ms, not even a keep-alive: the stream is taken for dead`,
-      cause,
-    );
   const decoder = new TextDecoder();
   let text = '';
   try {
@@ -100,7 +94,10 @@ export async function* streamEvents(
     // The `lost` event; an error answer to the request itself has a status other than 200.
     if (err instanceof TickwheelHttpError && err.status === 200) throw err;
     if (signal.aborted) return;
-    if (idle.signal.aborted) throw silenceError(err);
+    if (idle.signal.aborted) {
+      const silence = `GET ${path}: nothing came for ${idleMs} ms, not even a keep-alive: the stream is taken for dead`;
+      throw new TickwheelNetworkError('ERR_TICKWHEEL_TIMEOUT', silence, err);
+    }
     throw err;
   } finally {
     clearTimeout(idleTimer);
