@@ -185,12 +185,8 @@ function parseFailure(
 ): string {
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
     const name = /'(-{1,2}[^']*)'/.exec(message)?.[1] ?? '';
-    const guess = name.startsWith('--')
-      ? closest(
-          name.slice(2).split('=')[0],
-          specs.map((spec) => spec.name),
-        )
-      : undefined;
+    const known = specs.map((spec) => spec.name);
+    const guess = name.startsWith('--') ? closest(name.slice(2).split('=')[0], known) : undefined;
     return `unknown option '${name}'` + (guess === undefined ? '' : ` (did you mean --${guess}?)`);
   }
   if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
@@ -224,12 +220,11 @@ interface Parsed {
 }
 
 function parseCommand(
-  program: ProgramSpec,
   command: CommandSpec,
   args: string[],
   env: NodeJS.ProcessEnv,
+  label: string,
 ): Parsed {
-  const label = `${program.name} ${command.name}`;
   const specs = [...(command.options ?? []), HELP];
   const split = command.passThrough === true ? splitLeadingOptions(args, specs) : args.length;
   const optionArgs = args.slice(0, split);
@@ -376,12 +371,12 @@ export async function runProgram(
       program.name,
     );
   }
-  const parsed = parseCommand(program, command, rest, env);
+  const label = `${program.name} ${command.name}`;
+  const parsed = parseCommand(command, rest, env, label);
   if (parsed.help) {
     io.out(commandHelp(program, command));
     return 0;
   }
-  const label = `${program.name} ${command.name}`;
   await command.run(bindArguments(command, parsed.positionals, label), parsed.flags);
   return 0;
 }

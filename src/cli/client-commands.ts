@@ -97,8 +97,9 @@ const RECEIPTS = [
   },
 ];
 
-/** Ends with status 1 when any receipt was not a live delivery (results are printed first). */
-function failUnlessAll(results: boolean[], receipts: string[]): void {
+/** Prints how many receipts were live deliveries, then ends with status 1 unless all were. */
+function printSettled(io: CliIo, verb: string, results: boolean[], receipts: string[]): void {
+  printJson(io, { [verb]: results.filter(Boolean).length, results });
   const missed = receipts.filter((_, i) => !results[i]);
   if (missed.length === 0) return;
   throw new CliError(
@@ -256,9 +257,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
       arguments: RECEIPTS,
       run: async ([receipts], client) => {
         const list = receipts as string[];
-        const results = await client.ackMany(list);
-        printJson(io, { acked: results.filter(Boolean).length, results });
-        failUnlessAll(results, list);
+        printSettled(io, 'acked', await client.ackMany(list), list);
       },
     }),
     clientCommand(io, {
@@ -276,8 +275,7 @@ export function clientCommands(io: CliIo): CommandSpec[] {
       run: async ([receipts], client, flags) => {
         const list = receipts as string[];
         const results = await client.nackMany(list, { delayMs: flags.delay, reason: flags.reason });
-        printJson(io, { nacked: results.filter(Boolean).length, results });
-        failUnlessAll(results, list);
+        printSettled(io, 'nacked', results, list);
       },
     }),
     listCommand(io),

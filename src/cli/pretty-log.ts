@@ -29,8 +29,7 @@ export function prettyLine(line: string): string {
   const fields = record as Record<string, unknown>;
   const parts = [clock(fields.time), (LEVELS[fields.level as number] ?? 'LOG').padEnd(5)];
   const request = requestText(fields);
-  if (request !== undefined) parts.push(request);
-  else parts.push(String(fields.msg ?? ''));
+  parts.push(request ?? String(fields.msg ?? ''));
   if (typeof fields.code === 'string') parts.push(`[${fields.code}]`);
   for (const [key, value] of Object.entries(fields)) {
     if (SHOWN.has(key) || (request !== undefined && REQUEST_FIELDS.has(key))) continue;

@@ -286,12 +286,11 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     ...(token === undefined ? {} : { token }),
   });
   const log = server.log;
-  try {
-    await listenQuietly(server, { port: options.port, host });
-  } catch (err) {
+  const closeAndThrow = async (err: unknown): Promise<never> => {
     await server.close();
     throw err;
-  }
+  };
+  await listenQuietly(server, { port: options.port, host }).catch(closeAndThrow);
   closeOnSignals(server, {
     say: (line, level) => log[level](line.replace(/^tickwheel: /, '')),
   });
@@ -313,12 +312,7 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     );
   }
 
-  try {
-    await server.opened;
-  } catch (err) {
-    await server.close();
-    throw err;
-  }
+  await server.opened.catch(closeAndThrow);
   const recovery = server.queue.recovery;
   const { cluster } = redis === undefined ? {} : await server.queue.stats();
   if (cluster !== undefined) {
@@ -341,10 +335,10 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   if (repaired?.applied === true) {
     log.warn(
       { code: 'ERR_TICKWHEEL_CORRUPT', lost: repaired.lost, repairedAt: repaired.at },
-      `${resolve(options.dir)} was repaired at ${repaired.at}: dropped ` +
+      `${dir} was repaired at ${repaired.at}: dropped ` +
         `${repaired.lost} messages that could not be read (${repaired.damage.length} damaged ` +
         `${repaired.damage.length === 1 ? 'stretch' : 'stretches'} of the log); see ` +
-        `${resolve(options.dir, 'repair.json')}`,
+        `${resolve(dir, 'repair.json')}`,
     );
   }
   if (token === undefined) {

@@ -76,7 +76,6 @@ import { activeTrace } from '../queue/tracing.js';
  */
 export class TickwheelClient<Payload = unknown> implements QueueOperations<Payload> {
   readonly url: string;
-  private readonly timeoutMs: number;
   private readonly transport: Transport;
   private readonly transportOptions: TransportOptions;
   /** Open event streams (events()), ended by close(). */
@@ -86,7 +85,6 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   constructor(options: ClientOptions = {}) {
     this.transportOptions = checkClientOptions(options);
     this.url = this.transportOptions.url;
-    this.timeoutMs = this.transportOptions.timeoutMs;
     this.transport = new Transport(this.transportOptions);
   }
 
@@ -175,11 +173,9 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     options: CallOptions = {},
   ): Promise<ReceivedMessage<Payload>[]> {
     const waitMs = typeof receiveOptions.waitMs === 'number' ? receiveOptions.waitMs : 0;
+    const timeoutMs = (callTimeout(options) ?? this.transportOptions.timeoutMs) + waitMs;
     const answer = await this.call<ReceiveResponse>(
-      {
-        ...options,
-        timeoutMs: Math.min((callTimeout(options) ?? this.timeoutMs) + waitMs, MAX_TIMEOUT_MS),
-      },
+      { ...options, timeoutMs: Math.min(timeoutMs, MAX_TIMEOUT_MS) },
       {
         method: 'POST',
         path: `/v1/topics${segment(topic, 'topic')}/receive`,
@@ -486,10 +482,9 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 function listPath(options: ListOptions): string {
   checkListOptions(options);
   const query = new URLSearchParams();
-  if (options.from !== undefined) query.set('from', String(options.from));
-  if (options.until !== undefined) query.set('until', String(options.until));
-  if (options.limit !== undefined) query.set('limit', String(options.limit));
-  if (options.cursor !== undefined) query.set('cursor', options.cursor);
+  for (const key of ['from', 'until', 'limit', 'cursor'] as const) {
+    if (options[key] !== undefined) query.set(key, String(options[key]));
+  }
   const text = query.toString();
   return `/v1/topics${segment(options.topic, 'topic')}/messages${text === '' ? '' : `?${text}`}`;
 }

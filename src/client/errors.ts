@@ -25,7 +25,6 @@ export class TickwheelHttpError
   extends TickwheelError<WireErrorCode | 'ERR_TICKWHEEL_HTTP'>
   implements CallOutcome
 {
-  /** The HTTP status. */
   readonly status: number;
   /** The server's error code (ERR_TICKWHEEL_*), or ERR_TICKWHEEL_HTTP for a non-tickwheel answer. */
   declare readonly code: WireErrorCode | 'ERR_TICKWHEEL_HTTP';

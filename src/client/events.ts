@@ -64,12 +64,6 @@ export async function* streamEvents(
     }
   };
   listen();
-  const silenceError = (cause: unknown) =>
-    new TickwheelNetworkError(
-      'ERR_TICKWHEEL_TIMEOUT',
-      `GET ${path}: nothing came for ${idleMs} ms, not even a keep-alive: the stream is taken for dead`,
-      cause,
-    );
   const decoder = new TextDecoder();
   let text = '';
   try {
@@ -90,9 +84,8 @@ export async function* streamEvents(
           };
           throw new TickwheelHttpError(200, error.code, error.message, { error });
         }
-        const parsed = JSON.parse(event.data) as QueueEvent;
         clearTimeout(idleTimer);
-        yield parsed;
+        yield JSON.parse(event.data) as QueueEvent;
         listen();
       }
       if (text.length > MAX_EVENT_CHARS) throw overlong(`GET ${path}`, MAX_EVENT_CHARS);
@@ -101,7 +94,10 @@ export async function* streamEvents(
     // The `lost` event; an error answer to the request itself has a status other than 200.
     if (err instanceof TickwheelHttpError && err.status === 200) throw err;
     if (signal.aborted) return;
-    if (idle.signal.aborted) throw silenceError(err);
+    if (idle.signal.aborted) {
+      const silence = `GET ${path}: nothing came for ${idleMs} ms, not even a keep-alive: the stream is taken for dead`;
+      throw new TickwheelNetworkError('ERR_TICKWHEEL_TIMEOUT', silence, err);
+    }
     throw err;
   } finally {
     clearTimeout(idleTimer);

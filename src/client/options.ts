@@ -82,11 +82,10 @@ export function checkClientOptions(options: ClientOptions): TransportOptions {
   if (typeof fetchFn !== 'function') {
     throw invalidOption('no fetch available: use Node 20 or later, or pass options.fetch');
   }
-  const timeoutMs = checkOption(options.timeoutMs ?? 10_000, 'timeoutMs', 1, MAX_TIMEOUT_MS);
   return {
     url,
     token: options.token === '' ? undefined : options.token,
-    timeoutMs,
+    timeoutMs: checkOption(options.timeoutMs ?? 10_000, 'timeoutMs', 1, MAX_TIMEOUT_MS),
     retries: checkOption(options.retries ?? 2, 'retries', 0, 100, true),
     retryDelayMs: checkOption(options.retryDelayMs ?? 100, 'retryDelayMs', 0, 60_000),
     fetch: fetchFn,

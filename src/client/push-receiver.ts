@@ -57,7 +57,6 @@ export function pushListener(
   const check = checkPushOptions(options, 'pushListener');
   checkKnownOptions(options, LISTENER_OPTIONS, 'pushListener()');
   checkCallback(handler, 'pushListener: handler');
-  // Infinity: no limit.
   const maxBytes =
     options.maxBytes === Infinity
       ? Infinity
@@ -88,7 +87,6 @@ export function pushListener(
         'the request body was read before pushListener: mount it before any body parser';
       return refuse(response, 500, 'ERR_TICKWHEEL_PUSH_FAILED', message);
     }
-    // Unsigned or stale requests are refused before their body is read.
     try {
       checkPushHeaders(request.headers, check);
     } catch (err) {

@@ -173,32 +173,17 @@ async function fetchWithin<T>(
     const response = await options.fetch(base + path, { ...init, signal });
     return [response, await read(response)];
   } catch (err) {
-    throw fetchFailure(err, init.method, base, path, timeoutMs, caller, limit.signal.aborted);
+    if (caller?.aborted) throw new AbortError(caller.reason);
+    if (limit.signal.aborted) {
+      const late = `${init.method} ${path}: no answer within ${timeoutMs} ms`;
+      throw new TickwheelNetworkError('ERR_TICKWHEEL_TIMEOUT', late, err);
+    }
+    const reason = causeCode(err) ?? (err as Error).message;
+    const failed = `${init.method} ${base}${path} failed: ${reason}`;
+    throw new TickwheelNetworkError('ERR_TICKWHEEL_NETWORK', failed, err);
   } finally {
     clearTimeout(timer);
   }
-}
-
-function fetchFailure(
-  err: unknown,
-  method: string,
-  base: string,
-  path: string,
-  timeoutMs: number,
-  caller: AbortSignal | undefined,
-  timedOut: boolean,
-): Error {
-  if (caller?.aborted) return new AbortError(caller.reason);
-  if (timedOut) {
-    const message = `${method} ${path}: no answer within ${timeoutMs} ms`;
-    return new TickwheelNetworkError('ERR_TICKWHEEL_TIMEOUT', message, err);
-  }
-  const reason = causeCode(err) ?? (err as Error).message;
-  return new TickwheelNetworkError(
-    'ERR_TICKWHEEL_NETWORK',
-    `${method} ${base}${path} failed: ${reason}`,
-    err,
-  );
 }
 
 /** The error for an answer with an error status: the server's own, or ERR_TICKWHEEL_HTTP. */

@@ -4,7 +4,7 @@
  */
 
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import type { onRequestAsyncHookHandler, RouteOptions } from 'fastify';
 import { invalidOption } from '../validate.js';
 import { httpError } from './errors.js';
 import { declareErrors } from './schemas/common.js';
@@ -29,9 +29,7 @@ function digest(text: string): Buffer {
 }
 
 /** An onRequest hook that refuses requests without `Authorization: Bearer <token>`. */
-export function bearerAuth(
-  token: string,
-): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+export function bearerAuth(token: string): onRequestAsyncHookHandler {
   const expected = digest(token);
   return async (request, reply) => {
     const header = request.headers.authorization;

@@ -5,8 +5,8 @@
  * hold such a key or number, so an ordinary body costs one regular expression scan.
  */
 
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { httpError, invalidRequest } from './errors.js';
+import type { FastifyInstance } from 'fastify';
+import { httpError, invalidRequest, JSON_BODIES_ONLY } from './errors.js';
 
 /** Text that may spell a risky key (also through \u escapes) or overflow a double. */
 const MAY_NEED_WALK = /__proto__|constructor|\\u|\d{20}|[eE]\+?\d{3}/;
@@ -73,29 +73,15 @@ function parseJsonBody(text: string): unknown {
 /** Replaces Fastify's parsers; an empty body of another type is no body, a non-empty one a 415. */
 export function jsonBodies(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(
-    '*',
-    { parseAs: 'string' },
-    (_request: FastifyRequest, body: string | Buffer, done) => {
-      if (body.length === 0) return done(null, undefined);
-      done(
-        httpError(
-          'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
-          'send request bodies as JSON, with content-type: application/json',
-        ),
-        undefined,
-      );
-    },
-  );
-  app.addContentTypeParser(
-    'application/json',
-    { parseAs: 'string' },
-    (_request: FastifyRequest, body: string | Buffer, done) => {
-      try {
-        done(null, parseJsonBody(typeof body === 'string' ? body : body.toString('utf8')));
-      } catch (err) {
-        done(err as Error, undefined);
-      }
-    },
-  );
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+    if (body.length === 0) return done(null, undefined);
+    done(httpError('ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE', JSON_BODIES_ONLY), undefined);
+  });
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    try {
+      done(null, parseJsonBody(typeof body === 'string' ? body : body.toString('utf8')));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
 }

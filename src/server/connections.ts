@@ -47,8 +47,7 @@ export function fileLimit(limits = '/proc/self/limits'): number | undefined {
 export function defaultMaxConnections(files = fileLimit() ?? ASSUMED_FILE_LIMIT): number {
   if (files === Number.POSITIVE_INFINITY) return MAX_DEFAULT_CONNECTIONS;
   const reserved = Math.max(MIN_RESERVED_FILES, Math.floor(files / 4));
-  const room = files - reserved;
-  return Math.min(MAX_DEFAULT_CONNECTIONS, Math.max(MIN_DEFAULT_CONNECTIONS, room));
+  return Math.min(MAX_DEFAULT_CONNECTIONS, Math.max(MIN_DEFAULT_CONNECTIONS, files - reserved));
 }
 
 interface Connection {

@@ -47,16 +47,15 @@ export function invalidRequest(message: string): HttpError {
   return httpError('ERR_TICKWHEEL_INVALID_REQUEST', message);
 }
 
+export const JSON_BODIES_ONLY = 'send request bodies as JSON, with content-type: application/json';
+
 /** Fastify's own 4xx errors that deserve a code of their own; the rest are INVALID_REQUEST. */
 const FASTIFY_ERRORS: Readonly<Record<string, [HttpErrorCode, string]>> = {
   FST_ERR_CTP_BODY_TOO_LARGE: [
     'ERR_TICKWHEEL_BODY_TOO_LARGE',
     "the request body is larger than the server's body limit",
   ],
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: [
-    'ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE',
-    'send request bodies as JSON, with content-type: application/json',
-  ],
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: ['ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE', JSON_BODIES_ONLY],
 };
 
 export interface ErrorResponse {

@@ -4,8 +4,8 @@
  */
 
 const SIZE = 32;
-/** The dashboard's accent blue (#2563eb), as B, G, R. */
-const BLUE = [0xeb, 0x63, 0x25] as const;
+/** An inked pixel: the dashboard's accent blue (#2563eb), as B, G, R, then alpha (opaque). */
+const INK = [0xeb, 0x63, 0x25, 0xff];
 /** Radii, in pixels from the centre: the ring's outer and inner edge, the hub. */
 const RING_OUTER = 15;
 const RING_INNER = 12;
@@ -32,8 +32,7 @@ export function favicon(): Buffer {
   const maskBytes = SIZE * Math.ceil(SIZE / 32) * 4;
   const imageBytes = 40 + pixelBytes + maskBytes;
   const file = Buffer.alloc(6 + 16 + imageBytes);
-  // ICONDIR: reserved, type 1 (icon), one image.
-  file.writeUInt16LE(0, 0);
+  // ICONDIR: reserved (0), type 1 (icon), one image.
   file.writeUInt16LE(1, 2);
   file.writeUInt16LE(1, 4);
   // ICONDIRENTRY: width, height, no palette, reserved, 1 plane, 32 bits, size, offset.
@@ -58,11 +57,7 @@ export function favicon(): Buffer {
     const y = SIZE - 1 - row - centre; // bottom-up
     for (let column = 0; column < SIZE; column++) {
       if (!inked(column - centre, y)) continue;
-      const at = pixels + (row * SIZE + column) * 4;
-      file[at] = BLUE[0];
-      file[at + 1] = BLUE[1];
-      file[at + 2] = BLUE[2];
-      file[at + 3] = 0xff;
+      file.set(INK, pixels + (row * SIZE + column) * 4);
     }
   }
   return file;

@@ -17,8 +17,7 @@ export type { ServerOptions, TickwheelServer };
 export async function createServer(options?: ServerOptions): Promise<TickwheelServer> {
   checkServerPeers();
   // Imported only now: a static import would fail to link without the peers, before any check.
-  const { createServer: create } = await import('./server.js');
-  return create(options);
+  return (await import('./server.js')).createServer(options);
 }
 
 export { TickwheelDependencyError } from '../errors.js';

@@ -258,10 +258,6 @@ export class ServerMetrics {
     this.dataLosses.update(numberOf(cluster.dataLosses));
   }
 
-  get contentType(): string {
-    return this.registry.contentType;
-  }
-
   observeRequest(method: string, route: string, status: number, seconds: number): void {
     this.httpRequests.inc({ method, route, status });
     this.httpDuration.observe({ method, route }, seconds);

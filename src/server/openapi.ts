@@ -9,7 +9,7 @@ import { STATUS_CODES } from 'node:http';
 import type { FastifyInstance, FastifyPluginAsync, RouteOptions } from 'fastify';
 import { assert } from '../assert.js';
 import { BEARER_SCHEME } from './auth.js';
-import { API_TAGS } from './schemas/common.js';
+import { API_TAGS, methodsOf } from './schemas/common.js';
 import { openApiSchema } from './schemas/status.js';
 
 export const OPENAPI_PATH = '/openapi.json';
@@ -100,10 +100,6 @@ function described(routes: readonly RecordedRoute[]): RouteOptions[] {
     .map(({ route }) => route)
     .filter((route) => (route.config as { openapi?: unknown } | undefined)?.openapi !== false)
     .filter((route) => !(methodsOf(route).every((m) => m === 'HEAD') && gets.has(route.url)));
-}
-
-function methodsOf(route: RouteOptions): string[] {
-  return (Array.isArray(route.method) ? route.method : [route.method]).map((m) => m.toUpperCase());
 }
 
 /**

@@ -6,7 +6,7 @@
  */
 
 import { isIP } from 'node:net';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { onRequestHookHandler } from 'fastify';
 import { invalidOption } from '../validate.js';
 import { httpError } from './errors.js';
 
@@ -45,9 +45,7 @@ function hostName(header: string): string | undefined {
 }
 
 /** An onRequest hook that refuses Host names the server does not answer to. */
-export function hostCheck(
-  allowed: readonly string[],
-): (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void {
+export function hostCheck(allowed: readonly string[]): onRequestHookHandler {
   const names = new Set(['localhost', ...allowed]);
   const known = [...names].join(', ');
   return (request, _reply, done) => {
@@ -72,11 +70,7 @@ function isJson(contentType: string | undefined): boolean {
 }
 
 /** An onRequest hook that refuses a POST a web page could send without a preflight. */
-export function jsonPostsOnly(
-  request: FastifyRequest,
-  _reply: FastifyReply,
-  done: (err?: Error) => void,
-): void {
+export const jsonPostsOnly: onRequestHookHandler = (request, _reply, done) => {
   if (request.method !== 'POST' || isJson(request.headers['content-type'])) return done();
   done(
     httpError(
@@ -85,4 +79,4 @@ export function jsonPostsOnly(
         '(so that a web page on another site cannot send it)',
     ),
   );
-}
+};

@@ -144,7 +144,6 @@ export const lifecycle = unencapsulated<LifecycleOptions>(
       context.closing = true;
       connections.closeIdle();
     });
-    // The queue the server opened, once it is open (or failed to).
     app.addHook('onClose', async () => {
       if (source.owned) await (await source.queue.catch(() => undefined))?.close();
     });

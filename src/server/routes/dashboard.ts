@@ -70,12 +70,7 @@ async function buildSnapshot(context: ServerContext) {
     version: context.version,
     uptimeMs: Math.round(performance.now() - context.startedAt),
     counters: Object.fromEntries(COUNTER_NAMES.map((name) => [name, stats[name]])),
-    topics: Object.fromEntries(
-      Object.entries(stats.topics).map(([topic, { scheduled, ready, inflight, dead }]) => [
-        topic,
-        { scheduled, ready, inflight, dead },
-      ]),
-    ),
+    topics: stats.topics,
     totals: {
       inMemory: stats.inMemory,
       live: store.live ?? null,

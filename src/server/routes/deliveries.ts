@@ -72,8 +72,7 @@ export const deliveryRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app,
     '/nack',
     { schema: nackSchema },
     async (request): Promise<NackResponse> => {
-      const { receipts, delayMs, reason, durable } = request.body;
-      const options = { delayMs, reason, durable };
+      const { receipts, ...options } = request.body;
       const results = await Promise.all(receipts.map((r) => context.queue.nack(r, options)));
       streams.release(receipts);
       return { nacked: results.filter(Boolean).length, results };

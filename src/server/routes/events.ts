@@ -10,9 +10,8 @@ import { EVENT_TYPES, type QueueEventType } from '../../queue/events.js';
 import type { RouteGroupOptions } from '../context.js';
 import { invalidRequest } from '../errors.js';
 import { eventsSchema } from '../schemas/topics.js';
-import { drained, OpenStreams } from './open-streams.js';
+import { drained, KEEP_ALIVE_MS, OpenStreams } from './open-streams.js';
 
-const KEEP_ALIVE_MS = 15_000;
 const BUFFER = 10_000;
 
 export const eventRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {

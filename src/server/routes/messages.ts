@@ -61,7 +61,8 @@ function toScheduleRequest(
 }
 
 /** The query of GET /topics/:topic/messages, as text (listSchema checks its form). */
-type ListQuerystring = Partial<Record<'from' | 'until' | 'limit' | 'cursor', string>>;
+type ListQuerystring = Partial<Record<NumberKey | 'cursor', string>>;
+type NumberKey = 'from' | 'until' | 'limit';
 
 /** Why a message is not pending, from one read of it (a second could tell another story). */
 function whyMissing(id: string, info: WireMessageInfo | undefined): string {
@@ -78,9 +79,8 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
       const message = toScheduleRequest(request.params.topic, request.body, 'body');
       const trace = traceContextOfHeaders(request.headers);
       if (trace !== undefined) message.trace ??= trace;
-      const result = await context.queue.schedule(message);
       void reply.code(201);
-      return result;
+      return context.queue.schedule(message);
     },
   );
 
@@ -88,12 +88,9 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
     '/topics/:topic/messages',
     { schema: listSchema },
     (request): Promise<ListResponse> => {
-      const { from, until, limit, cursor } = request.query;
-      const options: ListOptions = { topic: request.params.topic };
-      if (from !== undefined) options.from = Number(from);
-      if (until !== undefined) options.until = Number(until);
-      if (limit !== undefined) options.limit = Number(limit);
-      if (cursor !== undefined) options.cursor = cursor;
+      const { cursor, ...numbers } = request.query;
+      const options: ListOptions = { topic: request.params.topic, cursor };
+      for (const [key, text] of Object.entries(numbers)) options[key as NumberKey] = Number(text);
       return context.queue.list(options);
     },
   );
@@ -210,8 +207,7 @@ export const messageRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, 
     async (request): Promise<RequeueResponse> => {
       const { id } = request.params;
       const { queue } = context;
-      const delayMs = request.body.delayMs;
-      if (!(await queue.requeue(id, delayMs === undefined ? {} : { delayMs }))) {
+      if (!(await queue.requeue(id, request.body))) {
         const info = await queue.get(id);
         if (info !== undefined && info.status !== 'dead') {
           throw conflict(`message ${id} is ${info.status}; only dead letters can be requeued`);

@@ -6,6 +6,8 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ServerResponse } from 'node:http';
 
+export const KEEP_ALIVE_MS = 15_000;
+
 export class OpenStreams {
   private readonly ends = new Set<() => void>();
 

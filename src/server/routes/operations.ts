@@ -76,7 +76,7 @@ export const operationRoutes: FastifyPluginAsync<
 
   app.get('/metrics', { schema: metricsSchema }, async (_request, reply) => {
     const text = await context.metrics.render(await context.queue.stats());
-    void reply.type(context.metrics.contentType);
+    void reply.type(context.metrics.registry.contentType);
     return text;
   });
 

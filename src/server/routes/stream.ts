@@ -11,11 +11,10 @@ import type { StreamBody } from '../../protocol/wire.js';
 import { DEFAULT_VISIBILITY_MS } from '../../queue/options.js';
 import type { ServerContext } from '../context.js';
 import { streamSchema } from '../schemas/messages.js';
-import { drained, OpenStreams } from './open-streams.js';
+import { drained, KEEP_ALIVE_MS, OpenStreams } from './open-streams.js';
 import { handBack, toWire } from './wire.js';
 import { Wake } from '../../wake.js';
 
-const KEEP_ALIVE_MS = 15_000;
 /** Longest wait of one take, so that a stream notices its client gone or a server closing. */
 const TAKE_SLICE_MS = 500;
 const KEEP_ALIVE_LINE = '{"messages":[]}\n';
@@ -94,7 +93,6 @@ export function streamRoute(
       const signal = controller.signal;
       const end = () => controller.abort();
       const raw = open.open(reply, 'application/x-ndjson', end);
-      // Unless told, deliveries stay in flight as long as the queue's default says.
       const visibleFor = visibilityMs ?? DEFAULT_VISIBILITY_MS;
       const slots = new StreamWindow();
       let written = performance.now();

@@ -122,10 +122,13 @@ export function declareErrors(
   };
 }
 
+export function methodsOf(route: RouteOptions): string[] {
+  return (Array.isArray(route.method) ? route.method : [route.method]).map((m) => m.toUpperCase());
+}
+
 /** Whether Fastify reads a body for the route's method(s), and so may refuse it. */
 export function readsBody(route: RouteOptions): boolean {
-  const methods = Array.isArray(route.method) ? route.method : [route.method];
-  return methods.some((method) => !['GET', 'HEAD', 'TRACE'].includes(method));
+  return methodsOf(route).some((method) => !['GET', 'HEAD', 'TRACE'].includes(method));
 }
 
 /** Whether the route validates any input (a 400 when it does not match). */
