@@ -43,6 +43,7 @@ const built = [
   'test/server/crash.test.ts',
   'test/server/e2e.test.ts',
   'test/server/io-errors.test.ts',
+  'test/server/list.test.ts',
   'test/server/logs.test.ts',
   'test/server/origin.test.ts',
   'test/server/push-allow.test.ts',

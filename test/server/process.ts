@@ -57,7 +57,7 @@ export function startServer(args: string[], options: ServeOptions = {}): Promise
   child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => resolve({ code, signal })),
+    child.on('close', (code, signal) => resolve({ code, signal })),
   );
   const kill = async () => {
     if (child.exitCode === null && child.signalCode === null) {
@@ -112,7 +112,7 @@ export function runCli(
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     child.on('error', reject);
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
     child.stdin.end(options.input ?? '');
   });
 }
