@@ -149,16 +149,13 @@ export class Producer {
 
   /** Moves a scheduled or ready message; resolves with the due time stored. */
   async rescheduleTo(id: string, due: number): Promise<number | undefined> {
-    const at = this.at(id);
-    if (!(await tw.reschedule(this.valkey, at, due, this.windowOf(due)))) return undefined;
-    await this.durable(at.meta, id);
-    return due;
+    return (await this.move('tw_reschedule', id, due)) ? due : undefined;
   }
 
-  /** A dead message due again at `due`, its attempts reset; false if it is not dead. */
-  async requeue(id: string, due: number): Promise<boolean> {
+  /** tw_reschedule, or tw_requeue (a dead message, its attempts reset); false if not so. */
+  async move(fn: tw.Move, id: string, due: number): Promise<boolean> {
     const at = this.at(id);
-    const done = await tw.requeue(this.valkey, at, due, this.windowOf(due));
+    const done = await tw.move(this.valkey, fn, at, due, this.windowOf(due));
     if (done) await this.durable(at.meta, id);
     return done;
   }
