@@ -23,6 +23,7 @@ import {
   REFUSALS,
   hidePassword,
   isConnectionError,
+  isUnreachable,
   unavailable,
   destroyQuietly,
   withDeadline,
@@ -341,8 +342,7 @@ export class Valkey {
     try {
       return await withinMs(listen(), this.commandTimeoutMs);
     } catch (err) {
-      if (isConnectionError(err)) throw unavailable(this.urls, err);
-      throw err;
+      throw isConnectionError(err) ? unavailable(this.urls, err) : err;
     }
   }
 
@@ -396,9 +396,7 @@ export class Valkey {
         try {
           return await within(ms, (o) => sendCommand(args, o));
         } catch (err) {
-          const message = err instanceof Error ? err.message : '';
-          if (isConnectionError(err) || REFUSALS.test(message)) throw unavailable(this.urls, err);
-          throw err;
+          throw isUnreachable(err) ? unavailable(this.urls, err) : err;
         }
       },
     });

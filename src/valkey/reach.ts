@@ -28,7 +28,7 @@ export function isConnectionError(err: unknown): boolean {
 }
 
 /** Whether `err` says the server is not there now: worth trying again later. */
-function isUnreachable(err: unknown): boolean {
+export function isUnreachable(err: unknown): boolean {
   if ((err as { code?: unknown } | null)?.code === 'ERR_TICKWHEEL_UNAVAILABLE') return true;
   return isConnectionError(err) || REFUSALS.test(err instanceof Error ? err.message : '');
 }
