@@ -9,9 +9,9 @@ import {
   createClient,
   createCluster,
   createSentinel,
-  type RedisClientType,
-  type RedisClusterType,
-  type RedisSentinelType,
+  type RedisClientType as Client,
+  type RedisClusterType as Cluster,
+  type RedisSentinelType as Sentinel,
 } from '@redis/client';
 import { assert } from '../assert.js';
 import { TickwheelStateError } from '../errors.js';
@@ -31,14 +31,11 @@ import {
   withinMs,
 } from './reach.js';
 
-type Client = RedisClientType;
 type Send = (args: string[], options: object) => Promise<unknown>;
 type ReplicaState = { at: number; count: number; noneSince: number | undefined };
 
 const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer } as const;
 const BUFFERED = { typeMapping: BUFFERS };
-type Cluster = RedisClusterType;
-type Sentinel = RedisSentinelType;
 
 /** A Redis Functions library that a connection loads on every primary. */
 export interface FunctionLibrary {

@@ -48,12 +48,11 @@ export function unavailable(
     cause instanceof Error
       ? cause.message || `${cause.constructor.name} (no answer in time)`
       : String(cause);
-  const error = new TickwheelUnavailableError(
+  return new TickwheelUnavailableError(
     'ERR_TICKWHEEL_UNAVAILABLE',
     `could not reach Valkey/Redis at ${shown}${after}: ${why}`,
+    { cause },
   );
-  (error as Error & { cause?: unknown }).cause = cause;
-  return error;
 }
 
 /**
