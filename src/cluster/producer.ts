@@ -256,17 +256,14 @@ export class Producer {
   }
 
   /** A change of recurring schedules' records (tw_sched), as durable as a message. */
-  async sched(change: tw.SchedChange, what: string): Promise<tw.SchedAnswer> {
+  sched(change: tw.SchedChange, what: string): Promise<tw.SchedAnswer> {
     const meta = metaKey(this.options.queue, 0);
-    const answer = await tw.sched(this.valkey, meta, change);
-    await this.durable(meta, what);
-    return answer;
+    return this.durably(meta, what, (valkey) => tw.sched(valkey, meta, change));
   }
 
   /** A queue-wide setting (a topic's) written as durably as a message. */
   async writeSetting(key: string, command: readonly string[], what: string): Promise<void> {
-    await this.valkey.command(key, command);
-    await this.durable(key, what);
+    await this.durably(key, what, (valkey) => valkey.command(key, command));
   }
 
   /**
