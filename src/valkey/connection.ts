@@ -26,7 +26,6 @@ import {
   isUnreachable,
   unavailable,
   destroyQuietly,
-  withDeadline,
   within,
   withinMs,
 } from './reach.js';
@@ -126,7 +125,14 @@ export class Valkey {
     }
     const connection = (made.sentinel ?? made.cluster ?? made.client) as Client;
     connection.on('error', () => {});
-    await withDeadline(connection, deadline, list);
+    try {
+      await withinMs(connection.connect(), Math.max(0, deadline - Date.now()), () =>
+        unavailable(list, new Error('connecting took too long')),
+      );
+    } catch (err) {
+      destroyQuietly(connection);
+      throw err;
+    }
     return new this({ ...made, urls: list });
   }
 

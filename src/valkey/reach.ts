@@ -81,22 +81,6 @@ export async function untilReachable<T>(
   }
 }
 
-/** `connection` connects by `deadline`, or is destroyed. */
-export async function withDeadline(
-  connection: { connect(): Promise<unknown>; destroy(): unknown },
-  deadline: number,
-  urls: readonly string[],
-): Promise<void> {
-  try {
-    await withinMs(connection.connect(), Math.max(0, deadline - Date.now()), () =>
-      unavailable(urls, new Error('connecting took too long')),
-    );
-  } catch (err) {
-    destroyQuietly(connection);
-    throw err;
-  }
-}
-
 /** Drops a connection; one that never connected (destroy() then throws) needs nothing. */
 export function destroyQuietly(connection: { destroy(): unknown } | undefined): void {
   try {
