@@ -161,10 +161,7 @@ export class TickwheelRangeError extends RangeError implements TickwheelError {
 
 /** A call the object's current state does not allow: closed, stopped, shut down, ... */
 export class TickwheelStateError extends TickwheelError {
-  constructor(code: TickwheelErrorCode, message: string, options?: ErrorOptions) {
-    super(code, message, options);
-    this.name = 'TickwheelStateError';
-  }
+  override name = 'TickwheelStateError';
 }
 
 /** Refuses a call on a closed (or stopped: `code`) object; `message` says what to do instead. */
@@ -189,10 +186,7 @@ export type UnavailableErrorCode =
  * Valkey/Redis server): never the caller's mistake; retry, or let the operator act on it.
  */
 export class TickwheelUnavailableError extends TickwheelError<UnavailableErrorCode> {
-  constructor(code: UnavailableErrorCode, message: string, options?: ErrorOptions) {
-    super(code, message, options);
-    this.name = 'TickwheelUnavailableError';
-  }
+  override name = 'TickwheelUnavailableError';
 }
 
 /** One damaged stretch of a data directory's message log. */

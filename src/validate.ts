@@ -79,8 +79,7 @@ export function checkOption(
 /** An options argument that is an object, not a TypeError from reading it (or every default). */
 export function checkOptionsObject<O>(options: O, what: string, example?: string): O {
   if (typeof options !== 'object' || options === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `${what} must be an object${example === undefined ? '' : ` such as ${example}`}, got ${describe(options)}`,
     );
   }
@@ -91,10 +90,7 @@ export function checkOptionsObject<O>(options: O, what: string, example?: string
 export function checkFlag(value: unknown, name: string): boolean {
   if (value === undefined) return false;
   if (typeof value !== 'boolean') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${name} must be true or false, got ${describe(value)}`,
-    );
+    throw invalidOption(`${name} must be true or false, got ${describe(value)}`);
   }
   return value;
 }
@@ -102,7 +98,7 @@ export function checkFlag(value: unknown, name: string): boolean {
 /** An optional `signal` option: undefined, or an AbortSignal. */
 export function checkSignal(signal: unknown): AbortSignal | undefined {
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_OPTION', 'signal must be an AbortSignal');
+    throw invalidOption('signal must be an AbortSignal');
   }
   return signal;
 }
@@ -122,8 +118,7 @@ export function checkKnownOptions(options: object, known: readonly string[], wha
   for (const name of Object.keys(options)) {
     if (known.includes(name)) continue;
     const guess = closest(name, known);
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
+    throw invalidOption(
       `${what} has no option ${JSON.stringify(name.slice(0, 64))}` +
         (guess === undefined ? '' : ` (did you mean ${JSON.stringify(guess)}?)`) +
         `; the options are ${known.join(', ')}`,

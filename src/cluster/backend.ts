@@ -263,7 +263,7 @@ export class ClusterBackend implements QueueBackend {
   }
 
   requeue(id: string, deliverAt: number): Promise<boolean> {
-    return this.producer.requeue(id, deliverAt).catch(failed(id));
+    return this.producer.move('tw_requeue', id, deliverAt).catch(failed(id));
   }
 
   get(id: string): Promise<MessageInfo | undefined> {

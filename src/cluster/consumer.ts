@@ -163,11 +163,8 @@ export class Consumer {
     const due = Date.now() + delay;
     const window = Math.floor(due / this.options.windowMs);
     const retry = { id, bucket, attempt, due, window };
-    const reason = options.reason ?? '';
-    const outcome =
-      durably === undefined
-        ? await tw.nack(this.valkey, at.meta, retry, reason)
-        : await durably(at.meta, id, (valkey) => tw.nack(valkey, at.meta, retry, reason));
+    const nack = (valkey: Valkey) => tw.nack(valkey, at.meta, retry, options.reason ?? '');
+    const outcome = await (durably === undefined ? nack(this.valkey) : durably(at.meta, id, nack));
     if (outcome !== 'dead') return outcome === undefined ? undefined : { outcome };
     // The dead letter's span continues the trace in its record. The nack is done by now: a
     // failed read costs the span, not the nack.

@@ -60,7 +60,6 @@ export function chooseDurability(
       };
     }
     if (option !== 'async') throw new TickwheelNoReplicaError(option, without);
-    return { durability: 'async', reason: 'as set' };
   }
   const durability = option === 'auto' ? 'replicated' : option;
   const how = option === 'auto' ? 'auto: the primaries have replicas' : 'as set';

@@ -200,16 +200,12 @@ export async function cancel(valkey: Valkey, m: MessageAt) {
   return { topic: str(reply[1]), deliverAt: num(reply[2]), attempts: Number(reply[3]) };
 }
 
-/** tw_reschedule: a scheduled message due at `due` instead. */
-export async function reschedule(valkey: Valkey, m: MessageAt, due: number, window: number) {
-  const args = [m.id, m.bucket, String(due), window];
-  return (await call(valkey, 'tw_reschedule', m.meta, args)) === 1;
+/** tw_reschedule: a scheduled message due at `due` instead; tw_requeue: a dead letter, attempts 0. */
+export async function move(valkey: Valkey, fn: Move, m: MessageAt, due: number, window: number) {
+  return (await call(valkey, fn, m.meta, [m.id, m.bucket, String(due), window])) === 1;
 }
 
-/** tw_requeue: a dead letter scheduled again at `due`, attempts from 0. */
-export async function requeue(valkey: Valkey, m: MessageAt, due: number, window: number) {
-  return (await call(valkey, 'tw_requeue', m.meta, [m.id, m.bucket, String(due), window])) === 1;
-}
+export type Move = 'tw_reschedule' | 'tw_requeue';
 
 /** A change of a recurring schedule's record, made only if its version is still `version`. */
 export type SchedChange =

@@ -59,7 +59,8 @@ export class ClusterInspector {
   /** Live messages of the whole queue per topic and status, and their totals. */
   async counts(): Promise<{ totals: TopicCounts; topics: Record<string, TopicCounts> }> {
     const all = await this.each<Hash>('counts', (key) => ['HGETALL', key]);
-    const totals: TopicCounts = { scheduled: 0, ready: 0, inflight: 0, dead: 0 };
+    const none = (): TopicCounts => ({ scheduled: 0, ready: 0, inflight: 0, dead: 0 });
+    const totals = none();
     const topics: Record<string, TopicCounts> = {};
     for (const counts of all) {
       for (const [field, value] of Object.entries(counts ?? {})) {
@@ -68,9 +69,7 @@ export class ClusterInspector {
         const n = Number(value);
         if (status === undefined || n === 0) continue;
         totals[status] += n;
-        (topics[field.slice(0, bar)] ??= { scheduled: 0, ready: 0, inflight: 0, dead: 0 })[
-          status
-        ] += n;
+        (topics[field.slice(0, bar)] ??= none())[status] += n;
       }
     }
     return { totals, topics };

@@ -149,7 +149,6 @@ export class PartitionOwner {
 
   /** Deliveries were taken, visible again at `deadline` (server time): no call needed. */
   onTaken(deadline: number): void {
-    if (this.stopped) return;
     if (!Number.isFinite(deadline)) return this.onInflightChanged();
     if (deadline < this.visibilityAt) this.setVisibilityTimer(deadline);
   }
@@ -172,8 +171,7 @@ export class PartitionOwner {
     this.visibilityAt = at;
     this.visibility = setTimeout(
       () => {
-        this.visibility = undefined;
-        this.visibilityAt = Infinity;
+        this.setVisibilityTimer(Infinity);
         this.onInflightChanged();
       },
       wait > 0 ? Math.min(wait + 1, 2 ** 31 - 1) : 25,

@@ -119,7 +119,7 @@ export class Ownership {
     for (let p = 0; p < this.partitions; p++) {
       const slot = this.slots[p];
       if (slot.request !== NONE && now - slot.sentAt >= this.requestTimeoutMs) {
-        this.abandon(slot);
+        this.endRequest(slot);
       }
       if (holds(slot.phase) && now >= slot.validUntil) {
         effects.push(this.drop(p, 'expired'));
@@ -190,10 +190,7 @@ export class Ownership {
   /** The answer to a release (or its failure: the lease then expires by itself). */
   released(partition: number, request: number): void {
     const slot = this.slotOf(partition);
-    if (slot.request !== request || slot.phase !== 'releasing') return;
-    slot.request = NONE;
-    slot.phase = 'unowned';
-    slot.epoch = 0;
+    if (slot.request === request && slot.phase === 'releasing') this.endRequest(slot);
   }
 
   /** Whether this node may fire the partition's messages now. */
@@ -232,11 +229,12 @@ export class Ownership {
     return slot.request;
   }
 
-  private abandon(slot: Slot): void {
+  /** The request in flight is over (abandoned, or a release answered): no acquire or release. */
+  private endRequest(slot: Slot): void {
     slot.request = NONE;
     if (slot.phase === 'acquiring') slot.phase = 'unowned';
     else if (slot.phase === 'releasing') {
-      // The lease expires by itself if the release was lost.
+      // An abandoned release: the lease expires by itself if the release was lost.
       slot.phase = 'unowned';
       slot.epoch = 0;
     }

@@ -149,16 +149,13 @@ export class Producer {
 
   /** Moves a scheduled or ready message; resolves with the due time stored. */
   async rescheduleTo(id: string, due: number): Promise<number | undefined> {
-    const at = this.at(id);
-    if (!(await tw.reschedule(this.valkey, at, due, this.windowOf(due)))) return undefined;
-    await this.durable(at.meta, id);
-    return due;
+    return (await this.move('tw_reschedule', id, due)) ? due : undefined;
   }
 
-  /** A dead message due again at `due`, its attempts reset; false if it is not dead. */
-  async requeue(id: string, due: number): Promise<boolean> {
+  /** tw_reschedule, or tw_requeue (a dead message, its attempts reset); false if not so. */
+  async move(fn: tw.Move, id: string, due: number): Promise<boolean> {
     const at = this.at(id);
-    const done = await tw.requeue(this.valkey, at, due, this.windowOf(due));
+    const done = await tw.move(this.valkey, fn, at, due, this.windowOf(due));
     if (done) await this.durable(at.meta, id);
     return done;
   }
@@ -259,17 +256,14 @@ export class Producer {
   }
 
   /** A change of recurring schedules' records (tw_sched), as durable as a message. */
-  async sched(change: tw.SchedChange, what: string): Promise<tw.SchedAnswer> {
+  sched(change: tw.SchedChange, what: string): Promise<tw.SchedAnswer> {
     const meta = metaKey(this.options.queue, 0);
-    const answer = await tw.sched(this.valkey, meta, change);
-    await this.durable(meta, what);
-    return answer;
+    return this.durably(meta, what, (valkey) => tw.sched(valkey, meta, change));
   }
 
   /** A queue-wide setting (a topic's) written as durably as a message. */
   async writeSetting(key: string, command: readonly string[], what: string): Promise<void> {
-    await this.valkey.command(key, command);
-    await this.durable(key, what);
+    await this.durably(key, what, (valkey) => valkey.command(key, command));
   }
 
   /**

@@ -19,7 +19,7 @@ import { fnv1a, mix32 } from './rendezvous.js';
 import {
   MAX_TRACESTATE_CHARS,
   TRACEPARENT_CHARS,
-  checkTraceContext,
+  traceContextOf,
   type TraceContext,
 } from '../protocol/trace-context.js';
 
@@ -188,11 +188,10 @@ export function decodeRecord(
       at = stateEnd;
       // One that does not parse is dropped: the message is whole without it.
       if (at <= buf.length) {
-        trace = checkTraceContext({
-          traceparent: buf.toString('latin1', parentStart, stateStart),
-          tracestate:
-            stateStart === stateEnd ? undefined : buf.toString('latin1', stateStart, stateEnd),
-        });
+        trace = traceContextOf(
+          buf.toString('latin1', parentStart, stateStart),
+          buf.toString('latin1', stateStart, stateEnd),
+        );
       }
     }
     if (at > buf.length || idLength === undefined)

@@ -7,7 +7,7 @@
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { TickwheelError, TickwheelRangeError } from '../errors.js';
-import { checkCallback, describe, invalidOption } from '../validate.js';
+import { checkCallback, checkOptionsObject, describe, invalidOption } from '../validate.js';
 
 export const PUSH_HEADER = Object.freeze({
   id: 'tickwheel-id',
@@ -92,11 +92,7 @@ export interface PushCheck {
 
 /** Checks the options of verifyPush (and pushListener, `who`): the receiver's mistakes. */
 export function checkPushOptions(options: unknown, who: string): PushCheck {
-  if (typeof options !== 'object' || options === null) {
-    throw invalidOption(
-      `${who}: options must be an object such as { secret }, got ${describe(options)}`,
-    );
-  }
+  checkOptionsObject(options, `${who}: options`, '{ secret }');
   const { secret, toleranceSeconds, now } = options as Partial<VerifyPushOptions>;
   const secrets: unknown = typeof secret === 'string' ? [secret] : secret;
   if (

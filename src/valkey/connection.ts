@@ -9,9 +9,9 @@ import {
   createClient,
   createCluster,
   createSentinel,
-  type RedisClientType,
-  type RedisClusterType,
-  type RedisSentinelType,
+  type RedisClientType as Client,
+  type RedisClusterType as Cluster,
+  type RedisSentinelType as Sentinel,
 } from '@redis/client';
 import { assert } from '../assert.js';
 import { TickwheelStateError } from '../errors.js';
@@ -23,21 +23,18 @@ import {
   REFUSALS,
   hidePassword,
   isConnectionError,
+  isUnreachable,
   unavailable,
   destroyQuietly,
-  withDeadline,
   within,
   withinMs,
 } from './reach.js';
 
-type Client = RedisClientType;
 type Send = (args: string[], options: object) => Promise<unknown>;
 type ReplicaState = { at: number; count: number; noneSince: number | undefined };
 
 const BUFFERS = { [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer } as const;
 const BUFFERED = { typeMapping: BUFFERS };
-type Cluster = RedisClusterType;
-type Sentinel = RedisSentinelType;
 
 /** A Redis Functions library that a connection loads on every primary. */
 export interface FunctionLibrary {
@@ -128,7 +125,14 @@ export class Valkey {
     }
     const connection = (made.sentinel ?? made.cluster ?? made.client) as Client;
     connection.on('error', () => {});
-    await withDeadline(connection, deadline, list);
+    try {
+      await withinMs(connection.connect(), Math.max(0, deadline - Date.now()), () =>
+        unavailable(list, new Error('connecting took too long')),
+      );
+    } catch (err) {
+      destroyQuietly(connection);
+      throw err;
+    }
     return new this({ ...made, urls: list });
   }
 
@@ -341,8 +345,7 @@ export class Valkey {
     try {
       return await withinMs(listen(), this.commandTimeoutMs);
     } catch (err) {
-      if (isConnectionError(err)) throw unavailable(this.urls, err);
-      throw err;
+      throw isConnectionError(err) ? unavailable(this.urls, err) : err;
     }
   }
 
@@ -396,9 +399,7 @@ export class Valkey {
         try {
           return await within(ms, (o) => sendCommand(args, o));
         } catch (err) {
-          const message = err instanceof Error ? err.message : '';
-          if (isConnectionError(err) || REFUSALS.test(message)) throw unavailable(this.urls, err);
-          throw err;
+          throw isUnreachable(err) ? unavailable(this.urls, err) : err;
         }
       },
     });

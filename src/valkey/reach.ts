@@ -28,7 +28,7 @@ export function isConnectionError(err: unknown): boolean {
 }
 
 /** Whether `err` says the server is not there now: worth trying again later. */
-function isUnreachable(err: unknown): boolean {
+export function isUnreachable(err: unknown): boolean {
   if ((err as { code?: unknown } | null)?.code === 'ERR_TICKWHEEL_UNAVAILABLE') return true;
   return isConnectionError(err) || REFUSALS.test(err instanceof Error ? err.message : '');
 }
@@ -48,12 +48,11 @@ export function unavailable(
     cause instanceof Error
       ? cause.message || `${cause.constructor.name} (no answer in time)`
       : String(cause);
-  const error = new TickwheelUnavailableError(
+  return new TickwheelUnavailableError(
     'ERR_TICKWHEEL_UNAVAILABLE',
     `could not reach Valkey/Redis at ${shown}${after}: ${why}`,
+    { cause },
   );
-  (error as Error & { cause?: unknown }).cause = cause;
-  return error;
 }
 
 /**
@@ -79,22 +78,6 @@ export async function untilReachable<T>(
       }
       await sleep(wait);
     }
-  }
-}
-
-/** `connection` connects by `deadline`, or is destroyed. */
-export async function withDeadline(
-  connection: { connect(): Promise<unknown>; destroy(): unknown },
-  deadline: number,
-  urls: readonly string[],
-): Promise<void> {
-  try {
-    await withinMs(connection.connect(), Math.max(0, deadline - Date.now()), () =>
-      unavailable(urls, new Error('connecting took too long')),
-    );
-  } catch (err) {
-    destroyQuietly(connection);
-    throw err;
   }
 }
 
