@@ -130,13 +130,19 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
       throw invalidOption(`DelayQueue.open needs dir or store: ${OPEN_USAGE}`);
     }
     const settings = checkEmbeddedOptions(options);
-    // The file store's options as given (one left undefined is its default), onFault checked.
-    const given = Object.keys(FILE_STORE_OPTIONS).map((name) => [name, Reflect.get(options, name)]);
     const store =
       options.store !== undefined
         ? checkStore(options.store)
         : await FileStore.open({
-            ...(Object.fromEntries(given) as unknown as FileStoreOptions),
+            // An option left undefined is the store's default, as if absent.
+            dir: options.dir as string,
+            fsync: options.fsync,
+            segmentBytes: options.segmentBytes,
+            windowMs: options.windowMs,
+            checkpointIntervalMs: options.checkpointIntervalMs,
+            snapshotBytes: options.snapshotBytes,
+            repair: options.repair,
+            listScanRecords: options.listScanRecords,
             onFault: settings.onFault,
           });
     try {
