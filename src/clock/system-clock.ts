@@ -73,9 +73,7 @@ export class SystemClock implements AlarmClock {
   }
 
   private fire(): void {
-    this.timer = undefined;
-    this.immediate = undefined;
-    this.armedFor = Infinity;
+    this.disarm(); // whichever fired: clearing it is harmless
     this.firing = true;
     try {
       this.alarms.fireDue(this.now());

@@ -75,6 +75,8 @@ const HOLD_OPTIONS = optionNames<LeaseOptions>({
   data: true,
 });
 
+const positive = (value: unknown, name: string) => checkOption(value, name, Number.MIN_VALUE);
+
 export class LeaseKeeper {
   private readonly host: LeaseHost;
   private readonly held = new Set<KeptLease>();
@@ -145,12 +147,8 @@ export class Lease<D = unknown> implements KeptLease {
   /** Only LeaseKeeper.hold() makes one. */
   constructor(host: LeaseHost, options: LeaseOptions<D>) {
     checkOptions(options, HOLD_OPTIONS, 'hold()', '{ leaseMs: 30_000, renew }');
-    this.leaseMs = checkOption(options.leaseMs, 'leaseMs', Number.MIN_VALUE);
-    this.everyMs = checkOption(
-      options.renewEveryMs ?? this.leaseMs / 3,
-      'renewEveryMs',
-      Number.MIN_VALUE,
-    );
+    this.leaseMs = positive(options.leaseMs, 'leaseMs');
+    this.everyMs = positive(options.renewEveryMs ?? this.leaseMs / 3, 'renewEveryMs');
     if (this.everyMs >= this.leaseMs) {
       throw new TickwheelRangeError(
         'ERR_TICKWHEEL_INVALID_OPTION',
@@ -158,11 +156,7 @@ export class Lease<D = unknown> implements KeptLease {
           'to start while the lease is still held',
       );
     }
-    this.timeoutMs = checkOption(
-      options.renewTimeoutMs ?? this.everyMs,
-      'renewTimeoutMs',
-      Number.MIN_VALUE,
-    );
+    this.timeoutMs = positive(options.renewTimeoutMs ?? this.everyMs, 'renewTimeoutMs');
     checkCallback(options.renew, 'renew');
     if (options.release !== undefined) checkCallback(options.release, 'release');
     if (options.onLost !== undefined) checkCallback(options.onLost, 'onLost');

@@ -15,7 +15,6 @@ export type PatternOptions = Pick<
   'clock' | 'resolution' | 'unref' | 'onError' | 'initialCapacity'
 >;
 
-/** The names of PatternOptions. */
 export const PATTERN_OPTIONS = {
   clock: true,
   resolution: true,

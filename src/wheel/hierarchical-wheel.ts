@@ -254,15 +254,9 @@ export class HierarchicalWheel extends TimingWheel {
     if (this.bitsPerLevel > 0) {
       // The highest differing bit, over both 32-bit halves, decides the level.
       const highDiff = Math.floor(tick / TWO_POW_32) ^ Math.floor(reference / TWO_POW_32);
-      let bit: number;
-      if (highDiff !== 0) {
-        bit = 63 - Math.clz32(highDiff);
-      } else {
-        const lowDiff = (tick ^ reference) >>> 0;
-        if (lowDiff === 0) return 0;
-        bit = 31 - Math.clz32(lowDiff);
-      }
-      return Math.floor(bit / this.bitsPerLevel);
+      if (highDiff !== 0) return Math.floor((63 - Math.clz32(highDiff)) / this.bitsPerLevel);
+      const lowDiff = (tick ^ reference) >>> 0;
+      return lowDiff === 0 ? 0 : Math.floor((31 - Math.clz32(lowDiff)) / this.bitsPerLevel);
     }
     let level = 0;
     while (

@@ -41,9 +41,7 @@ export abstract class TimingWheel {
    * Moves an empty wheel's current tick forward to `tick` (never back); nothing when rows are
    * linked. A wheel whose slots depend on more than the current tick keeps it (this default).
    */
-  idleTo(tick: number): void {
-    void tick;
-  }
+  idleTo(_tick: number): void {}
 
   /** "Never early", with TICKWHEEL_DEBUG=1 only: reading the tick is a cache miss per expiry. */
   protected checkNotEarly(index: number, now: number): void {

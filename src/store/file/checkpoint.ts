@@ -77,8 +77,7 @@ function isExtent(value: unknown): value is LogExtent {
   if (!Array.isArray(value) || value.length === 0) return false;
   let previous = 0;
   for (const entry of value) {
-    if (!Array.isArray(entry) || entry.length !== 3) return false;
-    if (!entry.every(isCount)) return false;
+    if (!Array.isArray(entry) || entry.length !== 3 || !entry.every(isCount)) return false;
     if ((entry[0] as number) <= previous) return false;
     previous = entry[0] as number;
   }
@@ -181,7 +180,13 @@ export class Checkpoints {
   async usedSnapshot(position: number, bytes: number): Promise<void> {
     this.snapshotPosition = position;
     this.lastSnapshotBytes = bytes;
-    if (this.snapshotBytes === Infinity) await this.dropSnapshot();
+    if (this.snapshotBytes === Infinity) {
+      // Snapshots are off: this one goes, and the index windows only it needed.
+      await removeSnapshot(this.dir);
+      this.snapshotPosition = -1;
+      for (const window of this.loaded) await this.index.delete(window);
+      this.loaded.clear();
+    }
   }
 
   stats() {
@@ -347,13 +352,5 @@ export class Checkpoints {
       await this.index.delete(window);
       this.loaded.delete(window);
     }
-  }
-
-  /** Deletes the snapshot, and the index windows only it needed. */
-  private async dropSnapshot(): Promise<void> {
-    await removeSnapshot(this.dir);
-    this.snapshotPosition = -1;
-    for (const window of this.loaded) await this.index.delete(window);
-    this.loaded.clear();
   }
 }

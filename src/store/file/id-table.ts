@@ -20,7 +20,6 @@ export class IdHash {
   high = 0;
 }
 
-/** Computes the 64-bit hash of an id into `into`. */
 export function hashId(id: string, into: IdHash): void {
   // FNV-1a for one half, a multiplicative mix for the other; avalanche steps spread similar ids.
   let a = 0x811c9dc5;

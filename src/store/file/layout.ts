@@ -104,9 +104,8 @@ export interface Repairs {
 
 export async function readRepairs(dir: string): Promise<Repairs> {
   const text = await ifExists(readFile(join(dir, REPAIR_FILE), 'utf8'));
-  if (text === undefined) return { accepted: [], reports: [] };
   try {
-    const { accepted, reports } = JSON.parse(text) as Partial<Repairs>;
+    const { accepted, reports } = JSON.parse(text ?? '{}') as Partial<Repairs>;
     if (Array.isArray(accepted) && Array.isArray(reports)) return { accepted, reports };
   } catch {
     // An unreadable file accepts nothing: the damage is refused again, and can be repaired again.

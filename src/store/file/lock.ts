@@ -19,11 +19,6 @@ interface NativeLocks {
 
 let native: NativeLocks | undefined;
 
-function nativeLocks(): NativeLocks {
-  native ??= createRequire(import.meta.url)('fs-native-extensions') as NativeLocks;
-  return native;
-}
-
 /** Files locked by this process: a second open here gets the same clear error. */
 const heldHere = new Set<string>();
 
@@ -71,7 +66,7 @@ export async function lockDirectory(
 ): Promise<DirectoryLock> {
   const file = join(dir, 'LOCK');
   if (heldHere.has(file)) throw locked(dir, `process ${process.pid} (this process)`);
-  const locks = nativeLocks();
+  const locks = (native ??= createRequire(import.meta.url)('fs-native-extensions') as NativeLocks);
   // 'a+' creates the file if needed and never truncates a file someone else may hold.
   const handle = await open(file, 'a+', DATA_FILE_MODE);
   let held = false;

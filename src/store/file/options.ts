@@ -38,9 +38,6 @@ export interface FileStoreOptions {
   logIo?: Partial<LogIo>;
 }
 
-const DEFAULT_SNAPSHOT_BYTES = 64 * 1024 * 1024;
-const DEFAULT_LIST_SCAN_RECORDS = 8_192;
-
 /** The options of a file store that DelayQueue.open() takes as its own: all but the test hook. */
 export const FILE_STORE_OPTIONS = {
   dir: true,
@@ -68,13 +65,13 @@ export function checkFileStoreOptions(options: FileStoreOptions) {
   const windowMs = checkOption(options.windowMs ?? 60_000, 'windowMs', 1, 86_400_000, true);
   const interval = checkOption(options.checkpointIntervalMs ?? 5000, 'checkpointIntervalMs', 10);
   const snapshotBytes = checkOption(
-    options.snapshotBytes ?? DEFAULT_SNAPSHOT_BYTES,
+    options.snapshotBytes ?? 64 * 1024 * 1024,
     'snapshotBytes',
     0,
     Infinity,
   );
   const listScanRecords = checkOption(
-    options.listScanRecords ?? DEFAULT_LIST_SCAN_RECORDS,
+    options.listScanRecords ?? 8_192,
     'listScanRecords',
     1,
     1_000_000,

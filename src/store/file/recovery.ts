@@ -27,12 +27,7 @@ import {
   skipped,
 } from './damage.js';
 import { readRepairs } from './layout.js';
-import {
-  recoverWithRepair,
-  shortened,
-  type RecoveryContext,
-  type RecoveryParts,
-} from './repair.js';
+import { recoverWithRepair, shortened, type RecoveryParts } from './repair.js';
 import {
   LateFinishes,
   bytesFrom,
@@ -87,7 +82,7 @@ export async function recover(
     const plan = mode === 'plan';
     const report = await recoverWithRepair(parts, plan, frontier, context, found?.snapshot);
     if (plan) return report;
-    return recovered(parts, frontier, context, report, dueAfterReplay(tables, frontier), onDue);
+    return recovered(parts, frontier, started, report, dueAfterReplay(tables, frontier), onDue);
   }
   if (missing.length > 0) throw corruptionError(dir, missing);
 
@@ -144,7 +139,7 @@ export async function recover(
     durationMs: 0,
     ...(last === undefined ? {} : { repair: shortened(last) }),
   };
-  return recovered(parts, frontier, context, recovery, due, onDue);
+  return recovered(parts, frontier, started, recovery, due, onDue);
 }
 
 /**
@@ -154,7 +149,7 @@ export async function recover(
 async function recovered(
   parts: RecoveryParts,
   frontier: number,
-  context: RecoveryContext,
+  started: number,
   report: RecoveryReport,
   due: Map<number, number>,
   onDue: (message: MessageState) => void,
@@ -177,7 +172,7 @@ async function recovered(
   await checkpoints.checkpoint('never');
   checkpoints.start();
   report.live = tables.live;
-  report.durationMs = performance.now() - context.started;
+  report.durationMs = performance.now() - started;
   return report;
 }
 

@@ -17,10 +17,8 @@ import { damageOf, endOf, isAcceptedAt, mergeDamage, skipped, type Durable } fro
 import { IdHash, IdTable, hashId } from './id-table.js';
 import { REPAIR_FILE, writeRepairs, type Repairs } from './layout.js';
 import {
-  BURY,
   FINISH,
   HANDOUT,
-  MOVE,
   SCHEDULE,
   idStart,
   payloadPositionOf,
@@ -28,7 +26,7 @@ import {
   topicLength,
   topicStart,
 } from './records.js';
-import { bytesFrom, replayAll, type ReplayParts } from './replay.js';
+import { LateFinishes, bytesFrom, replayAll, type ReplayParts } from './replay.js';
 import { removeSnapshot, type StoreSnapshot } from './snapshot.js';
 import { statesAt } from './states.js';
 import { ReplayWatcher, type Tables } from './table.js';
@@ -85,20 +83,16 @@ export async function recoverWithRepair(
   untraced.capture();
   const found = report.corrupt.filter((c) => !isAcceptedAt(accepted, c.position));
   const damage = mergeDamage([...context.missing, ...found.map(damageOf)]);
-  const lost =
+  const { finish, ...losses } =
     damage.length === 0
-      ? undefined
+      ? { dropped: [], unnamed: 0, exact: true, notes: [], finish: [] }
       : await lostMessages(parts, damage, accepted, found, untraced, snapshot, durable);
-  const finish = lost?.finish ?? [];
   const repair: RepairReport = {
     at: new Date().toISOString(),
     applied: false,
     damage,
-    lost: lost === undefined ? 0 : lost.dropped.length + lost.unnamed,
-    dropped: lost?.dropped ?? [],
-    unnamed: lost?.unnamed ?? 0,
-    exact: lost?.exact ?? true,
-    notes: lost?.notes ?? [],
+    lost: losses.dropped.length + losses.unnamed,
+    ...losses,
   };
   const recovery: RecoveryReport = {
     live: tables.live - finish.length,
@@ -347,7 +341,7 @@ async function lostByCounts(
   let back = false;
   for (const [segment, live] of durable?.live ?? []) {
     const traced =
-      (untraced.atDurable?.get(segment) ?? 0) + (untraced.finishedAfter.get(segment) ?? 0);
+      (untraced.atDurable?.get(segment) ?? 0) + (untraced.late.bySegment.get(segment) ?? 0);
     const lost = live - traced;
     if (lost < 0) {
       back = true;
@@ -407,9 +401,7 @@ async function damagedRecords(
 function readDamaged(raw: Buffer): { type: number; id: string; topic: string } | undefined {
   if (raw.length < RECORD_HEADER_BYTES || raw[0] !== RECORD_MAGIC) return undefined;
   const type = raw[1];
-  if (type !== SCHEDULE && type !== MOVE && type !== FINISH && type !== BURY && type !== HANDOUT) {
-    return undefined;
-  }
+  if (type < SCHEDULE || type > HANDOUT) return undefined;
   const body = raw.subarray(RECORD_HEADER_BYTES);
   if (body.length < idStart(type)) return undefined;
   const topicAt = topicStart(type, body);
@@ -450,8 +442,8 @@ class Untraced extends ReplayWatcher {
   >();
   /** Id hashes finished by a record read (of such a message or any other). */
   readonly finishes = new IdTable();
-  /** Such finishes at or after the durable position, by the segment of their payload. */
-  readonly finishedAfter = new Map<number, number>();
+  /** Finishes of such messages at or after the durable position. */
+  readonly late: LateFinishes;
   /** Live payloads per segment (orphans included) when the replay reached the durable position. */
   atDurable: Map<number, number> | undefined;
   /** The first position the replay read. */
@@ -463,6 +455,7 @@ class Untraced extends ReplayWatcher {
     private readonly segmentLive: ReadonlyMap<number, number>,
   ) {
     super();
+    this.late = new LateFinishes(durableEnd);
   }
 
   /** The replay is about to apply the record at `position`. */
@@ -501,11 +494,7 @@ class Untraced extends ReplayWatcher {
     const id = recordId(type, body, at);
     if (type === FINISH) {
       this.finishes.set(low, high, position);
-      if (this.orphans.delete(id)) return;
-      if (position >= this.durableEnd) {
-        const segment = segmentOf(payloadPositionOf(FINISH, body, at));
-        this.finishedAfter.set(segment, (this.finishedAfter.get(segment) ?? 0) + 1);
-      }
+      if (!this.orphans.delete(id)) this.late.unknown(type, body, at, position);
       return;
     }
     const topicAt = at + topicStart(type, body, at);

@@ -13,7 +13,7 @@ import { PositionSet } from './position-set.js';
 import { FINISH, HANDOUT, MOVE, SCHEDULE, payloadPositionOf } from './records.js';
 import type { StoreSnapshot } from './snapshot.js';
 import { ReplayWatcher, type Tables } from './table.js';
-import type { WindowIndex } from './window-index.js';
+import { fileOfKey, type WindowIndex } from './window-index.js';
 import { offsetOf, segmentOf } from '../log/index.js';
 
 export interface ReplayParts {
@@ -45,7 +45,7 @@ export async function replayAll(
   const trusted =
     checkpoint.frontier <= frontier &&
     Object.entries(checkpoint.windows).every(([key, bytes]) => {
-      const file = index.fileOf(key);
+      const file = fileOfKey(key, index.windowMs);
       return (file !== undefined && file.end <= frontier) || (sizes.get(key) ?? 0) >= bytes;
     });
   if (!trusted && options.index) {
@@ -140,8 +140,8 @@ export function bytesFrom(log: MessageLog, position: number): number {
 }
 
 /**
- * Beside a snapshot that could not be used: finishes after its position of messages whose
- * schedule was not read, by payload segment (which of its live payloads still are).
+ * Finishes at or after `from` of messages whose schedule was not read, by payload segment: beside
+ * a snapshot that could not be used (which of its live payloads still are), or in a repair.
  */
 export class LateFinishes extends ReplayWatcher {
   readonly bySegment = new Map<number, number>();

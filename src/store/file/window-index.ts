@@ -31,11 +31,11 @@ export interface IndexFile {
   level: number;
 }
 
-const NAME = /^(-?\d+)(?:\.(\d+))?\.idx$/;
+const KEY = /^(-?\d+)(?:\.(\d+))?$/;
 
-/** The file a key names, or undefined for a name that is no index file. */
-function parseFileName(name: string, windowMs: number): IndexFile | undefined {
-  const match = NAME.exec(name);
+/** The file a key names, or undefined for a key of no index file. */
+export function fileOfKey(key: string, windowMs: number): IndexFile | undefined {
+  const match = KEY.exec(key);
   if (match === null) return undefined;
   const level = match[2] === undefined ? 0 : Number(match[2]);
   if (level > MAX_LEVEL) return undefined;
@@ -128,7 +128,7 @@ export class WindowIndex {
     await mkdir(dir, { recursive: true, mode: DATA_DIRECTORY_MODE });
     const index = new WindowIndex(dir, windowMs, onWrite);
     for (const name of await readdir(dir)) {
-      const file = parseFileName(name, windowMs);
+      const file = name.endsWith('.idx') ? fileOfKey(name.slice(0, -4), windowMs) : undefined;
       if (file !== undefined) {
         index.known.set(file.key, file);
         // A torn last entry would misalign every later append: cut it (the log re-creates it).
@@ -138,11 +138,6 @@ export class WindowIndex {
       } else if (name.endsWith('.tmp')) await rm(join(dir, name), { force: true });
     }
     return index;
-  }
-
-  /** The file a key names, or undefined for a key of no index file. */
-  fileOf(key: string): IndexFile | undefined {
-    return parseFileName(`${key}.idx`, this.windowMs);
   }
 
   windowOf(deliverAt: number): number {

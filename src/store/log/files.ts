@@ -3,6 +3,7 @@
 import { constants as fsConstants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { TickwheelUnavailableError } from '../../errors.js';
+import { defaultIo, type LogIo } from './options.js';
 
 export const CREATE_FLAGS = fsConstants.O_RDWR | fsConstants.O_CREAT;
 
@@ -44,29 +45,28 @@ export async function readFully(
 }
 
 /**
- * Writes all of `buffer` at `position` (a write may take only part of it); a write that makes
- * no progress fails rather than being tried again for ever.
+ * Writes `buffer[from, to)` at `position + from` (a write may take only part of it), each write
+ * counted in `counts`; a write that makes no progress fails rather than being tried again for ever.
  */
 export async function writeFully(
   handle: FileHandle,
   buffer: Buffer,
   position: number,
+  from = 0,
+  to = buffer.length,
+  io: Pick<LogIo, 'write'> = defaultIo,
+  counts = { writes: 0 },
 ): Promise<void> {
-  let done = 0;
-  while (done < buffer.length) {
-    const { bytesWritten } = await handle.write(
-      buffer,
-      done,
-      buffer.length - done,
-      position + done,
-    );
-    if (!(bytesWritten > 0)) {
+  while (from < to) {
+    const written = await io.write(handle, buffer, from, to - from, position + from);
+    counts.writes++;
+    if (!(written > 0)) {
       throw new TickwheelUnavailableError(
         'ERR_TICKWHEEL_IO',
-        `write made no progress (${String(bytesWritten)} bytes)`,
+        `write made no progress (${String(written)} bytes)`,
       );
     }
-    done += bytesWritten;
+    from += written;
   }
 }
 

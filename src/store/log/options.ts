@@ -46,7 +46,7 @@ const SIZES = {
   maxRecordBytes: { fallback: 16 * 1024 * 1024, min: 0, max: 2 ** 30 },
 };
 
-const defaultIo: LogIo = {
+export const defaultIo: LogIo = {
   async write(handle, buffer, offset, length, position) {
     const { bytesWritten } = await handle.write(buffer, offset, length, position);
     return bytesWritten;
@@ -54,7 +54,6 @@ const defaultIo: LogIo = {
   sync: (handle) => handle.datasync(),
 };
 
-/** The options checked, with their defaults. */
 export type LogSettings = ReturnType<typeof readOptions>;
 
 export function readOptions(options: MessageLogOptions) {

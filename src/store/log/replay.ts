@@ -82,6 +82,8 @@ export async function scanSegment(scan: SegmentScan): Promise<number> {
     }
     const window = new ScanWindow(handle, size, name);
     let offset = scan.start <= size ? scan.start : 0;
+    const corrupt = (reason: string, bytes: number, durable: boolean) =>
+      report.corrupt.push({ position: base + offset, segment, reason, bytes, durable });
     while (offset < size) {
       const damage = await recordAt(window, offset);
       if (damage === undefined) {
@@ -99,13 +101,7 @@ export async function scanSegment(scan: SegmentScan): Promise<number> {
       const durable = offset < durableBytes;
       const next = await resynchronise(window, offset + 1, scan.maxRecordBytes);
       if (next >= 0) {
-        report.corrupt.push({
-          position: base + offset,
-          segment,
-          reason: damage,
-          bytes: next - offset,
-          durable,
-        });
+        corrupt(damage, next - offset, durable);
         offset = next;
         continue;
       }
@@ -123,13 +119,7 @@ export async function scanSegment(scan: SegmentScan): Promise<number> {
       if (torn) {
         report.truncatedBytes += size - offset;
       } else {
-        report.corrupt.push({
-          position: base + offset,
-          segment,
-          reason: `${damage}; no intact record follows in this segment`,
-          bytes: size - offset,
-          durable,
-        });
+        corrupt(`${damage}; no intact record follows in this segment`, size - offset, durable);
       }
       // A durable damaged end left in place: appends continue after it, not over it.
       if (!last || cut || torn) size = offset;

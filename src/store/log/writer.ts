@@ -17,7 +17,7 @@
 import { open, truncate, type FileHandle } from 'node:fs/promises';
 import { TickwheelUnavailableError } from '../../errors.js';
 import { LogError, closedError, describeCause, ioError, type LogFailure } from './errors.js';
-import { CREATE_FLAGS, DATA_FILE_MODE, ignore, syncDirectory } from './files.js';
+import { CREATE_FLAGS, DATA_FILE_MODE, ignore, syncDirectory, writeFully } from './files.js';
 import { RECORD_HEADER_BYTES, writeHeader } from './format.js';
 import { forgetAtExit, writeAtExit, writeRangeSync, type StagedWrites } from './exit-write.js';
 import type { LogSettings } from './options.js';
@@ -406,11 +406,12 @@ export class Writer implements StagedWrites {
     let step = 'opening';
     try {
       const handle = await this.handleFor(stage);
+      const io = this.settings.io;
       if (stage.waiters !== null) {
         while (stage.kept < stage.len) {
           const end = stage.kept + HEADER + stage.buf.readUInt32LE(stage.kept + 2);
           step = 'writing to';
-          await this.writeRange(handle, stage, stage.kept, end);
+          await writeFully(handle, stage.buf, stage.fileOffset, stage.kept, end, io, this.counts);
           step = 'fsync of';
           await this.sync(handle);
           stage.kept = end;
@@ -418,7 +419,7 @@ export class Writer implements StagedWrites {
         }
       } else {
         step = 'writing to';
-        await this.writeRange(handle, stage, 0, stage.len);
+        await writeFully(handle, stage.buf, stage.fileOffset, 0, stage.len, io, this.counts);
         if (this.settings.fsync === 'batch') {
           step = 'fsync of';
           await this.sync(handle);
@@ -469,26 +470,6 @@ export class Writer implements StagedWrites {
     }
     this.handle = { segment: stage.segment, handle };
     return handle;
-  }
-
-  private async writeRange(handle: FileHandle, stage: Stage, from: number, to: number) {
-    while (from < to) {
-      const written = await this.settings.io.write(
-        handle,
-        stage.buf,
-        from,
-        to - from,
-        stage.fileOffset + from,
-      );
-      this.counts.writes++;
-      if (!(written > 0)) {
-        throw new TickwheelUnavailableError(
-          'ERR_TICKWHEEL_IO',
-          `write made no progress (${String(written)} bytes)`,
-        );
-      }
-      from += written;
-    }
   }
 
   /**
