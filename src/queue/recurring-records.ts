@@ -40,13 +40,18 @@ export function checkedSpec(
   check: (request: ScheduleRequest) => void,
 ): ScheduleSpec {
   const checked = checkSpec(spec);
-  check({
-    topic: checked.topic,
-    payload: checked.payload,
-    maxAttempts: checked.maxAttempts,
-    ...(checked.backoff === null ? {} : { backoff: checked.backoff }),
-  });
+  check(occurrenceRequest(checked));
   return checked;
+}
+
+/** The message of each occurrence of a spec, but for its id and due time. */
+export function occurrenceRequest(spec: ScheduleSpec): ScheduleRequest {
+  return {
+    topic: spec.topic,
+    payload: spec.payload,
+    maxAttempts: spec.maxAttempts,
+    ...(spec.backoff === null ? {} : { backoff: spec.backoff }),
+  };
 }
 
 /**

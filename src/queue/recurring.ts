@@ -28,6 +28,7 @@ import {
 import {
   infoOf,
   occurrenceId,
+  occurrenceRequest,
   recordFor,
   type ScheduleInfo,
   type ScheduleRecord,
@@ -319,12 +320,9 @@ export class Scheduler {
     const deliverAt = atOpen ? at : Math.max(at, Math.ceil(this.clock.now() + MIN_LEAD_MS));
     held.unsaved = at;
     await this.host.schedule({
-      topic: spec.topic,
-      payload: spec.payload,
+      ...occurrenceRequest(spec),
       id: occurrenceId(record.name, at),
       deliverAt,
-      maxAttempts: spec.maxAttempts,
-      ...(spec.backoff === null ? {} : { backoff: spec.backoff }),
     });
     await this.save(held, { through: at, lastCreated: at, created: record.created + 1 });
     held.unsaved = null;
