@@ -95,21 +95,18 @@ export class Scheduler {
   /** Reads the records and brings every schedule up to date; called once when the queue opens. */
   async start(): Promise<void> {
     for (const record of await this.store.readSchedules()) {
-      const occurrences = storedOccurrences(record, 'cannot be read back');
-      await this.cancelSuperseded(record);
-      const held = newHeld(record, occurrences);
-      this.held.set(record.name, held);
-      await this.stepOrRetry(held, true, false);
+      await this.resume(record, storedOccurrences(record, 'cannot be read back'));
     }
   }
 
   /**
-   * A record not stepped since its change (`through` null) whose `lastCreated` is still ahead
-   * names the previous version's occurrence made ahead: a process that died between writing the
-   * record and cancelling it left it pending, and the new version's occurrence of the same id
-   * would be taken for it. A failed cancel is reported; the schedule runs on regardless.
+   * Holds a stored record (at open, or adopted) and brings it up to date. One not stepped since
+   * its change (`through` null) whose `lastCreated` is still ahead names the previous version's
+   * occurrence made ahead: a process that died between writing the record and cancelling it left
+   * it pending, and the new version's occurrence of the same id would be taken for it. It is
+   * cancelled first; a failed cancel is reported, and the schedule runs on regardless.
    */
-  private async cancelSuperseded(record: ScheduleRecord): Promise<void> {
+  private async resume(record: ScheduleRecord, occurrences: Occurrences): Promise<void> {
     if (
       record.through === null &&
       record.lastCreated !== null &&
@@ -117,6 +114,9 @@ export class Scheduler {
     ) {
       await this.host.cancel(occurrenceId(record.name, record.lastCreated)).catch(this.onError);
     }
+    const held = newHeld(record, occurrences);
+    this.held.set(record.name, held);
+    await this.stepOrRetry(held, true, false);
   }
 
   async put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
@@ -209,7 +209,7 @@ export class Scheduler {
         return;
       }
       // Changed elsewhere: an occurrence the old version made and never recorded is not named
-      // by the new record's lastCreated, so cancelSuperseded cannot find it. (A record changed
+      // by the new record's lastCreated, so resume() cannot find it. (A record changed
       // by progress alone, another leader's, keeps updatedAt: then it is that version's own.)
       const orphan = old?.unsaved ?? null;
       if (
@@ -220,11 +220,7 @@ export class Scheduler {
       ) {
         await this.host.cancel(occurrenceId(name, orphan)).catch(this.onError);
       }
-      if (occurrences === undefined) return;
-      await this.cancelSuperseded(record);
-      const held = newHeld({ ...record }, occurrences);
-      this.held.set(name, held);
-      await this.stepOrRetry(held, true, false);
+      if (occurrences !== undefined) await this.resume({ ...record }, occurrences);
     });
   }
 
