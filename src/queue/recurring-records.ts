@@ -63,11 +63,6 @@ export function mergedSpec(
   patch: Partial<RecurringSpec>,
 ): Record<string, unknown> {
   const merged: Record<string, unknown> = { ...spec };
-  if (spec.cron === null) {
-    delete merged.cron;
-    delete merged.timezone;
-  }
-  if (spec.everyMs === null) delete merged.everyMs;
   for (const [key, value] of Object.entries(patch)) merged[key] = value;
   if ('cron' in patch && patch.cron != null) delete merged.everyMs;
   if ('everyMs' in patch && patch.everyMs != null) {
