@@ -10,12 +10,7 @@
  */
 
 import type { Clock } from '../clock/index.js';
-import {
-  mayHaveWritten,
-  outcomeUnknown,
-  TickwheelCorruptError,
-  TickwheelStateError,
-} from '../errors.js';
+import { checkOpen, mayHaveWritten, outcomeUnknown, TickwheelCorruptError } from '../errors.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { Turns } from './turns.js';
 import type { ScheduleRequest } from './message.js';
@@ -234,12 +229,8 @@ export class Scheduler {
     this.wheel.close();
   }
 
-  private serial<T>(name: string, work: () => Promise<T>): Promise<T> {
-    if (this.closed) {
-      return Promise.reject(
-        new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed'),
-      );
-    }
+  private async serial<T>(name: string, work: () => Promise<T>): Promise<T> {
+    checkOpen(this.closed, 'this DelayQueue is closed');
     return this.chains.run(name, work);
   }
 
