@@ -238,9 +238,7 @@ export class Pushers {
 
   /** Counts per topic since the queue opened (kept across target changes: counters). */
   stats(): Record<string, PushStats> {
-    const all: Record<string, PushStats> = {};
-    for (const [topic, stats] of this.counts) all[topic] = { ...stats };
-    return all;
+    return Object.fromEntries([...this.counts].map(([topic, stats]) => [topic, { ...stats }]));
   }
 
   async close(): Promise<void> {
