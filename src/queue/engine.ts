@@ -165,12 +165,8 @@ export class QueueEngine implements QueueBackend {
   readonly requeue = (id: string, deliverAt: number) => this.producer.requeue(id, deliverAt);
 
   async get(id: string): Promise<MessageInfo | undefined> {
-    const near = this.near.get(id);
-    if (near !== undefined) return info(near, near.status);
-    const stored = await this.store.lookup(id);
-    if (stored !== undefined) return info(stored, stored.status);
-    const done = this.finished.get(id);
-    return done === undefined ? undefined : info(done, done.status);
+    const found = this.near.get(id) ?? (await this.store.lookup(id)) ?? this.finished.get(id);
+    return found === undefined ? undefined : info(found, found.status);
   }
 
   async payload(id: string): Promise<{ value: unknown } | undefined> {
@@ -206,8 +202,7 @@ export class QueueEngine implements QueueBackend {
   }
 
   async deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
-    const dead = await this.store.dead(topic, limit);
-    return dead.map((message) => info(message, 'dead'));
+    return (await this.store.dead(topic, limit)).map((message) => info(message, 'dead'));
   }
 
   /**
