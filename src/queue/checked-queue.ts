@@ -5,7 +5,7 @@
  * from a backend's parts are here too. `DelayQueue` (src/delay-queue.ts) adds `open()`.
  */
 
-import { TickwheelStateError, TickwheelTypeError } from '../errors.js';
+import { checkOpen, TickwheelTypeError } from '../errors.js';
 import {
   checkCallback,
   checkKnownOptions,
@@ -26,6 +26,7 @@ import {
   checkRequest,
   checkTopic,
   dueTime,
+  invalidMessage,
   payloadPreview,
   rescheduleTime,
   type CheckedRequest,
@@ -128,10 +129,7 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     try {
       this.checkOpen();
       if (!Array.isArray(requests)) {
-        throw new TickwheelTypeError(
-          'ERR_TICKWHEEL_INVALID_MESSAGE',
-          `scheduleMany takes an array of messages, got ${describe(requests)}`,
-        );
+        throw invalidMessage(`scheduleMany takes an array of messages, got ${describe(requests)}`);
       }
       const now = this.backend.now();
       const checked = new Array<CheckedRequest>(requests.length);
@@ -377,9 +375,7 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
   }
 
   private checkOpen(): void {
-    if (this.closed) {
-      throw new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed');
-    }
+    checkOpen(this.closed, 'this DelayQueue is closed');
   }
 
   /** A schedule request checked; ids starting with '@' are the queue's own (one rule for all). */

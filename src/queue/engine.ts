@@ -80,11 +80,10 @@ export class QueueEngine implements QueueBackend {
     store.useDeliveries?.({ delivering, inFlight: () => this.near.inFlight() });
     this.horizon = new Horizon(store, clock, this.near, settings.horizonMs, settings.onFault);
     this.finished = new FinishedMemory(settings.rememberFinished);
-    const now = () => clock.now();
     this.topics = new TopicGate(
       storeSettings(store),
-      new LocalBuckets(now),
-      now,
+      new LocalBuckets(this.now),
+      this.now,
       (ms, signal) => this.waiters.sleep(ms, signal),
       (topic) => this.waiters.wake(topic, Infinity),
       onError,
@@ -166,12 +165,8 @@ export class QueueEngine implements QueueBackend {
   readonly requeue = (id: string, deliverAt: number) => this.producer.requeue(id, deliverAt);
 
   async get(id: string): Promise<MessageInfo | undefined> {
-    const near = this.near.get(id);
-    if (near !== undefined) return info(near, near.status);
-    const stored = await this.store.lookup(id);
-    if (stored !== undefined) return info(stored, stored.status);
-    const done = this.finished.get(id);
-    return done === undefined ? undefined : info(done, done.status);
+    const found = this.near.get(id) ?? (await this.store.lookup(id)) ?? this.finished.get(id);
+    return found === undefined ? undefined : info(found, found.status);
   }
 
   async payload(id: string): Promise<{ value: unknown } | undefined> {
@@ -207,8 +202,7 @@ export class QueueEngine implements QueueBackend {
   }
 
   async deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
-    const dead = await this.store.dead(topic, limit);
-    return dead.map((message) => info(message, 'dead'));
+    return (await this.store.dead(topic, limit)).map((message) => info(message, 'dead'));
   }
 
   /**
@@ -239,9 +233,7 @@ export class QueueEngine implements QueueBackend {
     };
   }
 
-  async topicCounts(): Promise<Map<string, TopicCounts>> {
-    return this.store.counts().topics;
-  }
+  readonly topicCounts = async (): Promise<Map<string, TopicCounts>> => this.store.counts().topics;
 
   readonly putSchedule = (name: string, spec: ScheduleSpec) => this.recurring.put(name, spec);
   readonly updateSchedule: QueueBackend['updateSchedule'] = (name, change) =>
@@ -270,14 +262,11 @@ export class QueueEngine implements QueueBackend {
   }
 
   async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
-    const { clock } = this.settings;
     const minutes = this.store.dueMinutes?.() ?? new Map<number, number>();
-    return dueTimeline(edgesMs, clock.now(), this.near, minutes, this.horizon.loadedUntil);
+    return dueTimeline(edgesMs, this.now(), this.near, minutes, this.horizon.loadedUntil);
   }
 
-  wheelSnapshot(maxRows?: number): WheelSnapshot {
-    return this.wheel.wheelSnapshot(maxRows);
-  }
+  readonly wheelSnapshot = (maxRows?: number): WheelSnapshot => this.wheel.wheelSnapshot(maxRows);
 
   /**
    * With a ManualClock: advance, await settled(), advance(0). Waits for loads and the work under

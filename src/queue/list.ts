@@ -179,18 +179,15 @@ export function mergePages<M extends { id: string }>(
     }
   }
   const seen = new Set<string>();
-  const merged: Array<{ message: M; key: ListKey }> = [];
+  const kept = new SmallestKeys<M>(limit);
   for (const part of parts) {
-    for (const item of part.items) {
-      if (seen.has(item.message.id)) continue;
-      seen.add(item.message.id);
-      if (through === undefined || compareKeys(item.key, through) <= 0) merged.push(item);
+    for (const { message, key } of part.items) {
+      if (seen.has(message.id)) continue;
+      seen.add(message.id);
+      if (through === undefined || compareKeys(key, through) <= 0) kept.push(message, key);
     }
   }
-  merged.sort((a, b) => compareKeys(a.key, b.key));
-  if (merged.length > limit) {
-    merged.length = limit;
-    return { items: merged, through: merged[limit - 1].key };
-  }
-  return { items: merged, through };
+  // Cut to `limit`: complete up to its last item; else up to the parts' lowest `through`.
+  const page = kept.part();
+  return page.through === undefined ? { items: page.items, through } : page;
 }

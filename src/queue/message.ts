@@ -2,7 +2,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
-import { describe } from '../validate.js';
+import { describe, invalidOption } from '../validate.js';
 import type { Backoff } from '../protocol/model.js';
 import { checkTraceContext, type TraceContext } from '../protocol/trace-context.js';
 
@@ -91,12 +91,32 @@ export function checkId(id: unknown): string {
   return id;
 }
 
-function invalidMessage(message: string): TickwheelTypeError {
+export function invalidMessage(message: string): TickwheelTypeError {
   return new TickwheelTypeError('ERR_TICKWHEEL_INVALID_MESSAGE', message);
 }
 
 function invalidDelay(message: string): TickwheelRangeError {
   return new TickwheelRangeError('ERR_TICKWHEEL_INVALID_DELAY', message);
+}
+
+/** An object with only the `allowed` fields (a typo must not pass as "not set"). */
+export function fieldsOf(
+  value: unknown,
+  allowed: readonly string[],
+  what: string,
+  example: string,
+): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalidOption(`${what} must be an object such as ${example}, got ${describe(value)}`);
+  }
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) {
+      throw invalidOption(
+        `unknown field ${JSON.stringify(key)} of ${what}: the fields are ${allowed.join(', ')}`,
+      );
+    }
+  }
+  return value as Record<string, unknown>;
 }
 
 /** Resolves delayMs / deliverAt into a due time (epoch ms), refusing nonsense. */

@@ -112,7 +112,6 @@ export interface HeldCounts {
   readonly tallies: ReadonlyMap<string, HeldTally>;
   /** Minute number (floor(deliverAt / MINUTE_MS)) -> held messages due in it. */
   readonly minutes: ReadonlyMap<number, number>;
-  /** Scheduled messages by due time. */
   readonly due: DueCounts;
   readonly payloads: PayloadBudget;
 }
@@ -165,7 +164,6 @@ export class DueCounts {
 
   constructor(readonly base: number) {}
 
-  /** Scheduled messages due at `deliverAt`. */
   at(deliverAt: number): number {
     const key = deliverAt - this.base;
     return (this.counts.get(key) ?? 0) + (key === this.key ? this.delta : 0);

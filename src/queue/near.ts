@@ -69,7 +69,6 @@ const MAX_ACK_DELAY_MS = 1000;
 export class NearHorizon implements HeldCounts {
   readonly payloads: PayloadBudget;
   private readonly ready = new Map<string, ReadyList<NearMessage>>();
-  /** Held messages by id (and stale entries of released ones, swept in steps). */
   private readonly ids = new HeldIds(() => this.ready.size > 0);
   /** The lease take() made last: a take with the same deadline joins it while it runs. */
   private lastLease: Lease | undefined;

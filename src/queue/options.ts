@@ -4,7 +4,6 @@
  */
 
 import { checkAlarmClock, SystemClock, type Clock } from '../clock/index.js';
-import { TickwheelTypeError } from '../errors.js';
 import {
   checkFlag,
   checkKnownOptions,
@@ -22,7 +21,7 @@ import {
   MAX_WAIT_MS,
 } from '../protocol/limits.js';
 import { checkFaultHandler, type FaultReporter } from './faults.js';
-import { clipReason } from './message.js';
+import { clipReason, invalidMessage } from './message.js';
 import { checkPushOptions, type PushOptions } from './push-guard.js';
 import type {
   AckOptions,
@@ -163,19 +162,13 @@ export function checkNack(options: NackOptions, method = 'nack'): string | undef
 /** Checks the receipt of ack() / nack(): the string receive() gave (the backends take it as one). */
 export function checkReceipt(receipt: unknown, what = 'receipt'): void {
   if (typeof receipt !== 'string') {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `${what} must be the string receive() returned, got ${describe(receipt)}`,
-    );
+    throw invalidMessage(`${what} must be the string receive() returned, got ${describe(receipt)}`);
   }
 }
 
 export function checkReceipts(receipts: readonly string[], method: string): void {
   if (!Array.isArray(receipts)) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `${method} takes an array of receipts, got ${describe(receipts)}`,
-    );
+    throw invalidMessage(`${method} takes an array of receipts, got ${describe(receipts)}`);
   }
   for (let i = 0; i < receipts.length; i++) checkReceipt(receipts[i], `receipts[${i}]`);
 }

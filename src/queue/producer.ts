@@ -21,8 +21,7 @@ export class Producer extends EnginePart {
   async schedule(request: CheckedRequest): Promise<Scheduled> {
     const now = this.clock.now();
     const message = this.prepare(request, now);
-    if (request.id === '') return this.add(message, now);
-    return this.addUnique(message, now);
+    return request.id === '' ? this.add(message, now) : this.addUnique(message, now);
   }
 
   async scheduleMany(requests: readonly CheckedRequest[]): Promise<Scheduled[]> {

@@ -9,6 +9,7 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'nod
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { TickwheelError } from '../errors.js';
 import { describe, invalidOption } from '../validate.js';
+import { fieldsOf } from './message.js';
 
 export interface PushOptions {
   /**
@@ -230,17 +231,8 @@ export class PushGuard {
 
 export function checkPushOptions(value: unknown): PushOptions {
   if (value === undefined) return {};
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw invalidOption(
-      `push must be an object such as { allow: ['127.0.0.0/8', 'receiver.internal'] }, got ${describe(value)}`,
-    );
-  }
-  for (const key of Object.keys(value)) {
-    if (key !== 'allow') {
-      throw invalidOption(`unknown field ${JSON.stringify(key)} of push: the field is allow`);
-    }
-  }
-  const allow = (value as PushOptions).allow ?? [];
+  const example = "{ allow: ['127.0.0.0/8', 'receiver.internal'] }";
+  const allow = fieldsOf(value, ['allow'], 'push', example).allow ?? [];
   if (!Array.isArray(allow) || allow.length > MAX_PUSH_ALLOW) {
     throw invalidOption(
       `push.allow must be an array of at most ${MAX_PUSH_ALLOW} CIDR blocks, addresses or host names, got ${describe(allow)}`,

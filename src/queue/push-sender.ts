@@ -37,7 +37,6 @@ const USER_AGENT = 'tickwheel-push/1';
 type Answer = { status: number; location: string | undefined };
 
 export class PushSender {
-  private readonly origin: string;
   private readonly url: URL;
   private readonly agent: HttpAgent;
   /** Requests under way, each with how to cut it off (abort()). */
@@ -49,16 +48,14 @@ export class PushSender {
     private readonly wallClock: () => number,
     private readonly guard: PushGuard,
   ) {
-    const url = new URL(target.url);
-    this.url = url;
-    this.origin = url.origin;
+    this.url = new URL(target.url);
     const options = {
       keepAlive: true,
       maxSockets: target.concurrency,
       scheduling: 'lifo' as const,
       lookup: guard.lookup,
     };
-    this.agent = url.protocol === 'https:' ? new HttpsAgent(options) : new HttpAgent(options);
+    this.agent = this.url.protocol === 'https:' ? new HttpsAgent(options) : new HttpAgent(options);
   }
 
   async send(message: ReceivedMessage): Promise<void> {
@@ -112,9 +109,9 @@ export class PushSender {
         `${statusLine(status)}: redirect not followed: only 307 and 308 to the same origin are (they keep the method and body)`,
       );
     }
-    if (next.origin !== this.origin) {
+    if (next.origin !== this.url.origin) {
       throw new PushError(
-        `${statusLine(status)}: redirect to another origin not followed: signed requests go only to ${this.origin}`,
+        `${statusLine(status)}: redirect to another origin not followed: signed requests go only to ${this.url.origin}`,
       );
     }
     if (redirects >= MAX_PUSH_REDIRECTS) {

@@ -7,7 +7,7 @@
 
 import { checkOption, describe, invalidOption } from '../validate.js';
 import { faultOf, warnFault, type FaultReporter } from './faults.js';
-import { reasonOf } from './message.js';
+import { fieldsOf, reasonOf } from './message.js';
 import { PushGuard, type PushOptions } from './push-guard.js';
 import { PushError, PushSender } from './push-sender.js';
 
@@ -49,26 +49,6 @@ const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}$/;
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]{0,8192}$/;
 
 const FIELDS = ['url', 'method', 'headers', 'timeoutMs', 'concurrency', 'secret'];
-
-/** An object with only the `allowed` fields (a typo must not pass as "not set"). */
-export function fieldsOf(
-  value: unknown,
-  allowed: readonly string[],
-  what: string,
-  example: string,
-): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw invalidOption(`${what} must be an object such as ${example}, got ${describe(value)}`);
-  }
-  for (const key of Object.keys(value)) {
-    if (!allowed.includes(key)) {
-      throw invalidOption(
-        `unknown field ${JSON.stringify(key)} of ${what}: the fields are ${allowed.join(', ')}`,
-      );
-    }
-  }
-  return value as Record<string, unknown>;
-}
 
 export function checkPushTarget(value: unknown): PushTarget | null {
   if (value === null) return null;
@@ -258,9 +238,7 @@ export class Pushers {
 
   /** Counts per topic since the queue opened (kept across target changes: counters). */
   stats(): Record<string, PushStats> {
-    const all: Record<string, PushStats> = {};
-    for (const [topic, stats] of this.counts) all[topic] = { ...stats };
-    return all;
+    return Object.fromEntries([...this.counts].map(([topic, stats]) => [topic, { ...stats }]));
   }
 
   async close(): Promise<void> {

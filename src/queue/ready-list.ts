@@ -57,9 +57,7 @@ export class ReadyList<M extends Versioned> {
 
   /** Puts messages back in front, in the order given, with their current versions. */
   putBack(messages: readonly M[]): void {
-    if (this.count + messages.length > this.messages.length) {
-      this.grow(this.count + messages.length);
-    }
+    this.reserve(messages.length);
     for (let i = messages.length - 1; i >= 0; i--) {
       this.head = (this.head - 1) & this.mask;
       this.messages[this.head] = messages[i];

@@ -64,9 +64,7 @@ export class Receipts<M extends Receivable> {
 
   /** The messages that hold a slot (those in flight). */
   holders(): M[] {
-    const held: M[] = [];
-    for (const message of this.slots) if (message !== undefined) held.push(message);
-    return held;
+    return this.slots.filter((message): message is M => message !== undefined);
   }
 
   /** Frees a message's slot, if it has one, and clears its receipt. */

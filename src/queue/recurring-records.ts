@@ -40,13 +40,18 @@ export function checkedSpec(
   check: (request: ScheduleRequest) => void,
 ): ScheduleSpec {
   const checked = checkSpec(spec);
-  check({
-    topic: checked.topic,
-    payload: checked.payload,
-    maxAttempts: checked.maxAttempts,
-    ...(checked.backoff === null ? {} : { backoff: checked.backoff }),
-  });
+  check(occurrenceRequest(checked));
   return checked;
+}
+
+/** The message of each occurrence of a spec, but for its id and due time. */
+export function occurrenceRequest(spec: ScheduleSpec): ScheduleRequest {
+  return {
+    topic: spec.topic,
+    payload: spec.payload,
+    maxAttempts: spec.maxAttempts,
+    ...(spec.backoff === null ? {} : { backoff: spec.backoff }),
+  };
 }
 
 /**
@@ -58,11 +63,6 @@ export function mergedSpec(
   patch: Partial<RecurringSpec>,
 ): Record<string, unknown> {
   const merged: Record<string, unknown> = { ...spec };
-  if (spec.cron === null) {
-    delete merged.cron;
-    delete merged.timezone;
-  }
-  if (spec.everyMs === null) delete merged.everyMs;
   for (const [key, value] of Object.entries(patch)) merged[key] = value;
   if ('cron' in patch && patch.cron != null) delete merged.everyMs;
   if ('everyMs' in patch && patch.everyMs != null) {

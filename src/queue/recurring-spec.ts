@@ -6,7 +6,7 @@
 
 import { Cron } from 'croner';
 import { checkFlag, checkOption, describe, invalidOption } from '../validate.js';
-import { checkBackoff, checkMaxAttempts, checkTopic, MAX_DELAY_MS } from './message.js';
+import { checkBackoff, checkMaxAttempts, checkTopic, fieldsOf, MAX_DELAY_MS } from './message.js';
 import type { ScheduleSpec } from '../protocol/model.js';
 
 export type { CatchUp, Overlap, RecurringSpec, ScheduleSpec } from '../protocol/model.js';
@@ -47,19 +47,7 @@ export function checkScheduleName(name: unknown): string {
 
 /** Checks a RecurringSpec (or a stored ScheduleSpec) into a ScheduleSpec. */
 export function checkSpec(given: unknown): ScheduleSpec {
-  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
-    throw invalidOption(
-      `a schedule must be an object such as { topic, cron }, got ${describe(given)}`,
-    );
-  }
-  const spec = given as Record<string, unknown>;
-  for (const key of Object.keys(spec)) {
-    if (!SPEC_FIELDS.includes(key)) {
-      throw invalidOption(
-        `unknown schedule field ${JSON.stringify(key)}: the fields are ${SPEC_FIELDS.join(', ')}`,
-      );
-    }
-  }
+  const spec = fieldsOf(given, SPEC_FIELDS, 'a schedule', '{ topic, cron }');
   const cron = spec.cron ?? null;
   const everyMs = spec.everyMs ?? null;
   if ((cron === null) === (everyMs === null)) {

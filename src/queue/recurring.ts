@@ -10,12 +10,7 @@
  */
 
 import type { Clock } from '../clock/index.js';
-import {
-  mayHaveWritten,
-  outcomeUnknown,
-  TickwheelCorruptError,
-  TickwheelStateError,
-} from '../errors.js';
+import { checkOpen, mayHaveWritten, outcomeUnknown, TickwheelCorruptError } from '../errors.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
 import { Turns } from './turns.js';
 import type { ScheduleRequest } from './message.js';
@@ -28,6 +23,7 @@ import {
 import {
   infoOf,
   occurrenceId,
+  occurrenceRequest,
   recordFor,
   type ScheduleInfo,
   type ScheduleRecord,
@@ -94,21 +90,18 @@ export class Scheduler {
   /** Reads the records and brings every schedule up to date; called once when the queue opens. */
   async start(): Promise<void> {
     for (const record of await this.store.readSchedules()) {
-      const occurrences = storedOccurrences(record, 'cannot be read back');
-      await this.cancelSuperseded(record);
-      const held = newHeld(record, occurrences);
-      this.held.set(record.name, held);
-      await this.stepOrRetry(held, true, false);
+      await this.resume(record, storedOccurrences(record, 'cannot be read back'));
     }
   }
 
   /**
-   * A record not stepped since its change (`through` null) whose `lastCreated` is still ahead
-   * names the previous version's occurrence made ahead: a process that died between writing the
-   * record and cancelling it left it pending, and the new version's occurrence of the same id
-   * would be taken for it. A failed cancel is reported; the schedule runs on regardless.
+   * Holds a stored record (at open, or adopted) and brings it up to date. One not stepped since
+   * its change (`through` null) whose `lastCreated` is still ahead names the previous version's
+   * occurrence made ahead: a process that died between writing the record and cancelling it left
+   * it pending, and the new version's occurrence of the same id would be taken for it. It is
+   * cancelled first; a failed cancel is reported, and the schedule runs on regardless.
    */
-  private async cancelSuperseded(record: ScheduleRecord): Promise<void> {
+  private async resume(record: ScheduleRecord, occurrences: Occurrences): Promise<void> {
     if (
       record.through === null &&
       record.lastCreated !== null &&
@@ -116,6 +109,9 @@ export class Scheduler {
     ) {
       await this.host.cancel(occurrenceId(record.name, record.lastCreated)).catch(this.onError);
     }
+    const held = newHeld(record, occurrences);
+    this.held.set(record.name, held);
+    await this.stepOrRetry(held, true, false);
   }
 
   async put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
@@ -208,7 +204,7 @@ export class Scheduler {
         return;
       }
       // Changed elsewhere: an occurrence the old version made and never recorded is not named
-      // by the new record's lastCreated, so cancelSuperseded cannot find it. (A record changed
+      // by the new record's lastCreated, so resume() cannot find it. (A record changed
       // by progress alone, another leader's, keeps updatedAt: then it is that version's own.)
       const orphan = old?.unsaved ?? null;
       if (
@@ -219,11 +215,7 @@ export class Scheduler {
       ) {
         await this.host.cancel(occurrenceId(name, orphan)).catch(this.onError);
       }
-      if (occurrences === undefined) return;
-      await this.cancelSuperseded(record);
-      const held = newHeld({ ...record }, occurrences);
-      this.held.set(name, held);
-      await this.stepOrRetry(held, true, false);
+      if (occurrences !== undefined) await this.resume({ ...record }, occurrences);
     });
   }
 
@@ -237,12 +229,8 @@ export class Scheduler {
     this.wheel.close();
   }
 
-  private serial<T>(name: string, work: () => Promise<T>): Promise<T> {
-    if (this.closed) {
-      return Promise.reject(
-        new TickwheelStateError('ERR_TICKWHEEL_CLOSED', 'this DelayQueue is closed'),
-      );
-    }
+  private async serial<T>(name: string, work: () => Promise<T>): Promise<T> {
+    checkOpen(this.closed, 'this DelayQueue is closed');
     return this.chains.run(name, work);
   }
 
@@ -319,12 +307,9 @@ export class Scheduler {
     const deliverAt = atOpen ? at : Math.max(at, Math.ceil(this.clock.now() + MIN_LEAD_MS));
     held.unsaved = at;
     await this.host.schedule({
-      topic: spec.topic,
-      payload: spec.payload,
+      ...occurrenceRequest(spec),
       id: occurrenceId(record.name, at),
       deliverAt,
-      maxAttempts: spec.maxAttempts,
-      ...(spec.backoff === null ? {} : { backoff: spec.backoff }),
     });
     await this.save(held, { through: at, lastCreated: at, created: record.created + 1 });
     held.unsaved = null;

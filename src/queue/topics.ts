@@ -7,7 +7,8 @@
 
 import { mayHaveWritten, TickwheelCorruptError } from '../errors.js';
 import { checkFlag, checkOption, describe } from '../validate.js';
-import { checkPushTarget, fieldsOf, pushView, samePushTarget, type PushTarget } from './push.js';
+import { fieldsOf } from './message.js';
+import { checkPushTarget, pushView, samePushTarget, type PushTarget } from './push.js';
 import type { Store } from './store.js';
 import type { RateLimit, TopicInfo } from '../protocol/model.js';
 

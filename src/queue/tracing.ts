@@ -148,10 +148,9 @@ export function endProducers<T extends { id: string }>(
 }
 
 function failed(span: Otel.Span, err: unknown): void {
-  const otel = api() as Api;
   if (err instanceof Error) span.recordException(err);
   span.setStatus({
-    code: otel.SpanStatusCode.ERROR,
+    code: (api() as Api).SpanStatusCode.ERROR,
     message: String((err as Error)?.message ?? err),
   });
 }
