@@ -26,17 +26,25 @@ export interface QueueParts {
 
 /** The producer's and the deliveries' base: the shared parts, as fields of their own. */
 export abstract class EnginePart {
-  declare protected readonly store: Store;
-  declare protected readonly clock: Clock;
-  declare protected readonly near: NearHorizon;
-  declare protected readonly horizon: Horizon;
-  declare protected readonly waiters: Waiters;
-  declare protected readonly locks: IdLocks;
-  declare protected readonly report: QueueReport;
-  declare protected readonly finished: FinishedMemory;
-  declare protected readonly topics: TopicGate;
+  protected readonly store: Store;
+  protected readonly clock: Clock;
+  protected readonly near: NearHorizon;
+  protected readonly horizon: Horizon;
+  protected readonly waiters: Waiters;
+  protected readonly locks: IdLocks;
+  protected readonly report: QueueReport;
+  protected readonly finished: FinishedMemory;
+  protected readonly topics: TopicGate;
 
   constructor(parts: QueueParts) {
-    Object.assign(this, parts);
+    this.store = parts.store;
+    this.clock = parts.clock;
+    this.near = parts.near;
+    this.horizon = parts.horizon;
+    this.waiters = parts.waiters;
+    this.locks = parts.locks;
+    this.report = parts.report;
+    this.finished = parts.finished;
+    this.topics = parts.topics;
   }
 }
