@@ -87,6 +87,8 @@ export interface QueueOperations<Payload = unknown> {
 export interface Queue<Payload = unknown> extends QueueOperations<Payload> {
   /** Message events (events.ts); on Valkey/Redis, those of the operations made through it. */
   readonly events: QueueEvents;
+  /** The visibility timeout of a delivery whose receive or consume names none. */
+  readonly visibilityMs: number;
 
   /** Stops deliveries of a topic until resumed (durable); schedules are still accepted. */
   pause(topic: string): Promise<TopicInfo>;

@@ -105,6 +105,10 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.report.events;
   }
 
+  get visibilityMs(): number {
+    return this.limits.visibilityMs;
+  }
+
   get recovery(): RecoveryReport | undefined {
     return this.backend.recovery;
   }

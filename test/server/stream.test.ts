@@ -58,8 +58,8 @@ async function openStream(port: number, topic: string, body: object) {
   };
 }
 
-async function listening() {
-  const opened = await openServer();
+async function listening(queueOptions: Parameters<typeof openServer>[1] = {}) {
+  const opened = await openServer({}, queueOptions);
   await opened.server.listen({ port: 0, host: '127.0.0.1' });
   const address = opened.server.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : 0;
@@ -94,6 +94,16 @@ describe('POST /v1/topics/:topic/stream', () => {
     await waitFor(() => stream.got.length === 2);
     expect(stream.got.map((m) => m.id)).toEqual(['only', 'only']);
     expect(stream.got[0].receipt).not.toBe(stream.got[1].receipt);
+    await stream.close();
+  });
+
+  it("frees a slot by the queue's own visibility timeout when the stream names none", async () => {
+    const { call, port } = await listening({ visibilityMs: 50 });
+    const stream = await openStream(port, 'jobs', { window: 1 });
+    await call('POST', '/v1/topics/jobs/messages', { id: 'only', payload: 'x' });
+    // Not acked: delivered again once the queue's 50 ms run out, not after a 30 s the stream assumed.
+    await waitFor(() => stream.got.length === 2, { timeoutMs: 10_000 });
+    expect(stream.got.map((m) => m.id)).toEqual(['only', 'only']);
     await stream.close();
   });
 

@@ -8,7 +8,6 @@
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_RECEIVE_BYTES } from '../../protocol/limits.js';
 import type { StreamBody } from '../../protocol/wire.js';
-import { DEFAULT_VISIBILITY_MS } from '../../queue/options.js';
 import type { ServerContext } from '../context.js';
 import { streamSchema } from '../schemas/messages.js';
 import { drained, KEEP_ALIVE_MS, OpenStreams } from './open-streams.js';
@@ -93,7 +92,8 @@ export function streamRoute(
       const signal = controller.signal;
       const end = () => controller.abort();
       const raw = open.open(reply, 'application/x-ndjson', end);
-      const visibleFor = visibilityMs ?? DEFAULT_VISIBILITY_MS;
+      // Named on every take, so that a slot is freed when the queue ends its delivery.
+      const visibleFor = visibilityMs ?? queue.visibilityMs;
       const slots = new StreamWindow();
       let written = performance.now();
       try {
@@ -113,7 +113,7 @@ export function streamRoute(
           const taking = queue.receive(topic, {
             max: free,
             maxBytes,
-            visibilityMs,
+            visibilityMs: visibleFor,
             waitMs: TAKE_SLICE_MS,
           });
           const messages = await untilAborted(taking, signal);
