@@ -1,7 +1,8 @@
 /**
  * The second connection a standalone server's subscriptions take (src/valkey/connection.ts),
  * refused by a real server at its maxclients limit: subscribe() fails, the refused connection is
- * not kept (a later subscribe() connects anew), and close() closes the main connection still.
+ * not kept (a later subscribe() connects anew), and close() closes the main connection still;
+ * a subscriber the server drops after it subscribed connects again and hears what comes after.
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -62,6 +63,30 @@ describe.runIf(installed('valkey-server'))("a standalone connection's subscriber
       await admin.command('{p}events', ['SPUBLISH', '{p}events', 'n']);
       await waitFor(() => heard.length === 1);
       expect(heard).toEqual(['n']);
+      await stop();
+    } finally {
+      await valkey.close();
+    }
+  });
+
+  it('hears what is published after the server dropped its subscriber connection', async () => {
+    const valkey = await Valkey.connect(server.url);
+    try {
+      const heard: string[] = [];
+      const stop = await valkey.subscribe('{p}events', (message) => heard.push(message));
+      await admin.command('{p}events', ['SPUBLISH', '{p}events', 'before']);
+      await waitFor(() => heard.length === 1);
+      const killed = await admin.command('k', ['CLIENT', 'KILL', 'TYPE', 'pubsub']);
+      expect(Number(killed)).toBe(1);
+      // Published until the subscriber is back: what came while it was away is not heard again.
+      await waitFor(
+        async () => {
+          await admin.command('{p}events', ['SPUBLISH', '{p}events', 'after']);
+          return heard.includes('after');
+        },
+        { what: 'a message heard after the reconnect', intervalMs: 100 },
+      );
+      expect(heard[0]).toBe('before');
       await stop();
     } finally {
       await valkey.close();
