@@ -120,7 +120,8 @@ describe('tickwheel serve', () => {
     await Promise.race(schedules);
     server.child.kill('SIGTERM');
     expect(await poll).toEqual([]);
-    expect(performance.now() - started).toBeLessThan(5000);
+    // Ended by the shutdown, not by its 15 s running out.
+    expect(performance.now() - started).toBeLessThan(15_000);
     const outcomes = await Promise.all(schedules);
     expect(await server.exited).toEqual({ code: 0, signal: null });
     expect(server.stdout()).toContain('shutting down');
