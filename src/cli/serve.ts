@@ -205,6 +205,20 @@ export const SERVE_OPTIONS = [
 
 export type ServeOptions = FlagsOf<typeof SERVE_OPTIONS>;
 
+/** Longest wait for the log's last lines to reach stdout before the process ends anyway. */
+const LOG_FLUSH_MS = 5_000;
+
+/**
+ * Ends the process once what it wrote to stdout is out of its hands: a pipe to a reader that
+ * lags (a log shipper) holds writes in memory, and an immediate exit would drop the last lines
+ * ("stopped" among them).
+ */
+function exitOnceWritten(code: number): void {
+  const exit = () => process.exit(code);
+  setTimeout(exit, LOG_FLUSH_MS);
+  process.stdout.write('', exit);
+}
+
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
@@ -293,6 +307,7 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   await listenQuietly(server, { port: options.port, host }).catch(closeAndThrow);
   closeOnSignals(server, {
     say: (line, level) => log[level](line.replace(/^tickwheel: /, '')),
+    exit: exitOnceWritten,
   });
   const address = server.server.address() as AddressInfo;
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;

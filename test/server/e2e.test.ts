@@ -141,6 +141,24 @@ describe('tickwheel serve', () => {
     for (const id of durable) expect((await after.get(id))?.status, id).toBe('scheduled');
   });
 
+  it('writes its last log lines before it exits, even to a reader that lags', async () => {
+    const server = await serve(['--dir', dataDir()]);
+    const client = new TickwheelClient({ url: server.url, retries: 0 });
+    // The reader stops: a pipe of request lines fills up and the server holds the rest in memory.
+    server.child.stdout?.pause();
+    for (let from = 0; from < 1500; from += 100) {
+      await Promise.all(
+        Array.from({ length: 100 }, (_, i) => client.schedule({ topic: 't', payload: from + i })),
+      );
+    }
+    server.child.kill('SIGTERM');
+    server.child.stdout?.resume();
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    expect(server.stdout().match(/"msg":"request completed"/g)).toHaveLength(1500);
+    expect(server.stdout()).toContain('shutting down');
+    expect(server.stdout()).toContain('"msg":"stopped"');
+  });
+
   it('exits at once on a second signal while a request holds up shutdown', async () => {
     // Logging requests as they arrive, so that the test sees when the held one has.
     const server = await serve(['--dir', dataDir(), '--log-level', 'debug']);
