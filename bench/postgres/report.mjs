@@ -9,6 +9,13 @@ function table(header, rows) {
   return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
 }
 
+/** Bytes of a table or a schema: 832 KiB, 41.3 MiB. */
+function formatSize(bytes) {
+  if (bytes === null || bytes === undefined) return '-';
+  if (bytes < 2 ** 20) return `${formatNumber(bytes / 2 ** 10)} KiB`;
+  return `${formatNumber(bytes / 2 ** 20, 1)} MiB`;
+}
+
 function cpuCells(cpu) {
   const ms = (value) => (value === null || value === undefined ? '-' : formatNumber(value, 3));
   return [ms(cpu?.postgresMsPerMessage), ms(cpu?.nodeMsPerMessage)];
@@ -159,16 +166,17 @@ export function renderMarkdown(results) {
     section(
       `Soak: ${formatNumber(options.soakRate)} messages/s for ${options.soakMinutes} min`,
       'Scheduled 1 s ahead, delivered and acknowledged (low-latency consumer); the schema’s ' +
-        'tables and indexes sampled every minute. The live set is about one second of messages.',
+        `tables and indexes sampled every ${options.soakSampleSeconds} s. The live set is about ` +
+        'one second of messages.',
       ['peer', 'delivered', 'bytes first', 'bytes last', 'bytes max', 'p99', ...cpuHeader],
       results,
       ['soak'],
       (name, result) => [
         name,
         `${formatNumber(result.delivered)} / ${formatNumber(result.scheduled)}`,
-        formatBytes(result.totalBytes.first),
-        formatBytes(result.totalBytes.last),
-        formatBytes(result.totalBytes.max),
+        formatSize(result.totalBytes.first),
+        formatSize(result.totalBytes.last),
+        formatSize(result.totalBytes.max),
         formatMs(result.lateness.p99Ms),
         ...cpuCells(result.cpu),
       ],

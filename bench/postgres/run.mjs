@@ -4,7 +4,8 @@
  * run. See bench/README.md ("PostgreSQL peers") for what each cell measures.
  *
  * Each cell runs on each peer in a forked cell.mjs, on a database made for it and dropped after
- * it; the peers take turns cell by cell. Writes <out>/postgres-peers.json and .md.
+ * it; the peers take turns cell by cell. Writes <out>/postgres-peers.json and .md
+ * (postgres-peers-partial.* in bench/results when a peer was skipped or a cell failed).
  */
 
 import { fork } from 'node:child_process';
@@ -63,6 +64,7 @@ project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "PostgreSQL 
   --pending <count>         pending messages (default 1M)
   --soak-minutes <min>      run the soak cell this long (default 0: off; the issue asks 30)
   --soak-rate <per s>       soak: messages a second (default 200)
+  --soak-sample <s>         soak: seconds between two samples of the tables (default 60)
   --pgboss-batch <count>    pg-boss work() batchSize (default 5000)
   --graphile-concurrency <n>  Graphile Worker concurrency (default 10)
   --graphile-poll-ms <ms>   Graphile Worker low-latency pollInterval (default 100)
@@ -84,6 +86,7 @@ const DEFAULTS = {
   pending: '1M',
   'soak-minutes': '0',
   'soak-rate': '200',
+  'soak-sample': '60',
   'pgboss-batch': '5000',
   'graphile-concurrency': '10',
   'graphile-poll-ms': '100',
@@ -105,7 +108,11 @@ export function parseOptions(argv) {
   });
   const values = { ...DEFAULTS, ...given };
   const count = (name) => parseCount(name, values[name]);
-  const soakMinutes = values['soak-minutes'] === '0' ? 0 : count('soak-minutes');
+  // A fraction of a minute is allowed, for the smoke test.
+  const soakMinutes = Number(values['soak-minutes']);
+  if (!Number.isFinite(soakMinutes) || soakMinutes < 0) {
+    throw new Error(`--soak-minutes takes a number of minutes, got ${values['soak-minutes']}`);
+  }
   let cells =
     given.only === undefined
       ? CELLS.filter((cell) => cell !== 'soak' || soakMinutes > 0)
@@ -120,6 +127,7 @@ export function parseOptions(argv) {
     peers: given.peers === undefined ? PEERS : parseList('peers', given.peers, PEERS),
     cells,
     out: given.out ?? join(ROOT, 'bench', 'results'),
+    outGiven: given.out !== undefined,
     cellOptions: {
       single: count('single'),
       batched: count('batched'),
@@ -134,6 +142,7 @@ export function parseOptions(argv) {
       pending: count('pending'),
       soakMinutes,
       soakRate: count('soak-rate'),
+      soakSampleSeconds: count('soak-sample'),
       pgbossBatch: count('pgboss-batch'),
       graphileConcurrency: count('graphile-concurrency'),
       graphilePollMs: count('graphile-poll-ms'),
@@ -305,17 +314,20 @@ export async function main(argv) {
     results.meta.loadAverage.end = loadavg()[0];
     const markdown = renderMarkdown(results);
     process.stdout.write(`\n${markdown}`);
+    const failed = Object.values(results.cells).some((byPeer) =>
+      Object.values(byPeer).some((result) => result.error !== undefined),
+    );
+    // A run that left a peer out, or lost a cell, never replaces the committed run's files.
+    const whole = !failed && Object.keys(skipped).length === 0;
+    const base = options.outGiven || whole ? 'postgres-peers' : 'postgres-peers-partial';
     mkdirSync(options.out, { recursive: true });
     for (const [file, text] of [
-      ['postgres-peers.json', `${JSON.stringify(results, null, 2)}\n`],
-      ['postgres-peers.md', markdown],
+      [`${base}.json`, `${JSON.stringify(results, null, 2)}\n`],
+      [`${base}.md`, markdown],
     ]) {
       writeFileSync(join(options.out, file), text);
       log(`wrote ${join(options.out, file)}`);
     }
-    const failed = Object.values(results.cells).some((byPeer) =>
-      Object.values(byPeer).some((result) => result.error !== undefined),
-    );
     return failed ? 1 : 0;
   } finally {
     await admin.end();

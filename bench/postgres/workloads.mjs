@@ -275,38 +275,39 @@ export async function pending(peer, options, context) {
 
 /**
  * Schedule, deliver and ack at `soakRate` a second for `soakMinutes`, low-latency consumer,
- * messages due 1 s ahead; the schema's bytes sampled every minute. What is live at any time is
+ * messages due 1 s ahead; the schema's bytes sampled every `soakSampleSeconds` (a minute). What is live at any time is
  * about soakRate messages: anything the tables keep beyond that is growth.
  */
 export async function soak(peer, options, context) {
   const deliveries = deliveryLog();
   const consumer = await peer.consume('low-latency', options, deliveries.onDelivered);
   const samples = [];
-  const sample = async (minute) => {
+  const sample = async (second) => {
     const bytes = await peer.bytes();
     samples.push({
-      minute,
+      second,
       totalBytes: bytes.totalBytes,
       heapBytes: bytes.heapBytes,
       indexBytes: bytes.indexBytes,
       pending: await peer.pending(),
       delivered: deliveries.delivered,
     });
-    context.progress(
-      `minute ${minute}: ${bytes.totalBytes} bytes, ${deliveries.delivered} delivered`,
-    );
+    context.progress(`${second} s: ${bytes.totalBytes} bytes, ${deliveries.delivered} delivered`);
   };
+  const startedAt = Date.now();
   try {
     await sample(0);
     const seconds = options.soakMinutes * 60;
-    const slicesPerMinute = 60 * SLICES_PER_SECOND;
+    const slicesPerSample = options.soakSampleSeconds * SLICES_PER_SECOND;
     const sampling = [];
     const run = await measured(peer, context, options.soakRate * seconds, async () => {
       const produced = await produceAtRate(
         peer,
         { rate: options.soakRate, seconds, leadMs: 1000 },
         (k) => {
-          if ((k + 1) % slicesPerMinute === 0) sampling.push(sample((k + 1) / slicesPerMinute));
+          if ((k + 1) % slicesPerSample === 0) {
+            sampling.push(sample((k + 1) / SLICES_PER_SECOND));
+          }
         },
       );
       const drained = await waitFor(
@@ -316,10 +317,12 @@ export async function soak(peer, options, context) {
       await Promise.all(sampling);
       return { ...produced, drained };
     });
+    await sample(Math.round((Date.now() - startedAt) / 1000));
     const totals = samples.map((s) => s.totalBytes);
     return {
       rate: options.soakRate,
       minutes: options.soakMinutes,
+      sampleSeconds: options.soakSampleSeconds,
       settings: consumer.settings,
       scheduled: run.value.scheduled,
       delivered: deliveries.delivered,
