@@ -95,9 +95,16 @@ export function renderMarkdown(results) {
       'holds the peer, its producer and its consumer.',
     section(
       'Scheduling delayed messages',
-      `schedule-single: ${formatNumber(options.single)} messages due in 1 h, one awaited call ` +
-        `each; schedule-batched: ${formatNumber(options.batched)} in batches of ` +
-        `${formatNumber(options.batch)} (pg-boss \`insert\`, Graphile Worker \`addJobs\`).`,
+      [
+        results.cells['schedule-single'] &&
+          `schedule-single: ${formatNumber(options.single)} messages due in 1 h, one awaited ` +
+            'call each.',
+        results.cells['schedule-batched'] &&
+          `schedule-batched: ${formatNumber(options.batched)} in batches of ` +
+            `${formatNumber(options.batch)} (pg-boss \`insert\`, Graphile Worker \`addJobs\`).`,
+      ]
+        .filter(Boolean)
+        .join(' '),
       ['peer', 'cell', 'msgs/s', 'WAL B/msg', ...cpuHeader],
       results,
       ['schedule-single', 'schedule-batched'],
