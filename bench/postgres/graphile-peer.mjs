@@ -9,6 +9,8 @@
  * of concurrency + 2 connections (its docs' advice) and no local queue (its default):
  *   low-latency  pollInterval 100 ms (`--graphile-poll-ms`)
  *   default      Graphile Worker's default pollInterval, 2 s
+ * `--graphile-local-queue <size>` and `--graphile-complete-batch <ms>` turn on its batching
+ * (preset.worker.localQueue.size, completeJobBatchDelay), in both settings.
  */
 
 import { schemaBytes, walBytes } from './catalog.mjs';
@@ -26,10 +28,24 @@ export function version() {
   return findPackage('graphile-worker').version;
 }
 
-export function consumerSettings(mode, { graphileConcurrency, graphilePollMs }) {
+export function consumerSettings(mode, options) {
+  const { graphileConcurrency, graphilePollMs, graphileLocalQueue, graphileCompleteBatchMs } =
+    options;
   const settings = { concurrency: graphileConcurrency, maxPoolSize: graphileConcurrency + 2 };
   if (mode === 'low-latency') settings.pollInterval = graphilePollMs;
+  if (graphileLocalQueue > 0) settings.localQueueSize = graphileLocalQueue;
+  if (graphileCompleteBatchMs !== undefined) {
+    settings.completeJobBatchDelay = graphileCompleteBatchMs;
+  }
   return settings;
+}
+
+/** run()'s options for `settings`: the batching settings go in a preset. */
+function runOptions({ localQueueSize, completeJobBatchDelay, ...settings }) {
+  const worker = {};
+  if (localQueueSize !== undefined) worker.localQueue = { size: localQueueSize };
+  if (completeJobBatchDelay !== undefined) worker.completeJobBatchDelay = completeJobBatchDelay;
+  return Object.keys(worker).length === 0 ? settings : { ...settings, preset: { worker } };
 }
 
 export async function openPeer({ url }) {
@@ -64,7 +80,7 @@ export async function openPeer({ url }) {
         connectionString: url,
         logger,
         noHandleSignals: true,
-        ...settings,
+        ...runOptions(settings),
         taskList: {
           [TASK]: async (payload) => {
             onDelivered(payload.due);

@@ -120,8 +120,9 @@ export function renderMarkdown(results) {
       `Firing lateness at ${formatNumber(options.rate)} due/s`,
       `${options.latenessSeconds} s of ${formatNumber(options.rate)} messages due a second, each ` +
         `scheduled ${options.leadMs} ms ahead (ten batches a second), consumed by the peer's ` +
-        'worker in the same process. Lateness: when the handler runs minus the due time. CPU ' +
-        'covers scheduling, delivery and completion.',
+        'worker in the same process. Lateness: when the handler runs minus the due time, over ' +
+        'the messages delivered (a run that did not drain says so below it). CPU covers ' +
+        'scheduling, delivery and completion.',
       ['peer', 'settings', 'delivered', 'p50', 'p99', 'max', 'early', ...cpuHeader],
       results,
       ['lateness (low-latency)', 'lateness (default)'],

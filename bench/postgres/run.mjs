@@ -68,6 +68,9 @@ project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "PostgreSQL 
   --pgboss-batch <count>    pg-boss work() batchSize (default 5000)
   --graphile-concurrency <n>  Graphile Worker concurrency (default 10)
   --graphile-poll-ms <ms>   Graphile Worker low-latency pollInterval (default 100)
+  --graphile-local-queue <size>  Graphile Worker localQueue.size (default 0: none, its default)
+  --graphile-complete-batch <ms>  Graphile Worker completeJobBatchDelay (default: none)
+  --note <text>             a note on the run for the report (the machine, what else ran)
   --out <dir>               where postgres-peers.json and .md go (default bench/results)
   --from <json>             measure nothing: print the report of a saved run again
   --help
@@ -101,6 +104,9 @@ export function parseOptions(argv) {
       peers: stringOption,
       only: stringOption,
       'burst-lead': stringOption,
+      'graphile-local-queue': stringOption,
+      'graphile-complete-batch': stringOption,
+      note: { type: 'string', multiple: true },
       out: stringOption,
       from: stringOption,
       help: { type: 'boolean' },
@@ -128,6 +134,7 @@ export function parseOptions(argv) {
     cells,
     out: given.out ?? join(ROOT, 'bench', 'results'),
     outGiven: given.out !== undefined,
+    notes: given.note ?? [],
     cellOptions: {
       single: count('single'),
       batched: count('batched'),
@@ -146,6 +153,14 @@ export function parseOptions(argv) {
       pgbossBatch: count('pgboss-batch'),
       graphileConcurrency: count('graphile-concurrency'),
       graphilePollMs: count('graphile-poll-ms'),
+      graphileLocalQueue:
+        given['graphile-local-queue'] === undefined || given['graphile-local-queue'] === '0'
+          ? 0
+          : count('graphile-local-queue'),
+      graphileCompleteBatchMs:
+        given['graphile-complete-batch'] === undefined
+          ? undefined
+          : Number(given['graphile-complete-batch']),
     },
   };
 }
@@ -251,7 +266,9 @@ export async function main(argv) {
     return 0;
   }
   if (options.from !== undefined) {
-    process.stdout.write(renderMarkdown(JSON.parse(readFileSync(options.from, 'utf8'))));
+    const saved = JSON.parse(readFileSync(options.from, 'utf8'));
+    saved.meta.notes.push(...options.notes);
+    process.stdout.write(renderMarkdown(saved));
     return 0;
   }
   if (!postgresInstalled()) {
@@ -268,7 +285,7 @@ export async function main(argv) {
     }
   }
   const load = loadavg()[0];
-  const notes = [];
+  const notes = [...options.notes];
   if (load > cpus().length / 2) {
     notes.push(`the machine was busy at the start (load average ${load.toFixed(1)})`);
   }
