@@ -204,7 +204,9 @@ describe.runIf(postgresInstalled() && peersFound)('npm run bench:postgres, tiny'
       expect(text).toMatch(
         /\| pg-boss \| low-latency: batchSize 5000, pollingIntervalSeconds 0.5 \|/,
       );
-      expect(text).toMatch(/\| Graphile Worker \| default: concurrency 10, maxPoolSize 12 \|/);
+      expect(text).toMatch(
+        /\| Graphile Worker \| default: concurrency 10, maxPoolSize 12, localQueueSize 500, completeJobBatchDelay 250 \|/,
+      );
     }
   });
 });
@@ -237,7 +239,13 @@ describe('bench:postgres options', () => {
       burst: 100_000,
       pending: 1_000_000,
       soakMinutes: 0,
+      graphileLocalQueue: 500,
+      graphileCompleteBatchMs: 250,
     });
+    expect(
+      parseOptions(['--graphile-local-queue', 'off', '--graphile-complete-batch', 'off'])
+        .cellOptions,
+    ).toMatchObject({ graphileLocalQueue: 0, graphileCompleteBatchMs: -1 });
     expect(parseOptions(['--soak-minutes', '30']).cells).toContain('soak');
     expect(() => parseOptions(['--only', 'soak'])).toThrow(/--soak-minutes/);
     expect(() => parseOptions(['--peers', 'bullmq'])).toThrow(/unknown bullmq/);

@@ -5,12 +5,14 @@
  * resolves. Graphile Worker is woken by NOTIFY when jobs are added, but a job added for later is
  * found by polling: its pollInterval bounds the lateness of a lone job.
  *
- * The consumer's two settings, both with the same concurrency (`--graphile-concurrency`), a pool
- * of concurrency + 2 connections (its docs' advice) and no local queue (its default):
+ * The consumer's two settings, both with the same concurrency (`--graphile-concurrency`, 10), a
+ * pool of concurrency + 2 connections (its docs' advice) and its batching, as its performance
+ * docs advise for many short jobs: a local queue of `--graphile-local-queue` (500) jobs fetched
+ * and locked at once, and completions batched over `--graphile-complete-batch` (250 ms, the
+ * docs' starting point); `--graphile-local-queue off --graphile-complete-batch off` are Graphile
+ * Worker's own defaults (none), where each job is fetched and completed by a query of its own.
  *   low-latency  pollInterval 100 ms (`--graphile-poll-ms`)
  *   default      Graphile Worker's default pollInterval, 2 s
- * `--graphile-local-queue <size>` and `--graphile-complete-batch <ms>` turn on its batching
- * (preset.worker.localQueue.size, completeJobBatchDelay), in both settings.
  */
 
 import { schemaBytes, walBytes } from './catalog.mjs';
@@ -34,9 +36,7 @@ export function consumerSettings(mode, options) {
   const settings = { concurrency: graphileConcurrency, maxPoolSize: graphileConcurrency + 2 };
   if (mode === 'low-latency') settings.pollInterval = graphilePollMs;
   if (graphileLocalQueue > 0) settings.localQueueSize = graphileLocalQueue;
-  if (graphileCompleteBatchMs !== undefined) {
-    settings.completeJobBatchDelay = graphileCompleteBatchMs;
-  }
+  if (graphileCompleteBatchMs >= 0) settings.completeJobBatchDelay = graphileCompleteBatchMs;
   return settings;
 }
 

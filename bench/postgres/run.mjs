@@ -68,8 +68,10 @@ project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "PostgreSQL 
   --pgboss-batch <count>    pg-boss work() batchSize (default 5000)
   --graphile-concurrency <n>  Graphile Worker concurrency (default 10)
   --graphile-poll-ms <ms>   Graphile Worker low-latency pollInterval (default 100)
-  --graphile-local-queue <size>  Graphile Worker localQueue.size (default 0: none, its default)
-  --graphile-complete-batch <ms>  Graphile Worker completeJobBatchDelay (default: none)
+  --graphile-local-queue <size>  Graphile Worker localQueue.size (default 500; off: none, its
+                            own default)
+  --graphile-complete-batch <ms>  Graphile Worker completeJobBatchDelay (default 250; off: none,
+                            its own default)
   --note <text>             a note on the run for the report (the machine, what else ran)
   --out <dir>               where postgres-peers.json and .md go (default bench/results)
   --from <json>             measure nothing: print the report of a saved run again
@@ -93,6 +95,8 @@ const DEFAULTS = {
   'pgboss-batch': '5000',
   'graphile-concurrency': '10',
   'graphile-poll-ms': '100',
+  'graphile-local-queue': '500',
+  'graphile-complete-batch': '250',
 };
 
 export function parseOptions(argv) {
@@ -104,8 +108,6 @@ export function parseOptions(argv) {
       peers: stringOption,
       only: stringOption,
       'burst-lead': stringOption,
-      'graphile-local-queue': stringOption,
-      'graphile-complete-batch': stringOption,
       note: { type: 'string', multiple: true },
       out: stringOption,
       from: stringOption,
@@ -154,13 +156,9 @@ export function parseOptions(argv) {
       graphileConcurrency: count('graphile-concurrency'),
       graphilePollMs: count('graphile-poll-ms'),
       graphileLocalQueue:
-        given['graphile-local-queue'] === undefined || given['graphile-local-queue'] === '0'
-          ? 0
-          : count('graphile-local-queue'),
+        values['graphile-local-queue'] === 'off' ? 0 : count('graphile-local-queue'),
       graphileCompleteBatchMs:
-        given['graphile-complete-batch'] === undefined
-          ? undefined
-          : Number(given['graphile-complete-batch']),
+        values['graphile-complete-batch'] === 'off' ? -1 : count('graphile-complete-batch'),
     },
   };
 }
