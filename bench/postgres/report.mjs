@@ -4,6 +4,11 @@ import { formatBytes, formatMs, formatNumber } from '../queue/stats.mjs';
 
 const PEER_NAMES = { 'pg-boss': 'pg-boss', graphile: 'Graphile Worker' };
 
+/** An argument as a shell would need it written: quoted when it holds more than a word. */
+function shellWord(arg) {
+  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", "'\\''")}'`;
+}
+
 function table(header, rows) {
   const line = (cells) => `| ${cells.join(' | ')} |`;
   return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
@@ -88,7 +93,9 @@ export function renderMarkdown(results) {
           ? `${PEER_NAMES[peer]} ${about}`
           : `${PEER_NAMES[peer]} ${about.version}`,
       )
-      .join(', ')}. Command: \`node bench/postgres/run.mjs ${meta.argv.join(' ')}\`.`,
+      .join(
+        ', ',
+      )}. Command: \`node bench/postgres/run.mjs ${meta.argv.map(shellWord).join(' ')}\`.`,
     meta.notes.length > 0 ? meta.notes.map((note) => `- ${note}`).join('\n') : undefined,
     'PG CPU: every PostgreSQL server process (postmaster, backends, background workers), ' +
       'over the measured part of the cell, per message; node CPU: the cell process, which ' +
