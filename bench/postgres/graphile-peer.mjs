@@ -1,8 +1,8 @@
 /**
  * The Graphile Worker peer (0.17.x): `WorkerUtils.addJob(task, payload, { runAt })` for a single
  * delayed job, `addJobs([...])` for a batch (one `add_jobs` call), and `run({ taskList,
- * concurrency, pollInterval })` consuming them in this process. A job is deleted when its task
- * resolves. Graphile Worker is woken by NOTIFY when jobs are added, but a job added for later is
+ * concurrency, pollInterval })` consuming them in this process. A job is deleted once its task
+ * resolves (with completions batched, up to completeJobBatchDelay later). Graphile Worker is woken by NOTIFY when jobs are added, but a job added for later is
  * found by polling: its pollInterval bounds the lateness of a lone job.
  *
  * The consumer's two settings, both with the same concurrency (`--graphile-concurrency`, 10), a
