@@ -5,13 +5,17 @@
  *   const pg = await startPostgres();   // pg.url: postgres://tickwheel@127.0.0.1:<port>/postgres
  *   await pg.stop();
  *
+ * `pid` is the postmaster's (as root, `runuser` stands between this process and it), the parent
+ * of every server process: what a benchmark reads to count PostgreSQL's CPU. `dataDir` is the
+ * cluster's data directory.
+ *
  * PostgreSQL refuses to run as root: as root, initdb and postgres run as the `postgres` user that
  * Debian's package creates (runuser). Nothing here is shipped.
  */
 
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { clearInterval, setInterval } from 'node:timers';
@@ -97,8 +101,12 @@ export async function startPostgres() {
   });
   child.stdout.resume();
   child.stderr.resume();
+  // The first line of postmaster.pid, written before the server is ready for connections.
+  const pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
   return {
     port,
+    pid,
+    dataDir: data,
     url: `postgres://tickwheel@127.0.0.1:${port}/postgres`,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {

@@ -1,0 +1,50 @@
+/**
+ * One cell of the PostgreSQL peers' benchmark: one workload on one peer, on a database of its
+ * own, in a process of its own (forked by run.mjs with --expose-gc), so that RSS and CPU belong
+ * to that cell alone.
+ *
+ * Protocol: the runner sends { peer, cell, options, url, postgresPid }; the cell answers with any
+ * number of { type: 'progress', text }, then one { type: 'result', result } or
+ * { type: 'error', message }, and exits.
+ */
+
+import { CELLS } from './workloads.mjs';
+
+const PEERS = {
+  'pg-boss': () => import('./pg-boss-peer.mjs'),
+  graphile: () => import('./graphile-peer.mjs'),
+};
+
+function send(message) {
+  return new Promise((resolve) => process.send(message, resolve));
+}
+
+async function run({ peer: peerName, cell, options, url, postgresPid }) {
+  const workload = CELLS[cell];
+  if (workload === undefined) throw new Error(`unknown cell ${cell}`);
+  const module = await PEERS[peerName]();
+  const openedAt = performance.now();
+  const peer = await module.openPeer({ url });
+  const openMs = Math.round(performance.now() - openedAt);
+  const context = { postgresPid, progress: (text) => void send({ type: 'progress', text }) };
+  try {
+    const result = await workload(peer, options, context);
+    return { openMs, ...result, errors: [...peer.errors] };
+  } finally {
+    await peer.close();
+  }
+}
+
+process.once('message', async (request) => {
+  try {
+    const result = await run(request);
+    await send({ type: 'result', result });
+    process.exit(0);
+  } catch (err) {
+    await send({
+      type: 'error',
+      message: err instanceof Error ? (err.stack ?? err.message) : String(err),
+    });
+    process.exit(1);
+  }
+});
