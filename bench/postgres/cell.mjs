@@ -8,16 +8,13 @@
  * { type: 'error', message }, and exits.
  */
 
+import { send, serveCell } from '../cell-process.mjs';
 import { CELLS } from './workloads.mjs';
 
 const PEERS = {
   'pg-boss': () => import('./pg-boss-peer.mjs'),
   graphile: () => import('./graphile-peer.mjs'),
 };
-
-function send(message) {
-  return new Promise((resolve) => process.send(message, resolve));
-}
 
 async function run({ peer: peerName, cell, options, url, postgresPid }) {
   const workload = CELLS[cell];
@@ -35,16 +32,4 @@ async function run({ peer: peerName, cell, options, url, postgresPid }) {
   }
 }
 
-process.once('message', async (request) => {
-  try {
-    const result = await run(request);
-    await send({ type: 'result', result });
-    process.exit(0);
-  } catch (err) {
-    await send({
-      type: 'error',
-      message: err instanceof Error ? (err.stack ?? err.message) : String(err),
-    });
-    process.exit(1);
-  }
-});
+serveCell(run);

@@ -8,13 +8,13 @@
  * (postgres-peers-partial.* in bench/results when a peer was skipped or a cell failed).
  */
 
-import { fork } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { URL, fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+import { forkCell } from '../cell-process.mjs';
 import { runMain } from '../main.mjs';
 import { ROOT, parseCount, parseList } from '../queue/options.mjs';
 import { findPackage, loadPackage } from './deps.mjs';
@@ -184,23 +184,7 @@ async function cleanup() {
 
 /** Forks cell.mjs with `request`; resolves with its result, rejects with its error. */
 function runCell(label, request) {
-  const child = fork(CELL, [], {
-    execArgv: ['--expose-gc'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  children.add(child);
-  return new Promise((resolve, reject) => {
-    child.on('message', (message) => {
-      if (message.type === 'progress') log(`${label}: ${message.text}`);
-      else if (message.type === 'result') resolve(message.result);
-      else if (message.type === 'error') reject(new Error(message.message));
-    });
-    child.once('close', (code, signal) => {
-      children.delete(child);
-      reject(new Error(`cell exited (${signal ?? code}) without a result`));
-    });
-    child.send(request);
-  });
+  return forkCell(CELL, request, { onProgress: (text) => log(`${label}: ${text}`), children });
 }
 
 /** Runs fn(url) on a database made for it, dropped afterwards whatever happens. */

@@ -10,6 +10,7 @@
 
 import { payloadFill, payloadRecover } from './payload-memory-cell.mjs';
 import { sustained } from './sustained-workload.mjs';
+import { send, serveCell } from '../cell-process.mjs';
 import * as workloads from './workloads.mjs';
 
 const CELL_WORKLOADS = { ...workloads, payloadFill, payloadRecover, sustained };
@@ -19,10 +20,6 @@ async function peerModule(peer) {
   if (peer === 'tickwheel-http') return import('./tickwheel-http-peer.mjs');
   if (peer === 'bullmq') return import('./bullmq-peer.mjs');
   throw new Error(`unknown peer ${peer}`);
-}
-
-function send(message) {
-  return new Promise((resolve) => process.send(message, resolve));
 }
 
 async function run({ peer: peerName, workload, options }) {
@@ -42,16 +39,4 @@ async function run({ peer: peerName, workload, options }) {
   }
 }
 
-process.once('message', async (request) => {
-  try {
-    const result = await run(request);
-    await send({ type: 'result', result });
-    process.exit(0);
-  } catch (err) {
-    await send({
-      type: 'error',
-      message: err instanceof Error ? (err.stack ?? err.message) : String(err),
-    });
-    process.exit(1);
-  }
-});
+serveCell(run);

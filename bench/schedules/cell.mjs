@@ -15,14 +15,11 @@
  * { type: 'progress', text }, then one { type: 'result', result } or { type: 'error', message }.
  */
 
+import { send, serveCell } from '../cell-process.mjs';
 import { LatenessRecorder, memorySnapshot } from '../queue/stats.mjs';
 import { firingSpec, mixedSpec, scheduleName } from './specs.mjs';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
-
-function send(message) {
-  return new Promise((resolve) => process.send(message, resolve));
-}
 
 function peerModule(peer) {
   if (peer === 'tickwheel') return import('./tickwheel-peer.mjs');
@@ -240,19 +237,9 @@ async function firing(module, options, progress) {
 
 const PHASES = { armed, reopen, firing };
 
-process.once('message', async ({ peer, phase, options }) => {
-  try {
-    const run = PHASES[phase];
-    if (run === undefined) throw new Error(`unknown phase ${phase}`);
-    const progress = (text) => void send({ type: 'progress', text });
-    const result = await run(await peerModule(peer), options, progress);
-    await send({ type: 'result', result });
-    process.exit(0);
-  } catch (err) {
-    await send({
-      type: 'error',
-      message: err instanceof Error ? (err.stack ?? err.message) : String(err),
-    });
-    process.exit(1);
-  }
+serveCell(async ({ peer, phase, options }) => {
+  const run = PHASES[phase];
+  if (run === undefined) throw new Error(`unknown phase ${phase}`);
+  const progress = (text) => void send({ type: 'progress', text });
+  return run(await peerModule(peer), options, progress);
 });

@@ -11,12 +11,12 @@
  * At the end: a table with ratios, bench/results/schedules.json and schedules.md.
  */
 
-import { fork } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
 import { join, relative } from 'node:path';
 import { URL, fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { forkCell } from '../cell-process.mjs';
 import { findBullmq } from '../queue/bullmq-peer.mjs';
 import { redisServerVersion, startRedis, stopAllRedis } from '../queue/redis-server.mjs';
 import { formatBytes, formatMs, formatNumber } from '../queue/stats.mjs';
@@ -149,26 +149,9 @@ function removeDataDir(dir) {
   rmSync(dir, { recursive: true, force: true });
 }
 
+/** Forks cell.mjs with `request`; resolves with its result, rejects with its error. */
 function runCell(label, request) {
-  const child = fork(CELL, [], {
-    execArgv: ['--expose-gc'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  children.add(child);
-  return new Promise((resolve, reject) => {
-    let answer;
-    child.on('message', (message) => {
-      if (message.type === 'progress') log(`${label}: ${message.text}`);
-      else answer = message;
-    });
-    child.once('close', (code, signal) => {
-      children.delete(child);
-      if (answer?.type === 'result') resolve(answer.result);
-      else if (answer?.type === 'error') reject(new Error(answer.message));
-      else reject(new Error(`cell exited (${signal ?? code}) without a result`));
-    });
-    child.send(request);
-  });
+  return forkCell(CELL, request, { onProgress: (text) => log(`${label}: ${text}`), children });
 }
 
 /** Runs a cell and logs how it went; a failure is recorded as { error } and the run goes on. */
