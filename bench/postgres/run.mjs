@@ -62,7 +62,7 @@ project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "PostgreSQL 
   --burst-lead <ms>         burst: first due time after the start of scheduling
                             (default 5000 + 0.25 ms a message)
   --pending <count>         pending messages (default 1M)
-  --soak-minutes <min>      run the soak cell this long (default 0: off; the issue asks 30)
+  --soak-minutes <min>      run the soak cell this long (default 0: off; 30 for the half-hour soak)
   --soak-rate <per s>       soak: messages a second (default 200)
   --soak-sample <s>         soak: seconds between two samples of the tables (default 60)
   --pgboss-batch <count>    pg-boss work() batchSize (default 5000)
