@@ -35,6 +35,7 @@ const STACK = [
   'protocol',
   'queue',
   'store',
+  'partitioned',
   'valkey',
   'cluster',
   'server',
@@ -49,6 +50,8 @@ const LAYERS = [
     `src/${folder}/**`,
     above(...after(folder)),
   ]),
+  // The partitioned engine, over any PartitionDriver: no store, no Valkey, no embedded engine.
+  ['src/partitioned/**', [...above(...after('partitioned'), 'store'), ...embedded('**/queue/')]],
   // The connection to Valkey/Redis, shared by the cluster and the Redis idempotency store.
   ['src/valkey/**', above(...after('timer').filter((folder) => folder !== 'valkey'))],
   [
