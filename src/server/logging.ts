@@ -39,13 +39,16 @@ export function logRequests(app: FastifyInstance): void {
   app.addHook('onRequest', async (request) => {
     request.log.debug({ req: request }, 'incoming request');
   });
-  app.addHook('onResponse', async (request, reply) => {
-    const probe = PROBES.has(request.routeOptions.url ?? '');
-    request.log[probe ? 'debug' : 'info'](
-      { req: request, res: reply, responseTime: Math.round(reply.elapsedTime * 10) / 10 },
-      'request completed',
-    );
-  });
+  app.addHook('onResponse', async (request, reply) => logCompleted(request, reply));
+}
+
+/** A request's line once answered, or once its stream (a response taken over) has ended. */
+export function logCompleted(request: FastifyRequest, reply: FastifyReply): void {
+  const probe = PROBES.has(request.routeOptions.url ?? '');
+  request.log[probe ? 'debug' : 'info'](
+    { req: request, res: reply, responseTime: Math.round(reply.elapsedTime * 10) / 10 },
+    'request completed',
+  );
 }
 
 export function logFaults(log: FastifyBaseLogger): FaultHandler {

@@ -12,6 +12,7 @@ import {
   collectDefaultMetrics,
   type Metric,
 } from 'prom-client';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type {
   ClusterStats,
   DeliveryLateness,
@@ -258,9 +259,12 @@ export class ServerMetrics {
     this.dataLosses.update(numberOf(cluster.dataLosses));
   }
 
-  observeRequest(method: string, route: string, status: number, seconds: number): void {
-    this.httpRequests.inc({ method, route, status });
-    this.httpDuration.observe({ method, route }, seconds);
+  /** A request answered, or a stream (a response taken over) ended: by route and status. */
+  observeAnswer(request: FastifyRequest, reply: FastifyReply): void {
+    const { method } = request;
+    const route = request.routeOptions.url ?? 'unmatched';
+    this.httpRequests.inc({ method, route, status: reply.statusCode });
+    this.httpDuration.observe({ method, route }, reply.elapsedTime / 1000);
   }
 
   closedAtCap(action: 'shed' | 'refused'): void {

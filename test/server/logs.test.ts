@@ -100,6 +100,44 @@ describe('tickwheel serve with stdout piped', () => {
     expect(server.stderr()).toBe('');
   });
 
+  it('logs and counts a stream once it ends, as any other request', async () => {
+    const server = await serve(['--dir', dataDir()]);
+    const streams = [
+      { method: 'GET', path: '/v1/events', route: '/v1/events' },
+      { method: 'POST', path: '/v1/topics/jobs/stream', route: '/v1/topics/:topic/stream' },
+    ];
+    for (const { method, path } of streams) {
+      const reader = new AbortController();
+      const response = await fetch(`${server.url}${path}`, {
+        method,
+        signal: reader.signal,
+        ...(method === 'POST'
+          ? { headers: { 'content-type': 'application/json' }, body: '{"window":10}' }
+          : {}),
+      });
+      expect(response.status).toBe(200);
+      // The stream's first line is written at once: read it, then hang up.
+      await response.body?.getReader().read();
+      reader.abort();
+    }
+    const completed = () =>
+      records(server.stdout()).filter((r) => r.msg === 'request completed' && r.req !== undefined);
+    await waitFor(() => streams.every(({ path }) => completed().some((r) => r.req?.url === path)));
+    for (const { method, path } of streams) {
+      const line = completed().find((r) => r.req?.url === path);
+      expect(line).toMatchObject({ level: 30, req: { method }, res: { statusCode: 200 } });
+      expect(typeof line?.responseTime).toBe('number');
+    }
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    for (const { method, route } of streams) {
+      expect(metrics).toContain(
+        `tickwheel_http_requests_total{method="${method}",route="${route}",status="200"} 1`,
+      );
+    }
+    server.child.kill('SIGTERM');
+    await server.exited;
+  });
+
   it('--log-level warn hides every info line and keeps the fault', async () => {
     const dir = dataDir();
     // The only start-up line at warn: it says where the server listens.

@@ -7,12 +7,7 @@ export const requestMetrics = unencapsulated<{ metrics: ServerMetrics }>(
   'tickwheel-request-metrics',
   async (app, { metrics }) => {
     app.addHook('onResponse', (request, reply, done) => {
-      metrics.observeRequest(
-        request.method,
-        request.routeOptions.url ?? 'unmatched',
-        reply.statusCode,
-        reply.elapsedTime / 1000,
-      );
+      metrics.observeAnswer(request, reply);
       done();
     });
   },

@@ -15,7 +15,7 @@ import { drained, KEEP_ALIVE_MS, OpenStreams } from './open-streams.js';
 const BUFFER = 10_000;
 
 export const eventRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
-  const streams = new OpenStreams(app);
+  const streams = new OpenStreams(app, context.metrics);
 
   app.get<{ Querystring: { topic?: string; types?: string } }>(
     '/events',

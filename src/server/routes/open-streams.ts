@@ -1,17 +1,24 @@
 /**
  * What GET /v1/events and POST /v1/topics/:topic/stream share: the response taken over from
  * Fastify, ended when the server or the connection closes, without waiting for a stalled reader.
+ * Fastify's onResponse hooks never see a response taken over: its request line and metrics are
+ * written here, when it ends.
  */
 
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ServerResponse } from 'node:http';
+import { logCompleted } from '../logging.js';
+import type { ServerMetrics } from '../metrics.js';
 
 export const KEEP_ALIVE_MS = 15_000;
 
 export class OpenStreams {
   private readonly ends = new Set<() => void>();
 
-  constructor(app: FastifyInstance) {
+  constructor(
+    app: FastifyInstance,
+    private readonly metrics: ServerMetrics,
+  ) {
     app.addHook('preClose', async () => {
       for (const end of [...this.ends]) end();
     });
@@ -29,6 +36,10 @@ export class OpenStreams {
     });
     this.ends.add(end);
     raw.on('close', end);
+    raw.once('close', () => {
+      logCompleted(reply.request, reply);
+      this.metrics.observeAnswer(reply.request, reply);
+    });
     return raw;
   }
 

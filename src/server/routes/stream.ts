@@ -79,7 +79,7 @@ export function streamRoute(
   context: ServerContext,
   streams: DeliveryStreams,
 ): void {
-  const open = new OpenStreams(app);
+  const open = new OpenStreams(app, context.metrics);
 
   app.post<{ Params: { topic: string }; Body: StreamBody }>(
     '/topics/:topic/stream',
