@@ -356,9 +356,8 @@ describe('Worker', () => {
     const worker = start(source, () => {});
     await turns();
     expect(source.receives).toHaveLength(1); // waiting for messages
-    const t0 = performance.now();
+    // The source never answers that receive by itself: close() resolves only by ending it.
     await worker.close();
-    expect(performance.now() - t0).toBeLessThan(1000);
     expect(source.receives).toHaveLength(1);
   });
 
