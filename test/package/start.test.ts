@@ -60,8 +60,11 @@ function copySources(): string {
   return dir;
 }
 
-/** Runs `npm start` in `dir` until it listens, stops it as a supervisor would, returns its output. */
-async function startAndStop(dir: string): Promise<string> {
+/**
+ * Runs `npm start` in `dir` until it listens (within `listenMs`, a build included), stops it as a
+ * supervisor would, returns its output.
+ */
+async function startAndStop(dir: string, listenMs: number): Promise<string> {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
     if (!key.toLowerCase().startsWith('npm_')) env[key] = value;
@@ -83,14 +86,26 @@ async function startAndStop(dir: string): Promise<string> {
   );
 
   const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`npm start did not listen:\n${out}`)), 150_000);
+    // A start that failed takes every process it made with it: one left building would start a
+    // server later and hold the data directory the next start needs.
+    let listening = false;
+    const fail = (why: string) => {
+      if (listening) return;
+      if (groupAlive(npm.pid!)) process.kill(-npm.pid!, 'SIGKILL');
+      reject(new Error(`${why}:\n${out}`));
+    };
+    const timer = setTimeout(() => fail('npm start did not listen'), listenMs);
     npm.stdout.on('data', () => {
       const match = /tickwheel listening on http:\/\/[^:]+:(\d+)/.exec(out);
-      if (match === null) return;
+      if (match === null || listening) return;
+      listening = true;
       clearTimeout(timer);
       resolve(Number(match[1]));
     });
-    void exited.then(() => reject(new Error(`npm start exited:\n${out}`)));
+    void exited.then(() => {
+      clearTimeout(timer);
+      fail('npm start exited');
+    });
   });
   expect(await portInUse(port)).toBe(true);
 
@@ -113,13 +128,14 @@ describe('npm start', () => {
   });
 
   it('builds a fresh checkout, and stops the server when the supervisor sends SIGTERM to npm', async () => {
-    const first = await startAndStop(copy!);
+    // A whole build (tsc and vite): minutes on a loaded 2-core machine.
+    const first = await startAndStop(copy!, 300_000);
     expect(first).toContain('building tsc and dashboard');
-  }, 180_000);
+  }, 330_000);
 
   it('starts a built checkout without building anything', async () => {
     expect(copy, 'the first start built the copy').toBeDefined();
-    const second = await startAndStop(copy!);
+    const second = await startAndStop(copy!, 50_000);
     expect(second).toContain('dist/ is current: nothing to build');
     expect(second).not.toMatch(/building|vite|tsc -p/);
   }, 60_000);
@@ -127,7 +143,7 @@ describe('npm start', () => {
   it('builds only the dashboard when only the dashboard changed', async () => {
     expect(copy, 'the first start built the copy').toBeDefined();
     appendFileSync(join(copy!, 'dashboard', 'index.html'), '\n');
-    const third = await startAndStop(copy!);
+    const third = await startAndStop(copy!, 110_000);
     expect(third).toContain('building dashboard (inputs changed');
   }, 120_000);
 });
