@@ -8,7 +8,7 @@
 
 import { TickwheelError } from '../errors.js';
 import { describe, invalidOption } from '../validate.js';
-import type { Durability } from './producer.js';
+import type { Durability } from '../partitioned/producer.js';
 
 /** The `durability` option: a setting, or 'auto' (the default) to choose by the replicas. */
 export type DurabilityOption = Durability | 'auto';

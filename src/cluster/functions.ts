@@ -15,7 +15,7 @@ import type { MessageInfo } from '../queue/types.js';
 import { Valkey } from '../valkey/connection.js';
 import { metaKey } from './keys.js';
 import { LIBRARY, inLibraryFiles } from './library.js';
-import { placeOf } from './record.js';
+import { placeOf } from '../partitioned/record.js';
 
 export class ClusterValkey extends Valkey {
   protected override readonly library = LIBRARY;

@@ -5,7 +5,7 @@
  * taking what a user gives.
  */
 
-import type { ClusterBackend } from '../../src/cluster/backend.js';
+import type { ClusterBackend } from '../../src/partitioned/backend.js';
 import type { DelayQueue } from '../../src/delay-queue.js';
 import {
   checkRequest,

@@ -1,5 +1,5 @@
 /**
- * The cluster consumer (src/cluster/consumer.ts) on a real Valkey: a partition whose "ready"
+ * The cluster consumer (src/partitioned/consumer.ts) on a real Valkey: a partition whose "ready"
  * notification was lost (as in a failover) is still found while other partitions, hinted by
  * their notifications, never run dry: every partition is asked at least every `rescanMs`. The
  * hinted partitions are asked at once, and a notification that comes while a take is under
@@ -7,9 +7,9 @@
  */
 
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
-import { Consumer } from '../../src/cluster/consumer.js';
+import { Consumer } from '../../src/partitioned/consumer.js';
 import { partitionPrefix } from '../../src/cluster/keys.js';
-import { encodeRecord, placeOf } from '../../src/cluster/record.js';
+import { encodeRecord, placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
 import { withValkey } from './with-valkey.js';

@@ -12,8 +12,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { metaKey, partitionPrefix } from '../../src/cluster/keys.js';
 import * as tw from '../../src/cluster/functions.js';
-import { placeRuns, type LocatedRun } from '../../src/cluster/producer.js';
-import { decodeRecord, encodeRecord, parseLocated, placeOf } from '../../src/cluster/record.js';
+import { placeRuns, type LocatedRun } from '../../src/partitioned/producer.js';
+import { decodeRecord, encodeRecord, parseLocated, placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
 import { seededInt } from '../support/random.mjs';

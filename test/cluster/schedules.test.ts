@@ -1,5 +1,5 @@
 /**
- * Recurring schedules on a queue on Valkey (src/cluster/schedules.ts): any node changes them,
+ * Recurring schedules on a queue on Valkey (src/partitioned/schedules.ts): any node changes them,
  * the owner of partition 0 runs them, each occurrence is made once (tw_schedule_once), and a
  * leader killed with SIGKILL at a random point is replaced without an occurrence made twice or
  * (with catchUp 'all') missed. Real Valkey, real `tickwheel serve --redis` processes for the
@@ -12,8 +12,8 @@ import { TickwheelClient } from '../../src/client/index.js';
 import { Valkey } from '../../src/valkey/connection.js';
 import type { SchedAnswer, SchedChange } from '../../src/cluster/functions.js';
 import { metaKey } from '../../src/cluster/keys.js';
-import type { Producer } from '../../src/cluster/producer.js';
-import { ClusterSchedules, ONCE_MARK_MS } from '../../src/cluster/schedules.js';
+import type { Producer } from '../../src/partitioned/producer.js';
+import { ClusterSchedules, ONCE_MARK_MS } from '../../src/partitioned/schedules.js';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { nodeOf } from './checking.js';
 import type { ScheduleRequest } from '../../src/queue/message.js';

@@ -12,8 +12,8 @@ import type { EventSource } from '../queue/events.js';
 import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import type { Valkey } from '../valkey/connection.js';
-import * as tw from './functions.js';
-import { metaKey, partitionPrefix } from './keys.js';
+import * as tw from '../cluster/functions.js';
+import { metaKey, partitionPrefix } from '../cluster/keys.js';
 import { decodeRecord, placeOf } from './record.js';
 import { TurnBatches } from './turn-batches.js';
 

@@ -19,8 +19,8 @@ import {
 import { decodePayload } from '../queue/message.js';
 import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from '../valkey/connection.js';
-import * as tw from './functions.js';
-import { metaKey, partitionPrefix } from './keys.js';
+import * as tw from '../cluster/functions.js';
+import { metaKey, partitionPrefix } from '../cluster/keys.js';
 import { decodeRecord, placeOf } from './record.js';
 
 /** Live statuses, by their letters in the partitions' counts (lua/states.lua). */

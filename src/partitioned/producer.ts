@@ -19,8 +19,8 @@ import type { ClusterDurability } from '../protocol/model.js';
 import type { EventSource } from '../queue/events.js';
 import type { MessageInfo } from '../queue/types.js';
 import type { Valkey } from '../valkey/connection.js';
-import * as tw from './functions.js';
-import { metaKey } from './keys.js';
+import * as tw from '../cluster/functions.js';
+import { metaKey } from '../cluster/keys.js';
 import { TAG_LENGTH, encodeRecord, locatedId, placeOf } from './record.js';
 import { TurnBatches } from './turn-batches.js';
 

@@ -18,8 +18,8 @@ import {
   type TopicSettings,
 } from '../queue/topics.js';
 import type { Valkey } from '../valkey/connection.js';
-import * as tw from './functions.js';
-import { pushKey, tokensKey, topicsKey } from './keys.js';
+import * as tw from '../cluster/functions.js';
+import { pushKey, tokensKey, topicsKey } from '../cluster/keys.js';
 import type { Producer } from './producer.js';
 
 /** A topic's settings, one field each in the topics hash. */

@@ -18,8 +18,8 @@ import {
 } from '../queue/recurring-records.js';
 import type { ScheduleSpec } from '../queue/recurring-spec.js';
 import type { Valkey } from '../valkey/connection.js';
-import type { SchedAnswer, SchedChange } from './functions.js';
-import { partitionPrefix } from './keys.js';
+import type { SchedAnswer, SchedChange } from '../cluster/functions.js';
+import { partitionPrefix } from '../cluster/keys.js';
 
 /** How long an occurrence's mark keeps it from being made again: past any leader takeover. */
 export const ONCE_MARK_MS = 10 * 60_000;

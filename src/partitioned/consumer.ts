@@ -10,8 +10,8 @@ import { ID_PATTERN, decodePayload, retryDelay } from '../queue/message.js';
 import type { EventSource } from '../queue/events.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { Valkey } from '../valkey/connection.js';
-import * as tw from './functions.js';
-import { metaKey, partitionPrefix } from './keys.js';
+import * as tw from '../cluster/functions.js';
+import { metaKey, partitionPrefix } from '../cluster/keys.js';
 import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';
 import { TurnBatches } from './turn-batches.js';
 

@@ -4,9 +4,9 @@ import { randomBytes } from 'node:crypto';
 import { faultOf, oncePer } from '../queue/faults.js';
 import type { QueueLimits } from '../queue/options.js';
 import { checkOption } from '../validate.js';
-import { checkQueueName } from './keys.js';
+import { checkQueueName } from '../cluster/keys.js';
 import type { Durability } from './producer.js';
-import { checkDurability, type DurabilityOption } from './durability.js';
+import { checkDurability, type DurabilityOption } from '../cluster/durability.js';
 
 export interface ClusterNodeOptions {
   /** Valkey/Redis URL(s): one standalone primary, or any nodes of a Cluster. */
