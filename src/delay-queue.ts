@@ -4,7 +4,7 @@
  * Valkey/Redis (`redis`: its code and @redis/client imported only then).
  */
 
-import type { ClusterQueueOptions } from './partitioned/backend.js';
+import type { ClusterQueueOptions } from './cluster/backend.js';
 import { checkClusterPeer } from './valkey/peer.js';
 import { checkKnownOptions, describe, invalidOption, optionNames } from './validate.js';
 import { CheckedQueue } from './queue/checked-queue.js';
@@ -168,10 +168,10 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
     checkKnownOptions(options, REDIS_OPTIONS, 'DelayQueue.open on Valkey/Redis');
     const limits = checkQueueOptions(options);
     checkClusterPeer();
-    const cluster = await import('./partitioned/backend.js');
+    const cluster = await import('./cluster/backend.js');
     const report = new QueueReport(Date.now, limits.onFault);
     return new DelayQueue<P>(
-      await cluster.ClusterBackend.open(options, limits, report),
+      await cluster.openClusterBackend(options, limits, report),
       limits,
       report,
     );

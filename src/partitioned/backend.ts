@@ -1,8 +1,9 @@
 /**
- * The queue's backend on Valkey/Redis: one process's node of the queue (docs/cluster.md). Its
- * LeaseLoop runs a PartitionOwner per partition it wins; its Producer, Consumer, topics and
- * schedules serve any partition. The wheel and the loop are unref'd: a node keeps its process
- * alive only while a caller waits on it.
+ * The queue's backend over partitions in a shared store: one process's node of the queue
+ * (docs/cluster.md), talking to the store only through its PartitionDriver. Its LeaseLoop runs a
+ * PartitionOwner per partition it wins; its Producer, Consumer, topics and schedules serve any
+ * partition. The wheel and the loop are unref'd: a node keeps its process alive only while a
+ * caller waits on it.
  */
 
 import { SystemClock } from '../clock/index.js';
@@ -18,40 +19,24 @@ import type {
 import type { ScheduleInfo } from '../queue/recurring.js';
 import type { ScheduleSpec } from '../queue/recurring-spec.js';
 import { NACK_REASON, VISIBILITY_REASON, type CheckedRequest } from '../queue/message.js';
-import type { QueueLimits } from '../queue/options.js';
 import type { DueTimeline, MessageInfo, ReceivedMessage } from '../queue/types.js';
+import type { ClusterStats } from '../protocol/model.js';
 import type { TopicGate } from '../queue/topics.js';
 import type { WorkerSource } from '../queue/worker.js';
 import type { EventSource } from '../queue/events.js';
 import type { QueueReport } from '../queue/report.js';
-import type { FaultHandler, FaultReporter } from '../queue/faults.js';
+import type { FaultReporter } from '../queue/faults.js';
 import { TimerWheel } from '../timer/index.js';
 import type { WheelSnapshot } from '../wheel/index.js';
-import { untilReachable, withinMs } from '../valkey/reach.js';
-import { Consumer, type DurableWrite, type NackOutcome } from './consumer.js';
-import { chooseDurability } from '../cluster/durability.js';
-import * as tw from '../cluster/functions.js';
-import { ClusterValkey } from '../cluster/functions.js';
-import { ClusterInspector } from './inspect.js';
-import { configKey, eventsChannel } from '../cluster/keys.js';
+import { Consumer, type NackOutcome } from './consumer.js';
+import type { PartitionDriver } from './driver.js';
+import { PartitionInspector } from './inspect.js';
 import { LeaseLoop } from './lease-loop.js';
-import { checkNodeOptions, type ClusterNodeOptions, type NodeSettings } from './node-options.js';
+import type { NodeSettings } from './node-options.js';
 import type { Due } from './owner.js';
 import { Producer } from './producer.js';
-import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
-import { ClusterTopics } from './topic-store.js';
-
-/** The options of a queue on Valkey/Redis: the node's, and the ones every backend takes. */
-export interface ClusterQueueOptions extends ClusterNodeOptions {
-  /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
-  maxWaitMs?: number;
-  /** Internal addresses this node's pushes may reach (docs/push.md); default none. */
-  push?: QueueLimits['push'];
-  /** Takes the node's background faults with their codes (src/queue/faults.ts). */
-  onFault?: FaultHandler;
-  /** Whether acks and nacks wait for `durability` unless a call says otherwise. Default false. */
-  durableAcks?: boolean;
-}
+import { PartitionSchedules, ONCE_MARK_MS } from './schedules.js';
+import { PartitionTopics } from './topic-store.js';
 
 const LEASE_LOSS = {
   expired: 'not renewed in time',
@@ -65,17 +50,17 @@ const CONSUME_WAIT_MS = 1_000;
 /** Bounds `outstanding`. */
 const MAX_OUTSTANDING = 100_000;
 
-export class ClusterBackend implements QueueBackend {
+export class PartitionedBackend implements QueueBackend {
   readonly recovery = undefined;
   readonly consumeWaitMs = CONSUME_WAIT_MS;
   readonly nodeId: string;
   readonly producer: Producer;
   readonly consumer: Consumer;
-  readonly inspector: ClusterInspector;
-  readonly schedules: ClusterSchedules;
+  readonly inspector: PartitionInspector;
+  readonly schedules: PartitionSchedules;
   /** Every receive of this node goes through it (topic-store.ts). */
   readonly topics: TopicGate;
-  private readonly sharedTopics: ClusterTopics;
+  private readonly sharedTopics: PartitionTopics;
   private readonly leases: LeaseLoop;
   private readonly wheel: TimerWheel<Due>;
   private readonly unsubscribes: Array<() => Promise<void>> = [];
@@ -85,21 +70,17 @@ export class ClusterBackend implements QueueBackend {
   /** What consume()'s workers and the pushes receive from: counted as receive() counts. */
   readonly source: WorkerSource;
 
-  private constructor(
-    private readonly valkey: ClusterValkey,
-    /**
-     * The producer's own connections (`valkey` with durability 'async'): a WAIT holds its
-     * connection until replicas answer, which would hold up lease renewals and fires as long.
-     */
-    private readonly writes: ClusterValkey,
+  /** The settings are checked (node-options.ts), `partitions` and `windowMs` the stored ones. */
+  constructor(
+    readonly driver: PartitionDriver,
     readonly settings: NodeSettings,
     private readonly report: QueueReport,
     onFault: FaultReporter,
   ) {
-    const { nodeId, queue } = settings;
+    const { nodeId } = settings;
     this.nodeId = nodeId;
-    this.producer = new Producer(writes, settings);
-    this.schedules = new ClusterSchedules(valkey, queue, {
+    this.producer = new Producer(driver, settings);
+    this.schedules = new PartitionSchedules(driver, {
       node: nodeId,
       onError: (err) => settings.onError(err),
       schedule: async (request) => {
@@ -119,12 +100,10 @@ export class ClusterBackend implements QueueBackend {
         return status === 'scheduled' || status === 'ready' || status === 'inflight';
       },
     });
-    this.consumer = new Consumer(valkey, settings);
-    this.inspector = new ClusterInspector(valkey, queue, settings.partitions, settings.windowMs);
-    this.sharedTopics = new ClusterTopics(
-      valkey,
-      this.producer,
-      queue,
+    this.consumer = new Consumer(driver, settings);
+    this.inspector = new PartitionInspector(driver, settings.partitions, settings.windowMs);
+    this.sharedTopics = new PartitionTopics(
+      driver,
       (topic) => this.consumer.wakeTopic(topic),
       (err) => settings.onError(err),
     );
@@ -135,7 +114,7 @@ export class ClusterBackend implements QueueBackend {
       unref: true,
       onExpire: (due) => due.owner.fire(due),
     });
-    this.leases = new LeaseLoop(valkey, settings, this.wheel, {
+    this.leases = new LeaseLoop(driver, settings, this.wheel, {
       isClosed: () => this.closed,
       onMembers: () => {
         if (!this.closed) this.sharedTopics.refresh();
@@ -162,54 +141,12 @@ export class ClusterBackend implements QueueBackend {
     };
   }
 
-  /** Opens this node, trying an absent server until `connectTimeoutMs` (reach.ts). */
-  static async open(
-    options: ClusterNodeOptions,
-    limits: QueueLimits,
-    report: QueueReport,
-  ): Promise<ClusterBackend> {
-    const { settings, asked, connectTimeoutMs } = checkNodeOptions(options, limits);
-    const urls = Array.isArray(options.redis) ? [...options.redis] : [String(options.redis)];
-    return untilReachable(urls, connectTimeoutMs, async (leftMs) => {
-      const valkey = await ClusterValkey.connect(options.redis, leftMs);
-      // Calls made while opening are bounded by the time left, so that the whole open is.
-      valkey.limitCalls(leftMs);
-      let writes = valkey;
-      let backend: ClusterBackend | undefined;
-      try {
-        const { durability, reason } = chooseDurability(asked, await valkey.replicasPerPrimary());
-        if (durability !== 'async') {
-          writes = (await ClusterValkey.connect(options.redis, leftMs)).pin();
-        }
-        await valkey.loadLibrary();
-        const { queue, partitions, windowMs } = settings;
-        const stored = await tw.config(valkey, configKey(queue), partitions, windowMs);
-        const running = {
-          ...settings,
-          ...stored,
-          durability,
-          durabilityOption: asked,
-          durabilityReason: reason,
-        };
-        backend = new ClusterBackend(valkey, writes, running, report, limits.onFault);
-        await backend.start();
-        valkey.limitCalls(undefined);
-        return backend;
-      } catch (err) {
-        backend?.wheel.close();
-        valkey.destroy();
-        if (writes !== valkey) writes.destroy();
-        throw err;
-      }
-    });
-  }
-
-  private async start(): Promise<void> {
+  /** Joins the queue: its topics' settings read, its partitions' events heard, leases sought. */
+  async start(): Promise<void> {
     // Before this node takes anything: a paused topic stays paused on a node that joins.
     await this.topics.load();
-    const { queue, partitions } = this.settings;
-    for (let p = 0; p < partitions; p++) {
-      const stop = await this.valkey.subscribe(eventsChannel(queue, p), (message) => {
+    for (let p = 0; p < this.settings.partitions; p++) {
+      const stop = await this.driver.subscribe(p, (message) => {
         if (message.startsWith('r ')) this.consumer.onReady(p, message.slice(2));
         else this.leases.onOwnerEvent(p, message);
       });
@@ -263,7 +200,7 @@ export class ClusterBackend implements QueueBackend {
   }
 
   requeue(id: string, deliverAt: number): Promise<boolean> {
-    return this.producer.move('tw_requeue', id, deliverAt).catch(failed(id));
+    return this.producer.move('requeue', id, deliverAt).catch(failed(id));
   }
 
   get(id: string): Promise<MessageInfo | undefined> {
@@ -290,9 +227,9 @@ export class ClusterBackend implements QueueBackend {
     return messages;
   }
 
-  /** `durable`: written on the producer's connections and waited for as a schedule is. */
+  /** `durable`: waited for as a schedule is. */
   async ack(receipt: string, durable: boolean): Promise<boolean> {
-    const done = await this.consumer.ack(receipt, this.durably(durable));
+    const done = await this.consumer.ack(receipt, durable);
     this.settledDelivery(receipt, done ? 'acked' : undefined);
     return done;
   }
@@ -307,15 +244,10 @@ export class ClusterBackend implements QueueBackend {
     const nacked = await this.consumer.nack(
       receipt,
       { ...(delayMs === undefined ? {} : { delayMs }), reason: kept },
-      this.durably(durable),
+      durable,
     );
     this.settledDelivery(receipt, nacked?.outcome, kept, nacked?.dead);
     return nacked !== undefined;
-  }
-
-  private durably(durable: boolean): DurableWrite | undefined {
-    if (!durable) return undefined;
-    return (meta, what, write) => this.producer.durably(meta, what, write);
   }
 
   list(query: ListQuery): Promise<BackendListPage> {
@@ -369,6 +301,7 @@ export class ClusterBackend implements QueueBackend {
     });
     const timers = this.wheel.stats();
     const { settings, leases } = this;
+    const { setting, option, reason } = this.driver.durability;
     return {
       inMemory: timers.pending,
       totals,
@@ -378,9 +311,9 @@ export class ClusterBackend implements QueueBackend {
         node: this.nodeId,
         queue: this.settings.queue,
         partitions: settings.partitions,
-        durability: settings.durability,
-        durabilityOption: settings.durabilityOption,
-        durabilityReason: settings.durabilityReason,
+        durability: setting as ClusterStats['durability'],
+        durabilityOption: option as ClusterStats['durabilityOption'],
+        durabilityReason: reason,
         members: [...this.members],
         owned: this.ownedPartitions(),
         owners: byNode,
@@ -399,16 +332,9 @@ export class ClusterBackend implements QueueBackend {
     return this.wheel.wheelSnapshot(maxRows);
   }
 
-  /** Undefined if Valkey answers a PING (on the queue's config slot) within a second. */
-  async problem(): Promise<string | undefined> {
-    const late = () => new Error('Valkey/Redis did not answer within 1000 ms');
-    const key = configKey(this.settings.queue);
-    try {
-      await withinMs(this.valkey.command(key, ['PING']), 1_000, late);
-      return undefined;
-    } catch (err) {
-      return err instanceof Error ? err.message : String(err);
-    }
+  /** Undefined if the store answers within a second. */
+  problem(): Promise<string | undefined> {
+    return this.driver.problem();
   }
 
   /** Nothing runs in the background that a caller could wait for. */
@@ -427,8 +353,12 @@ export class ClusterBackend implements QueueBackend {
     await this.leases.leave();
     for (const stop of this.unsubscribes) await stop().catch(() => {});
     this.wheel.close();
-    await this.valkey.close();
-    if (this.writes !== this.valkey) await this.writes.close();
+    await this.driver.close();
+  }
+
+  /** Stops the timers of a node that failed to start; its driver is its opener's to close. */
+  abandon(): void {
+    this.wheel.close();
   }
 
   private delivered(messages: readonly ReceivedMessage[]): void {
@@ -449,7 +379,7 @@ export class ClusterBackend implements QueueBackend {
 
   /**
    * Reports an ack or nack made here (undefined: no delivery still out). A dead letter read back
-   * from Valkey (`dead`) is reported whoever listened: its span continues its trace.
+   * from the store (`dead`) is reported whoever listened: its span continues its trace.
    */
   private settledDelivery(
     receipt: string,
@@ -475,7 +405,7 @@ export class ClusterBackend implements QueueBackend {
   }
 }
 
-/** Marks a failed write about `subject` that may have reached Valkey (mayHaveWritten). */
+/** Marks a failed write about `subject` that may have reached the store (mayHaveWritten). */
 function failed(subject: string): (err: unknown) => never {
   return (err) => {
     throw mayHaveWritten(err, subject);

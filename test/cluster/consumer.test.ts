@@ -12,7 +12,7 @@ import { partitionPrefix } from '../../src/cluster/keys.js';
 import { encodeRecord, placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
-import { withValkey } from './with-valkey.js';
+import { valkeyDriver, withValkey } from './with-valkey.js';
 
 const QUEUE = 'hints';
 const PARTITIONS = 2;
@@ -66,8 +66,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
     // The consumer's clock is Date.now(): moved by hand, 10 ms a receive.
     vi.useFakeTimers({ toFake: ['Date'] });
     onTestFinished(() => void vi.useRealTimers());
-    const consumer = new Consumer(servers.valkey, {
-      queue: QUEUE,
+    const consumer = new Consumer(valkeyDriver(servers.valkey, QUEUE), {
       partitions: PARTITIONS,
       windowMs: 1_000,
       visibilityMs: 60_000,
@@ -96,8 +95,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
 
   /** A consumer that scans only on its first receive (then not for a minute). */
   const quietConsumer = () =>
-    new Consumer(servers.valkey, {
-      queue: QUEUE,
+    new Consumer(valkeyDriver(servers.valkey, QUEUE), {
       partitions: PARTITIONS,
       windowMs: 1_000,
       visibilityMs: 60_000,
@@ -182,8 +180,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
     }
     const ids = idsIn(0, 3, 'acked');
     for (const id of ids) await readyAlone(0, id, false);
-    const consumer = new Consumer(servers.valkey, {
-      queue: QUEUE,
+    const consumer = new Consumer(valkeyDriver(servers.valkey, QUEUE), {
       partitions: PARTITIONS,
       windowMs: 1_000,
       visibilityMs: 60_000,

@@ -16,6 +16,7 @@ import { placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
 import { checking, type Checking } from './checking.js';
+import { valkeyDriver } from './with-valkey.js';
 import { waitFor } from '../support/wait-for.js';
 
 const PARTITIONS = 1;
@@ -34,11 +35,9 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     valkey = await Valkey.connect(server.url);
     await valkey.loadLibrary();
     producer = checking(
-      new Producer(valkey, {
-        queue: QUEUE,
+      new Producer(valkeyDriver(valkey, QUEUE), {
         partitions: PARTITIONS,
         windowMs: 1_000,
-        durability: 'async',
         maxPayloadBytes: 1 << 20,
       }),
     );
@@ -70,9 +69,8 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       60_000,
     ])) as number[];
     expect(granted).toBe(1);
-    const owner = new PartitionOwner(valkey, {
+    const owner = new PartitionOwner(valkeyDriver(valkey, QUEUE), {
       partitions: PARTITIONS,
-      queue: QUEUE,
       partition: 0,
       node,
       epoch,

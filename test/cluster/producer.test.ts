@@ -9,11 +9,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
 import { partitionPrefix } from '../../src/cluster/keys.js';
-import { Producer, type Durability } from '../../src/partitioned/producer.js';
+import type { Durability } from '../../src/cluster/durability.js';
+import { Producer } from '../../src/partitioned/producer.js';
 import { parseLocated, placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startReplicated } from '../../scripts/valkey.mjs';
 import { checking } from './checking.js';
+import { valkeyDriver } from './with-valkey.js';
 
 const PARTITIONS = 16;
 
@@ -29,12 +31,9 @@ describe.runIf(installed('valkey-server'))('cluster producer on Valkey with a re
   let replica: Valkey;
   const producer = (durability: Durability, queue = 'orders', durabilityTimeoutMs = 5_000) =>
     checking(
-      new Producer(valkey, {
-        queue,
+      new Producer(valkeyDriver(valkey, queue, durability, durabilityTimeoutMs), {
         partitions: PARTITIONS,
         windowMs: 30_000,
-        durability,
-        durabilityTimeoutMs,
         maxPayloadBytes: 1 << 20,
       }),
     );
