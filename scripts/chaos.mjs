@@ -276,7 +276,7 @@ async function postMortem(urls, dir, say) {
   );
   if (missing.length === 0) return;
   const { Valkey } = await import('../dist/valkey/connection.js');
-  const { placeOf } = await import('../dist/cluster/record.js');
+  const { placeOf } = await import('../dist/partitioned/record.js');
   const { metaKey } = await import('../dist/cluster/keys.js');
   const valkey = await Valkey.connect(urls);
   try {

@@ -171,7 +171,7 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
     const cluster = await import('./cluster/backend.js');
     const report = new QueueReport(Date.now, limits.onFault);
     return new DelayQueue<P>(
-      await cluster.ClusterBackend.open(options, limits, report),
+      await cluster.openClusterBackend(options, limits, report),
       limits,
       report,
     );

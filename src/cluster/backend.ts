@@ -1,483 +1,69 @@
 /**
- * The queue's backend on Valkey/Redis: one process's node of the queue (docs/cluster.md). Its
- * LeaseLoop runs a PartitionOwner per partition it wins; its Producer, Consumer, topics and
- * schedules serve any partition. The wheel and the loop are unref'd: a node keeps its process
- * alive only while a caller waits on it.
+ * A node of a queue on Valkey/Redis (docs/cluster.md): its options, and the path that opens it.
+ * Connects (trying an absent server until `connectTimeoutMs`, reach.ts), keeps the durability
+ * the replicas allow (durability.ts), loads the Functions library, reads the queue's fixed
+ * settings as the first node wrote them, and starts a PartitionedBackend over a ValkeyDriver.
  */
 
-import { SystemClock } from '../clock/index.js';
-import { mayHaveWritten } from '../errors.js';
-import type { BackendListPage, ListQuery } from '../queue/list.js';
-import type {
-  BackendStats,
-  QueueBackend,
-  ReceiveLimits,
-  Scheduled,
-  TopicCounts,
-} from '../queue/backend.js';
-import type { ScheduleInfo } from '../queue/recurring.js';
-import type { ScheduleSpec } from '../queue/recurring-spec.js';
-import { NACK_REASON, VISIBILITY_REASON, type CheckedRequest } from '../queue/message.js';
 import type { QueueLimits } from '../queue/options.js';
-import type { DueTimeline, MessageInfo, ReceivedMessage } from '../queue/types.js';
-import type { TopicGate } from '../queue/topics.js';
-import type { WorkerSource } from '../queue/worker.js';
-import type { EventSource } from '../queue/events.js';
 import type { QueueReport } from '../queue/report.js';
-import type { FaultHandler, FaultReporter } from '../queue/faults.js';
-import { TimerWheel } from '../timer/index.js';
-import type { WheelSnapshot } from '../wheel/index.js';
-import { untilReachable, withinMs } from '../valkey/reach.js';
-import { Consumer, type DurableWrite, type NackOutcome } from './consumer.js';
-import { chooseDurability } from './durability.js';
-import * as tw from './functions.js';
+import { PartitionedBackend } from '../partitioned/backend.js';
+import { checkNodeOptions, type PartitionedQueueOptions } from '../partitioned/node-options.js';
+import { checkOption } from '../validate.js';
+import { untilReachable } from '../valkey/reach.js';
+import { ValkeyDriver } from './driver.js';
+import { checkDurability, chooseDurability, type DurabilityOption } from './durability.js';
 import { ClusterValkey } from './functions.js';
-import { ClusterInspector } from './inspect.js';
-import { configKey, eventsChannel } from './keys.js';
-import { LeaseLoop } from './lease-loop.js';
-import { checkNodeOptions, type ClusterNodeOptions, type NodeSettings } from './node-options.js';
-import type { Due } from './owner.js';
-import { Producer } from './producer.js';
-import { ClusterSchedules, ONCE_MARK_MS } from './schedules.js';
-import { ClusterTopics } from './topic-store.js';
 
-/** The options of a queue on Valkey/Redis: the node's, and the ones every backend takes. */
-export interface ClusterQueueOptions extends ClusterNodeOptions {
-  /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
-  maxWaitMs?: number;
-  /** Internal addresses this node's pushes may reach (docs/push.md); default none. */
-  push?: QueueLimits['push'];
-  /** Takes the node's background faults with their codes (src/queue/faults.ts). */
-  onFault?: FaultHandler;
-  /** Whether acks and nacks wait for `durability` unless a call says otherwise. Default false. */
-  durableAcks?: boolean;
+/** The options of a queue on Valkey/Redis: where it is, how durably it writes, and the node's. */
+export interface ClusterQueueOptions extends PartitionedQueueOptions {
+  /** Valkey/Redis URL(s): one standalone primary, or any nodes of a Cluster. */
+  redis: string | readonly string[];
+  /** When a write is acknowledged (durability.ts). Default 'auto'. */
+  durability?: DurabilityOption;
+  /** How long open() keeps trying to reach Valkey/Redis. Default 10 s. */
+  connectTimeoutMs?: number;
 }
 
-const LEASE_LOSS = {
-  expired: 'not renewed in time',
-  refused: 'its renewal was refused or failed',
-  fenced: 'another node holds a newer one',
-} as const;
-
-/** Each receive of consume() waits up to this long (woken when a message is ready). */
-const CONSUME_WAIT_MS = 1_000;
-
-/** Bounds `outstanding`. */
-const MAX_OUTSTANDING = 100_000;
-
-export class ClusterBackend implements QueueBackend {
-  readonly recovery = undefined;
-  readonly consumeWaitMs = CONSUME_WAIT_MS;
-  readonly nodeId: string;
-  readonly producer: Producer;
-  readonly consumer: Consumer;
-  readonly inspector: ClusterInspector;
-  readonly schedules: ClusterSchedules;
-  /** Every receive of this node goes through it (topic-store.ts). */
-  readonly topics: TopicGate;
-  private readonly sharedTopics: ClusterTopics;
-  private readonly leases: LeaseLoop;
-  private readonly wheel: TimerWheel<Due>;
-  private readonly unsubscribes: Array<() => Promise<void>> = [];
-  private closed = false;
-  /** Deliveries made here while someone listens, by receipt: for their ack's or nack's event. */
-  private readonly outstanding = new Map<string, EventSource>();
-  /** What consume()'s workers and the pushes receive from: counted as receive() counts. */
-  readonly source: WorkerSource;
-
-  private constructor(
-    private readonly valkey: ClusterValkey,
-    /**
-     * The producer's own connections (`valkey` with durability 'async'): a WAIT holds its
-     * connection until replicas answer, which would hold up lease renewals and fires as long.
-     */
-    private readonly writes: ClusterValkey,
-    readonly settings: NodeSettings,
-    private readonly report: QueueReport,
-    onFault: FaultReporter,
-  ) {
-    const { nodeId, queue } = settings;
-    this.nodeId = nodeId;
-    this.producer = new Producer(writes, settings);
-    this.schedules = new ClusterSchedules(valkey, queue, {
-      node: nodeId,
-      onError: (err) => settings.onError(err),
-      schedule: async (request) => {
-        if (!(await this.producer.scheduleOnce(request, ONCE_MARK_MS))) return;
-        const { id, topic, deliverAt } = request;
-        report.scheduled({ id: id as string, topic, deliverAt: deliverAt as number, attempts: 0 });
-      },
-      cancel: async (id) => {
-        const cancelled = await this.producer.cancelGiving(id);
-        if (cancelled !== undefined) report.cancelled(cancelled);
-        return cancelled !== undefined;
-      },
-      sched: (change, what) => this.producer.sched(change, what),
-      leads: (epoch) => this.leases.leads(epoch),
-      isLive: async (id) => {
-        const status = (await this.producer.get(id))?.status;
-        return status === 'scheduled' || status === 'ready' || status === 'inflight';
-      },
-    });
-    this.consumer = new Consumer(valkey, settings);
-    this.inspector = new ClusterInspector(valkey, queue, settings.partitions, settings.windowMs);
-    this.sharedTopics = new ClusterTopics(
-      valkey,
-      this.producer,
-      queue,
-      (topic) => this.consumer.wakeTopic(topic),
-      (err) => settings.onError(err),
-    );
-    this.topics = this.sharedTopics.gate;
-    this.consumer.generation = (topic) => this.topics.generation(topic);
-    this.wheel = new TimerWheel<Due>({
-      clock: new SystemClock({ epoch: true }),
-      unref: true,
-      onExpire: (due) => due.owner.fire(due),
-    });
-    this.leases = new LeaseLoop(valkey, settings, this.wheel, {
-      isClosed: () => this.closed,
-      onMembers: () => {
-        if (!this.closed) this.sharedTopics.refresh();
-      },
-      schedules: this.schedules,
-      onExpired: (message, settled) => {
-        report.expired();
-        this.settle(message, settled, VISIBILITY_REASON);
-      },
-      onFired: (count) => report.firedMany(count),
-      onLeaseLost: (partition, reason) =>
-        onFault({
-          code: 'ERR_TICKWHEEL_LEASE_LOST',
-          level: 'warn',
-          message: `node ${nodeId} lost the lease of partition ${partition} (${LEASE_LOSS[reason]}); its messages wait for the next owner`,
-          name: 'TickwheelWarning',
-          fields: { node: nodeId, partition, reason },
-        }),
-    });
-    this.source = {
-      receive: (topic, options, signal) => this.receive(topic, options, signal),
-      ack: (receipt) => this.ack(receipt, false),
-      nack: (receipt, reason) => this.nack(receipt, reason, undefined, false),
-    };
-  }
-
-  /** Opens this node, trying an absent server until `connectTimeoutMs` (reach.ts). */
-  static async open(
-    options: ClusterNodeOptions,
-    limits: QueueLimits,
-    report: QueueReport,
-  ): Promise<ClusterBackend> {
-    const { settings, asked, connectTimeoutMs } = checkNodeOptions(options, limits);
-    const urls = Array.isArray(options.redis) ? [...options.redis] : [String(options.redis)];
-    return untilReachable(urls, connectTimeoutMs, async (leftMs) => {
-      const valkey = await ClusterValkey.connect(options.redis, leftMs);
-      // Calls made while opening are bounded by the time left, so that the whole open is.
-      valkey.limitCalls(leftMs);
-      let writes = valkey;
-      let backend: ClusterBackend | undefined;
-      try {
-        const { durability, reason } = chooseDurability(asked, await valkey.replicasPerPrimary());
-        if (durability !== 'async') {
-          writes = (await ClusterValkey.connect(options.redis, leftMs)).pin();
-        }
-        await valkey.loadLibrary();
-        const { queue, partitions, windowMs } = settings;
-        const stored = await tw.config(valkey, configKey(queue), partitions, windowMs);
-        const running = {
-          ...settings,
-          ...stored,
-          durability,
-          durabilityOption: asked,
-          durabilityReason: reason,
-        };
-        backend = new ClusterBackend(valkey, writes, running, report, limits.onFault);
-        await backend.start();
-        valkey.limitCalls(undefined);
-        return backend;
-      } catch (err) {
-        backend?.wheel.close();
-        valkey.destroy();
-        if (writes !== valkey) writes.destroy();
-        throw err;
-      }
-    });
-  }
-
-  private async start(): Promise<void> {
-    // Before this node takes anything: a paused topic stays paused on a node that joins.
-    await this.topics.load();
-    const { queue, partitions } = this.settings;
-    for (let p = 0; p < partitions; p++) {
-      const stop = await this.valkey.subscribe(eventsChannel(queue, p), (message) => {
-        if (message.startsWith('r ')) this.consumer.onReady(p, message.slice(2));
-        else this.leases.onOwnerEvent(p, message);
-      });
-      this.unsubscribes.push(stop);
-    }
-    await this.leases.start();
-  }
-
-  now(): number {
-    return Date.now();
-  }
-
-  get members(): string[] {
-    return this.leases.members;
-  }
-
-  ownedPartitions(): number[] {
-    return this.leases.owned();
-  }
-
-  async schedule(request: CheckedRequest): Promise<Scheduled> {
-    return this.made(request, await this.producer.schedule(request));
-  }
-
-  async scheduleMany(requests: readonly CheckedRequest[]): Promise<Scheduled[]> {
-    const results = await this.producer.scheduleMany(requests);
-    for (let i = 0; i < results.length; i++) results[i] = this.made(requests[i], results[i]);
-    return results;
-  }
-
-  /** A schedule's answer; its event unless its id was pending (deduplicated). */
-  private made(request: CheckedRequest, result: Scheduled & { deduplicated?: true }): Scheduled {
-    if (result.deduplicated) {
-      this.report.deduplicated();
-      return { id: result.id, deliverAt: result.deliverAt };
-    }
-    this.report.scheduled({ ...result, topic: request.topic, attempts: 0 });
-    return result;
-  }
-
-  async cancel(id: string): Promise<boolean> {
-    const cancelled = await this.producer.cancelGiving(id).catch(failed(id));
-    if (cancelled !== undefined) this.report.cancelled(cancelled);
-    return cancelled !== undefined;
-  }
-
-  async moveTo(id: string, deliverAt: number): Promise<number | undefined> {
-    const due = await this.producer.rescheduleTo(id, deliverAt).catch(failed(id));
-    if (due !== undefined) this.report.rescheduled();
-    return due;
-  }
-
-  requeue(id: string, deliverAt: number): Promise<boolean> {
-    return this.producer.move('tw_requeue', id, deliverAt).catch(failed(id));
-  }
-
-  get(id: string): Promise<MessageInfo | undefined> {
-    return this.inspector.info(id);
-  }
-
-  payload(id: string): Promise<{ value: unknown } | undefined> {
-    return this.inspector.payload(id);
-  }
-
-  /** Receives through the topic's gate from every partition of the topic. */
-  async receive(
-    topic: string,
-    { max, waitMs, ...limits }: Pick<ReceiveLimits, 'max' | 'waitMs'> & Partial<ReceiveLimits>,
-    signal?: AbortSignal,
-  ): Promise<ReceivedMessage[]> {
-    const { topics, consumer } = this;
-    const messages = await topics.receive(topic, max, waitMs, signal, {
-      receive: (granted, left) =>
-        consumer.receive(topic, { ...limits, max: granted, waitMs: left }),
-      waitReady: (ms, aborts) => consumer.waitReady(topic, ms, aborts),
-    });
-    this.delivered(messages);
-    return messages;
-  }
-
-  /** `durable`: written on the producer's connections and waited for as a schedule is. */
-  async ack(receipt: string, durable: boolean): Promise<boolean> {
-    const done = await this.consumer.ack(receipt, this.durably(durable));
-    this.settledDelivery(receipt, done ? 'acked' : undefined);
-    return done;
-  }
-
-  async nack(
-    receipt: string,
-    reason: string | undefined,
-    delayMs: number | undefined,
-    durable: boolean,
-  ): Promise<boolean> {
-    const kept = reason ?? NACK_REASON;
-    const nacked = await this.consumer.nack(
-      receipt,
-      { ...(delayMs === undefined ? {} : { delayMs }), reason: kept },
-      this.durably(durable),
-    );
-    this.settledDelivery(receipt, nacked?.outcome, kept, nacked?.dead);
-    return nacked !== undefined;
-  }
-
-  private durably(durable: boolean): DurableWrite | undefined {
-    if (!durable) return undefined;
-    return (meta, what, write) => this.producer.durably(meta, what, write);
-  }
-
-  list(query: ListQuery): Promise<BackendListPage> {
-    return this.inspector.list(query);
-  }
-
-  deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
-    return this.inspector.deadLetters(topic, limit);
-  }
-
-  async topicCounts(): Promise<Map<string, TopicCounts>> {
-    const { topics } = await this.inspector.counts();
-    return new Map(
-      Object.entries(topics).map(([topic, of]) => {
-        return [topic, { pending: of.scheduled + of.ready + of.inflight, dead: of.dead }];
-      }),
-    );
-  }
-
-  putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
-    return this.schedules.put(name, spec).catch(failed(name));
-  }
-
-  updateSchedule(
-    name: string,
-    change: (spec: ScheduleSpec) => ScheduleSpec,
-  ): Promise<ScheduleInfo | undefined> {
-    return this.schedules.update(name, change).catch(failed(name));
-  }
-
-  getSchedule(name: string): Promise<ScheduleInfo | undefined> {
-    return this.schedules.get(name);
-  }
-
-  listSchedules(): Promise<ScheduleInfo[]> {
-    return this.schedules.list();
-  }
-
-  deleteSchedule(name: string): Promise<boolean> {
-    return this.schedules.delete(name).catch(failed(name));
-  }
-
-  async stats(): Promise<BackendStats> {
-    const [{ totals, topics }, owners] = await Promise.all([
-      this.inspector.counts(),
-      this.inspector.owners(),
-    ]);
-    const byNode: Record<string, number[]> = {};
-    owners.forEach((owner, partition) => {
-      (byNode[owner === '' ? '(none)' : owner] ??= []).push(partition);
-    });
-    const timers = this.wheel.stats();
-    const { settings, leases } = this;
-    return {
-      inMemory: timers.pending,
-      totals,
-      topics,
-      timers,
-      cluster: {
-        node: this.nodeId,
-        queue: this.settings.queue,
-        partitions: settings.partitions,
-        durability: settings.durability,
-        durabilityOption: settings.durabilityOption,
-        durabilityReason: settings.durabilityReason,
-        members: [...this.members],
-        owned: this.ownedPartitions(),
-        owners: byNode,
-        leaseChanges: leases.leaseChanges,
-        dataLosses: leases.dataLosses,
-      },
-    };
-  }
-
-  async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
-    const counts = await this.inspector.dueHistogram(edgesMs);
-    return { edgesMs: [...edgesMs], counts };
-  }
-
-  wheelSnapshot(maxRows?: number): WheelSnapshot {
-    return this.wheel.wheelSnapshot(maxRows);
-  }
-
-  /** Undefined if Valkey answers a PING (on the queue's config slot) within a second. */
-  async problem(): Promise<string | undefined> {
-    const late = () => new Error('Valkey/Redis did not answer within 1000 ms');
-    const key = configKey(this.settings.queue);
+export async function openClusterBackend(
+  options: ClusterQueueOptions,
+  limits: QueueLimits,
+  report: QueueReport,
+): Promise<PartitionedBackend> {
+  const settings = checkNodeOptions(options, limits);
+  const asked = checkDurability(options.durability ?? 'auto');
+  const timeoutMs = options.connectTimeoutMs ?? 10_000;
+  const connectTimeoutMs = checkOption(timeoutMs, 'connectTimeoutMs', 1, 600_000);
+  const urls = Array.isArray(options.redis) ? [...options.redis] : [String(options.redis)];
+  return untilReachable(urls, connectTimeoutMs, async (leftMs) => {
+    const valkey = await ClusterValkey.connect(options.redis, leftMs);
+    // Calls made while opening are bounded by the time left, so that the whole open is.
+    valkey.limitCalls(leftMs);
+    let writes = valkey;
+    let backend: PartitionedBackend | undefined;
     try {
-      await withinMs(this.valkey.command(key, ['PING']), 1_000, late);
-      return undefined;
-    } catch (err) {
-      return err instanceof Error ? err.message : String(err);
-    }
-  }
-
-  /** Nothing runs in the background that a caller could wait for. */
-  async settled(): Promise<void> {}
-
-  /** Gives its partitions up (so others take them at once), leaves, and disconnects. */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    // Receives waiting in the gate (paused, out of tokens) end empty now.
-    this.topics.close();
-    await this.schedules.close();
-    this.consumer.close();
-    await this.leases.release();
-    this.consumer.wakeAll();
-    await this.leases.leave();
-    for (const stop of this.unsubscribes) await stop().catch(() => {});
-    this.wheel.close();
-    await this.valkey.close();
-    if (this.writes !== this.valkey) await this.writes.close();
-  }
-
-  private delivered(messages: readonly ReceivedMessage[]): void {
-    this.report.delivered(messages, Date.now());
-    if (!this.report.events.active) {
-      this.outstanding.clear();
-      return;
-    }
-    for (const message of messages) {
-      // Bounded: deliveries never acked nor nacked here (their visibility ran out) age out.
-      if (this.outstanding.size >= MAX_OUTSTANDING) {
-        this.outstanding.delete(this.outstanding.keys().next().value as string);
+      const { durability, reason } = chooseDurability(asked, await valkey.replicasPerPrimary());
+      // The writes' own connection: a WAIT holds it until replicas answer.
+      if (durability !== 'async') {
+        writes = (await ClusterValkey.connect(options.redis, leftMs)).pin();
       }
-      const { id, topic, deliverAt, attempts } = message;
-      this.outstanding.set(message.receipt, { id, topic, deliverAt, attempts });
+      await valkey.loadLibrary();
+      const driver = new ValkeyDriver(valkey, writes, {
+        queue: settings.queue,
+        durability,
+        durabilityOption: asked,
+        durabilityReason: reason,
+      });
+      const stored = await driver.config(settings.partitions, settings.windowMs);
+      backend = new PartitionedBackend(driver, { ...settings, ...stored }, report, limits.onFault);
+      await backend.start();
+      valkey.limitCalls(undefined);
+      return backend;
+    } catch (err) {
+      backend?.abandon();
+      valkey.destroy();
+      if (writes !== valkey) writes.destroy();
+      throw err;
     }
-  }
-
-  /**
-   * Reports an ack or nack made here (undefined: no delivery still out). A dead letter read back
-   * from Valkey (`dead`) is reported whoever listened: its span continues its trace.
-   */
-  private settledDelivery(
-    receipt: string,
-    settled: 'acked' | NackOutcome | undefined,
-    reason?: string,
-    dead?: EventSource,
-  ): void {
-    const message = dead ?? this.outstanding.get(receipt);
-    this.outstanding.delete(receipt);
-    if (settled === undefined) return;
-    if (settled === 'acked') {
-      this.report.acked(message);
-      return;
-    }
-    this.report.nacked();
-    this.settle(message, settled === 'retry' ? 'failed' : 'dead', reason ?? NACK_REASON);
-  }
-
-  /** Reports a delivery failed, by a nack or (as its partition's owner) by its visibility. */
-  private settle(message: EventSource | undefined, settled: 'failed' | 'dead', reason: string) {
-    if (settled === 'dead') this.report.dead(message, reason);
-    else this.report.failed(message, reason);
-  }
-}
-
-/** Marks a failed write about `subject` that may have reached Valkey (mayHaveWritten). */
-function failed(subject: string): (err: unknown) => never {
-  return (err) => {
-    throw mayHaveWritten(err, subject);
-  };
+  });
 }

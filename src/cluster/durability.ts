@@ -8,7 +8,10 @@
 
 import { TickwheelError } from '../errors.js';
 import { describe, invalidOption } from '../validate.js';
-import type { Durability } from './producer.js';
+import type { ClusterDurability } from '../protocol/model.js';
+
+/** When a write is acknowledged: on the primary ('async'), a replica too, or fsynced on both. */
+export type Durability = ClusterDurability;
 
 /** The `durability` option: a setting, or 'auto' (the default) to choose by the replicas. */
 export type DurabilityOption = Durability | 'auto';

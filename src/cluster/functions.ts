@@ -1,10 +1,10 @@
 /**
  * One typed call per function of the tickwheel library (contracts beside each in lua/*.lua),
- * its reply read into named fields: nothing else calls a function or reads a reply by position.
- * `meta` (a partition's meta key) picks the slot. Owner-only calls (load, fire, expire) answer
- * undefined when the caller no longer holds the partition's lease under its epoch. ClusterValkey
- * is the connection that loads the library (here, not in library.ts, which must load without
- * @redis/client).
+ * its reply read into named fields of the PartitionDriver's types (src/partitioned/driver.ts):
+ * nothing else calls a function or reads a reply by position. `meta` (a partition's meta key)
+ * picks the slot. Owner-only calls (load, fire, expire) answer undefined when the caller no
+ * longer holds the partition's lease under its epoch. ClusterValkey is the connection that loads
+ * the library (here, not in library.ts, which must load without @redis/client).
  */
 
 import { TickwheelStateError } from '../errors.js';
@@ -12,39 +12,27 @@ import { describe } from '../validate.js';
 import type { MessageStatus } from '../queue/message.js';
 import type { RateLimit } from '../queue/topics.js';
 import type { MessageInfo } from '../queue/types.js';
+import type {
+  Delivery,
+  Id,
+  Owner,
+  Placed,
+  Retry,
+  SchedAnswer,
+  SchedChange,
+  ScheduleAnswer,
+  ScheduleEntry,
+  StoredRow,
+  ToSchedule,
+} from '../partitioned/driver.js';
 import { Valkey } from '../valkey/connection.js';
-import { metaKey } from './keys.js';
 import { LIBRARY, inLibraryFiles } from './library.js';
-import { placeOf } from './record.js';
 
 export class ClusterValkey extends Valkey {
   protected override readonly library = LIBRARY;
 }
 
 type Arg = string | number | Buffer;
-
-/** A message's id and its id bucket in its partition (record.ts). */
-export type Id = { id: string; bucket: number };
-
-/** A message by its id, in its partition. */
-export type MessageAt = Id & { meta: string };
-
-export function messageAt(queue: string, partitions: number, id: string): MessageAt {
-  const { partition, bucket } = placeOf(id, partitions);
-  return { meta: metaKey(queue, partition), id, bucket };
-}
-
-/** A delivery of a message, named by its attempt (as a receipt names it). */
-export type Delivery = Id & { attempt: number };
-
-/** A delivery failed: scheduled again at `due` (in `window`), or dead. */
-export type Retry = Delivery & { due: number; window: number };
-
-/** The caller of an owner-only function: a node, under the epoch of its lease. */
-export type Owner = { node: string; epoch: number };
-
-/** A message with an id to schedule (its window: floor(deliverAt / windowMs)). */
-export type ToSchedule = Id & { deliverAt: number; topic: string; record: Buffer };
 
 async function call<T>(valkey: Valkey, fn: string, key: string, args: Arg[], buffers = false) {
   try {
@@ -90,24 +78,24 @@ export async function tokens(valkey: Valkey, key: string, limit: RateLimit, want
   return { granted: Number(granted), retryInMs: Number(retryInMs) };
 }
 
-/** tw_schedule's arguments, built message by message. */
-export class ScheduleBatch {
-  readonly args: Arg[] = [0];
-  /** Runs of messages without ids: the reply then says where they went. */
-  runs = 0;
-
-  message(m: ToSchedule, window: number): void {
-    this.args.push(m.id, m.bucket, String(m.deliverAt), window, m.topic, m.record);
-    this.args[0] = (this.args[0] as number) + 1;
+/** tw_schedule's arguments: its count of messages, then each message with an id or run. */
+function scheduleArgs(entries: readonly ScheduleEntry[]): Arg[] {
+  const args: Arg[] = [0];
+  let count = 0;
+  for (const entry of entries) {
+    if (entry.kind === 'message') {
+      const { id, bucket, deliverAt, window, topic, record } = entry;
+      args.push(id, bucket, String(deliverAt), window, topic, record);
+      count++;
+      continue;
+    }
+    const { window, earliest, latest, topic, records } = entry;
+    args.push('', window, String(earliest), String(latest), topic, records.length);
+    args.push(packRecords(records));
+    count += records.length;
   }
-
-  /** Messages without ids of one window and topic, due from `earliest` to `latest`. */
-  run(window: number, earliest: number, latest: number, topic: string, records: Buffer[]): void {
-    this.args.push('', window, String(earliest), String(latest), topic, records.length);
-    this.args.push(packRecords(records));
-    this.args[0] = (this.args[0] as number) + records.length;
-    this.runs++;
-  }
+  args[0] = count;
+  return args;
 }
 
 /** Records in one buffer, each after its length (u32 little-endian), as tw_schedule takes a run. */
@@ -123,24 +111,16 @@ export function packRecords(records: readonly Buffer[]): Buffer {
   return out;
 }
 
-export interface ScheduleAnswer {
-  /** Per message with an id: undefined if created, else the due time of the one pending. */
-  existing: ReadonlyArray<number | undefined>;
-  /** With runs: the partition's loadedUntil, by which a straddling run's parts are told apart. */
-  loadedUntil: number;
-  /** Per run, its segment and first index; two for a straddling run (near first; -1: none). */
-  where: Array<{ segment: string; first: number }>;
-}
-
+/** tw_schedule: messages with ids and located runs, in order; a straddling run's place -1: none. */
 export async function schedule(
   valkey: Valkey,
   meta: string,
-  batch: ScheduleBatch,
+  entries: readonly ScheduleEntry[],
 ): Promise<ScheduleAnswer> {
-  let answer = await call<unknown>(valkey, 'tw_schedule', meta, batch.args);
+  let answer = await call<unknown>(valkey, 'tw_schedule', meta, scheduleArgs(entries));
   let loadedUntil = 0;
   const where: ScheduleAnswer['where'] = [];
-  if (batch.runs > 0) {
+  if (entries.some((entry) => entry.kind === 'run')) {
     const [ids, until, places] = Array.isArray(answer) ? answer : [];
     if (!Array.isArray(places)) {
       throw new TickwheelStateError(
@@ -161,14 +141,9 @@ export async function schedule(
 }
 
 /** tw_schedule_once: true when made now, false when made before (its mark lives `markMs`). */
-export async function scheduleOnce(
-  valkey: Valkey,
-  meta: string,
-  markMs: number,
-  m: ToSchedule,
-  window: number,
-) {
-  const args = [String(markMs), m.id, m.bucket, String(m.deliverAt), window, m.topic, m.record];
+export async function scheduleOnce(valkey: Valkey, meta: string, markMs: number, m: ToSchedule) {
+  const { id, bucket, deliverAt, window, topic, record } = m;
+  const args = [String(markMs), id, bucket, String(deliverAt), window, topic, record];
   return (await call(valkey, 'tw_schedule_once', meta, args)) === 1;
 }
 
@@ -176,8 +151,8 @@ export async function scheduleOnce(
 const STATUS: MessageStatus[] = ['scheduled', 'ready', 'inflight', 'dead', 'acked', 'cancelled'];
 
 /** tw_get: a live message's state, or a recently finished one's. */
-export async function get(valkey: Valkey, m: MessageAt): Promise<MessageInfo | undefined> {
-  const state = await call(valkey, 'tw_get', m.meta, [m.id, m.bucket]);
+export async function get(valkey: Valkey, meta: string, m: Id): Promise<MessageInfo | undefined> {
+  const state = await call(valkey, 'tw_get', meta, [m.id, m.bucket]);
   if (typeof state !== 'string') return undefined;
   // status | segment | index | deliverAt | attempts | topic (lua/states.lua)
   const [status, , , due, attempts, topic] = state.split('|');
@@ -186,41 +161,38 @@ export async function get(valkey: Valkey, m: MessageAt): Promise<MessageInfo | u
 }
 
 /** tw_record: a live or dead message's record, with the due time its state holds. */
-export async function stored(valkey: Valkey, m: MessageAt) {
-  const found = await call<Buffer[] | null>(valkey, 'tw_record', m.meta, [m.id, m.bucket], true);
+export async function stored(valkey: Valkey, meta: string, m: Id) {
+  const found = await call<Buffer[] | null>(valkey, 'tw_record', meta, [m.id, m.bucket], true);
   if (found === null || found === undefined) return undefined;
   // status | segment | index | deliverAt | attempts | topic (lua/states.lua)
   return { deliverAt: num(str(found[0]).split('|')[3]), record: found[1] };
 }
 
 /** tw_cancel: what the message was when cancelled (read in the same call). */
-export async function cancel(valkey: Valkey, m: MessageAt) {
-  const reply = await call<unknown>(valkey, 'tw_cancel', m.meta, [m.id, m.bucket]);
+export async function cancel(valkey: Valkey, meta: string, m: Id) {
+  const reply = await call<unknown>(valkey, 'tw_cancel', meta, [m.id, m.bucket]);
   if (!Array.isArray(reply)) return undefined;
   return { topic: str(reply[1]), deliverAt: num(reply[2]), attempts: Number(reply[3]) };
 }
 
 /** tw_reschedule: a scheduled message due at `due` instead; tw_requeue: a dead letter, attempts 0. */
-export async function move(valkey: Valkey, fn: Move, m: MessageAt, due: number, window: number) {
-  return (await call(valkey, fn, m.meta, [m.id, m.bucket, String(due), window])) === 1;
+export async function move(
+  valkey: Valkey,
+  kind: 'reschedule' | 'requeue',
+  meta: string,
+  m: Id,
+  due: number,
+  window: number,
+) {
+  return (await call(valkey, `tw_${kind}`, meta, [m.id, m.bucket, String(due), window])) === 1;
 }
 
-export type Move = 'tw_reschedule' | 'tw_requeue';
-
-/** A change of a recurring schedule's record, made only if its version is still `version`. */
-export type SchedChange =
-  | { op: 'put'; name: string; version: number; record: string }
-  | { op: 'del'; name: string; version: number }
-  | { op: 'save'; name: string; version: number; record: string; by: Owner };
-
-/**
- * `done`, with the new version (0: deleted); else `version` is the current one (changed
- * meanwhile), or `fenced` (a save by a node that no longer holds partition 0).
- */
-export type SchedAnswer = { done: boolean; fenced: boolean; version: number };
-
 /** tw_sched, on partition 0's meta: the recurring schedules' records. */
-export async function sched(valkey: Valkey, meta: string, change: SchedChange) {
+export async function sched(
+  valkey: Valkey,
+  meta: string,
+  change: SchedChange,
+): Promise<SchedAnswer> {
   const args = [change.op, change.name, String(change.version)];
   if (change.op !== 'del') args.push(change.record);
   if (change.op === 'save') args.push(change.by.node, String(change.by.epoch));
@@ -229,7 +201,13 @@ export async function sched(valkey: Valkey, meta: string, change: SchedChange) {
 }
 
 /** tw_read: up to `max` records of a segment from `from`, those still current as `live`. */
-export async function read(valkey: Valkey, meta: string, seg: string, from: number, max: number) {
+export async function read(
+  valkey: Valkey,
+  meta: string,
+  seg: string,
+  from: number,
+  max: number,
+): Promise<{ scanned: number; live: StoredRow[] }> {
   type Row = [number, Buffer, Buffer, number, Buffer, Buffer];
   const args = [seg, from, max];
   const [scanned, rows] = await call<[number, Row[]]>(valkey, 'tw_read', meta, args, true);
@@ -252,11 +230,14 @@ export async function load(valkey: Valkey, meta: string, by: Owner, to: number, 
   return { loadedUntil: num(reply[1]), near: `n${str(reply[2])}`, seq: Number(reply[3]) };
 }
 
-/** One scheduling of a message: where its record is. */
-export type Placed = Id & { seg: string; index: number };
-
 /** tw_fire: scheduled -> ready where still so; `early`: due after server time + `skewMs`. */
-export async function fire(valkey: Valkey, meta: string, by: Owner, skewMs: number, at: Placed[]) {
+export async function fire(
+  valkey: Valkey,
+  meta: string,
+  by: Owner,
+  skewMs: number,
+  at: readonly Placed[],
+) {
   const args: Arg[] = [by.node, by.epoch, skewMs, at.length];
   for (const d of at) args.push(d.id, d.bucket, d.seg, d.index);
   type Reply = [number, unknown[], number];
@@ -313,7 +294,12 @@ export async function overdue(valkey: Valkey, meta: string, upTo: number, max: n
 }
 
 /** tw_expire: deliveries past their visibility failed as by a nack, due again at `due`. */
-export async function expire(valkey: Valkey, meta: string, by: Owner, deliveries: Retry[]) {
+export async function expire(
+  valkey: Valkey,
+  meta: string,
+  by: Owner,
+  deliveries: readonly Retry[],
+) {
   const args: Arg[] = [by.node, by.epoch, deliveries.length];
   for (const d of deliveries) args.push(d.id, d.bucket, d.attempt, String(d.due), d.window);
   const reply = (await call<unknown[]>(valkey, 'tw_expire', meta, args)).map(Number);

@@ -4,21 +4,6 @@
  * atomically; the queue-wide keys share `{queue}`.
  */
 
-import { TickwheelRangeError } from '../errors.js';
-
-/** Queue names go inside hash tags and key names: no braces, no spaces, not empty. */
-export const QUEUE_NAME_PATTERN = /^[A-Za-z0-9._:-]{1,64}$/;
-
-export function checkQueueName(name: unknown, what = 'queue'): string {
-  if (typeof name !== 'string' || !QUEUE_NAME_PATTERN.test(name)) {
-    throw new TickwheelRangeError(
-      'ERR_TICKWHEEL_INVALID_OPTION',
-      `${what} must be 1 to 64 of A-Z a-z 0-9 . _ : -, got ${JSON.stringify(name)}`,
-    );
-  }
-  return name;
-}
-
 /** The `meta` key of a partition: the key every function call names. */
 export function metaKey(queue: string, partition: number): string {
   return `tw:{${queue}:${partition}}:meta`;

@@ -131,8 +131,11 @@ export interface PartitionDriver {
   ): Promise<{ granted: boolean; epoch: number; born: string }>;
   /** Whether a lease grant just made will outlive a failover of the store (within `timeoutMs`). */
   grantKept(partition: number, timeoutMs: number): Promise<boolean>;
-  /** Each partition's lease holder and its lease's end by the store's clock ('' and 0: none). */
-  leaseHolders(): Promise<Array<{ owner: string; until: number }>>;
+  /**
+   * The lease holder of each of partitions 0 .. `partitions` - 1 and its lease's end by the
+   * store's clock ('' and 0: none).
+   */
+  leaseHolders(partitions: number): Promise<Array<{ owner: string; until: number }>>;
 
   schedule(partition: number, entries: readonly ScheduleEntry[]): Promise<ScheduleAnswer>;
   /** Made at most once while its mark lives (`markMs`): true when made now. */

@@ -1,11 +1,11 @@
 /**
- * The cluster's Producer takes requests the queue has checked already
+ * The partitioned engine's Producer takes requests the queue has checked already
  * (src/queue/checked-queue.ts). Tests that drive a part directly check theirs here, as the
  * queue would: `checking(part)` is the part with schedule(), scheduleMany() and reschedule()
  * taking what a user gives.
  */
 
-import type { ClusterBackend } from '../../src/cluster/backend.js';
+import type { PartitionedBackend } from '../../src/partitioned/backend.js';
 import type { DelayQueue } from '../../src/delay-queue.js';
 import {
   checkRequest,
@@ -51,6 +51,6 @@ export function checking<T extends Part>(part: T): Checking<T> {
 }
 
 /** The node under a queue opened on Valkey/Redis (`DelayQueue.open({ redis })`). */
-export function nodeOf(queue: DelayQueue): ClusterBackend {
-  return (queue as unknown as { backend: ClusterBackend }).backend;
+export function nodeOf(queue: DelayQueue): PartitionedBackend {
+  return (queue as unknown as { backend: PartitionedBackend }).backend;
 }

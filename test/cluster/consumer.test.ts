@@ -1,5 +1,5 @@
 /**
- * The cluster consumer (src/cluster/consumer.ts) on a real Valkey: a partition whose "ready"
+ * The cluster consumer (src/partitioned/consumer.ts) on a real Valkey: a partition whose "ready"
  * notification was lost (as in a failover) is still found while other partitions, hinted by
  * their notifications, never run dry: every partition is asked at least every `rescanMs`. The
  * hinted partitions are asked at once, and a notification that comes while a take is under
@@ -7,12 +7,12 @@
  */
 
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
-import { Consumer } from '../../src/cluster/consumer.js';
+import { Consumer } from '../../src/partitioned/consumer.js';
 import { partitionPrefix } from '../../src/cluster/keys.js';
-import { encodeRecord, placeOf } from '../../src/cluster/record.js';
+import { encodeRecord, placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
-import { withValkey } from './with-valkey.js';
+import { valkeyDriver, withValkey } from './with-valkey.js';
 
 const QUEUE = 'hints';
 const PARTITIONS = 2;
@@ -66,8 +66,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
     // The consumer's clock is Date.now(): moved by hand, 10 ms a receive.
     vi.useFakeTimers({ toFake: ['Date'] });
     onTestFinished(() => void vi.useRealTimers());
-    const consumer = new Consumer(servers.valkey, {
-      queue: QUEUE,
+    const consumer = new Consumer(valkeyDriver(servers.valkey, QUEUE), {
       partitions: PARTITIONS,
       windowMs: 1_000,
       visibilityMs: 60_000,
@@ -96,8 +95,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
 
   /** A consumer that scans only on its first receive (then not for a minute). */
   const quietConsumer = () =>
-    new Consumer(servers.valkey, {
-      queue: QUEUE,
+    new Consumer(valkeyDriver(servers.valkey, QUEUE), {
       partitions: PARTITIONS,
       windowMs: 1_000,
       visibilityMs: 60_000,
@@ -182,8 +180,7 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
     }
     const ids = idsIn(0, 3, 'acked');
     for (const id of ids) await readyAlone(0, id, false);
-    const consumer = new Consumer(servers.valkey, {
-      queue: QUEUE,
+    const consumer = new Consumer(valkeyDriver(servers.valkey, QUEUE), {
       partitions: PARTITIONS,
       windowMs: 1_000,
       visibilityMs: 60_000,

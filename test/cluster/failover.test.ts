@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { Valkey } from '../../src/valkey/connection.js';
 import { metaKey } from '../../src/cluster/keys.js';
-import { placeOf } from '../../src/cluster/record.js';
+import { placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
 import { waitFor } from '../support/wait-for.js';

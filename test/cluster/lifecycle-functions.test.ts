@@ -7,7 +7,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
-import { decodeRecord, encodeRecord, placeOf } from '../../src/cluster/record.js';
+import { decodeRecord, encodeRecord, placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster, startServer } from '../../scripts/valkey.mjs';
 import { waitFor } from '../support/wait-for.js';

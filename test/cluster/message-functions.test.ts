@@ -6,7 +6,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { packRecords } from '../../src/cluster/functions.js';
-import { encodeRecord } from '../../src/cluster/record.js';
+import { encodeRecord } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
 import { withValkey } from './with-valkey.js';

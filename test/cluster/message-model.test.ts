@@ -12,8 +12,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { metaKey, partitionPrefix } from '../../src/cluster/keys.js';
 import * as tw from '../../src/cluster/functions.js';
-import { placeRuns, type LocatedRun } from '../../src/cluster/producer.js';
-import { decodeRecord, encodeRecord, parseLocated, placeOf } from '../../src/cluster/record.js';
+import type { ScheduleEntry } from '../../src/partitioned/driver.js';
+import { placeRuns, type LocatedRun } from '../../src/partitioned/producer.js';
+import { decodeRecord, encodeRecord, parseLocated, placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed } from '../../scripts/valkey.mjs';
 import { seededInt } from '../support/random.mjs';
@@ -122,13 +123,22 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
         };
         const batch: Sent[] = [];
         const runs: LocatedRun[] = [];
-        const sent = new tw.ScheduleBatch();
+        const sent: ScheduleEntry[] = [];
         for (let items = 1 + rand(4); items > 0; items--) {
           const topic = TOPICS[rand(2)];
           if (rand(5) < 2) {
             const m = make(`given-${rand(25)}`, topic, newDue());
             const window = Math.floor(m.deliverAt / WINDOW_MS);
-            sent.message({ ...m, bucket: bucketOf(m.id) }, window);
+            const { id, deliverAt, record } = m;
+            sent.push({
+              kind: 'message',
+              id,
+              bucket: bucketOf(id),
+              deliverAt,
+              window,
+              topic,
+              record,
+            });
             batch.push(m);
             continue;
           }
@@ -147,7 +157,7 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
             batch.push(m);
           }
           const records = batch.slice(run.start, run.end).map((m) => m.record);
-          sent.run(window, run.min, run.max, topic, records);
+          sent.push({ kind: 'run', window, earliest: run.min, latest: run.max, topic, records });
           runs.push(run);
         }
         const answer = await tw.schedule(servers.valkey, META, sent);
@@ -283,7 +293,7 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
               ? `@3.w${rand(9)}.${rand(5)}.nothing`
               : pick();
         if (id === undefined) return;
-        const cancelled = await tw.cancel(servers.valkey, { meta: META, id, bucket: bucketOf(id) });
+        const cancelled = await tw.cancel(servers.valkey, META, { id, bucket: bucketOf(id) });
         const m = model.get(id);
         expect(cancelled).toEqual(
           m && { topic: m.topic, deliverAt: Number(m.due), attempts: m.attempts },
@@ -394,9 +404,7 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
     // Finish everything: cancel what is live; then only the current near segment may remain,
     // and no tombstone bitmap outlives its segment.
     for (const id of [...model.keys()]) {
-      expect(
-        await tw.cancel(servers.valkey, { meta: META, id, bucket: bucketOf(id) }),
-      ).toBeDefined();
+      expect(await tw.cancel(servers.valkey, META, { id, bucket: bucketOf(id) })).toBeDefined();
       finish(id, 'C');
     }
     await check();

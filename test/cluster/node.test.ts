@@ -1,5 +1,5 @@
 /**
- * Cluster nodes (src/cluster/backend.ts, each under a DelayQueue) over a real Valkey Cluster of 3
+ * Cluster nodes (src/partitioned/backend.ts, each under a DelayQueue) over a real Valkey Cluster of 3
  * primaries + 3 replicas:
  * the partitions are shared out among the nodes, a message scheduled through one node is
  * delivered to a consumer of another, on time and never early, and a node that closes hands its
@@ -8,7 +8,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
-import { partitionsOf } from '../../src/cluster/rendezvous.js';
+import { partitionsOf } from '../../src/partitioned/rendezvous.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
 import { nodeOf } from './checking.js';

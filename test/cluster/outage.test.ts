@@ -37,9 +37,9 @@ describe.runIf(installed('valkey-server'))('a server on Valkey through an outage
     // Short bounds, so that the test sees them.
     const node = (
       server.queue as unknown as {
-        backend: { valkey: { commandTimeoutMs: number; retryBudgetMs: number } };
+        backend: { driver: { valkey: { commandTimeoutMs: number; retryBudgetMs: number } } };
       }
-    ).backend;
+    ).backend.driver;
     node.valkey.commandTimeoutMs = 2_000;
     node.valkey.retryBudgetMs = 2_000;
   }, 30_000);

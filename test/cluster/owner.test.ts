@@ -1,5 +1,5 @@
 /**
- * A partition's owner (src/cluster/owner.ts) on a real Valkey: messages scheduled before it
+ * A partition's owner (src/partitioned/owner.ts) on a real Valkey: messages scheduled before it
  * starts (read from frozen windows) and after (read from the near segment, on a notification or
  * the poll) become ready when due, never before; deliveries whose visibility runs out are
  * retried; and the owner stops the moment its epoch is no longer the current one.
@@ -10,12 +10,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SystemClock, TimerWheel } from '../../src/index.js';
 import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
 import { eventsChannel, metaKey } from '../../src/cluster/keys.js';
-import { PartitionOwner, type Due } from '../../src/cluster/owner.js';
-import { Producer } from '../../src/cluster/producer.js';
-import { placeOf } from '../../src/cluster/record.js';
+import { PartitionOwner, type Due } from '../../src/partitioned/owner.js';
+import { Producer } from '../../src/partitioned/producer.js';
+import { placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startServer } from '../../scripts/valkey.mjs';
 import { checking, type Checking } from './checking.js';
+import { valkeyDriver } from './with-valkey.js';
 import { waitFor } from '../support/wait-for.js';
 
 const PARTITIONS = 1;
@@ -34,11 +35,9 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     valkey = await Valkey.connect(server.url);
     await valkey.loadLibrary();
     producer = checking(
-      new Producer(valkey, {
-        queue: QUEUE,
+      new Producer(valkeyDriver(valkey, QUEUE), {
         partitions: PARTITIONS,
         windowMs: 1_000,
-        durability: 'async',
         maxPayloadBytes: 1 << 20,
       }),
     );
@@ -70,9 +69,8 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       60_000,
     ])) as number[];
     expect(granted).toBe(1);
-    const owner = new PartitionOwner(valkey, {
+    const owner = new PartitionOwner(valkeyDriver(valkey, QUEUE), {
       partitions: PARTITIONS,
-      queue: QUEUE,
       partition: 0,
       node,
       epoch,

@@ -1,5 +1,5 @@
 /**
- * The partition state machine (src/cluster/ownership.ts) against a model of Valkey's lease
+ * The partition state machine (src/partitioned/ownership.ts) against a model of Valkey's lease
  * table, in simulated time: several nodes, random network delays and losses, crashes, restarts,
  * long pauses (a GC, a stopped container) and late membership news.
  *
@@ -12,8 +12,8 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { Ownership, type Effect } from '../../src/cluster/ownership.js';
-import { ownerOf } from '../../src/cluster/rendezvous.js';
+import { Ownership, type Effect } from '../../src/partitioned/ownership.js';
+import { ownerOf } from '../../src/partitioned/rendezvous.js';
 import { seededRandom as random } from '../support/random.mjs';
 
 const PARTITIONS = 12;

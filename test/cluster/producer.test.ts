@@ -1,5 +1,5 @@
 /**
- * The producer side of a cluster node (src/cluster/producer.ts) on real servers: group commit
+ * The producer side of a cluster node (src/partitioned/producer.ts) on real servers: group commit
  * (one function call per partition per event-loop turn), dedup, cancel, reschedule, get, bad
  * input refused before any write, and durability: a resolved schedule under 'replicated' or
  * 'fsynced' is on the replica when the promise resolves, and one that cannot reach a replica
@@ -9,11 +9,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
 import { partitionPrefix } from '../../src/cluster/keys.js';
-import { Producer, type Durability } from '../../src/cluster/producer.js';
-import { parseLocated, placeOf } from '../../src/cluster/record.js';
+import type { Durability } from '../../src/cluster/durability.js';
+import { Producer } from '../../src/partitioned/producer.js';
+import { parseLocated, placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startReplicated } from '../../scripts/valkey.mjs';
 import { checking } from './checking.js';
+import { valkeyDriver } from './with-valkey.js';
 
 const PARTITIONS = 16;
 
@@ -29,12 +31,9 @@ describe.runIf(installed('valkey-server'))('cluster producer on Valkey with a re
   let replica: Valkey;
   const producer = (durability: Durability, queue = 'orders', durabilityTimeoutMs = 5_000) =>
     checking(
-      new Producer(valkey, {
-        queue,
+      new Producer(valkeyDriver(valkey, queue, durability, durabilityTimeoutMs), {
         partitions: PARTITIONS,
         windowMs: 30_000,
-        durability,
-        durabilityTimeoutMs,
         maxPayloadBytes: 1 << 20,
       }),
     );

@@ -1,5 +1,5 @@
 /**
- * Cluster records (src/cluster/record.ts) without a server: both forms (with an id, located)
+ * Cluster records (src/partitioned/record.ts) without a server: both forms (with an id, located)
  * round-trip every field, a text payload is written in as UTF-8, located ids parse only in the
  * form tickwheel writes, and placeOf routes a located id to the partition it names.
  */
@@ -12,7 +12,7 @@ import {
   locatedId,
   parseLocated,
   placeOf,
-} from '../../src/cluster/record.js';
+} from '../../src/partitioned/record.js';
 import type { Backoff } from '../../src/queue/message.js';
 
 const backoffs: Array<Backoff | undefined> = [

@@ -1,7 +1,7 @@
-/** Rendezvous hashing (src/cluster/rendezvous.ts): same answer everywhere, balanced, stable. */
+/** Rendezvous hashing (src/partitioned/rendezvous.ts): same answer everywhere, balanced, stable. */
 
 import { describe, expect, it } from 'vitest';
-import { ownerOf, partitionsOf } from '../../src/cluster/rendezvous.js';
+import { ownerOf, partitionsOf } from '../../src/partitioned/rendezvous.js';
 
 const nodes = (n: number) => Array.from({ length: n }, (_, i) => `node-${i}`);
 

@@ -18,7 +18,7 @@ import { DelayQueue } from '../../src/delay-queue.js';
 import type { Queue } from '../../src/queue/api.js';
 import { Valkey } from '../../src/valkey/connection.js';
 import { metaKey } from '../../src/cluster/keys.js';
-import { placeOf } from '../../src/cluster/record.js';
+import { placeOf } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { cli, installed, startCluster } from '../../scripts/valkey.mjs';
 import { waitFor } from '../support/wait-for.js';

@@ -1,5 +1,5 @@
 /**
- * Recurring schedules on a queue on Valkey (src/cluster/schedules.ts): any node changes them,
+ * Recurring schedules on a queue on Valkey (src/partitioned/schedules.ts): any node changes them,
  * the owner of partition 0 runs them, each occurrence is made once (tw_schedule_once), and a
  * leader killed with SIGKILL at a random point is replaced without an occurrence made twice or
  * (with catchUp 'all') missed. Real Valkey, real `tickwheel serve --redis` processes for the
@@ -10,10 +10,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { QueueEvent } from '../../src/queue/events.js';
 import { TickwheelClient } from '../../src/client/index.js';
 import { Valkey } from '../../src/valkey/connection.js';
-import type { SchedAnswer, SchedChange } from '../../src/cluster/functions.js';
+import type { ValkeyDriver } from '../../src/cluster/driver.js';
+import type { SchedAnswer, SchedChange } from '../../src/partitioned/driver.js';
 import { metaKey } from '../../src/cluster/keys.js';
-import type { Producer } from '../../src/cluster/producer.js';
-import { ClusterSchedules, ONCE_MARK_MS } from '../../src/cluster/schedules.js';
+import type { Producer } from '../../src/partitioned/producer.js';
+import { PartitionSchedules, ONCE_MARK_MS } from '../../src/partitioned/schedules.js';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { nodeOf } from './checking.js';
 import type { ScheduleRequest } from '../../src/queue/message.js';
@@ -300,7 +301,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     // The leader is under way: its first occurrence came due, and the next one is made ahead.
     await waitFor(async () => ((await node.getSchedule('beat'))?.created ?? 0) >= 2);
     const inner = nodeOf(node) as unknown as {
-      valkey: Valkey;
+      driver: ValkeyDriver;
       nodeId: string;
       producer: {
         scheduleOnce(request: ScheduleRequest, ms: number): Promise<boolean>;
@@ -309,11 +310,11 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
       };
     };
     const meta = metaKey(queue, 0);
-    const epoch = Number(await inner.valkey.command(meta, ['HGET', meta, 'epoch']));
+    const epoch = Number(await inner.driver.valkey.command(meta, ['HGET', meta, 'epoch']));
     const cancelled: string[] = [];
     // The holder before the current one, still running and believing it leads: whatever it
     // makes is refused by the once marks, and its writes are fenced.
-    const stale = new ClusterSchedules(inner.valkey, queue, {
+    const stale = new PartitionSchedules(inner.driver, {
       node: inner.nodeId,
       onError: () => {},
       schedule: async (request) => {

@@ -1,5 +1,5 @@
 /**
- * Topic controls on a queue on Valkey (src/queue/topics.ts through src/cluster/backend.ts): a
+ * Topic controls on a queue on Valkey (src/queue/topics.ts through src/partitioned/backend.ts): a
  * pause made on one node stops deliveries on every node, a rate limit is one token bucket for
  * all of them (tw_tokens), settings outlive the nodes, and stored settings that cannot be read
  * stop a node from opening rather than unpausing a topic. Real Valkey, real time: the bounds

@@ -1,9 +1,12 @@
 /**
  * One standalone Valkey with the tickwheel library loaded, for the tests of a describe block:
- * started before them, stopped after. Read `valkey` inside tests (it is set by then).
+ * started before them, stopped after. Read `valkey` inside tests (it is set by then). And the
+ * driver a node makes over a connection, for tests that drive a part of the engine directly.
  */
 
 import { afterAll, beforeAll } from 'vitest';
+import { ValkeyDriver } from '../../src/cluster/driver.js';
+import type { Durability } from '../../src/cluster/durability.js';
 import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { startServer } from '../../scripts/valkey.mjs';
@@ -26,4 +29,20 @@ export function withValkey(): { readonly valkey: Valkey } {
       return valkey;
     },
   };
+}
+
+/** A queue's driver on one connection (its writes too), with the durability given as set. */
+export function valkeyDriver(
+  valkey: Valkey,
+  queue: string,
+  durability: Durability = 'async',
+  durabilityTimeoutMs?: number,
+): ValkeyDriver {
+  return new ValkeyDriver(valkey, valkey, {
+    queue,
+    durability,
+    durabilityOption: durability,
+    durabilityReason: 'as set',
+    ...(durabilityTimeoutMs === undefined ? {} : { durabilityTimeoutMs }),
+  });
 }

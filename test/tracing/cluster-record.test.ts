@@ -1,10 +1,10 @@
 /**
- * The trace context in a cluster record (src/cluster/record.ts): with an id or located, absent
+ * The trace context in a cluster record (src/partitioned/record.ts): with an id or located, absent
  * from a record without one; a damaged one never takes the rest of the record with it.
  */
 
 import { describe, expect, it } from 'vitest';
-import { decodeRecord, encodeRecord } from '../../src/cluster/record.js';
+import { decodeRecord, encodeRecord } from '../../src/partitioned/record.js';
 import { TickwheelCorruptError } from '../../src/errors.js';
 import { CALLER } from './otel.js';
 

@@ -1,17 +1,17 @@
-/** A cluster node's options, their defaults and bounds, and the settings it runs with. */
+/**
+ * The options of a node of a partitioned queue, whatever its store: their defaults and bounds,
+ * and the settings it runs with. A store's own options (where it is, how durably it writes) are
+ * its open path's.
+ */
 
 import { randomBytes } from 'node:crypto';
-import { faultOf, oncePer } from '../queue/faults.js';
+import { TickwheelRangeError } from '../errors.js';
+import { faultOf, oncePer, type FaultHandler } from '../queue/faults.js';
 import type { QueueLimits } from '../queue/options.js';
 import { checkOption } from '../validate.js';
-import { checkQueueName } from './keys.js';
-import type { Durability } from './producer.js';
-import { checkDurability, type DurabilityOption } from './durability.js';
 
-export interface ClusterNodeOptions {
-  /** Valkey/Redis URL(s): one standalone primary, or any nodes of a Cluster. */
-  redis: string | readonly string[];
-  /** The queue's name; several queues can share one Valkey. Default 'default'. */
+export interface PartitionedNodeOptions {
+  /** The queue's name; several queues can share one store. Default 'default'. */
   queue?: string;
   /** Partitions of a new queue (an existing queue keeps its own). Default 64. */
   partitions?: number;
@@ -19,8 +19,6 @@ export interface ClusterNodeOptions {
   windowMs?: number;
   /** How far ahead owners keep messages in their wheel. Default 60,000 ms. */
   horizonMs?: number;
-  /** When a write is acknowledged (durability.ts). Default 'auto'. */
-  durability?: DurabilityOption;
   /** Partition leases. Default 2,000 ms. */
   leaseMs?: number;
   visibilityMs?: number;
@@ -28,36 +26,52 @@ export interface ClusterNodeOptions {
   /** This node's id in the member list. Default: random. */
   nodeId?: string;
   maxClockSkewMs?: number;
-  /** How long open() keeps trying to reach Valkey/Redis. Default 10 s. */
-  connectTimeoutMs?: number;
   /** Errors of background work. Default: each distinct one once per 10 s as a fault. */
   onError?: (err: unknown) => void;
 }
 
-export type CheckedNodeOptions = Required<
-  Omit<ClusterNodeOptions, 'redis' | 'onError' | 'connectTimeoutMs' | 'durability'>
-> & { onError: (err: unknown) => void };
+/** The options of a partitioned queue: the node's, and the ones every backend takes. */
+export interface PartitionedQueueOptions extends PartitionedNodeOptions {
+  /** Longest long-poll wait accepted by receive(). Default 60,000 ms. */
+  maxWaitMs?: number;
+  /** Internal addresses this node's pushes may reach (docs/push.md); default none. */
+  push?: QueueLimits['push'];
+  /** Takes the node's background faults with their codes (src/queue/faults.ts). */
+  onFault?: FaultHandler;
+  /** Whether acks and nacks wait for the store's durability unless a call says otherwise. Default false. */
+  durableAcks?: boolean;
+}
 
-/** A node's checked options, and the durability chosen when it opened. */
-export type NodeSettings = CheckedNodeOptions & {
-  durability: Durability;
-  durabilityOption: DurabilityOption;
-  /** Why that one, in words for a log. */
-  durabilityReason: string;
+/** A node's checked options, the defaults filled in. */
+export type NodeSettings = Required<Omit<PartitionedNodeOptions, 'onError'>> & {
+  onError: (err: unknown) => void;
 };
+
+/** Queue names and node ids name things in the store: no braces, no spaces, not empty. */
+export const QUEUE_NAME_PATTERN = /^[A-Za-z0-9._:-]{1,64}$/;
+
+export function checkQueueName(name: unknown, what = 'queue'): string {
+  if (typeof name !== 'string' || !QUEUE_NAME_PATTERN.test(name)) {
+    throw new TickwheelRangeError(
+      'ERR_TICKWHEEL_INVALID_OPTION',
+      `${what} must be 1 to 64 of A-Z a-z 0-9 . _ : -, got ${JSON.stringify(name)}`,
+    );
+  }
+  return name;
+}
 
 /**
  * Checks a node's options (ERR_TICKWHEEL_INVALID_OPTION) and fills in the defaults; the options
  * every backend shares come from `limits`, checked by the queue (checkQueueOptions).
  */
-export function checkNodeOptions(options: ClusterNodeOptions, limits: QueueLimits) {
+export function checkNodeOptions(
+  options: PartitionedNodeOptions,
+  limits: QueueLimits,
+): NodeSettings {
   const queue = checkQueueName(options.queue ?? 'default');
-  const asked = checkDurability(options.durability ?? 'auto');
   if (options.nodeId !== undefined) checkQueueName(options.nodeId, 'nodeId');
-  const timeoutMs = options.connectTimeoutMs ?? 10_000;
-  const connectTimeoutMs = checkOption(timeoutMs, 'connectTimeoutMs', 1, 600_000);
   const once = oncePer(10_000, limits.onFault);
-  const settings: CheckedNodeOptions = {
+  return {
     queue,
     partitions: checkOption(options.partitions ?? 64, 'partitions', 1, 16_384, true),
     windowMs: checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000),
@@ -70,5 +84,4 @@ export function checkNodeOptions(options: ClusterNodeOptions, limits: QueueLimit
     // Each distinct error at most once per 10 s: an outage fails every background call.
     onError: options.onError ?? ((err: unknown) => once(faultOf(err))),
   };
-  return { settings, asked, connectTimeoutMs };
 }

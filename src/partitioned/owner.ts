@@ -2,34 +2,31 @@
  * What a node does for a partition it owns (docs/cluster.md, "The near horizon"): its messages
  * due before `loadedUntil` in the node's wheel, fired when due, deliveries past their visibility
  * failed; each change an owner-only call carrying its epoch (refused: the owner stops). Loading
- * order, so that no message is missed: tw_load raises loadedUntil first (schedules below it go
+ * order, so that no message is missed: load raises loadedUntil first (schedules below it go
  * to the near segment, freezing those windows), then the frozen windows are read, then the near
  * segments' tails (on a notification, or every `pollMs`: notifications can be lost).
- * A wheel entry names one scheduling (segment and index); tw_fire checks it still holds.
+ * A wheel entry names one scheduling (segment and index); a fire checks it still holds.
  */
 
 import type { EventSource } from '../queue/events.js';
 import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
-import type { Valkey } from '../valkey/connection.js';
-import * as tw from './functions.js';
-import { metaKey, partitionPrefix } from './keys.js';
+import type { PartitionDriver, Placed } from './driver.js';
 import { decodeRecord, placeOf } from './record.js';
 import { TurnBatches } from './turn-batches.js';
 
-export interface Due extends tw.Placed {
+export interface Due extends Placed {
   owner: PartitionOwner;
 }
 
 export interface PartitionOwnerOptions {
-  queue: string;
   partition: number;
   partitions: number;
   node: string;
   epoch: number;
   windowMs: number;
   horizonMs: number;
-  /** How far ahead of the server's clock a fire may be (tw_fire's skew bound). */
+  /** How far ahead of the store's clock a fire may be (the fire's skew bound). */
   maxClockSkewMs: number;
   /** Near segments re-read and overdue deliveries looked for this often, notified or not. */
   pollMs: number;
@@ -46,9 +43,9 @@ export interface PartitionOwnerOptions {
   onFired?: ((count: number) => void) | undefined;
 }
 
-/** Records read per tw_read call. */
+/** Records read per read call. */
 const READ_BATCH = 2_000;
-/** Overdue deliveries expired per tw_expire call. */
+/** Overdue deliveries expired per expire call. */
 const OVERDUE_BATCH = 500;
 /** A new near segment this often, so that old ones can go. */
 const ROTATE_EVERY_MS = 60_000;
@@ -56,8 +53,6 @@ const ROTATE_EVERY_MS = 60_000;
 export class PartitionOwner {
   readonly partition: number;
   readonly epoch: number;
-  private readonly meta: string;
-  private readonly keys: string;
   private readonly timers = new Map<string, TimerHandle>();
   /** Near segment -> records read so far. */
   private readonly nearRead = new Map<string, number>();
@@ -81,19 +76,17 @@ export class PartitionOwner {
   private poll: NodeJS.Timeout | undefined;
   /** Runs when the partition's earliest visibility deadline passes. */
   private visibility: NodeJS.Timeout | undefined;
-  /** When `visibility` runs (server time), Infinity when not armed. */
+  /** When `visibility` runs (the store's time), Infinity when not armed. */
   private visibilityAt = Infinity;
-  /** The highest owner-write count (meta's oseq) answered so far. */
+  /** The highest owner-write count (`seq`) answered so far. */
   private seenSeq = 0;
 
   constructor(
-    private readonly valkey: Valkey,
+    private readonly driver: PartitionDriver,
     private readonly options: PartitionOwnerOptions,
   ) {
     this.partition = options.partition;
     this.epoch = options.epoch;
-    this.meta = metaKey(options.queue, options.partition);
-    this.keys = partitionPrefix(options.queue, options.partition);
   }
 
   get active(): boolean {
@@ -102,8 +95,7 @@ export class PartitionOwner {
 
   /** Loads the near horizon; resolves once every message due before loadedUntil is armed. */
   async start(): Promise<void> {
-    const live = (await this.valkey.command(this.meta, ['HKEYS', `${this.keys}live`])) as string[];
-    for (const seg of live) if (seg.startsWith('n')) this.nearRead.set(seg, 0);
+    for (const seg of await this.driver.nearSegments(this.partition)) this.nearRead.set(seg, 0);
     await this.advance();
     this.poll = setInterval(() => {
       this.onNearChanged();
@@ -119,7 +111,7 @@ export class PartitionOwner {
     const want = (Math.floor((Date.now() + horizonMs) / windowMs) + 1) * windowMs;
     const rotate = Date.now() - this.lastRotation >= ROTATE_EVERY_MS || this.currentNear === '';
     const previous = this.loadedUntil;
-    const loaded = await tw.load(this.valkey, this.meta, this.options, want, rotate);
+    const loaded = await this.driver.load(this.partition, this.options, want, rotate);
     if (loaded === undefined) return this.fenced();
     if (!this.saw(loaded.seq)) return;
     if (rotate) this.lastRotation = Date.now();
@@ -127,12 +119,11 @@ export class PartitionOwner {
     this.currentNear = loaded.near;
     if (!this.nearRead.has(this.currentNear)) this.nearRead.set(this.currentNear, 0);
     // Windows frozen by this call (all of them on the first): read them whole.
-    const windows = (await this.valkey.command(this.meta, [
-      'ZRANGEBYSCORE',
-      `${this.keys}windows`,
-      previous === 0 ? '-inf' : String(Math.floor(previous / windowMs)),
-      `(${Math.floor(this.loadedUntil / windowMs)}`,
-    ])) as string[];
+    const windows = await this.driver.windows(
+      this.partition,
+      previous === 0 ? -Infinity : Math.floor(previous / windowMs),
+      Math.floor(this.loadedUntil / windowMs),
+    );
     for (const window of windows) await this.readSegment(`w${window}`, 0);
     await this.readNear();
   }
@@ -142,22 +133,19 @@ export class PartitionOwner {
     if (!this.stopped) this.nearReads.run();
   }
 
-  /** Fails the deliveries past their visibility (by the server's clock), then arms the next. */
+  /** Fails the deliveries past their visibility (by the store's clock), then arms the next. */
   onInflightChanged(): void {
     if (!this.stopped) this.expiry.run();
   }
 
-  /** Deliveries were taken, visible again at `deadline` (server time): no call needed. */
+  /** Deliveries were taken, visible again at `deadline` (the store's time): no call needed. */
   onTaken(deadline: number): void {
     if (!Number.isFinite(deadline)) return this.onInflightChanged();
     if (deadline < this.visibilityAt) this.setVisibilityTimer(deadline);
   }
 
   private async armVisibility(): Promise<void> {
-    const earliest = ['ZRANGE', `${this.keys}inflight`, '0', '0', 'WITHSCORES'];
-    // RESP3: [[member, score]]
-    const first = (await this.valkey.command(this.meta, earliest)) as Array<[string, number]>;
-    this.setVisibilityTimer(first.length === 0 ? Infinity : Number(first[0][1]));
+    this.setVisibilityTimer(await this.driver.earliestVisibility(this.partition));
   }
 
   /** The visibility timer runs at `at` (Infinity: not at all). */
@@ -166,7 +154,7 @@ export class PartitionOwner {
     this.visibility = undefined;
     this.visibilityAt = Infinity;
     if (this.stopped || at === Infinity) return;
-    // Past by this node's clock but not by the server's (a clock ahead): try again shortly.
+    // Past by this node's clock but not by the store's (a clock ahead): try again shortly.
     const wait = at - Date.now();
     this.visibilityAt = at;
     this.visibility = setTimeout(
@@ -180,7 +168,7 @@ export class PartitionOwner {
   }
 
   private async expireOverdue(): Promise<void> {
-    const rows = await tw.overdue(this.valkey, this.meta, Date.now(), OVERDUE_BATCH);
+    const rows = await this.driver.overdue(this.partition, Date.now(), OVERDUE_BATCH);
     if (rows.length === 0 || this.stopped) return;
     // A full batch: more may be overdue, so one more run follows this one.
     if (rows.length === OVERDUE_BATCH) this.expiry.run();
@@ -191,7 +179,7 @@ export class PartitionOwner {
       const window = Math.floor(due / this.options.windowMs);
       return { id, bucket, attempt: attempts, due, window, topic, trace };
     });
-    const expired = await tw.expire(this.valkey, this.meta, this.options, retries);
+    const expired = await this.driver.expire(this.partition, this.options, retries);
     if (expired === undefined) return this.fenced();
     // Reported even when saw() finds writes lost: this call's own were applied.
     this.saw(expired.seq);
@@ -222,7 +210,7 @@ export class PartitionOwner {
     this.timers.clear();
   }
 
-  /** An event of the partition's channel for its owner (lua/messages.lua). */
+  /** An event of the partition for its owner (driver.ts, "Events"). */
   onEvent(message: string): void {
     if (message === 'n') this.onNearChanged();
     else if (message.startsWith('n ')) this.onNearScheduled(message);
@@ -230,7 +218,7 @@ export class PartitionOwner {
     else if (message === 'i') this.onInflightChanged();
   }
 
-  /** tw_schedule's note of its near appends: armed with no call if it follows what was read. */
+  /** A schedule's note of its near appends: armed with no call if it follows what was read. */
   onNearScheduled(note: string): void {
     if (this.stopped) return;
     const parts = note.split(' ');
@@ -263,7 +251,7 @@ export class PartitionOwner {
     let at = from;
     for (;;) {
       if (this.stopped) return;
-      const { scanned, live } = await tw.read(this.valkey, this.meta, seg, at, READ_BATCH);
+      const { scanned, live } = await this.driver.read(this.partition, seg, at, READ_BATCH);
       for (const { index, status, deliverAt, id } of live) {
         if (status !== 'S') continue;
         this.arm({ owner: this, id, bucket: this.bucketOf(id), seg, index }, deliverAt);
@@ -288,17 +276,17 @@ export class PartitionOwner {
     if (this.stopped) return;
     const skewMs = this.options.maxClockSkewMs;
     try {
-      const done = await tw.fire(this.valkey, this.meta, this.options, skewMs, batch);
+      const done = await this.driver.fire(this.partition, this.options, skewMs, batch);
       if (done === undefined) return this.fenced();
       if (!this.saw(done.seq)) return;
       if (done.fired > 0) this.options.onFired?.(done.fired);
-      // Due by this node's clock, not yet by the server's: try again a little later.
+      // Due by this node's clock, not yet by the store's: try again a little later.
       for (const id of done.early) {
         const d = batch.find((x) => x.id === id);
         if (d !== undefined) this.arm(d, Date.now() + skewMs);
       }
     } catch (err) {
-      // Not known to have fired: arm them again shortly (tw_fire skips what did fire).
+      // Not known to have fired: arm them again shortly (a fire skips what did fire).
       this.options.onError(err);
       for (const d of batch) this.arm(d, Date.now() + 100);
     }

@@ -1,6 +1,6 @@
 /**
- * Read-only views of a cluster queue: counts, dead letters, due times, payloads, owners, pages.
- * Any node answers from Valkey alone, each partition asked separately (its own slot) and all at
+ * Read-only views of a partitioned queue: counts, dead letters, due times, payloads, owners,
+ * pages. Any node answers from the store alone, each partition asked separately and all at
  * once; none walks over messages except dead letters (up to the limit) and list() (by page).
  */
 
@@ -18,15 +18,12 @@ import {
 } from '../queue/list.js';
 import { decodePayload } from '../queue/message.js';
 import type { MessageInfo } from '../queue/types.js';
-import type { Valkey } from '../valkey/connection.js';
-import * as tw from './functions.js';
-import { metaKey, partitionPrefix } from './keys.js';
+import type { At, PartitionDriver } from './driver.js';
 import { decodeRecord, placeOf } from './record.js';
 
-/** Live statuses, by their letters in the partitions' counts (lua/states.lua). */
+/** Live statuses, by their letters in the partitions' counts (driver.ts). */
 const STATUSES: Record<string, Status> = { S: 'scheduled', R: 'ready', I: 'inflight', D: 'dead' };
 type Status = keyof TopicCounts;
-type Hash = Record<string, string> | null;
 
 interface SegmentPart {
   items: Array<{ message: MessageInfo; key: ListKey }>;
@@ -38,35 +35,28 @@ const PARTITION_SCAN_RECORDS = 8_192;
 const RECORDS_PER_READ = 1_000;
 const WINDOWS_PER_READ = 16;
 
-export class ClusterInspector {
+export class PartitionInspector {
   constructor(
-    private readonly valkey: Valkey,
-    private readonly queue: string,
+    private readonly driver: PartitionDriver,
     private readonly partitions: number,
     private readonly windowMs: number,
   ) {}
 
-  /** The same read of every partition's key named `suffix`, in partition order. */
-  private each<T = unknown>(suffix: string, command: (key: string) => string[]): Promise<T[]> {
-    return Promise.all(
-      Array.from({ length: this.partitions }, (_, p) => {
-        const key = partitionPrefix(this.queue, p) + suffix;
-        return this.valkey.command(key, command(key), true) as Promise<T>;
-      }),
-    );
+  /** The same read of every partition, in partition order. */
+  private each<T>(read: (partition: number) => Promise<T>): Promise<T[]> {
+    return Promise.all(Array.from({ length: this.partitions }, (_, p) => read(p)));
   }
 
   /** Live messages of the whole queue per topic and status, and their totals. */
   async counts(): Promise<{ totals: TopicCounts; topics: Record<string, TopicCounts> }> {
-    const all = await this.each<Hash>('counts', (key) => ['HGETALL', key]);
+    const all = await this.each((p) => this.driver.counts(p));
     const none = (): TopicCounts => ({ scheduled: 0, ready: 0, inflight: 0, dead: 0 });
     const totals = none();
     const topics: Record<string, TopicCounts> = {};
     for (const counts of all) {
-      for (const [field, value] of Object.entries(counts ?? {})) {
+      for (const [field, n] of Object.entries(counts)) {
         const bar = field.lastIndexOf('|');
         const status = STATUSES[field.slice(bar + 1)];
-        const n = Number(value);
         if (status === undefined || n === 0) continue;
         totals[status] += n;
         (topics[field.slice(0, bar)] ??= none())[status] += n;
@@ -77,52 +67,42 @@ export class ClusterInspector {
 
   /** Which node holds each partition's lease now ('' for none, or one that ran out). */
   async owners(): Promise<string[]> {
-    const replies = await this.each('meta', (meta) => ['HMGET', meta, 'owner', 'leaseUntil']);
+    const holders = await this.driver.leaseHolders(this.partitions);
     const now = Date.now();
-    return replies.map((reply) => {
-      const [owner, until] = (reply ?? []) as Array<string | null>;
-      // leaseUntil is by the server's clock: for display, a skew shows a lease a little off.
-      return owner && Number(until) > now - 1_000 ? owner : '';
-    });
+    // A lease's end is by the store's clock: for display, a skew shows a lease a little off.
+    return holders.map(({ owner, until }) => (owner !== '' && until > now - 1_000 ? owner : ''));
   }
 
   /**
-   * Dead messages of `topic` over every partition, oldest first: each partition's sorted set is
-   * scored by its server's time of death (deliveries.lua), so partitions on different primaries
-   * are merged by their servers' clocks.
+   * Dead messages of `topic` over every partition, oldest first: each partition's are in the
+   * order of its store's time of death, so partitions on different servers are merged by their
+   * servers' clocks.
    */
   async deadLetters(topic: string, limit: number): Promise<MessageInfo[]> {
-    // RESP3: a [member, score] pair per entry.
-    const replies = await this.each<Array<[string, number]>>(`dead:${topic}`, (key) => [
-      'ZRANGE',
-      key,
-      '0',
-      String(limit - 1),
-      'WITHSCORES',
-    ]);
-    const oldest = replies
-      .flat()
-      .map(([entry, died]) => ({ id: entry.slice(entry.indexOf(':') + 1), died: Number(died) }))
-      .sort((a, b) => a.died - b.died);
+    const replies = await this.each((p) => this.driver.dead(p, topic, limit));
+    const oldest = replies.flat().sort((a, b) => a.died - b.died);
     const found = await Promise.all(oldest.slice(0, limit).map(({ id }) => this.info(id)));
     return found.filter((info): info is MessageInfo => info?.status === 'dead');
   }
 
   /** A message's state with the reason its latest delivery failed. */
   async info(id: string): Promise<MessageInfo | undefined> {
-    const at = tw.messageAt(this.queue, this.partitions, id);
-    const prefix = at.meta.slice(0, -4);
-    const [info, reason] = await Promise.all([
-      tw.get(this.valkey, at),
-      this.valkey.command(`${prefix}reasons`, ['HGET', `${prefix}reasons`, id], true),
+    const at = this.at(id);
+    const [info, [reason]] = await Promise.all([
+      this.driver.get(at),
+      this.driver.reasons(at.partition, [id]),
     ]);
-    if (info !== undefined && typeof reason === 'string' && reason !== '') info.lastError = reason;
+    if (info !== undefined && reason !== undefined && reason !== '') info.lastError = reason;
     return info;
+  }
+
+  private at(id: string): At {
+    return { id, ...placeOf(id, this.partitions) };
   }
 
   /** The payload of a live or dead message, decoded as receive() would. */
   async payload(id: string): Promise<{ value: unknown } | undefined> {
-    const found = await tw.stored(this.valkey, tw.messageAt(this.queue, this.partitions, id));
+    const found = await this.driver.stored(this.at(id));
     if (found === undefined) return undefined;
     const record = decodeRecord(found.record);
     return { value: decodePayload(record.payloadKind, record.payload) };
@@ -135,10 +115,10 @@ export class ClusterInspector {
    */
   async dueHistogram(edgesMs: readonly number[]): Promise<number[]> {
     const now = Date.now();
-    const [lives, metas, counts] = await Promise.all([
-      this.each<Hash>('live', (key) => ['HGETALL', key]),
-      this.each<string | null>('meta', (meta) => ['HGET', meta, 'loadedUntil']),
-      this.each<Hash>('counts', (key) => ['HGETALL', key]),
+    const [sizes, loaded, counts] = await Promise.all([
+      this.each((p) => this.driver.segmentSizes(p)),
+      this.each((p) => this.driver.loadedUntil(p)),
+      this.each((p) => this.driver.counts(p)),
     ]);
     const histogram = new Array<number>(edgesMs.length + 1).fill(0);
     const add = (dueIn: number, n: number) => {
@@ -147,18 +127,17 @@ export class ClusterInspector {
       histogram[i] += n;
     };
     for (let p = 0; p < this.partitions; p++) {
-      const loadedUntil = Number(metas[p] ?? 0);
+      const loadedUntil = loaded[p];
       let scheduled = 0;
-      for (const [field, value] of Object.entries(counts[p] ?? {})) {
-        if (field.endsWith('|S')) scheduled += Number(value);
+      for (const [field, n] of Object.entries(counts[p])) {
+        if (field.endsWith('|S')) scheduled += n;
       }
       let far = 0;
-      for (const [seg, value] of Object.entries(lives[p] ?? {})) {
+      for (const [seg, n] of Object.entries(sizes[p])) {
         if (seg[0] !== 'w') continue;
         const start = Number(seg.slice(1)) * this.windowMs;
         // Windows wholly past the loaded horizon hold only scheduled messages.
         if (start < loadedUntil) continue;
-        const n = Number(value);
         far += n;
         add(Math.max(0, start - now), n);
       }
@@ -177,7 +156,7 @@ export class ClusterInspector {
     return { messages, next: page.through };
   }
 
-  /** Sets each message's lastError as info() does: one HMGET of `reasons` per partition. */
+  /** Sets each message's lastError as info() does: one read of reasons per partition. */
   private async addReasons(messages: MessageInfo[]): Promise<void> {
     const byPartition = new Map<number, MessageInfo[]>();
     for (const message of messages) {
@@ -188,12 +167,11 @@ export class ClusterInspector {
     }
     await Promise.all(
       [...byPartition].map(async ([partition, those]) => {
-        const key = `${partitionPrefix(this.queue, partition)}reasons`;
         const ids = those.map((message) => message.id);
-        const reasons = (await this.valkey.command(key, ['HMGET', key, ...ids], true)) as unknown[];
+        const reasons = await this.driver.reasons(partition, ids);
         those.forEach((message, i) => {
           const reason = reasons[i];
-          if (typeof reason === 'string' && reason !== '') message.lastError = reason;
+          if (reason !== undefined && reason !== '') message.lastError = reason;
         });
       }),
     );
@@ -209,9 +187,7 @@ export class ClusterInspector {
     partition: number,
     query: ListQuery,
   ): Promise<KeyedPart<MessageInfo>> {
-    const { valkey, windowMs } = this;
-    const meta = metaKey(this.queue, partition);
-    const prefix = partitionPrefix(this.queue, partition);
+    const { driver, windowMs } = this;
     const found = new SmallestKeys<MessageInfo>(query.limit + 1);
     let scanned = 0;
     let matched = 0;
@@ -222,29 +198,24 @@ export class ClusterInspector {
     };
 
     const lo = Math.max(query.from, query.after?.deliverAt ?? -Infinity);
-    const [segments, loadedUntil] = (await Promise.all([
-      valkey.command(`${prefix}live`, ['HKEYS', `${prefix}live`], true),
-      valkey.command(meta, ['HGET', meta, 'loadedUntil'], true),
-    ])) as [string[] | null, string | null];
+    const [segments, loadedUntil] = await Promise.all([
+      driver.nearSegments(partition),
+      driver.loadedUntil(partition),
+    ]);
     // Near segments hold messages due before loadedUntil: a page starting after it skips them.
-    const pastNear = loadedUntil !== null && lo > Number(loadedUntil);
-    const near = pastNear ? [] : (segments ?? []).filter((seg) => seg.startsWith('n'));
-    (await Promise.all(near.map((seg) => this.readSegment(meta, seg, query)))).forEach(take);
+    const near = lo > loadedUntil ? [] : segments;
+    (await Promise.all(near.map((seg) => this.readSegment(partition, seg, query)))).forEach(take);
 
-    let min = Number.isFinite(lo) ? String(Math.floor(lo / windowMs)) : '-inf';
+    let from = Number.isFinite(lo) ? Math.floor(lo / windowMs) : -Infinity;
     let through: ListKey | undefined;
     let windowsRead = 0;
     scan: for (;;) {
-      const windows = (await valkey.command(
-        `${prefix}windows`,
-        ['ZRANGEBYSCORE', `${prefix}windows`, min, '+inf', 'LIMIT', '0', String(WINDOWS_PER_READ)],
-        true,
-      )) as string[] | null;
-      if (windows === null || windows.length === 0) break;
-      const starts = windows.map((window) => Number(window) * windowMs);
+      const windows = await driver.windows(partition, from, Infinity, WINDOWS_PER_READ);
+      if (windows.length === 0) break;
+      const starts = windows.map((window) => window * windowMs);
       // Read together (pipelined), taken in window order.
       const reads = windows.map((window, i) =>
-        starts[i] < query.until ? this.readSegment(meta, `w${window}`, query) : undefined,
+        starts[i] < query.until ? this.readSegment(partition, `w${window}`, query) : undefined,
       );
       // A failed read is thrown by the await that takes it; the others must not go unhandled.
       for (const read of reads) read?.catch(() => undefined);
@@ -259,7 +230,7 @@ export class ClusterInspector {
         windowsRead++;
       }
       if (windows.length < WINDOWS_PER_READ) break;
-      min = `(${windows[windows.length - 1]}`;
+      from = windows[windows.length - 1] + 1;
     }
     const part = found.part();
     if (
@@ -271,11 +242,20 @@ export class ClusterInspector {
     return { items: part.items, through };
   }
 
-  private async readSegment(meta: string, seg: string, query: ListQuery): Promise<SegmentPart> {
+  private async readSegment(
+    partition: number,
+    seg: string,
+    query: ListQuery,
+  ): Promise<SegmentPart> {
     const items: SegmentPart['items'] = [];
     let scanned = 0;
     for (let from = 0; ; from += RECORDS_PER_READ) {
-      const { scanned: read, live } = await tw.read(this.valkey, meta, seg, from, RECORDS_PER_READ);
+      const { scanned: read, live } = await this.driver.read(
+        partition,
+        seg,
+        from,
+        RECORDS_PER_READ,
+      );
       scanned += read;
       for (const row of live) {
         const status = STATUSES[row.status];

@@ -1,8 +1,8 @@
 /**
- * Topics' settings on Valkey/Redis (src/queue/topics.ts): pause and rate limit in the `topics`
- * hash, push targets in the `push` hash, token buckets by tw_tokens (one per topic for all
- * nodes). Every node reads them at start and at each heartbeat; a change is written as durably
- * as a message.
+ * Topics' settings of a partitioned queue (src/queue/topics.ts): pause and rate limit in the
+ * store's topics' settings, push targets apart, token buckets by the driver's `tokens` (one per
+ * topic for all nodes). Every node reads them at start and at each heartbeat; a change is
+ * written as durably as a message.
  */
 
 import { setTimeout as delay } from 'node:timers/promises';
@@ -17,34 +17,29 @@ import {
   type RateLimit,
   type TopicSettings,
 } from '../queue/topics.js';
-import type { Valkey } from '../valkey/connection.js';
-import * as tw from './functions.js';
-import { pushKey, tokensKey, topicsKey } from './keys.js';
-import type { Producer } from './producer.js';
+import type { PartitionDriver } from './driver.js';
 
-/** A topic's settings, one field each in the topics hash. */
+/** A topic's settings, one field each in the topics' settings. */
 const SETTING_FIELDS = ['paused', 'rateLimit'] as const;
 
 /**
- * A node's topic gate over the settings in Valkey/Redis: a change made here applies here at
- * once, on other nodes when they refresh() (at each heartbeat).
+ * A node's topic gate over the settings in the store: a change made here applies here at once,
+ * on other nodes when they refresh() (at each heartbeat).
  */
-export class ClusterTopics {
+export class PartitionTopics {
   readonly gate: TopicGate;
   private refreshing: Promise<void> | undefined;
   /** Changes of topics' settings made by this node. */
   private writes = 0;
 
   constructor(
-    private readonly valkey: Valkey,
-    private readonly producer: Producer,
-    private readonly queue: string,
+    private readonly driver: PartitionDriver,
     /** Wakes the node's long polls on a topic whose settings changed. */
     wake: (topic: string) => void,
     private readonly onError: (err: unknown) => void,
   ) {
     const tokens = (topic: string, limit: RateLimit, want: number) =>
-      tw.tokens(valkey, tokensKey(queue, topic), limit, want);
+      driver.tokens(topic, limit, want);
     this.gate = new TopicGate(
       {
         load: () => this.read(),
@@ -85,8 +80,7 @@ export class ClusterTopics {
    * changing different settings of a topic at once both land. Absent: the default.
    */
   private async read(): Promise<Map<string, TopicSettings>> {
-    const key = topicsKey(this.queue);
-    const stored = await this.valkey.hash(key);
+    const { where: key, fields: stored } = await this.driver.topicFields('settings');
     const fields = new Map<string, Record<string, unknown>>();
     for (const [field, text] of Object.entries(stored)) {
       const bar = field.lastIndexOf('|');
@@ -119,8 +113,7 @@ export class ClusterTopics {
       if (!isDefaultSettings(parsed)) settings.set(topic, parsed);
     }
     // Push targets: errors never quote one (secrets).
-    const pushes = pushKey(this.queue);
-    const targets = await this.valkey.hash(pushes);
+    const { where: pushes, fields: targets } = await this.driver.topicFields('push');
     for (const [topic, text] of Object.entries(targets)) {
       const where = `${pushes} topic ${JSON.stringify(topic)}`;
       let value: unknown;
@@ -140,27 +133,24 @@ export class ClusterTopics {
 
   /** Writes the fields `update` changes; resolves once durable. */
   private async write(topic: string, update: Partial<TopicSettings>): Promise<void> {
-    const key = topicsKey(this.queue);
-    const set: string[] = [];
+    const set: Record<string, string> = {};
     const cleared: string[] = [];
     for (const name of SETTING_FIELDS) {
       const value = update[name];
       // The default (not paused, no limit) is no field.
       if (value === false || value === null) cleared.push(`${topic}|${name}`);
-      else if (value !== undefined) set.push(`${topic}|${name}`, JSON.stringify(value));
+      else if (value !== undefined) set[`${topic}|${name}`] = JSON.stringify(value);
     }
-    const what = `the settings of topic ${topic}`;
-    if (set.length > 0) await this.producer.writeSetting(key, ['HSET', key, ...set], what);
-    if (cleared.length > 0) await this.producer.writeSetting(key, ['HDEL', key, ...cleared], what);
+    if (Object.keys(set).length > 0 || cleared.length > 0) {
+      await this.driver.setTopicFields('settings', set, cleared, `the settings of topic ${topic}`);
+    }
     if (update.push !== undefined) {
-      const pushes = pushKey(this.queue);
-      await this.producer.writeSetting(
-        pushes,
-        update.push === null
-          ? ['HDEL', pushes, topic]
-          : ['HSET', pushes, topic, JSON.stringify(update.push)],
-        `the push target of topic ${topic}`,
-      );
+      const what = `the push target of topic ${topic}`;
+      if (update.push === null) await this.driver.setTopicFields('push', {}, [topic], what);
+      else {
+        const target = { [topic]: JSON.stringify(update.push) };
+        await this.driver.setTopicFields('push', target, [], what);
+      }
     }
   }
 }

@@ -3,9 +3,9 @@
  * of partitions"). No I/O and no clock: the caller feeds in the time, the members and the
  * answers, and carries out the effects returned (ownership-model.test.ts tests it on a model).
  *
- * No overlap: Valkey grants a lease for `leaseMs` by its own clock, no earlier than it receives
+ * No overlap: the store grants a lease for `leaseMs` by its own clock, no earlier than it receives
  * the request; this node counts it from when it *sent* it (`validUntil = sentAt + leaseMs`), so
- * its validUntil never passes Valkey's expiry, after which alone another node gets it (clocks
+ * its validUntil never passes the store's expiry, after which alone another node gets it (clocks
  * run at the same rate; each side measures only durations). A node paused past validUntil may
  * not fire (`canFire`), and what it sent before the pause is fenced by the epoch.
  *
@@ -27,7 +27,7 @@ export type DropReason =
   | 'released'; // this node gives the partition up (it no longer wins it, or it is closing)
 
 export type Effect =
-  /** Ask Valkey for the lease; answer with acquired(). */
+  /** Ask the store for the lease; answer with acquired(). */
   | { kind: 'acquire'; partition: number; request: number }
   /** Extend the lease of `epoch`; answer with renewed(). */
   | { kind: 'renew'; partition: number; epoch: number; request: number }
@@ -41,7 +41,7 @@ export type Effect =
 export interface OwnershipOptions {
   node: string;
   partitions: number;
-  /** How long Valkey keeps a lease without a renewal. Default 2,000 ms. */
+  /** How long the store keeps a lease without a renewal. Default 2,000 ms. */
   leaseMs?: number;
   /** Time a request may take before it is abandoned. Default leaseMs / 4. */
   requestTimeoutMs?: number;
@@ -162,7 +162,7 @@ export class Ownership {
     return [{ kind: 'load', partition, epoch }];
   }
 
-  /** The answer to a renewal: true when Valkey extended the lease. */
+  /** The answer to a renewal: true when the store extended the lease. */
   renewed(partition: number, request: number, ok: boolean, now: number): Effect[] {
     const slot = this.slotOf(partition);
     if (slot.request !== request || !holds(slot.phase)) return [];

@@ -1,26 +1,23 @@
 /**
- * The producer's side of a node: schedule, cancel, reschedule, get, requeue, straight to Valkey
- * whoever owns the partition. Group commit: a turn's schedules go as one `tw_schedule` per
- * partition, then one durability wait ('replicated': WAIT 1, 'fsynced': WAITAOF 1 1) sent after
- * the write's reply, never pipelined with it (a WAITAOF in the same flush waits for the
- * replica's once-a-second acknowledgement).
+ * The producer's side of a node: schedule, cancel, reschedule, get, requeue, straight to the
+ * store whoever owns the partition. Group commit: a turn's schedules go as one schedule call per
+ * partition, then one durability wait (the driver's `durable`) after the write has answered.
  */
 
 import { randomBytes } from 'node:crypto';
 
-import {
-  TickwheelTypeError,
-  TickwheelUnavailableError,
-  isMaybeWritten,
-  outcomeUnknown,
-} from '../errors.js';
+import { TickwheelTypeError, isMaybeWritten, outcomeUnknown } from '../errors.js';
 import { checkRequest, type CheckedRequest, type ScheduleRequest } from '../queue/message.js';
-import type { ClusterDurability } from '../protocol/model.js';
 import type { EventSource } from '../queue/events.js';
 import type { MessageInfo } from '../queue/types.js';
-import type { Valkey } from '../valkey/connection.js';
-import * as tw from './functions.js';
-import { metaKey } from './keys.js';
+import type {
+  At,
+  PartitionDriver,
+  SchedAnswer,
+  SchedChange,
+  ScheduleAnswer,
+  ScheduleEntry,
+} from './driver.js';
 import { TAG_LENGTH, encodeRecord, locatedId, placeOf } from './record.js';
 import { TurnBatches } from './turn-batches.js';
 
@@ -29,20 +26,14 @@ const LOCATED_RUN = 128;
 /** Bytes of a located record's tag (base64url: 4 characters per 3 bytes). */
 const TAG_BYTES = (TAG_LENGTH * 3) / 4;
 
-export type Durability = ClusterDurability;
-
 export interface ProducerOptions {
-  queue: string;
   partitions: number;
   windowMs: number;
-  durability: Durability;
-  /** How long a durability wait may take. Default 5,000 ms. */
-  durabilityTimeoutMs?: number;
   maxPayloadBytes: number;
 }
 
 interface Pending {
-  /** '' until tw_schedule places a message scheduled without an id (its id is then located). */
+  /** '' until the schedule call places a message scheduled without an id (its id is then located). */
   id: string;
   /** A located record's tag ('' for a message with an id). */
   tag: string;
@@ -70,26 +61,19 @@ export class Producer {
   private readonly batches = new TurnBatches<number, Pending>((partition, batch) => {
     void this.write(partition, batch);
   });
-  private readonly waitTimeoutMs: number;
   /** Messages without an id so far: which partition's turn it is (from a random partition). */
   private located: number;
   private tags = Buffer.alloc(0);
   private tagAt = 0;
-  /** Per primary: the last durability wait queued, and the one not sent yet (sharedWait). */
-  private readonly lanes = new Map<
-    string,
-    { last: Promise<unknown>; unsent?: Promise<unknown> | undefined }
-  >();
 
   constructor(
-    private readonly valkey: Valkey,
+    private readonly driver: PartitionDriver,
     private readonly options: ProducerOptions,
   ) {
-    this.waitTimeoutMs = options.durabilityTimeoutMs ?? 5_000;
     this.located = Math.floor(Math.random() * options.partitions) * LOCATED_RUN;
   }
 
-  /** An id of '': the message is located, its id made by Valkey. */
+  /** An id of '': the message is located, its id made from where the store put it. */
   schedule(request: CheckedRequest): Promise<{ id: string; deliverAt: number }> {
     return this.enqueue([this.prepare(request)]).then((results) => results[0]);
   }
@@ -122,16 +106,18 @@ export class Producer {
 
   /**
    * A recurring schedule's occurrence, made at most once while its mark lives (`markMs`)
-   * whatever became of it since (tw_schedule_once): true when made now; durable either way.
+   * whatever became of it since: true when made now; durable either way.
    */
   async scheduleOnce(request: ScheduleRequest, markMs: number): Promise<boolean> {
     const m = this.prepare(checkRequest(request, Date.now(), this.options.maxPayloadBytes));
     if (m.id === '') {
       throw new TickwheelTypeError('ERR_TICKWHEEL_INVALID_ID', 'scheduleOnce needs an id');
     }
-    const { meta } = this.at(m.id);
-    const made = await tw.scheduleOnce(this.valkey, meta, markMs, m, this.windowOf(m.deliverAt));
-    await this.durable(meta, m.id);
+    const { partition } = this.at(m.id);
+    const { id, bucket, deliverAt, topic, record } = m;
+    const message = { id, bucket, deliverAt, window: this.windowOf(deliverAt), topic, record };
+    const made = await this.driver.scheduleOnce(partition, markMs, message);
+    await this.driver.durable(partition, id);
     return made;
   }
 
@@ -141,31 +127,31 @@ export class Producer {
    */
   async cancelGiving(id: string): Promise<EventSource | undefined> {
     const at = this.at(id);
-    const cancelled = await tw.cancel(this.valkey, at);
+    const cancelled = await this.driver.cancel(at);
     if (cancelled === undefined) return undefined;
-    await this.durable(at.meta, id);
+    await this.driver.durable(at.partition, id);
     return { id, ...cancelled };
   }
 
   /** Moves a scheduled or ready message; resolves with the due time stored. */
   async rescheduleTo(id: string, due: number): Promise<number | undefined> {
-    return (await this.move('tw_reschedule', id, due)) ? due : undefined;
+    return (await this.move('reschedule', id, due)) ? due : undefined;
   }
 
-  /** tw_reschedule, or tw_requeue (a dead message, its attempts reset); false if not so. */
-  async move(fn: tw.Move, id: string, due: number): Promise<boolean> {
+  /** A reschedule, or a requeue (a dead message, its attempts reset); false if not so. */
+  async move(kind: 'reschedule' | 'requeue', id: string, due: number): Promise<boolean> {
     const at = this.at(id);
-    const done = await tw.move(this.valkey, fn, at, due, this.windowOf(due));
-    if (done) await this.durable(at.meta, id);
+    const done = await this.driver.move(kind, at, due, this.windowOf(due));
+    if (done) await this.driver.durable(at.partition, id);
     return done;
   }
 
   async get(id: string): Promise<MessageInfo | undefined> {
-    return tw.get(this.valkey, this.at(id));
+    return this.driver.get(this.at(id));
   }
 
-  private at(id: string): tw.MessageAt {
-    return tw.messageAt(this.options.queue, this.options.partitions, id);
+  private at(id: string): At {
+    return { id, ...placeOf(id, this.options.partitions) };
   }
 
   private windowOf(due: number): number {
@@ -205,15 +191,15 @@ export class Producer {
   }
 
   private async write(partition: number, batch: Pending[]): Promise<void> {
-    const meta = metaKey(this.options.queue, partition);
     const { windowMs } = this.options;
-    const args = new tw.ScheduleBatch();
+    const entries: ScheduleEntry[] = [];
     const runs: LocatedRun[] = [];
     for (let i = 0; i < batch.length;) {
       const m = batch[i];
       const window = Math.floor(m.deliverAt / windowMs);
       if (m.id !== '') {
-        args.message(m, window);
+        const { id, bucket, deliverAt, topic, record } = m;
+        entries.push({ kind: 'message', id, bucket, deliverAt, window, topic, record });
         i++;
         continue;
       }
@@ -227,17 +213,19 @@ export class Producer {
         run.max = Math.max(run.max, next.deliverAt);
       }
       const records = batch.slice(run.start, run.end).map((r) => r.record);
-      args.run(window, run.min, run.max, m.topic, records);
+      const { min: earliest, max: latest } = run;
+      entries.push({ kind: 'run', window, earliest, latest, topic: m.topic, records });
       runs.push(run);
       i = run.end;
     }
-    // Once tw_schedule answered the batch is written, whatever fails after.
+    // Once the schedule call answered the batch is written, whatever fails after.
     let written = false;
     try {
-      const answer = await tw.schedule(this.valkey, meta, args);
+      const answer = await this.driver.schedule(partition, entries);
       written = true;
       if (runs.length > 0) placeRuns(answer, batch, runs, partition);
-      await this.durable(meta, batch.length === 1 ? batch[0].id : `${batch.length} messages`);
+      const what = batch.length === 1 ? batch[0].id : `${batch.length} messages`;
+      await this.driver.durable(partition, what);
       let explicit = 0;
       for (const m of batch) {
         const existing = m.tag !== '' ? undefined : answer.existing[explicit++];
@@ -255,75 +243,11 @@ export class Producer {
     }
   }
 
-  /** A change of recurring schedules' records (tw_sched), as durable as a message. */
-  sched(change: tw.SchedChange, what: string): Promise<tw.SchedAnswer> {
-    const meta = metaKey(this.options.queue, 0);
-    return this.durably(meta, what, (valkey) => tw.sched(valkey, meta, change));
-  }
-
-  /** A queue-wide setting (a topic's) written as durably as a message. */
-  async writeSetting(key: string, command: readonly string[], what: string): Promise<void> {
-    await this.durably(key, what, (valkey) => valkey.command(key, command));
-  }
-
-  /**
-   * An ack or nack with `durable: true`: sent on the producer's connections, where the
-   * durability wait covers it (other acks and nacks go on the consumer's, with no wait).
-   */
-  async durably<T>(meta: string, what: string, write: (valkey: Valkey) => Promise<T>): Promise<T> {
-    const result = await write(this.valkey);
-    await this.durable(meta, what);
-    return result;
-  }
-
-  /**
-   * Waits until the writes sent so far on `meta`'s connection are as durable as asked. One WAIT
-   * covers every write whose reply came before it was sent: a write joins the wait not yet sent
-   * on its primary (sharedWait), so there is one wait per primary and round.
-   */
-  private async durable(meta: string, what: string): Promise<void> {
-    const { durability } = this.options;
-    if (durability === 'async') return;
-    // A primary without a replica for a whole wait timeout fails at once rather than hold the
-    // connection that long again (before that, a replica may be syncing or coming back).
-    if ((await this.valkey.replicas(meta)).noneForMs >= this.waitTimeoutMs) {
-      throw notDurable(what, `its primary has had no replica for ${this.waitTimeoutMs} ms or more`);
-    }
-    const timeout = String(this.waitTimeoutMs);
-    const reply = await this.sharedWait(meta);
-    if (durability === 'replicated') {
-      if (Number(reply) >= 1) return;
-      throw notDurable(what, `no replica acknowledged it within ${timeout} ms`);
-    }
-    const [local, replicas] = (reply as number[]).map(Number);
-    if (local >= 1 && replicas >= 1) return;
-    throw notDurable(
-      what,
-      `fsynced locally ${local >= 1 ? 'yes' : 'no'}, on replicas ${replicas} of 1, within ${timeout} ms`,
-    );
-  }
-
-  /** The wait not yet sent on `meta`'s primary, joined, or a new one queued behind the last. */
-  private sharedWait(meta: string): Promise<unknown> {
-    const target = this.valkey.primaryOf(meta);
-    let lane = this.lanes.get(target);
-    if (lane === undefined) this.lanes.set(target, (lane = { last: Promise.resolve() }));
-    if (lane.unsent !== undefined) return lane.unsent;
-    const command =
-      this.options.durability === 'replicated'
-        ? ['WAIT', '1', String(this.waitTimeoutMs)]
-        : ['WAITAOF', '1', '1', String(this.waitTimeoutMs)];
-    const current = lane;
-    const wait: Promise<unknown> = current.last
-      .catch(() => {})
-      .then(() => {
-        // From here on a write must not join: its reply may come after this WAIT is sent.
-        if (current.unsent === wait) current.unsent = undefined;
-        return this.valkey.command(meta, command);
-      });
-    current.unsent = wait;
-    current.last = wait;
-    return wait;
+  /** A change of recurring schedules' records (kept with partition 0), as durable as a message. */
+  async sched(change: SchedChange, what: string): Promise<SchedAnswer> {
+    const answer = await this.driver.sched(change);
+    await this.driver.durable(0, what);
+    return answer;
   }
 }
 
@@ -336,11 +260,11 @@ export interface LocatedRun {
 }
 
 /**
- * Gives each message of the located runs its id from where tw_schedule put them: a segment and
+ * Gives each message of the located runs its id from where the store put them: a segment and
  * first index per run, two for a run straddling loadedUntil (the part before it went near).
  */
 export function placeRuns(
-  answer: Pick<tw.ScheduleAnswer, 'loadedUntil' | 'where'>,
+  answer: Pick<ScheduleAnswer, 'loadedUntil' | 'where'>,
   batch: Pending[],
   runs: readonly LocatedRun[],
   partition: number,
@@ -372,7 +296,7 @@ function byCall(batch: readonly Pending[]): Map<Call, Pending[]> {
 
 /**
  * A call's error for its messages of a failed partition batch: a TickwheelOutcomeError naming
- * them where the write may have happened (`written`: tw_schedule had answered). Repeating is
+ * them where the write may have happened (`written`: the schedule call had answered). Repeating is
  * safe only when every message had the caller's own id (a located id cannot be given again).
  */
 function failedWrite(err: unknown, pendings: readonly Pending[], written: boolean): unknown {
@@ -381,11 +305,4 @@ function failedWrite(err: unknown, pendings: readonly Pending[], written: boolea
   const own = known.length === pendings.length && pendings.every((m) => m.tag === '');
   const subject = known.length === 0 ? undefined : pendings.length === 1 ? known[0] : known;
   return outcomeUnknown(err, subject, own);
-}
-
-function notDurable(what: string, why: string): TickwheelUnavailableError {
-  return new TickwheelUnavailableError(
-    'ERR_TICKWHEEL_NOT_DURABLE',
-    `${what} reached the primary, but ${why}; it may not survive a failover (scheduling again with the same id is safe; a message scheduled without an id would be scheduled twice). A primary that has lost its replica needs one again; on servers with no replica at all, durability 'auto' (the default) is 'async'`,
-  );
 }

@@ -8,13 +8,11 @@ import { performance } from 'node:perf_hooks';
 import { TickwheelUnavailableError } from '../errors.js';
 import type { EventSource } from '../queue/events.js';
 import type { TimerWheel } from '../timer/index.js';
-import type { Valkey } from '../valkey/connection.js';
-import * as tw from './functions.js';
-import { metaKey, nodesKey } from './keys.js';
+import type { PartitionDriver } from './driver.js';
 import type { NodeSettings } from './node-options.js';
 import { Ownership, type DropReason, type Effect } from './ownership.js';
 import { PartitionOwner, type Due } from './owner.js';
-import type { ClusterSchedules } from './schedules.js';
+import type { PartitionSchedules } from './schedules.js';
 
 const TICK_MS = 100;
 
@@ -27,7 +25,7 @@ export interface LeaseLoopHooks {
   /** After each heartbeat that answered (another node may have changed topics' settings). */
   onMembers(): void;
   /** Partition 0's owner leads the recurring schedules. */
-  schedules: Pick<ClusterSchedules, 'lead' | 'unlead'>;
+  schedules: Pick<PartitionSchedules, 'lead' | 'unlead'>;
   onExpired(message: EventSource, settled: 'failed' | 'dead'): void;
   onFired(count: number): void;
   /** A partition this node owned is no longer its own, not by its choice. */
@@ -49,7 +47,7 @@ export class LeaseLoop {
   private readonly born = new Map<number, string>();
 
   constructor(
-    private readonly valkey: Valkey,
+    private readonly driver: PartitionDriver,
     private readonly settings: NodeSettings,
     private readonly wheel: TimerWheel<Due>,
     private readonly hooks: LeaseLoopHooks,
@@ -93,9 +91,7 @@ export class LeaseLoop {
 
   /** Leaves the member list (a heartbeat with ttl 0); on failure, the entry lapses by itself. */
   async leave(): Promise<void> {
-    await tw
-      .heartbeat(this.valkey, nodesKey(this.settings.queue), this.settings.nodeId, 0)
-      .catch(() => {});
+    await this.driver.heartbeat(this.settings.nodeId, 0).catch(() => {});
   }
 
   owned(): number[] {
@@ -134,8 +130,8 @@ export class LeaseLoop {
     this.nextHeartbeat = now + this.settings.leaseMs / 4;
     this.heartbeating = (async () => {
       try {
-        const { queue, nodeId, leaseMs } = this.settings;
-        this.members = await tw.heartbeat(this.valkey, nodesKey(queue), nodeId, leaseMs);
+        const { nodeId, leaseMs } = this.settings;
+        this.members = await this.driver.heartbeat(nodeId, leaseMs);
         this.ownership.setMembers(this.members);
         this.hooks.onMembers();
       } catch (err) {
@@ -147,28 +143,21 @@ export class LeaseLoop {
     return this.heartbeating;
   }
 
-  /**
-   * Whether a lease grant just written on `meta`'s primary will outlive a failover: it reached a
-   * replica (WAIT). Without a replica there is no failover to fear: the grant stands at once.
-   */
-  private async grantKept(meta: string): Promise<boolean> {
-    if (this.settings.durability === 'async') return true;
+  /** Whether a lease grant just made on `partition` will outlive a failover of the store. */
+  private async grantKept(partition: number): Promise<boolean> {
     try {
-      if ((await this.valkey.replicas(meta)).count === 0) return true;
-      const timeoutMs = String(this.settings.leaseMs / 4);
-      return Number(await this.valkey.command(meta, ['WAIT', '1', timeoutMs])) >= 1;
+      return await this.driver.grantKept(partition, this.settings.leaseMs / 4);
     } catch (err) {
       this.settings.onError(err);
       return false;
     }
   }
 
-  /** tw_lease on `partition` for this node, its 'born' noted; undefined when the call failed. */
+  /** A lease call on `partition` for this node, its 'born' noted; undefined when it failed. */
   private async lease(partition: number, op: 'acquire' | 'renew' | 'release', epoch: number) {
-    const { queue, nodeId: node, leaseMs } = this.settings;
+    const { nodeId: node, leaseMs } = this.settings;
     try {
-      const meta = metaKey(queue, partition);
-      const answer = await tw.lease(this.valkey, meta, op, { node, epoch }, leaseMs);
+      const answer = await this.driver.lease(partition, op, { node, epoch }, leaseMs);
       this.noteBorn(partition, answer.born);
       return answer;
     } catch (err) {
@@ -182,8 +171,8 @@ export class LeaseLoop {
   }
 
   /**
-   * A lease answer's 'born' (server time the partition's data was made; '' before any grant). A
-   * change means its messages were lost (a Valkey without persistence restarted): reported.
+   * A lease answer's 'born' (the store's time the partition's data was made; '' before any
+   * grant). A change means its messages were lost (a store without persistence restarted).
    */
   private noteBorn(partition: number, born: string): void {
     if (born === '') return;
@@ -196,20 +185,20 @@ export class LeaseLoop {
         'ERR_TICKWHEEL_DATA_LOST',
         `partition ${partition} of queue ${this.settings.queue} was made anew on the server ` +
           `(its data dates from ${new Date(Number(born)).toISOString()}, not ` +
-          `${new Date(Number(before)).toISOString()}): its messages were lost, as when a ` +
-          'Valkey/Redis without persistence restarts. Enable AOF, and replicas',
+          `${new Date(Number(before)).toISOString()}): its messages were lost, as when a store ` +
+          'without persistence restarts (on Valkey/Redis: enable AOF, and replicas)',
       ),
     );
   }
 
   private async carryOut(effect: Effect): Promise<void> {
     const { partition } = effect;
-    const meta = metaKey(this.settings.queue, partition);
     switch (effect.kind) {
       case 'acquire': {
         const answer = await this.lease(partition, 'acquire', 0);
         // A grant lost in a failover could be handed out twice: act only once replicated.
-        const epoch = answer?.granted && (await this.grantKept(meta)) ? answer.epoch : undefined;
+        const epoch =
+          answer?.granted && (await this.grantKept(partition)) ? answer.epoch : undefined;
         if (epoch !== undefined) this.leaseChanges++;
         await this.run(
           this.ownership.acquired(partition, effect.request, epoch, performance.now()),
@@ -226,7 +215,7 @@ export class LeaseLoop {
         this.ownership.released(partition, effect.request);
         return;
       case 'load': {
-        const owner = new PartitionOwner(this.valkey, {
+        const owner = new PartitionOwner(this.driver, {
           ...this.settings,
           partition,
           node: this.settings.nodeId,

@@ -1,8 +1,8 @@
 /**
- * Recurring schedules on Valkey/Redis (docs/cluster.md, "Recurring schedules"): records in
- * partition 0's slot changed by any node through tw_sched (compared with the version read), run
- * by partition 0's owner with the embedded Scheduler, its writes fenced by its lease epoch. An
- * occurrence is made at most once (tw_schedule_once, a mark that lives ONCE_MARK_MS).
+ * Recurring schedules of a partitioned queue (docs/cluster.md, "Recurring schedules"): records
+ * kept with partition 0, changed by any node through the driver's `sched` (compared with the
+ * version read), run by partition 0's owner with the embedded Scheduler, its writes fenced by its
+ * lease epoch. An occurrence is made at most once (scheduleOnce, a mark that lives ONCE_MARK_MS).
  */
 
 import { SystemClock } from '../clock/index.js';
@@ -17,9 +17,7 @@ import {
   type ScheduleRecord,
 } from '../queue/recurring-records.js';
 import type { ScheduleSpec } from '../queue/recurring-spec.js';
-import type { Valkey } from '../valkey/connection.js';
-import type { SchedAnswer, SchedChange } from './functions.js';
-import { partitionPrefix } from './keys.js';
+import type { PartitionDriver, SchedAnswer, SchedChange } from './driver.js';
 
 /** How long an occurrence's mark keeps it from being made again: past any leader takeover. */
 export const ONCE_MARK_MS = 10 * 60_000;
@@ -35,10 +33,10 @@ interface Stored {
   record: ScheduleRecord;
 }
 
-export interface ClusterScheduleHost extends ScheduleHost {
+export interface PartitionScheduleHost extends ScheduleHost {
   node: string;
   onError(err: unknown): void;
-  /** A tw_sched call, made as durable as the node's durability setting asks. */
+  /** A change of the records, made as durable as the node keeps its writes. */
   sched(change: SchedChange, what: string): Promise<SchedAnswer>;
   /** Whether this node holds partition 0's lease with `epoch` now, by its own clock. */
   leads(epoch: number): boolean;
@@ -57,7 +55,7 @@ interface Leader {
   stale: boolean;
 }
 
-export class ClusterSchedules {
+export class PartitionSchedules {
   private leader: Leader | undefined;
   /** Leadership changes, one at a time (one key, ''). */
   private readonly leadership = new Turns();
@@ -68,18 +66,10 @@ export class ClusterSchedules {
   /** Records that cannot be read, reported once per stored text. */
   private readonly unreadable = new Map<string, string>();
 
-  /** The records, and their change count. */
-  private readonly key: string;
-  private readonly changesKey: string;
-
   constructor(
-    private readonly valkey: Valkey,
-    queue: string,
-    private readonly host: ClusterScheduleHost,
-  ) {
-    this.key = `${partitionPrefix(queue, 0)}sched`;
-    this.changesKey = `${this.key}v`;
-  }
+    private readonly driver: PartitionDriver,
+    private readonly host: PartitionScheduleHost,
+  ) {}
 
   put(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
     const put = (old: Stored | undefined) => recordFor(name, spec, old?.record, this.clock.now());
@@ -186,7 +176,7 @@ export class ClusterSchedules {
           this.clock,
           {
             ...this.host,
-            // Valkey fences a stale leader's writes, but not messages made in other partitions.
+            // The store fences a stale leader's writes, but not messages made in other partitions.
             schedule: (request) => {
               if (!this.host.leads(epoch)) return Promise.reject(leaseLost(request.topic));
               return this.host.schedule(request);
@@ -266,8 +256,7 @@ export class ClusterSchedules {
   }
 
   private async reconcile(leader: Leader): Promise<void> {
-    const changes = (await this.valkey.command(this.changesKey, ['GET', this.changesKey])) as
-      string | null;
+    const changes = await this.driver.schedChanges();
     if (!leader.stale && changes === leader.changes) return;
     leader.stale = false;
     const all = await this.readAll();
@@ -336,17 +325,17 @@ export class ClusterSchedules {
   }
 
   private async read(name: string): Promise<Stored | undefined> {
-    const text = (await this.valkey.command(this.key, ['HGET', this.key, name])) as string | null;
-    return text === null ? undefined : parseStored(name, text, this.key);
+    const text = await this.driver.schedRecord(name);
+    return text === undefined ? undefined : parseStored(name, text);
   }
 
   private async readAll(): Promise<Map<string, Stored>> {
-    const all = await this.valkey.hash(this.key);
+    const all = await this.driver.schedRecords();
     const stored = new Map<string, Stored>();
     for (const [name, text] of Object.entries(all)) {
       // Reported once and left out: the others run.
       try {
-        stored.set(name, parseStored(name, text, this.key));
+        stored.set(name, parseStored(name, text));
         this.unreadable.delete(name);
       } catch (err) {
         if (this.unreadable.get(name) !== text) this.host.onError(err);
@@ -357,7 +346,7 @@ export class ClusterSchedules {
   }
 }
 
-function parseStored(name: string, text: string, key: string): Stored {
+function parseStored(name: string, text: string): Stored {
   const bar = text.indexOf('|');
   const version = Number(text.slice(0, bar));
   let record: ScheduleRecord | undefined;
@@ -368,7 +357,7 @@ function parseStored(name: string, text: string, key: string): Stored {
   }
   if (bar < 1 || !Number.isInteger(version) || record?.name !== name) {
     throw new TickwheelCorruptError(
-      `${key} field ${JSON.stringify(name)}: a recurring schedule's record cannot be read`,
+      `recurring schedule ${JSON.stringify(name)}: its stored record cannot be read`,
     );
   }
   return { version, record };

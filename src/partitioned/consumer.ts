@@ -9,9 +9,7 @@
 import { ID_PATTERN, decodePayload, retryDelay } from '../queue/message.js';
 import type { EventSource } from '../queue/events.js';
 import type { ReceivedMessage } from '../queue/types.js';
-import type { Valkey } from '../valkey/connection.js';
-import * as tw from './functions.js';
-import { metaKey, partitionPrefix } from './keys.js';
+import type { Delivery, PartitionDriver } from './driver.js';
 import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';
 import { TurnBatches } from './turn-batches.js';
 
@@ -23,15 +21,7 @@ export interface Nacked {
   dead?: EventSource;
 }
 
-/** Producer.durably: a write sent where a durability wait covers it, then waited for. */
-export type DurableWrite = <T>(
-  meta: string,
-  what: string,
-  write: (valkey: Valkey) => Promise<T>,
-) => Promise<T>;
-
 export interface ConsumerOptions {
-  queue: string;
   partitions: number;
   windowMs: number;
   visibilityMs: number;
@@ -50,10 +40,10 @@ const RECEIPT = /^c(\d+)\.(\d+)\.(.+)$/;
 /** The fewest messages a partition is asked for when several are: 64 calls of one cost more. */
 const MIN_SHARE = 8;
 
-/** The most acks one tw_ack call carries. */
+/** The most acks one ack call carries. */
 const ACK_BATCH = 500;
 
-interface PendingAck extends tw.Delivery {
+interface PendingAck extends Delivery {
   resolve: (done: boolean) => void;
   reject: (err: unknown) => void;
 }
@@ -70,7 +60,7 @@ export class Consumer {
   /** Per topic and partition, the count of notifications when the last one came. */
   private readonly notices = new Map<string, Map<number, number>>();
   private noticeCount = 0;
-  /** Acks made in one turn go to each partition as one tw_ack (a burst acks many at once). */
+  /** Acks made in one turn go to each partition as one call (a burst acks many at once). */
   private readonly acks = new TurnBatches<number, PendingAck>((partition, batch) => {
     for (let from = 0; from < batch.length; from += ACK_BATCH) {
       void this.sendAcks(partition, batch.slice(from, from + ACK_BATCH));
@@ -80,7 +70,7 @@ export class Consumer {
   generation: (topic: string) => number = () => 0;
 
   constructor(
-    private readonly valkey: Valkey,
+    private readonly driver: PartitionDriver,
     private readonly options: ConsumerOptions,
   ) {
     this.scanMs = options.scanMs ?? 250;
@@ -122,14 +112,12 @@ export class Consumer {
     }
   }
 
-  async ack(receipt: string, durably?: DurableWrite): Promise<boolean> {
+  /** `durable`: alone, waited for as a schedule is; else with the other acks of the turn. */
+  async ack(receipt: string, durable = false): Promise<boolean> {
     const at = this.parseReceipt(receipt);
     if (at === undefined) return false;
-    const { partition, meta, id, bucket, attempt } = at;
-    if (durably !== undefined) {
-      const delivery = { id, bucket, attempt };
-      return durably(meta, id, async (valkey) => (await tw.ack(valkey, meta, [delivery]))[0]);
-    }
+    const { partition, id, bucket, attempt } = at;
+    if (durable) return (await this.driver.ack(partition, [{ id, bucket, attempt }], true))[0];
     return new Promise((resolve, reject) => {
       this.acks.add(partition, { id, bucket, attempt, resolve, reject });
     });
@@ -137,7 +125,7 @@ export class Consumer {
 
   private async sendAcks(partition: number, batch: PendingAck[]): Promise<void> {
     try {
-      const done = await tw.ack(this.valkey, metaKey(this.options.queue, partition), batch);
+      const done = await this.driver.ack(partition, batch, false);
       batch.forEach((a, i) => a.resolve(done[i]));
     } catch (err) {
       for (const a of batch) a.reject(err);
@@ -148,27 +136,26 @@ export class Consumer {
   async nack(
     receipt: string,
     options: { delayMs?: number; reason?: string } = {},
-    durably?: DurableWrite,
+    durable = false,
   ): Promise<Nacked | undefined> {
     const at = this.parseReceipt(receipt);
     if (at === undefined) return undefined;
-    const { id, bucket, attempt } = at;
-    let stored: Awaited<ReturnType<typeof tw.stored>>;
+    const { partition, id, bucket, attempt } = at;
+    let stored: Awaited<ReturnType<PartitionDriver['stored']>>;
     let delay = options.delayMs;
     if (delay === undefined) {
-      stored = await tw.stored(this.valkey, at);
+      stored = await this.driver.stored(at);
       if (stored === undefined) return undefined;
       delay = retryDelay(decodeRecord(stored.record).backoff, attempt);
     }
     const due = Date.now() + delay;
     const window = Math.floor(due / this.options.windowMs);
     const retry = { id, bucket, attempt, due, window };
-    const nack = (valkey: Valkey) => tw.nack(valkey, at.meta, retry, options.reason ?? '');
-    const outcome = await (durably === undefined ? nack(this.valkey) : durably(at.meta, id, nack));
+    const outcome = await this.driver.nack(partition, retry, options.reason ?? '', durable);
     if (outcome !== 'dead') return outcome === undefined ? undefined : { outcome };
     // The dead letter's span continues the trace in its record. The nack is done by now: a
     // failed read costs the span, not the nack.
-    stored ??= await tw.stored(this.valkey, at).catch(() => undefined);
+    stored ??= await this.driver.stored(at).catch(() => undefined);
     if (stored === undefined) return { outcome };
     const { topic, trace } = decodeRecord(stored.record);
     return { outcome, dead: { id, topic, deliverAt: stored.deliverAt, attempts: attempt, trace } };
@@ -202,9 +189,8 @@ export class Consumer {
       );
       const bytes = asked.length === 1 ? bytesLeft : Math.floor(bytesLeft / asked.length);
       const sentAt = this.noticeCount;
-      const meta = (partition: number) => metaKey(this.options.queue, partition);
       const replies = await Promise.all(
-        asked.map((p, k) => tw.take(this.valkey, meta(p), topic, counts[k], visibilityMs, bytes)),
+        asked.map((p, k) => this.driver.take(p, topic, counts[k], visibilityMs, bytes)),
       );
       round = round.slice(asked.length);
       replies.forEach((rows, k) => {
@@ -248,14 +234,10 @@ export class Consumer {
 
   /** The partitions whose ready list for `topic` is not empty, all asked at once. */
   private async scan(topic: string): Promise<number[]> {
-    const { queue, partitions } = this.options;
     const lengths = await Promise.all(
-      Array.from({ length: partitions }, (_, p) => {
-        const key = `${partitionPrefix(queue, p)}ready:${topic}`;
-        return this.valkey.command(key, ['LLEN', key], true);
-      }),
+      Array.from({ length: this.options.partitions }, (_, p) => this.driver.readyCount(p, topic)),
     );
-    const found = lengths.flatMap((n, p) => (Number(n) > 0 ? [p] : []));
+    const found = lengths.flatMap((n, p) => (n > 0 ? [p] : []));
     // Added to the hints, not replacing them: one notified during the scan may have answered 0.
     this.hint(topic, found);
     return found;
@@ -302,11 +284,11 @@ export class Consumer {
     const match = RECEIPT.exec(receipt);
     if (match === null || !ID_PATTERN.test(match[3])) return undefined;
     const partition = Number(match[1]);
-    const { queue, partitions } = this.options;
+    const { partitions } = this.options;
     if (partition >= partitions) return undefined;
     const id = match[3];
     const { bucket } = placeOf(id, partitions);
-    return { partition, meta: metaKey(queue, partition), id, bucket, attempt: Number(match[2]) };
+    return { partition, id, bucket, attempt: Number(match[2]) };
   }
 
   /** Ends every long poll, empty, and those started from now on at their first look. */

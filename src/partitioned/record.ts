@@ -1,11 +1,12 @@
 /**
- * A message as the cluster stores it in a segment (lua/states.lua): the parts that never change
- * while it lives (its status, due time and attempts are in its id's state). Little-endian:
+ * A message as a partitioned queue stores it in a segment (driver.ts): the parts that never
+ * change while it lives (its status, due time and attempts are in its id's state). Little-endian:
  *
  *   idLength u8 | id | bucket u16 | maxAttempts u16 | backoff u8 | [delayMs f64]
  *   [jitter f64] [maxDelayMs f64] | payloadKind u8 | topicLength u8 | topic | [trace] | payload
  *
- * The functions read the first three fields, so those never move. `backoff`: 0 none, 1 fixed,
+ * Stores read the first three fields (on Valkey, src/cluster/lua/states.lua), so those never
+ * move. `backoff`: 0 none, 1 fixed,
  * 2 exponential; +4 a jitter follows, +8 a maxDelayMs, +16 the W3C trace context after the topic
  * (traceparentLength u8 | tracestateLength u16 | traceparent | tracestate). Ids and topics are
  * ASCII. A located record (docs/cluster.md, "Located ids") starts `0 u8 | tagLength u8 | tag |
@@ -45,7 +46,7 @@ export type RecordFields = Omit<ClusterRecord, 'payload'> & { payload: Uint8Arra
 
 /**
  * An id's partition (FNV-1a modulo the partitions; a located id's own) and bucket (the bits
- * above: 1,024 buckets, each small enough for Valkey's compact hash encoding).
+ * above: 1,024 buckets, each small enough for a store to keep in one compact hash).
  */
 export function placeOf(id: string, partitions: number): { partition: number; bucket: number } {
   const hash = mix32(fnv1a(id));
