@@ -34,6 +34,7 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CODE_HASHES: Record<number, string> = {
   1: 'c94198fe65b2d29b',
   2: 'e45e940dd15ad115',
+  3: '10a5d00f7fd63123',
 };
 
 function codeHash(source: string): string {

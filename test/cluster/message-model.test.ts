@@ -300,17 +300,24 @@ describe.runIf(installed('valkey-server'))('message functions against a model', 
         );
         if (cancelled !== undefined) finish(id, 'C');
       },
-      // reschedule a scheduled message (one of another status is refused)
+      // reschedule a scheduled or ready message, scheduled again (one of another status is
+      // refused; a ready one's entry stays in its ready list)
       async () => {
-        const id = rand(4) === 0 ? pick() : pick('S');
+        const id = rand(4) === 0 ? pick() : pick(rand(2) === 0 ? 'S' : 'R');
         if (id === undefined) return;
         const m = model.get(id)!;
         const due = newDue();
         const done = Number(
           await servers.valkey.fcall('tw_reschedule', META, [id, bucketOf(id), ...placeOfDue(due)]),
         );
-        expect(done).toBe(m.status === 'S' ? 1 : 0);
-        if (done === 1) m.due = due;
+        expect(done).toBe(m.status === 'S' || m.status === 'R' ? 1 : 0);
+        if (done !== 1) return;
+        m.due = due;
+        if (m.status === 'R') {
+          count(m.topic, 'R', -1);
+          count(m.topic, 'S', 1);
+          m.status = 'S';
+        }
       },
       // requeue a dead letter
       async () => {

@@ -135,6 +135,21 @@ describe.each(backends)('Queue behaviour on $name', (backend) => {
     expect(await queue.receive('job', { waitMs: 700 })).toEqual([]);
   });
 
+  it('reschedules a ready message: scheduled again, delivered at its new time only', async () => {
+    const queue = await backend.open();
+    await queue.schedule({ topic: 'late', id: 'r-1', payload: 1 });
+    await waitFor(async () => (await queue.get('r-1'))?.status === 'ready');
+    const start = Date.now();
+    expect(await queue.rescheduleTo('r-1', { deliverAt: start + 800 })).toBe(start + 800);
+    expect(await queue.get('r-1')).toMatchObject({ status: 'scheduled', deliverAt: start + 800 });
+    expect(await queue.topicInfo('late')).toMatchObject({ pending: 1 });
+    const got = await receiveAll(queue, 'late', 1);
+    expect(got.map((m) => [m.id, m.attempts])).toEqual([['r-1', 1]]);
+    expect(got[0].at).toBeGreaterThanOrEqual(start + 800);
+    expect(await queue.ack(got[0].receipt)).toBe(true);
+    expect(await queue.receive('late', { waitMs: 300 })).toEqual([]);
+  });
+
   it('retries a nack after its delay, keeps the reason, buries at maxAttempts, requeues', async () => {
     const queue = await backend.open();
     await queue.schedule({ topic: 'pay', id: 'p-1', payload: 'x', maxAttempts: 2 });

@@ -266,13 +266,20 @@ local function cancel(keys, args)
   return {1, st.topic, st.due, st.attempts}
 end
 
--- A scheduled message due at another time: its record copied to where that time belongs.
--- reschedule(meta; id, bucket, due, window) -> 1 | 0
+-- A scheduled or ready message due at another time: its record copied to where that time
+-- belongs; a ready one is scheduled again (its ready list entry stays: take() skips entries
+-- whose state is not ready). reschedule(meta; id, bucket, due, window) -> 1 | 0
 local function reschedule(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
   local st, ids = with_status(prefix, args[1], args[2], 'S')
-  if not st then return 0 end
+  if not st then
+    st, ids = with_status(prefix, args[1], args[2], 'R')
+    if not st then return 0 end
+    count(prefix, st.topic, 'R', -1)
+    count(prefix, st.topic, 'S', 1)
+    st.status = 'S'
+  end
   leave_birth(prefix, st)
   local tell = relocate(prefix, meta, args[1], args[2], st, args[3], args[4])
   redis.call('HSET', ids, args[1], write_state(st))
