@@ -55,8 +55,10 @@ DECLARE
   answers boolean[] := array_fill(false, ARRAY[cardinality(ids)]);
   k int;
 BEGIN
-  -- In the order of the ids, as every call that locks several messages' rows.
-  FOR k IN SELECT x.k FROM unnest(ids) WITH ORDINALITY AS x(id, k) ORDER BY x.id LOOP
+  -- Rows locked in the order of their ids, as by every call that locks several: two calls
+  -- never wait for each other's rows in turn.
+  PERFORM 1 FROM @Q@.states s WHERE s.part = p AND s.id = ANY(ids) ORDER BY s.id FOR UPDATE;
+  FOR k IN 1..coalesce(cardinality(ids), 0) LOOP
     st := @Q@.delivery(p, ids[k], attempts[k]);
     CONTINUE WHEN st.id IS NULL;
     DELETE FROM @Q@.states s WHERE s.part = p AND s.id = st.id;
@@ -107,7 +109,8 @@ BEGIN
   seq := @Q@.owner_write(p, node, ep);
   IF seq IS NULL THEN RETURN; END IF;
   outcomes := array_fill(0, ARRAY[cardinality(ids)]);
-  FOR k IN SELECT x.k FROM unnest(ids) WITH ORDINALITY AS x(id, k) ORDER BY x.id LOOP
+  PERFORM 1 FROM @Q@.states s WHERE s.part = p AND s.id = ANY(ids) ORDER BY s.id FOR UPDATE;
+  FOR k IN 1..coalesce(cardinality(ids), 0) LOOP
     st := @Q@.delivery(p, ids[k], attempts[k]);
     IF st.id IS NOT NULL AND st.at <= now THEN
       outcomes[k] := CASE WHEN @Q@.fail(st, dues[k], wins[k], reason) = 'dead' THEN 2 ELSE 1 END;

@@ -73,8 +73,10 @@ BEGIN
   IF seq IS NULL THEN RETURN; END IF;
   fired := 0;
   early := '{}';
-  -- In the order of the ids, as every call that locks several messages' rows.
-  FOR k IN SELECT x.k FROM unnest(ids) WITH ORDINALITY AS x(id, k) ORDER BY x.id LOOP
+  -- Rows locked in the order of their ids, as by every call that locks several: two calls
+  -- never wait for each other's rows in turn.
+  PERFORM 1 FROM @Q@.states s WHERE s.part = p AND s.id = ANY(ids) ORDER BY s.id FOR UPDATE;
+  FOR k IN 1..coalesce(cardinality(ids), 0) LOOP
     cur := @Q@.state_of(p, ids[k], buckets[k]);
     st := cur.st;
     CONTINUE WHEN st.id IS NULL OR st.status <> 'S' OR st.seg <> @Q@.seg_of(seg_names[k])
