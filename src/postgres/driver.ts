@@ -28,9 +28,10 @@ import { VISIBILITY_REASON, type MessageStatus } from '../queue/message.js';
 import type { RateLimit } from '../queue/topics.js';
 import type { MessageInfo } from '../queue/types.js';
 import { checkOption, checkOptionsObject, invalidOption } from '../validate.js';
-import { install, quoteIdent, schemaOf } from './install.js';
+import { install, schemaOf } from './install.js';
 import { ChannelListener } from './listener.js';
-import { type PgPool, type PgSession, loadPg, named } from './pg.js';
+import { type PgPool, loadPg, named } from './pg.js';
+import { PostgresReads, num } from './reads.js';
 import { ScheduleArgs } from './schedule-args.js';
 
 export interface PostgresDriverOptions {
@@ -42,7 +43,12 @@ export interface PostgresDriverOptions {
   poolSize?: number;
   /** The most a statement may run before PostgreSQL cancels it (default 10,000 ms). */
   statementTimeoutMs?: number;
-  /** Errors of the LISTEN connection, which connects again by itself (default: ignored). */
+  /**
+   * How often at most the tables of finished segments are looked for and dropped, after a
+   * load (default 10,000 ms; 0: only when reap() is called).
+   */
+  reapEveryMs?: number;
+  /** Errors of the LISTEN connection and of reaping, both retried by themselves (default: ignored). */
   onError?: (err: Error) => void;
 }
 
@@ -54,23 +60,29 @@ const STATUS: MessageStatus[] = ['scheduled', 'ready', 'inflight', 'dead', 'acke
 /** Tables of records dropped per reap() call. */
 const REAP_MOST = 16;
 
-const num = (value: unknown): number => Number(value);
-
-export class PostgresDriver implements PartitionDriver {
+export class PostgresDriver extends PostgresReads implements PartitionDriver {
   readonly durability: { setting: string; option: string; reason: string };
-  /** The queue's schema and channel. */
-  readonly schema: string;
-  private readonly q: string;
   private readonly ownPool: boolean;
+  private readonly reapEveryMs: number;
+  private readonly onError: (err: Error) => void;
+  private reaping: Promise<unknown> | undefined;
+  private lastReap = 0;
   private closed = false;
 
   private constructor(
     private readonly pool: PgPool,
     private readonly listener: ChannelListener,
-    options: { schema: string; ownPool: boolean; synchronousCommit: string },
+    options: {
+      schema: string;
+      ownPool: boolean;
+      synchronousCommit: string;
+      reapEveryMs: number;
+      onError: (err: Error) => void;
+    },
   ) {
-    this.schema = options.schema;
-    this.q = quoteIdent(options.schema);
+    super(pool, options.schema);
+    this.reapEveryMs = options.reapEveryMs;
+    this.onError = options.onError;
     this.ownPool = options.ownPool;
     const setting = options.synchronousCommit;
     this.durability = {
@@ -97,6 +109,7 @@ export class PostgresDriver implements PartitionDriver {
     }
     const poolSize = checkOption(options.poolSize ?? 10, 'poolSize', 1, 1_000, true);
     const timeout = checkOption(options.statementTimeoutMs ?? 10_000, 'statementTimeoutMs', 1);
+    const reapEveryMs = checkOption(options.reapEveryMs ?? 10_000, 'reapEveryMs', 0);
     const ownPool = typeof postgres === 'string';
     if (!ownPool && typeof (postgres as PgPool | undefined)?.query !== 'function') {
       throw invalidOption('postgres must be a connection string or a pg.Pool');
@@ -117,29 +130,17 @@ export class PostgresDriver implements PartitionDriver {
       await install(pool, queue, schema, schema);
       const shown = await pool.query('SHOW synchronous_commit');
       const setting = String(shown.rows[0]?.synchronous_commit ?? 'on');
-      return new PostgresDriver(pool, listener, { schema, ownPool, synchronousCommit: setting });
+      return new PostgresDriver(pool, listener, {
+        schema,
+        ownPool,
+        synchronousCommit: setting,
+        reapEveryMs,
+        onError,
+      });
     } catch (err) {
       if (ownPool) await pool.end().catch(() => undefined);
       throw named(err, `opening queue ${queue}`);
     }
-  }
-
-  private async call(what: string, text: string, values: unknown[]) {
-    try {
-      return (await (this.pool as PgSession).query(text, values)).rows;
-    } catch (err) {
-      throw named(err, what);
-    }
-  }
-
-  /** The one row of a function's answer. */
-  private async one(what: string, text: string, values: unknown[]) {
-    const rows = await this.call(what, text, values);
-    return rows[0] ?? {};
-  }
-
-  private fn(name: string): string {
-    return `${this.q}.${name}`;
   }
 
   async config(partitions: number, windowMs: number) {
@@ -166,17 +167,6 @@ export class PostgresDriver implements PartitionDriver {
     const args = [topic, String(limit.perSecond), String(limit.burst), Math.trunc(want)];
     const [granted, retryInMs] = (await this.one('tw_tokens', sql, args)).v as string[];
     return { granted: num(granted), retryInMs: num(retryInMs) };
-  }
-
-  async topicFields(kind: TopicFields) {
-    const rows = await this.call(
-      'reading topic fields',
-      `SELECT field, value FROM ${this.q}.topic_fields WHERE kind = $1`,
-      [kind],
-    );
-    const fields: Record<string, string> = {};
-    for (const row of rows) fields[String(row.field)] = String(row.value);
-    return { where: `PostgreSQL table ${this.schema}.topic_fields (${kind})`, fields };
   }
 
   async setTopicFields(
@@ -206,18 +196,6 @@ export class PostgresDriver implements PartitionDriver {
   /** A COMMIT answered is on the primary's disk, and on synchronous standbys as configured. */
   async grantKept(): Promise<boolean> {
     return true;
-  }
-
-  async leaseHolders() {
-    const rows = await this.call(
-      'reading lease holders',
-      `SELECT owner, until FROM ${this.q}.leases ORDER BY part`,
-      [],
-    );
-    return rows.map((row) => {
-      const owner = String(row.owner);
-      return { owner, until: owner === '' ? 0 : num(row.until) };
-    });
   }
 
   async schedule(partition: number, entries: readonly ScheduleEntry[]): Promise<ScheduleAnswer> {
@@ -292,22 +270,8 @@ export class PostgresDriver implements PartitionDriver {
     const values = [partition, by.node, by.epoch, Math.floor(to), rotate];
     const answer = (await this.one('tw_load', sql, values)).v as string[] | null;
     if (answer === null || answer === undefined) return undefined;
+    this.reapSoon();
     return { loadedUntil: num(answer[0]), near: `n${answer[1]}`, seq: num(answer[2]) };
-  }
-
-  async nearSegments(partition: number): Promise<string[]> {
-    const sql = `SELECT ${this.fn('seg_name')}(seg) AS name FROM ${this.fn('live')}($1::int) WHERE seg < 0 ORDER BY seg DESC`;
-    return (await this.call('reading near segments', sql, [partition])).map((r) => String(r.name));
-  }
-
-  async windows(partition: number, from: number, before: number, limit?: number) {
-    const sql =
-      `SELECT seg FROM ${this.fn('live')}($1::int) WHERE seg >= 0 AND seg >= $2::float8 ` +
-      `AND seg < $3::float8 ORDER BY seg LIMIT $4::bigint`;
-    const lo = Number.isFinite(from) ? from : 0;
-    const hi = Number.isFinite(before) ? before : Number.MAX_SAFE_INTEGER;
-    const rows = await this.call('reading windows', sql, [partition, lo, hi, limit ?? null]);
-    return rows.map((row) => num(row.seg));
   }
 
   async read(partition: number, seg: string, from: number, max: number) {
@@ -372,12 +336,6 @@ export class PostgresDriver implements PartitionDriver {
     return { seq: num(row.seq), outcomes };
   }
 
-  async earliestVisibility(partition: number): Promise<number> {
-    const sql = `SELECT min(at) AS at FROM ${this.q}.states WHERE part = $1 AND status = 'I'`;
-    const row = await this.one('reading visibility deadlines', sql, [partition]);
-    return row.at === null || row.at === undefined ? Infinity : num(row.at);
-  }
-
   async take(
     partition: number,
     topic: string,
@@ -396,11 +354,6 @@ export class PostgresDriver implements PartitionDriver {
     }));
   }
 
-  async readyCount(partition: number, topic: string): Promise<number> {
-    const sql = `SELECT count(*) AS n FROM ${this.q}.states WHERE part = $1 AND topic = $2 AND status = 'R'`;
-    return num((await this.one('counting ready messages', sql, [partition, topic])).n);
-  }
-
   /** `durable` asks for nothing more: the COMMIT was. */
   async ack(partition: number, deliveries: readonly Delivery[]): Promise<boolean[]> {
     if (deliveries.length === 0) return [];
@@ -416,47 +369,6 @@ export class PostgresDriver implements PartitionDriver {
     return answer === 'retry' || answer === 'dead' ? answer : undefined;
   }
 
-  async counts(partition: number): Promise<Record<string, number>> {
-    const sql =
-      `SELECT topic || '|' || status::text AS field, sum(n) AS n FROM ${this.q}.counts ` +
-      `WHERE part = $1 GROUP BY topic, status HAVING sum(n) <> 0`;
-    const counts: Record<string, number> = {};
-    for (const row of await this.call('reading counts', sql, [partition])) {
-      counts[String(row.field)] = num(row.n);
-    }
-    return counts;
-  }
-
-  async segmentSizes(partition: number): Promise<Record<string, number>> {
-    const sql = `SELECT ${this.fn('seg_name')}(seg) AS name, live FROM ${this.fn('live')}($1::int)`;
-    const sizes: Record<string, number> = {};
-    for (const row of await this.call('reading segments', sql, [partition])) {
-      sizes[String(row.name)] = num(row.live);
-    }
-    return sizes;
-  }
-
-  async loadedUntil(partition: number): Promise<number> {
-    const sql = `SELECT loaded_until FROM ${this.q}.horizons WHERE part = $1`;
-    return num((await this.one('reading loadedUntil', sql, [partition])).loaded_until ?? 0);
-  }
-
-  async dead(partition: number, topic: string, limit: number) {
-    const sql =
-      `SELECT id, at FROM ${this.q}.states WHERE part = $1 AND topic = $2 AND status = 'D' ` +
-      `ORDER BY at LIMIT $3`;
-    const rows = await this.call('reading dead letters', sql, [partition, topic, limit]);
-    return rows.map((row) => ({ id: String(row.id), died: num(row.at) }));
-  }
-
-  async reasons(partition: number, ids: readonly string[]) {
-    const sql =
-      `SELECT r.reason FROM unnest($2::text[]) WITH ORDINALITY AS x(id, k) ` +
-      `LEFT JOIN ${this.q}.reasons r ON r.part = $1 AND r.id = x.id ORDER BY x.k`;
-    const rows = await this.call('reading reasons', sql, [partition, ids]);
-    return rows.map((row) => (row.reason === null ? undefined : String(row.reason)));
-  }
-
   async sched(change: SchedChange): Promise<SchedAnswer> {
     const sql = `SELECT ${this.fn('tw_sched')}($1, $2, $3::bigint, $4, $5, $6::bigint) AS v`;
     const record = change.op === 'del' ? null : change.record;
@@ -465,27 +377,6 @@ export class PostgresDriver implements PartitionDriver {
     const row = await this.one(`tw_sched ${change.op}`, sql, [...values, by?.epoch ?? null]);
     const [done, version] = (row.v as string[]).map(num);
     return { done: done === 1, fenced: done === -1, version };
-  }
-
-  async schedRecord(name: string): Promise<string | undefined> {
-    const sql = `SELECT version || '|' || record AS v FROM ${this.q}.sched WHERE name = $1`;
-    const row = await this.one('reading a recurring schedule', sql, [name]);
-    return row.v === undefined ? undefined : String(row.v);
-  }
-
-  async schedRecords(): Promise<Record<string, string>> {
-    const sql = `SELECT name, version || '|' || record AS v FROM ${this.q}.sched`;
-    const records: Record<string, string> = {};
-    for (const row of await this.call('reading recurring schedules', sql, [])) {
-      records[String(row.name)] = String(row.v);
-    }
-    return records;
-  }
-
-  async schedChanges(): Promise<string | null> {
-    const sql = `SELECT value FROM ${this.q}.config WHERE key = 'schedChanges'`;
-    const row = await this.one('reading recurring schedule changes', sql, []);
-    return row.value === undefined ? null : String(row.value);
   }
 
   subscribe(partition: number, listener: (event: string) => void) {
@@ -516,9 +407,27 @@ export class PostgresDriver implements PartitionDriver {
     return row.v as string[];
   }
 
+  /** A reap in the background, one at a time, at most once per reapEveryMs. */
+  private reapSoon(): void {
+    const now = performance.now();
+    if (
+      this.reapEveryMs === 0 ||
+      this.reaping !== undefined ||
+      now - this.lastReap < this.reapEveryMs
+    )
+      return;
+    this.lastReap = now;
+    this.reaping = this.reap()
+      .catch((err: unknown) => {
+        if (!this.closed) this.onError(err as Error);
+      })
+      .finally(() => (this.reaping = undefined));
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.reaping;
     await this.listener.close();
     if (this.ownPool) await this.pool.end();
   }
