@@ -194,7 +194,7 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
   }
 
   /** A COMMIT answered is on the primary's disk, and on synchronous standbys as configured. */
-  async grantKept(): Promise<boolean> {
+  async grantKept(_partition: number, _timeoutMs: number): Promise<boolean> {
     return true;
   }
 
@@ -233,7 +233,7 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
   }
 
   /** Nothing to wait for: each call's COMMIT is as durable as synchronous_commit makes it. */
-  async durable(): Promise<void> {}
+  async durable(_partition: number, _what: string): Promise<void> {}
 
   async get(at: At): Promise<MessageInfo | undefined> {
     const sql = `SELECT ${this.fn('tw_get')}($1::int, $2, $3::int) AS v`;
@@ -355,14 +355,18 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
   }
 
   /** `durable` asks for nothing more: the COMMIT was. */
-  async ack(partition: number, deliveries: readonly Delivery[]): Promise<boolean[]> {
+  async ack(
+    partition: number,
+    deliveries: readonly Delivery[],
+    _durable: boolean,
+  ): Promise<boolean[]> {
     if (deliveries.length === 0) return [];
     const sql = `SELECT ${this.fn('tw_ack')}($1::int, $2::text[], $3::int[]) AS v`;
     const values = [partition, deliveries.map((d) => d.id), deliveries.map((d) => d.attempt)];
     return (await this.one('tw_ack', sql, values)).v as boolean[];
   }
 
-  async nack(partition: number, retry: Retry, reason: string) {
+  async nack(partition: number, retry: Retry, reason: string, _durable: boolean) {
     const sql = `SELECT ${this.fn('tw_nack')}($1::int, $2, $3::int, $4::float8, $5::bigint, $6) AS v`;
     const values = [partition, retry.id, retry.attempt, retry.due, retry.window, reason];
     const answer = (await this.one('tw_nack', sql, values)).v;
