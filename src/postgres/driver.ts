@@ -127,7 +127,16 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
       onError,
     );
     try {
-      await install(pool, queue, schema, schema);
+      // One connection for the transaction: a pool may run each query on another.
+      const client = await pool.connect();
+      try {
+        await install(client, queue, schema, schema);
+        client.release();
+      } catch (err) {
+        // A connection whose transaction may still be open goes, not back to the pool.
+        client.release(true);
+        throw err;
+      }
       const shown = await pool.query('SHOW synchronous_commit');
       const setting = String(shown.rows[0]?.synchronous_commit ?? 'on');
       return new PostgresDriver(pool, listener, {
