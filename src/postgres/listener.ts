@@ -32,7 +32,12 @@ export class ChannelListener {
     let set = this.listeners.get(partition);
     if (set === undefined) this.listeners.set(partition, (set = new Set()));
     set.add(listener);
-    await this.connected();
+    try {
+      await this.connected();
+    } catch (err) {
+      set.delete(listener);
+      throw err;
+    }
     return async () => {
       set.delete(listener);
       if (set.size === 0 && this.listeners.get(partition) === set) this.listeners.delete(partition);

@@ -7,6 +7,8 @@
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled } from '../../scripts/postgres.mjs';
+import { PostgresDriver } from '../../src/postgres/driver.js';
+import { waitFor } from '../support/wait-for.js';
 import { located, message, own, run, windowOf, withPostgres, at } from './with-postgres.js';
 
 const FAR = 1_900_000_000_000;
@@ -63,8 +65,27 @@ describe.runIf(postgresInstalled())('PostgresDriver: space', () => {
     expect(await driver.segmentSizes(0)).toEqual({ [`w${w}`]: 1 });
   });
 
+  it('reaps by itself after a load, at most once per reapEveryMs', async () => {
+    const driver = await PostgresDriver.open({
+      postgres: pg.url,
+      queue: 'reaping',
+      reapEveryMs: 1,
+    });
+    try {
+      await driver.config(4, 30_000);
+      const owner = await own(driver, 0);
+      await driver.schedule(0, [message({ id: 'gone', deliverAt: FAR })]);
+      await driver.cancel(at(0, 'gone'));
+      expect(await tables(driver.schema)).toHaveLength(1);
+      await driver.load(0, owner, 1, false);
+      await waitFor(async () => (await tables(driver.schema)).length === 0);
+    } finally {
+      await driver.close();
+    }
+  });
+
   it("keeps a partition's current near segment, and drops rotated ones once empty", async () => {
-    const driver = await pg.open();
+    const driver = await pg.open(undefined, undefined, { reapEveryMs: 0 });
     const owner = await own(driver, 2);
     const now = Date.now();
     const first = await driver.load(2, owner, now + 60_000, false);
@@ -72,7 +93,7 @@ describe.runIf(postgresInstalled())('PostgresDriver: space', () => {
     expect(await driver.nearSegments(2)).toEqual([first!.near]);
     await driver.cancel(at(2, 'near'));
     // Empty, but current: kept.
-    await driver.reap();
+    expect(await driver.reap()).toEqual([]);
     const rotated = await driver.load(2, owner, now + 60_000, true);
     expect(rotated!.near).not.toBe(first!.near);
     // Its table holds the other partitions' current near segments too (numbers are queue-wide),
@@ -85,8 +106,8 @@ describe.runIf(postgresInstalled())('PostgresDriver: space', () => {
       }
       await driver.load(2, owner, now, true);
     }
-    const dropped = await driver.reap();
-    expect(dropped).toContain('n0');
+    expect(await driver.reap()).toContain('n0');
+    expect(await tables(driver.schema)).not.toContain('records_n0');
   });
 
   it('stores a pending far-future message in under 150 bytes (located, 20-byte payload)', async () => {

@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import pg from 'pg';
 import { encodeRecord } from '../../src/cluster/record.js';
-import { PostgresDriver } from '../../src/postgres/driver.js';
+import { PostgresDriver, type PostgresDriverOptions } from '../../src/postgres/driver.js';
 import type { Owner, ToSchedule } from '../../src/partitioned/driver.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { startPostgres } from '../../scripts/postgres.mjs';
@@ -44,8 +44,13 @@ export function withPostgres() {
     get pool(): pg.Pool {
       return state.pool!;
     },
-    async open(queue = `q${++queues}`, partitions = PARTITIONS): Promise<PostgresDriver> {
-      const driver = await PostgresDriver.open({ postgres: state.server!.url, queue, poolSize: 4 });
+    async open(
+      queue = `q${++queues}`,
+      partitions = PARTITIONS,
+      options: Partial<PostgresDriverOptions> = {},
+    ): Promise<PostgresDriver> {
+      const url = state.server!.url;
+      const driver = await PostgresDriver.open({ postgres: url, queue, poolSize: 4, ...options });
       opened.push(driver);
       await driver.config(partitions, WINDOW_MS);
       return driver;

@@ -106,6 +106,10 @@ BEGIN
   IF s < 0 AND due >= h.loaded_until THEN
     RAISE EXCEPTION 'tickwheel: window % is before 1970', win USING ERRCODE = '22023';
   END IF;
+  -- The target's table is made (if it must be) before the old record is read: making one locks
+  -- `records` whole, and a transaction that read it first can deadlock with another doing the
+  -- same (PostgreSQL then cancels one, answered as ERR_TICKWHEEL_UNAVAILABLE).
+  PERFORM @Q@.hold_span(s);
   SELECT rec INTO r FROM @Q@.records WHERE seg = st.seg AND part = st.part AND idx = st.idx;
   tell := st.due < h.loaded_until OR due < h.loaded_until;
   r := @Q@.with_id(r, st.id, st.bucket);
