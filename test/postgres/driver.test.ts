@@ -168,4 +168,36 @@ describe.runIf(postgresInstalled())('PostgresDriver: messages', () => {
     expect(read.live[0].record[0]).toBe(id.length);
     expect(await driver.move('requeue', { partition: 1, id, bucket: 11 }, later, 1)).toBe(false);
   });
+  it('remembers the latest 256 finished ids of a partition for get(), and forgets older ones', async () => {
+    const driver = await pg.open();
+    const ids = Array.from({ length: 400 }, (_, i) => `f-${i}`);
+    await driver.schedule(
+      1,
+      ids.map((id) => message({ id, deliverAt: FAR })),
+    );
+    for (const id of ids) await driver.cancel(at(1, id));
+    expect(await driver.get(at(1, 'f-399'))).toMatchObject({ status: 'cancelled', deliverAt: FAR });
+    expect(await driver.get(at(1, 'f-144'))).toMatchObject({ status: 'cancelled' });
+    expect(await driver.get(at(1, 'f-0'))).toBeUndefined();
+    const { rows } = await pg.pool.query(
+      `SELECT count(*)::int AS n FROM "${driver.schema}".done WHERE part = 1`,
+    );
+    expect(rows[0].n).toBeLessThan(256 + 64);
+  });
+
+  it('takes a batch of 2,500 to one window in one call, in order', async () => {
+    const driver = await pg.open();
+    const records = Array.from({ length: 2_500 }, (_, i) => located(FAR + i));
+    const answer = await driver.schedule(0, [
+      run(records),
+      ...records.slice(0, 10).map((_, i) => message({ id: `after-${i}`, deliverAt: FAR })),
+    ]);
+    expect(answer.where).toEqual([{ segment: `w${windowOf(FAR)}`, first: 0 }]);
+    const read = await driver.read(0, `w${windowOf(FAR)}`, 2_495, 100);
+    expect(read.scanned).toBe(15);
+    expect(read.live.map((row) => row.id).slice(5)).toEqual(
+      Array.from({ length: 10 }, (_, i) => `after-${i}`),
+    );
+    expect(await driver.counts(0)).toEqual({ 'invoice|S': 2_510 });
+  });
 });
