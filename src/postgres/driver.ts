@@ -122,7 +122,7 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
     const schema = schemaOf(queue);
     const onError = options.onError ?? (() => undefined);
     const listener = new ChannelListener(
-      async () => new pg.Client(ownPool ? config : { ...config, ...poolConfig(pool) }),
+      async () => new pg.Client(ownPool ? config : listenConfig(pool as PgPool)),
       schema,
       onError,
     );
@@ -446,7 +446,12 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
   }
 }
 
-/** The connection settings of a pool of the application's, for the LISTEN connection. */
-function poolConfig(pool: PgPool): Record<string, unknown> {
-  return (pool as unknown as { options?: Record<string, unknown> }).options ?? {};
+/**
+ * The LISTEN connection's settings for a pool of the application's: the pool's own (pg.Pool
+ * keeps them in `options`), without what is the pool's alone.
+ */
+function listenConfig(pool: PgPool): Record<string, unknown> {
+  const options = (pool as unknown as { options?: Record<string, unknown> }).options ?? {};
+  const { max: _max, min: _min, idleTimeoutMillis: _idle, ...client } = options;
+  return client;
 }

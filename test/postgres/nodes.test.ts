@@ -105,6 +105,19 @@ describe.runIf(postgresInstalled())('PostgresDriver: nodes', () => {
     }
   });
 
+  it("runs on a pool of the application's, which close() leaves open", async () => {
+    const driver = await PostgresDriver.open({ postgres: pg.pool, queue: 'on-a-pool' });
+    await driver.config(4, 30_000);
+    const events: string[] = [];
+    await driver.subscribe(0, (event) => events.push(event));
+    const by = await own(driver, 0);
+    await driver.load(0, by, Date.now() + 60_000, false);
+    await driver.schedule(0, [message({ id: 'pooled', deliverAt: Date.now() })]);
+    await waitFor(() => events.some((e) => e.includes('pooled')));
+    await driver.close();
+    expect((await pg.pool.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+  });
+
   it('says what synchronous_commit makes of a commit, and that the server answers', async () => {
     const driver = await pg.open();
     expect(driver.durability).toMatchObject({ setting: 'on', option: 'synchronous_commit' });
