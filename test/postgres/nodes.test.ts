@@ -17,8 +17,11 @@ describe.runIf(postgresInstalled())('PostgresDriver: nodes', () => {
   const pg = withPostgres();
 
   it('lets nodes open one queue at once, the schema made once', async () => {
-    const drivers = await Promise.all(Array.from({ length: 4 }, () => pg.open('shared')));
+    const drivers = await Promise.all(
+      Array.from({ length: 4 }, () => PostgresDriver.open({ postgres: pg.url, queue: 'shared' })),
+    );
     const answers = await Promise.all(drivers.map((d) => d.config(4, 30_000)));
+    await Promise.all(drivers.map((d) => d.close()));
     expect(new Set(answers.map((a) => JSON.stringify(a))).size).toBe(1);
     const { rows } = await pg.pool.query(
       `SELECT value FROM "tickwheel_shared".config WHERE key = 'version'`,

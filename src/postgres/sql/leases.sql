@@ -66,9 +66,11 @@ BEGIN
   SELECT value::int INTO stored FROM @Q@.config WHERE key = 'partitions';
   INSERT INTO @Q@.leases (part) SELECT g FROM generate_series(0, stored - 1) g
     ON CONFLICT (part) DO NOTHING;
+  -- Two nodes may make them at once: a near number drawn for a row not made is never used.
   INSERT INTO @Q@.horizons (part, near)
     SELECT g, nextval('@Q@.near_numbers') FROM generate_series(0, stored - 1) g
-    WHERE NOT EXISTS (SELECT 1 FROM @Q@.horizons h WHERE h.part = g);
+    WHERE NOT EXISTS (SELECT 1 FROM @Q@.horizons h WHERE h.part = g)
+    ON CONFLICT (part) DO NOTHING;
   RETURN ARRAY[stored, (SELECT value::bigint FROM @Q@.config WHERE key = 'windowMs')];
 END
 $$;
