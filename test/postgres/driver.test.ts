@@ -121,6 +121,22 @@ describe.runIf(postgresInstalled())('PostgresDriver: messages', () => {
     await stop();
   });
 
+  it('says only "n" of a near append too long for a notification', async () => {
+    const driver = await pg.open();
+    const owner = await own(driver, 0);
+    await driver.load(0, owner, Date.now() + 60_000, false);
+    const events: string[] = [];
+    const stop = await driver.subscribe(0, (event) => events.push(event));
+    const long = (i: number) => `${'x'.repeat(150)}-${i}`;
+    await driver.schedule(
+      0,
+      Array.from({ length: 60 }, (_, i) => message({ id: long(i), deliverAt: Date.now() })),
+    );
+    await waitFor(() => events.length > 0);
+    expect(events).toEqual(['n']);
+    await stop();
+  });
+
   it('cancels a message, answering what it was; a second cancel finds nothing', async () => {
     const driver = await pg.open();
     const w = windowOf(FAR);
