@@ -47,20 +47,30 @@ export interface PgModule {
 let loaded: Promise<PgModule> | undefined;
 
 export function loadPg(): Promise<PgModule> {
-  loaded ??= import(PG_PEER.name).then(
-    (module: { default?: PgModule } & PgModule) => module.default ?? module,
-    () => {
-      loaded = undefined;
-      const install = `npm install ${PG_PEER.name}@8`;
-      throw new TickwheelDependencyError(
-        `a queue on PostgreSQL needs ${PG_PEER.name}, an optional peer dependency of tickwheel ` +
-          `that is not installed: run \`${install}\``,
-        [PG_PEER.name],
-        install,
-      );
-    },
-  );
+  loaded ??= pgFrom(import(PG_PEER.name)).catch((err: unknown) => {
+    loaded = undefined;
+    throw err;
+  });
   return loaded;
+}
+
+/** The module an import of pg resolves to; a failed import is the missing peer, named. */
+export async function pgFrom(importing: Promise<unknown>): Promise<PgModule> {
+  let module: { default?: PgModule } & PgModule;
+  try {
+    module = (await importing) as { default?: PgModule } & PgModule;
+  } catch (cause) {
+    const install = `npm install ${PG_PEER.name}@8`;
+    const err = new TickwheelDependencyError(
+      `a queue on PostgreSQL needs ${PG_PEER.name}, an optional peer dependency of tickwheel ` +
+        `that is not installed: run \`${install}\``,
+      [PG_PEER.name],
+      install,
+    );
+    err.cause = cause;
+    throw err;
+  }
+  return module.default ?? module;
 }
 
 /** SQLSTATE classes of a server or a connection that is not there, or not now. */

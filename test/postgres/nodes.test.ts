@@ -6,6 +6,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { PostgresDriver } from '../../src/postgres/driver.js';
+import { pgFrom } from '../../src/postgres/pg.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled } from '../../scripts/postgres.mjs';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
@@ -144,6 +145,15 @@ describe.runIf(postgresInstalled())('PostgresDriver: nodes', () => {
     await expect(
       PostgresDriver.open({ postgres: `postgres://x@127.0.0.1:${port}/postgres`, queue: 'q' }),
     ).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_UNAVAILABLE' });
+  });
+
+  it('names the missing pg package with the command that installs it', async () => {
+    await expect(pgFrom(import('pg-not-installed' as string))).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_MISSING_DEPENDENCY',
+      install: 'npm install pg@8',
+      missing: ['pg'],
+    });
+    expect(typeof (await pgFrom(import('pg'))).Pool).toBe('function');
   });
 
   it('keeps two queues apart, even with names too long for a schema of their own', async () => {
