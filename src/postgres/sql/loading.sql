@@ -52,6 +52,8 @@ BEGIN
   UPDATE @Q@.horizons x SET loaded_until = greatest(x.loaded_until, upto),
     near = CASE WHEN rotate THEN nextval('@Q@.near_numbers') ELSE x.near END
   WHERE x.part = p RETURNING * INTO h;
+  -- The new near segment's table is made here rather than by the first schedule into it.
+  IF rotate THEN PERFORM @Q@.hold_span(-1 - h.near); END IF;
   RETURN ARRAY[h.loaded_until, h.near, seq];
 END
 $$;
