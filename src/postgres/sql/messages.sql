@@ -31,7 +31,7 @@ DECLARE
   at int;
   note text := '';
   note_first int;
-  existing jsonb := '[]';
+  existing jsonb;
   places jsonb := '[]';
   first_near int;
   first_far int;
@@ -58,10 +58,7 @@ BEGIN
   FOR k IN 1..n LOOP
     j := runs[k];
     IF ids[k] IS NOT NULL THEN
-      IF prior[k] IS NOT NULL THEN
-        existing := existing || to_jsonb(prior[k]);
-      ELSE
-        existing := existing || 'null'::jsonb;
+      IF prior[k] IS NULL THEN
         target[k] := CASE WHEN dues[k] < h.loaded_until THEN near ELSE wins[k] END;
       END IF;
     ELSIF run_latest[j] < h.loaded_until THEN
@@ -124,6 +121,8 @@ BEGIN
       places := places || jsonb_build_array(jsonb_build_array('w' || run_wins[r], first_far));
     END IF;
   END LOOP;
+  SELECT coalesce(jsonb_agg(to_jsonb(x.due) ORDER BY x.k), '[]') INTO existing
+  FROM unnest(ids, prior) WITH ORDINALITY AS x(id, due, k) WHERE x.id IS NOT NULL;
   RETURN jsonb_build_object('existing', existing, 'loadedUntil', h.loaded_until, 'where', places);
 END
 $$;
