@@ -1,7 +1,7 @@
 -- The partition owner's side of scheduled messages: reading segments, raising the loaded
 -- horizon, and firing what is due.
 
--- Up to `most` records of a segment from index `first`: how many there were, and those still
+-- Up to `most` records of a segment from index `from_idx`: how many there were, and those still
 -- their message's current record with its state. A located record without a tomb is
 -- scheduled there.
 CREATE OR REPLACE FUNCTION @Q@.tw_read(p int, seg_name text, from_idx int, most int,

@@ -1,6 +1,6 @@
--- Segments and the tables that hold them (tables.sql). A segment's table is made by the first
--- append into its span, and dropped by reap() once every segment of the span is empty and none
--- is a partition's current near segment.
+-- Segments and the tables that hold them (tables.sql). A span's table is made by the first
+-- append into it (or the load that starts a near segment in it), and dropped by reap() once
+-- every segment of the span is empty and none is a partition's current near segment.
 --
 -- Locks: an append holds the span's advisory lock shared until its transaction ends; reap()
 -- takes it exclusively, only if free, and gives up on the DROP after a short lock_timeout.
