@@ -63,6 +63,64 @@ describe.runIf(postgresInstalled())('PostgresDriver: nodes', () => {
     expect(await owner.counts(0)).toEqual({ 'invoice|I': 300 });
   });
 
+  it('runs schedules, fires, takes, acks, nacks and cancels of one partition at once without a deadlock', async () => {
+    const owner = await pg.open('contended');
+    const nodes = await Promise.all([1, 2, 3].map(() => pg.open('contended')));
+    const by = await own(owner, 1);
+    await owner.load(1, by, Date.now() + 60_000, false);
+    const errors: unknown[] = [];
+    const guard = (work: Promise<unknown>) => work.catch((err: unknown) => errors.push(err));
+    let done = 0;
+    const producer = async (driver: PostgresDriver, n: number) => {
+      for (let i = 0; i < 40; i++) {
+        const now = Date.now();
+        await guard(
+          driver.schedule(1, [
+            message({ id: `p${n}-${i}`, deliverAt: now - 10 }),
+            message({ id: `f${n}-${i}`, deliverAt: now + 3_600_000 }),
+          ]),
+        );
+        if (i % 3 === 0) await guard(driver.cancel(at(1, `f${n}-${i}`)));
+      }
+    };
+    const firer = async () => {
+      while (done < 3) {
+        for (const seg of await owner.nearSegments(1)) {
+          const { live } = await owner.read(1, seg, 0, 1_000);
+          const due = live.filter((row) => row.status === 'S' && row.deliverAt <= Date.now());
+          await guard(
+            owner.fire(
+              1,
+              by,
+              0,
+              due.map((row) => ({ ...at(1, row.id), seg, index: row.index })),
+            ),
+          );
+        }
+      }
+    };
+    const consumer = async (driver: PostgresDriver) => {
+      while (done < 3 || (await driver.readyCount(1, 'invoice')) > 0) {
+        const batch = await driver.take(1, 'invoice', 5, 60_000, 1 << 20);
+        const deliveries = batch.map((t) => ({ ...at(1, t.id), attempt: t.attempts }));
+        const acks = deliveries.filter((_, i) => i % 4 !== 0);
+        await guard(driver.ack(1, [...acks].reverse(), false));
+        for (const d of deliveries.filter((_, i) => i % 4 === 0)) {
+          const retry = { ...d, due: Date.now() - 5, window: windowOf(Date.now()) };
+          await guard(driver.nack(1, retry, 'again', false));
+        }
+      }
+    };
+    await Promise.all([
+      ...nodes.map((driver, n) => producer(driver, n).finally(() => done++)),
+      firer(),
+      ...nodes.map((driver) => consumer(driver)),
+    ]);
+    expect(errors).toEqual([]);
+    const counts = await owner.counts(1);
+    expect(counts['invoice|S']).toBeGreaterThan(0);
+  }, 120_000);
+
   it('creates one message when nodes schedule the same id at once', async () => {
     const drivers = await Promise.all([1, 2, 3, 4].map(() => pg.open('dedup')));
     const due = Date.now() + 3_600_000;
