@@ -36,6 +36,7 @@ const STACK = [
   'queue',
   'store',
   'partitioned',
+  'postgres',
   'valkey',
   'cluster',
   'server',
@@ -52,6 +53,8 @@ const LAYERS = [
   ]),
   // The partitioned engine, over any PartitionDriver: no store, no Valkey, no embedded engine.
   ['src/partitioned/**', [...above(...after('partitioned'), 'store'), ...embedded('**/queue/')]],
+  // The PostgreSQL store of the partitioned engine: the driver contract and the queue's domain.
+  ['src/postgres/**', [...above(...after('postgres'), 'store'), ...embedded('**/queue/')]],
   // The connection to Valkey/Redis, shared by the cluster and the Redis idempotency store.
   ['src/valkey/**', above(...after('timer').filter((folder) => folder !== 'valkey'))],
   [

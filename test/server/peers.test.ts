@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CLUSTER_PEER, REDIS_IDEMPOTENCY_STORE, checkClusterPeer } from '../../src/valkey/peer.js';
 import { TickwheelDependencyError } from '../../src/errors.js';
+import { PG_PEER } from '../../src/postgres/pg.js';
 import { TRACING_PEER } from '../../src/queue/tracing.js';
 import { checkServerPeers, missingServerPeers, SERVER_PEERS } from '../../src/server/peers.js';
 
@@ -9,17 +10,19 @@ const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.ur
 
 describe("the server's optional peer dependencies", () => {
   it('are the peerDependencies of package.json, optional, and installed for development', () => {
-    // The server's, the cluster's client, OpenTelemetry's API for tracing, and a bound on fastify's light-my-request, whose 6.8
+    // The server's, the cluster's client, PostgreSQL's client, OpenTelemetry's API for tracing, and a bound on fastify's light-my-request, whose 6.8
     // needs Node 22 (an engine warning on Node 20: test/package/engines.test.ts).
     expect(pkg.peerDependencies).toEqual({
       ...SERVER_PEERS,
       [CLUSTER_PEER.name]: CLUSTER_PEER.range,
+      [PG_PEER.name]: PG_PEER.range,
       [TRACING_PEER.name]: TRACING_PEER.range,
       'light-my-request': '>=6.0.0 <6.8.0',
     });
     expect(pkg.peerDependenciesMeta[TRACING_PEER.name]).toEqual({ optional: true });
     expect(pkg.peerDependenciesMeta['light-my-request']).toEqual({ optional: true });
     expect(pkg.peerDependenciesMeta[CLUSTER_PEER.name]).toEqual({ optional: true });
+    expect(pkg.peerDependenciesMeta[PG_PEER.name]).toEqual({ optional: true });
     expect(pkg.devDependencies[CLUSTER_PEER.name]).toBe(CLUSTER_PEER.range);
     for (const name of Object.keys(SERVER_PEERS)) {
       expect(pkg.peerDependenciesMeta[name]).toEqual({ optional: true });

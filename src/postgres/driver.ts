@@ -1,0 +1,457 @@
+/**
+ * The PostgreSQL store of a partitioned queue (docs/postgres.md): PartitionDriver over a
+ * queue's schema (install.ts), each call one statement that runs one function of sql/*.sql, so
+ * each is atomic and owner-only ones check the lease's epoch in the transaction of their change.
+ * Events come over the queue's channel (listener.ts). A COMMIT is durable by PostgreSQL's own
+ * settings: durable() has nothing to wait for, and `durability` names synchronous_commit.
+ *
+ * Not yet reachable through DelayQueue.open: the engine that uses a PartitionDriver comes first.
+ */
+
+import { TickwheelRangeError } from '../errors.js';
+import type {
+  At,
+  Delivery,
+  Owner,
+  PartitionDriver,
+  Placed,
+  Retry,
+  SchedAnswer,
+  SchedChange,
+  ScheduleAnswer,
+  ScheduleEntry,
+  StoredRow,
+  ToSchedule,
+  TopicFields,
+} from '../partitioned/driver.js';
+import { VISIBILITY_REASON, type MessageStatus } from '../queue/message.js';
+import type { RateLimit } from '../queue/topics.js';
+import type { MessageInfo } from '../queue/types.js';
+import { checkOption, checkOptionsObject, invalidOption } from '../validate.js';
+import { install, schemaOf } from './install.js';
+import { ChannelListener } from './listener.js';
+import { type PgPool, loadPg, named } from './pg.js';
+import { PostgresReads, num } from './reads.js';
+import { ScheduleArgs } from './schedule-args.js';
+
+export interface PostgresDriverOptions {
+  /** A connection string, or a pool of the application's (then left open by close()). */
+  postgres: string | PgPool;
+  /** The queue's name: 1 to 64 of A-Z a-z 0-9 . _ : - (its schema is `tickwheel_<queue>`). */
+  queue: string;
+  /** Connections of the pool made from a connection string (default 10). */
+  poolSize?: number;
+  /** The most a statement may run before PostgreSQL cancels it (default 10,000 ms). */
+  statementTimeoutMs?: number;
+  /**
+   * How often at most the tables of finished segments are looked for and dropped, after a
+   * load (default 10,000 ms; 0: only when reap() is called).
+   */
+  reapEveryMs?: number;
+  /** Errors of the LISTEN connection and of reaping, both retried by themselves (default: ignored). */
+  onError?: (err: Error) => void;
+}
+
+const QUEUE_NAME = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** Each status, by its letter in a state (sql/tables.sql): S R I D A C. */
+const STATUS: MessageStatus[] = ['scheduled', 'ready', 'inflight', 'dead', 'acked', 'cancelled'];
+
+/** Tables of records dropped per reap() call. */
+const REAP_MOST = 16;
+
+export class PostgresDriver extends PostgresReads implements PartitionDriver {
+  readonly durability: { setting: string; option: string; reason: string };
+  private readonly ownPool: boolean;
+  private readonly reapEveryMs: number;
+  private readonly onError: (err: Error) => void;
+  private reaping: Promise<unknown> | undefined;
+  private lastReap = 0;
+  private closed = false;
+
+  private constructor(
+    private readonly pool: PgPool,
+    private readonly listener: ChannelListener,
+    options: {
+      schema: string;
+      ownPool: boolean;
+      synchronousCommit: string;
+      reapEveryMs: number;
+      onError: (err: Error) => void;
+    },
+  ) {
+    super(pool, options.schema);
+    this.reapEveryMs = options.reapEveryMs;
+    this.onError = options.onError;
+    this.ownPool = options.ownPool;
+    const setting = options.synchronousCommit;
+    this.durability = {
+      setting,
+      option: 'synchronous_commit',
+      reason:
+        setting === 'off'
+          ? 'synchronous_commit is off: a commit is acknowledged before it is on disk, and a crash of PostgreSQL loses the last ones'
+          : setting === 'remote_apply' || setting === 'on' || setting === 'remote_write'
+            ? `synchronous_commit is ${setting}: a commit is acknowledged once on disk, and on synchronous standbys when synchronous_standby_names names them`
+            : `synchronous_commit is ${setting}: a commit is acknowledged once on the primary's disk`,
+    };
+  }
+
+  /** Connects, makes or brings up to date the queue's schema, and reads synchronous_commit. */
+  static async open(options: PostgresDriverOptions): Promise<PostgresDriver> {
+    checkOptionsObject(options, 'PostgresDriver options');
+    const { queue, postgres } = options;
+    if (typeof queue !== 'string' || !QUEUE_NAME.test(queue)) {
+      throw new TickwheelRangeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        `queue must be 1 to 64 of A-Z a-z 0-9 . _ : -, got ${JSON.stringify(queue)}`,
+      );
+    }
+    const poolSize = checkOption(options.poolSize ?? 10, 'poolSize', 1, 1_000, true);
+    const timeout = checkOption(options.statementTimeoutMs ?? 10_000, 'statementTimeoutMs', 1);
+    const reapEveryMs = checkOption(options.reapEveryMs ?? 10_000, 'reapEveryMs', 0);
+    const ownPool = typeof postgres === 'string';
+    if (!ownPool && typeof (postgres as PgPool | undefined)?.query !== 'function') {
+      throw invalidOption('postgres must be a connection string or a pg.Pool');
+    }
+    const pg = await loadPg();
+    const config = { connectionString: postgres, statement_timeout: timeout };
+    const pool = ownPool ? new pg.Pool({ ...config, max: poolSize }) : (postgres as PgPool);
+    // An idle connection of our own pool that drops is replaced at the next query.
+    if (ownPool) pool.on('error', () => undefined);
+    const schema = schemaOf(queue);
+    const onError = options.onError ?? (() => undefined);
+    const listener = new ChannelListener(
+      async () => new pg.Client(ownPool ? config : listenConfig(pool as PgPool)),
+      schema,
+      onError,
+    );
+    try {
+      // One connection for the transaction: a pool may run each query on another.
+      const client = await pool.connect();
+      try {
+        await install(client, queue, schema, schema);
+        client.release();
+      } catch (err) {
+        // A connection whose transaction may still be open goes, not back to the pool.
+        client.release(true);
+        throw err;
+      }
+      const shown = await pool.query('SHOW synchronous_commit');
+      const setting = String(shown.rows[0]?.synchronous_commit ?? 'on');
+      return new PostgresDriver(pool, listener, {
+        schema,
+        ownPool,
+        synchronousCommit: setting,
+        reapEveryMs,
+        onError,
+      });
+    } catch (err) {
+      if (ownPool) await pool.end().catch(() => undefined);
+      throw named(err, `opening queue ${queue}`);
+    }
+  }
+
+  async config(partitions: number, windowMs: number) {
+    const row = await this.one(
+      'tw_config',
+      `SELECT ${this.fn('tw_config')}($1::int, $2::bigint) AS v`,
+      [partitions, windowMs],
+    );
+    const [stored, window] = row.v as string[];
+    return { partitions: num(stored), windowMs: num(window) };
+  }
+
+  async heartbeat(node: string, ttlMs: number): Promise<string[]> {
+    const row = await this.one(
+      'tw_heartbeat',
+      `SELECT ${this.fn('tw_heartbeat')}($1, $2::bigint) AS v`,
+      [node, Math.max(0, Math.floor(ttlMs))],
+    );
+    return row.v as string[];
+  }
+
+  async tokens(topic: string, limit: RateLimit, want: number) {
+    const sql = `SELECT ${this.fn('tw_tokens')}($1, $2, $3, $4::bigint) AS v`;
+    const args = [topic, String(limit.perSecond), String(limit.burst), Math.trunc(want)];
+    const [granted, retryInMs] = (await this.one('tw_tokens', sql, args)).v as string[];
+    return { granted: num(granted), retryInMs: num(retryInMs) };
+  }
+
+  async setTopicFields(
+    kind: TopicFields,
+    set: Record<string, string>,
+    clear: string[],
+    what: string,
+  ): Promise<void> {
+    const fields = Object.keys(set);
+    await this.call(
+      what,
+      `WITH cleared AS (DELETE FROM ${this.q}.topic_fields WHERE kind = $1 AND field = ANY($4::text[]))
+       INSERT INTO ${this.q}.topic_fields (kind, field, value)
+       SELECT $1, f, v FROM unnest($2::text[], $3::text[]) AS x(f, v)
+       ON CONFLICT (kind, field) DO UPDATE SET value = excluded.value`,
+      [kind, fields, fields.map((field) => set[field]), clear.filter((f) => !(f in set))],
+    );
+  }
+
+  async lease(partition: number, op: 'acquire' | 'renew' | 'release', by: Owner, leaseMs: number) {
+    const sql = `SELECT granted, epoch, born FROM ${this.fn('tw_lease')}($1::int, $2, $3, $4::bigint, $5::bigint)`;
+    const ttl = op === 'release' ? 0 : Math.floor(leaseMs);
+    const row = await this.one(`tw_lease ${op}`, sql, [partition, op, by.node, by.epoch, ttl]);
+    return { granted: row.granted === true, epoch: num(row.epoch), born: String(row.born) };
+  }
+
+  /** A COMMIT answered is on the primary's disk, and on synchronous standbys as configured. */
+  async grantKept(_partition: number, _timeoutMs: number): Promise<boolean> {
+    return true;
+  }
+
+  async schedule(partition: number, entries: readonly ScheduleEntry[]): Promise<ScheduleAnswer> {
+    const args = new ScheduleArgs(entries);
+    const sql =
+      `SELECT ${this.fn('tw_schedule')}($1::int, $2::text[], $3::int[], $4::float8[], ` +
+      `$5::bigint[], $6::text[], $7::bytea[], $8::int[], $9::bigint[], $10::float8[], ` +
+      `$11::float8[], $12::text[]) AS v`;
+    const row = await this.one('tw_schedule', sql, [partition, ...args.values()]);
+    const answer = row.v as {
+      existing: Array<number | null>;
+      loadedUntil: number;
+      where: unknown[];
+    };
+    const where: ScheduleAnswer['where'] = [];
+    for (const place of answer.where as Array<Array<string | number>>) {
+      for (let i = 0; i < place.length; i += 2) {
+        where.push({ segment: String(place[i]), first: num(place[i + 1]) });
+      }
+    }
+    return {
+      existing: answer.existing.map((due) => (due === null ? undefined : num(due))),
+      loadedUntil: num(answer.loadedUntil),
+      where,
+    };
+  }
+
+  async scheduleOnce(partition: number, markMs: number, m: ToSchedule): Promise<boolean> {
+    const sql =
+      `SELECT ${this.fn('tw_schedule_once')}($1::int, $2::bigint, $3, $4::int, $5::float8, ` +
+      `$6::bigint, $7, $8::bytea) AS v`;
+    const values = [partition, Math.ceil(markMs), m.id, m.bucket, m.deliverAt, m.window, m.topic];
+    const row = await this.one('tw_schedule_once', sql, [...values, m.record]);
+    return row.v === true;
+  }
+
+  /** Nothing to wait for: each call's COMMIT is as durable as synchronous_commit makes it. */
+  async durable(_partition: number, _what: string): Promise<void> {}
+
+  async get(at: At): Promise<MessageInfo | undefined> {
+    const sql = `SELECT ${this.fn('tw_get')}($1::int, $2, $3::int) AS v`;
+    const state = (await this.one('tw_get', sql, [at.partition, at.id, at.bucket])).v as
+      string[] | null;
+    if (state === null || state === undefined) return undefined;
+    const [status, due, attempts, topic] = state;
+    const info = { id: at.id, topic, status: STATUS['SRIDAC'.indexOf(status)] };
+    return { ...info, deliverAt: num(due), attempts: num(attempts) };
+  }
+
+  async stored(at: At) {
+    const sql = `SELECT due, rec FROM ${this.fn('tw_record')}($1::int, $2, $3::int)`;
+    const row = await this.one('tw_record', sql, [at.partition, at.id, at.bucket]);
+    if (row.rec === null || row.rec === undefined) return undefined;
+    return { deliverAt: num(row.due), record: row.rec as Buffer };
+  }
+
+  async cancel(at: At) {
+    const sql = `SELECT topic, due, attempts FROM ${this.fn('tw_cancel')}($1::int, $2, $3::int)`;
+    const row = await this.one('tw_cancel', sql, [at.partition, at.id, at.bucket]);
+    if (row.topic === null || row.topic === undefined) return undefined;
+    return { topic: String(row.topic), deliverAt: num(row.due), attempts: num(row.attempts) };
+  }
+
+  async move(kind: 'reschedule' | 'requeue', at: At, due: number, window: number) {
+    const sql = `SELECT ${this.fn('tw_move')}($1, $2::int, $3, $4::int, $5::float8, $6::bigint) AS v`;
+    const values = [kind, at.partition, at.id, at.bucket, due, window];
+    return (await this.one(`tw_move ${kind}`, sql, values)).v === true;
+  }
+
+  async load(partition: number, by: Owner, to: number, rotate: boolean) {
+    const sql = `SELECT ${this.fn('tw_load')}($1::int, $2, $3::bigint, $4::bigint, $5::boolean) AS v`;
+    const values = [partition, by.node, by.epoch, Math.floor(to), rotate];
+    const answer = (await this.one('tw_load', sql, values)).v as string[] | null;
+    if (answer === null || answer === undefined) return undefined;
+    this.reapSoon();
+    return { loadedUntil: num(answer[0]), near: `n${answer[1]}`, seq: num(answer[2]) };
+  }
+
+  async read(partition: number, seg: string, from: number, max: number) {
+    const sql = `SELECT * FROM ${this.fn('tw_read')}($1::int, $2, $3::int, $4::int)`;
+    const row = await this.one('tw_read', sql, [partition, seg, from, max]);
+    const idx = (row.idx as number[] | null) ?? [];
+    const live: StoredRow[] = idx.map((index, i) => ({
+      id: (row.ids as string[])[i],
+      index,
+      status: (row.status as string[])[i],
+      deliverAt: num((row.due as number[])[i]),
+      attempts: num((row.attempts as number[])[i]),
+      record: (row.recs as Buffer[])[i],
+    }));
+    return { scanned: num(row.scanned), live };
+  }
+
+  async fire(partition: number, by: Owner, skewMs: number, at: readonly Placed[]) {
+    const sql =
+      `SELECT fired, early, seq FROM ${this.fn('tw_fire')}($1::int, $2, $3::bigint, $4::bigint, ` +
+      `$5::text[], $6::int[], $7::text[], $8::int[])`;
+    const values = [partition, by.node, by.epoch, Math.floor(skewMs)];
+    const lists = [at.map((d) => d.id), at.map((d) => d.bucket), at.map((d) => d.seg)];
+    const row = await this.one('tw_fire', sql, [...values, ...lists, at.map((d) => d.index)]);
+    if (row.seq === null || row.seq === undefined) return undefined;
+    return { fired: num(row.fired), early: row.early as string[], seq: num(row.seq) };
+  }
+
+  async overdue(partition: number, upTo: number, max: number) {
+    const sql = `SELECT * FROM ${this.fn('tw_overdue')}($1::int, $2::bigint, $3::int)`;
+    const rows = await this.call('tw_overdue', sql, [partition, Math.floor(upTo), max]);
+    return rows.map((row) => ({
+      id: String(row.id),
+      bucket: num(row.bucket),
+      attempts: num(row.attempts),
+      record: row.rec as Buffer,
+      deliverAt: num(row.due),
+    }));
+  }
+
+  async expire(partition: number, by: Owner, deliveries: readonly Retry[]) {
+    const sql =
+      `SELECT seq, outcomes FROM ${this.fn('tw_expire')}($1::int, $2, $3::bigint, $4::text[], ` +
+      `$5::int[], $6::float8[], $7::bigint[], $8)`;
+    const lists = [
+      deliveries.map((d) => d.id),
+      deliveries.map((d) => d.attempt),
+      deliveries.map((d) => d.due),
+      deliveries.map((d) => d.window),
+    ];
+    const row = await this.one('tw_expire', sql, [
+      partition,
+      by.node,
+      by.epoch,
+      ...lists,
+      VISIBILITY_REASON,
+    ]);
+    if (row.seq === null || row.seq === undefined) return undefined;
+    const outcomes = (row.outcomes as number[]).map((o): 'left' | 'retried' | 'dead' =>
+      o === 1 ? 'retried' : o === 2 ? 'dead' : 'left',
+    );
+    return { seq: num(row.seq), outcomes };
+  }
+
+  async take(
+    partition: number,
+    topic: string,
+    max: number,
+    visibilityMs: number,
+    maxBytes: number,
+  ) {
+    const sql = `SELECT * FROM ${this.fn('tw_take')}($1::int, $2, $3::int, $4::bigint, $5::bigint)`;
+    const values = [partition, topic, max, Math.ceil(visibilityMs), Math.floor(maxBytes)];
+    const rows = await this.call('tw_take', sql, values);
+    return rows.map((row) => ({
+      id: String(row.id),
+      attempts: num(row.attempts),
+      deliverAt: num(row.due),
+      record: row.rec as Buffer,
+    }));
+  }
+
+  /** `durable` asks for nothing more: the COMMIT was. */
+  async ack(
+    partition: number,
+    deliveries: readonly Delivery[],
+    _durable: boolean,
+  ): Promise<boolean[]> {
+    if (deliveries.length === 0) return [];
+    const sql = `SELECT ${this.fn('tw_ack')}($1::int, $2::text[], $3::int[]) AS v`;
+    const values = [partition, deliveries.map((d) => d.id), deliveries.map((d) => d.attempt)];
+    return (await this.one('tw_ack', sql, values)).v as boolean[];
+  }
+
+  async nack(partition: number, retry: Retry, reason: string, _durable: boolean) {
+    const sql = `SELECT ${this.fn('tw_nack')}($1::int, $2, $3::int, $4::float8, $5::bigint, $6) AS v`;
+    const values = [partition, retry.id, retry.attempt, retry.due, retry.window, reason];
+    const answer = (await this.one('tw_nack', sql, values)).v;
+    return answer === 'retry' || answer === 'dead' ? answer : undefined;
+  }
+
+  async sched(change: SchedChange): Promise<SchedAnswer> {
+    const sql = `SELECT ${this.fn('tw_sched')}($1, $2, $3::bigint, $4, $5, $6::bigint) AS v`;
+    const record = change.op === 'del' ? null : change.record;
+    const by = change.op === 'save' ? change.by : undefined;
+    const values = [change.op, change.name, change.version, record, by?.node ?? null];
+    const row = await this.one(`tw_sched ${change.op}`, sql, [...values, by?.epoch ?? null]);
+    const [done, version] = (row.v as string[]).map(num);
+    return { done: done === 1, fenced: done === -1, version };
+  }
+
+  subscribe(partition: number, listener: (event: string) => void) {
+    return this.listener.subscribe(partition, listener).catch((err: unknown) => {
+      throw named(err, 'LISTEN');
+    });
+  }
+
+  async problem(): Promise<string | undefined> {
+    const answered = this.pool.query('SELECT 1').then(
+      () => undefined,
+      (err: unknown) => `PostgreSQL did not answer: ${(err as Error).message}`,
+    );
+    const late = new Promise<string>((resolve) => {
+      const timer = setTimeout(() => resolve('PostgreSQL did not answer within a second'), 1_000);
+      void answered.finally(() => clearTimeout(timer));
+    });
+    return Promise.race([answered, late]);
+  }
+
+  /**
+   * Drops the tables of records whose segments hold nothing live any more, and folds the rows
+   * of counts: what frees the space of finished windows. The names of the tables dropped.
+   */
+  async reap(): Promise<string[]> {
+    await this.call('folding counts', `SELECT ${this.fn('fold')}()`, []);
+    const row = await this.one('reap', `SELECT ${this.fn('reap')}($1::int) AS v`, [REAP_MOST]);
+    return row.v as string[];
+  }
+
+  /** A reap in the background, one at a time, at most once per reapEveryMs. */
+  private reapSoon(): void {
+    const now = performance.now();
+    if (
+      this.reapEveryMs === 0 ||
+      this.reaping !== undefined ||
+      now - this.lastReap < this.reapEveryMs
+    )
+      return;
+    this.lastReap = now;
+    this.reaping = this.reap()
+      .catch((err: unknown) => {
+        if (!this.closed) this.onError(err as Error);
+      })
+      .finally(() => (this.reaping = undefined));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.reaping;
+    await this.listener.close();
+    if (this.ownPool) await this.pool.end();
+  }
+}
+
+/**
+ * The LISTEN connection's settings for a pool of the application's: the pool's own (pg.Pool
+ * keeps them in `options`), without what is the pool's alone.
+ */
+function listenConfig(pool: PgPool): Record<string, unknown> {
+  const options = (pool as unknown as { options?: Record<string, unknown> }).options ?? {};
+  const { max: _max, min: _min, idleTimeoutMillis: _idle, ...client } = options;
+  return client;
+}

@@ -1,0 +1,126 @@
+/**
+ * A queue's schema on PostgreSQL (sql/*.sql): its tables and the functions every call runs.
+ * The files name the schema `@Q@` (a quoted identifier), `@S@` (its name as a literal) and a few
+ * constants; they are filled in here and run in one transaction, under an advisory lock that
+ * makes two nodes opening the same queue take turns, and only when the stored version is not
+ * SCHEMA_VERSION. Every statement may run again (IF NOT EXISTS, CREATE OR REPLACE).
+ */
+
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+import { TickwheelStateError } from '../errors.js';
+import type { PgSession } from './pg.js';
+
+/** Bumped whenever a file of sql/ changes. */
+export const SCHEMA_VERSION = 1;
+
+/** tables first: the functions' types are its tables' rows; then each file after those it uses. */
+const FILES = 'tables records segments states leases messages loading deliveries recurring';
+
+/** What the files' placeholders stand for, apart from the schema's names. */
+const CONSTANTS = {
+  // Windows per table of records: with the default 30 s windows, a table per 64 minutes.
+  WINDOW_SPAN: '128',
+  // Near segments per table (numbered for the whole queue).
+  NEAR_SPAN: '64',
+  // Finished ids remembered per partition for get().
+  DONE_KEPT: '256',
+  // A near note longer than this is sent as 'n' alone (NOTIFY's payload is under 8,000 bytes).
+  NOTE_BYTES: '7900',
+} as const;
+
+/**
+ * The schema of a queue: `tickwheel_<queue>`; a name too long for an identifier (63 bytes) is
+ * cut, with a hash of the whole that keeps two queues apart.
+ */
+export function schemaOf(queue: string): string {
+  const whole = `tickwheel_${queue}`;
+  if (whole.length <= 63) return whole;
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < queue.length; i++) hash = Math.imul(hash ^ queue.charCodeAt(i), 0x01000193);
+  return `${whole.slice(0, 54)}_${(hash >>> 0).toString(16).padStart(8, '0')}`;
+}
+
+export function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+export function quoteLiteral(text: string): string {
+  return `'${text.replace(/'/g, "''")}'`;
+}
+
+/** The SQL that makes a queue's schema, files joined in order. */
+export function schemaSql(schema: string, channel: string): string {
+  const values: Record<string, string> = {
+    ...CONSTANTS,
+    Q: quoteIdent(schema),
+    S: quoteLiteral(schema),
+    CHANNEL: quoteLiteral(channel),
+  };
+  return FILES.split(' ')
+    .map((name) => {
+      const file = new URL(`./sql/${name}.sql`, import.meta.url);
+      let text: string;
+      try {
+        text = readFileSync(file, 'utf8');
+      } catch (cause) {
+        const message = `the PostgreSQL schema file ${fileURLToPath(file)} cannot be read: reinstall tickwheel`;
+        throw new TickwheelStateError('ERR_TICKWHEEL_FORMAT', message, { cause });
+      }
+      return text.replace(/@([A-Z_]+)@/g, (whole, key: string) => values[key] ?? whole);
+    })
+    .join('\n');
+}
+
+/** Makes or brings up to date a queue's schema; the queue's name is kept to tell two apart. */
+export async function install(
+  session: PgSession,
+  queue: string,
+  schema: string,
+  channel: string,
+): Promise<void> {
+  await session.query('BEGIN');
+  try {
+    await session.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+      `tickwheel.install.${schema}`,
+    ]);
+    const found = await session.query(`SELECT to_regclass($1) IS NOT NULL AS made`, [
+      `${quoteIdent(schema)}.config`,
+    ]);
+    let stored: { version?: string; queue?: string } = {};
+    if (found.rows[0]?.made === true) {
+      const rows = await session.query(
+        `SELECT key, value FROM ${quoteIdent(schema)}.config WHERE key IN ('version', 'queue')`,
+      );
+      stored = Object.fromEntries(rows.rows.map((row) => [row.key, row.value]));
+    }
+    if (stored.queue !== undefined && stored.queue !== queue) {
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_INVALID_STATE',
+        `PostgreSQL schema ${schema} holds queue ${JSON.stringify(stored.queue)}, not ` +
+          `${JSON.stringify(queue)}: rename one of the queues`,
+      );
+    }
+    if (Number(stored.version) > SCHEMA_VERSION) {
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_INVALID_STATE',
+        `PostgreSQL schema ${schema} was made by a newer tickwheel (schema version ` +
+          `${stored.version}, this one knows ${SCHEMA_VERSION}): upgrade this node`,
+      );
+    }
+    if (stored.version !== String(SCHEMA_VERSION)) {
+      await session.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+      await session.query(schemaSql(schema, channel));
+      await session.query(
+        `INSERT INTO ${quoteIdent(schema)}.config (key, value) VALUES ('version', $1), ('queue', $2)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+        [String(SCHEMA_VERSION), queue],
+      );
+    }
+    await session.query('COMMIT');
+  } catch (err) {
+    await session.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * `pg` (node-postgres), an optional peer dependency: loaded on first use, so that users without
+ * PostgreSQL never load it, and reported with the command that installs it when missing. The
+ * shapes below are the little of it the driver uses; a `pg.Pool` of the user's fits them.
+ */
+
+import {
+  TickwheelDependencyError,
+  TickwheelStateError,
+  TickwheelUnavailableError,
+} from '../errors.js';
+
+export const PG_PEER = { name: 'pg', range: '^8.11.0' } as const;
+
+export interface PgResult {
+  rows: Array<Record<string, unknown>>;
+}
+
+/** A connection, or a pool (each query on a connection of its own). */
+export interface PgSession {
+  query(text: string, values?: unknown[]): Promise<PgResult>;
+}
+
+export interface PgClient extends PgSession {
+  release(err?: Error | boolean): void;
+}
+
+export interface PgPool extends PgSession {
+  connect(): Promise<PgClient>;
+  end(): Promise<void>;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+}
+
+/** A connection of its own (LISTEN), outside any pool. */
+export interface PgListenClient extends PgSession {
+  connect(): Promise<void>;
+  end(): Promise<void>;
+  on(event: 'notification', listener: (m: { channel: string; payload?: string }) => void): unknown;
+  on(event: 'error' | 'end', listener: (err?: Error) => void): unknown;
+}
+
+export interface PgModule {
+  Pool: new (config: Record<string, unknown>) => PgPool;
+  Client: new (config: Record<string, unknown>) => PgListenClient;
+}
+
+let loaded: Promise<PgModule> | undefined;
+
+export function loadPg(): Promise<PgModule> {
+  loaded ??= pgFrom(import(PG_PEER.name)).catch((err: unknown) => {
+    loaded = undefined;
+    throw err;
+  });
+  return loaded;
+}
+
+/** The module an import of pg resolves to; a failed import is the missing peer, named. */
+export async function pgFrom(importing: Promise<unknown>): Promise<PgModule> {
+  let module: { default?: PgModule } & PgModule;
+  try {
+    module = (await importing) as { default?: PgModule } & PgModule;
+  } catch (cause) {
+    const install = `npm install ${PG_PEER.name}@8`;
+    const err = new TickwheelDependencyError(
+      `a queue on PostgreSQL needs ${PG_PEER.name}, an optional peer dependency of tickwheel ` +
+        `that is not installed: run \`${install}\``,
+      [PG_PEER.name],
+      install,
+    );
+    err.cause = cause;
+    throw err;
+  }
+  return module.default ?? module;
+}
+
+/** SQLSTATE classes of a server or a connection that is not there, or not now. */
+const UNAVAILABLE = /^(08|53|57|58|40P01|40001|55P03)/;
+
+/**
+ * An error of a call as a named one: the server or the connection not there (or a statement
+ * that ran out of time) is ERR_TICKWHEEL_UNAVAILABLE; a call the schema refused (SQLSTATE 22023,
+ * raised by sql/*.sql) or anything else PostgreSQL answered is ERR_TICKWHEEL_INVALID_STATE.
+ */
+export function named(err: unknown, what: string): Error {
+  if (err instanceof TickwheelStateError || err instanceof TickwheelUnavailableError) return err;
+  const code = (err as { code?: unknown } | null)?.code;
+  const message = err instanceof Error ? err.message : String(err);
+  if (typeof code === 'string' && !UNAVAILABLE.test(code) && /^[0-9A-Z]{5}$/.test(code)) {
+    return new TickwheelStateError(
+      'ERR_TICKWHEEL_INVALID_STATE',
+      `PostgreSQL refused ${what}: ${message} (SQLSTATE ${code})`,
+      { cause: err },
+    );
+  }
+  return new TickwheelUnavailableError(
+    'ERR_TICKWHEEL_UNAVAILABLE',
+    `PostgreSQL did not answer ${what}: ${message}`,
+    { cause: err },
+  );
+}

@@ -1,0 +1,156 @@
+/**
+ * What PostgresDriver reads without changing anything (counts, segments, windows, dead
+ * letters, lease holders, recurring schedules' records), and how every call of it is made:
+ * one statement on the pool, its errors named (pg.ts).
+ */
+
+import type { TopicFields } from '../partitioned/driver.js';
+import { quoteIdent } from './install.js';
+import { type PgSession, named } from './pg.js';
+
+export const num = (value: unknown): number => Number(value);
+
+export abstract class PostgresReads {
+  /** The queue's schema, which names its channel too. */
+  readonly schema: string;
+  /** The schema as an identifier. */
+  protected readonly q: string;
+
+  protected constructor(
+    protected readonly session: PgSession,
+    schema: string,
+  ) {
+    this.schema = schema;
+    this.q = quoteIdent(schema);
+  }
+
+  protected async call(what: string, text: string, values: unknown[]) {
+    try {
+      return (await this.session.query(text, values)).rows;
+    } catch (err) {
+      throw named(err, what);
+    }
+  }
+
+  /** The one row of a function's answer. */
+  protected async one(what: string, text: string, values: unknown[]) {
+    const rows = await this.call(what, text, values);
+    return rows[0] ?? {};
+  }
+
+  /** A function of the queue's schema. */
+  protected fn(name: string): string {
+    return `${this.q}.${name}`;
+  }
+
+  async topicFields(kind: TopicFields) {
+    const rows = await this.call(
+      'reading topic fields',
+      `SELECT field, value FROM ${this.q}.topic_fields WHERE kind = $1`,
+      [kind],
+    );
+    const fields: Record<string, string> = {};
+    for (const row of rows) fields[String(row.field)] = String(row.value);
+    return { where: `PostgreSQL table ${this.schema}.topic_fields (${kind})`, fields };
+  }
+
+  async leaseHolders() {
+    const rows = await this.call(
+      'reading lease holders',
+      `SELECT owner, until FROM ${this.q}.leases ORDER BY part`,
+      [],
+    );
+    return rows.map((row) => {
+      const owner = String(row.owner);
+      return { owner, until: owner === '' ? 0 : num(row.until) };
+    });
+  }
+
+  async nearSegments(partition: number): Promise<string[]> {
+    const sql = `SELECT ${this.fn('seg_name')}(seg) AS name FROM ${this.fn('live')}($1::int) WHERE seg < 0 ORDER BY seg DESC`;
+    return (await this.call('reading near segments', sql, [partition])).map((r) => String(r.name));
+  }
+
+  async windows(partition: number, from: number, before: number, limit?: number) {
+    const sql =
+      `SELECT seg FROM ${this.fn('live')}($1::int) WHERE seg >= 0 AND seg >= $2::float8 ` +
+      `AND seg < $3::float8 ORDER BY seg LIMIT $4::bigint`;
+    const lo = Number.isFinite(from) ? from : 0;
+    const hi = Number.isFinite(before) ? before : Number.MAX_SAFE_INTEGER;
+    const rows = await this.call('reading windows', sql, [partition, lo, hi, limit ?? null]);
+    return rows.map((row) => num(row.seg));
+  }
+
+  async earliestVisibility(partition: number): Promise<number> {
+    const sql = `SELECT min(at) AS at FROM ${this.q}.states WHERE part = $1 AND status = 'I'`;
+    const row = await this.one('reading visibility deadlines', sql, [partition]);
+    return row.at === null || row.at === undefined ? Infinity : num(row.at);
+  }
+
+  async readyCount(partition: number, topic: string): Promise<number> {
+    const sql = `SELECT count(*) AS n FROM ${this.q}.states WHERE part = $1 AND topic = $2 AND status = 'R'`;
+    return num((await this.one('counting ready messages', sql, [partition, topic])).n);
+  }
+
+  async counts(partition: number): Promise<Record<string, number>> {
+    const sql =
+      `SELECT topic || '|' || status::text AS field, sum(n) AS n FROM ${this.q}.counts ` +
+      `WHERE part = $1 GROUP BY topic, status HAVING sum(n) <> 0`;
+    const counts: Record<string, number> = {};
+    for (const row of await this.call('reading counts', sql, [partition])) {
+      counts[String(row.field)] = num(row.n);
+    }
+    return counts;
+  }
+
+  async segmentSizes(partition: number): Promise<Record<string, number>> {
+    const sql = `SELECT ${this.fn('seg_name')}(seg) AS name, live FROM ${this.fn('live')}($1::int)`;
+    const sizes: Record<string, number> = {};
+    for (const row of await this.call('reading segments', sql, [partition])) {
+      sizes[String(row.name)] = num(row.live);
+    }
+    return sizes;
+  }
+
+  async loadedUntil(partition: number): Promise<number> {
+    const sql = `SELECT loaded_until FROM ${this.q}.horizons WHERE part = $1`;
+    return num((await this.one('reading loadedUntil', sql, [partition])).loaded_until ?? 0);
+  }
+
+  async dead(partition: number, topic: string, limit: number) {
+    const sql =
+      `SELECT id, at FROM ${this.q}.states WHERE part = $1 AND topic = $2 AND status = 'D' ` +
+      `ORDER BY at LIMIT $3`;
+    const rows = await this.call('reading dead letters', sql, [partition, topic, limit]);
+    return rows.map((row) => ({ id: String(row.id), died: num(row.at) }));
+  }
+
+  async reasons(partition: number, ids: readonly string[]) {
+    const sql =
+      `SELECT r.reason FROM unnest($2::text[]) WITH ORDINALITY AS x(id, k) ` +
+      `LEFT JOIN ${this.q}.reasons r ON r.part = $1 AND r.id = x.id ORDER BY x.k`;
+    const rows = await this.call('reading reasons', sql, [partition, ids]);
+    return rows.map((row) => (row.reason === null ? undefined : String(row.reason)));
+  }
+
+  async schedRecord(name: string): Promise<string | undefined> {
+    const sql = `SELECT version || '|' || record AS v FROM ${this.q}.sched WHERE name = $1`;
+    const row = await this.one('reading a recurring schedule', sql, [name]);
+    return row.v === undefined ? undefined : String(row.v);
+  }
+
+  async schedRecords(): Promise<Record<string, string>> {
+    const sql = `SELECT name, version || '|' || record AS v FROM ${this.q}.sched`;
+    const records: Record<string, string> = {};
+    for (const row of await this.call('reading recurring schedules', sql, [])) {
+      records[String(row.name)] = String(row.v);
+    }
+    return records;
+  }
+
+  async schedChanges(): Promise<string | null> {
+    const sql = `SELECT value FROM ${this.q}.config WHERE key = 'schedChanges'`;
+    const row = await this.one('reading recurring schedule changes', sql, []);
+    return row.value === undefined ? null : String(row.value);
+  }
+}

@@ -1,0 +1,161 @@
+-- Segments and the tables that hold them (tables.sql). A span's table is made by the first
+-- append into it (or the load that starts a near segment in it), and dropped by reap() once
+-- every segment of the span is empty and none is a partition's current near segment.
+--
+-- Locks: an append holds the span's advisory lock shared until its transaction ends; reap()
+-- takes it exclusively, only if free, and gives up on the DROP after a short lock_timeout.
+-- So a table is never dropped under an append, and reap() never makes a call wait for long.
+
+CREATE OR REPLACE FUNCTION @Q@.now_ms() RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+  SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+$$;
+
+-- 'w<window>' or 'n<k>' -> seg; NULL for a name that is neither (or a window before 1970).
+CREATE OR REPLACE FUNCTION @Q@.seg_of(name text) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT AS $$
+  SELECT CASE
+    WHEN name ~ '^w(0|[1-9][0-9]{0,15})$' THEN substr(name, 2)::bigint
+    WHEN name ~ '^n(0|[1-9][0-9]{0,15})$' THEN -1 - substr(name, 2)::bigint
+  END
+$$;
+
+CREATE OR REPLACE FUNCTION @Q@.seg_name(seg bigint) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT AS $$
+  SELECT CASE WHEN seg >= 0 THEN 'w' || seg ELSE 'n' || (-1 - seg) END
+$$;
+
+-- The span of a segment: its table's name suffix and range of seg [lo, hi).
+CREATE OR REPLACE FUNCTION @Q@.span_of(seg bigint, OUT suffix text, OUT lo bigint, OUT hi bigint)
+LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+DECLARE
+  first bigint;
+BEGIN
+  IF seg >= 0 THEN
+    first := seg - seg % @WINDOW_SPAN@;
+    suffix := 'w' || first;
+    lo := first;
+    hi := first + @WINDOW_SPAN@;
+  ELSE
+    first := (-1 - seg) - (-1 - seg) % @NEAR_SPAN@;
+    suffix := 'n' || first;
+    lo := -first - @NEAR_SPAN@;
+    hi := -first;
+  END IF;
+END
+$$;
+
+-- The span's table exists and cannot be dropped before this transaction ends.
+CREATE OR REPLACE FUNCTION @Q@.hold_span(seg bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  span record := @Q@.span_of(seg);
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(hashtextextended(@S@ || '.use.' || span.suffix, 0));
+  IF to_regclass(format('%I.%I', @S@, 'records_' || span.suffix)) IS NOT NULL THEN
+    RETURN;
+  END IF;
+  -- Makers of one span take turns; the second sees the first's table once it committed.
+  PERFORM pg_advisory_xact_lock(hashtextextended(@S@ || '.make.' || span.suffix, 0));
+  IF to_regclass(format('%I.%I', @S@, 'records_' || span.suffix)) IS NULL THEN
+    EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.records FOR VALUES FROM (%s) TO (%s)',
+      @S@, 'records_' || span.suffix, @S@, span.lo, span.hi);
+    EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.tombs FOR VALUES FROM (%s) TO (%s)',
+      @S@, 'tombs_' || span.suffix, @S@, span.lo, span.hi);
+  END IF;
+END
+$$;
+
+-- Makes room for k records of a partition in a segment: the index of the first (the caller
+-- inserts them). The segment's row stays locked to the end of the transaction.
+CREATE OR REPLACE FUNCTION @Q@.reserve(p int, s bigint, k int) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  first int;
+BEGIN
+  PERFORM @Q@.hold_span(s);
+  INSERT INTO @Q@.segments AS g (seg, part, next) VALUES (s, p, k)
+  ON CONFLICT (seg, part) DO UPDATE SET next = g.next + k
+  RETURNING g.next - k INTO first;
+  RETURN first;
+END
+$$;
+
+-- Appends one record: its index.
+CREATE OR REPLACE FUNCTION @Q@.append(p int, s bigint, rec bytea) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  i int := @Q@.reserve(p, s, 1);
+BEGIN
+  INSERT INTO @Q@.records (seg, part, idx, rec) VALUES (s, p, i, rec);
+  RETURN i;
+END
+$$;
+
+-- One record fewer is live in the segment (reap() drops its table once the span is empty).
+CREATE OR REPLACE FUNCTION @Q@.release(p int, s bigint) RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO @Q@.releases (seg, part, n) VALUES (s, p, 1)
+$$;
+
+-- Live records per segment of a partition (those with none left are not named).
+CREATE OR REPLACE FUNCTION @Q@.live(p int) RETURNS TABLE (seg bigint, live bigint)
+LANGUAGE sql STABLE AS $$
+  SELECT g.seg, g.next - coalesce(r.n, 0)
+  FROM @Q@.segments g
+  LEFT JOIN (SELECT x.seg, sum(x.n) AS n FROM @Q@.releases x WHERE x.part = p GROUP BY x.seg) r
+    ON r.seg = g.seg
+  WHERE g.part = p AND g.next - coalesce(r.n, 0) > 0
+$$;
+
+-- Folds the rows of `counts` and `releases` into one per key.
+CREATE OR REPLACE FUNCTION @Q@.fold() RETURNS void
+LANGUAGE sql AS $$
+  WITH gone AS (DELETE FROM @Q@.counts RETURNING *)
+  INSERT INTO @Q@.counts (part, topic, status, n)
+  SELECT part, topic, status, sum(n) FROM gone GROUP BY 1, 2, 3 HAVING sum(n) <> 0;
+  WITH gone AS (DELETE FROM @Q@.releases RETURNING *)
+  INSERT INTO @Q@.releases (seg, part, n)
+  SELECT seg, part, sum(n) FROM gone GROUP BY 1, 2;
+$$;
+
+-- Drops up to `most` span tables that hold nothing live: the names of those dropped.
+CREATE OR REPLACE FUNCTION @Q@.reap(most int) RETURNS text[]
+LANGUAGE plpgsql AS $$
+DECLARE
+  t record;
+  span record;
+  dropped text[] := '{}';
+BEGIN
+  FOR t IN
+    SELECT substr(c.relname, 9) AS suffix
+    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = to_regclass(format('%I.records', @S@))
+    ORDER BY c.relname
+  LOOP
+    EXIT WHEN cardinality(dropped) >= most;
+    IF t.suffix LIKE 'w%' THEN
+      span := @Q@.span_of(substr(t.suffix, 2)::bigint);
+    ELSE
+      span := @Q@.span_of(-1 - substr(t.suffix, 2)::bigint);
+    END IF;
+    CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtextextended(@S@ || '.use.' || span.suffix, 0));
+    CONTINUE WHEN EXISTS (SELECT 1 FROM @Q@.segments g
+      WHERE g.seg >= span.lo AND g.seg < span.hi AND g.next > coalesce((SELECT sum(r.n)
+        FROM @Q@.releases r WHERE r.seg = g.seg AND r.part = g.part), 0));
+    CONTINUE WHEN EXISTS (SELECT 1 FROM @Q@.horizons
+      WHERE -1 - near >= span.lo AND -1 - near < span.hi);
+    BEGIN
+      SET LOCAL lock_timeout = '200ms';
+      EXECUTE format('DROP TABLE %I.%I, %I.%I', @S@, 'records_' || span.suffix,
+        @S@, 'tombs_' || span.suffix);
+      DELETE FROM @Q@.segments WHERE seg >= span.lo AND seg < span.hi;
+      DELETE FROM @Q@.releases WHERE seg >= span.lo AND seg < span.hi;
+      dropped := dropped || span.suffix;
+    EXCEPTION WHEN lock_not_available THEN
+      NULL;
+    END;
+  END LOOP;
+  RETURN dropped;
+END
+$$;

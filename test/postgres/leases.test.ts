@@ -1,0 +1,203 @@
+/**
+ * PostgresDriver's shared state besides messages: leases with epochs and born, members, the
+ * queue's fixed settings, token buckets, topic fields, recurring schedules' records with
+ * versions and fencing, and occurrences made once while their mark lives.
+ */
+
+import { describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { postgresInstalled } from '../../scripts/postgres.mjs';
+import { waitFor } from '../support/wait-for.js';
+import { at, message, own, withPostgres } from './with-postgres.js';
+
+describe.runIf(postgresInstalled())('PostgresDriver: leases, members and settings', () => {
+  const pg = withPostgres();
+
+  it('keeps the fixed settings the first node wrote', async () => {
+    const driver = await pg.open('settings', 4);
+    expect(await driver.config(16, 1_000)).toEqual({ partitions: 4, windowMs: 30_000 });
+    expect(await driver.leaseHolders()).toEqual(Array(4).fill({ owner: '', until: 0 }));
+  });
+
+  it('grants one holder at a time, each grant with a newer epoch, and names when data was born', async () => {
+    const driver = await pg.open();
+    const a = { node: 'a', epoch: 0 };
+    const first = await driver.lease(0, 'acquire', a, 30_000);
+    expect(first).toMatchObject({ granted: true, epoch: 1 });
+    expect(Number(first.born)).toBeGreaterThan(Date.now() - 60_000);
+    expect(await driver.lease(0, 'acquire', { node: 'b', epoch: 0 }, 30_000)).toEqual({
+      granted: false,
+      epoch: 1,
+      born: first.born,
+    });
+    const holders = await driver.leaseHolders();
+    expect(holders[0].owner).toBe('a');
+    expect(holders[0].until).toBeGreaterThan(Date.now());
+    expect(await driver.lease(0, 'renew', { node: 'a', epoch: 1 }, 30_000)).toMatchObject({
+      granted: true,
+    });
+    expect(await driver.lease(0, 'renew', { node: 'a', epoch: 0 }, 30_000)).toMatchObject({
+      granted: false,
+    });
+    expect(await driver.lease(0, 'release', { node: 'b', epoch: 1 }, 0)).toMatchObject({
+      granted: false,
+    });
+    expect(await driver.lease(0, 'release', { node: 'a', epoch: 1 }, 0)).toMatchObject({
+      granted: true,
+    });
+    const second = await driver.lease(0, 'acquire', { node: 'b', epoch: 0 }, 30_000);
+    expect(second).toEqual({ granted: true, epoch: 2, born: first.born });
+    // Another partition is born on its own first grant.
+    expect((await driver.lease(1, 'release', a, 0)).born).toBe('');
+    expect(await driver.grantKept(0, 1_000)).toBe(true);
+  });
+
+  it("lets a lease run out by the store's clock: renew refused, acquire by another granted", async () => {
+    const driver = await pg.open();
+    const lease = await driver.lease(3, 'acquire', { node: 'a', epoch: 0 }, 50);
+    await waitFor(
+      async () => (await driver.lease(3, 'acquire', { node: 'b', epoch: 0 }, 30_000)).granted,
+    );
+    expect(await driver.lease(3, 'renew', { node: 'a', epoch: lease.epoch }, 30_000)).toMatchObject(
+      { granted: false },
+    );
+  });
+
+  it('refuses a bad call with a named error, changing nothing', async () => {
+    const driver = await pg.open();
+    await expect(driver.lease(0, 'acquire', { node: 'a', epoch: 0 }, 0)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_STATE',
+    });
+    await expect(driver.lease(9, 'acquire', { node: 'a', epoch: 0 }, 1_000)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_STATE',
+    });
+    await expect(driver.read(0, 'x1', 0, 10)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_STATE',
+    });
+    await expect(
+      driver.schedule(9, [message({ id: 'lost', deliverAt: Date.now() })]),
+    ).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_STATE',
+    });
+    expect(await driver.counts(0)).toEqual({});
+    expect((await driver.lease(0, 'acquire', { node: 'a', epoch: 0 }, 1_000)).epoch).toBe(1);
+  });
+
+  it('lists members while their heartbeats last, sorted', async () => {
+    const driver = await pg.open();
+    expect(await driver.heartbeat('node-b', 30_000)).toEqual(['node-b']);
+    expect(await driver.heartbeat('node-a', 30_000)).toEqual(['node-a', 'node-b']);
+    expect(await driver.heartbeat('node-c', 1)).toContain('node-a');
+    await waitFor(async () => !(await driver.heartbeat('node-a', 30_000)).includes('node-c'));
+    expect(await driver.heartbeat('node-b', 0)).toEqual(['node-a']);
+  });
+
+  it('shares a token bucket: full at first, empty after a burst, given back only under the same limit', async () => {
+    const driver = await pg.open();
+    const limit = { perSecond: 1, burst: 3 };
+    expect(await driver.tokens('mail', limit, 2)).toEqual({ granted: 2, retryInMs: 0 });
+    expect(await driver.tokens('mail', limit, 5)).toEqual({ granted: 1, retryInMs: 0 });
+    const empty = await driver.tokens('mail', limit, 1);
+    expect(empty.granted).toBe(0);
+    expect(empty.retryInMs).toBeGreaterThan(0);
+    expect(empty.retryInMs).toBeLessThanOrEqual(1_000);
+    expect(await driver.tokens('mail', { perSecond: 2, burst: 3 }, -1)).toEqual({
+      granted: 0,
+      retryInMs: 0,
+    });
+    await driver.tokens('mail', limit, -2);
+    expect((await driver.tokens('mail', limit, 2)).granted).toBe(2);
+    // Another topic's bucket is its own.
+    expect((await driver.tokens('sms', limit, 3)).granted).toBe(3);
+  });
+
+  it('sets and clears topic fields', async () => {
+    const driver = await pg.open();
+    await driver.setTopicFields(
+      'settings',
+      { 'mail|paused': 'true', 'sms|paused': 'true' },
+      [],
+      'pausing',
+    );
+    await driver.setTopicFields('push', { mail: '{"url":"http://x"}' }, [], 'push');
+    await driver.setTopicFields(
+      'settings',
+      { 'mail|rateLimit': '{"perSecond":5}' },
+      ['sms|paused'],
+      'x',
+    );
+    const { fields, where } = await driver.topicFields('settings');
+    expect(fields).toEqual({ 'mail|paused': 'true', 'mail|rateLimit': '{"perSecond":5}' });
+    expect(where).toContain('topic_fields');
+    expect((await driver.topicFields('push')).fields).toEqual({ mail: '{"url":"http://x"}' });
+  });
+
+  it("keeps recurring schedules' records by version, and fences a save by a former holder of partition 0", async () => {
+    const driver = await pg.open();
+    const changes = await driver.schedChanges();
+    const put = await driver.sched({ op: 'put', name: 'daily', version: 0, record: '{"a":1}' });
+    expect(put).toMatchObject({ done: true, fenced: false });
+    expect(await driver.schedChanges()).not.toBe(changes);
+    expect(await driver.sched({ op: 'put', name: 'daily', version: 0, record: '{}' })).toEqual({
+      done: false,
+      fenced: false,
+      version: put.version,
+    });
+    const owner = await own(driver, 0);
+    const before = await driver.schedChanges();
+    const saved = await driver.sched({
+      op: 'save',
+      name: 'daily',
+      version: put.version,
+      record: '{"a":2}',
+      by: owner,
+    });
+    expect(saved.done).toBe(true);
+    expect(saved.version).toBeGreaterThan(put.version);
+    expect(await driver.schedChanges()).toBe(before);
+    expect(await driver.schedRecord('daily')).toBe(`${saved.version}|{"a":2}`);
+    const stale = { ...owner, epoch: owner.epoch - 1 };
+    expect(
+      await driver.sched({
+        op: 'save',
+        name: 'daily',
+        version: saved.version,
+        record: '{}',
+        by: stale,
+      }),
+    ).toEqual({
+      done: false,
+      fenced: true,
+      version: 0,
+    });
+    expect(await driver.sched({ op: 'del', name: 'daily', version: saved.version })).toEqual({
+      done: true,
+      fenced: false,
+      version: 0,
+    });
+    // One deleted meanwhile stays deleted; made again, it never has a version it had.
+    expect(
+      await driver.sched({ op: 'save', name: 'daily', version: 0, record: '{}', by: owner }),
+    ).toMatchObject({ done: false });
+    const again = await driver.sched({ op: 'put', name: 'daily', version: 0, record: '{"b":1}' });
+    expect(again.version).toBeGreaterThan(saved.version);
+    expect(await driver.schedRecords()).toEqual({ daily: `${again.version}|{"b":1}` });
+    expect(await driver.schedRecord('weekly')).toBeUndefined();
+  });
+
+  it('makes an occurrence at most once while its mark lives, again once cancelled', async () => {
+    const driver = await pg.open();
+    const due = Date.now() + 3_600_000;
+    const occurrence = message({ id: 'daily@1', deliverAt: due });
+    expect(await driver.scheduleOnce(1, 60_000, occurrence)).toBe(true);
+    expect(await driver.scheduleOnce(1, 60_000, occurrence)).toBe(false);
+    expect(await driver.counts(1)).toEqual({ 'invoice|S': 1 });
+    await driver.cancel(at(1, 'daily@1'));
+    expect(await driver.scheduleOnce(1, 60_000, occurrence)).toBe(true);
+    // A mark that ran out lets the occurrence be made again (here: found pending, not made).
+    const short = message({ id: 'daily@2', deliverAt: due });
+    expect(await driver.scheduleOnce(1, 1, short)).toBe(true);
+    await waitFor(async () => (await driver.scheduleOnce(1, 60_000, short)) === false);
+    expect(await driver.counts(1)).toEqual({ 'invoice|S': 2 });
+  });
+});
