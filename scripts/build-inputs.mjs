@@ -9,8 +9,9 @@
  *
  *   node scripts/build-inputs.mjs stamp   records the inputs of a build that just finished
  *   node scripts/build-inputs.mjs build   builds the stale parts only (tsc incrementally, with
- *                                         its build info in dist/, and the cluster's Lua copied
- *                                         beside it: scripts/lua.mjs), then records the stamp
+ *                                         its build info in dist/, and the files it reads
+ *                                         copied beside it: scripts/assets.mjs), then records
+ *                                         the stamp
  */
 
 import { spawnSync } from 'node:child_process';
@@ -19,7 +20,7 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { copyLua } from './lua.mjs';
+import { copyAssets } from './assets.mjs';
 
 export const STAMP = 'dist/.build-inputs.json';
 
@@ -113,7 +114,7 @@ function buildStale(root) {
   console.log(`building ${stale.join(' and ')} (inputs changed since the last build)`);
   if (stale.includes('tsc')) {
     run(root, 'node_modules/typescript/bin/tsc', ['-p', 'tsconfig.build.json']);
-    copyLua(root);
+    copyAssets(root);
   }
   if (stale.includes('dashboard')) {
     run(root, 'node_modules/vite/bin/vite.js', [

@@ -1,31 +1,22 @@
 /**
  * The cluster's Lua (src/cluster/lua/*.lua, the Functions library that src/cluster/library.ts
- * joins and loads).
+ * joins and loads; scripts/assets.mjs copies it into dist/).
  *
- *   node scripts/lua.mjs copy    copies the files beside the compiled library in dist/, where it
- *                                reads them (the build and `npm start`'s build run it)
  *   node scripts/lua.mjs check   checks each file's syntax with luac -p (Lua 5.1, as Valkey and
  *                                Redis run it); an error names the file and the line
  */
 
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const SOURCE = 'src/cluster/lua';
-const TARGET = 'dist/cluster/lua';
 
 function luaFiles(root) {
   return readdirSync(join(root, SOURCE))
     .filter((name) => name.endsWith('.lua'))
     .sort();
-}
-
-export function copyLua(root) {
-  mkdirSync(join(root, TARGET), { recursive: true });
-  for (const name of luaFiles(root))
-    copyFileSync(join(root, SOURCE, name), join(root, TARGET, name));
 }
 
 /** Exit status 0 when every file parses; 1 with luac's message otherwise, or without luac. */
@@ -54,10 +45,9 @@ function check(root) {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const root = dirname(dirname(fileURLToPath(import.meta.url)));
   const command = process.argv[2];
-  if (command === 'copy') copyLua(root);
-  else if (command === 'check') process.exit(check(root));
+  if (command === 'check') process.exit(check(root));
   else {
-    console.error('usage: node scripts/lua.mjs copy|check');
+    console.error('usage: node scripts/lua.mjs check');
     process.exit(2);
   }
 }

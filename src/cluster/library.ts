@@ -4,7 +4,7 @@
  * replicated and persisted with the data, so a promoted replica has it (the script cache
  * answers NOSCRIPT after a failover). Valkey loads it as one Lua chunk: the files are joined
  * after a header, and a file's `local` functions are seen only by the files after it, hence
- * the order of LIBRARY_FILES (copied to dist/ by scripts/lua.mjs).
+ * the order of LIBRARY_FILES (copied to dist/ by scripts/assets.mjs).
  */
 
 import { readFileSync } from 'node:fs';
