@@ -1,14 +1,12 @@
 // Exactly-once effects on at-least-once delivery: transfers between two accounts in PostgreSQL,
 // each message's writes committed in one transaction with its "done" mark. A message delivered
 // again (as after a crash between the commit and the ack) finds its key and changes nothing.
+// The queue lives in the same database (docs/postgres.md), on the application's pool.
 //
 // Uses DATABASE_URL if set; otherwise starts its own PostgreSQL (scripts/postgres.mjs, from this
 // repository) in a temporary directory.
 // Run: npm run build && node examples/idempotent-transfers.mjs
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
 import { idempotent, PostgresIdempotencyStore } from 'tickwheel/idempotent';
 import { DelayQueue } from 'tickwheel/queue';
@@ -17,7 +15,6 @@ const own = process.env.DATABASE_URL
   ? undefined
   : await (await import('../scripts/postgres.mjs')).startPostgres();
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL ?? own.url });
-const dir = mkdtempSync(join(tmpdir(), 'tickwheel-example-'));
 
 try {
   await pool.query('DROP TABLE IF EXISTS example_accounts');
@@ -25,7 +22,7 @@ try {
   await pool.query('INSERT INTO example_accounts VALUES (1, 100), (2, 100)');
 
   const store = new PostgresIdempotencyStore({ pool, table: 'example_processed' });
-  const queue = await DelayQueue.open({ dir });
+  const queue = await DelayQueue.open({ postgres: pool, queue: 'example-transfers' });
   const seen = [];
   const handler = idempotent(
     async (message, { client }) => {
@@ -57,7 +54,7 @@ try {
 
   // t-1 again, as a consumer that died after the commit and before the ack would get it.
   process.stdout.write('t-1 delivered again: ');
-  await handler(seen[0]);
+  await handler(seen.find((message) => message.id === 't-1'));
 
   const { rows } = await pool.query('SELECT id, balance FROM example_accounts ORDER BY id');
   console.log(`balances: ${rows.map((r) => `${r.id}=${r.balance}`).join(' ')}`);
@@ -68,5 +65,4 @@ try {
 } finally {
   await pool.end();
   await own?.stop();
-  rmSync(dir, { recursive: true, force: true });
 }

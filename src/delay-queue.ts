@@ -1,10 +1,12 @@
 /**
  * `tickwheel/queue`, the durable delay queue (the README shows it in use): the composition
  * root above src/queue, the checked facade over the embedded engine on a store, or over a node on
- * Valkey/Redis (`redis`: its code and @redis/client imported only then).
+ * Valkey/Redis (`redis`: its code and @redis/client imported only then) or on PostgreSQL
+ * (`postgres`: its code and pg imported only then).
  */
 
 import type { ClusterQueueOptions } from './cluster/backend.js';
+import type { PostgresQueueOptions } from './postgres/backend.js';
 import { checkClusterPeer } from './valkey/peer.js';
 import { checkKnownOptions, describe, invalidOption, optionNames } from './validate.js';
 import { CheckedQueue } from './queue/checked-queue.js';
@@ -27,6 +29,9 @@ export interface DelayQueueOpenOptions
 
 /** Options of a queue on Valkey/Redis: `redis` and the cluster's settings (docs/cluster.md). */
 export type DelayQueueRedisOptions = ClusterQueueOptions;
+
+/** Options of a queue on PostgreSQL: `postgres` and the partitioned queue's settings. */
+export type DelayQueuePostgresOptions = PostgresQueueOptions;
 
 /** The options of QueueOptions: every queue, embedded or on Valkey/Redis, takes them. */
 const QUEUE_OPTIONS = {
@@ -64,8 +69,25 @@ const REDIS_OPTIONS = optionNames<DelayQueueRedisOptions>({
   onError: true,
 });
 
-/** Options of the embedded queue that mean nothing for a queue on Valkey/Redis. */
-const EMBEDDED_ONLY = OPEN_OPTIONS.filter((name) => !REDIS_OPTIONS.includes(name));
+/** Every option of a queue on PostgreSQL. */
+const POSTGRES_OPTIONS = optionNames<DelayQueuePostgresOptions>({
+  ...QUEUE_OPTIONS,
+  postgres: true,
+  queue: true,
+  partitions: true,
+  windowMs: true,
+  leaseMs: true,
+  nodeId: true,
+  maxClockSkewMs: true,
+  poolSize: true,
+  statementTimeoutMs: true,
+  onError: true,
+});
+
+/** Options of the embedded queue that mean nothing for a queue on Valkey/Redis or PostgreSQL. */
+const EMBEDDED_ONLY = OPEN_OPTIONS.filter(
+  (name) => !REDIS_OPTIONS.includes(name) && !POSTGRES_OPTIONS.includes(name),
+);
 
 /** The keys of T that are not optional. */
 type RequiredKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? never : K }[keyof T];
@@ -93,7 +115,8 @@ const STORE_METHODS: Record<RequiredKeys<Store>, true> = {
 
 const OPEN_USAGE =
   "{ dir: './data' } for a queue on a data directory, { store: new MemoryStore() } for one in " +
-  "memory, or { redis: 'redis://host:6379' } for one on Valkey/Redis";
+  "memory, { redis: 'redis://host:6379' } for one on Valkey/Redis, or { postgres: " +
+  "'postgres://host/db' } for one on PostgreSQL";
 
 /** Checks the `store` option: an object with every method of a Store (MemoryStore, FileStore). */
 function checkStore(store: unknown): Store {
@@ -115,12 +138,16 @@ function checkStore(store: unknown): Store {
 export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
   /** Opens (and recovers) a queue, or this process's node of one on Valkey/Redis. */
   static async open<P = unknown>(
-    options: DelayQueueOpenOptions | DelayQueueRedisOptions,
+    options: DelayQueueOpenOptions | DelayQueueRedisOptions | DelayQueuePostgresOptions,
   ): Promise<DelayQueue<P>> {
     if (typeof options !== 'object' || options === null) {
       throw invalidOption(`DelayQueue.open takes options: ${OPEN_USAGE}; got ${describe(options)}`);
     }
+    if ('redis' in options && 'postgres' in options) {
+      throw invalidOption('give redis or postgres, not both: a queue lives in one store');
+    }
     if ('redis' in options) return DelayQueue.openOnRedis<P>(options);
+    if ('postgres' in options) return DelayQueue.openOnPostgres<P>(options);
     return DelayQueue.openEmbedded<P>(options as DelayQueueOpenOptions);
   }
 
@@ -158,13 +185,7 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
   }
 
   private static async openOnRedis<P>(options: DelayQueueRedisOptions): Promise<DelayQueue<P>> {
-    for (const name of EMBEDDED_ONLY) {
-      if ((options as unknown as Record<string, unknown>)[name] !== undefined) {
-        throw invalidOption(
-          `${name} is an option of the embedded queue; a queue on Valkey/Redis (redis) does not take it`,
-        );
-      }
-    }
+    refuseEmbeddedOnly(options, 'Valkey/Redis (redis)');
     checkKnownOptions(options, REDIS_OPTIONS, 'DelayQueue.open on Valkey/Redis');
     const limits = checkQueueOptions(options);
     checkClusterPeer();
@@ -176,10 +197,36 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
       report,
     );
   }
+
+  private static async openOnPostgres<P>(
+    options: DelayQueuePostgresOptions,
+  ): Promise<DelayQueue<P>> {
+    refuseEmbeddedOnly(options, 'PostgreSQL (postgres)');
+    checkKnownOptions(options, POSTGRES_OPTIONS, 'DelayQueue.open on PostgreSQL');
+    const limits = checkQueueOptions(options);
+    const postgres = await import('./postgres/backend.js');
+    const report = new QueueReport(Date.now, limits.onFault);
+    return new DelayQueue<P>(
+      await postgres.openPostgresBackend(options, limits, report),
+      limits,
+      report,
+    );
+  }
+}
+
+/** An option of the embedded queue given to a queue in a shared store: refused by its name. */
+function refuseEmbeddedOnly(options: object, store: string): void {
+  for (const name of EMBEDDED_ONLY) {
+    if ((options as Record<string, unknown>)[name] !== undefined) {
+      throw invalidOption(
+        `${name} is an option of the embedded queue; a queue on ${store} does not take it`,
+      );
+    }
+  }
 }
 
 export { FileStore, MemoryStore, type FileStoreOptions };
-export type { ClusterQueueOptions };
+export type { ClusterQueueOptions, PostgresQueueOptions };
 // No I/O and no @redis/client behind it: the error of a cluster node refused at open.
 export { TickwheelNoReplicaError, type DurabilityOption } from './cluster/durability.js';
 export type { Queue, QueueOperations } from './queue/api.js';

@@ -80,10 +80,11 @@ const expected: Record<string, RegExp[]> = {
     /^after it: 4 heartbeats, at \+0 ms, \+1000 ms, .*, none twice$/,
     /^schedules: heartbeat, nightly-report$/,
   ],
+  // A queue's partitions fire on their own: transfers due close together may run in any order.
   'idempotent-transfers.mjs': [
-    /^t-1: ran$/,
-    /^t-2: ran$/,
-    /^t-3: ran$/,
+    /^t-[123]: ran$/,
+    /^t-[123]: ran$/,
+    /^t-[123]: ran$/,
     /^t-1 delivered again: t-1: duplicate$/,
     /^balances: 1=75 2=125$/,
     /^stats: ran 3, duplicates 1$/,

@@ -1,9 +1,9 @@
 /**
  * The backends the conformance suite runs on: each opens a fresh `Queue` (a new memory store,
  * a new data directory, a new queue name on a standalone Valkey, on a Valkey Cluster of three
- * primaries, on a Redis 7 primary with a replica and durability 'replicated'). A backend whose
- * server is not installed is left out of the list; the servers start once per test file, on
- * the first open() that needs them.
+ * primaries, on a Redis 7 primary with a replica and durability 'replicated', on PostgreSQL 15).
+ * A backend whose server is not installed is left out of the list; the servers start once per
+ * test file, on the first open() that needs them.
  */
 
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,8 +15,10 @@ import type { Queue } from '../../src/queue/api.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster, startReplicated, startServer } from '../../scripts/valkey.mjs';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
 
-export type BackendName = 'memory' | 'file' | 'valkey' | 'valkey-cluster' | 'redis7';
+export type BackendName = 'memory' | 'file' | 'valkey' | 'valkey-cluster' | 'redis7' | 'postgres';
 
 export interface Backend {
   readonly name: BackendName;
@@ -31,6 +33,7 @@ interface Server {
 
 const hasValkey = installed('valkey-server') as boolean;
 const hasRedis = installed('redis-server') as boolean;
+const hasPostgres = postgresInstalled() as boolean;
 /** Servers started, by backend: each once per test file, when first needed. */
 const servers = new Map<BackendName, Promise<Server>>();
 const opened: Queue[] = [];
@@ -56,6 +59,10 @@ function serverFor(name: BackendName): Promise<Server> {
 }
 
 async function startFor(name: BackendName): Promise<Server> {
+  if (name === 'postgres') {
+    const server = (await startPostgres()) as { url: string; stop(): Promise<void> };
+    return { urls: [server.url], stop: () => server.stop() };
+  }
   if (name === 'valkey-cluster') {
     const cluster = await startCluster({ primaries: 3, replicas: 0 });
     return { urls: cluster.urls, stop: () => cluster.stop() };
@@ -111,11 +118,29 @@ const all: Backend[] = [
   { name: 'valkey', open: () => openShared('valkey') },
   { name: 'valkey-cluster', open: () => openShared('valkey-cluster') },
   { name: 'redis7', open: () => openShared('redis7') },
+  { name: 'postgres', open: () => openPostgres() },
 ];
+
+/** A queue on the file's PostgreSQL, under a queue name of its own. */
+async function openPostgres(): Promise<Queue> {
+  const { urls } = await serverFor('postgres');
+  return track(
+    await DelayQueue.open({
+      postgres: urls[0],
+      queue: `conformance-${process.pid}-${queues++}`,
+      partitions: 4,
+      windowMs: 1_000,
+      horizonMs: 2_000,
+      leaseMs: 1_000,
+      poolSize: 4,
+      onError: () => {},
+    }),
+  );
+}
 
 export const backends: Backend[] = all.filter(
   (backend) =>
     backend.name === 'memory' ||
     backend.name === 'file' ||
-    (backend.name === 'redis7' ? hasRedis : hasValkey),
+    (backend.name === 'postgres' ? hasPostgres : backend.name === 'redis7' ? hasRedis : hasValkey),
 );

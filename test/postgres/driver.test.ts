@@ -4,7 +4,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { locatedId } from '../../src/cluster/record.js';
+import { locatedId } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled } from '../../scripts/postgres.mjs';
 import { waitFor } from '../support/wait-for.js';

@@ -5,7 +5,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { locatedId } from '../../src/cluster/record.js';
+import { locatedId } from '../../src/partitioned/record.js';
 import { VISIBILITY_REASON } from '../../src/queue/message.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled } from '../../scripts/postgres.mjs';

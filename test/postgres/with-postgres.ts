@@ -1,11 +1,11 @@
 /**
  * One throwaway PostgreSQL per test file (scripts/postgres.mjs), a driver per test on a queue of
- * its own, and the records the tests schedule (src/cluster/record.ts, as the engine writes them).
+ * its own, and the records the tests schedule (src/partitioned/record.ts, as the engine writes them).
  */
 
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import pg from 'pg';
-import { encodeRecord } from '../../src/cluster/record.js';
+import { encodeRecord } from '../../src/partitioned/record.js';
 import { PostgresDriver, type PostgresDriverOptions } from '../../src/postgres/driver.js';
 import type { Owner, ToSchedule } from '../../src/partitioned/driver.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.

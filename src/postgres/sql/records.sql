@@ -1,4 +1,4 @@
--- Reading the head of a record (the bytes a node encodes, src/cluster/record.ts): the store
+-- Reading the head of a record (the bytes a node encodes, src/partitioned/record.ts): the store
 -- treats a record as opaque but for these fields, which never move. Offsets are 0-based, as
 -- get_byte counts; substring counts from 1.
 --

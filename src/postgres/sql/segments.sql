@@ -55,14 +55,22 @@ BEGIN
   IF to_regclass(format('%I.%I', @S@, 'records_' || span.suffix)) IS NOT NULL THEN
     RETURN;
   END IF;
-  -- Makers of one span take turns; the second sees the first's table once it committed.
+  -- Makers of one span take turns. An advisory lock does not refresh this session's catalog
+  -- cache, so the second may not see the first's table yet: its CREATE then finds it made.
   PERFORM pg_advisory_xact_lock(hashtextextended(@S@ || '.make.' || span.suffix, 0));
-  IF to_regclass(format('%I.%I', @S@, 'records_' || span.suffix)) IS NULL THEN
-    EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.records FOR VALUES FROM (%s) TO (%s)',
-      @S@, 'records_' || span.suffix, @S@, span.lo, span.hi);
-    EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.tombs FOR VALUES FROM (%s) TO (%s)',
-      @S@, 'tombs_' || span.suffix, @S@, span.lo, span.hi);
-  END IF;
+  PERFORM @Q@.make_span_table('records', span.suffix, span.lo, span.hi);
+  PERFORM @Q@.make_span_table('tombs', span.suffix, span.lo, span.hi);
+END
+$$;
+
+-- The table of a span for `parent` (records or tombs), unless another transaction made it.
+CREATE OR REPLACE FUNCTION @Q@.make_span_table(parent text, suffix text, lo bigint, hi bigint)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('CREATE TABLE IF NOT EXISTS %I.%I PARTITION OF %I.%I FOR VALUES FROM (%s) TO (%s)',
+    @S@, parent || '_' || suffix, @S@, parent, lo, hi);
+EXCEPTION WHEN duplicate_table OR unique_violation THEN
+  NULL;
 END
 $$;
 

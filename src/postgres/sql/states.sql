@@ -1,7 +1,7 @@
 -- Message states (tables.sql, `states`), the helpers every message function uses.
 --
 -- A message scheduled without an id has a located id, '@<partition>.<segment>.<index>.<tag>',
--- made from where its record went (src/cluster/record.ts). While it waits there it has no state
+-- made from where its record went (src/partitioned/record.ts). While it waits there it has no state
 -- row: it is scheduled unless its place is in `tombs`, and its record carries its tag, due
 -- time and topic. It gets a tomb whenever it leaves that state (fired, cancelled, moved), and
 -- from then on a state row like any other message.

@@ -1,0 +1,50 @@
+/**
+ * A node of a queue on PostgreSQL (docs/postgres.md): its options, and the path that opens it.
+ * Makes or brings up to date the queue's schema (PostgresDriver.open), reads the queue's fixed
+ * settings as the first node wrote them, and starts a PartitionedBackend over the driver.
+ */
+
+import { PartitionedBackend } from '../partitioned/backend.js';
+import { checkNodeOptions, type PartitionedQueueOptions } from '../partitioned/node-options.js';
+import type { QueueLimits } from '../queue/options.js';
+import type { QueueReport } from '../queue/report.js';
+import { PostgresDriver } from './driver.js';
+import type { PgPool } from './pg.js';
+
+/** The options of a queue on PostgreSQL: where it is, its connections, and the node's. */
+export interface PostgresQueueOptions extends PartitionedQueueOptions {
+  /** A connection string, or a `pg.Pool` of the application's (left open by close()). */
+  postgres: string | PgPool;
+  /** Connections of the pool made from a connection string. Default 10. */
+  poolSize?: number;
+  /** The most a statement may run before PostgreSQL cancels it. Default 10,000 ms. */
+  statementTimeoutMs?: number;
+}
+
+export async function openPostgresBackend(
+  options: PostgresQueueOptions,
+  limits: QueueLimits,
+  report: QueueReport,
+): Promise<PartitionedBackend> {
+  const settings = checkNodeOptions(options, limits);
+  const driver = await PostgresDriver.open({
+    postgres: options.postgres,
+    queue: settings.queue,
+    ...(options.poolSize === undefined ? {} : { poolSize: options.poolSize }),
+    ...(options.statementTimeoutMs === undefined
+      ? {}
+      : { statementTimeoutMs: options.statementTimeoutMs }),
+    onError: (err) => settings.onError(err),
+  });
+  let backend: PartitionedBackend | undefined;
+  try {
+    const stored = await driver.config(settings.partitions, settings.windowMs);
+    backend = new PartitionedBackend(driver, { ...settings, ...stored }, report, limits.onFault);
+    await backend.start();
+    return backend;
+  } catch (err) {
+    backend?.abandon();
+    await driver.close().catch(() => undefined);
+    throw err;
+  }
+}
