@@ -12,6 +12,7 @@ import { send, serveCell } from '../cell-process.mjs';
 import { CELLS } from './workloads.mjs';
 
 const PEERS = {
+  tickwheel: () => import('./tickwheel-peer.mjs'),
   'pg-boss': () => import('./pg-boss-peer.mjs'),
   graphile: () => import('./graphile-peer.mjs'),
 };

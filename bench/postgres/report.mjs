@@ -2,7 +2,7 @@
 
 import { formatBytes, formatMs, formatNumber } from '../queue/stats.mjs';
 
-const PEER_NAMES = { 'pg-boss': 'pg-boss', graphile: 'Graphile Worker' };
+const PEER_NAMES = { tickwheel: 'tickwheel', 'pg-boss': 'pg-boss', graphile: 'Graphile Worker' };
 
 /** An argument as a shell would need it written: quoted when it holds more than a word. */
 function shellWord(arg) {
