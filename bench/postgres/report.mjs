@@ -43,6 +43,11 @@ function rowsOf(results, key, render) {
       if (result.note !== undefined) notes.push(`${name}: ${result.note}`);
       if (result.errors?.length > 0)
         notes.push(`${name} reported errors: ${result.errors.join('; ')}`);
+      const faults = Object.entries(result.faults ?? {});
+      if (faults.length > 0)
+        notes.push(
+          `${name} reported faults: ${faults.map(([code, n]) => `${code} × ${n}`).join(', ')}`,
+        );
     }
   }
   return { rows, notes };

@@ -55,7 +55,12 @@ export async function openPeer({ url }) {
     if (errors.length < 10) errors.push(message);
     else errors[9] = `${message} (and more)`;
   };
-  const queue = await DelayQueue.open({ postgres: url, queue: QUEUE, onError: keep });
+  // Background faults (a lease lost, a write retried) are counted by code for the results.
+  const faults = {};
+  const onFault = (fault) => {
+    if (fault.level !== 'info') faults[fault.code] = (faults[fault.code] ?? 0) + 1;
+  };
+  const queue = await DelayQueue.open({ postgres: url, queue: QUEUE, onError: keep, onFault });
   // The catalog is read on a connection of its own, outside the queue's pool.
   const { Client } = loadPackage('pg');
   const catalog = new Client({ connectionString: url });
@@ -67,6 +72,7 @@ export async function openPeer({ url }) {
     name: NAME,
     version: version(),
     errors,
+    faults,
     async scheduleOne(due) {
       await queue.schedule(request(due));
     },
