@@ -12,6 +12,7 @@ import { send, serveCell } from '../cell-process.mjs';
 import { CELLS } from './workloads.mjs';
 
 const PEERS = {
+  tickwheel: () => import('./tickwheel-peer.mjs'),
   'pg-boss': () => import('./pg-boss-peer.mjs'),
   graphile: () => import('./graphile-peer.mjs'),
 };
@@ -26,7 +27,8 @@ async function run({ peer: peerName, cell, options, url, postgresPid }) {
   const context = { postgresPid, progress: (text) => void send({ type: 'progress', text }) };
   try {
     const result = await workload(peer, options, context);
-    return { openMs, ...result, errors: [...peer.errors] };
+    const faults = peer.faults === undefined ? {} : { faults: { ...peer.faults } };
+    return { openMs, ...result, errors: [...peer.errors], ...faults };
   } finally {
     await peer.close();
   }

@@ -1,8 +1,9 @@
 /** The markdown report of a bench:postgres run, from its JSON (also `--from <json>`). */
 
 import { formatBytes, formatMs, formatNumber } from '../queue/stats.mjs';
+import { targetsSection } from './targets.mjs';
 
-const PEER_NAMES = { 'pg-boss': 'pg-boss', graphile: 'Graphile Worker' };
+const PEER_NAMES = { tickwheel: 'tickwheel', 'pg-boss': 'pg-boss', graphile: 'Graphile Worker' };
 
 /** An argument as a shell would need it written: quoted when it holds more than a word. */
 function shellWord(arg) {
@@ -42,6 +43,11 @@ function rowsOf(results, key, render) {
       if (result.note !== undefined) notes.push(`${name}: ${result.note}`);
       if (result.errors?.length > 0)
         notes.push(`${name} reported errors: ${result.errors.join('; ')}`);
+      const faults = Object.entries(result.faults ?? {});
+      if (faults.length > 0)
+        notes.push(
+          `${name} reported faults: ${faults.map(([code, n]) => `${code} × ${n}`).join(', ')}`,
+        );
     }
   }
   return { rows, notes };
@@ -82,7 +88,7 @@ export function renderMarkdown(results) {
   const { meta, options } = results;
   const cpuHeader = ['PG CPU ms/msg', 'node CPU ms/msg'];
   const parts = [
-    '# PostgreSQL peers: pg-boss and Graphile Worker',
+    '# PostgreSQL peers: tickwheel, pg-boss and Graphile Worker',
     `${meta.date}, Node ${meta.node}, ${meta.platform}, ${meta.machine.cpus} × ${meta.machine.cpu}, ` +
       `${meta.machine.memoryGiB} GiB; PostgreSQL ${meta.postgres.version} ` +
       `(${settingsText(meta.postgres.settings)}). Load average ${formatNumber(meta.loadAverage.start, 1)} ` +
@@ -100,6 +106,7 @@ export function renderMarkdown(results) {
     'PG CPU: every PostgreSQL server process (postmaster, backends, background workers), ' +
       'over the measured part of the cell, per message; node CPU: the cell process, which ' +
       'holds the peer, its producer and its consumer.',
+    targetsSection(results),
     section(
       'Scheduling delayed messages',
       [
@@ -108,7 +115,8 @@ export function renderMarkdown(results) {
             'call each.',
         results.cells['schedule-batched'] &&
           `schedule-batched: ${formatNumber(options.batched)} in batches of ` +
-            `${formatNumber(options.batch)} (pg-boss \`insert\`, Graphile Worker \`addJobs\`).`,
+            `${formatNumber(options.batch)} (tickwheel \`scheduleMany\`, pg-boss \`insert\`, Graphile Worker ` +
+            '`addJobs`).',
       ]
         .filter(Boolean)
         .join(' '),

@@ -1,7 +1,7 @@
 /**
- * `npm run bench:postgres`: the PostgreSQL delay queues users would pick instead of tickwheel's
- * PostgreSQL backend, pg-boss and Graphile Worker, on the same throwaway PostgreSQL in the same
- * run. See bench/README.md ("PostgreSQL peers") for what each cell measures.
+ * `npm run bench:postgres`: tickwheel's queue on PostgreSQL and the PostgreSQL delay queues
+ * users would pick instead of it, pg-boss and Graphile Worker, on the same throwaway PostgreSQL
+ * in the same run. See bench/README.md ("PostgreSQL peers") for what each cell measures.
  *
  * Each cell runs on each peer in a forked cell.mjs, on a database made for it and dropped after
  * it; the peers take turns cell by cell. Writes <out>/postgres-peers.json and .md
@@ -21,9 +21,10 @@ import { findPackage, loadPackage } from './deps.mjs';
 import * as graphile from './graphile-peer.mjs';
 import * as pgBoss from './pg-boss-peer.mjs';
 import { renderMarkdown } from './report.mjs';
+import * as tickwheel from './tickwheel-peer.mjs';
 
 const CELL = fileURLToPath(new URL('./cell.mjs', import.meta.url));
-const PEER_MODULES = { 'pg-boss': pgBoss, graphile };
+const PEER_MODULES = { tickwheel, 'pg-boss': pgBoss, graphile };
 export const PEERS = Object.keys(PEER_MODULES);
 /** The cells in the order they run; soak only with --soak-minutes. */
 export const CELLS = [
@@ -39,10 +40,11 @@ const LATENESS_MODES = ['low-latency', 'default'];
 export const HELP = `Usage: npm run bench:postgres -- [options]
        node bench/postgres/run.mjs [options]
 
-pg-boss and Graphile Worker on the same PostgreSQL, in the same run. Peers are found in the
-project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "PostgreSQL peers").
+tickwheel's queue on PostgreSQL, pg-boss and Graphile Worker on the same PostgreSQL, in the
+same run. tickwheel is this checkout's dist/ (npm run build first); the other peers are found in
+the project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "PostgreSQL peers").
 
-  --peers <list>            ${PEERS.join(',')} (default both)
+  --peers <list>            ${PEERS.join(',')} (default all)
   --only <list>             cells (default all but soak):
                               schedule-single   N delayed messages, one awaited schedule each
                               schedule-batched  N delayed messages in batches
@@ -65,6 +67,7 @@ project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "PostgreSQL 
   --soak-minutes <min>      run the soak cell this long (default 0: off; 30 for the half-hour soak)
   --soak-rate <per s>       soak: messages a second (default 200)
   --soak-sample <s>         soak: seconds between two samples of the tables (default 60)
+  --tickwheel-concurrency <n>  tickwheel consume() concurrency (default 10)
   --pgboss-batch <count>    pg-boss work() batchSize (default 5000)
   --graphile-concurrency <n>  Graphile Worker concurrency (default 10)
   --graphile-poll-ms <ms>   Graphile Worker low-latency pollInterval (default 100)
@@ -92,6 +95,7 @@ const DEFAULTS = {
   'soak-minutes': '0',
   'soak-rate': '200',
   'soak-sample': '60',
+  'tickwheel-concurrency': '10',
   'pgboss-batch': '5000',
   'graphile-concurrency': '10',
   'graphile-poll-ms': '100',
@@ -152,6 +156,7 @@ export function parseOptions(argv) {
       soakMinutes,
       soakRate: count('soak-rate'),
       soakSampleSeconds: count('soak-sample'),
+      tickwheelConcurrency: count('tickwheel-concurrency'),
       pgbossBatch: count('pgboss-batch'),
       graphileConcurrency: count('graphile-concurrency'),
       graphilePollMs: count('graphile-poll-ms'),
