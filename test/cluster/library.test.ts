@@ -5,7 +5,6 @@
  */
 
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -22,6 +21,7 @@ import {
 import { installed } from '../../scripts/valkey.mjs';
 import { useTempDirs } from '../support/temp-dir.js';
 import { withValkey } from './with-valkey.js';
+import { codeHash } from '../support/code-hash.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -36,14 +36,6 @@ const CODE_HASHES: Record<number, string> = {
   2: 'e45e940dd15ad115',
   3: '10a5d00f7fd63123',
 };
-
-function codeHash(source: string): string {
-  const code = source
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line !== '' && !line.startsWith('--'));
-  return createHash('sha256').update(code.join('\n')).digest('hex').slice(0, 16);
-}
 
 describe('the tickwheel library', () => {
   it('changes its code only with a new LIBRARY_VERSION', () => {

@@ -5,21 +5,13 @@
  * per SCHEMA_VERSION here; a change of code takes a new version and its hash.
  */
 
-import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SCHEMA_VERSION, schemaSql } from '../../src/postgres/install.js';
+import { codeHash } from '../support/code-hash.js';
 
 const CODE_HASHES: Record<number, string> = {
   1: '3d7460aaf63f92dc',
 };
-
-function codeHash(source: string): string {
-  const code = source
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line !== '' && !line.startsWith('--'));
-  return createHash('sha256').update(code.join('\n')).digest('hex').slice(0, 16);
-}
 
 describe('the PostgreSQL schema', () => {
   it('changes its code only with a new SCHEMA_VERSION', () => {
