@@ -4,8 +4,7 @@
  * each is atomic and owner-only ones check the lease's epoch in the transaction of their change.
  * Events come over the queue's channel (listener.ts). A COMMIT is durable by PostgreSQL's own
  * settings: durable() has nothing to wait for, and `durability` names synchronous_commit.
- *
- * Not yet reachable through DelayQueue.open: the engine that uses a PartitionDriver comes first.
+ * backend.ts opens a queue's node over it (DelayQueue.open({ postgres })).
  */
 
 import { TickwheelRangeError } from '../errors.js';
