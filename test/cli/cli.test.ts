@@ -49,6 +49,8 @@ describe('--help', () => {
         'TICKWHEEL_FSYNC',
         'TICKWHEEL_LOG_LEVEL',
         'TICKWHEEL_BODY_LIMIT',
+        'TICKWHEEL_POSTGRES',
+        '--pool-size',
       ],
     ],
     ['send', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '--delay', '--at', '--id']],
@@ -106,6 +108,23 @@ describe('the command line', () => {
       ],
       [['serve', '--partitions', '4'], 'option --partitions is used only with --redis'],
       [['serve', '--durability', 'async'], 'option --durability is used only with --redis'],
+      [
+        ['serve', '--postgres', 'postgres://127.0.0.1:1/db', '--dir', '/tmp/d'],
+        'option --dir cannot be used together with --postgres',
+      ],
+      [
+        ['serve', '--postgres', 'postgres://127.0.0.1:1/db', '--redis', 'redis://127.0.0.1:1'],
+        'option --postgres cannot be used together with --redis',
+      ],
+      [
+        ['serve', '--postgres', 'postgres://127.0.0.1:1/db', '--durability', 'async'],
+        'option --durability cannot be used together with --postgres',
+      ],
+      [['serve', '--pool-size', '4'], 'option --pool-size is used only with --postgres'],
+      [
+        ['serve', '--node-id', 'a'],
+        'option --node-id is used only with --redis or --postgres: give one of them too',
+      ],
       [['get'], "missing required argument 'id'"],
       [['get', 'a', 'b'], 'too many arguments'],
       [

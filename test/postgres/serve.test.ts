@@ -1,0 +1,150 @@
+/**
+ * `tickwheel serve --postgres` as users run it: two server processes on one database share one
+ * queue; what one schedules, the other delivers. SIGTERM stops a node cleanly. A PostgreSQL that
+ * is not there is tried until --connect-timeout, then named (ERR_TICKWHEEL_UNAVAILABLE) with its
+ * password hidden; a refusal that waiting does not cure (no such database) fails at once.
+ */
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TickwheelClient } from '../../src/client/index.js';
+import { runCli, useServers, type ServerProcess } from '../server/process.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { freePort } from '../../scripts/valkey.mjs';
+import { waitFor } from '../support/wait-for.js';
+
+const PARTITIONS = 8;
+
+interface StatsCluster {
+  node: string;
+  queue: string;
+  partitions: number;
+  members: string[];
+  durabilityOption: string;
+}
+
+describe.runIf(postgresInstalled())('tickwheel serve --postgres', () => {
+  let postgres: { url: string; stop(): Promise<void> };
+  const serve = useServers();
+
+  beforeAll(async () => {
+    postgres = await startPostgres();
+  }, 60_000);
+
+  afterAll(async () => {
+    await postgres?.stop();
+  });
+
+  const node = (id: string, queue: string) =>
+    serve(
+      ['--postgres', postgres.url, '--queue', queue, '--partitions', String(PARTITIONS)].concat([
+        '--node-id',
+        id,
+        '--pool-size',
+        '4',
+      ]),
+      { timeoutMs: 30_000 },
+    );
+
+  async function clusterOf(server: ServerProcess): Promise<StatsCluster> {
+    const response = await fetch(`${server.url}/v1/stats`);
+    expect(response.status).toBe(200);
+    return ((await response.json()) as { cluster: StatsCluster }).cluster;
+  }
+
+  it('runs two nodes on one database: one schedules, the other delivers', async () => {
+    const [a, b] = await Promise.all([node('pg-a', 'served'), node('pg-b', 'served')]);
+    for (const server of [a, b]) {
+      expect(server.stdout()).toMatch(/queue served on PostgreSQL postgres:\/\/[^ ]*127\.0\.0\.1/);
+      expect(server.stdout()).toMatch(/joined as node pg-[ab]/);
+      expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+    }
+    await waitFor(
+      async () => {
+        const cluster = await clusterOf(a);
+        expect(cluster).toMatchObject({ node: 'pg-a', queue: 'served', partitions: PARTITIONS });
+        expect(cluster.members.sort()).toEqual(['pg-a', 'pg-b']);
+        return true;
+      },
+      { timeoutMs: 20_000, intervalMs: 200 },
+    );
+    expect((await clusterOf(b)).durabilityOption).toBe('synchronous_commit');
+    const dashboard = (await (await fetch(`${b.url}/v1/dashboard`)).json()) as {
+      cluster: { node: string; nodes: Array<{ node: string; alive: boolean }> };
+    };
+    expect(dashboard.cluster.node).toBe('pg-b');
+
+    const sender = new TickwheelClient({ url: a.url });
+    const receiver = new TickwheelClient({ url: b.url });
+    const start = Date.now();
+    await sender.scheduleMany(
+      Array.from({ length: 20 }, (_, i) => ({
+        topic: 'orders',
+        id: `o-${i}`,
+        payload: { i },
+        deliverAt: start + 500 + i * 10,
+      })),
+    );
+    expect(await receiver.get('o-3')).toMatchObject({ status: 'scheduled' });
+    const got = new Set<string>();
+    const early: string[] = [];
+    await waitFor(
+      async () => {
+        for (const message of await receiver.receive('orders', { max: 20, waitMs: 1_000 })) {
+          if (Date.now() < message.deliverAt) early.push(message.id);
+          expect(message.payload).toEqual({ i: Number(message.id.slice(2)) });
+          expect(await receiver.ack(message.receipt)).toBe(true);
+          got.add(message.id);
+        }
+        expect(got.size).toBe(20);
+        return true;
+      },
+      { timeoutMs: 20_000, intervalMs: 0 },
+    );
+    expect(early).toEqual([]);
+    await sender.close();
+    await receiver.close();
+  }, 60_000);
+
+  it('stops on SIGTERM and exits 0', async () => {
+    const server = await node('pg-stop', 'stopping');
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    expect(server.stdout()).toContain('"msg":"stopped"');
+  }, 60_000);
+
+  it('keeps trying an absent PostgreSQL until --connect-timeout, then names it, password hidden', async () => {
+    const port = (await freePort()) as number;
+    const url = `postgres://tickwheel:s3cret@127.0.0.1:${port}/postgres`;
+    const failed = await runCli(
+      ['serve', '--port', '0', '--postgres', url, '--connect-timeout', '1s'],
+      {},
+    );
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('ERR_TICKWHEEL_UNAVAILABLE');
+    expect(failed.stderr).toContain(
+      `could not reach PostgreSQL at postgres://tickwheel:***@127.0.0.1:${port}/postgres ` +
+        '(kept trying for 1000 ms, the connect timeout)',
+    );
+    expect(failed.stdout).toContain('tickwheel:***@');
+    expect(failed.stdout + failed.stderr).not.toContain('s3cret');
+  }, 30_000);
+
+  it('fails at once, with what PostgreSQL said, on a database that does not exist', async () => {
+    const url = postgres.url.replace(/\/postgres$/, '/no_such_db');
+    const failed = await runCli(
+      ['serve', '--port', '0', '--postgres', url, '--connect-timeout', '10m'],
+      {},
+    );
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('database "no_such_db" does not exist');
+    expect(failed.stderr).toContain('ERR_TICKWHEEL_INVALID_STATE');
+  }, 60_000);
+
+  it('refuses --postgres with --dir', async () => {
+    const refused = await runCli(['serve', '--postgres', postgres.url, '--dir', '/tmp/x']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('option --dir cannot be used together with --postgres');
+  });
+});
