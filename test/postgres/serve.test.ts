@@ -131,6 +131,39 @@ describe.runIf(postgresInstalled())('tickwheel serve --postgres', () => {
     expect(failed.stdout + failed.stderr).not.toContain('s3cret');
   }, 30_000);
 
+  it('waits at start for a PostgreSQL that comes up within --connect-timeout', async () => {
+    const port = (await freePort()) as number;
+    const httpPort = (await freePort()) as number;
+    const url = `postgres://tickwheel@127.0.0.1:${port}/postgres`;
+    const starting = serve(
+      [
+        '--port',
+        String(httpPort),
+        '--postgres',
+        url,
+        '--queue',
+        'late',
+        '--connect-timeout',
+        '60s',
+      ],
+      { timeoutMs: 60_000 },
+    );
+    starting.catch(() => undefined);
+    // Up, and answering 503 while it keeps trying.
+    await waitFor(
+      async () => (await fetch(`http://127.0.0.1:${httpPort}/v1/stats`)).status === 503,
+      { timeoutMs: 20_000, intervalMs: 100 },
+    );
+    const late = (await startPostgres({ port })) as typeof postgres;
+    try {
+      const server = await starting;
+      expect(server.stdout()).toMatch(/joined as node/);
+      expect((await clusterOf(server)).queue).toBe('late');
+    } finally {
+      await late.stop();
+    }
+  }, 90_000);
+
   it('fails at once, with what PostgreSQL said, on a database that does not exist', async () => {
     const url = postgres.url.replace(/\/postgres$/, '/no_such_db');
     const failed = await runCli(
