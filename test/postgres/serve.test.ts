@@ -71,9 +71,11 @@ describe.runIf(postgresInstalled())('tickwheel serve --postgres', () => {
     );
     expect((await clusterOf(b)).durabilityOption).toBe('synchronous_commit');
     const dashboard = (await (await fetch(`${b.url}/v1/dashboard`)).json()) as {
-      cluster: { node: string; nodes: Array<{ node: string; alive: boolean }> };
+      cluster: { node: string; durability: string; nodes: Array<{ node: string }> };
     };
     expect(dashboard.cluster.node).toBe('pg-b');
+    expect(dashboard.cluster.durability).toMatch(/^synchronous_commit \w+$/);
+    expect(dashboard.cluster.nodes.map((n) => n.node).sort()).toEqual(['pg-a', 'pg-b']);
 
     const sender = new TickwheelClient({ url: a.url });
     const receiver = new TickwheelClient({ url: b.url });
