@@ -67,7 +67,7 @@ describe.runIf(postgresInstalled())('tickwheel serve --postgres', () => {
         expect(cluster.members.sort()).toEqual(['pg-a', 'pg-b']);
         return true;
       },
-      { timeoutMs: 20_000, intervalMs: 200 },
+      { timeoutMs: 40_000, intervalMs: 200 },
     );
     expect((await clusterOf(b)).durabilityOption).toBe('synchronous_commit');
     const dashboard = (await (await fetch(`${b.url}/v1/dashboard`)).json()) as {
