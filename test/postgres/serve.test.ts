@@ -3,8 +3,13 @@
  * queue; what one schedules, the other delivers. SIGTERM stops a node cleanly. A PostgreSQL that
  * is not there is tried until --connect-timeout, then named (ERR_TICKWHEEL_UNAVAILABLE) with its
  * password hidden; a refusal that waiting does not cure (no such database) fails at once.
+ * Without pg installed, serve names the command that installs it.
  */
 
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TickwheelClient } from '../../src/client/index.js';
 import { runCli, useServers, type ServerProcess } from '../server/process.js';
@@ -12,7 +17,11 @@ import { runCli, useServers, type ServerProcess } from '../server/process.js';
 import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { freePort } from '../../scripts/valkey.mjs';
+import { useTempDirs } from '../support/temp-dir.js';
 import { waitFor } from '../support/wait-for.js';
+
+const tempDir = useTempDirs('serve-pg');
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 const PARTITIONS = 8;
 
@@ -176,6 +185,24 @@ describe.runIf(postgresInstalled())('tickwheel serve --postgres', () => {
     expect(failed.stderr).toContain('database "no_such_db" does not exist');
     expect(failed.stderr).toContain('ERR_TICKWHEEL_INVALID_STATE');
   }, 60_000);
+
+  it('without pg installed, exits 1 naming the command that installs it', () => {
+    // dist/ where node_modules has everything but pg.
+    const dir = tempDir();
+    cpSync(join(ROOT, 'dist'), join(dir, 'dist'), { recursive: true });
+    cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
+    mkdirSync(join(dir, 'node_modules'));
+    for (const name of readdirSync(join(ROOT, 'node_modules'))) {
+      if (name === 'pg') continue;
+      symlinkSync(join(ROOT, 'node_modules', name), join(dir, 'node_modules', name));
+    }
+    const cli = join(dir, 'dist', 'cli', 'main.js');
+    const args = ['serve', '--port', '0', '--postgres', postgres.url];
+    const run = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 30_000 });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('needs pg');
+    expect(run.stderr).toContain('`npm install pg@8` (ERR_TICKWHEEL_MISSING_DEPENDENCY)');
+  });
 
   it('refuses --postgres with --dir', async () => {
     const refused = await runCli(['serve', '--postgres', postgres.url, '--dir', '/tmp/x']);
