@@ -143,6 +143,14 @@ describe('the command line', () => {
     }
   });
 
+  it('refuses Valkey/Redis and PostgreSQL both given, one from the environment', async () => {
+    const io = captured();
+    const env = { TICKWHEEL_POSTGRES: 'postgres://127.0.0.1:1/db' };
+    const args = ['node', 'tickwheel', 'serve', '--redis', 'redis://127.0.0.1:1'];
+    expect(await main(args, io, env)).toBe(1);
+    expect(io.stderr()).toContain('give --redis or --postgres, not both');
+  });
+
   it('checks values from the environment as it checks flags', async () => {
     const io = captured();
     const code = await main(['node', 'tickwheel', 'serve'], io, { TICKWHEEL_PORT: 'eighty' });
