@@ -1,7 +1,8 @@
 // Exactly-once effects on at-least-once delivery: transfers between two accounts in PostgreSQL,
 // each message's writes committed in one transaction with its "done" mark. A message delivered
 // again (as after a crash between the commit and the ack) finds its key and changes nothing.
-// The queue lives in the same database (docs/postgres.md), on the application's pool.
+// The queue lives in the same database (docs/postgres.md), on the application's pool, and the
+// transfers are scheduled in the transaction that records them.
 //
 // Uses DATABASE_URL if set; otherwise starts its own PostgreSQL (scripts/postgres.mjs, from this
 // repository) in a temporary directory.
@@ -17,7 +18,7 @@ const own = process.env.DATABASE_URL
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL ?? own.url });
 
 try {
-  await pool.query('DROP TABLE IF EXISTS example_accounts');
+  await pool.query('DROP TABLE IF EXISTS example_accounts, example_transfers');
   await pool.query('CREATE TABLE example_accounts (id int PRIMARY KEY, balance bigint NOT NULL)');
   await pool.query('INSERT INTO example_accounts VALUES (1, 100), (2, 100)');
 
@@ -44,11 +45,24 @@ try {
     await handler(message);
     seen.push(message);
   });
-  await queue.scheduleMany([
-    { topic: 'transfers', id: 't-1', payload: { from: 1, to: 2, amount: 10 }, delayMs: 100 },
-    { topic: 'transfers', id: 't-2', payload: { from: 2, to: 1, amount: 5 }, delayMs: 150 },
-    { topic: 'transfers', id: 't-3', payload: { from: 1, to: 2, amount: 20 }, delayMs: 200 },
-  ]);
+  // The transfers are scheduled in the transaction that records them: both or neither.
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('CREATE TABLE IF NOT EXISTS example_transfers (id text PRIMARY KEY)');
+    await client.query("INSERT INTO example_transfers VALUES ('t-1'), ('t-2'), ('t-3')");
+    await queue.scheduleMany(
+      [
+        { topic: 'transfers', id: 't-1', payload: { from: 1, to: 2, amount: 10 }, delayMs: 100 },
+        { topic: 'transfers', id: 't-2', payload: { from: 2, to: 1, amount: 5 }, delayMs: 150 },
+        { topic: 'transfers', id: 't-3', payload: { from: 1, to: 2, amount: 20 }, delayMs: 200 },
+      ],
+      { client },
+    );
+    await client.query('COMMIT');
+  } finally {
+    client.release();
+  }
   while (seen.length < 3) await new Promise((resolve) => setTimeout(resolve, 20));
   await consumer.close();
 

@@ -19,7 +19,12 @@ import type {
 import type { ScheduleInfo } from '../queue/recurring.js';
 import type { ScheduleSpec } from '../queue/recurring-spec.js';
 import { NACK_REASON, VISIBILITY_REASON, type CheckedRequest } from '../queue/message.js';
-import type { DueTimeline, MessageInfo, ReceivedMessage } from '../queue/types.js';
+import type {
+  DueTimeline,
+  MessageInfo,
+  ReceivedMessage,
+  TransactionClient,
+} from '../queue/types.js';
 import type { ClusterStats } from '../protocol/model.js';
 import type { TopicGate } from '../queue/topics.js';
 import type { WorkerSource } from '../queue/worker.js';
@@ -69,6 +74,14 @@ export class PartitionedBackend implements QueueBackend {
   private readonly outstanding = new Map<string, EventSource>();
   /** What consume()'s workers and the pushes receive from: counted as receive() counts. */
   readonly source: WorkerSource;
+  /**
+   * Schedules in the caller's open transaction, where the store can join one. Neither counted
+   * nor told as events here: this node never sees whether the transaction commits.
+   */
+  readonly scheduleIn?: (
+    requests: readonly CheckedRequest[],
+    client: TransactionClient,
+  ) => Promise<Scheduled[]>;
 
   /** The settings are checked (node-options.ts), `partitions` and `windowMs` the stored ones. */
   constructor(
@@ -80,6 +93,12 @@ export class PartitionedBackend implements QueueBackend {
     const { nodeId } = settings;
     this.nodeId = nodeId;
     this.producer = new Producer(driver, settings);
+    if (driver.scheduleIn !== undefined) {
+      this.scheduleIn = async (requests, client) => {
+        const results = await this.producer.scheduleIn(client, requests);
+        return results.map(({ id, deliverAt }) => ({ id, deliverAt }));
+      };
+    }
     this.schedules = new PartitionSchedules(driver, {
       node: nodeId,
       onError: (err) => settings.onError(err),

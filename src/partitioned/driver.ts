@@ -23,7 +23,7 @@
  * Events may be lost: the engine polls as well.
  */
 
-import type { MessageInfo } from '../queue/types.js';
+import type { MessageInfo, TransactionClient } from '../queue/types.js';
 import type { RateLimit } from '../queue/topics.js';
 
 /** The caller of an owner-only call: a node, under the epoch of its lease. */
@@ -138,6 +138,16 @@ export interface PartitionDriver {
   leaseHolders(partitions: number): Promise<Array<{ owner: string; until: number }>>;
 
   schedule(partition: number, entries: readonly ScheduleEntry[]): Promise<ScheduleAnswer>;
+  /**
+   * schedule() as a statement of the caller's open transaction (`client`): the records and
+   * their events exist from its commit, not at all if it rolls back. Absent where the store has
+   * no transactions to join.
+   */
+  scheduleIn?(
+    client: TransactionClient,
+    partition: number,
+    entries: readonly ScheduleEntry[],
+  ): Promise<ScheduleAnswer>;
   /** Made at most once while its mark lives (`markMs`): true when made now. */
   scheduleOnce(partition: number, markMs: number, message: ToSchedule): Promise<boolean>;
   /** Resolves once this node's writes to `partition` so far are as durable as the node keeps them. */

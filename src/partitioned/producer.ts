@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { TickwheelTypeError, isMaybeWritten, outcomeUnknown } from '../errors.js';
 import { checkRequest, type CheckedRequest, type ScheduleRequest } from '../queue/message.js';
 import type { EventSource } from '../queue/events.js';
-import type { MessageInfo } from '../queue/types.js';
+import type { MessageInfo, TransactionClient } from '../queue/types.js';
 import type {
   At,
   PartitionDriver,
@@ -95,13 +95,51 @@ export class Producer {
         const pending = pendings[slot];
         pending.call = call;
         pending.slot = slot;
-        const partition =
-          pending.id === ''
-            ? Math.floor(this.located++ / LOCATED_RUN) % this.options.partitions
-            : placeOf(pending.id, this.options.partitions).partition;
-        this.batches.add(partition, pending);
+        this.batches.add(this.partitionOf(pending), pending);
       }
     });
+  }
+
+  /** Its id's partition; without an id, the partition whose turn it is. */
+  private partitionOf(pending: Pending): number {
+    return pending.id === ''
+      ? Math.floor(this.located++ / LOCATED_RUN) % this.options.partitions
+      : placeOf(pending.id, this.options.partitions).partition;
+  }
+
+  /**
+   * Messages scheduled as statements of the caller's open transaction (the driver's
+   * scheduleIn), one partition after the other on its client: they exist if it commits. A
+   * failure leaves the transaction for its owner to roll back.
+   */
+  async scheduleIn(
+    client: TransactionClient,
+    requests: readonly CheckedRequest[],
+  ): Promise<Scheduled[]> {
+    const { driver } = this;
+    if (driver.scheduleIn === undefined) {
+      throw new TickwheelTypeError(
+        'ERR_TICKWHEEL_INVALID_OPTION',
+        'this store cannot join a transaction',
+      );
+    }
+    const results = new Array<Scheduled>(requests.length);
+    const byPartition = new Map<number, Pending[]>();
+    for (let slot = 0; slot < requests.length; slot++) {
+      const pending = this.prepare(requests[slot]);
+      pending.slot = slot;
+      const partition = this.partitionOf(pending);
+      const batch = byPartition.get(partition);
+      if (batch === undefined) byPartition.set(partition, [pending]);
+      else batch.push(pending);
+    }
+    for (const [partition, batch] of byPartition) {
+      const { entries, runs } = this.entriesOf(batch);
+      const answer = await driver.scheduleIn(client, partition, entries);
+      if (runs.length > 0) placeRuns(answer, batch, runs, partition);
+      answered(batch, answer, (m, result) => (results[m.slot] = result));
+    }
+    return results;
   }
 
   /**
@@ -190,7 +228,8 @@ export class Producer {
     return this.tags.toString('base64url', this.tagAt, (this.tagAt += TAG_BYTES));
   }
 
-  private async write(partition: number, batch: Pending[]): Promise<void> {
+  /** A partition's batch as the store's schedule call takes it, and its runs without ids. */
+  private entriesOf(batch: Pending[]): { entries: ScheduleEntry[]; runs: LocatedRun[] } {
     const { windowMs } = this.options;
     const entries: ScheduleEntry[] = [];
     const runs: LocatedRun[] = [];
@@ -218,6 +257,11 @@ export class Producer {
       runs.push(run);
       i = run.end;
     }
+    return { entries, runs };
+  }
+
+  private async write(partition: number, batch: Pending[]): Promise<void> {
+    const { entries, runs } = this.entriesOf(batch);
     // Once the schedule call answered the batch is written, whatever fails after.
     let written = false;
     try {
@@ -226,16 +270,11 @@ export class Producer {
       if (runs.length > 0) placeRuns(answer, batch, runs, partition);
       const what = batch.length === 1 ? batch[0].id : `${batch.length} messages`;
       await this.driver.durable(partition, what);
-      let explicit = 0;
-      for (const m of batch) {
-        const existing = m.tag !== '' ? undefined : answer.existing[explicit++];
+      answered(batch, answer, (m, result) => {
         const call = m.call!;
-        call.results[m.slot] =
-          existing === undefined
-            ? { id: m.id, deliverAt: m.deliverAt }
-            : { id: m.id, deliverAt: existing, deduplicated: true };
+        call.results[m.slot] = result;
         if (--call.left === 0) call.resolve(call.results);
-      }
+      });
     } catch (err) {
       // (A call whose messages went to several partitions rejects at its first failure.)
       for (const [call, pendings] of byCall(batch))
@@ -281,6 +320,24 @@ export function placeRuns(
       const part = parts.length === 2 && m.deliverAt >= loadedUntil ? 1 : 0;
       m.id = locatedId(partition, parts[part].segment, next[part]++, m.tag);
     }
+  }
+}
+
+/** Each message's result from the store's answer: the due time of one pending already, if so. */
+function answered(
+  batch: readonly Pending[],
+  answer: ScheduleAnswer,
+  each: (m: Pending, result: Scheduled) => void,
+): void {
+  let explicit = 0;
+  for (const m of batch) {
+    const existing = m.tag !== '' ? undefined : answer.existing[explicit++];
+    each(
+      m,
+      existing === undefined
+        ? { id: m.id, deliverAt: m.deliverAt }
+        : { id: m.id, deliverAt: existing, deduplicated: true },
+    );
   }
 }
 

@@ -26,11 +26,11 @@ import type {
 } from '../partitioned/driver.js';
 import { VISIBILITY_REASON, type MessageStatus } from '../queue/message.js';
 import type { RateLimit } from '../queue/topics.js';
-import type { MessageInfo } from '../queue/types.js';
+import type { MessageInfo, TransactionClient } from '../queue/types.js';
 import { checkOption, checkOptionsObject, invalidOption } from '../validate.js';
 import { install, schemaOf } from './install.js';
 import { ChannelListener } from './listener.js';
-import { type PgPool, loadPg, named } from './pg.js';
+import { type PgPool, type PgResult, type PgSession, loadPg, named } from './pg.js';
 import { PostgresReads, num } from './reads.js';
 import { ScheduleArgs } from './schedule-args.js';
 
@@ -207,13 +207,36 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
     return true;
   }
 
-  async schedule(partition: number, entries: readonly ScheduleEntry[]): Promise<ScheduleAnswer> {
+  schedule(partition: number, entries: readonly ScheduleEntry[]): Promise<ScheduleAnswer> {
+    return this.scheduleOn(this.pool, partition, entries);
+  }
+
+  /** tw_schedule in the caller's open transaction: its notifications go out at its commit. */
+  scheduleIn(
+    client: TransactionClient,
+    partition: number,
+    entries: readonly ScheduleEntry[],
+  ): Promise<ScheduleAnswer> {
+    return this.scheduleOn(client as PgSession, partition, entries);
+  }
+
+  private async scheduleOn(
+    session: PgSession,
+    partition: number,
+    entries: readonly ScheduleEntry[],
+  ): Promise<ScheduleAnswer> {
     const args = new ScheduleArgs(entries);
     const sql =
       `SELECT ${this.fn('tw_schedule')}($1::int, $2::text[], $3::int[], $4::float8[], ` +
       `$5::bigint[], $6::text[], $7::bytea[], $8::int[], $9::bigint[], $10::float8[], ` +
       `$11::float8[], $12::text[]) AS v`;
-    const row = await this.one('tw_schedule', sql, [partition, ...args.values()]);
+    let rows: PgResult['rows'];
+    try {
+      rows = (await session.query(sql, [partition, ...args.values()])).rows;
+    } catch (err) {
+      throw named(err, 'tw_schedule');
+    }
+    const row = rows[0] ?? {};
     const answer = row.v as {
       existing: Array<number | null>;
       loadedUntil: number;

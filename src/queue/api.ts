@@ -21,6 +21,7 @@ import type {
   NackOptions,
   ReceivedMessage,
   ReceiveOptions,
+  ScheduleOptions,
 } from './types.js';
 
 /** A new due time: a delay from now, or a Unix time in milliseconds. */
@@ -85,6 +86,15 @@ export interface QueueOperations<Payload = unknown> {
 
 /** Every operation of the delay queue: those the client shares, and the ones only a queue has. */
 export interface Queue<Payload = unknown> extends QueueOperations<Payload> {
+  /** schedule(); with `client`, in the application's open transaction (PostgreSQL). */
+  schedule(
+    request: ScheduleRequest<Payload>,
+    options?: ScheduleOptions,
+  ): Promise<{ id: string; deliverAt: number }>;
+  scheduleMany(
+    requests: readonly ScheduleRequest<Payload>[],
+    options?: ScheduleOptions,
+  ): Promise<Array<{ id: string; deliverAt: number }>>;
   /** Message events (events.ts); on Valkey/Redis, those of the operations made through it. */
   readonly events: QueueEvents;
   /** The visibility timeout of a delivery whose receive or consume names none. */

@@ -16,7 +16,7 @@ import type { ScheduleInfo } from './recurring.js';
 import type { ScheduleSpec } from './recurring-spec.js';
 import type { RecoveryReport } from './store.js';
 import type { TopicGate } from './topics.js';
-import type { DueTimeline, MessageInfo, ReceivedMessage } from './types.js';
+import type { DueTimeline, MessageInfo, ReceivedMessage, TransactionClient } from './types.js';
 import type { WorkerSource } from './worker.js';
 
 /** stats() of a backend: the facade adds the report's counters and figures, and `push`. */
@@ -55,6 +55,14 @@ export interface QueueBackend {
   schedule(message: CheckedRequest): Promise<Scheduled>;
   /** schedule() for many, in order; any subset may be written when it rejects. */
   scheduleMany(messages: readonly CheckedRequest[]): Promise<Scheduled[]>;
+  /**
+   * scheduleMany() as writes of the caller's open transaction: they exist if and only if it
+   * commits. Only a backend whose store can join one has it.
+   */
+  readonly scheduleIn?: (
+    messages: readonly CheckedRequest[],
+    client: TransactionClient,
+  ) => Promise<Scheduled[]>;
   cancel(id: string): Promise<boolean>;
   /** Moves a scheduled or ready message; the due time stored, or undefined (in flight, gone). */
   moveTo(id: string, deliverAt: number): Promise<number | undefined>;

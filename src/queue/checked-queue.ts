@@ -64,6 +64,8 @@ import type {
   NackOptions,
   ReceivedMessage,
   ReceiveOptions,
+  ScheduleOptions,
+  TransactionClient,
 } from './types.js';
 import { Pushers } from './push.js';
 import { checkConsumeOptions, Worker } from './worker.js';
@@ -113,12 +115,16 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.backend.recovery;
   }
 
-  schedule(request: ScheduleRequest<Payload>): Promise<Scheduled> {
+  schedule(request: ScheduleRequest<Payload>, options?: ScheduleOptions): Promise<Scheduled> {
     try {
       this.checkOpen();
+      const client = this.transactionOf(options, 'schedule');
       const checked = this.checked(request, this.backend.now(), '');
       const span = producerSpan(checked, 1);
-      const done = this.backend.schedule(checked);
+      const done =
+        client === undefined
+          ? this.backend.schedule(checked)
+          : this.scheduleIn([checked], client).then(([one]) => one);
       if (span === undefined) return done;
       return endProducers(
         [span],
@@ -129,9 +135,13 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     }
   }
 
-  scheduleMany(requests: readonly ScheduleRequest<Payload>[]): Promise<Scheduled[]> {
+  scheduleMany(
+    requests: readonly ScheduleRequest<Payload>[],
+    options?: ScheduleOptions,
+  ): Promise<Scheduled[]> {
     try {
       this.checkOpen();
+      const client = this.transactionOf(options, 'scheduleMany');
       if (!Array.isArray(requests)) {
         throw invalidMessage(`scheduleMany takes an array of messages, got ${describe(requests)}`);
       }
@@ -146,11 +156,41 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
         const span = producerSpan(checked[i], checked.length);
         if (span !== undefined) (spans ??= new Array(checked.length))[i] = span;
       }
-      const done = this.backend.scheduleMany(checked);
+      const done =
+        client === undefined
+          ? this.backend.scheduleMany(checked)
+          : this.scheduleIn(checked, client);
       return spans === undefined ? done : endProducers(spans, done);
     } catch (err) {
       return Promise.reject(err as Error);
     }
+  }
+
+  /** The open transaction a schedule joins (`options.client`), checked; undefined for none. */
+  private transactionOf(
+    options: ScheduleOptions | undefined,
+    call: string,
+  ): TransactionClient | undefined {
+    if (options === undefined) return undefined;
+    checkOptionsObject(options, `${call} options`, '{ client }');
+    checkKnownOptions(options, ['client'], `${call}()`);
+    const client = options.client;
+    if (client === undefined) return undefined;
+    if (typeof (client as Partial<TransactionClient> | null)?.query !== 'function') {
+      throw invalidOption(
+        `client must be a client of your PostgreSQL inside its open transaction (pg's Client or PoolClient), got ${describe(client)}`,
+      );
+    }
+    if (this.backend.scheduleIn === undefined) {
+      throw invalidOption(
+        'client: a schedule joins a transaction only on a queue on PostgreSQL (DelayQueue.open({ postgres }))',
+      );
+    }
+    return client;
+  }
+
+  private scheduleIn(checked: CheckedRequest[], client: TransactionClient): Promise<Scheduled[]> {
+    return (this.backend.scheduleIn as NonNullable<QueueBackend['scheduleIn']>)(checked, client);
   }
 
   async cancel(id: string): Promise<boolean> {

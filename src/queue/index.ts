@@ -8,6 +8,8 @@ export type {
   ListPage,
   MessageInfo,
   AckOptions,
+  ScheduleOptions,
+  TransactionClient,
   NackOptions,
   ReceiveOptions,
   ReceivedMessage,

@@ -54,6 +54,22 @@ export interface ReceivedMessage<Payload = unknown> {
   trace?: TraceContext;
 }
 
+/**
+ * A client of the application's PostgreSQL inside its open transaction: pg's Client or
+ * PoolClient, or any object whose query() runs a parameterised statement and gives its rows.
+ */
+export interface TransactionClient {
+  query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
+}
+
+export interface ScheduleOptions {
+  /**
+   * A queue on PostgreSQL: schedule in this client's open transaction, as one of its writes. The
+   * messages exist if and only if it commits, and are delivered from its commit on.
+   */
+  client?: TransactionClient;
+}
+
 export interface AckOptions {
   /**
    * Resolve only once the ack survives a crash. Default: the queue's `durableAcks` (false):

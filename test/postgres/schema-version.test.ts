@@ -1,0 +1,35 @@
+/**
+ * A queue's schema is installed only when its stored version is not the driver's
+ * (src/postgres/install.ts): SQL changed under a version already given out would never reach a
+ * database that has that version. Its code (lines less blank and comment-only ones) is hashed
+ * per SCHEMA_VERSION here; a change of code takes a new version and its hash.
+ */
+
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { SCHEMA_VERSION, schemaSql } from '../../src/postgres/install.js';
+
+const CODE_HASHES: Record<number, string> = {
+  1: '3d7460aaf63f92dc',
+};
+
+function codeHash(source: string): string {
+  const code = source
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('--'));
+  return createHash('sha256').update(code.join('\n')).digest('hex').slice(0, 16);
+}
+
+describe('the PostgreSQL schema', () => {
+  it('changes its code only with a new SCHEMA_VERSION', () => {
+    const hash = codeHash(schemaSql('tickwheel_q', 'tickwheel_q'));
+    const recorded = CODE_HASHES[SCHEMA_VERSION];
+    const advice =
+      recorded === undefined
+        ? `record version ${SCHEMA_VERSION}'s hash in CODE_HASHES here: '${hash}'`
+        : `the SQL changed under version ${SCHEMA_VERSION}: bump SCHEMA_VERSION in ` +
+          `src/postgres/install.ts and record the new version's hash here: '${hash}'`;
+    expect(hash, advice).toBe(recorded);
+  });
+});
