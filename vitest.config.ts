@@ -18,6 +18,8 @@ const postgres = [
   'test/idempotent/postgres.test.ts',
   'test/idempotent/client.test.ts',
   'test/idempotent/crash.test.ts',
+  // Runs dist/ as users run it: `tickwheel serve --postgres` processes.
+  'test/postgres/serve.test.ts',
 ];
 const browser = ['test/dashboard/**/*.test.ts'];
 const bench = ['test/bench-*.test.ts', 'test/server/bench-http.test.ts'];

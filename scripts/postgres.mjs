@@ -49,7 +49,8 @@ function asPostgres(binary, args) {
   return [binary, args];
 }
 
-export async function startPostgres() {
+/** `port`: where to listen (default: a free one), e.g. where a client already waits for it. */
+export async function startPostgres({ port: wanted } = {}) {
   const bin = postgresBin();
   if (bin === undefined) throw new Error('PostgreSQL is not installed (initdb not found)');
   const dir = mkdtempSync(join(tmpdir(), 'tickwheel-pg-'));
@@ -72,7 +73,7 @@ export async function startPostgres() {
   ]);
   const init = spawnSync(initdb, initArgs, { encoding: 'utf8' });
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
-  const port = await freePort();
+  const port = wanted ?? (await freePort());
   const [postgres, args] = asPostgres(join(bin, 'postgres'), [
     '-D',
     data,

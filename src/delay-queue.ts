@@ -81,6 +81,7 @@ const POSTGRES_OPTIONS = optionNames<DelayQueuePostgresOptions>({
   maxClockSkewMs: true,
   poolSize: true,
   statementTimeoutMs: true,
+  connectTimeoutMs: true,
   onError: true,
 });
 

@@ -26,7 +26,7 @@ export interface DashboardSnapshot {
     levels: Array<{ cursor: number; slots: number[]; slotsPerCell: number }>;
     truncated: boolean;
   };
-  /** Null on one machine; on Valkey/Redis, the nodes and the partitions each owns. */
+  /** Null on one machine; on Valkey/Redis or PostgreSQL, the nodes and the partitions each owns. */
   cluster: {
     node: string;
     queue: string;

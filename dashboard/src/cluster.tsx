@@ -1,5 +1,5 @@
 /**
- * The cluster card: shown only when the server is a node of a queue on Valkey/Redis. One row per
+ * The cluster card: shown only when the server is a node of a queue on Valkey/Redis or PostgreSQL. One row per
  * node (those that heartbeat first), with the partitions it holds a lease on, so that an
  * operator sees at a glance whether work is spread and whether a dead node's partitions moved.
  */

@@ -25,10 +25,10 @@ export interface OptionSpec {
   defaultText?: string;
   parse?: (text: string) => unknown;
   choices?: readonly string[];
-  /** Name of an option that cannot be given together with this one. */
-  conflicts?: string;
-  /** Name of an option without which this one means nothing (given or from its environment). */
-  requires?: string;
+  /** Names of options that cannot be given together with this one. */
+  conflicts?: string | readonly string[];
+  /** Names of options without one of which this one means nothing (given or from its environment). */
+  requires?: string | readonly string[];
   /** Its parser returns an array, and repeats of the option add to it (`--allow a --allow b`). */
   list?: boolean;
 }
@@ -288,19 +288,24 @@ function parseCommand(
     const spec = specs.find((candidate) => candidate.name === name);
     return given.has(name) || (spec?.env !== undefined && env[spec.env] !== undefined);
   };
+  const names = (spec: string | readonly string[] | undefined) =>
+    spec === undefined ? [] : typeof spec === 'string' ? [spec] : spec;
   for (const option of command.options ?? []) {
-    if (option.requires !== undefined && present(option.name) && !present(option.requires)) {
-      const where = given.has(option.name)
-        ? `option --${option.name}`
-        : `${option.env} (--${option.name})`;
+    const conflict = names(option.conflicts).find(present);
+    if (conflict !== undefined && given.has(option.name)) {
       throw new UsageError(
-        `${where} is used only with --${option.requires}: give --${option.requires} too, or leave it out`,
+        `option --${option.name} cannot be used together with --${conflict}`,
         label,
       );
     }
-    if (option.conflicts !== undefined && given.has(option.name) && present(option.conflicts)) {
+    const requires = names(option.requires);
+    if (requires.length > 0 && present(option.name) && !requires.some(present)) {
+      const where = given.has(option.name)
+        ? `option --${option.name}`
+        : `${option.env} (--${option.name})`;
+      const needed = requires.map((name) => `--${name}`).join(' or ');
       throw new UsageError(
-        `option --${option.name} cannot be used together with --${option.conflicts}`,
+        `${where} is used only with ${needed}: give ${requires.length === 1 ? needed : 'one of them'} too, or leave it out`,
         label,
       );
     }

@@ -8,7 +8,8 @@ import { scheduleCommands } from './schedule-commands.js';
 import { topicCommands } from './topic-commands.js';
 import { CliError, describeFailure, processIo, type CliIo } from './io.js';
 import { repair, REPAIR_OPTIONS, type RepairOptions } from './repair.js';
-import { serve, SERVE_OPTIONS, type ServeOptions } from './serve.js';
+import { serve } from './serve.js';
+import { SERVE_OPTIONS, type ServeOptions } from './serve-options.js';
 
 function benchCommand(io: CliIo): CommandSpec {
   return {
@@ -44,7 +45,7 @@ function buildProgram(io: CliIo = processIo): ProgramSpec {
       {
         name: 'serve',
         description:
-          'run the delay-queue server on a data directory, or as a node of a queue on Valkey/Redis',
+          'run the delay-queue server on a data directory, or as a node of a queue on Valkey/Redis or PostgreSQL',
         options: SERVE_OPTIONS,
         run: (_args, flags) => serve(flags as ServeOptions, io),
       },

@@ -1,15 +1,22 @@
 /**
  * A node of a queue on PostgreSQL (docs/postgres.md): its options, and the path that opens it.
  * Makes or brings up to date the queue's schema (PostgresDriver.open), reads the queue's fixed
- * settings as the first node wrote them, and starts a PartitionedBackend over the driver.
+ * settings as the first node wrote them, and starts a PartitionedBackend over the driver. A
+ * PostgreSQL that is not there yet is tried again until `connectTimeoutMs` (reach.ts).
  */
 
 import { PartitionedBackend } from '../partitioned/backend.js';
-import { checkNodeOptions, type PartitionedQueueOptions } from '../partitioned/node-options.js';
+import {
+  checkNodeOptions,
+  type NodeSettings,
+  type PartitionedQueueOptions,
+} from '../partitioned/node-options.js';
 import type { QueueLimits } from '../queue/options.js';
 import type { QueueReport } from '../queue/report.js';
+import { checkOption } from '../validate.js';
 import { PostgresDriver } from './driver.js';
-import type { PgPool } from './pg.js';
+import { loadPg, type PgPool } from './pg.js';
+import { hidePassword, probe, untilReachable } from './reach.js';
 
 /** The options of a queue on PostgreSQL: where it is, its connections, and the node's. */
 export interface PostgresQueueOptions extends PartitionedQueueOptions {
@@ -19,6 +26,8 @@ export interface PostgresQueueOptions extends PartitionedQueueOptions {
   poolSize?: number;
   /** The most a statement may run before PostgreSQL cancels it. Default 10,000 ms. */
   statementTimeoutMs?: number;
+  /** How long open() keeps trying to reach PostgreSQL. Default 10 s. */
+  connectTimeoutMs?: number;
 }
 
 export async function openPostgresBackend(
@@ -27,6 +36,23 @@ export async function openPostgresBackend(
   report: QueueReport,
 ): Promise<PartitionedBackend> {
   const settings = checkNodeOptions(options, limits);
+  const timeoutMs = options.connectTimeoutMs ?? 10_000;
+  const connectTimeoutMs = checkOption(timeoutMs, 'connectTimeoutMs', 1, 600_000);
+  const { postgres } = options;
+  const where = typeof postgres === 'string' ? hidePassword(postgres) : 'the pg.Pool given';
+  return untilReachable(where, connectTimeoutMs, async (leftMs) => {
+    // A pool of the application's connects as the application set it up.
+    if (typeof postgres === 'string') await probe(await loadPg(), postgres, leftMs);
+    return open(options, settings, limits, report);
+  });
+}
+
+async function open(
+  options: PostgresQueueOptions,
+  settings: NodeSettings,
+  limits: QueueLimits,
+  report: QueueReport,
+): Promise<PartitionedBackend> {
   const driver = await PostgresDriver.open({
     postgres: options.postgres,
     queue: settings.queue,

@@ -184,7 +184,7 @@ export class ServerMetrics {
   );
   private readonly clusterNodes = this.gauge(
     'tickwheel_cluster_nodes',
-    'Nodes of the queue on Valkey/Redis that heartbeat (absent on one machine).',
+    'Nodes of the queue on Valkey/Redis or PostgreSQL that heartbeat (absent on one machine).',
     [],
     [this.cluster],
   );

@@ -1,7 +1,12 @@
 /** createServer()'s options and their checks: every bound and default of the server. */
 
 import { MAX_WAIT_MS } from '../protocol/limits.js';
-import type { DelayQueueOpenOptions, DelayQueueRedisOptions, FsyncPolicy } from '../delay-queue.js';
+import type {
+  DelayQueueOpenOptions,
+  DelayQueuePostgresOptions,
+  DelayQueueRedisOptions,
+  FsyncPolicy,
+} from '../delay-queue.js';
 import type { Queue } from '../queue/api.js';
 import { checkOption, invalidOption } from '../validate.js';
 import { checkToken } from './auth.js';
@@ -23,8 +28,13 @@ export interface ServerOptions {
   dir?: string;
   /** Instead of `dir`: Valkey/Redis URL(s) of a queue shared by many servers (docs/cluster.md). */
   redis?: string | string[];
-  /** Settings of the node the server opens with `redis` (queue name, partitions, durability). */
-  cluster?: Omit<DelayQueueRedisOptions, 'redis'>;
+  /** Instead of `dir`: a PostgreSQL connection string (or pg.Pool) of a queue shared by many servers. */
+  postgres?: DelayQueuePostgresOptions['postgres'];
+  /**
+   * Settings of the node the server opens with `redis` (queue name, partitions, durability) or
+   * `postgres` (queue name, partitions, pool size).
+   */
+  cluster?: Omit<DelayQueueRedisOptions, 'redis'> | Omit<DelayQueuePostgresOptions, 'postgres'>;
   /** fsync policy of the queue the server opens. Default 'batch'. */
   fsync?: FsyncPolicy;
   /** Further options of the queue the server opens; its faults are logged unless `onFault`. */

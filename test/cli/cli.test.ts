@@ -49,6 +49,8 @@ describe('--help', () => {
         'TICKWHEEL_FSYNC',
         'TICKWHEEL_LOG_LEVEL',
         'TICKWHEEL_BODY_LIMIT',
+        'TICKWHEEL_POSTGRES',
+        '--pool-size',
       ],
     ],
     ['send', ['TICKWHEEL_URL', 'TICKWHEEL_TOKEN', '--delay', '--at', '--id']],
@@ -106,6 +108,23 @@ describe('the command line', () => {
       ],
       [['serve', '--partitions', '4'], 'option --partitions is used only with --redis'],
       [['serve', '--durability', 'async'], 'option --durability is used only with --redis'],
+      [
+        ['serve', '--postgres', 'postgres://127.0.0.1:1/db', '--dir', '/tmp/d'],
+        'option --dir cannot be used together with --postgres',
+      ],
+      [
+        ['serve', '--postgres', 'postgres://127.0.0.1:1/db', '--redis', 'redis://127.0.0.1:1'],
+        'option --postgres cannot be used together with --redis',
+      ],
+      [
+        ['serve', '--postgres', 'postgres://127.0.0.1:1/db', '--durability', 'async'],
+        'option --durability cannot be used together with --postgres',
+      ],
+      [['serve', '--pool-size', '4'], 'option --pool-size is used only with --postgres'],
+      [
+        ['serve', '--node-id', 'a'],
+        'option --node-id is used only with --redis or --postgres: give one of them too',
+      ],
       [['get'], "missing required argument 'id'"],
       [['get', 'a', 'b'], 'too many arguments'],
       [
@@ -122,6 +141,14 @@ describe('the command line', () => {
       expect(refused.stderr, args.join(' ')).toContain(message);
       expect(refused.stderr, args.join(' ')).toMatch(/--help shows the usage\)\n$/);
     }
+  });
+
+  it('refuses Valkey/Redis and PostgreSQL both given, one from the environment', async () => {
+    const io = captured();
+    const env = { TICKWHEEL_POSTGRES: 'postgres://127.0.0.1:1/db' };
+    const args = ['node', 'tickwheel', 'serve', '--redis', 'redis://127.0.0.1:1'];
+    expect(await main(args, io, env)).toBe(1);
+    expect(io.stderr()).toContain('give --redis or --postgres, not both');
   });
 
   it('checks values from the environment as it checks flags', async () => {

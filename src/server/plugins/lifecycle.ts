@@ -9,7 +9,12 @@ import type { FastifyReply } from 'fastify';
 import { invalidOption } from '../../validate.js';
 import { isErrorCode } from '../../errors.js';
 import type { WireErrorCode } from '../../protocol/wire.js';
-import { DelayQueue, FileStore } from '../../delay-queue.js';
+import {
+  DelayQueue,
+  FileStore,
+  type DelayQueuePostgresOptions,
+  type DelayQueueRedisOptions,
+} from '../../delay-queue.js';
 import type { FaultHandler } from '../../queue/faults.js';
 import type { Queue } from '../../queue/api.js';
 import { trackConnections } from '../connections.js';
@@ -44,17 +49,25 @@ export async function startOpening(
   onFault: FaultHandler,
 ): Promise<QueueSource> {
   if (options.queue !== undefined) return opening(Promise.resolve(options.queue), false);
+  const stores = (['dir', 'redis', 'postgres'] as const).filter(
+    (name) => options[name] !== undefined,
+  );
+  if (stores.length > 1) {
+    throw invalidOption(
+      `give createServer() one of a data directory (dir), Valkey/Redis URLs (redis) or a PostgreSQL connection string (postgres), not ${stores.join(' and ')}`,
+    );
+  }
   if (options.redis !== undefined) {
-    if (options.dir !== undefined) {
-      throw invalidOption(
-        'give createServer() a data directory (dir) or Valkey/Redis URLs (redis), not both',
-      );
-    }
-    return opening(DelayQueue.open({ onFault, ...options.cluster, redis: options.redis }), true);
+    const node = options.cluster as Omit<DelayQueueRedisOptions, 'redis'> | undefined;
+    return opening(DelayQueue.open({ onFault, ...node, redis: options.redis }), true);
+  }
+  if (options.postgres !== undefined) {
+    const node = options.cluster as Omit<DelayQueuePostgresOptions, 'postgres'> | undefined;
+    return opening(DelayQueue.open({ onFault, ...node, postgres: options.postgres }), true);
   }
   if (typeof options.dir !== 'string' || options.dir === '') {
     throw invalidOption(
-      'give createServer() a data directory (dir), Valkey/Redis URLs (redis) or an open queue (queue)',
+      'give createServer() a data directory (dir), Valkey/Redis URLs (redis), a PostgreSQL connection string (postgres) or an open queue (queue)',
     );
   }
   const { segmentBytes, windowMs, checkpointIntervalMs, snapshotBytes } =

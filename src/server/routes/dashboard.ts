@@ -51,8 +51,12 @@ function clusterView(c: ClusterStats | undefined) {
     node: c.node,
     queue: c.queue,
     partitions: c.partitions,
-    // A string on the wire, as dashboardSchema says: a newer setting is shown, not refused.
-    durability: c.durability as string,
+    // A string on the wire, as dashboardSchema says: a newer setting is shown, not refused. On
+    // PostgreSQL the setting is synchronous_commit's value ("on"), which says little alone.
+    durability:
+      (c.durabilityOption as string) === 'synchronous_commit'
+        ? `synchronous_commit ${c.durability}`
+        : (c.durability as string),
     nodes,
     leaseChanges: c.leaseChanges,
   };
@@ -61,7 +65,7 @@ function clusterView(c: ClusterStats | undefined) {
 async function buildSnapshot(context: ServerContext) {
   const { queue } = context;
   const stats = await queue.stats();
-  // The file store reports live and dead messages; a queue on Valkey/Redis its totals.
+  // The file store reports live and dead messages; a partitioned queue (Valkey/Redis, PostgreSQL) its totals.
   const store = stats.store ?? liveOf(stats.totals);
   const due = await queue.dueTimeline(UPCOMING_EDGES_MS);
   const lateness = stats.latenessMs;

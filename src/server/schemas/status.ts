@@ -58,8 +58,14 @@ export const statsSchema = routeSchema('operations', 'stats', {
         },
         loadFailing: { ...counter, description: '1 while due messages cannot be loaded' },
         store: { ...open, description: 'Figures of the store (one machine)' },
-        totals: { ...open, description: 'Messages by state (a queue on Valkey/Redis)' },
-        cluster: { ...open, description: 'The cluster as this node sees it (Valkey/Redis)' },
+        totals: {
+          ...open,
+          description: 'Messages by state (a queue on Valkey/Redis or PostgreSQL)',
+        },
+        cluster: {
+          ...open,
+          description: 'The cluster as this node sees it (Valkey/Redis or PostgreSQL)',
+        },
         recovery: {
           type: ['object', 'null'],
           additionalProperties: true,
@@ -88,7 +94,8 @@ export const healthSchema = routeSchema('operations', 'health', {
       ...object({ status: { type: 'string', const: 'ok' } }),
     },
     503: {
-      description: 'Recovering, stopped, failed to open, Valkey/Redis not answering; or closing',
+      description:
+        'Recovering, stopped, failed to open, Valkey/Redis or PostgreSQL not answering; or closing',
       anyOf: [healthNotOk, errorBody],
     },
   },
@@ -158,7 +165,8 @@ export const dashboardSchema = routeSchema('dashboard', 'dashboard', {
         truncated: { type: 'boolean' },
       }),
       cluster: {
-        description: 'Null on one machine; on Valkey/Redis, the nodes and their partitions',
+        description:
+          'Null on one machine; on Valkey/Redis or PostgreSQL, the nodes and their partitions',
         ...object({
           node: { type: 'string' },
           queue: { type: 'string' },

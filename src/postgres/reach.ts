@@ -1,0 +1,68 @@
+/**
+ * Reaching PostgreSQL at open: a node started while its database is down, restarting or still
+ * starting up keeps trying until `connectTimeoutMs` rather than dying on the first refused
+ * connection. A refusal that waiting does not cure (a wrong password, a missing database, a
+ * schema it may not write) ends the wait at once.
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { TickwheelUnavailableError } from '../errors.js';
+import { named, type PgModule } from './pg.js';
+
+/** A connection string as it may be shown: its password starred. */
+export function hidePassword(url: string): string {
+  return url.replace(/(\/\/[^:@/]*:)[^@/]*@/, '$1***@');
+}
+
+function isUnavailable(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === 'ERR_TICKWHEEL_UNAVAILABLE';
+}
+
+/**
+ * One connection made and closed, within `leftMs`: a host that drops packets times out instead
+ * of holding the open for as long as TCP keeps trying. Errors are named (pg.ts).
+ */
+export async function probe(pg: PgModule, url: string, leftMs: number): Promise<void> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: leftMs });
+  // A connection that fails after connect() has settled must not be an unhandled 'error'.
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+  } catch (err) {
+    throw named(err, 'a connection');
+  }
+  await client.end().catch(() => undefined);
+}
+
+/**
+ * Runs `attempt` (given the time left) until it succeeds or fails with another error than
+ * ERR_TICKWHEEL_UNAVAILABLE, pausing 100 ms doubling to 2 s, jittered. Past `timeoutMs`,
+ * ERR_TICKWHEEL_UNAVAILABLE naming where it kept trying. `attempt` must leave nothing open when
+ * it fails.
+ */
+export async function untilReachable<T>(
+  where: string,
+  timeoutMs: number,
+  attempt: (leftMs: number) => Promise<T>,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (let pause = 100; ; pause = Math.min(pause * 2, 2_000)) {
+    try {
+      return await attempt(Math.max(1, deadline - Date.now()));
+    } catch (err) {
+      if (!isUnavailable(err)) throw err;
+      const wait = pause / 2 + Math.random() * (pause / 2);
+      if (Date.now() + wait >= deadline) {
+        const cause = (err as { cause?: unknown }).cause ?? err;
+        const why = cause instanceof Error ? cause.message : String(cause);
+        throw new TickwheelUnavailableError(
+          'ERR_TICKWHEEL_UNAVAILABLE',
+          `could not reach PostgreSQL at ${where} (kept trying for ${timeoutMs} ms, the connect ` +
+            `timeout): ${why}`,
+          { cause },
+        );
+      }
+      await sleep(wait);
+    }
+  }
+}

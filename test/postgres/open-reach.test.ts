@@ -1,0 +1,50 @@
+/**
+ * DelayQueue.open({ postgres }) on a PostgreSQL that is not there: it keeps trying until
+ * connectTimeoutMs, then rejects with ERR_TICKWHEEL_UNAVAILABLE naming the server, its password
+ * starred; a connectTimeoutMs out of range is refused before any connection.
+ */
+
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { DelayQueue } from '../../src/delay-queue.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { freePort } from '../../scripts/valkey.mjs';
+
+describe('DelayQueue.open({ postgres }) and an absent PostgreSQL', () => {
+  it('gives up after connectTimeoutMs with ERR_TICKWHEEL_UNAVAILABLE, password hidden', async () => {
+    const port = (await freePort()) as number;
+    const opening = DelayQueue.open({
+      postgres: `postgres://app:hunter2@127.0.0.1:${port}/app`,
+      connectTimeoutMs: 300,
+    });
+    const err = (await opening.catch((e: unknown) => e)) as Error & { code?: string };
+    expect(err.code).toBe('ERR_TICKWHEEL_UNAVAILABLE');
+    expect(err.message).toContain(
+      `could not reach PostgreSQL at postgres://app:***@127.0.0.1:${port}/app ` +
+        '(kept trying for 300 ms, the connect timeout)',
+    );
+    expect(err.message).not.toContain('hunter2');
+  });
+
+  it("tries a pool of the application's as it is, and names it", async () => {
+    const port = (await freePort()) as number;
+    const pool = new pg.Pool({ connectionString: `postgres://127.0.0.1:${port}/app` });
+    try {
+      const err = (await DelayQueue.open({ postgres: pool, connectTimeoutMs: 300 }).catch(
+        (e: unknown) => e,
+      )) as Error & { code?: string };
+      expect(err.code).toBe('ERR_TICKWHEEL_UNAVAILABLE');
+      expect(err.message).toContain('could not reach PostgreSQL at the pg.Pool given');
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it.each([0, -1, 600_001, Number.NaN])('refuses connectTimeoutMs %s', async (ms) => {
+    const opening = DelayQueue.open({
+      postgres: 'postgres://127.0.0.1:1/app',
+      connectTimeoutMs: ms,
+    });
+    await expect(opening).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
+  });
+});
