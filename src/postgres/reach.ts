@@ -5,8 +5,8 @@
  * schema it may not write) ends the wait at once.
  */
 
-import { setTimeout as sleep } from 'node:timers/promises';
 import { TickwheelUnavailableError } from '../errors.js';
+import { retryUntil } from '../retry.js';
 import { named, type PgModule } from './pg.js';
 
 /** A connection string as it may be shown: its password starred. */
@@ -36,33 +36,22 @@ export async function probe(pg: PgModule, url: string, leftMs: number): Promise<
 
 /**
  * Runs `attempt` (given the time left) until it succeeds or fails with another error than
- * ERR_TICKWHEEL_UNAVAILABLE, pausing 100 ms doubling to 2 s, jittered. Past `timeoutMs`,
- * ERR_TICKWHEEL_UNAVAILABLE naming where it kept trying. `attempt` must leave nothing open when
- * it fails.
+ * ERR_TICKWHEEL_UNAVAILABLE (retry.ts). Past `timeoutMs`, ERR_TICKWHEEL_UNAVAILABLE naming
+ * where it kept trying.
  */
-export async function untilReachable<T>(
+export function untilReachable<T>(
   where: string,
   timeoutMs: number,
   attempt: (leftMs: number) => Promise<T>,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (let pause = 100; ; pause = Math.min(pause * 2, 2_000)) {
-    try {
-      return await attempt(Math.max(1, deadline - Date.now()));
-    } catch (err) {
-      if (!isUnavailable(err)) throw err;
-      const wait = pause / 2 + Math.random() * (pause / 2);
-      if (Date.now() + wait >= deadline) {
-        const cause = (err as { cause?: unknown }).cause ?? err;
-        const why = cause instanceof Error ? cause.message : String(cause);
-        throw new TickwheelUnavailableError(
-          'ERR_TICKWHEEL_UNAVAILABLE',
-          `could not reach PostgreSQL at ${where} (kept trying for ${timeoutMs} ms, the connect ` +
-            `timeout): ${why}`,
-          { cause },
-        );
-      }
-      await sleep(wait);
-    }
-  }
+  return retryUntil(timeoutMs, attempt, isUnavailable, (err) => {
+    const cause = (err as { cause?: unknown }).cause ?? err;
+    const why = cause instanceof Error ? cause.message : String(cause);
+    return new TickwheelUnavailableError(
+      'ERR_TICKWHEEL_UNAVAILABLE',
+      `could not reach PostgreSQL at ${where} (kept trying for ${timeoutMs} ms, the connect ` +
+        `timeout): ${why}`,
+      { cause },
+    );
+  });
 }

@@ -4,8 +4,8 @@
  * deadline (a node started while its primary restarts must not die on the first reset).
  */
 
-import { setTimeout as sleep } from 'node:timers/promises';
 import { TickwheelUnavailableError } from '../errors.js';
+import { retryUntil } from '../retry.js';
 
 /** Replies by which a server says "not now" during a failover: the command was not run. */
 // MOVED and ASK reach here only from a pinned connection; a WAIT sent to a primary demoted
@@ -57,28 +57,17 @@ export function unavailable(
 
 /**
  * Runs `attempt` (given the time left) until it succeeds or fails for another reason than the
- * server's absence, pausing 100 ms doubling to 2 s, jittered. Past `timeoutMs`,
- * ERR_TICKWHEEL_UNAVAILABLE. `attempt` must leave nothing open when it fails.
+ * server's absence (retry.ts). Past `timeoutMs`, ERR_TICKWHEEL_UNAVAILABLE.
  */
-export async function untilReachable<T>(
+export function untilReachable<T>(
   urls: readonly string[],
   timeoutMs: number,
   attempt: (leftMs: number) => Promise<T>,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (let pause = 100; ; pause = Math.min(pause * 2, 2_000)) {
-    try {
-      return await attempt(Math.max(1, deadline - Date.now()));
-    } catch (err) {
-      if (!isUnreachable(err)) throw err;
-      const wait = pause / 2 + Math.random() * (pause / 2);
-      if (Date.now() + wait >= deadline) {
-        const last = (err as { cause?: unknown }).cause ?? err;
-        throw unavailable(urls, last, ` (kept trying for ${timeoutMs} ms, the connect timeout)`);
-      }
-      await sleep(wait);
-    }
-  }
+  return retryUntil(timeoutMs, attempt, isUnreachable, (err) => {
+    const last = (err as { cause?: unknown }).cause ?? err;
+    return unavailable(urls, last, ` (kept trying for ${timeoutMs} ms, the connect timeout)`);
+  });
 }
 
 /** Drops a connection; one that never connected (destroy() then throws) needs nothing. */
