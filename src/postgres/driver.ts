@@ -30,7 +30,7 @@ import { checkOption, checkOptionsObject, invalidOption } from '../validate.js';
 import { install, schemaOf } from './install.js';
 import { ChannelListener } from './listener.js';
 import { type PgPool, type PgResult, type PgSession, loadPg, named } from './pg.js';
-import { PostgresReads, num } from './reads.js';
+import { PostgresReads, num, runAgainIfAborted } from './reads.js';
 import { ScheduleArgs } from './schedule-args.js';
 
 export interface PostgresDriverOptions {
@@ -229,11 +229,16 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
       `SELECT ${this.fn('tw_schedule')}($1::int, $2::text[], $3::int[], $4::float8[], ` +
       `$5::bigint[], $6::text[], $7::bytea[], $8::int[], $9::bigint[], $10::float8[], ` +
       `$11::float8[], $12::text[]) AS v`;
+    const values = [partition, ...args.values()];
     let rows: PgResult['rows'];
-    try {
-      rows = (await session.query(sql, [partition, ...args.values()])).rows;
-    } catch (err) {
-      throw named(err, 'tw_schedule');
+    if (session === this.pool) rows = await runAgainIfAborted(session, 'tw_schedule', sql, values);
+    else {
+      // The caller's transaction: aborted, it is the caller's to roll back and make again.
+      try {
+        rows = (await session.query(sql, values)).rows;
+      } catch (err) {
+        throw named(err, 'tw_schedule');
+      }
     }
     const row = rows[0] ?? {};
     const answer = row.v as {

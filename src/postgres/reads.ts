@@ -4,11 +4,42 @@
  * one statement on the pool, its errors named (pg.ts).
  */
 
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { TopicFields } from '../partitioned/driver.js';
 import { quoteIdent } from './install.js';
 import { type PgSession, named } from './pg.js';
 
 export const num = (value: unknown): number => Number(value);
+
+/**
+ * PostgreSQL ended the statement's transaction to break a deadlock or a serialization conflict
+ * (SQLSTATE 40P01, 40001): nothing of it took effect. Two calls making the same span's table
+ * while appending to another can deadlock on the parent table's locks (segments.sql).
+ */
+const ABORTED = new Set(['40P01', '40001']);
+/** Tries of one statement whose transaction PostgreSQL ended so. */
+const TRIES = 4;
+
+/**
+ * One statement on its own (autocommit) session, made again when PostgreSQL aborted it to
+ * break a deadlock: it is atomic, so a try that failed so changed nothing. Errors named (pg.ts).
+ */
+export async function runAgainIfAborted(
+  session: PgSession,
+  what: string,
+  text: string,
+  values: unknown[],
+) {
+  for (let tries = 1; ; tries++) {
+    try {
+      return (await session.query(text, values)).rows;
+    } catch (err) {
+      const code = (err as { code?: unknown } | null)?.code;
+      if (tries >= TRIES || typeof code !== 'string' || !ABORTED.has(code)) throw named(err, what);
+      await sleep(Math.random() * 20 * tries);
+    }
+  }
+}
 
 export abstract class PostgresReads {
   /** The queue's schema, which names its channel too. */
@@ -24,12 +55,8 @@ export abstract class PostgresReads {
     this.q = quoteIdent(schema);
   }
 
-  protected async call(what: string, text: string, values: unknown[]) {
-    try {
-      return (await this.session.query(text, values)).rows;
-    } catch (err) {
-      throw named(err, what);
-    }
+  protected call(what: string, text: string, values: unknown[]) {
+    return runAgainIfAborted(this.session, what, text, values);
   }
 
   /** The one row of a function's answer. */
