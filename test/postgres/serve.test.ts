@@ -79,14 +79,25 @@ describe.runIf(postgresInstalled())('tickwheel serve --postgres', () => {
       { timeoutMs: 40_000, intervalMs: 200 },
     );
     expect((await clusterOf(b)).durabilityOption).toBe('synchronous_commit');
-    const dashboard = (await (await fetch(`${b.url}/v1/dashboard`)).json()) as {
-      cluster: { node: string; durability: string; nodes: Array<{ node: string; alive: boolean }> };
-    };
-    expect(dashboard.cluster.node).toBe('pg-b');
-    expect(dashboard.cluster.durability).toMatch(/^synchronous_commit \w+$/);
-    // Partitions not yet leased show under "(none)", which is not a node.
-    const live = dashboard.cluster.nodes.filter((n) => n.alive).map((n) => n.node);
-    expect(live.sort()).toEqual(['pg-a', 'pg-b']);
+    // The dashboard's nodes are read from the partitions' owners: both, once each holds some.
+    await waitFor(
+      async () => {
+        const dashboard = (await (await fetch(`${b.url}/v1/dashboard`)).json()) as {
+          cluster: {
+            node: string;
+            durability: string;
+            nodes: Array<{ node: string; alive: boolean }>;
+          };
+        };
+        expect(dashboard.cluster.node).toBe('pg-b');
+        expect(dashboard.cluster.durability).toMatch(/^synchronous_commit \w+$/);
+        // Partitions not yet leased show under "(none)", which is not a node.
+        const live = dashboard.cluster.nodes.filter((n) => n.alive).map((n) => n.node);
+        expect(live.sort()).toEqual(['pg-a', 'pg-b']);
+        return true;
+      },
+      { timeoutMs: 40_000, intervalMs: 200 },
+    );
 
     const sender = new TickwheelClient({ url: a.url });
     const receiver = new TickwheelClient({ url: b.url });
