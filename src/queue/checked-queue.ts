@@ -115,7 +115,11 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.backend.recovery;
   }
 
-  schedule(request: ScheduleRequest<Payload>, options?: ScheduleOptions): Promise<Scheduled> {
+  // `options` has a default so that schedule.length is the client's (test/client/mirror.test.ts).
+  schedule(
+    request: ScheduleRequest<Payload>,
+    options: ScheduleOptions | undefined = undefined,
+  ): Promise<Scheduled> {
     try {
       this.checkOpen();
       const client = this.transactionOf(options, 'schedule');
@@ -137,7 +141,7 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
 
   scheduleMany(
     requests: readonly ScheduleRequest<Payload>[],
-    options?: ScheduleOptions,
+    options: ScheduleOptions | undefined = undefined,
   ): Promise<Scheduled[]> {
     try {
       this.checkOpen();
