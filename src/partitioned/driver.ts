@@ -119,6 +119,16 @@ export interface PartitionDriver {
   ): Promise<void>;
 
   /**
+   * Renews several of `node`'s leases in one round trip, each under its epoch: the partitions
+   * renewed. Optional: without it, each is renewed by lease().
+   */
+  renewMany?(
+    node: string,
+    held: ReadonlyArray<{ partition: number; epoch: number }>,
+    leaseMs: number,
+  ): Promise<number[]>;
+
+  /**
    * A partition's lease: acquire (a new epoch, whatever `by.epoch` says), renew or release.
    * `born`: the store's time of the partition's first grant ('' before any); a change means its
    * data was lost.
@@ -242,6 +252,12 @@ export interface PartitionDriver {
   /** A count that moves with every change of the records. */
   schedChanges(): Promise<string | null>;
 
+  /**
+   * How often a partition's owner looks for what lost events may have hidden (default 1,000
+   * ms). A store that loses events only while its listener reconnects, and then sends each
+   * partition `n` and `i`, can make it rare.
+   */
+  readonly ownerPollMs?: number;
   /** Calls `listener` with each event of the partition; resolves to a stop. */
   subscribe(partition: number, listener: (event: string) => void): Promise<() => Promise<void>>;
   /** Undefined when the store answers within a second; else why not, in words. */

@@ -167,7 +167,33 @@ export class LeaseLoop {
   }
 
   private async run(effects: Effect[]): Promise<void> {
-    await Promise.all(effects.map((effect) => this.carryOut(effect)));
+    const renewals = effects.filter((effect) => effect.kind === 'renew');
+    if (renewals.length < 2 || this.driver.renewMany === undefined) {
+      await Promise.all(effects.map((effect) => this.carryOut(effect)));
+      return;
+    }
+    await Promise.all([
+      this.renewMany(renewals),
+      ...effects.filter((effect) => effect.kind !== 'renew').map((e) => this.carryOut(e)),
+    ]);
+  }
+
+  /** Renewals due in one round, in one call to the store. */
+  private async renewMany(renewals: Array<Extract<Effect, { kind: 'renew' }>>): Promise<void> {
+    const { nodeId, leaseMs } = this.settings;
+    let renewed: Set<number>;
+    try {
+      renewed = new Set(await this.driver.renewMany!(nodeId, renewals, leaseMs));
+    } catch (err) {
+      this.settings.onError(err);
+      renewed = new Set();
+    }
+    const now = performance.now();
+    await this.run(
+      renewals.flatMap((r) =>
+        this.ownership.renewed(r.partition, r.request, renewed.has(r.partition), now),
+      ),
+    );
   }
 
   /**
@@ -220,7 +246,7 @@ export class LeaseLoop {
           partition,
           node: this.settings.nodeId,
           epoch: effect.epoch,
-          pollMs: OWNER_POLL_MS,
+          pollMs: this.driver.ownerPollMs ?? OWNER_POLL_MS,
           wheel: this.wheel,
           onFenced: (o) => void this.run(this.ownership.fenced(o.partition, o.epoch)),
           // Writes it saw were lost in a failover: the same lease, a fresh load.

@@ -56,11 +56,16 @@ const QUEUE_NAME = /^[A-Za-z0-9._:-]{1,64}$/;
 /** Each status, by its letter in a state (sql/tables.sql): S R I D A C. */
 const STATUS: MessageStatus[] = ['scheduled', 'ready', 'inflight', 'dead', 'acked', 'cancelled'];
 
+/** How often an owner looks for what a lost notification hid (listener.ts says when it may have). */
+const OWNER_POLL_MS = 10_000;
+
 /** Tables of records dropped per reap() call. */
 const REAP_MOST = 16;
 
 export class PostgresDriver extends PostgresReads implements PartitionDriver {
   readonly durability: { setting: string; option: string; reason: string };
+  /** LISTEN loses nothing while connected, and says `n` and `i` after a reconnect. */
+  readonly ownerPollMs = OWNER_POLL_MS;
   private readonly ownPool: boolean;
   private readonly reapEveryMs: number;
   private readonly onError: (err: Error) => void;
@@ -199,6 +204,17 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
     const ttl = op === 'release' ? 0 : Math.floor(leaseMs);
     const row = await this.one(`tw_lease ${op}`, sql, [partition, op, by.node, by.epoch, ttl]);
     return { granted: row.granted === true, epoch: num(row.epoch), born: String(row.born) };
+  }
+
+  async renewMany(
+    node: string,
+    held: ReadonlyArray<{ partition: number; epoch: number }>,
+    leaseMs: number,
+  ): Promise<number[]> {
+    const sql = `SELECT ${this.fn('tw_renew')}($1, $2::int[], $3::bigint[], $4::bigint) AS v`;
+    const values = [node, held.map((h) => h.partition), held.map((h) => h.epoch)];
+    const row = await this.one('tw_renew', sql, [...values, Math.floor(leaseMs)]);
+    return (row.v as number[]).map(num);
   }
 
   /** A COMMIT answered is on the primary's disk, and on synchronous standbys as configured. */

@@ -1,8 +1,9 @@
 /**
  * The node's one LISTEN connection for a queue's channel (payloads "<partition> <event>"), made
  * on the first subscribe(), outside the pool: a pooler in transaction mode would break LISTEN.
- * When it drops it connects again by itself, from 100 ms up to 5 s apart, and listens again; a
- * notification sent meanwhile is lost, which costs the engine only a poll.
+ * When it drops it connects again by itself, from 100 ms up to 5 s apart, and listens again;
+ * notifications sent meanwhile are lost, so every partition then hears `n` and `i` (look at the
+ * near segments and the deliveries in flight). While it is connected, PostgreSQL loses none.
  */
 
 import { setTimeout as delay } from 'node:timers/promises';
@@ -82,6 +83,12 @@ export class ChannelListener {
       return;
     }
     this.client = client;
+    if (this.connections > 1) {
+      for (const partition of this.listeners.keys()) {
+        this.dispatch(`${partition} n`);
+        this.dispatch(`${partition} i`);
+      }
+    }
   }
 
   private async reconnect(): Promise<void> {

@@ -52,6 +52,54 @@ describe.runIf(postgresInstalled())('PostgresDriver: leases, members and setting
     expect(await driver.grantKept(0, 1_000)).toBe(true);
   });
 
+  it("renews a node's leases in one call, each under its own epoch", async () => {
+    const driver = await pg.open();
+    const held = [];
+    for (const p of [0, 1, 2]) {
+      const { epoch } = await driver.lease(p, 'acquire', { node: 'a', epoch: 0 }, 30_000);
+      held.push({ partition: p, epoch });
+    }
+    await driver.lease(3, 'acquire', { node: 'b', epoch: 0 }, 30_000);
+    const stale = { partition: 2, epoch: held[2].epoch + 1 };
+    const asked = [held[0], held[1], stale, { partition: 3, epoch: 1 }];
+    expect(await driver.renewMany('a', asked, 60_000)).toEqual([0, 1]);
+    const holders = await driver.leaseHolders();
+    expect(holders[0].until).toBeGreaterThan(holders[2].until + 20_000);
+    expect(holders[3].owner).toBe('b');
+  });
+
+  it('lets renewals pass an owner-only change under way, and makes an acquire wait for it', async () => {
+    const driver = await pg.open('fence-locks');
+    const { epoch } = await driver.lease(0, 'acquire', { node: 'a', epoch: 0 }, 100);
+    const client = await pg.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const seq = await client.query(
+        `SELECT "tickwheel_fence-locks".owner_write(0, 'a', $1) AS v`,
+        [epoch],
+      );
+      expect(seq.rows[0].v).not.toBeNull();
+      // Renewed while the change is open: the holder keeps its lease.
+      expect(await driver.renewMany('a', [{ partition: 0, epoch }], 200)).toEqual([0]);
+      // Run out, it is another's to take, but only once the change has committed.
+      const taking = waitFor(
+        async () => (await driver.lease(0, 'acquire', { node: 'b', epoch: 0 }, 30_000)).granted,
+      );
+      await waitFor(async () => {
+        const waiting = await pg.pool.query(
+          `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%tw_lease%'`,
+        );
+        return waiting.rowCount === 1;
+      });
+      expect((await driver.leaseHolders())[0].owner).toBe('a');
+      await client.query('COMMIT');
+      await taking;
+      expect((await driver.leaseHolders())[0].owner).toBe('b');
+    } finally {
+      client.release();
+    }
+  });
+
   it("lets a lease run out by the store's clock: renew refused, acquire by another granted", async () => {
     const driver = await pg.open();
     const lease = await driver.lease(3, 'acquire', { node: 'a', epoch: 0 }, 50);

@@ -132,7 +132,7 @@ describe.runIf(postgresInstalled())('PostgresDriver: nodes', () => {
     expect(await drivers[0].counts(2)).toEqual({ 'invoice|S': 1 });
   });
 
-  it('listens again after PostgreSQL dropped the LISTEN connection', async () => {
+  it('listens again after PostgreSQL dropped the LISTEN connection, and says n and i to each partition', async () => {
     const errors: Error[] = [];
     const driver = await PostgresDriver.open({
       postgres: pg.url,
@@ -152,6 +152,8 @@ describe.runIf(postgresInstalled())('PostgresDriver: nodes', () => {
         `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'`,
       );
       await waitFor(() => errors.length > 0);
+      // What it may have missed, the owner is told to look for.
+      await waitFor(() => events.includes('n') && events.includes('i'));
       // Notifications sent while it reconnects are lost: schedule until one is heard.
       let n = 0;
       await waitFor(

@@ -8,32 +8,31 @@ CREATE OR REPLACE FUNCTION @Q@.tw_take(p int, t text, most int, visibility bigin
   max_bytes bigint)
 RETURNS TABLE (id text, attempts int, due float8, rec bytea)
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
   deadline bigint := @Q@.now_ms() + visibility;
-  bytes bigint := 0;
-  taken int := 0;
-  st @Q@.states;
-  r bytea;
+  taken int;
 BEGIN
-  FOR st IN
-    SELECT * FROM @Q@.states s WHERE s.part = p AND s.topic = t AND s.status = 'R'
+  RETURN QUERY
+  WITH picked AS (
+    SELECT s.id, s.seg, s.idx, s.at FROM @Q@.states s
+    WHERE s.part = p AND s.topic = t AND s.status = 'R'
     ORDER BY s.at LIMIT most FOR UPDATE SKIP LOCKED
-  LOOP
-    SELECT x.rec INTO r FROM @Q@.records x WHERE x.seg = st.seg AND x.part = p AND x.idx = st.idx;
-    EXIT WHEN taken > 0 AND bytes + octet_length(r) > max_bytes;
-    bytes := bytes + octet_length(r);
+  ), sized AS (
+    SELECT k.id, r.rec, row_number() OVER w AS n, sum(octet_length(r.rec)) OVER w AS upto
+    FROM picked k JOIN @Q@.records r ON r.seg = k.seg AND r.part = p AND r.idx = k.idx
+    WINDOW w AS (ORDER BY k.at)
+  ), kept AS (
+    SELECT z.id, z.rec, z.n FROM sized z WHERE z.n = 1 OR z.upto <= max_bytes
+  ), out AS (
     UPDATE @Q@.states s SET status = 'I', attempts = s.attempts + 1, at = deadline
-      WHERE s.part = p AND s.id = st.id;
-    taken := taken + 1;
-    id := st.id;
-    attempts := st.attempts + 1;
-    due := st.due;
-    rec := r;
-    RETURN NEXT;
-  END LOOP;
+    FROM kept k WHERE s.part = p AND s.id = k.id
+    RETURNING s.id, s.attempts, s.due
+  )
+  SELECT o.id, o.attempts, o.due, k.rec FROM out o JOIN kept k ON k.id = o.id ORDER BY k.n;
+  GET DIAGNOSTICS taken = ROW_COUNT;
   IF taken > 0 THEN
-    PERFORM @Q@.tally(p, t, 'R', -taken);
-    PERFORM @Q@.tally(p, t, 'I', taken);
+    INSERT INTO @Q@.counts (part, topic, status, n) VALUES (p, t, 'R', -taken), (p, t, 'I', taken);
     -- The owner arms a timer for the new visibility deadline (store time) from this alone.
     PERFORM @Q@.publish(p, 'i ' || deadline);
   END IF;
@@ -50,25 +49,40 @@ $$;
 -- For each delivery (id, attempt), whether it was still out (and is now done).
 CREATE OR REPLACE FUNCTION @Q@.tw_ack(p int, ids text[], attempts int[]) RETURNS boolean[]
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
-  st @Q@.states;
-  answers boolean[] := array_fill(false, ARRAY[cardinality(ids)]);
-  k int;
+  answered int[];
+  trimming boolean;
 BEGIN
   -- Rows locked in the order of their ids, as by every call that locks several: two calls
   -- never wait for each other's rows in turn.
   PERFORM 1 FROM @Q@.states s WHERE s.part = p AND s.id = ANY(ids) ORDER BY s.id FOR UPDATE;
-  FOR k IN 1..coalesce(cardinality(ids), 0) LOOP
-    st := @Q@.delivery(p, ids[k], attempts[k]);
-    CONTINUE WHEN st.id IS NULL;
-    DELETE FROM @Q@.states s WHERE s.part = p AND s.id = st.id;
-    DELETE FROM @Q@.reasons s WHERE s.part = p AND s.id = st.id;
-    PERFORM @Q@.tally(p, st.topic, 'I', -1);
-    PERFORM @Q@.release(p, st.seg);
-    PERFORM @Q@.remember(st, 'A');
-    answers[k] := true;
-  END LOOP;
-  RETURN answers;
+  WITH named AS (
+    SELECT DISTINCT ON (x.id) x.id, x.a, x.k
+    FROM unnest(ids, attempts) WITH ORDINALITY AS x(id, a, k) ORDER BY x.id, x.k
+  ), gone AS (
+    DELETE FROM @Q@.states s USING named n
+    WHERE s.part = p AND s.id = n.id AND s.status = 'I' AND s.attempts = n.a
+    RETURNING s.id, s.seg, s.due, s.attempts, s.topic, n.k
+  ), unreasoned AS (
+    DELETE FROM @Q@.reasons r USING gone g WHERE r.part = p AND r.id = g.id
+  ), counted AS (
+    INSERT INTO @Q@.counts (part, topic, status, n)
+    SELECT p, g.topic, 'I', -count(*) FROM gone g GROUP BY g.topic
+  ), released AS (
+    INSERT INTO @Q@.releases (seg, part, n) SELECT g.seg, p, count(*) FROM gone g GROUP BY g.seg
+  ), remembered AS (
+    INSERT INTO @Q@.done AS d (part, id, status, due, attempts, topic, n)
+    SELECT p, g.id, 'A', g.due, g.attempts, g.topic, nextval('@Q@.done_order') FROM gone g
+    ON CONFLICT (part, id) DO UPDATE SET status = excluded.status, due = excluded.due,
+      attempts = excluded.attempts, topic = excluded.topic, n = excluded.n
+    RETURNING d.n
+  )
+  SELECT (SELECT array_agg(g.k) FROM gone g), (SELECT bool_or(m.n % 64 = 0) FROM remembered m)
+  INTO answered, trimming;
+  IF trimming THEN PERFORM @Q@.trim_done(p); END IF;
+  RETURN coalesce((SELECT array_agg(x.k = ANY(coalesce(answered, '{}')) ORDER BY x.k)
+    FROM generate_series(1, cardinality(ids)) AS x(k)), '{}');
 END
 $$;
 

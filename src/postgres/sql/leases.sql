@@ -12,7 +12,13 @@ DECLARE
   l @Q@.leases;
   now bigint := @Q@.now_ms();
 BEGIN
-  SELECT * INTO l FROM @Q@.leases WHERE part = p FOR UPDATE;
+  -- An acquire waits for every owner-only change under way (each holds the row FOR KEY SHARE);
+  -- a renewal or a release, which only the holder makes, waits for none of them.
+  IF op = 'acquire' THEN
+    SELECT * INTO l FROM @Q@.leases WHERE part = p FOR UPDATE;
+  ELSE
+    SELECT * INTO l FROM @Q@.leases WHERE part = p FOR NO KEY UPDATE;
+  END IF;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'tickwheel: no partition %', p USING ERRCODE = '22023';
   END IF;
@@ -43,15 +49,42 @@ BEGIN
 END
 $$;
 
--- The fencing check of every owner-only change, in the statement that counts it: the caller
+-- The fencing check of every owner-only change, in the statement that makes it: the caller
 -- holds the lease under its epoch and it has not run out by the store's clock. The owner-write
--- count, or NULL when fenced. The row stays locked until the transaction ends, so no acquire
--- comes between the check and the change.
+-- count (a number above every one answered before), or NULL when fenced. The row stays locked
+-- FOR KEY SHARE until the transaction ends: no acquire comes between the check and the change,
+-- while renewals, which take the row FOR NO KEY UPDATE, do not wait.
 CREATE OR REPLACE FUNCTION @Q@.owner_write(p int, node text, ep bigint) RETURNS bigint
 LANGUAGE sql AS $$
-  UPDATE @Q@.leases SET seq = seq + 1
+  SELECT nextval('@Q@.owner_writes') FROM @Q@.leases
   WHERE part = p AND owner = node AND epoch = ep AND until > @Q@.now_ms()
-  RETURNING seq
+  FOR KEY SHARE
+$$;
+
+-- Renews a node's leases at once, each (partition, epoch) held by it: those renewed.
+CREATE OR REPLACE FUNCTION @Q@.tw_renew(node text, parts int[], eps bigint[], ttl bigint)
+RETURNS int[]
+LANGUAGE plpgsql AS $$
+DECLARE
+  now bigint := @Q@.now_ms();
+  renewed int[];
+BEGIN
+  IF ttl IS NULL OR ttl <= 0 THEN
+    RAISE EXCEPTION 'tickwheel: bad lease time %', ttl USING ERRCODE = '22023';
+  END IF;
+  -- In the order of the partitions, as every call that locks several leases.
+  WITH held AS (
+    SELECT l.part FROM @Q@.leases l JOIN unnest(parts, eps) AS x(part, epoch)
+      ON l.part = x.part AND l.epoch = x.epoch
+    WHERE l.owner = node AND l.until > now
+    ORDER BY l.part FOR NO KEY UPDATE OF l
+  ), done AS (
+    UPDATE @Q@.leases l SET until = now + ttl FROM held WHERE l.part = held.part
+    RETURNING l.part
+  )
+  SELECT coalesce(array_agg(part ORDER BY part), '{}') INTO renewed FROM done;
+  RETURN renewed;
+END
 $$;
 
 -- The queue's fixed settings, written by the first node: [partitions, windowMs] as stored.

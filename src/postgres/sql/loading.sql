@@ -60,42 +60,86 @@ $$;
 
 -- Owner only. Scheduled -> ready for each (id, bucket, segment, index) still at that place; a
 -- message due more than skew ms after the store's time is left scheduled and named in the
--- answer, so that an owner whose clock runs ahead cannot deliver it early.
+-- answer, so that an owner whose clock runs ahead cannot deliver it early. Set-based: a few
+-- statements for the whole batch, whatever its size.
 CREATE OR REPLACE FUNCTION @Q@.tw_fire(p int, node text, ep bigint, skew bigint, ids text[],
   buckets int[], seg_names text[], idxs int[], OUT fired int, OUT early text[], OUT seq bigint)
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
-  latest bigint := @Q@.now_ms() + skew;
-  cur record;
-  st @Q@.states;
-  topics text[] := '{}';
-  k int;
+  latest float8 := @Q@.now_ms() + skew;
+  f_id text[];
+  f_birth boolean[];
+  f_seg bigint[];
+  f_idx int[];
+  f_due float8[];
+  f_topic text[];
+  f_bucket int[];
+  ords bigint[];
+  topics text[];
 BEGIN
   seq := @Q@.owner_write(p, node, ep);
   IF seq IS NULL THEN RETURN; END IF;
-  fired := 0;
-  early := '{}';
   -- Rows locked in the order of their ids, as by every call that locks several: two calls
   -- never wait for each other's rows in turn.
   PERFORM 1 FROM @Q@.states s WHERE s.part = p AND s.id = ANY(ids) ORDER BY s.id FOR UPDATE;
-  FOR k IN 1..coalesce(cardinality(ids), 0) LOOP
-    cur := @Q@.state_of(p, ids[k], buckets[k]);
-    st := cur.st;
-    CONTINUE WHEN st.id IS NULL OR st.status <> 'S' OR st.seg <> @Q@.seg_of(seg_names[k])
-      OR st.idx <> idxs[k];
-    IF st.due > latest THEN
-      early := early || ids[k];
-      CONTINUE;
-    END IF;
-    CONTINUE WHEN cur.birth AND NOT @Q@.leave_birth(st);
-    st.status := 'R';
-    st.at := nextval('@Q@.ready_order');
-    PERFORM @Q@.save(st);
-    PERFORM @Q@.tally(p, st.topic, 'S', -1);
-    PERFORM @Q@.tally(p, st.topic, 'R', 1);
-    IF NOT st.topic = ANY(topics) THEN topics := topics || st.topic; END IF;
-    fired := fired + 1;
-  END LOOP;
+  -- Each message as it stands at the place named: scheduled there by its state row, or a
+  -- located one still at its birth place (its record there, no tomb).
+  WITH named AS (
+    SELECT DISTINCT ON (x.id) x.id, x.b, x.sn, @Q@.seg_of(x.sn) AS seg, x.i, x.k
+    FROM unnest(ids, buckets, seg_names, idxs) WITH ORDINALITY AS x(id, b, sn, i, k)
+    ORDER BY x.id, x.k
+  ), stood AS (
+    SELECT n.k, n.id, false AS birth, n.seg, n.i, s.due, s.topic, n.b
+    FROM named n JOIN @Q@.states s ON s.part = p AND s.id = n.id
+    WHERE s.status = 'S' AND s.seg = n.seg AND s.idx = n.i
+    UNION ALL
+    SELECT n.k, n.id, true, n.seg, n.i, @Q@.located_due(r.rec)::float8, @Q@.record_topic(r.rec), n.b
+    FROM named n JOIN @Q@.records r ON r.seg = n.seg AND r.part = p AND r.idx = n.i
+    WHERE left(n.id, 1) = '@' AND get_byte(r.rec, 0) = 0
+      AND n.id = '@' || p || '.' || n.sn || '.' || n.i || '.' || @Q@.located_tag(r.rec)
+      AND NOT EXISTS (SELECT 1 FROM @Q@.tombs t WHERE t.seg = n.seg AND t.part = p AND t.idx = n.i)
+  )
+  SELECT coalesce(array_agg(id ORDER BY k) FILTER (WHERE due > latest), '{}'),
+    array_agg(id ORDER BY k) FILTER (WHERE due <= latest),
+    array_agg(birth ORDER BY k) FILTER (WHERE due <= latest),
+    array_agg(seg ORDER BY k) FILTER (WHERE due <= latest),
+    array_agg(i ORDER BY k) FILTER (WHERE due <= latest),
+    array_agg(due ORDER BY k) FILTER (WHERE due <= latest),
+    array_agg(topic ORDER BY k) FILTER (WHERE due <= latest),
+    array_agg(b ORDER BY k) FILTER (WHERE due <= latest)
+  INTO early, f_id, f_birth, f_seg, f_idx, f_due, f_topic, f_bucket
+  FROM stood;
+  fired := 0;
+  IF f_id IS NULL THEN RETURN; END IF;
+  -- Ready in the order named.
+  SELECT array_agg(v ORDER BY v) INTO ords
+  FROM (SELECT nextval('@Q@.ready_order') AS v FROM generate_series(1, cardinality(f_id))) o;
+  WITH firing AS (
+    SELECT * FROM unnest(f_id, f_birth, f_seg, f_idx, f_due, f_topic, f_bucket, ords)
+      AS x(id, birth, seg, idx, due, topic, b, ord)
+  ), tombed AS (
+    -- A located message leaves its birth here, unless another call made it leave first.
+    INSERT INTO @Q@.tombs (seg, part, idx) SELECT f.seg, p, f.idx FROM firing f WHERE f.birth
+    ON CONFLICT DO NOTHING RETURNING seg, idx
+  ), born AS (
+    INSERT INTO @Q@.states (seg, due, at, part, idx, attempts, bucket, status, id, topic)
+    SELECT f.seg, f.due, f.ord, p, f.idx, 0, f.b, 'R', f.id, f.topic
+    FROM firing f JOIN tombed t ON t.seg = f.seg AND t.idx = f.idx
+    RETURNING topic
+  ), moved AS (
+    UPDATE @Q@.states s SET status = 'R', at = f.ord FROM firing f
+    WHERE NOT f.birth AND s.part = p AND s.id = f.id
+    RETURNING s.topic
+  ), ready AS (
+    SELECT x.topic, count(*) AS c
+    FROM (SELECT topic FROM born UNION ALL SELECT topic FROM moved) x GROUP BY x.topic
+  ), counted AS (
+    INSERT INTO @Q@.counts (part, topic, status, n)
+    SELECT p, r.topic, v.status, v.sign * r.c
+    FROM ready r, (VALUES ('S'::"char", -1), ('R'::"char", 1)) AS v(status, sign)
+  )
+  SELECT coalesce(sum(c), 0)::int, array_agg(topic) INTO fired, topics FROM ready;
   PERFORM @Q@.publish(p, 'r ' || t) FROM unnest(topics) t;
 END
 $$;

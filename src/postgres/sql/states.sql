@@ -76,12 +76,15 @@ BEGIN
   VALUES (st.part, st.id, s, st.due, st.attempts, st.topic, ord)
   ON CONFLICT (part, id) DO UPDATE SET status = s, due = st.due, attempts = st.attempts,
     topic = st.topic, n = excluded.n;
-  IF ord % 64 = 0 THEN
-    DELETE FROM @Q@.done x WHERE x.part = st.part AND x.n < (
-      SELECT d.n FROM @Q@.done d WHERE d.part = st.part ORDER BY d.n DESC
-      OFFSET @DONE_KEPT@ - 1 LIMIT 1);
-  END IF;
+  IF ord % 64 = 0 THEN PERFORM @Q@.trim_done(st.part); END IF;
 END
+$$;
+
+-- Forgets a partition's finished messages but the latest @DONE_KEPT@.
+CREATE OR REPLACE FUNCTION @Q@.trim_done(p int) RETURNS void
+LANGUAGE sql AS $$
+  DELETE FROM @Q@.done x WHERE x.part = p AND x.n < (
+    SELECT d.n FROM @Q@.done d WHERE d.part = p ORDER BY d.n DESC OFFSET @DONE_KEPT@ - 1 LIMIT 1)
 $$;
 
 -- The partition's event channel: "<partition> <event>".

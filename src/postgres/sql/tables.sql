@@ -19,16 +19,17 @@ CREATE SEQUENCE IF NOT EXISTS @Q@.ready_order;
 CREATE SEQUENCE IF NOT EXISTS @Q@.done_order;
 CREATE SEQUENCE IF NOT EXISTS @Q@.sched_versions;
 
--- A partition's lease. born: the store's time (ms) of its first grant, '' before any. seq: the
--- owner-write count, raised by every owner-only change in the statement that checks the epoch.
+-- A partition's lease. born: the store's time (ms) of its first grant, '' before any.
 CREATE TABLE IF NOT EXISTS @Q@.leases (
   part int PRIMARY KEY,
   owner text NOT NULL DEFAULT '',
   epoch bigint NOT NULL DEFAULT 0,
   until bigint NOT NULL DEFAULT 0,
-  born text NOT NULL DEFAULT '',
-  seq bigint NOT NULL DEFAULT 0
+  born text NOT NULL DEFAULT ''
 );
+-- The owner-write count: drawn by every owner-only change in the statement that checks its
+-- epoch. A count not above one answered before means writes were lost (a failover).
+CREATE SEQUENCE IF NOT EXISTS @Q@.owner_writes;
 
 -- A partition's loaded horizon: schedules due before loaded_until go to near segment `near`.
 -- A schedule holds this row FOR UPDATE: schedules of a partition, and its loads, take turns.
