@@ -11,6 +11,7 @@ import type { EventSource } from '../queue/events.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { Delivery, PartitionDriver } from './driver.js';
 import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';
+import { GatedBatches } from './gated-batches.js';
 import { TurnBatches } from './turn-batches.js';
 
 export type NackOutcome = 'retry' | 'dead';
@@ -61,11 +62,7 @@ export class Consumer {
   private readonly notices = new Map<string, Map<number, number>>();
   private noticeCount = 0;
   /** Acks made in one turn go to each partition as one call (a burst acks many at once). */
-  private readonly acks = new TurnBatches<number, PendingAck>((partition, batch) => {
-    for (let from = 0; from < batch.length; from += ACK_BATCH) {
-      void this.sendAcks(partition, batch.slice(from, from + ACK_BATCH));
-    }
-  });
+  private readonly acks: { add(partition: number, ack: PendingAck): void };
   /** How often a topic's settings changed: a long poll that sees it move ends empty. */
   generation: (topic: string) => number = () => 0;
 
@@ -73,6 +70,15 @@ export class Consumer {
     private readonly driver: PartitionDriver,
     private readonly options: ConsumerOptions,
   ) {
+    this.acks =
+      this.driver.ackMany === undefined
+        ? new TurnBatches<number, PendingAck>((partition, batch) => {
+            for (let from = 0; from < batch.length; from += ACK_BATCH) {
+              void this.sendAcks(partition, batch.slice(from, from + ACK_BATCH));
+            }
+          })
+        : // Where the store takes several partitions' acks in one call: gathered while it is busy.
+          new GatedBatches<number, PendingAck>((batches) => this.sendAckMany(batches), 1);
     this.scanMs = options.scanMs ?? 250;
     this.rescanMs = options.rescanMs ?? 1_000;
     this.largestRecord = (options.maxPayloadBytes ?? 1 << 20) + MAX_RECORD_OVERHEAD;
@@ -129,6 +135,18 @@ export class Consumer {
       batch.forEach((a, i) => a.resolve(done[i]));
     } catch (err) {
       for (const a of batch) a.reject(err);
+    }
+  }
+
+  private async sendAckMany(batches: Map<number, PendingAck[]>): Promise<void> {
+    const calls = [...batches]
+      .sort(([a], [b]) => a - b)
+      .map(([partition, deliveries]) => ({ partition, deliveries }));
+    try {
+      const answers = await this.driver.ackMany!(calls);
+      calls.forEach((call, k) => call.deliveries.forEach((a, i) => a.resolve(answers[k][i])));
+    } catch (err) {
+      for (const call of calls) for (const a of call.deliveries) a.reject(err);
     }
   }
 

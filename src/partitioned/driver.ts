@@ -196,6 +196,14 @@ export interface PartitionDriver {
     skewMs: number,
     at: readonly Placed[],
   ): Promise<{ fired: number; early: string[]; seq: number } | undefined>;
+  /**
+   * Several partitions' fires in one round trip, each as fire() would make it (its own fence):
+   * an answer per call, in order. Optional: without it, each partition fires on its own.
+   */
+  fireMany?(
+    calls: ReadonlyArray<{ partition: number; by: Owner; at: readonly Placed[] }>,
+    skewMs: number,
+  ): Promise<Array<{ fired: number; early: string[]; seq: number } | undefined>>;
   /** Up to `max` deliveries whose visibility ran out by `upTo`, oldest first. */
   overdue(
     partition: number,
@@ -223,6 +231,10 @@ export interface PartitionDriver {
   readyCount(partition: number, topic: string): Promise<number>;
   /** For each delivery, whether it was still out (and is now done); `durable`: waited for. */
   ack(partition: number, deliveries: readonly Delivery[], durable: boolean): Promise<boolean[]>;
+  /** Several partitions' acks (not durable) in one round trip: answers per call, in order. Optional. */
+  ackMany?(
+    calls: ReadonlyArray<{ partition: number; deliveries: readonly Delivery[] }>,
+  ): Promise<boolean[][]>;
   /** A delivery failed: 'retry' (due again at `due`), 'dead', or undefined (not out). */
   nack(
     partition: number,

@@ -11,6 +11,7 @@ import type { TimerWheel } from '../timer/index.js';
 import type { PartitionDriver } from './driver.js';
 import type { NodeSettings } from './node-options.js';
 import { Ownership, type DropReason, type Effect } from './ownership.js';
+import { NodeFires } from './node-fires.js';
 import { PartitionOwner, type Due } from './owner.js';
 import type { PartitionSchedules } from './schedules.js';
 
@@ -45,6 +46,8 @@ export class LeaseLoop {
   dataLosses = 0;
   /** Each partition's 'born' as its lease answers last gave it. */
   private readonly born = new Map<number, string>();
+  /** Every partition's fires in one call, where the store can take them so. */
+  private readonly fires: NodeFires | undefined;
 
   constructor(
     private readonly driver: PartitionDriver,
@@ -52,6 +55,8 @@ export class LeaseLoop {
     private readonly wheel: TimerWheel<Due>,
     private readonly hooks: LeaseLoopHooks,
   ) {
+    const fireMany = driver.fireMany?.bind(driver);
+    if (fireMany !== undefined) this.fires = new NodeFires(fireMany, settings);
     this.ownership = new Ownership({
       node: settings.nodeId,
       partitions: settings.partitions,
@@ -256,6 +261,7 @@ export class LeaseLoop {
           },
           onExpired: (message, settled) => this.hooks.onExpired(message, settled),
           onFired: (count) => this.hooks.onFired(count),
+          fires: this.fires,
         });
         this.owners.get(partition)?.stop();
         this.owners.set(partition, owner);

@@ -13,6 +13,7 @@ import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import type { PartitionDriver, Placed } from './driver.js';
 import { decodeRecord, placeOf } from './record.js';
+import type { NodeFires } from './node-fires.js';
 import { TurnBatches } from './turn-batches.js';
 
 export interface Due extends Placed {
@@ -41,6 +42,8 @@ export interface PartitionOwnerOptions {
   /** A delivery whose visibility ran out: due again at `deliverAt`, or dead (its last due time). */
   onExpired?: ((message: EventSource, settled: 'failed' | 'dead') => void) | undefined;
   onFired?: ((count: number) => void) | undefined;
+  /** The node's fires of every partition, when the store takes several in one call. */
+  fires?: NodeFires | undefined;
 }
 
 /** Records read per read call. */
@@ -197,7 +200,9 @@ export class PartitionOwner {
   /** Fires `due` with the others of this turn. */
   fire(due: Due): void {
     this.timers.delete(due.id);
-    if (!this.stopped) this.fires.add(0, due);
+    if (this.stopped) return;
+    if (this.options.fires !== undefined) this.options.fires.add(this, due);
+    else this.fires.add(0, due);
   }
 
   /** Stops at once: forgets every timer; nothing more is sent for this partition. */
@@ -274,22 +279,32 @@ export class PartitionOwner {
 
   private async flushFires(batch: Due[]): Promise<void> {
     if (this.stopped) return;
-    const skewMs = this.options.maxClockSkewMs;
     try {
-      const done = await this.driver.fire(this.partition, this.options, skewMs, batch);
-      if (done === undefined) return this.fenced();
-      if (!this.saw(done.seq)) return;
-      if (done.fired > 0) this.options.onFired?.(done.fired);
-      // Due by this node's clock, not yet by the store's: try again a little later.
-      for (const id of done.early) {
-        const d = batch.find((x) => x.id === id);
-        if (d !== undefined) this.arm(d, Date.now() + skewMs);
-      }
+      const { partition, maxClockSkewMs } = this.options;
+      this.fired(batch, await this.driver.fire(partition, this.options, maxClockSkewMs, batch));
     } catch (err) {
-      // Not known to have fired: arm them again shortly (a fire skips what did fire).
       this.options.onError(err);
-      for (const d of batch) this.arm(d, Date.now() + 100);
+      this.fireFailed(batch);
     }
+  }
+
+  /** What a fire of `batch` answered: undefined when this owner was fenced. */
+  fired(batch: Due[], done: { fired: number; early: string[]; seq: number } | undefined): void {
+    if (this.stopped) return;
+    if (done === undefined) return this.fenced();
+    if (!this.saw(done.seq)) return;
+    if (done.fired > 0) this.options.onFired?.(done.fired);
+    // Due by this node's clock, not yet by the store's: try again a little later.
+    for (const id of done.early) {
+      const d = batch.find((x) => x.id === id);
+      if (d !== undefined) this.arm(d, Date.now() + this.options.maxClockSkewMs);
+    }
+  }
+
+  /** A fire of `batch` failed: not known to have fired, armed again shortly (a fire skips what did). */
+  fireFailed(batch: Due[]): void {
+    if (this.stopped) return;
+    for (const d of batch) this.arm(d, Date.now() + 100);
   }
 
   /** False (and the owner stops, stale) when `seq` is not above every count seen: writes lost. */

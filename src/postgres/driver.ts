@@ -352,6 +352,40 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
     return { fired: num(row.fired), early: row.early as string[], seq: num(row.seq) };
   }
 
+  /** One statement, so one commit, for every partition's fires: each its own tw_fire. */
+  async fireMany(
+    calls: ReadonlyArray<{ partition: number; by: Owner; at: readonly Placed[] }>,
+    skewMs: number,
+  ) {
+    const values: unknown[] = [Math.floor(skewMs)];
+    const parts = calls.map(({ partition, by, at }, k) => {
+      const n = values.length;
+      values.push(
+        partition,
+        by.node,
+        by.epoch,
+        at.map((d) => d.id),
+        at.map((d) => d.bucket),
+      );
+      values.push(
+        at.map((d) => d.seg),
+        at.map((d) => d.index),
+      );
+      return (
+        `SELECT ${k} AS k, fired, early, seq FROM ${this.fn('tw_fire')}($${n + 1}::int, $${n + 2}, ` +
+        `$${n + 3}::bigint, $1::bigint, $${n + 4}::text[], $${n + 5}::int[], $${n + 6}::text[], ` +
+        `$${n + 7}::int[])`
+      );
+    });
+    const sql = `SELECT * FROM (${parts.join(' UNION ALL ')}) x ORDER BY k`;
+    const rows = await this.call('tw_fire', sql, values);
+    return rows.map((row) =>
+      row.seq === null || row.seq === undefined
+        ? undefined
+        : { fired: num(row.fired), early: row.early as string[], seq: num(row.seq) },
+    );
+  }
+
   async overdue(partition: number, upTo: number, max: number) {
     const sql = `SELECT * FROM ${this.fn('tw_overdue')}($1::int, $2::bigint, $3::int)`;
     const rows = await this.call('tw_overdue', sql, [partition, Math.floor(upTo), max]);
@@ -416,6 +450,24 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
     const sql = `SELECT ${this.fn('tw_ack')}($1::int, $2::text[], $3::int[]) AS v`;
     const values = [partition, deliveries.map((d) => d.id), deliveries.map((d) => d.attempt)];
     return (await this.one('tw_ack', sql, values)).v as boolean[];
+  }
+
+  /** One statement, so one commit, for every partition's acks: each its own tw_ack. */
+  async ackMany(
+    calls: ReadonlyArray<{ partition: number; deliveries: readonly Delivery[] }>,
+  ): Promise<boolean[][]> {
+    const values: unknown[] = [];
+    const parts = calls.map(({ partition, deliveries }, k) => {
+      const n = values.length;
+      values.push(
+        partition,
+        deliveries.map((d) => d.id),
+        deliveries.map((d) => d.attempt),
+      );
+      return `SELECT ${k} AS k, ${this.fn('tw_ack')}($${n + 1}::int, $${n + 2}::text[], $${n + 3}::int[]) AS v`;
+    });
+    const sql = `SELECT * FROM (${parts.join(' UNION ALL ')}) x ORDER BY k`;
+    return (await this.call('tw_ack', sql, values)).map((row) => row.v as boolean[]);
   }
 
   async nack(partition: number, retry: Retry, reason: string, _durable: boolean) {

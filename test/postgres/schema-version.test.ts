@@ -10,7 +10,7 @@ import { SCHEMA_VERSION, schemaSql } from '../../src/postgres/install.js';
 import { codeHash } from '../support/code-hash.js';
 
 const CODE_HASHES: Record<number, string> = {
-  2: '56cf1ce5bb4fe830',
+  3: '4cb69cbe076c1d17',
 };
 
 describe('the PostgreSQL schema', () => {

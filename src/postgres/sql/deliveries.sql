@@ -58,8 +58,8 @@ BEGIN
   -- never wait for each other's rows in turn.
   PERFORM 1 FROM @Q@.states s WHERE s.part = p AND s.id = ANY(ids) ORDER BY s.id FOR UPDATE;
   WITH named AS (
-    SELECT DISTINCT ON (x.id) x.id, x.a, x.k
-    FROM unnest(ids, attempts) WITH ORDINALITY AS x(id, a, k) ORDER BY x.id, x.k
+    SELECT DISTINCT ON (x.id, x.a) x.id, x.a, x.k
+    FROM unnest(ids, attempts) WITH ORDINALITY AS x(id, a, k) ORDER BY x.id, x.a, x.k
   ), gone AS (
     DELETE FROM @Q@.states s USING named n
     WHERE s.part = p AND s.id = n.id AND s.status = 'I' AND s.attempts = n.a

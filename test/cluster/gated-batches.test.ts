@@ -1,0 +1,76 @@
+/**
+ * GatedBatches (src/partitioned/gated-batches.ts): items of every key gathered while the store
+ * is busy go out together once a call is free; never more calls under way than allowed.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { GatedBatches } from '../../src/partitioned/gated-batches.js';
+import { waitFor } from '../support/wait-for.js';
+
+describe('GatedBatches', () => {
+  it('sends what one turn brings as one call, and what comes meanwhile as the next', async () => {
+    const calls: Array<Map<number, string[]>> = [];
+    const answers: Array<() => void> = [];
+    let running = 0;
+    let most = 0;
+    const batches = new GatedBatches<number, string>(async (batch) => {
+      calls.push(batch);
+      most = Math.max(most, ++running);
+      await new Promise<void>((resolve) => answers.push(resolve));
+      running--;
+    });
+    batches.add(1, 'a');
+    batches.add(2, 'b');
+    await waitFor(() => calls.length === 1);
+    // While the first call is under way, three partitions' items gather.
+    for (const [key, item] of [
+      [1, 'c'],
+      [3, 'd'],
+      [1, 'e'],
+      [2, 'f'],
+    ] as const)
+      batches.add(key, item);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(calls).toHaveLength(1);
+    answers.shift()!();
+    await waitFor(() => calls.length === 2);
+    answers.shift()!();
+    expect([...calls[0]]).toEqual([
+      [1, ['a']],
+      [2, ['b']],
+    ]);
+    expect([...calls[1]]).toEqual([
+      [1, ['c', 'e']],
+      [3, ['d']],
+      [2, ['f']],
+    ]);
+    expect(most).toBe(1);
+  });
+
+  it('allows `most` calls at once, and goes on after a call that failed', async () => {
+    const seen: string[][] = [];
+    const answers: Array<(ok: boolean) => void> = [];
+    let running = 0;
+    let most = 0;
+    const batches = new GatedBatches<number, string>(async (batch) => {
+      seen.push([...batch.values()].flat());
+      most = Math.max(most, ++running);
+      const ok = await new Promise<boolean>((resolve) => answers.push(resolve));
+      running--;
+      if (!ok) throw new Error('the store failed');
+    }, 2);
+    batches.add(0, 'a');
+    await waitFor(() => seen.length === 1);
+    batches.add(0, 'b');
+    await waitFor(() => seen.length === 2);
+    batches.add(0, 'c');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(seen).toHaveLength(2);
+    answers.shift()!(false);
+    await waitFor(() => seen.length === 3);
+    answers.shift()!(true);
+    answers.shift()!(true);
+    expect(seen).toEqual([['a'], ['b'], ['c']]);
+    expect(most).toBe(2);
+  });
+});
