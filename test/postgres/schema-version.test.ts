@@ -10,7 +10,7 @@ import { SCHEMA_VERSION, schemaSql } from '../../src/postgres/install.js';
 import { codeHash } from '../support/code-hash.js';
 
 const CODE_HASHES: Record<number, string> = {
-  3: '4cb69cbe076c1d17',
+  4: 'fbe662bd7e6b3790',
 };
 
 describe('the PostgreSQL schema', () => {

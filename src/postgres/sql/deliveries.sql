@@ -62,7 +62,7 @@ BEGIN
     FROM unnest(ids, attempts) WITH ORDINALITY AS x(id, a, k) ORDER BY x.id, x.a, x.k
   ), gone AS (
     DELETE FROM @Q@.states s USING named n
-    WHERE s.part = p AND s.id = n.id AND s.status = 'I' AND s.attempts = n.a
+    WHERE s.part = p AND s.id = n.id AND s.id = ANY(ids) AND s.status = 'I' AND s.attempts = n.a
     RETURNING s.id, s.seg, s.due, s.attempts, s.topic, n.k
   ), unreasoned AS (
     DELETE FROM @Q@.reasons r USING gone g WHERE r.part = p AND r.id = g.id

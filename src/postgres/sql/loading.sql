@@ -90,12 +90,14 @@ BEGIN
     FROM unnest(ids, buckets, seg_names, idxs) WITH ORDINALITY AS x(id, b, sn, i, k)
     ORDER BY x.id, x.k
   ), stood AS (
+    -- (= ANY: the rows are looked up by key, whatever the planner guesses of `named`.)
     SELECT n.k, n.id, false AS birth, n.seg, n.i, s.due, s.topic, n.b
-    FROM named n JOIN @Q@.states s ON s.part = p AND s.id = n.id
+    FROM named n JOIN @Q@.states s ON s.part = p AND s.id = n.id AND s.id = ANY(ids)
     WHERE s.status = 'S' AND s.seg = n.seg AND s.idx = n.i
     UNION ALL
     SELECT n.k, n.id, true, n.seg, n.i, @Q@.located_due(r.rec)::float8, @Q@.record_topic(r.rec), n.b
     FROM named n JOIN @Q@.records r ON r.seg = n.seg AND r.part = p AND r.idx = n.i
+      AND r.idx = ANY(idxs)
     WHERE left(n.id, 1) = '@' AND get_byte(r.rec, 0) = 0
       AND n.id = '@' || p || '.' || n.sn || '.' || n.i || '.' || @Q@.located_tag(r.rec)
       AND NOT EXISTS (SELECT 1 FROM @Q@.tombs t WHERE t.seg = n.seg AND t.part = p AND t.idx = n.i)
@@ -129,7 +131,7 @@ BEGIN
     RETURNING topic
   ), moved AS (
     UPDATE @Q@.states s SET status = 'R', at = f.ord FROM firing f
-    WHERE NOT f.birth AND s.part = p AND s.id = f.id
+    WHERE NOT f.birth AND s.part = p AND s.id = f.id AND s.id = ANY(f_id)
     RETURNING s.topic
   ), ready AS (
     SELECT x.topic, count(*) AS c

@@ -54,7 +54,7 @@ BEGIN
   LEFT JOIN (SELECT DISTINCT ON (id) id, k AS k1, due AS due1
              FROM unnest(ids, dues) WITH ORDINALITY AS x(id, due, k)
              WHERE id IS NOT NULL ORDER BY id, k) f ON f.id = m.id
-  LEFT JOIN @Q@.states s ON s.part = p AND s.id = m.id;
+  LEFT JOIN @Q@.states s ON s.part = p AND s.id = m.id AND s.id = ANY(ids);
   FOR k IN 1..n LOOP
     j := runs[k];
     IF ids[k] IS NOT NULL THEN

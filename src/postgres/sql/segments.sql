@@ -13,7 +13,7 @@ $$;
 
 -- 'w<window>' or 'n<k>' -> seg; NULL for a name that is neither (or a window before 1970).
 CREATE OR REPLACE FUNCTION @Q@.seg_of(name text) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT AS $$
+LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE
     WHEN name ~ '^w(0|[1-9][0-9]{0,15})$' THEN substr(name, 2)::bigint
     WHEN name ~ '^n(0|[1-9][0-9]{0,15})$' THEN -1 - substr(name, 2)::bigint
@@ -21,7 +21,7 @@ LANGUAGE sql IMMUTABLE STRICT AS $$
 $$;
 
 CREATE OR REPLACE FUNCTION @Q@.seg_name(seg bigint) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT AS $$
+LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN seg >= 0 THEN 'w' || seg ELSE 'n' || (-1 - seg) END
 $$;
 
