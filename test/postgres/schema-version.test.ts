@@ -10,7 +10,7 @@ import { SCHEMA_VERSION, schemaSql } from '../../src/postgres/install.js';
 import { codeHash } from '../support/code-hash.js';
 
 const CODE_HASHES: Record<number, string> = {
-  4: 'fbe662bd7e6b3790',
+  5: 'bbb1eff3bbbc3d0f',
 };
 
 describe('the PostgreSQL schema', () => {

@@ -20,8 +20,9 @@ LANGUAGE sql IMMUTABLE AS $$
   END
 $$;
 
+-- STABLE as `||` with a number is: so it is inlined.
 CREATE OR REPLACE FUNCTION @Q@.seg_name(seg bigint) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN seg >= 0 THEN 'w' || seg ELSE 'n' || (-1 - seg) END
 $$;
 
