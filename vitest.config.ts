@@ -18,8 +18,9 @@ const postgres = [
   'test/idempotent/postgres.test.ts',
   'test/idempotent/client.test.ts',
   'test/idempotent/crash.test.ts',
-  // Runs dist/ as users run it: `tickwheel serve --postgres` processes.
+  // Run dist/ as users run it: `tickwheel serve --postgres` processes, the chaos harness.
   'test/postgres/serve.test.ts',
+  'test/postgres/chaos.test.ts',
 ];
 const browser = ['test/dashboard/**/*.test.ts'];
 const bench = ['test/bench-*.test.ts', 'test/server/bench-http.test.ts'];

@@ -1,10 +1,11 @@
 /**
- * One tickwheel node under the chaos harness (scripts/chaos.mjs): a DelayQueue on Valkey that
- * schedules, sometimes cancels, and consumes, writing a journal line for each operation only
- * once its promise has resolved. Journal lines are appended with a synchronous write, so a
+ * One tickwheel node under the chaos harness (scripts/chaos.mjs): a DelayQueue on Valkey or on
+ * PostgreSQL (a postgres:// URL) that schedules, sometimes cancels, and consumes, writing a
+ * journal line for each operation only once its promise has resolved. Journal lines are appended with a synchronous write, so a
  * SIGKILL never loses a line that was written, and no line claims what had not happened.
  *
- *   node scripts/chaos-node.mjs <nodeId> <urls comma-separated> <journal file> <seed> <rate/s>
+ *   node scripts/chaos-node.mjs <nodeId> <Valkey urls comma-separated | postgres://...> <journal file>
+ *                               <seed> <rate/s> [durability]
  *
  * Lines (times are Date.now() of this process; ids are unique per incarnation; every other
  * message is scheduled without an id and journaled by the located id the cluster made for it):
@@ -35,14 +36,18 @@ const hash = (payload) =>
   createHash('sha1').update(JSON.stringify(payload)).digest('hex').slice(0, 12);
 const write = (line) => appendFileSync(journal, `${line}\n`);
 
+/** A PostgreSQL connection string, or Valkey nodes' URLs. */
+const store = urls.startsWith('postgres')
+  ? { postgres: urls, connectTimeoutMs: 60_000 }
+  : { redis: urls.split(','), durability };
+
 const queue = await DelayQueue.open({
-  redis: urls.split(','),
+  ...store,
   queue: 'chaos',
   partitions: 16,
   windowMs: 1_000,
   horizonMs: 2_000,
   leaseMs: 1_000,
-  durability,
   // A delivery lost with a killed node comes again this soon.
   visibilityMs: 5_000,
   nodeId,

@@ -1,26 +1,27 @@
 #!/usr/bin/env node
 /**
- * Chaos harness for tickwheel's cluster mode (docs/cluster.md, "Chaos").
+ * Chaos harness for tickwheel's partitioned queue on Valkey/Redis (docs/cluster.md, "Chaos")
+ * and on PostgreSQL (docs/postgres.md).
  *
- *   node scripts/chaos.mjs [--kills 200] [--seed S] [--interval-ms 3000] [--nodes 3]
- *                          [--rate 100] [--primary-share 0.4] [--lose-primary]
- *                          [--durability replicated|fsynced|async]
+ *   node scripts/chaos.mjs [--backend valkey|postgres] [--kills 200] [--seed S]
+ *                          [--interval-ms 3000] [--nodes 3] [--rate 100] [--primary-share 0.4]
+ *                          [--lose-primary] [--durability replicated|fsynced|async]
  *                          [--report FILE] [--quiet]
  *
- * Starts a Valkey Cluster of 3 primaries + 3 replicas (AOF on) and `--nodes` tickwheel nodes
- * (scripts/chaos-node.mjs, each a DelayQueue on the Cluster that schedules, cancels and
- * consumes, journaling every operation whose promise resolved). Every `--interval-ms`
- * (jittered) it SIGKILLs, at random:
+ * Starts the store (scripts/chaos-stores.mjs: a Valkey Cluster of 3 primaries + 3 replicas, or
+ * one PostgreSQL) and `--nodes` tickwheel nodes (scripts/chaos-node.mjs, each a DelayQueue on it
+ * that schedules, cancels and consumes, journaling every operation whose promise resolved).
+ * Every `--interval-ms` (jittered) it SIGKILLs, at random:
  *
  *   - a tickwheel node, started again 0.2-1.5 s later under the same node id;
- *   - or a Valkey primary: its replica is promoted by the Cluster; the killed process is started
- *     again on its data and rejoins as a replica. The next primary kill waits until every
- *     shard has a synced replica again (a kill of a primary whose replica is not synced is a
- *     double failure, which no setting claims to survive).
+ *   - or, with probability --primary-share, the store: a Valkey primary (its replica promoted,
+ *     the killed process started again as a replica once the promotion is done; the next
+ *     primary kill waits until every shard has a synced replica again), or PostgreSQL itself
+ *     (every server process; started again on its data 0.2-1.5 s later: crash recovery).
  *
- * With --lose-primary, the first primary killed is lost for good (never started again): its
- * shard runs on the promoted replica alone for the rest of the run, where schedules with
- * durability 'replicated' are refused (NOT_DURABLE, so not acknowledged) while fires and
+ * With --lose-primary (Valkey), the first primary killed is lost for good (never started
+ * again): its shard runs on the promoted replica alone for the rest of the run, where schedules
+ * with durability 'replicated' are refused (NOT_DURABLE, so not acknowledged) while fires and
  * deliveries go on. Later primary kills spare that shard (it has no replica to promote).
  *
  * After the last kill, producing stops, the nodes drain what is due, and the journals are
@@ -53,18 +54,21 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { seededRandom } from '../test/support/random.mjs';
 import { parseFlags } from './flags.mjs';
-import { cli, installed, startCluster } from './valkey.mjs';
+import { postgresStore, valkeyStore } from './chaos-stores.mjs';
+import { postgresInstalled } from './postgres.mjs';
+import { installed } from './valkey.mjs';
 
 const NODE_SCRIPT = fileURLToPath(new globalThis.URL('./chaos-node.mjs', import.meta.url));
 
-const USAGE = `usage: node scripts/chaos.mjs [--kills 200] [--seed S] [--interval-ms 3000] [--nodes 3]
-                              [--rate 100] [--primary-share 0.4] [--lose-primary]
-                              [--durability replicated|fsynced|async]
+const USAGE = `usage: node scripts/chaos.mjs [--backend valkey|postgres] [--kills 200] [--seed S]
+                              [--interval-ms 3000] [--nodes 3] [--rate 100] [--primary-share 0.4]
+                              [--lose-primary] [--durability replicated|fsynced|async]
                               [--report FILE] [--quiet] [--help]
 
-Starts a Valkey Cluster of 3 primaries + 3 replicas and --nodes tickwheel nodes under load,
-SIGKILLs nodes and primaries at random every --interval-ms, then checks that every
-acknowledged schedule was delivered, none early, payloads intact (docs/cluster.md, "Chaos").
+Starts a Valkey Cluster of 3 primaries + 3 replicas (or, with --backend postgres, one
+PostgreSQL) and --nodes tickwheel nodes under load, SIGKILLs nodes and the store (a primary, or
+PostgreSQL itself) at random every --interval-ms, then checks that every acknowledged schedule
+was delivered, none early, payloads intact (docs/cluster.md, "Chaos"; docs/postgres.md).
 Exit status: 0 without violations, 1 with violations, 2 if the harness could not run.
 `;
 
@@ -78,6 +82,7 @@ function parseArgs(argv) {
     primaryShare: 0.4,
     losePrimary: false,
     durability: 'replicated',
+    backend: 'valkey',
     report: undefined,
     quiet: false,
     help: false,
@@ -93,6 +98,7 @@ function parseArgs(argv) {
     '--primary-share': (v) => (options.primaryShare = Number(v)),
     '--lose-primary': () => (options.losePrimary = true),
     '--durability': (v) => (options.durability = v),
+    '--backend': (v) => (options.backend = v),
     '--report': (v) => (options.report = v),
     '--quiet': () => (options.quiet = true),
   });
@@ -100,6 +106,9 @@ function parseArgs(argv) {
     if (!Number.isFinite(options[key]) || options[key] < 0) {
       throw new Error(`--${key} must be a number >= 0`);
     }
+  }
+  if (!['valkey', 'postgres'].includes(options.backend)) {
+    throw new Error(`--backend must be valkey or postgres, not ${options.backend}`);
   }
   if (!['async', 'replicated', 'fsynced'].includes(options.durability)) {
     throw new Error(`--durability must be async, replicated or fsynced, not ${options.durability}`);
@@ -265,51 +274,6 @@ function check({ scheduled, cancelled, cancelTried, deliveries }) {
   };
 }
 
-/**
- * For each acknowledged schedule never delivered: its state in Valkey now and its partition's
- * meta (owner, epoch, loadedUntil, near segment, owner-write count), for whoever looks into it.
- */
-async function postMortem(urls, dir, say) {
-  const journals = readJournals(dir);
-  const missing = [...journals.scheduled.keys()].filter(
-    (id) => !journals.cancelTried.has(id) && !journals.deliveries.has(id),
-  );
-  if (missing.length === 0) return;
-  const { Valkey } = await import('../dist/valkey/connection.js');
-  const { placeOf } = await import('../dist/partitioned/record.js');
-  const { metaKey } = await import('../dist/cluster/keys.js');
-  const valkey = await Valkey.connect(urls);
-  try {
-    for (const id of missing.slice(0, 20)) {
-      const { partition, bucket } = placeOf(id, 16);
-      const meta = metaKey('chaos', partition);
-      const state = await valkey.fcall('tw_get', meta, [id, bucket]);
-      const info = await valkey.command(meta, ['HGETALL', meta]);
-      const line = `missing ${id} due ${journals.scheduled.get(id).deliverAt}: partition ${partition}, state ${state}, meta ${JSON.stringify(info)}`;
-      say(line);
-      appendFileSync(join(dir, 'events.txt'), `${Date.now()} ${line}\n`);
-    }
-  } finally {
-    await valkey.close();
-  }
-}
-
-/** The primaries that have a replica up and synced. */
-function replicatedPrimaries(cluster) {
-  return cluster.primaries().filter((p) => {
-    const info = cli(p.binary, p.port, 'INFO', 'replication');
-    return /connected_slaves:[1-9]/.test(info) && /slave0:.*state=online/.test(info);
-  });
-}
-
-async function waitFor(condition, ms, what) {
-  const until = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(200);
-  }
-}
-
 async function main() {
   let options;
   try {
@@ -322,8 +286,12 @@ async function main() {
     process.stdout.write(USAGE);
     return 0;
   }
-  if (!installed('valkey-server')) {
+  if (options.backend === 'valkey' && !installed('valkey-server')) {
     process.stderr.write('chaos: valkey-server is not installed\n');
+    return 2;
+  }
+  if (options.backend === 'postgres' && !postgresInstalled()) {
+    process.stderr.write('chaos: PostgreSQL is not installed\n');
     return 2;
   }
   const say = options.quiet ? () => {} : (line) => process.stdout.write(`${line}\n`);
@@ -332,13 +300,13 @@ async function main() {
   say(
     `chaos: seed ${options.seed}, ${options.kills} kills every ~${options.intervalMs} ms, journals in ${dir}`,
   );
-  const cluster = await startCluster({ primaries: 3, replicas: 1 });
+  const store = options.backend === 'postgres' ? await postgresStore() : await valkeyStore(options);
   const nodes = Array.from(
     { length: options.nodes },
     (_, i) =>
       new NodeProcess(
         `chaos-${i}`,
-        cluster.urls,
+        store.urls,
         dir,
         options.seed * 7 + i * 1_000,
         options.rate,
@@ -346,12 +314,9 @@ async function main() {
         say,
       ),
   );
-  const kills = { node: 0, primary: 0 };
-  /** Ports of primaries killed and never started again (--lose-primary). */
-  const lost = [];
+  const kills = { node: 0, [store.kind]: 0 };
   const events = join(dir, 'events.txt');
   const note = (line) => appendFileSync(events, `${Date.now()} ${line}\n`);
-  const failovers = [];
   const started = Date.now();
   let failed;
   try {
@@ -360,40 +325,13 @@ async function main() {
     for (let k = 0; k < options.kills; k++) {
       await sleep(options.intervalMs * (0.5 + random()));
       const last = k === options.kills - 1;
-      let killPrimary = random() < options.primaryShare;
+      let killStore = random() < options.primaryShare;
       // Each kind at least once when it is asked for at all, whatever the dice said.
-      if (last && kills.primary === 0 && options.primaryShare > 0) killPrimary = true;
-      if (last && kills.node === 0 && options.primaryShare < 1) killPrimary = false;
-      // A primary whose replica is not synced yet is not killed: that would be a double
-      // failure. Wait for the last restarted one to catch up first.
-      // A shard whose primary was lost for good has no replica any more, and is spared.
-      const replicated = () => replicatedPrimaries(cluster).length === 3 - lost.length;
-      if (killPrimary) {
-        await waitFor(replicated, 60_000, 'every shard to have a synced replica');
-      }
-      if (killPrimary) {
-        const primaries = replicatedPrimaries(cluster);
-        const victim = primaries[Math.floor(random() * primaries.length)];
-        const t0 = Date.now();
-        note(`kill primary :${victim.port}`);
-        await victim.crash();
-        kills.primary++;
-        // The Cluster promotes its replica (node timeout 2 s).
-        await waitFor(() => cluster.primaries().length === 3, 30_000, 'a replica to be promoted');
-        const promotedMs = Date.now() - t0;
-        failovers.push(promotedMs);
-        if (options.losePrimary && lost.length === 0) {
-          lost.push(victim.port);
-          note(`promoted after ${promotedMs} ms; :${victim.port} lost for good`);
-          say(
-            `chaos: kill ${k + 1}: primary :${victim.port} lost for good, replica promoted in ${promotedMs} ms`,
-          );
-          continue;
-        }
-        note(`promoted after ${promotedMs} ms; restarting :${victim.port}`);
-        await victim.restart();
-        note(`restarted :${victim.port}`);
-        say(`chaos: kill ${k + 1}: primary :${victim.port}, replica promoted in ${promotedMs} ms`);
+      if (last && kills[store.kind] === 0 && options.primaryShare > 0) killStore = true;
+      if (last && kills.node === 0 && options.primaryShare < 1) killStore = false;
+      if (killStore) {
+        await store.kill(k, random, note, say);
+        kills[store.kind]++;
       } else {
         const victim = nodes[Math.floor(random() * nodes.length)];
         note(`kill node ${victim.id}`);
@@ -421,9 +359,18 @@ async function main() {
     failed = err;
   } finally {
     for (const node of nodes) await node.close().catch(() => {});
-    if (failed === undefined)
-      await postMortem(cluster.urls, dir, say).catch((err) => say(`post-mortem failed: ${err}`));
-    await cluster.stop().catch(() => {});
+    if (failed === undefined) {
+      const journals = readJournals(dir);
+      const missing = [...journals.scheduled.keys()].filter(
+        (id) => !journals.cancelTried.has(id) && !journals.deliveries.has(id),
+      );
+      if (missing.length > 0) {
+        await store
+          .postMortem(missing, journals.scheduled, note, say)
+          .catch((err) => say(`post-mortem failed: ${err}`));
+      }
+    }
+    await store.stop().catch(() => {});
   }
   if (failed !== undefined) {
     process.stderr.write(`chaos: could not run: ${failed.stack ?? failed}\n`);
@@ -441,14 +388,8 @@ async function main() {
     delivered: journals.deliveries.size,
     duplicates: result.duplicates,
     firstDeliveryLatenessMs: result.lateness,
-    primaryPromotionMs: {
-      max: failovers.length ? Math.max(...failovers) : null,
-      mean: failovers.length
-        ? Math.round(failovers.reduce((a, b) => a + b, 0) / failovers.length)
-        : null,
-    },
-    durability: options.durability,
-    primariesLostForGood: lost.length,
+    backend: options.backend,
+    ...store.summary(),
     violations: result.violations.length,
   };
   say(`chaos: ${JSON.stringify(summary)}`);

@@ -7,7 +7,8 @@
  *
  * `pid` is the postmaster's (as root, `runuser` stands between this process and it), the parent
  * of every server process: what a benchmark reads to count PostgreSQL's CPU. `dataDir` is the
- * cluster's data directory.
+ * cluster's data directory. crash() SIGKILLs every server process and restart() starts it
+ * again on its data (crash recovery), on the same port.
  *
  * PostgreSQL refuses to run as root: as root, initdb and postgres run as the `postgres` user that
  * Debian's package creates (runuser). Nothing here is shipped.
@@ -74,6 +75,31 @@ export async function startPostgres({ port: wanted } = {}) {
   const init = spawnSync(initdb, initArgs, { encoding: 'utf8' });
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
   const port = wanted ?? (await freePort());
+  let server = await runPostgres(bin, data, dir, port);
+  const handle = {
+    port,
+    pid: server.pid,
+    dataDir: data,
+    url: `postgres://tickwheel@127.0.0.1:${port}/postgres`,
+    /** SIGKILL of the postmaster and every server process: a crash, as of the machine. */
+    async crash() {
+      await killServer(server);
+    },
+    /** Starts it again on its data directory after crash(): PostgreSQL's crash recovery. */
+    async restart() {
+      server = await runPostgres(bin, data, dir, port);
+      handle.pid = server.pid;
+    },
+    async stop() {
+      await stopServer(bin, data, server);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return handle;
+}
+
+/** A postgres on `data`, once it accepts connections: { child, exited, pid }. */
+async function runPostgres(bin, data, dir, port) {
   const [postgres, args] = asPostgres(join(bin, 'postgres'), [
     '-D',
     data,
@@ -104,42 +130,62 @@ export async function startPostgres({ port: wanted } = {}) {
   child.stderr.resume();
   // The first line of postmaster.pid, written before the server is ready for connections.
   const pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
-  return {
-    port,
-    pid,
-    dataDir: data,
-    url: `postgres://tickwheel@127.0.0.1:${port}/postgres`,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) {
-        // pg_ctl's fast shutdown, waited for: a signal to the runuser in between would not
-        // reach postgres, and a SIGKILL of runuser would leave postgres running.
-        const [pgctl, args] = asPostgres(join(bin, 'pg_ctl'), [
-          'stop',
-          '-D',
-          data,
-          '-m',
-          'fast',
-          '-w',
-        ]);
-        const stopped = spawnSync(pgctl, args, { encoding: 'utf8', timeout: 30_000 });
-        if (stopped.status !== 0) {
-          const [pgctl2, args2] = asPostgres(join(bin, 'pg_ctl'), [
-            'stop',
-            '-D',
-            data,
-            '-m',
-            'immediate',
-            '-w',
-          ]);
-          spawnSync(pgctl2, args2, { timeout: 30_000 });
-        }
-        let tries = 0;
-        const escalate = setInterval(() => {
-          if (++tries >= 5 && child.exitCode === null) child.kill('SIGKILL');
-        }, 2_000);
-        await exited.finally(() => clearInterval(escalate));
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return { child, exited, pid };
+}
+
+/** The pids whose parent is `pid`. */
+function childrenOf(pid) {
+  const found = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid)
+        found.push(Number(entry));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return found;
+}
+
+async function killServer(server) {
+  const all = [server.pid, ...childrenOf(server.pid)];
+  for (const pid of all) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Gone already.
+    }
+  }
+  await server.exited;
+  // Until the last server process is gone, its shared memory blocks a new postmaster.
+  while (all.some((pid) => existsSync(`/proc/${pid}`))) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+async function stopServer(bin, data, server) {
+  const { child, exited } = server;
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  // pg_ctl's fast shutdown, waited for: a signal to the runuser in between would not
+  // reach postgres, and a SIGKILL of runuser would leave postgres running.
+  const [pgctl, args] = asPostgres(join(bin, 'pg_ctl'), ['stop', '-D', data, '-m', 'fast', '-w']);
+  const stopped = spawnSync(pgctl, args, { encoding: 'utf8', timeout: 30_000 });
+  if (stopped.status !== 0) {
+    const [pgctl2, args2] = asPostgres(join(bin, 'pg_ctl'), [
+      'stop',
+      '-D',
+      data,
+      '-m',
+      'immediate',
+      '-w',
+    ]);
+    spawnSync(pgctl2, args2, { timeout: 30_000 });
+  }
+  let tries = 0;
+  const escalate = setInterval(() => {
+    if (++tries >= 5 && child.exitCode === null) child.kill('SIGKILL');
+  }, 2_000);
+  await exited.finally(() => clearInterval(escalate));
 }

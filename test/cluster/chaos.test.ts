@@ -22,7 +22,9 @@ describe('the chaos harness, asked for help', () => {
       timeout: 20_000,
     });
     expect(run.status).toBe(0);
-    expect(run.stdout).toMatch(/^usage: node scripts\/chaos\.mjs \[--kills 200\]/);
+    expect(run.stdout).toMatch(
+      /^usage: node scripts\/chaos\.mjs \[--backend valkey\|postgres\] \[--kills 200\]/,
+    );
     expect(run.stdout).toMatch(/--durability replicated\|fsynced\|async/);
     expect(run.stdout).not.toMatch(/chaos: seed/);
   });

@@ -1,0 +1,149 @@
+/**
+ * The stores the chaos harness (scripts/chaos.mjs) runs its nodes on, and how it kills them:
+ *
+ *   - valkey: a Valkey Cluster of 3 primaries + 3 replicas (AOF on). A kill is a SIGKILL of a
+ *     primary whose replica is synced: the Cluster promotes the replica, the killed process is
+ *     started again on its data and rejoins as a replica (with --lose-primary, the first one
+ *     killed is lost for good);
+ *   - postgres: one PostgreSQL. A kill is a SIGKILL of the postmaster and every server process;
+ *     it is started again on its data 0.2-1.5 s later (crash recovery), on the same port.
+ *
+ * Each store: { kind, urls, kill(k, random, note, say), postMortem(missing, scheduled, note,
+ * say), summary(), stop() }.
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startPostgres } from './postgres.mjs';
+import { cli, startCluster } from './valkey.mjs';
+
+export async function waitFor(condition, ms, what) {
+  const until = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+/** The primaries that have a replica up and synced. */
+function replicatedPrimaries(cluster) {
+  return cluster.primaries().filter((p) => {
+    const info = cli(p.binary, p.port, 'INFO', 'replication');
+    return /connected_slaves:[1-9]/.test(info) && /slave0:.*state=online/.test(info);
+  });
+}
+
+const mean = (list) =>
+  list.length ? Math.round(list.reduce((a, b) => a + b, 0) / list.length) : null;
+
+export async function valkeyStore(options) {
+  const cluster = await startCluster({ primaries: 3, replicas: 1 });
+  /** Ports of primaries killed and never started again (--lose-primary). */
+  const lost = [];
+  const failovers = [];
+  return {
+    kind: 'primary',
+    urls: cluster.urls,
+    async kill(k, random, note, say) {
+      // A primary whose replica is not synced yet is not killed: that would be a double
+      // failure. A shard whose primary was lost for good has no replica any more, and is spared.
+      const replicated = () => replicatedPrimaries(cluster).length === 3 - lost.length;
+      await waitFor(replicated, 60_000, 'every shard to have a synced replica');
+      const primaries = replicatedPrimaries(cluster);
+      const victim = primaries[Math.floor(random() * primaries.length)];
+      const t0 = Date.now();
+      note(`kill primary :${victim.port}`);
+      await victim.crash();
+      // The Cluster promotes its replica (node timeout 2 s).
+      await waitFor(() => cluster.primaries().length === 3, 30_000, 'a replica to be promoted');
+      const promotedMs = Date.now() - t0;
+      failovers.push(promotedMs);
+      if (options.losePrimary && lost.length === 0) {
+        lost.push(victim.port);
+        note(`promoted after ${promotedMs} ms; :${victim.port} lost for good`);
+        say(
+          `chaos: kill ${k + 1}: primary :${victim.port} lost for good, replica promoted in ${promotedMs} ms`,
+        );
+        return;
+      }
+      note(`promoted after ${promotedMs} ms; restarting :${victim.port}`);
+      await victim.restart();
+      note(`restarted :${victim.port}`);
+      say(`chaos: kill ${k + 1}: primary :${victim.port}, replica promoted in ${promotedMs} ms`);
+    },
+    /** Each message never delivered: its state in Valkey now and its partition's meta. */
+    async postMortem(missing, scheduled, note, say) {
+      const { Valkey } = await import('../dist/valkey/connection.js');
+      const { placeOf } = await import('../dist/partitioned/record.js');
+      const { metaKey } = await import('../dist/cluster/keys.js');
+      const valkey = await Valkey.connect(cluster.urls);
+      try {
+        for (const id of missing.slice(0, 20)) {
+          const { partition, bucket } = placeOf(id, 16);
+          const meta = metaKey('chaos', partition);
+          const state = await valkey.fcall('tw_get', meta, [id, bucket]);
+          const info = await valkey.command(meta, ['HGETALL', meta]);
+          const line = `missing ${id} due ${scheduled.get(id).deliverAt}: partition ${partition}, state ${state}, meta ${JSON.stringify(info)}`;
+          say(line);
+          note(line);
+        }
+      } finally {
+        await valkey.close();
+      }
+    },
+    summary: () => ({
+      primaryPromotionMs: {
+        max: failovers.length ? Math.max(...failovers) : null,
+        mean: mean(failovers),
+      },
+      durability: options.durability,
+      primariesLostForGood: lost.length,
+    }),
+    stop: () => cluster.stop(),
+  };
+}
+
+export async function postgresStore() {
+  const server = await startPostgres();
+  const downs = [];
+  return {
+    kind: 'postgres',
+    urls: [server.url],
+    async kill(k, random, note, say) {
+      note('kill postgres');
+      const t0 = Date.now();
+      await server.crash();
+      await sleep(200 + random() * 1_300);
+      await server.restart();
+      const downMs = Date.now() - t0;
+      downs.push(downMs);
+      note(`postgres up again after ${downMs} ms`);
+      say(`chaos: kill ${k + 1}: postgres, up again after ${downMs} ms (crash recovery)`);
+    },
+    /** Each message never delivered: its state as tw_get answers it now. */
+    async postMortem(missing, scheduled, note, say) {
+      const { default: pg } = await import('pg');
+      const { placeOf } = await import('../dist/partitioned/record.js');
+      const client = new pg.Client({ connectionString: server.url });
+      await client.connect();
+      try {
+        for (const id of missing.slice(0, 20)) {
+          const { partition, bucket } = placeOf(id, 16);
+          const state = await client.query('SELECT tickwheel_chaos.tw_get($1, $2, $3) AS v', [
+            partition,
+            id,
+            bucket,
+          ]);
+          const line = `missing ${id} due ${scheduled.get(id).deliverAt}: partition ${partition}, state ${JSON.stringify(state.rows[0]?.v)}`;
+          say(line);
+          note(line);
+        }
+      } finally {
+        await client.end();
+      }
+    },
+    summary: () => ({
+      postgresDownMs: { max: downs.length ? Math.max(...downs) : null, mean: mean(downs) },
+    }),
+    stop: () => server.stop(),
+  };
+}

@@ -1,0 +1,39 @@
+/**
+ * The chaos harness on PostgreSQL (scripts/chaos.mjs --backend postgres) in a short run, as CI
+ * runs it: one PostgreSQL and three tickwheel nodes under schedule / cancel / consume load,
+ * nodes and PostgreSQL itself (every server process, then crash recovery) SIGKILLed at random.
+ * It must end with no violation: every acknowledged schedule delivered (or its acknowledged
+ * cancel held), none early, payloads intact. The seed is printed, so a failure can be replayed.
+ */
+
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { postgresInstalled } from '../../scripts/postgres.mjs';
+import { runHarness } from '../harness.js';
+
+const HARNESS = fileURLToPath(new URL('../../scripts/chaos.mjs', import.meta.url));
+
+describe.runIf(postgresInstalled())('the chaos harness on PostgreSQL, short run', () => {
+  it('kills nodes and PostgreSQL at random, and finds every acknowledged message delivered', async () => {
+    const run = await runHarness(HARNESS, [
+      '--backend',
+      'postgres',
+      '--kills',
+      '8',
+      '--interval-ms',
+      '2500',
+      '--primary-share',
+      '0.5',
+    ]);
+    const { summary } = run;
+    expect(run.status, run.output).toBe(0);
+    expect(summary.violations).toBe(0);
+    expect(summary.backend).toBe('postgres');
+    expect(summary.kills.node + summary.kills.postgres).toBe(8);
+    expect(summary.kills.node).toBeGreaterThan(0);
+    expect(summary.kills.postgres).toBeGreaterThan(0);
+    expect(summary.scheduled).toBeGreaterThan(500);
+    expect(summary.delivered).toBeGreaterThanOrEqual(summary.scheduled - summary.cancelled);
+  }, 300_000);
+});
