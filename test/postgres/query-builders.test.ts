@@ -16,7 +16,9 @@ import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
 
 /** The docs' adapter for a Kysely transaction. */
 function kyselyClient(trx: Kysely<unknown>) {
-  return { query: (text: string, values: unknown[]) => trx.executeQuery(CompiledQuery.raw(text, values)) };
+  return {
+    query: (text: string, values: unknown[]) => trx.executeQuery(CompiledQuery.raw(text, values)),
+  };
 }
 
 /** The docs' adapter for a Drizzle (node-postgres) transaction: $n become Drizzle's parameters. */
@@ -25,7 +27,9 @@ function drizzleClient(tx: { execute(query: SQL): Promise<{ rows: unknown[] }> }
     query(text: string, values: unknown[]) {
       const parts = text.split(/\$(\d+)/);
       const chunks = parts.map((part, i) =>
-        i % 2 === 0 ? drizzleSql.raw(part) : drizzleSql`${drizzleSql.param(values[Number(part) - 1])}`,
+        i % 2 === 0
+          ? drizzleSql.raw(part)
+          : drizzleSql`${drizzleSql.param(values[Number(part) - 1])}`,
       );
       return tx.execute(drizzleSql.join(chunks));
     },
