@@ -59,6 +59,11 @@ const STATUS: MessageStatus[] = ['scheduled', 'ready', 'inflight', 'dead', 'acke
 /** How often an owner looks for what a lost notification hid (listener.ts says when it may have). */
 const OWNER_POLL_MS = 10_000;
 
+/** The most a connection of the driver's own pool may take to open. */
+const CONNECT_MS = 10_000;
+/** How long past statement_timeout an answer may take before the call gives up on it. */
+const ANSWER_GRACE_MS = 5_000;
+
 /** Tables of records dropped per reap() call. */
 const REAP_MOST = 16;
 
@@ -119,7 +124,16 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
       throw invalidOption('postgres must be a connection string or a pg.Pool');
     }
     const pg = await loadPg();
-    const config = { connectionString: postgres, statement_timeout: timeout };
+    const config = {
+      connectionString: postgres,
+      statement_timeout: timeout,
+      // A host gone silent (packets dropped, not refused) fails a call rather than holding it
+      // for as long as TCP keeps trying: connecting, a statement's answer, an idle connection.
+      connectionTimeoutMillis: CONNECT_MS,
+      query_timeout: timeout + ANSWER_GRACE_MS,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: CONNECT_MS,
+    };
     const pool = ownPool ? new pg.Pool({ ...config, max: poolSize }) : (postgres as PgPool);
     // An idle connection of our own pool that drops is replaced at the next query.
     if (ownPool) pool.on('error', () => undefined);
