@@ -6,7 +6,7 @@
  *   node scripts/chaos.mjs [--backend valkey|postgres] [--kills 200] [--seed S]
  *                          [--interval-ms 3000] [--nodes 3] [--rate 100] [--primary-share 0.4]
  *                          [--lose-primary] [--durability replicated|fsynced|async]
- *                          [--report FILE] [--quiet]
+ *                          [--report FILE] [--keep-journals] [--quiet]
  *
  * Starts the store (scripts/chaos-stores.mjs: a Valkey Cluster of 3 primaries + 3 replicas, or
  * one PostgreSQL) and `--nodes` tickwheel nodes (scripts/chaos-node.mjs, each a DelayQueue on it
@@ -63,7 +63,7 @@ const NODE_SCRIPT = fileURLToPath(new globalThis.URL('./chaos-node.mjs', import.
 const USAGE = `usage: node scripts/chaos.mjs [--backend valkey|postgres] [--kills 200] [--seed S]
                               [--interval-ms 3000] [--nodes 3] [--rate 100] [--primary-share 0.4]
                               [--lose-primary] [--durability replicated|fsynced|async]
-                              [--report FILE] [--quiet] [--help]
+                              [--report FILE] [--keep-journals] [--quiet] [--help]
 
 Starts a Valkey Cluster of 3 primaries + 3 replicas (or, with --backend postgres, one
 PostgreSQL) and --nodes tickwheel nodes under load, SIGKILLs nodes and the store (a primary, or
@@ -85,6 +85,7 @@ function parseArgs(argv) {
     backend: 'valkey',
     report: undefined,
     quiet: false,
+    keep: false,
     help: false,
   };
   parseFlags(argv, {
@@ -101,6 +102,7 @@ function parseArgs(argv) {
     '--backend': (v) => (options.backend = v),
     '--report': (v) => (options.report = v),
     '--quiet': () => (options.quiet = true),
+    '--keep-journals': () => (options.keep = true),
   });
   for (const key of ['kills', 'intervalMs', 'nodes', 'rate']) {
     if (!Number.isFinite(options[key]) || options[key] < 0) {
@@ -400,7 +402,8 @@ async function main() {
       `${JSON.stringify({ ...summary, violationList: result.violations.slice(0, 1000) }, null, 2)}\n`,
     );
   }
-  if (result.violations.length === 0) rmSync(dir, { recursive: true, force: true });
+  if (result.violations.length === 0 && !options.keep)
+    rmSync(dir, { recursive: true, force: true });
   else say(`chaos: journals kept in ${dir}`);
   return result.violations.length === 0 ? 0 : 1;
 }

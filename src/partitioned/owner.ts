@@ -100,6 +100,8 @@ export class PartitionOwner {
   async start(): Promise<void> {
     for (const seg of await this.driver.nearSegments(this.partition)) this.nearRead.set(seg, 0);
     await this.advance();
+    // Deliveries a former owner left in flight: failed at once if overdue, else timed.
+    this.onInflightChanged();
     this.poll = setInterval(() => {
       this.onNearChanged();
       this.onInflightChanged();

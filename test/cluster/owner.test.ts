@@ -201,6 +201,28 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     await stop();
   }, 15_000);
 
+  it('fails at once the deliveries a former owner left in flight past their visibility, with no event or poll', async () => {
+    const first = await own('node-w', undefined, undefined, 60_000);
+    await producer.schedule({
+      topic: 't',
+      id: 'left',
+      payload: 1,
+      delayMs: 0,
+      backoff: { type: 'fixed', delayMs: 0 },
+    });
+    expect(await waitFor(() => takeOne(50))).toHaveLength(1);
+    const overdue = Date.now() + 50;
+    // The owner dies before its timer runs: no one expires the delivery.
+    first.owner.stop();
+    await first.stop();
+    await waitFor(() => Date.now() > overdue);
+    // Its successor polls only after a minute, and hears no event for it.
+    const { owner } = await own('node-x', undefined, undefined, 60_000);
+    const again = await waitFor(() => takeOne(60_000));
+    expect(again.map(([id, attempt]) => [String(id), Number(attempt)])).toEqual([['left', 2]]);
+    owner.stop();
+  }, 15_000);
+
   it('stops at the first refused call once another node holds a newer epoch', async () => {
     let fenced = 0;
     const { owner, stop } = await own('node-c', () => fenced++);
