@@ -18,6 +18,7 @@ const postgres = [
   'test/idempotent/postgres.test.ts',
   'test/idempotent/client.test.ts',
   'test/idempotent/crash.test.ts',
+  'test/idempotent/lost-connection.test.ts',
   // Run dist/ as users run it: `tickwheel serve --postgres` processes, the chaos harness.
   'test/postgres/serve.test.ts',
   'test/postgres/chaos.test.ts',

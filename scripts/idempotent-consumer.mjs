@@ -9,9 +9,13 @@
  *   after-commit    the store reports 'ran' (committed and marked), the message not yet acked
  *   random          `after` ms after it starts consuming, wherever it is then
  *
-
+ * With `queue` (its open options) the queue is on PostgreSQL, in the database of the transfers, fed
+ * by scripts/idempotent-producer.mjs while this runs; the consumer is drained once all
+ * `expected` transfers are recorded and none is left in the queue. PostgreSQL may be killed
+ * under it: what fails meanwhile is retried.
  *
- * Config: JSON in TICKWHEEL_IDEMPOTENT_CHILD: {dir, pg, redis?, store, point, after}.
+ * Config: JSON in TICKWHEEL_IDEMPOTENT_CHILD: {dir, pg, redis?, store, point, after, queue?,
+ * expected?}.
  */
 
 import pg from 'pg';
@@ -21,12 +25,30 @@ const { DelayQueue } = await import('../dist/delay-queue.js');
 const { idempotent, PostgresIdempotencyStore, RedisIdempotencyStore } =
   await import('../dist/idempotent/index.js');
 
-const pool = new pg.Pool({ connectionString: config.pg, max: 4 });
+const pool = new pg.Pool({ connectionString: config.pg, max: 8 });
+// Idle connections lost with a PostgreSQL kill are reported here; the next query reconnects.
+pool.on('error', () => {});
+
+/** Runs `call` again while PostgreSQL is down (the harness kills it too), for up to 60 s. */
+async function retryUntilUp(call) {
+  for (let tries = 0; ; tries++) {
+    try {
+      return await call();
+    } catch (err) {
+      if (tries >= 600) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
 const store =
   config.store === 'postgres'
     ? new PostgresIdempotencyStore({ pool, purgeEveryMs: 0 })
     : await RedisIdempotencyStore.open({ redis: config.redis, claimMs: 1_000 });
-const queue = await DelayQueue.open({ dir: config.dir });
+const queue = await retryUntilUp(() =>
+  config.queue === undefined
+    ? DelayQueue.open({ dir: config.dir })
+    : DelayQueue.open({ postgres: pool, ...config.queue }),
+);
 
 let ran = 0;
 function crashAt(point) {
@@ -80,16 +102,30 @@ const consumer = queue.consume('transfers', handler, {
 
 if (config.point === 'random') setTimeout(() => process.kill(process.pid, 'SIGKILL'), config.after);
 
+/** Whether every transfer is recorded (always, with the queue embedded: scheduled up front). */
+async function allRecorded() {
+  if (config.expected === undefined) return true;
+  const { rows } = await pool.query('SELECT count(*)::int AS n FROM transfers');
+  return rows[0].n === config.expected;
+}
+
 let dead = 0;
 for (;;) {
   await new Promise((resolve) => setTimeout(resolve, 100));
-  const stats = await queue.stats();
-  const t = stats.topics?.transfers;
-  dead = t?.dead ?? 0;
-  if (t === undefined || t.scheduled + t.ready + t.inflight === 0) break;
+  try {
+    // Recorded first: a transfer's message exists from its commit on.
+    if (!(await allRecorded())) continue;
+    const stats = await queue.stats();
+    const t = stats.topics?.transfers;
+    dead = t?.dead ?? 0;
+    if (t === undefined || t.scheduled + t.ready + t.inflight === 0) break;
+  } catch {
+    // PostgreSQL down: asked again.
+  }
 }
+// Said before closing: PostgreSQL may be killed meanwhile, and the run's outcome is known.
+process.stdout.write(`drained dead=${dead}\n`);
 await consumer.close();
 await queue.close();
 await store.close();
 await pool.end();
-process.stdout.write(`drained dead=${dead}\n`);

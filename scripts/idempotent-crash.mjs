@@ -7,7 +7,15 @@
  * Then every message's transfer must be in the ledger exactly once (PostgreSQL store) or at
  * least once, with the repeats counted (Redis store), and the money must add up.
  *
- *   npm run crash:idempotent -- [--store postgres|redis] [--messages 400] [--seed N]
+ * With `--queue postgres` the queue is in the same PostgreSQL (docs/postgres.md): a producer
+ * process (idempotent-producer.mjs) records each transfer and schedules its message in one
+ * transaction, and rolls back a transfer in five; it is SIGKILLed at random and started again,
+ * and PostgreSQL itself is SIGKILLed (every server process, then crash recovery) `--postgres-kills`
+ * times while the consumers run. Every committed transfer must then be applied exactly once and
+ * no rolled-back one ever.
+ *
+ *   npm run crash:idempotent -- [--store postgres|redis] [--queue embedded|postgres]
+ *                               [--messages 400] [--postgres-kills 8] [--seed N]
  *                               [--max-cycles 2000] [--report file.json]
  *
  * Starts its own PostgreSQL (and Valkey or Redis for the Redis store); needs a build (dist/).
@@ -25,6 +33,10 @@ import { startPostgres } from './postgres.mjs';
 import { installed, startServer } from './valkey.mjs';
 
 const CHILD = fileURLToPath(new URL('./idempotent-consumer.mjs', import.meta.url));
+const PRODUCER = fileURLToPath(new URL('./idempotent-producer.mjs', import.meta.url));
+/** The queue's name on PostgreSQL, with few partitions and short leases: a killed node's
+ * partitions pass to the next consumer within a second. */
+const QUEUE = 'transfers-crash';
 const POINTS = {
   postgres: ['before-effect', 'inside-effect', 'after-commit', 'random'],
   redis: ['before-effect', 'inside-effect', 'after-effect', 'after-commit', 'random'],
@@ -34,26 +46,35 @@ const OPENING = 1_000_000;
 
 const options = {
   store: 'postgres',
+  queue: 'embedded',
   messages: 400,
+  postgresKills: 8,
   seed: Math.floor(Math.random() * 2 ** 31),
   maxCycles: 2_000,
   report: undefined,
 };
 parseFlags(process.argv.slice(2), {
   '--store': (v) => (options.store = v),
+  '--queue': (v) => (options.queue = v),
   '--messages': (v) => (options.messages = Number(v)),
+  '--postgres-kills': (v) => (options.postgresKills = Number(v)),
   '--seed': (v) => (options.seed = Number(v)),
   '--max-cycles': (v) => (options.maxCycles = Number(v)),
   '--report': (v) => (options.report = v),
 });
 if (!(options.store in POINTS)) throw new Error(`--store must be postgres or redis`);
+if (!['embedded', 'postgres'].includes(options.queue)) {
+  throw new Error('--queue must be embedded or postgres');
+}
+const onPostgres = options.queue === 'postgres';
 
 /** Seeded, so that a run can be repeated. */
 const random = seededRandom(options.seed);
 
-function runChild(config) {
+/** Runs a child process; SIGKILLs it after `killAfterMs` if given (and after 60 s anyway). */
+function runChild(config, script = CHILD, killAfterMs = undefined) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CHILD], {
+    const child = spawn(process.execPath, [script], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, TICKWHEEL_IDEMPOTENT_CHILD: JSON.stringify(config) },
     });
@@ -62,8 +83,11 @@ function runChild(config) {
     child.stderr.setEncoding('utf8').on('data', (t) => (out += t));
     // A child that hangs is a failure of its own; 60 s is far more than a cycle needs.
     const hang = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    const kill =
+      killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
     child.on('exit', (code, signal) => {
       clearTimeout(hang);
+      clearTimeout(kill);
       resolve({ code, signal, out, drained: out.includes('drained') });
     });
   });
@@ -75,7 +99,33 @@ const postgres = await startPostgres();
 let redis;
 const pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
 let failed;
-const summary = { store: options.store, seed: options.seed, messages: options.messages };
+pool.on('error', () => {});
+const summary = {
+  store: options.store,
+  queue: options.queue,
+  seed: options.seed,
+  messages: options.messages,
+};
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Set once the consumers are drained (or the run failed): the producer and the kills stop. */
+let stopping = false;
+
+/** The embedded queue's messages, scheduled from this process before any consumer runs. */
+async function scheduleUpFront(expected) {
+  const { DelayQueue } = await import('../dist/delay-queue.js');
+  const queue = await DelayQueue.open({ dir: join(dir, 'queue') });
+  await queue.scheduleMany(
+    [...expected].map(([id, { from, to, amount }]) => ({
+      topic: 'transfers',
+      id,
+      payload: { from, to, amount },
+      // Every kill costs the messages in flight an attempt: enough of them that none goes dead.
+      maxAttempts: 10_000,
+      backoff: { type: 'fixed', delayMs: 20 },
+    })),
+  );
+  await queue.close();
+}
 try {
   if (options.store === 'redis') {
     redis = await startServer({
@@ -89,29 +139,22 @@ try {
   for (let id = 0; id < ACCOUNTS; id++) {
     await pool.query('INSERT INTO accounts VALUES ($1, $2)', [id, OPENING]);
   }
-  // The messages, scheduled from this process before any consumer runs.
-  const { DelayQueue } = await import('../dist/delay-queue.js');
-  const queue = await DelayQueue.open({ dir: join(dir, 'queue') });
   const expected = new Map();
-  const transfers = [];
   for (let i = 0; i < options.messages; i++) {
     const from = Math.floor(random() * ACCOUNTS);
     const to = (from + 1 + Math.floor(random() * (ACCOUNTS - 1))) % ACCOUNTS;
     const amount = 1 + Math.floor(random() * 1_000);
-    // Every kill costs the messages in flight an attempt: enough of them that none goes dead.
-    transfers.push({
-      topic: 'transfers',
-      id: `t-${i}`,
-      payload: { from, to, amount },
-      maxAttempts: 10_000,
-      backoff: { type: 'fixed', delayMs: 20 },
-    });
-    expected.set(`t-${i}`, { from, to, amount });
+    expected.set(`t-${i}`, { from, to, amount, delayMs: Math.floor(random() * 300) });
   }
-  await queue.scheduleMany(transfers);
-  await queue.close();
+  const queueOptions = { queue: QUEUE, partitions: 4, leaseMs: 1_000 };
+  if (!onPostgres) await scheduleUpFront(expected);
+  else {
+    await pool.query(`CREATE TABLE transfers (id text PRIMARY KEY, source int NOT NULL,
+      target int NOT NULL, amount bigint NOT NULL)`);
+  }
 
   const kills = Object.fromEntries(POINTS[options.store].map((p) => [p, 0]));
+  if (onPostgres) Object.assign(kills, { producer: 0, postgres: 0 });
   let cycles = 0;
   let drained = false;
   const base = {
@@ -119,26 +162,63 @@ try {
     pg: postgres.url,
     redis: redis?.url,
     store: options.store,
+    ...(onPostgres ? { queue: queueOptions, expected: options.messages } : {}),
   };
-  while (!drained && cycles < options.maxCycles) {
-    cycles++;
-    const points = POINTS[options.store];
-    const point = points[Math.floor(random() * points.length)];
-    // Kills at a point after 0-2 messages have run there; random ones 0-30 ms into consuming.
-    const after = Math.floor(random() * (point === 'random' ? 30 : 3));
-    const began = Date.now();
-    const run = await runChild({ ...base, point, after });
-    if (process.env.TW_DEBUG)
-      say(
-        `cycle ${cycles} ${point} after ${after}: ${Date.now() - began} ms ${run.signal ?? run.code}`,
+  // With the queue on PostgreSQL: the producer and PostgreSQL's kills run beside the consumers.
+  const producing = onPostgres ? produce() : Promise.resolve();
+  const killing = onPostgres ? killPostgres() : Promise.resolve();
+  try {
+    while (!drained && cycles < options.maxCycles) {
+      cycles++;
+      const points = POINTS[options.store];
+      const point = points[Math.floor(random() * points.length)];
+      // Kills at a point after 0-2 messages have run there; random ones 0-30 ms into consuming.
+      const after = Math.floor(random() * (point === 'random' ? 30 : 3));
+      const began = Date.now();
+      const run = await runChild({ ...base, point, after });
+      if (process.env.TW_DEBUG)
+        say(
+          `cycle ${cycles} ${point} after ${after}: ${Date.now() - began} ms ${run.signal ?? run.code}`,
+        );
+      if (run.drained) {
+        drained = true;
+        summary.dead = Number(/drained dead=(\d+)/.exec(run.out)?.[1] ?? NaN);
+      } else if (run.signal === 'SIGKILL') kills[point]++;
+      else
+        throw new Error(`consumer exited ${run.code ?? run.signal} without draining:\n${run.out}`);
+      if (cycles % 50 === 0)
+        say(`idempotent crash: ${cycles} cycles, kills ${JSON.stringify(kills)}`);
+    }
+  } finally {
+    stopping = true;
+    await Promise.all([producing, killing]);
+  }
+
+  /** The producer, SIGKILLed 100-1,500 ms into each run and started again until it is done. */
+  async function produce() {
+    const transfers = [...expected].map(([id, t]) => ({ id, ...t }));
+    while (!stopping) {
+      const run = await runChild(
+        { pg: postgres.url, queue: queueOptions, transfers },
+        PRODUCER,
+        100 + Math.floor(random() * 1_400),
       );
-    if (run.drained) {
-      drained = true;
-      summary.dead = Number(/drained dead=(\d+)/.exec(run.out)?.[1] ?? NaN);
-    } else if (run.signal === 'SIGKILL') kills[point]++;
-    else throw new Error(`consumer exited ${run.code ?? run.signal} without draining:\n${run.out}`);
-    if (cycles % 50 === 0)
-      say(`idempotent crash: ${cycles} cycles, kills ${JSON.stringify(kills)}`);
+      if (run.out.includes('produced')) return;
+      if (run.signal !== 'SIGKILL') throw new Error(`producer exited ${run.code}:\n${run.out}`);
+      kills.producer++;
+    }
+  }
+
+  /** SIGKILLs PostgreSQL every 0.5-3 s and starts it again (crash recovery), while consumers run. */
+  async function killPostgres() {
+    while (!stopping && kills.postgres < options.postgresKills) {
+      await sleep(500 + Math.floor(random() * 2_500));
+      if (stopping) return;
+      await postgres.crash();
+      kills.postgres++;
+      await sleep(Math.floor(random() * 300));
+      await postgres.restart();
+    }
   }
   if (!drained) throw new Error(`not drained after ${cycles} cycles`);
 
@@ -147,6 +227,9 @@ try {
     .rows;
   const applied = new Map(rows.map((r) => [r.message, r.n]));
   const missing = [...expected.keys()].filter((id) => !applied.has(id));
+  // Rolled back with their message (queue on PostgreSQL), or never scheduled: never applied.
+  const unexpected = [...applied.keys()].filter((id) => !expected.has(id));
+  for (const id of unexpected) applied.delete(id);
   const repeated = [...applied].filter(([, n]) => n > 1);
   const balances = new Map(
     (await pool.query('SELECT id, balance FROM accounts')).rows.map((r) => [
@@ -169,6 +252,7 @@ try {
     kills,
     applied: applied.size,
     missing: missing.length,
+    unexpected: unexpected.length,
     repeated: repeated.length,
     repeats: repeated.reduce((a, [, n]) => a + n - 1, 0),
     unbalancedAccounts: unbalanced,
@@ -179,6 +263,11 @@ try {
   if (missing.length > 0)
     violations.push(`${missing.length} messages never applied: ${missing.slice(0, 5)}`);
   if (summary.dead !== 0) violations.push(`${summary.dead} messages dead-lettered`);
+  if (unexpected.length > 0) {
+    violations.push(
+      `${unexpected.length} rolled-back transfers applied: ${unexpected.slice(0, 5)}`,
+    );
+  }
   if (total !== OPENING * ACCOUNTS) violations.push(`money created or lost: ${total}`);
   if (unbalanced > 0) violations.push(`${unbalanced} accounts differ from the ledger`);
   if (options.store === 'postgres' && repeated.length > 0) {

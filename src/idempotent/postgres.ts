@@ -19,6 +19,9 @@ export interface PgResult {
 export interface PgClient {
   query(text: string, values?: unknown[]): Promise<PgResult>;
   release(err?: Error | boolean): void;
+  /** pg's clients emit 'error' when their connection is lost, a query running or not. */
+  on?(event: 'error', listener: (err: Error) => void): unknown;
+  off?(event: 'error', listener: (err: Error) => void): unknown;
 }
 
 /** `pg`'s Pool. */
@@ -115,6 +118,10 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
     // If a transaction may be open a failure rolls it back; a client that cannot is destroyed.
     let open = false;
     let broken: Error | undefined;
+    // A connection lost while held is an 'error' event, which kills the process unless heard;
+    // the transaction's next query fails with it.
+    const lost = (err: Error) => (broken = err);
+    client.on?.('error', lost);
     try {
       const begun = await client.query('BEGIN');
       open = true;
@@ -145,13 +152,14 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
       this.counts.ran++;
       return 'ran';
     } catch (err) {
-      if (open) {
+      if (open && broken === undefined) {
         await client.query('ROLLBACK').catch((failure: unknown) => {
           broken = failure instanceof Error ? failure : new Error(String(failure));
         });
       }
       throw err;
     } finally {
+      client.off?.('error', lost);
       client.release(broken);
     }
   }

@@ -147,11 +147,16 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
     try {
       // One connection for the transaction: a pool may run each query on another.
       const client = await pool.connect();
+      // A connection lost while held is an 'error' event, which kills the process unless heard.
+      const lost = () => undefined;
+      client.on?.('error', lost);
       try {
         await install(client, queue, schema, schema);
+        client.off?.('error', lost);
         client.release();
       } catch (err) {
         // A connection whose transaction may still be open goes, not back to the pool.
+        client.off?.('error', lost);
         client.release(true);
         throw err;
       }

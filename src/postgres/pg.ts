@@ -23,6 +23,9 @@ export interface PgSession {
 
 export interface PgClient extends PgSession {
   release(err?: Error | boolean): void;
+  /** pg's clients emit 'error' when their connection is lost, a query running or not. */
+  on?(event: 'error', listener: (err: Error) => void): unknown;
+  off?(event: 'error', listener: (err: Error) => void): unknown;
 }
 
 export interface PgPool extends PgSession {
