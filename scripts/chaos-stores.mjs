@@ -6,7 +6,9 @@
  *     started again on its data and rejoins as a replica (with --lose-primary, the first one
  *     killed is lost for good);
  *   - postgres: one PostgreSQL. A kill is a SIGKILL of the postmaster and every server process;
- *     it is started again on its data 0.2-1.5 s later (crash recovery), on the same port.
+ *     it is started again on its data 0.2-1.5 s later (crash recovery), on the same port. With
+ *     `replica` (sync or async), a primary and a streaming standby behind one address; every other
+ *     kill is a failover to the standby, the first one included (scripts/postgres-pair.mjs).
  *
  * Each store: { kind, urls, kill(k, random, note, say), postMortem(missing, scheduled, note,
  * say), summary(), stop() }.
@@ -14,6 +16,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startPostgres } from './postgres.mjs';
+import { startPostgresPair } from './postgres-pair.mjs';
 import { cli, startCluster } from './valkey.mjs';
 
 export async function waitFor(condition, ms, what) {
@@ -102,13 +105,26 @@ export async function valkeyStore(options) {
   };
 }
 
-export async function postgresStore() {
-  const server = await startPostgres();
+export async function postgresStore(options) {
+  const server =
+    options.replica === undefined
+      ? await startPostgres()
+      : await startPostgresPair({ synchronous: options.replica === 'sync' });
   const downs = [];
+  const failovers = [];
   return {
     kind: 'postgres',
     urls: [server.url],
     async kill(k, random, note, say) {
+      // With a standby, every other PostgreSQL kill is a failover, the first one included.
+      if (options.replica !== undefined && downs.length >= failovers.length) {
+        note('failover');
+        const { promotedMs, standbyMs } = await server.failover();
+        failovers.push(promotedMs);
+        note(`promoted after ${promotedMs} ms, new standby after ${standbyMs} ms more`);
+        say(`chaos: kill ${k + 1}: postgres failover, standby promoted in ${promotedMs} ms`);
+        return;
+      }
       note('kill postgres');
       const t0 = Date.now();
       await server.crash();
@@ -143,6 +159,12 @@ export async function postgresStore() {
     },
     summary: () => ({
       postgresDownMs: { max: downs.length ? Math.max(...downs) : null, mean: mean(downs) },
+      replica: options.replica ?? 'none',
+      failovers: failovers.length,
+      failoverPromotionMs: {
+        max: failovers.length ? Math.max(...failovers) : null,
+        mean: mean(failovers),
+      },
     }),
     stop: () => server.stop(),
   };

@@ -6,7 +6,7 @@
  *   node scripts/chaos.mjs [--backend valkey|postgres] [--kills 200] [--seed S]
  *                          [--interval-ms 3000] [--nodes 3] [--rate 100] [--primary-share 0.4]
  *                          [--lose-primary] [--durability replicated|fsynced|async]
- *                          [--report FILE] [--keep-journals] [--quiet]
+ *                          [--replica sync|async] [--report FILE] [--keep-journals] [--quiet]
  *
  * Starts the store (scripts/chaos-stores.mjs: a Valkey Cluster of 3 primaries + 3 replicas, or
  * one PostgreSQL) and `--nodes` tickwheel nodes (scripts/chaos-node.mjs, each a DelayQueue on it
@@ -18,6 +18,13 @@
  *     the killed process started again as a replica once the promotion is done; the next
  *     primary kill waits until every shard has a synced replica again), or PostgreSQL itself
  *     (every server process; started again on its data 0.2-1.5 s later: crash recovery).
+ *
+ * With --replica (PostgreSQL), the nodes reach a primary with a streaming standby through one
+ * address (scripts/postgres-pair.mjs); every other PostgreSQL kill, the first one included, is
+ * a failover (the primary SIGKILLed, the standby promoted, the address moved to it, a new
+ * standby made). `sync`: the
+ * standby is synchronous with remote_apply (no answered commit lost); `async`: it is not, and the
+ * violations counted are what a failover lost.
  *
  * With --lose-primary (Valkey), the first primary killed is lost for good (never started
  * again): its shard runs on the promoted replica alone for the rest of the run, where schedules
@@ -63,11 +70,13 @@ const NODE_SCRIPT = fileURLToPath(new globalThis.URL('./chaos-node.mjs', import.
 const USAGE = `usage: node scripts/chaos.mjs [--backend valkey|postgres] [--kills 200] [--seed S]
                               [--interval-ms 3000] [--nodes 3] [--rate 100] [--primary-share 0.4]
                               [--lose-primary] [--durability replicated|fsynced|async]
-                              [--report FILE] [--keep-journals] [--quiet] [--help]
+                              [--replica sync|async] [--report FILE] [--keep-journals]
+                              [--quiet] [--help]
 
 Starts a Valkey Cluster of 3 primaries + 3 replicas (or, with --backend postgres, one
-PostgreSQL) and --nodes tickwheel nodes under load, SIGKILLs nodes and the store (a primary, or
-PostgreSQL itself) at random every --interval-ms, then checks that every acknowledged schedule
+PostgreSQL, with --replica a primary and a standby) and --nodes tickwheel nodes under load,
+SIGKILLs nodes and the store (a primary, or PostgreSQL itself, or a PostgreSQL failover) at
+random every --interval-ms, then checks that every acknowledged schedule
 was delivered, none early, payloads intact (docs/cluster.md, "Chaos"; docs/postgres.md).
 Exit status: 0 without violations, 1 with violations, 2 if the harness could not run.
 `;
@@ -82,6 +91,7 @@ function parseArgs(argv) {
     primaryShare: 0.4,
     losePrimary: false,
     durability: 'replicated',
+    replica: undefined,
     backend: 'valkey',
     report: undefined,
     quiet: false,
@@ -100,6 +110,7 @@ function parseArgs(argv) {
     '--lose-primary': () => (options.losePrimary = true),
     '--durability': (v) => (options.durability = v),
     '--backend': (v) => (options.backend = v),
+    '--replica': (v) => (options.replica = v),
     '--report': (v) => (options.report = v),
     '--quiet': () => (options.quiet = true),
     '--keep-journals': () => (options.keep = true),
@@ -111,6 +122,12 @@ function parseArgs(argv) {
   }
   if (!['valkey', 'postgres'].includes(options.backend)) {
     throw new Error(`--backend must be valkey or postgres, not ${options.backend}`);
+  }
+  if (options.replica !== undefined && !['sync', 'async'].includes(options.replica)) {
+    throw new Error(`--replica must be sync or async, not ${options.replica}`);
+  }
+  if (options.replica !== undefined && options.backend !== 'postgres') {
+    throw new Error('--replica is for --backend postgres');
   }
   if (!['async', 'replicated', 'fsynced'].includes(options.durability)) {
     throw new Error(`--durability must be async, replicated or fsynced, not ${options.durability}`);
@@ -302,7 +319,8 @@ async function main() {
   say(
     `chaos: seed ${options.seed}, ${options.kills} kills every ~${options.intervalMs} ms, journals in ${dir}`,
   );
-  const store = options.backend === 'postgres' ? await postgresStore() : await valkeyStore(options);
+  const store =
+    options.backend === 'postgres' ? await postgresStore(options) : await valkeyStore(options);
   const nodes = Array.from(
     { length: options.nodes },
     (_, i) =>

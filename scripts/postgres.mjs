@@ -16,7 +16,16 @@
 
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { clearInterval, setInterval } from 'node:timers';
@@ -45,27 +54,48 @@ export function postgresInstalled() {
   return spawnSync('id', ['-u', 'postgres']).status === 0;
 }
 
-function asPostgres(binary, args) {
+export function asPostgres(binary, args) {
   if (process.getuid?.() === 0) return ['runuser', ['-u', 'postgres', '--', binary, ...args]];
   return [binary, args];
 }
 
-/** `port`: where to listen (default: a free one), e.g. where a client already waits for it. */
-export async function startPostgres({ port: wanted } = {}) {
+export function binOrThrow() {
   const bin = postgresBin();
   if (bin === undefined) throw new Error('PostgreSQL is not installed (initdb not found)');
+  return bin;
+}
+
+/** A temporary directory the server's user owns. */
+export function serverDir() {
   const dir = mkdtempSync(join(tmpdir(), 'tickwheel-pg-'));
   if (process.getuid?.() === 0) {
     const uid = Number(spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).stdout);
     const gid = Number(spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).stdout);
     chownSync(dir, uid, gid);
   }
+  return dir;
+}
+
+/**
+ * `port`: where to listen (default: a free one), e.g. where a client already waits for it.
+ * `settings`: server settings (`-c name=value`), e.g. { synchronous_commit: 'remote_apply' }.
+ * `password`: user tickwheel's, asked of every connection (scram-sha-256) instead of trust.
+ */
+export async function startPostgres({ port: wanted, settings = {}, password } = {}) {
+  const bin = binOrThrow();
+  const dir = serverDir();
   const data = join(dir, 'data');
+  const auth = ['-A', 'trust'];
+  if (password !== undefined) {
+    const file = join(dir, 'password');
+    writeFileSync(file, `${password}\n`);
+    if (process.getuid?.() === 0) chownSync(file, statSync(dir).uid, statSync(dir).gid);
+    auth.splice(0, 2, '-A', 'scram-sha-256', `--pwfile=${file}`);
+  }
   const [initdb, initArgs] = asPostgres(join(bin, 'initdb'), [
     '-D',
     data,
-    '-A',
-    'trust',
+    ...auth,
     '-U',
     'tickwheel',
     '--no-sync',
@@ -74,8 +104,16 @@ export async function startPostgres({ port: wanted } = {}) {
   ]);
   const init = spawnSync(initdb, initArgs, { encoding: 'utf8' });
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
-  const port = wanted ?? (await freePort());
-  let server = await runPostgres(bin, data, dir, port);
+  const handle = await serve(bin, dir, data, wanted ?? (await freePort()), settings);
+  if (password !== undefined) {
+    handle.url = handle.url.replace('//tickwheel@', `//tickwheel:${encodeURIComponent(password)}@`);
+  }
+  return handle;
+}
+
+/** Runs a server on `data` and answers its handle. */
+export async function serve(bin, dir, data, port, settings) {
+  let server = await runPostgres(bin, data, dir, port, settings);
   const handle = {
     port,
     pid: server.pid,
@@ -87,7 +125,7 @@ export async function startPostgres({ port: wanted } = {}) {
     },
     /** Starts it again on its data directory after crash(): PostgreSQL's crash recovery. */
     async restart() {
-      server = await runPostgres(bin, data, dir, port);
+      server = await runPostgres(bin, data, dir, port, settings);
       handle.pid = server.pid;
     },
     async stop() {
@@ -99,7 +137,7 @@ export async function startPostgres({ port: wanted } = {}) {
 }
 
 /** A postgres on `data`, once it accepts connections: { child, exited, pid }. */
-async function runPostgres(bin, data, dir, port) {
+async function runPostgres(bin, data, dir, port, settings) {
   const [postgres, args] = asPostgres(join(bin, 'postgres'), [
     '-D',
     data,
@@ -111,6 +149,7 @@ async function runPostgres(bin, data, dir, port) {
     'listen_addresses=127.0.0.1',
     '-c',
     'max_connections=50',
+    ...Object.entries(settings).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
   ]);
   const child = spawn(postgres, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = once(child, 'exit');
@@ -118,7 +157,8 @@ async function runPostgres(bin, data, dir, port) {
   await new Promise((resolve, reject) => {
     const onData = (chunk) => {
       output += chunk;
-      if (output.includes('ready to accept connections')) resolve();
+      // A standby is "ready to accept read-only connections".
+      if (/ready to accept (read-only )?connections/.test(output)) resolve();
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);

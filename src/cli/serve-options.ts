@@ -60,6 +60,7 @@ export const SERVE_OPTIONS = [
     env: 'TICKWHEEL_FSYNC',
     choices: ['batch', 'always', 'never'],
     default: 'batch',
+    conflicts: ['redis', 'postgres'],
   },
   {
     name: 'durable-acks',
@@ -155,6 +156,7 @@ export const SERVE_OPTIONS = [
     env: 'TICKWHEEL_PAYLOAD_MEMORY',
     default: 128,
     parse: integerParser(0, 1_048_576),
+    conflicts: ['redis', 'postgres'],
   },
   {
     ...durationOption('max-wait', 'longest long poll of a receive'),

@@ -41,8 +41,10 @@ const RECEIPT = /^c(\d+)\.(\d+)\.(.+)$/;
 /** The fewest messages a partition is asked for when several are: 64 calls of one cost more. */
 const MIN_SHARE = 8;
 
-/** The most acks one ack call carries. */
+/** The most acks one ack call carries (of one partition). */
 const ACK_BATCH = 500;
+/** The most acks one call carries where a call takes several partitions' (ackMany). */
+const ACK_MOST = 2_000;
 
 interface PendingAck extends Delivery {
   resolve: (done: boolean) => void;
@@ -78,7 +80,7 @@ export class Consumer {
             }
           })
         : // Where the store takes several partitions' acks in one call: gathered while it is busy.
-          new GatedBatches<number, PendingAck>((batches) => this.sendAckMany(batches), 1);
+          new GatedBatches<number, PendingAck>((batches) => this.sendAckMany(batches), 1, ACK_MOST);
     this.scanMs = options.scanMs ?? 250;
     this.rescanMs = options.rescanMs ?? 1_000;
     this.largestRecord = (options.maxPayloadBytes ?? 1 << 20) + MAX_RECORD_OVERHEAD;

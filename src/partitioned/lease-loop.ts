@@ -186,17 +186,17 @@ export class LeaseLoop {
   /** Renewals due in one round, in one call to the store. */
   private async renewMany(renewals: Array<Extract<Effect, { kind: 'renew' }>>): Promise<void> {
     const { nodeId, leaseMs } = this.settings;
-    let renewed: Set<number>;
+    // A failed call renews none, and refuses none: each lease is asked again while it holds.
+    let renewed: Set<number> | undefined;
     try {
       renewed = new Set(await this.driver.renewMany!(nodeId, renewals, leaseMs));
     } catch (err) {
       this.settings.onError(err);
-      renewed = new Set();
     }
     const now = performance.now();
     await this.run(
       renewals.flatMap((r) =>
-        this.ownership.renewed(r.partition, r.request, renewed.has(r.partition), now),
+        this.ownership.renewed(r.partition, r.request, renewed?.has(r.partition), now),
       ),
     );
   }
@@ -217,7 +217,8 @@ export class LeaseLoop {
         `partition ${partition} of queue ${this.settings.queue} was made anew on the server ` +
           `(its data dates from ${new Date(Number(born)).toISOString()}, not ` +
           `${new Date(Number(before)).toISOString()}): its messages were lost, as when a store ` +
-          'without persistence restarts (on Valkey/Redis: enable AOF, and replicas)',
+          'without persistence restarts (on Valkey/Redis: enable AOF, and replicas) or a ' +
+          "database fails over to a standby that was behind (on PostgreSQL: use synchronous_commit 'remote_apply')",
       ),
     );
   }
@@ -237,7 +238,8 @@ export class LeaseLoop {
         return;
       }
       case 'renew': {
-        const ok = (await this.lease(partition, 'renew', effect.epoch))?.granted ?? false;
+        // undefined when the call failed: asked again while the lease holds.
+        const ok = (await this.lease(partition, 'renew', effect.epoch))?.granted;
         await this.run(this.ownership.renewed(partition, effect.request, ok, performance.now()));
         return;
       }

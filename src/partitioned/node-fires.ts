@@ -20,8 +20,9 @@ type FireMany = NonNullable<PartitionDriver['fireMany']>;
 
 export class NodeFires {
   private readonly batches = new GatedBatches<PartitionOwner, Due>(
-    (batches) => this.flush(batches),
+    (batches) => this.send(batches),
     IN_FLIGHT,
+    FIRE_MOST,
   );
 
   constructor(
@@ -37,31 +38,11 @@ export class NodeFires {
     this.batches.add(owner, due);
   }
 
-  private async flush(batches: Map<PartitionOwner, Due[]>): Promise<void> {
+  private async send(batches: Map<PartitionOwner, Due[]>): Promise<void> {
     // In the order of the partitions, as every call that locks several.
-    const pending = [...batches]
+    const live = [...batches]
       .filter(([owner]) => owner.active)
       .sort(([a], [b]) => a.partition - b.partition);
-    let call: Array<[PartitionOwner, Due[]]> = [];
-    let size = 0;
-    for (const [owner, dues] of pending) {
-      for (let from = 0; from < dues.length;) {
-        const part = dues.slice(from, from + FIRE_MOST - size);
-        call.push([owner, part]);
-        size += part.length;
-        from += part.length;
-        if (size >= FIRE_MOST) {
-          await this.send(call);
-          call = [];
-          size = 0;
-        }
-      }
-    }
-    if (call.length > 0) await this.send(call);
-  }
-
-  private async send(calls: Array<[PartitionOwner, Due[]]>): Promise<void> {
-    const live = calls.filter(([owner]) => owner.active);
     if (live.length === 0) return;
     const { nodeId: node, maxClockSkewMs } = this.settings;
     try {

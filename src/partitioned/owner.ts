@@ -98,7 +98,6 @@ export class PartitionOwner {
 
   /** Loads the near horizon; resolves once every message due before loadedUntil is armed. */
   async start(): Promise<void> {
-    for (const seg of await this.driver.nearSegments(this.partition)) this.nearRead.set(seg, 0);
     await this.advance();
     // Deliveries a former owner left in flight: failed at once if overdue, else timed.
     this.onInflightChanged();
@@ -122,6 +121,14 @@ export class PartitionOwner {
     if (rotate) this.lastRotation = Date.now();
     this.loadedUntil = loaded.loadedUntil;
     this.currentNear = loaded.near;
+    // The first load: the near segments with live records are listed after it, not before: a
+    // schedule into a former owner's segment that commits in between is then listed too (the
+    // load started a new one, so none is written to the former ones after it).
+    if (previous === 0) {
+      for (const seg of await this.driver.nearSegments(this.partition)) {
+        if (!this.nearRead.has(seg)) this.nearRead.set(seg, 0);
+      }
+    }
     if (!this.nearRead.has(this.currentNear)) this.nearRead.set(this.currentNear, 0);
     // Windows frozen by this call (all of them on the first): read them whole.
     const windows = await this.driver.windows(

@@ -22,7 +22,7 @@ export type Phase = 'unowned' | 'acquiring' | 'loading' | 'owned' | 'releasing';
 
 export type DropReason =
   | 'expired' // validUntil passed without a renewal
-  | 'refused' // a renewal was refused, or failed
+  | 'refused' // a renewal was refused
   | 'fenced' // an owner-only call was refused: someone else has a newer epoch
   | 'released'; // this node gives the partition up (it no longer wins it, or it is closing)
 
@@ -162,11 +162,16 @@ export class Ownership {
     return [{ kind: 'load', partition, epoch }];
   }
 
-  /** The answer to a renewal: true when the store extended the lease. */
-  renewed(partition: number, request: number, ok: boolean, now: number): Effect[] {
+  /**
+   * The answer to a renewal: true when the store extended the lease, false when it refused,
+   * undefined when the call failed (no answer): the lease holds until validUntil, and the next
+   * tick asks again, as after a timeout.
+   */
+  renewed(partition: number, request: number, ok: boolean | undefined, now: number): Effect[] {
     const slot = this.slotOf(partition);
     if (slot.request !== request || !holds(slot.phase)) return [];
     slot.request = NONE;
+    if (ok === undefined) return now >= slot.validUntil ? [this.drop(partition, 'expired')] : [];
     if (!ok) return [this.drop(partition, 'refused')];
     slot.validUntil = slot.sentAt + this.leaseMs;
     slot.renewAt = slot.sentAt + this.renewEveryMs;

@@ -122,6 +122,14 @@ describe('the command line', () => {
       ],
       [['serve', '--pool-size', '4'], 'option --pool-size is used only with --postgres'],
       [
+        ['serve', '--postgres', 'postgres://127.0.0.1:1/db', '--fsync', 'always'],
+        'option --fsync cannot be used together with --postgres',
+      ],
+      [
+        ['serve', '--redis', 'redis://127.0.0.1:1', '--payload-memory', '64'],
+        'option --payload-memory cannot be used together with --redis',
+      ],
+      [
         ['serve', '--node-id', 'a'],
         'option --node-id is used only with --redis or --postgres: give one of them too',
       ],

@@ -73,4 +73,34 @@ describe('GatedBatches', () => {
     expect(seen).toEqual([['a'], ['b'], ['c']]);
     expect(most).toBe(2);
   });
+
+  it('sends at most `itemsPerCall` items a call, in the order they came, one call after the other', async () => {
+    const calls: Array<Array<[number, string[]]>> = [];
+    const batches = new GatedBatches<number, string>(
+      async (batch) => {
+        calls.push([...batch].map(([key, items]) => [key, [...items]]));
+      },
+      1,
+      3,
+    );
+    for (const [key, item] of [
+      [1, 'a'],
+      [2, 'b'],
+      [1, 'c'],
+      [2, 'd'],
+      [3, 'e'],
+      [1, 'f'],
+      [3, 'g'],
+    ] as const)
+      batches.add(key, item);
+    await waitFor(() => calls.flat().flatMap(([, items]) => items).length === 7);
+    expect(calls).toEqual([
+      [[1, ['a', 'c', 'f']]],
+      [
+        [2, ['b', 'd']],
+        [3, ['e']],
+      ],
+      [[3, ['g']]],
+    ]);
+  });
 });

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SystemClock, TimerWheel } from '../../src/index.js';
 import { ClusterValkey as Valkey } from '../../src/cluster/functions.js';
 import { eventsChannel, metaKey } from '../../src/cluster/keys.js';
+import type { PartitionDriver } from '../../src/partitioned/driver.js';
 import { PartitionOwner, type Due } from '../../src/partitioned/owner.js';
 import { Producer } from '../../src/partitioned/producer.js';
 import { placeOf } from '../../src/partitioned/record.js';
@@ -59,17 +60,20 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     fenced: (o: PartitionOwner) => void = () => {},
     stale: (o: PartitionOwner) => void = () => {},
     pollMs = 100,
+    queue = QUEUE,
+    driver: PartitionDriver = valkeyDriver(valkey, queue),
   ) {
+    const meta = metaKey(queue, 0);
     // The previous test's owner is gone: its lease has run out.
-    await valkey.command(META, ['HSET', META, 'leaseUntil', '1']);
-    const [granted, epoch] = (await valkey.fcall('tw_lease', META, [
+    await valkey.command(meta, ['HSET', meta, 'leaseUntil', '1']);
+    const [granted, epoch] = (await valkey.fcall('tw_lease', meta, [
       'acquire',
       node,
       0,
       60_000,
     ])) as number[];
     expect(granted).toBe(1);
-    const owner = new PartitionOwner(valkeyDriver(valkey, QUEUE), {
+    const owner = new PartitionOwner(driver, {
       partitions: PARTITIONS,
       partition: 0,
       node,
@@ -86,7 +90,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       },
     });
     owners.push(owner);
-    const stop = await valkey.subscribe(eventsChannel(QUEUE, 0), (m) => owner.onEvent(m));
+    const stop = await valkey.subscribe(eventsChannel(queue, 0), (m) => owner.onEvent(m));
     await owner.start();
     return { owner, stop };
   }
@@ -344,4 +348,53 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       await stop();
     }
   }, 10_000);
+
+  it('reads what a schedule put in the near segment just before its first load', async () => {
+    // A queue of its own: its near segment holds nothing live when the second owner starts.
+    const queue = 'owned-race';
+    const driver = valkeyDriver(valkey, queue);
+    const racer = checking(
+      new Producer(valkeyDriver(valkey, queue), {
+        partitions: PARTITIONS,
+        windowMs: 1_000,
+        maxPayloadBytes: 1 << 20,
+      }),
+    );
+    // A first owner makes the partition's near segment, and dies with nothing in it.
+    const first = await own('node-race-1', undefined, undefined, 60_000, queue);
+    first.owner.stop();
+    await first.stop();
+    // Its successor lists the near segments (none live), then a schedule into the one of the
+    // first owner commits, then its first load starts a new near segment. No poll for a minute
+    // and no note heard (nobody listened): only the start's reading can find the message.
+    let raced: Promise<{ id: string; deliverAt: number }> | undefined;
+    const racing = Object.assign(Object.create(driver) as PartitionDriver, {
+      load: async (...args: Parameters<PartitionDriver['load']>) => {
+        raced ??= racer.schedule({ topic: 't', id: 'raced', payload: 1, delayMs: 300 });
+        await raced;
+        return driver.load(...args);
+      },
+    });
+    const { owner, stop } = await own('node-race-2', undefined, undefined, 60_000, queue, racing);
+    try {
+      const { deliverAt } = await (raced as Promise<{ deliverAt: number }>);
+      const meta = metaKey(queue, 0);
+      const taken = await waitFor(
+        async () => {
+          const rows = (await valkey.fcall('tw_take', meta, [
+            't',
+            1,
+            60_000,
+            1 << 20,
+          ])) as unknown[];
+          return rows.length > 0 ? Date.now() : undefined;
+        },
+        { timeoutMs: 5_000 },
+      );
+      expect(taken).toBeGreaterThanOrEqual(deliverAt);
+    } finally {
+      owner.stop();
+      await stop();
+    }
+  }, 15_000);
 });

@@ -271,7 +271,9 @@ class Simulation {
         break;
       }
       case 'renew': {
-        const ok = this.valkey.renew(id, p, effect.epoch, at);
+        const renewed = this.valkey.renew(id, p, effect.epoch, at);
+        // With faults, one answer in 20 is a failure: the renewal may or may not have happened.
+        const ok = this.faults && this.next() < 0.05 ? undefined : renewed;
         reply((n, now) => this.run(n, n.own.renewed(p, effect.request, ok, now)));
         break;
       }
@@ -413,6 +415,29 @@ describe('partition ownership against a model of the lease table', () => {
       { kind: 'drop', partition: 0, epoch: 7, reason: 'refused' },
     ]);
     expect(own.canFire(0, 260)).toBe(false);
+    expect(own.phaseOf(0)).toBe('unowned');
+  });
+
+  it('keeps a partition through a failed renewal, asks again, and drops it only once the lease runs out', () => {
+    const own = new Ownership({ node: 'a', partitions: 1, leaseMs: 1_000 });
+    own.setMembers(['a']);
+    const [acquire] = own.tick(0);
+    own.acquired(0, (acquire as { request: number }).request, 3, 10);
+    own.loaded(0, 3);
+    const [renew] = own.tick(250);
+    expect(renew).toMatchObject({ kind: 'renew', epoch: 3 });
+    // The call failed (no answer from the store): neither granted nor refused.
+    expect(own.renewed(0, (renew as { request: number }).request, undefined, 260)).toEqual([]);
+    expect(own.canFire(0, 260)).toBe(true);
+    const [again] = own.tick(270);
+    expect(again).toMatchObject({ kind: 'renew', epoch: 3 });
+    expect(own.renewed(0, (again as { request: number }).request, true, 280)).toEqual([]);
+    expect(own.canFire(0, 1_200)).toBe(true);
+    // Failures until the lease (from the last renewal sent, at 270) runs out: then dropped.
+    const [third] = own.tick(520);
+    expect(own.renewed(0, (third as { request: number }).request, undefined, 1_300)).toEqual([
+      { kind: 'drop', partition: 0, epoch: 3, reason: 'expired' },
+    ]);
     expect(own.phaseOf(0)).toBe('unowned');
   });
 

@@ -3,7 +3,8 @@
  * runs it: one PostgreSQL and three tickwheel nodes under schedule / cancel / consume load,
  * nodes and PostgreSQL itself (every server process, then crash recovery) SIGKILLed at random.
  * It must end with no violation: every acknowledged schedule delivered (or its acknowledged
- * cancel held), none early, payloads intact. The seed is printed, so a failure can be replayed.
+ * cancel held), none early, payloads intact. Then the same with a synchronous standby behind
+ * one address, PostgreSQL kills alternating between crash recovery and a failover to it. The seed is printed, so a failure can be replayed.
  */
 
 import { fileURLToPath } from 'node:url';
@@ -34,6 +35,29 @@ describe.runIf(postgresInstalled())('the chaos harness on PostgreSQL, short run'
     expect(summary.kills.node).toBeGreaterThan(0);
     expect(summary.kills.postgres).toBeGreaterThan(0);
     expect(summary.scheduled).toBeGreaterThan(500);
+    expect(summary.delivered).toBeGreaterThanOrEqual(summary.scheduled - summary.cancelled);
+  }, 300_000);
+
+  it('with a synchronous standby (remote_apply), fails over to it too, and loses nothing', async () => {
+    const run = await runHarness(HARNESS, [
+      '--backend',
+      'postgres',
+      '--replica',
+      'sync',
+      '--kills',
+      '6',
+      '--interval-ms',
+      '2500',
+      '--primary-share',
+      '0.7',
+    ]);
+    const { summary } = run;
+    expect(run.status, run.output).toBe(0);
+    expect(summary.violations).toBe(0);
+    expect(summary.replica).toBe('sync');
+    expect(summary.kills.node + summary.kills.postgres).toBe(6);
+    expect(summary.failovers).toBeGreaterThan(0);
+    expect(summary.scheduled).toBeGreaterThan(300);
     expect(summary.delivered).toBeGreaterThanOrEqual(summary.scheduled - summary.cancelled);
   }, 300_000);
 });

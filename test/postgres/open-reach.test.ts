@@ -1,12 +1,16 @@
 /**
  * DelayQueue.open({ postgres }) on a PostgreSQL that is not there: it keeps trying until
  * connectTimeoutMs, then rejects with ERR_TICKWHEEL_UNAVAILABLE naming the server, its password
- * starred; a connectTimeoutMs out of range is refused before any connection.
+ * starred; a connectTimeoutMs out of range is refused before any connection. A refusal that
+ * waiting does not cure (a wrong password, a database that does not exist) ends the open at once
+ * with ERR_TICKWHEEL_INVALID_STATE, long before the connect timeout.
  */
 
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { freePort } from '../../scripts/valkey.mjs';
 
@@ -47,4 +51,36 @@ describe('DelayQueue.open({ postgres }) and an absent PostgreSQL', () => {
     });
     await expect(opening).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
   });
+});
+
+describe.runIf(postgresInstalled())('DelayQueue.open({ postgres }) refused by PostgreSQL', () => {
+  let server: { url: string; port: number; stop(): Promise<void> };
+  beforeAll(async () => {
+    server = await startPostgres({ password: 'right-one' });
+  }, 60_000);
+  afterAll(() => server?.stop());
+
+  // Ten minutes of connect timeout: a wait would outlast the test's own timeout.
+  const open = (url: string) =>
+    DelayQueue.open({ postgres: url, connectTimeoutMs: 600_000 }).catch((e: unknown) => e);
+
+  it('fails at once on a wrong password, naming the refusal, the password hidden', async () => {
+    const url = `postgres://tickwheel:wrong-one@127.0.0.1:${server.port}/postgres`;
+    const err = (await open(url)) as Error & { code?: string };
+    expect(err.code).toBe('ERR_TICKWHEEL_INVALID_STATE');
+    expect(err.message).toContain('password authentication failed');
+    expect(err.message).not.toContain('wrong-one');
+  }, 30_000);
+
+  it('fails at once on a database that does not exist', async () => {
+    const url = server.url.replace(/\/postgres$/, '/no_such_db');
+    const err = (await open(url)) as Error & { code?: string };
+    expect(err.code).toBe('ERR_TICKWHEEL_INVALID_STATE');
+    expect(err.message).toContain('"no_such_db" does not exist');
+  }, 30_000);
+
+  it('opens with the right password', async () => {
+    const queue = await DelayQueue.open({ postgres: server.url, queue: 'reach' });
+    await queue.close();
+  }, 30_000);
 });

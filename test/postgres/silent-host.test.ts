@@ -5,40 +5,13 @@
  * bound. A TCP relay between the driver and a real PostgreSQL goes silent on demand.
  */
 
-import { Socket, createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresDriver } from '../../src/postgres/driver.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+// @ts-expect-error: a plain JavaScript module of the project's scripts.
+import { startRelay } from '../../scripts/relay.mjs';
 import { at } from './with-postgres.js';
-
-/** Relays to `port` until silence(): from then on it forwards nothing, and answers no one. */
-async function relay(port: number) {
-  let silent = false;
-  const sockets = new Set<Socket>();
-  const server = createServer((inbound) => {
-    sockets.add(inbound);
-    inbound.on('error', () => undefined);
-    if (silent) return;
-    const outbound = new Socket();
-    sockets.add(outbound);
-    outbound.on('error', () => inbound.destroy());
-    outbound.connect(port, '127.0.0.1');
-    inbound.on('data', (chunk) => !silent && outbound.write(chunk));
-    outbound.on('data', (chunk) => !silent && inbound.write(chunk));
-    inbound.on('close', () => outbound.destroy());
-    outbound.on('close', () => inbound.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as { port: number }).port,
-    silence: () => (silent = true),
-    close() {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
-  };
-}
 
 describe.runIf(postgresInstalled())('PostgresDriver: a host gone silent', () => {
   let server: { port: number; url: string; stop(): Promise<void> };
@@ -48,7 +21,7 @@ describe.runIf(postgresInstalled())('PostgresDriver: a host gone silent', () => 
   afterAll(() => server?.stop());
 
   it('fails a call in flight and the next one, naming PostgreSQL, rather than hanging', async () => {
-    const proxy = await relay(server.port);
+    const proxy = await startRelay(server.port);
     const url = server.url.replace(`:${server.port}/`, `:${proxy.port}/`);
     const driver = await PostgresDriver.open({
       postgres: url,
