@@ -68,6 +68,8 @@ the project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "Postgre
   --soak-rate <per s>       soak: messages a second (default 200)
   --soak-sample <s>         soak: seconds between two samples of the tables (default 60)
   --tickwheel-concurrency <n>  tickwheel consume() concurrency (default 10)
+  --tickwheel-prefetch <n>  tickwheel consume() prefetch: received ahead of a free handler
+                            (default 500, as Graphile Worker's local queue; off: none)
   --pgboss-batch <count>    pg-boss work() batchSize (default 5000)
   --graphile-concurrency <n>  Graphile Worker concurrency (default 10)
   --graphile-poll-ms <ms>   Graphile Worker low-latency pollInterval (default 100)
@@ -96,6 +98,7 @@ const DEFAULTS = {
   'soak-rate': '200',
   'soak-sample': '60',
   'tickwheel-concurrency': '10',
+  'tickwheel-prefetch': '500',
   'pgboss-batch': '5000',
   'graphile-concurrency': '10',
   'graphile-poll-ms': '100',
@@ -157,6 +160,7 @@ export function parseOptions(argv) {
       soakRate: count('soak-rate'),
       soakSampleSeconds: count('soak-sample'),
       tickwheelConcurrency: count('tickwheel-concurrency'),
+      tickwheelPrefetch: values['tickwheel-prefetch'] === 'off' ? 0 : count('tickwheel-prefetch'),
       pgbossBatch: count('pgboss-batch'),
       graphileConcurrency: count('graphile-concurrency'),
       graphilePollMs: count('graphile-poll-ms'),

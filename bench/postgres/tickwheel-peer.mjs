@@ -8,7 +8,8 @@
  * located record appended to its window's segment (docs/postgres.md).
  *
  * Its settings are the queue's defaults (partitions 64, windowMs 30 s, poolSize 10) and a
- * consumer of `--tickwheel-concurrency` (10, Graphile Worker's). Both lateness settings are the
+ * consumer of `--tickwheel-concurrency` (10, Graphile Worker's) receiving `--tickwheel-prefetch`
+ * (500, as Graphile Worker's local queue) ahead. Both lateness settings are the
  * same: the owner's timer wheel fires each message at its due time and the consumer is woken by
  * LISTEN/NOTIFY, so there is no polling interval to choose.
  */
@@ -43,8 +44,8 @@ export function version() {
   return `${about.version} (this checkout)`;
 }
 
-export function consumerSettings(_mode, { tickwheelConcurrency }) {
-  return { concurrency: tickwheelConcurrency, partitions: 64 };
+export function consumerSettings(_mode, { tickwheelConcurrency, tickwheelPrefetch }) {
+  return { concurrency: tickwheelConcurrency, prefetch: tickwheelPrefetch, partitions: 64 };
 }
 
 export async function openPeer({ url }) {
@@ -83,6 +84,7 @@ export async function openPeer({ url }) {
       const settings = consumerSettings(mode, options);
       const consumer = queue.consume(TOPIC, (message) => onDelivered(message.payload.due), {
         concurrency: settings.concurrency,
+        prefetch: settings.prefetch,
         onError: keep,
       });
       consumers.add(consumer);

@@ -74,7 +74,7 @@ export function consumerSource(
   const acks = new AckBatcher((receipts) => transport.ackMany(receipts));
   const stream = new DeliveryStream({
     topic,
-    window: Math.min(settings.concurrency, MAX_RECEIVE),
+    window: Math.min(settings.concurrency + settings.prefetch, MAX_RECEIVE),
     visibilityMs: settings.visibilityMs,
     open: transport.openStream,
     nack: transport.nack,

@@ -93,6 +93,7 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
       (topic, handler, settings) =>
         new Worker(source, topic, handler, {
           ...settings,
+          prefetch: 0,
           waitMs: consumeWaitMs,
           onFault: limits.onFault,
         }),

@@ -108,6 +108,13 @@ export interface ReceiveOptions {
 export interface ConsumeOptions {
   /** Handlers running at once. Default 1, at most 1000. */
   concurrency?: number;
+  /**
+   * Messages received ahead of a free handler, waiting in the consumer for one: fewer, larger
+   * receives where each is a round trip (a queue on PostgreSQL or Valkey/Redis, the HTTP
+   * client). Their visibility timeout runs from the receive; close() runs them too. Default 0,
+   * at most 1000.
+   */
+  prefetch?: number;
   /** Redeliver unless the handler is done within this long. Default: the queue's visibilityMs. */
   visibilityMs?: number;
   /**

@@ -1,7 +1,9 @@
 /**
  * Worker (BullMQ's word): runs a handler over one topic's messages from a source that can
  * receive, ack and nack (the embedded queue's, the client's, the cluster's), at most
- * `concurrency` at once: acked when it resolves, nacked when it throws. Failures go to onError
+ * `concurrency` at once: acked when it resolves, nacked when it throws. With `prefetch`, up to
+ * that many more are received ahead and wait here for a free slot (fewer, larger receives where
+ * each costs a round trip); close() runs them too. Failures go to onError
  * with their context (an ack or nack once per shared promise; a failed receive rests the
  * worker receiveBackoff()). close() aborts a long poll, then waits for running handlers and
  * their acks, so a handler must not await its own consumer's close(). A synchronous handler
@@ -17,7 +19,7 @@ import {
   checkOptionsObject,
   optionNames,
 } from '../validate.js';
-import { MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
+import { MAX_RECEIVE, MAX_VISIBILITY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
 import { faultOf, warnFault, type FaultReporter, type QueueFault } from './faults.js';
 import { reasonOf } from './message.js';
 import { endProcess, runProcessing, startProcess, type Processing } from './tracing.js';
@@ -53,6 +55,8 @@ export interface WorkerSource {
 
 export interface WorkerSettings {
   concurrency: number;
+  /** Messages received ahead of a free slot, waiting for one. */
+  prefetch: number;
   /** Undefined: the source's own default. */
   visibilityMs: number | undefined;
   waitMs: number;
@@ -63,6 +67,7 @@ export interface WorkerSettings {
 
 const CONSUME_OPTIONS = optionNames<ConsumeOptions>({
   concurrency: true,
+  prefetch: true,
   visibilityMs: true,
   onError: true,
 });
@@ -89,6 +94,7 @@ export function checkConsumeOptions(
   if (given.onError !== undefined) checkCallback(given.onError, 'onError');
   return {
     concurrency: checkOption(given.concurrency ?? 1, 'concurrency', 1, MAX_CONCURRENCY, true),
+    prefetch: checkOption(given.prefetch ?? 0, 'prefetch', 0, MAX_RECEIVE, true),
     visibilityMs:
       given.visibilityMs === undefined
         ? undefined
@@ -115,6 +121,11 @@ export class Worker implements Consumer {
   static yieldAfterMs = 10;
   private readonly stopping = new AbortController();
   private active = 0;
+  /** Received ahead of a free slot (prefetch), oldest first from `waitingHead`. */
+  private readonly waiting: Array<ReceivedMessage | undefined> = [];
+  private waitingHead = 0;
+  /** startWaiting() is running (a synchronous handler's settle must not run it again). */
+  private starting = false;
   private readonly settling = new Set<PromiseLike<unknown>>();
   /** The promise track() added last, while it is in `settling`. */
   private trackedLast: PromiseLike<unknown> | undefined;
@@ -154,6 +165,7 @@ export class Worker implements Consumer {
     const slow = setTimeout(() => this.warnSlowClose(), Worker.closeWarnAfterMs);
     slow.unref();
     try {
+      // Messages received ahead still run: they are this consumer's deliveries.
       while (this.active > 0 || this.settling.size > 0) {
         await new Promise<void>((resolve) => (this.freed = resolve));
       }
@@ -181,7 +193,7 @@ export class Worker implements Consumer {
   }
 
   private async receiveLoop(): Promise<void> {
-    const { concurrency, visibilityMs, waitMs } = this.settings;
+    const { concurrency, prefetch, visibilityMs, waitMs } = this.settings;
     const signal = this.stopping.signal;
     let failures = 0;
     // Nothing runs before consume() has returned its consumer: a handler may use it (to close
@@ -194,12 +206,16 @@ export class Worker implements Consumer {
         turnStarted = realClock.now();
         continue;
       }
-      if (this.active >= concurrency) {
+      // With every slot busy, received again once the messages waiting are down to half the
+      // prefetch (not for each one that starts).
+      const waiting = this.waiting.length - this.waitingHead;
+      const room = concurrency + prefetch - this.active - waiting;
+      if (room <= 0 || (this.active >= concurrency && waiting * 2 > prefetch)) {
         await new Promise<void>((resolve) => (this.freed = resolve));
         this.freed = undefined;
         continue;
       }
-      const max = concurrency - this.active;
+      const max = Math.min(MAX_RECEIVE, room);
       let batch: ReceivedMessage[];
       try {
         // What is ready now, with no promise per receive: a synchronous handler and the next
@@ -227,10 +243,35 @@ export class Worker implements Consumer {
         turnStarted = realClock.now();
         continue;
       }
-      for (let i = 0; i < batch.length; i++) {
-        this.active++;
-        this.run(batch[i]);
+      if (batch.length <= concurrency - this.active && this.waitingHead === this.waiting.length) {
+        for (let i = 0; i < batch.length; i++) {
+          this.active++;
+          this.run(batch[i]);
+        }
+      } else {
+        for (let i = 0; i < batch.length; i++) this.waiting.push(batch[i]);
+        this.startWaiting();
       }
+    }
+  }
+
+  /** Runs messages received ahead while slots are free, oldest first. */
+  private startWaiting(): void {
+    if (this.starting) return;
+    this.starting = true;
+    try {
+      while (this.active < this.settings.concurrency && this.waitingHead < this.waiting.length) {
+        const message = this.waiting[this.waitingHead] as ReceivedMessage;
+        this.waiting[this.waitingHead++] = undefined;
+        this.active++;
+        this.run(message);
+      }
+      if (this.waitingHead === this.waiting.length) {
+        this.waiting.length = 0;
+        this.waitingHead = 0;
+      }
+    } finally {
+      this.starting = false;
     }
   }
 
@@ -263,6 +304,7 @@ export class Worker implements Consumer {
   ): void {
     if (processing !== undefined) endProcess(processing, failure, failed);
     this.active--;
+    if (this.waitingHead < this.waiting.length) this.startWaiting();
     this.freed?.();
     let wait: PromiseLike<unknown>;
     try {

@@ -691,6 +691,35 @@ describe('consume', () => {
     expect(stats.acked).toBe(total);
   });
 
+  it('with prefetch, the stream holds concurrency + prefetch in flight, the handlers at most concurrency', async () => {
+    const tw = client();
+    const total = 30;
+    await tw.scheduleMany(Array.from({ length: total }, (_, i) => ({ topic: 'pf', payload: i })));
+    let running = 0;
+    let most = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const done: number[] = [];
+    const consumer = tw.consume(
+      'pf',
+      async (message) => {
+        most = Math.max(most, ++running);
+        await gate;
+        running--;
+        done.push(message.payload as number);
+      },
+      { concurrency: 2, prefetch: 6, waitMs: 500 },
+    );
+    // Two handlers run and six wait in the consumer: eight delivered, none acked yet.
+    // (A window of concurrency alone would stop at 2; no window at all would send all 30.)
+    await waitFor(async () => (await tw.stats()).delivered === 8);
+    release();
+    await waitFor(() => done.length === total);
+    await consumer.close();
+    expect(most).toBe(2);
+    expect(done.sort((a, b) => a - b)).toEqual(Array.from({ length: total }, (_, i) => i));
+  });
+
   it('nacks when the handler throws, reports the error, and gets the message again', async () => {
     const tw = client();
     await tw.schedule({

@@ -235,6 +235,43 @@ describe.each(backends)('Queue behaviour on $name', (backend) => {
     expect(events[2]).toMatchObject({ id: 's-1', reason: expect.stringMatching(/visibility/) });
   });
 
+  it('consumes with prefetch: each message once, in handlers of at most `concurrency`; close() runs those received ahead', async () => {
+    const queue = await backend.open();
+    const count = 60;
+    await queue.scheduleMany(
+      Array.from({ length: count }, (_, i) => ({ topic: 'ahead', id: `a-${i}`, payload: i })),
+    );
+    const seen: string[] = [];
+    let running = 0;
+    let most = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const consumer = queue.consume(
+      'ahead',
+      async (message) => {
+        most = Math.max(most, ++running);
+        seen.push(message.id);
+        await gate;
+        running--;
+      },
+      { concurrency: 3, prefetch: 20 },
+    );
+    // Three run; the rest of what was received waits in the consumer.
+    await waitFor(() => seen.length === 3);
+    const closing = consumer.close();
+    release();
+    await closing;
+    expect(most).toBe(3);
+    expect(new Set(seen).size).toBe(seen.length);
+    // Every message handled was acked, and one received ahead was not left in flight.
+    for (const id of seen) {
+      await waitFor(async () => (await queue.get(id))?.status === 'acked', 5_000);
+    }
+    const rest = await queue.receive('ahead', { max: 100, waitMs: 100 });
+    expect(seen.length + rest.length).toBe(count);
+    expect(rest.every((message) => message.attempts === 1)).toBe(true);
+  });
+
   it('consumes with a handler: acks what resolves, retries what throws', async () => {
     const queue = await backend.open();
     const seen: string[] = [];

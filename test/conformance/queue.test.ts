@@ -115,6 +115,8 @@ const refused: Array<[string, Call, string]> = [
   ['receive: max 1001', (q) => q.receive('t', { max: 1001 }), OPTION],
   ['receive: unknown option', (q) => anyQueue(q).receive('t', { wait: 5 }), OPTION],
   ['consume: concurrency 0', (q) => q.consume('t', () => {}, { concurrency: 0 }), OPTION],
+  ['consume: prefetch 1001', (q) => q.consume('t', () => {}, { prefetch: 1001 }), OPTION],
+  ['consume: prefetch -1', (q) => q.consume('t', () => {}, { prefetch: -1 }), OPTION],
   ['getSchedule: bad name', (q) => q.getSchedule('a b'), OPTION],
   ['deleteSchedule: bad name', (q) => q.deleteSchedule('a b'), OPTION],
   ['updateSchedule: patch null', (q) => anyQueue(q).updateSchedule('n', null), OPTION],

@@ -6,6 +6,7 @@
 import { setImmediate as realSetImmediate } from 'node:timers';
 import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { warnFault } from '../../src/queue/faults.js';
+import { waitFor } from '../support/wait-for.js';
 import type { ConsumeErrorContext, ReceivedMessage } from '../../src/queue/types.js';
 import {
   checkConsumeOptions,
@@ -102,6 +103,7 @@ const workers: Worker[] = [];
 function settings(options: Partial<WorkerSettings> = {}): WorkerSettings {
   return {
     concurrency: 1,
+    prefetch: 0,
     visibilityMs: undefined,
     waitMs: 1000,
     onError: (err, context) => errors.push([(err as Error).message, context]),
@@ -221,6 +223,81 @@ describe('Worker', () => {
     await turns();
     expect(most).toBe(2);
     expect(source.acked).toEqual(['r1', 'r2', 'r3', 'r4']);
+  });
+
+  it('with prefetch, receives that many more ahead, runs them in order as slots free, and receives again at half', async () => {
+    const source = new MemorySource();
+    const gates = Array.from({ length: 12 }, () => deferred());
+    const started: number[] = [];
+    let running = 0;
+    let most = 0;
+    start(
+      source,
+      async (m) => {
+        started.push(m.payload as number);
+        most = Math.max(most, ++running);
+        await gates[(m.payload as number) - 1].promise;
+        running--;
+      },
+      { concurrency: 2, prefetch: 4 },
+    );
+    source.push(...Array.from({ length: 12 }, (_, i) => message(i + 1)));
+    await turns();
+    // One receive of concurrency + prefetch: two run, four wait in the consumer.
+    expect(source.receives.map((r) => r.max)).toEqual([6]);
+    expect(started).toEqual([1, 2]);
+    gates[0].resolve();
+    await turns();
+    // A slot freed: the oldest waiting runs, three wait: no receive yet.
+    expect(started).toEqual([1, 2, 3]);
+    expect(source.receives).toHaveLength(1);
+    gates[1].resolve();
+    await turns();
+    // Two waiting, half the prefetch: received again, as many as fit (six held at most).
+    expect(started).toEqual([1, 2, 3, 4]);
+    expect(source.receives.map((r) => r.max)).toEqual([6, 2]);
+    for (const gate of gates) gate.resolve();
+    await turns(10);
+    expect(started).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect(source.acked).toEqual(Array.from({ length: 12 }, (_, i) => `r${i + 1}`));
+    expect(most).toBe(2);
+  });
+
+  it('with prefetch, close() runs the messages received ahead and waits for them', async () => {
+    const source = new MemorySource();
+    const gate = deferred();
+    const handled: number[] = [];
+    const worker = start(
+      source,
+      async (m) => {
+        await gate.promise;
+        handled.push(m.payload as number);
+      },
+      { concurrency: 1, prefetch: 3 },
+    );
+    source.push(message(1), message(2), message(3), message(4), message(5));
+    await turns();
+    let done = false;
+    const closing = worker.close().then(() => (done = true));
+    await turns();
+    expect(done).toBe(false);
+    gate.resolve();
+    await closing;
+    expect(handled).toEqual([1, 2, 3, 4]);
+    expect(source.acked).toEqual(['r1', 'r2', 'r3', 'r4']);
+    expect(source.receives).toHaveLength(1);
+  });
+
+  it('with prefetch and a synchronous handler, drains a backlog in order with no deep recursion', async () => {
+    const source = new MemorySource();
+    const handled: number[] = [];
+    start(source, (m) => void handled.push(m.payload as number), {
+      concurrency: 1,
+      prefetch: 1000,
+    });
+    source.push(...Array.from({ length: 5000 }, (_, i) => message(i + 1)));
+    await waitFor(() => handled.length === 5000);
+    expect(handled).toEqual(Array.from({ length: 5000 }, (_, i) => i + 1));
   });
 
   it('reports a failed ack or nack with its message, once per shared promise, and carries on', async () => {
