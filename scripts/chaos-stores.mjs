@@ -149,7 +149,15 @@ export async function postgresStore(options) {
             id,
             bucket,
           ]);
-          const line = `missing ${id} due ${scheduled.get(id).deliverAt}: partition ${partition}, state ${JSON.stringify(state.rows[0]?.v)}`;
+          // Where its state row says its record is, and whether that record is there.
+          const place = await client.query(
+            `SELECT s.seg, s.idx, s.status, s.attempts,
+               EXISTS (SELECT 1 FROM tickwheel_chaos.records r
+                       WHERE r.seg = s.seg AND r.part = s.part AND r.idx = s.idx) AS record
+             FROM tickwheel_chaos.states s WHERE s.part = $1 AND s.id = $2`,
+            [partition, id],
+          );
+          const line = `missing ${id} due ${scheduled.get(id).deliverAt}: partition ${partition}, state ${JSON.stringify(state.rows[0]?.v)}, row ${JSON.stringify(place.rows[0] ?? null)}`;
           say(line);
           note(line);
         }
