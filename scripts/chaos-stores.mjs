@@ -161,6 +161,16 @@ export async function postgresStore(options) {
           say(line);
           note(line);
         }
+        // What the server's sessions wait for, and whether a standby streams (commits wait for
+        // a synchronous one).
+        const waits = await client.query(
+          `SELECT coalesce(wait_event, state, '-') AS what, count(*)::int AS n
+           FROM pg_stat_activity WHERE backend_type = 'client backend' GROUP BY 1 ORDER BY 2 DESC`,
+        );
+        const standbys = await client.query('SELECT state, sync_state FROM pg_stat_replication');
+        const line = `sessions ${JSON.stringify(waits.rows)}, standbys ${JSON.stringify(standbys.rows)}`;
+        say(line);
+        note(line);
       } finally {
         await client.end();
       }

@@ -19,6 +19,7 @@
  */
 
 import pg from 'pg';
+import { whileDown } from './postgres.mjs';
 
 const config = JSON.parse(process.env.TICKWHEEL_IDEMPOTENT_CHILD ?? '{}');
 const { DelayQueue } = await import('../dist/delay-queue.js');
@@ -29,22 +30,11 @@ const pool = new pg.Pool({ connectionString: config.pg, max: 8 });
 // Idle connections lost with a PostgreSQL kill are reported here; the next query reconnects.
 pool.on('error', () => {});
 
-/** Runs `call` again while PostgreSQL is down (the harness kills it too), for up to 60 s. */
-async function retryUntilUp(call) {
-  for (let tries = 0; ; tries++) {
-    try {
-      return await call();
-    } catch (err) {
-      if (tries >= 600) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-}
 const store =
   config.store === 'postgres'
     ? new PostgresIdempotencyStore({ pool, purgeEveryMs: 0 })
     : await RedisIdempotencyStore.open({ redis: config.redis, claimMs: 1_000 });
-const queue = await retryUntilUp(() =>
+const queue = await whileDown(() =>
   config.queue === undefined
     ? DelayQueue.open({ dir: config.dir })
     : DelayQueue.open({ postgres: pool, ...config.queue }),

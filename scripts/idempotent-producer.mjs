@@ -15,26 +15,15 @@
  */
 
 import pg from 'pg';
+import { whileDown } from './postgres.mjs';
 
 const config = JSON.parse(process.env.TICKWHEEL_IDEMPOTENT_CHILD ?? '{}');
 const { DelayQueue } = await import('../dist/delay-queue.js');
 
-/** Runs `call` again while PostgreSQL is down (the harness kills it too), for up to 60 s. */
-async function retryUntilUp(call) {
-  for (let tries = 0; ; tries++) {
-    try {
-      return await call();
-    } catch (err) {
-      if (tries >= 600) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-}
-
 const pool = new pg.Pool({ connectionString: config.pg, max: 4 });
 // Idle connections lost with a PostgreSQL kill are reported here; the next query reconnects.
 pool.on('error', () => {});
-const queue = await retryUntilUp(() => DelayQueue.open({ postgres: pool, ...config.queue }));
+const queue = await whileDown(() => DelayQueue.open({ postgres: pool, ...config.queue }));
 
 const message = (t) => ({
   topic: 'transfers',
@@ -71,7 +60,7 @@ async function record(t, commit) {
   }
 }
 
-const done = await retryUntilUp(
+const done = await whileDown(
   async () => new Set((await pool.query('SELECT id FROM transfers')).rows.map((row) => row.id)),
 );
 for (const [i, t] of config.transfers.entries()) {

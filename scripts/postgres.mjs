@@ -136,6 +136,19 @@ export async function serve(bin, dir, data, port, settings) {
   return handle;
 }
 
+/** Runs `call` again while PostgreSQL is down (a harness kills it), every 100 ms up to `ms`. */
+export async function whileDown(call, ms = 60_000) {
+  const until = Date.now() + ms;
+  for (;;) {
+    try {
+      return await call();
+    } catch (err) {
+      if (Date.now() > until) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
 /** A postgres on `data`, once it accepts connections: { child, exited, pid }. */
 async function runPostgres(bin, data, dir, port, settings) {
   const [postgres, args] = asPostgres(join(bin, 'postgres'), [

@@ -15,49 +15,33 @@ import { runHarness } from '../harness.js';
 
 const HARNESS = fileURLToPath(new URL('../../scripts/chaos.mjs', import.meta.url));
 
+/** A run of `kills` kills, every ~2.5 s; its summary once checked for what every run must hold. */
+async function chaos(kills: number, primaryShare: number, more: string[] = []) {
+  const run = await runHarness(HARNESS, [
+    ...['--backend', 'postgres', '--kills', String(kills), '--interval-ms', '2500'],
+    ...['--primary-share', String(primaryShare), ...more],
+  ]);
+  const { summary } = run;
+  expect(run.status, run.output).toBe(0);
+  expect(summary.violations).toBe(0);
+  expect(summary.backend).toBe('postgres');
+  expect(summary.kills.node + summary.kills.postgres).toBe(kills);
+  expect(summary.delivered).toBeGreaterThanOrEqual(summary.scheduled - summary.cancelled);
+  return summary;
+}
+
 describe.runIf(postgresInstalled())('the chaos harness on PostgreSQL, short run', () => {
   it('kills nodes and PostgreSQL at random, and finds every acknowledged message delivered', async () => {
-    const run = await runHarness(HARNESS, [
-      '--backend',
-      'postgres',
-      '--kills',
-      '8',
-      '--interval-ms',
-      '2500',
-      '--primary-share',
-      '0.5',
-    ]);
-    const { summary } = run;
-    expect(run.status, run.output).toBe(0);
-    expect(summary.violations).toBe(0);
-    expect(summary.backend).toBe('postgres');
-    expect(summary.kills.node + summary.kills.postgres).toBe(8);
+    const summary = await chaos(8, 0.5);
     expect(summary.kills.node).toBeGreaterThan(0);
     expect(summary.kills.postgres).toBeGreaterThan(0);
     expect(summary.scheduled).toBeGreaterThan(500);
-    expect(summary.delivered).toBeGreaterThanOrEqual(summary.scheduled - summary.cancelled);
   }, 300_000);
 
   it('with a synchronous standby (remote_apply), fails over to it too, and loses nothing', async () => {
-    const run = await runHarness(HARNESS, [
-      '--backend',
-      'postgres',
-      '--replica',
-      'sync',
-      '--kills',
-      '6',
-      '--interval-ms',
-      '2500',
-      '--primary-share',
-      '0.7',
-    ]);
-    const { summary } = run;
-    expect(run.status, run.output).toBe(0);
-    expect(summary.violations).toBe(0);
+    const summary = await chaos(6, 0.7, ['--replica', 'sync']);
     expect(summary.replica).toBe('sync');
-    expect(summary.kills.node + summary.kills.postgres).toBe(6);
     expect(summary.failovers).toBeGreaterThan(0);
     expect(summary.scheduled).toBeGreaterThan(300);
-    expect(summary.delivered).toBeGreaterThanOrEqual(summary.scheduled - summary.cancelled);
   }, 300_000);
 });
