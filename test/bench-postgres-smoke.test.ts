@@ -203,7 +203,9 @@ describe.runIf(postgresInstalled())('npm run bench:postgres, tiny', () => {
     const markdown = readFileSync(join(out, 'postgres-peers.md'), 'utf8');
     for (const text of [stdout, markdown]) {
       expect(text).toMatch(/# PostgreSQL peers: tickwheel, pg-boss and Graphile Worker/);
-      expect(text).toMatch(/\| tickwheel \| low-latency: concurrency 10, partitions 64 \|/);
+      expect(text).toMatch(
+        /\| tickwheel \| low-latency: concurrency 10, prefetch 500, partitions 64 \|/,
+      );
       expect(text).toMatch(/## tickwheel against the issue's targets/);
       expect(text).toMatch(
         /\| pending: ≤ 150 B on disk a message \| [\d.,]+ B \| (met|\*\*missed\*\*) \|/,
