@@ -269,6 +269,12 @@ export class Worker implements Consumer {
       if (this.waitingHead === this.waiting.length) {
         this.waiting.length = 0;
         this.waitingHead = 0;
+      } else if (this.waitingHead * 2 >= this.waiting.length) {
+        // Refilled before it empties, the array would grow by a cell per message: the live tail
+        // (no longer than the part run) moves to the front.
+        this.waiting.copyWithin(0, this.waitingHead);
+        this.waiting.length -= this.waitingHead;
+        this.waitingHead = 0;
       }
     } finally {
       this.starting = false;

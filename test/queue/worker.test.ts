@@ -300,6 +300,27 @@ describe('Worker', () => {
     expect(handled).toEqual(Array.from({ length: 5000 }, (_, i) => i + 1));
   });
 
+  it('with prefetch under a steady backlog, holds no more than concurrency + prefetch messages', async () => {
+    const source = new MemorySource();
+    let handled = 0;
+    let held = 0;
+    const worker = start(
+      source,
+      async () => {
+        handled++;
+        held = Math.max(held, (worker as unknown as { waiting: unknown[] }).waiting.length);
+      },
+      { concurrency: 2, prefetch: 10 },
+    );
+    // Refilled at half the prefetch, the waiting messages never run out while the backlog lasts.
+    for (let i = 0; i < 20_000; i += 1000) {
+      source.push(...Array.from({ length: 1000 }, (_, j) => message(i + j + 1)));
+    }
+    await waitFor(() => handled === 20_000, { timeoutMs: 60_000 });
+    expect(held).toBeGreaterThan(0);
+    expect(held).toBeLessThanOrEqual(2 * (2 + 10));
+  });
+
   it('reports a failed ack or nack with its message, once per shared promise, and carries on', async () => {
     const source = new MemorySource();
     const batch = Promise.reject(new Error('fsync failed'));
