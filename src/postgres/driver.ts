@@ -7,7 +7,7 @@
  * backend.ts opens a queue's node over it (DelayQueue.open({ postgres })).
  */
 
-import { TickwheelRangeError } from '../errors.js';
+import { TickwheelRangeError, TickwheelUnavailableError } from '../errors.js';
 import type {
   At,
   Delivery,
@@ -447,16 +447,40 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
     max: number,
     visibilityMs: number,
     maxBytes: number,
-  ) {
+  ): ReturnType<PartitionDriver['take']> {
     const sql = `SELECT * FROM ${this.fn('tw_take')}($1::int, $2, $3::int, $4::bigint, $5::bigint)`;
     const values = [partition, topic, max, Math.ceil(visibilityMs), Math.floor(maxBytes)];
     const rows = await this.call('tw_take', sql, values);
-    return rows.map((row) => ({
-      id: String(row.id),
-      attempts: num(row.attempts),
-      deliverAt: num(row.due),
-      record: row.rec as Buffer,
-    }));
+    const taken: Awaited<ReturnType<PartitionDriver['take']>> = [];
+    for (const row of rows) {
+      if (row.rec === null) {
+        this.reportLost(partition, topic, String(row.id));
+        continue;
+      }
+      taken.push({
+        id: String(row.id),
+        attempts: num(row.attempts),
+        deliverAt: num(row.due),
+        record: row.rec as Buffer,
+      });
+    }
+    // Only lost ones: those behind them instead (the lost rows are gone, so this ends).
+    if (taken.length === 0 && rows.length > 0) {
+      return this.take(partition, topic, max, visibilityMs, maxBytes);
+    }
+    return taken;
+  }
+
+  /** A ready message whose record the database no longer had: tw_take dropped it. */
+  private reportLost(partition: number, topic: string, id: string): void {
+    this.onError(
+      new TickwheelUnavailableError(
+        'ERR_TICKWHEEL_DATA_LOST',
+        `message ${id} of topic ${topic} (partition ${partition}) was ready but its record is ` +
+          'gone from the database: it cannot be delivered and was dropped (a restore or a ' +
+          'failover that lost writes; see docs/postgres.md, "Durability")',
+      ),
+    );
   }
 
   /** `durable` asks for nothing more: the COMMIT was. */

@@ -91,6 +91,38 @@ describe.runIf(postgresInstalled())('PostgresDriver: a message from schedule to 
     expect((await driver.take(0, 'invoice', 10, 30_000, 250)).map((t) => t.id)).toEqual(['b', 'a']);
   });
 
+  it('drops a ready message whose record is gone, says so, and takes the ones behind it', async () => {
+    const errors: Error[] = [];
+    const driver = await pg.open(undefined, undefined, { onError: (err) => errors.push(err) });
+    const owner = await own(driver, 0);
+    const due = Date.now() - 1_000;
+    const seg = `w${windowOf(due)}`;
+    await driver.schedule(0, ['a', 'b', 'c'].map((id) => message({ id, deliverAt: due })));
+    await driver.load(0, owner, due + 1, false);
+    const read = await driver.read(0, seg, 0, 10);
+    await driver.fire(
+      0,
+      owner,
+      0,
+      read.live.map((row) => ({ ...at(0, row.id), seg, index: row.index })),
+    );
+    // The database loses the first one's record (as a restore from an older backup would).
+    const schema = (driver as unknown as { q: string }).q;
+    await pg.pool.query(
+      `DELETE FROM ${schema}.records r USING ${schema}.states s
+       WHERE s.part = 0 AND s.id = 'a' AND r.part = 0 AND r.seg = s.seg AND r.idx = s.idx`,
+    );
+    // A take of one is not stuck behind it.
+    expect((await driver.take(0, 'invoice', 1, 30_000, 1 << 20)).map((t) => t.id)).toEqual(['b']);
+    expect(errors.map((err) => (err as { code?: string }).code)).toEqual([
+      'ERR_TICKWHEEL_DATA_LOST',
+    ]);
+    expect(errors[0].message).toContain('message a of topic invoice (partition 0)');
+    expect(await driver.get(at(0, 'a'))).toBeUndefined();
+    expect(await driver.readyCount(0, 'invoice')).toBe(1);
+    expect(await driver.counts(0)).toEqual({ 'invoice|R': 1, 'invoice|I': 1 });
+  });
+
   it('refuses owner-only calls from anyone but the current epoch within its lease', async () => {
     const driver = await pg.open();
     const owner = await own(driver, 2);

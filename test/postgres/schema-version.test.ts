@@ -10,7 +10,7 @@ import { SCHEMA_VERSION, schemaSql } from '../../src/postgres/install.js';
 import { codeHash } from '../support/code-hash.js';
 
 const CODE_HASHES: Record<number, string> = {
-  5: 'bbb1eff3bbbc3d0f',
+  6: '92bf82d49d7b230f',
 };
 
 describe('the PostgreSQL schema', () => {

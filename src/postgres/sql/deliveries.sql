@@ -3,7 +3,9 @@
 
 -- Ready -> in flight for up to `most` messages of a topic, in the order they became ready,
 -- with a visibility deadline by the store's clock; stops before max_bytes of records (but
--- always takes one). Rows another take holds are passed over.
+-- always takes one). Rows another take holds are passed over. A ready message whose record is
+-- gone (never so unless the database lost it) cannot be delivered: its row goes, and it is
+-- answered with a NULL record for the caller to report, rather than stay first in line.
 CREATE OR REPLACE FUNCTION @Q@.tw_take(p int, t text, most int, visibility bigint,
   max_bytes bigint)
 RETURNS TABLE (id text, attempts int, due float8, rec bytea)
@@ -18,24 +20,38 @@ BEGIN
     SELECT s.id, s.seg, s.idx, s.at FROM @Q@.states s
     WHERE s.part = p AND s.topic = t AND s.status = 'R'
     ORDER BY s.at LIMIT most FOR UPDATE SKIP LOCKED
+  ), found AS (
+    SELECT k.id, k.at, r.rec
+    FROM picked k LEFT JOIN @Q@.records r ON r.seg = k.seg AND r.part = p AND r.idx = k.idx
   ), sized AS (
-    SELECT k.id, r.rec, row_number() OVER w AS n, sum(octet_length(r.rec)) OVER w AS upto
-    FROM picked k JOIN @Q@.records r ON r.seg = k.seg AND r.part = p AND r.idx = k.idx
-    WINDOW w AS (ORDER BY k.at)
+    SELECT z.id, z.rec, row_number() OVER w AS n, sum(octet_length(z.rec)) OVER w AS upto
+    FROM found z WHERE z.rec IS NOT NULL
+    WINDOW w AS (ORDER BY z.at)
   ), kept AS (
     SELECT z.id, z.rec, z.n FROM sized z WHERE z.n = 1 OR z.upto <= max_bytes
   ), out AS (
     UPDATE @Q@.states s SET status = 'I', attempts = s.attempts + 1, at = deadline
     FROM kept k WHERE s.part = p AND s.id = k.id
     RETURNING s.id, s.attempts, s.due
+  ), gone AS (
+    DELETE FROM @Q@.states s USING found z
+    WHERE z.rec IS NULL AND s.part = p AND s.id = z.id
+    RETURNING s.id, s.attempts, s.due
+  ), counted AS (
+    INSERT INTO @Q@.counts (part, topic, status, n)
+    SELECT p, t, x.status, x.n FROM (
+      SELECT 'R'::"char" AS status, -(SELECT count(*) FROM out) - (SELECT count(*) FROM gone) AS n
+      UNION ALL SELECT 'I', (SELECT count(*) FROM out)) x
+    WHERE x.n <> 0
   )
-  SELECT o.id, o.attempts, o.due, k.rec FROM out o JOIN kept k ON k.id = o.id ORDER BY k.n;
+  SELECT u.id, u.attempts, u.due, u.rec FROM (
+    SELECT o.id, o.attempts, o.due, k.rec, k.n FROM out o JOIN kept k ON k.id = o.id
+    UNION ALL
+    SELECT g.id, g.attempts, g.due, NULL, NULL FROM gone g) u
+  ORDER BY u.n NULLS LAST;
   GET DIAGNOSTICS taken = ROW_COUNT;
-  IF taken > 0 THEN
-    INSERT INTO @Q@.counts (part, topic, status, n) VALUES (p, t, 'R', -taken), (p, t, 'I', taken);
-    -- The owner arms a timer for the new visibility deadline (store time) from this alone.
-    PERFORM @Q@.publish(p, 'i ' || deadline);
-  END IF;
+  -- The owner arms a timer for the new visibility deadline (store time) from this alone.
+  IF taken > 0 THEN PERFORM @Q@.publish(p, 'i ' || deadline); END IF;
 END
 $$;
 
