@@ -35,6 +35,11 @@ const random = seededRandom(Number(seedText));
 const hash = (payload) =>
   createHash('sha1').update(JSON.stringify(payload)).digest('hex').slice(0, 12);
 const write = (line) => appendFileSync(journal, `${line}\n`);
+/** A line on stderr with this process's time, for reading a run's end against its events. */
+const complain = (line) => process.stderr.write(`${Date.now()} ${line}\n`);
+// Warnings (a lost lease) timed as well.
+process.removeAllListeners('warning');
+process.on('warning', (w) => complain(`${nodeId} warning ${w.code ?? w.name}: ${w.message}`));
 
 /** A PostgreSQL connection string, or Valkey nodes' URLs. */
 const store = urls.startsWith('postgres')
@@ -51,7 +56,7 @@ const queue = await DelayQueue.open({
   // A delivery lost with a killed node comes again this soon.
   visibilityMs: 5_000,
   nodeId,
-  onError: (err) => process.stderr.write(`${nodeId} background: ${err?.message ?? err}\n`),
+  onError: (err) => complain(`${nodeId} background: ${err?.message ?? err}`),
 });
 
 const consumer = queue.consume(
@@ -64,7 +69,7 @@ const consumer = queue.consume(
   {
     concurrency: 16,
     onError: (err, context) =>
-      process.stderr.write(`${nodeId} consume ${context.id ?? ''}: ${err?.message ?? err}\n`),
+      complain(`${nodeId} consume ${context.id ?? ''}: ${err?.message ?? err}`),
   },
 );
 
@@ -110,7 +115,7 @@ await Promise.all(
         }
       } catch (err) {
         failures++;
-        process.stderr.write(`${nodeId} schedule ${id}: ${err?.message ?? err}\n`);
+        complain(`${nodeId} schedule ${id}: ${err?.message ?? err}`);
         await sleep(100);
       }
       await sleep((lanes * 1_000) / rate);

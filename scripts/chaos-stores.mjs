@@ -161,16 +161,36 @@ export async function postgresStore(options) {
           say(line);
           note(line);
         }
-        // What the server's sessions wait for, and whether a standby streams (commits wait for
-        // a synchronous one).
-        const waits = await client.query(
-          `SELECT coalesce(wait_event, state, '-') AS what, count(*)::int AS n
-           FROM pg_stat_activity WHERE backend_type = 'client backend' GROUP BY 1 ORDER BY 2 DESC`,
+        // What the nodes' sessions wait for and since when, whether a standby streams (commits
+        // wait for a synchronous one), and who holds each partition's lease by the store's clock.
+        const sessions = await client.query(
+          `SELECT state, wait_event_type AS type, wait_event AS event,
+             (extract(epoch FROM now() - xact_start) * 1000)::int AS xact_ms,
+             left(query, 60) AS query
+           FROM pg_stat_activity
+           WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+             AND (state <> 'idle' OR xact_start IS NOT NULL)`,
         );
-        const standbys = await client.query('SELECT state, sync_state FROM pg_stat_replication');
-        const line = `sessions ${JSON.stringify(waits.rows)}, standbys ${JSON.stringify(standbys.rows)}`;
-        say(line);
-        note(line);
+        const standbys = await client.query(
+          'SELECT state, sync_state, replay_lag::text AS replay_lag FROM pg_stat_replication',
+        );
+        const leases = await client.query(
+          `SELECT part, owner, epoch, until - tickwheel_chaos.now_ms() AS left_ms
+           FROM tickwheel_chaos.leases ORDER BY part`,
+        );
+        const members = await client.query(
+          `SELECT node, until - tickwheel_chaos.now_ms() AS left_ms
+           FROM tickwheel_chaos.members ORDER BY node`,
+        );
+        for (const line of [
+          `sessions not idle ${JSON.stringify(sessions.rows)}`,
+          `standbys ${JSON.stringify(standbys.rows)}`,
+          `leases ${JSON.stringify(leases.rows.map((l) => `${l.part}:${l.owner}/${l.epoch}/${l.left_ms}`))}`,
+          `members ${JSON.stringify(members.rows)}`,
+        ]) {
+          say(line);
+          note(line);
+        }
       } finally {
         await client.end();
       }

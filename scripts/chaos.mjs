@@ -378,7 +378,7 @@ async function main() {
   } catch (err) {
     failed = err;
   } finally {
-    for (const node of nodes) await node.close().catch(() => {});
+    // The post-mortem while the nodes still run: what they hold and wait for.
     if (failed === undefined) {
       const journals = readJournals(dir);
       const missing = [...journals.scheduled.keys()].filter(
@@ -390,6 +390,7 @@ async function main() {
           .catch((err) => say(`post-mortem failed: ${err}`));
       }
     }
+    for (const node of nodes) await node.close().catch(() => {});
     await store.stop().catch(() => {});
   }
   if (failed !== undefined) {
