@@ -256,9 +256,18 @@ export class LeaseLoop {
           pollMs: this.driver.ownerPollMs ?? OWNER_POLL_MS,
           wheel: this.wheel,
           onFenced: (o) => void this.run(this.ownership.fenced(o.partition, o.epoch)),
-          // Writes it saw were lost in a failover: the same lease, a fresh load.
+          // Writes it saw were lost in a failover: said, then the same lease, a fresh load.
           onStale: (o) => {
             if (this.owners.get(o.partition) !== o || this.hooks.isClosed()) return;
+            this.dataLosses++;
+            this.settings.onError(
+              new TickwheelUnavailableError(
+                'ERR_TICKWHEEL_DATA_LOST',
+                `partition ${o.partition} of queue ${this.settings.queue}: its owner-write count ` +
+                  'went back, so writes this node saw were lost (a failover to a replica that ' +
+                  'was behind); the partition is loaded again from what the store has',
+              ),
+            );
             void this.carryOut({ kind: 'load', partition: o.partition, epoch: o.epoch });
           },
           onExpired: (message, settled) => this.hooks.onExpired(message, settled),

@@ -45,6 +45,7 @@ export class NodeFires {
       .sort(([a], [b]) => a.partition - b.partition);
     if (live.length === 0) return;
     const { nodeId: node, maxClockSkewMs } = this.settings;
+    const floors = live.map(([owner]) => owner.seen);
     try {
       const answers = await this.fireMany(
         live.map(([owner, at]) => ({
@@ -54,7 +55,7 @@ export class NodeFires {
         })),
         maxClockSkewMs,
       );
-      live.forEach(([owner, at], i) => owner.fired(at, answers[i]));
+      live.forEach(([owner, at], i) => owner.fired(at, answers[i], floors[i]));
     } catch (err) {
       this.settings.onError(err);
       for (const [owner, at] of live) owner.fireFailed(at);

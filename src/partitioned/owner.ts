@@ -115,9 +115,10 @@ export class PartitionOwner {
     const want = (Math.floor((Date.now() + horizonMs) / windowMs) + 1) * windowMs;
     const rotate = Date.now() - this.lastRotation >= ROTATE_EVERY_MS || this.currentNear === '';
     const previous = this.loadedUntil;
+    const floor = this.seen;
     const loaded = await this.driver.load(this.partition, this.options, want, rotate);
     if (loaded === undefined) return this.fenced();
-    if (!this.saw(loaded.seq)) return;
+    if (!this.saw(loaded.seq, floor)) return;
     if (rotate) this.lastRotation = Date.now();
     this.loadedUntil = loaded.loadedUntil;
     this.currentNear = loaded.near;
@@ -191,10 +192,11 @@ export class PartitionOwner {
       const window = Math.floor(due / this.options.windowMs);
       return { id, bucket, attempt: attempts, due, window, topic, trace };
     });
+    const floor = this.seen;
     const expired = await this.driver.expire(this.partition, this.options, retries);
     if (expired === undefined) return this.fenced();
     // Reported even when saw() finds writes lost: this call's own were applied.
-    this.saw(expired.seq);
+    this.saw(expired.seq, floor);
     expired.outcomes.forEach((outcome, i) => {
       const { id, topic, attempt, due, trace } = retries[i];
       const message = { id, topic, attempts: attempt };
@@ -290,18 +292,27 @@ export class PartitionOwner {
     if (this.stopped) return;
     try {
       const { partition, maxClockSkewMs } = this.options;
-      this.fired(batch, await this.driver.fire(partition, this.options, maxClockSkewMs, batch));
+      const floor = this.seen;
+      const done = await this.driver.fire(partition, this.options, maxClockSkewMs, batch);
+      this.fired(batch, done, floor);
     } catch (err) {
       this.options.onError(err);
       this.fireFailed(batch);
     }
   }
 
-  /** What a fire of `batch` answered: undefined when this owner was fenced. */
-  fired(batch: Due[], done: { fired: number; early: string[]; seq: number } | undefined): void {
+  /**
+   * What a fire of `batch` answered: undefined when this owner was fenced. `floor`: `seen` when
+   * the call was sent.
+   */
+  fired(
+    batch: Due[],
+    done: { fired: number; early: string[]; seq: number } | undefined,
+    floor: number,
+  ): void {
     if (this.stopped) return;
     if (done === undefined) return this.fenced();
-    if (!this.saw(done.seq)) return;
+    if (!this.saw(done.seq, floor)) return;
     if (done.fired > 0) this.options.onFired?.(done.fired);
     // Due by this node's clock, not yet by the store's: try again a little later.
     for (const id of done.early) {
@@ -316,10 +327,19 @@ export class PartitionOwner {
     for (const d of batch) this.arm(d, Date.now() + 100);
   }
 
-  /** False (and the owner stops, stale) when `seq` is not above every count seen: writes lost. */
-  private saw(seq: number): boolean {
-    if (seq > this.seenSeq) {
-      this.seenSeq = seq;
+  /** The highest owner-write count answered so far: an owner-only call's `floor` when sent. */
+  get seen(): number {
+    return this.seenSeq;
+  }
+
+  /**
+   * False (and the owner stops, stale) when `seq` is not above `floor`, the count seen when its
+   * call was sent: writes lost. A count below one seen since is no loss: over a pool two calls
+   * run on two connections, and the one that drew the lower count may answer last.
+   */
+  private saw(seq: number, floor: number): boolean {
+    if (seq > floor) {
+      if (seq > this.seenSeq) this.seenSeq = seq;
       return true;
     }
     if (this.stopped) return false;

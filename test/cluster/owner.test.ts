@@ -277,6 +277,42 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     await fresh.stop();
   }, 15_000);
 
+  it('takes an owner-write count below one seen for no loss when its call was sent before that one was answered', async () => {
+    // Over a pool (PostgreSQL) two owner-only calls of one partition run on two connections:
+    // the one that drew the lower count may answer last.
+    let staled = 0;
+    let holdLoads = false;
+    let letGo = () => {};
+    const held = new Promise<void>((resolve) => (letGo = resolve));
+    const direct = valkeyDriver(valkey, QUEUE);
+    const driver: PartitionDriver = Object.create(direct);
+    driver.load = async (...args) => {
+      const answer = await direct.load(...args);
+      if (holdLoads) await held;
+      return answer;
+    };
+    const { owner, stop } = await own(
+      'node-g',
+      () => {},
+      () => staled++,
+      100,
+      QUEUE,
+      driver,
+    );
+    holdLoads = true;
+    const loading = owner.advance();
+    // A fire answered meanwhile, with a higher count.
+    await producer.schedule({ topic: 't', id: 'overtaking', payload: 1, delayMs: 0 });
+    const taken = await collect(['overtaking'], Date.now() + 3_000);
+    expect(taken.has('overtaking')).toBe(true);
+    letGo();
+    await loading;
+    expect(staled).toBe(0);
+    expect(owner.active).toBe(true);
+    owner.stop();
+    await stop();
+  }, 15_000);
+
   /** The segments of the tw_read calls made from now on. */
   function watchReads() {
     const segments: string[] = [];

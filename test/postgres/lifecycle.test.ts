@@ -97,7 +97,10 @@ describe.runIf(postgresInstalled())('PostgresDriver: a message from schedule to 
     const owner = await own(driver, 0);
     const due = Date.now() - 1_000;
     const seg = `w${windowOf(due)}`;
-    await driver.schedule(0, ['a', 'b', 'c'].map((id) => message({ id, deliverAt: due })));
+    await driver.schedule(
+      0,
+      ['a', 'b', 'c'].map((id) => message({ id, deliverAt: due })),
+    );
     await driver.load(0, owner, due + 1, false);
     const read = await driver.read(0, seg, 0, 10);
     await driver.fire(
