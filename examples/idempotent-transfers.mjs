@@ -12,10 +12,12 @@ import pg from 'pg';
 import { idempotent, PostgresIdempotencyStore } from 'tickwheel/idempotent';
 import { DelayQueue } from 'tickwheel/queue';
 
-const own = process.env.DATABASE_URL
-  ? undefined
-  : await (await import('../scripts/postgres.mjs')).startPostgres();
+const local = process.env.DATABASE_URL ? undefined : await import('../scripts/postgres.mjs');
+const own = await local?.startPostgres();
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL ?? own.url });
+// pg emits 'error' on the pool when an idle connection is lost (the server restarts or shuts
+// down); without a listener that ends the process. The pool replaces the connection itself.
+pool.on('error', (err) => console.error(`idle PostgreSQL connection lost: ${err.message}`));
 
 try {
   await pool.query('DROP TABLE IF EXISTS example_accounts, example_transfers');
@@ -77,6 +79,6 @@ try {
   await store.close();
   await queue.close();
 } finally {
-  await pool.end();
+  await (local ? local.endPool(pool) : pool.end());
   await own?.stop();
 }

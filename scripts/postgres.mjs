@@ -242,3 +242,21 @@ async function stopServer(bin, data, server) {
   }, 2_000);
   await exited.finally(() => clearInterval(escalate));
 }
+
+/**
+ * Ends a pg.Pool and waits until each of its connections is closed. pool.end() resolves when
+ * its clients are let go, before their connections are: a server stopped right after it
+ * terminates them, and pg emits that as 'error' on the pool.
+ */
+export async function endPool(pool) {
+  const open = pool.totalCount;
+  let closed = 0;
+  const all = new Promise((resolve) => {
+    if (open === 0) resolve();
+    pool.on('remove', () => {
+      if (++closed >= open) resolve();
+    });
+  });
+  await pool.end();
+  await all;
+}

@@ -12,7 +12,7 @@ import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { PostgresIdempotencyStore, idempotent } from '../../src/idempotent/index.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
-import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+import { endPool, postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
 import { waitFor } from '../support/wait-for.js';
 
 describe.runIf(postgresInstalled())('idempotent() with the client SDK', () => {
@@ -35,7 +35,7 @@ describe.runIf(postgresInstalled())('idempotent() with the client SDK', () => {
   afterAll(async () => {
     await server?.close();
     await queue?.close();
-    await pool?.end();
+    if (pool) await endPool(pool);
     await postgres?.stop();
   });
 

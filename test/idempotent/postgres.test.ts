@@ -17,7 +17,7 @@ import {
   postgresMigration,
 } from '../../src/idempotent/index.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
-import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+import { endPool, postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
 import { waitFor } from '../support/wait-for.js';
 
 describe.runIf(postgresInstalled())('the PostgreSQL idempotency store', () => {
@@ -31,7 +31,7 @@ describe.runIf(postgresInstalled())('the PostgreSQL idempotency store', () => {
   }, 60_000);
 
   afterAll(async () => {
-    await pool?.end();
+    if (pool) await endPool(pool);
     await server?.stop();
   });
 

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import type { Queue } from '../../src/queue/api.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
-import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+import { endPool, postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
 
 /** The docs' adapter for a Kysely transaction. */
 function kyselyClient(trx: Kysely<unknown>) {
@@ -49,7 +49,7 @@ describe.skipIf(!postgresInstalled())('schedule in a query builder transaction',
   }, 60_000);
   afterAll(async () => {
     await queue?.close();
-    await pool?.end();
+    if (pool) await endPool(pool);
     await server?.stop();
   });
 

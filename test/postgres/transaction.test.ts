@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import type { Queue } from '../../src/queue/api.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
-import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+import { endPool, postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
 
 const server: { url?: string; stop?: () => Promise<void> } = {};
 let app: pg.Pool;
@@ -59,7 +59,7 @@ describe.skipIf(!postgresInstalled())('schedule in the application transaction',
     for (const queue of opened.splice(0)) await queue.close();
   });
   afterAll(async () => {
-    await app?.end();
+    if (app) await endPool(app);
     await server.stop?.();
   });
 

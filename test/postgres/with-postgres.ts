@@ -9,7 +9,7 @@ import { encodeRecord } from '../../src/partitioned/record.js';
 import { PostgresDriver, type PostgresDriverOptions } from '../../src/postgres/driver.js';
 import type { Owner, ToSchedule } from '../../src/partitioned/driver.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
-import { startPostgres } from '../../scripts/postgres.mjs';
+import { endPool, startPostgres } from '../../scripts/postgres.mjs';
 
 export const WINDOW_MS = 30_000;
 export const PARTITIONS = 4;
@@ -33,7 +33,7 @@ export function withPostgres() {
     await Promise.all(opened.splice(0).map((driver) => driver.close()));
   });
   afterAll(async () => {
-    await state.pool?.end();
+    if (state.pool) await endPool(state.pool);
     await state.server?.stop();
   });
   return {
