@@ -2,19 +2,18 @@
  * The PostgreSQL store of a partitioned queue (docs/postgres.md): PartitionDriver over a
  * queue's schema (install.ts), each call one statement that runs one function of sql/*.sql, so
  * each is atomic and owner-only ones check the lease's epoch in the transaction of their change.
- * Events come over the queue's channel (listener.ts). A COMMIT is durable by PostgreSQL's own
- * settings: durable() has nothing to wait for, and `durability` names synchronous_commit.
- * backend.ts opens a queue's node over it (DelayQueue.open({ postgres })).
+ * Events come over the queue's channel (listener.ts); the calls on messages handed out are
+ * deliveries.ts. A COMMIT is durable by PostgreSQL's own settings: durable() has nothing to wait
+ * for, and `durability` names synchronous_commit. backend.ts opens a queue's node over it
+ * (DelayQueue.open({ postgres })).
  */
 
-import { TickwheelRangeError, TickwheelUnavailableError } from '../errors.js';
+import { TickwheelRangeError } from '../errors.js';
 import type {
   At,
-  Delivery,
   Owner,
   PartitionDriver,
   Placed,
-  Retry,
   SchedAnswer,
   SchedChange,
   ScheduleAnswer,
@@ -23,14 +22,15 @@ import type {
   ToSchedule,
   TopicFields,
 } from '../partitioned/driver.js';
-import { VISIBILITY_REASON, type MessageStatus } from '../queue/message.js';
+import type { MessageStatus } from '../queue/message.js';
 import type { RateLimit } from '../queue/topics.js';
 import type { MessageInfo, TransactionClient } from '../queue/types.js';
 import { checkOption, checkOptionsObject, invalidOption } from '../validate.js';
 import { install, schemaOf } from './install.js';
 import { ChannelListener } from './listener.js';
 import { type PgPool, type PgResult, type PgSession, loadPg, named } from './pg.js';
-import { PostgresReads, num, runAgainIfAborted } from './reads.js';
+import { PostgresDeliveries } from './deliveries.js';
+import { num, runAgainIfAborted } from './reads.js';
 import { ScheduleArgs } from './schedule-args.js';
 
 export interface PostgresDriverOptions {
@@ -67,13 +67,12 @@ const ANSWER_GRACE_MS = 5_000;
 /** Tables of records dropped per reap() call. */
 const REAP_MOST = 16;
 
-export class PostgresDriver extends PostgresReads implements PartitionDriver {
+export class PostgresDriver extends PostgresDeliveries implements PartitionDriver {
   readonly durability: { setting: string; option: string; reason: string };
   /** LISTEN loses nothing while connected, and says `n` and `i` after a reconnect. */
   readonly ownerPollMs = OWNER_POLL_MS;
   private readonly ownPool: boolean;
   private readonly reapEveryMs: number;
-  private readonly onError: (err: Error) => void;
   private reaping: Promise<unknown> | undefined;
   private lastReap = 0;
   private closed = false;
@@ -89,9 +88,8 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
       onError: (err: Error) => void;
     },
   ) {
-    super(pool, options.schema);
+    super(pool, options.schema, options.onError);
     this.reapEveryMs = options.reapEveryMs;
-    this.onError = options.onError;
     this.ownPool = options.ownPool;
     const setting = options.synchronousCommit;
     this.durability = {
@@ -403,121 +401,6 @@ export class PostgresDriver extends PostgresReads implements PartitionDriver {
         ? undefined
         : { fired: num(row.fired), early: row.early as string[], seq: num(row.seq) },
     );
-  }
-
-  async overdue(partition: number, upTo: number, max: number) {
-    const sql = `SELECT * FROM ${this.fn('tw_overdue')}($1::int, $2::bigint, $3::int)`;
-    const rows = await this.call('tw_overdue', sql, [partition, Math.floor(upTo), max]);
-    return rows.map((row) => ({
-      id: String(row.id),
-      bucket: num(row.bucket),
-      attempts: num(row.attempts),
-      record: row.rec as Buffer,
-      deliverAt: num(row.due),
-    }));
-  }
-
-  async expire(partition: number, by: Owner, deliveries: readonly Retry[]) {
-    const sql =
-      `SELECT seq, outcomes FROM ${this.fn('tw_expire')}($1::int, $2, $3::bigint, $4::text[], ` +
-      `$5::int[], $6::float8[], $7::bigint[], $8)`;
-    const lists = [
-      deliveries.map((d) => d.id),
-      deliveries.map((d) => d.attempt),
-      deliveries.map((d) => d.due),
-      deliveries.map((d) => d.window),
-    ];
-    const row = await this.one('tw_expire', sql, [
-      partition,
-      by.node,
-      by.epoch,
-      ...lists,
-      VISIBILITY_REASON,
-    ]);
-    if (row.seq === null || row.seq === undefined) return undefined;
-    const outcomes = (row.outcomes as number[]).map((o): 'left' | 'retried' | 'dead' =>
-      o === 1 ? 'retried' : o === 2 ? 'dead' : 'left',
-    );
-    return { seq: num(row.seq), outcomes };
-  }
-
-  async take(
-    partition: number,
-    topic: string,
-    max: number,
-    visibilityMs: number,
-    maxBytes: number,
-  ): ReturnType<PartitionDriver['take']> {
-    const sql = `SELECT * FROM ${this.fn('tw_take')}($1::int, $2, $3::int, $4::bigint, $5::bigint)`;
-    const values = [partition, topic, max, Math.ceil(visibilityMs), Math.floor(maxBytes)];
-    const rows = await this.call('tw_take', sql, values);
-    const taken: Awaited<ReturnType<PartitionDriver['take']>> = [];
-    for (const row of rows) {
-      if (row.rec === null) {
-        this.reportLost(partition, topic, String(row.id));
-        continue;
-      }
-      taken.push({
-        id: String(row.id),
-        attempts: num(row.attempts),
-        deliverAt: num(row.due),
-        record: row.rec as Buffer,
-      });
-    }
-    // Only lost ones: those behind them instead (the lost rows are gone, so this ends).
-    if (taken.length === 0 && rows.length > 0) {
-      return this.take(partition, topic, max, visibilityMs, maxBytes);
-    }
-    return taken;
-  }
-
-  /** A ready message whose record the database no longer had: tw_take dropped it. */
-  private reportLost(partition: number, topic: string, id: string): void {
-    this.onError(
-      new TickwheelUnavailableError(
-        'ERR_TICKWHEEL_DATA_LOST',
-        `message ${id} of topic ${topic} (partition ${partition}) was ready but its record is ` +
-          'gone from the database: it cannot be delivered and was dropped (a restore or a ' +
-          'failover that lost writes; see docs/postgres.md, "Durability")',
-      ),
-    );
-  }
-
-  /** `durable` asks for nothing more: the COMMIT was. */
-  async ack(
-    partition: number,
-    deliveries: readonly Delivery[],
-    _durable: boolean,
-  ): Promise<boolean[]> {
-    if (deliveries.length === 0) return [];
-    const sql = `SELECT ${this.fn('tw_ack')}($1::int, $2::text[], $3::int[]) AS v`;
-    const values = [partition, deliveries.map((d) => d.id), deliveries.map((d) => d.attempt)];
-    return (await this.one('tw_ack', sql, values)).v as boolean[];
-  }
-
-  /** One statement, so one commit, for every partition's acks: each its own tw_ack. */
-  async ackMany(
-    calls: ReadonlyArray<{ partition: number; deliveries: readonly Delivery[] }>,
-  ): Promise<boolean[][]> {
-    const values: unknown[] = [];
-    const parts = calls.map(({ partition, deliveries }, k) => {
-      const n = values.length;
-      values.push(
-        partition,
-        deliveries.map((d) => d.id),
-        deliveries.map((d) => d.attempt),
-      );
-      return `SELECT ${k} AS k, ${this.fn('tw_ack')}($${n + 1}::int, $${n + 2}::text[], $${n + 3}::int[]) AS v`;
-    });
-    const sql = `SELECT * FROM (${parts.join(' UNION ALL ')}) x ORDER BY k`;
-    return (await this.call('tw_ack', sql, values)).map((row) => row.v as boolean[]);
-  }
-
-  async nack(partition: number, retry: Retry, reason: string, _durable: boolean) {
-    const sql = `SELECT ${this.fn('tw_nack')}($1::int, $2, $3::int, $4::float8, $5::bigint, $6) AS v`;
-    const values = [partition, retry.id, retry.attempt, retry.due, retry.window, reason];
-    const answer = (await this.one('tw_nack', sql, values)).v;
-    return answer === 'retry' || answer === 'dead' ? answer : undefined;
   }
 
   async sched(change: SchedChange): Promise<SchedAnswer> {

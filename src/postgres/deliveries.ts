@@ -1,0 +1,137 @@
+/**
+ * The calls of PostgresDriver on messages handed out (docs/postgres.md): take, ack, nack, and
+ * the expiry of those whose visibility ran out, each one statement running one function of
+ * sql/deliveries.sql. A message whose record the database no longer has is dropped there and
+ * reported here (ERR_TICKWHEEL_DATA_LOST), never passed over silently.
+ */
+
+import { TickwheelUnavailableError } from '../errors.js';
+import type { Delivery, Owner, PartitionDriver, Retry } from '../partitioned/driver.js';
+import { VISIBILITY_REASON } from '../queue/message.js';
+import type { PgSession } from './pg.js';
+import { PostgresReads, num } from './reads.js';
+
+export abstract class PostgresDeliveries extends PostgresReads {
+  protected constructor(
+    session: PgSession,
+    schema: string,
+    protected readonly onError: (err: Error) => void,
+  ) {
+    super(session, schema);
+  }
+
+  async overdue(partition: number, upTo: number, max: number) {
+    const sql = `SELECT * FROM ${this.fn('tw_overdue')}($1::int, $2::bigint, $3::int)`;
+    const rows = await this.call('tw_overdue', sql, [partition, Math.floor(upTo), max]);
+    return rows.map((row) => ({
+      id: String(row.id),
+      bucket: num(row.bucket),
+      attempts: num(row.attempts),
+      record: row.rec as Buffer,
+      deliverAt: num(row.due),
+    }));
+  }
+
+  async expire(partition: number, by: Owner, deliveries: readonly Retry[]) {
+    const sql =
+      `SELECT seq, outcomes FROM ${this.fn('tw_expire')}($1::int, $2, $3::bigint, $4::text[], ` +
+      `$5::int[], $6::float8[], $7::bigint[], $8)`;
+    const lists = [
+      deliveries.map((d) => d.id),
+      deliveries.map((d) => d.attempt),
+      deliveries.map((d) => d.due),
+      deliveries.map((d) => d.window),
+    ];
+    const row = await this.one('tw_expire', sql, [
+      partition,
+      by.node,
+      by.epoch,
+      ...lists,
+      VISIBILITY_REASON,
+    ]);
+    if (row.seq === null || row.seq === undefined) return undefined;
+    const outcomes = (row.outcomes as number[]).map((o): 'left' | 'retried' | 'dead' =>
+      o === 1 ? 'retried' : o === 2 ? 'dead' : 'left',
+    );
+    return { seq: num(row.seq), outcomes };
+  }
+
+  async take(
+    partition: number,
+    topic: string,
+    max: number,
+    visibilityMs: number,
+    maxBytes: number,
+  ): ReturnType<PartitionDriver['take']> {
+    const sql = `SELECT * FROM ${this.fn('tw_take')}($1::int, $2, $3::int, $4::bigint, $5::bigint)`;
+    const values = [partition, topic, max, Math.ceil(visibilityMs), Math.floor(maxBytes)];
+    const rows = await this.call('tw_take', sql, values);
+    const taken: Awaited<ReturnType<PartitionDriver['take']>> = [];
+    for (const row of rows) {
+      if (row.rec === null) {
+        this.reportLost(partition, topic, String(row.id));
+        continue;
+      }
+      taken.push({
+        id: String(row.id),
+        attempts: num(row.attempts),
+        deliverAt: num(row.due),
+        record: row.rec as Buffer,
+      });
+    }
+    // Only lost ones: those behind them instead (the lost rows are gone, so this ends).
+    if (taken.length === 0 && rows.length > 0) {
+      return this.take(partition, topic, max, visibilityMs, maxBytes);
+    }
+    return taken;
+  }
+
+  /** A ready message whose record the database no longer had: tw_take dropped it. */
+  private reportLost(partition: number, topic: string, id: string): void {
+    this.onError(
+      new TickwheelUnavailableError(
+        'ERR_TICKWHEEL_DATA_LOST',
+        `message ${id} of topic ${topic} (partition ${partition}) was ready but its record is ` +
+          'gone from the database: it cannot be delivered and was dropped (a restore or a ' +
+          'failover that lost writes; see docs/postgres.md, "Durability")',
+      ),
+    );
+  }
+
+  /** `durable` asks for nothing more: the COMMIT was. */
+  async ack(
+    partition: number,
+    deliveries: readonly Delivery[],
+    _durable: boolean,
+  ): Promise<boolean[]> {
+    if (deliveries.length === 0) return [];
+    const sql = `SELECT ${this.fn('tw_ack')}($1::int, $2::text[], $3::int[]) AS v`;
+    const values = [partition, deliveries.map((d) => d.id), deliveries.map((d) => d.attempt)];
+    return (await this.one('tw_ack', sql, values)).v as boolean[];
+  }
+
+  /** One statement, so one commit, for every partition's acks: each its own tw_ack. */
+  async ackMany(
+    calls: ReadonlyArray<{ partition: number; deliveries: readonly Delivery[] }>,
+  ): Promise<boolean[][]> {
+    const values: unknown[] = [];
+    const parts = calls.map(({ partition, deliveries }, k) => {
+      const n = values.length;
+      values.push(
+        partition,
+        deliveries.map((d) => d.id),
+        deliveries.map((d) => d.attempt),
+      );
+      return `SELECT ${k} AS k, ${this.fn('tw_ack')}($${n + 1}::int, $${n + 2}::text[], $${n + 3}::int[]) AS v`;
+    });
+    const sql = `SELECT * FROM (${parts.join(' UNION ALL ')}) x ORDER BY k`;
+    return (await this.call('tw_ack', sql, values)).map((row) => row.v as boolean[]);
+  }
+
+  async nack(partition: number, retry: Retry, reason: string, _durable: boolean) {
+    const sql = `SELECT ${this.fn('tw_nack')}($1::int, $2, $3::int, $4::float8, $5::bigint, $6) AS v`;
+    const values = [partition, retry.id, retry.attempt, retry.due, retry.window, reason];
+    const answer = (await this.one('tw_nack', sql, values)).v;
+    return answer === 'retry' || answer === 'dead' ? answer : undefined;
+  }
+}
