@@ -20,16 +20,30 @@ export abstract class PostgresDeliveries extends PostgresReads {
     super(session, schema);
   }
 
-  async overdue(partition: number, upTo: number, max: number) {
+  async overdue(
+    partition: number,
+    upTo: number,
+    max: number,
+  ): ReturnType<PartitionDriver['overdue']> {
     const sql = `SELECT * FROM ${this.fn('tw_overdue')}($1::int, $2::bigint, $3::int)`;
     const rows = await this.call('tw_overdue', sql, [partition, Math.floor(upTo), max]);
-    return rows.map((row) => ({
-      id: String(row.id),
-      bucket: num(row.bucket),
-      attempts: num(row.attempts),
-      record: row.rec as Buffer,
-      deliverAt: num(row.due),
-    }));
+    const overdue: Awaited<ReturnType<PartitionDriver['overdue']>> = [];
+    for (const row of rows) {
+      if (row.rec === null) {
+        this.reportLost(partition, String(row.id), 'in flight');
+        continue;
+      }
+      overdue.push({
+        id: String(row.id),
+        bucket: num(row.bucket),
+        attempts: num(row.attempts),
+        record: row.rec as Buffer,
+        deliverAt: num(row.due),
+      });
+    }
+    // Only lost ones: those behind them instead (the lost rows are gone, so this ends).
+    if (overdue.length === 0 && rows.length > 0) return this.overdue(partition, upTo, max);
+    return overdue;
   }
 
   async expire(partition: number, by: Owner, deliveries: readonly Retry[]) {
@@ -69,7 +83,7 @@ export abstract class PostgresDeliveries extends PostgresReads {
     const taken: Awaited<ReturnType<PartitionDriver['take']>> = [];
     for (const row of rows) {
       if (row.rec === null) {
-        this.reportLost(partition, topic, String(row.id));
+        this.reportLost(partition, String(row.id), `ready (topic ${topic})`);
         continue;
       }
       taken.push({
@@ -86,14 +100,14 @@ export abstract class PostgresDeliveries extends PostgresReads {
     return taken;
   }
 
-  /** A ready message whose record the database no longer had: tw_take dropped it. */
-  private reportLost(partition: number, topic: string, id: string): void {
+  /** A message whose record the database no longer had: tw_take or tw_overdue dropped it. */
+  private reportLost(partition: number, id: string, was: string): void {
     this.onError(
       new TickwheelUnavailableError(
         'ERR_TICKWHEEL_DATA_LOST',
-        `message ${id} of topic ${topic} (partition ${partition}) was ready but its record is ` +
-          'gone from the database: it cannot be delivered and was dropped (a restore or a ' +
-          'failover that lost writes; see docs/postgres.md, "Durability")',
+        `message ${id} (partition ${partition}) was ${was} but its record is gone from the ` +
+          'database: it cannot be delivered and was dropped (a restore or a failover that ' +
+          'lost writes; see docs/postgres.md, "Durability")',
       ),
     );
   }

@@ -11,6 +11,8 @@ import { VISIBILITY_REASON } from '../../src/queue/message.js';
 import { postgresInstalled } from '../../scripts/postgres.mjs';
 import { waitFor } from '../support/wait-for.js';
 import { at, located, message, own, run, windowOf, withPostgres } from './with-postgres.js';
+import type { PostgresDriver } from '../../src/postgres/driver.js';
+import type { Owner } from '../../src/partitioned/driver.js';
 
 describe.runIf(postgresInstalled())('PostgresDriver: a message from schedule to ack', () => {
   const pg = withPostgres();
@@ -91,15 +93,13 @@ describe.runIf(postgresInstalled())('PostgresDriver: a message from schedule to 
     expect((await driver.take(0, 'invoice', 10, 30_000, 250)).map((t) => t.id)).toEqual(['b', 'a']);
   });
 
-  it('drops a ready message whose record is gone, says so, and takes the ones behind it', async () => {
-    const errors: Error[] = [];
-    const driver = await pg.open(undefined, undefined, { onError: (err) => errors.push(err) });
-    const owner = await own(driver, 0);
+  /** Schedules `ids` due a second ago in partition 0 and fires them: ready, in that order. */
+  async function readyNow(driver: PostgresDriver, owner: Owner, ids: string[]): Promise<void> {
     const due = Date.now() - 1_000;
     const seg = `w${windowOf(due)}`;
     await driver.schedule(
       0,
-      ['a', 'b', 'c'].map((id) => message({ id, deliverAt: due })),
+      ids.map((id) => message({ id, deliverAt: due })),
     );
     await driver.load(0, owner, due + 1, false);
     const read = await driver.read(0, seg, 0, 10);
@@ -109,21 +109,60 @@ describe.runIf(postgresInstalled())('PostgresDriver: a message from schedule to 
       0,
       read.live.map((row) => ({ ...at(0, row.id), seg, index: row.index })),
     );
-    // The database loses the first one's record (as a restore from an older backup would).
+  }
+
+  /** The database loses a message's record (as a restore from an older backup would). */
+  async function loseRecord(driver: PostgresDriver, id: string): Promise<void> {
     const schema = (driver as unknown as { q: string }).q;
     await pg.pool.query(
       `DELETE FROM ${schema}.records r USING ${schema}.states s
-       WHERE s.part = 0 AND s.id = 'a' AND r.part = 0 AND r.seg = s.seg AND r.idx = s.idx`,
+       WHERE s.part = 0 AND s.id = $1 AND r.part = 0 AND r.seg = s.seg AND r.idx = s.idx`,
+      [id],
     );
+  }
+
+  it('drops a ready message whose record is gone, says so, and takes the ones behind it', async () => {
+    const errors: Error[] = [];
+    const driver = await pg.open(undefined, undefined, { onError: (err) => errors.push(err) });
+    await readyNow(driver, await own(driver, 0), ['a', 'b', 'c']);
+    await loseRecord(driver, 'a');
     // A take of one is not stuck behind it.
     expect((await driver.take(0, 'invoice', 1, 30_000, 1 << 20)).map((t) => t.id)).toEqual(['b']);
     expect(errors.map((err) => (err as { code?: string }).code)).toEqual([
       'ERR_TICKWHEEL_DATA_LOST',
     ]);
-    expect(errors[0].message).toContain('message a of topic invoice (partition 0)');
+    expect(errors[0].message).toContain('message a (partition 0) was ready (topic invoice)');
     expect(await driver.get(at(0, 'a'))).toBeUndefined();
     expect(await driver.readyCount(0, 'invoice')).toBe(1);
     expect(await driver.counts(0)).toEqual({ 'invoice|R': 1, 'invoice|I': 1 });
+  });
+
+  it('drops an in-flight message whose record is gone when it is overdue, says so, and answers the ones behind it', async () => {
+    const errors: Error[] = [];
+    const driver = await pg.open(undefined, undefined, { onError: (err) => errors.push(err) });
+    await readyNow(driver, await own(driver, 0), ['a', 'b']);
+    // Out for 1 ms, the last failure's reason kept (a's row in reasons goes with it).
+    expect((await driver.take(0, 'invoice', 2, 1, 1 << 20)).map((t) => t.id)).toEqual(['a', 'b']);
+    const schema = (driver as unknown as { q: string }).q;
+    await pg.pool.query(`INSERT INTO ${schema}.reasons VALUES (0, 'a', 'declined')`);
+    await loseRecord(driver, 'a');
+    const overdue = await waitFor(async () => {
+      const found = await driver.overdue(0, Date.now(), 10);
+      return found.length > 0 ? found : undefined;
+    });
+    expect(overdue.map((d) => d.id)).toEqual(['b']);
+    expect(errors.map((err) => (err as { code?: string }).code)).toEqual([
+      'ERR_TICKWHEEL_DATA_LOST',
+    ]);
+    expect(errors[0].message).toContain('message a (partition 0) was in flight');
+    expect(await driver.get(at(0, 'a'))).toBeUndefined();
+    expect(await driver.reasons(0, ['a'])).toEqual([undefined]);
+    expect(await driver.counts(0)).toEqual({ 'invoice|I': 1 });
+    // Only a lost one overdue: answered with none, and reported once.
+    await loseRecord(driver, 'b');
+    expect(await driver.overdue(0, Date.now(), 10)).toEqual([]);
+    expect(errors).toHaveLength(2);
+    expect(await driver.counts(0)).toEqual({});
   });
 
   it('refuses owner-only calls from anyone but the current epoch within its lease', async () => {

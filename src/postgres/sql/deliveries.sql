@@ -37,6 +37,8 @@ BEGIN
     DELETE FROM @Q@.states s USING found z
     WHERE z.rec IS NULL AND s.part = p AND s.id = z.id
     RETURNING s.id, s.attempts, s.due
+  ), unreasoned AS (
+    DELETE FROM @Q@.reasons r USING gone g WHERE r.part = p AND r.id = g.id
   ), counted AS (
     INSERT INTO @Q@.counts (part, topic, status, n)
     SELECT p, t, x.status, x.n FROM (
@@ -115,14 +117,38 @@ BEGIN
 END
 $$;
 
--- In-flight deliveries whose visibility deadline is at or before upto, oldest first.
+-- In-flight deliveries whose visibility deadline is at or before upto, oldest first. One whose
+-- record is gone (never so unless the database lost it) cannot be delivered again: its row
+-- goes, and it is answered with a NULL record for the caller to report, rather than stay in
+-- flight for ever.
 CREATE OR REPLACE FUNCTION @Q@.tw_overdue(p int, upto bigint, most int)
 RETURNS TABLE (id text, bucket int, attempts int, rec bytea, due float8)
-LANGUAGE sql STABLE AS $$
-  SELECT s.id, s.bucket::int, s.attempts, r.rec, s.due
-  FROM @Q@.states s JOIN @Q@.records r ON r.seg = s.seg AND r.part = s.part AND r.idx = s.idx
-  WHERE s.part = p AND s.status = 'I' AND s.at <= upto
-  ORDER BY s.at LIMIT most
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH picked AS (
+    SELECT s.id, s.bucket, s.attempts, s.due, s.at, s.topic, r.rec
+    FROM @Q@.states s
+    LEFT JOIN @Q@.records r ON r.seg = s.seg AND r.part = s.part AND r.idx = s.idx
+    WHERE s.part = p AND s.status = 'I' AND s.at <= upto
+    ORDER BY s.at LIMIT most
+  ), gone AS (
+    DELETE FROM @Q@.states s USING picked k
+    WHERE k.rec IS NULL AND s.part = p AND s.id = k.id AND s.status = 'I'
+    RETURNING s.id, s.bucket, s.attempts, s.due, s.at, s.topic
+  ), unreasoned AS (
+    DELETE FROM @Q@.reasons r USING gone g WHERE r.part = p AND r.id = g.id
+  ), counted AS (
+    INSERT INTO @Q@.counts (part, topic, status, n)
+    SELECT p, g.topic, 'I', -count(*) FROM gone g GROUP BY g.topic
+  )
+  SELECT u.id, u.bucket::int, u.attempts, u.rec, u.due FROM (
+    SELECT k.id, k.bucket, k.attempts, k.rec, k.due, k.at FROM picked k WHERE k.rec IS NOT NULL
+    UNION ALL
+    SELECT g.id, g.bucket, g.attempts, NULL, g.due, g.at FROM gone g) u
+  ORDER BY u.at;
+END
 $$;
 
 -- Owner only: deliveries whose visibility ran out, each (id, attempt, due, window) failed as by
