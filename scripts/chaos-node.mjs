@@ -73,6 +73,39 @@ const consumer = queue.consume(
   },
 );
 
+/**
+ * SIGUSR2: what this node's partition owners hold, on stderr (the harness asks when a drain
+ * ends with messages missing). Read from the queue's internals: a debugging aid of the harness.
+ */
+process.on('SIGUSR2', () => {
+  const loop = queue.backend?.leases;
+  const now = performance.now();
+  const slots = loop?.ownership?.slots ?? [];
+  const gate = loop?.fires?.batches;
+  complain(
+    `${nodeId} dump fires ${JSON.stringify({ pending: gate?.count, running: gate?.running, queued: gate?.queued })} wheel ${loop?.wheel?.size}`,
+  );
+  for (const [partition, owner] of loop?.owners ?? []) {
+    const slot = slots[partition];
+    const state = {
+      epoch: owner.epoch,
+      phase: slot?.phase,
+      validMs: slot ? Math.round(slot.validUntil - now) : undefined,
+      stopped: owner.stopped,
+      started: owner.poll !== undefined,
+      loadedUntil: owner.loadedUntil,
+      currentNear: owner.currentNear,
+      nearRead: [...(owner.nearRead ?? [])],
+      timers: owner.timers?.size,
+      seen: owner.seenSeq,
+      reading: owner.nearReads?.running !== undefined,
+      expiring: owner.expiry?.running !== undefined,
+      visibilityAt: owner.visibilityAt,
+    };
+    complain(`${nodeId} dump partition ${partition} ${JSON.stringify(state)}`);
+  }
+});
+
 let producing = true;
 let sequence = 0;
 let failures = 0;

@@ -202,6 +202,11 @@ class NodeProcess {
     if (this.running) this.child.stdin.write('stop\n');
   }
 
+  /** Asks the node to write what its partition owners hold to its stderr. */
+  dump() {
+    if (this.running) this.child.kill('SIGUSR2');
+  }
+
   async close() {
     if (!this.running) return;
     const exited = new Promise((resolve) => this.child.once('exit', resolve));
@@ -385,6 +390,9 @@ async function main() {
         (id) => !journals.cancelTried.has(id) && !journals.deliveries.has(id),
       );
       if (missing.length > 0) {
+        // Each node writes what its partition owners hold to its stderr (chaos-node.mjs).
+        for (const node of nodes) node.dump();
+        await sleep(500);
         await store
           .postMortem(missing, journals.scheduled, note, say)
           .catch((err) => say(`post-mortem failed: ${err}`));

@@ -4,10 +4,13 @@
  * failed; each change an owner-only call carrying its epoch (refused: the owner stops). Loading
  * order, so that no message is missed: load raises loadedUntil first (schedules below it go
  * to the near segment, freezing those windows), then the frozen windows are read, then the near
- * segments' tails (on a notification, or every `pollMs`: notifications can be lost).
- * A wheel entry names one scheduling (segment and index); a fire checks it still holds.
+ * segments' tails (on a notification, or every `pollMs`: notifications can be lost). The poll
+ * also lists the near segments with live records: one this owner never read is a bug, reported
+ * (ERR_TICKWHEEL_ASSERTION) and read. A wheel entry names one scheduling (segment and index); a
+ * fire checks it still holds.
  */
 
+import { TickwheelAssertionError } from '../assert.js';
 import type { EventSource } from '../queue/events.js';
 import { retryDelay } from '../queue/message.js';
 import type { TimerHandle, TimerWheel } from '../timer/index.js';
@@ -31,6 +34,8 @@ export interface PartitionOwnerOptions {
   maxClockSkewMs: number;
   /** Near segments re-read and overdue deliveries looked for this often, notified or not. */
   pollMs: number;
+  /** Near segments listed (to find one never read) this often (default 10 s; at least pollMs). */
+  relistMs?: number;
   /** The node's wheel, on an epoch clock, whose onExpire hands a Due to `fire`. */
   wheel: TimerWheel<Due>;
   /** Called once when an owner-only call is refused: the partition is someone else's now. */
@@ -52,6 +57,8 @@ const READ_BATCH = 2_000;
 const OVERDUE_BATCH = 500;
 /** A new near segment this often, so that old ones can go. */
 const ROTATE_EVERY_MS = 60_000;
+/** The near segments with live records are listed this often by default (relistNear). */
+const RELIST_MS = 10_000;
 
 export class PartitionOwner {
   readonly partition: number;
@@ -59,6 +66,8 @@ export class PartitionOwner {
   private readonly timers = new Map<string, TimerHandle>();
   /** Near segment -> records read so far. */
   private readonly nearRead = new Map<string, number>();
+  /** Near segments rotated out and read to their end. */
+  private readonly nearDone = new Set<string>();
   private loadedUntil = 0;
   private currentNear = '';
   private lastRotation = Date.now();
@@ -66,6 +75,10 @@ export class PartitionOwner {
   private readonly fires = new TurnBatches<0, Due>((_, batch) => void this.flushFires(batch));
   private readonly nearReads = new OneAtATime(
     () => this.readNear(),
+    (err) => this.options.onError(err),
+  );
+  private readonly relisting = new OneAtATime(
+    () => this.relistNear(),
     (err) => this.options.onError(err),
   );
   private readonly expiry = new OneAtATime(
@@ -101,9 +114,15 @@ export class PartitionOwner {
     await this.advance();
     // Deliveries a former owner left in flight: failed at once if overdue, else timed.
     this.onInflightChanged();
+    const relistEvery = Math.max(
+      1,
+      Math.round((this.options.relistMs ?? RELIST_MS) / this.options.pollMs),
+    );
+    let polls = 0;
     this.poll = setInterval(() => {
       this.onNearChanged();
       this.onInflightChanged();
+      if (++polls % relistEvery === 0 && !this.stopped) this.relisting.run();
     }, this.options.pollMs);
     this.poll.unref();
   }
@@ -259,8 +278,39 @@ export class PartitionOwner {
     const current = this.currentNear;
     for (const [seg, from] of this.nearRead) {
       await this.readSegment(seg, from);
-      if (current !== '' && seg !== current && !this.stopped) this.nearRead.delete(seg);
+      if (current !== '' && seg !== current && !this.stopped) {
+        this.nearRead.delete(seg);
+        this.nearDone.add(seg);
+      }
     }
+  }
+
+  /**
+   * Lists the near segments with live records: every one older than the current near segment
+   * must be one this owner reads or has read (the first load lists them all, later ones are
+   * its own). One that is not would hold messages that never fire: said, and read.
+   */
+  private async relistNear(): Promise<void> {
+    const current = this.currentNear;
+    if (this.stopped || current === '') return;
+    const known = [...this.nearDone];
+    const listed = new Set(await this.driver.nearSegments(this.partition));
+    if (this.stopped) return;
+    // Rotated-out segments hold no new records: one not listed has nothing live any more.
+    for (const seg of known) if (!listed.has(seg)) this.nearDone.delete(seg);
+    const missed = [...listed].filter(
+      (seg) =>
+        !this.nearRead.has(seg) && !this.nearDone.has(seg) && nearNumber(seg) < nearNumber(current),
+    );
+    if (missed.length === 0) return;
+    this.options.onError(
+      new TickwheelAssertionError(
+        `partition ${this.partition}: near segment(s) ${missed.join(', ')} hold live records ` +
+          `this owner had not read (current: ${current}); reading them now`,
+      ),
+    );
+    for (const seg of missed) this.nearRead.set(seg, 0);
+    this.onNearChanged();
   }
 
   private async readSegment(seg: string, from: number): Promise<void> {
@@ -383,4 +433,9 @@ class OneAtATime {
     } while (this.again);
     this.running = undefined;
   }
+}
+
+/** The number of a near segment's name (n<number>), as both stores name them. */
+function nearNumber(seg: string): number {
+  return Number(seg.slice(1));
 }

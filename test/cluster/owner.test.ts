@@ -62,6 +62,9 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     pollMs = 100,
     queue = QUEUE,
     driver: PartitionDriver = valkeyDriver(valkey, queue),
+    onError: (err: unknown) => void = (err) => {
+      throw err;
+    },
   ) {
     const meta = metaKey(queue, 0);
     // The previous test's owner is gone: its lease has run out.
@@ -82,12 +85,11 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       horizonMs: 2_000,
       maxClockSkewMs: 250,
       pollMs,
+      relistMs: pollMs,
       wheel,
       onFenced: fenced,
       onStale: stale,
-      onError: (err) => {
-        throw err;
-      },
+      onError,
     });
     owners.push(owner);
     const stop = await valkey.subscribe(eventsChannel(queue, 0), (m) => owner.onEvent(m));
@@ -428,6 +430,61 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
         { timeoutMs: 5_000 },
       );
       expect(taken).toBeGreaterThanOrEqual(deliverAt);
+    } finally {
+      owner.stop();
+      await stop();
+    }
+  }, 15_000);
+
+  it('finds a near segment with live records it never read, says so, and fires what it holds', async () => {
+    const queue = 'owned-hidden';
+    const driver = valkeyDriver(valkey, queue);
+    const hidden = checking(
+      new Producer(valkeyDriver(valkey, queue), {
+        partitions: PARTITIONS,
+        windowMs: 1_000,
+        maxPayloadBytes: 1 << 20,
+      }),
+    );
+    const errors: unknown[] = [];
+    const { owner, stop } = await own(
+      'node-hidden',
+      undefined,
+      undefined,
+      100,
+      queue,
+      driver,
+      (e) => errors.push(e),
+    );
+    try {
+      // Behind the owner's back, a near segment starts, a message goes into it, and another
+      // starts: the owner's next load names the newest, never the one between.
+      const by = { node: 'node-hidden', epoch: owner.epoch };
+      await driver.load(0, by, 0, true);
+      const { deliverAt } = await hidden.schedule({
+        topic: 't',
+        id: 'hidden',
+        payload: 1,
+        delayMs: 300,
+      });
+      await driver.load(0, by, 0, true);
+      await owner.advance();
+      const meta = metaKey(queue, 0);
+      const taken = await waitFor(
+        async () => {
+          const rows = (await valkey.fcall('tw_take', meta, [
+            't',
+            1,
+            60_000,
+            1 << 20,
+          ])) as unknown[];
+          return rows.length > 0 ? Date.now() : undefined;
+        },
+        { timeoutMs: 5_000 },
+      );
+      expect(taken).toBeGreaterThanOrEqual(deliverAt);
+      expect(errors.map((e) => (e as { code?: string }).code)).toEqual(['ERR_TICKWHEEL_ASSERTION']);
+      expect((errors[0] as Error).message).toContain('had not read');
     } finally {
       owner.stop();
       await stop();
