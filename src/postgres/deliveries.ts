@@ -27,23 +27,16 @@ export abstract class PostgresDeliveries extends PostgresReads {
   ): ReturnType<PartitionDriver['overdue']> {
     const sql = `SELECT * FROM ${this.fn('tw_overdue')}($1::int, $2::bigint, $3::int)`;
     const rows = await this.call('tw_overdue', sql, [partition, Math.floor(upTo), max]);
-    const overdue: Awaited<ReturnType<PartitionDriver['overdue']>> = [];
-    for (const row of rows) {
-      if (row.rec === null) {
-        this.reportLost(partition, String(row.id), 'in flight');
-        continue;
-      }
-      overdue.push({
-        id: String(row.id),
-        bucket: num(row.bucket),
-        attempts: num(row.attempts),
-        record: row.rec as Buffer,
-        deliverAt: num(row.due),
-      });
-    }
+    const kept = this.withRecords(partition, rows, 'in flight');
     // Only lost ones: those behind them instead (the lost rows are gone, so this ends).
-    if (overdue.length === 0 && rows.length > 0) return this.overdue(partition, upTo, max);
-    return overdue;
+    if (kept.length === 0 && rows.length > 0) return this.overdue(partition, upTo, max);
+    return kept.map((row) => ({
+      id: String(row.id),
+      bucket: num(row.bucket),
+      attempts: num(row.attempts),
+      record: row.rec as Buffer,
+      deliverAt: num(row.due),
+    }));
   }
 
   async expire(partition: number, by: Owner, deliveries: readonly Retry[]) {
@@ -80,24 +73,30 @@ export abstract class PostgresDeliveries extends PostgresReads {
     const sql = `SELECT * FROM ${this.fn('tw_take')}($1::int, $2, $3::int, $4::bigint, $5::bigint)`;
     const values = [partition, topic, max, Math.ceil(visibilityMs), Math.floor(maxBytes)];
     const rows = await this.call('tw_take', sql, values);
-    const taken: Awaited<ReturnType<PartitionDriver['take']>> = [];
-    for (const row of rows) {
-      if (row.rec === null) {
-        this.reportLost(partition, String(row.id), `ready (topic ${topic})`);
-        continue;
-      }
-      taken.push({
-        id: String(row.id),
-        attempts: num(row.attempts),
-        deliverAt: num(row.due),
-        record: row.rec as Buffer,
-      });
-    }
+    const kept = this.withRecords(partition, rows, `ready (topic ${topic})`);
     // Only lost ones: those behind them instead (the lost rows are gone, so this ends).
-    if (taken.length === 0 && rows.length > 0) {
+    if (kept.length === 0 && rows.length > 0) {
       return this.take(partition, topic, max, visibilityMs, maxBytes);
     }
-    return taken;
+    return kept.map((row) => ({
+      id: String(row.id),
+      attempts: num(row.attempts),
+      deliverAt: num(row.due),
+      record: row.rec as Buffer,
+    }));
+  }
+
+  /** The rows that have their record; each without one (dropped by the call) reported lost. */
+  private withRecords<R extends Record<string, unknown>>(
+    partition: number,
+    rows: R[],
+    was: string,
+  ): R[] {
+    return rows.filter((row) => {
+      if (row.rec !== null) return true;
+      this.reportLost(partition, String(row.id), was);
+      return false;
+    });
   }
 
   /** A message whose record the database no longer had: tw_take or tw_overdue dropped it. */

@@ -105,6 +105,18 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     return rows.length > 0 ? rows : undefined;
   }
 
+  /** When a message of topic t of `queue` was first taken (waited for, up to 5 s). */
+  function firstTaken(queue: string): Promise<number> {
+    const meta = metaKey(queue, 0);
+    return waitFor(
+      async () => {
+        const rows = (await valkey.fcall('tw_take', meta, ['t', 1, 60_000, 1 << 20])) as unknown[];
+        return rows.length > 0 ? Date.now() : undefined;
+      },
+      { timeoutMs: 5_000 },
+    );
+  }
+
   /** Takes everything ready, every few ms, noting when each id was taken. */
   async function collect(ids: string[], untilMs: number) {
     const taken = new Map<string, number>();
@@ -416,20 +428,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     const { owner, stop } = await own('node-race-2', undefined, undefined, 60_000, queue, racing);
     try {
       const { deliverAt } = await (raced as Promise<{ deliverAt: number }>);
-      const meta = metaKey(queue, 0);
-      const taken = await waitFor(
-        async () => {
-          const rows = (await valkey.fcall('tw_take', meta, [
-            't',
-            1,
-            60_000,
-            1 << 20,
-          ])) as unknown[];
-          return rows.length > 0 ? Date.now() : undefined;
-        },
-        { timeoutMs: 5_000 },
-      );
-      expect(taken).toBeGreaterThanOrEqual(deliverAt);
+      expect(await firstTaken(queue)).toBeGreaterThanOrEqual(deliverAt);
     } finally {
       owner.stop();
       await stop();
@@ -469,20 +468,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       });
       await driver.load(0, by, 0, true);
       await owner.advance();
-      const meta = metaKey(queue, 0);
-      const taken = await waitFor(
-        async () => {
-          const rows = (await valkey.fcall('tw_take', meta, [
-            't',
-            1,
-            60_000,
-            1 << 20,
-          ])) as unknown[];
-          return rows.length > 0 ? Date.now() : undefined;
-        },
-        { timeoutMs: 5_000 },
-      );
-      expect(taken).toBeGreaterThanOrEqual(deliverAt);
+      expect(await firstTaken(queue)).toBeGreaterThanOrEqual(deliverAt);
       expect(errors.map((e) => (e as { code?: string }).code)).toEqual(['ERR_TICKWHEEL_ASSERTION']);
       expect((errors[0] as Error).message).toContain('had not read');
     } finally {
