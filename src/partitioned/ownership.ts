@@ -9,9 +9,13 @@
  * run at the same rate; each side measures only durations). A node paused past validUntil may
  * not fire (`canFire`), and what it sent before the pause is fenced by the epoch.
  *
- * At most one request per partition is in flight; an answer to any other request is stale and
- * ignored. One unanswered after `requestTimeoutMs` is abandoned: an acquire granted meanwhile
- * expires unused, which delays the partition, never doubles it.
+ * At most one request per partition is in flight. One unanswered after `requestTimeoutMs` is
+ * abandoned, so that another can go out (the first may be stuck on a connection that died),
+ * but its answer still counts if it comes while it is of use, from its own sentAt: a grant
+ * while the partition is still sought and not yet run out, a renewal of the epoch still held.
+ * A store slower than `requestTimeoutMs` but within the lease then keeps its owners, rather than
+ * having every answer thrown away (the lease lost, or granted to this node and never used). An
+ * answer to a request never sent, or no longer remembered, is ignored.
  */
 
 import { assert } from '../assert.js';
@@ -48,6 +52,8 @@ export interface OwnershipOptions {
 }
 
 const NONE = 0;
+/** Abandoned requests per partition whose answers are still taken. */
+const ABANDONED_KEPT = 8;
 
 interface Slot {
   phase: Phase;
@@ -58,6 +64,8 @@ interface Slot {
   renewAt: number;
   /** The request in flight, or NONE. */
   request: number;
+  /** Requests abandoned unanswered, oldest first: when each was sent, and the epoch it was for. */
+  abandoned: Map<number, { sentAt: number; epoch: number }>;
   sentAt: number;
   /** No acquire before this time (after a refusal). */
   retryAt: number;
@@ -95,6 +103,7 @@ export class Ownership {
       validUntil: 0,
       renewAt: 0,
       request: NONE,
+      abandoned: new Map(),
       sentAt: 0,
       retryAt: 0,
       wanted: false,
@@ -119,6 +128,10 @@ export class Ownership {
     for (let p = 0; p < this.partitions; p++) {
       const slot = this.slots[p];
       if (slot.request !== NONE && now - slot.sentAt >= this.requestTimeoutMs) {
+        slot.abandoned.set(slot.request, { sentAt: slot.sentAt, epoch: slot.epoch });
+        if (slot.abandoned.size > ABANDONED_KEPT) {
+          slot.abandoned.delete(slot.abandoned.keys().next().value as number);
+        }
         this.endRequest(slot);
       }
       if (holds(slot.phase) && now >= slot.validUntil) {
@@ -145,20 +158,26 @@ export class Ownership {
   /** The answer to an acquire: the epoch granted, or undefined when refused or failed. */
   acquired(partition: number, request: number, epoch: number | undefined, now: number): Effect[] {
     const slot = this.slotOf(partition);
-    if (slot.request !== request || slot.phase !== 'acquiring') return [];
-    slot.request = NONE;
-    const validUntil = slot.sentAt + this.leaseMs;
+    const answered = this.answered(slot, request);
+    if (answered === undefined) return [];
+    const sought = slot.phase === 'acquiring' || slot.phase === 'unowned';
+    if (!sought) return [];
+    const validUntil = answered.sentAt + this.leaseMs;
     if (epoch === undefined || now >= validUntil || !slot.wanted) {
+      // A late answer that grants nothing changes nothing: another acquire may be on its way.
+      if (!answered.current) return [];
       // Granted but no longer wanted (or already too late): left to expire unused, which
       // delays the partition's next owner by at most one lease, and is rare.
       slot.phase = 'unowned';
       slot.retryAt = epoch === undefined ? now + this.retryMs : now;
       return [];
     }
+    // A late grant while another acquire is in flight: that one is refused (the lease is this
+    // node's now), and its answer finds the partition held.
     slot.phase = 'loading';
     slot.epoch = epoch;
     slot.validUntil = validUntil;
-    slot.renewAt = slot.sentAt + this.renewEveryMs;
+    slot.renewAt = answered.sentAt + this.renewEveryMs;
     return [{ kind: 'load', partition, epoch }];
   }
 
@@ -169,14 +188,32 @@ export class Ownership {
    */
   renewed(partition: number, request: number, ok: boolean | undefined, now: number): Effect[] {
     const slot = this.slotOf(partition);
-    if (slot.request !== request || !holds(slot.phase)) return [];
-    slot.request = NONE;
+    const answered = this.answered(slot, request);
+    if (answered === undefined || !holds(slot.phase) || answered.epoch !== slot.epoch) return [];
     if (ok === undefined) return now >= slot.validUntil ? [this.drop(partition, 'expired')] : [];
     if (!ok) return [this.drop(partition, 'refused')];
-    slot.validUntil = slot.sentAt + this.leaseMs;
-    slot.renewAt = slot.sentAt + this.renewEveryMs;
+    slot.validUntil = Math.max(slot.validUntil, answered.sentAt + this.leaseMs);
+    slot.renewAt = Math.max(slot.renewAt, answered.sentAt + this.renewEveryMs);
     if (now >= slot.validUntil) return [this.drop(partition, 'expired')];
     return [];
+  }
+
+  /**
+   * The request an answer is for, taken off the slot: the one in flight (current) or one
+   * abandoned; undefined for any other.
+   */
+  private answered(
+    slot: Slot,
+    request: number,
+  ): { sentAt: number; epoch: number; current: boolean } | undefined {
+    if (request !== NONE && slot.request === request) {
+      slot.request = NONE;
+      return { sentAt: slot.sentAt, epoch: slot.epoch, current: true };
+    }
+    const abandoned = slot.abandoned.get(request);
+    if (abandoned === undefined) return undefined;
+    slot.abandoned.delete(request);
+    return { ...abandoned, current: false };
   }
 
   /** The near horizon of `epoch`'s partition is in the wheel: it may fire. */

@@ -456,6 +456,51 @@ describe('partition ownership against a model of the lease table', () => {
     expect(own.phaseOf(0)).not.toBe('owned');
   });
 
+  it('takes a grant that comes after its request was abandoned, while it is still good', () => {
+    const own = new Ownership({ node: 'a', partitions: 1, leaseMs: 1_000 });
+    own.setMembers(['a']);
+    const [first] = own.tick(0);
+    // Unanswered after 250 ms: abandoned, and another acquire goes out.
+    const [second] = own.tick(300);
+    expect(second).toMatchObject({ kind: 'acquire', partition: 0 });
+    // The first is granted, late: the partition is this node's (from 0), and loads.
+    expect(own.acquired(0, (first as { request: number }).request, 4, 400)).toEqual([
+      { kind: 'load', partition: 0, epoch: 4 },
+    ]);
+    // The second is refused (the lease is held: by this node): nothing changes.
+    expect(own.acquired(0, (second as { request: number }).request, undefined, 450)).toEqual([]);
+    own.loaded(0, 4);
+    expect(own.canFire(0, 999)).toBe(true);
+    expect(own.canFire(0, 1_000)).toBe(false);
+    // A grant that comes after its lease ran out is not taken.
+    const late = new Ownership({ node: 'a', partitions: 1, leaseMs: 1_000 });
+    late.setMembers(['a']);
+    const [gone] = late.tick(0);
+    late.tick(300);
+    expect(late.acquired(0, (gone as { request: number }).request, 4, 1_000)).toEqual([]);
+  });
+
+  it('keeps a partition whose renewals all answer after the request timeout but within the lease', () => {
+    const own = new Ownership({ node: 'a', partitions: 1, leaseMs: 1_000 });
+    own.setMembers(['a']);
+    const [acquire] = own.tick(0);
+    own.acquired(0, (acquire as { request: number }).request, 2, 10);
+    own.loaded(0, 2);
+    // Every renewal is answered (granted) 400 ms after it went out; ticks every 50 ms.
+    const answers: Array<{ at: number; request: number }> = [];
+    for (let now = 50; now <= 10_000; now += 50) {
+      for (const a of answers.filter((x) => x.at <= now)) {
+        expect(own.renewed(0, a.request, true, now)).toEqual([]);
+      }
+      answers.splice(0, answers.filter((x) => x.at <= now).length);
+      for (const effect of own.tick(now)) {
+        expect(effect.kind).toBe('renew');
+        answers.push({ at: now + 400, request: (effect as { request: number }).request });
+      }
+      expect(own.canFire(0, now), `at ${now}`).toBe(true);
+    }
+  });
+
   it('ignores a stale answer, and a fenced call of an older epoch', () => {
     const own = new Ownership({ node: 'a', partitions: 2, leaseMs: 1_000 });
     own.setMembers(['a']);
