@@ -53,6 +53,7 @@ export async function openClusterBackend(
         durability,
         durabilityOption: asked,
         durabilityReason: reason,
+        onError: (err) => settings.onError(err),
       });
       const stored = await driver.config(settings.partitions, settings.windowMs);
       backend = new PartitionedBackend(driver, { ...settings, ...stored }, report, limits.onFault);

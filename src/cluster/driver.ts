@@ -15,20 +15,21 @@
 import { TickwheelUnavailableError } from '../errors.js';
 import type { MessageInfo } from '../queue/types.js';
 import type { RateLimit } from '../queue/topics.js';
-import type {
-  At,
-  Delivery,
-  Owner,
-  PartitionDriver,
-  Placed,
-  Retry,
-  SchedAnswer,
-  SchedChange,
-  ScheduleAnswer,
-  ScheduleEntry,
-  StoredRow,
-  ToSchedule,
-  TopicFields,
+import {
+  withRecords,
+  type At,
+  type Delivery,
+  type Owner,
+  type PartitionDriver,
+  type Placed,
+  type Retry,
+  type SchedAnswer,
+  type SchedChange,
+  type ScheduleAnswer,
+  type ScheduleEntry,
+  type StoredRow,
+  type ToSchedule,
+  type TopicFields,
 } from '../partitioned/driver.js';
 import { withinMs } from '../valkey/reach.js';
 import type { Durability, DurabilityOption } from './durability.js';
@@ -53,6 +54,8 @@ export interface ValkeyDriverOptions {
   durabilityReason: string;
   /** How long a durability wait may take. Default 5,000 ms. */
   durabilityTimeoutMs?: number;
+  /** Faults that no call answers with: a message dropped because its record was gone. */
+  onError?: (err: Error) => void;
 }
 
 type Hash = Record<string, string> | null;
@@ -61,6 +64,7 @@ export class ValkeyDriver implements PartitionDriver {
   readonly durability: { setting: Durability; option: DurabilityOption; reason: string };
   private readonly queue: string;
   private readonly waitTimeoutMs: number;
+  private readonly onError: (err: Error) => void;
   /** Per primary: the last durability wait queued, and the one not sent yet (sharedWait). */
   private readonly lanes = new Map<
     string,
@@ -74,6 +78,7 @@ export class ValkeyDriver implements PartitionDriver {
   ) {
     this.queue = options.queue;
     this.waitTimeoutMs = options.durabilityTimeoutMs ?? 5_000;
+    this.onError = options.onError ?? (() => undefined);
     this.durability = {
       setting: options.durability,
       option: options.durabilityOption,
@@ -200,8 +205,15 @@ export class ValkeyDriver implements PartitionDriver {
     return tw.fire(this.valkey, this.meta(partition), by, skewMs, at);
   }
 
-  overdue(partition: number, upTo: number, max: number) {
-    return tw.overdue(this.valkey, this.meta(partition), upTo, max);
+  async overdue(
+    partition: number,
+    upTo: number,
+    max: number,
+  ): ReturnType<PartitionDriver['overdue']> {
+    const rows = await tw.overdue(this.valkey, this.meta(partition), upTo, max);
+    const kept = this.withRecords(partition, rows, 'in flight');
+    // Only lost ones: those behind them instead (the lost ones are gone, so this ends).
+    return kept.length === 0 && rows.length > 0 ? this.overdue(partition, upTo, max) : kept;
   }
 
   expire(partition: number, by: Owner, deliveries: readonly Retry[]) {
@@ -221,8 +233,32 @@ export class ValkeyDriver implements PartitionDriver {
     return first === null || first.length === 0 ? Infinity : Number(first[0][1]);
   }
 
-  take(partition: number, topic: string, max: number, visibilityMs: number, maxBytes: number) {
-    return tw.take(this.valkey, this.meta(partition), topic, max, visibilityMs, maxBytes);
+  async take(
+    partition: number,
+    topic: string,
+    max: number,
+    visibilityMs: number,
+    maxBytes: number,
+  ): ReturnType<PartitionDriver['take']> {
+    const meta = this.meta(partition);
+    const rows = await tw.take(this.valkey, meta, topic, max, visibilityMs, maxBytes);
+    const kept = this.withRecords(partition, rows, `ready (topic ${topic})`);
+    if (kept.length > 0 || rows.length === 0) return kept;
+    return this.take(partition, topic, max, visibilityMs, maxBytes);
+  }
+
+  private withRecords<R extends { id: string; record: unknown }>(
+    partition: number,
+    rows: R[],
+    was: string,
+  ) {
+    return withRecords(
+      rows,
+      partition,
+      was,
+      'docs/cluster.md, "Durability settings"',
+      this.onError,
+    );
   }
 
   async readyCount(partition: number, topic: string): Promise<number> {
@@ -244,7 +280,9 @@ export class ValkeyDriver implements PartitionDriver {
     const meta = this.meta(partition);
     const outcome = await tw.nack(durable ? this.writes : this.valkey, meta, retry, reason);
     if (durable) await this.waitFor(meta, retry.id);
-    return outcome;
+    if (outcome !== 'lost') return outcome;
+    this.withRecords(partition, [{ id: retry.id, record: null }], 'nacked');
+    return undefined;
   }
 
   async counts(partition: number): Promise<Record<string, number>> {

@@ -246,7 +246,10 @@ export async function fire(
   return { fired: Number(fired), early: early.map(str), seq: Number(seq) };
 }
 
-/** tw_take: up to `max` ready messages of `topic` in flight, within `maxBytes` of records. */
+/**
+ * tw_take: up to `max` ready messages of `topic` in flight, within `maxBytes` of records; a
+ * `record` null or false: a message whose record was gone, dropped (driver.ts reports it).
+ */
 export async function take(
   valkey: Valkey,
   meta: string,
@@ -255,7 +258,7 @@ export async function take(
   visibilityMs: number,
   maxBytes: number,
 ) {
-  type Row = [Buffer, number, Buffer, Buffer];
+  type Row = [Buffer, number, Buffer, Buffer | null | false];
   const args = [topic, max, visibilityMs, maxBytes];
   const rows = await call<Row[]>(valkey, 'tw_take', meta, args, true);
   return rows.map(([id, attempts, due, record]) => ({
@@ -273,16 +276,19 @@ export async function ack(valkey: Valkey, meta: string, deliveries: readonly Del
   return (await call<unknown[]>(valkey, 'tw_ack', meta, args)).map((done) => done === 1);
 }
 
-/** tw_nack: a delivery failed: 'retry' (due again at `due`), 'dead', or undefined (not out). */
+/**
+ * tw_nack: a delivery failed: 'retry' (due again at `due`), 'dead', 'lost' (its record gone:
+ * dropped), or undefined (not out).
+ */
 export async function nack(valkey: Valkey, meta: string, d: Retry, reason: string) {
   const args = [d.id, d.bucket, d.attempt, String(d.due), d.window, reason];
-  const reply = await call(valkey, 'tw_nack', meta, args);
-  return reply === 'retry' || reply === 'dead' ? reply : undefined;
+  const reply = String(await call(valkey, 'tw_nack', meta, args));
+  return reply === 'retry' || reply === 'dead' || reply === 'lost' ? reply : undefined;
 }
 
-/** tw_overdue: up to `max` deliveries whose visibility ran out by `upTo`, oldest first. */
+/** tw_overdue: up to `max` deliveries whose visibility ran out by `upTo`, oldest first (as take). */
 export async function overdue(valkey: Valkey, meta: string, upTo: number, max: number) {
-  type Row = [Buffer, Buffer, number, Buffer, Buffer, Buffer];
+  type Row = [Buffer, Buffer, number, Buffer, Buffer | null | false, Buffer];
   const rows = await call<Row[]>(valkey, 'tw_overdue', meta, [String(upTo), max], true);
   return rows.map(([bucket, id, attempts, , record, due]) => ({
     id: str(id),

@@ -23,6 +23,7 @@
  * Events may be lost: the engine polls as well.
  */
 
+import { TickwheelUnavailableError } from '../errors.js';
 import type { MessageInfo, TransactionClient } from '../queue/types.js';
 import type { RateLimit } from '../queue/topics.js';
 
@@ -277,4 +278,35 @@ export interface PartitionDriver {
   /** What `stats()` says of durability. */
   readonly durability: { setting: string; option: string; reason: string };
   close(): Promise<void>;
+}
+
+/**
+ * The rows of a take or an expiry's list that have their record. One without (`record` null or
+ * false) is a message the store no longer had the record of, after it lost writes (a failover to
+ * a replica behind, a restore): the store dropped it in that call; each is reported here
+ * (ERR_TICKWHEEL_DATA_LOST, `docs`: where the durability of that store is explained).
+ */
+export function withRecords<R extends { id: unknown; record: unknown }>(
+  rows: readonly R[],
+  partition: number,
+  was: string,
+  docs: string,
+  onError: (err: Error) => void,
+): Array<R & { record: Buffer }> {
+  const kept: Array<R & { record: Buffer }> = [];
+  for (const row of rows) {
+    if (Buffer.isBuffer(row.record)) {
+      kept.push(row as R & { record: Buffer });
+      continue;
+    }
+    onError(
+      new TickwheelUnavailableError(
+        'ERR_TICKWHEEL_DATA_LOST',
+        `message ${String(row.id)} (partition ${partition}) was ${was} but its record is gone ` +
+          `from the store: it cannot be delivered and was dropped (the store lost writes; see ` +
+          `${docs})`,
+      ),
+    );
+  }
+  return kept;
 }

@@ -5,8 +5,13 @@
  * reported here (ERR_TICKWHEEL_DATA_LOST), never passed over silently.
  */
 
-import { TickwheelUnavailableError } from '../errors.js';
-import type { Delivery, Owner, PartitionDriver, Retry } from '../partitioned/driver.js';
+import {
+  withRecords,
+  type Delivery,
+  type Owner,
+  type PartitionDriver,
+  type Retry,
+} from '../partitioned/driver.js';
 import { VISIBILITY_REASON } from '../queue/message.js';
 import type { PgSession } from './pg.js';
 import { PostgresReads, num } from './reads.js';
@@ -34,7 +39,7 @@ export abstract class PostgresDeliveries extends PostgresReads {
       id: String(row.id),
       bucket: num(row.bucket),
       attempts: num(row.attempts),
-      record: row.rec as Buffer,
+      record: row.record,
       deliverAt: num(row.due),
     }));
   }
@@ -82,33 +87,19 @@ export abstract class PostgresDeliveries extends PostgresReads {
       id: String(row.id),
       attempts: num(row.attempts),
       deliverAt: num(row.due),
-      record: row.rec as Buffer,
+      record: row.record,
     }));
   }
 
   /** The rows that have their record; each without one (dropped by the call) reported lost. */
-  private withRecords<R extends Record<string, unknown>>(
-    partition: number,
-    rows: R[],
-    was: string,
-  ): R[] {
-    return rows.filter((row) => {
-      if (row.rec !== null) return true;
-      this.reportLost(partition, String(row.id), was);
-      return false;
-    });
-  }
-
-  /** A message whose record the database no longer had: tw_take or tw_overdue dropped it. */
-  private reportLost(partition: number, id: string, was: string): void {
-    this.onError(
-      new TickwheelUnavailableError(
-        'ERR_TICKWHEEL_DATA_LOST',
-        `message ${id} (partition ${partition}) was ${was} but its record is gone from the ` +
-          'database: it cannot be delivered and was dropped (a restore or a failover that ' +
-          'lost writes; see docs/postgres.md, "Durability")',
-      ),
-    );
+  private withRecords(partition: number, rows: Array<Record<string, unknown>>, was: string) {
+    type Row = Record<string, unknown> & { id: unknown; record: Buffer | null };
+    const named = rows.map((row): Row => ({
+      ...row,
+      id: row.id,
+      record: row.rec as Buffer | null,
+    }));
+    return withRecords(named, partition, was, 'docs/postgres.md, "Durability"', this.onError);
   }
 
   /** `durable` asks for nothing more: the COMMIT was. */

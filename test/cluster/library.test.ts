@@ -35,6 +35,7 @@ const CODE_HASHES: Record<number, string> = {
   1: 'c94198fe65b2d29b',
   2: 'e45e940dd15ad115',
   3: '10a5d00f7fd63123',
+  4: 'f022e5d0487bfd56',
 };
 
 describe('the tickwheel library', () => {

@@ -37,6 +37,7 @@ export function valkeyDriver(
   queue: string,
   durability: Durability = 'async',
   durabilityTimeoutMs?: number,
+  onError?: (err: Error) => void,
 ): ValkeyDriver {
   return new ValkeyDriver(valkey, valkey, {
     queue,
@@ -44,5 +45,6 @@ export function valkeyDriver(
     durabilityOption: durability,
     durabilityReason: 'as set',
     ...(durabilityTimeoutMs === undefined ? {} : { durabilityTimeoutMs }),
+    ...(onError === undefined ? {} : { onError }),
   });
 }

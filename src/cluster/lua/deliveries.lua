@@ -1,9 +1,20 @@
 -- The tickwheel library (library.ts): deliveries: ready messages taken in flight, acked,
 -- nacked, and expired when their visibility runs out.
 
+-- A message whose record is gone (only after the store lost writes, e.g. a failover to a
+-- replica that had not got them): dropped with its counts mended, so that it is reported once
+-- (the row given back with no record) and never stands in front of the ones behind it.
+local function drop_lost(prefix, ids, id, bucket, st)
+  redis.call('HDEL', ids, id)
+  redis.call('ZREM', prefix .. 'inflight', bucket .. ':' .. id)
+  redis.call('HDEL', prefix .. 'reasons', id)
+  count(prefix, st.topic, st.status, -1)
+  release(prefix, st.seg)
+end
+
 -- Ready -> inflight for up to max messages of a topic, in the order they became ready, with a
 -- visibility deadline by the server's clock; stops before maxBytes of records (but always
--- takes one). -> {id, attempts, deliverAt, record}...
+-- takes one). -> {id, attempts, deliverAt, record}... (record false: lost, see drop_lost)
 local function take(keys, args)
   local prefix = prefix_of(keys[1])
   local topic, max = args[1], tonumber(args[2])
@@ -19,8 +30,11 @@ local function take(keys, args)
     local text = redis.call('HGET', ids, id)
     if text then
       local st = read_state(text)
-      if st.status == 'R' then
-        local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
+      local record = st.status == 'R' and redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
+      if st.status == 'R' and not record then
+        drop_lost(prefix, ids, id, bucket, st)
+        out[#out + 1] = {id, st.attempts, st.due, false}
+      elseif record then
         if #out > 0 and bytes + #record > maxBytes then
           redis.call('LPUSH', list, entry)
           break
@@ -77,12 +91,17 @@ local function ack(keys, args)
 end
 
 -- A delivery failed: scheduled again at due (in its window or the near segment), or dead
--- once its attempts reach the record's maxAttempts. Returns 'retry' or 'dead'.
+-- once its attempts reach the record's maxAttempts. Returns 'retry', 'dead', or 'lost' (its
+-- record gone: dropped, see drop_lost).
 local function fail(meta, prefix, ids, id, bucket, st, due, window, reason)
+  local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
+  if not record then
+    drop_lost(prefix, ids, id, bucket, st)
+    return 'lost'
+  end
   redis.call('ZREM', prefix .. 'inflight', bucket .. ':' .. id)
   count(prefix, st.topic, 'I', -1)
   if reason ~= '' then redis.call('HSET', prefix .. 'reasons', id, reason) end
-  local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
   local _, _, maxAttempts = record_head(record)
   if st.attempts >= maxAttempts then
     st.status = 'D'
@@ -106,7 +125,7 @@ local function fail(meta, prefix, ids, id, bucket, st, due, window, reason)
   return 'retry'
 end
 
--- nack(meta; id, bucket, attempt, due, window, reason) -> 'retry' | 'dead' | 0
+-- nack(meta; id, bucket, attempt, due, window, reason) -> 'retry' | 'dead' | 'lost' | 0
 local function nack(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
@@ -118,7 +137,7 @@ end
 
 -- Inflight deliveries whose visibility deadline is at or before upTo, oldest first, for the
 -- owner to work out each retry's due time: -> {bucket, id, attempts, deadline, record, due}...
--- (due: the time the delivery was for)
+-- (due: the time the delivery was for; record false: lost and dropped, see drop_lost)
 local function overdue(keys, args)
   local prefix = prefix_of(keys[1])
   local entries = redis.call('ZRANGEBYSCORE', prefix .. 'inflight', '-inf', args[1],
@@ -131,6 +150,7 @@ local function overdue(keys, args)
       local st = read_state(text)
       if st.status == 'I' then
         local record = redis.call('LINDEX', prefix .. 's:' .. st.seg, st.index)
+        if not record then drop_lost(prefix, prefix .. 'id:' .. bucket, id, bucket, st) end
         out[#out + 1] = {bucket, id, st.attempts, entries[i + 1], record, st.due}
       end
     end
@@ -158,11 +178,12 @@ local function expire(keys, args)
     outcomes[i + 1] = 0
     if st and deadline and deadline <= now then
       -- VISIBILITY_REASON: the embedded queue's text (queue/message.ts), in the library's header.
-      if fail(meta, prefix, ids, id, bucket, st, args[at + 3], args[at + 4],
-          VISIBILITY_REASON) == 'dead' then
+      local result = fail(meta, prefix, ids, id, bucket, st, args[at + 3], args[at + 4],
+        VISIBILITY_REASON)
+      if result == 'dead' then
         dead = dead + 1
         outcomes[i + 1] = 2
-      else
+      elseif result == 'retry' then
         retried = retried + 1
         outcomes[i + 1] = 1
       end
@@ -176,5 +197,5 @@ end
 redis.register_function{function_name = 'tw_take', callback = take}
 redis.register_function{function_name = 'tw_ack', callback = ack}
 redis.register_function{function_name = 'tw_nack', callback = nack}
-redis.register_function{function_name = 'tw_overdue', callback = overdue, flags = {'no-writes'}}
+redis.register_function{function_name = 'tw_overdue', callback = overdue}
 redis.register_function{function_name = 'tw_expire', callback = expire}
