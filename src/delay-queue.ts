@@ -79,6 +79,7 @@ const POSTGRES_OPTIONS = optionNames<DelayQueuePostgresOptions>({
   leaseMs: true,
   nodeId: true,
   maxClockSkewMs: true,
+  fireIntervalMs: true,
   poolSize: true,
   statementTimeoutMs: true,
   connectTimeoutMs: true,

@@ -45,6 +45,7 @@ p99 lateness passes the bound or the consumer falls behind; every peer in the sa
   --keep-going        run every rate, also after a step broke
   --out <dir>         where sustained.json and sustained.md go (default bench/results)
   --data-dir <dir>    where the data directories are made (default: the OS temp dir)
+  --profile           write .cpuprofile files of the tickwheel cells to <out>/profiles
   --from <json>       measure nothing: print the tables of a saved run again
   --help
 `;
@@ -58,7 +59,7 @@ function positive(name, text) {
 }
 
 /** Flags that leave the measurement as a full run makes it. */
-const NEUTRAL_FLAGS = ['out', 'data-dir', 'from', 'help', 'keep-going'];
+const NEUTRAL_FLAGS = ['out', 'data-dir', 'from', 'help', 'keep-going', 'profile'];
 
 const DEFAULTS = {
   rates: DEFAULT_RATES,
@@ -85,6 +86,7 @@ export function parseOptions(argv) {
       batch: { type: 'string' },
       warmup: { type: 'string' },
       'keep-going': { type: 'boolean' },
+      profile: { type: 'boolean' },
       out: { type: 'string' },
       'data-dir': { type: 'string' },
       from: { type: 'string' },
@@ -118,6 +120,7 @@ export function parseOptions(argv) {
     batch: parseCount('batch', values.batch),
     warmup: values.warmup === '0' ? 0 : parseCount('warmup', values.warmup),
     keepGoing: values['keep-going'] === true,
+    profile: values.profile === true,
     out: values.out ?? join(ROOT, 'bench', 'results'),
     dataDir: values['data-dir'] ?? tmpdir(),
     // A run with other settings, written to the default place, must not replace the full run's

@@ -5,6 +5,8 @@
  * calls grow instead of multiplying, so a store paying for each call and each commit keeps up,
  * up to `itemsPerCall`: a burst goes out in calls of that size, one after the other, so the
  * first of it is answered as soon as its call commits rather than once the whole burst has.
+ * `minGapMs`: the least time from one call's start to the next's, so that a store paying a
+ * fixed price for each call gets fewer, fuller ones under a steady trickle.
  */
 export class GatedBatches<K, T> {
   private pending = new Map<K, T[]>();
@@ -12,11 +14,13 @@ export class GatedBatches<K, T> {
   private count = 0;
   private running = 0;
   private queued = false;
+  private lastStart = -Infinity;
 
   constructor(
     private readonly flush: (batches: Map<K, T[]>) => Promise<unknown>,
     private readonly most = 1,
     private readonly itemsPerCall = Infinity,
+    private readonly minGapMs = 0,
   ) {}
 
   add(key: K, item: T): void {
@@ -51,11 +55,12 @@ export class GatedBatches<K, T> {
   private kick(): void {
     if (this.queued || this.running >= this.most || this.pending.size === 0) return;
     this.queued = true;
-    setImmediate(() => {
+    const go = () => {
       this.queued = false;
       if (this.running >= this.most || this.pending.size === 0) return;
       const batches = this.next();
       this.running++;
+      this.lastStart = performance.now();
       // The flush answers its items itself; a rejection here has no one to reach.
       void this.flush(batches)
         .catch(() => undefined)
@@ -63,6 +68,9 @@ export class GatedBatches<K, T> {
           this.running--;
           this.kick();
         });
-    });
+    };
+    const waitMs = this.lastStart + this.minGapMs - performance.now();
+    if (waitMs >= 1) setTimeout(go, waitMs);
+    else setImmediate(go);
   }
 }

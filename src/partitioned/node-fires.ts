@@ -1,7 +1,8 @@
 /**
  * A node's fires of all its partitions, for a store that takes several partitions' fires in one
- * call (PartitionDriver.fireMany): due messages gather while earlier fires are under way and go
- * out together, each partition's fenced on its own. Each owner handles its own answer.
+ * call (PartitionDriver.fireMany): due messages gather while earlier fires are under way, and
+ * for at least `fireIntervalMs` from one call's start to the next, and go out together, each
+ * partition's fenced on its own. Each owner handles its own answer.
  */
 
 import type { PartitionDriver } from './driver.js';
@@ -19,20 +20,24 @@ const FIRE_MOST = 2_000;
 type FireMany = NonNullable<PartitionDriver['fireMany']>;
 
 export class NodeFires {
-  private readonly batches = new GatedBatches<PartitionOwner, Due>(
-    (batches) => this.send(batches),
-    IN_FLIGHT,
-    FIRE_MOST,
-  );
+  private readonly batches: GatedBatches<PartitionOwner, Due>;
 
   constructor(
     private readonly fireMany: FireMany,
     private readonly settings: {
       nodeId: string;
       maxClockSkewMs: number;
+      fireIntervalMs: number;
       onError: (err: unknown) => void;
     },
-  ) {}
+  ) {
+    this.batches = new GatedBatches(
+      (batches) => this.send(batches),
+      IN_FLIGHT,
+      FIRE_MOST,
+      settings.fireIntervalMs,
+    );
+  }
 
   add(owner: PartitionOwner, due: Due): void {
     this.batches.add(owner, due);

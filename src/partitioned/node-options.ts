@@ -45,6 +45,8 @@ export interface PartitionedQueueOptions extends PartitionedNodeOptions {
 /** A node's checked options, the defaults filled in. */
 export type NodeSettings = Required<Omit<PartitionedNodeOptions, 'onError'>> & {
   onError: (err: unknown) => void;
+  /** The least time between two fire calls of the node, where its store fires many at once. */
+  fireIntervalMs: number;
 };
 
 /** Queue names and node ids name things in the store: no braces, no spaces, not empty. */
@@ -67,6 +69,7 @@ export function checkQueueName(name: unknown, what = 'queue'): string {
 export function checkNodeOptions(
   options: PartitionedNodeOptions,
   limits: QueueLimits,
+  fireIntervalMs = 0,
 ): NodeSettings {
   const queue = checkQueueName(options.queue ?? 'default');
   if (options.nodeId !== undefined) checkQueueName(options.nodeId, 'nodeId');
@@ -81,6 +84,7 @@ export function checkNodeOptions(
     maxPayloadBytes: limits.maxPayloadBytes,
     nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
     maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
+    fireIntervalMs,
     // Each distinct error at most once per 10 s: an outage fails every background call.
     onError: options.onError ?? ((err: unknown) => once(faultOf(err))),
   };

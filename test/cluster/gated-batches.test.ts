@@ -3,7 +3,7 @@
  * is busy go out together once a call is free; never more calls under way than allowed.
  */
 
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { GatedBatches } from '../../src/partitioned/gated-batches.js';
 import { waitFor } from '../support/wait-for.js';
 
@@ -102,5 +102,40 @@ describe('GatedBatches', () => {
       ],
       [[3, ['g']]],
     ]);
+  });
+
+  it('starts calls at least minGapMs apart, gathering what comes in between into one', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'setImmediate', 'performance'] });
+    try {
+      const starts: Array<{ at: number; items: string[] }> = [];
+      const batches = new GatedBatches<number, string>(
+        async (batch) => {
+          starts.push({ at: performance.now(), items: [...batch.values()].flat() });
+        },
+        1,
+        Infinity,
+        10,
+      );
+      batches.add(1, 'a');
+      await vi.advanceTimersByTimeAsync(0);
+      expect(starts).toHaveLength(1);
+      // Done at once, but the next call waits for the gap: items due meanwhile go together.
+      batches.add(1, 'b');
+      await vi.advanceTimersByTimeAsync(4);
+      batches.add(2, 'c');
+      await vi.advanceTimersByTimeAsync(4);
+      expect(starts).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(2);
+      expect(starts.map((s) => s.items)).toEqual([['a'], ['b', 'c']]);
+      expect(starts[1].at - starts[0].at).toBeGreaterThanOrEqual(10);
+      // Past the gap already: the next call goes at the end of the turn, not later.
+      await vi.advanceTimersByTimeAsync(50);
+      batches.add(3, 'd');
+      await vi.advanceTimersByTimeAsync(0);
+      expect(starts).toHaveLength(3);
+      expect(starts[2].at - starts[1].at).toBe(50);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
