@@ -261,9 +261,15 @@ export class ValkeyDriver implements PartitionDriver {
     );
   }
 
-  async readyCount(partition: number, topic: string): Promise<number> {
-    const key = `${partitionPrefix(this.queue, partition)}ready:${topic}`;
-    return Number(await this.valkey.command(key, ['LLEN', key], true));
+  /** One LLEN a partition, sent together (pipelined per primary). */
+  async readyPartitions(topic: string, partitions: number): Promise<number[]> {
+    const lengths = await Promise.all(
+      Array.from({ length: partitions }, (_, p) => {
+        const key = `${partitionPrefix(this.queue, p)}ready:${topic}`;
+        return this.valkey.command(key, ['LLEN', key], true);
+      }),
+    );
+    return lengths.flatMap((n, p) => (Number(n) > 0 ? [p] : []));
   }
 
   /** `durable`: on the writes' connection, where the durability wait covers it. */

@@ -254,10 +254,7 @@ export class Consumer {
 
   /** The partitions whose ready list for `topic` is not empty, all asked at once. */
   private async scan(topic: string): Promise<number[]> {
-    const lengths = await Promise.all(
-      Array.from({ length: this.options.partitions }, (_, p) => this.driver.readyCount(p, topic)),
-    );
-    const found = lengths.flatMap((n, p) => (n > 0 ? [p] : []));
+    const found = await this.driver.readyPartitions(topic, this.options.partitions);
     // Added to the hints, not replacing them: one notified during the scan may have answered 0.
     this.hint(topic, found);
     return found;

@@ -228,8 +228,11 @@ export interface PartitionDriver {
     visibilityMs: number,
     maxBytes: number,
   ): Promise<Array<{ id: string; attempts: number; deliverAt: number; record: Buffer }>>;
-  /** How many messages of `topic` are ready in the partition (0: none). */
-  readyCount(partition: number, topic: string): Promise<number>;
+  /**
+   * The partitions (of 0 .. partitions - 1) holding ready messages of `topic`, ascending: one
+   * call for all, however many there are, and whatever the number ready in each.
+   */
+  readyPartitions(topic: string, partitions: number): Promise<number[]>;
   /** For each delivery, whether it was still out (and is now done); `durable`: waited for. */
   ack(partition: number, deliveries: readonly Delivery[], durable: boolean): Promise<boolean[]>;
   /** Several partitions' acks (not durable) in one round trip: answers per call, in order. Optional. */

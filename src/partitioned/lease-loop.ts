@@ -38,6 +38,7 @@ export class LeaseLoop {
   private readonly owners = new Map<number, PartitionOwner>();
   private loop: NodeJS.Timeout | undefined;
   private advancing: NodeJS.Timeout | undefined;
+  private advancingAll = false;
   private nextHeartbeat = 0;
   private heartbeating: Promise<void> | undefined;
   members: string[] = [];
@@ -70,14 +71,27 @@ export class LeaseLoop {
     this.loop = setInterval(() => void this.tick(), TICK_MS);
     this.loop.unref();
     this.advancing = setInterval(
-      () => {
-        for (const owner of this.owners.values()) {
-          owner.advance().catch((err) => this.settings.onError(err));
-        }
-      },
+      () => void this.advanceAll(),
       Math.max(100, this.settings.windowMs / 4),
     );
     this.advancing.unref();
+  }
+
+  /**
+   * Each owner's horizon moved up in turn, not all at once: a node's loads together would hold
+   * every pooled connection (PostgreSQL), and its fires, takes and acks would wait behind them.
+   * A pass still under way when the next is due lets that one go.
+   */
+  private async advanceAll(): Promise<void> {
+    if (this.advancingAll) return;
+    this.advancingAll = true;
+    try {
+      for (const owner of [...this.owners.values()]) {
+        await owner.advance().catch((err) => this.settings.onError(err));
+      }
+    } finally {
+      this.advancingAll = false;
+    }
   }
 
   /** Gives the partitions up (so others take them at once) within a lease time, then stops. */

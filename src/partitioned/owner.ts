@@ -119,11 +119,19 @@ export class PartitionOwner {
       Math.round((this.options.relistMs ?? RELIST_MS) / this.options.pollMs),
     );
     let polls = 0;
-    this.poll = setInterval(() => {
+    const poll = () => {
       this.onNearChanged();
       this.onInflightChanged();
       if (++polls % relistEvery === 0 && !this.stopped) this.relisting.run();
-    }, this.options.pollMs);
+    };
+    // Each owner at its own phase: a node's owners, started together, would otherwise poll
+    // together, and their calls at once would hold every pooled connection (PostgreSQL).
+    this.poll = setTimeout(() => {
+      if (this.stopped) return;
+      this.poll = setInterval(poll, this.options.pollMs);
+      this.poll.unref();
+      poll();
+    }, Math.random() * this.options.pollMs);
     this.poll.unref();
   }
 
@@ -239,7 +247,7 @@ export class PartitionOwner {
   stop(): void {
     if (this.stopped) return;
     this.stopped = true;
-    if (this.poll !== undefined) clearInterval(this.poll);
+    if (this.poll !== undefined) clearTimeout(this.poll);
     if (this.visibility !== undefined) clearTimeout(this.visibility);
     for (const handle of this.timers.values()) this.options.wheel.clearTimeout(handle);
     this.timers.clear();

@@ -114,9 +114,13 @@ export abstract class PostgresReads {
     return row.at === null || row.at === undefined ? Infinity : num(row.at);
   }
 
-  async readyCount(partition: number, topic: string): Promise<number> {
-    const sql = `SELECT count(*) AS n FROM ${this.q}.states WHERE part = $1 AND topic = $2 AND status = 'R'`;
-    return num((await this.one('counting ready messages', sql, [partition, topic])).n);
+  /** One statement: a probe of the ready index a partition, never a count of a backlog. */
+  async readyPartitions(topic: string, partitions: number): Promise<number[]> {
+    const sql =
+      `SELECT p FROM generate_series(0, $2::int - 1) p WHERE EXISTS (SELECT 1 FROM ` +
+      `${this.q}.states s WHERE s.part = p AND s.topic = $1 AND s.status = 'R') ORDER BY p`;
+    const rows = await this.call('finding ready messages', sql, [topic, partitions]);
+    return rows.map((row) => num(row.p));
   }
 
   async counts(partition: number): Promise<Record<string, number>> {

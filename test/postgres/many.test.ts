@@ -34,7 +34,7 @@ describe.runIf(postgresInstalled())('PostgresDriver: several partitions in one c
       0,
     );
     expect(answers.map((a) => a?.fired)).toEqual([1, 1, undefined]);
-    expect(await driver.readyCount(2, 'invoice')).toBe(0);
+    expect(await driver.readyPartitions('invoice', 3)).toEqual([0, 1]);
     const taken = [0, 1].map(async (p) => driver.take(p, 'invoice', 10, 30_000, 1 << 20));
     const [t0, t1] = await Promise.all(taken);
     expect([t0.length, t1.length]).toEqual([1, 1]);

@@ -100,7 +100,7 @@ describe.runIf(postgresInstalled())('PostgresDriver: nodes', () => {
       }
     };
     const consumer = async (driver: PostgresDriver) => {
-      while (done < 3 || (await driver.readyCount(1, 'invoice')) > 0) {
+      while (done < 3 || (await driver.readyPartitions('invoice', 2)).includes(1)) {
         const batch = await driver.take(1, 'invoice', 5, 60_000, 1 << 20);
         const deliveries = batch.map((t) => ({ ...at(1, t.id), attempt: t.attempts }));
         const acks = deliveries.filter((_, i) => i % 4 !== 0);
