@@ -26,6 +26,7 @@ import { URL, fileURLToPath } from 'node:url';
 const dist =
   process.env.TICKWHEEL_BENCH_DIST ?? fileURLToPath(new URL('../../dist', import.meta.url));
 const { DelayQueue } = await import(join(dist, 'delay-queue.js'));
+const { SystemClock } = await import(join(dist, 'index.js'));
 const n = Number(process.argv[2] ?? 100_000);
 const rounds = Number(process.argv[3] ?? 6);
 const concurrency = Number(process.argv[4] ?? 1000);
@@ -33,10 +34,12 @@ const mode = process.argv[5] ?? 'consume';
 if (!['consume', 'receive', 'receive-only'].includes(mode)) {
   throw new Error(`mode must be consume, receive or receive-only, got ${mode}`);
 }
-const now = () => performance.timeOrigin + performance.now();
+// The queue's own clock, read by the bench too: lateness on the clock that fires.
+const clock = new SystemClock({ epoch: true });
+const now = () => clock.now();
 
 const dir = mkdtempSync(join(tmpdir(), 'tickwheel-rounds-'));
-const queue = await DelayQueue.open({ dir, fsync: 'batch' });
+const queue = await DelayQueue.open({ dir, fsync: 'batch', clock });
 let pauses = [];
 const observer = new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) pauses.push([entry.startTime, entry.duration]);
@@ -119,7 +122,7 @@ for (let round = 0; round < rounds; round++) {
     scheduled = now();
     pauses = [];
   });
-  const dueAt = due - performance.timeOrigin;
+  const dueAt = due - (clock.now() - performance.now());
   const end = dueAt + lateness[n - 1];
   const during = pauses.filter(([at]) => at >= dueAt - 1 && at <= end);
   let early = 0;

@@ -34,9 +34,19 @@ function queueEntryOf(dist) {
   return existsSync(entry) ? entry : join(dist, 'queue-entry.js');
 }
 
-/** Epoch milliseconds on the same clock the queue uses by default (monotonic, wall-anchored). */
-export function now() {
-  return performance.timeOrigin + performance.now();
+/**
+ * The clock the queue fires by, for the bench to read lateness on: the queue's default
+ * (SystemClock with epoch: monotonic, anchored to the wall clock when made), given to it at open.
+ * A clock of the bench's own (performance.timeOrigin + performance.now()) can stand a fraction
+ * of a millisecond or more from it, which read on-time deliveries as early.
+ */
+async function queueClock() {
+  const entry =
+    process.env.TICKWHEEL_BENCH_DIST === undefined
+      ? new URL('../../dist/index.js', import.meta.url)
+      : pathToFileURL(join(process.env.TICKWHEEL_BENCH_DIST, 'index.js'));
+  const { SystemClock } = await import(entry.href);
+  return new SystemClock({ epoch: true });
 }
 
 /**
@@ -45,14 +55,15 @@ export function now() {
  */
 export async function openPeer({ dir, queueOptions = {} }) {
   const { DelayQueue } = await loadQueueModule();
+  const clock = await queueClock();
   const openedAt = performance.now();
-  const queue = await DelayQueue.open({ dir, fsync: 'batch', ...queueOptions });
+  const queue = await DelayQueue.open({ dir, fsync: 'batch', clock, ...queueOptions });
   const openMs = performance.now() - openedAt;
   return {
     name: 'tickwheel',
     queue,
     openMs,
-    now,
+    now: () => clock.now(),
     /** Schedules messages due at `due` (epoch ms); resolves with their ids once durable. */
     async schedule(messages) {
       // scheduleMany: our counterpart of BullMQ's addBulk (each record still waits for the
