@@ -10,7 +10,7 @@ import { SCHEMA_VERSION, schemaSql } from '../../src/postgres/install.js';
 import { codeHash } from '../support/code-hash.js';
 
 const CODE_HASHES: Record<number, string> = {
-  7: '62686b83ffd039b2',
+  8: '0115c6f8ed094235',
 };
 
 describe('the PostgreSQL schema', () => {

@@ -90,14 +90,16 @@ BEGIN
     FROM unnest(ids, buckets, seg_names, idxs) WITH ORDINALITY AS x(id, b, sn, i, k)
     ORDER BY x.id, x.k
   ), stood AS (
-    -- (= ANY: the rows are looked up by key, whatever the planner guesses of `named`.)
+    -- (= ANY: the rows are looked up by key in one pass, whatever the planner guesses of
+    -- `named`; a record by its key a row, LIMIT 1 keeping that lookup from becoming a join:
+    -- `= ANY` there would be sorted again for every row.)
     SELECT n.k, n.id, false AS birth, n.seg, n.i, s.due, s.topic, n.b
     FROM named n JOIN @Q@.states s ON s.part = p AND s.id = n.id AND s.id = ANY(ids)
     WHERE s.status = 'S' AND s.seg = n.seg AND s.idx = n.i
     UNION ALL
     SELECT n.k, n.id, true, n.seg, n.i, @Q@.located_due(r.rec)::float8, @Q@.record_topic(r.rec), n.b
-    FROM named n JOIN @Q@.records r ON r.seg = n.seg AND r.part = p AND r.idx = n.i
-      AND r.idx = ANY(idxs)
+    FROM named n CROSS JOIN LATERAL (
+      SELECT r.rec FROM @Q@.records r WHERE r.seg = n.seg AND r.part = p AND r.idx = n.i LIMIT 1) r
     WHERE left(n.id, 1) = '@' AND get_byte(r.rec, 0) = 0
       AND n.id = '@' || p || '.' || n.sn || '.' || n.i || '.' || @Q@.located_tag(r.rec)
       AND NOT EXISTS (SELECT 1 FROM @Q@.tombs t WHERE t.seg = n.seg AND t.part = p AND t.idx = n.i)
