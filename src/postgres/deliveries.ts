@@ -102,19 +102,27 @@ export abstract class PostgresDeliveries extends PostgresReads {
     return withRecords(named, partition, was, 'docs/postgres.md, "Durability"', this.onError);
   }
 
-  /** `durable` asks for nothing more: the COMMIT was. */
+  /** `durable`: its COMMIT waits for the WAL flush (synchronous_commit); else it does not. */
   async ack(
     partition: number,
     deliveries: readonly Delivery[],
-    _durable: boolean,
+    durable: boolean,
   ): Promise<boolean[]> {
     if (deliveries.length === 0) return [];
-    const sql = `SELECT ${this.fn('tw_ack')}($1::int, $2::text[], $3::int[]) AS v`;
-    const values = [partition, deliveries.map((d) => d.id), deliveries.map((d) => d.attempt)];
+    const sql = `SELECT ${this.fn('tw_ack')}($1::int, $2::text[], $3::int[], $4::boolean) AS v`;
+    const values = [
+      partition,
+      deliveries.map((d) => d.id),
+      deliveries.map((d) => d.attempt),
+      durable,
+    ];
     return (await this.one('tw_ack', sql, values)).v as boolean[];
   }
 
-  /** One statement, so one commit, for every partition's acks: each its own tw_ack. */
+  /**
+   * One statement, so one commit, for every partition's acks: each its own tw_ack. Not durable:
+   * the COMMIT does not wait for the WAL flush.
+   */
   async ackMany(
     calls: ReadonlyArray<{ partition: number; deliveries: readonly Delivery[] }>,
   ): Promise<boolean[][]> {
@@ -126,7 +134,7 @@ export abstract class PostgresDeliveries extends PostgresReads {
         deliveries.map((d) => d.id),
         deliveries.map((d) => d.attempt),
       );
-      return `SELECT ${k} AS k, ${this.fn('tw_ack')}($${n + 1}::int, $${n + 2}::text[], $${n + 3}::int[]) AS v`;
+      return `SELECT ${k} AS k, ${this.fn('tw_ack')}($${n + 1}::int, $${n + 2}::text[], $${n + 3}::int[], false) AS v`;
     });
     const sql = `SELECT * FROM (${parts.join(' UNION ALL ')}) x ORDER BY k`;
     return (await this.call('tw_ack', sql, values)).map((row) => row.v as boolean[]);

@@ -6,6 +6,9 @@
 -- always takes one). Rows another take holds are passed over. A ready message whose record is
 -- gone (never so unless the database lost it) cannot be delivered: its row goes, and it is
 -- answered with a NULL record for the caller to report, rather than stay first in line.
+-- Its COMMIT does not wait for the WAL flush: a take that a crash of PostgreSQL undoes leaves
+-- the messages ready, handed out again (at-least-once), that attempt not counted. Any later
+-- commit that waits (a fire, a schedule) flushes it too.
 CREATE OR REPLACE FUNCTION @Q@.tw_take(p int, t text, most int, visibility bigint,
   max_bytes bigint)
 RETURNS TABLE (id text, attempts int, due float8, rec bytea)
@@ -15,6 +18,7 @@ DECLARE
   deadline bigint := @Q@.now_ms() + visibility;
   taken int;
 BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
   RETURN QUERY
   WITH picked AS (
     SELECT s.id, s.seg, s.idx, s.at FROM @Q@.states s
@@ -64,14 +68,19 @@ LANGUAGE sql AS $$
   WHERE part = p AND id = mid AND status = 'I' AND attempts = attempt FOR UPDATE
 $$;
 
--- For each delivery (id, attempt), whether it was still out (and is now done).
-CREATE OR REPLACE FUNCTION @Q@.tw_ack(p int, ids text[], attempts int[]) RETURNS boolean[]
+-- For each delivery (id, attempt), whether it was still out (and is now done). `wait`: the
+-- COMMIT waits for the WAL flush as the server's synchronous_commit says (a durable ack); else
+-- it does not, and an ack that a crash of PostgreSQL undoes leaves the message in flight, handed
+-- out again once its visibility runs out.
+CREATE OR REPLACE FUNCTION @Q@.tw_ack(p int, ids text[], attempts int[], wait boolean)
+RETURNS boolean[]
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
   answered int[];
   trimming boolean;
 BEGIN
+  IF NOT wait THEN PERFORM set_config('synchronous_commit', 'off', true); END IF;
   -- Rows locked in the order of their ids, as by every call that locks several: two calls
   -- never wait for each other's rows in turn.
   PERFORM 1 FROM @Q@.states s WHERE s.part = p AND s.id = ANY(ids) ORDER BY s.id FOR UPDATE;
