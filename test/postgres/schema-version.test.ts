@@ -10,7 +10,7 @@ import { SCHEMA_VERSION, schemaSql } from '../../src/postgres/install.js';
 import { codeHash } from '../support/code-hash.js';
 
 const CODE_HASHES: Record<number, string> = {
-  8: '0115c6f8ed094235',
+  10: 'be451f1aef1400b2',
 };
 
 describe('the PostgreSQL schema', () => {

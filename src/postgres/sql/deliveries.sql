@@ -36,7 +36,7 @@ BEGIN
   ), out AS (
     UPDATE @Q@.states s SET status = 'I', attempts = s.attempts + 1, at = deadline
     FROM kept k WHERE s.part = p AND s.id = k.id
-    RETURNING s.id, s.attempts, s.due
+    RETURNING s.id, s.attempts, s.due, k.rec, k.n
   ), gone AS (
     DELETE FROM @Q@.states s USING found z
     WHERE z.rec IS NULL AND s.part = p AND s.id = z.id
@@ -51,7 +51,7 @@ BEGIN
     WHERE x.n <> 0
   )
   SELECT u.id, u.attempts, u.due, u.rec FROM (
-    SELECT o.id, o.attempts, o.due, k.rec, k.n FROM out o JOIN kept k ON k.id = o.id
+    SELECT o.id, o.attempts, o.due, o.rec, o.n FROM out o
     UNION ALL
     SELECT g.id, g.attempts, g.due, NULL, NULL FROM gone g) u
   ORDER BY u.n NULLS LAST;
@@ -77,20 +77,32 @@ RETURNS boolean[]
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-  answered int[];
+  answered boolean[] := array_fill(false, ARRAY[coalesce(cardinality(ids), 0)]);
+  hits bigint[];
+  places tid[];
   trimming boolean;
+  k bigint;
 BEGIN
   IF NOT wait THEN PERFORM set_config('synchronous_commit', 'off', true); END IF;
-  -- Rows locked in the order of their ids, as by every call that locks several: two calls
-  -- never wait for each other's rows in turn.
-  PERFORM 1 FROM @Q@.states s WHERE s.part = p AND s.id = ANY(ids) ORDER BY s.id FOR UPDATE;
-  WITH named AS (
+  -- Each named row found by its key alone (one probe of the primary key an id, whatever the
+  -- planner guesses of the arrays: a join, or a status in the lookup, ran as a scan of the
+  -- partition's deliveries; LIMIT keeps the status check out of it) and locked, in the order of the ids as by every call that locks
+  -- several: two calls never wait for each other's rows in turn. Those still out with the
+  -- attempt named are acked; an (id, attempt) named twice counts once.
+  SELECT array_agg(n.k), array_agg(l.place) INTO hits, places
+  FROM (
     SELECT DISTINCT ON (x.id, x.a) x.id, x.a, x.k
     FROM unnest(ids, attempts) WITH ORDINALITY AS x(id, a, k) ORDER BY x.id, x.a, x.k
-  ), gone AS (
-    DELETE FROM @Q@.states s USING named n
-    WHERE s.part = p AND s.id = n.id AND s.id = ANY(ids) AND s.status = 'I' AND s.attempts = n.a
-    RETURNING s.id, s.seg, s.due, s.attempts, s.topic, n.k
+  ) n
+  CROSS JOIN LATERAL (
+    SELECT s.ctid AS place, s.status, s.attempts FROM @Q@.states s
+    WHERE s.part = p AND s.id = n.id LIMIT 1 FOR UPDATE
+  ) l
+  WHERE l.status = 'I' AND l.attempts = n.a;
+  IF hits IS NULL THEN RETURN answered; END IF;
+  WITH gone AS (
+    DELETE FROM @Q@.states s WHERE s.ctid = ANY(places)
+    RETURNING s.id, s.seg, s.due, s.attempts, s.topic
   ), unreasoned AS (
     DELETE FROM @Q@.reasons r USING gone g WHERE r.part = p AND r.id = g.id
   ), counted AS (
@@ -105,11 +117,10 @@ BEGIN
       attempts = excluded.attempts, topic = excluded.topic, n = excluded.n
     RETURNING d.n
   )
-  SELECT (SELECT array_agg(g.k) FROM gone g), (SELECT bool_or(m.n % 64 = 0) FROM remembered m)
-  INTO answered, trimming;
+  SELECT bool_or(m.n % 64 = 0) INTO trimming FROM remembered m;
   IF trimming THEN PERFORM @Q@.trim_done(p); END IF;
-  RETURN coalesce((SELECT array_agg(x.k = ANY(coalesce(answered, '{}')) ORDER BY x.k)
-    FROM generate_series(1, cardinality(ids)) AS x(k)), '{}');
+  FOREACH k IN ARRAY hits LOOP answered[k] := true; END LOOP;
+  RETURN answered;
 END
 $$;
 
