@@ -6,18 +6,11 @@
  *   node bench/cluster/consumer.mjs <tickwheel|bullmq> <url,url,...> <queue> <node id>
  */
 
-import { setInterval } from 'node:timers';
+import { lineWriter } from '../consumer-lines.mjs';
 import { openPeer } from './peers.mjs';
 
 const [kind, urls, queue, nodeId] = process.argv.slice(2);
 const peer = await openPeer(kind, urls.split(','), { queue, nodeId });
-let lines = '';
-setInterval(() => {
-  if (lines === '') return;
-  process.stdout.write(lines);
-  lines = '';
-}, 20);
-peer.consume((due) => {
-  lines += `${due} ${Date.now()}\n`;
-}, 64);
+const write = lineWriter();
+peer.consume((due) => write(`${due} ${Date.now()}`), 64);
 process.stdout.write('ready\n');

@@ -28,7 +28,6 @@
  * is not in the project (see bench/README.md).
  */
 
-import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +38,7 @@ import { parseFlags } from '../../scripts/flags.mjs';
 import { cli, installed, startCluster, versionOf } from '../../scripts/valkey.mjs';
 import { redisInfo } from '../queue/redis-server.mjs';
 import { LatenessRecorder, ratio } from '../queue/stats.mjs';
+import { startLines } from '../consumer-lines.mjs';
 import { openPeer } from './peers.mjs';
 
 const CONSUMER = fileURLToPath(new URL('./consumer.mjs', import.meta.url));
@@ -246,25 +246,7 @@ async function steadyPhase(peer, rate, seconds) {
 }
 
 function startConsumer(kind, urls, queue, nodeId, onLine) {
-  const child = spawn(process.execPath, [CONSUMER, kind, urls.join(','), queue, nodeId], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: process.env,
-  });
-  let buffer = '';
-  let ready;
-  const started = new Promise((resolve) => (ready = resolve));
-  child.stdout.setEncoding('utf8');
-  child.stdout.on('data', (chunk) => {
-    buffer += chunk;
-    let end;
-    while ((end = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, end);
-      buffer = buffer.slice(end + 1);
-      if (line === 'ready') ready();
-      else onLine(line);
-    }
-  });
-  return { child, started };
+  return startLines([CONSUMER, kind, urls.join(','), queue, nodeId], onLine);
 }
 
 /**

@@ -17,15 +17,14 @@
  * postgres-node-kill.json to --out (default: prints only). tickwheel is this checkout's dist/.
  */
 
-import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
-import { setInterval } from 'node:timers';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { URL, fileURLToPath } from 'node:url';
 import { parseFlags } from '../../scripts/flags.mjs';
 import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+import { lineWriter, startLines } from '../consumer-lines.mjs';
 import { LatenessRecorder } from '../queue/stats.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -45,47 +44,14 @@ async function openNode(url, queue, nodeId) {
   });
 }
 
-/** A consumer node: prints `<due> <receivedAt>` a delivery, flushed every 20 ms. */
+/** A consumer node: prints `<due> <receivedAt>` a delivery (bench/consumer-lines.mjs). */
 async function consumerNode(url, queue, nodeId) {
   const node = await openNode(url, queue, nodeId);
-  let lines = '';
-  setInterval(() => {
-    if (lines === '') return;
-    process.stdout.write(lines);
-    lines = '';
-  }, 20);
-  node.consume(
-    TOPIC,
-    (message) => {
-      lines += `${message.payload.due} ${Date.now()}\n`;
-    },
-    { concurrency: 10 },
-  );
+  const write = lineWriter();
+  node.consume(TOPIC, (message) => write(`${message.payload.due} ${Date.now()}`), {
+    concurrency: 10,
+  });
   process.stdout.write('ready\n');
-}
-
-function startConsumer(url, queue, nodeId, onLine) {
-  const child = spawn(process.execPath, [SELF, '--node', url, queue, nodeId], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let buffer = '';
-  let ready;
-  const started = new Promise((resolve, reject) => {
-    ready = resolve;
-    child.on('exit', (code) => reject(new Error(`${nodeId} exited (${code}) before ready`)));
-  });
-  child.stdout.setEncoding('utf8');
-  child.stdout.on('data', (chunk) => {
-    buffer += chunk;
-    let end;
-    while ((end = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, end);
-      buffer = buffer.slice(end + 1);
-      if (line === 'ready') ready();
-      else onLine(line);
-    }
-  });
-  return { child, started };
 }
 
 async function measure(url, { rate, settleSeconds, afterSeconds }) {
@@ -96,7 +62,7 @@ async function measure(url, { rate, settleSeconds, afterSeconds }) {
     if (!delivered.has(due)) delivered.set(due, at);
   };
   const producer = await openNode(url, queue, 'producer');
-  const consumers = ['c0', 'c1'].map((id) => startConsumer(url, queue, id, onLine));
+  const consumers = ['c0', 'c1'].map((id) => startLines([SELF, '--node', url, queue, id], onLine));
   try {
     await Promise.all(consumers.map((c) => c.started));
     await sleep(3_000); // the partitions settle among the three nodes
