@@ -86,9 +86,10 @@ BEGIN
   IF NOT wait THEN PERFORM set_config('synchronous_commit', 'off', true); END IF;
   -- Each named row found by its key alone (one probe of the primary key an id, whatever the
   -- planner guesses of the arrays: a join, or a status in the lookup, ran as a scan of the
-  -- partition's deliveries; LIMIT keeps the status check out of it) and locked, in the order of the ids as by every call that locks
-  -- several: two calls never wait for each other's rows in turn. Those still out with the
-  -- attempt named are acked; an (id, attempt) named twice counts once.
+  -- partition's deliveries; LIMIT keeps the status check out of it) and locked, in the order
+  -- of the ids as by every call that locks several: two calls never wait for each other's rows
+  -- in turn. Those still out with the attempt named are acked; an (id, attempt) named twice
+  -- counts once.
   SELECT array_agg(n.k), array_agg(l.place) INTO hits, places
   FROM (
     SELECT DISTINCT ON (x.id, x.a) x.id, x.a, x.k
