@@ -13,7 +13,7 @@ import { TickwheelStateError } from '../errors.js';
 import type { PgSession } from './pg.js';
 
 /** Bumped whenever a file of sql/ changes. */
-export const SCHEMA_VERSION = 10;
+export const SCHEMA_VERSION = 11;
 
 /** tables first: the functions' types are its tables' rows; then each file after those it uses. */
 const FILES = 'tables records segments states leases messages loading deliveries recurring';

@@ -11,6 +11,7 @@ import { codeHash } from '../support/code-hash.js';
 
 const CODE_HASHES: Record<number, string> = {
   10: 'be451f1aef1400b2',
+  11: '0cd8310d14dd6631',
 };
 
 describe('the PostgreSQL schema', () => {

@@ -55,10 +55,15 @@ $$;
 -- FOR KEY SHARE until the transaction ends: no acquire comes between the check and the change,
 -- while renewals, which take the row FOR NO KEY UPDATE, do not wait.
 CREATE OR REPLACE FUNCTION @Q@.owner_write(p int, node text, ep bigint) RETURNS bigint
-LANGUAGE sql AS $$
-  SELECT nextval('@Q@.owner_writes') FROM @Q@.leases
+LANGUAGE plpgsql AS $$
+DECLARE
+  seq bigint;
+BEGIN
+  SELECT nextval('@Q@.owner_writes') INTO seq FROM @Q@.leases
   WHERE part = p AND owner = node AND epoch = ep AND until > @Q@.now_ms()
-  FOR KEY SHARE
+  FOR KEY SHARE;
+  RETURN seq;
+END
 $$;
 
 -- Renews a node's leases at once, each (partition, epoch) held by it: those renewed.

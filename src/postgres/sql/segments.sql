@@ -103,8 +103,10 @@ $$;
 
 -- One record fewer is live in the segment (reap() drops its table once the span is empty).
 CREATE OR REPLACE FUNCTION @Q@.release(p int, s bigint) RETURNS void
-LANGUAGE sql AS $$
-  INSERT INTO @Q@.releases (seg, part, n) VALUES (s, p, 1)
+LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO @Q@.releases (seg, part, n) VALUES (s, p, 1);
+END
 $$;
 
 -- Live records per segment of a partition (those with none left are not named).

@@ -62,8 +62,10 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION @Q@.tally(p int, t text, s "char", k bigint) RETURNS void
-LANGUAGE sql AS $$
-  INSERT INTO @Q@.counts (part, topic, status, n) VALUES (p, t, s, k)
+LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO @Q@.counts (part, topic, status, n) VALUES (p, t, s, k);
+END
 $$;
 
 -- A finished message (A or C) is remembered for get(): the latest @DONE_KEPT@ of a partition.
@@ -82,9 +84,11 @@ $$;
 
 -- Forgets a partition's finished messages but the latest @DONE_KEPT@.
 CREATE OR REPLACE FUNCTION @Q@.trim_done(p int) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
   DELETE FROM @Q@.done x WHERE x.part = p AND x.n < (
-    SELECT d.n FROM @Q@.done d WHERE d.part = p ORDER BY d.n DESC OFFSET @DONE_KEPT@ - 1 LIMIT 1)
+    SELECT d.n FROM @Q@.done d WHERE d.part = p ORDER BY d.n DESC OFFSET @DONE_KEPT@ - 1 LIMIT 1);
+END
 $$;
 
 -- The partition's event channel: "<partition> <event>".
