@@ -30,6 +30,17 @@ import type { RateLimit } from '../queue/topics.js';
 /** The caller of an owner-only call: a node, under the epoch of its lease. */
 export type Owner = { node: string; epoch: number };
 
+/**
+ * A window's segments are numbered `level * WINDOW_LEVEL_STRIDE + window`: a store that keeps
+ * records of far windows in tables of their own (PostgreSQL) has levels above 0, Valkey none.
+ */
+export const WINDOW_LEVEL_STRIDE = 2 ** 44;
+
+/** The window a window segment's number belongs to. */
+export function windowOfSegment(segment: number): number {
+  return segment % WINDOW_LEVEL_STRIDE;
+}
+
 /** A message's id and its id bucket in its partition (record.ts, placeOf). */
 export type Id = { id: string; bucket: number };
 
@@ -181,7 +192,11 @@ export interface PartitionDriver {
   ): Promise<{ loadedUntil: number; near: string; seq: number } | undefined>;
   /** The partition's near segments that still hold records. */
   nearSegments(partition: number): Promise<string[]>;
-  /** The windows holding records from `from` (a window; -Infinity: all) to before `before`. */
+  /**
+   * The window segments holding records of windows from `from` (-Infinity: all) to before
+   * `before`, in window order, named `w<segment>`: a store may keep one window in several
+   * segments (windowOfSegment); `limit` counts windows, each with all its segments.
+   */
   windows(partition: number, from: number, before: number, limit?: number): Promise<number[]>;
   /** Up to `max` records of a segment from index `from`: how many were looked at, the live ones. */
   read(

@@ -18,7 +18,7 @@ import {
 } from '../queue/list.js';
 import { decodePayload } from '../queue/message.js';
 import type { MessageInfo } from '../queue/types.js';
-import type { At, PartitionDriver } from './driver.js';
+import { windowOfSegment, type At, type PartitionDriver } from './driver.js';
 import { decodeRecord, placeOf } from './record.js';
 
 /** Live statuses, by their letters in the partitions' counts (driver.ts). */
@@ -135,7 +135,7 @@ export class PartitionInspector {
       let far = 0;
       for (const [seg, n] of Object.entries(sizes[p])) {
         if (seg[0] !== 'w') continue;
-        const start = Number(seg.slice(1)) * this.windowMs;
+        const start = windowOfSegment(Number(seg.slice(1))) * this.windowMs;
         // Windows wholly past the loaded horizon hold only scheduled messages.
         if (start < loadedUntil) continue;
         far += n;
@@ -212,10 +212,10 @@ export class PartitionInspector {
     scan: for (;;) {
       const windows = await driver.windows(partition, from, Infinity, WINDOWS_PER_READ);
       if (windows.length === 0) break;
-      const starts = windows.map((window) => window * windowMs);
+      const starts = windows.map((segment) => windowOfSegment(segment) * windowMs);
       // Read together (pipelined), taken in window order.
-      const reads = windows.map((window, i) =>
-        starts[i] < query.until ? this.readSegment(partition, `w${window}`, query) : undefined,
+      const reads = windows.map((segment, i) =>
+        starts[i] < query.until ? this.readSegment(partition, `w${segment}`, query) : undefined,
       );
       // A failed read is thrown by the await that takes it; the others must not go unhandled.
       for (const read of reads) read?.catch(() => undefined);
@@ -230,7 +230,7 @@ export class PartitionInspector {
         windowsRead++;
       }
       if (windows.length < WINDOWS_PER_READ) break;
-      from = windows[windows.length - 1] + 1;
+      from = windowOfSegment(windows[windows.length - 1]) + 1;
     }
     const part = found.part();
     if (

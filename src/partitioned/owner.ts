@@ -164,7 +164,7 @@ export class PartitionOwner {
       previous === 0 ? -Infinity : Math.floor(previous / windowMs),
       Math.floor(this.loadedUntil / windowMs),
     );
-    for (const window of windows) await this.readSegment(`w${window}`, 0);
+    for (const segment of windows) await this.readSegment(`w${segment}`, 0);
     await this.readNear();
   }
 

@@ -66,9 +66,14 @@ const ANSWER_GRACE_MS = 5_000;
 
 /** Tables of records dropped per reap() call. */
 const REAP_MOST = 16;
+/** SQLSTATE of a schedule whose segments' tables are not made yet (messages.sql, tw_schedule). */
+const MISSING_SPANS = 'TW001';
 
 export class PostgresDriver extends PostgresDeliveries implements PartitionDriver {
   readonly durability: { setting: string; option: string; reason: string };
+  /** Segments whose tables a schedule found missing, and the making under way (makeSpans). */
+  private readonly spansWanted = new Set<number>();
+  private spansMaking: Promise<void> = Promise.resolve();
   /** LISTEN loses nothing while connected, and says `n` and `i` after a reconnect. */
   readonly ownerPollMs = OWNER_POLL_MS;
   private readonly ownPool: boolean;
@@ -261,14 +266,15 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
     const sql =
       `SELECT ${this.fn('tw_schedule')}($1::int, $2::text[], $3::int[], $4::float8[], ` +
       `$5::bigint[], $6::text[], $7::bytea[], $8::int[], $9::bigint[], $10::float8[], ` +
-      `$11::float8[], $12::text[]) AS v`;
+      `$11::float8[], $12::text[], $13::boolean) AS v`;
     const values = [partition, ...args.values()];
     let rows: PgResult['rows'];
-    if (session === this.pool) rows = await runAgainIfAborted(session, 'tw_schedule', sql, values);
+    if (session === this.pool) rows = await this.scheduleMakingSpans(sql, values);
     else {
-      // The caller's transaction: aborted, it is the caller's to roll back and make again.
+      // The caller's transaction: aborted, it is the caller's to roll back and make again. A
+      // table it needs is made in it.
       try {
-        rows = (await session.query(sql, values)).rows;
+        rows = (await session.query(sql, [...values, true])).rows;
       } catch (err) {
         throw named(err, 'tw_schedule');
       }
@@ -290,6 +296,43 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
       loadedUntil: num(answer.loadedUntil),
       where,
     };
+  }
+
+  /**
+   * tw_schedule on the pool, the tables it needs made first, each time in a transaction of their
+   * own (made in the schedule's, a table would hold every call on `records` until it ends).
+   */
+  private async scheduleMakingSpans(sql: string, values: unknown[]): Promise<PgResult['rows']> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await runAgainIfAborted(this.pool, 'tw_schedule', sql, [...values, tries > 3]);
+      } catch (err) {
+        const cause = (err as { cause?: { code?: unknown; detail?: unknown } }).cause;
+        if (cause?.code !== MISSING_SPANS || typeof cause.detail !== 'string') throw err;
+        await this.makeSpans(cause.detail.split(',').map(Number));
+      }
+    }
+  }
+
+  /**
+   * Makes the tables of these segments: one call at a time for the whole node, each table in a
+   * transaction of its own (making one locks `records` whole until it commits), the segments
+   * wanted by calls that came meanwhile made by the next. Resolves once they are made, or once
+   * a call that took them failed (the schedule then finds them missing again).
+   */
+  private makeSpans(segments: readonly number[]): Promise<void> {
+    for (const segment of segments) this.spansWanted.add(segment);
+    const made = this.spansMaking.then(async () => {
+      const wanted = [...this.spansWanted].sort((a, b) => a - b);
+      this.spansWanted.clear();
+      for (const segment of wanted) {
+        await this.one('making tables', `SELECT ${this.fn('tw_make_spans')}($1::bigint[])`, [
+          [segment],
+        ]);
+      }
+    });
+    this.spansMaking = made.catch(() => undefined);
+    return made;
   }
 
   async scheduleOnce(partition: number, markMs: number, m: ToSchedule): Promise<boolean> {

@@ -10,18 +10,24 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import { TickwheelStateError } from '../errors.js';
+import { WINDOW_LEVEL_STRIDE } from '../partitioned/driver.js';
 import type { PgSession } from './pg.js';
 
 /** Bumped whenever a file of sql/ changes. */
-export const SCHEMA_VERSION = 11;
+export const SCHEMA_VERSION = 12;
 
 /** tables first: the functions' types are its tables' rows; then each file after those it uses. */
 const FILES = 'tables records segments states leases messages loading deliveries recurring';
 
 /** What the files' placeholders stand for, apart from the schema's names. */
 const CONSTANTS = {
-  // Windows per table of records: with the default 30 s windows, a table per 64 minutes.
+  // Windows per table of records at the first level: with the default 30 s windows, a table
+  // per 64 minutes, for windows up to SPAN_FANOUT tables ahead (8.5 hours); each level after
+  // holds SPAN_FANOUT times as many windows a table, and reaches SPAN_FANOUT times as far.
   WINDOW_SPAN: '128',
+  SPAN_FANOUT: '8',
+  // The segment of window w at level k is k * LEVEL_STRIDE + w.
+  LEVEL_STRIDE: String(WINDOW_LEVEL_STRIDE),
   // Near segments per table (numbered for the whole queue).
   NEAR_SPAN: '64',
   // Finished ids remembered per partition for get().
@@ -51,9 +57,14 @@ export function quoteLiteral(text: string): string {
 }
 
 /** The SQL that makes a queue's schema, files joined in order. */
-export function schemaSql(schema: string, channel: string): string {
+export function schemaSql(
+  schema: string,
+  channel: string,
+  constants: Partial<Record<keyof typeof CONSTANTS, string>> = {},
+): string {
   const values: Record<string, string> = {
     ...CONSTANTS,
+    ...constants,
     Q: quoteIdent(schema),
     S: quoteLiteral(schema),
     CHANNEL: quoteLiteral(channel),
@@ -79,6 +90,7 @@ export async function install(
   queue: string,
   schema: string,
   channel: string,
+  constants: Parameters<typeof schemaSql>[2] = {},
 ): Promise<void> {
   await session.query('BEGIN');
   try {
@@ -111,7 +123,7 @@ export async function install(
     }
     if (stored.version !== String(SCHEMA_VERSION)) {
       await session.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
-      await session.query(schemaSql(schema, channel));
+      await session.query(schemaSql(schema, channel, constants));
       await session.query(
         `INSERT INTO ${quoteIdent(schema)}.config (key, value) VALUES ('version', $1), ('queue', $2)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value`,

@@ -5,7 +5,7 @@
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { TopicFields } from '../partitioned/driver.js';
+import { WINDOW_LEVEL_STRIDE, type TopicFields } from '../partitioned/driver.js';
 import { quoteIdent } from './install.js';
 import { type PgSession, named } from './pg.js';
 
@@ -99,9 +99,11 @@ export abstract class PostgresReads {
   }
 
   async windows(partition: number, from: number, before: number, limit?: number) {
+    // Every level's segments of the first `limit` windows (a window's segment, segments.sql).
     const sql =
-      `SELECT seg FROM ${this.fn('live')}($1::int) WHERE seg >= 0 AND seg >= $2::float8 ` +
-      `AND seg < $3::float8 ORDER BY seg LIMIT $4::bigint`;
+      `WITH w AS (SELECT seg, seg % ${WINDOW_LEVEL_STRIDE} AS win FROM ${this.fn('live')}($1::int) ` +
+      `WHERE seg >= 0) SELECT seg FROM w WHERE win IN (SELECT DISTINCT win FROM w ` +
+      `WHERE win >= $2::float8 AND win < $3::float8 ORDER BY win LIMIT $4::bigint) ORDER BY win, seg`;
     const lo = Number.isFinite(from) ? from : 0;
     const hi = Number.isFinite(before) ? before : Number.MAX_SAFE_INTEGER;
     const rows = await this.call('reading windows', sql, [partition, lo, hi, limit ?? null]);

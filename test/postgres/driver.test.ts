@@ -8,9 +8,7 @@ import { locatedId } from '../../src/partitioned/record.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled } from '../../scripts/postgres.mjs';
 import { waitFor } from '../support/wait-for.js';
-import { at, located, message, own, run, windowOf, withPostgres } from './with-postgres.js';
-
-const FAR = 1_900_000_012_345;
+import { FAR, at, located, message, own, run, windowOf, withPostgres } from './with-postgres.js';
 
 describe.runIf(postgresInstalled())('PostgresDriver: messages', () => {
   const pg = withPostgres();

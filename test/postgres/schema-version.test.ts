@@ -12,6 +12,7 @@ import { codeHash } from '../support/code-hash.js';
 const CODE_HASHES: Record<number, string> = {
   10: 'be451f1aef1400b2',
   11: '0cd8310d14dd6631',
+  12: '776e57585c4d32cb',
 };
 
 describe('the PostgreSQL schema', () => {

@@ -9,9 +9,17 @@ import { describe, expect, it } from 'vitest';
 import { postgresInstalled } from '../../scripts/postgres.mjs';
 import { PostgresDriver } from '../../src/postgres/driver.js';
 import { waitFor } from '../support/wait-for.js';
-import { located, message, own, run, windowOf, withPostgres, at } from './with-postgres.js';
-
-const FAR = 1_900_000_000_000;
+import {
+  FAR,
+  at,
+  located,
+  message,
+  own,
+  run,
+  windowOf,
+  windowSegment,
+  withPostgres,
+} from './with-postgres.js';
 
 describe.runIf(postgresInstalled())('PostgresDriver: space', () => {
   const pg = withPostgres();
@@ -45,7 +53,9 @@ describe.runIf(postgresInstalled())('PostgresDriver: space', () => {
     );
     const later = FAR + 30 * 86_400_000;
     await driver.schedule(1, [message({ id: 'later', deliverAt: later })]);
-    const span = `records_w${w - (w % 128)}`;
+    const here = await windowSegment(pg.pool, driver.schema, w);
+    const there = await windowSegment(pg.pool, driver.schema, windowOf(later));
+    const span = `records_${here.span}`;
     expect(await tables(driver.schema)).toContain(span);
     const full = await bytes(driver.schema, 'records%');
     // Something still lives in the span: nothing is dropped.
@@ -53,16 +63,14 @@ describe.runIf(postgresInstalled())('PostgresDriver: space', () => {
     expect(await driver.reap()).toEqual([]);
     expect(await tables(driver.schema)).toContain(span);
     await driver.cancel(at(0, ids[0]));
-    expect(await driver.reap()).toEqual([`w${w - (w % 128)}`]);
-    expect(await tables(driver.schema)).toEqual([
-      `records_w${windowOf(later) - (windowOf(later) % 128)}`,
-    ]);
+    expect(await driver.reap()).toEqual([here.span]);
+    expect(await tables(driver.schema)).toEqual([`records_${there.span}`]);
     expect(await bytes(driver.schema, 'records%')).toBeLessThan(full - 500 * 1_000);
     expect(await driver.windows(0, -Infinity, Infinity)).toEqual([]);
     // A window scheduled again after its table went is made anew.
     await driver.schedule(0, [message({ id: 'again', deliverAt: FAR + 1 })]);
     expect(await driver.get(at(0, 'again'))).toMatchObject({ status: 'scheduled' });
-    expect(await driver.segmentSizes(0)).toEqual({ [`w${w}`]: 1 });
+    expect(await driver.segmentSizes(0)).toEqual({ [`w${here.segment}`]: 1 });
   });
 
   it('reaps by itself after a load, at most once per reapEveryMs', async () => {

@@ -64,8 +64,29 @@ export function bucketOf(id: string): number {
   return h;
 }
 
+/**
+ * Two hours ahead, 12,345 ms into its window: past any horizon the tests load, and at the first
+ * level of window segments (segment number = window; segments.sql, window_seg).
+ */
+export const FAR = Math.floor(Date.now() / WINDOW_MS) * WINDOW_MS + 7_200_000 + 12_345;
+
 export function windowOf(deliverAt: number): number {
   return Math.floor(deliverAt / WINDOW_MS);
+}
+
+/** The segment the store puts a window in now, and the suffix of its table (segments.sql). */
+export async function windowSegment(
+  pool: pg.Pool,
+  schema: string,
+  window: number,
+): Promise<{ segment: number; span: string }> {
+  const q = `"${schema}"`;
+  const { rows } = await pool.query(
+    `SELECT s AS segment, (${q}.span_of(s)).suffix AS span
+     FROM (SELECT ${q}.window_seg($1::bigint, ${q}.now_window()) AS s) x`,
+    [window],
+  );
+  return { segment: Number(rows[0].segment), span: String(rows[0].span) };
 }
 
 export interface MessageSpec {

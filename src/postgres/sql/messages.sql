@@ -5,7 +5,8 @@
 -- owner has loaded that stretch of time) and the channel says so: 'n <segment> <index of the
 -- first> <id> <bucket> <deliverAt> ...' (bucket '-' for a located id), enough for the owner to
 -- arm them without reading the segment, or 'n' alone when that would not fit a notification.
--- One due later goes to its window's segment, which nobody reads until the owner loads it.
+-- One due later goes to a segment of its window (window_seg: its level by how far ahead it is),
+-- which nobody reads until the owner loads it.
 
 -- Schedules a batch, in order: one entry per record k. ids[k] NULL: a record of run runs[k]
 -- (1-based, located, placed by the store); else a message with an id, due at dues[k] in window
@@ -13,9 +14,13 @@
 -- -> {existing: per message with an id, null (created) or the due time of the pending one;
 --     loadedUntil; where: per run [segment, first index], two for a run straddling
 --     loadedUntil (near first; -1 for a part with none)}
+-- `make`: a segment whose table is not there has it made here; else nothing is done and the
+-- call fails with SQLSTATE TW001, those segments in its DETAIL, for the caller to make them in
+-- a transaction of their own (tw_make_spans) and call again. Making a table locks `records`
+-- whole until the transaction ends: every other call waits behind a schedule that made one.
 CREATE OR REPLACE FUNCTION @Q@.tw_schedule(p int, ids text[], buckets int[], dues float8[],
   wins bigint[], topics text[], recs bytea[], runs int[], run_wins bigint[],
-  run_earliest float8[], run_latest float8[], run_topics text[])
+  run_earliest float8[], run_latest float8[], run_topics text[], make boolean)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -35,6 +40,8 @@ DECLARE
   places jsonb := '[]';
   first_near int;
   first_far int;
+  now_win bigint := @Q@.now_window();
+  run_segs bigint[];
 BEGIN
   IF cardinality(ids) <> n OR cardinality(runs) <> n OR cardinality(dues) <> n
       OR cardinality(wins) <> n OR cardinality(topics) <> n OR cardinality(buckets) <> n THEN
@@ -46,6 +53,8 @@ BEGIN
     RAISE EXCEPTION 'tickwheel: no partition %', p USING ERRCODE = '22023';
   END IF;
   near := -1 - h.near;
+  SELECT array_agg(@Q@.window_seg(w, now_win) ORDER BY k) INTO run_segs
+  FROM unnest(run_wins) WITH ORDINALITY AS x(w, k);
   -- Per message with an id: the due time of the pending one (stored, or earlier in the batch).
   SELECT array_agg(CASE WHEN m.id IS NULL THEN NULL
       ELSE coalesce(s.due, CASE WHEN f.k1 = m.k THEN NULL ELSE f.due1 END) END ORDER BY m.k)
@@ -59,16 +68,17 @@ BEGIN
     j := runs[k];
     IF ids[k] IS NOT NULL THEN
       IF prior[k] IS NULL THEN
-        target[k] := CASE WHEN dues[k] < h.loaded_until THEN near ELSE wins[k] END;
+        target[k] := CASE WHEN dues[k] < h.loaded_until THEN near
+          ELSE @Q@.window_seg(wins[k], now_win) END;
       END IF;
     ELSIF run_latest[j] < h.loaded_until THEN
       target[k] := near;
     ELSIF run_earliest[j] >= h.loaded_until THEN
-      target[k] := run_wins[j];
+      target[k] := run_segs[j];
     ELSE
       -- Straddling: the part due before loaded_until goes near, the rest to the window.
       target[k] := CASE WHEN @Q@.located_due(recs[k])::float8 < h.loaded_until
-        THEN near ELSE run_wins[j] END;
+        THEN near ELSE run_segs[j] END;
     END IF;
   END LOOP;
   IF EXISTS (SELECT 1 FROM unnest(target) t WHERE t < 0 AND t <> near) THEN
@@ -77,6 +87,15 @@ BEGIN
   -- Segments in order, so that two batches never wait for each other's rows in turn.
   SELECT array_agg(s ORDER BY s), array_agg(c ORDER BY s) INTO segs, nexts
   FROM (SELECT t AS s, count(*)::int AS c FROM unnest(target) t WHERE t IS NOT NULL GROUP BY t) g;
+  IF NOT make THEN
+    SELECT string_agg(s::text, ',') INTO note FROM unnest(segs) s
+    WHERE to_regclass(format('%I.%I', @S@, 'records_' || (@Q@.span_of(s)).suffix)) IS NULL;
+    IF note IS NOT NULL THEN
+      RAISE EXCEPTION 'tickwheel: tables of segments % not made yet', note
+        USING ERRCODE = 'TW001', DETAIL = note;
+    END IF;
+    note := '';
+  END IF;
   FOR i IN 1..coalesce(cardinality(segs), 0) LOOP
     nexts[i] := @Q@.reserve(p, segs[i], nexts[i]);
   END LOOP;
@@ -114,11 +133,11 @@ BEGIN
     IF first_near IS NOT NULL AND first_far IS NOT NULL
         OR (first_near IS NULL AND first_far IS NULL) THEN
       places := places || jsonb_build_array(jsonb_build_array(@Q@.seg_name(near),
-        coalesce(first_near, -1), 'w' || run_wins[r], coalesce(first_far, -1)));
+        coalesce(first_near, -1), @Q@.seg_name(run_segs[r]), coalesce(first_far, -1)));
     ELSIF first_near IS NOT NULL THEN
       places := places || jsonb_build_array(jsonb_build_array(@Q@.seg_name(near), first_near));
     ELSE
-      places := places || jsonb_build_array(jsonb_build_array('w' || run_wins[r], first_far));
+      places := places || jsonb_build_array(jsonb_build_array(@Q@.seg_name(run_segs[r]), first_far));
     END IF;
   END LOOP;
   SELECT coalesce(jsonb_agg(to_jsonb(x.due) ORDER BY x.k), '[]') INTO existing

@@ -16,7 +16,7 @@ BEGIN
     RETURN false;
   END IF;
   answer := @Q@.tw_schedule(p, ARRAY[mid], ARRAY[b], ARRAY[due], ARRAY[win], ARRAY[t],
-    ARRAY[r], ARRAY[0], '{}', '{}', '{}', '{}');
+    ARRAY[r], ARRAY[0], '{}', '{}', '{}', '{}', true);
   INSERT INTO @Q@.once_marks AS m (part, id, until) VALUES (p, mid, now + mark_ms)
   ON CONFLICT (part, id) DO UPDATE SET until = excluded.until;
   RETURN answer -> 'existing' -> 0 = 'null'::jsonb;

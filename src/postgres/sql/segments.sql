@@ -26,17 +26,48 @@ LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN seg >= 0 THEN 'w' || seg ELSE 'n' || (-1 - seg) END
 $$;
 
+-- The segment of window `win` for a record scheduled when the store's window is `now_win`:
+-- level 0 up to @SPAN_FANOUT@ first-level tables ahead, then each level @SPAN_FANOUT@ times as
+-- far, to level 10 (level k's tables hold @WINDOW_SPAN@ * @SPAN_FANOUT@^k windows). So a queue
+-- with messages spread over years has a few tables a level, not one per @WINDOW_SPAN@ windows.
+-- A window before 1970 stays negative (refused by the caller).
+CREATE OR REPLACE FUNCTION @Q@.window_seg(win bigint, now_win bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN win < 0 THEN win ELSE win + @LEVEL_STRIDE@::bigint * CASE
+    WHEN win - now_win < @WINDOW_SPAN@ * @SPAN_FANOUT@::float8 THEN 0
+    WHEN win - now_win < @WINDOW_SPAN@ * @SPAN_FANOUT@::float8 ^ 2 THEN 1
+    WHEN win - now_win < @WINDOW_SPAN@ * @SPAN_FANOUT@::float8 ^ 3 THEN 2
+    WHEN win - now_win < @WINDOW_SPAN@ * @SPAN_FANOUT@::float8 ^ 4 THEN 3
+    WHEN win - now_win < @WINDOW_SPAN@ * @SPAN_FANOUT@::float8 ^ 5 THEN 4
+    WHEN win - now_win < @WINDOW_SPAN@ * @SPAN_FANOUT@::float8 ^ 6 THEN 5
+    WHEN win - now_win < @WINDOW_SPAN@ * @SPAN_FANOUT@::float8 ^ 7 THEN 6
+    WHEN win - now_win < @WINDOW_SPAN@ * @SPAN_FANOUT@::float8 ^ 8 THEN 7
+    WHEN win - now_win < @WINDOW_SPAN@ * @SPAN_FANOUT@::float8 ^ 9 THEN 8
+    WHEN win - now_win < @WINDOW_SPAN@ * @SPAN_FANOUT@::float8 ^ 10 THEN 9
+    ELSE 10 END END
+$$;
+
+-- The store's window now.
+CREATE OR REPLACE FUNCTION @Q@.now_window() RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN floor(@Q@.now_ms() / (SELECT value::bigint FROM @Q@.config WHERE key = 'windowMs'));
+END
+$$;
+
 -- The span of a segment: its table's name suffix and range of seg [lo, hi).
 CREATE OR REPLACE FUNCTION @Q@.span_of(seg bigint, OUT suffix text, OUT lo bigint, OUT hi bigint)
 LANGUAGE plpgsql IMMUTABLE STRICT AS $$
 DECLARE
   first bigint;
+  size bigint;
 BEGIN
   IF seg >= 0 THEN
-    first := seg - seg % @WINDOW_SPAN@;
+    size := @WINDOW_SPAN@ * power(@SPAN_FANOUT@, seg / @LEVEL_STRIDE@::bigint)::bigint;
+    first := seg - seg % size;
     suffix := 'w' || first;
     lo := first;
-    hi := first + @WINDOW_SPAN@;
+    hi := first + size;
   ELSE
     first := (-1 - seg) - (-1 - seg) % @NEAR_SPAN@;
     suffix := 'n' || first;
@@ -61,6 +92,18 @@ BEGIN
   PERFORM pg_advisory_xact_lock(hashtextextended(@S@ || '.make.' || span.suffix, 0));
   PERFORM @Q@.make_span_table('records', span.suffix, span.lo, span.hi);
   PERFORM @Q@.make_span_table('tombs', span.suffix, span.lo, span.hi);
+END
+$$;
+
+-- Makes the tables of these segments' spans (a schedule that found them missing, TW001).
+CREATE OR REPLACE FUNCTION @Q@.tw_make_spans(segs bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  s bigint;
+BEGIN
+  FOR s IN SELECT DISTINCT x FROM unnest(segs) x ORDER BY x LOOP
+    PERFORM @Q@.hold_span(s);
+  END LOOP;
 END
 $$;
 

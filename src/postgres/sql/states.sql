@@ -109,7 +109,8 @@ DECLARE
   s bigint;
 BEGIN
   SELECT * INTO h FROM @Q@.horizons WHERE part = st.part FOR SHARE;
-  s := CASE WHEN due < h.loaded_until THEN -1 - h.near ELSE win END;
+  s := CASE WHEN due < h.loaded_until THEN -1 - h.near
+    ELSE @Q@.window_seg(win, @Q@.now_window()) END;
   IF s < 0 AND due >= h.loaded_until THEN
     RAISE EXCEPTION 'tickwheel: window % is before 1970', win USING ERRCODE = '22023';
   END IF;
