@@ -326,9 +326,7 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
       const wanted = [...this.spansWanted].sort((a, b) => a - b);
       this.spansWanted.clear();
       for (const segment of wanted) {
-        await this.one('making tables', `SELECT ${this.fn('tw_make_spans')}($1::bigint[])`, [
-          [segment],
-        ]);
+        await this.one('making tables', `SELECT ${this.fn('hold_span')}($1::bigint)`, [segment]);
       }
     });
     this.spansMaking = made.catch(() => undefined);

@@ -13,6 +13,7 @@ const CODE_HASHES: Record<number, string> = {
   10: 'be451f1aef1400b2',
   11: '0cd8310d14dd6631',
   12: '776e57585c4d32cb',
+  13: '9edd471b3e0b9062',
 };
 
 describe('the PostgreSQL schema', () => {

@@ -16,7 +16,7 @@
 --     loadedUntil (near first; -1 for a part with none)}
 -- `make`: a segment whose table is not there has it made here; else nothing is done and the
 -- call fails with SQLSTATE TW001, those segments in its DETAIL, for the caller to make them in
--- a transaction of their own (tw_make_spans) and call again. Making a table locks `records`
+-- a transaction of their own (hold_span) and call again. Making a table locks `records`
 -- whole until the transaction ends: every other call waits behind a schedule that made one.
 CREATE OR REPLACE FUNCTION @Q@.tw_schedule(p int, ids text[], buckets int[], dues float8[],
   wins bigint[], topics text[], recs bytea[], runs int[], run_wins bigint[],

@@ -95,18 +95,6 @@ BEGIN
 END
 $$;
 
--- Makes the tables of these segments' spans (a schedule that found them missing, TW001).
-CREATE OR REPLACE FUNCTION @Q@.tw_make_spans(segs bigint[]) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-  s bigint;
-BEGIN
-  FOR s IN SELECT DISTINCT x FROM unnest(segs) x ORDER BY x LOOP
-    PERFORM @Q@.hold_span(s);
-  END LOOP;
-END
-$$;
-
 -- The table of a span for `parent` (records or tombs), unless another transaction made it.
 CREATE OR REPLACE FUNCTION @Q@.make_span_table(parent text, suffix text, lo bigint, hi bigint)
 RETURNS void LANGUAGE plpgsql AS $$
