@@ -61,9 +61,12 @@ interface CellResult {
   samples?: unknown[];
 }
 
+type Floor = { perSecond: number; postgresUsPerRow: number };
+
 interface PostgresResults {
   schema: string;
   meta: { node: string; machine: { cpus: number }; peers: Record<string, { version: string }> };
+  floors: Record<'selectOne' | 'insertOne' | 'insertBatch' | 'updateBatch' | 'deleteBatch', Floor>;
   cells: Record<string, Record<string, CellResult>>;
 }
 
@@ -139,6 +142,17 @@ describe.runIf(postgresInstalled())('npm run bench:postgres, tiny', () => {
       'pending',
       'soak',
     ]);
+  });
+
+  it('measures what the PostgreSQL does at best, once, and sets the targets beside it', () => {
+    const { selectOne, insertOne, insertBatch, updateBatch, deleteBatch } = results.floors;
+    for (const floor of [selectOne, insertOne, insertBatch, updateBatch, deleteBatch]) {
+      expect(floor.perSecond).toBeGreaterThan(0);
+      if (process.platform === 'linux') expect(floor.postgresUsPerRow).toBeGreaterThan(0);
+    }
+    // A statement of 1,000 rows does more rows a second than one awaited call a row.
+    expect(insertBatch.perSecond).toBeGreaterThan(insertOne.perSecond);
+    expect(stdout).toContain('## What this PostgreSQL does at best');
   });
 
   it('schedules every message, one at a time and in batches', () => {
@@ -234,6 +248,7 @@ describe('bench:postgres options', () => {
   it('runs every cell but the soak by default, on every peer, at the issue’s sizes', () => {
     const options = parseOptions([]);
     expect(options.cells).toEqual([
+      'floors',
       'schedule-single',
       'schedule-batched',
       'lateness',

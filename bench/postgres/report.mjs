@@ -27,6 +27,33 @@ function cpuCells(cpu) {
   return [ms(cpu?.postgresMsPerMessage), ms(cpu?.nodeMsPerMessage)];
 }
 
+/** What this PostgreSQL does at best (floors.mjs), or undefined when the cell did not run. */
+function floorsSection(floors) {
+  if (floors === undefined) return undefined;
+  const title = '## What this PostgreSQL does at best';
+  if (floors.error !== undefined) return `${title}\n\nFAILED: ${floors.error.split('\n')[0]}`;
+  const row = (what, measured) => [
+    what,
+    formatNumber(measured.perSecond),
+    formatNumber(measured.postgresUsPerRow, 1),
+  ];
+  return [
+    title,
+    'Bare statements with no queue around them, through `pg` from one client, on a table of a ' +
+      'bigint primary key and 60 bytes: no design that keeps a row per message goes faster.',
+    table(
+      ['statement', 'rows/s', 'PG CPU µs/row'],
+      [
+        row('SELECT 1, one awaited call at a time (no row)', floors.selectOne),
+        row('INSERT of one row, one awaited call at a time', floors.insertOne),
+        row(`INSERT of ${formatNumber(floors.batch)} rows a statement`, floors.insertBatch),
+        row(`UPDATE of ${formatNumber(floors.batch)} rows by key a statement`, floors.updateBatch),
+        row(`DELETE of ${formatNumber(floors.batch)} rows by key a statement`, floors.deleteBatch),
+      ],
+    ),
+  ].join('\n\n');
+}
+
 /** The peers' results of a cell: [peer, result] with skipped and failed ones as notes. */
 function rowsOf(results, key, render) {
   const byPeer = results.cells[key];
@@ -107,6 +134,7 @@ export function renderMarkdown(results) {
       'over the measured part of the cell, per message; node CPU: the cell process, which ' +
       'holds the peer, its producer and its consumer.',
     targetsSection(results),
+    floorsSection(results.floors),
     section(
       'Scheduling delayed messages',
       [

@@ -18,6 +18,7 @@ import { forkCell } from '../cell-process.mjs';
 import { runMain } from '../main.mjs';
 import { ROOT, parseCount, parseList } from '../queue/options.mjs';
 import { findPackage, loadPackage } from './deps.mjs';
+import { measureFloors } from './floors.mjs';
 import * as graphile from './graphile-peer.mjs';
 import * as pgBoss from './pg-boss-peer.mjs';
 import { renderMarkdown } from './report.mjs';
@@ -28,6 +29,7 @@ const PEER_MODULES = { tickwheel, 'pg-boss': pgBoss, graphile };
 export const PEERS = Object.keys(PEER_MODULES);
 /** The cells in the order they run; soak only with --soak-minutes. */
 export const CELLS = [
+  'floors',
   'schedule-single',
   'schedule-batched',
   'lateness',
@@ -46,6 +48,9 @@ the project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "Postgre
 
   --peers <list>            ${PEERS.join(',')} (default all)
   --only <list>             cells (default all but soak):
+                              floors            what this PostgreSQL does at best: bare
+                                                statements, one a call and 1,000 rows a
+                                                statement (once, no peer)
                               schedule-single   N delayed messages, one awaited schedule each
                               schedule-batched  N delayed messages in batches
                               lateness          a steady rate due, low-latency and default polling
@@ -229,6 +234,21 @@ async function runPeerCell(admin, options, cell, peer, mode) {
   }
 }
 
+/** The floors cell, in this process (it holds no peer); an error is kept as its result. */
+async function runFloors(admin) {
+  log('floors: start');
+  try {
+    const floors = await withDatabase(admin, 'bench_floors', (url) =>
+      measureFloors(url, server.pid),
+    );
+    log('floors: done');
+    return floors;
+  } catch (err) {
+    log(`floors: FAILED: ${err.message.split('\n')[0]}`);
+    return { error: err.message };
+  }
+}
+
 // ---- the run -------------------------------------------------------------------------------
 
 function machine() {
@@ -307,6 +327,10 @@ export async function main(argv) {
       cells: {},
     };
     for (const cell of options.cells) {
+      if (cell === 'floors') {
+        results.floors = await runFloors(admin);
+        continue;
+      }
       const modes = cell === 'lateness' ? LATENESS_MODES : [undefined];
       for (const mode of modes) {
         const key = mode === undefined ? cell : `${cell} (${mode})`;
@@ -322,9 +346,11 @@ export async function main(argv) {
     results.meta.loadAverage.end = loadavg()[0];
     const markdown = renderMarkdown(results);
     process.stdout.write(`\n${markdown}`);
-    const failed = Object.values(results.cells).some((byPeer) =>
-      Object.values(byPeer).some((result) => result.error !== undefined),
-    );
+    const failed =
+      results.floors?.error !== undefined ||
+      Object.values(results.cells).some((byPeer) =>
+        Object.values(byPeer).some((result) => result.error !== undefined),
+      );
     // A run that left a peer out, or lost a cell, never replaces the committed run's files.
     const whole = !failed && Object.keys(skipped).length === 0;
     const base = options.outGiven || whole ? 'postgres-peers' : 'postgres-peers-partial';
