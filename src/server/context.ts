@@ -10,6 +10,8 @@ export interface ServerContext {
   state: 'opening' | 'open' | 'failed';
   /** Why it could not be opened, once 'failed'. */
   openError: unknown;
+  /** What it does while 'opening': "the queue is recovering its data directory", say. */
+  readonly opening: string;
   readonly metrics: ServerMetrics;
   /** Longest long-poll of a receive; longer waitMs are capped to it. */
   readonly maxWaitMs: number;

@@ -92,6 +92,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Tickwhe
       queue: undefined as unknown as Queue, // Set once open (ServerContext.queue).
       state: 'opening',
       openError: undefined,
+      opening: source.doing,
       metrics: new ServerMetrics(settings.metricsTopics),
       maxWaitMs: settings.maxWaitMs,
       version: VERSION,

@@ -5,6 +5,7 @@
  * every other route answers 503 ERR_TICKWHEEL_RECOVERING with Retry-After.
  */
 
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue, FileStore, MemoryStore } from '../../src/delay-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
@@ -126,6 +127,34 @@ describe('a server whose queue is still opening (openInBackground)', () => {
     const scheduled = await call('POST', '/v1/topics/t/messages', { payload: 1 });
     expect(scheduled.status).toBe(201);
     expect((await server.queue.stats()).scheduled).toBe(1);
+  });
+
+  it('says what a queue on a shared store is doing while it opens: connecting to it', async () => {
+    // A PostgreSQL that takes connections and never answers (as one stopped with SIGSTOP).
+    const sockets = new Set<Socket>();
+    const silent = createNetServer((socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as AddressInfo;
+    const server = await createServer({
+      postgres: `postgres://tickwheel@127.0.0.1:${port}/tickwheel`,
+      openInBackground: true,
+      logLevel: 'silent',
+    });
+    const call = injector(server);
+    const health = await call('GET', '/healthz');
+    expect(health.status).toBe(503);
+    expect(health.body).toEqual({
+      status: 'recovering',
+      reason: 'the queue is connecting to PostgreSQL and joining its nodes',
+    });
+    const stats = await call('GET', '/v1/stats');
+    expect(stats.status).toBe(503);
+    expect(stats.body.error.message).toMatch(/^the queue is connecting to PostgreSQL/);
+    // The store goes away: the open fails, and the server closes.
+    for (const socket of sockets) socket.destroy();
+    silent.close();
+    await expect(server.opened).rejects.toThrow();
+    await server.close();
   });
 
   it('reports a queue that failed to open, on /healthz and every route', async () => {

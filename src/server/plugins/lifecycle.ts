@@ -37,6 +37,8 @@ export interface QueueSource {
   queue: Promise<Queue>;
   /** Whether the server opened the queue (and so closes it). */
   owned: boolean;
+  /** What the queue does while it opens, as /healthz and the 503s before it is open say it. */
+  doing: string;
 }
 
 /**
@@ -48,7 +50,9 @@ export async function startOpening(
   options: ServerOptions,
   onFault: FaultHandler,
 ): Promise<QueueSource> {
-  if (options.queue !== undefined) return opening(Promise.resolve(options.queue), false);
+  if (options.queue !== undefined) {
+    return opening(Promise.resolve(options.queue), false, 'the queue is opening');
+  }
   const stores = (['dir', 'redis', 'postgres'] as const).filter(
     (name) => options[name] !== undefined,
   );
@@ -59,11 +63,13 @@ export async function startOpening(
   }
   if (options.redis !== undefined) {
     const node = options.cluster as Omit<DelayQueueRedisOptions, 'redis'> | undefined;
-    return opening(DelayQueue.open({ onFault, ...node, redis: options.redis }), true);
+    const queue = DelayQueue.open({ onFault, ...node, redis: options.redis });
+    return opening(queue, true, 'the queue is connecting to Valkey/Redis and joining its nodes');
   }
   if (options.postgres !== undefined) {
     const node = options.cluster as Omit<DelayQueuePostgresOptions, 'postgres'> | undefined;
-    return opening(DelayQueue.open({ onFault, ...node, postgres: options.postgres }), true);
+    const queue = DelayQueue.open({ onFault, ...node, postgres: options.postgres });
+    return opening(queue, true, 'the queue is connecting to PostgreSQL and joining its nodes');
   }
   if (typeof options.dir !== 'string' || options.dir === '') {
     throw invalidOption(
@@ -83,13 +89,14 @@ export async function startOpening(
     onFault: queueFaults,
   });
   // DelayQueue.open closes the store if recovery fails.
-  return opening(DelayQueue.open({ ...options.queueOptions, onFault: queueFaults, store }), true);
+  const queue = DelayQueue.open({ ...options.queueOptions, onFault: queueFaults, store });
+  return opening(queue, true, 'the queue is recovering its data directory');
 }
 
-function opening(queue: Promise<Queue>, owned: boolean): QueueSource {
+function opening(queue: Promise<Queue>, owned: boolean, doing: string): QueueSource {
   // Observed by whoever awaits it; this only keeps an early rejection from being unhandled.
   queue.catch(() => undefined);
-  return { queue, owned };
+  return { queue, owned, doing };
 }
 
 /** Moves `context` to 'open' or 'failed' when the queue settles; the promise is `server.opened`. */
@@ -177,6 +184,6 @@ function notOpen(context: ServerContext, reply: FastifyReply): HttpError {
   void reply.header('retry-after', RETRY_AFTER_SECONDS);
   return httpError(
     'ERR_TICKWHEEL_RECOVERING',
-    'the queue is recovering its data directory; retry shortly (GET /healthz says when it is ready)',
+    `${context.opening}; retry shortly (GET /healthz says when it is ready)`,
   );
 }

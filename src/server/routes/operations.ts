@@ -24,7 +24,7 @@ export type HealthBody =
 
 async function health(context: ServerContext): Promise<HealthBody> {
   if (context.state === 'opening') {
-    return { status: 'recovering', reason: 'the queue is recovering its data directory' };
+    return { status: 'recovering', reason: context.opening };
   }
   if (context.state === 'failed') {
     const error = context.openError as { message?: unknown } | undefined;
