@@ -36,6 +36,7 @@ const CODE_HASHES: Record<number, string> = {
   2: 'e45e940dd15ad115',
   3: '10a5d00f7fd63123',
   4: 'f022e5d0487bfd56',
+  5: '1dd03d333263dc70',
 };
 
 describe('the tickwheel library', () => {

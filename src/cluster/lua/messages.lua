@@ -258,11 +258,8 @@ local function cancel(keys, args)
     redis.call('ZREM', prefix .. 'dead:' .. st.topic, bucket .. ':' .. id)
   end
   -- A ready one's entry stays in its ready list: take() skips entries whose state is gone, and
-  -- removing it would cost a walk over the list.
-  if st.status == 'S' and tonumber(st.due) < horizon(meta) then
-    -- The owner may hold it in its wheel: a near note lets it forget the timer.
-    redis.call('SPUBLISH', prefix .. 'ev', 'c ' .. id)
-  end
+  -- removing it would cost a walk over the list. An owner that holds a scheduled one in its
+  -- wheel finds it gone when it fires (fire() moves only what is still scheduled there).
   return {1, st.topic, st.due, st.attempts}
 end
 
