@@ -11,8 +11,7 @@ import type { EventSource } from '../queue/events.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { Delivery, PartitionDriver } from './driver.js';
 import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';
-import { GatedBatches } from './gated-batches.js';
-import { TurnBatches } from './turn-batches.js';
+import { GatedBatches, turnBatches } from './gated-batches.js';
 
 export type NackOutcome = 'retry' | 'dead';
 
@@ -74,7 +73,7 @@ export class Consumer {
   ) {
     this.acks =
       this.driver.ackMany === undefined
-        ? new TurnBatches<number, PendingAck>((partition, batch) => {
+        ? turnBatches<number, PendingAck>((partition, batch) => {
             for (let from = 0; from < batch.length; from += ACK_BATCH) {
               void this.sendAcks(partition, batch.slice(from, from + ACK_BATCH));
             }

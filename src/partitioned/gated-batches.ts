@@ -74,3 +74,14 @@ export class GatedBatches<K, T> {
     else setImmediate(go);
   }
 }
+
+/**
+ * Items of one event-loop turn gathered per key and handed over at the end of the turn, each
+ * key's as one batch: one call for a burst rather than one per item, with no gate.
+ */
+export function turnBatches<K, T>(flush: (key: K, batch: T[]) => void): GatedBatches<K, T> {
+  return new GatedBatches<K, T>((batches) => {
+    for (const [key, batch] of batches) flush(key, batch);
+    return Promise.resolve();
+  }, Infinity);
+}

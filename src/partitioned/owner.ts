@@ -17,7 +17,7 @@ import type { TimerHandle, TimerWheel } from '../timer/index.js';
 import type { PartitionDriver, Placed } from './driver.js';
 import { decodeRecord, placeOf } from './record.js';
 import type { NodeFires } from './node-fires.js';
-import { TurnBatches } from './turn-batches.js';
+import { turnBatches } from './gated-batches.js';
 
 export interface Due extends Placed {
   owner: PartitionOwner;
@@ -72,7 +72,7 @@ export class PartitionOwner {
   private currentNear = '';
   private lastRotation = Date.now();
   private stopped = false;
-  private readonly fires = new TurnBatches<0, Due>((_, batch) => void this.flushFires(batch));
+  private readonly fires = turnBatches<0, Due>((_, batch) => void this.flushFires(batch));
   private readonly nearReads = new OneAtATime(
     () => this.readNear(),
     (err) => this.options.onError(err),

@@ -19,7 +19,7 @@ import type {
   ScheduleEntry,
 } from './driver.js';
 import { TAG_LENGTH, encodeRecord, locatedId, placeOf } from './record.js';
-import { TurnBatches } from './turn-batches.js';
+import { turnBatches } from './gated-batches.js';
 
 /** Messages without an id to one partition before the next one's turn: fewer, larger calls. */
 const LOCATED_RUN = 128;
@@ -58,7 +58,7 @@ interface Call {
 }
 
 export class Producer {
-  private readonly batches = new TurnBatches<number, Pending>((partition, batch) => {
+  private readonly batches = turnBatches<number, Pending>((partition, batch) => {
     void this.write(partition, batch);
   });
   /** Messages without an id so far: which partition's turn it is (from a random partition). */

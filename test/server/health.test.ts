@@ -137,6 +137,7 @@ describe('a server whose queue is still opening (openInBackground)', () => {
     const { port } = silent.address() as AddressInfo;
     const server = await createServer({
       postgres: `postgres://tickwheel@127.0.0.1:${port}/tickwheel`,
+      cluster: { connectTimeoutMs: 1000 },
       openInBackground: true,
       logLevel: 'silent',
     });
@@ -150,7 +151,7 @@ describe('a server whose queue is still opening (openInBackground)', () => {
     const stats = await call('GET', '/v1/stats');
     expect(stats.status).toBe(503);
     expect(stats.body.error.message).toMatch(/^the queue is connecting to PostgreSQL/);
-    // The store goes away: the open fails, and the server closes.
+    // The store goes away: the open fails once the connect timeout is over, and the server closes.
     for (const socket of sockets) socket.destroy();
     silent.close();
     await expect(server.opened).rejects.toThrow();
