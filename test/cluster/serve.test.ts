@@ -56,17 +56,24 @@ describe.runIf(installed('valkey-server'))('tickwheel serve --redis on a Valkey 
     return body.cluster;
   }
 
-  /** Waits until the live nodes own every partition between them, as `node` sees it. */
+  /**
+   * Waits until the live nodes own every partition between them and are the nodes it sees alive,
+   * as `node` sees it (a node's view of the members follows its heartbeats, of the leases its
+   * lease rounds: one may come a round after the other).
+   */
   async function spread(node: string, live: string[], timeoutMs = 20_000) {
+    const want = [...live].sort().join();
     return waitFor(
       async () => {
         const { nodes } = await clusterOf(node);
         const owning = nodes.filter((n) => n.partitions.length > 0).map((n) => n.node);
+        const alive = nodes.filter((n) => n.alive).map((n) => n.node);
         const owned = nodes.reduce(
           (sum, n) => sum + (n.node === '(none)' ? 0 : n.partitions.length),
           0,
         );
-        if (owned === PARTITIONS && owning.sort().join() === [...live].sort().join()) return nodes;
+        if (owned === PARTITIONS && owning.sort().join() === want && alive.sort().join() === want)
+          return nodes;
         throw new Error(`partitions not spread: ${JSON.stringify(nodes)}`);
       },
       { timeoutMs, intervalMs: 200 },
