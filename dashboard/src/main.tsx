@@ -457,7 +457,7 @@ function App() {
           {topic !== null && (
             <TopicCard
               topic={topic}
-              counts={snapshot.topics[topic]}
+              counts={Object.hasOwn(snapshot.topics, topic) ? snapshot.topics[topic] : undefined}
               onClose={() => setTopic(null)}
               onLookup={(id) => setLookup((last) => ({ id, n: (last?.n ?? 0) + 1 }))}
               onUnauthorized={onUnauthorized}

@@ -314,7 +314,7 @@ export class PartitionedBackend implements QueueBackend {
       this.inspector.counts(),
       this.inspector.owners(),
     ]);
-    const byNode: Record<string, number[]> = {};
+    const byNode: Record<string, number[]> = Object.create(null);
     owners.forEach((owner, partition) => {
       (byNode[owner === '' ? '(none)' : owner] ??= []).push(partition);
     });

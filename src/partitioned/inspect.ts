@@ -52,7 +52,8 @@ export class PartitionInspector {
     const all = await this.each((p) => this.driver.counts(p));
     const none = (): TopicCounts => ({ scheduled: 0, ready: 0, inflight: 0, dead: 0 });
     const totals = none();
-    const topics: Record<string, TopicCounts> = {};
+    // No prototype: a topic may be named 'constructor' or 'valueOf'.
+    const topics: Record<string, TopicCounts> = Object.create(null);
     for (const counts of all) {
       for (const [field, n] of Object.entries(counts)) {
         const bar = field.lastIndexOf('|');

@@ -35,7 +35,8 @@ export async function noteLastWrite(
 }
 
 export function embeddedStats({ held, store, loadedUntil, timers }: StatsSources): BackendStats {
-  const byTopic: Record<string, TopicStateCounts> = {};
+  // No prototype: a topic may be named 'constructor' or 'valueOf'.
+  const byTopic: Record<string, TopicStateCounts> = Object.create(null);
   const topicOf = (topic: string) =>
     (byTopic[topic] ??= { scheduled: 0, ready: 0, inflight: 0, dead: 0 });
   for (const [topic, { pending, dead }] of store.counts().topics) {

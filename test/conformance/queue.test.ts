@@ -254,4 +254,20 @@ describe.each(backends)('Queue contract on $name', (backend) => {
       rescheduled: 1,
     });
   });
+
+  it('counts topics named like members of Object.prototype, and changes no builtin', async () => {
+    const queue = await backend.open();
+    const names = ['constructor', 'toString', 'valueOf', 'hasOwnProperty'];
+    for (const topic of names) {
+      await queue.schedule({ topic, payload: 1, delayMs: 60_000 });
+    }
+    const { topics } = await queue.stats();
+    for (const topic of names) {
+      expect(Object.hasOwn(topics, topic), topic).toBe(true);
+      expect(topics[topic], topic).toMatchObject({ scheduled: 1, ready: 0, inflight: 0 });
+    }
+    expect(Object.keys(topics).sort()).toEqual([...names].sort());
+    expect('scheduled' in Object).toBe(false);
+    expect('scheduled' in Object.prototype.valueOf).toBe(false);
+  });
 });
