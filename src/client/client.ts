@@ -105,6 +105,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       idempotent: true,
       subject: body.id,
       trace: activeTrace(),
+      expect: (answer) => typeof answer.id === 'string' && typeof answer.deliverAt === 'number',
     });
   }
 
@@ -133,6 +134,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       idempotent: true,
       subject: body.map((wire) => wire.id as string),
       trace: activeTrace(),
+      expect: (answer) => listOf(answer.results, messages.length),
     });
     return answer.results;
   }
@@ -182,6 +184,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
         body: receiveOptions,
         refuse: (err) => refuseOption('receive options', err),
         idempotent: false,
+        expect: (answer) => Array.isArray(answer.messages),
       },
     );
     return answer.messages.map(fromWire) as ReceivedMessage<Payload>[];
@@ -431,6 +434,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       path: method === 'ackMany' ? '/v1/ack' : '/v1/nack',
       body: { receipts: sent.map((i) => receipts[i]), ...extra },
       idempotent: false,
+      expect: (answer) => listOf(answer.results, sent.length),
     });
     sent.forEach((at, i) => (results[at] = answer.results[i] === true));
     return results;
@@ -476,6 +480,11 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       return change ? this.refused(err) : undefined;
     }
   }
+}
+
+/** Whether an answer's field is an array of `length` entries. */
+function listOf(field: unknown, length: number): boolean {
+  return Array.isArray(field) && field.length === length;
 }
 
 /** The path of one page of list(), its options checked as the embedded queue checks them. */

@@ -10,6 +10,7 @@ import type { ReceiveResponse } from '../protocol/wire.js';
 import { fromWire } from './bodies.js';
 import { overlong, TickwheelNetworkError } from './errors.js';
 import { Wake } from '../wake.js';
+import { streamBroke } from './transport.js';
 
 /** Silence after which a stream counts as dead: three of the server's keep-alives. */
 const STREAM_IDLE_MS = 45_000;
@@ -121,6 +122,8 @@ export class DeliveryStream {
           undefined,
         );
       }
+    } catch (err) {
+      throw streamBroke(`the delivery stream of topic ${topic}`, err);
     } finally {
       clearTimeout(idle);
     }

@@ -7,7 +7,7 @@
 import type { QueueEvent, QueueEventType } from '../queue/events.js';
 import type { WireErrorCode } from '../protocol/wire.js';
 import { overlong, TickwheelHttpError, TickwheelNetworkError } from './errors.js';
-import { openStream, type TransportOptions } from './transport.js';
+import { openStream, streamBroke, type TransportOptions } from './transport.js';
 import { invalidOption } from '../validate.js';
 
 export interface ClientWatchOptions {
@@ -98,7 +98,7 @@ export async function* streamEvents(
       const silence = `GET ${path}: nothing came for ${idleMs} ms, not even a keep-alive: the stream is taken for dead`;
       throw new TickwheelNetworkError('ERR_TICKWHEEL_TIMEOUT', silence, err);
     }
-    throw err;
+    throw streamBroke(`the event stream GET ${path}`, err);
   } finally {
     clearTimeout(idleTimer);
     own.abort();

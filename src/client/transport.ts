@@ -6,10 +6,11 @@
 
 import type { TraceContext } from '../protocol/trace-context.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AbortError, TickwheelTypeError } from '../errors.js';
+import { AbortError, TickwheelError, TickwheelTypeError } from '../errors.js';
 import { describe } from '../validate.js';
 import { TickwheelHttpError, TickwheelNetworkError } from './errors.js';
 import type { WireError } from '../protocol/wire.js';
+import { MAX_ANSWER_BYTES } from '../protocol/limits.js';
 
 export interface TransportOptions {
   url: string;
@@ -34,6 +35,8 @@ export interface Exchange {
   signal?: AbortSignal | undefined;
   /** Sent as the `traceparent` and `tracestate` headers. */
   trace?: TraceContext | undefined;
+  /** Whether a successful answer has the shape this call's answers have (beyond JSON). */
+  expect?: (answer: Record<string, unknown>) => boolean;
 }
 
 /** Error codes of a request that cannot have reached the server. */
@@ -110,11 +113,61 @@ export class Transport {
     const timeoutMs = exchange.timeoutMs ?? this.options.timeoutMs;
     const init = { method, headers, body };
     const [response, text] = await fetchWithin(this.options, path, init, timeoutMs, signal, (r) =>
-      r.text(),
+      readAnswer(r, `${method} ${path}`),
     );
-    if (response.ok) return parse(text, response);
-    throw refusal(response, text, `${method} ${path}`, `: ${text.slice(0, 200)}`);
+    const what = `${method} ${path}`;
+    if (!response.ok) throw refusal(response, text, what, `: ${text.slice(0, 200)}`);
+    // Every answer of a tickwheel server is a JSON object: anything else (an HTML page from a
+    // proxy or another program on that port) must not pass for a schedule that was made.
+    const answer = parse(text, response);
+    if (typeof answer === 'object' && answer !== null && !Array.isArray(answer)) {
+      if (exchange.expect?.(answer as Record<string, unknown>) ?? true) return answer;
+    }
+    const shown = text === '' ? ' (an empty answer)' : `: ${text.slice(0, 200)}`;
+    throw new TickwheelHttpError(
+      response.status,
+      'ERR_TICKWHEEL_HTTP',
+      `${what}: HTTP ${response.status} from something that is not a tickwheel server${shown}`,
+      answer ?? text,
+    );
   }
+}
+
+/**
+ * An answer's text, refused past MAX_ANSWER_BYTES (a tickwheel server's largest is a receive of
+ * MAX_RECEIVE_BYTES of payloads): a peer that sends without end does not fill the memory.
+ */
+async function readAnswer(response: Response, what: string): Promise<string> {
+  const tooLarge = () =>
+    new TickwheelHttpError(
+      response.status,
+      'ERR_TICKWHEEL_HTTP',
+      `${what}: the answer is over ${MAX_ANSWER_BYTES} bytes: not a tickwheel server?`,
+      undefined,
+    );
+  if (Number(response.headers.get('content-length')) > MAX_ANSWER_BYTES) {
+    await response.body?.cancel().catch(() => {});
+    throw tooLarge();
+  }
+  if (response.body === null) return '';
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    total += chunk.byteLength;
+    if (total > MAX_ANSWER_BYTES) throw tooLarge();
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, total).toString('utf8');
+}
+
+/**
+ * What a stream's failure while its body flows is thrown as: the client's own errors as they
+ * are, anything else (the connection cut, a line that is not JSON) as ERR_TICKWHEEL_NETWORK.
+ */
+export function streamBroke(what: string, err: unknown): Error {
+  if (err instanceof TickwheelError) return err as Error;
+  const reason = causeCode(err) ?? (err instanceof Error ? err.message : String(err));
+  return new TickwheelNetworkError('ERR_TICKWHEEL_NETWORK', `${what} broke: ${reason}`, err);
 }
 
 /**
@@ -174,6 +227,7 @@ async function fetchWithin<T>(
     return [response, await read(response)];
   } catch (err) {
     if (caller?.aborted) throw new AbortError(caller.reason);
+    if (err instanceof TickwheelHttpError) throw err;
     if (limit.signal.aborted) {
       const late = `${init.method} ${path}: no answer within ${timeoutMs} ms`;
       throw new TickwheelNetworkError('ERR_TICKWHEEL_TIMEOUT', late, err);

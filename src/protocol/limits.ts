@@ -7,6 +7,8 @@ export const MAX_RECEIVE = 1000;
 /** Default and largest `maxBytes` of one receive over HTTP. */
 export const DEFAULT_RECEIVE_BYTES = 8 * 1024 * 1024;
 export const MAX_RECEIVE_BYTES = 64 * 1024 * 1024;
+/** The most the client reads of one answer: a largest receive in JSON, with room to spare. */
+export const MAX_ANSWER_BYTES = 4 * MAX_RECEIVE_BYTES;
 export const MAX_RECEIPT_LENGTH = 512;
 
 /** The queue's longest visibility timeout, long poll and nack delay (src/queue/options.ts). */
