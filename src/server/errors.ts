@@ -107,7 +107,7 @@ function statusAndBody(err: unknown): ErrorResponse {
   // here is a bug, answered as INTERNAL below; the others are WireErrorCodes.
   if (status !== undefined && status !== 500) {
     const wire = code as WireErrorCode;
-    return response(status, wire, status >= 500 ? serverSide(wire) : message);
+    return response(status, wire, status >= 500 ? serverSide(wire, err) : message);
   }
   const fastifyStatus = error.statusCode;
   if (typeof fastifyStatus === 'number' && fastifyStatus >= 400 && fastifyStatus < 500) {
@@ -126,12 +126,17 @@ function statusAndBody(err: unknown): ErrorResponse {
   return response(500, 'ERR_TICKWHEEL_INTERNAL', 'internal error; the server log has the details');
 }
 
-function serverSide(code: WireErrorCode): string {
+function serverSide(code: WireErrorCode, err: unknown): string {
   switch (code) {
     case 'ERR_TICKWHEEL_CLOSED':
       return 'the queue is closed: the server is shutting down';
     case 'ERR_TICKWHEEL_IO':
-      return 'the data directory could not be read or written; the server log has the details';
+      // Refused before any write: the store stopped at an earlier failed write.
+      return (err as { outcome?: unknown } | null)?.outcome === 'none'
+        ? 'the store takes no more writes since a write to the data directory failed (GET ' +
+            '/healthz says why); nothing of this request was written: restart the server once ' +
+            'the cause is fixed'
+        : 'the data directory could not be read or written; the server log has the details';
     case 'ERR_TICKWHEEL_CORRUPT':
       return (
         'data this request needs is damaged on disk: the operator must stop the server and run ' +

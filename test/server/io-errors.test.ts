@@ -10,7 +10,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { toErrorResponse } from '../../src/server/errors.js';
-import { startServer, type ServerProcess } from './process.js';
+import { runCli, startServer, type ServerProcess } from './process.js';
 import { useTempDirs } from '../support/temp-dir.js';
 
 const tempDir = useTempDirs('io-errors');
@@ -95,6 +95,36 @@ describe('a write the disk refuses', () => {
     }
     expectIoError(await call(server, 'PATCH', '/v1/topics/emails', { paused: true }));
     expectIoError(await call(server, 'PUT', '/v1/schedules/nightly', SCHEDULE));
+  });
+
+  it('refuses a restart on a full disk with ERR_TICKWHEEL_IO naming the directory', async (context) => {
+    const mount = tempDir();
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', mount], { stdio: 'ignore' });
+    } catch {
+      context.skip(); // mounting needs privileges this machine does not give the test
+    }
+    mounts.push(mount);
+    const dir = join(mount, 'data');
+    const server = await serve(dir);
+    // Messages until the disk refuses one: the log and its index fill the disk.
+    let status = 201;
+    for (let i = 0; status === 201; i++) {
+      const message = { id: `m${i}`, payload: 'x'.repeat(10_000), delayMs: (i % 2) * 3_600_000 };
+      status = (await call(server, 'POST', '/v1/topics/fill/messages', message)).status;
+    }
+    expect(status).toBe(503);
+    // The store stopped at that write: the next is refused before it writes anything.
+    const refused = await call(server, 'POST', '/v1/topics/fill/messages', { payload: 1 });
+    expectIoError(refused);
+    expect(refused.body.error).toMatchObject({ outcome: 'none' });
+    expect(JSON.stringify(refused.body)).toContain('takes no more writes');
+    server.child.kill('SIGTERM');
+    expect((await server.exited).code).toBe(0);
+    const restart = await runCli(['serve', '--dir', dir, '--port', '0']);
+    expect(restart.code).toBe(1);
+    expect(restart.stderr).toContain('ERR_TICKWHEEL_IO');
+    expect(restart.stderr).toContain(`recovering the data directory ${dir}`);
   });
 });
 

@@ -187,7 +187,11 @@ export class FileStore implements Store {
 
   recover(horizon: number, onDue: (message: MessageState) => void): Promise<RecoveryReport> {
     this.moveFrontier(this.horizonEnd(horizon));
-    return recover(this.parts, this.mode, this.frontier, onDue);
+    // A write of the recovery (its index, its checkpoint) refused by the system (a full disk):
+    // ERR_TICKWHEEL_IO naming the directory, not the bare ENOSPC.
+    return systemErrorsAsIo(`recovering the data directory ${this.dir}`, () =>
+      recover(this.parts, this.mode, this.frontier, onDue),
+    );
   }
 
   usePayloadBudget(budget: PayloadBudget): void {
