@@ -50,8 +50,13 @@ export function hostCheck(allowed: readonly string[]): onRequestHookHandler {
   const known = [...names].join(', ');
   return (request, _reply, done) => {
     const header = request.headers.host;
-    // A request without Host (HTTP/1.0) does not come from a browser.
-    if (header === undefined) return done();
+    if (header === undefined) {
+      // A request without Host (HTTP/1.0) does not come from a browser; HTTP/1.1 requires one.
+      if (request.raw.httpVersion === '1.0') return done();
+      return done(
+        httpError('ERR_TICKWHEEL_INVALID_REQUEST', 'an HTTP/1.1 request needs a Host header'),
+      );
+    }
     const name = hostName(header);
     if (name !== undefined && (names.has(name) || isIP(name) !== 0)) return done();
     done(

@@ -66,6 +66,8 @@ function buildFastify(
       headersTimeout: requestTimeoutMs,
       requestTimeout: requestTimeoutMs,
       connectionsCheckingInterval: Math.min(1000, Math.max(10, Math.floor(requestTimeoutMs / 10))),
+      // Node would answer a missing Host with an empty 400: hostCheck answers it in JSON.
+      requireHostHeader: false,
     },
     clientErrorHandler: handleClientError,
     frameworkErrors: handleFrameworkError,

@@ -8,6 +8,7 @@
  */
 
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createServer } from '../../src/server/index.js';
 import { openServer } from './harness.js';
@@ -163,6 +164,27 @@ describe('over a real socket', () => {
     const ok = await fetch(url, { method: 'POST', headers: JSON_TYPE });
     expect(ok.status).toBe(200);
     expect(((await ok.json()) as { messages: unknown[] }).messages).toHaveLength(1);
+  });
+
+  it('answers an HTTP/1.1 request without Host with a JSON 400; HTTP/1.0 needs none', async () => {
+    const { server } = await openServer();
+    await server.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = server.server.address() as { port: number };
+    const raw = async (head: string): Promise<string> => {
+      const socket = connect(port, '127.0.0.1');
+      socket.end(`${head}\r\n\r\n`);
+      let text = '';
+      for await (const chunk of socket) text += String(chunk);
+      return text;
+    };
+    const missing = await raw('GET /v1/stats HTTP/1.1');
+    expect(missing).toMatch(/^HTTP\/1\.1 400 /);
+    const body = JSON.parse(missing.slice(missing.indexOf('\r\n\r\n') + 4)) as {
+      error: { code: string; message: string };
+    };
+    expect(body.error).toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_REQUEST' });
+    expect(body.error.message).toContain('Host');
+    expect(await raw('GET /healthz HTTP/1.0')).toMatch(/^HTTP\/1\.1 200 /);
   });
 });
 

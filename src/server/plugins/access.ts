@@ -14,7 +14,7 @@ export const hostAccess = unencapsulated<{ allowedHosts: readonly string[]; toke
   async (app, { allowedHosts, token }) => {
     app.decorate('tokenRequired', token !== undefined);
     app.addHook('onRequest', hostCheck(allowedHosts));
-    app.addHook('onRoute', declareErrors([421]));
+    app.addHook('onRoute', declareErrors([400, 421]));
   },
 );
 
