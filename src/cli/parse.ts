@@ -78,8 +78,30 @@ export function timeOption<Name extends string>(name: Name, description: string)
   return { name, value: '<time>', description, parse: parseTime };
 }
 
-export function durationOption<Name extends string>(name: Name, description: string) {
-  return { name, value: '<duration>', description, parse: parseDuration };
+/** A duration flag; with `range` (ms), one outside it is refused naming the flag. */
+export function durationOption<Name extends string>(
+  name: Name,
+  description: string,
+  range?: readonly [min: number, max: number],
+) {
+  if (range === undefined) return { name, value: '<duration>', description, parse: parseDuration };
+  const [min, max] = range;
+  const parse = (text: string): number => {
+    const ms = parseDuration(text);
+    if (ms < min || ms > max) {
+      throw new InvalidArgumentError(`give a duration from ${shown(min)} to ${shown(max)}`);
+    }
+    return ms;
+  };
+  return { name, value: '<duration>', description, parse };
+}
+
+/** Milliseconds as the largest unit that divides them (3600000 -> 1h). */
+function shown(ms: number): string {
+  for (const unit of ['d', 'h', 'm', 's'] as const) {
+    if (ms >= UNIT_MS[unit] && ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
+  }
+  return `${ms}ms`;
 }
 
 export function integerOption<Name extends string>(

@@ -8,6 +8,7 @@ import { defaultMaxConnections } from '../server/connections.js';
 import { LOG_LEVELS } from '../server/settings.js';
 import type { FlagsOf, OptionSpec } from './args.js';
 import { durationOption, integerParser, parsePushAllow } from './parse.js';
+import { MAX_WAIT_MS } from '../protocol/limits.js';
 
 const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 
@@ -117,6 +118,7 @@ export const SERVE_OPTIONS = [
     ...durationOption(
       'connect-timeout',
       'with --redis or --postgres: how long to keep trying to reach Valkey/Redis or PostgreSQL at start (down, restarting, loading its data) before giving up with ERR_TICKWHEEL_UNAVAILABLE',
+      [1, 600_000],
     ),
     requires: ['redis', 'postgres'],
     env: 'TICKWHEEL_CONNECT_TIMEOUT',
@@ -159,7 +161,7 @@ export const SERVE_OPTIONS = [
     conflicts: ['redis', 'postgres'],
   },
   {
-    ...durationOption('max-wait', 'longest long poll of a receive'),
+    ...durationOption('max-wait', 'longest long poll of a receive', [0, MAX_WAIT_MS]),
     env: 'TICKWHEEL_MAX_WAIT',
     default: 20_000,
     defaultText: '20s',
@@ -186,6 +188,7 @@ export const SERVE_OPTIONS = [
     ...durationOption(
       'connection-timeout',
       'time a connection has to send a whole request, headers and body, from when it opens or the request starts; then 408 and closed',
+      [100, 3_600_000],
     ),
     env: 'TICKWHEEL_CONNECTION_TIMEOUT',
     default: 30_000,

@@ -8,6 +8,7 @@ import { isIP, type AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { RecoveryReport } from '../delay-queue.js';
 import type { ServerOptions, TickwheelServer } from '../server/index.js';
+import { invalidOption } from '../validate.js';
 import { UsageError } from './args.js';
 import type { CliIo } from './io.js';
 import { prettyLine } from './pretty-log.js';
@@ -40,10 +41,24 @@ async function listenQuietly(
   if (['info', 'debug', 'trace'].includes(level)) server.log.level = 'warn';
   try {
     await server.listen(options);
+  } catch (err) {
+    const why = LISTEN_FAILURES[(err as { code?: string }).code ?? ''];
+    if (why === undefined) throw err;
+    const { host, port } = options;
+    throw invalidOption(`cannot listen on ${host}:${port}: ${why}`);
   } finally {
     server.log.level = level;
   }
 }
+
+/** Why listening failed, for the system errors --host or --port cure. */
+const LISTEN_FAILURES: Readonly<Record<string, string>> = {
+  EADDRINUSE: 'another program uses that port (EADDRINUSE): choose another with --port',
+  EACCES: 'this user may not listen on that port (EACCES): choose one from 1024 up with --port',
+  ENOTFOUND: 'no such host name (ENOTFOUND): give --host an address or name of this machine',
+  EADDRNOTAVAIL:
+    'that address is not one of this machine (EADDRNOTAVAIL): give --host one of its own',
+};
 
 function recoveryText(recovery: RecoveryReport | undefined): string {
   if (recovery === undefined) return 'opened the queue';

@@ -142,6 +142,15 @@ describe('the command line', () => {
       [['serve', '--fsync', 'sometimes'], 'option --fsync: give one of batch, always, never'],
       [['serve', '--dir'], "Option '--dir <value>' argument missing"],
       [['serve', '--push-allow', '10.0.0.0/40'], 'option --push-allow: give CIDR blocks'],
+      [['serve', '--max-wait', '2h'], 'option --max-wait: give a duration from 0ms to 1h'],
+      [
+        ['serve', '--connection-timeout', '0'],
+        'option --connection-timeout: give a duration from 100ms to 1h',
+      ],
+      [
+        ['serve', '--redis', 'redis://127.0.0.1:1', '--connect-timeout', '11m'],
+        'option --connect-timeout: give a duration from 1ms to 10m',
+      ],
     ];
     for (const [args, message] of cases) {
       const refused = await run(args);
@@ -157,6 +166,30 @@ describe('the command line', () => {
     const args = ['node', 'tickwheel', 'serve', '--redis', 'redis://127.0.0.1:1'];
     expect(await main(args, io, env)).toBe(1);
     expect(io.stderr()).toContain('give --redis or --postgres, not both');
+  });
+
+  it('names the --host or --port that cannot be listened on', async () => {
+    const unknown = await runCli([
+      'serve',
+      '--dir',
+      tempDir(),
+      '--host',
+      '999.1.1.1',
+      '--port',
+      '0',
+    ]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('cannot listen on 999.1.1.1:0: no such host name');
+    expect(unknown.stderr).toContain('ERR_TICKWHEEL_INVALID_OPTION');
+  });
+
+  it('says a damaged format.json is damaged, and how to mend it', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'format.json'), '{"form');
+    const refused = await runCli(['serve', '--dir', dir, '--port', '0']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`${join(dir, 'format.json')} is damaged`);
+    expect(refused.stderr).toMatch(/write \{"format":\d+\} into that file/);
   });
 
   it('checks values from the environment as it checks flags', async () => {

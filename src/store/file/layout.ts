@@ -81,7 +81,15 @@ export async function checkFormat(dir: string): Promise<void> {
       format = undefined;
     }
     if (format === STORE_FORMAT) return;
-    throw formatError(dir, `format ${String(format)}`);
+    if (typeof format !== 'number') {
+      throw new TickwheelStateError(
+        'ERR_TICKWHEEL_FORMAT',
+        `${file} is damaged: it holds no format number (${JSON.stringify(text.slice(0, 40))}). ` +
+          `If tickwheel of this version wrote the directory, write {"format":${STORE_FORMAT}} ` +
+          'into that file and start again',
+      );
+    }
+    throw formatError(dir, `format ${format}`);
   }
   if ((await lastLogWrite(dir)) !== undefined) throw formatError(dir, 'format 1');
   await replaceFile(file, JSON.stringify({ format: STORE_FORMAT }));
