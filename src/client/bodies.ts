@@ -6,7 +6,7 @@ import { MAX_BATCH, MAX_RECEIPT_LENGTH } from '../protocol/limits.js';
 import { describe } from '../validate.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { ScheduleBody, WireReceivedMessage } from '../protocol/wire.js';
-import { checkRequest, dueTime, type ScheduleRequest } from '../queue/message.js';
+import { checkNotLossy, checkRequest, dueTime, type ScheduleRequest } from '../queue/message.js';
 import { messageOf } from './transport.js';
 
 /**
@@ -39,7 +39,15 @@ export function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { t
     );
   }
   const id = message.id ?? randomUUID();
-  if (!(message.payload instanceof Uint8Array)) return { ...message, id };
+  if (!(message.payload instanceof Uint8Array)) {
+    try {
+      checkNotLossy(message.payload);
+    } catch (err) {
+      if (err instanceof Error) err.message = where + err.message;
+      throw err;
+    }
+    return { ...message, id };
+  }
   const bytes = message.payload;
   return {
     ...message,

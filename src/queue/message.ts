@@ -238,6 +238,7 @@ export function encodePayload(payload: unknown, maxBytes: number): EncodedPayloa
     checkPayloadSize(payload.byteLength, maxBytes);
     return { kind: PAYLOAD_BYTES, bytes: payload, text: undefined };
   }
+  checkNotLossy(payload);
   let text: string | undefined;
   try {
     text = JSON.stringify(payload);
@@ -253,6 +254,26 @@ export function encodePayload(payload: unknown, maxBytes: number): EncodedPayloa
   if (text.length * 3 > maxBytes) checkPayloadSize(Buffer.byteLength(text, 'utf8'), maxBytes);
   if (text.length <= TEXT_PAYLOAD_CHARS) return { kind: PAYLOAD_JSON, bytes: undefined, text };
   return { kind: PAYLOAD_JSON, bytes: Buffer.from(text, 'utf8'), text: undefined };
+}
+
+/**
+ * Refuses a payload that JSON would turn into something else without a word: an ArrayBuffer, a
+ * DataView or a typed array other than Uint8Array ({} or an object of indexes), a Map or a Set
+ * ({}). Only the payload itself is looked at, not what it holds.
+ */
+export function checkNotLossy(payload: unknown): void {
+  if (typeof payload !== 'object' || payload === null) return;
+  const proto: unknown = Object.getPrototypeOf(payload);
+  if (proto === Object.prototype || proto === Array.prototype || proto === null) return;
+  let what: string | undefined;
+  if (payload instanceof ArrayBuffer || payload instanceof SharedArrayBuffer) {
+    what = `an ${payload.constructor.name}: pass new Uint8Array(buffer) to send its bytes`;
+  } else if (ArrayBuffer.isView(payload)) {
+    what = `a ${payload.constructor.name}: bytes go as a Uint8Array or a Buffer`;
+  } else if (payload instanceof Map || payload instanceof Set) {
+    what = `a ${payload.constructor.name}, which JSON makes {}: convert it (Object.fromEntries(map), [...set])`;
+  }
+  if (what !== undefined) throw invalidMessage(`payload is ${what}`);
 }
 
 function checkPayloadSize(bytes: number, maxBytes: number): void {

@@ -64,6 +64,31 @@ describe('the client mirrors the embedded queue', () => {
     expect(clientMethod.length, name).toBe(queueMethod.length);
   });
 
+  it('refuses payloads JSON would change silently with the same errors, before any request', async () => {
+    const queue = await DelayQueue.open({ store: new MemoryStore() });
+    const tw = new TickwheelClient({ url: 'http://127.0.0.1:1', retries: 0 });
+    try {
+      for (const payload of [new ArrayBuffer(8), new DataView(new ArrayBuffer(8)), new Set([1])]) {
+        const errors = await Promise.all(
+          [queue, tw].map((side) =>
+            side.schedule({ topic: 't', payload }).then(
+              () => undefined,
+              (err: unknown) => err,
+            ),
+          ),
+        );
+        expect(errors[0]).toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_MESSAGE' });
+        expectSameError(errors[1], errors[0]);
+      }
+      // Bytes as a Uint8Array or a Buffer, and plain JSON values, go through as ever.
+      await queue.schedule({ topic: 't', payload: new Uint8Array([1, 2]) });
+      await queue.schedule({ topic: 't', payload: Buffer.from('ab') });
+      await queue.schedule({ topic: 't', payload: { at: new Date(0) } });
+    } finally {
+      await queue.close();
+    }
+  });
+
   it('refuses the same bad list options with the same errors, before any request', async () => {
     const queue = await DelayQueue.open({ store: new MemoryStore() });
     // Nothing listens there: an error that is not the queue's would be a network failure.

@@ -58,6 +58,21 @@ const refused: Array<[string, Call, string]> = [
     DELAY,
   ],
   [
+    'schedule: payload an ArrayBuffer',
+    (q) => q.schedule({ topic: 't', payload: new ArrayBuffer(4) }),
+    MESSAGE,
+  ],
+  [
+    'schedule: payload a Float64Array',
+    (q) => q.schedule({ topic: 't', payload: new Float64Array([1.5]) }),
+    MESSAGE,
+  ],
+  [
+    'schedule: payload a Map',
+    (q) => q.schedule({ topic: 't', payload: new Map([[1, 2]]) }),
+    MESSAGE,
+  ],
+  [
     'schedule: delayMs and deliverAt',
     (q) => q.schedule({ topic: 't', payload: 1, delayMs: 1, deliverAt: Date.now() }),
     MESSAGE,
