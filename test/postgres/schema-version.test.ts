@@ -14,6 +14,7 @@ const CODE_HASHES: Record<number, string> = {
   11: '0cd8310d14dd6631',
   12: '776e57585c4d32cb',
   13: '9edd471b3e0b9062',
+  14: '2806185d8c50a91c',
 };
 
 describe('the PostgreSQL schema', () => {

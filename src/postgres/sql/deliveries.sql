@@ -26,7 +26,8 @@ BEGIN
     ORDER BY s.at LIMIT most FOR UPDATE SKIP LOCKED
   ), found AS (
     SELECT k.id, k.at, r.rec
-    FROM picked k LEFT JOIN @Q@.records r ON r.seg = k.seg AND r.part = p AND r.idx = k.idx
+    FROM picked k LEFT JOIN @Q@.records_at(p, ARRAY(SELECT seg FROM picked),
+      ARRAY(SELECT idx FROM picked), false) r ON r.seg = k.seg AND r.idx = k.idx
   ), sized AS (
     SELECT z.id, z.rec, row_number() OVER w AS n, sum(octet_length(z.rec)) OVER w AS upto
     FROM found z WHERE z.rec IS NOT NULL
@@ -148,12 +149,15 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
   RETURN QUERY
-  WITH picked AS (
-    SELECT s.id, s.bucket, s.attempts, s.due, s.at, s.topic, r.rec
+  WITH due AS (
+    SELECT s.id, s.bucket, s.attempts, s.due, s.at, s.topic, s.seg, s.idx
     FROM @Q@.states s
-    LEFT JOIN @Q@.records r ON r.seg = s.seg AND r.part = s.part AND r.idx = s.idx
     WHERE s.part = p AND s.status = 'I' AND s.at <= upto
     ORDER BY s.at LIMIT most
+  ), picked AS (
+    SELECT d.id, d.bucket, d.attempts, d.due, d.at, d.topic, r.rec
+    FROM due d LEFT JOIN @Q@.records_at(p, ARRAY(SELECT seg FROM due),
+      ARRAY(SELECT idx FROM due), false) r ON r.seg = d.seg AND r.idx = d.idx
   ), gone AS (
     DELETE FROM @Q@.states s USING picked k
     WHERE k.rec IS NULL AND s.part = p AND s.id = k.id AND s.status = 'I'

@@ -89,20 +89,21 @@ BEGIN
     SELECT DISTINCT ON (x.id) x.id, x.b, x.sn, @Q@.seg_of(x.sn) AS seg, x.i, x.k
     FROM unnest(ids, buckets, seg_names, idxs) WITH ORDINALITY AS x(id, b, sn, i, k)
     ORDER BY x.id, x.k
+  ), located AS (
+    SELECT * FROM named n WHERE left(n.id, 1) = '@'
   ), stood AS (
     -- (= ANY: the rows are looked up by key in one pass, whatever the planner guesses of
-    -- `named`; a record by its key a row, LIMIT 1 keeping that lookup from becoming a join:
-    -- `= ANY` there would be sorted again for every row.)
+    -- `named`. Records and tombs are looked up one segment at a time: records_at().)
     SELECT n.k, n.id, false AS birth, n.seg, n.i, s.due, s.topic, n.b
     FROM named n JOIN @Q@.states s ON s.part = p AND s.id = n.id AND s.id = ANY(ids)
     WHERE s.status = 'S' AND s.seg = n.seg AND s.idx = n.i
     UNION ALL
     SELECT n.k, n.id, true, n.seg, n.i, @Q@.located_due(r.rec)::float8, @Q@.record_topic(r.rec), n.b
-    FROM named n CROSS JOIN LATERAL (
-      SELECT r.rec FROM @Q@.records r WHERE r.seg = n.seg AND r.part = p AND r.idx = n.i LIMIT 1) r
-    WHERE left(n.id, 1) = '@' AND get_byte(r.rec, 0) = 0
+    FROM located n
+    JOIN @Q@.records_at(p, ARRAY(SELECT seg FROM located), ARRAY(SELECT i FROM located), true) r
+      ON r.seg = n.seg AND r.idx = n.i
+    WHERE NOT r.tombed AND get_byte(r.rec, 0) = 0
       AND n.id = '@' || p || '.' || n.sn || '.' || n.i || '.' || @Q@.located_tag(r.rec)
-      AND NOT EXISTS (SELECT 1 FROM @Q@.tombs t WHERE t.seg = n.seg AND t.part = p AND t.idx = n.i)
   )
   SELECT coalesce(array_agg(id ORDER BY k) FILTER (WHERE due > latest), '{}'),
     array_agg(id ORDER BY k) FILTER (WHERE due <= latest),
