@@ -5,6 +5,12 @@
  * when all are, the newcomer gets a 503 written to its socket. `waiting` is in the order
  * connections started waiting (a Set keeps insertion order); Node has no event for a request
  * arriving whole, so such a connection leaves it at the next search for room (O(1) amortised).
+ *
+ * A health check must not fail because the server is busy (a supervisor would restart a healthy
+ * server): when none can be closed, a newcomer is let in on probation, PROBATION_SLOTS of them
+ * at most. On probation, a health check is answered and the connection closed; any other request
+ * gets the 503 (the server's hook, before its route runs: onProbation), as does a connection
+ * that sends nothing within PROBATION_MS.
  */
 
 import { readFileSync } from 'node:fs';
@@ -21,6 +27,9 @@ const MAX_DEFAULT_CONNECTIONS = 4096;
 const MIN_DEFAULT_CONNECTIONS = 16;
 /** Least time between two warnings that the cap was reached. */
 const WARN_INTERVAL_MS = 60_000;
+/** Connections past the cap let in for a health check, and the time they get to send it. */
+const PROBATION_SLOTS = 8;
+const PROBATION_MS = 2000;
 
 /**
  * The soft limit on open files (RLIMIT_NOFILE) from /proc/self/limits (undefined without it,
@@ -66,6 +75,8 @@ export interface ConnectionEvents {
 
 export interface Connections {
   readonly open: number;
+  /** Whether a request's connection came past the cap: only a health check is answered. */
+  onProbation(socket: Socket): boolean;
   /**
    * For a closing server: ends the connections serving no request now, and the others as soon
    * as their last response is done (responses carry Connection: close once closing).
@@ -73,13 +84,11 @@ export interface Connections {
   closeIdle(): void;
 }
 
+export const AT_CAPACITY =
+  'the server has as many connections as it takes, all serving requests; retry shortly';
+
 // Refused before a byte of the request was read: nothing was done, as every 503 says.
-const REFUSAL = rawResponse(
-  503,
-  'ERR_TICKWHEEL_CAPACITY',
-  'the server has as many connections as it takes, all serving requests; retry shortly',
-  'Retry-After: 1\r\n',
-);
+const REFUSAL = rawResponse(503, 'ERR_TICKWHEEL_CAPACITY', AT_CAPACITY, 'Retry-After: 1\r\n');
 
 export function trackConnections(
   server: Server,
@@ -88,6 +97,7 @@ export function trackConnections(
 ): Connections {
   const all = new Map<Socket, Connection>();
   const waiting = new Set<Socket>();
+  const probation = new Set<Socket>();
   let closing = false;
   let lastWarning = Number.NEGATIVE_INFINITY;
   let closedSinceWarning = 0;
@@ -121,6 +131,22 @@ export function trackConnections(
       socket.destroy();
       return;
     }
+    if (probation.size < PROBATION_SLOTS) {
+      probation.add(newcomer);
+      all.delete(newcomer);
+      waiting.delete(newcomer);
+      const timer = setTimeout(() => {
+        // Nothing sent in time: refused as it would have been at once.
+        if (newcomer.bytesRead > 0 || newcomer.destroyed) return;
+        drop(newcomer, 'refused');
+        newcomer.write(REFUSAL, () => newcomer.destroy());
+      }, PROBATION_MS);
+      newcomer.once('close', () => {
+        clearTimeout(timer);
+        probation.delete(newcomer);
+      });
+      return;
+    }
     drop(newcomer, 'refused');
     newcomer.write(REFUSAL, () => newcomer.destroy());
   };
@@ -137,6 +163,11 @@ export function trackConnections(
 
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     const socket = request.socket;
+    if (probation.has(socket)) {
+      // One request, answered with Connection: close (the server's hook set it).
+      response.once('close', () => socket.destroy());
+      return;
+    }
     const connection = all.get(socket);
     if (connection === undefined) return;
     connection.requests += 1;
@@ -157,7 +188,10 @@ export function trackConnections(
 
   return {
     get open() {
-      return all.size;
+      return all.size + probation.size;
+    },
+    onProbation(socket) {
+      return probation.has(socket);
     },
     closeIdle() {
       closing = true;

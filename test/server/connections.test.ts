@@ -153,7 +153,47 @@ describe('the connection cap', () => {
     expect([poll.closed(), next.closed()]).toEqual([false, false]);
   });
 
-  it('refuses a new connection with 503 when every other one is being answered', async () => {
+  it('answers a health check past the cap, and refuses anything else there with 503', async () => {
+    const { server, open, send } = await cappedServer(1);
+    const poll = await open();
+    await send(poll.socket, LONG_POLL);
+    const probe = await open();
+    const healthy = once(probe.socket, 'data');
+    probe.socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+    const health = String((await healthy)[0]);
+    expect(health).toMatch(/^HTTP\/1\.1 200 /);
+    expect(health).toMatch(/\r\nconnection: close\r\n/i);
+    await waitFor(probe.closed);
+    const writer = await open();
+    const answered = once(writer.socket, 'data');
+    const body = '{"payload":1}';
+    writer.socket.write(
+      'POST /v1/topics/t/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+        `Content-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    const text = String((await answered)[0]);
+    expect(text).toMatch(/^HTTP\/1\.1 503 /);
+    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      error: { code: 'ERR_TICKWHEEL_CAPACITY', outcome: 'none' },
+    });
+    expect((await server.queue.stats()).scheduled).toBe(0);
+    expect(poll.closed()).toBe(false);
+  });
+
+  it('lets at most 8 connections past the cap at once; the next is refused at once', async () => {
+    const { open, send } = await cappedServer(1);
+    const poll = await open();
+    await send(poll.socket, LONG_POLL);
+    const probes = [];
+    for (let i = 0; i < 8; i++) probes.push(await open());
+    const refused = await open();
+    const answer = once(refused.socket, 'data');
+    await waitFor(refused.closed);
+    expect(String((await answer)[0])).toMatch(/^HTTP\/1\.1 503 /);
+    expect(probes.map((probe) => probe.closed())).toEqual(Array(8).fill(false));
+  });
+
+  it('refuses with 503 a connection past the cap that sends nothing, when every other one is being answered', async () => {
     const { open, send } = await cappedServer(1);
     const poll = await open();
     await send(poll.socket, LONG_POLL);

@@ -17,7 +17,7 @@ import {
 } from '../../delay-queue.js';
 import type { FaultHandler } from '../../queue/faults.js';
 import type { Queue } from '../../queue/api.js';
-import { trackConnections } from '../connections.js';
+import { AT_CAPACITY, trackConnections } from '../connections.js';
 import type { ServerContext } from '../context.js';
 import { HttpError, httpError } from '../errors.js';
 import { OPENAPI_PATH } from '../openapi.js';
@@ -139,7 +139,20 @@ export const lifecycle = unencapsulated<LifecycleOptions>(
     });
     app.decorate('opened', opened);
 
+    const connections = trackConnections(app.server, maxConnections, {
+      closedAtCap: (action) => context.metrics.closedAtCap(action),
+      warn: (message) => app.log.warn({ maxConnections }, message),
+    });
+    context.metrics.openConnections = () => connections.open;
+
     app.addHook('onRequest', (request, reply, done) => {
+      if (connections.onProbation(request.raw.socket)) {
+        // Past the connection cap: a health check only (connections.ts), then closed.
+        void reply.header('connection', 'close');
+        if (request.routeOptions.url === '/healthz') return done();
+        context.metrics.closedAtCap('refused');
+        return done(httpError('ERR_TICKWHEEL_CAPACITY', AT_CAPACITY));
+      }
       if (context.closing) {
         void reply.header('connection', 'close');
         return done(httpError('ERR_TICKWHEEL_SHUTTING_DOWN', 'the server is shutting down'));
@@ -155,11 +168,6 @@ export const lifecycle = unencapsulated<LifecycleOptions>(
       done(null, payload);
     });
 
-    const connections = trackConnections(app.server, maxConnections, {
-      closedAtCap: (action) => context.metrics.closedAtCap(action),
-      warn: (message) => app.log.warn({ maxConnections }, message),
-    });
-    context.metrics.openConnections = () => connections.open;
     app.addHook('preClose', async () => {
       context.closing = true;
       connections.closeIdle();
