@@ -23,6 +23,18 @@ afterEach(async () => {
   for (const mount of mounts.splice(0)) execFileSync('umount', [mount]);
 });
 
+/** A temporary directory with a tmpfs of `size` mounted on it; the test is skipped if it cannot be. */
+function smallDisk(size: string, context: { skip(): void }): string {
+  const dir = tempDir();
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], { stdio: 'ignore' });
+  } catch {
+    context.skip(); // mounting needs privileges this machine does not give the test
+  }
+  mounts.push(dir);
+  return dir;
+}
+
 async function serve(dir: string): Promise<ServerProcess> {
   const server = await startServer(['--dir', dir]);
   servers.push(server);
@@ -76,13 +88,7 @@ describe('a write the disk refuses', () => {
   });
 
   it('answers 503 ERR_TICKWHEEL_IO with Retry-After on a full disk', async (context) => {
-    const dir = tempDir();
-    try {
-      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir], { stdio: 'ignore' });
-    } catch {
-      context.skip(); // mounting needs privileges this machine does not give the test
-    }
-    mounts.push(dir);
+    const dir = smallDisk('1m', context);
     const server = await serve(dir);
     // Fill the disk to its last byte.
     let size = 1 << 20;
@@ -98,14 +104,7 @@ describe('a write the disk refuses', () => {
   });
 
   it('refuses a restart on a full disk with ERR_TICKWHEEL_IO naming the directory', async (context) => {
-    const mount = tempDir();
-    try {
-      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', mount], { stdio: 'ignore' });
-    } catch {
-      context.skip(); // mounting needs privileges this machine does not give the test
-    }
-    mounts.push(mount);
-    const dir = join(mount, 'data');
+    const dir = join(smallDisk('2m', context), 'data');
     const server = await serve(dir);
     // Messages until the disk refuses one: the log and its index fill the disk.
     let status = 201;
