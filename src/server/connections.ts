@@ -10,7 +10,7 @@
  * server): when none can be closed, a newcomer is let in on probation, PROBATION_SLOTS of them
  * at most. On probation, a health check is answered and the connection closed; any other request
  * gets the 503 (the server's hook, before its route runs: onProbation), as does a connection
- * that sends nothing within PROBATION_MS.
+ * whose request has not arrived whole within PROBATION_MS.
  */
 
 import { readFileSync } from 'node:fs';
@@ -77,6 +77,8 @@ export interface Connections {
   readonly open: number;
   /** Whether a request's connection came past the cap: only a health check is answered. */
   onProbation(socket: Socket): boolean;
+  /** A request on probation was refused (counted, and warned of, as a refused connection). */
+  refused(socket: Socket): void;
   /**
    * For a closing server: ends the connections serving no request now, and the others as soon
    * as their last response is done (responses carry Connection: close once closing).
@@ -97,7 +99,8 @@ export function trackConnections(
 ): Connections {
   const all = new Map<Socket, Connection>();
   const waiting = new Set<Socket>();
-  const probation = new Set<Socket>();
+  /** Connections on probation, and whether their request has arrived. */
+  const probation = new Map<Socket, boolean>();
   let closing = false;
   let lastWarning = Number.NEGATIVE_INFINITY;
   let closedSinceWarning = 0;
@@ -131,15 +134,14 @@ export function trackConnections(
       socket.destroy();
       return;
     }
-    if (probation.size < PROBATION_SLOTS) {
-      probation.add(newcomer);
+    if (probation.size < PROBATION_SLOTS && !closing) {
+      probation.set(newcomer, false);
       all.delete(newcomer);
       waiting.delete(newcomer);
       const timer = setTimeout(() => {
-        // Nothing sent in time: refused as it would have been at once.
-        if (newcomer.bytesRead > 0 || newcomer.destroyed) return;
-        drop(newcomer, 'refused');
-        newcomer.write(REFUSAL, () => newcomer.destroy());
+        // No whole request in time (a byte now and then keeps no slot): refused as at once.
+        if (probation.get(newcomer) !== false || newcomer.destroyed) return;
+        refuse(newcomer);
       }, PROBATION_MS);
       newcomer.once('close', () => {
         clearTimeout(timer);
@@ -147,8 +149,12 @@ export function trackConnections(
       });
       return;
     }
-    drop(newcomer, 'refused');
-    newcomer.write(REFUSAL, () => newcomer.destroy());
+    refuse(newcomer);
+  };
+
+  const refuse = (socket: Socket) => {
+    drop(socket, 'refused');
+    socket.write(REFUSAL, () => socket.destroy());
   };
 
   server.on('connection', (socket: Socket) => {
@@ -165,6 +171,7 @@ export function trackConnections(
     const socket = request.socket;
     if (probation.has(socket)) {
       // One request, answered with Connection: close (the server's hook set it).
+      probation.set(socket, true);
       response.once('close', () => socket.destroy());
       return;
     }
@@ -196,6 +203,10 @@ export function trackConnections(
     closeIdle() {
       closing = true;
       for (const [socket, { requests }] of all) if (requests === 0) socket.destroy();
+      for (const [socket, requested] of probation) if (!requested) socket.destroy();
+    },
+    refused(socket) {
+      drop(socket, 'refused');
     },
   };
 }

@@ -180,6 +180,28 @@ describe('the connection cap', () => {
     expect(poll.closed()).toBe(false);
   });
 
+  it('refuses a connection past the cap whose request has not arrived whole in 2 s', async () => {
+    const { open, send } = await cappedServer(1);
+    const poll = await open();
+    await send(poll.socket, LONG_POLL);
+    const dribbler = await open();
+    const answer = once(dribbler.socket, 'data');
+    dribbler.socket.write('G');
+    await waitFor(dribbler.closed);
+    expect(String((await answer)[0])).toMatch(/^HTTP\/1\.1 503 /);
+    expect(poll.closed()).toBe(false);
+  });
+
+  it('does not wait, when closing, for a connection past the cap that has sent part of a request', async () => {
+    const { server, open, send } = await cappedServer(1);
+    const poll = await open();
+    await send(poll.socket, LONG_POLL);
+    const dribbler = await open();
+    dribbler.socket.write('G');
+    await server.close();
+    await waitFor(dribbler.closed);
+  });
+
   it('lets at most 8 connections past the cap at once; the next is refused at once', async () => {
     const { open, send } = await cappedServer(1);
     const poll = await open();

@@ -150,7 +150,7 @@ export const lifecycle = unencapsulated<LifecycleOptions>(
         // Past the connection cap: a health check only (connections.ts), then closed.
         void reply.header('connection', 'close');
         if (request.routeOptions.url === '/healthz') return done();
-        context.metrics.closedAtCap('refused');
+        connections.refused(request.raw.socket);
         return done(httpError('ERR_TICKWHEEL_CAPACITY', AT_CAPACITY));
       }
       if (context.closing) {
