@@ -15,6 +15,7 @@ const CODE_HASHES: Record<number, string> = {
   12: '776e57585c4d32cb',
   13: '9edd471b3e0b9062',
   14: '2806185d8c50a91c',
+  15: '83007551b5443fca',
 };
 
 describe('the PostgreSQL schema', () => {

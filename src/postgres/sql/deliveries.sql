@@ -26,8 +26,9 @@ BEGIN
     ORDER BY s.at LIMIT most FOR UPDATE SKIP LOCKED
   ), found AS (
     SELECT k.id, k.at, r.rec
-    FROM picked k LEFT JOIN @Q@.records_at(p, ARRAY(SELECT seg FROM picked),
-      ARRAY(SELECT idx FROM picked), false) r ON r.seg = k.seg AND r.idx = k.idx
+    FROM picked k LEFT JOIN (SELECT r.* FROM (SELECT array_agg(x.seg) AS s, array_agg(x.idx) AS i
+      FROM picked x) a, LATERAL @Q@.records_at(p, a.s, a.i, false) r) r
+      ON r.seg = k.seg AND r.idx = k.idx
   ), sized AS (
     SELECT z.id, z.rec, row_number() OVER w AS n, sum(octet_length(z.rec)) OVER w AS upto
     FROM found z WHERE z.rec IS NOT NULL
@@ -156,8 +157,9 @@ BEGIN
     ORDER BY s.at LIMIT most
   ), picked AS (
     SELECT d.id, d.bucket, d.attempts, d.due, d.at, d.topic, r.rec
-    FROM due d LEFT JOIN @Q@.records_at(p, ARRAY(SELECT seg FROM due),
-      ARRAY(SELECT idx FROM due), false) r ON r.seg = d.seg AND r.idx = d.idx
+    FROM due d LEFT JOIN (SELECT r.* FROM (SELECT array_agg(x.seg) AS s, array_agg(x.idx) AS i
+      FROM due x) a, LATERAL @Q@.records_at(p, a.s, a.i, false) r) r
+      ON r.seg = d.seg AND r.idx = d.idx
   ), gone AS (
     DELETE FROM @Q@.states s USING picked k
     WHERE k.rec IS NULL AND s.part = p AND s.id = k.id AND s.status = 'I'

@@ -100,8 +100,8 @@ BEGIN
     UNION ALL
     SELECT n.k, n.id, true, n.seg, n.i, @Q@.located_due(r.rec)::float8, @Q@.record_topic(r.rec), n.b
     FROM located n
-    JOIN @Q@.records_at(p, ARRAY(SELECT seg FROM located), ARRAY(SELECT i FROM located), true) r
-      ON r.seg = n.seg AND r.idx = n.i
+    JOIN (SELECT r.* FROM (SELECT array_agg(x.seg) AS s, array_agg(x.i) AS i FROM located x) a,
+      LATERAL @Q@.records_at(p, a.s, a.i, true) r) r ON r.seg = n.seg AND r.idx = n.i
     WHERE NOT r.tombed AND get_byte(r.rec, 0) = 0
       AND n.id = '@' || p || '.' || n.sn || '.' || n.i || '.' || @Q@.located_tag(r.rec)
   )

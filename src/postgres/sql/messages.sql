@@ -37,9 +37,7 @@ DECLARE
   note text := '';
   note_first int;
   existing jsonb;
-  places jsonb := '[]';
-  first_near int;
-  first_far int;
+  places jsonb;
   now_win bigint := @Q@.now_window();
   run_segs bigint[];
 BEGIN
@@ -126,20 +124,21 @@ BEGIN
     IF octet_length(note) > @NOTE_BYTES@ THEN note := 'n'; END IF;
     PERFORM @Q@.publish(p, note);
   END IF;
-  FOR r IN 1..coalesce(cardinality(run_wins), 0) LOOP
-    SELECT min(i) FILTER (WHERE t = near), min(i) FILTER (WHERE t <> near)
-    INTO first_near, first_far
-    FROM unnest(target, idx, runs) AS x(t, i, rn) WHERE rn = r;
-    IF first_near IS NOT NULL AND first_far IS NOT NULL
-        OR (first_near IS NULL AND first_far IS NULL) THEN
-      places := places || jsonb_build_array(jsonb_build_array(@Q@.seg_name(near),
-        coalesce(first_near, -1), @Q@.seg_name(run_segs[r]), coalesce(first_far, -1)));
-    ELSIF first_near IS NOT NULL THEN
-      places := places || jsonb_build_array(jsonb_build_array(@Q@.seg_name(near), first_near));
-    ELSE
-      places := places || jsonb_build_array(jsonb_build_array(@Q@.seg_name(run_segs[r]), first_far));
-    END IF;
-  END LOOP;
+  -- Per run, in order: where its first record went, near and/or in its window's segment (both,
+  -- -1 for a part with none, when it straddles loadedUntil or has none). One statement for all
+  -- runs: a batch spread over many windows has a run a message.
+  SELECT coalesce(jsonb_agg(CASE
+      WHEN (g.fn IS NULL) = (g.ff IS NULL) THEN jsonb_build_array(@Q@.seg_name(near),
+        coalesce(g.fn, -1), @Q@.seg_name(run_segs[g.r]), coalesce(g.ff, -1))
+      WHEN g.fn IS NOT NULL THEN jsonb_build_array(@Q@.seg_name(near), g.fn)
+      ELSE jsonb_build_array(@Q@.seg_name(run_segs[g.r]), g.ff) END ORDER BY g.r), '[]')
+  INTO places
+  FROM (SELECT n.r, f.fn, f.ff
+        FROM generate_series(1, coalesce(cardinality(run_wins), 0)) AS n(r)
+        LEFT JOIN (SELECT x.rn, min(x.i) FILTER (WHERE x.t = near) AS fn,
+                     min(x.i) FILTER (WHERE x.t <> near) AS ff
+                   FROM unnest(target, idx, runs) AS x(t, i, rn) GROUP BY x.rn) f
+          ON f.rn = n.r) g;
   SELECT coalesce(jsonb_agg(to_jsonb(x.due) ORDER BY x.k), '[]') INTO existing
   FROM unnest(ids, prior) WITH ORDINALITY AS x(id, due, k) WHERE x.id IS NOT NULL;
   RETURN jsonb_build_object('existing', existing, 'loadedUntil', h.loaded_until, 'where', places);

@@ -143,9 +143,9 @@ $$;
 -- The records at the places (segs[k], idxs[k]) of partition p, each place once, and with
 -- `with_tombs` whether a tomb marks it. One segment at a time with the segment as a parameter:
 -- PostgreSQL then opens that segment's tables alone, where a join of `records` on a segment
--- taken from another row opens every table of it on each call (a fire with 36 tables cost a
+-- taken from another row opens every table of it on each call (with 36 tables, a fire costs a
 -- third more than with 2). Each place by its key (LATERAL, LIMIT 1): as a join, the planner may
--- read a whole table for a few places.
+-- read a whole table for a few places. The callers pass seg and idx aggregated in one scan.
 CREATE OR REPLACE FUNCTION @Q@.records_at(p int, segs bigint[], idxs int[], with_tombs boolean)
 RETURNS TABLE (seg bigint, idx int, rec bytea, tombed boolean)
 LANGUAGE plpgsql STABLE AS $$
