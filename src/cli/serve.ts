@@ -45,7 +45,8 @@ async function listenQuietly(
     const why = LISTEN_FAILURES[(err as { code?: string }).code ?? ''];
     if (why === undefined) throw err;
     const { host, port } = options;
-    throw invalidOption(`cannot listen on ${host}:${port}: ${why}`);
+    const shown = host.includes(':') ? `[${host}]` : host;
+    throw invalidOption(`cannot listen on ${shown}:${port}: ${why}`);
   } finally {
     server.log.level = level;
   }
@@ -53,11 +54,16 @@ async function listenQuietly(
 
 /** Why listening failed, for the system errors --host or --port cure. */
 const LISTEN_FAILURES: Readonly<Record<string, string>> = {
-  EADDRINUSE: 'another program uses that port (EADDRINUSE): choose another with --port',
-  EACCES: 'this user may not listen on that port (EACCES): choose one from 1024 up with --port',
-  ENOTFOUND: 'no such host name (ENOTFOUND): give --host an address or name of this machine',
+  EADDRINUSE:
+    'another program uses that port (EADDRINUSE): choose another (--port, TICKWHEEL_PORT)',
+  EACCES:
+    'this user may not listen on that port (EACCES): choose one from 1024 up (--port, TICKWHEEL_PORT)',
+  ENOTFOUND:
+    'no such host name (ENOTFOUND): give an address or name of this machine (--host, TICKWHEEL_HOST)',
+  EAI_AGAIN:
+    'the host name could not be looked up (EAI_AGAIN): give an address of this machine (--host, TICKWHEEL_HOST)',
   EADDRNOTAVAIL:
-    'that address is not one of this machine (EADDRNOTAVAIL): give --host one of its own',
+    'that address is not one of this machine (EADDRNOTAVAIL): give one of its own (--host, TICKWHEEL_HOST)',
 };
 
 function recoveryText(recovery: RecoveryReport | undefined): string {

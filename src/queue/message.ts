@@ -266,10 +266,14 @@ export function checkNotLossy(payload: unknown): void {
   const proto: unknown = Object.getPrototypeOf(payload);
   if (proto === Object.prototype || proto === Array.prototype || proto === null) return;
   let what: string | undefined;
+  if (typeof (payload as { toJSON?: unknown }).toJSON === 'function') return;
   if (payload instanceof ArrayBuffer || payload instanceof SharedArrayBuffer) {
     what = `an ${payload.constructor.name}: pass new Uint8Array(buffer) to send its bytes`;
   } else if (ArrayBuffer.isView(payload)) {
-    what = `a ${payload.constructor.name}: bytes go as a Uint8Array or a Buffer`;
+    what =
+      Object.prototype.toString.call(payload) === '[object Uint8Array]'
+        ? 'a Uint8Array of another realm (a vm context): pass Buffer.from(it)'
+        : `a ${payload.constructor.name}: bytes go as a Uint8Array or a Buffer`;
   } else if (payload instanceof Map || payload instanceof Set) {
     what = `a ${payload.constructor.name}, which JSON makes {}: convert it (Object.fromEntries(map), [...set])`;
   }
