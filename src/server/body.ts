@@ -1,5 +1,5 @@
 /**
- * The one body parser: `application/json`, else 415; an empty body is no body. Refused with 400,
+ * The one body parser: `application/json` in UTF-8, else 415; an empty body is no body. Refused with 400,
  * naming the path: malformed JSON, keys that pollute prototypes (`__proto__`, `constructor`
  * holding `prototype`), numbers beyond a double. The value is walked only when the text could
  * hold such a key or number, so an ordinary body costs one regular expression scan.
@@ -55,6 +55,12 @@ function unsafeContent(root: unknown): string | undefined {
   return undefined;
 }
 
+/** `charset=...` of a content type, lower-cased and unquoted; undefined when it names none. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  const match = /;\s*charset\s*=\s*("([^"]*)"|[^;\s]*)/i.exec(contentType ?? '');
+  return match === null ? undefined : (match[2] ?? match[1]).toLowerCase();
+}
+
 function parseJsonBody(text: string): unknown {
   if (text.trim() === '') return undefined;
   let value: unknown;
@@ -77,7 +83,14 @@ export function jsonBodies(app: FastifyInstance): void {
     if (body.length === 0) return done(null, undefined);
     done(httpError('ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE', JSON_BODIES_ONLY), undefined);
   });
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    // The body is read as UTF-8 (JSON's only encoding between systems, RFC 8259): one sent in
+    // another would be read as other text than was meant.
+    const charset = charsetOf(request.headers['content-type']);
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+      const refusal = `the body's charset "${charset.slice(0, 40)}" is not supported: send JSON in UTF-8`;
+      return done(httpError('ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE', refusal), undefined);
+    }
     try {
       done(null, parseJsonBody(typeof body === 'string' ? body : body.toString('utf8')));
     } catch (err) {

@@ -188,6 +188,8 @@ describe('bodies that are not JSON', () => {
     ['text/plain', '{"payload":1}'],
     ['text/plain; charset=utf-8', 'hello'],
     ['application/xml', '<payload/>'],
+    ['application/json; charset=utf-16', '{"payload":1}'],
+    ['application/json; charset="ISO-8859-1"', '{"payload":1}'],
   ])('%s gets 415', async (type, body) => {
     const { call } = await openServer();
     for (const [method, url] of [
@@ -198,6 +200,26 @@ describe('bodies that are not JSON', () => {
       expect(res.status, `${method} ${url}`).toBe(415);
       expect(res.body.error.code).toBe('ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE');
     }
+  });
+
+  it('JSON in UTF-8 is read, named any way; another charset is refused by name', async () => {
+    const { call } = await openServer();
+    for (const type of [
+      'application/json; charset=utf-8',
+      'application/json;charset="UTF-8"',
+      'application/json; charset=utf8',
+    ]) {
+      const res = await call('POST', '/v1/topics/t/messages', '{"payload":"é"}', {
+        'content-type': type,
+      });
+      expect(res.status, type).toBe(201);
+    }
+    const res = await call('POST', '/v1/topics/t/messages', '{"payload":1}', {
+      'content-type': 'application/json; charset=utf-16le',
+    });
+    expect(res.body.error.message).toBe(
+      'the body\'s charset "utf-16le" is not supported: send JSON in UTF-8',
+    );
   });
 
   it('malformed JSON gets 400 saying where', async () => {
