@@ -116,20 +116,14 @@ export class Transport {
       readAnswer(r, `${method} ${path}`),
     );
     const what = `${method} ${path}`;
-    if (!response.ok) throw refusal(response, text, what, `: ${text.slice(0, 200)}`);
+    if (!response.ok) throw refusal(response, text, what);
     // Every answer of a tickwheel server is a JSON object: anything else (an HTML page from a
     // proxy or another program on that port) must not pass for a schedule that was made.
     const answer = parse(text, response);
     if (typeof answer === 'object' && answer !== null && !Array.isArray(answer)) {
       if (exchange.expect?.(answer as Record<string, unknown>) ?? true) return answer;
     }
-    const shown = text === '' ? ' (an empty answer)' : `: ${text.slice(0, 200)}`;
-    throw new TickwheelHttpError(
-      response.status,
-      'ERR_TICKWHEEL_HTTP',
-      `${what}: HTTP ${response.status} from something that is not a tickwheel server${shown}`,
-      answer ?? text,
-    );
+    throw foreign(response.status, what, excerpt(text), answer ?? text);
   }
 }
 
@@ -139,12 +133,7 @@ export class Transport {
  */
 async function readAnswer(response: Response, what: string): Promise<string> {
   const tooLarge = () =>
-    new TickwheelHttpError(
-      response.status,
-      'ERR_TICKWHEEL_HTTP',
-      `${what}: the answer is over ${MAX_ANSWER_BYTES} bytes: not a tickwheel server?`,
-      undefined,
-    );
+    foreign(response.status, what, ` (an answer over ${MAX_ANSWER_BYTES} bytes)`, undefined);
   if (Number(response.headers.get('content-length')) > MAX_ANSWER_BYTES) {
     await response.body?.cancel().catch(() => {});
     throw tooLarge();
@@ -203,7 +192,8 @@ export async function openStream(
     }
   }
   if (response.ok) return response;
-  throw refusal(response, await response.text().catch(() => ''), `${method} ${path}`, '');
+  const what = `${method} ${path}`;
+  throw refusal(response, await readAnswer(response, what).catch(() => ''), what);
 }
 
 /**
@@ -241,15 +231,28 @@ async function fetchWithin<T>(
 }
 
 /** The error for an answer with an error status: the server's own, or ERR_TICKWHEEL_HTTP. */
-function refusal(response: Response, text: string, what: string, shown: string): Error {
+function refusal(response: Response, text: string, what: string): Error {
   const { status } = response;
   const body = parse(text, response);
   const error = (body as Partial<WireError> | undefined)?.error;
   if (typeof error?.code === 'string' && typeof error.message === 'string') {
     return new TickwheelHttpError(status, error.code, error.message, body);
   }
+  return foreign(status, what, excerpt(text), body ?? text);
+}
+
+/**
+ * ERR_TICKWHEEL_HTTP: an answer no tickwheel server gives (an error status without a tickwheel
+ * error, a 2xx that is not the call's JSON, one too large), `shown` after what it is.
+ */
+function foreign(status: number, what: string, shown: string, body: unknown): TickwheelHttpError {
   const message = `${what}: HTTP ${status} from something that is not a tickwheel server${shown}`;
-  return new TickwheelHttpError(status, 'ERR_TICKWHEEL_HTTP', message, body ?? text);
+  return new TickwheelHttpError(status, 'ERR_TICKWHEEL_HTTP', message, body);
+}
+
+/** The start of an answer's text, for an error message. */
+function excerpt(text: string): string {
+  return text === '' ? ' (an empty answer)' : `: ${text.slice(0, 200)}`;
 }
 
 /** A network error that fails a call for good, with what its request may have written. */

@@ -91,6 +91,23 @@ describe('the client against answers that are not a tickwheel server', () => {
     await waitFor(() => cut);
   });
 
+  it('refuses a stream whose error answer declares more than MAX_ANSWER_BYTES, unread', async () => {
+    let cut = false;
+    const client = await clientOf((req, res) => {
+      res.writeHead(500, { 'content-length': String(MAX_ANSWER_BYTES + 1) });
+      res.write('<html>');
+      req.socket.on('close', () => (cut = true));
+    });
+    const err = await failure(async () => {
+      for await (const _event of client.events()) {
+        // nothing comes
+      }
+    });
+    foreign(err);
+    expect((err as TickwheelHttpError).status).toBe(500);
+    await waitFor(() => cut);
+  });
+
   it('stops reading an answer that grows past MAX_ANSWER_BYTES without declaring its length', async () => {
     const chunk = Buffer.alloc(1024 * 1024, 0x20);
     let sent = 0;
