@@ -113,6 +113,14 @@ const LONG_POLL =
   'POST /v1/topics/t/receive HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
   'Content-Length: 16\r\n\r\n{"waitMs":20000}';
 
+/** A server capped at one connection, held by a long poll. */
+async function fullOfLongPoll() {
+  const capped = await cappedServer(1);
+  const poll = await capped.open();
+  await capped.send(poll.socket, LONG_POLL);
+  return { ...capped, poll };
+}
+
 describe('the connection cap', () => {
   it('closes the connection that has waited longest without a whole request', async () => {
     const { open, send, counts } = await cappedServer(3);
@@ -154,9 +162,7 @@ describe('the connection cap', () => {
   });
 
   it('answers a health check past the cap, and refuses anything else there with 503', async () => {
-    const { server, open, send } = await cappedServer(1);
-    const poll = await open();
-    await send(poll.socket, LONG_POLL);
+    const { server, open, poll } = await fullOfLongPoll();
     const probe = await open();
     const healthy = once(probe.socket, 'data');
     probe.socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
@@ -181,9 +187,7 @@ describe('the connection cap', () => {
   });
 
   it('refuses a connection past the cap whose request has not arrived whole in 2 s', async () => {
-    const { open, send } = await cappedServer(1);
-    const poll = await open();
-    await send(poll.socket, LONG_POLL);
+    const { open, poll } = await fullOfLongPoll();
     const dribbler = await open();
     const answer = once(dribbler.socket, 'data');
     dribbler.socket.write('G');
@@ -193,9 +197,7 @@ describe('the connection cap', () => {
   });
 
   it('does not wait, when closing, for a connection past the cap that has sent part of a request', async () => {
-    const { server, open, send } = await cappedServer(1);
-    const poll = await open();
-    await send(poll.socket, LONG_POLL);
+    const { server, open } = await fullOfLongPoll();
     const dribbler = await open();
     dribbler.socket.write('G');
     await server.close();
@@ -203,9 +205,7 @@ describe('the connection cap', () => {
   });
 
   it('lets at most 8 connections past the cap at once; the next is refused at once', async () => {
-    const { open, send } = await cappedServer(1);
-    const poll = await open();
-    await send(poll.socket, LONG_POLL);
+    const { open, poll } = await fullOfLongPoll();
     const probes = [];
     for (let i = 0; i < 8; i++) probes.push(await open());
     const refused = await open();
@@ -213,12 +213,11 @@ describe('the connection cap', () => {
     await waitFor(refused.closed);
     expect(String((await answer)[0])).toMatch(/^HTTP\/1\.1 503 /);
     expect(probes.map((probe) => probe.closed())).toEqual(Array(8).fill(false));
+    expect(poll.closed()).toBe(false);
   });
 
   it('refuses with 503 a connection past the cap that sends nothing, when every other one is being answered', async () => {
-    const { open, send } = await cappedServer(1);
-    const poll = await open();
-    await send(poll.socket, LONG_POLL);
+    const { open, poll } = await fullOfLongPoll();
     const refused = await open();
     const answer = once(refused.socket, 'data');
     await waitFor(refused.closed);
