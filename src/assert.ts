@@ -1,7 +1,9 @@
 /**
  * Executable invariants: a TickwheelAssertionError is a bug in tickwheel, never a caller's
  * mistake. `assert` always checks (a broken invariant must stop before something wrong is
- * written); `debugAssert`, for hot paths, only with TICKWHEEL_DEBUG=1 (set by the tests).
+ * written); `debugAssert`, for hot paths, only with TICKWHEEL_DEBUG=1 (set by the tests). In a
+ * step taken once a message, `if (DEBUG) assert(...)`: code not yet optimised (a burst in a new
+ * process runs mostly so) still pays for a call to debugAssert, not for reading DEBUG.
  */
 
 import { TickwheelError } from './errors.js';

@@ -27,7 +27,7 @@
  * before the change, and a stale copy taken over would deliver a cancelled message.
  */
 
-import { debugAssert } from '../assert.js';
+import { assert, debugAssert, DEBUG } from '../assert.js';
 import type { Clock } from '../clock/index.js';
 import type { TimerWheel } from '../timer/index.js';
 import type { QueueReport } from './report.js';
@@ -255,7 +255,8 @@ export class NearHorizon implements HeldCounts {
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
       if (message.version !== versions[i]) continue;
-      debugAssert(message.held && message.status === 'scheduled', 'fired a message not scheduled');
+      if (DEBUG)
+        assert(message.held && message.status === 'scheduled', 'fired a message not scheduled');
       this.report.fired(message, now);
       message.status = 'ready';
       message.version++;
@@ -279,7 +280,8 @@ export class NearHorizon implements HeldCounts {
 
   /** A scheduled message came due; `now`: a clock reading taken after that, if the caller has one. */
   fire(message: NearMessage, now = this.fireTime(message)): void {
-    debugAssert(message.held && message.status === 'scheduled', 'fired a message not scheduled');
+    if (DEBUG)
+      assert(message.held && message.status === 'scheduled', 'fired a message not scheduled');
     this.report.fired(message, now);
     message.status = 'ready';
     message.version++;

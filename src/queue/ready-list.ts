@@ -12,7 +12,7 @@
  * are at `(head + i) & mask` for i < count, the other cells hold undefined.
  */
 
-import { debugAssert } from '../assert.js';
+import { assert, DEBUG } from '../assert.js';
 
 /** What a ready list needs of a message: its version, bumped on every change of state. */
 export interface Versioned {
@@ -49,7 +49,7 @@ export class ReadyList<M extends Versioned> {
   }
 
   dropHead(): void {
-    debugAssert(this.count > 0, 'a ready list dropped past its end');
+    if (DEBUG) assert(this.count > 0, 'a ready list dropped past its end');
     this.messages[this.head] = undefined;
     this.head = (this.head + 1) & this.mask;
     this.count--;

@@ -15,7 +15,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { debugAssert } from '../assert.js';
+import { assert, DEBUG } from '../assert.js';
 import { base36 } from './message.js';
 
 const receiptPrefix = `r${randomBytes(9).toString('base64url')}`;
@@ -48,7 +48,7 @@ export class Receipts<M extends Receivable> {
 
   /** Gives a message going in flight a slot and a fresh receipt counter. */
   issue(message: M): void {
-    debugAssert(message.slot < 0, 'a message in flight was given a second receipt');
+    if (DEBUG) assert(message.slot < 0, 'a message in flight was given a second receipt');
     const slot = this.free.pop() ?? this.slots.length;
     this.slots[slot] = message;
     message.slot = slot;
@@ -57,7 +57,7 @@ export class Receipts<M extends Receivable> {
   }
 
   receiptOf(message: M): string {
-    debugAssert(message.slot >= 0, 'a receipt was asked of a message not in flight');
+    if (DEBUG) assert(message.slot >= 0, 'a receipt was asked of a message not in flight');
     const slot = message.slot;
     return (slot < HEAD_CACHE ? this.heads[slot] : headOf(slot)) + message.receiptNo.toString(36);
   }
@@ -71,7 +71,7 @@ export class Receipts<M extends Receivable> {
   release(message: M): void {
     message.receiptNo = 0;
     if (message.slot < 0) return;
-    debugAssert(this.slots[message.slot] === message, 'a receipt slot held another message');
+    if (DEBUG) assert(this.slots[message.slot] === message, 'a receipt slot held another message');
     this.slots[message.slot] = undefined;
     this.free.push(message.slot);
     message.slot = -1;

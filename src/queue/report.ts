@@ -79,12 +79,34 @@ export class QueueReport {
     this.counters.fired += count;
   }
 
-  /** Messages handed to a consumer at `now`: `n` of them (all when undefined). */
+  /**
+   * Messages handed to a consumer at `now`: `n` of them (all when undefined). A run of first
+   * deliveries due at the same time (a burst) has one lateness, found once and counted once.
+   */
   delivered(messages: readonly EventSource[], now: number, n = messages.length): void {
     this.counters.delivered += n;
+    let runAt = Number.NaN;
+    let run = 0;
     for (let i = 0; i < n; i++) {
-      if (messages[i].attempts === 1) this.deliveredFirst(messages[i], now);
+      const message = messages[i];
+      if (message.attempts !== 1) continue;
+      if (message.deliverAt === runAt) {
+        run++;
+        continue;
+      }
+      if (run > 0) this.deliveredFirst(runAt, now, run);
+      if (this.lateFrom.size === 0) {
+        runAt = message.deliverAt;
+        run = 1;
+        continue;
+      }
+      // Handed in after its due time, maybe: counted alone, from its hand-in time.
+      this.deliveredFirst(this.dueFrom(message), now, 1);
+      this.forgetLate(message.id);
+      runAt = Number.NaN;
+      run = 0;
     }
+    if (run > 0) this.deliveredFirst(runAt, now, run);
     if (this.events.active)
       for (let i = 0; i < n; i++) this.events.record('delivered', messages[i]);
   }
@@ -147,9 +169,9 @@ export class QueueReport {
     if (message.trace !== undefined) deadSpan(message.topic, message, reason);
   }
 
-  private deliveredFirst(message: Pick<EventSource, 'id' | 'deliverAt'>, now: number): void {
-    const late = Math.max(0, now - this.dueFrom(message));
-    this.forgetLate(message.id);
+  /** `count` first deliveries at `now` of messages that could have been delivered from `due`. */
+  private deliveredFirst(due: number, now: number, count: number): void {
+    const late = Math.max(0, now - (due > this.floor ? due : this.floor));
     let bucket = 0;
     while (
       bucket < DELIVERY_LATENESS_BUCKETS_MS.length &&
@@ -157,8 +179,8 @@ export class QueueReport {
     ) {
       bucket++;
     }
-    this.deliveryLateness[bucket]++;
-    this.sums[DELIVERY_SUM] += late;
+    this.deliveryLateness[bucket] += count;
+    this.sums[DELIVERY_SUM] += late * count;
   }
 
   /** When a message could first have been delivered: its due time, unless handed in later. */

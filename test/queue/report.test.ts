@@ -55,6 +55,54 @@ describe('QueueReport: one counter and one event per happening, for every backen
     expect(figures.deliveryLatenessMs).toMatchObject({ count: 1, sum: 60 });
   });
 
+  it('counts first-delivery lateness per message, in runs of one due time or not', () => {
+    // A reference model: each first delivery late by now - max(due, hand-in time, floor).
+    let seed = 7;
+    const random = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed % n;
+    };
+    const report = new QueueReport(() => 0);
+    report.recoveredAfter(95);
+    const buckets = new Map<number, number>();
+    let count = 0;
+    let sum = 0;
+    let next = 0;
+    for (let batch = 0; batch < 200; batch++) {
+      const now = 100 + batch * 7;
+      const messages = [];
+      for (let i = random(30); i >= 0; i--) {
+        const m = {
+          id: `m${next++}`,
+          topic: 't',
+          deliverAt: 90 + 5 * random(4),
+          attempts: 1 + random(2),
+        };
+        let due = Math.max(m.deliverAt, 95);
+        if (random(5) === 0) {
+          const handedIn = m.deliverAt + random(20);
+          report.handedInLate(m.id, handedIn);
+          due = Math.max(due, handedIn);
+        }
+        if (m.attempts === 1) {
+          const late = Math.max(0, now - due);
+          count++;
+          sum += late;
+          buckets.set(late, (buckets.get(late) ?? 0) + 1);
+        }
+        messages.push(m);
+      }
+      report.delivered(messages, now);
+    }
+    const figures = report.figures().deliveryLatenessMs;
+    expect(figures).toMatchObject({ count, sum });
+    for (const [le, cumulative] of figures.buckets) {
+      let expected = 0;
+      for (const [late, n] of buckets) if (late <= le) expected += n;
+      expect(cumulative, `<= ${le} ms`).toBe(expected);
+    }
+  });
+
   it("emits an ack's event once its write is durable, and none when the write failed", async () => {
     const { report, seen } = listened();
     let durable!: () => void;
