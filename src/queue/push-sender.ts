@@ -15,6 +15,7 @@ import {
 } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { performance } from 'node:perf_hooks';
+import type { Duplex } from 'node:stream';
 import { PUSH_HEADER, signPush } from '../protocol/push-signature.js';
 import { TickwheelError } from '../errors.js';
 import type { PushGuard } from './push-guard.js';
@@ -165,6 +166,17 @@ export class PushSender {
       });
       request.on('error', (err: NodeJS.ErrnoException) => {
         finish(undefined, failure ?? new PushError(networkReason(err)));
+      });
+      // A 101 Switching Protocols nobody asked for: Node hands over the connection instead of
+      // a response. Not an answer: the attempt fails, the connection goes.
+      request.on('upgrade', (response: IncomingMessage, socket: Duplex) => {
+        socket.destroy();
+        finish({ status: response.statusCode ?? 101, location: undefined });
+      });
+      // Ended with neither an answer nor an error (a destroy after a dropped upgrade emits
+      // neither): failed, so that its concurrency slot and close() are not held for ever.
+      request.on('close', () => {
+        finish(undefined, failure ?? new PushError('the connection closed with no answer'));
       });
       request.on('response', (response: IncomingMessage) => {
         const status = response.statusCode ?? 0;

@@ -142,6 +142,26 @@ describe('push delivery (embedded queue, real receiver)', () => {
     expect(dead.map((m) => m.lastError)).toEqual(['PushError: no answer within 1000 ms']);
   });
 
+  it('a 101 Switching Protocols answer fails the attempt and holds no slot or close()', async () => {
+    const target = await receiver(() => ({
+      status: 101,
+      headers: { upgrade: 'websocket', connection: 'upgrade' },
+    }));
+    const queue = await memoryQueue();
+    await queue.configureTopic('hooks', {
+      push: { url: target.url, secret: SECRET, concurrency: 1 },
+    });
+    await queue.schedule({ topic: 'hooks', id: 'm', payload: 'x', maxAttempts: 1 });
+    await waitFor(async () => (await statusOf(queue, 'm')) === 'dead');
+    const [dead] = await queue.deadLetters('hooks');
+    expect(dead.lastError).toBe('PushError: HTTP 101 Switching Protocols');
+    // Its slot is free: the next message is pushed (and fails the same way).
+    await queue.schedule({ topic: 'hooks', id: 'n', payload: 'y', maxAttempts: 1 });
+    await waitFor(async () => (await statusOf(queue, 'n')) === 'dead');
+    expect((await queue.stats()).push.hooks).toMatchObject({ inFlight: 0, failed: 2 });
+    await queue.close();
+  });
+
   it('a receiver that cannot be reached fails the attempt with the network error', async () => {
     const gone = await startReceiver();
     const url = gone.url;
