@@ -183,7 +183,9 @@ export type StartWorker = (
 interface Pushing {
   target: PushTarget;
   sender: PushSender;
-  worker: { close(): Promise<void> };
+  /** Undefined until the topic's previous target has stopped (`after`). */
+  worker: { close(): Promise<void> } | undefined;
+  after: Promise<void> | undefined;
   stats: PushStats;
 }
 
@@ -228,12 +230,13 @@ export class Pushers {
     if (this.closed || !this.started) return;
     const current = this.topics.get(topic);
     if (current !== undefined && target !== null && samePushTarget(current.target, target)) return;
+    let after: Promise<void> | undefined;
     if (current !== undefined) {
       this.topics.delete(topic);
       this.failing.delete(topic);
-      this.stop(current);
+      after = this.stop(current);
     }
-    if (target !== null) this.topics.set(topic, this.begin(topic, target));
+    if (target !== null) this.begin(topic, target, after);
   }
 
   /** Counts per topic since the queue opened (kept across target changes: counters). */
@@ -248,7 +251,12 @@ export class Pushers {
     while (this.stopping.size > 0) await Promise.all([...this.stopping]);
   }
 
-  private begin(topic: string, target: PushTarget): Pushing {
+  /**
+   * Pushes a topic to `target` (its entry from now on), once `after` (the stop of its previous target) has ended: the
+   * requests under way to that one count against the concurrency too, so a run of changes never
+   * has more than `concurrency` requests under way.
+   */
+  private begin(topic: string, target: PushTarget, after?: Promise<void>): void {
     const sender = new PushSender(target, this.wallClock, this.guard);
     const stats = this.counts.get(topic) ?? { inFlight: 0, succeeded: 0, failed: 0 };
     this.counts.set(topic, stats);
@@ -268,17 +276,24 @@ export class Pushers {
         stats.inFlight--;
       }
     };
-    const worker = this.startWorker(topic, handler, {
-      concurrency: target.concurrency,
-      // Twice the attempt's timeout plus a second: a running push is never handed out again.
-      visibilityMs: target.timeoutMs * 2 + 1000,
-      // A failed attempt is counted above and kept as its message's lastError: no warning.
-      // Failed receives and acks are the queue's trouble and are warned about.
-      onError: (err) => {
-        if (!(err instanceof PushError)) this.onFault(faultOf(err, { fields: { topic } }));
-      },
-    });
-    return { target, sender, worker, stats };
+    const pushing: Pushing = { target, sender, worker: undefined, after, stats };
+    this.topics.set(topic, pushing);
+    const start = () => {
+      // Replaced or closed while it waited: never started.
+      if (this.closed || this.topics.get(topic) !== pushing) return;
+      pushing.worker = this.startWorker(topic, handler, {
+        concurrency: target.concurrency,
+        // Twice the attempt's timeout plus a second: a running push is never handed out again.
+        visibilityMs: target.timeoutMs * 2 + 1000,
+        // A failed attempt is counted above and kept as its message's lastError: no warning.
+        // Failed receives and acks are the queue's trouble and are warned about.
+        onError: (err) => {
+          if (!(err instanceof PushError)) this.onFault(faultOf(err, { fields: { topic } }));
+        },
+      });
+    };
+    if (after === undefined) start();
+    else void after.then(start);
   }
 
   private failed(topic: string, target: PushTarget, err: unknown, reason: string): void {
@@ -309,11 +324,17 @@ export class Pushers {
 
   /**
    * Stops a topic's worker; its requests under way get closeGraceMs to finish (the receiver may
-   * have done the work: cutting them at once would turn every stop into retries).
+   * have done the work: cutting them at once would turn every stop into retries). Resolves once
+   * they have; one never started resolves with the stop it waited for.
    */
-  private stop(pushing: Pushing): void {
+  private stop(pushing: Pushing): Promise<void> {
+    const worker = pushing.worker;
+    if (worker === undefined) {
+      pushing.sender.close();
+      return pushing.after ?? Promise.resolve();
+    }
     const grace = setTimeout(() => pushing.sender.abort(), Pushers.closeGraceMs);
-    const done = pushing.worker
+    const done = worker
       .close()
       .catch((err: unknown) => this.onFault(faultOf(err)))
       .finally(() => {
@@ -322,6 +343,7 @@ export class Pushers {
         this.stopping.delete(done);
       });
     this.stopping.add(done);
+    return done;
   }
 }
 

@@ -222,6 +222,35 @@ describe('push delivery (embedded queue, real receiver)', () => {
     expect(new Set(target.requests.map((r) => r.headers[PUSH_HEADER.id])).size).toBe(24);
   });
 
+  it('a run of target changes never has more than concurrency requests under way', async () => {
+    const target = await receiver(() => 'hang');
+    const queue = await memoryQueue();
+    const push = (k: number) => ({
+      url: target.url,
+      secret: SECRET,
+      concurrency: 2,
+      headers: { 'x-version': String(k) },
+    });
+    await queue.configureTopic('hooks', { push: push(0) });
+    await queue.scheduleMany(
+      Array.from({ length: 20 }, (_, i) => ({ topic: 'hooks', id: `m${i}`, payload: i })),
+    );
+    await target.waitFor(2);
+    Pushers.closeGraceMs = 300;
+    try {
+      for (let k = 1; k <= 5; k++) await queue.configureTopic('hooks', { push: push(k) });
+      // The last target pushes once the first one's requests were abandoned after the grace.
+      await waitFor(() => target.requests.some((r) => r.headers['x-version'] === '5'));
+    } finally {
+      Pushers.closeGraceMs = 5_000;
+    }
+    expect(target.maxInFlight()).toBe(2);
+    // The targets in between never started.
+    expect(new Set(target.requests.map((r) => r.headers['x-version']))).toEqual(
+      new Set(['0', '5']),
+    );
+  });
+
   it('pause stops pushes; resume, a new target and removing it apply at once', async () => {
     const first = await receiver();
     const second = await receiver();
