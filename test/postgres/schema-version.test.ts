@@ -16,6 +16,7 @@ const CODE_HASHES: Record<number, string> = {
   13: '9edd471b3e0b9062',
   14: '2806185d8c50a91c',
   15: '83007551b5443fca',
+  16: '8eb6c165581f3c72',
 };
 
 describe('the PostgreSQL schema', () => {

@@ -40,6 +40,9 @@ DECLARE
   places jsonb;
   now_win bigint := @Q@.now_window();
   run_segs bigint[];
+  -- Whether any record has an id (a batch of located records only skips the statements for ids).
+  with_ids boolean := coalesce(cardinality(array_remove(ids, NULL)) > 0, false);
+  missing text;
 BEGIN
   IF cardinality(ids) <> n OR cardinality(runs) <> n OR cardinality(dues) <> n
       OR cardinality(wins) <> n OR cardinality(topics) <> n OR cardinality(buckets) <> n THEN
@@ -51,17 +54,27 @@ BEGIN
     RAISE EXCEPTION 'tickwheel: no partition %', p USING ERRCODE = '22023';
   END IF;
   near := -1 - h.near;
-  SELECT array_agg(@Q@.window_seg(w, now_win) ORDER BY k) INTO run_segs
-  FROM unnest(run_wins) WITH ORDINALITY AS x(w, k);
+  -- (Expressions without a statement where they can be: each statement of a PL/pgSQL function
+  -- costs an executor start, most of what a small batch costs.)
+  IF cardinality(run_wins) = 1 THEN
+    run_segs := ARRAY[@Q@.window_seg(run_wins[1], now_win)];
+  ELSIF cardinality(run_wins) > 1 THEN
+    SELECT array_agg(@Q@.window_seg(w, now_win) ORDER BY k) INTO run_segs
+    FROM unnest(run_wins) WITH ORDINALITY AS x(w, k);
+  END IF;
   -- Per message with an id: the due time of the pending one (stored, or earlier in the batch).
-  SELECT array_agg(CASE WHEN m.id IS NULL THEN NULL
-      ELSE coalesce(s.due, CASE WHEN f.k1 = m.k THEN NULL ELSE f.due1 END) END ORDER BY m.k)
-  INTO prior
-  FROM unnest(ids, dues) WITH ORDINALITY AS m(id, due, k)
-  LEFT JOIN (SELECT DISTINCT ON (id) id, k AS k1, due AS due1
-             FROM unnest(ids, dues) WITH ORDINALITY AS x(id, due, k)
-             WHERE id IS NOT NULL ORDER BY id, k) f ON f.id = m.id
-  LEFT JOIN @Q@.states s ON s.part = p AND s.id = m.id AND s.id = ANY(ids);
+  IF with_ids THEN
+    SELECT array_agg(CASE WHEN m.id IS NULL THEN NULL
+        ELSE coalesce(s.due, CASE WHEN f.k1 = m.k THEN NULL ELSE f.due1 END) END ORDER BY m.k)
+    INTO prior
+    FROM unnest(ids, dues) WITH ORDINALITY AS m(id, due, k)
+    LEFT JOIN (SELECT DISTINCT ON (id) id, k AS k1, due AS due1
+               FROM unnest(ids, dues) WITH ORDINALITY AS x(id, due, k)
+               WHERE id IS NOT NULL ORDER BY id, k) f ON f.id = m.id
+    LEFT JOIN @Q@.states s ON s.part = p AND s.id = m.id AND s.id = ANY(ids);
+  ELSE
+    prior := array_fill(NULL::float8, ARRAY[n]);
+  END IF;
   FOR k IN 1..n LOOP
     j := runs[k];
     IF ids[k] IS NOT NULL THEN
@@ -78,21 +91,24 @@ BEGIN
       target[k] := CASE WHEN @Q@.located_due(recs[k])::float8 < h.loaded_until
         THEN near ELSE run_segs[j] END;
     END IF;
+    IF target[k] < 0 AND target[k] <> near THEN
+      RAISE EXCEPTION 'tickwheel: a window before 1970' USING ERRCODE = '22023';
+    END IF;
   END LOOP;
-  IF EXISTS (SELECT 1 FROM unnest(target) t WHERE t < 0 AND t <> near) THEN
-    RAISE EXCEPTION 'tickwheel: a window before 1970' USING ERRCODE = '22023';
-  END IF;
   -- Segments in order, so that two batches never wait for each other's rows in turn.
   SELECT array_agg(s ORDER BY s), array_agg(c ORDER BY s) INTO segs, nexts
   FROM (SELECT t AS s, count(*)::int AS c FROM unnest(target) t WHERE t IS NOT NULL GROUP BY t) g;
   IF NOT make THEN
-    SELECT string_agg(s::text, ',') INTO note FROM unnest(segs) s
-    WHERE to_regclass(format('%I.%I', @S@, 'records_' || (@Q@.span_of(s)).suffix)) IS NULL;
-    IF note IS NOT NULL THEN
-      RAISE EXCEPTION 'tickwheel: tables of segments % not made yet', note
-        USING ERRCODE = 'TW001', DETAIL = note;
+    FOR i IN 1..coalesce(cardinality(segs), 0) LOOP
+      IF to_regclass(format('%I.%I', @S@, 'records_' || (@Q@.span_of(segs[i])).suffix)) IS NULL
+      THEN
+        missing := concat_ws(',', missing, segs[i]);
+      END IF;
+    END LOOP;
+    IF missing IS NOT NULL THEN
+      RAISE EXCEPTION 'tickwheel: tables of segments % not made yet', missing
+        USING ERRCODE = 'TW001', DETAIL = missing;
     END IF;
-    note := '';
   END IF;
   FOR i IN 1..coalesce(cardinality(segs), 0) LOOP
     nexts[i] := @Q@.reserve(p, segs[i], nexts[i]);
@@ -102,18 +118,21 @@ BEGIN
     at := array_position(segs, target[k]);
     idx[k] := nexts[at];
     nexts[at] := nexts[at] + 1;
+    -- The first index near, for the note (indexes of a segment rise with k).
+    IF target[k] = near AND note_first IS NULL THEN note_first := idx[k]; END IF;
   END LOOP;
   INSERT INTO @Q@.records (seg, part, idx, rec)
   SELECT t, p, i, r FROM unnest(target, idx, recs) AS x(t, i, r) WHERE t IS NOT NULL;
-  INSERT INTO @Q@.states (seg, due, part, idx, bucket, status, id, topic)
-  SELECT t, d, p, i, b, 'S', id, tp FROM unnest(target, idx, dues, buckets, ids, topics)
-    AS x(t, i, d, b, id, tp)
-  WHERE t IS NOT NULL AND id IS NOT NULL;
+  IF with_ids THEN
+    INSERT INTO @Q@.states (seg, due, part, idx, bucket, status, id, topic)
+    SELECT t, d, p, i, b, 'S', id, tp FROM unnest(target, idx, dues, buckets, ids, topics)
+      AS x(t, i, d, b, id, tp)
+    WHERE t IS NOT NULL AND id IS NOT NULL;
+  END IF;
   PERFORM @Q@.tally(p, tp, 'S', c) FROM (
     SELECT coalesce(run_topics[r], tp) AS tp, count(*) AS c
     FROM unnest(target, runs, topics) AS x(t, r, tp) WHERE t IS NOT NULL GROUP BY 1) g;
   -- The owner arms what the note names without reading the segment.
-  SELECT min(i) INTO note_first FROM unnest(target, idx) AS x(t, i) WHERE t = near;
   IF note_first IS NOT NULL THEN
     SELECT string_agg(CASE WHEN id IS NOT NULL THEN id || ' ' || b || ' ' || d::text
         ELSE '@' || p || '.' || @Q@.seg_name(near) || '.' || i || '.' || @Q@.located_tag(r)
@@ -139,8 +158,11 @@ BEGIN
                      min(x.i) FILTER (WHERE x.t <> near) AS ff
                    FROM unnest(target, idx, runs) AS x(t, i, rn) GROUP BY x.rn) f
           ON f.rn = n.r) g;
-  SELECT coalesce(jsonb_agg(to_jsonb(x.due) ORDER BY x.k), '[]') INTO existing
-  FROM unnest(ids, prior) WITH ORDINALITY AS x(id, due, k) WHERE x.id IS NOT NULL;
+  existing := '[]';
+  IF with_ids THEN
+    SELECT coalesce(jsonb_agg(to_jsonb(x.due) ORDER BY x.k), '[]') INTO existing
+    FROM unnest(ids, prior) WITH ORDINALITY AS x(id, due, k) WHERE x.id IS NOT NULL;
+  END IF;
   RETURN jsonb_build_object('existing', existing, 'loadedUntil', h.loaded_until, 'where', places);
 END
 $$;
