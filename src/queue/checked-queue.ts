@@ -441,9 +441,12 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
 
   /** A recurring schedule's spec checked, its occurrences' messages as schedule() checks them. */
   private checkedSpec(spec: unknown): ScheduleSpec {
-    return checkedSpec(spec, (request) => {
-      checkRequest(request, this.backend.now(), this.limits.maxPayloadBytes);
-    });
+    const now = this.backend.now();
+    return checkedSpec(
+      spec,
+      (request) => checkRequest(request, now, this.limits.maxPayloadBytes),
+      now,
+    );
   }
 }
 

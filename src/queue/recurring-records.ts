@@ -34,12 +34,13 @@ export function occurrenceId(name: string, at: number): string {
   return `${name}@${at}`;
 }
 
-/** A spec checked, and its occurrences' messages as the queue checks them (`check`). */
+/** A spec checked at `now`, and its occurrences' messages as the queue checks them (`check`). */
 export function checkedSpec(
   spec: unknown,
   check: (request: ScheduleRequest) => void,
+  now: number,
 ): ScheduleSpec {
-  const checked = checkSpec(spec);
+  const checked = checkSpec(spec, now);
   check(occurrenceRequest(checked));
   return checked;
 }

@@ -46,7 +46,8 @@ export function checkScheduleName(name: unknown): string {
 }
 
 /** Checks a RecurringSpec (or a stored ScheduleSpec) into a ScheduleSpec. */
-export function checkSpec(given: unknown): ScheduleSpec {
+/** `given` checked as a schedule made or changed at `now` (the queue's clock). */
+export function checkSpec(given: unknown, now = Date.now()): ScheduleSpec {
   const spec = fieldsOf(given, SPEC_FIELDS, 'a schedule', '{ topic, cron }');
   const cron = spec.cron ?? null;
   const everyMs = spec.everyMs ?? null;
@@ -101,16 +102,17 @@ export function checkSpec(given: unknown): ScheduleSpec {
     backoff: checkBackoff(spec.backoff ?? undefined) ?? null,
     paused: checkFlag(spec.paused, 'paused'),
   };
-  // A cron expression or time zone croner cannot read, or one that never runs again, is
-  // refused here, not at its first use.
-  if (checked.cron !== null) {
-    // next() answers strictly later times: from startAt - 1, an occurrence at startAt counts.
-    const from = Math.max(Date.now(), (checked.startAt ?? 0) - 1);
-    if (occurrencesOf(checked, 0).next(from) === null) {
-      throw invalidOption(
-        `cron ${JSON.stringify(checked.cron)} has no occurrence at or after ${new Date(from + 1).toISOString()}${checked.endAt === null ? '' : ' up to endAt'}`,
-      );
-    }
+  // A cron expression or time zone croner cannot read, or a schedule that never runs again, is
+  // refused here, not at its first use. An interval without startAt counts from now, as the
+  // schedule made or changed now does (recordFor's anchorAt).
+  // next() answers strictly later times: from startAt - 1, an occurrence at startAt counts.
+  const from = Math.max(now, (checked.startAt ?? 0) - 1);
+  if (occurrencesOf(checked, now).next(from) === null) {
+    const rule =
+      checked.cron === null ? `everyMs ${checked.everyMs}` : `cron ${JSON.stringify(checked.cron)}`;
+    throw invalidOption(
+      `${rule} has no occurrence at or after ${new Date(from + 1).toISOString()}${checked.endAt === null ? '' : ' up to endAt'}`,
+    );
   }
   return checked;
 }

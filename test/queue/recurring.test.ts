@@ -27,7 +27,7 @@ function localDate(at: number, timeZone: string): string {
 }
 
 function occurrencesBetween(spec: RecurringSpec, createdAt: number, from: number, to: number) {
-  const occurrences = occurrencesOf(checkSpec(spec), createdAt);
+  const occurrences = occurrencesOf(checkSpec(spec, createdAt), createdAt);
   const all: number[] = [];
   for (let at = occurrences.next(from); at !== null && at <= to; at = occurrences.next(at)) {
     all.push(at);
@@ -685,12 +685,18 @@ describe('the schedule API under failures and races', () => {
     ).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
   });
 
-  it('refuses an empty time zone, 7 fields, a cron that never runs, a payload over the limit', async () => {
-    const { queue } = await openQueue(memoryKind);
+  it('refuses an empty time zone, 7 fields, a cron or interval that never runs, a payload over the limit', async () => {
+    const { queue, clock } = await openQueue(memoryKind);
+    const now = clock.now();
     for (const spec of [
       { topic: 't', cron: '0 9 * * *', timezone: '' },
       { topic: 't', cron: '0 0 0 1 1 * 2030' },
       { topic: 't', cron: '0 0 30 2 *' },
+      { topic: 't', cron: '0 0 * * *', endAt: 1000 },
+      // Ended before it starts: the first occurrence is one interval after now.
+      { topic: 't', everyMs: 60_000, endAt: 1000 },
+      { topic: 't', everyMs: 60_000, endAt: now + 5_000 },
+      { topic: 't', everyMs: 60_000, startAt: 0, endAt: 1 },
     ]) {
       await expect(queue.putSchedule('s', spec), JSON.stringify(spec)).rejects.toMatchObject({
         code: 'ERR_TICKWHEEL_INVALID_OPTION',
@@ -705,6 +711,10 @@ describe('the schedule API under failures and races', () => {
     } finally {
       await small.close();
     }
+    expect(await queue.listSchedules()).toEqual([]);
+    // One whose last occurrence is its end is fine.
+    await queue.putSchedule('s', { topic: 't', everyMs: 60_000, endAt: now + 60_000 });
+    expect((await queue.getSchedule('s'))?.nextAt).toBe(now + 60_000);
   });
 });
 
