@@ -271,8 +271,11 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
     let rows: PgResult['rows'];
     if (session === this.pool) rows = await this.scheduleMakingSpans(sql, values);
     else {
-      // The caller's transaction: aborted, it is the caller's to roll back and make again. A
-      // table it needs is made in it.
+      // The caller's transaction: aborted, it is the caller's to roll back and make again. The
+      // tables it needs are made first on the queue's own connections: made in it, a table would
+      // hold every call of the queue on `records` until the caller commits. (One dropped
+      // meanwhile by reap() is made in it after all.)
+      await this.makeSpans(await this.segmentsOf(args.allWindows()));
       try {
         rows = (await session.query(sql, [...values, true])).rows;
       } catch (err) {
@@ -312,6 +315,19 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
         await this.makeSpans(cause.detail.split(',').map(Number));
       }
     }
+  }
+
+  /** The segments records of these windows go to now (window_seg), each once. */
+  private async segmentsOf(windows: readonly number[]): Promise<number[]> {
+    if (windows.length === 0) return [];
+    const row = await this.one(
+      'tw_schedule',
+      `SELECT coalesce(array_agg(DISTINCT ${this.fn('window_seg')}(w, n.now_win)), '{}') AS v ` +
+        `FROM (SELECT ${this.fn('now_window')}() AS now_win) n, unnest($1::bigint[]) AS w`,
+      [windows],
+    );
+    // A window before 1970 has no table: tw_schedule refuses it.
+    return (row.v as Array<string | number>).map(Number).filter((segment) => segment >= 0);
   }
 
   /**

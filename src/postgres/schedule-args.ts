@@ -60,6 +60,13 @@ export class ScheduleArgs {
     this.runs.push(run);
   }
 
+  /** Every window a record of the call may go to (those due before loadedUntil go near). */
+  allWindows(): number[] {
+    const windows = this.runWindows.slice();
+    for (const window of this.windows) if (window !== null) windows.push(window);
+    return windows;
+  }
+
   /** $2 to $12 of the call, in order. */
   values(): unknown[] {
     return [

@@ -125,6 +125,25 @@ describe.skipIf(!postgresInstalled())('schedule in the application transaction',
     expect(got.sort()).toEqual([...ids].sort());
   });
 
+  it('makes the tables a schedule needs outside the transaction, which then locks no table whole', async () => {
+    const queue = await openQueue();
+    await inTransaction('COMMIT', async (client) => {
+      // Due in 400 days: a window whose table is not made yet.
+      await queue.schedule(
+        { topic: 'far', id: 'far-1', payload: 1, delayMs: 400 * 86_400_000 },
+        { client },
+      );
+      const { rows } = await client.query(
+        `SELECT c.relname, l.mode FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+         WHERE l.pid = pg_backend_pid() AND l.mode = 'AccessExclusiveLock'`,
+      );
+      // Made in it, a table would hold records and tombs so until the commit: every call of the
+      // queue would wait behind it.
+      expect(rows).toEqual([]);
+    });
+    expect(await queue.get('far-1')).toMatchObject({ status: 'scheduled' });
+  });
+
   it('refuses a client where no transaction can be joined, and one that is not a client', async () => {
     const memory = await DelayQueue.open({ store: new MemoryStore() });
     opened.push(memory);
