@@ -8,9 +8,11 @@
 
 import { setTimeout as delay } from 'node:timers/promises';
 
-import type { PgListenClient } from './pg.js';
+import { named, type PgListenClient } from './pg.js';
 
 const RETRY_FIRST_MS = 100;
+/** What a failure of the notification connection is told as (its errors go to onError named). */
+const LISTENING = 'the LISTEN connection (notifications; it reconnects by itself)';
 const RETRY_MOST_MS = 5_000;
 
 type Listener = (event: string) => void;
@@ -60,7 +62,7 @@ export class ChannelListener {
       gone = true;
       if (this.client === client) this.client = undefined;
       client.end().catch(() => undefined);
-      if (err !== undefined && !this.closed) this.onError(err);
+      if (err !== undefined && !this.closed) this.onError(named(err, LISTENING));
       if (!this.closed) void this.reconnect();
     };
     client.on('error', lost);
@@ -98,7 +100,7 @@ export class ChannelListener {
       try {
         await this.connected();
       } catch (err) {
-        this.onError(err as Error);
+        this.onError(named(err, LISTENING));
         wait = Math.min(RETRY_MOST_MS, wait * 2);
       }
     }
