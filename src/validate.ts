@@ -148,3 +148,8 @@ export function onlyKnownOptions(options: object, known: readonly string[]): boo
 export function optionNames<T>(names: Record<keyof T, true>): readonly string[] {
   return Object.keys(names);
 }
+
+/** A URL as it may be shown: its password starred. */
+export function hidePassword(url: string): string {
+  return url.replace(/(\/\/[^:@/]*:)[^@/]*@/, '$1***@');
+}

@@ -13,10 +13,10 @@ import {
 } from '../partitioned/node-options.js';
 import type { QueueLimits } from '../queue/options.js';
 import type { QueueReport } from '../queue/report.js';
-import { checkOption } from '../validate.js';
+import { checkOption, hidePassword } from '../validate.js';
 import { PostgresDriver } from './driver.js';
 import { loadPg, type PgPool } from './pg.js';
-import { hidePassword, probe, untilReachable } from './reach.js';
+import { checkConnectionString, probe, untilReachable } from './reach.js';
 
 /**
  * The node's fire calls at least this far apart (fireIntervalMs): each fire is a transaction
@@ -53,6 +53,7 @@ export async function openPostgresBackend(
   const timeoutMs = options.connectTimeoutMs ?? 10_000;
   const connectTimeoutMs = checkOption(timeoutMs, 'connectTimeoutMs', 1, 600_000);
   const { postgres } = options;
+  if (typeof postgres === 'string') checkConnectionString(postgres);
   const where = typeof postgres === 'string' ? hidePassword(postgres) : 'the pg.Pool given';
   return untilReachable(where, connectTimeoutMs, async (leftMs) => {
     // A pool of the application's connects as the application set it up.

@@ -7,11 +7,21 @@
 
 import { TickwheelUnavailableError } from '../errors.js';
 import { retryUntil } from '../retry.js';
+import { hidePassword, invalidOption } from '../validate.js';
 import { named, type PgModule } from './pg.js';
 
-/** A connection string as it may be shown: its password starred. */
-export function hidePassword(url: string): string {
-  return url.replace(/(\/\/[^:@/]*:)[^@/]*@/, '$1***@');
+/**
+ * A connection string pg can read as meant: pg reads any scheme (mysql://..., http://...) as a
+ * PostgreSQL URL, takes text that is not a URL for a host name, and an empty string for
+ * 127.0.0.1:5432.
+ */
+export function checkConnectionString(url: string): void {
+  if (!/^(postgres|postgresql):\/\/./i.test(url) && !/^socket:\/\/./i.test(url)) {
+    const shown = url === '' ? 'an empty string' : JSON.stringify(hidePassword(url).slice(0, 80));
+    throw invalidOption(
+      `postgres must be a postgres:// or postgresql:// connection string (or a pg.Pool), got ${shown}`,
+    );
+  }
 }
 
 function isUnavailable(err: unknown): boolean {

@@ -15,13 +15,12 @@ import {
 } from '@redis/client';
 import { assert } from '../assert.js';
 import { TickwheelStateError } from '../errors.js';
-import { invalidOption } from '../validate.js';
+import { hidePassword, invalidOption } from '../validate.js';
 import { slotOf } from './slot.js';
 import { checkRedisUrls, parseSentinelUrl } from './urls.js';
 import {
   NO_FUNCTION,
   REFUSALS,
-  hidePassword,
   isConnectionError,
   isUnreachable,
   unavailable,

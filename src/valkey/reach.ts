@@ -6,6 +6,7 @@
 
 import { TickwheelUnavailableError } from '../errors.js';
 import { retryUntil } from '../retry.js';
+import { hidePassword } from '../validate.js';
 
 /** Replies by which a server says "not now" during a failover: the command was not run. */
 // MOVED and ASK reach here only from a pinned connection; a WAIT sent to a primary demoted
@@ -31,11 +32,6 @@ export function isConnectionError(err: unknown): boolean {
 export function isUnreachable(err: unknown): boolean {
   if ((err as { code?: unknown } | null)?.code === 'ERR_TICKWHEEL_UNAVAILABLE') return true;
   return isConnectionError(err) || REFUSALS.test(err instanceof Error ? err.message : '');
-}
-
-/** A URL as it may be shown: its password starred. */
-export function hidePassword(url: string): string {
-  return url.replace(/(\/\/[^:@/]*:)[^@/]*@/, '$1***@');
 }
 
 export function unavailable(

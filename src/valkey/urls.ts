@@ -3,7 +3,7 @@
  * redis+sentinel:// URL that names the Sentinels and the primary they monitor.
  */
 
-import { describe, invalidOption } from '../validate.js';
+import { describe, hidePassword, invalidOption } from '../validate.js';
 
 /** The `redis` option as a list: one or more redis:// or rediss:// URLs, or a redis+sentinel:// one. */
 export function checkRedisUrls(urls: unknown): string[] {
@@ -16,7 +16,23 @@ export function checkRedisUrls(urls: unknown): string[] {
       `redis must be one or more redis:// or rediss:// URLs, or one redis+sentinel:// URL, got ${describe(urls)}`,
     );
   }
+  for (const url of list as string[]) if (!url.startsWith('redis+sentinel:')) checkDatabase(url);
   return list as string[];
+}
+
+/** A redis:// URL's path, if any, is a database number (the client throws a bare TypeError). */
+function checkDatabase(url: string): void {
+  let path: string;
+  try {
+    path = new URL(url).pathname;
+  } catch {
+    throw invalidOption(`redis URL ${hidePassword(url)} is not a URL`);
+  }
+  if (path !== '' && path !== '/' && !/^\/\d{1,5}$/.test(path)) {
+    throw invalidOption(
+      `redis URL ${hidePassword(url)}: its path must be a database number such as /0, got ${JSON.stringify(path.slice(0, 40))}`,
+    );
+  }
 }
 
 /**

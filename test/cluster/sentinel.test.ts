@@ -32,6 +32,19 @@ describe('redis+sentinel:// URLs', () => {
     expect(() => parseSentinelUrl('redis+sentinel://host:99999/m')).toThrow(/host:port/);
   });
 
+  it('a redis:// URL whose path is not a database number is refused, its password starred', async () => {
+    for (const redis of ['redis://:hunter2@127.0.0.1:6379/abc', 'redis://127.0.0.1/0/x']) {
+      const err = (await DelayQueue.open({ redis, queue: 'q' }).catch(
+        (e: unknown) => e,
+      )) as Error & {
+        code?: string;
+      };
+      expect(err.code, redis).toBe('ERR_TICKWHEEL_INVALID_OPTION');
+      expect(err.message).toMatch(/path must be a database number/);
+      expect(err.message).not.toContain('hunter2');
+    }
+  });
+
   it('stand alone: another URL beside one is refused', async () => {
     await expect(
       DelayQueue.open({ redis: ['redis+sentinel://127.0.0.1:1/m', 'redis://127.0.0.1:2'] }),

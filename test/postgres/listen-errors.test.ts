@@ -32,7 +32,7 @@ describe.skipIf(!postgresInstalled())('the LISTEN connection', () => {
       queue: 'listen',
       partitions: 2,
       leaseMs: 1_000,
-      onError: (err) => errors.push(err),
+      onError: (err) => errors.push(err as Error),
     });
     closers.push(() => queue.close());
     // A long poll: the node listens for its topic's deliveries.

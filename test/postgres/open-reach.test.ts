@@ -30,6 +30,23 @@ describe('DelayQueue.open({ postgres }) and an absent PostgreSQL', () => {
     expect(err.message).not.toContain('hunter2');
   });
 
+  it('refuses at once a connection string pg would misread: another scheme, not a URL, empty', async () => {
+    for (const postgres of [
+      'mysql://app:hunter2@127.0.0.1:5432/app',
+      'http://127.0.0.1:5432/app',
+      'postgress://127.0.0.1/app',
+      'not a url',
+      '',
+    ]) {
+      const err = (await DelayQueue.open({ postgres, connectTimeoutMs: 60_000 }).catch(
+        (e: unknown) => e,
+      )) as Error & { code?: string };
+      expect(err.code, postgres).toBe('ERR_TICKWHEEL_INVALID_OPTION');
+      expect(err.message).toMatch(/postgres must be a postgres:\/\/ or postgresql:\/\//);
+      expect(err.message).not.toContain('hunter2');
+    }
+  });
+
   it("tries a pool of the application's as it is, and names it", async () => {
     const port = (await freePort()) as number;
     const pool = new pg.Pool({ connectionString: `postgres://127.0.0.1:${port}/app` });
