@@ -23,6 +23,7 @@ import {
   REFUSALS,
   isConnectionError,
   isUnreachable,
+  misconfigured,
   unavailable,
   destroyQuietly,
   within,
@@ -446,8 +447,10 @@ async function reachable(urls: readonly string[], deadline: number) {
         await probe.close();
         return { url, clustered: /cluster_enabled:1/.test(String(info)) };
       } catch (err) {
-        last = err;
         destroyQuietly(probe);
+        // Refused for a reason waiting does not cure (a wrong password): told at once.
+        if (misconfigured(err) !== undefined) throw err;
+        last = err;
       }
     }
     if (Date.now() >= deadline) throw unavailable(urls, last);

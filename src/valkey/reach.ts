@@ -4,7 +4,7 @@
  * deadline (a node started while its primary restarts must not die on the first reset).
  */
 
-import { TickwheelUnavailableError } from '../errors.js';
+import { TickwheelStateError, TickwheelUnavailableError } from '../errors.js';
 import { retryUntil } from '../retry.js';
 import { hidePassword } from '../validate.js';
 
@@ -13,6 +13,11 @@ import { hidePassword } from '../validate.js';
 // since is refused so too (test/cluster/schedule-failover.test.ts).
 export const REFUSALS =
   /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVED|ASK)\b|^ERR WAIT(AOF)? cannot be used with replica/;
+/**
+ * Replies that waiting does not cure: a wrong or missing password, a user without the right, a
+ * database number the server does not have.
+ */
+const MISCONFIGURED = /^(WRONGPASS|NOAUTH|NOPERM)\b|^ERR (DB index is out of range|invalid password)/;
 /** FCALL of a function the server does not have (Valkey and Redis answer alike). */
 export const NO_FUNCTION = /^ERR Function not found/i;
 
@@ -30,6 +35,7 @@ export function isConnectionError(err: unknown): boolean {
 
 /** Whether `err` says the server is not there now: worth trying again later. */
 export function isUnreachable(err: unknown): boolean {
+  if (misconfigured(err) !== undefined) return false;
   if ((err as { code?: unknown } | null)?.code === 'ERR_TICKWHEEL_UNAVAILABLE') return true;
   return isConnectionError(err) || REFUSALS.test(err instanceof Error ? err.message : '');
 }
@@ -51,19 +57,39 @@ export function unavailable(
   );
 }
 
+/** The refusal's text when `err` (or its cause) is one waiting does not cure, else undefined. */
+export function misconfigured(err: unknown): string | undefined {
+  for (let at: unknown = err, depth = 0; at instanceof Error && depth < 3; depth++) {
+    if (MISCONFIGURED.test(at.message)) return at.message;
+    at = (at as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
 /**
  * Runs `attempt` (given the time left) until it succeeds or fails for another reason than the
- * server's absence (retry.ts). Past `timeoutMs`, ERR_TICKWHEEL_UNAVAILABLE.
+ * server's absence (retry.ts). Past `timeoutMs`, ERR_TICKWHEEL_UNAVAILABLE. A refusal waiting
+ * does not cure (a wrong password) ends it at once with ERR_TICKWHEEL_INVALID_STATE.
  */
-export function untilReachable<T>(
+export async function untilReachable<T>(
   urls: readonly string[],
   timeoutMs: number,
   attempt: (leftMs: number) => Promise<T>,
 ): Promise<T> {
-  return retryUntil(timeoutMs, attempt, isUnreachable, (err) => {
-    const last = (err as { cause?: unknown }).cause ?? err;
-    return unavailable(urls, last, ` (kept trying for ${timeoutMs} ms, the connect timeout)`);
-  });
+  try {
+    return await retryUntil(timeoutMs, attempt, isUnreachable, (err) => {
+      const last = (err as { cause?: unknown }).cause ?? err;
+      return unavailable(urls, last, ` (kept trying for ${timeoutMs} ms, the connect timeout)`);
+    });
+  } catch (err) {
+    const refusal = misconfigured(err);
+    if (refusal === undefined) throw err;
+    throw new TickwheelStateError(
+      'ERR_TICKWHEEL_INVALID_STATE',
+      `Valkey/Redis at ${urls.map(hidePassword).join(', ')} refused the connection: ${refusal}`,
+      { cause: err },
+    );
+  }
 }
 
 /** Drops a connection; one that never connected (destroy() then throws) needs nothing. */
