@@ -17,7 +17,8 @@ export const REFUSALS =
  * Replies that waiting does not cure: a wrong or missing password, a user without the right, a
  * database number the server does not have.
  */
-const MISCONFIGURED = /^(WRONGPASS|NOAUTH|NOPERM)\b|^ERR (DB index is out of range|invalid password)/;
+const MISCONFIGURED =
+  /^(WRONGPASS|NOAUTH|NOPERM)\b|^ERR (DB index is out of range|invalid password)/;
 /** FCALL of a function the server does not have (Valkey and Redis answer alike). */
 export const NO_FUNCTION = /^ERR Function not found/i;
 
