@@ -11,8 +11,9 @@ import { hidePassword } from '../validate.js';
 /** Replies by which a server says "not now" during a failover: the command was not run. */
 // MOVED and ASK reach here only from a pinned connection; a WAIT sent to a primary demoted
 // since is refused so too (test/cluster/schedule-failover.test.ts).
+// OOM: a server at its maxmemory refuses a function that may write before running it.
 export const REFUSALS =
-  /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVED|ASK)\b|^ERR WAIT(AOF)? cannot be used with replica/;
+  /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVED|ASK|OOM)\b|^ERR WAIT(AOF)? cannot be used with replica/;
 /**
  * Replies that waiting does not cure: a wrong or missing password, a user without the right, a
  * database number the server does not have.
@@ -51,11 +52,12 @@ export function unavailable(
     cause instanceof Error
       ? cause.message || `${cause.constructor.name} (no answer in time)`
       : String(cause);
-  return new TickwheelUnavailableError(
-    'ERR_TICKWHEEL_UNAVAILABLE',
-    `could not reach Valkey/Redis at ${shown}${after}: ${why}`,
-    { cause },
-  );
+  const trouble = /^OOM\b/.test(why)
+    ? `Valkey/Redis at ${shown} is at its maxmemory and refuses writes${after}`
+    : `could not reach Valkey/Redis at ${shown}${after}`;
+  return new TickwheelUnavailableError('ERR_TICKWHEEL_UNAVAILABLE', `${trouble}: ${why}`, {
+    cause,
+  });
 }
 
 /** The refusal's text when `err` (or its cause) is one waiting does not cure, else undefined. */
