@@ -12,7 +12,7 @@
  * was sent, so there is one wait per primary and round.
  */
 
-import { TickwheelUnavailableError } from '../errors.js';
+import { outcomeUnknown, TickwheelUnavailableError } from '../errors.js';
 import type { MessageInfo } from '../queue/types.js';
 import type { RateLimit } from '../queue/topics.js';
 import {
@@ -277,15 +277,23 @@ export class ValkeyDriver implements PartitionDriver {
     const meta = this.meta(partition);
     if (!durable) return tw.ack(this.valkey, meta, deliveries);
     const done = await tw.ack(this.writes, meta, deliveries);
-    const what = deliveries.length === 1 ? deliveries[0].id : `${deliveries.length} acks`;
-    await this.waitFor(meta, what);
+    const what =
+      deliveries.length === 1 ? `the ack of ${deliveries[0].id}` : `${deliveries.length} acks`;
+    // Written, maybe not kept: after a failover the message may be delivered again.
+    await this.waitFor(meta, what).catch((err: unknown) => {
+      throw outcomeUnknown(err, undefined);
+    });
     return done;
   }
 
   async nack(partition: number, retry: Retry, reason: string, durable: boolean) {
     const meta = this.meta(partition);
     const outcome = await tw.nack(durable ? this.writes : this.valkey, meta, retry, reason);
-    if (durable) await this.waitFor(meta, retry.id);
+    if (durable) {
+      await this.waitFor(meta, `the nack of ${retry.id}`).catch((err: unknown) => {
+        throw outcomeUnknown(err, undefined);
+      });
+    }
     if (outcome !== 'lost') return outcome;
     this.withRecords(partition, [{ id: retry.id, record: null }], 'nacked');
     return undefined;
@@ -442,6 +450,6 @@ function numbers(hash: Hash): Record<string, number> {
 function notDurable(what: string, why: string): TickwheelUnavailableError {
   return new TickwheelUnavailableError(
     'ERR_TICKWHEEL_NOT_DURABLE',
-    `${what} reached the primary, but ${why}; it may not survive a failover (scheduling again with the same id is safe; a message scheduled without an id would be scheduled twice). A primary that has lost its replica needs one again; on servers with no replica at all, durability 'auto' (the default) is 'async'`,
+    `${what} reached the primary, but ${why}; it may not survive a failover. A primary that has lost its replica needs one again; on servers with no replica at all, durability 'auto' (the default) is 'async'`,
   );
 }

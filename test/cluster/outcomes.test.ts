@@ -78,6 +78,18 @@ describe.runIf(installed('valkey-server'))('a cluster write its replica never ac
     expect((await queue.topicInfo('t')).pending).toBe(2);
   }, 30_000);
 
+  it('says so of a durable ack, in words of an ack, its outcome unknown', async () => {
+    await queue.schedule({ topic: 'acks', id: 'to-ack', payload: 1 }).catch(() => undefined);
+    const [delivery] = await queue.receive('acks', { waitMs: 10_000 });
+    expect(delivery?.id).toBe('to-ack');
+    const err = (await queue
+      .ack(delivery.receipt, { durable: true })
+      .catch((e: unknown) => e)) as Error & { code?: string; outcome?: string };
+    expect(err).toMatchObject({ code: 'ERR_TICKWHEEL_NOT_DURABLE', outcome: 'unknown' });
+    expect(err.message).toMatch(/^the ack of to-ack reached the primary/);
+    expect(err.message).not.toMatch(/schedul/);
+  }, 30_000);
+
   it('says the same of a topic setting, with the topic', async () => {
     const paused = await call('PATCH', '/v1/topics/orders', { paused: true });
     expect(paused.status).toBe(503);
