@@ -8,7 +8,7 @@
  * (DelayQueue.open({ postgres })).
  */
 
-import { TickwheelRangeError } from '../errors.js';
+import { outcomeUnknown, TickwheelRangeError, TickwheelStateError } from '../errors.js';
 import type {
   At,
   Owner,
@@ -282,12 +282,18 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
         throw named(err, 'tw_schedule');
       }
     }
-    const row = rows[0] ?? {};
-    const answer = row.v as {
-      existing: Array<number | null>;
-      loadedUntil: number;
-      where: unknown[];
-    };
+    const answer = rows?.[0]?.v as
+      { existing: Array<number | null>; loadedUntil: number; where: unknown[] } | undefined;
+    if (!Array.isArray(answer?.existing) || !Array.isArray(answer?.where)) {
+      // A client of the caller's whose query() does not resolve to pg's { rows }.
+      throw outcomeUnknown(
+        new TickwheelStateError(
+          'ERR_TICKWHEEL_INVALID_STATE',
+          "tw_schedule's answer did not come back through the client given: its query(text, values) must resolve to { rows } as pg's does",
+        ),
+        undefined,
+      );
+    }
     const where: ScheduleAnswer['where'] = [];
     for (const place of answer.where as Array<Array<string | number>>) {
       for (let i = 0; i < place.length; i += 2) {

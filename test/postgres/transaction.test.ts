@@ -163,5 +163,16 @@ describe.skipIf(!postgresInstalled())('schedule in the application transaction',
       code: 'ERR_TICKWHEEL_INVALID_OPTION',
     });
     expect(await queue.topicInfo('t')).toMatchObject({ pending: 0 });
+    // A client whose query() answers in another shape: a named error, its outcome unknown.
+    for (const answer of [{ rows: [] }, { rows: [{}] }, {}]) {
+      const odd = { query: async () => answer } as unknown as typeof client;
+      await expect(
+        queue.schedule({ topic: 't', payload: 1 }, { client: odd }),
+      ).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_INVALID_STATE',
+        outcome: 'unknown',
+        message: /must resolve to \{ rows \}/,
+      });
+    }
   });
 });
