@@ -60,6 +60,12 @@ export interface ValkeyDriverOptions {
 
 type Hash = Record<string, string> | null;
 
+/**
+ * How long a maxmemory refusal makes problem() answer: the owners' lease renewals are writes
+ * refused as long as the server stays full, so this holds while it does, and ends after.
+ */
+const OOM_FRESH_MS = 10_000;
+
 export class ValkeyDriver implements PartitionDriver {
   readonly durability: { setting: Durability; option: DurabilityOption; reason: string };
   private readonly queue: string;
@@ -361,16 +367,19 @@ export class ValkeyDriver implements PartitionDriver {
     return this.valkey.subscribe(eventsChannel(this.queue, partition), listener);
   }
 
-  /** A PING on the queue's config slot, answered within a second or not. */
+  /**
+   * A PING on the queue's config slot, answered within a second or not; then whether writes
+   * were refused for the server's maxmemory within the last OOM_FRESH_MS.
+   */
   async problem(): Promise<string | undefined> {
     const late = () => new Error('Valkey/Redis did not answer within 1000 ms');
     const key = configKey(this.queue);
     try {
       await withinMs(this.valkey.command(key, ['PING']), 1_000, late);
-      return undefined;
     } catch (err) {
       return err instanceof Error ? err.message : String(err);
     }
+    return this.writes.writesRefused(OOM_FRESH_MS) ?? this.valkey.writesRefused(OOM_FRESH_MS);
   }
 
   async close(): Promise<void> {

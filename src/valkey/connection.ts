@@ -21,6 +21,7 @@ import { checkRedisUrls, parseSentinelUrl } from './urls.js';
 import {
   NO_FUNCTION,
   REFUSALS,
+  OOM,
   isConnectionError,
   isUnreachable,
   misconfigured,
@@ -76,6 +77,8 @@ export class Valkey {
   private readonly replicaCounts = new Map<string, ReplicaState>();
   /** See pin(). */
   private pinned = false;
+  /** The last maxmemory refusal (OOM) and when it came (Date.now()); see writesRefused(). */
+  private oom: { at: number; error: Error } | undefined;
 
   /**
    * Made by connect(). Typed `object` so that this module's declarations name no type of
@@ -274,6 +277,7 @@ export class Valkey {
           continue;
         }
         const refused = REFUSALS.test(message);
+        if (refused && OOM.test(message)) this.oom = { at: Date.now(), error: err as Error };
         if (refused && !once && Date.now() + pause < until) {
           await new Promise((resolve) => setTimeout(resolve, pause));
           continue;
@@ -288,6 +292,16 @@ export class Valkey {
         throw err;
       }
     }
+  }
+
+  /**
+   * Why writes fail now when the server refused one for its maxmemory within `freshMs`, else
+   * undefined. The node's own lease renewals are writes, so a server that stays full keeps this
+   * fresh, and it clears by itself once memory is given back.
+   */
+  writesRefused(freshMs: number): string | undefined {
+    if (this.oom === undefined || Date.now() - this.oom.at > freshMs) return undefined;
+    return unavailable(this.urls, this.oom.error).message;
   }
 
   /** Loads the library on every primary, refusing where one runs a newer library. */

@@ -8,10 +8,11 @@ import { TickwheelStateError, TickwheelUnavailableError } from '../errors.js';
 import { retryUntil } from '../retry.js';
 import { hidePassword } from '../validate.js';
 
+/** A server at its maxmemory refuses a function that may write before running it. */
+export const OOM = /^OOM\b/;
 /** Replies by which a server says "not now" during a failover: the command was not run. */
 // MOVED and ASK reach here only from a pinned connection; a WAIT sent to a primary demoted
 // since is refused so too (test/cluster/schedule-failover.test.ts).
-// OOM: a server at its maxmemory refuses a function that may write before running it.
 export const REFUSALS =
   /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVED|ASK|OOM)\b|^ERR WAIT(AOF)? cannot be used with replica/;
 /**
@@ -52,7 +53,7 @@ export function unavailable(
     cause instanceof Error
       ? cause.message || `${cause.constructor.name} (no answer in time)`
       : String(cause);
-  const trouble = /^OOM\b/.test(why)
+  const trouble = OOM.test(why)
     ? `Valkey/Redis at ${shown} is at its maxmemory and refuses writes${after}`
     : `could not reach Valkey/Redis at ${shown}${after}`;
   return new TickwheelUnavailableError('ERR_TICKWHEEL_UNAVAILABLE', `${trouble}: ${why}`, {

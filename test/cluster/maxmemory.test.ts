@@ -1,7 +1,8 @@
 /**
  * Valkey at its maxmemory (noeviction) refuses every function that may write: calls fail with
  * ERR_TICKWHEEL_UNAVAILABLE saying so (outcome none: a refused function did not run), as do
- * the node's background calls told to onError, and all heal once memory is given back. A real
+ * the node's background calls told to onError, and problem() (GET /healthz) says it; all heal
+ * once memory is given back. A real
  * valkey-server.
  */
 
@@ -38,6 +39,9 @@ describe.runIf(installed('valkey-server'))('Valkey at its maxmemory', () => {
     expect(err.code).toBe('ERR_TICKWHEEL_UNAVAILABLE');
     expect(err.outcome).toBe('none');
     expect(err.message).toMatch(/is at its maxmemory and refuses writes: OOM/);
+    // GET /healthz says so (503) while the server stays full: the owner's lease renewals are
+    // refused too, and keep the refusal fresh.
+    await waitFor(async () => /maxmemory and refuses writes/.test((await queue.problem()) ?? ''));
     cli('valkey-server', server.port, 'CONFIG', 'SET', 'maxmemory', '0');
     await queue.schedule({ topic: 't', payload: 'after' });
     const got: unknown[] = [];
@@ -49,6 +53,7 @@ describe.runIf(installed('valkey-server'))('Valkey at its maxmemory', () => {
       return got.length >= 2;
     });
     expect(got.sort()).toEqual(['after', 'before']);
+    await waitFor(async () => (await queue.problem()) === undefined, { timeoutMs: 20_000 });
     expect(
       errors.filter((e) => !String((e as { code?: unknown }).code).startsWith('ERR_TICKWHEEL_')),
     ).toEqual([]);
