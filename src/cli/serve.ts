@@ -8,7 +8,9 @@ import { isIP, type AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { RecoveryReport } from '../delay-queue.js';
 import type { ServerOptions, TickwheelServer } from '../server/index.js';
+import { checkConnectionString } from '../postgres/reach.js';
 import { invalidOption } from '../validate.js';
+import { checkRedisUrls } from '../valkey/urls.js';
 import { UsageError } from './args.js';
 import type { CliIo } from './io.js';
 import { prettyLine } from './pretty-log.js';
@@ -220,14 +222,15 @@ function storeOptions(
     connectTimeoutMs: options.connectTimeout,
     ...(options.nodeId === undefined ? {} : { nodeId: options.nodeId }),
   };
+  // URLs are checked here, before the server listens and says it is joining.
   if (redis !== undefined) {
-    return {
-      // Commas separate URLs, and the Sentinels inside one redis+sentinel:// URL.
-      redis: redis.split(/,(?=\s*[a-z+]+:\/\/)/).map((url) => url.trim()),
-      cluster: { ...node, durability: options.durability },
-    };
+    // Commas separate URLs, and the Sentinels inside one redis+sentinel:// URL.
+    const urls = redis.split(/,(?=\s*[a-z+]+:\/\/)/).map((url) => url.trim());
+    checkRedisUrls(urls);
+    return { redis: urls, cluster: { ...node, durability: options.durability } };
   }
   if (postgres !== undefined) {
+    checkConnectionString(postgres);
     return { postgres, cluster: { ...node, poolSize: options.poolSize } };
   }
   return {

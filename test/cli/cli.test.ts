@@ -168,6 +168,25 @@ describe('the command line', () => {
     expect(io.stderr()).toContain('give --redis or --postgres, not both');
   });
 
+  it('refuses a connection string it cannot use before listening: no log line says it is joining', async () => {
+    const cases: Array<[string[], string]> = [
+      [
+        ['serve', '--port', '0', '--postgres', 'mysql://u@h/db'],
+        'postgres must be a postgres:// or postgresql:// connection string',
+      ],
+      [
+        ['serve', '--port', '0', '--redis', 'redis://127.0.0.1:1/abc'],
+        'its path must be a database number such as /0',
+      ],
+    ];
+    for (const [args, message] of cases) {
+      const refused = await run(args);
+      expect(refused, args.join(' ')).toMatchObject({ code: 1, stdout: '' });
+      expect(refused.stderr, args.join(' ')).toContain(message);
+      expect(refused.stderr, args.join(' ')).toContain('ERR_TICKWHEEL_INVALID_OPTION');
+    }
+  });
+
   it('names the --host or --port that cannot be listened on', async () => {
     const unknown = await runCli([
       'serve',
