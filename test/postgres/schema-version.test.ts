@@ -17,6 +17,7 @@ const CODE_HASHES: Record<number, string> = {
   14: '2806185d8c50a91c',
   15: '83007551b5443fca',
   16: '8eb6c165581f3c72',
+  17: '738580213f10b214',
 };
 
 describe('the PostgreSQL schema', () => {

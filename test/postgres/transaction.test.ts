@@ -144,6 +144,19 @@ describe.skipIf(!postgresInstalled())('schedule in the application transaction',
     expect(await queue.get('far-1')).toMatchObject({ status: 'scheduled' });
   });
 
+  it("makes a table while an application's transaction that scheduled is open, without waiting for it", async () => {
+    const queue = await openQueue();
+    await inTransaction('ROLLBACK', async (client) => {
+      // The transaction writes a record: it holds `records` until it ends.
+      await queue.schedule({ topic: 'tx', id: 'in-tx', payload: 1, delayMs: 60_000 }, { client });
+      // Another window's table, made while that transaction is open: made whole-table-locking,
+      // it would wait for the transaction, which waits for it here, until the statement timeout.
+      await queue.schedule({ topic: 'far', id: 'far-2', payload: 2, delayMs: 500 * 86_400_000 });
+      expect(await queue.get('far-2')).toMatchObject({ status: 'scheduled' });
+    });
+    expect(await queue.get('in-tx')).toBeUndefined();
+  }, 60_000);
+
   it('refuses a client where no transaction can be joined, and one that is not a client', async () => {
     const memory = await DelayQueue.open({ store: new MemoryStore() });
     opened.push(memory);

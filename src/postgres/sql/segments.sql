@@ -96,11 +96,16 @@ END
 $$;
 
 -- The table of a span for `parent` (records or tombs), unless another transaction made it.
+-- Made alone, then attached: ATTACH PARTITION locks the parent SHARE UPDATE EXCLUSIVE, which
+-- calls reading and writing it do not wait for, nor it for them (CREATE ... PARTITION OF locks
+-- it whole: it would wait for every open transaction that wrote a record, an application's too).
 CREATE OR REPLACE FUNCTION @Q@.make_span_table(parent text, suffix text, lo bigint, hi bigint)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  EXECUTE format('CREATE TABLE IF NOT EXISTS %I.%I PARTITION OF %I.%I FOR VALUES FROM (%s) TO (%s)',
-    @S@, parent || '_' || suffix, @S@, parent, lo, hi);
+  EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)',
+    @S@, parent || '_' || suffix, @S@, parent);
+  EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%s) TO (%s)',
+    @S@, parent, @S@, parent || '_' || suffix, lo, hi);
 EXCEPTION WHEN duplicate_table OR unique_violation THEN
   NULL;
 END
