@@ -754,6 +754,19 @@ describe('schedules.log', () => {
     expect((await reopened.listSchedules()).map((s) => s.name)).toEqual(['b']);
     await reopened.close();
     expect(readFileSync(file, 'utf8')).toBe(text);
+    // Zeros after the last whole line (a file lengthened before its data was written): cut.
+    appendFileSync(file, Buffer.alloc(64));
+    reopened = await kind.open(clock);
+    expect((await reopened.listSchedules()).map((s) => s.name)).toEqual(['b']);
+    await reopened.close();
+    expect(readFileSync(file, 'utf8')).toBe(text);
+    // A file zeroed whole, or bytes no append writes: refused, the file left as it is.
+    for (const damaged of [Buffer.alloc(text.length), Buffer.from('\u0007garbage, no line')]) {
+      writeFileSync(file, damaged);
+      await expect(kind.open(clock)).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_CORRUPT' });
+      expect(readFileSync(file)).toEqual(damaged);
+    }
+    writeFileSync(file, text);
     // A damaged line in the middle: refused.
     const lines = text.split('\n');
     lines[1] = lines[1].replace('"t"', '"u"');

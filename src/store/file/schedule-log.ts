@@ -22,6 +22,18 @@ function encode(line: Line): string {
   return `${checksum(json).toString(16).padStart(8, '0')} ${json}\n`;
 }
 
+/**
+ * Whether the text after the last whole line is what a crash during an append leaves: the start
+ * of a line (checksum, space, JSON), maybe followed by the zeros of a file lengthened before its
+ * data was written; zeros alone only after a whole line (a file of zeros alone, or text that no
+ * append writes, is damage: cutting it would drop schedules without a word).
+ */
+function isTorn(tail: string, afterLine: boolean): boolean {
+  const start = /^(?:[0-9a-f]{0,8}|[0-9a-f]{8} [^\n\0]*)(\0*)$/.exec(tail);
+  if (start === null) return false;
+  return afterLine || start[1].length < tail.length;
+}
+
 export class ScheduleLog {
   private handle: FileHandle | undefined;
   private pending: Array<{ line: string; name: string; deleted: boolean }> = [];
@@ -55,14 +67,16 @@ export class ScheduleLog {
       const parsed = end === -1 ? undefined : decode(line);
       if (parsed === undefined) {
         // Only the last line may be torn; anything after it means damage.
-        if (end === -1 || end === text.length - 1) {
+        const last = end === -1 || end === text.length - 1;
+        if (last && (isTorn(line, lines > 0) || (end !== -1 && lines > 0))) {
           await truncate(file, Buffer.byteLength(text.slice(0, at)));
           break;
         }
         throw new TickwheelCorruptError(
-          `${file}: line ${lines + 1} is damaged (bad checksum or JSON); the recurring schedules ` +
-            'cannot be read safely. Restore the file from a backup, or remove the damaged line ' +
-            '(that schedule is then as of its previous line, or gone)',
+          `${file}: line ${lines + 1} is damaged (bad checksum or JSON, or bytes no append ` +
+            'leaves); the recurring schedules cannot be read safely. Restore the file from a ' +
+            'backup, or remove the damaged line (that schedule is then as of its previous ' +
+            'line, or gone); a file that holds nothing else may be removed',
         );
       }
       lines++;
