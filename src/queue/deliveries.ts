@@ -214,6 +214,9 @@ export class Deliveries extends EnginePart {
   ack(receipt: string, durable = true): Promise<boolean> {
     const message = this.near.owner(receipt);
     if (message === undefined) return Promise.resolve(false);
+    // A store that takes no more changes: refused, not answered as applied and never written.
+    const refused = this.store.refusal?.();
+    if (refused !== undefined) return Promise.reject(refused);
     // Nothing else running on the id (the common case): no lock.
     if (!this.locks.busy(message.id)) {
       // During a burst, put off as consume()'s acks are (the top of the file): deliveries first.
@@ -428,6 +431,8 @@ export class Deliveries extends EnginePart {
   ): Promise<boolean> {
     const message = this.near.owner(receipt);
     if (message === undefined) return false;
+    const refused = this.store.refusal?.();
+    if (refused !== undefined) throw refused;
     // Not durable: answered once the message has left the in-flight set (retry() does that in
     // its first step); the lock is held until its record is written, as for a durable one.
     // A failure before that answer rejects it (the race below), one after goes to onFault.
@@ -483,7 +488,14 @@ export class Deliveries extends EnginePart {
         message.lastError = VISIBILITY_REASON;
         await this.retry(message, undefined);
       })
-      .catch((err: unknown) => this.onFault(faultOf(err, { fields: { id: message.id } })));
+      .catch((err: unknown) => {
+        // A store that stopped refuses every expiry alike: told once, as a failed ack is.
+        if (this.store.refusal?.() !== undefined) {
+          if (this.writeFailureTold) return;
+          this.writeFailureTold = true;
+        }
+        this.onFault(faultOf(err, { fields: { id: message.id } }));
+      });
   }
 
   private async retry(message: NearMessage, delayMs: number | undefined): Promise<void> {

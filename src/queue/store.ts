@@ -89,5 +89,7 @@ export interface Store {
   usePayloadBudget?(budget: PayloadBudget): void;
   /** Optional: a fault the store is retrying by itself, as a sentence; undefined if none. */
   problem?(): string | undefined;
+  /** Optional: why the store takes no more changes (fail-stop), or undefined while it does. */
+  refusal?(): Error | undefined;
   close(): Promise<void>;
 }

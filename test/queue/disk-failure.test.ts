@@ -38,14 +38,19 @@ function flakyDisk() {
   return { disk, io };
 }
 
-async function openQueue(dir: string, clock: ManualClock, io?: Partial<LogIo>) {
+async function openQueue(
+  dir: string,
+  clock: ManualClock,
+  io?: Partial<LogIo>,
+  onFault: (fault: { code: string }) => void = () => {},
+) {
   const store = await FileStore.open({
     dir,
     fsync: 'batch',
     windowMs: 500,
     ...(io === undefined ? {} : { logIo: io }),
   });
-  return DelayQueue.open({ store, clock, horizonMs: 1000 });
+  return DelayQueue.open({ store, clock, horizonMs: 1000, onFault });
 }
 
 /** Settles every promise, returning the rejections' codes (undefined for fulfilled ones). */
@@ -61,7 +66,8 @@ describe.each(['write', 'sync'] as const)('a disk whose %s fails under a running
     const dir = tempDir();
     const clock = new ManualClock(T0);
     const { disk, io } = flakyDisk();
-    const queue = await openQueue(dir, clock, io);
+    const faults: Array<{ code: string }> = [];
+    const queue = await openQueue(dir, clock, io, (fault) => faults.push(fault));
 
     // Acknowledged before the failure: near and far schedules, one cancel, one ack.
     const near = await queue.scheduleMany(
@@ -95,6 +101,18 @@ describe.each(['write', 'sync'] as const)('a disk whose %s fails under a running
     await expect(after).rejects.toThrow(/open it again/);
     expect((await queue.get(far[3].id))?.status).toBe('scheduled');
     expect((await queue.stats()).store?.stopped).toBe(1);
+    // An ack or nack that waits for no write is refused too, not answered as applied: the
+    // delivery stays as it was (it comes back after a reopen).
+    const later = await outcomes([
+      queue.ack(inFlight[2].receipt),
+      queue.nack(inFlight[3].receipt, { delayMs: 10 }),
+    ]);
+    expect(later).toEqual(Array(2).fill('ERR_TICKWHEEL_IO'));
+    expect((await queue.get(inFlight[2].id))?.status).toBe('inflight');
+    // Their visibility runs out; the store refuses each expiry, and tells it once.
+    await advance(clock, 60_000, 1_000, queue);
+    await settle();
+    expect(faults.filter((f) => f.code === 'ERR_TICKWHEEL_IO').length).toBeLessThanOrEqual(1);
     await queue.close();
 
     // Reopened on the same data: every acknowledged schedule is delivered exactly when due or

@@ -463,9 +463,15 @@ export class FileStore implements Store {
    * rebuilds the tables. After a lost lock another process may own the directory.
    */
   private checkWritable(): void {
-    if (this.lock.lost !== undefined) throw this.lock.lost;
+    const refused = this.refusal();
+    if (refused !== undefined) throw refused;
+  }
+
+  /** Why the store takes no more changes (a failed log write, a lost lock), or undefined. */
+  refusal(): Error | undefined {
+    if (this.lock.lost !== undefined) return this.lock.lost;
     const failure = this.log.firstFailure;
-    if (failure === undefined) return;
+    if (failure === undefined) return undefined;
     const refused = new TickwheelUnavailableError(
       'ERR_TICKWHEEL_IO',
       `the store takes no more changes since a log write failed (${failure.message}). ` +
@@ -475,7 +481,7 @@ export class FileStore implements Store {
     );
     // Refused before anything was written: a definite failure (errors.ts, WriteOutcome).
     refused.outcome = 'none';
-    throw refused;
+    return refused;
   }
 
   /**
