@@ -3,7 +3,8 @@
  * however often it is delivered (docs/idempotent.md); for any handler `(message) => ...`.
  */
 
-import { checkCallback, describe, invalidOption } from '../validate.js';
+import { TickwheelTypeError } from '../errors.js';
+import { checkCallback, checkOptions, describe, invalidOption } from '../validate.js';
 import type { IdempotencyStore, KeyedMessage, Outcome } from './types.js';
 
 export interface IdempotentOptions<M extends KeyedMessage, Context> {
@@ -17,9 +18,36 @@ export interface IdempotentOptions<M extends KeyedMessage, Context> {
   onOutcome?: (outcome: Outcome, message: M) => void;
 }
 
-/** The default key. */
+const OPTIONS = ['store', 'key', 'onOutcome'];
+
+/** The default key; a message without a topic and an id (strings) has none. */
 export function messageKey(message: KeyedMessage): string {
-  return `${message.topic}/${message.id}`;
+  const { topic, id } = (message ?? {}) as Partial<KeyedMessage>;
+  if (typeof topic !== 'string' || typeof id !== 'string' || id === '') {
+    // Keyed "undefined/undefined", every such message would pass for the first one's duplicate.
+    throw new TickwheelTypeError(
+      'ERR_TICKWHEEL_INVALID_MESSAGE',
+      `the default key is <topic>/<id>, and this message has no topic and id strings (got ${describe(message)}); give idempotent() a key option for messages of another shape`,
+    );
+  }
+  return `${topic}/${id}`;
+}
+
+/** Calls onOutcome; one that throws is warned about: the effect is done, the delivery stands. */
+function tell<M>(onOutcome: (outcome: Outcome, message: M) => void, outcome: Outcome, message: M) {
+  try {
+    onOutcome(outcome, message);
+  } catch (err) {
+    const warning = new Error(
+      `onOutcome threw: ${err instanceof Error ? err.message : String(err)}`,
+      {
+        cause: err,
+      },
+    );
+    warning.name = 'TickwheelWarning';
+    (warning as Error & { code: string }).code = 'ERR_TICKWHEEL_LISTENER_FAILED';
+    process.emitWarning(warning);
+  }
 }
 
 /**
@@ -32,7 +60,8 @@ export function idempotent<M extends KeyedMessage, Context, R>(
   options: IdempotentOptions<M, Context>,
 ): (message: M) => Promise<void> {
   checkCallback(handler, 'handler');
-  const store = options?.store;
+  checkOptions(options, OPTIONS, 'idempotent()', 'idempotent(handler, { store })');
+  const store = options.store;
   if (
     store === null ||
     typeof store !== 'object' ||
@@ -46,12 +75,14 @@ export function idempotent<M extends KeyedMessage, Context, R>(
   if (typeof keyOf !== 'function') {
     throw invalidOption(`key must be a function of the message, got ${describe(keyOf)}`);
   }
+  const { onOutcome } = options;
+  if (onOutcome !== undefined) checkCallback(onOutcome, 'onOutcome');
   return async (message: M) => {
     const key = keyOf(message);
     if (typeof key !== 'string' || key.length === 0) {
       throw invalidOption(`key() must return a non-empty string, got ${describe(key)}`);
     }
     const outcome = await store.once(key, (context) => handler(message, context));
-    options.onOutcome?.(outcome, message);
+    if (onOutcome !== undefined) tell(onOutcome, outcome, message);
   };
 }
