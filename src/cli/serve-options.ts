@@ -5,7 +5,7 @@
  */
 
 import { defaultMaxConnections } from '../server/connections.js';
-import { LOG_LEVELS } from '../server/settings.js';
+import { DEFAULT_BODY_LIMIT, LOG_LEVELS } from '../server/settings.js';
 import type { FlagsOf, OptionSpec } from './args.js';
 import { durationOption, integerParser, parsePushAllow } from './parse.js';
 import { MAX_WAIT_MS } from '../protocol/limits.js';
@@ -146,8 +146,8 @@ export const SERVE_OPTIONS = [
     value: '<bytes>',
     description: 'largest request body; larger ones get 413',
     env: 'TICKWHEEL_BODY_LIMIT',
-    default: 1024 * 1024,
-    defaultText: '1048576 (1 MiB)',
+    default: DEFAULT_BODY_LIMIT,
+    defaultText: `${DEFAULT_BODY_LIMIT} (1 MiB + 64 KiB: a payload of 1 MiB and its fields)`,
     parse: integerParser(1024, 1024 ** 3),
   },
   {

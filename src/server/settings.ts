@@ -4,8 +4,12 @@ const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as
 export type LogLevel = (typeof LEVELS)[number];
 export const LOG_LEVELS: readonly LogLevel[] = LEVELS;
 
-/** Largest request body, in bytes. */
-export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+/**
+ * Largest request body, in bytes: a payload of the queue's default maxPayloadBytes (1 MiB) and
+ * room for the fields around it, so that a payload over it is told as such (413
+ * ERR_TICKWHEEL_PAYLOAD_TOO_LARGE), not as a body over the limit.
+ */
+export const DEFAULT_BODY_LIMIT = 1024 * 1024 + 64 * 1024;
 /** Longest long poll of a receive, in ms. */
 export const DEFAULT_MAX_WAIT_MS = 20_000;
 /** Topics with a `topic` label of their own in /metrics; the rest are summed as "_other". */

@@ -26,9 +26,8 @@ describe('idempotent()', () => {
   it('refuses a message the default key cannot tell apart, rather than taking it for a duplicate', async () => {
     const store = mapStore();
     const seen: string[] = [];
-    const handler = idempotent(async (m: { body: string }) => void seen.push(m.body), {
-      store,
-    } as never);
+    const effect = async (m: { body: string }) => void seen.push(m.body);
+    const handler = idempotent(effect as never, { store });
     for (const message of [{ messageId: 'm1', body: 'first' }, null, { id: 1, topic: 't' }]) {
       await expect(handler(message as never)).rejects.toMatchObject({
         code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
@@ -38,10 +37,11 @@ describe('idempotent()', () => {
     expect(seen).toEqual([]);
     expect(store.done.size).toBe(0);
     // With a key of its own, such messages are told apart.
-    const keyed = idempotent(async (m: { messageId: string; body: string }) => seen.push(m.body), {
+    type Foreign = { messageId: string; body: string };
+    const keyed = idempotent(((m: Foreign) => seen.push(m.body)) as never, {
       store,
-      key: (m) => m.messageId,
-    } as never);
+      key: (m: unknown) => (m as Foreign).messageId,
+    });
     await keyed({ messageId: 'm1', body: 'first' } as never);
     await keyed({ messageId: 'm2', body: 'second' } as never);
     expect(seen).toEqual(['first', 'second']);

@@ -429,7 +429,7 @@ describe('GET /openapi.json', () => {
     });
     res = await server.call('POST', messages, {
       params: { topic: 'emails' },
-      raw: JSON.stringify({ payload: 'y'.repeat(1024 * 1024 + 10) }),
+      raw: JSON.stringify({ payload: 'y'.repeat(1024 * 1024 + 64 * 1024) }),
       headers: { 'content-type': 'application/json' },
     });
     expect(res).toMatchObject({

@@ -123,6 +123,16 @@ describe('POST /v1/topics/:topic/messages', () => {
     expect(res.status).toBe(413);
     expect(res.body.error.code).toBe('ERR_TICKWHEEL_PAYLOAD_TOO_LARGE');
   });
+
+  it('takes a payload up to the default maxPayloadBytes (1 MiB) with the default body limit', async () => {
+    const { call } = await openServer();
+    const fits = await call('POST', '/v1/topics/t/messages', { payload: 'x'.repeat(1048576 - 2) });
+    expect(fits.status).toBe(201);
+    // One byte over: told as the payload's limit, not the body's.
+    const over = await call('POST', '/v1/topics/t/messages', { payload: 'x'.repeat(1048576 - 1) });
+    expect(over.status).toBe(413);
+    expect(over.body.error.code).toBe('ERR_TICKWHEEL_PAYLOAD_TOO_LARGE');
+  });
 });
 
 describe('POST /v1/messages:batch', () => {
