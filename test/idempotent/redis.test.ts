@@ -73,26 +73,32 @@ describe.runIf(installed(binary))('the Redis idempotency store', () => {
   });
 
   it('runs the effect again once a dead worker’s claim expires, and counts a handler that outlived its claim', async () => {
-    // A worker that claimed and died: its claim is all that is left.
-    const dead = await RedisIdempotencyStore.open({
-      redis: server.url,
-      prefix: 'c:',
-      claimMs: 200,
-    });
-    const never = dead.once('mail/m-3', () => new Promise(() => {}));
-    void never;
     const store = await RedisIdempotencyStore.open({
       redis: server.url,
       prefix: 'c:',
       claimMs: 200,
       busyWaitMs: 0,
     });
+    // A worker that claimed and died: its claim is all that is left (long enough to be seen
+    // busy once on a loaded machine).
+    const dead = await RedisIdempotencyStore.open({
+      redis: server.url,
+      prefix: 'c:',
+      claimMs: 1_000,
+    });
+    let claimed = false;
+    const never = dead.once('mail/m-3', () => {
+      claimed = true;
+      return new Promise(() => {});
+    });
+    void never;
+    await waitFor(() => claimed);
     let calls = 0;
     const handler = idempotent(async () => void calls++, { store });
     await expect(handler({ id: 'm-3', topic: 'mail' })).rejects.toMatchObject({
       code: 'ERR_TICKWHEEL_IDEMPOTENT_BUSY',
     });
-    // Busy until the dead claim's 200 ms run out; then it runs.
+    // Busy until the dead claim's time runs out; then it runs.
     await waitFor(() =>
       handler({ id: 'm-3', topic: 'mail' }).then(
         () => true,
