@@ -8,8 +8,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Valkey } from '../valkey/connection.js';
 import { REDIS_IDEMPOTENCY_STORE, checkClusterPeer } from '../valkey/peer.js';
-import { TickwheelStateError } from '../errors.js';
-import { checkOption, checkKnownOptions, optionNames } from '../validate.js';
+import { checkOpen, TickwheelStateError } from '../errors.js';
+import {
+  checkOption,
+  checkKnownOptions,
+  describe,
+  invalidOption,
+  optionNames,
+} from '../validate.js';
 import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
 
 export interface RedisIdempotencyOptions {
@@ -41,6 +47,7 @@ const REDIS_STORE_OPTIONS = optionNames<RedisIdempotencyOptions>({
 
 export class RedisIdempotencyStore implements IdempotencyStore<Record<string, never>> {
   private readonly counts = emptyStats();
+  private closed = false;
 
   private constructor(
     private readonly valkey: Valkey,
@@ -51,6 +58,9 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
     // Options first: a bad one must not leave a connection open.
     const probe = { ...options };
     checkKnownOptions(probe, REDIS_STORE_OPTIONS, 'RedisIdempotencyStore.open()');
+    if (probe.prefix !== undefined && typeof probe.prefix !== 'string') {
+      throw invalidOption(`prefix must be a string, got ${describe(probe.prefix)}`);
+    }
     const settings = {
       prefix: probe.prefix ?? 'tickwheel:idem:',
       claimMs: checkOption(probe.claimMs ?? 60_000, 'claimMs', 1, 2 ** 31 - 1, true),
@@ -65,6 +75,7 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
   }
 
   async once(key: string, effect: (context: Record<string, never>) => unknown): Promise<Outcome> {
+    checkOpen(this.closed, 'this idempotency store is closed');
     const { prefix, claimMs, retentionMs, busyWaitMs } = this.settings;
     const at = prefix + key;
     const claim = `claim:${randomUUID()}`;
@@ -104,7 +115,10 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
     return { ...this.counts };
   }
 
+  /** Closes its connection; a second call does nothing. */
   async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
     await this.valkey.close();
   }
 }

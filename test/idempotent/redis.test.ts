@@ -115,6 +115,11 @@ describe.runIf(installed(binary))('the Redis idempotency store', () => {
     expect(store.stats()).toMatchObject({ ran: 2, claimsExpired: 1 });
     await store.close();
     await dead.close();
+    // Closed: a named error, and closing again does nothing.
+    await expect(handler({ id: 'm-5', topic: 'mail' })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_CLOSED',
+    });
+    await store.close();
   });
 
   it('refuses bad options by name', async () => {
@@ -123,6 +128,9 @@ describe.runIf(installed(binary))('the Redis idempotency store', () => {
     });
     await expect(
       RedisIdempotencyStore.open({ redis: server.url, claimMs: 0 }),
+    ).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
+    await expect(
+      RedisIdempotencyStore.open({ redis: server.url, prefix: 5 as never }),
     ).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
     await expect(
       RedisIdempotencyStore.open({ redis: server.url, retentionMs: 5 }),
