@@ -4,6 +4,7 @@
  * Handles are numbers, never 0, inert once their timer is gone; callbacks get theirs as `this`.
  */
 
+import { ManualClock } from '../clock/index.js';
 import { AbortError, TickwheelRangeError, TickwheelStateError, checkOpen } from '../errors.js';
 import {
   checkCallback,
@@ -91,7 +92,8 @@ export class TimerWheel<T = unknown> {
   private readonly argsByRow = new Map<number, unknown[]>();
   /** Settle functions of pending sleep() promises, so close() can reject them. */
   private readonly sleepers = new Set<(err?: Error) => void>();
-  private readonly unref: boolean;
+  /** Unref'd on a clock with native timers: a sleep holds the process with a timer of its own. */
+  private readonly sleepsHold: boolean;
   /** Sleeps holding an unref'd wheel's process alive (as Node's do): one ref'd timer for all. */
   private refSleeps = 0;
   private keepAlive: ReturnType<typeof setInterval> | undefined;
@@ -114,7 +116,8 @@ export class TimerWheel<T = unknown> {
     const face = checkFaceOptions(options);
     const alignTicks = checkFlag(options.alignTicks, 'alignTicks');
     this.onExpire = options.onExpire;
-    this.unref = face.unref;
+    // A ManualClock holds no process, ref'd or not: neither do the sleeps on it.
+    this.sleepsHold = face.unref && !(face.clock instanceof ManualClock);
     const wheel = new HierarchicalWheel({ wheelSize, initialCapacity: capacity });
     this.driver = new WheelDriver(wheel, { ...face, resolution, alignTicks }, (index) =>
       this.expire(index),
@@ -202,7 +205,7 @@ export class TimerWheel<T = unknown> {
     const signal = checkSignal(options.signal);
     if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));
     // Kept alive unless asked not to, even on an unref'd wheel (see refSleeps).
-    const holds = this.unref && options.ref !== false;
+    const holds = this.sleepsHold && options.ref !== false;
     return new Promise<void>((resolve, reject) => {
       const settle = (err?: Error) => {
         if (!this.sleepers.delete(settle)) return;
