@@ -103,10 +103,25 @@ export class SystemClock implements AlarmClock {
         this.timer = setTimeout(this.onNative, Math.min(Math.ceil(delay), MAX_NATIVE_DELAY));
       }
     }
-    // Only the native timer follows the alarms' ref state: libuv's poll phase does not wait for
-    // an unref'd immediate (it would run seconds late), and a ref'd one runs on the next turn.
+    this.followRef();
+  }
+
+  /**
+   * The native timer and immediate follow the alarms' ref state. An unref'd immediate lets the
+   * process end, but libuv's poll phase does not wait for it (it would run seconds late while
+   * something else keeps the loop alive): an unref'd 1 ms timer wakes the loop for it.
+   */
+  private followRef(): void {
+    const ref = this.alarms.anyRef();
+    if (this.immediate !== undefined) {
+      if (ref) this.immediate.ref();
+      else {
+        this.immediate.unref();
+        this.timer ??= setTimeout(this.onNative, 1);
+      }
+    }
     if (this.timer !== undefined) {
-      if (this.alarms.anyRef()) this.timer.ref();
+      if (ref) this.timer.ref();
       else this.timer.unref();
     }
   }
