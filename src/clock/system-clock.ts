@@ -5,6 +5,7 @@
  */
 
 import { performance as nodePerformance } from 'node:perf_hooks';
+import { checkFlag, checkOptions, optionNames } from '../validate.js';
 import {
   AlarmSet,
   type Alarm,
@@ -41,6 +42,8 @@ export interface SystemClockOptions {
   epoch?: boolean;
 }
 
+const SYSTEM_CLOCK_OPTIONS = optionNames<SystemClockOptions>({ epoch: true });
+
 export class SystemClock implements AlarmClock {
   private readonly offset: number;
   /** Not under fake timers (vi/jest.useFakeTimers): their time jumps between synchronous calls. */
@@ -49,11 +52,13 @@ export class SystemClock implements AlarmClock {
   }
 
   constructor(options: SystemClockOptions = {}) {
+    checkOptions(options, SYSTEM_CLOCK_OPTIONS, 'new SystemClock()', '{ epoch: true }');
+    const epoch = checkFlag(options.epoch, 'epoch');
     settlePerformanceGlobal();
     // Date.now() first, then performance.now(): the clock can only trail the wall clock, never
     // lead it. performance.timeOrigin can be ms ahead of Date.now() on a busy machine, for the
     // process's whole life: a delay queue would deliver before deliverAt.
-    this.offset = options.epoch === true ? Date.now() - performance.now() : 0;
+    this.offset = epoch ? Date.now() - performance.now() : 0;
   }
 
   private readonly alarms = new AlarmSet(() => this.rearm());

@@ -13,6 +13,7 @@ import {
   checkSignal,
   describe,
   invalidOption,
+  onlyKnownOptions,
   optionNames,
 } from '../validate.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
@@ -32,6 +33,8 @@ export interface RegisterOptions {
 type Settle = (value: unknown) => void;
 
 const REGISTRY_OPTIONS = optionNames<DeadlineRegistryOptions>(PATTERN_OPTIONS);
+
+const REGISTER_OPTIONS = optionNames<RegisterOptions>({ signal: true });
 
 const WITH_DEADLINE_OPTIONS = optionNames<WithDeadlineOptions>({
   signal: true,
@@ -69,7 +72,11 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
   register(id: K, timeoutMs: number, options: RegisterOptions = {}): Promise<V> {
     checkOpen(this.closed, CLOSED);
     const delay = checkDelay(timeoutMs, 'timeoutMs');
-    const signal = checkSignal(checkOptionsObject(options, 'register() options').signal);
+    checkOptionsObject(options, 'register() options', '{ signal }');
+    if (!onlyKnownOptions(options, REGISTER_OPTIONS)) {
+      checkKnownOptions(options, REGISTER_OPTIONS, 'register()');
+    }
+    const signal = checkSignal(options.signal);
     if (this.rowById.has(id)) {
       throw new TickwheelStateError(
         'ERR_TICKWHEEL_DUPLICATE_ID',

@@ -10,11 +10,14 @@ import {
   checkCallback,
   checkDelay,
   checkFlag,
+  checkKnownOptions,
   checkOption,
   checkOptions,
+  checkOptionsObject,
   checkPeriod,
   checkSignal,
   invalidOption,
+  onlyKnownOptions,
   optionNames,
 } from '../validate.js';
 import { HierarchicalWheel, grown, type WheelSnapshot } from '../wheel/index.js';
@@ -76,6 +79,15 @@ const TIMER_WHEEL_OPTIONS = optionNames<TimerWheelOptions<unknown>>({
   wheelSize: true,
   initialCapacity: true,
 });
+
+export interface SleepOptions {
+  /** Aborting it cancels the sleep and rejects its promise with an AbortError. */
+  signal?: AbortSignal;
+  /** False lets the process end while the sleep is pending. Default true. */
+  ref?: boolean;
+}
+
+const SLEEP_OPTIONS = optionNames<SleepOptions>({ signal: true, ref: true });
 
 export class TimerWheel<T = unknown> {
   private readonly driver: WheelDriver<HierarchicalWheel>;
@@ -199,13 +211,18 @@ export class TimerWheel<T = unknown> {
   }
 
   /** Resolves after `delayMs`; rejects on abort (AbortError) or close (ERR_TICKWHEEL_CLOSED). */
-  sleep(delayMs: number, options: { signal?: AbortSignal; ref?: boolean } = {}): Promise<void> {
+  sleep(delayMs: number, options: SleepOptions = {}): Promise<void> {
     const delay = checkDelay(delayMs);
+    checkOptionsObject(options, 'sleep() options', '{ signal }');
+    if (!onlyKnownOptions(options, SLEEP_OPTIONS)) {
+      checkKnownOptions(options, SLEEP_OPTIONS, 'sleep()');
+    }
+    const ref = options.ref === undefined || checkFlag(options.ref, 'ref');
     checkOpen(this.closed, CLOSED);
     const signal = checkSignal(options.signal);
     if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));
     // Kept alive unless asked not to, even on an unref'd wheel (see refSleeps).
-    const holds = this.sleepsHold && options.ref !== false;
+    const holds = this.sleepsHold && ref;
     return new Promise<void>((resolve, reject) => {
       const settle = (err?: Error) => {
         if (!this.sleepers.delete(settle)) return;
