@@ -234,45 +234,51 @@ export function withDeadline<V>(
   const timers = checkTimers(options.timers) ?? (sharedTimers ??= new TimerWheel());
   if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));
   const controller = typeof work === 'function' ? new AbortController() : undefined;
-  return new Promise<V>((resolve, reject) => {
-    let decided = false;
-    let timer: TimerHandle = 0;
-    const decide = (): boolean => {
-      if (decided) return false;
-      decided = true;
-      timers.clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      return true;
-    };
-    const onAbort = () => {
-      if (!decide()) return;
-      const error = new AbortError(signal?.reason);
-      controller?.abort(signal?.reason);
-      reject(error);
-    };
-    timer = timers.setTimeout(() => {
-      if (!decide()) return;
-      const error = stackless(
-        () => new TimeoutError(`the operation timed out after ${delay} ms`, delay),
-      );
-      controller?.abort(error);
-      reject(error);
-    }, delay);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    let pending: PromiseLike<V> | V;
-    try {
-      pending = typeof work === 'function' ? work((controller as AbortController).signal) : work;
-    } catch (err) {
-      if (decide()) reject(err);
-      return;
-    }
-    Promise.resolve(pending).then(
-      (value) => {
-        if (decide()) resolve(value);
-      },
-      (err: unknown) => {
-        if (decide()) reject(err);
-      },
-    );
+  let resolve!: (value: V) => void;
+  let reject!: (err: unknown) => void;
+  const promise = new Promise<V>((onResolve, onReject) => {
+    resolve = onResolve;
+    reject = onReject;
   });
+  let decided = false;
+  let timer: TimerHandle = 0;
+  const decide = (): boolean => {
+    if (decided) return false;
+    decided = true;
+    timers.clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+    return true;
+  };
+  const onAbort = () => {
+    if (!decide()) return;
+    const error = new AbortError(signal?.reason);
+    controller?.abort(signal?.reason);
+    reject(error);
+  };
+  // Outside the promise: a delay no tick can hold, or a closed wheel, throws, as a bad ms does.
+  timer = timers.setTimeout(() => {
+    if (!decide()) return;
+    const error = stackless(
+      () => new TimeoutError(`the operation timed out after ${delay} ms`, delay),
+    );
+    controller?.abort(error);
+    reject(error);
+  }, delay);
+  signal?.addEventListener('abort', onAbort, { once: true });
+  let pending: PromiseLike<V> | V;
+  try {
+    pending = typeof work === 'function' ? work((controller as AbortController).signal) : work;
+  } catch (err) {
+    if (decide()) reject(err);
+    return promise;
+  }
+  Promise.resolve(pending).then(
+    (value) => {
+      if (decide()) resolve(value);
+    },
+    (err: unknown) => {
+      if (decide()) reject(err);
+    },
+  );
+  return promise;
 }

@@ -221,28 +221,36 @@ export class TimerWheel<T = unknown> {
     checkOpen(this.closed, CLOSED);
     const signal = checkSignal(options.signal);
     if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));
+    // The one error that comes back as a rejection, as it would from any later point.
+    if (this.driver.size >= this.admitBelow) return Promise.reject(this.maxPendingError());
     // Kept alive unless asked not to, even on an unref'd wheel (see refSleeps).
     const holds = this.sleepsHold && ref;
-    return new Promise<void>((resolve, reject) => {
-      const settle = (err?: Error) => {
-        if (!this.sleepers.delete(settle)) return;
-        if (holds && --this.refSleeps === 0) {
-          clearInterval(this.keepAlive);
-          this.keepAlive = undefined;
-        }
-        signal?.removeEventListener('abort', onAbort);
-        if (err === undefined) resolve();
-        else reject(err);
-      };
-      const onAbort = () => {
-        this.clearTimeout(handle);
-        settle(new AbortError(signal?.reason));
-      };
-      const handle = this.start(() => settle(), delay, CALLBACK, []);
-      this.sleepers.add(settle);
-      if (holds && this.refSleeps++ === 0) this.keepAlive = setInterval(() => {}, 1 << 30);
-      signal?.addEventListener('abort', onAbort, { once: true });
+    let resolve!: () => void;
+    let reject!: (err: Error) => void;
+    const promise = new Promise<void>((onResolve, onReject) => {
+      resolve = onResolve;
+      reject = onReject;
     });
+    const settle = (err?: Error) => {
+      if (!this.sleepers.delete(settle)) return;
+      if (holds && --this.refSleeps === 0) {
+        clearInterval(this.keepAlive);
+        this.keepAlive = undefined;
+      }
+      signal?.removeEventListener('abort', onAbort);
+      if (err === undefined) resolve();
+      else reject(err);
+    };
+    const onAbort = () => {
+      this.clearTimeout(handle);
+      settle(new AbortError(signal?.reason));
+    };
+    // Outside the promise: a delay no tick of the wheel can hold throws, as a bad delay does.
+    const handle = this.start(() => settle(), delay, CALLBACK, []);
+    this.sleepers.add(settle);
+    if (holds && this.refSleeps++ === 0) this.keepAlive = setInterval(() => {}, 1 << 30);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    return promise;
   }
 
   /** Whether the handle names a pending timer. */
@@ -414,7 +422,11 @@ export class TimerWheel<T = unknown> {
 
   private refuse(): never {
     checkOpen(this.closed, CLOSED);
-    throw new TickwheelRangeError(
+    throw this.maxPendingError();
+  }
+
+  private maxPendingError(): TickwheelRangeError {
+    return new TickwheelRangeError(
       'ERR_TICKWHEEL_MAX_PENDING',
       `${this.driver.size} timers are pending, the maxPending option allows ${this.maxPending}`,
     );
