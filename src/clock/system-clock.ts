@@ -37,6 +37,13 @@ const MAX_NATIVE_DELAY = 2 ** 31 - 1;
 /** Below this much time to a deadline the clock waits with setImmediate, above with a timer. */
 const SPIN_MS = 0.25;
 
+/**
+ * Date.now() is whole ms, up to 1 ms behind the time it reads: a clock with fractions is ahead
+ * of it just before each whole ms unless it trails the anchor by 1 ms (and by the rounding of
+ * two sums of epoch ms, 2^-11 ms each at most).
+ */
+const EPOCH_LAG_MS = 1 + 2 ** -10;
+
 export interface SystemClockOptions {
   /** Time in Unix epoch ms, anchored to the wall clock once: monotonic, never ahead of it. */
   epoch?: boolean;
@@ -55,10 +62,10 @@ export class SystemClock implements AlarmClock {
     checkOptions(options, SYSTEM_CLOCK_OPTIONS, 'new SystemClock()', '{ epoch: true }');
     const epoch = checkFlag(options.epoch, 'epoch');
     settlePerformanceGlobal();
-    // Date.now() first, then performance.now(): the clock can only trail the wall clock, never
-    // lead it. performance.timeOrigin can be ms ahead of Date.now() on a busy machine, for the
-    // process's whole life: a delay queue would deliver before deliverAt.
-    this.offset = epoch ? Date.now() - performance.now() : 0;
+    // Date.now() first, then performance.now(), less EPOCH_LAG_MS: the clock can only trail the
+    // wall clock, never lead it. performance.timeOrigin can be ms ahead of Date.now() on a busy
+    // machine, for the process's whole life: a delay queue would deliver before deliverAt.
+    this.offset = epoch ? Date.now() - EPOCH_LAG_MS - performance.now() : 0;
   }
 
   private readonly alarms = new AlarmSet(() => this.rearm());
