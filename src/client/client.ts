@@ -46,6 +46,7 @@ import type { ScheduleRequest } from '../queue/message.js';
 import { checkConsumeOptions, Worker } from '../queue/worker.js';
 import {
   checkBatch,
+  checkDueTime,
   fromWire,
   refuseDelay,
   refuseMessage,
@@ -171,6 +172,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     when: NewDueTime,
     options: CallOptions = {},
   ): Promise<number | undefined> {
+    checkDueTime(when);
     const exchange: Exchange = {
       method: 'PATCH',
       path: `/v1/messages${segment(id, 'id')}`,
@@ -315,6 +317,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     requeueOptions: { delayMs?: number } = {},
     options: CallOptions = {},
   ): Promise<boolean> {
+    checkDueTime(requeueOptions);
     const exchange: Exchange = {
       method: 'POST',
       path: `/v1/messages${segment(id, 'id')}/requeue`,

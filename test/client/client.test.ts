@@ -370,6 +370,40 @@ describe('the names and results of DelayQueue', () => {
       ],
       ['reschedule', (side) => side.reschedule(id, { delayMs: 5n as never })],
       ['requeue', (side) => side.requeue(id, { delayMs: 5n as never })],
+      // Values JSON would change without a word: not finite (null), or left out.
+      ['NaN delay', (side) => side.schedule({ topic: 'j', payload: 1, delayMs: Number.NaN })],
+      [
+        'infinite deliverAt',
+        (side) => side.schedule({ topic: 'j', payload: 1, deliverAt: Infinity }),
+      ],
+      [
+        'NaN maxAttempts',
+        (side) => side.schedule({ topic: 'j', payload: 1, maxAttempts: Number.NaN }),
+      ],
+      [
+        'infinite backoff',
+        (side) =>
+          side.schedule({ topic: 'j', payload: 1, backoff: { type: 'fixed', delayMs: Infinity } }),
+      ],
+      [
+        'bytes, NaN delay',
+        (side) => side.schedule({ topic: 'j', payload: Buffer.from('x'), delayMs: Number.NaN }),
+      ],
+      ['function payload', (side) => side.schedule({ topic: 'j', payload: () => 1 })],
+      ['symbol payload', (side) => side.schedule({ topic: 'j', payload: Symbol('s') })],
+      ['undefined payload', (side) => side.schedule({ topic: 'j', payload: undefined })],
+      ['no payload', (side) => side.schedule({ topic: 'j' } as never)],
+      [
+        'batch, function payload',
+        (side) =>
+          side.scheduleMany([
+            { topic: 'j', payload: 1 },
+            { topic: 'j', payload: () => 1 },
+          ]),
+      ],
+      ['reschedule NaN', (side) => side.reschedule(id, { delayMs: Number.NaN })],
+      ['rescheduleTo Infinity', (side) => side.rescheduleTo(id, { deliverAt: -Infinity })],
+      ['requeue Infinity', (side) => side.requeue(id, { delayMs: Infinity })],
     ];
     for (const [what, call] of inputs) {
       const embedded = await call(queue).then(
