@@ -8,6 +8,7 @@ import type { ReceivedMessage } from '../queue/types.js';
 import type { ScheduleBody, WireReceivedMessage } from '../protocol/wire.js';
 import {
   checkBackoff,
+  checkId,
   checkMaxAttempts,
   checkNotLossy,
   checkRequest,
@@ -19,9 +20,12 @@ import { messageOf } from './transport.js';
 
 /**
  * A topic or id as a path segment. Only its type is checked here (the server checks the rest):
- * without this, `cancel(undefined)` would cancel a message whose id is "undefined".
+ * without this, `cancel(undefined)` would cancel a message whose id is "undefined". An id `.`
+ * or `..` is refused as the embedded queue refuses it: URL normalisation would drop the segment
+ * (`%2E` too), sending the request to another path.
  */
 export function segment(value: unknown, what: 'topic' | 'id' | 'name'): string {
+  if (what === 'id' && (value === '.' || value === '..')) checkId(value);
   if (typeof value !== 'string' || value === '') {
     throw new TickwheelTypeError(
       what === 'topic'

@@ -574,6 +574,11 @@ describe('client commands', () => {
     expect(bad.stderr).toMatch(
       /^tickwheel: params\/topic must be 1-128 characters of letters, digits, .*; got "\.\.\/x" \(ERR_TICKWHEEL_INVALID_REQUEST, HTTP 400\)\n$/,
     );
+    const dots = await run(['cancel', '..']);
+    expect(dots.code).toBe(1);
+    expect(dots.stderr).toMatch(
+      /^tickwheel: id must be .*other than '\.' and '\.\.'.*\(ERR_TICKWHEEL_INVALID_ID\)\n$/,
+    );
     process.env.TICKWHEEL_URL = 'http://127.0.0.1:1';
     const down = await run(['stats', '--timeout', '2s']);
     expect(down.code).toBe(1);

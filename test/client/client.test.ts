@@ -180,6 +180,26 @@ describe('TickwheelClient mirrors the embedded API', () => {
     expect((await tw.stats()).scheduled).toBe(0);
   });
 
+  it('refuses the ids . and .., which URL normalisation would send to another path', async () => {
+    let calls = 0;
+    const tw = client({ fetch: (input, init) => (calls++, fetch(input, init)) });
+    for (const id of ['.', '..']) {
+      const refusal = { name: 'TickwheelTypeError', code: 'ERR_TICKWHEEL_INVALID_ID' };
+      await expect(tw.get(id)).rejects.toMatchObject(refusal);
+      await expect(tw.cancel(id)).rejects.toMatchObject(refusal);
+      await expect(tw.reschedule(id, { delayMs: 1 })).rejects.toMatchObject(refusal);
+      await expect(tw.requeue(id)).rejects.toMatchObject(refusal);
+    }
+    expect(calls).toBe(0);
+    for (const id of ['.', '..']) {
+      await expect(tw.schedule({ topic: 't', id, payload: 1 })).rejects.toMatchObject({
+        status: 400,
+        code: 'ERR_TICKWHEEL_INVALID_ID',
+      });
+    }
+    expect((await tw.stats()).scheduled).toBe(0);
+  });
+
   it('checks its options', () => {
     expect(() => new TickwheelClient({ url: 'not a url' })).toThrow(/absolute URL/);
     expect(() => new TickwheelClient({ timeoutMs: 0 })).toThrow(/timeoutMs/);
