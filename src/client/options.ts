@@ -58,14 +58,28 @@ const CLIENT_OPTIONS = optionNames<ClientOptions>({
   fetch: true,
 });
 
+/**
+ * The server's URL: http:// or https:// only. `localhost:7700` parses as a URL of the scheme
+ * `localhost:`, so that without this every call would fail as a network error.
+ */
+function checkUrl(url: unknown): string {
+  let protocol: string | undefined;
+  try {
+    protocol = new URL(url as string).protocol;
+  } catch {
+    // Not a URL at all: refused below.
+  }
+  if (typeof url === 'string' && (protocol === 'http:' || protocol === 'https:')) return url;
+  const hint =
+    typeof url === 'string' && !url.includes('://') ? ` (http://${url} if that was meant)` : '';
+  throw invalidOption(
+    `url must be an absolute http:// or https:// URL such as ${DEFAULT_URL}, got ${describe(url)}${hint}`,
+  );
+}
+
 export function checkClientOptions(options: ClientOptions): TransportOptions {
   checkKnownOptions(options, CLIENT_OPTIONS, 'new TickwheelClient()');
-  const url = options.url ?? DEFAULT_URL;
-  try {
-    new URL(url);
-  } catch {
-    throw invalidOption(`url must be an absolute URL such as ${DEFAULT_URL}, got ${describe(url)}`);
-  }
+  const url = checkUrl(options.url ?? DEFAULT_URL);
   if (
     options.token !== undefined &&
     (typeof options.token !== 'string' || !/^[\x21-\x7e]*$/.test(options.token))

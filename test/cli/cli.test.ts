@@ -579,6 +579,11 @@ describe('client commands', () => {
     expect(dots.stderr).toMatch(
       /^tickwheel: id must be .*other than '\.' and '\.\.'.*\(ERR_TICKWHEEL_INVALID_ID\)\n$/,
     );
+    const schemeless = await run(['stats', '--url', 'localhost:47210']);
+    expect(schemeless.code).toBe(1);
+    expect(schemeless.stderr).toMatch(
+      /^tickwheel: url must be an absolute http:\/\/ or https:\/\/ URL.*\(ERR_TICKWHEEL_INVALID_OPTION\)\n$/,
+    );
     process.env.TICKWHEEL_URL = 'http://127.0.0.1:1';
     const down = await run(['stats', '--timeout', '2s']);
     expect(down.code).toBe(1);

@@ -201,7 +201,18 @@ describe('TickwheelClient mirrors the embedded API', () => {
   });
 
   it('checks its options', () => {
-    expect(() => new TickwheelClient({ url: 'not a url' })).toThrow(/absolute URL/);
+    expect(() => new TickwheelClient({ url: 'not a url' })).toThrow(/absolute http/);
+    const refusal = {
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      message: expect.stringContaining('http:// or https://'),
+    };
+    for (const url of ['localhost:47210', '127.0.0.1:47210', 'ftp://127.0.0.1/', 'file:///tmp/s']) {
+      expect(() => new TickwheelClient({ url }), url).toThrow(expect.objectContaining(refusal));
+    }
+    expect(() => new TickwheelClient({ url: 'localhost:47210' })).toThrow(
+      'http://localhost:47210 if that was meant',
+    );
+    expect(new TickwheelClient({ url: 'HTTPS://example.com' }).url).toBe('HTTPS://example.com');
     expect(() => new TickwheelClient({ timeoutMs: 0 })).toThrow(/timeoutMs/);
     expect(() => new TickwheelClient({ retries: -1 })).toThrow(/retries/);
     expect(() => new TickwheelClient({ token: 'two words' })).toThrow(/token/);
