@@ -3,6 +3,7 @@
 import {
   checkKnownOptions,
   checkOption,
+  checkOptionsObject,
   describe,
   invalidOption,
   optionNames,
@@ -78,6 +79,12 @@ function checkUrl(url: unknown): string {
 }
 
 export function checkClientOptions(options: ClientOptions): TransportOptions {
+  if (typeof options === 'string') {
+    throw invalidOption(
+      `new TickwheelClient() takes options, not a URL: pass { url: ${JSON.stringify(options)} }`,
+    );
+  }
+  checkOptionsObject(options, 'new TickwheelClient() options', `{ url: '${DEFAULT_URL}' }`);
   checkKnownOptions(options, CLIENT_OPTIONS, 'new TickwheelClient()');
   const url = checkUrl(options.url ?? DEFAULT_URL);
   if (

@@ -213,6 +213,13 @@ describe('TickwheelClient mirrors the embedded API', () => {
       'http://localhost:47210 if that was meant',
     );
     expect(new TickwheelClient({ url: 'HTTPS://example.com' }).url).toBe('HTTPS://example.com');
+    expect(() => new TickwheelClient('http://127.0.0.1:47210' as never)).toThrow(
+      expect.objectContaining({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: expect.stringContaining('pass { url: "http://127.0.0.1:47210" }'),
+      }),
+    );
+    expect(() => new TickwheelClient(null as never)).toThrow(/must be an object/);
     expect(() => new TickwheelClient({ timeoutMs: 0 })).toThrow(/timeoutMs/);
     expect(() => new TickwheelClient({ retries: -1 })).toThrow(/retries/);
     expect(() => new TickwheelClient({ token: 'two words' })).toThrow(/token/);
