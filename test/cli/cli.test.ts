@@ -579,6 +579,9 @@ describe('client commands', () => {
     expect(dots.stderr).toMatch(
       /^tickwheel: id must be .*other than '\.' and '\.\.'.*\(ERR_TICKWHEEL_INVALID_ID\)\n$/,
     );
+    const redis = await run(['serve', '--redis', 'notaurl']);
+    expect(redis.code).toBe(1);
+    expect(redis.stderr).toContain('redis+sentinel:// URL, got the string "notaurl" (');
     const schemeless = await run(['stats', '--url', 'localhost:47210']);
     expect(schemeless.code).toBe(1);
     expect(schemeless.stderr).toMatch(
