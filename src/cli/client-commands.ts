@@ -133,10 +133,11 @@ export function sendCommand(io: CliIo): CommandSpec {
       integerOption('max-attempts', 'deliveries before it becomes a dead letter', 1, 10_000),
     ],
     run: async ([topic, payloadText], client, flags) => {
-      const payload =
-        payloadText === undefined
-          ? null
-          : parsePayload(payloadText === '-' ? await io.readStdin() : (payloadText as string));
+      const text = payloadText === '-' ? await io.readStdin() : (payloadText as string | undefined);
+      if (payloadText === '-' && text?.trim() === '') {
+        throw new CliError("stdin is empty: give the payload there, or 'null' for none");
+      }
+      const payload = text === undefined ? null : parsePayload(text);
       // Sent as JSON, which leaves out the options not given.
       const result = await client.schedule({
         topic: topic as string,

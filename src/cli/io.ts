@@ -38,6 +38,13 @@ export class CliError extends TickwheelError<CliErrorCode> {
 /** What the user sees when a command fails: one line, no stack trace. */
 export function describeFailure(err: unknown): string {
   if (err instanceof CliError) return err.message;
+  if (err instanceof TickwheelHttpError && err.code === 'ERR_TICKWHEEL_UNAUTHORIZED') {
+    // The server's message speaks of the header; the CLI sends it from --token.
+    const given = /not valid/.test(err.message)
+      ? 'the token given is not valid'
+      : 'it needs a token';
+    return `${given}: give it with --token or TICKWHEEL_TOKEN (${err.code}, HTTP ${err.status})`;
+  }
   if (err instanceof TickwheelHttpError) return `${err.message} (${err.code}, HTTP ${err.status})`;
   if (err instanceof TickwheelNetworkError) return `cannot reach the server: ${err.message}`;
   const error = err as { code?: unknown; message?: unknown };

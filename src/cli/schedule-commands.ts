@@ -72,7 +72,7 @@ export function scheduleCommands(io: CliIo): CommandSpec[] {
           if (!flags.pause && !flags.resume) {
             throw new UsageError(
               'give --topic with --cron or --every, or --pause / --resume',
-              'schedule',
+              'tickwheel schedule',
             );
           }
           const changed = await client.updateSchedule(name as string, {
@@ -81,7 +81,8 @@ export function scheduleCommands(io: CliIo): CommandSpec[] {
           if (changed === undefined) throw new CliError(`no schedule named ${name as string}`);
           return changed;
         }
-        if (flags.topic === undefined) throw new UsageError('--topic is needed', 'schedule');
+        if (flags.topic === undefined)
+          throw new UsageError('--topic is needed', 'tickwheel schedule');
         // Sent as JSON, which leaves out the options not given.
         return client.putSchedule(name as string, {
           topic: flags.topic,

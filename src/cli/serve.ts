@@ -94,7 +94,7 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
     // Reached when one of them comes from the environment (TICKWHEEL_REDIS, TICKWHEEL_POSTGRES).
     throw new UsageError(
       'give --redis or --postgres, not both: a queue lives in one store',
-      'serve',
+      'tickwheel serve',
     );
   }
   const where = storeOptions(options, redis, postgres);

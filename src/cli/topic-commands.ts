@@ -9,10 +9,10 @@ import { integerOption, integerParser, parsePayload } from './parse.js';
 function parseRate(text: string): number | 'off' {
   if (text.trim().toLowerCase() === 'off') return 'off';
   const value = Number(text);
-  if (text.trim() === '' || !Number.isFinite(value) || value <= 0) {
+  if (text.trim() === '' || !(value >= 0.001 && value <= 1e6)) {
     throw new UsageError(
-      `rate must be deliveries per second (a number above 0) or off, got ${text}`,
-      'rate-limit',
+      `rate must be deliveries per second, 0.001 to 1000000, or off; got ${text}`,
+      'tickwheel rate-limit',
     );
   }
   return value;
@@ -29,7 +29,7 @@ function parseHeaders(text: string): Record<string, string> {
   ) {
     throw new UsageError(
       `--headers must be a JSON object of strings, such as '{"Authorization": "Bearer x"}', got ${text}`,
-      'push',
+      'tickwheel push',
     );
   }
   return value as Record<string, string>;
@@ -83,7 +83,7 @@ export function topicCommands(io: CliIo): CommandSpec[] {
       run: async ([topic, rateText], client, flags) => {
         const rate = parseRate(rateText as string);
         if (rate === 'off' && flags.burst !== undefined) {
-          throw new UsageError('--burst goes with a rate, not with off', 'rate-limit');
+          throw new UsageError('--burst goes with a rate, not with off', 'tickwheel rate-limit');
         }
         // Sent as JSON, which leaves out a burst that is undefined.
         const rateLimit = rate === 'off' ? null : { perSecond: rate, burst: flags.burst };
@@ -132,7 +132,13 @@ export function topicCommands(io: CliIo): CommandSpec[] {
         if (flags.secret === undefined) {
           throw new UsageError(
             'push needs --secret (or TICKWHEEL_PUSH_SECRET): the key its requests are signed with',
-            'push',
+            'tickwheel push',
+          );
+        }
+        if (flags.secret.length < 16 || flags.secret.length > 512) {
+          throw new UsageError(
+            `--secret must be 16 to 512 characters, got ${flags.secret.length}`,
+            'tickwheel push',
           );
         }
         // Sent as JSON, which leaves out the options not given.

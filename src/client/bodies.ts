@@ -6,14 +6,26 @@ import { MAX_BATCH, MAX_RECEIPT_LENGTH } from '../protocol/limits.js';
 import { describe } from '../validate.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { ScheduleBody, WireReceivedMessage } from '../protocol/wire.js';
-import { checkNotLossy, checkRequest, dueTime, type ScheduleRequest } from '../queue/message.js';
+import {
+  checkBackoff,
+  checkId,
+  checkMaxAttempts,
+  checkNotLossy,
+  checkRequest,
+  dueTime,
+  encodePayload,
+  type ScheduleRequest,
+} from '../queue/message.js';
 import { messageOf } from './transport.js';
 
 /**
  * A topic or id as a path segment. Only its type is checked here (the server checks the rest):
- * without this, `cancel(undefined)` would cancel a message whose id is "undefined".
+ * without this, `cancel(undefined)` would cancel a message whose id is "undefined". An id `.`
+ * or `..` is refused as the embedded queue refuses it: URL normalisation would drop the segment
+ * (`%2E` too), sending the request to another path.
  */
 export function segment(value: unknown, what: 'topic' | 'id' | 'name'): string {
+  if (what === 'id' && (value === '.' || value === '..')) checkId(value);
   if (typeof value !== 'string' || value === '') {
     throw new TickwheelTypeError(
       what === 'topic'
@@ -39,22 +51,57 @@ export function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { t
     );
   }
   const id = message.id ?? randomUUID();
-  if (!(message.payload instanceof Uint8Array)) {
-    try {
-      checkNotLossy(message.payload);
-    } catch (err) {
-      if (err instanceof Error) err.message = where + err.message;
-      throw err;
-    }
-    return { ...message, id };
+  const bytes = message.payload instanceof Uint8Array ? message.payload : undefined;
+  try {
+    if (bytes === undefined) checkNotLossy(message.payload);
+    checkJsonFields(message);
+  } catch (err) {
+    if (err instanceof Error) err.message = where + err.message;
+    throw err;
   }
-  const bytes = message.payload;
+  if (bytes === undefined) return { ...message, id };
   return {
     ...message,
     id,
     payload: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64'),
     payloadEncoding: 'base64',
   };
+}
+
+/** Whether JSON holds a field as it is: NaN and ±Infinity would be sent as null. */
+function jsonNumber(value: unknown): boolean {
+  return typeof value !== 'number' || Number.isFinite(value);
+}
+
+/**
+ * Refuses, with the embedded queue's error, what JSON.stringify would change without a word: a
+ * number that is not finite (sent as null) or a payload it leaves out (undefined, a function, a
+ * symbol), which the server would refuse as a malformed request.
+ */
+function checkJsonFields(message: ScheduleRequest): void {
+  const { payload, maxAttempts, backoff } = message;
+  if (payload === undefined || typeof payload === 'function' || typeof payload === 'symbol') {
+    encodePayload(payload, Number.POSITIVE_INFINITY);
+  }
+  checkDueTime(message);
+  if (!jsonNumber(maxAttempts)) checkMaxAttempts(maxAttempts);
+  if (
+    typeof backoff === 'object' &&
+    backoff !== null &&
+    !Object.values(backoff).every(jsonNumber)
+  ) {
+    checkBackoff(backoff);
+  }
+}
+
+/**
+ * A due time (schedule, reschedule, requeue) with a `delayMs` or `deliverAt` JSON cannot hold
+ * (NaN, ±Infinity): refused with the embedded queue's ERR_TICKWHEEL_INVALID_DELAY.
+ */
+export function checkDueTime(when: unknown): void {
+  if (typeof when !== 'object' || when === null) return;
+  const { delayMs, deliverAt } = when as { delayMs?: unknown; deliverAt?: unknown };
+  if (!jsonNumber(delayMs) || !jsonNumber(deliverAt)) dueTime(when, Date.now());
 }
 
 /**

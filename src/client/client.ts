@@ -46,6 +46,7 @@ import type { ScheduleRequest } from '../queue/message.js';
 import { checkConsumeOptions, Worker } from '../queue/worker.js';
 import {
   checkBatch,
+  checkDueTime,
   fromWire,
   refuseDelay,
   refuseMessage,
@@ -56,6 +57,18 @@ import {
   toBody,
 } from './bodies.js';
 import { TickwheelHttpError } from './errors.js';
+import {
+  isHealth,
+  isMessageInfo,
+  isMessagePage,
+  isSchedule,
+  isScheduleList,
+  isStats,
+  isTopic,
+  isTopicList,
+  listOf,
+  says,
+} from './answers.js';
 import { consumerSource, type ClientConsumeOptions } from './consumer.js';
 import { checkIdleTimeout, streamEvents, type ClientWatchOptions } from './events.js';
 import { openStream, Transport, type Exchange, type TransportOptions } from './transport.js';
@@ -141,7 +154,12 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   async cancel(id: string, options: CallOptions = {}): Promise<boolean> {
     const path = `/v1/messages${segment(id, 'id')}`;
-    const exchange: Exchange = { method: 'DELETE', path, idempotent: true };
+    const exchange: Exchange = {
+      method: 'DELETE',
+      path,
+      idempotent: true,
+      expect: says('cancelled'),
+    };
     return (await this.unless([404], options, exchange, true)) !== undefined;
   }
 
@@ -154,19 +172,22 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     when: NewDueTime,
     options: CallOptions = {},
   ): Promise<number | undefined> {
+    checkDueTime(when);
     const exchange: Exchange = {
       method: 'PATCH',
       path: `/v1/messages${segment(id, 'id')}`,
       body: when,
       refuse: (err) => refuseDelay(when, 'when', err),
       idempotent: when?.delayMs === undefined,
+      expect: (answer) => typeof answer.deliverAt === 'number',
     };
     return (await this.unless<RescheduleResponse>([404, 409], options, exchange, true))?.deliverAt;
   }
 
   async get(id: string, options: CallOptions = {}): Promise<MessageInfo | undefined> {
     const path = `/v1/messages${segment(id, 'id')}`;
-    return this.unless<WireMessageInfo>([404], options, { method: 'GET', path, idempotent: true });
+    const exchange: Exchange = { method: 'GET', path, idempotent: true, expect: isMessageInfo };
+    return this.unless<WireMessageInfo>([404], options, exchange);
   }
 
   async receive(
@@ -260,7 +281,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   /** A page of a topic's pending messages, like the embedded list(); bad options send nothing. */
   async list(listOptions: ListOptions, options: CallOptions = {}): Promise<ListPage> {
-    return this.read<ListResponse>(listPath(listOptions), options);
+    return this.read<ListResponse>(listPath(listOptions), options, isMessagePage);
   }
 
   /**
@@ -288,7 +309,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   async deadLetters(topic: string, limit = 100, options: CallOptions = {}): Promise<MessageInfo[]> {
     const limitText = encodeURIComponent(String(limit));
     const path = `/v1/topics${segment(topic, 'topic')}/dead?limit=${limitText}`;
-    return (await this.read<DeadLettersResponse>(path, options)).messages;
+    return (await this.read<DeadLettersResponse>(path, options, isMessagePage)).messages;
   }
 
   async requeue(
@@ -296,12 +317,14 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     requeueOptions: { delayMs?: number } = {},
     options: CallOptions = {},
   ): Promise<boolean> {
+    checkDueTime(requeueOptions);
     const exchange: Exchange = {
       method: 'POST',
       path: `/v1/messages${segment(id, 'id')}/requeue`,
       body: requeueOptions,
       refuse: (err) => refuseDelay(requeueOptions, 'requeue options', err),
       idempotent: false,
+      expect: says('requeued'),
     };
     return (await this.unless([404, 409], options, exchange, true)) !== undefined;
   }
@@ -332,7 +355,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   /** Every topic with messages or settings other than the defaults, by name. */
   async topicList(options: CallOptions = {}): Promise<WireTopic[]> {
-    return (await this.read<TopicListResponse>('/v1/topics', options)).topics;
+    return (await this.read<TopicListResponse>('/v1/topics', options, isTopicList)).topics;
   }
 
   /** A call on one topic; each sets or reads a state, so repeating it is safe. */
@@ -349,6 +372,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       body,
       refuse: (err) => refuseOption('the topic update', err),
       idempotent: true,
+      expect: isTopic,
     });
   }
 
@@ -364,6 +388,7 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       body: spec,
       refuse: (err) => refuseOption('the schedule', err),
       idempotent: true,
+      expect: isSchedule,
     });
   }
 
@@ -379,23 +404,31 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
       body: patch,
       refuse: (err) => refuseOption('the schedule update', err),
       idempotent: true,
+      expect: isSchedule,
     });
   }
 
   async getSchedule(name: string, options: CallOptions = {}): Promise<WireSchedule | undefined> {
     const path = `/v1/schedules${segment(name, 'name')}`;
-    return this.unless<WireSchedule>([404], options, { method: 'GET', path, idempotent: true });
+    const exchange: Exchange = { method: 'GET', path, idempotent: true, expect: isSchedule };
+    return this.unless<WireSchedule>([404], options, exchange);
   }
 
   async listSchedules(options: CallOptions = {}): Promise<WireSchedule[]> {
-    return (await this.read<ScheduleListResponse>('/v1/schedules', options)).schedules;
+    const answer = await this.read<ScheduleListResponse>('/v1/schedules', options, isScheduleList);
+    return answer.schedules;
   }
 
   /** Deletes a schedule; false if there is none by that name. */
   async deleteSchedule(name: string, options: CallOptions = {}): Promise<boolean> {
     const path = `/v1/schedules${segment(name, 'name')}`;
-    const answer = await this.unless([404], options, { method: 'DELETE', path, idempotent: true });
-    return answer !== undefined;
+    const exchange: Exchange = {
+      method: 'DELETE',
+      path,
+      idempotent: true,
+      expect: says('deleted'),
+    };
+    return (await this.unless([404], options, exchange)) !== undefined;
   }
 
   /**
@@ -411,12 +444,12 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   /** GET /v1/stats: the server queue's stats() (a QueueStats), its recovery and the server's figures. */
   async stats(options: CallOptions = {}): Promise<StatsResponse> {
-    return this.read('/v1/stats', options);
+    return this.read('/v1/stats', options, isStats);
   }
 
   /** GET /healthz: resolves when the server is up and not shutting down. */
   async health(options: CallOptions = {}): Promise<HealthResponse> {
-    return this.read('/healthz', options);
+    return this.read('/healthz', options, isHealth);
   }
 
   /** POST /v1/ack or /v1/nack, for the receipts worth sending (sendableReceipts). */
@@ -451,8 +484,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.transport.send<T>({ ...exchange, signal: options.signal, timeoutMs });
   }
 
-  private read<T>(path: string, options: CallOptions): Promise<T> {
-    return this.call(options, { method: 'GET', path, idempotent: true });
+  private read<T>(path: string, options: CallOptions, expect: Exchange['expect']): Promise<T> {
+    return this.call(options, { method: 'GET', path, idempotent: true, expect });
   }
 
   /**
@@ -465,7 +498,8 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 
   /**
    * The answer's body, or undefined when the server answers with one of `statuses` (what
-   * refused() makes of it for a `change`).
+   * refused() makes of it for a `change`). Only a tickwheel server's refusal counts: a 404 page
+   * of something else on that URL is thrown (ERR_TICKWHEEL_HTTP), not taken for "no such id".
    */
   private async unless<T = unknown>(
     statuses: number[],
@@ -476,15 +510,11 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     try {
       return await this.call<T>(options, exchange);
     } catch (err) {
-      if (!(err instanceof TickwheelHttpError && statuses.includes(err.status))) throw err;
+      const ours = err instanceof TickwheelHttpError && err.code !== 'ERR_TICKWHEEL_HTTP';
+      if (!(ours && statuses.includes(err.status))) throw err;
       return change ? this.refused(err) : undefined;
     }
   }
-}
-
-/** Whether an answer's field is an array of `length` entries. */
-function listOf(field: unknown, length: number): boolean {
-  return Array.isArray(field) && field.length === length;
 }
 
 /** The path of one page of list(), its options checked as the embedded queue checks them. */

@@ -3,6 +3,7 @@
 import {
   checkKnownOptions,
   checkOption,
+  checkOptionsObject,
   describe,
   invalidOption,
   optionNames,
@@ -58,14 +59,34 @@ const CLIENT_OPTIONS = optionNames<ClientOptions>({
   fetch: true,
 });
 
-export function checkClientOptions(options: ClientOptions): TransportOptions {
-  checkKnownOptions(options, CLIENT_OPTIONS, 'new TickwheelClient()');
-  const url = options.url ?? DEFAULT_URL;
+/**
+ * The server's URL: http:// or https:// only. `localhost:7700` parses as a URL of the scheme
+ * `localhost:`, so that without this every call would fail as a network error.
+ */
+function checkUrl(url: unknown): string {
+  let protocol: string | undefined;
   try {
-    new URL(url);
+    protocol = new URL(url as string).protocol;
   } catch {
-    throw invalidOption(`url must be an absolute URL such as ${DEFAULT_URL}, got ${describe(url)}`);
+    // Not a URL at all: refused below.
   }
+  if (typeof url === 'string' && (protocol === 'http:' || protocol === 'https:')) return url;
+  const hint =
+    typeof url === 'string' && !url.includes('://') ? ` (http://${url} if that was meant)` : '';
+  throw invalidOption(
+    `url must be an absolute http:// or https:// URL such as ${DEFAULT_URL}, got ${describe(url)}${hint}`,
+  );
+}
+
+export function checkClientOptions(options: ClientOptions): TransportOptions {
+  if (typeof options === 'string') {
+    throw invalidOption(
+      `new TickwheelClient() takes options, not a URL: pass { url: ${JSON.stringify(options)} }`,
+    );
+  }
+  checkOptionsObject(options, 'new TickwheelClient() options', `{ url: '${DEFAULT_URL}' }`);
+  checkKnownOptions(options, CLIENT_OPTIONS, 'new TickwheelClient()');
+  const url = checkUrl(options.url ?? DEFAULT_URL);
   if (
     options.token !== undefined &&
     (typeof options.token !== 'string' || !/^[\x21-\x7e]*$/.test(options.token))

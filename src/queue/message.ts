@@ -81,11 +81,15 @@ export function checkTopic(topic: unknown): string {
   return topic;
 }
 
+/**
+ * An id: also a path segment over HTTP, where `.` and `..` would be taken for the directory and
+ * its parent (URL normalisation), so that no client could reach the message; both are refused.
+ */
 export function checkId(id: unknown): string {
-  if (typeof id !== 'string' || !ID_PATTERN.test(id)) {
+  if (typeof id !== 'string' || !ID_PATTERN.test(id) || id === '.' || id === '..') {
     throw new TickwheelTypeError(
       'ERR_TICKWHEEL_INVALID_ID',
-      `id must be 1-200 characters of letters, digits, '.', '_', ':', '@' or '-'; got ${describe(id)}`,
+      `id must be 1-200 characters of letters, digits, '.', '_', ':', '@' or '-', other than '.' and '..'; got ${describe(id)}`,
     );
   }
   return id;

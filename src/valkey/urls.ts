@@ -8,12 +8,15 @@ import { describe, hidePassword, invalidOption } from '../validate.js';
 /** The `redis` option as a list: one or more redis:// or rediss:// URLs, or a redis+sentinel:// one. */
 export function checkRedisUrls(urls: unknown): string[] {
   const list: unknown[] = typeof urls === 'string' ? [urls] : Array.isArray(urls) ? [...urls] : [];
-  if (
-    list.length === 0 ||
-    list.some((url) => typeof url !== 'string' || !/^(rediss?|redis\+sentinel):\/\/./.test(url))
-  ) {
+  const bad = list.findIndex(
+    (url) => typeof url !== 'string' || !/^(rediss?|redis\+sentinel):\/\/./.test(url),
+  );
+  if (list.length === 0 || bad >= 0) {
+    // The entry refused, not the list: `got object` would not say which.
+    const shown = list.length === 0 ? urls : list[bad];
+    const got = describe(typeof shown === 'string' ? hidePassword(shown) : shown);
     throw invalidOption(
-      `redis must be one or more redis:// or rediss:// URLs, or one redis+sentinel:// URL, got ${describe(urls)}`,
+      `redis must be one or more redis:// or rediss:// URLs, or one redis+sentinel:// URL, got ${got}`,
     );
   }
   for (const url of list as string[]) if (!url.startsWith('redis+sentinel:')) checkDatabase(url);

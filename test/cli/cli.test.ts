@@ -275,7 +275,9 @@ describe('client commands', () => {
     expect(bad.stderr).toContain('rate must be deliveries per second');
     const tooFast = await run(['rate-limit', 'mail', '5000000']);
     expect(tooFast.code).toBe(1);
-    expect(tooFast.stderr).toContain('ERR_TICKWHEEL_INVALID_REQUEST');
+    expect(tooFast.stderr).toContain(
+      '0.001 to 1000000, or off; got 5000000\n(tickwheel rate-limit',
+    );
   });
 
   it('push sets and removes a push target; the secret comes from the environment', async () => {
@@ -546,6 +548,41 @@ describe('client commands', () => {
     expect(JSON.parse((await run(['dead', 'jobs'])).stdout)).toEqual([]);
   });
 
+  it('refuses a bad rate, a short secret and an empty stdin before sending, in one line', async () => {
+    expect(await run(['push', 'mail', 'http://127.0.0.1:9/x', '--secret', 'short'])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr:
+        'tickwheel: --secret must be 16 to 512 characters, got 5\n(tickwheel push --help shows the usage)\n',
+    });
+    expect(await run(['rate-limit', 'mail', '0.0001'])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr:
+        'tickwheel: rate must be deliveries per second, 0.001 to 1000000, or off; got 0.0001\n(tickwheel rate-limit --help shows the usage)\n',
+    });
+    expect((await run(['rate-limit', 'mail', 'off', '--burst', '2'])).stderr).toContain(
+      '(tickwheel rate-limit --help shows the usage)',
+    );
+    for (const stdin of ['', ' \n']) {
+      expect(await run(['send', 'mail', '-'], stdin)).toMatchObject({
+        code: 1,
+        stderr: "tickwheel: stdin is empty: give the payload there, or 'null' for none\n",
+      });
+    }
+    expect((await queue.stats()).scheduled).toBe(0);
+  });
+
+  it('a 401 says to give the token with --token or TICKWHEEL_TOKEN', async () => {
+    delete process.env.TICKWHEEL_TOKEN;
+    const none = await run(['stats']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/^tickwheel: .*--token or TICKWHEEL_TOKEN.*HTTP 401\)\n$/);
+    expect(none.stderr).not.toContain('Authorization');
+    const wrong = await run(['stats', '--token', 'nope']);
+    expect(wrong.stderr).toMatch(/not valid: give it with --token or TICKWHEEL_TOKEN/);
+  });
+
   it('stats prints the queue statistics', async () => {
     const stats = await run(['stats']);
     expect(stats.code).toBe(0);
@@ -573,6 +610,19 @@ describe('client commands', () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(
       /^tickwheel: params\/topic must be 1-128 characters of letters, digits, .*; got "\.\.\/x" \(ERR_TICKWHEEL_INVALID_REQUEST, HTTP 400\)\n$/,
+    );
+    const dots = await run(['cancel', '..']);
+    expect(dots.code).toBe(1);
+    expect(dots.stderr).toMatch(
+      /^tickwheel: id must be .*other than '\.' and '\.\.'.*\(ERR_TICKWHEEL_INVALID_ID\)\n$/,
+    );
+    const redis = await run(['serve', '--redis', 'notaurl']);
+    expect(redis.code).toBe(1);
+    expect(redis.stderr).toContain('redis+sentinel:// URL, got the string "notaurl" (');
+    const schemeless = await run(['stats', '--url', 'localhost:47210']);
+    expect(schemeless.code).toBe(1);
+    expect(schemeless.stderr).toMatch(
+      /^tickwheel: url must be an absolute http:\/\/ or https:\/\/ URL.*\(ERR_TICKWHEEL_INVALID_OPTION\)\n$/,
     );
     process.env.TICKWHEEL_URL = 'http://127.0.0.1:1';
     const down = await run(['stats', '--timeout', '2s']);

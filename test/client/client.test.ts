@@ -180,8 +180,46 @@ describe('TickwheelClient mirrors the embedded API', () => {
     expect((await tw.stats()).scheduled).toBe(0);
   });
 
+  it('refuses the ids . and .., which URL normalisation would send to another path', async () => {
+    let calls = 0;
+    const tw = client({ fetch: (input, init) => (calls++, fetch(input, init)) });
+    for (const id of ['.', '..']) {
+      const refusal = { name: 'TickwheelTypeError', code: 'ERR_TICKWHEEL_INVALID_ID' };
+      await expect(tw.get(id)).rejects.toMatchObject(refusal);
+      await expect(tw.cancel(id)).rejects.toMatchObject(refusal);
+      await expect(tw.reschedule(id, { delayMs: 1 })).rejects.toMatchObject(refusal);
+      await expect(tw.requeue(id)).rejects.toMatchObject(refusal);
+    }
+    expect(calls).toBe(0);
+    for (const id of ['.', '..']) {
+      await expect(tw.schedule({ topic: 't', id, payload: 1 })).rejects.toMatchObject({
+        status: 400,
+        code: 'ERR_TICKWHEEL_INVALID_ID',
+      });
+    }
+    expect((await tw.stats()).scheduled).toBe(0);
+  });
+
   it('checks its options', () => {
-    expect(() => new TickwheelClient({ url: 'not a url' })).toThrow(/absolute URL/);
+    expect(() => new TickwheelClient({ url: 'not a url' })).toThrow(/absolute http/);
+    const refusal = {
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      message: expect.stringContaining('http:// or https://'),
+    };
+    for (const url of ['localhost:47210', '127.0.0.1:47210', 'ftp://127.0.0.1/', 'file:///tmp/s']) {
+      expect(() => new TickwheelClient({ url }), url).toThrow(expect.objectContaining(refusal));
+    }
+    expect(() => new TickwheelClient({ url: 'localhost:47210' })).toThrow(
+      'http://localhost:47210 if that was meant',
+    );
+    expect(new TickwheelClient({ url: 'HTTPS://example.com' }).url).toBe('HTTPS://example.com');
+    expect(() => new TickwheelClient('http://127.0.0.1:47210' as never)).toThrow(
+      expect.objectContaining({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: expect.stringContaining('pass { url: "http://127.0.0.1:47210" }'),
+      }),
+    );
+    expect(() => new TickwheelClient(null as never)).toThrow(/must be an object/);
     expect(() => new TickwheelClient({ timeoutMs: 0 })).toThrow(/timeoutMs/);
     expect(() => new TickwheelClient({ retries: -1 })).toThrow(/retries/);
     expect(() => new TickwheelClient({ token: 'two words' })).toThrow(/token/);
@@ -370,6 +408,40 @@ describe('the names and results of DelayQueue', () => {
       ],
       ['reschedule', (side) => side.reschedule(id, { delayMs: 5n as never })],
       ['requeue', (side) => side.requeue(id, { delayMs: 5n as never })],
+      // Values JSON would change without a word: not finite (null), or left out.
+      ['NaN delay', (side) => side.schedule({ topic: 'j', payload: 1, delayMs: Number.NaN })],
+      [
+        'infinite deliverAt',
+        (side) => side.schedule({ topic: 'j', payload: 1, deliverAt: Infinity }),
+      ],
+      [
+        'NaN maxAttempts',
+        (side) => side.schedule({ topic: 'j', payload: 1, maxAttempts: Number.NaN }),
+      ],
+      [
+        'infinite backoff',
+        (side) =>
+          side.schedule({ topic: 'j', payload: 1, backoff: { type: 'fixed', delayMs: Infinity } }),
+      ],
+      [
+        'bytes, NaN delay',
+        (side) => side.schedule({ topic: 'j', payload: Buffer.from('x'), delayMs: Number.NaN }),
+      ],
+      ['function payload', (side) => side.schedule({ topic: 'j', payload: () => 1 })],
+      ['symbol payload', (side) => side.schedule({ topic: 'j', payload: Symbol('s') })],
+      ['undefined payload', (side) => side.schedule({ topic: 'j', payload: undefined })],
+      ['no payload', (side) => side.schedule({ topic: 'j' } as never)],
+      [
+        'batch, function payload',
+        (side) =>
+          side.scheduleMany([
+            { topic: 'j', payload: 1 },
+            { topic: 'j', payload: () => 1 },
+          ]),
+      ],
+      ['reschedule NaN', (side) => side.reschedule(id, { delayMs: Number.NaN })],
+      ['rescheduleTo Infinity', (side) => side.rescheduleTo(id, { deliverAt: -Infinity })],
+      ['requeue Infinity', (side) => side.requeue(id, { delayMs: Infinity })],
     ];
     for (const [what, call] of inputs) {
       const embedded = await call(queue).then(

@@ -75,6 +75,69 @@ describe('the client against answers that are not a tickwheel server', () => {
     foreign(await failure(() => client.ackMany(['r1.1', 'r1.2'])));
   });
 
+  it("refuses another program's 404 page rather than taking it for an unknown id", async () => {
+    const client = await clientOf((_req, res) => {
+      res.writeHead(404, { 'content-type': 'text/html' }).end('<html>not found</html>');
+    });
+    const calls: Array<() => Promise<unknown>> = [
+      () => client.get('x'),
+      () => client.cancel('x'),
+      () => client.reschedule('x', { delayMs: 1000 }),
+      () => client.rescheduleTo('x', { delayMs: 1000 }),
+      () => client.requeue('x'),
+      () => client.getSchedule('s'),
+      () => client.updateSchedule('s', { everyMs: 1000 }),
+      () => client.deleteSchedule('s'),
+    ];
+    for (const call of calls) {
+      const err = await failure(call);
+      foreign(err);
+      expect((err as TickwheelHttpError).status).toBe(404);
+    }
+  });
+
+  it("refuses another program's JSON 404 without a tickwheel error", async () => {
+    const client = await clientOf((_req, res) => {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
+    });
+    foreign(await failure(() => client.get('x')));
+    foreign(await failure(() => client.cancel('x')));
+  });
+
+  it("refuses another program's JSON for every call that reads or changes", async () => {
+    const client = await clientOf((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"messages":5}');
+    });
+    const calls: Array<() => Promise<unknown>> = [
+      () => client.get('x'),
+      () => client.cancel('x'),
+      () => client.reschedule('x', { delayMs: 1000 }),
+      () => client.requeue('x'),
+      () => client.list({ topic: 't' }),
+      () => client.listAll({ topic: 't' }).next(),
+      () => client.deadLetters('t'),
+      () => client.stats(),
+      () => client.health(),
+      () => client.topicInfo('t'),
+      () => client.topicList(),
+      () => client.pause('t'),
+      () => client.configureTopic('t', { rateLimit: null }),
+      () => client.getSchedule('s'),
+      () => client.listSchedules(),
+      () => client.putSchedule('s', { topic: 't', everyMs: 1000 }),
+      () => client.deleteSchedule('s'),
+    ];
+    for (const call of calls) foreign(await failure(call));
+  });
+
+  it('refuses a page whose entries are not messages', async () => {
+    const client = await clientOf((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"messages":[1,2]}');
+    });
+    foreign(await failure(() => client.list({ topic: 't' })));
+    foreign(await failure(() => client.deadLetters('t')));
+  });
+
   it('stops reading an answer declared larger than MAX_ANSWER_BYTES', async () => {
     let cut = false;
     const client = await clientOf((req, res) => {

@@ -476,6 +476,8 @@ describe.each([
       [{ topic: '../etc', payload: 1 }, 'ERR_TICKWHEEL_INVALID_TOPIC'],
       [{ topic: '', payload: 1 }, 'ERR_TICKWHEEL_INVALID_TOPIC'],
       [{ topic: 't', payload: 1, id: 'has space' }, 'ERR_TICKWHEEL_INVALID_ID'],
+      [{ topic: 't', payload: 1, id: '.' }, 'ERR_TICKWHEEL_INVALID_ID'],
+      [{ topic: 't', payload: 1, id: '..' }, 'ERR_TICKWHEEL_INVALID_ID'],
       [{ topic: 't', payload: 1, delayMs: NaN }, 'ERR_TICKWHEEL_INVALID_DELAY'],
       [{ topic: 't', payload: 1, delayMs: 1, deliverAt: 5 }, 'ERR_TICKWHEEL_INVALID_MESSAGE'],
       [{ topic: 't', payload: 1, deliverAt: 1e20 }, 'ERR_TICKWHEEL_INVALID_DELAY'],

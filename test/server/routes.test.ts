@@ -58,6 +58,8 @@ describe('POST /v1/topics/:topic/messages', () => {
     ['an unknown backoff type', { payload: 1, backoff: { type: 'linear', delayMs: 5 } }, 'backoff'],
     ['a bad id', { payload: 1, id: 'a b' }, 'id'],
     ['an id of 201 characters', { payload: 1, id: 'x'.repeat(201) }, 'id'],
+    ['the id .', { payload: 1, id: '.' }, "other than '.' and '..'"],
+    ['the id ..', { payload: 1, id: '..' }, "other than '.' and '..'"],
     ['base64 that is not', { payload: '!!!', payloadEncoding: 'base64' }, 'base64'],
     ['an array body', [1, 2], 'object'],
   ])('refuses %s with 400 and a message naming the field', async (_what, body, word) => {
