@@ -16,7 +16,7 @@ import {
 
 export class ManualClock implements AlarmClock {
   private time: number;
-  private readonly alarms = new AlarmSet(() => {}, true);
+  private readonly alarms = new AlarmSet(() => {});
   private advancing = false;
   readonly bindsLate: boolean = true;
 
@@ -62,7 +62,8 @@ export class ManualClock implements AlarmClock {
         const alarm = this.alarms.earliest();
         if (alarm === undefined || alarm.deadline > ms) break;
         if (alarm.deadline > this.time) this.moveTo(alarm.deadline);
-        this.alarms.call(alarm, this.time);
+        alarm.deadline = Infinity;
+        alarm.deadline = alarm.target.onAlarm(this.time);
       }
       this.moveTo(ms);
     } finally {

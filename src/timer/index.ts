@@ -1,6 +1,5 @@
 export {
   TimerWheel,
-  type SleepOptions,
   type TimerHandle,
   type TimerWheelOptions,
   type TimerWheelStats,
