@@ -241,6 +241,8 @@ export interface StoreStats {
   /** Since the last checkpoint. */
   uncoveredLogBytes?: number;
   damagedSkipped?: number;
+  /** Messages compaction carried forward since open (docs/storage.md, Compaction). */
+  relocated?: number;
   /** 1 once a log write failed: the store takes no more changes until reopened. */
   stopped?: number;
   checkpointing?: number;

@@ -104,6 +104,8 @@ export class Checkpoints {
   private ownerLost = false;
   /** Applies what the store does not apply at once (hand-outs: handouts.ts) before a capture. */
   beforeCapture: () => void = () => {};
+  /** After retention: compaction (compaction.ts), given the first segment the snapshot needs. */
+  compact: (keepFrom: number) => Promise<void> = () => Promise.resolve();
 
   constructor(
     private readonly dir: string,
@@ -303,6 +305,7 @@ export class Checkpoints {
       if (segment >= keepFrom) break;
       await this.log.deleteSegment(segment);
     }
+    if (!this.closing) await this.compact(keepFrom);
   }
 
   private async ownsDirectory(): Promise<boolean> {

@@ -32,6 +32,7 @@ import {
   where,
 } from '../log/index.js';
 import { Checkpoints, type SnapshotWhen } from './checkpoint.js';
+import { Compaction } from './compaction.js';
 import { unreadable } from './damage.js';
 import {
   INDEX_DIR,
@@ -51,8 +52,9 @@ import {
   OUTCOME_ACKED,
   OUTCOME_CANCELLED,
   SCHEDULE,
-  decodeSchedule,
+  decodeOrigin,
   finishLength,
+  holdsPayload,
   moveWithReasonRoom,
   scheduleLength,
   writeFinish,
@@ -95,6 +97,7 @@ export class FileStore implements Store {
   private readonly handOuts: HandOuts;
   /** What recovery, loads and listings work with (the payload budget once the queue gives it). */
   private readonly parts: RecoveryParts;
+  private readonly compaction: Compaction;
 
   private constructor(
     readonly dir: string,
@@ -126,6 +129,14 @@ export class FileStore implements Store {
       finish: (message: MessageState) => this.finish(message, 'cancelled'),
       bury: (message: MessageState) => this.bury(message),
     };
+    this.compaction = new Compaction({
+      log,
+      tables: this.tables,
+      frontier: () => this.frontier,
+      writable: () => this.appending(),
+      commit: (slot, type, length, reindex) => this.commit(slot, type, length, reindex),
+    });
+    this.checkpoints.compact = (keepFrom) => this.compaction.pass(keepFrom);
     this.handOuts = new HandOuts(
       this.parts,
       () => this.frontier,
@@ -199,14 +210,18 @@ export class FileStore implements Store {
   }
 
   async lookup(id: string): Promise<StoredMessage | undefined> {
-    const position = this.tables.latest(id);
-    if (position < 0) return undefined;
+    let position: number;
     let message: MessageState;
-    try {
-      [message] = (await statesAt(this.log, [position])) as MessageState[];
-    } catch (err) {
-      throw unreadable(this.dir, err, `message ${id}`);
-    }
+    // Read again if a record of the id came meanwhile (compaction moves messages by itself).
+    do {
+      position = this.tables.latest(id);
+      if (position < 0) return undefined;
+      try {
+        [message] = (await statesAt(this.log, [position])) as MessageState[];
+      } catch (err) {
+        throw unreadable(this.dir, err, `message ${id}`);
+      }
+    } while (this.tables.latest(id) !== position);
     if (message.id !== id) return undefined; // another id with the same 64-bit hash
     message.payload = undefined;
     const dead = this.tables.isDeadAt(id, position);
@@ -237,6 +252,7 @@ export class FileStore implements Store {
       else for (let i = 0; i < payload.byteLength; i++) buf[payloadAt + i] = payload[i];
       const reindex = message.deliverAt >= this.frontier;
       position = this.commit(slot, SCHEDULE, end - at, reindex);
+      this.compaction.noteSchedule(end - at);
       durable = slot.durable;
     } catch (err) {
       slot?.abort();
@@ -260,6 +276,7 @@ export class FileStore implements Store {
 
   move(message: MessageState, inHorizon: boolean, previousDeliverAt: number): Promise<void> {
     debugAssert(inHorizon === message.deliverAt < this.frontier, HORIZON_DISAGREES);
+    this.fresh(message);
     const room = moveWithReasonRoom(message);
     const reindex = message.deliverAt >= this.frontier;
     return this.append(MOVE, room, writeMoveWithReason, message, previousDeliverAt, reindex);
@@ -267,11 +284,13 @@ export class FileStore implements Store {
 
   finish(message: MessageState, outcome: 'acked' | 'cancelled'): Promise<void> {
     const code = outcome === 'acked' ? OUTCOME_ACKED : OUTCOME_CANCELLED;
+    this.fresh(message);
     return this.append(FINISH, finishLength(message), writeFinish, message, code, false);
   }
 
   bury(message: MessageState): Promise<void> {
     // Burying does not change the due time: the previous one is the current one.
+    this.fresh(message);
     const room = moveWithReasonRoom(message);
     return this.append(BURY, room, writeMoveWithReason, message, message.deliverAt, false);
   }
@@ -335,21 +354,28 @@ export class FileStore implements Store {
     this.index.advance(frontier);
   }
 
+  /** Points a state read before compaction moved its message at where its payload is now. */
+  private fresh(message: MessageState): void {
+    if (this.compaction.moved.size === 0) return;
+    message.ref = this.compaction.moved.get(message.ref) ?? message.ref;
+  }
+
   async payloadOf(message: MessageState): Promise<Uint8Array> {
+    this.fresh(message);
     let record: { type: number; body: Buffer };
     try {
       record = await this.log.read(message.ref);
     } catch (err) {
       throw unreadable(this.dir, err, `the payload of message ${message.id}`);
     }
-    if (record.type !== SCHEDULE) {
+    if (!holdsPayload(record.type)) {
       throw unreadable(
         this.dir,
         new TickwheelCorruptError(`${where(message.ref)} holds no schedule record`),
         `the payload of message ${message.id}`,
       );
     }
-    return decodeSchedule(record.body).payload;
+    return decodeOrigin(record.type, record.body).payload;
   }
 
   listWaiting(query: ListQuery): Promise<KeyedPart<StoredMessage>> {
@@ -434,6 +460,7 @@ export class FileStore implements Store {
       fsyncMsAvg: log.fsyncs === 0 ? 0 : log.fsyncMsTotal / log.fsyncs,
       ...this.checkpoints.stats(),
       damagedSkipped: this.damagedSkipped,
+      relocated: this.compaction.relocated,
       stopped: this.log.firstFailure === undefined ? 0 : 1,
       ...this.faults.stats(),
     };

@@ -12,6 +12,8 @@
  *             idLength u8 | topicLength u8 | id | topic
  *   BURY      as MOVE (previousDeliverAt = deliverAt: burying does not change the due time)
  *   HANDOUT   as MOVE (previousDeliverAt = deliverAt), never a reason (handouts.ts)
+ *   RELOCATE  from f64 | rank f64 | flags u8 (1 dead) | reasonLength u16 | a SCHEDULE body whose
+ *             payload is preceded by the reason's reasonLength bytes (compaction.ts)
  *
  * reason (the message's lastError, if any): reasonLength u16 | UTF-8. trace (a SCHEDULE whose
  * payloadKind has 0x80 added): traceparentLength u8 | tracestateLength u16 | traceparent |
@@ -28,6 +30,7 @@ export const MOVE = 2;
 export const FINISH = 3;
 export const BURY = 4;
 export const HANDOUT = 5;
+export const RELOCATE = 6;
 
 export const OUTCOME_ACKED = 1;
 export const OUTCOME_CANCELLED = 2;
@@ -36,6 +39,9 @@ export const OUTCOME_CANCELLED = 2;
 const SCHEDULE_FIXED = 8 + 2 + 2 + 1 + 8 + 8 + 8 + 1 + 1 + 1;
 const MOVE_FIXED = 8 + 2 + 8 + 8 + 1 + 1;
 const FINISH_FIXED = 1 + 8 + 8 + 1 + 1;
+/** Bytes of a RELOCATE before the SCHEDULE body it carries. */
+export const RELOCATE_PREFIX = 8 + 8 + 1 + 2;
+const RELOCATE_DEAD = 1;
 
 /** The end every record shares: idLength u8 | topicLength u8 | id | topic. */
 function writeIdAndTopic(buf: Uint8Array, at: number, message: MessageState): number {
@@ -82,7 +88,7 @@ export function writeScheduleHead(buf: Uint8Array, at: number, message: MessageS
   return writeAscii(buf, writeAscii(buf, at, trace.traceparent), state);
 }
 
-interface ScheduleRecord {
+export interface ScheduleRecord {
   deliverAt: number;
   attempts: number;
   maxAttempts: number;
@@ -186,7 +192,7 @@ export function writeMoveWithReason(
 /** The queue cuts reasons to a few hundred characters; this bound keeps a u16 length true. */
 const MAX_REASON_UNITS = 0xffff / 3;
 
-function reasonText(message: MessageState): string {
+export function reasonText(message: MessageState): string {
   const reason = message.lastError ?? '';
   return reason.length > MAX_REASON_UNITS ? reason.slice(0, MAX_REASON_UNITS) : reason;
 }
@@ -246,7 +252,9 @@ export function encodeFinish(message: MessageState, outcome: number): Buffer {
 
 /** Where the id of any record starts (relative to `at`). */
 export function idStart(type: number): number {
-  return type === SCHEDULE ? SCHEDULE_FIXED : type === FINISH ? FINISH_FIXED : MOVE_FIXED;
+  if (type === SCHEDULE) return SCHEDULE_FIXED;
+  if (type === FINISH) return FINISH_FIXED;
+  return type === RELOCATE ? RELOCATE_PREFIX + SCHEDULE_FIXED : MOVE_FIXED;
 }
 
 export function idLength(type: number, buf: Uint8Array, at = 0): number {
@@ -270,7 +278,7 @@ export function recordId(type: number, buf: Buffer, at = 0): string {
 
 /** The due time a record leaves its message with, or had before it (FINISH). */
 export function recordDeliverAt(type: number, buf: Uint8Array, at = 0): number {
-  return readF64(buf, at + (type === FINISH ? 9 : 0));
+  return readF64(buf, at + (type === FINISH ? 9 : type === RELOCATE ? RELOCATE_PREFIX : 0));
 }
 
 /** The due time a MOVE, BURY or HANDOUT record moves its message from. */
@@ -281,4 +289,76 @@ export function previousDeliverAt(buf: Uint8Array, at = 0): number {
 /** The position of the message's SCHEDULE record, from a MOVE, BURY or FINISH record. */
 export function payloadPositionOf(type: number, buf: Uint8Array, at = 0): number {
   return readF64(buf, at + (type === FINISH ? 1 : 10));
+}
+
+/**
+ * A live message's state carried forward by compaction: the SCHEDULE record that held its
+ * payload (`from`) and every later record of it are superseded. `rank`: the position that orders
+ * it among messages of equal due time (that of the record which gave it its due time).
+ */
+export interface RelocateRecord {
+  from: number;
+  rank: number;
+  dead: boolean;
+  reason: string | undefined;
+  schedule: ScheduleRecord;
+}
+
+/** Room for a RELOCATE body of `message` with `payloadBytes` of payload. */
+export function relocateLength(message: MessageState, payloadBytes: number): number {
+  const reason = reasonText(message);
+  return RELOCATE_PREFIX + scheduleLength(message, payloadBytes) + reason.length * 3;
+}
+
+/** Writes a RELOCATE body at `at` but the payload, which the caller writes at the returned offset. */
+export function writeRelocateHead(
+  buf: Buffer,
+  at: number,
+  message: MessageState,
+  relocation: { from: number; rank: number; dead: boolean },
+): number {
+  writeF64(buf, at, relocation.from);
+  writeF64(buf, at + 8, relocation.rank);
+  buf[at + 16] = relocation.dead ? RELOCATE_DEAD : 0;
+  const reasonAt = writeScheduleHead(buf, at + RELOCATE_PREFIX, message);
+  const end = writeUtf8(buf, reasonAt, reasonText(message));
+  writeU16(buf, at + 17, end - reasonAt);
+  return end;
+}
+
+export function decodeRelocate(body: Buffer): RelocateRecord {
+  const reasonLength = body.readUInt16LE(17);
+  const schedule = decodeSchedule(body.subarray(RELOCATE_PREFIX));
+  const carried = schedule.payload;
+  schedule.payload = carried.subarray(reasonLength);
+  return {
+    from: body.readDoubleLE(0),
+    rank: body.readDoubleLE(8),
+    dead: (body[16] & RELOCATE_DEAD) !== 0,
+    reason:
+      reasonLength === 0
+        ? undefined
+        : Buffer.from(carried.buffer, carried.byteOffset, reasonLength).toString('utf8'),
+    schedule,
+  };
+}
+
+/** The message a SCHEDULE or RELOCATE record holds (its payload with it). */
+export function decodeOrigin(type: number, body: Buffer): ScheduleRecord {
+  return type === RELOCATE ? decodeRelocate(body).schedule : decodeSchedule(body);
+}
+
+/** Whether a record holds a payload: a SCHEDULE or a RELOCATE. */
+export function holdsPayload(type: number): boolean {
+  return type === SCHEDULE || type === RELOCATE;
+}
+
+/** From a RELOCATE at `at`: the position of the record that held the payload before. */
+export function relocatedFrom(buf: Uint8Array, at = 0): number {
+  return readF64(buf, at);
+}
+
+/** From a RELOCATE at `at`: whether the message it carries is dead. */
+export function relocatedDead(buf: Uint8Array, at = 0): boolean {
+  return (buf[at + 16] & RELOCATE_DEAD) !== 0;
 }

@@ -18,8 +18,9 @@ import { IdHash, IdTable, hashId } from './id-table.js';
 import { REPAIR_FILE, writeRepairs, type Repairs } from './layout.js';
 import {
   FINISH,
-  HANDOUT,
+  RELOCATE,
   SCHEDULE,
+  holdsPayload,
   idStart,
   payloadPositionOf,
   recordId,
@@ -146,7 +147,7 @@ interface DamagedRecord {
   whole: boolean;
 }
 
-const KINDS = ['', 'schedule', 'reschedule', 'finish', 'dead-letter', 'hand-out'];
+const KINDS = ['', 'schedule', 'reschedule', 'finish', 'dead-letter', 'hand-out', 'relocation'];
 
 function damagedReason(r: DamagedRecord): string {
   return `its ${KINDS[r.type]} record is damaged (${where(r.position)}: ${r.reason})`;
@@ -321,7 +322,7 @@ async function lostByCounts(
     const entry = indexed.get(r.position);
     if (entry === undefined || entry[0] !== r.low || entry[1] !== r.high) continue;
     const now = tables.latest(r.id);
-    if (r.type === SCHEDULE && now < 0) {
+    if (holdsPayload(r.type) && now < 0) {
       losses.drop(r.id, r.topic, damagedReason(r));
       named.add(r);
       const segment = segmentOf(r.position);
@@ -401,7 +402,7 @@ async function damagedRecords(
 function readDamaged(raw: Buffer): { type: number; id: string; topic: string } | undefined {
   if (raw.length < RECORD_HEADER_BYTES || raw[0] !== RECORD_MAGIC) return undefined;
   const type = raw[1];
-  if (type < SCHEDULE || type > HANDOUT) return undefined;
+  if (type < SCHEDULE || type > RELOCATE) return undefined;
   const body = raw.subarray(RECORD_HEADER_BYTES);
   if (body.length < idStart(type)) return undefined;
   const topicAt = topicStart(type, body);

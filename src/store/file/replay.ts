@@ -2,15 +2,23 @@
  * Replays at recovery, through Tables.apply: the whole log (the IdTable keeps due times as its
  * second value meanwhile: dueAfterReplay), or a snapshot's tables and the log after it (what is
  * due comes from its near positions, the tail and the index: dueAfterSnapshot). A replayed
- * SCHEDULE, MOVE or HANDOUT is indexed when due at or after the frontier and at or after
+ * SCHEDULE, MOVE, HANDOUT or live RELOCATE is indexed when due at or after the frontier and at or after
  * `indexedUntil` (before it the checkpoint vouches for the index): the live rule too.
  */
 
-import { readF64 } from '../bytes.js';
 import type { MessageLog, OnRecord, ReplayOptions, ReplayReport } from '../log/index.js';
 import type { Checkpoint } from './checkpoint.js';
 import { PositionSet } from './position-set.js';
-import { FINISH, HANDOUT, MOVE, SCHEDULE, payloadPositionOf } from './records.js';
+import {
+  FINISH,
+  HANDOUT,
+  MOVE,
+  RELOCATE,
+  SCHEDULE,
+  payloadPositionOf,
+  recordDeliverAt,
+  relocatedDead,
+} from './records.js';
 import type { StoreSnapshot } from './snapshot.js';
 import { ReplayWatcher, type Tables } from './table.js';
 import { fileOfKey, type WindowIndex } from './window-index.js';
@@ -181,8 +189,11 @@ function applier(
     onRecord?.(position);
     const reindex =
       position >= indexedUntil &&
-      (type === SCHEDULE || type === MOVE || type === HANDOUT) &&
-      readF64(body, 0) >= frontier;
+      (type === SCHEDULE ||
+        type === MOVE ||
+        type === HANDOUT ||
+        (type === RELOCATE && !relocatedDead(body))) &&
+      recordDeliverAt(type, body) >= frontier;
     tables.apply(type, body, 0, position, reindex);
   };
 }

@@ -8,7 +8,15 @@ import type { MessageState } from '../../queue/message.js';
 import type { PayloadBudget } from '../../queue/payload-budget.js';
 import { isLogFailure, type LogFailure, type MessageLog, type ReadResult } from '../log/index.js';
 import { isDamage } from './damage.js';
-import { HANDOUT, SCHEDULE, decodeMove, decodeSchedule } from './records.js';
+import {
+  HANDOUT,
+  RELOCATE,
+  SCHEDULE,
+  decodeMove,
+  decodeOrigin,
+  decodeRelocate,
+  decodeSchedule,
+} from './records.js';
 import type { RecoveryParts } from './repair.js';
 import type { Tables } from './table.js';
 
@@ -24,7 +32,8 @@ export type OnDamaged = (position: number, err: LogFailure) => void;
 /**
  * Full message states for record positions, in order (undefined where `damaged` was told of a
  * skipped record; without it, damage throws), in few large reads (readMany). `handedOut` gets
- * the indexes of the HANDOUT records.
+ * the indexes of the HANDOUT records; `ranks` the order among equal due times of those that
+ * differ from their position (RELOCATE records: compaction.ts).
  */
 export async function statesAt(
   log: MessageLog,
@@ -32,6 +41,7 @@ export async function statesAt(
   damaged?: OnDamaged,
   budget?: PayloadBudget,
   handedOut?: Set<number>,
+  ranks?: Map<number, number>,
 ): Promise<Array<MessageState | undefined>> {
   const states: Array<MessageState | undefined> = new Array(positions.length);
   // Payloads beyond the budget are not kept: the queue reads them back when it delivers.
@@ -48,6 +58,11 @@ export async function statesAt(
     if (record.type === SCHEDULE) {
       const decoded = decodeSchedule(record.body);
       states[i] = { ...decoded, payload: kept(decoded.payload), ref: positions[i] };
+    } else if (record.type === RELOCATE) {
+      const { schedule, reason, rank } = decodeRelocate(record.body);
+      const payload = kept(schedule.payload);
+      states[i] = { ...schedule, payload, ref: positions[i], lastError: reason };
+      ranks?.set(i, rank);
     } else {
       moved.push({ at: i, move: decodeMove(record.body) });
       if (record.type === HANDOUT) handedOut?.add(i);
@@ -57,7 +72,7 @@ export async function statesAt(
   const origins = moved.map(({ move }) => move.payloadPosition);
   await readInPieces(log, origins, damaged, (i, origin) => {
     const { at, move } = moved[i];
-    const record = decodeSchedule(origin.body);
+    const record = decodeOrigin(origin.type, origin.body);
     states[at] = {
       ...record,
       payload: kept(record.payload),
@@ -118,7 +133,8 @@ export async function handOver(
 ): Promise<void> {
   const positions = [...due.keys()];
   const handedOut = stopped === undefined ? undefined : new Set<number>();
-  const states = await statesAt(log, positions, damaged, budget, handedOut);
+  const ranks = new Map<number, number>();
+  const states = await statesAt(log, positions, damaged, budget, handedOut, ranks);
   const order: Array<[number, number, MessageState, number]> = [];
   for (let i = 0; i < positions.length; i++) {
     const state = states[i];
@@ -127,11 +143,12 @@ export async function handOver(
       tables.near.delete(position);
       continue;
     }
-    order.push([state.deliverAt, position, state, i]);
+    order.push([state.deliverAt, ranks.get(i) ?? position, state, i]);
   }
   order.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   const kept: Array<Promise<void>> = [];
-  for (const [, position, state, i] of order) {
+  for (const [, , state, i] of order) {
+    const position = positions[i];
     const keeping = handedOut?.has(i) === true ? stopped?.(state) : undefined;
     if (keeping !== undefined) {
       kept.push(keeping);

@@ -11,9 +11,11 @@
  *
  * A record points its id at itself (a FINISH removes it), takes the previous position out of
  * `near`, and keeps segmentLive, tally and deadIds (a BURY adds its id; any later record of the
- * id takes it out). A SCHEDULE, MOVE or HANDOUT is then placed: with `reindex` an index entry,
- * else a `near` position. A record other than a SCHEDULE of an id not in the tables changes
- * nothing (its message finished before the log begins).
+ * id takes it out). A SCHEDULE, MOVE, HANDOUT or live RELOCATE is then placed: with `reindex` an
+ * index entry, else a `near` position. A record other than a SCHEDULE or RELOCATE of an id not
+ * in the tables changes nothing (its message finished before the log begins). A RELOCATE
+ * (compaction.ts) moves its message's payload to itself, state unchanged; of an id not in the
+ * tables (the segments before it deleted) it enters the message as it carries it.
  *
  * Invariants (checked against a model in test/store/table.test.ts): an id is in `ids` or in
  * `collisions`, never both, exactly while its message is live; a dead id's latest record is its
@@ -37,8 +39,12 @@ import {
   idStart,
   payloadPositionOf,
   previousDeliverAt,
+  RELOCATE,
+  RELOCATE_PREFIX,
   recordDeliverAt,
   recordId,
+  relocatedDead,
+  relocatedFrom,
   topicLength,
   topicStart,
 } from './records.js';
@@ -148,6 +154,10 @@ export class Tables {
       this.placed(deliverAt, position, low, high, reindex);
       return;
     }
+    if (type === RELOCATE) {
+      this.relocate(id, exact, low, high, topic, body, at, position, reindex);
+      return;
+    }
     const collided = exact ? this.collisions.get(id) : undefined;
     // A FINISH takes its id out of `ids` as it looks it up (one probe sequence, not two).
     const previous =
@@ -193,6 +203,51 @@ export class Tables {
       this.tally.move(previousDeliverAt(body, at), deliverAt);
     }
     this.placed(deliverAt, position, low, high, reindex);
+  }
+
+  private relocate(
+    exactId: string,
+    exact: boolean,
+    low: number,
+    high: number,
+    topic: string,
+    body: Buffer,
+    at: number,
+    position: number,
+    reindex: boolean,
+  ): void {
+    const deliverAt = recordDeliverAt(RELOCATE, body, at);
+    const dead = relocatedDead(body, at);
+    const collided = exact ? this.collisions.get(exactId) : undefined;
+    const previous = collided !== undefined ? collided.position : this.ids.get(low, high);
+    let id = exactId;
+    if (previous >= 0) {
+      this.near.delete(previous);
+      this.link(id, low, high, position, deliverAt);
+      this.release(segmentOf(relocatedFrom(body, at)));
+    } else {
+      // Its earlier records are not in the log any more: it enters as it is carried.
+      if (this.replay !== undefined) this.replay.scheduled(body, at + RELOCATE_PREFIX);
+      if (!this.ids.add(low, high, position, deliverAt)) {
+        id ||= recordId(RELOCATE, body, at);
+        this.collisions.set(id, { position, deliverAt });
+        this.exactLows.add(low);
+      }
+      this.tally.add(topic, deliverAt);
+      if (dead) this.tally.bury(topic, deliverAt);
+    }
+    const segment = segmentOf(position);
+    this.segmentLive.set(segment, (this.segmentLive.get(segment) ?? 0) + 1);
+    if (!dead) {
+      this.placed(deliverAt, position, low, high, reindex);
+      return;
+    }
+    this.exactLows.add(low);
+    this.deadIds.set(id || recordId(RELOCATE, body, at), {
+      position,
+      payloadPosition: position,
+      topic,
+    });
   }
 
   latest(id: string): number {

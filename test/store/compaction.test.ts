@@ -1,0 +1,186 @@
+/**
+ * Compaction (src/store/file/compaction.ts): a few long-lived messages no longer keep the whole
+ * log on disk, and a message carried forward is the same message: state, payload, dead or not,
+ * its place among equal due times, after a reopen too.
+ */
+
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DelayQueue } from '../../src/delay-queue.js';
+import type { MessageState } from '../../src/queue/message.js';
+import { FileStore } from '../../src/store/file/file-store.js';
+import { RELOCATE } from '../../src/store/file/records.js';
+import { segmentFiles as segmentPaths, segmentRecords } from '../crash/disk.js';
+import { useClosing, useTempDirs, waitFor } from '../support/index.js';
+
+const tempDir = useTempDirs('compaction');
+const closing = useClosing();
+
+const T0 = Date.UTC(2026, 11, 1, 12, 0, 0);
+const DAY = 86_400_000;
+
+function message(id: string, deliverAt: number, payload = `payload of ${id}`): MessageState {
+  return {
+    id,
+    topic: 'jobs',
+    deliverAt,
+    attempts: 0,
+    maxAttempts: 3,
+    backoff: undefined,
+    payloadKind: 1,
+    payload: Buffer.from(payload),
+    ref: 0,
+  };
+}
+
+function openStore(dir: string): Promise<FileStore> {
+  return FileStore.open({
+    dir,
+    fsync: 'never',
+    windowMs: 1000,
+    segmentBytes: 512,
+    checkpointIntervalMs: 1_000_000,
+    snapshotBytes: Infinity,
+  });
+}
+
+/** Messages scheduled and acked at once: log bytes that hold nothing live. */
+async function churn(store: FileStore, count: number, prefix: string): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const m = message(`${prefix}-${i}`, T0);
+    await store.add(m, true);
+    await store.finish(m, 'acked');
+  }
+}
+
+function segmentFiles(dir: string): number {
+  return readdirSync(join(dir, 'log')).filter((name) => name.endsWith('.seg')).length;
+}
+
+describe('compaction', () => {
+  it('keeps a carried message in its place among messages of the same due time', async () => {
+    const dir = tempDir();
+    const store = await openStore(dir);
+    await store.recover(T0 + 1000, () => {});
+    const due = T0 + DAY;
+    await store.add(message('first', due), false);
+    await churn(store, 100, 'a');
+    await store.add(message('second', due), false);
+    await churn(store, 100, 'b');
+    // One pass carries the oldest segment's live message forward: 'first' now sits after 'second'.
+    await store.checkpoint('never');
+    expect(store.stats().relocated).toBe(1);
+    const order: string[] = [];
+    await store.loadUntil(due + 1, (m) => order.push(m.id));
+    expect(order).toEqual(['first', 'second']);
+    await store.close();
+  });
+
+  it('a change written with a state read before its message moved lands on the moved message', async () => {
+    const dir = tempDir();
+    const store = await openStore(dir);
+    await store.recover(T0 + 1000, () => {});
+    await store.add(message('kept', T0 + DAY), false);
+    await churn(store, 100, 'a');
+    const read = await store.lookup('kept');
+    await store.checkpoint('never'); // carries 'kept' forward
+    expect(store.stats().relocated).toBe(1);
+    await store.finish(read!, 'cancelled');
+    await store.checkpoint('never');
+    expect(store.stats()).toMatchObject({ live: 0, segments: 1 });
+    await store.close();
+    const again = await openStore(dir);
+    await again.recover(T0 + 1000, () => {});
+    expect(await again.lookup('kept')).toBeUndefined();
+    expect(again.counts().topics.size).toBe(0);
+    await again.close();
+  });
+
+  it('a damaged RELOCATE whose older records are gone: open refuses, repair drops that message by name', async () => {
+    const dir = tempDir();
+    const store = await openStore(dir);
+    await store.recover(T0 + 1000, () => {});
+    await store.add(message('damaged', T0 + DAY), false);
+    await store.add(message('intact', T0 + DAY), false);
+    await churn(store, 100, 'a');
+    await store.checkpoint('never'); // carries both forward
+    await store.checkpoint('never'); // deletes the segments they were in
+    expect(store.stats()).toMatchObject({ relocated: 2, segments: 1 });
+    await store.close();
+    const [file] = segmentPaths(dir);
+    const relocations = segmentRecords(file).filter((r) => r.type === RELOCATE);
+    expect(relocations).toHaveLength(2);
+    const bytes = readFileSync(file);
+    bytes[relocations[0].offset + relocations[0].size - 3] ^= 0xff; // in its payload
+    writeFileSync(file, bytes);
+
+    const refused = await openStore(dir);
+    await expect(refused.recover(T0 + 1000, () => {})).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_CORRUPT',
+      message: expect.stringMatching(/CRC mismatch/),
+    });
+    await refused.close();
+
+    const repaired = await FileStore.open({
+      dir,
+      windowMs: 1000,
+      segmentBytes: 512,
+      snapshotBytes: Infinity,
+      repair: true,
+    });
+    const report = await repaired.recover(T0 + 1000, () => {});
+    expect(report.repair?.dropped).toEqual([
+      expect.objectContaining({ id: 'damaged', reason: expect.stringMatching(/damaged/) }),
+    ]);
+    const intact = await repaired.lookup('intact');
+    expect(intact).toMatchObject({ status: 'scheduled', deliverAt: T0 + DAY });
+    expect(Buffer.from(await repaired.payloadOf(intact!)).toString()).toBe('payload of intact');
+    expect(await repaired.lookup('damaged')).toBeUndefined();
+    await repaired.close();
+  });
+
+  it('frees the segments a dead letter and a far-future message kept, and they stay whole', async () => {
+    const dir = tempDir();
+    const open = () => DelayQueue.open({ dir, segmentBytes: 16 * 1024, checkpointIntervalMs: 20 });
+    const queue = await closing(open());
+    await queue.schedule({ topic: 'far', id: 'far', delayMs: 365 * DAY, payload: { far: 1 } });
+    await queue.schedule({
+      topic: 'poison',
+      id: 'poison',
+      payload: { poison: true },
+      maxAttempts: 1,
+    });
+    const [poisoned] = await queue.receive('poison', { waitMs: 5000 });
+    await queue.nack(poisoned.receipt, { reason: 'cannot parse it' });
+    await waitFor(async () => (await queue.get('poison'))?.status === 'dead');
+    const payload = { text: 'x'.repeat(300) };
+    for (let round = 0; round < 3000; round++) {
+      await queue.schedule({ topic: 'work', id: `w${round}`, payload });
+      const [got] = await queue.receive('work', { waitMs: 5000 });
+      await queue.ack(got.receipt);
+    }
+    // ~2.5 MB of churn: without compaction every segment since the first stays (over 150).
+    await waitFor(() => segmentFiles(dir) <= 4, { timeoutMs: 20_000 });
+    expect((await queue.stats()).store?.relocated).toBeGreaterThan(0);
+    await queue.close();
+
+    const again = await closing(open());
+    const far = await again.get('far');
+    expect(far).toMatchObject({ status: 'scheduled', attempts: 0, topic: 'far' });
+    expect(await again.get('poison')).toMatchObject({
+      status: 'dead',
+      attempts: 1,
+      lastError: 'cannot parse it',
+    });
+    expect(await again.requeue('poison')).toBe(true);
+    const [back] = await again.receive('poison', { waitMs: 5000 });
+    expect(back).toMatchObject({ id: 'poison', payload: { poison: true } });
+    await again.ack(back.receipt);
+    expect(await again.reschedule('far', { delayMs: 0 })).toBe(true);
+    const [near] = await again.receive('far', { waitMs: 5000 });
+    expect(near).toMatchObject({ id: 'far', payload: { far: 1 } });
+    await again.ack(near.receipt);
+    expect((await again.stats()).store).toMatchObject({ live: 0, dead: 0 });
+  });
+});
