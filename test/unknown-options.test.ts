@@ -9,7 +9,13 @@ import { TickwheelClient } from '../src/client/index.js';
 import { pushListener } from '../src/client/push-receiver.js';
 import { DelayQueue, MemoryStore } from '../src/delay-queue.js';
 import { FileStore } from '../src/store/file/file-store.js';
-import { HashedWheelTimer, ManualClock, SystemTimer, TimerWheel } from '../src/index.js';
+import {
+  HashedWheelTimer,
+  ManualClock,
+  SystemClock,
+  SystemTimer,
+  TimerWheel,
+} from '../src/index.js';
 import {
   DeadlineRegistry,
   Heartbeat,
@@ -121,6 +127,33 @@ describe('unknown options', () => {
       'signl',
       'signal',
     );
+    await refused(() => new SystemClock({ epoc: true } as never), 'epoc', 'epoch');
+  });
+
+  it('are refused by sleep() and register(), synchronously, as are bad values', () => {
+    const clock = new ManualClock();
+    const timers = new TimerWheel({ clock });
+    const requests = new DeadlineRegistry({ clock });
+    const option = (run: () => unknown, message: RegExp) =>
+      expect(run).toThrowError(
+        expect.objectContaining({
+          code: 'ERR_TICKWHEEL_INVALID_OPTION',
+          message: expect.stringMatching(message),
+        }),
+      );
+    option(() => timers.sleep(5, { singal: undefined } as never), /no option "singal".*"signal"/);
+    option(() => timers.sleep(5, { ref: 'no' } as never), /ref must be true or false/);
+    option(() => timers.sleep(5, null as never), /sleep\(\) options must be an object/);
+    option(() => timers.sleep(5, 5 as never), /sleep\(\) options must be an object/);
+    option(() => requests.register(1, 5, { singal: 1 } as never), /no option "singal".*"signal"/);
+    option(() => new SystemClock({ epoch: 1 } as never), /epoch must be true or false/);
+    option(() => new SystemClock(null as never), /SystemClock options must be an object/);
+    expect(timers.size).toBe(0);
+    expect(requests.size).toBe(0);
+    // The right names still work.
+    const nap = timers.sleep(5, { signal: new AbortController().signal, ref: false });
+    clock.advance(5);
+    return nap;
   });
 
   it('are refused by the client, the push listener and the stores', async () => {

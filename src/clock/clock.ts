@@ -56,59 +56,124 @@ export function checkAlarmClock(clock: unknown): AlarmClock {
   return clock as AlarmClock;
 }
 
-/** The clocks' alarms, in creation order. */
+/**
+ * The clocks' alarms. Only a set alarm is held strongly: a driver with nothing pending (a wheel
+ * dropped without close()) is not kept alive by its clock, and a clock's scans see only the
+ * alarms that are set. A clock that tells its targets of its moves (`tracksIdle`) also reaches
+ * the alarms that are not set, through weak references.
+ */
 export class AlarmSet {
-  readonly alarms: ClockAlarm[] = [];
+  /** The set alarms (deadline below Infinity), and one that is being called. */
+  private readonly armed = new Set<ClockAlarm>();
+  /** Every alarm made and not yet collected, when `tracksIdle`. */
+  private readonly every: Array<WeakRef<ClockAlarm>> | undefined;
+  /** `every` is swept of collected and disposed alarms when it grows to this length. */
+  private sweepAt = 64;
+  private made = 0;
 
   /** `changed`: an alarm was set, cleared or removed. */
-  constructor(readonly changed: () => void) {}
+  constructor(
+    readonly changed: () => void,
+    tracksIdle = false,
+  ) {
+    this.every = tracksIdle ? [] : undefined;
+  }
 
   add(target: AlarmTarget, ref: boolean): ClockAlarm {
-    const alarm = new ClockAlarm(this, target, ref);
-    this.alarms.push(alarm);
+    const alarm = new ClockAlarm(this, target, ref, this.made++);
+    const every = this.every;
+    if (every !== undefined) {
+      if (every.length >= this.sweepAt) this.sweep();
+      every.push(new WeakRef(alarm));
+    }
     return alarm;
   }
 
+  /** Holds `alarm` while it is set, lets go of it once it is not. */
+  placed(alarm: ClockAlarm): void {
+    if (alarm.deadline === Infinity || alarm.disposed) this.armed.delete(alarm);
+    else this.armed.add(alarm);
+  }
+
   remove(alarm: ClockAlarm): void {
-    const at = this.alarms.indexOf(alarm);
-    if (at >= 0) this.alarms.splice(at, 1);
+    this.armed.delete(alarm);
     this.changed();
   }
 
   /** The alarm due first (the earliest created among equals), or undefined when none is set. */
   earliest(): ClockAlarm | undefined {
     let best: ClockAlarm | undefined;
-    for (const alarm of this.alarms) {
-      if (alarm.deadline !== Infinity && (best === undefined || alarm.deadline < best.deadline)) {
+    for (const alarm of this.armed) {
+      if (alarm.deadline === Infinity) continue;
+      if (
+        best === undefined ||
+        alarm.deadline < best.deadline ||
+        (alarm.deadline === best.deadline && alarm.order < best.order)
+      ) {
         best = alarm;
       }
     }
     return best;
   }
 
+  /** Calls `alarm`'s target (its deadline has come) and sets the alarm to the answer. */
+  call(alarm: ClockAlarm, now: number, atTurnStart?: boolean): void {
+    alarm.deadline = Infinity;
+    try {
+      alarm.deadline = alarm.target.onAlarm(now, atTurnStart);
+    } finally {
+      this.placed(alarm);
+    }
+  }
+
   /** Calls each alarm due by `now` once, at the top of an event-loop turn. */
   fireDue(now: number): void {
-    // A copy: a target may create or dispose alarms while it runs.
-    for (const alarm of this.alarms.slice()) {
-      if (alarm.deadline > now) continue;
-      alarm.deadline = Infinity;
-      alarm.deadline = alarm.target.onAlarm(now, true);
+    // A copy, in creation order: a target may create or dispose alarms while it runs.
+    for (const alarm of [...this.armed].sort(byOrder)) {
+      if (alarm.deadline > now || alarm.disposed) continue;
+      this.call(alarm, now, true);
     }
   }
 
   bindPending(): void {
-    for (const alarm of this.alarms.slice()) alarm.target.bindPending?.();
+    for (const alarm of this.live()) alarm.target.bindPending?.();
   }
 
   moved(): void {
-    for (const alarm of this.alarms) alarm.target.clockMoved?.();
+    for (const alarm of this.live()) alarm.target.clockMoved?.();
   }
 
   /** Whether a set, ref'd alarm exists: what keeps the process alive. */
   anyRef(): boolean {
-    for (const alarm of this.alarms) if (alarm.ref && alarm.deadline !== Infinity) return true;
+    for (const alarm of this.armed) if (alarm.ref && alarm.deadline !== Infinity) return true;
     return false;
   }
+
+  /** The alarms not disposed (those not set only when `tracksIdle`), in creation order. */
+  private live(): ClockAlarm[] {
+    if (this.every === undefined) return [...this.armed].sort(byOrder);
+    const alarms: ClockAlarm[] = [];
+    for (const ref of this.every) {
+      const alarm = ref.deref();
+      if (alarm !== undefined && !alarm.disposed) alarms.push(alarm);
+    }
+    return alarms;
+  }
+
+  private sweep(): void {
+    const every = this.every as Array<WeakRef<ClockAlarm>>;
+    let kept = 0;
+    for (const ref of every) {
+      const alarm = ref.deref();
+      if (alarm !== undefined && !alarm.disposed) every[kept++] = ref;
+    }
+    every.length = kept;
+    this.sweepAt = Math.max(64, 2 * kept);
+  }
+}
+
+function byOrder(a: ClockAlarm, b: ClockAlarm): number {
+  return a.order - b.order;
 }
 
 /**
@@ -117,16 +182,20 @@ export class AlarmSet {
  */
 export class ClockAlarm implements Alarm {
   deadline = Infinity;
+  disposed = false;
 
   constructor(
     private readonly owner: AlarmSet,
     readonly target: AlarmTarget,
     readonly ref: boolean,
+    /** Creation order: of two alarms set for the same time, the older is called first. */
+    readonly order: number,
   ) {}
 
   set(deadline: number): void {
     if (deadline === this.deadline) return;
     this.deadline = deadline;
+    this.owner.placed(this);
     this.owner.changed();
   }
 
@@ -135,6 +204,7 @@ export class ClockAlarm implements Alarm {
   }
 
   dispose(): void {
+    this.disposed = true;
     this.deadline = Infinity;
     this.owner.remove(this);
   }

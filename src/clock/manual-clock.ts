@@ -16,7 +16,7 @@ import {
 
 export class ManualClock implements AlarmClock {
   private time: number;
-  private readonly alarms = new AlarmSet(() => {});
+  private readonly alarms = new AlarmSet(() => {}, true);
   private advancing = false;
   readonly bindsLate: boolean = true;
 
@@ -62,8 +62,7 @@ export class ManualClock implements AlarmClock {
         const alarm = this.alarms.earliest();
         if (alarm === undefined || alarm.deadline > ms) break;
         if (alarm.deadline > this.time) this.moveTo(alarm.deadline);
-        alarm.deadline = Infinity;
-        alarm.deadline = alarm.target.onAlarm(this.time);
+        this.alarms.call(alarm, this.time);
       }
       this.moveTo(ms);
     } finally {

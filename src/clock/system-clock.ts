@@ -5,6 +5,7 @@
  */
 
 import { performance as nodePerformance } from 'node:perf_hooks';
+import { checkFlag, checkOptions, optionNames } from '../validate.js';
 import {
   AlarmSet,
   type Alarm,
@@ -36,10 +37,19 @@ const MAX_NATIVE_DELAY = 2 ** 31 - 1;
 /** Below this much time to a deadline the clock waits with setImmediate, above with a timer. */
 const SPIN_MS = 0.25;
 
+/**
+ * Date.now() is whole ms, up to 1 ms behind the time it reads: a clock with fractions is ahead
+ * of it just before each whole ms unless it trails the anchor by 1 ms (and by the rounding of
+ * two sums of epoch ms, 2^-11 ms each at most).
+ */
+const EPOCH_LAG_MS = 1 + 2 ** -10;
+
 export interface SystemClockOptions {
   /** Time in Unix epoch ms, anchored to the wall clock once: monotonic, never ahead of it. */
   epoch?: boolean;
 }
+
+const SYSTEM_CLOCK_OPTIONS = optionNames<SystemClockOptions>({ epoch: true });
 
 export class SystemClock implements AlarmClock {
   private readonly offset: number;
@@ -49,11 +59,13 @@ export class SystemClock implements AlarmClock {
   }
 
   constructor(options: SystemClockOptions = {}) {
+    checkOptions(options, SYSTEM_CLOCK_OPTIONS, 'new SystemClock()', '{ epoch: true }');
+    const epoch = checkFlag(options.epoch, 'epoch');
     settlePerformanceGlobal();
-    // Date.now() first, then performance.now(): the clock can only trail the wall clock, never
-    // lead it. performance.timeOrigin can be ms ahead of Date.now() on a busy machine, for the
-    // process's whole life: a delay queue would deliver before deliverAt.
-    this.offset = options.epoch === true ? Date.now() - performance.now() : 0;
+    // Date.now() first, then performance.now(), less EPOCH_LAG_MS: the clock can only trail the
+    // wall clock, never lead it. performance.timeOrigin can be ms ahead of Date.now() on a busy
+    // machine, for the process's whole life: a delay queue would deliver before deliverAt.
+    this.offset = epoch ? Date.now() - EPOCH_LAG_MS - performance.now() : 0;
   }
 
   private readonly alarms = new AlarmSet(() => this.rearm());
@@ -103,10 +115,25 @@ export class SystemClock implements AlarmClock {
         this.timer = setTimeout(this.onNative, Math.min(Math.ceil(delay), MAX_NATIVE_DELAY));
       }
     }
-    // Only the native timer follows the alarms' ref state: libuv's poll phase does not wait for
-    // an unref'd immediate (it would run seconds late), and a ref'd one runs on the next turn.
+    this.followRef();
+  }
+
+  /**
+   * The native timer and immediate follow the alarms' ref state. An unref'd immediate lets the
+   * process end, but libuv's poll phase does not wait for it (it would run seconds late while
+   * something else keeps the loop alive): an unref'd 1 ms timer wakes the loop for it.
+   */
+  private followRef(): void {
+    const ref = this.alarms.anyRef();
+    if (this.immediate !== undefined) {
+      if (ref) this.immediate.ref();
+      else {
+        this.immediate.unref();
+        this.timer ??= setTimeout(this.onNative, 1);
+      }
+    }
     if (this.timer !== undefined) {
-      if (this.alarms.anyRef()) this.timer.ref();
+      if (ref) this.timer.ref();
       else this.timer.unref();
     }
   }

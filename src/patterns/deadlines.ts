@@ -13,6 +13,7 @@ import {
   checkSignal,
   describe,
   invalidOption,
+  onlyKnownOptions,
   optionNames,
 } from '../validate.js';
 import { TimerWheel, type TimerHandle } from '../timer/index.js';
@@ -32,6 +33,8 @@ export interface RegisterOptions {
 type Settle = (value: unknown) => void;
 
 const REGISTRY_OPTIONS = optionNames<DeadlineRegistryOptions>(PATTERN_OPTIONS);
+
+const REGISTER_OPTIONS = optionNames<RegisterOptions>({ signal: true });
 
 const WITH_DEADLINE_OPTIONS = optionNames<WithDeadlineOptions>({
   signal: true,
@@ -69,7 +72,11 @@ export class DeadlineRegistry<K = string | number, V = unknown> {
   register(id: K, timeoutMs: number, options: RegisterOptions = {}): Promise<V> {
     checkOpen(this.closed, CLOSED);
     const delay = checkDelay(timeoutMs, 'timeoutMs');
-    const signal = checkSignal(checkOptionsObject(options, 'register() options').signal);
+    checkOptionsObject(options, 'register() options', '{ signal }');
+    if (!onlyKnownOptions(options, REGISTER_OPTIONS)) {
+      checkKnownOptions(options, REGISTER_OPTIONS, 'register()');
+    }
+    const signal = checkSignal(options.signal);
     if (this.rowById.has(id)) {
       throw new TickwheelStateError(
         'ERR_TICKWHEEL_DUPLICATE_ID',
@@ -227,45 +234,51 @@ export function withDeadline<V>(
   const timers = checkTimers(options.timers) ?? (sharedTimers ??= new TimerWheel());
   if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));
   const controller = typeof work === 'function' ? new AbortController() : undefined;
-  return new Promise<V>((resolve, reject) => {
-    let decided = false;
-    let timer: TimerHandle = 0;
-    const decide = (): boolean => {
-      if (decided) return false;
-      decided = true;
-      timers.clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      return true;
-    };
-    const onAbort = () => {
-      if (!decide()) return;
-      const error = new AbortError(signal?.reason);
-      controller?.abort(signal?.reason);
-      reject(error);
-    };
-    timer = timers.setTimeout(() => {
-      if (!decide()) return;
-      const error = stackless(
-        () => new TimeoutError(`the operation timed out after ${delay} ms`, delay),
-      );
-      controller?.abort(error);
-      reject(error);
-    }, delay);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    let pending: PromiseLike<V> | V;
-    try {
-      pending = typeof work === 'function' ? work((controller as AbortController).signal) : work;
-    } catch (err) {
-      if (decide()) reject(err);
-      return;
-    }
-    Promise.resolve(pending).then(
-      (value) => {
-        if (decide()) resolve(value);
-      },
-      (err: unknown) => {
-        if (decide()) reject(err);
-      },
-    );
+  let resolve!: (value: V) => void;
+  let reject!: (err: unknown) => void;
+  const promise = new Promise<V>((onResolve, onReject) => {
+    resolve = onResolve;
+    reject = onReject;
   });
+  let decided = false;
+  let timer: TimerHandle = 0;
+  const decide = (): boolean => {
+    if (decided) return false;
+    decided = true;
+    timers.clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+    return true;
+  };
+  const onAbort = () => {
+    if (!decide()) return;
+    const error = new AbortError(signal?.reason);
+    controller?.abort(signal?.reason);
+    reject(error);
+  };
+  // Outside the promise: a delay no tick can hold, or a closed wheel, throws, as a bad ms does.
+  timer = timers.setTimeout(() => {
+    if (!decide()) return;
+    const error = stackless(
+      () => new TimeoutError(`the operation timed out after ${delay} ms`, delay),
+    );
+    controller?.abort(error);
+    reject(error);
+  }, delay);
+  signal?.addEventListener('abort', onAbort, { once: true });
+  let pending: PromiseLike<V> | V;
+  try {
+    pending = typeof work === 'function' ? work((controller as AbortController).signal) : work;
+  } catch (err) {
+    if (decide()) reject(err);
+    return promise;
+  }
+  Promise.resolve(pending).then(
+    (value) => {
+      if (decide()) resolve(value);
+    },
+    (err: unknown) => {
+      if (decide()) reject(err);
+    },
+  );
+  return promise;
 }

@@ -1,5 +1,6 @@
 export {
   TimerWheel,
+  type SleepOptions,
   type TimerHandle,
   type TimerWheelOptions,
   type TimerWheelStats,

@@ -4,16 +4,20 @@
  * Handles are numbers, never 0, inert once their timer is gone; callbacks get theirs as `this`.
  */
 
+import { ManualClock } from '../clock/index.js';
 import { AbortError, TickwheelRangeError, TickwheelStateError, checkOpen } from '../errors.js';
 import {
   checkCallback,
   checkDelay,
   checkFlag,
+  checkKnownOptions,
   checkOption,
   checkOptions,
+  checkOptionsObject,
   checkPeriod,
   checkSignal,
   invalidOption,
+  onlyKnownOptions,
   optionNames,
 } from '../validate.js';
 import { HierarchicalWheel, grown, type WheelSnapshot } from '../wheel/index.js';
@@ -76,6 +80,15 @@ const TIMER_WHEEL_OPTIONS = optionNames<TimerWheelOptions<unknown>>({
   initialCapacity: true,
 });
 
+export interface SleepOptions {
+  /** Aborting it cancels the sleep and rejects its promise with an AbortError. */
+  signal?: AbortSignal;
+  /** False lets the process end while the sleep is pending. Default true. */
+  ref?: boolean;
+}
+
+const SLEEP_OPTIONS = optionNames<SleepOptions>({ signal: true, ref: true });
+
 export class TimerWheel<T = unknown> {
   private readonly driver: WheelDriver<HierarchicalWheel>;
   private readonly onExpire: ((data: T) => void) | undefined;
@@ -91,7 +104,8 @@ export class TimerWheel<T = unknown> {
   private readonly argsByRow = new Map<number, unknown[]>();
   /** Settle functions of pending sleep() promises, so close() can reject them. */
   private readonly sleepers = new Set<(err?: Error) => void>();
-  private readonly unref: boolean;
+  /** Unref'd on a clock with native timers: a sleep holds the process with a timer of its own. */
+  private readonly sleepsHold: boolean;
   /** Sleeps holding an unref'd wheel's process alive (as Node's do): one ref'd timer for all. */
   private refSleeps = 0;
   private keepAlive: ReturnType<typeof setInterval> | undefined;
@@ -114,7 +128,8 @@ export class TimerWheel<T = unknown> {
     const face = checkFaceOptions(options);
     const alignTicks = checkFlag(options.alignTicks, 'alignTicks');
     this.onExpire = options.onExpire;
-    this.unref = face.unref;
+    // A ManualClock holds no process, ref'd or not: neither do the sleeps on it.
+    this.sleepsHold = face.unref && !(face.clock instanceof ManualClock);
     const wheel = new HierarchicalWheel({ wheelSize, initialCapacity: capacity });
     this.driver = new WheelDriver(wheel, { ...face, resolution, alignTicks }, (index) =>
       this.expire(index),
@@ -196,33 +211,46 @@ export class TimerWheel<T = unknown> {
   }
 
   /** Resolves after `delayMs`; rejects on abort (AbortError) or close (ERR_TICKWHEEL_CLOSED). */
-  sleep(delayMs: number, options: { signal?: AbortSignal; ref?: boolean } = {}): Promise<void> {
+  sleep(delayMs: number, options: SleepOptions = {}): Promise<void> {
     const delay = checkDelay(delayMs);
+    checkOptionsObject(options, 'sleep() options', '{ signal }');
+    if (!onlyKnownOptions(options, SLEEP_OPTIONS)) {
+      checkKnownOptions(options, SLEEP_OPTIONS, 'sleep()');
+    }
+    const ref = options.ref === undefined || checkFlag(options.ref, 'ref');
     checkOpen(this.closed, CLOSED);
     const signal = checkSignal(options.signal);
     if (signal?.aborted) return Promise.reject(new AbortError(signal.reason));
+    // The one error that comes back as a rejection, as it would from any later point.
+    if (this.driver.size >= this.admitBelow) return Promise.reject(this.maxPendingError());
     // Kept alive unless asked not to, even on an unref'd wheel (see refSleeps).
-    const holds = this.unref && options.ref !== false;
-    return new Promise<void>((resolve, reject) => {
-      const settle = (err?: Error) => {
-        if (!this.sleepers.delete(settle)) return;
-        if (holds && --this.refSleeps === 0) {
-          clearInterval(this.keepAlive);
-          this.keepAlive = undefined;
-        }
-        signal?.removeEventListener('abort', onAbort);
-        if (err === undefined) resolve();
-        else reject(err);
-      };
-      const onAbort = () => {
-        this.clearTimeout(handle);
-        settle(new AbortError(signal?.reason));
-      };
-      const handle = this.start(() => settle(), delay, CALLBACK, []);
-      this.sleepers.add(settle);
-      if (holds && this.refSleeps++ === 0) this.keepAlive = setInterval(() => {}, 1 << 30);
-      signal?.addEventListener('abort', onAbort, { once: true });
+    const holds = this.sleepsHold && ref;
+    let resolve!: () => void;
+    let reject!: (err: Error) => void;
+    const promise = new Promise<void>((onResolve, onReject) => {
+      resolve = onResolve;
+      reject = onReject;
     });
+    const settle = (err?: Error) => {
+      if (!this.sleepers.delete(settle)) return;
+      if (holds && --this.refSleeps === 0) {
+        clearInterval(this.keepAlive);
+        this.keepAlive = undefined;
+      }
+      signal?.removeEventListener('abort', onAbort);
+      if (err === undefined) resolve();
+      else reject(err);
+    };
+    const onAbort = () => {
+      this.clearTimeout(handle);
+      settle(new AbortError(signal?.reason));
+    };
+    // Outside the promise: a delay no tick of the wheel can hold throws, as a bad delay does.
+    const handle = this.start(() => settle(), delay, CALLBACK, []);
+    this.sleepers.add(settle);
+    if (holds && this.refSleeps++ === 0) this.keepAlive = setInterval(() => {}, 1 << 30);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    return promise;
   }
 
   /** Whether the handle names a pending timer. */
@@ -394,7 +422,11 @@ export class TimerWheel<T = unknown> {
 
   private refuse(): never {
     checkOpen(this.closed, CLOSED);
-    throw new TickwheelRangeError(
+    throw this.maxPendingError();
+  }
+
+  private maxPendingError(): TickwheelRangeError {
+    return new TickwheelRangeError(
       'ERR_TICKWHEEL_MAX_PENDING',
       `${this.driver.size} timers are pending, the maxPending option allows ${this.maxPending}`,
     );

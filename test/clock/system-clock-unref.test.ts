@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -29,5 +29,28 @@ describe('SystemClock with unref: true', () => {
     expect(Math.min(...late)).toBeGreaterThanOrEqual(0);
     // Generous for a loaded CI machine; the bug made them ~1 s late.
     expect(Math.max(...late)).toBeLessThan(250);
+  });
+
+  // Regression: under a quarter of a millisecond from a deadline the clock waited with a ref'd
+  // setImmediate, so a wheel with sub-millisecond ticks and an interval held the process forever
+  // (and spun a core).
+  it('lets the process end while an unref’d wheel has sub-millisecond timers pending', () => {
+    const script = `
+      import { TimerWheel } from ${JSON.stringify(root + 'dist/index.js')};
+      const wheel = new TimerWheel({ unref: true, resolution: 0.01 });
+      let runs = 0;
+      wheel.setInterval(() => runs++, 0.05);
+      // Something else holds the process for a while: the interval runs meanwhile.
+      const hold = setInterval(() => {
+        if (runs < 20) return;
+        clearInterval(hold);
+        process.on('exit', () => console.log('ended'));
+      }, 5);
+    `;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect({ status: child.status, out: child.stdout.trim() }).toEqual({ status: 0, out: 'ended' });
   });
 });

@@ -365,11 +365,28 @@ describe('withDeadline', () => {
   });
 
   it('refuses a bad time synchronously', () => {
-    for (const bad of [NaN, Infinity, 'soon']) {
+    for (const bad of [NaN, Infinity, 'soon', 1e300]) {
       expect(() => withDeadline(Promise.resolve(), bad as number)).toThrowError(
         expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_DELAY' }),
       );
     }
+  });
+
+  it('refuses a closed wheel synchronously, and calls no work', () => {
+    const wheel = new TimerWheel({ clock: new ManualClock() });
+    wheel.close();
+    let called = false;
+    expect(() =>
+      withDeadline(
+        () => {
+          called = true;
+          return 1;
+        },
+        100,
+        { timers: wheel },
+      ),
+    ).toThrowError(expect.objectContaining({ code: 'ERR_TICKWHEEL_CLOSED' }));
+    expect(called).toBe(false);
   });
 
   it('refuses work that is neither a promise nor a function, and bad options, synchronously', () => {

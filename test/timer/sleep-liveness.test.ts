@@ -13,7 +13,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const entry = pathToFileURL(join(root, 'dist', 'index.js')).href;
 
 function run(body: string): { status: number | null; out: string } {
-  const script = `const { TimerWheel } = await import(${JSON.stringify(entry)});\n${body}`;
+  const script = `const { ManualClock, TimerWheel } = await import(${JSON.stringify(entry)});\n${body}`;
   const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
     encoding: 'utf8',
     timeout: 20_000,
@@ -40,6 +40,18 @@ describe('sleep() and the life of the process', () => {
     `);
     expect(status).toBe(13);
     expect(out).toBe('');
+  });
+
+  it('on a ManualClock holds nothing, unref or not: no native timer would ever end it', () => {
+    for (const unref of [false, true]) {
+      const { status, out } = run(`
+        const timers = new TimerWheel({ clock: new ManualClock(), unref: ${unref} });
+        void timers.sleep(1000);
+        void timers.sleep(1000, { ref: true });
+        process.on('exit', () => console.log('ended'));
+      `);
+      expect({ unref, status, out }).toEqual({ unref, status: 0, out: 'ended' });
+    }
   });
 
   it('holds nothing once the sleep is over or aborted', () => {

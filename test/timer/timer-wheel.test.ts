@@ -103,6 +103,17 @@ describe('TimerWheel.setTimeout', () => {
     );
   });
 
+  it('sleep() throws a delay no tick can hold synchronously, and rejects above maxPending', async () => {
+    const { wheel } = manual({ maxPending: 1 });
+    expect(() => wheel.sleep(1e300)).toThrowError(
+      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_DELAY' }),
+    );
+    expect(wheel.size).toBe(0);
+    void wheel.sleep(5);
+    await expect(wheel.sleep(5)).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_MAX_PENDING' });
+    expect(wheel.size).toBe(1);
+  });
+
   it('throws a RangeError with a code above maxPending', () => {
     const { wheel } = manual({ maxPending: 2 });
     wheel.setTimeout(() => {}, 1);
