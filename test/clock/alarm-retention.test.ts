@@ -23,7 +23,7 @@ async function allCollected(count: () => number, n: number): Promise<void> {
       gc!();
       return count() === n;
     },
-    { what: `${n} dropped timers collected` },
+    { what: `${n} dropped timers collected`, intervalMs: 50 },
   );
 }
 
@@ -91,10 +91,13 @@ describe.runIf(gc !== undefined)('a clock and the drivers it wakes', () => {
       wheel.setTimeout(() => (fired = true), 100);
     })();
     // A collected wheel would never fire its timer.
-    await waitFor(() => {
-      gc!();
-      return fired;
-    });
+    await waitFor(
+      () => {
+        gc!();
+        return fired;
+      },
+      { intervalMs: 50 },
+    );
     await allCollected(collected, 1);
   });
 });

@@ -1,6 +1,6 @@
-import { execFileSync, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { runNodeScript } from '../support/index.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -8,7 +8,7 @@ describe('SystemClock with unref: true', () => {
   // Regression: the clock waits out the last fraction of a millisecond with setImmediate, and an
   // unref'd immediate does not stop libuv's poll phase from blocking, so every timer after the
   // first fired only when some other event (here the 2 s keep-alive) woke the loop.
-  it('fires unref’d timers on time while something else keeps the process alive', () => {
+  it('fires unref’d timers on time while something else keeps the process alive', async () => {
     const script = `
       import { SystemClock, TimerWheel } from ${JSON.stringify(root + 'dist/index.js')};
       const clock = new SystemClock({ epoch: true });
@@ -20,10 +20,7 @@ describe('SystemClock with unref: true', () => {
       for (let i = 0; i < 20; i++) wheel.scheduleAt(start + i * 50, start + i * 50);
       setTimeout(() => console.log(JSON.stringify(late)), 2000);
     `;
-    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
+    const { out } = await runNodeScript(script);
     const late = JSON.parse(out) as number[];
     expect(late).toHaveLength(20);
     expect(Math.min(...late)).toBeGreaterThanOrEqual(0);
@@ -34,7 +31,7 @@ describe('SystemClock with unref: true', () => {
   // Regression: under a quarter of a millisecond from a deadline the clock waited with a ref'd
   // setImmediate, so a wheel with sub-millisecond ticks and an interval held the process forever
   // (and spun a core).
-  it('lets the process end while an unref’d wheel has sub-millisecond timers pending', () => {
+  it('lets the process end while an unref’d wheel has sub-millisecond timers pending', async () => {
     const script = `
       import { TimerWheel } from ${JSON.stringify(root + 'dist/index.js')};
       const wheel = new TimerWheel({ unref: true, resolution: 0.01 });
@@ -47,10 +44,7 @@ describe('SystemClock with unref: true', () => {
         process.on('exit', () => console.log('ended'));
       }, 5);
     `;
-    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
-    expect({ status: child.status, out: child.stdout.trim() }).toEqual({ status: 0, out: 'ended' });
+    const { status, out } = await runNodeScript(script);
+    expect({ status, out }).toEqual({ status: 0, out: 'ended' });
   });
 });

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { runNodeScript } from '../support/node-script.js';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it, vi } from 'vitest';
 import { SystemClock, TimerWheel } from '../../src/index.js';
@@ -47,34 +47,34 @@ describe('SystemClock driving real timers', () => {
 });
 
 /** Runs a snippet in a fresh Node process and returns how long it took to exit, in ms. */
-function exitTime(body: string): number {
+async function exitTime(body: string): Promise<number> {
   const script = `
     import { TimerWheel } from ${JSON.stringify(root + 'dist/index.js')};
     const t0 = performance.now();
     process.on('exit', () => console.log(Math.round(performance.now() - t0)));
     ${body}
   `;
-  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
-    encoding: 'utf8',
-    timeout: 20_000,
-  });
-  return Number(out.trim());
+  const { status, out, stderr } = await runNodeScript(script);
+  expect(status, stderr).toBe(0);
+  return Number(out);
 }
 
 describe('Keeping the process alive, like Node timers', () => {
-  it('keeps the process alive while a timer is pending, and lets it exit after', () => {
-    expect(exitTime(`new TimerWheel().setTimeout(() => {}, 300);`)).toBeGreaterThanOrEqual(290);
-  });
-
-  it('does not keep the process alive with unref: true', () => {
-    expect(exitTime(`new TimerWheel({ unref: true }).setTimeout(() => {}, 5000);`)).toBeLessThan(
-      4000,
+  it('keeps the process alive while a timer is pending, and lets it exit after', async () => {
+    expect(await exitTime(`new TimerWheel().setTimeout(() => {}, 300);`)).toBeGreaterThanOrEqual(
+      290,
     );
   });
 
-  it('does not keep the process alive once every timer is cancelled', () => {
+  it('does not keep the process alive with unref: true', async () => {
+    expect(
+      await exitTime(`new TimerWheel({ unref: true }).setTimeout(() => {}, 5000);`),
+    ).toBeLessThan(4000);
+  });
+
+  it('does not keep the process alive once every timer is cancelled', async () => {
     const body = `const w = new TimerWheel(); w.clearTimeout(w.setTimeout(() => {}, 5000));`;
-    expect(exitTime(body)).toBeLessThan(4000);
+    expect(await exitTime(body)).toBeLessThan(4000);
   });
 });
 

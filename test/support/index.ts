@@ -9,3 +9,4 @@ export { useClosing, type Closable } from './closing.js';
 export { useTempDirs } from './temp-dir.js';
 export { typeErrors } from './type-errors.js';
 export { sleep, waitFor, type WaitForOptions } from './wait-for.js';
+export { runNode, runNodeScript, type ScriptRun } from './node-script.js';

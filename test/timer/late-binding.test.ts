@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { runNodeScript } from '../support/node-script.js';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BIND_BATCH } from '../../src/timer/driver.js';
@@ -211,7 +211,7 @@ describe('Timers waiting for a clock reading', () => {
     });
   });
 
-  it('fire in a plain node process: none early, none lost, and the process exits', () => {
+  it('fire in a plain node process: none early, none lost, and the process exits', async () => {
     const script = `
       import { TimerWheel } from ${JSON.stringify(root + 'dist/index.js')};
       const n = 5000;
@@ -231,11 +231,9 @@ describe('Timers waiting for a clock reading', () => {
       wheel.clearTimeout(h);
       process.on('exit', () => console.log(JSON.stringify({ fired, early, maxLate, size: wheel.size })));
     `;
-    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
-    const result = JSON.parse(out.trim()) as {
+    const { status, out, stderr } = await runNodeScript(script);
+    expect(status, stderr).toBe(0);
+    const result = JSON.parse(out) as {
       fired: number;
       early: number;
       maxLate: number;

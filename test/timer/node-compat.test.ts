@@ -4,7 +4,6 @@
  * tickwheel promises the same thing (and pinned where it deliberately differs, as docs/timers.md
  * says under "Differences from Node").
  */
-import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +20,7 @@ import {
 import { codeOf } from './code-of.js';
 import { useTempDirs } from '../support/temp-dir.js';
 import { waitFor } from '../support/wait-for.js';
+import { runNode } from '../support/node-script.js';
 
 const tempDir = useTempDirs('node-order');
 
@@ -59,42 +59,47 @@ describe('Order of timer callbacks and the nextTick and promise callbacks they q
     fileURLToPath(new URL('./fixtures/node-order.mjs', import.meta.url)),
     join(dir, 'node-order.mjs'),
   );
-  function run(impl: string, scenario: string, nodeFlags: string[] = []): string[] {
-    const out = execFileSync(process.execPath, [...nodeFlags, 'node-order.mjs', impl, scenario], {
-      cwd: dir,
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
+  async function run(impl: string, scenario: string, nodeFlags: string[] = []): Promise<string[]> {
+    const { status, out, stderr } = await runNode(
+      [...nodeFlags, 'node-order.mjs', impl, scenario],
+      {
+        cwd: dir,
+      },
+    );
+    expect(status, stderr).toBe(0);
     return JSON.parse(out) as string[];
   }
 
-  it("with nodeOrder, runs a callback's nextTick and promise callbacks before the next timer's, as Node does", () => {
-    const node = run('node', 'tick-and-promise');
+  it("with nodeOrder, runs a callback's nextTick and promise callbacks before the next timer's, as Node does", async () => {
+    const node = await run('node', 'tick-and-promise');
     expect(node).toEqual(['first', 'nextTick', 'promise', 'second']);
-    expect(run('wheel', 'tick-and-promise')).toEqual(node);
+    expect(await run('wheel', 'tick-and-promise')).toEqual(node);
   });
 
   it.each(['nested-queues', 'clear-from-next-tick', 'throwing-next-tick'])(
     'with nodeOrder, matches Node on the %s scenario',
-    (scenario) => {
-      expect(run('wheel', scenario)).toEqual(run('node', scenario));
+    async (scenario) => {
+      expect(await run('wheel', scenario)).toEqual(await run('node', scenario));
     },
   );
 
-  it.each(['hashed', 'kafka'])('with nodeOrder, matches Node with the %s face too', (impl) => {
-    for (const scenario of ['tick-and-promise', 'nested-queues', 'clear-from-next-tick']) {
-      expect(run(impl, scenario)).toEqual(run('node', scenario));
-    }
-  });
+  it.each(['hashed', 'kafka'])(
+    'with nodeOrder, matches Node with the %s face too',
+    async (impl) => {
+      for (const scenario of ['tick-and-promise', 'nested-queues', 'clear-from-next-tick']) {
+        expect(await run(impl, scenario)).toEqual(await run('node', scenario));
+      }
+    },
+  );
 
-  it('by default, runs the callbacks due together back to back, then what they queued', () => {
-    expect(run('wheel-default', 'tick-and-promise')).toEqual([
+  it('by default, runs the callbacks due together back to back, then what they queued', async () => {
+    expect(await run('wheel-default', 'tick-and-promise')).toEqual([
       'first',
       'second',
       'nextTick',
       'promise',
     ]);
-    expect(run('wheel-default', 'clear-from-next-tick')).toEqual([
+    expect(await run('wheel-default', 'clear-from-next-tick')).toEqual([
       'first',
       'second',
       'third',
@@ -103,19 +108,14 @@ describe('Order of timer callbacks and the nextTick and promise callbacks they q
     ]);
   });
 
-  it('falls back to back-to-back callbacks under --pending-deprecation, with no warning', () => {
-    const out = execFileSync(
-      process.execPath,
-      [
-        '--pending-deprecation',
-        '--throw-deprecation',
-        'node-order.mjs',
-        'wheel',
-        'tick-and-promise',
-      ],
-      { cwd: dir, encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    expect(JSON.parse(out)).toEqual(['first', 'second', 'nextTick', 'promise']);
+  it('falls back to back-to-back callbacks under --pending-deprecation, with no warning', async () => {
+    const flags = ['--pending-deprecation', '--throw-deprecation'];
+    expect(await run('wheel', 'tick-and-promise', flags)).toEqual([
+      'first',
+      'second',
+      'nextTick',
+      'promise',
+    ]);
   });
 
   /** Three timers due together; the first queues work of every kind. Returns the live log. */

@@ -4,26 +4,22 @@
  * lets the process end, as `{ ref: false }` does for Node's.
  */
 
-import { spawnSync } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { runNodeScript } from '../support/index.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const entry = pathToFileURL(join(root, 'dist', 'index.js')).href;
 
-function run(body: string): { status: number | null; out: string } {
+function run(body: string): Promise<{ status: number | null; out: string }> {
   const script = `const { ManualClock, TimerWheel } = await import(${JSON.stringify(entry)});\n${body}`;
-  const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
-    encoding: 'utf8',
-    timeout: 20_000,
-  });
-  return { status: child.status, out: child.stdout.trim() };
+  return runNodeScript(script);
 }
 
 describe('sleep() and the life of the process', () => {
-  it('keeps the process alive on an unref wheel until it resolves', () => {
-    const { status, out } = run(`
+  it('keeps the process alive on an unref wheel until it resolves', async () => {
+    const { status, out } = await run(`
       const timers = new TimerWheel({ unref: true });
       await timers.sleep(300);
       console.log('woke');
@@ -32,8 +28,8 @@ describe('sleep() and the life of the process', () => {
     expect(out).toBe('woke');
   });
 
-  it('with { ref: false } lets the process end, like Node (top-level await left unsettled: 13)', () => {
-    const { status, out } = run(`
+  it('with { ref: false } lets the process end, like Node (top-level await left unsettled: 13)', async () => {
+    const { status, out } = await run(`
       const timers = new TimerWheel({ unref: true });
       await timers.sleep(300, { ref: false });
       console.log('woke');
@@ -42,9 +38,9 @@ describe('sleep() and the life of the process', () => {
     expect(out).toBe('');
   });
 
-  it('on a ManualClock holds nothing, unref or not: no native timer would ever end it', () => {
+  it('on a ManualClock holds nothing, unref or not: no native timer would ever end it', async () => {
     for (const unref of [false, true]) {
-      const { status, out } = run(`
+      const { status, out } = await run(`
         const timers = new TimerWheel({ clock: new ManualClock(), unref: ${unref} });
         void timers.sleep(1000);
         void timers.sleep(1000, { ref: true });
@@ -54,8 +50,8 @@ describe('sleep() and the life of the process', () => {
     }
   });
 
-  it('holds nothing once the sleep is over or aborted', () => {
-    const { status, out } = run(`
+  it('holds nothing once the sleep is over or aborted', async () => {
+    const { status, out } = await run(`
       const timers = new TimerWheel({ unref: true });
       await timers.sleep(50);
       const controller = new AbortController();
