@@ -107,35 +107,27 @@ export class SystemClock implements AlarmClock {
       this.disarm();
       this.armedFor = first.deadline;
       const delay = first.deadline - this.now();
-      // Under SPIN_MS away (or a driver yielding between batches): the next turn of the loop.
-      // Further, even under 1 ms, a timer: spinning on setImmediate costs a core under load.
-      if (delay < SPIN_MS) {
+      // Under SPIN_MS away (or a driver yielding between batches): the next turn of the loop,
+      // while a ref'd alarm holds the process anyway. Unref'd alarms alone get a timer (at most
+      // 1 ms more): a ref'd immediate would hold the process, and an unref'd one does not wake
+      // libuv's poll phase. Further, even under 1 ms, a timer: spinning costs a core under load.
+      const ref = this.alarms.anyRef();
+      if (delay < SPIN_MS && ref) {
         this.immediate = setImmediate(this.onNative);
       } else {
         this.timer = setTimeout(this.onNative, Math.min(Math.ceil(delay), MAX_NATIVE_DELAY));
+        if (!ref) this.timer.unref();
       }
+      return;
     }
     this.followRef();
   }
 
-  /**
-   * The native timer and immediate follow the alarms' ref state. An unref'd immediate lets the
-   * process end, but libuv's poll phase does not wait for it (it would run seconds late while
-   * something else keeps the loop alive): an unref'd 1 ms timer wakes the loop for it.
-   */
+  /** The native timer follows the alarms' ref state (an immediate runs on the next turn). */
   private followRef(): void {
-    const ref = this.alarms.anyRef();
-    if (this.immediate !== undefined) {
-      if (ref) this.immediate.ref();
-      else {
-        this.immediate.unref();
-        this.timer ??= setTimeout(this.onNative, 1);
-      }
-    }
-    if (this.timer !== undefined) {
-      if (ref) this.timer.ref();
-      else this.timer.unref();
-    }
+    if (this.timer === undefined) return;
+    if (this.alarms.anyRef()) this.timer.ref();
+    else this.timer.unref();
   }
 
   private disarm(): void {
