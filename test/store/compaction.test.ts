@@ -34,12 +34,12 @@ function message(id: string, deliverAt: number, payload = `payload of ${id}`): M
   };
 }
 
-function openStore(dir: string): Promise<FileStore> {
+function openStore(dir: string, segmentBytes = 512): Promise<FileStore> {
   return FileStore.open({
     dir,
     fsync: 'never',
     windowMs: 1000,
-    segmentBytes: 512,
+    segmentBytes,
     checkpointIntervalMs: 1_000_000,
     snapshotBytes: Infinity,
   });
@@ -97,6 +97,66 @@ describe('compaction', () => {
     await again.close();
   });
 
+  it('dead letters stay in the order they died, after a reopen too', async () => {
+    const dir = tempDir();
+    const store = await openStore(dir);
+    await store.recover(T0 + 1000, () => {});
+    const letters = ['a', 'b', 'c'].map((id) => message(id, T0 + DAY));
+    for (const m of letters) await store.add(m, false);
+    for (const i of [2, 0, 1]) {
+      const state = (await store.lookup(letters[i].id))!;
+      await store.bury({ ...state, attempts: 3, lastError: `died ${state.id}` });
+    }
+    await churn(store, 100, 'c');
+    await store.checkpoint('never'); // carries them forward, in the order they were scheduled
+    await store.checkpoint('never');
+    expect(store.stats()).toMatchObject({ relocated: 3, dead: 3 });
+    const order = async (s: FileStore) => (await s.dead('jobs', 10)).map((m) => m.id);
+    expect(await order(store)).toEqual(['c', 'a', 'b']);
+    await store.close();
+    const again = await openStore(dir);
+    await again.recover(T0 + 1000, () => {});
+    expect(await order(again)).toEqual(['c', 'a', 'b']);
+    expect((await again.dead('jobs', 10)).map((m) => m.lastError)).toEqual([
+      'died c',
+      'died a',
+      'died b',
+    ]);
+    await again.close();
+  });
+
+  it('an idle log of large live messages is not copied over and over', async () => {
+    const store = await openStore(tempDir(), 4096);
+    await store.recover(T0 + 1000, () => {});
+    for (let i = 0; i < 4; i++) {
+      await store.add(message(`big-${i}`, T0 + DAY, 'b'.repeat(3000)), false);
+    }
+    await churn(store, 300, 'small');
+    const relocated: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      await store.checkpoint('never');
+      relocated.push(store.stats().relocated!);
+    }
+    // Carried while it freed the churn's segments; then nothing: copying would free nothing.
+    expect(relocated[0]).toBeGreaterThan(0);
+    expect(new Set(relocated.slice(6)).size).toBe(1);
+    await store.close();
+  });
+
+  it('a segment with more live messages than one pass carries is emptied by the next passes', async () => {
+    const store = await openStore(tempDir(), 1024 * 1024);
+    await store.recover(T0 + 1000, () => {});
+    for (let i = 0; i < 5000; i++) await store.add(message(`far-${i}`, T0 + DAY, 'f'), false);
+    await churn(store, 8000, 'c');
+    for (let i = 0; i < 4 && store.stats().relocated! < 5000; i++) {
+      await store.checkpoint('never');
+    }
+    expect(store.stats().relocated).toBe(5000);
+    await store.checkpoint('never');
+    expect(store.stats().segments).toBeLessThanOrEqual(2);
+    await store.close();
+  });
+
   it('a damaged RELOCATE whose older records are gone: open refuses, repair drops that message by name', async () => {
     const dir = tempDir();
     const store = await openStore(dir);
@@ -137,6 +197,53 @@ describe('compaction', () => {
     expect(intact).toMatchObject({ status: 'scheduled', deliverAt: T0 + DAY });
     expect(Buffer.from(await repaired.payloadOf(intact!)).toString()).toBe('payload of intact');
     expect(await repaired.lookup('damaged')).toBeUndefined();
+    await repaired.close();
+  });
+
+  it('a damaged RELOCATE that a later record points at: repair drops that message by name, and its old segment goes', async () => {
+    const dir = tempDir();
+    const store = await openStore(dir);
+    await store.recover(T0 + 1000, () => {});
+    const pin = message('pin', T0); // held by the queue: keeps the first segment
+    await store.add(pin, true);
+    await store.add(message('moved', T0 + DAY), false);
+    await store.add(message('intact', T0 + DAY), false);
+    await churn(store, 100, 'a');
+    await store.checkpoint('never');
+    expect(store.stats().relocated).toBe(2);
+    const read = (await store.lookup('moved'))!;
+    await store.move({ ...read, deliverAt: T0 + 2 * DAY }, false, read.deliverAt);
+    await store.close();
+    const files = segmentPaths(dir);
+    const file = files.find((f) => segmentRecords(f).some((r) => r.type === RELOCATE))!;
+    const [relocation] = segmentRecords(file).filter((r) => r.type === RELOCATE);
+    const bytes = readFileSync(file);
+    bytes[relocation.offset + relocation.size - 3] ^= 0xff;
+    writeFileSync(file, bytes);
+
+    const repaired = await FileStore.open({
+      dir,
+      windowMs: 1000,
+      segmentBytes: 512,
+      snapshotBytes: Infinity,
+      checkpointIntervalMs: 1_000_000,
+      repair: true,
+    });
+    const held: MessageState[] = [];
+    const report = await repaired.recover(T0 + 1000, (m) => held.push(m));
+    expect(report.repair?.dropped).toEqual([
+      expect.objectContaining({ id: 'moved', reason: expect.stringMatching(/relocation record/) }),
+    ]);
+    expect(await repaired.lookup('moved')).toBeUndefined();
+    const intact = (await repaired.lookup('intact'))!;
+    expect(Buffer.from(await repaired.payloadOf(intact)).toString()).toBe('payload of intact');
+    // Its old payload's segment is released: once the pin goes, the log shrinks.
+    expect(held.map((m) => m.id)).toEqual(['pin']);
+    await repaired.finish(held[0], 'acked');
+    await churn(repaired, 100, 'b');
+    await repaired.checkpoint('never');
+    await repaired.checkpoint('never');
+    expect(repaired.stats().segments).toBeLessThanOrEqual(2);
     await repaired.close();
   });
 

@@ -1,20 +1,20 @@
 /**
  * Compaction (docs/storage.md, Compaction): retention deletes only a prefix of the log, so one
  * live message in the oldest segment (a dead letter, a message due next year) would keep every
- * later segment on disk. When the log is much larger than its live messages, the live messages
- * whose payload is in the oldest segment are carried forward, each by a RELOCATE record that
- * holds its whole state; the segment then counts no live payload and the next checkpoint deletes
- * it, and with it the segments after it that only it kept.
+ * later segment on disk. When that pays (see pays()), the live messages whose payload is in the
+ * oldest segment are carried forward, each by a RELOCATE record that holds its whole state; the
+ * segment then counts no live payload and the next checkpoint deletes it, and with it the
+ * segments after it that only it kept.
  *
  * Replay-safe in either order: with the old records still there a RELOCATE moves the payload and
  * changes nothing else; with them deleted it enters the message as it carries it (table.ts).
- * Messages the queue holds (in `near`: due within the horizon, in flight) are left: they end or
- * leave memory soon. A caller that read a message's state before its RELOCATE may still write a
+ * Messages the queue holds (in `near`: due within the horizon, ready, in flight) are left where
+ * they are (the queue's state of them points at their payload). A caller that read a message's state before its RELOCATE may still write a
  * record pointing at the old payload: `moved` maps it to the new one until the next pass.
  */
 
 import type { MessageState } from '../../queue/message.js';
-import type { MessageLog, RecordSlot } from '../log/index.js';
+import { RECORD_HEADER_BYTES, type MessageLog, type RecordSlot } from '../log/index.js';
 import { PayloadBudget } from '../../queue/payload-budget.js';
 import {
   RELOCATE,
@@ -51,59 +51,88 @@ export class Compaction {
   readonly moved = new Map<number, number>();
   /** Messages carried forward since open. */
   relocated = 0;
-  private scheduledBytes = 0;
-  private scheduledCount = 0;
   /**
-   * A pass that left its segment pinned (messages held in memory, limits): not scanned again
-   * until its live count changes or the log has grown by a segment.
+   * The log as the last pass that carried nothing left it: not scanned again until a segment
+   * came or went, or the oldest segment's live count changed.
    */
-  private stalled: { segment: number; live: number; grownTo: number } | undefined;
+  private idle: string | undefined;
+  /** Where the last pass stopped in its segment (its limits): the next one goes on from there. */
+  private resume = { segment: -1, after: -1 };
 
   constructor(private readonly parts: CompactionParts) {}
 
-  /** A record holding a payload was appended: the mean size estimates the live bytes. */
-  noteSchedule(bytes: number): void {
-    this.scheduledBytes += bytes;
-    this.scheduledCount++;
-  }
-
-  /**
-   * The oldest segment, if compacting it pays: it holds live payloads, is closed and before
-   * `keepFrom` (the snapshot's segment), and the log is over twice its live messages' estimated
-   * bytes and two segments (so copying never costs more than it frees).
-   */
-  due(keepFrom: number): number | undefined {
+  /** The oldest segment, if it is closed, before `keepFrom` and holds live payloads. */
+  private oldest(keepFrom: number): number | undefined {
     const { log, tables } = this.parts;
     const segments = log.segments();
-    if (segments.length < 3) return undefined;
+    if (segments.length < 2) return undefined;
     const oldest = segments[0];
     const live = tables.segmentLive.get(oldest) ?? 0;
     if (oldest >= keepFrom || live === 0) return undefined;
-    const stalled = this.stalled;
-    if (
-      stalled?.segment === oldest &&
-      stalled.live === live &&
-      segments[segments.length - 1] < stalled.grownTo
-    ) {
-      return undefined;
-    }
-    const mean = this.scheduledCount === 0 ? 0 : this.scheduledBytes / this.scheduledCount;
-    const slack = 2 * (log.segmentSize(oldest) ?? 0);
-    return log.stats().bytes >= 2 * tables.live * mean + slack ? oldest : undefined;
+    const state = `${segments.length}:${segments[segments.length - 1]}:${oldest}:${live}`;
+    return state === this.idle ? undefined : oldest;
   }
 
-  /** One pass: the live messages of the oldest segment carried forward, if due (see due()). */
+  /**
+   * Whether carrying the oldest segment's `liveBytes` forward pays: for some k, the live bytes
+   * of the first k pinned segments (the others' estimated at this one's mean) are at most half
+   * of what deleting them would free, with the segments after them that only they keep. Copying
+   * then never writes more than half of what it frees; a log of live messages is left alone.
+   */
+  private pays(segment: number, mean: number, keepFrom: number): boolean {
+    const { log, tables } = this.parts;
+    let cost = (tables.segmentLive.get(segment) ?? 0) * mean;
+    let freed = log.segmentSize(segment) ?? 0;
+    if (2 * cost <= freed) return true;
+    const segments = log.segments();
+    for (let i = segments.indexOf(segment) + 1; i < segments.length - 1; i++) {
+      if (segments[i] >= keepFrom) break;
+      freed += log.segmentSize(segments[i]) ?? 0;
+      cost += (tables.segmentLive.get(segments[i]) ?? 0) * mean;
+      if (2 * cost <= freed) return true;
+    }
+    return false;
+  }
+
+  /** One pass: the live messages of the oldest segment carried forward, if that pays. */
   async pass(keepFrom: number): Promise<void> {
     this.moved.clear();
-    const segment = this.due(keepFrom);
+    const segment = this.oldest(keepFrom);
     if (segment === undefined || !this.parts.writable()) return;
     const { log, tables } = this.parts;
     const found: Array<{ id: string; from: number }> = [];
+    const after = this.resume.segment === segment ? this.resume.after : -1;
+    let liveBytes = 0;
+    let live = 0;
     await log.scanClosed(segment, (type, body, position) => {
-      if (!holdsPayload(type) || found.length >= MESSAGES_PER_PASS) return;
+      if (!holdsPayload(type)) return;
       const id = recordId(type, body);
-      if (tables.latest(id) >= 0) found.push({ id, from: position });
+      if (tables.latest(id) < 0) return;
+      // (Some of these were carried by an earlier pass: the mean is what is measured.)
+      live++;
+      liveBytes += RECORD_HEADER_BYTES + body.length;
+      if (position > after && found.length < MESSAGES_PER_PASS) found.push({ id, from: position });
     });
+    const carried = this.relocated;
+    this.resume = { segment, after: -1 };
+    if (live > 0 && this.pays(segment, liveBytes / live, keepFrom)) {
+      const reached = await this.carryAll(found);
+      // Stopped by a limit: the next pass goes on after it (from the start once through).
+      const capped = found.length === MESSAGES_PER_PASS || reached !== found.at(-1)?.from;
+      if (capped) this.resume.after = reached;
+    }
+    if (this.relocated > carried) this.idle = undefined;
+    else {
+      const segments = log.segments();
+      const left = tables.segmentLive.get(segment) ?? 0;
+      this.idle = `${segments.length}:${segments[segments.length - 1]}:${segment}:${left}`;
+    }
+  }
+
+  /** Carries what it can of `found`, within the pass's limits; the last position it got to. */
+  private async carryAll(found: Array<{ id: string; from: number }>): Promise<number> {
+    const { log, tables } = this.parts;
+    let reached = -1;
     let bytes = 0;
     let durable: Promise<void> | undefined;
     for (
@@ -121,10 +150,12 @@ export class Compaction {
       for (let i = 0; i < batch.length; i++) {
         const state = states[i];
         const { id, from } = batch[i];
+        reached = from;
         if (state === undefined || state.ref !== from) continue;
         state.payload ??= await this.payloadAt(from);
         // Checked in the turn that appends: nothing changed the message since it was read.
-        if (!this.parts.writable()) return;
+        if (!this.parts.writable()) return reached;
+        reached = from;
         if (state.payload === undefined || tables.latest(id) !== latest[i]) continue;
         const written = this.carry(state, from, latest[i], ranks.get(i) ?? latest[i]);
         if (written === undefined) continue;
@@ -133,9 +164,7 @@ export class Compaction {
       }
     }
     await durable;
-    const left = tables.segmentLive.get(segment) ?? 0;
-    const active = log.segments().at(-1) ?? segment;
-    this.stalled = left === 0 ? undefined : { segment, live: left, grownTo: active + 1 };
+    return reached;
   }
 
   private async payloadAt(position: number): Promise<Uint8Array | undefined> {
@@ -157,17 +186,19 @@ export class Compaction {
     const { log, tables, frontier, commit } = this.parts;
     const payload = state.payload;
     if (tables.near.has(at) || payload === undefined) return undefined;
+    const length = relocateLength(state, payload.byteLength);
+    // Too long for one record (a payload at the limit with a long last error): left where it is.
+    if (length > log.maxRecordBytes) return undefined;
     const dead = tables.isDeadAt(state.id, at);
     // A pending message due before the frontier is the queue's to hold: not carried.
     if (!dead && state.deliverAt < frontier()) return undefined;
     let slot: RecordSlot | undefined;
     try {
-      slot = log.reserve(RELOCATE, relocateLength(state, payload.byteLength));
+      slot = log.reserve(RELOCATE, length);
       const payloadAt = writeRelocateHead(slot.buf, slot.at, state, { from, rank, dead });
       slot.buf.set(payload, payloadAt);
       const end = payloadAt + payload.byteLength;
       const position = commit(slot, RELOCATE, end - slot.at, !dead);
-      this.noteSchedule(end - slot.at);
       this.moved.set(from, position);
       this.relocated++;
       return slot.durable;

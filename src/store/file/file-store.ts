@@ -252,7 +252,6 @@ export class FileStore implements Store {
       else for (let i = 0; i < payload.byteLength; i++) buf[payloadAt + i] = payload[i];
       const reindex = message.deliverAt >= this.frontier;
       position = this.commit(slot, SCHEDULE, end - at, reindex);
-      this.compaction.noteSchedule(end - at);
       durable = slot.durable;
     } catch (err) {
       slot?.abort();
@@ -384,11 +383,12 @@ export class FileStore implements Store {
   }
 
   async dead(topic: string, limit: number): Promise<StoredMessage[]> {
+    // Oldest death first: by rank (a RELOCATE keeps its message's), then read.
     const positions = [...this.tables.deadIds.values()]
       .filter((dead) => dead.topic === topic)
-      .map((dead) => dead.position)
-      .sort((a, b) => a - b)
-      .slice(0, limit);
+      .sort((a, b) => a.rank - b.rank)
+      .slice(0, limit)
+      .map((dead) => dead.position);
     const found: StoredMessage[] = [];
     for (const message of await statesAt(this.log, positions, () => this.damagedSkipped++)) {
       if (message === undefined) continue;

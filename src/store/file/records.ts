@@ -304,10 +304,10 @@ export interface RelocateRecord {
   schedule: ScheduleRecord;
 }
 
-/** Room for a RELOCATE body of `message` with `payloadBytes` of payload. */
+/** Bytes of a RELOCATE body of `message` with `payloadBytes` of payload. */
 export function relocateLength(message: MessageState, payloadBytes: number): number {
-  const reason = reasonText(message);
-  return RELOCATE_PREFIX + scheduleLength(message, payloadBytes) + reason.length * 3;
+  const reason = Buffer.byteLength(reasonText(message), 'utf8');
+  return RELOCATE_PREFIX + scheduleLength(message, payloadBytes) + reason;
 }
 
 /** Writes a RELOCATE body at `at` but the payload, which the caller writes at the returned offset. */
@@ -356,6 +356,11 @@ export function holdsPayload(type: number): boolean {
 /** From a RELOCATE at `at`: the position of the record that held the payload before. */
 export function relocatedFrom(buf: Uint8Array, at = 0): number {
   return readF64(buf, at);
+}
+
+/** From a RELOCATE at `at`: the position that ranks its message (see RelocateRecord). */
+export function relocatedRank(buf: Uint8Array, at = 0): number {
+  return readF64(buf, at + 8);
 }
 
 /** From a RELOCATE at `at`: whether the message it carries is dead. */

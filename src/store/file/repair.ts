@@ -20,6 +20,7 @@ import {
   FINISH,
   RELOCATE,
   SCHEDULE,
+  decodeMove,
   holdsPayload,
   idStart,
   payloadPositionOf,
@@ -145,6 +146,8 @@ interface DamagedRecord {
   high: number;
   /** The damaged stretch is exactly this one record. */
   whole: boolean;
+  /** A RELOCATE's payload position before it, as read from the damaged bytes. */
+  from: number | undefined;
 }
 
 const KINDS = ['', 'schedule', 'reschedule', 'finish', 'dead-letter', 'hand-out', 'relocation'];
@@ -222,6 +225,9 @@ async function lostMessages(
           ...facts,
           indexed: await indexEntriesIn(parts.index, unreadable),
         });
+  for (const r of remains) {
+    if (r.type === RELOCATE && !losses.dropped.has(r.id)) await lostRelocation(parts, losses, r);
+  }
   const { dropped, named, notes } = losses;
   for (const r of remains) {
     if (named.has(r) || dropped.has(r.id)) continue;
@@ -370,6 +376,48 @@ async function lostByCounts(
   return { unnamed, exact: counted && !back && damage.every(accounted) };
 }
 
+/**
+ * A damaged RELOCATE whose earlier records were replayed: the message keeps its state (the same)
+ * unless later records point at the lost payload; then it is dropped, and finished at the
+ * payload the tables count for it, the one the RELOCATE replaced (if that still reads as its).
+ */
+async function lostRelocation(
+  { log, tables }: RecoveryParts,
+  losses: Losses,
+  r: DamagedRecord,
+): Promise<void> {
+  const now = tables.latest(r.id);
+  if (now < r.position) return; // unknown (dropped elsewhere), or its latest record is older
+  const latest = await log.read(now).catch(() => undefined);
+  if (latest === undefined || latest.type === SCHEDULE || latest.type === RELOCATE) return;
+  const move = decodeMove(latest.body);
+  if (move.payloadPosition !== r.position || move.id !== r.id) return;
+  let ref = r.position;
+  if (r.from !== undefined) {
+    const before = await log.read(r.from).catch(() => undefined);
+    if (
+      before !== undefined &&
+      holdsPayload(before.type) &&
+      recordId(before.type, before.body) === r.id
+    ) {
+      ref = r.from;
+    }
+  }
+  losses.drop(r.id, r.topic, damagedReason(r));
+  losses.named.add(r);
+  losses.finish.push({
+    id: r.id,
+    topic: move.topic,
+    deliverAt: move.deliverAt,
+    attempts: move.attempts,
+    maxAttempts: 0,
+    backoff: undefined,
+    payloadKind: 0,
+    payload: undefined,
+    ref,
+  });
+}
+
 /** What is left of each damaged record, where it still names a message and topic. */
 async function damagedRecords(
   { log }: RecoveryParts,
@@ -393,6 +441,10 @@ async function damagedRecords(
       low: hash.low,
       high: hash.high,
       whole: RECORD_HEADER_BYTES + raw.readUInt32LE(2) === c.bytes,
+      from:
+        record.type === RELOCATE && raw.length >= RECORD_HEADER_BYTES + 8
+          ? raw.readDoubleLE(RECORD_HEADER_BYTES)
+          : undefined,
     });
   }
   return remains;

@@ -22,8 +22,8 @@ import type { IdTableArrays } from './id-table.js';
 import { DATA_FILE_MODE, ifExists, readFully, syncDirectory, writeFully } from '../log/index.js';
 
 export const SNAPSHOT_FILE = 'snapshot.bin';
-/** 2: IdTable slots interleaved (version 1 wrote three arrays; such a snapshot is rejected). */
-export const SNAPSHOT_VERSION = 2;
+/** 3: dead letters with their rank (an older snapshot is rejected: the log is replayed). */
+export const SNAPSHOT_VERSION = 3;
 
 const MAGIC = Buffer.from('TWSNAPSH', 'latin1');
 const HEADER_BYTES = 16;
@@ -41,7 +41,10 @@ export interface StoreSnapshot {
   windowMs: number;
   ids: IdTableArrays;
   collisions: Array<[id: string, position: number, deliverAt: number]>;
-  dead: Array<[id: string, position: number, payloadPosition: number, topic: string]>;
+  /** rank: the position that orders it among dead letters (its BURY's, carried by compaction). */
+  dead: Array<
+    [id: string, position: number, payloadPosition: number, topic: string, rank: number]
+  >;
   segmentLive: Array<[segment: number, live: number]>;
   counts: CountEntries;
   /** Latest-record positions of the live messages the queue held in memory (no index entry). */

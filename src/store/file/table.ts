@@ -45,6 +45,7 @@ import {
   recordId,
   relocatedDead,
   relocatedFrom,
+  relocatedRank,
   topicLength,
   topicStart,
 } from './records.js';
@@ -58,8 +59,10 @@ interface CollidedId {
 }
 
 interface DeadMessage {
-  /** Its BURY record. */
+  /** Its BURY record (or the RELOCATE that carried it). */
   position: number;
+  /** What orders dead letters, oldest death first: its BURY's position, carried by a RELOCATE. */
+  rank: number;
   /** Its SCHEDULE record, which keeps its segment. */
   payloadPosition: number;
   topic: string;
@@ -191,6 +194,7 @@ export class Tables {
       this.exactLows.add(low);
       this.deadIds.set(id === '' ? recordId(type, body, at) : id, {
         position,
+        rank: position,
         payloadPosition: payloadPositionOf(BURY, body, at),
         topic,
       });
@@ -245,6 +249,7 @@ export class Tables {
     this.exactLows.add(low);
     this.deadIds.set(id || recordId(RELOCATE, body, at), {
       position,
+      rank: relocatedRank(body, at),
       payloadPosition: position,
       topic,
     });
@@ -288,8 +293,8 @@ export class Tables {
       hashId(id, this.hash);
       this.exactLows.add(this.hash.low);
     }
-    for (const [id, position, payloadPosition, topic] of snapshot.dead) {
-      this.deadIds.set(id, { position, payloadPosition, topic });
+    for (const [id, position, payloadPosition, topic, rank] of snapshot.dead) {
+      this.deadIds.set(id, { position, rank, payloadPosition, topic });
       hashId(id, this.hash);
       this.exactLows.add(this.hash.low);
     }
@@ -303,7 +308,13 @@ export class Tables {
     return {
       ids,
       collisions: [...this.collisions].map(([id, c]) => [id, c.position, c.deliverAt]),
-      dead: [...this.deadIds].map(([id, d]) => [id, d.position, d.payloadPosition, d.topic]),
+      dead: [...this.deadIds].map(([id, d]) => [
+        id,
+        d.position,
+        d.payloadPosition,
+        d.topic,
+        d.rank,
+      ]),
       segmentLive: [...this.segmentLive],
       counts: this.tally.entries(),
       near: this.near.toArray(),

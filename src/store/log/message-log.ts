@@ -65,7 +65,8 @@ interface Reader {
 
 export class MessageLog {
   readonly dir: string;
-  private readonly maxRecordBytes: number;
+  /** The longest record body the log takes. */
+  readonly maxRecordBytes: number;
   private readonly table: SegmentTable;
   private readonly writer: Writer;
   /** Read handles by segment, least recently used first. */
