@@ -42,9 +42,7 @@ export interface StoreSnapshot {
   ids: IdTableArrays;
   collisions: Array<[id: string, position: number, deliverAt: number]>;
   /** rank: the position that orders it among dead letters (its BURY's, carried by compaction). */
-  dead: Array<
-    [id: string, position: number, payloadPosition: number, topic: string, rank: number]
-  >;
+  dead: Array<[id: string, position: number, payloadPosition: number, topic: string, rank: number]>;
   segmentLive: Array<[segment: number, live: number]>;
   counts: CountEntries;
   /** Latest-record positions of the live messages the queue held in memory (no index entry). */
