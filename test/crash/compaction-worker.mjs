@@ -10,6 +10,7 @@
  *   M <i> <deliverAt>          far-<i> scheduled (first run) or rescheduled: resolved
  *   m <i> <deliverAt>          reschedule of far-<i> called
  *   A <id>                     churn message acked durably (resolved)
+ *   R <n>                      messages compaction has carried forward in this run so far
  */
 
 import { closeSync, existsSync, openSync, writeSync } from 'node:fs';
@@ -83,6 +84,8 @@ async function main() {
       line(`A ${got.id}`);
     }
     if (round % 50 === 0) {
+      const relocated = (await queue.stats()).store?.relocated ?? 0;
+      if (relocated > 0) line(`R ${relocated}`);
       const i = Math.floor(random() * FAR);
       const deliverAt = Date.now() + MONTH + Math.floor(random() * 1000);
       line(`m ${i} ${deliverAt}`);
