@@ -62,68 +62,75 @@ async function runUntilKilled(config: object, ready: () => boolean, lives: numbe
   expect(code, `the worker ended by itself: ${stderr}`).toBeNull();
 }
 
+const cycles = Number(process.env.TICKWHEEL_CRASH_CYCLES ?? 12);
+
 describe('compaction under SIGKILL', () => {
-  it('loses no long-lived message and brings back no acked one', async () => {
-    const dir = tempDir();
-    const journal = join(dir, '..', `${Date.now()}-journal.txt`);
-    const readyFile = `${journal}.ready`;
-    const seed = Number(process.env.TICKWHEEL_CRASH_SEED ?? Date.now() % 1_000_000);
-    const cycles = Number(process.env.TICKWHEEL_CRASH_CYCLES ?? 12);
-    const pick = seededInt(seed);
-    /** Messages carried forward by the workers; the final open adds its own. */
-    let relocatedSeen = 0;
-    for (let cycle = 0; cycle < cycles; cycle++) {
-      const snapshotBytes = [0, 64 * 1024, Infinity][cycle % 3];
-      const config = { dir, journal, readyFile, seed: seed + cycle, cycle, snapshotBytes };
-      // Killed 25-1500 ms after its long-lived messages exist.
-      await runUntilKilled(config, () => existsSync(readyFile), 5 + pick(295));
-      const { acked, due, relocated } = readJournal(journal);
-      relocatedSeen = relocated;
-      const queue = await DelayQueue.open(options(dir, snapshotBytes));
+  it(
+    'loses no long-lived message and brings back no acked one',
+    { timeout: 60_000 + cycles * 5000 },
+    async () => {
+      const dir = tempDir();
+      const journal = join(dir, '..', `${Date.now()}-journal.txt`);
+      const readyFile = `${journal}.ready`;
+      const seed = Number(process.env.TICKWHEEL_CRASH_SEED ?? Date.now() % 1_000_000);
+      const pick = seededInt(seed);
+      /** Messages carried forward by the workers; the final open adds its own. */
+      let relocatedSeen = 0;
+      for (let cycle = 0; cycle < cycles; cycle++) {
+        const snapshotBytes = [0, 64 * 1024, Infinity][cycle % 3];
+        const config = { dir, journal, readyFile, seed: seed + cycle, cycle, snapshotBytes };
+        // Killed 25-1500 ms after its long-lived messages exist.
+        await runUntilKilled(config, () => existsSync(readyFile), 5 + pick(295));
+        const { acked, due, relocated } = readJournal(journal);
+        relocatedSeen = relocated;
+        const queue = await DelayQueue.open(options(dir, snapshotBytes));
+        try {
+          for (let i = 0; i < FAR; i++) {
+            const info = await queue.get(`far-${i}`);
+            expect(info, `far-${i} after cycle ${cycle} (seed ${seed})`).toMatchObject({
+              status: 'scheduled',
+              attempts: 0,
+            });
+            expect(due.get(i)).toContain(info!.deliverAt);
+          }
+          for (let i = 0; i < DEAD; i++) {
+            expect(await queue.get(`dead-${i}`)).toMatchObject({
+              status: 'dead',
+              attempts: 1,
+              lastError: `reason of dead-${i}`,
+            });
+          }
+          for (const id of acked.slice(-300)) expect(await queue.get(id)).toBeUndefined();
+        } finally {
+          await queue.close();
+        }
+      }
+      // The end: compaction frees the log, and every payload reads back whole.
+      const queue = await DelayQueue.open(options(dir, 64 * 1024));
       try {
-        for (let i = 0; i < FAR; i++) {
-          const info = await queue.get(`far-${i}`);
-          expect(info, `far-${i} after cycle ${cycle} (seed ${seed})`).toMatchObject({
-            status: 'scheduled',
-            attempts: 0,
-          });
-          expect(due.get(i)).toContain(info!.deliverAt);
-        }
-        for (let i = 0; i < DEAD; i++) {
-          expect(await queue.get(`dead-${i}`)).toMatchObject({
-            status: 'dead',
-            attempts: 1,
-            lastError: `reason of dead-${i}`,
-          });
-        }
-        for (const id of acked.slice(-300)) expect(await queue.get(id)).toBeUndefined();
+        await waitFor(async () => (await queue.stats()).store!.segments! <= 4, {
+          timeoutMs: 30_000,
+        });
+        relocatedSeen += (await queue.stats()).store?.relocated ?? 0;
+        for (let i = 0; i < DEAD; i++) expect(await queue.requeue(`dead-${i}`)).toBe(true);
+        for (let i = 0; i < FAR; i++) await queue.reschedule(`far-${i}`, { delayMs: 0 });
+        const seen = new Map<string, unknown>();
+        await waitFor(async () => {
+          for (const topic of ['far', 'poison']) {
+            for (const m of await queue.receive(topic, { max: 50 })) {
+              seen.set(m.id, m.payload);
+              await queue.ack(m.receipt);
+            }
+          }
+          return seen.size === FAR + DEAD;
+        });
+        for (let i = 0; i < FAR; i++) expect(seen.get(`far-${i}`)).toEqual(farPayload(i));
+        for (let i = 0; i < DEAD; i++) expect(seen.get(`dead-${i}`)).toEqual(deadPayload(i));
       } finally {
         await queue.close();
       }
-    }
-    // The end: compaction frees the log, and every payload reads back whole.
-    const queue = await DelayQueue.open(options(dir, 64 * 1024));
-    try {
-      await waitFor(async () => (await queue.stats()).store!.segments! <= 4, { timeoutMs: 30_000 });
-      relocatedSeen += (await queue.stats()).store?.relocated ?? 0;
-      for (let i = 0; i < DEAD; i++) expect(await queue.requeue(`dead-${i}`)).toBe(true);
-      for (let i = 0; i < FAR; i++) await queue.reschedule(`far-${i}`, { delayMs: 0 });
-      const seen = new Map<string, unknown>();
-      await waitFor(async () => {
-        for (const topic of ['far', 'poison']) {
-          for (const m of await queue.receive(topic, { max: 50 })) {
-            seen.set(m.id, m.payload);
-            await queue.ack(m.receipt);
-          }
-        }
-        return seen.size === FAR + DEAD;
-      });
-      for (let i = 0; i < FAR; i++) expect(seen.get(`far-${i}`)).toEqual(farPayload(i));
-      for (let i = 0; i < DEAD; i++) expect(seen.get(`dead-${i}`)).toEqual(deadPayload(i));
-    } finally {
-      await queue.close();
-    }
-    expect(relocatedSeen, `seed ${seed}: compaction never ran`).toBeGreaterThan(0);
-    expect(readdirSync(join(dir, 'log')).length).toBeLessThanOrEqual(4);
-  });
+      expect(relocatedSeen, `seed ${seed}: compaction never ran`).toBeGreaterThan(0);
+      expect(readdirSync(join(dir, 'log')).length).toBeLessThanOrEqual(4);
+    },
+  );
 });

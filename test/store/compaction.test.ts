@@ -125,6 +125,22 @@ describe('compaction', () => {
     await again.close();
   });
 
+  it('one pass empties several segments: a log written fast still shrinks', async () => {
+    const store = await openStore(tempDir());
+    await store.recover(T0 + 1000, () => {});
+    for (let i = 0; i < 10; i++) {
+      await store.add(message(`keep-${i}`, T0 + DAY), false); // one in each of ten segments
+      await churn(store, 10, `c${i}`);
+    }
+    await churn(store, 200, 'tail');
+    const before = store.stats().segments!;
+    await store.checkpoint('never');
+    expect(store.stats().relocated).toBeGreaterThan(1);
+    await store.checkpoint('never');
+    expect(before - store.stats().segments!).toBeGreaterThan(2);
+    await store.close();
+  });
+
   it('an idle log of large live messages is not copied over and over', async () => {
     const store = await openStore(tempDir(), 4096);
     await store.recover(T0 + 1000, () => {});

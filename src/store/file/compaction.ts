@@ -27,9 +27,11 @@ import {
 import { statesAt } from './states.js';
 import type { Tables } from './table.js';
 
-/** Messages carried forward in one pass, at most... */
+/** Segments one pass reads, at most (each up to segmentBytes, 64 MiB by default)... */
+const SEGMENTS_PER_PASS = 8;
+/** ...messages it carries forward... */
 const MESSAGES_PER_PASS = 4096;
-/** ...read at once... */
+/** ...(read at once)... */
 const MESSAGES_PER_READ = 256;
 /** ...and payload bytes a pass carries, and a read holds, at most. */
 const BYTES_PER_PASS = 16 * 1024 * 1024;
@@ -74,34 +76,65 @@ export class Compaction {
   }
 
   /**
-   * Whether carrying the oldest segment's `liveBytes` forward pays: for some k, the live bytes
-   * of the first k pinned segments (the others' estimated at this one's mean) are at most half
-   * of what deleting them would free, with the segments after them that only they keep. Copying
-   * then never writes more than half of what it frees; a log of live messages is left alone.
+   * How many of the oldest segments carrying forward pays (0: none): the largest k such that
+   * their live bytes (estimated at `mean`, measured in the oldest) are at most half of what
+   * deleting them would free, with the segments after them that only they keep. Copying then
+   * never writes more than half of what it frees; a log of live messages is left alone.
    */
-  private pays(segment: number, mean: number, keepFrom: number): boolean {
+  private pays(mean: number, keepFrom: number): number {
     const { log, tables } = this.parts;
-    let cost = (tables.segmentLive.get(segment) ?? 0) * mean;
-    let freed = log.segmentSize(segment) ?? 0;
-    if (2 * cost <= freed) return true;
     const segments = log.segments();
-    for (let i = segments.indexOf(segment) + 1; i < segments.length - 1; i++) {
-      if (segments[i] >= keepFrom) break;
+    let cost = 0;
+    let freed = 0;
+    let pays = 0;
+    for (let i = 0; i < segments.length - 1 && segments[i] < keepFrom; i++) {
       freed += log.segmentSize(segments[i]) ?? 0;
       cost += (tables.segmentLive.get(segments[i]) ?? 0) * mean;
-      if (2 * cost <= freed) return true;
+      if (2 * cost <= freed) pays = i + 1;
     }
-    return false;
+    return pays;
   }
 
-  /** One pass: the live messages of the oldest segment carried forward, if that pays. */
+  /**
+   * One pass: if it pays, the live messages of the oldest segments carried forward, as many
+   * segments as pay and the pass's limits allow (a log written faster than one segment a
+   * checkpoint still shrinks).
+   */
   async pass(keepFrom: number): Promise<void> {
     this.moved.clear();
-    const segment = this.oldest(keepFrom);
-    if (segment === undefined || !this.parts.writable()) return;
+    const oldest = this.oldest(keepFrom);
+    if (oldest === undefined || !this.parts.writable()) return;
+    const { log, tables } = this.parts;
+    const carried = this.relocated;
+    const budget = { messages: MESSAGES_PER_PASS, bytes: BYTES_PER_PASS };
+    const after = this.resume.segment === oldest ? this.resume.after : -1;
+    this.resume = { segment: -1, after: -1 };
+    const first = await this.scan(oldest, after, budget.messages);
+    const count = first.live === 0 ? 0 : this.pays(first.liveBytes / first.live, keepFrom);
+    const segments = log.segments().slice(0, Math.min(count, SEGMENTS_PER_PASS));
+    for (const segment of segments) {
+      if (!this.parts.writable() || budget.messages <= 0 || budget.bytes <= 0) break;
+      if ((tables.segmentLive.get(segment) ?? 0) === 0) continue;
+      const { found } = segment === oldest ? first : await this.scan(segment, -1, budget.messages);
+      const reached = await this.carryAll(found, budget);
+      // Stopped by a limit: the next pass goes on after it (from the start once through).
+      if (found.length > 0 && (budget.messages <= 0 || reached !== found[found.length - 1].from)) {
+        this.resume = { segment, after: reached };
+        break;
+      }
+    }
+    if (this.relocated > carried) this.idle = undefined;
+    else {
+      const now = log.segments();
+      const left = tables.segmentLive.get(oldest) ?? 0;
+      this.idle = `${now.length}:${now[now.length - 1]}:${oldest}:${left}`;
+    }
+  }
+
+  /** A segment's live payloads: count and bytes, and those after `after` (at most `limit`). */
+  private async scan(segment: number, after: number, limit: number) {
     const { log, tables } = this.parts;
     const found: Array<{ id: string; from: number }> = [];
-    const after = this.resume.segment === segment ? this.resume.after : -1;
     let liveBytes = 0;
     let live = 0;
     await log.scanClosed(segment, (type, body, position) => {
@@ -111,55 +144,43 @@ export class Compaction {
       // (Some of these were carried by an earlier pass: the mean is what is measured.)
       live++;
       liveBytes += RECORD_HEADER_BYTES + body.length;
-      if (position > after && found.length < MESSAGES_PER_PASS) found.push({ id, from: position });
+      if (position > after && found.length < limit) found.push({ id, from: position });
     });
-    const carried = this.relocated;
-    this.resume = { segment, after: -1 };
-    if (live > 0 && this.pays(segment, liveBytes / live, keepFrom)) {
-      const reached = await this.carryAll(found);
-      // Stopped by a limit: the next pass goes on after it (from the start once through).
-      const capped = found.length === MESSAGES_PER_PASS || reached !== found.at(-1)?.from;
-      if (capped) this.resume.after = reached;
-    }
-    if (this.relocated > carried) this.idle = undefined;
-    else {
-      const segments = log.segments();
-      const left = tables.segmentLive.get(segment) ?? 0;
-      this.idle = `${segments.length}:${segments[segments.length - 1]}:${segment}:${left}`;
-    }
+    return { found, live, liveBytes };
   }
 
-  /** Carries what it can of `found`, within the pass's limits; the last position it got to. */
-  private async carryAll(found: Array<{ id: string; from: number }>): Promise<number> {
+  /**
+   * Carries what it can of `found` within `budget` (which it spends); the last position it got
+   * to.
+   */
+  private async carryAll(
+    found: Array<{ id: string; from: number }>,
+    budget: { messages: number; bytes: number },
+  ): Promise<number> {
     const { log, tables } = this.parts;
     let reached = -1;
-    let bytes = 0;
     let durable: Promise<void> | undefined;
-    for (
-      let start = 0;
-      start < found.length && bytes < BYTES_PER_PASS;
-      start += MESSAGES_PER_READ
-    ) {
+    for (let start = 0; start < found.length && budget.bytes > 0; start += MESSAGES_PER_READ) {
       const batch = found.slice(start, start + MESSAGES_PER_READ);
       const latest = batch.map(({ id }) => tables.latest(id));
       const ranks = new Map<number, number>();
       // Records that cannot be read stay where they are (a repair's business); payloads past
       // the read's budget are read one at a time below.
-      const budget = new PayloadBudget(BYTES_PER_READ);
-      const states = await statesAt(log, latest, () => {}, budget, undefined, ranks);
+      const read = new PayloadBudget(BYTES_PER_READ);
+      const states = await statesAt(log, latest, () => {}, read, undefined, ranks);
       for (let i = 0; i < batch.length; i++) {
         const state = states[i];
         const { id, from } = batch[i];
         reached = from;
+        budget.messages--;
         if (state === undefined || state.ref !== from) continue;
         state.payload ??= await this.payloadAt(from);
         // Checked in the turn that appends: nothing changed the message since it was read.
         if (!this.parts.writable()) return reached;
-        reached = from;
         if (state.payload === undefined || tables.latest(id) !== latest[i]) continue;
         const written = this.carry(state, from, latest[i], ranks.get(i) ?? latest[i]);
         if (written === undefined) continue;
-        bytes += state.payload.byteLength;
+        budget.bytes -= state.payload.byteLength;
         durable = written;
       }
     }
