@@ -6,11 +6,11 @@
  * acked churn message came back; at the end the log is small again and every payload is whole.
  */
 
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { seededInt, useTempDirs, waitFor } from '../support/index.js';
 import { DEAD, FAR, deadPayload, farPayload, options } from './compaction-worker.mjs';
@@ -18,6 +18,13 @@ import { DEAD, FAR, deadPayload, farPayload, options } from './compaction-worker
 const worker = join(dirname(fileURLToPath(import.meta.url)), 'compaction-worker.mjs');
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const tempDir = useTempDirs('compaction-crash');
+
+/** Workers still running: killed after each test, also one that timed out. */
+const running = new Set<ChildProcess>();
+afterEach(() => {
+  for (const child of running) child.kill('SIGKILL');
+  running.clear();
+});
 
 interface Journal {
   acked: string[];
@@ -51,14 +58,19 @@ async function runUntilKilled(config: object, ready: () => boolean, lives: numbe
     cwd: root,
     stdio: ['ignore', 'ignore', 'pipe'],
   });
+  running.add(child);
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
   let ended = false;
   void exited.then(() => (ended = true));
-  await waitFor(() => ended || (ready() && lives-- <= 0), { timeoutMs: 60_000, intervalMs: 5 });
-  child.kill('SIGKILL');
+  try {
+    await waitFor(() => ended || (ready() && lives-- <= 0), { timeoutMs: 60_000, intervalMs: 5 });
+  } finally {
+    child.kill('SIGKILL');
+  }
   const code = await exited;
+  running.delete(child);
   expect(code, `the worker ended by itself: ${stderr}`).toBeNull();
 }
 
