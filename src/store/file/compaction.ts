@@ -60,10 +60,17 @@ export class Compaction {
   private idle: string | undefined;
   /** Where the last pass stopped in its segment (its limits): the next one goes on from there. */
   private resume = { segment: -1, after: -1 };
+  /** The oldest segment and its live count as the last pass left them (see oldest()). */
+  private seen = { segment: -1, live: -1 };
 
   constructor(private readonly parts: CompactionParts) {}
 
-  /** The oldest segment, if it is closed, before `keepFrom` and holds live payloads. */
+  /**
+   * The oldest segment, if it is closed, before `keepFrom`, holds live payloads and has stopped
+   * draining by itself: the last pass saw it with the same live count. A segment whose messages
+   * are still being delivered and acked (the usual case just after it closed) is not read:
+   * reading a whole segment costs more than waiting one checkpoint.
+   */
   private oldest(keepFrom: number): number | undefined {
     const { log, tables } = this.parts;
     const segments = log.segments();
@@ -71,8 +78,10 @@ export class Compaction {
     const oldest = segments[0];
     const live = tables.segmentLive.get(oldest) ?? 0;
     if (oldest >= keepFrom || live === 0) return undefined;
+    const settled = this.seen.segment === oldest && this.seen.live === live;
+    this.seen = { segment: oldest, live };
     const state = `${segments.length}:${segments[segments.length - 1]}:${oldest}:${live}`;
-    return state === this.idle ? undefined : oldest;
+    return !settled || state === this.idle ? undefined : oldest;
   }
 
   /**
@@ -123,6 +132,8 @@ export class Compaction {
         break;
       }
     }
+    // What this pass carried out of the oldest segment is not draining: the next pass goes on.
+    this.seen = { segment: oldest, live: tables.segmentLive.get(oldest) ?? 0 };
     if (this.relocated > carried) this.idle = undefined;
     else {
       const now = log.segments();
