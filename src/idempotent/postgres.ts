@@ -3,6 +3,9 @@
  * and the "done" mark commit together. BEGIN; INSERT the key ON CONFLICT DO NOTHING (0 rows:
  * ROLLBACK, 'duplicate'); the handler; COMMIT, 'ran'. A COMMIT after a failed statement answers
  * with the tag ROLLBACK, not an error: the delivery must fail (no tags: the key is read first).
+ * A handler that ends the transaction itself (ROLLBACK or COMMIT on the client it was given) would
+ * leave its later writes outside it and the mark perhaps undone: before COMMIT, the transaction
+ * is checked to be the one that wrote the mark.
  */
 
 import { TickwheelError, checkOpen } from '../errors.js';
@@ -11,6 +14,7 @@ import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome 
 
 export interface PgResult {
   rowCount: number | null;
+  rows?: Array<Record<string, unknown>>;
   /** The command tag (`pg` has it): `ROLLBACK` for a COMMIT of an aborted transaction. */
   command?: string;
 }
@@ -123,11 +127,11 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
     const lost = (err: Error) => (broken = err);
     client.on?.('error', lost);
     try {
-      const begun = await client.query('BEGIN');
+      await client.query('BEGIN');
       open = true;
-      const tagged = typeof begun.command === 'string';
       const inserted = await client.query(
-        `INSERT INTO ${this.table} (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`,
+        `INSERT INTO ${this.table} (key) VALUES ($1) ON CONFLICT (key) DO NOTHING ` +
+          'RETURNING txid_current()::text AS tx',
         [key],
       );
       if (inserted.rowCount === 0) {
@@ -138,7 +142,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
       }
       try {
         await effect({ client });
-        if (!tagged) await this.checkStanding(client, key);
+        await this.checkStanding(client, key, inserted.rows?.[0]?.tx);
       } catch (err) {
         this.counts.failed++;
         throw err;
@@ -164,15 +168,22 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
     }
   }
 
-  /** For a client without command tags: fails unless the transaction still holds the mark. */
-  private async checkStanding(client: PgClient, key: string): Promise<void> {
+  /**
+   * Fails unless the transaction still holds the mark, is the one that wrote it (`tx`; a client
+   * without rows: the mark alone) and is not aborted: the handler did not end it.
+   */
+  private async checkStanding(client: PgClient, key: string, tx: unknown): Promise<void> {
     let found: PgResult;
     try {
-      found = await client.query(`SELECT 1 FROM ${this.table} WHERE key = $1`, [key]);
+      found = await client.query(
+        `SELECT txid_current_if_assigned()::text AS tx FROM ${this.table} WHERE key = $1`,
+        [key],
+      );
     } catch (err) {
       throw rolledBack(key, err);
     }
-    if (found.rowCount === 0) throw rolledBack(key);
+    const now = found.rows?.[0]?.tx;
+    if (found.rowCount === 0 || (tx !== undefined && now !== tx)) throw endedByHandler(key);
   }
 
   /** Deletes keys older than the retention; resolves how many went. */
@@ -200,18 +211,34 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
 /** The handler returned, but a statement of its transaction failed: rolled back at COMMIT. */
 export class IdempotentRollbackError extends TickwheelError<'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK'> {
   readonly key: string;
-  constructor(key: string, options?: ErrorOptions) {
+  /**
+   * 'aborted': a statement of the handler failed; 'ended': the handler ended the transaction
+   * itself (ROLLBACK or COMMIT on its client), so what it wrote after that is outside it.
+   */
+  readonly reason: 'aborted' | 'ended';
+  constructor(key: string, options?: ErrorOptions, reason: 'aborted' | 'ended' = 'aborted') {
     super(
       'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK',
-      `the transaction of ${JSON.stringify(key)} was rolled back, not committed: a statement in ` +
-        'the handler failed (an SQL error caught inside the transaction still aborts it), so ' +
-        'neither its writes nor the done mark were kept and the delivery is retried. Let the ' +
-        "error reach the handler's caller, or wrap a statement that may fail in a SAVEPOINT.",
+      reason === 'aborted'
+        ? `the transaction of ${JSON.stringify(key)} was rolled back, not committed: a statement ` +
+            'in the handler failed (an SQL error caught inside the transaction still aborts it), ' +
+            'so neither its writes nor the done mark were kept and the delivery is retried. Let ' +
+            "the error reach the handler's caller, or wrap a statement that may fail in a SAVEPOINT."
+        : `the handler of ${JSON.stringify(key)} ended the transaction it was given (a ROLLBACK ` +
+            'or COMMIT on its client): what it wrote after that was not in the transaction of the ' +
+            'done mark, which may be undone, so the delivery fails and may run again. Leave ' +
+            'BEGIN, COMMIT and ROLLBACK to the store; use SAVEPOINTs inside the handler.',
       options,
     );
+    this.reason = reason;
     this.name = 'IdempotentRollbackError';
     this.key = key;
   }
+}
+
+/** The mark is not in the transaction COMMIT would end: the handler ended or replaced it. */
+function endedByHandler(key: string): IdempotentRollbackError {
+  return new IdempotentRollbackError(key, undefined, 'ended');
 }
 
 function rolledBack(key: string, cause?: unknown): IdempotentRollbackError {

@@ -84,6 +84,42 @@ describe.runIf(postgresInstalled())('the PostgreSQL idempotency store', () => {
     await store.close();
   });
 
+  it('fails a delivery whose handler ended the transaction itself, whatever it did after', async () => {
+    const store = new PostgresIdempotencyStore({ pool, table: 'done_e' });
+    const ends = {
+      'rollback, then a write outside any transaction': ['ROLLBACK'],
+      'rollback, then a transaction of its own': ['ROLLBACK', 'BEGIN'],
+      'commit, then a write outside any transaction': ['COMMIT'],
+    };
+    for (const [what, statements] of Object.entries(ends)) {
+      const handler = idempotent(
+        async (message: { id: string; topic: string }, { client }) => {
+          for (const statement of statements) await client.query(statement);
+          await client.query('INSERT INTO notes VALUES ($1, $2)', [messageKey(message), what]);
+        },
+        { store },
+      );
+      const message = { id: what, topic: 'ends' };
+      await expect(handler(message), what).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_IDEMPOTENT_ROLLED_BACK',
+        reason: 'ended',
+        message: expect.stringMatching(/ended the transaction/),
+      });
+    }
+    expect(store.stats()).toMatchObject({ ran: 0, failed: 3 });
+    // The pool's connections are whole: the next delivery runs and commits with its mark.
+    const handler = idempotent(
+      async (message: { id: string; topic: string }, { client }) => {
+        await client.query('INSERT INTO notes VALUES ($1, $2)', [messageKey(message), 'ok']);
+      },
+      { store },
+    );
+    await handler({ id: 'after', topic: 'ends' });
+    await handler({ id: 'after', topic: 'ends' });
+    expect(await notes('ends/after')).toBe(1);
+    await store.close();
+  });
+
   it('makes a concurrent delivery of the same key wait for the first, then skip', async () => {
     const store = new PostgresIdempotencyStore({ pool, table: 'done_c' });
     let release!: () => void;
