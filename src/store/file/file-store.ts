@@ -163,6 +163,19 @@ export class FileStore implements Store {
     const settings = checkFileStoreOptions(options);
     await makeDataDirectory(options.dir);
     const faults = new StoreFaults(options.dir, checkFaultHandler(options.onFault));
+    // A system error (a file of the directory made a directory, no permission): ERR_TICKWHEEL_IO
+    // naming the directory, not the bare EISDIR or EACCES.
+    return systemErrorsAsIo(`opening the data directory ${options.dir}`, () =>
+      FileStore.openLocked(options, mode, settings, faults),
+    );
+  }
+
+  private static async openLocked(
+    options: FileStoreOptions,
+    mode: OpenMode,
+    settings: ReturnType<typeof checkFileStoreOptions>,
+    faults: StoreFaults,
+  ): Promise<FileStore> {
     const lock = await lockDirectory(options.dir, faults);
     try {
       await checkFormat(options.dir);

@@ -91,7 +91,15 @@ export async function checkFormat(dir: string): Promise<void> {
     }
     throw formatError(dir, `format ${format}`);
   }
-  if ((await lastLogWrite(dir)) !== undefined) throw formatError(dir, 'format 1');
+  if ((await lastLogWrite(dir)) !== undefined) {
+    throw new TickwheelStateError(
+      'ERR_TICKWHEEL_FORMAT',
+      `${dir} holds a message log but no ${FORMAT_FILE}: it was written in on-disk format 1, ` +
+        `which this version does not read, or ${FORMAT_FILE} was deleted. If tickwheel of this ` +
+        `version wrote the directory, write {"format":${STORE_FORMAT}} into ${file} and start ` +
+        'again; otherwise drain it with the version that wrote it',
+    );
+  }
   await replaceFile(file, JSON.stringify({ format: STORE_FORMAT }));
 }
 

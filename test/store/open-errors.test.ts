@@ -1,0 +1,45 @@
+/**
+ * A data directory the system refuses to open (one of its files made a directory): the open
+ * fails with ERR_TICKWHEEL_IO naming the directory, not a bare EISDIR, and the directory opens
+ * again once it is put right. A log whose format.json is gone is refused, saying how to put it back.
+ */
+
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DelayQueue } from '../../src/delay-queue.js';
+import { useTempDirs } from '../support/temp-dir.js';
+
+const tempDir = useTempDirs('open-errors');
+
+describe('opening a data directory the system refuses', () => {
+  it.each(['LOCK', 'format.json'])(
+    '%s made a directory: ERR_TICKWHEEL_IO naming it',
+    async (name) => {
+      const dir = tempDir();
+      const queue = await DelayQueue.open({ dir });
+      await queue.schedule({ topic: 't', id: 'kept', payload: 1, delayMs: 60_000 });
+      await queue.close();
+      rmSync(join(dir, name));
+      mkdirSync(join(dir, name, 'inside'), { recursive: true });
+
+      const refused = DelayQueue.open({ dir });
+      await expect(refused).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_IO',
+        message: expect.stringContaining(`opening the data directory ${dir} failed: EISDIR`),
+      });
+
+      rmSync(join(dir, name), { recursive: true });
+      if (name === 'format.json') {
+        await expect(DelayQueue.open({ dir })).rejects.toMatchObject({
+          code: 'ERR_TICKWHEEL_FORMAT',
+          message: expect.stringContaining('or format.json was deleted. If tickwheel'),
+        });
+        writeFileSync(join(dir, name), '{"format":2}');
+      }
+      const again = await DelayQueue.open({ dir });
+      expect(await again.get('kept')).toMatchObject({ status: 'scheduled' });
+      await again.close();
+    },
+  );
+});
