@@ -5,7 +5,7 @@
 
 import { TickwheelTypeError } from '../errors.js';
 import { checkCallback, checkOptions, describe, invalidOption } from '../validate.js';
-import type { IdempotencyStore, KeyedMessage, Outcome } from './types.js';
+import { checkKey, type IdempotencyStore, type KeyedMessage, type Outcome } from './types.js';
 
 export interface IdempotentOptions<M extends KeyedMessage, Context> {
   store: IdempotencyStore<Context>;
@@ -79,9 +79,10 @@ export function idempotent<M extends KeyedMessage, Context, R>(
   if (onOutcome !== undefined) checkCallback(onOutcome, 'onOutcome');
   return async (message: M) => {
     const key = keyOf(message);
-    if (typeof key !== 'string' || key.length === 0) {
+    if (typeof key !== 'string') {
       throw invalidOption(`key() must return a non-empty string, got ${describe(key)}`);
     }
+    checkKey(key);
     const outcome = await store.once(key, (context) => handler(message, context));
     if (onOutcome !== undefined) tell(onOutcome, outcome, message);
   };

@@ -10,7 +10,13 @@
 
 import { TickwheelError, checkOpen } from '../errors.js';
 import { checkOption, describe, invalidOption } from '../validate.js';
-import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
+import {
+  checkKey,
+  emptyStats,
+  type IdempotencyStats,
+  type IdempotencyStore,
+  type Outcome,
+} from './types.js';
 
 export interface PgResult {
   rowCount: number | null;
@@ -117,6 +123,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<{ client: PgCl
 
   async once(key: string, effect: (context: { client: PgClient }) => unknown): Promise<Outcome> {
     checkOpen(this.closed, 'this idempotency store is closed');
+    checkKey(key);
     await this.migrate();
     const client = await this.pool.connect();
     // If a transaction may be open a failure rolls it back; a client that cannot is destroyed.

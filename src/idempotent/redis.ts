@@ -16,7 +16,13 @@ import {
   invalidOption,
   optionNames,
 } from '../validate.js';
-import { emptyStats, type IdempotencyStats, type IdempotencyStore, type Outcome } from './types.js';
+import {
+  checkKey,
+  emptyStats,
+  type IdempotencyStats,
+  type IdempotencyStore,
+  type Outcome,
+} from './types.js';
 
 export interface RedisIdempotencyOptions {
   /** redis:// or rediss:// URLs (a standalone server, or Cluster nodes), or one redis+sentinel://. */
@@ -76,6 +82,7 @@ export class RedisIdempotencyStore implements IdempotencyStore<Record<string, ne
 
   async once(key: string, effect: (context: Record<string, never>) => unknown): Promise<Outcome> {
     checkOpen(this.closed, 'this idempotency store is closed');
+    checkKey(key);
     const { prefix, claimMs, retentionMs, busyWaitMs } = this.settings;
     const at = prefix + key;
     const claim = `claim:${randomUUID()}`;

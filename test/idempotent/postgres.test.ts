@@ -120,6 +120,19 @@ describe.runIf(postgresInstalled())('the PostgreSQL idempotency store', () => {
     await store.close();
   });
 
+  it('refuses a key PostgreSQL could not keep with a named error, and keeps the longest allowed', async () => {
+    const store = new PostgresIdempotencyStore({ pool, table: 'done_f' });
+    for (const key of ['nul \u0000 inside', 'k'.repeat(1_000_000)]) {
+      await expect(store.once(key, () => {})).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      });
+    }
+    const longest = 'é'.repeat(512); // 1,024 bytes of UTF-8
+    expect(await store.once(longest, () => {})).toBe('ran');
+    expect(await store.once(longest, () => {})).toBe('duplicate');
+    await store.close();
+  });
+
   it('makes a concurrent delivery of the same key wait for the first, then skip', async () => {
     const store = new PostgresIdempotencyStore({ pool, table: 'done_c' });
     let release!: () => void;

@@ -47,6 +47,29 @@ describe('idempotent()', () => {
     expect(seen).toEqual(['first', 'second']);
   });
 
+  it('refuses a key no store could keep as it is, before the store sees it', async () => {
+    const store = mapStore();
+    const handler = idempotent(() => {}, { store, key: (m: { key: string }) => m.key });
+    const refused = {
+      '': /a non-empty string/,
+      'a\u0000b': /without NUL characters/,
+      'half \ud800 a pair': /lone surrogate/,
+      ['k'.repeat(1025)]: /at most 1024 bytes/,
+      ['é'.repeat(513)]: /at most 1024 bytes/,
+    };
+    for (const [key, why] of Object.entries(refused)) {
+      await expect(handler({ key, id: 'x', topic: 't' })).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: why,
+      });
+    }
+    expect(store.done.size).toBe(0);
+    for (const key of ['k'.repeat(1024), 'é'.repeat(512), 'a whole pair: 😀']) {
+      await handler({ key, id: 'x', topic: 't' });
+    }
+    expect(store.done.size).toBe(3);
+  });
+
   it('refuses unknown options and an onOutcome that is not a function, by name', () => {
     const store = mapStore();
     expect(() => idempotent(() => {}, { store, onOutcom: () => {} } as never)).toThrow(
