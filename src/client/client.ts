@@ -20,9 +20,10 @@ import type {
   ReceivedMessage,
   ReceiveOptions,
 } from '../queue/types.js';
-import { MAX_NACK_DELAY_MS } from '../protocol/limits.js';
+import { MAX_NACK_DELAY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
 import type { ListOptions, ListPage } from '../protocol/model.js';
 import { checkListOptions } from '../queue/list.js';
+import { checkReceiveOptions } from '../queue/options.js';
 import type {
   AckResponse,
   BatchResponse,
@@ -195,6 +196,9 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     receiveOptions: ReceiveOptions = {},
     options: CallOptions = {},
   ): Promise<ReceivedMessage<Payload>[]> {
+    // Refused here as the embedded queue refuses them (NaN would go as null); a server waits at
+    // most its maxWaitMs.
+    checkReceiveOptions(receiveOptions, { maxWaitMs: MAX_WAIT_MS, visibilityMs: 1 });
     const waitMs = typeof receiveOptions.waitMs === 'number' ? receiveOptions.waitMs : 0;
     const timeoutMs = (callTimeout(options) ?? this.transportOptions.timeoutMs) + waitMs;
     const answer = await this.call<ReceiveResponse>(

@@ -442,6 +442,11 @@ describe('the names and results of DelayQueue', () => {
       ['reschedule NaN', (side) => side.reschedule(id, { delayMs: Number.NaN })],
       ['rescheduleTo Infinity', (side) => side.rescheduleTo(id, { deliverAt: -Infinity })],
       ['requeue Infinity', (side) => side.requeue(id, { delayMs: Infinity })],
+      ['receive NaN max', (side) => side.receive('j', { max: Number.NaN })],
+      ['receive bigint max', (side) => side.receive('j', { max: 1n as never })],
+      ['receive infinite visibility', (side) => side.receive('j', { visibilityMs: Infinity })],
+      ['receive NaN maxBytes', (side) => side.receive('j', { maxBytes: Number.NaN })],
+      ['receive unknown option', (side) => side.receive('j', { wait: 5 } as never)],
     ];
     for (const [what, call] of inputs) {
       const embedded = await call(queue).then(
@@ -452,6 +457,10 @@ describe('the names and results of DelayQueue', () => {
       const { name, code, message } = embedded as TickwheelError;
       await expect(call(tw), what).rejects.toMatchObject({ name, code, message });
     }
+    await expect(tw.receive('j', { waitMs: Number.NaN })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+      message: expect.stringMatching(/^waitMs must be a number/),
+    });
     await expect(tw.schedule({ topic: 'j', payload: 1n })).rejects.toMatchObject({
       name: 'TickwheelTypeError',
       code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
@@ -476,7 +485,6 @@ describe('the names and results of DelayQueue', () => {
 
     // Options and settings: ERR_TICKWHEEL_INVALID_OPTION, as the embedded queue's checks give.
     const options: Array<[string, () => Promise<unknown>]> = [
-      ['receive', () => tw.receive('j', { max: 1n as never })],
       ['configureTopic', () => tw.configureTopic('j', { rateLimit: { perSecond: 1n as never } })],
       ['putSchedule', () => tw.putSchedule('s', { topic: 'j', everyMs: 60_000, payload: 1n })],
       ['updateSchedule', () => tw.updateSchedule('s', { payload: cycle })],

@@ -49,7 +49,10 @@ describe('idempotent()', () => {
 
   it('refuses a key no store could keep as it is, before the store sees it', async () => {
     const store = mapStore();
-    const handler = idempotent(() => {}, { store, key: (m: { key: string }) => m.key });
+    const handler = idempotent((_m: { key: string; id: string; topic: string }) => {}, {
+      store,
+      key: (m) => m.key,
+    });
     const refused = {
       '': /a non-empty string/,
       'a\u0000b': /without NUL characters/,
