@@ -8,6 +8,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
+import type { QueueFault } from '../../src/queue/faults.js';
 import { useTempDirs } from '../support/temp-dir.js';
 
 const tempDir = useTempDirs('open-errors');
@@ -42,4 +43,23 @@ describe('opening a data directory the system refuses', () => {
       await again.close();
     },
   );
+
+  it('checkpoint.json made a directory: the open fails, and no fault says it is retried', async () => {
+    const dir = tempDir();
+    const queue = await DelayQueue.open({ dir });
+    await queue.schedule({ topic: 't', id: 'kept', payload: 1, delayMs: 60_000 });
+    await queue.close();
+    rmSync(join(dir, 'checkpoint.json'));
+    mkdirSync(join(dir, 'checkpoint.json', 'inside'), { recursive: true });
+    const faults: QueueFault[] = [];
+    await expect(DelayQueue.open({ dir, onFault: (f) => faults.push(f) })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_IO',
+      message: expect.stringContaining(`recovering the data directory ${dir} failed: EISDIR`),
+    });
+    expect(faults.map((f) => f.message)).toEqual([]);
+    rmSync(join(dir, 'checkpoint.json'), { recursive: true });
+    const again = await DelayQueue.open({ dir });
+    expect(await again.get('kept')).toMatchObject({ status: 'scheduled' });
+    await again.close();
+  });
 });

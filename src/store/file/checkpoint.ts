@@ -150,11 +150,15 @@ export class Checkpoints {
     if (this.timer !== undefined) clearInterval(this.timer);
     // A failure of the running one was told through faults already.
     while (this.running !== undefined) await this.running.catch(() => undefined);
-    await this.checkpoint('always');
+    await this.checkpoint('always', false); // its failure fails close()
   }
 
-  /** See FileStore.checkpoint; refused while the invariant above does not hold. */
-  checkpoint(when: SnapshotWhen = 'auto'): Promise<void> {
+  /**
+   * See FileStore.checkpoint; refused while the invariant above does not hold. A failure is told
+   * through faults as retried, unless `retried` is false (the checkpoints of open and close:
+   * their failure fails the call).
+   */
+  checkpoint(when: SnapshotWhen = 'auto', retried = true): Promise<void> {
     if (!this.replayed || this.log.firstFailure !== undefined || this.ownerLost) {
       return Promise.resolve();
     }
@@ -165,7 +169,7 @@ export class Checkpoints {
       },
       (err: unknown) => {
         this.running = undefined;
-        this.faults.fail('checkpoint', err);
+        if (retried) this.faults.fail('checkpoint', err);
         throw err;
       },
     );

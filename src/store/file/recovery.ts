@@ -169,7 +169,7 @@ async function recovered(
     if (end > frontier) await index.take(key, frontier, current);
     await checkpoints.retire(key);
   }
-  await checkpoints.checkpoint('never');
+  await checkpoints.checkpoint('never', false);
   checkpoints.start();
   report.live = tables.live;
   report.durationMs = performance.now() - started;
