@@ -4,7 +4,7 @@
  * again once it is put right. A log whose format.json is gone is refused, saying how to put it back.
  */
 
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
@@ -60,6 +60,30 @@ describe('opening a data directory the system refuses', () => {
     rmSync(join(dir, 'checkpoint.json'), { recursive: true });
     const again = await DelayQueue.open({ dir });
     expect(await again.get('kept')).toMatchObject({ status: 'scheduled' });
+    await again.close();
+  });
+
+  it('the only log segment deleted: refused as missing, nothing made on disk; repair drops its messages', async () => {
+    const dir = tempDir();
+    const queue = await DelayQueue.open({ dir });
+    for (const id of ['a', 'b'])
+      await queue.schedule({ topic: 't', id, payload: 1, delayMs: 60_000 });
+    await queue.close();
+    rmSync(join(dir, 'log', '0000000001.seg'));
+    for (let i = 0; i < 2; i++) {
+      await expect(DelayQueue.open({ dir })).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_CORRUPT',
+        message: expect.stringContaining('log segment 1 (bytes 0 to'),
+      });
+      await expect(DelayQueue.open({ dir })).rejects.toThrow(/is missing; 2 live messages/);
+      expect(readdirSync(join(dir, 'log'))).toEqual([]);
+    }
+    const repaired = await DelayQueue.open({ dir, repair: true });
+    expect(await repaired.get('a')).toBeUndefined();
+    await repaired.schedule({ topic: 't', id: 'c', payload: 1, delayMs: 60_000 });
+    await repaired.close();
+    const again = await DelayQueue.open({ dir });
+    expect(await again.get('c')).toMatchObject({ status: 'scheduled' });
     await again.close();
   });
 });

@@ -24,7 +24,7 @@ export interface Durable {
   end: number;
 }
 
-type SegmentFiles = Pick<MessageLog, 'segments' | 'segmentSize'>;
+type SegmentFiles = Pick<MessageLog, 'segments' | 'segmentSize' | 'createdFirst'>;
 
 export function durableExtent(
   checkpoint: Checkpoint,
@@ -67,7 +67,8 @@ export function missingOrShort(
   for (const [segment, bytes] of durable?.bytes ?? []) {
     listed.add(segment);
     const size = log.segmentSize(segment);
-    if (size === undefined) {
+    // A segment this open made (the directory had none) was missing, not cut short.
+    if (size === undefined || (log.createdFirst && size === 0 && bytes > 0)) {
       if (isAccepted(accepted, segment, 0)) continue;
       const live = durable?.live.get(segment);
       damage.push({

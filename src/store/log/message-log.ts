@@ -67,6 +67,8 @@ export class MessageLog {
   readonly dir: string;
   /** The longest record body the log takes. */
   readonly maxRecordBytes: number;
+  /** The directory held no segment: open made an empty first one (close removes it if unused). */
+  createdFirst = false;
   private readonly table: SegmentTable;
   private readonly writer: Writer;
   /** Read handles by segment, least recently used first. */
@@ -85,6 +87,7 @@ export class MessageLog {
     const { dir } = settings;
     let segments: number[];
     let sizes: number[];
+    let createdFirst: boolean;
     try {
       const created = await mkdir(dir, { recursive: true, mode: DATA_DIRECTORY_MODE });
       segments = [];
@@ -93,6 +96,7 @@ export class MessageLog {
         if (match !== null) segments.push(Number(match[1]));
       }
       segments.sort((a, b) => a - b);
+      createdFirst = segments.length === 0;
       if (segments.length === 0) {
         const handle = await open(`${dir}/${segmentFileName(1)}`, CREATE_FLAGS, DATA_FILE_MODE);
         await handle.close();
@@ -119,6 +123,7 @@ export class MessageLog {
       }
     }
     const log = new MessageLog(settings, segments, sizes);
+    log.createdFirst = createdFirst;
     // 'never': the new file's entry is synced by the first syncAll().
     log.table.unsyncedDirectory =
       settings.fsync === 'never' && sizes.length === 1 && sizes[0] === 0;
@@ -465,8 +470,12 @@ export class MessageLog {
   close(): Promise<void> {
     if (this.closing === null) {
       this.writer.closed = true;
-      this.closing = this.writer.shutdown().finally(() => {
+      this.closing = this.writer.shutdown().finally(async () => {
         for (const segment of [...this.readers.keys()]) this.retire(segment);
+        // A refused open (a directory whose segments are gone) leaves the directory as it was.
+        if (this.createdFirst && this.table.list.length === 1 && this.table.sizeOf(1) === 0) {
+          await unlink(this.pathOf(1)).catch(ignore);
+        }
       });
     }
     return this.closing;
