@@ -3,8 +3,8 @@
  * load failed), found through the schedule index, whose entries have no topic. A page keeps the
  * `budget` (listScanRecords) current entries due first that the queue does not hold (files
  * starting after the last kept one are not read), then reads their records in that order until
- * it has its messages and the due time reached is whole (equal due times list by `ref`, which a
- * position does not give). So a page reads at most `budget` records, and a rare topic's may end
+ * it has its messages and the due time reached is whole (equal due times list by `ref`, or the
+ * rank a RELOCATE carries, which a position does not give). So a page reads at most `budget` records, and a rare topic's may end
  * short, at `through`. A due time with more than `budget` messages is read whole, in chunks, or
  * no page inside it could progress.
  */
@@ -162,13 +162,16 @@ async function examine(
   damaged: OnDamaged,
 ): Promise<number> {
   const positions = candidates.position.slice(from, to);
-  const states = await statesAt(log, positions, damaged);
+  // A message carried forward (compaction.ts) keeps its rank: its place among equal due times,
+  // and so a listing's cursor, does not change with the move.
+  const ranks = new Map<number, number>();
+  const states = await statesAt(log, positions, damaged, undefined, undefined, ranks);
   let kept = 0;
   for (let i = 0; i < positions.length; i++) {
     const state = states[i];
     if (state === undefined || state.topic !== query.topic) continue;
     if (!tables.isPendingAt(state.id, positions[i])) continue;
-    const key = { deliverAt: state.deliverAt, seq: state.ref, id: state.id };
+    const key = { deliverAt: state.deliverAt, seq: ranks.get(i) ?? state.ref, id: state.id };
     if (!inRange(query, key)) continue;
     found.push({ ...state, payload: undefined, status: 'scheduled' }, key);
     kept++;
