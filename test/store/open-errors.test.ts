@@ -13,16 +13,29 @@ import { useTempDirs } from '../support/temp-dir.js';
 
 const tempDir = useTempDirs('open-errors');
 
+/** A data directory holding message 'kept', whose file `name` is then made a directory. */
+async function withDirectoryFor(name: string): Promise<string> {
+  const dir = tempDir();
+  const queue = await DelayQueue.open({ dir });
+  await queue.schedule({ topic: 't', id: 'kept', payload: 1, delayMs: 60_000 });
+  await queue.close();
+  rmSync(join(dir, name));
+  mkdirSync(join(dir, name, 'inside'), { recursive: true });
+  return dir;
+}
+
+/** Opens `dir` and finds 'kept' there. */
+async function expectKept(dir: string): Promise<void> {
+  const again = await DelayQueue.open({ dir });
+  expect(await again.get('kept')).toMatchObject({ status: 'scheduled' });
+  await again.close();
+}
+
 describe('opening a data directory the system refuses', () => {
   it.each(['LOCK', 'format.json'])(
     '%s made a directory: ERR_TICKWHEEL_IO naming it',
     async (name) => {
-      const dir = tempDir();
-      const queue = await DelayQueue.open({ dir });
-      await queue.schedule({ topic: 't', id: 'kept', payload: 1, delayMs: 60_000 });
-      await queue.close();
-      rmSync(join(dir, name));
-      mkdirSync(join(dir, name, 'inside'), { recursive: true });
+      const dir = await withDirectoryFor(name);
 
       const refused = DelayQueue.open({ dir });
       await expect(refused).rejects.toMatchObject({
@@ -38,19 +51,12 @@ describe('opening a data directory the system refuses', () => {
         });
         writeFileSync(join(dir, name), '{"format":2}');
       }
-      const again = await DelayQueue.open({ dir });
-      expect(await again.get('kept')).toMatchObject({ status: 'scheduled' });
-      await again.close();
+      await expectKept(dir);
     },
   );
 
   it('checkpoint.json made a directory: the open fails, and no fault says it is retried', async () => {
-    const dir = tempDir();
-    const queue = await DelayQueue.open({ dir });
-    await queue.schedule({ topic: 't', id: 'kept', payload: 1, delayMs: 60_000 });
-    await queue.close();
-    rmSync(join(dir, 'checkpoint.json'));
-    mkdirSync(join(dir, 'checkpoint.json', 'inside'), { recursive: true });
+    const dir = await withDirectoryFor('checkpoint.json');
     const faults: QueueFault[] = [];
     await expect(DelayQueue.open({ dir, onFault: (f) => faults.push(f) })).rejects.toMatchObject({
       code: 'ERR_TICKWHEEL_IO',
@@ -58,9 +64,7 @@ describe('opening a data directory the system refuses', () => {
     });
     expect(faults.map((f) => f.message)).toEqual([]);
     rmSync(join(dir, 'checkpoint.json'), { recursive: true });
-    const again = await DelayQueue.open({ dir });
-    expect(await again.get('kept')).toMatchObject({ status: 'scheduled' });
-    await again.close();
+    await expectKept(dir);
   });
 
   it('the only log segment deleted: refused as missing, nothing made on disk; repair drops its messages', async () => {
