@@ -14,7 +14,7 @@
  */
 
 import type { MessageState } from '../../queue/message.js';
-import { RECORD_HEADER_BYTES, type MessageLog, type RecordSlot } from '../log/index.js';
+import { RECORD_HEADER_BYTES, segmentOf, type MessageLog, type RecordSlot } from '../log/index.js';
 import { PayloadBudget } from '../../queue/payload-budget.js';
 import {
   RELOCATE,
@@ -60,14 +60,20 @@ export class Compaction {
   private idle: string | undefined;
   /** Where the last pass stopped in its segment (its limits): the next one goes on from there. */
   private resume = { segment: -1, after: -1 };
-  /** The oldest segment and its live count as the last pass left them (see oldest()). */
-  private seen = { segment: -1, live: -1 };
+  /**
+   * Closed segments' live counts as the last pass left them, and the messages it carried into
+   * the active one (see oldest()).
+   */
+  private seen = new Map<number, number>();
+  /** Messages this pass carried, by the segment they went to. */
+  private readonly carriedInto = new Map<number, number>();
 
   constructor(private readonly parts: CompactionParts) {}
 
   /**
    * The oldest segment, if it is closed, before `keepFrom`, holds live payloads and has stopped
-   * draining by itself: the last pass saw it with the same live count. A segment whose messages
+   * draining by itself: the last pass saw it (as the oldest or not) with as many live messages,
+   * or, active then, with as many as that pass carried into it. A segment whose messages
    * are still being delivered and acked (the usual case just after it closed) is not read:
    * reading a whole segment costs more than waiting one checkpoint.
    */
@@ -78,8 +84,7 @@ export class Compaction {
     const oldest = segments[0];
     const live = tables.segmentLive.get(oldest) ?? 0;
     if (oldest >= keepFrom || live === 0) return undefined;
-    const settled = this.seen.segment === oldest && this.seen.live === live;
-    this.seen = { segment: oldest, live };
+    const settled = live >= (this.seen.get(oldest) ?? Infinity);
     const state = `${segments.length}:${segments[segments.length - 1]}:${oldest}:${live}`;
     return !settled || state === this.idle ? undefined : oldest;
   }
@@ -111,6 +116,25 @@ export class Compaction {
    */
   async pass(keepFrom: number): Promise<void> {
     this.moved.clear();
+    this.carriedInto.clear();
+    try {
+      await this.carryOldest(keepFrom);
+    } finally {
+      // What a pass carried out of a segment is not draining: the next pass goes on with it.
+      this.seen.clear();
+      const { log, tables } = this.parts;
+      const segments = log.segments();
+      const active = segments.pop()!;
+      for (const segment of segments) {
+        const live = tables.segmentLive.get(segment);
+        if (live !== undefined && segment < keepFrom) this.seen.set(segment, live);
+      }
+      const carried = this.carriedInto.get(active);
+      if (carried !== undefined) this.seen.set(active, carried);
+    }
+  }
+
+  private async carryOldest(keepFrom: number): Promise<void> {
     const oldest = this.oldest(keepFrom);
     if (oldest === undefined || !this.parts.writable()) return;
     const { log, tables } = this.parts;
@@ -132,8 +156,6 @@ export class Compaction {
         break;
       }
     }
-    // What this pass carried out of the oldest segment is not draining: the next pass goes on.
-    this.seen = { segment: oldest, live: tables.segmentLive.get(oldest) ?? 0 };
     if (this.relocated > carried) this.idle = undefined;
     else {
       const now = log.segments();
@@ -233,6 +255,8 @@ export class Compaction {
       const position = commit(slot, RELOCATE, end - slot.at, !dead);
       this.moved.set(from, position);
       this.relocated++;
+      const into = segmentOf(position);
+      this.carriedInto.set(into, (this.carriedInto.get(into) ?? 0) + 1);
       return slot.durable;
     } catch (err) {
       slot?.abort();
