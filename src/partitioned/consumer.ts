@@ -4,6 +4,12 @@
  * dropped when a take comes back short; every partition is scanned at most every `scanMs` with
  * nothing hinted, and at least every `rescanMs` (a lost notification costs a scan, never a
  * message). A receipt `c<partition>.<attempt>.<id>` names the slot and the delivery.
+ *
+ * What is kept per topic is kept only while it can matter, so that topics named per order or
+ * tenant cost nothing once done with: a scan time until it is older than both `scanMs` and
+ * `rescanMs` (a receive then scans, as it would with none); hints while there is a scan time
+ * (a topic without one is scanned first); notifications while a take of the topic is under
+ * way (only those tell a take anything); waiters while they wait.
  */
 
 import { ID_PATTERN, decodePayload, retryDelay } from '../queue/message.js';
@@ -44,6 +50,8 @@ const MIN_SHARE = 8;
 const ACK_BATCH = 500;
 /** The most acks one call carries where a call takes several partitions' (ackMany). */
 const ACK_MOST = 2_000;
+/** Scan times kept before old ones are looked for (and again each time they have doubled). */
+const SCANS_KEPT = 1_024;
 
 interface PendingAck extends Delivery {
   resolve: (done: boolean) => void;
@@ -57,10 +65,15 @@ export class Consumer {
   private next = 0;
   private closing = false;
   private readonly scannedAt = new Map<string, number>();
+  /** scannedAt's size at which old scan times are dropped next. */
+  private pruneScansAt = SCANS_KEPT;
   private readonly rescanMs: number;
   private readonly largestRecord: number;
-  /** Per topic and partition, the count of notifications when the last one came. */
-  private readonly notices = new Map<string, Map<number, number>>();
+  /**
+   * Per topic with takes under way: how many, and per partition the count of notifications
+   * when the last one came (a take compares it with the count when it asked).
+   */
+  private readonly taking = new Map<string, { takes: number; notices: Map<number, number> }>();
   private noticeCount = 0;
   /** Acks made in one turn go to each partition as one call (a burst acks many at once). */
   private readonly acks: { add(partition: number, ack: PendingAck): void };
@@ -92,10 +105,9 @@ export class Consumer {
 
   /** A partition's channel said messages of `topic` became ready. */
   onReady(partition: number, topic: string): void {
-    this.hint(topic, [partition]);
-    let notices = this.notices.get(topic);
-    if (notices === undefined) this.notices.set(topic, (notices = new Map()));
-    notices.set(partition, ++this.noticeCount);
+    // Every node hears of every topic: one not received from here lately gets no hint.
+    if (this.scannedAt.has(topic)) this.hint(topic, [partition]);
+    this.taking.get(topic)?.notices.set(partition, ++this.noticeCount);
     for (const waiter of this.waiters.get(topic) ?? []) waiter.wake();
   }
 
@@ -180,12 +192,31 @@ export class Consumer {
     return { outcome, dead: { id, topic, deliverAt: stored.deliverAt, attempts: attempt, trace } };
   }
 
+  /** take() under way: notifications of its topic are counted meanwhile. */
   private async take(
     topic: string,
     max: number,
     visibilityMs: number,
     maxBytes: number,
     scan: boolean,
+  ): Promise<ReceivedMessage[]> {
+    let taking = this.taking.get(topic);
+    if (taking === undefined) this.taking.set(topic, (taking = { takes: 0, notices: new Map() }));
+    taking.takes++;
+    try {
+      return await this.takeFrom(topic, max, visibilityMs, maxBytes, scan, taking.notices);
+    } finally {
+      if (--taking.takes === 0) this.taking.delete(topic);
+    }
+  }
+
+  private async takeFrom(
+    topic: string,
+    max: number,
+    visibilityMs: number,
+    maxBytes: number,
+    scan: boolean,
+    notices: ReadonlyMap<number, number>,
   ): Promise<ReceivedMessage[]> {
     const candidates = scan ? await this.scan(topic) : [...(this.hints.get(topic) ?? [])];
     const out: ReceivedMessage[] = [];
@@ -216,8 +247,8 @@ export class Consumer {
         const partition = asked[k];
         // A short answer empties the hint, unless a notification came after the ask.
         if (rows.length >= counts[k]) round.push(partition);
-        else if ((this.notices.get(topic)?.get(partition) ?? 0) <= sentAt) {
-          this.hints.get(topic)?.delete(partition);
+        else if ((notices.get(partition) ?? 0) <= sentAt) {
+          this.unhint(topic, partition);
         }
         for (const { id, attempts, deliverAt, record } of rows) {
           const { payloadKind, payload, trace } = decodeRecord(record);
@@ -248,7 +279,21 @@ export class Consumer {
     // At most one scan every scanMs: a Worker receives each time it frees a slot.
     if (since < (this.hints.get(topic)?.size ? this.rescanMs : this.scanMs)) return false;
     this.scannedAt.set(topic, now);
+    if (this.scannedAt.size >= this.pruneScansAt) this.pruneScans(now);
     return true;
+  }
+
+  /**
+   * Drops the scan times that decide nothing any more (older than scanMs and rescanMs: the
+   * next receive scans either way) and the hints of their topics. Run once the map doubled
+   * since the last time, so it costs O(1) a scan.
+   */
+  private pruneScans(now: number): void {
+    const stale = Math.max(this.scanMs, this.rescanMs);
+    for (const [topic, at] of this.scannedAt) if (now - at >= stale) this.scannedAt.delete(topic);
+    // Their hints, and any a scan slower than `stale` brought after its topic's time went.
+    for (const topic of this.hints.keys()) if (!this.scannedAt.has(topic)) this.hints.delete(topic);
+    this.pruneScansAt = Math.max(SCANS_KEPT, 2 * this.scannedAt.size);
   }
 
   /** The partitions whose ready list for `topic` is not empty, all asked at once. */
@@ -260,9 +305,15 @@ export class Consumer {
   }
 
   private hint(topic: string, partitions: readonly number[]): void {
+    if (partitions.length === 0) return;
     let hint = this.hints.get(topic);
     if (hint === undefined) this.hints.set(topic, (hint = new Set()));
     for (const p of partitions) hint.add(p);
+  }
+
+  private unhint(topic: string, partition: number): void {
+    const hint = this.hints.get(topic);
+    if (hint?.delete(partition) === true && hint.size === 0) this.hints.delete(topic);
   }
 
   /** Waits until messages of `topic` may be ready (a notice), `ms`, or `signal` aborts. */
@@ -287,6 +338,7 @@ export class Consumer {
         wake: () => {
           clearTimeout(timer);
           set.delete(waiter);
+          if (set.size === 0 && this.waiters.get(topic) === set) this.waiters.delete(topic);
           resolve();
         },
       };

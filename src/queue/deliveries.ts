@@ -59,8 +59,7 @@ interface AckChunk {
   count: number;
   /** The earliest Lease.ackBy of its acks. */
   applyBy: number;
-  /** The topic of its latest ack, and that topic's ready count. */
-  topic: string;
+  /** The tally of its latest ack's topic (ready count, last receive). */
   tally: HeldTally;
   /** Acks of it applied ahead of it (near.get of their id), whose durability it waits for. */
   early: Array<Promise<unknown>>;
@@ -74,8 +73,12 @@ export class Deliveries extends EnginePart {
   private readonly deferred: AckChunk[] = [];
   private deferredCount = 0;
   private checkQueued = false;
-  /** Topics received from since the last look at the put-off acks. */
-  private readonly receivedFrom = new Set<string>();
+  /**
+   * Looks at the put-off acks so far: a receive marks its topic's tally with the current one
+   * (HeldTally.receivedInLook), so a look sees whether the topic was received from since the
+   * last, with nothing kept per topic here.
+   */
+  private look = 0;
   /**
    * The last receive's answer and messages, and how many of them were acked in order: an ack
    * of the next one finds its message with no lookup by id or receipt (consume()'s handlers
@@ -161,7 +164,7 @@ export class Deliveries extends EnginePart {
     }
     this.store.handOut?.(taken, n);
     this.report.delivered(taken, now);
-    if (n > 0) this.receivedFrom.add(topic);
+    if (n > 0) (taken[0].tally as HeldTally).receivedInLook = this.look;
     this.lastAnswer = answer;
     this.lastTaken = taken;
     this.ackedInOrder = 0;
@@ -333,7 +336,6 @@ export class Deliveries extends EnginePart {
         receipts: new Float64Array(ACK_CHUNK),
         count: 0,
         applyBy: Infinity,
-        topic: '',
         tally,
         early: [],
         done,
@@ -343,7 +345,6 @@ export class Deliveries extends EnginePart {
     }
     chunk.messages[chunk.count] = message;
     chunk.receipts[chunk.count++] = message.receiptNo;
-    chunk.topic = message.topic;
     chunk.tally = tally;
     message.pendingAck = chunk;
     const ackBy = message.lease?.ackBy ?? 0;
@@ -367,8 +368,9 @@ export class Deliveries extends EnginePart {
     // since the last look (not paused, rate-limited to a trickle, or left by its consumers).
     const latest = this.deferred[this.deferred.length - 1];
     const delivering =
-      latest !== undefined && latest.tally.ready > 0 && this.receivedFrom.has(latest.topic);
-    this.receivedFrom.clear();
+      latest !== undefined && latest.tally.ready > 0 && latest.tally.receivedInLook === this.look;
+    // Wraps, so that the tallies' field stays a small integer (V8 deoptimises on a change).
+    this.look = (this.look + 1) & 0x3fffffff;
     if (!delivering) this.applyChunk();
     this.applyDue();
     this.queueAckCheck();

@@ -104,6 +104,8 @@ export interface HeldTally {
   inflight: number;
   /** Held and scheduled (bounds what a burst of the topic can still make ready). */
   scheduled: number;
+  /** The look at put-off acks (deliveries.ts) during which a receive last took from the topic. */
+  receivedInLook: number;
 }
 
 /** The counts of held messages, read by stats() and dueHistogram() (insights.ts). */

@@ -17,6 +17,8 @@
  * Invariants (checked by debugAssert where cheap):
  *   - `message.held` ⇒ `ids.entry(message.id) === message`; `ids.count` counts held messages;
  *   - a held message has a `tally`; the tallies count the held messages in each state;
+ *   - a topic has a tally exactly while it holds a message, and a ready list exactly while its
+ *     tally counts a ready one: a topic named per order or tenant leaves nothing behind;
  *   - a message in flight, and no other, has a receipt slot and a `lease`, and is in its
  *     lease's `takes`; a lease's `live` counts those, and its timer is pending while that is
  *     above 0. A lease that fired has `live` 0 and timer 0: its messages (in flight under their
@@ -192,7 +194,10 @@ export class NearHorizon implements HeldCounts {
     message.held = true;
     let tally = this.tallies.get(message.topic);
     if (tally === undefined)
-      this.tallies.set(message.topic, (tally = { ready: 0, inflight: 0, scheduled: 0 }));
+      this.tallies.set(
+        message.topic,
+        (tally = { ready: 0, inflight: 0, scheduled: 0, receivedInLook: -1 }),
+      );
     message.tally = tally;
     tally.scheduled++;
     bump(this.minutes, Math.floor(message.deliverAt / MINUTE_MS), 1);
@@ -396,13 +401,20 @@ export class NearHorizon implements HeldCounts {
       // Its consumer took what it could and more is ready: consumers are behind.
       if ((taken[0].tally as HeldTally).ready > 0) this.behindAt = now;
     }
-    if (list.length === 0) {
-      this.ready.delete(topic);
-      if (list.capacity <= SPARE_READY_CAPACITY) this.spareReady = list;
-      // The sweep put off while ready messages waited may start now.
-      if (this.ready.size === 0) this.ids.readyDrained();
+    // Nothing of the topic ready any more: what the list still holds is stale.
+    if (list.length === 0 || (count > 0 && (taken[0].tally as HeldTally).ready === 0)) {
+      this.dropReady(topic, list);
     }
     return taken;
+  }
+
+  /** A topic's ready list, none of whose entries is current, leaves the map. */
+  private dropReady(topic: string, list: ReadyList<NearMessage>): void {
+    if (DEBUG) assert(!(this.tallies.get(topic)?.ready ?? 0), 'dropped a ready list in use');
+    this.ready.delete(topic);
+    if (list.length === 0 && list.capacity <= SPARE_READY_CAPACITY) this.spareReady = list;
+    // The sweep put off while ready messages waited may start now.
+    if (this.ready.size === 0) this.ids.readyDrained();
   }
 
   /**
@@ -457,9 +469,18 @@ export class NearHorizon implements HeldCounts {
     if (message.status === 'scheduled') {
       this.due.add(message.deliverAt, -1);
       tally.scheduled--;
-    } else if (message.status === 'ready') tally.ready--;
-    else tally.inflight--;
+    } else if (message.status === 'ready') {
+      if (--tally.ready === 0) {
+        const list = this.ready.get(message.topic);
+        if (list !== undefined) this.dropReady(message.topic, list);
+      }
+    } else tally.inflight--;
     message.tally = undefined;
+    if (tally.scheduled + tally.ready + tally.inflight === 0) {
+      if (DEBUG)
+        assert(!this.ready.has(message.topic), 'a topic without messages kept a ready list');
+      this.tallies.delete(message.topic);
+    }
   }
 
   /** A message leaves flight: out of its lease, whose timer goes once no message is left. */

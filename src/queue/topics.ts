@@ -225,9 +225,15 @@ export interface InnerQueue<T> {
 }
 
 export class TopicGate {
+  /** Topics with settings of their own (one back at the defaults has no entry). */
   private settings = new Map<string, TopicSettings>();
-  /** Bumped per topic on every change of its settings (see InnerQueue). */
+  /**
+   * Per topic with settings of its own, the count of changes (of any topic) at its last change
+   * (see InnerQueue): never the same number twice, so a topic that leaves and comes back has
+   * another, and one at the defaults needs no entry (0).
+   */
   private readonly generations = new Map<string, number>();
+  private changes = 0;
   /** The gate's own waits per topic, ended when its settings change or the gate closes. */
   private readonly watchers = new Map<string, Set<AbortController>>();
   /** Told of every change of a topic's settings, after it is applied (see listen()). */
@@ -269,7 +275,11 @@ export class TopicGate {
     this.listeners.push(listener);
   }
 
-  /** How many times the topic's settings changed: a long poll that sees it move ends empty. */
+  /**
+   * A number that changes with every change of the topic's settings, 0 at the defaults: a long
+   * poll that sees it move ends empty. (One that sees it back at 0 may take: the topic has no
+   * settings to obey by then.)
+   */
   generation(topic: string): number {
     return this.generations.get(topic) ?? 0;
   }
@@ -305,10 +315,14 @@ export class TopicGate {
 
   private set(topic: string, settings: TopicSettings): void {
     if (sameSettings(this.get(topic), settings)) return;
-    if (isDefaultSettings(settings)) this.settings.delete(topic);
-    else this.settings.set(topic, settings);
+    if (isDefaultSettings(settings)) {
+      this.settings.delete(topic);
+      this.generations.delete(topic);
+    } else {
+      this.settings.set(topic, settings);
+      this.generations.set(topic, ++this.changes);
+    }
     if (settings.rateLimit === null) this.buckets.forget?.(topic);
-    this.generations.set(topic, this.generation(topic) + 1);
     for (const controller of this.watchers.get(topic) ?? []) controller.abort();
     this.onChange(topic);
     for (const listener of this.listeners) listener(topic, settings);

@@ -58,17 +58,19 @@ export class MessageCounts {
     this.minute(minuteNumber(deliverAt), 1);
   }
 
-  finish(topic: string, deliverAt: number): void {
+  /** True when that was the topic's last live message (it has none pending or dead now). */
+  finish(topic: string, deliverAt: number): boolean {
     const count = this.topic(topic);
     count.pending--;
-    this.drop(topic, count);
     this.minute(minuteNumber(deliverAt), -1);
+    return this.drop(topic, count);
   }
 
-  finishDead(topic: string): void {
+  /** As finish(), of a dead message. */
+  finishDead(topic: string): boolean {
     const count = this.topic(topic);
     count.dead--;
-    this.drop(topic, count);
+    return this.drop(topic, count);
   }
 
   read(): StoreCounts {
@@ -109,8 +111,10 @@ export class MessageCounts {
     return count;
   }
 
-  private drop(topic: string, count: TopicCount): void {
-    if (count.pending === 0 && count.dead === 0) this.topics.delete(topic);
+  private drop(topic: string, count: TopicCount): boolean {
+    if (count.pending !== 0 || count.dead !== 0) return false;
+    this.topics.delete(topic);
+    return true;
   }
 
   private minute(minute: number, by: number): void {
@@ -120,7 +124,11 @@ export class MessageCounts {
   }
 }
 
-/** Topic names read from records: one string per distinct topic, however many records. */
+/**
+ * Topic names read from records: one string per distinct topic, however many records. A topic
+ * whose last message finished is forgotten (forget()), so the names kept are about those with
+ * live messages; at most 65,536 whatever happens.
+ */
 export class TopicNames {
   private readonly byHash = new Map<number, string>();
 
@@ -133,6 +141,13 @@ export class TopicNames {
     if (known === undefined && this.byHash.size >= 65_536) this.byHash.clear();
     this.byHash.set(hash, name);
     return name;
+  }
+
+  /** A name read by name() (topic names are ASCII: one byte a character), kept no longer. */
+  forget(name: string): void {
+    let hash = 0x811c9dc5 ^ name.length;
+    for (let i = 0; i < name.length; i++) hash = Math.imul(hash ^ name.charCodeAt(i), 0x01000193);
+    if (this.byHash.get(hash) === name) this.byHash.delete(hash);
   }
 }
 

@@ -3,7 +3,8 @@
  * notification was lost (as in a failover) is still found while other partitions, hinted by
  * their notifications, never run dry: every partition is asked at least every `rescanMs`. The
  * hinted partitions are asked at once, and a notification that comes while a take is under
- * way keeps its partition hinted.
+ * way keeps its partition hinted. What it keeps per topic goes once it can decide nothing, so
+ * topics named per order or tenant do not grow a node.
  */
 
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
@@ -167,6 +168,48 @@ describe.runIf(installed('valkey-server'))('the cluster consumer', () => {
       expect((await consumer.receive('t')).map((m) => m.id)).toEqual([late]);
     } finally {
       watch.restore();
+      consumer.close();
+    }
+  });
+
+  it('keeps nothing for topics it heard of or received from once that can decide nothing', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    onTestFinished(() => void vi.useRealTimers());
+    const consumer = new Consumer(valkeyDriver(servers.valkey, QUEUE), {
+      partitions: PARTITIONS,
+      windowMs: 1_000,
+      visibilityMs: 60_000,
+      scanMs: 5,
+      rescanMs: 5,
+    });
+    const inside = consumer as unknown as Record<
+      'hints' | 'scannedAt' | 'taking' | 'waiters',
+      ReadonlyMap<string, unknown>
+    >;
+    const sizes = () => ({
+      hints: inside.hints.size,
+      scannedAt: inside.scannedAt.size,
+      taking: inside.taking.size,
+      waiters: inside.waiters.size,
+    });
+    try {
+      // Every node hears of every topic made ready anywhere, received from here or not.
+      for (let i = 0; i < 3_000; i++) consumer.onReady(i % PARTITIONS, `heard-${i}`);
+      expect(sizes()).toEqual({ hints: 0, scannedAt: 0, taking: 0, waiters: 0 });
+      for (let i = 0; i < 3_000; i++) {
+        expect(await consumer.receive(`order-${i}`)).toEqual([]);
+        vi.advanceTimersByTime(1);
+      }
+      // Only the scans of the last few milliseconds decide anything; a few more wait for the
+      // next look for old ones (when the map has doubled).
+      expect(sizes().scannedAt).toBeLessThanOrEqual(1_024);
+      vi.useRealTimers(); // a long poll ends by Date.now()
+      const polls = Array.from({ length: 50 }, (_, i) =>
+        consumer.receive(`tenant-${i}`, { waitMs: 20 }),
+      );
+      for (const answer of await Promise.all(polls)) expect(answer).toEqual([]);
+      expect(sizes()).toMatchObject({ hints: 0, taking: 0, waiters: 0 });
+    } finally {
       consumer.close();
     }
   });

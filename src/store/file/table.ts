@@ -141,7 +141,9 @@ export class Tables {
         // The same id scheduled again after it died: the dead message is replaced.
         this.release(segmentOf(replaced.payloadPosition));
         this.deadIds.delete(id);
-        this.tally.finishDead(replaced.topic);
+        if (this.tally.finishDead(replaced.topic) && replaced.topic !== topic) {
+          this.topicNames.forget(replaced.topic);
+        }
         if (this.collisions.size === 0 || !this.collisions.delete(id)) this.ids.delete(low, high);
       }
       if (this.replay !== undefined) this.replay.scheduled(body, at);
@@ -178,12 +180,13 @@ export class Tables {
     if (type === FINISH) {
       this.replay?.finished(low, high, position);
       if (collided !== undefined) this.collisions.delete(id);
-      if (dead !== undefined) {
-        this.deadIds.delete(id);
-        this.tally.finishDead(dead.topic);
-      } else {
-        this.tally.finish(topic, recordDeliverAt(FINISH, body, at));
-      }
+      if (dead !== undefined) this.deadIds.delete(id);
+      const ended =
+        dead !== undefined
+          ? this.tally.finishDead(dead.topic)
+          : this.tally.finish(topic, recordDeliverAt(FINISH, body, at));
+      // A topic named per order or tenant keeps no name here once its messages have ended.
+      if (ended) this.topicNames.forget(topic);
       this.release(segmentOf(payloadPositionOf(FINISH, body, at)));
       return;
     }
