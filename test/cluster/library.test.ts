@@ -37,6 +37,7 @@ const CODE_HASHES: Record<number, string> = {
   3: '10a5d00f7fd63123',
   4: 'f022e5d0487bfd56',
   5: '1dd03d333263dc70',
+  6: 'bd9da6fdd4d15991',
 };
 
 describe('the tickwheel library', () => {

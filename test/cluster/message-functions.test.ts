@@ -188,6 +188,16 @@ describe.runIf(installed('valkey-server'))('message functions on Valkey', () => 
     expect(await cmd('HEXISTS', `${P}live`, `w${window}`)).toBe(0);
   });
 
+  it('keeps no count field of a topic whose messages all ended', async () => {
+    const deliverAt = 1_960_000_000_000;
+    const topics = ['order-1', 'order-2', 'order-3'];
+    await schedule(topics.map((topic) => ({ id: `t-${topic}`, deliverAt, topic })));
+    expect(await cmd('HGET', `${P}counts`, 'order-2|S')).toBe('1');
+    for (const topic of topics) expect(await cancel(`t-${topic}`)).toBe(1);
+    const left = (await cmd('HKEYS', `${P}counts`)) as string[];
+    expect(left.filter((field) => field.startsWith('order-'))).toEqual([]);
+  });
+
   it('sends a message due inside the loaded horizon to the near segment, and says so', async () => {
     await cmd('HSET', META, 'loadedUntil', '1800000000000', 'near', '7');
     const heard: string[] = [];

@@ -171,7 +171,10 @@ local function horizon(meta)
 end
 
 local function count(prefix, topic, status, by)
-  redis.call('HINCRBY', prefix .. 'counts', topic .. '|' .. status, by)
+  local counts = prefix .. 'counts'
+  local field = topic .. '|' .. status
+  -- A count back at 0 goes: topics named per order or tenant leave no field behind.
+  if redis.call('HINCRBY', counts, field, by) == 0 then redis.call('HDEL', counts, field) end
 end
 
 -- The state of an id whose status is 'status', and its bucket's key; nil otherwise. Only a
