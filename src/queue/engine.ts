@@ -77,7 +77,11 @@ export class QueueEngine implements QueueBackend {
     const payloadLimit = store.usePayloadBudget ? settings.payloadMemoryBytes : Infinity;
     this.near = new NearHorizon(clock, this.wheel, report, this.waiters, payloadLimit);
     store.usePayloadBudget?.(this.near.payloads);
-    store.useDeliveries?.({ delivering, inFlight: () => this.near.inFlight() });
+    store.useDeliveries?.({
+      delivering,
+      inFlight: () => this.near.inFlight(),
+      resting: (id) => this.near.resting(id),
+    });
     this.horizon = new Horizon(store, clock, this.near, settings.horizonMs, settings.onFault);
     this.finished = new FinishedMemory(settings.rememberFinished);
     this.topics = new TopicGate(

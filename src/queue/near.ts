@@ -155,6 +155,12 @@ export class NearHorizon implements HeldCounts {
     return message;
   }
 
+  /** The held message of an id while it waits (scheduled or ready, not in flight). */
+  resting(id: string): NearMessage | undefined {
+    const message = this.ids.entry(id);
+    return message?.held === true && message.status !== 'inflight' ? message : undefined;
+  }
+
   /** Set by Deliveries. */
   applyPendingAck: (message: NearMessage) => void = () => {};
 

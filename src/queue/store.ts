@@ -31,6 +31,11 @@ export interface StoreCounts {
 export interface StoreDeliveries {
   delivering(message: MessageState): boolean;
   inFlight(): readonly MessageState[];
+  /**
+   * The message the queue holds under this id while it waits (scheduled or ready, not in
+   * flight). A store that moves its payload sets its `ref` in the same turn.
+   */
+  resting(id: string): MessageState | undefined;
 }
 
 export interface Store {

@@ -1,6 +1,6 @@
 /**
  * Worker of test/crash/compaction.test.ts: a queue with a few long-lived messages (due in a
- * month, and dead letters) under churn, so that compaction keeps carrying them forward, until
+ * month, dead letters, and ready ones on a topic nobody consumes) under churn, so that compaction keeps carrying them forward, until
  * the parent SIGKILLs it.
  *
  *   node test/crash/compaction-worker.mjs '<json config>'   config: { dir, journal, seed, snapshotBytes }
@@ -21,6 +21,7 @@ import { seededRandom } from '../support/random.mjs';
 
 export const FAR = 20;
 export const DEAD = 5;
+export const IDLE = 3;
 export const MONTH = 30 * 86_400_000;
 export const options = (dir, snapshotBytes) => ({
   dir,
@@ -36,6 +37,11 @@ export function farPayload(i) {
 
 export function deadPayload(i) {
   return { dead: i, pad: 'd'.repeat(100 + i) };
+}
+
+/** The first is longer than the queue keeps as text: it is read back from the log. */
+export function idlePayload(i) {
+  return { idle: i, pad: 'i'.repeat(i === 0 ? 6000 : 50 + i) };
 }
 
 async function main() {
@@ -69,6 +75,9 @@ async function main() {
     }
     while ((await queue.deadLetters('poison')).length < DEAD) {
       await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    for (let i = 0; i < IDLE; i++) {
+      await queue.schedule({ topic: 'idle', id: `idle-${i}`, payload: idlePayload(i) });
     }
     closeSync(openSync(config.readyFile, 'w'));
     line('READY');

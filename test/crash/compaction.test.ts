@@ -13,7 +13,15 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { seededInt, useTempDirs, waitFor } from '../support/index.js';
-import { DEAD, FAR, deadPayload, farPayload, options } from './compaction-worker.mjs';
+import {
+  DEAD,
+  FAR,
+  IDLE,
+  deadPayload,
+  farPayload,
+  idlePayload,
+  options,
+} from './compaction-worker.mjs';
 
 const worker = join(dirname(fileURLToPath(import.meta.url)), 'compaction-worker.mjs');
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -112,6 +120,9 @@ describe('compaction under SIGKILL', () => {
               lastError: `reason of dead-${i}`,
             });
           }
+          for (let i = 0; i < IDLE; i++) {
+            expect(await queue.get(`idle-${i}`)).toMatchObject({ status: 'ready', attempts: 0 });
+          }
           for (const id of acked.slice(-300)) expect(await queue.get(id)).toBeUndefined();
         } finally {
           await queue.close();
@@ -128,16 +139,17 @@ describe('compaction under SIGKILL', () => {
         for (let i = 0; i < FAR; i++) await queue.reschedule(`far-${i}`, { delayMs: 0 });
         const seen = new Map<string, unknown>();
         await waitFor(async () => {
-          for (const topic of ['far', 'poison']) {
+          for (const topic of ['far', 'poison', 'idle']) {
             for (const m of await queue.receive(topic, { max: 50 })) {
               seen.set(m.id, m.payload);
               await queue.ack(m.receipt);
             }
           }
-          return seen.size === FAR + DEAD;
+          return seen.size === FAR + DEAD + IDLE;
         });
         for (let i = 0; i < FAR; i++) expect(seen.get(`far-${i}`)).toEqual(farPayload(i));
         for (let i = 0; i < DEAD; i++) expect(seen.get(`dead-${i}`)).toEqual(deadPayload(i));
+        for (let i = 0; i < IDLE; i++) expect(seen.get(`idle-${i}`)).toEqual(idlePayload(i));
       } finally {
         await queue.close();
       }

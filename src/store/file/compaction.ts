@@ -8,9 +8,12 @@
  *
  * Replay-safe in either order: with the old records still there a RELOCATE moves the payload and
  * changes nothing else; with them deleted it enters the message as it carries it (table.ts).
- * Messages the queue holds (in `near`: due within the horizon, ready, in flight) are left where
- * they are (the queue's state of them points at their payload). A caller that read a message's state before its RELOCATE may still write a
- * record pointing at the old payload: `moved` maps it to the new one until the next pass.
+ * A message the queue holds (in `near`) is carried only while it waits, scheduled or ready (a
+ * ready message on a topic nobody consumes would otherwise keep the log forever), and the
+ * queue's copy of it is pointed at the new payload in the same turn; one in flight is left
+ * where it is (its delivery's HANDOUT is newer than what the tables know of it). A caller that
+ * read a message's state before its RELOCATE may still write a record pointing at the old
+ * payload: `moved` maps it to the new one until the next pass.
  */
 
 import type { MessageState } from '../../queue/message.js';
@@ -46,6 +49,8 @@ export interface CompactionParts {
   readonly writable: () => boolean;
   /** Commits a reserved record and applies it (FileStore.commit); its position. */
   readonly commit: (slot: RecordSlot, type: number, length: number, reindex: boolean) => number;
+  /** The queue's message of this id while it waits (StoreDeliveries.resting), if it holds one. */
+  readonly resting: (id: string) => MessageState | undefined;
 }
 
 export class Compaction {
@@ -239,20 +244,24 @@ export class Compaction {
   ): Promise<void> | undefined {
     const { log, tables, frontier, commit } = this.parts;
     const payload = state.payload;
-    if (tables.near.has(at) || payload === undefined) return undefined;
+    if (payload === undefined) return undefined;
+    const held = tables.near.has(at) ? this.parts.resting(state.id) : undefined;
+    // Held: carried as the queue has it, if that is what the log says of it.
+    if (held !== undefined && !sameState(held, state, from)) return undefined;
     const length = relocateLength(state, payload.byteLength);
     // Too long for one record (a payload at the limit with a long last error): left where it is.
     if (length > log.maxRecordBytes) return undefined;
     const dead = tables.isDeadAt(state.id, at);
-    // A pending message due before the frontier is the queue's to hold: not carried.
-    if (!dead && state.deliverAt < frontier()) return undefined;
+    // A pending message due before the frontier is the queue's to hold: carried only as above.
+    if (!dead && held === undefined && state.deliverAt < frontier()) return undefined;
     let slot: RecordSlot | undefined;
     try {
       slot = log.reserve(RELOCATE, length);
       const payloadAt = writeRelocateHead(slot.buf, slot.at, state, { from, rank, dead });
       slot.buf.set(payload, payloadAt);
       const end = payloadAt + payload.byteLength;
-      const position = commit(slot, RELOCATE, end - slot.at, !dead);
+      const position = commit(slot, RELOCATE, end - slot.at, !dead && held === undefined);
+      if (held !== undefined) held.ref = position;
       this.moved.set(from, position);
       this.relocated++;
       const into = segmentOf(position);
@@ -263,4 +272,14 @@ export class Compaction {
       throw err;
     }
   }
+}
+
+/** Whether the queue's waiting message is the one the log's latest record describes. */
+function sameState(held: MessageState, state: MessageState, from: number): boolean {
+  return (
+    held.ref === from &&
+    held.deliverAt === state.deliverAt &&
+    held.attempts === state.attempts &&
+    held.topic === state.topic
+  );
 }

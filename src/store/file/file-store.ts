@@ -135,6 +135,7 @@ export class FileStore implements Store {
       frontier: () => this.frontier,
       writable: () => this.appending(),
       commit: (slot, type, length, reindex) => this.commit(slot, type, length, reindex),
+      resting: (id) => this.handOuts.deliveries?.resting(id),
     });
     this.checkpoints.compact = (keepFrom) => this.compaction.pass(keepFrom);
     this.handOuts = new HandOuts(
@@ -374,11 +375,16 @@ export class FileStore implements Store {
 
   async payloadOf(message: MessageState): Promise<Uint8Array> {
     this.fresh(message);
-    let record: { type: number; body: Buffer };
-    try {
-      record = await this.log.read(message.ref);
-    } catch (err) {
-      throw unreadable(this.dir, err, `the payload of message ${message.id}`);
+    let record: { type: number; body: Buffer } | undefined;
+    while (record === undefined) {
+      const ref = message.ref;
+      try {
+        record = await this.log.read(ref);
+      } catch (err) {
+        // Carried forward while it was read (compaction): read where it is now.
+        if (message.ref !== ref) continue;
+        throw unreadable(this.dir, err, `the payload of message ${message.id}`);
+      }
     }
     if (!holdsPayload(record.type)) {
       throw unreadable(
