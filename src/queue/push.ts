@@ -237,9 +237,15 @@ export class Pushers {
       after = this.stop(current);
     }
     if (target !== null) this.begin(topic, target, after);
+    // Removed: its counts go once its requests under way have ended, unless it has one again.
+    else if (after !== undefined) void after.then(() => this.forget(topic));
   }
 
-  /** Counts per topic since the queue opened (kept across target changes: counters). */
+  private forget(topic: string): void {
+    if (!this.topics.has(topic)) this.counts.delete(topic);
+  }
+
+  /** Counts per topic pushed, from its first target on (kept across changes of it). */
   stats(): Record<string, PushStats> {
     return Object.fromEntries([...this.counts].map(([topic, stats]) => [topic, { ...stats }]));
   }

@@ -273,8 +273,12 @@ describe('push delivery (embedded queue, real receiver)', () => {
     await second.waitFor(1);
     expect(second.requests[0]).toMatchObject({ method: 'PUT' });
     expect(second.requests[0].headers[PUSH_HEADER.id]).toBe('b');
+    // Counted across the change of target; forgotten once the target is removed.
+    await waitFor(async () => (await queue.stats()).push.hooks?.succeeded === 2);
     await queue.configureTopic('hooks', { push: null });
     expect((await queue.topicInfo('hooks')).push).toBeNull();
+    await waitFor(async () => (await queue.stats()).push.hooks === undefined);
+    expect((await queue.stats()).push.other).toMatchObject({ succeeded: 1 });
     await queue.schedule({ topic: 'hooks', id: 'c', payload: 3 });
     // Not pushed: a consumer takes it.
     expect((await queue.receive('hooks', { waitMs: 5_000 })).map((m) => m.id)).toEqual(['c']);
