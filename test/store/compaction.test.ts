@@ -6,10 +6,11 @@
 
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import type { MessageState } from '../../src/queue/message.js';
 import { FileStore } from '../../src/store/file/file-store.js';
+import { MessageLog } from '../../src/store/log/index.js';
 import { RELOCATE } from '../../src/store/file/records.js';
 import { segmentFiles as segmentPaths, segmentRecords } from '../crash/disk.js';
 import { useClosing, useTempDirs, waitFor } from '../support/index.js';
@@ -175,6 +176,45 @@ describe('compaction', () => {
       'died a',
       'died b',
     ]);
+    await again.close();
+  });
+
+  it('messages it carried are carried on without reading their segment again, unless it holds others', async () => {
+    const dir = tempDir();
+    const store = await openStore(dir);
+    await store.recover(T0 + 1000, () => {});
+    const scans = vi.spyOn(MessageLog.prototype, 'scanClosed');
+    const kept = [0, 1, 2].map((i) => message(`kept-${i}`, T0 + DAY, `kept payload ${i}`));
+    for (const m of kept) await store.add(m, false);
+    /** Churn and passes until the kept messages were carried `times` more times. */
+    const carryOn = async (times: number) => {
+      const target = store.stats().relocated! + 3 * times;
+      for (let round = 0; store.stats().relocated! < target; round++) {
+        expect(round, 'the kept messages were not carried on').toBeLessThan(50);
+        await churn(store, 20, `c${target}-${round}`);
+        await store.checkpoint('never');
+      }
+    };
+    await carryOn(1); // read the segment that held their SCHEDULEs
+    const first = scans.mock.calls.length;
+    expect(first).toBeGreaterThan(0);
+    await carryOn(3);
+    expect(scans.mock.calls.length).toBe(first);
+    // One of them moved: its RELOCATE is not its latest record any more, so the segment is read.
+    const moved = (await store.lookup('kept-1'))!;
+    moved.deliverAt = kept[1].deliverAt = T0 + 2 * DAY;
+    await store.move(moved, false, T0 + DAY);
+    await carryOn(1);
+    expect(scans.mock.calls.length).toBeGreaterThan(first);
+    scans.mockRestore();
+    await store.close();
+    const again = await openStore(dir);
+    await again.recover(T0 + 1000, () => {});
+    for (const [i, m] of kept.entries()) {
+      const found = await again.lookup(m.id);
+      expect(found).toMatchObject({ deliverAt: m.deliverAt, status: 'scheduled' });
+      expect(Buffer.from(await again.payloadOf(found!)).toString()).toBe(`kept payload ${i}`);
+    }
     await again.close();
   });
 

@@ -72,6 +72,11 @@ export class Compaction {
   private seen = new Map<number, number>();
   /** Messages this pass carried, by the segment they went to. */
   private readonly carriedInto = new Map<number, number>();
+  /**
+   * The RELOCATEs written into each segment still on disk: once those still latest are all
+   * its live messages, a pass carries them on without reading the segment (see known()).
+   */
+  private readonly written = new Map<number, Carried[]>();
 
   constructor(private readonly parts: CompactionParts) {}
 
@@ -136,6 +141,14 @@ export class Compaction {
       }
       const carried = this.carriedInto.get(active);
       if (carried !== undefined) this.seen.set(active, carried);
+      for (const [segment, written] of this.written) {
+        const live = tables.segmentLive.get(segment) ?? 0;
+        if (log.segmentSize(segment) === undefined) this.written.delete(segment);
+        // Mostly messages that ended or moved on: only those still there are kept.
+        else if (written.length > 2 * live + 64) {
+          this.written.set(segment, written.filter(({ id, at }) => tables.latest(id) === at));
+        }
+      }
     }
   }
 
@@ -171,6 +184,8 @@ export class Compaction {
 
   /** A segment's live payloads: count and bytes, and those after `after` (at most `limit`). */
   private async scan(segment: number, after: number, limit: number) {
+    const known = this.known(segment, after, limit);
+    if (known !== undefined) return known;
     const { log, tables } = this.parts;
     const found: Array<{ id: string; from: number }> = [];
     let liveBytes = 0;
@@ -185,6 +200,28 @@ export class Compaction {
       if (position > after && found.length < limit) found.push({ id, from: position });
     });
     return { found, live, liveBytes };
+  }
+
+  /**
+   * A segment's live payloads without reading it: when the RELOCATEs passes wrote into it that
+   * are still their message's latest record are as many as its live messages, they are all of
+   * them (each holds its payload there). Otherwise (another message's payload is there, or one
+   * changed since it was carried) undefined: the segment is read.
+   */
+  private known(segment: number, after: number, limit: number) {
+    const written = this.written.get(segment);
+    const live = this.parts.tables.segmentLive.get(segment) ?? 0;
+    if (written === undefined || written.length < live) return undefined;
+    const found: Array<{ id: string; from: number }> = [];
+    let count = 0;
+    let liveBytes = 0;
+    for (const { id, at, bytes } of written) {
+      if (this.parts.tables.latest(id) !== at) continue;
+      count++;
+      liveBytes += bytes;
+      if (at > after && found.length < limit) found.push({ id, from: at });
+    }
+    return count === live ? { found, live, liveBytes } : undefined;
   }
 
   /**
@@ -266,12 +303,23 @@ export class Compaction {
       this.relocated++;
       const into = segmentOf(position);
       this.carriedInto.set(into, (this.carriedInto.get(into) ?? 0) + 1);
+      const written = this.written.get(into);
+      const entry = { id: state.id, at: position, bytes: RECORD_HEADER_BYTES + end - slot.at };
+      if (written === undefined) this.written.set(into, [entry]);
+      else written.push(entry);
       return slot.durable;
     } catch (err) {
       slot?.abort();
       throw err;
     }
   }
+}
+
+/** A RELOCATE a pass wrote: its message, position and size. */
+interface Carried {
+  id: string;
+  at: number;
+  bytes: number;
 }
 
 /** Whether the queue's waiting message is the one the log's latest record describes. */
