@@ -146,7 +146,10 @@ export class Compaction {
         if (log.segmentSize(segment) === undefined) this.written.delete(segment);
         // Mostly messages that ended or moved on: only those still there are kept.
         else if (written.length > 2 * live + 64) {
-          this.written.set(segment, written.filter(({ id, at }) => tables.latest(id) === at));
+          this.written.set(
+            segment,
+            written.filter(({ id, at }) => tables.latest(id) === at),
+          );
         }
       }
     }
