@@ -11,6 +11,12 @@
  * at most. On probation, a health check is answered and the connection closed; any other request
  * gets the 503 (the server's hook, before its route runs: onProbation), as does a connection
  * whose request has not arrived whole within PROBATION_MS.
+ *
+ * One connection may pipeline requests, and Node starts each as it arrives, whatever is still
+ * unanswered before it: a long poll writes nothing until it ends, so nothing pushes back on the
+ * sender. Past MAX_UNANSWERED requests unanswered on a connection, the next gets the 503 without
+ * its route running (pipelinedTooDeep); those small answers wait in line behind the others, and
+ * Node stops reading a connection whose waiting answers fill its socket's buffer.
  */
 
 import { readFileSync } from 'node:fs';
@@ -30,6 +36,8 @@ const WARN_INTERVAL_MS = 60_000;
 /** Connections past the cap let in for a health check, and the time they get to send it. */
 const PROBATION_SLOTS = 8;
 const PROBATION_MS = 2000;
+/** Requests a connection may have received and not yet had answered (pipelined). */
+export const MAX_UNANSWERED = 32;
 
 /**
  * The soft limit on open files (RLIMIT_NOFILE) from /proc/self/limits (undefined without it,
@@ -79,6 +87,8 @@ export interface Connections {
   onProbation(socket: Socket): boolean;
   /** A request on probation was refused (counted, and warned of, as a refused connection). */
   refused(socket: Socket): void;
+  /** Whether a request's connection has more than MAX_UNANSWERED unanswered, itself included. */
+  pipelinedTooDeep(socket: Socket): boolean;
   /**
    * For a closing server: ends the connections serving no request now, and the others as soon
    * as their last response is done (responses carry Connection: close once closing).
@@ -88,6 +98,7 @@ export interface Connections {
 
 export const AT_CAPACITY =
   'the server has as many connections as it takes, all serving requests; retry shortly';
+export const PIPELINED_TOO_DEEP = `more than ${MAX_UNANSWERED} requests are unanswered on this connection (HTTP pipelining): wait for their answers, or send this one on another connection`;
 
 // Refused before a byte of the request was read: nothing was done, as every 503 says.
 const REFUSAL = rawResponse(503, 'ERR_TICKWHEEL_CAPACITY', AT_CAPACITY, 'Retry-After: 1\r\n');
@@ -167,7 +178,8 @@ export function trackConnections(
     if (all.size > maxConnections) makeRoom(socket);
   });
 
-  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+  // Before the server's own listener, whose hooks ask pipelinedTooDeep: this request counts.
+  server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => {
     const socket = request.socket;
     if (probation.has(socket)) {
       // One request, answered with Connection: close (the server's hook set it).
@@ -207,6 +219,9 @@ export function trackConnections(
     },
     refused(socket) {
       drop(socket, 'refused');
+    },
+    pipelinedTooDeep(socket) {
+      return (all.get(socket)?.requests ?? 0) > MAX_UNANSWERED;
     },
   };
 }

@@ -17,7 +17,7 @@ import {
 } from '../../delay-queue.js';
 import type { FaultHandler } from '../../queue/faults.js';
 import type { Queue } from '../../queue/api.js';
-import { AT_CAPACITY, trackConnections } from '../connections.js';
+import { AT_CAPACITY, PIPELINED_TOO_DEEP, trackConnections } from '../connections.js';
 import type { ServerContext } from '../context.js';
 import { HttpError, httpError } from '../errors.js';
 import { OPENAPI_PATH } from '../openapi.js';
@@ -152,6 +152,9 @@ export const lifecycle = unencapsulated<LifecycleOptions>(
         if (request.routeOptions.url === '/healthz') return done();
         connections.refused(request.raw.socket);
         return done(httpError('ERR_TICKWHEEL_CAPACITY', AT_CAPACITY));
+      }
+      if (connections.pipelinedTooDeep(request.raw.socket)) {
+        return done(httpError('ERR_TICKWHEEL_CAPACITY', PIPELINED_TOO_DEEP));
       }
       if (context.closing) {
         void reply.header('connection', 'close');
