@@ -7,10 +7,36 @@
 
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ServerResponse } from 'node:http';
+import { setImmediate as realSetImmediate } from 'node:timers';
 import { logCompleted } from '../logging.js';
 import type { ServerMetrics } from '../metrics.js';
 
 export const KEEP_ALIVE_MS = 15_000;
+/** Longest run of writes the open streams make, together, before the event loop gets a turn. */
+export const TURN_MS = 10;
+
+let turnStarted = Number.NEGATIVE_INFINITY;
+let nextTurn: Promise<void> | undefined;
+
+/**
+ * A promise to await before the next write when the streams' shared run has lasted TURN_MS, else
+ * undefined. A reader that keeps up has every write taken by the kernel at once, so a stream's
+ * loop never waits for I/O: without turns, a burst of events written to each of many readers
+ * holds the loop (and every other request) until all are written. The run is shared, so that
+ * many streams cannot each take TURN_MS in the same turn. Node's own setImmediate: fake timers
+ * installed by a test must not hold a stream up.
+ */
+export function turnDue(): Promise<void> | undefined {
+  if (nextTurn === undefined && performance.now() - turnStarted < TURN_MS) return undefined;
+  nextTurn ??= new Promise((resolve) =>
+    realSetImmediate(() => {
+      nextTurn = undefined;
+      turnStarted = performance.now();
+      resolve();
+    }),
+  );
+  return nextTurn;
+}
 
 export class OpenStreams {
   private readonly ends = new Set<() => void>();
