@@ -239,11 +239,20 @@ export class Consumer {
       );
       const bytes = asked.length === 1 ? bytesLeft : Math.floor(bytesLeft / asked.length);
       const sentAt = this.noticeCount;
-      const replies = await Promise.all(
+      // Settled one by one: the messages of takes that answered are in flight under this
+      // receive, and are handed out even when another partition's take failed (dropped, they
+      // would wait out their visibility and count an attempt no consumer saw).
+      const replies = await Promise.allSettled(
         asked.map((p, k) => this.driver.take(p, topic, counts[k], visibilityMs, bytes)),
       );
       round = round.slice(asked.length);
-      replies.forEach((rows, k) => {
+      let failed: PromiseRejectedResult | undefined;
+      for (const [k, reply] of replies.entries()) {
+        if (reply.status === 'rejected') {
+          failed ??= reply;
+          continue;
+        }
+        const rows = reply.value;
         const partition = asked[k];
         // A short answer empties the hint, unless a notification came after the ask.
         if (rows.length >= counts[k]) round.push(partition);
@@ -264,7 +273,11 @@ export class Consumer {
           if (trace !== undefined) delivery.trace = trace;
           out.push(delivery);
         }
-      });
+      }
+      if (failed !== undefined) {
+        if (out.length === 0) throw failed.reason;
+        break;
+      }
     }
     return out;
   }
