@@ -149,7 +149,14 @@ export function optionNames<T>(names: Record<keyof T, true>): readonly string[] 
   return Object.keys(names);
 }
 
-/** A URL as it may be shown: its password starred. */
+/**
+ * A URL (or a comma-separated list of them) as it may be shown: each password starred, that
+ * of the user info (up to its last `@`, as a URL parser reads it: an unescaped `@` in a password
+ * is the password's) and any query parameter named `...password` (pg reads
+ * `?password=` as the connection's).
+ */
 export function hidePassword(url: string): string {
-  return url.replace(/(\/\/[^:@/]*:)[^@/]*@/, '$1***@');
+  return url
+    .replace(/(\/\/[^:@/?#]*:)[^/?#]*@/g, '$1***@')
+    .replace(/([?&][^=&#]*password=)[^&#]*/gi, '$1***');
 }

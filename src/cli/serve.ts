@@ -9,7 +9,7 @@ import { resolve } from 'node:path';
 import type { RecoveryReport } from '../delay-queue.js';
 import type { ServerOptions, TickwheelServer } from '../server/index.js';
 import { checkConnectionString } from '../postgres/reach.js';
-import { invalidOption } from '../validate.js';
+import { hidePassword, invalidOption } from '../validate.js';
 import { checkRedisUrls } from '../valkey/urls.js';
 import { UsageError } from './args.js';
 import type { CliIo } from './io.js';
@@ -129,14 +129,14 @@ export async function serve(options: ServeOptions, io: CliIo): Promise<void> {
   const url = `http://${shown}:${address.port}`;
   const dir = resolve(options.dir);
   if (redis !== undefined) {
-    const fields = { redis: hidePasswords(redis), queue: options.queue, url };
+    const fields = { redis: hidePassword(redis), queue: options.queue, url };
     log.info(
       fields,
       `queue ${options.queue} on ${fields.redis} (durability ${options.durability}); ` +
         `joining: until it has, ${url} answers 503`,
     );
   } else if (postgres !== undefined) {
-    const fields = { postgres: hidePasswords(postgres), queue: options.queue, url };
+    const fields = { postgres: hidePassword(postgres), queue: options.queue, url };
     log.info(
       fields,
       `queue ${options.queue} on PostgreSQL ${fields.postgres}; ` +
@@ -238,9 +238,4 @@ function storeOptions(
     fsync: options.fsync,
     queueOptions: { push, durableAcks, payloadMemoryBytes: options.payloadMemory * 1024 * 1024 },
   };
-}
-
-/** URLs as they may be printed: `redis://user:secret@host` shows `redis://user:***@host`. */
-function hidePasswords(urls: string): string {
-  return urls.replace(/(\/\/[^:@/]*:)[^@/]*@/g, '$1***@');
 }
