@@ -3,7 +3,8 @@
  * The files name the schema `@Q@` (a quoted identifier), `@S@` (its name as a literal) and a few
  * constants; they are filled in here and run in one transaction, under an advisory lock that
  * makes two nodes opening the same queue take turns, and only when the stored version is not
- * SCHEMA_VERSION. Every statement may run again (IF NOT EXISTS, CREATE OR REPLACE).
+ * SCHEMA_VERSION or a function of the files is missing. Every statement may run again (IF NOT
+ * EXISTS, CREATE OR REPLACE).
  */
 
 import { readFileSync } from 'node:fs';
@@ -69,19 +70,51 @@ export function schemaSql(
     S: quoteLiteral(schema),
     CHANNEL: quoteLiteral(channel),
   };
-  return FILES.split(' ')
-    .map((name) => {
-      const file = new URL(`./sql/${name}.sql`, import.meta.url);
-      let text: string;
-      try {
-        text = readFileSync(file, 'utf8');
-      } catch (cause) {
-        const message = `the PostgreSQL schema file ${fileURLToPath(file)} cannot be read: reinstall tickwheel`;
-        throw new TickwheelStateError('ERR_TICKWHEEL_FORMAT', message, { cause });
-      }
-      return text.replace(/@([A-Z_]+)@/g, (whole, key: string) => values[key] ?? whole);
-    })
+  return files()
+    .map((text) => text.replace(/@([A-Z_]+)@/g, (whole, key: string) => values[key] ?? whole))
     .join('\n');
+}
+
+/** The files' text in order, placeholders unfilled. */
+function files(): string[] {
+  return FILES.split(' ').map((name) => {
+    const file = new URL(`./sql/${name}.sql`, import.meta.url);
+    try {
+      return readFileSync(file, 'utf8');
+    } catch (cause) {
+      const message = `the PostgreSQL schema file ${fileURLToPath(file)} cannot be read: reinstall tickwheel`;
+      throw new TickwheelStateError('ERR_TICKWHEEL_FORMAT', message, { cause });
+    }
+  });
+}
+
+/** The names the files make in the schema with `CREATE <kind> @Q@.<name>`. */
+function madeNames(kind: RegExp): Set<string> {
+  const made = new RegExp(`CREATE ${kind.source} @Q@\\.([a-z_0-9]+)`, 'g');
+  return new Set(files().flatMap((text) => [...text.matchAll(made)].map((m) => m[1])));
+}
+
+/**
+ * What the files make that the schema lacks: a schema at SCHEMA_VERSION, so made whole, that
+ * an operator changed by hand. Functions hold nothing and are made again; a table or a
+ * sequence held the queue's messages or counts, and one made again empty would hide that.
+ */
+async function missing(session: PgSession, schema: string) {
+  const found = await session.query(
+    `SELECT (SELECT coalesce(array_agg(proname::text), '{}') FROM pg_proc
+              WHERE pronamespace = to_regnamespace($1)) AS functions,
+            (SELECT coalesce(array_agg(relname::text), '{}') FROM pg_class
+              WHERE relnamespace = to_regnamespace($1)) AS relations`,
+    [quoteIdent(schema)],
+  );
+  const functions = new Set(found.rows[0]?.functions as string[]);
+  const relations = new Set(found.rows[0]?.relations as string[]);
+  const absent = (names: Set<string>, present: Set<string>) =>
+    [...names].filter((name) => !present.has(name)).sort();
+  return {
+    functions: absent(madeNames(/OR REPLACE FUNCTION/), functions),
+    relations: absent(madeNames(/(?:TABLE|SEQUENCE) IF NOT EXISTS/), relations),
+  };
 }
 
 /** Makes or brings up to date a queue's schema; the queue's name is kept to tell two apart. */
@@ -121,7 +154,21 @@ export async function install(
           `${stored.version}, this one knows ${SCHEMA_VERSION}): upgrade this node`,
       );
     }
-    if (stored.version !== String(SCHEMA_VERSION)) {
+    let repair = false;
+    if (stored.version === String(SCHEMA_VERSION)) {
+      const lacks = await missing(session, schema);
+      if (lacks.relations.length > 0) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_INVALID_STATE',
+          `PostgreSQL schema ${schema} of queue ${JSON.stringify(queue)} lacks ` +
+            `${lacks.relations.join(', ')}, made with it and dropped since: what they held is ` +
+            `gone; restore the schema from a backup, or drop it (DROP SCHEMA ${quoteIdent(schema)} ` +
+            'CASCADE) to start the queue empty',
+        );
+      }
+      repair = lacks.functions.length > 0;
+    }
+    if (stored.version !== String(SCHEMA_VERSION) || repair) {
       await session.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
       await session.query(schemaSql(schema, channel, constants));
       await session.query(
