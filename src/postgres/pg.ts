@@ -76,18 +76,30 @@ export async function pgFrom(importing: Promise<unknown>): Promise<PgModule> {
   return module.default ?? module;
 }
 
+/** What pg-pool answers, without a code, to a query once the pool was ended. */
+const POOL_ENDED = /^Cannot use a pool after calling end on the pool/;
+
 /** SQLSTATE classes of a server or a connection that is not there, or not now. */
 const UNAVAILABLE = /^(08|53|57|58|40P01|40001|55P03)/;
 
 /**
  * An error of a call as a named one: the server or the connection not there (or a statement
  * that ran out of time) is ERR_TICKWHEEL_UNAVAILABLE; a call the schema refused (SQLSTATE 22023,
- * raised by sql/*.sql) or anything else PostgreSQL answered is ERR_TICKWHEEL_INVALID_STATE.
+ * raised by sql/*.sql) or anything else PostgreSQL answered is ERR_TICKWHEEL_INVALID_STATE, as
+ * is a pool of the application's that was ended.
  */
 export function named(err: unknown, what: string): Error {
   if (err instanceof TickwheelStateError || err instanceof TickwheelUnavailableError) return err;
   const code = (err as { code?: unknown } | null)?.code;
   const message = err instanceof Error ? err.message : String(err);
+  if (POOL_ENDED.test(message)) {
+    return new TickwheelStateError(
+      'ERR_TICKWHEEL_INVALID_STATE',
+      `${what} cannot run: the pg.Pool the queue was opened with was ended (pool.end()), and ` +
+        'stays so: close the queue before ending its pool',
+      { cause: err },
+    );
+  }
   if (typeof code === 'string' && !UNAVAILABLE.test(code) && /^[0-9A-Z]{5}$/.test(code)) {
     return new TickwheelStateError(
       'ERR_TICKWHEEL_INVALID_STATE',

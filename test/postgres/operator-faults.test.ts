@@ -2,10 +2,13 @@
  * What an operator or an application can do to a queue's PostgreSQL behind its back, and what
  * the queue then says: a function of its schema dropped by hand is made again by the next open
  * (functions hold nothing); a table dropped by hand stops the open, named, rather than being
- * made again empty.
+ * made again empty; a pg.Pool of the application's ended under the queue fails its calls with
+ * ERR_TICKWHEEL_INVALID_STATE, which waiting does not cure, not ERR_TICKWHEEL_UNAVAILABLE.
  */
 
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { DelayQueue } from '../../src/delay-queue.js';
 import { PostgresDriver } from '../../src/postgres/driver.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled } from '../../scripts/postgres.mjs';
@@ -38,5 +41,32 @@ describe.runIf(postgresInstalled())('a queue on PostgreSQL changed behind its ba
       `SELECT to_regclass('"tickwheel_dropped-table".states') IS NULL AS gone`,
     );
     expect(rows[0].gone).toBe(true);
+  });
+
+  it('fails the calls of a queue whose pg.Pool was ended with ERR_TICKWHEEL_INVALID_STATE', async () => {
+    // Bounded as docs/postgres.md asks: pg-pool leaves a query that waits for a connection
+    // when end() is called waiting until connectionTimeoutMillis.
+    const pool = new pg.Pool({
+      connectionString: server.url,
+      max: 2,
+      connectionTimeoutMillis: 2_000,
+    });
+    const queue = await DelayQueue.open({
+      postgres: pool,
+      queue: 'ended-pool',
+      partitions: 2,
+      onFault: () => undefined,
+    });
+    try {
+      await pool.end();
+      const err = (await queue
+        .schedule({ topic: 't', payload: 1, delayMs: 10 })
+        .catch((e: unknown) => e)) as Error & { code?: string };
+      expect(err.code).toBe('ERR_TICKWHEEL_INVALID_STATE');
+      expect(err.message).toContain('pg.Pool');
+      expect(err.message).toContain('was ended');
+    } finally {
+      await queue.close();
+    }
   });
 });
