@@ -4,7 +4,7 @@
  * environment variable; `tickwheel serve --help` prints them from here.
  */
 
-import { defaultMaxConnections } from '../server/connections.js';
+import { defaultMaxConnections, defaultPushConnections } from '../server/connections.js';
 import { DEFAULT_BODY_LIMIT, LOG_LEVELS } from '../server/settings.js';
 import type { FlagsOf, OptionSpec } from './args.js';
 import { durationOption, integerParser, parsePushAllow } from './parse.js';
@@ -202,6 +202,15 @@ export const SERVE_OPTIONS = [
     env: 'TICKWHEEL_PUSH_ALLOW',
     parse: parsePushAllow,
     list: true,
+  },
+  {
+    name: 'push-connections',
+    value: '<n>',
+    description:
+      'most connections to push targets open at once, over all topics; a push past them waits for one within its timeout',
+    env: 'TICKWHEEL_PUSH_CONNECTIONS',
+    defaultText: `${defaultPushConnections()} here: half of the files --max-connections leaves aside, 8 to 256`,
+    parse: integerParser(1, 1_000_000),
   },
   {
     name: 'log-level',

@@ -8,6 +8,7 @@ import { isIP, type AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { RecoveryReport } from '../delay-queue.js';
 import type { ServerOptions, TickwheelServer } from '../server/index.js';
+import { defaultPushConnections } from '../server/connections.js';
 import { checkConnectionString } from '../postgres/reach.js';
 import { hidePassword, invalidOption } from '../validate.js';
 import { checkRedisUrls } from '../valkey/urls.js';
@@ -212,7 +213,10 @@ function storeOptions(
   redis: string | undefined,
   postgres: string | undefined,
 ): Pick<ServerOptions, 'dir' | 'fsync' | 'queueOptions' | 'redis' | 'postgres' | 'cluster'> {
-  const push = { allow: options.pushAllow ?? [] };
+  const push = {
+    allow: options.pushAllow ?? [],
+    maxConnections: options.pushConnections ?? defaultPushConnections(),
+  };
   const durableAcks = options.durableAcks === true;
   const node = {
     queue: options.queue,

@@ -17,7 +17,14 @@ export interface PushOptions {
    * or host names matched exactly (`receiver.internal`). At most 1,000 entries. Default none.
    */
   allow?: readonly string[];
+  /**
+   * Connections to push targets open at once, over all topics (each takes a file descriptor);
+   * a request past it waits for one, within its target's `timeoutMs`. Default 256.
+   */
+  maxConnections?: number;
 }
+
+export const DEFAULT_PUSH_CONNECTIONS = 256;
 
 export const MAX_PUSH_ALLOW = 1000;
 /** How long setting a target waits for its name to resolve (then lets it through). */
@@ -231,15 +238,23 @@ export class PushGuard {
 
 export function checkPushOptions(value: unknown): PushOptions {
   if (value === undefined) return {};
-  const example = "{ allow: ['127.0.0.0/8', 'receiver.internal'] }";
-  const allow = fieldsOf(value, ['allow'], 'push', example).allow ?? [];
+  const example = "{ allow: ['127.0.0.0/8', 'receiver.internal'], maxConnections: 256 }";
+  const fields = fieldsOf(value, ['allow', 'maxConnections'], 'push', example);
+  const allow = fields.allow ?? [];
+  const maxConnections = fields.maxConnections;
   if (!Array.isArray(allow) || allow.length > MAX_PUSH_ALLOW) {
     throw invalidOption(
       `push.allow must be an array of at most ${MAX_PUSH_ALLOW} CIDR blocks, addresses or host names, got ${describe(allow)}`,
     );
   }
   for (const entry of allow as unknown[]) checkAllowEntry(entry);
-  return { allow: [...(allow as string[])] };
+  if (maxConnections === undefined) return { allow: [...(allow as string[])] };
+  if (!Number.isInteger(maxConnections) || (maxConnections as number) < 1) {
+    throw invalidOption(
+      `push.maxConnections must be a whole number of connections, at least 1, got ${describe(maxConnections)}`,
+    );
+  }
+  return { allow: [...(allow as string[])], maxConnections: maxConnections as number };
 }
 
 const HOST_NAME =

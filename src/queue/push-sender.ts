@@ -37,6 +37,35 @@ const USER_AGENT = 'tickwheel-push/1';
 
 type Answer = { status: number; location: string | undefined };
 
+/**
+ * The connections of every push target of a queue: one pool, so that its bound (maxTotalSockets)
+ * holds over all topics; a request past it waits in the pool for a free connection.
+ */
+export class PushAgents {
+  private readonly http: HttpAgent;
+  private readonly https: HttpsAgent;
+
+  constructor(maxConnections: number, guard: PushGuard) {
+    const options = {
+      keepAlive: true,
+      maxTotalSockets: maxConnections,
+      scheduling: 'lifo' as const,
+      lookup: guard.lookup,
+    };
+    this.http = new HttpAgent(options);
+    this.https = new HttpsAgent(options);
+  }
+
+  for(url: URL): HttpAgent {
+    return url.protocol === 'https:' ? this.https : this.http;
+  }
+
+  close(): void {
+    this.http.destroy();
+    this.https.destroy();
+  }
+}
+
 export class PushSender {
   private readonly url: URL;
   private readonly agent: HttpAgent;
@@ -48,15 +77,10 @@ export class PushSender {
     private readonly target: PushTarget,
     private readonly wallClock: () => number,
     private readonly guard: PushGuard,
+    agents: PushAgents,
   ) {
     this.url = new URL(target.url);
-    const options = {
-      keepAlive: true,
-      maxSockets: target.concurrency,
-      scheduling: 'lifo' as const,
-      lookup: guard.lookup,
-    };
-    this.agent = this.url.protocol === 'https:' ? new HttpsAgent(options) : new HttpAgent(options);
+    this.agent = agents.for(this.url);
   }
 
   async send(message: ReceivedMessage): Promise<void> {
@@ -148,6 +172,8 @@ export class PushSender {
     return new Promise<Answer>((resolve, reject) => {
       let failure: PushError | undefined;
       let settled = false;
+      let connected = false;
+      request.once('socket', () => (connected = true));
       const finish = (answer: Answer | undefined, err?: PushError) => {
         if (settled) return;
         settled = true;
@@ -157,7 +183,7 @@ export class PushSender {
         else reject(err ?? failure ?? new PushError('the request failed'));
       };
       const timer = setTimeout(() => {
-        failure ??= this.timedOut();
+        failure ??= connected ? this.timedOut() : this.noConnection();
         request.destroy();
       }, left);
       this.underway.set(request, (err) => {
@@ -209,14 +235,17 @@ export class PushSender {
     return new PushError(`no answer within ${this.target.timeoutMs} ms`);
   }
 
+  private noConnection(): PushError {
+    const most = this.agent.maxTotalSockets;
+    return new PushError(
+      `no push connection free within ${this.target.timeoutMs} ms: all ${most} (push.maxConnections) are in use`,
+    );
+  }
+
   /** Fails every request under way and refuses later ones (after Pushers.stop's grace). */
   abort(): void {
     this.abandoned = true;
     for (const cut of [...this.underway.values()]) cut(abandoned());
-  }
-
-  close(): void {
-    this.agent.destroy();
   }
 }
 

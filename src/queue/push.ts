@@ -8,8 +8,8 @@
 import { checkOption, describe, invalidOption } from '../validate.js';
 import { faultOf, warnFault, type FaultReporter } from './faults.js';
 import { fieldsOf, reasonOf } from './message.js';
-import { PushGuard, type PushOptions } from './push-guard.js';
-import { PushError, PushSender } from './push-sender.js';
+import { DEFAULT_PUSH_CONNECTIONS, PushGuard, type PushOptions } from './push-guard.js';
+import { PushAgents, PushError, PushSender } from './push-sender.js';
 
 export { PushError } from './push-sender.js';
 import type { TopicGate } from './topics.js';
@@ -199,6 +199,8 @@ export class Pushers {
   private started = false;
   private closed = false;
   readonly guard: PushGuard;
+  /** Every target's connections, bounded together (push.maxConnections). */
+  private readonly agents: PushAgents;
   /** The reason of the failing pushes of each topic, while they fail (told once). */
   private readonly failing = new Map<string, string>();
 
@@ -210,6 +212,7 @@ export class Pushers {
     private readonly wallClock: () => number = Date.now,
   ) {
     this.guard = new PushGuard(options);
+    this.agents = new PushAgents(options.maxConnections ?? DEFAULT_PUSH_CONNECTIONS, this.guard);
   }
 
   /** Follows a queue's topic settings: targets vetted by the guard, applied once stored. */
@@ -255,6 +258,7 @@ export class Pushers {
     for (const pushing of this.topics.values()) this.stop(pushing);
     this.topics.clear();
     while (this.stopping.size > 0) await Promise.all([...this.stopping]);
+    this.agents.close();
   }
 
   /**
@@ -263,7 +267,7 @@ export class Pushers {
    * has more than `concurrency` requests under way.
    */
   private begin(topic: string, target: PushTarget, after?: Promise<void>): void {
-    const sender = new PushSender(target, this.wallClock, this.guard);
+    const sender = new PushSender(target, this.wallClock, this.guard, this.agents);
     const stats = this.counts.get(topic) ?? { inFlight: 0, succeeded: 0, failed: 0 };
     this.counts.set(topic, stats);
     const handler = async (message: ReceivedMessage): Promise<void> => {
@@ -336,7 +340,6 @@ export class Pushers {
   private stop(pushing: Pushing): Promise<void> {
     const worker = pushing.worker;
     if (worker === undefined) {
-      pushing.sender.close();
       return pushing.after ?? Promise.resolve();
     }
     const grace = setTimeout(() => pushing.sender.abort(), Pushers.closeGraceMs);
@@ -345,7 +348,6 @@ export class Pushers {
       .catch((err: unknown) => this.onFault(faultOf(err)))
       .finally(() => {
         clearTimeout(grace);
-        pushing.sender.close();
         this.stopping.delete(done);
       });
     this.stopping.add(done);

@@ -31,6 +31,7 @@ const MIN_RESERVED_FILES = 128;
 /** Bounds of the default cap, however high or low the file limit (each socket costs memory). */
 const MAX_DEFAULT_CONNECTIONS = 4096;
 const MIN_DEFAULT_CONNECTIONS = 16;
+const MAX_PUSH_CONNECTIONS = 256;
 /** Least time between two warnings that the cap was reached. */
 const WARN_INTERVAL_MS = 60_000;
 /** Connections past the cap let in for a health check, and the time they get to send it. */
@@ -65,6 +66,16 @@ export function defaultMaxConnections(files = fileLimit() ?? ASSUMED_FILE_LIMIT)
   if (files === Number.POSITIVE_INFINITY) return MAX_DEFAULT_CONNECTIONS;
   const reserved = Math.max(MIN_RESERVED_FILES, Math.floor(files / 4));
   return Math.min(MAX_DEFAULT_CONNECTIONS, Math.max(MIN_DEFAULT_CONNECTIONS, files - reserved));
+}
+
+/**
+ * The default bound on connections to push targets (push.maxConnections) for such a process:
+ * half of the files defaultMaxConnections leaves aside, 8 to 256.
+ */
+export function defaultPushConnections(files = fileLimit() ?? ASSUMED_FILE_LIMIT): number {
+  if (files === Number.POSITIVE_INFINITY) return MAX_PUSH_CONNECTIONS;
+  const reserved = Math.max(MIN_RESERVED_FILES, Math.floor(files / 4));
+  return Math.min(MAX_PUSH_CONNECTIONS, Math.max(8, Math.floor(reserved / 2)));
 }
 
 interface Connection {

@@ -15,7 +15,7 @@ import {
   checkPushOptions,
   internalKind,
 } from '../../src/queue/push-guard.js';
-import { PushSender } from '../../src/queue/push-sender.js';
+import { PushAgents, PushSender } from '../../src/queue/push-sender.js';
 import { startReceiver, type Receiver } from './push-receiver.js';
 import { useClosing } from '../support/closing.js';
 import { waitFor } from '../support/wait-for.js';
@@ -150,7 +150,8 @@ describe('the check at connection (DNS rebinding)', () => {
     const guard = new PushGuard({}, resolver.resolve);
     const url = `http://rebind.example:${receiver.port}/`;
     await guard.checkTarget(url);
-    const sender = new PushSender(target(url), Date.now, guard);
+    const agents = new PushAgents(4, guard);
+    const sender = new PushSender(target(url), Date.now, guard, agents);
     try {
       await expect(sender.send(message)).rejects.toMatchObject({
         code: 'ERR_TICKWHEEL_PUSH_FAILED',
@@ -159,25 +160,28 @@ describe('the check at connection (DNS rebinding)', () => {
         ) as string,
       });
     } finally {
-      sender.close();
+      agents.close();
     }
     expect(receiver.requests).toHaveLength(0);
     // The same name allowed by the queue: the lookup's address is the one connected to.
     const allowing = new PushGuard({ allow: ['rebind.example'] }, async () => [
       { address: '127.0.0.1', family: 4 },
     ]);
-    const allowed = new PushSender(target(url), Date.now, allowing);
+    const allowingAgents = new PushAgents(4, allowing);
+    const allowed = new PushSender(target(url), Date.now, allowing, allowingAgents);
     try {
       await allowed.send(message);
     } finally {
-      allowed.close();
+      allowingAgents.close();
     }
     expect(receiver.requests).toHaveLength(1);
   });
 
   it('checks a literal address before each request (Node connects to one without a lookup)', async () => {
     const receiver = await leakyReceiver(200);
-    const sender = new PushSender(target(receiver.url), Date.now, new PushGuard());
+    const guard = new PushGuard();
+    const agents = new PushAgents(4, guard);
+    const sender = new PushSender(target(receiver.url), Date.now, guard, agents);
     try {
       await expect(sender.send(message)).rejects.toMatchObject({
         message: expect.stringMatching(
@@ -185,7 +189,7 @@ describe('the check at connection (DNS rebinding)', () => {
         ) as string,
       });
     } finally {
-      sender.close();
+      agents.close();
     }
     expect(receiver.requests).toHaveLength(0);
   });

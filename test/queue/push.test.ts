@@ -13,7 +13,7 @@ import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { TickwheelError } from '../../src/errors.js';
 import { PUSH_HEADER, verifyPush } from '../../src/protocol/push-signature.js';
 import { Pushers } from '../../src/queue/push.js';
-import { PushSender } from '../../src/queue/push-sender.js';
+import { PushAgents, PushSender } from '../../src/queue/push-sender.js';
 import { PushGuard } from '../../src/queue/push-guard.js';
 import { startReceiver, type Receiver } from './push-receiver.js';
 import { useTempDirs } from '../support/temp-dir.js';
@@ -222,6 +222,29 @@ describe('push delivery (embedded queue, real receiver)', () => {
     expect(new Set(target.requests.map((r) => r.headers[PUSH_HEADER.id])).size).toBe(24);
   });
 
+  it('holds at most push.maxConnections connections over all topics; a request past them fails saying so', async () => {
+    const target = await receiver(() => 'hang');
+    const queue = await track(
+      DelayQueue.open({ store: new MemoryStore(), push: { ...LOOPBACK, maxConnections: 4 } }),
+    );
+    for (const topic of ['a', 'b']) {
+      await queue.configureTopic(topic, {
+        push: { url: `${target.url}/${topic}`, secret: SECRET, concurrency: 10, timeoutMs: 300 },
+      });
+      await queue.scheduleMany(
+        Array.from({ length: 10 }, (_, i) => ({ topic, id: `${topic}${i}`, payload: i })),
+      );
+    }
+    await waitFor(async () =>
+      Object.values((await queue.stats()).push).some((stats) =>
+        /no push connection free within 300 ms: all 4 \(push.maxConnections\)/.test(
+          stats.lastError ?? '',
+        ),
+      ),
+    );
+    expect(target.maxInFlight()).toBe(4);
+  });
+
   it('a run of target changes never has more than concurrency requests under way', async () => {
     const target = await receiver(() => 'hang');
     const queue = await memoryQueue();
@@ -376,6 +399,8 @@ describe('push delivery (embedded queue, real receiver)', () => {
     // Past the checks (a target read from an older store, say): no crash, no stray timer.
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     onTestFinished(() => void vi.useRealTimers());
+    const guard = new PushGuard(LOOPBACK);
+    const agents = new PushAgents(1, guard);
     const sender = new PushSender(
       {
         url: 'http://127.0.0.1:9/',
@@ -386,7 +411,8 @@ describe('push delivery (embedded queue, real receiver)', () => {
         secret: SECRET,
       },
       Date.now,
-      new PushGuard(LOOPBACK),
+      guard,
+      agents,
     );
     const message = { id: 'm', topic: 't', payload: 1, deliverAt: 0, attempts: 1, receipt: 'r' };
     await expect(sender.send(message)).rejects.toMatchObject({
@@ -395,7 +421,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
     });
     // No timer left to fire when the request's timeout would have come.
     expect(vi.getTimerCount()).toBe(0);
-    sender.close();
+    agents.close();
   });
 
   it('refuses bad targets with named errors and stores nothing', async () => {
