@@ -5,7 +5,7 @@
  * Settings are durable and apply once stored; a change wakes the receives waiting on the topic.
  */
 
-import { mayHaveWritten, TickwheelCorruptError } from '../errors.js';
+import { mayHaveWritten, TickwheelCorruptError, TickwheelStateError } from '../errors.js';
 import { checkFlag, checkOption, describe } from '../validate.js';
 import { fieldsOf } from './message.js';
 import { checkPushTarget, pushView, samePushTarget, type PushTarget } from './push.js';
@@ -225,6 +225,12 @@ export interface InnerQueue<T> {
 }
 
 export class TopicGate {
+  /**
+   * Topics with settings of their own, at most: each is kept in memory and written again with
+   * the others at every change (tests change it).
+   */
+  static maxWithSettings = 10_000;
+
   /** Topics with settings of their own (one back at the defaults has no entry). */
   private settings = new Map<string, TopicSettings>();
   /**
@@ -293,6 +299,13 @@ export class TopicGate {
       await vetted;
       const next = applyTopicUpdate(this.get(topic), checked);
       if (sameSettings(next, this.get(topic))) return next;
+      const most = TopicGate.maxWithSettings;
+      if (!this.settings.has(topic) && this.settings.size >= most) {
+        throw new TickwheelStateError(
+          'ERR_TICKWHEEL_CONFLICT',
+          `${most} topics have settings of their own (paused, a rate limit or a push target), the most a queue keeps: put one back to the defaults before giving topic ${topic} any`,
+        );
+      }
       try {
         await this.backend.save(topic, next, checked);
       } catch (err) {

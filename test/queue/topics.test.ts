@@ -7,9 +7,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import type { DelayQueue } from '../../src/delay-queue.js';
-import { LocalBuckets } from '../../src/queue/topics.js';
+import { LocalBuckets, TopicGate } from '../../src/queue/topics.js';
 import { advance, fileKind, memoryKind, settle, useQueues } from './harness.js';
 
 const openQueue = useQueues();
@@ -265,6 +265,29 @@ describe('the gate under close, idle long polls and limit changes', () => {
     expect(buckets.take('t', next, 5).granted).toBe(0);
     now += 1_000;
     expect(buckets.take('t', next, 5).granted).toBe(1);
+  });
+});
+
+describe('topics with settings of their own', () => {
+  it('are at most TopicGate.maxWithSettings: one more is refused until one is back at the defaults', async () => {
+    expect(TopicGate.maxWithSettings).toBe(10_000);
+    TopicGate.maxWithSettings = 20;
+    onTestFinished(() => void (TopicGate.maxWithSettings = 10_000));
+    const { queue } = await openQueue(memoryKind);
+    for (let i = 0; i < 20; i++) await queue.pause(`t${i}`);
+    await expect(queue.pause('one-more')).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_CONFLICT',
+      message: expect.stringMatching(
+        /^20 topics have settings of their own .*put one back/,
+      ) as string,
+    });
+    expect((await queue.topicInfo('one-more')).paused).toBe(false);
+    // A topic that has settings may still change them.
+    await queue.configureTopic('t0', { rateLimit: { perSecond: 5 } });
+    await queue.resume('t1');
+    await queue.pause('one-more');
+    expect((await queue.topicInfo('one-more')).paused).toBe(true);
+    expect((await queue.topicList()).length).toBe(20);
   });
 });
 
