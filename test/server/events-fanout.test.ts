@@ -6,9 +6,8 @@
 
 import { get, type IncomingMessage } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
-import { createServer } from '../../src/server/index.js';
 import { waitFor } from '../support/wait-for.js';
+import { listeningServer } from './harness.js';
 
 const closers: Array<() => Promise<void>> = [];
 
@@ -44,14 +43,7 @@ function reader(port: number): Promise<{ count: () => number }> {
 
 describe('GET /v1/events fanned out to many readers', () => {
   it('gives the event loop turns while it writes a burst to every reader', async () => {
-    const queue = await DelayQueue.open({ store: new MemoryStore() });
-    const server = await createServer({ queue, logLevel: 'silent' });
-    await server.listen({ port: 0, host: '127.0.0.1' });
-    closers.push(async () => {
-      await server.close();
-      await queue.close();
-    });
-    const { port } = server.server.address() as { port: number };
+    const { queue, port } = await listeningServer();
     const readers = await Promise.all(Array.from({ length: READERS }, () => reader(port)));
 
     let longestGap = 0;

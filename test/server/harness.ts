@@ -40,6 +40,16 @@ export async function openServer(
   return { server, queue, call: injector(server) };
 }
 
+/** openServer, listening on a loopback port (for tests that need real sockets). */
+export async function listeningServer(
+  options: Partial<ServerOptions> = {},
+  queueOptions: Partial<DelayQueueOpenOptions> = {},
+): Promise<TestServer & { port: number }> {
+  const opened = await openServer(options, queueOptions);
+  await opened.server.listen({ port: 0, host: '127.0.0.1' });
+  return { ...opened, port: (opened.server.server.address() as { port: number }).port };
+}
+
 /** Requests through the server's inject(), no sockets; the body is parsed when it is JSON. */
 export function injector(server: TickwheelServer): TestServer['call'] {
   return async (method, url, body, headers = {}) => {

@@ -6,28 +6,15 @@
 
 import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
-const MAX_UNANSWERED = 32;
-import { createServer } from '../../src/server/index.js';
+import { MAX_UNANSWERED } from '../../src/server/connections.js';
 import { waitFor } from '../support/wait-for.js';
+import { listeningServer } from './harness.js';
 
 const closers: Array<() => Promise<void>> = [];
 
 afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
 });
-
-async function serve() {
-  const queue = await DelayQueue.open({ store: new MemoryStore() });
-  const server = await createServer({ queue, logLevel: 'silent' });
-  await server.listen({ port: 0, host: '127.0.0.1' });
-  closers.push(async () => {
-    await server.close();
-    await queue.close();
-  });
-  const { port } = server.server.address() as { port: number };
-  return { server, queue, port };
-}
 
 function post(path: string, body: string): string {
   return (
@@ -53,7 +40,7 @@ function statuses(text: string): number[] {
 
 describe('requests pipelined on one connection', () => {
   it(`runs at most ${MAX_UNANSWERED} unanswered at once; the others get 503 ERR_TICKWHEEL_CAPACITY`, async () => {
-    const { queue, port } = await serve();
+    const { queue, port } = await listeningServer();
     const { socket, received } = await connection(port);
     const extra = 8;
     const longPoll = post('/v1/topics/piped/receive', '{"waitMs":1500}');
@@ -80,7 +67,7 @@ describe('requests pipelined on one connection', () => {
   }, 20_000);
 
   it('refuses a schedule pipelined behind too many long polls, and schedules nothing', async () => {
-    const { queue, port } = await serve();
+    const { queue, port } = await listeningServer();
     const { socket, received } = await connection(port);
     const longPoll = post('/v1/topics/piped/receive', '{"waitMs":1000}');
     const schedule = post('/v1/topics/other/messages', '{"payload":1}');
