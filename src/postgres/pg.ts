@@ -107,9 +107,13 @@ export function named(err: unknown, what: string): Error {
       { cause: err },
     );
   }
+  // Class 53: the server answered, short of disk, memory or connections (heals once freed).
+  const short = typeof code === 'string' && code.startsWith('53');
   return new TickwheelUnavailableError(
     'ERR_TICKWHEEL_UNAVAILABLE',
-    `PostgreSQL did not answer ${what}: ${message}`,
+    short
+      ? `PostgreSQL lacked the resources for ${what} (disk, memory or connections): ${message} (SQLSTATE ${code})`
+      : `PostgreSQL did not answer ${what}: ${message}`,
     { cause: err },
   );
 }

@@ -10,6 +10,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import { PostgresDriver } from '../../src/postgres/driver.js';
+import { named } from '../../src/postgres/pg.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled } from '../../scripts/postgres.mjs';
 import { withPostgres } from './with-postgres.js';
@@ -68,5 +69,20 @@ describe.runIf(postgresInstalled())('a queue on PostgreSQL changed behind its ba
     } finally {
       await queue.close();
     }
+  });
+});
+
+describe('errors of PostgreSQL short of resources', () => {
+  it('say so (SQLSTATE class 53), not that PostgreSQL did not answer', () => {
+    const full = Object.assign(new Error('could not extend file: No space left on device'), {
+      code: '53100',
+    });
+    const err = named(full, 'a schedule');
+    expect(err).toMatchObject({ code: 'ERR_TICKWHEEL_UNAVAILABLE' });
+    expect(err.message).toBe(
+      'PostgreSQL lacked the resources for a schedule (disk, memory or connections): could not extend file: No space left on device (SQLSTATE 53100)',
+    );
+    const gone = Object.assign(new Error('Connection terminated unexpectedly'), {});
+    expect(named(gone, 'a schedule').message).toMatch(/^PostgreSQL did not answer a schedule/);
   });
 });
