@@ -16,8 +16,11 @@ export interface DashboardSnapshot {
   version: string;
   uptimeMs: number;
   counters: Record<string, number>;
-  /** scheduled: not yet due (in memory or on disk); dead: dead letters. */
+  /** The topics with the most messages (at most 100). scheduled: not yet due; dead: dead letters. */
   topics: Record<string, TopicCounts>;
+  /** Topics with live messages, shown in `topics` or not; `otherTopics` sums those not shown. */
+  topicCount: number;
+  otherTopics: TopicCounts;
   totals: { inMemory: number; live: number | null; dead: number | null; loadedUntil: number };
   latenessMs: { p50: number | null; p99: number | null; max: number | null };
   /** Scheduled messages by time until due: [fromMs, untilMs) from now; untilMs null = beyond. */

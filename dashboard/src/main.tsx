@@ -158,7 +158,12 @@ function Counters(props: {
         <Tile label="ack rate" value={rateText(last(history.ackRate))} />
         <Tile
           label="live (all topics)"
-          value={number(Object.values(snapshot.topics).reduce((sum, c) => sum + liveCount(c), 0))}
+          value={number(
+            Object.values(snapshot.topics).reduce(
+              (sum, c) => sum + liveCount(c),
+              liveCount(snapshot.otherTopics),
+            ),
+          )}
           testid="total-live"
           title={LIVE_MEANING}
         />
@@ -217,6 +222,15 @@ function Counters(props: {
                 </td>
               </tr>
             ))
+          )}
+          {snapshot.topicCount > topics.length && (
+            <tr data-testid="other-topics" class="muted">
+              <td>{`${number(snapshot.topicCount - topics.length)} more topics`}</td>
+              <td class="num">{number(snapshot.otherTopics.scheduled)}</td>
+              <td class="num">{number(snapshot.otherTopics.ready)}</td>
+              <td class="num">{number(snapshot.otherTopics.inflight)}</td>
+              <td class="num">{number(snapshot.otherTopics.dead)}</td>
+            </tr>
           )}
         </tbody>
       </table>

@@ -1,6 +1,7 @@
 /** The commands that talk to a server through the client (--url, --token, --timeout), JSON out. */
 
 import { TickwheelClient, DEFAULT_URL, type TickwheelHttpError } from '../client/index.js';
+import { MAX_TOPIC_PAGE } from '../protocol/limits.js';
 import { LIST_MAX_LIMIT } from '../queue/list.js';
 import type { CommandSpec, FlagsOf, OptionSpec } from './args.js';
 import { CliError, describeFailure, type CliIo } from './io.js';
@@ -316,7 +317,15 @@ export function clientCommands(io: CliIo): CommandSpec[] {
     clientCommand(io, {
       name: 'stats',
       description: "print the server's queue statistics",
-      run: (_args, client) => client.stats(),
+      options: [
+        integerOption(
+          'topics',
+          'topics named, those with the most messages; the rest are summed (default 100)',
+          0,
+          MAX_TOPIC_PAGE,
+        ),
+      ],
+      run: (_args, client, { topics }) => client.stats({ topics }),
     }),
   ];
 }

@@ -179,10 +179,10 @@ export const SERVE_OPTIONS = [
     name: 'metrics-topics',
     value: '<n>',
     description:
-      'topics with a topic label of their own in /metrics (the first seen); the rest are summed under topic="_other"',
+      'topics with a topic label of their own in /metrics (of those with the most messages, the first seen); the rest are summed under topic="_other"',
     env: 'TICKWHEEL_METRICS_TOPICS',
     default: 100,
-    parse: integerParser(1, 10_000),
+    parse: integerParser(1, 1_000),
   },
   {
     ...durationOption(

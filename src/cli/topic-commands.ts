@@ -1,5 +1,6 @@
 /** The commands on topics' settings (topics, pause, resume, rate-limit, push), through the client. */
 
+import { MAX_TOPIC_PAGE } from '../protocol/limits.js';
 import { clientCommand } from './client-commands.js';
 import { UsageError, type CommandSpec } from './args.js';
 import type { CliIo } from './io.js';
@@ -50,10 +51,23 @@ export function topicCommands(io: CliIo): CommandSpec[] {
   return [
     clientCommand(io, {
       name: 'topics',
-      description: 'list topics with their settings (paused, rate limit) and counts, or show one',
+      description:
+        'list topics with their settings (paused, rate limit) and counts by name, a page at a time, or show one',
       arguments: [{ name: 'topic', required: false }],
-      run: ([topic], client) =>
-        topic === undefined ? client.topicList() : client.topicInfo(topic as string),
+      options: [
+        integerOption('limit', 'topics at most on the page (default 100)', 1, MAX_TOPIC_PAGE),
+        {
+          name: 'cursor',
+          value: '<cursor>',
+          description: 'the cursor a previous page printed: the page after it',
+        },
+      ],
+      run: async ([topic], client, { limit, cursor }) => {
+        if (topic !== undefined) return client.topicInfo(topic as string);
+        const page = await client.topicList({ limit, cursor });
+        if (page.cursor !== undefined) io.err(`more: the next page is --cursor ${page.cursor}\n`);
+        return page;
+      },
     }),
     onTopics(
       'pause',

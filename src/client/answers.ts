@@ -41,8 +41,13 @@ export function isTopic(value: unknown): boolean {
   return isObject(value) && typeof value.topic === 'string' && typeof value.paused === 'boolean';
 }
 
+/** A page of GET /v1/topics. */
 export function isTopicList(answer: Answer): boolean {
-  return Array.isArray(answer.topics) && answer.topics.every(isTopic);
+  return (
+    Array.isArray(answer.topics) &&
+    answer.topics.every(isTopic) &&
+    (answer.cursor === undefined || typeof answer.cursor === 'string')
+  );
 }
 
 /** A ScheduleInfo: GET, PUT and PATCH /v1/schedules/:name. */

@@ -21,8 +21,9 @@ import type {
   ReceiveOptions,
 } from '../queue/types.js';
 import { MAX_NACK_DELAY_MS, MAX_WAIT_MS } from '../protocol/limits.js';
-import type { ListOptions, ListPage } from '../protocol/model.js';
+import type { ListOptions, ListPage, StatsOptions, TopicListOptions } from '../protocol/model.js';
 import { checkListOptions } from '../queue/list.js';
+import { checkStatsOptions, checkTopicListOptions } from '../queue/topic-pages.js';
 import { checkReceiveOptions } from '../queue/options.js';
 import type {
   AckResponse,
@@ -357,9 +358,15 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
     return this.topicCall('GET', topic, '', undefined, options);
   }
 
-  /** Every topic with messages or settings other than the defaults, by name. */
-  async topicList(options: CallOptions = {}): Promise<WireTopic[]> {
-    return (await this.read<TopicListResponse>('/v1/topics', options, isTopicList)).topics;
+  /**
+   * A page of the topics with messages or settings other than the defaults, by name: pass
+   * `cursor` back for the next (absent on the last).
+   */
+  async topicList(options: TopicListOptions & CallOptions = {}): Promise<TopicListResponse> {
+    const { limit, cursor, ...call } = options;
+    const page = { limit, cursor };
+    checkTopicListOptions(page);
+    return this.read('/v1/topics' + queryOf(page), call, isTopicList);
   }
 
   /** A call on one topic; each sets or reads a state, so repeating it is safe. */
@@ -447,8 +454,10 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
   }
 
   /** GET /v1/stats: the server queue's stats() (a QueueStats), its recovery and the server's figures. */
-  async stats(options: CallOptions = {}): Promise<StatsResponse> {
-    return this.read('/v1/stats', options, isStats);
+  async stats(options: StatsOptions & CallOptions = {}): Promise<StatsResponse> {
+    const { topics, ...call } = options;
+    checkStatsOptions({ topics });
+    return this.read('/v1/stats' + queryOf({ topics }), call, isStats);
   }
 
   /** GET /healthz: resolves when the server is up and not shutting down. */
@@ -524,10 +533,16 @@ export class TickwheelClient<Payload = unknown> implements QueueOperations<Paylo
 /** The path of one page of list(), its options checked as the embedded queue checks them. */
 function listPath(options: ListOptions): string {
   checkListOptions(options);
+  const { from, until, limit, cursor } = options;
+  return `/v1/topics${segment(options.topic, 'topic')}/messages${queryOf({ from, until, limit, cursor })}`;
+}
+
+/** `?name=value&...` of the values given, or '' for none. */
+function queryOf(values: Record<string, string | number | undefined>): string {
   const query = new URLSearchParams();
-  for (const key of ['from', 'until', 'limit', 'cursor'] as const) {
-    if (options[key] !== undefined) query.set(key, String(options[key]));
+  for (const [key, value] of Object.entries(values)) {
+    if (value !== undefined) query.set(key, String(value));
   }
   const text = query.toString();
-  return `/v1/topics${segment(options.topic, 'topic')}/messages${text === '' ? '' : `?${text}`}`;
+  return text === '' ? '' : `?${text}`;
 }

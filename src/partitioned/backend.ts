@@ -277,13 +277,13 @@ export class PartitionedBackend implements QueueBackend {
     return this.inspector.deadLetters(topic, limit);
   }
 
-  async topicCounts(): Promise<Map<string, TopicCounts>> {
+  async topicCounts(): Promise<ReadonlyMap<string, TopicCounts>> {
     const { topics } = await this.inspector.counts();
-    return new Map(
-      Object.entries(topics).map(([topic, of]) => {
-        return [topic, { pending: of.scheduled + of.ready + of.inflight, dead: of.dead }];
-      }),
-    );
+    const counts = new Map<string, TopicCounts>();
+    for (const [topic, of] of topics) {
+      counts.set(topic, { pending: of.scheduled + of.ready + of.inflight, dead: of.dead });
+    }
+    return counts;
   }
 
   putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {

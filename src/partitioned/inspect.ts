@@ -48,19 +48,21 @@ export class PartitionInspector {
   }
 
   /** Live messages of the whole queue per topic and status, and their totals. */
-  async counts(): Promise<{ totals: TopicCounts; topics: Record<string, TopicCounts> }> {
+  async counts(): Promise<{ totals: TopicCounts; topics: Map<string, TopicCounts> }> {
     const all = await this.each((p) => this.driver.counts(p));
     const none = (): TopicCounts => ({ scheduled: 0, ready: 0, inflight: 0, dead: 0 });
     const totals = none();
-    // No prototype: a topic may be named 'constructor' or 'valueOf'.
-    const topics: Record<string, TopicCounts> = Object.create(null);
+    const topics = new Map<string, TopicCounts>();
     for (const counts of all) {
       for (const [field, n] of Object.entries(counts)) {
         const bar = field.lastIndexOf('|');
         const status = STATUSES[field.slice(bar + 1)];
         if (status === undefined || n === 0) continue;
         totals[status] += n;
-        (topics[field.slice(0, bar)] ??= none())[status] += n;
+        const topic = field.slice(0, bar);
+        let of = topics.get(topic);
+        if (of === undefined) topics.set(topic, (of = none()));
+        of[status] += n;
       }
     }
     return { totals, topics };

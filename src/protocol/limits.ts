@@ -15,3 +15,9 @@ export const MAX_RECEIPT_LENGTH = 512;
 export const MAX_VISIBILITY_MS = 43_200_000;
 export const MAX_WAIT_MS = 3_600_000;
 export const MAX_NACK_DELAY_MS = 86_400_000 * 365;
+
+/** Topics in one page of topicList(), and named in stats() at most; their defaults. */
+export const MAX_TOPIC_PAGE = 1_000;
+export const DEFAULT_TOPIC_PAGE = 100;
+/** The same as the topics /metrics labels by default. */
+export const DEFAULT_STATS_TOPICS = 100;

@@ -140,6 +140,25 @@ export interface TopicUpdate {
   push?: PushTargetInput | null;
 }
 
+/** stats(): how many topics to name (0 to 1,000; default 100): those with the most messages. */
+export interface StatsOptions {
+  topics?: number;
+}
+
+/** topicList() and GET /v1/topics: a page of topics, by name. */
+export interface TopicListOptions {
+  /** Topics a page holds at most, 1 to 1,000. Default 100. */
+  limit?: number;
+  /** The `cursor` of the previous page: this page starts after it. */
+  cursor?: string;
+}
+
+/** `cursor` is absent on the last page only. */
+export interface TopicPage {
+  topics: TopicInfo[];
+  cursor?: string;
+}
+
 /** topicInfo() and GET /v1/topics/:topic. */
 export interface TopicInfo {
   topic: string;
@@ -284,8 +303,12 @@ export interface QueueStats extends QueueCounters {
   deliveryLatenessMs: DeliveryLateness;
   /** Messages held in this process's memory (due within the horizon, ready or in flight). */
   inMemory: number;
-  /** The whole queue's. */
+  /** The whole queue's topics with the most live messages, `StatsOptions.topics` of them. */
   topics: Record<string, TopicStateCounts>;
+  /** Topics with live messages, named in `topics` or not. */
+  topicCount: number;
+  /** What the topics not named in `topics` hold, summed. */
+  otherTopics: TopicStateCounts;
   /** This process's. */
   timers: TimerWheelStats;
   push: Record<string, PushStats>;

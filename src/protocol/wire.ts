@@ -10,6 +10,7 @@ import type {
   RecurringSpec,
   ScheduleInfo,
   TopicInfo,
+  TopicPage,
   TopicUpdate,
 } from './model.js';
 
@@ -209,9 +210,8 @@ export type WireTopic = TopicInfo;
 /** PATCH /v1/topics/:topic */
 export type TopicUpdateBody = TopicUpdate;
 
-export interface TopicListResponse {
-  topics: WireTopic[];
-}
+/** GET /v1/topics?limit&cursor: a page of topicList(). */
+export type TopicListResponse = TopicPage;
 
 /** GET, PUT, PATCH /v1/schedules/:name */
 export type WireSchedule = ScheduleInfo;

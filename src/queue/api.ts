@@ -4,7 +4,14 @@
  * server, the CLI and applications that take "a queue" program against this interface.
  */
 
-import type { ListOptions, ListPage, QueueStats } from '../protocol/model.js';
+import type {
+  ListOptions,
+  ListPage,
+  QueueStats,
+  StatsOptions,
+  TopicListOptions,
+  TopicPage,
+} from '../protocol/model.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { ScheduleRequest } from './message.js';
 import type { RecoveryReport } from './store.js';
@@ -79,8 +86,11 @@ export interface QueueOperations<Payload = unknown> {
   /** Dead messages of a topic, oldest first (in the order they died). */
   deadLetters(topic: string, limit?: number): Promise<MessageInfo[]>;
 
-  /** Counters and counts (docs/http-api.md, "Stats"; the parts one backend has are optional). */
-  stats(): Promise<QueueStats>;
+  /**
+   * Counters and counts (docs/http-api.md, "Stats"; the parts one backend has are optional);
+   * per topic, of the `options.topics` topics with the most messages.
+   */
+  stats(options?: StatsOptions): Promise<QueueStats>;
   close(): Promise<void>;
 }
 
@@ -106,8 +116,8 @@ export interface Queue<Payload = unknown> extends QueueOperations<Payload> {
   /** Changes a topic's settings (paused, rateLimit: src/queue/topics.ts); durable. */
   configureTopic(topic: string, update: TopicUpdate): Promise<TopicInfo>;
   topicInfo(topic: string): Promise<TopicInfo>;
-  /** Every topic with messages or settings other than the defaults, by name. */
-  topicList(): Promise<TopicInfo[]>;
+  /** A page of the topics with messages or settings other than the defaults, by name. */
+  topicList(options?: TopicListOptions): Promise<TopicPage>;
 
   /** Recurring schedules (recurring.ts): occurrences of a cron or interval become messages. */
   putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo>;

@@ -8,7 +8,7 @@
  * fenced where shared. It keeps no counters and emits no events: it tells the QueueReport.
  */
 
-import type { QueueCounters, QueueStats } from '../protocol/model.js';
+import type { QueueCounters, QueueStats, TopicStateCounts } from '../protocol/model.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { BackendListPage, ListQuery } from './list.js';
 import type { CheckedRequest } from './message.js';
@@ -19,11 +19,21 @@ import type { TopicGate } from './topics.js';
 import type { DueTimeline, MessageInfo, ReceivedMessage, TransactionClient } from './types.js';
 import type { WorkerSource } from './worker.js';
 
-/** stats() of a backend: the facade adds the report's counters and figures, and `push`. */
+/**
+ * stats() of a backend: the facade adds the report's counters and figures, and `push`, and
+ * names the largest of `topics`: every topic with live messages, read once, at once (an entry
+ * may be reused for the next: a reader copies what it keeps).
+ */
 export type BackendStats = Omit<
   QueueStats,
-  'push' | 'latenessMs' | 'deliveryLatenessMs' | keyof QueueCounters
->;
+  | 'push'
+  | 'latenessMs'
+  | 'deliveryLatenessMs'
+  | 'topics'
+  | 'topicCount'
+  | 'otherTopics'
+  | keyof QueueCounters
+> & { topics: Iterable<readonly [string, TopicStateCounts]> };
 
 export interface Scheduled {
   id: string;
@@ -100,7 +110,8 @@ export interface QueueBackend {
 
   /** The topic gate (topics.ts): every receive of the backend goes through it. */
   readonly topics: TopicGate;
-  topicCounts(): Promise<Map<string, TopicCounts>>;
+  /** Every topic with live messages; may be the backend's own map, read at once. */
+  topicCounts(): Promise<ReadonlyMap<string, TopicCounts>>;
 
   /** Recurring schedules: a checked spec, stored durably; see recurring.ts. */
   putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo>;

@@ -14,8 +14,21 @@ import {
   describe,
   invalidOption,
 } from '../validate.js';
-import type { ListOptions, ListPage, QueueStats } from '../protocol/model.js';
+import type {
+  ListOptions,
+  ListPage,
+  QueueStats,
+  StatsOptions,
+  TopicListOptions,
+  TopicPage,
+} from '../protocol/model.js';
 import { checkListOptions, encodeCursor } from './list.js';
+import {
+  checkStatsOptions,
+  checkTopicListOptions,
+  largestTopics,
+  namesPage,
+} from './topic-pages.js';
 import type { WheelSnapshot } from '../wheel/index.js';
 import type { NewDueTime, Queue } from './api.js';
 import type { QueueBackend, Scheduled, TopicCounts } from './backend.js';
@@ -330,12 +343,21 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return topicOf(topic, this.backend.topics.get(topic), counts);
   }
 
-  async topicList(): Promise<TopicInfo[]> {
+  async topicList(options: TopicListOptions = {}): Promise<TopicPage> {
     this.checkOpen();
+    const { limit, cursor } = checkTopicListOptions(options);
     const counts = await this.backend.topicCounts();
     const { topics } = this.backend;
-    const names = new Set([...counts.keys(), ...topics.all().keys()]);
-    return [...names].sort().map((topic) => topicOf(topic, topics.get(topic), counts));
+    const settings = topics.all();
+    function* names() {
+      yield* counts.keys();
+      for (const name of settings.keys()) if (!counts.has(name)) yield name;
+    }
+    const page = namesPage(names(), limit, cursor);
+    return {
+      topics: page.names.map((topic) => topicOf(topic, topics.get(topic), counts)),
+      ...(page.more ? { cursor: page.names[page.names.length - 1] } : {}),
+    };
   }
 
   async putSchedule(name: string, spec: RecurringSpec): Promise<ScheduleInfo> {
@@ -371,11 +393,14 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.backend.deleteSchedule(checkScheduleName(name));
   }
 
-  async stats(): Promise<QueueStats> {
+  async stats(options: StatsOptions = {}): Promise<QueueStats> {
     this.checkOpen();
+    const named = checkStatsOptions(options);
+    const { topics, ...backend } = await this.backend.stats();
     return {
       ...this.report.figures(),
-      ...(await this.backend.stats()),
+      ...backend,
+      ...largestTopics(topics, named),
       push: this.pushers.stats(),
     };
   }

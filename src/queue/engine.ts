@@ -237,7 +237,8 @@ export class QueueEngine implements QueueBackend {
     };
   }
 
-  readonly topicCounts = async (): Promise<Map<string, TopicCounts>> => this.store.counts().topics;
+  readonly topicCounts = async (): Promise<ReadonlyMap<string, TopicCounts>> =>
+    this.store.counts().topics;
 
   readonly putSchedule = (name: string, spec: ScheduleSpec) => this.recurring.put(name, spec);
   readonly updateSchedule: QueueBackend['updateSchedule'] = (name, change) =>

@@ -35,7 +35,10 @@ export type {
   FireLateness,
   QueueCounters,
   QueueStats,
+  StatsOptions,
   StoreStats,
+  TopicListOptions,
+  TopicPage,
   TopicStateCounts,
 } from '../protocol/model.js';
 export {

@@ -35,30 +35,35 @@ export async function noteLastWrite(
 }
 
 export function embeddedStats({ held, store, loadedUntil, timers }: StatsSources): BackendStats {
-  // No prototype: a topic may be named 'constructor' or 'valueOf'.
-  const byTopic: Record<string, TopicStateCounts> = Object.create(null);
-  const topicOf = (topic: string) =>
-    (byTopic[topic] ??= { scheduled: 0, ready: 0, inflight: 0, dead: 0 });
-  for (const [topic, { pending, dead }] of store.counts().topics) {
-    const entry = topicOf(topic);
-    entry.scheduled = pending;
-    entry.dead = dead;
-  }
-  for (const [topic, { ready, inflight }] of held.tallies) {
-    if (ready + inflight === 0) continue;
-    const entry = topicOf(topic);
-    entry.ready = ready;
-    entry.inflight = inflight;
-    entry.scheduled = Math.max(0, entry.scheduled - ready - inflight);
-  }
   return {
     inMemory: held.size,
     payloadMemory: { heldBytes: held.payloads.held, limitBytes: held.payloads.limit },
     loadedUntil,
-    topics: byTopic,
+    topics: topicStates(held, store),
     timers,
     store: store.stats(),
   };
+}
+
+/**
+ * Each topic's counts by state, made as read: one object, filled anew for each topic (a reader
+ * copies what it keeps), so that stats() of many topics makes none per topic.
+ */
+function* topicStates(held: HeldCounts, store: Store): Generator<[string, TopicStateCounts]> {
+  const counts: TopicStateCounts = { scheduled: 0, ready: 0, inflight: 0, dead: 0 };
+  const entry: [string, TopicStateCounts] = ['', counts];
+  const { tallies } = held;
+  for (const [topic, { pending, dead }] of store.counts().topics) {
+    const tally = tallies.get(topic);
+    const ready = tally?.ready ?? 0;
+    const inflight = tally?.inflight ?? 0;
+    counts.scheduled = Math.max(0, pending - ready - inflight);
+    counts.ready = ready;
+    counts.inflight = inflight;
+    counts.dead = dead;
+    entry[0] = topic;
+    yield entry;
+  }
 }
 
 /**

@@ -24,7 +24,7 @@ export interface StoredMessage extends MessageState {
 
 export interface StoreCounts {
   /** Per topic: pending messages (scheduled, ready or in flight) and dead ones; else absent. */
-  topics: Map<string, { pending: number; dead: number }>;
+  topics: ReadonlyMap<string, Readonly<{ pending: number; dead: number }>>;
 }
 
 /** What the queue tells a store of its deliveries (Store.useDeliveries). */
@@ -75,7 +75,10 @@ export interface Store {
   /** The encoded payload of a message whose `payload` is not in memory. */
   payloadOf(message: MessageState): Promise<Uint8Array>;
   dead(topic: string, limit: number): Promise<StoredMessage[]>;
-  /** Counts of live messages per topic, kept up to date with every change. */
+  /**
+   * Counts of live messages per topic, kept up to date with every change: the store's own map,
+   * not a copy (it may hold every topic, read at every stats()): read it at once.
+   */
   counts(): StoreCounts;
   /**
    * Optional: pending messages by minute (floor(deliverAt / 60,000)) -> count, zeros absent. The

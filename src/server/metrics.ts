@@ -1,7 +1,8 @@
 /**
  * /metrics in Prometheus text format: request series observed as they happen, and series read
  * from the queue's stats() at scrape time (lateness is the queue's own, on its clock). Topic
- * labels are bounded: topics past the first `topics` seen are summed under topic="_other".
+ * labels are bounded: the `topics` largest topics are named, and of those, the first `topics`
+ * seen keep a label of their own; the rest are summed under topic="_other".
  */
 
 import {
@@ -216,7 +217,8 @@ export class ServerMetrics {
   /** Topics with a label of their own, in the order first seen; at most `topics`. */
   private readonly labelled = new Set<string>();
 
-  constructor(private readonly topics = 100) {}
+  /** `topics`: the most topics with a label of their own. */
+  constructor(readonly topics = 100) {}
 
   private gauge<L extends string = never>(
     name: string,
@@ -287,6 +289,11 @@ export class ServerMetrics {
     for (const [name, counts] of Object.entries(stats.topics)) {
       const topic = this.label(name);
       for (const state of STATES) this.messages.inc({ topic, state }, numberOf(counts[state]));
+    }
+    const others = stats.otherTopics;
+    for (const state of STATES) {
+      const n = numberOf(others?.[state]);
+      if (n > 0) this.messages.inc({ topic: OTHER_TOPIC, state }, n);
     }
     this.pushInFlight.reset();
     const pushes = stats.push;

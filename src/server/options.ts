@@ -1,6 +1,6 @@
 /** createServer()'s options and their checks: every bound and default of the server. */
 
-import { MAX_WAIT_MS } from '../protocol/limits.js';
+import { MAX_TOPIC_PAGE, MAX_WAIT_MS } from '../protocol/limits.js';
 import type {
   DelayQueueOpenOptions,
   DelayQueuePostgresOptions,
@@ -63,7 +63,7 @@ export interface ServerOptions {
    * request is closed to make room. Default: from the file limit, 16 to 4096.
    */
   maxConnections?: number;
-  /** Topics with a `topic` label of their own in /metrics, the rest summed. Default 100. */
+  /** Topics with a `topic` label of their own in /metrics (1 to 1,000), the rest summed. Default 100. */
   metricsTopics?: number;
 }
 
@@ -80,7 +80,7 @@ export function checkServerOptions(options: ServerOptions) {
     allowedHosts: options.allowedHosts === undefined ? [] : checkAllowedHosts(options.allowedHosts),
     requestTimeoutMs: integer('requestTimeoutMs', DEFAULT_REQUEST_TIMEOUT_MS, 100, 3_600_000),
     maxConnections: integer('maxConnections', defaultMaxConnections(), 1, 1_000_000),
-    metricsTopics: integer('metricsTopics', DEFAULT_METRICS_TOPICS, 1, 10_000),
+    metricsTopics: integer('metricsTopics', DEFAULT_METRICS_TOPICS, 1, MAX_TOPIC_PAGE),
   };
 }
 

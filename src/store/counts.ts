@@ -73,10 +73,9 @@ export class MessageCounts {
     return this.drop(topic, count);
   }
 
+  /** The topics' map itself, not a copy (see Store.counts). */
   read(): StoreCounts {
-    const topics = new Map<string, TopicCount>();
-    for (const [topic, { pending, dead }] of this.topics) topics.set(topic, { pending, dead });
-    return { topics };
+    return { topics: this.topics };
   }
 
   /** The minutes' map itself, not a copy (see Store.dueMinutes). */

@@ -258,9 +258,17 @@ describe('client commands', () => {
       rateLimit: { perSecond: 2.5, burst: 4 },
     });
     expect(JSON.parse((await run(['resume', 'mail'])).stdout)).toMatchObject({ paused: false });
-    expect(
-      JSON.parse((await run(['topics'])).stdout).map((t: { topic: string }) => t.topic),
-    ).toEqual(['mail', 'other']);
+    const names = (page: { topics: Array<{ topic: string }> }) => page.topics.map((t) => t.topic);
+    expect(names(JSON.parse((await run(['topics'])).stdout))).toEqual(['mail', 'other']);
+    // A page at a time: the next page named on stderr.
+    const first = await run(['topics', '--limit', '1']);
+    expect(JSON.parse(first.stdout)).toMatchObject({ cursor: 'mail' });
+    expect(names(JSON.parse(first.stdout))).toEqual(['mail']);
+    expect(first.stderr).toContain('--cursor mail');
+    const second = await run(['topics', '--limit', '1', '--cursor', 'mail']);
+    expect(JSON.parse(second.stdout)).toEqual({
+      topics: [expect.objectContaining({ topic: 'other' })],
+    });
     expect(JSON.parse((await run(['rate-limit', 'mail', 'off'])).stdout).rateLimit).toBeNull();
     expect(JSON.parse((await run(['topics', 'mail'])).stdout)).toEqual({
       topic: 'mail',

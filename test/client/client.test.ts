@@ -200,6 +200,32 @@ describe('TickwheelClient mirrors the embedded API', () => {
     expect((await tw.stats()).scheduled).toBe(0);
   });
 
+  it('topicList pages by name and stats names the largest topics, as the embedded queue', async () => {
+    const tw = client();
+    const far = Date.now() + 3_600_000;
+    for (const [topic, n] of [
+      ['a', 1],
+      ['b', 3],
+      ['c', 2],
+    ] as const) {
+      for (let i = 0; i < n; i++) await tw.schedule({ topic, payload: i, deliverAt: far });
+    }
+    const first = await tw.topicList({ limit: 2 });
+    expect(first.topics.map((t) => t.topic)).toEqual(['a', 'b']);
+    const last = await tw.topicList({ limit: 2, cursor: first.cursor });
+    expect(last).toEqual({ topics: [expect.objectContaining({ topic: 'c', pending: 2 })] });
+    const stats = await tw.stats({ topics: 2 });
+    expect(Object.keys(stats.topics).sort()).toEqual(['b', 'c']);
+    expect(stats).toMatchObject({ topicCount: 3, otherTopics: { scheduled: 1 } });
+    // Checked before sending, as the embedded queue checks them.
+    await expect(tw.topicList({ limit: 0 })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+    });
+    await expect(tw.stats({ topics: 1001 })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_OPTION',
+    });
+  });
+
   it('checks its options', () => {
     expect(() => new TickwheelClient({ url: 'not a url' })).toThrow(/absolute http/);
     const refusal = {

@@ -108,7 +108,7 @@ describe.runIf(installed('valkey-server'))('topic controls on Valkey', () => {
     });
     await a.close();
     const b = await open(name);
-    expect(await b.topicList()).toEqual([
+    expect((await b.topicList()).topics).toEqual([
       { topic: 'jobs', paused: true, rateLimit: null, push: null, pending: 0, dead: 0 },
       {
         topic: 'slow',

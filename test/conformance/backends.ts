@@ -144,3 +144,13 @@ export const backends: Backend[] = all.filter(
     backend.name === 'file' ||
     (backend.name === 'postgres' ? hasPostgres : backend.name === 'redis7' ? hasRedis : hasValkey),
 );
+
+/** The error code of what `call` throws or rejects with; 'ok' when it succeeds. */
+export async function codeOf(call: () => unknown): Promise<string> {
+  try {
+    await call();
+    return 'ok';
+  } catch (err) {
+    return (err as { code?: string }).code ?? `uncoded ${(err as Error).name}`;
+  }
+}

@@ -318,7 +318,7 @@ describe.each(backends)('Queue behaviour on $name', (backend) => {
     await queue.schedule({ topic: 'held', id: 'h-1', payload: 1 });
     expect(await queue.topicInfo('held')).toMatchObject({ paused: true, pending: 1 });
     expect(await queue.receive('held', { waitMs: 500 })).toEqual([]);
-    expect((await queue.topicList()).map((topic) => topic.topic)).toEqual(['held']);
+    expect((await queue.topicList()).topics.map((topic) => topic.topic)).toEqual(['held']);
     const polling = queue.receive('held', { waitMs: 5_000 });
     expect(await queue.resume('held')).toMatchObject({ paused: false });
     const woken = await polling;

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Queue } from '../../src/queue/api.js';
 import type { ListOptions, MessageInfo, ReceivedMessage } from '../../src/queue/types.js';
 import { waitFor } from '../support/wait-for.js';
-import { backends, closeAll, useBackends } from './backends.js';
+import { backends, closeAll, codeOf, useBackends } from './backends.js';
 
 useBackends();
 
@@ -39,15 +39,6 @@ async function listAll(
 }
 
 const ids = (messages: MessageInfo[]) => messages.map((message) => message.id);
-
-async function codeOf(call: () => unknown): Promise<string> {
-  try {
-    await call();
-    return 'ok';
-  } catch (err) {
-    return (err as { code?: string }).code ?? `uncoded ${(err as Error).name}`;
-  }
-}
 
 describe.each(backends)('list() on $name', (backend) => {
   afterEach(closeAll);

@@ -10,19 +10,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Queue } from '../../src/queue/api.js';
 import type { ReceivedMessage } from '../../src/queue/types.js';
-import { backends, closeAll, useBackends } from './backends.js';
+import { backends, closeAll, codeOf, useBackends } from './backends.js';
 
 useBackends();
-
-/** The error code of what `call` throws or rejects with; 'ok' when it succeeds. */
-async function outcome(call: () => unknown): Promise<string> {
-  try {
-    await call();
-    return 'ok';
-  } catch (err) {
-    return (err as { code?: string }).code ?? `uncoded ${(err as Error).name}`;
-  }
-}
 
 const TOPIC = 'ERR_TICKWHEEL_INVALID_TOPIC';
 const ID = 'ERR_TICKWHEEL_INVALID_ID';
@@ -213,7 +203,7 @@ describe.each(backends)('Queue contract on $name', (backend) => {
     const found: Record<string, string> = {};
     const wanted: Record<string, string> = {};
     for (const [label, call, code] of refused) {
-      found[label] = await outcome(() => call(queue));
+      found[label] = await codeOf(() => call(queue));
       wanted[label] = code;
     }
     expect(found).toEqual(wanted);

@@ -127,7 +127,7 @@ describe('recovery from a snapshot', () => {
     const taken = await queue.receive(TOPIC, { max: 5 });
     for (const message of taken.slice(0, 3)) await queue.ack(message.receipt);
     await advance(clock, 200, 100, queue);
-    const counts = storeOf(queue).counts();
+    const counts = structuredClone(storeOf(queue).counts());
 
     // The crash: the files as they are; and the same files without the snapshot.
     const image = tempDir();
@@ -142,7 +142,7 @@ describe('recovery from a snapshot', () => {
       const later = new ManualClock(clock.now());
       const reopened = await track(openQueue(copy, later));
       const recovery = reopened.recovery!;
-      const recovered = storeOf(reopened).counts();
+      const recovered = structuredClone(storeOf(reopened).counts());
       const got = await consume(reopened, later, 5000);
       await close(reopened);
       results.push({ recovery, recovered, got: got.map((m) => [m.id, m.deliverAt, m.payload]) });

@@ -398,6 +398,46 @@ describe.skipIf(!hasChromium)('the web dashboard in a browser', () => {
     await expect.poll(() => hoursAhead.textContent(), { timeout: 15_000 }).toBe('300');
   });
 
+  it('shows the 100 largest topics and sums the others in one row', async () => {
+    await signedIn();
+    const messages = Array.from({ length: 130 }, (_, i) => ({
+      topic: `tenant-${i}`,
+      delayMs: 3_600_000,
+      payload: i,
+    }));
+    await api('POST', '/v1/messages:batch', { messages });
+    const others = page.getByTestId('other-topics');
+    // The page and the server agree once the page has drawn a snapshot after the batch.
+    await expect
+      .poll(
+        async () => {
+          const { topics, topicCount } = (await api('GET', '/v1/dashboard')) as {
+            topics: object;
+            topicCount: number;
+          };
+          const shown = await page.locator('[data-testid=topics] tr[data-topic]').count();
+          const text =
+            (await others.count()) > 0 ? await others.locator('td').first().textContent() : '';
+          return {
+            shown,
+            named: Object.keys(topics).length,
+            text,
+            expected: `${topicCount - 100} more topics`,
+          };
+        },
+        { timeout: 15_000 },
+      )
+      .toEqual({
+        shown: 100,
+        named: 100,
+        text: expect.stringMatching(/^[3-9]\d more topics$/),
+        expected: expect.any(String),
+      });
+    const last = await others.locator('td').first().textContent();
+    const { topicCount } = (await api('GET', '/v1/dashboard')) as { topicCount: number };
+    expect(last).toBe(`${topicCount - 100} more topics`);
+  });
+
   it('says the server is unreachable while it is down, and recovers when it is back', async () => {
     const otherDir = tempDir('dashboard-restart');
     const other = await browser.newPage();

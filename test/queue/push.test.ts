@@ -450,7 +450,7 @@ describe('push delivery (embedded queue, real receiver)', () => {
       await expect(attempt).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
     }
     expect((await queue.topicInfo('hooks')).push).toBeNull();
-    expect(await queue.topicList()).toEqual([]);
+    expect(await queue.topicList()).toEqual({ topics: [] });
   });
 });
 

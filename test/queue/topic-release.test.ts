@@ -70,7 +70,7 @@ describe.each([
     await queue.settled();
     expect(perTopic(queue)).toEqual(NOTHING);
     expect((await queue.stats()).topics).toEqual({});
-    expect(await queue.topicList()).toEqual([]);
+    expect(await queue.topicList()).toEqual({ topics: [] });
   });
 
   it('keeps nothing once its message was cancelled: ready, scheduled near, or far ahead', async () => {

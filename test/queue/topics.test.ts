@@ -163,7 +163,7 @@ describe.each([
     await scheduleNow(queue, 'b', 2);
     await queue.pause('c');
     await queue.configureTopic('a', { rateLimit: { perSecond: 100 } });
-    expect(await queue.topicList()).toEqual([
+    expect((await queue.topicList()).topics).toEqual([
       {
         topic: 'a',
         paused: false,
@@ -177,7 +177,7 @@ describe.each([
     ]);
     // Back to the defaults, a topic without messages is not listed.
     await queue.resume('c');
-    expect((await queue.topicList()).map((t) => t.topic)).toEqual(['a', 'b']);
+    expect((await queue.topicList()).topics.map((t) => t.topic)).toEqual(['a', 'b']);
     expect(await queue.topicInfo('never-used')).toEqual({
       topic: 'never-used',
       paused: false,
@@ -287,7 +287,7 @@ describe('topics with settings of their own', () => {
     await queue.resume('t1');
     await queue.pause('one-more');
     expect((await queue.topicInfo('one-more')).paused).toBe(true);
-    expect((await queue.topicList()).length).toBe(20);
+    expect((await queue.topicList()).topics.length).toBe(20);
   });
 });
 

@@ -65,6 +65,8 @@ describe('GET /v1/dashboard', () => {
         'counters',
         'latenessMs',
         'now',
+        'otherTopics',
+        'topicCount',
         'topics',
         'totals',
         'upcoming',

@@ -60,6 +60,48 @@ describe('topic routes', () => {
     );
   });
 
+  it('GET /v1/topics answers a page at a time; GET /v1/stats names the largest topics', async () => {
+    const { call } = await openServer();
+    for (const [topic, n] of [
+      ['a', 1],
+      ['b', 3],
+      ['c', 2],
+    ] as const) {
+      for (let i = 0; i < n; i++)
+        await call('POST', `/v1/topics/${topic}/messages`, { payload: i });
+    }
+    const first = await call('GET', '/v1/topics?limit=2');
+    expect(first.body.topics.map((t: { topic: string }) => t.topic)).toEqual(['a', 'b']);
+    expect(first.body.cursor).toBe('b');
+    const last = await call('GET', `/v1/topics?limit=2&cursor=${first.body.cursor}`);
+    expect(last.body).toEqual({ topics: [expect.objectContaining({ topic: 'c', pending: 2 })] });
+
+    const stats = await call('GET', '/v1/stats?topics=1');
+    expect(stats.status).toBe(200);
+    expect(Object.keys(stats.body.topics)).toEqual(['b']);
+    expect(stats.body.topicCount).toBe(3);
+    // Due now: scheduled until fired, then ready.
+    const other = stats.body.otherTopics;
+    expect(other).toMatchObject({ inflight: 0, dead: 0 });
+    expect(other.scheduled + other.ready).toBe(3);
+
+    for (const path of [
+      '/v1/topics?limit=0',
+      '/v1/topics?limit=1001',
+      '/v1/topics?limit=x',
+      '/v1/topics?cursor=' + 'x'.repeat(129),
+      '/v1/topics?page=2',
+      '/v1/stats?topics=1001',
+      '/v1/stats?topics=-1',
+    ]) {
+      const refused = await call('GET', path);
+      expect(refused.status, path).toBe(400);
+      expect(refused.body.error, path).toMatchObject({
+        code: expect.stringMatching(/^ERR_TICKWHEEL_/),
+      });
+    }
+  });
+
   it('answers bad requests with a 4xx and a JSON error, changing nothing', async () => {
     const { call } = await openServer();
     const bad: Array<[string, string, unknown, number, string]> = [

@@ -75,6 +75,8 @@ async function buildSnapshot(context: ServerContext) {
     uptimeMs: Math.round(performance.now() - context.startedAt),
     counters: Object.fromEntries(COUNTER_NAMES.map((name) => [name, stats[name]])),
     topics: stats.topics,
+    topicCount: stats.topicCount,
+    otherTopics: stats.otherTopics,
     totals: {
       inMemory: stats.inMemory,
       live: store.live ?? null,

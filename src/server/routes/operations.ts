@@ -35,7 +35,7 @@ async function health(context: ServerContext): Promise<HealthBody> {
   }
   const problem = await context.queue.problem?.();
   if (problem !== undefined) return { status: 'unavailable', reason: problem };
-  const { store } = await context.queue.stats();
+  const { store } = await context.queue.stats({ topics: 0 });
   if (store?.stopped === 1) {
     return {
       status: 'stopped',
@@ -49,15 +49,21 @@ async function health(context: ServerContext): Promise<HealthBody> {
 }
 
 export const statsRoute: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
-  app.get('/stats', { schema: statsSchema }, async (): Promise<StatsResponse> => ({
-    ...(await context.queue.stats()),
-    recovery: context.queue.recovery ?? null,
-    server: {
-      version: context.version,
-      uptimeMs: Math.round(performance.now() - context.startedAt),
-      maxWaitMs: context.maxWaitMs,
-    },
-  }));
+  app.get<{ Querystring: { topics?: string } }>(
+    '/stats',
+    { schema: statsSchema },
+    async (request): Promise<StatsResponse> => ({
+      ...(await context.queue.stats(
+        request.query.topics === undefined ? {} : { topics: Number(request.query.topics) },
+      )),
+      recovery: context.queue.recovery ?? null,
+      server: {
+        version: context.version,
+        uptimeMs: Math.round(performance.now() - context.startedAt),
+        maxWaitMs: context.maxWaitMs,
+      },
+    }),
+  );
 };
 
 export const operationRoutes: FastifyPluginAsync<
@@ -75,7 +81,8 @@ export const operationRoutes: FastifyPluginAsync<
   });
 
   app.get('/metrics', { schema: metricsSchema }, async (_request, reply) => {
-    const text = await context.metrics.render(await context.queue.stats());
+    const { metrics } = context;
+    const text = await metrics.render(await context.queue.stats({ topics: metrics.topics }));
     void reply.type(context.metrics.registry.contentType);
     return text;
   });

@@ -14,9 +14,17 @@ import {
 type TopicRequest = { Params: { topic: string } };
 
 export const topicRoutes: FastifyPluginAsync<RouteGroupOptions> = async (app, { context }) => {
-  app.get('/topics', { schema: topicListSchema }, async (): Promise<TopicListResponse> => ({
-    topics: await context.queue.topicList(),
-  }));
+  app.get<{ Querystring: { limit?: string; cursor?: string } }>(
+    '/topics',
+    { schema: topicListSchema },
+    (request): Promise<TopicListResponse> => {
+      const { limit, cursor } = request.query;
+      return context.queue.topicList({
+        cursor,
+        ...(limit === undefined ? {} : { limit: Number(limit) }),
+      });
+    },
+  );
 
   app.get<TopicRequest>(
     '/topics/:topic',

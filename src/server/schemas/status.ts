@@ -1,7 +1,7 @@
 /** JSON Schemas of the operations and dashboard routes, and of /openapi.json. */
 
 import { COUNTER_NAMES } from '../../protocol/model.js';
-import { errorBody, idParams, nullable, object, routeSchema, text } from './common.js';
+import { closed, errorBody, idParams, nullable, object, routeSchema, text } from './common.js';
 
 const nullableNumber = nullable('number');
 /** An object whose content is open: the properties listed, and whatever else the queue adds. */
@@ -17,6 +17,15 @@ const counters = Object.fromEntries(COUNTER_NAMES.map((name) => [name, counter])
 /** stats() and the server's figures, open at every level so that a store's own figures are sent. */
 export const statsSchema = routeSchema('operations', 'stats', {
   summary: 'Counters, messages by topic, lateness, store and server figures',
+  querystring: closed([], {
+    // 0 to 1000 (MAX_TOPIC_PAGE), as text.
+    topics: {
+      type: 'string',
+      pattern: '^(?:0|[1-9][0-9]{0,2}|1000)$',
+      description:
+        'How many topics `topics` names: those with the most live messages (default 100)',
+    },
+  }),
   response: {
     200: {
       ...open,
@@ -26,6 +35,8 @@ export const statsSchema = routeSchema('operations', 'stats', {
         'deliveryLatenessMs',
         'inMemory',
         'topics',
+        'topicCount',
+        'otherTopics',
         'timers',
         'push',
         'recovery',
@@ -47,8 +58,14 @@ export const statsSchema = routeSchema('operations', 'stats', {
         loadedUntil: counter,
         topics: {
           type: 'object',
-          description: 'Live messages of each topic by state',
+          description:
+            'Live messages by state of the topics with the most (`topics` of them; default 100)',
           additionalProperties: open,
+        },
+        topicCount: { ...counter, description: 'Topics with live messages' },
+        otherTopics: {
+          ...open,
+          description: 'Live messages by state of the topics not named in `topics`, summed',
         },
         timers: { ...open, description: "The in-memory timer wheel's figures" },
         push: { ...open, description: 'Pushes by topic, of this process' },
@@ -136,7 +153,13 @@ export const dashboardSchema = routeSchema('dashboard', 'dashboard', {
       version: { type: 'string' },
       uptimeMs: { type: 'number' },
       counters: { type: 'object', additionalProperties: counter },
-      topics: { type: 'object', additionalProperties: topicCounts },
+      topics: {
+        type: 'object',
+        description: 'The topics with the most live messages, at most 100',
+        additionalProperties: topicCounts,
+      },
+      topicCount: counter,
+      otherTopics: topicCounts,
       totals: object({
         inMemory: counter,
         live: nullableNumber,

@@ -8,7 +8,7 @@ import {
   PUSH_METHODS,
 } from '../../queue/push.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../../queue/topics.js';
-import { closed, exact, listOf, topic, topicParams, routeSchema, text } from './common.js';
+import { closed, exact, topic, topicParams, routeSchema, text } from './common.js';
 
 const pushMethod = { enum: PUSH_METHODS } as const;
 
@@ -61,8 +61,20 @@ const topicInfo = exact({
 const onTopic = { params: topicParams, response: { 200: topicInfo } } as const;
 
 export const topicListSchema = routeSchema('topics', 'listTopics', {
-  summary: 'Topics with messages or settings, with their settings and counts',
-  response: { 200: listOf('topics', topicInfo, true) },
+  summary: 'Topics with messages or settings, with their settings and counts, a page at a time',
+  description: "By name. Pass the page's cursor back for the next page; the last page has none.",
+  querystring: closed([], {
+    // 1 to 1000 (MAX_TOPIC_PAGE), as text.
+    limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,2}|1000)$' },
+    cursor: { type: 'string', minLength: 1, maxLength: 128 },
+  }),
+  response: {
+    200: {
+      type: 'object',
+      required: ['topics'],
+      properties: { topics: { type: 'array', items: topicInfo }, cursor: { type: 'string' } },
+    },
+  },
 });
 
 export const topicGetSchema = routeSchema('topics', 'getTopic', {
