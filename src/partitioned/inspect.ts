@@ -34,6 +34,8 @@ interface SegmentPart {
 const PARTITION_SCAN_RECORDS = 8_192;
 const RECORDS_PER_READ = 1_000;
 const WINDOWS_PER_READ = 16;
+/** Partitions whose counts are read at once (see counts()). */
+const COUNT_READS = 4;
 
 export class PartitionInspector {
   constructor(
@@ -47,13 +49,23 @@ export class PartitionInspector {
     return Promise.all(Array.from({ length: this.partitions }, (_, p) => read(p)));
   }
 
-  /** Live messages of the whole queue per topic and status, and their totals. */
+  /**
+   * Live messages of the whole queue per topic and status, and their totals. With many topics
+   * a partition's counts are large: they are read COUNT_READS partitions at a time, so that the
+   * answers do not hold up this node's lease renewals on the same connection.
+   */
   async counts(): Promise<{ totals: TopicCounts; topics: Map<string, TopicCounts> }> {
-    const all = await this.each((p) => this.driver.counts(p));
     const none = (): TopicCounts => ({ scheduled: 0, ready: 0, inflight: 0, dead: 0 });
     const totals = none();
     const topics = new Map<string, TopicCounts>();
-    for (const counts of all) {
+    for (let first = 0; first < this.partitions; first += COUNT_READS) {
+      const last = Math.min(this.partitions, first + COUNT_READS);
+      const turn = Array.from({ length: last - first }, (_, i) => this.driver.counts(first + i));
+      for (const counts of await Promise.all(turn)) fold(counts);
+    }
+    return { totals, topics };
+
+    function fold(counts: Record<string, number>): void {
       for (const [field, n] of Object.entries(counts)) {
         const bar = field.lastIndexOf('|');
         const status = STATUSES[field.slice(bar + 1)];
@@ -65,7 +77,6 @@ export class PartitionInspector {
         of[status] += n;
       }
     }
-    return { totals, topics };
   }
 
   /** Which node holds each partition's lease now ('' for none, or one that ran out). */

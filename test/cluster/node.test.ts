@@ -178,4 +178,40 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
     expect(m?.id).toBe('after-close');
     expect(errors).toEqual([]);
   }, 20_000);
+
+  it('reads the partitions’ counts a few at a time, not all at once', async () => {
+    const node = await open('counting');
+    const far = Date.now() + 3_600_000;
+    const topics = Array.from({ length: 40 }, (_, i) => `tenant-${i}`);
+    await node.scheduleMany(topics.map((topic) => ({ topic, payload: 1, deliverAt: far })));
+    // Every read of one partition's counts, and how many were under way at once at most.
+    const inspector = nodeOf(node).inspector as unknown as { driver: object };
+    const driver = inspector.driver as { counts(p: number): Promise<Record<string, number>> };
+    let running = 0;
+    let most = 0;
+    let reads = 0;
+    inspector.driver = new Proxy(driver, {
+      get(target, name, receiver) {
+        if (name !== 'counts') return Reflect.get(target, name, receiver);
+        return async (partition: number) => {
+          running++;
+          reads++;
+          most = Math.max(most, running);
+          try {
+            return await driver.counts(partition);
+          } finally {
+            running--;
+          }
+        };
+      },
+    });
+    try {
+      const stats = await node.stats({ topics: 0 });
+      expect(stats.topicCount).toBeGreaterThanOrEqual(40);
+      expect(reads).toBe(PARTITIONS);
+      expect(most).toBeLessThanOrEqual(4);
+    } finally {
+      inspector.driver = driver;
+    }
+  }, 20_000);
 });
