@@ -42,6 +42,7 @@ const QUEUE_OPTIONS = {
   push: true,
   onFault: true,
   durableAcks: true,
+  maxSchedules: true,
 } as const satisfies Record<keyof QueueOptions, true>;
 
 /** Every option of an embedded queue. */

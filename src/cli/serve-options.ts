@@ -9,6 +9,7 @@ import { DEFAULT_BODY_LIMIT, LOG_LEVELS } from '../server/settings.js';
 import type { FlagsOf, OptionSpec } from './args.js';
 import { durationOption, integerParser, parsePushAllow } from './parse.js';
 import { MAX_WAIT_MS } from '../protocol/limits.js';
+import { DEFAULT_MAX_SCHEDULES } from '../queue/options.js';
 
 const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 
@@ -159,6 +160,15 @@ export const SERVE_OPTIONS = [
     default: 128,
     parse: integerParser(0, 1_048_576),
     conflicts: ['redis', 'postgres'],
+  },
+  {
+    name: 'max-schedules',
+    value: '<n>',
+    description:
+      'recurring schedules the queue keeps at most; creating one more is refused with 409 ERR_TICKWHEEL_CONFLICT until one is deleted',
+    env: 'TICKWHEEL_MAX_SCHEDULES',
+    default: DEFAULT_MAX_SCHEDULES,
+    parse: integerParser(0, 10_000_000),
   },
   {
     ...durationOption('max-wait', 'longest long poll of a receive', [0, MAX_WAIT_MS]),

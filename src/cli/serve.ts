@@ -218,10 +218,12 @@ function storeOptions(
     maxConnections: options.pushConnections ?? defaultPushConnections(),
   };
   const durableAcks = options.durableAcks === true;
+  const maxSchedules = options.maxSchedules;
   const node = {
     queue: options.queue,
     partitions: options.partitions,
     durableAcks,
+    maxSchedules,
     push,
     connectTimeoutMs: options.connectTimeout,
     ...(options.nodeId === undefined ? {} : { nodeId: options.nodeId }),
@@ -240,6 +242,11 @@ function storeOptions(
   return {
     dir: options.dir,
     fsync: options.fsync,
-    queueOptions: { push, durableAcks, payloadMemoryBytes: options.payloadMemory * 1024 * 1024 },
+    queueOptions: {
+      push,
+      durableAcks,
+      maxSchedules,
+      payloadMemoryBytes: options.payloadMemory * 1024 * 1024,
+    },
   };
 }

@@ -195,8 +195,10 @@ export async function sched(
 ): Promise<SchedAnswer> {
   const args = [change.op, change.name, String(change.version)];
   if (change.op !== 'del') args.push(change.record);
+  if (change.op === 'put') args.push(String(change.most));
   if (change.op === 'save') args.push(change.by.node, String(change.by.epoch));
   const [done, version] = (await call<unknown[]>(valkey, 'tw_sched', meta, args)).map(Number);
+  if (done === -2) return { done: false, fenced: false, version: 0, full: version };
   return { done: done === 1, fenced: done === -1, version };
 }
 

@@ -18,7 +18,7 @@ import type { FunctionLibrary } from '../valkey/connection.js';
  * Bumped whenever the library's code changes: test/cluster/library.test.ts keeps a hash of each
  * version's code and fails when the code changes under the same version.
  */
-export const LIBRARY_VERSION = 6;
+export const LIBRARY_VERSION = 7;
 
 const LIBRARY_NAME = 'tickwheel';
 

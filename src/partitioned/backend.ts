@@ -99,7 +99,7 @@ export class PartitionedBackend implements QueueBackend {
         return results.map(({ id, deliverAt }) => ({ id, deliverAt }));
       };
     }
-    this.schedules = new PartitionSchedules(driver, {
+    this.schedules = new PartitionSchedules(driver, settings.maxSchedules, {
       node: nodeId,
       onError: (err) => settings.onError(err),
       schedule: async (request) => {

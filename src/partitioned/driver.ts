@@ -94,17 +94,21 @@ export interface StoredRow {
   record: Buffer;
 }
 
-/** A change of a recurring schedule's record, made only if its version is still `version`. */
+/**
+ * A change of a recurring schedule's record, made only if its version is still `version`. A put
+ * of a name that has no record is made only while fewer than `most` records exist.
+ */
 export type SchedChange =
-  | { op: 'put'; name: string; version: number; record: string }
+  | { op: 'put'; name: string; version: number; record: string; most: number }
   | { op: 'del'; name: string; version: number }
   | { op: 'save'; name: string; version: number; record: string; by: Owner };
 
 /**
  * `done`, with the new version (0: deleted); else `version` is the current one (changed
- * meanwhile), or `fenced` (a save by a node that no longer holds partition 0).
+ * meanwhile), or `fenced` (a save by a node that no longer holds partition 0), or `full`: the
+ * records counted when a put of a new name found `most` or more (`version` 0).
  */
-export type SchedAnswer = { done: boolean; fenced: boolean; version: number };
+export type SchedAnswer = { done: boolean; fenced: boolean; version: number; full?: number };
 
 /** Topics' settings (`<topic>|paused`, `<topic>|rateLimit`: JSON) or push targets (topic: JSON). */
 export type TopicFields = 'settings' | 'push';

@@ -40,6 +40,11 @@ export interface PartitionedQueueOptions extends PartitionedNodeOptions {
   onFault?: FaultHandler;
   /** Whether acks and nacks wait for the store's durability unless a call says otherwise. Default false. */
   durableAcks?: boolean;
+  /**
+   * Recurring schedules the queue keeps at most, checked by each node's puts of new names in
+   * the store's call that makes them. Default 100,000.
+   */
+  maxSchedules?: number;
 }
 
 /** A node's checked options, the defaults filled in. */
@@ -47,6 +52,7 @@ export type NodeSettings = Required<Omit<PartitionedNodeOptions, 'onError'>> & {
   onError: (err: unknown) => void;
   /** The least time between two fire calls of the node, where its store fires many at once. */
   fireIntervalMs: number;
+  maxSchedules: number;
 };
 
 /** Queue names and node ids name things in the store: no braces, no spaces, not empty. */
@@ -85,6 +91,7 @@ export function checkNodeOptions(
     nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
     maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
     fireIntervalMs,
+    maxSchedules: limits.maxSchedules,
     // Each distinct error at most once per 10 s: an outage fails every background call.
     onError: options.onError ?? ((err: unknown) => once(faultOf(err))),
   };

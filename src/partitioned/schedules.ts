@@ -13,6 +13,7 @@ import {
   infoOf,
   occurrenceId,
   recordFor,
+  tooManySchedules,
   type ScheduleInfo,
   type ScheduleRecord,
 } from '../queue/recurring-records.js';
@@ -66,8 +67,10 @@ export class PartitionSchedules {
   /** Records that cannot be read, reported once per stored text. */
   private readonly unreadable = new Map<string, string>();
 
+  /** `maxSchedules`: a put of a new name is refused while this many records exist. */
   constructor(
     private readonly driver: PartitionDriver,
+    private readonly maxSchedules: number,
     private readonly host: PartitionScheduleHost,
   ) {}
 
@@ -135,12 +138,15 @@ export class PartitionSchedules {
       const record = make(old);
       if (record === undefined) return undefined;
       const version = old?.version ?? 0;
-      const { done } = await this.sched({
+      const most = this.maxSchedules;
+      const { done, full } = await this.sched({
         op: 'put',
         name,
         version,
         record: JSON.stringify(record),
+        most,
       });
+      if (full !== undefined) throw tooManySchedules(name, full, most);
       return done ? infoOf(record, this.clock.now()) : AGAIN;
     });
   }
@@ -193,6 +199,8 @@ export class PartitionSchedules {
               this.host.onError(err);
             }
           },
+          // It only adopts records: tw_sched keeps their count within maxSchedules.
+          Infinity,
         ),
         versions: new Map(),
         changes: null,

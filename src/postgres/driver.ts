@@ -467,12 +467,15 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
   }
 
   async sched(change: SchedChange): Promise<SchedAnswer> {
-    const sql = `SELECT ${this.fn('tw_sched')}($1, $2, $3::bigint, $4, $5, $6::bigint) AS v`;
+    const args = '$1, $2, $3::bigint, $4, $5, $6::bigint, $7::bigint';
+    const sql = `SELECT ${this.fn('tw_sched')}(${args}) AS v`;
     const record = change.op === 'del' ? null : change.record;
     const by = change.op === 'save' ? change.by : undefined;
+    const most = change.op === 'put' ? change.most : null;
     const values = [change.op, change.name, change.version, record, by?.node ?? null];
-    const row = await this.one(`tw_sched ${change.op}`, sql, [...values, by?.epoch ?? null]);
+    const row = await this.one(`tw_sched ${change.op}`, sql, [...values, by?.epoch ?? null, most]);
     const [done, version] = (row.v as string[]).map(num);
+    if (done === -2) return { done: false, fenced: false, version: 0, full: version };
     return { done: done === 1, fenced: done === -1, version };
   }
 

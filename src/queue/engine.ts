@@ -119,6 +119,7 @@ export class QueueEngine implements QueueBackend {
       },
       store,
       onError,
+      settings.maxSchedules,
     );
     this.source = {
       receive: (topic, { max, waitMs, visibilityMs }, signal) =>

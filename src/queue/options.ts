@@ -42,6 +42,13 @@ const MAX_PAYLOAD_BYTES = 16 * 1024 * 1024 - 1024;
 /** Payload bytes the embedded queue holds in memory by default: a 512 MB container's share. */
 export const DEFAULT_PAYLOAD_MEMORY_BYTES = 128 * 1024 * 1024;
 
+/**
+ * Recurring schedules a queue keeps by default. Each costs a timer and its record in memory on
+ * the node that runs them (the embedded queue, or partition 0's owner), and its record in the
+ * store; the leader of a partitioned queue reads every record again at each change.
+ */
+export const DEFAULT_MAX_SCHEDULES = 100_000;
+
 /** The options every backend takes, checked, with their defaults filled in. */
 export interface QueueLimits {
   horizonMs: number;
@@ -53,6 +60,8 @@ export interface QueueLimits {
   onFault: FaultReporter;
   /** Whether acks and nacks wait for durability unless a call says otherwise. */
   durableAcks: boolean;
+  /** Recurring schedules kept at most: a put of one more name is refused. */
+  maxSchedules: number;
 }
 
 export interface QueueSettings extends QueueLimits {
@@ -76,6 +85,13 @@ export function checkQueueOptions(options: QueueOptions): QueueLimits {
     push: checkPushOptions(options.push),
     onFault: checkFaultHandler(options.onFault),
     durableAcks: checkFlag(options.durableAcks ?? false, 'durableAcks'),
+    maxSchedules: checkOption(
+      options.maxSchedules ?? DEFAULT_MAX_SCHEDULES,
+      'maxSchedules',
+      0,
+      10_000_000,
+      true,
+    ),
   };
 }
 

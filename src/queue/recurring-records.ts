@@ -1,8 +1,10 @@
 /**
  * A recurring schedule's record (what the store keeps) and its view (ScheduleInfo), built the
- * same way by the embedded Scheduler (recurring.ts) and the cluster (src/cluster/schedules.ts).
+ * same way by the embedded Scheduler (recurring.ts) and the partitioned queue
+ * (src/partitioned/schedules.ts), and the refusal of one more than the queue keeps.
  */
 
+import { TickwheelStateError } from '../errors.js';
 import type { ScheduleRequest } from './message.js';
 import {
   checkSpec,
@@ -28,6 +30,21 @@ export interface ScheduleRecord {
   lastCreated: number | null;
   created: number;
   skipped: number;
+}
+
+/**
+ * The refusal of a new schedule `name` while `count` exist and the queue keeps at most `most`
+ * (its maxSchedules). A change of one that exists is never refused.
+ */
+export function tooManySchedules(name: string, count: number, most: number): TickwheelStateError {
+  const raise = 'open the queue with a larger maxSchedules (tickwheel serve --max-schedules)';
+  const message =
+    most === 0
+      ? `this queue keeps no recurring schedules (maxSchedules: 0): to create ${name}, ${raise}`
+      : `${count} recurring ${count === 1 ? 'schedule exists' : 'schedules exist'}, the most ` +
+        `this queue keeps (maxSchedules: ${most}): delete one before creating recurring ` +
+        `schedule ${name}, or ${raise}`;
+  return new TickwheelStateError('ERR_TICKWHEEL_CONFLICT', message);
 }
 
 export function occurrenceId(name: string, at: number): string {

@@ -25,6 +25,7 @@ import {
   occurrenceId,
   occurrenceRequest,
   recordFor,
+  tooManySchedules,
   type ScheduleInfo,
   type ScheduleRecord,
 } from './recurring-records.js';
@@ -73,16 +74,23 @@ function newHeld(record: ScheduleRecord, occurrences: Occurrences): Held {
 
 export class Scheduler {
   private readonly held = new Map<string, Held>();
+  /**
+   * New names whose record is being written, not held yet: counted with `held` against
+   * `maxSchedules`, since puts of different names run at once.
+   */
+  private readonly creating = new Set<string>();
   private readonly wheel: TimerWheel<unknown>;
   /** Work per schedule, one at a time: timers, changes. */
   private readonly chains = new Turns();
   private closed = false;
 
+  /** `maxSchedules`: the most schedules held, a put of a new name beyond refused. */
   constructor(
     private readonly clock: Clock,
     private readonly host: ScheduleHost,
     private readonly store: ScheduleRecords,
     private readonly onError: (err: unknown) => void,
+    private readonly maxSchedules: number,
   ) {
     this.wheel = new TimerWheel({ clock, unref: true, onError });
   }
@@ -137,10 +145,18 @@ export class Scheduler {
     const old = this.held.get(name);
     const record = recordFor(name, checked, old?.record, this.clock.now());
     const held = newHeld(record, occurrencesOf(checked, record.anchorAt));
+    if (old === undefined) {
+      const count = this.held.size + this.creating.size;
+      if (count >= this.maxSchedules) throw tooManySchedules(name, count, this.maxSchedules);
+      this.creating.add(name);
+    }
     try {
       await this.store.writeSchedules([record], []);
     } catch (err) {
       throw mayHaveWritten(err, name);
+    } finally {
+      // Held from here on: for a new name nothing is awaited before held.set below.
+      this.creating.delete(name);
     }
     try {
       if (old !== undefined) await this.stop(old);

@@ -29,6 +29,11 @@ export interface QueueOptions {
    * or nacked in the last group-commit window (docs/storage.md, "Durability").
    */
   durableAcks?: boolean;
+  /**
+   * Recurring schedules the queue keeps at most. Creating one more (a new name; changing one is
+   * always allowed) is refused with ERR_TICKWHEEL_CONFLICT until one is deleted. Default 100,000.
+   */
+  maxSchedules?: number;
 }
 
 export interface DelayQueueOptions extends QueueOptions {

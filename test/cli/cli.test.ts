@@ -685,6 +685,22 @@ describe('the built CLI against a tickwheel serve process', () => {
     expect((await cli('get', 'e-1')).json).toMatchObject({ status: 'acked' });
   });
 
+  it('serve --max-schedules bounds the recurring schedules; schedule says why one more is refused', async () => {
+    dir = tempDir();
+    server = await startServer(['--dir', dir, '--max-schedules', '1']);
+    const env = { TICKWHEEL_URL: server.url };
+    const schedule = (name: string) =>
+      runCli(['schedule', name, '--topic', 't', '--every', '1m'], { env });
+    expect((await schedule('a')).code).toBe(0);
+    const refused = await schedule('b');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('ERR_TICKWHEEL_CONFLICT');
+    expect(refused.stderr).toContain(
+      '1 recurring schedule exists, the most this queue keeps (maxSchedules: 1)',
+    );
+    expect((await schedule('a')).code).toBe(0);
+  });
+
   it('refuses bad flags of the new commands with a usage hint and status 1', async () => {
     const limit = await runCli(['dead', 'mail', '--limit', '0']);
     expect(limit.code).toBe(1);

@@ -38,6 +38,7 @@ const CODE_HASHES: Record<number, string> = {
   4: 'f022e5d0487bfd56',
   5: '1dd03d333263dc70',
   6: 'bd9da6fdd4d15991',
+  7: 'a60a8ffdcfe67381',
 };
 
 describe('the tickwheel library', () => {

@@ -314,7 +314,7 @@ describe.runIf(installed('valkey-server'))('recurring schedules on Valkey', () =
     const cancelled: string[] = [];
     // The holder before the current one, still running and believing it leads: whatever it
     // makes is refused by the once marks, and its writes are fenced.
-    const stale = new PartitionSchedules(inner.driver, {
+    const stale = new PartitionSchedules(inner.driver, 100, {
       node: inner.nodeId,
       onError: () => {},
       schedule: async (request) => {

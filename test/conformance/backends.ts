@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterAll } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 import type { Queue } from '../../src/queue/api.js';
+import type { QueueOptions } from '../../src/queue/types.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster, startReplicated, startServer } from '../../scripts/valkey.mjs';
@@ -22,8 +23,8 @@ export type BackendName = 'memory' | 'file' | 'valkey' | 'valkey-cluster' | 'red
 
 export interface Backend {
   readonly name: BackendName;
-  /** A new, empty queue; closed (and its files removed) by closeAll(). */
-  open(): Promise<Queue>;
+  /** A new, empty queue, with `options` too; closed (and its files removed) by closeAll(). */
+  open(options?: QueueOptions): Promise<Queue>;
 }
 
 interface Server {
@@ -76,10 +77,11 @@ async function startFor(name: BackendName): Promise<Server> {
 }
 
 /** A queue on the server of `name`, under a queue name of its own. */
-async function openShared(name: BackendName): Promise<Queue> {
+async function openShared(name: BackendName, options: QueueOptions = {}): Promise<Queue> {
   const { urls } = await serverFor(name);
   return track(
     await DelayQueue.open({
+      ...options,
       redis: urls.length === 1 ? urls[0] : urls,
       queue: `conformance-${process.pid}-${queues++}`,
       partitions: 4,
@@ -105,27 +107,28 @@ function track(queue: Queue): Queue {
 const all: Backend[] = [
   {
     name: 'memory',
-    open: async () => track(await DelayQueue.open({ store: new MemoryStore() })),
+    open: async (options) => track(await DelayQueue.open({ ...options, store: new MemoryStore() })),
   },
   {
     name: 'file',
-    open: async () => {
+    open: async (options) => {
       const dir = mkdtempSync(join(tmpdir(), 'tickwheel-conformance-'));
       dirs.push(dir);
-      return track(await DelayQueue.open({ dir }));
+      return track(await DelayQueue.open({ ...options, dir }));
     },
   },
-  { name: 'valkey', open: () => openShared('valkey') },
-  { name: 'valkey-cluster', open: () => openShared('valkey-cluster') },
-  { name: 'redis7', open: () => openShared('redis7') },
-  { name: 'postgres', open: () => openPostgres() },
+  { name: 'valkey', open: (options) => openShared('valkey', options) },
+  { name: 'valkey-cluster', open: (options) => openShared('valkey-cluster', options) },
+  { name: 'redis7', open: (options) => openShared('redis7', options) },
+  { name: 'postgres', open: (options) => openPostgres(options) },
 ];
 
 /** A queue on the file's PostgreSQL, under a queue name of its own. */
-async function openPostgres(): Promise<Queue> {
+async function openPostgres(options: QueueOptions = {}): Promise<Queue> {
   const { urls } = await serverFor('postgres');
   return track(
     await DelayQueue.open({
+      ...options,
       postgres: urls[0],
       queue: `conformance-${process.pid}-${queues++}`,
       partitions: 4,

@@ -1,9 +1,9 @@
 /**
  * The `Queue` contract's behaviour, one specification run on every backend (backends.ts): due
  * times kept and never early, dedup by id, cancel and reschedule, retries to dead letters and
- * requeue, visibility timeouts, consume(), topic controls, recurring schedules, events, the
- * closed state. Real time with short delays; every wait is for a condition, and "never early"
- * compares the time a message came with its due time.
+ * requeue, visibility timeouts, consume(), topic controls, recurring schedules and their
+ * bound, events, the closed state. Real time with short delays; every wait is for a condition,
+ * and "never early" compares the time a message came with its due time.
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -348,6 +348,58 @@ describe.each(backends)('Queue behaviour on $name', (backend) => {
     expect(await queue.deleteSchedule('beat')).toBe(true);
     expect(await queue.deleteSchedule('beat')).toBe(false);
     expect(await queue.getSchedule('beat')).toBeUndefined();
+  });
+
+  it('keeps at most maxSchedules recurring schedules: a new name past them is refused until one is deleted', async () => {
+    const queue = await backend.open({ maxSchedules: 3 });
+    const spec = { topic: 'beats', everyMs: 60_000 };
+    for (const name of ['a', 'b', 'c']) await queue.putSchedule(name, spec);
+    await expect(queue.putSchedule('d', spec)).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_CONFLICT',
+      message: expect.stringMatching(
+        /^3 recurring schedules exist, .*\(maxSchedules: 3\): delete one before creating recurring schedule d/,
+      ) as string,
+    });
+    expect(await queue.getSchedule('d')).toBeUndefined();
+    // The schedules there still change: put again, or updated.
+    expect(await queue.putSchedule('a', { ...spec, payload: 'again' })).toMatchObject({
+      payload: 'again',
+    });
+    expect(await queue.updateSchedule('b', { paused: true })).toMatchObject({ paused: true });
+    expect(await queue.deleteSchedule('c')).toBe(true);
+    expect(await queue.putSchedule('d', spec)).toMatchObject({ name: 'd' });
+    expect((await queue.listSchedules()).map((schedule) => schedule.name)).toEqual(['a', 'b', 'd']);
+  });
+
+  it('never passes maxSchedules with puts of new names at once', async () => {
+    const queue = await backend.open({ maxSchedules: 3 });
+    const names = ['n1', 'n2', 'n3', 'n4', 'n5', 'n6', 'n7', 'n8'];
+    const puts = await Promise.allSettled(
+      names.map((name) => queue.putSchedule(name, { topic: 'beats', everyMs: 60_000 })),
+    );
+    expect(puts.filter((put) => put.status === 'fulfilled')).toHaveLength(3);
+    for (const put of puts) {
+      if (put.status === 'rejected') {
+        expect(put.reason).toMatchObject({ code: 'ERR_TICKWHEEL_CONFLICT' });
+      }
+    }
+    expect(await queue.listSchedules()).toHaveLength(3);
+  });
+
+  it('takes a maxSchedules from 0 (none) to 10,000,000, refusing others with a named error', async () => {
+    for (const maxSchedules of [-1, 2.5, 10_000_001, Number.NaN, '5']) {
+      await expect(backend.open({ maxSchedules: maxSchedules as number })).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: expect.stringContaining('maxSchedules must be an integer from 0 to 10000000'),
+      });
+    }
+    const none = await backend.open({ maxSchedules: 0 });
+    await expect(none.putSchedule('a', { topic: 't', everyMs: 60_000 })).rejects.toMatchObject({
+      code: 'ERR_TICKWHEEL_CONFLICT',
+      message: expect.stringMatching(
+        /^this queue keeps no recurring schedules \(maxSchedules: 0\)/,
+      ),
+    });
   });
 
   it('refuses every call once closed, and says so in problem()', async () => {

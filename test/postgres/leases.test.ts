@@ -183,10 +183,18 @@ describe.runIf(postgresInstalled())('PostgresDriver: leases, members and setting
   it("keeps recurring schedules' records by version, and fences a save by a former holder of partition 0", async () => {
     const driver = await pg.open();
     const changes = await driver.schedChanges();
-    const put = await driver.sched({ op: 'put', name: 'daily', version: 0, record: '{"a":1}' });
+    const put = await driver.sched({
+      op: 'put',
+      name: 'daily',
+      version: 0,
+      record: '{"a":1}',
+      most: 10,
+    });
     expect(put).toMatchObject({ done: true, fenced: false });
     expect(await driver.schedChanges()).not.toBe(changes);
-    expect(await driver.sched({ op: 'put', name: 'daily', version: 0, record: '{}' })).toEqual({
+    expect(
+      await driver.sched({ op: 'put', name: 'daily', version: 0, record: '{}', most: 10 }),
+    ).toEqual({
       done: false,
       fenced: false,
       version: put.version,
@@ -227,10 +235,59 @@ describe.runIf(postgresInstalled())('PostgresDriver: leases, members and setting
     expect(
       await driver.sched({ op: 'save', name: 'daily', version: 0, record: '{}', by: owner }),
     ).toMatchObject({ done: false });
-    const again = await driver.sched({ op: 'put', name: 'daily', version: 0, record: '{"b":1}' });
+    const again = await driver.sched({
+      op: 'put',
+      name: 'daily',
+      version: 0,
+      record: '{"b":1}',
+      most: 10,
+    });
     expect(again.version).toBeGreaterThan(saved.version);
     expect(await driver.schedRecords()).toEqual({ daily: `${again.version}|{"b":1}` });
     expect(await driver.schedRecord('weekly')).toBeUndefined();
+    // A new name while `most` records exist is refused with their count; the one there changes.
+    const weekly = { op: 'put', name: 'weekly', version: 0, record: '{}', most: 1 } as const;
+    expect(await driver.sched(weekly)).toEqual({ done: false, fenced: false, version: 0, full: 1 });
+    expect(await driver.schedRecord('weekly')).toBeUndefined();
+    const daily = {
+      op: 'put',
+      name: 'daily',
+      version: again.version,
+      record: '{}',
+      most: 1,
+    } as const;
+    expect(await driver.sched(daily)).toMatchObject({ done: true });
+  });
+
+  it('counts the records of a schema made before their count was kept, and keeps it for calls without a bound', async () => {
+    const queue = 'counted';
+    const driver = await pg.open(queue);
+    for (const name of ['a', 'b']) {
+      await driver.sched({ op: 'put', name, version: 0, record: '{}', most: 10 });
+    }
+    const config = '"tickwheel_counted".config';
+    const count = async () =>
+      (await pg.pool.query(`SELECT value FROM ${config} WHERE key = 'schedCount'`)).rows[0]
+        ?.value as string | undefined;
+    expect(await count()).toBe('2');
+    // As a schema of version 17 is: no count; the next open installs the current version.
+    await pg.pool.query(`DELETE FROM ${config} WHERE key = 'schedCount'`);
+    await pg.pool.query(`UPDATE ${config} SET value = '17' WHERE key = 'version'`);
+    const upgraded = await pg.open(queue);
+    expect(await count()).toBe('2');
+    // Nodes not yet upgraded call tw_sched without `most`: no bound, the count kept.
+    const former = 'SELECT "tickwheel_counted".tw_sched($1, $2, $3::bigint, $4, NULL, NULL) AS v';
+    const made = await pg.pool.query(former, ['put', 'c', 0, '{}']);
+    expect(made.rows[0].v[0]).toBe('1');
+    expect(await count()).toBe('3');
+    await pg.pool.query(former, ['del', 'c', made.rows[0].v[1], null]);
+    expect(await count()).toBe('2');
+    expect(
+      await upgraded.sched({ op: 'put', name: 'd', version: 0, record: '{}', most: 3 }),
+    ).toMatchObject({ done: true });
+    expect(
+      await upgraded.sched({ op: 'put', name: 'e', version: 0, record: '{}', most: 3 }),
+    ).toEqual({ done: false, fenced: false, version: 0, full: 3 });
   });
 
   it('makes an occurrence at most once while its mark lives, again once cancelled', async () => {

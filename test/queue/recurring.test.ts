@@ -532,6 +532,26 @@ describe('the schedule API under failures and races', () => {
     }
   });
 
+  it('a new name whose record write failed takes no place under maxSchedules', async () => {
+    const { flaky, failNextWrite } = flakyScheduleWrites();
+    const clock = new ManualClock(Date.UTC(2026, 5, 1));
+    const queue = await DelayQueue.open({ store: flaky, clock, horizonMs: 1000, maxSchedules: 1 });
+    try {
+      failNextWrite();
+      await expect(queue.putSchedule('a', { topic: 't', everyMs: 60_000 })).rejects.toThrow(
+        'a passing write failure',
+      );
+      expect(await queue.putSchedule('b', { topic: 't', everyMs: 60_000 })).toMatchObject({
+        name: 'b',
+      });
+      await expect(queue.putSchedule('c', { topic: 't', everyMs: 60_000 })).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_CONFLICT',
+      });
+    } finally {
+      await queue.close();
+    }
+  });
+
   it('an occurrence made whose record write failed goes with a delete before the retry', async () => {
     const { flaky, failNextWrite } = flakyScheduleWrites();
     const clock = new ManualClock(Date.UTC(2026, 5, 1));
@@ -735,6 +755,30 @@ describe('schedules.log', () => {
         ['a', { i: 1_499 }],
         ['b', { '"deleted":': 1_499 }],
       ]);
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  it('read back at a restart, its schedules count against maxSchedules, also past a lowered one', async () => {
+    const { clock, queue, kind } = await openQueue(fileKind);
+    const spec = { topic: 't', everyMs: 60_000 };
+    for (const name of ['a', 'b', 'c']) await queue.putSchedule(name, spec);
+    await queue.close();
+    const reopened = await kind.open(clock, { maxSchedules: 2 });
+    try {
+      expect((await reopened.listSchedules()).map((s) => s.name)).toEqual(['a', 'b', 'c']);
+      await expect(reopened.putSchedule('d', spec)).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_CONFLICT',
+        message: expect.stringMatching(/^3 recurring schedules exist, .*\(maxSchedules: 2\)/),
+      });
+      expect(await reopened.updateSchedule('a', { paused: true })).toMatchObject({ paused: true });
+      expect(await reopened.deleteSchedule('b')).toBe(true);
+      await expect(reopened.putSchedule('d', spec)).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_CONFLICT',
+      });
+      expect(await reopened.deleteSchedule('c')).toBe(true);
+      expect(await reopened.putSchedule('d', spec)).toMatchObject({ name: 'd' });
     } finally {
       await reopened.close();
     }

@@ -93,4 +93,27 @@ describe('schedule routes', () => {
     }
     expect((await call('GET', '/v1/schedules')).body.schedules).toEqual([]);
   });
+
+  it("answers a new schedule past the queue's maxSchedules with 409 ERR_TICKWHEEL_CONFLICT", async () => {
+    const { call } = await openServer({}, { maxSchedules: 2 });
+    const spec = { topic: 'ticks', everyMs: 60_000 };
+    expect((await call('PUT', '/v1/schedules/a', spec)).status).toBe(200);
+    expect((await call('PUT', '/v1/schedules/b', spec)).status).toBe(200);
+    const refused = await call('PUT', '/v1/schedules/c', spec);
+    expect(refused.status).toBe(409);
+    expect(refused.headers['content-type']).toMatch(/^application\/json/);
+    expect(refused.body).toEqual({
+      error: {
+        code: 'ERR_TICKWHEEL_CONFLICT',
+        message: expect.stringMatching(
+          /^2 recurring schedules exist, the most this queue keeps \(maxSchedules: 2\): delete one before creating recurring schedule c/,
+        ) as string,
+        outcome: 'none',
+      },
+    });
+    expect((await call('GET', '/v1/schedules/c')).status).toBe(404);
+    expect((await call('PUT', '/v1/schedules/a', { ...spec, payload: 1 })).status).toBe(200);
+    expect((await call('DELETE', '/v1/schedules/b')).status).toBe(200);
+    expect((await call('PUT', '/v1/schedules/c', spec)).status).toBe(200);
+  });
 });

@@ -27,12 +27,16 @@ end
 -- partition 0, name -> '<version>|<record JSON>', and a change count 'schedv' the leader watches.
 -- Versions come from one counter, 'schedseq': a record deleted and made again never has a
 -- version it had before.
---   tw_sched(meta0; 'put', name, version, json)            -> {1, new version} | {0, current}
+--   tw_sched(meta0; 'put', name, version, json, most)      -> {1, new version} | {0, current}
+--                                                             | {-2, count}: see below
 --   tw_sched(meta0; 'del', name, version)                  -> {1, 0} | {0, current}
---   tw_sched(meta0; 'save', name, version, json, node, epoch) -> as put; {-1, 0} if not the
---                                                              holder of partition 0's lease
+--   tw_sched(meta0; 'save', name, version, json, node, epoch) -> {1, new version} | {0, current}
+--                                     | {-1, 0} if not the holder of partition 0's lease
 -- 'version' is the one the caller read (0: none): a change made meanwhile is not overwritten.
--- put and del count a change; save (the leader's own progress) does not.
+-- A put of a name without a record is refused while 'most' or more records exist (the queue's
+-- maxSchedules), answering their count: here, in the call that makes it, so that nodes
+-- putting at once cannot pass the bound together. put and del count a change; save (the
+-- leader's own progress) does not.
 local function sched(keys, args)
   local meta = keys[1]
   local prefix = prefix_of(meta)
@@ -44,6 +48,12 @@ local function sched(keys, args)
   if stored then current = tonumber(string.match(stored, '^(%d+)|')) or 0 end
   -- A save is of a record that exists: one deleted meanwhile stays deleted.
   if current ~= expect or (op == 'save' and current == 0) then return {0, current} end
+  if op == 'put' and current == 0 then
+    local most = tonumber(args[5])
+    if most == nil then return redis.error_reply('ERR tw_sched: expected the most records') end
+    local count = redis.call('HLEN', prefix .. 'sched')
+    if count >= most then return {-2, count} end
+  end
   if op == 'del' then
     redis.call('HDEL', prefix .. 'sched', name)
     redis.call('INCR', prefix .. 'schedv')

@@ -27,14 +27,20 @@ $$;
 -- version the caller read (0: none): a change made meanwhile is not overwritten. Versions come
 -- from one sequence: a record deleted and made again never has a version it had before. put
 -- and del move 'schedChanges'; save (the leader's own progress, fenced by partition 0's lease)
--- does not. -> [1, new version] | [0, current] | [-1, 0] (save by a node not holding it).
+-- does not. A put of a name without a record is refused while `most` or more records exist
+-- (the queue's maxSchedules; null: no bound), as counted by 'schedCount', which puts and dels
+-- keep here under the config row's lock every change takes first: nodes putting at once cannot
+-- pass the bound together.
+-- -> [1, new version] | [0, current] | [-1, 0] (save by a node not holding it)
+--    | [-2, count] (a put of a new name refused).
 CREATE OR REPLACE FUNCTION @Q@.tw_sched(op text, sched_name text, expect bigint, rec text,
-  node text, ep bigint)
+  node text, ep bigint, most bigint)
 RETURNS bigint[]
 LANGUAGE plpgsql AS $$
 DECLARE
   held bigint;
   v bigint;
+  n bigint;
 BEGIN
   IF op = 'save' AND @Q@.owner_write(0, node, ep) IS NULL THEN RETURN ARRAY[-1, 0]; END IF;
   IF op NOT IN ('put', 'del', 'save') THEN
@@ -48,7 +54,13 @@ BEGIN
   IF op = 'del' THEN
     DELETE FROM @Q@.sched WHERE name = sched_name;
     UPDATE @Q@.config SET value = (value::bigint + 1)::text WHERE key = 'schedChanges';
+    UPDATE @Q@.config SET value = (value::bigint - 1)::text WHERE key = 'schedCount';
     RETURN ARRAY[1, 0];
+  END IF;
+  IF op = 'put' AND held = 0 THEN
+    SELECT value::bigint INTO n FROM @Q@.config WHERE key = 'schedCount';
+    IF n >= most THEN RETURN ARRAY[-2, n]; END IF;
+    UPDATE @Q@.config SET value = (n + 1)::text WHERE key = 'schedCount';
   END IF;
   v := nextval('@Q@.sched_versions');
   INSERT INTO @Q@.sched AS s (name, version, record) VALUES (sched_name, v, rec)
@@ -59,3 +71,10 @@ BEGIN
   RETURN ARRAY[1, v];
 END
 $$;
+
+-- tw_sched as nodes of schema version 17 call it, running beside upgraded ones until they are
+-- upgraded too: no bound, and 'schedCount' kept.
+CREATE OR REPLACE FUNCTION @Q@.tw_sched(op text, sched_name text, expect bigint, rec text,
+  node text, ep bigint)
+RETURNS bigint[]
+LANGUAGE sql AS $$ SELECT @Q@.tw_sched(op, sched_name, expect, rec, node, ep, NULL) $$;

@@ -157,3 +157,8 @@ CREATE TABLE IF NOT EXISTS @Q@.sched (
   version bigint NOT NULL,
   record text NOT NULL
 );
+-- Their count, kept by tw_sched (recurring.sql); counted again here, with the changes held
+-- (each takes the schedChanges row first).
+SELECT 1 FROM @Q@.config WHERE key = 'schedChanges' FOR UPDATE;
+INSERT INTO @Q@.config (key, value) SELECT 'schedCount', count(*)::text FROM @Q@.sched
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;

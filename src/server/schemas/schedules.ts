@@ -69,9 +69,11 @@ export const scheduleGetSchema = routeSchema('schedules', 'getSchedule', {
 
 export const schedulePutSchema = routeSchema('schedules', 'putSchedule', {
   summary: 'Create or replace a recurring schedule (a cron expression in a time zone, or everyMs)',
+  description:
+    'A queue keeps at most its maxSchedules recurring schedules (default 100,000): a new name past them is answered 409 ERR_TICKWHEEL_CONFLICT; one that exists is always replaced.',
   params: scheduleParams,
   body: closed(['topic'], scheduleFields),
-  // 409: on a queue on Valkey/Redis, a change that kept meeting others (docs/cluster.md).
+  // 409 also: on a partitioned queue, a change that kept meeting others (docs/cluster.md).
   response: { 200: scheduleInfo, 409: errorBody },
 });
 
