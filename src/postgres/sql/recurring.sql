@@ -71,10 +71,3 @@ BEGIN
   RETURN ARRAY[1, v];
 END
 $$;
-
--- tw_sched as nodes of schema version 17 call it, running beside upgraded ones until they are
--- upgraded too: no bound, and 'schedCount' kept.
-CREATE OR REPLACE FUNCTION @Q@.tw_sched(op text, sched_name text, expect bigint, rec text,
-  node text, ep bigint)
-RETURNS bigint[]
-LANGUAGE sql AS $$ SELECT @Q@.tw_sched(op, sched_name, expect, rec, node, ep, NULL) $$;
