@@ -309,6 +309,19 @@ export class ValkeyDriver implements PartitionDriver {
     return numbers(await this.partitionHash(partition, 'counts'));
   }
 
+  async topicCounts(partition: number, topic: string): Promise<Record<string, number>> {
+    const key = partitionPrefix(this.queue, partition) + 'counts';
+    const fields = STATUS_LETTERS.map((letter) => `${topic}|${letter}`);
+    const values = (await this.valkey.command(key, ['HMGET', key, ...fields], true)) as Array<
+      string | null
+    >;
+    const counts: Record<string, number> = {};
+    STATUS_LETTERS.forEach((letter, i) => {
+      if (values?.[i] != null) counts[letter] = Number(values[i]);
+    });
+    return counts;
+  }
+
   async segmentSizes(partition: number): Promise<Record<string, number>> {
     return numbers(await this.partitionHash(partition, 'live'));
   }
@@ -449,6 +462,9 @@ export class ValkeyDriver implements PartitionDriver {
     return wait;
   }
 }
+
+/** The letters of the live statuses in the partitions' counts (states.lua). */
+const STATUS_LETTERS = ['S', 'R', 'I', 'D'] as const;
 
 function numbers(hash: Hash): Record<string, number> {
   const out: Record<string, number> = {};

@@ -286,6 +286,11 @@ export class PartitionedBackend implements QueueBackend {
     return counts;
   }
 
+  async topicCountsOf(topic: string): Promise<TopicCounts> {
+    const of = await this.inspector.topicCounts(topic);
+    return { pending: of.scheduled + of.ready + of.inflight, dead: of.dead };
+  }
+
   putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo> {
     return this.schedules.put(name, spec).catch(failed(name));
   }

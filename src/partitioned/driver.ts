@@ -268,6 +268,8 @@ export interface PartitionDriver {
 
   /** Live messages per `<topic>|<status letter>`. */
   counts(partition: number): Promise<Record<string, number>>;
+  /** Live messages of one topic per status letter (S, R, I, D); a letter with none is absent. */
+  topicCounts(partition: number, topic: string): Promise<Record<string, number>>;
   /** Records per segment still holding some. */
   segmentSizes(partition: number): Promise<Record<string, number>>;
   loadedUntil(partition: number): Promise<number>;

@@ -79,6 +79,18 @@ export class PartitionInspector {
     }
   }
 
+  /** Live messages of one topic by status, each partition asked for that topic only. */
+  async topicCounts(topic: string): Promise<TopicCounts> {
+    const of: TopicCounts = { scheduled: 0, ready: 0, inflight: 0, dead: 0 };
+    for (const counts of await this.each((p) => this.driver.topicCounts(p, topic))) {
+      for (const [letter, n] of Object.entries(counts)) {
+        const status = STATUSES[letter];
+        if (status !== undefined) of[status] += n;
+      }
+    }
+    return of;
+  }
+
   /** Which node holds each partition's lease now ('' for none, or one that ran out). */
   async owners(): Promise<string[]> {
     const holders = await this.driver.leaseHolders(this.partitions);

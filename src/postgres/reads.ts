@@ -136,6 +136,17 @@ export abstract class PostgresReads {
     return counts;
   }
 
+  async topicCounts(partition: number, topic: string): Promise<Record<string, number>> {
+    const sql =
+      `SELECT status::text AS status, sum(n) AS n FROM ${this.q}.counts ` +
+      `WHERE part = $1 AND topic = $2 GROUP BY status HAVING sum(n) <> 0`;
+    const counts: Record<string, number> = {};
+    for (const row of await this.call('reading counts', sql, [partition, topic])) {
+      counts[String(row.status)] = num(row.n);
+    }
+    return counts;
+  }
+
   async segmentSizes(partition: number): Promise<Record<string, number>> {
     const sql = `SELECT ${this.fn('seg_name')}(seg) AS name, live FROM ${this.fn('live')}($1::int)`;
     const sizes: Record<string, number> = {};

@@ -112,6 +112,8 @@ export interface QueueBackend {
   readonly topics: TopicGate;
   /** Every topic with live messages; may be the backend's own map, read at once. */
   topicCounts(): Promise<ReadonlyMap<string, TopicCounts>>;
+  /** One topic's live messages (zeros for a topic with none). */
+  topicCountsOf(topic: string): Promise<TopicCounts>;
 
   /** Recurring schedules: a checked spec, stored durably; see recurring.ts. */
   putSchedule(name: string, spec: ScheduleSpec): Promise<ScheduleInfo>;

@@ -333,13 +333,13 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     this.checkOpen();
     checkTopic(topic);
     const settings = await this.backend.topics.update(topic, checkTopicUpdate(update));
-    return topicOf(topic, settings, await this.backend.topicCounts());
+    return topicOf(topic, settings, await this.backend.topicCountsOf(topic));
   }
 
   async topicInfo(topic: string): Promise<TopicInfo> {
     this.checkOpen();
     checkTopic(topic);
-    const counts = await this.backend.topicCounts();
+    const counts = await this.backend.topicCountsOf(topic);
     return topicOf(topic, this.backend.topics.get(topic), counts);
   }
 
@@ -355,7 +355,7 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     }
     const page = namesPage(names(), limit, cursor);
     return {
-      topics: page.names.map((topic) => topicOf(topic, topics.get(topic), counts)),
+      topics: page.names.map((topic) => topicOf(topic, topics.get(topic), counts.get(topic))),
       ...(page.more ? { cursor: page.names[page.names.length - 1] } : {}),
     };
   }
@@ -475,12 +475,7 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
   }
 }
 
-function topicOf(
-  topic: string,
-  settings: TopicSettings,
-  counts: ReadonlyMap<string, TopicCounts>,
-): TopicInfo {
-  const of = counts.get(topic);
+function topicOf(topic: string, settings: TopicSettings, of: TopicCounts | undefined): TopicInfo {
   return { topic, ...settingsView(settings), pending: of?.pending ?? 0, dead: of?.dead ?? 0 };
 }
 

@@ -240,6 +240,10 @@ export class QueueEngine implements QueueBackend {
 
   readonly topicCounts = async (): Promise<ReadonlyMap<string, TopicCounts>> =>
     this.store.counts().topics;
+  readonly topicCountsOf = async (topic: string): Promise<TopicCounts> => {
+    const of = this.store.counts().topics.get(topic);
+    return { pending: of?.pending ?? 0, dead: of?.dead ?? 0 };
+  };
 
   readonly putSchedule = (name: string, spec: ScheduleSpec) => this.recurring.put(name, spec);
   readonly updateSchedule: QueueBackend['updateSchedule'] = (name, change) =>

@@ -179,7 +179,7 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
     expect(errors).toEqual([]);
   }, 20_000);
 
-  it('reads the partitions’ counts a few at a time, not all at once', async () => {
+  it('reads the partitions’ counts a few at a time, and one topic’s alone', async () => {
     const node = await open('counting');
     const far = Date.now() + 3_600_000;
     const topics = Array.from({ length: 40 }, (_, i) => `tenant-${i}`);
@@ -210,6 +210,11 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
       expect(stats.topicCount).toBeGreaterThanOrEqual(40);
       expect(reads).toBe(PARTITIONS);
       expect(most).toBeLessThanOrEqual(4);
+      // One topic's counts are read for that topic only.
+      reads = 0;
+      expect(await node.topicInfo('tenant-7')).toMatchObject({ pending: 1 });
+      expect(await node.pause('tenant-8')).toMatchObject({ pending: 1, paused: true });
+      expect(reads).toBe(0);
     } finally {
       inspector.driver = driver;
     }

@@ -49,6 +49,8 @@ describe.each(backends)('topic pages and stats on $name', (backend) => {
     expect(byName.get('t-2')).toMatchObject({ pending: 3, paused: false });
     expect(byName.get('t-3')).toMatchObject({ pending: 1, paused: true });
     expect(byName.get('t-8')).toMatchObject({ pending: 0, paused: true });
+    // One topic read alone says what the page says.
+    for (const topic of byName.values()) expect(await queue.topicInfo(topic.topic)).toEqual(topic);
 
     // A page that ends exactly at the last topic carries no cursor.
     expect((await queue.topicList({ limit: 8 })).cursor).toBeUndefined();
