@@ -361,6 +361,10 @@ export class PartitionedBackend implements QueueBackend {
     return this.driver.problem();
   }
 
+  stopped(): boolean {
+    return false;
+  }
+
   /** Nothing runs in the background that a caller could wait for. */
   async settled(): Promise<void> {}
 

@@ -140,8 +140,13 @@ export interface Queue<Payload = unknown> extends QueueOperations<Payload> {
   readonly recovery: RecoveryReport | undefined;
   /**
    * Why the queue cannot fully serve now (no answer from Valkey/Redis, loads or index writes
-   * failing), or undefined; GET /healthz says it. A stopped file store shows in stats().
+   * failing), or undefined; GET /healthz says it.
    */
   problem(): Promise<string | undefined>;
+  /**
+   * True once the store takes no more writes: a log write failed (disk full, read-only, failing);
+   * a restart recovers. Also `stats().store.stopped`. A queue on Valkey/Redis or PostgreSQL never is.
+   */
+  stopped(): boolean;
   settled(): Promise<void>;
 }

@@ -135,6 +135,8 @@ export interface QueueBackend {
   wheelSnapshot(maxRows?: number): WheelSnapshot;
   /** Why the backend cannot fully serve now, if it cannot. */
   problem(): Promise<string | undefined>;
+  /** True once its store takes no more writes (a failed log write); a shared backend never is. */
+  stopped(): boolean;
   settled(): Promise<void>;
   /** Stops everything and releases what it holds; called once, after the facade's consumers stopped. */
   close(): Promise<void>;

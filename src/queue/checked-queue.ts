@@ -409,6 +409,10 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.closed ? 'the queue is closed' : this.backend.problem();
   }
 
+  stopped(): boolean {
+    return this.backend.stopped();
+  }
+
   async dueTimeline(edgesMs: readonly number[]): Promise<DueTimeline> {
     this.checkOpen();
     return this.backend.dueTimeline(checkEdges(edgesMs));

@@ -264,6 +264,10 @@ export class QueueEngine implements QueueBackend {
     };
   }
 
+  stopped(): boolean {
+    return this.store.stats().stopped === 1;
+  }
+
   async problem(): Promise<string | undefined> {
     const problems = [this.horizon.problem(), this.store.problem?.()].filter(
       (problem) => problem !== undefined,

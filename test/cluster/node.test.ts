@@ -8,6 +8,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
+import { createServer } from '../../src/server/index.js';
 import { partitionsOf } from '../../src/partitioned/rendezvous.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { installed, startCluster } from '../../scripts/valkey.mjs';
@@ -215,6 +216,15 @@ describe.runIf(installed('valkey-server'))('cluster nodes on a Valkey Cluster', 
       expect(await node.topicInfo('tenant-7')).toMatchObject({ pending: 1 });
       expect(await node.pause('tenant-8')).toMatchObject({ pending: 1, paused: true });
       expect(reads).toBe(0);
+      // GET /healthz asks for no counts at all.
+      const server = await createServer({ queue: node });
+      try {
+        const health = await server.inject({ method: 'GET', url: '/healthz' });
+        expect(health.json()).toEqual({ status: 'ok' });
+        expect(reads).toBe(0);
+      } finally {
+        await server.close();
+      }
     } finally {
       inspector.driver = driver;
     }

@@ -35,8 +35,7 @@ async function health(context: ServerContext): Promise<HealthBody> {
   }
   const problem = await context.queue.problem?.();
   if (problem !== undefined) return { status: 'unavailable', reason: problem };
-  const { store } = await context.queue.stats({ topics: 0 });
-  if (store?.stopped === 1) {
+  if (context.queue.stopped()) {
     return {
       status: 'stopped',
       reason:
