@@ -31,17 +31,21 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
   let wheel: TimerWheel<Due>;
   const owners: PartitionOwner[] = [];
 
-  beforeAll(async () => {
-    server = await startServer({ binary: 'valkey-server' });
-    valkey = await Valkey.connect(server.url);
-    await valkey.loadLibrary();
-    producer = checking(
-      new Producer(valkeyDriver(valkey, QUEUE), {
+  function producerOf(queue: string): Checking<Producer> {
+    return checking(
+      new Producer(valkeyDriver(valkey, queue), {
         partitions: PARTITIONS,
         windowMs: 1_000,
         maxPayloadBytes: 1 << 20,
       }),
     );
+  }
+
+  beforeAll(async () => {
+    server = await startServer({ binary: 'valkey-server' });
+    valkey = await Valkey.connect(server.url);
+    await valkey.loadLibrary();
+    producer = producerOf(QUEUE);
     wheel = new TimerWheel<Due>({
       clock: new SystemClock({ epoch: true }),
       onExpire: (due) => due.owner.fire(due),
@@ -118,10 +122,10 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
   }
 
   /** Takes everything ready, every few ms, noting when each id was taken. */
-  async function collect(ids: string[], untilMs: number) {
+  async function collect(ids: string[], untilMs: number, meta = META) {
     const taken = new Map<string, number>();
     while (taken.size < ids.length && Date.now() < untilMs) {
-      const rows = (await valkey.fcall('tw_take', META, ['t', 100, 60_000, 1 << 20])) as Array<
+      const rows = (await valkey.fcall('tw_take', meta, ['t', 100, 60_000, 1 << 20])) as Array<
         [string, number, string, string]
       >;
       for (const [id] of rows) taken.set(String(id), Date.now());
@@ -339,12 +343,16 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
   }
 
   it('arms near messages from the note tw_schedule publishes, reading nothing', async () => {
+    // A queue of its own: no delivery an earlier test left in flight can run out of visibility
+    // while this owner starts (its retry is a near append that the owner reads).
+    const queue = 'owned-note';
+    const noting = producerOf(queue);
     // No poll for a minute: only the note can arm them.
-    const { owner, stop } = await own('node-note', undefined, undefined, 60_000);
+    const { owner, stop } = await own('node-note', undefined, undefined, 60_000, queue);
     const watch = watchReads();
     try {
       const start = Date.now();
-      const scheduled = await producer.scheduleMany(
+      const scheduled = await noting.scheduleMany(
         Array.from({ length: 5 }, (_, i) => ({
           topic: 't',
           id: `noted-${i}`,
@@ -355,6 +363,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       const taken = await collect(
         scheduled.map((r) => r.id),
         start + 3_000,
+        metaKey(queue, 0),
       );
       expect(taken.size).toBe(5);
       for (const { id, deliverAt } of scheduled) {
@@ -403,13 +412,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
     // A queue of its own: its near segment holds nothing live when the second owner starts.
     const queue = 'owned-race';
     const driver = valkeyDriver(valkey, queue);
-    const racer = checking(
-      new Producer(valkeyDriver(valkey, queue), {
-        partitions: PARTITIONS,
-        windowMs: 1_000,
-        maxPayloadBytes: 1 << 20,
-      }),
-    );
+    const racer = producerOf(queue);
     // A first owner makes the partition's near segment, and dies with nothing in it.
     const first = await own('node-race-1', undefined, undefined, 60_000, queue);
     first.owner.stop();
@@ -438,13 +441,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
   it('finds a near segment with live records it never read, says so, and fires what it holds', async () => {
     const queue = 'owned-hidden';
     const driver = valkeyDriver(valkey, queue);
-    const hidden = checking(
-      new Producer(valkeyDriver(valkey, queue), {
-        partitions: PARTITIONS,
-        windowMs: 1_000,
-        maxPayloadBytes: 1 << 20,
-      }),
-    );
+    const hidden = producerOf(queue);
     const errors: unknown[] = [];
     const { owner, stop } = await own(
       'node-hidden',
