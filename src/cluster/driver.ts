@@ -22,6 +22,7 @@ import {
   type Owner,
   type PartitionDriver,
   type Placed,
+  STATUS_LETTERS,
   type Retry,
   type SchedAnswer,
   type SchedChange,
@@ -462,9 +463,6 @@ export class ValkeyDriver implements PartitionDriver {
     return wait;
   }
 }
-
-/** The letters of the live statuses in the partitions' counts (states.lua). */
-const STATUS_LETTERS = ['S', 'R', 'I', 'D'] as const;
 
 function numbers(hash: Hash): Record<string, number> {
   const out: Record<string, number> = {};

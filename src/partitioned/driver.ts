@@ -30,6 +30,9 @@ import type { RateLimit } from '../queue/topics.js';
 /** The caller of an owner-only call: a node, under the epoch of its lease. */
 export type Owner = { node: string; epoch: number };
 
+/** The letters of the live statuses in the partitions' counts (scheduled, ready, in flight, dead). */
+export const STATUS_LETTERS = ['S', 'R', 'I', 'D'] as const;
+
 /**
  * A window's segments are numbered `level * WINDOW_LEVEL_STRIDE + window`: a store that keeps
  * records of far windows in tables of their own (PostgreSQL) has levels above 0, Valkey none.

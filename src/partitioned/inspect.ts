@@ -1,7 +1,8 @@
 /**
  * Read-only views of a partitioned queue: counts, dead letters, due times, payloads, owners,
  * pages. Any node answers from the store alone, each partition asked separately and all at
- * once; none walks over messages except dead letters (up to the limit) and list() (by page).
+ * once (the counts a few at a time, counts-reads.ts); none walks over messages except dead
+ * letters (up to the limit) and list() (by page).
  */
 
 import type { TopicStateCounts as TopicCounts } from '../protocol/model.js';
@@ -18,12 +19,9 @@ import {
 } from '../queue/list.js';
 import { decodePayload } from '../queue/message.js';
 import type { MessageInfo } from '../queue/types.js';
+import { CountsReads, statusOf, type QueueCounts } from './counts-reads.js';
 import { windowOfSegment, type At, type PartitionDriver } from './driver.js';
 import { decodeRecord, placeOf } from './record.js';
-
-/** Live statuses, by their letters in the partitions' counts (driver.ts). */
-const STATUSES: Record<string, Status> = { S: 'scheduled', R: 'ready', I: 'inflight', D: 'dead' };
-type Status = keyof TopicCounts;
 
 interface SegmentPart {
   items: Array<{ message: MessageInfo; key: ListKey }>;
@@ -34,49 +32,26 @@ interface SegmentPart {
 const PARTITION_SCAN_RECORDS = 8_192;
 const RECORDS_PER_READ = 1_000;
 const WINDOWS_PER_READ = 16;
-/** Partitions whose counts are read at once (see counts()). */
-const COUNT_READS = 4;
 
 export class PartitionInspector {
+  private readonly countsReads: CountsReads;
+
   constructor(
     private readonly driver: PartitionDriver,
     private readonly partitions: number,
     private readonly windowMs: number,
-  ) {}
+  ) {
+    this.countsReads = new CountsReads(driver, partitions);
+  }
 
   /** The same read of every partition, in partition order. */
   private each<T>(read: (partition: number) => Promise<T>): Promise<T[]> {
     return Promise.all(Array.from({ length: this.partitions }, (_, p) => read(p)));
   }
 
-  /**
-   * Live messages of the whole queue per topic and status, and their totals. With many topics
-   * a partition's counts are large: they are read COUNT_READS partitions at a time, so that the
-   * answers do not hold up this node's lease renewals on the same connection.
-   */
-  async counts(): Promise<{ totals: TopicCounts; topics: Map<string, TopicCounts> }> {
-    const none = (): TopicCounts => ({ scheduled: 0, ready: 0, inflight: 0, dead: 0 });
-    const totals = none();
-    const topics = new Map<string, TopicCounts>();
-    for (let first = 0; first < this.partitions; first += COUNT_READS) {
-      const last = Math.min(this.partitions, first + COUNT_READS);
-      const turn = Array.from({ length: last - first }, (_, i) => this.driver.counts(first + i));
-      for (const counts of await Promise.all(turn)) fold(counts);
-    }
-    return { totals, topics };
-
-    function fold(counts: Record<string, number>): void {
-      for (const [field, n] of Object.entries(counts)) {
-        const bar = field.lastIndexOf('|');
-        const status = STATUSES[field.slice(bar + 1)];
-        if (status === undefined || n === 0) continue;
-        totals[status] += n;
-        const topic = field.slice(0, bar);
-        let of = topics.get(topic);
-        if (of === undefined) topics.set(topic, (of = none()));
-        of[status] += n;
-      }
-    }
+  /** Live messages of the whole queue per topic and status, and their totals (counts-reads.ts). */
+  counts(): Promise<QueueCounts> {
+    return this.countsReads.read();
   }
 
   /** Live messages of one topic by status, each partition asked for that topic only. */
@@ -84,7 +59,7 @@ export class PartitionInspector {
     const of: TopicCounts = { scheduled: 0, ready: 0, inflight: 0, dead: 0 };
     for (const counts of await this.each((p) => this.driver.topicCounts(p, topic))) {
       for (const [letter, n] of Object.entries(counts)) {
-        const status = STATUSES[letter];
+        const status = statusOf(letter);
         if (status !== undefined) of[status] += n;
       }
     }
@@ -141,10 +116,10 @@ export class PartitionInspector {
    */
   async dueHistogram(edgesMs: readonly number[]): Promise<number[]> {
     const now = Date.now();
-    const [sizes, loaded, counts] = await Promise.all([
+    const [sizes, loaded, { scheduled: scheduledOf }] = await Promise.all([
       this.each((p) => this.driver.segmentSizes(p)),
       this.each((p) => this.driver.loadedUntil(p)),
-      this.each((p) => this.driver.counts(p)),
+      this.counts(),
     ]);
     const histogram = new Array<number>(edgesMs.length + 1).fill(0);
     const add = (dueIn: number, n: number) => {
@@ -154,10 +129,7 @@ export class PartitionInspector {
     };
     for (let p = 0; p < this.partitions; p++) {
       const loadedUntil = loaded[p];
-      let scheduled = 0;
-      for (const [field, n] of Object.entries(counts[p])) {
-        if (field.endsWith('|S')) scheduled += n;
-      }
+      const scheduled = scheduledOf[p];
       let far = 0;
       for (const [seg, n] of Object.entries(sizes[p])) {
         if (seg[0] !== 'w') continue;
@@ -284,7 +256,7 @@ export class PartitionInspector {
       );
       scanned += read;
       for (const row of live) {
-        const status = STATUSES[row.status];
+        const status = statusOf(row.status);
         if (status === undefined || status === 'dead') continue;
         const key: ListKey = { deliverAt: row.deliverAt, seq: 0, id: row.id };
         if (!inRange(query, key) || decodeRecord(row.record).topic !== query.topic) continue;
