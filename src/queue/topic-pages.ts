@@ -65,11 +65,14 @@ export function largestTopics(
   limit: number,
 ): TopicSummary {
   // Worst kept on top: fewer messages, then the later name.
-  const kept = new BoundedHeap<readonly [string, TopicStateCounts, number]>(
+  type Item = [topic: string, counts: TopicStateCounts, live: number];
+  const kept = new BoundedHeap<Item>(
     limit,
     (a, b) => a[2] < b[2] || (a[2] === b[2] && a[0] > b[0]),
   );
   const otherTopics: TopicStateCounts = { scheduled: 0, ready: 0, inflight: 0, dead: 0 };
+  // Asks the heap about each topic with no array made for one it would not keep.
+  const probe: Item = ['', otherTopics, 0];
   let topicCount = 0;
   const addOther = (c: TopicStateCounts) => {
     otherTopics.scheduled += c.scheduled;
@@ -81,8 +84,10 @@ export function largestTopics(
     const live = liveOf(counts);
     if (live === 0) continue;
     topicCount++;
-    const item = [topic, counts, live] as const;
-    if (!kept.takes(item)) {
+    probe[0] = topic;
+    probe[1] = counts;
+    probe[2] = live;
+    if (!kept.takes(probe)) {
       addOther(counts);
       continue;
     }
