@@ -79,6 +79,13 @@ export async function pgFrom(importing: Promise<unknown>): Promise<PgModule> {
 /** What pg-pool answers, without a code, to a query once the pool was ended. */
 const POOL_ENDED = /^Cannot use a pool after calling end on the pool/;
 
+/** What pg answers when the connection asks for TLS and the server offers none. */
+const NO_TLS = /^The server does not support SSL connections/;
+
+/** Node's codes for a server certificate that the connection does not trust. */
+const UNTRUSTED_CERTIFICATE =
+  /^(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_HAS_EXPIRED|CERT_NOT_YET_VALID|CERT_UNTRUSTED|ERR_TLS_CERT_ALTNAME_INVALID)$/;
+
 /** SQLSTATE classes of a server or a connection that is not there, or not now. */
 const UNAVAILABLE = /^(08|53|57|58|40P01|40001|55P03)/;
 
@@ -86,7 +93,8 @@ const UNAVAILABLE = /^(08|53|57|58|40P01|40001|55P03)/;
  * An error of a call as a named one: the server or the connection not there (or a statement
  * that ran out of time) is ERR_TICKWHEEL_UNAVAILABLE; a call the schema refused (SQLSTATE 22023,
  * raised by sql/*.sql) or anything else PostgreSQL answered is ERR_TICKWHEEL_INVALID_STATE, as
- * is a pool of the application's that was ended.
+ * are a pool of the application's that was ended, TLS asked of a server without it, and a server
+ * certificate not trusted.
  */
 export function named(err: unknown, what: string): Error {
   if (err instanceof TickwheelStateError || err instanceof TickwheelUnavailableError) return err;
@@ -97,6 +105,26 @@ export function named(err: unknown, what: string): Error {
       'ERR_TICKWHEEL_INVALID_STATE',
       `${what} cannot run: the pg.Pool the queue was opened with was ended (pool.end()), and ` +
         'stays so: close the queue before ending its pool',
+      { cause: err },
+    );
+  }
+  // TLS asked of a server without it, or a certificate not trusted: waiting cures neither.
+  if (NO_TLS.test(message)) {
+    return new TickwheelStateError(
+      'ERR_TICKWHEEL_INVALID_STATE',
+      `PostgreSQL could not take ${what}: the connection asks for TLS (sslmode in the ` +
+        'connection string, or ssl of the pg.Pool) and the server does not offer it (pg does ' +
+        'not fall back to a plain connection, not even for sslmode=prefer). Set sslmode=disable, ' +
+        'or turn ssl on in the server',
+      { cause: err },
+    );
+  }
+  if (typeof code === 'string' && UNTRUSTED_CERTIFICATE.test(code)) {
+    return new TickwheelStateError(
+      'ERR_TICKWHEEL_INVALID_STATE',
+      `PostgreSQL could not take ${what}: the server's certificate is not trusted (${message}, ` +
+        `${code}). Give its CA (sslrootcert= in the connection string, or ssl: { ca } on a ` +
+        'pg.Pool), or fix the certificate',
       { cause: err },
     );
   }

@@ -2,15 +2,19 @@
  * DelayQueue.open({ postgres }) on a PostgreSQL that is not there: it keeps trying until
  * connectTimeoutMs, then rejects with ERR_TICKWHEEL_UNAVAILABLE naming the server, its password
  * starred; a connectTimeoutMs or fireIntervalMs out of range is refused before any connection. A refusal that
- * waiting does not cure (a wrong password, a database that does not exist) ends the open at once
- * with ERR_TICKWHEEL_INVALID_STATE, long before the connect timeout.
+ * waiting does not cure (a wrong password, a database that does not exist, TLS asked of a server
+ * without it, a certificate not trusted) ends the open at once with ERR_TICKWHEEL_INVALID_STATE,
+ * long before the connect timeout.
  */
 
+import { spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DelayQueue } from '../../src/delay-queue.js';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
-import { postgresInstalled, startPostgres } from '../../scripts/postgres.mjs';
+import { postgresInstalled, serverDir, startPostgres } from '../../scripts/postgres.mjs';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { freePort } from '../../scripts/valkey.mjs';
 
@@ -112,3 +116,91 @@ describe.runIf(postgresInstalled())('DelayQueue.open({ postgres }) refused by Po
     await queue.close();
   }, 30_000);
 });
+
+describe.runIf(postgresInstalled() && spawnSync('openssl', ['version']).status === 0)(
+  'DelayQueue.open({ postgres }) and TLS',
+  () => {
+    let plain: { url: string; stop(): Promise<void> };
+    let tls: { url: string; stop(): Promise<void> };
+    beforeAll(async () => {
+      plain = await startPostgres();
+      const { cert, key } = selfSigned();
+      tls = await startPostgres({
+        settings: { ssl: 'on', ssl_cert_file: cert, ssl_key_file: key },
+      });
+    }, 60_000);
+    afterAll(async () => {
+      await plain?.stop();
+      await tls?.stop();
+    });
+
+    // Ten minutes of connect timeout: a wait would outlast the test's own timeout.
+    const open = (url: string) =>
+      DelayQueue.open({ postgres: url, queue: 'tls', connectTimeoutMs: 600_000 }).catch(
+        (e: unknown) => e,
+      );
+    const withMode = (url: string, mode: string) =>
+      `${url}${url.includes('?') ? '&' : '?'}sslmode=${mode}`;
+
+    it.each(['require', 'verify-full', 'prefer'])(
+      'fails at once when sslmode=%s asks TLS of a server without it, saying so',
+      async (mode) => {
+        const err = (await open(withMode(plain.url, mode))) as Error & { code?: string };
+        expect(err.code).toBe('ERR_TICKWHEEL_INVALID_STATE');
+        expect(err.message).toContain('the server does not offer it');
+        expect(err.message).toContain('sslmode=disable');
+      },
+      30_000,
+    );
+
+    it('fails at once on a certificate it cannot verify, naming it', async () => {
+      const err = (await open(withMode(tls.url, 'verify-full'))) as Error & { code?: string };
+      expect(err.code).toBe('ERR_TICKWHEEL_INVALID_STATE');
+      expect(err.message).toContain('certificate is not trusted');
+      expect(err.message).toContain('SELF_SIGNED');
+    }, 30_000);
+
+    it('opens over TLS when told not to verify the certificate', async () => {
+      const queue = await DelayQueue.open({
+        postgres: withMode(tls.url, 'no-verify'),
+        queue: 'tls',
+      });
+      try {
+        await queue.schedule({ topic: 't', payload: 1, delayMs: 60_000 });
+      } finally {
+        await queue.close();
+      }
+    }, 30_000);
+  },
+);
+
+/** A self-signed certificate and its key, in a directory the server's user owns. */
+function selfSigned(): { cert: string; key: string } {
+  const dir = serverDir() as string;
+  const key = join(dir, 'server.key');
+  const cert = join(dir, 'server.crt');
+  const made = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+    ].concat(['-keyout', key, '-out', cert]),
+    { encoding: 'utf8' },
+  );
+  if (made.status !== 0) throw new Error(`openssl failed: ${made.stderr}`);
+  // The server refuses a key others may read; as root, it runs as the directory's owner.
+  chmodSync(key, 0o600);
+  const { uid, gid } = statSync(dir);
+  if (process.getuid?.() === 0) {
+    chownSync(key, uid, gid);
+    chownSync(cert, uid, gid);
+  }
+  return { cert, key };
+}
