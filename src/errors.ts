@@ -118,6 +118,22 @@ export function isErrorCode(code: unknown): code is TickwheelErrorCode {
   return typeof code === 'string' && Object.hasOwn(HTTP_STATUS, code);
 }
 
+/**
+ * A process warning with a tickwheel code: what a fault, or an error a listener threw, becomes
+ * when nothing else takes it.
+ */
+export function emitCodedWarning(
+  code: string,
+  message: string,
+  cause?: unknown,
+  name = 'TickwheelWarning',
+): void {
+  const warning = new Error(message, cause === undefined ? {} : { cause });
+  warning.name = name;
+  (warning as Error & { code: string }).code = code;
+  process.emitWarning(warning);
+}
+
 /** The base of every tickwheel error (see the top of this file); each subclass has its `name`. */
 export class TickwheelError<C extends TickwheelErrorCode = TickwheelErrorCode> extends Error {
   readonly code: C;

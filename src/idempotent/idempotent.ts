@@ -3,7 +3,7 @@
  * however often it is delivered (docs/idempotent.md); for any handler `(message) => ...`.
  */
 
-import { TickwheelTypeError } from '../errors.js';
+import { emitCodedWarning, TickwheelTypeError } from '../errors.js';
 import { checkCallback, checkOptions, describe, invalidOption } from '../validate.js';
 import { checkKey, type IdempotencyStore, type KeyedMessage, type Outcome } from './types.js';
 
@@ -38,15 +38,8 @@ function tell<M>(onOutcome: (outcome: Outcome, message: M) => void, outcome: Out
   try {
     onOutcome(outcome, message);
   } catch (err) {
-    const warning = new Error(
-      `onOutcome threw: ${err instanceof Error ? err.message : String(err)}`,
-      {
-        cause: err,
-      },
-    );
-    warning.name = 'TickwheelWarning';
-    (warning as Error & { code: string }).code = 'ERR_TICKWHEEL_LISTENER_FAILED';
-    process.emitWarning(warning);
+    const why = err instanceof Error ? err.message : String(err);
+    emitCodedWarning('ERR_TICKWHEEL_LISTENER_FAILED', `onOutcome threw: ${why}`, err);
   }
 }
 

@@ -4,7 +4,7 @@
  * process warning with the same code and text. A handler that throws never breaks the queue.
  */
 
-import type { TickwheelErrorCode } from '../errors.js';
+import { emitCodedWarning, type TickwheelErrorCode } from '../errors.js';
 import { checkCallback } from '../validate.js';
 import { clipReason } from './message.js';
 
@@ -82,10 +82,7 @@ export function faultOf(
 }
 
 export function warnFault(fault: QueueFault): void {
-  const warning = new Error(fault.message, fault.error === undefined ? {} : { cause: fault.error });
-  warning.name = fault.name;
-  (warning as Error & { code: string }).code = fault.code;
-  process.emitWarning(warning);
+  emitCodedWarning(fault.code, fault.message, fault.error, fault.name);
 }
 
 /** The reporter a queue's parts call: the handler given, made safe, or warnFault. */
