@@ -328,7 +328,8 @@ export class PartitionedBackend implements QueueBackend {
     const { setting, option, reason } = this.driver.durability;
     return {
       inMemory: timers.pending,
-      totals,
+      // A copy: the read is shared with other callers (counts-reads.ts).
+      totals: { ...totals },
       topics,
       timers,
       cluster: {

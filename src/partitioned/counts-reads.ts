@@ -14,6 +14,7 @@ import { STATUS_LETTERS, type PartitionDriver } from './driver.js';
 export const COUNT_READS = 4;
 
 type Status = keyof TopicCounts;
+type Counts = Record<string, number>;
 
 /** Live statuses by their letters in the partitions' counts. */
 const STATUSES: Record<(typeof STATUS_LETTERS)[number], Status> = {
@@ -76,11 +77,16 @@ export class CountsReads {
     for (let first = 0; first < this.partitions; first += COUNT_READS) {
       const last = Math.min(this.partitions, first + COUNT_READS);
       const turn = Array.from({ length: last - first }, (_, i) => this.driver.counts(first + i));
-      (await Promise.all(turn)).forEach((counts, i) => fold(first + i, counts));
+      // Settled all before a failure is answered: the next read must not overlap this one's.
+      const answers = await Promise.allSettled(turn);
+      for (const answer of answers) if (answer.status === 'rejected') throw answer.reason;
+      answers.forEach(
+        (answer, i) => answer.status === 'fulfilled' && fold(first + i, answer.value),
+      );
     }
     return { totals, topics, scheduled };
 
-    function fold(partition: number, counts: Record<string, number>): void {
+    function fold(partition: number, counts: Counts): void {
       for (const field in counts) {
         const n = counts[field];
         const bar = field.lastIndexOf('|');

@@ -82,9 +82,12 @@ const POOL_ENDED = /^Cannot use a pool after calling end on the pool/;
 /** What pg answers when the connection asks for TLS and the server offers none. */
 const NO_TLS = /^The server does not support SSL connections/;
 
-/** Node's codes for a server certificate that the connection does not trust. */
+/**
+ * Node's codes for a server certificate that the connection does not trust. Not one that is not
+ * valid yet: a clock a little behind, or a certificate made a moment ago, heals by waiting.
+ */
 const UNTRUSTED_CERTIFICATE =
-  /^(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_HAS_EXPIRED|CERT_NOT_YET_VALID|CERT_UNTRUSTED|ERR_TLS_CERT_ALTNAME_INVALID)$/;
+  /^(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_HAS_EXPIRED|CERT_REVOKED|CERT_SIGNATURE_FAILURE|CERT_UNTRUSTED|INVALID_CA|ERR_TLS_CERT_ALTNAME_INVALID)$/;
 
 /** SQLSTATE classes of a server or a connection that is not there, or not now. */
 const UNAVAILABLE = /^(08|53|57|58|40P01|40001|55P03)/;

@@ -8,7 +8,7 @@
  */
 
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -122,9 +122,11 @@ describe.runIf(postgresInstalled() && spawnSync('openssl', ['version']).status =
   () => {
     let plain: { url: string; stop(): Promise<void> };
     let tls: { url: string; stop(): Promise<void> };
+    let certificates: string | undefined;
     beforeAll(async () => {
       plain = await startPostgres();
-      const { cert, key } = selfSigned();
+      const { dir, cert, key } = selfSigned();
+      certificates = dir;
       tls = await startPostgres({
         settings: { ssl: 'on', ssl_cert_file: cert, ssl_key_file: key },
       });
@@ -132,6 +134,7 @@ describe.runIf(postgresInstalled() && spawnSync('openssl', ['version']).status =
     afterAll(async () => {
       await plain?.stop();
       await tls?.stop();
+      if (certificates !== undefined) rmSync(certificates, { recursive: true, force: true });
     });
 
     // Ten minutes of connect timeout: a wait would outlast the test's own timeout.
@@ -175,7 +178,7 @@ describe.runIf(postgresInstalled() && spawnSync('openssl', ['version']).status =
 );
 
 /** A self-signed certificate and its key, in a directory the server's user owns. */
-function selfSigned(): { cert: string; key: string } {
+function selfSigned(): { dir: string; cert: string; key: string } {
   const dir = serverDir() as string;
   const key = join(dir, 'server.key');
   const cert = join(dir, 'server.crt');
@@ -202,5 +205,5 @@ function selfSigned(): { cert: string; key: string } {
     chownSync(key, uid, gid);
     chownSync(cert, uid, gid);
   }
-  return { cert, key };
+  return { dir, cert, key };
 }
