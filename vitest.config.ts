@@ -9,7 +9,7 @@ import { configDefaults, defineConfig } from 'vitest/config';
 
 /** Tests that start Valkey or Redis servers (the cluster's pure parts are unit tests). */
 const valkey = [
-  'test/cluster/!(counts-reads|ownership-model|record|rendezvous|slot).test.ts',
+  'test/cluster/!(counts-reads|fired-ahead|ownership-model|record|rendezvous|slot).test.ts',
   'test/conformance/**/*.test.ts',
   'test/patterns/lease-redis.test.ts',
   'test/idempotent/redis.test.ts',

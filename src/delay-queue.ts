@@ -81,6 +81,7 @@ const POSTGRES_OPTIONS = optionNames<DelayQueuePostgresOptions>({
   nodeId: true,
   maxClockSkewMs: true,
   fireIntervalMs: true,
+  fireAheadMs: true,
   poolSize: true,
   statementTimeoutMs: true,
   connectTimeoutMs: true,

@@ -2,12 +2,13 @@
 /**
  * Where the firing lateness of a queue on PostgreSQL goes, stage by stage: `--rate` messages a
  * second due `--lead` ms after they are scheduled, for `--seconds`, consumed in this process
- * (concurrency 10, prefetch 500, 64 partitions, `fireIntervalMs` as given). For each message:
+ * (concurrency 10, prefetch 500, 64 partitions, `fireIntervalMs` and `fireAheadMs` as given). For each message:
  *
  *   wait     its due time -> the start of the fire call that makes it ready (the owner's timer,
- *            the node's gap between fire calls, a fire call under way)
+ *            the node's gap between fire calls, a fire call under way); below 0 when fired ahead
  *   fire     the fire call (one transaction for every partition's due messages)
- *   to-take  the fire call's answer -> the start of the take that hands it out (notification)
+ *   to-take  the fire call's answer -> the start of the take that hands it out (notification,
+ *            and when fired ahead the wait for the due time)
  *   take     the take call
  *   handler  the take's answer -> its handler
  *
@@ -15,7 +16,8 @@
  * checkout's build), so they cost a little themselves.
  *
  *   node bench/postgres/lateness-stages.mjs [--rate 1000] [--seconds 10] [--lead 2000]
- *                                           [--fire-interval 10] [--url URL] [--out FILE]
+ *                                           [--fire-interval 10] [--fire-ahead 50] [--url URL]
+ *                                           [--out FILE]
  *
  * Without --url a throwaway PostgreSQL is started (scripts/postgres.mjs).
  */
@@ -59,12 +61,13 @@ function summary(values) {
 }
 
 async function main(argv) {
-  const options = { rate: 1000, seconds: 10, lead: 2000, fireInterval: 10 };
+  const options = { rate: 1000, seconds: 10, lead: 2000, fireInterval: 10, fireAhead: 50 };
   parseFlags(argv, {
     '--rate': (v) => (options.rate = Number(v)),
     '--seconds': (v) => (options.seconds = Number(v)),
     '--lead': (v) => (options.lead = Number(v)),
     '--fire-interval': (v) => (options.fireInterval = Number(v)),
+    '--fire-ahead': (v) => (options.fireAhead = Number(v)),
     '--url': (v) => (options.url = v),
     '--out': (v) => (options.out = v),
   });
@@ -90,6 +93,7 @@ async function main(argv) {
     queue: `stages_${process.pid}`,
     partitions: 64,
     fireIntervalMs: options.fireInterval,
+    fireAheadMs: options.fireAhead,
   });
   const stages = Object.fromEntries(STAGES.map((stage) => [stage, []]));
   const lateness = [];

@@ -167,6 +167,7 @@ export class PartitionedBackend implements QueueBackend {
     for (let p = 0; p < this.settings.partitions; p++) {
       const stop = await this.driver.subscribe(p, (message) => {
         if (message.startsWith('r ')) this.consumer.onReady(p, message.slice(2));
+        else if (message.startsWith('a ')) this.consumer.onReadyAt(p, message.slice(2));
         else this.leases.onOwnerEvent(p, message);
       });
       this.unsubscribes.push(stop);

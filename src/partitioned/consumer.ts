@@ -75,6 +75,8 @@ export class Consumer {
    */
   private readonly taking = new Map<string, { takes: number; notices: Map<number, number> }>();
   private noticeCount = 0;
+  /** `<partition> <topic>` -> when its messages fired ahead are ready, and the timer for it. */
+  private readonly later = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   /** Acks made in one turn go to each partition as one call (a burst acks many at once). */
   private readonly acks: { add(partition: number, ack: PendingAck): void };
   /** How often a topic's settings changed: a long poll that sees it move ends empty. */
@@ -101,6 +103,33 @@ export class Consumer {
   /** Wakes the long polls on a topic (its settings changed). */
   wakeTopic(topic: string): void {
     for (const waiter of [...(this.waiters.get(topic) ?? [])]) waiter.wake();
+  }
+
+  /**
+   * `<at> <topic>`: messages of `topic` in `partition` were fired ahead and are ready at `at`;
+   * told then as onReady tells it. One timer a partition and topic, for the earliest time told
+   * (a take then tells of those left for later), and only for a topic this node receives from.
+   */
+  onReadyAt(partition: number, event: string): void {
+    const space = event.indexOf(' ');
+    const at = Number(event.slice(0, space));
+    const topic = event.slice(space + 1);
+    if (space < 0 || !Number.isFinite(at) || this.closing) return;
+    const wait = at - Date.now();
+    if (wait <= 0) return this.onReady(partition, topic);
+    if (!this.scannedAt.has(topic) && !this.waiters.has(topic) && !this.taking.has(topic)) return;
+    const key = `${partition} ${topic}`;
+    const pending = this.later.get(key);
+    if (pending !== undefined) {
+      if (pending.at <= at) return;
+      clearTimeout(pending.timer);
+    }
+    // A millisecond over: a timer may run in the millisecond before its time.
+    const timer = setTimeout(() => {
+      this.later.delete(key);
+      this.onReady(partition, topic);
+    }, wait + 1);
+    this.later.set(key, { at, timer });
   }
 
   /** A partition's channel said messages of `topic` became ready. */
@@ -375,6 +404,8 @@ export class Consumer {
   /** Ends every long poll, empty, and those started from now on at their first look. */
   close(): void {
     this.closing = true;
+    for (const { timer } of this.later.values()) clearTimeout(timer);
+    this.later.clear();
     this.wakeAll();
   }
 

@@ -17,7 +17,10 @@
  * count (`seq`), which only grows: a count not above one seen before means writes were lost.
  *
  * Events: each partition publishes short texts that its owner and the consumers subscribe to:
- * `r <topic>` messages of a topic became ready; `n` a near segment grew; `n <seg> <index> (<id>
+ * `r <topic>` messages of a topic became ready; `a <at> <topic>` messages of a topic fired ahead
+ * of their due time are ready at `at` (a store whose takes hand out only messages due by the
+ * caller's clock; told also by its take, on this node only, when a take left some for that);
+ * `n` a near segment grew; `n <seg> <index> (<id>
  * <bucket or -> <deliverAt>)...` what a schedule appended to a near segment from that index;
  * `i <deadline>` deliveries taken, visible again at that time; `i` in-flight deliveries changed.
  * Events may be lost: the engine polls as well.

@@ -28,6 +28,7 @@ export class NodeFires {
       nodeId: string;
       maxClockSkewMs: number;
       fireIntervalMs: number;
+      fireAheadMs: number;
       onError: (err: unknown) => void;
     },
   ) {
@@ -49,7 +50,7 @@ export class NodeFires {
       .filter(([owner]) => owner.active)
       .sort(([a], [b]) => a.partition - b.partition);
     if (live.length === 0) return;
-    const { nodeId: node, maxClockSkewMs } = this.settings;
+    const { nodeId: node, maxClockSkewMs, fireAheadMs } = this.settings;
     const floors = live.map(([owner]) => owner.seen);
     try {
       const answers = await this.fireMany(
@@ -58,7 +59,7 @@ export class NodeFires {
           by: { node, epoch: owner.epoch },
           at,
         })),
-        maxClockSkewMs,
+        maxClockSkewMs + fireAheadMs,
       );
       live.forEach(([owner, at], i) => owner.fired(at, answers[i], floors[i]));
     } catch (err) {

@@ -52,6 +52,11 @@ export type NodeSettings = Required<Omit<PartitionedNodeOptions, 'onError'>> & {
   onError: (err: unknown) => void;
   /** The least time between two fire calls of the node, where its store fires many at once. */
   fireIntervalMs: number;
+  /**
+   * How far ahead of their due time the node's owners fire messages, where the store's takes
+   * hand out only messages due by the caller's clock (0 elsewhere).
+   */
+  fireAheadMs: number;
   maxSchedules: number;
 };
 
@@ -76,6 +81,7 @@ export function checkNodeOptions(
   options: PartitionedNodeOptions,
   limits: QueueLimits,
   fireIntervalMs = 0,
+  fireAheadMs = 0,
 ): NodeSettings {
   const queue = checkQueueName(options.queue ?? 'default');
   if (options.nodeId !== undefined) checkQueueName(options.nodeId, 'nodeId');
@@ -91,6 +97,7 @@ export function checkNodeOptions(
     nodeId: options.nodeId ?? `node-${randomBytes(6).toString('hex')}`,
     maxClockSkewMs: checkOption(options.maxClockSkewMs ?? 250, 'maxClockSkewMs', 0, 60_000),
     fireIntervalMs,
+    fireAheadMs,
     maxSchedules: limits.maxSchedules,
     // Each distinct error at most once per 10 s: an outage fails every background call.
     onError: options.onError ?? ((err: unknown) => once(faultOf(err))),

@@ -32,6 +32,8 @@ export interface PartitionOwnerOptions {
   horizonMs: number;
   /** How far ahead of the store's clock a fire may be (the fire's skew bound). */
   maxClockSkewMs: number;
+  /** How far ahead of its due time a message is fired (the store's takes wait for the due time). */
+  fireAheadMs: number;
   /** Near segments re-read and overdue deliveries looked for this often, notified or not. */
   pollMs: number;
   /** Near segments listed (to find one never read) this often (default 10 s; at least pollMs). */
@@ -275,7 +277,7 @@ export class PartitionOwner {
       const id = parts[k];
       const bucket = parts[k + 1] === '-' ? this.bucketOf(id) : Number(parts[k + 1]);
       const due: Due = { owner: this, id, bucket, seg, index };
-      this.arm(due, Number(parts[k + 2]));
+      this.arm(due, Number(parts[k + 2]) - this.options.fireAheadMs);
       index++;
     }
     this.nearRead.set(seg, index);
@@ -328,7 +330,8 @@ export class PartitionOwner {
       const { scanned, live } = await this.driver.read(this.partition, seg, at, READ_BATCH);
       for (const { index, status, deliverAt, id } of live) {
         if (status !== 'S') continue;
-        this.arm({ owner: this, id, bucket: this.bucketOf(id), seg, index }, deliverAt);
+        const due = { owner: this, id, bucket: this.bucketOf(id), seg, index };
+        this.arm(due, deliverAt - this.options.fireAheadMs);
       }
       at += scanned;
       if (this.nearRead.has(seg)) this.nearRead.set(seg, at);
@@ -340,18 +343,20 @@ export class PartitionOwner {
     return placeOf(id, this.options.partitions).bucket;
   }
 
-  private arm(due: Due, deliverAt: number): void {
+  /** Fires `due` at `fireAt` (its due time less fireAheadMs, or a try again). */
+  private arm(due: Due, fireAt: number): void {
     const previous = this.timers.get(due.id);
     if (previous !== undefined) this.options.wheel.clearTimeout(previous);
-    this.timers.set(due.id, this.options.wheel.scheduleAt(deliverAt, due));
+    this.timers.set(due.id, this.options.wheel.scheduleAt(fireAt, due));
   }
 
   private async flushFires(batch: Due[]): Promise<void> {
     if (this.stopped) return;
     try {
-      const { partition, maxClockSkewMs } = this.options;
+      const { partition, maxClockSkewMs, fireAheadMs } = this.options;
       const floor = this.seen;
-      const done = await this.driver.fire(partition, this.options, maxClockSkewMs, batch);
+      const skew = maxClockSkewMs + fireAheadMs;
+      const done = await this.driver.fire(partition, this.options, skew, batch);
       this.fired(batch, done, floor);
     } catch (err) {
       this.options.onError(err);

@@ -24,6 +24,11 @@ import { checkConnectionString, probe, untilReachable } from './reach.js';
  * from ~1.05 ms to ~0.65 ms (bench/results/postgres-fire-interval/).
  */
 const FIRE_INTERVAL_MS = 10;
+/**
+ * Owners fire this far ahead of the due time (fireAheadMs), a take handing out only what is
+ * due: the wait for the next fire call and the fire itself leave the path of a delivery.
+ */
+const FIRE_AHEAD_MS = 50;
 
 /** The options of a queue on PostgreSQL: where it is, its connections, and the node's. */
 export interface PostgresQueueOptions extends PartitionedQueueOptions {
@@ -40,6 +45,11 @@ export interface PostgresQueueOptions extends PartitionedQueueOptions {
    * goes in one transaction, fewer and fuller ones for up to that much lateness. Default 10 ms.
    */
   fireIntervalMs?: number;
+  /**
+   * How far ahead of their due time messages are fired (made ready): a take hands out only
+   * those due by the taker's clock, so that the fire is done by then. Default 50 ms.
+   */
+  fireAheadMs?: number;
 }
 
 export async function openPostgresBackend(
@@ -49,7 +59,9 @@ export async function openPostgresBackend(
 ): Promise<PartitionedBackend> {
   const fireIntervalMs = options.fireIntervalMs ?? FIRE_INTERVAL_MS;
   checkOption(fireIntervalMs, 'fireIntervalMs', 0, 1_000);
-  const settings = checkNodeOptions(options, limits, fireIntervalMs);
+  const fireAheadMs = options.fireAheadMs ?? FIRE_AHEAD_MS;
+  checkOption(fireAheadMs, 'fireAheadMs', 0, 1_000);
+  const settings = checkNodeOptions(options, limits, fireIntervalMs, fireAheadMs);
   const timeoutMs = options.connectTimeoutMs ?? 10_000;
   const connectTimeoutMs = checkOption(timeoutMs, 'connectTimeoutMs', 1, 600_000);
   const { postgres } = options;

@@ -25,6 +25,9 @@ export abstract class PostgresDeliveries extends PostgresReads {
     super(session, schema);
   }
 
+  /** Tells this node's subscribers of `partition` that messages of `topic` are ready at `at`. */
+  protected abstract readyAt(partition: number, topic: string, at: number): void;
+
   async overdue(
     partition: number,
     upTo: number,
@@ -75,9 +78,16 @@ export abstract class PostgresDeliveries extends PostgresReads {
     visibilityMs: number,
     maxBytes: number,
   ): ReturnType<PartitionDriver['take']> {
-    const sql = `SELECT * FROM ${this.fn('tw_take')}($1::int, $2, $3::int, $4::bigint, $5::bigint)`;
-    const values = [partition, topic, max, Math.ceil(visibilityMs), Math.floor(maxBytes)];
-    const rows = await this.call('tw_take', sql, values);
+    const sql =
+      `SELECT * FROM ${this.fn('tw_take')}($1::int, $2, $3::int, $4::bigint, $5::bigint, ` +
+      `$6::float8)`;
+    const now = Date.now();
+    const values = [partition, topic, max, Math.ceil(visibilityMs), Math.floor(maxBytes), now];
+    const answer = await this.call('tw_take', sql, values);
+    // Last, when the take was short: when the first message left for not being due is.
+    const last = answer.at(-1);
+    const rows = last !== undefined && last.id === null ? answer.slice(0, -1) : answer;
+    if (rows !== answer) this.readyAt(partition, topic, Math.ceil(num(last!.due)));
     const kept = this.withRecords(partition, rows, `ready (topic ${topic})`);
     // Only lost ones: those behind them instead (the lost rows are gone, so this ends).
     if (kept.length === 0 && rows.length > 0) {

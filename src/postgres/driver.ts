@@ -479,6 +479,10 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
     return { done: done === 1, fenced: done === -1, version };
   }
 
+  protected readyAt(partition: number, topic: string, at: number): void {
+    this.listener.tell(partition, `a ${at} ${topic}`);
+  }
+
   subscribe(partition: number, listener: (event: string) => void) {
     return this.listener.subscribe(partition, listener).catch((err: unknown) => {
       throw named(err, 'LISTEN');

@@ -106,6 +106,11 @@ export class ChannelListener {
     }
   }
 
+  /** Tells this node's listeners of `partition` an event, as if it had come over the channel. */
+  tell(partition: number, event: string): void {
+    this.dispatch(`${partition} ${event}`);
+  }
+
   private dispatch(payload: string): void {
     const space = payload.indexOf(' ');
     const set = this.listeners.get(Number(payload.slice(0, space)));

@@ -116,12 +116,16 @@ export abstract class PostgresReads {
     return row.at === null || row.at === undefined ? Infinity : num(row.at);
   }
 
-  /** One statement: a probe of the ready index a partition, never a count of a backlog. */
+  /**
+   * One statement: a probe of the ready index a partition, never a count of a backlog. Ready
+   * messages not due yet by this node's clock (fired ahead) are not counted.
+   */
   async readyPartitions(topic: string, partitions: number): Promise<number[]> {
     const sql =
       `SELECT p FROM generate_series(0, $2::int - 1) p WHERE EXISTS (SELECT 1 FROM ` +
-      `${this.q}.states s WHERE s.part = p AND s.topic = $1 AND s.status = 'R') ORDER BY p`;
-    const rows = await this.call('finding ready messages', sql, [topic, partitions]);
+      `${this.q}.states s WHERE s.part = p AND s.topic = $1 AND s.status = 'R' ` +
+      `AND s.due <= $3::float8) ORDER BY p`;
+    const rows = await this.call('finding ready messages', sql, [topic, partitions, Date.now()]);
     return rows.map((row) => num(row.p));
   }
 

@@ -88,6 +88,7 @@ describe.runIf(installed('valkey-server'))('a partition owner on Valkey', () => 
       windowMs: 1_000,
       horizonMs: 2_000,
       maxClockSkewMs: 250,
+      fireAheadMs: 0,
       pollMs,
       relistMs: pollMs,
       wheel,

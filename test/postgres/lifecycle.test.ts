@@ -214,7 +214,7 @@ describe.runIf(postgresInstalled())('PostgresDriver: a message from schedule to 
       driver.fire(3, owner, 0, [{ ...at(3, 'n-1'), seg, index }]);
     await fireAt(`w${windowOf(due)}`, 0);
     const [first] = await driver.take(3, 'invoice', 1, 30_000, 1 << 20);
-    const retryAt = Date.now() + 5_000;
+    const retryAt = Date.now() + 3_000;
     const retry = { ...at(3, 'n-1'), attempt: 1, due: retryAt, window: windowOf(retryAt) };
     expect(first.attempts).toBe(1);
     expect(await driver.nack(3, { ...retry, attempt: 2 }, 'nope', false)).toBeUndefined();
@@ -232,7 +232,18 @@ describe.runIf(postgresInstalled())('PostgresDriver: a message from schedule to 
     const [near] = await driver.nearSegments(3);
     const read = await driver.read(3, near, 0, 10);
     expect(read.live.map((row) => [row.id, row.status, row.attempts])).toEqual([['n-1', 'S', 1]]);
+    // Fired ahead of its due time: ready, handed out once due, told when it will be.
+    const events: string[] = [];
+    const stop = await driver.subscribe(3, (event) => events.push(event));
     await driver.fire(3, owner, 10_000, [{ ...at(3, 'n-1'), seg: near, index: 0 }]);
+    await waitFor(() => events.includes(`a ${retryAt} invoice`));
+    events.length = 0;
+    expect(await driver.take(3, 'invoice', 1, 30_000, 1 << 20)).toEqual([]);
+    expect(events).toEqual([`a ${retryAt} invoice`]);
+    expect(await driver.readyPartitions('invoice', 4)).toEqual([]);
+    await stop();
+    await waitFor(() => Date.now() >= retryAt);
+    expect(await driver.readyPartitions('invoice', 4)).toEqual([3]);
     expect((await driver.take(3, 'invoice', 1, 30_000, 1 << 20))[0].attempts).toBe(2);
     expect(await driver.nack(3, { ...retry, attempt: 2 }, 'declined', false)).toBe('dead');
     expect(await driver.get(at(3, 'n-1'))).toMatchObject({ status: 'dead', attempts: 2 });

@@ -1,7 +1,7 @@
 /**
  * DelayQueue.open({ postgres }) on a PostgreSQL that is not there: it keeps trying until
  * connectTimeoutMs, then rejects with ERR_TICKWHEEL_UNAVAILABLE naming the server, its password
- * starred; a connectTimeoutMs or fireIntervalMs out of range is refused before any connection. A refusal that
+ * starred; a connectTimeoutMs, fireIntervalMs or fireAheadMs out of range is refused before any connection. A refusal that
  * waiting does not cure (a wrong password, a database that does not exist, TLS asked of a server
  * without it, a certificate not trusted) ends the open at once with ERR_TICKWHEEL_INVALID_STATE,
  * long before the connect timeout.
@@ -73,14 +73,20 @@ describe('DelayQueue.open({ postgres }) and an absent PostgreSQL', () => {
     await expect(opening).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_OPTION' });
   });
 
-  it.each([-1, 1_001, Number.NaN, '5'])('refuses fireIntervalMs %s', async (ms) => {
-    const opening = DelayQueue.open({
-      postgres: 'postgres://127.0.0.1:1/app',
-      fireIntervalMs: ms as number,
-    });
+  it.each([
+    ['fireIntervalMs', -1],
+    ['fireIntervalMs', 1_001],
+    ['fireIntervalMs', Number.NaN],
+    ['fireIntervalMs', '5'],
+    ['fireAheadMs', -1],
+    ['fireAheadMs', 1_001],
+    ['fireAheadMs', Number.POSITIVE_INFINITY],
+    ['fireAheadMs', '50'],
+  ])('refuses %s %s', async (name, ms) => {
+    const opening = DelayQueue.open({ postgres: 'postgres://127.0.0.1:1/app', [name]: ms });
     await expect(opening).rejects.toMatchObject({
       code: 'ERR_TICKWHEEL_INVALID_OPTION',
-      message: expect.stringContaining('fireIntervalMs'),
+      message: expect.stringContaining(name),
     });
   });
 });

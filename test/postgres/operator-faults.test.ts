@@ -22,7 +22,7 @@ describe.runIf(postgresInstalled())('a queue on PostgreSQL changed behind its ba
     const first = await server.open('dropped-fn');
     await first.close();
     await server.pool.query(
-      'DROP FUNCTION "tickwheel_dropped-fn".tw_take(integer, text, integer, bigint, bigint)',
+      'DROP FUNCTION "tickwheel_dropped-fn".tw_take(integer, text, integer, bigint, bigint, float8)',
     );
     const driver = await server.open('dropped-fn');
     expect(await driver.take(0, 't', 1, 30_000, 1 << 20)).toEqual([]);

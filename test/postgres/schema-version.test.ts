@@ -19,6 +19,7 @@ const CODE_HASHES: Record<number, string> = {
   16: '8eb6c165581f3c72',
   17: '738580213f10b214',
   18: 'ce27db9aa928b0a6',
+  19: '6152656e4376b15b',
 };
 
 describe('the PostgreSQL schema', () => {

@@ -1,16 +1,19 @@
 -- Deliveries: ready messages taken in flight, acked, nacked, and expired when their
 -- visibility runs out.
 
--- Ready -> in flight for up to `most` messages of a topic, in the order they became ready,
--- with a visibility deadline by the store's clock; stops before max_bytes of records (but
--- always takes one). Rows another take holds are passed over. A ready message whose record is
+-- Ready -> in flight for up to `most` messages of a topic due by `upto` (the caller's clock:
+-- an owner fires ahead of the due time), in the order they became ready, with a visibility
+-- deadline by the store's clock; stops before max_bytes of records (but always takes one).
+-- Rows another take holds are passed over. A take short of `most` answers last the earliest due
+-- time of the topic's ready messages it left for being due after `upto`, as a row of nulls but
+-- for that due time. A ready message whose record is
 -- gone (never so unless the database lost it) cannot be delivered: its row goes, and it is
 -- answered with a NULL record for the caller to report, rather than stay first in line.
 -- Its COMMIT does not wait for the WAL flush: a take that a crash of PostgreSQL undoes leaves
 -- the messages ready, handed out again (at-least-once), that attempt not counted. Any later
 -- commit that waits (a fire, a schedule) flushes it too.
 CREATE OR REPLACE FUNCTION @Q@.tw_take(p int, t text, most int, visibility bigint,
-  max_bytes bigint)
+  max_bytes bigint, upto float8)
 RETURNS TABLE (id text, attempts int, due float8, rec bytea)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -22,7 +25,7 @@ BEGIN
   RETURN QUERY
   WITH picked AS (
     SELECT s.id, s.seg, s.idx, s.at FROM @Q@.states s
-    WHERE s.part = p AND s.topic = t AND s.status = 'R'
+    WHERE s.part = p AND s.topic = t AND s.status = 'R' AND s.due <= upto
     ORDER BY s.at LIMIT most FOR UPDATE SKIP LOCKED
   ), found AS (
     SELECT k.id, k.at, r.rec
@@ -60,6 +63,11 @@ BEGIN
   GET DIAGNOSTICS taken = ROW_COUNT;
   -- The owner arms a timer for the new visibility deadline (store time) from this alone.
   IF taken > 0 THEN PERFORM @Q@.publish(p, 'i ' || deadline); END IF;
+  IF taken < most THEN
+    RETURN QUERY SELECT NULL::text, NULL::int, min(s.due), NULL::bytea FROM @Q@.states s
+      WHERE s.part = p AND s.topic = t AND s.status = 'R' AND s.due > upto
+      HAVING min(s.due) IS NOT NULL;
+  END IF;
 END
 $$;
 

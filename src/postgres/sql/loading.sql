@@ -60,8 +60,10 @@ $$;
 
 -- Owner only. Scheduled -> ready for each (id, bucket, segment, index) still at that place; a
 -- message due more than skew ms after the store's time is left scheduled and named in the
--- answer, so that an owner whose clock runs ahead cannot deliver it early. Set-based: a few
--- statements for the whole batch, whatever its size.
+-- answer. An owner fires ahead of the due time (skew covers that too): a take hands a message
+-- out only once it is due, and a topic whose first message fired is not due yet by the store's
+-- clock is told as `a <due> <topic>` (ready at that time) rather than `r <topic>`. Set-based: a
+-- few statements for the whole batch, whatever its size.
 CREATE OR REPLACE FUNCTION @Q@.tw_fire(p int, node text, ep bigint, skew bigint, ids text[],
   buckets int[], seg_names text[], idxs int[], OUT fired int, OUT early text[], OUT seq bigint)
 LANGUAGE plpgsql AS $$
@@ -77,6 +79,7 @@ DECLARE
   f_bucket int[];
   ords bigint[];
   topics text[];
+  firsts float8[];
 BEGIN
   seq := @Q@.owner_write(p, node, ep);
   IF seq IS NULL THEN RETURN; END IF;
@@ -131,20 +134,23 @@ BEGIN
     INSERT INTO @Q@.states (seg, due, at, part, idx, attempts, bucket, status, id, topic)
     SELECT f.seg, f.due, f.ord, p, f.idx, 0, f.b, 'R', f.id, f.topic
     FROM firing f JOIN tombed t ON t.seg = f.seg AND t.idx = f.idx
-    RETURNING topic
+    RETURNING topic, due
   ), moved AS (
     UPDATE @Q@.states s SET status = 'R', at = f.ord FROM firing f
     WHERE NOT f.birth AND s.part = p AND s.id = f.id AND s.id = ANY(f_id)
-    RETURNING s.topic
+    RETURNING s.topic, s.due
   ), ready AS (
-    SELECT x.topic, count(*) AS c
-    FROM (SELECT topic FROM born UNION ALL SELECT topic FROM moved) x GROUP BY x.topic
+    SELECT x.topic, count(*) AS c, min(x.due) AS first
+    FROM (SELECT topic, due FROM born UNION ALL SELECT topic, due FROM moved) x GROUP BY x.topic
   ), counted AS (
     INSERT INTO @Q@.counts (part, topic, status, n)
     SELECT p, r.topic, v.status, v.sign * r.c
     FROM ready r, (VALUES ('S'::"char", -1), ('R'::"char", 1)) AS v(status, sign)
   )
-  SELECT coalesce(sum(c), 0)::int, array_agg(topic) INTO fired, topics FROM ready;
-  PERFORM @Q@.publish(p, 'r ' || t) FROM unnest(topics) t;
+  SELECT coalesce(sum(c), 0)::int, array_agg(topic), array_agg(first)
+  INTO fired, topics, firsts FROM ready;
+  PERFORM @Q@.publish(p, CASE WHEN x.first <= @Q@.now_ms() THEN 'r ' || x.t
+    ELSE 'a ' || ceil(x.first)::bigint || ' ' || x.t END)
+  FROM unnest(topics, firsts) x(t, first);
 END
 $$;
