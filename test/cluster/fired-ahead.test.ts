@@ -30,7 +30,6 @@ function recordOf(id: string) {
  */
 function storeOf(ready: Array<{ id: string; due: number }>) {
   const takes: Array<{ at: number; got: string[] }> = [];
-  let consumer: Consumer | undefined;
   const driver = {
     readyPartitions: async () => [],
     take: async (partition: number, _topic: string, max: number) => {
@@ -39,12 +38,12 @@ function storeOf(ready: Array<{ id: string; due: number }>) {
       for (const m of due) ready.splice(ready.indexOf(m), 1);
       takes.push({ at: now, got: due.map((m) => m.id) });
       const later = Math.min(...ready.map((m) => m.due));
-      if (due.length < max && later < Infinity) consumer!.onReadyAt(partition, `${later} mail`);
+      if (due.length < max && later < Infinity) consumer.onReadyAt(partition, `${later} mail`);
       return due.map((m) => ({ id: m.id, attempts: 1, deliverAt: m.due, record: recordOf(m.id) }));
     },
   } as unknown as PartitionDriver;
   // No scan within the test: a wake that is missed shows as a receive that does not end.
-  consumer = new Consumer(driver, {
+  const consumer: Consumer = new Consumer(driver, {
     partitions: 4,
     windowMs: 30_000,
     visibilityMs: 30_000,
