@@ -81,7 +81,9 @@ describe('a consumer and messages fired ahead of their due time', () => {
     expect((await first).map((m) => m.id)).toEqual(['m-1']);
     const second = await consumer.receive('mail', { max: 10, waitMs: HOUR });
     expect(second.map((m) => m.id)).toEqual(['m-2']);
-    expect(takes.filter((take) => take.got.includes('m-2'))[0].at).toBeGreaterThanOrEqual(now + 250);
+    expect(takes.filter((take) => take.got.includes('m-2'))[0].at).toBeGreaterThanOrEqual(
+      now + 250,
+    );
     // No take asked before the first message was due.
     expect(takes.every((take) => take.at >= now + 100)).toBe(true);
     consumer.close();
