@@ -9,6 +9,8 @@
  *   fire     the fire call (one transaction for every partition's due messages)
  *   to-take  the fire call's answer -> the start of the take that hands it out (notification,
  *            and when fired ahead the wait for the due time)
+ *   due-take its due time -> the start of that take (not a stage of its own: the sum of the
+ *            three above, less the due time)
  *   take     the take call
  *   handler  the take's answer -> its handler
  *
@@ -29,7 +31,7 @@ import { parseFlags } from '../../scripts/flags.mjs';
 import { startPostgres } from '../../scripts/postgres.mjs';
 
 const DIST = new URL('../../dist/', import.meta.url);
-const STAGES = ['wait', 'fire', 'to-take', 'take', 'handler'];
+const STAGES = ['wait', 'fire', 'to-take', 'due-take', 'take', 'handler'];
 
 /** Wraps `method` of `proto`: `seen(startMs, endMs, args, answer)` after each call. */
 function timed(proto, method, seen) {
@@ -111,6 +113,7 @@ async function main(argv) {
       stages.wait.push(epoch(fire[0]) - due);
       stages.fire.push(fire[1] - fire[0]);
       stages['to-take'].push(take[0] - fire[1]);
+      stages['due-take'].push(epoch(take[0]) - due);
       stages.take.push(take[1] - take[0]);
       stages.handler.push(now - take[1]);
     },
