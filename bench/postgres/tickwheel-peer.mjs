@@ -61,7 +61,15 @@ export async function openPeer({ url }) {
   const onFault = (fault) => {
     if (fault.level !== 'info') faults[fault.code] = (faults[fault.code] ?? 0) + 1;
   };
-  const queue = await DelayQueue.open({ postgres: url, queue: QUEUE, onError: keep, onFault });
+  // TICKWHEEL_BENCH_FIRE_AHEAD_MS: the queue's fireAheadMs (bench/README.md, "PostgreSQL peers").
+  const ahead = process.env.TICKWHEEL_BENCH_FIRE_AHEAD_MS;
+  const queue = await DelayQueue.open({
+    postgres: url,
+    queue: QUEUE,
+    onError: keep,
+    onFault,
+    ...(ahead === undefined ? {} : { fireAheadMs: Number(ahead) }),
+  });
   // The catalog is read on a connection of its own, outside the queue's pool.
   const { Client } = loadPackage('pg');
   const catalog = new Client({ connectionString: url });
