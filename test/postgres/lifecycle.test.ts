@@ -240,10 +240,10 @@ describe.runIf(postgresInstalled())('PostgresDriver: a message from schedule to 
     events.length = 0;
     expect(await driver.take(3, 'invoice', 1, 30_000, 1 << 20)).toEqual([]);
     expect(events).toEqual([`a ${retryAt} invoice`]);
-    expect(await driver.readyPartitions('invoice', 4)).toEqual([]);
+    // Found by a consumer's scan, whose take then learns when it is due.
+    expect(await driver.readyPartitions('invoice', 4)).toEqual([3]);
     await stop();
     await waitFor(() => Date.now() >= retryAt);
-    expect(await driver.readyPartitions('invoice', 4)).toEqual([3]);
     expect((await driver.take(3, 'invoice', 1, 30_000, 1 << 20))[0].attempts).toBe(2);
     expect(await driver.nack(3, { ...retry, attempt: 2 }, 'declined', false)).toBe('dead');
     expect(await driver.get(at(3, 'n-1'))).toMatchObject({ status: 'dead', attempts: 2 });
