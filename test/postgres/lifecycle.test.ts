@@ -368,4 +368,47 @@ describe.runIf(postgresInstalled())('PostgresDriver: a message from schedule to 
     expect(await driver.reasons(2, ['d'])).toEqual([undefined]);
     expect(await driver.segmentSizes(2)).toEqual({});
   });
+  it('fires, takes and expires in one call messages whose records are in several segments', async () => {
+    const driver = await pg.open();
+    const owner = await own(driver, 0);
+    const now = Date.now();
+    // Two windows, a located run and a message with an id in each.
+    const dues = [now - 40_000, now - 1_000];
+    const segs = dues.map((due) => `w${windowOf(due)}`);
+    const runs = dues.map((due) => [
+      located(due, 'mail', 'first'),
+      located(due + 1, 'mail', 'second'),
+    ]);
+    for (const [k, due] of dues.entries()) {
+      await driver.schedule(0, [
+        message({ id: `m${k}`, deliverAt: due, topic: 'mail' }),
+        run(runs[k], 'mail'),
+      ]);
+    }
+    await driver.load(0, owner, now, false);
+    const placed = [];
+    for (const seg of segs) {
+      const read = await driver.read(0, seg, 0, 10);
+      placed.push(...read.live.map((row) => ({ ...at(0, row.id), seg, index: row.index })));
+    }
+    // A located id whose tag is not its record's, at a real place: never fired.
+    const wrong = { ...placed[1], id: locatedId(0, segs[0], 1, runs[0][1].tag) };
+    expect(await driver.fire(0, owner, 0, [...placed, wrong])).toMatchObject({ fired: 6 });
+    const records = new Map(
+      runs.flatMap((records, k) =>
+        records.map((loc, i) => [locatedId(0, segs[k], i + 1, loc.tag), loc.record]),
+      ),
+    );
+    const taken = await driver.take(0, 'mail', 10, 1, 1 << 20);
+    expect(taken.map((t) => t.id)).toEqual(placed.map((p) => p.id));
+    for (const t of taken.filter((t) => records.has(t.id))) {
+      expect(t.record.equals(records.get(t.id)!)).toBe(true);
+    }
+    const overdue = await waitFor(async () => {
+      const found = await driver.overdue(0, Date.now(), 10);
+      return found.length === 6 ? found : undefined;
+    });
+    expect(overdue.map((o) => o.id)).toEqual(taken.map((t) => t.id));
+    expect(overdue.map((o) => o.record)).toEqual(taken.map((t) => t.record));
+  });
 });

@@ -20,6 +20,7 @@ const CODE_HASHES: Record<number, string> = {
   17: '738580213f10b214',
   18: 'ce27db9aa928b0a6',
   19: '6152656e4376b15b',
+  20: 'e1b1773a11a14c3b',
 };
 
 describe('the PostgreSQL schema', () => {

@@ -28,10 +28,10 @@ BEGIN
     WHERE s.part = p AND s.topic = t AND s.status = 'R' AND s.due <= upto
     ORDER BY s.at LIMIT most FOR UPDATE SKIP LOCKED
   ), found AS (
-    SELECT k.id, k.at, r.rec
-    FROM picked k LEFT JOIN (SELECT r.* FROM (SELECT array_agg(x.seg) AS s, array_agg(x.idx) AS i
-      FROM picked x) a, LATERAL @Q@.records_at(p, a.s, a.i, false) r) r
-      ON r.seg = k.seg AND r.idx = k.idx
+    SELECT z.id, z.at, z.rec
+    FROM (SELECT array_agg(x.id) AS ids, array_agg(x.at) AS ats, array_agg(x.seg) AS s,
+      array_agg(x.idx) AS i FROM picked x) a,
+      LATERAL @Q@.records_at(p, a.s, a.i, false) r, LATERAL unnest(a.ids, a.ats, r.recs) z(id, at, rec)
   ), sized AS (
     SELECT z.id, z.rec, row_number() OVER w AS n, sum(octet_length(z.rec)) OVER w AS upto
     FROM found z WHERE z.rec IS NOT NULL
@@ -164,10 +164,13 @@ BEGIN
     WHERE s.part = p AND s.status = 'I' AND s.at <= upto
     ORDER BY s.at LIMIT most
   ), picked AS (
-    SELECT d.id, d.bucket, d.attempts, d.due, d.at, d.topic, r.rec
-    FROM due d LEFT JOIN (SELECT r.* FROM (SELECT array_agg(x.seg) AS s, array_agg(x.idx) AS i
-      FROM due x) a, LATERAL @Q@.records_at(p, a.s, a.i, false) r) r
-      ON r.seg = d.seg AND r.idx = d.idx
+    SELECT z.*
+    FROM (SELECT array_agg(x.id) AS ids, array_agg(x.bucket) AS bs, array_agg(x.attempts) AS ns,
+      array_agg(x.due) AS dues, array_agg(x.at) AS ats, array_agg(x.topic) AS ts,
+      array_agg(x.seg) AS s, array_agg(x.idx) AS i FROM due x) a,
+      LATERAL @Q@.records_at(p, a.s, a.i, false) r,
+      LATERAL unnest(a.ids, a.bs, a.ns, a.dues, a.ats, a.ts, r.recs)
+        z(id, bucket, attempts, due, at, topic, rec)
   ), gone AS (
     DELETE FROM @Q@.states s USING picked k
     WHERE k.rec IS NULL AND s.part = p AND s.id = k.id AND s.status = 'I'

@@ -93,7 +93,9 @@ BEGIN
     FROM unnest(ids, buckets, seg_names, idxs) WITH ORDINALITY AS x(id, b, sn, i, k)
     ORDER BY x.id, x.k
   ), located AS (
-    SELECT * FROM named n WHERE left(n.id, 1) = '@'
+    SELECT array_agg(n.k) AS ks, array_agg(n.id) AS mids, array_agg(n.b) AS bs,
+      array_agg(n.sn) AS sns, array_agg(n.seg) AS segs, array_agg(n.i) AS idxs
+    FROM named n WHERE left(n.id, 1) = '@'
   ), stood AS (
     -- (= ANY: the rows are looked up by key in one pass, whatever the planner guesses of
     -- `named`. Records and tombs are looked up one segment at a time: records_at().)
@@ -101,12 +103,12 @@ BEGIN
     FROM named n JOIN @Q@.states s ON s.part = p AND s.id = n.id AND s.id = ANY(ids)
     WHERE s.status = 'S' AND s.seg = n.seg AND s.idx = n.i
     UNION ALL
-    SELECT n.k, n.id, true, n.seg, n.i, @Q@.located_due(r.rec)::float8, @Q@.record_topic(r.rec), n.b
-    FROM located n
-    JOIN (SELECT r.* FROM (SELECT array_agg(x.seg) AS s, array_agg(x.i) AS i FROM located x) a,
-      LATERAL @Q@.records_at(p, a.s, a.i, true) r) r ON r.seg = n.seg AND r.idx = n.i
-    WHERE NOT r.tombed AND get_byte(r.rec, 0) = 0
-      AND n.id = '@' || p || '.' || n.sn || '.' || n.i || '.' || @Q@.located_tag(r.rec)
+    SELECT n.k, n.id, true, n.seg, n.i, @Q@.located_due(n.rec)::float8, @Q@.record_topic(n.rec), n.b
+    FROM located a, LATERAL @Q@.records_at(p, a.segs, a.idxs, true) r,
+      LATERAL unnest(a.ks, a.mids, a.bs, a.sns, a.segs, a.idxs, r.recs, r.tombed)
+        n(k, id, b, sn, seg, i, rec, tombed)
+    WHERE NOT n.tombed AND get_byte(n.rec, 0) = 0
+      AND n.id = '@' || p || '.' || n.sn || '.' || n.i || '.' || @Q@.located_tag(n.rec)
   )
   SELECT coalesce(array_agg(id ORDER BY k) FILTER (WHERE due > latest), '{}'),
     array_agg(id ORDER BY k) FILTER (WHERE due <= latest),

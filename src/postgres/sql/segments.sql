@@ -145,28 +145,50 @@ BEGIN
 END
 $$;
 
--- The records at the places (segs[k], idxs[k]) of partition p, each place once, and with
--- `with_tombs` whether a tomb marks it. One segment at a time with the segment as a parameter:
--- PostgreSQL then opens that segment's tables alone, where a join of `records` on a segment
--- taken from another row opens every table of it on each call (with 36 tables, a fire costs a
--- third more than with 2). Each place by its key (LATERAL, LIMIT 1): as a join, the planner may
--- read a whole table for a few places. The callers pass seg and idx aggregated in one scan.
-CREATE OR REPLACE FUNCTION @Q@.records_at(p int, segs bigint[], idxs int[], with_tombs boolean)
-RETURNS TABLE (seg bigint, idx int, rec bytea, tombed boolean)
+-- The records at the places (segs[k], idxs[k]) of partition p, as arrays in the order of the
+-- places (recs[k] NULL where none is), and with `with_tombs` whether a tomb marks each. Callers
+-- zip them with their own arrays (unnest of several): no join, whose plan depends on what the
+-- planner guesses of arrays (a nested loop over n places reads n² rows). One segment at a time
+-- with the segment as a parameter: PostgreSQL then opens that segment's tables alone, where a
+-- join of `records` on a segment taken from another row opens every table of it on each call.
+-- Each place by its key (LATERAL, LIMIT 1): as a join, the planner may read a whole table.
+CREATE OR REPLACE FUNCTION @Q@.records_at(p int, segs bigint[], idxs int[], with_tombs boolean,
+  OUT recs bytea[], OUT tombed boolean[])
 LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
+  n int := coalesce(cardinality(segs), 0);
   one bigint;
+  hit record;
 BEGIN
-  -- Usually every place is in one segment: no query to find the segments.
-  FOREACH one IN ARRAY CASE WHEN segs <@ ARRAY[segs[1]] THEN segs[1:1]
-      ELSE ARRAY(SELECT DISTINCT x FROM unnest(segs) x WHERE x IS NOT NULL) END LOOP
-    RETURN QUERY
-    SELECT one, w.i, r.rec, CASE WHEN with_tombs THEN EXISTS (SELECT 1 FROM @Q@.tombs t
-      WHERE t.seg = one AND t.part = p AND t.idx = w.i) END
-    FROM (SELECT DISTINCT x.i FROM unnest(segs, idxs) AS x(s, i) WHERE x.s = one) w
-    CROSS JOIN LATERAL (SELECT r.rec FROM @Q@.records r
-      WHERE r.seg = one AND r.part = p AND r.idx = w.i LIMIT 1) r;
+  recs := '{}';
+  tombed := '{}';
+  IF n = 0 THEN RETURN; END IF;
+  -- Usually every place is in one segment: one query answers the arrays in order.
+  IF segs[1] IS NOT NULL AND segs <@ ARRAY[segs[1]] THEN
+    one := segs[1];
+    SELECT array_agg(r.rec ORDER BY w.k), array_agg(CASE WHEN with_tombs THEN EXISTS (
+        SELECT 1 FROM @Q@.tombs t WHERE t.seg = one AND t.part = p AND t.idx = w.i) END ORDER BY w.k)
+    INTO recs, tombed
+    FROM unnest(idxs) WITH ORDINALITY AS w(i, k)
+    LEFT JOIN LATERAL (SELECT r.rec FROM @Q@.records r
+      WHERE r.seg = one AND r.part = p AND r.idx = w.i LIMIT 1) r ON true;
+    RETURN;
+  END IF;
+  recs := array_fill(NULL::bytea, ARRAY[n]);
+  tombed := array_fill(CASE WHEN with_tombs THEN false END, ARRAY[n]);
+  FOREACH one IN ARRAY ARRAY(SELECT DISTINCT x FROM unnest(segs) x WHERE x IS NOT NULL) LOOP
+    FOR hit IN
+      SELECT w.k, r.rec, EXISTS (SELECT 1 FROM @Q@.tombs t
+        WHERE with_tombs AND t.seg = one AND t.part = p AND t.idx = w.i) AS tomb
+      FROM unnest(segs, idxs) WITH ORDINALITY AS w(s, i, k)
+      CROSS JOIN LATERAL (SELECT r.rec FROM @Q@.records r
+        WHERE r.seg = one AND r.part = p AND r.idx = w.i LIMIT 1) r
+      WHERE w.s = one
+    LOOP
+      recs[hit.k] := hit.rec;
+      IF with_tombs THEN tombed[hit.k] := hit.tomb; END IF;
+    END LOOP;
   END LOOP;
 END
 $$;
