@@ -155,7 +155,7 @@ export class PartitionedBackend implements QueueBackend {
     });
     this.source = {
       receive: (topic, options, signal) => this.receive(topic, options, signal),
-      ack: (receipt) => this.ack(receipt, false),
+      ack: (receipt) => this.ack(receipt, false, true),
       nack: (receipt, reason) => this.nack(receipt, reason, undefined, false),
     };
   }
@@ -247,9 +247,9 @@ export class PartitionedBackend implements QueueBackend {
     return messages;
   }
 
-  /** `durable`: waited for as a schedule is. */
-  async ack(receipt: string, durable: boolean): Promise<boolean> {
-    const done = await this.consumer.ack(receipt, durable);
+  /** `durable`: waited for as a schedule is; `quiet`: consume()'s, which nobody waits for. */
+  async ack(receipt: string, durable: boolean, quiet = false): Promise<boolean> {
+    const done = await this.consumer.ack(receipt, durable, quiet);
     this.settledDelivery(receipt, done ? 'acked' : undefined);
     return done;
   }

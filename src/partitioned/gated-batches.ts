@@ -56,6 +56,13 @@ export class GatedBatches<K, T> {
     if (this.queued || this.running >= this.most || this.pending.size === 0) return;
     this.queued = true;
     const go = () => {
+      // A timer counts from the event loop's time, which a long turn leaves behind: it can run
+      // before minGapMs has passed. Then it waits out the rest.
+      const waitMs = this.lastStart + this.minGapMs - performance.now();
+      if (waitMs > 0) {
+        setTimeout(go, Math.ceil(waitMs));
+        return;
+      }
       this.queued = false;
       if (this.running >= this.most || this.pending.size === 0) return;
       const batches = this.next();
@@ -70,7 +77,7 @@ export class GatedBatches<K, T> {
         });
     };
     const waitMs = this.lastStart + this.minGapMs - performance.now();
-    if (waitMs >= 1) setTimeout(go, waitMs);
+    if (waitMs > 0) setTimeout(go, Math.ceil(waitMs));
     else setImmediate(go);
   }
 }
