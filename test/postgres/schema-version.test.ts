@@ -21,6 +21,7 @@ const CODE_HASHES: Record<number, string> = {
   18: 'ce27db9aa928b0a6',
   19: '6152656e4376b15b',
   20: 'e1b1773a11a14c3b',
+  21: 'de54d6b46a51fd35',
 };
 
 describe('the PostgreSQL schema', () => {

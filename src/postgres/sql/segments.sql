@@ -152,9 +152,11 @@ $$;
 -- with the segment as a parameter: PostgreSQL then opens that segment's tables alone, where a
 -- join of `records` on a segment taken from another row opens every table of it on each call.
 -- Each place by its key (LATERAL, LIMIT 1): as a join, the planner may read a whole table.
+-- Generic plans, pruned to the segment's table when they run: a plan made for each call's
+-- segment (what the plan cache chose for the partitioned tables) was planned anew on every call.
 CREATE OR REPLACE FUNCTION @Q@.records_at(p int, segs bigint[], idxs int[], with_tombs boolean,
   OUT recs bytea[], OUT tombed boolean[])
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
   n int := coalesce(cardinality(segs), 0);
