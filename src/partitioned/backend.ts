@@ -240,7 +240,7 @@ export class PartitionedBackend implements QueueBackend {
     const { topics, consumer } = this;
     const messages = await topics.receive(topic, max, waitMs, signal, {
       receive: (granted, left) =>
-        consumer.receive(topic, { ...limits, max: granted, waitMs: left }),
+        consumer.receive(topic, { ...limits, max: granted, waitMs: left }, signal),
       waitReady: (ms, aborts) => consumer.waitReady(topic, ms, aborts),
     });
     this.delivered(messages);

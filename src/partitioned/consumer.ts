@@ -152,9 +152,11 @@ export class Consumer {
     for (const waiter of this.waiters.get(topic) ?? []) waiter.wake();
   }
 
+  /** A long poll of up to `waitMs`; `signal` ends it early, answering what it has (none). */
   async receive(
     topic: string,
     options: { max?: number; waitMs?: number; visibilityMs?: number; maxBytes?: number } = {},
+    signal?: AbortSignal,
   ): Promise<ReceivedMessage[]> {
     // Checked by the facade (checked-queue.ts), as every backend's arguments are.
     const { max = 1, waitMs = 0, visibilityMs = this.options.visibilityMs } = options;
@@ -163,10 +165,11 @@ export class Consumer {
     const generation = this.generation(topic);
     for (;;) {
       const got = await this.take(topic, max, visibilityMs, maxBytes, this.shouldScan(topic));
-      if (got.length > 0 || Date.now() >= until) return got;
+      if (got.length > 0 || Date.now() >= until || signal?.aborted) return got;
       // A notification came while the take was under way: take again rather than wait.
       if (this.hints.get(topic)?.size) continue;
-      await this.waitFor(topic, Math.min(this.scanMs, until - Date.now()));
+      await this.waitFor(topic, Math.min(this.scanMs, until - Date.now()), signal);
+      if (signal?.aborted) return [];
       // As on the embedded queue (the gate then waits out the rest as the settings say).
       if (this.closing || this.generation(topic) !== generation) return [];
     }
@@ -388,13 +391,15 @@ export class Consumer {
     }
   }
 
-  private waitFor(topic: string, ms: number): Promise<void> {
+  /** Waits for a notice of `topic`, `ms`, or `signal` to abort, whichever comes first. */
+  private waitFor(topic: string, ms: number, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       let set = this.waiters.get(topic);
       if (set === undefined) this.waiters.set(topic, (set = new Set()));
       const waiter: Waiter = {
         wake: () => {
           clearTimeout(timer);
+          signal?.removeEventListener('abort', waiter.wake);
           set.delete(waiter);
           if (set.size === 0 && this.waiters.get(topic) === set) this.waiters.delete(topic);
           resolve();
@@ -402,6 +407,8 @@ export class Consumer {
       };
       const timer = setTimeout(waiter.wake, Math.max(0, ms));
       set.add(waiter);
+      if (signal?.aborted) waiter.wake();
+      else signal?.addEventListener('abort', waiter.wake, { once: true });
     });
   }
 
