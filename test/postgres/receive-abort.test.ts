@@ -14,14 +14,12 @@ import { PostgresDriver } from '../../src/postgres/driver.js';
 
 describe.runIf(postgresInstalled())('the partitioned consumer on PostgreSQL', () => {
   const pg = withPostgres();
+  const consumerOf = (driver: PostgresDriver) =>
+    new Consumer(driver, { partitions: PARTITIONS, windowMs: WINDOW_MS, visibilityMs: 30_000 });
 
   it('ends a long poll when its signal aborts, answering nothing', async () => {
     const driver = await pg.open();
-    const consumer = new Consumer(driver, {
-      partitions: PARTITIONS,
-      windowMs: WINDOW_MS,
-      visibilityMs: 30_000,
-    });
+    const consumer = consumerOf(driver);
     let scans = 0;
     const scan = driver.readyPartitions.bind(driver);
     driver.readyPartitions = async (...args: Parameters<PostgresDriver['readyPartitions']>) => {
@@ -41,11 +39,7 @@ describe.runIf(postgresInstalled())('the partitioned consumer on PostgreSQL', ()
 
   it('answers at once when its signal was aborted before the wait', async () => {
     const driver = await pg.open();
-    const consumer = new Consumer(driver, {
-      partitions: PARTITIONS,
-      windowMs: WINDOW_MS,
-      visibilityMs: 30_000,
-    });
+    const consumer = consumerOf(driver);
     const controller = new AbortController();
     controller.abort();
     expect(await consumer.receive('empty', { waitMs: 3_600_000 }, controller.signal)).toEqual([]);
