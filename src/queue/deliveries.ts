@@ -474,7 +474,7 @@ export class Deliveries extends EnginePart {
       for (const message of this.near.expired(due)) this.expire(message);
       return;
     }
-    due.timer = 0;
+    due.timer = undefined;
     if (due.held && due.status === 'scheduled') this.near.fire(due);
   }
 

@@ -46,11 +46,12 @@ export interface MessageState {
   /** The store's own reference to the message's payload (a log position for the file store). */
   ref: number;
   /**
-   * The store's reference to the record of the current delivery (Store.handOut), else NaN or
-   * absent. NaN, not -1: a small integer field that later holds a double changes the messages'
-   * hidden class, slowing every hot path.
+   * The store's reference to the record of the current delivery (Store.handOut), else undefined.
+   * Not NaN or -1 before: a field holding only numbers keeps a boxed double in every message
+   * (one more heap object each, held or not), and one that goes from small integers to doubles
+   * changes the messages' hidden class.
    */
-  handOutRef?: number;
+  handOutRef?: number | undefined;
   /** Why its latest delivery failed; durable with a dead letter, in memory for a retry. */
   lastError?: string | undefined;
   /** The trace context of the call that scheduled it, kept durably (docs/observability.md). */

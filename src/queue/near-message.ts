@@ -12,8 +12,12 @@ export const MINUTE_MS = 60_000;
 
 export interface NearMessage extends MessageState {
   status: 'scheduled' | 'ready' | 'inflight';
-  /** Its due timer on the wheel while scheduled, else 0. */
-  timer: number;
+  /**
+   * Its due timer on the wheel while scheduled alone, else undefined. Not 0: a field that holds
+   * only numbers, one of them a double (a handle), keeps a boxed double in every message, and
+   * most messages of a busy millisecond have no timer of their own (DueGroup).
+   */
+  timer: number | undefined;
   /** Its visibility timeout while in flight (shared with those taken with it), else undefined. */
   lease: Lease | undefined;
   /** Its receipt's counter while in flight (receipts.ts), else 0. */
@@ -131,11 +135,11 @@ export function nearMessage(state: MessageState): NearMessage {
     payload: state.payload,
     payloadText: undefined,
     ref: state.ref,
-    handOutRef: Number.NaN, // a double from the start (see MessageState.handOutRef)
+    handOutRef: undefined, // (see MessageState.handOutRef)
     lastError: state.lastError,
     trace: state.trace,
     status: 'scheduled',
-    timer: 0,
+    timer: undefined,
     lease: undefined,
     receiptNo: 0,
     pendingAck: undefined,

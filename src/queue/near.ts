@@ -242,7 +242,7 @@ export class NearHorizon implements HeldCounts {
       this.wheel.scheduleAt(at, group); // never cleared: it fires, if only to find nothing
       this.groups.set(at, group);
     }
-    message.timer = 0;
+    message.timer = undefined;
     if (group.messages.length >= 2 * this.due.at(at) + GROUP_SLACK) group.compact();
     group.messages.push(message);
     group.versions.push(message.version);
@@ -454,8 +454,8 @@ export class NearHorizon implements HeldCounts {
 
   /** Takes a message out of memory, whatever its state, and ends its lateness tracking. */
   release(message: NearMessage): void {
-    if (message.timer !== 0) this.wheel.clearTimeout(message.timer);
-    message.timer = 0;
+    if (message.timer !== undefined) this.wheel.clearTimeout(message.timer);
+    message.timer = undefined;
     message.pendingAck = undefined;
     this.ahead.forget(message);
     this.leave(message);
