@@ -59,8 +59,15 @@ export interface QueueOperations<Payload = unknown> {
   /** Current state of a message, or undefined if unknown (or finished long ago). */
   get(id: string): Promise<MessageInfo | undefined>;
 
-  /** Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first. */
-  receive(topic: string, options?: ReceiveOptions): Promise<ReceivedMessage<Payload>[]>;
+  /**
+   * Takes up to `max` ready messages of a topic, waiting up to `waitMs` for the first. `signal`
+   * ends the wait: an AbortError, unless messages were taken by then (they are answered).
+   */
+  receive(
+    topic: string,
+    options?: ReceiveOptions,
+    call?: { signal?: AbortSignal },
+  ): Promise<ReceivedMessage<Payload>[]>;
   /** The message is done; false for an unknown or stale receipt. See AckOptions.durable. */
   ack(receipt: string, options?: AckOptions): Promise<boolean>;
   /** Redelivered after `delayMs` (default: its backoff), or dead after its last attempt. */

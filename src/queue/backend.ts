@@ -81,7 +81,7 @@ export interface QueueBackend {
   get(id: string): Promise<MessageInfo | undefined>;
   payload(id: string): Promise<{ value: unknown } | undefined>;
 
-  receive(topic: string, limits: ReceiveLimits): Promise<ReceivedMessage[]>;
+  receive(topic: string, limits: ReceiveLimits, signal?: AbortSignal): Promise<ReceivedMessage[]>;
   /**
    * Resolves once applied: this process never hands the message out again. `durable`: only once
    * the ack survives what a schedule survives. Otherwise its write follows (a failure goes to the

@@ -5,7 +5,7 @@
  * from a backend's parts are here too. `DelayQueue` (src/delay-queue.ts) adds `open()`.
  */
 
-import { checkOpen, TickwheelTypeError } from '../errors.js';
+import { AbortError, checkOpen, TickwheelTypeError } from '../errors.js';
 import {
   checkCallback,
   checkKnownOptions,
@@ -50,6 +50,7 @@ import {
   checkNack,
   checkReceipt,
   checkReceipts,
+  checkReceiveCall,
   checkReceiveOptions,
   type QueueLimits,
 } from './options.js';
@@ -240,11 +241,20 @@ export class CheckedQueue<Payload = unknown> implements Queue<Payload> {
     return this.backend.get(checkId(id));
   }
 
-  async receive(topic: string, options: ReceiveOptions = {}): Promise<ReceivedMessage<Payload>[]> {
+  async receive(
+    topic: string,
+    options: ReceiveOptions = {},
+    call: { signal?: AbortSignal } = {},
+  ): Promise<ReceivedMessage<Payload>[]> {
     this.checkOpen();
     checkTopic(topic);
-    const received = this.backend.receive(topic, checkReceiveOptions(options, this.limits));
-    return received as Promise<ReceivedMessage<Payload>[]>;
+    const limits = checkReceiveOptions(options, this.limits);
+    const signal = checkReceiveCall(call);
+    if (signal?.aborted) throw new AbortError(signal.reason);
+    const received = await this.backend.receive(topic, limits, signal);
+    // Taken before the abort was seen: answered, never left in flight with no one holding them.
+    if (received.length === 0 && signal?.aborted) throw new AbortError(signal.reason);
+    return received as ReceivedMessage<Payload>[];
   }
 
   /** Not async: the backend's promise as it is (an async wrapper cost a promise and two turns). */

@@ -123,13 +123,16 @@ export class QueueEngine implements QueueBackend {
     );
     this.source = {
       receive: (topic, { max, waitMs, visibilityMs }, signal) =>
-        this.receive(topic, {
-          max,
-          waitMs,
-          visibilityMs: visibilityMs ?? settings.visibilityMs,
-          maxBytes: EMBEDDED_RECEIVE_BYTES,
+        this.receive(
+          topic,
+          {
+            max,
+            waitMs,
+            visibilityMs: visibilityMs ?? settings.visibilityMs,
+            maxBytes: EMBEDDED_RECEIVE_BYTES,
+          },
           signal,
-        }),
+        ),
       // A topic with settings of its own (paused, limited) is received from through its gate.
       receiveNow: (topic, { max, visibilityMs }) =>
         this.closed || this.topics.has(topic)
@@ -183,7 +186,8 @@ export class QueueEngine implements QueueBackend {
 
   receive(
     topic: string,
-    { max, waitMs, visibilityMs, maxBytes, signal }: ReceiveLimits & { signal?: AbortSignal },
+    { max, waitMs, visibilityMs, maxBytes }: ReceiveLimits,
+    signal?: AbortSignal,
   ): Promise<ReceivedMessage[]> {
     return this.topics.receive(topic, max, waitMs, signal, {
       receive: (granted, left) =>

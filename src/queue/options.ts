@@ -9,6 +9,7 @@ import {
   checkKnownOptions,
   checkOption,
   checkOptionsObject,
+  checkSignal,
   describe,
   invalidOption,
   onlyKnownOptions,
@@ -142,6 +143,15 @@ export function checkReceiveOptions(
       true,
     ),
   };
+}
+
+const RECEIVE_CALL_OPTIONS = optionNames<{ signal?: AbortSignal }>({ signal: true });
+
+/** receive()'s third argument, `{ signal }`: the signal, if any. */
+export function checkReceiveCall(call: { signal?: AbortSignal }): AbortSignal | undefined {
+  checkOptionsObject(call, 'receive call options', '{ signal: controller.signal }');
+  checkKnownOptions(call, RECEIVE_CALL_OPTIONS, 'receive()');
+  return checkSignal(call.signal);
 }
 
 export function checkVisibility(visibilityMs: unknown): number {

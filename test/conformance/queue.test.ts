@@ -136,6 +136,13 @@ const refused: Array<[string, Call, string]> = [
   ['receive: waitMs -1', (q) => q.receive('t', { waitMs: -1 }), OPTION],
   ['receive: visibilityMs 0', (q) => q.receive('t', { visibilityMs: 0 }), OPTION],
   ['receive: visibilityMs 25 h', (q) => q.receive('t', { visibilityMs: 25 * 3_600_000 }), OPTION],
+  [
+    'receive: signal not an AbortSignal',
+    (q) => anyQueue(q).receive('t', {}, { signal: { aborted: false } }),
+    OPTION,
+  ],
+  ['receive: unknown call option', (q) => anyQueue(q).receive('t', {}, { timeout: 5 }), OPTION],
+  ['receive: call options null', (q) => anyQueue(q).receive('t', {}, null), OPTION],
   ['ack: number receipt', (q) => anyQueue(q).ack(5), MESSAGE],
   ['nack: number receipt', (q) => anyQueue(q).nack(5), MESSAGE],
   ['nack: receipt null', (q) => anyQueue(q).nack(null, { delayMs: 5 }), MESSAGE],
@@ -262,6 +269,28 @@ describe.each(backends)('Queue contract on $name', (backend) => {
       cancelled: 1,
       rescheduled: 1,
     });
+  });
+
+  it('ends a long poll when its signal aborts, and takes nothing once aborted', async () => {
+    const queue = await backend.open();
+    // Waiting on an empty topic: the abort ends the wait (else it would outlast the test).
+    const controller = new AbortController();
+    const waiting = queue.receive('quiet', { waitMs: 60_000 }, { signal: controller.signal });
+    setTimeout(() => controller.abort(new Error('shutting down')), 20);
+    await expect(waiting).rejects.toMatchObject({ name: 'AbortError', code: 'ABORT_ERR' });
+    // Aborted before the call: refused, the ready message left for the next receive.
+    await queue.schedule({ topic: 'ready', id: 'm', payload: 1 });
+    const aborted = AbortSignal.abort();
+    await expect(
+      queue.receive('ready', { waitMs: 5_000 }, { signal: aborted }),
+    ).rejects.toMatchObject({ code: 'ABORT_ERR' });
+    const got = await receiveAll(queue, 'ready', 1);
+    expect(got.map((message) => [message.id, message.attempts])).toEqual([['m', 1]]);
+    // A signal that never aborts changes nothing.
+    await queue.schedule({ topic: 'ready', id: 'n', payload: 2 });
+    const live = new AbortController().signal;
+    const next = await queue.receive('ready', { waitMs: 5_000 }, { signal: live });
+    expect(next.map((message) => message.id)).toEqual(['n']);
   });
 
   it('counts topics named like members of Object.prototype, and changes no builtin', async () => {
