@@ -71,23 +71,32 @@ const onPostgres = options.queue === 'postgres';
 /** Seeded, so that a run can be repeated. */
 const random = seededRandom(options.seed);
 
-/** Runs a child process; SIGKILLs it after `killAfterMs` if given (and after 60 s anyway). */
-function runChild(config, script = CHILD, killAfterMs = undefined) {
+/**
+ * Runs a child process; SIGKILLs it after `kill.afterMs` or once its output holds `kill.lines`
+ * lines starting with `kill.line`, if given (and after 60 s anyway).
+ */
+function runChild(config, script = CHILD, kill = {}) {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [script], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, TICKWHEEL_IDEMPOTENT_CHILD: JSON.stringify(config) },
     });
     let out = '';
-    child.stdout.setEncoding('utf8').on('data', (t) => (out += t));
+    const counted = () => out.split('\n').filter((l) => l.startsWith(kill.line)).length;
+    child.stdout.setEncoding('utf8').on('data', (t) => {
+      out += t;
+      if (kill.line !== undefined && counted() >= kill.lines) child.kill('SIGKILL');
+    });
     child.stderr.setEncoding('utf8').on('data', (t) => (out += t));
     // A child that hangs is a failure of its own; 60 s is far more than a cycle needs.
     const hang = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    const kill =
-      killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+    const timer =
+      kill.afterMs === undefined
+        ? undefined
+        : setTimeout(() => child.kill('SIGKILL'), kill.afterMs);
     child.on('exit', (code, signal) => {
       clearTimeout(hang);
-      clearTimeout(kill);
+      clearTimeout(timer);
       resolve({ code, signal, out, drained: out.includes('drained') });
     });
   });
@@ -194,17 +203,28 @@ try {
     await Promise.all([producing, killing]);
   }
 
-  /** The producer, SIGKILLed 100-1,500 ms into each run and started again until it is done. */
+  /**
+   * The producer, started again until it is done and SIGKILLed in each run: in every other run
+   * (the first among them) after 1-30 of the transfers still to come are committed, so that it
+   * is killed mid-way however fast it goes; in the others 100-1,500 ms in, opening included.
+   */
   async function produce() {
     const transfers = [...expected].map(([id, t]) => ({ id, ...t }));
-    while (!stopping) {
-      const run = await runChild(
+    let committed = 0;
+    for (let run = 0; !stopping; run++) {
+      const left = transfers.length - committed;
+      const kill =
+        run % 2 === 0 && left > 1
+          ? { line: 'committed', lines: 1 + Math.floor(random() * Math.min(30, left - 1)) }
+          : { afterMs: 100 + Math.floor(random() * 1_400) };
+      const { out, signal, code } = await runChild(
         { pg: postgres.url, queue: queueOptions, transfers },
         PRODUCER,
-        100 + Math.floor(random() * 1_400),
+        kill,
       );
-      if (run.out.includes('produced')) return;
-      if (run.signal !== 'SIGKILL') throw new Error(`producer exited ${run.code}:\n${run.out}`);
+      committed += out.split('\n').filter((l) => l.startsWith('committed')).length;
+      if (out.includes('produced')) return;
+      if (signal !== 'SIGKILL') throw new Error(`producer exited ${code}:\n${out}`);
       kills.producer++;
     }
   }

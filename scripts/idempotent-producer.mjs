@@ -8,7 +8,7 @@
  * The harness SIGKILLs it at random and starts it again; PostgreSQL may be SIGKILLed under it.
  * It skips the transfers already committed, retries a transaction that failed (a COMMIT whose
  * answer was lost shows up as a duplicate key on the retry), and prints `produced` when every
- * transfer is in.
+ * transfer is in, and `committed <id>` after each transfer (the harness kills it after some).
  *
  * Config: JSON in TICKWHEEL_IDEMPOTENT_CHILD: {pg, queue (open options), transfers: [{id, from,
  * to, amount, delayMs}]}.
@@ -69,10 +69,14 @@ for (const [i, t] of config.transfers.entries()) {
     try {
       if (i % 5 === 0) await record({ ...t, id: `r-${i}` }, false);
       await record(t, true);
+      process.stdout.write(`committed ${t.id}\n`);
       break;
     } catch (err) {
       // Committed, its answer lost with the connection: the retry finds the key taken.
-      if (err?.code === '23505') break;
+      if (err?.code === '23505') {
+        process.stdout.write(`committed ${t.id}\n`);
+        break;
+      }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   }
