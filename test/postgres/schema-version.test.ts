@@ -22,6 +22,7 @@ const CODE_HASHES: Record<number, string> = {
   19: '6152656e4376b15b',
   20: 'e1b1773a11a14c3b',
   21: 'de54d6b46a51fd35',
+  22: 'eda29848291a2cce',
 };
 
 describe('the PostgreSQL schema', () => {
