@@ -141,6 +141,9 @@ export function renderMarkdown(results) {
         results.cells['schedule-single'] &&
           `schedule-single: ${formatNumber(options.single)} messages due in 1 h, one awaited ` +
             'call each.',
+        results.cells['schedule-concurrent'] &&
+          `schedule-concurrent: ${formatNumber(options.concurrent)} from ` +
+            `${formatNumber(options.callers)} callers at once, each awaiting one call at a time.`,
         results.cells['schedule-batched'] &&
           `schedule-batched: ${formatNumber(options.batched)} in batches of ` +
             `${formatNumber(options.batch)} (tickwheel \`scheduleMany\`, pg-boss \`insert\`, Graphile Worker ` +
@@ -150,7 +153,7 @@ export function renderMarkdown(results) {
         .join(' '),
       ['peer', 'cell', 'msgs/s', 'WAL B/msg', ...cpuHeader],
       results,
-      ['schedule-single', 'schedule-batched'],
+      ['schedule-single', 'schedule-concurrent', 'schedule-batched'],
       (name, result, key) => [
         name,
         key,

@@ -31,6 +31,7 @@ export const PEERS = Object.keys(PEER_MODULES);
 export const CELLS = [
   'floors',
   'schedule-single',
+  'schedule-concurrent',
   'schedule-batched',
   'lateness',
   'burst',
@@ -52,12 +53,16 @@ the project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "Postgre
                                                 statements, one a call and 1,000 rows a
                                                 statement (once, no peer)
                               schedule-single   N delayed messages, one awaited schedule each
+                              schedule-concurrent  N delayed messages from C callers at once,
+                                                each awaiting one schedule at a time
                               schedule-batched  N delayed messages in batches
                               lateness          a steady rate due, low-latency and default polling
                               burst             N due within the same second
                               pending           N far-future messages: disk bytes, node RSS
                               soak              schedule/deliver/ack for --soak-minutes
   --single <count>          schedule-single messages (default 2000)
+  --concurrent <count>      schedule-concurrent messages (default 20000)
+  --callers <count>         schedule-concurrent callers (default 64)
   --batched <count>         schedule-batched messages (default 100k)
   --batch <count>           messages a batch, every batched schedule (default 1000)
   --rate <per s>            lateness: messages due a second (default 1000)
@@ -90,6 +95,8 @@ the project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "Postgre
 
 const DEFAULTS = {
   single: '2000',
+  concurrent: '20000',
+  callers: '64',
   batched: '100k',
   batch: '1000',
   rate: '1000',
@@ -151,6 +158,8 @@ export function parseOptions(argv) {
     notes: given.note ?? [],
     cellOptions: {
       single: count('single'),
+      concurrent: count('concurrent'),
+      callers: count('callers'),
       batched: count('batched'),
       batch: count('batch'),
       rate: count('rate'),

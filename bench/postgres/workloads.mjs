@@ -118,6 +118,34 @@ export async function scheduleSingle(peer, options, context) {
   };
 }
 
+/**
+ * N messages due in an hour from C callers at once, each awaiting one schedule before its next:
+ * request handlers of a web server scheduling as they go. A peer may gather concurrent calls
+ * (tickwheel's producer sends a turn's schedules as one statement a partition); pg-boss and
+ * Graphile Worker make an INSERT a call over their pools.
+ */
+export async function scheduleConcurrent(peer, options, context) {
+  const n = options.concurrent;
+  const callers = options.callers;
+  const due = Date.now() + HOUR_MS;
+  let next = 0;
+  const caller = async () => {
+    while (next < n) await peer.scheduleOne(due + next++);
+  };
+  const run = await measured(peer, context, n, () =>
+    Promise.all(Array.from({ length: callers }, caller)),
+  );
+  return {
+    n,
+    callers,
+    ms: Math.round(run.ms),
+    perSecond: perSecond(n, run.ms),
+    pendingAfter: await peer.pending(),
+    walBytesPerMessage: run.walBytesPerMessage,
+    cpu: run.cpu,
+  };
+}
+
 /** N messages due in an hour, in batches (one batch awaited before the next). */
 export async function scheduleBatched(peer, options, context) {
   const n = options.batched;
@@ -339,6 +367,7 @@ export async function soak(peer, options, context) {
 
 export const CELLS = {
   'schedule-single': scheduleSingle,
+  'schedule-concurrent': scheduleConcurrent,
   'schedule-batched': scheduleBatched,
   lateness,
   burst,
