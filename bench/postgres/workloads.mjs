@@ -99,6 +99,18 @@ async function produceAtRate(peer, { rate, seconds, leadMs }, onSlice = () => {}
   return { scheduled, lastDue, producerLagMaxMs };
 }
 
+/** A schedule cell's numbers: n messages in `run` (measured()), and how many are pending after. */
+async function scheduled(peer, n, run) {
+  return {
+    n,
+    ms: Math.round(run.ms),
+    perSecond: perSecond(n, run.ms),
+    pendingAfter: await peer.pending(),
+    walBytesPerMessage: run.walBytesPerMessage,
+    cpu: run.cpu,
+  };
+}
+
 // ---- the cells -----------------------------------------------------------------------------
 
 /** N messages due in an hour, one schedule at a time, each awaited. */
@@ -108,14 +120,7 @@ export async function scheduleSingle(peer, options, context) {
   const run = await measured(peer, context, n, async () => {
     for (let i = 0; i < n; i++) await peer.scheduleOne(due + i);
   });
-  return {
-    n,
-    ms: Math.round(run.ms),
-    perSecond: perSecond(n, run.ms),
-    pendingAfter: await peer.pending(),
-    walBytesPerMessage: run.walBytesPerMessage,
-    cpu: run.cpu,
-  };
+  return scheduled(peer, n, run);
 }
 
 /**
@@ -135,15 +140,7 @@ export async function scheduleConcurrent(peer, options, context) {
   const run = await measured(peer, context, n, () =>
     Promise.all(Array.from({ length: callers }, caller)),
   );
-  return {
-    n,
-    callers,
-    ms: Math.round(run.ms),
-    perSecond: perSecond(n, run.ms),
-    pendingAfter: await peer.pending(),
-    walBytesPerMessage: run.walBytesPerMessage,
-    cpu: run.cpu,
-  };
+  return { callers, ...(await scheduled(peer, n, run)) };
 }
 
 /** N messages due in an hour, in batches (one batch awaited before the next). */
@@ -152,15 +149,7 @@ export async function scheduleBatched(peer, options, context) {
   const base = Date.now() + HOUR_MS;
   const dues = Array.from({ length: n }, (_, i) => base + i);
   const run = await measured(peer, context, n, () => scheduleInBatches(peer, dues, options.batch));
-  return {
-    n,
-    batch: options.batch,
-    ms: Math.round(run.ms),
-    perSecond: perSecond(n, run.ms),
-    pendingAfter: await peer.pending(),
-    walBytesPerMessage: run.walBytesPerMessage,
-    cpu: run.cpu,
-  };
+  return { batch: options.batch, ...(await scheduled(peer, n, run)) };
 }
 
 /**

@@ -83,7 +83,7 @@ $$;
 -- it does not, and an ack that a crash of PostgreSQL undoes leaves the message in flight, handed
 -- out again once its visibility runs out.
 -- Generic plans: the custom plans of its small statements cost more to make than to run
--- (a custom plan a call made a one-message schedule 20% slower).
+-- (its lookup's took 0.12 ms of planning a call).
 CREATE OR REPLACE FUNCTION @Q@.tw_ack(p int, ids text[], attempts int[], wait boolean)
 RETURNS boolean[]
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
