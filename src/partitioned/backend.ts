@@ -144,7 +144,6 @@ export class PartitionedBackend implements QueueBackend {
         this.settle(message, settled, VISIBILITY_REASON);
       },
       onFired: (count) => report.firedMany(count),
-      handOffs: this.consumer.handOffs,
       onLeaseLost: (partition, reason) =>
         onFault({
           code: 'ERR_TICKWHEEL_LEASE_LOST',

@@ -18,7 +18,6 @@ import type { ReceivedMessage } from '../queue/types.js';
 import type { Delivery, PartitionDriver } from './driver.js';
 import { MAX_RECORD_OVERHEAD, decodeRecord, placeOf } from './record.js';
 import { GatedBatches, turnBatches } from './gated-batches.js';
-import { HandOffs, type HandedFrom } from './hand-offs.js';
 
 export type NackOutcome = 'retry' | 'dead';
 
@@ -38,8 +37,6 @@ export interface ConsumerOptions {
   rescanMs?: number;
   /** Bounds how many partitions one receive asks at once within its bytes. Default 1 MiB. */
   maxPayloadBytes?: number;
-  /** A failure no caller sees (a hand-off's visibility not extended). */
-  onError?: (err: unknown) => void;
 }
 
 type Waiter = { wake: () => void };
@@ -90,8 +87,6 @@ export class Consumer {
   private readonly acks: { add(partition: number, ack: PendingAck): void };
   /** consume()'s acks (`quiet`): as `acks`, or gathered for QUIET_ACK_GAP_MS. */
   private readonly quietAcks: { add(partition: number, ack: PendingAck): void };
-  /** The receives waiting, which this node's fires may hand messages to. */
-  readonly handOffs: HandOffs;
   /** How often a topic's settings changed: a long poll that sees it move ends empty. */
   generation: (topic: string) => number = () => 0;
 
@@ -112,11 +107,6 @@ export class Consumer {
       this.acks = new GatedBatches(sendMany, 1, ACK_MOST);
       this.quietAcks = new GatedBatches(sendMany, 1, ACK_MOST, QUIET_ACK_GAP_MS);
     }
-    this.handOffs = new HandOffs(
-      driver.extend?.bind(driver),
-      options.onError ?? (() => {}),
-      (topic) => this.wakeTopic(topic),
-    );
     this.scanMs = options.scanMs ?? 250;
     this.rescanMs = options.rescanMs ?? 1_000;
     this.largestRecord = (options.maxPayloadBytes ?? 1 << 20) + MAX_RECORD_OVERHEAD;
@@ -173,50 +163,15 @@ export class Consumer {
     const maxBytes = options.maxBytes ?? 16 << 20;
     const until = Date.now() + waitMs;
     const generation = this.generation(topic);
-    const { handOffs } = this;
-    const held = () => this.heldOut(topic, handOffs.due(topic, max, maxBytes, Date.now()));
     for (;;) {
-      const due = held();
-      if (due.length > 0) return due;
       const got = await this.take(topic, max, visibilityMs, maxBytes, this.shouldScan(topic));
       if (got.length > 0 || Date.now() >= until || signal?.aborted) return got;
       // A notification came while the take was under way: take again rather than wait.
       if (this.hints.get(topic)?.size) continue;
-      const most = this.closing ? 0 : max - handOffs.heldCount(topic);
-      const open = handOffs.add({ topic, most, maxBytes, visibilityMs });
-      // Until the first message held is due; a millisecond over, as a timer may run early.
-      const nextHeld = handOffs.nextDue(topic) - Date.now() + 1;
-      await this.waitFor(topic, Math.min(this.scanMs, until - Date.now(), nextHeld), signal);
-      handOffs.keep(topic, await handOffs.end(open));
-      // Ending: what is held is handed out, not left in flight until its visibility runs out.
-      if (signal?.aborted || this.closing) return this.drainHeld(topic, max, maxBytes);
+      await this.waitFor(topic, Math.min(this.scanMs, until - Date.now()), signal);
+      if (signal?.aborted) return [];
       // As on the embedded queue (the gate then waits out the rest as the settings say).
-      if (this.generation(topic) !== generation) return [];
-    }
-  }
-
-  /** Held messages as a receive answers them; their deadlines watched (hand-offs.ts). */
-  private heldOut(topic: string, held: readonly HandedFrom[]): ReceivedMessage[] {
-    const out = held.map((from) => received(from.partition, topic, from.message));
-    this.handOffs.handedOut(
-      out.map((m, i) => ({ receipt: m.receipt, from: held[i], attempt: m.attempts })),
-    );
-    return out;
-  }
-
-  /**
-   * Up to `max` held messages of `topic`, each once it is due: at most fireAheadMs ahead, as a
-   * fire hands out nothing due later.
-   */
-  private async drainHeld(topic: string, max: number, maxBytes: number) {
-    const out: ReceivedMessage[] = [];
-    for (;;) {
-      const wait = this.handOffs.nextDue(topic) - Date.now();
-      if (wait === Infinity || out.length >= max) return out;
-      // A millisecond over: a timer may run in the millisecond before its time.
-      if (wait >= 0) await new Promise((resolve) => setTimeout(resolve, Math.ceil(wait) + 1));
-      const due = this.handOffs.due(topic, max - out.length, maxBytes, Date.now());
-      out.push(...this.heldOut(topic, due));
+      if (this.closing || this.generation(topic) !== generation) return [];
     }
   }
 
@@ -227,7 +182,6 @@ export class Consumer {
   async ack(receipt: string, durable = false, quiet = false): Promise<boolean> {
     const at = this.parseReceipt(receipt);
     if (at === undefined) return false;
-    this.handOffs.settled(receipt);
     const { partition, id, bucket, attempt } = at;
     if (durable) return (await this.driver.ack(partition, [{ id, bucket, attempt }], true))[0];
     const gate = quiet ? this.quietAcks : this.acks;
@@ -265,7 +219,6 @@ export class Consumer {
   ): Promise<Nacked | undefined> {
     const at = this.parseReceipt(receipt);
     if (at === undefined) return undefined;
-    this.handOffs.settled(receipt);
     const { partition, id, bucket, attempt } = at;
     let stored: Awaited<ReturnType<PartitionDriver['stored']>>;
     let delay = options.delayMs;
@@ -354,9 +307,19 @@ export class Consumer {
         else if ((notices.get(partition) ?? 0) <= sentAt) {
           this.unhint(topic, partition);
         }
-        for (const row of rows) {
-          bytesLeft -= row.record.length;
-          out.push(received(partition, topic, row));
+        for (const { id, attempts, deliverAt, record } of rows) {
+          const { payloadKind, payload, trace } = decodeRecord(record);
+          bytesLeft -= record.length;
+          const delivery: ReceivedMessage = {
+            id,
+            topic,
+            payload: decodePayload(payloadKind, payload),
+            deliverAt,
+            attempts,
+            receipt: `c${partition}.${attempts}.${id}`,
+          };
+          if (trace !== undefined) delivery.trace = trace;
+          out.push(delivery);
         }
       }
       if (failed !== undefined) {
@@ -472,28 +435,4 @@ export class Consumer {
   wakeAll(): void {
     for (const set of this.waiters.values()) for (const w of [...set]) w.wake();
   }
-}
-
-/** A delivery of a take or a hand-off as a receive answers it. */
-function received(
-  partition: number,
-  topic: string,
-  {
-    id,
-    attempts,
-    deliverAt,
-    record,
-  }: { id: string; attempts: number; deliverAt: number; record: Buffer },
-): ReceivedMessage {
-  const { payloadKind, payload, trace } = decodeRecord(record);
-  const delivery: ReceivedMessage = {
-    id,
-    topic,
-    payload: decodePayload(payloadKind, payload),
-    deliverAt,
-    attempts,
-    receipt: `c${partition}.${attempts}.${id}`,
-  };
-  if (trace !== undefined) delivery.trace = trace;
-  return delivery;
 }

@@ -59,32 +59,6 @@ export type Delivery = Id & { attempt: number };
 /** A delivery failed: scheduled again at `due` (in `window`), or dead. */
 export type Retry = Delivery & { due: number; window: number };
 
-/**
- * A receive of the firing node that a fire may hand up to `most` fired messages of `topic`
- * (within `maxBytes` of records) to, in flight at once as a take would make them.
- */
-export type HandOff = { topic: string; most: number; maxBytes: number; visibilityMs: number };
-
-/** A message a fire handed off: in flight under `attempts`. */
-export type Handed = {
-  id: string;
-  topic: string;
-  attempts: number;
-  deliverAt: number;
-  record: Buffer;
-};
-
-/** A partition's fire in fireMany: its owner, the due messages' places, what it may hand off. */
-export type FireCall = {
-  partition: number;
-  by: Owner;
-  at: readonly Placed[];
-  hand?: readonly HandOff[];
-};
-
-/** A fire's answer; undefined when fenced. */
-export type Fired = { fired: number; early: string[]; seq: number; handed?: Handed[] } | undefined;
-
 /** One scheduling of a message: where its record is. */
 export type Placed = Id & { seg: string; index: number };
 
@@ -250,11 +224,12 @@ export interface PartitionDriver {
   ): Promise<{ fired: number; early: string[]; seq: number } | undefined>;
   /**
    * Several partitions' fires in one round trip, each as fire() would make it (its own fence):
-   * an answer per call, in order. Optional: without it, each partition fires on its own. A
-   * call's `hand` (a store that answers `handed`): its topics' first fired messages go straight
-   * in flight, answered with their records, where no ready message of the topic is older.
+   * an answer per call, in order. Optional: without it, each partition fires on its own.
    */
-  fireMany?(calls: readonly FireCall[], skewMs: number): Promise<Fired[]>;
+  fireMany?(
+    calls: ReadonlyArray<{ partition: number; by: Owner; at: readonly Placed[] }>,
+    skewMs: number,
+  ): Promise<Array<{ fired: number; early: string[]; seq: number } | undefined>>;
   /** Up to `max` deliveries whose visibility ran out by `upTo`, oldest first. */
   overdue(
     partition: number,
@@ -270,14 +245,6 @@ export interface PartitionDriver {
   /** The earliest visibility deadline of the partition's deliveries (Infinity: none out). */
   earliestVisibility(partition: number): Promise<number>;
 
-  /**
-   * Deliveries still out (with the attempt named) visible again `leftMs` from the store's time,
-   * where that is later than now. Where fireMany hands off (whose deadlines start short).
-   */
-  extend?(
-    partition: number,
-    deliveries: ReadonlyArray<{ id: string; attempt: number; leftMs: number }>,
-  ): Promise<void>;
   /** Up to `max` ready messages of `topic` in flight, within `maxBytes` of records. */
   take(
     partition: number,

@@ -11,7 +11,6 @@ import type { TimerWheel } from '../timer/index.js';
 import type { PartitionDriver } from './driver.js';
 import type { NodeSettings } from './node-options.js';
 import { Ownership, type DropReason, type Effect } from './ownership.js';
-import type { HandOffs } from './hand-offs.js';
 import { NodeFires } from './node-fires.js';
 import { PartitionOwner, type Due } from './owner.js';
 import type { PartitionSchedules } from './schedules.js';
@@ -32,8 +31,6 @@ export interface LeaseLoopHooks {
   onFired(count: number): void;
   /** A partition this node owned is no longer its own, not by its choice. */
   onLeaseLost(partition: number, reason: Exclude<DropReason, 'released'>): void;
-  /** This node's waiting receives, which its fires may hand messages to. */
-  handOffs?: HandOffs;
 }
 
 export class LeaseLoop {
@@ -60,7 +57,7 @@ export class LeaseLoop {
     private readonly hooks: LeaseLoopHooks,
   ) {
     const fireMany = driver.fireMany?.bind(driver);
-    if (fireMany !== undefined) this.fires = new NodeFires(fireMany, settings, hooks.handOffs);
+    if (fireMany !== undefined) this.fires = new NodeFires(fireMany, settings);
     this.ownership = new Ownership({
       node: settings.nodeId,
       partitions: settings.partitions,

@@ -150,20 +150,6 @@ export abstract class PostgresDeliveries extends PostgresReads {
     return (await this.call('tw_ack', sql, values)).map((row) => row.v as boolean[]);
   }
 
-  async extend(
-    partition: number,
-    deliveries: ReadonlyArray<{ id: string; attempt: number; leftMs: number }>,
-  ): Promise<void> {
-    const sql = `SELECT ${this.fn('tw_extend')}($1::int, $2::text[], $3::int[], $4::bigint[])`;
-    const values = [
-      partition,
-      deliveries.map((d) => d.id),
-      deliveries.map((d) => d.attempt),
-      deliveries.map((d) => Math.max(0, Math.ceil(d.leftMs))),
-    ];
-    await this.call('tw_extend', sql, values);
-  }
-
   async nack(partition: number, retry: Retry, reason: string, _durable: boolean) {
     const sql = `SELECT ${this.fn('tw_nack')}($1::int, $2, $3::int, $4::float8, $5::bigint, $6) AS v`;
     const values = [partition, retry.id, retry.attempt, retry.due, retry.window, reason];

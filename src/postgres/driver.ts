@@ -11,8 +11,6 @@
 import { outcomeUnknown, TickwheelRangeError, TickwheelStateError } from '../errors.js';
 import type {
   At,
-  FireCall,
-  Fired,
   Owner,
   PartitionDriver,
   Placed,
@@ -424,54 +422,48 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
   }
 
   async fire(partition: number, by: Owner, skewMs: number, at: readonly Placed[]) {
-    return (await this.fireMany([{ partition, by, at }], skewMs))[0];
+    const sql =
+      `SELECT fired, early, seq FROM ${this.fn('tw_fire')}($1::int, $2, $3::bigint, $4::bigint, ` +
+      `$5::text[], $6::int[], $7::text[], $8::int[])`;
+    const values = [partition, by.node, by.epoch, Math.floor(skewMs)];
+    const lists = [at.map((d) => d.id), at.map((d) => d.bucket), at.map((d) => d.seg)];
+    const row = await this.one('tw_fire', sql, [...values, ...lists, at.map((d) => d.index)]);
+    if (row.seq === null || row.seq === undefined) return undefined;
+    return { fired: num(row.fired), early: row.early as string[], seq: num(row.seq) };
   }
 
   /** One statement, so one commit, for every partition's fires: each its own tw_fire. */
-  async fireMany(calls: readonly FireCall[], skewMs: number): Promise<Fired[]> {
+  async fireMany(
+    calls: ReadonlyArray<{ partition: number; by: Owner; at: readonly Placed[] }>,
+    skewMs: number,
+  ) {
     const values: unknown[] = [Math.floor(skewMs)];
-    const parts = calls.map(({ partition, by, at, hand = [] }, k) => {
+    const parts = calls.map(({ partition, by, at }, k) => {
       const n = values.length;
-      values.push(partition, by.node, by.epoch);
       values.push(
+        partition,
+        by.node,
+        by.epoch,
         at.map((d) => d.id),
         at.map((d) => d.bucket),
+      );
+      values.push(
         at.map((d) => d.seg),
         at.map((d) => d.index),
       );
-      values.push(
-        hand.map((h) => h.topic),
-        hand.map((h) => h.most),
-        hand.map((h) => Math.floor(h.maxBytes)),
-        hand.map((h) => Math.ceil(h.visibilityMs)),
+      return (
+        `SELECT ${k} AS k, fired, early, seq FROM ${this.fn('tw_fire')}($${n + 1}::int, $${n + 2}, ` +
+        `$${n + 3}::bigint, $1::bigint, $${n + 4}::text[], $${n + 5}::int[], $${n + 6}::text[], ` +
+        `$${n + 7}::int[])`
       );
-      const args = [
-        `$${n + 1}::int, $${n + 2}, $${n + 3}::bigint, $1::bigint, $${n + 4}::text[]`,
-        `$${n + 5}::int[], $${n + 6}::text[], $${n + 7}::int[], $${n + 8}::text[]`,
-        `$${n + 9}::int[], $${n + 10}::bigint[], $${n + 11}::bigint[]`,
-      ];
-      return `SELECT ${k} AS k, * FROM ${this.fn('tw_fire')}(${args.join(', ')})`;
     });
     const sql = `SELECT * FROM (${parts.join(' UNION ALL ')}) x ORDER BY k`;
     const rows = await this.call('tw_fire', sql, values);
-    return rows.map((row): Fired => {
-      if (row.seq === null || row.seq === undefined) return undefined;
-      const answer = { fired: num(row.fired), early: row.early as string[], seq: num(row.seq) };
-      const ids = row.handed_ids as string[] | null;
-      if (ids === null) return answer;
-      const topics = row.handed_topics as string[];
-      const attempts = row.handed_attempts as number[];
-      const dues = row.handed_dues as number[];
-      const records = row.handed_recs as Buffer[];
-      const handed = ids.map((id, i) => ({
-        id,
-        topic: topics[i],
-        attempts: num(attempts[i]),
-        deliverAt: num(dues[i]),
-        record: records[i],
-      }));
-      return { ...answer, handed };
-    });
+    return rows.map((row) =>
+      row.seq === null || row.seq === undefined
+        ? undefined
+        : { fired: num(row.fired), early: row.early as string[], seq: num(row.seq) },
+    );
   }
 
   async sched(change: SchedChange): Promise<SchedAnswer> {

@@ -23,7 +23,6 @@ const CODE_HASHES: Record<number, string> = {
   20: 'e1b1773a11a14c3b',
   21: 'de54d6b46a51fd35',
   22: 'eda29848291a2cce',
-  23: '943a221bcea378bf',
 };
 
 describe('the PostgreSQL schema', () => {

@@ -137,23 +137,6 @@ BEGIN
 END
 $$;
 
--- Deliveries (id, attempt) still out: visible again `lefts` ms from the store's time, where
--- that is later than their deadline now. A hand-off's first deadline is short (tw_fire); its node
--- moves it to the visibility asked for while the delivery lasts. Its COMMIT does not wait for the
--- WAL flush: undone by a crash of PostgreSQL, the message is handed out again sooner.
-CREATE OR REPLACE FUNCTION @Q@.tw_extend(p int, ids text[], attempts int[], lefts bigint[])
-RETURNS void
-LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-BEGIN
-  PERFORM set_config('synchronous_commit', 'off', true);
-  UPDATE @Q@.states s SET at = greatest(s.at, @Q@.now_ms() + x.l)
-  FROM (SELECT DISTINCT ON (x.id) x.id, x.a, x.l FROM unnest(ids, attempts, lefts) AS x(id, a, l)
-    ORDER BY x.id) x
-  WHERE s.part = p AND s.id = x.id AND s.id = ANY(ids) AND s.status = 'I' AND s.attempts = x.a;
-END
-$$;
-
 -- A delivery failed: 'retry' (due again at `due`), 'dead', or NULL (not out).
 CREATE OR REPLACE FUNCTION @Q@.tw_nack(p int, mid text, attempt int, due float8, win bigint,
   reason text)

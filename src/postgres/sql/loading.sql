@@ -64,22 +64,12 @@ $$;
 -- out only once it is due, and a topic whose first message fired is not due yet by the store's
 -- clock is told as `a <due> <topic>` (ready at that time) rather than `r <topic>`. Set-based: a
 -- few statements for the whole batch, whatever its size.
--- Hand-off: for each hand_topics[j], the first hand_most[j] messages of that topic it fires,
--- within hand_bytes[j] of records, go straight in flight (as a take would make them, visible
--- again hand_vis[j] ms after the later of the store's time and their due time) for the
--- caller's waiting receive, answered with their records: no ready row, no take. Never past
--- the topic's ready messages in the partition: none where one of them is due (a backlog), and
--- only those due after the last one made ready, where all were fired ahead of their time.
 CREATE OR REPLACE FUNCTION @Q@.tw_fire(p int, node text, ep bigint, skew bigint, ids text[],
-  buckets int[], seg_names text[], idxs int[], hand_topics text[], hand_most int[],
-  hand_bytes bigint[], hand_vis bigint[], OUT fired int, OUT early text[], OUT seq bigint,
-  OUT handed_ids text[], OUT handed_topics text[], OUT handed_attempts int[],
-  OUT handed_dues float8[], OUT handed_recs bytea[])
+  buckets int[], seg_names text[], idxs int[], OUT fired int, OUT early text[], OUT seq bigint)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-  now_at bigint := @Q@.now_ms();
-  latest float8 := now_at + skew;
+  latest float8 := @Q@.now_ms() + skew;
   f_id text[];
   f_birth boolean[];
   f_seg bigint[];
@@ -87,17 +77,9 @@ DECLARE
   f_due float8[];
   f_topic text[];
   f_bucket int[];
-  f_rec bytea[];
-  f_hand boolean[];
-  f_until bigint[];
-  picks int[];
-  need int[];
-  untils bigint[];
-  got bytea[];
   ords bigint[];
   topics text[];
   firsts float8[];
-  soonest bigint;
 BEGIN
   seq := @Q@.owner_write(p, node, ep);
   IF seq IS NULL THEN RETURN; END IF;
@@ -117,12 +99,11 @@ BEGIN
   ), stood AS (
     -- (= ANY: the rows are looked up by key in one pass, whatever the planner guesses of
     -- `named`. Records and tombs are looked up one segment at a time: records_at().)
-    SELECT n.k, n.id, false AS birth, n.seg, n.i, s.due, s.topic, n.b, NULL::bytea AS rec
+    SELECT n.k, n.id, false AS birth, n.seg, n.i, s.due, s.topic, n.b
     FROM named n JOIN @Q@.states s ON s.part = p AND s.id = n.id AND s.id = ANY(ids)
     WHERE s.status = 'S' AND s.seg = n.seg AND s.idx = n.i
     UNION ALL
-    SELECT n.k, n.id, true, n.seg, n.i, @Q@.located_due(n.rec)::float8, @Q@.record_topic(n.rec), n.b,
-      n.rec
+    SELECT n.k, n.id, true, n.seg, n.i, @Q@.located_due(n.rec)::float8, @Q@.record_topic(n.rec), n.b
     FROM located a, LATERAL @Q@.records_at(p, a.segs, a.idxs, true) r,
       LATERAL unnest(a.ks, a.mids, a.bs, a.sns, a.segs, a.idxs, r.recs, r.tombed)
         n(k, id, b, sn, seg, i, rec, tombed)
@@ -136,115 +117,42 @@ BEGIN
     array_agg(i ORDER BY k) FILTER (WHERE due <= latest),
     array_agg(due ORDER BY k) FILTER (WHERE due <= latest),
     array_agg(topic ORDER BY k) FILTER (WHERE due <= latest),
-    array_agg(b ORDER BY k) FILTER (WHERE due <= latest),
-    array_agg(rec ORDER BY k) FILTER (WHERE due <= latest)
-  INTO early, f_id, f_birth, f_seg, f_idx, f_due, f_topic, f_bucket, f_rec
+    array_agg(b ORDER BY k) FILTER (WHERE due <= latest)
+  INTO early, f_id, f_birth, f_seg, f_idx, f_due, f_topic, f_bucket
   FROM stood;
   fired := 0;
   IF f_id IS NULL THEN RETURN; END IF;
-  f_hand := array_fill(false, ARRAY[cardinality(f_id)]);
-  f_until := array_fill(NULL::bigint, ARRAY[cardinality(f_id)]);
-  IF coalesce(cardinality(hand_topics), 0) > 0 THEN
-    -- Each handed topic's first messages by count, then their records (those of messages with
-    -- an id were not read above), then by bytes.
-    SELECT array_agg(c.pos::int ORDER BY c.pos) INTO picks
-    FROM (
-      SELECT x.pos, row_number() OVER (PARTITION BY x.topic ORDER BY x.pos) AS r, h.most
-      FROM unnest(hand_topics, hand_most) AS h(topic, most)
-      CROSS JOIN LATERAL (SELECT s.due FROM @Q@.states s
-        WHERE s.part = p AND s.topic = h.topic AND s.status = 'R' ORDER BY s.at LIMIT 1) o
-      CROSS JOIN LATERAL (SELECT s.due FROM @Q@.states s
-        WHERE s.part = p AND s.topic = h.topic AND s.status = 'R' ORDER BY s.at DESC LIMIT 1) l
-      JOIN unnest(f_topic, f_due) WITH ORDINALITY AS x(topic, due, pos) ON x.topic = h.topic
-      WHERE o.due > now_at AND x.due > l.due
-      UNION ALL
-      SELECT x.pos, row_number() OVER (PARTITION BY x.topic ORDER BY x.pos), h.most
-      FROM unnest(hand_topics, hand_most) AS h(topic, most)
-      JOIN unnest(f_topic) WITH ORDINALITY AS x(topic, pos) ON x.topic = h.topic
-      WHERE NOT EXISTS (SELECT 1 FROM @Q@.states s
-        WHERE s.part = p AND s.topic = h.topic AND s.status = 'R')
-    ) c
-    WHERE c.r <= c.most;
-    SELECT array_agg(k ORDER BY k) INTO need FROM unnest(picks) k WHERE f_rec[k] IS NULL;
-    IF need IS NOT NULL THEN
-      SELECT r.recs INTO got FROM @Q@.records_at(p,
-        (SELECT array_agg(f_seg[k] ORDER BY k) FROM unnest(need) k),
-        (SELECT array_agg(f_idx[k] ORDER BY k) FROM unnest(need) k), false) r;
-      FOR j IN 1..cardinality(need) LOOP f_rec[need[j]] := got[j]; END LOOP;
-    END IF;
-    FOR j IN 1..coalesce(cardinality(picks), 0) LOOP
-      f_hand[picks[j]] := f_rec[picks[j]] IS NOT NULL;
-    END LOOP;
-    SELECT array_agg(z.k ORDER BY z.k), array_agg(z.until ORDER BY z.k) INTO picks, untils
-    FROM (
-      SELECT u.k, h.vis + greatest(now_at, ceil(f_due[u.k])::bigint) AS until, h.bytes,
-        sum(octet_length(f_rec[u.k])) OVER (PARTITION BY h.topic ORDER BY u.k) AS used
-      FROM unnest(picks) AS u(k)
-      JOIN unnest(hand_topics, hand_bytes, hand_vis) AS h(topic, bytes, vis)
-        ON h.topic = f_topic[u.k]
-      WHERE f_hand[u.k]
-    ) z
-    WHERE z.used <= z.bytes;
-    f_hand := array_fill(false, ARRAY[cardinality(f_id)]);
-    FOR j IN 1..coalesce(cardinality(picks), 0) LOOP
-      f_hand[picks[j]] := true;
-      f_until[picks[j]] := untils[j];
-    END LOOP;
-  END IF;
   -- Ready in the order named.
   SELECT array_agg(v ORDER BY v) INTO ords
   FROM (SELECT nextval('@Q@.ready_order') AS v FROM generate_series(1, cardinality(f_id))) o;
   WITH firing AS (
-    SELECT * FROM unnest(f_id, f_birth, f_seg, f_idx, f_due, f_topic, f_bucket, ords, f_hand,
-      f_until) WITH ORDINALITY AS x(id, birth, seg, idx, due, topic, b, ord, hand, until, k)
+    SELECT * FROM unnest(f_id, f_birth, f_seg, f_idx, f_due, f_topic, f_bucket, ords)
+      AS x(id, birth, seg, idx, due, topic, b, ord)
   ), tombed AS (
     -- A located message leaves its birth here, unless another call made it leave first.
     INSERT INTO @Q@.tombs (seg, part, idx) SELECT f.seg, p, f.idx FROM firing f WHERE f.birth
     ON CONFLICT DO NOTHING RETURNING seg, idx
   ), born AS (
     INSERT INTO @Q@.states (seg, due, at, part, idx, attempts, bucket, status, id, topic)
-    SELECT f.seg, f.due, CASE WHEN f.hand THEN f.until ELSE f.ord END, p, f.idx,
-      CASE WHEN f.hand THEN 1 ELSE 0 END, f.b, CASE WHEN f.hand THEN 'I' ELSE 'R' END, f.id,
-      f.topic
+    SELECT f.seg, f.due, f.ord, p, f.idx, 0, f.b, 'R', f.id, f.topic
     FROM firing f JOIN tombed t ON t.seg = f.seg AND t.idx = f.idx
-    RETURNING id, topic, due, status, attempts, at
+    RETURNING topic, due
   ), moved AS (
-    UPDATE @Q@.states s SET status = CASE WHEN f.hand THEN 'I' ELSE 'R' END,
-      at = CASE WHEN f.hand THEN f.until ELSE f.ord END,
-      attempts = s.attempts + CASE WHEN f.hand THEN 1 ELSE 0 END
-    FROM firing f
+    UPDATE @Q@.states s SET status = 'R', at = f.ord FROM firing f
     WHERE NOT f.birth AND s.part = p AND s.id = f.id AND s.id = ANY(f_id)
-    RETURNING s.id, s.topic, s.due, s.status, s.attempts, s.at
-  ), made AS (
-    SELECT id, topic, due, status, attempts, at FROM born
-    UNION ALL SELECT id, topic, due, status, attempts, at FROM moved
-  ), handed AS (
-    SELECT array_agg(m.id ORDER BY f.k) AS ids, array_agg(m.topic ORDER BY f.k) AS topics,
-      array_agg(m.attempts ORDER BY f.k) AS attempts, array_agg(m.due ORDER BY f.k) AS dues,
-      array_agg(f_rec[f.k::int] ORDER BY f.k) AS recs, min(m.at) AS soonest
-    FROM made m JOIN firing f ON f.id = m.id WHERE m.status = 'I'
+    RETURNING s.topic, s.due
   ), ready AS (
-    SELECT x.topic, count(*) AS c, count(*) FILTER (WHERE x.status = 'R') AS r,
-      min(x.due) FILTER (WHERE x.status = 'R') AS first
-    FROM made x GROUP BY x.topic
+    SELECT x.topic, count(*) AS c, min(x.due) AS first
+    FROM (SELECT topic, due FROM born UNION ALL SELECT topic, due FROM moved) x GROUP BY x.topic
   ), counted AS (
     INSERT INTO @Q@.counts (part, topic, status, n)
-    SELECT p, r.topic, v.status, v.n
-    FROM ready r, LATERAL (VALUES ('S'::"char", -r.c), ('R'::"char", r.r), ('I'::"char", r.c - r.r))
-      AS v(status, n)
-    WHERE v.n <> 0
+    SELECT p, r.topic, v.status, v.sign * r.c
+    FROM ready r, (VALUES ('S'::"char", -1), ('R'::"char", 1)) AS v(status, sign)
   )
-  SELECT coalesce((SELECT sum(c) FROM ready), 0)::int,
-    (SELECT array_agg(topic) FILTER (WHERE r > 0) FROM ready),
-    (SELECT array_agg(first) FILTER (WHERE r > 0) FROM ready),
-    h.ids, h.topics, h.attempts, h.dues, h.recs, h.soonest
-  INTO fired, topics, firsts, handed_ids, handed_topics, handed_attempts, handed_dues,
-    handed_recs, soonest
-  FROM handed h;
-  PERFORM @Q@.publish(p, CASE WHEN x.first <= now_at THEN 'r ' || x.t
+  SELECT coalesce(sum(c), 0)::int, array_agg(topic), array_agg(first)
+  INTO fired, topics, firsts FROM ready;
+  PERFORM @Q@.publish(p, CASE WHEN x.first <= @Q@.now_ms() THEN 'r ' || x.t
     ELSE 'a ' || ceil(x.first)::bigint || ' ' || x.t END)
   FROM unnest(topics, firsts) x(t, first);
-  -- The owner arms a timer for the earliest visibility deadline (store time) from this alone.
-  IF soonest IS NOT NULL THEN PERFORM @Q@.publish(p, 'i ' || soonest); END IF;
 END
 $$;
