@@ -203,7 +203,7 @@ export class PartitionedBackend implements QueueBackend {
       this.report.deduplicated();
       return { id: result.id, deliverAt: result.deliverAt };
     }
-    this.report.scheduled({ ...result, topic: request.topic, attempts: 0 });
+    this.report.scheduledAs(() => ({ ...result, topic: request.topic, attempts: 0 }));
     return result;
   }
 

@@ -301,6 +301,12 @@ export interface PartitionDriver {
    * partition `n` and `i`, can make it rare.
    */
   readonly ownerPollMs?: number;
+  /**
+   * Messages without an id sent to one partition before the next one's turn (default 128): runs
+   * spread a batch over partitions (over a cluster's shards), longer runs make fewer calls (a
+   * store whose calls cost more than their rows).
+   */
+  readonly locatedRun?: number;
   /** Calls `listener` with each event of the partition; resolves to a stop. */
   subscribe(partition: number, listener: (event: string) => void): Promise<() => Promise<void>>;
   /** Undefined when the store answers within a second; else why not, in words. */

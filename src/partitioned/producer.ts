@@ -21,7 +21,7 @@ import type {
 import { TAG_LENGTH, encodeRecord, locatedId, placeOf } from './record.js';
 import { turnBatches } from './gated-batches.js';
 
-/** Messages without an id to one partition before the next one's turn: fewer, larger calls. */
+/** Messages without an id to one partition before the next one's turn (driver.locatedRun). */
 const LOCATED_RUN = 128;
 /** Bytes of a located record's tag (base64url: 4 characters per 3 bytes). */
 const TAG_BYTES = (TAG_LENGTH * 3) / 4;
@@ -63,6 +63,7 @@ export class Producer {
   });
   /** Messages without an id so far: which partition's turn it is (from a random partition). */
   private located: number;
+  private readonly locatedRun: number;
   private tags = Buffer.alloc(0);
   private tagAt = 0;
 
@@ -70,7 +71,8 @@ export class Producer {
     private readonly driver: PartitionDriver,
     private readonly options: ProducerOptions,
   ) {
-    this.located = Math.floor(Math.random() * options.partitions) * LOCATED_RUN;
+    this.locatedRun = driver.locatedRun ?? LOCATED_RUN;
+    this.located = Math.floor(Math.random() * options.partitions) * this.locatedRun;
   }
 
   /** An id of '': the message is located, its id made from where the store put it. */
@@ -103,7 +105,7 @@ export class Producer {
   /** Its id's partition; without an id, the partition whose turn it is. */
   private partitionOf(pending: Pending): number {
     return pending.id === ''
-      ? Math.floor(this.located++ / LOCATED_RUN) % this.options.partitions
+      ? Math.floor(this.located++ / this.locatedRun) % this.options.partitions
       : placeOf(pending.id, this.options.partitions).partition;
   }
 

@@ -58,6 +58,11 @@ const STATUS: MessageStatus[] = ['scheduled', 'ready', 'inflight', 'dead', 'acke
 
 /** How often an owner looks for what a lost notification hid (listener.ts says when it may have). */
 const OWNER_POLL_MS = 10_000;
+/**
+ * A batch's messages without ids to one partition, up to this many: one tw_schedule a thousand
+ * costs half the PostgreSQL CPU of eight (bench/results/postgres-located-runs).
+ */
+const LOCATED_RUN = 1024;
 
 /** The most a connection of the driver's own pool may take to open. */
 const CONNECT_MS = 10_000;
@@ -76,6 +81,7 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
   private spansMaking: Promise<void> = Promise.resolve();
   /** LISTEN loses nothing while connected, and says `n` and `i` after a reconnect. */
   readonly ownerPollMs = OWNER_POLL_MS;
+  readonly locatedRun = LOCATED_RUN;
   private readonly ownPool: boolean;
   private readonly reapEveryMs: number;
   private reaping: Promise<unknown> | undefined;

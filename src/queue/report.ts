@@ -116,6 +116,12 @@ export class QueueReport {
     this.events.record('scheduled', message);
   }
 
+  /** scheduled(), the event made only while someone listens. */
+  scheduledAs(message: () => EventSource): void {
+    this.counters.scheduled++;
+    if (this.events.active) this.events.record('scheduled', message());
+  }
+
   /** A schedule whose id was pending already: nothing written, no event. */
   deduplicated(): void {
     this.counters.deduplicated++;
