@@ -47,6 +47,7 @@ interface CellResult {
   errors: string[];
   cpu: Cpu;
   n?: number;
+  warmup?: number;
   callers?: number;
   perSecond?: number;
   pendingAfter?: number;
@@ -97,7 +98,7 @@ describe.runIf(postgresInstalled())('npm run bench:postgres, tiny', () => {
         ...['--peers', PEERS.join(',')],
         ...['--single', String(SIZES.single), '--batched', String(SIZES.batched)],
         ...['--concurrent', String(SIZES.concurrent), '--callers', String(SIZES.callers)],
-        ...['--batch', '100', '--rate', String(SIZES.rate)],
+        ...['--batch', '100', '--warmup', '150', '--rate', String(SIZES.rate)],
         ...['--lateness-seconds', String(SIZES.latenessSeconds), '--drain-seconds', '10'],
         ...['--burst', String(SIZES.burst), '--burst-lead', '1500'],
         ...['--pending', String(SIZES.pending)],
@@ -170,6 +171,7 @@ describe.runIf(postgresInstalled())('npm run bench:postgres, tiny', () => {
       ] as const) {
         const result = cell(key, peer);
         expect(result.n).toBe(n);
+        expect(result.warmup).toBe(150);
         expect(result.pendingAfter).toBe(n);
         expect(result.perSecond).toBeGreaterThan(0);
         expectCpu(result.cpu);
@@ -265,6 +267,7 @@ describe('bench:postgres options', () => {
     ]);
     expect(options.peers).toEqual(['tickwheel', 'pg-boss', 'graphile']);
     expect(options.cellOptions).toMatchObject({
+      warmup: 2000,
       single: 2000,
       concurrent: 20_000,
       callers: 64,
@@ -283,6 +286,7 @@ describe('bench:postgres options', () => {
       parseOptions(['--graphile-local-queue', 'off', '--graphile-complete-batch', 'off'])
         .cellOptions,
     ).toMatchObject({ graphileLocalQueue: 0, graphileCompleteBatchMs: -1 });
+    expect(parseOptions(['--warmup', '0']).cellOptions.warmup).toBe(0);
     expect(parseOptions(['--soak-minutes', '30']).cells).toContain('soak');
     expect(() => parseOptions(['--only', 'soak'])).toThrow(/--soak-minutes/);
     expect(() => parseOptions(['--peers', 'bullmq'])).toThrow(/unknown bullmq/);

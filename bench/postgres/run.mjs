@@ -65,6 +65,8 @@ the project's node_modules or in TICKWHEEL_BENCH_DEPS (bench/README.md, "Postgre
   --callers <count>         schedule-concurrent callers (default 64)
   --batched <count>         schedule-batched messages (default 100k)
   --batch <count>           messages a batch, every batched schedule (default 1000)
+  --warmup <count>          schedule cells: messages scheduled by the path measured before
+                            measuring, due later (default 2000; 0: none)
   --rate <per s>            lateness: messages due a second (default 1000)
   --lateness-seconds <s>    lateness: how long (default 30)
   --lead <ms>               lateness: how far ahead each is scheduled (default 2000)
@@ -99,6 +101,7 @@ const DEFAULTS = {
   callers: '64',
   batched: '100k',
   batch: '1000',
+  warmup: '2000',
   rate: '1000',
   'lateness-seconds': '30',
   lead: '2000',
@@ -162,6 +165,7 @@ export function parseOptions(argv) {
       callers: count('callers'),
       batched: count('batched'),
       batch: count('batch'),
+      warmup: values.warmup === '0' ? 0 : count('warmup'),
       rate: count('rate'),
       latenessSeconds: count('lateness-seconds'),
       leadMs: count('lead'),

@@ -23,6 +23,11 @@ import { turnBatches } from './gated-batches.js';
 
 /** Messages without an id to one partition before the next one's turn (driver.locatedRun). */
 const LOCATED_RUN = 128;
+/**
+ * A run also ends once its records reach this many bytes: one call's records stay far below
+ * what a client can send as one statement (pg sends a bytea[] as hex text, twice the bytes).
+ */
+export const LOCATED_RUN_BYTES = 16 * 1024 * 1024;
 /** Bytes of a located record's tag (base64url: 4 characters per 3 bytes). */
 const TAG_BYTES = (TAG_LENGTH * 3) / 4;
 
@@ -64,6 +69,8 @@ export class Producer {
   /** Messages without an id so far: which partition's turn it is (from a random partition). */
   private located: number;
   private readonly locatedRun: number;
+  /** Bytes of records in the current run (LOCATED_RUN_BYTES). */
+  private runBytes = 0;
   private tags = Buffer.alloc(0);
   private tagAt = 0;
 
@@ -104,9 +111,18 @@ export class Producer {
 
   /** Its id's partition; without an id, the partition whose turn it is. */
   private partitionOf(pending: Pending): number {
-    return pending.id === ''
-      ? Math.floor(this.located++ / this.locatedRun) % this.options.partitions
-      : placeOf(pending.id, this.options.partitions).partition;
+    if (pending.id !== '') return placeOf(pending.id, this.options.partitions).partition;
+    if (this.runBytes >= LOCATED_RUN_BYTES) this.nextRun();
+    this.runBytes += pending.record.length;
+    const turn = Math.floor(this.located++ / this.locatedRun);
+    if (this.located % this.locatedRun === 0) this.runBytes = 0;
+    return turn % this.options.partitions;
+  }
+
+  /** The next partition's turn for messages without an id. */
+  private nextRun(): void {
+    this.located = (Math.floor(this.located / this.locatedRun) + 1) * this.locatedRun;
+    this.runBytes = 0;
   }
 
   /**
@@ -135,6 +151,9 @@ export class Producer {
       if (batch === undefined) byPartition.set(partition, [pending]);
       else batch.push(pending);
     }
+    // The caller's transaction holds these partitions until it ends: the node's next messages
+    // without ids go elsewhere.
+    this.nextRun();
     for (const [partition, batch] of byPartition) {
       const { entries, runs } = this.entriesOf(batch);
       const answer = await driver.scheduleIn(client, partition, entries);
