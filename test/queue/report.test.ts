@@ -131,4 +131,22 @@ describe('QueueReport: one counter and one event per happening, for every backen
     expect(report.events.active).toBe(false);
     expect(report.figures()).toMatchObject({ delivered: 1, scheduled: 1 });
   });
+
+  it("builds a schedule's event (scheduledAs) only while someone listens, and counts it either way", () => {
+    const quiet = new QueueReport(() => 0);
+    let built = 0;
+    const make = (id: string) => () => {
+      built++;
+      return message(id, 0);
+    };
+    quiet.scheduledAs(make('a'));
+    expect(built).toBe(0);
+    expect(quiet.figures()).toMatchObject({ scheduled: 1 });
+
+    const { report, seen } = listened();
+    report.scheduledAs(make('b'));
+    expect(built).toBe(1);
+    expect(seen).toEqual(['scheduled b']);
+    expect(report.figures()).toMatchObject({ scheduled: 1 });
+  });
 });
