@@ -31,8 +31,8 @@
  * with durability 'replicated' are refused (NOT_DURABLE, so not acknowledged) while fires and
  * deliveries go on. Later primary kills spare that shard (it has no replica to promote).
  *
- * After the last kill, producing stops, the nodes drain what is due, and the journals are
- * checked:
+ * After the last kill, producing stops (each node's schedules in flight resolve and are journaled
+ * first), the nodes drain what is due, and the journals are checked:
  *
  *   - every acknowledged schedule is delivered, unless a cancel of it was tried (a cancel that
  *     failed may still have happened);
@@ -164,15 +164,15 @@ class NodeProcess {
       this.stderr = (this.stderr + text).slice(-20_000);
       appendFileSync(errors, text);
     });
+    this.out = '';
     await new Promise((resolve, reject) => {
-      let out = '';
       const timer = setTimeout(
         () => reject(new Error(`${this.id} did not start: ${this.stderr}`)),
         30_000,
       );
       child.stdout.setEncoding('utf8').on('data', (text) => {
-        out += text;
-        if (out.includes('ready\n')) {
+        this.out += text;
+        if (this.out.includes('ready\n')) {
           clearTimeout(timer);
           resolve();
         }
@@ -198,8 +198,33 @@ class NodeProcess {
     await exited;
   }
 
-  stopProducing() {
-    if (this.running) this.child.stdin.write('stop\n');
+  /**
+   * Ends producing and resolves once every lane of the node has ended: a schedule still in
+   * flight when "stop" arrives journals its S line when it resolves, and the drain must not be
+   * judged before that line is there.
+   */
+  async stopProducing() {
+    if (!this.running) return;
+    const child = this.child;
+    child.stdin.write('stop\n');
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`${this.id} did not stop producing in 60 s: ${this.stderr}`)),
+        60_000,
+      );
+      const done = () => {
+        clearTimeout(timer);
+        child.stdout.off('data', check);
+        child.off('exit', done);
+        resolve();
+      };
+      const check = () => {
+        if (this.out.includes('stopped producing\n')) done();
+      };
+      child.stdout.on('data', check);
+      child.once('exit', done);
+      check();
+    });
   }
 
   /** Asks the node to write what its partition owners hold to its stderr. */
@@ -369,7 +394,7 @@ async function main() {
       }
     }
     say('chaos: kills done; producing stops, draining');
-    for (const node of nodes) node.stopProducing();
+    await Promise.all(nodes.map((node) => node.stopProducing()));
     // Everything is due within 3 s of its schedule; give retries and takeovers time as well.
     const drainUntil = Date.now() + 60_000;
     for (;;) {
