@@ -68,9 +68,14 @@ export function checkOption(
     (integer && !Number.isInteger(value))
   ) {
     const kind = integer ? 'an integer' : 'a number';
+    // Number.MIN_VALUE as the least: any number above 0.
+    const range =
+      min === Number.MIN_VALUE
+        ? `above 0${max === Number.MAX_SAFE_INTEGER ? '' : ` and at most ${max}`}`
+        : `from ${min} to ${max}`;
     throw new TickwheelRangeError(
       'ERR_TICKWHEEL_INVALID_OPTION',
-      `${name} must be ${kind} from ${min} to ${max}, got ${describe(value)}`,
+      `${name} must be ${kind} ${range}, got ${describe(value)}`,
     );
   }
   return value;

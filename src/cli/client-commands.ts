@@ -8,7 +8,7 @@ import { CliError, describeFailure, type CliIo } from './io.js';
 import {
   durationOption,
   integerOption,
-  parsePayload,
+  parsePayloadArgument,
   parsePositiveDuration,
   timeOption,
 } from './parse.js';
@@ -117,7 +117,7 @@ export function sendCommand(io: CliIo): CommandSpec {
       {
         name: 'payload',
         description:
-          "JSON payload; text that is not JSON is sent as a string; '-' reads stdin; default null",
+          "JSON payload (text starting with { or [ must be JSON; other text is sent as a string); '-' reads stdin; default null",
       },
     ],
     options: [
@@ -138,7 +138,7 @@ export function sendCommand(io: CliIo): CommandSpec {
       if (payloadText === '-' && text?.trim() === '') {
         throw new CliError("stdin is empty: give the payload there, or 'null' for none");
       }
-      const payload = text === undefined ? null : parsePayload(text);
+      const payload = text === undefined ? null : parsePayloadArgument(text, 'the payload');
       // Sent as JSON, which leaves out the options not given.
       const result = await client.schedule({
         topic: topic as string,

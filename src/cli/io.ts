@@ -46,6 +46,9 @@ export function describeFailure(err: unknown): string {
     return `${given}: give it with --token or TICKWHEEL_TOKEN (${err.code}, HTTP ${err.status})`;
   }
   if (err instanceof TickwheelHttpError) return `${err.message} (${err.code}, HTTP ${err.status})`;
+  if (err instanceof TickwheelNetworkError && err.code === 'ERR_TICKWHEEL_NETWORK') {
+    return `cannot reach the server: ${err.message}; is \`tickwheel serve\` running there? (the address comes from --url or TICKWHEEL_URL)`;
+  }
   if (err instanceof TickwheelNetworkError) return `cannot reach the server: ${err.message}`;
   const error = err as { code?: unknown; message?: unknown };
   if (typeof error?.code === 'string' && typeof error.message === 'string') {

@@ -3,6 +3,7 @@
 import { TickwheelError } from '../errors.js';
 import { checkAllowEntry } from '../queue/push-guard.js';
 import { InvalidArgumentError } from './args.js';
+import { CliError } from './io.js';
 
 const UNIT_MS: Readonly<Record<string, number>> = {
   ms: 1,
@@ -65,12 +66,29 @@ export function integerParser(min: number, max: number): (text: string) => numbe
   };
 }
 
-/** Payloads from the shell: JSON if it parses as JSON, the text itself otherwise. */
+/** JSON if it parses as JSON, the text itself otherwise. */
 export function parsePayload(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
     return text;
+  }
+}
+
+/**
+ * A payload given on the command line: JSON if it parses as JSON, the text itself otherwise;
+ * but text that starts as a JSON object or array must be one (a quote or brace lost to the shell
+ * would otherwise send a string without a word).
+ */
+export function parsePayloadArgument(text: string, what: string): unknown {
+  const start = text.trimStart()[0];
+  if (start !== '{' && start !== '[') return parsePayload(text);
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new CliError(
+      `${what} starts with '${start}' but is not JSON (${(err as Error).message}); to send it as text, give it as a JSON string: '${JSON.stringify(text)}'`,
+    );
   }
 }
 

@@ -3,7 +3,8 @@
 import { UsageError, type CommandSpec } from './args.js';
 import { clientCommand, printJson } from './client-commands.js';
 import { CliError, type CliIo } from './io.js';
-import { durationOption, integerOption, parsePayload, timeOption } from './parse.js';
+import { MAX_EVERY_MS, MIN_EVERY_MS } from '../queue/recurring-spec.js';
+import { durationOption, integerOption, parsePayloadArgument, timeOption } from './parse.js';
 
 export function scheduleCommands(io: CliIo): CommandSpec[] {
   return [
@@ -32,7 +33,7 @@ export function scheduleCommands(io: CliIo): CommandSpec[] {
           conflicts: 'every',
         },
         { name: 'tz', value: '<zone>', description: 'IANA time zone of --cron (default UTC)' },
-        durationOption('every', 'fixed interval, 1s to 366d'),
+        durationOption('every', 'fixed interval, 1s to 366d', [MIN_EVERY_MS, MAX_EVERY_MS]),
         {
           name: 'payload',
           value: '<json>',
@@ -89,7 +90,10 @@ export function scheduleCommands(io: CliIo): CommandSpec[] {
           cron: flags.cron,
           timezone: flags.tz,
           everyMs: flags.every,
-          payload: flags.payload === undefined ? undefined : parsePayload(flags.payload),
+          payload:
+            flags.payload === undefined
+              ? undefined
+              : parsePayloadArgument(flags.payload, '--payload'),
           startAt: flags.startAt,
           endAt: flags.endAt,
           catchUp: flags.catchUp,

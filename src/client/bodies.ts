@@ -7,13 +7,10 @@ import { describe } from '../validate.js';
 import type { ReceivedMessage } from '../queue/types.js';
 import type { ScheduleBody, WireReceivedMessage } from '../protocol/wire.js';
 import {
-  checkBackoff,
   checkId,
-  checkMaxAttempts,
-  checkNotLossy,
   checkRequest,
+  checkSendable,
   dueTime,
-  encodePayload,
   type ScheduleRequest,
 } from '../queue/message.js';
 import { messageOf } from './transport.js';
@@ -44,21 +41,10 @@ export function segment(value: unknown, what: 'topic' | 'id' | 'name'): string {
  * a retry finds the first rather than making a second (docs/http-api.md, Retries).
  */
 export function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { topic: string } {
-  if (typeof message !== 'object' || message === null) {
-    throw new TickwheelTypeError(
-      'ERR_TICKWHEEL_INVALID_MESSAGE',
-      `${where}a message must be an object, got ${describe(message)}`,
-    );
-  }
+  // The embedded queue's checks and errors, before anything is sent; the server checks again.
+  checkSendable(message, Date.now(), where);
   const id = message.id ?? randomUUID();
   const bytes = message.payload instanceof Uint8Array ? message.payload : undefined;
-  try {
-    if (bytes === undefined) checkNotLossy(message.payload);
-    checkJsonFields(message);
-  } catch (err) {
-    if (err instanceof Error) err.message = where + err.message;
-    throw err;
-  }
   if (bytes === undefined) return { ...message, id };
   return {
     ...message,
@@ -71,27 +57,6 @@ export function toBody(message: ScheduleRequest, where = ''): ScheduleBody & { t
 /** Whether JSON holds a field as it is: NaN and ±Infinity would be sent as null. */
 function jsonNumber(value: unknown): boolean {
   return typeof value !== 'number' || Number.isFinite(value);
-}
-
-/**
- * Refuses, with the embedded queue's error, what JSON.stringify would change without a word: a
- * number that is not finite (sent as null) or a payload it leaves out (undefined, a function, a
- * symbol), which the server would refuse as a malformed request.
- */
-function checkJsonFields(message: ScheduleRequest): void {
-  const { payload, maxAttempts, backoff } = message;
-  if (payload === undefined || typeof payload === 'function' || typeof payload === 'symbol') {
-    encodePayload(payload, Number.POSITIVE_INFINITY);
-  }
-  checkDueTime(message);
-  if (!jsonNumber(maxAttempts)) checkMaxAttempts(maxAttempts);
-  if (
-    typeof backoff === 'object' &&
-    backoff !== null &&
-    !Object.values(backoff).every(jsonNumber)
-  ) {
-    checkBackoff(backoff);
-  }
 }
 
 /**

@@ -52,6 +52,23 @@ function causeCode(err: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * Why a fetch failed: the code of the system error under it (ECONNREFUSED), or else the
+ * innermost cause's message ("fetch failed: bad port" for a port fetch refuses to use).
+ */
+function failureOf(err: unknown): string {
+  const code = causeCode(err);
+  if (code !== undefined) return code;
+  const outer = messageOf(err);
+  let inner: unknown = (err as { cause?: unknown })?.cause;
+  for (let depth = 0; depth < 4; depth++) {
+    const next = (inner as { cause?: unknown } | undefined)?.cause;
+    if (!(next instanceof Error)) break;
+    inner = next;
+  }
+  return inner instanceof Error && inner.message !== outer ? `${outer}: ${inner.message}` : outer;
+}
+
 function headersOf(options: TransportOptions, accept: string): Record<string, string> {
   return {
     accept,
@@ -222,7 +239,7 @@ async function fetchWithin<T>(
       const late = `${init.method} ${path}: no answer within ${timeoutMs} ms`;
       throw new TickwheelNetworkError('ERR_TICKWHEEL_TIMEOUT', late, err);
     }
-    const reason = causeCode(err) ?? (err as Error).message;
+    const reason = failureOf(err);
     const failed = `${init.method} ${base}${path} failed: ${reason}`;
     throw new TickwheelNetworkError('ERR_TICKWHEEL_NETWORK', failed, err);
   } finally {

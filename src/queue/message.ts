@@ -4,7 +4,11 @@ import { randomBytes } from 'node:crypto';
 import { TickwheelRangeError, TickwheelTypeError } from '../errors.js';
 import { describe, invalidOption } from '../validate.js';
 import type { Backoff } from '../protocol/model.js';
-import { checkTraceContext, type TraceContext } from '../protocol/trace-context.js';
+import {
+  checkTraceContext,
+  MAX_TRACESTATE_CHARS,
+  type TraceContext,
+} from '../protocol/trace-context.js';
 
 export type { MessageStatus, Backoff } from '../protocol/model.js';
 
@@ -190,13 +194,15 @@ export function checkBackoff(backoff: unknown): Backoff | undefined {
     b.delayMs < 0 ||
     (b.jitter !== undefined &&
       (typeof b.jitter !== 'number' || !(b.jitter >= 0 && b.jitter <= 1))) ||
+    !(b.delayMs <= MAX_DELAY_MS) ||
     (b.maxDelayMs !== undefined &&
-      (typeof b.maxDelayMs !== 'number' || !Number.isFinite(b.maxDelayMs) || b.maxDelayMs < 0))
+      (typeof b.maxDelayMs !== 'number' || !(b.maxDelayMs >= 0 && b.maxDelayMs <= MAX_DELAY_MS)))
   ) {
     throw invalidMessage(
-      "backoff must be { type: 'fixed' | 'exponential', delayMs >= 0, jitter?: 0..1, maxDelayMs?: >= 0 }",
+      `backoff must be { type: 'fixed' | 'exponential', delayMs: 0..${MAX_DELAY_MS}, jitter?: 0..1, maxDelayMs?: 0..${MAX_DELAY_MS} }`,
     );
   }
+  checkFields(backoff, BACKOFF_FIELDS, 'backoff');
   const result: Backoff = { type: b.type, delayMs: b.delayMs };
   if (b.jitter !== undefined) result.jitter = b.jitter;
   if (b.maxDelayMs !== undefined) result.maxDelayMs = b.maxDelayMs;
@@ -423,15 +429,40 @@ const REQUEST_FIELDS = new Set([
   'trace',
 ]);
 
+const BACKOFF_FIELDS = new Set(['type', 'delayMs', 'jitter', 'maxDelayMs']);
+const TRACE_FIELDS = new Set(['traceparent', 'tracestate']);
+
 /** Refuses unknown fields (`{ delay: 5000 }` would be due now); for-in: no array per message. */
-function checkFields(request: object): void {
-  for (const key in request) {
-    if (!REQUEST_FIELDS.has(key) && Object.hasOwn(request, key)) {
+function checkFields(value: object, fields: ReadonlySet<string>, what: string): void {
+  for (const key in value) {
+    if (!fields.has(key) && Object.hasOwn(value, key)) {
       throw invalidMessage(
-        `a message has no field ${JSON.stringify(key)} (its fields: ${[...REQUEST_FIELDS].join(', ')})`,
+        `${what} has no field ${JSON.stringify(key)} (its fields: ${[...fields].join(', ')})`,
       );
     }
   }
+}
+
+/**
+ * A trace context of the right shape, its values checked by checkTraceContext, which drops a
+ * malformed one (a tracing header never fails a schedule); a value of another shape is refused.
+ */
+function checkTrace(value: unknown): TraceContext | undefined {
+  const given = value as Partial<TraceContext>;
+  if (
+    typeof value !== 'object' ||
+    value === null ||
+    typeof given.traceparent !== 'string' ||
+    given.traceparent.length > MAX_TRACESTATE_CHARS ||
+    (given.tracestate !== undefined &&
+      (typeof given.tracestate !== 'string' || given.tracestate.length > 2 * MAX_TRACESTATE_CHARS))
+  ) {
+    throw invalidMessage(
+      `trace must be { traceparent: string, tracestate?: string }, got ${describe(value)}`,
+    );
+  }
+  checkFields(value, TRACE_FIELDS, 'trace');
+  return checkTraceContext(value);
 }
 
 /**
@@ -444,20 +475,47 @@ export function checkRequest(
   maxPayloadBytes: number,
   where = '',
 ): CheckedRequest {
+  return checkWith(request, now, where, (payload) => encodePayload(payload, maxPayloadBytes));
+}
+
+/**
+ * Refuses, with checkRequest's error, a request checkRequest would refuse for anything but its
+ * payload's size or a payload JSON.stringify throws on; encodes nothing. What a client checks
+ * before sending.
+ */
+export function checkSendable(request: unknown, now: number, where = ''): void {
+  checkWith(request, now, where, checkPayloadKind);
+}
+
+/** A payload encodePayload refuses whatever its size, short of JSON.stringify throwing. */
+function checkPayloadKind(payload: unknown): void {
+  if (payload instanceof Uint8Array) return;
+  checkNotLossy(payload);
+  if (payload === undefined || typeof payload === 'function' || typeof payload === 'symbol') {
+    throw invalidMessage(`payload must be JSON-serialisable or bytes, got ${describe(payload)}`);
+  }
+}
+
+function checkWith<P>(
+  request: unknown,
+  now: number,
+  where: string,
+  payload: (value: unknown) => P,
+): Omit<CheckedRequest, 'payload'> & { payload: P } {
   if (typeof request !== 'object' || request === null) {
     throw invalidMessage(`${where}a message must be an object, got ${describe(request)}`);
   }
   const given = request as ScheduleRequest;
   try {
-    checkFields(given);
+    checkFields(given, REQUEST_FIELDS, 'a message');
     return {
       topic: checkTopic(given.topic),
       deliverAt: dueTime(given, now),
       maxAttempts: checkMaxAttempts(given.maxAttempts),
       backoff: checkBackoff(given.backoff),
-      payload: encodePayload(given.payload, maxPayloadBytes),
+      payload: payload(given.payload),
       id: given.id !== undefined ? checkId(given.id) : '',
-      trace: given.trace === undefined ? undefined : checkTraceContext(given.trace),
+      trace: given.trace === undefined ? undefined : checkTrace(given.trace),
     };
   } catch (err) {
     if (where !== '' && err instanceof Error) err.message = where + err.message;

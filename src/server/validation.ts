@@ -7,6 +7,7 @@
 import type { FastifySchemaValidationError } from 'fastify';
 import { ID_PATTERN, TOPIC_PATTERN } from '../queue/message.js';
 import { closest } from '../spelling.js';
+import { COUNT_PATTERN, PAGE_SIZE_PATTERN } from './schemas/common.js';
 
 interface VerboseError extends FastifySchemaValidationError {
   data?: unknown;
@@ -54,6 +55,8 @@ const NAME_RULES = new Map([
     "1-128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit",
   ],
   [ID_PATTERN.source, "1-200 characters of letters, digits, '.', '_', ':', '@' or '-'"],
+  [PAGE_SIZE_PATTERN, 'a whole number from 1 to 1000'],
+  [COUNT_PATTERN, 'a whole number from 0 to 1000'],
 ]);
 
 /** Fastify's schemaErrorFormatter. */

@@ -3,7 +3,12 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { bench } from '../../src/cli/bench.js';
 import type { CliIo } from '../../src/cli/io.js';
-import { parseDuration, parsePayload, parseTime } from '../../src/cli/parse.js';
+import {
+  parseDuration,
+  parsePayload,
+  parsePayloadArgument,
+  parseTime,
+} from '../../src/cli/parse.js';
 import { main } from '../../src/cli/program.js';
 import { DelayQueue, MemoryStore } from '../../src/delay-queue.js';
 import { createServer, type TickwheelServer } from '../../src/server/index.js';
@@ -407,6 +412,10 @@ describe('client commands', () => {
     ]);
     expect(both.code).toBe(1);
     expect(both.stderr).toContain('cannot be used together');
+    // A range refused naming the flag, before any request.
+    const fast = await run(['schedule', 'x', '--topic', 't', '--every', '10ms']);
+    expect(fast.code).toBe(1);
+    expect(fast.stderr).toContain('option --every: give a duration from 1s to 366d (got "10ms")');
   });
 
   it('send schedules JSON, strings and stdin; get shows it; cancel cancels it', async () => {
@@ -614,10 +623,13 @@ describe('client commands', () => {
       code: 1,
       stderr: 'tickwheel: no message with id missing\n',
     });
+    const unquoted = await run(['send', 't', '{"to":"a@b.c"']);
+    expect(unquoted.code).toBe(1);
+    expect(unquoted.stderr).toMatch(/^tickwheel: the payload starts with '\{' but is not JSON/);
     const bad = await run(['send', '../x', '1']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(
-      /^tickwheel: params\/topic must be 1-128 characters of letters, digits, .*; got "\.\.\/x" \(ERR_TICKWHEEL_INVALID_REQUEST, HTTP 400\)\n$/,
+      /^tickwheel: topic must be 1-128 characters of letters, digits, .*; got the string "\.\.\/x" \(ERR_TICKWHEEL_INVALID_TOPIC\)\n$/,
     );
     const dots = await run(['cancel', '..']);
     expect(dots.code).toBe(1);
@@ -636,6 +648,9 @@ describe('client commands', () => {
     const down = await run(['stats', '--timeout', '2s']);
     expect(down.code).toBe(1);
     expect(down.stderr).toContain('cannot reach the server');
+    // Why (fetch refuses port 1 outright), and where the address came from.
+    expect(down.stderr).toContain('fetch failed: bad port');
+    expect(down.stderr).toContain('--url or TICKWHEEL_URL');
   });
 });
 
@@ -769,6 +784,14 @@ describe('parsers', () => {
     expect(parsePayload('{"a":1}')).toEqual({ a: 1 });
     expect(parsePayload('42')).toBe(42);
     expect(parsePayload('hello')).toBe('hello');
+    expect(parsePayloadArgument(' [1]', 'the payload')).toEqual([1]);
+    expect(parsePayloadArgument('hello {x', 'the payload')).toBe('hello {x');
+    expect(parsePayloadArgument('"{bad"', 'the payload')).toBe('{bad');
+    // A quote the shell took: an error, not a string sent without a word.
+    expect(() => parsePayloadArgument('{to:a@b.c}', '--payload')).toThrow(
+      /^--payload starts with '\{' but is not JSON \(.*\); to send it as text, give it as a JSON string: '"\{to:a@b\.c\}"'$/,
+    );
+    expect(() => parsePayloadArgument('[1,', 'the payload')).toThrow(/starts with '\['/);
   });
 });
 

@@ -124,14 +124,23 @@ describe('TickwheelClient mirrors the embedded API', () => {
     expect(await tw.requeue('nope')).toBe(false);
   });
 
-  it('throws TickwheelHttpError with the server code for bad input', async () => {
-    const tw = client();
-    const err = await tw.schedule({ topic: '../etc', payload: 1 }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(TickwheelHttpError);
-    expect(err).toMatchObject({ status: 400, code: 'ERR_TICKWHEEL_INVALID_REQUEST' });
+  it("refuses a bad message before sending, and throws TickwheelHttpError with the server's code for what only it checks", async () => {
+    let calls = 0;
+    const tw = client({ fetch: (input, init) => (calls++, fetch(input, init)) });
+    await expect(tw.schedule({ topic: '../etc', payload: 1 })).rejects.toMatchObject({
+      name: 'TickwheelTypeError',
+      code: 'ERR_TICKWHEEL_INVALID_TOPIC',
+    });
     await expect(
       tw.schedule({ topic: 't', payload: 1, delayMs: 1, deliverAt: 1 }),
-    ).rejects.toMatchObject({ status: 400 });
+    ).rejects.toMatchObject({ code: 'ERR_TICKWHEEL_INVALID_MESSAGE' });
+    expect(calls).toBe(0);
+    // The payload's size is the server's to judge.
+    const err = await tw
+      .schedule({ topic: 't', payload: 'x'.repeat(2 << 20) })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TickwheelHttpError);
+    expect(err).toMatchObject({ status: 413 });
     await expect(tw.scheduleMany('nope' as never)).rejects.toMatchObject({
       name: 'TickwheelTypeError',
       code: 'ERR_TICKWHEEL_INVALID_MESSAGE',
@@ -190,13 +199,13 @@ describe('TickwheelClient mirrors the embedded API', () => {
       await expect(tw.reschedule(id, { delayMs: 1 })).rejects.toMatchObject(refusal);
       await expect(tw.requeue(id)).rejects.toMatchObject(refusal);
     }
-    expect(calls).toBe(0);
     for (const id of ['.', '..']) {
       await expect(tw.schedule({ topic: 't', id, payload: 1 })).rejects.toMatchObject({
-        status: 400,
+        name: 'TickwheelTypeError',
         code: 'ERR_TICKWHEEL_INVALID_ID',
       });
     }
+    expect(calls).toBe(0);
     expect((await tw.stats()).scheduled).toBe(0);
   });
 

@@ -7,6 +7,7 @@ import {
 } from '../../src/client/index.js';
 import { DelayQueue, MemoryStore, type ConsumeOptions, type Queue } from '../../src/delay-queue.js';
 import type { ListOptions } from '../../src/protocol/model.js';
+import { createServer } from '../../src/server/index.js';
 import { typeErrors } from '../support/type-errors.js';
 
 /**
@@ -85,6 +86,104 @@ describe('the client mirrors the embedded queue', () => {
       await queue.schedule({ topic: 't', payload: Buffer.from('ab') });
       await queue.schedule({ topic: 't', payload: { at: new Date(0) } });
     } finally {
+      await queue.close();
+    }
+  });
+
+  it('refuses the same bad messages with the same errors, before any request', async () => {
+    const queue = await DelayQueue.open({ store: new MemoryStore() });
+    // Nothing listens there: an error that is not the queue's would be a network failure.
+    const tw = new TickwheelClient({ url: 'http://127.0.0.1:1', retries: 0 });
+    const bad: unknown[] = [
+      { topic: 't', payload: 1, delay: 5 },
+      { topic: 't', payload: 1, delayMs: 7e12 },
+      { topic: 't', payload: 1, delayMs: '5' },
+      { topic: 't', payload: 1, deliverAt: 'tomorrow' },
+      { topic: 't', payload: 1, delayMs: 1, deliverAt: 2 },
+      { topic: '', payload: 1 },
+      { topic: 'a b', payload: 1 },
+      { topic: 't', payload: 1, id: '' },
+      { topic: 't', payload: 1, id: 'x'.repeat(201) },
+      { topic: 't', payload: 1, maxAttempts: 0 },
+      { topic: 't', payload: 1, maxAttempts: 1.5 },
+      { topic: 't', payload: 1, backoff: { type: 'linear', delayMs: 1 } },
+      { topic: 't', payload: 1, backoff: { type: 'fixed', delayMs: 1, extra: 1 } },
+      { topic: 't', payload: 1, backoff: { type: 'fixed', delayMs: 1e16 } },
+      { topic: 't', payload: 1, backoff: { type: 'fixed', delayMs: 1, maxDelayMs: 1e16 } },
+      { topic: 't', payload: 1, trace: 'x' },
+      { topic: 't', payload: 1, trace: null },
+      { topic: 't', payload: 1, trace: { traceparent: 1 } },
+      { topic: 't', payload: 1, trace: { traceparent: 'x', parent: 'y' } },
+      { topic: 't' },
+      { topic: 't', payload: () => 1 },
+      'not a message',
+    ];
+    try {
+      for (const message of bad) {
+        const what = JSON.stringify(message) ?? String(message);
+        const errors = await Promise.all(
+          [queue, tw].map((side) =>
+            side.schedule(message as never).then(
+              () => undefined,
+              (err: unknown) => err,
+            ),
+          ),
+        );
+        expect(errors[0], what).toMatchObject({ code: expect.stringMatching(/^ERR_TICKWHEEL_/) });
+        expectSameError(errors[1], errors[0], what);
+        // In a batch, the same error names the message's place.
+        const many = await Promise.all(
+          [queue, tw].map((side) =>
+            side.scheduleMany([{ topic: 't', payload: 0 }, message as never]).then(
+              () => undefined,
+              (err: unknown) => err,
+            ),
+          ),
+        );
+        expect((many[0] as Error).message, what).toMatch(/^messages\[1\]/);
+        expectSameError(many[1], many[0], what);
+      }
+    } finally {
+      await tw.close();
+      await queue.close();
+    }
+  });
+
+  it('the server refuses, with a 4xx, each message the queue refuses, and takes what it takes', async () => {
+    const queue = await DelayQueue.open({ store: new MemoryStore() });
+    const server = await createServer({ queue, logLevel: 'silent' });
+    await server.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
+    const messages: Record<string, unknown>[] = [
+      { payload: 1, delay: 5 },
+      { payload: 1, maxAttempts: 1.5 },
+      { payload: 1, backoff: { type: 'fixed', delayMs: 1, extra: 1 } },
+      { payload: 1, backoff: { type: 'fixed', delayMs: 1e16 } },
+      { payload: 1, trace: 'x' },
+      { payload: 1, trace: { traceparent: 'x', parent: 'y' } },
+      // Taken by both: a malformed trace is dropped, a due time in the past is now.
+      { payload: 1, trace: { traceparent: 'not a traceparent', tracestate: '=' } },
+      { payload: 1, delayMs: -1 },
+      { payload: 1, backoff: { type: 'exponential', delayMs: 0, jitter: 1, maxDelayMs: 0 } },
+    ];
+    try {
+      for (const message of messages) {
+        const what = JSON.stringify(message);
+        const embedded = await queue.schedule({ topic: 't', ...message } as never).then(
+          () => 'taken',
+          (err: { code: string }) => err.code,
+        );
+        const res = await fetch(`${url}/v1/topics/t/messages`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: what,
+        });
+        expect(res.status === 201 ? 'taken' : res.status, what).toBe(
+          embedded === 'taken' ? 'taken' : 400,
+        );
+      }
+    } finally {
+      await server.close();
       await queue.close();
     }
   });

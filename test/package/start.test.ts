@@ -1,8 +1,10 @@
 /**
  * `npm start` under a supervisor (systemd, Docker, pm2): the supervisor starts npm and stops
  * it with SIGTERM to npm alone. npm hands the signal to the one process it started, so that
- * process must be the server itself, not a shell waiting for it. A start on a built checkout
- * builds nothing (scripts/build-inputs.mjs).
+ * process must be the server itself, not a shell waiting for it. In a terminal, Ctrl-C sends
+ * SIGINT to npm and the server at once, and npm forwards its own: the server gets it twice and
+ * must still shut down gracefully. A start on a built checkout builds nothing
+ * (scripts/build-inputs.mjs).
  */
 
 import { spawn } from 'node:child_process';
@@ -62,9 +64,14 @@ function copySources(): string {
 
 /**
  * Runs `npm start` in `dir` until it listens (within `listenMs`, a build included), stops it as a
- * supervisor would, returns its output.
+ * supervisor would (SIGTERM to npm) or as a terminal's Ctrl-C does (SIGINT to the whole group),
+ * returns its output.
  */
-async function startAndStop(dir: string, listenMs: number): Promise<string> {
+async function startAndStop(
+  dir: string,
+  listenMs: number,
+  stop: 'supervisor' | 'terminal' = 'supervisor',
+): Promise<string> {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
     if (!key.toLowerCase().startsWith('npm_')) env[key] = value;
@@ -109,7 +116,8 @@ async function startAndStop(dir: string, listenMs: number): Promise<string> {
   });
   expect(await portInUse(port)).toBe(true);
 
-  npm.kill('SIGTERM');
+  if (stop === 'supervisor') npm.kill('SIGTERM');
+  else process.kill(-npm.pid!, 'SIGINT');
   const exit = await exited;
   expect(exit, out).toEqual({ code: 0, signal: null });
   const deadline = Date.now() + 10_000;
@@ -146,4 +154,12 @@ describe('npm start', () => {
     const third = await startAndStop(copy!, 110_000);
     expect(third).toContain('building dashboard (inputs changed');
   }, 120_000);
+
+  it("shuts down gracefully on a terminal's Ctrl-C, which reaches the server twice", async () => {
+    expect(copy, 'the first start built the copy').toBeDefined();
+    const out = await startAndStop(copy!, 50_000, 'terminal');
+    expect(out).toContain('SIGINT, shutting down');
+    expect(out).toContain('"msg":"stopped"');
+    expect(out).not.toContain('again, exiting now');
+  }, 60_000);
 });

@@ -87,8 +87,8 @@ describe('GET /v1/topics/:topic/messages on a real server', () => {
   });
 
   it.each([
-    ['limit=0', 'querystring/limit'],
-    ['limit=1001', 'querystring/limit'],
+    ['limit=0', 'querystring/limit must be a whole number from 1 to 1000; got "0"'],
+    ['limit=1001', 'querystring/limit must be a whole number from 1 to 1000; got "1001"'],
     ['limit=ten', 'querystring/limit'],
     ['limit=2.5', 'querystring/limit'],
     ['from=-1', 'querystring/from'],

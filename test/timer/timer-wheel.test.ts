@@ -126,7 +126,10 @@ describe('TimerWheel.setTimeout', () => {
 
   it('rejects invalid options', () => {
     expect(() => new TimerWheel({ resolution: 0 })).toThrowError(
-      expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),
+      expect.objectContaining({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: 'resolution must be a number above 0, got number 0',
+      }),
     );
     expect(() => new TimerWheel({ clock: { now: () => 0 } })).toThrowError(
       expect.objectContaining({ code: 'ERR_TICKWHEEL_INVALID_OPTION' }),

@@ -30,6 +30,11 @@ export const payload = {} as const;
 /** Deliveries of a message at most; the queue checks the same range (queue/message.ts). */
 export const maxAttempts = { type: 'integer', minimum: 1, maximum: 10_000 } as const;
 
+/** A page size as query text: 1 to 1000 (LIST_MAX_LIMIT, MAX_TOPIC_PAGE). */
+export const PAGE_SIZE_PATTERN = '^(?:[1-9][0-9]{0,2}|1000)$';
+/** A count as query text: 0 to 1000. */
+export const COUNT_PATTERN = '^(?:0|[1-9][0-9]{0,2}|1000)$';
+
 export function nullable<Type extends string>(type: Type) {
   return { type: [type, 'null'] } as const;
 }

@@ -22,6 +22,7 @@ import {
   listOf,
   maxAttempts,
   object,
+  PAGE_SIZE_PATTERN,
   payload,
   topic,
   topicParams,
@@ -178,7 +179,7 @@ export const listSchema = routeSchema('messages', 'list', {
     from: { ...epochMsText, description: 'Due at or after this (epoch ms)' },
     until: { ...epochMsText, description: 'Due before this (epoch ms)' },
     // 1 to 1000 (LIST_MAX_LIMIT), as text.
-    limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,2}|1000)$' },
+    limit: { type: 'string', pattern: PAGE_SIZE_PATTERN },
     // The queue checks the rest (src/queue/list.ts: base64url, at most 1,024 characters).
     cursor: { type: 'string', minLength: 1, maxLength: 1024, pattern: '^[A-Za-z0-9_-]+$' },
   }),

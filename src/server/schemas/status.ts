@@ -1,7 +1,16 @@
 /** JSON Schemas of the operations and dashboard routes, and of /openapi.json. */
 
 import { COUNTER_NAMES } from '../../protocol/model.js';
-import { closed, errorBody, idParams, nullable, object, routeSchema, text } from './common.js';
+import {
+  closed,
+  COUNT_PATTERN,
+  errorBody,
+  idParams,
+  nullable,
+  object,
+  routeSchema,
+  text,
+} from './common.js';
 
 const nullableNumber = nullable('number');
 /** An object whose content is open: the properties listed, and whatever else the queue adds. */
@@ -21,7 +30,7 @@ export const statsSchema = routeSchema('operations', 'stats', {
     // 0 to 1000 (MAX_TOPIC_PAGE), as text.
     topics: {
       type: 'string',
-      pattern: '^(?:0|[1-9][0-9]{0,2}|1000)$',
+      pattern: COUNT_PATTERN,
       description:
         'How many topics `topics` names: those with the most live messages (default 100)',
     },

@@ -8,7 +8,15 @@ import {
   PUSH_METHODS,
 } from '../../queue/push.js';
 import { MAX_BURST, MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND } from '../../queue/topics.js';
-import { closed, exact, topic, topicParams, routeSchema, text } from './common.js';
+import {
+  closed,
+  exact,
+  PAGE_SIZE_PATTERN,
+  topic,
+  topicParams,
+  routeSchema,
+  text,
+} from './common.js';
 
 const pushMethod = { enum: PUSH_METHODS } as const;
 
@@ -65,7 +73,7 @@ export const topicListSchema = routeSchema('topics', 'listTopics', {
   description: "By name. Pass the page's cursor back for the next page; the last page has none.",
   querystring: closed([], {
     // 1 to 1000 (MAX_TOPIC_PAGE), as text.
-    limit: { type: 'string', pattern: '^(?:[1-9][0-9]{0,2}|1000)$' },
+    limit: { type: 'string', pattern: PAGE_SIZE_PATTERN },
     cursor: { type: 'string', minLength: 1, maxLength: 128 },
   }),
   response: {
