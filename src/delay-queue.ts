@@ -89,6 +89,18 @@ const POSTGRES_OPTIONS = optionNames<DelayQueuePostgresOptions>({
 });
 
 /** Options of the embedded queue that mean nothing for a queue on Valkey/Redis or PostgreSQL. */
+/** The file store's options but onFault, which is the queue's too. */
+const DIRECTORY_OPTIONS = optionNames<Omit<FileStoreOptions, 'logIo' | 'onFault'>>({
+  dir: true,
+  fsync: true,
+  segmentBytes: true,
+  windowMs: true,
+  checkpointIntervalMs: true,
+  snapshotBytes: true,
+  repair: true,
+  listScanRecords: true,
+});
+
 const EMBEDDED_ONLY = OPEN_OPTIONS.filter(
   (name) => !REDIS_OPTIONS.includes(name) && !POSTGRES_OPTIONS.includes(name),
 );
@@ -160,6 +172,7 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
     if (options.store === undefined && options.dir === undefined) {
       throw invalidOption(`DelayQueue.open needs dir or store: ${OPEN_USAGE}`);
     }
+    if (options.store !== undefined) refuseDirectoryOptions(options);
     const settings = checkEmbeddedOptions(options);
     const store =
       options.store !== undefined
@@ -215,6 +228,19 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
       limits,
       report,
     );
+  }
+}
+
+/** The data directory's options beside a store of the caller's, where they would do nothing. */
+function refuseDirectoryOptions(options: DelayQueueOpenOptions): void {
+  for (const name of DIRECTORY_OPTIONS) {
+    if ((options as Record<string, unknown>)[name] !== undefined) {
+      throw invalidOption(
+        name === 'dir'
+          ? 'give dir or store, not both: the queue lives in one of them'
+          : `${name} is an option of the data directory (dir); a queue on the store given does not take it`,
+      );
+    }
   }
 }
 

@@ -93,6 +93,53 @@ describe('unknown options', () => {
     }
   });
 
+  it('of the data directory are refused beside a store, and bad values before any connection', async () => {
+    const directoryOnly = {
+      fsync: 'bogus',
+      segmentBytes: 1 << 20,
+      windowMs: 1_000,
+      checkpointIntervalMs: 100,
+      snapshotBytes: 0,
+      repair: true,
+      listScanRecords: 10,
+    };
+    for (const [name, value] of Object.entries(directoryOnly)) {
+      await expect(
+        DelayQueue.open({ store: new MemoryStore(), [name]: value } as never),
+      ).rejects.toMatchObject({
+        code: 'ERR_TICKWHEEL_INVALID_OPTION',
+        message: `${name} is an option of the data directory (dir); a queue on the store given does not take it`,
+      });
+    }
+    await expect(
+      DelayQueue.open({ store: new MemoryStore(), dir: '/tmp/never-made' }),
+    ).rejects.toMatchObject({
+      message: 'give dir or store, not both: the queue lives in one of them',
+    });
+    await expect(
+      DelayQueue.open({ dir: '/tmp/never-made', repair: 'yes' } as never),
+    ).rejects.toMatchObject({ message: 'repair must be true or false, got the string "yes"' });
+    // Nothing listens on port 1: an error that is not the option's would come from connecting.
+    const shared = [
+      [{ windowMs: 1000.5 }, 'windowMs must be an integer'],
+      [{ onError: 'log' }, 'onError must be a function'],
+    ] as const;
+    const postgresOnly = [
+      [{ poolSize: 1001 }, 'poolSize must be an integer from 1 to 1000'],
+      [{ statementTimeoutMs: 2 ** 31 }, 'statementTimeoutMs must be an integer from 1 to 86400000'],
+    ] as const;
+    for (const [options, message] of [...shared, ...postgresOnly]) {
+      await expect(
+        DelayQueue.open({ postgres: 'postgres://127.0.0.1:1/x', ...options } as never),
+      ).rejects.toMatchObject({ message: expect.stringContaining(message) });
+    }
+    for (const [options, message] of shared) {
+      await expect(
+        DelayQueue.open({ redis: 'redis://127.0.0.1:1', ...options } as never),
+      ).rejects.toMatchObject({ message: expect.stringContaining(message) });
+    }
+  });
+
   it('are refused by the timers and the patterns', async () => {
     await refused(() => new TimerWheel({ resoluton: 1 } as never), 'resoluton', 'resolution');
     await refused(

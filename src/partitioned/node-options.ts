@@ -6,9 +6,9 @@
 
 import { randomBytes } from 'node:crypto';
 import { TickwheelRangeError } from '../errors.js';
-import { faultOf, oncePer, type FaultHandler } from '../queue/faults.js';
+import { faultOf, oncePer, type FaultHandler, type FaultReporter } from '../queue/faults.js';
 import type { QueueLimits } from '../queue/options.js';
-import { checkOption } from '../validate.js';
+import { checkCallback, checkOption } from '../validate.js';
 
 export interface PartitionedNodeOptions {
   /** The queue's name; several queues can share one store. Default 'default'. */
@@ -89,7 +89,7 @@ export function checkNodeOptions(
   return {
     queue,
     partitions: checkOption(options.partitions ?? 64, 'partitions', 1, 16_384, true),
-    windowMs: checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000),
+    windowMs: checkOption(options.windowMs ?? 30_000, 'windowMs', 100, 86_400_000, true),
     horizonMs: limits.horizonMs,
     leaseMs: checkOption(options.leaseMs ?? 2_000, 'leaseMs', 100, 60_000),
     visibilityMs: limits.visibilityMs,
@@ -100,6 +100,32 @@ export function checkNodeOptions(
     fireAheadMs,
     maxSchedules: limits.maxSchedules,
     // Each distinct error at most once per 10 s: an outage fails every background call.
-    onError: options.onError ?? ((err: unknown) => once(faultOf(err))),
+    onError: errorHandler(options.onError, once),
+  };
+}
+
+/**
+ * The `onError` option, checked, made safe as onFault is (src/queue/faults.ts): one that throws
+ * reports the error as a fault and its own failure as ERR_TICKWHEEL_LISTENER_FAILED, rather
+ * than failing the background work that called it.
+ */
+function errorHandler(
+  handler: ((err: unknown) => void) | undefined,
+  report: FaultReporter,
+): (err: unknown) => void {
+  if (handler === undefined) return (err) => report(faultOf(err));
+  checkCallback(handler, 'onError');
+  return (err) => {
+    try {
+      handler(err);
+    } catch (thrown) {
+      report(faultOf(err));
+      report(
+        faultOf(thrown, {
+          code: 'ERR_TICKWHEEL_LISTENER_FAILED',
+          message: `onError threw: ${thrown instanceof Error ? thrown.message : String(thrown)}`,
+        }),
+      );
+    }
   };
 }

@@ -14,7 +14,7 @@ import {
 import type { QueueLimits } from '../queue/options.js';
 import type { QueueReport } from '../queue/report.js';
 import { checkOption, hidePassword } from '../validate.js';
-import { PostgresDriver } from './driver.js';
+import { checkPoolOptions, PostgresDriver } from './driver.js';
 import { loadPg, type PgPool } from './pg.js';
 import { checkConnectionString, probe, untilReachable } from './reach.js';
 
@@ -62,6 +62,8 @@ export async function openPostgresBackend(
   const fireAheadMs = options.fireAheadMs ?? FIRE_AHEAD_MS;
   checkOption(fireAheadMs, 'fireAheadMs', 0, 1_000);
   const settings = checkNodeOptions(options, limits, fireIntervalMs, fireAheadMs);
+  // The driver's own, checked here too so that a bad one is refused before any connection.
+  checkPoolOptions(options);
   const timeoutMs = options.connectTimeoutMs ?? 10_000;
   const connectTimeoutMs = checkOption(timeoutMs, 'connectTimeoutMs', 1, 600_000);
   const { postgres } = options;

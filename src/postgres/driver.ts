@@ -74,6 +74,29 @@ const REAP_MOST = 16;
 /** SQLSTATE of a schedule whose segments' tables are not made yet (messages.sql, tw_schedule). */
 const MISSING_SPANS = 'TW001';
 
+/**
+ * Largest statement_timeout: a day. The answer's own timer (the timeout and a grace) must stay
+ * within a Node.js timer's 2^31-1 ms, past which it would fire at once.
+ */
+const MAX_STATEMENT_TIMEOUT_MS = 86_400_000;
+
+/** The pool's options: its size, and its connections' statement_timeout. */
+export function checkPoolOptions(options: { poolSize?: number; statementTimeoutMs?: number }): {
+  poolSize: number;
+  timeout: number;
+} {
+  return {
+    poolSize: checkOption(options.poolSize ?? 10, 'poolSize', 1, 1_000, true),
+    timeout: checkOption(
+      options.statementTimeoutMs ?? 10_000,
+      'statementTimeoutMs',
+      1,
+      MAX_STATEMENT_TIMEOUT_MS,
+      true,
+    ),
+  };
+}
+
 export class PostgresDriver extends PostgresDeliveries implements PartitionDriver {
   readonly durability: { setting: string; option: string; reason: string };
   /** Segments whose tables a schedule found missing, and the making under way (makeSpans). */
@@ -125,8 +148,7 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
         `queue must be 1 to 64 of A-Z a-z 0-9 . _ : -, got ${JSON.stringify(queue)}`,
       );
     }
-    const poolSize = checkOption(options.poolSize ?? 10, 'poolSize', 1, 1_000, true);
-    const timeout = checkOption(options.statementTimeoutMs ?? 10_000, 'statementTimeoutMs', 1);
+    const { poolSize, timeout } = checkPoolOptions(options);
     const reapEveryMs = checkOption(options.reapEveryMs ?? 10_000, 'reapEveryMs', 0);
     const ownPool = typeof postgres === 'string';
     if (!ownPool && typeof (postgres as PgPool | undefined)?.query !== 'function') {

@@ -1,6 +1,7 @@
 /** The file store's options, checked (ERR_TICKWHEEL_INVALID_OPTION saying what to change). */
 
 import {
+  checkFlag,
   checkKnownOptions,
   checkOption,
   describe,
@@ -62,6 +63,7 @@ export function checkFileStoreOptions(options: FileStoreOptions) {
   if (fsync !== 'batch' && fsync !== 'always' && fsync !== 'never') {
     throw invalidOption(`fsync must be 'batch', 'always' or 'never', got ${String(fsync)}`);
   }
+  checkFlag(options.repair, 'repair');
   const windowMs = checkOption(options.windowMs ?? 60_000, 'windowMs', 1, 86_400_000, true);
   const interval = checkOption(options.checkpointIntervalMs ?? 5000, 'checkpointIntervalMs', 10);
   const snapshotBytes = checkOption(
