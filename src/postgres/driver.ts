@@ -75,6 +75,13 @@ const REAP_MOST = 16;
 const MISSING_SPANS = 'TW001';
 
 /**
+ * What the queue's own connections run with whatever the database's or the role's defaults:
+ * its statements are written for read committed (under serializable each conflict is retried,
+ * and deliveries ran 20-200x later), and a row lock is waited for, not failed after lock_timeout.
+ */
+const SESSION_SETTINGS = '-c default_transaction_isolation=read\\ committed -c lock_timeout=0';
+
+/**
  * Largest statement_timeout: a day. The answer's own timer (the timeout and a grace) must stay
  * within a Node.js timer's 2^31-1 ms, past which it would fire at once.
  */
@@ -158,6 +165,7 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
     const config = {
       connectionString: postgres,
       statement_timeout: timeout,
+      options: SESSION_SETTINGS,
       // A host gone silent (packets dropped, not refused) fails a call rather than holding it
       // for as long as TCP keeps trying: connecting, a statement's answer, an idle connection.
       connectionTimeoutMillis: CONNECT_MS,
