@@ -75,6 +75,12 @@ const REAP_MOST = 16;
 const MISSING_SPANS = 'TW001';
 
 /**
+ * How long a statement refused for want of resources (SQLSTATE class 53) makes problem() answer:
+ * the owners' lease renewals write every few hundred ms, so a shortage that lasts is seen again.
+ */
+const SHORT_FRESH_MS = 10_000;
+
+/**
  * What the queue's own connections run with whatever the database's or the role's defaults:
  * its statements are written for read committed (under serializable each conflict is retried,
  * and deliveries ran 20-200x later), and a row lock is waited for, not failed after lock_timeout.
@@ -526,6 +532,9 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
   }
 
   async problem(): Promise<string | undefined> {
+    // Short of disk, say: SELECT 1 is answered while every write is refused.
+    const short = this.resourcesShort(SHORT_FRESH_MS);
+    if (short !== undefined) return short;
     const answered = this.pool.query('SELECT 1').then(
       () => undefined,
       (err: unknown) => `PostgreSQL did not answer: ${(err as Error).message}`,

@@ -21,6 +21,13 @@ const ABORTED = new Set(['40P01', '40001']);
 const TRIES = 4;
 
 /**
+ * The last statement of each session PostgreSQL refused for want of disk, memory or connections
+ * (SQLSTATE class 53), and when (Date.now()): a server that answers `SELECT 1` may still refuse
+ * every write (resourcesShort()).
+ */
+const shortages = new WeakMap<PgSession, { at: number; message: string }>();
+
+/**
  * One statement on its own (autocommit) session, made again when PostgreSQL aborted it to
  * break a deadlock: it is atomic, so a try that failed so changed nothing. Errors named (pg.ts).
  */
@@ -35,7 +42,13 @@ export async function runAgainIfAborted(
       return (await session.query(text, values)).rows;
     } catch (err) {
       const code = (err as { code?: unknown } | null)?.code;
-      if (tries >= TRIES || typeof code !== 'string' || !ABORTED.has(code)) throw named(err, what);
+      if (tries >= TRIES || typeof code !== 'string' || !ABORTED.has(code)) {
+        const error = named(err, what);
+        if (typeof code === 'string' && code.startsWith('53')) {
+          shortages.set(session, { at: Date.now(), message: error.message });
+        }
+        throw error;
+      }
       await sleep(Math.random() * 20 * tries);
     }
   }
@@ -53,6 +66,12 @@ export abstract class PostgresReads {
   ) {
     this.schema = schema;
     this.q = quoteIdent(schema);
+  }
+
+  /** What PostgreSQL said when it last refused a statement of the pool for want of resources. */
+  protected resourcesShort(freshMs: number): string | undefined {
+    const short = shortages.get(this.session);
+    return short !== undefined && Date.now() - short.at <= freshMs ? short.message : undefined;
   }
 
   protected call(what: string, text: string, values: unknown[]) {
