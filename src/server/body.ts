@@ -77,13 +77,15 @@ function parseJsonBody(text: string): unknown {
 }
 
 /** Replaces Fastify's parsers; an empty body of another type is no body, a non-empty one a 415. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
 export function jsonBodies(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
     if (body.length === 0) return done(null, undefined);
     done(httpError('ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE', JSON_BODIES_ONLY), undefined);
   });
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     // The body is read as UTF-8 (JSON's only encoding between systems, RFC 8259): one sent in
     // another would be read as other text than was meant.
     const charset = charsetOf(request.headers['content-type']);
@@ -91,8 +93,15 @@ export function jsonBodies(app: FastifyInstance): void {
       const refusal = `the body's charset "${charset.slice(0, 40)}" is not supported: send JSON in UTF-8`;
       return done(httpError('ERR_TICKWHEEL_UNSUPPORTED_MEDIA_TYPE', refusal), undefined);
     }
+    let text: string;
     try {
-      done(null, parseJsonBody(typeof body === 'string' ? body : body.toString('utf8')));
+      // Fatal: bytes that are not UTF-8 are refused, not read as U+FFFD into the payload.
+      text = typeof body === 'string' ? body : UTF8.decode(body);
+    } catch {
+      return done(invalidRequest('the body is not valid UTF-8: send JSON in UTF-8'), undefined);
+    }
+    try {
+      done(null, parseJsonBody(text));
     } catch (err) {
       done(err as Error, undefined);
     }

@@ -222,6 +222,28 @@ describe('bodies that are not JSON', () => {
     );
   });
 
+  it('bytes that are not UTF-8 get 400, not U+FFFD in the payload', async () => {
+    const { server, queue } = await openServer();
+    const payload = Buffer.concat([
+      Buffer.from('{"id":"bad","payload":"a'),
+      Buffer.from([0xff, 0xfe, 0xc3]),
+      Buffer.from('"}'),
+    ]);
+    const res = await server.inject({
+      method: 'POST',
+      url: '/v1/topics/t/messages',
+      headers: JSON_TYPE,
+      payload,
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatchObject({
+      code: 'ERR_TICKWHEEL_INVALID_REQUEST',
+      message: 'the body is not valid UTF-8: send JSON in UTF-8',
+      outcome: 'none',
+    });
+    expect(await queue.get('bad')).toBeUndefined();
+  });
+
   it('malformed JSON gets 400 saying where', async () => {
     const { call } = await openServer();
     const res = await call('POST', '/v1/topics/t/messages', '{"payload": 1,}', JSON_TYPE);
