@@ -54,12 +54,22 @@ interface Pending {
 /** What a schedule gave; `deduplicated` (its id was pending) is told to the queue, not the caller. */
 type Scheduled = { id: string; deliverAt: number; deduplicated?: true };
 
-/** One schedule or scheduleMany call: one promise, settled when all its messages are. */
+/**
+ * One schedule or scheduleMany call: one promise, settled when all its messages are, each
+ * partition's written, or failed (a call over several partitions may fail in one and be written
+ * in another: its error then names both).
+ */
 interface Call {
   results: Scheduled[];
   left: number;
   resolve: (results: Scheduled[]) => void;
   reject: (err: unknown) => void;
+  /** The first failure of a partition's write of the call's messages. */
+  failure?: { err: unknown };
+  /** Its messages in partition writes that failed after they may have taken effect. */
+  maybe: Pending[];
+  /** Whether every message has the caller's own id (not one made where the store put it). */
+  own: boolean;
 }
 
 export class Producer {
@@ -99,6 +109,8 @@ export class Producer {
         left: pendings.length,
         resolve,
         reject,
+        maybe: [],
+        own: pendings.every((m) => m.id !== ''),
       };
       for (let slot = 0; slot < pendings.length; slot++) {
         const pending = pendings[slot];
@@ -292,14 +304,15 @@ export class Producer {
       const what = batch.length === 1 ? batch[0].id : `${batch.length} messages`;
       await this.driver.durable(partition, what);
       answered(batch, answer, (m, result) => {
-        const call = m.call!;
-        call.results[m.slot] = result;
-        if (--call.left === 0) call.resolve(call.results);
+        m.call!.results[m.slot] = result;
+        settle(m.call!, 1);
       });
     } catch (err) {
-      // (A call whose messages went to several partitions rejects at its first failure.)
-      for (const [call, pendings] of byCall(batch))
-        call.reject(failedWrite(err, pendings, written));
+      for (const [call, pendings] of byCall(batch)) {
+        call.failure ??= { err };
+        if (written || isMaybeWritten(err)) call.maybe.push(...pendings);
+        settle(call, pendings.length);
+      }
     }
   }
 
@@ -372,15 +385,27 @@ function byCall(batch: readonly Pending[]): Map<Call, Pending[]> {
   return calls;
 }
 
+/** Counts `n` of the call's messages answered; the last one settles the call. */
+function settle(call: Call, n: number): void {
+  call.left -= n;
+  if (call.left > 0) return;
+  if (call.failure === undefined) call.resolve(call.results);
+  else call.reject(failedCall(call, call.failure.err));
+}
+
 /**
- * A call's error for its messages of a failed partition batch: a TickwheelOutcomeError naming
- * them where the write may have happened (`written`: the schedule call had answered). Repeating is
- * safe only when every message had the caller's own id (a located id cannot be given again).
+ * A failed call's error: `err` itself when nothing of it was written, else a
+ * TickwheelOutcomeError naming every message written or maybe written (a written one's located
+ * id included). Repeating is safe only when every message had the caller's own id (a located id
+ * cannot be given again).
  */
-function failedWrite(err: unknown, pendings: readonly Pending[], written: boolean): unknown {
-  if (!written && !isMaybeWritten(err)) return err;
-  const known = pendings.map((m) => m.id).filter((id) => id !== '');
-  const own = known.length === pendings.length && pendings.every((m) => m.tag === '');
-  const subject = known.length === 0 ? undefined : pendings.length === 1 ? known[0] : known;
-  return outcomeUnknown(err, subject, own);
+function failedCall(call: Call, err: unknown): unknown {
+  const written = call.results.filter((result) => result !== undefined);
+  if (written.length === 0 && call.maybe.length === 0) return err;
+  const ids = [
+    ...written.map((result) => result.id),
+    ...call.maybe.map((m) => m.id).filter((id) => id !== ''),
+  ];
+  const subject = ids.length === 0 ? undefined : call.results.length === 1 ? ids[0] : ids;
+  return outcomeUnknown(err, subject, call.own);
 }

@@ -70,13 +70,15 @@ const READS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 export function toErrorResponse(err: unknown, method = 'POST'): ErrorResponse {
   const { statusCode, body } = statusAndBody(err);
   const error = body.error;
-  if (err instanceof TickwheelOutcomeError && statusCode >= 500) {
+  if (err instanceof TickwheelOutcomeError) {
+    // Whatever its status (a batch refused in one partition and written in another): what may
+    // have been written is named.
     error.outcome = 'unknown';
     if (err.id !== undefined) error.id = err.id;
     if (err.ids !== undefined) error.ids = [...err.ids];
     if (err.retry !== undefined) error.retry = err.retry;
     // The 5xx message is the server's own wording: the advice goes after it.
-    error.message = `${error.message} (${outcomeAdvice(err)})`;
+    if (statusCode >= 500) error.message = `${error.message} (${outcomeAdvice(err)})`;
   } else {
     error.outcome = definite(err, statusCode, method) ? 'none' : 'unknown';
   }
