@@ -172,7 +172,10 @@ export class DelayQueue<Payload = unknown> extends CheckedQueue<Payload> {
     if (options.store === undefined && options.dir === undefined) {
       throw invalidOption(`DelayQueue.open needs dir or store: ${OPEN_USAGE}`);
     }
-    if (options.store !== undefined) refuseDirectoryOptions(options);
+    if (options.store !== undefined) {
+      checkStore(options.store);
+      refuseDirectoryOptions(options);
+    }
     const settings = checkEmbeddedOptions(options);
     const store =
       options.store !== undefined

@@ -115,17 +115,24 @@ function errorHandler(
 ): (err: unknown) => void {
   if (handler === undefined) return (err) => report(faultOf(err));
   checkCallback(handler, 'onError');
+  const failed = (err: unknown, thrown: unknown) => {
+    report(faultOf(err));
+    report(
+      faultOf(thrown, {
+        code: 'ERR_TICKWHEEL_LISTENER_FAILED',
+        message: `onError threw: ${thrown instanceof Error ? thrown.message : String(thrown)}`,
+      }),
+    );
+  };
   return (err) => {
     try {
-      handler(err);
+      // An async handler's rejection too.
+      const result: unknown = handler(err);
+      if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function') {
+        (result as PromiseLike<unknown>).then(undefined, (thrown: unknown) => failed(err, thrown));
+      }
     } catch (thrown) {
-      report(faultOf(err));
-      report(
-        faultOf(thrown, {
-          code: 'ERR_TICKWHEEL_LISTENER_FAILED',
-          message: `onError threw: ${thrown instanceof Error ? thrown.message : String(thrown)}`,
-        }),
-      );
+      failed(err, thrown);
     }
   };
 }

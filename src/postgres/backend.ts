@@ -14,7 +14,8 @@ import {
 import type { QueueLimits } from '../queue/options.js';
 import type { QueueReport } from '../queue/report.js';
 import { checkOption, hidePassword } from '../validate.js';
-import { checkPoolOptions, PostgresDriver } from './driver.js';
+import { PostgresDriver } from './driver.js';
+import { checkPoolOptions } from './pool-settings.js';
 import { loadPg, type PgPool } from './pg.js';
 import { checkConnectionString, probe, untilReachable } from './reach.js';
 

@@ -29,6 +29,7 @@ import { checkOption, checkOptionsObject, invalidOption } from '../validate.js';
 import { install, schemaOf } from './install.js';
 import { ChannelListener } from './listener.js';
 import { type PgPool, type PgResult, type PgSession, loadPg, named } from './pg.js';
+import { checkPoolOptions, withSessionSettings } from './pool-settings.js';
 import { PostgresDeliveries } from './deliveries.js';
 import { num, runAgainIfAborted } from './reads.js';
 import { ScheduleArgs } from './schedule-args.js';
@@ -79,36 +80,6 @@ const MISSING_SPANS = 'TW001';
  * the owners' lease renewals write every few hundred ms, so a shortage that lasts is seen again.
  */
 const SHORT_FRESH_MS = 10_000;
-
-/**
- * What the queue's own connections run with whatever the database's or the role's defaults:
- * its statements are written for read committed (under serializable each conflict is retried,
- * and deliveries ran 20-200x later), and a row lock is waited for, not failed after lock_timeout.
- */
-const SESSION_SETTINGS = '-c default_transaction_isolation=read\\ committed -c lock_timeout=0';
-
-/**
- * Largest statement_timeout: a day. The answer's own timer (the timeout and a grace) must stay
- * within a Node.js timer's 2^31-1 ms, past which it would fire at once.
- */
-const MAX_STATEMENT_TIMEOUT_MS = 86_400_000;
-
-/** The pool's options: its size, and its connections' statement_timeout. */
-export function checkPoolOptions(options: { poolSize?: number; statementTimeoutMs?: number }): {
-  poolSize: number;
-  timeout: number;
-} {
-  return {
-    poolSize: checkOption(options.poolSize ?? 10, 'poolSize', 1, 1_000, true),
-    timeout: checkOption(
-      options.statementTimeoutMs ?? 10_000,
-      'statementTimeoutMs',
-      1,
-      MAX_STATEMENT_TIMEOUT_MS,
-      true,
-    ),
-  };
-}
 
 export class PostgresDriver extends PostgresDeliveries implements PartitionDriver {
   readonly durability: { setting: string; option: string; reason: string };
@@ -169,9 +140,8 @@ export class PostgresDriver extends PostgresDeliveries implements PartitionDrive
     }
     const pg = await loadPg();
     const config = {
-      connectionString: postgres,
+      ...(typeof postgres === 'string' ? withSessionSettings(postgres) : {}),
       statement_timeout: timeout,
-      options: SESSION_SETTINGS,
       // A host gone silent (packets dropped, not refused) fails a call rather than holding it
       // for as long as TCP keeps trying: connecting, a statement's answer, an idle connection.
       connectionTimeoutMillis: CONNECT_MS,

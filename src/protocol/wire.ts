@@ -52,7 +52,7 @@ export interface ScheduleBody {
   maxAttempts?: number;
   backoff?: Backoff;
   /** Default: the request's `traceparent` and `tracestate` headers; a malformed one is ignored. */
-  trace?: TraceContext;
+  trace?: Partial<TraceContext>;
 }
 
 /** 201 of a schedule: the message is as durable as the server's fsync policy promises. */

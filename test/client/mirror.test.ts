@@ -163,6 +163,11 @@ describe('the client mirrors the embedded queue', () => {
       { payload: 1, trace: { traceparent: 'x', parent: 'y' } },
       // Taken by both: a malformed trace is dropped, a due time in the past is now.
       { payload: 1, trace: { traceparent: 'not a traceparent', tracestate: '=' } },
+      { payload: 1, trace: {} },
+      {
+        payload: 1,
+        trace: { traceparent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01${'x'.repeat(600)}` },
+      },
       { payload: 1, delayMs: -1 },
       { payload: 1, backoff: { type: 'exponential', delayMs: 0, jitter: 1, maxDelayMs: 0 } },
     ];

@@ -19,17 +19,22 @@ describe.runIf(postgresInstalled())('a queue on PostgreSQL whose onError throws'
   }, 60_000);
   afterAll(() => server?.stop());
 
-  it('reports both to onFault and goes on serving', async () => {
-    const script = `
+  it.each([
+    ['throws', "() => { throw new Error('a bug in onError'); }"],
+    ['rejects', "async () => { throw new Error('a bug in onError'); }"],
+  ])(
+    'whose onError %s: reports both to onFault and goes on serving',
+    async (kind, onError) => {
+      const script = `
       import pg from 'pg';
       const { DelayQueue } = await import(${JSON.stringify(DIST)});
       const faults = [];
       const queue = await DelayQueue.open({
         postgres: ${JSON.stringify(server.url)},
-        queue: 'throws',
+        queue: '${kind}',
         partitions: 2,
         leaseMs: 1_000,
-        onError: () => { throw new Error('a bug in onError'); },
+        onError: ${onError},
         onFault: (fault) => faults.push(fault.code + ' ' + fault.message),
       });
       const polled = queue.receive('t', { waitMs: 2_000 }).catch(() => []);
@@ -52,12 +57,14 @@ describe.runIf(postgresInstalled())('a queue on PostgreSQL whose onError throws'
       await queue.close();
       console.log(JSON.stringify({ received: got.length, faults: faults.slice(0, 4) }));
     `;
-    const run = await runNodeScript(script, 90_000);
-    expect(run.status, run.stderr).toBe(0);
-    const result = JSON.parse(run.out.split('\n').pop() as string);
-    expect(result.received).toBe(1);
-    expect(result.faults.join('\n')).toContain(
-      'ERR_TICKWHEEL_LISTENER_FAILED onError threw: a bug in onError',
-    );
-  }, 120_000);
+      const run = await runNodeScript(script, 90_000);
+      expect(run.status, run.stderr).toBe(0);
+      const result = JSON.parse(run.out.split('\n').pop() as string);
+      expect(result.received).toBe(1);
+      expect(result.faults.join('\n')).toContain(
+        'ERR_TICKWHEEL_LISTENER_FAILED onError threw: a bug in onError',
+      );
+    },
+    120_000,
+  );
 });

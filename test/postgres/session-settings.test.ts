@@ -9,7 +9,12 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain JavaScript module of the project's scripts.
 import { postgresInstalled } from '../../scripts/postgres.mjs';
+import { PostgresDriver } from '../../src/postgres/driver.js';
 import { withPostgres } from './with-postgres.js';
+
+interface Pool {
+  query(sql: string): Promise<{ rows: Record<string, string>[] }>;
+}
 
 describe.runIf(postgresInstalled())("the queue's connections on PostgreSQL", () => {
   const server = withPostgres();
@@ -50,6 +55,25 @@ describe.runIf(postgresInstalled())("the queue's connections on PostgreSQL", () 
         expect(row.iso).toBe('serializable');
       } finally {
         await other.end();
+      }
+      // A connection string with options of its own: those kept, these added.
+      const url = new URL(server.url);
+      url.searchParams.set('options', '-c application_name=mine');
+      const own = await PostgresDriver.open({
+        postgres: url.toString(),
+        queue: 'own',
+        poolSize: 1,
+      });
+      try {
+        const ownPool = (own as unknown as { pool: Pool }).pool;
+        const {
+          rows: [row],
+        } = await ownPool.query(
+          "SELECT current_setting('transaction_isolation') AS iso, current_setting('lock_timeout') AS lt, current_setting('application_name') AS app",
+        );
+        expect(row).toEqual({ iso: 'read committed', lt: '0', app: 'mine' });
+      } finally {
+        await own.close();
       }
     } finally {
       await server.pool.query(`ALTER DATABASE "${db}" RESET default_transaction_isolation`);

@@ -555,3 +555,28 @@ describe('close()', () => {
     });
   });
 });
+
+describe('createServer on a data directory', () => {
+  it("opens with the directory's options in queueOptions, given to its store", async () => {
+    const server = await createServer({
+      dir: tempDir(),
+      logLevel: 'silent',
+      queueOptions: {
+        horizonMs: 500,
+        windowMs: 100,
+        checkpointIntervalMs: 200,
+        segmentBytes: 1 << 20,
+        snapshotBytes: 1 << 20,
+        listScanRecords: 100,
+      },
+    });
+    try {
+      await server.opened;
+      const { queue } = server;
+      const { id } = await queue.schedule({ topic: 't', payload: 1, delayMs: 60_000 });
+      expect((await queue.get(id))?.status).toBe('scheduled');
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -12,6 +12,7 @@ import type { WireErrorCode } from '../../protocol/wire.js';
 import {
   DelayQueue,
   FileStore,
+  type FileStoreOptions,
   type DelayQueuePostgresOptions,
   type DelayQueueRedisOptions,
 } from '../../delay-queue.js';
@@ -76,21 +77,41 @@ export async function startOpening(
       'give createServer() a data directory (dir), Valkey/Redis URLs (redis), a PostgreSQL connection string (postgres) or an open queue (queue)',
     );
   }
-  const { segmentBytes, windowMs, checkpointIntervalMs, snapshotBytes } =
-    options.queueOptions ?? {};
+  // The data directory's options go to its store; the rest are the queue's.
+  const { queueOnly, directory } = splitDirectoryOptions(options.queueOptions ?? {});
   const queueFaults = options.queueOptions?.onFault ?? onFault;
   const store = await FileStore.open({
     dir: options.dir,
     fsync: options.fsync,
-    segmentBytes,
-    windowMs,
-    checkpointIntervalMs,
-    snapshotBytes,
+    ...directory,
     onFault: queueFaults,
   });
   // DelayQueue.open closes the store if recovery fails.
-  const queue = DelayQueue.open({ ...options.queueOptions, onFault: queueFaults, store });
+  const queue = DelayQueue.open({ ...queueOnly, onFault: queueFaults, store });
   return opening(queue, true, 'the queue is recovering its data directory');
+}
+
+/** The data directory's options in a server's queueOptions: its store's, not the queue's. */
+const DIRECTORY_OPTIONS = [
+  'segmentBytes',
+  'windowMs',
+  'checkpointIntervalMs',
+  'snapshotBytes',
+  'listScanRecords',
+  'repair',
+] as const;
+
+function splitDirectoryOptions<O extends object>(given: O) {
+  const queueOnly: Record<string, unknown> = { ...(given as Record<string, unknown>) };
+  const directory: Record<string, unknown> = {};
+  for (const name of DIRECTORY_OPTIONS) {
+    directory[name] = queueOnly[name];
+    delete queueOnly[name];
+  }
+  return {
+    queueOnly: queueOnly as Omit<O, (typeof DIRECTORY_OPTIONS)[number]>,
+    directory: directory as Pick<FileStoreOptions, (typeof DIRECTORY_OPTIONS)[number]>,
+  };
 }
 
 function opening(queue: Promise<Queue>, owned: boolean, doing: string): QueueSource {

@@ -32,10 +32,19 @@ import {
 
 const payloadEncoding = { enum: ['json', 'base64'] } as const;
 
-/** A W3C trace context; its values are checked by the queue, which ignores a malformed one. */
+/** A W3C trace context as stored and handed out. */
 const trace = closed(['traceparent'], {
   traceparent: { type: 'string', maxLength: MAX_TRACESTATE_CHARS },
   tracestate: { type: 'string', maxLength: 2 * MAX_TRACESTATE_CHARS },
+});
+
+/**
+ * A trace context as a schedule gives it: its values are checked by the queue, which drops a
+ * malformed or missing traceparent.
+ */
+const givenTrace = closed([], {
+  traceparent: { type: 'string' },
+  tracestate: { type: 'string' },
 });
 
 const messageProperties = {
@@ -46,7 +55,7 @@ const messageProperties = {
   id,
   maxAttempts,
   backoff,
-  trace,
+  trace: givenTrace,
 } as const;
 
 const scheduleResult = object({ id: { type: 'string' }, deliverAt: { type: 'number' } });
