@@ -34,7 +34,7 @@ describe.runIf(postgresInstalled())('consume() acks on PostgreSQL', () => {
     await server?.stop();
   });
 
-  it('go out together, at most every 10 ms, each message acked once', async () => {
+  it('go out together, each message acked once', async () => {
     const queue = await DelayQueue.open({ postgres: server.url, queue: 'quiet_acks' });
     onTestFinished(() => queue.close());
     const total = 400;
@@ -65,10 +65,8 @@ describe.runIf(postgresInstalled())('consume() acks on PostgreSQL', () => {
     await consumer.close();
     expect(seen.size).toBe(total);
     expect([...seen.values()].every((times) => times === 1)).toBe(true);
-    // A call's start at least 10 ms after the one before it (measured here a few microseconds
-    // after the gate's own reading, which may differ call to call).
-    const gaps = watch.calls.slice(1).map((call, k) => call.at - watch.calls[k].at);
-    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(9.5);
+    // Together: far fewer calls than acks (the 10 ms between calls is the gate's own timing,
+    // not asserted here: a loaded machine observes calls later than the gate made them).
     expect(watch.calls.length).toBeLessThan(total / 2);
     // Nothing left in flight or ready: every ack took.
     await waitFor(async () => (await queue.stats()).topics.t === undefined);
