@@ -88,19 +88,10 @@ const POSTGRES_OPTIONS = optionNames<DelayQueuePostgresOptions>({
   onError: true,
 });
 
-/** Options of the embedded queue that mean nothing for a queue on Valkey/Redis or PostgreSQL. */
 /** The file store's options but onFault, which is the queue's too. */
-const DIRECTORY_OPTIONS = optionNames<Omit<FileStoreOptions, 'logIo' | 'onFault'>>({
-  dir: true,
-  fsync: true,
-  segmentBytes: true,
-  windowMs: true,
-  checkpointIntervalMs: true,
-  snapshotBytes: true,
-  repair: true,
-  listScanRecords: true,
-});
+const DIRECTORY_OPTIONS = Object.keys(FILE_STORE_OPTIONS).filter((name) => name !== 'onFault');
 
+/** Options of the embedded queue that mean nothing for a queue on Valkey/Redis or PostgreSQL. */
 const EMBEDDED_ONLY = OPEN_OPTIONS.filter(
   (name) => !REDIS_OPTIONS.includes(name) && !POSTGRES_OPTIONS.includes(name),
 );
